@@ -1,0 +1,178 @@
+// Package recordbatch encodes and decodes Strand's record batch: the unit a
+// producer sends, a raft entry stores and a fetch serves, byte for byte.
+//
+// Layout (little-endian), header of HeaderBytes bytes then the records:
+//
+//	0  magic          u8   = Magic
+//	1  attributes     u8   bits 0-2 compression (0 none), others zero
+//	2  reserved       u16  = 0
+//	4  crc            u32  CRC32C (Castagnoli) of bytes [8, end)
+//	8  record_count   u32  > 0
+//	12 first_time_ms  i64  producer timestamp of the first record
+//	20 records_bytes  u32  length of the records section
+//	24 records        record_count records, each:
+//	     timestamp_delta_ms  zigzag varint, added to first_time_ms
+//	     key_length          zigzag varint, -1 for a null key
+//	     key
+//	     value_length        zigzag varint, -1 for a null value (tombstone)
+//	     value
+//	     header_count        uvarint
+//	     headers             each: uvarint key length, key,
+//	                         zigzag varint value length (-1 null), value
+//
+// Every encoding is canonical, so a batch has exactly one valid byte form and
+// Encode(Decode(b)) == b: varints are minimal (no redundant 0x80 groups), the
+// first record's timestamp delta is 0 (first_time_ms is its timestamp), only
+// compression 0 exists yet, and no byte follows the last record. Timestamps
+// are producer values; the leader's append time travels beside the batch in
+// the raft entry, never inside it, so the stored bytes are the sent bytes.
+package recordbatch
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+)
+
+// Sizes and limits of the format.
+const (
+	Magic       = 1
+	HeaderBytes = 24
+	// RecordBytesMax bounds one record's key, value and headers together
+	// (R4: Kafka's max.request.size default, 1 MiB).
+	RecordBytesMax = 1 << 20
+	// BatchBytesMax bounds a whole encoded batch: one maximal record plus
+	// room for the batch header and record framing.
+	BatchBytesMax = RecordBytesMax + 64<<10
+
+	// recordBytesMin is the smallest encoded record: four one-byte varints
+	// (delta, key length, value length, header count). It bounds
+	// record_count by the section length before any record is walked.
+	recordBytesMin = 4
+	// headerBytesMin is the smallest encoded header: two one-byte varints.
+	headerBytesMin = 2
+	// compressionMask selects the compression codec bits of attributes.
+	compressionMask = 0x07
+)
+
+// Errors of Validate and Decode. Callers match them with errors.Is.
+var (
+	ErrCorrupt        = errors.New("recordbatch: corrupt batch")
+	ErrRecordTooLarge = errors.New("recordbatch: record larger than 1 MiB")
+	ErrBatchTooLarge  = errors.New("recordbatch: batch too large")
+	ErrEmpty          = errors.New("recordbatch: batch holds no records")
+)
+
+// Header is one record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Record is one decoded record. A nil Key or Value is null, as in Kafka.
+type Record struct {
+	TimestampMs int64
+	Key         []byte
+	Value       []byte
+	Headers     []Header
+}
+
+// payloadBytes is what RecordBytesMax limits: key, value and header keys
+// and values, without framing.
+func (r *Record) payloadBytes() int {
+	n := len(r.Key) + len(r.Value)
+	for i := range r.Headers {
+		n += len(r.Headers[i].Key) + len(r.Headers[i].Value)
+	}
+	return n
+}
+
+// Info is what Validate learns about a valid batch.
+type Info struct {
+	RecordCount      int32
+	FirstTimestampMs int64
+	// MaxTimestampMs is the largest record timestamp in the batch.
+	MaxTimestampMs int64
+}
+
+// castagnoli is CRC32C's table; crc32 uses the CPU's instruction with it.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// header is the decoded fixed part of a batch.
+type header struct {
+	recordCount      uint32
+	firstTimestampMs int64
+}
+
+// parseHeader checks everything about a batch but its records section.
+func parseHeader(batch []byte) (header, error) {
+	if len(batch) > BatchBytesMax {
+		return header{}, fmt.Errorf("%w: %d bytes, at most %d", ErrBatchTooLarge, len(batch), BatchBytesMax)
+	}
+	if len(batch) < HeaderBytes {
+		return header{}, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", ErrCorrupt, len(batch), HeaderBytes)
+	}
+	if batch[0] != Magic {
+		return header{}, fmt.Errorf("%w: magic %d, want %d", ErrCorrupt, batch[0], Magic)
+	}
+	if batch[1] != 0 {
+		if batch[1]&compressionMask != 0 {
+			return header{}, fmt.Errorf("%w: compression %d unsupported", ErrCorrupt, batch[1]&compressionMask)
+		}
+		return header{}, fmt.Errorf("%w: attributes %#x, unknown bits set", ErrCorrupt, batch[1])
+	}
+	if batch[2] != 0 || batch[3] != 0 {
+		return header{}, fmt.Errorf("%w: reserved bytes not zero", ErrCorrupt)
+	}
+	sectionBytes := binary.LittleEndian.Uint32(batch[20:24])
+	if uint64(sectionBytes) != uint64(len(batch)-HeaderBytes) {
+		return header{}, fmt.Errorf("%w: records_bytes %d, but %d bytes follow the header",
+			ErrCorrupt, sectionBytes, len(batch)-HeaderBytes)
+	}
+	if want, got := binary.LittleEndian.Uint32(batch[4:8]), crc32.Checksum(batch[8:], castagnoli); want != got {
+		return header{}, fmt.Errorf("%w: crc %#08x, computed %#08x", ErrCorrupt, want, got)
+	}
+	h := header{
+		recordCount:      binary.LittleEndian.Uint32(batch[8:12]),
+		firstTimestampMs: int64(binary.LittleEndian.Uint64(batch[12:20])),
+	}
+	if h.recordCount == 0 {
+		return header{}, ErrEmpty
+	}
+	if uint64(h.recordCount)*recordBytesMin > uint64(sectionBytes) {
+		return header{}, fmt.Errorf("%w: %d records cannot fit in %d bytes", ErrCorrupt, h.recordCount, sectionBytes)
+	}
+	return h, nil
+}
+
+// Validate checks a whole batch: header fields, checksum, and every record's
+// framing, sizes and count, so that Decode of a valid batch cannot fail.
+// Nothing is copied or allocated on success.
+func Validate(batch []byte) (Info, error) {
+	h, err := parseHeader(batch)
+	if err != nil {
+		return Info{}, err
+	}
+	info := Info{
+		RecordCount:      int32(h.recordCount),
+		FirstTimestampMs: h.firstTimestampMs,
+		MaxTimestampMs:   math.MinInt64,
+	}
+	if h.recordCount > math.MaxInt32 {
+		return Info{}, fmt.Errorf("%w: record_count %d exceeds int32", ErrCorrupt, h.recordCount)
+	}
+	r := reader{buf: batch, pos: HeaderBytes}
+	for i := 0; i < int(h.recordCount); i++ {
+		ts, err := r.skipRecord(h.firstTimestampMs, i)
+		if err != nil {
+			return Info{}, err
+		}
+		info.MaxTimestampMs = max(info.MaxTimestampMs, ts)
+	}
+	if r.pos != len(batch) {
+		return Info{}, fmt.Errorf("%w: %d trailing bytes after record %d", ErrCorrupt, len(batch)-r.pos, h.recordCount)
+	}
+	return info, nil
+}

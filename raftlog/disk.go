@@ -1,0 +1,40 @@
+package raftlog
+
+// Disk holds raftlog's files. It is the only way raftlog reaches storage, so
+// the same code runs on the OS (raftlog/osdisk) and in memory with injected
+// faults (raftlog/memdisk).
+//
+// Names are slash-separated paths relative to the disk's root; a file's
+// directory is created when the file is first opened. After a crash only
+// bytes covered by a successful File.Sync, and names covered by a successful
+// SyncDir of their directory, survive.
+type Disk interface {
+	// Open opens the named file for reading and writing, creating it empty
+	// when it does not exist.
+	Open(name string) (File, error)
+	// Remove deletes the named file. Removing a missing file is an error.
+	Remove(name string) error
+	// List returns the names (base names, not paths) of the files in dir,
+	// sorted, so that directory order never leaks into behaviour. A missing
+	// directory lists as empty.
+	List(dir string) ([]string, error)
+	// SyncDir makes creations and removals of files in dir durable.
+	SyncDir(dir string) error
+}
+
+// File is an open file of a Disk. Files are not safe for concurrent use.
+type File interface {
+	// ReadAt reads len(p) bytes at off; fewer bytes come with an error
+	// (io.EOF at the end of the file).
+	ReadAt(p []byte, off int64) (int, error)
+	// WriteAt writes p at off, extending the file when needed.
+	WriteAt(p []byte, off int64) (int, error)
+	// Truncate sets the file's size.
+	Truncate(size int64) error
+	// Size returns the file's current size, synced or not.
+	Size() (int64, error)
+	// Sync makes the file's current contents and size durable.
+	Sync() error
+	// Close releases the file. It does not sync.
+	Close() error
+}
