@@ -3,7 +3,15 @@
 // starting no goroutine and drawing no randomness.
 package engine
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/strandlog/strand/engine/recordbatch"
+	"github.com/strandlog/strand/proto/strandpb"
+)
 
 // Client-visible outcomes of applying an entry, carried in Result.Err. They
 // are not bugs: every replica reaches the same outcome for the same entry.
@@ -14,9 +22,16 @@ var (
 	ErrOutOfOrderSequence = errors.New("engine: out of order sequence")
 	// ErrProducerFenced: a producer epoch older than the one on record.
 	ErrProducerFenced = errors.New("engine: producer fenced")
+	// ErrUnknownProducer: a batch with a sequence other than 0 from a
+	// producer the partition has no record of (never seen, or its batches
+	// were all trimmed away); the producer must start a new epoch at 0.
+	ErrUnknownProducer = errors.New("engine: unknown producer")
 	// ErrOffsetOutOfRange: an offset before the log start or past the
 	// high-water mark.
 	ErrOffsetOutOfRange = errors.New("engine: offset out of range")
+	// ErrInvalidSnapshot: RestorePartition was given bytes that do not
+	// decode, an unknown version, or a state that breaks an invariant.
+	ErrInvalidSnapshot = errors.New("engine: invalid snapshot")
 )
 
 // Result is the outcome of applying one raft entry.
@@ -35,64 +50,249 @@ type Result struct {
 // BatchLocation says where the batch holding some offsets lives in the raft
 // log: the fetch path reads raft entry RaftIndex and serves its batch bytes.
 type BatchLocation struct {
-	BaseOffset     int64
-	RecordCount    int32
-	RaftIndex      uint64
-	AppendTimeMs   int64
+	BaseOffset   int64
+	RecordCount  int32
+	RaftIndex    uint64
+	AppendTimeMs int64
+	// MaxTimestampMs is the largest record timestamp of this batch and of
+	// the index entry before it (when one was still indexed at append): a
+	// running maximum, non-decreasing along the index like Kafka's time
+	// index, so OffsetForTimestamp can binary search it.
 	MaxTimestampMs int64
 }
 
+// endOffset is the offset after the batch's last record.
+func (b *BatchLocation) endOffset() int64 { return b.BaseOffset + int64(b.RecordCount) }
+
+// indexCompactMin is the smallest dropped prefix worth compacting away;
+// below it the dead entries cost less than the copy.
+const indexCompactMin = 64
+
 // Partition is the state of one partition's log, built only by applying the
 // committed entries of its raft group in order.
+//
+// Invariants (check verifies them): the indexed batches are batches[head:],
+// dense (each starts where the one before ends) and in raft index order;
+// the first contains logStartOffset and the last ends at nextOffset; with
+// none indexed, logStartOffset == nextOffset.
 type Partition struct {
-	_ struct{}
+	appliedIndex   uint64
+	nextOffset     int64
+	logStartOffset int64
+	// batches[head:] is the offset index; the dropped prefix is compacted
+	// away once it is at least half the slice (amortized O(1) per drop).
+	batches   []BatchLocation
+	head      int
+	producers map[int64]*producerState
 }
 
 // NewPartition returns the state of an empty partition before raft index 1.
-func NewPartition() *Partition { panic("engine: not implemented") }
-
-// RestorePartition rebuilds a partition from Snapshot's bytes; it refuses
-// unknown versions and malformed bytes with an error.
-func RestorePartition(snapshot []byte) (*Partition, error) { panic("engine: not implemented") }
-
-// Apply applies the committed raft entry at index whose Data is data (a
-// marshalled strandpb.Entry). Indexes must arrive consecutively; a gap is a
-// bug and panics.
-func (p *Partition) Apply(index uint64, data []byte) Result { panic("engine: not implemented") }
-
-// ApplyEmpty applies a raft entry that carries no partition command (an
-// empty entry a new leader appends, or a configuration change). It consumes
-// the index and no offset.
-func (p *Partition) ApplyEmpty(index uint64) { panic("engine: not implemented") }
+func NewPartition() *Partition {
+	return &Partition{producers: make(map[int64]*producerState)}
+}
 
 // AppliedIndex is the raft index of the last applied entry.
-func (p *Partition) AppliedIndex() uint64 { panic("engine: not implemented") }
+func (p *Partition) AppliedIndex() uint64 { return p.appliedIndex }
 
 // HighWatermark is the offset after the last committed record: consumers
 // read below it (R10). Every applied entry is committed, so it is also the
 // next offset to assign.
-func (p *Partition) HighWatermark() int64 { panic("engine: not implemented") }
+func (p *Partition) HighWatermark() int64 { return p.nextOffset }
 
 // LogStartOffset is the first offset still retained.
-func (p *Partition) LogStartOffset() int64 { panic("engine: not implemented") }
+func (p *Partition) LogStartOffset() int64 { return p.logStartOffset }
 
-// Locate returns the batches holding offset and the ones after it, at most
-// maxBatches of them, found in O(log n). It fails with ErrOffsetOutOfRange for
-// an offset below the log start or above the high-water mark; at the
-// high-water mark it returns no batches and no error.
-func (p *Partition) Locate(offset int64, maxBatches int) ([]BatchLocation, error) {
-	panic("engine: not implemented")
+// advance consumes raft index index; a gap or a repeat is a bug.
+func (p *Partition) advance(index uint64) {
+	if index != p.appliedIndex+1 {
+		panic(fmt.Sprintf("engine: apply index %d after %d", index, p.appliedIndex))
+	}
+	p.appliedIndex = index
 }
 
-// OffsetForTimestamp returns the first offset whose batch's max timestamp is
-// at or after timestampMs, or the high-water mark when there is none.
-func (p *Partition) OffsetForTimestamp(timestampMs int64) int64 { panic("engine: not implemented") }
+// Apply applies the committed raft entry at index whose Data is data (a
+// marshalled strandpb.Entry). Indexes must arrive consecutively; a gap is a
+// bug and panics.
+func (p *Partition) Apply(index uint64, data []byte) Result {
+	p.advance(index)
+	e, err := DecodeEntry(data)
+	if err != nil {
+		return Result{Err: err}
+	}
+	switch e.Kind {
+	case strandpb.EntryKind_ENTRY_KIND_PRODUCE:
+		return p.applyProduce(index, &e)
+	case strandpb.EntryKind_ENTRY_KIND_TRIM:
+		p.trim(e.TrimOffset)
+		return Result{}
+	default:
+		return Result{Err: fmt.Errorf("%w: unknown entry kind %d", ErrInvalidEntry, int32(e.Kind))}
+	}
+}
+
+// ApplyEmpty applies a raft entry that carries no partition command (an
+// empty entry a new leader appends, or a configuration change). It consumes
+// the index and no offset.
+func (p *Partition) ApplyEmpty(index uint64) { p.advance(index) }
+
+// applyProduce validates a batch, screens it through its producer's
+// idempotence record and appends it.
+func (p *Partition) applyProduce(index uint64, e *EntryFields) Result {
+	info, err := recordbatch.Validate(e.Batch)
+	if err != nil {
+		return Result{Err: fmt.Errorf("%w: %w", ErrInvalidEntry, err)}
+	}
+	var st *producerState
+	if e.ProducerID >= 0 {
+		var dup *producerBatch
+		st, dup, err = p.screenProducer(e, info.RecordCount)
+		if err != nil {
+			return Result{Err: err}
+		}
+		if dup != nil {
+			return Result{BaseOffset: dup.baseOffset, RecordCount: dup.recordCount, Duplicate: true}
+		}
+	}
+	if p.nextOffset > math.MaxInt64-int64(info.RecordCount) {
+		panic(fmt.Sprintf("engine: offset overflow at %d", p.nextOffset))
+	}
+	loc := BatchLocation{
+		BaseOffset:     p.nextOffset,
+		RecordCount:    info.RecordCount,
+		RaftIndex:      index,
+		AppendTimeMs:   e.AppendTimeMs,
+		MaxTimestampMs: info.MaxTimestampMs,
+	}
+	if n := len(p.batches); n > p.head {
+		loc.MaxTimestampMs = max(loc.MaxTimestampMs, p.batches[n-1].MaxTimestampMs)
+	}
+	p.batches = append(p.batches, loc)
+	p.nextOffset += int64(info.RecordCount)
+	if st != nil {
+		st.accept(e.ProducerEpoch, producerBatch{
+			baseSequence: e.BaseSequence,
+			recordCount:  info.RecordCount,
+			baseOffset:   loc.BaseOffset,
+		})
+		p.producers[e.ProducerID] = st
+	}
+	return Result{BaseOffset: loc.BaseOffset, RecordCount: loc.RecordCount}
+}
+
+// trim applies a trim entry: the log start offset moves forward to offset,
+// clamped to the high-water mark, dropping the batches wholly below it, and
+// the producers whose batches all lie below offset are forgotten.
+func (p *Partition) trim(offset int64) {
+	offset = min(offset, p.nextOffset)
+	p.evictProducers(offset)
+	if offset <= p.logStartOffset {
+		return
+	}
+	p.logStartOffset = offset
+	live := p.batches[p.head:]
+	p.drop(sort.Search(len(live), func(i int) bool { return live[i].endOffset() > offset }))
+}
+
+// evictProducers forgets the producers whose newest batch lies wholly below
+// offset, as Kafka does when retention moves the log start: the table stays
+// bounded by the retained log. It depends only on the trim entry and
+// replicated state, never on the replica-local log start that Compacted
+// moves, so every replica evicts the same producers. Deleting in map order
+// is fine: only the resulting set matters.
+func (p *Partition) evictProducers(offset int64) {
+	for id, st := range p.producers {
+		if st.newest().endOffset() <= offset {
+			delete(p.producers, id)
+		}
+	}
+}
+
+// drop removes the first n indexed batches, compacting the slice when the
+// dropped prefix is at least half of it.
+func (p *Partition) drop(n int) {
+	clear(p.batches[p.head : p.head+n])
+	p.head += n
+	if p.head < indexCompactMin || p.head*2 < len(p.batches) {
+		return
+	}
+	live := len(p.batches) - p.head
+	if cap(p.batches) > 4*indexCompactMin && live < cap(p.batches)/4 {
+		// Shrink the backing array too: a log that was long once must
+		// not pin its memory forever.
+		p.batches = append(make([]BatchLocation, 0, 2*live), p.batches[p.head:]...)
+	} else {
+		copy(p.batches, p.batches[p.head:])
+		clear(p.batches[live:])
+		p.batches = p.batches[:live]
+	}
+	p.head = 0
+}
 
 // Compacted tells the partition that the raft log no longer holds entries at
 // or below raftIndex: their batches leave the index and the log start offset
 // moves past them. It is local to a replica (retention agreed through TRIM
-// entries never depends on it).
-func (p *Partition) Compacted(raftIndex uint64) { panic("engine: not implemented") }
+// entries never depends on it). raftIndex must not exceed the applied index.
+func (p *Partition) Compacted(raftIndex uint64) {
+	if raftIndex > p.appliedIndex {
+		panic(fmt.Sprintf("engine: compacted to %d beyond applied index %d", raftIndex, p.appliedIndex))
+	}
+	live := p.batches[p.head:]
+	n := sort.Search(len(live), func(i int) bool { return live[i].RaftIndex > raftIndex })
+	if n == 0 {
+		return
+	}
+	p.drop(n)
+	start := p.nextOffset
+	if p.head < len(p.batches) {
+		start = p.batches[p.head].BaseOffset
+	}
+	p.logStartOffset = max(p.logStartOffset, start)
+}
 
-// Snapshot encodes the whole state in the versioned PartitionSnapshot format.
-func (p *Partition) Snapshot() []byte { panic("engine: not implemented") }
+// CompactableIndex is the highest raft index the raft log can drop without
+// losing a retained batch: the index before the first indexed batch's entry,
+// or the applied index when no batch is indexed.
+func (p *Partition) CompactableIndex() uint64 {
+	if p.head == len(p.batches) {
+		return p.appliedIndex
+	}
+	return p.batches[p.head].RaftIndex - 1
+}
+
+// Locate returns the batches holding offset and the ones after it, at most
+// maxBatches of them (at least one), found in O(log n). It fails with
+// ErrOffsetOutOfRange for an offset below the log start or above the
+// high-water mark; at the high-water mark it returns no batches and no error.
+func (p *Partition) Locate(offset int64, maxBatches int) ([]BatchLocation, error) {
+	return p.AppendLocations(nil, offset, maxBatches)
+}
+
+// AppendLocations is Locate appending to dst, for a fetch path that reuses
+// its buffer.
+func (p *Partition) AppendLocations(dst []BatchLocation, offset int64, maxBatches int) ([]BatchLocation, error) {
+	if offset < p.logStartOffset || offset > p.nextOffset {
+		return dst, fmt.Errorf("%w: offset %d, log start %d, high-water mark %d",
+			ErrOffsetOutOfRange, offset, p.logStartOffset, p.nextOffset)
+	}
+	if offset == p.nextOffset {
+		return dst, nil
+	}
+	live := p.batches[p.head:]
+	i := sort.Search(len(live), func(i int) bool { return live[i].endOffset() > offset })
+	n := min(max(maxBatches, 1), len(live)-i)
+	return append(dst, live[i:i+n]...), nil
+}
+
+// OffsetForTimestamp returns the first offset of the first indexed batch
+// whose MaxTimestampMs (a running maximum) is at or after timestampMs, but
+// never below the log start; the high-water mark when there is none. With
+// non-decreasing producer timestamps that is the first batch holding a
+// record at or after timestampMs, as Kafka's ListOffsets answers.
+func (p *Partition) OffsetForTimestamp(timestampMs int64) int64 {
+	live := p.batches[p.head:]
+	i := sort.Search(len(live), func(i int) bool { return live[i].MaxTimestampMs >= timestampMs })
+	if i == len(live) {
+		return p.nextOffset
+	}
+	return max(live[i].BaseOffset, p.logStartOffset)
+}

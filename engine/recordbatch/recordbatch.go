@@ -176,3 +176,229 @@ func Validate(batch []byte) (Info, error) {
 	}
 	return info, nil
 }
+
+// reader walks the records section, checking every field it reads.
+type reader struct {
+	buf []byte
+	pos int
+}
+
+// uvarint reads a minimal unsigned varint: a redundant trailing zero group
+// or an overflow of 64 bits fails, so every value has one encoding. The
+// one-byte case stays small enough to inline.
+func (r *reader) uvarint() (uint64, bool) {
+	if p := r.pos; p < len(r.buf) {
+		if b := r.buf[p]; b < 0x80 {
+			r.pos = p + 1
+			return uint64(b), true
+		}
+	}
+	return r.uvarintLong()
+}
+
+// uvarintLong reads a varint of two bytes or more.
+func (r *reader) uvarintLong() (uint64, bool) {
+	var x uint64
+	var shift uint
+	for i := 0; i < binary.MaxVarintLen64; i++ {
+		if r.pos >= len(r.buf) {
+			return 0, false
+		}
+		b := r.buf[r.pos]
+		r.pos++
+		if b < 0x80 {
+			if b == 0 || (i == binary.MaxVarintLen64-1 && b > 1) {
+				return 0, false
+			}
+			return x | uint64(b)<<shift, true
+		}
+		x |= uint64(b&0x7f) << shift
+		shift += 7
+	}
+	return 0, false
+}
+
+// varint reads a minimal zigzag varint.
+func (r *reader) varint() (int64, bool) {
+	u, ok := r.uvarint()
+	x := int64(u >> 1)
+	if u&1 != 0 {
+		x = ^x
+	}
+	return x, ok
+}
+
+// bytes reads n >= -1 bytes as a slice of the batch; -1 gives nil (null).
+// A zero length gives an empty, non-nil slice so null and empty differ.
+func (r *reader) bytes(n int64) ([]byte, bool) {
+	if n < -1 || n > int64(len(r.buf)-r.pos) {
+		return nil, false
+	}
+	if n == -1 {
+		return nil, true
+	}
+	b := r.buf[r.pos : r.pos+int(n) : r.pos+int(n)]
+	r.pos += int(n)
+	return b, true
+}
+
+// corrupt describes damage in record index.
+func corrupt(index int, what string) error {
+	return fmt.Errorf("%w: record %d: %s", ErrCorrupt, index, what)
+}
+
+// record reads record index into rec. Headers are appended to *headers when
+// headers is non-nil (Decode) and only counted otherwise (Validate).
+func (r *reader) record(firstTimestampMs int64, index int, rec *Record, headers *[]Header) error {
+	delta, ok := r.varint()
+	if !ok {
+		return corrupt(index, "bad timestamp delta varint")
+	}
+	if index == 0 && delta != 0 {
+		return corrupt(index, "first record's timestamp delta is not 0")
+	}
+	ts := firstTimestampMs + delta
+	if (delta > 0) != (ts > firstTimestampMs) {
+		return corrupt(index, "timestamp overflows int64")
+	}
+	rec.TimestampMs = ts
+	keyLength, ok := r.varint()
+	if ok {
+		rec.Key, ok = r.bytes(keyLength)
+	}
+	if !ok {
+		return corrupt(index, "bad key length")
+	}
+	valueLength, ok := r.varint()
+	if ok {
+		rec.Value, ok = r.bytes(valueLength)
+	}
+	if !ok {
+		return corrupt(index, "bad value length")
+	}
+	payloadBytes := len(rec.Key) + len(rec.Value)
+	headerCount, ok := r.uvarint()
+	if !ok || headerCount > uint64(len(r.buf)-r.pos)/headerBytesMin {
+		return corrupt(index, "bad header count")
+	}
+	for h := 0; h < int(headerCount); h++ {
+		n, err := r.header(index, headers)
+		if err != nil {
+			return err
+		}
+		payloadBytes += n
+	}
+	if payloadBytes > RecordBytesMax {
+		return fmt.Errorf("%w: record %d holds %d bytes", ErrRecordTooLarge, index, payloadBytes)
+	}
+	return nil
+}
+
+// header reads one record header and returns its payload bytes.
+func (r *reader) header(index int, headers *[]Header) (int, error) {
+	keyLength, ok := r.uvarint()
+	if !ok || keyLength > uint64(len(r.buf)-r.pos) {
+		return 0, corrupt(index, "bad header key length")
+	}
+	key, _ := r.bytes(int64(keyLength))
+	valueLength, ok := r.varint()
+	var value []byte
+	if ok {
+		value, ok = r.bytes(valueLength)
+	}
+	if !ok {
+		return 0, corrupt(index, "bad header value length")
+	}
+	if headers != nil {
+		*headers = append(*headers, Header{Key: string(key), Value: value})
+	}
+	return len(key) + len(value), nil
+}
+
+// skipRecord checks record index and returns its timestamp.
+func (r *reader) skipRecord(firstTimestampMs int64, index int) (int64, error) {
+	var rec Record
+	err := r.record(firstTimestampMs, index, &rec, nil)
+	return rec.TimestampMs, err
+}
+
+// Iterator yields a batch's records in order without copying keys and
+// values: they are slices of the batch, valid as long as the batch is.
+//
+//	it := recordbatch.NewIterator(batch)
+//	for it.Next() {
+//		r := it.Record()
+//	}
+//	if err := it.Err(); err != nil { ... }
+type Iterator struct {
+	r                reader
+	firstTimestampMs int64
+	count            int
+	index            int
+	rec              Record
+	headers          []Header
+	err              error
+}
+
+// NewIterator checks the batch's header and checksum and returns an
+// iterator over its records. A bad header shows in Err after the first Next.
+func NewIterator(batch []byte) Iterator {
+	h, err := parseHeader(batch)
+	return Iterator{
+		r:                reader{buf: batch, pos: HeaderBytes},
+		firstTimestampMs: h.firstTimestampMs,
+		count:            int(h.recordCount),
+		index:            -1,
+		err:              err,
+	}
+}
+
+// Next moves to the next record and reports whether there is one. It stops
+// at the end or at the first damage, which Err then reports. A batch that
+// Validate accepted is iterated to its end without error.
+func (it *Iterator) Next() bool {
+	if it.err != nil || it.index+1 >= it.count {
+		if it.err == nil && it.index+1 == it.count && it.r.pos != len(it.r.buf) {
+			it.err = fmt.Errorf("%w: %d trailing bytes after record %d",
+				ErrCorrupt, len(it.r.buf)-it.r.pos, it.count)
+		}
+		it.index = it.count
+		return false
+	}
+	it.index++
+	it.headers = it.headers[:0]
+	it.rec = Record{}
+	if err := it.r.record(it.firstTimestampMs, it.index, &it.rec, &it.headers); err != nil {
+		it.err = err
+		return false
+	}
+	if len(it.headers) > 0 {
+		it.rec.Headers = it.headers
+	}
+	return true
+}
+
+// Record is the current record. Its Headers slice is reused by the next
+// call of Next; keys and values stay valid.
+func (it *Iterator) Record() Record { return it.rec }
+
+// Index is the current record's position in the batch, from 0.
+func (it *Iterator) Index() int { return it.index }
+
+// Err is the damage that stopped Next, or nil.
+func (it *Iterator) Err() error { return it.err }
+
+// Decode calls fn for each record of batch in order and stops at fn's first
+// error, which it returns. Records are views into batch (see Iterator); a
+// record's Headers slice is valid only during its call. On a batch Validate
+// accepted Decode fails only through fn; on a damaged batch fn may already
+// have seen the records before the damage.
+func Decode(batch []byte, fn func(index int, r Record) error) error {
+	it := NewIterator(batch)
+	for it.Next() {
+		if err := fn(it.Index(), it.Record()); err != nil {
+			return err
+		}
+	}
+	return it.Err()
+}

@@ -274,8 +274,11 @@ type ProducerState struct {
 	LastSequence    int32 `protobuf:"varint,3,opt,name=last_sequence,json=lastSequence,proto3" json:"last_sequence,omitempty"`
 	LastBaseOffset  int64 `protobuf:"varint,4,opt,name=last_base_offset,json=lastBaseOffset,proto3" json:"last_base_offset,omitempty"`
 	LastRecordCount int32 `protobuf:"varint,5,opt,name=last_record_count,json=lastRecordCount,proto3" json:"last_record_count,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The up to 4 batches accepted before the newest one in this epoch,
+	// oldest first (Kafka keeps 5 per producer for 5 in-flight requests).
+	EarlierBatches []*ProducerBatch `protobuf:"bytes,6,rep,name=earlier_batches,json=earlierBatches,proto3" json:"earlier_batches,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ProducerState) Reset() {
@@ -343,6 +346,75 @@ func (x *ProducerState) GetLastRecordCount() int32 {
 	return 0
 }
 
+func (x *ProducerState) GetEarlierBatches() []*ProducerBatch {
+	if x != nil {
+		return x.EarlierBatches
+	}
+	return nil
+}
+
+// ProducerBatch is one of the last batches an idempotent producer had
+// accepted: a retry of it is answered with its original offsets.
+type ProducerBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BaseSequence  int32                  `protobuf:"varint,1,opt,name=base_sequence,json=baseSequence,proto3" json:"base_sequence,omitempty"`
+	RecordCount   int32                  `protobuf:"varint,2,opt,name=record_count,json=recordCount,proto3" json:"record_count,omitempty"`
+	BaseOffset    int64                  `protobuf:"varint,3,opt,name=base_offset,json=baseOffset,proto3" json:"base_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProducerBatch) Reset() {
+	*x = ProducerBatch{}
+	mi := &file_strand_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProducerBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProducerBatch) ProtoMessage() {}
+
+func (x *ProducerBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProducerBatch.ProtoReflect.Descriptor instead.
+func (*ProducerBatch) Descriptor() ([]byte, []int) {
+	return file_strand_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ProducerBatch) GetBaseSequence() int32 {
+	if x != nil {
+		return x.BaseSequence
+	}
+	return 0
+}
+
+func (x *ProducerBatch) GetRecordCount() int32 {
+	if x != nil {
+		return x.RecordCount
+	}
+	return 0
+}
+
+func (x *ProducerBatch) GetBaseOffset() int64 {
+	if x != nil {
+		return x.BaseOffset
+	}
+	return 0
+}
+
 // PartitionSnapshot is the engine's durable state of one partition as of
 // applied_index. version lets the format grow: readers refuse versions they
 // do not know.
@@ -360,7 +432,7 @@ type PartitionSnapshot struct {
 
 func (x *PartitionSnapshot) Reset() {
 	*x = PartitionSnapshot{}
-	mi := &file_strand_proto_msgTypes[3]
+	mi := &file_strand_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -372,7 +444,7 @@ func (x *PartitionSnapshot) String() string {
 func (*PartitionSnapshot) ProtoMessage() {}
 
 func (x *PartitionSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_proto_msgTypes[3]
+	mi := &file_strand_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -385,7 +457,7 @@ func (x *PartitionSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionSnapshot.ProtoReflect.Descriptor instead.
 func (*PartitionSnapshot) Descriptor() ([]byte, []int) {
-	return file_strand_proto_rawDescGZIP(), []int{3}
+	return file_strand_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PartitionSnapshot) GetVersion() uint32 {
@@ -443,7 +515,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_strand_proto_msgTypes[4]
+	mi := &file_strand_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -455,7 +527,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_proto_msgTypes[4]
+	mi := &file_strand_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -468,7 +540,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_strand_proto_rawDescGZIP(), []int{4}
+	return file_strand_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RaftMessage) GetTopic() string {
@@ -504,7 +576,7 @@ type RaftFrame struct {
 
 func (x *RaftFrame) Reset() {
 	*x = RaftFrame{}
-	mi := &file_strand_proto_msgTypes[5]
+	mi := &file_strand_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -516,7 +588,7 @@ func (x *RaftFrame) String() string {
 func (*RaftFrame) ProtoMessage() {}
 
 func (x *RaftFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_proto_msgTypes[5]
+	mi := &file_strand_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -529,7 +601,7 @@ func (x *RaftFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftFrame.ProtoReflect.Descriptor instead.
 func (*RaftFrame) Descriptor() ([]byte, []int) {
-	return file_strand_proto_rawDescGZIP(), []int{5}
+	return file_strand_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RaftFrame) GetFromNode() uint64 {
@@ -570,14 +642,20 @@ const file_strand_proto_rawDesc = "" +
 	"raft_index\x18\x02 \x01(\x04R\traftIndex\x12!\n" +
 	"\frecord_count\x18\x03 \x01(\x05R\vrecordCount\x12$\n" +
 	"\x0eappend_time_ms\x18\x04 \x01(\x03R\fappendTimeMs\x12(\n" +
-	"\x10max_timestamp_ms\x18\x05 \x01(\x03R\x0emaxTimestampMs\"\xd2\x01\n" +
+	"\x10max_timestamp_ms\x18\x05 \x01(\x03R\x0emaxTimestampMs\"\x92\x02\n" +
 	"\rProducerState\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
 	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\x12#\n" +
 	"\rlast_sequence\x18\x03 \x01(\x05R\flastSequence\x12(\n" +
 	"\x10last_base_offset\x18\x04 \x01(\x03R\x0elastBaseOffset\x12*\n" +
-	"\x11last_record_count\x18\x05 \x01(\x05R\x0flastRecordCount\"\x83\x02\n" +
+	"\x11last_record_count\x18\x05 \x01(\x05R\x0flastRecordCount\x12>\n" +
+	"\x0fearlier_batches\x18\x06 \x03(\v2\x15.strand.ProducerBatchR\x0eearlierBatches\"x\n" +
+	"\rProducerBatch\x12#\n" +
+	"\rbase_sequence\x18\x01 \x01(\x05R\fbaseSequence\x12!\n" +
+	"\frecord_count\x18\x02 \x01(\x05R\vrecordCount\x12\x1f\n" +
+	"\vbase_offset\x18\x03 \x01(\x03R\n" +
+	"baseOffset\"\x83\x02\n" +
 	"\x11PartitionSnapshot\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1f\n" +
@@ -611,26 +689,28 @@ func file_strand_proto_rawDescGZIP() []byte {
 }
 
 var file_strand_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_strand_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_strand_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_strand_proto_goTypes = []any{
 	(EntryKind)(0),            // 0: strand.EntryKind
 	(*Entry)(nil),             // 1: strand.Entry
 	(*BatchLocation)(nil),     // 2: strand.BatchLocation
 	(*ProducerState)(nil),     // 3: strand.ProducerState
-	(*PartitionSnapshot)(nil), // 4: strand.PartitionSnapshot
-	(*RaftMessage)(nil),       // 5: strand.RaftMessage
-	(*RaftFrame)(nil),         // 6: strand.RaftFrame
+	(*ProducerBatch)(nil),     // 4: strand.ProducerBatch
+	(*PartitionSnapshot)(nil), // 5: strand.PartitionSnapshot
+	(*RaftMessage)(nil),       // 6: strand.RaftMessage
+	(*RaftFrame)(nil),         // 7: strand.RaftFrame
 }
 var file_strand_proto_depIdxs = []int32{
 	0, // 0: strand.Entry.kind:type_name -> strand.EntryKind
-	2, // 1: strand.PartitionSnapshot.batches:type_name -> strand.BatchLocation
-	3, // 2: strand.PartitionSnapshot.producers:type_name -> strand.ProducerState
-	5, // 3: strand.RaftFrame.messages:type_name -> strand.RaftMessage
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	4, // 1: strand.ProducerState.earlier_batches:type_name -> strand.ProducerBatch
+	2, // 2: strand.PartitionSnapshot.batches:type_name -> strand.BatchLocation
+	3, // 3: strand.PartitionSnapshot.producers:type_name -> strand.ProducerState
+	6, // 4: strand.RaftFrame.messages:type_name -> strand.RaftMessage
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_strand_proto_init() }
@@ -644,7 +724,7 @@ func file_strand_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strand_proto_rawDesc), len(file_strand_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,171 @@
+package engine
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// EntryFields is a strandpb.Entry read in place: Batch is a slice of the
+// entry's bytes, not a copy, so the fetch path can serve stored batches
+// without copying or re-encoding them.
+type EntryFields struct {
+	Kind          strandpb.EntryKind
+	AppendTimeMs  int64
+	ProducerID    int64
+	ProducerEpoch int32
+	BaseSequence  int32
+	TrimOffset    int64
+	ProposalID    uint64
+	Batch         []byte
+}
+
+// Producer names an idempotent producer's batch: its id, epoch and the
+// sequence number of the batch's first record (R15).
+type Producer struct {
+	ID           int64
+	Epoch        int32
+	BaseSequence int32
+}
+
+// NoProducer marks a batch from a producer without idempotence.
+var NoProducer = Producer{ID: -1}
+
+// Field numbers of strandpb.Entry.
+const (
+	fieldKind          = 1
+	fieldAppendTimeMs  = 2
+	fieldProducerID    = 3
+	fieldProducerEpoch = 4
+	fieldBaseSequence  = 5
+	fieldTrimOffset    = 6
+	fieldProposalID    = 7
+	fieldBatch         = 15
+)
+
+// DecodeEntry reads a marshalled strandpb.Entry with protowire, allocating
+// nothing and copying nothing. It accepts what proto.Unmarshal accepts and
+// gives the same values: unknown fields are skipped, a repeated field keeps
+// its last value, a known field with another wire type counts as unknown.
+func DecodeEntry(data []byte) (EntryFields, error) {
+	var e EntryFields
+	for len(data) > 0 {
+		num, typ, n := protowire.ConsumeTag(data)
+		if n < 0 {
+			return EntryFields{}, fmt.Errorf("%w: tag: %v", ErrInvalidEntry, protowire.ParseError(n))
+		}
+		data = data[n:]
+		if typ == protowire.BytesType && num == fieldBatch {
+			v, m := protowire.ConsumeBytes(data)
+			if m < 0 {
+				return EntryFields{}, fmt.Errorf("%w: batch: %v", ErrInvalidEntry, protowire.ParseError(m))
+			}
+			e.Batch = v[:len(v):len(v)]
+			data = data[m:]
+			continue
+		}
+		if typ == protowire.VarintType && num >= fieldKind && num <= fieldProposalID {
+			v, m := protowire.ConsumeVarint(data)
+			if m < 0 {
+				return EntryFields{}, fmt.Errorf("%w: field %d: %v", ErrInvalidEntry, num, protowire.ParseError(m))
+			}
+			e.setVarint(num, v)
+			data = data[m:]
+			continue
+		}
+		m := protowire.ConsumeFieldValue(num, typ, data)
+		if m < 0 {
+			return EntryFields{}, fmt.Errorf("%w: field %d: %v", ErrInvalidEntry, num, protowire.ParseError(m))
+		}
+		data = data[m:]
+	}
+	return e, nil
+}
+
+// setVarint stores a varint field as proto's generated code would.
+func (e *EntryFields) setVarint(num protowire.Number, v uint64) {
+	switch num {
+	case fieldKind:
+		e.Kind = strandpb.EntryKind(int32(v))
+	case fieldAppendTimeMs:
+		e.AppendTimeMs = int64(v)
+	case fieldProducerID:
+		e.ProducerID = int64(v)
+	case fieldProducerEpoch:
+		e.ProducerEpoch = int32(v)
+	case fieldBaseSequence:
+		e.BaseSequence = int32(v)
+	case fieldTrimOffset:
+		e.TrimOffset = int64(v)
+	case fieldProposalID:
+		e.ProposalID = v
+	}
+}
+
+// EntryBatch returns the batch bytes of a stored produce entry's Data as a
+// slice of data: what the fetch path serves.
+func EntryBatch(data []byte) ([]byte, error) {
+	e, err := DecodeEntry(data)
+	if err != nil {
+		return nil, err
+	}
+	if e.Kind != strandpb.EntryKind_ENTRY_KIND_PRODUCE {
+		return nil, fmt.Errorf("%w: kind %v holds no batch", ErrInvalidEntry, e.Kind)
+	}
+	return e.Batch, nil
+}
+
+// AppendEntry appends e marshalled as a strandpb.Entry to dst: the same
+// bytes as deterministic proto.Marshal (fields in number order, zero values
+// left out).
+func AppendEntry(dst []byte, e *EntryFields) []byte {
+	dst = appendVarintField(dst, fieldKind, uint64(int64(e.Kind)))
+	dst = appendVarintField(dst, fieldAppendTimeMs, uint64(e.AppendTimeMs))
+	dst = appendVarintField(dst, fieldProducerID, uint64(e.ProducerID))
+	dst = appendVarintField(dst, fieldProducerEpoch, uint64(int64(e.ProducerEpoch)))
+	dst = appendVarintField(dst, fieldBaseSequence, uint64(int64(e.BaseSequence)))
+	dst = appendVarintField(dst, fieldTrimOffset, uint64(e.TrimOffset))
+	dst = appendVarintField(dst, fieldProposalID, e.ProposalID)
+	if len(e.Batch) > 0 {
+		dst = protowire.AppendTag(dst, fieldBatch, protowire.BytesType)
+		dst = protowire.AppendBytes(dst, e.Batch)
+	}
+	return dst
+}
+
+// appendVarintField appends a non-zero varint field; proto3 omits zeros.
+func appendVarintField(dst []byte, num protowire.Number, v uint64) []byte {
+	if v == 0 {
+		return dst
+	}
+	dst = protowire.AppendTag(dst, num, protowire.VarintType)
+	return protowire.AppendVarint(dst, v)
+}
+
+// EncodeProduceEntry appends the Data of a produce entry to dst: what the
+// node proposes for a client's batch. appendTimeMs is the leader's clock;
+// proposalID lets the proposing node find its waiting request.
+func EncodeProduceEntry(dst []byte, appendTimeMs int64, proposalID uint64, producer Producer, batch []byte) []byte {
+	return AppendEntry(dst, &EntryFields{
+		Kind:          strandpb.EntryKind_ENTRY_KIND_PRODUCE,
+		AppendTimeMs:  appendTimeMs,
+		ProducerID:    producer.ID,
+		ProducerEpoch: producer.Epoch,
+		BaseSequence:  producer.BaseSequence,
+		ProposalID:    proposalID,
+		Batch:         batch,
+	})
+}
+
+// EncodeTrimEntry appends the Data of a trim entry to dst: it moves the log
+// start offset to trimOffset (retention or delete-records).
+func EncodeTrimEntry(dst []byte, appendTimeMs int64, proposalID uint64, trimOffset int64) []byte {
+	return AppendEntry(dst, &EntryFields{
+		Kind:         strandpb.EntryKind_ENTRY_KIND_TRIM,
+		AppendTimeMs: appendTimeMs,
+		TrimOffset:   trimOffset,
+		ProposalID:   proposalID,
+	})
+}

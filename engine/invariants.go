@@ -1,0 +1,64 @@
+package engine
+
+import "fmt"
+
+// check verifies the partition's invariants in O(n). RestorePartition runs
+// it on every snapshot; tests run it after every step.
+func (p *Partition) check() error {
+	if p.logStartOffset < 0 || p.logStartOffset > p.nextOffset {
+		return fmt.Errorf("log start %d outside [0, high-water mark %d]", p.logStartOffset, p.nextOffset)
+	}
+	if p.head < 0 || p.head > len(p.batches) {
+		return fmt.Errorf("index head %d of %d", p.head, len(p.batches))
+	}
+	live := p.batches[p.head:]
+	if len(live) == 0 {
+		if p.logStartOffset != p.nextOffset {
+			return fmt.Errorf("no batch indexed, but log start %d below high-water mark %d", p.logStartOffset, p.nextOffset)
+		}
+	} else if err := checkIndex(live, p.appliedIndex, p.logStartOffset, p.nextOffset); err != nil {
+		return err
+	}
+	for id, st := range p.producers {
+		if id < 0 || st == nil {
+			return fmt.Errorf("producer %d without a record", id)
+		}
+		if err := st.check(); err != nil {
+			return fmt.Errorf("producer %d: %v", id, err)
+		}
+		if last := st.newest(); last.baseOffset > p.nextOffset-int64(last.recordCount) {
+			return fmt.Errorf("producer %d: batch at %d beyond high-water mark %d", id, last.baseOffset, p.nextOffset)
+		}
+	}
+	return nil
+}
+
+// checkIndex verifies a non-empty offset index: dense, in raft order, with
+// non-decreasing running timestamps, holding the log start and ending at
+// the high-water mark.
+func checkIndex(live []BatchLocation, appliedIndex uint64, logStartOffset, nextOffset int64) error {
+	for i := range live {
+		b := &live[i]
+		if b.BaseOffset < 0 || b.RecordCount <= 0 || b.RaftIndex == 0 || b.RaftIndex > appliedIndex {
+			return fmt.Errorf("batch %d: %d records at offset %d, raft index %d (applied %d)",
+				i, b.RecordCount, b.BaseOffset, b.RaftIndex, appliedIndex)
+		}
+		if i == 0 {
+			continue
+		}
+		prev := &live[i-1]
+		if b.BaseOffset != prev.endOffset() || b.RaftIndex <= prev.RaftIndex ||
+			b.MaxTimestampMs < prev.MaxTimestampMs {
+			return fmt.Errorf("batch %d (offset %d, raft index %d, max time %d) does not follow "+
+				"batch %d (end %d, raft index %d, max time %d)",
+				i, b.BaseOffset, b.RaftIndex, b.MaxTimestampMs, i-1, prev.endOffset(), prev.RaftIndex, prev.MaxTimestampMs)
+		}
+	}
+	if first := &live[0]; logStartOffset < first.BaseOffset || logStartOffset >= first.endOffset() {
+		return fmt.Errorf("log start %d outside first batch [%d, %d)", logStartOffset, first.BaseOffset, first.endOffset())
+	}
+	if end := live[len(live)-1].endOffset(); end != nextOffset {
+		return fmt.Errorf("index ends at %d, high-water mark %d", end, nextOffset)
+	}
+	return nil
+}
