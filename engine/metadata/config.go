@@ -1,0 +1,212 @@
+package metadata
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// Topic configuration keys, as Kafka names them.
+const (
+	ConfigRetentionMs     = "retention.ms"
+	ConfigRetentionBytes  = "retention.bytes"
+	ConfigSegmentBytes    = "segment.bytes"
+	ConfigCleanupPolicy   = "cleanup.policy"
+	ConfigMaxMessageBytes = "max.message.bytes"
+)
+
+// Defaults and bounds of topic configuration values.
+const (
+	// RetentionMsDefault is 7 days (R5); -1 means no time limit.
+	RetentionMsDefault int64 = 7 * 24 * 60 * 60 * 1000
+	// RetentionBytesDefault -1 means no size limit.
+	RetentionBytesDefault int64 = -1
+	// SegmentBytesDefault is Kafka's 1 GiB.
+	SegmentBytesDefault int64 = 1 << 30
+	// SegmentBytesMin keeps segments from being absurdly small.
+	SegmentBytesMin int64 = 4096
+	// SegmentBytesMax is 1 GiB: segment offsets stay within int32 sizes.
+	SegmentBytesMax int64 = 1 << 30
+	// MaxMessageBytesDefault is 1 MiB (R4); it is also the maximum, since
+	// the partition engine refuses larger records anyway.
+	MaxMessageBytesDefault int32 = 1 << 20
+	// MaxMessageBytesMax is the largest max.message.bytes accepted.
+	MaxMessageBytesMax int32 = 1 << 20
+	// configEntriesMax bounds the entries one command may carry.
+	configEntriesMax = 64
+)
+
+// CleanupPolicy is a topic's cleanup.policy.
+type CleanupPolicy int32
+
+// The cleanup policies.
+const (
+	// CleanupDelete deletes whole oldest segments past retention (R5).
+	CleanupDelete CleanupPolicy = 1
+	// CleanupCompact keeps the latest value per key (R6).
+	CleanupCompact CleanupPolicy = 2
+)
+
+// String is the policy's configuration value.
+func (p CleanupPolicy) String() string {
+	switch p {
+	case CleanupDelete:
+		return "delete"
+	case CleanupCompact:
+		return "compact"
+	}
+	return fmt.Sprintf("CleanupPolicy(%d)", int32(p))
+}
+
+// TopicConfig is a topic's full configuration, defaults filled in.
+type TopicConfig struct {
+	RetentionMs     int64
+	RetentionBytes  int64
+	SegmentBytes    int64
+	CleanupPolicy   CleanupPolicy
+	MaxMessageBytes int32
+}
+
+// ConfigEntry is one configuration key and its value as text, as admin
+// requests carry them.
+type ConfigEntry struct {
+	Name  string
+	Value string
+}
+
+// DefaultTopicConfig is the configuration of a topic created without
+// overrides.
+func DefaultTopicConfig() TopicConfig {
+	return TopicConfig{
+		RetentionMs:     RetentionMsDefault,
+		RetentionBytes:  RetentionBytesDefault,
+		SegmentBytes:    SegmentBytesDefault,
+		CleanupPolicy:   CleanupDelete,
+		MaxMessageBytes: MaxMessageBytesDefault,
+	}
+}
+
+// Entries returns every key and value of c, sorted by key, for describe.
+func (c TopicConfig) Entries() []ConfigEntry {
+	return []ConfigEntry{
+		{ConfigCleanupPolicy, c.CleanupPolicy.String()},
+		{ConfigMaxMessageBytes, strconv.FormatInt(int64(c.MaxMessageBytes), 10)},
+		{ConfigRetentionBytes, strconv.FormatInt(c.RetentionBytes, 10)},
+		{ConfigRetentionMs, strconv.FormatInt(c.RetentionMs, 10)},
+		{ConfigSegmentBytes, strconv.FormatInt(c.SegmentBytes, 10)},
+	}
+}
+
+// set parses value for key into c; an unknown key or a value out of range
+// fails with ErrInvalidConfig.
+func (c *TopicConfig) set(key, value string) error {
+	switch key {
+	case ConfigCleanupPolicy:
+		switch value {
+		case "delete":
+			c.CleanupPolicy = CleanupDelete
+		case "compact":
+			c.CleanupPolicy = CleanupCompact
+		default:
+			return fmt.Errorf("%w: %s=%q: want delete or compact", ErrInvalidConfig, key, value)
+		}
+		return nil
+	case ConfigRetentionMs:
+		return parseInt(key, value, -1, 1<<62, &c.RetentionMs)
+	case ConfigRetentionBytes:
+		return parseInt(key, value, -1, 1<<62, &c.RetentionBytes)
+	case ConfigSegmentBytes:
+		return parseInt(key, value, SegmentBytesMin, SegmentBytesMax, &c.SegmentBytes)
+	case ConfigMaxMessageBytes:
+		var v int64
+		if err := parseInt(key, value, 1, int64(MaxMessageBytesMax), &v); err != nil {
+			return err
+		}
+		c.MaxMessageBytes = int32(v)
+		return nil
+	}
+	return fmt.Errorf("%w: unknown key %q", ErrInvalidConfig, key)
+}
+
+// reset puts key back to its default; an unknown key fails.
+func (c *TopicConfig) reset(key string) error {
+	d := DefaultTopicConfig()
+	switch key {
+	case ConfigCleanupPolicy:
+		c.CleanupPolicy = d.CleanupPolicy
+	case ConfigRetentionMs:
+		c.RetentionMs = d.RetentionMs
+	case ConfigRetentionBytes:
+		c.RetentionBytes = d.RetentionBytes
+	case ConfigSegmentBytes:
+		c.SegmentBytes = d.SegmentBytes
+	case ConfigMaxMessageBytes:
+		c.MaxMessageBytes = d.MaxMessageBytes
+	default:
+		return fmt.Errorf("%w: unknown key %q", ErrInvalidConfig, key)
+	}
+	return nil
+}
+
+// parseInt parses a plain decimal value within [lo, hi] into out.
+func parseInt(key, value string, lo, hi int64, out *int64) error {
+	v, err := strconv.ParseInt(value, 10, 64)
+	if err != nil || v < lo || v > hi {
+		return fmt.Errorf("%w: %s=%q: want an integer in [%d, %d]", ErrInvalidConfig, key, value, lo, hi)
+	}
+	*out = v
+	return nil
+}
+
+// withEntries returns base with sets applied, then resets; all or nothing.
+func withEntries(base TopicConfig, sets []*strandpb.MetadataConfigEntry, resets []string) (TopicConfig, error) {
+	if len(sets)+len(resets) > configEntriesMax {
+		return base, fmt.Errorf("%w: more than %d entries", ErrInvalidConfig, configEntriesMax)
+	}
+	c := base
+	for _, e := range sets {
+		if err := c.set(e.GetName(), e.GetValue()); err != nil {
+			return base, err
+		}
+	}
+	for _, key := range resets {
+		if err := c.reset(key); err != nil {
+			return base, err
+		}
+	}
+	return c, nil
+}
+
+// validate checks every field of c is within its range (for Restore).
+func (c TopicConfig) validate() error {
+	for _, e := range c.Entries() {
+		var probe TopicConfig
+		if err := probe.set(e.Name, e.Value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// toProto converts c for a snapshot.
+func (c TopicConfig) toProto() *strandpb.MetadataTopicConfig {
+	return &strandpb.MetadataTopicConfig{
+		RetentionMs:     c.RetentionMs,
+		RetentionBytes:  c.RetentionBytes,
+		SegmentBytes:    c.SegmentBytes,
+		CleanupPolicy:   strandpb.MetadataCleanupPolicy(c.CleanupPolicy),
+		MaxMessageBytes: c.MaxMessageBytes,
+	}
+}
+
+// configFromProto converts a snapshot's config back.
+func configFromProto(p *strandpb.MetadataTopicConfig) TopicConfig {
+	return TopicConfig{
+		RetentionMs:     p.GetRetentionMs(),
+		RetentionBytes:  p.GetRetentionBytes(),
+		SegmentBytes:    p.GetSegmentBytes(),
+		CleanupPolicy:   CleanupPolicy(p.GetCleanupPolicy()),
+		MaxMessageBytes: p.GetMaxMessageBytes(),
+	}
+}

@@ -1,0 +1,336 @@
+// Package metadata is the pure state machine of Strand's metadata raft
+// group: one group over all nodes (like KRaft) whose committed entries
+// register nodes, create, alter and delete topics, place their replicas and
+// hand out producer ids (R1, R8, R26, R28). Every node applies the same
+// entries and reaches the same state; nodes start and stop their partition
+// replicas by watching it (Version, HostedPartitions).
+//
+// Like the partition engine it does no I/O, reads no clock, starts no
+// goroutine and draws no randomness; map iteration order never reaches a
+// result or a snapshot.
+package metadata
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// Client-visible outcomes of applying a command, carried in Result.Err
+// (match them with errors.Is). They are not bugs: every replica reaches the
+// same outcome for the same entry, and the state is unchanged.
+var (
+	// ErrInvalidCommand: the entry's bytes do not decode or name no command.
+	ErrInvalidCommand = errors.New("metadata: invalid command")
+	// ErrInvalidNode: node id 0, or an empty or oversized address or rack.
+	ErrInvalidNode = errors.New("metadata: invalid node")
+	// ErrUnknownNode: no registered node has the id.
+	ErrUnknownNode = errors.New("metadata: unknown node")
+	// ErrTooManyNodes: registering one more node would pass NodesMax.
+	ErrTooManyNodes = errors.New("metadata: too many nodes")
+	// ErrInvalidTopicName: not 1..249 characters of [a-zA-Z0-9._-], or "."
+	// or "..".
+	ErrInvalidTopicName = errors.New("metadata: invalid topic name")
+	// ErrTopicExists: a topic of that name exists already.
+	ErrTopicExists = errors.New("metadata: topic exists")
+	// ErrUnknownTopic: no topic of that name exists.
+	ErrUnknownTopic = errors.New("metadata: unknown topic")
+	// ErrUnknownPartition: the topic has no partition of that number.
+	ErrUnknownPartition = errors.New("metadata: unknown partition")
+	// ErrInvalidPartitions: a partition count outside 1..PartitionsMax.
+	ErrInvalidPartitions = errors.New("metadata: invalid partition count")
+	// ErrTooManyPartitions: the cluster would hold more than
+	// ClusterPartitionsMax partitions.
+	ErrTooManyPartitions = errors.New("metadata: too many partitions in the cluster")
+	// ErrInvalidReplicationFactor: a replication factor below 1.
+	ErrInvalidReplicationFactor = errors.New("metadata: invalid replication factor")
+	// ErrNotEnoughReplicas: the replication factor exceeds the number of
+	// registered, unfenced nodes.
+	ErrNotEnoughReplicas = errors.New("metadata: not enough replicas")
+	// ErrInvalidConfig: an unknown configuration key or a value out of range.
+	ErrInvalidConfig = errors.New("metadata: invalid topic config")
+	// ErrInvalidProducerIDCount: a count outside 1..ProducerIDBlockMax.
+	ErrInvalidProducerIDCount = errors.New("metadata: invalid producer id count")
+	// ErrProducerIDsExhausted: the int64 producer id space is used up.
+	ErrProducerIDsExhausted = errors.New("metadata: producer ids exhausted")
+	// ErrInvalidSnapshot: Restore was given bytes that do not decode, an
+	// unknown version or a state that breaks an invariant.
+	ErrInvalidSnapshot = errors.New("metadata: invalid snapshot")
+)
+
+// Bounds that keep every command's cost and the state's size bounded.
+const (
+	// NodesMax is the most nodes the cluster registers.
+	NodesMax = 1024
+	// PartitionsMax is the most partitions one topic has.
+	PartitionsMax = 10000
+	// ClusterPartitionsMax is the most partitions over all topics; it bounds
+	// the work of placement and the size of a snapshot.
+	ClusterPartitionsMax = 1 << 20
+	// TopicNameLengthMax is Kafka's limit on topic names.
+	TopicNameLengthMax = 249
+	// NodeTextLengthMax bounds a node's address and rack, in bytes.
+	NodeTextLengthMax = 255
+	// ProducerIDBlockMax is the most producer ids one command hands out.
+	ProducerIDBlockMax = 1 << 20
+	// FirstProducerID is the first id handed out: 0 and -1 stay free so an
+	// unset or "not idempotent" field is never a real producer.
+	FirstProducerID int64 = 1
+	// snapshotVersion is the only MetadataSnapshot version this code knows.
+	snapshotVersion = 1
+)
+
+// Node is a registered node as the metadata log knows it.
+type Node struct {
+	ID uint64
+	// Address is the host:port clients connect to.
+	Address string
+	// Rack is the node's failure domain; empty: unknown.
+	Rack string
+	// Fenced nodes keep their replicas but get no new ones.
+	Fenced bool
+}
+
+// Topic is a topic with its configuration and replica assignment.
+type Topic struct {
+	Name string
+	// ID is never reused: a topic deleted and created again under the same
+	// name has a new ID, so nodes can tell the two apart.
+	ID                uint64
+	ReplicationFactor int32
+	Config            TopicConfig
+	// Replicas[p] is partition p's ordered replica list; Replicas[p][0] is
+	// its preferred leader.
+	Replicas [][]uint64
+}
+
+// Partitions is the topic's partition count.
+func (t Topic) Partitions() int32 { return int32(len(t.Replicas)) }
+
+// PartitionRef names one partition a node hosts, with its replica list, so
+// the node can start its raft group with the right peers.
+type PartitionRef struct {
+	Topic     string
+	TopicID   uint64
+	Partition int32
+	Replicas  []uint64
+}
+
+// Result is the outcome of applying one entry.
+type Result struct {
+	// Err is nil when the command took effect; otherwise one of the errors
+	// above (errors.Is works), and the state is unchanged.
+	Err error
+	// ProposalID is the command's proposal id, for the proposing node.
+	ProposalID uint64
+	// Version is the metadata version after the entry.
+	Version uint64
+	// Topic is the created topic with its assignment (CreateTopic), or the
+	// topic as altered (AlterTopicConfig).
+	Topic *Topic
+	// FirstProducerID and ProducerIDCount give the allocated ids
+	// [FirstProducerID, FirstProducerID+ProducerIDCount).
+	FirstProducerID int64
+	ProducerIDCount int32
+}
+
+// topicState is one topic inside State. replicas[p] is never shared with a
+// caller: reads hand out copies.
+type topicState struct {
+	name              string
+	id                uint64
+	replicationFactor int32
+	config            TopicConfig
+	replicas          [][]uint64
+}
+
+// State is the cluster metadata, built only by applying the committed
+// entries of the metadata group in order. Not safe for concurrent use.
+type State struct {
+	appliedIndex   uint64
+	version        uint64
+	nextTopicID    uint64
+	nextProducerID int64
+	// nodes is sorted by ID.
+	nodes []Node
+	// topics is for lookup only; topicNames (sorted) gives every order.
+	topics          map[string]*topicState
+	topicNames      []string
+	partitionsTotal int64
+}
+
+// New returns the empty metadata state before raft index 1.
+func New() *State {
+	return &State{
+		nextTopicID:    1,
+		nextProducerID: FirstProducerID,
+		topics:         map[string]*topicState{},
+	}
+}
+
+// Apply applies the committed entry at index whose Data is data (a
+// marshalled strandpb.MetadataCommand). Indexes must arrive consecutively;
+// a gap is a bug and panics. An undecodable entry consumes the index and
+// changes nothing.
+func (s *State) Apply(index uint64, data []byte) Result {
+	s.advance(index)
+	var cmd strandpb.MetadataCommand
+	if err := proto.Unmarshal(data, &cmd); err != nil {
+		// The decoder's message is left out: its text may differ between
+		// binaries, and results must not.
+		return s.result(Result{Err: ErrInvalidCommand})
+	}
+	r := s.dispatch(&cmd)
+	r.ProposalID = cmd.GetProposalId()
+	return s.result(r)
+}
+
+// ApplyEmpty applies a raft entry that carries no command (an empty entry a
+// new leader appends, or a configuration change): it consumes the index.
+func (s *State) ApplyEmpty(index uint64) { s.advance(index) }
+
+// advance checks that index follows the last applied one and records it.
+func (s *State) advance(index uint64) {
+	if index != s.appliedIndex+1 {
+		panic(fmt.Sprintf("metadata: apply index %d after %d", index, s.appliedIndex))
+	}
+	s.appliedIndex = index
+}
+
+// result stamps r with the version after the entry.
+func (s *State) result(r Result) Result {
+	r.Version = s.version
+	return r
+}
+
+// changed bumps the metadata version: watchers compare versions to learn
+// cheaply that something changed.
+func (s *State) changed() { s.version++ }
+
+// dispatch runs the one command cmd carries.
+func (s *State) dispatch(cmd *strandpb.MetadataCommand) Result {
+	switch c := cmd.GetCommand().(type) {
+	case *strandpb.MetadataCommand_RegisterNode:
+		return s.registerNode(c.RegisterNode)
+	case *strandpb.MetadataCommand_SetNodeFenced:
+		return s.setNodeFenced(c.SetNodeFenced)
+	case *strandpb.MetadataCommand_CreateTopic:
+		return s.createTopic(c.CreateTopic)
+	case *strandpb.MetadataCommand_DeleteTopic:
+		return s.deleteTopic(c.DeleteTopic)
+	case *strandpb.MetadataCommand_AlterTopicConfig:
+		return s.alterTopicConfig(c.AlterTopicConfig)
+	case *strandpb.MetadataCommand_AllocateProducerIds:
+		return s.allocateProducerIDs(c.AllocateProducerIds)
+	}
+	return Result{Err: fmt.Errorf("%w: no command set", ErrInvalidCommand)}
+}
+
+// AppliedIndex is the raft index of the last applied entry.
+func (s *State) AppliedIndex() uint64 { return s.appliedIndex }
+
+// Version is the metadata version: it grows by one with every command that
+// changes the state and never otherwise, so a node that saw version v need
+// look again only when Version() != v.
+func (s *State) Version() uint64 { return s.version }
+
+// NextProducerID is the first producer id the next allocation hands out.
+func (s *State) NextProducerID() int64 { return s.nextProducerID }
+
+// Nodes returns every registered node, sorted by ID.
+func (s *State) Nodes() []Node {
+	return append([]Node(nil), s.nodes...)
+}
+
+// Node returns the registered node id, if any.
+func (s *State) Node(id uint64) (Node, bool) {
+	i, ok := s.nodeIndex(id)
+	if !ok {
+		return Node{}, false
+	}
+	return s.nodes[i], true
+}
+
+// nodeIndex finds id in the sorted nodes.
+func (s *State) nodeIndex(id uint64) (int, bool) {
+	i := sort.Search(len(s.nodes), func(i int) bool { return s.nodes[i].ID >= id })
+	return i, i < len(s.nodes) && s.nodes[i].ID == id
+}
+
+// TopicNames returns every topic's name, sorted.
+func (s *State) TopicNames() []string {
+	return append([]string(nil), s.topicNames...)
+}
+
+// Topics returns every topic, sorted by name (deep copies).
+func (s *State) Topics() []Topic {
+	out := make([]Topic, 0, len(s.topicNames))
+	for _, name := range s.topicNames {
+		out = append(out, s.topics[name].export())
+	}
+	return out
+}
+
+// Topic returns the named topic (a deep copy), if it exists.
+func (s *State) Topic(name string) (Topic, bool) {
+	t, ok := s.topics[name]
+	if !ok {
+		return Topic{}, false
+	}
+	return t.export(), true
+}
+
+// Assignment returns the ordered replica list of one partition (a copy);
+// the first replica is the preferred leader. It fails with ErrUnknownTopic
+// or ErrUnknownPartition.
+func (s *State) Assignment(topic string, partition int32) ([]uint64, error) {
+	t, ok := s.topics[topic]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownTopic, topic)
+	}
+	if partition < 0 || int(partition) >= len(t.replicas) {
+		return nil, fmt.Errorf("%w: %q has no partition %d", ErrUnknownPartition, topic, partition)
+	}
+	return append([]uint64(nil), t.replicas[partition]...), nil
+}
+
+// HostedPartitions lists the partitions with a replica on node, sorted by
+// topic name then partition: what the node should be running.
+func (s *State) HostedPartitions(node uint64) []PartitionRef {
+	var out []PartitionRef
+	for _, name := range s.topicNames {
+		t := s.topics[name]
+		for p, replicas := range t.replicas {
+			if containsID(replicas, node) {
+				out = append(out, PartitionRef{
+					Topic: name, TopicID: t.id, Partition: int32(p),
+					Replicas: append([]uint64(nil), replicas...),
+				})
+			}
+		}
+	}
+	return out
+}
+
+// export deep-copies a topic for a caller.
+func (t *topicState) export() Topic {
+	replicas := make([][]uint64, len(t.replicas))
+	for p, r := range t.replicas {
+		replicas[p] = append([]uint64(nil), r...)
+	}
+	return Topic{Name: t.name, ID: t.id, ReplicationFactor: t.replicationFactor, Config: t.config, Replicas: replicas}
+}
+
+// containsID reports whether ids holds id.
+func containsID(ids []uint64, id uint64) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,284 @@
+package metadata
+
+import (
+	"bytes"
+	"errors"
+	"sort"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// model is the trivial reference the state machine is checked against:
+// maps and counters, no placement (placement is checked by its own
+// properties and by Check).
+type model struct {
+	nodes       map[uint64]Node
+	topics      map[string]modelTopic
+	nextTopicID uint64
+	nextPID     int64
+	version     uint64
+}
+
+type modelTopic struct {
+	id         uint64
+	partitions int32
+	rf         int32
+	config     TopicConfig
+}
+
+// configCase is one config entry with its known validity and effect.
+type configCase struct {
+	entry ConfigEntry
+	apply func(*TopicConfig) // nil: invalid
+}
+
+var configCases = []configCase{
+	{ConfigEntry{ConfigRetentionMs, "1000"}, func(c *TopicConfig) { c.RetentionMs = 1000 }},
+	{ConfigEntry{ConfigRetentionMs, "-1"}, func(c *TopicConfig) { c.RetentionMs = -1 }},
+	{ConfigEntry{ConfigRetentionMs, "-2"}, nil},
+	{ConfigEntry{ConfigRetentionBytes, "5000"}, func(c *TopicConfig) { c.RetentionBytes = 5000 }},
+	{ConfigEntry{ConfigSegmentBytes, "100"}, nil},
+	{ConfigEntry{ConfigSegmentBytes, "8192"}, func(c *TopicConfig) { c.SegmentBytes = 8192 }},
+	{ConfigEntry{ConfigCleanupPolicy, "compact"}, func(c *TopicConfig) { c.CleanupPolicy = CleanupCompact }},
+	{ConfigEntry{ConfigCleanupPolicy, "delete"}, func(c *TopicConfig) { c.CleanupPolicy = CleanupDelete }},
+	{ConfigEntry{ConfigCleanupPolicy, "x"}, nil},
+	{ConfigEntry{ConfigMaxMessageBytes, "512"}, func(c *TopicConfig) { c.MaxMessageBytes = 512 }},
+	{ConfigEntry{ConfigMaxMessageBytes, "2000000"}, nil},
+	{ConfigEntry{"nope", "1"}, nil},
+}
+
+// drawConfigs draws up to 3 entries and what the model expects of them.
+func drawConfigs(t *rapid.T, base TopicConfig) ([]ConfigEntry, TopicConfig, bool) {
+	idx := rapid.SliceOfN(rapid.IntRange(0, len(configCases)-1), 0, 3).Draw(t, "configs")
+	entries := make([]ConfigEntry, len(idx))
+	c, valid := base, true
+	for i, k := range idx {
+		entries[i] = configCases[k].entry
+		if configCases[k].apply == nil {
+			valid = false
+		} else {
+			configCases[k].apply(&c)
+		}
+	}
+	return entries, c, valid
+}
+
+// machine pairs the state under test with the model.
+type machine struct {
+	a *applier
+	m *model
+}
+
+var topicNamePool = []string{"a", "b", "orders", "x.y_z-1", "", "bad name", ".."}
+
+func (mc *machine) register(t *rapid.T) {
+	id := rapid.Uint64Range(0, 7).Draw(t, "id")
+	n := Node{ID: id, Address: rapid.SampledFrom([]string{"", "h1:1", "h2:2"}).Draw(t, "address"),
+		Rack: rapid.SampledFrom([]string{"", "r1", "r2"}).Draw(t, "rack")}
+	r := mc.a.do(EncodeRegisterNode(n.ID, n.Address, n.Rack))
+	var want error
+	switch old, ok := mc.m.nodes[id]; {
+	case id == 0 || n.Address == "":
+		want = ErrInvalidNode
+	case ok && old == n:
+	default:
+		mc.m.nodes[id] = n
+		mc.m.version++
+	}
+	expect(t, r, want)
+}
+
+func (mc *machine) fence(t *rapid.T) {
+	id := rapid.Uint64Range(1, 7).Draw(t, "id")
+	fenced := rapid.Bool().Draw(t, "fenced")
+	r := mc.a.do(EncodeSetNodeFenced(id, fenced))
+	n, ok := mc.m.nodes[id]
+	var want error
+	switch {
+	case !ok:
+		want = ErrUnknownNode
+	case n.Fenced != fenced:
+		n.Fenced = fenced
+		mc.m.nodes[id] = n
+		mc.m.version++
+	}
+	expect(t, r, want)
+}
+
+func (mc *machine) create(t *rapid.T) {
+	name := rapid.SampledFrom(topicNamePool).Draw(t, "name")
+	partitions := int32(rapid.IntRange(-1, 12).Draw(t, "partitions"))
+	rf := int32(rapid.IntRange(-1, 5).Draw(t, "rf"))
+	entries, config, valid := drawConfigs(t, DefaultTopicConfig())
+	r := mc.a.do(EncodeCreateTopic(name, partitions, rf, entries))
+	eligible := 0
+	for _, n := range mc.m.nodes {
+		if !n.Fenced {
+			eligible++
+		}
+	}
+	_, exists := mc.m.topics[name]
+	var want error
+	switch {
+	case name == "" || name == ".." || name == "bad name":
+		want = ErrInvalidTopicName
+	case exists:
+		want = ErrTopicExists
+	case partitions < 1:
+		want = ErrInvalidPartitions
+	case rf < 1:
+		want = ErrInvalidReplicationFactor
+	case int(rf) > eligible:
+		want = ErrNotEnoughReplicas
+	case !valid:
+		want = ErrInvalidConfig
+	default:
+		mc.m.topics[name] = modelTopic{id: mc.m.nextTopicID, partitions: partitions, rf: rf, config: config}
+		mc.m.nextTopicID++
+		mc.m.version++
+		for p, replicas := range r.Topic.Replicas {
+			for _, id := range replicas {
+				if mc.m.nodes[id].Fenced {
+					t.Fatalf("partition %d placed on fenced node %d", p, id)
+				}
+			}
+		}
+	}
+	expect(t, r, want)
+}
+
+func (mc *machine) remove(t *rapid.T) {
+	name := rapid.SampledFrom(topicNamePool).Draw(t, "name")
+	r := mc.a.do(EncodeDeleteTopic(name))
+	var want error
+	if _, ok := mc.m.topics[name]; ok {
+		delete(mc.m.topics, name)
+		mc.m.version++
+	} else {
+		want = ErrUnknownTopic
+	}
+	expect(t, r, want)
+}
+
+func (mc *machine) alter(t *rapid.T) {
+	name := rapid.SampledFrom(topicNamePool).Draw(t, "name")
+	top, ok := mc.m.topics[name]
+	entries, config, valid := drawConfigs(t, top.config)
+	resetRetention := rapid.Bool().Draw(t, "reset")
+	var resets []string
+	if resetRetention {
+		resets = []string{ConfigRetentionMs}
+		config.RetentionMs = RetentionMsDefault
+	}
+	r := mc.a.do(EncodeAlterTopicConfig(name, entries, resets))
+	var want error
+	switch {
+	case !ok:
+		want = ErrUnknownTopic
+	case !valid:
+		want = ErrInvalidConfig
+	case config != top.config:
+		top.config = config
+		mc.m.topics[name] = top
+		mc.m.version++
+	}
+	expect(t, r, want)
+}
+
+func (mc *machine) allocate(t *rapid.T) {
+	count := int32(rapid.SampledFrom([]int{-1, 0, 1, 2, 1000, ProducerIDBlockMax, ProducerIDBlockMax + 1}).Draw(t, "count"))
+	r := mc.a.do(EncodeAllocateProducerIDs(count))
+	var want error
+	if count < 1 || count > ProducerIDBlockMax {
+		want = ErrInvalidProducerIDCount
+	} else {
+		if r.FirstProducerID != mc.m.nextPID || r.ProducerIDCount != count {
+			t.Fatalf("allocated [%d,+%d), want [%d,+%d)", r.FirstProducerID, r.ProducerIDCount, mc.m.nextPID, count)
+		}
+		mc.m.nextPID += int64(count)
+		mc.m.version++
+	}
+	expect(t, r, want)
+}
+
+// restart replaces the state with one restored from its snapshot.
+func (mc *machine) restart(t *rapid.T) {
+	snap := mc.a.s.Snapshot()
+	s, err := Restore(snap)
+	if err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	if !bytes.Equal(s.Snapshot(), snap) {
+		t.Fatal("restored state snapshots differently")
+	}
+	mc.a.s = s
+}
+
+// garbage applies undecodable bytes or an empty entry: nothing changes.
+func (mc *machine) garbage(t *rapid.T) {
+	if rapid.Bool().Draw(t, "empty") {
+		mc.a.s.ApplyEmpty(mc.a.s.AppliedIndex() + 1)
+		return
+	}
+	r := mc.a.do([]byte{0x0a, 0xff}, nil)
+	expect(t, r, ErrInvalidCommand)
+}
+
+// expect checks r's error and version against the model's expectation.
+func expect(t *rapid.T, r Result, want error) {
+	if want == nil && r.Err != nil || want != nil && !errors.Is(r.Err, want) {
+		t.Fatalf("error %v, want %v", r.Err, want)
+	}
+}
+
+// check compares everything the state exposes with the model.
+func (mc *machine) check(t *rapid.T) {
+	s, m := mc.a.s, mc.m
+	if err := s.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if s.Version() != m.version || s.NextProducerID() != m.nextPID {
+		t.Fatalf("version %d pid %d, model %d %d", s.Version(), s.NextProducerID(), m.version, m.nextPID)
+	}
+	nodes := s.Nodes()
+	if len(nodes) != len(m.nodes) {
+		t.Fatalf("%d nodes, model %d", len(nodes), len(m.nodes))
+	}
+	for _, n := range nodes {
+		if m.nodes[n.ID] != n {
+			t.Fatalf("node %+v, model %+v", n, m.nodes[n.ID])
+		}
+	}
+	names := make([]string, 0, len(m.topics))
+	for name := range m.topics {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	topics := s.Topics()
+	if len(topics) != len(names) {
+		t.Fatalf("%d topics, model %d", len(topics), len(names))
+	}
+	for i, top := range topics {
+		mt := m.topics[names[i]]
+		if top.Name != names[i] || top.ID != mt.id || top.Partitions() != mt.partitions ||
+			top.ReplicationFactor != mt.rf || top.Config != mt.config {
+			t.Fatalf("topic %+v, model %s %+v", top, names[i], mt)
+		}
+	}
+}
+
+// TestStateMachineAgainstModel runs random command sequences, with
+// restarts from snapshots, against the trivial model.
+func TestStateMachineAgainstModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		mc := &machine{a: newApplier(t), m: &model{
+			nodes: map[uint64]Node{}, topics: map[string]modelTopic{}, nextTopicID: 1, nextPID: FirstProducerID,
+		}}
+		t.Repeat(map[string]func(*rapid.T){
+			"register": mc.register, "fence": mc.fence, "create": mc.create, "delete": mc.remove,
+			"alter": mc.alter, "allocate": mc.allocate, "restart": mc.restart, "garbage": mc.garbage,
+			"": mc.check,
+		})
+	})
+}

@@ -1,0 +1,173 @@
+package metadata
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// Snapshot returns the state as a versioned MetadataSnapshot. Nodes are in
+// id order and topics in name order and the encoding is deterministic, so
+// equal states give byte-identical snapshots.
+func (s *State) Snapshot() []byte {
+	snap := &strandpb.MetadataSnapshot{
+		Version:         snapshotVersion,
+		AppliedIndex:    s.appliedIndex,
+		MetadataVersion: s.version,
+		NextTopicId:     s.nextTopicID,
+		NextProducerId:  s.nextProducerID,
+		Nodes:           make([]*strandpb.MetadataNode, len(s.nodes)),
+		Topics:          make([]*strandpb.MetadataTopic, len(s.topicNames)),
+	}
+	for i, n := range s.nodes {
+		snap.Nodes[i] = &strandpb.MetadataNode{NodeId: n.ID, Address: n.Address, Rack: n.Rack, Fenced: n.Fenced}
+	}
+	for i, name := range s.topicNames {
+		t := s.topics[name]
+		pt := &strandpb.MetadataTopic{
+			Name: name, TopicId: t.id, ReplicationFactor: t.replicationFactor, Config: t.config.toProto(),
+			Partitions: make([]*strandpb.MetadataPartition, len(t.replicas)),
+		}
+		for p, replicas := range t.replicas {
+			pt.Partitions[p] = &strandpb.MetadataPartition{Replicas: replicas}
+		}
+		snap.Topics[i] = pt
+	}
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(snap)
+	if err != nil {
+		panic(fmt.Sprintf("metadata: marshal snapshot: %v", err)) // every string was validated
+	}
+	return data
+}
+
+// Restore rebuilds a state from Snapshot's bytes. It refuses bytes that do
+// not decode, versions it does not know and states that break an invariant,
+// with ErrInvalidSnapshot.
+func Restore(data []byte) (*State, error) {
+	var snap strandpb.MetadataSnapshot
+	if err := proto.Unmarshal(data, &snap); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidSnapshot, err)
+	}
+	if snap.GetVersion() != snapshotVersion {
+		return nil, fmt.Errorf("%w: version %d, this code knows %d", ErrInvalidSnapshot, snap.GetVersion(), snapshotVersion)
+	}
+	if len(snap.GetNodes()) > NodesMax {
+		return nil, fmt.Errorf("%w: %d nodes", ErrInvalidSnapshot, len(snap.GetNodes()))
+	}
+	s := New()
+	s.appliedIndex = snap.GetAppliedIndex()
+	s.version = snap.GetMetadataVersion()
+	s.nextTopicID = snap.GetNextTopicId()
+	s.nextProducerID = snap.GetNextProducerId()
+	for _, n := range snap.GetNodes() {
+		s.nodes = append(s.nodes, Node{ID: n.GetNodeId(), Address: n.GetAddress(), Rack: n.GetRack(), Fenced: n.GetFenced()})
+	}
+	for _, pt := range snap.GetTopics() {
+		if _, dup := s.topics[pt.GetName()]; dup {
+			return nil, fmt.Errorf("%w: topic %q twice", ErrInvalidSnapshot, pt.GetName())
+		}
+		t := &topicState{
+			name: pt.GetName(), id: pt.GetTopicId(), replicationFactor: pt.GetReplicationFactor(),
+			config: configFromProto(pt.GetConfig()), replicas: make([][]uint64, len(pt.GetPartitions())),
+		}
+		for p, part := range pt.GetPartitions() {
+			t.replicas[p] = append([]uint64(nil), part.GetReplicas()...)
+		}
+		s.topicNames = append(s.topicNames, t.name)
+		s.topics[t.name] = t
+		s.partitionsTotal += int64(len(t.replicas))
+	}
+	if err := s.Check(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidSnapshot, err)
+	}
+	return s, nil
+}
+
+// Check verifies the state's invariants and returns the first one broken:
+// nodes sorted, unique and valid; topic names sorted, unique and valid;
+// topic ids unique and below the next one; partition counts and replica
+// lists valid (rf distinct registered nodes each); configs in range; the
+// producer id allocator past every id handed out. Restore relies on it;
+// tests call it after every step.
+func (s *State) Check() error {
+	if err := s.checkNodes(); err != nil {
+		return err
+	}
+	if s.nextProducerID < FirstProducerID {
+		return fmt.Errorf("next producer id %d below %d", s.nextProducerID, FirstProducerID)
+	}
+	if len(s.topicNames) != len(s.topics) {
+		return fmt.Errorf("%d topic names for %d topics", len(s.topicNames), len(s.topics))
+	}
+	var total int64
+	ids := make(map[uint64]bool, len(s.topicNames)) // lookup only
+	for i, name := range s.topicNames {
+		if i > 0 && s.topicNames[i-1] >= name {
+			return fmt.Errorf("topics out of order: %q then %q", s.topicNames[i-1], name)
+		}
+		t, ok := s.topics[name]
+		if !ok || t.name != name {
+			return fmt.Errorf("topic %q missing from the map", name)
+		}
+		if t.id == 0 || t.id >= s.nextTopicID || ids[t.id] {
+			return fmt.Errorf("topic %q: id %d reused or not below next %d", name, t.id, s.nextTopicID)
+		}
+		ids[t.id] = true
+		if err := s.checkTopic(t); err != nil {
+			return fmt.Errorf("topic %q: %w", name, err)
+		}
+		total += int64(len(t.replicas))
+	}
+	if total != s.partitionsTotal || total > ClusterPartitionsMax {
+		return fmt.Errorf("%d partitions counted, %d recorded (max %d)", total, s.partitionsTotal, ClusterPartitionsMax)
+	}
+	return nil
+}
+
+// checkNodes verifies the node list is sorted, unique and valid.
+func (s *State) checkNodes() error {
+	if len(s.nodes) > NodesMax {
+		return fmt.Errorf("%d nodes, max %d", len(s.nodes), NodesMax)
+	}
+	for i, n := range s.nodes {
+		if err := validateNode(n); err != nil {
+			return err
+		}
+		if i > 0 && s.nodes[i-1].ID >= n.ID {
+			return fmt.Errorf("nodes out of order: %d then %d", s.nodes[i-1].ID, n.ID)
+		}
+	}
+	return nil
+}
+
+// checkTopic verifies one topic's name, config and replica lists.
+func (s *State) checkTopic(t *topicState) error {
+	if err := ValidateTopicName(t.name); err != nil {
+		return err
+	}
+	if err := t.config.validate(); err != nil {
+		return err
+	}
+	if len(t.replicas) < 1 || len(t.replicas) > PartitionsMax {
+		return fmt.Errorf("%d partitions", len(t.replicas))
+	}
+	if t.replicationFactor < 1 || int(t.replicationFactor) > len(s.nodes) {
+		return fmt.Errorf("replication factor %d with %d nodes", t.replicationFactor, len(s.nodes))
+	}
+	for p, replicas := range t.replicas {
+		if len(replicas) != int(t.replicationFactor) {
+			return fmt.Errorf("partition %d: %d replicas, want %d", p, len(replicas), t.replicationFactor)
+		}
+		for j, id := range replicas {
+			if _, ok := s.nodeIndex(id); !ok {
+				return fmt.Errorf("partition %d: replica on unknown node %d", p, id)
+			}
+			if containsID(replicas[:j], id) {
+				return fmt.Errorf("partition %d: node %d twice", p, id)
+			}
+		}
+	}
+	return nil
+}
