@@ -3,7 +3,7 @@
 
 GO            ?= go
 STATICCHECK   ?= $(shell command -v staticcheck 2>/dev/null || echo $(HOME)/go/bin/staticcheck)
-FUZZTIME      ?= 5s
+FUZZTIME      ?= 10000x
 SEEDS         ?= 1000
 SEED_START    ?= 1
 PROFILE       ?= mixed

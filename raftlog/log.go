@@ -2,86 +2,376 @@ package raftlog
 
 import (
 	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"path"
+	"sort"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 )
 
 // Options sizes a Log. Zero fields take the defaults.
 type Options struct {
 	// SegmentBytesMax rolls the active segment once it holds this many bytes.
 	SegmentBytesMax int64
+	// TailCacheBytesMax bounds the cache of the most recently appended
+	// entries, which serves raft's read-back of fresh entries (committed
+	// entries to apply, appends to followers) without I/O. Negative disables
+	// the cache.
+	TailCacheBytesMax int64
 }
+
+const (
+	// DefaultSegmentBytesMax is the default Options.SegmentBytesMax.
+	DefaultSegmentBytesMax = 64 << 20
+	// DefaultTailCacheBytesMax is the default Options.TailCacheBytesMax.
+	DefaultTailCacheBytesMax = 8 << 20
+
+	// writeBufferBytesKept bounds the write buffer kept between Appends.
+	writeBufferBytesKept = 16 << 20
+	// tailEntryOverheadBytes is charged per cached entry besides its data.
+	tailEntryOverheadBytes = 64
+)
 
 // ErrCorrupt reports corruption inside synced data: a record that fails its
 // checksum or framing and is followed by valid data, or a damaged snapshot.
 // Open refuses to start on it rather than lose or serve damaged records.
 var ErrCorrupt = errors.New("raftlog: corrupt data")
 
+// ErrClosed is returned by a Log after Close.
+var ErrClosed = errors.New("raftlog: log closed")
+
+// segment is one segment file and the index of the entries in it.
+type segment struct {
+	base     uint64 // index of the first entry it holds (or would hold)
+	prevTerm uint64 // term of entry base-1, from the segment record
+	name     string // file name within the log's directory
+	file     File
+	size     int64    // bytes written, synced or not
+	starts   []int64  // starts[j]: offset of the record of entry base+j
+	sizes    []uint32 // sizes[j]: size in bytes of that record
+	dirty    bool     // written since its last Sync
+}
+
+// lastIndex returns the index of the segment's last entry (base-1 when it
+// holds none).
+func (s *segment) lastIndex() uint64 { return s.base + uint64(len(s.starts)) - 1 }
+
+// termRun says that entries from first on have term, up to the next run.
+type termRun struct {
+	first, term uint64
+}
+
 // Log is one raft group's durable log: etcd raft's Storage plus the writes a
 // Ready asks for, on segmented append-only files of a Disk. Log does no
 // locking; one goroutine drives it (the node's Ready loop).
 //
-// Writes (Append, SetHardState, ApplySnapshot) are buffered in the page cache
-// of the Disk and become durable only after Sync returns nil. Reads see the
-// writes at once, as raft requires.
+// Writes (Append, SetHardState) are buffered in the page cache of the Disk
+// and become durable only after Sync returns nil; ApplySnapshot and
+// CreateSnapshot are durable when they return. Reads see the writes at once,
+// as raft requires.
+//
+// Any error from a write or a Sync leaves the Log failed: every later write
+// returns the same error. The caller must then fail-stop (stop the raft group
+// or the process and recover with Open): after a failed fsync the page cache
+// may have dropped the data, so retrying an fsync can report success for
+// bytes that are gone.
 type Log struct {
-	_ struct{}
+	disk              Disk
+	dir               string
+	segmentBytesMax   int64
+	tailCacheBytesMax int64
+
+	segments     []*segment // by base; the last one is active
+	snapshot     *raftpb.Snapshot
+	snapshotName string // file of the current snapshot, "" when none
+	hard         hardState
+	hasHard      bool
+	firstIndex   uint64    // snapshot index + 1
+	lastIndex    uint64    // firstIndex-1 when the log holds no entry
+	terms        []termRun // covers [firstIndex-1, lastIndex]
+	tail         []*raftpb.Entry
+	tailBytes    int64
+	dirDirty     bool // files created or removed since the last SyncDir
+
+	side        File  // hard-state side file, opened on first use
+	sideSlot    int64 // slot the next side write goes to (0 or 1)
+	sideDurable bool  // the side file's name is durable
+
+	writeBuf []byte
+	failed   error
+	closed   bool
 }
 
 var _ raft.Storage = (*Log)(nil)
 
-// Open opens, or creates empty, the log in dir of disk, recovering from a
-// crash: a torn or corrupt tail after the last valid record is truncated; a
-// corrupt record inside synced data fails with ErrCorrupt.
-func Open(disk Disk, dir string, options Options) (*Log, error) {
-	panic("raftlog: not implemented")
+func (l *Log) path(name string) string { return path.Join(l.dir, name) }
+
+func segmentName(base uint64) string   { return fmt.Sprintf("%020d.log", base) }
+func snapshotName(index uint64) string { return fmt.Sprintf("%020d.snap", index) }
+
+const sideFileName = "hardstate"
+
+// corruptf returns an error wrapping ErrCorrupt naming file and offset.
+func corruptf(name string, off int64, format string, args ...any) error {
+	return fmt.Errorf("%w: %s at offset %d: %s", ErrCorrupt, name, off, fmt.Sprintf(format, args...))
+}
+
+// fail records a write-path error: the Log is unusable from now on.
+func (l *Log) fail(err error) error {
+	if l.failed == nil {
+		l.failed = err
+	}
+	return err
+}
+
+// writable returns the error that forbids writing, if any.
+func (l *Log) writable() error {
+	if l.closed {
+		return ErrClosed
+	}
+	return l.failed
 }
 
 // InitialState implements raft.Storage.
 func (l *Log) InitialState() (*raftpb.HardState, *raftpb.ConfState, error) {
-	panic("raftlog: not implemented")
+	cs := proto.Clone(raftpb.EnsureConfState(l.snapshot.GetMetadata().GetConfState())).(*raftpb.ConfState)
+	if !l.hasHard {
+		return nil, cs, nil
+	}
+	hs := &raftpb.HardState{Term: new(l.hard.term), Vote: new(l.hard.vote), Commit: new(l.hard.commit)}
+	return hs, cs, nil
 }
 
-// Entries implements raft.Storage.
+// Entries implements raft.Storage. The entries' Data alias a buffer read
+// from the segment (or the entries appended, for the tail cache); neither
+// Log nor the caller may mutate them.
 func (l *Log) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
-	panic("raftlog: not implemented")
+	if l.closed {
+		return nil, ErrClosed
+	}
+	if lo < l.firstIndex {
+		return nil, raft.ErrCompacted
+	}
+	if hi > l.lastIndex+1 {
+		panic(fmt.Sprintf("raftlog: entries hi %d beyond last index %d", hi, l.lastIndex))
+	}
+	if l.lastIndex < l.firstIndex {
+		return nil, raft.ErrUnavailable
+	}
+	if lo >= hi {
+		return []*raftpb.Entry{}, nil
+	}
+	hi = l.limit(lo, hi, maxSize)
+	if tailFirst := l.tailFirst(); lo >= tailFirst {
+		out := make([]*raftpb.Entry, hi-lo)
+		copy(out, l.tail[lo-tailFirst:hi-tailFirst])
+		return out, nil
+	}
+	return l.readEntries(lo, hi)
+}
+
+// limit returns the end of the longest run of entries from lo (at least
+// one, at most up to hi) whose encoded size stays within maxSize, counted as
+// raft counts it (protobuf size).
+func (l *Log) limit(lo, hi, maxSize uint64) uint64 {
+	if maxSize == math.MaxUint64 {
+		return hi
+	}
+	var total uint64
+	for i := lo; i < hi; i++ {
+		total += entryProtoBytes(l.termAt(i), i, l.dataBytes(i))
+		if total > maxSize && i > lo {
+			return i
+		}
+	}
+	return hi
+}
+
+// entryProtoBytes is proto.Size of an entry as Entries returns it: Term,
+// Index and Type set, Data nil when empty.
+func entryProtoBytes(term, index uint64, dataBytes uint64) uint64 {
+	n := 1 + varintBytes(term) + 1 + varintBytes(index) + 2
+	if dataBytes > 0 {
+		n += 1 + varintBytes(dataBytes) + dataBytes
+	}
+	return n
+}
+
+func varintBytes(x uint64) uint64 { return uint64(bits.Len64(x|1)+6) / 7 }
+
+// dataBytes returns the size of entry i's Data.
+func (l *Log) dataBytes(i uint64) uint64 {
+	s := l.segments[l.segmentOf(i)]
+	return uint64(s.sizes[i-s.base]) - frameHeaderBytes - entryHeaderBytes
+}
+
+// segmentOf returns the position in l.segments of the segment holding entry
+// i, which must exist.
+func (l *Log) segmentOf(i uint64) int {
+	k := sort.Search(len(l.segments), func(k int) bool { return l.segments[k].base > i }) - 1
+	if k < 0 || i > l.segments[k].lastIndex() {
+		panic(fmt.Sprintf("raftlog: no segment holds entry %d", i))
+	}
+	return k
+}
+
+// readEntries reads entries [lo, hi) from the segments, one ReadAt per
+// segment, checking every record's checksum and index.
+func (l *Log) readEntries(lo, hi uint64) ([]*raftpb.Entry, error) {
+	out := make([]*raftpb.Entry, 0, hi-lo)
+	structs := make([]raftpb.Entry, hi-lo)
+	values := make([]entryValues, hi-lo)
+	for k := l.segmentOf(lo); lo < hi; k++ {
+		s := l.segments[k]
+		end := min(hi, s.lastIndex()+1)
+		from := s.starts[lo-s.base]
+		to := s.starts[end-1-s.base] + int64(s.sizes[end-1-s.base])
+		buf := make([]byte, to-from)
+		if n, err := s.file.ReadAt(buf, from); n != len(buf) {
+			return nil, fmt.Errorf("raftlog: read %s at %d: %w", s.name, from, err)
+		}
+		for i := lo; i < end; i++ {
+			j := len(out)
+			off := s.starts[i-s.base] - from
+			rec := buf[off : off+int64(s.sizes[i-s.base])]
+			if err := decodeEntryInto(&structs[j], &values[j], rec, i); err != nil {
+				return nil, corruptf(s.name, s.starts[i-s.base], "%v", err)
+			}
+			out = append(out, &structs[j])
+		}
+		lo = end
+	}
+	return out, nil
+}
+
+// entryValues holds the scalar fields an Entry points to, so that a batch of
+// entries costs three allocations rather than three per entry.
+type entryValues struct {
+	term, index uint64
+	entryType   raftpb.EntryType
+}
+
+// decodeEntryInto decodes the entry record rec, which must hold entry index,
+// into e. Data aliases rec, capped so appends cannot reach past it.
+func decodeEntryInto(e *raftpb.Entry, v *entryValues, rec []byte, index uint64) error {
+	recordType, body, size, err := decodeRecord(rec)
+	if err != nil {
+		return err
+	}
+	if recordType != recordEntry || size != int64(len(rec)) {
+		return fmt.Errorf("record type %d size %d is not entry %d", recordType, size, index)
+	}
+	h := decodeEntryHeader(body)
+	if h.index != index {
+		return fmt.Errorf("entry %d where %d belongs", h.index, index)
+	}
+	v.term, v.index, v.entryType = h.term, h.index, raftpb.EntryType(h.entryType)
+	e.Term, e.Index, e.Type = &v.term, &v.index, &v.entryType
+	if data := body[entryHeaderBytes:]; len(data) > 0 {
+		e.Data = data[:len(data):len(data)]
+	}
+	return nil
 }
 
 // Term implements raft.Storage.
-func (l *Log) Term(i uint64) (uint64, error) { panic("raftlog: not implemented") }
-
-// LastIndex implements raft.Storage.
-func (l *Log) LastIndex() (uint64, error) { panic("raftlog: not implemented") }
-
-// FirstIndex implements raft.Storage.
-func (l *Log) FirstIndex() (uint64, error) { panic("raftlog: not implemented") }
-
-// Snapshot implements raft.Storage.
-func (l *Log) Snapshot() (*raftpb.Snapshot, error) { panic("raftlog: not implemented") }
-
-// Append writes entries after the log, first truncating any existing suffix
-// that starts at entries[0].Index (a conflicting suffix raft replaced).
-func (l *Log) Append(entries []*raftpb.Entry) error { panic("raftlog: not implemented") }
-
-// SetHardState records raft's term, vote and commit index.
-func (l *Log) SetHardState(state *raftpb.HardState) error { panic("raftlog: not implemented") }
-
-// ApplySnapshot replaces the log with snapshot received from the leader:
-// every entry is discarded and the log restarts after the snapshot's index.
-func (l *Log) ApplySnapshot(snapshot *raftpb.Snapshot) error { panic("raftlog: not implemented") }
-
-// CreateSnapshot records snapshot state data as of index (at most the last
-// applied index, with its configuration) and then deletes the whole segments
-// that hold only entries at or below index. Entries above index are kept.
-func (l *Log) CreateSnapshot(index uint64, confState *raftpb.ConfState, data []byte) error {
-	panic("raftlog: not implemented")
+func (l *Log) Term(i uint64) (uint64, error) {
+	if i+1 < l.firstIndex {
+		return 0, raft.ErrCompacted
+	}
+	if i > l.lastIndex {
+		return 0, raft.ErrUnavailable
+	}
+	return l.termAt(i), nil
 }
 
-// Sync makes every write so far durable. Raft must not be told that an entry
-// or hard state is stable (Advance, or messages that depend on it) before the
-// Sync covering it returned nil.
-func (l *Log) Sync() error { panic("raftlog: not implemented") }
+// termAt returns the term of entry i in [firstIndex-1, lastIndex].
+func (l *Log) termAt(i uint64) uint64 {
+	k := sort.Search(len(l.terms), func(k int) bool { return l.terms[k].first > i }) - 1
+	if k < 0 || i+1 < l.firstIndex || i > l.lastIndex {
+		panic(fmt.Sprintf("raftlog: term of %d outside [%d, %d]", i, l.firstIndex-1, l.lastIndex))
+	}
+	return l.terms[k].term
+}
+
+// LastIndex implements raft.Storage.
+func (l *Log) LastIndex() (uint64, error) { return l.lastIndex, nil }
+
+// FirstIndex implements raft.Storage.
+func (l *Log) FirstIndex() (uint64, error) { return l.firstIndex, nil }
+
+// Snapshot implements raft.Storage.
+func (l *Log) Snapshot() (*raftpb.Snapshot, error) {
+	return proto.Clone(l.snapshot).(*raftpb.Snapshot), nil
+}
+
+// tailFirst returns the index of the first cached entry.
+func (l *Log) tailFirst() uint64 { return l.lastIndex + 1 - uint64(len(l.tail)) }
+
+// cacheTail adds freshly appended entries (ending at lastIndex) to the tail
+// cache and evicts the oldest beyond its bound.
+func (l *Log) cacheTail(entries []*raftpb.Entry) {
+	if l.tailCacheBytesMax < 0 {
+		return
+	}
+	l.tail = append(l.tail, entries...)
+	for _, e := range entries {
+		l.tailBytes += int64(len(e.GetData())) + tailEntryOverheadBytes
+	}
+	drop := 0
+	for drop < len(l.tail) && l.tailBytes > l.tailCacheBytesMax {
+		l.tailBytes -= int64(len(l.tail[drop].GetData())) + tailEntryOverheadBytes
+		l.tail[drop] = nil
+		drop++
+	}
+	l.tail = l.tail[drop:]
+}
+
+// cutTail drops cached entries at and above index i.
+func (l *Log) cutTail(i uint64) {
+	first := l.tailFirst()
+	keep := 0
+	if i > first {
+		keep = int(min(i-first, uint64(len(l.tail))))
+	}
+	for _, e := range l.tail[keep:] {
+		l.tailBytes -= int64(len(e.GetData())) + tailEntryOverheadBytes
+	}
+	clear(l.tail[keep:])
+	l.tail = l.tail[:keep]
+}
+
+// dropTailBelow drops cached entries at and below index i.
+func (l *Log) dropTailBelow(i uint64) {
+	first := l.tailFirst()
+	drop := 0
+	for drop < len(l.tail) && first+uint64(drop) <= i {
+		l.tailBytes -= int64(len(l.tail[drop].GetData())) + tailEntryOverheadBytes
+		l.tail[drop] = nil
+		drop++
+	}
+	l.tail = l.tail[drop:]
+}
 
 // Close releases the log's files without syncing.
-func (l *Log) Close() error { panic("raftlog: not implemented") }
+func (l *Log) Close() error {
+	if l.closed {
+		return ErrClosed
+	}
+	l.closed = true
+	var first error
+	for _, s := range l.segments {
+		if err := s.file.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if l.side != nil {
+		if err := l.side.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}

@@ -1,0 +1,168 @@
+package memdisk
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/strandlog/strand/raftlog"
+)
+
+var _ raftlog.Disk = (*Disk)(nil)
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func write(t *testing.T, f raftlog.File, off int64, s string) {
+	t.Helper()
+	_, err := f.WriteAt([]byte(s), off)
+	must(t, err)
+}
+
+func contents(t *testing.T, d *Disk, name string) string {
+	t.Helper()
+	b, ok := d.ReadFile(name)
+	if !ok {
+		return "<missing>"
+	}
+	return string(b)
+}
+
+// TestCrashKeepsOnlySyncedState shows a crash without rng drops unsynced bytes and names not covered by SyncDir, and brings removed but not dir-synced files back.
+func TestCrashKeepsOnlySyncedState(t *testing.T) {
+	d := New()
+	a, _ := d.Open("dir/a")
+	write(t, a, 0, "synced")
+	must(t, a.Sync())
+	must(t, d.SyncDir("dir"))
+	write(t, a, 6, "+unsynced")
+	c, _ := d.Open("dir/c")
+	write(t, c, 0, "removed")
+	must(t, c.Sync())
+	must(t, d.SyncDir("dir"))
+	must(t, d.Remove("dir/c"))
+	b, _ := d.Open("dir/b")
+	write(t, b, 0, "never dir-synced")
+	must(t, b.Sync())
+	d.Crash(nil)
+	if got := d.Files(); !reflect.DeepEqual(got, []string{"dir/a", "dir/c"}) {
+		t.Fatalf("files after crash %v", got)
+	}
+	if got := contents(t, d, "dir/a"); got != "synced" {
+		t.Fatalf("a = %q", got)
+	}
+	if got := contents(t, d, "dir/c"); got != "removed" {
+		t.Fatalf("c = %q", got)
+	}
+	if _, err := a.ReadAt(make([]byte, 1), 0); !errors.Is(err, ErrCrashed) {
+		t.Fatalf("old handle after crash: %v", err)
+	}
+}
+
+// TestCrashWithRNGDamagesOnlyUnsyncedBytes shows a random crash keeps a prefix of the unsynced writes, may tear the last one, and never touches synced bytes; the same seed gives the same result.
+func TestCrashWithRNGDamagesOnlyUnsyncedBytes(t *testing.T) {
+	outcomes := map[string]bool{}
+	for seed := uint64(0); seed < 200; seed++ {
+		d := New()
+		f, _ := d.Open("f")
+		write(t, f, 0, "SYNCED|")
+		must(t, f.Sync())
+		must(t, d.SyncDir("."))
+		write(t, f, 7, "one|")
+		write(t, f, 11, "two|")
+		write(t, f, 15, "three|")
+		twin := d.Clone()
+		d.Crash(rand.New(rand.NewPCG(seed, 1)))
+		twin.Crash(rand.New(rand.NewPCG(seed, 1)))
+		got := contents(t, d, "f")
+		if got != contents(t, twin, "f") {
+			t.Fatalf("seed %d: crash not deterministic", seed)
+		}
+		if !bytes.HasPrefix([]byte(got), []byte("SYNCED|")) {
+			t.Fatalf("seed %d: synced bytes damaged: %q", seed, got)
+		}
+		full := "SYNCED|one|two|three|"
+		switch {
+		case full[:len(got)] == got:
+			outcomes["prefix"] = true
+		default:
+			outcomes["torn"] = true
+		}
+		if len(got) > len(full) {
+			t.Fatalf("seed %d: grew beyond the writes: %q", seed, got)
+		}
+	}
+	if !outcomes["prefix"] || !outcomes["torn"] {
+		t.Fatalf("outcomes seen: %v", outcomes)
+	}
+}
+
+// TestFaultInjection shows FailReads, FailSync and FlipBit act as documented.
+func TestFaultInjection(t *testing.T) {
+	d := New()
+	f, _ := d.Open("f")
+	write(t, f, 0, "abc")
+	must(t, f.Sync())
+	d.FailReads("f", true)
+	if _, err := f.ReadAt(make([]byte, 1), 0); !errors.Is(err, ErrInjected) {
+		t.Fatalf("read with FailReads: %v", err)
+	}
+	d.FailReads("f", false)
+	d.FailSync(true)
+	if err := f.Sync(); !errors.Is(err, ErrInjected) {
+		t.Fatalf("sync with FailSync: %v", err)
+	}
+	if err := d.SyncDir("."); !errors.Is(err, ErrInjected) {
+		t.Fatalf("syncdir with FailSync: %v", err)
+	}
+	d.FailSync(false)
+	must(t, d.SyncDir("."))
+	d.FlipBit("f", 1, 0)
+	d.Crash(nil)
+	if got := contents(t, d, "f"); got != "acc" {
+		t.Fatalf("flipped durable byte: %q", got)
+	}
+}
+
+// TestFileSemantics shows ReadAt, WriteAt, Truncate, Size and List behave like OS files and directories.
+func TestFileSemantics(t *testing.T) {
+	d := New()
+	f, _ := d.Open("x/y/f")
+	write(t, f, 4, "tail")
+	if size, _ := f.Size(); size != 8 {
+		t.Fatalf("size %d", size)
+	}
+	buf := make([]byte, 10)
+	if n, err := f.ReadAt(buf, 0); n != 8 || err != io.EOF || string(buf[:8]) != "\x00\x00\x00\x00tail" {
+		t.Fatalf("read %d %v %q", n, err, buf[:n])
+	}
+	must(t, f.Truncate(5))
+	if got := contents(t, d, "x/y/f"); got != "\x00\x00\x00\x00t" {
+		t.Fatalf("after truncate %q", got)
+	}
+	g, _ := d.Open("x/y/g")
+	_ = g
+	names, _ := d.List("x/y")
+	if !reflect.DeepEqual(names, []string{"f", "g"}) {
+		t.Fatalf("list %v", names)
+	}
+	if names, _ := d.List("x"); len(names) != 0 {
+		t.Fatalf("list of parent %v", names)
+	}
+	if err := d.Remove("x/nope"); err == nil {
+		t.Fatal("removing a missing file worked")
+	}
+	if d.Bytes() != 5 {
+		t.Fatalf("bytes %d", d.Bytes())
+	}
+	if d.DurableBytes() != 0 {
+		t.Fatalf("durable bytes %d", d.DurableBytes())
+	}
+}

@@ -1,0 +1,250 @@
+package raftlog
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// snapshotFlagApplied marks a snapshot received from the leader
+// (ApplySnapshot), which discards the whole log; without it the snapshot was
+// created locally (CreateSnapshot) and the log must continue it.
+const snapshotFlagApplied = 1
+
+// sideSlotBytes is the size of each of the two slots of the hard-state side
+// file; each slot holds one hard-state record (33 bytes).
+const sideSlotBytes = 64
+
+// encodeSnapshot returns the snapshot record: flags u8, index u64, term u64,
+// confState length u32, confState (protobuf), data.
+func encodeSnapshot(snap *raftpb.Snapshot, applied bool) ([]byte, error) {
+	conf, err := proto.MarshalOptions{Deterministic: true}.Marshal(snap.GetMetadata().GetConfState())
+	if err != nil {
+		return nil, fmt.Errorf("raftlog: marshal conf state: %w", err)
+	}
+	size := frameHeaderBytes + snapshotHeaderBytes + len(conf) + len(snap.GetData())
+	if size-8 > recordBytesMax {
+		return nil, fmt.Errorf("raftlog: snapshot of %d bytes too large", size)
+	}
+	buf, start := beginRecord(make([]byte, 0, size), recordSnapshot)
+	var flags byte
+	if applied {
+		flags = snapshotFlagApplied
+	}
+	buf = append(buf, flags)
+	buf = binary.LittleEndian.AppendUint64(buf, snap.GetMetadata().GetIndex())
+	buf = binary.LittleEndian.AppendUint64(buf, snap.GetMetadata().GetTerm())
+	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(conf)))
+	buf = append(buf, conf...)
+	buf = append(buf, snap.GetData()...)
+	endRecord(buf, start)
+	return buf, nil
+}
+
+// decodeSnapshotBody decodes the body of a snapshot record. Data aliases body.
+func decodeSnapshotBody(body []byte) (*raftpb.Snapshot, bool, error) {
+	flags := body[0]
+	index := binary.LittleEndian.Uint64(body[1:])
+	term := binary.LittleEndian.Uint64(body[9:])
+	confBytes := binary.LittleEndian.Uint32(body[17:])
+	conf := &raftpb.ConfState{}
+	if err := proto.Unmarshal(body[snapshotHeaderBytes:snapshotHeaderBytes+confBytes], conf); err != nil {
+		return nil, false, err
+	}
+	snap := &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
+		ConfState: raftpb.EnsureConfState(conf), Index: new(index), Term: new(term),
+	}}
+	if data := body[snapshotHeaderBytes+confBytes:]; len(data) > 0 {
+		snap.Data = data
+	}
+	return snap, flags&snapshotFlagApplied != 0, nil
+}
+
+// writeSnapshotFile writes snap to its own file and makes it durable (file
+// fsync, then directory fsync) before anything may depend on it. The Disk has
+// no rename, so a crash mid-write leaves a torn file that recovery skips.
+func (l *Log) writeSnapshotFile(snap *raftpb.Snapshot, applied bool) (string, error) {
+	rec, err := encodeSnapshot(snap, applied)
+	if err != nil {
+		return "", err
+	}
+	name := snapshotName(snap.GetMetadata().GetIndex())
+	f, err := l.disk.Open(l.path(name))
+	if err != nil {
+		return "", fmt.Errorf("raftlog: create %s: %w", name, err)
+	}
+	defer f.Close()
+	if err := f.Truncate(0); err != nil {
+		return "", fmt.Errorf("raftlog: truncate %s: %w", name, err)
+	}
+	if n, err := f.WriteAt(rec, 0); err != nil || n != len(rec) {
+		return "", writeError(name, 0, err)
+	}
+	if err := f.Sync(); err != nil {
+		return "", fmt.Errorf("raftlog: sync %s: %w", name, err)
+	}
+	l.dirDirty = true
+	return name, l.syncDir()
+}
+
+// installSnapshot makes snap the log's durable snapshot and removes the
+// previous snapshot file (durable at the next directory sync; a stale one
+// coming back is older and ignored).
+func (l *Log) installSnapshot(snap *raftpb.Snapshot, applied bool) error {
+	name, err := l.writeSnapshotFile(snap, applied)
+	if err != nil {
+		return err
+	}
+	if l.snapshotName != "" && l.snapshotName != name {
+		if err := l.disk.Remove(l.path(l.snapshotName)); err != nil {
+			return fmt.Errorf("raftlog: remove %s: %w", l.snapshotName, err)
+		}
+		l.dirDirty = true
+	}
+	l.snapshot, l.snapshotName = snap, name
+	return nil
+}
+
+// CreateSnapshot records snapshot state data as of index (at most the last
+// applied index, with its configuration; a nil confState keeps the previous
+// one) and then deletes the whole segments that hold only entries at or
+// below index. Entries above index are kept. The snapshot is durable when
+// CreateSnapshot returns; the segment removals become durable at the next
+// Sync (a removed segment that comes back after a crash is ignored). It
+// syncs the log first (cheap when nothing is unsynced).
+// Deleting a segment is one Remove, whatever its size.
+func (l *Log) CreateSnapshot(index uint64, confState *raftpb.ConfState, data []byte) error {
+	if err := l.writable(); err != nil {
+		return err
+	}
+	if index < l.firstIndex {
+		return raft.ErrSnapOutOfDate
+	}
+	if index > l.lastIndex {
+		panic(fmt.Sprintf("raftlog: snapshot at %d beyond last index %d", index, l.lastIndex))
+	}
+	// Sync first: the log must continue the snapshot after any crash, so
+	// the entries up to index may not be lost once it exists.
+	if err := l.Sync(); err != nil {
+		return err
+	}
+	if confState == nil {
+		confState = l.snapshot.GetMetadata().GetConfState()
+	}
+	snap := &raftpb.Snapshot{Data: data, Metadata: &raftpb.SnapshotMetadata{
+		ConfState: raftpb.EnsureConfState(proto.Clone(confState).(*raftpb.ConfState)),
+		Index:     new(index),
+		Term:      new(l.termAt(index)),
+	}}
+	if err := l.installSnapshot(snap, false); err != nil {
+		return l.fail(err)
+	}
+	if err := l.compact(index); err != nil {
+		return l.fail(err)
+	}
+	return nil
+}
+
+// compact forgets entries up to index and removes the segments (never the
+// active one) that hold nothing above it.
+func (l *Log) compact(index uint64) error {
+	drop := 0
+	for drop < len(l.segments)-1 && l.segments[drop].lastIndex() <= index {
+		s := l.segments[drop]
+		s.file.Close()
+		if err := l.disk.Remove(l.path(s.name)); err != nil {
+			return fmt.Errorf("raftlog: remove %s: %w", s.name, err)
+		}
+		l.dirDirty = true
+		drop++
+	}
+	l.segments = append([]*segment(nil), l.segments[drop:]...)
+	l.dropTailBelow(index)
+	term := l.termAt(index)
+	k := len(l.terms) - 1
+	for l.terms[k].first > index {
+		k--
+	}
+	l.terms = append([]termRun{{first: index, term: term}}, l.terms[k+1:]...)
+	l.firstIndex = index + 1
+	return nil
+}
+
+// ApplySnapshot replaces the log with snapshot received from the leader:
+// every entry is discarded and the log restarts after the snapshot's index.
+// It is durable when it returns, in this order: the snapshot file (synced,
+// directory synced); the hard state in the side file; every old segment
+// removed and the directory synced; then a new empty segment holding the
+// hard state, synced. A crash before the removals are durable leaves
+// old segments that do not continue the snapshot: recovery discards them.
+func (l *Log) ApplySnapshot(snapshot *raftpb.Snapshot) error {
+	if err := l.writable(); err != nil {
+		return err
+	}
+	snap := raftpb.EnsureSnapshot(proto.Clone(snapshot).(*raftpb.Snapshot))
+	index, term := snap.GetMetadata().GetIndex(), snap.GetMetadata().GetTerm()
+	if current := l.firstIndex - 1; current != 0 && current >= index {
+		return raft.ErrSnapOutOfDate
+	}
+	if err := l.installSnapshot(snap, true); err != nil {
+		return l.fail(err)
+	}
+	if l.hasHard {
+		if err := l.writeSideHardState(); err != nil {
+			return l.fail(err)
+		}
+	}
+	for _, s := range l.segments {
+		s.file.Close()
+		if err := l.disk.Remove(l.path(s.name)); err != nil {
+			return l.fail(fmt.Errorf("raftlog: remove %s: %w", s.name, err))
+		}
+		l.dirDirty = true
+	}
+	l.segments = nil
+	if err := l.syncDir(); err != nil {
+		return err
+	}
+	clear(l.tail)
+	l.tail, l.tailBytes = nil, 0
+	l.firstIndex, l.lastIndex = index+1, index
+	l.terms = []termRun{{first: index, term: term}}
+	if _, err := l.createSegment(index+1, term); err != nil {
+		return l.fail(err)
+	}
+	return l.Sync()
+}
+
+// writeSideHardState writes the current hard state to the next slot of the
+// side file and syncs it. The side file is written only before an operation
+// that may cut the records holding the newest hard state (truncation,
+// ApplySnapshot); two slots alternate, so a torn write never loses the
+// previous copy. Recovery takes the newest hard state found anywhere.
+func (l *Log) writeSideHardState() error {
+	if l.side == nil {
+		f, err := l.disk.Open(l.path(sideFileName))
+		if err != nil {
+			return fmt.Errorf("raftlog: open %s: %w", sideFileName, err)
+		}
+		l.side = f
+	}
+	var rec [frameHeaderBytes + hardStateBodyBytes]byte
+	if n, err := l.side.WriteAt(appendHardStateRecord(rec[:0], l.hard), l.sideSlot*sideSlotBytes); err != nil || n != len(rec) {
+		return writeError(sideFileName, l.sideSlot*sideSlotBytes, err)
+	}
+	if err := l.side.Sync(); err != nil {
+		return fmt.Errorf("raftlog: sync %s: %w", sideFileName, err)
+	}
+	l.sideSlot ^= 1
+	if !l.sideDurable {
+		l.dirDirty = true
+		if err := l.syncDir(); err != nil {
+			return err
+		}
+		l.sideDurable = true
+	}
+	return nil
+}

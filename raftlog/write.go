@@ -1,0 +1,279 @@
+package raftlog
+
+import (
+	"fmt"
+	"io"
+
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// Append writes entries after the log, first truncating any existing suffix
+// that starts at entries[0].Index (a conflicting suffix raft replaced).
+// Entries below FirstIndex are skipped, as raft.MemoryStorage does. Each
+// segment touched gets one WriteAt. Log keeps references to entries (in its
+// tail cache): as raft promises, they must not be mutated afterwards.
+//
+// Truncation is made durable before Append returns (hard state saved to the
+// side file, later segments removed and the directory synced, the cut
+// segment truncated and synced), so bytes of the replaced suffix can never
+// come back after a crash behind entries written later. It costs up to three
+// fsyncs (four when unsynced writes precede it) and happens only when a new
+// leader overwrites a follower's tail.
+func (l *Log) Append(entries []*raftpb.Entry) error {
+	if err := l.writable(); err != nil {
+		return err
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	first := entries[0].GetIndex()
+	if first+uint64(len(entries))-1 < l.firstIndex {
+		return nil
+	}
+	if first < l.firstIndex {
+		entries = entries[l.firstIndex-first:]
+		first = l.firstIndex
+	}
+	if first > l.lastIndex+1 {
+		panic(fmt.Sprintf("raftlog: append at %d leaves a gap after last index %d", first, l.lastIndex))
+	}
+	l.checkBatch(entries, first)
+	if first <= l.lastIndex {
+		if err := l.truncateFrom(first); err != nil {
+			return l.fail(err)
+		}
+	}
+	if err := l.write(entries); err != nil {
+		return l.fail(err)
+	}
+	l.cacheTail(entries)
+	return nil
+}
+
+// checkBatch panics unless entries are consecutive from first with terms
+// that never go down, starting at or above the term of entry first-1.
+func (l *Log) checkBatch(entries []*raftpb.Entry, first uint64) {
+	prevTerm := l.termAt(first - 1)
+	for j, e := range entries {
+		if e.GetIndex() != first+uint64(j) {
+			panic(fmt.Sprintf("raftlog: append of entry %d at position of %d", e.GetIndex(), first+uint64(j)))
+		}
+		if e.GetTerm() < prevTerm {
+			panic(fmt.Sprintf("raftlog: entry %d has term %d below %d", e.GetIndex(), e.GetTerm(), prevTerm))
+		}
+		if t := e.GetType(); t < 0 || t > 255 {
+			panic(fmt.Sprintf("raftlog: entry %d has type %d", e.GetIndex(), t))
+		}
+		prevTerm = e.GetTerm()
+	}
+}
+
+// write encodes entries after the last one, rolling segments on the way,
+// with one WriteAt per segment.
+func (l *Log) write(entries []*raftpb.Entry) error {
+	s := l.segments[len(l.segments)-1]
+	buf := l.writeBuf[:0]
+	for _, e := range entries {
+		recordBytes := int64(frameHeaderBytes + entryHeaderBytes + len(e.GetData()))
+		if len(s.starts) > 0 && s.size+int64(len(buf))+recordBytes > l.segmentBytesMax {
+			if err := l.writeAt(s, buf); err != nil {
+				return err
+			}
+			buf = buf[:0]
+			next, err := l.roll()
+			if err != nil {
+				return err
+			}
+			s = next
+		}
+		s.starts = append(s.starts, s.size+int64(len(buf)))
+		s.sizes = append(s.sizes, uint32(recordBytes))
+		h := entryHeader{term: e.GetTerm(), index: e.GetIndex(), entryType: byte(e.GetType())}
+		buf = appendEntryRecord(buf, h, e.GetData())
+		l.lastIndex = h.index
+		l.pushTerm(h.index, h.term)
+	}
+	err := l.writeAt(s, buf)
+	if cap(buf) <= writeBufferBytesKept {
+		l.writeBuf = buf[:0]
+	}
+	return err
+}
+
+// writeAt appends buf to segment s.
+func (l *Log) writeAt(s *segment, buf []byte) error {
+	if len(buf) == 0 {
+		return nil
+	}
+	if n, err := s.file.WriteAt(buf, s.size); err != nil || n != len(buf) {
+		return writeError(s.name, s.size, err)
+	}
+	s.size += int64(len(buf))
+	s.dirty = true
+	return nil
+}
+
+// pushTerm records that entry i, the new last entry, has term.
+func (l *Log) pushTerm(i, term uint64) {
+	if l.terms[len(l.terms)-1].term != term {
+		l.terms = append(l.terms, termRun{first: i, term: term})
+	}
+}
+
+// roll syncs the active segment and starts the next one, so that every
+// segment but the last is complete and durable: recovery may then treat any
+// damage in a non-last segment as corruption.
+func (l *Log) roll() (*segment, error) {
+	s := l.segments[len(l.segments)-1]
+	if s.dirty {
+		if err := s.file.Sync(); err != nil {
+			return nil, fmt.Errorf("raftlog: sync %s: %w", s.name, err)
+		}
+		s.dirty = false
+	}
+	return l.createSegment(l.lastIndex+1, l.termAt(l.lastIndex))
+}
+
+// createSegment creates segment base and writes its segment record and the
+// current hard state (so the newest hard state survives when older
+// segments are deleted). The file is not synced.
+func (l *Log) createSegment(base, prevTerm uint64) (*segment, error) {
+	name := segmentName(base)
+	f, err := l.disk.Open(l.path(name))
+	if err != nil {
+		return nil, fmt.Errorf("raftlog: create %s: %w", name, err)
+	}
+	if size, err := f.Size(); err != nil || size != 0 {
+		f.Close()
+		return nil, fmt.Errorf("raftlog: create %s: exists with %d bytes (%v)", name, size, err)
+	}
+	s := &segment{base: base, prevTerm: prevTerm, name: name, file: f}
+	l.segments = append(l.segments, s)
+	l.dirDirty = true
+	var small [2*frameHeaderBytes + segmentBodyBytes + hardStateBodyBytes]byte
+	buf := appendSegmentRecord(small[:0], segmentHeader{base: base, prevTerm: prevTerm})
+	if l.hasHard {
+		buf = appendHardStateRecord(buf, l.hard)
+	}
+	return s, l.writeAt(s, buf)
+}
+
+// SetHardState records raft's term, vote and commit index.
+func (l *Log) SetHardState(state *raftpb.HardState) error {
+	if err := l.writable(); err != nil {
+		return err
+	}
+	l.hard = hardState{term: state.GetTerm(), vote: state.GetVote(), commit: state.GetCommit()}
+	l.hasHard = true
+	s := l.segments[len(l.segments)-1]
+	var rec [frameHeaderBytes + hardStateBodyBytes]byte
+	if err := l.writeAt(s, appendHardStateRecord(rec[:0], l.hard)); err != nil {
+		return l.fail(err)
+	}
+	return nil
+}
+
+// Sync makes every write so far durable. Raft must not be told that an entry
+// or hard state is stable (Advance, or messages that depend on it) before the
+// Sync covering it returned nil. It fsyncs only the segments written since
+// their last sync (in practice the active one), then the directory when
+// files were created or removed.
+// On error the caller must fail-stop: never retry an fsync.
+func (l *Log) Sync() error {
+	if err := l.writable(); err != nil {
+		return err
+	}
+	for _, s := range l.segments { // oldest first: a crash mid-Sync never leaves an older segment behind a newer one
+		if !s.dirty {
+			continue
+		}
+		if err := s.file.Sync(); err != nil {
+			return l.fail(fmt.Errorf("raftlog: sync %s: %w", s.name, err))
+		}
+		s.dirty = false
+	}
+	return l.syncDir()
+}
+
+// syncDir makes pending creations and removals durable.
+func (l *Log) syncDir() error {
+	if !l.dirDirty {
+		return nil
+	}
+	if err := l.disk.SyncDir(l.dir); err != nil {
+		return l.fail(fmt.Errorf("raftlog: sync dir %s: %w", l.dir, err))
+	}
+	l.dirDirty = false
+	return nil
+}
+
+// truncateFrom durably removes entries i..lastIndex (firstIndex <= i <=
+// lastIndex). Order matters: (0) the log is synced; (1) the hard state goes
+// to the side file, since the records holding it may be cut; (2) later
+// segments are removed and the directory synced; (3) the segment holding i
+// is truncated, given a copy of the hard state, and synced. A crash anywhere
+// in between leaves a prefix of the old log (at least up to i-1) with an
+// intact hard state, never a gap that recovery could mistake for corruption.
+func (l *Log) truncateFrom(i uint64) error {
+	// The side file's hard state must not become durable before the entries
+	// its commit index covers.
+	if err := l.Sync(); err != nil {
+		return err
+	}
+	if l.hasHard {
+		if err := l.writeSideHardState(); err != nil {
+			return err
+		}
+	}
+	k := l.segmentOf(i)
+	for _, s := range l.segments[k+1:] {
+		s.file.Close()
+		if err := l.disk.Remove(l.path(s.name)); err != nil {
+			return fmt.Errorf("raftlog: remove %s: %w", s.name, err)
+		}
+		l.dirDirty = true
+	}
+	clear(l.segments[k+1:])
+	l.segments = l.segments[:k+1]
+	if err := l.syncDir(); err != nil {
+		return err
+	}
+	s := l.segments[k]
+	j := i - s.base
+	s.size = s.starts[j]
+	s.starts, s.sizes = s.starts[:j], s.sizes[:j]
+	if err := s.file.Truncate(s.size); err != nil {
+		return fmt.Errorf("raftlog: truncate %s: %w", s.name, err)
+	}
+	if l.hasHard { // a segment copy again, so the side file is only a stopgap
+		var rec [frameHeaderBytes + hardStateBodyBytes]byte
+		if err := l.writeAt(s, appendHardStateRecord(rec[:0], l.hard)); err != nil {
+			return err
+		}
+	}
+	if err := s.file.Sync(); err != nil {
+		return fmt.Errorf("raftlog: sync %s: %w", s.name, err)
+	}
+	s.dirty = false
+	l.cutTail(i)
+	l.lastIndex = i - 1
+	l.cutTerms(i)
+	return nil
+}
+
+// cutTerms forgets the terms of entries at and above i.
+func (l *Log) cutTerms(i uint64) {
+	k := len(l.terms)
+	for k > 1 && l.terms[k-1].first >= i {
+		k--
+	}
+	l.terms = l.terms[:k]
+}
+
+// writeError describes a failed or short WriteAt.
+func writeError(name string, off int64, err error) error {
+	if err == nil {
+		err = io.ErrShortWrite
+	}
+	return fmt.Errorf("raftlog: write %s at %d: %w", name, off, err)
+}
