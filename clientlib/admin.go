@@ -1,0 +1,290 @@
+package clientlib
+
+import (
+	"context"
+	"sort"
+
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// Node is one cluster node.
+type Node struct {
+	ID      uint64
+	Address string
+	Rack    string
+}
+
+// TopicMetadata is one topic's partitions and leaders.
+type TopicMetadata struct {
+	Name       string
+	Partitions []PartitionInfo
+	Err        error
+}
+
+// ClusterInfo is a metadata answer: nodes, the metadata group's leader, and
+// topics with their partitions' leaders and replicas, all sorted.
+type ClusterInfo struct {
+	Nodes        []Node
+	ControllerID uint64
+	Topics       []TopicMetadata
+}
+
+// TopicDetail is one topic's settings.
+type TopicDetail struct {
+	Name              string
+	Partitions        int32
+	ReplicationFactor int32
+	Configs           map[string]string
+	Err               error
+}
+
+// ListedOffset is one partition's answer to ListOffsets.
+type ListedOffset struct {
+	Topic          string
+	Partition      int32
+	Offset         int64
+	HighWatermark  int64
+	LogStartOffset int64
+	Err            error
+}
+
+// withRetries runs fn until it succeeds, fails with a non-retriable
+// error, runs out of MaxRetries, or ctx ends; retriable failures refresh
+// metadata when ClassifyErr says so and back off.
+func (c *Client) withRetries(ctx context.Context, fn func() error) error {
+	var err error
+	for attempt := 1; ; attempt++ {
+		if err = fn(); err == nil || !IsRetriable(err) || attempt > c.cfg.retriesMax || ctx.Err() != nil {
+			return err
+		}
+		if ClassifyErr(err).RefreshMetadata {
+			c.RefreshMetadata(ctx)
+		}
+		if !sleepCtx(ctx, c.backoffDelay(attempt)) {
+			return err
+		}
+	}
+}
+
+// controllerRequest sends req to the metadata group's leader when known,
+// else to any node (which forwards it).
+func (c *Client) controllerRequest(ctx context.Context, req *strandpb.Request) (*strandpb.Response, error) {
+	c.mu.Lock()
+	id := c.meta.ControllerID()
+	addr, ok := c.meta.Address(id)
+	c.mu.Unlock()
+	if id != 0 && ok {
+		if resp, err := c.request(ctx, addr, req, 0); err == nil {
+			return resp, nil
+		}
+	}
+	return c.anyRequest(ctx, req)
+}
+
+// Metadata fetches the cluster's nodes, topics and leaders.
+func (c *Client) Metadata(ctx context.Context) (ClusterInfo, error) {
+	var resp *strandpb.Response
+	err := c.withRetries(ctx, func() error {
+		var err error
+		resp, err = c.anyRequest(ctx, &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{}}})
+		if err == nil {
+			err = errorFromWire(resp.GetError())
+		}
+		return err
+	})
+	if err != nil {
+		return ClusterInfo{}, err
+	}
+	m := resp.GetMetadata()
+	c.mu.Lock()
+	c.meta.ApplyMetadata(m)
+	c.mu.Unlock()
+	var info ClusterInfo
+	info.ControllerID = m.GetControllerId()
+	for _, n := range m.GetNodes() {
+		info.Nodes = append(info.Nodes, Node{ID: n.GetId(), Address: n.GetAddress(), Rack: n.GetRack()})
+	}
+	sort.Slice(info.Nodes, func(i, j int) bool { return info.Nodes[i].ID < info.Nodes[j].ID })
+	for _, t := range m.GetTopics() {
+		tm := TopicMetadata{Name: t.GetName(), Err: errorFromWire(t.GetError())}
+		for _, p := range t.GetPartitions() {
+			tm.Partitions = append(tm.Partitions, PartitionInfo{Partition: p.GetPartition(), LeaderID: p.GetLeaderId(),
+				LeaderTerm: p.GetLeaderTerm(), Replicas: p.GetReplicas(), Err: p.GetError().GetCode()})
+		}
+		sort.Slice(tm.Partitions, func(i, j int) bool { return tm.Partitions[i].Partition < tm.Partitions[j].Partition })
+		info.Topics = append(info.Topics, tm)
+	}
+	sort.Slice(info.Topics, func(i, j int) bool { return info.Topics[i].Name < info.Topics[j].Name })
+	return info, nil
+}
+
+// ListTopics lists the names of every topic, sorted.
+func (c *Client) ListTopics(ctx context.Context) ([]string, error) {
+	info, err := c.Metadata(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, t := range info.Topics {
+		if t.Err == nil {
+			names = append(names, t.Name)
+		}
+	}
+	return names, nil
+}
+
+// CreateTopic creates a topic through the metadata group and refreshes
+// metadata. A retried create whose first attempt succeeded unseen fails
+// with ErrTopicExists; callers that retry on their own should accept it.
+func (c *Client) CreateTopic(ctx context.Context, name string, partitions, replicationFactor int32, configs map[string]string) error {
+	t := &strandpb.CreateTopicsRequest_Topic{Name: name, Partitions: partitions, ReplicationFactor: replicationFactor}
+	keys := make([]string, 0, len(configs))
+	for k := range configs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		t.Configs = append(t.Configs, &strandpb.ConfigEntry{Name: k, Value: configs[k]})
+	}
+	req := &strandpb.CreateTopicsRequest{Topics: []*strandpb.CreateTopicsRequest_Topic{t},
+		TimeoutMs: int32(c.cfg.requestTimeout.Milliseconds())}
+	err := c.withRetries(ctx, func() error {
+		resp, err := c.controllerRequest(ctx, &strandpb.Request{Body: &strandpb.Request_CreateTopics{CreateTopics: req}})
+		if err != nil {
+			return err
+		}
+		if err := errorFromWire(resp.GetError()); err != nil {
+			return err
+		}
+		for _, r := range resp.GetCreateTopics().GetTopics() {
+			if r.GetName() == name {
+				return errorFromWire(r.GetError())
+			}
+		}
+		return &Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, Message: "answer lacks topic " + name}
+	})
+	if err == nil {
+		c.RefreshMetadata(ctx)
+	}
+	return err
+}
+
+// DeleteTopic deletes a topic through the metadata group.
+func (c *Client) DeleteTopic(ctx context.Context, name string) error {
+	req := &strandpb.DeleteTopicsRequest{Names: []string{name}, TimeoutMs: int32(c.cfg.requestTimeout.Milliseconds())}
+	err := c.withRetries(ctx, func() error {
+		resp, err := c.controllerRequest(ctx, &strandpb.Request{Body: &strandpb.Request_DeleteTopics{DeleteTopics: req}})
+		if err != nil {
+			return err
+		}
+		if err := errorFromWire(resp.GetError()); err != nil {
+			return err
+		}
+		for _, r := range resp.GetDeleteTopics().GetTopics() {
+			if r.GetName() == name {
+				return errorFromWire(r.GetError())
+			}
+		}
+		return &Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, Message: "answer lacks topic " + name}
+	})
+	if err == nil {
+		c.RefreshMetadata(ctx)
+	}
+	return err
+}
+
+// DescribeTopics gives the named topics' settings (none named: every
+// topic), in the order asked (by name when none is named). A missing topic
+// has Err matching ErrUnknownTopic.
+func (c *Client) DescribeTopics(ctx context.Context, names ...string) ([]TopicDetail, error) {
+	var resp *strandpb.Response
+	err := c.withRetries(ctx, func() error {
+		var err error
+		resp, err = c.anyRequest(ctx, &strandpb.Request{Body: &strandpb.Request_DescribeTopics{
+			DescribeTopics: &strandpb.DescribeTopicsRequest{Names: names}}})
+		if err == nil {
+			err = errorFromWire(resp.GetError())
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []TopicDetail
+	for _, t := range resp.GetDescribeTopics().GetTopics() {
+		d := TopicDetail{Name: t.GetName(), Partitions: t.GetPartitions(), ReplicationFactor: t.GetReplicationFactor(),
+			Configs: map[string]string{}, Err: errorFromWire(t.GetError())}
+		for _, e := range t.GetConfigs() {
+			d.Configs[e.GetName()] = e.GetValue()
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// ListOffsets asks each partition's leader for an offset: OffsetEarliest
+// (the log start), OffsetLatest (the high-water mark) or OffsetAtTimestamp
+// (the first record at or after it); OffsetExact is returned as given.
+// partitions nil means every partition of topic. Each answer carries the
+// high-water mark and log start; per-partition failures are in Err.
+func (c *Client) ListOffsets(ctx context.Context, topic string, partitions []int32, at Offset) ([]ListedOffset, error) {
+	if err := c.ensureMetadata(ctx); err != nil {
+		return nil, err
+	}
+	if partitions == nil {
+		c.mu.Lock()
+		info := c.meta.Topic(topic)
+		c.mu.Unlock()
+		if info == nil || len(info.Partitions) == 0 {
+			return nil, &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION, Message: "topic " + topic}
+		}
+		for p := range info.Partitions {
+			partitions = append(partitions, int32(p))
+		}
+	}
+	out := make([]ListedOffset, 0, len(partitions))
+	for _, p := range partitions {
+		lo, err := c.listOffset(ctx, topic, p, at.wireTimestamp())
+		if err != nil {
+			lo = ListedOffset{Topic: topic, Partition: p, Err: err}
+		}
+		if err == nil && at.kind == offsetExact {
+			lo.Offset = at.at
+		}
+		out = append(out, lo)
+	}
+	return out, nil
+}
+
+// listOffset asks one partition's leader, retrying leader changes.
+func (c *Client) listOffset(ctx context.Context, topic string, partition int32, timestampMs int64) (ListedOffset, error) {
+	var lo ListedOffset
+	err := c.withRetries(ctx, func() error {
+		node, _, ok := c.leader(topic, partition)
+		if !ok {
+			return &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, Message: "no leader known"}
+		}
+		req := &strandpb.ListOffsetsRequest{Partitions: []*strandpb.ListOffsetsRequest_Partition{
+			{Topic: topic, Partition: partition, TimestampMs: timestampMs}}}
+		resp, err := c.requestNode(ctx, node, &strandpb.Request{Body: &strandpb.Request_ListOffsets{ListOffsets: req}}, 0)
+		if err == nil {
+			err = errorFromWire(resp.GetError())
+		}
+		if err != nil {
+			return err
+		}
+		for _, a := range resp.GetListOffsets().GetPartitions() {
+			if a.GetTopic() == topic && a.GetPartition() == partition {
+				if err := errorFromWire(a.GetError()); err != nil {
+					c.applyNotLeader(topic, partition, err)
+					return err
+				}
+				lo = ListedOffset{Topic: topic, Partition: partition, Offset: a.GetOffset(),
+					HighWatermark: a.GetHighWatermark(), LogStartOffset: a.GetLogStartOffset()}
+				return nil
+			}
+		}
+		return &Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, Message: "answer lacks the partition"}
+	})
+	return lo, err
+}

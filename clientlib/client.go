@@ -1,0 +1,293 @@
+// Package clientlib is Strand's Go client, modeled on franz-go's kgo: one
+// Client with functional options holds the connections (one per node,
+// pipelined), the metadata cache and the producer; a Consumer reads
+// assigned partitions through it; admin calls are Client methods.
+//
+// Blocking: NewClient does not connect; the first request does. Produce
+// blocks only while MaxBufferedRecords records are buffered; ProduceSync,
+// Flush, Poll and admin calls block until done or their context ends.
+//
+// The retry and leader-discovery decisions are pure pieces the simulator
+// drives too: Classify/ClassifyErr (what an error means), Backoff (how
+// long to wait), LeaderCache (who leads what) and Window (what an
+// idempotent partition sends next). See DESIGN.md, "Client".
+package clientlib
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// Client talks to a Strand cluster. It is safe for concurrent use.
+type Client struct {
+	cfg   config
+	start time.Time
+
+	mu      sync.Mutex
+	conns   map[string]*brokerConn
+	dialing map[string]chan struct{} // closed when the dial ends
+	meta    *LeaderCache
+	metaAt  time.Time // when meta was last refreshed; zero: never
+	refresh chan struct{}
+	metaErr error
+	rng     *rand.Rand
+	closed  bool
+
+	producerOnce sync.Once
+	closeOnce    sync.Once
+	producer     *producer
+}
+
+// NewClient validates the options and returns a Client. It does not
+// connect: the first request dials the seeds.
+func NewClient(opts ...Opt) (*Client, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.acks != AcksAll {
+		cfg.idempotent = false
+	}
+	if !cfg.idempotent {
+		cfg.inFlightBatchesMax = 1
+	}
+	start := time.Now()
+	seed := cfg.randSeed
+	if !cfg.randSeeded {
+		seed = uint64(start.UnixNano())
+	}
+	return &Client{
+		cfg:     cfg,
+		start:   start,
+		conns:   make(map[string]*brokerConn),
+		dialing: make(map[string]chan struct{}),
+		meta:    NewLeaderCache(),
+		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+	}, nil
+}
+
+// monotonic is the client's clock for the pure pieces: time since start.
+func (c *Client) monotonic() time.Duration { return time.Since(c.start) }
+
+// backoffDelay draws a retry delay from the client's random source.
+func (c *Client) backoffDelay(attempt int) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cfg.backoff.Delay(attempt, c.rng)
+}
+
+// Close flushes the producer (bounded by its retries and delivery timeout),
+// fails what it could not deliver with ErrClientClosed, and closes every
+// connection. Calls after Close fail with ErrClientClosed.
+func (c *Client) Close() {
+	c.closeOnce.Do(func() {
+		// Flush first, while connections and metadata still work.
+		if p := c.existingProducer(); p != nil {
+			p.close()
+		}
+		c.mu.Lock()
+		c.closed = true
+		conns := c.conns
+		c.conns = map[string]*brokerConn{}
+		c.mu.Unlock()
+		for _, bc := range conns {
+			bc.kill(errConnClosed)
+		}
+	})
+}
+
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// conn returns the live connection to addr, dialing when there is none.
+// Dials are single-flight per address, so a node has one connection.
+func (c *Client) conn(ctx context.Context, addr string) (*brokerConn, error) {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, ErrClientClosed
+		}
+		if bc := c.conns[addr]; bc != nil && !bc.isDead() {
+			c.mu.Unlock()
+			return bc, nil
+		}
+		wait, dialing := c.dialing[addr]
+		if !dialing {
+			break // c.mu still held
+		}
+		c.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	done := make(chan struct{})
+	c.dialing[addr] = done
+	c.mu.Unlock()
+	bc, err := dialConn(ctx, &c.cfg, addr)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.dialing, addr)
+	close(done)
+	if err != nil {
+		return nil, err
+	}
+	if c.closed {
+		bc.kill(errConnClosed)
+		return nil, ErrClientClosed
+	}
+	c.conns[addr] = bc
+	return bc, nil
+}
+
+// request sends req to addr and waits for the answer; extra is added to the
+// request timeout (a fetch's max wait).
+func (c *Client) request(ctx context.Context, addr string, req *strandpb.Request, extra time.Duration) (*strandpb.Response, error) {
+	bc, err := c.conn(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	return bc.roundTrip(ctx, req, false, c.cfg.requestTimeout+extra)
+}
+
+// requestNode sends req to the node with id, by its cached address.
+func (c *Client) requestNode(ctx context.Context, id uint64, req *strandpb.Request, extra time.Duration) (*strandpb.Response, error) {
+	c.mu.Lock()
+	addr, ok := c.meta.Address(id)
+	c.mu.Unlock()
+	if !ok {
+		return nil, &ConnError{Addr: "node " + itoa(id), Err: errUnknownNode}
+	}
+	return c.request(ctx, addr, req, extra)
+}
+
+// candidates lists addresses to ask for metadata: known nodes, then seeds.
+func (c *Client) candidates() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	seen := map[string]bool{}
+	for _, id := range c.meta.NodeIDs() {
+		a, _ := c.meta.Address(id)
+		if !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	// Start at a random known node so clients spread their metadata load.
+	if len(out) > 1 {
+		k := c.rng.IntN(len(out))
+		out = append(out[k:], out[:k]...)
+	}
+	for _, a := range c.cfg.seeds {
+		if !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// anyRequest sends req to the first node that answers: known nodes, then
+// seeds. It returns the last connection error when none answers.
+func (c *Client) anyRequest(ctx context.Context, req *strandpb.Request) (*strandpb.Response, error) {
+	var last error
+	for _, addr := range c.candidates() {
+		resp, err := c.request(ctx, addr, req, 0)
+		if err == nil {
+			return resp, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		last = err
+	}
+	return nil, last
+}
+
+// RefreshMetadata fetches nodes, topics and leaders now. Concurrent calls
+// share one request.
+func (c *Client) RefreshMetadata(ctx context.Context) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClientClosed
+	}
+	if ch := c.refresh; ch != nil {
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.metaErr
+	}
+	ch := make(chan struct{})
+	c.refresh = ch
+	c.mu.Unlock()
+
+	// The shared refresh must not die with the first caller's context.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.requestTimeout)
+	defer cancel()
+	resp, err := c.anyRequest(rctx, &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{}}})
+	if err == nil {
+		err = errorFromWire(resp.GetError())
+	}
+	c.mu.Lock()
+	if err == nil && resp.GetMetadata() != nil {
+		c.meta.ApplyMetadata(resp.GetMetadata())
+		c.metaAt = time.Now()
+	}
+	c.metaErr = err
+	c.refresh = nil
+	close(ch)
+	c.mu.Unlock()
+	return err
+}
+
+// metadataStale reports whether the cache needs a refresh before use.
+func (c *Client) metadataStale() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.metaAt.IsZero() || time.Since(c.metaAt) > c.cfg.metadataMaxAge
+}
+
+// ensureMetadata refreshes when the cache is empty or too old.
+func (c *Client) ensureMetadata(ctx context.Context) error {
+	if !c.metadataStale() {
+		return nil
+	}
+	return c.RefreshMetadata(ctx)
+}
+
+// applyNotLeader applies a NOT_LEADER hint; true when the leader changed.
+func (c *Client) applyNotLeader(topic string, partition int32, err error) bool {
+	se, ok := err.(*Error)
+	if !ok || se.Code != strandpb.ErrorCode_ERROR_CODE_NOT_LEADER {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.meta.ApplyNotLeader(topic, partition, se)
+}
+
+// leader looks up a partition's leader in the cache.
+func (c *Client) leader(topic string, partition int32) (uint64, string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.meta.Leader(topic, partition)
+}

@@ -1,0 +1,327 @@
+package clientlib
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/strandlog/strand/engine/recordbatch"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// Offset is where a consumer starts reading a partition: an exact offset,
+// the log start, the high-water mark, or the first record at or after a
+// timestamp. Build one with OffsetExact, OffsetEarliest, OffsetLatest or
+// OffsetAtTimestamp.
+type Offset struct {
+	kind offsetKind
+	at   int64
+}
+
+type offsetKind uint8
+
+const (
+	offsetExact offsetKind = iota
+	offsetEarliest
+	offsetLatest
+	offsetTimestamp
+)
+
+// OffsetExact starts at offset n.
+func OffsetExact(n int64) Offset { return Offset{kind: offsetExact, at: n} }
+
+// OffsetEarliest starts at the log start offset.
+func OffsetEarliest() Offset { return Offset{kind: offsetEarliest} }
+
+// OffsetLatest starts at the high-water mark: only records produced later.
+func OffsetLatest() Offset { return Offset{kind: offsetLatest} }
+
+// OffsetAtTimestamp starts at the first record whose timestamp is at or
+// after t (the high-water mark when there is none).
+func OffsetAtTimestamp(t time.Time) Offset { return Offset{kind: offsetTimestamp, at: t.UnixMilli()} }
+
+// wireTimestamp is the ListOffsets timestamp for a non-exact Offset.
+func (o Offset) wireTimestamp() int64 {
+	switch o.kind {
+	case offsetEarliest:
+		return -2
+	case offsetLatest:
+		return -1
+	default:
+		return o.at
+	}
+}
+
+// String describes the offset.
+func (o Offset) String() string {
+	switch o.kind {
+	case offsetEarliest:
+		return "earliest"
+	case offsetLatest:
+		return "latest"
+	case offsetTimestamp:
+		return fmt.Sprintf("timestamp %d ms", o.at)
+	default:
+		return fmt.Sprintf("offset %d", o.at)
+	}
+}
+
+// ResetPolicy says what Poll does when a partition's position is outside
+// [log start, high-water mark] (R22).
+type ResetPolicy uint8
+
+// Reset policies. The default, ResetNone, never moves a position silently.
+const (
+	// ResetNone stops the partition and reports an *OffsetOutOfRangeError
+	// (with the log start and high-water mark) on every Poll until Seek.
+	ResetNone ResetPolicy = iota
+	// ResetEarliest moves the position to the log start.
+	ResetEarliest
+	// ResetLatest moves the position to the high-water mark.
+	ResetLatest
+)
+
+// OffsetOutOfRangeError reports a position outside the readable range:
+// below the log start (data aged out) or above the high-water mark. It
+// matches ErrOffsetOutOfRange with errors.Is.
+type OffsetOutOfRangeError struct {
+	Topic          string
+	Partition      int32
+	Offset         int64
+	LogStartOffset int64
+	HighWatermark  int64
+}
+
+// Error implements error.
+func (e *OffsetOutOfRangeError) Error() string {
+	return fmt.Sprintf("clientlib: %s/%d: offset %d is outside [%d, %d]; Seek to continue",
+		e.Topic, e.Partition, e.Offset, e.LogStartOffset, e.HighWatermark)
+}
+
+// Is matches ErrOffsetOutOfRange.
+func (e *OffsetOutOfRangeError) Is(target error) bool { return target == ErrOffsetOutOfRange }
+
+// Retriable is false: the caller must decide where to read.
+func (e *OffsetOutOfRangeError) Retriable() bool { return false }
+
+// ConsumerOpt configures NewConsumer.
+type ConsumerOpt func(*consumerConfig)
+
+type consumerConfig struct {
+	maxWait           time.Duration
+	minBytes          int32
+	maxBytes          int32
+	partitionMaxBytes int32
+	reset             ResetPolicy
+}
+
+// FetchMaxWait is how long a fetch waits on the server for data (the long
+// poll; default 500 ms).
+func FetchMaxWait(d time.Duration) ConsumerOpt { return func(c *consumerConfig) { c.maxWait = d } }
+
+// FetchMinBytes is how much data ends a fetch before its max wait
+// (default 1).
+func FetchMinBytes(n int32) ConsumerOpt { return func(c *consumerConfig) { c.minBytes = n } }
+
+// FetchMaxBytes bounds one fetch answer (default 4 MiB; at least one batch
+// is always returned).
+func FetchMaxBytes(n int32) ConsumerOpt { return func(c *consumerConfig) { c.maxBytes = n } }
+
+// FetchMaxPartitionBytes bounds one partition's share (default 1 MiB).
+func FetchMaxPartitionBytes(n int32) ConsumerOpt {
+	return func(c *consumerConfig) { c.partitionMaxBytes = n }
+}
+
+// OffsetResetPolicy sets what happens to an out-of-range position
+// (default ResetNone).
+func OffsetResetPolicy(p ResetPolicy) ConsumerOpt { return func(c *consumerConfig) { c.reset = p } }
+
+// Consumer reads assigned partitions from their leaders. Poll must be
+// called from one goroutine at a time; Assign, Seek, Position, Pause and
+// Resume may be called from any goroutine, and a Seek during a Poll makes
+// that Poll drop what it fetched for the partition.
+type Consumer struct {
+	c   *Client
+	cfg consumerConfig
+
+	mu    sync.Mutex
+	parts map[topicPartition]*consumed
+}
+
+// consumed is one assigned partition's position.
+type consumed struct {
+	tp         topicPartition
+	start      Offset // to resolve while !resolved
+	resolved   bool
+	next       int64
+	generation uint64 // bumped by Seek
+	paused     bool
+	err        error // sticky until Seek (offset out of range)
+	hwm        int64
+	logStart   int64
+	hwmSeen    int64 // the highest high-water mark any node reported
+}
+
+// NewConsumer returns a Consumer reading through c, with nothing assigned.
+func NewConsumer(c *Client, opts ...ConsumerOpt) *Consumer {
+	cfg := consumerConfig{maxWait: 500 * time.Millisecond, minBytes: 1, maxBytes: 4 << 20, partitionMaxBytes: 1 << 20}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return &Consumer{c: c, cfg: cfg, parts: make(map[topicPartition]*consumed)}
+}
+
+// Assign adds a partition (or moves an assigned one) starting at start.
+func (k *Consumer) Assign(topic string, partition int32, start Offset) {
+	k.Seek(topic, partition, start)
+}
+
+// AssignTopic assigns every partition of topic, each starting at start.
+func (k *Consumer) AssignTopic(ctx context.Context, topic string, start Offset) error {
+	if err := k.c.RefreshMetadata(ctx); err != nil {
+		return err
+	}
+	k.c.mu.Lock()
+	info := k.c.meta.Topic(topic)
+	k.c.mu.Unlock()
+	if info == nil || len(info.Partitions) == 0 {
+		return &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION, Message: "topic " + topic}
+	}
+	for p := range info.Partitions {
+		k.Assign(topic, int32(p), start)
+	}
+	return nil
+}
+
+// Unassign stops reading a partition.
+func (k *Consumer) Unassign(topic string, partition int32) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.parts, topicPartition{topic, partition})
+}
+
+// Seek moves a partition's position (assigning it if needed) and clears
+// its out-of-range error.
+func (k *Consumer) Seek(topic string, partition int32, at Offset) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	tp := topicPartition{topic, partition}
+	cp := k.parts[tp]
+	if cp == nil {
+		cp = &consumed{tp: tp}
+		k.parts[tp] = cp
+	}
+	cp.generation++
+	cp.err = nil
+	cp.start = at
+	cp.resolved = at.kind == offsetExact
+	cp.next = at.at
+}
+
+// Position is the next offset Poll will return for a partition; ok is
+// false when it is not assigned or its start is not resolved yet.
+func (k *Consumer) Position(topic string, partition int32) (offset int64, ok bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	cp := k.parts[topicPartition{topic, partition}]
+	if cp == nil || !cp.resolved {
+		return 0, false
+	}
+	return cp.next, true
+}
+
+// Pause stops fetching a partition, keeping its position.
+func (k *Consumer) Pause(topic string, partition int32) { k.setPaused(topic, partition, true) }
+
+// Resume undoes Pause.
+func (k *Consumer) Resume(topic string, partition int32) { k.setPaused(topic, partition, false) }
+
+func (k *Consumer) setPaused(topic string, partition int32, paused bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if cp := k.parts[topicPartition{topic, partition}]; cp != nil {
+		cp.paused = paused
+	}
+}
+
+// FetchPartition is one partition's part of a Poll.
+type FetchPartition struct {
+	Topic          string
+	Partition      int32
+	Records        []*Record
+	HighWatermark  int64
+	LogStartOffset int64
+	Err            error
+}
+
+// Fetches is what a Poll returned, sorted by topic and partition.
+type Fetches []FetchPartition
+
+// Records lists every record, partition by partition, in offset order
+// within each partition.
+func (fs Fetches) Records() []*Record {
+	var out []*Record
+	for _, f := range fs {
+		out = append(out, f.Records...)
+	}
+	return out
+}
+
+// FirstErr is the first partition's error, or nil.
+func (fs Fetches) FirstErr() error {
+	for _, f := range fs {
+		if f.Err != nil {
+			return f.Err
+		}
+	}
+	return nil
+}
+
+// errNothingToFetch is returned by Poll when nothing is assigned.
+var errNothingToFetch = errors.New("clientlib: no partition assigned")
+
+// sortFetches orders fetches by topic and partition.
+func sortFetches(fs Fetches) {
+	sort.Slice(fs, func(i, j int) bool {
+		if fs[i].Topic != fs[j].Topic {
+			return fs[i].Topic < fs[j].Topic
+		}
+		return fs[i].Partition < fs[j].Partition
+	})
+}
+
+// decodeBatches turns fetched batches into records at offsets
+// [from, hwm): the batch's base offset plus the record's index, skipping
+// records before from (a batch may start before it) and never passing the
+// high-water mark. It returns the next position.
+func decodeBatches(topic string, partition int32, batches []*strandpb.FetchResponse_Batch, from, hwm int64) ([]*Record, int64, error) {
+	var out []*Record
+	next := from
+	for _, b := range batches {
+		base := b.GetBaseOffset()
+		err := recordbatch.Decode(b.GetRecords(), func(i int, r recordbatch.Record) error {
+			offset := base + int64(i)
+			if offset < next || offset >= hwm {
+				return nil
+			}
+			if offset != next {
+				return fmt.Errorf("%w: record at offset %d, expected %d", recordbatch.ErrCorrupt, offset, next)
+			}
+			rec := &Record{Topic: topic, Partition: partition, Key: r.Key, Value: r.Value,
+				Timestamp: time.UnixMilli(r.TimestampMs), Offset: offset}
+			for _, h := range r.Headers {
+				rec.Headers = append(rec.Headers, Header{Key: h.Key, Value: h.Value})
+			}
+			out = append(out, rec)
+			next = offset + 1
+			return nil
+		})
+		if err != nil {
+			return out, next, err
+		}
+	}
+	return out, next, nil
+}

@@ -1,0 +1,253 @@
+package clientlib
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// pollTarget is a partition's state as Poll snapshots it.
+type pollTarget struct {
+	tp         topicPartition
+	next       int64
+	generation uint64
+}
+
+// Poll fetches from every assigned, unpaused partition's leader at once
+// (a long poll: each node waits up to FetchMaxWait for data) and returns
+// what came back, records in offset order per partition, never past the
+// high-water mark. Partitions whose start is Earliest, Latest or a
+// timestamp are resolved first with ListOffsets. Errors are per partition
+// in the result; retriable ones (a leader change, a lost connection) are
+// retried by the next Poll after refreshing metadata. Poll blocks until
+// every fetch answered or ctx ends; with nothing fetchable it waits one
+// backoff step and returns.
+func (k *Consumer) Poll(ctx context.Context) Fetches {
+	if k.c.isClosed() {
+		return Fetches{{Err: ErrClientClosed}}
+	}
+	if k.assignedCount() == 0 {
+		return Fetches{{Err: errNothingToFetch}}
+	}
+	if err := k.c.ensureMetadata(ctx); err != nil {
+		k.idleWait(ctx)
+		return Fetches{{Err: err}}
+	}
+	out := k.resolveStarts(ctx)
+	out = append(out, k.snapshotErrors()...)
+	byLeader, leaderless := k.fetchTargets()
+	if leaderless {
+		k.c.RefreshMetadata(ctx)
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for node, ts := range byLeader {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got := k.fetchNode(ctx, node, ts)
+			mu.Lock()
+			out = append(out, got...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if len(out.Records()) == 0 && (len(byLeader) == 0 || IsRetriable(out.FirstErr())) {
+		k.idleWait(ctx) // nothing to do but wait: do not spin
+	}
+	sortFetches(out)
+	return out
+}
+
+// idleWait waits one backoff step or until ctx ends.
+func (k *Consumer) idleWait(ctx context.Context) {
+	t := time.NewTimer(k.c.cfg.backoff.Base)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+func (k *Consumer) assignedCount() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.parts)
+}
+
+// snapshotErrors reports the sticky errors of stopped partitions.
+func (k *Consumer) snapshotErrors() Fetches {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out Fetches
+	for _, cp := range k.parts {
+		if cp.err != nil {
+			out = append(out, FetchPartition{Topic: cp.tp.topic, Partition: cp.tp.partition,
+				HighWatermark: cp.hwm, LogStartOffset: cp.logStart, Err: cp.err})
+		}
+	}
+	return out
+}
+
+// fetchTargets groups fetchable partitions by leader.
+func (k *Consumer) fetchTargets() (map[uint64][]pollTarget, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	byLeader := map[uint64][]pollTarget{}
+	leaderless := false
+	for _, cp := range k.parts {
+		if !cp.resolved || cp.paused || cp.err != nil {
+			continue
+		}
+		t := pollTarget{tp: cp.tp, next: cp.next, generation: cp.generation}
+		node, _, ok := k.c.leader(cp.tp.topic, cp.tp.partition)
+		if !ok {
+			leaderless = true
+			continue
+		}
+		byLeader[node] = append(byLeader[node], t)
+	}
+	return byLeader, leaderless
+}
+
+// fetchNode sends one fetch to a node and applies the answer.
+func (k *Consumer) fetchNode(ctx context.Context, node uint64, ts []pollTarget) Fetches {
+	req := &strandpb.FetchRequest{
+		MaxWaitMs: int32(k.cfg.maxWait / time.Millisecond),
+		MinBytes:  k.cfg.minBytes,
+		MaxBytes:  k.cfg.maxBytes,
+	}
+	for _, t := range ts {
+		req.Partitions = append(req.Partitions, &strandpb.FetchRequest_Partition{
+			Topic: t.tp.topic, Partition: t.tp.partition, Offset: t.next, MaxBytes: k.cfg.partitionMaxBytes})
+	}
+	resp, err := k.c.requestNode(ctx, node, &strandpb.Request{Body: &strandpb.Request_Fetch{Fetch: req}}, k.cfg.maxWait)
+	if err == nil {
+		err = errorFromWire(resp.GetError())
+	}
+	out := make(Fetches, 0, len(ts))
+	if err != nil {
+		if ClassifyErr(err).RefreshMetadata {
+			k.c.RefreshMetadata(ctx)
+		}
+		for _, t := range ts {
+			out = append(out, FetchPartition{Topic: t.tp.topic, Partition: t.tp.partition, Err: err})
+		}
+		return out
+	}
+	answers := map[topicPartition]*strandpb.FetchResponse_Partition{}
+	for _, a := range resp.GetFetch().GetPartitions() {
+		answers[topicPartition{a.GetTopic(), a.GetPartition()}] = a
+	}
+	refresh := false
+	for _, t := range ts {
+		f, r := k.applyFetch(t, answers[t.tp])
+		refresh = refresh || r
+		out = append(out, f)
+	}
+	if refresh {
+		k.c.RefreshMetadata(ctx)
+	}
+	return out
+}
+
+// applyFetch turns one partition's answer into records and a new
+// position; it reports whether metadata should be refreshed.
+func (k *Consumer) applyFetch(t pollTarget, a *strandpb.FetchResponse_Partition) (FetchPartition, bool) {
+	f := FetchPartition{Topic: t.tp.topic, Partition: t.tp.partition}
+	if a == nil {
+		f.Err = &Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, Message: "answer lacks the partition"}
+		return f, false
+	}
+	f.HighWatermark, f.LogStartOffset = a.GetHighWatermark(), a.GetLogStartOffset()
+	if err := errorFromWire(a.GetError()); err != nil {
+		f.Err = err
+		if k.c.applyNotLeader(t.tp.topic, t.tp.partition, err) {
+			return f, false
+		}
+		if se := err.(*Error); se.Code == strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE {
+			f.Err = k.outOfRange(t, se)
+			return f, false
+		}
+		return f, ClassifyErr(err).RefreshMetadata
+	}
+	records, next, err := decodeBatches(t.tp.topic, t.tp.partition, a.GetBatches(), t.next, a.GetHighWatermark())
+	if err != nil {
+		err = &Error{Code: strandpb.ErrorCode_ERROR_CODE_CORRUPT_BATCH, Message: err.Error()}
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	cp := k.parts[t.tp]
+	if cp == nil || cp.generation != t.generation {
+		return FetchPartition{Topic: t.tp.topic, Partition: t.tp.partition}, false // moved meanwhile
+	}
+	cp.next, cp.hwm, cp.logStart = next, a.GetHighWatermark(), a.GetLogStartOffset()
+	cp.hwmSeen = max(cp.hwmSeen, cp.hwm)
+	f.Records, f.Err = records, err
+	return f, false
+}
+
+// outOfRange applies the reset policy to an OFFSET_OUT_OF_RANGE answer.
+func (k *Consumer) outOfRange(t pollTarget, se *Error) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	cp := k.parts[t.tp]
+	if cp == nil || cp.generation != t.generation {
+		return nil
+	}
+	if t.next > se.HighWatermark && t.next <= cp.hwmSeen {
+		// The position was legitimately reached, so the high-water mark
+		// went back: a new leader that has not yet committed in its term.
+		// Transient: retry, never reset (Kafka's OFFSET_NOT_AVAILABLE).
+		return &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE,
+			Message: fmt.Sprintf("high-water mark %d behind position %d; leader catching up", se.HighWatermark, t.next)}
+	}
+	cp.hwm, cp.logStart = se.HighWatermark, se.LogStartOffset
+	switch k.cfg.reset {
+	case ResetEarliest:
+		cp.next = se.LogStartOffset
+		return nil
+	case ResetLatest:
+		cp.next = se.HighWatermark
+		return nil
+	}
+	cp.err = &OffsetOutOfRangeError{Topic: t.tp.topic, Partition: t.tp.partition, Offset: t.next,
+		LogStartOffset: se.LogStartOffset, HighWatermark: se.HighWatermark}
+	return cp.err
+}
+
+// resolveStarts turns Earliest, Latest and timestamp starts into offsets
+// with ListOffsets; failures are reported and retried at the next Poll.
+func (k *Consumer) resolveStarts(ctx context.Context) Fetches {
+	k.mu.Lock()
+	type pending struct {
+		tp         topicPartition
+		start      Offset
+		generation uint64
+	}
+	var todo []pending
+	for _, cp := range k.parts {
+		if !cp.resolved {
+			todo = append(todo, pending{cp.tp, cp.start, cp.generation})
+		}
+	}
+	k.mu.Unlock()
+	var out Fetches
+	for _, p := range todo {
+		lo, err := k.c.listOffset(ctx, p.tp.topic, p.tp.partition, p.start.wireTimestamp())
+		if err != nil {
+			out = append(out, FetchPartition{Topic: p.tp.topic, Partition: p.tp.partition, Err: err})
+			continue
+		}
+		k.mu.Lock()
+		if cp := k.parts[p.tp]; cp != nil && cp.generation == p.generation {
+			cp.resolved, cp.next, cp.hwm, cp.logStart = true, lo.Offset, lo.HighWatermark, lo.LogStartOffset
+			cp.hwmSeen = max(cp.hwmSeen, cp.hwm)
+		}
+		k.mu.Unlock()
+	}
+	return out
+}

@@ -1,0 +1,153 @@
+package clientlib
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// Error is a typed error from the cluster, or one the client raises with the
+// same meaning (a record over 1 MiB, a request that got no answer in time).
+// It carries the data a caller needs to act, so callers never match strings:
+//
+//	var se *clientlib.Error
+//	if errors.As(err, &se) && se.Code == strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE {
+//		seekTo(se.LogStartOffset)
+//	}
+//
+// errors.Is(err, clientlib.ErrNotLeader) and the other sentinels below match
+// any *Error with the same Code.
+type Error struct {
+	Code    strandpb.ErrorCode
+	Message string
+	// LeaderID and LeaderAddress are the leader the answering node knows,
+	// for NOT_LEADER (0 and "" when it knows none).
+	LeaderID      uint64
+	LeaderAddress string
+	// LogStartOffset and HighWatermark bound the readable offsets, for
+	// OFFSET_OUT_OF_RANGE.
+	LogStartOffset int64
+	HighWatermark  int64
+}
+
+// Sentinels for errors.Is; each matches every *Error with its Code.
+var (
+	ErrNotLeader          = &Error{Code: strandpb.ErrorCode_ERROR_CODE_NOT_LEADER}
+	ErrUnknownTopic       = &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION}
+	ErrRecordTooLarge     = &Error{Code: strandpb.ErrorCode_ERROR_CODE_RECORD_TOO_LARGE}
+	ErrOffsetOutOfRange   = &Error{Code: strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE}
+	ErrNotEnoughReplicas  = &Error{Code: strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_REPLICAS}
+	ErrTimeout            = &Error{Code: strandpb.ErrorCode_ERROR_CODE_TIMEOUT}
+	ErrInvalidRequest     = &Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST}
+	ErrTopicExists        = &Error{Code: strandpb.ErrorCode_ERROR_CODE_TOPIC_EXISTS}
+	ErrOutOfOrderSequence = &Error{Code: strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE}
+	ErrProducerFenced     = &Error{Code: strandpb.ErrorCode_ERROR_CODE_PRODUCER_FENCED}
+	ErrUnavailable        = &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE}
+)
+
+// Client-side errors that have no wire code.
+var (
+	// ErrClientClosed fails calls made after Close, and records still
+	// buffered when Close gives up on them.
+	ErrClientClosed = errors.New("clientlib: client closed")
+	// ErrNoSeeds is returned by NewClient when no seed address is given.
+	ErrNoSeeds = errors.New("clientlib: no seed addresses")
+)
+
+// errorFromWire converts a wire error; nil and NONE give nil.
+func errorFromWire(e *strandpb.Error) error {
+	if e == nil || e.GetCode() == strandpb.ErrorCode_ERROR_CODE_NONE {
+		return nil
+	}
+	return &Error{
+		Code:           e.GetCode(),
+		Message:        e.GetMessage(),
+		LeaderID:       e.GetLeaderId(),
+		LeaderAddress:  e.GetLeaderAddress(),
+		LogStartOffset: e.GetLogStartOffset(),
+		HighWatermark:  e.GetHighWatermark(),
+	}
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("strand: ")
+	b.WriteString(strings.ToLower(strings.TrimPrefix(e.Code.String(), "ERROR_CODE_")))
+	if e.Message != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Message)
+	}
+	switch e.Code {
+	case strandpb.ErrorCode_ERROR_CODE_NOT_LEADER:
+		fmt.Fprintf(&b, " (leader %d %q)", e.LeaderID, e.LeaderAddress)
+	case strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE:
+		fmt.Fprintf(&b, " (log start %d, high-water mark %d)", e.LogStartOffset, e.HighWatermark)
+	}
+	return b.String()
+}
+
+// Is matches sentinels by Code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// Retriable reports whether the same request may succeed if sent again
+// (after refreshing metadata where Classify says so).
+func (e *Error) Retriable() bool { return Classify(e.Code).Retriable }
+
+// ConnError is a failure of the connection to a node: dial, handshake, a
+// broken or closed stream. It is always retriable. Sent says whether the
+// request had been handed to the socket: if so, a write may have happened.
+type ConnError struct {
+	Addr string
+	Sent bool
+	Err  error
+}
+
+// Error implements error.
+func (e *ConnError) Error() string {
+	return fmt.Sprintf("clientlib: connection to %s: %v", e.Addr, e.Err)
+}
+
+// Unwrap gives the cause.
+func (e *ConnError) Unwrap() error { return e.Err }
+
+// Retriable is always true: another connection may succeed.
+func (e *ConnError) Retriable() bool { return true }
+
+// RetriesExhaustedError fails a record whose batch kept failing with
+// retriable errors until the attempts or the delivery timeout ran out.
+// MaybeWritten is true when some attempt's outcome was unknown (a timeout, a
+// connection lost after sending): the record may be in the log even though
+// its promise got this error, exactly like a timeout in any client.
+type RetriesExhaustedError struct {
+	Attempts     int
+	MaybeWritten bool
+	Err          error
+}
+
+// Error implements error.
+func (e *RetriesExhaustedError) Error() string {
+	s := fmt.Sprintf("clientlib: giving up after %d attempts: %v", e.Attempts, e.Err)
+	if e.MaybeWritten {
+		s += " (the record may have been written)"
+	}
+	return s
+}
+
+// Unwrap gives the last attempt's error.
+func (e *RetriesExhaustedError) Unwrap() error { return e.Err }
+
+// Retriable is false: the client already retried.
+func (e *RetriesExhaustedError) Retriable() bool { return false }
+
+// IsRetriable reports whether err says a retry may succeed: a retriable
+// *Error, a *ConnError, or any error with a Retriable() bool method.
+func IsRetriable(err error) bool {
+	var r interface{ Retriable() bool }
+	return errors.As(err, &r) && r.Retriable()
+}

@@ -1,0 +1,125 @@
+package fake
+
+import (
+	"bufio"
+	"net"
+	"testing"
+
+	"github.com/strandlog/strand/engine/recordbatch"
+	"github.com/strandlog/strand/proto/frame"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// rawConn speaks the wire protocol by hand, without clientlib.
+type rawConn struct {
+	t    *testing.T
+	nc   net.Conn
+	r    *bufio.Reader
+	corr uint64
+}
+
+func dialRaw(t *testing.T, addr string) *rawConn {
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	c := &rawConn{t: t, nc: nc, r: bufio.NewReader(nc)}
+	resp := c.do(&strandpb.Request{Body: &strandpb.Request_Hello{Hello: &strandpb.HelloRequest{VersionMin: 1, VersionMax: 1}}})
+	if resp.GetHello().GetVersion() != 1 {
+		t.Fatalf("hello: %v", resp)
+	}
+	return c
+}
+
+func (c *rawConn) do(req *strandpb.Request) *strandpb.Response {
+	c.t.Helper()
+	c.corr++
+	req.CorrelationId = c.corr
+	buf, err := frame.Append(nil, req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if _, err := c.nc.Write(buf); err != nil {
+		c.t.Fatal(err)
+	}
+	var resp strandpb.Response
+	if _, err := frame.Decode(c.r, nil, frame.BytesMaxDefault, &resp); err != nil {
+		c.t.Fatal(err)
+	}
+	if resp.GetCorrelationId() != c.corr {
+		c.t.Fatalf("answer for %d, sent %d", resp.GetCorrelationId(), c.corr)
+	}
+	return &resp
+}
+
+func (c *rawConn) produce(epoch, seq int32, records int) *strandpb.ProduceResponse_Partition {
+	c.t.Helper()
+	rs := make([]recordbatch.Record, records)
+	for i := range rs {
+		rs[i].Value = []byte("v")
+	}
+	batch, err := recordbatch.Encode(nil, rs)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	resp := c.do(&strandpb.Request{Body: &strandpb.Request_Produce{Produce: &strandpb.ProduceRequest{Acks: -1,
+		Partitions: []*strandpb.ProduceRequest_Partition{{Topic: "t", ProducerId: 7, ProducerEpoch: epoch, BaseSequence: seq, Batch: batch}}}}})
+	return resp.GetProduce().GetPartitions()[0]
+}
+
+// The fake applies the engine's idempotence rules: a retry of one of the
+// last 5 batches is a duplicate answered with its original offset, an
+// older one or a gap is OUT_OF_ORDER_SEQUENCE, a new epoch must start at
+// 0, and an older epoch is fenced.
+func TestIdempotenceRules(t *testing.T) {
+	cluster, err := New(Nodes(1), Topic("t", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	c := dialRaw(t, cluster.Addrs()[0])
+	for i := int32(0); i < 6; i++ { // batches of 2 records: sequences 0,2,…,10
+		if r := c.produce(0, 2*i, 2); r.GetError() != nil || r.GetBaseOffset() != int64(2*i) {
+			t.Fatalf("batch %d: %v", i, r)
+		}
+	}
+	if r := c.produce(0, 4, 2); r.GetError() != nil || !r.GetDuplicate() || r.GetBaseOffset() != 4 {
+		t.Fatalf("retry of a recent batch: %v", r)
+	}
+	code := func(r *strandpb.ProduceResponse_Partition) strandpb.ErrorCode { return r.GetError().GetCode() }
+	if r := c.produce(0, 0, 2); code(r) != strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE {
+		t.Fatalf("retry of the 6th newest batch: %v", r)
+	}
+	if r := c.produce(0, 14, 1); code(r) != strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE {
+		t.Fatalf("a gap: %v", r)
+	}
+	if r := c.produce(1, 3, 1); code(r) != strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE {
+		t.Fatalf("new epoch not at 0: %v", r)
+	}
+	if r := c.produce(1, 0, 1); r.GetError() != nil || r.GetBaseOffset() != 12 {
+		t.Fatalf("new epoch at 0: %v", r)
+	}
+	if r := c.produce(0, 12, 1); code(r) != strandpb.ErrorCode_ERROR_CODE_PRODUCER_FENCED {
+		t.Fatalf("old epoch: %v", r)
+	}
+	if n := len(cluster.Log("t", 0)); n != 13 {
+		t.Fatalf("log holds %d records, want 13", n)
+	}
+}
+
+// A node that does not lead a partition answers NOT_LEADER naming the
+// leader and its address.
+func TestNotLeaderHint(t *testing.T) {
+	cluster, err := New(Topic("t", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	cluster.MoveLeader("t", 0, 3)
+	c := dialRaw(t, cluster.Addrs()[0])
+	r := c.produce(0, 0, 1)
+	if e := r.GetError(); e.GetCode() != strandpb.ErrorCode_ERROR_CODE_NOT_LEADER || e.GetLeaderId() != 3 || e.GetLeaderAddress() != cluster.Addrs()[2] {
+		t.Fatalf("answer %v", r)
+	}
+}

@@ -1,0 +1,165 @@
+package clientlib
+
+import (
+	"sort"
+
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// LeaderCache is the client's view of the cluster: nodes, topics, and each
+// partition's leader. It is sans-IO (no locks, clock or network): the
+// Client guards it with a mutex, and the simulator's client workload drives
+// it directly with metadata answers and NOT_LEADER hints.
+//
+// Metadata for a partition replaces the cached leader only when its
+// leader_term is at least the cached one, so an answer from a lagging node
+// cannot undo a newer view. A NOT_LEADER hint is applied at once and keeps
+// the term: it is fresher than the metadata it corrects.
+type LeaderCache struct {
+	nodes        map[uint64]string
+	topics       map[string]*TopicInfo
+	controllerID uint64
+}
+
+// TopicInfo is what the cache knows about one topic.
+type TopicInfo struct {
+	Name string
+	// Err is the topic's error in the last metadata answer (UNKNOWN_TOPIC:
+	// the topic does not exist).
+	Err        strandpb.ErrorCode
+	Partitions []PartitionInfo // index = partition number
+}
+
+// PartitionInfo is one partition's leadership.
+type PartitionInfo struct {
+	Partition  int32
+	LeaderID   uint64 // 0: no leader known
+	LeaderTerm uint64
+	Replicas   []uint64
+	Err        strandpb.ErrorCode
+}
+
+// NewLeaderCache returns an empty cache.
+func NewLeaderCache() *LeaderCache {
+	return &LeaderCache{nodes: make(map[uint64]string), topics: make(map[string]*TopicInfo)}
+}
+
+// ApplyMetadata merges a metadata answer: node addresses are replaced,
+// topics named in it are updated (partition by partition, by term), topics
+// it does not name are kept.
+func (c *LeaderCache) ApplyMetadata(m *strandpb.MetadataResponse) {
+	if len(m.GetNodes()) > 0 {
+		c.nodes = make(map[uint64]string, len(m.GetNodes()))
+		for _, n := range m.GetNodes() {
+			c.nodes[n.GetId()] = n.GetAddress()
+		}
+	}
+	if m.GetControllerId() != 0 {
+		c.controllerID = m.GetControllerId()
+	}
+	for _, t := range m.GetTopics() {
+		c.applyTopic(t)
+	}
+}
+
+// applyTopic merges one topic of a metadata answer.
+func (c *LeaderCache) applyTopic(t *strandpb.MetadataResponse_Topic) {
+	code := t.GetError().GetCode()
+	if code != strandpb.ErrorCode_ERROR_CODE_NONE {
+		if code == strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION {
+			c.topics[t.GetName()] = &TopicInfo{Name: t.GetName(), Err: code}
+		}
+		return
+	}
+	old := c.topics[t.GetName()]
+	info := &TopicInfo{Name: t.GetName(), Partitions: make([]PartitionInfo, len(t.GetPartitions()))}
+	for i := range info.Partitions {
+		info.Partitions[i] = PartitionInfo{Partition: int32(i)}
+	}
+	for _, p := range t.GetPartitions() {
+		i := p.GetPartition()
+		if i < 0 || int(i) >= len(info.Partitions) {
+			continue // a malformed answer: ignore the partition
+		}
+		next := PartitionInfo{
+			Partition:  i,
+			LeaderID:   p.GetLeaderId(),
+			LeaderTerm: p.GetLeaderTerm(),
+			Replicas:   append([]uint64(nil), p.GetReplicas()...),
+			Err:        p.GetError().GetCode(),
+		}
+		if old != nil && int(i) < len(old.Partitions) && old.Partitions[i].LeaderTerm > next.LeaderTerm {
+			next.LeaderID, next.LeaderTerm = old.Partitions[i].LeaderID, old.Partitions[i].LeaderTerm
+		}
+		info.Partitions[i] = next
+	}
+	c.topics[t.GetName()] = info
+}
+
+// ApplyNotLeader applies a NOT_LEADER answer for a partition: the hinted
+// leader (and its address, if new) when the error names one, else no
+// leader. It reports whether the partition's leader changed.
+func (c *LeaderCache) ApplyNotLeader(topic string, partition int32, e *Error) bool {
+	p := c.partition(topic, partition)
+	if p == nil {
+		return false
+	}
+	if e.LeaderID != 0 && e.LeaderAddress != "" {
+		c.nodes[e.LeaderID] = e.LeaderAddress
+	}
+	if p.LeaderID == e.LeaderID {
+		return false
+	}
+	p.LeaderID = e.LeaderID
+	return true
+}
+
+// ForgetLeader marks a partition's leader unknown, after a connection
+// error to it, until metadata names one again.
+func (c *LeaderCache) ForgetLeader(topic string, partition int32) {
+	if p := c.partition(topic, partition); p != nil {
+		p.LeaderID = 0
+	}
+}
+
+// partition finds a cached partition.
+func (c *LeaderCache) partition(topic string, partition int32) *PartitionInfo {
+	t := c.topics[topic]
+	if t == nil || partition < 0 || int(partition) >= len(t.Partitions) {
+		return nil
+	}
+	return &t.Partitions[partition]
+}
+
+// Leader is the partition's leader and its address; ok is false when no
+// leader (or no address for it) is known.
+func (c *LeaderCache) Leader(topic string, partition int32) (id uint64, addr string, ok bool) {
+	p := c.partition(topic, partition)
+	if p == nil || p.LeaderID == 0 {
+		return 0, "", false
+	}
+	addr, ok = c.nodes[p.LeaderID]
+	return p.LeaderID, addr, ok
+}
+
+// Topic is the cached topic, or nil when it was never seen.
+func (c *LeaderCache) Topic(name string) *TopicInfo { return c.topics[name] }
+
+// Address is a node's address.
+func (c *LeaderCache) Address(id uint64) (string, bool) {
+	a, ok := c.nodes[id]
+	return a, ok
+}
+
+// ControllerID is the metadata group's leader as last reported, 0 if none.
+func (c *LeaderCache) ControllerID() uint64 { return c.controllerID }
+
+// NodeIDs lists the known nodes in ascending id order.
+func (c *LeaderCache) NodeIDs() []uint64 {
+	ids := make([]uint64, 0, len(c.nodes))
+	for id := range c.nodes {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
+}

@@ -1,0 +1,475 @@
+package clientlib
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/strandlog/strand/engine/recordbatch"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// Produce sends r asynchronously and calls promise exactly once with r and
+// nil (r.Offset and r.Partition set) or the error that failed it.
+//
+// Ordering: promises of one partition run in offset order, one at a time,
+// on the client's promise goroutine; a promise must not block for long (it
+// holds up every later promise) and must not call Flush or ProduceSync.
+//
+// Blocking: Produce returns once r is buffered. It blocks only while
+// MaxBufferedRecords records are buffered, until one completes or ctx ends
+// (then promise gets ctx's error). ctx is not used after r is buffered. A
+// record over 1 MiB (key, value and headers) fails at once, before Produce
+// returns, with an *Error matching ErrRecordTooLarge; it is never sent. A
+// closed client fails r with ErrClientClosed.
+func (c *Client) Produce(ctx context.Context, r *Record, promise func(*Record, error)) {
+	if promise == nil {
+		promise = func(*Record, error) {}
+	}
+	if n := r.payloadBytes(); n > recordbatch.RecordBytesMax {
+		promise(r, &Error{Code: strandpb.ErrorCode_ERROR_CODE_RECORD_TOO_LARGE,
+			Message: fmt.Sprintf("record of %d bytes, over the %d-byte limit", n, recordbatch.RecordBytesMax)})
+		return
+	}
+	p := c.getProducer()
+	if p == nil {
+		promise(r, ErrClientClosed)
+		return
+	}
+	if err := p.acquire(ctx); err != nil {
+		promise(r, err)
+		return
+	}
+	if r.Timestamp.IsZero() {
+		r.Timestamp = time.Now()
+	}
+	r.Offset = -1
+	p.intake <- pendingRecord{r: r, promise: promise}
+}
+
+// ProduceSync produces rs and waits for all of their outcomes. ctx bounds
+// only the wait for buffer space (see Produce).
+func (c *Client) ProduceSync(ctx context.Context, rs ...*Record) ProduceResults {
+	out := make(ProduceResults, len(rs))
+	var wg sync.WaitGroup
+	wg.Add(len(rs))
+	for i, r := range rs {
+		c.Produce(ctx, r, func(r *Record, err error) {
+			out[i] = ProduceResult{Record: r, Err: err}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// Flush seals every open batch at once (ignoring Linger) and waits until
+// every record buffered so far, and any produced meanwhile, has had its
+// promise called, or ctx ends.
+func (c *Client) Flush(ctx context.Context) error {
+	p := c.existingProducer()
+	if p == nil {
+		return nil
+	}
+	return p.flush(ctx)
+}
+
+// getProducer starts the producer on first use; nil once the client is
+// closed.
+func (c *Client) getProducer() *producer {
+	if c.isClosed() {
+		return nil
+	}
+	c.producerOnce.Do(func() {
+		p := newProducer(c)
+		c.mu.Lock()
+		c.producer = p
+		c.mu.Unlock()
+		go p.run()
+		go p.runPromises()
+	})
+	return c.existingProducer()
+}
+
+func (c *Client) existingProducer() *producer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.producer
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// pendingRecord is a buffered record with its promise.
+type pendingRecord struct {
+	r       *Record
+	promise func(*Record, error)
+	err     error // set when completing
+}
+
+// sealedBatch is a batch in a Window: its records and encoded bytes.
+type sealedBatch struct {
+	records []pendingRecord
+	bytes   []byte
+}
+
+// sink is one partition's producer state, owned by the producer loop.
+type sink struct {
+	tp        topicPartition
+	w         *Window
+	open      []pendingRecord
+	builder   recordbatch.Builder
+	openSince time.Duration
+	sealed    map[BatchID]*sealedBatch
+}
+
+// sentBatch is one partition's attempt inside a request. bytes and
+// producerID are copied from loop-owned state when the attempt is made, so
+// sender goroutines never read the loop's maps.
+type sentBatch struct {
+	s          *sink
+	attempt    Attempt
+	bytes      []byte
+	producerID int64
+}
+
+// requestResult is a produce request's outcome, back to the loop.
+type requestResult struct {
+	node    uint64
+	batches []sentBatch
+	resp    *strandpb.Response
+	err     error
+}
+
+// producer is the Client's producer: one loop goroutine owns every sink,
+// so the batching and retry state needs no locks; request goroutines (one
+// per request in flight, bounded) and the promise goroutine talk to it by
+// channels.
+type producer struct {
+	c        *Client
+	budget   chan struct{}
+	intake   chan pendingRecord
+	results  chan requestResult
+	wake     chan struct{}
+	promises chan pendingRecord
+
+	mu       sync.Mutex
+	buffered int
+	idle     chan struct{} // closed while buffered == 0
+	flushers int
+	closing  bool
+	loopDone chan struct{}
+	stop     chan struct{}
+	stopOnce sync.Once
+
+	// Owned by the loop goroutine.
+	sinks          map[topicPartition]*sink
+	waiting        map[string][]pendingRecord
+	waitingSince   map[string]time.Duration
+	sticky         Sticky
+	nodeInFlight   map[uint64]int
+	senders        map[uint64]chan []sentBatch
+	producerID     int64
+	initInFlight   bool
+	refreshing     bool
+	refreshAt      time.Duration
+	refreshWanted  bool
+	initAttempts   int
+	initRetryAfter time.Duration
+}
+
+func newProducer(c *Client) *producer {
+	n := c.cfg.bufferedRecordsMax
+	idle := make(chan struct{})
+	close(idle)
+	return &producer{
+		c:            c,
+		budget:       make(chan struct{}, n),
+		intake:       make(chan pendingRecord, n),
+		results:      make(chan requestResult, 64),
+		wake:         make(chan struct{}, 1),
+		promises:     make(chan pendingRecord, n),
+		idle:         idle,
+		loopDone:     make(chan struct{}),
+		stop:         make(chan struct{}),
+		sinks:        make(map[topicPartition]*sink),
+		waiting:      make(map[string][]pendingRecord),
+		waitingSince: make(map[string]time.Duration),
+		nodeInFlight: make(map[uint64]int),
+		senders:      make(map[uint64]chan []sentBatch),
+		producerID:   -1,
+	}
+}
+
+// acquire takes a buffer slot, blocking while none is free.
+func (p *producer) acquire(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closing {
+		p.mu.Unlock()
+		return ErrClientClosed
+	}
+	p.mu.Unlock()
+	select {
+	case p.budget <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.stop:
+		return ErrClientClosed
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closing {
+		<-p.budget
+		return ErrClientClosed
+	}
+	if p.buffered == 0 {
+		p.idle = make(chan struct{})
+	}
+	p.buffered++
+	return nil
+}
+
+// release frees a record's slot after its promise ran.
+func (p *producer) release() {
+	p.mu.Lock()
+	p.buffered--
+	if p.buffered == 0 {
+		close(p.idle)
+	}
+	p.mu.Unlock()
+	<-p.budget
+}
+
+func (p *producer) poke() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *producer) flushing() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.flushers > 0 || p.closing
+}
+
+func (p *producer) flush(ctx context.Context) error {
+	p.mu.Lock()
+	p.flushers++
+	idle := p.idle
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.flushers--
+		p.mu.Unlock()
+	}()
+	p.poke()
+	for {
+		select {
+		case <-idle:
+			p.mu.Lock()
+			if p.buffered == 0 {
+				p.mu.Unlock()
+				return nil
+			}
+			idle = p.idle
+			p.mu.Unlock()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// close stops intake, flushes and stops the loops.
+func (p *producer) close() {
+	p.mu.Lock()
+	p.closing = true
+	p.mu.Unlock()
+	p.flush(context.Background())
+	p.stopOnce.Do(func() { close(p.stop) })
+	<-p.loopDone
+}
+
+// runPromises calls promises in the order the loop completed records.
+func (p *producer) runPromises() {
+	for pr := range p.promises {
+		pr.promise(pr.r, pr.err)
+		p.release()
+	}
+}
+
+// complete hands a record to the promise goroutine; never blocks, since
+// the channel holds as many records as can be buffered.
+func (p *producer) complete(pr pendingRecord, err error) {
+	pr.err = err
+	p.promises <- pr
+}
+
+// run is the producer loop.
+func (p *producer) run() {
+	defer close(p.loopDone)
+	defer close(p.promises)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := p.c.monotonic()
+		next := p.drive(now)
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		if next > 0 {
+			timer.Reset(max(next-now, time.Millisecond/4))
+		}
+		select {
+		case pr := <-p.intake:
+			p.add(pr, p.c.monotonic())
+			for i := 0; i < 256; i++ { // take what is queued, bounded
+				select {
+				case pr := <-p.intake:
+					p.add(pr, p.c.monotonic())
+					continue
+				default:
+				}
+				break
+			}
+		case res := <-p.results:
+			p.handle(res, p.c.monotonic())
+		case <-p.wake:
+		case <-timer.C:
+		case <-p.stop:
+			p.failEverything(ErrClientClosed)
+			return
+		}
+	}
+}
+
+// add places a record in its partition's open batch, or in the waiting
+// list of its topic until metadata knows the topic.
+func (p *producer) add(pr pendingRecord, now time.Duration) {
+	if len(p.waiting[pr.r.Topic]) > 0 || !p.assign(pr, now) {
+		if _, ok := p.waitingSince[pr.r.Topic]; !ok {
+			p.waitingSince[pr.r.Topic] = now
+		}
+		p.waiting[pr.r.Topic] = append(p.waiting[pr.r.Topic], pr)
+		p.refreshWanted = true
+	}
+}
+
+// assign partitions a record and appends it to the sink's open batch; false
+// when the topic's partition count is not known yet.
+func (p *producer) assign(pr pendingRecord, now time.Duration) bool {
+	p.c.mu.Lock()
+	info := p.c.meta.Topic(pr.r.Topic)
+	var partitions int32
+	if info != nil {
+		partitions = int32(len(info.Partitions))
+	}
+	p.c.mu.Unlock()
+	if partitions == 0 {
+		return false
+	}
+	r := pr.r
+	switch {
+	case p.c.cfg.manualPartitioner:
+		if r.Partition < 0 || r.Partition >= partitions {
+			p.complete(pr, &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION,
+				Message: fmt.Sprintf("partition %d of %s, which has %d", r.Partition, r.Topic, partitions)})
+			return true
+		}
+	case r.Key != nil:
+		r.Partition = KeyPartition(r.Key, partitions)
+	default:
+		p.c.mu.Lock()
+		r.Partition = p.sticky.Partition(r.Topic, partitions, p.c.rng)
+		p.c.mu.Unlock()
+	}
+	s := p.sink(topicPartition{r.Topic, r.Partition})
+	p.appendOpen(s, pr, now)
+	return true
+}
+
+func (p *producer) sink(tp topicPartition) *sink {
+	s := p.sinks[tp]
+	if s == nil {
+		cfg := p.c.cfg
+		attempts := cfg.retriesMax + 1
+		if cfg.acks == AcksNone {
+			attempts = 1
+		}
+		s = &sink{tp: tp, sealed: make(map[BatchID]*sealedBatch), w: NewWindow(WindowConfig{
+			Idempotent:      cfg.idempotent,
+			InFlightMax:     cfg.inFlightBatchesMax,
+			AttemptsMax:     attempts,
+			DeliveryTimeout: cfg.deliveryTimeout,
+		})}
+		p.sinks[tp] = s
+	}
+	return s
+}
+
+// appendOpen adds a record to the open batch, sealing first when the
+// record would push the batch over BatchBytes.
+func (p *producer) appendOpen(s *sink, pr pendingRecord, now time.Duration) {
+	estimate := pr.r.payloadBytes() + 16 + 8*len(pr.r.Headers)
+	if len(s.open) > 0 && s.builder.Len()+estimate > p.c.cfg.batchBytes {
+		p.seal(s, now)
+	}
+	if len(s.open) == 0 {
+		// One allocation per batch: room for a full batch.
+		s.builder.Reset(make([]byte, 0, max(p.c.cfg.batchBytes, estimate)+recordbatch.HeaderBytes))
+	}
+	err := s.builder.Append(pr.r.batchRecord())
+	if err != nil && len(s.open) > 0 {
+		p.seal(s, now)
+		err = s.builder.Append(pr.r.batchRecord())
+	}
+	if err != nil {
+		p.complete(pr, &Error{Code: strandpb.ErrorCode_ERROR_CODE_RECORD_TOO_LARGE, Message: err.Error()})
+		return
+	}
+	if len(s.open) == 0 {
+		s.openSince = now
+	}
+	s.open = append(s.open, pr)
+}
+
+// seal closes the open batch and pushes it into the window.
+func (p *producer) seal(s *sink, now time.Duration) {
+	if len(s.open) == 0 {
+		return
+	}
+	bytes, err := s.builder.Finish()
+	if err != nil {
+		panic(fmt.Sprintf("clientlib: sealing a batch of %d records: %v", len(s.open), err))
+	}
+	id := s.w.Push(int32(len(s.open)), now)
+	s.sealed[id] = &sealedBatch{records: s.open, bytes: bytes}
+	s.open = nil
+	s.builder = recordbatch.Builder{}
+	p.c.mu.Lock()
+	p.sticky.BatchSealed(s.tp.topic, s.tp.partition)
+	p.c.mu.Unlock()
+}
+
+// sortedSinks lists sinks in topic-partition order, so requests are built
+// the same way every time.
+func (p *producer) sortedSinks() []*sink {
+	out := make([]*sink, 0, len(p.sinks))
+	for _, s := range p.sinks {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].tp.topic != out[j].tp.topic {
+			return out[i].tp.topic < out[j].tp.topic
+		}
+		return out[i].tp.partition < out[j].tp.partition
+	})
+	return out
+}

@@ -1,0 +1,358 @@
+package clientlib
+
+import (
+	"context"
+	"time"
+
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// loopEvent marks a result that is not a produce request's: a metadata
+// refresh or an InitProducerId outcome. Such results have no batches and
+// carry the event in their node field.
+type loopEvent uint8
+
+const (
+	eventMetadata loopEvent = iota + 1
+	eventInitProducer
+)
+
+// drive does everything that can be done at now: place waiting records,
+// seal batches, send attempts, hand out completions. It returns the next
+// time it needs to run again (0: only on an event).
+func (p *producer) drive(now time.Duration) time.Duration {
+	var next time.Duration
+	wakeAt := func(t time.Duration) {
+		if t > now && (next == 0 || t < next) {
+			next = t
+		}
+	}
+	wakeAt(p.placeWaiting(now))
+	flushing := p.flushing()
+	requests := map[uint64][]sentBatch{}
+	for _, s := range p.sortedSinks() {
+		wakeAt(p.maybeSeal(s, now, flushing))
+		s.w.Expire(now)
+		p.pop(s)
+		if s.w.Len() == 0 {
+			continue
+		}
+		if t := s.w.ReadyAt(); t > now {
+			wakeAt(t)
+		}
+		if p.c.cfg.deliveryTimeout > 0 {
+			wakeAt(now + p.c.cfg.deliveryTimeout/4)
+		}
+		if p.c.cfg.idempotent && p.producerID < 0 {
+			p.startInit(now)
+			wakeAt(p.initRetryAfter)
+			continue
+		}
+		node, _, ok := p.c.leader(s.tp.topic, s.tp.partition)
+		if !ok {
+			p.refreshWanted = true
+			continue
+		}
+		requests[node] = append(requests[node], sentBatch{s: s})
+	}
+	p.send(requests, now)
+	wakeAt(p.maybeRefresh(now))
+	return next
+}
+
+// maybeSeal seals the open batch when it is full, or when it is due
+// (linger passed, flush, or Linger 0) and the window can send it at once.
+// It returns when the batch will be due.
+func (p *producer) maybeSeal(s *sink, now time.Duration, flushing bool) time.Duration {
+	if len(s.open) == 0 {
+		return 0
+	}
+	cfg := &p.c.cfg
+	if s.builder.Len() >= cfg.batchBytes {
+		p.seal(s, now)
+		return 0
+	}
+	due := s.openSince + cfg.linger
+	if (flushing || now >= due) && s.w.Len() < cfg.inFlightBatchesMax {
+		p.seal(s, now)
+		return 0
+	}
+	if now >= due {
+		return 0 // waits for room in the window; a completion wakes us
+	}
+	return due
+}
+
+// send builds produce requests: for each node, rounds of at most one
+// attempt per partition, while the node has request slots.
+func (p *producer) send(requests map[uint64][]sentBatch, now time.Duration) {
+	for node, sinks := range requests {
+		for p.nodeInFlight[node] < p.c.cfg.inFlightPerConn {
+			var batch []sentBatch
+			for _, sb := range sinks {
+				if a, ok := sb.s.w.Next(now); ok {
+					batch = append(batch, sentBatch{s: sb.s, attempt: a,
+						bytes: sb.s.sealed[a.ID].bytes, producerID: p.producerID})
+				}
+			}
+			if len(batch) == 0 {
+				break
+			}
+			p.nodeInFlight[node]++
+			p.sender(node) <- batch // never blocks: nodeInFlight bounds it
+		}
+	}
+}
+
+// sender returns the node's sender queue, starting its goroutine.
+func (p *producer) sender(node uint64) chan<- []sentBatch {
+	ch := p.senders[node]
+	if ch == nil {
+		ch = make(chan []sentBatch, p.c.cfg.inFlightPerConn)
+		p.senders[node] = ch
+		go p.senderLoop(node, ch)
+	}
+	return ch
+}
+
+// senderLoop begins a node's requests one after another, so they reach
+// the wire in the order the loop built them (a partition's batches in
+// sequence order); a goroutine per request awaits each answer.
+func (p *producer) senderLoop(node uint64, ch <-chan []sentBatch) {
+	for {
+		select {
+		case batches := <-ch:
+			p.begin(node, batches)
+		case <-p.stop:
+			return
+		}
+	}
+}
+
+// begin sends one produce request and starts the wait for its answer.
+func (p *producer) begin(node uint64, batches []sentBatch) {
+	cfg := &p.c.cfg
+	req := &strandpb.ProduceRequest{Acks: int32(cfg.acks), TimeoutMs: int32(cfg.requestTimeout / time.Millisecond)}
+	for _, sb := range batches {
+		req.Partitions = append(req.Partitions, &strandpb.ProduceRequest_Partition{
+			Topic: sb.s.tp.topic, Partition: sb.s.tp.partition,
+			ProducerId: sb.producerID, ProducerEpoch: sb.attempt.Epoch, BaseSequence: sb.attempt.BaseSequence,
+			Batch: sb.bytes,
+		})
+	}
+	envelope := &strandpb.Request{Body: &strandpb.Request_Produce{Produce: req}}
+	fail := func(err error) { p.report(requestResult{node: node, batches: batches, err: err}) }
+	c := p.c
+	c.mu.Lock()
+	addr, ok := c.meta.Address(node)
+	c.mu.Unlock()
+	if !ok {
+		fail(&ConnError{Addr: "node " + itoa(node), Err: errUnknownNode})
+		return
+	}
+	ctx := context.Background()
+	bc, err := c.conn(ctx, addr)
+	if err != nil {
+		fail(err)
+		return
+	}
+	cl, err := bc.begin(ctx, envelope, cfg.acks == AcksNone)
+	if err != nil {
+		fail(err)
+		return
+	}
+	go func() {
+		// The node gives up at timeout_ms; wait a little longer for its answer.
+		resp, err := bc.await(ctx, cl, cfg.requestTimeout+time.Second)
+		p.report(requestResult{node: node, batches: batches, resp: resp, err: err})
+	}()
+}
+
+// handle applies a request's outcome to each partition's window.
+func (p *producer) handle(res requestResult, now time.Duration) {
+	if res.batches == nil {
+		p.handleEvent(res, now)
+		return
+	}
+	p.nodeInFlight[res.node]--
+	answers := map[topicPartition]*strandpb.ProduceResponse_Partition{}
+	for _, a := range res.resp.GetProduce().GetPartitions() {
+		answers[topicPartition{a.GetTopic(), a.GetPartition()}] = a
+	}
+	for _, sb := range res.batches {
+		base, err := int64(-1), res.err
+		if err == nil {
+			err = errorFromWire(res.resp.GetError())
+		}
+		if err == nil && p.c.cfg.acks != AcksNone {
+			a := answers[sb.s.tp]
+			if a == nil {
+				err = &Error{Code: strandpb.ErrorCode_ERROR_CODE_TIMEOUT, Message: "answer lacks the partition"}
+			} else {
+				base, err = a.GetBaseOffset(), errorFromWire(a.GetError())
+			}
+		}
+		retryAt := now + p.c.backoffDelay(sb.attempt.Number)
+		if err != nil {
+			if p.c.applyNotLeader(sb.s.tp.topic, sb.s.tp.partition, err) {
+				retryAt = now // the hint names a new leader: go at once
+			} else if ClassifyErr(err).RefreshMetadata {
+				p.refreshWanted = true
+			}
+		}
+		sb.s.w.Report(sb.attempt.ID, base, err, now, retryAt)
+		p.pop(sb.s)
+	}
+}
+
+// pop hands a window's resolved batches to the promise goroutine in order.
+func (p *producer) pop(s *sink) {
+	for {
+		c, ok := s.w.Pop()
+		if !ok {
+			return
+		}
+		b := s.sealed[c.ID]
+		delete(s.sealed, c.ID)
+		for i, pr := range b.records {
+			if c.Err == nil && c.BaseOffset >= 0 {
+				pr.r.Offset = c.BaseOffset + int64(i)
+			}
+			p.complete(pr, c.Err)
+		}
+	}
+}
+
+// placeWaiting assigns records of topics that metadata now knows, and fails
+// those of topics still unknown after the retries. It returns when to look
+// again.
+func (p *producer) placeWaiting(now time.Duration) time.Duration {
+	var next time.Duration
+	for topic, prs := range p.waiting {
+		p.c.mu.Lock()
+		info := p.c.meta.Topic(topic)
+		p.c.mu.Unlock()
+		if info != nil && len(info.Partitions) > 0 {
+			delete(p.waiting, topic)
+			delete(p.waitingSince, topic)
+			for _, pr := range prs {
+				p.assign(pr, now)
+			}
+			continue
+		}
+		limit := p.c.cfg.deliveryTimeout
+		if limit == 0 {
+			limit = time.Duration(p.c.cfg.retriesMax+1) * p.c.cfg.backoff.Max
+		}
+		if now-p.waitingSince[topic] >= limit {
+			delete(p.waiting, topic)
+			delete(p.waitingSince, topic)
+			for _, pr := range prs {
+				p.complete(pr, &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION,
+					Message: "topic " + topic + " not in metadata"})
+			}
+			continue
+		}
+		p.refreshWanted = true
+		if t := p.waitingSince[topic] + limit; next == 0 || t < next {
+			next = t
+		}
+	}
+	return next
+}
+
+// report hands a result to the loop, or drops it once the loop stopped.
+func (p *producer) report(res requestResult) {
+	select {
+	case p.results <- res:
+	case <-p.stop:
+	}
+}
+
+// maybeRefresh starts a metadata refresh when one is wanted (or the cache
+// is older than MetadataMaxAge), at most one at a time and one per backoff
+// base. It returns when it may start one.
+func (p *producer) maybeRefresh(now time.Duration) time.Duration {
+	if len(p.sinks) > 0 && p.c.metadataStale() {
+		p.refreshWanted = true
+	}
+	if !p.refreshWanted || p.refreshing {
+		return 0
+	}
+	if now < p.refreshAt {
+		return p.refreshAt
+	}
+	p.refreshWanted, p.refreshing = false, true
+	p.refreshAt = now + max(p.c.cfg.backoff.Base, time.Millisecond)
+	go func() {
+		err := p.c.RefreshMetadata(context.Background())
+		p.report(requestResult{node: uint64(eventMetadata), err: err})
+	}()
+	return 0
+}
+
+// startInit asks for a producer id, once at a time, with backoff.
+func (p *producer) startInit(now time.Duration) {
+	if p.initInFlight || now < p.initRetryAfter {
+		return
+	}
+	p.initInFlight = true
+	p.initAttempts++
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), p.c.cfg.requestTimeout)
+		defer cancel()
+		resp, err := p.c.anyRequest(ctx, &strandpb.Request{Body: &strandpb.Request_InitProducerId{InitProducerId: &strandpb.InitProducerIdRequest{}}})
+		if err == nil {
+			err = errorFromWire(resp.GetError())
+		}
+		p.report(requestResult{node: uint64(eventInitProducer), resp: resp, err: err})
+	}()
+}
+
+// handleEvent takes a metadata refresh or InitProducerId outcome.
+func (p *producer) handleEvent(res requestResult, now time.Duration) {
+	switch loopEvent(res.node) {
+	case eventMetadata:
+		p.refreshing = false
+	case eventInitProducer:
+		p.initInFlight = false
+		if res.err == nil && res.resp.GetInitProducerId() != nil {
+			p.producerID = res.resp.GetInitProducerId().GetProducerId()
+			return
+		}
+		p.initRetryAfter = now + p.c.backoffDelay(p.initAttempts)
+		if p.initAttempts > p.c.cfg.retriesMax {
+			p.failUnsent(&RetriesExhaustedError{Attempts: p.initAttempts, Err: res.err})
+			p.initAttempts = 0
+		}
+	}
+}
+
+// failUnsent fails every record not yet sent (no producer id to send with).
+func (p *producer) failUnsent(err error) {
+	for _, s := range p.sinks {
+		p.seal(s, 0)
+		s.w.FailQueued(err)
+		p.pop(s)
+	}
+}
+
+// failEverything fails every buffered record at shutdown.
+func (p *producer) failEverything(err error) {
+	for topic, prs := range p.waiting {
+		for _, pr := range prs {
+			p.complete(pr, err)
+		}
+		delete(p.waiting, topic)
+	}
+	for {
+		select {
+		case pr := <-p.intake:
+			p.complete(pr, err)
+			continue
+		default:
+		}
+		break
+	}
+	p.failUnsent(err)
+}

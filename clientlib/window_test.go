@@ -1,0 +1,292 @@
+package clientlib
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// modelServer is one partition of a server with the engine's idempotence
+// rules: per producer epoch, the last 5 batches; a retry of one of them is
+// a duplicate answered with its original offset; any other sequence but the
+// next is OUT_OF_ORDER_SEQUENCE; a higher epoch must start at 0.
+type modelServer struct {
+	log      []BatchID // one element per record
+	epoch    int32
+	started  bool
+	recent   []modelBatch
+	poisoned map[BatchID]bool // refused with RECORD_TOO_LARGE
+}
+
+type modelBatch struct {
+	seq, count int32
+	offset     int64
+}
+
+// modelRequest is an attempt on the wire.
+type modelRequest struct {
+	id      BatchID
+	attempt Attempt
+}
+
+func (s *modelServer) apply(r modelRequest) (int64, error) {
+	if s.poisoned[r.id] {
+		return 0, &Error{Code: strandpb.ErrorCode_ERROR_CODE_RECORD_TOO_LARGE}
+	}
+	a := r.attempt
+	if !s.started || a.Epoch > s.epoch {
+		if a.BaseSequence != 0 {
+			return 0, &Error{Code: strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE}
+		}
+		s.started, s.epoch, s.recent = true, a.Epoch, nil
+		return s.append(r), nil
+	}
+	if a.Epoch < s.epoch {
+		return 0, &Error{Code: strandpb.ErrorCode_ERROR_CODE_PRODUCER_FENCED}
+	}
+	for _, b := range s.recent {
+		if b.seq == a.BaseSequence && b.count == a.RecordCount {
+			return b.offset, nil
+		}
+	}
+	last := s.recent[len(s.recent)-1]
+	if a.BaseSequence != addSequence(last.seq, last.count) {
+		return 0, &Error{Code: strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE}
+	}
+	return s.append(r), nil
+}
+
+func (s *modelServer) append(r modelRequest) int64 {
+	offset := int64(len(s.log))
+	for i := int32(0); i < r.attempt.RecordCount; i++ {
+		s.log = append(s.log, r.id)
+	}
+	s.recent = append(s.recent, modelBatch{seq: r.attempt.BaseSequence, count: r.attempt.RecordCount, offset: offset})
+	if len(s.recent) > 5 {
+		s.recent = s.recent[1:]
+	}
+	return offset
+}
+
+// windowHarness runs a Window against a modelServer with a network that
+// delivers in-flight attempts in any order and may fail them.
+type windowHarness struct {
+	w         *Window
+	server    *modelServer
+	now       time.Duration
+	wire      []modelRequest
+	counts    map[BatchID]int32
+	pushed    []BatchID
+	completed []Completion
+}
+
+func (h *windowHarness) sendAll() {
+	for {
+		a, ok := h.w.Next(h.now)
+		if !ok {
+			return
+		}
+		h.wire = append(h.wire, modelRequest{id: a.ID, attempt: a})
+	}
+}
+
+// deliver takes request i off the wire with a fault: 0 none, 1 a
+// retriable refusal (not applied), 2 applied but the answer lost, 3 lost
+// before sending.
+func (h *windowHarness) deliver(i int, fault int) {
+	r := h.wire[i]
+	h.wire = append(h.wire[:i], h.wire[i+1:]...)
+	if r.attempt.RecordCount != h.counts[r.id] {
+		panic("attempt record count differs from the pushed count")
+	}
+	retryAt := h.now + time.Millisecond
+	switch fault {
+	case 1:
+		h.w.Report(r.id, 0, &Error{Code: strandpb.ErrorCode_ERROR_CODE_NOT_LEADER}, h.now, retryAt)
+	case 2:
+		h.server.apply(r)
+		h.w.Report(r.id, 0, &ConnError{Addr: "n1", Sent: true, Err: errors.New("reset")}, h.now, retryAt)
+	case 3:
+		h.w.Report(r.id, 0, &ConnError{Addr: "n1", Err: errors.New("refused")}, h.now, retryAt)
+	default:
+		offset, err := h.server.apply(r)
+		h.w.Report(r.id, offset, err, h.now, retryAt)
+	}
+}
+
+func (h *windowHarness) pop() {
+	for {
+		c, ok := h.w.Pop()
+		if !ok {
+			return
+		}
+		h.completed = append(h.completed, c)
+	}
+}
+
+// The Window against a model server, under reordered delivery, lost
+// answers, refusals and poisoned batches: every batch completes exactly
+// once and in push order; an acked batch is in the log once, at its
+// reported offset, and acked batches are in the log in push order; a batch
+// failed without MaybeWritten is not in the log.
+func TestWindowModel(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		h := &windowHarness{
+			w: NewWindow(WindowConfig{
+				Idempotent:  true,
+				InFlightMax: rapid.IntRange(1, 5).Draw(rt, "inflight"),
+				AttemptsMax: rapid.IntRange(1, 8).Draw(rt, "attempts"),
+			}),
+			server: &modelServer{poisoned: map[BatchID]bool{}},
+			counts: map[BatchID]int32{},
+		}
+		steps := rapid.IntRange(1, 200).Draw(rt, "steps")
+		for i := 0; i < steps; i++ {
+			switch rapid.IntRange(0, 4).Draw(rt, "op") {
+			case 0:
+				n := rapid.Int32Range(1, 4).Draw(rt, "records")
+				id := h.w.Push(n, h.now)
+				h.counts[id] = n
+				h.pushed = append(h.pushed, id)
+				if rapid.IntRange(0, 9).Draw(rt, "poison") == 0 {
+					h.server.poisoned[id] = true
+				}
+			case 1:
+				h.sendAll()
+			case 2, 3:
+				if len(h.wire) > 0 {
+					j := rapid.IntRange(0, len(h.wire)-1).Draw(rt, "which")
+					h.deliver(j, rapid.IntRange(0, 3).Draw(rt, "fault"))
+				}
+			case 4:
+				h.now += time.Millisecond
+			}
+			h.pop()
+		}
+		// Quiesce: no more faults; everything must complete.
+		for round := 0; h.w.Len() > 0; round++ {
+			if round > 10000 {
+				rt.Fatalf("window did not drain: %d batches left", h.w.Len())
+			}
+			h.now += time.Millisecond
+			h.sendAll()
+			for len(h.wire) > 0 {
+				h.deliver(0, 0)
+			}
+			h.pop()
+		}
+		h.check(rt)
+	})
+}
+
+func (h *windowHarness) check(rt *rapid.T) {
+	if len(h.completed) != len(h.pushed) {
+		rt.Fatalf("%d completions for %d batches", len(h.completed), len(h.pushed))
+	}
+	failures := 0
+	for _, c := range h.completed {
+		if c.Err != nil {
+			failures++
+		}
+	}
+	if failures == 0 && h.w.Epoch() != 0 {
+		rt.Fatalf("epoch bumped to %d with no batch failed: reordering alone must not renumber", h.w.Epoch())
+	}
+	firstOffset := map[BatchID]int64{}
+	occurrences := map[BatchID]int32{}
+	var order []BatchID
+	for offset, id := range h.server.log {
+		if occurrences[id] == 0 {
+			firstOffset[id] = int64(offset)
+			order = append(order, id)
+		}
+		occurrences[id]++
+	}
+	for i := 1; i < len(order); i++ {
+		if order[i] < order[i-1] {
+			rt.Fatalf("log order %v is not push order", order)
+		}
+	}
+	for i, c := range h.completed {
+		if c.ID != h.pushed[i] {
+			rt.Fatalf("completion %d is batch %d, pushed %d", i, c.ID, h.pushed[i])
+		}
+		n := occurrences[c.ID]
+		if n != 0 && n != h.counts[c.ID] {
+			rt.Fatalf("batch %d written %d records, has %d (duplicate)", c.ID, n, h.counts[c.ID])
+		}
+		if c.Err == nil {
+			if n == 0 || firstOffset[c.ID] != c.BaseOffset {
+				rt.Fatalf("acked batch %d at %d: in log %d times at %d", c.ID, c.BaseOffset, n, firstOffset[c.ID])
+			}
+			continue
+		}
+		var re *RetriesExhaustedError
+		maybe := errors.As(c.Err, &re) && re.MaybeWritten
+		if n != 0 && !maybe {
+			rt.Fatalf("batch %d failed definitely (%v) but is in the log", c.ID, c.Err)
+		}
+	}
+}
+
+// A batch that fails for good leaves a hole; the next batch is renumbered
+// under a new epoch from sequence 0.
+func TestWindowRenumbersAfterHole(t *testing.T) {
+	w := NewWindow(WindowConfig{Idempotent: true, InFlightMax: 5, AttemptsMax: 3})
+	a := w.Push(2, 0)
+	b := w.Push(3, 0)
+	first, _ := w.Next(0)
+	second, _ := w.Next(0)
+	if first.ID != a || second.ID != b || second.BaseSequence != 2 {
+		t.Fatalf("attempts %+v %+v", first, second)
+	}
+	w.Report(a, 0, &Error{Code: strandpb.ErrorCode_ERROR_CODE_RECORD_TOO_LARGE}, 0, 0)
+	w.Report(b, 0, &Error{Code: strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE}, 0, 0)
+	retry, ok := w.Next(0)
+	if !ok || retry.ID != b || retry.Epoch != 1 || retry.BaseSequence != 0 {
+		t.Fatalf("after the hole got %+v %v, want batch %d at epoch 1 sequence 0", retry, ok, b)
+	}
+	w.Report(b, 7, nil, 0, 0)
+	c1, _ := w.Pop()
+	c2, _ := w.Pop()
+	if !errors.Is(c1.Err, ErrRecordTooLarge) || c2.Err != nil || c2.BaseOffset != 7 {
+		t.Fatalf("completions %+v %+v", c1, c2)
+	}
+}
+
+// Sequence numbers wrap to 0 after math.MaxInt32, as Kafka's do.
+func TestAddSequenceWraps(t *testing.T) {
+	if got := addSequence(math.MaxInt32, 1); got != 0 {
+		t.Fatalf("MaxInt32+1 = %d", got)
+	}
+	if got := addSequence(math.MaxInt32-1, 3); got != 1 {
+		t.Fatalf("MaxInt32-1+3 = %d", got)
+	}
+	_ = fmt.Sprint()
+}
+
+// A batch waiting past its delivery timeout fails at Expire with a
+// RetriesExhaustedError that wraps a TIMEOUT; one in flight is left alone.
+func TestWindowDeliveryTimeout(t *testing.T) {
+	w := NewWindow(WindowConfig{Idempotent: true, InFlightMax: 1, AttemptsMax: 10, DeliveryTimeout: time.Second})
+	a := w.Push(1, 0)
+	b := w.Push(1, 0)
+	sent, _ := w.Next(0)
+	w.Expire(2 * time.Second)
+	if w.InFlight() != 1 || sent.ID != a {
+		t.Fatalf("in flight %d, sent %d", w.InFlight(), sent.ID)
+	}
+	w.Report(a, 0, nil, 2*time.Second, 0)
+	c1, _ := w.Pop()
+	c2, ok := w.Pop()
+	var re *RetriesExhaustedError
+	if c1.Err != nil || !ok || c2.ID != b || !errors.As(c2.Err, &re) || !errors.Is(c2.Err, ErrTimeout) || re.MaybeWritten {
+		t.Fatalf("completions %+v %+v", c1, c2)
+	}
+}
