@@ -9,6 +9,7 @@ package node
 import (
 	"errors"
 	"math/rand/v2"
+	"time"
 
 	"go.etcd.io/raft/v3"
 
@@ -36,15 +37,41 @@ type Bugs struct {
 	ReapplyAfterRestart bool // re-apply committed entries after restart without dedup
 }
 
+// Peer is one node of the cluster as the Config lists it: the voters of the
+// metadata group, and the addresses Handle hands out as leader hints until
+// the metadata group has registered the node.
+type Peer struct {
+	ID      NodeID
+	Address string // host:port clients connect to
+	Rack    string // failure domain; empty: unknown
+}
+
 // Config configures a Core.
+//
+// Two modes. Static (MetadataGroup false): the node hosts the replicas of
+// Partitions that name it, fixed for its life; this is what the simulator
+// drives. Dynamic (MetadataGroup true): Partitions must be empty; the node
+// runs the metadata raft group over Nodes, registers itself there with its
+// Nodes entry's Address and Rack, and starts and stops the partition
+// replicas the metadata state places on it.
 type Config struct {
 	ID         NodeID
-	Partitions []PartitionSpec // the replicas this node hosts are the specs naming ID
-	Disk       raftlog.Disk
-	Network    Network
-	Clock      Clock
-	Rand       *rand.Rand  // the core's only randomness
-	Logger     raft.Logger // nil: discard
+	Partitions []PartitionSpec // static mode: the replicas this node hosts are the specs naming ID
+	// Nodes lists every node of the cluster, this one included, the same on
+	// every node. Dynamic mode: the metadata group's voters (at least this
+	// node). Both modes: addresses for leader hints and Metadata answers.
+	Nodes []Peer
+	// MetadataGroup turns on the metadata raft group (dynamic mode).
+	MetadataGroup bool
+	// TickDuration is the real time between two Tick calls (default 10 ms);
+	// the Core reads no clock, so Handle turns wire timeouts in ms (fetch
+	// max_wait_ms, admin timeout_ms) into ticks with it.
+	TickDuration time.Duration
+	Disk         raftlog.Disk
+	Network      Network
+	Clock        Clock
+	Rand         *rand.Rand  // the core's only randomness
+	Logger       raft.Logger // nil: discard
 	// ElectionTicks and HeartbeatTicks count Core.Tick calls (defaults 10, 1).
 	ElectionTicks  int
 	HeartbeatTicks int
@@ -52,7 +79,16 @@ type Config struct {
 	// many ticks (default 50).
 	RequestTimeoutTicks int
 	SegmentBytesMax     int64
-	Bugs                Bugs
+	// CheckpointEntries writes an engine checkpoint every this many applied
+	// entries of a group (default 1024), so a restart replays at most that
+	// many entries instead of the whole log.
+	CheckpointEntries uint64
+	// PendingRequestsMax bounds the produces and fetches waiting in one
+	// group (default 4096); beyond it requests fail with ErrBusy.
+	PendingRequestsMax int
+	// Observer, when set, sees every entry a replica applies.
+	Observer ApplyObserver
+	Bugs     Bugs
 }
 
 // Acks selects when a produce completes (R12).
@@ -76,6 +112,17 @@ var (
 	ErrOutOfOrderSequence    = errors.New("node: out of order sequence")
 	ErrProducerFenced        = errors.New("node: producer fenced")
 	ErrStopped               = errors.New("node: stopped")
+	// ErrUnknownProducer: an idempotent producer the partition has no
+	// record of sent a sequence other than 0; it must start a new epoch.
+	ErrUnknownProducer = errors.New("node: unknown producer")
+	// ErrBusy: too many requests wait in the partition; retriable.
+	ErrBusy = errors.New("node: too many pending requests")
+	// ErrStorage: the replica could not read its own log (a failed or
+	// corrupt read); retriable, possibly on another replica.
+	ErrStorage = errors.New("node: storage read failed")
+	// ErrNotController: the metadata group has no leader this node knows
+	// (or the node runs without one); nothing was proposed; retriable.
+	ErrNotController = errors.New("node: no metadata group leader")
 )
 
 // ProduceRequest appends one record batch (engine/recordbatch format) to
@@ -95,6 +142,9 @@ type ProduceResult struct {
 	Err        error
 	BaseOffset int64
 	Leader     NodeID // the leader this node knows, for ErrNotLeader; 0 if none
+	// Duplicate: an idempotent retry of a batch already written, whose
+	// original BaseOffset is given (acks=all only).
+	Duplicate bool
 }
 
 // FetchRequest reads committed batches from Offset.
@@ -144,7 +194,7 @@ type ApplyObserver func(tp TopicPartition, index, term uint64, data []byte)
 // (the runtime's loop or the simulator) calls every method, and callbacks
 // run on that goroutine inside those calls.
 //
-// Methods (to be implemented):
+// Methods:
 //
 //	Open(cfg Config) (*Core, error)        // open or recover every hosted replica
 //	(c *Core) Tick()                        // one clock tick for every group, in a fixed order
@@ -154,8 +204,52 @@ type ApplyObserver func(tp TopicPartition, index, term uint64, data []byte)
 //	                                        // an error is fatal: the caller fail-stops the node
 //	(c *Core) Produce(req, done func(ProduceResult))
 //	(c *Core) Fetch(req, done func(FetchResult))  // linearizable: raft ReadIndex
-//	(c *Core) Status() []GroupStatus        // sorted by topic, partition
-//	(c *Core) Close() error
+//	(c *Core) ListOffsets(req, done func(ListOffsetsResult)) // earliest, latest, by timestamp; ReadIndex
+//	(c *Core) Handle(req *strandpb.Request, respond)          // the wire protocol's requests (handle.go)
+//	(c *Core) Status() []GroupStatus        // partition replicas, sorted by topic, partition
+//	(c *Core) MetadataStatus() (GroupStatus, bool)           // the metadata group (dynamic mode)
+//	(c *Core) MetadataNodes() ([]metadata.Node, []metadata.Topic) // applied metadata, for tools and tests
+//	(c *Core) Stats() Stats                 // counters: frames, messages, syncs, checkpoints
+//	(c *Core) Close() error                 // fails waiting requests with ErrStopped; no sync
+//
+// Callbacks are queued and run at the end of the call that completed them,
+// once the Core's state is consistent, so a callback may call into the Core.
+// After Process returns an error the Core must only be closed.
 type Core struct {
-	_ struct{}
+	cfg Config
+	// groups: the metadata group first when there is one, then the
+	// partition replicas sorted by (topic, partition): every loop runs in
+	// this order.
+	groups []*group
+	byTP   map[TopicPartition]*group // partition replicas only
+	rand   *rand.Rand                // metadata proposal ids: seeded from Config.Rand and the boot count
+
+	// Dynamic mode (Config.MetadataGroup): the metadata group, the
+	// proposals waiting for their entry, and the metadata version whose
+	// placement the hosted replicas reflect.
+	meta          *group
+	metaWaits     map[uint64]*metaWait // by proposal id; lookup only
+	metaQueue     []*metaWait          // in proposal order, for timeouts
+	metaVersion   uint64
+	registerWait  *metaWait // this node's RegisterNode in flight, if any
+	registerAfter uint64    // tick before which no RegisterNode is retried
+
+	// sessions are the parked long-poll fetches of Handle, in parking
+	// order; finished ones are dropped at the next Tick.
+	sessions       []*fetchSession
+	sessionsParked int // parked and not finished: at most PendingRequestsMax
+
+	ticks          uint64 // Tick calls so far: the clock of request timeouts
+	nextProposalID uint64
+	nextReadID     uint64
+	closed         bool
+	stats          Stats
+
+	readies []groupReady // reused by processRound
+	outbox  []outFrame   // one frame per destination node per round
+
+	// completions queued by the current call, run at its end so callbacks
+	// (which may call back into the Core) see consistent state.
+	completions []func()
+	flushing    bool
 }

@@ -1,0 +1,340 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// The special timestamps of ListOffsets, as Kafka's.
+const (
+	TimestampLatest   int64 = -1 // the high-water mark
+	TimestampEarliest int64 = -2 // the log start offset
+)
+
+// ListOffsetsRequest asks one partition for an offset: the earliest
+// (TimestampEarliest), the latest (TimestampLatest) or the first offset of
+// the first batch whose records reach TimestampMs.
+type ListOffsetsRequest struct {
+	TopicPartition
+	TimestampMs int64
+}
+
+// ListOffsetsResult is the answer of ListOffsets, with the bounds of the
+// partition at the read.
+type ListOffsetsResult struct {
+	Err            error
+	Offset         int64
+	HighWatermark  int64
+	LogStartOffset int64
+	Leader         NodeID
+}
+
+// ListOffsets answers on the leader through ReadIndex, like Fetch, so the
+// latest offset it gives covers every write acknowledged before the call.
+// done runs once, inside this call or a later Process or Tick.
+func (c *Core) ListOffsets(req ListOffsetsRequest, done func(ListOffsetsResult)) {
+	defer c.flush()
+	c.listOffsets(req, done)
+}
+
+// listOffsets is ListOffsets without running the completions.
+func (c *Core) listOffsets(req ListOffsetsRequest, done func(ListOffsetsResult)) {
+	complete := func(res ListOffsetsResult) {
+		c.completions = append(c.completions, func() { done(res) })
+	}
+	if req.TimestampMs < TimestampEarliest {
+		complete(ListOffsetsResult{Err: fmt.Errorf("%w: timestamp %d", ErrInvalidRequest, req.TimestampMs), Offset: -1, HighWatermark: -1, LogStartOffset: -1})
+		return
+	}
+	serve := func(g *group) {
+		res := ListOffsetsResult{HighWatermark: g.part.HighWatermark(), LogStartOffset: g.part.LogStartOffset(), Leader: c.cfg.ID}
+		switch req.TimestampMs {
+		case TimestampLatest:
+			res.Offset = res.HighWatermark
+		case TimestampEarliest:
+			res.Offset = res.LogStartOffset
+		default:
+			res.Offset = g.part.OffsetForTimestamp(req.TimestampMs)
+		}
+		complete(res)
+	}
+	fail := func(err error, lead NodeID) {
+		complete(ListOffsetsResult{Err: err, Offset: -1, HighWatermark: -1, LogStartOffset: -1, Leader: lead})
+	}
+	c.readPartition(req.TopicPartition, serve, fail)
+}
+
+// handleListOffsets answers once every partition's offset is read.
+func (c *Core) handleListOffsets(req *strandpb.ListOffsetsRequest, answer func(*strandpb.Response)) {
+	parts := req.GetPartitions()
+	if len(parts) > handlePartitionsMax {
+		answer(requestError(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "node: too many partitions in one list offsets"))
+		return
+	}
+	out := make([]*strandpb.ListOffsetsResponse_Partition, len(parts))
+	pending := len(parts)
+	finish := func() {
+		answer(&strandpb.Response{Body: &strandpb.Response_ListOffsets{ListOffsets: &strandpb.ListOffsetsResponse{Partitions: out}}})
+	}
+	if pending == 0 {
+		finish()
+		return
+	}
+	for i, p := range parts {
+		tp := TopicPartition{Topic: p.GetTopic(), Partition: p.GetPartition()}
+		c.listOffsets(ListOffsetsRequest{TopicPartition: tp, TimestampMs: p.GetTimestampMs()}, func(res ListOffsetsResult) {
+			out[i] = &strandpb.ListOffsetsResponse_Partition{
+				Topic: tp.Topic, Partition: tp.Partition, Error: c.wireError(res.Err, res.Leader, &tp),
+				Offset: res.Offset, HighWatermark: res.HighWatermark, LogStartOffset: res.LogStartOffset,
+			}
+			if pending--; pending == 0 {
+				finish()
+			}
+		})
+	}
+}
+
+// metaError maps a metadata command's refusal to its wire form.
+func metaError(err error) *strandpb.Error {
+	if err == nil {
+		return nil
+	}
+	e := &strandpb.Error{Message: err.Error(), Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST}
+	switch {
+	case errors.Is(err, metadata.ErrTopicExists):
+		e.Code = strandpb.ErrorCode_ERROR_CODE_TOPIC_EXISTS
+	case errors.Is(err, metadata.ErrUnknownTopic), errors.Is(err, metadata.ErrUnknownPartition):
+		e.Code = strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION
+	case errors.Is(err, metadata.ErrNotEnoughReplicas):
+		e.Code = strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_REPLICAS
+	case errors.Is(err, metadata.ErrInvalidConfig):
+		e.Code = strandpb.ErrorCode_ERROR_CODE_INVALID_CONFIG
+	case errors.Is(err, metadata.ErrProducerIDsExhausted):
+		e.Code = strandpb.ErrorCode_ERROR_CODE_INTERNAL
+	}
+	return e
+}
+
+// adminPreflight answers requests that need the metadata group when there
+// is none, or it has no leader: nothing is proposed. It reports whether
+// the request may go on.
+func (c *Core) adminPreflight(answer func(*strandpb.Response)) bool {
+	if c.meta == nil {
+		answer(requestError(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
+			"node: static cluster: topics and producer ids need the metadata group"))
+		return false
+	}
+	if lead, _ := c.metaLeader(); lead == 0 {
+		answer(requestError(strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER, ErrNotController.Error()))
+		return false
+	}
+	return true
+}
+
+// topicCommand is one topic of a create or delete: its command bytes, or
+// the error refusing it before proposing.
+type topicCommand struct {
+	name string
+	data []byte
+	err  *strandpb.Error
+}
+
+// runTopicCommands proposes each command, in request order, and answers
+// with every topic's outcome once all applied here or timed out.
+func (c *Core) runTopicCommands(cmds []topicCommand, timeoutMs int32, answer func([]*strandpb.TopicResult)) {
+	out := make([]*strandpb.TopicResult, len(cmds))
+	pending := len(cmds)
+	done := func(i int, e *strandpb.Error) {
+		out[i] = &strandpb.TopicResult{Name: cmds[i].name, Error: e}
+		if pending--; pending == 0 {
+			answer(out)
+		}
+	}
+	if pending == 0 {
+		answer(out)
+		return
+	}
+	timeout := c.msToTicks(timeoutMs, uint64(c.cfg.RequestTimeoutTicks))
+	for i, cmd := range cmds {
+		if cmd.err != nil {
+			c.completions = append(c.completions, func() { done(i, cmd.err) })
+			continue
+		}
+		c.proposeMeta(cmd.data, timeout, func(res metadata.Result, err error) {
+			if err != nil {
+				done(i, c.wireError(err, 0, nil))
+				return
+			}
+			done(i, metaError(res.Err))
+		})
+	}
+}
+
+// checkTopicName refuses a bad or repeated name before proposing.
+func checkTopicName(name string, seen map[string]bool) *strandpb.Error {
+	if err := metadata.ValidateTopicName(name); err != nil {
+		return &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, Message: err.Error()}
+	}
+	if seen[name] {
+		return &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, Message: fmt.Sprintf("node: topic %q named twice in one request", name)}
+	}
+	seen[name] = true
+	return nil
+}
+
+// replicationFactorDefault is a create's replication factor when the
+// request leaves it 0 or -1: 3, or the cluster's size (Config.Nodes) when
+// smaller. Not the registered count: a create right after start must not
+// quietly get fewer replicas because a node has not registered yet (it
+// gets NOT_ENOUGH_REPLICAS, retriable, instead).
+const replicationFactorDefault = 3
+
+// handleCreateTopics creates each topic through the metadata group.
+// partitions 0 or -1 means 1; replication_factor 0 or -1 means
+// replicationFactorDefault.
+func (c *Core) handleCreateTopics(req *strandpb.CreateTopicsRequest, answer func(*strandpb.Response)) {
+	if !c.adminPreflight(answer) || !c.checkCount(len(req.GetTopics()), answer) {
+		return
+	}
+	seen := map[string]bool{} // lookup only
+	var cmds []topicCommand
+	for _, t := range req.GetTopics() {
+		cmd := topicCommand{name: t.GetName(), err: checkTopicName(t.GetName(), seen)}
+		if cmd.err == nil {
+			partitions, rf := t.GetPartitions(), t.GetReplicationFactor()
+			if partitions == 0 || partitions == -1 {
+				partitions = 1
+			}
+			if rf == 0 || rf == -1 {
+				rf = int32(max(1, min(replicationFactorDefault, len(c.cfg.Nodes))))
+			}
+			configs := make([]metadata.ConfigEntry, len(t.GetConfigs()))
+			for i, e := range t.GetConfigs() {
+				configs[i] = metadata.ConfigEntry{Name: e.GetName(), Value: e.GetValue()}
+			}
+			data, err := metadata.EncodeCreateTopic(t.GetName(), partitions, rf, configs)
+			cmd.data, cmd.err = data, metaError(err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	c.runTopicCommands(cmds, req.GetTimeoutMs(), func(out []*strandpb.TopicResult) {
+		answer(&strandpb.Response{Body: &strandpb.Response_CreateTopics{CreateTopics: &strandpb.CreateTopicsResponse{Topics: out}}})
+	})
+}
+
+// handleDeleteTopics deletes each topic through the metadata group; the
+// hosting nodes stop the replicas when they apply it.
+func (c *Core) handleDeleteTopics(req *strandpb.DeleteTopicsRequest, answer func(*strandpb.Response)) {
+	if !c.adminPreflight(answer) || !c.checkCount(len(req.GetNames()), answer) {
+		return
+	}
+	seen := map[string]bool{} // lookup only
+	var cmds []topicCommand
+	for _, name := range req.GetNames() {
+		cmd := topicCommand{name: name, err: checkTopicName(name, seen)}
+		if cmd.err == nil {
+			data, err := metadata.EncodeDeleteTopic(name)
+			cmd.data, cmd.err = data, metaError(err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	c.runTopicCommands(cmds, req.GetTimeoutMs(), func(out []*strandpb.TopicResult) {
+		answer(&strandpb.Response{Body: &strandpb.Response_DeleteTopics{DeleteTopics: &strandpb.DeleteTopicsResponse{Topics: out}}})
+	})
+}
+
+// checkCount refuses a request naming too many topics.
+func (c *Core) checkCount(n int, answer func(*strandpb.Response)) bool {
+	if n > handlePartitionsMax {
+		answer(requestError(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "node: too many topics in one request"))
+		return false
+	}
+	return true
+}
+
+// handleDescribeTopics answers from the metadata state after a ReadIndex
+// on the metadata group (forwarded to its leader from a follower), so a
+// describe sees every create and delete acknowledged before it. In static
+// mode it answers from Config.Partitions at once.
+func (c *Core) handleDescribeTopics(req *strandpb.DescribeTopicsRequest, answer func(*strandpb.Response)) {
+	names := req.GetNames()
+	if !c.checkCount(len(names), answer) {
+		return
+	}
+	describe := func() {
+		answer(&strandpb.Response{Body: &strandpb.Response_DescribeTopics{DescribeTopics: c.describeTopics(names)}})
+	}
+	if c.meta == nil {
+		describe()
+		return
+	}
+	lead, term := c.metaLeader()
+	if lead == 0 {
+		answer(requestError(strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER, ErrNotController.Error()))
+		return
+	}
+	if c.meta.live >= c.cfg.PendingRequestsMax {
+		answer(requestError(strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, ErrBusy.Error()))
+		return
+	}
+	c.readIndex(c.meta, term, func(*group) { describe() }, func(err error, _ NodeID) {
+		if errors.Is(err, ErrTimeout) {
+			err = fmt.Errorf("%w (metadata read)", ErrTimeout)
+		}
+		answer(&strandpb.Response{Error: c.wireError(err, 0, nil)})
+	})
+}
+
+// describeTopics describes the named topics (none: all), sorted as asked.
+func (c *Core) describeTopics(names []string) *strandpb.DescribeTopicsResponse {
+	topics := c.clusterTopics()
+	resp := &strandpb.DescribeTopicsResponse{}
+	add := func(t metadata.Topic) {
+		wt := &strandpb.DescribeTopicsResponse_Topic{Name: t.Name, Partitions: t.Partitions(), ReplicationFactor: t.ReplicationFactor}
+		for _, e := range t.Config.Entries() {
+			wt.Configs = append(wt.Configs, &strandpb.ConfigEntry{Name: e.Name, Value: e.Value})
+		}
+		resp.Topics = append(resp.Topics, wt)
+	}
+	if len(names) == 0 {
+		for _, t := range topics {
+			add(t)
+		}
+		return resp
+	}
+	for _, name := range names {
+		i := indexTopic(topics, name)
+		if i < 0 {
+			resp.Topics = append(resp.Topics, &strandpb.DescribeTopicsResponse_Topic{Name: name, Error: &strandpb.Error{
+				Code: strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION, Message: fmt.Sprintf("node: unknown topic %q", name)}})
+			continue
+		}
+		add(topics[i])
+	}
+	return resp
+}
+
+// handleInitProducerID allocates one fresh producer id through the
+// metadata group; its epoch is 0.
+func (c *Core) handleInitProducerID(answer func(*strandpb.Response)) {
+	if !c.adminPreflight(answer) {
+		return
+	}
+	data, err := metadata.EncodeAllocateProducerIDs(1)
+	if err != nil {
+		panic(fmt.Sprintf("node: encode producer id allocation: %v", err))
+	}
+	c.proposeMeta(data, uint64(c.cfg.RequestTimeoutTicks), func(res metadata.Result, err error) {
+		switch {
+		case err != nil:
+			answer(&strandpb.Response{Error: c.wireError(err, 0, nil)})
+		case res.Err != nil:
+			answer(&strandpb.Response{Error: metaError(res.Err)})
+		default:
+			answer(&strandpb.Response{Body: &strandpb.Response_InitProducerId{InitProducerId: &strandpb.InitProducerIdResponse{ProducerId: res.FirstProducerID}}})
+		}
+	})
+}

@@ -1,0 +1,125 @@
+package node
+
+import (
+	"bytes"
+	"testing"
+)
+
+// Each planted bug shows its symptom here in a scripted scenario, so the
+// simulator's checkers have something real to catch.
+
+// AckBeforeCommit: an isolated leader acknowledges an acks=all produce
+// with an offset; the majority then writes other bytes at that offset.
+func TestBugAckBeforeCommitLosesAcknowledgedWrite(t *testing.T) {
+	bug := func(cfg *Config) { cfg.Bugs.AckBeforeCommit = true }
+	c := newCluster(t, 11, 3, replicated(3, "orders", 1), bug)
+	old := c.leader(tp0)
+	c.drop = func(e envelope) bool { return e.from == old || e.to == old }
+	lost := testBatch(t, "lost", 1)
+	var res *ProduceResult
+	c.cores[old].Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: lost},
+		func(r ProduceResult) { res = &r })
+	if res == nil || res.Err != nil || res.BaseOffset != 0 {
+		t.Fatalf("bug should acknowledge at once with offset 0, got %+v", res)
+	}
+	c.crash(old) // the only copy of the acknowledged entry goes down
+	var lead NodeID
+	for range 100 {
+		c.tick(1)
+		if lead = c.agreedLeader(tp0); lead != 0 && lead != old {
+			break
+		}
+	}
+	other := testBatch(t, "other", 1)
+	if r := c.produce(lead, ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: other}); r.Err != nil || r.BaseOffset != 0 {
+		t.Fatalf("new leader produce: %+v", r)
+	}
+	fetched, _ := c.fetchAll(lead, tp0)
+	if len(fetched) != 1 || bytes.Equal(fetched[0].Batch, lost) {
+		t.Fatalf("offset 0 should hold the new batch, not the acknowledged one")
+	}
+}
+
+// SkipFsync: acknowledged writes live only in the page cache; when every
+// node loses power they are gone.
+func TestBugSkipFsyncLosesAcknowledgedWrites(t *testing.T) {
+	bug := func(cfg *Config) { cfg.Bugs.SkipFsync = true }
+	c := newCluster(t, 12, 3, replicated(3, "orders", 1), bug)
+	lead := c.leader(tp0)
+	for i := range 5 {
+		if r := c.produce(lead, ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "s", 1)}); r.Err != nil || r.BaseOffset != int64(i) {
+			t.Fatalf("produce %d: %+v", i, r)
+		}
+	}
+	for _, id := range c.ids {
+		c.crash(id)
+	}
+	for _, id := range c.ids {
+		c.start(id)
+	}
+	lead = c.leader(tp0)
+	if _, hwm := c.fetchAll(lead, tp0); hwm >= 5 {
+		t.Fatalf("high-water mark %d after a power loss: the bug lost nothing", hwm)
+	}
+}
+
+// FetchBeyondHighMark: the leader serves an entry its followers never
+// received, with a high-water mark past the committed one.
+func TestBugFetchBeyondHighMarkServesUncommitted(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		c := newCluster(t, 13, 3, replicated(3, "orders", 1), func(cfg *Config) { cfg.Bugs.FetchBeyondHighMark = bug })
+		lead := c.leader(tp0)
+		c.drop = func(e envelope) bool { return e.from == lead }
+		c.cores[lead].Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksNone, ProducerID: -1, Batch: testBatch(t, "u", 1)},
+			func(ProduceResult) {})
+		c.settle() // the append never reaches the followers
+		c.drop = nil
+		var res *FetchResult
+		var committed GroupStatus // the leader's state when the fetch completed
+		c.cores[lead].Fetch(FetchRequest{TopicPartition: tp0, Offset: 0, MaxBytes: 1 << 20}, func(r FetchResult) {
+			res, committed = &r, c.cores[lead].Status()[0]
+		})
+		for i := 0; res == nil && i < 10; i++ {
+			c.settle()
+		}
+		switch {
+		case res == nil:
+			t.Fatalf("bug=%v: fetch never completed", bug)
+		case res.Err != nil:
+			t.Fatalf("bug=%v: fetch: %v", bug, res.Err)
+		case bug && (len(res.Batches) != 1 || res.HighWatermark != 1 || committed.HighWatermark != 0):
+			t.Fatalf("bug: fetch %+v with committed high-water mark %d: want the uncommitted batch", res, committed.HighWatermark)
+		case !bug && (len(res.Batches) != 0 || res.HighWatermark != 0):
+			t.Fatalf("no bug: fetch served %d batches, high-water mark %d", len(res.Batches), res.HighWatermark)
+		}
+	}
+}
+
+// ReapplyAfterRestart: a replica restarted from a checkpoint applies the
+// entries before it again, so its offsets run ahead of its peers'.
+func TestBugReapplyAfterRestartDuplicatesOffsets(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		c := newCluster(t, 14, 3, replicated(3, "orders", 1), func(cfg *Config) {
+			cfg.CheckpointEntries = 4
+			cfg.Bugs.ReapplyAfterRestart = bug
+		})
+		lead := c.leader(tp0)
+		for range 10 {
+			if r := c.produce(lead, ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "d", 1)}); r.Err != nil {
+				t.Fatalf("produce: %+v", r)
+			}
+		}
+		follower := c.ids[0]
+		if follower == lead {
+			follower = c.ids[1]
+		}
+		c.crash(follower)
+		c.start(follower)
+		c.tick(5)
+		leaderHWM := c.cores[lead].Status()[0].HighWatermark
+		followerHWM := c.cores[follower].Status()[0].HighWatermark
+		if bug != (followerHWM != leaderHWM) {
+			t.Fatalf("bug=%v: restarted follower high-water mark %d, leader %d", bug, followerHWM, leaderHWM)
+		}
+	}
+}

@@ -1,0 +1,227 @@
+package node
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// fetchBatchesMax bounds the batches one fetch locates and serves.
+const fetchBatchesMax = 1024
+
+// Fetch reads committed batches of one partition from req.Offset, on the
+// leader only. It is linearizable: the leader asks raft for a read index
+// (ReadOnlySafe: a heartbeat round confirms it still leads) and serves once
+// it has applied up to that index, so a fetch sees every write that
+// completed before it began. done runs once, inside this call or a later
+// Process or Tick.
+func (c *Core) Fetch(req FetchRequest, done func(FetchResult)) {
+	defer c.flush()
+	c.fetch(req, done)
+}
+
+// fetch is Fetch without running the completions: for callers inside the
+// Core (Handle, and long polls woken inside Process), whose callbacks must
+// not run in the middle of a Ready round.
+func (c *Core) fetch(req FetchRequest, done func(FetchResult)) {
+	fail := func(err error, lead NodeID) {
+		c.completeFetch(done, FetchResult{Err: err, HighWatermark: -1, LogStartOffset: -1, Leader: lead})
+	}
+	c.readPartition(req.TopicPartition, func(g *group) { c.completeFetch(done, c.read(g, req)) }, fail)
+}
+
+// readPartition runs serve once the leader of tp has confirmed a read
+// index and applied up to it (the linearizable read of Fetch and
+// ListOffsets), or fail with why it cannot.
+func (c *Core) readPartition(tp TopicPartition, serve func(g *group), fail func(err error, lead NodeID)) {
+	if c.closed {
+		fail(ErrStopped, 0)
+		return
+	}
+	g := c.byTP[tp]
+	if g == nil {
+		fail(ErrUnknownTopicPartition, 0)
+		return
+	}
+	lead, term, leading := g.leadership()
+	switch {
+	case !leading:
+		fail(ErrNotLeader, lead)
+		return
+	case g.live >= c.cfg.PendingRequestsMax:
+		fail(ErrBusy, lead)
+		return
+	}
+	c.readIndex(g, term, serve, fail)
+}
+
+// readIndex asks g's raft for a read index and queues the wait for it.
+func (c *Core) readIndex(g *group, term uint64, serve func(g *group), fail func(err error, lead NodeID)) {
+	c.nextReadID++
+	r := &readWait{
+		id: c.nextReadID, term: term, serve: serve, fail: fail,
+		deadline: c.ticks + uint64(c.cfg.RequestTimeoutTicks),
+	}
+	g.reads = append(g.reads, r)
+	g.readBy[r.id] = r
+	g.live++
+	g.raw.ReadIndex(readContext(r.id))
+}
+
+// noteReadState records the read index raft confirmed for one of our reads.
+func (c *Core) noteReadState(g *group, rs raft.ReadState) {
+	if len(rs.RequestCtx) != 8 {
+		return
+	}
+	r := g.readBy[binary.BigEndian.Uint64(rs.RequestCtx)]
+	if r == nil || r.finished {
+		return
+	}
+	r.index = rs.Index
+	r.indexKnown = true
+}
+
+// serveReads serves every read whose read index has been applied.
+func (c *Core) serveReads(g *group) {
+	for _, r := range g.reads {
+		if !r.finished && r.indexKnown && r.index <= g.appliedRaft {
+			c.endRead(g, r)
+			r.serve(g)
+		}
+	}
+}
+
+// failRead stops tracking r and fails it.
+func (c *Core) failRead(g *group, r *readWait, err error, lead NodeID) {
+	c.endRead(g, r)
+	r.fail(err, lead)
+}
+
+// endRead stops tracking r; the caller serves or fails it.
+func (c *Core) endRead(g *group, r *readWait) {
+	if r.finished {
+		panic(fmt.Sprintf("node: read %d finished twice", r.id))
+	}
+	r.finished = true
+	g.live--
+	delete(g.readBy, r.id)
+}
+
+// completeFetch queues done(result) to run at the end of the current call.
+func (c *Core) completeFetch(done func(FetchResult), result FetchResult) {
+	c.completions = append(c.completions, func() { done(result) })
+}
+
+// read serves a fetch from the engine's state now: the batch holding
+// req.Offset, whatever its size, then the following ones while they fit in
+// MaxBytes, read from the raft log and handed out as stored.
+func (c *Core) read(g *group, req FetchRequest) FetchResult {
+	hwm, logStart := g.part.HighWatermark(), g.part.LogStartOffset()
+	res := FetchResult{HighWatermark: hwm, LogStartOffset: logStart, Leader: c.cfg.ID}
+	var tail []FetchedBatch
+	if c.cfg.Bugs.FetchBeyondHighMark {
+		var err error
+		if tail, err = c.uncommittedTail(g, hwm); err != nil {
+			res.Err = err
+			return res
+		}
+		if n := len(tail); n > 0 {
+			last := tail[n-1]
+			res.HighWatermark = last.BaseOffset + int64(batchRecordCount(last.Batch))
+		}
+	}
+	if req.Offset < logStart || req.Offset > res.HighWatermark {
+		res.Err = fmt.Errorf("%w: offset %d outside [%d, %d]", ErrOffsetOutOfRange, req.Offset, logStart, res.HighWatermark)
+		return res
+	}
+	budget := int64(max(req.MaxBytes, 0))
+	if req.Offset < hwm {
+		locs, err := g.part.Locate(req.Offset, fetchBatchesMax)
+		if err != nil {
+			res.Err = fmt.Errorf("%w: %w", ErrOffsetOutOfRange, err)
+			return res
+		}
+		for _, loc := range locs {
+			batch, err := c.readBatch(g, g.raftIndexOf(loc.RaftIndex))
+			if err != nil {
+				res.Err = err
+				res.Batches = nil
+				return res
+			}
+			if len(res.Batches) > 0 && int64(len(batch)) > budget {
+				break // the first batch goes out whole; later ones must fit
+			}
+			res.Batches = append(res.Batches, FetchedBatch{BaseOffset: loc.BaseOffset, AppendTimeMs: loc.AppendTimeMs, Batch: batch})
+			budget -= int64(len(batch))
+		}
+	}
+	for _, b := range tail {
+		if len(res.Batches) > 0 && int64(len(b.Batch)) > budget || len(res.Batches) >= fetchBatchesMax {
+			break
+		}
+		if b.BaseOffset+int64(batchRecordCount(b.Batch)) > req.Offset {
+			res.Batches = append(res.Batches, b)
+			budget -= int64(len(b.Batch))
+		}
+	}
+	return res
+}
+
+// readBatch reads the batch bytes of the produce entry at raft index from
+// the log, without copying the records.
+func (c *Core) readBatch(g *group, index uint64) ([]byte, error) {
+	entries, err := g.log.Entries(index, index+1, math.MaxUint64)
+	if err != nil || len(entries) != 1 {
+		return nil, fmt.Errorf("%w: %s/%d entry %d: %v", ErrStorage, g.tp.Topic, g.tp.Partition, index, err)
+	}
+	batch, err := engine.EntryBatch(entries[0].GetData())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s/%d entry %d: %w", ErrStorage, g.tp.Topic, g.tp.Partition, index, err)
+	}
+	return batch, nil
+}
+
+// uncommittedTail serves planted bug FetchBeyondHighMark: the produce
+// batches in the log past the applied index, not yet committed, with
+// offsets guessed on from hwm. Raft may still replace them.
+func (c *Core) uncommittedTail(g *group, hwm int64) ([]FetchedBatch, error) {
+	last, err := g.log.LastIndex()
+	if err != nil || last <= g.appliedRaft {
+		return nil, nil
+	}
+	lo := g.appliedRaft + 1
+	hi := min(last+1, lo+fetchBatchesMax)
+	entries, err := g.log.Entries(lo, hi, math.MaxUint64)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s/%d entries %d..%d: %v", ErrStorage, g.tp.Topic, g.tp.Partition, lo, hi, err)
+	}
+	var tail []FetchedBatch
+	next := hwm
+	for _, e := range entries {
+		if e.GetType() != raftpb.EntryNormal {
+			continue
+		}
+		fields, err := engine.DecodeEntry(e.GetData())
+		if err != nil || fields.Kind != strandpb.EntryKind_ENTRY_KIND_PRODUCE || len(fields.Batch) == 0 {
+			continue
+		}
+		tail = append(tail, FetchedBatch{BaseOffset: next, AppendTimeMs: fields.AppendTimeMs, Batch: fields.Batch})
+		next += int64(batchRecordCount(fields.Batch))
+	}
+	return tail, nil
+}
+
+// batchRecordCount reads record_count from a batch header (bytes 8..12);
+// 0 when the batch is too short.
+func batchRecordCount(batch []byte) int32 {
+	if len(batch) < 12 {
+		return 0
+	}
+	return int32(binary.LittleEndian.Uint32(batch[8:12]))
+}

@@ -1,0 +1,183 @@
+package node
+
+import (
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/raftlog"
+)
+
+// group is one hosted replica: a raft group, its log and its engine.
+type group struct {
+	tp       TopicPartition
+	replicas []NodeID // sorted
+	dir      string
+	wire     string // the topic its raft messages carry (see wireTopic)
+
+	log       *raftlog.Log
+	storage   *groupStorage
+	raw       *raft.RawNode
+	part      *engine.Partition // nil for the metadata group
+	meta      *metadata.State   // the metadata group's state; nil for a partition
+	confState *raftpb.ConfState // as of appliedRaft, for checkpoints
+
+	// topicID is the metadata topic id of a replica started by the
+	// metadata group (dynamic mode), 0 for a static one. It is part of the
+	// replica's directory and of its raft messages' topic, so a replica of
+	// a deleted topic never talks to, or reuses the files of, a new topic
+	// of the same name.
+	topicID uint64
+	// parked are the long-poll fetches to wake when the high-water mark
+	// moves; finished ones are dropped lazily.
+	parked []*fetchSession
+
+	appliedRaft     uint64 // last raft index applied to the engine
+	checkpointIndex uint64 // raft index of the last checkpoint written
+	// shifts maps engine indexes to raft indexes; empty unless the planted
+	// bug ReapplyAfterRestart renumbered entries (see restoreEngine).
+	shifts []indexShift
+
+	// leaderTerm is the term in which this replica was last seen leading,
+	// 0 when it was not leading at the last check.
+	leaderTerm uint64
+
+	// Produces waiting, in proposal order; byProposal finds one whose index
+	// is not known yet, byIndex one whose entry's index is known (acks=all).
+	produces   []*produceWait
+	byProposal map[uint64]*produceWait
+	byIndex    map[uint64]*produceWait
+	unindexed  int   // waits in byProposal
+	ghostCount int64 // records acknowledged early (bug AckBeforeCommit), not applied
+
+	// Fetches waiting for their read index or for apply to reach it.
+	reads  []*readWait
+	readBy map[uint64]*readWait
+
+	live int // waits of both kinds not completed: bounded by PendingRequestsMax
+}
+
+// applyEmpty consumes an index that carries no command.
+func (g *group) applyEmpty(index uint64) {
+	if g.meta != nil {
+		g.meta.ApplyEmpty(index)
+		return
+	}
+	g.part.ApplyEmpty(index)
+}
+
+// indexShift: engine indexes from engineFrom on are raft index + delta.
+type indexShift struct {
+	engineFrom uint64
+	delta      uint64
+}
+
+// produceWait is a produce waiting for its entry to be synced or applied.
+type produceWait struct {
+	proposalID uint64
+	term       uint64 // leader term it was proposed in
+	index      uint64 // raft index, 0 until seen in a Ready
+	acks       Acks
+	records    int32
+	deadline   uint64 // tick after which it fails with ErrTimeout
+	done       func(ProduceResult)
+	// ghost: already acknowledged by bug AckBeforeCommit; kept only to
+	// count its records into the next guess until it applies.
+	ghost    bool
+	finished bool
+}
+
+// readWait is a linearizable read (a fetch, a list-offsets or a metadata
+// read) waiting for its ReadIndex and then for apply. Exactly one of serve
+// (once the read index is applied) and fail runs.
+type readWait struct {
+	id         uint64
+	term       uint64
+	index      uint64 // read index, valid once indexKnown
+	indexKnown bool
+	deadline   uint64
+	serve      func(g *group)
+	fail       func(err error, lead NodeID)
+	finished   bool
+}
+
+func newGroup(tp TopicPartition, replicas []NodeID, dir string) *group {
+	return &group{
+		tp:         tp,
+		replicas:   replicas,
+		dir:        dir,
+		wire:       tp.Topic,
+		byProposal: make(map[uint64]*produceWait),
+		byIndex:    make(map[uint64]*produceWait),
+		readBy:     make(map[uint64]*readWait),
+	}
+}
+
+// engineIndex is the index under which raft entry index is applied to the
+// engine: the same, unless the planted bug renumbered entries.
+func (g *group) engineIndex(raftIndex uint64) uint64 {
+	if len(g.shifts) == 0 {
+		return raftIndex
+	}
+	return raftIndex + g.shifts[len(g.shifts)-1].delta
+}
+
+// raftIndexOf inverts engineIndex for the batch locations the engine holds.
+func (g *group) raftIndexOf(engineIndex uint64) uint64 {
+	for i := len(g.shifts) - 1; i >= 0; i-- {
+		if engineIndex >= g.shifts[i].engineFrom {
+			return engineIndex - g.shifts[i].delta
+		}
+	}
+	return engineIndex
+}
+
+// leadership reports the leader this replica knows, the term, and whether
+// it leads.
+func (g *group) leadership() (lead NodeID, term uint64, leading bool) {
+	st := g.raw.BasicStatus()
+	return NodeID(st.Lead), st.GetTerm(), st.RaftState == raft.StateLeader
+}
+
+// isReplica tells whether id is one of the group's voters.
+func (g *group) isReplica(id NodeID) bool {
+	for _, r := range g.replicas {
+		if r == id {
+			return true
+		}
+	}
+	return false
+}
+
+// trimWaits drops finished waits from the front of both queues, and
+// compacts a queue when finished waits pile up in its middle.
+func (g *group) trimWaits() {
+	n := 0
+	for n < len(g.produces) && g.produces[n].finished {
+		n++
+	}
+	g.produces = g.produces[n:]
+	n = 0
+	for n < len(g.reads) && g.reads[n].finished {
+		n++
+	}
+	g.reads = g.reads[n:]
+	if len(g.produces) > 2*g.live+64 {
+		g.produces = compactWaits(g.produces, func(w *produceWait) bool { return w.finished })
+	}
+	if len(g.reads) > 2*g.live+64 {
+		g.reads = compactWaits(g.reads, func(w *readWait) bool { return w.finished })
+	}
+}
+
+// compactWaits keeps the waits not finished, in order, in a fresh slice.
+func compactWaits[W any](ws []W, finished func(W) bool) []W {
+	kept := make([]W, 0, len(ws)/2)
+	for _, w := range ws {
+		if !finished(w) {
+			kept = append(kept, w)
+		}
+	}
+	return kept
+}

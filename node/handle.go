@@ -1,0 +1,289 @@
+package node
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// Bounds of Handle's requests.
+const (
+	// handlePartitionsMax bounds the partitions (or topics) of one request.
+	handlePartitionsMax = 10000
+	// waitMsMax bounds a client-chosen wait (fetch max_wait_ms, admin
+	// timeout_ms): five minutes.
+	waitMsMax = 5 * 60 * 1000
+)
+
+// Handle serves one client request of the wire protocol (proto/wire.proto):
+// metadata, produce, fetch (a long poll bounded by max_wait_ms, counted in
+// ticks), list offsets, create/delete/describe topics and init producer id.
+// respond is called exactly once, on the Core's goroutine, possibly during
+// a later Tick or Process (proposals, long polls); the response carries the
+// request's correlation id. Hello and raft frames are the runtime's, not
+// Handle's: they are answered with ERROR_CODE_INVALID_REQUEST.
+//
+// Every wait is bounded in ticks: produces and reads by RequestTimeoutTicks,
+// long polls by max_wait_ms, admin requests by timeout_ms (0: the request
+// timeout). Per request semantics are in DESIGN.md (node: Handle).
+func (c *Core) Handle(req *strandpb.Request, respond func(*strandpb.Response)) {
+	defer c.flush()
+	corr := req.GetCorrelationId()
+	answer := func(resp *strandpb.Response) {
+		resp.CorrelationId = corr
+		c.completions = append(c.completions, func() { respond(resp) })
+	}
+	if c.closed {
+		answer(&strandpb.Response{Error: &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, Message: ErrStopped.Error()}})
+		return
+	}
+	switch body := req.GetBody().(type) {
+	case *strandpb.Request_Metadata:
+		answer(&strandpb.Response{Body: &strandpb.Response_Metadata{Metadata: c.metadataResponse(body.Metadata)}})
+	case *strandpb.Request_Produce:
+		c.handleProduce(body.Produce, answer)
+	case *strandpb.Request_Fetch:
+		c.handleFetch(body.Fetch, answer)
+	case *strandpb.Request_ListOffsets:
+		c.handleListOffsets(body.ListOffsets, answer)
+	case *strandpb.Request_CreateTopics:
+		c.handleCreateTopics(body.CreateTopics, answer)
+	case *strandpb.Request_DeleteTopics:
+		c.handleDeleteTopics(body.DeleteTopics, answer)
+	case *strandpb.Request_DescribeTopics:
+		c.handleDescribeTopics(body.DescribeTopics, answer)
+	case *strandpb.Request_InitProducerId:
+		c.handleInitProducerID(answer)
+	default:
+		answer(requestError(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "node: Handle serves no hello, raft frame or empty request"))
+	}
+}
+
+// requestError is a response failing the whole request.
+func requestError(code strandpb.ErrorCode, msg string) *strandpb.Response {
+	return &strandpb.Response{Error: &strandpb.Error{Code: code, Message: msg}}
+}
+
+// msToTicks turns a wire wait in ms into ticks, rounding up, at most
+// waitMsMax; ms <= 0 gives fallback.
+func (c *Core) msToTicks(ms int32, fallback uint64) uint64 {
+	if ms <= 0 {
+		return fallback
+	}
+	d := time.Duration(min(ms, waitMsMax)) * time.Millisecond
+	return uint64((d + c.cfg.TickDuration - 1) / c.cfg.TickDuration)
+}
+
+// wireError maps a node error to its wire form. lead is the leader this
+// node knows (NOT_LEADER hint); tp, when the partition is not hosted here,
+// decides between UNKNOWN_TOPIC_OR_PARTITION and NOT_LEADER (it exists
+// elsewhere: the client should refresh metadata and go to a replica).
+func (c *Core) wireError(err error, lead NodeID, tp *TopicPartition) *strandpb.Error {
+	if err == nil {
+		return nil
+	}
+	e := &strandpb.Error{Message: err.Error()}
+	switch {
+	case errors.Is(err, ErrNotLeader):
+		e.Code = strandpb.ErrorCode_ERROR_CODE_NOT_LEADER
+		if lead == 0 {
+			e.Code = strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE
+			e.Message = "node: partition has no leader yet"
+		}
+		e.LeaderId, e.LeaderAddress = uint64(lead), c.peerAddress(lead)
+	case errors.Is(err, ErrUnknownTopicPartition):
+		e.Code = strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION
+		if tp != nil && c.placedElsewhere(*tp) {
+			e.Code = strandpb.ErrorCode_ERROR_CODE_NOT_LEADER
+			e.Message = "node: partition has no replica on this node; its leader is unknown here"
+		}
+	case errors.Is(err, ErrRecordTooLarge):
+		e.Code = strandpb.ErrorCode_ERROR_CODE_RECORD_TOO_LARGE
+	case errors.Is(err, ErrOffsetOutOfRange):
+		e.Code = strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE
+	case errors.Is(err, ErrTimeout):
+		e.Code = strandpb.ErrorCode_ERROR_CODE_TIMEOUT
+	case errors.Is(err, ErrInvalidRequest):
+		e.Code = strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST
+	case errors.Is(err, ErrOutOfOrderSequence), errors.Is(err, ErrUnknownProducer):
+		e.Code = strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE
+	case errors.Is(err, ErrProducerFenced):
+		e.Code = strandpb.ErrorCode_ERROR_CODE_PRODUCER_FENCED
+	case errors.Is(err, ErrNotController):
+		e.Code = strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER
+	case errors.Is(err, ErrStopped), errors.Is(err, ErrBusy), errors.Is(err, ErrStorage):
+		e.Code = strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE
+	default:
+		e.Code = strandpb.ErrorCode_ERROR_CODE_INTERNAL
+	}
+	return e
+}
+
+// placedElsewhere tells whether tp exists in the cluster (metadata state,
+// or the static Partitions) although this node hosts no replica of it.
+func (c *Core) placedElsewhere(tp TopicPartition) bool {
+	if c.byTP[tp] != nil {
+		return false
+	}
+	if c.meta != nil {
+		_, err := c.meta.meta.Assignment(tp.Topic, tp.Partition)
+		return err == nil
+	}
+	return slices.ContainsFunc(c.cfg.Partitions, func(s PartitionSpec) bool { return s.TopicPartition == tp })
+}
+
+// handleProduce proposes each partition's batch and answers once every
+// partition completed, each per acks (0: once proposed; 1: once in the
+// leader's synced log; -1: once applied, with the base offset).
+func (c *Core) handleProduce(req *strandpb.ProduceRequest, answer func(*strandpb.Response)) {
+	acks := Acks(req.GetAcks())
+	if acks != AcksNone && acks != AcksLeader && acks != AcksAll {
+		answer(requestError(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, fmt.Sprintf("node: acks %d is not 0, 1 or -1", req.GetAcks())))
+		return
+	}
+	parts := req.GetPartitions()
+	if len(parts) > handlePartitionsMax {
+		answer(requestError(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "node: too many partitions in one produce"))
+		return
+	}
+	out := make([]*strandpb.ProduceResponse_Partition, len(parts))
+	pending := len(parts)
+	finish := func() {
+		answer(&strandpb.Response{Body: &strandpb.Response_Produce{Produce: &strandpb.ProduceResponse{Partitions: out}}})
+	}
+	if pending == 0 {
+		finish()
+		return
+	}
+	for i, p := range parts {
+		tp := TopicPartition{Topic: p.GetTopic(), Partition: p.GetPartition()}
+		producerID := p.GetProducerId()
+		if producerID <= 0 {
+			producerID = -1 // 0 is an unset field: never a real producer
+		}
+		c.produce(ProduceRequest{
+			TopicPartition: tp, Acks: acks, ProducerID: producerID,
+			ProducerEpoch: p.GetProducerEpoch(), BaseSequence: p.GetBaseSequence(), Batch: p.GetBatch(),
+		}, func(res ProduceResult) {
+			out[i] = &strandpb.ProduceResponse_Partition{
+				Topic: tp.Topic, Partition: tp.Partition, BaseOffset: res.BaseOffset, Duplicate: res.Duplicate,
+				Error: c.wireError(res.Err, res.Leader, &tp),
+			}
+			if pending--; pending == 0 {
+				finish()
+			}
+		})
+	}
+}
+
+// metadataResponse describes the cluster from this node's applied state
+// (not a linearizable read: it may lag the metadata leader by the entries
+// not yet applied here). Leaders are known only for the partitions this
+// node hosts (the leader its replica knows, and the term); for the others
+// leader_id is 0 and replicas[0] is the preferred leader, a hint.
+func (c *Core) metadataResponse(req *strandpb.MetadataRequest) *strandpb.MetadataResponse {
+	resp := &strandpb.MetadataResponse{}
+	resp.Nodes = c.wireNodes()
+	lead, _ := c.metaLeader()
+	resp.ControllerId = uint64(lead)
+	topics := c.clusterTopics()
+	if c.meta != nil {
+		resp.MetadataVersion = c.meta.meta.Version()
+	}
+	names := req.GetTopics()
+	if len(names) == 0 {
+		for _, t := range topics {
+			resp.Topics = append(resp.Topics, c.wireTopicMetadata(t))
+		}
+		return resp
+	}
+	for _, name := range names[:min(len(names), handlePartitionsMax)] {
+		i := indexTopic(topics, name)
+		if i < 0 {
+			resp.Topics = append(resp.Topics, &strandpb.MetadataResponse_Topic{Name: name, Error: &strandpb.Error{
+				Code: strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION, Message: fmt.Sprintf("node: unknown topic %q", name)}})
+			continue
+		}
+		resp.Topics = append(resp.Topics, c.wireTopicMetadata(topics[i]))
+	}
+	return resp
+}
+
+// indexTopic finds name in topics sorted by name; -1 when absent.
+func indexTopic(topics []metadata.Topic, name string) int {
+	i, found := slices.BinarySearchFunc(topics, name, func(t metadata.Topic, name string) int { return cmp.Compare(t.Name, name) })
+	if !found {
+		return -1
+	}
+	return i
+}
+
+// wireNodes lists the cluster's nodes by id: the registered ones, plus
+// the Config.Nodes not registered yet.
+func (c *Core) wireNodes() []*strandpb.MetadataResponse_Node {
+	var out []*strandpb.MetadataResponse_Node
+	var registered []metadata.Node
+	if c.meta != nil {
+		registered = c.meta.meta.Nodes()
+	}
+	for _, n := range registered {
+		out = append(out, &strandpb.MetadataResponse_Node{Id: n.ID, Address: n.Address, Rack: n.Rack})
+	}
+	for _, p := range c.cfg.Nodes {
+		if !slices.ContainsFunc(registered, func(n metadata.Node) bool { return n.ID == uint64(p.ID) }) {
+			out = append(out, &strandpb.MetadataResponse_Node{Id: uint64(p.ID), Address: p.Address, Rack: p.Rack})
+		}
+	}
+	slices.SortFunc(out, func(a, b *strandpb.MetadataResponse_Node) int { return cmp.Compare(a.GetId(), b.GetId()) })
+	return out
+}
+
+// clusterTopics lists the topics sorted by name: the metadata state's, or
+// in static mode those of Config.Partitions (default config, replication
+// factor the replica count of partition 0, partitions numbered densely or
+// not: missing numbers get no replicas).
+func (c *Core) clusterTopics() []metadata.Topic {
+	if c.meta != nil {
+		return c.meta.meta.Topics()
+	}
+	specs := slices.Clone(c.cfg.Partitions)
+	slices.SortFunc(specs, func(a, b PartitionSpec) int { return compareTP(a.TopicPartition, b.TopicPartition) })
+	var out []metadata.Topic
+	for _, s := range specs {
+		if len(out) == 0 || out[len(out)-1].Name != s.Topic {
+			out = append(out, metadata.Topic{Name: s.Topic, ReplicationFactor: int32(len(s.Replicas)), Config: metadata.DefaultTopicConfig()})
+		}
+		t := &out[len(out)-1]
+		for int32(len(t.Replicas)) <= s.Partition {
+			t.Replicas = append(t.Replicas, nil)
+		}
+		replicas := make([]uint64, len(s.Replicas))
+		for i, r := range s.Replicas {
+			replicas[i] = uint64(r)
+		}
+		t.Replicas[s.Partition] = replicas
+	}
+	return out
+}
+
+// wireTopicMetadata is one topic of a metadata response.
+func (c *Core) wireTopicMetadata(t metadata.Topic) *strandpb.MetadataResponse_Topic {
+	out := &strandpb.MetadataResponse_Topic{Name: t.Name}
+	for p, replicas := range t.Replicas {
+		if replicas == nil {
+			continue
+		}
+		wp := &strandpb.MetadataResponse_Partition{Partition: int32(p), Replicas: replicas}
+		if g := c.byTP[TopicPartition{Topic: t.Name, Partition: int32(p)}]; g != nil {
+			lead, term, _ := g.leadership()
+			wp.LeaderId, wp.LeaderTerm = uint64(lead), term
+		}
+		out.Partitions = append(out.Partitions, wp)
+	}
+	return out
+}

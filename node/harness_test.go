@@ -1,0 +1,290 @@
+package node
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"math/rand/v2"
+	"testing"
+	"testing/cryptotest"
+	"time"
+
+	"github.com/strandlog/strand/engine/recordbatch"
+	"github.com/strandlog/strand/raftlog/memdisk"
+)
+
+// testClock is a fixed clock: append times are all the same instant.
+type testClock struct{}
+
+func (testClock) Monotonic() time.Duration { return 0 }
+func (testClock) Realtime() time.Time      { return time.UnixMilli(1_700_000_000_000) }
+
+// tester is what the harness needs of *testing.T and *rapid.T.
+type tester interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+// envelope is one frame in flight.
+type envelope struct {
+	from, to NodeID
+	frame    []byte
+}
+
+// cluster is an in-test world of Cores wired through one FIFO queue of
+// frames: no goroutines, no time, deterministic under cryptotest's seed.
+type cluster struct {
+	t     tester
+	ids   []NodeID
+	specs []PartitionSpec
+	disks map[NodeID]*memdisk.Disk
+	cores map[NodeID]*Core // nil while a node is down
+	queue []envelope
+	rng   *rand.Rand
+	// drop, when set, discards the frames it returns true for.
+	drop   func(e envelope) bool
+	config func(cfg *Config) // adjusts each node's Config before Open
+	// trace, when set, hashes every frame sent, in order, so two runs of
+	// one seed can be compared.
+	trace hash.Hash
+}
+
+// sender is one node's Network.
+type sender struct {
+	c    *cluster
+	from NodeID
+}
+
+func (s sender) Send(to NodeID, frame []byte) {
+	if s.c.trace != nil {
+		fmt.Fprintf(s.c.trace, "%d>%d:", s.from, to)
+		s.c.trace.Write(frame)
+	}
+	s.c.queue = append(s.c.queue, envelope{from: s.from, to: to, frame: frame})
+}
+
+// newCluster starts n nodes hosting every partition of specs, with raft's
+// election randomness seeded by seed.
+func newCluster(t tester, seed uint64, n int, specs []PartitionSpec, config func(*Config)) *cluster {
+	t.Helper()
+	if tt, ok := t.(*testing.T); ok {
+		cryptotest.SetGlobalRandom(tt, seed) // benchmarks run unseeded
+	}
+	c := &cluster{
+		t: t, specs: specs, config: config,
+		disks: map[NodeID]*memdisk.Disk{}, cores: map[NodeID]*Core{},
+		rng: rand.New(rand.NewPCG(seed, 1)),
+	}
+	for i := 1; i <= n; i++ {
+		id := NodeID(i)
+		c.ids = append(c.ids, id)
+		c.disks[id] = memdisk.New()
+		c.start(id)
+	}
+	return c
+}
+
+// replicated places each partition on every one of n nodes.
+func replicated(n int, topic string, partitions int) []PartitionSpec {
+	var specs []PartitionSpec
+	for p := 0; p < partitions; p++ {
+		spec := PartitionSpec{TopicPartition: TopicPartition{Topic: topic, Partition: int32(p)}}
+		for i := 1; i <= n; i++ {
+			spec.Replicas = append(spec.Replicas, NodeID(i))
+		}
+		specs = append(specs, spec)
+	}
+	return specs
+}
+
+// start opens node id's Core on its disk.
+func (c *cluster) start(id NodeID) {
+	c.t.Helper()
+	cfg := Config{
+		ID: id, Partitions: c.specs, Disk: c.disks[id], Network: sender{c: c, from: id},
+		Clock: testClock{}, Rand: rand.New(rand.NewPCG(uint64(id), 2)),
+	}
+	if c.config != nil {
+		c.config(&cfg)
+	}
+	core, err := Open(cfg)
+	if err != nil {
+		c.t.Fatalf("open node %d: %v", id, err)
+	}
+	c.cores[id] = core
+}
+
+// crash stops node id, losing what its disk had not synced (torn writes
+// included), and restart reopens it.
+func (c *cluster) crash(id NodeID) {
+	_ = c.cores[id].Close()
+	c.cores[id] = nil
+	c.disks[id].Crash(c.rng)
+}
+
+// settle delivers frames and processes every node until nothing is in
+// flight (bounded).
+func (c *cluster) settle() {
+	c.t.Helper()
+	for range 1000 {
+		for _, id := range c.ids {
+			if core := c.cores[id]; core != nil {
+				if err := core.Process(); err != nil {
+					c.t.Fatalf("node %d: process: %v", id, err)
+				}
+			}
+		}
+		if len(c.queue) == 0 {
+			return
+		}
+		queue := c.queue
+		c.queue = nil
+		for _, e := range queue {
+			if core := c.cores[e.to]; core != nil && (c.drop == nil || !c.drop(e)) {
+				core.Receive(e.frame)
+			}
+		}
+	}
+	c.t.Fatalf("cluster did not settle")
+}
+
+// tick advances every live node's clock n times, settling after each.
+func (c *cluster) tick(n int) {
+	c.t.Helper()
+	for range n {
+		for _, id := range c.ids {
+			if core := c.cores[id]; core != nil {
+				core.Tick()
+			}
+		}
+		c.settle()
+	}
+}
+
+// leader ticks until every partition has one leader that all live replicas
+// agree on, and returns it for tp.
+func (c *cluster) leader(tp TopicPartition) NodeID {
+	c.t.Helper()
+	for range 200 {
+		if lead := c.agreedLeader(tp); lead != 0 {
+			return lead
+		}
+		c.tick(1)
+	}
+	c.t.Fatalf("no leader for %v", tp)
+	return 0
+}
+
+func (c *cluster) agreedLeader(tp TopicPartition) NodeID {
+	var lead NodeID
+	for _, id := range c.ids {
+		core := c.cores[id]
+		if core == nil {
+			continue
+		}
+		for _, st := range core.Status() {
+			if st.TopicPartition != tp {
+				continue
+			}
+			if st.Leader == 0 || (lead != 0 && st.Leader != lead) {
+				return 0
+			}
+			lead = st.Leader
+		}
+	}
+	if lead == 0 || c.cores[lead] == nil {
+		return 0
+	}
+	return lead
+}
+
+// produce sends req to node id and settles until it completes.
+func (c *cluster) produce(id NodeID, req ProduceRequest) ProduceResult {
+	c.t.Helper()
+	var res *ProduceResult
+	c.cores[id].Produce(req, func(r ProduceResult) { res = &r })
+	for i := 0; res == nil && i < 200; i++ {
+		c.settle()
+		if res == nil {
+			c.tick(1)
+		}
+	}
+	if res == nil {
+		c.t.Fatalf("produce on node %d never completed", id)
+	}
+	return *res
+}
+
+// fetch sends req to node id and settles until it completes.
+func (c *cluster) fetch(id NodeID, req FetchRequest) FetchResult {
+	c.t.Helper()
+	var res *FetchResult
+	c.cores[id].Fetch(req, func(r FetchResult) { res = &r })
+	for i := 0; res == nil && i < 200; i++ {
+		c.settle()
+		if res == nil {
+			c.tick(1)
+		}
+	}
+	if res == nil {
+		c.t.Fatalf("fetch on node %d never completed", id)
+	}
+	return *res
+}
+
+// fetchAll reads the partition from offset 0 to the high-water mark.
+func (c *cluster) fetchAll(id NodeID, tp TopicPartition) ([]FetchedBatch, int64) {
+	c.t.Helper()
+	var out []FetchedBatch
+	offset := int64(0)
+	for range 1000 {
+		res := c.fetch(id, FetchRequest{TopicPartition: tp, Offset: offset, MaxBytes: 1 << 20})
+		if res.Err != nil {
+			c.t.Fatalf("fetch %v at %d: %v", tp, offset, res.Err)
+		}
+		for _, b := range res.Batches {
+			if b.BaseOffset < offset {
+				continue // the batch holding offset started before it
+			}
+			out = append(out, b)
+			offset = b.BaseOffset + int64(batchRecordCount(b.Batch))
+		}
+		if offset >= res.HighWatermark {
+			return out, res.HighWatermark
+		}
+	}
+	c.t.Fatalf("fetchAll did not reach the high-water mark")
+	return nil, 0
+}
+
+// testBatch encodes count records whose values name tag.
+func testBatch(t tester, tag string, count int) []byte {
+	t.Helper()
+	records := make([]recordbatch.Record, count)
+	for i := range records {
+		records[i] = recordbatch.Record{TimestampMs: 1000, Key: []byte(tag), Value: fmt.Appendf(nil, "%s-%d", tag, i)}
+	}
+	batch, err := recordbatch.Encode(nil, records)
+	if err != nil {
+		t.Fatalf("encode: %v", err)
+	}
+	return batch
+}
+
+// oversizedBatch hand-encodes a batch of one record whose value is n
+// bytes, bypassing the encoder's own size check.
+func oversizedBatch(n int) []byte {
+	b := make([]byte, recordbatch.HeaderBytes)
+	b = append(b, 0x00, 0x01) // timestamp delta 0, null key (-1)
+	b = binary.AppendVarint(b, int64(n))
+	b = append(b, bytes.Repeat([]byte{'x'}, n)...)
+	b = append(b, 0x00) // no headers
+	b[0] = recordbatch.Magic
+	binary.LittleEndian.PutUint32(b[8:12], 1)
+	binary.LittleEndian.PutUint64(b[12:20], 1000)
+	binary.LittleEndian.PutUint32(b[20:24], uint32(len(b)-recordbatch.HeaderBytes))
+	binary.LittleEndian.PutUint32(b[4:8], crc32.Checksum(b[8:], crc32.MakeTable(crc32.Castagnoli)))
+	return b
+}

@@ -1,0 +1,245 @@
+package node
+
+import (
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// fetchSession is one Fetch request of Handle: a long poll over several
+// partitions. Each partition is read through Fetch (linearizable); when
+// the results hold fewer than min_bytes the session parks on the groups
+// it reads, and a group's apply that moves the high-water mark past what a
+// partition last saw fetches that partition again. It answers when min_bytes
+// are in, a partition fails, or max_wait_ms (in ticks) passed.
+type fetchSession struct {
+	parts    []fetchPart
+	minBytes int64
+	maxBytes int64 // response-wide; <= 0: no bound beyond the partitions'
+	deadline uint64
+	pending  int // partition reads in flight
+	parked   bool
+	finished bool
+	answer   func(*strandpb.Response)
+}
+
+// fetchPart is one partition of a fetch session and its latest result.
+type fetchPart struct {
+	tp       TopicPartition
+	offset   int64
+	maxBytes int32
+	res      FetchResult
+	have     bool // res holds a result
+	inflight bool
+}
+
+// handleFetch starts a long-poll fetch session.
+func (c *Core) handleFetch(req *strandpb.FetchRequest, answer func(*strandpb.Response)) {
+	parts := req.GetPartitions()
+	if len(parts) > handlePartitionsMax {
+		answer(requestError(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "node: too many partitions in one fetch"))
+		return
+	}
+	s := &fetchSession{
+		minBytes: int64(req.GetMinBytes()), maxBytes: int64(req.GetMaxBytes()),
+		deadline: c.ticks + c.msToTicks(req.GetMaxWaitMs(), 0), answer: answer,
+	}
+	for _, p := range parts {
+		maxBytes := p.GetMaxBytes()
+		if maxBytes <= 0 || (req.GetMaxBytes() > 0 && req.GetMaxBytes() < maxBytes) {
+			maxBytes = max(req.GetMaxBytes(), 0)
+		}
+		s.parts = append(s.parts, fetchPart{
+			tp: TopicPartition{Topic: p.GetTopic(), Partition: p.GetPartition()}, offset: p.GetOffset(), maxBytes: maxBytes,
+		})
+	}
+	if len(s.parts) == 0 {
+		c.finishSession(s)
+		return
+	}
+	for i := range s.parts {
+		c.fetchPart(s, i)
+	}
+}
+
+// fetchPart (re)reads one partition of s.
+func (c *Core) fetchPart(s *fetchSession, i int) {
+	p := &s.parts[i]
+	p.inflight = true
+	s.pending++
+	c.fetch(FetchRequest{TopicPartition: p.tp, Offset: p.offset, MaxBytes: p.maxBytes}, func(res FetchResult) {
+		c.partFetched(s, i, res)
+	})
+}
+
+// partFetched takes one partition's result and decides whether s answers
+// now, parks, or waits for the reads still in flight.
+func (c *Core) partFetched(s *fetchSession, i int, res FetchResult) {
+	p := &s.parts[i]
+	p.inflight = false
+	s.pending--
+	if s.finished {
+		return
+	}
+	p.res, p.have = res, true
+	if !s.complete() {
+		return
+	}
+	if s.failed() || s.minBytes <= 0 || s.bytes() >= s.minBytes || c.ticks >= s.deadline {
+		c.finishSession(s)
+		return
+	}
+	if !s.parked {
+		c.parkSession(s)
+	}
+}
+
+// complete tells whether every partition of s has a result (a re-read may
+// still be in flight: the earlier result stands until it lands).
+func (s *fetchSession) complete() bool {
+	for _, p := range s.parts {
+		if !p.have {
+			return false
+		}
+	}
+	return true
+}
+
+// failed tells whether a partition's latest result is an error: the
+// session answers at once, as Kafka does.
+func (s *fetchSession) failed() bool {
+	for _, p := range s.parts {
+		if p.have && p.res.Err != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// bytes counts the batch bytes s holds.
+func (s *fetchSession) bytes() int64 {
+	n := int64(0)
+	for _, p := range s.parts {
+		for _, b := range p.res.Batches {
+			n += int64(len(b.Batch))
+		}
+	}
+	return n
+}
+
+// parkSession registers s with the groups it reads, to be woken by their
+// applies, and with the Core, to expire. Past PendingRequestsMax parked
+// sessions it answers at once.
+func (c *Core) parkSession(s *fetchSession) {
+	if c.sessionsParked >= c.cfg.PendingRequestsMax {
+		c.finishSession(s)
+		return
+	}
+	s.parked = true
+	c.sessionsParked++
+	c.sessions = append(c.sessions, s)
+	for _, p := range s.parts {
+		if g := c.byTP[p.tp]; g != nil && !containsSession(g.parked, s) {
+			g.parked = append(g.parked, s)
+		}
+	}
+}
+
+// containsSession tells whether s is in list.
+func containsSession(list []*fetchSession, s *fetchSession) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// wakeParked re-reads the partitions of g's parked sessions whose
+// high-water mark moved past what they saw, and forgets finished sessions.
+func (c *Core) wakeParked(g *group) {
+	hwm := g.part.HighWatermark()
+	kept := g.parked[:0]
+	for _, s := range g.parked {
+		if s.finished {
+			continue
+		}
+		kept = append(kept, s)
+		for i := range s.parts {
+			p := &s.parts[i]
+			if p.tp == g.tp && !p.inflight && p.have && hwm > p.res.HighWatermark {
+				c.fetchPart(s, i)
+			}
+		}
+	}
+	clear(g.parked[len(kept):])
+	g.parked = kept
+}
+
+// sessionGroupGone answers s when a group it reads is deleted.
+func (c *Core) sessionGroupGone(s *fetchSession, g *group) {
+	if s.finished {
+		return
+	}
+	for i := range s.parts {
+		if p := &s.parts[i]; p.tp == g.tp && !p.inflight {
+			p.res, p.have = FetchResult{Err: ErrUnknownTopicPartition, HighWatermark: -1, LogStartOffset: -1}, true
+		}
+	}
+	if s.complete() {
+		c.finishSession(s)
+	}
+}
+
+// expireSessions answers the sessions whose max wait passed (those still
+// missing a partition's first result answer when it lands, bounded by the
+// read's own timeout), and forgets finished ones.
+func (c *Core) expireSessions() {
+	kept := c.sessions[:0]
+	for _, s := range c.sessions {
+		if !s.finished && s.complete() && c.ticks >= s.deadline {
+			c.finishSession(s)
+		}
+		if !s.finished {
+			kept = append(kept, s)
+		}
+	}
+	clear(c.sessions[len(kept):])
+	c.sessions = kept
+}
+
+// finishSession answers s with each partition's latest result, holding at
+// most maxBytes of batches over the response (the first batch always goes
+// out whole, so a large batch never blocks a consumer).
+func (c *Core) finishSession(s *fetchSession) {
+	s.finished = true
+	if s.parked {
+		c.sessionsParked--
+	}
+	budget := s.maxBytes
+	served := false
+	out := make([]*strandpb.FetchResponse_Partition, 0, len(s.parts))
+	for i := range s.parts {
+		p := &s.parts[i]
+		res := p.res
+		if !p.have {
+			res = FetchResult{Err: ErrTimeout, HighWatermark: -1, LogStartOffset: -1}
+		}
+		tp := p.tp
+		wp := &strandpb.FetchResponse_Partition{
+			Topic: tp.Topic, Partition: tp.Partition, Error: c.wireError(res.Err, res.Leader, &tp),
+			HighWatermark: res.HighWatermark, LogStartOffset: res.LogStartOffset,
+		}
+		if wp.Error != nil && wp.Error.Code == strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE {
+			wp.Error.HighWatermark, wp.Error.LogStartOffset = res.HighWatermark, res.LogStartOffset
+		}
+		for _, b := range res.Batches {
+			if served && s.maxBytes > 0 && int64(len(b.Batch)) > budget {
+				break
+			}
+			wp.Batches = append(wp.Batches, &strandpb.FetchResponse_Batch{BaseOffset: b.BaseOffset, AppendTimeMs: b.AppendTimeMs, Records: b.Batch})
+			budget -= int64(len(b.Batch))
+			served = true
+		}
+		out = append(out, wp)
+	}
+	s.answer(&strandpb.Response{Body: &strandpb.Response_Fetch{Fetch: &strandpb.FetchResponse{Partitions: out}}})
+}

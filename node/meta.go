@@ -1,0 +1,378 @@
+package node
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/raftlog"
+)
+
+// metaTopic is the topic name the metadata group's raft messages carry and
+// its key in Observer calls: '@' is outside the topic alphabet, so no
+// partition is ever named so.
+const metaTopic = "@metadata"
+
+// metaDir holds the metadata group's raft log (meta/log) and checkpoints
+// (meta/checkpoint), laid out as a partition replica's.
+const metaDir = "meta"
+
+// metaWait is a metadata command waiting for its entry to be applied.
+type metaWait struct {
+	id       uint64
+	deadline uint64
+	done     func(res metadata.Result, err error)
+	finished bool
+}
+
+// openMeta opens the metadata group over Config.Nodes, bootstrapping it on
+// an empty log, and starts the replicas its recovered state places here.
+func (c *Core) openMeta() error {
+	replicas := make([]NodeID, 0, len(c.cfg.Nodes))
+	for _, p := range c.cfg.Nodes {
+		replicas = append(replicas, p.ID)
+	}
+	slices.Sort(replicas)
+	boot, err := nextBoot(c.cfg.Disk)
+	if err != nil {
+		return fmt.Errorf("node: open metadata group: %w", err)
+	}
+	// Proposal ids must differ from those of an earlier run whose entries
+	// may still commit: the boot count makes this run's sequence new even
+	// when the driver hands in an identically seeded Rand.
+	c.rand = rand.New(rand.NewPCG(c.rand.Uint64(), boot))
+	g := newGroup(TopicPartition{Topic: metaTopic}, replicas, metaDir)
+	g.meta = metadata.New()
+	if err := c.openRaft(g); err != nil {
+		return fmt.Errorf("node: open metadata group: %w", err)
+	}
+	c.meta = g
+	c.groups = append(c.groups, g)
+	return c.reconcile()
+}
+
+// bootFile counts the Opens of a dynamic-mode node: u64 count, then u32
+// CRC32C of those 8 bytes, little-endian. Missing or damaged reads as 0.
+const bootFile = metaDir + "/boot"
+
+// nextBoot reads, increments and durably writes the boot count.
+func nextBoot(disk raftlog.Disk) (uint64, error) {
+	boot := uint64(0)
+	if data, err := readFile(disk, bootFile); err == nil && len(data) == 12 &&
+		binary.LittleEndian.Uint32(data[8:]) == crc32.Checksum(data[:8], castagnoli) {
+		boot = binary.LittleEndian.Uint64(data)
+	}
+	boot++
+	data := binary.LittleEndian.AppendUint64(nil, boot)
+	data = binary.LittleEndian.AppendUint32(data, crc32.Checksum(data, castagnoli))
+	if err := writeFile(disk, bootFile, data); err != nil {
+		return 0, err
+	}
+	return boot, disk.SyncDir(metaDir)
+}
+
+// partitionGroups is c.groups without the metadata group.
+func (c *Core) partitionGroups() []*group {
+	if c.meta != nil {
+		return c.groups[1:]
+	}
+	return c.groups
+}
+
+// managedDir is where a replica the metadata group placed keeps its files:
+// the topic id in the name keeps a re-created topic's replica from ever
+// opening a deleted one's log.
+func managedDir(topic string, topicID uint64, partition int32) string {
+	return fmt.Sprintf("p/%s@%d/%d", topic, topicID, partition)
+}
+
+// wireTopic is the topic a replica's raft messages carry: the name for a
+// static replica, name@topicID for one the metadata group placed, so a
+// message of a deleted topic's group never reaches its successor's.
+func wireTopic(topic string, topicID uint64) string {
+	if topicID == 0 {
+		return topic
+	}
+	return topic + "@" + strconv.FormatUint(topicID, 10)
+}
+
+// routeMessage finds the hosted group a raft message's topic and partition
+// name, or nil.
+func (c *Core) routeMessage(topic string, partition int32) *group {
+	if topic == metaTopic {
+		if partition != 0 || c.meta == nil {
+			return nil
+		}
+		return c.meta
+	}
+	name, topicID := topic, uint64(0)
+	if i := strings.LastIndexByte(topic, '@'); i >= 0 {
+		id, err := strconv.ParseUint(topic[i+1:], 10, 64)
+		if err != nil || id == 0 {
+			return nil
+		}
+		name, topicID = topic[:i], id
+	}
+	g := c.byTP[TopicPartition{Topic: name, Partition: partition}]
+	if g == nil || g.topicID != topicID {
+		return nil
+	}
+	return g
+}
+
+// reconcile makes the hosted replicas match the metadata state: replicas
+// of deleted topics (or of an older topic of the same name) are stopped
+// and their files removed, in group order; replicas newly placed here are
+// opened (bootstrapped when new), in (topic, partition) order. An error
+// opening a replica is fatal, like any failed write.
+func (c *Core) reconcile() error {
+	st := c.meta.meta
+	c.metaVersion = st.Version()
+	hosted := st.HostedPartitions(uint64(c.cfg.ID))
+	want := make(map[TopicPartition]uint64, len(hosted)) // lookup only
+	for _, ref := range hosted {
+		want[TopicPartition{Topic: ref.Topic, Partition: ref.Partition}] = ref.TopicID
+	}
+	kept := []*group{c.meta}
+	for _, g := range c.partitionGroups() {
+		if id, ok := want[g.tp]; ok && id == g.topicID {
+			kept = append(kept, g)
+			continue
+		}
+		c.stopGroup(g)
+	}
+	clear(c.groups[len(kept):])
+	c.groups = append(c.groups[:0], kept...)
+	for _, ref := range hosted {
+		tp := TopicPartition{Topic: ref.Topic, Partition: ref.Partition}
+		if c.byTP[tp] != nil {
+			continue
+		}
+		spec := PartitionSpec{TopicPartition: tp}
+		for _, r := range ref.Replicas {
+			spec.Replicas = append(spec.Replicas, NodeID(r))
+		}
+		g, err := c.openGroup(spec, managedDir(ref.Topic, ref.TopicID, ref.Partition), ref.TopicID)
+		if err != nil {
+			return fmt.Errorf("node: start %s/%d: %w", ref.Topic, ref.Partition, err)
+		}
+		g.wire = wireTopic(ref.Topic, ref.TopicID)
+		c.insertGroup(g)
+	}
+	return nil
+}
+
+// insertGroup adds a partition replica to groups, keeping the order.
+func (c *Core) insertGroup(g *group) {
+	parts := c.partitionGroups()
+	i, _ := slices.BinarySearchFunc(parts, g.tp, func(x *group, tp TopicPartition) int { return compareTP(x.tp, tp) })
+	c.groups = slices.Insert(c.groups, len(c.groups)-len(parts)+i, g)
+	c.byTP[g.tp] = g
+}
+
+// stopGroup stops a replica whose topic was deleted: its waiting requests
+// fail with ErrUnknownTopicPartition, its log is closed and its files
+// removed. A crash midway leaves files under a directory no later topic
+// uses (the topic id differs): garbage, never confusion.
+func (c *Core) stopGroup(g *group) {
+	delete(c.byTP, g.tp)
+	for _, w := range g.produces {
+		if !w.finished {
+			c.finishProduce(g, w, ProduceResult{Err: ErrUnknownTopicPartition, BaseOffset: -1})
+		}
+	}
+	for _, r := range g.reads {
+		if !r.finished {
+			c.failRead(g, r, ErrUnknownTopicPartition, 0)
+		}
+	}
+	for _, s := range g.parked {
+		c.sessionGroupGone(s, g)
+	}
+	g.parked = nil
+	if err := g.log.Close(); err != nil {
+		c.cfg.Logger.Warningf("node: close %s/%d: %v", g.tp.Topic, g.tp.Partition, err)
+	}
+	for _, sub := range []string{"/log", "/checkpoint"} {
+		if err := removeDir(c.cfg, g.dir+sub); err != nil {
+			c.cfg.Logger.Warningf("node: remove %s: %v", g.dir+sub, err)
+		}
+	}
+}
+
+// removeDir removes every file of dir and syncs the removal.
+func removeDir(cfg Config, dir string) error {
+	names, err := cfg.Disk.List(dir)
+	if err != nil || len(names) == 0 {
+		return err
+	}
+	for _, n := range names {
+		if err := cfg.Disk.Remove(dir + "/" + n); err != nil {
+			return err
+		}
+	}
+	return cfg.Disk.SyncDir(dir)
+}
+
+// metaLeader is the metadata group's leader as this node knows it (0:
+// none), and its term.
+func (c *Core) metaLeader() (NodeID, uint64) {
+	if c.meta == nil {
+		return 0, 0
+	}
+	lead, term, _ := c.meta.leadership()
+	return lead, term
+}
+
+// proposeMeta proposes a metadata command (the bytes of a metadata.Encode
+// helper) and calls done once, at the end of a later call: with the
+// applied result (its Err says whether the command took effect), or with
+// ErrNotController (no leader known: nothing proposed), ErrBusy, ErrTimeout
+// (indefinite: the command may still apply) or ErrStopped. Followers'
+// proposals travel to the leader through raft's proposal forwarding; the
+// applied entry finds its wait by a random 64-bit proposal id, unique
+// across nodes and restarts (all nodes apply every entry).
+func (c *Core) proposeMeta(data []byte, timeoutTicks uint64, done func(metadata.Result, error)) *metaWait {
+	fail := func(err error) *metaWait {
+		c.completions = append(c.completions, func() { done(metadata.Result{}, err) })
+		return nil
+	}
+	switch lead, _ := c.metaLeader(); {
+	case c.closed:
+		return fail(ErrStopped)
+	case lead == 0:
+		return fail(ErrNotController)
+	case len(c.metaQueue) >= c.cfg.PendingRequestsMax:
+		return fail(ErrBusy)
+	}
+	id := c.rand.Uint64()
+	for id == 0 || c.metaWaits[id] != nil {
+		id = c.rand.Uint64()
+	}
+	if err := c.meta.raw.Propose(metadata.WithProposalID(data, id)); err != nil {
+		return fail(ErrNotController)
+	}
+	w := &metaWait{id: id, deadline: c.ticks + max(timeoutTicks, 1), done: done}
+	c.metaWaits[id] = w
+	c.metaQueue = append(c.metaQueue, w)
+	return w
+}
+
+// finishMeta completes a metadata wait.
+func (c *Core) finishMeta(w *metaWait, res metadata.Result, err error) {
+	if w.finished {
+		panic(fmt.Sprintf("node: metadata proposal %x finished twice", w.id))
+	}
+	w.finished = true
+	delete(c.metaWaits, w.id)
+	done := w.done
+	w.done = nil
+	c.completions = append(c.completions, func() { done(res, err) })
+}
+
+// metaApplied completes the wait of this node's proposal that res answers.
+func (c *Core) metaApplied(res metadata.Result) {
+	if w := c.metaWaits[res.ProposalID]; w != nil && res.ProposalID != 0 {
+		c.finishMeta(w, res, nil)
+	}
+}
+
+// expireMetaWaits fails the metadata waits whose deadline passed (their
+// timeouts differ, so every wait is checked) and drops finished ones.
+func (c *Core) expireMetaWaits() {
+	kept := c.metaQueue[:0]
+	for _, w := range c.metaQueue {
+		if !w.finished && w.deadline <= c.ticks {
+			c.finishMeta(w, metadata.Result{}, ErrTimeout)
+		}
+		if !w.finished {
+			kept = append(kept, w)
+		}
+	}
+	clear(c.metaQueue[len(kept):])
+	c.metaQueue = kept
+}
+
+// maybeRegister proposes RegisterNode with this node's address and rack
+// while the metadata state lacks or differs from them, one proposal at a
+// time, retried after a timeout; it waits for a known leader.
+func (c *Core) maybeRegister() {
+	if c.meta == nil || c.closed || c.registerWait != nil || c.ticks < c.registerAfter {
+		return
+	}
+	if lead, _ := c.metaLeader(); lead == 0 {
+		return
+	}
+	self := c.selfPeer()
+	if n, ok := c.meta.meta.Node(uint64(c.cfg.ID)); ok && n.Address == self.Address && n.Rack == self.Rack && !n.Fenced {
+		return
+	}
+	data, err := metadata.EncodeRegisterNode(uint64(c.cfg.ID), self.Address, self.Rack)
+	if err != nil {
+		c.cfg.Logger.Errorf("node: cannot register node %d: %v", c.cfg.ID, err)
+		return
+	}
+	c.registerWait = c.proposeMeta(data, uint64(c.cfg.RequestTimeoutTicks), func(res metadata.Result, err error) {
+		c.registerWait = nil
+		if err == nil && res.Err != nil {
+			// Refused (a bad address, too many nodes): retrying at once
+			// would propose every tick; wait a request timeout.
+			c.registerAfter = c.ticks + uint64(c.cfg.RequestTimeoutTicks)
+			c.cfg.Logger.Errorf("node: register node %d refused: %v", c.cfg.ID, res.Err)
+		}
+	})
+}
+
+// selfPeer is this node's entry of Config.Nodes.
+func (c *Core) selfPeer() Peer {
+	for _, p := range c.cfg.Nodes {
+		if p.ID == c.cfg.ID {
+			return p
+		}
+	}
+	return Peer{ID: c.cfg.ID}
+}
+
+// MetadataStatus returns the metadata group's state, and false in static
+// mode. Its HighWatermark is the metadata version.
+func (c *Core) MetadataStatus() (GroupStatus, bool) {
+	if c.meta == nil {
+		return GroupStatus{}, false
+	}
+	st := c.groupStatus(c.meta)
+	st.HighWatermark = int64(c.meta.meta.Version())
+	return st, true
+}
+
+// MetadataNodes returns the registered nodes (sorted by id) and topics
+// (sorted by name) as this node has applied them, for tools and tests; nil
+// in static mode.
+func (c *Core) MetadataNodes() ([]metadata.Node, []metadata.Topic) {
+	if c.meta == nil {
+		return nil, nil
+	}
+	return c.meta.meta.Nodes(), c.meta.meta.Topics()
+}
+
+// peerAddress is the client address of node id: the registered one, else
+// Config.Nodes', else empty.
+func (c *Core) peerAddress(id NodeID) string {
+	if id == 0 {
+		return ""
+	}
+	if c.meta != nil {
+		if n, ok := c.meta.meta.Node(uint64(id)); ok {
+			return n.Address
+		}
+	}
+	i := slices.IndexFunc(c.cfg.Nodes, func(p Peer) bool { return p.ID == id })
+	if i < 0 {
+		return ""
+	}
+	return c.cfg.Nodes[i].Address
+}

@@ -1,0 +1,342 @@
+package node
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/raftlog"
+)
+
+// Defaults of Config's zero fields, and fixed raft sizing.
+const (
+	electionTicksDefault       = 10
+	heartbeatTicksDefault      = 1
+	requestTimeoutTicksDefault = 50
+	checkpointEntriesDefault   = 1024
+	pendingRequestsMaxDefault  = 4096
+	tickDurationDefault        = 10 * time.Millisecond
+
+	// raftMessageBytesMax bounds the entries of one MsgApp (one record of
+	// 1 MiB always fits: raft sends at least one entry).
+	raftMessageBytesMax = 1 << 20
+	// raftInflightMessagesMax bounds unacknowledged MsgApps per follower.
+	raftInflightMessagesMax = 256
+	// raftCommittedBytesPerReadyMax bounds the committed entries one Ready
+	// hands to apply, so one busy group cannot stall a round.
+	raftCommittedBytesPerReadyMax = 8 << 20
+	// raftUncommittedBytesMax bounds a leader's uncommitted tail; beyond it
+	// proposals are dropped (ErrBusy).
+	raftUncommittedBytesMax = 64 << 20
+)
+
+// Open opens, or creates and bootstraps, every replica cfg.Partitions places
+// on cfg.ID, recovering each from its raft log and latest engine checkpoint.
+func Open(cfg Config) (*Core, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	c := &Core{cfg: cfg, byTP: make(map[TopicPartition]*group), metaWaits: make(map[uint64]*metaWait)}
+	c.rand = cfg.Rand
+	if c.rand == nil {
+		c.rand = rand.New(rand.NewPCG(uint64(cfg.ID), 0x5ca1ab1e))
+	}
+	if cfg.MetadataGroup {
+		if err := c.openMeta(); err != nil {
+			c.closeGroups()
+			return nil, err
+		}
+		return c, nil
+	}
+	specs := slices.Clone(cfg.Partitions)
+	slices.SortFunc(specs, func(a, b PartitionSpec) int { return compareTP(a.TopicPartition, b.TopicPartition) })
+	for _, spec := range specs {
+		if _, dup := c.byTP[spec.TopicPartition]; dup {
+			c.closeGroups()
+			return nil, fmt.Errorf("node: partition %s/%d given twice", spec.Topic, spec.Partition)
+		}
+		if !slices.Contains(spec.Replicas, cfg.ID) {
+			continue
+		}
+		g, err := c.openGroup(spec, groupDir(spec.TopicPartition), 0)
+		if err != nil {
+			c.closeGroups()
+			return nil, fmt.Errorf("node: open %s/%d: %w", spec.Topic, spec.Partition, err)
+		}
+		c.groups = append(c.groups, g)
+		c.byTP[spec.TopicPartition] = g
+	}
+	return c, nil
+}
+
+// compareTP orders partitions by topic, then partition number.
+func compareTP(a, b TopicPartition) int {
+	if c := cmp.Compare(a.Topic, b.Topic); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Partition, b.Partition)
+}
+
+// setDefaults fills zero fields and refuses a config the core cannot run.
+func (cfg *Config) setDefaults() error {
+	if cfg.ID == 0 {
+		return errors.New("node: config: ID 0 is not a valid node id")
+	}
+	if cfg.Disk == nil || cfg.Network == nil || cfg.Clock == nil {
+		return errors.New("node: config: Disk, Network and Clock are required")
+	}
+	if cfg.ElectionTicks == 0 {
+		cfg.ElectionTicks = electionTicksDefault
+	}
+	if cfg.HeartbeatTicks == 0 {
+		cfg.HeartbeatTicks = heartbeatTicksDefault
+	}
+	if cfg.HeartbeatTicks <= 0 || cfg.ElectionTicks <= cfg.HeartbeatTicks {
+		return fmt.Errorf("node: config: ElectionTicks %d must exceed HeartbeatTicks %d > 0",
+			cfg.ElectionTicks, cfg.HeartbeatTicks)
+	}
+	if cfg.RequestTimeoutTicks <= 0 {
+		cfg.RequestTimeoutTicks = requestTimeoutTicksDefault
+	}
+	if cfg.CheckpointEntries == 0 {
+		cfg.CheckpointEntries = checkpointEntriesDefault
+	}
+	if cfg.PendingRequestsMax <= 0 {
+		cfg.PendingRequestsMax = pendingRequestsMaxDefault
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = discardLogger{}
+	}
+	if cfg.TickDuration <= 0 {
+		cfg.TickDuration = tickDurationDefault
+	}
+	for _, spec := range cfg.Partitions {
+		if err := checkSpec(spec); err != nil {
+			return err
+		}
+	}
+	return cfg.checkNodes()
+}
+
+// checkNodes refuses a Nodes list the metadata group cannot run over.
+func (cfg *Config) checkNodes() error {
+	self := false
+	for i, p := range cfg.Nodes {
+		if p.ID == 0 || slices.ContainsFunc(cfg.Nodes[:i], func(q Peer) bool { return q.ID == p.ID }) {
+			return fmt.Errorf("node: config: bad or repeated node id %d in Nodes", p.ID)
+		}
+		self = self || p.ID == cfg.ID
+	}
+	if !cfg.MetadataGroup {
+		return nil
+	}
+	switch {
+	case len(cfg.Partitions) > 0:
+		return errors.New("node: config: Partitions are static; with MetadataGroup the metadata group places them")
+	case !self:
+		return fmt.Errorf("node: config: Nodes must list this node %d", cfg.ID)
+	}
+	for _, p := range cfg.Nodes {
+		if p.ID == cfg.ID && p.Address == "" {
+			return fmt.Errorf("node: config: node %d needs an Address to register", cfg.ID)
+		}
+	}
+	return nil
+}
+
+// checkSpec refuses names that cannot be a directory and bad replica sets.
+func checkSpec(spec PartitionSpec) error {
+	if !validTopicName(spec.Topic) || spec.Partition < 0 {
+		return fmt.Errorf("node: config: invalid partition %q/%d", spec.Topic, spec.Partition)
+	}
+	if len(spec.Replicas) == 0 {
+		return fmt.Errorf("node: config: partition %s/%d has no replicas", spec.Topic, spec.Partition)
+	}
+	for i, r := range spec.Replicas {
+		if r == 0 || slices.Contains(spec.Replicas[:i], r) {
+			return fmt.Errorf("node: config: partition %s/%d: bad replica %d", spec.Topic, spec.Partition, r)
+		}
+	}
+	return nil
+}
+
+// validTopicName allows Kafka's topic alphabet, so a name is a safe path
+// element: [a-zA-Z0-9._-], 1..249 bytes, not "." or "..".
+func validTopicName(name string) bool {
+	if name == "" || len(name) > 249 || name == "." || name == ".." {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		b := name[i]
+		ok := b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '.' || b == '_' || b == '-'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// groupDir is where a replica keeps its files: the raft log in log/ and
+// engine checkpoints in checkpoint/.
+func groupDir(tp TopicPartition) string { return fmt.Sprintf("p/%s/%d", tp.Topic, tp.Partition) }
+
+// openGroup opens one partition replica in dir: its raft log, its latest
+// valid checkpoint (or an empty engine) and its RawNode, bootstrapping an
+// empty log.
+func (c *Core) openGroup(spec PartitionSpec, dir string, topicID uint64) (*group, error) {
+	replicas := slices.Clone(spec.Replicas)
+	slices.Sort(replicas)
+	g := newGroup(spec.TopicPartition, replicas, dir)
+	g.topicID = topicID
+	if err := c.openRaft(g); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// openRaft opens g's log, restores its state machine and starts its
+// RawNode, bootstrapping an empty log over g.replicas.
+func (c *Core) openRaft(g *group) error {
+	replicas := g.replicas
+	log, err := raftlog.Open(c.cfg.Disk, g.dir+"/log", raftlog.Options{SegmentBytesMax: c.cfg.SegmentBytesMax})
+	if err != nil {
+		return err
+	}
+	g.log = log
+	g.storage = &groupStorage{Log: log}
+	applied, err := c.restoreEngine(g)
+	if err != nil {
+		_ = log.Close()
+		return err
+	}
+	raw, err := raft.NewRawNode(c.raftConfig(g.storage, applied))
+	if err != nil {
+		_ = log.Close()
+		return err
+	}
+	g.raw = raw
+	last, err := log.LastIndex()
+	if err != nil {
+		_ = log.Close()
+		return err
+	}
+	if last == 0 {
+		// Every replica bootstraps the same entries 1..n (the voters in
+		// sorted order, term 1), so their committed prefixes agree.
+		peers := make([]raft.Peer, len(replicas))
+		for i, r := range replicas {
+			peers[i] = raft.Peer{ID: uint64(r)}
+		}
+		if err := raw.Bootstrap(peers); err != nil {
+			_ = log.Close()
+			return err
+		}
+	}
+	return nil
+}
+
+// raftConfig is the raft configuration of one group; applied is the index
+// the engine already reflects, so raft does not hand those entries again.
+func (c *Core) raftConfig(storage raft.Storage, applied uint64) *raft.Config {
+	return &raft.Config{
+		ID:                        uint64(c.cfg.ID),
+		ElectionTick:              c.cfg.ElectionTicks,
+		HeartbeatTick:             c.cfg.HeartbeatTicks,
+		Storage:                   storage,
+		Applied:                   applied,
+		MaxSizePerMsg:             raftMessageBytesMax,
+		MaxCommittedSizePerReady:  raftCommittedBytesPerReadyMax,
+		MaxUncommittedEntriesSize: raftUncommittedBytesMax,
+		MaxInflightMsgs:           raftInflightMessagesMax,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		ReadOnlyOption:            raft.ReadOnlySafe,
+		Logger:                    c.cfg.Logger,
+	}
+}
+
+// restoreEngine loads the newest valid checkpoint into g and returns the
+// raft index raft must consider applied. Without one the engine starts
+// empty and raft replays the whole log (applied 0).
+//
+// Planted bug ReapplyAfterRestart: the checkpoint is restored, but raft is
+// still told applied = 0, and the node feeds every redelivered entry to the
+// engine under renumbered indexes (raft index + the checkpoint's engine
+// index) so the engine's gap check passes. Entries 1..K are applied twice:
+// their batches get a second, higher set of offsets, the high-water mark
+// of this replica runs ahead of its peers, and fetches from it return every
+// record twice. This is the bug of a node that trusts the engine's own
+// "next index" instead of raft's index and forgets to pass Applied.
+func (c *Core) restoreEngine(g *group) (uint64, error) {
+	hs, _, err := g.log.InitialState()
+	if err != nil {
+		return 0, err
+	}
+	last, err := g.log.LastIndex()
+	if err != nil {
+		return 0, err
+	}
+	ck, err := loadCheckpoint(c.cfg.Disk, g.dir+"/checkpoint", min(hs.GetCommit(), last), g.meta != nil)
+	if err != nil {
+		return 0, err
+	}
+	if ck == nil {
+		if g.meta == nil {
+			g.part = engine.NewPartition()
+		}
+		return 0, nil
+	}
+	if g.meta != nil {
+		g.meta = ck.meta
+		g.checkpointIndex = ck.raftIndex
+		g.storage.confState = ck.confState
+		g.confState = ck.confState
+		g.appliedRaft = ck.raftIndex
+		return ck.raftIndex, nil
+	}
+	g.part = ck.partition
+	g.shifts = ck.shifts
+	g.checkpointIndex = ck.raftIndex
+	if c.cfg.Bugs.ReapplyAfterRestart {
+		engineIndex := g.part.AppliedIndex()
+		g.shifts = append(g.shifts, indexShift{engineFrom: engineIndex + 1, delta: engineIndex})
+		g.checkpointIndex = 0
+		return 0, nil
+	}
+	g.storage.confState = ck.confState
+	g.confState = ck.confState
+	g.appliedRaft = ck.raftIndex
+	return ck.raftIndex, nil
+}
+
+// groupStorage is the raft log as raft's Storage, with the configuration
+// recorded in the engine checkpoint: raft restores its voters from
+// InitialState and, when told Applied = K, never re-reads the conf changes
+// at or below K, so the checkpoint must supply them.
+type groupStorage struct {
+	*raftlog.Log
+	confState *raftpb.ConfState // of the loaded checkpoint; nil: none
+}
+
+// InitialState implements raft.Storage.
+func (s *groupStorage) InitialState() (*raftpb.HardState, *raftpb.ConfState, error) {
+	hs, cs, err := s.Log.InitialState()
+	if err != nil || s.confState == nil || len(cs.GetVoters()) > 0 {
+		return hs, cs, err
+	}
+	return hs, s.confState, nil
+}
+
+// closeGroups closes every open log, for a failed Open.
+func (c *Core) closeGroups() {
+	for _, g := range c.groups {
+		_ = g.log.Close()
+	}
+}

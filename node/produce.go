@@ -1,0 +1,210 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/engine/recordbatch"
+)
+
+// Produce appends req.Batch to its partition through raft. done runs once,
+// on the Core's goroutine, inside this call or a later Process or Tick:
+//
+//   - definite failures (unknown partition, not leader, invalid or too
+//     large batch, ErrBusy) complete at once: nothing was proposed;
+//   - AcksNone completes once proposed, BaseOffset -1;
+//   - AcksLeader completes once the leader's log holds the entry durably
+//     (synced), BaseOffset -1;
+//   - AcksAll completes once the entry is applied, with its base offset, or
+//     with the original base offset for an idempotent duplicate.
+//
+// ErrNotLeader after proposing (leadership lost while waiting) and
+// ErrTimeout are indefinite: the entry may still commit.
+func (c *Core) Produce(req ProduceRequest, done func(ProduceResult)) {
+	defer c.flush()
+	c.produce(req, done)
+}
+
+// produce is Produce without running the completions: for callers inside
+// the Core (Handle), which flush at their own end.
+func (c *Core) produce(req ProduceRequest, done func(ProduceResult)) {
+	if c.closed {
+		c.completeProduce(done, ProduceResult{Err: ErrStopped, BaseOffset: -1})
+		return
+	}
+	g := c.byTP[req.TopicPartition]
+	if g == nil {
+		c.completeProduce(done, ProduceResult{Err: ErrUnknownTopicPartition, BaseOffset: -1})
+		return
+	}
+	lead, term, leading := g.leadership()
+	if !leading {
+		c.completeProduce(done, ProduceResult{Err: ErrNotLeader, BaseOffset: -1, Leader: lead})
+		return
+	}
+	info, err := validateBatch(req.Batch)
+	if err != nil {
+		c.completeProduce(done, ProduceResult{Err: err, BaseOffset: -1, Leader: lead})
+		return
+	}
+	if g.live >= c.cfg.PendingRequestsMax {
+		c.completeProduce(done, ProduceResult{Err: ErrBusy, BaseOffset: -1, Leader: lead})
+		return
+	}
+	c.nextProposalID++
+	id := c.nextProposalID
+	producer := engine.Producer{ID: req.ProducerID, Epoch: req.ProducerEpoch, BaseSequence: req.BaseSequence}
+	data := engine.EncodeProduceEntry(nil, c.cfg.Clock.Realtime().UnixMilli(), id, producer, req.Batch)
+	if err := g.raw.Propose(data); err != nil {
+		// Dropped: leadership moved (or a transfer), or the uncommitted
+		// tail is full while still leading.
+		lead, _, leading = g.leadership()
+		err = ErrNotLeader
+		if leading {
+			err = ErrBusy
+		}
+		c.completeProduce(done, ProduceResult{Err: err, BaseOffset: -1, Leader: lead})
+		return
+	}
+	if req.Acks == AcksNone {
+		c.completeProduce(done, ProduceResult{BaseOffset: -1, Leader: lead})
+		return
+	}
+	w := &produceWait{
+		proposalID: id, term: term, acks: req.Acks, records: info.RecordCount,
+		deadline: c.ticks + uint64(c.cfg.RequestTimeoutTicks), done: done,
+	}
+	g.produces = append(g.produces, w)
+	g.byProposal[id] = w
+	g.unindexed++
+	g.live++
+	if req.Acks == AcksAll && c.cfg.Bugs.AckBeforeCommit {
+		// Planted bug: acknowledge before the entry is even stable, with
+		// the leader's guess of its offset. A later leader change that
+		// drops the entry loses an acknowledged write, and a guess that
+		// misses a concurrent proposal gives inconsistent offsets.
+		guess := g.part.HighWatermark() + g.ghostCount
+		w.ghost = true
+		g.ghostCount += int64(w.records)
+		c.completeProduce(done, ProduceResult{BaseOffset: guess, Leader: c.cfg.ID})
+		w.done = nil
+	}
+}
+
+// validateBatch checks a batch before proposing it: a bad batch is a
+// definite failure and never reaches the log.
+func validateBatch(batch []byte) (recordbatch.Info, error) {
+	if len(batch) > recordbatch.BatchBytesMax {
+		return recordbatch.Info{}, fmt.Errorf("%w: batch of %d bytes", ErrRecordTooLarge, len(batch))
+	}
+	info, err := recordbatch.Validate(batch)
+	switch {
+	case err == nil:
+		return info, nil
+	case errors.Is(err, recordbatch.ErrRecordTooLarge), errors.Is(err, recordbatch.ErrBatchTooLarge):
+		return info, fmt.Errorf("%w: %w", ErrRecordTooLarge, err)
+	default:
+		return info, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+}
+
+// produceResult turns the engine's outcome for an applied entry into the
+// client's.
+func produceResult(res engine.Result, leader NodeID) ProduceResult {
+	out := ProduceResult{BaseOffset: -1, Leader: leader}
+	switch {
+	case res.Err == nil:
+		out.BaseOffset = res.BaseOffset
+		out.Duplicate = res.Duplicate
+	case errors.Is(res.Err, engine.ErrOutOfOrderSequence):
+		out.Err = fmt.Errorf("%w: %w", ErrOutOfOrderSequence, res.Err)
+	case errors.Is(res.Err, engine.ErrUnknownProducer):
+		out.Err = fmt.Errorf("%w: %w", ErrUnknownProducer, res.Err)
+	case errors.Is(res.Err, engine.ErrProducerFenced):
+		out.Err = fmt.Errorf("%w: %w", ErrProducerFenced, res.Err)
+	default:
+		out.Err = fmt.Errorf("%w: %w", ErrInvalidRequest, res.Err)
+	}
+	return out
+}
+
+// finishProduce stops tracking w and, unless already acknowledged,
+// completes it with result.
+func (c *Core) finishProduce(g *group, w *produceWait, result ProduceResult) {
+	if w.finished {
+		panic(fmt.Sprintf("node: produce %d finished twice", w.proposalID))
+	}
+	w.finished = true
+	g.live--
+	if w.index == 0 {
+		delete(g.byProposal, w.proposalID)
+		g.unindexed--
+	} else if g.byIndex[w.index] == w {
+		delete(g.byIndex, w.index)
+	}
+	if w.ghost {
+		g.ghostCount -= int64(w.records)
+		return
+	}
+	c.completeProduce(w.done, result)
+	w.done = nil
+}
+
+// completeProduce queues done(result) to run at the end of the current call.
+func (c *Core) completeProduce(done func(ProduceResult), result ProduceResult) {
+	c.completions = append(c.completions, func() { done(result) })
+}
+
+// flush runs the queued completions; callbacks may call back into the Core,
+// whose own completions join the same queue.
+func (c *Core) flush() {
+	if c.flushing {
+		return
+	}
+	c.flushing = true
+	defer func() { c.flushing = false }()
+	for i := 0; i < len(c.completions); i++ {
+		fn := c.completions[i]
+		c.completions[i] = nil
+		fn()
+	}
+	c.completions = c.completions[:0]
+}
+
+// indexProposals records the raft index of this node's proposals found in
+// entries, which the leader is about to persist. It returns the acks=1
+// waits among them, to complete once the entries are synced.
+func (c *Core) indexProposals(g *group, entries []*raftpb.Entry, acked []*produceWait) []*produceWait {
+	if g.unindexed == 0 {
+		return acked
+	}
+	for _, e := range entries {
+		if len(e.GetData()) == 0 || e.GetType() != raftpb.EntryType_EntryNormal {
+			continue
+		}
+		fields, err := engine.DecodeEntry(e.GetData())
+		if err != nil {
+			continue
+		}
+		w := g.byProposal[fields.ProposalID]
+		if w == nil || w.term != e.GetTerm() {
+			continue
+		}
+		delete(g.byProposal, w.proposalID)
+		g.unindexed--
+		w.index = e.GetIndex()
+		if w.acks == AcksLeader {
+			acked = append(acked, w)
+			continue
+		}
+		if old := g.byIndex[w.index]; old != nil {
+			// A stale wait for an entry overwritten at the same index.
+			c.finishProduce(g, old, ProduceResult{Err: ErrNotLeader, BaseOffset: -1})
+		}
+		g.byIndex[w.index] = w
+	}
+	return acked
+}

@@ -1,0 +1,270 @@
+package node
+
+import (
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// Stats counts what the core did with frames and messages, for tools and
+// tests; plain counters, read with Core.Stats.
+type Stats struct {
+	FramesReceived       uint64 // frames given to Receive
+	FramesDropped        uint64 // frames that did not decode
+	MessagesStepped      uint64 // raft messages stepped into a group
+	MessagesDropped      uint64 // messages malformed or failing the sanity checks
+	MessagesUnknownGroup uint64 // messages for a partition not hosted here
+	StepErrors           uint64 // messages raft refused (stale or foreign)
+	MessagesSent         uint64
+	FramesSent           uint64
+	Syncs                uint64 // log syncs of the Ready cycle
+	Checkpoints          uint64 // engine checkpoints written
+}
+
+// Stats returns the counters so far.
+func (c *Core) Stats() Stats { return c.stats }
+
+// Receive steps the raft messages of a frame from a peer into their
+// groups. A frame that does not decode is dropped whole; a message for a
+// partition not hosted here, addressed to another node, or failing the
+// sanity checks is dropped alone. Nothing here is an error: the network
+// may deliver anything, late or twice.
+func (c *Core) Receive(frame []byte) {
+	defer c.flush()
+	if c.closed {
+		return
+	}
+	c.stats.FramesReceived++
+	var f strandpb.RaftFrame
+	if err := proto.Unmarshal(frame, &f); err != nil || f.GetFromNode() == 0 || NodeID(f.GetFromNode()) == c.cfg.ID {
+		c.stats.FramesDropped++
+		return
+	}
+	from := NodeID(f.GetFromNode())
+	for _, rm := range f.GetMessages() {
+		c.receiveMessage(from, rm)
+	}
+}
+
+// receiveMessage steps one raft message into its group.
+func (c *Core) receiveMessage(from NodeID, rm *strandpb.RaftMessage) {
+	g := c.routeMessage(rm.GetTopic(), rm.GetPartition())
+	if g == nil {
+		c.stats.MessagesUnknownGroup++
+		return
+	}
+	var m raftpb.Message
+	if err := proto.Unmarshal(rm.GetMessage(), &m); err != nil || !c.saneMessage(g, from, &m) {
+		c.stats.MessagesDropped++
+		return
+	}
+	if err := g.raw.Step(&m); err != nil {
+		c.stats.StepErrors++
+		return
+	}
+	c.stats.MessagesStepped++
+}
+
+// saneMessage checks what raft trusts its peers with, so that a damaged or
+// forged message is dropped instead of breaking raft's invariants (raft
+// panics on, for instance, a heartbeat committing past its last index).
+// Every message a correct peer sends passes.
+func (c *Core) saneMessage(g *group, from NodeID, m *raftpb.Message) bool {
+	if NodeID(m.GetTo()) != c.cfg.ID || NodeID(m.GetFrom()) != from || !g.isReplica(from) {
+		return false
+	}
+	if g.meta != nil {
+		// The metadata group forwards followers' proposals and reads to
+		// the leader (raft sends both without a term).
+		switch m.GetType() {
+		case raftpb.MsgProp:
+			return m.GetTerm() == 0 && saneProposal(m)
+		case raftpb.MsgReadIndex:
+			return m.GetTerm() == 0 && len(m.GetEntries()) == 1 && m.GetSnapshot() == nil
+		case raftpb.MsgReadIndexResp:
+			return m.GetTerm() != 0 && len(m.GetEntries()) == 1 && m.GetSnapshot() == nil
+		}
+	}
+	if m.GetTerm() == 0 {
+		return false
+	}
+	switch m.GetType() {
+	case raftpb.MsgApp:
+		return saneEntries(g, m)
+	case raftpb.MsgHeartbeat:
+		// A correct leader sends commit <= the follower's acknowledged
+		// match, which was synced before it was acknowledged.
+		last, err := g.log.LastIndex()
+		return err == nil && m.GetCommit() <= last
+	case raftpb.MsgAppResp:
+		// A follower acknowledges only entries the leader sent, which
+		// the leader persisted before sending.
+		last, err := g.log.LastIndex()
+		return err == nil && m.GetIndex() <= last && m.GetRejectHint() <= last
+	case raftpb.MsgVote, raftpb.MsgVoteResp, raftpb.MsgPreVote, raftpb.MsgPreVoteResp, raftpb.MsgHeartbeatResp:
+		return len(m.GetEntries()) == 0 && m.GetSnapshot() == nil
+	default:
+		// Proposal and read forwarding, leader transfer and snapshots are
+		// not used between Strand nodes (see DESIGN: left out).
+		return false
+	}
+}
+
+// forwardedEntriesMax bounds the entries of one forwarded proposal (raft
+// forwards each Propose call as one message of one entry).
+const forwardedEntriesMax = 16
+
+// saneProposal checks a forwarded metadata proposal: a few normal entries
+// (raft panics on an empty one), no configuration change, each within the
+// message size bound; the leader assigns index and term itself.
+func saneProposal(m *raftpb.Message) bool {
+	n := len(m.GetEntries())
+	if n == 0 || n > forwardedEntriesMax || m.GetSnapshot() != nil {
+		return false
+	}
+	for _, e := range m.GetEntries() {
+		if e.GetType() != raftpb.EntryNormal || len(e.GetData()) > raftMessageBytesMax {
+			return false
+		}
+	}
+	return true
+}
+
+// saneEntries checks a MsgApp's entries: consecutive indexes after
+// m.Index, terms between m.LogTerm and m.Term never going down, and only
+// configuration changes like the bootstrap's (add a replica of the group):
+// membership is static, and raft panics applying a change it refuses.
+func saneEntries(g *group, m *raftpb.Message) bool {
+	if m.GetSnapshot() != nil || m.GetLogTerm() > m.GetTerm() {
+		return false
+	}
+	index, term := m.GetIndex(), m.GetLogTerm()
+	for _, e := range m.GetEntries() {
+		index++
+		if e.GetIndex() != index || e.GetTerm() < term || e.GetTerm() > m.GetTerm() {
+			return false
+		}
+		switch e.GetType() {
+		case raftpb.EntryNormal:
+		case raftpb.EntryConfChange:
+			var cc raftpb.ConfChange
+			if proto.Unmarshal(e.GetData(), &cc) != nil || cc.GetType() != raftpb.ConfChangeAddNode ||
+				!g.isReplica(NodeID(cc.GetNodeId())) {
+				return false
+			}
+		default:
+			return false
+		}
+		term = e.GetTerm()
+	}
+	return true
+}
+
+// Tick advances every group's raft clock by one tick, in order, and fails
+// requests that waited RequestTimeoutTicks.
+func (c *Core) Tick() {
+	defer c.flush()
+	if c.closed {
+		return
+	}
+	c.ticks++
+	for _, g := range c.groups {
+		g.raw.Tick()
+		c.expireWaits(g)
+	}
+	if c.meta != nil {
+		c.expireMetaWaits()
+		c.maybeRegister()
+	}
+	c.expireSessions()
+}
+
+// expireWaits fails the waits of g whose deadline passed. Deadlines grow in
+// queue order, so the expired waits are a prefix of each queue.
+func (c *Core) expireWaits(g *group) {
+	for _, w := range g.produces {
+		if w.deadline > c.ticks {
+			break
+		}
+		if !w.finished {
+			c.finishProduce(g, w, ProduceResult{Err: ErrTimeout, BaseOffset: -1})
+		}
+	}
+	for _, r := range g.reads {
+		if r.deadline > c.ticks {
+			break
+		}
+		if !r.finished {
+			c.failRead(g, r, ErrTimeout, 0)
+		}
+	}
+	g.trimWaits()
+}
+
+// Status returns every hosted replica's state, sorted by topic and
+// partition.
+func (c *Core) Status() []GroupStatus {
+	parts := c.partitionGroups()
+	out := make([]GroupStatus, 0, len(parts))
+	for _, g := range parts {
+		st := c.groupStatus(g)
+		st.HighWatermark = g.part.HighWatermark()
+		st.LogStartOffset = g.part.LogStartOffset()
+		out = append(out, st)
+	}
+	return out
+}
+
+// groupStatus is a group's raft state.
+func (c *Core) groupStatus(g *group) GroupStatus {
+	st := g.raw.BasicStatus()
+	return GroupStatus{
+		TopicPartition: g.tp,
+		Term:           st.GetTerm(),
+		Leader:         NodeID(st.Lead),
+		IsLeader:       st.RaftState == raft.StateLeader,
+		CommitIndex:    st.GetCommit(),
+		AppliedIndex:   g.appliedRaft,
+	}
+}
+
+// Close fails every waiting request with ErrStopped and closes the logs
+// without syncing (what is not synced is lost, as in a crash). The Core is
+// unusable afterwards.
+func (c *Core) Close() error {
+	if c.closed {
+		return nil
+	}
+	defer c.flush()
+	c.closed = true
+	var first error
+	for _, g := range c.groups {
+		for _, w := range g.produces {
+			if !w.finished {
+				c.finishProduce(g, w, ProduceResult{Err: ErrStopped, BaseOffset: -1})
+			}
+		}
+		for _, r := range g.reads {
+			if !r.finished {
+				c.failRead(g, r, ErrStopped, 0)
+			}
+		}
+		if err := g.log.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	for _, w := range c.metaQueue {
+		if !w.finished {
+			c.finishMeta(w, metadata.Result{}, ErrStopped)
+		}
+	}
+	for _, s := range c.sessions {
+		if !s.finished {
+			c.finishSession(s)
+		}
+	}
+	return first
+}
