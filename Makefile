@@ -13,7 +13,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 # Every fuzz target, as package:FuzzName. CI runs each for $(FUZZTIME).
 FUZZ_TARGETS := $(shell grep -rl --include='*_test.go' '^func Fuzz' . | xargs -r grep -H -o '^func Fuzz[A-Za-z0-9_]*' | sed -e 's|^\./||' -e 's|/[^/]*_test.go:func |:|' | sort)
 
-.PHONY: all test test-invariants lint fuzz bench proto proto-check run sim tools
+.PHONY: all build test test-invariants lint fuzz bench proto run sim tools
 
 all: lint test
 
@@ -54,11 +54,13 @@ proto:
 	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc --go_out=. --go_opt=module=github.com/strandlog/strand -I proto proto/*.proto
 
-## run: a local cluster on embedded defaults.
-run:
-	@echo "make run: not there yet. The strand node binary, TCP transport and 'strand dev' are issue 4;"; \
-	 echo "today Strand runs inside tests and the simulator: try 'make test' or 'make sim SEEDS=100'."; \
-	 exit 2
+## build: the strand binary, in bin/.
+build:
+	$(GO) build -o bin/strand ./cmd/strand
+
+## run: a local 3-node cluster in one process on 127.0.0.1:9092-9094 (Ctrl-C stops it). See README.md.
+run: build
+	./bin/strand dev
 
 ## tools: install the pinned linters.
 tools:

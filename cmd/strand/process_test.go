@@ -1,0 +1,311 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/proto/frame"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// Helpers for the end-to-end tests: build the strand binary once, run real
+// processes on 127.0.0.1 with free ports, poll readiness with deadlines.
+
+var (
+	binaryOnce sync.Once
+	binaryPath string
+	binaryErr  error
+	binaryDir  string
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	if binaryDir != "" {
+		os.RemoveAll(binaryDir)
+	}
+	os.Exit(code)
+}
+
+// strandBinary builds cmd/strand once per test run.
+func strandBinary(t *testing.T) string {
+	t.Helper()
+	binaryOnce.Do(func() {
+		binaryDir, binaryErr = os.MkdirTemp("", "strand-e2e-bin-")
+		if binaryErr != nil {
+			return
+		}
+		binaryPath = filepath.Join(binaryDir, "strand")
+		out, err := exec.Command("go", "build", "-o", binaryPath, ".").CombinedOutput()
+		if err != nil {
+			binaryErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binaryErr != nil {
+		t.Fatal(binaryErr)
+	}
+	return binaryPath
+}
+
+// skipShort skips end-to-end tests under -short.
+func skipShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test with real processes; skipped with -short")
+	}
+}
+
+// freePorts returns n ports free on 127.0.0.1 right now.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var lns []net.Listener
+	var ports []int
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return ports
+}
+
+// proc is one running strand process with its output captured to a file.
+type proc struct {
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+	err  error
+}
+
+// startProc starts the binary with args and extra environment.
+func startProc(t *testing.T, logPath string, env []string, args ...string) *proc {
+	t.Helper()
+	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(strandBinary(t), args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Env = append(os.Environ(), env...)
+	if err := cmd.Start(); err != nil {
+		out.Close()
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		out.Close()
+		close(p.done)
+	}()
+	return p
+}
+
+// kill sends SIGKILL and waits for the process to exit.
+func (p *proc) kill() {
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// stop sends sig and waits (bounded) for the exit; it returns the exit
+// error, or an error when the process did not exit in time.
+func (p *proc) stop(sig os.Signal, within time.Duration) error {
+	p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(within):
+		p.kill()
+		return fmt.Errorf("no exit within %v of %v", within, sig)
+	}
+}
+
+// runCLI runs one client command to completion (bounded) and returns its
+// stdout; a non-zero exit fails the test with the output.
+func runCLI(t *testing.T, env []string, stdin string, args ...string) string {
+	t.Helper()
+	out, errOut, err := runCLIResult(t, env, stdin, args...)
+	if err != nil {
+		t.Fatalf("strand %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, out, errOut)
+	}
+	return out
+}
+
+func runCLIResult(t *testing.T, env []string, stdin string, args ...string) (string, string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, strandBinary(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return stdout.String(), stderr.String(), err
+}
+
+// waitFor polls cond until it holds or the deadline passes (then fails).
+func waitFor(t *testing.T, what string, within time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	ticker := time.NewTicker(50 * time.Millisecond)
+	defer ticker.Stop()
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not ready within %v: %v", what, within, err)
+		}
+		<-ticker.C
+	}
+}
+
+// clusterReady is nil once every node of addrs answers metadata listing
+// nodes nodes and a metadata leader. It speaks the protocol directly, so
+// readiness does not depend on the client library's retries.
+func clusterReady(addrs []string, nodes int) error {
+	for _, addr := range addrs {
+		m, err := rawMetadata(addr)
+		if err != nil {
+			return fmt.Errorf("%s: %w", addr, err)
+		}
+		if len(m.GetNodes()) != nodes || m.GetControllerId() == 0 {
+			return fmt.Errorf("%s: %d nodes, metadata leader %d", addr, len(m.GetNodes()), m.GetControllerId())
+		}
+	}
+	return nil
+}
+
+// rawMetadata asks one node for metadata over a fresh connection.
+func rawMetadata(addr string) (*strandpb.MetadataResponse, error) {
+	nc, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(3 * time.Second))
+	br := bufio.NewReader(nc)
+	for i, req := range []*strandpb.Request{
+		{Body: &strandpb.Request_Hello{Hello: &strandpb.HelloRequest{VersionMin: 1, VersionMax: 1}}},
+		{CorrelationId: 1, Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{}}},
+	} {
+		b, err := frame.Append(nil, req)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := nc.Write(b); err != nil {
+			return nil, err
+		}
+		var resp strandpb.Response
+		if _, err := frame.Decode(br, nil, frame.BytesMaxDefault, &resp); err != nil {
+			return nil, err
+		}
+		if resp.GetError().GetCode() != strandpb.ErrorCode_ERROR_CODE_NONE {
+			return nil, fmt.Errorf("%v: %s", resp.GetError().GetCode(), resp.GetError().GetMessage())
+		}
+		if i == 1 {
+			return resp.GetMetadata(), nil
+		}
+	}
+	return nil, nil
+}
+
+// topicReady is nil once every partition of topic has a leader that
+// answers ListOffsets.
+func topicReady(addrs []string, topic string, partitions int) error {
+	c, err := clientlib.NewClient(clientlib.SeedAddresses(addrs...), clientlib.DialTimeout(time.Second),
+		clientlib.RequestTimeout(2*time.Second), clientlib.MaxRetries(1))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	offs, err := c.ListOffsets(ctx, topic, nil, clientlib.OffsetLatest())
+	if err != nil {
+		return err
+	}
+	if len(offs) != partitions {
+		return fmt.Errorf("%d partitions known", len(offs))
+	}
+	for _, o := range offs {
+		if o.Err != nil {
+			return fmt.Errorf("partition %d: %w", o.Partition, o.Err)
+		}
+	}
+	return nil
+}
+
+// testCluster is n `strand serve` processes on free loopback ports.
+type testCluster struct {
+	t     *testing.T
+	dir   string
+	addrs []string
+	peers string
+	procs []*proc
+}
+
+func startCluster(t *testing.T, n int) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, dir: t.TempDir(), procs: make([]*proc, n)}
+	var parts []string
+	for i, port := range freePorts(t, n) {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		c.addrs = append(c.addrs, addr)
+		parts = append(parts, fmt.Sprintf("%d=%s", i+1, addr))
+	}
+	c.peers = strings.Join(parts, ",")
+	for i := range n {
+		c.start(i)
+	}
+	t.Cleanup(func() {
+		for _, p := range c.procs {
+			if p != nil {
+				p.kill()
+			}
+		}
+		if t.Failed() {
+			c.dumpLogs()
+		}
+	})
+	waitFor(t, "cluster", 30*time.Second, func() error { return clusterReady(c.addrs, n) })
+	return c
+}
+
+// start starts node i+1; STRAND_DATA_DIR checks the environment binding.
+func (c *testCluster) start(i int) {
+	id := i + 1
+	c.procs[i] = startProc(c.t, filepath.Join(c.dir, fmt.Sprintf("node-%d.log", id)),
+		[]string{"STRAND_DATA_DIR=" + filepath.Join(c.dir, fmt.Sprintf("data-%d", id))},
+		"serve", "--id", strconv.Itoa(id), "--listen", c.addrs[i], "--peers", c.peers)
+}
+
+func (c *testCluster) dumpLogs() {
+	for i := range c.procs {
+		b, _ := os.ReadFile(filepath.Join(c.dir, fmt.Sprintf("node-%d.log", i+1)))
+		const tail = 4000
+		if len(b) > tail {
+			b = b[len(b)-tail:]
+		}
+		c.t.Logf("node %d log (tail):\n%s", i+1, b)
+	}
+}

@@ -1,0 +1,287 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/strandlog/strand/node"
+)
+
+// nodeFlags are the flags of one node shared by serve and dev.
+type nodeFlags struct {
+	tick       time.Duration
+	cpuProfile string
+	stats      time.Duration
+}
+
+func (n *nodeFlags) register(fs *pflag.FlagSet) {
+	fs.DurationVar(&n.tick, "tick", node.RuntimeTickDefault,
+		"raft tick interval; elections take about 100 ticks, heartbeats 10")
+	fs.DurationVar(&n.stats, "stats-interval", 0, "log the event loop's counters this often (0: never)")
+	fs.StringVar(&n.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+}
+
+// startProfile starts the CPU profile when asked; the returned func stops it.
+func (n *nodeFlags) startProfile() (func(), error) {
+	if n.cpuProfile == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(n.cpuProfile)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// cmdServe runs one node until SIGTERM or SIGINT (clean shutdown) or a
+// fatal error (exit 1). A restart on the same --data-dir recovers.
+func cmdServe(args []string, stderr io.Writer) error {
+	fs := newFlags("serve")
+	id := fs.Uint64("id", 0, "this node's id (1, 2, ...), unique in the cluster")
+	listen := fs.String("listen", "127.0.0.1:9092", "address to listen on, for clients and peers")
+	advertise := fs.String("advertise", "", "address others reach this node at (default: --listen)")
+	peers := fs.String("peers", "", "every node of the cluster, this one included: 1=HOST:PORT,2=HOST:PORT,...")
+	dataDir := fs.String("data-dir", "", "directory of this node's logs (created when missing)")
+	rack := fs.String("rack", "", "this node's failure domain, for replica placement")
+	var nf nodeFlags
+	nf.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *id == 0 || *dataDir == "" {
+		return usageError("--id and --data-dir are required")
+	}
+	if *advertise == "" {
+		*advertise = *listen
+	}
+	nodes, err := parsePeers(*peers, node.NodeID(*id), *advertise, *rack)
+	if err != nil {
+		return usageError("--peers: %v", err)
+	}
+	if fs.Changed("advertise") || os.Getenv(envName("advertise")) != "" {
+		for i := range nodes {
+			if nodes[i].ID == node.NodeID(*id) {
+				nodes[i].Address = *advertise // --advertise wins over this node's --peers entry
+			}
+		}
+	}
+	logger := log.New(stderr, fmt.Sprintf("strand node %d: ", *id), log.LstdFlags|log.Lmicroseconds)
+	stopProfile, err := nf.startProfile()
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
+	rt, err := node.StartRuntime(node.RuntimeConfig{
+		Core:    node.Config{ID: node.NodeID(*id), Nodes: nodes, MetadataGroup: true},
+		DataDir: *dataDir, Listen: *listen, Tick: nf.tick, Logger: logger, StatsInterval: nf.stats,
+	})
+	if err != nil {
+		return err
+	}
+	logger.Printf("listening on %s, data in %s, cluster %s", rt.Addr(), *dataDir, describeNodes(nodes))
+	ctx, stop := signalContext()
+	defer stop()
+	select {
+	case <-ctx.Done():
+		logger.Printf("signal: shutting down")
+		return rt.Close()
+	case <-rt.Done():
+		return rt.Err()
+	}
+}
+
+// parsePeers parses "1=host:port,2=host:port" into the cluster's nodes,
+// sorted by id. self is added with its advertised address when missing, and
+// gets rack.
+func parsePeers(spec string, self node.NodeID, advertise, rack string) ([]node.Peer, error) {
+	byID := map[node.NodeID]string{}
+	for _, part := range strings.Split(spec, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		idText, addr, ok := strings.Cut(part, "=")
+		id, err := strconv.ParseUint(idText, 10, 64)
+		if !ok || err != nil || id == 0 {
+			return nil, fmt.Errorf("%q is not ID=HOST:PORT with ID ≥ 1", part)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("%q: %v", part, err)
+		}
+		if _, dup := byID[node.NodeID(id)]; dup {
+			return nil, fmt.Errorf("node %d given twice", id)
+		}
+		byID[node.NodeID(id)] = addr
+	}
+	if _, ok := byID[self]; !ok {
+		byID[self] = advertise
+	}
+	nodes := make([]node.Peer, 0, len(byID))
+	for id, addr := range byID {
+		p := node.Peer{ID: id, Address: addr}
+		if id == self {
+			p.Rack = rack
+		}
+		nodes = append(nodes, p)
+	}
+	sortPeers(nodes)
+	return nodes, nil
+}
+
+func sortPeers(nodes []node.Peer) {
+	for i := 1; i < len(nodes); i++ {
+		for j := i; j > 0 && nodes[j].ID < nodes[j-1].ID; j-- {
+			nodes[j], nodes[j-1] = nodes[j-1], nodes[j]
+		}
+	}
+}
+
+func describeNodes(nodes []node.Peer) string {
+	parts := make([]string, len(nodes))
+	for i, p := range nodes {
+		parts[i] = fmt.Sprintf("%d=%s", p.ID, p.Address)
+	}
+	return strings.Join(parts, ",")
+}
+
+// cmdDev runs a whole cluster in this process on consecutive ports, until
+// Ctrl-C, and prints how to use it.
+func cmdDev(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("dev")
+	count := fs.Int("nodes", 3, "number of nodes (1 to 9)")
+	host := fs.String("host", "127.0.0.1", "address to listen on")
+	basePort := fs.Int("base-port", 9092, "port of node 1; node i listens on base-port+i-1")
+	dataDir := fs.String("data-dir", "", "keep the cluster's data here (default: a temporary directory, removed at exit)")
+	quiet := fs.Bool("quiet", false, "do not log node messages")
+	var nf nodeFlags
+	nf.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *count < 1 || *count > 9 {
+		return usageError("--nodes %d: want 1 to 9", *count)
+	}
+	dir, cleanup, err := devDataDir(*dataDir)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	stopProfile, err := nf.startProfile()
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
+	nodes := make([]node.Peer, *count)
+	for i := range nodes {
+		nodes[i] = node.Peer{ID: node.NodeID(i + 1), Address: net.JoinHostPort(*host, strconv.Itoa(*basePort+i))}
+	}
+	logOut := stderr
+	if *quiet {
+		logOut = io.Discard
+	}
+	rts, err := startDevNodes(nodes, dir, nf, logOut)
+	if err != nil {
+		return err
+	}
+	printDevHelp(stdout, nodes, dir, *dataDir == "")
+	ctx, stop := signalContext()
+	defer stop()
+	failed := make(chan *node.Runtime, len(rts))
+	for _, rt := range rts {
+		go func() { <-rt.Done(); failed <- rt }()
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(stdout, "\nstopping the cluster")
+	case rt := <-failed:
+		runErr = fmt.Errorf("a node stopped: %v", rt.Err())
+	}
+	for _, rt := range rts {
+		if err := rt.Close(); err != nil && runErr == nil {
+			runErr = err
+		}
+	}
+	return runErr
+}
+
+// devDataDir returns the data directory and what to do at exit: remove a
+// temporary one, keep a named one.
+func devDataDir(named string) (string, func(), error) {
+	if named != "" {
+		return named, func() {}, os.MkdirAll(named, 0o755)
+	}
+	dir, err := os.MkdirTemp("", "strand-dev-")
+	if err != nil {
+		return "", nil, err
+	}
+	return dir, func() { os.RemoveAll(dir) }, nil
+}
+
+// startDevNodes starts every node; on failure it stops those started.
+func startDevNodes(nodes []node.Peer, dir string, nf nodeFlags, logOut io.Writer) ([]*node.Runtime, error) {
+	var rts []*node.Runtime
+	for _, p := range nodes {
+		rt, err := node.StartRuntime(node.RuntimeConfig{
+			Core:    node.Config{ID: p.ID, Nodes: nodes, MetadataGroup: true},
+			DataDir: filepath.Join(dir, fmt.Sprintf("node-%d", p.ID)),
+			Listen:  p.Address, Tick: nf.tick, StatsInterval: nf.stats,
+			Logger: log.New(logOut, fmt.Sprintf("strand node %d: ", p.ID), log.LstdFlags|log.Lmicroseconds),
+		})
+		if err != nil {
+			for _, started := range rts {
+				started.Close()
+			}
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return nil, fmt.Errorf("%v (another strand dev running? try --base-port)", err)
+			}
+			return nil, err
+		}
+		rts = append(rts, rt)
+	}
+	return rts, nil
+}
+
+// printDevHelp tells a new user how to use the cluster just started.
+func printDevHelp(w io.Writer, nodes []node.Peer, dir string, temporary bool) {
+	fmt.Fprintf(w, "strand dev: %d-node cluster running.\n", len(nodes))
+	for _, p := range nodes {
+		fmt.Fprintf(w, "  node %d  %s\n", p.ID, p.Address)
+	}
+	if temporary {
+		fmt.Fprintf(w, "  data    %s (temporary: removed when you stop the cluster)\n", dir)
+	} else {
+		fmt.Fprintf(w, "  data    %s (kept: start again with the same --data-dir to recover)\n", dir)
+	}
+	brokers := ""
+	if nodes[0].Address != "127.0.0.1:9092" {
+		brokers = " --brokers " + nodes[0].Address
+	}
+	rf := min(3, len(nodes))
+	fmt.Fprintf(w, `
+In another shell:
+  strand topic create hello --partitions 3 --replication-factor %d%s
+  printf 'first\nsecond\nthird\n' | strand produce hello%s
+  strand consume hello --from earliest --until-end%s
+  strand cluster%s
+
+Go clients connect with clientlib.NewClient(clientlib.SeedAddresses(%q)).
+Press Ctrl-C to stop.
+`, rf, brokers, brokers, brokers, brokers, nodes[0].Address)
+}

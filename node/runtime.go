@@ -1,0 +1,410 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/strandlog/strand/proto/strandpb"
+	"github.com/strandlog/strand/raftlog/osdisk"
+)
+
+// Defaults of RuntimeConfig's zero fields. With a 10 ms tick, the Core's
+// timeouts (counted in ticks) come out at about 1 s election, 100 ms
+// heartbeat and 5 s request timeout.
+const (
+	RuntimeTickDefault                = 10 * time.Millisecond // real time between two Core.Tick calls
+	RuntimeElectionTicksDefault       = 100                   // ≈ 1 s election timeout
+	RuntimeHeartbeatTicksDefault      = 10                    // ≈ 100 ms heartbeats
+	RuntimeRequestTimeoutTicksDefault = 500                   // ≈ 5 s before a waiting request times out
+	runtimeFramesQueueMax             = 4096                  // raft frames waiting for the loop
+	runtimeRequestsQueueMax           = 8192                  // client requests waiting for the loop
+	runtimeInputsPerProcessMax        = 4096                  // inputs taken before Process runs
+	runtimeConnInFlightMax            = 1024                  // requests of one connection awaiting their answer
+	runtimePeerQueueFramesMax         = 1024                  // outbound frames queued per peer
+	runtimePeerQueueBytesMax          = 64 << 20
+	runtimeConnsMax                   = 4096      // open connections, clients and peers
+	runtimeQueuedBytesMax             = 256 << 20 // request and frame bytes waiting for the loop
+	runtimeQueuedBytesUnit            = 64 << 10  // granularity of that budget
+	runtimeShutdownFlushTimeout       = 2 * time.Second
+	runtimeProtocolVersion            = 1
+	runtimeHelloTimeout               = 10 * time.Second
+	runtimeReconnectBackoffMin        = 20 * time.Millisecond
+	runtimeReconnectBackoffMax        = time.Second
+	runtimeDialTimeout                = time.Second
+	runtimeOutboundWriteTimeout       = 5 * time.Second
+	runtimeResponseWriteTimeout       = 30 * time.Second
+)
+
+// RuntimeConfig configures a Runtime: the Core's Config plus what only a
+// real process has (a data directory, sockets, a tick interval).
+type RuntimeConfig struct {
+	// Core configures the Core. Disk, Network and Clock are filled in by
+	// the runtime when nil; zero tick counts get the Runtime defaults above.
+	// Core.Nodes gives the peers' addresses: the transport dials them.
+	Core Config
+	// DataDir holds the node's raft logs and checkpoints (osdisk).
+	DataDir string
+	// Listen is the one TCP address clients and peers connect to
+	// (default 127.0.0.1:9092); port 0 picks a free port (see Addr).
+	Listen string
+	// Listener, when set, is used instead of listening on Listen.
+	Listener net.Listener
+	// Tick is the interval between Core.Tick calls (default 10 ms).
+	Tick time.Duration
+	// Logger receives the runtime's operational messages (nil: stderr).
+	Logger *log.Logger
+	// StatsInterval, when positive, logs the loop's counters this often:
+	// rounds, inputs, time inside Process, syncs, frames (for tuning).
+	StatsInterval time.Duration
+}
+
+// Runtime runs one Core in a real process: one goroutine (the loop) owns
+// the Core and is the only one to call it; readers, writers and the peer
+// transport talk to it through bounded channels. A Core error stops the
+// node (fail-stop): Done closes and Err says why.
+type Runtime struct {
+	cfg    RuntimeConfig
+	core   *Core
+	logger *log.Logger
+	ln     net.Listener
+	net    *runtimeNetwork
+
+	frames   chan runtimeFrame
+	requests chan runtimeRequest
+	budget   *runtimeBudget // bytes of frames and requests queued for the loop
+	stop     chan struct{}  // closed by Close: the loop exits
+	done     chan struct{}  // closed when the loop has exited and all is shut
+	stopOnce sync.Once
+
+	mu    sync.Mutex
+	conns map[*runtimeConn]struct{}
+	err   error // the fatal error, if any
+
+	wg sync.WaitGroup // accept loop and connection goroutines
+
+	loopStats runtimeLoopStats // owned by the loop
+}
+
+// runtimeLoopStats counts what the loop did since the last stats line.
+type runtimeLoopStats struct {
+	processCalls uint64
+	inputs       uint64
+	processTime  time.Duration
+	since        time.Time
+	core         Stats
+}
+
+// runtimeFrame is a peer's raft frame and the budget units it holds.
+type runtimeFrame struct {
+	frame  []byte
+	tokens int
+}
+
+// runtimeRequest is a decoded client request and the connection to answer on.
+type runtimeRequest struct {
+	req    *strandpb.Request
+	conn   *runtimeConn
+	tokens int // budget units held until the loop takes it
+}
+
+// runtimeBudget bounds the bytes waiting for the loop, in units of
+// runtimeQueuedBytesUnit: a reader takes the units of a frame before
+// queueing it and the loop gives them back once it has taken the frame.
+// Readers take units one at a time under mu, so two half-served readers
+// can never hold the whole budget between them.
+type runtimeBudget struct {
+	mu     sync.Mutex
+	tokens chan struct{}
+}
+
+func newRuntimeBudget() *runtimeBudget {
+	return &runtimeBudget{tokens: make(chan struct{}, runtimeQueuedBytesMax/runtimeQueuedBytesUnit)}
+}
+
+// acquire takes the units for n bytes, or gives up (returning them) when
+// done closes; it says how many it holds.
+func (b *runtimeBudget) acquire(n int, done <-chan struct{}) (int, bool) {
+	want := 1 + n/runtimeQueuedBytesUnit
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for held := 0; held < want; held++ {
+		select {
+		case b.tokens <- struct{}{}:
+		case <-done:
+			b.release(held)
+			return 0, false
+		}
+	}
+	return want, true
+}
+
+// release gives back units taken by acquire.
+func (b *runtimeBudget) release(units int) {
+	for range units {
+		<-b.tokens
+	}
+}
+
+// runtimeClock is the real Clock: monotonic time since the runtime started.
+type runtimeClock struct{ start time.Time }
+
+func (c runtimeClock) Monotonic() time.Duration { return time.Since(c.start) }
+func (c runtimeClock) Realtime() time.Time      { return time.Now() }
+
+// StartRuntime opens the Core on the data directory, starts listening and
+// starts the loop. The caller stops it with Close, and watches Done for a
+// fatal error.
+func StartRuntime(cfg RuntimeConfig) (*Runtime, error) {
+	r := &Runtime{
+		cfg:      cfg,
+		logger:   cfg.Logger,
+		frames:   make(chan runtimeFrame, runtimeFramesQueueMax),
+		requests: make(chan runtimeRequest, runtimeRequestsQueueMax),
+		budget:   newRuntimeBudget(),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+		conns:    make(map[*runtimeConn]struct{}),
+	}
+	if r.logger == nil {
+		r.logger = log.New(os.Stderr, fmt.Sprintf("strand node %d: ", cfg.Core.ID), log.LstdFlags|log.Lmicroseconds)
+	}
+	if r.cfg.Tick <= 0 {
+		r.cfg.Tick = RuntimeTickDefault
+	}
+	if err := r.fillCoreConfig(); err != nil {
+		return nil, err
+	}
+	ln := cfg.Listener
+	if ln == nil {
+		addr := cfg.Listen
+		if addr == "" {
+			addr = "127.0.0.1:9092"
+		}
+		var err error
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			r.net.close()
+			return nil, fmt.Errorf("node: listen on %s: %w", addr, err)
+		}
+	}
+	r.ln = ln
+	core, err := Open(r.cfg.Core)
+	if err != nil {
+		ln.Close()
+		r.net.close()
+		return nil, err
+	}
+	r.core = core
+	r.wg.Add(1)
+	go r.acceptLoop()
+	go r.loop()
+	return r, nil
+}
+
+// fillCoreConfig gives the Core the real Disk, Network and Clock.
+func (r *Runtime) fillCoreConfig() error {
+	c := &r.cfg.Core
+	if c.Disk == nil {
+		if r.cfg.DataDir == "" {
+			return errors.New("node: runtime: DataDir is required")
+		}
+		dir, err := filepath.Abs(r.cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		if c.Disk, err = osdisk.New(dir); err != nil {
+			return fmt.Errorf("node: data dir %s: %w", dir, err)
+		}
+	}
+	if c.Clock == nil {
+		c.Clock = runtimeClock{start: time.Now()}
+	}
+	if c.Rand == nil {
+		c.Rand = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(c.ID)))
+	}
+	if c.ElectionTicks == 0 && c.HeartbeatTicks == 0 {
+		c.ElectionTicks, c.HeartbeatTicks = RuntimeElectionTicksDefault, RuntimeHeartbeatTicksDefault
+	}
+	if c.RequestTimeoutTicks == 0 {
+		c.RequestTimeoutTicks = RuntimeRequestTimeoutTicksDefault
+	}
+	if c.TickDuration == 0 {
+		c.TickDuration = r.cfg.Tick
+	}
+	addrs := make(map[NodeID]string, len(c.Nodes))
+	for _, p := range c.Nodes {
+		addrs[p.ID] = p.Address
+	}
+	r.net = newRuntimeNetwork(c.ID, addrs, r.logger)
+	if c.Network == nil {
+		c.Network = r.net
+	}
+	return nil
+}
+
+// Addr is the address the runtime listens on.
+func (r *Runtime) Addr() net.Addr { return r.ln.Addr() }
+
+// Done is closed once the runtime has stopped, by Close or a fatal error.
+func (r *Runtime) Done() <-chan struct{} { return r.done }
+
+// Err is the fatal error that stopped the runtime; nil after a clean Close.
+func (r *Runtime) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+// Close stops accepting, fails the requests still waiting (ErrStopped),
+// closes the Core and every connection, and waits for all of it. It returns
+// the fatal error if the runtime had already failed.
+func (r *Runtime) Close() error {
+	r.stopOnce.Do(func() { close(r.stop) })
+	<-r.done
+	return r.Err()
+}
+
+// loop is the one goroutine that calls the Core: it takes a batch of
+// inputs (ticks, raft frames, client requests), then runs Process once, so
+// the inputs that arrive while Process syncs the disk share the next sync.
+func (r *Runtime) loop() {
+	ticker := time.NewTicker(r.cfg.Tick)
+	defer ticker.Stop()
+	var statsTicks <-chan time.Time
+	if r.cfg.StatsInterval > 0 {
+		t := time.NewTicker(r.cfg.StatsInterval)
+		defer t.Stop()
+		statsTicks = t.C
+	}
+	r.loopStats.since = time.Now()
+	for {
+		select {
+		case <-r.stop:
+			r.shutdown(nil)
+			return
+		case <-ticker.C:
+			r.core.Tick()
+		case f := <-r.frames:
+			r.receive(f)
+		case q := <-r.requests:
+			r.handle(q)
+		case <-statsTicks:
+			r.logStats()
+			continue
+		}
+		r.loopStats.inputs++
+		r.drainInputs(ticker.C)
+		start := time.Now()
+		err := r.core.Process()
+		r.loopStats.processTime += time.Since(start)
+		r.loopStats.processCalls++
+		if err != nil {
+			r.logger.Printf("fatal: %v; stopping (fail-stop)", err)
+			r.shutdown(fmt.Errorf("node: process: %w", err))
+			return
+		}
+	}
+}
+
+// drainInputs takes the inputs already waiting, at most
+// runtimeInputsPerProcessMax, without blocking.
+func (r *Runtime) drainInputs(ticks <-chan time.Time) {
+	for range runtimeInputsPerProcessMax {
+		select {
+		case <-ticks:
+			r.core.Tick()
+		case f := <-r.frames:
+			r.receive(f)
+		case q := <-r.requests:
+			r.handle(q)
+		default:
+			return
+		}
+		r.loopStats.inputs++
+	}
+}
+
+// logStats logs the loop's counters since the last call.
+func (r *Runtime) logStats() {
+	s, now, core := &r.loopStats, time.Now(), r.core.Stats()
+	elapsed := now.Sub(s.since)
+	r.logger.Printf("loop: %d rounds, %.1f inputs/round, %.0f%% of time in Process (%.2f ms/round); "+
+		"%d syncs, %d frames sent, %d frames received, %d peer frames dropped",
+		s.processCalls, float64(s.inputs)/float64(max(s.processCalls, 1)),
+		100*s.processTime.Seconds()/elapsed.Seconds(),
+		float64(s.processTime.Microseconds())/1000/float64(max(s.processCalls, 1)),
+		core.Syncs-s.core.Syncs, core.FramesSent-s.core.FramesSent, core.FramesReceived-s.core.FramesReceived,
+		r.net.droppedTotal())
+	*s = runtimeLoopStats{since: now, core: core}
+}
+
+// handle gives one client request to the Core; the answer goes to the
+// connection's writer.
+func (r *Runtime) handle(q runtimeRequest) {
+	r.budget.release(q.tokens)
+	conn := q.conn
+	r.core.Handle(q.req, func(resp *strandpb.Response) { conn.answer(resp) })
+}
+
+// receive gives one peer frame to the Core.
+func (r *Runtime) receive(f runtimeFrame) {
+	r.budget.release(f.tokens)
+	r.core.Receive(f.frame)
+}
+
+// shutdown runs on the loop: stop accepting, close the Core (failing what
+// waits, whose answers are queued to their connections), let writers flush
+// for a bounded time, close connections and the peer transport.
+func (r *Runtime) shutdown(fatal error) {
+	r.stopOnce.Do(func() { close(r.stop) }) // from here on register refuses connections
+	r.mu.Lock()
+	r.err = fatal
+	r.mu.Unlock()
+	r.ln.Close()
+	if err := r.core.Close(); err != nil && fatal == nil {
+		r.logger.Printf("close: %v", err)
+	}
+	r.failQueued()
+	r.closeConns()
+	r.net.close()
+	r.wg.Wait()
+	close(r.done)
+}
+
+// failQueued answers the requests still in the queue with UNAVAILABLE.
+func (r *Runtime) failQueued() {
+	for {
+		select {
+		case q := <-r.requests:
+			r.budget.release(q.tokens)
+			q.conn.answer(&strandpb.Response{CorrelationId: q.req.GetCorrelationId(), Error: &strandpb.Error{
+				Code: strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, Message: "node: shutting down"}})
+		default:
+			return
+		}
+	}
+}
+
+// closeConns lets each connection's writer flush what is queued (bounded
+// by runtimeShutdownFlushTimeout in all), then closes every connection.
+func (r *Runtime) closeConns() {
+	r.mu.Lock()
+	conns := make([]*runtimeConn, 0, len(r.conns))
+	for c := range r.conns {
+		conns = append(conns, c)
+	}
+	r.mu.Unlock()
+	deadline := time.Now().Add(runtimeShutdownFlushTimeout)
+	for _, c := range conns {
+		c.closeAfterFlush(deadline)
+	}
+	for _, c := range conns {
+		c.close("node shutting down")
+	}
+}

@@ -1,0 +1,319 @@
+package node
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strandlog/strand/proto/frame"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// runtimeRaftField is the field number of Request.raft (wire.proto).
+const runtimeRaftField = 30
+
+// runtimeConn is one accepted connection, from a client or a peer node. Its
+// reader decodes frames and hands them to the loop; its writer sends the
+// answers the loop queues. slots bounds the requests awaiting an answer, so
+// the answer queue (of the same capacity) never fills and the loop never
+// blocks on a slow client: a client that does not read stops being read.
+type runtimeConn struct {
+	r     *Runtime
+	nc    net.Conn
+	out   chan *strandpb.Response
+	slots chan struct{}
+	peer  NodeID // set by a peer's Hello: its raft frames are accepted
+
+	done      chan struct{} // closed by close
+	closeOnce sync.Once
+	draining  chan struct{} // closed by closeAfterFlush
+	drainOnce sync.Once
+	flushed   chan struct{} // closed by the writer once drained
+}
+
+// acceptLoop accepts connections until the listener closes.
+func (r *Runtime) acceptLoop() {
+	defer r.wg.Done()
+	for {
+		nc, err := r.ln.Accept()
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				r.logger.Printf("accept: %v; no longer accepting", err)
+			}
+			return
+		}
+		c := &runtimeConn{
+			r: r, nc: nc,
+			out:      make(chan *strandpb.Response, runtimeConnInFlightMax),
+			slots:    make(chan struct{}, runtimeConnInFlightMax),
+			done:     make(chan struct{}),
+			draining: make(chan struct{}),
+			flushed:  make(chan struct{}),
+		}
+		if !r.register(c) {
+			r.logger.Printf("refusing connection from %s: %d connections open", nc.RemoteAddr(), runtimeConnsMax)
+			nc.Close()
+			continue
+		}
+		r.wg.Add(2)
+		go c.readLoop()
+		go c.writeLoop()
+	}
+}
+
+// register records c unless the runtime is stopping or full.
+func (r *Runtime) register(c *runtimeConn) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case <-r.stop:
+		return false
+	default:
+	}
+	if len(r.conns) >= runtimeConnsMax {
+		return false
+	}
+	r.conns[c] = struct{}{}
+	return true
+}
+
+// close closes the connection once, logging why unless reason is "".
+func (c *runtimeConn) close(reason string) {
+	c.closeOnce.Do(func() {
+		if reason != "" {
+			c.r.logger.Printf("closing connection from %s: %s", c.nc.RemoteAddr(), reason)
+		}
+		close(c.done)
+		c.nc.Close()
+		c.r.mu.Lock()
+		delete(c.r.conns, c)
+		c.r.mu.Unlock()
+	})
+}
+
+// closeAfterFlush waits until the writer has sent what is queued, or the
+// deadline passes.
+func (c *runtimeConn) closeAfterFlush(deadline time.Time) {
+	c.drainOnce.Do(func() { close(c.draining) })
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case <-c.flushed:
+	case <-c.done:
+	case <-timer.C:
+	}
+}
+
+// answer queues resp for the writer. Called on the loop; never blocks: the
+// slot taken by the request guarantees room.
+func (c *runtimeConn) answer(resp *strandpb.Response) {
+	select {
+	case c.out <- resp:
+	default:
+		c.close("answer queue full (more answers than requests)")
+	}
+}
+
+// readLoop performs the handshake, then decodes frames until the
+// connection fails or the runtime stops.
+func (c *runtimeConn) readLoop() {
+	defer c.r.wg.Done()
+	br := bufio.NewReaderSize(c.nc, 64<<10)
+	if err := c.handshake(br); err != nil {
+		c.close(err.Error())
+		return
+	}
+	var buf []byte
+	for {
+		if c.peer != 0 {
+			buf = nil // a peer's frame goes to the loop as is: read each into its own buffer
+		}
+		payload, err := frame.Read(br, buf, frame.BytesMaxDefault)
+		if err != nil {
+			c.close(readFailure(err))
+			return
+		}
+		buf = payload
+		if err := c.dispatch(payload); err != nil {
+			c.close(err.Error())
+			return
+		}
+	}
+}
+
+// readFailure is the reason logged for a failed read: nothing for a clean
+// close by the other side.
+func readFailure(err error) string {
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+		return ""
+	}
+	return fmt.Sprintf("read: %v", err)
+}
+
+// dispatch hands one frame to the loop: a raft frame from a peer, else a
+// client request (which takes a slot until answered). It blocks while the
+// loop's queue or the connection's slots are full: backpressure.
+func (c *runtimeConn) dispatch(payload []byte) error {
+	if raftFrame, ok := runtimeRaftBytes(payload); ok {
+		if c.peer == 0 {
+			return errors.New("raft frame on a connection that is not from a peer")
+		}
+		tokens, ok := c.r.budget.acquire(len(raftFrame), c.done)
+		if !ok {
+			return nil
+		}
+		select {
+		case c.r.frames <- runtimeFrame{frame: raftFrame, tokens: tokens}: // payload is not reused: see readLoop
+		case <-c.done:
+			c.r.budget.release(tokens)
+		}
+		return nil
+	}
+	req := &strandpb.Request{}
+	if err := proto.Unmarshal(payload, req); err != nil {
+		return fmt.Errorf("malformed request: %v", err)
+	}
+	select {
+	case c.slots <- struct{}{}:
+	case <-c.done:
+		return nil
+	}
+	tokens, ok := c.r.budget.acquire(len(payload), c.done)
+	if !ok {
+		return nil
+	}
+	select {
+	case c.r.requests <- runtimeRequest{req: req, conn: c, tokens: tokens}:
+	case <-c.done:
+		c.r.budget.release(tokens)
+	}
+	return nil
+}
+
+// runtimeRaftBytes finds the RaftFrame bytes of a Request{raft} without
+// decoding them (the Core decodes them once, in Receive).
+func runtimeRaftBytes(b []byte) ([]byte, bool) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, false
+		}
+		b = b[n:]
+		if num == runtimeRaftField && typ == protowire.BytesType {
+			v, m := protowire.ConsumeBytes(b)
+			return v, m >= 0
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			return nil, false
+		}
+		b = b[m:]
+	}
+	return nil, false
+}
+
+// handshake reads the Hello and answers it; an unsupported version or a
+// first frame that is not a Hello is answered with an error, then closed.
+func (c *runtimeConn) handshake(br *bufio.Reader) error {
+	c.nc.SetReadDeadline(time.Now().Add(runtimeHelloTimeout))
+	var req strandpb.Request
+	if _, err := frame.Decode(br, nil, frame.BytesMaxDefault, &req); err != nil {
+		if readFailure(err) == "" {
+			return errors.New("closed before hello")
+		}
+		return fmt.Errorf("hello: %v", err)
+	}
+	c.nc.SetReadDeadline(time.Time{})
+	hello := req.GetHello()
+	resp := &strandpb.Response{CorrelationId: req.GetCorrelationId()}
+	var refused error
+	switch {
+	case hello == nil:
+		refused = errors.New("first frame is not a hello")
+		resp.Error = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, Message: refused.Error()}
+	case hello.GetVersionMin() > runtimeProtocolVersion || hello.GetVersionMax() < runtimeProtocolVersion:
+		refused = fmt.Errorf("unsupported protocol versions %d..%d (node speaks %d)",
+			hello.GetVersionMin(), hello.GetVersionMax(), runtimeProtocolVersion)
+		resp.Error = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_VERSION, Message: refused.Error()}
+	default:
+		c.peer = NodeID(hello.GetPeerNodeId())
+		resp.Body = &strandpb.Response_Hello{Hello: &strandpb.HelloResponse{
+			Version: runtimeProtocolVersion, NodeId: uint64(c.r.cfg.Core.ID)}}
+	}
+	out, err := frame.Append(nil, resp)
+	if err != nil {
+		return err
+	}
+	c.nc.SetWriteDeadline(time.Now().Add(runtimeHelloTimeout))
+	if _, err := c.nc.Write(out); err != nil {
+		return fmt.Errorf("hello answer: %v", err)
+	}
+	c.nc.SetWriteDeadline(time.Time{})
+	return refused
+}
+
+// writeLoop sends queued answers, flushing whenever the queue runs empty,
+// so pipelined answers share writes.
+func (c *runtimeConn) writeLoop() {
+	defer c.r.wg.Done()
+	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	var buf []byte
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-c.draining:
+			c.drain(bw, buf)
+			return
+		case resp := <-c.out:
+			var err error
+			if buf, err = c.write(bw, buf, resp); err != nil {
+				c.close(err.Error())
+				return
+			}
+		}
+	}
+}
+
+// write frames one answer and frees its slot; flushes when nothing else waits.
+func (c *runtimeConn) write(bw *bufio.Writer, buf []byte, resp *strandpb.Response) ([]byte, error) {
+	buf, err := frame.Append(buf[:0], resp)
+	if err != nil {
+		return buf, fmt.Errorf("cannot frame answer %d: %v", resp.GetCorrelationId(), err)
+	}
+	<-c.slots
+	c.nc.SetWriteDeadline(time.Now().Add(runtimeResponseWriteTimeout))
+	if _, err := bw.Write(buf); err != nil {
+		return buf, fmt.Errorf("write: %v", err)
+	}
+	if len(c.out) == 0 {
+		if err := bw.Flush(); err != nil {
+			return buf, fmt.Errorf("write: %v", err)
+		}
+	}
+	return buf, nil
+}
+
+// drain writes what is queued at shutdown, then signals flushed.
+func (c *runtimeConn) drain(bw *bufio.Writer, buf []byte) {
+	defer close(c.flushed)
+	for {
+		select {
+		case resp := <-c.out:
+			var err error
+			if buf, err = c.write(bw, buf, resp); err != nil {
+				return
+			}
+		default:
+			bw.Flush()
+			return
+		}
+	}
+}

@@ -1,0 +1,214 @@
+package node
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/strandlog/strand/proto/frame"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// runtimeNetwork is the real Network: per peer one outbound TCP connection
+// fed by a bounded queue. Send never blocks: a full queue drops the frame
+// (raft retransmits). Frames arrive at peers through their listener, as
+// Request{raft} after a Hello naming this node (see runtimeConn).
+type runtimeNetwork struct {
+	self   NodeID
+	logger *log.Logger
+	peers  map[NodeID]*runtimePeer // fixed at start: read without a lock
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// runtimePeer is the outbound side towards one peer.
+type runtimePeer struct {
+	net         *runtimeNetwork
+	id          NodeID
+	addr        string
+	queue       chan []byte
+	queuedBytes atomic.Int64
+	dropped     atomic.Uint64
+	stop        chan struct{}
+}
+
+var _ Network = (*runtimeNetwork)(nil)
+
+// newRuntimeNetwork starts one sender goroutine per peer (self excluded).
+func newRuntimeNetwork(self NodeID, addrs map[NodeID]string, logger *log.Logger) *runtimeNetwork {
+	n := &runtimeNetwork{self: self, logger: logger, peers: make(map[NodeID]*runtimePeer)}
+	ids := make([]NodeID, 0, len(addrs))
+	for id := range addrs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		if id == self {
+			continue
+		}
+		p := &runtimePeer{net: n, id: id, addr: addrs[id],
+			queue: make(chan []byte, runtimePeerQueueFramesMax), stop: make(chan struct{})}
+		n.peers[id] = p
+		n.wg.Add(1)
+		go p.run()
+	}
+	return n
+}
+
+// Send queues frame for the peer, or drops it when the queue is full or
+// the peer unknown.
+func (n *runtimeNetwork) Send(to NodeID, frame []byte) {
+	p := n.peers[to]
+	if p == nil {
+		return
+	}
+	if p.queuedBytes.Load()+int64(len(frame)) > runtimePeerQueueBytesMax {
+		p.dropped.Add(1)
+		return
+	}
+	select {
+	case p.queue <- frame:
+		p.queuedBytes.Add(int64(len(frame)))
+	default:
+		p.dropped.Add(1)
+	}
+}
+
+// droppedTotal is the number of frames dropped on full queues so far.
+func (n *runtimeNetwork) droppedTotal() uint64 {
+	var total uint64
+	for _, p := range n.peers {
+		total += p.dropped.Load()
+	}
+	return total
+}
+
+// close stops every sender and waits for them.
+func (n *runtimeNetwork) close() {
+	n.once.Do(func() {
+		for _, p := range n.peers {
+			close(p.stop)
+		}
+		n.wg.Wait()
+	})
+}
+
+// run connects, sends, and reconnects with backoff until stopped.
+func (p *runtimePeer) run() {
+	defer p.net.wg.Done()
+	backoff := runtimeReconnectBackoffMin
+	failing := false
+	for {
+		nc, err := p.dial()
+		if err != nil {
+			if !failing {
+				p.net.logger.Printf("peer %d at %s: %v; retrying", p.id, p.addr, err)
+				failing = true
+			}
+			timer := time.NewTimer(backoff)
+			select {
+			case <-p.stop:
+				timer.Stop()
+				return
+			case <-timer.C:
+			}
+			backoff = min(2*backoff, runtimeReconnectBackoffMax)
+			continue
+		}
+		if failing {
+			p.net.logger.Printf("peer %d at %s: connected", p.id, p.addr)
+		}
+		failing, backoff = false, runtimeReconnectBackoffMin
+		err = p.pump(nc)
+		nc.Close()
+		if err == nil {
+			return // stopped
+		}
+		p.net.logger.Printf("peer %d at %s: %v; reconnecting", p.id, p.addr, err)
+		failing = true
+	}
+}
+
+// dial connects and performs the Hello, naming this node as a peer.
+func (p *runtimePeer) dial() (net.Conn, error) {
+	nc, err := net.DialTimeout("tcp", p.addr, runtimeDialTimeout)
+	if err != nil {
+		return nil, err
+	}
+	nc.SetDeadline(time.Now().Add(runtimeDialTimeout))
+	hello := &strandpb.Request{Body: &strandpb.Request_Hello{Hello: &strandpb.HelloRequest{
+		VersionMin: runtimeProtocolVersion, VersionMax: runtimeProtocolVersion,
+		ClientId: fmt.Sprintf("strand-node-%d", p.net.self), PeerNodeId: uint64(p.net.self)}}}
+	out, err := frame.Append(nil, hello)
+	if err == nil {
+		_, err = nc.Write(out)
+	}
+	var resp strandpb.Response
+	if err == nil {
+		_, err = frame.Decode(nc, nil, frame.BytesMaxDefault, &resp)
+	}
+	if err == nil && resp.GetHello() == nil {
+		err = fmt.Errorf("hello refused: %v", resp.GetError().GetMessage())
+	}
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	nc.SetDeadline(time.Time{})
+	return nc, nil
+}
+
+// pump writes queued frames until a write fails (returned) or the network
+// stops (nil). A reader discards anything the peer sends and notices a
+// closed connection.
+func (p *runtimePeer) pump(nc net.Conn) error {
+	broken := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, nc)
+		close(broken)
+	}()
+	bw := bufio.NewWriterSize(nc, 256<<10)
+	var header []byte
+	for {
+		select {
+		case <-p.stop:
+			return nil
+		case <-broken:
+			return fmt.Errorf("connection closed by peer")
+		case f := <-p.queue:
+			p.queuedBytes.Add(-int64(len(f)))
+			header = runtimeRaftEnvelope(header[:0], len(f))
+			nc.SetWriteDeadline(time.Now().Add(runtimeOutboundWriteTimeout))
+			bw.Write(header)
+			if _, err := bw.Write(f); err != nil {
+				return err
+			}
+			if len(p.queue) == 0 {
+				if err := bw.Flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// runtimeRaftEnvelope appends the frame length prefix and the
+// Request.raft field header for a RaftFrame of frameBytes bytes: followed
+// by the frame itself this is a framed Request{raft: frame}, built without
+// re-marshalling the frame.
+func runtimeRaftEnvelope(dst []byte, frameBytes int) []byte {
+	var field []byte
+	field = protowire.AppendTag(field, runtimeRaftField, protowire.BytesType)
+	field = protowire.AppendVarint(field, uint64(frameBytes))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(field)+frameBytes))
+	return append(dst, field...)
+}
