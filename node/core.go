@@ -88,7 +88,26 @@ type Config struct {
 	PendingRequestsMax int
 	// Observer, when set, sees every entry a replica applies.
 	Observer ApplyObserver
+	// SyncLogs runs the log syncs of one Ready round and returns the error
+	// of the lowest-indexed sync that failed (nil when all succeeded). The
+	// syncs touch different logs and are independent, so they may run in
+	// any order or concurrently; SyncLogs must return only once every one
+	// it started has returned. nil: SyncLogsSequential, which the simulator
+	// and tests use (deterministic traces). The runtime runs them in
+	// parallel (the fsyncs of different files overlap on the device).
+	SyncLogs func(syncs []func() error) error
 	Bugs     Bugs
+}
+
+// SyncLogsSequential is the default Config.SyncLogs: the syncs in order,
+// stopping at the first error.
+func SyncLogsSequential(syncs []func() error) error {
+	for _, sync := range syncs {
+		if err := sync(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Acks selects when a produce completes (R12).
@@ -245,8 +264,10 @@ type Core struct {
 	closed         bool
 	stats          Stats
 
-	readies []groupReady // reused by processRound
-	outbox  []outFrame   // one frame per destination node per round
+	readies  []groupReady     // reused by processRound
+	syncs    []func() error   // reused by syncRound
+	outbox   []outFrame       // one frame per destination node per round
+	received []rawRaftMessage // reused by Receive
 
 	// completions queued by the current call, run at its end so callbacks
 	// (which may call back into the Core) see consistent state.

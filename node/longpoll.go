@@ -29,6 +29,10 @@ type fetchPart struct {
 	res      FetchResult
 	have     bool // res holds a result
 	inflight bool
+	// readTerm: the term this node led g in when it started the part's
+	// last read through ReadIndex (0: not leading), so a wake-up knows a
+	// leadership confirmation after the session began (see rereadParked).
+	readTerm uint64
 }
 
 // handleFetch starts a long-poll fetch session.
@@ -65,6 +69,12 @@ func (c *Core) fetchPart(s *fetchSession, i int) {
 	p := &s.parts[i]
 	p.inflight = true
 	s.pending++
+	p.readTerm = 0
+	if g := c.byTP[p.tp]; g != nil {
+		if _, term, leading := g.leadership(); leading {
+			p.readTerm = term
+		}
+	}
 	c.fetch(FetchRequest{TopicPartition: p.tp, Offset: p.offset, MaxBytes: p.maxBytes}, func(res FetchResult) {
 		c.partFetched(s, i, res)
 	})
@@ -166,12 +176,35 @@ func (c *Core) wakeParked(g *group) {
 		for i := range s.parts {
 			p := &s.parts[i]
 			if p.tp == g.tp && !p.inflight && p.have && hwm > p.res.HighWatermark {
-				c.fetchPart(s, i)
+				c.rereadParked(g, s, i)
 			}
 		}
 	}
 	clear(g.parked[len(kept):])
 	g.parked = kept
+}
+
+// rereadParked re-reads part i of a parked session woken by g's apply.
+// When this node has led g in one term since the part's last read, which
+// raft confirmed through ReadIndex after the session began, the part is
+// served from the applied state now, without another ReadIndex round: a
+// read may return any committed state at or past an index confirmed after
+// its invocation (every write acknowledged before the invocation is at or
+// below that index, and a newer leader, elected after the confirmation, can
+// only acknowledge writes placed after everything applied here). This saves
+// a heartbeat round trip per wake-up. Otherwise the part reads through
+// ReadIndex again.
+func (c *Core) rereadParked(g *group, s *fetchSession, i int) {
+	p := &s.parts[i]
+	_, term, leading := g.leadership()
+	if !leading || p.readTerm == 0 || term != p.readTerm || p.res.Err != nil || p.res.Leader != c.cfg.ID {
+		c.fetchPart(s, i)
+		return
+	}
+	p.inflight = true
+	s.pending++
+	res := c.read(g, FetchRequest{TopicPartition: p.tp, Offset: p.offset, MaxBytes: p.maxBytes})
+	c.completeFetch(func(res FetchResult) { c.partFetched(s, i, res) }, res)
 }
 
 // sessionGroupGone answers s when a group it reads is deleted.

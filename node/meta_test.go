@@ -721,3 +721,46 @@ func TestHandleStaticMode(t *testing.T) {
 		t.Fatalf("static init producer id: %v", resp)
 	}
 }
+
+// A parked long poll on the leader is answered by the same Process call
+// that applies the produce waking it: the re-read relies on the read index
+// its session already confirmed and takes no further heartbeat round.
+func TestHandleLongPollWakeNeedsNoReadIndexRound(t *testing.T) {
+	c := newMetaCluster(t, 14, 3, nil)
+	c.createTopic(1, "wake", 1, 3)
+	tp := TopicPartition{Topic: "wake", Partition: 0}
+	lead := c.leader(tp)
+	var fetched, produced *strandpb.Response
+	c.cores[lead].Handle(fetchReq(41, tp, 0, 1, 5000), func(r *strandpb.Response) { fetched = r })
+	c.tick(2)
+	if fetched != nil {
+		t.Fatalf("fetch answered before any data: %v", fetched)
+	}
+	batch := testBatch(t, "wake", 2)
+	c.cores[lead].Handle(produceReq(42, tp, batch), func(r *strandpb.Response) { produced = r })
+	for range 100 {
+		for _, id := range c.ids {
+			if err := c.cores[id].Process(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if produced != nil {
+			break
+		}
+		queue := c.queue
+		c.queue = nil
+		for _, e := range queue {
+			c.cores[e.to].Receive(e.frame)
+		}
+	}
+	if produced == nil || produced.GetProduce().GetPartitions()[0].GetError() != nil {
+		t.Fatalf("produce: %v", produced)
+	}
+	if fetched == nil {
+		t.Fatalf("woken fetch not answered with the apply that woke it")
+	}
+	fr := fetched.GetFetch().GetPartitions()
+	if len(fr) != 1 || len(fr[0].GetBatches()) != 1 || !bytes.Equal(fr[0].GetBatches()[0].GetRecords(), batch) || fr[0].GetHighWatermark() != 2 {
+		t.Fatalf("woken fetch: %v", fetched)
+	}
+}

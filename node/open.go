@@ -114,6 +114,9 @@ func (cfg *Config) setDefaults() error {
 	if cfg.Logger == nil {
 		cfg.Logger = discardLogger{}
 	}
+	if cfg.SyncLogs == nil {
+		cfg.SyncLogs = SyncLogsSequential
+	}
 	if cfg.TickDuration <= 0 {
 		cfg.TickDuration = tickDurationDefault
 	}

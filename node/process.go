@@ -9,8 +9,6 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/strandlog/strand/proto/strandpb"
 )
 
 // processRoundsMax bounds the Ready rounds of one Process call: a round's
@@ -27,10 +25,11 @@ type groupReady struct {
 	synced bool
 }
 
-// outFrame collects the raft messages for one destination node.
+// outFrame collects the raft messages for one destination node, sized as
+// they come and encoded into one exact-size buffer by sendFrames (frame.go).
 type outFrame struct {
 	to       NodeID
-	messages []*strandpb.RaftMessage
+	messages []raftFrameMessage
 }
 
 // Process runs Ready cycles until no group has work or processRoundsMax
@@ -71,10 +70,8 @@ func (c *Core) processRound() (int, error) {
 		}
 		c.readies = append(c.readies, gr)
 	}
-	for i := range c.readies {
-		if err := c.syncReady(&c.readies[i]); err != nil {
-			return 0, err
-		}
+	if err := c.syncRound(); err != nil {
+		return 0, err
 	}
 	for i := range c.readies {
 		gr := &c.readies[i]
@@ -109,29 +106,29 @@ func (c *Core) persist(gr *groupReady) error {
 		// Never sent: logs are not compacted and Receive drops MsgSnap.
 		panic(fmt.Sprintf("node: %s/%d: raft snapshot in Ready; snapshots are not supported", g.tp.Topic, g.tp.Partition))
 	}
+	hs := rd.HardState
+	if raft.IsEmptyHardState(hs) {
+		hs = nil
+	}
 	if len(rd.Entries) > 0 {
 		gr.acked = c.indexProposals(g, rd.Entries, gr.acked)
-		if err := g.log.Append(rd.Entries); err != nil {
-			return fmt.Errorf("node: %s/%d: append: %w", g.tp.Topic, g.tp.Partition, err)
-		}
-		gr.wrote = true
 	}
-	if !raft.IsEmptyHardState(rd.HardState) {
-		if err := g.log.SetHardState(rd.HardState); err != nil {
-			return fmt.Errorf("node: %s/%d: hard state: %w", g.tp.Topic, g.tp.Partition, err)
-		}
-		gr.wrote = true
+	if len(rd.Entries) == 0 && hs == nil {
+		return nil
 	}
+	// Entries then hard state, in one write when both are there.
+	if err := g.log.Save(rd.Entries, hs); err != nil {
+		return fmt.Errorf("node: %s/%d: save: %w", g.tp.Topic, g.tp.Partition, err)
+	}
+	gr.wrote = true
 	return nil
 }
 
-// syncReady makes a Ready durable when raft requires it (new entries, term
-// or vote). A commit-index-only hard state is not synced: raft recovers the
-// commit index from its peers.
-func (c *Core) syncReady(gr *groupReady) error {
-	if !gr.wrote || !gr.rd.MustSync {
-		return nil
-	}
+// syncRound makes the round's Readies durable where raft requires it (new
+// entries, term or vote), through Config.SyncLogs: the logs are independent,
+// so the runtime syncs them in parallel. A commit-index-only hard state is
+// not synced: raft recovers the commit index from its peers.
+func (c *Core) syncRound() error {
 	if c.cfg.Bugs.SkipFsync {
 		// Planted bug: raft is told the entries are stable (messages go
 		// out, the leader counts its own vote for the entry) while they sit
@@ -139,11 +136,35 @@ func (c *Core) syncReady(gr *groupReady) error {
 		// votes: committed data vanishes or a node votes twice in a term.
 		return nil
 	}
-	if err := gr.g.log.Sync(); err != nil {
-		return fmt.Errorf("node: %s/%d: sync: %w", gr.g.tp.Topic, gr.g.tp.Partition, err)
+	c.syncs = c.syncs[:0]
+	for i := range c.readies {
+		gr := &c.readies[i]
+		if !gr.wrote || !gr.rd.MustSync {
+			continue
+		}
+		g := gr.g
+		c.syncs = append(c.syncs, func() error {
+			if err := g.log.Sync(); err != nil {
+				return fmt.Errorf("node: %s/%d: sync: %w", g.tp.Topic, g.tp.Partition, err)
+			}
+			return nil
+		})
 	}
-	c.stats.Syncs++
-	gr.synced = true
+	if len(c.syncs) == 0 {
+		return nil
+	}
+	err := c.cfg.SyncLogs(c.syncs)
+	clear(c.syncs)
+	if err != nil {
+		return err
+	}
+	for i := range c.readies {
+		gr := &c.readies[i]
+		if gr.wrote && gr.rd.MustSync {
+			gr.synced = true
+			c.stats.Syncs++
+		}
+	}
 	return nil
 }
 
@@ -161,12 +182,8 @@ func (c *Core) queueMessages(g *group, msgs []*raftpb.Message) {
 			g.raw.ReportSnapshot(uint64(to), raft.SnapshotFailure)
 			continue
 		}
-		data, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
-		if err != nil {
-			panic(fmt.Sprintf("node: marshal raft message: %v", err))
-		}
 		f := c.frameTo(to)
-		f.messages = append(f.messages, &strandpb.RaftMessage{Topic: g.wire, Partition: g.tp.Partition, Message: data})
+		f.messages = append(f.messages, sizeRaftMessage(g.wire, g.tp.Partition, m))
 		c.stats.MessagesSent++
 	}
 }
@@ -187,12 +204,7 @@ func (c *Core) frameTo(to NodeID) *outFrame {
 func (c *Core) sendFrames() {
 	for i := range c.outbox {
 		f := &c.outbox[i]
-		frame := &strandpb.RaftFrame{FromNode: uint64(c.cfg.ID), Messages: f.messages}
-		data, err := proto.MarshalOptions{Deterministic: true}.Marshal(frame)
-		if err != nil {
-			panic(fmt.Sprintf("node: marshal raft frame: %v", err))
-		}
-		c.cfg.Network.Send(f.to, data)
+		c.cfg.Network.Send(f.to, encodeRaftFrame(c.cfg.ID, f.messages))
 		c.stats.FramesSent++
 	}
 	clear(c.outbox)

@@ -6,7 +6,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/engine/metadata"
-	"github.com/strandlog/strand/proto/strandpb"
 )
 
 // Stats counts what the core did with frames and messages, for tools and
@@ -31,33 +30,37 @@ func (c *Core) Stats() Stats { return c.stats }
 // groups. A frame that does not decode is dropped whole; a message for a
 // partition not hosted here, addressed to another node, or failing the
 // sanity checks is dropped alone. Nothing here is an error: the network
-// may deliver anything, late or twice.
+// may deliver anything, late or twice. Receive keeps no reference to
+// frame: the caller may reuse its buffer once Receive returns.
 func (c *Core) Receive(frame []byte) {
 	defer c.flush()
 	if c.closed {
 		return
 	}
 	c.stats.FramesReceived++
-	var f strandpb.RaftFrame
-	if err := proto.Unmarshal(frame, &f); err != nil || f.GetFromNode() == 0 || NodeID(f.GetFromNode()) == c.cfg.ID {
+	from, msgs, ok := parseRaftFrame(frame, c.received[:0])
+	c.received = msgs[:0]
+	if !ok || from == 0 || NodeID(from) == c.cfg.ID {
 		c.stats.FramesDropped++
+		clear(msgs)
 		return
 	}
-	from := NodeID(f.GetFromNode())
-	for _, rm := range f.GetMessages() {
-		c.receiveMessage(from, rm)
+	var topics topicCache
+	for i := range msgs {
+		c.receiveMessage(NodeID(from), topics.get(msgs[i].topic), &msgs[i])
 	}
+	clear(msgs) // keep no reference to the frame
 }
 
 // receiveMessage steps one raft message into its group.
-func (c *Core) receiveMessage(from NodeID, rm *strandpb.RaftMessage) {
-	g := c.routeMessage(rm.GetTopic(), rm.GetPartition())
+func (c *Core) receiveMessage(from NodeID, topic string, rm *rawRaftMessage) {
+	g := c.routeMessage(topic, rm.partition)
 	if g == nil {
 		c.stats.MessagesUnknownGroup++
 		return
 	}
 	var m raftpb.Message
-	if err := proto.Unmarshal(rm.GetMessage(), &m); err != nil || !c.saneMessage(g, from, &m) {
+	if err := proto.Unmarshal(rm.message, &m); err != nil || !c.saneMessage(g, from, &m) {
 		c.stats.MessagesDropped++
 		return
 	}

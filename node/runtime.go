@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/strandlog/strand/proto/strandpb"
@@ -104,6 +105,7 @@ type runtimeLoopStats struct {
 // runtimeFrame is a peer's raft frame and the budget units it holds.
 type runtimeFrame struct {
 	frame  []byte
+	buf    []byte // the buffer frame lies in, recycled after Receive
 	tokens int
 }
 
@@ -157,6 +159,43 @@ type runtimeClock struct{ start time.Time }
 
 func (c runtimeClock) Monotonic() time.Duration { return time.Since(c.start) }
 func (c runtimeClock) Realtime() time.Time      { return time.Now() }
+
+// runtimeSyncWorkersMax bounds the goroutines one round's log syncs run on.
+const runtimeSyncWorkersMax = 8
+
+// runtimeSyncLogs is the runtime's Config.SyncLogs: the syncs of a round run
+// concurrently on at most runtimeSyncWorkersMax goroutines (the loop is one
+// of them), so the fsyncs of different partition logs overlap and the file
+// system can share journal commits between them. It returns once every sync
+// has returned, with the error of the lowest-indexed failed sync.
+func runtimeSyncLogs(syncs []func() error) error {
+	if len(syncs) == 1 {
+		return syncs[0]()
+	}
+	errs := make([]error, len(syncs))
+	var next atomic.Int64
+	work := func() {
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= len(syncs) {
+				return
+			}
+			errs[i] = syncs[i]()
+		}
+	}
+	var wg sync.WaitGroup
+	for range min(len(syncs), runtimeSyncWorkersMax) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // StartRuntime opens the Core on the data directory, starts listening and
 // starts the loop. The caller stops it with Close, and watches Done for a
@@ -227,6 +266,9 @@ func (r *Runtime) fillCoreConfig() error {
 	}
 	if c.Rand == nil {
 		c.Rand = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(c.ID)))
+	}
+	if c.SyncLogs == nil {
+		c.SyncLogs = runtimeSyncLogs
 	}
 	if c.ElectionTicks == 0 && c.HeartbeatTicks == 0 {
 		c.ElectionTicks, c.HeartbeatTicks = RuntimeElectionTicksDefault, RuntimeHeartbeatTicksDefault
@@ -356,6 +398,7 @@ func (r *Runtime) handle(q runtimeRequest) {
 func (r *Runtime) receive(f runtimeFrame) {
 	r.budget.release(f.tokens)
 	r.core.Receive(f.frame)
+	putPeerBuf(f.buf)
 }
 
 // shutdown runs on the loop: stop accepting, close the Core (failing what

@@ -133,7 +133,10 @@ func (c *runtimeConn) readLoop() {
 	var buf []byte
 	for {
 		if c.peer != 0 {
-			buf = nil // a peer's frame goes to the loop as is: read each into its own buffer
+			// A peer's frame goes to the loop as is, so each is read into
+			// a buffer of its own, which the loop gives back to
+			// runtimePeerBufs once Core.Receive returned.
+			buf = getPeerBuf()
 		}
 		payload, err := frame.Read(br, buf, frame.BytesMaxDefault)
 		if err != nil {
@@ -146,6 +149,31 @@ func (c *runtimeConn) readLoop() {
 			return
 		}
 	}
+}
+
+// runtimePeerBufs recycles the buffers peer frames are read into: the loop
+// returns each after Core.Receive (which keeps no reference to a frame), so
+// a busy peer link does not allocate and zero a fresh buffer per frame.
+// Buffers above runtimePeerBufBytesMax are left to the GC.
+var runtimePeerBufs sync.Pool
+
+// runtimePeerBufBytesMax bounds the capacity of a pooled peer buffer.
+const runtimePeerBufBytesMax = 4 << 20
+
+// getPeerBuf returns a pooled buffer (length 0), or nil.
+func getPeerBuf() []byte {
+	if p, ok := runtimePeerBufs.Get().(*[]byte); ok {
+		return (*p)[:0]
+	}
+	return nil
+}
+
+// putPeerBuf gives a peer frame's buffer back once nothing refers to it.
+func putPeerBuf(buf []byte) {
+	if cap(buf) == 0 || cap(buf) > runtimePeerBufBytesMax {
+		return
+	}
+	runtimePeerBufs.Put(&buf)
 }
 
 // readFailure is the reason logged for a failed read: nothing for a clean
@@ -170,9 +198,10 @@ func (c *runtimeConn) dispatch(payload []byte) error {
 			return nil
 		}
 		select {
-		case c.r.frames <- runtimeFrame{frame: raftFrame, tokens: tokens}: // payload is not reused: see readLoop
+		case c.r.frames <- runtimeFrame{frame: raftFrame, buf: payload, tokens: tokens}: // payload is the loop's now: see readLoop
 		case <-c.done:
 			c.r.budget.release(tokens)
+			putPeerBuf(payload)
 		}
 		return nil
 	}

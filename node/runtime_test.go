@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -312,5 +313,33 @@ func TestRuntimeBudget(t *testing.T) {
 	b.release(held)
 	if got, ok := b.acquire(3*runtimeQueuedBytesUnit, never); !ok || got != 4 {
 		t.Fatalf("acquire after release: %d units, ok %v", got, ok)
+	}
+}
+
+// TestRuntimeSyncLogsRunsEverySyncAndReportsLowestError shows the runtime's
+// parallel SyncLogs runs every sync once and picks the lowest-indexed error.
+func TestRuntimeSyncLogsRunsEverySyncAndReportsLowestError(t *testing.T) {
+	for _, n := range []int{1, 2, 7, 8, 9, 40} {
+		var ran atomic.Int64
+		syncs := make([]func() error, n)
+		for i := range syncs {
+			syncs[i] = func() error {
+				ran.Add(1)
+				if i%3 == 2 {
+					return fmt.Errorf("sync %d failed", i)
+				}
+				return nil
+			}
+		}
+		err := runtimeSyncLogs(syncs)
+		if got := ran.Load(); got != int64(n) {
+			t.Fatalf("n=%d: %d syncs ran, want all", n, got)
+		}
+		if n < 3 && err != nil {
+			t.Fatalf("n=%d: unexpected error %v", n, err)
+		}
+		if n >= 3 && (err == nil || err.Error() != "sync 2 failed") {
+			t.Fatalf("n=%d: error %v, want the lowest index's (sync 2 failed)", n, err)
+		}
 	}
 }
