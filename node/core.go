@@ -262,7 +262,10 @@ type Core struct {
 	nextProposalID uint64
 	nextReadID     uint64
 	closed         bool
-	stats          Stats
+	// fatal is a storage failure found outside a write (a committed entry
+	// that cannot be read back); Process returns it: fail-stop.
+	fatal error
+	stats Stats
 
 	readies  []groupReady     // reused by processRound
 	syncs    []func() error   // reused by syncRound

@@ -318,3 +318,51 @@ func TestSameSeedSameFrames(t *testing.T) {
 		t.Fatalf("frame digests differ: %08x, %08x", a, b)
 	}
 }
+
+// A leader that cannot read a committed entry back from its own log fails
+// the fetch with ErrStorage and then fail-stops (Process returns the error)
+// rather than lead on and fail every such fetch forever.
+func TestUnreadableCommittedEntryIsFatal(t *testing.T) {
+	c := newCluster(t, 11, 3, replicated(3, "orders", 1), nil)
+	lead := c.leader(tp0)
+	if r := c.produce(lead, ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "u", 3)}); r.Err != nil {
+		t.Fatalf("produce: %+v", r)
+	}
+	c.settle()
+	for _, id := range c.ids { // restart everyone: reads now come from disk, not the tail cache
+		c.crash(id)
+		c.start(id)
+	}
+	lead = c.leader(tp0)
+	names, err := c.disks[lead].List(groupDir(tp0) + "/log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		c.disks[lead].FailReads(groupDir(tp0)+"/log/"+name, true)
+	}
+	var res *FetchResult
+	c.cores[lead].Fetch(FetchRequest{TopicPartition: tp0, Offset: 0, MaxBytes: 1 << 20}, func(r FetchResult) { res = &r })
+	for range 200 {
+		for _, id := range c.ids {
+			if err := c.cores[id].Process(); err != nil {
+				if id != lead || !errors.Is(err, ErrStorage) {
+					t.Fatalf("node %d: process: %v", id, err)
+				}
+				if res == nil || !errors.Is(res.Err, ErrStorage) {
+					t.Fatalf("fetch result %+v, want ErrStorage", res)
+				}
+				return
+			}
+		}
+		queue := c.queue
+		c.queue = nil
+		for _, e := range queue {
+			c.cores[e.to].Receive(e.frame)
+		}
+		for _, id := range c.ids {
+			c.cores[id].Tick()
+		}
+	}
+	t.Fatalf("leader never fail-stopped; fetch result %+v", res)
+}

@@ -178,13 +178,26 @@ func (c *Core) read(g *group, req FetchRequest) FetchResult {
 func (c *Core) readBatch(g *group, index uint64) ([]byte, error) {
 	entries, err := g.log.Entries(index, index+1, math.MaxUint64)
 	if err != nil || len(entries) != 1 {
-		return nil, fmt.Errorf("%w: %s/%d entry %d: %v", ErrStorage, g.tp.Topic, g.tp.Partition, index, err)
+		return nil, c.storageFailed(fmt.Errorf("%w: %s/%d entry %d: %v", ErrStorage, g.tp.Topic, g.tp.Partition, index, err))
 	}
 	batch, err := engine.EntryBatch(entries[0].GetData())
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s/%d entry %d: %w", ErrStorage, g.tp.Topic, g.tp.Partition, index, err)
+		return nil, c.storageFailed(fmt.Errorf("%w: %s/%d entry %d: %w", ErrStorage, g.tp.Topic, g.tp.Partition, index, err))
 	}
 	return batch, nil
+}
+
+// storageFailed records that a replica could not read committed data from
+// its own log (a failed read, or corruption raftlog detected) and returns
+// err for the request at hand. Such a replica must not go on leading: raft
+// never re-reads the entry, so the node would fail every fetch that needs it
+// forever. The next Process returns the error and the node fail-stops;
+// raftlog.Open then refuses the damaged log, and the healthy replicas serve.
+func (c *Core) storageFailed(err error) error {
+	if c.fatal == nil {
+		c.fatal = err
+	}
+	return err
 }
 
 // uncommittedTail serves planted bug FetchBeyondHighMark: the produce

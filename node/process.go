@@ -43,11 +43,17 @@ func (c *Core) Process() error {
 	if c.closed {
 		return ErrStopped
 	}
+	if c.fatal != nil {
+		return c.fatal
+	}
 	defer c.flush()
 	for round := 0; round < processRoundsMax; round++ {
 		n, err := c.processRound()
 		if err != nil {
 			return err
+		}
+		if c.fatal != nil {
+			return c.fatal
 		}
 		if n == 0 {
 			return nil
