@@ -1,0 +1,169 @@
+package simnet
+
+import (
+	"time"
+
+	"github.com/strandlog/strand/node"
+)
+
+// applyKey names one raft index of one group.
+type applyKey struct {
+	group int
+	index uint64
+}
+
+// termKey names one term of one group.
+type termKey struct {
+	group int
+	term  uint64
+}
+
+// checker holds the invariants checked at every step of a run.
+type checker struct {
+	w *world
+	// applied holds, per (group, index), a digest of the entry the first
+	// replica applied there (term and data): every other replica, and every
+	// re-application after a restart, must match it.
+	applied map[applyKey]uint64
+	// leaders holds the one leader of each (group, term) seen so far, from
+	// leaders' own status and from followers' view of their leader.
+	leaders map[termKey]node.NodeID
+	// hwms holds, per (group, applied raft index), the high-water mark of
+	// the first replica seen there: the engine state is a function of the
+	// applied prefix, so every replica and incarnation must agree.
+	hwms map[applyKey]int64
+	// leadersChecked: liveness mode checked for leaders after the heal.
+	leadersChecked bool
+}
+
+func newChecker(w *world) *checker {
+	return &checker{w: w, applied: make(map[applyKey]uint64), leaders: make(map[termKey]node.NodeID),
+		hwms: make(map[applyKey]int64)}
+}
+
+// entryDigest digests an applied entry's term and bytes.
+func entryDigest(term uint64, data []byte) uint64 {
+	h := newTraceHash()
+	h.u64(term)
+	h.bytes(data)
+	return h.sum
+}
+
+// onApply is every node's ApplyObserver: replicas that applied index i of
+// a group applied the same entry.
+func (c *checker) onApply(n *simNode, tp node.TopicPartition, index, term uint64, data []byte) {
+	g, ok := c.w.groupOf[tp]
+	if !ok {
+		c.w.fail("node %d applied an entry of unknown partition %v", n.id, tp)
+		return
+	}
+	d := entryDigest(term, data)
+	c.w.trace.u64(d)
+	k := applyKey{group: g, index: index}
+	if prev, seen := c.applied[k]; !seen {
+		c.applied[k] = d
+	} else if prev != d {
+		c.w.fail("partition %d index %d: node %d applied entry of term %d digest %016x, an earlier application was %016x",
+			g, index, n.id, term, d, prev)
+	}
+}
+
+// onStatus checks the status of a node that just processed an event: at
+// most one leader per term per group, and one high-water mark per applied
+// index.
+func (c *checker) onStatus(n *simNode, statuses []node.GroupStatus) {
+	if len(n.lastStatus) != len(statuses) {
+		n.lastStatus = make([]node.GroupStatus, len(statuses))
+	}
+	for i, s := range statuses {
+		if s == n.lastStatus[i] {
+			continue // checked already: only changes need checking
+		}
+		n.lastStatus[i] = s
+		g, ok := c.w.groupOf[s.TopicPartition]
+		if !ok {
+			c.w.fail("node %d reports unknown partition %v", n.id, s.TopicPartition)
+			continue
+		}
+		c.checkHighWatermark(n, g, s)
+		leader := s.Leader
+		if s.IsLeader {
+			if leader != 0 && leader != n.id {
+				c.w.fail("partition %d term %d: node %d is leader but names %d", g, s.Term, n.id, leader)
+			}
+			leader = n.id
+		}
+		if leader == 0 {
+			continue
+		}
+		k := termKey{group: g, term: s.Term}
+		if prev, seen := c.leaders[k]; !seen {
+			c.leaders[k] = leader
+		} else if prev != leader {
+			c.w.fail("partition %d term %d has two leaders: %d and %d (seen by node %d)", g, s.Term, prev, leader, n.id)
+		}
+	}
+}
+
+// onOpDone checks the liveness bound for an operation that just finished.
+func (c *checker) onOpDone(start, end time.Duration) {
+	wl := c.w.work
+	if c.w.opts.Profile != Liveness || !wl.healed {
+		return
+	}
+	if due := max(start, wl.healAt) + c.w.opts.LivenessBound; end > due {
+		c.w.fail("liveness: an operation started at %v finished at %v, after the bound %v", start, end, due)
+	}
+}
+
+// livenessCheck runs every quarter bound after the heal: at heal+bound every
+// partition must have a leader, and no operation may be pending longer
+// than the bound. A violation ends the run.
+func (c *checker) livenessCheck() {
+	w := c.w
+	bound := w.opts.LivenessBound
+	if w.now() >= w.work.healAt+bound && !c.leadersChecked {
+		c.leadersChecked = true
+		for g := range w.specs {
+			if !c.hasLeader(g) {
+				w.fail("liveness: partition %d has no leader %v after the heal", g, bound)
+				w.stop()
+			}
+		}
+	}
+	for _, cl := range w.clients {
+		if op := cl.op; op != nil && !cl.done && w.now() > max(op.start, w.work.healAt)+bound {
+			w.fail("liveness: client %d's operation on partition %d pending since %v (heal at %v)",
+				cl.index, op.partition, op.start, w.work.healAt)
+			w.stop()
+		}
+	}
+	w.sched.schedule(bound/4, &event{kind: evLivenessCheck, node: -1})
+}
+
+// hasLeader reports whether a live node leads group g.
+func (c *checker) hasLeader(g int) bool {
+	for _, n := range c.w.nodes {
+		if !n.up {
+			continue
+		}
+		for _, s := range n.core.Status() {
+			if c.w.groupOf[s.TopicPartition] == g && s.IsLeader {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkHighWatermark: replicas that applied the same prefix of a group
+// report the same high-water mark.
+func (c *checker) checkHighWatermark(n *simNode, g int, s node.GroupStatus) {
+	k := applyKey{group: g, index: s.AppliedIndex}
+	if prev, seen := c.hwms[k]; !seen {
+		c.hwms[k] = s.HighWatermark
+	} else if prev != s.HighWatermark {
+		c.w.fail("partition %d applied index %d: node %d reports high-water mark %d, another replica reported %d",
+			g, s.AppliedIndex, n.id, s.HighWatermark, prev)
+	}
+}

@@ -1,0 +1,376 @@
+package simnet
+
+import (
+	"strings"
+	"time"
+)
+
+// faultKind is one kind of fault the planner injects.
+type faultKind uint8
+
+const (
+	faultCrash faultKind = iota + 1
+	faultPartitionSym
+	faultPartitionAsym
+	faultIsolateLeader
+	faultBitFlip
+	faultFailRead
+	faultFailSync
+)
+
+// flipMarginBytes keeps bit flips this far before the end of a file, so
+// damage always lies inside a record followed by more synced data: the log
+// must report it as corruption, not mistake it for a torn tail and
+// silently drop an entry it acknowledged (which raft cannot survive on a
+// minority plus a crash, and which is outside this fault model).
+const flipMarginBytes = 4 << 10
+
+// healAction is a network fault to undo: the directed links it cut.
+type healAction struct {
+	links [][2]int
+}
+
+// planner injects the seed's fault mix: at exponentially distributed gaps
+// it picks a fault kind by weight and applies it, drawing only from the
+// faults stream (and the disk stream for crash damage).
+type planner struct {
+	w       *world
+	active  bool
+	weights []struct {
+		kind   faultKind
+		weight int
+	}
+	total int
+}
+
+func newPlanner(w *world) *planner {
+	f := w.opts.Faults
+	p := &planner{w: w}
+	add := func(k faultKind, weight int) {
+		if weight > 0 {
+			p.weights = append(p.weights, struct {
+				kind   faultKind
+				weight int
+			}{k, weight})
+			p.total += weight
+		}
+	}
+	add(faultCrash, f.Crash)
+	add(faultPartitionSym, f.PartitionSym)
+	add(faultPartitionAsym, f.PartitionAsym)
+	add(faultIsolateLeader, f.IsolateLeader)
+	if f.DamagedNodesMax > 0 {
+		add(faultBitFlip, f.BitFlip)
+		add(faultFailRead, f.FailRead)
+	}
+	add(faultFailSync, f.FailSync)
+	return p
+}
+
+// start schedules the first fault.
+func (p *planner) start() {
+	if p.total == 0 || p.w.opts.Faults.Interval <= 0 {
+		return
+	}
+	p.active = true
+	p.scheduleNext()
+}
+
+func (p *planner) scheduleNext() {
+	mean := float64(p.w.opts.Faults.Interval)
+	d := time.Duration(p.w.rngFault.ExpFloat64() * mean)
+	p.w.sched.schedule(d, &event{kind: evFault, node: -1})
+}
+
+// act injects one fault and schedules the next.
+func (p *planner) act() {
+	if !p.active {
+		return
+	}
+	r := p.w.rngFault
+	x := r.IntN(p.total)
+	kind := p.weights[len(p.weights)-1].kind
+	for _, wk := range p.weights {
+		if x < wk.weight {
+			kind = wk.kind
+			break
+		}
+		x -= wk.weight
+	}
+	p.w.traceNote(kindFault, -1, uint64(kind), 0)
+	switch kind {
+	case faultCrash:
+		p.crash()
+	case faultPartitionSym:
+		p.partitionSym()
+	case faultPartitionAsym:
+		p.partitionAsym()
+	case faultIsolateLeader:
+		p.isolateLeader()
+	case faultBitFlip:
+		p.bitFlip()
+	case faultFailRead:
+		p.failRead()
+	case faultFailSync:
+		p.failSync()
+	}
+	p.scheduleNext()
+}
+
+// liveNode picks a random live node, or nil.
+func (p *planner) liveNode() *simNode {
+	var live []*simNode
+	for _, n := range p.w.nodes {
+		if n.up {
+			live = append(live, n)
+		}
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	return live[p.w.rngFault.IntN(len(live))]
+}
+
+// crash crashes a live node and schedules its restart.
+func (p *planner) crash() {
+	if n := p.liveNode(); n != nil {
+		p.w.stats.Crashes++
+		p.w.crashNode(n, "fault")
+		p.w.scheduleRestart(n)
+	}
+}
+
+// cutFor cuts links for a drawn duration, then heals them.
+func (p *planner) cutFor(links [][2]int) {
+	if len(links) == 0 {
+		return
+	}
+	f := p.w.opts.Faults
+	p.w.stats.NetFaults++
+	for _, l := range links {
+		p.w.trace.u64(uint64(l[0])<<32 | uint64(l[1]))
+	}
+	p.w.net.addCuts(links, +1)
+	d := time.Duration(between(p.w.rngFault, int64(f.NetFaultMin), int64(f.NetFaultMax)))
+	p.w.sched.schedule(d, &event{kind: evHeal, node: -1, heal: &healAction{links: links}})
+}
+
+// heal undoes one network fault (unless everything was healed already).
+func (p *planner) heal(h *healAction) {
+	if p.active {
+		p.w.net.addCuts(h.links, -1)
+	}
+}
+
+// partitionSym splits the nodes into two non-empty sides that cannot talk.
+func (p *planner) partitionSym() {
+	n := len(p.w.nodes)
+	side := make([]bool, n)
+	for {
+		ones := 0
+		for i := range side {
+			side[i] = p.w.rngFault.IntN(2) == 1
+			if side[i] {
+				ones++
+			}
+		}
+		if ones > 0 && ones < n {
+			break
+		}
+	}
+	var links [][2]int
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			if side[i] != side[j] {
+				links = append(links, [2]int{i, j})
+			}
+		}
+	}
+	p.cutFor(links)
+}
+
+// partitionAsym cuts one direction only: a node's frames to some others
+// are lost while theirs still arrive (or the reverse).
+func (p *planner) partitionAsym() {
+	r := p.w.rngFault
+	n := len(p.w.nodes)
+	a := r.IntN(n)
+	inbound := r.IntN(2) == 1
+	var links [][2]int
+	for b := 0; b < n; b++ {
+		if b == a || r.IntN(3) == 0 {
+			continue
+		}
+		if inbound {
+			links = append(links, [2]int{b, a})
+		} else {
+			links = append(links, [2]int{a, b})
+		}
+	}
+	p.cutFor(links)
+}
+
+// isolateLeader cuts every link of the node leading a random partition.
+func (p *planner) isolateLeader() {
+	w := p.w
+	g := w.rngFault.IntN(len(w.specs))
+	leader, term := -1, uint64(0)
+	for _, n := range w.nodes {
+		if !n.up {
+			continue
+		}
+		for _, s := range n.core.Status() {
+			if w.groupOf[s.TopicPartition] == g && s.IsLeader && s.Term >= term {
+				leader, term = n.index, s.Term
+			}
+		}
+	}
+	if leader < 0 {
+		return
+	}
+	var links [][2]int
+	for b := range w.nodes {
+		if b != leader {
+			links = append(links, [2]int{leader, b}, [2]int{b, leader})
+		}
+	}
+	p.cutFor(links)
+}
+
+// damageable picks a node that may take disk damage without any group
+// having damaged replicas beyond a minority, or nil.
+func (p *planner) damageable() *simNode {
+	w := p.w
+	var ok []*simNode
+	for _, n := range w.nodes {
+		if n.dead {
+			continue
+		}
+		if n.damaged || p.damageFits(n) {
+			ok = append(ok, n)
+		}
+	}
+	if len(ok) == 0 {
+		return nil
+	}
+	n := ok[w.rngFault.IntN(len(ok))]
+	n.damaged = true
+	return n
+}
+
+// damageFits reports whether marking n damaged keeps every group's damaged
+// replicas at or below the budget.
+func (p *planner) damageFits(n *simNode) bool {
+	w := p.w
+	limit := w.opts.Faults.DamagedNodesMax
+	for _, s := range w.specs {
+		count, hosts := 0, false
+		for _, r := range s.Replicas {
+			m := w.nodes[int(r)-1]
+			hosts = hosts || m == n
+			if m.damaged {
+				count++
+			}
+		}
+		if hosts && count+1 > limit {
+			return false
+		}
+	}
+	return true
+}
+
+// logFiles lists the files of n's disk that hold synced log or checkpoint
+// data large enough to damage inside the margin, with their sizes.
+func (p *planner) logFiles(n *simNode) (names []string, sizes []int64) {
+	for _, name := range n.disk.Files() {
+		if !strings.HasPrefix(name, "p/") {
+			continue
+		}
+		f, err := n.disk.Open(name)
+		if err != nil {
+			continue
+		}
+		size, err := f.Size()
+		_ = f.Close()
+		if err == nil && size > flipMarginBytes {
+			names = append(names, name)
+			sizes = append(sizes, size)
+		}
+	}
+	return names, sizes
+}
+
+// bitFlip flips one bit inside a log or checkpoint file of a damageable node.
+func (p *planner) bitFlip() {
+	n := p.damageable()
+	if n == nil {
+		return
+	}
+	names, sizes := p.logFiles(n)
+	if len(names) == 0 {
+		return
+	}
+	r := p.w.rngFault
+	i := r.IntN(len(names))
+	off := r.Int64N(sizes[i] - flipMarginBytes)
+	n.disk.FlipBit(names[i], off, uint(r.IntN(8)))
+	n.flipped = true
+	p.w.stats.BitFlips++
+	p.w.traceNote(kindFault, n.index, uint64(faultBitFlip), hashString(names[i])^uint64(off))
+}
+
+// failRead makes reads of one of a damageable node's files fail until its
+// next restart attempt.
+func (p *planner) failRead() {
+	n := p.damageable()
+	if n == nil {
+		return
+	}
+	names, _ := p.logFiles(n)
+	if len(names) == 0 {
+		return
+	}
+	name := names[p.w.rngFault.IntN(len(names))]
+	n.disk.FailReads(name, true)
+	n.failReads = append(n.failReads, name)
+	p.w.stats.FailedReads++
+	p.w.traceNote(kindFault, n.index, uint64(faultFailRead), hashString(name))
+}
+
+// failSync makes a live node's next fsync fail: it must fail-stop.
+func (p *planner) failSync() {
+	if n := p.liveNode(); n != nil {
+		n.disk.FailSync(true)
+		n.failSync = true
+		p.w.stats.FailedSyncs++
+		p.w.traceNote(kindFault, n.index, uint64(faultFailSync), 0)
+	}
+}
+
+// healAll ends every fault (liveness mode): no more faults, every link up,
+// no drops or duplicates, transient disk faults cleared, and every crashed
+// node that can restart restarted.
+func (p *planner) healAll() {
+	w := p.w
+	if w.work.healed {
+		return
+	}
+	p.active = false
+	w.work.healed = true
+	w.work.healAt = w.now()
+	w.net.healAll()
+	for _, n := range w.nodes {
+		w.clearDiskFaults(n)
+		if !n.up && !n.dead {
+			w.startNode(n)
+		}
+	}
+	w.sched.schedule(w.opts.LivenessBound/4, &event{kind: evLivenessCheck, node: -1})
+}
+
+// hashString digests s for the trace.
+func hashString(s string) uint64 {
+	h := newTraceHash()
+	h.str(s)
+	return h.sum
+}

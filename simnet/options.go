@@ -1,0 +1,214 @@
+package simnet
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/strandlog/strand/node"
+)
+
+// Profile selects how faults evolve over a run.
+type Profile uint8
+
+// The profiles. Mixed picks Safety or Liveness per seed.
+const (
+	Safety   Profile = iota + 1 // faults throughout; safety checks only
+	Liveness                    // faults, then heal: progress and unseen are required
+	Mixed                       // each seed draws one of the two
+)
+
+// ParseProfile parses "safety", "liveness" or "mixed".
+func ParseProfile(s string) (Profile, error) {
+	switch s {
+	case "safety":
+		return Safety, nil
+	case "liveness":
+		return Liveness, nil
+	case "mixed":
+		return Mixed, nil
+	}
+	return 0, fmt.Errorf("simnet: unknown profile %q (safety, liveness, mixed)", s)
+}
+
+func (p Profile) String() string {
+	switch p {
+	case Safety:
+		return "safety"
+	case Liveness:
+		return "liveness"
+	case Mixed:
+		return "mixed"
+	}
+	return fmt.Sprintf("profile(%d)", uint8(p))
+}
+
+// ParseBug returns the Bugs with the planted bug name set; "" plants none.
+func ParseBug(name string) (node.Bugs, error) {
+	var b node.Bugs
+	switch name {
+	case "":
+	case "AckBeforeCommit":
+		b.AckBeforeCommit = true
+	case "SkipFsync":
+		b.SkipFsync = true
+	case "FetchBeyondHighMark":
+		b.FetchBeyondHighMark = true
+	case "ReapplyAfterRestart":
+		b.ReapplyAfterRestart = true
+	default:
+		return b, fmt.Errorf("simnet: unknown bug %q", name)
+	}
+	return b, nil
+}
+
+// BugNames lists the planted bugs ParseBug knows.
+var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "ReapplyAfterRestart"}
+
+// Faults is the fault mix of one run: which faults happen and how often.
+type Faults struct {
+	Interval        time.Duration // mean gap between fault actions; 0: none
+	Crash           int           // relative weights of the fault kinds
+	PartitionSym    int
+	PartitionAsym   int
+	IsolateLeader   int
+	BitFlip         int
+	FailRead        int
+	FailSync        int
+	RestartMin      time.Duration // a crashed node restarts after [min, max]
+	RestartMax      time.Duration
+	NetFaultMin     time.Duration // a network fault lasts [min, max]
+	NetFaultMax     time.Duration
+	ClockSkewMax    time.Duration // each node's Realtime is off by up to this
+	DamagedNodesMax int           // nodes allowed disk faults (each a minority of every group)
+}
+
+// Options is one run: the scenario, the workload and the fault mix.
+type Options struct {
+	Seed        uint64
+	Profile     Profile // Safety or Liveness (Mixed is resolved by Choose)
+	Nodes       int
+	Partitions  int
+	Replication int
+	Ops         int // logical client operations to issue
+	Producers   int
+	Consumers   int // sequential readers
+	Readers     int // random-offset readers
+	Bugs        node.Bugs
+
+	LatencyMin time.Duration // base one-way latency of a link, drawn per link
+	LatencyMax time.Duration
+	Jitter     time.Duration // extra per-message delay: reorders a link
+	DropRate   float64
+	DupRate    float64
+	Faults     Faults
+
+	// CheckpointEntries and SegmentBytesMax size the nodes' engine
+	// checkpoints and log segments small, so restarts restore checkpoints
+	// and logs roll within a run.
+	CheckpointEntries uint64
+	SegmentBytesMax   int64
+
+	TickInterval  time.Duration // Core.Tick period of every node
+	ClientTimeout time.Duration // a client gives up an attempt after this
+	OpDeadline    time.Duration // a producer gives up a logical op after this
+	HealAfter     float64       // liveness: fraction of Ops issued before healing
+	HealAfterMax  time.Duration // liveness: heal at this virtual time at the latest
+	LivenessBound time.Duration // liveness: leaders and pending ops within this after heal
+	// TimeLimit caps a run's virtual time: reaching it fails a liveness
+	// run; a safety run merely stops there (progress is not its concern).
+	TimeLimit time.Duration
+	// EventsMax bounds the events of a run: an event storm (a message
+	// loop between nodes) fails the seed instead of running forever.
+	EventsMax int64
+}
+
+// Standard returns the standard scenario for seed before the fault mix is
+// drawn: 3 nodes, 8 partitions, RF=3, about 2,000 client operations.
+func Standard(seed uint64, profile Profile) Options {
+	return Options{
+		Seed: seed, Profile: profile,
+		Nodes: 3, Partitions: 8, Replication: 3, Ops: 2000,
+		Producers: 6, Consumers: 3, Readers: 2,
+		TickInterval:  10 * time.Millisecond,
+		ClientTimeout: 300 * time.Millisecond,
+		OpDeadline:    8 * time.Second,
+		HealAfter:     0.5,
+		HealAfterMax:  10 * time.Second,
+		LivenessBound: 10 * time.Second,
+		TimeLimit:     60 * time.Second,
+		EventsMax:     200_000,
+	}
+}
+
+// Choose draws the seed's network and fault mix from the faults stream and
+// resolves a Mixed profile. The scenario fields of o are kept.
+func Choose(o Options) Options {
+	r := newStream(o.Seed, streamFaults)
+	if o.Profile == Mixed || o.Profile == 0 {
+		o.Profile = Safety
+		if r.IntN(2) == 1 {
+			o.Profile = Liveness
+		}
+	}
+	o.LatencyMin = time.Duration(between(r, 200, 1000)) * time.Microsecond
+	o.LatencyMax = o.LatencyMin + time.Duration(between(r, 0, 4000))*time.Microsecond
+	o.Jitter = time.Duration(between(r, 0, 3000)) * time.Microsecond
+	o.DropRate = pick(r, 0, 0, 0.01, 0.05)
+	o.DupRate = pick(r, 0, 0, 0.01, 0.05)
+	f := &o.Faults
+	f.Interval = time.Duration(pick(r, 0, 150, 300, 600, 1200)) * time.Millisecond
+	w := func() int { return int(pick(r, 0, 1, 2, 4)) }
+	f.Crash, f.PartitionSym, f.PartitionAsym, f.IsolateLeader = w(), w(), w(), w()
+	f.BitFlip, f.FailRead, f.FailSync = w(), w(), w()
+	f.RestartMin = time.Duration(between(r, 10, 200)) * time.Millisecond
+	f.RestartMax = f.RestartMin + time.Duration(between(r, 0, 1000))*time.Millisecond
+	f.NetFaultMin = time.Duration(between(r, 50, 300)) * time.Millisecond
+	f.NetFaultMax = f.NetFaultMin + time.Duration(between(r, 0, 1500))*time.Millisecond
+	f.ClockSkewMax = time.Duration(pick(r, 0, 0, 50, 5000)) * time.Millisecond
+	f.DamagedNodesMax = (o.Replication - 1) / 2
+	o.CheckpointEntries = pick[uint64](r, 16, 64, 256)
+	o.SegmentBytesMax = pick[int64](r, 8<<10, 32<<10, 64<<10)
+	return o
+}
+
+// pick returns one of the values, uniformly.
+func pick[T any](r *rand.Rand, values ...T) T { return values[r.IntN(len(values))] }
+
+// String prints the options a seed chose, on one line.
+func (o Options) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed=%d profile=%s nodes=%d partitions=%d rf=%d ops=%d", o.Seed, o.Profile,
+		o.Nodes, o.Partitions, o.Replication, o.Ops)
+	fmt.Fprintf(&b, " checkpoint=%d segment=%d", o.CheckpointEntries, o.SegmentBytesMax)
+	fmt.Fprintf(&b, " latency=%v..%v jitter=%v drop=%g dup=%g", o.LatencyMin, o.LatencyMax, o.Jitter,
+		o.DropRate, o.DupRate)
+	f := o.Faults
+	fmt.Fprintf(&b, " faults{every=%v crash=%d sym=%d asym=%d isolate=%d flip=%d failread=%d failsync=%d",
+		f.Interval, f.Crash, f.PartitionSym, f.PartitionAsym, f.IsolateLeader, f.BitFlip, f.FailRead, f.FailSync)
+	fmt.Fprintf(&b, " restart=%v..%v net=%v..%v skew=%v}", f.RestartMin, f.RestartMax, f.NetFaultMin,
+		f.NetFaultMax, f.ClockSkewMax)
+	if bug := o.BugName(); bug != "" {
+		fmt.Fprintf(&b, " bug=%s", bug)
+	}
+	return b.String()
+}
+
+// BugName names the planted bug of o, or "" when none.
+func (o Options) BugName() string {
+	var names []string
+	if o.Bugs.AckBeforeCommit {
+		names = append(names, "AckBeforeCommit")
+	}
+	if o.Bugs.SkipFsync {
+		names = append(names, "SkipFsync")
+	}
+	if o.Bugs.FetchBeyondHighMark {
+		names = append(names, "FetchBeyondHighMark")
+	}
+	if o.Bugs.ReapplyAfterRestart {
+		names = append(names, "ReapplyAfterRestart")
+	}
+	return strings.Join(names, ",")
+}

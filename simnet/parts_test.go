@@ -1,0 +1,76 @@
+package simnet
+
+import (
+	"testing"
+	"time"
+)
+
+// Events fire in time order, and events at the same time in the order
+// they were scheduled.
+func TestSchedulerOrdersByTimeThenSequence(t *testing.T) {
+	var s scheduler
+	for i, d := range []time.Duration{5, 1, 5, 3, 1} {
+		s.schedule(d, &event{node: i})
+	}
+	var got []int
+	for s.queue.Len() > 0 {
+		got = append(got, s.next().node)
+	}
+	want := []int{1, 4, 3, 0, 2}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("order %v, want %v", got, want)
+		}
+	}
+	if s.now != 5 {
+		t.Fatalf("now = %v after the last event at 5", s.now)
+	}
+}
+
+// Overlapping network faults heal independently: a link stays cut until
+// every fault that cut it healed.
+func TestNetworkCutsHealIndependently(t *testing.T) {
+	o := Choose(Standard(1, Safety))
+	n := newNetwork(newStream(1, streamNetwork), 3, 1, &o)
+	a := [][2]int{{0, 1}, {1, 0}}
+	b := [][2]int{{0, 1}}
+	n.addCuts(a, +1)
+	n.addCuts(b, +1)
+	n.addCuts(a, -1)
+	if !n.isCut(0, 1) || n.isCut(1, 0) {
+		t.Fatalf("after healing a: 0→1 cut=%v (want true), 1→0 cut=%v (want false)", n.isCut(0, 1), n.isCut(1, 0))
+	}
+	n.addCuts(b, -1)
+	if n.isCut(0, 1) {
+		t.Fatal("0→1 still cut after both faults healed")
+	}
+}
+
+// A seed's options are a function of the seed alone.
+func TestChooseIsDeterministic(t *testing.T) {
+	for seed := uint64(1); seed <= 50; seed++ {
+		a, b := Choose(Standard(seed, Mixed)), Choose(Standard(seed, Mixed))
+		if a.String() != b.String() {
+			t.Fatalf("seed %d: %s vs %s", seed, a, b)
+		}
+		if a.Profile != Safety && a.Profile != Liveness {
+			t.Fatalf("seed %d: mixed not resolved: %s", seed, a.Profile)
+		}
+	}
+}
+
+// With 3 nodes at RF=3 only one node may ever take disk damage: two damaged
+// replicas would be a majority of every group.
+func TestDiskDamageStaysInAMinority(t *testing.T) {
+	o := Choose(Standard(1, Safety))
+	w := newWorld(o, newRefCluster().open)
+	first := w.planner.damageable()
+	if first == nil {
+		t.Fatal("no node may take damage")
+	}
+	for i := 0; i < 20; i++ {
+		if n := w.planner.damageable(); n != first {
+			t.Fatalf("damage moved to %v after node %d", n, first.id)
+		}
+	}
+}

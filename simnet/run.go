@@ -1,0 +1,137 @@
+package simnet
+
+import (
+	"fmt"
+	"time"
+)
+
+// Trace record kinds for happenings that are not queue events.
+const (
+	kindNodeOpen  uint64 = 100
+	kindNodeCrash uint64 = 101
+	kindNodeError uint64 = 102
+	kindNodePanic uint64 = 103
+	kindFault     uint64 = 104
+)
+
+// traceEvent folds one processed event into the trace hash: its time,
+// kind, target and a digest of its payload.
+func (w *world) traceEvent(e *event) {
+	h := &w.trace
+	h.u64(uint64(e.at))
+	h.u64(uint64(e.kind))
+	h.u64(uint64(int64(e.node)))
+	h.u64(uint64(int64(e.from)))
+	switch {
+	case e.frame != nil:
+		h.u64(hashBytes(e.frame))
+	case e.request != nil:
+		h.u64(e.request.digest())
+	case e.reply != nil:
+		h.u64(e.reply.digest())
+	}
+}
+
+// traceNote folds a non-event happening (open, crash, fault) into the hash.
+func (w *world) traceNote(kind uint64, nodeIndex int, a, b uint64) {
+	h := &w.trace
+	h.u64(uint64(w.sched.now))
+	h.u64(kind)
+	h.u64(uint64(int64(nodeIndex)))
+	h.u64(a)
+	h.u64(b)
+}
+
+// run processes events until the workload is done, the queue empties or the
+// time limit passes.
+func (w *world) run() {
+	for _, n := range w.nodes {
+		w.startNode(n)
+	}
+	w.work.start()
+	w.planner.start()
+	if w.opts.Profile == Liveness {
+		w.sched.schedule(w.opts.HealAfterMax, &event{kind: evLivenessHeal, node: -1})
+	}
+	for !w.stopped && w.sched.queue.Len() > 0 {
+		e := w.sched.next()
+		if e.at > w.opts.TimeLimit {
+			w.stats.TimeLimited = true
+			if w.opts.Profile == Liveness {
+				w.fail("time limit %v reached with work pending", w.opts.TimeLimit)
+			}
+			break
+		}
+		w.events++
+		if w.events > w.opts.EventsMax {
+			w.fail("event budget %d exhausted at virtual time %v: an event storm (%s)", w.opts.EventsMax, w.now(), w.stats)
+			break
+		}
+		w.traceEvent(e)
+		w.dispatch(e)
+	}
+}
+
+// dispatch performs one event.
+func (w *world) dispatch(e *event) {
+	switch e.kind {
+	case evTick:
+		n := w.nodes[e.node]
+		if !n.up || n.incarnation != e.incarnation {
+			return
+		}
+		w.guardCall(n, n.core.Tick)
+		w.process(n)
+		if n.up && n.incarnation == e.incarnation {
+			w.sched.schedule(w.opts.TickInterval, &event{kind: evTick, node: e.node, incarnation: e.incarnation})
+		}
+	case evFrame:
+		n := w.nodes[e.node]
+		if !n.up || w.net.isCut(e.from, e.node) {
+			return
+		}
+		w.guardCall(n, func() { n.core.Receive(e.frame) })
+		w.process(n)
+	case evClientRequest:
+		w.deliverRequest(e)
+	case evClientReply:
+		e.client.onReply(e.reply)
+	case evClientWake:
+		e.client.onWake(e.wake)
+	case evFault:
+		w.planner.act()
+	case evRestart:
+		n := w.nodes[e.node]
+		n.restartDue = false
+		if !n.up && !n.dead {
+			w.startNode(n)
+			if !n.up && !n.dead {
+				w.scheduleRestart(n)
+			}
+		}
+	case evHeal:
+		w.planner.heal(e.heal)
+	case evLivenessHeal:
+		w.planner.healAll()
+	case evLivenessCheck:
+		w.checker.livenessCheck()
+	default:
+		panic(fmt.Sprintf("simnet: unknown event kind %d", e.kind))
+	}
+}
+
+// guardCall runs a core method under guard; a panic under disk faults
+// fail-stops the node.
+func (w *world) guardCall(n *simNode, fn func()) {
+	if w.guard(n, fn) {
+		w.stats.FailStops++
+		w.crashNode(n, "panic under disk fault")
+		w.scheduleRestart(n)
+	}
+}
+
+// stop ends the run after the current event.
+func (w *world) stop() { w.stopped = true }
+
+// now is the current virtual time.
+func (w *world) now() time.Duration { return w.sched.now }

@@ -1,0 +1,97 @@
+// Package simnet is Strand's deterministic simulator: one goroutine runs a
+// cluster of node.Cores, their disks (memdisk), their network and their
+// clients in virtual time, injects the faults a seed chooses, and checks
+// every step and the final history (linearizability). A failing seed
+// replays bit for bit.
+//
+// etcd raft draws election timeouts from crypto/rand, so runs are only
+// deterministic inside go test after testing/cryptotest.SetGlobalRandom
+// (see sim_test.go, which is the entry point: go test ./simnet -run TestSim).
+package simnet
+
+import (
+	"fmt"
+	"path/filepath"
+	"runtime/debug"
+	"time"
+
+	"github.com/strandlog/strand/linearizability"
+	"github.com/strandlog/strand/node"
+)
+
+// PorcupineTimeout bounds each linearizability check; running out of time
+// fails the seed (inconclusive is never a pass).
+const PorcupineTimeout = 30 * time.Second
+
+// Result is the outcome of one seed.
+type Result struct {
+	Options  Options
+	Ops      int           // operations recorded in the history
+	Events   int64         // events processed
+	Hash     uint64        // trace hash: equal for equal runs
+	Virtual  time.Duration // virtual time the run lasted
+	Stats    Stats
+	Failures []string
+}
+
+// Failed reports whether any check failed.
+func (r Result) Failed() bool { return len(r.Failures) > 0 }
+
+// Run simulates o (already through Choose) against node.Core and checks
+// it; a failing linearizability check writes its visualization to vizDir
+// (none when empty).
+func Run(o Options, vizDir string) Result {
+	return run(o, vizDir, openNode)
+}
+
+// openNode opens a real node.Core.
+func openNode(cfg node.Config) (core, error) {
+	c, err := node.Open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// run simulates o with cores from open. A panic anywhere (a broken
+// invariant in a core) fails the seed with its stack.
+func run(o Options, vizDir string, open openFunc) (res Result) {
+	w := newWorld(o, open)
+	defer func() {
+		if r := recover(); r != nil {
+			res = w.result()
+			res.Failures = append(res.Failures, fmt.Sprintf("t=%v: panic: %v\n%s", w.now(), r, debug.Stack()))
+		}
+	}()
+	w.run()
+	w.finalChecks(vizDir)
+	return w.result()
+}
+
+// result summarises the run so far.
+func (w *world) result() Result {
+	return Result{
+		Options:  w.opts,
+		Ops:      w.hist.h.Len(),
+		Events:   w.events,
+		Hash:     w.trace.sum,
+		Virtual:  w.now(),
+		Stats:    w.stats,
+		Failures: append([]string(nil), w.failures...),
+	}
+}
+
+// finalChecks runs the history checks once the run ended.
+func (w *world) finalChecks(vizDir string) {
+	if w.failureCount > failuresKept {
+		w.failures = append(w.failures, fmt.Sprintf("... and %d more step failures", w.failureCount-failuresKept))
+	}
+	drained := w.work.drained
+	opts := linearizability.Options{FinalDrain: drained, Timeout: PorcupineTimeout}
+	if vizDir != "" {
+		opts.VizPath = filepath.Join(vizDir, fmt.Sprintf("seed-%d.html", w.opts.Seed))
+	}
+	if err := linearizability.Check(w.hist.h, opts).Err(); err != nil {
+		w.failures = append(w.failures, err.Error())
+	}
+}

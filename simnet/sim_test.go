@@ -1,0 +1,197 @@
+package simnet
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"testing"
+	"testing/cryptotest"
+	"time"
+)
+
+// Flags of the seed runner (go test ./simnet -run '^TestSim$' -sim.seeds=N ...).
+var (
+	flagSeeds     = flag.Int("sim.seeds", 200, "number of seeds to run")
+	flagSeedStart = flag.Uint64("sim.seed-start", 1, "first seed")
+	flagProfile   = flag.String("sim.profile", "mixed", "fault profile: safety, liveness or mixed")
+	flagBug       = flag.String("sim.bug", "", "planted bug to enable: "+strings.Join(BugNames, ", "))
+	flagOut       = flag.String("sim.out", "", "directory for Porcupine visualizations of failing seeds")
+	flagVerbose   = flag.Bool("sim.v", false, "print every seed's options and figures")
+	flagNodes     = flag.Int("sim.nodes", 3, "nodes in the cluster (3 to 5)")
+	flagParts     = flag.Int("sim.partitions", 8, "partitions of the topic (RF=3)")
+)
+
+// seedOptions builds seed's options: the standard scenario, the profile
+// and bug asked for, and the fault mix drawn from the seed.
+func seedOptions(t *testing.T, seed uint64, profile, bug string) Options {
+	p, err := ParseProfile(profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bugs, err := ParseBug(bug)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := Standard(seed, p)
+	base.Nodes, base.Partitions = *flagNodes, *flagParts
+	o := Choose(base)
+	o.Bugs = bugs
+	return o
+}
+
+// runSeed runs one seed in its own subtest with crypto/rand seeded, so
+// raft's election timeouts replay.
+func runSeed(t *testing.T, o Options, vizDir string) Result {
+	var res Result
+	t.Run(fmt.Sprintf("seed=%d", o.Seed), func(t *testing.T) {
+		cryptotest.SetGlobalRandom(t, o.Seed)
+		res = Run(o, vizDir)
+		t.Logf("%s\n  ops=%d events=%d virtual=%v hash=%016x %s", res.Options, res.Ops, res.Events, res.Virtual,
+			res.Hash, res.Stats)
+	})
+	return res
+}
+
+// replayCommand is the command that replays seed under the given flags.
+func replayCommand(seed uint64, profile, bug string) string {
+	cmd := fmt.Sprintf("go test ./simnet -run '^TestSim$' -count=1 -v -sim.seed-start=%d -sim.seeds=1 -sim.profile=%s",
+		seed, profile)
+	if *flagNodes != 3 || *flagParts != 8 {
+		cmd += fmt.Sprintf(" -sim.nodes=%d -sim.partitions=%d", *flagNodes, *flagParts)
+	}
+	if bug != "" {
+		cmd += " -sim.bug=" + bug
+	}
+	return cmd
+}
+
+// TestSim runs -sim.seeds seeds from -sim.seed-start one after another,
+// fails on any failing seed (printing its replay command), and closes with
+// the summary line whose hash combines every seed's trace hash in order.
+func TestSim(t *testing.T) {
+	// Seeds allocate many short-lived small objects on a small heap: a
+	// lazier collector saves about a third of the CPU.
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	if *flagOut != "" {
+		if err := os.MkdirAll(*flagOut, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seeds := *flagSeeds
+	if testing.Short() && !flagSet("sim.seeds") {
+		seeds = 20
+	}
+	combined := newTraceHash()
+	failed, ops, events := 0, int64(0), int64(0)
+	start, cpuStart := time.Now(), cpuTime()
+	for i := 0; i < seeds; i++ {
+		o := seedOptions(t, *flagSeedStart+uint64(i), *flagProfile, *flagBug)
+		res := runSeed(t, o, *flagOut)
+		combined.u64(res.Hash)
+		ops += int64(res.Ops)
+		events += res.Events
+		if *flagVerbose {
+			fmt.Printf("sim: %s\n  ops=%d events=%d virtual=%v hash=%016x %s\n", res.Options, res.Ops, res.Events,
+				res.Virtual, res.Hash, res.Stats)
+		}
+		if res.Failed() {
+			failed++
+			fmt.Printf("sim: FAIL seed=%d %s\n  %s\n  replay: %s\n", o.Seed, res.Options,
+				strings.Join(res.Failures, "\n  "), replayCommand(o.Seed, *flagProfile, *flagBug))
+		}
+	}
+	if *flagVerbose {
+		wall, cpu := time.Since(start), cpuTime()-cpuStart
+		fmt.Printf("sim: wall=%v cpu=%v: %.0f seeds per CPU-minute, %.0f per wall minute\n",
+			wall.Round(time.Millisecond), cpu.Round(time.Millisecond), float64(seeds)/cpu.Minutes(), float64(seeds)/wall.Minutes())
+	}
+	fmt.Printf("sim: seeds=%d failed=%d ops=%d events=%d hash=%016x\n", seeds, failed, ops, events, combined.sum)
+	if failed > 0 {
+		t.Fail()
+	}
+}
+
+// cpuTime is the CPU time this process used so far (user + system).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// flagSet reports whether the named flag was given on the command line.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// The same seed gives the same trace hash twice; different seeds differ.
+func TestSimDeterministic(t *testing.T) {
+	a := runSeed(t, seedOptions(t, 11, "mixed", ""), "")
+	b := runSeed(t, seedOptions(t, 11, "mixed", ""), "")
+	c := runSeed(t, seedOptions(t, 12, "mixed", ""), "")
+	if a.Hash != b.Hash || a.Events != b.Events || a.Ops != b.Ops {
+		t.Fatalf("seed 11 twice: hash %016x/%016x events %d/%d ops %d/%d", a.Hash, b.Hash, a.Events, b.Events, a.Ops, b.Ops)
+	}
+	if a.Hash == c.Hash {
+		t.Fatalf("seeds 11 and 12 share trace hash %016x", a.Hash)
+	}
+}
+
+// Each planted bug is caught within 200 seeds: the checks can fail.
+func TestSimCatchesPlantedBugs(t *testing.T) {
+	const seedsMax = 200
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	for _, bug := range BugNames {
+		t.Run(bug, func(t *testing.T) {
+			for seed := uint64(1); seed <= seedsMax; seed++ {
+				res := runSeed(t, seedOptions(t, seed, "mixed", bug), "")
+				if res.Failed() {
+					t.Logf("%s caught at seed %d (%d seeds): %s", bug, seed, seed, firstLine(res.Failures[0]))
+					return
+				}
+			}
+			t.Errorf("%s not caught in %d seeds", bug, seedsMax)
+		})
+	}
+}
+
+// firstLine is s up to its first newline.
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// Every fault kind is injected within the first seeds, and every injected
+// node failure is followed by a restart: the fault planner is not idle.
+func TestSimInjectsEveryFault(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	var total Stats
+	for seed := uint64(1); seed <= 15; seed++ {
+		res := runSeed(t, seedOptions(t, seed, "mixed", ""), "")
+		s := res.Stats
+		total.Crashes += s.Crashes
+		total.FailStops += s.FailStops
+		total.Restarts += s.Restarts
+		total.NetFaults += s.NetFaults
+		total.BitFlips += s.BitFlips
+		total.FailedReads += s.FailedReads
+		total.FailedSyncs += s.FailedSyncs
+		total.DeadNodes += s.DeadNodes
+	}
+	t.Logf("seeds 1-15: %s", total)
+	for name, n := range map[string]int{"crash": total.Crashes, "fail-stop": total.FailStops,
+		"restart": total.Restarts, "network fault": total.NetFaults, "bit flip": total.BitFlips,
+		"failed read": total.FailedReads, "failed sync": total.FailedSyncs} {
+		if n == 0 {
+			t.Errorf("no %s in seeds 1-15", name)
+		}
+	}
+}

@@ -1,0 +1,49 @@
+package simnet
+
+// FNV-1a 64-bit parameters.
+const (
+	fnvOffset64 uint64 = 14695981039346656037
+	fnvPrime64  uint64 = 1099511628211
+)
+
+// traceHash folds every processed event into one FNV-1a 64 hash: equal
+// hashes for a seed mean the run replayed event for event.
+type traceHash struct {
+	sum uint64
+}
+
+func newTraceHash() traceHash { return traceHash{sum: fnvOffset64} }
+
+// u64 folds x in, little-endian.
+func (h *traceHash) u64(x uint64) {
+	for i := 0; i < 8; i++ {
+		h.sum ^= x & 0xff
+		h.sum *= fnvPrime64
+		x >>= 8
+	}
+}
+
+// bytes folds in the length of p and then p.
+func (h *traceHash) bytes(p []byte) {
+	h.u64(uint64(len(p)))
+	for _, b := range p {
+		h.sum ^= uint64(b)
+		h.sum *= fnvPrime64
+	}
+}
+
+// str folds in s as bytes.
+func (h *traceHash) str(s string) {
+	h.u64(uint64(len(s)))
+	for i := 0; i < len(s); i++ {
+		h.sum ^= uint64(s[i])
+		h.sum *= fnvPrime64
+	}
+}
+
+// hashBytes is FNV-1a 64 of p alone, for digests of frames and entries.
+func hashBytes(p []byte) uint64 {
+	h := newTraceHash()
+	h.bytes(p)
+	return h.sum
+}

@@ -1,0 +1,336 @@
+package simnet
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/strandlog/strand/node"
+	"github.com/strandlog/strand/raftlog/memdisk"
+)
+
+// core is what the world drives of a node: node.Core's methods. The world
+// holds this seam so the same scheduler runs node.Core and, in its own
+// tests, a tiny reference core.
+type core interface {
+	Tick()
+	Receive(frame []byte)
+	Process() error
+	Produce(req node.ProduceRequest, done func(node.ProduceResult))
+	Fetch(req node.FetchRequest, done func(node.FetchResult))
+	Status() []node.GroupStatus
+	Close() error
+}
+
+// openFunc opens a node's core from its config (node.Open in real runs).
+type openFunc func(cfg node.Config) (core, error)
+
+// topicName is the one topic of the scenario.
+const topicName = "sim"
+
+// simNode is one simulated machine: a disk that outlives crashes, a clock,
+// a network endpoint and, while up, a core.
+type simNode struct {
+	index       int
+	id          node.NodeID
+	disk        *memdisk.Disk
+	clock       *nodeClock
+	endpoint    *Endpoint
+	core        core
+	up          bool
+	dead        bool   // its disk refuses to open: never restarts
+	incarnation uint32 // bumped at every crash and restart
+	tickPhase   time.Duration
+	damaged     bool // counted against the disk-fault budget
+	flipped     bool // bits were flipped on its disk
+	failReads   []string
+	failSync    bool
+	restartDue  bool // a restart event is queued
+	// lastStatus is the status last checked, per group, so the checks
+	// look only at what changed.
+	lastStatus []node.GroupStatus
+}
+
+// nodeClock is a node's view of virtual time: Monotonic is virtual time,
+// Realtime a fixed epoch plus virtual time plus the node's skew.
+type nodeClock struct {
+	w    *world
+	skew time.Duration
+}
+
+// simEpoch is Realtime's origin: fixed so runs replay.
+var simEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Monotonic implements node.Clock.
+func (c *nodeClock) Monotonic() time.Duration { return c.w.sched.now }
+
+// Realtime implements node.Clock.
+func (c *nodeClock) Realtime() time.Time { return simEpoch.Add(c.w.sched.now + c.skew) }
+
+var _ node.Clock = (*nodeClock)(nil)
+
+// world is one simulated cluster with its clients, run by one goroutine.
+type world struct {
+	opts     Options
+	open     openFunc
+	sched    scheduler
+	net      *network
+	nodes    []*simNode
+	clients  []*client
+	specs    []node.PartitionSpec
+	groupOf  map[node.TopicPartition]int
+	rngDisk  *rand.Rand
+	rngFault *rand.Rand
+	trace    traceHash
+	events   int64
+	checker  *checker
+	hist     *history
+	work     *workload
+	planner  *planner
+	stopped  bool
+	failures []string
+	// failureCount counts step failures, kept or not.
+	failureCount int
+	stats        Stats
+}
+
+// Stats counts what happened in a run, for the verbose report.
+type Stats struct {
+	Crashes      int // planned crashes
+	FailStops    int // a core reported a fatal error (or panicked on a faulty disk)
+	Restarts     int // successful opens after the first
+	OpenFailures int
+	DeadNodes    int // disks that will never open again
+	NetFaults    int
+	BitFlips     int
+	FailedReads  int
+	FailedSyncs  int
+	ProducesOK   int
+	ProducesLost int // abandoned: indefinite or failed
+	FetchesOK    int
+	TimeLimited  bool // the run hit Options.TimeLimit
+}
+
+func (s Stats) String() string {
+	return fmt.Sprintf("crash=%d failstop=%d restart=%d openfail=%d dead=%d net=%d flip=%d failread=%d failsync=%d produced=%d abandoned=%d fetched=%d timelimited=%v",
+		s.Crashes, s.FailStops, s.Restarts, s.OpenFailures, s.DeadNodes, s.NetFaults, s.BitFlips, s.FailedReads,
+		s.FailedSyncs, s.ProducesOK, s.ProducesLost, s.FetchesOK, s.TimeLimited)
+}
+
+// newWorld builds the cluster of o (already through Choose), nodes down.
+func newWorld(o Options, open openFunc) *world {
+	w := &world{opts: o, open: open, trace: newTraceHash()}
+	w.rngDisk = newStream(o.Seed, streamDisk)
+	w.rngFault = newStream(o.Seed, streamFaults)
+	w.specs, w.groupOf = placePartitions(o)
+	w.checker = newChecker(w)
+	w.hist = newHistory(o.Partitions)
+	clientCount := o.Producers + o.Consumers + o.Readers + 1 // +1: the drain reader
+	w.net = newNetwork(newStream(o.Seed, streamNetwork), o.Nodes, clientCount, &o)
+	// Skews and tick phases are fixed for the whole run.
+	skewRand := newStream(o.Seed, streamClock)
+	for i := 0; i < o.Nodes; i++ {
+		n := &simNode{index: i, id: node.NodeID(i + 1), disk: memdisk.New()}
+		n.clock = &nodeClock{w: w}
+		if o.Faults.ClockSkewMax > 0 {
+			m := int64(o.Faults.ClockSkewMax)
+			n.clock.skew = time.Duration(between(skewRand, -m, m))
+		}
+		n.tickPhase = time.Duration(skewRand.Int64N(int64(o.TickInterval)))
+		n.endpoint = &Endpoint{w: w, index: i}
+		w.nodes = append(w.nodes, n)
+	}
+	w.work = newWorkload(w, clientCount)
+	w.planner = newPlanner(w)
+	return w
+}
+
+// placePartitions spreads Partitions replicas over the nodes: partition p's
+// replicas are nodes p, p+1, ... (mod Nodes), so preferred leaders rotate.
+func placePartitions(o Options) ([]node.PartitionSpec, map[node.TopicPartition]int) {
+	specs := make([]node.PartitionSpec, o.Partitions)
+	groupOf := make(map[node.TopicPartition]int, o.Partitions)
+	for p := range specs {
+		tp := node.TopicPartition{Topic: topicName, Partition: int32(p)}
+		specs[p].TopicPartition = tp
+		for k := 0; k < o.Replication; k++ {
+			specs[p].Replicas = append(specs[p].Replicas, node.NodeID((p+k)%o.Nodes+1))
+		}
+		groupOf[tp] = p
+	}
+	return specs, groupOf
+}
+
+// fail records a violated invariant; the run goes on so the trace stays
+// whole, but the seed fails.
+func (w *world) fail(format string, args ...any) {
+	w.failureCount++
+	if w.failureCount <= failuresKept {
+		msg := fmt.Sprintf("t=%v: ", w.sched.now) + fmt.Sprintf(format, args...)
+		w.failures = append(w.failures, msg)
+	}
+}
+
+// failuresKept bounds the step failures a run keeps (the first ones matter).
+const failuresKept = 10
+
+// startNode opens n's core on its disk. An open failure (a corrupt or
+// unreadable disk) leaves the node down; corruption is permanent.
+func (w *world) startNode(n *simNode) {
+	n.incarnation++
+	inc := n.incarnation
+	cfg := node.Config{
+		ID:                n.id,
+		Partitions:        w.specs,
+		Disk:              n.disk,
+		Network:           n.endpoint,
+		Clock:             n.clock,
+		Rand:              newStream(w.opts.Seed, streamNode+uint64(n.id)<<16+uint64(inc)),
+		ElectionTicks:     10,
+		HeartbeatTicks:    1,
+		SegmentBytesMax:   w.opts.SegmentBytesMax,
+		CheckpointEntries: w.opts.CheckpointEntries,
+		Bugs:              w.opts.Bugs,
+		Observer: func(tp node.TopicPartition, index, term uint64, data []byte) {
+			w.checker.onApply(n, tp, index, term, data)
+		},
+	}
+	c, err := w.callOpen(n, cfg)
+	if err != nil {
+		w.traceNote(kindNodeOpen, n.index, uint64(inc), hashString(err.Error()))
+		w.stats.OpenFailures++
+		switch {
+		case n.flipped: // damaged media: this replica is gone for good
+			n.dead = true
+			w.stats.DeadNodes++
+		case n.hasFaults(): // failed reads or syncs: transient, retry later
+		default:
+			w.fail("node %d cannot open its healthy disk: %v", n.id, err)
+			n.dead = true
+		}
+		w.clearDiskFaults(n)
+		return
+	}
+	w.traceNote(kindNodeOpen, n.index, uint64(inc), 0)
+	if inc > 1 {
+		w.stats.Restarts++
+	}
+	n.core = c
+	n.up = true
+	w.sched.schedule(n.tickPhase, &event{kind: evTick, node: n.index, incarnation: inc})
+}
+
+// crashNode stops n at once: its core is dropped without a word, its disk
+// loses what was not synced (and may tear the last write).
+func (w *world) crashNode(n *simNode, why string) {
+	if !n.up {
+		return
+	}
+	n.up = false
+	n.incarnation++ // pending ticks and replies of the old core are void
+	c := n.core
+	n.core = nil
+	w.guard(n, func() { _ = c.Close() })
+	n.disk.Crash(w.rngDisk)
+	w.traceNote(kindNodeCrash, n.index, uint64(n.incarnation), hashString(why))
+}
+
+// scheduleRestart queues n's restart after the fault mix's delay.
+func (w *world) scheduleRestart(n *simNode) {
+	if n.dead || n.restartDue {
+		return
+	}
+	n.restartDue = true
+	f := w.opts.Faults
+	d := time.Duration(between(w.rngFault, int64(f.RestartMin), int64(f.RestartMax)))
+	w.sched.schedule(d, &event{kind: evRestart, node: n.index})
+}
+
+// failStop crashes n after its core reported a fatal error (a failed fsync,
+// a corrupt read) and schedules its restart.
+func (w *world) failStop(n *simNode, err error) {
+	if !n.hasFaults() {
+		// A node with a healthy disk must not die: this is a finding.
+		w.fail("node %d fail-stopped with no disk fault injected: %v", n.id, err)
+	}
+	w.stats.FailStops++
+	w.crashNode(n, "failstop: "+err.Error())
+	w.scheduleRestart(n)
+}
+
+// hasFaults reports whether a disk fault was injected into n's disk.
+func (n *simNode) hasFaults() bool { return n.damaged || n.failSync || len(n.failReads) > 0 }
+
+// clearDiskFaults ends n's transient disk faults (failed reads and syncs);
+// flipped bits stay.
+func (w *world) clearDiskFaults(n *simNode) {
+	for _, name := range n.failReads {
+		n.disk.FailReads(name, false)
+	}
+	n.failReads = nil
+	n.disk.FailSync(false)
+	n.failSync = false
+}
+
+// guard runs fn, a call into n's core. A panic with a disk fault injected
+// into n is the core refusing damaged data: the node fail-stops. Any other
+// panic is a bug and propagates.
+func (w *world) guard(n *simNode, fn func()) (panicked bool) {
+	if !n.hasFaults() {
+		fn()
+		return false
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			panicked = true
+			w.traceNote(kindNodePanic, n.index, uint64(n.incarnation), hashString(fmt.Sprint(r)))
+		}
+	}()
+	fn()
+	return false
+}
+
+// callOpen opens a core, turning a panic under disk faults into an error.
+func (w *world) callOpen(n *simNode, cfg node.Config) (c core, err error) {
+	panicked := w.guard(n, func() { c, err = w.open(cfg) })
+	if panicked {
+		return nil, errors.New("simnet: open panicked on a faulty disk")
+	}
+	return c, err
+}
+
+// process runs n's Ready cycles after an event was delivered, fail-stops
+// it on error, and checks its status.
+func (w *world) process(n *simNode) {
+	if !n.up {
+		return
+	}
+	var err error
+	if w.guard(n, func() { err = n.core.Process() }) {
+		err = errors.New("panic under disk fault")
+	}
+	if err != nil {
+		w.traceNote(kindNodeError, n.index, uint64(n.incarnation), hashString(err.Error()))
+		w.failStop(n, err)
+		return
+	}
+	w.checker.onStatus(n, n.core.Status())
+}
+
+// sendFrame is Endpoint.Send: it schedules the frame's delivery, perhaps
+// twice, unless the link drops it.
+func (w *world) sendFrame(from int, to node.NodeID, frame []byte) {
+	ti := int(to) - 1
+	if ti < 0 || ti >= len(w.nodes) || ti == from {
+		return
+	}
+	if w.net.isCut(from, ti) || w.net.lost() {
+		return
+	}
+	w.sched.schedule(w.net.nodeDelay(from, ti), &event{kind: evFrame, node: ti, from: from, frame: frame})
+	if w.net.duplicated() {
+		dup := append([]byte(nil), frame...)
+		w.sched.schedule(w.net.nodeDelay(from, ti), &event{kind: evFrame, node: ti, from: from, frame: dup})
+	}
+}
