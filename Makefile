@@ -1,6 +1,7 @@
 # Strand's build entry points. `make test` runs every test; `make run` starts
 # a local cluster (once the node binary exists). See README.md.
 
+SHELL         := /bin/bash
 GO            ?= go
 STATICCHECK   ?= $(shell command -v staticcheck 2>/dev/null || echo $(HOME)/go/bin/staticcheck)
 FUZZTIME      ?= 10000x
@@ -46,8 +47,9 @@ bench:
 
 ## sim: run SEEDS simulator seeds from SEED_START with fault PROFILE (safety|liveness|mixed).
 sim:
-	$(GO) test -count=1 -timeout 0 ./simnet -run '^TestSim$$' -v=false \
-	  -sim.seeds=$(SEEDS) -sim.seed-start=$(SEED_START) -sim.profile=$(PROFILE)
+	@set -o pipefail; $(GO) test -count=1 -timeout 0 ./simnet -run '^TestSim$$' -v \
+	  -sim.seeds=$(SEEDS) -sim.seed-start=$(SEED_START) -sim.profile=$(PROFILE) \
+	  | grep -vE '^(=== (RUN|PAUSE|CONT)|[[:space:]]*--- PASS)'
 
 ## proto: regenerate proto/strandpb from proto/*.proto (protoc from Debian's protobuf-compiler).
 proto:
