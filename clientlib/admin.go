@@ -148,15 +148,24 @@ func (c *Client) CreateTopic(ctx context.Context, name string, partitions, repli
 	}
 	req := &strandpb.CreateTopicsRequest{Topics: []*strandpb.CreateTopicsRequest_Topic{t},
 		TimeoutMs: int32(c.cfg.requestTimeout.Milliseconds())}
+	return c.topicAdmin(ctx, name, &strandpb.Request{Body: &strandpb.Request_CreateTopics{CreateTopics: req}},
+		func(resp *strandpb.Response) []*strandpb.TopicResult { return resp.GetCreateTopics().GetTopics() })
+}
+
+// topicAdmin sends a create or delete of topic name to the metadata
+// group's leader with retries, picks name's result out of the answer, and
+// refreshes metadata after a success.
+func (c *Client) topicAdmin(ctx context.Context, name string, req *strandpb.Request,
+	results func(*strandpb.Response) []*strandpb.TopicResult) error {
 	err := c.withRetries(ctx, func() error {
-		resp, err := c.controllerRequest(ctx, &strandpb.Request{Body: &strandpb.Request_CreateTopics{CreateTopics: req}})
+		resp, err := c.controllerRequest(ctx, req)
 		if err != nil {
 			return err
 		}
 		if err := errorFromWire(resp.GetError()); err != nil {
 			return err
 		}
-		for _, r := range resp.GetCreateTopics().GetTopics() {
+		for _, r := range results(resp) {
 			if r.GetName() == name {
 				return errorFromWire(r.GetError())
 			}
@@ -172,25 +181,8 @@ func (c *Client) CreateTopic(ctx context.Context, name string, partitions, repli
 // DeleteTopic deletes a topic through the metadata group.
 func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 	req := &strandpb.DeleteTopicsRequest{Names: []string{name}, TimeoutMs: int32(c.cfg.requestTimeout.Milliseconds())}
-	err := c.withRetries(ctx, func() error {
-		resp, err := c.controllerRequest(ctx, &strandpb.Request{Body: &strandpb.Request_DeleteTopics{DeleteTopics: req}})
-		if err != nil {
-			return err
-		}
-		if err := errorFromWire(resp.GetError()); err != nil {
-			return err
-		}
-		for _, r := range resp.GetDeleteTopics().GetTopics() {
-			if r.GetName() == name {
-				return errorFromWire(r.GetError())
-			}
-		}
-		return &Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, Message: "answer lacks topic " + name}
-	})
-	if err == nil {
-		c.RefreshMetadata(ctx)
-	}
-	return err
+	return c.topicAdmin(ctx, name, &strandpb.Request{Body: &strandpb.Request_DeleteTopics{DeleteTopics: req}},
+		func(resp *strandpb.Response) []*strandpb.TopicResult { return resp.GetDeleteTopics().GetTopics() })
 }
 
 // DescribeTopics gives the named topics' settings (none named: every
