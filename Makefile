@@ -8,6 +8,7 @@ FUZZTIME      ?= 10000x
 SEEDS         ?= 1000
 SEED_START    ?= 1
 PROFILE       ?= mixed
+V             ?= 1
 BENCHTIME     ?= 2s
 PROTOC_GEN_GO_VERSION := v1.36.12
 
@@ -45,11 +46,14 @@ fuzz:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./raftlog/ ./engine/...
 
-## sim: run SEEDS simulator seeds from SEED_START with fault PROFILE (safety|liveness|mixed).
+## sim: run SEEDS simulator seeds from SEED_START, one after another, ending with
+##   "sim: seeds=N failed=F ops=O events=E hash=H". PROFILE=safety|liveness|mixed;
+##   BUG=AckBeforeCommit|SkipFsync|FetchBeyondHighMark|ReapplyAfterRestart plants a bug;
+##   OUT=DIR keeps Porcupine's HTML of failing seeds; V=1 (default) prints each seed's options and figures.
 sim:
-	@set -o pipefail; $(GO) test -count=1 -timeout 0 ./simnet -run '^TestSim$$' -v \
+	cd simnet && $(GO) test -run '^TestSim$$' -count=1 -timeout 0 \
 	  -sim.seeds=$(SEEDS) -sim.seed-start=$(SEED_START) -sim.profile=$(PROFILE) \
-	  | grep -vE '^(=== (RUN|PAUSE|CONT)|[[:space:]]*--- PASS)'
+	  $(if $(BUG),-sim.bug=$(BUG)) $(if $(OUT),-sim.out=$(abspath $(OUT))) $(if $(filter 1,$(V)),-sim.v)
 
 ## proto: regenerate proto/strandpb from proto/*.proto (protoc from Debian's protobuf-compiler).
 proto:
