@@ -8,6 +8,7 @@ package node
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -134,6 +135,7 @@ var (
 	// ErrUnknownProducer: an idempotent producer the partition has no
 	// record of sent a sequence other than 0; it must start a new epoch.
 	ErrUnknownProducer = errors.New("node: unknown producer")
+
 	// ErrBusy: too many requests wait in the partition; retriable.
 	ErrBusy = errors.New("node: too many pending requests")
 	// ErrStorage: the replica could not read its own log (a failed or
@@ -142,6 +144,16 @@ var (
 	// ErrNotController: the metadata group has no leader this node knows
 	// (or the node runs without one); nothing was proposed; retriable.
 	ErrNotController = errors.New("node: no metadata group leader")
+)
+
+// Outcomes of a produce that was already proposed when the node stopped
+// waiting for it. Both wrap ErrTimeout: the entry may still commit, so the
+// client must treat the write as maybe written (retry with the same
+// producer sequence), never as refused. ErrNotLeader and ErrStopped are
+// kept for refusals before anything was proposed.
+var (
+	ErrLeadershipLost = fmt.Errorf("%w: leadership changed after the entry was proposed; it may still commit", ErrTimeout)
+	ErrStoppedWaiting = fmt.Errorf("%w: node stopped after the entry was proposed; it may still commit", ErrTimeout)
 )
 
 // ProduceRequest appends one record batch (engine/recordbatch format) to

@@ -108,6 +108,9 @@ func (c *Core) wireError(err error, lead NodeID, tp *TopicPartition) *strandpb.E
 		e.Code = strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE
 	case errors.Is(err, ErrTimeout):
 		e.Code = strandpb.ErrorCode_ERROR_CODE_TIMEOUT
+		if lead != 0 { // e.g. ErrLeadershipLost: where to retry
+			e.LeaderId, e.LeaderAddress = uint64(lead), c.peerAddress(lead)
+		}
 	case errors.Is(err, ErrInvalidRequest):
 		e.Code = strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST
 	case errors.Is(err, ErrOutOfOrderSequence), errors.Is(err, ErrUnknownProducer):

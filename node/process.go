@@ -308,7 +308,7 @@ func (c *Core) checkLeadership(g *group) {
 	}
 	for _, w := range g.produces {
 		if !w.finished && (!leading || w.term != term) {
-			c.finishProduce(g, w, ProduceResult{Err: ErrNotLeader, BaseOffset: -1, Leader: lead})
+			c.finishProduce(g, w, ProduceResult{Err: ErrLeadershipLost, BaseOffset: -1, Leader: lead})
 		}
 	}
 	for _, r := range g.reads {

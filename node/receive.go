@@ -234,7 +234,8 @@ func (c *Core) groupStatus(g *group) GroupStatus {
 	}
 }
 
-// Close fails every waiting request with ErrStopped and closes the logs
+// Close fails every waiting request (proposed produces with
+// ErrStoppedWaiting, the rest with ErrStopped) and closes the logs
 // without syncing (what is not synced is lost, as in a crash). The Core is
 // unusable afterwards.
 func (c *Core) Close() error {
@@ -247,7 +248,7 @@ func (c *Core) Close() error {
 	for _, g := range c.groups {
 		for _, w := range g.produces {
 			if !w.finished {
-				c.finishProduce(g, w, ProduceResult{Err: ErrStopped, BaseOffset: -1})
+				c.finishProduce(g, w, ProduceResult{Err: ErrStoppedWaiting, BaseOffset: -1})
 			}
 		}
 		for _, r := range g.reads {

@@ -20,6 +20,7 @@ const (
 	evHeal                               // a network fault ends
 	evLivenessHeal                       // liveness mode: heal everything
 	evLivenessCheck                      // liveness mode: the progress bound is due
+	evCall                               // wire mode: run the event's call
 )
 
 // event is one scheduled happening. Only the fields its kind needs are set.
@@ -38,6 +39,7 @@ type event struct {
 	reply       *reply
 	heal        *healAction
 	wake        uint64 // client timer generation
+	call        func() // evCall: what to run
 }
 
 // eventQueue orders events by (at, seq): a total order, so the run does

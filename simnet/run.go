@@ -48,7 +48,11 @@ func (w *world) run() {
 	for _, n := range w.nodes {
 		w.startNode(n)
 	}
-	w.work.start()
+	if w.wire != nil {
+		w.wire.start()
+	} else {
+		w.work.start()
+	}
 	w.planner.start()
 	if w.opts.Profile == Liveness {
 		w.sched.schedule(w.opts.HealAfterMax, &event{kind: evLivenessHeal, node: -1})
@@ -115,6 +119,8 @@ func (w *world) dispatch(e *event) {
 		w.planner.healAll()
 	case evLivenessCheck:
 		w.checker.livenessCheck()
+	case evCall:
+		e.call()
 	default:
 		panic(fmt.Sprintf("simnet: unknown event kind %d", e.kind))
 	}

@@ -48,7 +48,7 @@ func runSeed(t *testing.T, o Options, vizDir string) Result {
 	var res Result
 	t.Run(fmt.Sprintf("seed=%d", o.Seed), func(t *testing.T) {
 		cryptotest.SetGlobalRandom(t, o.Seed)
-		res = Run(o, vizDir)
+		res = runMode(o, vizDir)
 		t.Logf("%s\n  ops=%d events=%d virtual=%v hash=%016x %s", res.Options, res.Ops, res.Events, res.Virtual,
 			res.Hash, res.Stats)
 	})
@@ -185,6 +185,10 @@ func TestSimInjectsEveryFault(t *testing.T) {
 		total.FailedReads += s.FailedReads
 		total.FailedSyncs += s.FailedSyncs
 		total.DeadNodes += s.DeadNodes
+		total.OpenFailures += s.OpenFailures
+		total.ProducesOK += s.ProducesOK
+		total.ProducesLost += s.ProducesLost
+		total.FetchesOK += s.FetchesOK
 	}
 	t.Logf("seeds 1-15: %s", total)
 	for name, n := range map[string]int{"crash": total.Crashes, "fail-stop": total.FailStops,

@@ -93,6 +93,7 @@ type world struct {
 	// failureCount counts step failures, kept or not.
 	failureCount int
 	stats        Stats
+	wire         *wireWorkload // wire mode (wire.go), nil otherwise
 }
 
 // Stats counts what happened in a run, for the verbose report.
@@ -195,6 +196,9 @@ func (w *world) startNode(n *simNode) {
 		Observer: func(tp node.TopicPartition, index, term uint64, data []byte) {
 			w.checker.onApply(n, tp, index, term, data)
 		},
+	}
+	if w.wire != nil {
+		w.wire.configure(&cfg)
 	}
 	c, err := w.callOpen(n, cfg)
 	if err != nil {

@@ -1,0 +1,224 @@
+package simnet
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strconv"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/node"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// Trace record kinds of wire mode.
+const (
+	kindWireRequest uint64 = 110 // a request reached a node
+	kindWireReply   uint64 = 111 // a response reached a client
+)
+
+// metaTopicPartition is the metadata group's key in Observer calls and
+// Status (node's metaTopic): the checks treat it as one more group.
+var metaTopicPartition = node.TopicPartition{Topic: "@metadata", Partition: 0}
+
+// wireHandler is the wire entry point of a core (node.Core.Handle).
+type wireHandler interface {
+	Handle(req *strandpb.Request, respond func(*strandpb.Response))
+}
+
+// errWireTimeout is the cause of a request that got no answer in time.
+var errWireTimeout = errors.New("simnet: no answer within the client timeout")
+
+// RunWire simulates o in wire mode: nodes run the metadata group, an admin
+// client creates the topic through CreateTopics, and producers and
+// consumers speak strandpb through Core.Handle, with clientlib's
+// LeaderCache, Classify, Backoff and Window making every retry decision.
+func RunWire(o Options, vizDir string) (res Result) {
+	w := newWorld(o, openNode)
+	w.wire = newWireWorkload(w)
+	w.groupOf[metaTopicPartition] = len(w.specs)
+	defer func() {
+		if r := recover(); r != nil {
+			res = w.result()
+			res.Failures = append(res.Failures, fmt.Sprintf("t=%v: panic: %v\n%s", w.now(), r, debug.Stack()))
+		}
+	}()
+	w.run()
+	if !w.work.drained && !w.stats.TimeLimited && len(w.failures) == 0 {
+		w.fail("wire mode: the run ended before the final drain (%s)", w.stats)
+	}
+	w.finalChecks(vizDir)
+	return w.result()
+}
+
+// wireWorkload is wire mode's clients and transport.
+type wireWorkload struct {
+	w        *world
+	peers    []node.Peer
+	indexOf  map[string]int // node address -> node index
+	nextCorr uint64
+	admin    *wireClient
+	clients  []*wireClient // producers, consumers, then random readers
+	drain    *wireClient
+	active   int // producers and consumers still working
+}
+
+// wireCall is one request in flight: it ends once, by its answer or by
+// its timeout, whichever comes first.
+type wireCall struct {
+	done   bool
+	onDone func(resp *strandpb.Response, err error)
+}
+
+// newWireWorkload names the nodes n1..nN and creates the clients.
+func newWireWorkload(w *world) *wireWorkload {
+	ww := &wireWorkload{w: w, indexOf: make(map[string]int)}
+	for _, n := range w.nodes {
+		addr := "n" + strconv.Itoa(int(n.id))
+		ww.peers = append(ww.peers, node.Peer{ID: n.id, Address: addr, Rack: "r" + strconv.Itoa(n.index%2)})
+		ww.indexOf[addr] = n.index
+	}
+	o := w.opts
+	ww.admin = newWireClient(ww, 0, 0)
+	for i := 0; i < o.Producers; i++ {
+		ww.clients = append(ww.clients, newWireClient(ww, i, kindProducer))
+	}
+	for i := o.Producers; i < o.Producers+o.Consumers; i++ {
+		ww.clients = append(ww.clients, newWireClient(ww, i, kindConsumer))
+	}
+	for i := o.Producers + o.Consumers; i < o.Producers+o.Consumers+o.Readers; i++ {
+		ww.clients = append(ww.clients, newWireClient(ww, i, kindReader))
+	}
+	last := o.Producers + o.Consumers + o.Readers // the network's drain client index
+	ww.drain = newWireClient(ww, last, kindDrain)
+	return ww
+}
+
+// configure turns a node's config to dynamic mode (the world's startNode
+// hook).
+func (ww *wireWorkload) configure(cfg *node.Config) {
+	cfg.Partitions = nil
+	cfg.MetadataGroup = true
+	cfg.Nodes = ww.peers
+}
+
+// start begins the run: the admin client creates the topic.
+func (ww *wireWorkload) start() {
+	ww.admin.after(0, ww.admin.createTopic)
+}
+
+// topicCreated starts the producers and consumers.
+func (ww *wireWorkload) topicCreated() {
+	for _, c := range ww.clients {
+		ww.active++
+		c.after(c.thinkTime(), c.begin)
+	}
+}
+
+// clientDone counts a client out; the last one heals everything and
+// starts the final drain.
+func (ww *wireWorkload) clientDone() {
+	ww.active--
+	if ww.active > 0 {
+		return
+	}
+	ww.w.planner.healAll()
+	ww.drain.after(0, ww.drain.begin)
+}
+
+// call sends req from client c to node target across the simulated
+// network; onDone runs once, with the answer or with a timeout error.
+func (ww *wireWorkload) call(c *wireClient, target int, req *strandpb.Request, onDone func(*strandpb.Response, error)) {
+	w := ww.w
+	ww.nextCorr++
+	req.CorrelationId = ww.nextCorr
+	frame := marshalWire(req)
+	call := &wireCall{onDone: onDone}
+	if !w.net.lost() {
+		w.sched.schedule(w.net.clientDelay(c.index, target), &event{kind: evCall, node: target, from: c.index,
+			call: func() { ww.deliver(c, target, frame, call) }})
+	}
+	w.sched.schedule(w.opts.ClientTimeout, &event{kind: evCall, node: -1, from: c.index, call: func() {
+		if !call.done {
+			call.done = true
+			onDone(nil, &clientlib.ConnError{Addr: ww.peers[target].Address, Sent: true, Err: errWireTimeout})
+		}
+	}})
+}
+
+// deliver hands a request that reached its node to Core.Handle.
+func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *wireCall) {
+	w := ww.w
+	n := w.nodes[target]
+	w.traceNote(kindWireRequest, target, uint64(c.index), hashBytes(frame))
+	if !n.up {
+		return
+	}
+	h, ok := n.core.(wireHandler)
+	if !ok {
+		panic("simnet: wire mode needs a core with Handle")
+	}
+	req := &strandpb.Request{}
+	if err := proto.Unmarshal(frame, req); err != nil {
+		panic(fmt.Sprintf("simnet: unmarshal request: %v", err))
+	}
+	inc := n.incarnation
+	w.guardCall(n, func() {
+		h.Handle(req, func(resp *strandpb.Response) { ww.reply(n, inc, c, resp, call) })
+	})
+	w.process(n)
+}
+
+// reply carries a response back to its client, unless the node crashed
+// since or the network loses it.
+func (ww *wireWorkload) reply(n *simNode, inc uint32, c *wireClient, resp *strandpb.Response, call *wireCall) {
+	w := ww.w
+	if !n.up || n.incarnation != inc || w.net.lost() {
+		return
+	}
+	frame := marshalWire(resp)
+	w.sched.schedule(w.net.clientDelay(c.index, n.index), &event{kind: evCall, node: -1, from: n.index, call: func() {
+		w.traceNote(kindWireReply, n.index, uint64(c.index), hashBytes(frame))
+		if call.done {
+			return
+		}
+		call.done = true
+		out := &strandpb.Response{}
+		if err := proto.Unmarshal(frame, out); err != nil {
+			panic(fmt.Sprintf("simnet: unmarshal response: %v", err))
+		}
+		call.onDone(out, nil)
+	}})
+}
+
+// marshalWire encodes a wire message deterministically.
+func marshalWire(m proto.Message) []byte {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		panic(fmt.Sprintf("simnet: marshal: %v", err))
+	}
+	return b
+}
+
+// wireErr turns a wire error into clientlib's error (nil for none).
+func wireErr(e *strandpb.Error) error {
+	if e == nil || e.GetCode() == strandpb.ErrorCode_ERROR_CODE_NONE {
+		return nil
+	}
+	return &clientlib.Error{Code: e.GetCode(), Message: e.GetMessage(), LeaderID: e.GetLeaderId(),
+		LeaderAddress: e.GetLeaderAddress(), LogStartOffset: e.GetLogStartOffset(), HighWatermark: e.GetHighWatermark()}
+}
+
+// errCode is err's wire code, NONE when it has none.
+func errCode(err error) strandpb.ErrorCode {
+	var e *clientlib.Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return strandpb.ErrorCode_ERROR_CODE_NONE
+}
+
+// asWireError reports whether err is a *clientlib.Error, setting *e.
+func asWireError(err error, e **clientlib.Error) bool { return errors.As(err, e) }

@@ -1,0 +1,272 @@
+package simnet
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// Wire mode's client settings.
+const (
+	wireInFlightMax    = 3 // batches in flight per partition window
+	wireOutstandingMax = 6 // records a producer has pushed and not completed
+)
+
+// wireBackoff is the clients' retry policy (the standard clients' range).
+var wireBackoff = clientlib.Backoff{Base: 5 * time.Millisecond, Max: 160 * time.Millisecond}
+
+// wireClient is one wire-mode client: the admin, a producer, a consumer or
+// the drain. Its view of the cluster is a clientlib.LeaderCache.
+type wireClient struct {
+	ww          *wireWorkload
+	index       int
+	kind        clientKind // 0: the admin
+	rng         *rand.Rand
+	cache       *clientlib.LeaderCache
+	metaPending bool
+	attempts    int // attempts of the current single request (admin, init, fetch)
+	maybeDone   bool
+
+	// Producers.
+	producerID  int64
+	idempotent  bool
+	keyed       bool
+	windows     []*clientlib.Window
+	batches     []map[clientlib.BatchID]*wireBatch
+	outstanding int
+	values      int
+	recordTimer bool // a nextRecord is scheduled
+	budgetDone  bool
+	finished    bool
+
+	// Consumers and the drain.
+	positions     []int64
+	nextPartition int
+	readOffset    int64 // a random reader's current offset
+	opStart       time.Duration
+}
+
+// wireBatch is a pushed batch: its bytes and its history op.
+type wireBatch struct {
+	bytes []byte
+	hist  *histOp
+}
+
+func newWireClient(ww *wireWorkload, index int, kind clientKind) *wireClient {
+	o := ww.w.opts
+	stream := streamWorkload + uint64(index)
+	if kind == 0 {
+		stream = streamWorkload + 0xad00
+	}
+	c := &wireClient{ww: ww, index: index, kind: kind, rng: newStream(o.Seed, stream),
+		cache: clientlib.NewLeaderCache(), positions: make([]int64, o.Partitions), nextPartition: index % o.Partitions}
+	if kind == kindProducer {
+		c.keyed = index%2 == 0
+		// The last producer is not idempotent (producer id -1) and never
+		// resends (AttemptsMax 1), as in direct mode: its values stay
+		// unique, so an entry applied twice shows as a duplicate.
+		c.idempotent = index != o.Producers-1
+		cfg := clientlib.WindowConfig{Idempotent: true, InFlightMax: wireInFlightMax, AttemptsMax: attemptsMax,
+			DeliveryTimeout: o.OpDeadline}
+		if !c.idempotent {
+			c.producerID = -1
+			cfg = clientlib.WindowConfig{InFlightMax: 1, AttemptsMax: 1, DeliveryTimeout: o.OpDeadline}
+		}
+		for p := 0; p < o.Partitions; p++ {
+			c.windows = append(c.windows, clientlib.NewWindow(cfg))
+			c.batches = append(c.batches, make(map[clientlib.BatchID]*wireBatch))
+		}
+	}
+	return c
+}
+
+// after runs fn after d of virtual time.
+func (c *wireClient) after(d time.Duration, fn func()) {
+	c.ww.w.sched.schedule(d, &event{kind: evCall, node: -1, from: c.index, call: fn})
+}
+
+func (c *wireClient) thinkTime() time.Duration {
+	return time.Duration(c.rng.Int64N(int64(2 * time.Millisecond)))
+}
+
+// randomNode is any node's index.
+func (c *wireClient) randomNode() int { return c.rng.IntN(len(c.ww.w.nodes)) }
+
+// nodeIndex maps a node id to its index through the cache's address, or a
+// random node when the id or its address is unknown.
+func (c *wireClient) nodeIndex(id uint64) int {
+	if addr, ok := c.cache.Address(id); ok && id != 0 {
+		if i, ok := c.ww.indexOf[addr]; ok {
+			return i
+		}
+	}
+	return c.randomNode()
+}
+
+// leaderOf is the node to send partition p's requests to.
+func (c *wireClient) leaderOf(p int) int {
+	if _, addr, ok := c.cache.Leader(topicName, int32(p)); ok {
+		if i, ok := c.ww.indexOf[addr]; ok {
+			return i
+		}
+	}
+	return c.randomNode()
+}
+
+// refresh asks a random node for metadata, once at a time.
+func (c *wireClient) refresh() {
+	if c.metaPending {
+		return
+	}
+	c.metaPending = true
+	req := &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{Topics: []string{topicName}}}}
+	c.ww.call(c, c.randomNode(), req, func(resp *strandpb.Response, err error) {
+		c.metaPending = false
+		if err == nil && resp.GetError() == nil && resp.GetMetadata() != nil {
+			c.cache.ApplyMetadata(resp.GetMetadata())
+		}
+	})
+}
+
+// react applies what an error says about partition p: a NOT_LEADER hint
+// to the cache, a lost connection forgets the leader, and a refresh when
+// Classify asks for one.
+func (c *wireClient) react(p int, err error) clientlib.Action {
+	a := clientlib.ClassifyErr(err)
+	var e *clientlib.Error
+	switch {
+	case asWireError(err, &e) && e.Code == strandpb.ErrorCode_ERROR_CODE_NOT_LEADER && e.LeaderID != 0:
+		c.cache.ApplyNotLeader(topicName, int32(p), e)
+	case !asWireError(err, &e):
+		c.cache.ForgetLeader(topicName, int32(p))
+	}
+	if a.RefreshMetadata {
+		c.refresh()
+	}
+	return a
+}
+
+// controllerTarget is the node believed to lead the metadata group; a
+// NOT_CONTROLLER hint wins over the cache.
+func (c *wireClient) controllerTarget(err error) int {
+	var e *clientlib.Error
+	if asWireError(err, &e) && e.LeaderID != 0 && int(e.LeaderID) <= len(c.ww.w.nodes) {
+		return int(e.LeaderID) - 1
+	}
+	if id := c.cache.ControllerID(); id != 0 {
+		return c.nodeIndex(id)
+	}
+	return c.randomNode()
+}
+
+// createTopic is the admin's CreateTopics loop: retried until the topic
+// exists; TOPIC_EXISTS is success only after an attempt that may have
+// created it.
+func (c *wireClient) createTopic() {
+	c.createAttempt(c.randomNode())
+}
+
+func (c *wireClient) createAttempt(target int) {
+	o := c.ww.w.opts
+	c.attempts++
+	req := &strandpb.Request{Body: &strandpb.Request_CreateTopics{CreateTopics: &strandpb.CreateTopicsRequest{
+		Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: topicName, Partitions: int32(o.Partitions),
+			ReplicationFactor: int32(o.Replication)}},
+		TimeoutMs: int32(o.ClientTimeout / time.Millisecond),
+	}}}
+	c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
+		if err == nil {
+			err = wireErr(resp.GetError())
+		}
+		if err == nil {
+			if ts := resp.GetCreateTopics().GetTopics(); len(ts) == 1 {
+				err = wireErr(ts[0].GetError())
+			} else {
+				err = fmt.Errorf("create topics answered %d topics", len(ts))
+			}
+		}
+		c.onCreate(err)
+	})
+}
+
+// onCreate handles one CreateTopics answer.
+func (c *wireClient) onCreate(err error) {
+	w := c.ww.w
+	a := clientlib.ClassifyErr(err)
+	switch code := errCode(err); {
+	case err == nil:
+		c.ww.topicCreated()
+		return
+	case code == strandpb.ErrorCode_ERROR_CODE_TOPIC_EXISTS:
+		if !c.maybeDone {
+			w.fail("create topic: TOPIC_EXISTS although no earlier attempt may have created it")
+		}
+		c.ww.topicCreated()
+		return
+	case !a.Retriable:
+		w.fail("create topic refused: %v", err)
+		w.stop()
+		return
+	}
+	// NOT_CONTROLLER and UNAVAILABLE may come after the node proposed
+	// (it lost leadership while waiting): count them as maybe written.
+	c.maybeDone = c.maybeDone || a.MaybeWritten || a.RefreshMetadata
+	if a.RefreshMetadata {
+		c.refresh()
+	}
+	target := c.controllerTarget(err)
+	c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.createAttempt(target) })
+}
+
+// begin starts a client's work once the topic exists.
+func (c *wireClient) begin() {
+	c.refresh()
+	switch c.kind {
+	case kindProducer:
+		if !c.idempotent {
+			c.recordTimer = true
+			c.after(c.thinkTime(), c.nextRecord)
+			return
+		}
+		c.attempts = 0
+		c.initProducer(c.randomNode())
+	case kindConsumer, kindReader:
+		c.nextPoll()
+	case kindDrain:
+		c.nextPartition = 0
+		c.drainNext()
+	}
+}
+
+// initProducer asks for a producer id (a metadata group command).
+func (c *wireClient) initProducer(target int) {
+	c.attempts++
+	req := &strandpb.Request{Body: &strandpb.Request_InitProducerId{InitProducerId: &strandpb.InitProducerIdRequest{}}}
+	c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
+		if err == nil {
+			err = wireErr(resp.GetError())
+		}
+		if err == nil && resp.GetInitProducerId() == nil {
+			err = fmt.Errorf("init producer id: empty answer")
+		}
+		if err == nil {
+			c.producerID = resp.GetInitProducerId().GetProducerId()
+			c.recordTimer = true
+			c.after(c.thinkTime(), c.nextRecord)
+			return
+		}
+		a := clientlib.ClassifyErr(err)
+		if !a.Retriable {
+			c.ww.w.fail("init producer id refused: %v", err)
+			return
+		}
+		if a.RefreshMetadata {
+			c.refresh()
+		}
+		next := c.controllerTarget(err)
+		c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.initProducer(next) })
+	})
+}

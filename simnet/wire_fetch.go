@@ -1,0 +1,158 @@
+package simnet
+
+import (
+	"fmt"
+
+	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/engine/recordbatch"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// nextPoll starts a consumer's next poll (round robin over partitions).
+func (c *wireClient) nextPoll() {
+	if !c.ww.w.work.take() {
+		c.finished = true
+		c.ww.clientDone()
+		return
+	}
+	p := c.nextPartition
+	c.nextPartition = (p + 1) % len(c.positions)
+	if c.kind == kindReader {
+		p = c.rng.IntN(len(c.positions))
+		c.readOffset = c.rng.Int64N(c.ww.w.work.maxHwm[p] + 1)
+	}
+	c.attempts = 0
+	c.opStart = c.ww.w.now()
+	c.fetch(p)
+}
+
+// drainNext reads the partitions one after another to their ends, then
+// ends the run.
+func (c *wireClient) drainNext() {
+	if c.nextPartition >= len(c.positions) {
+		c.ww.w.work.drained = true
+		c.ww.w.stop()
+		return
+	}
+	c.attempts = 0
+	c.opStart = c.ww.w.now()
+	c.fetch(c.nextPartition)
+}
+
+// fetch sends one fetch attempt for partition p from the client's
+// position, recorded as a poll.
+func (c *wireClient) fetch(p int) {
+	w := c.ww.w
+	c.attempts++
+	offset := c.positions[p]
+	if c.kind == kindReader {
+		offset = c.readOffset
+	}
+	floor := w.work.maxHwm[p]
+	op := w.hist.fetchCall(c.index, p, offset, c.kind != kindReader, w.now())
+	req := &strandpb.Request{Body: &strandpb.Request_Fetch{Fetch: &strandpb.FetchRequest{
+		MaxBytes: fetchBytesMax,
+		Partitions: []*strandpb.FetchRequest_Partition{{Topic: topicName, Partition: int32(p), Offset: offset,
+			MaxBytes: fetchBytesMax}},
+	}}}
+	target := c.leaderOf(p)
+	c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
+		var part *strandpb.FetchResponse_Partition
+		if err == nil {
+			err = wireErr(resp.GetError())
+		}
+		if err == nil {
+			ps := resp.GetFetch().GetPartitions()
+			if len(ps) != 1 {
+				w.fail("fetch answered %d partitions for one", len(ps))
+				err = &clientlib.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST}
+			} else {
+				part = ps[0]
+				err = wireErr(part.GetError())
+			}
+		}
+		c.onFetch(p, offset, floor, target, op, part, err)
+	})
+}
+
+// onFetch records a fetch attempt's outcome and moves on or retries.
+func (c *wireClient) onFetch(p int, offset, floor int64, target int, op *histOp,
+	part *strandpb.FetchResponse_Partition, err error) {
+	w := c.ww.w
+	var e *clientlib.Error
+	switch {
+	case err == nil:
+		r := decodeWireFetch(offset, part)
+		r.node = target
+		if r.err != nil {
+			w.hist.fetchFail(op, w.now())
+			w.fail("fetch %d@%d from node %d: %v", p, offset, target+1, r.err)
+			c.fetchDone(p, nil)
+			return
+		}
+		if r.hwm < floor {
+			w.fail("partition %d: fetch from node %d returned hwm %d after a fetch had returned %d", p, target+1, r.hwm, floor)
+		}
+		w.work.maxHwm[p] = max(w.work.maxHwm[p], r.hwm)
+		w.hist.fetchOK(op, r, w.now())
+		w.stats.FetchesOK++
+		if n := len(r.records); n > 0 && c.kind != kindReader {
+			c.positions[p] = r.records[n-1].offset + 1
+		}
+		c.fetchDone(p, r)
+	case asWireError(err, &e) && e.Code == strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE:
+		w.hist.fetchOutOfRange(op, &reply{hwm: e.HighWatermark, logStart: e.LogStartOffset}, w.now())
+		if offset <= floor {
+			w.fail("fetch %d@%d out of range at node %d although a fetch returned hwm %d before it was sent",
+				p, offset, target+1, floor)
+		}
+		c.fetchDone(p, nil)
+	default:
+		w.hist.fetchFail(op, w.now())
+		a := c.react(p, err)
+		if !a.Retriable && errCode(err) != strandpb.ErrorCode_ERROR_CODE_NONE {
+			w.fail("fetch %d@%d refused by node %d: %v", p, offset, target+1, err)
+		}
+		mayGiveUp := c.kind != kindDrain && !w.work.healed
+		if mayGiveUp && w.now()-c.opStart > w.opts.OpDeadline {
+			c.fetchDone(p, nil)
+			return
+		}
+		c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.fetch(p) })
+	}
+}
+
+// fetchDone ends a fetch operation: a consumer polls on after a pause,
+// the drain moves to the next partition once it read to the end.
+func (c *wireClient) fetchDone(p int, r *reply) {
+	if c.kind == kindDrain {
+		if r != nil && len(r.records) == 0 && c.positions[p] >= r.hwm {
+			c.nextPartition++
+		}
+		c.after(0, c.drainNext)
+		return
+	}
+	c.after(c.thinkTime(), c.nextPoll)
+}
+
+// decodeWireFetch decodes a fetched partition's batches into a reply, as
+// fetchReply does for the direct API.
+func decodeWireFetch(offset int64, part *strandpb.FetchResponse_Partition) *reply {
+	r := &reply{hwm: part.GetHighWatermark(), logStart: part.GetLogStartOffset()}
+	for _, b := range part.GetBatches() {
+		next := b.GetBaseOffset()
+		err := recordbatch.Decode(b.GetRecords(), func(_ int, rec recordbatch.Record) error {
+			if next >= offset {
+				r.records = append(r.records, fetchedRecord{offset: next, key: string(rec.Key), value: string(rec.Value)})
+			}
+			next++
+			return nil
+		})
+		if err != nil {
+			r.err = fmt.Errorf("%w: fetched batch at %d: %v", errBadBatch, b.GetBaseOffset(), err)
+			r.records = nil
+			return r
+		}
+	}
+	return r
+}
