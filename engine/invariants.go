@@ -62,3 +62,14 @@ func checkIndex(live []BatchLocation, appliedIndex uint64, logStartOffset, nextO
 	}
 	return nil
 }
+
+// assertInvariants panics when a partition invariant is broken, in builds
+// with the invariants tag (a broken invariant is a bug, never an outcome).
+func (p *Partition) assertInvariants() {
+	if !invariantsEnabled {
+		return
+	}
+	if err := p.check(); err != nil {
+		panic(fmt.Sprintf("engine: invariant broken at applied index %d: %v", p.appliedIndex, err))
+	}
+}

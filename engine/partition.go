@@ -114,6 +114,13 @@ func (p *Partition) advance(index uint64) {
 // marshalled strandpb.Entry). Indexes must arrive consecutively; a gap is a
 // bug and panics.
 func (p *Partition) Apply(index uint64, data []byte) Result {
+	result := p.apply(index, data)
+	p.assertInvariants()
+	return result
+}
+
+// apply is Apply without the invariants-build check.
+func (p *Partition) apply(index uint64, data []byte) Result {
 	p.advance(index)
 	e, err := DecodeEntry(data)
 	if err != nil {
