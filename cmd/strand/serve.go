@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/strandlog/strand/node"
+	"github.com/strandlog/strand/node/server"
 )
 
 // nodeFlags are the flags of one node shared by serve and dev.
@@ -27,7 +28,7 @@ type nodeFlags struct {
 }
 
 func (n *nodeFlags) register(fs *pflag.FlagSet) {
-	fs.DurationVar(&n.tick, "tick", node.RuntimeTickDefault,
+	fs.DurationVar(&n.tick, "tick", server.TickDefault,
 		"raft tick interval; elections take about 100 ticks, heartbeats 10")
 	fs.DurationVar(&n.stats, "stats-interval", 0, "log the event loop's counters this often (0: never)")
 	fs.StringVar(&n.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
@@ -87,7 +88,7 @@ func cmdServe(args []string, stderr io.Writer) error {
 		return err
 	}
 	defer stopProfile()
-	rt, err := node.StartRuntime(node.RuntimeConfig{
+	rt, err := server.Start(server.Config{
 		Core:    node.Config{ID: node.NodeID(*id), Nodes: nodes, MetadataGroup: true},
 		DataDir: *dataDir, Listen: *listen, Tick: nf.tick, Logger: logger, StatsInterval: nf.stats,
 	})
@@ -202,7 +203,7 @@ func cmdDev(args []string, stdout, stderr io.Writer) error {
 	printDevHelp(stdout, nodes, dir, *dataDir == "")
 	ctx, stop := signalContext()
 	defer stop()
-	failed := make(chan *node.Runtime, len(rts))
+	failed := make(chan *server.Server, len(rts))
 	for _, rt := range rts {
 		go func() { <-rt.Done(); failed <- rt }()
 	}
@@ -235,10 +236,10 @@ func devDataDir(named string) (string, func(), error) {
 }
 
 // startDevNodes starts every node; on failure it stops those started.
-func startDevNodes(nodes []node.Peer, dir string, nf nodeFlags, logOut io.Writer) ([]*node.Runtime, error) {
-	var rts []*node.Runtime
+func startDevNodes(nodes []node.Peer, dir string, nf nodeFlags, logOut io.Writer) ([]*server.Server, error) {
+	var rts []*server.Server
 	for _, p := range nodes {
-		rt, err := node.StartRuntime(node.RuntimeConfig{
+		rt, err := server.Start(server.Config{
 			Core:    node.Config{ID: p.ID, Nodes: nodes, MetadataGroup: true},
 			DataDir: filepath.Join(dir, fmt.Sprintf("node-%d", p.ID)),
 			Listen:  p.Address, Tick: nf.tick, StatsInterval: nf.stats,

@@ -1,10 +1,11 @@
-package node
+package server
 
 import (
 	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/strandlog/strand/node"
 	"io"
 	"log"
 	"net"
@@ -27,14 +28,14 @@ import (
 const runtimeTestConnDeadline = 20 * time.Second
 
 // startTestRuntime starts a one-node runtime on a free loopback port.
-func startTestRuntime(t *testing.T) *Runtime {
+func startTestRuntime(t *testing.T) *Server {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := StartRuntime(RuntimeConfig{
-		Core:     Config{ID: 1, Nodes: []Peer{{ID: 1, Address: ln.Addr().String()}}},
+	rt, err := Start(Config{
+		Core:     node.Config{ID: 1, Nodes: []node.Peer{{ID: 1, Address: ln.Addr().String()}}},
 		DataDir:  t.TempDir(),
 		Listener: ln,
 		Logger:   log.New(io.Discard, "", 0),
@@ -57,7 +58,7 @@ type testConn struct {
 	br *bufio.Reader
 }
 
-func dialTest(t *testing.T, rt *Runtime) *testConn {
+func dialTest(t *testing.T, rt *Server) *testConn {
 	t.Helper()
 	nc, err := net.Dial("tcp", rt.Addr().String())
 	if err != nil {
@@ -251,9 +252,9 @@ func TestRuntimeFailStopOnSyncError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := StartRuntime(RuntimeConfig{
-		Core: Config{ID: 1, Nodes: []Peer{{ID: 1, Address: ln.Addr().String()}},
-			Partitions: []PartitionSpec{{TopicPartition: TopicPartition{Topic: "t", Partition: 0}, Replicas: []NodeID{1}}},
+	rt, err := Start(Config{
+		Core: node.Config{ID: 1, Nodes: []node.Peer{{ID: 1, Address: ln.Addr().String()}},
+			Partitions: []node.PartitionSpec{{TopicPartition: node.TopicPartition{Topic: "t", Partition: 0}, Replicas: []node.NodeID{1}}},
 			Disk:       failingDisk{Disk: memdisk.New(), fail: &fail}},
 		Listener: ln,
 		Logger:   log.New(io.Discard, "", 0),
