@@ -28,8 +28,9 @@ test:
 test-invariants:
 	$(GO) test -count=1 -short -tags invariants ./engine/... ./node/ ./simnet/
 
-## lint: gofmt, go vet and staticcheck must all be clean.
+## lint: gofmt, go vet, staticcheck and go mod tidy must all be clean.
 lint:
+	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run go mod tidy"; $(GO) mod tidy -diff; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
