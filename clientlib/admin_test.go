@@ -1,6 +1,7 @@
 package clientlib_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -35,15 +36,7 @@ func TestAdminTopicLifecycle(t *testing.T) {
 	if !errors.Is(ds[1].Err, clientlib.ErrUnknownTopic) {
 		t.Fatalf("describe nope: %+v", ds[1])
 	}
-	info, err := client.Metadata(ctx)
-	if err != nil || len(info.Nodes) != 3 || len(info.Topics) != 1 || len(info.Topics[0].Partitions) != 4 {
-		t.Fatalf("metadata: %+v %v", info, err)
-	}
-	for _, p := range info.Topics[0].Partitions {
-		if p.LeaderID == 0 || len(p.Replicas) != 3 {
-			t.Fatalf("partition %+v has no leader or replicas", p)
-		}
-	}
+	waitLeaders(t, client, "orders", 4)
 	if err := client.ProduceSync(ctx, &clientlib.Record{Topic: "orders", Key: []byte("k"), Value: []byte("v")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +59,35 @@ func TestAdminTopicLifecycle(t *testing.T) {
 	}
 	if err := client.DeleteTopic(ctx, "orders"); !errors.Is(err, clientlib.ErrUnknownTopic) {
 		t.Fatalf("second delete: %v", err)
+	}
+}
+
+// waitLeaders polls Metadata until it names 3 nodes and a leader and 3
+// replicas for each of the topic's partitions: a new topic's partitions
+// elect their leaders after CreateTopic returns.
+func waitLeaders(t *testing.T, client *clientlib.Client, topic string, partitions int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	for {
+		info, err := client.Metadata(ctx)
+		if err == nil && len(info.Nodes) == 3 && len(info.Topics) == 1 && info.Topics[0].Name == topic &&
+			len(info.Topics[0].Partitions) == partitions {
+			ready := true
+			for _, p := range info.Topics[0].Partitions {
+				if len(p.Replicas) != 3 {
+					t.Fatalf("partition %+v: want 3 replicas", p)
+				}
+				ready = ready && p.LeaderID != 0
+			}
+			if ready {
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("metadata never named every leader: %+v %v", info, err)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -31,7 +31,8 @@ type Action struct {
 // action to take and whether it applies. Controls run in
 // the order they were added; the first that applies wins. It is called
 // without the cluster's lock held, so it may call Cluster methods (e.g.
-// MoveLeader), and from many goroutines, so it must be safe for that.
+// MoveLeader, which blocks this connection's reader while it waits), and
+// from many goroutines, so it must be safe for that.
 type ControlFunc func(nodeID uint64, req *strandpb.Request) (Action, bool)
 
 // Control adds a control and returns the function that removes it.
