@@ -176,3 +176,23 @@ func TestDuplicateAndDropAfter(t *testing.T) {
 		t.Fatalf("log holds %d records, want 2", len(log))
 	}
 }
+
+// Leader answers 0 for a partition the topic does not have (without
+// waiting out the readiness bound), and MoveLeader refuses a cluster too
+// small to elect another node.
+func TestLeaderEdges(t *testing.T) {
+	cluster, err := New(Nodes(1), Topic("t", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	if lead := cluster.Leader("t", 0); lead != 1 {
+		t.Fatalf("leader of t/0 is %d, want 1", lead)
+	}
+	if lead := cluster.Leader("t", 5); lead != 0 {
+		t.Fatalf("leader of t/5 is %d, want 0", lead)
+	}
+	if _, err := cluster.MoveLeader("t", 0); err == nil {
+		t.Fatal("MoveLeader on one node succeeded")
+	}
+}

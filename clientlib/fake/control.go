@@ -71,8 +71,7 @@ func (c *Cluster) control(nodeID uint64, req *strandpb.Request) Action {
 }
 
 // FailTimes returns a control that answers the first n requests matching
-// match with code (NOT_LEADER gets a hint to the partition's leader), then
-// stops applying.
+// match with code (and no leader hint), then stops applying.
 func FailTimes(n int, code strandpb.ErrorCode, match func(nodeID uint64, req *strandpb.Request) bool) ControlFunc {
 	var left = make(chan struct{}, n)
 	for i := 0; i < n; i++ {

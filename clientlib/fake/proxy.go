@@ -123,7 +123,9 @@ func (p *proxy) relayPeer(from uint64, cc net.Conn, br *bufio.Reader, uc net.Con
 	}
 	defer p.track(closer, false)
 	defer closer.Close()
+	p.c.wg.Add(1)
 	go func() { // the server sends nothing on a peer link; notice its close
+		defer p.c.wg.Done()
 		io.Copy(io.Discard, uc)
 		closer.Close()
 	}()

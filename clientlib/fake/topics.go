@@ -51,20 +51,24 @@ func (c *Cluster) CreateTopic(name string, partitions int32) error {
 	if err != nil {
 		return err
 	}
-	return poll("leaders of topic "+name, func() (bool, error) {
-		for p := int32(0); p < partitions; p++ {
-			if lead, err := c.agreedLeader(name, p); lead == 0 {
-				return false, err
-			}
+	for p := int32(0); p < partitions; p++ {
+		var lead uint64
+		if err := poll(fmt.Sprintf("leader of %s/%d", name, p), c.agreed(name, p, &lead)); err != nil {
+			return err
 		}
-		return true, nil
-	})
+	}
+	return nil
 }
+
+// errNoPartition is agreedLeader's answer for a partition the topic does
+// not have: waiting will not help.
+var errNoPartition = errors.New("fake: no such partition")
 
 // agreedLeader is a partition's leader when every node knows the topic
 // and every replica names the same leader, which claims it; else 0.
 func (c *Cluster) agreedLeader(topic string, p int32) (uint64, error) {
 	var lead uint64
+	exists := false
 	for i := range c.servers {
 		self := uint64(i + 1)
 		md, err := metadata(c.serverAddr(self), topic)
@@ -75,7 +79,11 @@ func (c *Cluster) agreedLeader(topic string, p int32) (uint64, error) {
 			return 0, fmt.Errorf("node %d does not know topic %s yet", self, topic)
 		}
 		for _, mp := range md.GetTopics()[0].GetPartitions() {
-			if mp.GetPartition() != p || !slices.Contains(mp.GetReplicas(), self) {
+			if mp.GetPartition() != p {
+				continue
+			}
+			exists = true
+			if !slices.Contains(mp.GetReplicas(), self) {
 				continue
 			}
 			if mp.GetLeaderId() == 0 || (lead != 0 && mp.GetLeaderId() != lead) {
@@ -84,10 +92,22 @@ func (c *Cluster) agreedLeader(topic string, p int32) (uint64, error) {
 			lead = mp.GetLeaderId()
 		}
 	}
+	if !exists {
+		return 0, fmt.Errorf("%w: %s/%d", errNoPartition, topic, p)
+	}
 	if lead == 0 {
 		return 0, fmt.Errorf("no leader of %s/%d", topic, p)
 	}
 	return lead, nil
+}
+
+// agreed adapts agreedLeader to poll: a missing partition ends the wait.
+func (c *Cluster) agreed(topic string, p int32, lead *uint64) func() (bool, error) {
+	return func() (bool, error) {
+		var err error
+		*lead, err = c.agreedLeader(topic, p)
+		return *lead != 0 || errors.Is(err, errNoPartition), err
+	}
 }
 
 // leader finds the node that leads a partition by its own account (with
@@ -115,15 +135,11 @@ func (c *Cluster) leader(topic string, p int32) (id, term uint64, err error) {
 }
 
 // Leader is a partition's leader, waiting (bounded) until every replica
-// names the same one; 0 when that did not happen in time or the partition
-// does not exist.
+// names the same one; 0 at once when the topic has no such partition, and
+// 0 when the replicas did not agree in time.
 func (c *Cluster) Leader(topic string, p int32) uint64 {
 	var lead uint64
-	poll("a leader", func() (bool, error) {
-		var err error
-		lead, err = c.agreedLeader(topic, p)
-		return lead != 0, err
-	})
+	poll("a leader", c.agreed(topic, p, &lead))
 	return lead
 }
 
@@ -135,6 +151,10 @@ func (c *Cluster) Leader(topic string, p int32) uint64 {
 // (other partitions, the metadata group) may move too. Which node wins is
 // raft's choice: the real core offers no leadership transfer.
 func (c *Cluster) MoveLeader(topic string, p int32) (uint64, error) {
+	if len(c.servers) < 3 {
+		return 0, fmt.Errorf("fake: move leader of %s/%d: %d nodes cannot elect without one of them; need 3",
+			topic, p, len(c.servers))
+	}
 	c.moveMu.Lock()
 	defer c.moveMu.Unlock()
 	old, oldTerm, err := c.leader(topic, p)
@@ -155,11 +175,7 @@ func (c *Cluster) MoveLeader(topic string, p int32) (uint64, error) {
 		return 0, err
 	}
 	var lead uint64
-	err = poll(fmt.Sprintf("agreement on the new leader of %s/%d", topic, p), func() (bool, error) {
-		var err error
-		lead, err = c.agreedLeader(topic, p)
-		return lead != 0, err
-	})
+	err = poll(fmt.Sprintf("agreement on the new leader of %s/%d", topic, p), c.agreed(topic, p, &lead))
 	return lead, err
 }
 
