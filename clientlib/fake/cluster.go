@@ -49,6 +49,7 @@ type Cluster struct {
 	isolatedNodes map[uint64]bool
 	moveMu        sync.Mutex // one leader move at a time
 	closeOnce     sync.Once
+	closeErr      error // the servers' fatal errors, set by Close
 	wg            sync.WaitGroup
 }
 
@@ -153,18 +154,26 @@ func (c *Cluster) Addrs() []string {
 }
 
 // Close stops every server and proxy and waits for the cluster's
-// goroutines.
+// goroutines. Err then says whether a server had stopped on a fatal error.
 func (c *Cluster) Close() {
 	c.closeOnce.Do(func() {
-		for _, s := range c.servers {
-			s.Close()
+		var errs []error
+		for i, s := range c.servers {
+			if err := s.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("fake: node %d: %w", i+1, err))
+			}
 		}
+		c.closeErr = errors.Join(errs...)
 		for _, p := range c.proxies {
 			p.shut()
 		}
 		c.wg.Wait()
 	})
 }
+
+// Err is the fatal errors that stopped servers (node fail-stop), nil when
+// every server ran until Close. Call it after Close.
+func (c *Cluster) Err() error { return c.closeErr }
 
 // serverAddr is node id's real server address (not its proxy).
 func (c *Cluster) serverAddr(id uint64) string { return c.servers[id-1].Addr().String() }
