@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"net"
 	"os"
 	"runtime"
@@ -173,6 +174,9 @@ func TestUserMessage(t *testing.T) {
 		{&clientlib.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_CONFIG, Message: "metadata: invalid topic config: x"}, "invalid topic config: x"},
 		{tooLarge, "record too large"},
 		{refused, "cannot reach 127.0.0.1:1: connection refused"},
+		{fmt.Errorf("listen on x: %w", &net.OpError{Op: "listen", Net: "tcp", Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9092},
+			Err: &os.SyscallError{Syscall: "bind", Err: syscall.EADDRINUSE}}),
+			"cannot listen on 127.0.0.1:9092: address already in use (is another strand running there?)"},
 		{&clientlib.RetriesExhaustedError{Attempts: 3, Err: refused}, "cannot reach 127.0.0.1:1: connection refused (gave up after 3 attempts)"},
 		{wrapErr(&clientlib.OffsetOutOfRangeError{Topic: "hello", Partition: 0, Offset: 120, HighWatermark: 100}, "hello/0"),
 			"hello/0: offset 120 is past the end of hello/0 (high-water mark 100); use --from latest or a smaller offset"},

@@ -67,6 +67,12 @@ func userMessage(err error) string {
 			return msg
 		}
 		return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(we.Code.String(), "ERROR_CODE_")), "_", " ")
+	case errors.Is(err, syscall.EADDRINUSE):
+		var op *net.OpError
+		if errors.As(err, &op) && op.Addr != nil {
+			return fmt.Sprintf("cannot listen on %s: address already in use (is another strand running there?)", op.Addr)
+		}
+		return "address already in use (is another strand running there?)"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "no answer from the cluster in time (see --timeout)"
 	}

@@ -289,7 +289,7 @@ func startDevNodes(nodes []node.Peer, dir string, nf nodeFlags, logOut io.Writer
 				started.Close()
 			}
 			if errors.Is(err, syscall.EADDRINUSE) {
-				return nil, fmt.Errorf("%v (another strand dev running? try --base-port)", err)
+				return nil, userErr(err, "cannot listen on %s: address already in use (another strand dev running? try --base-port)", p.Address)
 			}
 			return nil, err
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/engine/metadata"
 )
 
 // topicSubcommands are the subcommands of `strand topic`.
@@ -64,6 +65,9 @@ func cmdTopic(args []string, stdout io.Writer) error {
 		return topicList(ctx, c, stdout)
 	case "describe":
 		return topicErr(names[0], topicDescribe(ctx, c, stdout, names[0]))
+	}
+	if err := checkTopic(ctx, c, names[0], cf.timeout); err != nil {
+		return err
 	}
 	if err := c.DeleteTopic(ctx, names[0]); err != nil {
 		return topicErr(names[0], err)
@@ -168,7 +172,11 @@ func topicDescribe(ctx context.Context, c *clientlib.Client, w io.Writer, name s
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(w, "  config %s=%s\n", k, d.Configs[k])
+		note := ""
+		if !metadata.Enforced(k, d.Configs[k]) {
+			note = "  (not enforced yet)"
+		}
+		fmt.Fprintf(w, "  config %s=%s%s\n", k, d.Configs[k], note)
 	}
 	info, err := c.Metadata(ctx)
 	if err != nil {

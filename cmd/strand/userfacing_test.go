@@ -61,6 +61,13 @@ func TestUserFacingErrors(t *testing.T) {
 	runOutcome(t, "", "topic", "create", "hello", "-p", "2", b).wantFailure(t, 1, `topic "hello" already exists`)
 	runOutcome(t, "", "topic", "describe", "nosuch", b).wantFailure(t, 1,
 		`topic "nosuch" does not exist (create it with: strand topic create nosuch --partitions N)`)
+	runOutcome(t, "", "topic", "delete", "nosuch", b).wantFailure(t, 1,
+		`topic "nosuch" does not exist (create it with: strand topic create nosuch --partitions N)`)
+	o = runOutcome(t, "", "topic", "describe", "hello", b)
+	if o.code != 0 || !strings.Contains(o.stdout, "config retention.ms=604800000  (not enforced yet)\n") ||
+		!strings.Contains(o.stdout, "config max.message.bytes=1048576\n") {
+		t.Errorf("describe: %+v", o)
+	}
 	runOutcome(t, "", "consume", "nosuch", "-e", b).wantFailure(t, 1,
 		`topic "nosuch" does not exist (create it with: strand topic create nosuch --partitions N)`)
 	runOutcome(t, "", "topic", "list", "--brokers", "127.0.0.1:1").wantFailure(t, 1,

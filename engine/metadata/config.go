@@ -155,6 +155,13 @@ func checkEnforced(key string, c TopicConfig) error {
 	return nil
 }
 
+// Enforced reports whether the nodes honour key set to value. Describe
+// output uses it to mark stored defaults that have no effect yet.
+func Enforced(key, value string) bool {
+	var c TopicConfig
+	return c.set(key, value) == nil && checkEnforced(key, c) == nil
+}
+
 // reset puts key back to its default; an unknown key fails.
 func (c *TopicConfig) reset(key string) error {
 	d := DefaultTopicConfig()

@@ -285,6 +285,19 @@ func TestAlterTopicConfig(t *testing.T) {
 	}
 }
 
+// TestEnforced shows which stored values the nodes honour: only
+// max.message.bytes at its maximum; describe marks the others.
+func TestEnforced(t *testing.T) {
+	for _, e := range DefaultTopicConfig().Entries() {
+		if got, want := Enforced(e.Name, e.Value), e.Name == ConfigMaxMessageBytes; got != want {
+			t.Errorf("Enforced(%s, %s) = %v, want %v", e.Name, e.Value, got, want)
+		}
+	}
+	if Enforced(ConfigMaxMessageBytes, "1000") || Enforced("nope", "1") {
+		t.Errorf("a smaller max.message.bytes or an unknown key counted as enforced")
+	}
+}
+
 // TestConfigEntries shows describe output is sorted and round-trips.
 func TestConfigEntries(t *testing.T) {
 	c := DefaultTopicConfig()
