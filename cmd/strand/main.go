@@ -1,18 +1,24 @@
 // Command strand runs Strand nodes and talks to a Strand cluster.
 //
-//	strand serve --id 1 --listen 127.0.0.1:9092 --peers 1=...,2=...,3=... --data-dir DIR
 //	strand dev                      # a local 3-node cluster in one process on :9092-9094
-//	strand topic create NAME --partitions N [--replication-factor R] [--config k=v]
+//	strand serve --id 1 --peers 1=HOST:PORT,2=...,3=... --data-dir DIR
+//	strand topic create NAME --partitions N [--replication-factor R]
 //	strand topic list | describe NAME | delete NAME
 //	strand produce TOPIC            # lines from stdin
 //	strand consume TOPIC [--from earliest|latest|OFFSET|TIME] [--until-end]
 //	strand cluster                  # nodes, partitions, leaders, high-water marks
 //	strand bench produce|consume|e2e
+//	strand version | help [CMD]
+//
+// help.go holds the one table every help text is printed from; errors.go
+// the one function (userMessage) that renders errors for users.
 //
 // Every flag can also be set through an environment variable STRAND_<FLAG>
 // (upper case, dashes as underscores: --data-dir is STRAND_DATA_DIR); a flag
 // on the command line wins. Client commands default to --brokers
-// 127.0.0.1:9092, where `strand dev` listens, so a new user needs no flags.
+// 127.0.0.1:9092, where `strand dev` listens, so a new user needs no flags;
+// short flags follow kcat and rpk (-b brokers, -t topic, -p partition(s),
+// -o offset, -e exit at end, -f format).
 package main
 
 import (
