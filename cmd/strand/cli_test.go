@@ -300,3 +300,37 @@ func TestUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// A client command whose brokers refuse connections, or answer but not as
+// strand nodes, fails with one line saying so instead of retrying until
+// --timeout (it took about 13 s, with "clientlib: connection to ...").
+func TestUnreachableBrokers(t *testing.T) {
+	closed := fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			nc.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
+			nc.Close()
+		}
+	}()
+	for _, tc := range []struct{ brokers, want string }{
+		{closed, "strand: cannot reach any broker at " + closed + ": connection refused (is a cluster running there? 'strand dev' starts one on 127.0.0.1:9092)\n"},
+		{ln.Addr().String(), "strand: " + ln.Addr().String() + " answered, but not as a strand node ("},
+	} {
+		for _, args := range [][]string{{"topic", "list"}, {"produce", "t"}, {"consume", "t"}, {"cluster"}} {
+			var out, errOut bytes.Buffer
+			code := run(append(args, "--brokers", tc.brokers, "--timeout", "20s"), strings.NewReader("x\n"), &out, &errOut)
+			if code != 1 || !strings.HasPrefix(errOut.String(), tc.want) || strings.Count(errOut.String(), "\n") != 1 {
+				t.Errorf("strand %v --brokers %s: exit %d, stderr %q; want exit 1 and %q", args, tc.brokers, code, errOut.String(), tc.want)
+			}
+		}
+	}
+}

@@ -95,7 +95,7 @@ func rootCause(err error) string {
 
 // packagePrefixes are the "pkg: " prefixes Go errors carry, which mean
 // nothing to a user.
-var packagePrefixes = []string{"strand: ", "clientlib: ", "metadata: ", "node: ", "engine: ", "raftlog: ", "recordbatch: "}
+var packagePrefixes = []string{"strand: ", "clientlib: ", "metadata: ", "node: ", "engine: ", "raftlog: ", "recordbatch: ", "frame: "}
 
 // trimPackagePrefixes removes leading package prefixes from s.
 func trimPackagePrefixes(s string) string {

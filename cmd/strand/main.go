@@ -220,22 +220,34 @@ func (c *clientFlags) client(opts ...clientlib.Opt) (*clientlib.Client, error) {
 	return clientlib.NewClient(append(base, opts...)...)
 }
 
-// reachable is nil when some broker accepts a TCP connection.
+// reachable fails when no broker can be connected to. It asks for
+// metadata with one retry only, through the protocol (a bare TCP probe
+// would make every node log a connection closed before hello); any answer,
+// even an error, means the cluster is there.
 func (c *clientFlags) reachable() error {
-	var last error
-	for _, addr := range c.brokers {
-		nc, err := net.DialTimeout("tcp", addr, brokerDialTimeout)
-		if err == nil {
-			nc.Close()
-			return nil
-		}
-		last = err
-	}
-	if last == nil {
+	if len(c.brokers) == 0 {
 		return usageError("--brokers: no address given")
 	}
-	return userErr(last, "cannot reach any broker at %s: %s (is a cluster running there? 'strand dev' starts one on 127.0.0.1:9092)",
-		strings.Join(c.brokers, ","), rootCause(last))
+	probe, err := clientlib.NewClient(clientlib.SeedAddresses(c.brokers...), clientlib.ClientID("strand-cli"),
+		clientlib.DialTimeout(brokerDialTimeout), clientlib.RequestTimeout(brokerDialTimeout), clientlib.MaxRetries(1))
+	if err != nil {
+		return err
+	}
+	defer probe.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), min(c.timeout, 2*brokerDialTimeout))
+	defer cancel()
+	_, err = probe.Metadata(ctx)
+	var conn *clientlib.ConnError
+	if err == nil || !errors.As(err, &conn) {
+		return nil
+	}
+	var op *net.OpError
+	if !errors.As(err, &op) {
+		return userErr(err, "%s answered, but not as a strand node (%s)", strings.Join(c.brokers, ","),
+			trimPackagePrefixes(rootCause(conn.Err)))
+	}
+	return userErr(err, "cannot reach any broker at %s: %s (is a cluster running there? 'strand dev' starts one on 127.0.0.1:9092)",
+		strings.Join(c.brokers, ","), rootCause(conn.Err))
 }
 
 // signalContext is cancelled by SIGINT or SIGTERM.
