@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -54,7 +53,7 @@ func cmdProduce(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	defer closeBounded(c)
 	ctx, stop := signalContext()
 	defer stop()
-	if err := checkTopic(ctx, c, topic, cf.timeout); err != nil {
+	if err := checkTopic(ctx, c, topic, *partition, cf.timeout); err != nil {
 		return err
 	}
 	p := &lineProducer{c: c, stderr: stderr}
@@ -275,9 +274,9 @@ func parseAcks(s string) (clientlib.Acks, error) {
 	return 0, usageError("--acks %q: want all, 1 or 0", s)
 }
 
-// checkTopic fails fast when topic does not exist, rather than letting
-// every record retry until its delivery timeout.
-func checkTopic(ctx context.Context, c *clientlib.Client, topic string, timeout time.Duration) error {
+// checkTopic fails fast when topic does not exist, or lacks partition
+// (-1: any), rather than letting every record retry or fail on its own.
+func checkTopic(ctx context.Context, c *clientlib.Client, topic string, partition int32, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	details, err := c.DescribeTopics(ctx, topic)
@@ -285,11 +284,12 @@ func checkTopic(ctx context.Context, c *clientlib.Client, topic string, timeout 
 		return err
 	}
 	for _, d := range details {
-		if d.Name == topic && d.Err != nil {
-			if errors.Is(d.Err, clientlib.ErrUnknownTopic) {
-				return topicErr(topic, d.Err)
-			}
-			return d.Err
+		switch {
+		case d.Name != topic:
+		case d.Err != nil:
+			return topicErr(topic, d.Err)
+		case partition >= d.Partitions:
+			return userErr(nil, "%s has no partition %d (it has %d: 0 to %d)", topic, partition, d.Partitions, d.Partitions-1)
 		}
 	}
 	return nil

@@ -66,7 +66,7 @@ func cmdTopic(args []string, stdout io.Writer) error {
 	case "describe":
 		return topicErr(names[0], topicDescribe(ctx, c, stdout, names[0]))
 	}
-	if err := checkTopic(ctx, c, names[0], cf.timeout); err != nil {
+	if err := checkTopic(ctx, c, names[0], -1, cf.timeout); err != nil {
 		return err
 	}
 	if err := c.DeleteTopic(ctx, names[0]); err != nil {

@@ -85,6 +85,8 @@ func TestUserFacingErrors(t *testing.T) {
 	runOutcome(t, "d\n"+huge+"\n", "produce", "hello", "-p", "0", b).wantFailure(t, 1,
 		"line 2 is 3145728 bytes, over the 1048576-byte (1 MiB) record limit; stopped there after writing 1 record to hello")
 
+	runOutcome(t, "e\n", "produce", "hello", "-p", "7", b).wantFailure(t, 1, "hello has no partition 7 (it has 2: 0 to 1)")
+	runOutcome(t, "", "consume", "hello", "-p", "7", b).wantFailure(t, 1, "hello has no partition 7 (it has 2: 0 to 1)")
 	pastEnd := "offset 50 is past the end of hello/0 (high-water mark 3); use --from latest or a smaller offset"
 	runOutcome(t, "", "consume", "hello", "-p", "0", "--from", "50", "--until-end", b).wantFailure(t, 1, pastEnd)
 	runOutcome(t, "", "consume", "hello", "-p", "0", "--from", "50", b).wantFailure(t, 1, pastEnd)
