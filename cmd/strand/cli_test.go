@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -178,6 +179,8 @@ func TestUserMessage(t *testing.T) {
 			Err: &os.SyscallError{Syscall: "bind", Err: syscall.EADDRINUSE}}),
 			"cannot listen on 127.0.0.1:9092: address already in use (is another strand running there?)"},
 		{&clientlib.RetriesExhaustedError{Attempts: 3, Err: refused}, "cannot reach 127.0.0.1:1: connection refused (gave up after 3 attempts)"},
+		{&clientlib.ConnError{Addr: "h:80", Err: errors.New("frame: frame larger than the limit: 1008813135 bytes")},
+			"h:80 answered, but not as a strand node (frame larger than the limit: 1008813135 bytes)"},
 		{wrapErr(&clientlib.OffsetOutOfRangeError{Topic: "hello", Partition: 0, Offset: 120, HighWatermark: 100}, "hello/0"),
 			"hello/0: offset 120 is past the end of hello/0 (high-water mark 100); use --from latest or a smaller offset"},
 	} {

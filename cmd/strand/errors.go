@@ -61,7 +61,7 @@ func userMessage(err error) string {
 	case errors.As(err, &oe):
 		return offsetOutOfRange(oe.Topic, oe.Partition, oe.Offset, oe.LogStartOffset, oe.HighWatermark)
 	case errors.As(err, &ce):
-		return fmt.Sprintf("cannot reach %s: %s", ce.Addr, rootCause(ce.Err))
+		return connMessage(ce.Addr, ce.Err)
 	case errors.As(err, &we):
 		if msg := trimPackagePrefixes(we.Message); msg != "" {
 			return msg
@@ -77,6 +77,18 @@ func userMessage(err error) string {
 		return "no answer from the cluster in time (see --timeout)"
 	}
 	return trimPackagePrefixes(err.Error())
+}
+
+// connMessage says why a connection to addr failed: the network's
+// reason, or that something answered but not as a strand node (a frame
+// error: an HTTP server answers "HTTP/1.1", read as a huge frame length).
+func connMessage(addr string, err error) string {
+	var op *net.OpError
+	var errno syscall.Errno
+	if !errors.As(err, &op) && !errors.As(err, &errno) {
+		return fmt.Sprintf("%s answered, but not as a strand node (%s)", addr, trimPackagePrefixes(err.Error()))
+	}
+	return fmt.Sprintf("cannot reach %s: %s", addr, rootCause(err))
 }
 
 // rootCause is the innermost useful text of a network error: "connection

@@ -243,8 +243,7 @@ func (c *clientFlags) reachable() error {
 	}
 	var op *net.OpError
 	if !errors.As(err, &op) {
-		return userErr(err, "%s answered, but not as a strand node (%s)", strings.Join(c.brokers, ","),
-			trimPackagePrefixes(rootCause(conn.Err)))
+		return userErr(err, "%s", connMessage(strings.Join(c.brokers, ","), conn.Err))
 	}
 	return userErr(err, "cannot reach any broker at %s: %s (is a cluster running there? 'strand dev' starts one on 127.0.0.1:9092)",
 		strings.Join(c.brokers, ","), rootCause(conn.Err))
