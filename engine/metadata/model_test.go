@@ -33,17 +33,20 @@ type configCase struct {
 	apply func(*TopicConfig) // nil: invalid
 }
 
+// Keys the nodes do not enforce yet are refused whatever their value, and
+// max.message.bytes everywhere but its enforced maximum (checkEnforced).
 var configCases = []configCase{
-	{ConfigEntry{ConfigRetentionMs, "1000"}, func(c *TopicConfig) { c.RetentionMs = 1000 }},
-	{ConfigEntry{ConfigRetentionMs, "-1"}, func(c *TopicConfig) { c.RetentionMs = -1 }},
+	{ConfigEntry{ConfigRetentionMs, "1000"}, nil},
+	{ConfigEntry{ConfigRetentionMs, "-1"}, nil},
 	{ConfigEntry{ConfigRetentionMs, "-2"}, nil},
-	{ConfigEntry{ConfigRetentionBytes, "5000"}, func(c *TopicConfig) { c.RetentionBytes = 5000 }},
+	{ConfigEntry{ConfigRetentionBytes, "5000"}, nil},
 	{ConfigEntry{ConfigSegmentBytes, "100"}, nil},
-	{ConfigEntry{ConfigSegmentBytes, "8192"}, func(c *TopicConfig) { c.SegmentBytes = 8192 }},
-	{ConfigEntry{ConfigCleanupPolicy, "compact"}, func(c *TopicConfig) { c.CleanupPolicy = CleanupCompact }},
-	{ConfigEntry{ConfigCleanupPolicy, "delete"}, func(c *TopicConfig) { c.CleanupPolicy = CleanupDelete }},
+	{ConfigEntry{ConfigSegmentBytes, "8192"}, nil},
+	{ConfigEntry{ConfigCleanupPolicy, "compact"}, nil},
+	{ConfigEntry{ConfigCleanupPolicy, "delete"}, nil},
 	{ConfigEntry{ConfigCleanupPolicy, "x"}, nil},
-	{ConfigEntry{ConfigMaxMessageBytes, "512"}, func(c *TopicConfig) { c.MaxMessageBytes = 512 }},
+	{ConfigEntry{ConfigMaxMessageBytes, "512"}, nil},
+	{ConfigEntry{ConfigMaxMessageBytes, "1048576"}, func(c *TopicConfig) { c.MaxMessageBytes = MaxMessageBytesMax }},
 	{ConfigEntry{ConfigMaxMessageBytes, "2000000"}, nil},
 	{ConfigEntry{"nope", "1"}, nil},
 }

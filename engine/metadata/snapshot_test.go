@@ -26,7 +26,7 @@ func drawCommand(t *rapid.T) []byte {
 		data, err = EncodeSetNodeFenced(rapid.Uint64Range(1, 9).Draw(t, "id"), rapid.Bool().Draw(t, "fenced"))
 	case 3:
 		data, err = EncodeCreateTopic(name, int32(rapid.IntRange(0, 30).Draw(t, "p")), int32(rapid.IntRange(0, 4).Draw(t, "rf")),
-			[]ConfigEntry{{ConfigSegmentBytes, rapid.SampledFrom([]string{"8192", "1"}).Draw(t, "seg")}})
+			[]ConfigEntry{{ConfigMaxMessageBytes, rapid.SampledFrom([]string{"1048576", "1"}).Draw(t, "max")}})
 	case 4:
 		data, err = EncodeDeleteTopic(name)
 	case 5:
