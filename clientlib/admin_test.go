@@ -16,7 +16,7 @@ import (
 // admin calls; creating it twice fails with ErrTopicExists.
 func TestAdminTopicLifecycle(t *testing.T) {
 	_, client, ctx := setup(t, nil)
-	if err := client.CreateTopic(ctx, "orders", 4, 3, map[string]string{"retention.ms": "1000"}); err != nil {
+	if err := client.CreateTopic(ctx, "orders", 4, 3, map[string]string{"max.message.bytes": "1048576"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := client.CreateTopic(ctx, "orders", 4, 3, nil); !errors.Is(err, clientlib.ErrTopicExists) {
@@ -40,7 +40,7 @@ func TestAdminTopicLifecycle(t *testing.T) {
 		}
 		return nil
 	})
-	if ds[0].Partitions != 4 || ds[0].ReplicationFactor != 3 || ds[0].Configs["retention.ms"] != "1000" {
+	if ds[0].Partitions != 4 || ds[0].ReplicationFactor != 3 || ds[0].Configs["max.message.bytes"] != "1048576" {
 		t.Fatalf("describe orders: %+v", ds[0])
 	}
 	if !errors.Is(ds[1].Err, clientlib.ErrUnknownTopic) {
