@@ -12,11 +12,13 @@
 package fake
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/strandlog/strand/engine/recordbatch"
@@ -33,8 +35,12 @@ type Cluster struct {
 	controls       map[uint64]ControlFunc
 	nextControlID  uint64
 	appended       chan struct{} // closed and replaced on every append
-	closed         bool
-	wg             sync.WaitGroup
+	// clusterID and the topics' ids are 16 bytes, new for every topic and
+	// every Replace: enough for clients' identity checks.
+	clusterID []byte
+	nextIDSeq uint64
+	closed    bool
+	wg        sync.WaitGroup
 }
 
 // node is one fake node: a listener and its connections.
@@ -47,6 +53,7 @@ type node struct {
 
 type topic struct {
 	name              string
+	id                []byte
 	replicationFactor int32
 	configs           []*strandpb.ConfigEntry
 	partitions        []*partition
@@ -113,6 +120,7 @@ func New(opts ...Opt) (*Cluster, error) {
 		controls:       make(map[uint64]ControlFunc),
 		appended:       make(chan struct{}),
 	}
+	c.clusterID = c.newIDLocked()
 	for i := 0; i < o.nodes; i++ {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -182,7 +190,7 @@ func (c *Cluster) createTopicLocked(name string, partitions, rf int32, configs [
 	if name == "" || partitions <= 0 || partitions > 10000 || rf <= 0 || int(rf) > len(c.nodes) {
 		return werr(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "bad topic %q: %d partitions, rf %d", name, partitions, rf)
 	}
-	t := &topic{name: name, replicationFactor: rf, configs: configs}
+	t := &topic{name: name, id: c.newIDLocked(), replicationFactor: rf, configs: configs}
 	for i := int32(0); i < partitions; i++ {
 		t.partitions = append(t.partitions, &partition{
 			leader:    c.nodes[int(i)%len(c.nodes)].id,
@@ -305,3 +313,46 @@ func (c *Cluster) sortedTopicNames() []string {
 
 // nowMs is the fake's append time.
 func nowMs() int64 { return time.Now().UnixMilli() }
+
+// newIDLocked is a fresh 16-byte id: a process-wide counter, so two fake
+// clusters never share a cluster or topic id.
+func (c *Cluster) newIDLocked() []byte {
+	n := idSeq.Add(1)
+	id := make([]byte, 16)
+	copy(id, "fakeid..")
+	binary.BigEndian.PutUint64(id[8:], n)
+	return id
+}
+
+// idSeq numbers every id any fake cluster handed out.
+var idSeq atomic.Uint64
+
+// Replace acts as if the cluster behind the addresses were replaced by a
+// new one (a restarted `strand dev`): a new cluster id, and the same
+// topics created anew, empty, with new ids.
+func (c *Cluster) Replace() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.clusterID = c.newIDLocked()
+	for _, name := range c.sortedTopicNames() {
+		t := c.topics[name]
+		delete(c.topics, name)
+		c.createTopicLocked(name, int32(len(t.partitions)), t.replicationFactor, t.configs)
+	}
+}
+
+// RecreateTopic deletes a topic and creates it again, empty, with a new
+// id and the same partition count.
+func (c *Cluster) RecreateTopic(name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.topics[name]
+	if t == nil {
+		return fmt.Errorf("no topic %q", name)
+	}
+	delete(c.topics, name)
+	if e := c.createTopicLocked(name, int32(len(t.partitions)), t.replicationFactor, t.configs); e != nil {
+		return errors.New(e.GetMessage())
+	}
+	return nil
+}

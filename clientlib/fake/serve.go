@@ -2,6 +2,7 @@ package fake
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"net"
 	"sync"
@@ -107,7 +108,10 @@ func (s *session) hello(req *strandpb.Request) bool {
 	resp := &strandpb.Response{CorrelationId: req.GetCorrelationId()}
 	ok := h != nil && h.GetVersionMin() <= ProtocolVersion && ProtocolVersion <= h.GetVersionMax()
 	if ok {
-		resp.Body = &strandpb.Response_Hello{Hello: &strandpb.HelloResponse{Version: ProtocolVersion, NodeId: s.n.id}}
+		s.c.mu.Lock()
+		cluster := s.c.clusterID
+		s.c.mu.Unlock()
+		resp.Body = &strandpb.Response_Hello{Hello: &strandpb.HelloResponse{Version: ProtocolVersion, NodeId: s.n.id, ClusterId: cluster}}
 	} else {
 		resp.Error = werr(strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_VERSION, "speaks version %d only", ProtocolVersion)
 	}
@@ -226,7 +230,7 @@ func errorResponse(req *strandpb.Request, e *strandpb.Error) *strandpb.Response 
 }
 
 func (c *Cluster) metadataLocked(req *strandpb.MetadataRequest) *strandpb.MetadataResponse {
-	out := &strandpb.MetadataResponse{ControllerId: 1, MetadataVersion: 1}
+	out := &strandpb.MetadataResponse{ControllerId: 1, MetadataVersion: 1, ClusterId: c.clusterID}
 	for _, n := range c.nodes {
 		out.Nodes = append(out.Nodes, &strandpb.MetadataResponse_Node{Id: n.id, Address: n.addr})
 	}
@@ -241,7 +245,7 @@ func (c *Cluster) metadataLocked(req *strandpb.MetadataRequest) *strandpb.Metada
 				Error: werr(strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION, "no topic %q", name)})
 			continue
 		}
-		mt := &strandpb.MetadataResponse_Topic{Name: name}
+		mt := &strandpb.MetadataResponse_Topic{Name: name, TopicId: t.id}
 		for i, p := range t.partitions {
 			mt.Partitions = append(mt.Partitions, &strandpb.MetadataResponse_Partition{
 				Partition: int32(i), LeaderId: p.leader, LeaderTerm: p.term, Replicas: c.replicas(p.leader, t.replicationFactor)})
@@ -279,8 +283,13 @@ func (c *Cluster) describeLocked(req *strandpb.DescribeTopicsRequest) *strandpb.
 	return out
 }
 
-// leaderCheck finds a partition this node leads, or the error to answer.
-func (c *Cluster) leaderCheck(nodeID uint64, topicName string, p int32) (*partition, *strandpb.Error) {
+// leaderCheck finds a partition this node leads, or the error to answer;
+// a request naming another topic id (non-empty) than the topic's gets
+// UNKNOWN_TOPIC_ID.
+func (c *Cluster) leaderCheck(nodeID uint64, topicName string, p int32, topicID []byte) (*partition, *strandpb.Error) {
+	if t := c.topics[topicName]; t != nil && len(topicID) > 0 && !bytes.Equal(topicID, t.id) {
+		return nil, werr(strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID, "topic %q has id %x, the request names %x", topicName, t.id, topicID)
+	}
 	part := c.partitionLocked(topicName, p)
 	if part == nil {
 		return nil, werr(strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION, "no partition %s/%d", topicName, p)
@@ -298,7 +307,7 @@ func (c *Cluster) produceLocked(nodeID uint64, req *strandpb.ProduceRequest) *st
 	for _, rp := range req.GetPartitions() {
 		r := &strandpb.ProduceResponse_Partition{Topic: rp.GetTopic(), Partition: rp.GetPartition(), BaseOffset: -1}
 		out.Partitions = append(out.Partitions, r)
-		part, e := c.leaderCheck(nodeID, rp.GetTopic(), rp.GetPartition())
+		part, e := c.leaderCheck(nodeID, rp.GetTopic(), rp.GetPartition(), rp.GetTopicId())
 		if e != nil {
 			r.Error = e
 			continue
@@ -399,7 +408,7 @@ func (c *Cluster) listOffsetsLocked(nodeID uint64, req *strandpb.ListOffsetsRequ
 	for _, rp := range req.GetPartitions() {
 		r := &strandpb.ListOffsetsResponse_Partition{Topic: rp.GetTopic(), Partition: rp.GetPartition()}
 		out.Partitions = append(out.Partitions, r)
-		part, e := c.leaderCheck(nodeID, rp.GetTopic(), rp.GetPartition())
+		part, e := c.leaderCheck(nodeID, rp.GetTopic(), rp.GetPartition(), rp.GetTopicId())
 		if e != nil {
 			r.Error = e
 			continue
@@ -478,7 +487,7 @@ func (c *Cluster) fetchLocked(nodeID uint64, f *strandpb.FetchRequest) (*strandp
 	for _, rp := range f.GetPartitions() {
 		r := &strandpb.FetchResponse_Partition{Topic: rp.GetTopic(), Partition: rp.GetPartition()}
 		out.Partitions = append(out.Partitions, r)
-		part, e := c.leaderCheck(nodeID, rp.GetTopic(), rp.GetPartition())
+		part, e := c.leaderCheck(nodeID, rp.GetTopic(), rp.GetPartition(), rp.GetTopicId())
 		if e != nil {
 			r.Error = e
 			continue
