@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -19,13 +21,29 @@ func (c *cluster) metadataOf(id NodeID) *strandpb.MetadataResponse {
 // missingLeaders lists the partitions of md's topic whose answer names no
 // leader, or another leader than the one the replicas agree on now.
 func (c *cluster) missingLeaders(md *strandpb.MetadataResponse, topic string) []int32 {
+	agreed := map[int32]NodeID{} // partition -> leader all live replicas agree on; 0: none
+	for _, id := range c.ids {
+		if c.cores[id] == nil {
+			continue
+		}
+		for _, st := range c.cores[id].Status() {
+			if st.Topic != topic {
+				continue
+			}
+			if lead, seen := agreed[st.Partition]; st.Leader == 0 || (seen && lead != st.Leader) || c.cores[st.Leader] == nil {
+				agreed[st.Partition] = 0
+			} else if !seen {
+				agreed[st.Partition] = st.Leader
+			}
+		}
+	}
 	var missing []int32
 	for _, mt := range md.GetTopics() {
 		if mt.GetName() != topic {
 			continue
 		}
 		for _, p := range mt.GetPartitions() {
-			lead := c.agreedLeader(TopicPartition{Topic: topic, Partition: p.GetPartition()})
+			lead := agreed[p.GetPartition()]
 			if p.GetLeaderId() == 0 || p.GetLeaderId() != uint64(lead) {
 				missing = append(missing, p.GetPartition())
 			}
@@ -191,4 +209,27 @@ func TestTopicIDRefusesRecreatedTopic(t *testing.T) {
 	if fr := resp.GetFetch().GetPartitions()[0]; fr.GetError() != nil || fr.GetHighWatermark() != 5 {
 		t.Fatalf("fetch with the new topic id: %v", fr)
 	}
+}
+
+// Leader reports are batched: with 600 partitions over three nodes, every
+// node's metadata answer names every partition's leader after a few
+// ReportLeaders entries (one per node per tick at most, never one per
+// partition).
+func TestLeaderReportsBatchManyPartitions(t *testing.T) {
+	const partitions = 600
+	reports := 0
+	c := newMetaCluster(t, 34, 3, func(cfg *Config) {
+		cfg.Observer = func(tp TopicPartition, _, _ uint64, data []byte) {
+			var cmd strandpb.MetadataCommand
+			if tp.Topic == metaTopic && cfg.ID == 1 && proto.Unmarshal(data, &cmd) == nil && cmd.GetReportLeaders() != nil {
+				reports++
+			}
+		}
+	})
+	c.createTopic(1, "many", partitions, 3)
+	c.waitLeadersNamed("many", partitions)
+	if reports == 0 || reports > partitions/10 {
+		t.Fatalf("%d ReportLeaders entries for %d partitions: want a few batches", reports, partitions)
+	}
+	t.Logf("%d ReportLeaders entries for %d partitions", reports, partitions)
 }
