@@ -288,7 +288,9 @@ func (k *Consumer) checkTopicIDLocked(cp *consumed) bool {
 // topicGone turns a node's UNKNOWN_TOPIC_ID answer into the partition's
 // sticky error: after a metadata refresh, a ClusterChangedError when the
 // cluster behind the address was replaced, else a TopicRecreatedError
-// naming the topic's new id (none: deleted).
+// naming the topic's new id (none: deleted). When fresh metadata still
+// names the partition's id, the answering node lagged (it has not applied
+// the re-create yet): a retriable error, nothing sticky.
 func (k *Consumer) topicGone(ctx context.Context, t pollTarget) error {
 	if err := k.c.RefreshMetadata(ctx); errors.Is(err, ErrClusterIDMismatch) {
 		return err
@@ -302,6 +304,9 @@ func (k *Consumer) topicGone(ctx context.Context, t pollTarget) error {
 	var now []byte
 	if info := k.c.cachedTopic(t.tp.topic); info != nil && info.Err == strandpb.ErrorCode_ERROR_CODE_NONE {
 		now = info.ID
+	}
+	if bytes.Equal(now, t.topicID) {
+		return &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, Message: "a node with older metadata refused the topic id; retrying"}
 	}
 	cp.err = &TopicRecreatedError{Topic: t.tp.topic, Partition: t.tp.partition, OldID: t.topicID, NewID: now}
 	return cp.err

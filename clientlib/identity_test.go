@@ -9,6 +9,7 @@ import (
 
 	"github.com/strandlog/strand/clientlib"
 	"github.com/strandlog/strand/clientlib/fake"
+	"github.com/strandlog/strand/proto/strandpb"
 )
 
 // newClient is a second client of cluster, for writes that must not share
@@ -103,5 +104,36 @@ func TestConsumerClusterReplacedIsTypedError(t *testing.T) {
 	}
 	if err := followUntilErr(t, ctx, k); !errors.Is(err, clientlib.ErrClusterIDMismatch) {
 		t.Fatalf("next poll: %v", err)
+	}
+}
+
+// A node whose metadata lags a re-create refuses the topic's new id with
+// UNKNOWN_TOPIC_ID; the consumer checks its own fresh metadata, finds its
+// id still current, and keeps reading: no false stop.
+func TestConsumerUnknownTopicIDFromLaggingNodeIsRetried(t *testing.T) {
+	cluster, client, ctx := setup(t, []fake.Opt{fake.Topic("t", 1)}, clientlib.ManualPartitioner())
+	produceValues(t, ctx, client, "t", 0, 6)
+	k := clientlib.NewConsumer(client, clientlib.FetchMaxWait(20*time.Millisecond))
+	k.Assign("t", 0, clientlib.OffsetExact(0))
+	if rs, err := pollUntil(t, ctx, k, 3); err != nil || len(rs) < 3 {
+		t.Fatalf("first records: %d, %v", len(rs), err)
+	}
+	cluster.Control(fake.FailTimes(2, strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID, fake.IsFetch))
+	produceValues(t, ctx, client, "t", 6, 4)
+	next, _ := k.Position("t", 0)
+	for next < 10 && ctx.Err() == nil {
+		fs := k.Poll(ctx)
+		for _, r := range fs.Records() {
+			if r.Offset != next {
+				t.Fatalf("record at offset %d, want %d", r.Offset, next)
+			}
+			next++
+		}
+		if err := fs.FirstErr(); err != nil && !clientlib.IsRetriable(err) {
+			t.Fatalf("at offset %d: %v", next, err)
+		}
+	}
+	if next != 10 {
+		t.Fatalf("stopped at offset %d", next)
 	}
 }

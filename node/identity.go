@@ -27,6 +27,8 @@ func (c *Core) ClusterID() metadata.UUID {
 // checked (a client that never resolved one). The id is the hosted
 // replica's, else the applied metadata's; a node that knows no topic of
 // that name leaves the answer to the request's own path (unknown topic).
+// A node whose metadata lags may refuse the newer id of a re-created
+// topic: the client checks its own fresh metadata before giving up.
 func (c *Core) checkTopicID(tp TopicPartition, id []byte) error {
 	if len(id) == 0 {
 		return nil
@@ -40,11 +42,11 @@ func (c *Core) checkTopicID(tp TopicPartition, id []byte) error {
 	case g != nil:
 		have = g.topicUUID
 	case c.meta != nil:
-		t, ok := c.meta.meta.Topic(tp.Topic)
+		u, ok := c.meta.meta.TopicUUID(tp.Topic)
 		if !ok {
 			return nil
 		}
-		have = t.UUID
+		have = u
 	default:
 		return nil
 	}

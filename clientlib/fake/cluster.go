@@ -38,7 +38,6 @@ type Cluster struct {
 	// clusterID and the topics' ids are 16 bytes, new for every topic and
 	// every Replace: enough for clients' identity checks.
 	clusterID []byte
-	nextIDSeq uint64
 	closed    bool
 	wg        sync.WaitGroup
 }

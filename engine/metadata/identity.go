@@ -79,6 +79,16 @@ const LeaderReportsMax = 4096
 // cluster seed applied.
 func (s *State) ClusterID() UUID { return s.clusterID }
 
+// TopicUUID returns the named topic's uuid, if the topic exists: a
+// lookup without Topic's deep copy.
+func (s *State) TopicUUID(name string) (UUID, bool) {
+	t, ok := s.topics[name]
+	if !ok {
+		return UUID{}, false
+	}
+	return t.uuid, true
+}
+
 // Leader returns the last leader reported for a partition, if the
 // partition exists.
 func (s *State) Leader(topic string, partition int32) (Leader, bool) {
