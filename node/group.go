@@ -29,6 +29,11 @@ type group struct {
 	// a deleted topic never talks to, or reuses the files of, a new topic
 	// of the same name.
 	topicID uint64
+	// topicUUID is the topic's cluster-wide id (zero for a static
+	// replica): requests naming another id are refused (checkTopicID).
+	topicUUID metadata.UUID
+	// reportQueued: the group waits in Core.leaderReports.
+	reportQueued bool
 	// parked are the long-poll fetches to wake when the high-water mark
 	// moves; finished ones are dropped lazily.
 	parked []*fetchSession

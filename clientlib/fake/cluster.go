@@ -40,8 +40,10 @@ const (
 // Cluster is a running fake cluster. Its methods are safe for concurrent
 // use.
 type Cluster struct {
-	servers []*server.Server // servers[i] is node i+1
+	servers []*server.Server // servers[i] is node i+1; Replace swaps them
 	proxies []*proxy         // proxies[i] fronts servers[i]
+	peers   []node.Peer      // the proxies' addresses, as the servers know them
+	logs    io.Writer
 
 	mu            sync.Mutex
 	controls      map[uint64]ControlFunc
@@ -111,7 +113,7 @@ func New(opts ...Opt) (*Cluster, error) {
 // start listens for every proxy, then starts every server with the
 // proxies' addresses as the cluster's, then starts the proxies.
 func (c *Cluster) start(o options) error {
-	var peers []node.Peer
+	c.logs = o.logs
 	for i := 0; i < o.nodes; i++ {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -119,18 +121,10 @@ func (c *Cluster) start(o options) error {
 		}
 		p := &proxy{c: c, id: uint64(i + 1), ln: ln, sessions: make(map[*session]struct{}), peers: make(map[io.Closer]struct{})}
 		c.proxies = append(c.proxies, p)
-		peers = append(peers, node.Peer{ID: node.NodeID(i + 1), Address: ln.Addr().String()})
+		c.peers = append(c.peers, node.Peer{ID: node.NodeID(i + 1), Address: ln.Addr().String()})
 	}
 	for i := 0; i < o.nodes; i++ {
-		s, err := server.Start(server.Config{
-			Core: node.Config{
-				ID: node.NodeID(i + 1), Nodes: peers, MetadataGroup: true, Disk: memdisk.New(),
-				ElectionTicks: electionTicks, HeartbeatTicks: heartbeatTicks,
-			},
-			Listen: "127.0.0.1:0",
-			Tick:   tickDefault,
-			Logger: log.New(o.logs, fmt.Sprintf("fake node %d: ", i+1), log.Lmicroseconds),
-		})
+		s, err := c.startServer(i)
 		if err != nil {
 			return err
 		}
@@ -140,6 +134,53 @@ func (c *Cluster) start(o options) error {
 	for _, p := range c.proxies {
 		c.wg.Add(1)
 		go p.accept()
+	}
+	return nil
+}
+
+// startServer starts node i+1's server on an empty in-memory disk.
+func (c *Cluster) startServer(i int) (*server.Server, error) {
+	return server.Start(server.Config{
+		Core: node.Config{
+			ID: node.NodeID(i + 1), Nodes: c.peers, MetadataGroup: true, Disk: memdisk.New(),
+			ElectionTicks: electionTicks, HeartbeatTicks: heartbeatTicks,
+		},
+		Listen: "127.0.0.1:0",
+		Tick:   tickDefault,
+		Logger: log.New(c.logs, fmt.Sprintf("fake node %d: ", i+1), log.Lmicroseconds),
+	})
+}
+
+// Replace acts as if the cluster behind the addresses were replaced by a
+// new one (a restarted `strand dev`): every server is stopped and a new
+// one started on an empty disk behind the same proxy, so the new cluster
+// has a new cluster id; the topics are created anew, empty, with new ids.
+// Not safe to call concurrently with the cluster's other methods.
+func (c *Cluster) Replace() error {
+	md, err := metadata(c.serverAddr(1))
+	if err != nil {
+		return err
+	}
+	for i, old := range c.servers {
+		if err := old.Close(); err != nil {
+			return fmt.Errorf("fake: node %d: %w", i+1, err)
+		}
+	}
+	for i := range c.servers {
+		s, err := c.startServer(i)
+		if err != nil {
+			return err
+		}
+		c.servers[i] = s
+		c.proxies[i].setUpstream(s.Addr().String())
+	}
+	if err := c.waitMetadata(); err != nil {
+		return err
+	}
+	for _, t := range md.GetTopics() {
+		if err := c.CreateTopic(t.GetName(), int32(len(t.GetPartitions()))); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -25,9 +25,8 @@ type proxy struct {
 	c        *Cluster
 	id       uint64
 	ln       net.Listener
-	upstream string // the real server's address
-
 	mu       sync.Mutex
+	upstream string // the real server's address; Replace changes it
 	sessions map[*session]struct{}
 	peers    map[io.Closer]struct{}
 }
@@ -79,7 +78,10 @@ func (p *proxy) serve(cc net.Conn) {
 		return
 	}
 	cc.SetReadDeadline(time.Time{})
-	uc, err := net.DialTimeout("tcp", p.upstream, wireCallTimeout)
+	p.mu.Lock()
+	upstream := p.upstream
+	p.mu.Unlock()
+	uc, err := net.DialTimeout("tcp", upstream, wireCallTimeout)
 	if err != nil {
 		cc.Close()
 		return
@@ -335,6 +337,20 @@ func (s *session) write(resp *strandpb.Response) bool {
 	}
 	_, err = s.cc.Write(s.out)
 	return err == nil
+}
+
+// setUpstream points the proxy at a new server and closes every relayed
+// connection to the old one, sessions and peer links alike.
+func (p *proxy) setUpstream(addr string) {
+	p.mu.Lock()
+	p.upstream = addr
+	peers := p.peers
+	p.peers = make(map[io.Closer]struct{})
+	p.mu.Unlock()
+	for cl := range peers {
+		cl.Close()
+	}
+	p.dropSessions()
 }
 
 // dropSessions closes every client session (peer links stay).

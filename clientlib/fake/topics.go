@@ -60,6 +60,73 @@ func (c *Cluster) CreateTopic(name string, partitions int32) error {
 	return nil
 }
 
+// DeleteTopic deletes a topic through the metadata group and waits until
+// no node knows it.
+func (c *Cluster) DeleteTopic(name string) error {
+	req := &strandpb.Request{Body: &strandpb.Request_DeleteTopics{DeleteTopics: &strandpb.DeleteTopicsRequest{Names: []string{name}, TimeoutMs: 5000}}}
+	ambiguous := false // an attempt timed out: it may have deleted the topic
+	err := poll("delete topic "+name, func() (bool, error) {
+		var last error
+		for id := range c.servers {
+			resp, err := call(c.serverAddr(uint64(id+1)), req)
+			if err != nil {
+				last = err
+				continue
+			}
+			if len(resp.GetDeleteTopics().GetTopics()) != 1 {
+				return true, fmt.Errorf("fake: delete topic %s answered for %d topics", name, len(resp.GetDeleteTopics().GetTopics()))
+			}
+			e := resp.GetDeleteTopics().GetTopics()[0].GetError()
+			switch {
+			case e.GetCode() == strandpb.ErrorCode_ERROR_CODE_NONE:
+				return true, nil
+			case e.GetCode() == strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION && ambiguous:
+				return true, nil
+			case e.GetCode() == strandpb.ErrorCode_ERROR_CODE_TIMEOUT, e.GetCode() == strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE:
+				ambiguous = true
+				last = errors.New(e.GetMessage())
+			case e.GetCode() == strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER:
+				last = errors.New(e.GetMessage())
+			default:
+				return true, fmt.Errorf("fake: delete topic %s: %v: %s", name, e.GetCode(), e.GetMessage())
+			}
+		}
+		return false, last
+	})
+	if err != nil {
+		return err
+	}
+	return poll("every node forgets "+name, func() (bool, error) {
+		for id := range c.servers {
+			md, err := metadata(c.serverAddr(uint64(id+1)), name)
+			if err != nil {
+				return false, err
+			}
+			if t := md.GetTopics(); len(t) == 1 && t[0].GetError() == nil {
+				return false, fmt.Errorf("node %d still knows %s", id+1, name)
+			}
+		}
+		return true, nil
+	})
+}
+
+// RecreateTopic deletes a topic and creates it again, empty, with a new
+// id and the same partition count.
+func (c *Cluster) RecreateTopic(name string) error {
+	md, err := metadata(c.serverAddr(1), name)
+	if err != nil {
+		return err
+	}
+	if len(md.GetTopics()) != 1 || md.GetTopics()[0].GetError() != nil {
+		return fmt.Errorf("fake: no topic %q", name)
+	}
+	partitions := int32(len(md.GetTopics()[0].GetPartitions()))
+	if err := c.DeleteTopic(name); err != nil {
+		return err
+	}
+	return c.CreateTopic(name, partitions)
+}
+
 // errNoPartition is agreedLeader's answer for a partition the topic does
 // not have: waiting will not help.
 var errNoPartition = errors.New("fake: no such partition")

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"strconv"
 	"strings"
@@ -142,7 +143,7 @@ func (cs *consumeSession) run(ctx context.Context) error {
 		fetches := cs.k.Poll(ctx)
 		for _, fp := range fetches {
 			if fp.Err != nil && ctx.Err() == nil && !clientlib.IsRetriable(fp.Err) {
-				return wrapErr(fp.Err, "%s/%d", cs.topic, fp.Partition)
+				return consumeError(cs.topic, fp)
 			}
 			for _, r := range fp.Records {
 				if end, ok := cs.ends[r.Partition]; ok && r.Offset >= end {
@@ -160,6 +161,27 @@ func (cs *consumeSession) run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// consumeError says in plain words why consuming stopped: the topic or
+// the cluster changed under the consumer (its offsets mean nothing in the
+// new log, so it stops rather than skip or repeat records), or the
+// partition's error.
+func consumeError(topic string, fp clientlib.FetchPartition) error {
+	var re *clientlib.TopicRecreatedError
+	var ce *clientlib.ClusterChangedError
+	switch {
+	case errors.As(fp.Err, &re) && len(re.NewID) > 0:
+		return userErr(fp.Err, "topic %s was deleted and re-created (id %s → %s) while consuming; offsets from the old topic do not apply: start again with --from earliest",
+			topic, clientlib.FormatID(re.OldID), clientlib.FormatID(re.NewID))
+	case errors.As(fp.Err, &re):
+		return userErr(fp.Err, "topic %s (id %s) was deleted while consuming; offsets from the old topic do not apply: once it exists again, start again with --from earliest",
+			topic, clientlib.FormatID(re.OldID))
+	case errors.As(fp.Err, &ce):
+		return userErr(fp.Err, "the cluster at %s was replaced (cluster id %s → %s) while consuming; offsets from the old cluster do not apply: start again with --from earliest",
+			ce.Addr, clientlib.FormatID(ce.OldID), clientlib.FormatID(ce.NewID))
+	}
+	return wrapErr(fp.Err, "%s/%d", topic, fp.Partition)
 }
 
 // finished says whether --count or --until-end is satisfied; partitions
