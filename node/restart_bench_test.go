@@ -66,52 +66,7 @@ func benchRestart(b *testing.B, n int) {
 	if err := cfg.setDefaults(); err != nil {
 		b.Fatal(err)
 	}
-
-	// (a) Apply straight to the engine (no raft), checkpointing as
-	// applyReady does once n batches are indexed.
-	c := &Core{cfg: cfg}
-	g := newGroup(tp, spec.Replicas, groupDir(tp))
-	g.log, err = raftlog.Open(disk, g.dir+"/log", raftlog.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	g.part = engine.NewPartition()
-	g.confState = &raftpb.ConfState{Voters: []uint64{1}}
-	g.part.ApplyEmpty(1) // the conf change
-	g.appliedRaft = 1
-	applyUpTo := func(index uint64) {
-		for g.appliedRaft < index {
-			ents, err := g.log.Entries(g.appliedRaft+1, index+1, 64<<20)
-			if err != nil {
-				b.Fatal(err)
-			}
-			for _, e := range ents {
-				if r := g.part.Apply(e.GetIndex(), e.GetData()); r.Err != nil {
-					b.Fatal(r.Err)
-				}
-				g.appliedRaft = e.GetIndex()
-			}
-		}
-	}
-	applyUpTo(uint64(n) + 1)
-	start := time.Now()
-	if err := c.writeCheckpoint(g); err != nil {
-		b.Fatal(err)
-	}
-	first := time.Since(start)
-	var worst, total time.Duration
-	for range restartRounds {
-		applyUpTo(g.appliedRaft + checkpointEntriesDefault)
-		start := time.Now()
-		if err := c.writeCheckpoint(g); err != nil {
-			b.Fatal(err)
-		}
-		d := time.Since(start)
-		worst, total = max(worst, d), total+d
-	}
-	if err := g.log.Close(); err != nil {
-		b.Fatal(err)
-	}
+	first, worst, total := benchCheckpoints(b, cfg, tp, n)
 
 	// (b) Restart: Open, then Process until every committed entry applied.
 	b.ResetTimer()
@@ -133,28 +88,82 @@ func benchRestart(b *testing.B, n int) {
 		}
 	}
 	b.StopTimer()
-	// The parts of a restart, once each: the raft log's recovery and the
-	// checkpoint's load.
-	start = time.Now()
-	log, err := raftlog.Open(disk, g.dir+"/log", raftlog.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	logOpen := time.Since(start)
-	if err := log.Close(); err != nil {
-		b.Fatal(err)
-	}
-	start = time.Now()
-	if ck, err := loadCheckpoint(disk, g.dir+"/checkpoint", last, false); err != nil || ck == nil {
-		b.Fatalf("no checkpoint loaded: %v", err)
-	}
-	b.ReportMetric(float64(logOpen.Microseconds())/1000, "log-open-ms")
-	b.ReportMetric(float64(time.Since(start).Microseconds())/1000, "ckpt-load-ms")
+	logOpen, ckptLoad := benchRestartParts(b, disk, groupDir(tp), last)
 	// After the loop: ResetTimer drops metrics reported before it.
+	b.ReportMetric(float64(logOpen.Microseconds())/1000, "log-open-ms")
+	b.ReportMetric(float64(ckptLoad.Microseconds())/1000, "ckpt-load-ms")
 	b.ReportMetric(float64(first.Microseconds())/1000, "first-ckpt-ms")
 	b.ReportMetric(float64(worst.Microseconds())/1000, "worst-ckpt-ms")
 	b.ReportMetric(float64(total.Nanoseconds())/float64(steady), "ckpt-ns/entry")
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "restart-ms")
+}
+
+// benchCheckpoints is part (a): it applies the log straight to the engine
+// (no raft) up to n batches, times the checkpoint there, then restartRounds
+// checkpoints each after checkpointEntriesDefault more entries, as
+// applyReady paces them. It returns the first, the worst of the rounds and
+// their total.
+func benchCheckpoints(b *testing.B, cfg Config, tp TopicPartition, n int) (first, worst, total time.Duration) {
+	c := &Core{cfg: cfg}
+	g := newGroup(tp, []NodeID{1}, groupDir(tp))
+	var err error
+	g.log, err = raftlog.Open(cfg.Disk, g.dir+"/log", raftlog.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.log.Close()
+	g.part = engine.NewPartition()
+	g.confState = &raftpb.ConfState{Voters: []uint64{1}}
+	g.part.ApplyEmpty(1) // the conf change
+	g.appliedRaft = 1
+	applyUpTo := func(index uint64) {
+		for g.appliedRaft < index {
+			ents, err := g.log.Entries(g.appliedRaft+1, index+1, 64<<20)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, e := range ents {
+				if r := g.part.Apply(e.GetIndex(), e.GetData()); r.Err != nil {
+					b.Fatal(r.Err)
+				}
+				g.appliedRaft = e.GetIndex()
+			}
+		}
+	}
+	checkpoint := func() time.Duration {
+		start := time.Now()
+		if err := c.writeCheckpoint(g); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	applyUpTo(uint64(n) + 1)
+	first = checkpoint()
+	for range restartRounds {
+		applyUpTo(g.appliedRaft + checkpointEntriesDefault)
+		d := checkpoint()
+		worst, total = max(worst, d), total+d
+	}
+	return first, worst, total
+}
+
+// benchRestartParts times, once each, the parts of a restart: the raft
+// log's recovery and the checkpoint's load.
+func benchRestartParts(b *testing.B, disk raftlog.Disk, dir string, last uint64) (logOpen, ckptLoad time.Duration) {
+	start := time.Now()
+	log, err := raftlog.Open(disk, dir+"/log", raftlog.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	logOpen = time.Since(start)
+	if err := log.Close(); err != nil {
+		b.Fatal(err)
+	}
+	start = time.Now()
+	if ck, err := loadCheckpoint(disk, dir+"/checkpoint", last, false); err != nil || ck == nil {
+		b.Fatalf("no checkpoint loaded: %v", err)
+	}
+	return logOpen, time.Since(start)
 }
 
 // writeSyntheticLog writes a committed raft log of entries: a conf change
