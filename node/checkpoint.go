@@ -248,6 +248,9 @@ func readIndex(disk raftlog.Disk, dir string, start, end int64) ([]engine.BatchL
 	if err != nil {
 		return nil, fmt.Errorf("node: list %s: %w", dir, err)
 	}
+	if end-start > int64(len(names))*indexChunkRecords { // before allocating for them
+		return nil, fmt.Errorf("%w: %d index records named, %d chunks", errCheckpointCorrupt, end-start, len(names))
+	}
 	index := make([]engine.BatchLocation, 0, end-start)
 	var buf []byte
 	for from := start; from < end; {
