@@ -40,6 +40,14 @@ type group struct {
 
 	appliedRaft     uint64 // last raft index applied to the engine
 	checkpointIndex uint64 // raft index of the last checkpoint written
+	// The offset index chunks of the partition's checkpoints: indexKnown
+	// when they match the engine's ordinals (its state came from an SCK2
+	// checkpoint or a previous checkpoint cleared them), indexWritten the
+	// ordinal below which they hold every record, indexFreed the ordinal
+	// below which no chunk is left.
+	indexKnown   bool
+	indexWritten int64
+	indexFreed   int64
 	// shifts maps engine indexes to raft indexes; empty unless the planted
 	// bug ReapplyAfterRestart renumbered entries (see restoreEngine).
 	shifts []indexShift

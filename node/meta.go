@@ -199,7 +199,7 @@ func (c *Core) stopGroup(g *group) {
 	if err := g.log.Close(); err != nil {
 		c.cfg.Logger.Warningf("node: close %s/%d: %v", g.tp.Topic, g.tp.Partition, err)
 	}
-	for _, sub := range []string{"/log", "/checkpoint"} {
+	for _, sub := range []string{"/log", "/checkpoint", "/checkpoint/index"} {
 		if err := removeDir(c.cfg, g.dir+sub); err != nil {
 			c.cfg.Logger.Warningf("node: remove %s: %v", g.dir+sub, err)
 		}
