@@ -81,6 +81,7 @@ type Server struct {
 	logger *log.Logger
 	ln     net.Listener
 	net    *runtimeNetwork
+	lock   *dirLock // the data directory's lock; nil when Core.Disk was given
 
 	frames   chan runtimeFrame
 	requests chan runtimeRequest
@@ -234,6 +235,7 @@ func Start(cfg Config) (*Server, error) {
 		var err error
 		if ln, err = net.Listen("tcp", addr); err != nil {
 			r.net.close()
+			r.lock.unlock()
 			return nil, fmt.Errorf("node: listen on %s: %w", addr, err)
 		}
 	}
@@ -242,6 +244,7 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		ln.Close()
 		r.net.close()
+		r.lock.unlock()
 		return nil, err
 	}
 	r.core = core
@@ -264,6 +267,9 @@ func (r *Server) fillCoreConfig() error {
 		}
 		if c.Disk, err = osdisk.New(dir); err != nil {
 			return fmt.Errorf("node: data dir %s: %w", dir, err)
+		}
+		if r.lock, err = lockDataDir(dir); err != nil {
+			return err
 		}
 	}
 	if c.Clock == nil {
@@ -422,6 +428,9 @@ func (r *Server) shutdown(fatal error) {
 	r.closeConns()
 	r.net.close()
 	r.wg.Wait()
+	if err := r.lock.unlock(); err != nil {
+		r.logger.Printf("unlock data dir: %v", err)
+	}
 	close(r.done)
 }
 
