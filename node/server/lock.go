@@ -56,7 +56,7 @@ func lockDataDir(dir string) (*dirLock, error) {
 		return nil, &DataDirLockedError{Dir: dir, PID: pid}
 	}
 	// The pid is informational (the lock is the flock), so it is not synced.
-	if err := f.Truncate(0); err == nil {
+	if err = f.Truncate(0); err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {
