@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -45,6 +46,7 @@ func Open(cfg Config) (*Core, error) {
 	}
 	c := &Core{cfg: cfg, byTP: make(map[TopicPartition]*group), metaWaits: make(map[uint64]*metaWait)}
 	c.rand = cfg.Rand
+	c.log = coreLog{h: cfg.Logger.Handler()}.with(slog.Uint64("node", uint64(cfg.ID)))
 	if c.rand == nil {
 		c.rand = rand.New(rand.NewPCG(uint64(cfg.ID), 0x5ca1ab1e))
 	}
@@ -112,7 +114,7 @@ func (cfg *Config) setDefaults() error {
 		cfg.PendingRequestsMax = pendingRequestsMaxDefault
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = discardLogger{}
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.SyncLogs == nil {
 		cfg.SyncLogs = SyncLogsSequential
@@ -219,7 +221,8 @@ func (c *Core) openRaft(g *group) error {
 		_ = log.Close()
 		return err
 	}
-	raw, err := raft.NewRawNode(c.raftConfig(g.storage, applied))
+	g.logs = c.log.with(groupAttrs(g.tp, g.meta != nil)...)
+	raw, err := raft.NewRawNode(c.raftConfig(g, applied))
 	if err != nil {
 		_ = log.Close()
 		return err
@@ -247,12 +250,12 @@ func (c *Core) openRaft(g *group) error {
 
 // raftConfig is the raft configuration of one group; applied is the index
 // the engine already reflects, so raft does not hand those entries again.
-func (c *Core) raftConfig(storage raft.Storage, applied uint64) *raft.Config {
+func (c *Core) raftConfig(g *group, applied uint64) *raft.Config {
 	return &raft.Config{
 		ID:                        uint64(c.cfg.ID),
 		ElectionTick:              c.cfg.ElectionTicks,
 		HeartbeatTick:             c.cfg.HeartbeatTicks,
-		Storage:                   storage,
+		Storage:                   g.storage,
 		Applied:                   applied,
 		MaxSizePerMsg:             raftMessageBytesMax,
 		MaxCommittedSizePerReady:  raftCommittedBytesPerReadyMax,
@@ -261,7 +264,7 @@ func (c *Core) raftConfig(storage raft.Storage, applied uint64) *raft.Config {
 		CheckQuorum:               true,
 		PreVote:                   true,
 		ReadOnlyOption:            raft.ReadOnlySafe,
-		Logger:                    c.cfg.Logger,
+		Logger:                    raftLogger{g.logs},
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"slices"
 
 	"go.etcd.io/raft/v3"
@@ -124,6 +125,7 @@ func (c *Core) persist(gr *groupReady) error {
 	}
 	// Entries then hard state, in one write when both are there.
 	if err := g.log.Save(rd.Entries, hs); err != nil {
+		g.logs.log(slog.LevelError, "raft log write failed; the node stops (fail-stop)", slog.Any("err", err))
 		return fmt.Errorf("node: %s/%d: save: %w", g.tp.Topic, g.tp.Partition, err)
 	}
 	gr.wrote = true
@@ -151,6 +153,7 @@ func (c *Core) syncRound() error {
 		g := gr.g
 		c.syncs = append(c.syncs, func() error {
 			if err := g.log.Sync(); err != nil {
+				g.logs.log(slog.LevelError, "raft log sync failed; the node stops (fail-stop)", slog.Any("err", err))
 				return fmt.Errorf("node: %s/%d: sync: %w", g.tp.Topic, g.tp.Partition, err)
 			}
 			return nil
@@ -229,6 +232,9 @@ func (c *Core) applyReady(gr *groupReady) error {
 		c.noteReadState(g, rs)
 	}
 	g.raw.Advance(*rd)
+	if rd.SoftState != nil {
+		c.logLeadership(g, rd.SoftState)
+	}
 	if rd.SoftState != nil || rd.HardState != nil {
 		c.checkLeadership(g)
 	}
@@ -288,6 +294,22 @@ func (c *Core) applyEntry(g *group, e *raftpb.Entry) {
 	if c.cfg.Observer != nil {
 		c.cfg.Observer(g.tp, index, e.GetTerm(), e.GetData())
 	}
+}
+
+// logLeadership logs a change of g's leader: at info when this replica
+// takes or loses the lead, at debug when it only follows another leader.
+func (c *Core) logLeadership(g *group, ss *raft.SoftState) {
+	leading := ss.RaftState == raft.StateLeader
+	term := g.raw.BasicStatus().GetTerm()
+	switch {
+	case leading && !g.loggedLeading:
+		g.logs.log(slog.LevelInfo, "became leader", slog.Uint64("term", term))
+	case !leading && g.loggedLeading:
+		g.logs.log(slog.LevelInfo, "lost leadership", slog.Uint64("term", term), slog.Uint64("leader", ss.Lead))
+	case !leading:
+		g.logs.log(slog.LevelDebug, "leader changed", slog.Uint64("term", term), slog.Uint64("leader", ss.Lead))
+	}
+	g.loggedLeading = leading
 }
 
 // checkLeadership fails the waits that can no longer complete here: every

@@ -2,8 +2,6 @@ package server
 
 import (
 	"errors"
-	"io"
-	"log"
 	"net"
 	"os"
 	"strings"
@@ -50,7 +48,7 @@ func TestStartRefusesDataDirInUse(t *testing.T) {
 		}
 		rt, err := Start(Config{
 			Core:    node.Config{ID: 1, Nodes: []node.Peer{{ID: 1, Address: ln.Addr().String()}}},
-			DataDir: dir, Listener: ln, Logger: log.New(io.Discard, "", 0),
+			DataDir: dir, Listener: ln,
 		})
 		if err != nil {
 			ln.Close()

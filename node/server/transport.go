@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"github.com/strandlog/strand/node"
 	"io"
-	"log"
+	"log/slog"
 	"net"
 	"slices"
 	"sync"
@@ -25,7 +25,7 @@ import (
 // Request{raft} after a Hello naming this node (see runtimeConn).
 type runtimeNetwork struct {
 	self   node.NodeID
-	logger *log.Logger
+	logger *slog.Logger
 	peers  map[node.NodeID]*runtimePeer // fixed at start: read without a lock
 	wg     sync.WaitGroup
 	once   sync.Once
@@ -45,7 +45,7 @@ type runtimePeer struct {
 var _ node.Network = (*runtimeNetwork)(nil)
 
 // newRuntimeNetwork starts one sender goroutine per peer (self excluded).
-func newRuntimeNetwork(self node.NodeID, addrs map[node.NodeID]string, logger *log.Logger) *runtimeNetwork {
+func newRuntimeNetwork(self node.NodeID, addrs map[node.NodeID]string, logger *slog.Logger) *runtimeNetwork {
 	n := &runtimeNetwork{self: self, logger: logger, peers: make(map[node.NodeID]*runtimePeer)}
 	ids := make([]node.NodeID, 0, len(addrs))
 	for id := range addrs {
@@ -103,17 +103,27 @@ func (n *runtimeNetwork) close() {
 	})
 }
 
-// run connects, sends, and reconnects with backoff until stopped.
+// run connects, sends, and reconnects with backoff until stopped. A peer
+// that cannot be reached is logged at debug (peers start and stop in any
+// order), and at warn once it has been unreachable for
+// runtimePeerUnreachableWarn.
 func (p *runtimePeer) run() {
 	defer p.net.wg.Done()
 	backoff := runtimeReconnectBackoffMin
-	failing := false
+	var failingSince time.Time // zero while connected
+	warned := false
+	log := p.net.logger.With(slog.Uint64("peer", uint64(p.id)), slog.String("address", p.addr))
 	for {
 		nc, err := p.dial()
 		if err != nil {
-			if !failing {
-				p.net.logger.Printf("peer %d at %s: %v; retrying", p.id, p.addr, err)
-				failing = true
+			switch {
+			case failingSince.IsZero():
+				log.Debug("peer unreachable; retrying", slog.Any("err", err))
+				failingSince = time.Now()
+			case !warned && time.Since(failingSince) > runtimePeerUnreachableWarn:
+				log.Warn("peer unreachable; retrying", slog.Any("err", err),
+					slog.Duration("for", time.Since(failingSince).Round(time.Second)))
+				warned = true
 			}
 			timer := time.NewTimer(backoff)
 			select {
@@ -125,17 +135,19 @@ func (p *runtimePeer) run() {
 			backoff = min(2*backoff, runtimeReconnectBackoffMax)
 			continue
 		}
-		if failing {
-			p.net.logger.Printf("peer %d at %s: connected", p.id, p.addr)
+		if warned {
+			log.Info("peer reachable again")
+		} else {
+			log.Debug("peer connected")
 		}
-		failing, backoff = false, runtimeReconnectBackoffMin
+		failingSince, warned, backoff = time.Time{}, false, runtimeReconnectBackoffMin
 		err = p.pump(nc)
 		nc.Close()
 		if err == nil {
 			return // stopped
 		}
-		p.net.logger.Printf("peer %d at %s: %v; reconnecting", p.id, p.addr, err)
-		failing = true
+		log.Debug("peer connection lost; reconnecting", slog.Any("err", err))
+		failingSince = time.Now()
 	}
 }
 
