@@ -28,8 +28,13 @@ const (
 	// raftMessageBytesMax bounds the entries of one MsgApp (one record of
 	// 1 MiB always fits: raft sends at least one entry).
 	raftMessageBytesMax = 1 << 20
-	// raftInflightMessagesMax bounds unacknowledged MsgApps per follower.
+	// raftInflightMessagesMax and raftInflightBytesMax bound the
+	// unacknowledged MsgApps per follower of one group. The byte bound
+	// keeps a catch-up from queueing hundreds of MB in one round (256
+	// messages of 1 MiB each per group): a follower takes 4 MiB per round
+	// trip per group, plenty on a LAN, and the peer's queue never fills.
 	raftInflightMessagesMax = 256
+	raftInflightBytesMax    = 4 << 20
 	// raftCommittedBytesPerReadyMax bounds the committed entries one Ready
 	// hands to apply, so one busy group cannot stall a round.
 	raftCommittedBytesPerReadyMax = 8 << 20
@@ -261,6 +266,7 @@ func (c *Core) raftConfig(g *group, applied uint64) *raft.Config {
 		MaxCommittedSizePerReady:  raftCommittedBytesPerReadyMax,
 		MaxUncommittedEntriesSize: raftUncommittedBytesMax,
 		MaxInflightMsgs:           raftInflightMessagesMax,
+		MaxInflightBytes:          raftInflightBytesMax,
 		CheckQuorum:               true,
 		PreVote:                   true,
 		ReadOnlyOption:            raft.ReadOnlySafe,

@@ -10,6 +10,8 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/strandlog/strand/proto/frame"
 )
 
 // processRoundsMax bounds the Ready rounds of one Process call: a round's
@@ -209,16 +211,38 @@ func (c *Core) frameTo(to NodeID) *outFrame {
 	return &c.outbox[i]
 }
 
-// sendFrames sends one frame per destination node and empties the outbox.
+// sendFrames sends each destination node its messages, in order, in frames
+// of at most frame.PeerFrameBytesTarget bytes (one message alone may pass
+// it), and empties the outbox. One frame per node per round used to carry a
+// catch-up of tens of MB, which the peer refused (over its read limit) and
+// closed the connection on, again and again.
 func (c *Core) sendFrames() {
 	for i := range c.outbox {
 		f := &c.outbox[i]
-		c.cfg.Network.Send(f.to, encodeRaftFrame(c.cfg.ID, f.messages))
-		c.stats.FramesSent++
+		msgs := f.messages
+		for len(msgs) > 0 {
+			n, size := 0, 0
+			for n < len(msgs) && (n == 0 || size+msgs[n].frameBytes() <= frame.PeerFrameBytesTarget) {
+				size += msgs[n].frameBytes()
+				n++
+			}
+			if size > frame.BytesMaxDefault-raftFrameEnvelopeBytesMax {
+				panic(fmt.Sprintf("node: raft message of %d bytes to node %d: over the peer frame limit %d",
+					size, f.to, frame.BytesMaxDefault))
+			}
+			c.cfg.Network.Send(f.to, encodeRaftFrame(c.cfg.ID, msgs[:n]))
+			c.stats.FramesSent++
+			msgs = msgs[n:]
+		}
 	}
 	clear(c.outbox)
 	c.outbox = c.outbox[:0]
 }
+
+// raftFrameEnvelopeBytesMax bounds what wraps a raft frame's messages on
+// the wire: the RaftFrame's sender field, the Request field holding the
+// frame, and the length prefix.
+const raftFrameEnvelopeBytesMax = 64
 
 // applyReady applies committed entries, notes read states, Advances, fails
 // waits orphaned by a leadership change, serves reads that became

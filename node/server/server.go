@@ -43,6 +43,7 @@ const (
 	runtimeReconnectBackoffMin  = 20 * time.Millisecond
 	runtimeReconnectBackoffMax  = time.Second
 	runtimePeerUnreachableWarn  = 10 * time.Second // a peer down this long is logged at warn
+	runtimeReplicaLagEntries    = 256              // a follower further behind its leader counts as lagging in stats
 	runtimeDialTimeout          = time.Second
 	runtimeOutboundWriteTimeout = 5 * time.Second
 	runtimeResponseWriteTimeout = 30 * time.Second
@@ -434,7 +435,8 @@ func (r *Server) logStats() {
 		slog.Uint64("syncs", core.Syncs-s.core.Syncs),
 		slog.Uint64("frames_sent", core.FramesSent-s.core.FramesSent),
 		slog.Uint64("frames_received", core.FramesReceived-s.core.FramesReceived),
-		slog.Uint64("peer_frames_dropped_total", r.net.droppedTotal()))
+		slog.Uint64("peer_frames_dropped_total", r.net.droppedTotal()),
+		slog.Int("replicas_lagging", r.core.LaggingReplicas(runtimeReplicaLagEntries)))
 	*s = runtimeLoopStats{since: now, core: core}
 }
 
