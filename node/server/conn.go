@@ -204,6 +204,11 @@ func (c *runtimeConn) dispatch(payload []byte) error {
 		if c.peer == 0 {
 			return errors.New("raft frame on a connection that is not from a peer")
 		}
+		if c.r.net.faults.isolated() {
+			putPeerBuf(payload)
+			return nil
+		}
+		c.r.net.faults.wait(c.done)
 		tokens, ok := c.r.budget.acquire(len(raftFrame), c.done)
 		if !ok {
 			return nil

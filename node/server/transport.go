@@ -29,6 +29,8 @@ type runtimeNetwork struct {
 	peers  map[node.NodeID]*runtimePeer // fixed at start: read without a lock
 	wg     sync.WaitGroup
 	once   sync.Once
+	faults faultState    // injected faults: only with -tags faultinject
+	stop   chan struct{} // closed by close
 }
 
 // runtimePeer is the outbound side towards one peer.
@@ -46,7 +48,8 @@ var _ node.Network = (*runtimeNetwork)(nil)
 
 // newRuntimeNetwork starts one sender goroutine per peer (self excluded).
 func newRuntimeNetwork(self node.NodeID, addrs map[node.NodeID]string, logger *slog.Logger) *runtimeNetwork {
-	n := &runtimeNetwork{self: self, logger: logger, peers: make(map[node.NodeID]*runtimePeer)}
+	n := &runtimeNetwork{self: self, logger: logger, peers: make(map[node.NodeID]*runtimePeer), stop: make(chan struct{})}
+	n.faults.start(n.stop)
 	ids := make([]node.NodeID, 0, len(addrs))
 	for id := range addrs {
 		ids = append(ids, id)
@@ -69,7 +72,7 @@ func newRuntimeNetwork(self node.NodeID, addrs map[node.NodeID]string, logger *s
 // the peer unknown.
 func (n *runtimeNetwork) Send(to node.NodeID, frame []byte) {
 	p := n.peers[to]
-	if p == nil {
+	if p == nil || n.faults.isolated() {
 		return
 	}
 	if p.queuedBytes.Load()+int64(len(frame)) > runtimePeerQueueBytesMax {
@@ -96,6 +99,7 @@ func (n *runtimeNetwork) droppedTotal() uint64 {
 // close stops every sender and waits for them.
 func (n *runtimeNetwork) close() {
 	n.once.Do(func() {
+		close(n.stop)
 		for _, p := range n.peers {
 			close(p.stop)
 		}
@@ -198,6 +202,7 @@ func (p *runtimePeer) pump(nc net.Conn) error {
 		case <-broken:
 			return fmt.Errorf("connection closed by peer")
 		case f := <-p.queue:
+			p.net.faults.wait(p.stop)
 			p.queuedBytes.Add(-int64(len(f)))
 			header = runtimeRaftEnvelope(header[:0], len(f))
 			nc.SetWriteDeadline(time.Now().Add(runtimeOutboundWriteTimeout))
