@@ -76,16 +76,24 @@ func faultBinary(t *testing.T) string {
 // (cpu-N.prof) and the logs to $STRAND_HEAL_PROFILE_DIR when set.
 func TestHealPartitionDoesNotStallWrites(t *testing.T) {
 	skipShort(t)
-	bin := faultBinary(t)
 	dir := t.TempDir()
-	profDir := os.Getenv("STRAND_HEAL_PROFILE_DIR")
-	var addrs, parts []string
+	addrs, procs := startFaultCluster(t, dir, os.Getenv("STRAND_HEAL_PROFILE_DIR"))
+	waitFor(t, "cluster", 30*time.Second, func() error { return clusterReady(addrs, 3) })
+	isolateAndHealEach(t, dir, addrs, procs)
+}
+
+// startFaultCluster starts three serve processes of the faultinject
+// binary, logging to dir, each isolated by its own file in dir; they are
+// stopped with SIGTERM at the end of the test.
+func startFaultCluster(t *testing.T, dir, profDir string) (addrs []string, procs []*exec.Cmd) {
+	bin := faultBinary(t)
+	var parts []string
 	for i, port := range freePorts(t, 3) {
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		addrs = append(addrs, addr)
 		parts = append(parts, fmt.Sprintf("%d=%s", i+1, addr))
 	}
-	procs := make([]*exec.Cmd, 3)
+	procs = make([]*exec.Cmd, 3)
 	for i := range procs {
 		args := []string{"serve", "--id", strconv.Itoa(i + 1), "--listen", addrs[i], "--peers", strings.Join(parts, ","),
 			"--data-dir", filepath.Join(dir, fmt.Sprintf("data-%d", i+1)), "--stats-interval", "200ms", "--log-format", "json"}
@@ -105,16 +113,22 @@ func TestHealPartitionDoesNotStallWrites(t *testing.T) {
 		}
 		procs[i] = cmd
 	}
-	defer func() {
+	t.Cleanup(func() {
 		for _, p := range procs {
-			p.Process.Signal(syscall.SIGTERM)
+			p.Process.Signal(syscall.SIGTERM) // serve writes its CPU profile on a clean exit
 			p.Wait()
 		}
 		if profDir != "" {
 			exec.Command("cp", "-r", dir, filepath.Join(profDir, "logs")).Run()
 		}
-	}()
-	waitFor(t, "cluster", 30*time.Second, func() error { return clusterReady(addrs, 3) })
+	})
+	return addrs, procs
+}
+
+// isolateAndHealEach writes at healRate while it isolates and heals each
+// node in turn, then checks the logs for refused frames and the
+// acknowledgements for stalls after each heal.
+func isolateAndHealEach(t *testing.T, dir string, addrs []string, procs []*exec.Cmd) {
 	runCLI(t, []string{"STRAND_BROKERS=" + strings.Join(addrs, ",")}, "",
 		"topic", "create", healTopic, "--partitions", strconv.Itoa(healPartitions), "--replication-factor", "3")
 	waitFor(t, "topic", 30*time.Second, func() error { return topicReady(addrs, healTopic, healPartitions) })
