@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,7 +24,7 @@ func TestDevBannerReadyAndQuiet(t *testing.T) {
 	if err := os.Symlink(bin, filepath.Join(dir, "strand")); err != nil {
 		t.Fatal(err)
 	}
-	port := freePorts(t, 3)[0]
+	port := freeConsecutivePorts(t, 3)
 	logPath := filepath.Join(dir, "dev.log")
 	out, err := os.Create(logPath)
 	if err != nil {
@@ -46,7 +48,7 @@ func TestDevBannerReadyAndQuiet(t *testing.T) {
 		b, _ := os.ReadFile(logPath)
 		log = string(b)
 		if !strings.Contains(log, "\nready") {
-			return os.ErrNotExist
+			return fmt.Errorf("no ready line yet; output so far:\n%s", log)
 		}
 		return nil
 	})
@@ -74,4 +76,29 @@ func TestDevBannerReadyAndQuiet(t *testing.T) {
 	if t.Failed() {
 		t.Logf("output:\n%s", b)
 	}
+}
+
+// freeConsecutivePorts returns the first of n consecutive ports free on
+// 127.0.0.1 right now (strand dev listens on base-port, base-port+1, ...).
+func freeConsecutivePorts(t *testing.T, n int) int {
+	t.Helper()
+	for range 50 {
+		base := freePorts(t, 1)[0]
+		var lns []net.Listener
+		for i := range n {
+			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+i))
+			if err != nil {
+				break
+			}
+			lns = append(lns, ln)
+		}
+		for _, ln := range lns {
+			ln.Close()
+		}
+		if len(lns) == n {
+			return base
+		}
+	}
+	t.Fatalf("no %d consecutive free ports found", n)
+	return 0
 }
