@@ -120,6 +120,7 @@ func (p *runtimePeer) run() {
 	for {
 		nc, err := p.dial()
 		if err != nil {
+			p.discardQueued()
 			switch {
 			case failingSince.IsZero():
 				log.Debug("peer unreachable; retrying", slog.Any("err", err))
@@ -152,6 +153,22 @@ func (p *runtimePeer) run() {
 		}
 		log.Debug("peer connection lost; reconnecting", slog.Any("err", err))
 		failingSince = time.Now()
+	}
+}
+
+// discardQueued drops the frames queued for a peer that cannot be reached:
+// by the time it is back they are stale (heartbeats, probes of old rounds;
+// raft re-sends what still matters), and a queue full of them would hold
+// back, or push out at its bounds, the catch-up the peer needs first.
+func (p *runtimePeer) discardQueued() {
+	for range cap(p.queue) {
+		select {
+		case f := <-p.queue:
+			p.queuedBytes.Add(-int64(len(f)))
+			p.dropped.Add(1)
+		default:
+			return
+		}
 	}
 }
 
