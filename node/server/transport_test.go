@@ -2,11 +2,11 @@ package server
 
 import (
 	"log/slog"
-
-	"github.com/strandlog/strand/node"
 	"net"
 	"testing"
 	"time"
+
+	"github.com/strandlog/strand/node"
 )
 
 // Frames queued for a peer that cannot be reached are discarded at the
