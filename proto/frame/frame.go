@@ -20,6 +20,14 @@ const (
 	// BytesMaxDefault bounds a frame's payload unless a reader says
 	// otherwise: a fetch answer of 8 MiB plus room for its envelope.
 	BytesMaxDefault = 9 << 20
+	// PeerFrameBytesTarget bounds the raft messages a node packs into one
+	// frame to a peer: it starts a new frame rather than pass it. A frame
+	// holds at least one message, and a raft message is at most raft's
+	// per-message bound (1 MiB of entries) or one entry of at most one
+	// record batch, so a peer frame stays under about 3.2 MiB, well below
+	// BytesMaxDefault, the limit a peer reads with. Several smaller frames
+	// also let the receiver start on the first while the rest arrive.
+	PeerFrameBytesTarget = 2 << 20
 )
 
 // Errors of Read. A connection that returns one of them is closed: the stream
