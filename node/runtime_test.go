@@ -253,8 +253,7 @@ func TestRuntimeFailStopOnSyncError(t *testing.T) {
 	}
 	rt, err := StartRuntime(RuntimeConfig{
 		Core: Config{ID: 1, Nodes: []Peer{{ID: 1, Address: ln.Addr().String()}},
-			Partitions: []PartitionSpec{{TopicPartition: TopicPartition{Topic: "t", Partition: 0}, Replicas: []NodeID{1}}},
-			Disk:       failingDisk{Disk: memdisk.New(), fail: &fail}},
+			Disk: failingDisk{Disk: memdisk.New(), fail: &fail}},
 		Listener: ln,
 		Logger:   log.New(io.Discard, "", 0),
 	})
