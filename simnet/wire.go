@@ -130,6 +130,9 @@ func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *w
 	if err := proto.Unmarshal(frame, req); err != nil {
 		panic(fmt.Sprintf("simnet: unmarshal request: %v", err))
 	}
+	if f := req.GetFetch(); f != nil && len(f.GetPartitions()) == 1 && ww.cutOff(n, int(f.GetPartitions()[0].GetPartition())) {
+		w.stats.StaleReads++
+	}
 	inc := n.incarnation
 	w.guardCall(n, func() {
 		n.core.Handle(req, func(resp *strandpb.Response) { ww.reply(n, inc, c, resp, call) })
@@ -188,3 +191,20 @@ func errCode(err error) strandpb.ErrorCode {
 
 // asWireError reports whether err is a *clientlib.Error, setting *e.
 func asWireError(err error, e **clientlib.Error) bool { return errors.As(err, e) }
+
+// cutOff reports whether n believes it leads partition p while its links
+// reach no majority: a read it serves now is from a deposed leader that
+// may not know it, and only ReadIndex keeps it from being stale.
+func (ww *wireWorkload) cutOff(n *simNode, p int) bool {
+	w := ww.w
+	if s, ok := w.statusOf(n, p); !ok || !s.IsLeader {
+		return false
+	}
+	reach := 1
+	for _, m := range w.nodes {
+		if m != n && !w.net.isCut(n.index, m.index) && !w.net.isCut(m.index, n.index) {
+			reach++
+		}
+	}
+	return 2*reach <= len(w.nodes)
+}
