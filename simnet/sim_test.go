@@ -185,6 +185,7 @@ func TestSimInjectsEveryFault(t *testing.T) {
 		total.CrashLeaders += s.CrashLeaders
 		total.CrashElections += s.CrashElections
 		total.StaleReads += s.StaleReads
+		total.ReadsAnyReplica += s.ReadsAnyReplica
 	}
 	t.Logf("seeds 1-20: %s", total)
 	for name, n := range map[string]int{"crash": total.Crashes, "fail-stop": total.FailStops,
@@ -192,7 +193,8 @@ func TestSimInjectsEveryFault(t *testing.T) {
 		"failed read": total.FailedReads, "failed sync": total.FailedSyncs,
 		"power cut in a checkpoint": total.CutsCheckpoint, "power cut in a segment roll": total.CutsSegmentRoll,
 		"disk wipe": total.Wipes, "clock jump": total.ClockJumps, "leader crash": total.CrashLeaders,
-		"crash during an election": total.CrashElections, "read at a cut-off leader": total.StaleReads} {
+		"crash during an election": total.CrashElections, "read at a cut-off leader": total.StaleReads,
+		"read at any replica": total.ReadsAnyReplica} {
 		if n == 0 {
 			t.Errorf("no %s in seeds 1-20", name)
 		}

@@ -113,6 +113,7 @@ type Stats struct {
 	CrashLeaders    int // a group's leader crashed (a leadership change follows)
 	CrashElections  int // a node crashed while one of its groups had no leader
 	StaleReads      int // fetches delivered to a believed leader cut off from a majority
+	ReadsAnyReplica int // random-reader fetches sent to any node, not the cached leader
 	ProducesOK      int
 	ProducesLost    int // abandoned: indefinite or failed
 	FetchesOK       int
@@ -121,11 +122,11 @@ type Stats struct {
 
 func (s Stats) String() string {
 	return fmt.Sprintf("crash=%d failstop=%d restart=%d openfail=%d dead=%d net=%d flip=%d failread=%d failsync=%d "+
-		"cutckpt=%d cutroll=%d wipe=%d clockjump=%d crashleader=%d crashelection=%d staleread=%d "+
+		"cutckpt=%d cutroll=%d wipe=%d clockjump=%d crashleader=%d crashelection=%d staleread=%d anyreplica=%d "+
 		"produced=%d abandoned=%d fetched=%d timelimited=%v",
 		s.Crashes, s.FailStops, s.Restarts, s.OpenFailures, s.DeadNodes, s.NetFaults, s.BitFlips, s.FailedReads,
 		s.FailedSyncs, s.CutsCheckpoint, s.CutsSegmentRoll, s.Wipes, s.ClockJumps, s.CrashLeaders, s.CrashElections,
-		s.StaleReads, s.ProducesOK, s.ProducesLost, s.FetchesOK, s.TimeLimited)
+		s.StaleReads, s.ReadsAnyReplica, s.ProducesOK, s.ProducesLost, s.FetchesOK, s.TimeLimited)
 }
 
 // newWorld builds the cluster of o (already through Choose), nodes down.
