@@ -10,7 +10,7 @@ import (
 )
 
 // BugNames lists the planted bugs ParseBug knows (node.Bugs' fields).
-var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "ReapplyAfterRestart"}
+var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "ReapplyAfterRestart", "LocalRead"}
 
 // ParseBug checks a planted bug's name; "" plants none.
 func ParseBug(name string) (string, error) {
@@ -31,5 +31,7 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.FetchBeyondHighMark = true
 	case "ReapplyAfterRestart":
 		cfg.Bugs.ReapplyAfterRestart = true
+	case "LocalRead":
+		cfg.Bugs.LocalRead = true
 	}
 }
