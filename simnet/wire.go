@@ -12,7 +12,7 @@ import (
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
-// Trace record kinds of wire mode.
+// Trace record kinds of the client traffic.
 const (
 	kindWireRequest uint64 = 110 // a request reached a node
 	kindWireReply   uint64 = 111 // a response reached a client
@@ -25,7 +25,7 @@ var metaTopicPartition = node.TopicPartition{Topic: "@metadata", Partition: 0}
 // errWireTimeout is the cause of a request that got no answer in time.
 var errWireTimeout = errors.New("simnet: no answer within the client timeout")
 
-// wireWorkload is wire mode's clients and transport.
+// wireWorkload is the clients and their transport over the wire protocol.
 type wireWorkload struct {
 	w        *world
 	peers    []node.Peer

@@ -146,8 +146,8 @@ func (c *wireClient) fetchDone(p int, r *reply) {
 	c.after(c.thinkTime(), c.nextPoll)
 }
 
-// decodeWireFetch decodes a fetched partition's batches into a reply, as
-// fetchReply does for the direct API.
+// decodeWireFetch decodes a fetched partition's batches into a reply,
+// keeping the records from offset on (a batch is served whole).
 func decodeWireFetch(offset int64, part *strandpb.FetchResponse_Partition) *reply {
 	r := &reply{hwm: part.GetHighWatermark(), logStart: part.GetLogStartOffset()}
 	for _, b := range part.GetBatches() {
