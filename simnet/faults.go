@@ -425,12 +425,19 @@ func (p *planner) powerCut() {
 	p.w.traceNote(kindFault, n.index, uint64(faultPowerCut), uint64(kind))
 }
 
-// wipe replaces a damageable node's disk with an empty one while the
-// others (every group's majority, by the damage budget) hold the data.
+// wipe replaces a damageable node's disk with an empty one, once the topic
+// exists, while the others (every group's majority, by the damage budget)
+// hold the data.
 // The node crashes; with Faults.WipeRejoin it comes back with nothing,
 // else it stays down for the rest of the run (the remaining nodes must
 // then lose nothing and, in liveness runs, keep serving).
 func (p *planner) wipe() {
+	if !p.w.wire.created {
+		// Before the topic exists a node that never comes back may never
+		// have registered, and a topic of RF = cluster size can then never
+		// be created: correct, but not this scenario.
+		return
+	}
 	n := p.damageable()
 	if n == nil {
 		return

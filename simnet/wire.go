@@ -34,7 +34,8 @@ type wireWorkload struct {
 	admin    *wireClient
 	clients  []*wireClient // producers, consumers, then random readers
 	drain    *wireClient
-	active   int // producers and consumers still working
+	active   int  // producers and consumers still working
+	created  bool // the topic exists: every node registered and hosts its replicas
 }
 
 // wireCall is one request in flight: it ends once, by its answer or by
@@ -81,6 +82,7 @@ func (ww *wireWorkload) start() {
 
 // topicCreated starts the producers and consumers.
 func (ww *wireWorkload) topicCreated() {
+	ww.created = true
 	for _, c := range ww.clients {
 		ww.active++
 		c.after(c.thinkTime(), c.begin)
