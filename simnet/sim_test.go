@@ -89,6 +89,7 @@ func TestSim(t *testing.T) {
 	}
 	combined := newTraceHash()
 	failed, ops, events, produced := 0, int64(0), int64(0), 0
+	var coverage Stats
 	start, cpuStart := time.Now(), cpuTime()
 	for i := 0; i < seeds; i++ {
 		o := seedOptions(t, *flagSeedStart+uint64(i), *flagProfile, *flagBug)
@@ -97,6 +98,7 @@ func TestSim(t *testing.T) {
 		ops += int64(res.Ops)
 		events += res.Events
 		produced += res.Stats.ProducesOK
+		coverage.add(res.Stats)
 		if *flagVerbose {
 			fmt.Printf("sim: %s\n  ops=%d events=%d virtual=%v hash=%016x %s\n", res.Options, res.Ops, res.Events,
 				res.Virtual, res.Hash, res.Stats)
@@ -108,6 +110,7 @@ func TestSim(t *testing.T) {
 		}
 	}
 	if *flagVerbose {
+		fmt.Printf("sim: coverage %s\n", coverage)
 		wall, cpu := time.Since(start), cpuTime()-cpuStart
 		fmt.Printf("sim: wall=%v cpu=%v: %.0f seeds per CPU-minute, %.0f per wall minute\n",
 			wall.Round(time.Millisecond), cpu.Round(time.Millisecond), float64(seeds)/cpu.Minutes(), float64(seeds)/wall.Minutes())
@@ -165,27 +168,7 @@ func TestSimInjectsEveryFault(t *testing.T) {
 	var total Stats
 	for seed := uint64(1); seed <= 20; seed++ {
 		res := runSeed(t, seedOptions(t, seed, "mixed", ""), "")
-		s := res.Stats
-		total.Crashes += s.Crashes
-		total.FailStops += s.FailStops
-		total.Restarts += s.Restarts
-		total.NetFaults += s.NetFaults
-		total.BitFlips += s.BitFlips
-		total.FailedReads += s.FailedReads
-		total.FailedSyncs += s.FailedSyncs
-		total.DeadNodes += s.DeadNodes
-		total.OpenFailures += s.OpenFailures
-		total.ProducesOK += s.ProducesOK
-		total.ProducesLost += s.ProducesLost
-		total.FetchesOK += s.FetchesOK
-		total.CutsCheckpoint += s.CutsCheckpoint
-		total.CutsSegmentRoll += s.CutsSegmentRoll
-		total.Wipes += s.Wipes
-		total.ClockJumps += s.ClockJumps
-		total.CrashLeaders += s.CrashLeaders
-		total.CrashElections += s.CrashElections
-		total.StaleReads += s.StaleReads
-		total.ReadsAnyReplica += s.ReadsAnyReplica
+		total.add(res.Stats)
 	}
 	t.Logf("seeds 1-20: %s", total)
 	for name, n := range map[string]int{"crash": total.Crashes, "fail-stop": total.FailStops,

@@ -120,6 +120,31 @@ type Stats struct {
 	TimeLimited     bool // the run hit Options.TimeLimit
 }
 
+// add sums o into s (TimeLimited: any run hit the limit).
+func (s *Stats) add(o Stats) {
+	s.Crashes += o.Crashes
+	s.FailStops += o.FailStops
+	s.Restarts += o.Restarts
+	s.OpenFailures += o.OpenFailures
+	s.DeadNodes += o.DeadNodes
+	s.NetFaults += o.NetFaults
+	s.BitFlips += o.BitFlips
+	s.FailedReads += o.FailedReads
+	s.FailedSyncs += o.FailedSyncs
+	s.CutsCheckpoint += o.CutsCheckpoint
+	s.CutsSegmentRoll += o.CutsSegmentRoll
+	s.Wipes += o.Wipes
+	s.ClockJumps += o.ClockJumps
+	s.CrashLeaders += o.CrashLeaders
+	s.CrashElections += o.CrashElections
+	s.StaleReads += o.StaleReads
+	s.ReadsAnyReplica += o.ReadsAnyReplica
+	s.ProducesOK += o.ProducesOK
+	s.ProducesLost += o.ProducesLost
+	s.FetchesOK += o.FetchesOK
+	s.TimeLimited = s.TimeLimited || o.TimeLimited
+}
+
 func (s Stats) String() string {
 	return fmt.Sprintf("crash=%d failstop=%d restart=%d openfail=%d dead=%d net=%d flip=%d failread=%d failsync=%d "+
 		"cutckpt=%d cutroll=%d wipe=%d clockjump=%d crashleader=%d crashelection=%d staleread=%d anyreplica=%d "+
