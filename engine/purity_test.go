@@ -6,6 +6,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -25,21 +26,18 @@ type purityRoot struct {
 	dir string
 	// skipDirs are subtrees that are I/O adapters, outside the core.
 	skipDirs []string
-	// skipFile reports files of the tree that may own real time and
-	// goroutines (node's runtime*.go).
-	skipFile func(name string) bool
 	// allowImports are imports this tree may use despite the rules.
 	allowImports map[string]bool
 }
 
-// purityRoots lists the deterministic core. raftlog/osdisk is the real
-// disk; raftlog/memdisk is checked with "os" allowed (for its error values)
+// purityRoots lists the deterministic core. node/server is the real
+// process (goroutines, sockets, clock) and raftlog/osdisk the real disk; raftlog/memdisk is checked with "os" allowed (for its error values)
 // and is otherwise as strict: it takes its *rand.Rand handed in.
 var purityRoots = []purityRoot{
 	{dir: "engine"},
 	{dir: "raftlog", skipDirs: []string{"raftlog/osdisk", "raftlog/memdisk"}},
 	{dir: "raftlog/memdisk", allowImports: map[string]bool{"os": true}},
-	{dir: "node", skipFile: func(name string) bool { return strings.HasPrefix(name, "runtime") }},
+	{dir: "node", skipDirs: []string{"node/server"}},
 }
 
 // forbiddenImport reports whether the core may not import path at all.
@@ -162,8 +160,7 @@ func TestDeterminismGuard(t *testing.T) {
 				return nil
 			}
 			name := d.Name()
-			if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") ||
-				(root.skipFile != nil && root.skipFile(name)) {
+			if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
 				return nil
 			}
 			files++
@@ -243,5 +240,64 @@ var d = 3 * time.Millisecond
 	findings, _ = checkPurity("memdisk.go", "package p\nimport \"os\"\nvar _ = os.ErrNotExist\n", map[string]bool{"os": true})
 	if len(findings) != 0 {
 		t.Fatalf("allowed import flagged: %v", findings)
+	}
+}
+
+// corePackages are the deterministic core's packages, by import path.
+var corePackages = []string{
+	"github.com/strandlog/strand/engine/...",
+	"github.com/strandlog/strand/raftlog",
+	"github.com/strandlog/strand/node",
+}
+
+// TestCoreImportGraph asks the go tool for everything the core's packages
+// import, transitively, and fails if an impure package of this module (the
+// real process, the real disk, the CLI, the simulator) or the OS, network or
+// global-random standard packages are among them: a package boundary proves
+// what a file-name rule could only promise.
+func TestCoreImportGraph(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go tool not on PATH")
+	}
+	args := append([]string{"list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}"}, corePackages...)
+	out, err := exec.Command(goTool, args...).Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 5 {
+		t.Fatalf("go list found only %d packages: %v", len(deps), deps)
+	}
+	for _, dep := range deps {
+		if impureModulePackage(dep) {
+			t.Errorf("the deterministic core imports %s", dep)
+		}
+	}
+}
+
+// impureModulePackage reports whether path is one of this module's
+// packages that touch the world, which the core must never import.
+func impureModulePackage(path string) bool {
+	for _, impure := range []string{"/node/server", "/raftlog/osdisk", "/cmd/", "/simnet", "/clientlib"} {
+		if strings.Contains(path, "github.com/strandlog/strand"+impure) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestImpureModulePackageCatches shows the import-graph rule flags the
+// runtime, the OS disk and the CLI, and passes the core's own packages.
+func TestImpureModulePackageCatches(t *testing.T) {
+	for _, bad := range []string{"github.com/strandlog/strand/node/server", "github.com/strandlog/strand/raftlog/osdisk", "github.com/strandlog/strand/cmd/strand"} {
+		if !impureModulePackage(bad) {
+			t.Errorf("%s not flagged", bad)
+		}
+	}
+	for _, good := range []string{"github.com/strandlog/strand/node", "github.com/strandlog/strand/raftlog/memdisk", "go.etcd.io/raft/v3"} {
+		if impureModulePackage(good) {
+			t.Errorf("%s flagged", good)
+		}
 	}
 }

@@ -2,8 +2,8 @@
 // raft group each (multi-raft), drives their Ready cycles and serves produce
 // and fetch. The core does no I/O of its own: it reaches the world through
 // Clock, raftlog.Disk and Network, and draws randomness from a source handed
-// in, so the simulator runs exactly the code production runs. Only files
-// named runtime*.go may own goroutines, sockets or real time.
+// in, so the simulator runs exactly the code production runs. Goroutines,
+// sockets and real time live in package node/server.
 package node
 
 import (
@@ -255,6 +255,11 @@ type Core struct {
 	metaVersion   uint64
 	registerWait  *metaWait // this node's RegisterNode in flight, if any
 	registerAfter uint64    // tick before which no RegisterNode is retried
+	// leaderReports are the partition groups that became leader and may
+	// need to tell the metadata group; reportWait is the ReportLeaders
+	// proposal in flight, if any (see maybeReportLeaders).
+	leaderReports []*group
+	reportWait    *metaWait
 
 	// sessions are the parked long-poll fetches of Handle, in parking
 	// order; finished ones are dropped at the next Tick.

@@ -232,6 +232,7 @@ func (c *Core) restoreEngine(g *group) (uint64, error) {
 		return ck.raftIndex, nil
 	}
 	g.part = ck.partition
+	g.indexKnown, g.indexWritten = ck.indexed, ck.indexEnd
 	g.checkpointIndex = ck.raftIndex
 	if c.bugReapply(g) {
 		return 0, nil

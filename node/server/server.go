@@ -1,8 +1,13 @@
-package node
+// Package server runs a node.Core in a real process: one goroutine (the
+// loop) owns the Core; TCP listeners, connections, the peer transport, the
+// OS disk and the real clock live here, so package node stays pure and
+// `go list` proves what the core imports.
+package server
 
 import (
 	"errors"
 	"fmt"
+	"github.com/strandlog/strand/node"
 	"log"
 	"math/rand/v2"
 	"net"
@@ -16,40 +21,40 @@ import (
 	"github.com/strandlog/strand/raftlog/osdisk"
 )
 
-// Defaults of RuntimeConfig's zero fields. With a 10 ms tick, the Core's
+// Defaults of Config's zero fields. With a 10 ms tick, the Core's
 // timeouts (counted in ticks) come out at about 1 s election, 100 ms
 // heartbeat and 5 s request timeout.
 const (
-	RuntimeTickDefault                = 10 * time.Millisecond // real time between two Core.Tick calls
-	RuntimeElectionTicksDefault       = 100                   // ≈ 1 s election timeout
-	RuntimeHeartbeatTicksDefault      = 10                    // ≈ 100 ms heartbeats
-	RuntimeRequestTimeoutTicksDefault = 500                   // ≈ 5 s before a waiting request times out
-	runtimeFramesQueueMax             = 4096                  // raft frames waiting for the loop
-	runtimeRequestsQueueMax           = 8192                  // client requests waiting for the loop
-	runtimeInputsPerProcessMax        = 4096                  // inputs taken before Process runs
-	runtimeConnInFlightMax            = 1024                  // requests of one connection awaiting their answer
-	runtimePeerQueueFramesMax         = 1024                  // outbound frames queued per peer
-	runtimePeerQueueBytesMax          = 64 << 20
-	runtimeConnsMax                   = 4096      // open connections, clients and peers
-	runtimeQueuedBytesMax             = 256 << 20 // request and frame bytes waiting for the loop
-	runtimeQueuedBytesUnit            = 64 << 10  // granularity of that budget
-	runtimeShutdownFlushTimeout       = 2 * time.Second
-	runtimeProtocolVersion            = 1
-	runtimeHelloTimeout               = 10 * time.Second
-	runtimeReconnectBackoffMin        = 20 * time.Millisecond
-	runtimeReconnectBackoffMax        = time.Second
-	runtimeDialTimeout                = time.Second
-	runtimeOutboundWriteTimeout       = 5 * time.Second
-	runtimeResponseWriteTimeout       = 30 * time.Second
+	TickDefault                 = 10 * time.Millisecond // real time between two node.Core.Tick calls
+	ElectionTicksDefault        = 100                   // ≈ 1 s election timeout
+	HeartbeatTicksDefault       = 10                    // ≈ 100 ms heartbeats
+	RequestTimeoutTicksDefault  = 500                   // ≈ 5 s before a waiting request times out
+	runtimeFramesQueueMax       = 4096                  // raft frames waiting for the loop
+	runtimeRequestsQueueMax     = 8192                  // client requests waiting for the loop
+	runtimeInputsPerProcessMax  = 4096                  // inputs taken before Process runs
+	runtimeConnInFlightMax      = 1024                  // requests of one connection awaiting their answer
+	runtimePeerQueueFramesMax   = 1024                  // outbound frames queued per peer
+	runtimePeerQueueBytesMax    = 64 << 20
+	runtimeConnsMax             = 4096      // open connections, clients and peers
+	runtimeQueuedBytesMax       = 256 << 20 // request and frame bytes waiting for the loop
+	runtimeQueuedBytesUnit      = 64 << 10  // granularity of that budget
+	runtimeShutdownFlushTimeout = 2 * time.Second
+	runtimeProtocolVersion      = 1
+	runtimeHelloTimeout         = 10 * time.Second
+	runtimeReconnectBackoffMin  = 20 * time.Millisecond
+	runtimeReconnectBackoffMax  = time.Second
+	runtimeDialTimeout          = time.Second
+	runtimeOutboundWriteTimeout = 5 * time.Second
+	runtimeResponseWriteTimeout = 30 * time.Second
 )
 
-// RuntimeConfig configures a Runtime: the Core's Config plus what only a
+// Config configures a Runtime: the Core's Config plus what only a
 // real process has (a data directory, sockets, a tick interval).
-type RuntimeConfig struct {
+type Config struct {
 	// Core configures the Core. Disk, Network and Clock are filled in by
 	// the runtime when nil; zero tick counts get the Runtime defaults above.
 	// Core.Nodes gives the peers' addresses: the transport dials them.
-	Core Config
+	Core node.Config
 	// DataDir holds the node's raft logs and checkpoints (osdisk).
 	DataDir string
 	// Listen is the one TCP address clients and peers connect to
@@ -66,13 +71,13 @@ type RuntimeConfig struct {
 	StatsInterval time.Duration
 }
 
-// Runtime runs one Core in a real process: one goroutine (the loop) owns
+// Server runs one Core in a real process: one goroutine (the loop) owns
 // the Core and is the only one to call it; readers, writers and the peer
 // transport talk to it through bounded channels. A Core error stops the
 // node (fail-stop): Done closes and Err says why.
-type Runtime struct {
-	cfg    RuntimeConfig
-	core   *Core
+type Server struct {
+	cfg    Config
+	core   *node.Core
 	logger *log.Logger
 	ln     net.Listener
 	net    *runtimeNetwork
@@ -99,7 +104,7 @@ type runtimeLoopStats struct {
 	inputs       uint64
 	processTime  time.Duration
 	since        time.Time
-	core         Stats
+	core         node.Stats
 }
 
 // runtimeFrame is a peer's raft frame and the budget units it holds.
@@ -197,11 +202,11 @@ func runtimeSyncLogs(syncs []func() error) error {
 	return nil
 }
 
-// StartRuntime opens the Core on the data directory, starts listening and
+// Start opens the Core on the data directory, starts listening and
 // starts the loop. The caller stops it with Close, and watches Done for a
 // fatal error.
-func StartRuntime(cfg RuntimeConfig) (*Runtime, error) {
-	r := &Runtime{
+func Start(cfg Config) (*Server, error) {
+	r := &Server{
 		cfg:      cfg,
 		logger:   cfg.Logger,
 		frames:   make(chan runtimeFrame, runtimeFramesQueueMax),
@@ -215,7 +220,7 @@ func StartRuntime(cfg RuntimeConfig) (*Runtime, error) {
 		r.logger = log.New(os.Stderr, fmt.Sprintf("strand node %d: ", cfg.Core.ID), log.LstdFlags|log.Lmicroseconds)
 	}
 	if r.cfg.Tick <= 0 {
-		r.cfg.Tick = RuntimeTickDefault
+		r.cfg.Tick = TickDefault
 	}
 	if err := r.fillCoreConfig(); err != nil {
 		return nil, err
@@ -233,7 +238,7 @@ func StartRuntime(cfg RuntimeConfig) (*Runtime, error) {
 		}
 	}
 	r.ln = ln
-	core, err := Open(r.cfg.Core)
+	core, err := node.Open(r.cfg.Core)
 	if err != nil {
 		ln.Close()
 		r.net.close()
@@ -247,7 +252,7 @@ func StartRuntime(cfg RuntimeConfig) (*Runtime, error) {
 }
 
 // fillCoreConfig gives the Core the real Disk, Network and Clock.
-func (r *Runtime) fillCoreConfig() error {
+func (r *Server) fillCoreConfig() error {
 	c := &r.cfg.Core
 	if c.Disk == nil {
 		if r.cfg.DataDir == "" {
@@ -271,15 +276,15 @@ func (r *Runtime) fillCoreConfig() error {
 		c.SyncLogs = runtimeSyncLogs
 	}
 	if c.ElectionTicks == 0 && c.HeartbeatTicks == 0 {
-		c.ElectionTicks, c.HeartbeatTicks = RuntimeElectionTicksDefault, RuntimeHeartbeatTicksDefault
+		c.ElectionTicks, c.HeartbeatTicks = ElectionTicksDefault, HeartbeatTicksDefault
 	}
 	if c.RequestTimeoutTicks == 0 {
-		c.RequestTimeoutTicks = RuntimeRequestTimeoutTicksDefault
+		c.RequestTimeoutTicks = RequestTimeoutTicksDefault
 	}
 	if c.TickDuration == 0 {
 		c.TickDuration = r.cfg.Tick
 	}
-	addrs := make(map[NodeID]string, len(c.Nodes))
+	addrs := make(map[node.NodeID]string, len(c.Nodes))
 	for _, p := range c.Nodes {
 		addrs[p.ID] = p.Address
 	}
@@ -291,13 +296,13 @@ func (r *Runtime) fillCoreConfig() error {
 }
 
 // Addr is the address the runtime listens on.
-func (r *Runtime) Addr() net.Addr { return r.ln.Addr() }
+func (r *Server) Addr() net.Addr { return r.ln.Addr() }
 
 // Done is closed once the runtime has stopped, by Close or a fatal error.
-func (r *Runtime) Done() <-chan struct{} { return r.done }
+func (r *Server) Done() <-chan struct{} { return r.done }
 
 // Err is the fatal error that stopped the runtime; nil after a clean Close.
-func (r *Runtime) Err() error {
+func (r *Server) Err() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.err
@@ -306,7 +311,7 @@ func (r *Runtime) Err() error {
 // Close stops accepting, fails the requests still waiting (ErrStopped),
 // closes the Core and every connection, and waits for all of it. It returns
 // the fatal error if the runtime had already failed.
-func (r *Runtime) Close() error {
+func (r *Server) Close() error {
 	r.stopOnce.Do(func() { close(r.stop) })
 	<-r.done
 	return r.Err()
@@ -315,7 +320,7 @@ func (r *Runtime) Close() error {
 // loop is the one goroutine that calls the Core: it takes a batch of
 // inputs (ticks, raft frames, client requests), then runs Process once, so
 // the inputs that arrive while Process syncs the disk share the next sync.
-func (r *Runtime) loop() {
+func (r *Server) loop() {
 	ticker := time.NewTicker(r.cfg.Tick)
 	defer ticker.Stop()
 	var statsTicks <-chan time.Time
@@ -356,7 +361,7 @@ func (r *Runtime) loop() {
 
 // drainInputs takes the inputs already waiting, at most
 // runtimeInputsPerProcessMax, without blocking.
-func (r *Runtime) drainInputs(ticks <-chan time.Time) {
+func (r *Server) drainInputs(ticks <-chan time.Time) {
 	for range runtimeInputsPerProcessMax {
 		select {
 		case <-ticks:
@@ -373,7 +378,7 @@ func (r *Runtime) drainInputs(ticks <-chan time.Time) {
 }
 
 // logStats logs the loop's counters since the last call.
-func (r *Runtime) logStats() {
+func (r *Server) logStats() {
 	s, now, core := &r.loopStats, time.Now(), r.core.Stats()
 	elapsed := now.Sub(s.since)
 	r.logger.Printf("loop: %d rounds, %.1f inputs/round, %.0f%% of time in Process (%.2f ms/round); "+
@@ -388,14 +393,14 @@ func (r *Runtime) logStats() {
 
 // handle gives one client request to the Core; the answer goes to the
 // connection's writer.
-func (r *Runtime) handle(q runtimeRequest) {
+func (r *Server) handle(q runtimeRequest) {
 	r.budget.release(q.tokens)
 	conn := q.conn
 	r.core.Handle(q.req, func(resp *strandpb.Response) { conn.answer(resp) })
 }
 
 // receive gives one peer frame to the Core.
-func (r *Runtime) receive(f runtimeFrame) {
+func (r *Server) receive(f runtimeFrame) {
 	r.budget.release(f.tokens)
 	r.core.Receive(f.frame)
 	putPeerBuf(f.buf)
@@ -404,7 +409,7 @@ func (r *Runtime) receive(f runtimeFrame) {
 // shutdown runs on the loop: stop accepting, close the Core (failing what
 // waits, whose answers are queued to their connections), let writers flush
 // for a bounded time, close connections and the peer transport.
-func (r *Runtime) shutdown(fatal error) {
+func (r *Server) shutdown(fatal error) {
 	r.stopOnce.Do(func() { close(r.stop) }) // from here on register refuses connections
 	r.mu.Lock()
 	r.err = fatal
@@ -421,7 +426,7 @@ func (r *Runtime) shutdown(fatal error) {
 }
 
 // failQueued answers the requests still in the queue with UNAVAILABLE.
-func (r *Runtime) failQueued() {
+func (r *Server) failQueued() {
 	for {
 		select {
 		case q := <-r.requests:
@@ -436,7 +441,7 @@ func (r *Runtime) failQueued() {
 
 // closeConns lets each connection's writer flush what is queued (bounded
 // by runtimeShutdownFlushTimeout in all), then closes every connection.
-func (r *Runtime) closeConns() {
+func (r *Server) closeConns() {
 	r.mu.Lock()
 	conns := make([]*runtimeConn, 0, len(r.conns))
 	for c := range r.conns {

@@ -1,9 +1,10 @@
-package node
+package server
 
 import (
 	"bufio"
 	"errors"
 	"fmt"
+	"github.com/strandlog/strand/node"
 	"io"
 	"net"
 	"sync"
@@ -25,11 +26,11 @@ const runtimeRaftField = 30
 // the answer queue (of the same capacity) never fills and the loop never
 // blocks on a slow client: a client that does not read stops being read.
 type runtimeConn struct {
-	r     *Runtime
+	r     *Server
 	nc    net.Conn
 	out   chan *strandpb.Response
 	slots chan struct{}
-	peer  NodeID // set by a peer's Hello: its raft frames are accepted
+	peer  node.NodeID // set by a peer's Hello: its raft frames are accepted
 
 	done      chan struct{} // closed by close
 	closeOnce sync.Once
@@ -39,7 +40,7 @@ type runtimeConn struct {
 }
 
 // acceptLoop accepts connections until the listener closes.
-func (r *Runtime) acceptLoop() {
+func (r *Server) acceptLoop() {
 	defer r.wg.Done()
 	for {
 		nc, err := r.ln.Accept()
@@ -69,7 +70,7 @@ func (r *Runtime) acceptLoop() {
 }
 
 // register records c unless the runtime is stopping or full.
-func (r *Runtime) register(c *runtimeConn) bool {
+func (r *Server) register(c *runtimeConn) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	select {
@@ -272,7 +273,7 @@ func (c *runtimeConn) handshake(br *bufio.Reader) error {
 			hello.GetVersionMin(), hello.GetVersionMax(), runtimeProtocolVersion)
 		resp.Error = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_VERSION, Message: refused.Error()}
 	default:
-		c.peer = NodeID(hello.GetPeerNodeId())
+		c.peer = node.NodeID(hello.GetPeerNodeId())
 		resp.Body = &strandpb.Response_Hello{Hello: &strandpb.HelloResponse{
 			Version: runtimeProtocolVersion, NodeId: uint64(c.r.cfg.Core.ID)}}
 	}

@@ -1,9 +1,10 @@
-package node
+package server
 
 import (
 	"bufio"
 	"encoding/binary"
 	"fmt"
+	"github.com/strandlog/strand/node"
 	"io"
 	"log"
 	"net"
@@ -23,9 +24,9 @@ import (
 // (raft retransmits). Frames arrive at peers through their listener, as
 // Request{raft} after a Hello naming this node (see runtimeConn).
 type runtimeNetwork struct {
-	self   NodeID
+	self   node.NodeID
 	logger *log.Logger
-	peers  map[NodeID]*runtimePeer // fixed at start: read without a lock
+	peers  map[node.NodeID]*runtimePeer // fixed at start: read without a lock
 	wg     sync.WaitGroup
 	once   sync.Once
 }
@@ -33,7 +34,7 @@ type runtimeNetwork struct {
 // runtimePeer is the outbound side towards one peer.
 type runtimePeer struct {
 	net         *runtimeNetwork
-	id          NodeID
+	id          node.NodeID
 	addr        string
 	queue       chan []byte
 	queuedBytes atomic.Int64
@@ -41,12 +42,12 @@ type runtimePeer struct {
 	stop        chan struct{}
 }
 
-var _ Network = (*runtimeNetwork)(nil)
+var _ node.Network = (*runtimeNetwork)(nil)
 
 // newRuntimeNetwork starts one sender goroutine per peer (self excluded).
-func newRuntimeNetwork(self NodeID, addrs map[NodeID]string, logger *log.Logger) *runtimeNetwork {
-	n := &runtimeNetwork{self: self, logger: logger, peers: make(map[NodeID]*runtimePeer)}
-	ids := make([]NodeID, 0, len(addrs))
+func newRuntimeNetwork(self node.NodeID, addrs map[node.NodeID]string, logger *log.Logger) *runtimeNetwork {
+	n := &runtimeNetwork{self: self, logger: logger, peers: make(map[node.NodeID]*runtimePeer)}
+	ids := make([]node.NodeID, 0, len(addrs))
 	for id := range addrs {
 		ids = append(ids, id)
 	}
@@ -66,7 +67,7 @@ func newRuntimeNetwork(self NodeID, addrs map[NodeID]string, logger *log.Logger)
 
 // Send queues frame for the peer, or drops it when the queue is full or
 // the peer unknown.
-func (n *runtimeNetwork) Send(to NodeID, frame []byte) {
+func (n *runtimeNetwork) Send(to node.NodeID, frame []byte) {
 	p := n.peers[to]
 	if p == nil {
 		return
