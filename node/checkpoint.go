@@ -36,8 +36,6 @@ import (
 //	4   crc                 u32 CRC32C (Castagnoli) of bytes [8, end)
 //	8   raft_index          u64 raft index the engine state reflects
 //	16  conf_state_bytes    u32, then a marshalled raftpb.ConfState
-//	..  shift_count         u32, then shift_count × (engine_from u64, delta u64);
-//	                        0 unless planted bug ReapplyAfterRestart ran
 //	..  (SCK2 only) index_start u64, index_end u64: the ordinals of the
 //	                        indexed batches (engine.Partition.IndexOrdinals)
 //	..  engine_bytes        u64, then engine.Partition.StateSnapshot() (SCK2),
@@ -78,7 +76,6 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 type checkpoint struct {
 	raftIndex uint64
 	confState *raftpb.ConfState
-	shifts    []indexShift
 	// indexed: the partition's index chunks hold the batches of ordinals
 	// [start, end) (an SCK2 checkpoint); false for SCK1.
 	indexed    bool
@@ -95,15 +92,10 @@ func encodeCheckpoint(ck *checkpoint, engineState []byte) []byte {
 	if err != nil {
 		panic(fmt.Sprintf("node: marshal conf state: %v", err))
 	}
-	b := make([]byte, 8, 8+8+4+len(conf)+4+16*len(ck.shifts)+16+8+len(engineState))
+	b := make([]byte, 8, 8+8+4+len(conf)+16+8+len(engineState))
 	b = binary.LittleEndian.AppendUint64(b, ck.raftIndex)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(conf)))
 	b = append(b, conf...)
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(ck.shifts)))
-	for _, s := range ck.shifts {
-		b = binary.LittleEndian.AppendUint64(b, s.engineFrom)
-		b = binary.LittleEndian.AppendUint64(b, s.delta)
-	}
 	magic := uint32(checkpointMagic)
 	if ck.indexed {
 		magic = checkpointMagicV2
@@ -139,10 +131,6 @@ func decodeCheckpoint(disk raftlog.Disk, indexDir string, b []byte, meta bool) (
 	if err := proto.Unmarshal(r.bytes(uint64(r.u32())), ck.confState); err != nil {
 		return nil, fmt.Errorf("%w: conf state: %v", errCheckpointCorrupt, err)
 	}
-	shiftCount := r.u32()
-	for i := uint32(0); i < shiftCount && r.ok; i++ {
-		ck.shifts = append(ck.shifts, indexShift{engineFrom: r.u64(), delta: r.u64()})
-	}
 	if ck.indexed {
 		ck.indexStart, ck.indexEnd = int64(r.u64()), int64(r.u64())
 	}
@@ -161,11 +149,7 @@ func decodeCheckpoint(disk raftlog.Disk, indexDir string, b []byte, meta bool) (
 		return nil, err
 	}
 	ck.partition = part
-	delta := uint64(0)
-	if n := len(ck.shifts); n > 0 {
-		delta = ck.shifts[n-1].delta
-	}
-	if part.AppliedIndex() != ck.raftIndex+delta {
+	if part.AppliedIndex() != ck.raftIndex {
 		return nil, fmt.Errorf("%w: engine at %d, raft index %d", errCheckpointCorrupt, part.AppliedIndex(), ck.raftIndex)
 	}
 	return ck, nil
@@ -201,7 +185,7 @@ func decodeMetaState(ck *checkpoint, state []byte) (*checkpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errCheckpointCorrupt, err)
 	}
-	if len(ck.shifts) != 0 || st.AppliedIndex() != ck.raftIndex {
+	if st.AppliedIndex() != ck.raftIndex {
 		return nil, fmt.Errorf("%w: metadata at %d, raft index %d", errCheckpointCorrupt, st.AppliedIndex(), ck.raftIndex)
 	}
 	ck.meta = st
@@ -378,7 +362,7 @@ func (c *Core) checkpoint(g *group) error {
 		return fmt.Errorf("sync raft log: %w", err)
 	}
 	dir := g.dir + "/checkpoint"
-	ck := &checkpoint{raftIndex: g.appliedRaft, confState: g.confState, shifts: g.shifts}
+	ck := &checkpoint{raftIndex: g.appliedRaft, confState: g.confState}
 	var state []byte
 	if g.meta != nil {
 		state = g.meta.Snapshot()

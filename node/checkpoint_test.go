@@ -130,7 +130,7 @@ func newCheckpointScenario(t *testing.T, n int) *checkpointScenario {
 // openCheckpointGroup opens the scenario's group on disk as Open does (log,
 // restoreEngine) and returns it with the index raft would start from.
 func openCheckpointGroup(t *testing.T, c *Core) (*group, uint64) {
-	g := newGroup(TopicPartition{Topic: "t"}, []NodeID{1}, groupDir(TopicPartition{Topic: "t"}))
+	g := newGroup(TopicPartition{Topic: "t"}, []NodeID{1}, "p/t/0")
 	log, err := raftlog.Open(c.cfg.Disk, g.dir+"/log", raftlog.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -295,7 +295,7 @@ func TestCheckpointWritesOnlyWhatIsNew(t *testing.T) {
 	const entries, every = 3200, 100
 	disk := &cutDisk{Disk: memdisk.New(), budget: -1}
 	c := &Core{cfg: Config{Disk: disk}}
-	g := newGroup(TopicPartition{Topic: "t"}, []NodeID{1}, groupDir(TopicPartition{Topic: "t"}))
+	g := newGroup(TopicPartition{Topic: "t"}, []NodeID{1}, "p/t/0")
 	log, err := raftlog.Open(disk, g.dir+"/log", raftlog.Options{})
 	if err != nil {
 		t.Fatal(err)

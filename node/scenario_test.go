@@ -92,7 +92,7 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		return s.checkpointFiles(s.nodes(t, d)[0])
 	case "damage":
 		id, ordinal := s.nodes(t, d)[0], s.intArg(t, d, "index-record", 0)
-		name := groupDir(scenarioTP) + "/checkpoint/index/" + indexChunkName(ordinal)
+		name := managedDir(scenarioTP.Topic, 1, scenarioTP.Partition) /* the cluster's first topic: id 1 */ + "/checkpoint/index/" + indexChunkName(ordinal)
 		s.c.disks[id].FlipBit(name, (ordinal%indexChunkRecords)*indexRecordBytes+9, 1)
 		return fmt.Sprintf("flipped a bit of index record %d on node %d", ordinal, id)
 	}
@@ -205,7 +205,7 @@ func (s *scenario) describeStart(id NodeID) string {
 
 // checkpointFiles lists a node's checkpoint headers and index chunks.
 func (s *scenario) checkpointFiles(id NodeID) string {
-	dir := groupDir(scenarioTP) + "/checkpoint"
+	dir := managedDir(scenarioTP.Topic, 1, scenarioTP.Partition) + "/checkpoint"
 	headers, _ := s.c.disks[id].List(dir)
 	chunks, _ := s.c.disks[id].List(dir + "/index")
 	out := []string{fmt.Sprintf("node %d: %d header(s), index chunks %v", id, len(headers), chunks)}

@@ -17,11 +17,12 @@ var (
 	flagSeeds     = flag.Int("sim.seeds", 200, "number of seeds to run")
 	flagSeedStart = flag.Uint64("sim.seed-start", 1, "first seed")
 	flagProfile   = flag.String("sim.profile", "mixed", "fault profile: safety, liveness or mixed")
-	flagBug       = flag.String("sim.bug", "", "planted bug to enable: "+strings.Join(BugNames, ", "))
+	flagBug       = flag.String("sim.bug", "", "planted bug to enable (builds with -tags simbugs): AckBeforeCommit, SkipFsync, FetchBeyondHighMark, ReapplyAfterRestart, LocalRead")
 	flagOut       = flag.String("sim.out", "", "directory for Porcupine visualizations of failing seeds")
 	flagVerbose   = flag.Bool("sim.v", false, "print every seed's options and figures")
 	flagNodes     = flag.Int("sim.nodes", 3, "nodes in the cluster (3 to 5)")
 	flagParts     = flag.Int("sim.partitions", 8, "partitions of the topic (RF=3)")
+	flagWipeJoin  = flag.Bool("sim.wipe-rejoin", false, "let a node whose disk was wiped restart empty (unsafe today: see TestSimWipedNodeRejoiningLosesCommittedEntries)")
 )
 
 // seedOptions builds seed's options: the standard scenario, the profile
@@ -31,14 +32,15 @@ func seedOptions(t *testing.T, seed uint64, profile, bug string) Options {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bugs, err := ParseBug(bug)
+	bugName, err := ParseBug(bug)
 	if err != nil {
 		t.Fatal(err)
 	}
 	base := Standard(seed, p)
 	base.Nodes, base.Partitions = *flagNodes, *flagParts
 	o := Choose(base)
-	o.Bugs = bugs
+	o.Bug = bugName
+	o.Faults.WipeRejoin = *flagWipeJoin
 	return o
 }
 
@@ -48,7 +50,7 @@ func runSeed(t *testing.T, o Options, vizDir string) Result {
 	var res Result
 	t.Run(fmt.Sprintf("seed=%d", o.Seed), func(t *testing.T) {
 		cryptotest.SetGlobalRandom(t, o.Seed)
-		res = runMode(o, vizDir)
+		res = Run(o, vizDir)
 		t.Logf("%s\n  ops=%d events=%d virtual=%v hash=%016x %s", res.Options, res.Ops, res.Events, res.Virtual,
 			res.Hash, res.Stats)
 	})
@@ -63,14 +65,15 @@ func replayCommand(seed uint64, profile, bug string) string {
 		cmd += fmt.Sprintf(" -sim.nodes=%d -sim.partitions=%d", *flagNodes, *flagParts)
 	}
 	if bug != "" {
-		cmd += " -sim.bug=" + bug
+		cmd = strings.Replace(cmd, "go test ", "go test -tags simbugs ", 1) + " -sim.bug=" + bug
 	}
 	return cmd
 }
 
-// TestSim runs -sim.seeds seeds from -sim.seed-start one after another,
-// fails on any failing seed (printing its replay command), and closes with
-// the summary line whose hash combines every seed's trace hash in order.
+// TestSim runs -sim.seeds seeds from -sim.seed-start one after another
+// (the production path: metadata group, Core.Handle, clientlib), fails on
+// any failing seed (printing its replay command), and closes with the
+// summary line whose hash combines every seed's trace hash in order.
 func TestSim(t *testing.T) {
 	// Seeds allocate many short-lived small objects on a small heap: a
 	// lazier collector saves about a third of the CPU.
@@ -85,7 +88,8 @@ func TestSim(t *testing.T) {
 		seeds = 20
 	}
 	combined := newTraceHash()
-	failed, ops, events := 0, int64(0), int64(0)
+	failed, ops, events, produced := 0, int64(0), int64(0), 0
+	var coverage Stats
 	start, cpuStart := time.Now(), cpuTime()
 	for i := 0; i < seeds; i++ {
 		o := seedOptions(t, *flagSeedStart+uint64(i), *flagProfile, *flagBug)
@@ -93,6 +97,8 @@ func TestSim(t *testing.T) {
 		combined.u64(res.Hash)
 		ops += int64(res.Ops)
 		events += res.Events
+		produced += res.Stats.ProducesOK
+		coverage.add(res.Stats)
 		if *flagVerbose {
 			fmt.Printf("sim: %s\n  ops=%d events=%d virtual=%v hash=%016x %s\n", res.Options, res.Ops, res.Events,
 				res.Virtual, res.Hash, res.Stats)
@@ -104,6 +110,7 @@ func TestSim(t *testing.T) {
 		}
 	}
 	if *flagVerbose {
+		fmt.Printf("sim: coverage %s\n", coverage)
 		wall, cpu := time.Since(start), cpuTime()-cpuStart
 		fmt.Printf("sim: wall=%v cpu=%v: %.0f seeds per CPU-minute, %.0f per wall minute\n",
 			wall.Round(time.Millisecond), cpu.Round(time.Millisecond), float64(seeds)/cpu.Minutes(), float64(seeds)/wall.Minutes())
@@ -111,6 +118,9 @@ func TestSim(t *testing.T) {
 	fmt.Printf("sim: seeds=%d failed=%d ops=%d events=%d hash=%016x\n", seeds, failed, ops, events, combined.sum)
 	if failed > 0 {
 		t.Fail()
+	}
+	if produced == 0 {
+		t.Error("no record was acknowledged in any seed: the workload never ran")
 	}
 }
 
@@ -143,24 +153,6 @@ func TestSimDeterministic(t *testing.T) {
 	}
 }
 
-// Each planted bug is caught within 200 seeds: the checks can fail.
-func TestSimCatchesPlantedBugs(t *testing.T) {
-	const seedsMax = 200
-	defer debug.SetGCPercent(debug.SetGCPercent(400))
-	for _, bug := range BugNames {
-		t.Run(bug, func(t *testing.T) {
-			for seed := uint64(1); seed <= seedsMax; seed++ {
-				res := runSeed(t, seedOptions(t, seed, "mixed", bug), "")
-				if res.Failed() {
-					t.Logf("%s caught at seed %d (%d seeds): %s", bug, seed, seed, firstLine(res.Failures[0]))
-					return
-				}
-			}
-			t.Errorf("%s not caught in %d seeds", bug, seedsMax)
-		})
-	}
-}
-
 // firstLine is s up to its first newline.
 func firstLine(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
@@ -174,28 +166,38 @@ func firstLine(s string) string {
 func TestSimInjectsEveryFault(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	var total Stats
-	for seed := uint64(1); seed <= 15; seed++ {
+	for seed := uint64(1); seed <= 20; seed++ {
 		res := runSeed(t, seedOptions(t, seed, "mixed", ""), "")
-		s := res.Stats
-		total.Crashes += s.Crashes
-		total.FailStops += s.FailStops
-		total.Restarts += s.Restarts
-		total.NetFaults += s.NetFaults
-		total.BitFlips += s.BitFlips
-		total.FailedReads += s.FailedReads
-		total.FailedSyncs += s.FailedSyncs
-		total.DeadNodes += s.DeadNodes
-		total.OpenFailures += s.OpenFailures
-		total.ProducesOK += s.ProducesOK
-		total.ProducesLost += s.ProducesLost
-		total.FetchesOK += s.FetchesOK
+		total.add(res.Stats)
 	}
-	t.Logf("seeds 1-15: %s", total)
+	t.Logf("seeds 1-20: %s", total)
 	for name, n := range map[string]int{"crash": total.Crashes, "fail-stop": total.FailStops,
 		"restart": total.Restarts, "network fault": total.NetFaults, "bit flip": total.BitFlips,
-		"failed read": total.FailedReads, "failed sync": total.FailedSyncs} {
+		"failed read": total.FailedReads, "failed sync": total.FailedSyncs,
+		"power cut in a checkpoint": total.CutsCheckpoint, "power cut in a segment roll": total.CutsSegmentRoll,
+		"disk wipe": total.Wipes, "clock jump": total.ClockJumps, "leader crash": total.CrashLeaders,
+		"crash during an election": total.CrashElections, "read at a cut-off leader": total.StaleReads,
+		"read at any replica": total.ReadsAnyReplica} {
 		if n == 0 {
-			t.Errorf("no %s in seeds 1-15", name)
+			t.Errorf("no %s in seeds 1-20", name)
 		}
 	}
+}
+
+// A node that comes back with an empty disk under its old id breaks raft:
+// it forgets its votes and the entries it acknowledged, so a leader can
+// be elected without a committed entry and overwrite it. Seed 15 with
+// wiped nodes rejoining shows it (replicas apply different entries at one
+// index). This is why wipes keep the node down (Faults.WipeRejoin off):
+// rejoining needs disk-loss detection (a node that finds its directory
+// empty but the cluster existing must not vote) and a catch-up as a new
+// member or through raft snapshots, neither built yet.
+func TestSimWipedNodeRejoiningLosesCommittedEntries(t *testing.T) {
+	o := seedOptions(t, 15, "mixed", "")
+	o.Faults.WipeRejoin = true
+	res := runSeed(t, o, "")
+	if !res.Failed() || res.Stats.Wipes == 0 {
+		t.Fatalf("seed 15 with wiped nodes rejoining passed (wipes %d): the checks no longer see amnesia", res.Stats.Wipes)
+	}
+	t.Logf("caught: %s", firstLine(res.Failures[0]))
 }

@@ -3,7 +3,6 @@ package simnet
 import (
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"strconv"
 
 	"google.golang.org/protobuf/proto"
@@ -13,7 +12,7 @@ import (
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
-// Trace record kinds of wire mode.
+// Trace record kinds of the client traffic.
 const (
 	kindWireRequest uint64 = 110 // a request reached a node
 	kindWireReply   uint64 = 111 // a response reached a client
@@ -23,37 +22,10 @@ const (
 // Status (node's metaTopic): the checks treat it as one more group.
 var metaTopicPartition = node.TopicPartition{Topic: "@metadata", Partition: 0}
 
-// wireHandler is the wire entry point of a core (node.Core.Handle).
-type wireHandler interface {
-	Handle(req *strandpb.Request, respond func(*strandpb.Response))
-}
-
 // errWireTimeout is the cause of a request that got no answer in time.
 var errWireTimeout = errors.New("simnet: no answer within the client timeout")
 
-// RunWire simulates o in wire mode: nodes run the metadata group, an admin
-// client creates the topic through CreateTopics, and producers and
-// consumers speak strandpb through Core.Handle, with clientlib's
-// LeaderCache, Classify, Backoff and Window making every retry decision.
-func RunWire(o Options, vizDir string) (res Result) {
-	w := newWorld(o, openNode)
-	w.wire = newWireWorkload(w)
-	w.groupOf[metaTopicPartition] = len(w.specs)
-	defer func() {
-		if r := recover(); r != nil {
-			res = w.result()
-			res.Failures = append(res.Failures, fmt.Sprintf("t=%v: panic: %v\n%s", w.now(), r, debug.Stack()))
-		}
-	}()
-	w.run()
-	if !w.work.drained && !w.stats.TimeLimited && len(w.failures) == 0 {
-		w.fail("wire mode: the run ended before the final drain (%s)", w.stats)
-	}
-	w.finalChecks(vizDir)
-	return w.result()
-}
-
-// wireWorkload is wire mode's clients and transport.
+// wireWorkload is the clients and their transport over the wire protocol.
 type wireWorkload struct {
 	w        *world
 	peers    []node.Peer
@@ -62,7 +34,8 @@ type wireWorkload struct {
 	admin    *wireClient
 	clients  []*wireClient // producers, consumers, then random readers
 	drain    *wireClient
-	active   int // producers and consumers still working
+	active   int  // producers and consumers still working
+	created  bool // the topic exists: every node registered and hosts its replicas
 }
 
 // wireCall is one request in flight: it ends once, by its answer or by
@@ -96,11 +69,9 @@ func newWireWorkload(w *world) *wireWorkload {
 	return ww
 }
 
-// configure turns a node's config to dynamic mode (the world's startNode
-// hook).
+// configure gives a node's config the cluster's nodes (the world's
+// startNode hook).
 func (ww *wireWorkload) configure(cfg *node.Config) {
-	cfg.Partitions = nil
-	cfg.MetadataGroup = true
 	cfg.Nodes = ww.peers
 }
 
@@ -111,6 +82,7 @@ func (ww *wireWorkload) start() {
 
 // topicCreated starts the producers and consumers.
 func (ww *wireWorkload) topicCreated() {
+	ww.created = true
 	for _, c := range ww.clients {
 		ww.active++
 		c.after(c.thinkTime(), c.begin)
@@ -156,17 +128,16 @@ func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *w
 	if !n.up {
 		return
 	}
-	h, ok := n.core.(wireHandler)
-	if !ok {
-		panic("simnet: wire mode needs a core with Handle")
-	}
 	req := &strandpb.Request{}
 	if err := proto.Unmarshal(frame, req); err != nil {
 		panic(fmt.Sprintf("simnet: unmarshal request: %v", err))
 	}
+	if f := req.GetFetch(); f != nil && len(f.GetPartitions()) == 1 && ww.cutOff(n, int(f.GetPartitions()[0].GetPartition())) {
+		w.stats.StaleReads++
+	}
 	inc := n.incarnation
 	w.guardCall(n, func() {
-		h.Handle(req, func(resp *strandpb.Response) { ww.reply(n, inc, c, resp, call) })
+		n.core.Handle(req, func(resp *strandpb.Response) { ww.reply(n, inc, c, resp, call) })
 	})
 	w.process(n)
 }
@@ -222,3 +193,20 @@ func errCode(err error) strandpb.ErrorCode {
 
 // asWireError reports whether err is a *clientlib.Error, setting *e.
 func asWireError(err error, e **clientlib.Error) bool { return errors.As(err, e) }
+
+// cutOff reports whether n believes it leads partition p while its links
+// reach no majority: a read it serves now is from a deposed leader that
+// may not know it, and only ReadIndex keeps it from being stale.
+func (ww *wireWorkload) cutOff(n *simNode, p int) bool {
+	w := ww.w
+	if s, ok := w.statusOf(n, p); !ok || !s.IsLeader {
+		return false
+	}
+	reach := 1
+	for _, m := range w.nodes {
+		if m != n && !w.net.isCut(n.index, m.index) && !w.net.isCut(m.index, n.index) {
+			reach++
+		}
+	}
+	return 2*reach <= len(w.nodes)
+}

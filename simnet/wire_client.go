@@ -9,7 +9,7 @@ import (
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
-// Wire mode's client settings.
+// The clients' settings.
 const (
 	wireInFlightMax    = 3 // batches in flight per partition window
 	wireOutstandingMax = 6 // records a producer has pushed and not completed
@@ -47,12 +47,28 @@ type wireClient struct {
 	nextPartition int
 	readOffset    int64 // a random reader's current offset
 	opStart       time.Duration
+	fetching      bool // a fetch operation is running (since opStart)
 }
 
 // wireBatch is a pushed batch: its bytes and its history op.
 type wireBatch struct {
 	bytes []byte
 	hist  *histOp
+	start time.Duration // pushed
+}
+
+// pendingSince reports the start of the client's oldest unfinished
+// operation, for the liveness bound.
+func (c *wireClient) pendingSince() (time.Duration, bool) {
+	start, pending := c.opStart, c.fetching
+	for _, m := range c.batches {
+		for _, b := range m { // the minimum does not depend on map order
+			if !pending || b.start < start {
+				start, pending = b.start, true
+			}
+		}
+	}
+	return start, pending
 }
 
 func newWireClient(ww *wireWorkload, index int, kind clientKind) *wireClient {
@@ -66,7 +82,7 @@ func newWireClient(ww *wireWorkload, index int, kind clientKind) *wireClient {
 	if kind == kindProducer {
 		c.keyed = index%2 == 0
 		// The last producer is not idempotent (producer id -1) and never
-		// resends (AttemptsMax 1), as in direct mode: its values stay
+		// resends (AttemptsMax 1): its values stay
 		// unique, so an entry applied twice shows as a duplicate.
 		c.idempotent = index != o.Producers-1
 		cfg := clientlib.WindowConfig{Idempotent: true, InFlightMax: wireInFlightMax, AttemptsMax: attemptsMax,

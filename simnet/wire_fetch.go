@@ -23,6 +23,7 @@ func (c *wireClient) nextPoll() {
 	}
 	c.attempts = 0
 	c.opStart = c.ww.w.now()
+	c.fetching = true
 	c.fetch(p)
 }
 
@@ -36,6 +37,7 @@ func (c *wireClient) drainNext() {
 	}
 	c.attempts = 0
 	c.opStart = c.ww.w.now()
+	c.fetching = true
 	c.fetch(c.nextPartition)
 }
 
@@ -56,6 +58,13 @@ func (c *wireClient) fetch(p int) {
 			MaxBytes: fetchBytesMax}},
 	}}}
 	target := c.leaderOf(p)
+	if c.kind == kindReader && c.rng.IntN(2) == 0 {
+		// Random readers ask any replica half the time: a follower, a
+		// deposed leader or one still catching up must refuse, or serve
+		// exactly what the leader would (nothing else is linearizable).
+		target = c.randomNode()
+		w.stats.ReadsAnyReplica++
+	}
 	c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
 		var part *strandpb.FetchResponse_Partition
 		if err == nil {
@@ -125,6 +134,8 @@ func (c *wireClient) onFetch(p int, offset, floor int64, target int, op *histOp,
 // fetchDone ends a fetch operation: a consumer polls on after a pause,
 // the drain moves to the next partition once it read to the end.
 func (c *wireClient) fetchDone(p int, r *reply) {
+	c.fetching = false
+	c.ww.w.checker.onOpDone(c.opStart, c.ww.w.now())
 	if c.kind == kindDrain {
 		if r != nil && len(r.records) == 0 && c.positions[p] >= r.hwm {
 			c.nextPartition++
@@ -135,8 +146,8 @@ func (c *wireClient) fetchDone(p int, r *reply) {
 	c.after(c.thinkTime(), c.nextPoll)
 }
 
-// decodeWireFetch decodes a fetched partition's batches into a reply, as
-// fetchReply does for the direct API.
+// decodeWireFetch decodes a fetched partition's batches into a reply,
+// keeping the records from offset on (a batch is served whole).
 func decodeWireFetch(offset int64, part *strandpb.FetchResponse_Partition) *reply {
 	r := &reply{hwm: part.GetHighWatermark(), logStart: part.GetLogStartOffset()}
 	for _, b := range part.GetBatches() {

@@ -7,24 +7,23 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/node"
+	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog/memdisk"
 )
 
-// core is what the world drives of a node: node.Core's methods. The world
-// holds this seam so the same scheduler runs node.Core and, in its own
-// tests, a tiny reference core.
+// core is what the world drives of a node: node.Core's methods, the
+// wire protocol's Handle included.
 type core interface {
 	Tick()
 	Receive(frame []byte)
 	Process() error
-	Produce(req node.ProduceRequest, done func(node.ProduceResult))
-	Fetch(req node.FetchRequest, done func(node.FetchResult))
+	Handle(req *strandpb.Request, respond func(*strandpb.Response))
 	Status() []node.GroupStatus
+	MetadataStatus() (node.GroupStatus, bool)
 	Close() error
 }
 
-// openFunc opens a node's core from its config (node.Open in real runs).
-type openFunc func(cfg node.Config) (core, error)
+var _ core = (*node.Core)(nil)
 
 // topicName is the one topic of the scenario.
 const topicName = "sim"
@@ -35,6 +34,7 @@ type simNode struct {
 	index       int
 	id          node.NodeID
 	disk        *memdisk.Disk
+	cut         *cutDisk // the node's view of disk: disk behind a power switch
 	clock       *nodeClock
 	endpoint    *Endpoint
 	core        core
@@ -46,6 +46,7 @@ type simNode struct {
 	flipped     bool // bits were flipped on its disk
 	failReads   []string
 	failSync    bool
+	wiped       bool // its disk was replaced by an empty one (counts as damage)
 	restartDue  bool // a restart event is queued
 	// lastStatus is the status last checked, per group, so the checks
 	// look only at what changed.
@@ -73,13 +74,10 @@ var _ node.Clock = (*nodeClock)(nil)
 // world is one simulated cluster with its clients, run by one goroutine.
 type world struct {
 	opts     Options
-	open     openFunc
 	sched    scheduler
 	net      *network
 	nodes    []*simNode
-	clients  []*client
-	specs    []node.PartitionSpec
-	groupOf  map[node.TopicPartition]int
+	groupOf  map[node.TopicPartition]int // the topic's partitions, then the metadata group
 	rngDisk  *rand.Rand
 	rngFault *rand.Rand
 	trace    traceHash
@@ -93,7 +91,7 @@ type world struct {
 	// failureCount counts step failures, kept or not.
 	failureCount int
 	stats        Stats
-	wire         *wireWorkload // wire mode (wire.go), nil otherwise
+	wire         *wireWorkload // the clients and their transport (wire.go)
 }
 
 // Stats counts what happened in a run, for the verbose report.
@@ -107,24 +105,65 @@ type Stats struct {
 	BitFlips     int
 	FailedReads  int
 	FailedSyncs  int
-	ProducesOK   int
-	ProducesLost int // abandoned: indefinite or failed
-	FetchesOK    int
-	TimeLimited  bool // the run hit Options.TimeLimit
+	// The faults of a run's leadership changes, recovery and read path.
+	CutsCheckpoint  int // power cut while writing a checkpoint (fired)
+	CutsSegmentRoll int // power cut while rolling to a new log segment (fired)
+	Wipes           int // a node's disk replaced by an empty one
+	ClockJumps      int // a node's Realtime jumped
+	CrashLeaders    int // a group's leader crashed (a leadership change follows)
+	CrashElections  int // a node crashed while one of its groups had no leader
+	StaleReads      int // fetches delivered to a believed leader cut off from a majority
+	ReadsAnyReplica int // random-reader fetches sent to any node, not the cached leader
+	ProducesOK      int
+	ProducesLost    int // abandoned: indefinite or failed
+	FetchesOK       int
+	TimeLimited     bool // the run hit Options.TimeLimit
+}
+
+// add sums o into s (TimeLimited: any run hit the limit).
+func (s *Stats) add(o Stats) {
+	s.Crashes += o.Crashes
+	s.FailStops += o.FailStops
+	s.Restarts += o.Restarts
+	s.OpenFailures += o.OpenFailures
+	s.DeadNodes += o.DeadNodes
+	s.NetFaults += o.NetFaults
+	s.BitFlips += o.BitFlips
+	s.FailedReads += o.FailedReads
+	s.FailedSyncs += o.FailedSyncs
+	s.CutsCheckpoint += o.CutsCheckpoint
+	s.CutsSegmentRoll += o.CutsSegmentRoll
+	s.Wipes += o.Wipes
+	s.ClockJumps += o.ClockJumps
+	s.CrashLeaders += o.CrashLeaders
+	s.CrashElections += o.CrashElections
+	s.StaleReads += o.StaleReads
+	s.ReadsAnyReplica += o.ReadsAnyReplica
+	s.ProducesOK += o.ProducesOK
+	s.ProducesLost += o.ProducesLost
+	s.FetchesOK += o.FetchesOK
+	s.TimeLimited = s.TimeLimited || o.TimeLimited
 }
 
 func (s Stats) String() string {
-	return fmt.Sprintf("crash=%d failstop=%d restart=%d openfail=%d dead=%d net=%d flip=%d failread=%d failsync=%d produced=%d abandoned=%d fetched=%d timelimited=%v",
+	return fmt.Sprintf("crash=%d failstop=%d restart=%d openfail=%d dead=%d net=%d flip=%d failread=%d failsync=%d "+
+		"cutckpt=%d cutroll=%d wipe=%d clockjump=%d crashleader=%d crashelection=%d staleread=%d anyreplica=%d "+
+		"produced=%d abandoned=%d fetched=%d timelimited=%v",
 		s.Crashes, s.FailStops, s.Restarts, s.OpenFailures, s.DeadNodes, s.NetFaults, s.BitFlips, s.FailedReads,
-		s.FailedSyncs, s.ProducesOK, s.ProducesLost, s.FetchesOK, s.TimeLimited)
+		s.FailedSyncs, s.CutsCheckpoint, s.CutsSegmentRoll, s.Wipes, s.ClockJumps, s.CrashLeaders, s.CrashElections,
+		s.StaleReads, s.ReadsAnyReplica, s.ProducesOK, s.ProducesLost, s.FetchesOK, s.TimeLimited)
 }
 
 // newWorld builds the cluster of o (already through Choose), nodes down.
-func newWorld(o Options, open openFunc) *world {
-	w := &world{opts: o, open: open, trace: newTraceHash()}
+func newWorld(o Options) *world {
+	w := &world{opts: o, trace: newTraceHash()}
 	w.rngDisk = newStream(o.Seed, streamDisk)
 	w.rngFault = newStream(o.Seed, streamFaults)
-	w.specs, w.groupOf = placePartitions(o)
+	w.groupOf = make(map[node.TopicPartition]int, o.Partitions+1)
+	for p := 0; p < o.Partitions; p++ {
+		w.groupOf[node.TopicPartition{Topic: topicName, Partition: int32(p)}] = p
+	}
+	w.groupOf[metaTopicPartition] = o.Partitions
 	w.checker = newChecker(w)
 	w.hist = newHistory(o.Partitions)
 	clientCount := o.Producers + o.Consumers + o.Readers + 1 // +1: the drain reader
@@ -133,6 +172,7 @@ func newWorld(o Options, open openFunc) *world {
 	skewRand := newStream(o.Seed, streamClock)
 	for i := 0; i < o.Nodes; i++ {
 		n := &simNode{index: i, id: node.NodeID(i + 1), disk: memdisk.New()}
+		n.cut = &cutDisk{d: n.disk}
 		n.clock = &nodeClock{w: w}
 		if o.Faults.ClockSkewMax > 0 {
 			m := int64(o.Faults.ClockSkewMax)
@@ -142,25 +182,10 @@ func newWorld(o Options, open openFunc) *world {
 		n.endpoint = &Endpoint{w: w, index: i}
 		w.nodes = append(w.nodes, n)
 	}
-	w.work = newWorkload(w, clientCount)
+	w.work = newWorkload(w)
+	w.wire = newWireWorkload(w)
 	w.planner = newPlanner(w)
 	return w
-}
-
-// placePartitions spreads Partitions replicas over the nodes: partition p's
-// replicas are nodes p, p+1, ... (mod Nodes), so preferred leaders rotate.
-func placePartitions(o Options) ([]node.PartitionSpec, map[node.TopicPartition]int) {
-	specs := make([]node.PartitionSpec, o.Partitions)
-	groupOf := make(map[node.TopicPartition]int, o.Partitions)
-	for p := range specs {
-		tp := node.TopicPartition{Topic: topicName, Partition: int32(p)}
-		specs[p].TopicPartition = tp
-		for k := 0; k < o.Replication; k++ {
-			specs[p].Replicas = append(specs[p].Replicas, node.NodeID((p+k)%o.Nodes+1))
-		}
-		groupOf[tp] = p
-	}
-	return specs, groupOf
 }
 
 // fail records a violated invariant; the run goes on so the trace stays
@@ -181,10 +206,10 @@ const failuresKept = 10
 func (w *world) startNode(n *simNode) {
 	n.incarnation++
 	inc := n.incarnation
+	n.cut.reset()
 	cfg := node.Config{
 		ID:                n.id,
-		Partitions:        w.specs,
-		Disk:              n.disk,
+		Disk:              n.cut,
 		Network:           n.endpoint,
 		Clock:             n.clock,
 		Rand:              newStream(w.opts.Seed, streamNode+uint64(n.id)<<16+uint64(inc)),
@@ -192,14 +217,12 @@ func (w *world) startNode(n *simNode) {
 		HeartbeatTicks:    1,
 		SegmentBytesMax:   w.opts.SegmentBytesMax,
 		CheckpointEntries: w.opts.CheckpointEntries,
-		Bugs:              w.opts.Bugs,
 		Observer: func(tp node.TopicPartition, index, term uint64, data []byte) {
 			w.checker.onApply(n, tp, index, term, data)
 		},
 	}
-	if w.wire != nil {
-		w.wire.configure(&cfg)
-	}
+	w.wire.configure(&cfg)
+	plantBug(&cfg, w.opts.Bug)
 	c, err := w.callOpen(n, cfg)
 	if err != nil {
 		w.traceNote(kindNodeOpen, n.index, uint64(inc), hashString(err.Error()))
@@ -259,12 +282,20 @@ func (w *world) failStop(n *simNode, err error) {
 		w.fail("node %d fail-stopped with no disk fault injected: %v", n.id, err)
 	}
 	w.stats.FailStops++
+	switch n.cut.fired {
+	case cutCheckpoint:
+		w.stats.CutsCheckpoint++
+	case cutSegmentRoll:
+		w.stats.CutsSegmentRoll++
+	}
 	w.crashNode(n, "failstop: "+err.Error())
 	w.scheduleRestart(n)
 }
 
 // hasFaults reports whether a disk fault was injected into n's disk.
-func (n *simNode) hasFaults() bool { return n.damaged || n.failSync || len(n.failReads) > 0 }
+func (n *simNode) hasFaults() bool {
+	return n.damaged || n.failSync || len(n.failReads) > 0 || n.cut.cut
+}
 
 // clearDiskFaults ends n's transient disk faults (failed reads and syncs);
 // flipped bits stay.
@@ -275,6 +306,7 @@ func (w *world) clearDiskFaults(n *simNode) {
 	n.failReads = nil
 	n.disk.FailSync(false)
 	n.failSync = false
+	n.cut.reset()
 }
 
 // guard runs fn, a call into n's core. A panic with a disk fault injected
@@ -297,7 +329,7 @@ func (w *world) guard(n *simNode, fn func()) (panicked bool) {
 
 // callOpen opens a core, turning a panic under disk faults into an error.
 func (w *world) callOpen(n *simNode, cfg node.Config) (c core, err error) {
-	panicked := w.guard(n, func() { c, err = w.open(cfg) })
+	panicked := w.guard(n, func() { c, err = node.Open(cfg) })
 	if panicked {
 		return nil, errors.New("simnet: open panicked on a faulty disk")
 	}

@@ -142,7 +142,7 @@ func (c *Cluster) start(o options) error {
 func (c *Cluster) startServer(i int) (*server.Server, error) {
 	return server.Start(server.Config{
 		Core: node.Config{
-			ID: node.NodeID(i + 1), Nodes: c.peers, MetadataGroup: true, Disk: memdisk.New(),
+			ID: node.NodeID(i + 1), Nodes: c.peers, Disk: memdisk.New(),
 			ElectionTicks: electionTicks, HeartbeatTicks: heartbeatTicks,
 		},
 		Listen: "127.0.0.1:0",

@@ -115,7 +115,7 @@ func cmdServe(args []string, stderr io.Writer) error {
 	}
 	defer stopProfile()
 	rt, err := server.Start(server.Config{
-		Core:    node.Config{ID: node.NodeID(*id), Nodes: nodes, MetadataGroup: true},
+		Core:    node.Config{ID: node.NodeID(*id), Nodes: nodes},
 		DataDir: *dataDir, Listen: *listen, Tick: nf.tick, Logger: logger, StatsInterval: nf.stats,
 	})
 	if err != nil {
@@ -322,7 +322,7 @@ func startDevNodes(nodes []node.Peer, dir string, nf nodeFlags, logger *slog.Log
 	var rts []*server.Server
 	for _, p := range nodes {
 		rt, err := server.Start(server.Config{
-			Core:    node.Config{ID: p.ID, Nodes: nodes, MetadataGroup: true},
+			Core:    node.Config{ID: p.ID, Nodes: nodes},
 			DataDir: filepath.Join(dir, fmt.Sprintf("node-%d", p.ID)),
 			Listen:  p.Address, Tick: nf.tick, StatsInterval: nf.stats, Logger: logger,
 		})
