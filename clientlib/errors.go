@@ -45,6 +45,12 @@ var (
 	ErrOutOfOrderSequence = &Error{Code: strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE}
 	ErrProducerFenced     = &Error{Code: strandpb.ErrorCode_ERROR_CODE_PRODUCER_FENCED}
 	ErrUnavailable        = &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE}
+	// ErrInvalidReplicationFactor: a factor below 1 or above the cluster's
+	// size.
+	ErrInvalidReplicationFactor = &Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REPLICATION_FACTOR}
+	// ErrTopicNotFound: the metadata group has no such topic. ErrUnknownTopic
+	// matches it too.
+	ErrTopicNotFound = &Error{Code: strandpb.ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND}
 )
 
 // Client-side errors that have no wire code.
@@ -75,7 +81,7 @@ func errorFromWire(e *strandpb.Error) error {
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("strand: ")
-	b.WriteString(strings.ToLower(strings.TrimPrefix(e.Code.String(), "ERROR_CODE_")))
+	b.WriteString(e.Code.Name())
 	if e.Message != "" {
 		b.WriteString(": ")
 		b.WriteString(e.Message)
@@ -89,10 +95,14 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Is matches sentinels by Code.
+// Is matches sentinels by Code; ErrUnknownTopic also matches
+// TOPIC_NOT_FOUND (a topic that does not exist is unknown everywhere).
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
+	if !ok {
+		return false
+	}
+	return t.Code == e.Code || t == ErrUnknownTopic && e.Code == strandpb.ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND
 }
 
 // Retriable reports whether the same request may succeed if sent again

@@ -59,6 +59,12 @@ const (
 	// The partition has no leader yet, or the node is shutting down.
 	ErrorCode_ERROR_CODE_UNAVAILABLE    ErrorCode = 15
 	ErrorCode_ERROR_CODE_INVALID_CONFIG ErrorCode = 16
+	// The replication factor is below 1 or above the registered nodes: a
+	// definite refusal (Kafka's INVALID_REPLICATION_FACTOR).
+	ErrorCode_ERROR_CODE_INVALID_REPLICATION_FACTOR ErrorCode = 17
+	// The metadata group's leader has no such topic: a definite answer, unlike
+	// UNKNOWN_TOPIC_OR_PARTITION from a node that may lag.
+	ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND ErrorCode = 18
 )
 
 // Enum value maps for ErrorCode.
@@ -81,6 +87,8 @@ var (
 		14: "ERROR_CODE_INTERNAL",
 		15: "ERROR_CODE_UNAVAILABLE",
 		16: "ERROR_CODE_INVALID_CONFIG",
+		17: "ERROR_CODE_INVALID_REPLICATION_FACTOR",
+		18: "ERROR_CODE_TOPIC_NOT_FOUND",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_NONE":                       0,
@@ -100,6 +108,8 @@ var (
 		"ERROR_CODE_INTERNAL":                   14,
 		"ERROR_CODE_UNAVAILABLE":                15,
 		"ERROR_CODE_INVALID_CONFIG":             16,
+		"ERROR_CODE_INVALID_REPLICATION_FACTOR": 17,
+		"ERROR_CODE_TOPIC_NOT_FOUND":            18,
 	}
 )
 
@@ -721,9 +731,13 @@ func (x *HelloRequest) GetPeerNodeId() uint64 {
 
 // HelloResponse fixes the version both sides use.
 type HelloResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Version       uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
-	NodeId        uint64                 `protobuf:"varint,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Version uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	NodeId  uint64                 `protobuf:"varint,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The largest frame payload the node reads, in bytes (0: an older node,
+	// assume the default 9 MiB). Clients size requests and fetch budgets by
+	// the smaller of this and their own limit.
+	FrameBytesMax uint32 `protobuf:"varint,30,opt,name=frame_bytes_max,json=frameBytesMax,proto3" json:"frame_bytes_max,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -768,6 +782,13 @@ func (x *HelloResponse) GetVersion() uint32 {
 func (x *HelloResponse) GetNodeId() uint64 {
 	if x != nil {
 		return x.NodeId
+	}
+	return 0
+}
+
+func (x *HelloResponse) GetFrameBytesMax() uint32 {
+	if x != nil {
+		return x.FrameBytesMax
 	}
 	return 0
 }
@@ -2585,10 +2606,11 @@ const file_wire_proto_rawDesc = "" +
 	"versionMax\x12\x1b\n" +
 	"\tclient_id\x18\x03 \x01(\tR\bclientId\x12 \n" +
 	"\fpeer_node_id\x18\x04 \x01(\x04R\n" +
-	"peerNodeId\"B\n" +
+	"peerNodeId\"j\n" +
 	"\rHelloResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x17\n" +
-	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\")\n" +
+	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12&\n" +
+	"\x0fframe_bytes_max\x18\x1e \x01(\rR\rframeBytesMax\")\n" +
 	"\x0fMetadataRequest\x12\x16\n" +
 	"\x06topics\x18\x01 \x03(\tR\x06topics\"\xc7\x04\n" +
 	"\x10MetadataResponse\x123\n" +
@@ -2727,7 +2749,7 @@ const file_wire_proto_rawDesc = "" +
 	"\x16InitProducerIdResponse\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch*\x9f\x04\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch*\xea\x04\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +
@@ -2746,7 +2768,9 @@ const file_wire_proto_rawDesc = "" +
 	"\x19ERROR_CODE_NOT_CONTROLLER\x10\r\x12\x17\n" +
 	"\x13ERROR_CODE_INTERNAL\x10\x0e\x12\x1a\n" +
 	"\x16ERROR_CODE_UNAVAILABLE\x10\x0f\x12\x1d\n" +
-	"\x19ERROR_CODE_INVALID_CONFIG\x10\x10B,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
+	"\x19ERROR_CODE_INVALID_CONFIG\x10\x10\x12)\n" +
+	"%ERROR_CODE_INVALID_REPLICATION_FACTOR\x10\x11\x12\x1e\n" +
+	"\x1aERROR_CODE_TOPIC_NOT_FOUND\x10\x12B,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
 
 var (
 	file_wire_proto_rawDescOnce sync.Once
