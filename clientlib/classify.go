@@ -30,9 +30,15 @@ func Classify(code strandpb.ErrorCode) Action {
 
 // ClassifyErr extends Classify to any error a request can end with: an
 // *Error by its code, a *ConnError as retriable with a metadata refresh
-// (maybe written when it was sent), anything else as a definite failure.
+// (maybe written when it was sent), anything else (an *UnreachableError,
+// a *NotStrandError, a context's error) as a definite failure.
 func ClassifyErr(err error) Action {
 	if err == nil {
+		return Action{}
+	}
+	var ue *UnreachableError
+	var ns *NotStrandError
+	if errors.As(err, &ue) || errors.As(err, &ns) {
 		return Action{}
 	}
 	var se *Error

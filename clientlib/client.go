@@ -15,10 +15,12 @@ package clientlib
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/strandlog/strand/proto/frame"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -201,10 +203,14 @@ func (c *Client) candidates() []string {
 }
 
 // anyRequest sends req to the first node that answers: known nodes, then
-// seeds. It returns the last connection error when none answers.
+// seeds. When none answers it fails with a *NotStrandError if an address
+// is not a Strand node, an *UnreachableError if no address could be
+// connected to, else the last failure.
 func (c *Client) anyRequest(ctx context.Context, req *strandpb.Request) (*strandpb.Response, error) {
 	var last error
-	for _, addr := range c.candidates() {
+	addrs := c.candidates()
+	unreached := 0
+	for _, addr := range addrs {
 		resp, err := c.request(ctx, addr, req, 0)
 		if err == nil {
 			return resp, nil
@@ -212,9 +218,34 @@ func (c *Client) anyRequest(ctx context.Context, req *strandpb.Request) (*strand
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		var ns *NotStrandError
+		if errors.As(err, &ns) {
+			return nil, err
+		}
+		var ce *ConnError
+		if errors.As(err, &ce) && !ce.Sent {
+			unreached++
+			last = ce.Err
+			continue
+		}
 		last = err
 	}
+	if unreached == len(addrs) && len(addrs) > 0 {
+		return nil, &UnreachableError{Addrs: addrs, Err: last}
+	}
 	return nil, last
+}
+
+// frameMax is the frame limit toward the node at addr: its connection's
+// (the smaller of the node's announced limit and ours), or ours while
+// there is no connection.
+func (c *Client) frameMax(addr string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if bc := c.conns[addr]; bc != nil {
+		return bc.frameMax
+	}
+	return frame.BytesMaxDefault
 }
 
 // RefreshMetadata fetches nodes, topics and leaders now. Concurrent calls

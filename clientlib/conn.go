@@ -29,11 +29,12 @@ var errConnClosed = errors.New("connection closed")
 // error kills the connection and fails every pending call with a
 // *ConnError; the next request dials again.
 type brokerConn struct {
-	addr   string
-	nodeID uint64
-	nc     net.Conn
-	slots  chan struct{}
-	writes chan *call
+	addr     string
+	nodeID   uint64
+	frameMax int // the smaller of the node's announced frame limit and ours
+	nc       net.Conn
+	slots    chan struct{}
+	writes   chan *call
 
 	mu       sync.Mutex
 	calls    map[uint64]*call
@@ -71,19 +72,23 @@ func dialConn(ctx context.Context, cfg *config, addr string) (*brokerConn, error
 	deadline, _ := dctx.Deadline()
 	nc.SetDeadline(deadline)
 	r := bufio.NewReader(nc)
-	nodeID, err := handshake(nc, r, cfg.clientID)
+	hello, err := handshake(nc, r, cfg.clientID)
 	if err != nil {
 		nc.Close()
 		var se *Error
 		if errors.As(err, &se) {
 			return nil, err
 		}
+		if errors.Is(err, errNotStrand) {
+			return nil, &NotStrandError{Addr: addr, Err: errors.Unwrap(err)}
+		}
 		return nil, &ConnError{Addr: addr, Err: err}
 	}
 	nc.SetDeadline(time.Time{})
 	c := &brokerConn{
 		addr:     addr,
-		nodeID:   nodeID,
+		nodeID:   hello.GetNodeId(),
+		frameMax: frameBytesMax(hello),
 		nc:       nc,
 		slots:    make(chan struct{}, cfg.inFlightPerConn),
 		writes:   make(chan *call, cfg.inFlightPerConn),
@@ -96,29 +101,54 @@ func dialConn(ctx context.Context, cfg *config, addr string) (*brokerConn, error
 	return c, nil
 }
 
-// handshake sends Hello (correlation id 0) and checks the answer.
-func handshake(nc net.Conn, r *bufio.Reader, clientID string) (uint64, error) {
+// errNotStrand marks a handshake answer that is no Strand frame; it wraps
+// what the answer looked like.
+var errNotStrand = errors.New("not a Strand frame")
+
+// handshake sends Hello (correlation id 0) and checks the answer. An
+// answer that does not decode as a Strand frame (an HTTP page read as a
+// length of 1 GB, bytes that are no Response, a Response without a hello)
+// fails with errNotStrand wrapping the cause; a network failure is
+// returned as is.
+func handshake(nc net.Conn, r *bufio.Reader, clientID string) (*strandpb.HelloResponse, error) {
 	hello := &strandpb.Request{Body: &strandpb.Request_Hello{Hello: &strandpb.HelloRequest{
 		VersionMin: protocolVersionMin, VersionMax: protocolVersionMax, ClientId: clientID}}}
 	buf, err := frame.Append(nil, hello)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if _, err := nc.Write(buf); err != nil {
-		return 0, err
+		return nil, err
 	}
 	var resp strandpb.Response
 	if _, err := frame.Decode(r, nil, frame.BytesMaxDefault, &resp); err != nil {
-		return 0, err
+		if errors.Is(err, frame.ErrTooLarge) || errors.Is(err, frame.ErrEmpty) || errors.Is(err, frame.ErrMalformed) {
+			return nil, fmt.Errorf("%w: %w", errNotStrand, err)
+		}
+		return nil, err
 	}
 	if err := errorFromWire(resp.GetError()); err != nil {
-		return 0, err
+		return nil, err
 	}
 	h := resp.GetHello()
-	if h == nil || h.GetVersion() < protocolVersionMin || h.GetVersion() > protocolVersionMax {
-		return 0, fmt.Errorf("handshake: node answered %v", &resp)
+	if h == nil {
+		return nil, fmt.Errorf("%w: %w", errNotStrand, errors.New("the answer to hello is not a hello"))
 	}
-	return h.GetNodeId(), nil
+	if h.GetVersion() < protocolVersionMin || h.GetVersion() > protocolVersionMax {
+		return nil, &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_VERSION,
+			Message: fmt.Sprintf("node speaks protocol version %d, this client %d..%d", h.GetVersion(), protocolVersionMin, protocolVersionMax)}
+	}
+	return h, nil
+}
+
+// frameBytesMax is the frame limit both ends of a connection accept: ours,
+// or the node's announced one when smaller (0: a node that announces none
+// uses the default).
+func frameBytesMax(h *strandpb.HelloResponse) int {
+	if n := int(h.GetFrameBytesMax()); n > 0 && n < frame.BytesMaxDefault {
+		return n
+	}
+	return frame.BytesMaxDefault
 }
 
 // kill closes the connection once and fails every pending call.

@@ -161,3 +161,43 @@ func IsRetriable(err error) bool {
 	var r interface{ Retriable() bool }
 	return errors.As(err, &r) && r.Retriable()
 }
+
+// UnreachableError fails a request that no address could take: every
+// known node and seed refused the connection, timed out dialing, or
+// closed it during the handshake. Callers print it as is; it is the one
+// wording of "the cluster is not there" (the CLI uses it too). It is not
+// retriable: the client already tried every address it knows.
+type UnreachableError struct {
+	Addrs []string // the addresses tried, in order
+	Err   error    // the last address's failure
+}
+
+// Error implements error.
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("cannot reach the cluster at %s: %v", strings.Join(e.Addrs, ","), e.Err)
+}
+
+// Unwrap gives the last address's failure.
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// Retriable is false: every address was tried.
+func (e *UnreachableError) Retriable() bool { return false }
+
+// NotStrandError is a handshake answered with something that is not a
+// Strand frame (an HTTP server, a Kafka broker, a TLS endpoint): the
+// address is wrong, and no retry can fix it.
+type NotStrandError struct {
+	Addr string
+	Err  error // what the first answer looked like
+}
+
+// Error implements error.
+func (e *NotStrandError) Error() string {
+	return fmt.Sprintf("%s does not speak the Strand protocol (%v)", e.Addr, e.Err)
+}
+
+// Unwrap gives the decoding failure.
+func (e *NotStrandError) Unwrap() error { return e.Err }
+
+// Retriable is false.
+func (e *NotStrandError) Retriable() bool { return false }

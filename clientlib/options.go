@@ -44,6 +44,9 @@ type config struct {
 	inFlightPerConn int
 	randSeed        uint64
 	randSeeded      bool
+	// unknownTopicRetries: metadata answers a record waits for its topic
+	// to appear in; -1: until the delivery timeout.
+	unknownTopicRetries int
 
 	batchBytes         int
 	linger             time.Duration
@@ -68,13 +71,14 @@ func defaultConfig() config {
 		dial: func(ctx context.Context, addr string) (net.Conn, error) {
 			return d.DialContext(ctx, "tcp", addr)
 		},
-		inFlightPerConn:    16,
-		batchBytes:         16 << 10,
-		linger:             5 * time.Millisecond,
-		acks:               AcksAll,
-		idempotent:         true,
-		bufferedRecordsMax: 10000,
-		inFlightBatchesMax: 5,
+		inFlightPerConn:     16,
+		unknownTopicRetries: 4,
+		batchBytes:          16 << 10,
+		linger:              5 * time.Millisecond,
+		acks:                AcksAll,
+		idempotent:          true,
+		bufferedRecordsMax:  10000,
+		inFlightBatchesMax:  5,
 	}
 }
 
@@ -84,6 +88,8 @@ func (c *config) validate() error {
 		return ErrNoSeeds
 	case c.dialTimeout <= 0 || c.requestTimeout <= 0:
 		return fmt.Errorf("clientlib: dial and request timeouts must be positive")
+	case c.unknownTopicRetries < -1:
+		return fmt.Errorf("clientlib: UnknownTopicRetries %d < -1", c.unknownTopicRetries)
 	case c.retriesMax < 0:
 		return fmt.Errorf("clientlib: MaxRetries %d < 0", c.retriesMax)
 	case c.inFlightPerConn < 1:
@@ -140,6 +146,14 @@ func Dial(fn func(ctx context.Context, addr string) (net.Conn, error)) Opt {
 
 // MaxInFlightPerConn bounds pipelined requests per connection (default 16).
 func MaxInFlightPerConn(n int) Opt { return func(c *config) { c.inFlightPerConn = n } }
+
+// UnknownTopicRetries is how many metadata answers lacking a record's
+// topic the producer waits through before failing the record with
+// ErrUnknownTopic (default 4, about half a second: room for a topic created
+// a moment ago on another node). -1 waits for the topic until the delivery
+// timeout, for producers started before their topic is created. As
+// franz-go's kgo.UnknownTopicRetries.
+func UnknownTopicRetries(n int) Opt { return func(c *config) { c.unknownTopicRetries = n } }
 
 // RandSeed seeds the client's own random source (backoff jitter, sticky
 // partition choice); by default it is seeded from the clock at NewClient.

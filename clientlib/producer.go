@@ -170,6 +170,7 @@ type producer struct {
 	sinks          map[topicPartition]*sink
 	waiting        map[string][]pendingRecord
 	waitingSince   map[string]time.Duration
+	unknownAnswers map[string]int // metadata answers that lacked a waiting topic
 	sticky         Sticky
 	nodeInFlight   map[uint64]int
 	senders        map[uint64]chan []sentBatch
@@ -187,21 +188,22 @@ func newProducer(c *Client) *producer {
 	idle := make(chan struct{})
 	close(idle)
 	return &producer{
-		c:            c,
-		budget:       make(chan struct{}, n),
-		intake:       make(chan pendingRecord, n),
-		results:      make(chan requestResult, 64),
-		wake:         make(chan struct{}, 1),
-		promises:     make(chan pendingRecord, n),
-		idle:         idle,
-		loopDone:     make(chan struct{}),
-		stop:         make(chan struct{}),
-		sinks:        make(map[topicPartition]*sink),
-		waiting:      make(map[string][]pendingRecord),
-		waitingSince: make(map[string]time.Duration),
-		nodeInFlight: make(map[uint64]int),
-		senders:      make(map[uint64]chan []sentBatch),
-		producerID:   -1,
+		c:              c,
+		budget:         make(chan struct{}, n),
+		intake:         make(chan pendingRecord, n),
+		results:        make(chan requestResult, 64),
+		wake:           make(chan struct{}, 1),
+		promises:       make(chan pendingRecord, n),
+		idle:           idle,
+		loopDone:       make(chan struct{}),
+		stop:           make(chan struct{}),
+		sinks:          make(map[topicPartition]*sink),
+		waiting:        make(map[string][]pendingRecord),
+		waitingSince:   make(map[string]time.Duration),
+		unknownAnswers: make(map[string]int),
+		nodeInFlight:   make(map[uint64]int),
+		senders:        make(map[uint64]chan []sentBatch),
+		producerID:     -1,
 	}
 }
 

@@ -2,6 +2,8 @@ package clientlib
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/strandlog/strand/proto/strandpb"
@@ -235,6 +237,7 @@ func (p *producer) placeWaiting(now time.Duration) time.Duration {
 		if info != nil && len(info.Partitions) > 0 {
 			delete(p.waiting, topic)
 			delete(p.waitingSince, topic)
+			delete(p.unknownAnswers, topic)
 			for _, pr := range prs {
 				p.assign(pr, now)
 			}
@@ -247,6 +250,7 @@ func (p *producer) placeWaiting(now time.Duration) time.Duration {
 		if now-p.waitingSince[topic] >= limit {
 			delete(p.waiting, topic)
 			delete(p.waitingSince, topic)
+			delete(p.unknownAnswers, topic)
 			for _, pr := range prs {
 				p.complete(pr, &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION,
 					Message: "topic " + topic + " not in metadata"})
@@ -259,6 +263,48 @@ func (p *producer) placeWaiting(now time.Duration) time.Duration {
 		}
 	}
 	return next
+}
+
+// judgeWaiting fails waiting records at once when a metadata refresh
+// settles their fate: the client never reached the cluster (every address
+// refused, or is not a Strand node), or the cluster answered and their
+// topic is still unknown after UnknownTopicRetries answers.
+func (p *producer) judgeWaiting(refreshErr error) {
+	p.c.mu.Lock()
+	reached := !p.c.metaAt.IsZero()
+	p.c.mu.Unlock()
+	var ue *UnreachableError
+	var ns *NotStrandError
+	definite := errors.As(refreshErr, &ue) || errors.As(refreshErr, &ns)
+	for topic, prs := range p.waiting {
+		p.c.mu.Lock()
+		info := p.c.meta.Topic(topic)
+		p.c.mu.Unlock()
+		if info != nil && len(info.Partitions) > 0 {
+			continue // placeWaiting places them
+		}
+		var err error
+		switch {
+		case definite && !reached:
+			err = refreshErr
+		case refreshErr == nil && p.c.cfg.unknownTopicRetries >= 0:
+			p.unknownAnswers[topic]++
+			if p.unknownAnswers[topic] > p.c.cfg.unknownTopicRetries {
+				err = &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION,
+					Message: fmt.Sprintf("topic %q does not exist (metadata answered %d times; UnknownTopicRetries waits longer)",
+						topic, p.unknownAnswers[topic])}
+			}
+		}
+		if err == nil {
+			continue
+		}
+		delete(p.waiting, topic)
+		delete(p.waitingSince, topic)
+		delete(p.unknownAnswers, topic)
+		for _, pr := range prs {
+			p.complete(pr, err)
+		}
+	}
 }
 
 // report hands a result to the loop, or drops it once the loop stopped.
@@ -314,6 +360,7 @@ func (p *producer) handleEvent(res requestResult, now time.Duration) {
 	switch loopEvent(res.node) {
 	case eventMetadata:
 		p.refreshing = false
+		p.judgeWaiting(res.err)
 	case eventInitProducer:
 		p.initInFlight = false
 		if res.err == nil && res.resp.GetInitProducerId() != nil {
