@@ -248,6 +248,17 @@ func (c *Client) frameMax(addr string) int {
 	return frame.BytesMaxDefault
 }
 
+// frameMaxNode is frameMax toward the node with id.
+func (c *Client) frameMaxNode(id uint64) int {
+	c.mu.Lock()
+	addr, ok := c.meta.Address(id)
+	c.mu.Unlock()
+	if !ok {
+		return frame.BytesMaxDefault
+	}
+	return c.frameMax(addr)
+}
+
 // RefreshMetadata fetches nodes, topics and leaders now. Concurrent calls
 // share one request.
 func (c *Client) RefreshMetadata(ctx context.Context) error {

@@ -201,3 +201,16 @@ func (e *NotStrandError) Unwrap() error { return e.Err }
 
 // Retriable is false.
 func (e *NotStrandError) Retriable() bool { return false }
+
+// OptionError is NewClient refusing an option's value: what the option
+// is, the value given, and why it cannot be honoured.
+type OptionError struct {
+	Option string // the option's name, e.g. "BatchBytes"
+	Value  any
+	Reason string
+}
+
+// Error implements error.
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("clientlib: %s(%v): %s", e.Option, e.Value, e.Reason)
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/strandlog/strand/engine/recordbatch"
 )
 
 // Opt configures a Client (NewClient). Options are applied in order; a
@@ -94,6 +96,9 @@ func (c *config) validate() error {
 		return fmt.Errorf("clientlib: MaxRetries %d < 0", c.retriesMax)
 	case c.inFlightPerConn < 1:
 		return fmt.Errorf("clientlib: MaxInFlightPerConn %d < 1", c.inFlightPerConn)
+	case c.batchBytes > recordbatch.BatchBytesMax:
+		return &OptionError{Option: "BatchBytes", Value: c.batchBytes,
+			Reason: fmt.Sprintf("over the %d-byte limit of a batch", recordbatch.BatchBytesMax)}
 	case c.batchBytes < 1 || c.linger < 0 || c.bufferedRecordsMax < 1:
 		return fmt.Errorf("clientlib: bad batching options")
 	case c.inFlightBatchesMax < 1 || c.inFlightBatchesMax > 5:
@@ -164,7 +169,8 @@ func RandSeed(seed uint64) Opt {
 
 // BatchBytes is the target size of a partition's batch (default 16 KiB,
 // R14): a batch is sealed before a record would push it over. A record
-// larger than it travels alone.
+// larger than it travels alone. NewClient refuses a value over
+// recordbatch.BatchBytesMax (1 MiB + 64 KiB) with an *OptionError.
 func BatchBytes(n int) Opt { return func(c *config) { c.batchBytes = n } }
 
 // Linger is how long a partition's batch may wait for more records before

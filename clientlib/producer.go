@@ -171,6 +171,7 @@ type producer struct {
 	waiting        map[string][]pendingRecord
 	waitingSince   map[string]time.Duration
 	unknownAnswers map[string]int // metadata answers that lacked a waiting topic
+	rotation       int            // which partition a request starts with
 	sticky         Sticky
 	nodeInFlight   map[uint64]int
 	senders        map[uint64]chan []sentBatch

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/strandlog/strand/proto/frame"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -86,17 +87,18 @@ func (p *producer) maybeSeal(s *sink, now time.Duration, flushing bool) time.Dur
 }
 
 // send builds produce requests: for each node, rounds of at most one
-// attempt per partition, while the node has request slots.
+// attempt per partition, while the node has request slots. A request
+// stops short of the frame limit both ends accept (as franz-go's sink
+// stops at its wire length limit): a batch that would push it over waits
+// for the next round. Each round starts one partition further on, so a
+// partition at the end of the list is not starved by full requests.
 func (p *producer) send(requests map[uint64][]sentBatch, now time.Duration) {
 	for node, sinks := range requests {
+		limit := frame.ProduceBytesMax(p.c.frameMaxNode(node))
 		for p.nodeInFlight[node] < p.c.cfg.inFlightPerConn {
-			var batch []sentBatch
-			for _, sb := range sinks {
-				if a, ok := sb.s.w.Next(now); ok {
-					batch = append(batch, sentBatch{s: sb.s, attempt: a,
-						bytes: sb.s.sealed[a.ID].bytes, producerID: p.producerID})
-				}
-			}
+			start := p.rotation % len(sinks)
+			p.rotation++
+			batch := p.fill(sinks, start, limit, now)
 			if len(batch) == 0 {
 				break
 			}
@@ -104,6 +106,30 @@ func (p *producer) send(requests map[uint64][]sentBatch, now time.Duration) {
 			p.sender(node) <- batch // never blocks: nodeInFlight bounds it
 		}
 	}
+}
+
+// fill takes one attempt from each sink that has one, starting at start,
+// while the request stays within limit bytes; the first always goes (a
+// batch is far below any frame limit: recordbatch.BatchBytesMax).
+func (p *producer) fill(sinks []sentBatch, start int, limit int, now time.Duration) []sentBatch {
+	var batch []sentBatch
+	size := 0
+	for k := range sinks {
+		s := sinks[(start+k)%len(sinks)].s
+		id, ok := s.w.Peek(now)
+		if !ok {
+			continue
+		}
+		bytes := s.sealed[id].bytes
+		n := frame.ProducePartitionBytes(s.tp.topic, len(bytes))
+		if len(batch) > 0 && size+n > limit {
+			continue
+		}
+		a, _ := s.w.Next(now)
+		batch = append(batch, sentBatch{s: s, attempt: a, bytes: bytes, producerID: p.producerID})
+		size += n
+	}
+	return batch
 }
 
 // sender returns the node's sender queue, starting its goroutine.

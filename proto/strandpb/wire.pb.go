@@ -1017,9 +1017,12 @@ func (x *ProduceResponse) GetPartitions() []*ProduceResponse_Partition {
 // FetchRequest reads committed batches from several partitions, waiting up
 // to max_wait_ms until min_bytes are available (a long poll).
 type FetchRequest struct {
-	state         protoimpl.MessageState    `protogen:"open.v1"`
-	MaxWaitMs     int32                     `protobuf:"varint,1,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
-	MinBytes      int32                     `protobuf:"varint,2,opt,name=min_bytes,json=minBytes,proto3" json:"min_bytes,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	MaxWaitMs int32                  `protobuf:"varint,1,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
+	MinBytes  int32                  `protobuf:"varint,2,opt,name=min_bytes,json=minBytes,proto3" json:"min_bytes,omitempty"`
+	// Batch bytes of the whole answer (the first batch goes out whole). 0, or
+	// more than fits the frame limit (frame.FetchBytesMax: 7 MiB for 9 MiB
+	// frames), is that budget.
 	MaxBytes      int32                     `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	Partitions    []*FetchRequest_Partition `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	unknownFields protoimpl.UnknownFields
