@@ -29,15 +29,16 @@ type Client struct {
 	cfg   config
 	start time.Time
 
-	mu      sync.Mutex
-	conns   map[string]*brokerConn
-	dialing map[string]chan struct{} // closed when the dial ends
-	meta    *LeaderCache
-	metaAt  time.Time // when meta was last refreshed; zero: never
-	refresh chan struct{}
-	metaErr error
-	rng     *rand.Rand
-	closed  bool
+	mu       sync.Mutex
+	conns    map[string]*brokerConn
+	dialing  map[string]chan struct{} // closed when the dial ends
+	meta     *LeaderCache
+	metaAt   time.Time // when meta was last refreshed; zero: never
+	refresh  chan struct{}
+	metaErr  error
+	rng      *rand.Rand
+	closed   bool
+	suspects Suspects // nodes that stalled recently
 
 	producerOnce sync.Once
 	closeOnce    sync.Once
@@ -73,6 +74,28 @@ func NewClient(opts ...Opt) (*Client, error) {
 		meta:    NewLeaderCache(),
 		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 	}, nil
+}
+
+// markSuspect records that node stalled: for twice StallTimeout (about
+// an election and a metadata refresh) its partitions wait for fresh
+// metadata instead of being sent to it again, and metadata is asked of
+// other nodes first.
+func (c *Client) markSuspect(node uint64) {
+	now := c.monotonic()
+	c.mu.Lock()
+	c.suspects.Mark(node, now, 2*c.cfg.stallTimeout)
+	c.mu.Unlock()
+	if p := c.existingProducer(); p != nil {
+		p.poke()
+	}
+}
+
+// suspectUntil is when node's suspicion lapses; 0: not suspect.
+func (c *Client) suspectUntil(node uint64) time.Duration {
+	now := c.monotonic()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.suspects.Until(node, now)
 }
 
 // monotonic is the client's clock for the pure pieces: time since start.
@@ -138,7 +161,7 @@ func (c *Client) conn(ctx context.Context, addr string) (*brokerConn, error) {
 	done := make(chan struct{})
 	c.dialing[addr] = done
 	c.mu.Unlock()
-	bc, err := dialConn(ctx, &c.cfg, addr)
+	bc, err := dialConn(ctx, &c.cfg, addr, c.markSuspect)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.dialing, addr)
@@ -161,7 +184,7 @@ func (c *Client) request(ctx context.Context, addr string, req *strandpb.Request
 	if err != nil {
 		return nil, err
 	}
-	return bc.roundTrip(ctx, req, false, c.cfg.requestTimeout+extra)
+	return bc.roundTrip(ctx, req, false, c.cfg.requestTimeout+extra, extra)
 }
 
 // requestNode sends req to the node with id, by its cached address.
@@ -181,18 +204,27 @@ func (c *Client) candidates() []string {
 	defer c.mu.Unlock()
 	var out []string
 	seen := map[string]bool{}
+	now := c.monotonic()
+	var suspect []string
 	for _, id := range c.meta.NodeIDs() {
 		a, _ := c.meta.Address(id)
-		if !seen[a] {
-			seen[a] = true
-			out = append(out, a)
+		if seen[a] {
+			continue
 		}
+		seen[a] = true
+		if c.suspects.Until(id, now) != 0 {
+			suspect = append(suspect, a)
+			continue
+		}
+		out = append(out, a)
 	}
-	// Start at a random known node so clients spread their metadata load.
+	// Start at a random known node so clients spread their metadata load;
+	// suspect nodes come last.
 	if len(out) > 1 {
 		k := c.rng.IntN(len(out))
 		out = append(out[k:], out[:k]...)
 	}
+	out = append(out, suspect...)
 	for _, a := range c.cfg.seeds {
 		if !seen[a] {
 			seen[a] = true

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,14 @@ type brokerConn struct {
 	slots    chan struct{}
 	writes   chan *call
 
+	// Stall detection (Stalled): the time every read last returned bytes,
+	// in ns since born; stall is StallTimeout; onStall is told the node's
+	// id when a call gives up on it.
+	born     time.Time
+	lastRead *atomic.Int64
+	stall    time.Duration
+	onStall  func(node uint64)
+
 	mu       sync.Mutex
 	calls    map[uint64]*call
 	nextCorr uint64
@@ -48,6 +57,7 @@ type call struct {
 	req      *strandpb.Request
 	noAnswer bool // acks=0 produce: done once written
 	sent     atomic.Bool
+	sentAt   atomic.Int64 // ns since the connection's born, once written
 	done     chan struct{}
 	once     sync.Once
 	resp     *strandpb.Response
@@ -62,16 +72,24 @@ func (cl *call) finish(resp *strandpb.Response, err error) {
 }
 
 // dialConn connects to addr and performs the handshake.
-func dialConn(ctx context.Context, cfg *config, addr string) (*brokerConn, error) {
+// onStall is told the node's id when a call gives up on it (Stalled).
+func dialConn(ctx context.Context, cfg *config, addr string, onStall func(node uint64)) (*brokerConn, error) {
 	dctx, cancel := context.WithTimeout(ctx, cfg.dialTimeout)
 	defer cancel()
 	nc, err := cfg.dial(dctx, addr)
 	if err != nil {
 		return nil, &ConnError{Addr: addr, Err: err}
 	}
+	// The handshake waits at most StallTimeout for an answer: a paused
+	// node accepts connections (its kernel does) but answers nothing.
 	deadline, _ := dctx.Deadline()
+	if t := time.Now().Add(cfg.stallTimeout); cfg.stallTimeout > 0 && t.Before(deadline) {
+		deadline = t
+	}
 	nc.SetDeadline(deadline)
-	r := bufio.NewReader(nc)
+	born := time.Now()
+	lastRead := new(atomic.Int64)
+	r := bufio.NewReader(activityReader{r: nc, born: born, last: lastRead})
 	hello, err := handshake(nc, r, cfg.clientID)
 	if err != nil {
 		nc.Close()
@@ -89,6 +107,10 @@ func dialConn(ctx context.Context, cfg *config, addr string) (*brokerConn, error
 		addr:     addr,
 		nodeID:   hello.GetNodeId(),
 		frameMax: frameBytesMax(hello),
+		born:     born,
+		lastRead: lastRead,
+		stall:    cfg.stallTimeout,
+		onStall:  onStall,
 		nc:       nc,
 		slots:    make(chan struct{}, cfg.inFlightPerConn),
 		writes:   make(chan *call, cfg.inFlightPerConn),
@@ -99,6 +121,21 @@ func dialConn(ctx context.Context, cfg *config, addr string) (*brokerConn, error
 	go c.writeLoop()
 	go c.readLoop(r)
 	return c, nil
+}
+
+// activityReader records when a read last returned bytes, for Stalled.
+type activityReader struct {
+	r    io.Reader
+	born time.Time
+	last *atomic.Int64
+}
+
+func (a activityReader) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	if n > 0 {
+		a.last.Store(int64(time.Since(a.born)))
+	}
+	return n, err
 }
 
 // errNotStrand marks a handshake answer that is no Strand frame; it wraps
@@ -191,6 +228,7 @@ func (c *brokerConn) writeLoop() {
 				cl.finish(nil, fmt.Errorf("clientlib: cannot frame request: %w", err))
 				continue
 			}
+			cl.sentAt.Store(int64(time.Since(c.born)))
 			cl.sent.Store(true)
 			if _, err := c.nc.Write(buf); err != nil {
 				c.kill(err)
@@ -228,13 +266,14 @@ func (c *brokerConn) unregister(corr uint64) *call {
 	return cl
 }
 
-// roundTrip sends req and waits for its answer, ctx, or timeout.
-func (c *brokerConn) roundTrip(ctx context.Context, req *strandpb.Request, noAnswer bool, timeout time.Duration) (*strandpb.Response, error) {
+// roundTrip sends req and waits for its answer, ctx, or timeout; wait is
+// how long the node may legitimately hold it (a fetch's long poll).
+func (c *brokerConn) roundTrip(ctx context.Context, req *strandpb.Request, noAnswer bool, timeout, wait time.Duration) (*strandpb.Response, error) {
 	cl, err := c.begin(ctx, req, noAnswer)
 	if err != nil {
 		return nil, err
 	}
-	return c.await(ctx, cl, timeout)
+	return c.await(ctx, cl, timeout, wait)
 }
 
 // begin queues req for the writer and returns its call; req itself is
@@ -270,24 +309,53 @@ func (c *brokerConn) begin(ctx context.Context, req *strandpb.Request, noAnswer 
 
 // await waits for a begun call's answer, ctx, or timeout, and frees its
 // slot. A timeout kills the connection (as Kafka does) and returns a
-// TIMEOUT *Error: the outcome is unknown.
-func (c *brokerConn) await(ctx context.Context, cl *call, timeout time.Duration) (*strandpb.Response, error) {
+// TIMEOUT *Error: the outcome is unknown. So does a stall (Stalled: nothing
+// arrived on the connection for StallTimeout beyond the call's own wait),
+// which fails the call with a *ConnError, sent, and tells onStall.
+func (c *brokerConn) await(ctx context.Context, cl *call, timeout, wait time.Duration) (*strandpb.Response, error) {
 	defer func() { <-c.slots }()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	select {
-	case <-cl.done:
-		return cl.resp, cl.err
-	case <-ctx.Done():
-		c.unregister(cl.req.GetCorrelationId())
-		return nil, ctx.Err()
-	case <-timer.C:
-		c.kill(fmt.Errorf("no answer within %v", timeout))
-		<-cl.done
-		if cl.err == nil {
-			return cl.resp, nil
+	var check <-chan time.Time
+	if c.stall > 0 {
+		ticker := time.NewTicker(max(c.stall/4, time.Millisecond))
+		defer ticker.Stop()
+		check = ticker.C
+	}
+	begun := time.Since(c.born)
+	for {
+		select {
+		case <-cl.done:
+			return cl.resp, cl.err
+		case <-ctx.Done():
+			c.unregister(cl.req.GetCorrelationId())
+			return nil, ctx.Err()
+		case <-check:
+			sentAt := time.Duration(cl.sentAt.Load())
+			if !cl.sent.Load() {
+				sentAt = begun // still queued behind the writer: count from the call
+			}
+			now := time.Since(c.born)
+			if !Stalled(now, sentAt, time.Duration(c.lastRead.Load()), wait, c.stall) {
+				continue
+			}
+			c.kill(fmt.Errorf("%w: nothing received for %v", errStalled, c.stall))
+			if c.onStall != nil {
+				c.onStall(c.nodeID)
+			}
+			<-cl.done
+			return cl.resp, cl.err
+		case <-timer.C:
+			c.kill(fmt.Errorf("no answer within %v", timeout))
+			<-cl.done
+			if cl.err == nil {
+				return cl.resp, nil
+			}
+			return nil, &Error{Code: strandpb.ErrorCode_ERROR_CODE_TIMEOUT,
+				Message: fmt.Sprintf("no answer from %s within %v", c.addr, timeout)}
 		}
-		return nil, &Error{Code: strandpb.ErrorCode_ERROR_CODE_TIMEOUT,
-			Message: fmt.Sprintf("no answer from %s within %v", c.addr, timeout)}
 	}
 }
+
+// errStalled is the cause of calls failed by a stall.
+var errStalled = errors.New("node unresponsive")

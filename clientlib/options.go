@@ -49,6 +49,7 @@ type config struct {
 	// unknownTopicRetries: metadata answers a record waits for its topic
 	// to appear in; -1: until the delivery timeout.
 	unknownTopicRetries int
+	stallTimeout        time.Duration
 
 	batchBytes         int
 	linger             time.Duration
@@ -75,6 +76,7 @@ func defaultConfig() config {
 		},
 		inFlightPerConn:     16,
 		unknownTopicRetries: 4,
+		stallTimeout:        2 * time.Second,
 		batchBytes:          16 << 10,
 		linger:              5 * time.Millisecond,
 		acks:                AcksAll,
@@ -90,6 +92,8 @@ func (c *config) validate() error {
 		return ErrNoSeeds
 	case c.dialTimeout <= 0 || c.requestTimeout <= 0:
 		return fmt.Errorf("clientlib: dial and request timeouts must be positive")
+	case c.stallTimeout < 0:
+		return fmt.Errorf("clientlib: StallTimeout %v < 0", c.stallTimeout)
 	case c.unknownTopicRetries < -1:
 		return fmt.Errorf("clientlib: UnknownTopicRetries %d < -1", c.unknownTopicRetries)
 	case c.retriesMax < 0:
@@ -159,6 +163,15 @@ func MaxInFlightPerConn(n int) Opt { return func(c *config) { c.inFlightPerConn 
 // timeout, for producers started before their topic is created. As
 // franz-go's kgo.UnknownTopicRetries.
 func UnknownTopicRetries(n int) Opt { return func(c *config) { c.unknownTopicRetries = n } }
+
+// StallTimeout is how long a node may send nothing at all while a request
+// to it waits (beyond the time the request itself may take on the node,
+// such as a fetch's long poll) before the client gives up on the
+// connection, suspects the node, and re-routes through fresh metadata
+// (default 2 s, about a Strand election; 0 disables). It also bounds the
+// wait for a handshake answer. A paused node otherwise holds requests for
+// the whole RequestTimeout.
+func StallTimeout(d time.Duration) Opt { return func(c *config) { c.stallTimeout = d } }
 
 // RandSeed seeds the client's own random source (backoff jitter, sticky
 // partition choice); by default it is seeded from the clock at NewClient.

@@ -390,12 +390,26 @@ func (p *producer) assign(pr pendingRecord, now time.Duration) bool {
 		r.Partition = KeyPartition(r.Key, partitions)
 	default:
 		p.c.mu.Lock()
-		r.Partition = p.sticky.Partition(r.Topic, partitions, p.c.rng)
+		r.Partition = p.sticky.PartitionAdaptive(r.Topic, partitions, p.c.rng,
+			func(q int32) PartitionLoad { return p.load(topicPartition{r.Topic, q}, now) })
 		p.c.mu.Unlock()
 	}
 	s := p.sink(topicPartition{r.Topic, r.Partition})
 	p.appendOpen(s, pr, now)
 	return true
+}
+
+// load describes a partition to the adaptive partitioner: available when
+// its leader is known and not suspect and its window has room to seal the
+// open batch. The caller holds p.c.mu.
+func (p *producer) load(tp topicPartition, now time.Duration) PartitionLoad {
+	var l PartitionLoad
+	if s := p.sinks[tp]; s != nil {
+		l.Queued = s.w.Len()
+	}
+	id, _, ok := p.c.meta.Leader(tp.topic, tp.partition)
+	l.Available = ok && p.c.suspects.Until(id, now) == 0 && l.Queued < p.c.cfg.inFlightBatchesMax
+	return l
 }
 
 func (p *producer) sink(tp topicPartition) *sink {

@@ -56,6 +56,13 @@ func (p *producer) drive(now time.Duration) time.Duration {
 			p.refreshWanted = true
 			continue
 		}
+		if until := p.c.suspectUntil(node); until != 0 {
+			// Its leader stalled: wait for metadata naming another, or
+			// for the suspicion to lapse.
+			p.refreshWanted = true
+			wakeAt(until)
+			continue
+		}
 		requests[node] = append(requests[node], sentBatch{s: s})
 	}
 	p.send(requests, now)
@@ -191,7 +198,7 @@ func (p *producer) begin(node uint64, batches []sentBatch) {
 	}
 	go func() {
 		// The node gives up at timeout_ms; wait a little longer for its answer.
-		resp, err := bc.await(ctx, cl, cfg.requestTimeout+time.Second)
+		resp, err := bc.await(ctx, cl, cfg.requestTimeout+time.Second, 0)
 		p.report(requestResult{node: node, batches: batches, resp: resp, err: err})
 	}()
 }
