@@ -174,8 +174,8 @@ func TestUnknownTopicFailsFastUnlessWaiting(t *testing.T) {
 
 // Definite refusals from a real node fail at once, without the retries
 // that took ~13 s: a replication factor above the cluster's size, a
-// delete of a missing topic, a produce to a partition that does not exist
-// (finding 5). The bound on each call is the context: a retried call would
+// delete of a missing topic, a produce, list offsets or consume of a
+// partition that does not exist (finding 5). The bound on each call is the context: a retried call would
 // run through MaxRetries backoffs, far past it.
 func TestDefiniteAdminErrorsFailAtOnce(t *testing.T) {
 	addr := startServer(t)
@@ -192,5 +192,14 @@ func TestDefiniteAdminErrorsFailAtOnce(t *testing.T) {
 	err := outcome(t, client, &clientlib.Record{Topic: "two", Partition: 5, Value: []byte("x")}, 5*time.Second)
 	if !errors.Is(err, clientlib.ErrUnknownTopic) {
 		t.Fatalf("produce to partition 5 of 2: %v", err)
+	}
+	los, err := client.ListOffsets(ctx, "two", []int32{5}, clientlib.OffsetLatest())
+	if err != nil || !errors.Is(los[0].Err, clientlib.ErrUnknownTopic) || clientlib.IsRetriable(los[0].Err) {
+		t.Fatalf("list offsets of partition 5 of 2: %v %+v, want a definite ErrUnknownTopic", err, los)
+	}
+	k := clientlib.NewConsumer(client)
+	k.Assign("two", 5, clientlib.OffsetEarliest())
+	if err := k.Poll(ctx).FirstErr(); !errors.Is(err, clientlib.ErrUnknownTopic) || clientlib.IsRetriable(err) {
+		t.Fatalf("consume partition 5 of 2: %v, want a definite ErrUnknownTopic", err)
 	}
 }

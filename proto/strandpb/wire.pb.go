@@ -62,8 +62,9 @@ const (
 	// The replication factor is below 1 or above the registered nodes: a
 	// definite refusal (Kafka's INVALID_REPLICATION_FACTOR).
 	ErrorCode_ERROR_CODE_INVALID_REPLICATION_FACTOR ErrorCode = 17
-	// The metadata group's leader has no such topic: a definite answer, unlike
-	// UNKNOWN_TOPIC_OR_PARTITION from a node that may lag.
+	// The topic (or the partition number) does not exist in the metadata
+	// group's state: a definite answer, unlike UNKNOWN_TOPIC_OR_PARTITION
+	// from a node that may lag.
 	ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND ErrorCode = 18
 )
 
