@@ -8,9 +8,11 @@
 // Flush, Poll and admin calls block until done or their context ends.
 //
 // The retry and leader-discovery decisions are pure pieces the simulator
-// drives too: Classify/ClassifyErr (what an error means), Backoff (how
-// long to wait), LeaderCache (who leads what) and Window (what an
-// idempotent partition sends next). See DESIGN.md, "Client".
+// drives too: Classify/ClassifyErr (what an error means, by the one table
+// strandpb.ErrorCode.Info), Backoff (how long to wait), LeaderCache (who
+// leads what), Window (what an idempotent partition sends next), Stalled
+// and Suspects (when a silent node is given up on) and AdaptivePartition
+// (where keyless records go). See DESIGN.md, "Client".
 package clientlib
 
 import (
