@@ -31,16 +31,21 @@ type Client struct {
 	cfg   config
 	start time.Time
 
-	mu       sync.Mutex
-	conns    map[string]*brokerConn
-	dialing  map[string]chan struct{} // closed when the dial ends
-	meta     *LeaderCache
-	metaAt   time.Time // when meta was last refreshed; zero: never
-	refresh  chan struct{}
-	metaErr  error
-	rng      *rand.Rand
-	closed   bool
-	suspects Suspects // nodes that stalled recently
+	mu      sync.Mutex
+	conns   map[string]*brokerConn
+	dialing map[string]chan struct{} // closed when the dial ends
+	meta    *LeaderCache
+	metaAt  time.Time // when meta was last refreshed; zero: never
+	refresh chan struct{}
+	metaErr error
+	// clusterID is the first cluster id a node named (checkClusterLocked).
+	clusterID []byte
+	// clusterErr is sticky once a node of another cluster answered: every
+	// later metadata refresh fails with it (use a new Client).
+	clusterErr error
+	rng        *rand.Rand
+	closed     bool
+	suspects   Suspects // nodes that stalled recently
 
 	producerOnce sync.Once
 	closeOnce    sync.Once
@@ -171,6 +176,10 @@ func (c *Client) conn(ctx context.Context, addr string) (*brokerConn, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := c.checkClusterLocked(bc.clusterID, addr); err != nil {
+		bc.kill(err)
+		return nil, err
+	}
 	if c.closed {
 		bc.kill(errConnClosed)
 		return nil, ErrClientClosed
@@ -241,33 +250,39 @@ func (c *Client) candidates() []string {
 // is not a Strand node, an *UnreachableError if no address could be
 // connected to, else the last failure.
 func (c *Client) anyRequest(ctx context.Context, req *strandpb.Request) (*strandpb.Response, error) {
+	resp, _, err := c.anyRequestAt(ctx, req)
+	return resp, err
+}
+
+// anyRequestAt is anyRequest, also returning the address that answered.
+func (c *Client) anyRequestAt(ctx context.Context, req *strandpb.Request) (*strandpb.Response, string, error) {
 	var last error
 	addrs := c.candidates()
 	unreached := 0
 	for _, addr := range addrs {
 		resp, err := c.request(ctx, addr, req, 0)
 		if err == nil {
-			return resp, nil
+			return resp, addr, nil
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, "", ctx.Err()
 		}
 		var ns *NotStrandError
 		if errors.As(err, &ns) {
-			return nil, err
+			return nil, "", err
 		}
 		var ce *ConnError
 		if errors.As(err, &ce) && !ce.Sent {
 			unreached++
-			last = ce.Err
+			last = ce
 			continue
 		}
 		last = err
 	}
 	if unreached == len(addrs) && len(addrs) > 0 {
-		return nil, &UnreachableError{Addrs: addrs, Err: last}
+		return nil, "", &UnreachableError{Addrs: addrs, Err: last}
 	}
-	return nil, last
+	return nil, "", last
 }
 
 // frameMax is the frame limit toward the node at addr: its connection's
@@ -301,6 +316,10 @@ func (c *Client) RefreshMetadata(ctx context.Context) error {
 		c.mu.Unlock()
 		return ErrClientClosed
 	}
+	if c.clusterErr != nil {
+		defer c.mu.Unlock()
+		return c.clusterErr
+	}
 	if ch := c.refresh; ch != nil {
 		c.mu.Unlock()
 		select {
@@ -319,11 +338,14 @@ func (c *Client) RefreshMetadata(ctx context.Context) error {
 	// The shared refresh must not die with the first caller's context.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.requestTimeout)
 	defer cancel()
-	resp, err := c.anyRequest(rctx, &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{}}})
+	resp, addr, err := c.anyRequestAt(rctx, &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{}}})
 	if err == nil {
 		err = errorFromWire(resp.GetError())
 	}
 	c.mu.Lock()
+	if err == nil {
+		err = c.checkClusterLocked(resp.GetMetadata().GetClusterId(), addr)
+	}
 	if err == nil && resp.GetMetadata() != nil {
 		c.meta.ApplyMetadata(resp.GetMetadata())
 		c.metaAt = time.Now()
@@ -344,6 +366,12 @@ func (c *Client) metadataStale() bool {
 
 // ensureMetadata refreshes when the cache is empty or too old.
 func (c *Client) ensureMetadata(ctx context.Context) error {
+	c.mu.Lock()
+	err := c.clusterErr
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	if !c.metadataStale() {
 		return nil
 	}

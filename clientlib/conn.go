@@ -33,9 +33,11 @@ type brokerConn struct {
 	addr     string
 	nodeID   uint64
 	frameMax int // the smaller of the node's announced frame limit and ours
-	nc       net.Conn
-	slots    chan struct{}
-	writes   chan *call
+	// clusterID is the cluster id the node named in its Hello (nil: none).
+	clusterID []byte
+	nc        net.Conn
+	slots     chan struct{}
+	writes    chan *call
 
 	// Stall detection (Stalled): the time every read last returned bytes,
 	// in ns since born; stall is StallTimeout; onStall is told the node's
@@ -97,26 +99,28 @@ func dialConn(ctx context.Context, cfg *config, addr string, onStall func(node u
 		if errors.As(err, &se) {
 			return nil, err
 		}
-		if errors.Is(err, errNotStrand) {
-			return nil, &NotStrandError{Addr: addr, Err: errors.Unwrap(err)}
+		var ns *notStrand
+		if errors.As(err, &ns) {
+			return nil, &NotStrandError{Addr: addr, Err: &ConnError{Addr: addr, Err: ns.cause}}
 		}
 		return nil, &ConnError{Addr: addr, Err: err}
 	}
 	nc.SetDeadline(time.Time{})
 	c := &brokerConn{
-		addr:     addr,
-		nodeID:   hello.GetNodeId(),
-		frameMax: frameBytesMax(hello),
-		born:     born,
-		lastRead: lastRead,
-		stall:    cfg.stallTimeout,
-		onStall:  onStall,
-		nc:       nc,
-		slots:    make(chan struct{}, cfg.inFlightPerConn),
-		writes:   make(chan *call, cfg.inFlightPerConn),
-		calls:    make(map[uint64]*call),
-		nextCorr: 1,
-		dead:     make(chan struct{}),
+		addr:      addr,
+		nodeID:    hello.GetNodeId(),
+		frameMax:  frameBytesMax(hello),
+		clusterID: hello.GetClusterId(),
+		born:      born,
+		lastRead:  lastRead,
+		stall:     cfg.stallTimeout,
+		onStall:   onStall,
+		nc:        nc,
+		slots:     make(chan struct{}, cfg.inFlightPerConn),
+		writes:    make(chan *call, cfg.inFlightPerConn),
+		calls:     make(map[uint64]*call),
+		nextCorr:  1,
+		dead:      make(chan struct{}),
 	}
 	go c.writeLoop()
 	go c.readLoop(r)
@@ -138,14 +142,16 @@ func (a activityReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// errNotStrand marks a handshake answer that is no Strand frame; it wraps
-// what the answer looked like.
-var errNotStrand = errors.New("not a Strand frame")
+// notStrand is a handshake answer that is no Strand frame; cause is what
+// the answer looked like.
+type notStrand struct{ cause error }
+
+func (n *notStrand) Error() string { return "not a Strand frame: " + n.cause.Error() }
 
 // handshake sends Hello (correlation id 0) and checks the answer. An
 // answer that does not decode as a Strand frame (an HTTP page read as a
 // length of 1 GB, bytes that are no Response, a Response without a hello)
-// fails with errNotStrand wrapping the cause; a network failure is
+// fails with a *notStrand carrying the cause; a network failure is
 // returned as is.
 func handshake(nc net.Conn, r *bufio.Reader, clientID string) (*strandpb.HelloResponse, error) {
 	hello := &strandpb.Request{Body: &strandpb.Request_Hello{Hello: &strandpb.HelloRequest{
@@ -160,7 +166,7 @@ func handshake(nc net.Conn, r *bufio.Reader, clientID string) (*strandpb.HelloRe
 	var resp strandpb.Response
 	if _, err := frame.Decode(r, nil, frame.BytesMaxDefault, &resp); err != nil {
 		if errors.Is(err, frame.ErrTooLarge) || errors.Is(err, frame.ErrEmpty) || errors.Is(err, frame.ErrMalformed) {
-			return nil, fmt.Errorf("%w: %w", errNotStrand, err)
+			return nil, &notStrand{cause: err}
 		}
 		return nil, err
 	}
@@ -169,7 +175,7 @@ func handshake(nc net.Conn, r *bufio.Reader, clientID string) (*strandpb.HelloRe
 	}
 	h := resp.GetHello()
 	if h == nil {
-		return nil, fmt.Errorf("%w: %w", errNotStrand, errors.New("the answer to hello is not a hello"))
+		return nil, &notStrand{cause: errors.New("the answer to hello is not a hello")}
 	}
 	if h.GetVersion() < protocolVersionMin || h.GetVersion() > protocolVersionMax {
 		return nil, &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_VERSION,

@@ -165,16 +165,17 @@ func IsRetriable(err error) bool {
 // UnreachableError fails a request that no address could take: every
 // known node and seed refused the connection, timed out dialing, or
 // closed it during the handshake. Callers print it as is; it is the one
-// wording of "the cluster is not there" (the CLI uses it too). It is not
-// retriable: the client already tried every address it knows.
+// wording of "the cluster is not there". It is not retriable: the client
+// already tried every address it knows. It unwraps to the last address's
+// *ConnError.
 type UnreachableError struct {
 	Addrs []string // the addresses tried, in order
-	Err   error    // the last address's failure
+	Err   error    // the last address's failure, a *ConnError
 }
 
 // Error implements error.
 func (e *UnreachableError) Error() string {
-	return fmt.Sprintf("cannot reach the cluster at %s: %v", strings.Join(e.Addrs, ","), e.Err)
+	return fmt.Sprintf("cannot reach the cluster at %s: %v", strings.Join(e.Addrs, ","), causeOf(e.Err))
 }
 
 // Unwrap gives the last address's failure.
@@ -183,17 +184,28 @@ func (e *UnreachableError) Unwrap() error { return e.Err }
 // Retriable is false: every address was tried.
 func (e *UnreachableError) Retriable() bool { return false }
 
+// causeOf is a *ConnError's cause (its address is said by the caller), or
+// err.
+func causeOf(err error) error {
+	var ce *ConnError
+	if errors.As(err, &ce) {
+		return ce.Err
+	}
+	return err
+}
+
 // NotStrandError is a handshake answered with something that is not a
 // Strand frame (an HTTP server, a Kafka broker, a TLS endpoint): the
-// address is wrong, and no retry can fix it.
+// address is wrong, and no retry can fix it. It unwraps to a *ConnError
+// whose cause is what the first answer looked like.
 type NotStrandError struct {
 	Addr string
-	Err  error // what the first answer looked like
+	Err  error // a *ConnError
 }
 
 // Error implements error.
 func (e *NotStrandError) Error() string {
-	return fmt.Sprintf("%s does not speak the Strand protocol (%v)", e.Addr, e.Err)
+	return fmt.Sprintf("%s does not speak the Strand protocol (%v)", e.Addr, causeOf(e.Err))
 }
 
 // Unwrap gives the decoding failure.

@@ -140,7 +140,7 @@ func TestNotStrandEndpoint(t *testing.T) {
 	defer cancel()
 	_, err = client.Metadata(ctx)
 	var ns *clientlib.NotStrandError
-	if !errors.As(err, &ns) || !strings.HasPrefix(err.Error(), addr+" does not speak the Strand protocol") {
+	if !errors.As(err, &ns) || !strings.HasPrefix(err.Error(), addr+" does not speak the Strand protocol (frame: frame larger than the limit") {
 		t.Fatalf("got %v, want %s does not speak the Strand protocol", err, addr)
 	}
 }

@@ -22,9 +22,9 @@ func bigRecords(topic string, partitions int32) []*clientlib.Record {
 	return rs
 }
 
-// waitLeaders polls metadata (bounded by ctx) until every partition of
+// waitAllLeaders polls metadata (bounded by ctx) until every partition of
 // topic has a leader.
-func waitLeaders(t *testing.T, ctx context.Context, client *clientlib.Client, topic string, partitions int) {
+func waitAllLeaders(t *testing.T, ctx context.Context, client *clientlib.Client, topic string, partitions int) {
 	t.Helper()
 	for {
 		info, err := client.Metadata(ctx)
@@ -70,7 +70,7 @@ func TestRequestsFitTheFrameLimit(t *testing.T) {
 	if err := client.CreateTopic(ctx, "big", 12, 1, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitLeaders(t, ctx, client, "big", 12)
+	waitAllLeaders(t, ctx, client, "big", 12)
 	rs := bigRecords("big", 12)
 	errs := make(chan error, len(rs))
 	for _, r := range rs {

@@ -306,6 +306,7 @@ func (c *Core) restoreEngine(g *group) (uint64, error) {
 	}
 	g.part = ck.partition
 	g.shifts = ck.shifts
+	g.indexKnown, g.indexWritten = ck.indexed, ck.indexEnd
 	g.checkpointIndex = ck.raftIndex
 	if c.cfg.Bugs.ReapplyAfterRestart {
 		engineIndex := g.part.AppliedIndex()

@@ -55,6 +55,10 @@ var errorCodeInfo = map[ErrorCode]CodeInfo{
 	ErrorCode_ERROR_CODE_INVALID_CONFIG:             {Name: "invalid_config"},
 	ErrorCode_ERROR_CODE_INVALID_REPLICATION_FACTOR: {Name: "invalid_replication_factor"},
 	ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND:            {Name: "topic_not_found"},
+	// The topic or cluster the request was made for is gone: a resend
+	// would read or write another log.
+	ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID:    {Name: "unknown_topic_id"},
+	ErrorCode_ERROR_CODE_CLUSTER_ID_MISMATCH: {Name: "cluster_id_mismatch"},
 }
 
 // Info is code's row of the table. A code this build does not know (a newer

@@ -66,6 +66,13 @@ const (
 	// group's state: a definite answer, unlike UNKNOWN_TOPIC_OR_PARTITION
 	// from a node that may lag.
 	ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND ErrorCode = 18
+	// The request names a topic id the topic no longer has: the topic was
+	// deleted (and maybe re-created under the same name). Definite: offsets
+	// of the old topic mean nothing in the new one.
+	ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID ErrorCode = 30
+	// The node belongs to another cluster than the one the client started
+	// on (the cluster behind the address was replaced). Definite.
+	ErrorCode_ERROR_CODE_CLUSTER_ID_MISMATCH ErrorCode = 31
 )
 
 // Enum value maps for ErrorCode.
@@ -90,6 +97,8 @@ var (
 		16: "ERROR_CODE_INVALID_CONFIG",
 		17: "ERROR_CODE_INVALID_REPLICATION_FACTOR",
 		18: "ERROR_CODE_TOPIC_NOT_FOUND",
+		30: "ERROR_CODE_UNKNOWN_TOPIC_ID",
+		31: "ERROR_CODE_CLUSTER_ID_MISMATCH",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_NONE":                       0,
@@ -111,6 +120,8 @@ var (
 		"ERROR_CODE_INVALID_CONFIG":             16,
 		"ERROR_CODE_INVALID_REPLICATION_FACTOR": 17,
 		"ERROR_CODE_TOPIC_NOT_FOUND":            18,
+		"ERROR_CODE_UNKNOWN_TOPIC_ID":           30,
+		"ERROR_CODE_CLUSTER_ID_MISMATCH":        31,
 	}
 )
 
@@ -735,6 +746,8 @@ type HelloResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Version uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
 	NodeId  uint64                 `protobuf:"varint,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The cluster's id (16 bytes; empty while unknown or in static mode).
+	ClusterId []byte `protobuf:"bytes,20,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	// The largest frame payload the node reads, in bytes (0: an older node,
 	// assume the default 9 MiB). Clients size requests and fetch budgets by
 	// the smaller of this and their own limit.
@@ -785,6 +798,13 @@ func (x *HelloResponse) GetNodeId() uint64 {
 		return x.NodeId
 	}
 	return 0
+}
+
+func (x *HelloResponse) GetClusterId() []byte {
+	if x != nil {
+		return x.ClusterId
+	}
+	return nil
 }
 
 func (x *HelloResponse) GetFrameBytesMax() uint32 {
@@ -846,8 +866,10 @@ type MetadataResponse struct {
 	Topics          []*MetadataResponse_Topic `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
 	ControllerId    uint64                    `protobuf:"varint,3,opt,name=controller_id,json=controllerId,proto3" json:"controller_id,omitempty"` // leader of the metadata group, 0: unknown
 	MetadataVersion uint64                    `protobuf:"varint,4,opt,name=metadata_version,json=metadataVersion,proto3" json:"metadata_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The cluster's id (16 bytes; empty while unknown or in static mode).
+	ClusterId     []byte `protobuf:"bytes,20,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MetadataResponse) Reset() {
@@ -906,6 +928,13 @@ func (x *MetadataResponse) GetMetadataVersion() uint64 {
 		return x.MetadataVersion
 	}
 	return 0
+}
+
+func (x *MetadataResponse) GetClusterId() []byte {
+	if x != nil {
+		return x.ClusterId
+	}
+	return nil
 }
 
 // ProduceRequest appends one batch to each of several partitions.
@@ -1843,10 +1872,13 @@ func (x *MetadataResponse_Partition) GetError() *Error {
 }
 
 type MetadataResponse_Topic struct {
-	state         protoimpl.MessageState        `protogen:"open.v1"`
-	Name          string                        `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Error         *Error                        `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
-	Partitions    []*MetadataResponse_Partition `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	state      protoimpl.MessageState        `protogen:"open.v1"`
+	Name       string                        `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Error      *Error                        `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Partitions []*MetadataResponse_Partition `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The topic's id (16 bytes; empty in static mode): a topic deleted and
+	// created again under the same name has a new one.
+	TopicId       []byte `protobuf:"bytes,20,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1902,6 +1934,13 @@ func (x *MetadataResponse_Topic) GetPartitions() []*MetadataResponse_Partition {
 	return nil
 }
 
+func (x *MetadataResponse_Topic) GetTopicId() []byte {
+	if x != nil {
+		return x.TopicId
+	}
+	return nil
+}
+
 type ProduceRequest_Partition struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -1910,6 +1949,9 @@ type ProduceRequest_Partition struct {
 	ProducerEpoch int32                  `protobuf:"varint,4,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	BaseSequence  int32                  `protobuf:"varint,5,opt,name=base_sequence,json=baseSequence,proto3" json:"base_sequence,omitempty"`
 	Batch         []byte                 `protobuf:"bytes,6,opt,name=batch,proto3" json:"batch,omitempty"` // engine/recordbatch format
+	// The topic id the producer resolved (empty: not checked); another id
+	// is answered UNKNOWN_TOPIC_ID.
+	TopicId       []byte `protobuf:"bytes,20,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1982,6 +2024,13 @@ func (x *ProduceRequest_Partition) GetBaseSequence() int32 {
 func (x *ProduceRequest_Partition) GetBatch() []byte {
 	if x != nil {
 		return x.Batch
+	}
+	return nil
+}
+
+func (x *ProduceRequest_Partition) GetTopicId() []byte {
+	if x != nil {
+		return x.TopicId
 	}
 	return nil
 }
@@ -2063,11 +2112,14 @@ func (x *ProduceResponse_Partition) GetDuplicate() bool {
 }
 
 type FetchRequest_Partition struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	Offset        int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
-	MaxBytes      int32                  `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset    int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	MaxBytes  int32                  `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	// The topic id the consumer started on (empty: not checked); another
+	// id is answered UNKNOWN_TOPIC_ID.
+	TopicId       []byte `protobuf:"bytes,20,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2128,6 +2180,13 @@ func (x *FetchRequest_Partition) GetMaxBytes() int32 {
 		return x.MaxBytes
 	}
 	return 0
+}
+
+func (x *FetchRequest_Partition) GetTopicId() []byte {
+	if x != nil {
+		return x.TopicId
+	}
+	return nil
 }
 
 type FetchResponse_Batch struct {
@@ -2275,10 +2334,12 @@ func (x *FetchResponse_Partition) GetBatches() []*FetchResponse_Batch {
 }
 
 type ListOffsetsRequest_Partition struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	TimestampMs   int64                  `protobuf:"varint,3,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Topic       string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition   int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	TimestampMs int64                  `protobuf:"varint,3,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	// As FetchRequest.Partition.topic_id.
+	TopicId       []byte `protobuf:"bytes,20,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2332,6 +2393,13 @@ func (x *ListOffsetsRequest_Partition) GetTimestampMs() int64 {
 		return x.TimestampMs
 	}
 	return 0
+}
+
+func (x *ListOffsetsRequest_Partition) GetTopicId() []byte {
+	if x != nil {
+		return x.TopicId
+	}
+	return nil
 }
 
 type ListOffsetsResponse_Partition struct {
@@ -2610,18 +2678,22 @@ const file_wire_proto_rawDesc = "" +
 	"versionMax\x12\x1b\n" +
 	"\tclient_id\x18\x03 \x01(\tR\bclientId\x12 \n" +
 	"\fpeer_node_id\x18\x04 \x01(\x04R\n" +
-	"peerNodeId\"j\n" +
+	"peerNodeId\"\x89\x01\n" +
 	"\rHelloResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x17\n" +
-	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12&\n" +
+	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x14 \x01(\fR\tclusterId\x12&\n" +
 	"\x0fframe_bytes_max\x18\x1e \x01(\rR\rframeBytesMax\")\n" +
 	"\x0fMetadataRequest\x12\x16\n" +
-	"\x06topics\x18\x01 \x03(\tR\x06topics\"\xc7\x04\n" +
+	"\x06topics\x18\x01 \x03(\tR\x06topics\"\x81\x05\n" +
 	"\x10MetadataResponse\x123\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x1d.strand.MetadataResponse.NodeR\x05nodes\x126\n" +
 	"\x06topics\x18\x02 \x03(\v2\x1e.strand.MetadataResponse.TopicR\x06topics\x12#\n" +
 	"\rcontroller_id\x18\x03 \x01(\x04R\fcontrollerId\x12)\n" +
-	"\x10metadata_version\x18\x04 \x01(\x04R\x0fmetadataVersion\x1aD\n" +
+	"\x10metadata_version\x18\x04 \x01(\x04R\x0fmetadataVersion\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x14 \x01(\fR\tclusterId\x1aD\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -2632,20 +2704,21 @@ const file_wire_proto_rawDesc = "" +
 	"\vleader_term\x18\x03 \x01(\x04R\n" +
 	"leaderTerm\x12\x1a\n" +
 	"\breplicas\x18\x04 \x03(\x04R\breplicas\x12#\n" +
-	"\x05error\x18\x05 \x01(\v2\r.strand.ErrorR\x05error\x1a\x84\x01\n" +
+	"\x05error\x18\x05 \x01(\v2\r.strand.ErrorR\x05error\x1a\x9f\x01\n" +
 	"\x05Topic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
 	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\x12B\n" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2\".strand.MetadataResponse.PartitionR\n" +
-	"partitions\"\xca\x02\n" +
+	"partitions\x12\x19\n" +
+	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xe5\x02\n" +
 	"\x0eProduceRequest\x12\x12\n" +
 	"\x04acks\x18\x01 \x01(\x05R\x04acks\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\x12@\n" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2 .strand.ProduceRequest.PartitionR\n" +
-	"partitions\x1a\xc2\x01\n" +
+	"partitions\x1a\xdd\x01\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1f\n" +
@@ -2653,7 +2726,8 @@ const file_wire_proto_rawDesc = "" +
 	"producerId\x12%\n" +
 	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\x12#\n" +
 	"\rbase_sequence\x18\x05 \x01(\x05R\fbaseSequence\x12\x14\n" +
-	"\x05batch\x18\x06 \x01(\fR\x05batch\"\xfa\x01\n" +
+	"\x05batch\x18\x06 \x01(\fR\x05batch\x12\x19\n" +
+	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xfa\x01\n" +
 	"\x0fProduceResponse\x12A\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2!.strand.ProduceResponse.PartitionR\n" +
@@ -2664,19 +2738,20 @@ const file_wire_proto_rawDesc = "" +
 	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error\x12\x1f\n" +
 	"\vbase_offset\x18\x04 \x01(\x03R\n" +
 	"baseOffset\x12\x1c\n" +
-	"\tduplicate\x18\x05 \x01(\bR\tduplicate\"\x9e\x02\n" +
+	"\tduplicate\x18\x05 \x01(\bR\tduplicate\"\xba\x02\n" +
 	"\fFetchRequest\x12\x1e\n" +
 	"\vmax_wait_ms\x18\x01 \x01(\x05R\tmaxWaitMs\x12\x1b\n" +
 	"\tmin_bytes\x18\x02 \x01(\x05R\bminBytes\x12\x1b\n" +
 	"\tmax_bytes\x18\x03 \x01(\x05R\bmaxBytes\x12>\n" +
 	"\n" +
 	"partitions\x18\x04 \x03(\v2\x1e.strand.FetchRequest.PartitionR\n" +
-	"partitions\x1at\n" +
+	"partitions\x1a\x8f\x01\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1b\n" +
-	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\"\xa9\x03\n" +
+	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x12\x19\n" +
+	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xa9\x03\n" +
 	"\rFetchResponse\x12?\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1f.strand.FetchResponse.PartitionR\n" +
@@ -2692,15 +2767,16 @@ const file_wire_proto_rawDesc = "" +
 	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error\x12%\n" +
 	"\x0ehigh_watermark\x18\x04 \x01(\x03R\rhighWatermark\x12(\n" +
 	"\x10log_start_offset\x18\x05 \x01(\x03R\x0elogStartOffset\x125\n" +
-	"\abatches\x18\x06 \x03(\v2\x1b.strand.FetchResponse.BatchR\abatches\"\xbe\x01\n" +
+	"\abatches\x18\x06 \x03(\v2\x1b.strand.FetchResponse.BatchR\abatches\"\xd9\x01\n" +
 	"\x12ListOffsetsRequest\x12D\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2$.strand.ListOffsetsRequest.PartitionR\n" +
-	"partitions\x1ab\n" +
+	"partitions\x1a}\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
-	"\ftimestamp_ms\x18\x03 \x01(\x03R\vtimestampMs\"\xac\x02\n" +
+	"\ftimestamp_ms\x18\x03 \x01(\x03R\vtimestampMs\x12\x19\n" +
+	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xac\x02\n" +
 	"\x13ListOffsetsResponse\x12E\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2%.strand.ListOffsetsResponse.PartitionR\n" +
@@ -2753,7 +2829,7 @@ const file_wire_proto_rawDesc = "" +
 	"\x16InitProducerIdResponse\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch*\xea\x04\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch*\xaf\x05\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +
@@ -2774,7 +2850,9 @@ const file_wire_proto_rawDesc = "" +
 	"\x16ERROR_CODE_UNAVAILABLE\x10\x0f\x12\x1d\n" +
 	"\x19ERROR_CODE_INVALID_CONFIG\x10\x10\x12)\n" +
 	"%ERROR_CODE_INVALID_REPLICATION_FACTOR\x10\x11\x12\x1e\n" +
-	"\x1aERROR_CODE_TOPIC_NOT_FOUND\x10\x12B,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
+	"\x1aERROR_CODE_TOPIC_NOT_FOUND\x10\x12\x12\x1f\n" +
+	"\x1bERROR_CODE_UNKNOWN_TOPIC_ID\x10\x1e\x12\"\n" +
+	"\x1eERROR_CODE_CLUSTER_ID_MISMATCH\x10\x1fB,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
 
 var (
 	file_wire_proto_rawDescOnce sync.Once
