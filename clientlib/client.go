@@ -97,6 +97,19 @@ func (c *Client) markSuspect(node uint64) {
 	}
 }
 
+// stallBound is the stall bound for a new connection to node:
+// StallTimeout doubled per recent stall, at most RequestTimeout (0 when
+// stall detection is off).
+func (c *Client) stallBound(node uint64) time.Duration {
+	if c.cfg.stallTimeout <= 0 {
+		return 0
+	}
+	now := c.monotonic()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.suspects.Bound(node, now, c.cfg.stallTimeout, max(c.cfg.requestTimeout, c.cfg.stallTimeout))
+}
+
 // suspectUntil is when node's suspicion lapses; 0: not suspect.
 func (c *Client) suspectUntil(node uint64) time.Duration {
 	now := c.monotonic()
@@ -168,7 +181,7 @@ func (c *Client) conn(ctx context.Context, addr string) (*brokerConn, error) {
 	done := make(chan struct{})
 	c.dialing[addr] = done
 	c.mu.Unlock()
-	bc, err := dialConn(ctx, &c.cfg, addr, c.markSuspect)
+	bc, err := dialConn(ctx, &c.cfg, addr, c.markSuspect, c.stallBound)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.dialing, addr)

@@ -74,8 +74,10 @@ func (cl *call) finish(resp *strandpb.Response, err error) {
 }
 
 // dialConn connects to addr and performs the handshake.
-// onStall is told the node's id when a call gives up on it (Stalled).
-func dialConn(ctx context.Context, cfg *config, addr string, onStall func(node uint64)) (*brokerConn, error) {
+// onStall is told the node's id when a call gives up on it (Stalled);
+// stallBound gives the node's bound once its id is known.
+func dialConn(ctx context.Context, cfg *config, addr string, onStall func(node uint64),
+	stallBound func(node uint64) time.Duration) (*brokerConn, error) {
 	dctx, cancel := context.WithTimeout(ctx, cfg.dialTimeout)
 	defer cancel()
 	nc, err := cfg.dial(dctx, addr)
@@ -113,7 +115,7 @@ func dialConn(ctx context.Context, cfg *config, addr string, onStall func(node u
 		clusterID: hello.GetClusterId(),
 		born:      born,
 		lastRead:  lastRead,
-		stall:     cfg.stallTimeout,
+		stall:     stallBound(hello.GetNodeId()),
 		onStall:   onStall,
 		nc:        nc,
 		slots:     make(chan struct{}, cfg.inFlightPerConn),

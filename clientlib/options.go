@@ -168,7 +168,9 @@ func UnknownTopicRetries(n int) Opt { return func(c *config) { c.unknownTopicRet
 // to it waits (beyond the time the request itself may take on the node,
 // such as a fetch's long poll) before the client gives up on the
 // connection, suspects the node, and re-routes through fresh metadata
-// (default 2 s, about a Strand election; 0 disables). It also bounds the
+// (default 2 s, about a Strand election; 0 disables). Each stall within a
+// minute doubles the node's bound, up to RequestTimeout, so a node that is
+// slow but alive is not given up on at every attempt. It also bounds the
 // wait for a handshake answer. A paused node otherwise holds requests for
 // the whole RequestTimeout.
 func StallTimeout(d time.Duration) Opt { return func(c *config) { c.stallTimeout = d } }

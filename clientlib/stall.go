@@ -28,17 +28,40 @@ func Stalled(now, sentAt, lastRead, wait, stall time.Duration) bool {
 
 // Suspects is the client's list of nodes that recently stalled: requests
 // for their partitions wait (and metadata is refreshed) until the
-// suspicion lapses or metadata names another leader. Sans-IO.
+// suspicion lapses or metadata names another leader. It also sets each
+// node's stall bound: doubled per stall in the last strikeMemory, so a node
+// that is slow but alive (a request that takes longer than the bound every
+// time) is soon given enough time instead of being given up on forever.
+// Sans-IO.
 type Suspects struct {
-	until map[uint64]time.Duration
+	until   map[uint64]time.Duration
+	strikes map[uint64]int
+	last    map[uint64]time.Duration // when node last stalled
 }
 
-// Mark suspects node until now+d.
+// strikeMemory is how long a stall keeps raising a node's bound.
+const strikeMemory = time.Minute
+
+// Mark records that node stalled at now: suspect until now+d, and one
+// more strike.
 func (s *Suspects) Mark(node uint64, now, d time.Duration) {
 	if s.until == nil {
 		s.until = make(map[uint64]time.Duration)
+		s.strikes = make(map[uint64]int)
+		s.last = make(map[uint64]time.Duration)
 	}
 	s.until[node] = max(s.until[node], now+d)
+	s.forget(node, now)
+	s.strikes[node]++
+	s.last[node] = now
+}
+
+// forget drops node's strikes once its last stall is strikeMemory old.
+func (s *Suspects) forget(node uint64, now time.Duration) {
+	if t, ok := s.last[node]; ok && now-t >= strikeMemory {
+		delete(s.strikes, node)
+		delete(s.last, node)
+	}
 }
 
 // Until is when node's suspicion lapses; 0 when it is not suspect at now.
@@ -52,6 +75,17 @@ func (s *Suspects) Until(node uint64, now time.Duration) time.Duration {
 		return 0
 	}
 	return t
+}
+
+// Bound is node's stall bound at now: base doubled for each recent stall,
+// at most ceiling.
+func (s *Suspects) Bound(node uint64, now, base, ceiling time.Duration) time.Duration {
+	s.forget(node, now)
+	b := base
+	for i := 0; i < s.strikes[node] && b < ceiling; i++ {
+		b *= 2
+	}
+	return min(b, ceiling)
 }
 
 // PartitionLoad is what the adaptive partitioner knows of one partition.

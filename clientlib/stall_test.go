@@ -52,6 +52,31 @@ func TestSuspects(t *testing.T) {
 	}
 }
 
+// A node's stall bound doubles with each recent stall, up to the ceiling,
+// so a slow but live node is not given up on at every attempt; a minute
+// without a stall forgets the strikes.
+func TestSuspectsBound(t *testing.T) {
+	const base, ceiling = 2000 * ms, 15000 * ms
+	var s Suspects
+	if b := s.Bound(1, 0, base, ceiling); b != base {
+		t.Fatalf("bound %v before any stall, want %v", b, base)
+	}
+	now := time.Second
+	for _, want := range []time.Duration{4000 * ms, 8000 * ms, ceiling, ceiling} {
+		s.Mark(1, now, base)
+		if b := s.Bound(1, now, base, ceiling); b != want {
+			t.Fatalf("bound %v, want %v", b, want)
+		}
+		if s.Bound(2, now, base, ceiling) != base {
+			t.Fatal("another node's bound grew")
+		}
+		now += time.Second
+	}
+	if b := s.Bound(1, now+strikeMemory, base, ceiling); b != base {
+		t.Fatalf("bound %v a minute after the last stall, want %v", b, base)
+	}
+}
+
 // AdaptivePartition never picks an unavailable partition while another
 // is available, favours short queues, and leaves out the partition just
 // sealed when it can.
