@@ -30,7 +30,7 @@ var errorCodeInfo = map[ErrorCode]CodeInfo{
 	// hint or fresh metadata says.
 	ErrorCode_ERROR_CODE_NOT_LEADER: {Name: "not_leader", Retriable: true, RefreshMetadata: true},
 	// From a node whose metadata may lag a create; the client decides how
-	// long a topic may stay unknown (clientlib.WaitForTopics).
+	// long a topic may stay unknown (clientlib.UnknownTopicRetries).
 	ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION: {Name: "unknown_topic_or_partition", Retriable: true, RefreshMetadata: true},
 	ErrorCode_ERROR_CODE_RECORD_TOO_LARGE:           {Name: "record_too_large"},
 	ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE:        {Name: "offset_out_of_range"},
