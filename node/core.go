@@ -9,10 +9,9 @@ package node
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"time"
-
-	"go.etcd.io/raft/v3"
 
 	"github.com/strandlog/strand/raftlog"
 )
@@ -71,8 +70,11 @@ type Config struct {
 	Disk         raftlog.Disk
 	Network      Network
 	Clock        Clock
-	Rand         *rand.Rand  // the core's only randomness
-	Logger       raft.Logger // nil: discard
+	Rand         *rand.Rand // the core's only randomness
+	// Logger receives the core's and etcd raft's log records (nil:
+	// discard). The core hands its handler records with a zero time (it
+	// reads no clock); the server's handler stamps them.
+	Logger *slog.Logger
 	// ElectionTicks and HeartbeatTicks count Core.Tick calls (defaults 10, 1).
 	ElectionTicks  int
 	HeartbeatTicks int
@@ -274,6 +276,8 @@ type Core struct {
 	// order; finished ones are dropped at the next Tick.
 	sessions       []*fetchSession
 	sessionsParked int // parked and not finished: at most PendingRequestsMax
+
+	log coreLog // records carry node=ID
 
 	ticks          uint64 // Tick calls so far: the clock of request timeouts
 	nextProposalID uint64

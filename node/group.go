@@ -14,7 +14,8 @@ type group struct {
 	tp       TopicPartition
 	replicas []NodeID // sorted
 	dir      string
-	wire     string // the topic its raft messages carry (see wireTopic)
+	wire     string  // the topic its raft messages carry (see wireTopic)
+	logs     coreLog // records carry node and the group's topic and partition
 
 	log       *raftlog.Log
 	storage   *groupStorage
@@ -55,6 +56,8 @@ type group struct {
 	// leaderTerm is the term in which this replica was last seen leading,
 	// 0 when it was not leading at the last check.
 	leaderTerm uint64
+	// loggedLeading: this replica led at the last leadership log record.
+	loggedLeading bool
 
 	// Produces waiting, in proposal order; byProposal finds one whose index
 	// is not known yet, byIndex one whose entry's index is known (acks=all).

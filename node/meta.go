@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -197,11 +198,11 @@ func (c *Core) stopGroup(g *group) {
 	}
 	g.parked = nil
 	if err := g.log.Close(); err != nil {
-		c.cfg.Logger.Warningf("node: close %s/%d: %v", g.tp.Topic, g.tp.Partition, err)
+		g.logs.log(slog.LevelWarn, "close replica log", slog.Any("err", err))
 	}
 	for _, sub := range []string{"/log", "/checkpoint", "/checkpoint/index"} {
 		if err := removeDir(c.cfg, g.dir+sub); err != nil {
-			c.cfg.Logger.Warningf("node: remove %s: %v", g.dir+sub, err)
+			g.logs.log(slog.LevelWarn, "remove replica files", slog.String("dir", g.dir+sub), slog.Any("err", err))
 		}
 	}
 }
@@ -325,7 +326,7 @@ func (c *Core) maybeRegister() {
 	}
 	data, err := metadata.EncodeRegisterNode(uint64(c.cfg.ID), self.Address, self.Rack)
 	if err != nil {
-		c.cfg.Logger.Errorf("node: cannot register node %d: %v", c.cfg.ID, err)
+		c.log.log(slog.LevelError, "cannot register node", slog.String("address", self.Address), slog.Any("err", err))
 		return
 	}
 	c.registerWait = c.proposeMeta(data, uint64(c.cfg.RequestTimeoutTicks), func(res metadata.Result, err error) {
@@ -334,7 +335,8 @@ func (c *Core) maybeRegister() {
 			// Refused (a bad address, too many nodes): retrying at once
 			// would propose every tick; wait a request timeout.
 			c.registerAfter = c.ticks + uint64(c.cfg.RequestTimeoutTicks)
-			c.cfg.Logger.Errorf("node: register node %d refused: %v", c.cfg.ID, res.Err)
+			c.log.log(slog.LevelError, "registration refused by the metadata group; retrying after a request timeout",
+				slog.String("address", self.Address), slog.String("rack", self.Rack), slog.Any("err", res.Err))
 		}
 	})
 }

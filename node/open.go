@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -27,8 +28,13 @@ const (
 	// raftMessageBytesMax bounds the entries of one MsgApp (one record of
 	// 1 MiB always fits: raft sends at least one entry).
 	raftMessageBytesMax = 1 << 20
-	// raftInflightMessagesMax bounds unacknowledged MsgApps per follower.
+	// raftInflightMessagesMax and raftInflightBytesMax bound the
+	// unacknowledged MsgApps per follower of one group. The byte bound
+	// keeps a catch-up from queueing hundreds of MB in one round (256
+	// messages of 1 MiB each per group): a follower takes 4 MiB per round
+	// trip per group, plenty on a LAN, and the peer's queue never fills.
 	raftInflightMessagesMax = 256
+	raftInflightBytesMax    = 4 << 20
 	// raftCommittedBytesPerReadyMax bounds the committed entries one Ready
 	// hands to apply, so one busy group cannot stall a round.
 	raftCommittedBytesPerReadyMax = 8 << 20
@@ -45,6 +51,7 @@ func Open(cfg Config) (*Core, error) {
 	}
 	c := &Core{cfg: cfg, byTP: make(map[TopicPartition]*group), metaWaits: make(map[uint64]*metaWait)}
 	c.rand = cfg.Rand
+	c.log = coreLog{h: cfg.Logger.Handler()}.with(slog.Uint64("node", uint64(cfg.ID)))
 	if c.rand == nil {
 		c.rand = rand.New(rand.NewPCG(uint64(cfg.ID), 0x5ca1ab1e))
 	}
@@ -112,7 +119,7 @@ func (cfg *Config) setDefaults() error {
 		cfg.PendingRequestsMax = pendingRequestsMaxDefault
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = discardLogger{}
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.SyncLogs == nil {
 		cfg.SyncLogs = SyncLogsSequential
@@ -219,7 +226,8 @@ func (c *Core) openRaft(g *group) error {
 		_ = log.Close()
 		return err
 	}
-	raw, err := raft.NewRawNode(c.raftConfig(g.storage, applied))
+	g.logs = c.log.with(groupAttrs(g.tp, g.meta != nil)...)
+	raw, err := raft.NewRawNode(c.raftConfig(g, applied))
 	if err != nil {
 		_ = log.Close()
 		return err
@@ -247,21 +255,22 @@ func (c *Core) openRaft(g *group) error {
 
 // raftConfig is the raft configuration of one group; applied is the index
 // the engine already reflects, so raft does not hand those entries again.
-func (c *Core) raftConfig(storage raft.Storage, applied uint64) *raft.Config {
+func (c *Core) raftConfig(g *group, applied uint64) *raft.Config {
 	return &raft.Config{
 		ID:                        uint64(c.cfg.ID),
 		ElectionTick:              c.cfg.ElectionTicks,
 		HeartbeatTick:             c.cfg.HeartbeatTicks,
-		Storage:                   storage,
+		Storage:                   g.storage,
 		Applied:                   applied,
 		MaxSizePerMsg:             raftMessageBytesMax,
 		MaxCommittedSizePerReady:  raftCommittedBytesPerReadyMax,
 		MaxUncommittedEntriesSize: raftUncommittedBytesMax,
 		MaxInflightMsgs:           raftInflightMessagesMax,
+		MaxInflightBytes:          raftInflightBytesMax,
 		CheckQuorum:               true,
 		PreVote:                   true,
 		ReadOnlyOption:            raft.ReadOnlySafe,
-		Logger:                    c.cfg.Logger,
+		Logger:                    raftLogger{g.logs},
 	}
 }
 

@@ -4,11 +4,14 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"slices"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/strandlog/strand/proto/frame"
 )
 
 // processRoundsMax bounds the Ready rounds of one Process call: a round's
@@ -124,6 +127,7 @@ func (c *Core) persist(gr *groupReady) error {
 	}
 	// Entries then hard state, in one write when both are there.
 	if err := g.log.Save(rd.Entries, hs); err != nil {
+		g.logs.log(slog.LevelError, "raft log write failed; the node stops (fail-stop)", slog.Any("err", err))
 		return fmt.Errorf("node: %s/%d: save: %w", g.tp.Topic, g.tp.Partition, err)
 	}
 	gr.wrote = true
@@ -151,6 +155,7 @@ func (c *Core) syncRound() error {
 		g := gr.g
 		c.syncs = append(c.syncs, func() error {
 			if err := g.log.Sync(); err != nil {
+				g.logs.log(slog.LevelError, "raft log sync failed; the node stops (fail-stop)", slog.Any("err", err))
 				return fmt.Errorf("node: %s/%d: sync: %w", g.tp.Topic, g.tp.Partition, err)
 			}
 			return nil
@@ -206,16 +211,38 @@ func (c *Core) frameTo(to NodeID) *outFrame {
 	return &c.outbox[i]
 }
 
-// sendFrames sends one frame per destination node and empties the outbox.
+// sendFrames sends each destination node its messages, in order, in frames
+// of at most frame.PeerFrameBytesTarget bytes (one message alone may pass
+// it), and empties the outbox. One frame per node per round used to carry a
+// catch-up of tens of MB, which the peer refused (over its read limit) and
+// closed the connection on, again and again.
 func (c *Core) sendFrames() {
 	for i := range c.outbox {
 		f := &c.outbox[i]
-		c.cfg.Network.Send(f.to, encodeRaftFrame(c.cfg.ID, f.messages))
-		c.stats.FramesSent++
+		msgs := f.messages
+		for len(msgs) > 0 {
+			n, size := 0, 0
+			for n < len(msgs) && (n == 0 || size+msgs[n].frameBytes() <= frame.PeerFrameBytesTarget) {
+				size += msgs[n].frameBytes()
+				n++
+			}
+			if size > frame.BytesMaxDefault-raftFrameEnvelopeBytesMax {
+				panic(fmt.Sprintf("node: raft message of %d bytes to node %d: over the peer frame limit %d",
+					size, f.to, frame.BytesMaxDefault))
+			}
+			c.cfg.Network.Send(f.to, encodeRaftFrame(c.cfg.ID, msgs[:n]))
+			c.stats.FramesSent++
+			msgs = msgs[n:]
+		}
 	}
 	clear(c.outbox)
 	c.outbox = c.outbox[:0]
 }
+
+// raftFrameEnvelopeBytesMax bounds what wraps a raft frame's messages on
+// the wire: the RaftFrame's sender field, the Request field holding the
+// frame, and the length prefix.
+const raftFrameEnvelopeBytesMax = 64
 
 // applyReady applies committed entries, notes read states, Advances, fails
 // waits orphaned by a leadership change, serves reads that became
@@ -229,6 +256,9 @@ func (c *Core) applyReady(gr *groupReady) error {
 		c.noteReadState(g, rs)
 	}
 	g.raw.Advance(*rd)
+	if rd.SoftState != nil {
+		c.logLeadership(g, rd.SoftState)
+	}
 	if rd.SoftState != nil || rd.HardState != nil {
 		c.checkLeadership(g)
 		c.queueLeaderReport(g)
@@ -289,6 +319,22 @@ func (c *Core) applyEntry(g *group, e *raftpb.Entry) {
 	if c.cfg.Observer != nil {
 		c.cfg.Observer(g.tp, index, e.GetTerm(), e.GetData())
 	}
+}
+
+// logLeadership logs a change of g's leader: at info when this replica
+// takes or loses the lead, at debug when it only follows another leader.
+func (c *Core) logLeadership(g *group, ss *raft.SoftState) {
+	leading := ss.RaftState == raft.StateLeader
+	term := g.raw.BasicStatus().GetTerm()
+	switch {
+	case leading && !g.loggedLeading:
+		g.logs.log(slog.LevelInfo, "became leader", slog.Uint64("term", term))
+	case !leading && g.loggedLeading:
+		g.logs.log(slog.LevelInfo, "lost leadership", slog.Uint64("term", term), slog.Uint64("leader", ss.Lead))
+	case !leading:
+		g.logs.log(slog.LevelDebug, "leader changed", slog.Uint64("term", term), slog.Uint64("leader", ss.Lead))
+	}
+	g.loggedLeading = leading
 }
 
 // checkLeadership fails the waits that can no longer complete here: every

@@ -3,6 +3,7 @@ package node
 import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/engine/metadata"
@@ -220,6 +221,30 @@ func (c *Core) Status() []GroupStatus {
 		out = append(out, st)
 	}
 	return out
+}
+
+// LaggingReplicas counts the followers of the partitions this node leads
+// whose log ends more than entriesMax entries before the leader's, or whose
+// progress raft is still probing: replicas that could not take a share of
+// the next commit without catching up first. It is 0 when every follower
+// is in step; a restarted node stops counting once it has caught up.
+func (c *Core) LaggingReplicas(entriesMax uint64) int {
+	lagging := 0
+	for _, g := range c.partitionGroups() {
+		if g.raw.BasicStatus().RaftState != raft.StateLeader {
+			continue
+		}
+		last, err := g.log.LastIndex()
+		if err != nil {
+			continue // a failing log shows up elsewhere; nothing to compare against
+		}
+		g.raw.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+			if NodeID(id) != c.cfg.ID && (pr.State != tracker.StateReplicate || pr.Match+entriesMax < last) {
+				lagging++
+			}
+		})
+	}
+	return lagging
 }
 
 // groupStatus is a group's raft state.

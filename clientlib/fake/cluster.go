@@ -16,7 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -147,7 +147,7 @@ func (c *Cluster) startServer(i int) (*server.Server, error) {
 		},
 		Listen: "127.0.0.1:0",
 		Tick:   tickDefault,
-		Logger: log.New(c.logs, fmt.Sprintf("fake node %d: ", i+1), log.Lmicroseconds),
+		Logger: slog.New(slog.NewTextHandler(c.logs, nil)).With("fake_node", i+1),
 	})
 }
 

@@ -1,10 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -25,6 +26,8 @@ type nodeFlags struct {
 	tick       time.Duration
 	cpuProfile string
 	stats      time.Duration
+	logFormat  string
+	logLevel   string
 }
 
 func (n *nodeFlags) register(fs *pflag.FlagSet) {
@@ -32,6 +35,33 @@ func (n *nodeFlags) register(fs *pflag.FlagSet) {
 		"raft tick interval; elections take about 100 ticks, heartbeats 10")
 	fs.DurationVar(&n.stats, "stats-interval", 0, "log the event loop's counters this often (0: never)")
 	fs.StringVar(&n.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	fs.StringVar(&n.logFormat, "log-format", "text", "log format on stderr: text or json")
+	fs.StringVar(&n.logLevel, "log-level", "info", "least severe log level shown: debug, info, warn or error")
+}
+
+// logger builds the nodes' logger on w from --log-format and --log-level.
+func (n *nodeFlags) logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	switch n.logLevel {
+	case "debug":
+		level = slog.LevelDebug
+	case "info":
+		level = slog.LevelInfo
+	case "warn":
+		level = slog.LevelWarn
+	case "error":
+		level = slog.LevelError
+	default:
+		return nil, usageError("--log-level %q: want debug, info, warn or error", n.logLevel)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch n.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, usageError("--log-format %q: want text or json", n.logFormat)
 }
 
 // startProfile starts the CPU profile when asked; the returned func stops it.
@@ -75,7 +105,10 @@ func cmdServe(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	logger := log.New(stderr, fmt.Sprintf("strand node %d: ", *id), log.LstdFlags|log.Lmicroseconds)
+	logger, err := nf.logger(stderr)
+	if err != nil {
+		return err
+	}
 	stopProfile, err := nf.startProfile()
 	if err != nil {
 		return err
@@ -88,12 +121,13 @@ func cmdServe(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	logger.Printf("listening on %s, data in %s, cluster %s", rt.Addr(), *dataDir, describeNodes(nodes))
+	logger.Info("node started", slog.Uint64("node", *id), slog.String("listen", rt.Addr().String()),
+		slog.String("data_dir", *dataDir), slog.String("cluster", describeNodes(nodes)))
 	ctx, stop := signalContext()
 	defer stop()
 	select {
 	case <-ctx.Done():
-		logger.Printf("signal: shutting down")
+		logger.Debug("signal: shutting down", slog.Uint64("node", *id))
 		return rt.Close()
 	case <-rt.Done():
 		return rt.Err()
@@ -232,17 +266,25 @@ func cmdDev(args []string, stdout, stderr io.Writer) error {
 	for i := range nodes {
 		nodes[i] = node.Peer{ID: node.NodeID(i + 1), Address: net.JoinHostPort(*host, strconv.Itoa(*basePort+i))}
 	}
-	logOut := stderr
-	if *quiet {
-		logOut = io.Discard
-	}
-	rts, err := startDevNodes(nodes, dir, nf, logOut)
+	logger, err := nf.logger(stderr)
 	if err != nil {
 		return err
 	}
-	printDevHelp(stdout, nodes, dir, *dataDir == "")
+	if *quiet {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	rts, err := startDevNodes(nodes, dir, nf, logger)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signalContext()
 	defer stop()
+	printDevBanner(stdout, nodes, dir, *dataDir == "")
+	if err := waitDevReady(ctx, rts); err != nil {
+		fmt.Fprintf(stdout, "\nnot ready: %v\n", err)
+	} else {
+		printDevHelp(stdout, nodes)
+	}
 	failed := make(chan *server.Server, len(rts))
 	for _, rt := range rts {
 		go func() { <-rt.Done(); failed <- rt }()
@@ -276,14 +318,13 @@ func devDataDir(named string) (string, func(), error) {
 }
 
 // startDevNodes starts every node; on failure it stops those started.
-func startDevNodes(nodes []node.Peer, dir string, nf nodeFlags, logOut io.Writer) ([]*server.Server, error) {
+func startDevNodes(nodes []node.Peer, dir string, nf nodeFlags, logger *slog.Logger) ([]*server.Server, error) {
 	var rts []*server.Server
 	for _, p := range nodes {
 		rt, err := server.Start(server.Config{
 			Core:    node.Config{ID: p.ID, Nodes: nodes, MetadataGroup: true},
 			DataDir: filepath.Join(dir, fmt.Sprintf("node-%d", p.ID)),
-			Listen:  p.Address, Tick: nf.tick, StatsInterval: nf.stats,
-			Logger: log.New(logOut, fmt.Sprintf("strand node %d: ", p.ID), log.LstdFlags|log.Lmicroseconds),
+			Listen:  p.Address, Tick: nf.tick, StatsInterval: nf.stats, Logger: logger,
 		})
 		if err != nil {
 			for _, started := range rts {
@@ -299,9 +340,39 @@ func startDevNodes(nodes []node.Peer, dir string, nf nodeFlags, logOut io.Writer
 	return rts, nil
 }
 
-// printDevHelp tells a new user how to use the cluster just started.
-func printDevHelp(w io.Writer, nodes []node.Peer, dir string, temporary bool) {
-	fmt.Fprintf(w, "strand dev: %d-node cluster running.\n", len(nodes))
+// devReadyTimeout bounds the wait for a metadata leader before strand dev
+// says it is ready.
+const devReadyTimeout = 30 * time.Second
+
+// waitDevReady polls (bounded) until every node knows a metadata group
+// leader and has applied every node's registration: only then do topic
+// commands succeed.
+func waitDevReady(ctx context.Context, rts []*server.Server) error {
+	ctx, cancel := context.WithTimeout(ctx, devReadyTimeout)
+	defer cancel()
+	ticker := time.NewTicker(20 * time.Millisecond)
+	defer ticker.Stop()
+	for {
+		waiting := 0
+		for _, rt := range rts {
+			if leader, registered := rt.MetadataLeader(); leader == 0 || registered < len(rts) {
+				waiting++
+			}
+		}
+		if waiting == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("after %v, %d of %d nodes know no metadata leader or not every node", devReadyTimeout, waiting, len(rts))
+		case <-ticker.C:
+		}
+	}
+}
+
+// printDevBanner names the nodes and the data directory.
+func printDevBanner(w io.Writer, nodes []node.Peer, dir string, temporary bool) {
+	fmt.Fprintf(w, "strand dev: %d-node cluster starting.\n", len(nodes))
 	for _, p := range nodes {
 		fmt.Fprintf(w, "  node %d  %s\n", p.ID, p.Address)
 	}
@@ -310,19 +381,34 @@ func printDevHelp(w io.Writer, nodes []node.Peer, dir string, temporary bool) {
 	} else {
 		fmt.Fprintf(w, "  data    %s (kept: start again with the same --data-dir to recover)\n", dir)
 	}
+}
+
+// selfCommand is how the user ran this binary (./bin/strand from the
+// repository, strand from PATH), so printed commands run as shown.
+func selfCommand() string {
+	if len(os.Args) > 0 && strings.ContainsRune(os.Args[0], filepath.Separator) {
+		return os.Args[0]
+	}
+	return "strand"
+}
+
+// printDevHelp says the cluster is ready and how to use it.
+func printDevHelp(w io.Writer, nodes []node.Peer) {
 	brokers := ""
 	if nodes[0].Address != "127.0.0.1:9092" {
 		brokers = " --brokers " + nodes[0].Address
 	}
 	rf := min(3, len(nodes))
-	fmt.Fprintf(w, `
+	s := selfCommand()
+	fmt.Fprintf(w, `ready: a metadata leader is elected and every node registered.
+
 In another shell:
-  strand topic create hello --partitions 3 --replication-factor %d%s
-  printf 'first\nsecond\nthird\n' | strand produce hello%s
-  strand consume hello --from earliest --until-end%s
-  strand cluster%s
+  %s topic create hello --partitions 3 --replication-factor %d%s
+  printf 'first\nsecond\nthird\n' | %s produce hello%s
+  %s consume hello --from earliest --until-end%s
+  %s cluster%s
 
 Go clients connect with clientlib.NewClient(clientlib.SeedAddresses(%q)).
 Press Ctrl-C to stop.
-`, rf, brokers, brokers, brokers, brokers, nodes[0].Address)
+`, s, rf, brokers, s, brokers, s, brokers, s, brokers, nodes[0].Address)
 }

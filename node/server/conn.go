@@ -2,10 +2,12 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"github.com/strandlog/strand/node"
 	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -46,7 +48,7 @@ func (r *Server) acceptLoop() {
 		nc, err := r.ln.Accept()
 		if err != nil {
 			if !errors.Is(err, net.ErrClosed) {
-				r.logger.Printf("accept: %v; no longer accepting", err)
+				r.logger.Error("accept failed; no longer accepting connections", slog.Any("err", err))
 			}
 			return
 		}
@@ -59,7 +61,8 @@ func (r *Server) acceptLoop() {
 			flushed:  make(chan struct{}),
 		}
 		if !r.register(c) {
-			r.logger.Printf("refusing connection from %s: %d connections open", nc.RemoteAddr(), runtimeConnsMax)
+			r.logger.Warn("refusing connection: too many open", slog.String("remote", nc.RemoteAddr().String()),
+				slog.Int("open", runtimeConnsMax))
 			nc.Close()
 			continue
 		}
@@ -85,11 +88,18 @@ func (r *Server) register(c *runtimeConn) bool {
 	return true
 }
 
-// close closes the connection once, logging why unless reason is "".
+// close closes the connection once, logging why unless reason is "": at
+// warn for a peer node's connection (its raft traffic stops until it
+// reconnects), at debug for a client's (the client sees it and retries).
 func (c *runtimeConn) close(reason string) {
 	c.closeOnce.Do(func() {
 		if reason != "" {
-			c.r.logger.Printf("closing connection from %s: %s", c.nc.RemoteAddr(), reason)
+			level := slog.LevelDebug
+			if c.peer != 0 && reason != reasonShutdown {
+				level = slog.LevelWarn
+			}
+			c.r.logger.Log(context.Background(), level, "closing connection", slog.String("remote", c.nc.RemoteAddr().String()),
+				slog.Uint64("peer", uint64(c.peer)), slog.String("reason", reason))
 		}
 		close(c.done)
 		c.nc.Close()
@@ -194,6 +204,11 @@ func (c *runtimeConn) dispatch(payload []byte) error {
 		if c.peer == 0 {
 			return errors.New("raft frame on a connection that is not from a peer")
 		}
+		if c.r.net.faults.isolated() {
+			putPeerBuf(payload)
+			return nil
+		}
+		c.r.net.faults.wait(c.done)
 		tokens, ok := c.r.budget.acquire(len(raftFrame), c.done)
 		if !ok {
 			return nil

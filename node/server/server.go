@@ -8,10 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"github.com/strandlog/strand/node"
-	"log"
+	"log/slog"
 	"math/rand/v2"
 	"net"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -43,6 +42,8 @@ const (
 	runtimeHelloTimeout         = 10 * time.Second
 	runtimeReconnectBackoffMin  = 20 * time.Millisecond
 	runtimeReconnectBackoffMax  = time.Second
+	runtimePeerUnreachableWarn  = 10 * time.Second // a peer down this long is logged at warn
+	runtimeReplicaLagEntries    = 256              // a follower further behind its leader counts as lagging in stats
 	runtimeDialTimeout          = time.Second
 	runtimeOutboundWriteTimeout = 5 * time.Second
 	runtimeResponseWriteTimeout = 30 * time.Second
@@ -64,8 +65,10 @@ type Config struct {
 	Listener net.Listener
 	// Tick is the interval between Core.Tick calls (default 10 ms).
 	Tick time.Duration
-	// Logger receives the runtime's operational messages (nil: stderr).
-	Logger *log.Logger
+	// Logger receives the server's and the Core's log records (nil:
+	// discard); the Core's get the wall time stamped here. Core.Logger,
+	// when set, takes the Core's instead.
+	Logger *slog.Logger
 	// StatsInterval, when positive, logs the loop's counters this often:
 	// rounds, inputs, time inside Process, syncs, frames (for tuning).
 	StatsInterval time.Duration
@@ -78,9 +81,10 @@ type Config struct {
 type Server struct {
 	cfg    Config
 	core   *node.Core
-	logger *log.Logger
+	logger *slog.Logger // records carry node=ID
 	ln     net.Listener
 	net    *runtimeNetwork
+	lock   *dirLock // the data directory's lock; nil when Core.Disk was given
 
 	frames   chan runtimeFrame
 	requests chan runtimeRequest
@@ -96,7 +100,16 @@ type Server struct {
 	wg sync.WaitGroup // accept loop and connection goroutines
 
 	loopStats runtimeLoopStats // owned by the loop
+	// metaLeader is the metadata group leader the Core knows, 0 for none,
+	// and metaNodes the nodes registered in the metadata state it applied;
+	// the loop stores them after Process for MetadataLeader.
+	metaLeader  atomic.Uint64
+	metaNodes   atomic.Int64
+	metaVersion uint64 // of metaNodes; owned by the loop
 }
+
+// reasonShutdown is why connections close when the server stops.
+const reasonShutdown = "node shutting down"
 
 // runtimeLoopStats counts what the loop did since the last stats line.
 type runtimeLoopStats struct {
@@ -208,7 +221,6 @@ func runtimeSyncLogs(syncs []func() error) error {
 func Start(cfg Config) (*Server, error) {
 	r := &Server{
 		cfg:      cfg,
-		logger:   cfg.Logger,
 		frames:   make(chan runtimeFrame, runtimeFramesQueueMax),
 		requests: make(chan runtimeRequest, runtimeRequestsQueueMax),
 		budget:   newRuntimeBudget(),
@@ -216,9 +228,14 @@ func Start(cfg Config) (*Server, error) {
 		done:     make(chan struct{}),
 		conns:    make(map[*runtimeConn]struct{}),
 	}
-	if r.logger == nil {
-		r.logger = log.New(os.Stderr, fmt.Sprintf("strand node %d: ", cfg.Core.ID), log.LstdFlags|log.Lmicroseconds)
+	base := slog.New(slog.DiscardHandler)
+	if cfg.Logger != nil {
+		base = slog.New(stampTime{cfg.Logger.Handler()})
 	}
+	if r.cfg.Core.Logger == nil {
+		r.cfg.Core.Logger = base
+	}
+	r.logger = base.With(slog.Uint64("node", uint64(cfg.Core.ID)))
 	if r.cfg.Tick <= 0 {
 		r.cfg.Tick = TickDefault
 	}
@@ -234,6 +251,7 @@ func Start(cfg Config) (*Server, error) {
 		var err error
 		if ln, err = net.Listen("tcp", addr); err != nil {
 			r.net.close()
+			r.lock.unlock()
 			return nil, fmt.Errorf("node: listen on %s: %w", addr, err)
 		}
 	}
@@ -242,6 +260,7 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		ln.Close()
 		r.net.close()
+		r.lock.unlock()
 		return nil, err
 	}
 	r.core = core
@@ -264,6 +283,9 @@ func (r *Server) fillCoreConfig() error {
 		}
 		if c.Disk, err = osdisk.New(dir); err != nil {
 			return fmt.Errorf("node: data dir %s: %w", dir, err)
+		}
+		if r.lock, err = lockDataDir(dir); err != nil {
+			return err
 		}
 	}
 	if c.Clock == nil {
@@ -297,6 +319,14 @@ func (r *Server) fillCoreConfig() error {
 
 // Addr is the address the runtime listens on.
 func (r *Server) Addr() net.Addr { return r.ln.Addr() }
+
+// MetadataLeader is the metadata group leader this node knows as of the
+// loop's last round, 0 when none (or in static mode), and registered the
+// number of nodes registered in the metadata state it applied. Safe from
+// any goroutine.
+func (r *Server) MetadataLeader() (leader node.NodeID, registered int) {
+	return node.NodeID(r.metaLeader.Load()), int(r.metaNodes.Load())
+}
 
 // Done is closed once the runtime has stopped, by Close or a fatal error.
 func (r *Server) Done() <-chan struct{} { return r.done }
@@ -351,11 +381,27 @@ func (r *Server) loop() {
 		err := r.core.Process()
 		r.loopStats.processTime += time.Since(start)
 		r.loopStats.processCalls++
+		r.noteMetadata()
 		if err != nil {
-			r.logger.Printf("fatal: %v; stopping (fail-stop)", err)
+			r.logger.Error("node stopping (fail-stop)", slog.Any("err", err))
 			r.shutdown(fmt.Errorf("node: process: %w", err))
 			return
 		}
+	}
+}
+
+// noteMetadata publishes the metadata leader and, when the metadata version
+// moved, the count of registered nodes.
+func (r *Server) noteMetadata() {
+	st, ok := r.core.MetadataStatus()
+	if !ok {
+		return
+	}
+	r.metaLeader.Store(uint64(st.Leader))
+	if v := uint64(st.HighWatermark); v != r.metaVersion {
+		r.metaVersion = v
+		nodes, _ := r.core.MetadataNodes()
+		r.metaNodes.Store(int64(len(nodes)))
 	}
 }
 
@@ -381,13 +427,16 @@ func (r *Server) drainInputs(ticks <-chan time.Time) {
 func (r *Server) logStats() {
 	s, now, core := &r.loopStats, time.Now(), r.core.Stats()
 	elapsed := now.Sub(s.since)
-	r.logger.Printf("loop: %d rounds, %.1f inputs/round, %.0f%% of time in Process (%.2f ms/round); "+
-		"%d syncs, %d frames sent, %d frames received, %d peer frames dropped",
-		s.processCalls, float64(s.inputs)/float64(max(s.processCalls, 1)),
-		100*s.processTime.Seconds()/elapsed.Seconds(),
-		float64(s.processTime.Microseconds())/1000/float64(max(s.processCalls, 1)),
-		core.Syncs-s.core.Syncs, core.FramesSent-s.core.FramesSent, core.FramesReceived-s.core.FramesReceived,
-		r.net.droppedTotal())
+	r.logger.Info("loop stats",
+		slog.Uint64("rounds", s.processCalls),
+		slog.Float64("inputs_per_round", float64(s.inputs)/float64(max(s.processCalls, 1))),
+		slog.Float64("process_time_pct", 100*s.processTime.Seconds()/elapsed.Seconds()),
+		slog.Float64("process_ms_per_round", float64(s.processTime.Microseconds())/1000/float64(max(s.processCalls, 1))),
+		slog.Uint64("syncs", core.Syncs-s.core.Syncs),
+		slog.Uint64("frames_sent", core.FramesSent-s.core.FramesSent),
+		slog.Uint64("frames_received", core.FramesReceived-s.core.FramesReceived),
+		slog.Uint64("peer_frames_dropped_total", r.net.droppedTotal()),
+		slog.Int("replicas_lagging", r.core.LaggingReplicas(runtimeReplicaLagEntries)))
 	*s = runtimeLoopStats{since: now, core: core}
 }
 
@@ -416,12 +465,15 @@ func (r *Server) shutdown(fatal error) {
 	r.mu.Unlock()
 	r.ln.Close()
 	if err := r.core.Close(); err != nil && fatal == nil {
-		r.logger.Printf("close: %v", err)
+		r.logger.Warn("close", slog.Any("err", err))
 	}
 	r.failQueued()
 	r.closeConns()
 	r.net.close()
 	r.wg.Wait()
+	if err := r.lock.unlock(); err != nil {
+		r.logger.Warn("unlock data dir", slog.Any("err", err))
+	}
 	close(r.done)
 }
 
@@ -453,6 +505,6 @@ func (r *Server) closeConns() {
 		c.closeAfterFlush(deadline)
 	}
 	for _, c := range conns {
-		c.close("node shutting down")
+		c.close(reasonShutdown)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"github.com/strandlog/strand/node"
 	"io"
-	"log"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -38,7 +37,6 @@ func startTestRuntime(t *testing.T) *Server {
 		Core:     node.Config{ID: 1, Nodes: []node.Peer{{ID: 1, Address: ln.Addr().String()}}},
 		DataDir:  t.TempDir(),
 		Listener: ln,
-		Logger:   log.New(io.Discard, "", 0),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -257,7 +255,6 @@ func TestRuntimeFailStopOnSyncError(t *testing.T) {
 			Partitions: []node.PartitionSpec{{TopicPartition: node.TopicPartition{Topic: "t", Partition: 0}, Replicas: []node.NodeID{1}}},
 			Disk:       failingDisk{Disk: memdisk.New(), fail: &fail}},
 		Listener: ln,
-		Logger:   log.New(io.Discard, "", 0),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"github.com/strandlog/strand/node"
 	"io"
-	"log"
+	"log/slog"
 	"net"
 	"slices"
 	"sync"
@@ -25,10 +25,12 @@ import (
 // Request{raft} after a Hello naming this node (see runtimeConn).
 type runtimeNetwork struct {
 	self   node.NodeID
-	logger *log.Logger
+	logger *slog.Logger
 	peers  map[node.NodeID]*runtimePeer // fixed at start: read without a lock
 	wg     sync.WaitGroup
 	once   sync.Once
+	faults faultState    // injected faults: only with -tags faultinject
+	stop   chan struct{} // closed by close
 }
 
 // runtimePeer is the outbound side towards one peer.
@@ -45,8 +47,9 @@ type runtimePeer struct {
 var _ node.Network = (*runtimeNetwork)(nil)
 
 // newRuntimeNetwork starts one sender goroutine per peer (self excluded).
-func newRuntimeNetwork(self node.NodeID, addrs map[node.NodeID]string, logger *log.Logger) *runtimeNetwork {
-	n := &runtimeNetwork{self: self, logger: logger, peers: make(map[node.NodeID]*runtimePeer)}
+func newRuntimeNetwork(self node.NodeID, addrs map[node.NodeID]string, logger *slog.Logger) *runtimeNetwork {
+	n := &runtimeNetwork{self: self, logger: logger, peers: make(map[node.NodeID]*runtimePeer), stop: make(chan struct{})}
+	n.faults.start(n.stop)
 	ids := make([]node.NodeID, 0, len(addrs))
 	for id := range addrs {
 		ids = append(ids, id)
@@ -69,7 +72,7 @@ func newRuntimeNetwork(self node.NodeID, addrs map[node.NodeID]string, logger *l
 // the peer unknown.
 func (n *runtimeNetwork) Send(to node.NodeID, frame []byte) {
 	p := n.peers[to]
-	if p == nil {
+	if p == nil || n.faults.isolated() {
 		return
 	}
 	if p.queuedBytes.Load()+int64(len(frame)) > runtimePeerQueueBytesMax {
@@ -96,6 +99,7 @@ func (n *runtimeNetwork) droppedTotal() uint64 {
 // close stops every sender and waits for them.
 func (n *runtimeNetwork) close() {
 	n.once.Do(func() {
+		close(n.stop)
 		for _, p := range n.peers {
 			close(p.stop)
 		}
@@ -103,17 +107,28 @@ func (n *runtimeNetwork) close() {
 	})
 }
 
-// run connects, sends, and reconnects with backoff until stopped.
+// run connects, sends, and reconnects with backoff until stopped. A peer
+// that cannot be reached is logged at debug (peers start and stop in any
+// order), and at warn once it has been unreachable for
+// runtimePeerUnreachableWarn.
 func (p *runtimePeer) run() {
 	defer p.net.wg.Done()
 	backoff := runtimeReconnectBackoffMin
-	failing := false
+	var failingSince time.Time // zero while connected
+	warned := false
+	log := p.net.logger.With(slog.Uint64("peer", uint64(p.id)), slog.String("address", p.addr))
 	for {
 		nc, err := p.dial()
 		if err != nil {
-			if !failing {
-				p.net.logger.Printf("peer %d at %s: %v; retrying", p.id, p.addr, err)
-				failing = true
+			p.discardQueued()
+			switch {
+			case failingSince.IsZero():
+				log.Debug("peer unreachable; retrying", slog.Any("err", err))
+				failingSince = time.Now()
+			case !warned && time.Since(failingSince) > runtimePeerUnreachableWarn:
+				log.Warn("peer unreachable; retrying", slog.Any("err", err),
+					slog.Duration("for", time.Since(failingSince).Round(time.Second)))
+				warned = true
 			}
 			timer := time.NewTimer(backoff)
 			select {
@@ -125,17 +140,35 @@ func (p *runtimePeer) run() {
 			backoff = min(2*backoff, runtimeReconnectBackoffMax)
 			continue
 		}
-		if failing {
-			p.net.logger.Printf("peer %d at %s: connected", p.id, p.addr)
+		if warned {
+			log.Info("peer reachable again")
+		} else {
+			log.Debug("peer connected")
 		}
-		failing, backoff = false, runtimeReconnectBackoffMin
+		failingSince, warned, backoff = time.Time{}, false, runtimeReconnectBackoffMin
 		err = p.pump(nc)
 		nc.Close()
 		if err == nil {
 			return // stopped
 		}
-		p.net.logger.Printf("peer %d at %s: %v; reconnecting", p.id, p.addr, err)
-		failing = true
+		log.Debug("peer connection lost; reconnecting", slog.Any("err", err))
+		failingSince = time.Now()
+	}
+}
+
+// discardQueued drops the frames queued for a peer that cannot be reached:
+// by the time it is back they are stale (heartbeats, probes of old rounds;
+// raft re-sends what still matters), and a queue full of them would hold
+// back, or push out at its bounds, the catch-up the peer needs first.
+func (p *runtimePeer) discardQueued() {
+	for range cap(p.queue) {
+		select {
+		case f := <-p.queue:
+			p.queuedBytes.Add(-int64(len(f)))
+			p.dropped.Add(1)
+		default:
+			return
+		}
 	}
 }
 
@@ -186,6 +219,7 @@ func (p *runtimePeer) pump(nc net.Conn) error {
 		case <-broken:
 			return fmt.Errorf("connection closed by peer")
 		case f := <-p.queue:
+			p.net.faults.wait(p.stop)
 			p.queuedBytes.Add(-int64(len(f)))
 			header = runtimeRaftEnvelope(header[:0], len(f))
 			nc.SetWriteDeadline(time.Now().Add(runtimeOutboundWriteTimeout))

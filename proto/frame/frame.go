@@ -28,6 +28,14 @@ const (
 	// ProduceSlackBytes is room a produce request keeps for its envelope
 	// beyond the per-partition bytes a client counts (ProducePartitionBytes).
 	ProduceSlackBytes = 4 << 10
+	// PeerFrameBytesTarget bounds the raft messages a node packs into one
+	// frame to a peer: it starts a new frame rather than pass it. A frame
+	// holds at least one message, and a raft message is at most raft's
+	// per-message bound (1 MiB of entries) or one entry of at most one
+	// record batch, so a peer frame stays under about 3.2 MiB, well below
+	// BytesMaxDefault, the limit a peer reads with. Several smaller frames
+	// also let the receiver start on the first while the rest arrive.
+	PeerFrameBytesTarget = 2 << 20
 )
 
 // FetchBytesMax is the largest response-wide max_bytes a fetch may ask for

@@ -1,0 +1,39 @@
+package server
+
+import (
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/strandlog/strand/node"
+)
+
+// Frames queued for a peer that cannot be reached are discarded at the
+// failed dial, not kept to flood it (stale heartbeats and probes ahead of
+// its catch-up) when it comes back.
+func TestUnreachablePeerQueueIsDiscarded(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: every dial is refused
+	n := newRuntimeNetwork(1, map[node.NodeID]string{1: "127.0.0.1:0", 2: addr}, slog.New(slog.DiscardHandler))
+	defer n.close()
+	const frames = 100
+	for range frames {
+		n.Send(2, []byte("stale frame"))
+	}
+	p := n.peers[2]
+	deadline := time.Now().Add(10 * time.Second)
+	for len(p.queue) > 0 || p.queuedBytes.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d frames still queued for an unreachable peer after 10 s", len(p.queue))
+		}
+		time.Sleep(10 * time.Millisecond) // polling the sender goroutine's progress
+	}
+	if got := p.dropped.Load(); got != frames {
+		t.Fatalf("%d frames counted dropped, want %d", got, frames)
+	}
+}
