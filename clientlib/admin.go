@@ -2,6 +2,7 @@ package clientlib
 
 import (
 	"context"
+	"fmt"
 	"sort"
 
 	"github.com/strandlog/strand/proto/strandpb"
@@ -258,7 +259,8 @@ func (c *Client) ListOffsets(ctx context.Context, topic string, partitions []int
 	return out, nil
 }
 
-// listOffset asks one partition's leader, retrying leader changes.
+// listOffset asks one partition's leader, retrying leader changes. A
+// partition that does not exist fails at once (checkPartition).
 func (c *Client) listOffset(ctx context.Context, topic string, partition int32, timestampMs int64) (ListedOffset, error) {
 	return c.listOffsetID(ctx, topic, partition, timestampMs, nil)
 }
@@ -267,6 +269,9 @@ func (c *Client) listOffset(ctx context.Context, topic string, partition int32, 
 // unchecked); another id fails with UNKNOWN_TOPIC_ID.
 func (c *Client) listOffsetID(ctx context.Context, topic string, partition int32, timestampMs int64, topicID []byte) (ListedOffset, error) {
 	var lo ListedOffset
+	if err := c.checkPartition(ctx, topic, partition); err != nil {
+		return lo, err
+	}
 	err := c.withRetries(ctx, func() error {
 		node, _, ok := c.leader(topic, partition)
 		if !ok {
@@ -295,4 +300,39 @@ func (c *Client) listOffsetID(ctx context.Context, topic string, partition int32
 		return &Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, Message: "answer lacks the partition"}
 	})
 	return lo, err
+}
+
+// checkPartition fails, without retries, a partition metadata says does
+// not exist: a number at or past the topic's partition count, or a topic
+// still missing after UnknownTopicRetries fresh metadata answers (room
+// for a node that has not applied a create yet). Its error matches
+// ErrUnknownTopic and is not retriable.
+func (c *Client) checkPartition(ctx context.Context, topic string, partition int32) error {
+	for answers := 0; ; answers++ {
+		if err := c.ensureMetadata(ctx); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		info := c.meta.Topic(topic)
+		n := 0
+		if info != nil {
+			n = len(info.Partitions)
+		}
+		c.mu.Unlock()
+		switch {
+		case n > 0 && (partition < 0 || int(partition) >= n):
+			return &Error{Code: strandpb.ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND,
+				Message: fmt.Sprintf("topic %q has no partition %d (partitions 0..%d)", topic, partition, n-1)}
+		case n > 0:
+			return nil
+		case c.cfg.unknownTopicRetries >= 0 && answers >= c.cfg.unknownTopicRetries:
+			return &Error{Code: strandpb.ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND, Message: fmt.Sprintf("topic %q does not exist", topic)}
+		}
+		if !sleepCtx(ctx, c.backoffDelay(answers+1)) {
+			return ctx.Err()
+		}
+		if err := c.RefreshMetadata(ctx); err != nil {
+			return err
+		}
+	}
 }

@@ -140,8 +140,9 @@ func TestAcksLeaderAndNone(t *testing.T) {
 	}
 }
 
-// A client with no reachable seed fails requests with a retriable
-// connection error instead of hanging.
+// A client with no reachable seed fails requests at once with an
+// *UnreachableError naming the address (the client tried every address it
+// knows: retrying is the caller's call).
 func TestUnreachableCluster(t *testing.T) {
 	cluster, err := fake.New(fake.Nodes(1))
 	if err != nil {
@@ -155,9 +156,9 @@ func TestUnreachableCluster(t *testing.T) {
 	}
 	defer client.Close()
 	_, err = client.Metadata(t.Context())
-	var ce *clientlib.ConnError
-	if !errors.As(err, &ce) || !clientlib.IsRetriable(err) {
-		t.Fatalf("got %v, want a ConnError", err)
+	var ue *clientlib.UnreachableError
+	if !errors.As(err, &ue) || clientlib.IsRetriable(err) || len(ue.Addrs) != 1 || ue.Addrs[0] != addr {
+		t.Fatalf("got %v, want an UnreachableError for %s", err, addr)
 	}
 }
 

@@ -19,47 +19,26 @@ type Action struct {
 	MaybeWritten bool
 }
 
-// Classify maps a wire error code to an Action. NONE gives the zero
-// Action. OUT_OF_ORDER_SEQUENCE is retriable here; the idempotent Window
-// decides what it means for a given batch.
+// Classify maps a wire error code to an Action by the one table of codes,
+// strandpb.ErrorCode.Info, which the node and the fake cluster use too.
+// NONE, and a code this client does not know, give the zero Action: a
+// definite failure.
 func Classify(code strandpb.ErrorCode) Action {
-	switch code {
-	case strandpb.ErrorCode_ERROR_CODE_NONE:
-		return Action{}
-	case strandpb.ErrorCode_ERROR_CODE_NOT_LEADER,
-		strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION,
-		strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER,
-		strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE:
-		return Action{Retriable: true, RefreshMetadata: true}
-	case strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_REPLICAS,
-		strandpb.ErrorCode_ERROR_CODE_TIMEOUT:
-		// Conservative: a proposal may have reached the raft log before
-		// the node gave up waiting for it.
-		return Action{Retriable: true, MaybeWritten: true}
-	case strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE,
-		strandpb.ErrorCode_ERROR_CODE_CORRUPT_BATCH:
-		return Action{Retriable: true}
-	case strandpb.ErrorCode_ERROR_CODE_INTERNAL:
-		return Action{MaybeWritten: true}
-	case strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID,
-		strandpb.ErrorCode_ERROR_CODE_CLUSTER_ID_MISMATCH:
-		// The topic or cluster the request was made for is gone: a resend
-		// would read or write another log. Definite, no retry.
-		return Action{}
-	default:
-		// RECORD_TOO_LARGE, OFFSET_OUT_OF_RANGE, INVALID_REQUEST,
-		// TOPIC_EXISTS, PRODUCER_FENCED, UNSUPPORTED_VERSION,
-		// INVALID_CONFIG and codes this client does not know: a definite
-		// refusal that a resend cannot change.
-		return Action{}
-	}
+	i := code.Info()
+	return Action{Retriable: i.Retriable, RefreshMetadata: i.RefreshMetadata, MaybeWritten: i.MaybeWritten}
 }
 
 // ClassifyErr extends Classify to any error a request can end with: an
 // *Error by its code, a *ConnError as retriable with a metadata refresh
-// (maybe written when it was sent), anything else as a definite failure.
+// (maybe written when it was sent), anything else (an *UnreachableError,
+// a *NotStrandError, a context's error) as a definite failure.
 func ClassifyErr(err error) Action {
 	if err == nil {
+		return Action{}
+	}
+	var ue *UnreachableError
+	var ns *NotStrandError
+	if errors.As(err, &ue) || errors.As(err, &ns) {
 		return Action{}
 	}
 	var se *Error

@@ -8,17 +8,21 @@
 // Flush, Poll and admin calls block until done or their context ends.
 //
 // The retry and leader-discovery decisions are pure pieces the simulator
-// drives too: Classify/ClassifyErr (what an error means), Backoff (how
-// long to wait), LeaderCache (who leads what) and Window (what an
-// idempotent partition sends next). See DESIGN.md, "Client".
+// drives too: Classify/ClassifyErr (what an error means, by the one table
+// strandpb.ErrorCode.Info), Backoff (how long to wait), LeaderCache (who
+// leads what), Window (what an idempotent partition sends next), Stalled
+// and Suspects (when a silent node is given up on) and AdaptivePartition
+// (where keyless records go). See DESIGN.md, "Client".
 package clientlib
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/strandlog/strand/proto/frame"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -41,6 +45,7 @@ type Client struct {
 	clusterErr error
 	rng        *rand.Rand
 	closed     bool
+	suspects   Suspects // nodes that stalled recently
 
 	producerOnce sync.Once
 	closeOnce    sync.Once
@@ -76,6 +81,41 @@ func NewClient(opts ...Opt) (*Client, error) {
 		meta:    NewLeaderCache(),
 		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 	}, nil
+}
+
+// markSuspect records that node stalled: for twice StallTimeout (about
+// an election and a metadata refresh) its partitions wait for fresh
+// metadata instead of being sent to it again, and metadata is asked of
+// other nodes first.
+func (c *Client) markSuspect(node uint64) {
+	now := c.monotonic()
+	c.mu.Lock()
+	c.suspects.Mark(node, now, 2*c.cfg.stallTimeout)
+	c.mu.Unlock()
+	if p := c.existingProducer(); p != nil {
+		p.poke()
+	}
+}
+
+// stallBound is the stall bound for a new connection to node:
+// StallTimeout doubled per recent stall, at most RequestTimeout (0 when
+// stall detection is off).
+func (c *Client) stallBound(node uint64) time.Duration {
+	if c.cfg.stallTimeout <= 0 {
+		return 0
+	}
+	now := c.monotonic()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.suspects.Bound(node, now, c.cfg.stallTimeout, max(c.cfg.requestTimeout, c.cfg.stallTimeout))
+}
+
+// suspectUntil is when node's suspicion lapses; 0: not suspect.
+func (c *Client) suspectUntil(node uint64) time.Duration {
+	now := c.monotonic()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.suspects.Until(node, now)
 }
 
 // monotonic is the client's clock for the pure pieces: time since start.
@@ -141,7 +181,7 @@ func (c *Client) conn(ctx context.Context, addr string) (*brokerConn, error) {
 	done := make(chan struct{})
 	c.dialing[addr] = done
 	c.mu.Unlock()
-	bc, err := dialConn(ctx, &c.cfg, addr)
+	bc, err := dialConn(ctx, &c.cfg, addr, c.markSuspect, c.stallBound)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.dialing, addr)
@@ -168,7 +208,7 @@ func (c *Client) request(ctx context.Context, addr string, req *strandpb.Request
 	if err != nil {
 		return nil, err
 	}
-	return bc.roundTrip(ctx, req, false, c.cfg.requestTimeout+extra)
+	return bc.roundTrip(ctx, req, false, c.cfg.requestTimeout+extra, extra)
 }
 
 // requestNode sends req to the node with id, by its cached address.
@@ -188,18 +228,27 @@ func (c *Client) candidates() []string {
 	defer c.mu.Unlock()
 	var out []string
 	seen := map[string]bool{}
+	now := c.monotonic()
+	var suspect []string
 	for _, id := range c.meta.NodeIDs() {
 		a, _ := c.meta.Address(id)
-		if !seen[a] {
-			seen[a] = true
-			out = append(out, a)
+		if seen[a] {
+			continue
 		}
+		seen[a] = true
+		if c.suspects.Until(id, now) != 0 {
+			suspect = append(suspect, a)
+			continue
+		}
+		out = append(out, a)
 	}
-	// Start at a random known node so clients spread their metadata load.
+	// Start at a random known node so clients spread their metadata load;
+	// suspect nodes come last.
 	if len(out) > 1 {
 		k := c.rng.IntN(len(out))
 		out = append(out[k:], out[:k]...)
 	}
+	out = append(out, suspect...)
 	for _, a := range c.cfg.seeds {
 		if !seen[a] {
 			seen[a] = true
@@ -210,7 +259,9 @@ func (c *Client) candidates() []string {
 }
 
 // anyRequest sends req to the first node that answers: known nodes, then
-// seeds. It returns the last connection error when none answers.
+// seeds. When none answers it fails with a *NotStrandError if an address
+// is not a Strand node, an *UnreachableError if no address could be
+// connected to, else the last failure.
 func (c *Client) anyRequest(ctx context.Context, req *strandpb.Request) (*strandpb.Response, error) {
 	resp, _, err := c.anyRequestAt(ctx, req)
 	return resp, err
@@ -219,7 +270,9 @@ func (c *Client) anyRequest(ctx context.Context, req *strandpb.Request) (*strand
 // anyRequestAt is anyRequest, also returning the address that answered.
 func (c *Client) anyRequestAt(ctx context.Context, req *strandpb.Request) (*strandpb.Response, string, error) {
 	var last error
-	for _, addr := range c.candidates() {
+	addrs := c.candidates()
+	unreached := 0
+	for _, addr := range addrs {
 		resp, err := c.request(ctx, addr, req, 0)
 		if err == nil {
 			return resp, addr, nil
@@ -227,9 +280,45 @@ func (c *Client) anyRequestAt(ctx context.Context, req *strandpb.Request) (*stra
 		if ctx.Err() != nil {
 			return nil, "", ctx.Err()
 		}
+		var ns *NotStrandError
+		if errors.As(err, &ns) {
+			return nil, "", err
+		}
+		var ce *ConnError
+		if errors.As(err, &ce) && !ce.Sent {
+			unreached++
+			last = ce
+			continue
+		}
 		last = err
 	}
+	if unreached == len(addrs) && len(addrs) > 0 {
+		return nil, "", &UnreachableError{Addrs: addrs, Err: last}
+	}
 	return nil, "", last
+}
+
+// frameMax is the frame limit toward the node at addr: its connection's
+// (the smaller of the node's announced limit and ours), or ours while
+// there is no connection.
+func (c *Client) frameMax(addr string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if bc := c.conns[addr]; bc != nil {
+		return bc.frameMax
+	}
+	return frame.BytesMaxDefault
+}
+
+// frameMaxNode is frameMax toward the node with id.
+func (c *Client) frameMaxNode(id uint64) int {
+	c.mu.Lock()
+	addr, ok := c.meta.Address(id)
+	c.mu.Unlock()
+	if !ok {
+		return frame.BytesMaxDefault
+	}
+	return c.frameMax(addr)
 }
 
 // RefreshMetadata fetches nodes, topics and leaders now. Concurrent calls

@@ -139,7 +139,8 @@ func TestRecordTooLarge(t *testing.T) {
 }
 
 // Produce to a topic that does not exist fails with ErrUnknownTopic once
-// the delivery timeout passes, instead of hanging.
+// metadata answers lacked it UnknownTopicRetries times (or the delivery
+// timeout passes, whichever comes first), instead of hanging.
 func TestUnknownTopicFails(t *testing.T) {
 	_, client, ctx := setup(t, nil, clientlib.DeliveryTimeout(50*time.Millisecond))
 	err := client.ProduceSync(ctx, &clientlib.Record{Topic: "missing", Value: []byte("x")}).FirstErr()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -29,13 +30,22 @@ var errConnClosed = errors.New("connection closed")
 // error kills the connection and fails every pending call with a
 // *ConnError; the next request dials again.
 type brokerConn struct {
-	addr   string
-	nodeID uint64
+	addr     string
+	nodeID   uint64
+	frameMax int // the smaller of the node's announced frame limit and ours
 	// clusterID is the cluster id the node named in its Hello (nil: none).
 	clusterID []byte
 	nc        net.Conn
 	slots     chan struct{}
 	writes    chan *call
+
+	// Stall detection (Stalled): the time every read last returned bytes,
+	// in ns since born; stall is StallTimeout; onStall is told the node's
+	// id when a call gives up on it.
+	born     time.Time
+	lastRead *atomic.Int64
+	stall    time.Duration
+	onStall  func(node uint64)
 
 	mu       sync.Mutex
 	calls    map[uint64]*call
@@ -49,6 +59,7 @@ type call struct {
 	req      *strandpb.Request
 	noAnswer bool // acks=0 produce: done once written
 	sent     atomic.Bool
+	sentAt   atomic.Int64 // ns since the connection's born, once written
 	done     chan struct{}
 	once     sync.Once
 	resp     *strandpb.Response
@@ -63,30 +74,49 @@ func (cl *call) finish(resp *strandpb.Response, err error) {
 }
 
 // dialConn connects to addr and performs the handshake.
-func dialConn(ctx context.Context, cfg *config, addr string) (*brokerConn, error) {
+// onStall is told the node's id when a call gives up on it (Stalled);
+// stallBound gives the node's bound once its id is known.
+func dialConn(ctx context.Context, cfg *config, addr string, onStall func(node uint64),
+	stallBound func(node uint64) time.Duration) (*brokerConn, error) {
 	dctx, cancel := context.WithTimeout(ctx, cfg.dialTimeout)
 	defer cancel()
 	nc, err := cfg.dial(dctx, addr)
 	if err != nil {
 		return nil, &ConnError{Addr: addr, Err: err}
 	}
+	// The handshake waits at most StallTimeout for an answer: a paused
+	// node accepts connections (its kernel does) but answers nothing.
 	deadline, _ := dctx.Deadline()
+	if t := time.Now().Add(cfg.stallTimeout); cfg.stallTimeout > 0 && t.Before(deadline) {
+		deadline = t
+	}
 	nc.SetDeadline(deadline)
-	r := bufio.NewReader(nc)
-	nodeID, clusterID, err := handshake(nc, r, cfg.clientID)
+	born := time.Now()
+	lastRead := new(atomic.Int64)
+	r := bufio.NewReader(activityReader{r: nc, born: born, last: lastRead})
+	hello, err := handshake(nc, r, cfg.clientID)
 	if err != nil {
 		nc.Close()
 		var se *Error
 		if errors.As(err, &se) {
 			return nil, err
 		}
+		var ns *notStrand
+		if errors.As(err, &ns) {
+			return nil, &NotStrandError{Addr: addr, Err: &ConnError{Addr: addr, Err: ns.cause}}
+		}
 		return nil, &ConnError{Addr: addr, Err: err}
 	}
 	nc.SetDeadline(time.Time{})
 	c := &brokerConn{
 		addr:      addr,
-		nodeID:    nodeID,
-		clusterID: clusterID,
+		nodeID:    hello.GetNodeId(),
+		frameMax:  frameBytesMax(hello),
+		clusterID: hello.GetClusterId(),
+		born:      born,
+		lastRead:  lastRead,
+		stall:     stallBound(hello.GetNodeId()),
+		onStall:   onStall,
 		nc:        nc,
 		slots:     make(chan struct{}, cfg.inFlightPerConn),
 		writes:    make(chan *call, cfg.inFlightPerConn),
@@ -99,30 +129,71 @@ func dialConn(ctx context.Context, cfg *config, addr string) (*brokerConn, error
 	return c, nil
 }
 
-// handshake sends Hello (correlation id 0) and checks the answer; it
-// returns the node's id and its cluster's id (nil when it names none).
-func handshake(nc net.Conn, r *bufio.Reader, clientID string) (uint64, []byte, error) {
+// activityReader records when a read last returned bytes, for Stalled.
+type activityReader struct {
+	r    io.Reader
+	born time.Time
+	last *atomic.Int64
+}
+
+func (a activityReader) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	if n > 0 {
+		a.last.Store(int64(time.Since(a.born)))
+	}
+	return n, err
+}
+
+// notStrand is a handshake answer that is no Strand frame; cause is what
+// the answer looked like.
+type notStrand struct{ cause error }
+
+func (n *notStrand) Error() string { return "not a Strand frame: " + n.cause.Error() }
+
+// handshake sends Hello (correlation id 0) and checks the answer. An
+// answer that does not decode as a Strand frame (an HTTP page read as a
+// length of 1 GB, bytes that are no Response, a Response without a hello)
+// fails with a *notStrand carrying the cause; a network failure is
+// returned as is.
+func handshake(nc net.Conn, r *bufio.Reader, clientID string) (*strandpb.HelloResponse, error) {
 	hello := &strandpb.Request{Body: &strandpb.Request_Hello{Hello: &strandpb.HelloRequest{
 		VersionMin: protocolVersionMin, VersionMax: protocolVersionMax, ClientId: clientID}}}
 	buf, err := frame.Append(nil, hello)
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
 	if _, err := nc.Write(buf); err != nil {
-		return 0, nil, err
+		return nil, err
 	}
 	var resp strandpb.Response
 	if _, err := frame.Decode(r, nil, frame.BytesMaxDefault, &resp); err != nil {
-		return 0, nil, err
+		if errors.Is(err, frame.ErrTooLarge) || errors.Is(err, frame.ErrEmpty) || errors.Is(err, frame.ErrMalformed) {
+			return nil, &notStrand{cause: err}
+		}
+		return nil, err
 	}
 	if err := errorFromWire(resp.GetError()); err != nil {
-		return 0, nil, err
+		return nil, err
 	}
 	h := resp.GetHello()
-	if h == nil || h.GetVersion() < protocolVersionMin || h.GetVersion() > protocolVersionMax {
-		return 0, nil, fmt.Errorf("handshake: node answered %v", &resp)
+	if h == nil {
+		return nil, &notStrand{cause: errors.New("the answer to hello is not a hello")}
 	}
-	return h.GetNodeId(), h.GetClusterId(), nil
+	if h.GetVersion() < protocolVersionMin || h.GetVersion() > protocolVersionMax {
+		return nil, &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_VERSION,
+			Message: fmt.Sprintf("node speaks protocol version %d, this client %d..%d", h.GetVersion(), protocolVersionMin, protocolVersionMax)}
+	}
+	return h, nil
+}
+
+// frameBytesMax is the frame limit both ends of a connection accept: ours,
+// or the node's announced one when smaller (0: a node that announces none
+// uses the default).
+func frameBytesMax(h *strandpb.HelloResponse) int {
+	if n := int(h.GetFrameBytesMax()); n > 0 && n < frame.BytesMaxDefault {
+		return n
+	}
+	return frame.BytesMaxDefault
 }
 
 // kill closes the connection once and fails every pending call.
@@ -165,6 +236,7 @@ func (c *brokerConn) writeLoop() {
 				cl.finish(nil, fmt.Errorf("clientlib: cannot frame request: %w", err))
 				continue
 			}
+			cl.sentAt.Store(int64(time.Since(c.born)))
 			cl.sent.Store(true)
 			if _, err := c.nc.Write(buf); err != nil {
 				c.kill(err)
@@ -202,13 +274,14 @@ func (c *brokerConn) unregister(corr uint64) *call {
 	return cl
 }
 
-// roundTrip sends req and waits for its answer, ctx, or timeout.
-func (c *brokerConn) roundTrip(ctx context.Context, req *strandpb.Request, noAnswer bool, timeout time.Duration) (*strandpb.Response, error) {
+// roundTrip sends req and waits for its answer, ctx, or timeout; wait is
+// how long the node may legitimately hold it (a fetch's long poll).
+func (c *brokerConn) roundTrip(ctx context.Context, req *strandpb.Request, noAnswer bool, timeout, wait time.Duration) (*strandpb.Response, error) {
 	cl, err := c.begin(ctx, req, noAnswer)
 	if err != nil {
 		return nil, err
 	}
-	return c.await(ctx, cl, timeout)
+	return c.await(ctx, cl, timeout, wait)
 }
 
 // begin queues req for the writer and returns its call; req itself is
@@ -244,24 +317,53 @@ func (c *brokerConn) begin(ctx context.Context, req *strandpb.Request, noAnswer 
 
 // await waits for a begun call's answer, ctx, or timeout, and frees its
 // slot. A timeout kills the connection (as Kafka does) and returns a
-// TIMEOUT *Error: the outcome is unknown.
-func (c *brokerConn) await(ctx context.Context, cl *call, timeout time.Duration) (*strandpb.Response, error) {
+// TIMEOUT *Error: the outcome is unknown. So does a stall (Stalled: nothing
+// arrived on the connection for StallTimeout beyond the call's own wait),
+// which fails the call with a *ConnError, sent, and tells onStall.
+func (c *brokerConn) await(ctx context.Context, cl *call, timeout, wait time.Duration) (*strandpb.Response, error) {
 	defer func() { <-c.slots }()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	select {
-	case <-cl.done:
-		return cl.resp, cl.err
-	case <-ctx.Done():
-		c.unregister(cl.req.GetCorrelationId())
-		return nil, ctx.Err()
-	case <-timer.C:
-		c.kill(fmt.Errorf("no answer within %v", timeout))
-		<-cl.done
-		if cl.err == nil {
-			return cl.resp, nil
+	var check <-chan time.Time
+	if c.stall > 0 {
+		ticker := time.NewTicker(max(c.stall/4, time.Millisecond))
+		defer ticker.Stop()
+		check = ticker.C
+	}
+	begun := time.Since(c.born)
+	for {
+		select {
+		case <-cl.done:
+			return cl.resp, cl.err
+		case <-ctx.Done():
+			c.unregister(cl.req.GetCorrelationId())
+			return nil, ctx.Err()
+		case <-check:
+			sentAt := time.Duration(cl.sentAt.Load())
+			if !cl.sent.Load() {
+				sentAt = begun // still queued behind the writer: count from the call
+			}
+			now := time.Since(c.born)
+			if !Stalled(now, sentAt, time.Duration(c.lastRead.Load()), wait, c.stall) {
+				continue
+			}
+			c.kill(fmt.Errorf("%w: nothing received for %v", errStalled, c.stall))
+			if c.onStall != nil {
+				c.onStall(c.nodeID)
+			}
+			<-cl.done
+			return cl.resp, cl.err
+		case <-timer.C:
+			c.kill(fmt.Errorf("no answer within %v", timeout))
+			<-cl.done
+			if cl.err == nil {
+				return cl.resp, nil
+			}
+			return nil, &Error{Code: strandpb.ErrorCode_ERROR_CODE_TIMEOUT,
+				Message: fmt.Sprintf("no answer from %s within %v", c.addr, timeout)}
 		}
-		return nil, &Error{Code: strandpb.ErrorCode_ERROR_CODE_TIMEOUT,
-			Message: fmt.Sprintf("no answer from %s within %v", c.addr, timeout)}
 	}
 }
+
+// errStalled is the cause of calls failed by a stall.
+var errStalled = errors.New("node unresponsive")

@@ -127,10 +127,13 @@ func FetchMaxWait(d time.Duration) ConsumerOpt { return func(c *consumerConfig) 
 func FetchMinBytes(n int32) ConsumerOpt { return func(c *consumerConfig) { c.minBytes = n } }
 
 // FetchMaxBytes bounds one fetch answer (default 4 MiB; at least one batch
-// is always returned).
+// is always returned). A fetch asks for at most what fits the frame limit
+// both ends accept (frame.FetchBytesMax: 7 MiB with 9 MiB frames), so a
+// larger value reads as much as one answer can carry.
 func FetchMaxBytes(n int32) ConsumerOpt { return func(c *consumerConfig) { c.maxBytes = n } }
 
-// FetchMaxPartitionBytes bounds one partition's share (default 1 MiB).
+// FetchMaxPartitionBytes bounds one partition's share (default 1 MiB; at
+// most FetchMaxBytes's effective value).
 func FetchMaxPartitionBytes(n int32) ConsumerOpt {
 	return func(c *consumerConfig) { c.partitionMaxBytes = n }
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strandlog/strand/proto/frame"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -121,14 +122,16 @@ func (k *Consumer) fetchTargets() (map[uint64][]pollTarget, bool) {
 
 // fetchNode sends one fetch to a node and applies the answer.
 func (k *Consumer) fetchNode(ctx context.Context, node uint64, ts []pollTarget) Fetches {
+	// Sized to fit: the answer must fit the frame limit both ends accept.
+	maxBytes := min(k.cfg.maxBytes, int32(frame.FetchBytesMax(k.c.frameMaxNode(node))))
 	req := &strandpb.FetchRequest{
 		MaxWaitMs: int32(k.cfg.maxWait / time.Millisecond),
-		MinBytes:  k.cfg.minBytes,
-		MaxBytes:  k.cfg.maxBytes,
+		MinBytes:  min(k.cfg.minBytes, maxBytes),
+		MaxBytes:  maxBytes,
 	}
 	for _, t := range ts {
 		req.Partitions = append(req.Partitions, &strandpb.FetchRequest_Partition{
-			Topic: t.tp.topic, Partition: t.tp.partition, Offset: t.next, MaxBytes: k.cfg.partitionMaxBytes, TopicId: t.topicID})
+			Topic: t.tp.topic, Partition: t.tp.partition, Offset: t.next, MaxBytes: min(k.cfg.partitionMaxBytes, maxBytes), TopicId: t.topicID})
 	}
 	resp, err := k.c.requestNode(ctx, node, &strandpb.Request{Body: &strandpb.Request_Fetch{Fetch: req}}, k.cfg.maxWait)
 	if err == nil {

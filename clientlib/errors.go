@@ -45,6 +45,12 @@ var (
 	ErrOutOfOrderSequence = &Error{Code: strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE}
 	ErrProducerFenced     = &Error{Code: strandpb.ErrorCode_ERROR_CODE_PRODUCER_FENCED}
 	ErrUnavailable        = &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE}
+	// ErrInvalidReplicationFactor: a factor below 1 or above the cluster's
+	// size.
+	ErrInvalidReplicationFactor = &Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REPLICATION_FACTOR}
+	// ErrTopicNotFound: the metadata group has no such topic. ErrUnknownTopic
+	// matches it too.
+	ErrTopicNotFound = &Error{Code: strandpb.ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND}
 )
 
 // Client-side errors that have no wire code.
@@ -75,7 +81,7 @@ func errorFromWire(e *strandpb.Error) error {
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("strand: ")
-	b.WriteString(strings.ToLower(strings.TrimPrefix(e.Code.String(), "ERROR_CODE_")))
+	b.WriteString(e.Code.Name())
 	if e.Message != "" {
 		b.WriteString(": ")
 		b.WriteString(e.Message)
@@ -89,10 +95,14 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Is matches sentinels by Code.
+// Is matches sentinels by Code; ErrUnknownTopic also matches
+// TOPIC_NOT_FOUND (a topic that does not exist is unknown everywhere).
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
+	if !ok {
+		return false
+	}
+	return t.Code == e.Code || t == ErrUnknownTopic && e.Code == strandpb.ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND
 }
 
 // Retriable reports whether the same request may succeed if sent again
@@ -150,4 +160,69 @@ func (e *RetriesExhaustedError) Retriable() bool { return false }
 func IsRetriable(err error) bool {
 	var r interface{ Retriable() bool }
 	return errors.As(err, &r) && r.Retriable()
+}
+
+// UnreachableError fails a request that no address could take: every
+// known node and seed refused the connection, timed out dialing, or
+// closed it during the handshake. Callers print it as is; it is the one
+// wording of "the cluster is not there". It is not retriable: the client
+// already tried every address it knows. It unwraps to the last address's
+// *ConnError.
+type UnreachableError struct {
+	Addrs []string // the addresses tried, in order
+	Err   error    // the last address's failure, a *ConnError
+}
+
+// Error implements error.
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("cannot reach the cluster at %s: %v", strings.Join(e.Addrs, ","), causeOf(e.Err))
+}
+
+// Unwrap gives the last address's failure.
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// Retriable is false: every address was tried.
+func (e *UnreachableError) Retriable() bool { return false }
+
+// causeOf is a *ConnError's cause (its address is said by the caller), or
+// err.
+func causeOf(err error) error {
+	var ce *ConnError
+	if errors.As(err, &ce) {
+		return ce.Err
+	}
+	return err
+}
+
+// NotStrandError is a handshake answered with something that is not a
+// Strand frame (an HTTP server, a Kafka broker, a TLS endpoint): the
+// address is wrong, and no retry can fix it. It unwraps to a *ConnError
+// whose cause is what the first answer looked like.
+type NotStrandError struct {
+	Addr string
+	Err  error // a *ConnError
+}
+
+// Error implements error.
+func (e *NotStrandError) Error() string {
+	return fmt.Sprintf("%s does not speak the Strand protocol (%v)", e.Addr, causeOf(e.Err))
+}
+
+// Unwrap gives the decoding failure.
+func (e *NotStrandError) Unwrap() error { return e.Err }
+
+// Retriable is false.
+func (e *NotStrandError) Retriable() bool { return false }
+
+// OptionError is NewClient refusing an option's value: what the option
+// is, the value given, and why it cannot be honoured.
+type OptionError struct {
+	Option string // the option's name, e.g. "BatchBytes"
+	Value  any
+	Reason string
+}
+
+// Error implements error.
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("clientlib: %s(%v): %s", e.Option, e.Value, e.Reason)
 }

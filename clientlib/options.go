@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/strandlog/strand/engine/recordbatch"
 )
 
 // Opt configures a Client (NewClient). Options are applied in order; a
@@ -44,6 +46,10 @@ type config struct {
 	inFlightPerConn int
 	randSeed        uint64
 	randSeeded      bool
+	// unknownTopicRetries: metadata answers a record waits for its topic
+	// to appear in; -1: until the delivery timeout.
+	unknownTopicRetries int
+	stallTimeout        time.Duration
 
 	batchBytes         int
 	linger             time.Duration
@@ -68,13 +74,15 @@ func defaultConfig() config {
 		dial: func(ctx context.Context, addr string) (net.Conn, error) {
 			return d.DialContext(ctx, "tcp", addr)
 		},
-		inFlightPerConn:    16,
-		batchBytes:         16 << 10,
-		linger:             5 * time.Millisecond,
-		acks:               AcksAll,
-		idempotent:         true,
-		bufferedRecordsMax: 10000,
-		inFlightBatchesMax: 5,
+		inFlightPerConn:     16,
+		unknownTopicRetries: 4,
+		stallTimeout:        2 * time.Second,
+		batchBytes:          16 << 10,
+		linger:              5 * time.Millisecond,
+		acks:                AcksAll,
+		idempotent:          true,
+		bufferedRecordsMax:  10000,
+		inFlightBatchesMax:  5,
 	}
 }
 
@@ -84,10 +92,17 @@ func (c *config) validate() error {
 		return ErrNoSeeds
 	case c.dialTimeout <= 0 || c.requestTimeout <= 0:
 		return fmt.Errorf("clientlib: dial and request timeouts must be positive")
+	case c.stallTimeout < 0:
+		return fmt.Errorf("clientlib: StallTimeout %v < 0", c.stallTimeout)
+	case c.unknownTopicRetries < -1:
+		return fmt.Errorf("clientlib: UnknownTopicRetries %d < -1", c.unknownTopicRetries)
 	case c.retriesMax < 0:
 		return fmt.Errorf("clientlib: MaxRetries %d < 0", c.retriesMax)
 	case c.inFlightPerConn < 1:
 		return fmt.Errorf("clientlib: MaxInFlightPerConn %d < 1", c.inFlightPerConn)
+	case c.batchBytes > recordbatch.BatchBytesMax:
+		return &OptionError{Option: "BatchBytes", Value: c.batchBytes,
+			Reason: fmt.Sprintf("over the %d-byte limit of a batch", recordbatch.BatchBytesMax)}
 	case c.batchBytes < 1 || c.linger < 0 || c.bufferedRecordsMax < 1:
 		return fmt.Errorf("clientlib: bad batching options")
 	case c.inFlightBatchesMax < 1 || c.inFlightBatchesMax > 5:
@@ -141,6 +156,25 @@ func Dial(fn func(ctx context.Context, addr string) (net.Conn, error)) Opt {
 // MaxInFlightPerConn bounds pipelined requests per connection (default 16).
 func MaxInFlightPerConn(n int) Opt { return func(c *config) { c.inFlightPerConn = n } }
 
+// UnknownTopicRetries is how many metadata answers lacking a record's
+// topic the producer waits through before failing the record with
+// ErrUnknownTopic (default 4, about half a second: room for a topic created
+// a moment ago on another node). -1 waits for the topic until the delivery
+// timeout, for producers started before their topic is created. As
+// franz-go's kgo.UnknownTopicRetries.
+func UnknownTopicRetries(n int) Opt { return func(c *config) { c.unknownTopicRetries = n } }
+
+// StallTimeout is how long a node may send nothing at all while a request
+// to it waits (beyond the time the request itself may take on the node,
+// such as a fetch's long poll) before the client gives up on the
+// connection, suspects the node, and re-routes through fresh metadata
+// (default 2 s, about a Strand election; 0 disables). Each stall within a
+// minute doubles the node's bound, up to RequestTimeout, so a node that is
+// slow but alive is not given up on at every attempt. It also bounds the
+// wait for a handshake answer. A paused node otherwise holds requests for
+// the whole RequestTimeout.
+func StallTimeout(d time.Duration) Opt { return func(c *config) { c.stallTimeout = d } }
+
 // RandSeed seeds the client's own random source (backoff jitter, sticky
 // partition choice); by default it is seeded from the clock at NewClient.
 // The client never uses the global source.
@@ -150,7 +184,8 @@ func RandSeed(seed uint64) Opt {
 
 // BatchBytes is the target size of a partition's batch (default 16 KiB,
 // R14): a batch is sealed before a record would push it over. A record
-// larger than it travels alone.
+// larger than it travels alone. NewClient refuses a value over
+// recordbatch.BatchBytesMax (1 MiB + 64 KiB) with an *OptionError.
 func BatchBytes(n int) Opt { return func(c *config) { c.batchBytes = n } }
 
 // Linger is how long a partition's batch may wait for more records before

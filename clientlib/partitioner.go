@@ -109,3 +109,33 @@ func (s *Sticky) BatchSealed(topic string, partition int32) {
 		s.last[topic] = partition
 	}
 }
+
+// PartitionAdaptive is Partition with Kafka's adaptive choice (KIP-794,
+// see AdaptivePartition): load(p) describes partition p. The topic's
+// current partition is kept while it is available; when it is not (its
+// leader stalled or is unknown, or its window is full so its open batch
+// cannot be sealed) the topic moves on at once instead of piling records
+// onto a partition that cannot send them.
+func (s *Sticky) PartitionAdaptive(topic string, partitions int32, rng *rand.Rand, load func(int32) PartitionLoad) int32 {
+	if s.current == nil {
+		s.current = make(map[string]int32)
+		s.last = make(map[string]int32)
+	}
+	cur, ok := s.current[topic]
+	if ok && cur < partitions && load(cur).Available {
+		return cur
+	}
+	skip := int32(-1)
+	if ok {
+		skip = cur
+	} else if last, ok := s.last[topic]; ok {
+		skip = last
+	}
+	loads := make([]PartitionLoad, partitions)
+	for p := range partitions {
+		loads[p] = load(p)
+	}
+	p := AdaptivePartition(loads, skip, rng)
+	s.current[topic] = p
+	return p
+}

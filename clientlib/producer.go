@@ -170,6 +170,8 @@ type producer struct {
 	sinks          map[topicPartition]*sink
 	waiting        map[string][]pendingRecord
 	waitingSince   map[string]time.Duration
+	unknownAnswers map[string]int // metadata answers that lacked a waiting topic
+	rotation       int            // which partition a request starts with
 	sticky         Sticky
 	nodeInFlight   map[uint64]int
 	senders        map[uint64]chan []sentBatch
@@ -187,21 +189,22 @@ func newProducer(c *Client) *producer {
 	idle := make(chan struct{})
 	close(idle)
 	return &producer{
-		c:            c,
-		budget:       make(chan struct{}, n),
-		intake:       make(chan pendingRecord, n),
-		results:      make(chan requestResult, 64),
-		wake:         make(chan struct{}, 1),
-		promises:     make(chan pendingRecord, n),
-		idle:         idle,
-		loopDone:     make(chan struct{}),
-		stop:         make(chan struct{}),
-		sinks:        make(map[topicPartition]*sink),
-		waiting:      make(map[string][]pendingRecord),
-		waitingSince: make(map[string]time.Duration),
-		nodeInFlight: make(map[uint64]int),
-		senders:      make(map[uint64]chan []sentBatch),
-		producerID:   -1,
+		c:              c,
+		budget:         make(chan struct{}, n),
+		intake:         make(chan pendingRecord, n),
+		results:        make(chan requestResult, 64),
+		wake:           make(chan struct{}, 1),
+		promises:       make(chan pendingRecord, n),
+		idle:           idle,
+		loopDone:       make(chan struct{}),
+		stop:           make(chan struct{}),
+		sinks:          make(map[topicPartition]*sink),
+		waiting:        make(map[string][]pendingRecord),
+		waitingSince:   make(map[string]time.Duration),
+		unknownAnswers: make(map[string]int),
+		nodeInFlight:   make(map[uint64]int),
+		senders:        make(map[uint64]chan []sentBatch),
+		producerID:     -1,
 	}
 }
 
@@ -387,12 +390,26 @@ func (p *producer) assign(pr pendingRecord, now time.Duration) bool {
 		r.Partition = KeyPartition(r.Key, partitions)
 	default:
 		p.c.mu.Lock()
-		r.Partition = p.sticky.Partition(r.Topic, partitions, p.c.rng)
+		r.Partition = p.sticky.PartitionAdaptive(r.Topic, partitions, p.c.rng,
+			func(q int32) PartitionLoad { return p.load(topicPartition{r.Topic, q}, now) })
 		p.c.mu.Unlock()
 	}
 	s := p.sink(topicPartition{r.Topic, r.Partition})
 	p.appendOpen(s, pr, now)
 	return true
+}
+
+// load describes a partition to the adaptive partitioner: available when
+// its leader is known and not suspect and its window has room to seal the
+// open batch. The caller holds p.c.mu.
+func (p *producer) load(tp topicPartition, now time.Duration) PartitionLoad {
+	var l PartitionLoad
+	if s := p.sinks[tp]; s != nil {
+		l.Queued = s.w.Len()
+	}
+	id, _, ok := p.c.meta.Leader(tp.topic, tp.partition)
+	l.Available = ok && p.c.suspects.Until(id, now) == 0 && l.Queued < p.c.cfg.inFlightBatchesMax
+	return l
 }
 
 func (p *producer) sink(tp topicPartition) *sink {

@@ -2,8 +2,11 @@ package clientlib
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
+	"github.com/strandlog/strand/proto/frame"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -53,6 +56,13 @@ func (p *producer) drive(now time.Duration) time.Duration {
 			p.refreshWanted = true
 			continue
 		}
+		if until := p.c.suspectUntil(node); until != 0 {
+			// Its leader stalled: wait for metadata naming another, or
+			// for the suspicion to lapse.
+			p.refreshWanted = true
+			wakeAt(until)
+			continue
+		}
 		requests[node] = append(requests[node], sentBatch{s: s})
 	}
 	p.send(requests, now)
@@ -84,17 +94,18 @@ func (p *producer) maybeSeal(s *sink, now time.Duration, flushing bool) time.Dur
 }
 
 // send builds produce requests: for each node, rounds of at most one
-// attempt per partition, while the node has request slots.
+// attempt per partition, while the node has request slots. A request
+// stops short of the frame limit both ends accept (as franz-go's sink
+// stops at its wire length limit): a batch that would push it over waits
+// for the next round. Each round starts one partition further on, so a
+// partition at the end of the list is not starved by full requests.
 func (p *producer) send(requests map[uint64][]sentBatch, now time.Duration) {
 	for node, sinks := range requests {
+		limit := frame.ProduceBytesMax(p.c.frameMaxNode(node))
 		for p.nodeInFlight[node] < p.c.cfg.inFlightPerConn {
-			var batch []sentBatch
-			for _, sb := range sinks {
-				if a, ok := sb.s.w.Next(now); ok {
-					batch = append(batch, sentBatch{s: sb.s, attempt: a,
-						bytes: sb.s.sealed[a.ID].bytes, producerID: p.producerID})
-				}
-			}
+			start := p.rotation % len(sinks)
+			p.rotation++
+			batch := p.fill(sinks, start, limit, now)
 			if len(batch) == 0 {
 				break
 			}
@@ -102,6 +113,30 @@ func (p *producer) send(requests map[uint64][]sentBatch, now time.Duration) {
 			p.sender(node) <- batch // never blocks: nodeInFlight bounds it
 		}
 	}
+}
+
+// fill takes one attempt from each sink that has one, starting at start,
+// while the request stays within limit bytes; the first always goes (a
+// batch is far below any frame limit: recordbatch.BatchBytesMax).
+func (p *producer) fill(sinks []sentBatch, start int, limit int, now time.Duration) []sentBatch {
+	var batch []sentBatch
+	size := 0
+	for k := range sinks {
+		s := sinks[(start+k)%len(sinks)].s
+		id, ok := s.w.Peek(now)
+		if !ok {
+			continue
+		}
+		bytes := s.sealed[id].bytes
+		n := frame.ProducePartitionBytes(s.tp.topic, len(bytes))
+		if len(batch) > 0 && size+n > limit {
+			continue
+		}
+		a, _ := s.w.Next(now)
+		batch = append(batch, sentBatch{s: s, attempt: a, bytes: bytes, producerID: p.producerID})
+		size += n
+	}
+	return batch
 }
 
 // sender returns the node's sender queue, starting its goroutine.
@@ -163,7 +198,7 @@ func (p *producer) begin(node uint64, batches []sentBatch) {
 	}
 	go func() {
 		// The node gives up at timeout_ms; wait a little longer for its answer.
-		resp, err := bc.await(ctx, cl, cfg.requestTimeout+time.Second)
+		resp, err := bc.await(ctx, cl, cfg.requestTimeout+time.Second, 0)
 		p.report(requestResult{node: node, batches: batches, resp: resp, err: err})
 	}()
 }
@@ -235,6 +270,7 @@ func (p *producer) placeWaiting(now time.Duration) time.Duration {
 		if info != nil && len(info.Partitions) > 0 {
 			delete(p.waiting, topic)
 			delete(p.waitingSince, topic)
+			delete(p.unknownAnswers, topic)
 			for _, pr := range prs {
 				p.assign(pr, now)
 			}
@@ -247,6 +283,7 @@ func (p *producer) placeWaiting(now time.Duration) time.Duration {
 		if now-p.waitingSince[topic] >= limit {
 			delete(p.waiting, topic)
 			delete(p.waitingSince, topic)
+			delete(p.unknownAnswers, topic)
 			for _, pr := range prs {
 				p.complete(pr, &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION,
 					Message: "topic " + topic + " not in metadata"})
@@ -259,6 +296,48 @@ func (p *producer) placeWaiting(now time.Duration) time.Duration {
 		}
 	}
 	return next
+}
+
+// judgeWaiting fails waiting records at once when a metadata refresh
+// settles their fate: the client never reached the cluster (every address
+// refused, or is not a Strand node), or the cluster answered and their
+// topic is still unknown after UnknownTopicRetries answers.
+func (p *producer) judgeWaiting(refreshErr error) {
+	p.c.mu.Lock()
+	reached := !p.c.metaAt.IsZero()
+	p.c.mu.Unlock()
+	var ue *UnreachableError
+	var ns *NotStrandError
+	definite := errors.As(refreshErr, &ue) || errors.As(refreshErr, &ns)
+	for topic, prs := range p.waiting {
+		p.c.mu.Lock()
+		info := p.c.meta.Topic(topic)
+		p.c.mu.Unlock()
+		if info != nil && len(info.Partitions) > 0 {
+			continue // placeWaiting places them
+		}
+		var err error
+		switch {
+		case definite && !reached:
+			err = refreshErr
+		case refreshErr == nil && p.c.cfg.unknownTopicRetries >= 0:
+			p.unknownAnswers[topic]++
+			if p.unknownAnswers[topic] > p.c.cfg.unknownTopicRetries {
+				err = &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION,
+					Message: fmt.Sprintf("topic %q does not exist (metadata answered %d times; UnknownTopicRetries waits longer)",
+						topic, p.unknownAnswers[topic])}
+			}
+		}
+		if err == nil {
+			continue
+		}
+		delete(p.waiting, topic)
+		delete(p.waitingSince, topic)
+		delete(p.unknownAnswers, topic)
+		for _, pr := range prs {
+			p.complete(pr, err)
+		}
+	}
 }
 
 // report hands a result to the loop, or drops it once the loop stopped.
@@ -314,6 +393,7 @@ func (p *producer) handleEvent(res requestResult, now time.Duration) {
 	switch loopEvent(res.node) {
 	case eventMetadata:
 		p.refreshing = false
+		p.judgeWaiting(res.err)
 	case eventInitProducer:
 		p.initInFlight = false
 		if res.err == nil && res.resp.GetInitProducerId() != nil {

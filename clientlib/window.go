@@ -160,35 +160,53 @@ func (w *Window) ReadyAt() time.Duration { return w.notBefore }
 // Next hands out the next attempt to send at now, if the rules allow one,
 // and marks it in flight. Call it until it returns false.
 func (w *Window) Next(now time.Duration) (Attempt, bool) {
-	if now < w.notBefore {
+	i, renumber := w.next(now)
+	if i < 0 {
 		return Attempt{}, false
 	}
-	if w.draining {
-		if w.inFlight > 0 {
-			return Attempt{}, false
-		}
-		w.draining = false
-	}
-	if w.renumber && w.inFlight == 0 && w.canRenumber() {
+	w.draining = false
+	if renumber {
 		w.doRenumber()
 	}
+	e := w.entries[i]
+	e.state = entryInFlight
+	e.attempts++
+	e.sentAtEpoch = w.epoch
+	e.predAcked = w.ackedBefore(i)
+	w.inFlight++
+	return Attempt{ID: e.id, Epoch: w.epoch, BaseSequence: e.seq, RecordCount: e.count, Number: e.attempts}, true
+}
+
+// Peek names the batch Next would hand out at now, changing nothing, so a
+// caller can see whether the batch fits a request before taking it.
+func (w *Window) Peek(now time.Duration) (BatchID, bool) {
+	i, _ := w.next(now)
+	if i < 0 {
+		return 0, false
+	}
+	return w.entries[i].id, true
+}
+
+// next is the index of the entry Next hands out at now (-1: none), and
+// whether Next renumbers first. It changes nothing.
+func (w *Window) next(now time.Duration) (int, bool) {
+	if now < w.notBefore || w.draining && w.inFlight > 0 {
+		return -1, false
+	}
+	renumber := w.renumber && w.inFlight == 0 && w.canRenumber()
+	waiting := w.renumber && !renumber // batches after the hole wait for the new numbering
 	limit := min(len(w.entries), w.cfg.InFlightMax)
 	for i := 0; i < limit; i++ {
 		e := w.entries[i]
 		if e.state != entryQueued {
 			continue
 		}
-		if w.renumber && e.id >= w.renumberFrom && !e.maybeWrote {
-			continue // waits for the new numbering
+		if waiting && e.id >= w.renumberFrom && !e.maybeWrote {
+			continue
 		}
-		e.state = entryInFlight
-		e.attempts++
-		e.sentAtEpoch = w.epoch
-		e.predAcked = w.ackedBefore(i)
-		w.inFlight++
-		return Attempt{ID: e.id, Epoch: w.epoch, BaseSequence: e.seq, RecordCount: e.count, Number: e.attempts}, true
+		return i, renumber
 	}
-	return Attempt{}, false
+	return -1, false
 }
 
 // canRenumber: every batch before the hole is resolved and none after it

@@ -86,9 +86,15 @@ type windowHarness struct {
 	completed []Completion
 }
 
+// sendAll takes every attempt the window hands out, checking that Peek
+// names each one beforehand (the producer sizes requests by it).
 func (h *windowHarness) sendAll() {
 	for {
+		id, peeked := h.w.Peek(h.now)
 		a, ok := h.w.Next(h.now)
+		if ok != peeked || ok && a.ID != id {
+			panic(fmt.Sprintf("Peek gave %d %v, Next %d %v", id, peeked, a.ID, ok))
+		}
 		if !ok {
 			return
 		}

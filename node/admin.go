@@ -103,30 +103,57 @@ func (c *Core) handleListOffsets(req *strandpb.ListOffsetsRequest, answer func(*
 	}
 }
 
+// metaErrorCodes maps a metadata command's refusal to its wire code,
+// first match wins (INVALID_REQUEST when none does). These answers come
+// from the metadata group itself, so a missing topic is the definite
+// TOPIC_NOT_FOUND, not the UNKNOWN_TOPIC_OR_PARTITION of a node that may
+// lag.
+var metaErrorCodes = []struct {
+	err  error
+	code strandpb.ErrorCode
+}{
+	{metadata.ErrTopicExists, strandpb.ErrorCode_ERROR_CODE_TOPIC_EXISTS},
+	{metadata.ErrUnknownTopic, strandpb.ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND},
+	{metadata.ErrUnknownPartition, strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION},
+	{metadata.ErrInvalidReplicationFactor, strandpb.ErrorCode_ERROR_CODE_INVALID_REPLICATION_FACTOR},
+	// Fewer registered nodes than the factor, which the cluster's size
+	// allows (checkReplicationFactor refused the rest): a node may
+	// register in a moment.
+	{metadata.ErrNotEnoughReplicas, strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_REPLICAS},
+	{metadata.ErrInvalidConfig, strandpb.ErrorCode_ERROR_CODE_INVALID_CONFIG},
+	{metadata.ErrProducerIDsExhausted, strandpb.ErrorCode_ERROR_CODE_INTERNAL},
+}
+
 // metaError maps a metadata command's refusal to its wire form.
 func metaError(err error) *strandpb.Error {
 	if err == nil {
 		return nil
 	}
 	e := &strandpb.Error{Message: err.Error(), Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST}
-	switch {
-	case errors.Is(err, metadata.ErrTopicExists):
-		e.Code = strandpb.ErrorCode_ERROR_CODE_TOPIC_EXISTS
-	case errors.Is(err, metadata.ErrUnknownTopic), errors.Is(err, metadata.ErrUnknownPartition):
-		e.Code = strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION
-	case errors.Is(err, metadata.ErrNotEnoughReplicas):
-		e.Code = strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_REPLICAS
-	case errors.Is(err, metadata.ErrInvalidConfig):
-		e.Code = strandpb.ErrorCode_ERROR_CODE_INVALID_CONFIG
-	case errors.Is(err, metadata.ErrProducerIDsExhausted):
-		e.Code = strandpb.ErrorCode_ERROR_CODE_INTERNAL
+	for _, row := range metaErrorCodes {
+		if errors.Is(err, row.err) {
+			e.Code = row.code
+			break
+		}
 	}
 	return e
 }
 
+// checkReplicationFactor refuses, before proposing, a factor the cluster
+// can never meet: above its size (Config.Nodes, when known). A factor
+// above the nodes registered so far is the metadata group's to refuse,
+// retriably.
+func (c *Core) checkReplicationFactor(rf int32) *strandpb.Error {
+	if n := len(c.cfg.Nodes); n > 0 && int(rf) > n {
+		return &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REPLICATION_FACTOR,
+			Message: fmt.Sprintf("node: replication factor %d, but the cluster has %d nodes", rf, n)}
+	}
+	return nil
+}
+
 // adminPreflight answers requests that need the metadata group when it
-// has no leader: nothing is proposed. It reports whether the request may
-// go on.
+// has no leader: nothing is proposed. It reports whether
+// the request may go on.
 func (c *Core) adminPreflight(answer func(*strandpb.Response)) bool {
 	if lead, _ := c.metaLeader(); lead == 0 {
 		answer(requestError(strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER, ErrNotController.Error()))
@@ -218,6 +245,9 @@ func (c *Core) handleCreateTopics(req *strandpb.CreateTopicsRequest, answer func
 			}
 			data, err := metadata.EncodeCreateTopic(t.GetName(), partitions, rf, configs)
 			cmd.data, cmd.err = data, metaError(err)
+			if cmd.err == nil {
+				cmd.err = c.checkReplicationFactor(rf)
+			}
 		}
 		cmds = append(cmds, cmd)
 	}

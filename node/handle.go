@@ -79,6 +79,41 @@ func (c *Core) msToTicks(ms int32, fallback uint64) uint64 {
 	return uint64((d + c.cfg.TickDuration - 1) / c.cfg.TickDuration)
 }
 
+// wireErrorCodes maps the node's errors to wire codes, first match wins;
+// what each code tells a client (retriable, maybe written, refresh
+// metadata) is strandpb.ErrorCode.Info, the one table of codes. An error
+// matching no row is INTERNAL.
+var wireErrorCodes = []struct {
+	err  error
+	code strandpb.ErrorCode
+}{
+	{ErrNotLeader, strandpb.ErrorCode_ERROR_CODE_NOT_LEADER},
+	{ErrUnknownTopicPartition, strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION},
+	{ErrUnknownTopicID, strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID},
+	{ErrRecordTooLarge, strandpb.ErrorCode_ERROR_CODE_RECORD_TOO_LARGE},
+	{ErrOffsetOutOfRange, strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE},
+	{ErrTimeout, strandpb.ErrorCode_ERROR_CODE_TIMEOUT},
+	{ErrInvalidRequest, strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST},
+	{ErrOutOfOrderSequence, strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE},
+	{ErrUnknownProducer, strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE},
+	{ErrProducerFenced, strandpb.ErrorCode_ERROR_CODE_PRODUCER_FENCED},
+	{ErrNotController, strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER},
+	{ErrStopped, strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE},
+	{ErrBusy, strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE},
+	{ErrStorage, strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE},
+}
+
+// errorCode is err's wire code by wireErrorCodes (INTERNAL when no row
+// matches).
+func errorCode(err error) strandpb.ErrorCode {
+	for _, row := range wireErrorCodes {
+		if errors.Is(err, row.err) {
+			return row.code
+		}
+	}
+	return strandpb.ErrorCode_ERROR_CODE_INTERNAL
+}
+
 // wireError maps a node error to its wire form. lead is the leader this
 // node knows (NOT_LEADER hint); tp, when the partition is not hosted here,
 // decides between UNKNOWN_TOPIC_OR_PARTITION and NOT_LEADER (it exists
@@ -87,44 +122,23 @@ func (c *Core) wireError(err error, lead NodeID, tp *TopicPartition) *strandpb.E
 	if err == nil {
 		return nil
 	}
-	e := &strandpb.Error{Message: err.Error()}
-	switch {
-	case errors.Is(err, ErrNotLeader):
-		e.Code = strandpb.ErrorCode_ERROR_CODE_NOT_LEADER
+	e := &strandpb.Error{Message: err.Error(), Code: errorCode(err)}
+	switch e.Code {
+	case strandpb.ErrorCode_ERROR_CODE_NOT_LEADER:
 		if lead == 0 {
 			e.Code = strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE
 			e.Message = "node: partition has no leader yet"
 		}
 		e.LeaderId, e.LeaderAddress = uint64(lead), c.peerAddress(lead)
-	case errors.Is(err, ErrUnknownTopicPartition):
-		e.Code = strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION
+	case strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION:
 		if tp != nil && c.placedElsewhere(*tp) {
 			e.Code = strandpb.ErrorCode_ERROR_CODE_NOT_LEADER
 			e.Message = "node: partition has no replica on this node; its leader is unknown here"
 		}
-	case errors.Is(err, ErrUnknownTopicID):
-		e.Code = strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID
-	case errors.Is(err, ErrRecordTooLarge):
-		e.Code = strandpb.ErrorCode_ERROR_CODE_RECORD_TOO_LARGE
-	case errors.Is(err, ErrOffsetOutOfRange):
-		e.Code = strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE
-	case errors.Is(err, ErrTimeout):
-		e.Code = strandpb.ErrorCode_ERROR_CODE_TIMEOUT
+	case strandpb.ErrorCode_ERROR_CODE_TIMEOUT:
 		if lead != 0 { // e.g. ErrLeadershipLost: where to retry
 			e.LeaderId, e.LeaderAddress = uint64(lead), c.peerAddress(lead)
 		}
-	case errors.Is(err, ErrInvalidRequest):
-		e.Code = strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST
-	case errors.Is(err, ErrOutOfOrderSequence), errors.Is(err, ErrUnknownProducer):
-		e.Code = strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE
-	case errors.Is(err, ErrProducerFenced):
-		e.Code = strandpb.ErrorCode_ERROR_CODE_PRODUCER_FENCED
-	case errors.Is(err, ErrNotController):
-		e.Code = strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER
-	case errors.Is(err, ErrStopped), errors.Is(err, ErrBusy), errors.Is(err, ErrStorage):
-		e.Code = strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE
-	default:
-		e.Code = strandpb.ErrorCode_ERROR_CODE_INTERNAL
 	}
 	return e
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 
+	"github.com/strandlog/strand/proto/frame"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -45,8 +46,14 @@ func (c *Core) handleFetch(req *strandpb.FetchRequest, answer func(*strandpb.Res
 		answer(requestError(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "node: too many partitions in one fetch"))
 		return
 	}
+	// The answer must fit a frame the client reads: max_bytes above the
+	// budget, or none, is the budget (issue 7, finding 3).
+	maxBytes := int64(req.GetMaxBytes())
+	if budget := int64(frame.FetchBytesMax(frame.BytesMaxDefault)); maxBytes <= 0 || maxBytes > budget {
+		maxBytes = budget
+	}
 	s := &fetchSession{
-		minBytes: int64(req.GetMinBytes()), maxBytes: int64(req.GetMaxBytes()),
+		minBytes: int64(req.GetMinBytes()), maxBytes: maxBytes,
 		deadline: c.ticks + c.msToTicks(req.GetMaxWaitMs(), 0), answer: answer,
 	}
 	for _, p := range parts {
@@ -54,6 +61,7 @@ func (c *Core) handleFetch(req *strandpb.FetchRequest, answer func(*strandpb.Res
 		if maxBytes <= 0 || (req.GetMaxBytes() > 0 && req.GetMaxBytes() < maxBytes) {
 			maxBytes = max(req.GetMaxBytes(), 0)
 		}
+		maxBytes = int32(min(int64(maxBytes), s.maxBytes))
 		s.parts = append(s.parts, fetchPart{
 			tp: TopicPartition{Topic: p.GetTopic(), Partition: p.GetPartition()}, offset: p.GetOffset(), maxBytes: maxBytes,
 			topicID: p.GetTopicId(),

@@ -290,7 +290,7 @@ func (c *runtimeConn) handshake(br *bufio.Reader) error {
 	default:
 		c.peer = node.NodeID(hello.GetPeerNodeId())
 		resp.Body = &strandpb.Response_Hello{Hello: &strandpb.HelloResponse{
-			Version: runtimeProtocolVersion, NodeId: uint64(c.r.cfg.Core.ID)}}
+			Version: runtimeProtocolVersion, NodeId: uint64(c.r.cfg.Core.ID), FrameBytesMax: frame.BytesMaxDefault}}
 	}
 	out, err := frame.Append(nil, resp)
 	if err != nil {

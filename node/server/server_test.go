@@ -120,7 +120,7 @@ func (c *testConn) roundTrip(id uint64) {
 func TestRuntimeBadClientsCloseOnlyTheirConnection(t *testing.T) {
 	rt := startTestRuntime(t)
 	good := dialTest(t, rt)
-	if h := good.hello(1, 1).GetHello(); h.GetVersion() != 1 || h.GetNodeId() != 1 {
+	if h := good.hello(1, 1).GetHello(); h.GetVersion() != 1 || h.GetNodeId() != 1 || h.GetFrameBytesMax() != frame.BytesMaxDefault {
 		t.Fatalf("hello answered %v", h)
 	}
 	good.roundTrip(1)

@@ -20,6 +20,14 @@ const (
 	// BytesMaxDefault bounds a frame's payload unless a reader says
 	// otherwise: a fetch answer of 8 MiB plus room for its envelope.
 	BytesMaxDefault = 9 << 20
+	// FetchSlackBytes is what a fetch answer may hold beyond its max_bytes:
+	// the first batch goes out whole (up to recordbatch.BatchBytesMax,
+	// 1 MiB + 64 KiB) and every partition adds its envelope (under 100
+	// bytes, 10000 partitions at most).
+	FetchSlackBytes = 2 << 20
+	// ProduceSlackBytes is room a produce request keeps for its envelope
+	// beyond the per-partition bytes a client counts (ProducePartitionBytes).
+	ProduceSlackBytes = 4 << 10
 	// PeerFrameBytesTarget bounds the raft messages a node packs into one
 	// frame to a peer: it starts a new frame rather than pass it. A frame
 	// holds at least one message, and a raft message is at most raft's
@@ -30,11 +38,26 @@ const (
 	PeerFrameBytesTarget = 2 << 20
 )
 
+// FetchBytesMax is the largest response-wide max_bytes a fetch may ask for
+// so that its answer fits a frame of frameBytesMax (7 MiB for the default).
+func FetchBytesMax(frameBytesMax int) int { return max(frameBytesMax-FetchSlackBytes, 1<<20) }
+
+// ProduceBytesMax is the most ProducePartitionBytes one produce request may
+// carry so that it fits a frame of frameBytesMax.
+func ProduceBytesMax(frameBytesMax int) int { return frameBytesMax - ProduceSlackBytes }
+
+// ProducePartitionBytes bounds the encoded size of one partition of a
+// produce request: its batch, its topic name and the fixed fields with
+// their tags and lengths.
+func ProducePartitionBytes(topic string, batchBytes int) int { return batchBytes + len(topic) + 64 }
+
 // Errors of Read. A connection that returns one of them is closed: the stream
 // can no longer be trusted to be aligned on frames.
 var (
 	ErrTooLarge = errors.New("frame: frame larger than the limit")
 	ErrEmpty    = errors.New("frame: empty frame")
+	// ErrMalformed wraps Decode's failure to unmarshal a payload.
+	ErrMalformed = errors.New("frame: malformed message")
 )
 
 // Read reads one frame's payload from r into buf (grown when too small) and
@@ -94,7 +117,7 @@ func Decode(r io.Reader, buf []byte, bytesMax int, m proto.Message) ([]byte, err
 		return buf, err
 	}
 	if err := proto.Unmarshal(payload, m); err != nil {
-		return payload, fmt.Errorf("frame: malformed message: %w", err)
+		return payload, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	return payload, nil
 }

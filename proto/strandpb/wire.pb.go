@@ -59,6 +59,13 @@ const (
 	// The partition has no leader yet, or the node is shutting down.
 	ErrorCode_ERROR_CODE_UNAVAILABLE    ErrorCode = 15
 	ErrorCode_ERROR_CODE_INVALID_CONFIG ErrorCode = 16
+	// The replication factor is below 1 or above the registered nodes: a
+	// definite refusal (Kafka's INVALID_REPLICATION_FACTOR).
+	ErrorCode_ERROR_CODE_INVALID_REPLICATION_FACTOR ErrorCode = 17
+	// The topic (or the partition number) does not exist in the metadata
+	// group's state: a definite answer, unlike UNKNOWN_TOPIC_OR_PARTITION
+	// from a node that may lag.
+	ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND ErrorCode = 18
 	// The request names a topic id the topic no longer has: the topic was
 	// deleted (and maybe re-created under the same name). Definite: offsets
 	// of the old topic mean nothing in the new one.
@@ -88,6 +95,8 @@ var (
 		14: "ERROR_CODE_INTERNAL",
 		15: "ERROR_CODE_UNAVAILABLE",
 		16: "ERROR_CODE_INVALID_CONFIG",
+		17: "ERROR_CODE_INVALID_REPLICATION_FACTOR",
+		18: "ERROR_CODE_TOPIC_NOT_FOUND",
 		30: "ERROR_CODE_UNKNOWN_TOPIC_ID",
 		31: "ERROR_CODE_CLUSTER_ID_MISMATCH",
 	}
@@ -109,6 +118,8 @@ var (
 		"ERROR_CODE_INTERNAL":                   14,
 		"ERROR_CODE_UNAVAILABLE":                15,
 		"ERROR_CODE_INVALID_CONFIG":             16,
+		"ERROR_CODE_INVALID_REPLICATION_FACTOR": 17,
+		"ERROR_CODE_TOPIC_NOT_FOUND":            18,
 		"ERROR_CODE_UNKNOWN_TOPIC_ID":           30,
 		"ERROR_CODE_CLUSTER_ID_MISMATCH":        31,
 	}
@@ -736,7 +747,11 @@ type HelloResponse struct {
 	Version uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
 	NodeId  uint64                 `protobuf:"varint,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	// The cluster's id (16 bytes; empty while unknown or in static mode).
-	ClusterId     []byte `protobuf:"bytes,20,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	ClusterId []byte `protobuf:"bytes,20,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// The largest frame payload the node reads, in bytes (0: an older node,
+	// assume the default 9 MiB). Clients size requests and fetch budgets by
+	// the smaller of this and their own limit.
+	FrameBytesMax uint32 `protobuf:"varint,30,opt,name=frame_bytes_max,json=frameBytesMax,proto3" json:"frame_bytes_max,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -790,6 +805,13 @@ func (x *HelloResponse) GetClusterId() []byte {
 		return x.ClusterId
 	}
 	return nil
+}
+
+func (x *HelloResponse) GetFrameBytesMax() uint32 {
+	if x != nil {
+		return x.FrameBytesMax
+	}
+	return 0
 }
 
 // MetadataRequest asks for nodes and the named topics (none: every topic).
@@ -1025,9 +1047,12 @@ func (x *ProduceResponse) GetPartitions() []*ProduceResponse_Partition {
 // FetchRequest reads committed batches from several partitions, waiting up
 // to max_wait_ms until min_bytes are available (a long poll).
 type FetchRequest struct {
-	state         protoimpl.MessageState    `protogen:"open.v1"`
-	MaxWaitMs     int32                     `protobuf:"varint,1,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
-	MinBytes      int32                     `protobuf:"varint,2,opt,name=min_bytes,json=minBytes,proto3" json:"min_bytes,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	MaxWaitMs int32                  `protobuf:"varint,1,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
+	MinBytes  int32                  `protobuf:"varint,2,opt,name=min_bytes,json=minBytes,proto3" json:"min_bytes,omitempty"`
+	// Batch bytes of the whole answer (the first batch goes out whole). 0, or
+	// more than fits the frame limit (frame.FetchBytesMax: 7 MiB for 9 MiB
+	// frames), is that budget.
 	MaxBytes      int32                     `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	Partitions    []*FetchRequest_Partition `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2653,12 +2678,13 @@ const file_wire_proto_rawDesc = "" +
 	"versionMax\x12\x1b\n" +
 	"\tclient_id\x18\x03 \x01(\tR\bclientId\x12 \n" +
 	"\fpeer_node_id\x18\x04 \x01(\x04R\n" +
-	"peerNodeId\"a\n" +
+	"peerNodeId\"\x89\x01\n" +
 	"\rHelloResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x14 \x01(\fR\tclusterId\")\n" +
+	"cluster_id\x18\x14 \x01(\fR\tclusterId\x12&\n" +
+	"\x0fframe_bytes_max\x18\x1e \x01(\rR\rframeBytesMax\")\n" +
 	"\x0fMetadataRequest\x12\x16\n" +
 	"\x06topics\x18\x01 \x03(\tR\x06topics\"\x81\x05\n" +
 	"\x10MetadataResponse\x123\n" +
@@ -2803,7 +2829,7 @@ const file_wire_proto_rawDesc = "" +
 	"\x16InitProducerIdResponse\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch*\xe4\x04\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch*\xaf\x05\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +
@@ -2822,7 +2848,9 @@ const file_wire_proto_rawDesc = "" +
 	"\x19ERROR_CODE_NOT_CONTROLLER\x10\r\x12\x17\n" +
 	"\x13ERROR_CODE_INTERNAL\x10\x0e\x12\x1a\n" +
 	"\x16ERROR_CODE_UNAVAILABLE\x10\x0f\x12\x1d\n" +
-	"\x19ERROR_CODE_INVALID_CONFIG\x10\x10\x12\x1f\n" +
+	"\x19ERROR_CODE_INVALID_CONFIG\x10\x10\x12)\n" +
+	"%ERROR_CODE_INVALID_REPLICATION_FACTOR\x10\x11\x12\x1e\n" +
+	"\x1aERROR_CODE_TOPIC_NOT_FOUND\x10\x12\x12\x1f\n" +
 	"\x1bERROR_CODE_UNKNOWN_TOPIC_ID\x10\x1e\x12\"\n" +
 	"\x1eERROR_CODE_CLUSTER_ID_MISMATCH\x10\x1fB,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
 

@@ -1,0 +1,74 @@
+package strandpb
+
+import "fmt"
+
+// CodeInfo is what a wire error code means to whoever receives it: the one
+// table the node's mapping, the Go client's classification and the fake
+// cluster share (hand-written next to the generated enum; TestErrorCodeTable
+// fails when an enum value has no row).
+type CodeInfo struct {
+	// Name is the user-facing name: lower case, without the ERROR_CODE_
+	// prefix ("not_leader").
+	Name string
+	// Retriable: the same request may succeed later; back off and resend.
+	Retriable bool
+	// RefreshMetadata: the sender's view of leaders or topics is stale.
+	RefreshMetadata bool
+	// MaybeWritten: a write answered this way may still have happened (the
+	// node gave up waiting for a proposal it had made).
+	MaybeWritten bool
+}
+
+// Definite reports whether the code is a definite failure: nothing was
+// written and a resend cannot change the answer, so a caller fails at once.
+func (i CodeInfo) Definite() bool { return !i.Retriable && !i.MaybeWritten }
+
+// errorCodeInfo is the table, indexed by code.
+var errorCodeInfo = map[ErrorCode]CodeInfo{
+	ErrorCode_ERROR_CODE_NONE: {Name: "none"},
+	// This node does not lead the partition (or no longer): go where the
+	// hint or fresh metadata says.
+	ErrorCode_ERROR_CODE_NOT_LEADER: {Name: "not_leader", Retriable: true, RefreshMetadata: true},
+	// From a node whose metadata may lag a create; the client decides how
+	// long a topic may stay unknown (clientlib.UnknownTopicRetries).
+	ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION: {Name: "unknown_topic_or_partition", Retriable: true, RefreshMetadata: true},
+	ErrorCode_ERROR_CODE_RECORD_TOO_LARGE:           {Name: "record_too_large"},
+	ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE:        {Name: "offset_out_of_range"},
+	// No quorum right now: the proposal may have reached the raft log.
+	ErrorCode_ERROR_CODE_NOT_ENOUGH_REPLICAS: {Name: "not_enough_replicas", Retriable: true, MaybeWritten: true},
+	// The node gave up waiting: the outcome is unknown.
+	ErrorCode_ERROR_CODE_TIMEOUT:         {Name: "timeout", Retriable: true, MaybeWritten: true},
+	ErrorCode_ERROR_CODE_INVALID_REQUEST: {Name: "invalid_request"},
+	ErrorCode_ERROR_CODE_TOPIC_EXISTS:    {Name: "topic_exists"},
+	// Retriable here; the idempotent window decides what it means for a
+	// given batch.
+	ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE: {Name: "out_of_order_sequence", Retriable: true},
+	ErrorCode_ERROR_CODE_PRODUCER_FENCED:       {Name: "producer_fenced"},
+	ErrorCode_ERROR_CODE_UNSUPPORTED_VERSION:   {Name: "unsupported_version"},
+	// Damaged in transit: a resend carries a fresh copy.
+	ErrorCode_ERROR_CODE_CORRUPT_BATCH:  {Name: "corrupt_batch", Retriable: true},
+	ErrorCode_ERROR_CODE_NOT_CONTROLLER: {Name: "not_controller", Retriable: true, RefreshMetadata: true},
+	// A bug or an unexpected failure after the request was taken.
+	ErrorCode_ERROR_CODE_INTERNAL: {Name: "internal", MaybeWritten: true},
+	// No leader yet, or the node is shutting down: elections take seconds.
+	ErrorCode_ERROR_CODE_UNAVAILABLE:                {Name: "unavailable", Retriable: true, RefreshMetadata: true},
+	ErrorCode_ERROR_CODE_INVALID_CONFIG:             {Name: "invalid_config"},
+	ErrorCode_ERROR_CODE_INVALID_REPLICATION_FACTOR: {Name: "invalid_replication_factor"},
+	ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND:            {Name: "topic_not_found"},
+	// The topic or cluster the request was made for is gone: a resend
+	// would read or write another log.
+	ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID:    {Name: "unknown_topic_id"},
+	ErrorCode_ERROR_CODE_CLUSTER_ID_MISMATCH: {Name: "cluster_id_mismatch"},
+}
+
+// Info is code's row of the table. A code this build does not know (a newer
+// node's) is a definite failure named by its number.
+func (x ErrorCode) Info() CodeInfo {
+	if i, ok := errorCodeInfo[x]; ok {
+		return i
+	}
+	return CodeInfo{Name: fmt.Sprintf("error_code_%d", int32(x))}
+}
+
+// Name is code's user-facing name (Info().Name).
+func (x ErrorCode) Name() string { return x.Info().Name }
