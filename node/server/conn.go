@@ -290,7 +290,8 @@ func (c *runtimeConn) handshake(br *bufio.Reader) error {
 	default:
 		c.peer = node.NodeID(hello.GetPeerNodeId())
 		resp.Body = &strandpb.Response_Hello{Hello: &strandpb.HelloResponse{
-			Version: runtimeProtocolVersion, NodeId: uint64(c.r.cfg.Core.ID), FrameBytesMax: frame.BytesMaxDefault}}
+			Version: runtimeProtocolVersion, NodeId: uint64(c.r.cfg.Core.ID), FrameBytesMax: frame.BytesMaxDefault,
+			ClusterId: c.r.ClusterID()}}
 	}
 	out, err := frame.Append(nil, resp)
 	if err != nil {

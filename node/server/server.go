@@ -106,6 +106,9 @@ type Server struct {
 	metaLeader  atomic.Uint64
 	metaNodes   atomic.Int64
 	metaVersion uint64 // of metaNodes; owned by the loop
+	// clusterID is the cluster id of the applied metadata (nil until the
+	// metadata group fixed one), stored by the loop for the Hello answer.
+	clusterID atomic.Pointer[[]byte]
 }
 
 // reasonShutdown is why connections close when the server stops.
@@ -403,6 +406,21 @@ func (r *Server) noteMetadata() {
 		nodes, _ := r.core.MetadataNodes()
 		r.metaNodes.Store(int64(len(nodes)))
 	}
+	if r.clusterID.Load() == nil {
+		if id := r.core.ClusterID(); !id.IsZero() {
+			b := id.Bytes()
+			r.clusterID.Store(&b)
+		}
+	}
+}
+
+// ClusterID is the cluster id of the metadata this node applied, nil until
+// the metadata group fixed one. Safe from any goroutine.
+func (r *Server) ClusterID() []byte {
+	if b := r.clusterID.Load(); b != nil {
+		return *b
+	}
+	return nil
 }
 
 // drainInputs takes the inputs already waiting, at most

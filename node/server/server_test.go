@@ -158,6 +158,33 @@ func TestRuntimeBadClientsCloseOnlyTheirConnection(t *testing.T) {
 	good.roundTrip(5)
 }
 
+// Once the metadata group has fixed the cluster id, every Hello answer
+// carries it, and it is the id Metadata names: a client that reconnects to
+// a replaced cluster behind the same address sees the change at once.
+func TestHelloCarriesClusterID(t *testing.T) {
+	rt := startTestRuntime(t)
+	deadline := time.Now().Add(runtimeTestConnDeadline)
+	for rt.ClusterID() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("no cluster id after the metadata group started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c := dialTest(t, rt)
+	hello := c.hello(1, 1).GetHello()
+	if len(hello.GetClusterId()) != 16 {
+		t.Fatalf("hello answered cluster id %x", hello.GetClusterId())
+	}
+	c.send(&strandpb.Request{CorrelationId: 1, Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{}}})
+	resp, err := c.receive()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.GetMetadata().GetClusterId(); !bytes.Equal(got, hello.GetClusterId()) {
+		t.Fatalf("metadata names cluster %x, hello %x", got, hello.GetClusterId())
+	}
+}
+
 // Many pipelined requests on one connection are all answered, each once,
 // with its own correlation id.
 func TestRuntimePipelinedRequestsAnswered(t *testing.T) {
