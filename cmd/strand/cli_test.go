@@ -325,7 +325,7 @@ func TestUnreachableBrokers(t *testing.T) {
 		}
 	}()
 	for _, tc := range []struct{ brokers, want string }{
-		{closed, "strand: cannot reach any broker at " + closed + ": connection refused (is a cluster running there? 'strand dev' starts one on 127.0.0.1:9092)\n"},
+		{closed, "strand: cannot reach the cluster at " + closed + ": connection refused (is a cluster running there? 'strand dev' starts one on 127.0.0.1:9092)\n"},
 		{ln.Addr().String(), "strand: " + ln.Addr().String() + " answered, but not as a strand node ("},
 	} {
 		for _, args := range [][]string{{"topic", "list"}, {"produce", "t"}, {"consume", "t"}, {"cluster"}} {

@@ -45,6 +45,8 @@ func userMessage(err error) string {
 		re  *clientlib.RetriesExhaustedError
 		oe  *clientlib.OffsetOutOfRangeError
 		ce  *clientlib.ConnError
+		ur  *clientlib.UnreachableError
+		ns  *clientlib.NotStrandError
 		we  *clientlib.Error
 	)
 	switch {
@@ -60,6 +62,10 @@ func userMessage(err error) string {
 		return s
 	case errors.As(err, &oe):
 		return offsetOutOfRange(oe.Topic, oe.Partition, oe.Offset, oe.LogStartOffset, oe.HighWatermark)
+	case errors.As(err, &ur):
+		return unreachableMessage(strings.Join(ur.Addrs, ","), ur.Err)
+	case errors.As(err, &ns):
+		return ns.Error()
 	case errors.As(err, &ce):
 		return connMessage(ce.Addr, ce.Err)
 	case errors.As(err, &we):
@@ -89,6 +95,14 @@ func connMessage(addr string, err error) string {
 		return fmt.Sprintf("%s answered, but not as a strand node (%s)", addr, trimPackagePrefixes(err.Error()))
 	}
 	return fmt.Sprintf("cannot reach %s: %s", addr, rootCause(err))
+}
+
+// unreachableMessage is the one wording of "no node at addrs answered",
+// shared by every command (and by clientlib's UnreachableError), with what
+// to do about it.
+func unreachableMessage(addrs string, err error) string {
+	return fmt.Sprintf("cannot reach the cluster at %s: %s (is a cluster running there? 'strand dev' starts one on 127.0.0.1:9092)",
+		addrs, rootCause(err))
 }
 
 // rootCause is the innermost useful text of a network error: "connection

@@ -245,8 +245,7 @@ func (c *clientFlags) reachable() error {
 	if !errors.As(err, &op) {
 		return userErr(err, "%s", connMessage(strings.Join(c.brokers, ","), conn.Err))
 	}
-	return userErr(err, "cannot reach any broker at %s: %s (is a cluster running there? 'strand dev' starts one on 127.0.0.1:9092)",
-		strings.Join(c.brokers, ","), rootCause(conn.Err))
+	return userErr(err, "%s", unreachableMessage(strings.Join(c.brokers, ","), conn.Err))
 }
 
 // signalContext is cancelled by SIGINT or SIGTERM.

@@ -240,8 +240,12 @@ func cmdCluster(args []string, stdout io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
 	info, err := c.Metadata(ctx)
+	var conn *clientlib.ConnError
+	if errors.As(err, &conn) {
+		return err // says itself which address failed and how
+	}
 	if err != nil {
-		return wrapErr(err, "cannot reach the cluster at %s", strings.Join(cf.brokers, ","))
+		return wrapErr(err, "metadata from the cluster at %s", strings.Join(cf.brokers, ","))
 	}
 	fmt.Fprintf(stdout, "nodes (metadata leader: %s):\n", idOrNone(info.ControllerID))
 	for _, n := range info.Nodes {
