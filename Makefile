@@ -15,7 +15,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 # Every fuzz target, as package:FuzzName. CI runs each for $(FUZZTIME).
 FUZZ_TARGETS := $(shell grep -rl --include='*_test.go' '^func Fuzz' . | xargs -r grep -H -o '^func Fuzz[A-Za-z0-9_]*' | sed -e 's|^\./||' -e 's|/[^/]*_test.go:func |:|' | sort)
 
-.PHONY: all build test test-invariants lint fuzz bench bench-restart proto run sim tools
+.PHONY: all build test test-invariants test-faults lint fuzz bench bench-restart proto run sim tools
 
 all: lint test
 
@@ -29,6 +29,11 @@ test:
 ##   which checks the whole partition state after every applied entry.
 test-invariants:
 	$(GO) test -count=1 -short -tags invariants ./engine/... ./node/ ./simnet/
+
+## test-faults: real-process tests that need node/server's fault switch, compiled in only
+##   with -tags faultinject (a node cut off from its peers, then healed, under load; about a minute).
+test-faults:
+	$(GO) test -count=1 -tags faultinject -run 'TestHealPartition' ./cmd/strand/
 
 ## lint: gofmt, go vet, staticcheck and go mod tidy must all be clean.
 lint:
