@@ -77,9 +77,10 @@ proto:
 	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc --go_out=. --go_opt=module=github.com/strandlog/strand -I proto proto/*.proto
 
-## build: the strand binary, in bin/.
+## build: the strand binary, in bin/, stamped with `git describe` (strand version prints it).
+VERSION       ?= $(shell git describe --always --dirty 2>/dev/null)
 build:
-	$(GO) build -o bin/strand ./cmd/strand
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/strand ./cmd/strand
 
 ## run: a local 3-node cluster in one process on 127.0.0.1:9092-9094 (Ctrl-C stops it). See README.md.
 run: build
