@@ -6,6 +6,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -68,18 +69,34 @@ func skipShort(t *testing.T) {
 	}
 }
 
-// freePorts returns n ports free on 127.0.0.1 right now.
+// Ports for the processes tests start are drawn below Linux's ephemeral
+// range (32768-60999 by default): a port the kernel hands to some other
+// process's connect or listen(:0) comes from that range, so it cannot take
+// one of ours between the probe here and the process's own listen (seen
+// as "address already in use" with ports from listen(:0)).
+const (
+	testPortMin  = 20000
+	testPortSpan = 12000
+)
+
+// freePorts returns n distinct ports free on 127.0.0.1 right now, outside
+// the ephemeral range, tried in a seeded random order.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid())))
 	var lns []net.Listener
 	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	for attempt := 0; len(ports) < n; attempt++ {
+		if attempt == 1000 {
+			t.Fatalf("no %d free ports in %d..%d", n, testPortMin, testPortMin+testPortSpan)
+		}
+		port := testPortMin + rng.IntN(testPortSpan)
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 		if err != nil {
-			t.Fatal(err)
+			continue // taken
 		}
 		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, port)
 	}
 	for _, ln := range lns {
 		ln.Close()
