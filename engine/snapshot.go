@@ -92,6 +92,7 @@ func RestorePartition(snapshot []byte) (*Partition, error) {
 		}
 		p.producers[lastID] = st
 	}
+	p.indexSum, p.producerSum = p.digestSums()
 	if err := p.check(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidSnapshot, err)
 	}
