@@ -161,6 +161,11 @@ type State struct {
 	topics          map[string]*topicState
 	topicNames      []string
 	partitionsTotal int64
+	// digestValid says digestState is the hash of the state at
+	// digestVersion (see Digest).
+	digestValid   bool
+	digestVersion uint64
+	digestState   uint64
 }
 
 // New returns the empty metadata state before raft index 1.

@@ -212,6 +212,9 @@ func (mc *machine) restart(t *rapid.T) {
 	if !bytes.Equal(s.Snapshot(), snap) {
 		t.Fatal("restored state snapshots differently")
 	}
+	if s.Digest() != mc.a.s.Digest() {
+		t.Fatalf("restored digest %016x, original %016x", s.Digest(), mc.a.s.Digest())
+	}
 	mc.a.s = s
 }
 
@@ -237,6 +240,14 @@ func (mc *machine) check(t *rapid.T) {
 	s, m := mc.a.s, mc.m
 	if err := s.Check(); err != nil {
 		t.Fatal(err)
+	}
+	// The cached digest must be the state's: a command that changed the
+	// state without bumping the version would leave it stale.
+	if fresh := (&State{appliedIndex: s.appliedIndex, version: s.version}); true {
+		fresh.digestState, fresh.digestVersion, fresh.digestValid = s.stateHash(), s.version, true
+		if s.Digest() != fresh.Digest() {
+			t.Fatalf("cached digest %016x, recomputed %016x", s.Digest(), fresh.Digest())
+		}
 	}
 	if s.Version() != m.version || s.NextProducerID() != m.nextPID {
 		t.Fatalf("version %d pid %d, model %d %d", s.Version(), s.NextProducerID(), m.version, m.nextPID)
