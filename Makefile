@@ -19,9 +19,11 @@ FUZZ_TARGETS := $(shell grep -rl --include='*_test.go' '^func Fuzz' . | xargs -r
 
 all: lint test
 
-## test: every unit, model, scripted and simulation test (a CI-sized seed sample).
+## test: every unit, model, scripted and simulation test (a CI-sized seed sample),
+##   then the planted-bug tests, which only a -tags simbugs build can run.
 test:
 	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -tags simbugs -run 'TestBug|TestSimCatchesPlantedBugs' ./node/ ./simnet/
 
 ## test-invariants: engine, node and a short simulator sample with the `invariants` build tag,
 ##   which checks the whole partition state after every applied entry.
@@ -49,10 +51,11 @@ bench:
 
 ## sim: run SEEDS simulator seeds from SEED_START, one after another, ending with
 ##   "sim: seeds=N failed=F ops=O events=E hash=H". PROFILE=safety|liveness|mixed;
-##   BUG=AckBeforeCommit|SkipFsync|FetchBeyondHighMark|ReapplyAfterRestart plants a bug;
+##   BUG=AckBeforeCommit|SkipFsync|FetchBeyondHighMark|ReapplyAfterRestart plants a bug
+##   (built with -tags simbugs: production builds have no bug switch);
 ##   OUT=DIR keeps Porcupine's HTML of failing seeds; V=1 (default) prints each seed's options and figures.
 sim:
-	cd simnet && $(GO) test -run '^TestSim$$' -count=1 -timeout 0 \
+	cd simnet && $(GO) test $(if $(BUG),-tags simbugs) -run '^TestSim$$' -count=1 -timeout 0 \
 	  -sim.seeds=$(SEEDS) -sim.seed-start=$(SEED_START) -sim.profile=$(PROFILE) \
 	  $(if $(BUG),-sim.bug=$(BUG)) $(if $(OUT),-sim.out=$(abspath $(OUT))) $(if $(filter 1,$(V)),-sim.v)
 

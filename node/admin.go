@@ -118,15 +118,10 @@ func metaError(err error) *strandpb.Error {
 	return e
 }
 
-// adminPreflight answers requests that need the metadata group when there
-// is none, or it has no leader: nothing is proposed. It reports whether
-// the request may go on.
+// adminPreflight answers requests that need the metadata group when it
+// has no leader: nothing is proposed. It reports whether the request may
+// go on.
 func (c *Core) adminPreflight(answer func(*strandpb.Response)) bool {
-	if c.meta == nil {
-		answer(requestError(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
-			"node: static cluster: topics and producer ids need the metadata group"))
-		return false
-	}
 	if lead, _ := c.metaLeader(); lead == 0 {
 		answer(requestError(strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER, ErrNotController.Error()))
 		return false
@@ -257,8 +252,7 @@ func (c *Core) checkCount(n int, answer func(*strandpb.Response)) bool {
 
 // handleDescribeTopics answers from the metadata state after a ReadIndex
 // on the metadata group (forwarded to its leader from a follower), so a
-// describe sees every create and delete acknowledged before it. In static
-// mode it answers from Config.Partitions at once.
+// describe sees every create and delete acknowledged before it.
 func (c *Core) handleDescribeTopics(req *strandpb.DescribeTopicsRequest, answer func(*strandpb.Response)) {
 	names := req.GetNames()
 	if !c.checkCount(len(names), answer) {
@@ -266,10 +260,6 @@ func (c *Core) handleDescribeTopics(req *strandpb.DescribeTopicsRequest, answer 
 	}
 	describe := func() {
 		answer(&strandpb.Response{Body: &strandpb.Response_DescribeTopics{DescribeTopics: c.describeTopics(names)}})
-	}
-	if c.meta == nil {
-		describe()
-		return
 	}
 	lead, term := c.metaLeader()
 	if lead == 0 {

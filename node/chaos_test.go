@@ -8,8 +8,6 @@ import (
 	"testing/cryptotest"
 
 	"pgregory.net/rapid"
-
-	"github.com/strandlog/strand/raftlog/memdisk"
 )
 
 // chaos is a cluster whose network drops, duplicates and reorders frames,
@@ -71,18 +69,10 @@ func TestRapidChaosReplicasAgree(t *testing.T) {
 		seed := rapid.Uint64().Draw(rt, "seed")
 		specs := replicated(3, "t", 2)
 		ch := &chaos{
-			cluster: &cluster{
-				t: rt, specs: specs, disks: map[NodeID]*memdisk.Disk{}, cores: map[NodeID]*Core{},
-				rng:    rand.New(rand.NewPCG(seed, 1)),
-				config: func(cfg *Config) { cfg.CheckpointEntries = 5; cfg.RequestTimeoutTicks = 15 },
-			},
+			cluster: startCluster(rt, rand.New(rand.NewPCG(seed, 1)), 3, specs,
+				func(cfg *Config) { cfg.CheckpointEntries = 5; cfg.RequestTimeoutTicks = 15 }),
 			net:   rand.New(rand.NewPCG(seed, 2)),
 			acked: map[TopicPartition]map[int64][]byte{},
-		}
-		for i := 1; i <= 3; i++ {
-			ch.ids = append(ch.ids, NodeID(i))
-			ch.disks[NodeID(i)] = memdisk.New()
-			ch.start(NodeID(i))
 		}
 		for _, s := range specs {
 			ch.acked[s.TopicPartition] = map[int64][]byte{}
@@ -177,7 +167,7 @@ func checkAgree(rt *rapid.T, ch *chaos, tp TopicPartition) {
 // someLeader returns a live node that believes it leads tp, or 0.
 func (ch *chaos) someLeader(tp TopicPartition) NodeID {
 	for _, id := range ch.ids {
-		if core := ch.cores[id]; core != nil && core.byTP[tp].leaderTerm != 0 {
+		if core := ch.cores[id]; core != nil && core.byTP[tp] != nil && core.byTP[tp].leaderTerm != 0 {
 			return id
 		}
 	}

@@ -27,8 +27,6 @@ import (
 //	4   crc                 u32 CRC32C (Castagnoli) of bytes [8, end)
 //	8   raft_index          u64 raft index the engine state reflects
 //	16  conf_state_bytes    u32, then a marshalled raftpb.ConfState
-//	..  shift_count         u32, then shift_count × (engine_from u64, delta u64);
-//	                        0 unless planted bug ReapplyAfterRestart ran
 //	..  engine_bytes        u64, then engine.Partition.Snapshot(), or for the
 //	                        metadata group (meta/checkpoint/) metadata.State.Snapshot()
 //
@@ -44,26 +42,20 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 type checkpoint struct {
 	raftIndex uint64
 	confState *raftpb.ConfState
-	shifts    []indexShift
 	partition *engine.Partition // set when a partition's checkpoint
 	meta      *metadata.State   // set when the metadata group's
 }
 
 // encodeCheckpoint lays a checkpoint out as documented above.
-func encodeCheckpoint(raftIndex uint64, cs *raftpb.ConfState, shifts []indexShift, engineState []byte) []byte {
+func encodeCheckpoint(raftIndex uint64, cs *raftpb.ConfState, engineState []byte) []byte {
 	conf, err := proto.MarshalOptions{Deterministic: true}.Marshal(cs)
 	if err != nil {
 		panic(fmt.Sprintf("node: marshal conf state: %v", err))
 	}
-	b := make([]byte, 8, 8+8+4+len(conf)+4+16*len(shifts)+8+len(engineState))
+	b := make([]byte, 8, 8+8+4+len(conf)+8+len(engineState))
 	b = binary.LittleEndian.AppendUint64(b, raftIndex)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(conf)))
 	b = append(b, conf...)
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(shifts)))
-	for _, s := range shifts {
-		b = binary.LittleEndian.AppendUint64(b, s.engineFrom)
-		b = binary.LittleEndian.AppendUint64(b, s.delta)
-	}
 	b = binary.LittleEndian.AppendUint64(b, uint64(len(engineState)))
 	b = append(b, engineState...)
 	binary.LittleEndian.PutUint32(b[0:4], checkpointMagic)
@@ -85,10 +77,6 @@ func decodeCheckpoint(b []byte, meta bool) (*checkpoint, error) {
 	if err := proto.Unmarshal(r.bytes(uint64(r.u32())), ck.confState); err != nil {
 		return nil, fmt.Errorf("%w: conf state: %v", errCheckpointCorrupt, err)
 	}
-	shiftCount := r.u32()
-	for i := uint32(0); i < shiftCount && r.ok; i++ {
-		ck.shifts = append(ck.shifts, indexShift{engineFrom: r.u64(), delta: r.u64()})
-	}
 	state := r.bytes(r.u64())
 	if !r.ok || len(r.b) != 0 {
 		return nil, fmt.Errorf("%w: bad lengths", errCheckpointCorrupt)
@@ -101,11 +89,7 @@ func decodeCheckpoint(b []byte, meta bool) (*checkpoint, error) {
 		return nil, fmt.Errorf("%w: %v", errCheckpointCorrupt, err)
 	}
 	ck.partition = part
-	delta := uint64(0)
-	if n := len(ck.shifts); n > 0 {
-		delta = ck.shifts[n-1].delta
-	}
-	if part.AppliedIndex() != ck.raftIndex+delta {
+	if part.AppliedIndex() != ck.raftIndex {
 		return nil, fmt.Errorf("%w: engine at %d, raft index %d", errCheckpointCorrupt, part.AppliedIndex(), ck.raftIndex)
 	}
 	return ck, nil
@@ -117,7 +101,7 @@ func decodeMetaState(ck *checkpoint, state []byte) (*checkpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errCheckpointCorrupt, err)
 	}
-	if len(ck.shifts) != 0 || st.AppliedIndex() != ck.raftIndex {
+	if st.AppliedIndex() != ck.raftIndex {
 		return nil, fmt.Errorf("%w: metadata at %d, raft index %d", errCheckpointCorrupt, st.AppliedIndex(), ck.raftIndex)
 	}
 	ck.meta = st
@@ -212,7 +196,7 @@ func (c *Core) writeCheckpoint(g *group) error {
 	} else {
 		state = g.part.Snapshot()
 	}
-	data := encodeCheckpoint(g.appliedRaft, g.confState, g.shifts, state)
+	data := encodeCheckpoint(g.appliedRaft, g.confState, state)
 	if err := writeFile(c.cfg.Disk, dir+"/"+name, data); err != nil {
 		return fmt.Errorf("node: %s/%d: checkpoint: %w", g.tp.Topic, g.tp.Partition, err)
 	}

@@ -29,15 +29,6 @@ type PartitionSpec struct {
 	Replicas []NodeID
 }
 
-// Bugs plants known bugs so the simulator can prove its checkers catch
-// them. Production code never sets them; every field is false by default.
-type Bugs struct {
-	AckBeforeCommit     bool // complete acks=all produces when proposed, not applied
-	SkipFsync           bool // tell raft entries are stable without syncing
-	FetchBeyondHighMark bool // serve entries past the commit index
-	ReapplyAfterRestart bool // re-apply committed entries after restart without dedup
-}
-
 // Peer is one node of the cluster as the Config lists it: the voters of the
 // metadata group, and the addresses Handle hands out as leader hints until
 // the metadata group has registered the node.
@@ -47,22 +38,19 @@ type Peer struct {
 	Rack    string // failure domain; empty: unknown
 }
 
-// Config configures a Core.
-//
-// Two modes. Static (MetadataGroup false): the node hosts the replicas of
-// Partitions that name it, fixed for its life; this is what the simulator
-// drives. Dynamic (MetadataGroup true): Partitions must be empty; the node
-// runs the metadata raft group over Nodes, registers itself there with its
-// Nodes entry's Address and Rack, and starts and stops the partition
-// replicas the metadata state places on it.
+// Config configures a Core. The node runs the metadata raft group over
+// Nodes, registers itself there with its Nodes entry's Address and Rack,
+// and starts and stops the partition replicas the metadata state places on
+// it: production, tests and the simulator all run this one path.
 type Config struct {
-	ID         NodeID
-	Partitions []PartitionSpec // static mode: the replicas this node hosts are the specs naming ID
+	ID NodeID
 	// Nodes lists every node of the cluster, this one included, the same on
-	// every node. Dynamic mode: the metadata group's voters (at least this
-	// node). Both modes: addresses for leader hints and Metadata answers.
+	// every node: the metadata group's voters, and addresses for leader
+	// hints and Metadata answers until the nodes registered.
 	Nodes []Peer
-	// MetadataGroup turns on the metadata raft group (dynamic mode).
+	// Deprecated: MetadataGroup is ignored: the metadata group always runs
+	// (static placement, the old second mode, is gone). Kept only until its
+	// callers stop setting it.
 	MetadataGroup bool
 	// TickDuration is the real time between two Tick calls (default 10 ms);
 	// the Core reads no clock, so Handle turns wire timeouts in ms (fetch
@@ -97,7 +85,10 @@ type Config struct {
 	// and tests use (deterministic traces). The runtime runs them in
 	// parallel (the fsyncs of different files overlap on the device).
 	SyncLogs func(syncs []func() error) error
-	Bugs     Bugs
+	// plantedBugs is empty in production builds; with -tags simbugs it
+	// holds Bugs, the simulator's planted-bug switches (bugs_simbugs.go).
+	//lint:ignore U1000 empty without -tags simbugs
+	plantedBugs
 }
 
 // SyncLogsSequential is the default Config.SyncLogs: the syncs in order,
@@ -238,7 +229,7 @@ type ApplyObserver func(tp TopicPartition, index, term uint64, data []byte)
 //	(c *Core) ListOffsets(req, done func(ListOffsetsResult)) // earliest, latest, by timestamp; ReadIndex
 //	(c *Core) Handle(req *strandpb.Request, respond)          // the wire protocol's requests (handle.go)
 //	(c *Core) Status() []GroupStatus        // partition replicas, sorted by topic, partition
-//	(c *Core) MetadataStatus() (GroupStatus, bool)           // the metadata group (dynamic mode)
+//	(c *Core) MetadataStatus() (GroupStatus, bool)           // the metadata group
 //	(c *Core) MetadataNodes() ([]metadata.Node, []metadata.Topic) // applied metadata, for tools and tests
 //	(c *Core) Stats() Stats                 // counters: frames, messages, syncs, checkpoints
 //	(c *Core) Close() error                 // fails waiting requests with ErrStopped; no sync
@@ -255,7 +246,7 @@ type Core struct {
 	byTP   map[TopicPartition]*group // partition replicas only
 	rand   *rand.Rand                // metadata proposal ids: seeded from Config.Rand and the boot count
 
-	// Dynamic mode (Config.MetadataGroup): the metadata group, the
+	// The metadata group, the
 	// proposals waiting for their entry, and the metadata version whose
 	// placement the hosted replicas reflect.
 	meta          *group

@@ -264,7 +264,7 @@ func TestDamagedCheckpointFallsBackToReplay(t *testing.T) {
 	if follower == lead {
 		follower = c.ids[1]
 	}
-	dir := groupDir(tp0) + "/checkpoint"
+	dir := c.replicaDir(follower, tp0) + "/checkpoint"
 	names, err := c.disks[follower].List(dir)
 	if err != nil || len(names) != 1 {
 		t.Fatalf("checkpoints %v (%v): want exactly one, older ones removed", names, err)
@@ -335,12 +335,13 @@ func TestUnreadableCommittedEntryIsFatal(t *testing.T) {
 		c.start(id)
 	}
 	lead = c.leader(tp0)
-	names, err := c.disks[lead].List(groupDir(tp0) + "/log")
+	logDir := c.replicaDir(lead, tp0) + "/log"
+	names, err := c.disks[lead].List(logDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range names {
-		c.disks[lead].FailReads(groupDir(tp0)+"/log/"+name, true)
+		c.disks[lead].FailReads(logDir+"/"+name, true)
 	}
 	var res *FetchResult
 	c.cores[lead].Fetch(FetchRequest{TopicPartition: tp0, Offset: 0, MaxBytes: 1 << 20}, func(r FetchResult) { res = &r })

@@ -6,10 +6,8 @@ import (
 	"math"
 
 	"go.etcd.io/raft/v3"
-	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/strandlog/strand/engine"
-	"github.com/strandlog/strand/proto/strandpb"
 )
 
 // fetchBatchesMax bounds the batches one fetch locates and serves.
@@ -124,17 +122,14 @@ func (c *Core) completeFetch(done func(FetchResult), result FetchResult) {
 func (c *Core) read(g *group, req FetchRequest) FetchResult {
 	hwm, logStart := g.part.HighWatermark(), g.part.LogStartOffset()
 	res := FetchResult{HighWatermark: hwm, LogStartOffset: logStart, Leader: c.cfg.ID}
-	var tail []FetchedBatch
-	if c.cfg.Bugs.FetchBeyondHighMark {
-		var err error
-		if tail, err = c.uncommittedTail(g, hwm); err != nil {
-			res.Err = err
-			return res
-		}
-		if n := len(tail); n > 0 {
-			last := tail[n-1]
-			res.HighWatermark = last.BaseOffset + int64(batchRecordCount(last.Batch))
-		}
+	tail, err := c.bugUncommittedTail(g, hwm) // none unless a planted bug
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	if n := len(tail); n > 0 {
+		last := tail[n-1]
+		res.HighWatermark = last.BaseOffset + int64(batchRecordCount(last.Batch))
 	}
 	if req.Offset < logStart || req.Offset > res.HighWatermark {
 		res.Err = fmt.Errorf("%w: offset %d outside [%d, %d]", ErrOffsetOutOfRange, req.Offset, logStart, res.HighWatermark)
@@ -198,36 +193,6 @@ func (c *Core) storageFailed(err error) error {
 		c.fatal = err
 	}
 	return err
-}
-
-// uncommittedTail serves planted bug FetchBeyondHighMark: the produce
-// batches in the log past the applied index, not yet committed, with
-// offsets guessed on from hwm. Raft may still replace them.
-func (c *Core) uncommittedTail(g *group, hwm int64) ([]FetchedBatch, error) {
-	last, err := g.log.LastIndex()
-	if err != nil || last <= g.appliedRaft {
-		return nil, nil
-	}
-	lo := g.appliedRaft + 1
-	hi := min(last+1, lo+fetchBatchesMax)
-	entries, err := g.log.Entries(lo, hi, math.MaxUint64)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s/%d entries %d..%d: %v", ErrStorage, g.tp.Topic, g.tp.Partition, lo, hi, err)
-	}
-	var tail []FetchedBatch
-	next := hwm
-	for _, e := range entries {
-		if e.GetType() != raftpb.EntryNormal {
-			continue
-		}
-		fields, err := engine.DecodeEntry(e.GetData())
-		if err != nil || fields.Kind != strandpb.EntryKind_ENTRY_KIND_PRODUCE || len(fields.Batch) == 0 {
-			continue
-		}
-		tail = append(tail, FetchedBatch{BaseOffset: next, AppendTimeMs: fields.AppendTimeMs, Batch: fields.Batch})
-		next += int64(batchRecordCount(fields.Batch))
-	}
-	return tail, nil
 }
 
 // batchRecordCount reads record_count from a batch header (bytes 8..12);

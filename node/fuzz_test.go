@@ -22,22 +22,18 @@ type discardNetwork struct{}
 
 func (discardNetwork) Send(NodeID, []byte) {}
 
-// fuzzCore opens node 1 of a three-replica partition on a fresh memdisk.
+// fuzzCore is node 1 of a three-node cluster that created topic orders
+// (the first topic: id 1) with one partition on all three nodes; the
+// cluster is then left alone, so only the fuzzed frames reach node 1.
 func fuzzCore(t testing.TB) *Core {
-	core, err := Open(Config{
-		ID: 1, Partitions: replicated(3, "orders", 1), Disk: memdisk.New(), Network: discardNetwork{},
-		Clock: testClock{}, Rand: rand.New(rand.NewPCG(1, 1)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := core.Process(); err != nil {
-		t.Fatal(err)
-	}
-	return core
+	c := newCluster(t, 1, 3, replicated(3, "orders", 1), nil)
+	c.settle()
+	c.queue = nil
+	return c.cores[1]
 }
 
-// frameOf marshals raft messages for partition orders/0 from node from.
+// frameOf marshals raft messages for partition orders/0 (topic id 1) from
+// node from.
 func frameOf(from NodeID, msgs ...*raftpb.Message) []byte {
 	f := &strandpb.RaftFrame{FromNode: uint64(from)}
 	for _, m := range msgs {
@@ -45,7 +41,7 @@ func frameOf(from NodeID, msgs ...*raftpb.Message) []byte {
 		if err != nil {
 			panic(err)
 		}
-		f.Messages = append(f.Messages, &strandpb.RaftMessage{Topic: "orders", Partition: 0, Message: data})
+		f.Messages = append(f.Messages, &strandpb.RaftMessage{Topic: "orders@1", Partition: 0, Message: data})
 	}
 	data, err := proto.Marshal(f)
 	if err != nil {
@@ -138,7 +134,7 @@ var writeMetaFuzzSeeds = flag.Bool("write-meta-fuzz-seeds", false, "rewrite test
 // reach a leader's paths: forwarded proposals and reads.
 func fuzzMetaCore(t testing.TB) *Core {
 	core, err := Open(Config{
-		ID: 1, MetadataGroup: true, Nodes: []Peer{{ID: 1, Address: "a:1"}, {ID: 2, Address: "b:1"}},
+		ID: 1, Nodes: []Peer{{ID: 1, Address: "a:1"}, {ID: 2, Address: "b:1"}},
 		Disk: memdisk.New(), Network: discardNetwork{}, Clock: testClock{}, Rand: rand.New(rand.NewPCG(1, 1)),
 	})
 	if err != nil {

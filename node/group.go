@@ -11,10 +11,12 @@ import (
 
 // group is one hosted replica: a raft group, its log and its engine.
 type group struct {
-	tp       TopicPartition
-	replicas []NodeID // sorted
-	dir      string
-	wire     string // the topic its raft messages carry (see wireTopic)
+	//lint:ignore U1000 empty without -tags simbugs
+	groupBugs // planted-bug state: empty unless built with -tags simbugs
+	tp        TopicPartition
+	replicas  []NodeID // sorted
+	dir       string
+	wire      string // the topic its raft messages carry (see wireTopic)
 
 	log       *raftlog.Log
 	storage   *groupStorage
@@ -24,7 +26,7 @@ type group struct {
 	confState *raftpb.ConfState // as of appliedRaft, for checkpoints
 
 	// topicID is the metadata topic id of a replica started by the
-	// metadata group (dynamic mode), 0 for a static one. It is part of the
+	// metadata group. It is part of the
 	// replica's directory and of its raft messages' topic, so a replica of
 	// a deleted topic never talks to, or reuses the files of, a new topic
 	// of the same name.
@@ -35,10 +37,6 @@ type group struct {
 
 	appliedRaft     uint64 // last raft index applied to the engine
 	checkpointIndex uint64 // raft index of the last checkpoint written
-	// shifts maps engine indexes to raft indexes; empty unless the planted
-	// bug ReapplyAfterRestart renumbered entries (see restoreEngine).
-	shifts []indexShift
-
 	// leaderTerm is the term in which this replica was last seen leading,
 	// 0 when it was not leading at the last check.
 	leaderTerm uint64
@@ -48,8 +46,7 @@ type group struct {
 	produces   []*produceWait
 	byProposal map[uint64]*produceWait
 	byIndex    map[uint64]*produceWait
-	unindexed  int   // waits in byProposal
-	ghostCount int64 // records acknowledged early (bug AckBeforeCommit), not applied
+	unindexed  int // waits in byProposal
 
 	// Fetches waiting for their read index or for apply to reach it.
 	reads  []*readWait
@@ -67,25 +64,18 @@ func (g *group) applyEmpty(index uint64) {
 	g.part.ApplyEmpty(index)
 }
 
-// indexShift: engine indexes from engineFrom on are raft index + delta.
-type indexShift struct {
-	engineFrom uint64
-	delta      uint64
-}
-
 // produceWait is a produce waiting for its entry to be synced or applied.
 type produceWait struct {
-	proposalID uint64
-	term       uint64 // leader term it was proposed in
-	index      uint64 // raft index, 0 until seen in a Ready
-	acks       Acks
-	records    int32
-	deadline   uint64 // tick after which it fails with ErrTimeout
-	done       func(ProduceResult)
-	// ghost: already acknowledged by bug AckBeforeCommit; kept only to
-	// count its records into the next guess until it applies.
-	ghost    bool
-	finished bool
+	//lint:ignore U1000 empty without -tags simbugs
+	produceBugs // planted-bug state: empty unless built with -tags simbugs
+	proposalID  uint64
+	term        uint64 // leader term it was proposed in
+	index       uint64 // raft index, 0 until seen in a Ready
+	acks        Acks
+	records     int32
+	deadline    uint64 // tick after which it fails with ErrTimeout
+	done        func(ProduceResult)
+	finished    bool
 }
 
 // readWait is a linearizable read (a fetch, a list-offsets or a metadata
@@ -112,25 +102,6 @@ func newGroup(tp TopicPartition, replicas []NodeID, dir string) *group {
 		byIndex:    make(map[uint64]*produceWait),
 		readBy:     make(map[uint64]*readWait),
 	}
-}
-
-// engineIndex is the index under which raft entry index is applied to the
-// engine: the same, unless the planted bug renumbered entries.
-func (g *group) engineIndex(raftIndex uint64) uint64 {
-	if len(g.shifts) == 0 {
-		return raftIndex
-	}
-	return raftIndex + g.shifts[len(g.shifts)-1].delta
-}
-
-// raftIndexOf inverts engineIndex for the batch locations the engine holds.
-func (g *group) raftIndexOf(engineIndex uint64) uint64 {
-	for i := len(g.shifts) - 1; i >= 0; i-- {
-		if engineIndex >= g.shifts[i].engineFrom {
-			return engineIndex - g.shifts[i].delta
-		}
-	}
-	return engineIndex
 }
 
 // leadership reports the leader this replica knows, the term, and whether

@@ -127,17 +127,14 @@ func (c *Core) wireError(err error, lead NodeID, tp *TopicPartition) *strandpb.E
 	return e
 }
 
-// placedElsewhere tells whether tp exists in the cluster (metadata state,
-// or the static Partitions) although this node hosts no replica of it.
+// placedElsewhere tells whether tp exists in the metadata state although
+// this node hosts no replica of it.
 func (c *Core) placedElsewhere(tp TopicPartition) bool {
 	if c.byTP[tp] != nil {
 		return false
 	}
-	if c.meta != nil {
-		_, err := c.meta.meta.Assignment(tp.Topic, tp.Partition)
-		return err == nil
-	}
-	return slices.ContainsFunc(c.cfg.Partitions, func(s PartitionSpec) bool { return s.TopicPartition == tp })
+	_, err := c.meta.meta.Assignment(tp.Topic, tp.Partition)
+	return err == nil
 }
 
 // handleProduce proposes each partition's batch and answers once every
@@ -195,9 +192,7 @@ func (c *Core) metadataResponse(req *strandpb.MetadataRequest) *strandpb.Metadat
 	lead, _ := c.metaLeader()
 	resp.ControllerId = uint64(lead)
 	topics := c.clusterTopics()
-	if c.meta != nil {
-		resp.MetadataVersion = c.meta.meta.Version()
-	}
+	resp.MetadataVersion = c.meta.meta.Version()
 	names := req.GetTopics()
 	if len(names) == 0 {
 		for _, t := range topics {
@@ -230,10 +225,7 @@ func indexTopic(topics []metadata.Topic, name string) int {
 // the Config.Nodes not registered yet.
 func (c *Core) wireNodes() []*strandpb.MetadataResponse_Node {
 	var out []*strandpb.MetadataResponse_Node
-	var registered []metadata.Node
-	if c.meta != nil {
-		registered = c.meta.meta.Nodes()
-	}
+	registered := c.meta.meta.Nodes()
 	for _, n := range registered {
 		out = append(out, &strandpb.MetadataResponse_Node{Id: n.ID, Address: n.Address, Rack: n.Rack})
 	}
@@ -246,33 +238,8 @@ func (c *Core) wireNodes() []*strandpb.MetadataResponse_Node {
 	return out
 }
 
-// clusterTopics lists the topics sorted by name: the metadata state's, or
-// in static mode those of Config.Partitions (default config, replication
-// factor the replica count of partition 0, partitions numbered densely or
-// not: missing numbers get no replicas).
-func (c *Core) clusterTopics() []metadata.Topic {
-	if c.meta != nil {
-		return c.meta.meta.Topics()
-	}
-	specs := slices.Clone(c.cfg.Partitions)
-	slices.SortFunc(specs, func(a, b PartitionSpec) int { return compareTP(a.TopicPartition, b.TopicPartition) })
-	var out []metadata.Topic
-	for _, s := range specs {
-		if len(out) == 0 || out[len(out)-1].Name != s.Topic {
-			out = append(out, metadata.Topic{Name: s.Topic, ReplicationFactor: int32(len(s.Replicas)), Config: metadata.DefaultTopicConfig()})
-		}
-		t := &out[len(out)-1]
-		for int32(len(t.Replicas)) <= s.Partition {
-			t.Replicas = append(t.Replicas, nil)
-		}
-		replicas := make([]uint64, len(s.Replicas))
-		for i, r := range s.Replicas {
-			replicas[i] = uint64(r)
-		}
-		t.Replicas[s.Partition] = replicas
-	}
-	return out
-}
+// clusterTopics lists the metadata state's topics, sorted by name.
+func (c *Core) clusterTopics() []metadata.Topic { return c.meta.meta.Topics() }
 
 // wireTopicMetadata is one topic of a metadata response.
 func (c *Core) wireTopicMetadata(t metadata.Topic) *strandpb.MetadataResponse_Topic {

@@ -38,7 +38,7 @@ type envelope struct {
 type cluster struct {
 	t     tester
 	ids   []NodeID
-	specs []PartitionSpec
+	nodes []Peer // the metadata group's voters: every node
 	disks map[NodeID]*memdisk.Disk
 	cores map[NodeID]*Core // nil while a node is down
 	queue []envelope
@@ -65,28 +65,81 @@ func (s sender) Send(to NodeID, frame []byte) {
 	s.c.queue = append(s.c.queue, envelope{from: s.from, to: to, frame: frame})
 }
 
-// newCluster starts n nodes hosting every partition of specs, with raft's
-// election randomness seeded by seed.
+// newCluster starts n nodes running the metadata group over all of them
+// (node i at addressOf(i), in its own rack), with raft's election
+// randomness seeded by seed. When specs is not empty, its topics are then
+// created through the metadata group (one partition count and replication
+// factor per topic, from the specs) and the cluster ticks until every node
+// runs the replicas placed on it: the path production runs.
 func newCluster(t tester, seed uint64, n int, specs []PartitionSpec, config func(*Config)) *cluster {
 	t.Helper()
 	if tt, ok := t.(*testing.T); ok {
 		cryptotest.SetGlobalRandom(tt, seed) // benchmarks run unseeded
 	}
+	return startCluster(t, rand.New(rand.NewPCG(seed, 1)), n, specs, config)
+}
+
+// startCluster is newCluster with crash damage drawn from rng and raft's
+// randomness left as the caller seeded it.
+func startCluster(t tester, rng *rand.Rand, n int, specs []PartitionSpec, config func(*Config)) *cluster {
+	t.Helper()
 	c := &cluster{
-		t: t, specs: specs, config: config,
+		t: t, config: config, rng: rng,
 		disks: map[NodeID]*memdisk.Disk{}, cores: map[NodeID]*Core{},
-		rng: rand.New(rand.NewPCG(seed, 1)),
 	}
 	for i := 1; i <= n; i++ {
 		id := NodeID(i)
 		c.ids = append(c.ids, id)
+		c.nodes = append(c.nodes, Peer{ID: id, Address: addressOf(id), Rack: fmt.Sprintf("rack-%d", i)})
 		c.disks[id] = memdisk.New()
+	}
+	for _, id := range c.ids {
 		c.start(id)
+	}
+	if len(specs) > 0 {
+		c.createSpecs(specs)
 	}
 	return c
 }
 
-// replicated places each partition on every one of n nodes.
+// createSpecs creates the topics of specs through the metadata leader and
+// waits until every node hosts the replicas placed on it.
+func (c *cluster) createSpecs(specs []PartitionSpec) {
+	c.t.Helper()
+	c.waitRegistered(len(c.ids))
+	want := 0
+	for i, s := range specs {
+		want += len(s.Replicas)
+		if i+1 < len(specs) && specs[i+1].Topic == s.Topic {
+			continue
+		}
+		c.createTopic(c.metaLeaderOf(), s.Topic, s.Partition+1, int32(len(s.Replicas)))
+	}
+	for range 300 {
+		hosted := 0
+		for _, id := range c.ids {
+			hosted += len(c.hosted(id))
+		}
+		if hosted == want {
+			return
+		}
+		c.tick(1)
+	}
+	c.t.Fatalf("replicas of %v did not start", specs)
+}
+
+// replicaDir is the directory of node id's replica of tp.
+func (c *cluster) replicaDir(id NodeID, tp TopicPartition) string {
+	c.t.Helper()
+	g := c.cores[id].byTP[tp]
+	if g == nil {
+		c.t.Fatalf("node %d hosts no replica of %v", id, tp)
+	}
+	return g.dir
+}
+
+// replicated describes a topic whose partitions each have a replica on
+// every one of n nodes (replication factor n).
 func replicated(n int, topic string, partitions int) []PartitionSpec {
 	var specs []PartitionSpec
 	for p := 0; p < partitions; p++ {
@@ -103,7 +156,7 @@ func replicated(n int, topic string, partitions int) []PartitionSpec {
 func (c *cluster) start(id NodeID) {
 	c.t.Helper()
 	cfg := Config{
-		ID: id, Partitions: c.specs, Disk: c.disks[id], Network: sender{c: c, from: id},
+		ID: id, Nodes: c.nodes, Disk: c.disks[id], Network: sender{c: c, from: id},
 		Clock: testClock{}, Rand: rand.New(rand.NewPCG(uint64(id), 2)),
 	}
 	if c.config != nil {
@@ -194,8 +247,8 @@ func (c *cluster) agreedLeader(tp TopicPartition) NodeID {
 			lead = st.Leader
 		}
 	}
-	if lead == 0 || c.cores[lead] == nil {
-		return 0
+	if lead == 0 || c.cores[lead] == nil || c.cores[lead].byTP[tp] == nil {
+		return 0 // a restarted leader-to-be may not run the replica yet
 	}
 	return lead
 }

@@ -91,13 +91,9 @@ func managedDir(topic string, topicID uint64, partition int32) string {
 	return fmt.Sprintf("p/%s@%d/%d", topic, topicID, partition)
 }
 
-// wireTopic is the topic a replica's raft messages carry: the name for a
-// static replica, name@topicID for one the metadata group placed, so a
-// message of a deleted topic's group never reaches its successor's.
+// wireTopic is the topic a replica's raft messages carry, name@topicID,
+// so a message of a deleted topic's group never reaches its successor's.
 func wireTopic(topic string, topicID uint64) string {
-	if topicID == 0 {
-		return topic
-	}
 	return topic + "@" + strconv.FormatUint(topicID, 10)
 }
 
@@ -338,8 +334,8 @@ func (c *Core) selfPeer() Peer {
 	return Peer{ID: c.cfg.ID}
 }
 
-// MetadataStatus returns the metadata group's state, and false in static
-// mode. Its HighWatermark is the metadata version.
+// MetadataStatus returns the metadata group's state; false only for a
+// Core that failed to open it. Its HighWatermark is the metadata version.
 func (c *Core) MetadataStatus() (GroupStatus, bool) {
 	if c.meta == nil {
 		return GroupStatus{}, false
@@ -350,8 +346,7 @@ func (c *Core) MetadataStatus() (GroupStatus, bool) {
 }
 
 // MetadataNodes returns the registered nodes (sorted by id) and topics
-// (sorted by name) as this node has applied them, for tools and tests; nil
-// in static mode.
+// (sorted by name) as this node has applied them, for tools and tests.
 func (c *Core) MetadataNodes() ([]metadata.Node, []metadata.Topic) {
 	if c.meta == nil {
 		return nil, nil

@@ -12,7 +12,6 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/strandlog/strand/proto/strandpb"
-	"github.com/strandlog/strand/raftlog/memdisk"
 )
 
 // addressOf is node id's client address in the metadata tests.
@@ -23,17 +22,7 @@ func addressOf(id NodeID) string { return fmt.Sprintf("10.0.0.%d:9092", id) }
 // registration of every node.
 func newMetaCluster(t *testing.T, seed uint64, n int, config func(*Config)) *cluster {
 	t.Helper()
-	var nodes []Peer
-	for i := 1; i <= n; i++ {
-		nodes = append(nodes, Peer{ID: NodeID(i), Address: addressOf(NodeID(i)), Rack: fmt.Sprintf("rack-%d", i)})
-	}
-	c := newCluster(t, seed, n, nil, func(cfg *Config) {
-		cfg.MetadataGroup = true
-		cfg.Nodes = nodes
-		if config != nil {
-			config(cfg)
-		}
-	})
+	c := newCluster(t, seed, n, nil, config)
 	c.waitRegistered(n)
 	return c
 }
@@ -381,7 +370,7 @@ func TestHandleRefusals(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		nodes = append(nodes, Peer{ID: NodeID(i), Address: addressOf(NodeID(i))})
 	}
-	c := newCluster(t, 16, 3, nil, func(cfg *Config) { cfg.MetadataGroup, cfg.Nodes = true, nodes })
+	c := newCluster(t, 16, 3, nil, func(cfg *Config) { cfg.Nodes = nodes })
 	resp, _ := c.handle(1, &strandpb.Request{CorrelationId: 70, Body: &strandpb.Request_CreateTopics{CreateTopics: &strandpb.CreateTopicsRequest{
 		Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: "t", Partitions: 1}},
 	}}})
@@ -509,7 +498,7 @@ func TestMetaDeterministic(t *testing.T) {
 		for i := 1; i <= 3; i++ {
 			nodes = append(nodes, Peer{ID: NodeID(i), Address: addressOf(NodeID(i))})
 		}
-		c.config = func(cfg *Config) { cfg.MetadataGroup, cfg.Nodes, cfg.CheckpointEntries = true, nodes, 8 }
+		c.config = func(cfg *Config) { cfg.Nodes, cfg.CheckpointEntries = nodes, 8 }
 		for _, id := range c.ids {
 			c.start(id)
 		}
@@ -543,24 +532,10 @@ func TestRapidMetaChaos(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		cryptotest.SetGlobalRandom(t, rapid.Uint64().Draw(rt, "raftSeed"))
 		seed := rapid.Uint64().Draw(rt, "seed")
-		var nodes []Peer
-		for i := 1; i <= 3; i++ {
-			nodes = append(nodes, Peer{ID: NodeID(i), Address: addressOf(NodeID(i))})
-		}
 		ch := &chaos{
-			cluster: &cluster{
-				t: rt, disks: map[NodeID]*memdisk.Disk{}, cores: map[NodeID]*Core{},
-				rng: rand.New(rand.NewPCG(seed, 1)),
-				config: func(cfg *Config) {
-					cfg.MetadataGroup, cfg.Nodes, cfg.CheckpointEntries, cfg.RequestTimeoutTicks = true, nodes, 3, 15
-				},
-			},
+			cluster: startCluster(rt, rand.New(rand.NewPCG(seed, 1)), 3, nil,
+				func(cfg *Config) { cfg.CheckpointEntries, cfg.RequestTimeoutTicks = 3, 15 }),
 			net: rand.New(rand.NewPCG(seed, 2)),
-		}
-		for i := 1; i <= 3; i++ {
-			ch.ids = append(ch.ids, NodeID(i))
-			ch.disks[NodeID(i)] = memdisk.New()
-			ch.start(NodeID(i))
 		}
 		ch.waitRegistered(3)
 		answers := map[uint64]int{}
@@ -688,37 +663,6 @@ func checkMetaConverges(rt *rapid.T, c *cluster) {
 				rt.Fatalf("node %d runs %v (topic id %d), metadata places %+v", id, g.tp, g.topicID, ref)
 			}
 		}
-	}
-}
-
-// In static mode Handle serves Metadata and Describe from Config.Partitions
-// (leaders of hosted partitions known), produce and fetch as in dynamic
-// mode, and refuses topic administration and producer ids as invalid.
-func TestHandleStaticMode(t *testing.T) {
-	c := newCluster(t, 20, 3, replicated(3, "orders", 2), nil)
-	lead := c.leader(tp0)
-	resp, _ := c.handle(lead, &strandpb.Request{CorrelationId: 130, Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{Topics: []string{"orders", "x"}}}})
-	md := resp.GetMetadata()
-	if len(md.GetTopics()) != 2 || len(md.GetTopics()[0].GetPartitions()) != 2 ||
-		md.GetTopics()[0].GetPartitions()[0].GetLeaderId() != uint64(lead) || len(md.GetTopics()[0].GetPartitions()[0].GetReplicas()) != 3 ||
-		md.GetTopics()[1].GetError().GetCode() != strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION || md.GetControllerId() != 0 {
-		t.Fatalf("static metadata: %v", md)
-	}
-	batch := testBatch(t, "s", 2)
-	if resp, _ := c.handle(lead, produceReq(131, tp0, batch)); resp.GetProduce().GetPartitions()[0].GetError() != nil {
-		t.Fatalf("static produce: %v", resp)
-	}
-	resp, _ = c.handle(lead, fetchReq(132, tp0, 0, 1, 10))
-	if fr := resp.GetFetch().GetPartitions()[0]; fr.GetError() != nil || !bytes.Equal(fr.GetBatches()[0].GetRecords(), batch) {
-		t.Fatalf("static fetch: %v", resp)
-	}
-	resp, _ = c.handle(lead, &strandpb.Request{CorrelationId: 133, Body: &strandpb.Request_DescribeTopics{DescribeTopics: &strandpb.DescribeTopicsRequest{}}})
-	if dt := resp.GetDescribeTopics().GetTopics(); len(dt) != 1 || dt[0].GetPartitions() != 2 || dt[0].GetReplicationFactor() != 3 {
-		t.Fatalf("static describe: %v", resp)
-	}
-	resp, _ = c.handle(lead, &strandpb.Request{CorrelationId: 134, Body: &strandpb.Request_InitProducerId{InitProducerId: &strandpb.InitProducerIdRequest{}}})
-	if resp.GetError().GetCode() != strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST {
-		t.Fatalf("static init producer id: %v", resp)
 	}
 }
 

@@ -9,8 +9,6 @@ import (
 	"testing/cryptotest"
 
 	"pgregory.net/rapid"
-
-	"github.com/strandlog/strand/raftlog/memdisk"
 )
 
 // modelPartition is what clients were told about one partition: the
@@ -29,16 +27,8 @@ func TestRapidClusterKeepsAcknowledgedWrites(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		cryptotest.SetGlobalRandom(t, rapid.Uint64().Draw(rt, "raftSeed"))
 		specs := replicated(3, "t", 2)
-		c := &cluster{
-			t: rt, specs: specs, disks: map[NodeID]*memdisk.Disk{}, cores: map[NodeID]*Core{},
-			rng:    rand.New(rand.NewPCG(rapid.Uint64().Draw(rt, "diskSeed"), 1)),
-			config: func(cfg *Config) { cfg.CheckpointEntries = 3 },
-		}
-		for i := 1; i <= 3; i++ {
-			c.ids = append(c.ids, NodeID(i))
-			c.disks[NodeID(i)] = memdisk.New()
-			c.start(NodeID(i))
-		}
+		c := startCluster(rt, rand.New(rand.NewPCG(rapid.Uint64().Draw(rt, "diskSeed"), 1)), 3, specs,
+			func(cfg *Config) { cfg.CheckpointEntries = 3 })
 		models := make([]*modelPartition, len(specs))
 		for i := range models {
 			models[i] = &modelPartition{}
@@ -110,7 +100,8 @@ func modelProduce(rt *rapid.T, c *cluster, tp TopicPartition, m *modelPartition,
 		m.acked = append(m.acked, m.pending)
 		m.records += int64(batchRecordCount(m.pending))
 		m.pending = nil
-	case errors.Is(res.Err, ErrNotLeader), errors.Is(res.Err, ErrTimeout), errors.Is(res.Err, ErrStopped):
+	case errors.Is(res.Err, ErrNotLeader), errors.Is(res.Err, ErrTimeout), errors.Is(res.Err, ErrStopped),
+		errors.Is(res.Err, ErrUnknownTopicPartition): // a restarted node replays its metadata log first
 		// Refused or indefinite: the same batch is retried later.
 	default:
 		rt.Fatalf("%v: unexpected produce error %v", tp, res.Err)
@@ -168,7 +159,7 @@ func (c *cluster) converge(tp TopicPartition) {
 		commit := c.cores[lead].byTP[tp].raw.BasicStatus().GetCommit()
 		done := true
 		for _, id := range c.ids {
-			if c.cores[id].byTP[tp].appliedRaft < commit {
+			if g := c.cores[id].byTP[tp]; g == nil || g.appliedRaft < commit {
 				done = false
 			}
 		}
@@ -186,7 +177,8 @@ func (c *cluster) converge(tp TopicPartition) {
 func modelFetch(rt *rapid.T, c *cluster, tp TopicPartition, m *modelPartition, id NodeID, offset int) {
 	res := c.fetch(id, FetchRequest{TopicPartition: tp, Offset: int64(offset), MaxBytes: 200})
 	switch {
-	case errors.Is(res.Err, ErrNotLeader), errors.Is(res.Err, ErrTimeout), errors.Is(res.Err, ErrStopped):
+	case errors.Is(res.Err, ErrNotLeader), errors.Is(res.Err, ErrTimeout), errors.Is(res.Err, ErrStopped),
+		errors.Is(res.Err, ErrUnknownTopicPartition): // a restarted node replays its metadata log first
 		return
 	case errors.Is(res.Err, ErrOffsetOutOfRange):
 		if int64(offset) <= m.records || res.HighWatermark >= int64(offset) {

@@ -37,8 +37,10 @@ const (
 	raftUncommittedBytesMax = 64 << 20
 )
 
-// Open opens, or creates and bootstraps, every replica cfg.Partitions places
-// on cfg.ID, recovering each from its raft log and latest engine checkpoint.
+// Open opens a node: its metadata group over cfg.Nodes, recovered from its
+// raft log and latest checkpoint, and every partition replica the
+// recovered metadata state places on cfg.ID (replaying the metadata log
+// then starts and stops replicas as the state moves on).
 func Open(cfg Config) (*Core, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
@@ -48,30 +50,9 @@ func Open(cfg Config) (*Core, error) {
 	if c.rand == nil {
 		c.rand = rand.New(rand.NewPCG(uint64(cfg.ID), 0x5ca1ab1e))
 	}
-	if cfg.MetadataGroup {
-		if err := c.openMeta(); err != nil {
-			c.closeGroups()
-			return nil, err
-		}
-		return c, nil
-	}
-	specs := slices.Clone(cfg.Partitions)
-	slices.SortFunc(specs, func(a, b PartitionSpec) int { return compareTP(a.TopicPartition, b.TopicPartition) })
-	for _, spec := range specs {
-		if _, dup := c.byTP[spec.TopicPartition]; dup {
-			c.closeGroups()
-			return nil, fmt.Errorf("node: partition %s/%d given twice", spec.Topic, spec.Partition)
-		}
-		if !slices.Contains(spec.Replicas, cfg.ID) {
-			continue
-		}
-		g, err := c.openGroup(spec, groupDir(spec.TopicPartition), 0)
-		if err != nil {
-			c.closeGroups()
-			return nil, fmt.Errorf("node: open %s/%d: %w", spec.Topic, spec.Partition, err)
-		}
-		c.groups = append(c.groups, g)
-		c.byTP[spec.TopicPartition] = g
+	if err := c.openMeta(); err != nil {
+		c.closeGroups()
+		return nil, err
 	}
 	return c, nil
 }
@@ -120,11 +101,6 @@ func (cfg *Config) setDefaults() error {
 	if cfg.TickDuration <= 0 {
 		cfg.TickDuration = tickDurationDefault
 	}
-	for _, spec := range cfg.Partitions {
-		if err := checkSpec(spec); err != nil {
-			return err
-		}
-	}
 	return cfg.checkNodes()
 }
 
@@ -137,12 +113,7 @@ func (cfg *Config) checkNodes() error {
 		}
 		self = self || p.ID == cfg.ID
 	}
-	if !cfg.MetadataGroup {
-		return nil
-	}
 	switch {
-	case len(cfg.Partitions) > 0:
-		return errors.New("node: config: Partitions are static; with MetadataGroup the metadata group places them")
 	case !self:
 		return fmt.Errorf("node: config: Nodes must list this node %d", cfg.ID)
 	}
@@ -153,42 +124,6 @@ func (cfg *Config) checkNodes() error {
 	}
 	return nil
 }
-
-// checkSpec refuses names that cannot be a directory and bad replica sets.
-func checkSpec(spec PartitionSpec) error {
-	if !validTopicName(spec.Topic) || spec.Partition < 0 {
-		return fmt.Errorf("node: config: invalid partition %q/%d", spec.Topic, spec.Partition)
-	}
-	if len(spec.Replicas) == 0 {
-		return fmt.Errorf("node: config: partition %s/%d has no replicas", spec.Topic, spec.Partition)
-	}
-	for i, r := range spec.Replicas {
-		if r == 0 || slices.Contains(spec.Replicas[:i], r) {
-			return fmt.Errorf("node: config: partition %s/%d: bad replica %d", spec.Topic, spec.Partition, r)
-		}
-	}
-	return nil
-}
-
-// validTopicName allows Kafka's topic alphabet, so a name is a safe path
-// element: [a-zA-Z0-9._-], 1..249 bytes, not "." or "..".
-func validTopicName(name string) bool {
-	if name == "" || len(name) > 249 || name == "." || name == ".." {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		b := name[i]
-		ok := b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '.' || b == '_' || b == '-'
-		if !ok {
-			return false
-		}
-	}
-	return true
-}
-
-// groupDir is where a replica keeps its files: the raft log in log/ and
-// engine checkpoints in checkpoint/.
-func groupDir(tp TopicPartition) string { return fmt.Sprintf("p/%s/%d", tp.Topic, tp.Partition) }
 
 // openGroup opens one partition replica in dir: its raft log, its latest
 // valid checkpoint (or an empty engine) and its RawNode, bootstrapping an
@@ -268,15 +203,7 @@ func (c *Core) raftConfig(storage raft.Storage, applied uint64) *raft.Config {
 // restoreEngine loads the newest valid checkpoint into g and returns the
 // raft index raft must consider applied. Without one the engine starts
 // empty and raft replays the whole log (applied 0).
-//
-// Planted bug ReapplyAfterRestart: the checkpoint is restored, but raft is
-// still told applied = 0, and the node feeds every redelivered entry to the
-// engine under renumbered indexes (raft index + the checkpoint's engine
-// index) so the engine's gap check passes. Entries 1..K are applied twice:
-// their batches get a second, higher set of offsets, the high-water mark
-// of this replica runs ahead of its peers, and fetches from it return every
-// record twice. This is the bug of a node that trusts the engine's own
-// "next index" instead of raft's index and forgets to pass Applied.
+
 func (c *Core) restoreEngine(g *group) (uint64, error) {
 	hs, _, err := g.log.InitialState()
 	if err != nil {
@@ -305,12 +232,8 @@ func (c *Core) restoreEngine(g *group) (uint64, error) {
 		return ck.raftIndex, nil
 	}
 	g.part = ck.partition
-	g.shifts = ck.shifts
 	g.checkpointIndex = ck.raftIndex
-	if c.cfg.Bugs.ReapplyAfterRestart {
-		engineIndex := g.part.AppliedIndex()
-		g.shifts = append(g.shifts, indexShift{engineFrom: engineIndex + 1, delta: engineIndex})
-		g.checkpointIndex = 0
+	if c.bugReapply(g) {
 		return 0, nil
 	}
 	g.storage.confState = ck.confState

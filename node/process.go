@@ -135,11 +135,7 @@ func (c *Core) persist(gr *groupReady) error {
 // so the runtime syncs them in parallel. A commit-index-only hard state is
 // not synced: raft recovers the commit index from its peers.
 func (c *Core) syncRound() error {
-	if c.cfg.Bugs.SkipFsync {
-		// Planted bug: raft is told the entries are stable (messages go
-		// out, the leader counts its own vote for the entry) while they sit
-		// in the page cache. A crash then loses acknowledged entries and
-		// votes: committed data vanishes or a node votes twice in a term.
+	if c.bugSkipFsync() {
 		return nil
 	}
 	c.syncs = c.syncs[:0]
@@ -237,7 +233,7 @@ func (c *Core) applyReady(gr *groupReady) error {
 		c.wakeParked(g)
 	}
 	g.trimWaits()
-	if g.appliedRaft >= g.checkpointIndex+c.cfg.CheckpointEntries {
+	if g.appliedRaft >= g.checkpointIndex+c.cfg.CheckpointEntries && !c.bugNoCheckpoint(g) {
 		return c.writeCheckpoint(g)
 	}
 	return nil

@@ -81,17 +81,7 @@ func (c *Core) produce(req ProduceRequest, done func(ProduceResult)) {
 	g.byProposal[id] = w
 	g.unindexed++
 	g.live++
-	if req.Acks == AcksAll && c.cfg.Bugs.AckBeforeCommit {
-		// Planted bug: acknowledge before the entry is even stable, with
-		// the leader's guess of its offset. A later leader change that
-		// drops the entry loses an acknowledged write, and a guess that
-		// misses a concurrent proposal gives inconsistent offsets.
-		guess := g.part.HighWatermark() + g.ghostCount
-		w.ghost = true
-		g.ghostCount += int64(w.records)
-		c.completeProduce(done, ProduceResult{BaseOffset: guess, Leader: c.cfg.ID})
-		w.done = nil
-	}
+	c.bugAckEarly(g, w, done)
 }
 
 // validateBatch checks a batch before proposing it: a bad batch is a
@@ -145,8 +135,7 @@ func (c *Core) finishProduce(g *group, w *produceWait, result ProduceResult) {
 	} else if g.byIndex[w.index] == w {
 		delete(g.byIndex, w.index)
 	}
-	if w.ghost {
-		g.ghostCount -= int64(w.records)
+	if c.bugAckedEarly(g, w) {
 		return
 	}
 	c.completeProduce(w.done, result)

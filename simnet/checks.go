@@ -124,17 +124,16 @@ func (c *checker) livenessCheck() {
 	bound := w.opts.LivenessBound
 	if w.now() >= w.work.healAt+bound && !c.leadersChecked {
 		c.leadersChecked = true
-		for g := range w.specs {
+		for g := range w.opts.Partitions {
 			if !c.hasLeader(g) {
 				w.fail("liveness: partition %d has no leader %v after the heal", g, bound)
 				w.stop()
 			}
 		}
 	}
-	for _, cl := range w.clients {
-		if op := cl.op; op != nil && !cl.done && w.now() > max(op.start, w.work.healAt)+bound {
-			w.fail("liveness: client %d's operation on partition %d pending since %v (heal at %v)",
-				cl.index, op.partition, op.start, w.work.healAt)
+	for _, cl := range append(w.wire.clients, w.wire.drain) {
+		if start, ok := cl.pendingSince(); ok && w.now() > max(start, w.work.healAt)+bound {
+			w.fail("liveness: client %d's operation pending since %v (heal at %v)", cl.index, start, w.work.healAt)
 			w.stop()
 		}
 	}

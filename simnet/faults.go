@@ -213,7 +213,7 @@ func (p *planner) partitionAsym() {
 // isolateLeader cuts every link of the node leading a random partition.
 func (p *planner) isolateLeader() {
 	w := p.w
-	g := w.rngFault.IntN(len(w.specs))
+	g := w.rngFault.IntN(w.opts.Partitions)
 	leader, term := -1, uint64(0)
 	for _, n := range w.nodes {
 		if !n.up {
@@ -258,25 +258,17 @@ func (p *planner) damageable() *simNode {
 	return n
 }
 
-// damageFits reports whether marking n damaged keeps every group's damaged
-// replicas at or below the budget.
+// damageFits reports whether marking n damaged keeps the damaged nodes at
+// or below the budget. The metadata group places replicas as it likes, so
+// the budget counts nodes: any two nodes may share a group.
 func (p *planner) damageFits(n *simNode) bool {
-	w := p.w
-	limit := w.opts.Faults.DamagedNodesMax
-	for _, s := range w.specs {
-		count, hosts := 0, false
-		for _, r := range s.Replicas {
-			m := w.nodes[int(r)-1]
-			hosts = hosts || m == n
-			if m.damaged {
-				count++
-			}
-		}
-		if hosts && count+1 > limit {
-			return false
+	count := 0
+	for _, m := range p.w.nodes {
+		if m.damaged && m != n {
+			count++
 		}
 	}
-	return true
+	return count+1 <= p.w.opts.Faults.DamagedNodesMax
 }
 
 // logFiles lists the files of n's disk that hold synced log or checkpoint

@@ -38,8 +38,6 @@ func (hs *history) produceOK(op *histOp, offset int64, t time.Duration) {
 	hs.h.ReturnProduce(op.id, offset, ns(t))
 }
 
-func (hs *history) produceFail(op *histOp, t time.Duration) { hs.h.Fail(op.id, ns(t)) }
-
 func (hs *history) produceUnknown(op *histOp, t time.Duration) { hs.h.Indefinite(op.id, ns(t)) }
 
 // fetchCall records the call of one fetch attempt: a poll from the

@@ -5,8 +5,6 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
-
-	"github.com/strandlog/strand/node"
 )
 
 // Profile selects how faults evolve over a run.
@@ -44,28 +42,6 @@ func (p Profile) String() string {
 	return fmt.Sprintf("profile(%d)", uint8(p))
 }
 
-// ParseBug returns the Bugs with the planted bug name set; "" plants none.
-func ParseBug(name string) (node.Bugs, error) {
-	var b node.Bugs
-	switch name {
-	case "":
-	case "AckBeforeCommit":
-		b.AckBeforeCommit = true
-	case "SkipFsync":
-		b.SkipFsync = true
-	case "FetchBeyondHighMark":
-		b.FetchBeyondHighMark = true
-	case "ReapplyAfterRestart":
-		b.ReapplyAfterRestart = true
-	default:
-		return b, fmt.Errorf("simnet: unknown bug %q", name)
-	}
-	return b, nil
-}
-
-// BugNames lists the planted bugs ParseBug knows.
-var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "ReapplyAfterRestart"}
-
 // Faults is the fault mix of one run: which faults happen and how often.
 type Faults struct {
 	Interval        time.Duration // mean gap between fault actions; 0: none
@@ -95,7 +71,8 @@ type Options struct {
 	Producers   int
 	Consumers   int // sequential readers
 	Readers     int // random-offset readers
-	Bugs        node.Bugs
+	// Bug names a planted bug (BugNames; only in -tags simbugs builds).
+	Bug string
 
 	LatencyMin time.Duration // base one-way latency of a link, drawn per link
 	LatencyMax time.Duration
@@ -196,19 +173,4 @@ func (o Options) String() string {
 }
 
 // BugName names the planted bug of o, or "" when none.
-func (o Options) BugName() string {
-	var names []string
-	if o.Bugs.AckBeforeCommit {
-		names = append(names, "AckBeforeCommit")
-	}
-	if o.Bugs.SkipFsync {
-		names = append(names, "SkipFsync")
-	}
-	if o.Bugs.FetchBeyondHighMark {
-		names = append(names, "FetchBeyondHighMark")
-	}
-	if o.Bugs.ReapplyAfterRestart {
-		names = append(names, "ReapplyAfterRestart")
-	}
-	return strings.Join(names, ",")
-}
+func (o Options) BugName() string { return o.Bug }

@@ -63,7 +63,7 @@ func TestChooseIsDeterministic(t *testing.T) {
 // replicas would be a majority of every group.
 func TestDiskDamageStaysInAMinority(t *testing.T) {
 	o := Choose(Standard(1, Safety))
-	w := newWorld(o, newRefCluster().open)
+	w := newWorld(o)
 	first := w.planner.damageable()
 	if first == nil {
 		t.Fatal("no node may take damage")

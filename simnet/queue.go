@@ -12,15 +12,15 @@ type eventKind uint8
 const (
 	evTick          eventKind = iota + 1 // Core.Tick of one node
 	evFrame                              // a raft frame arrives at a node
-	evClientRequest                      // a client request arrives at a node
-	evClientReply                        // a node's reply arrives at a client
-	evClientWake                         // a client's timer (backoff, timeout, next op)
+	_                                    // (retired: direct-mode client request)
+	_                                    // (retired: direct-mode client reply)
+	_                                    // (retired: direct-mode client timer)
 	evFault                              // the fault planner acts
 	evRestart                            // a crashed node restarts
 	evHeal                               // a network fault ends
 	evLivenessHeal                       // liveness mode: heal everything
 	evLivenessCheck                      // liveness mode: the progress bound is due
-	evCall                               // wire mode: run the event's call
+	evCall                               // run the event's call (client traffic and timers)
 )
 
 // event is one scheduled happening. Only the fields its kind needs are set.
@@ -34,11 +34,7 @@ type event struct {
 	// incarnation of the target node when scheduled: a tick or reply
 	// meant for an earlier incarnation is discarded.
 	incarnation uint32
-	client      *client
-	request     *request
-	reply       *reply
 	heal        *healAction
-	wake        uint64 // client timer generation
 	call        func() // evCall: what to run
 }
 

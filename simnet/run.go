@@ -22,13 +22,8 @@ func (w *world) traceEvent(e *event) {
 	h.u64(uint64(e.kind))
 	h.u64(uint64(int64(e.node)))
 	h.u64(uint64(int64(e.from)))
-	switch {
-	case e.frame != nil:
+	if e.frame != nil {
 		h.u64(hashBytes(e.frame))
-	case e.request != nil:
-		h.u64(e.request.digest())
-	case e.reply != nil:
-		h.u64(e.reply.digest())
 	}
 }
 
@@ -48,11 +43,7 @@ func (w *world) run() {
 	for _, n := range w.nodes {
 		w.startNode(n)
 	}
-	if w.wire != nil {
-		w.wire.start()
-	} else {
-		w.work.start()
-	}
+	w.wire.start()
 	w.planner.start()
 	if w.opts.Profile == Liveness {
 		w.sched.schedule(w.opts.HealAfterMax, &event{kind: evLivenessHeal, node: -1})
@@ -96,12 +87,6 @@ func (w *world) dispatch(e *event) {
 		}
 		w.guardCall(n, func() { n.core.Receive(e.frame) })
 		w.process(n)
-	case evClientRequest:
-		w.deliverRequest(e)
-	case evClientReply:
-		e.client.onReply(e.reply)
-	case evClientWake:
-		e.client.onWake(e.wake)
 	case evFault:
 		w.planner.act()
 	case evRestart:

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/linearizability"
-	"github.com/strandlog/strand/node"
 )
 
 // PorcupineTimeout bounds each linearizability check; running out of time
@@ -37,26 +36,15 @@ type Result struct {
 // Failed reports whether any check failed.
 func (r Result) Failed() bool { return len(r.Failures) > 0 }
 
-// Run simulates o (already through Choose) against node.Core and checks
-// it; a failing linearizability check writes its visualization to vizDir
-// (none when empty).
-func Run(o Options, vizDir string) Result {
-	return run(o, vizDir, openNode)
-}
-
-// openNode opens a real node.Core.
-func openNode(cfg node.Config) (core, error) {
-	c, err := node.Open(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-// run simulates o with cores from open. A panic anywhere (a broken
+// Run simulates o (already through Choose): nodes run the metadata group,
+// an admin client creates the topic through CreateTopics, and producers and
+// consumers speak strandpb through Core.Handle, with clientlib's
+// LeaderCache, Classify, Backoff and Window making every retry decision —
+// the path production runs. A failing linearizability check writes its
+// visualization to vizDir (none when empty). A panic anywhere (a broken
 // invariant in a core) fails the seed with its stack.
-func run(o Options, vizDir string, open openFunc) (res Result) {
-	w := newWorld(o, open)
+func Run(o Options, vizDir string) (res Result) {
+	w := newWorld(o)
 	defer func() {
 		if r := recover(); r != nil {
 			res = w.result()
@@ -64,6 +52,9 @@ func run(o Options, vizDir string, open openFunc) (res Result) {
 		}
 	}()
 	w.run()
+	if !w.work.drained && !w.stats.TimeLimited && len(w.failures) == 0 {
+		w.fail("the run ended before the final drain (%s)", w.stats)
+	}
 	w.finalChecks(vizDir)
 	return w.result()
 }

@@ -17,7 +17,7 @@ var (
 	flagSeeds     = flag.Int("sim.seeds", 200, "number of seeds to run")
 	flagSeedStart = flag.Uint64("sim.seed-start", 1, "first seed")
 	flagProfile   = flag.String("sim.profile", "mixed", "fault profile: safety, liveness or mixed")
-	flagBug       = flag.String("sim.bug", "", "planted bug to enable: "+strings.Join(BugNames, ", "))
+	flagBug       = flag.String("sim.bug", "", "planted bug to enable (builds with -tags simbugs): AckBeforeCommit, SkipFsync, FetchBeyondHighMark, ReapplyAfterRestart")
 	flagOut       = flag.String("sim.out", "", "directory for Porcupine visualizations of failing seeds")
 	flagVerbose   = flag.Bool("sim.v", false, "print every seed's options and figures")
 	flagNodes     = flag.Int("sim.nodes", 3, "nodes in the cluster (3 to 5)")
@@ -31,14 +31,14 @@ func seedOptions(t *testing.T, seed uint64, profile, bug string) Options {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bugs, err := ParseBug(bug)
+	bugName, err := ParseBug(bug)
 	if err != nil {
 		t.Fatal(err)
 	}
 	base := Standard(seed, p)
 	base.Nodes, base.Partitions = *flagNodes, *flagParts
 	o := Choose(base)
-	o.Bugs = bugs
+	o.Bug = bugName
 	return o
 }
 
@@ -48,7 +48,7 @@ func runSeed(t *testing.T, o Options, vizDir string) Result {
 	var res Result
 	t.Run(fmt.Sprintf("seed=%d", o.Seed), func(t *testing.T) {
 		cryptotest.SetGlobalRandom(t, o.Seed)
-		res = runMode(o, vizDir)
+		res = Run(o, vizDir)
 		t.Logf("%s\n  ops=%d events=%d virtual=%v hash=%016x %s", res.Options, res.Ops, res.Events, res.Virtual,
 			res.Hash, res.Stats)
 	})
@@ -63,14 +63,15 @@ func replayCommand(seed uint64, profile, bug string) string {
 		cmd += fmt.Sprintf(" -sim.nodes=%d -sim.partitions=%d", *flagNodes, *flagParts)
 	}
 	if bug != "" {
-		cmd += " -sim.bug=" + bug
+		cmd = strings.Replace(cmd, "go test ", "go test -tags simbugs ", 1) + " -sim.bug=" + bug
 	}
 	return cmd
 }
 
-// TestSim runs -sim.seeds seeds from -sim.seed-start one after another,
-// fails on any failing seed (printing its replay command), and closes with
-// the summary line whose hash combines every seed's trace hash in order.
+// TestSim runs -sim.seeds seeds from -sim.seed-start one after another
+// (the production path: metadata group, Core.Handle, clientlib), fails on
+// any failing seed (printing its replay command), and closes with the
+// summary line whose hash combines every seed's trace hash in order.
 func TestSim(t *testing.T) {
 	// Seeds allocate many short-lived small objects on a small heap: a
 	// lazier collector saves about a third of the CPU.
@@ -85,7 +86,7 @@ func TestSim(t *testing.T) {
 		seeds = 20
 	}
 	combined := newTraceHash()
-	failed, ops, events := 0, int64(0), int64(0)
+	failed, ops, events, produced := 0, int64(0), int64(0), 0
 	start, cpuStart := time.Now(), cpuTime()
 	for i := 0; i < seeds; i++ {
 		o := seedOptions(t, *flagSeedStart+uint64(i), *flagProfile, *flagBug)
@@ -93,6 +94,7 @@ func TestSim(t *testing.T) {
 		combined.u64(res.Hash)
 		ops += int64(res.Ops)
 		events += res.Events
+		produced += res.Stats.ProducesOK
 		if *flagVerbose {
 			fmt.Printf("sim: %s\n  ops=%d events=%d virtual=%v hash=%016x %s\n", res.Options, res.Ops, res.Events,
 				res.Virtual, res.Hash, res.Stats)
@@ -111,6 +113,9 @@ func TestSim(t *testing.T) {
 	fmt.Printf("sim: seeds=%d failed=%d ops=%d events=%d hash=%016x\n", seeds, failed, ops, events, combined.sum)
 	if failed > 0 {
 		t.Fail()
+	}
+	if produced == 0 {
+		t.Error("no record was acknowledged in any seed: the workload never ran")
 	}
 }
 
@@ -140,24 +145,6 @@ func TestSimDeterministic(t *testing.T) {
 	}
 	if a.Hash == c.Hash {
 		t.Fatalf("seeds 11 and 12 share trace hash %016x", a.Hash)
-	}
-}
-
-// Each planted bug is caught within 200 seeds: the checks can fail.
-func TestSimCatchesPlantedBugs(t *testing.T) {
-	const seedsMax = 200
-	defer debug.SetGCPercent(debug.SetGCPercent(400))
-	for _, bug := range BugNames {
-		t.Run(bug, func(t *testing.T) {
-			for seed := uint64(1); seed <= seedsMax; seed++ {
-				res := runSeed(t, seedOptions(t, seed, "mixed", bug), "")
-				if res.Failed() {
-					t.Logf("%s caught at seed %d (%d seeds): %s", bug, seed, seed, firstLine(res.Failures[0]))
-					return
-				}
-			}
-			t.Errorf("%s not caught in %d seeds", bug, seedsMax)
-		})
 	}
 }
 

@@ -3,7 +3,6 @@ package simnet
 import (
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"strconv"
 
 	"google.golang.org/protobuf/proto"
@@ -23,35 +22,8 @@ const (
 // Status (node's metaTopic): the checks treat it as one more group.
 var metaTopicPartition = node.TopicPartition{Topic: "@metadata", Partition: 0}
 
-// wireHandler is the wire entry point of a core (node.Core.Handle).
-type wireHandler interface {
-	Handle(req *strandpb.Request, respond func(*strandpb.Response))
-}
-
 // errWireTimeout is the cause of a request that got no answer in time.
 var errWireTimeout = errors.New("simnet: no answer within the client timeout")
-
-// RunWire simulates o in wire mode: nodes run the metadata group, an admin
-// client creates the topic through CreateTopics, and producers and
-// consumers speak strandpb through Core.Handle, with clientlib's
-// LeaderCache, Classify, Backoff and Window making every retry decision.
-func RunWire(o Options, vizDir string) (res Result) {
-	w := newWorld(o, openNode)
-	w.wire = newWireWorkload(w)
-	w.groupOf[metaTopicPartition] = len(w.specs)
-	defer func() {
-		if r := recover(); r != nil {
-			res = w.result()
-			res.Failures = append(res.Failures, fmt.Sprintf("t=%v: panic: %v\n%s", w.now(), r, debug.Stack()))
-		}
-	}()
-	w.run()
-	if !w.work.drained && !w.stats.TimeLimited && len(w.failures) == 0 {
-		w.fail("wire mode: the run ended before the final drain (%s)", w.stats)
-	}
-	w.finalChecks(vizDir)
-	return w.result()
-}
 
 // wireWorkload is wire mode's clients and transport.
 type wireWorkload struct {
@@ -96,11 +68,9 @@ func newWireWorkload(w *world) *wireWorkload {
 	return ww
 }
 
-// configure turns a node's config to dynamic mode (the world's startNode
-// hook).
+// configure gives a node's config the cluster's nodes (the world's
+// startNode hook).
 func (ww *wireWorkload) configure(cfg *node.Config) {
-	cfg.Partitions = nil
-	cfg.MetadataGroup = true
 	cfg.Nodes = ww.peers
 }
 
@@ -156,17 +126,13 @@ func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *w
 	if !n.up {
 		return
 	}
-	h, ok := n.core.(wireHandler)
-	if !ok {
-		panic("simnet: wire mode needs a core with Handle")
-	}
 	req := &strandpb.Request{}
 	if err := proto.Unmarshal(frame, req); err != nil {
 		panic(fmt.Sprintf("simnet: unmarshal request: %v", err))
 	}
 	inc := n.incarnation
 	w.guardCall(n, func() {
-		h.Handle(req, func(resp *strandpb.Response) { ww.reply(n, inc, c, resp, call) })
+		n.core.Handle(req, func(resp *strandpb.Response) { ww.reply(n, inc, c, resp, call) })
 	})
 	w.process(n)
 }

@@ -47,12 +47,28 @@ type wireClient struct {
 	nextPartition int
 	readOffset    int64 // a random reader's current offset
 	opStart       time.Duration
+	fetching      bool // a fetch operation is running (since opStart)
 }
 
 // wireBatch is a pushed batch: its bytes and its history op.
 type wireBatch struct {
 	bytes []byte
 	hist  *histOp
+	start time.Duration // pushed
+}
+
+// pendingSince reports the start of the client's oldest unfinished
+// operation, for the liveness bound.
+func (c *wireClient) pendingSince() (time.Duration, bool) {
+	start, pending := c.opStart, c.fetching
+	for _, m := range c.batches {
+		for _, b := range m { // the minimum does not depend on map order
+			if !pending || b.start < start {
+				start, pending = b.start, true
+			}
+		}
+	}
+	return start, pending
 }
 
 func newWireClient(ww *wireWorkload, index int, kind clientKind) *wireClient {

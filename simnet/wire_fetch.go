@@ -23,6 +23,7 @@ func (c *wireClient) nextPoll() {
 	}
 	c.attempts = 0
 	c.opStart = c.ww.w.now()
+	c.fetching = true
 	c.fetch(p)
 }
 
@@ -36,6 +37,7 @@ func (c *wireClient) drainNext() {
 	}
 	c.attempts = 0
 	c.opStart = c.ww.w.now()
+	c.fetching = true
 	c.fetch(c.nextPartition)
 }
 
@@ -125,6 +127,8 @@ func (c *wireClient) onFetch(p int, offset, floor int64, target int, op *histOp,
 // fetchDone ends a fetch operation: a consumer polls on after a pause,
 // the drain moves to the next partition once it read to the end.
 func (c *wireClient) fetchDone(p int, r *reply) {
+	c.fetching = false
+	c.ww.w.checker.onOpDone(c.opStart, c.ww.w.now())
 	if c.kind == kindDrain {
 		if r != nil && len(r.records) == 0 && c.positions[p] >= r.hwm {
 			c.nextPartition++

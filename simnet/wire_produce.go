@@ -40,7 +40,8 @@ func (c *wireClient) nextRecord() {
 		panic(fmt.Sprintf("simnet: encode batch: %v", err))
 	}
 	id := c.windows[p].Push(1, w.now())
-	c.batches[p][id] = &wireBatch{bytes: batch, hist: w.hist.produceCall(c.index, p, string(key), value, w.now())}
+	c.batches[p][id] = &wireBatch{bytes: batch, hist: w.hist.produceCall(c.index, p, string(key), value, w.now()),
+		start: w.now()}
 	c.outstanding++
 	c.pump(p)
 	c.recordTimer = true
@@ -125,6 +126,7 @@ func (c *wireClient) complete(p int) {
 		b := c.batches[p][done.ID]
 		delete(c.batches[p], done.ID)
 		c.outstanding--
+		w.checker.onOpDone(b.start, w.now())
 		if done.Err == nil {
 			w.hist.produceOK(b.hist, done.BaseOffset, w.now())
 			w.stats.ProducesOK++

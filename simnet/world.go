@@ -7,24 +7,23 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/node"
+	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog/memdisk"
 )
 
-// core is what the world drives of a node: node.Core's methods. The world
-// holds this seam so the same scheduler runs node.Core and, in its own
-// tests, a tiny reference core.
+// core is what the world drives of a node: node.Core's methods, the
+// wire protocol's Handle included.
 type core interface {
 	Tick()
 	Receive(frame []byte)
 	Process() error
-	Produce(req node.ProduceRequest, done func(node.ProduceResult))
-	Fetch(req node.FetchRequest, done func(node.FetchResult))
+	Handle(req *strandpb.Request, respond func(*strandpb.Response))
 	Status() []node.GroupStatus
+	MetadataStatus() (node.GroupStatus, bool)
 	Close() error
 }
 
-// openFunc opens a node's core from its config (node.Open in real runs).
-type openFunc func(cfg node.Config) (core, error)
+var _ core = (*node.Core)(nil)
 
 // topicName is the one topic of the scenario.
 const topicName = "sim"
@@ -73,13 +72,10 @@ var _ node.Clock = (*nodeClock)(nil)
 // world is one simulated cluster with its clients, run by one goroutine.
 type world struct {
 	opts     Options
-	open     openFunc
 	sched    scheduler
 	net      *network
 	nodes    []*simNode
-	clients  []*client
-	specs    []node.PartitionSpec
-	groupOf  map[node.TopicPartition]int
+	groupOf  map[node.TopicPartition]int // the topic's partitions, then the metadata group
 	rngDisk  *rand.Rand
 	rngFault *rand.Rand
 	trace    traceHash
@@ -93,7 +89,7 @@ type world struct {
 	// failureCount counts step failures, kept or not.
 	failureCount int
 	stats        Stats
-	wire         *wireWorkload // wire mode (wire.go), nil otherwise
+	wire         *wireWorkload // the clients and their transport (wire.go)
 }
 
 // Stats counts what happened in a run, for the verbose report.
@@ -120,11 +116,15 @@ func (s Stats) String() string {
 }
 
 // newWorld builds the cluster of o (already through Choose), nodes down.
-func newWorld(o Options, open openFunc) *world {
-	w := &world{opts: o, open: open, trace: newTraceHash()}
+func newWorld(o Options) *world {
+	w := &world{opts: o, trace: newTraceHash()}
 	w.rngDisk = newStream(o.Seed, streamDisk)
 	w.rngFault = newStream(o.Seed, streamFaults)
-	w.specs, w.groupOf = placePartitions(o)
+	w.groupOf = make(map[node.TopicPartition]int, o.Partitions+1)
+	for p := 0; p < o.Partitions; p++ {
+		w.groupOf[node.TopicPartition{Topic: topicName, Partition: int32(p)}] = p
+	}
+	w.groupOf[metaTopicPartition] = o.Partitions
 	w.checker = newChecker(w)
 	w.hist = newHistory(o.Partitions)
 	clientCount := o.Producers + o.Consumers + o.Readers + 1 // +1: the drain reader
@@ -142,25 +142,10 @@ func newWorld(o Options, open openFunc) *world {
 		n.endpoint = &Endpoint{w: w, index: i}
 		w.nodes = append(w.nodes, n)
 	}
-	w.work = newWorkload(w, clientCount)
+	w.work = newWorkload(w)
+	w.wire = newWireWorkload(w)
 	w.planner = newPlanner(w)
 	return w
-}
-
-// placePartitions spreads Partitions replicas over the nodes: partition p's
-// replicas are nodes p, p+1, ... (mod Nodes), so preferred leaders rotate.
-func placePartitions(o Options) ([]node.PartitionSpec, map[node.TopicPartition]int) {
-	specs := make([]node.PartitionSpec, o.Partitions)
-	groupOf := make(map[node.TopicPartition]int, o.Partitions)
-	for p := range specs {
-		tp := node.TopicPartition{Topic: topicName, Partition: int32(p)}
-		specs[p].TopicPartition = tp
-		for k := 0; k < o.Replication; k++ {
-			specs[p].Replicas = append(specs[p].Replicas, node.NodeID((p+k)%o.Nodes+1))
-		}
-		groupOf[tp] = p
-	}
-	return specs, groupOf
 }
 
 // fail records a violated invariant; the run goes on so the trace stays
@@ -183,7 +168,6 @@ func (w *world) startNode(n *simNode) {
 	inc := n.incarnation
 	cfg := node.Config{
 		ID:                n.id,
-		Partitions:        w.specs,
 		Disk:              n.disk,
 		Network:           n.endpoint,
 		Clock:             n.clock,
@@ -192,14 +176,12 @@ func (w *world) startNode(n *simNode) {
 		HeartbeatTicks:    1,
 		SegmentBytesMax:   w.opts.SegmentBytesMax,
 		CheckpointEntries: w.opts.CheckpointEntries,
-		Bugs:              w.opts.Bugs,
 		Observer: func(tp node.TopicPartition, index, term uint64, data []byte) {
 			w.checker.onApply(n, tp, index, term, data)
 		},
 	}
-	if w.wire != nil {
-		w.wire.configure(&cfg)
-	}
+	w.wire.configure(&cfg)
+	plantBug(&cfg, w.opts.Bug)
 	c, err := w.callOpen(n, cfg)
 	if err != nil {
 		w.traceNote(kindNodeOpen, n.index, uint64(inc), hashString(err.Error()))
@@ -297,7 +279,7 @@ func (w *world) guard(n *simNode, fn func()) (panicked bool) {
 
 // callOpen opens a core, turning a panic under disk faults into an error.
 func (w *world) callOpen(n *simNode, cfg node.Config) (c core, err error) {
-	panicked := w.guard(n, func() { c, err = w.open(cfg) })
+	panicked := w.guard(n, func() { c, err = node.Open(cfg) })
 	if panicked {
 		return nil, errors.New("simnet: open panicked on a faulty disk")
 	}

@@ -254,8 +254,7 @@ func TestRuntimeFailStopOnSyncError(t *testing.T) {
 	}
 	rt, err := Start(Config{
 		Core: node.Config{ID: 1, Nodes: []node.Peer{{ID: 1, Address: ln.Addr().String()}},
-			Partitions: []node.PartitionSpec{{TopicPartition: node.TopicPartition{Topic: "t", Partition: 0}, Replicas: []node.NodeID{1}}},
-			Disk:       failingDisk{Disk: memdisk.New(), fail: &fail}},
+			Disk: failingDisk{Disk: memdisk.New(), fail: &fail}},
 		Listener: ln,
 		Logger:   log.New(io.Discard, "", 0),
 	})

@@ -1,0 +1,32 @@
+//go:build !simbugs
+
+package node
+
+// Production builds carry no planted bug: the switches below are empty
+// types and constant-false hooks the compiler removes. The simulator's
+// bug-planting build (-tags simbugs, bugs_simbugs.go) gives them content,
+// so no production struct and no on-disk format has a field for them.
+
+// plantedBugs is embedded in Config; empty without the simbugs tag.
+//
+//lint:ignore U1000 the field's content exists only with -tags simbugs
+type plantedBugs struct{}
+
+// groupBugs is embedded in group; empty without the simbugs tag.
+//
+//lint:ignore U1000 the field's content exists only with -tags simbugs
+type groupBugs struct{}
+
+// produceBugs is embedded in produceWait; empty without the simbugs tag.
+//
+//lint:ignore U1000 the field's content exists only with -tags simbugs
+type produceBugs struct{}
+
+func (c *Core) bugSkipFsync() bool                                       { return false }
+func (c *Core) bugAckEarly(*group, *produceWait, func(ProduceResult))    {}
+func (c *Core) bugAckedEarly(*group, *produceWait) bool                  { return false }
+func (c *Core) bugUncommittedTail(*group, int64) ([]FetchedBatch, error) { return nil, nil }
+func (c *Core) bugReapply(*group) bool                                   { return false }
+func (c *Core) bugNoCheckpoint(*group) bool                              { return false }
+func (g *group) engineIndex(raftIndex uint64) uint64                     { return raftIndex }
+func (g *group) raftIndexOf(engineIndex uint64) uint64                   { return engineIndex }

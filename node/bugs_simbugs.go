@@ -1,0 +1,157 @@
+//go:build simbugs
+
+package node
+
+import (
+	"fmt"
+	"math"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// Bugs plants known bugs so the simulator can prove its checkers catch
+// them. It exists only in builds with the simbugs tag (make sim BUG=...,
+// the planted-bug tests); production builds have no such switch.
+type Bugs struct {
+	AckBeforeCommit     bool // complete acks=all produces when proposed, not applied
+	SkipFsync           bool // tell raft entries are stable without syncing
+	FetchBeyondHighMark bool // serve entries past the commit index
+	ReapplyAfterRestart bool // re-apply committed entries after restart without dedup
+}
+
+// plantedBugs is embedded in Config: cfg.Bugs selects the planted bugs.
+type plantedBugs struct {
+	Bugs Bugs
+}
+
+// groupBugs is a replica's planted-bug state.
+type groupBugs struct {
+	// shifts maps engine indexes to raft indexes; empty unless
+	// ReapplyAfterRestart renumbered entries (see bugReapply).
+	shifts []indexShift
+	// ghostCount: records acknowledged early (AckBeforeCommit), not applied.
+	ghostCount int64
+}
+
+// produceBugs is a produce wait's planted-bug state.
+type produceBugs struct {
+	// ghost: already acknowledged by AckBeforeCommit; kept only to count
+	// its records into the next guess until it applies.
+	ghost bool
+}
+
+// indexShift: engine indexes from engineFrom on are raft index + delta.
+type indexShift struct {
+	engineFrom uint64
+	delta      uint64
+}
+
+// bugSkipFsync: raft is told the entries are stable (messages go out, the
+// leader counts its own vote for the entry) while they sit in the page
+// cache. A crash then loses acknowledged entries and votes: committed data
+// vanishes or a node votes twice in a term.
+func (c *Core) bugSkipFsync() bool { return c.cfg.Bugs.SkipFsync }
+
+// bugAckEarly (AckBeforeCommit) acknowledges an acks=all produce before
+// its entry is even stable, with the leader's guess of its offset. A later
+// leader change that drops the entry loses an acknowledged write, and a
+// guess that misses a concurrent proposal gives inconsistent offsets.
+func (c *Core) bugAckEarly(g *group, w *produceWait, done func(ProduceResult)) {
+	if w.acks != AcksAll || !c.cfg.Bugs.AckBeforeCommit {
+		return
+	}
+	guess := g.part.HighWatermark() + g.ghostCount
+	w.ghost = true
+	g.ghostCount += int64(w.records)
+	c.completeProduce(done, ProduceResult{BaseOffset: guess, Leader: c.cfg.ID})
+	w.done = nil
+}
+
+// bugAckedEarly reports whether w was acknowledged by bugAckEarly, and
+// takes its records out of the guess.
+func (c *Core) bugAckedEarly(g *group, w *produceWait) bool {
+	if !w.ghost {
+		return false
+	}
+	g.ghostCount -= int64(w.records)
+	return true
+}
+
+// bugUncommittedTail (FetchBeyondHighMark) serves the produce batches in
+// the log past the applied index, not yet committed, with offsets guessed
+// on from hwm. Raft may still replace them.
+func (c *Core) bugUncommittedTail(g *group, hwm int64) ([]FetchedBatch, error) {
+	if !c.cfg.Bugs.FetchBeyondHighMark {
+		return nil, nil
+	}
+	last, err := g.log.LastIndex()
+	if err != nil || last <= g.appliedRaft {
+		return nil, nil
+	}
+	lo := g.appliedRaft + 1
+	hi := min(last+1, lo+fetchBatchesMax)
+	entries, err := g.log.Entries(lo, hi, math.MaxUint64)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s/%d entries %d..%d: %v", ErrStorage, g.tp.Topic, g.tp.Partition, lo, hi, err)
+	}
+	var tail []FetchedBatch
+	next := hwm
+	for _, e := range entries {
+		if e.GetType() != raftpb.EntryNormal {
+			continue
+		}
+		fields, err := engine.DecodeEntry(e.GetData())
+		if err != nil || fields.Kind != strandpb.EntryKind_ENTRY_KIND_PRODUCE || len(fields.Batch) == 0 {
+			continue
+		}
+		tail = append(tail, FetchedBatch{BaseOffset: next, AppendTimeMs: fields.AppendTimeMs, Batch: fields.Batch})
+		next += int64(batchRecordCount(fields.Batch))
+	}
+	return tail, nil
+}
+
+// bugReapply (ReapplyAfterRestart), called once a partition's checkpoint
+// is restored: raft is still told applied = 0, and every redelivered entry
+// goes to the engine under a renumbered index (raft index + the
+// checkpoint's engine index) so the engine's gap check passes. Entries
+// 1..K are applied twice: their batches get a second, higher set of
+// offsets, this replica's high-water mark runs ahead of its peers', and
+// its fetches return records twice — the bug of a node that trusts the
+// engine's own "next index" and forgets to pass Applied. It reports
+// whether raft must start from applied 0.
+func (c *Core) bugReapply(g *group) bool {
+	if !c.cfg.Bugs.ReapplyAfterRestart {
+		return false
+	}
+	engineIndex := g.part.AppliedIndex()
+	g.shifts = append(g.shifts, indexShift{engineFrom: engineIndex + 1, delta: engineIndex})
+	g.checkpointIndex = 0
+	return true
+}
+
+// bugNoCheckpoint: a replica whose entries were renumbered writes no more
+// checkpoints (the checkpoint format has no room for the renumbering); its
+// next restart starts again from the clean checkpoint before the bug.
+func (c *Core) bugNoCheckpoint(g *group) bool { return len(g.shifts) > 0 }
+
+// engineIndex is the index under which raft entry index is applied to the
+// engine: the same, unless ReapplyAfterRestart renumbered entries.
+func (g *group) engineIndex(raftIndex uint64) uint64 {
+	if len(g.shifts) == 0 {
+		return raftIndex
+	}
+	return raftIndex + g.shifts[len(g.shifts)-1].delta
+}
+
+// raftIndexOf inverts engineIndex for the batch locations the engine holds.
+func (g *group) raftIndexOf(engineIndex uint64) uint64 {
+	for i := len(g.shifts) - 1; i >= 0; i-- {
+		if engineIndex >= g.shifts[i].engineFrom {
+			return engineIndex - g.shifts[i].delta
+		}
+	}
+	return engineIndex
+}

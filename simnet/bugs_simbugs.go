@@ -1,0 +1,35 @@
+//go:build simbugs
+
+package simnet
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/strandlog/strand/node"
+)
+
+// BugNames lists the planted bugs ParseBug knows (node.Bugs' fields).
+var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "ReapplyAfterRestart"}
+
+// ParseBug checks a planted bug's name; "" plants none.
+func ParseBug(name string) (string, error) {
+	if name != "" && !slices.Contains(BugNames, name) {
+		return "", fmt.Errorf("simnet: unknown bug %q", name)
+	}
+	return name, nil
+}
+
+// plantBug switches the named bug on in a node's config.
+func plantBug(cfg *node.Config, name string) {
+	switch name {
+	case "AckBeforeCommit":
+		cfg.Bugs.AckBeforeCommit = true
+	case "SkipFsync":
+		cfg.Bugs.SkipFsync = true
+	case "FetchBeyondHighMark":
+		cfg.Bugs.FetchBeyondHighMark = true
+	case "ReapplyAfterRestart":
+		cfg.Bugs.ReapplyAfterRestart = true
+	}
+}

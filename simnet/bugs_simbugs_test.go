@@ -1,0 +1,27 @@
+//go:build simbugs
+
+package simnet
+
+import (
+	"runtime/debug"
+	"testing"
+)
+
+// Each planted bug is caught within 200 seeds: the checks can fail. Runs
+// only in simbugs builds (make test runs it with -tags simbugs).
+func TestSimCatchesPlantedBugs(t *testing.T) {
+	const seedsMax = 200
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	for _, bug := range BugNames {
+		t.Run(bug, func(t *testing.T) {
+			for seed := uint64(1); seed <= seedsMax; seed++ {
+				res := runSeed(t, seedOptions(t, seed, "mixed", bug), "")
+				if res.Failed() {
+					t.Logf("%s caught at seed %d (%d seeds): %s", bug, seed, seed, firstLine(res.Failures[0]))
+					return
+				}
+			}
+			t.Errorf("%s not caught in %d seeds", bug, seedsMax)
+		})
+	}
+}
