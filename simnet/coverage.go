@@ -111,3 +111,8 @@ func (c *Coverage) Table(prefix string) string {
 	}
 	return b.String()
 }
+
+// newRunCoverage returns a run's coverage with the names every run lists.
+func newRunCoverage() *Coverage {
+	return NewCoverage("audit/promises", "audit/produce-acks", "audit/broken")
+}

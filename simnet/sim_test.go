@@ -22,6 +22,8 @@ var (
 	flagVerbose   = flag.Bool("sim.v", false, "print every seed's options and figures")
 	flagNodes     = flag.Int("sim.nodes", 3, "nodes in the cluster (3 to 5)")
 	flagParts     = flag.Int("sim.partitions", 8, "partitions of the topic (RF=3)")
+	flagAudit     = flag.Int("sim.audit", DefaultAuditOneIn, "durability audit: check one in N durable log states (1: all, 0: off)")
+	flagDigests   = flag.Bool("sim.digests", true, "compare replicas' whole engine state by digest")
 )
 
 // seedOptions builds seed's options: the standard scenario, the profile
@@ -37,6 +39,7 @@ func seedOptions(t *testing.T, seed uint64, profile, bug string) Options {
 	}
 	base := Standard(seed, p)
 	base.Nodes, base.Partitions = *flagNodes, *flagParts
+	base.AuditOneIn, base.DigestChecks = *flagAudit, *flagDigests
 	o := Choose(base)
 	o.Bug = bugName
 	return o

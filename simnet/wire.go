@@ -132,7 +132,12 @@ func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *w
 	}
 	inc := n.incarnation
 	w.guardCall(n, func() {
-		n.core.Handle(req, func(resp *strandpb.Response) { ww.reply(n, inc, c, resp, call) })
+		n.core.Handle(req, func(resp *strandpb.Response) {
+			if n.up && n.incarnation == inc {
+				w.durability.onProduceAnswer(n, req.GetProduce(), resp.GetProduce())
+			}
+			ww.reply(n, inc, c, resp, call)
+		})
 	})
 	w.process(n)
 }

@@ -90,6 +90,8 @@ type world struct {
 	failureCount int
 	stats        Stats
 	wire         *wireWorkload // the clients and their transport (wire.go)
+	durability   *durability   // the durability audit (audit.go)
+	coverage     *Coverage     // faults fired and rare events seen (coverage.go)
 }
 
 // Stats counts what happened in a run, for the verbose report.
@@ -142,6 +144,8 @@ func newWorld(o Options) *world {
 		n.endpoint = &Endpoint{w: w, index: i}
 		w.nodes = append(w.nodes, n)
 	}
+	w.coverage = newRunCoverage()
+	w.durability = newDurability(w)
 	w.work = newWorkload(w)
 	w.wire = newWireWorkload(w)
 	w.planner = newPlanner(w)
@@ -307,6 +311,7 @@ func (w *world) process(n *simNode) {
 // sendFrame is Endpoint.Send: it schedules the frame's delivery, perhaps
 // twice, unless the link drops it.
 func (w *world) sendFrame(from int, to node.NodeID, frame []byte) {
+	w.durability.onSend(from, frame)
 	ti := int(to) - 1
 	if ti < 0 || ti >= len(w.nodes) || ti == from {
 		return

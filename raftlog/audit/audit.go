@@ -17,8 +17,10 @@ package audit
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/strandlog/strand/raftlog"
 	"github.com/strandlog/strand/raftlog/memdisk"
@@ -128,4 +130,39 @@ func (a *Auditor) view(dir string) *view {
 	}
 	a.views[dir] = v
 	return v
+}
+
+// Find reports whether a power loss now would keep, in the log in dir, an
+// entry for which match returns true, looking back from the last entry
+// over at most limit entries (a produce acknowledged a moment ago sits near
+// the end). It returns the entry's index and term, or an error wrapping
+// ErrBroken when no kept entry matches.
+func (a *Auditor) Find(dir string, limit int, match func(e *raftpb.Entry) bool) (index, term uint64, err error) {
+	v := a.view(dir)
+	if v.err != nil {
+		return 0, 0, fmt.Errorf("%w: %s: the log would not open: %v", ErrBroken, dir, v.err)
+	}
+	first, _ := v.log.FirstIndex()
+	last, _ := v.log.LastIndex()
+	const chunk = 16
+	looked := limit
+	for hi := last + 1; hi > first && limit > 0; {
+		lo, step := first, min(chunk, uint64(limit))
+		if hi-first > step {
+			lo = hi - step
+		}
+		entries, err := v.log.Entries(lo, hi, math.MaxUint64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("%w: %s: entries %d..%d would not read: %v", ErrBroken, dir, lo, hi, err)
+		}
+		for i := len(entries) - 1; i >= 0; i-- {
+			if match(entries[i]) {
+				return entries[i].GetIndex(), entries[i].GetTerm(), nil
+			}
+		}
+		limit -= int(hi - lo)
+		hi = lo
+	}
+	return 0, 0, fmt.Errorf("%w: %s: no matching entry among the last %d kept (log would end at %d)",
+		ErrBroken, dir, looked, last)
 }

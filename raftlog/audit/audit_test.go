@@ -127,3 +127,32 @@ func TestUnopenableProjection(t *testing.T) {
 		t.Fatalf("corrupt synced segment: %v, want ErrBroken", err)
 	}
 }
+
+// TestFindSeesOnlyKeptEntries shows Find locates an entry a crash would
+// keep and fails with ErrBroken for one still in the page cache.
+func TestFindSeesOnlyKeptEntries(t *testing.T) {
+	disk := memdisk.New()
+	l, err := raftlog.Open(disk, dir, raftlog.Options{})
+	must(t, err)
+	must(t, l.Save(entries(1, 40, 1), hardState(1, 1, 1)))
+	must(t, l.Sync())
+	must(t, l.Save([]*raftpb.Entry{{Index: new(uint64(41)), Term: new(uint64(1)), Data: []byte("acked")}}, nil))
+	a := New(disk)
+	isIndex := func(i uint64) func(*raftpb.Entry) bool {
+		return func(e *raftpb.Entry) bool { return e.GetIndex() == i }
+	}
+	if i, term, err := a.Find(dir, 100, isIndex(3)); err != nil || i != 3 || term != 1 {
+		t.Fatalf("synced entry 3: %d %d %v", i, term, err)
+	}
+	if _, _, err := a.Find(dir, 10, isIndex(3)); !errors.Is(err, ErrBroken) {
+		t.Fatalf("entry 3 beyond the limit: %v, want ErrBroken", err)
+	}
+	acked := func(e *raftpb.Entry) bool { return string(e.GetData()) == "acked" }
+	if _, _, err := a.Find(dir, 100, acked); !errors.Is(err, ErrBroken) {
+		t.Fatalf("unsynced entry: %v, want ErrBroken", err)
+	}
+	must(t, l.Sync())
+	if i, _, err := a.Find(dir, 100, acked); err != nil || i != 41 {
+		t.Fatalf("synced entry 41: %d %v", i, err)
+	}
+}
