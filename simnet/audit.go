@@ -157,7 +157,7 @@ func (d *durability) logDir(wireTopic []byte, partition int32) string {
 // onSend audits the raft messages of a frame node index from is sending.
 func (d *durability) onSend(from int, frame []byte) {
 	n := d.w.nodes[from]
-	if !n.up || d.sampleOneIn <= 0 {
+	if !n.up {
 		return
 	}
 	for b := frame; len(b) > 0; {
@@ -224,6 +224,8 @@ func (d *durability) onMessage(n *simNode, b []byte) {
 	}
 	p, level := audit.Promise{HardTerm: m.term}, sampleIfOpen
 	switch {
+	case m.kind == raftpb.MsgAppResp && m.reject:
+		d.w.coverage.Inc("event/append-rejected")
 	case m.kind == raftpb.MsgAppResp && !m.reject:
 		p.Index, level = m.index, sampleIfDrawn
 	case m.kind == raftpb.MsgVote:
@@ -360,8 +362,13 @@ func (d *durability) partitionDir(n *simNode, topic string, partition int32) (st
 	return best, true
 }
 
-// report sets the audit's cost figure in the coverage: recoveries run.
+// report sets the audit's cost figure in the coverage (recoveries run) and
+// the network's fault counts.
 func (d *durability) report() {
+	d.w.coverage.counts["fault/net-drop"] = d.w.net.drops
+	d.w.coverage.counts["fault/net-dup"] = d.w.net.dups
+	d.w.coverage.counts["fault/restart"] = int64(d.w.stats.Restarts)
+	d.w.coverage.counts["fault/fail-stop"] = int64(d.w.stats.FailStops)
 	var opens int64
 	for _, a := range d.auditors {
 		opens += int64(a.Opens)

@@ -2,6 +2,7 @@ package simnet
 
 import (
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 )
@@ -112,7 +113,40 @@ func (c *Coverage) Table(prefix string) string {
 	return b.String()
 }
 
-// newRunCoverage returns a run's coverage with the names every run lists.
+// CoverageExpected are the names a CI sample of seeds must see at least
+// once each (TestSimCoverage): every fault kind the planner and the network
+// inject, and the rare paths the checks are meant to exercise.
+var CoverageExpected = []string{
+	"fault/crash", "fault/partition-sym", "fault/partition-asym", "fault/isolate-leader",
+	"fault/bit-flip", "fault/fail-read", "fault/fail-sync", "fault/net-drop", "fault/net-dup",
+	"fault/restart", "fault/fail-stop",
+	"event/leader-elected", "event/vote-granted", "event/append-rejected", "event/log-truncate",
+	"event/recovery-truncate", "event/checkpoint", "event/checkpoint-restore", "event/produce-duplicate",
+	"audit/promises", "audit/produce-acks", "digest/compared",
+}
+
+// coverageGaps are names the table lists although the workload cannot make
+// them happen yet (issue 14 asks for them): shown as "never" so the gap
+// stays visible.
+var coverageGaps = []string{"event/list-offsets", "event/topic-recreate"}
+
+// newRunCoverage returns a run's coverage listing every known name.
 func newRunCoverage() *Coverage {
-	return NewCoverage("audit/promises", "audit/produce-acks", "audit/broken")
+	c := NewCoverage(CoverageExpected...)
+	c.Declare(coverageGaps...)
+	return c
+}
+
+// checkpointedGroups counts the groups of n's disk with a checkpoint file:
+// the engines its restart restores rather than replays from index 1.
+func checkpointedGroups(n *simNode) int {
+	count, last := 0, ""
+	for _, name := range n.disk.Files() {
+		dir := path.Dir(name)
+		if strings.HasSuffix(dir, "/checkpoint") && dir != last {
+			count++
+			last = dir
+		}
+	}
+	return count
 }

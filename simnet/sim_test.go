@@ -89,6 +89,7 @@ func TestSim(t *testing.T) {
 		seeds = 20
 	}
 	combined := newTraceHash()
+	coverage := newRunCoverage()
 	failed, ops, events, produced := 0, int64(0), int64(0), 0
 	start, cpuStart := time.Now(), cpuTime()
 	for i := 0; i < seeds; i++ {
@@ -98,6 +99,7 @@ func TestSim(t *testing.T) {
 		ops += int64(res.Ops)
 		events += res.Events
 		produced += res.Stats.ProducesOK
+		coverage.Merge(res.Coverage)
 		if *flagVerbose {
 			fmt.Printf("sim: %s\n  ops=%d events=%d virtual=%v hash=%016x %s\n", res.Options, res.Ops, res.Events,
 				res.Virtual, res.Hash, res.Stats)
@@ -113,9 +115,13 @@ func TestSim(t *testing.T) {
 		fmt.Printf("sim: wall=%v cpu=%v: %.0f seeds per CPU-minute, %.0f per wall minute\n",
 			wall.Round(time.Millisecond), cpu.Round(time.Millisecond), float64(seeds)/cpu.Minutes(), float64(seeds)/wall.Minutes())
 	}
+	fmt.Printf("sim: coverage (faults fired, events seen, checks made over %d seeds):\n%s", seeds, coverage.Table("sim:   "))
 	fmt.Printf("sim: seeds=%d failed=%d ops=%d events=%d hash=%016x\n", seeds, failed, ops, events, combined.sum)
 	if failed > 0 {
 		t.Fail()
+	}
+	if seeds >= coverageSample && *flagBug == "" {
+		requireCoverage(t, coverage, CoverageExpected)
 	}
 	if produced == 0 {
 		t.Error("no record was acknowledged in any seed: the workload never ran")
@@ -188,4 +194,22 @@ func TestSimInjectsEveryFault(t *testing.T) {
 			t.Errorf("no %s in seeds 1-15", name)
 		}
 	}
+}
+
+// coverageSample is the CI sample's size: TestSimCoverage runs it, and
+// TestSim checks coverage whenever it runs at least this many seeds.
+const coverageSample = 15
+
+// Every fault kind fires and every rare event the checks rely on happens
+// within the CI sample (seeds 1-15): a sample that never truncates a log
+// or restores a checkpoint would pass without testing those paths.
+func TestSimCoverage(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	total := NewCoverage()
+	for seed := uint64(1); seed <= coverageSample; seed++ {
+		res := runSeed(t, seedOptions(t, seed, "mixed", ""), "")
+		total.Merge(res.Coverage)
+	}
+	t.Logf("seeds 1-%d:\n%s", coverageSample, total.Table("  "))
+	requireCoverage(t, total, CoverageExpected)
 }

@@ -135,6 +135,7 @@ func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *w
 		n.core.Handle(req, func(resp *strandpb.Response) {
 			if n.up && n.incarnation == inc {
 				w.durability.onProduceAnswer(n, req.GetProduce(), resp.GetProduce())
+				w.coverAnswer(resp)
 			}
 			ww.reply(n, inc, c, resp, call)
 		})
@@ -193,3 +194,18 @@ func errCode(err error) strandpb.ErrorCode {
 
 // asWireError reports whether err is a *clientlib.Error, setting *e.
 func asWireError(err error, e **clientlib.Error) bool { return errors.As(err, e) }
+
+// coverAnswer counts the rare answers a node gives in the run's coverage.
+func (w *world) coverAnswer(resp *strandpb.Response) {
+	if resp.GetError().GetCode() != strandpb.ErrorCode_ERROR_CODE_NONE {
+		return
+	}
+	if resp.GetListOffsets() != nil {
+		w.coverage.Inc("event/list-offsets")
+	}
+	for _, p := range resp.GetProduce().GetPartitions() {
+		if p.GetDuplicate() {
+			w.coverage.Inc("event/produce-duplicate")
+		}
+	}
+}

@@ -91,6 +91,7 @@ type world struct {
 	stats        Stats
 	wire         *wireWorkload // the clients and their transport (wire.go)
 	durability   *durability   // the durability audit (audit.go)
+	digests      *digests      // whole-state comparison of replicas (digests.go)
 	coverage     *Coverage     // faults fired and rare events seen (coverage.go)
 }
 
@@ -146,6 +147,7 @@ func newWorld(o Options) *world {
 	}
 	w.coverage = newRunCoverage()
 	w.durability = newDurability(w)
+	w.digests = newDigests(w)
 	w.work = newWorkload(w)
 	w.wire = newWireWorkload(w)
 	w.planner = newPlanner(w)
@@ -186,7 +188,9 @@ func (w *world) startNode(n *simNode) {
 	}
 	w.wire.configure(&cfg)
 	plantBug(&cfg, w.opts.Bug)
+	truncates := n.disk.Truncates("/log")
 	c, err := w.callOpen(n, cfg)
+	w.coverage.Add("event/recovery-truncate", int64(n.disk.Truncates("/log")-truncates))
 	if err != nil {
 		w.traceNote(kindNodeOpen, n.index, uint64(inc), hashString(err.Error()))
 		w.stats.OpenFailures++
@@ -205,6 +209,7 @@ func (w *world) startNode(n *simNode) {
 	w.traceNote(kindNodeOpen, n.index, uint64(inc), 0)
 	if inc > 1 {
 		w.stats.Restarts++
+		w.coverage.Add("event/checkpoint-restore", int64(checkpointedGroups(n)))
 	}
 	n.core = c
 	n.up = true
@@ -297,6 +302,8 @@ func (w *world) process(n *simNode) {
 		return
 	}
 	var err error
+	truncates := n.disk.Truncates("/log")
+	defer func() { w.coverage.Add("event/log-truncate", int64(n.disk.Truncates("/log")-truncates)) }()
 	if w.guard(n, func() { err = n.core.Process() }) {
 		err = errors.New("panic under disk fault")
 	}
@@ -305,6 +312,7 @@ func (w *world) process(n *simNode) {
 		w.failStop(n, err)
 		return
 	}
+	w.digests.afterProcess(n)
 	w.checker.onStatus(n, n.core.Status())
 }
 

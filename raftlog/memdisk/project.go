@@ -1,6 +1,10 @@
 package memdisk
 
-import "path"
+import (
+	"path"
+	"sort"
+	"strings"
+)
 
 // durableChanged notes that what a crash would keep of dir may have
 // changed. The disk's mutex is held.
@@ -65,4 +69,43 @@ func (d *Disk) Synced(dir string) bool {
 		}
 	}
 	return true
+}
+
+// DurableSeq returns a counter that grows with every change to what a
+// crash would keep, anywhere on the disk: a watcher remembers it and asks
+// ChangedDirs what changed since.
+func (d *Disk) DurableSeq() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.durableSeq
+}
+
+// ChangedDirs returns, sorted, the directories whose durable state changed
+// after DurableSeq returned since (every directory after a Crash).
+func (d *Disk) ChangedDirs(since uint64) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var dirs []string
+	for dir, seq := range d.dirChanged {
+		if seq > since || d.crashSeq > since {
+			dirs = append(dirs, dir)
+		}
+	}
+	sort.Strings(dirs)
+	return dirs
+}
+
+// Truncates returns how many File.Truncate calls the disk served on files
+// in directories named like dirSuffix ("/log": every raft log): a simulator
+// counts log truncations with it.
+func (d *Disk) Truncates(dirSuffix string) uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var total uint64
+	for dir, n := range d.truncates {
+		if strings.HasSuffix(dir, dirSuffix) {
+			total += n
+		}
+	}
+	return total
 }

@@ -107,3 +107,41 @@ func TestDurableGeneration(t *testing.T) {
 		t.Fatalf("Crash: generation %d -> %d, synced %v", g2, g3, d.Synced("dir"))
 	}
 }
+
+// TestChangedDirs shows ChangedDirs names exactly the directories synced
+// after a DurableSeq reading, sorted.
+func TestChangedDirs(t *testing.T) {
+	d := New()
+	for _, name := range []string{"b/x", "a/x", "c/x"} {
+		f, _ := d.Open(name)
+		must(t, f.Sync())
+	}
+	since := d.DurableSeq()
+	must(t, d.SyncDir("c"))
+	f, _ := d.Open("a/y")
+	write(t, f, 0, "y")
+	must(t, f.Sync())
+	if got := d.ChangedDirs(since); !reflect.DeepEqual(got, []string{"a", "c"}) {
+		t.Fatalf("ChangedDirs = %v, want [a c]", got)
+	}
+	if got := d.ChangedDirs(d.DurableSeq()); len(got) != 0 {
+		t.Fatalf("ChangedDirs(now) = %v", got)
+	}
+}
+
+// TestTruncatesCountsPerDirectory shows Truncates counts the truncations
+// of files in directories with the suffix asked for, only.
+func TestTruncatesCountsPerDirectory(t *testing.T) {
+	d := New()
+	a, _ := d.Open("p/0/log/a")
+	b, _ := d.Open("p/0/checkpoint/b")
+	must(t, a.Truncate(0))
+	must(t, a.Truncate(0))
+	must(t, b.Truncate(0))
+	if got := d.Truncates("/log"); got != 2 {
+		t.Fatalf("Truncates(/log) = %d, want 2", got)
+	}
+	if got := d.Truncates("/checkpoint"); got != 1 {
+		t.Fatalf("Truncates(/checkpoint) = %d, want 1", got)
+	}
+}
