@@ -194,7 +194,7 @@ func (c *Core) writeCheckpoint(g *group) error {
 	if g.meta != nil {
 		state = g.meta.Snapshot()
 	} else {
-		state = g.part.Snapshot()
+		state = c.bugCheckpointState(g.part.Snapshot())
 	}
 	data := encodeCheckpoint(g.appliedRaft, g.confState, state)
 	if err := writeFile(c.cfg.Disk, dir+"/"+name, data); err != nil {

@@ -232,6 +232,7 @@ func (c *Core) restoreEngine(g *group) (uint64, error) {
 		return ck.raftIndex, nil
 	}
 	g.part = ck.partition
+	c.bugForgetProducers(g)
 	g.checkpointIndex = ck.raftIndex
 	if c.bugReapply(g) {
 		return 0, nil

@@ -17,7 +17,7 @@ var (
 	flagSeeds     = flag.Int("sim.seeds", 200, "number of seeds to run")
 	flagSeedStart = flag.Uint64("sim.seed-start", 1, "first seed")
 	flagProfile   = flag.String("sim.profile", "mixed", "fault profile: safety, liveness or mixed")
-	flagBug       = flag.String("sim.bug", "", "planted bug to enable (builds with -tags simbugs): AckBeforeCommit, SkipFsync, FetchBeyondHighMark, ReapplyAfterRestart")
+	flagBug       = flag.String("sim.bug", "", "planted bug to enable (builds with -tags simbugs): AckBeforeCommit, SkipFsync, FetchBeyondHighMark, ReapplyAfterRestart, RestoreForgetsProducers, CheckpointForgetsProducers")
 	flagOut       = flag.String("sim.out", "", "directory for Porcupine visualizations of failing seeds")
 	flagVerbose   = flag.Bool("sim.v", false, "print every seed's options and figures")
 	flagNodes     = flag.Int("sim.nodes", 3, "nodes in the cluster (3 to 5)")
