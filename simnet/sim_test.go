@@ -120,7 +120,7 @@ func TestSim(t *testing.T) {
 	if failed > 0 {
 		t.Fail()
 	}
-	if seeds >= coverageSample && *flagBug == "" {
+	if seeds >= coverageSample && *flagBug == "" && *flagProfile == "mixed" {
 		requireCoverage(t, coverage, CoverageExpected)
 	}
 	if produced == 0 {
