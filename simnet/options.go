@@ -111,7 +111,7 @@ type Options struct {
 
 // DefaultAuditOneIn is Standard's AuditOneIn: sampled to keep the run
 // within its CPU budget (see audit.go for the figures).
-const DefaultAuditOneIn = 4
+const DefaultAuditOneIn = 6
 
 // Standard returns the standard scenario for seed before the fault mix is
 // drawn: 3 nodes, 8 partitions, RF=3, about 2,000 client operations.

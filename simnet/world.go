@@ -188,9 +188,9 @@ func (w *world) startNode(n *simNode) {
 	}
 	w.wire.configure(&cfg)
 	plantBug(&cfg, w.opts.Bug)
-	truncates := n.disk.Truncates("/log")
+	truncates := n.disk.Truncates("log")
 	c, err := w.callOpen(n, cfg)
-	w.coverage.Add("event/recovery-truncate", int64(n.disk.Truncates("/log")-truncates))
+	w.coverage.Add("event/recovery-truncate", int64(n.disk.Truncates("log")-truncates))
 	if err != nil {
 		w.traceNote(kindNodeOpen, n.index, uint64(inc), hashString(err.Error()))
 		w.stats.OpenFailures++
@@ -302,8 +302,8 @@ func (w *world) process(n *simNode) {
 		return
 	}
 	var err error
-	truncates := n.disk.Truncates("/log")
-	defer func() { w.coverage.Add("event/log-truncate", int64(n.disk.Truncates("/log")-truncates)) }()
+	truncates := n.disk.Truncates("log")
+	defer func() { w.coverage.Add("event/log-truncate", int64(n.disk.Truncates("log")-truncates)) }()
 	if w.guard(n, func() { err = n.core.Process() }) {
 		err = errors.New("panic under disk fault")
 	}

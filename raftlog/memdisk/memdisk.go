@@ -64,7 +64,7 @@ type Disk struct {
 	durableSeq uint64
 	dirChanged map[string]uint64
 	crashSeq   uint64
-	truncates  map[string]uint64 // File.Truncate calls per directory, for coverage counts
+	truncates  map[string]uint64 // File.Truncate calls per directory base name, for coverage counts
 }
 
 var _ raftlog.Disk = (*Disk)(nil)
@@ -407,7 +407,7 @@ func (f *file) Truncate(size int64) error {
 		return errors.New("memdisk: negative size")
 	}
 	o := op{truncate: true, off: size}
-	f.disk.truncates[path.Dir(f.name)]++
+	f.disk.truncates[path.Base(path.Dir(f.name))]++
 	f.node.data = apply(f.node.data, o)
 	f.node.ops = append(f.node.ops, o)
 	return nil

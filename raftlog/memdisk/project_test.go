@@ -130,7 +130,7 @@ func TestChangedDirs(t *testing.T) {
 }
 
 // TestTruncatesCountsPerDirectory shows Truncates counts the truncations
-// of files in directories with the suffix asked for, only.
+// of files in directories of the base name asked for, only.
 func TestTruncatesCountsPerDirectory(t *testing.T) {
 	d := New()
 	a, _ := d.Open("p/0/log/a")
@@ -138,10 +138,10 @@ func TestTruncatesCountsPerDirectory(t *testing.T) {
 	must(t, a.Truncate(0))
 	must(t, a.Truncate(0))
 	must(t, b.Truncate(0))
-	if got := d.Truncates("/log"); got != 2 {
-		t.Fatalf("Truncates(/log) = %d, want 2", got)
+	if got := d.Truncates("log"); got != 2 {
+		t.Fatalf("Truncates(log) = %d, want 2", got)
 	}
-	if got := d.Truncates("/checkpoint"); got != 1 {
-		t.Fatalf("Truncates(/checkpoint) = %d, want 1", got)
+	if got := d.Truncates("checkpoint"); got != 1 {
+		t.Fatalf("Truncates(checkpoint) = %d, want 1", got)
 	}
 }
