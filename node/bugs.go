@@ -23,6 +23,7 @@ type groupBugs struct{}
 type produceBugs struct{}
 
 func (c *Core) bugSkipFsync() bool                                       { return false }
+func (c *Core) bugLocalRead() bool                                       { return false }
 func (c *Core) bugAckEarly(*group, *produceWait, func(ProduceResult))    {}
 func (c *Core) bugAckedEarly(*group, *produceWait) bool                  { return false }
 func (c *Core) bugUncommittedTail(*group, int64) ([]FetchedBatch, error) { return nil, nil }

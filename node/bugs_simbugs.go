@@ -21,6 +21,7 @@ type Bugs struct {
 	SkipFsync           bool // tell raft entries are stable without syncing
 	FetchBeyondHighMark bool // serve entries past the commit index
 	ReapplyAfterRestart bool // re-apply committed entries after restart without dedup
+	LocalRead           bool // serve a fetch from the leader's applied state, no read index
 	// RestoreForgetsProducers restores a partition's checkpoint without its
 	// idempotent-producer table.
 	RestoreForgetsProducers bool
@@ -61,6 +62,14 @@ type indexShift struct {
 // cache. A crash then loses acknowledged entries and votes: committed data
 // vanishes or a node votes twice in a term.
 func (c *Core) bugSkipFsync() bool { return c.cfg.Bugs.SkipFsync }
+
+// bugLocalRead: a replica that believes it leads serves a fetch from its
+// applied state at once, without a read index confirming its leadership
+// (a lease read with no lease). A leader deposed without knowing it (cut
+// off from the majority) serves a stale high-water mark and misses
+// acknowledged writes; a new leader that has not applied its
+// predecessor's committed entries does too.
+func (c *Core) bugLocalRead() bool { return c.cfg.Bugs.LocalRead }
 
 // bugAckEarly (AckBeforeCommit) acknowledges an acks=all produce before
 // its entry is even stable, with the leader's guess of its offset. A later

@@ -130,3 +130,60 @@ func TestBugReapplyAfterRestartDuplicatesOffsets(t *testing.T) {
 		}
 	}
 }
+
+// LocalRead: a leader cut off from the majority, not yet aware of it,
+// serves a fetch from its own state, missing a write the new leader
+// acknowledged; without the bug the fetch waits for a read index that
+// never comes and is not served.
+func TestBugLocalReadServesStaleData(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		c := newCluster(t, 15, 3, replicated(3, "orders", 1), func(cfg *Config) { cfg.Bugs.LocalRead = bug })
+		old := c.leader(tp0)
+		c.drop = func(e envelope) bool { return e.from == old || e.to == old }
+		var lead NodeID
+		for range 100 {
+			c.tick(1)
+			if lead = c.agreedLeaderWithout(tp0, old); lead != 0 {
+				break
+			}
+		}
+		if lead == 0 {
+			t.Fatalf("bug=%v: the majority elected no leader", bug)
+		}
+		if r := c.produce(lead, ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "n", 1)}); r.Err != nil {
+			t.Fatalf("bug=%v: produce at the new leader: %+v", bug, r)
+		}
+		var res *FetchResult
+		c.cores[old].Fetch(FetchRequest{TopicPartition: tp0, Offset: 0, MaxBytes: 1 << 20}, func(r FetchResult) { res = &r })
+		c.settle()
+		served := res != nil && res.Err == nil
+		if bug != served {
+			t.Fatalf("bug=%v: the cut-off leader's fetch %+v", bug, res)
+		}
+		if served && res.HighWatermark != 0 {
+			t.Fatalf("bug=%v: stale read reports high-water mark %d, want 0 (the write it missed)", bug, res.HighWatermark)
+		}
+	}
+}
+
+// agreedLeaderWithout is the leader of tp that every live node but
+// excluded agrees on (0: none), for a cluster with excluded cut off.
+func (c *cluster) agreedLeaderWithout(tp TopicPartition, excluded NodeID) NodeID {
+	var lead NodeID
+	for _, id := range c.ids {
+		core := c.cores[id]
+		if core == nil || id == excluded {
+			continue
+		}
+		for _, st := range core.Status() {
+			if st.TopicPartition != tp {
+				continue
+			}
+			if st.Leader == 0 || st.Leader == excluded || (lead != 0 && st.Leader != lead) {
+				return 0
+			}
+			lead = st.Leader
+		}
+	}
+	return lead
+}

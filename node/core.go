@@ -48,9 +48,9 @@ type Config struct {
 	// every node: the metadata group's voters, and addresses for leader
 	// hints and Metadata answers until the nodes registered.
 	Nodes []Peer
-	// Deprecated: MetadataGroup is ignored: the metadata group always runs
-	// (static placement, the old second mode, is gone). Kept only until its
-	// callers stop setting it.
+	// MetadataGroup is ignored: the metadata group always runs (static
+	// placement, the old second mode, is gone). It stays only until its
+	// callers (cmd/strand) stop setting it; then it goes.
 	MetadataGroup bool
 	// TickDuration is the real time between two Tick calls (default 10 ms);
 	// the Core reads no clock, so Handle turns wire timeouts in ms (fetch

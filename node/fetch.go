@@ -55,6 +55,9 @@ func (c *Core) readPartition(tp TopicPartition, serve func(g *group), fail func(
 	case g.live >= c.cfg.PendingRequestsMax:
 		fail(ErrBusy, lead)
 		return
+	case c.bugLocalRead():
+		serve(g) // planted bug: no read index, no leadership check
+		return
 	}
 	c.readIndex(g, term, serve, fail)
 }

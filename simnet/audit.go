@@ -369,6 +369,10 @@ func (d *durability) report() {
 	d.w.coverage.counts["fault/net-dup"] = d.w.net.dups
 	d.w.coverage.counts["fault/restart"] = int64(d.w.stats.Restarts)
 	d.w.coverage.counts["fault/fail-stop"] = int64(d.w.stats.FailStops)
+	d.w.coverage.counts["fault/cut-checkpoint"] = int64(d.w.stats.CutsCheckpoint)
+	d.w.coverage.counts["fault/cut-segment-roll"] = int64(d.w.stats.CutsSegmentRoll)
+	d.w.coverage.counts["fault/crash-election"] = int64(d.w.stats.CrashElections)
+	d.w.coverage.counts["event/stale-read"] = int64(d.w.stats.StaleReads)
 	var opens int64
 	for _, a := range d.auditors {
 		opens += int64(a.Opens)

@@ -10,7 +10,7 @@ import (
 )
 
 // BugNames lists the planted bugs ParseBug knows (node.Bugs' fields).
-var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "ReapplyAfterRestart",
+var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "ReapplyAfterRestart", "LocalRead",
 	"RestoreForgetsProducers", "CheckpointForgetsProducers"}
 
 // ParseBug checks a planted bug's name; "" plants none.
@@ -36,5 +36,7 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.RestoreForgetsProducers = true
 	case "CheckpointForgetsProducers":
 		cfg.Bugs.CheckpointForgetsProducers = true
+	case "LocalRead":
+		cfg.Bugs.LocalRead = true
 	}
 }

@@ -119,7 +119,8 @@ func (c *Coverage) Table(prefix string) string {
 var CoverageExpected = []string{
 	"fault/crash", "fault/partition-sym", "fault/partition-asym", "fault/isolate-leader",
 	"fault/bit-flip", "fault/fail-read", "fault/fail-sync", "fault/net-drop", "fault/net-dup",
-	"fault/restart", "fault/fail-stop",
+	"fault/restart", "fault/fail-stop", "fault/power-cut", "fault/wipe", "fault/clock-jump", "fault/crash-leader",
+	"fault/cut-checkpoint", "fault/cut-segment-roll", "fault/crash-election", "event/stale-read",
 	"event/leader-elected", "event/vote-granted", "event/append-rejected", "event/log-truncate",
 	"event/recovery-truncate", "event/checkpoint", "event/checkpoint-restore", "event/produce-duplicate",
 	"audit/promises", "audit/produce-acks", "digest/compared",

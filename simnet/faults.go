@@ -3,6 +3,9 @@ package simnet
 import (
 	"strings"
 	"time"
+
+	"github.com/strandlog/strand/node"
+	"github.com/strandlog/strand/raftlog/memdisk"
 )
 
 // faultKind is one kind of fault the planner injects.
@@ -16,6 +19,10 @@ const (
 	faultBitFlip
 	faultFailRead
 	faultFailSync
+	faultPowerCut
+	faultWipe
+	faultClockJump
+	faultCrashLeader
 )
 
 // flipMarginBytes keeps bit flips this far before the end of a file, so
@@ -30,7 +37,8 @@ const flipMarginBytes = 4 << 10
 var faultNames = [...]string{
 	faultCrash: "fault/crash", faultPartitionSym: "fault/partition-sym", faultPartitionAsym: "fault/partition-asym",
 	faultIsolateLeader: "fault/isolate-leader", faultBitFlip: "fault/bit-flip", faultFailRead: "fault/fail-read",
-	faultFailSync: "fault/fail-sync",
+	faultFailSync: "fault/fail-sync", faultPowerCut: "fault/power-cut", faultWipe: "fault/wipe",
+	faultClockJump: "fault/clock-jump", faultCrashLeader: "fault/crash-leader",
 }
 
 // healAction is a network fault to undo: the directed links it cut.
@@ -72,6 +80,12 @@ func newPlanner(w *world) *planner {
 		add(faultFailRead, f.FailRead)
 	}
 	add(faultFailSync, f.FailSync)
+	add(faultPowerCut, f.PowerCut)
+	if f.DamagedNodesMax > 0 {
+		add(faultWipe, f.Wipe)
+	}
+	add(faultClockJump, f.ClockJump)
+	add(faultCrashLeader, f.CrashLeader)
 	return p
 }
 
@@ -122,6 +136,14 @@ func (p *planner) act() {
 		p.failRead()
 	case faultFailSync:
 		p.failSync()
+	case faultPowerCut:
+		p.powerCut()
+	case faultWipe:
+		p.wipe()
+	case faultClockJump:
+		p.clockJump()
+	case faultCrashLeader:
+		p.crashLeader()
 	}
 	p.scheduleNext()
 }
@@ -219,21 +241,40 @@ func (p *planner) partitionAsym() {
 	p.cutFor(links)
 }
 
-// isolateLeader cuts every link of the node leading a random partition.
-func (p *planner) isolateLeader() {
-	w := p.w
-	g := w.rngFault.IntN(w.opts.Partitions)
+// statusOf is live node n's status of group g (the metadata group is
+// group Partitions), false when n does not run it.
+func (w *world) statusOf(n *simNode, g int) (node.GroupStatus, bool) {
+	if g == w.opts.Partitions {
+		return n.core.MetadataStatus()
+	}
+	for _, s := range n.core.Status() {
+		if w.groupOf[s.TopicPartition] == g {
+			return s, true
+		}
+	}
+	return node.GroupStatus{}, false
+}
+
+// leaderOf is the live node leading group g in the highest term, or -1.
+func (w *world) leaderOf(g int) int {
 	leader, term := -1, uint64(0)
 	for _, n := range w.nodes {
 		if !n.up {
 			continue
 		}
-		for _, s := range n.core.Status() {
-			if w.groupOf[s.TopicPartition] == g && s.IsLeader && s.Term >= term {
-				leader, term = n.index, s.Term
-			}
+		if s, ok := w.statusOf(n, g); ok && s.IsLeader && s.Term >= term {
+			leader, term = n.index, s.Term
 		}
 	}
+	return leader
+}
+
+// isolateLeader cuts every link of the node leading a random partition:
+// clients still reach it, so it may serve reads after a new leader was
+// elected, without knowing it was deposed.
+func (p *planner) isolateLeader() {
+	w := p.w
+	leader := w.leaderOf(w.rngFault.IntN(w.opts.Partitions))
 	if leader < 0 {
 		return
 	}
@@ -374,4 +415,105 @@ func hashString(s string) uint64 {
 	h := newTraceHash()
 	h.str(s)
 	return h.sum
+}
+
+// powerCut arms a live node's disk to lose power inside its next
+// checkpoint write or segment roll, a few operations in (so each step of
+// the write protocol is hit): the node fail-stops mid-round and its disk
+// keeps only what was synced.
+func (p *planner) powerCut() {
+	n := p.liveNode()
+	if n == nil {
+		return
+	}
+	r := p.w.rngFault
+	kind := cutCheckpoint
+	if r.IntN(2) == 1 {
+		kind = cutSegmentRoll
+	}
+	n.cut.arm(kind, r.IntN(5))
+	p.w.traceNote(kindFault, n.index, uint64(faultPowerCut), uint64(kind))
+}
+
+// wipe replaces a damageable node's disk with an empty one, once the topic
+// exists, while the others (every group's majority, by the damage budget)
+// hold the data.
+// The node crashes; with Faults.WipeRejoin it comes back with nothing,
+// else it stays down for the rest of the run (the remaining nodes must
+// then lose nothing and, in liveness runs, keep serving).
+func (p *planner) wipe() {
+	if !p.w.wire.created {
+		// Before the topic exists a node that never comes back may never
+		// have registered, and a topic of RF = cluster size can then never
+		// be created: correct, but not this scenario.
+		return
+	}
+	n := p.damageable()
+	if n == nil {
+		return
+	}
+	w := p.w
+	w.crashNode(n, "wipe")
+	n.disk = memdisk.New()
+	n.cut.d = n.disk
+	n.wiped, n.flipped = true, false
+	n.failReads = nil
+	w.stats.Wipes++
+	w.traceNote(kindFault, n.index, uint64(faultWipe), 0)
+	if !w.opts.Faults.WipeRejoin {
+		if !n.dead {
+			n.dead = true
+			w.stats.DeadNodes++
+		}
+		return
+	}
+	n.dead = false
+	w.scheduleRestart(n)
+}
+
+// clockJump moves a live node's Realtime by a second, a minute or an
+// hour, forwards or backwards (Monotonic, which drives ticks, is unmoved).
+func (p *planner) clockJump() {
+	n := p.liveNode()
+	if n == nil {
+		return
+	}
+	r := p.w.rngFault
+	d := pick(r, time.Second, time.Minute, time.Hour)
+	if r.IntN(2) == 0 {
+		d = -d
+	}
+	n.clock.skew += d
+	p.w.stats.ClockJumps++
+	p.w.traceNote(kindFault, n.index, uint64(faultClockJump), uint64(d))
+}
+
+// crashLeader crashes a node in the middle of a leadership change of a
+// random group (a partition or the metadata group): one that runs the
+// group while it has no leader (an election is under way), else the
+// group's leader (forcing one).
+func (p *planner) crashLeader() {
+	w := p.w
+	g := w.rngFault.IntN(w.opts.Partitions + 1)
+	var electing []*simNode
+	for _, n := range w.nodes {
+		if !n.up {
+			continue
+		}
+		if s, ok := w.statusOf(n, g); ok && s.Leader == 0 && !s.IsLeader {
+			electing = append(electing, n)
+		}
+	}
+	if len(electing) > 0 {
+		n := electing[w.rngFault.IntN(len(electing))]
+		w.stats.CrashElections++
+		w.crashNode(n, "crash during election")
+		w.scheduleRestart(n)
+		return
+	}
+	if i := w.leaderOf(g); i >= 0 {
+		w.stats.CrashLeaders++
+		w.crashNode(w.nodes[i], "crash leader")
+		w.scheduleRestart(w.nodes[i])
+	}
 }

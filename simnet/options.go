@@ -44,14 +44,24 @@ func (p Profile) String() string {
 
 // Faults is the fault mix of one run: which faults happen and how often.
 type Faults struct {
-	Interval        time.Duration // mean gap between fault actions; 0: none
-	Crash           int           // relative weights of the fault kinds
-	PartitionSym    int
-	PartitionAsym   int
-	IsolateLeader   int
-	BitFlip         int
-	FailRead        int
-	FailSync        int
+	Interval      time.Duration // mean gap between fault actions; 0: none
+	Crash         int           // relative weights of the fault kinds
+	PartitionSym  int
+	PartitionAsym int
+	IsolateLeader int
+	BitFlip       int
+	FailRead      int
+	FailSync      int
+	PowerCut      int // a power cut armed to strike inside a checkpoint or a segment roll
+	Wipe          int // a node's disk replaced by an empty one (within the damage budget)
+	// WipeRejoin lets a wiped node restart on its empty disk. Off by
+	// default: raft without disk-loss detection cannot survive it (the
+	// node forgets its votes and the entries it acknowledged; see
+	// TestSimWipedNodeRejoiningLosesCommittedEntries), so a wiped node
+	// stays down, as a replaced machine would until it can rejoin.
+	WipeRejoin      bool
+	ClockJump       int           // a node's Realtime jumps by up to an hour, either way
+	CrashLeader     int           // crash a group's leader, or a node while a group elects
 	RestartMin      time.Duration // a crashed node restarts after [min, max]
 	RestartMax      time.Duration
 	NetFaultMin     time.Duration // a network fault lasts [min, max]
@@ -161,6 +171,11 @@ func Choose(o Options) Options {
 	f.DamagedNodesMax = (o.Replication - 1) / 2
 	o.CheckpointEntries = pick[uint64](r, 16, 64, 256)
 	o.SegmentBytesMax = pick[int64](r, 8<<10, 32<<10, 64<<10)
+	f.PowerCut, f.ClockJump, f.CrashLeader = w(), w(), w()
+	// A wipe spends the seed's whole disk-damage budget for good (the
+	// node stays down), so it is drawn into half the seeds only, with low weights:
+	// the others keep their budget for bit flips and failed reads.
+	f.Wipe = int(pick(r, 0, 0, 1, 2))
 	return o
 }
 
@@ -178,6 +193,10 @@ func (o Options) String() string {
 	f := o.Faults
 	fmt.Fprintf(&b, " faults{every=%v crash=%d sym=%d asym=%d isolate=%d flip=%d failread=%d failsync=%d",
 		f.Interval, f.Crash, f.PartitionSym, f.PartitionAsym, f.IsolateLeader, f.BitFlip, f.FailRead, f.FailSync)
+	fmt.Fprintf(&b, " powercut=%d wipe=%d clockjump=%d crashleader=%d", f.PowerCut, f.Wipe, f.ClockJump, f.CrashLeader)
+	if f.WipeRejoin {
+		b.WriteString(" wiperejoin")
+	}
 	fmt.Fprintf(&b, " restart=%v..%v net=%v..%v skew=%v}", f.RestartMin, f.RestartMax, f.NetFaultMin,
 		f.NetFaultMax, f.ClockSkewMax)
 	if bug := o.BugName(); bug != "" {

@@ -12,7 +12,7 @@ import (
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
-// Trace record kinds of wire mode.
+// Trace record kinds of the client traffic.
 const (
 	kindWireRequest uint64 = 110 // a request reached a node
 	kindWireReply   uint64 = 111 // a response reached a client
@@ -25,7 +25,7 @@ var metaTopicPartition = node.TopicPartition{Topic: "@metadata", Partition: 0}
 // errWireTimeout is the cause of a request that got no answer in time.
 var errWireTimeout = errors.New("simnet: no answer within the client timeout")
 
-// wireWorkload is wire mode's clients and transport.
+// wireWorkload is the clients and their transport over the wire protocol.
 type wireWorkload struct {
 	w        *world
 	peers    []node.Peer
@@ -34,7 +34,8 @@ type wireWorkload struct {
 	admin    *wireClient
 	clients  []*wireClient // producers, consumers, then random readers
 	drain    *wireClient
-	active   int // producers and consumers still working
+	active   int  // producers and consumers still working
+	created  bool // the topic exists: every node registered and hosts its replicas
 }
 
 // wireCall is one request in flight: it ends once, by its answer or by
@@ -81,6 +82,7 @@ func (ww *wireWorkload) start() {
 
 // topicCreated starts the producers and consumers.
 func (ww *wireWorkload) topicCreated() {
+	ww.created = true
 	for _, c := range ww.clients {
 		ww.active++
 		c.after(c.thinkTime(), c.begin)
@@ -129,6 +131,9 @@ func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *w
 	req := &strandpb.Request{}
 	if err := proto.Unmarshal(frame, req); err != nil {
 		panic(fmt.Sprintf("simnet: unmarshal request: %v", err))
+	}
+	if f := req.GetFetch(); f != nil && len(f.GetPartitions()) == 1 && ww.cutOff(n, int(f.GetPartitions()[0].GetPartition())) {
+		w.stats.StaleReads++
 	}
 	inc := n.incarnation
 	w.guardCall(n, func() {
@@ -208,4 +213,21 @@ func (w *world) coverAnswer(resp *strandpb.Response) {
 			w.coverage.Inc("event/produce-duplicate")
 		}
 	}
+}
+
+// cutOff reports whether n believes it leads partition p while its links
+// reach no majority: a read it serves now is from a deposed leader that
+// may not know it, and only ReadIndex keeps it from being stale.
+func (ww *wireWorkload) cutOff(n *simNode, p int) bool {
+	w := ww.w
+	if s, ok := w.statusOf(n, p); !ok || !s.IsLeader {
+		return false
+	}
+	reach := 1
+	for _, m := range w.nodes {
+		if m != n && !w.net.isCut(n.index, m.index) && !w.net.isCut(m.index, n.index) {
+			reach++
+		}
+	}
+	return 2*reach <= len(w.nodes)
 }

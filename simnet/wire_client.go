@@ -9,7 +9,7 @@ import (
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
-// Wire mode's client settings.
+// The clients' settings.
 const (
 	wireInFlightMax    = 3 // batches in flight per partition window
 	wireOutstandingMax = 6 // records a producer has pushed and not completed
@@ -82,7 +82,7 @@ func newWireClient(ww *wireWorkload, index int, kind clientKind) *wireClient {
 	if kind == kindProducer {
 		c.keyed = index%2 == 0
 		// The last producer is not idempotent (producer id -1) and never
-		// resends (AttemptsMax 1), as in direct mode: its values stay
+		// resends (AttemptsMax 1): its values stay
 		// unique, so an entry applied twice shows as a duplicate.
 		c.idempotent = index != o.Producers-1
 		cfg := clientlib.WindowConfig{Idempotent: true, InFlightMax: wireInFlightMax, AttemptsMax: attemptsMax,

@@ -58,6 +58,13 @@ func (c *wireClient) fetch(p int) {
 			MaxBytes: fetchBytesMax}},
 	}}}
 	target := c.leaderOf(p)
+	if c.kind == kindReader && c.rng.IntN(2) == 0 {
+		// Random readers ask any replica half the time: a follower, a
+		// deposed leader or one still catching up must refuse, or serve
+		// exactly what the leader would (nothing else is linearizable).
+		target = c.randomNode()
+		w.stats.ReadsAnyReplica++
+	}
 	c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
 		var part *strandpb.FetchResponse_Partition
 		if err == nil {
@@ -139,8 +146,8 @@ func (c *wireClient) fetchDone(p int, r *reply) {
 	c.after(c.thinkTime(), c.nextPoll)
 }
 
-// decodeWireFetch decodes a fetched partition's batches into a reply, as
-// fetchReply does for the direct API.
+// decodeWireFetch decodes a fetched partition's batches into a reply,
+// keeping the records from offset on (a batch is served whole).
 func decodeWireFetch(offset int64, part *strandpb.FetchResponse_Partition) *reply {
 	r := &reply{hwm: part.GetHighWatermark(), logStart: part.GetLogStartOffset()}
 	for _, b := range part.GetBatches() {

@@ -34,6 +34,7 @@ type simNode struct {
 	index       int
 	id          node.NodeID
 	disk        *memdisk.Disk
+	cut         *cutDisk // the node's view of disk: disk behind a power switch
 	clock       *nodeClock
 	endpoint    *Endpoint
 	core        core
@@ -45,6 +46,7 @@ type simNode struct {
 	flipped     bool // bits were flipped on its disk
 	failReads   []string
 	failSync    bool
+	wiped       bool // its disk was replaced by an empty one (counts as damage)
 	restartDue  bool // a restart event is queued
 	// lastStatus is the status last checked, per group, so the checks
 	// look only at what changed.
@@ -106,16 +108,53 @@ type Stats struct {
 	BitFlips     int
 	FailedReads  int
 	FailedSyncs  int
-	ProducesOK   int
-	ProducesLost int // abandoned: indefinite or failed
-	FetchesOK    int
-	TimeLimited  bool // the run hit Options.TimeLimit
+	// The faults of a run's leadership changes, recovery and read path.
+	CutsCheckpoint  int // power cut while writing a checkpoint (fired)
+	CutsSegmentRoll int // power cut while rolling to a new log segment (fired)
+	Wipes           int // a node's disk replaced by an empty one
+	ClockJumps      int // a node's Realtime jumped
+	CrashLeaders    int // a group's leader crashed (a leadership change follows)
+	CrashElections  int // a node crashed while one of its groups had no leader
+	StaleReads      int // fetches delivered to a believed leader cut off from a majority
+	ReadsAnyReplica int // random-reader fetches sent to any node, not the cached leader
+	ProducesOK      int
+	ProducesLost    int // abandoned: indefinite or failed
+	FetchesOK       int
+	TimeLimited     bool // the run hit Options.TimeLimit
+}
+
+// add sums o into s (TimeLimited: any run hit the limit).
+func (s *Stats) add(o Stats) {
+	s.Crashes += o.Crashes
+	s.FailStops += o.FailStops
+	s.Restarts += o.Restarts
+	s.OpenFailures += o.OpenFailures
+	s.DeadNodes += o.DeadNodes
+	s.NetFaults += o.NetFaults
+	s.BitFlips += o.BitFlips
+	s.FailedReads += o.FailedReads
+	s.FailedSyncs += o.FailedSyncs
+	s.CutsCheckpoint += o.CutsCheckpoint
+	s.CutsSegmentRoll += o.CutsSegmentRoll
+	s.Wipes += o.Wipes
+	s.ClockJumps += o.ClockJumps
+	s.CrashLeaders += o.CrashLeaders
+	s.CrashElections += o.CrashElections
+	s.StaleReads += o.StaleReads
+	s.ReadsAnyReplica += o.ReadsAnyReplica
+	s.ProducesOK += o.ProducesOK
+	s.ProducesLost += o.ProducesLost
+	s.FetchesOK += o.FetchesOK
+	s.TimeLimited = s.TimeLimited || o.TimeLimited
 }
 
 func (s Stats) String() string {
-	return fmt.Sprintf("crash=%d failstop=%d restart=%d openfail=%d dead=%d net=%d flip=%d failread=%d failsync=%d produced=%d abandoned=%d fetched=%d timelimited=%v",
+	return fmt.Sprintf("crash=%d failstop=%d restart=%d openfail=%d dead=%d net=%d flip=%d failread=%d failsync=%d "+
+		"cutckpt=%d cutroll=%d wipe=%d clockjump=%d crashleader=%d crashelection=%d staleread=%d anyreplica=%d "+
+		"produced=%d abandoned=%d fetched=%d timelimited=%v",
 		s.Crashes, s.FailStops, s.Restarts, s.OpenFailures, s.DeadNodes, s.NetFaults, s.BitFlips, s.FailedReads,
-		s.FailedSyncs, s.ProducesOK, s.ProducesLost, s.FetchesOK, s.TimeLimited)
+		s.FailedSyncs, s.CutsCheckpoint, s.CutsSegmentRoll, s.Wipes, s.ClockJumps, s.CrashLeaders, s.CrashElections,
+		s.StaleReads, s.ReadsAnyReplica, s.ProducesOK, s.ProducesLost, s.FetchesOK, s.TimeLimited)
 }
 
 // newWorld builds the cluster of o (already through Choose), nodes down.
@@ -136,6 +175,7 @@ func newWorld(o Options) *world {
 	skewRand := newStream(o.Seed, streamClock)
 	for i := 0; i < o.Nodes; i++ {
 		n := &simNode{index: i, id: node.NodeID(i + 1), disk: memdisk.New()}
+		n.cut = &cutDisk{d: n.disk}
 		n.clock = &nodeClock{w: w}
 		if o.Faults.ClockSkewMax > 0 {
 			m := int64(o.Faults.ClockSkewMax)
@@ -172,9 +212,10 @@ const failuresKept = 10
 func (w *world) startNode(n *simNode) {
 	n.incarnation++
 	inc := n.incarnation
+	n.cut.reset()
 	cfg := node.Config{
 		ID:                n.id,
-		Disk:              n.disk,
+		Disk:              n.cut,
 		Network:           n.endpoint,
 		Clock:             n.clock,
 		Rand:              newStream(w.opts.Seed, streamNode+uint64(n.id)<<16+uint64(inc)),
@@ -250,12 +291,20 @@ func (w *world) failStop(n *simNode, err error) {
 		w.fail("node %d fail-stopped with no disk fault injected: %v", n.id, err)
 	}
 	w.stats.FailStops++
+	switch n.cut.fired {
+	case cutCheckpoint:
+		w.stats.CutsCheckpoint++
+	case cutSegmentRoll:
+		w.stats.CutsSegmentRoll++
+	}
 	w.crashNode(n, "failstop: "+err.Error())
 	w.scheduleRestart(n)
 }
 
 // hasFaults reports whether a disk fault was injected into n's disk.
-func (n *simNode) hasFaults() bool { return n.damaged || n.failSync || len(n.failReads) > 0 }
+func (n *simNode) hasFaults() bool {
+	return n.damaged || n.failSync || len(n.failReads) > 0 || n.cut.cut
+}
 
 // clearDiskFaults ends n's transient disk faults (failed reads and syncs);
 // flipped bits stay.
@@ -266,6 +315,7 @@ func (w *world) clearDiskFaults(n *simNode) {
 	n.failReads = nil
 	n.disk.FailSync(false)
 	n.failSync = false
+	n.cut.reset()
 }
 
 // guard runs fn, a call into n's core. A panic with a disk fault injected

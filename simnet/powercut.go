@@ -1,0 +1,166 @@
+package simnet
+
+import (
+	"errors"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/strandlog/strand/raftlog"
+	"github.com/strandlog/strand/raftlog/memdisk"
+)
+
+// errPowerCut is what every disk operation returns once the power is cut.
+var errPowerCut = errors.New("simnet: power cut")
+
+// cutKind is where a power cut is armed to strike.
+type cutKind uint8
+
+const (
+	cutCheckpoint  cutKind = iota + 1 // while an engine or metadata checkpoint is written
+	cutSegmentRoll                    // while a log rolls to a new segment file
+)
+
+// cutDisk is a node's Disk with a power switch: armed, it cuts the power
+// at the after-th disk operation from the moment the node creates a file
+// of the armed kind (a checkpoint file, a new log segment). From then on
+// every operation fails, so nothing more reaches the disk, and the node
+// fail-stops out of the Process round it was in; the world then crashes
+// its memdisk, which keeps only what was synced. This is a power cut in
+// the middle of a processing round, at each step of the checkpoint write
+// protocol (write, sync, SyncDir, removal of older files) or of a roll.
+type cutDisk struct {
+	d        *memdisk.Disk
+	armed    cutKind
+	after    int // operations allowed after the trigger before the cut
+	counting bool
+	cut      bool
+	fired    cutKind // the kind that cut the power, 0 while none did
+}
+
+var _ raftlog.Disk = (*cutDisk)(nil)
+
+// arm sets the power cut; reset disarms it (at every restart).
+func (c *cutDisk) arm(kind cutKind, after int) {
+	c.armed, c.after, c.counting, c.cut, c.fired = kind, after, false, false, 0
+}
+
+func (c *cutDisk) reset() { c.arm(0, 0) }
+
+// op counts one operation and reports whether the power is off for it.
+func (c *cutDisk) op() bool {
+	if c.cut {
+		return true
+	}
+	if !c.counting {
+		return false
+	}
+	if c.after == 0 {
+		c.cut = true
+		c.fired = c.armed
+		return true
+	}
+	c.after--
+	return false
+}
+
+// triggers reports whether opening name starts the countdown: a new file
+// of the armed kind.
+func (c *cutDisk) triggers(name string) bool {
+	if c.armed == 0 || c.counting {
+		return false
+	}
+	dir, base := path.Split(path.Clean(name))
+	switch c.armed {
+	case cutCheckpoint:
+		if !strings.HasSuffix(dir, "/checkpoint/") {
+			return false
+		}
+	case cutSegmentRoll:
+		if !strings.HasSuffix(dir, "/log/") || !strings.HasSuffix(base, ".log") {
+			return false
+		}
+	}
+	names, err := c.d.List(dir)
+	return err == nil && !slices.Contains(names, base)
+}
+
+// Open implements raftlog.Disk.
+func (c *cutDisk) Open(name string) (raftlog.File, error) {
+	if c.triggers(name) {
+		c.counting = true
+	}
+	if c.op() {
+		return nil, errPowerCut
+	}
+	f, err := c.d.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return &cutFile{File: f, c: c}, nil
+}
+
+// Remove implements raftlog.Disk.
+func (c *cutDisk) Remove(name string) error {
+	if c.op() {
+		return errPowerCut
+	}
+	return c.d.Remove(name)
+}
+
+// List implements raftlog.Disk.
+func (c *cutDisk) List(dir string) ([]string, error) {
+	if c.cut {
+		return nil, errPowerCut
+	}
+	return c.d.List(dir)
+}
+
+// SyncDir implements raftlog.Disk.
+func (c *cutDisk) SyncDir(dir string) error {
+	if c.op() {
+		return errPowerCut
+	}
+	return c.d.SyncDir(dir)
+}
+
+// cutFile is a file of a cutDisk.
+type cutFile struct {
+	raftlog.File
+	c *cutDisk
+}
+
+func (f *cutFile) ReadAt(p []byte, off int64) (int, error) {
+	if f.c.cut {
+		return 0, errPowerCut
+	}
+	return f.File.ReadAt(p, off)
+}
+
+func (f *cutFile) WriteAt(p []byte, off int64) (int, error) {
+	if f.c.op() {
+		return 0, errPowerCut
+	}
+	return f.File.WriteAt(p, off)
+}
+
+func (f *cutFile) Truncate(size int64) error {
+	if f.c.op() {
+		return errPowerCut
+	}
+	return f.File.Truncate(size)
+}
+
+func (f *cutFile) Size() (int64, error) {
+	if f.c.cut {
+		return 0, errPowerCut
+	}
+	return f.File.Size()
+}
+
+func (f *cutFile) Sync() error {
+	if f.c.op() {
+		return errPowerCut
+	}
+	return f.File.Sync()
+}
