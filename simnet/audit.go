@@ -13,6 +13,7 @@ import (
 	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog/audit"
+	"github.com/strandlog/strand/raftlog/memdisk"
 )
 
 // The durability audit (raftlog/audit) checks, at the instant a node makes
@@ -47,13 +48,15 @@ const produceSearchMax = 512
 // durability is one run's audit state.
 type durability struct {
 	w        *world
-	auditors []*audit.Auditor // per node index
+	auditors []*audit.Auditor // per node index, of disks[i]
+	disks    []*memdisk.Disk
 	rng      *rand.Rand
 	// sampleOneIn audits one durable state of a log in this many (1: all,
 	// 0: none); sampled states are remembered per node and directory.
 	sampleOneIn int
 	sample      map[sampleKey]sampleState
 	checks      int64
+	opensBefore int64 // recoveries of auditors replaced after wipes
 	// dirs caches each node's log directory of a topic's partition, and
 	// logDirs the directory of each wire topic's partition.
 	dirs    map[dirKey]string
@@ -85,8 +88,29 @@ func newDurability(w *world) *durability {
 		logDirs: map[string]map[int32]string{}}
 	for _, n := range w.nodes {
 		d.auditors = append(d.auditors, audit.New(n.disk))
+		d.disks = append(d.disks, n.disk)
 	}
 	return d
+}
+
+// auditor returns n's auditor, made anew when n's disk was replaced (a
+// wipe).
+func (d *durability) auditor(n *simNode) *audit.Auditor {
+	if d.disks[n.index] != n.disk {
+		d.opensBefore += int64(d.auditors[n.index].Opens)
+		d.auditors[n.index], d.disks[n.index] = audit.New(n.disk), n.disk
+		for k := range d.sample {
+			if k.node == n.index {
+				delete(d.sample, k)
+			}
+		}
+		for k := range d.dirs {
+			if k.node == n.index {
+				delete(d.dirs, k)
+			}
+		}
+	}
+	return d.auditors[n.index]
 }
 
 // Sampling levels of a promise (see sampled).
@@ -127,7 +151,7 @@ func (d *durability) sampled(n *simNode, dir string, level int) bool {
 func (d *durability) check(n *simNode, dir string, p audit.Promise, what func() string) {
 	d.checks++
 	d.w.coverage.Inc("audit/promises")
-	if err := d.auditors[n.index].Check(dir, p); err != nil {
+	if err := d.auditor(n).Check(dir, p); err != nil {
 		d.w.coverage.Inc("audit/broken")
 		d.w.fail("durability: node %d sent %s: %v", n.id, what(), err)
 	}
@@ -325,7 +349,7 @@ func (d *durability) checkProduce(n *simNode, acks int32, sent *strandpb.Produce
 			f.ProducerID == sent.GetProducerId() && f.ProducerEpoch == sent.GetProducerEpoch() &&
 			f.BaseSequence == sent.GetBaseSequence() && bytes.Equal(f.Batch, sent.GetBatch())
 	}
-	if _, _, err := d.auditors[n.index].Find(dir, produceSearchMax, match); err != nil {
+	if _, _, err := d.auditor(n).Find(dir, produceSearchMax, match); err != nil {
 		d.w.coverage.Inc("audit/broken")
 		d.w.fail("durability: node %d acknowledged a produce (acks=%d) to %s/%d (producer %d sequence %d): %v",
 			n.id, acks, sent.GetTopic(), sent.GetPartition(), sent.GetProducerId(), sent.GetBaseSequence(), err)
@@ -373,7 +397,7 @@ func (d *durability) report() {
 	d.w.coverage.counts["fault/cut-segment-roll"] = int64(d.w.stats.CutsSegmentRoll)
 	d.w.coverage.counts["fault/crash-election"] = int64(d.w.stats.CrashElections)
 	d.w.coverage.counts["event/stale-read"] = int64(d.w.stats.StaleReads)
-	var opens int64
+	opens := d.opensBefore
 	for _, a := range d.auditors {
 		opens += int64(a.Opens)
 	}

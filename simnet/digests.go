@@ -7,6 +7,7 @@ import (
 	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/node"
+	"github.com/strandlog/strand/raftlog/memdisk"
 )
 
 // Whole-state comparison of replicas. The world keeps one reference engine
@@ -41,6 +42,7 @@ type digests struct {
 	// seen is each node's DurableSeq at its last look; checked its newest
 	// checkpoint name per directory.
 	seen     []uint64
+	disks    []*memdisk.Disk // the disk seen[i] counts on
 	checked  []map[string]string
 	compared int64
 }
@@ -51,8 +53,9 @@ func newDigests(w *world) *digests {
 		d.refs = append(d.refs, &reference{part: engine.NewPartition(), digests: map[uint64]uint64{}})
 	}
 	d.refs = append(d.refs, &reference{meta: metadata.New(), digests: map[uint64]uint64{}})
-	for i := range d.checked {
+	for i, n := range w.nodes {
 		d.checked[i] = map[string]string{}
+		d.disks = append(d.disks, n.disk)
 	}
 	return d
 }
@@ -89,6 +92,10 @@ func (d *digests) onApply(g int, index uint64, data []byte) {
 func (d *digests) afterProcess(n *simNode) {
 	if n.hasFaults() || n.flipped {
 		return
+	}
+	if d.disks[n.index] != n.disk { // wiped: a new disk, nothing seen of it
+		d.disks[n.index], d.seen[n.index] = n.disk, 0
+		clear(d.checked[n.index])
 	}
 	seq := n.disk.DurableSeq()
 	if seq == d.seen[n.index] {
