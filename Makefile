@@ -15,7 +15,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 # Every fuzz target, as package:FuzzName. CI runs each for $(FUZZTIME).
 FUZZ_TARGETS := $(shell grep -rl --include='*_test.go' '^func Fuzz' . | xargs -r grep -H -o '^func Fuzz[A-Za-z0-9_]*' | sed -e 's|^\./||' -e 's|/[^/]*_test.go:func |:|' | sort)
 
-.PHONY: all build test test-invariants lint fuzz bench proto run sim tools
+.PHONY: all build test test-invariants lint fuzz bench bench-restart proto run sim tools
 
 all: lint test
 
@@ -30,8 +30,9 @@ test:
 test-invariants:
 	$(GO) test -count=1 -short -tags invariants ./engine/... ./node/ ./simnet/
 
-## lint: gofmt, go vet and staticcheck must all be clean.
+## lint: gofmt, go vet, staticcheck and go mod tidy must all be clean.
 lint:
+	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run go mod tidy"; $(GO) mod tidy -diff; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
@@ -45,9 +46,16 @@ fuzz:
 	  $(GO) test ./$$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME); \
 	done
 
-## bench: Go benchmarks of raftlog (beside raw file+fsync rates) and the engine.
+## bench: Go benchmarks of raftlog (beside raw file+fsync rates) and the engine,
+##   and node's checkpoint and restart costs at 1 M batches (about 15 s).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./raftlog/ ./engine/...
+	$(GO) test -short -run '^$$' -bench '^BenchmarkRestart$$' -benchtime 3x -timeout 20m ./node/
+
+## bench-restart: node's checkpoint and restart costs at 1 M and 10 M batches
+##   (a few minutes; a temporary directory of about 1.5 GB).
+bench-restart:
+	$(GO) test -run '^$$' -bench '^BenchmarkRestart$$' -benchtime 3x -timeout 60m ./node/
 
 ## sim: run SEEDS simulator seeds from SEED_START, one after another, ending with
 ##   "sim: seeds=N failed=F ops=O events=E hash=H". PROFILE=safety|liveness|mixed;

@@ -3,9 +3,12 @@ module github.com/strandlog/strand
 go 1.26.8
 
 require (
-	github.com/anishathalye/porcupine v1.3.1 // indirect
-	github.com/spf13/pflag v1.1.0 // indirect
-	go.etcd.io/raft/v3 v3.7.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
-	pgregory.net/rapid v1.3.0 // indirect
+	github.com/anishathalye/porcupine v1.3.1
+	github.com/cockroachdb/datadriven v1.0.3
+	github.com/spf13/pflag v1.1.0
+	go.etcd.io/raft/v3 v3.7.0
+	google.golang.org/protobuf v1.36.12
+	pgregory.net/rapid v1.3.0
 )
+
+require github.com/pmezard/go-difflib v1.0.0 // indirect

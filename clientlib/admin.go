@@ -16,7 +16,9 @@ type Node struct {
 
 // TopicMetadata is one topic's partitions and leaders.
 type TopicMetadata struct {
-	Name       string
+	Name string
+	// ID is the topic's id (16 bytes; nil when the node names none).
+	ID         []byte
 	Partitions []PartitionInfo
 	Err        error
 }
@@ -24,6 +26,8 @@ type TopicMetadata struct {
 // ClusterInfo is a metadata answer: nodes, the metadata group's leader, and
 // topics with their partitions' leaders and replicas, all sorted.
 type ClusterInfo struct {
+	// ClusterID is the cluster's id (16 bytes; nil when unknown).
+	ClusterID    []byte
 	Nodes        []Node
 	ControllerID uint64
 	Topics       []TopicMetadata
@@ -84,9 +88,10 @@ func (c *Client) controllerRequest(ctx context.Context, req *strandpb.Request) (
 // Metadata fetches the cluster's nodes, topics and leaders.
 func (c *Client) Metadata(ctx context.Context) (ClusterInfo, error) {
 	var resp *strandpb.Response
+	var addr string
 	err := c.withRetries(ctx, func() error {
 		var err error
-		resp, err = c.anyRequest(ctx, &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{}}})
+		resp, addr, err = c.anyRequestAt(ctx, &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{}}})
 		if err == nil {
 			err = errorFromWire(resp.GetError())
 		}
@@ -97,16 +102,21 @@ func (c *Client) Metadata(ctx context.Context) (ClusterInfo, error) {
 	}
 	m := resp.GetMetadata()
 	c.mu.Lock()
-	c.meta.ApplyMetadata(m)
+	err = c.checkClusterLocked(m.GetClusterId(), addr)
+	if err == nil {
+		c.meta.ApplyMetadata(m)
+	}
 	c.mu.Unlock()
-	var info ClusterInfo
-	info.ControllerID = m.GetControllerId()
+	if err != nil {
+		return ClusterInfo{}, err
+	}
+	info := ClusterInfo{ClusterID: m.GetClusterId(), ControllerID: m.GetControllerId()}
 	for _, n := range m.GetNodes() {
 		info.Nodes = append(info.Nodes, Node{ID: n.GetId(), Address: n.GetAddress(), Rack: n.GetRack()})
 	}
 	sort.Slice(info.Nodes, func(i, j int) bool { return info.Nodes[i].ID < info.Nodes[j].ID })
 	for _, t := range m.GetTopics() {
-		tm := TopicMetadata{Name: t.GetName(), Err: errorFromWire(t.GetError())}
+		tm := TopicMetadata{Name: t.GetName(), ID: t.GetTopicId(), Err: errorFromWire(t.GetError())}
 		for _, p := range t.GetPartitions() {
 			tm.Partitions = append(tm.Partitions, PartitionInfo{Partition: p.GetPartition(), LeaderID: p.GetLeaderId(),
 				LeaderTerm: p.GetLeaderTerm(), Replicas: p.GetReplicas(), Err: p.GetError().GetCode()})
@@ -250,6 +260,12 @@ func (c *Client) ListOffsets(ctx context.Context, topic string, partitions []int
 
 // listOffset asks one partition's leader, retrying leader changes.
 func (c *Client) listOffset(ctx context.Context, topic string, partition int32, timestampMs int64) (ListedOffset, error) {
+	return c.listOffsetID(ctx, topic, partition, timestampMs, nil)
+}
+
+// listOffsetID is listOffset naming the topic id the caller resolved (nil:
+// unchecked); another id fails with UNKNOWN_TOPIC_ID.
+func (c *Client) listOffsetID(ctx context.Context, topic string, partition int32, timestampMs int64, topicID []byte) (ListedOffset, error) {
 	var lo ListedOffset
 	err := c.withRetries(ctx, func() error {
 		node, _, ok := c.leader(topic, partition)
@@ -257,7 +273,7 @@ func (c *Client) listOffset(ctx context.Context, topic string, partition int32, 
 			return &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, Message: "no leader known"}
 		}
 		req := &strandpb.ListOffsetsRequest{Partitions: []*strandpb.ListOffsetsRequest_Partition{
-			{Topic: topic, Partition: partition, TimestampMs: timestampMs}}}
+			{Topic: topic, Partition: partition, TimestampMs: timestampMs, TopicId: topicID}}}
 		resp, err := c.requestNode(ctx, node, &strandpb.Request{Body: &strandpb.Request_ListOffsets{ListOffsets: req}}, 0)
 		if err == nil {
 			err = errorFromWire(resp.GetError())

@@ -2,6 +2,7 @@ package clientlib_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -15,35 +16,37 @@ import (
 // admin calls; creating it twice fails with ErrTopicExists.
 func TestAdminTopicLifecycle(t *testing.T) {
 	_, client, ctx := setup(t, nil)
-	if err := client.CreateTopic(ctx, "orders", 4, 3, map[string]string{"retention.ms": "1000"}); err != nil {
+	if err := client.CreateTopic(ctx, "orders", 4, 3, map[string]string{"max.message.bytes": "1048576"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := client.CreateTopic(ctx, "orders", 4, 3, nil); !errors.Is(err, clientlib.ErrTopicExists) {
 		t.Fatalf("second create: %v, want ErrTopicExists", err)
 	}
-	names, err := client.ListTopics(ctx)
-	if err != nil || !slices.Equal(names, []string{"orders"}) {
-		t.Fatalf("list: %v %v", names, err)
-	}
-	ds, err := client.DescribeTopics(ctx, "orders", "nope")
-	if err != nil || len(ds) != 2 {
-		t.Fatalf("describe: %v %v", ds, err)
-	}
-	if ds[0].Partitions != 4 || ds[0].ReplicationFactor != 3 || ds[0].Configs["retention.ms"] != "1000" {
+	// Every node applies the metadata log on its own, so a node may answer
+	// from before the create for a moment (as Kafka's brokers do).
+	eventually(t, "list shows orders", func() error {
+		names, err := client.ListTopics(ctx)
+		if err != nil || !slices.Equal(names, []string{"orders"}) {
+			return fmt.Errorf("list: %v %v", names, err)
+		}
+		return nil
+	})
+	var ds []clientlib.TopicDetail
+	eventually(t, "describe knows orders", func() error {
+		var err error
+		ds, err = client.DescribeTopics(ctx, "orders", "nope")
+		if err != nil || len(ds) != 2 || ds[0].Err != nil {
+			return fmt.Errorf("describe: %+v %v", ds, err)
+		}
+		return nil
+	})
+	if ds[0].Partitions != 4 || ds[0].ReplicationFactor != 3 || ds[0].Configs["max.message.bytes"] != "1048576" {
 		t.Fatalf("describe orders: %+v", ds[0])
 	}
 	if !errors.Is(ds[1].Err, clientlib.ErrUnknownTopic) {
 		t.Fatalf("describe nope: %+v", ds[1])
 	}
-	info, err := client.Metadata(ctx)
-	if err != nil || len(info.Nodes) != 3 || len(info.Topics) != 1 || len(info.Topics[0].Partitions) != 4 {
-		t.Fatalf("metadata: %+v %v", info, err)
-	}
-	for _, p := range info.Topics[0].Partitions {
-		if p.LeaderID == 0 || len(p.Replicas) != 3 {
-			t.Fatalf("partition %+v has no leader or replicas", p)
-		}
-	}
+	waitLeaders(t, client, "orders", 4)
 	if err := client.ProduceSync(ctx, &clientlib.Record{Topic: "orders", Key: []byte("k"), Value: []byte("v")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -67,6 +70,43 @@ func TestAdminTopicLifecycle(t *testing.T) {
 	if err := client.DeleteTopic(ctx, "orders"); !errors.Is(err, clientlib.ErrUnknownTopic) {
 		t.Fatalf("second delete: %v", err)
 	}
+}
+
+// eventually polls f until it returns nil, failing the test with f's last
+// error after testTimeout.
+func eventually(t *testing.T, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v: %v", what, testTimeout, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitLeaders polls Metadata until it names 3 nodes and a leader and 3
+// replicas for each of the topic's partitions: a new topic's partitions
+// elect their leaders after CreateTopic returns.
+func waitLeaders(t *testing.T, client *clientlib.Client, topic string, partitions int) {
+	t.Helper()
+	eventually(t, "leaders of "+topic, func() error {
+		info, err := client.Metadata(t.Context())
+		if err != nil || len(info.Nodes) != 3 || len(info.Topics) != 1 || info.Topics[0].Name != topic ||
+			len(info.Topics[0].Partitions) != partitions {
+			return fmt.Errorf("metadata: %+v %v", info, err)
+		}
+		for _, p := range info.Topics[0].Partitions {
+			if p.LeaderID == 0 || len(p.Replicas) != 3 {
+				return fmt.Errorf("partition %+v has no leader or replicas", p)
+			}
+		}
+		return nil
+	})
 }
 
 // An admin call answered NOT_CONTROLLER twice is retried until it succeeds.

@@ -41,6 +41,11 @@ func Classify(code strandpb.ErrorCode) Action {
 		return Action{Retriable: true}
 	case strandpb.ErrorCode_ERROR_CODE_INTERNAL:
 		return Action{MaybeWritten: true}
+	case strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID,
+		strandpb.ErrorCode_ERROR_CODE_CLUSTER_ID_MISMATCH:
+		// The topic or cluster the request was made for is gone: a resend
+		// would read or write another log. Definite, no retry.
+		return Action{}
 	default:
 		// RECORD_TOO_LARGE, OFFSET_OUT_OF_RANGE, INVALID_REQUEST,
 		// TOPIC_EXISTS, PRODUCER_FENCED, UNSUPPORTED_VERSION,

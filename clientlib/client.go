@@ -34,8 +34,13 @@ type Client struct {
 	metaAt  time.Time // when meta was last refreshed; zero: never
 	refresh chan struct{}
 	metaErr error
-	rng     *rand.Rand
-	closed  bool
+	// clusterID is the first cluster id a node named (checkClusterLocked).
+	clusterID []byte
+	// clusterErr is sticky once a node of another cluster answered: every
+	// later metadata refresh fails with it (use a new Client).
+	clusterErr error
+	rng        *rand.Rand
+	closed     bool
 
 	producerOnce sync.Once
 	closeOnce    sync.Once
@@ -144,6 +149,10 @@ func (c *Client) conn(ctx context.Context, addr string) (*brokerConn, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := c.checkClusterLocked(bc.clusterID, addr); err != nil {
+		bc.kill(err)
+		return nil, err
+	}
 	if c.closed {
 		bc.kill(errConnClosed)
 		return nil, ErrClientClosed
@@ -203,18 +212,24 @@ func (c *Client) candidates() []string {
 // anyRequest sends req to the first node that answers: known nodes, then
 // seeds. It returns the last connection error when none answers.
 func (c *Client) anyRequest(ctx context.Context, req *strandpb.Request) (*strandpb.Response, error) {
+	resp, _, err := c.anyRequestAt(ctx, req)
+	return resp, err
+}
+
+// anyRequestAt is anyRequest, also returning the address that answered.
+func (c *Client) anyRequestAt(ctx context.Context, req *strandpb.Request) (*strandpb.Response, string, error) {
 	var last error
 	for _, addr := range c.candidates() {
 		resp, err := c.request(ctx, addr, req, 0)
 		if err == nil {
-			return resp, nil
+			return resp, addr, nil
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, "", ctx.Err()
 		}
 		last = err
 	}
-	return nil, last
+	return nil, "", last
 }
 
 // RefreshMetadata fetches nodes, topics and leaders now. Concurrent calls
@@ -224,6 +239,10 @@ func (c *Client) RefreshMetadata(ctx context.Context) error {
 	if c.closed {
 		c.mu.Unlock()
 		return ErrClientClosed
+	}
+	if c.clusterErr != nil {
+		defer c.mu.Unlock()
+		return c.clusterErr
 	}
 	if ch := c.refresh; ch != nil {
 		c.mu.Unlock()
@@ -243,11 +262,14 @@ func (c *Client) RefreshMetadata(ctx context.Context) error {
 	// The shared refresh must not die with the first caller's context.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.requestTimeout)
 	defer cancel()
-	resp, err := c.anyRequest(rctx, &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{}}})
+	resp, addr, err := c.anyRequestAt(rctx, &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{}}})
 	if err == nil {
 		err = errorFromWire(resp.GetError())
 	}
 	c.mu.Lock()
+	if err == nil {
+		err = c.checkClusterLocked(resp.GetMetadata().GetClusterId(), addr)
+	}
 	if err == nil && resp.GetMetadata() != nil {
 		c.meta.ApplyMetadata(resp.GetMetadata())
 		c.metaAt = time.Now()
@@ -268,6 +290,12 @@ func (c *Client) metadataStale() bool {
 
 // ensureMetadata refreshes when the cache is empty or too old.
 func (c *Client) ensureMetadata(ctx context.Context) error {
+	c.mu.Lock()
+	err := c.clusterErr
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	if !c.metadataStale() {
 		return nil
 	}

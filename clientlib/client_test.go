@@ -20,7 +20,12 @@ func setup(t *testing.T, fakeOpts []fake.Opt, opts ...clientlib.Opt) (*fake.Clus
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(cluster.Close)
+	t.Cleanup(func() {
+		cluster.Close()
+		if err := cluster.Err(); err != nil {
+			t.Errorf("a server failed during the test: %v", err)
+		}
+	})
 	base := []clientlib.Opt{
 		clientlib.SeedAddresses(cluster.Addrs()...),
 		clientlib.RetryBackoff(time.Millisecond, 10*time.Millisecond),

@@ -31,9 +31,11 @@ var errConnClosed = errors.New("connection closed")
 type brokerConn struct {
 	addr   string
 	nodeID uint64
-	nc     net.Conn
-	slots  chan struct{}
-	writes chan *call
+	// clusterID is the cluster id the node named in its Hello (nil: none).
+	clusterID []byte
+	nc        net.Conn
+	slots     chan struct{}
+	writes    chan *call
 
 	mu       sync.Mutex
 	calls    map[uint64]*call
@@ -71,7 +73,7 @@ func dialConn(ctx context.Context, cfg *config, addr string) (*brokerConn, error
 	deadline, _ := dctx.Deadline()
 	nc.SetDeadline(deadline)
 	r := bufio.NewReader(nc)
-	nodeID, err := handshake(nc, r, cfg.clientID)
+	nodeID, clusterID, err := handshake(nc, r, cfg.clientID)
 	if err != nil {
 		nc.Close()
 		var se *Error
@@ -82,43 +84,45 @@ func dialConn(ctx context.Context, cfg *config, addr string) (*brokerConn, error
 	}
 	nc.SetDeadline(time.Time{})
 	c := &brokerConn{
-		addr:     addr,
-		nodeID:   nodeID,
-		nc:       nc,
-		slots:    make(chan struct{}, cfg.inFlightPerConn),
-		writes:   make(chan *call, cfg.inFlightPerConn),
-		calls:    make(map[uint64]*call),
-		nextCorr: 1,
-		dead:     make(chan struct{}),
+		addr:      addr,
+		nodeID:    nodeID,
+		clusterID: clusterID,
+		nc:        nc,
+		slots:     make(chan struct{}, cfg.inFlightPerConn),
+		writes:    make(chan *call, cfg.inFlightPerConn),
+		calls:     make(map[uint64]*call),
+		nextCorr:  1,
+		dead:      make(chan struct{}),
 	}
 	go c.writeLoop()
 	go c.readLoop(r)
 	return c, nil
 }
 
-// handshake sends Hello (correlation id 0) and checks the answer.
-func handshake(nc net.Conn, r *bufio.Reader, clientID string) (uint64, error) {
+// handshake sends Hello (correlation id 0) and checks the answer; it
+// returns the node's id and its cluster's id (nil when it names none).
+func handshake(nc net.Conn, r *bufio.Reader, clientID string) (uint64, []byte, error) {
 	hello := &strandpb.Request{Body: &strandpb.Request_Hello{Hello: &strandpb.HelloRequest{
 		VersionMin: protocolVersionMin, VersionMax: protocolVersionMax, ClientId: clientID}}}
 	buf, err := frame.Append(nil, hello)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if _, err := nc.Write(buf); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	var resp strandpb.Response
 	if _, err := frame.Decode(r, nil, frame.BytesMaxDefault, &resp); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if err := errorFromWire(resp.GetError()); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	h := resp.GetHello()
 	if h == nil || h.GetVersion() < protocolVersionMin || h.GetVersion() > protocolVersionMax {
-		return 0, fmt.Errorf("handshake: node answered %v", &resp)
+		return 0, nil, fmt.Errorf("handshake: node answered %v", &resp)
 	}
-	return h.GetNodeId(), nil
+	return h.GetNodeId(), h.GetClusterId(), nil
 }
 
 // kill closes the connection once and fails every pending call.

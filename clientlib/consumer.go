@@ -163,6 +163,12 @@ type consumed struct {
 	hwm        int64
 	logStart   int64
 	hwmSeen    int64 // the highest high-water mark any node reported
+	// topicID is the id of the topic the position belongs to, fixed when
+	// the start was resolved (or at the first fetch of an exact start):
+	// fetches carry it, and a topic re-created under the name stops the
+	// partition with a TopicRecreatedError instead of reading the new
+	// log at the old offsets. Seek clears it.
+	topicID []byte
 }
 
 // NewConsumer returns a Consumer reading through c, with nothing assigned.
@@ -216,6 +222,7 @@ func (k *Consumer) Seek(topic string, partition int32, at Offset) {
 	}
 	cp.generation++
 	cp.err = nil
+	cp.topicID = nil
 	cp.start = at
 	cp.resolved = at.kind == offsetExact
 	cp.next = at.at

@@ -1,7 +1,9 @@
 package clientlib
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -14,6 +16,7 @@ type pollTarget struct {
 	tp         topicPartition
 	next       int64
 	generation uint64
+	topicID    []byte
 }
 
 // Poll fetches from every assigned, unpaused partition's leader at once
@@ -37,8 +40,8 @@ func (k *Consumer) Poll(ctx context.Context) Fetches {
 		return Fetches{{Err: err}}
 	}
 	out := k.resolveStarts(ctx)
-	out = append(out, k.snapshotErrors()...)
 	byLeader, leaderless := k.fetchTargets()
+	out = append(out, k.snapshotErrors()...)
 	if leaderless {
 		k.c.RefreshMetadata(ctx)
 	}
@@ -102,7 +105,10 @@ func (k *Consumer) fetchTargets() (map[uint64][]pollTarget, bool) {
 		if !cp.resolved || cp.paused || cp.err != nil {
 			continue
 		}
-		t := pollTarget{tp: cp.tp, next: cp.next, generation: cp.generation}
+		if !k.checkTopicIDLocked(cp) {
+			continue
+		}
+		t := pollTarget{tp: cp.tp, next: cp.next, generation: cp.generation, topicID: cp.topicID}
 		node, _, ok := k.c.leader(cp.tp.topic, cp.tp.partition)
 		if !ok {
 			leaderless = true
@@ -122,7 +128,7 @@ func (k *Consumer) fetchNode(ctx context.Context, node uint64, ts []pollTarget) 
 	}
 	for _, t := range ts {
 		req.Partitions = append(req.Partitions, &strandpb.FetchRequest_Partition{
-			Topic: t.tp.topic, Partition: t.tp.partition, Offset: t.next, MaxBytes: k.cfg.partitionMaxBytes})
+			Topic: t.tp.topic, Partition: t.tp.partition, Offset: t.next, MaxBytes: k.cfg.partitionMaxBytes, TopicId: t.topicID})
 	}
 	resp, err := k.c.requestNode(ctx, node, &strandpb.Request{Body: &strandpb.Request_Fetch{Fetch: req}}, k.cfg.maxWait)
 	if err == nil {
@@ -146,6 +152,9 @@ func (k *Consumer) fetchNode(ctx context.Context, node uint64, ts []pollTarget) 
 	for _, t := range ts {
 		f, r := k.applyFetch(t, answers[t.tp])
 		refresh = refresh || r
+		if errors.Is(f.Err, ErrUnknownTopicID) {
+			f.Err = k.topicGone(ctx, t)
+		}
 		out = append(out, f)
 	}
 	if refresh {
@@ -237,7 +246,14 @@ func (k *Consumer) resolveStarts(ctx context.Context) Fetches {
 	k.mu.Unlock()
 	var out Fetches
 	for _, p := range todo {
-		lo, err := k.c.listOffset(ctx, p.tp.topic, p.tp.partition, p.start.wireTimestamp())
+		id := k.c.topicID(p.tp.topic)
+		lo, err := k.c.listOffsetID(ctx, p.tp.topic, p.tp.partition, p.start.wireTimestamp(), id)
+		if errors.Is(err, ErrUnknownTopicID) {
+			// Re-created before reading began: nothing was read from the
+			// old topic, so start on the new one once metadata names it.
+			k.c.RefreshMetadata(ctx)
+			err = &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION, Message: "topic re-created before reading began; retrying with its new id"}
+		}
 		if err != nil {
 			out = append(out, FetchPartition{Topic: p.tp.topic, Partition: p.tp.partition, Err: err})
 			continue
@@ -245,9 +261,53 @@ func (k *Consumer) resolveStarts(ctx context.Context) Fetches {
 		k.mu.Lock()
 		if cp := k.parts[p.tp]; cp != nil && cp.generation == p.generation {
 			cp.resolved, cp.next, cp.hwm, cp.logStart = true, lo.Offset, lo.HighWatermark, lo.LogStartOffset
+			cp.topicID = id
 			cp.hwmSeen = max(cp.hwmSeen, cp.hwm)
 		}
 		k.mu.Unlock()
 	}
 	return out
+}
+
+// checkTopicIDLocked compares a partition's topic id with the cached one
+// before fetching: it fixes the id of an exact start at its first fetch,
+// and stops the partition with a TopicRecreatedError when metadata names
+// another topic under the name. It reports whether to fetch. k.mu held.
+func (k *Consumer) checkTopicIDLocked(cp *consumed) bool {
+	cached := k.c.topicID(cp.tp.topic)
+	switch {
+	case cp.topicID == nil:
+		cp.topicID = cached
+	case cached != nil && !bytes.Equal(cached, cp.topicID):
+		cp.err = &TopicRecreatedError{Topic: cp.tp.topic, Partition: cp.tp.partition, OldID: cp.topicID, NewID: cached}
+		return false
+	}
+	return true
+}
+
+// topicGone turns a node's UNKNOWN_TOPIC_ID answer into the partition's
+// sticky error: after a metadata refresh, a ClusterChangedError when the
+// cluster behind the address was replaced, else a TopicRecreatedError
+// naming the topic's new id (none: deleted). When fresh metadata still
+// names the partition's id, the answering node lagged (it has not applied
+// the re-create yet): a retriable error, nothing sticky.
+func (k *Consumer) topicGone(ctx context.Context, t pollTarget) error {
+	if err := k.c.RefreshMetadata(ctx); errors.Is(err, ErrClusterIDMismatch) {
+		return err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	cp := k.parts[t.tp]
+	if cp == nil || cp.generation != t.generation {
+		return nil // moved meanwhile
+	}
+	var now []byte
+	if info := k.c.cachedTopic(t.tp.topic); info != nil && info.Err == strandpb.ErrorCode_ERROR_CODE_NONE {
+		now = info.ID
+	}
+	if bytes.Equal(now, t.topicID) {
+		return &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, Message: "a node with older metadata refused the topic id; retrying"}
+	}
+	cp.err = &TopicRecreatedError{Topic: t.tp.topic, Partition: t.tp.partition, OldID: t.topicID, NewID: now}
+	return cp.err
 }

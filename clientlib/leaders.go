@@ -1,6 +1,7 @@
 package clientlib
 
 import (
+	"bytes"
 	"sort"
 
 	"github.com/strandlog/strand/proto/strandpb"
@@ -28,6 +29,9 @@ type TopicInfo struct {
 	// the topic does not exist).
 	Err        strandpb.ErrorCode
 	Partitions []PartitionInfo // index = partition number
+	// ID is the topic's id (16 bytes; nil when the node names none): a
+	// topic deleted and created again under its name has a new one.
+	ID []byte
 }
 
 // PartitionInfo is one partition's leadership.
@@ -72,7 +76,10 @@ func (c *LeaderCache) applyTopic(t *strandpb.MetadataResponse_Topic) {
 		return
 	}
 	old := c.topics[t.GetName()]
-	info := &TopicInfo{Name: t.GetName(), Partitions: make([]PartitionInfo, len(t.GetPartitions()))}
+	info := &TopicInfo{Name: t.GetName(), Partitions: make([]PartitionInfo, len(t.GetPartitions())), ID: bytes.Clone(t.GetTopicId())}
+	if old != nil && !bytes.Equal(old.ID, info.ID) {
+		old = nil // another topic: its leaders and terms say nothing about this one
+	}
 	for i := range info.Partitions {
 		info.Partitions[i] = PartitionInfo{Partition: int32(i)}
 	}

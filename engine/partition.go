@@ -81,8 +81,11 @@ type Partition struct {
 	logStartOffset int64
 	// batches[head:] is the offset index; the dropped prefix is compacted
 	// away once it is at least half the slice (amortized O(1) per drop).
-	batches   []BatchLocation
-	head      int
+	batches []BatchLocation
+	head    int
+	// indexBase is the ordinal of batches[0]: the n-th batch ever appended
+	// has ordinal n, for an append-only checkpoint of the index.
+	indexBase int64
 	producers map[int64]*producerState
 	// indexSum and producerSum are the sums of the element hashes of the
 	// offset index and the producer table (digest.go), kept up to date by
@@ -245,6 +248,7 @@ func (p *Partition) drop(n int) {
 		clear(p.batches[live:])
 		p.batches = p.batches[:live]
 	}
+	p.indexBase += int64(p.head)
 	p.head = 0
 }
 
@@ -315,4 +319,23 @@ func (p *Partition) OffsetForTimestamp(timestampMs int64) int64 {
 		return p.nextOffset
 	}
 	return max(live[i].BaseOffset, p.logStartOffset)
+}
+
+// IndexOrdinals returns the ordinals [start, end) of the indexed batches.
+// The n-th batch ever appended has ordinal n and keeps it, so a checkpoint
+// can persist the index append-only: the batches of ordinals it has not
+// written yet, and the new start once a trim or compaction dropped some.
+func (p *Partition) IndexOrdinals() (start, end int64) {
+	return p.indexBase + int64(p.head), p.indexBase + int64(len(p.batches))
+}
+
+// IndexSince returns the indexed batches of ordinals [from, end). from must
+// lie in [start, end]. The slice aliases the partition's state: use it
+// before the next Apply, Compacted or restore.
+func (p *Partition) IndexSince(from int64) []BatchLocation {
+	start, end := p.IndexOrdinals()
+	if from < start || from > end {
+		panic(fmt.Sprintf("engine: index since ordinal %d outside [%d, %d]", from, start, end))
+	}
+	return p.batches[from-p.indexBase:]
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/strandlog/strand/engine/recordbatch"
@@ -417,5 +418,68 @@ func TestIndexDropsFromFront(t *testing.T) {
 	mustCheck(t, p)
 	if cap(p.batches) >= capFull/4 {
 		t.Fatalf("backing array kept %d of %d slots for %d live batches", cap(p.batches), capFull, len(p.batches)-p.head)
+	}
+}
+
+// TestStateSnapshotWithAppendOnlyIndex persists the offset index the way a
+// checkpoint does, append-only by ordinal (IndexSince from the last end),
+// through appends, trims and both kinds of index compaction, and shows
+// every StateSnapshot plus the persisted index restores the same state as
+// the whole Snapshot; a wrong index length or the other version is refused.
+func TestStateSnapshotWithAppendOnlyIndex(t *testing.T) {
+	p := NewPartition()
+	var persisted []BatchLocation // by ordinal, as the chunks hold them
+	checkpoint := func() {
+		t.Helper()
+		start, end := p.IndexOrdinals()
+		for int64(len(persisted)) < start { // trimmed before ever persisted: never read
+			persisted = append(persisted, BatchLocation{})
+		}
+		persisted = append(persisted, p.IndexSince(int64(len(persisted)))...)
+		if int64(len(persisted)) != end {
+			t.Fatalf("persisted %d, index end %d", len(persisted), end)
+		}
+		q, err := RestorePartitionIndexed(p.StateSnapshot(), slices.Clone(persisted[start:end]))
+		if err != nil {
+			t.Fatalf("restore at %d: %v", p.AppliedIndex(), err)
+		}
+		if !bytes.Equal(q.Snapshot(), p.Snapshot()) {
+			t.Fatalf("restored state at %d differs", p.AppliedIndex())
+		}
+		if qs, qe := q.IndexOrdinals(); qs != start || qe != end {
+			t.Fatalf("restored ordinals [%d, %d), want [%d, %d)", qs, qe, start, end)
+		}
+	}
+	appended := int64(0)
+	for i := range 3000 {
+		producer := NoProducer
+		if i%4 == 0 { // some producers on record; trims evict them
+			producer = Producer{ID: int64(i % 3), BaseSequence: int32(i / 4)}
+		}
+		r := applyNext(p, EncodeProduceEntry(nil, int64(i), 0, producer, batchOf(t, 1+i%3, int64(i))))
+		if r.Err == nil && !r.Duplicate {
+			appended++
+		}
+		if i%7 == 0 {
+			applyNext(p, EncodeTrimEntry(nil, 0, 0, p.HighWatermark()-int64(40+i%300)))
+		}
+		if i%50 == 0 {
+			checkpoint()
+		}
+	}
+	applyNext(p, EncodeTrimEntry(nil, 0, 0, p.HighWatermark())) // nothing left indexed
+	checkpoint()
+	if start, end := p.IndexOrdinals(); start != end || end != appended {
+		t.Fatalf("ordinals [%d, %d) after trimming all %d batches", start, end, appended)
+	}
+
+	if _, err := RestorePartitionIndexed(p.StateSnapshot(), persisted[:1]); !errors.Is(err, ErrInvalidSnapshot) {
+		t.Fatalf("index of the wrong length: %v", err)
+	}
+	if _, err := RestorePartitionIndexed(p.Snapshot(), nil); !errors.Is(err, ErrInvalidSnapshot) {
+		t.Fatalf("version 1 bytes as a state: %v", err)
+	}
+	if _, err := RestorePartition(p.StateSnapshot()); !errors.Is(err, ErrInvalidSnapshot) {
+		t.Fatalf("version 2 bytes as a whole snapshot: %v", err)
 	}
 }

@@ -2,77 +2,37 @@ package engine
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/cockroachdb/datadriven"
 )
 
-// rewrite regenerates the expected output of the scripts in
-// testdata/partition; commit the result only once it is understood.
-var rewrite = flag.Bool("rewrite", false, "rewrite testdata/partition scripts with actual output")
-
-// scriptCase is one command of a script and its expected output.
-type scriptCase struct {
-	comments []string
-	command  string
-	want     string
-}
-
-// parseScript splits a script into cases: optional # comment lines, one
-// command line, a "----" line, expected output up to a blank line.
-func parseScript(t *testing.T, path string, text string) []scriptCase {
-	var cases []scriptCase
-	lines := strings.Split(text, "\n")
-	for i := 0; i < len(lines); i++ {
-		var c scriptCase
-		for ; i < len(lines) && (strings.HasPrefix(lines[i], "#") || lines[i] == ""); i++ {
-			if lines[i] != "" {
-				c.comments = append(c.comments, lines[i])
-			}
-		}
-		if i >= len(lines) {
-			break
-		}
-		if i+1 >= len(lines) || lines[i+1] != "----" {
-			t.Fatalf("%s:%d: command %q not followed by ----", path, i+1, lines[i])
-		}
-		c.command = lines[i]
-		i += 2
-		var want []string
-		for ; i < len(lines) && lines[i] != ""; i++ {
-			want = append(want, lines[i])
-		}
-		c.want = strings.Join(want, "\n")
-		cases = append(cases, c)
-	}
-	return cases
-}
-
-// scriptArgs parses "name key=value ..." into the name and an int64 map.
-func scriptArgs(t *testing.T, command string) (string, map[string]int64) {
-	fields := strings.Fields(command)
+// scriptArgs reads a command's key=value arguments as int64s.
+func scriptArgs(t *testing.T, d *datadriven.TestData) map[string]int64 {
 	args := map[string]int64{}
-	for _, f := range fields[1:] {
-		key, value, ok := strings.Cut(f, "=")
-		n, err := strconv.ParseInt(value, 10, 64)
-		if !ok || err != nil {
-			t.Fatalf("command %q: bad argument %q", command, f)
+	for _, a := range d.CmdArgs {
+		if len(a.Vals) != 1 {
+			d.Fatalf(t, "argument %q: want one value", a.Key)
 		}
-		args[key] = n
+		n, err := strconv.ParseInt(a.Vals[0], 10, 64)
+		if err != nil {
+			d.Fatalf(t, "argument %q: %v", a.Key, err)
+		}
+		args[a.Key] = n
 	}
-	return fields[0], args
+	return args
 }
 
 // runScriptCommand runs one command and renders its outcome.
-func runScriptCommand(t *testing.T, p **Partition, command string) string {
-	name, args := scriptArgs(t, command)
+func runScriptCommand(t *testing.T, p **Partition, d *datadriven.TestData) string {
+	args := scriptArgs(t, d)
 	part := *p
 	next := part.AppliedIndex() + 1
-	switch name {
+	switch d.Cmd {
 	case "apply":
 		producer := NoProducer
 		if id, ok := args["producer"]; ok {
@@ -110,46 +70,23 @@ func runScriptCommand(t *testing.T, p **Partition, command string) string {
 		*p = q
 		return fmt.Sprintf("applied=%d log-start=%d next=%d producers=%d", q.AppliedIndex(), q.LogStartOffset(), q.HighWatermark(), len(q.producers))
 	}
-	t.Fatalf("unknown command %q", command)
+	d.Fatalf(t, "unknown command %q", d.Cmd)
 	return ""
 }
 
-// TestScripts runs the scenario scripts in testdata/partition: each is a
-// readable story of one rule, opening with a # line saying what it shows.
+// TestScripts runs the scenario scripts in testdata/partition with
+// cockroachdb/datadriven: each is a readable story of one rule, opening with
+// a # line saying what it shows. -rewrite regenerates the expected output;
+// commit it only once it is understood.
 func TestScripts(t *testing.T) {
-	paths, err := filepath.Glob(filepath.Join("testdata", "partition", "*.txt"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no scripts: %v", err)
-	}
-	for _, path := range paths {
-		t.Run(filepath.Base(path), func(t *testing.T) {
-			text, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
+	datadriven.Walk(t, filepath.Join("testdata", "partition"), func(t *testing.T, path string) {
+		p := NewPartition()
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			got := runScriptCommand(t, &p, d)
+			if err := p.check(); err != nil {
+				d.Fatalf(t, "invariant: %v", err)
 			}
-			p := NewPartition()
-			var out strings.Builder
-			for i, c := range parseScript(t, path, string(text)) {
-				got := runScriptCommand(t, &p, c.command)
-				if err := p.check(); err != nil {
-					t.Fatalf("%s: after %q: invariant: %v", path, c.command, err)
-				}
-				if !*rewrite && got != c.want {
-					t.Errorf("%s: %s\ngot:\n%s\nwant:\n%s", path, c.command, got, c.want)
-				}
-				if i > 0 {
-					out.WriteString("\n")
-				}
-				for _, line := range c.comments {
-					out.WriteString(line + "\n")
-				}
-				fmt.Fprintf(&out, "%s\n----\n%s\n", c.command, got)
-			}
-			if *rewrite {
-				if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+			return got + "\n"
 		})
-	}
+	})
 }

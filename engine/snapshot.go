@@ -9,24 +9,24 @@ import (
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
-// SnapshotVersion is the PartitionSnapshot version Snapshot writes and the
-// only one RestorePartition reads. A change of meaning bumps it; new
-// optional fields that old state can leave zero do not.
+// SnapshotVersion is the PartitionSnapshot version Snapshot writes: the
+// whole state, offset index included. RestorePartition reads it.
+// A change of meaning bumps the version; new optional fields that old state
+// can leave zero do not.
 const SnapshotVersion = 1
+
+// StateVersion is the PartitionSnapshot version StateSnapshot writes: the
+// state without the offset index, which the caller persists append-only
+// (IndexOrdinals, IndexSince) and hands back to RestorePartitionIndexed.
+const StateVersion = 2
 
 // Snapshot encodes the whole state in the versioned PartitionSnapshot format.
 // The bytes are deterministic: the same state gives the same bytes, on every
 // replica and every run (producers sorted by id, deterministic marshalling).
 func (p *Partition) Snapshot() []byte {
 	live := p.batches[p.head:]
-	snap := &strandpb.PartitionSnapshot{
-		Version:        SnapshotVersion,
-		AppliedIndex:   p.appliedIndex,
-		NextOffset:     p.nextOffset,
-		LogStartOffset: p.logStartOffset,
-		Batches:        make([]*strandpb.BatchLocation, len(live)),
-		Producers:      make([]*strandpb.ProducerState, 0, len(p.producers)),
-	}
+	snap := p.snapshotProto(SnapshotVersion)
+	snap.Batches = make([]*strandpb.BatchLocation, len(live))
 	for i := range live {
 		b := &live[i]
 		snap.Batches[i] = &strandpb.BatchLocation{
@@ -37,6 +37,28 @@ func (p *Partition) Snapshot() []byte {
 			MaxTimestampMs: b.MaxTimestampMs,
 		}
 	}
+	return marshalSnapshot(snap)
+}
+
+// StateSnapshot encodes the state but the offset index: the scalars, the
+// index's ordinals and the producer table, which eviction at trim keeps
+// bounded. Its size does not grow with the log, so writing it every few
+// hundred entries costs O(1) per entry. Deterministic like Snapshot.
+func (p *Partition) StateSnapshot() []byte {
+	snap := p.snapshotProto(StateVersion)
+	snap.IndexStart, snap.IndexEnd = p.IndexOrdinals()
+	return marshalSnapshot(snap)
+}
+
+// snapshotProto is the PartitionSnapshot of the state without batches.
+func (p *Partition) snapshotProto(version uint32) *strandpb.PartitionSnapshot {
+	snap := &strandpb.PartitionSnapshot{
+		Version:        version,
+		AppliedIndex:   p.appliedIndex,
+		NextOffset:     p.nextOffset,
+		LogStartOffset: p.logStartOffset,
+		Producers:      make([]*strandpb.ProducerState, 0, len(p.producers)),
+	}
 	ids := make([]int64, 0, len(p.producers))
 	for id := range p.producers {
 		ids = append(ids, id)
@@ -45,6 +67,11 @@ func (p *Partition) Snapshot() []byte {
 	for _, id := range ids {
 		snap.Producers = append(snap.Producers, producerToProto(id, p.producers[id]))
 	}
+	return snap
+}
+
+// marshalSnapshot marshals deterministically; failure is a bug.
+func marshalSnapshot(snap *strandpb.PartitionSnapshot) []byte {
 	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(snap)
 	if err != nil {
 		panic(fmt.Sprintf("engine: marshal snapshot: %v", err))
@@ -53,31 +80,66 @@ func (p *Partition) Snapshot() []byte {
 }
 
 // RestorePartition rebuilds a partition from Snapshot's bytes; it refuses
-// unknown versions and malformed bytes with an error wrapping
-// ErrInvalidSnapshot.
+// other versions (StateSnapshot's included) and malformed bytes with an
+// error wrapping ErrInvalidSnapshot.
 func RestorePartition(snapshot []byte) (*Partition, error) {
-	var snap strandpb.PartitionSnapshot
-	if err := proto.Unmarshal(snapshot, &snap); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidSnapshot, err)
+	snap, err := unmarshalSnapshot(snapshot, SnapshotVersion)
+	if err != nil {
+		return nil, err
 	}
-	if snap.GetVersion() != SnapshotVersion {
-		return nil, fmt.Errorf("%w: version %d, this engine reads %d", ErrInvalidSnapshot, snap.GetVersion(), SnapshotVersion)
-	}
-	p := &Partition{
-		appliedIndex:   snap.GetAppliedIndex(),
-		nextOffset:     snap.GetNextOffset(),
-		logStartOffset: snap.GetLogStartOffset(),
-		batches:        make([]BatchLocation, len(snap.GetBatches())),
-		producers:      make(map[int64]*producerState, len(snap.GetProducers())),
-	}
+	index := make([]BatchLocation, len(snap.GetBatches()))
 	for i, b := range snap.GetBatches() {
-		p.batches[i] = BatchLocation{
+		index[i] = BatchLocation{
 			BaseOffset:     b.GetBaseOffset(),
 			RecordCount:    b.GetRecordCount(),
 			RaftIndex:      b.GetRaftIndex(),
 			AppendTimeMs:   b.GetAppendTimeMs(),
 			MaxTimestampMs: b.GetMaxTimestampMs(),
 		}
+	}
+	return restore(snap, 0, index)
+}
+
+// RestorePartitionIndexed rebuilds a partition from StateSnapshot's bytes
+// and the batches of ordinals [start, end) the state names, in order; it
+// takes ownership of index. Other versions, malformed bytes, an index of
+// the wrong length or a state that breaks an invariant fail with an error
+// wrapping ErrInvalidSnapshot.
+func RestorePartitionIndexed(state []byte, index []BatchLocation) (*Partition, error) {
+	snap, err := unmarshalSnapshot(state, StateVersion)
+	if err != nil {
+		return nil, err
+	}
+	start, end := snap.GetIndexStart(), snap.GetIndexEnd()
+	if start < 0 || end < start || int64(len(index)) != end-start || len(snap.GetBatches()) != 0 {
+		return nil, fmt.Errorf("%w: index ordinals [%d, %d) with %d batches given, %d inline",
+			ErrInvalidSnapshot, start, end, len(index), len(snap.GetBatches()))
+	}
+	return restore(snap, start, index)
+}
+
+// unmarshalSnapshot decodes a PartitionSnapshot of the given version.
+func unmarshalSnapshot(data []byte, version uint32) (*strandpb.PartitionSnapshot, error) {
+	var snap strandpb.PartitionSnapshot
+	if err := proto.Unmarshal(data, &snap); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidSnapshot, err)
+	}
+	if snap.GetVersion() != version {
+		return nil, fmt.Errorf("%w: version %d, want %d", ErrInvalidSnapshot, snap.GetVersion(), version)
+	}
+	return &snap, nil
+}
+
+// restore builds the partition of snap over index, whose first batch has
+// ordinal indexBase, and checks it.
+func restore(snap *strandpb.PartitionSnapshot, indexBase int64, index []BatchLocation) (*Partition, error) {
+	p := &Partition{
+		appliedIndex:   snap.GetAppliedIndex(),
+		nextOffset:     snap.GetNextOffset(),
+		logStartOffset: snap.GetLogStartOffset(),
+		batches:        index,
+		indexBase:      indexBase,
+		producers:      make(map[int64]*producerState, len(snap.GetProducers())),
 	}
 	lastID := int64(-1)
 	for _, ps := range snap.GetProducers() {

@@ -85,7 +85,7 @@ func (c *Core) handleListOffsets(req *strandpb.ListOffsetsRequest, answer func(*
 	}
 	for i, p := range parts {
 		tp := TopicPartition{Topic: p.GetTopic(), Partition: p.GetPartition()}
-		c.listOffsets(ListOffsetsRequest{TopicPartition: tp, TimestampMs: p.GetTimestampMs()}, func(res ListOffsetsResult) {
+		done := func(res ListOffsetsResult) {
 			out[i] = &strandpb.ListOffsetsResponse_Partition{
 				Topic: tp.Topic, Partition: tp.Partition, Error: c.wireError(res.Err, res.Leader, &tp),
 				Offset: res.Offset, HighWatermark: res.HighWatermark, LogStartOffset: res.LogStartOffset,
@@ -93,7 +93,13 @@ func (c *Core) handleListOffsets(req *strandpb.ListOffsetsRequest, answer func(*
 			if pending--; pending == 0 {
 				finish()
 			}
-		})
+		}
+		if err := c.checkTopicID(tp, p.GetTopicId()); err != nil {
+			res := ListOffsetsResult{Err: err, Offset: -1, HighWatermark: -1, LogStartOffset: -1}
+			c.completions = append(c.completions, func() { done(res) })
+			continue
+		}
+		c.listOffsets(ListOffsetsRequest{TopicPartition: tp, TimestampMs: p.GetTimestampMs()}, done)
 	}
 }
 

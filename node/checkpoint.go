@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"slices"
 	"strconv"
 
 	"go.etcd.io/raft/v3/raftpb"
@@ -16,25 +17,58 @@ import (
 	"github.com/strandlog/strand/raftlog"
 )
 
-// An engine checkpoint is the engine's snapshot as of a raft index, written
+// An engine checkpoint is the engine's state as of a raft index, written
 // beside the raft log so a restart replays only the entries after it. It
 // is an optimisation, never the only copy: every entry stays in the raft
 // log, so a missing or damaged checkpoint costs a longer replay, not data.
 //
-// File p/<topic>/<partition>/checkpoint/<raft index, 20 digits>, little-endian:
+// A partition's checkpoint is written every CheckpointEntries applied
+// entries, so it must cost O(1) per entry, not O(log): the offset index
+// (one BatchLocation per batch, 28 MB at a million batches) is persisted
+// append-only in index chunks, and each checkpoint writes only the batches
+// indexed since the last one plus a small header.
 //
-//	0   magic               u32 = checkpointMagic ("SCK1")
+// Header p/<topic>/<partition>/checkpoint/<raft index, 20 digits>,
+// little-endian:
+//
+//	0   magic               u32 = checkpointMagicV2 ("SCK2"), or
+//	                        checkpointMagic ("SCK1", see below)
 //	4   crc                 u32 CRC32C (Castagnoli) of bytes [8, end)
 //	8   raft_index          u64 raft index the engine state reflects
 //	16  conf_state_bytes    u32, then a marshalled raftpb.ConfState
-//	..  engine_bytes        u64, then engine.Partition.Snapshot(), or for the
-//	                        metadata group (meta/checkpoint/) metadata.State.Snapshot()
+//	..  (SCK2 only) index_start u64, index_end u64: the ordinals of the
+//	                        indexed batches (engine.Partition.IndexOrdinals)
+//	..  engine_bytes        u64, then engine.Partition.StateSnapshot() (SCK2),
+//	                        engine.Partition.Snapshot() (SCK1, written before
+//	                        the index chunks existed; still read), or for the
+//	                        metadata group (meta/checkpoint/, always SCK1)
+//	                        metadata.State.Snapshot()
 //
-// Write protocol (the Disk has no rename): write the new file, Sync it,
-// SyncDir; only then remove older checkpoints. Before writing, the raft log
-// is synced, so its hard state's commit index (which may lag when only the
-// commit moved) is at least raft_index: raft refuses Applied > commit.
-const checkpointMagic = 0x314b4353
+// Index chunk checkpoint/index/<first ordinal, 20 digits>: the batches of
+// ordinals [first, first+indexChunkRecords), indexRecordBytes each at
+// (ordinal-first)*indexRecordBytes: base_offset i64, record_count i32,
+// raft_index u64, append_time_ms i64, max_timestamp_ms i64, crc u32
+// (CRC32C of the 36 bytes before it). Bytes past a header's index_end are
+// ignored: they are a crashed checkpoint's, and the next one rewrites them.
+//
+// Write protocol (the Disk has no rename): sync the raft log, so its hard
+// state's commit index (which may lag when only the commit moved) is at
+// least raft_index (raft refuses Applied > commit); append the new index
+// records, Sync the chunks, SyncDir the index directory when a chunk was
+// created; write the header, Sync, SyncDir; only then remove older headers
+// and the chunks wholly below index_start. A crash anywhere leaves the
+// previous header and every record it names intact.
+const (
+	checkpointMagic   = 0x314b4353 // "SCK1"
+	checkpointMagicV2 = 0x324b4353 // "SCK2"
+
+	indexRecordBytes = 40
+)
+
+// indexChunkRecords batches per chunk (2.5 MiB): chunks are the unit a
+// trim frees, and few enough that listing them is cheap. A variable only so
+// tests can cross chunk boundaries with a few batches.
+var indexChunkRecords int64 = 1 << 16
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -42,57 +76,107 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 type checkpoint struct {
 	raftIndex uint64
 	confState *raftpb.ConfState
-	partition *engine.Partition // set when a partition's checkpoint
-	meta      *metadata.State   // set when the metadata group's
+	// indexed: the partition's index chunks hold the batches of ordinals
+	// [start, end) (an SCK2 checkpoint); false for SCK1.
+	indexed    bool
+	indexStart int64
+	indexEnd   int64
+	partition  *engine.Partition // set when a partition's checkpoint
+	meta       *metadata.State   // set when the metadata group's
 }
 
-// encodeCheckpoint lays a checkpoint out as documented above.
-func encodeCheckpoint(raftIndex uint64, cs *raftpb.ConfState, engineState []byte) []byte {
-	conf, err := proto.MarshalOptions{Deterministic: true}.Marshal(cs)
+// encodeCheckpoint lays a checkpoint header out as documented above: SCK2
+// when indexed, with the ordinals [indexStart, indexEnd).
+func encodeCheckpoint(ck *checkpoint, engineState []byte) []byte {
+	conf, err := proto.MarshalOptions{Deterministic: true}.Marshal(ck.confState)
 	if err != nil {
 		panic(fmt.Sprintf("node: marshal conf state: %v", err))
 	}
-	b := make([]byte, 8, 8+8+4+len(conf)+8+len(engineState))
-	b = binary.LittleEndian.AppendUint64(b, raftIndex)
+	b := make([]byte, 8, 8+8+4+len(conf)+16+8+len(engineState))
+	b = binary.LittleEndian.AppendUint64(b, ck.raftIndex)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(conf)))
 	b = append(b, conf...)
+	magic := uint32(checkpointMagic)
+	if ck.indexed {
+		magic = checkpointMagicV2
+		b = binary.LittleEndian.AppendUint64(b, uint64(ck.indexStart))
+		b = binary.LittleEndian.AppendUint64(b, uint64(ck.indexEnd))
+	}
 	b = binary.LittleEndian.AppendUint64(b, uint64(len(engineState)))
 	b = append(b, engineState...)
-	binary.LittleEndian.PutUint32(b[0:4], checkpointMagic)
+	binary.LittleEndian.PutUint32(b[0:4], magic)
 	binary.LittleEndian.PutUint32(b[4:8], crc32.Checksum(b[8:], castagnoli))
 	return b
 }
 
 var errCheckpointCorrupt = errors.New("node: corrupt checkpoint")
 
-// decodeCheckpoint checks and decodes a checkpoint file's bytes: a
-// partition's, or the metadata group's when meta is set.
-func decodeCheckpoint(b []byte, meta bool) (*checkpoint, error) {
-	if len(b) < 8 || binary.LittleEndian.Uint32(b[0:4]) != checkpointMagic ||
-		binary.LittleEndian.Uint32(b[4:8]) != crc32.Checksum(b[8:], castagnoli) {
+// decodeCheckpoint checks and decodes a checkpoint header's bytes: a
+// partition's, or the metadata group's when meta is set. An SCK2 header's
+// index is read from the chunks in indexDir.
+func decodeCheckpoint(disk raftlog.Disk, indexDir string, b []byte, meta bool) (*checkpoint, error) {
+	if len(b) < 8 || binary.LittleEndian.Uint32(b[4:8]) != crc32.Checksum(b[8:], castagnoli) {
 		return nil, errCheckpointCorrupt
 	}
+	ck := &checkpoint{confState: &raftpb.ConfState{}}
+	switch binary.LittleEndian.Uint32(b[0:4]) {
+	case checkpointMagic:
+	case checkpointMagicV2:
+		ck.indexed = true
+	default:
+		return nil, fmt.Errorf("%w: unknown magic %#x", errCheckpointCorrupt, binary.LittleEndian.Uint32(b[0:4]))
+	}
 	r := byteReader{b: b[8:], ok: true}
-	ck := &checkpoint{raftIndex: r.u64(), confState: &raftpb.ConfState{}}
+	ck.raftIndex = r.u64()
 	if err := proto.Unmarshal(r.bytes(uint64(r.u32())), ck.confState); err != nil {
 		return nil, fmt.Errorf("%w: conf state: %v", errCheckpointCorrupt, err)
+	}
+	if ck.indexed {
+		ck.indexStart, ck.indexEnd = int64(r.u64()), int64(r.u64())
 	}
 	state := r.bytes(r.u64())
 	if !r.ok || len(r.b) != 0 {
 		return nil, fmt.Errorf("%w: bad lengths", errCheckpointCorrupt)
 	}
-	if meta {
+	switch {
+	case meta && ck.indexed:
+		return nil, fmt.Errorf("%w: metadata checkpoint with an index", errCheckpointCorrupt)
+	case meta:
 		return decodeMetaState(ck, state)
 	}
-	part, err := engine.RestorePartition(state)
+	part, err := restorePartition(disk, indexDir, ck, state)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errCheckpointCorrupt, err)
+		return nil, err
 	}
 	ck.partition = part
 	if part.AppliedIndex() != ck.raftIndex {
 		return nil, fmt.Errorf("%w: engine at %d, raft index %d", errCheckpointCorrupt, part.AppliedIndex(), ck.raftIndex)
 	}
 	return ck, nil
+}
+
+// restorePartition rebuilds the engine of a partition checkpoint: from the
+// inline snapshot (SCK1) or from the state and the index chunks (SCK2).
+func restorePartition(disk raftlog.Disk, indexDir string, ck *checkpoint, state []byte) (*engine.Partition, error) {
+	if !ck.indexed {
+		part, err := engine.RestorePartition(state)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", errCheckpointCorrupt, err)
+		}
+		return part, nil
+	}
+	index, err := readIndex(disk, indexDir, ck.indexStart, ck.indexEnd)
+	if err != nil {
+		return nil, err
+	}
+	part, err := engine.RestorePartitionIndexed(state, index)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errCheckpointCorrupt, err)
+	}
+	if start, end := part.IndexOrdinals(); start != ck.indexStart || end != ck.indexEnd {
+		return nil, fmt.Errorf("%w: engine index [%d, %d), header [%d, %d)", errCheckpointCorrupt, start, end, ck.indexStart, ck.indexEnd)
+	}
+	return part, nil
 }
 
 // decodeMetaState restores the metadata group's state of a checkpoint.
@@ -106,6 +190,85 @@ func decodeMetaState(ck *checkpoint, state []byte) (*checkpoint, error) {
 	}
 	ck.meta = st
 	return ck, nil
+}
+
+// indexChunkName is the name of the chunk holding ordinal.
+func indexChunkName(ordinal int64) string {
+	return fmt.Sprintf("%020d", ordinal-ordinal%indexChunkRecords)
+}
+
+// appendIndexRecord appends b's index record.
+func appendIndexRecord(dst []byte, b *engine.BatchLocation) []byte {
+	start := len(dst)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(b.BaseOffset))
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(b.RecordCount))
+	dst = binary.LittleEndian.AppendUint64(dst, b.RaftIndex)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(b.AppendTimeMs))
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(b.MaxTimestampMs))
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+}
+
+// decodeIndexRecord decodes one index record, checking its crc.
+func decodeIndexRecord(rec []byte) (engine.BatchLocation, bool) {
+	if crc32.Checksum(rec[:indexRecordBytes-4], castagnoli) != binary.LittleEndian.Uint32(rec[indexRecordBytes-4:]) {
+		return engine.BatchLocation{}, false
+	}
+	return engine.BatchLocation{
+		BaseOffset:     int64(binary.LittleEndian.Uint64(rec[0:])),
+		RecordCount:    int32(binary.LittleEndian.Uint32(rec[8:])),
+		RaftIndex:      binary.LittleEndian.Uint64(rec[12:]),
+		AppendTimeMs:   int64(binary.LittleEndian.Uint64(rec[20:])),
+		MaxTimestampMs: int64(binary.LittleEndian.Uint64(rec[28:])),
+	}, true
+}
+
+// readIndex reads the batches of ordinals [start, end) from the chunks in
+// dir. A missing chunk or a damaged record fails with errCheckpointCorrupt.
+func readIndex(disk raftlog.Disk, dir string, start, end int64) ([]engine.BatchLocation, error) {
+	if start < 0 || end < start {
+		return nil, fmt.Errorf("%w: index ordinals [%d, %d)", errCheckpointCorrupt, start, end)
+	}
+	names, err := disk.List(dir)
+	if err != nil {
+		return nil, fmt.Errorf("node: list %s: %w", dir, err)
+	}
+	if end-start > int64(len(names))*indexChunkRecords { // before allocating for them
+		return nil, fmt.Errorf("%w: %d index records named, %d chunks", errCheckpointCorrupt, end-start, len(names))
+	}
+	index := make([]engine.BatchLocation, 0, end-start)
+	var buf []byte
+	for from := start; from < end; {
+		name := indexChunkName(from)
+		if _, found := slices.BinarySearch(names, name); !found {
+			return nil, fmt.Errorf("%w: index chunk %s missing", errCheckpointCorrupt, name)
+		}
+		first := from - from%indexChunkRecords
+		to := min(end, first+indexChunkRecords)
+		buf = slices.Grow(buf[:0], int(to-from)*indexRecordBytes)[:int(to-from)*indexRecordBytes]
+		if err := readAt(disk, dir+"/"+name, buf, (from-first)*indexRecordBytes); err != nil {
+			return nil, fmt.Errorf("%w: index chunk %s: %v", errCheckpointCorrupt, name, err)
+		}
+		for off := 0; off < len(buf); off += indexRecordBytes {
+			b, ok := decodeIndexRecord(buf[off : off+indexRecordBytes])
+			if !ok {
+				return nil, fmt.Errorf("%w: index record %d: bad crc", errCheckpointCorrupt, from+int64(off/indexRecordBytes))
+			}
+			index = append(index, b)
+		}
+		from = to
+	}
+	return index, nil
+}
+
+// readAt fills p from name at off.
+func readAt(disk raftlog.Disk, name string, p []byte, off int64) error {
+	f, err := disk.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.ReadAt(p, off)
+	return err
 }
 
 // byteReader reads little-endian fields, remembering the first overrun.
@@ -155,7 +318,7 @@ func loadCheckpoint(disk raftlog.Disk, dir string, indexMax uint64, meta bool) (
 		if err != nil {
 			continue
 		}
-		ck, err := decodeCheckpoint(data, meta)
+		ck, err := decodeCheckpoint(disk, dir+"/index", data, meta)
 		if err != nil || ck.raftIndex != index {
 			continue
 		}
@@ -185,45 +348,148 @@ func readFile(disk raftlog.Disk, name string) ([]byte, error) {
 // writeCheckpoint writes g's engine state as of its applied index and
 // removes older checkpoints. Errors are fatal like any failed write.
 func (c *Core) writeCheckpoint(g *group) error {
-	if err := g.log.Sync(); err != nil {
-		return fmt.Errorf("node: %s/%d: sync before checkpoint: %w", g.tp.Topic, g.tp.Partition, err)
-	}
-	dir := g.dir + "/checkpoint"
-	name := fmt.Sprintf("%020d", g.appliedRaft)
-	var state []byte
-	if g.meta != nil {
-		state = g.meta.Snapshot()
-	} else {
-		state = c.bugCheckpointState(g.part.Snapshot())
-	}
-	data := encodeCheckpoint(g.appliedRaft, g.confState, state)
-	if err := writeFile(c.cfg.Disk, dir+"/"+name, data); err != nil {
+	if err := c.checkpoint(g); err != nil {
 		return fmt.Errorf("node: %s/%d: checkpoint: %w", g.tp.Topic, g.tp.Partition, err)
-	}
-	if err := c.cfg.Disk.SyncDir(dir); err != nil {
-		return fmt.Errorf("node: %s/%d: checkpoint: %w", g.tp.Topic, g.tp.Partition, err)
-	}
-	names, err := c.cfg.Disk.List(dir)
-	if err != nil {
-		return fmt.Errorf("node: %s/%d: checkpoint: %w", g.tp.Topic, g.tp.Partition, err)
-	}
-	removed := false
-	for _, n := range names {
-		if n < name { // same width: string order is numeric order
-			if err := c.cfg.Disk.Remove(dir + "/" + n); err != nil {
-				return fmt.Errorf("node: %s/%d: checkpoint: %w", g.tp.Topic, g.tp.Partition, err)
-			}
-			removed = true
-		}
-	}
-	if removed {
-		if err := c.cfg.Disk.SyncDir(dir); err != nil {
-			return fmt.Errorf("node: %s/%d: checkpoint: %w", g.tp.Topic, g.tp.Partition, err)
-		}
 	}
 	g.checkpointIndex = g.appliedRaft
 	c.stats.Checkpoints++
 	return nil
+}
+
+// checkpoint is writeCheckpoint's protocol (see the format comment).
+func (c *Core) checkpoint(g *group) error {
+	if err := g.log.Sync(); err != nil {
+		return fmt.Errorf("sync raft log: %w", err)
+	}
+	dir := g.dir + "/checkpoint"
+	ck := &checkpoint{raftIndex: g.appliedRaft, confState: g.confState}
+	var state []byte
+	if g.meta != nil {
+		state = g.meta.Snapshot()
+	} else {
+		if err := c.appendIndex(g); err != nil {
+			return err
+		}
+		ck.indexed = true
+		ck.indexStart, ck.indexEnd = g.part.IndexOrdinals()
+		state = c.bugCheckpointState(g.part.StateSnapshot())
+	}
+	name := fmt.Sprintf("%020d", g.appliedRaft)
+	if err := writeFile(c.cfg.Disk, dir+"/"+name, encodeCheckpoint(ck, state)); err != nil {
+		return err
+	}
+	if err := c.cfg.Disk.SyncDir(dir); err != nil {
+		return err
+	}
+	names, err := c.cfg.Disk.List(dir)
+	if err != nil {
+		return err
+	}
+	if err := removeFiles(c.cfg.Disk, dir, names, func(n string) bool { return n != name }); err != nil {
+		return err
+	}
+	if g.meta == nil {
+		return c.freeIndex(g, ck.indexStart)
+	}
+	return nil
+}
+
+// appendIndex writes the index records g's chunks lack: those of ordinals
+// from g.indexWritten (or the index start) to the index end. When g's engine
+// did not come from an SCK2 checkpoint, the ordinals may differ from the
+// chunks' (an SCK1 restore numbers from 0), so the chunks are cleared first.
+func (c *Core) appendIndex(g *group) error {
+	dir := g.dir + "/checkpoint/index"
+	if !g.indexKnown {
+		names, err := c.cfg.Disk.List(dir)
+		if err != nil {
+			return err
+		}
+		if err := removeFiles(c.cfg.Disk, dir, names, func(string) bool { return true }); err != nil {
+			return err
+		}
+		g.indexKnown, g.indexWritten = true, 0
+	}
+	start, end := g.part.IndexOrdinals()
+	from := max(g.indexWritten, start)
+	batches := g.part.IndexSince(from)
+	created := false
+	var buf []byte
+	for from < end {
+		first := from - from%indexChunkRecords
+		n := min(end, first+indexChunkRecords) - from
+		buf = buf[:0]
+		for i := range n {
+			buf = appendIndexRecord(buf, &batches[i])
+		}
+		if err := writeAtSync(c.cfg.Disk, dir+"/"+indexChunkName(from), buf, (from-first)*indexRecordBytes); err != nil {
+			return err
+		}
+		created = created || from == first
+		batches, from = batches[n:], from+n
+	}
+	if created {
+		if err := c.cfg.Disk.SyncDir(dir); err != nil {
+			return err
+		}
+	}
+	g.indexWritten = end
+	return nil
+}
+
+// freeIndex removes the chunks wholly below ordinal start, which no durable
+// checkpoint names any more. It lists the directory only when start crossed
+// a chunk boundary since the last call, so it is O(1) amortized.
+func (c *Core) freeIndex(g *group, start int64) error {
+	keep := start - start%indexChunkRecords
+	if keep <= g.indexFreed {
+		return nil
+	}
+	dir := g.dir + "/checkpoint/index"
+	names, err := c.cfg.Disk.List(dir)
+	if err != nil {
+		return err
+	}
+	if err := removeFiles(c.cfg.Disk, dir, names, func(n string) bool { return n < indexChunkName(keep) }); err != nil {
+		return err
+	}
+	g.indexFreed = keep
+	return nil
+}
+
+// removeFiles removes the names of dir that remove selects, then syncs dir
+// when it removed any.
+func removeFiles(disk raftlog.Disk, dir string, names []string, remove func(string) bool) error {
+	removed := false
+	for _, n := range names {
+		if remove(n) {
+			if err := disk.Remove(dir + "/" + n); err != nil {
+				return err
+			}
+			removed = true
+		}
+	}
+	if !removed {
+		return nil
+	}
+	return disk.SyncDir(dir)
+}
+
+// writeAtSync writes data at off of name, creating it, and syncs it.
+func writeAtSync(disk raftlog.Disk, name string, data []byte, off int64) error {
+	f, err := disk.Open(name)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(data, off); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // writeFile replaces name's contents with data and syncs it.

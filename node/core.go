@@ -255,6 +255,11 @@ type Core struct {
 	metaVersion   uint64
 	registerWait  *metaWait // this node's RegisterNode in flight, if any
 	registerAfter uint64    // tick before which no RegisterNode is retried
+	// leaderReports are the partition groups that became leader and may
+	// need to tell the metadata group; reportWait is the ReportLeaders
+	// proposal in flight, if any (see maybeReportLeaders).
+	leaderReports []*group
+	reportWait    *metaWait
 
 	// sessions are the parked long-poll fetches of Handle, in parking
 	// order; finished ones are dropped at the next Tick.

@@ -31,12 +31,25 @@ type group struct {
 	// a deleted topic never talks to, or reuses the files of, a new topic
 	// of the same name.
 	topicID uint64
+	// topicUUID is the topic's cluster-wide id (zero for a static
+	// replica): requests naming another id are refused (checkTopicID).
+	topicUUID metadata.UUID
+	// reportQueued: the group waits in Core.leaderReports.
+	reportQueued bool
 	// parked are the long-poll fetches to wake when the high-water mark
 	// moves; finished ones are dropped lazily.
 	parked []*fetchSession
 
 	appliedRaft     uint64 // last raft index applied to the engine
 	checkpointIndex uint64 // raft index of the last checkpoint written
+	// The offset index chunks of the partition's checkpoints: indexKnown
+	// when they match the engine's ordinals (its state came from an SCK2
+	// checkpoint or a previous checkpoint cleared them), indexWritten the
+	// ordinal below which they hold every record, indexFreed the ordinal
+	// below which no chunk is left.
+	indexKnown   bool
+	indexWritten int64
+	indexFreed   int64
 	// leaderTerm is the term in which this replica was last seen leading,
 	// 0 when it was not leading at the last check.
 	leaderTerm uint64

@@ -102,6 +102,8 @@ func (c *Core) wireError(err error, lead NodeID, tp *TopicPartition) *strandpb.E
 			e.Code = strandpb.ErrorCode_ERROR_CODE_NOT_LEADER
 			e.Message = "node: partition has no replica on this node; its leader is unknown here"
 		}
+	case errors.Is(err, ErrUnknownTopicID):
+		e.Code = strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID
 	case errors.Is(err, ErrRecordTooLarge):
 		e.Code = strandpb.ErrorCode_ERROR_CODE_RECORD_TOO_LARGE
 	case errors.Is(err, ErrOffsetOutOfRange):
@@ -166,10 +168,7 @@ func (c *Core) handleProduce(req *strandpb.ProduceRequest, answer func(*strandpb
 		if producerID <= 0 {
 			producerID = -1 // 0 is an unset field: never a real producer
 		}
-		c.produce(ProduceRequest{
-			TopicPartition: tp, Acks: acks, ProducerID: producerID,
-			ProducerEpoch: p.GetProducerEpoch(), BaseSequence: p.GetBaseSequence(), Batch: p.GetBatch(),
-		}, func(res ProduceResult) {
+		done := func(res ProduceResult) {
 			out[i] = &strandpb.ProduceResponse_Partition{
 				Topic: tp.Topic, Partition: tp.Partition, BaseOffset: res.BaseOffset, Duplicate: res.Duplicate,
 				Error: c.wireError(res.Err, res.Leader, &tp),
@@ -177,15 +176,24 @@ func (c *Core) handleProduce(req *strandpb.ProduceRequest, answer func(*strandpb
 			if pending--; pending == 0 {
 				finish()
 			}
-		})
+		}
+		if err := c.checkTopicID(tp, p.GetTopicId()); err != nil {
+			res := ProduceResult{Err: err, BaseOffset: -1}
+			c.completions = append(c.completions, func() { done(res) })
+			continue
+		}
+		c.produce(ProduceRequest{
+			TopicPartition: tp, Acks: acks, ProducerID: producerID,
+			ProducerEpoch: p.GetProducerEpoch(), BaseSequence: p.GetBaseSequence(), Batch: p.GetBatch(),
+		}, done)
 	}
 }
 
 // metadataResponse describes the cluster from this node's applied state
 // (not a linearizable read: it may lag the metadata leader by the entries
-// not yet applied here). Leaders are known only for the partitions this
-// node hosts (the leader its replica knows, and the term); for the others
-// leader_id is 0 and replicas[0] is the preferred leader, a hint.
+// not yet applied here). Every partition's leader is the one its leaders
+// reported to the metadata group, or the one this node's replica knows
+// when its term is newer (partitionLeader); 0 until a leader reported.
 func (c *Core) metadataResponse(req *strandpb.MetadataRequest) *strandpb.MetadataResponse {
 	resp := &strandpb.MetadataResponse{}
 	resp.Nodes = c.wireNodes()
@@ -193,6 +201,7 @@ func (c *Core) metadataResponse(req *strandpb.MetadataRequest) *strandpb.Metadat
 	resp.ControllerId = uint64(lead)
 	topics := c.clusterTopics()
 	resp.MetadataVersion = c.meta.meta.Version()
+	resp.ClusterId = c.meta.meta.ClusterID().Bytes()
 	names := req.GetTopics()
 	if len(names) == 0 {
 		for _, t := range topics {
@@ -243,16 +252,14 @@ func (c *Core) clusterTopics() []metadata.Topic { return c.meta.meta.Topics() }
 
 // wireTopicMetadata is one topic of a metadata response.
 func (c *Core) wireTopicMetadata(t metadata.Topic) *strandpb.MetadataResponse_Topic {
-	out := &strandpb.MetadataResponse_Topic{Name: t.Name}
+	out := &strandpb.MetadataResponse_Topic{Name: t.Name, TopicId: t.UUID.Bytes()}
 	for p, replicas := range t.Replicas {
 		if replicas == nil {
 			continue
 		}
 		wp := &strandpb.MetadataResponse_Partition{Partition: int32(p), Replicas: replicas}
-		if g := c.byTP[TopicPartition{Topic: t.Name, Partition: int32(p)}]; g != nil {
-			lead, term, _ := g.leadership()
-			wp.LeaderId, wp.LeaderTerm = uint64(lead), term
-		}
+		lead, term := c.partitionLeader(t, int32(p))
+		wp.LeaderId, wp.LeaderTerm = uint64(lead), term
 		out.Partitions = append(out.Partitions, wp)
 	}
 	return out

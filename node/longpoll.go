@@ -1,6 +1,8 @@
 package node
 
 import (
+	"fmt"
+
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -26,6 +28,7 @@ type fetchPart struct {
 	tp       TopicPartition
 	offset   int64
 	maxBytes int32
+	topicID  []byte // the topic id the client started on; empty: unchecked
 	res      FetchResult
 	have     bool // res holds a result
 	inflight bool
@@ -53,6 +56,7 @@ func (c *Core) handleFetch(req *strandpb.FetchRequest, answer func(*strandpb.Res
 		}
 		s.parts = append(s.parts, fetchPart{
 			tp: TopicPartition{Topic: p.GetTopic(), Partition: p.GetPartition()}, offset: p.GetOffset(), maxBytes: maxBytes,
+			topicID: p.GetTopicId(),
 		})
 	}
 	if len(s.parts) == 0 {
@@ -74,6 +78,10 @@ func (c *Core) fetchPart(s *fetchSession, i int) {
 		if _, term, leading := g.leadership(); leading {
 			p.readTerm = term
 		}
+	}
+	if err := c.checkTopicID(p.tp, p.topicID); err != nil {
+		c.completeFetch(func(res FetchResult) { c.partFetched(s, i, res) }, FetchResult{Err: err, HighWatermark: -1, LogStartOffset: -1})
+		return
 	}
 	c.fetch(FetchRequest{TopicPartition: p.tp, Offset: p.offset, MaxBytes: p.maxBytes}, func(res FetchResult) {
 		c.partFetched(s, i, res)
@@ -214,7 +222,13 @@ func (c *Core) sessionGroupGone(s *fetchSession, g *group) {
 	}
 	for i := range s.parts {
 		if p := &s.parts[i]; p.tp == g.tp && !p.inflight {
-			p.res, p.have = FetchResult{Err: ErrUnknownTopicPartition, HighWatermark: -1, LogStartOffset: -1}, true
+			err := ErrUnknownTopicPartition
+			if len(p.topicID) > 0 {
+				// The client's topic is gone for good, whatever comes next
+				// under its name.
+				err = fmt.Errorf("%w: topic %q (id %x) was deleted", ErrUnknownTopicID, g.tp.Topic, p.topicID)
+			}
+			p.res, p.have = FetchResult{Err: err, HighWatermark: -1, LogStartOffset: -1}, true
 		}
 	}
 	if s.complete() {

@@ -158,6 +158,7 @@ func (c *Core) reconcile() error {
 			return fmt.Errorf("node: start %s/%d: %w", ref.Topic, ref.Partition, err)
 		}
 		g.wire = wireTopic(ref.Topic, ref.TopicID)
+		g.topicUUID = ref.TopicUUID
 		c.insertGroup(g)
 	}
 	return nil
@@ -194,7 +195,7 @@ func (c *Core) stopGroup(g *group) {
 	if err := g.log.Close(); err != nil {
 		c.cfg.Logger.Warningf("node: close %s/%d: %v", g.tp.Topic, g.tp.Partition, err)
 	}
-	for _, sub := range []string{"/log", "/checkpoint"} {
+	for _, sub := range []string{"/log", "/checkpoint", "/checkpoint/index"} {
 		if err := removeDir(c.cfg, g.dir+sub); err != nil {
 			c.cfg.Logger.Warningf("node: remove %s: %v", g.dir+sub, err)
 		}
@@ -250,7 +251,17 @@ func (c *Core) proposeMeta(data []byte, timeoutTicks uint64, done func(metadata.
 	for id == 0 || c.metaWaits[id] != nil {
 		id = c.rand.Uint64()
 	}
-	if err := c.meta.raw.Propose(metadata.WithProposalID(data, id)); err != nil {
+	data = metadata.WithProposalID(data, id)
+	if c.meta.meta.ClusterID().IsZero() {
+		// No cluster id yet: offer one. The first seeded command applied
+		// fixes it; every node applies the same one.
+		var seed metadata.UUID
+		for i := 0; i < len(seed); i += 8 {
+			binary.LittleEndian.PutUint64(seed[i:], c.rand.Uint64())
+		}
+		data = metadata.WithClusterSeed(data, seed)
+	}
+	if err := c.meta.raw.Propose(data); err != nil {
 		return fail(ErrNotController)
 	}
 	w := &metaWait{id: id, deadline: c.ticks + max(timeoutTicks, 1), done: done}

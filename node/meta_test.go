@@ -277,7 +277,7 @@ func TestHandleAdminDescribeDelete(t *testing.T) {
 	c := newMetaCluster(t, 14, 3, nil)
 	resp, _ := c.handle(3, &strandpb.Request{CorrelationId: 50, Body: &strandpb.Request_CreateTopics{CreateTopics: &strandpb.CreateTopicsRequest{
 		Topics: []*strandpb.CreateTopicsRequest_Topic{
-			{Name: "a", Partitions: 3, ReplicationFactor: 3, Configs: []*strandpb.ConfigEntry{{Name: "retention.ms", Value: "1000"}}},
+			{Name: "a", Partitions: 3, ReplicationFactor: 3, Configs: []*strandpb.ConfigEntry{{Name: "max.message.bytes", Value: "1048576"}}},
 			{Name: "a", Partitions: 1},
 			{Name: "big", Partitions: 1, ReplicationFactor: 4},
 			{Name: "cfg", Partitions: 1, Configs: []*strandpb.ConfigEntry{{Name: "retention.ms", Value: "soon"}}},
@@ -304,7 +304,7 @@ func TestHandleAdminDescribeDelete(t *testing.T) {
 	resp, _ = c.handle(2, &strandpb.Request{CorrelationId: 52, Body: &strandpb.Request_DescribeTopics{DescribeTopics: &strandpb.DescribeTopicsRequest{Names: []string{"a", "zz"}}}})
 	dt := resp.GetDescribeTopics().GetTopics()
 	if len(dt) != 2 || dt[0].GetPartitions() != 3 || dt[0].GetReplicationFactor() != 3 || len(dt[0].GetConfigs()) != 5 ||
-		dt[0].GetConfigs()[3].GetName() != "retention.ms" || dt[0].GetConfigs()[3].GetValue() != "1000" ||
+		dt[0].GetConfigs()[1].GetName() != "max.message.bytes" || dt[0].GetConfigs()[1].GetValue() != "1048576" ||
 		dt[1].GetError().GetCode() != strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION {
 		t.Fatalf("describe: %v", resp)
 	}

@@ -233,6 +233,7 @@ func (c *Core) restoreEngine(g *group) (uint64, error) {
 	}
 	g.part = ck.partition
 	c.bugForgetProducers(g)
+	g.indexKnown, g.indexWritten = ck.indexed, ck.indexEnd
 	g.checkpointIndex = ck.raftIndex
 	if c.bugReapply(g) {
 		return 0, nil

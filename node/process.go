@@ -227,6 +227,7 @@ func (c *Core) applyReady(gr *groupReady) error {
 	g.raw.Advance(*rd)
 	if rd.SoftState != nil || rd.HardState != nil {
 		c.checkLeadership(g)
+		c.queueLeaderReport(g)
 	}
 	c.serveReads(g)
 	if len(g.parked) > 0 {

@@ -181,6 +181,7 @@ func (c *Core) Tick() {
 	if c.meta != nil {
 		c.expireMetaWaits()
 		c.maybeRegister()
+		c.maybeReportLeaders()
 	}
 	c.expireSessions()
 }

@@ -46,17 +46,17 @@ func TestLogDirAndCheckpointLayout(t *testing.T) {
 	}
 	conf, _ := proto.Marshal(&strandpb.RaftFrame{FromNode: 9}) // any bytes of some length
 	state := []byte("engine state")
-	b := make([]byte, 8)
+	b := []byte{0x53, 0x43, 0x4b, 0x31, 0, 0, 0, 0} // "SCK1", crc unchecked
 	b = append(b, 7, 0, 0, 0, 0, 0, 0, 0)
 	b = append(b, byte(len(conf)), 0, 0, 0)
 	b = append(b, conf...)
 	b = append(b, byte(len(state)), 0, 0, 0, 0, 0, 0, 0)
 	b = append(b, state...)
-	index, got, ok := parseCheckpoint(b)
-	if !ok || index != 7 || string(got) != "engine state" {
-		t.Fatalf("parseCheckpoint = %d %q %v", index, got, ok)
+	index, got, indexed, ok := parseCheckpoint(b)
+	if !ok || indexed || index != 7 || string(got) != "engine state" {
+		t.Fatalf("parseCheckpoint = %d %q %v %v", index, got, indexed, ok)
 	}
-	if _, _, ok := parseCheckpoint(b[:len(b)-1]); ok {
+	if _, _, _, ok := parseCheckpoint(b[:len(b)-1]); ok {
 		t.Fatal("a truncated checkpoint parsed")
 	}
 }

@@ -2,11 +2,17 @@ package simnet
 
 import (
 	"encoding/binary"
+	"fmt"
+	"sort"
+	"strconv"
 	"strings"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/node"
+	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog/memdisk"
 )
 
@@ -127,7 +133,7 @@ func (d *digests) compare(n *simNode, dir string) {
 	if !ok {
 		return
 	}
-	index, state, ok := parseCheckpoint(data)
+	index, state, indexed, ok := parseCheckpoint(data)
 	if !ok {
 		d.w.fail("digest: node %d checkpoint %s/%s does not parse", n.id, dir, name)
 		return
@@ -149,7 +155,13 @@ func (d *digests) compare(n *simNode, dir string) {
 		}
 		got = s.Digest()
 	} else {
-		p, err := engine.RestorePartition(state)
+		var p *engine.Partition
+		var err error
+		if indexed {
+			p, err = restoreIndexed(n, dir, state)
+		} else {
+			p, err = engine.RestorePartition(state)
+		}
 		if err != nil {
 			d.w.fail("digest: node %d checkpoint %s at %d does not restore: %v", n.id, dir, index, err)
 			return
@@ -186,24 +198,93 @@ func (d *digests) groupOfDir(dir string) (int, bool) {
 	return g, ok
 }
 
-// parseCheckpoint reads node/checkpoint.go's file layout: magic u32, crc
-// u32, raft index u64, conf state (u32 length, bytes), engine state (u64
-// length, bytes), little-endian.
-func parseCheckpoint(b []byte) (index uint64, state []byte, ok bool) {
+// parseCheckpoint reads node/checkpoint.go's header layout: magic u32
+// ("SCK1" or "SCK2"), crc u32, raft index u64, conf state (u32 length,
+// bytes), for SCK2 the index ordinals (two u64, also inside the state),
+// engine state (u64 length, bytes), little-endian.
+func parseCheckpoint(b []byte) (index uint64, state []byte, indexed, ok bool) {
 	if len(b) < 20 {
-		return 0, nil, false
+		return 0, nil, false, false
+	}
+	switch binary.LittleEndian.Uint32(b) {
+	case checkpointMagicV1:
+	case checkpointMagicV2:
+		indexed = true
+	default:
+		return 0, nil, false, false
 	}
 	index = binary.LittleEndian.Uint64(b[8:])
 	conf := uint64(binary.LittleEndian.Uint32(b[16:]))
 	rest := b[20:]
-	if uint64(len(rest)) < conf+8 {
-		return 0, nil, false
+	skip := conf
+	if indexed {
+		skip += 16
 	}
-	rest = rest[conf:]
+	if uint64(len(rest)) < skip+8 {
+		return 0, nil, false, false
+	}
+	rest = rest[skip:]
 	n := binary.LittleEndian.Uint64(rest)
 	rest = rest[8:]
 	if uint64(len(rest)) != n {
-		return 0, nil, false
+		return 0, nil, false, false
 	}
-	return index, rest, true
+	return index, rest, indexed, true
+}
+
+// Checkpoint magics and the index chunk record size of node/checkpoint.go.
+const (
+	checkpointMagicV1 = 0x314b4353 // "SCK1": engine Snapshot inline
+	checkpointMagicV2 = 0x324b4353 // "SCK2": StateSnapshot, index in chunks
+	indexRecordBytes  = 40
+)
+
+// restoreIndexed rebuilds an SCK2 checkpoint's partition: the state names
+// the index ordinals [start, end), whose records sit in the chunk files of
+// dir/index, each named by its first ordinal (base_offset i64,
+// record_count i32, raft_index u64, append_time_ms i64, max_timestamp_ms
+// i64, crc u32).
+func restoreIndexed(n *simNode, dir string, state []byte) (*engine.Partition, error) {
+	var snap strandpb.PartitionSnapshot
+	if err := proto.Unmarshal(state, &snap); err != nil {
+		return nil, err
+	}
+	start, end := snap.GetIndexStart(), snap.GetIndexEnd()
+	names, err := n.disk.List(dir + "/index")
+	if err != nil {
+		return nil, err
+	}
+	firsts := make([]int64, 0, len(names))
+	for _, name := range names {
+		if f, err := strconv.ParseInt(name, 10, 64); err == nil {
+			firsts = append(firsts, f)
+		}
+	}
+	index := make([]engine.BatchLocation, 0, end-start)
+	chunks := map[int64][]byte{}
+	for ord := start; ord < end; ord++ {
+		k := sort.Search(len(firsts), func(i int) bool { return firsts[i] > ord }) - 1
+		if k < 0 {
+			return nil, fmt.Errorf("no index chunk holds ordinal %d", ord)
+		}
+		first := firsts[k]
+		chunk, ok := chunks[first]
+		if !ok {
+			chunk, _ = n.disk.ReadFile(fmt.Sprintf("%s/index/%020d", dir, first))
+			chunks[first] = chunk
+		}
+		off := (ord - first) * indexRecordBytes
+		if off+indexRecordBytes > int64(len(chunk)) {
+			return nil, fmt.Errorf("index chunk %d ends before ordinal %d", first, ord)
+		}
+		r := chunk[off:]
+		index = append(index, engine.BatchLocation{
+			BaseOffset:     int64(binary.LittleEndian.Uint64(r[0:])),
+			RecordCount:    int32(binary.LittleEndian.Uint32(r[8:])),
+			RaftIndex:      binary.LittleEndian.Uint64(r[12:]),
+			AppendTimeMs:   int64(binary.LittleEndian.Uint64(r[20:])),
+			MaxTimestampMs: int64(binary.LittleEndian.Uint64(r[28:])),
+		})
+	}
+	return engine.RestorePartitionIndexed(state, index)
 }

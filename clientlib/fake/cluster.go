@@ -1,83 +1,58 @@
 // Package fake is an in-process Strand cluster for tests, in the spirit of
-// franz-go's kfake: it speaks the real wire protocol (proto/frame frames of
-// strandpb messages) on 127.0.0.1, holds topics, partitions and logs in
-// memory, assigns leaders, applies Kafka's idempotent-producer rules like
-// the engine does, and lets a test inject faults: move leadership (NOT_LEADER
-// with a hint), drop connections, hold (delay) requests, answer with an
-// error, apply a produce without answering, or apply it twice.
-//
-// It is a test tool, not a model of raft: a produce is committed when it is
-// applied, the high-water mark is the log end, and every node sees the same
-// state at once.
+// franz-go's kfake, built on the real pieces: N real node/server servers
+// on 127.0.0.1, each on an in-memory disk (raftlog/memdisk) and with the
+// real metadata group, so every request goes through the real Core.Handle,
+// raft and engine. Each node is fronted by a frame-level proxy on its own
+// loopback port; the proxies' addresses are the nodes' addresses (what
+// Metadata answers and NOT_LEADER hints name, and what peers dial), so a
+// test can inject faults between the client and the servers without a hook
+// in a production type: drop connections, hold (delay) requests, answer
+// with an error, forward a produce and drop the answer, forward it twice,
+// and move a partition's leader by isolating its node's raft traffic until
+// the others elect a new one.
 package fake
 
 import (
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
-	"sort"
 	"sync"
 	"time"
 
-	"github.com/strandlog/strand/engine/recordbatch"
-	"github.com/strandlog/strand/proto/strandpb"
+	"github.com/strandlog/strand/node"
+	"github.com/strandlog/strand/node/server"
+	"github.com/strandlog/strand/raftlog/memdisk"
+)
+
+// Timing of the servers: a 5 ms tick, elections after 100–200 ms and
+// heartbeats every 10 ms, so a cluster is ready and a leader moves in a
+// fraction of a second.
+const (
+	tickDefault     = 5 * time.Millisecond
+	electionTicks   = 20
+	heartbeatTicks  = 2
+	readyTimeout    = 30 * time.Second // a cluster or topic not ready by then is an error
+	readyPollPeriod = 5 * time.Millisecond
 )
 
 // Cluster is a running fake cluster. Its methods are safe for concurrent
 // use.
 type Cluster struct {
-	mu             sync.Mutex
-	nodes          []*node // nodes[i].id == i+1
-	topics         map[string]*topic
-	nextProducerID int64
-	controls       map[uint64]ControlFunc
-	nextControlID  uint64
-	appended       chan struct{} // closed and replaced on every append
-	closed         bool
-	wg             sync.WaitGroup
-}
+	servers []*server.Server // servers[i] is node i+1; Replace swaps them
+	proxies []*proxy         // proxies[i] fronts servers[i]
+	peers   []node.Peer      // the proxies' addresses, as the servers know them
+	logs    io.Writer
 
-// node is one fake node: a listener and its connections.
-type node struct {
-	id    uint64
-	ln    net.Listener
-	addr  string
-	conns map[net.Conn]struct{}
-}
-
-type topic struct {
-	name              string
-	replicationFactor int32
-	configs           []*strandpb.ConfigEntry
-	partitions        []*partition
-}
-
-type partition struct {
-	leader    uint64
-	term      uint64
-	batches   []storedBatch
-	logStart  int64
-	hwm       int64
-	producers map[int64]*producerState
-}
-
-type storedBatch struct {
-	base     int64
-	count    int32
-	appendMs int64
-	bytes    []byte
-}
-
-// producerState mirrors engine/producer.go: per producer, its epoch and
-// its last 5 accepted batches.
-type producerState struct {
-	epoch   int32
-	batches []acceptedBatch
-}
-
-type acceptedBatch struct {
-	seq, count int32
-	base       int64
+	mu            sync.Mutex
+	controls      map[uint64]ControlFunc
+	nextControlID uint64
+	isolatedNodes map[uint64]bool
+	moveMu        sync.Mutex // one leader move at a time
+	closeOnce     sync.Once
+	closeErr      error // the servers' fatal errors, set by Close
+	wg            sync.WaitGroup
 }
 
 // Opt configures New.
@@ -86,6 +61,7 @@ type Opt func(*options)
 type options struct {
 	nodes  int
 	topics []topicSpec
+	logs   io.Writer
 }
 
 type topicSpec struct {
@@ -96,31 +72,34 @@ type topicSpec struct {
 // Nodes sets the number of nodes (default 3).
 func Nodes(n int) Opt { return func(o *options) { o.nodes = n } }
 
-// Topic creates a topic at start.
+// Topic creates a topic at start (replication factor min(3, nodes)) and
+// waits until each of its partitions has a leader.
 func Topic(name string, partitions int32) Opt {
 	return func(o *options) { o.topics = append(o.topics, topicSpec{name, partitions}) }
 }
 
-// New starts a cluster listening on free ports of 127.0.0.1.
+// Logs sends the servers' operational logs to w (default: discarded).
+func Logs(w io.Writer) Opt { return func(o *options) { o.logs = w } }
+
+// New starts a cluster on free ports of 127.0.0.1 and waits (bounded)
+// until it has a metadata leader that every node follows and the Topic
+// options' topics have leaders.
 func New(opts ...Opt) (*Cluster, error) {
-	o := options{nodes: 3}
+	o := options{nodes: 3, logs: io.Discard}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	c := &Cluster{
-		topics:         make(map[string]*topic),
-		nextProducerID: 1000,
-		controls:       make(map[uint64]ControlFunc),
-		appended:       make(chan struct{}),
+	if o.nodes < 1 {
+		return nil, fmt.Errorf("fake: %d nodes; need at least 1", o.nodes)
 	}
-	for i := 0; i < o.nodes; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			c.Close()
-			return nil, err
-		}
-		n := &node{id: uint64(i + 1), ln: ln, addr: ln.Addr().String(), conns: make(map[net.Conn]struct{})}
-		c.nodes = append(c.nodes, n)
+	c := &Cluster{controls: make(map[uint64]ControlFunc), isolatedNodes: make(map[uint64]bool)}
+	if err := c.start(o); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := c.waitMetadata(); err != nil {
+		c.Close()
+		return nil, err
 	}
 	for _, t := range o.topics {
 		if err := c.CreateTopic(t.name, t.partitions); err != nil {
@@ -128,180 +107,160 @@ func New(opts ...Opt) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	for _, n := range c.nodes {
-		c.wg.Add(1)
-		go c.accept(n)
-	}
 	return c, nil
 }
 
-// Addrs are the nodes' addresses, node 1 first.
-func (c *Cluster) Addrs() []string {
-	out := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = n.addr
-	}
-	return out
-}
-
-// Close stops every listener and connection and waits for the cluster's
-// goroutines.
-func (c *Cluster) Close() {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return
-	}
-	c.closed = true
-	for _, n := range c.nodes {
-		n.ln.Close()
-		for nc := range n.conns {
-			nc.Close()
-		}
-	}
-	close(c.appended)
-	c.mu.Unlock()
-	c.wg.Wait()
-}
-
-// CreateTopic creates a topic with leaders spread round robin over nodes.
-func (c *Cluster) CreateTopic(name string, partitions int32) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.createTopicLocked(name, partitions, int32(min(3, len(c.nodes))), nil)
-	if e != nil {
-		return errors.New(e.GetMessage())
-	}
-	return nil
-}
-
-func (c *Cluster) createTopicLocked(name string, partitions, rf int32, configs []*strandpb.ConfigEntry) *strandpb.Error {
-	if c.topics[name] != nil {
-		return werr(strandpb.ErrorCode_ERROR_CODE_TOPIC_EXISTS, "topic %q exists", name)
-	}
-	if name == "" || partitions <= 0 || partitions > 10000 || rf <= 0 || int(rf) > len(c.nodes) {
-		return werr(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "bad topic %q: %d partitions, rf %d", name, partitions, rf)
-	}
-	t := &topic{name: name, replicationFactor: rf, configs: configs}
-	for i := int32(0); i < partitions; i++ {
-		t.partitions = append(t.partitions, &partition{
-			leader:    c.nodes[int(i)%len(c.nodes)].id,
-			term:      1,
-			producers: make(map[int64]*producerState),
-		})
-	}
-	c.topics[name] = t
-	return nil
-}
-
-// Leader is a partition's leader, 0 when the partition does not exist.
-func (c *Cluster) Leader(topicName string, p int32) uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if part := c.partitionLocked(topicName, p); part != nil {
-		return part.leader
-	}
-	return 0
-}
-
-// MoveLeader makes node the partition's leader under a new term; the old
-// leader then answers NOT_LEADER with a hint naming node.
-func (c *Cluster) MoveLeader(topicName string, p int32, node uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	part := c.partitionLocked(topicName, p)
-	if part == nil || node < 1 || int(node) > len(c.nodes) {
-		panic(fmt.Sprintf("fake: MoveLeader %s/%d to %d", topicName, p, node))
-	}
-	part.leader = node
-	part.term++
-}
-
-// DropConnections closes every client connection to node (0: every node).
-func (c *Cluster) DropConnections(nodeID uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, n := range c.nodes {
-		if nodeID == 0 || n.id == nodeID {
-			for nc := range n.conns {
-				nc.Close()
-			}
-		}
-	}
-}
-
-// TrimLogStart moves a partition's log start to offset (at most the
-// high-water mark), as retention would.
-func (c *Cluster) TrimLogStart(topicName string, p int32, offset int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	part := c.partitionLocked(topicName, p)
-	part.logStart = min(max(offset, part.logStart), part.hwm)
-}
-
-// Record is one record of a partition's log, for test assertions.
-type Record struct {
-	Offset int64
-	Key    []byte
-	Value  []byte
-}
-
-// Log is the partition's records from the log start to the high-water mark.
-func (c *Cluster) Log(topicName string, p int32) []Record {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	part := c.partitionLocked(topicName, p)
-	var out []Record
-	for _, b := range part.batches {
-		err := recordbatch.Decode(b.bytes, func(i int, r recordbatch.Record) error {
-			if off := b.base + int64(i); off >= part.logStart {
-				out = append(out, Record{Offset: off, Key: clone(r.Key), Value: clone(r.Value)})
-			}
-			return nil
-		})
+// start listens for every proxy, then starts every server with the
+// proxies' addresses as the cluster's, then starts the proxies.
+func (c *Cluster) start(o options) error {
+	c.logs = o.logs
+	for i := 0; i < o.nodes; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			panic(fmt.Sprintf("fake: stored batch undecodable: %v", err))
+			return err
 		}
+		p := &proxy{c: c, id: uint64(i + 1), ln: ln, sessions: make(map[*session]struct{}), peers: make(map[io.Closer]struct{})}
+		c.proxies = append(c.proxies, p)
+		c.peers = append(c.peers, node.Peer{ID: node.NodeID(i + 1), Address: ln.Addr().String()})
+	}
+	for i := 0; i < o.nodes; i++ {
+		s, err := c.startServer(i)
+		if err != nil {
+			return err
+		}
+		c.servers = append(c.servers, s)
+		c.proxies[i].upstream = s.Addr().String()
+	}
+	for _, p := range c.proxies {
+		c.wg.Add(1)
+		go p.accept()
+	}
+	return nil
+}
+
+// startServer starts node i+1's server on an empty in-memory disk.
+func (c *Cluster) startServer(i int) (*server.Server, error) {
+	return server.Start(server.Config{
+		Core: node.Config{
+			ID: node.NodeID(i + 1), Nodes: c.peers, MetadataGroup: true, Disk: memdisk.New(),
+			ElectionTicks: electionTicks, HeartbeatTicks: heartbeatTicks,
+		},
+		Listen: "127.0.0.1:0",
+		Tick:   tickDefault,
+		Logger: log.New(c.logs, fmt.Sprintf("fake node %d: ", i+1), log.Lmicroseconds),
+	})
+}
+
+// Replace acts as if the cluster behind the addresses were replaced by a
+// new one (a restarted `strand dev`): every server is stopped and a new
+// one started on an empty disk behind the same proxy, so the new cluster
+// has a new cluster id; the topics are created anew, empty, with new ids.
+// Not safe to call concurrently with the cluster's other methods.
+func (c *Cluster) Replace() error {
+	md, err := metadata(c.serverAddr(1))
+	if err != nil {
+		return err
+	}
+	for i, old := range c.servers {
+		if err := old.Close(); err != nil {
+			return fmt.Errorf("fake: node %d: %w", i+1, err)
+		}
+	}
+	for i := range c.servers {
+		s, err := c.startServer(i)
+		if err != nil {
+			return err
+		}
+		c.servers[i] = s
+		c.proxies[i].setUpstream(s.Addr().String())
+	}
+	if err := c.waitMetadata(); err != nil {
+		return err
+	}
+	for _, t := range md.GetTopics() {
+		if err := c.CreateTopic(t.GetName(), int32(len(t.GetPartitions()))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Addrs are the nodes' addresses (their proxies'), node 1 first.
+func (c *Cluster) Addrs() []string {
+	out := make([]string, len(c.proxies))
+	for i, p := range c.proxies {
+		out[i] = p.ln.Addr().String()
 	}
 	return out
 }
 
-func clone(b []byte) []byte {
-	if b == nil {
-		return nil
+// Close stops every server and proxy and waits for the cluster's
+// goroutines. Err then says whether a server had stopped on a fatal error.
+func (c *Cluster) Close() {
+	c.closeOnce.Do(func() {
+		var errs []error
+		for i, s := range c.servers {
+			if err := s.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("fake: node %d: %w", i+1, err))
+			}
+		}
+		c.closeErr = errors.Join(errs...)
+		for _, p := range c.proxies {
+			p.shut()
+		}
+		c.wg.Wait()
+	})
+}
+
+// Err is the fatal errors that stopped servers (node fail-stop), nil when
+// every server ran until Close. Call it after Close.
+func (c *Cluster) Err() error { return c.closeErr }
+
+// serverAddr is node id's real server address (not its proxy).
+func (c *Cluster) serverAddr(id uint64) string { return c.servers[id-1].Addr().String() }
+
+// poll calls f every readyPollPeriod until it returns true, for at most
+// readyTimeout; the error then says what was awaited and f's last error.
+// f returns true with an error for a definite failure: poll returns it.
+func poll(what string, f func() (bool, error)) error {
+	deadline := time.Now().Add(readyTimeout)
+	var last error
+	for time.Now().Before(deadline) {
+		ok, err := f()
+		if ok {
+			return err
+		}
+		last = err
+		time.Sleep(readyPollPeriod)
 	}
-	return append([]byte{}, b...)
+	return fmt.Errorf("fake: %s not within %v (last: %v)", what, readyTimeout, last)
 }
 
-func (c *Cluster) partitionLocked(topicName string, p int32) *partition {
-	t := c.topics[topicName]
-	if t == nil || p < 0 || int(p) >= len(t.partitions) {
-		return nil
-	}
-	return t.partitions[p]
+// waitMetadata waits until every node knows the same metadata leader and
+// every node is registered.
+func (c *Cluster) waitMetadata() error {
+	return poll("metadata leader", func() (bool, error) {
+		var lead uint64
+		for id := range c.servers {
+			md, err := metadata(c.serverAddr(uint64(id + 1)))
+			if err != nil {
+				return false, err
+			}
+			if md.GetControllerId() == 0 || (lead != 0 && md.GetControllerId() != lead) {
+				return false, errors.New("no agreed metadata leader")
+			}
+			lead = md.GetControllerId()
+			if len(md.GetNodes()) != len(c.servers) {
+				return false, fmt.Errorf("node %d knows %d nodes", id+1, len(md.GetNodes()))
+			}
+		}
+		return true, nil
+	})
 }
 
-func (c *Cluster) nodeAddr(id uint64) string {
-	if id < 1 || int(id) > len(c.nodes) {
-		return ""
-	}
-	return c.nodes[id-1].addr
+// isolated tells whether node id's raft traffic is being dropped.
+func (c *Cluster) isolated(id uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.isolatedNodes[id]
 }
-
-// werr builds a wire error.
-func werr(code strandpb.ErrorCode, format string, args ...any) *strandpb.Error {
-	return &strandpb.Error{Code: code, Message: fmt.Sprintf(format, args...)}
-}
-
-// sortedTopicNames lists topics in name order, so answers are stable.
-func (c *Cluster) sortedTopicNames() []string {
-	names := make([]string, 0, len(c.topics))
-	for n := range c.topics {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-// nowMs is the fake's append time.
-func nowMs() int64 { return time.Now().UnixMilli() }

@@ -31,7 +31,8 @@ type Action struct {
 // action to take and whether it applies. Controls run in
 // the order they were added; the first that applies wins. It is called
 // without the cluster's lock held, so it may call Cluster methods (e.g.
-// MoveLeader), and from many goroutines, so it must be safe for that.
+// MoveLeader, which blocks this connection's reader while it waits), and
+// from many goroutines, so it must be safe for that.
 type ControlFunc func(nodeID uint64, req *strandpb.Request) (Action, bool)
 
 // Control adds a control and returns the function that removes it.
@@ -70,8 +71,7 @@ func (c *Cluster) control(nodeID uint64, req *strandpb.Request) Action {
 }
 
 // FailTimes returns a control that answers the first n requests matching
-// match with code (NOT_LEADER gets a hint to the partition's leader), then
-// stops applying.
+// match with code (and no leader hint), then stops applying.
 func FailTimes(n int, code strandpb.ErrorCode, match func(nodeID uint64, req *strandpb.Request) bool) ControlFunc {
 	var left = make(chan struct{}, n)
 	for i := 0; i < n; i++ {

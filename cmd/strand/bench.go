@@ -64,6 +64,9 @@ func cmdBench(args []string, stdout io.Writer) error {
 		return usageError("bench: want produce, consume or e2e")
 	}
 	kind := args[0]
+	if kind == "-h" || kind == "--help" || kind == "help" {
+		return &helpShown{text: groupUsage("bench")}
+	}
 	if kind != "produce" && kind != "consume" && kind != "e2e" {
 		return usageError("bench: unknown %q: want produce, consume or e2e", kind)
 	}
@@ -101,7 +104,7 @@ func (b *benchFlags) ensureTopic(ctx context.Context) error {
 	defer cancel()
 	err = c.CreateTopic(cctx, b.topic, b.partitions, b.replication, nil)
 	if err != nil && !errTopicExists(err) {
-		return fmt.Errorf("create topic %s: %w", b.topic, err)
+		return wrapErr(err, "create topic %s", b.topic)
 	}
 	return nil
 }
@@ -237,13 +240,13 @@ func (b *benchFlags) runConsume(ctx context.Context, w io.Writer) error {
 	ends := map[int32]int64{}
 	for _, o := range offs {
 		if o.Err != nil {
-			return fmt.Errorf("partition %d: %w", o.Partition, o.Err)
+			return wrapErr(o.Err, "partition %d", o.Partition)
 		}
 		ends[o.Partition] = o.HighWatermark
 		total += o.HighWatermark - o.LogStartOffset
 	}
 	if total == 0 {
-		return fmt.Errorf("topic %s is empty: run 'strand bench produce' first", b.topic)
+		return userErr(nil, "topic %s is empty: run 'strand bench produce' first", b.topic)
 	}
 	if b.count > 0 {
 		total = min(total, b.count)
@@ -348,7 +351,7 @@ func (b *benchFlags) startAtEnd(ctx context.Context, c *clientlib.Client, k *cli
 	}
 	for _, o := range offs {
 		if o.Err != nil {
-			return fmt.Errorf("partition %d: %w", o.Partition, o.Err)
+			return wrapErr(o.Err, "partition %d", o.Partition)
 		}
 		k.Assign(b.topic, o.Partition, clientlib.OffsetExact(o.HighWatermark))
 	}

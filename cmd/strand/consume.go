@@ -3,7 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
-	"fmt"
+	"errors"
 	"io"
 	"strconv"
 	"strings"
@@ -14,21 +14,30 @@ import (
 
 // cmdConsume prints a topic's records, by default from the earliest, until
 // Ctrl-C, or with --until-end until it reaches the high-water marks it saw
-// at start.
+// at start. Short flags follow kcat: -t topic, -p partition, -o offset,
+// -e exit at end, -f format, -c count.
 func cmdConsume(args []string, stdout io.Writer) error {
 	fs := newFlags("consume")
 	var cf clientFlags
 	cf.register(fs, 30*time.Second)
-	from := fs.String("from", "earliest", "where to start: earliest, latest, an offset, or a time (RFC3339)")
-	format := fs.String("format", `%v\n`, `output per record: %k key, %v value, %p partition, %o offset, %t timestamp, %T topic, %% and \n \t`)
-	untilEnd := fs.Bool("until-end", false, "exit once the high-water marks seen at start are reached")
-	partition := fs.Int32("partition", -1, "read only this partition (-1: all)")
-	count := fs.Int64("count", 0, "exit after this many records (0: no limit)")
+	topicFlag := fs.StringP("topic", "t", "", "topic to read (instead of the TOPIC argument)")
+	from := fs.StringP("from", "o", "earliest", "where to start: earliest, latest, an offset, or a time (RFC3339)")
+	format := fs.StringP("format", "f", `%v\n`, `output per record: %k key, %v value, %p partition, %o offset, %t timestamp, %T topic, %% and \n \t`)
+	untilEnd := fs.BoolP("until-end", "e", false, "exit once the high-water marks seen at start are reached")
+	partition := fs.Int32P("partition", "p", -1, "read only this partition (-1: all)")
+	count := fs.Int64P("count", "c", 0, "exit after this many records (0: no limit)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return usageError("consume: want one topic")
+	topic, err := topicArg(fs, *topicFlag)
+	if err != nil {
+		return err
+	}
+	if *partition < -1 {
+		return usageError("--partition %d: want a partition number, or -1 for all", *partition)
+	}
+	if *count < 0 {
+		return usageError("--count %d: want 0 (no limit) or more", *count)
 	}
 	start, err := parseFrom(*from)
 	if err != nil {
@@ -45,13 +54,13 @@ func cmdConsume(args []string, stdout io.Writer) error {
 	defer c.Close()
 	ctx, stop := signalContext()
 	defer stop()
-	cs := &consumeSession{c: c, k: clientlib.NewConsumer(c), topic: fs.Arg(0), format: f,
+	cs := &consumeSession{c: c, k: clientlib.NewConsumer(c), topic: topic, format: f,
 		out: bufio.NewWriter(stdout), limit: *count, timeout: cf.timeout}
 	defer cs.out.Flush()
-	if err := cs.assign(ctx, *partition, start, *untilEnd); err != nil {
-		return err
+	if err := cs.assign(ctx, *partition, start, exactOffset(*from), *untilEnd); err != nil {
+		return topicErr(topic, err)
 	}
-	return cs.run(ctx)
+	return topicErr(topic, cs.run(ctx))
 }
 
 // consumeSession is one consume command's state.
@@ -68,32 +77,61 @@ type consumeSession struct {
 }
 
 // assign assigns the partitions and, for --until-end, notes their
-// high-water marks.
-func (cs *consumeSession) assign(ctx context.Context, partition int32, start clientlib.Offset, untilEnd bool) error {
+// high-water marks. An exact --from outside a partition's readable range
+// fails here, the same with and without --until-end.
+func (cs *consumeSession) assign(ctx context.Context, partition int32, start clientlib.Offset, exact int64, untilEnd bool) error {
 	actx, cancel := context.WithTimeout(ctx, cs.timeout)
 	defer cancel()
 	var parts []int32
 	if partition >= 0 {
+		if err := cs.checkPartition(actx, partition); err != nil {
+			return err
+		}
 		parts = []int32{partition}
-		cs.k.Assign(cs.topic, partition, start)
-	} else if err := cs.k.AssignTopic(actx, cs.topic, start); err != nil {
-		return err
-	}
-	if !untilEnd {
-		return nil
 	}
 	offs, err := cs.c.ListOffsets(actx, cs.topic, parts, clientlib.OffsetLatest())
 	if err != nil {
 		return err
 	}
-	cs.ends = map[int32]int64{}
 	for _, o := range offs {
 		if o.Err != nil {
-			return fmt.Errorf("partition %d: %w", o.Partition, o.Err)
+			return wrapErr(o.Err, "%s/%d", cs.topic, o.Partition)
 		}
-		cs.ends[o.Partition] = o.HighWatermark
+		if exact >= 0 && (exact > o.HighWatermark || exact < o.LogStartOffset) {
+			return userErr(clientlib.ErrOffsetOutOfRange, "%s",
+				offsetOutOfRange(cs.topic, o.Partition, exact, o.LogStartOffset, o.HighWatermark))
+		}
+	}
+	if partition >= 0 {
+		cs.k.Assign(cs.topic, partition, start)
+	} else if err := cs.k.AssignTopic(actx, cs.topic, start); err != nil {
+		return err
+	}
+	if untilEnd {
+		cs.ends = map[int32]int64{}
+		for _, o := range offs {
+			cs.ends[o.Partition] = o.HighWatermark
+		}
 	}
 	return nil
+}
+
+// checkPartition fails when topic has no partition p.
+func (cs *consumeSession) checkPartition(ctx context.Context, p int32) error {
+	info, err := cs.c.Metadata(ctx)
+	if err != nil {
+		return err
+	}
+	for _, t := range info.Topics {
+		if t.Name == cs.topic && t.Err == nil {
+			if int(p) >= len(t.Partitions) {
+				return userErr(nil, "%s has no partition %d (it has %d: 0 to %d)",
+					cs.topic, p, len(t.Partitions), len(t.Partitions)-1)
+			}
+			return nil
+		}
+	}
+	return topicErr(cs.topic, clientlib.ErrUnknownTopic)
 }
 
 // run polls and prints until done, Ctrl-C, or a non-retriable error.
@@ -105,7 +143,7 @@ func (cs *consumeSession) run(ctx context.Context) error {
 		fetches := cs.k.Poll(ctx)
 		for _, fp := range fetches {
 			if fp.Err != nil && ctx.Err() == nil && !clientlib.IsRetriable(fp.Err) {
-				return fmt.Errorf("partition %d: %w", fp.Partition, fp.Err)
+				return consumeError(cs.topic, fp)
 			}
 			for _, r := range fp.Records {
 				if end, ok := cs.ends[r.Partition]; ok && r.Offset >= end {
@@ -123,6 +161,27 @@ func (cs *consumeSession) run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// consumeError says in plain words why consuming stopped: the topic or
+// the cluster changed under the consumer (its offsets mean nothing in the
+// new log, so it stops rather than skip or repeat records), or the
+// partition's error.
+func consumeError(topic string, fp clientlib.FetchPartition) error {
+	var re *clientlib.TopicRecreatedError
+	var ce *clientlib.ClusterChangedError
+	switch {
+	case errors.As(fp.Err, &re) && len(re.NewID) > 0:
+		return userErr(fp.Err, "topic %s was deleted and re-created (id %s → %s) while consuming; offsets from the old topic do not apply: start again with --from earliest",
+			topic, clientlib.FormatID(re.OldID), clientlib.FormatID(re.NewID))
+	case errors.As(fp.Err, &re):
+		return userErr(fp.Err, "topic %s (id %s) was deleted while consuming; offsets from the old topic do not apply: once it exists again, start again with --from earliest",
+			topic, clientlib.FormatID(re.OldID))
+	case errors.As(fp.Err, &ce):
+		return userErr(fp.Err, "the cluster at %s was replaced (cluster id %s → %s) while consuming; offsets from the old cluster do not apply: start again with --from earliest",
+			ce.Addr, clientlib.FormatID(ce.OldID), clientlib.FormatID(ce.NewID))
+	}
+	return wrapErr(fp.Err, "%s/%d", topic, fp.Partition)
 }
 
 // finished says whether --count or --until-end is satisfied; partitions
@@ -146,9 +205,9 @@ func (cs *consumeSession) finished() bool {
 // parseFrom reads --from.
 func parseFrom(s string) (clientlib.Offset, error) {
 	switch s {
-	case "earliest", "beginning":
+	case "earliest", "beginning", "start", "oldest":
 		return clientlib.OffsetEarliest(), nil
-	case "latest", "end":
+	case "latest", "end", "newest":
 		return clientlib.OffsetLatest(), nil
 	}
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil && n >= 0 {
@@ -158,6 +217,14 @@ func parseFrom(s string) (clientlib.Offset, error) {
 		return clientlib.OffsetAtTimestamp(t), nil
 	}
 	return clientlib.Offset{}, usageError("--from %q: want earliest, latest, an offset or an RFC3339 time", s)
+}
+
+// exactOffset is --from as an offset, or -1 when it is not a number.
+func exactOffset(from string) int64 {
+	if n, err := strconv.ParseInt(from, 10, 64); err == nil && n >= 0 {
+		return n
+	}
+	return -1
 }
 
 // formatPart is a literal or one record field of --format.

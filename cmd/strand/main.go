@@ -1,25 +1,33 @@
 // Command strand runs Strand nodes and talks to a Strand cluster.
 //
-//	strand serve --id 1 --listen 127.0.0.1:9092 --peers 1=...,2=...,3=... --data-dir DIR
 //	strand dev                      # a local 3-node cluster in one process on :9092-9094
-//	strand topic create NAME --partitions N [--replication-factor R] [--config k=v]
+//	strand serve --id 1 --peers 1=HOST:PORT,2=...,3=... --data-dir DIR
+//	strand topic create NAME --partitions N [--replication-factor R]
 //	strand topic list | describe NAME | delete NAME
 //	strand produce TOPIC            # lines from stdin
 //	strand consume TOPIC [--from earliest|latest|OFFSET|TIME] [--until-end]
 //	strand cluster                  # nodes, partitions, leaders, high-water marks
 //	strand bench produce|consume|e2e
+//	strand version | help [CMD]
+//
+// help.go holds the one table every help text is printed from; errors.go
+// the one function (userMessage) that renders errors for users.
 //
 // Every flag can also be set through an environment variable STRAND_<FLAG>
 // (upper case, dashes as underscores: --data-dir is STRAND_DATA_DIR); a flag
 // on the command line wins. Client commands default to --brokers
-// 127.0.0.1:9092, where `strand dev` listens, so a new user needs no flags.
+// 127.0.0.1:9092, where `strand dev` listens, so a new user needs no flags;
+// short flags follow kcat and rpk (-b brokers, -t topic, -p partition(s),
+// -o offset, -e exit at end, -f format).
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -31,41 +39,25 @@ import (
 	"github.com/strandlog/strand/clientlib"
 )
 
-// usage is the top-level help.
-const usage = `strand: a replicated log.
-
-Usage:
-  strand serve --id N --peers 1=HOST:PORT,2=... --data-dir DIR   run one node
-  strand dev [--nodes 3] [--base-port 9092] [--data-dir DIR]      a local cluster in one process
-  strand topic create NAME --partitions N [--replication-factor R] [--config k=v]
-  strand topic list
-  strand topic describe NAME
-  strand topic delete NAME
-  strand produce TOPIC [--key-separator SEP] [--acks all|1|0]     lines from stdin
-  strand consume TOPIC [--from earliest|latest|OFFSET|RFC3339] [--format '%v\n'] [--until-end]
-  strand cluster                                                  nodes, partitions, leaders
-  strand bench produce|consume|e2e [flags]                        measure a running cluster
-
-Every flag is also an environment variable STRAND_<FLAG> (--data-dir: STRAND_DATA_DIR).
-Client commands talk to --brokers (default 127.0.0.1:9092). 'strand CMD --help' lists a command's flags.
-`
-
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-// run dispatches a command line and returns the exit code.
+// run dispatches a command line and returns the exit code: 0 on success
+// and for help, 1 when the command failed, 2 for a usage mistake. Every
+// error is printed here, once, as "strand: " + userMessage(err).
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		io.WriteString(stdout, usage)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
+	if len(args) == 0 {
+		io.WriteString(stderr, topUsage())
+		return 2
 	}
 	cmd, rest := args[0], args[1:]
 	var err error
 	switch cmd {
+	case "help", "-h", "--help":
+		err = cmdHelp(rest, stdin, stdout, stderr)
+	case "version", "--version":
+		err = cmdVersion(rest, stdout)
 	case "serve":
 		err = cmdServe(rest, stderr)
 	case "dev":
@@ -82,18 +74,62 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdBench(rest, stdout)
 	default:
 		err = usageError("unknown command %q", cmd)
+		cmd = ""
 	}
+	var help *helpShown
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, pflag.ErrHelp):
+	case errors.As(err, &help):
+		io.WriteString(stdout, help.text)
 		return 0
 	case isUsageError(err):
-		fmt.Fprintf(stderr, "strand %s: %v\n(see 'strand --help')\n", cmd, err)
+		fmt.Fprintf(stderr, "strand: %s\nRun '%s' for usage.\n", userMessage(err),
+			strings.Join(append([]string{"strand"}, helpTarget(cmd, rest)...), " ")+" --help")
 		return 2
 	}
-	fmt.Fprintf(stderr, "strand %s: %v\n", cmd, err)
+	fmt.Fprintf(stderr, "strand: %s\n", userMessage(err))
 	return 1
+}
+
+// helpTarget is the command whose help a usage error points at: cmd, with
+// its subcommand when it has a valid one.
+func helpTarget(cmd string, rest []string) []string {
+	if cmd == "" {
+		return nil
+	}
+	if _, group := commandGroups[cmd]; group && len(rest) > 0 {
+		if _, ok := lookupCommand(cmd + " " + rest[0]); ok {
+			return []string{cmd, rest[0]}
+		}
+	}
+	return []string{cmd}
+}
+
+// cmdHelp runs `strand help [CMD [SUB]]`: the named command's --help.
+func cmdHelp(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	switch {
+	case len(args) == 0:
+		return &helpShown{text: topUsage()}
+	case args[0] == "help" || args[0] == "-h" || args[0] == "--help":
+		c, _ := lookupCommand("help")
+		return &helpShown{text: commandUsage(c.name, nil)}
+	case len(args) > 2:
+		return usageError("help: want at most a command and a subcommand")
+	}
+	if _, group := commandGroups[args[0]]; !group && len(args) == 2 {
+		return usageError("help: %q has no subcommands", args[0])
+	}
+	if _, ok := lookupCommand(strings.Join(args, " ")); !ok {
+		if _, group := commandGroups[args[0]]; !group || len(args) == 2 {
+			return usageError("help: unknown command %q", strings.Join(args, " "))
+		}
+	}
+	var out bytes.Buffer
+	if code := run(append(append([]string{}, args...), "--help"), stdin, &out, stderr); code != 0 {
+		return usageError("help: unknown command %q", strings.Join(args, " "))
+	}
+	return &helpShown{text: out.String()}
 }
 
 // errUsage marks a command-line mistake (exit code 2).
@@ -110,23 +146,23 @@ func isUsageError(err error) bool {
 	return errors.As(err, &u)
 }
 
-// newFlags returns a flag set for one command.
+// newFlags returns a flag set for command name ("topic create"). It
+// prints nothing itself: run prints errors and parseFlags returns help.
 func newFlags(name string) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("strand "+name, pflag.ContinueOnError)
 	fs.SortFlags = false
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage of strand %s:\n%s\nEvery flag can also be set as STRAND_<FLAG> (e.g. --data-dir: STRAND_DATA_DIR).\n",
-			name, fs.FlagUsages())
-	}
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	return fs
 }
 
 // parseFlags parses args, then fills every flag not given on the command
-// line from its STRAND_<FLAG> environment variable.
+// line from its STRAND_<FLAG> environment variable. -h and --help give a
+// *helpShown carrying the command's help.
 func parseFlags(fs *pflag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
-			return err
+			return &helpShown{text: commandUsage(strings.TrimPrefix(fs.Name(), "strand "), fs)}
 		}
 		return usageError("%v", err)
 	}
@@ -145,6 +181,13 @@ func parseFlags(fs *pflag.FlagSet, args []string) error {
 	return envErr
 }
 
+// flagSet reports whether flag was given on the command line or through
+// its environment variable.
+func flagSet(fs *pflag.FlagSet, flag string) bool {
+	_, env := os.LookupEnv(envName(flag))
+	return fs.Changed(flag) || env
+}
+
 // envName is the environment variable of a flag: --data-dir is STRAND_DATA_DIR.
 func envName(flag string) string {
 	return "STRAND_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
@@ -157,15 +200,53 @@ type clientFlags struct {
 }
 
 func (c *clientFlags) register(fs *pflag.FlagSet, timeout time.Duration) {
-	fs.StringSliceVar(&c.brokers, "brokers", []string{"127.0.0.1:9092"}, "cluster addresses to bootstrap from (comma separated)")
+	fs.StringSliceVarP(&c.brokers, "brokers", "b", []string{"127.0.0.1:9092"}, "cluster addresses to bootstrap from (comma separated)")
 	fs.DurationVar(&c.timeout, "timeout", timeout, "give up on the cluster after this long")
 }
 
-// client connects to the cluster the flags name.
+// brokerDialTimeout bounds each connection attempt of reachable.
+const brokerDialTimeout = 2 * time.Second
+
+// client connects to the cluster the flags name. It fails at once when no
+// broker accepts a connection, rather than retrying until --timeout: a
+// user who typed a wrong address, or has no cluster running, learns it
+// within seconds.
 func (c *clientFlags) client(opts ...clientlib.Opt) (*clientlib.Client, error) {
+	if err := c.reachable(); err != nil {
+		return nil, err
+	}
 	base := []clientlib.Opt{clientlib.SeedAddresses(c.brokers...), clientlib.ClientID("strand-cli"),
-		clientlib.DialTimeout(2 * time.Second)}
+		clientlib.DialTimeout(brokerDialTimeout)}
 	return clientlib.NewClient(append(base, opts...)...)
+}
+
+// reachable fails when no broker can be connected to. It asks for
+// metadata with one retry only, through the protocol (a bare TCP probe
+// would make every node log a connection closed before hello); any answer,
+// even an error, means the cluster is there.
+func (c *clientFlags) reachable() error {
+	if len(c.brokers) == 0 {
+		return usageError("--brokers: no address given")
+	}
+	probe, err := clientlib.NewClient(clientlib.SeedAddresses(c.brokers...), clientlib.ClientID("strand-cli"),
+		clientlib.DialTimeout(brokerDialTimeout), clientlib.RequestTimeout(brokerDialTimeout), clientlib.MaxRetries(1))
+	if err != nil {
+		return err
+	}
+	defer probe.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), min(c.timeout, 2*brokerDialTimeout))
+	defer cancel()
+	_, err = probe.Metadata(ctx)
+	var conn *clientlib.ConnError
+	if err == nil || !errors.As(err, &conn) {
+		return nil
+	}
+	var op *net.OpError
+	if !errors.As(err, &op) {
+		return userErr(err, "%s", connMessage(strings.Join(c.brokers, ","), conn.Err))
+	}
+	return userErr(err, "cannot reach any broker at %s: %s (is a cluster running there? 'strand dev' starts one on 127.0.0.1:9092)",
+		strings.Join(c.brokers, ","), rootCause(conn.Err))
 }
 
 // signalContext is cancelled by SIGINT or SIGTERM.

@@ -55,9 +55,9 @@ func (n *nodeFlags) startProfile() (func(), error) {
 func cmdServe(args []string, stderr io.Writer) error {
 	fs := newFlags("serve")
 	id := fs.Uint64("id", 0, "this node's id (1, 2, ...), unique in the cluster")
-	listen := fs.String("listen", "127.0.0.1:9092", "address to listen on, for clients and peers")
-	advertise := fs.String("advertise", "", "address others reach this node at (default: --listen)")
-	peers := fs.String("peers", "", "every node of the cluster, this one included: 1=HOST:PORT,2=HOST:PORT,...")
+	listen := fs.String("listen", "", "address to listen on, for clients and peers (default: this node's --peers entry; 127.0.0.1:9092 without --peers)")
+	advertise := fs.String("advertise", "", "address others reach this node at (default: this node's --peers entry, else --listen)")
+	peers := fs.String("peers", "", "every node of the cluster, this one included: 1=HOST:PORT,2=HOST:PORT,... (default: this node alone)")
 	dataDir := fs.String("data-dir", "", "directory of this node's logs (created when missing)")
 	rack := fs.String("rack", "", "this node's failure domain, for replica placement")
 	var nf nodeFlags
@@ -68,19 +68,12 @@ func cmdServe(args []string, stderr io.Writer) error {
 	if *id == 0 || *dataDir == "" {
 		return usageError("--id and --data-dir are required")
 	}
-	if *advertise == "" {
-		*advertise = *listen
+	if fs.NArg() != 0 {
+		return usageError("serve takes no arguments, got %q", fs.Args())
 	}
-	nodes, err := parsePeers(*peers, node.NodeID(*id), *advertise, *rack)
+	nodes, err := resolvePeers(node.NodeID(*id), *peers, listen, advertise, *rack)
 	if err != nil {
-		return usageError("--peers: %v", err)
-	}
-	if fs.Changed("advertise") || os.Getenv(envName("advertise")) != "" {
-		for i := range nodes {
-			if nodes[i].ID == node.NodeID(*id) {
-				nodes[i].Address = *advertise // --advertise wins over this node's --peers entry
-			}
-		}
+		return err
 	}
 	logger := log.New(stderr, fmt.Sprintf("strand node %d: ", *id), log.LstdFlags|log.Lmicroseconds)
 	stopProfile, err := nf.startProfile()
@@ -107,10 +100,60 @@ func cmdServe(args []string, stderr io.Writer) error {
 	}
 }
 
+// resolvePeers works out the cluster's nodes and this node's listen
+// address. --peers must name this node: a node missing from its own list
+// would invent an address. Without --listen the node listens on its
+// --peers entry; with --listen, the port must be the entry's (the host may
+// differ, e.g. 0.0.0.0 to listen on every interface). --advertise, when
+// given, must equal the entry. Without --peers the cluster is this node
+// alone, at --advertise or --listen.
+func resolvePeers(self node.NodeID, spec string, listen, advertise *string, rack string) ([]node.Peer, error) {
+	listenSet, advertiseSet := *listen != "", *advertise != ""
+	if strings.TrimSpace(spec) == "" {
+		if !listenSet {
+			*listen = "127.0.0.1:9092"
+		}
+		if *advertise == "" {
+			*advertise = *listen
+		}
+		return []node.Peer{{ID: self, Address: *advertise, Rack: rack}}, nil
+	}
+	nodes, err := parsePeers(spec, rack, self)
+	if err != nil {
+		return nil, usageError("--peers: %v", err)
+	}
+	var entry string
+	for _, p := range nodes {
+		if p.ID == self {
+			entry = p.Address
+		}
+	}
+	if entry == "" {
+		return nil, usageError("--peers %s does not name this node (--id %d): add %d=HOST:PORT, the address the others reach it at",
+			spec, self, self)
+	}
+	if advertiseSet && *advertise != entry {
+		return nil, usageError("--advertise %s and --peers entry %d=%s disagree: give one address", *advertise, self, entry)
+	}
+	*advertise = entry
+	if !listenSet {
+		*listen = entry
+		return nodes, nil
+	}
+	_, lport, err := net.SplitHostPort(*listen)
+	if err != nil {
+		return nil, usageError("--listen %q: %v", *listen, err)
+	}
+	if _, eport, _ := net.SplitHostPort(entry); eport != lport {
+		return nil, usageError("--listen %s and --peers entry %d=%s name different ports: the others would dial a port this node does not listen on",
+			*listen, self, entry)
+	}
+	return nodes, nil
+}
+
 // parsePeers parses "1=host:port,2=host:port" into the cluster's nodes,
-// sorted by id. self is added with its advertised address when missing, and
-// gets rack.
-func parsePeers(spec string, self node.NodeID, advertise, rack string) ([]node.Peer, error) {
+// sorted by id; self gets rack.
+func parsePeers(spec, rack string, self node.NodeID) ([]node.Peer, error) {
 	byID := map[node.NodeID]string{}
 	for _, part := range strings.Split(spec, ",") {
 		part = strings.TrimSpace(part)
@@ -129,9 +172,6 @@ func parsePeers(spec string, self node.NodeID, advertise, rack string) ([]node.P
 			return nil, fmt.Errorf("node %d given twice", id)
 		}
 		byID[node.NodeID(id)] = addr
-	}
-	if _, ok := byID[self]; !ok {
-		byID[self] = advertise
 	}
 	nodes := make([]node.Peer, 0, len(byID))
 	for id, addr := range byID {
@@ -250,7 +290,7 @@ func startDevNodes(nodes []node.Peer, dir string, nf nodeFlags, logOut io.Writer
 				started.Close()
 			}
 			if errors.Is(err, syscall.EADDRINUSE) {
-				return nil, fmt.Errorf("%v (another strand dev running? try --base-port)", err)
+				return nil, userErr(err, "cannot listen on %s: address already in use (another strand dev running? try --base-port)", p.Address)
 			}
 			return nil, err
 		}

@@ -5,30 +5,39 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/engine/metadata"
 )
+
+// topicSubcommands are the subcommands of `strand topic`.
+var topicSubcommands = []string{"create", "list", "describe", "delete"}
 
 // cmdTopic runs `strand topic create|list|describe|delete`.
 func cmdTopic(args []string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return usageError("topic: want create, list, describe or delete")
+		return usageError("topic: want a subcommand: %s", strings.Join(topicSubcommands, ", "))
 	}
 	sub, rest := args[0], args[1:]
+	switch {
+	case sub == "-h" || sub == "--help" || sub == "help":
+		return &helpShown{text: groupUsage("topic")}
+	case !slices.Contains(topicSubcommands, sub):
+		return usageError("topic: unknown subcommand %q: want %s", sub, strings.Join(topicSubcommands, ", "))
+	}
 	fs := newFlags("topic " + sub)
 	var cf clientFlags
 	cf.register(fs, 30*time.Second)
-	partitions := int32(1)
-	replication := int32(0)
-	var configs []string
+	var tc topicCreateFlags
 	if sub == "create" {
-		fs.Int32Var(&partitions, "partitions", 1, "number of partitions")
-		fs.Int32Var(&replication, "replication-factor", 0, "replicas per partition (default: 3, or fewer when the cluster has fewer nodes)")
-		fs.StringArrayVar(&configs, "config", nil, "topic configuration KEY=VALUE (repeatable)")
+		tc.register(fs)
 	}
 	if err := parseFlags(fs, rest); err != nil {
 		return err
@@ -36,6 +45,11 @@ func cmdTopic(args []string, stdout io.Writer) error {
 	names := fs.Args()
 	if (sub == "list") != (len(names) == 0) || len(names) > 1 {
 		return usageError("topic %s: want %s", sub, map[bool]string{true: "no argument", false: "one topic name"}[sub == "list"])
+	}
+	if sub == "create" {
+		if err := tc.validate(fs); err != nil {
+			return err
+		}
 	}
 	c, err := cf.client()
 	if err != nil {
@@ -46,32 +60,63 @@ func cmdTopic(args []string, stdout io.Writer) error {
 	defer cancel()
 	switch sub {
 	case "create":
-		return topicCreate(ctx, c, stdout, names[0], partitions, replication, configs)
+		return topicErr(names[0], topicCreate(ctx, c, stdout, names[0], tc))
 	case "list":
 		return topicList(ctx, c, stdout)
 	case "describe":
-		return topicDescribe(ctx, c, stdout, names[0])
-	case "delete":
-		if err := c.DeleteTopic(ctx, names[0]); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "deleted topic %s\n", names[0])
-		return nil
+		return topicErr(names[0], topicDescribe(ctx, c, stdout, names[0]))
 	}
-	return usageError("topic: unknown subcommand %q", sub)
+	if err := checkTopic(ctx, c, names[0], -1, cf.timeout); err != nil {
+		return err
+	}
+	if err := c.DeleteTopic(ctx, names[0]); err != nil {
+		return topicErr(names[0], err)
+	}
+	fmt.Fprintf(stdout, "deleted topic %s\n", names[0])
+	return nil
 }
 
-// topicCreate creates a topic; the replication factor defaults to
-// min(3, nodes).
-func topicCreate(ctx context.Context, c *clientlib.Client, w io.Writer, name string, partitions, rf int32, configs []string) error {
-	cfg := map[string]string{}
-	for _, kv := range configs {
+// topicCreateFlags are the flags of `strand topic create` (rpk's short
+// names: -p, -r, -c).
+type topicCreateFlags struct {
+	partitions  int32
+	replication int32
+	configs     []string
+	config      map[string]string
+}
+
+func (tc *topicCreateFlags) register(fs *pflag.FlagSet) {
+	fs.Int32VarP(&tc.partitions, "partitions", "p", 1, "number of partitions (1 or more)")
+	fs.Int32VarP(&tc.replication, "replication-factor", "r", 0,
+		"replicas per partition (default: 3, or the number of nodes when fewer)")
+	fs.StringArrayVarP(&tc.configs, "config", "c", nil, "topic configuration KEY=VALUE (repeatable)")
+}
+
+// validate refuses values the server would not apply as given: it would
+// silently turn a partition count below 1 into 1 and a replication factor
+// below 1 into its default.
+func (tc *topicCreateFlags) validate(fs *pflag.FlagSet) error {
+	if tc.partitions < 1 {
+		return usageError("--partitions %d: want 1 or more", tc.partitions)
+	}
+	if flagSet(fs, "replication-factor") && tc.replication < 1 {
+		return usageError("--replication-factor %d: want 1 or more (leave it out for the default)", tc.replication)
+	}
+	tc.config = map[string]string{}
+	for _, kv := range tc.configs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
 			return usageError("--config %q: want KEY=VALUE", kv)
 		}
-		cfg[k] = v
+		tc.config[k] = v
 	}
+	return nil
+}
+
+// topicCreate creates a topic (the replication factor defaults to
+// min(3, nodes)) and prints the settings the server reports it applied.
+func topicCreate(ctx context.Context, c *clientlib.Client, w io.Writer, name string, tc topicCreateFlags) error {
+	rf := tc.replication
 	if rf == 0 {
 		info, err := c.Metadata(ctx)
 		if err != nil {
@@ -79,11 +124,20 @@ func topicCreate(ctx context.Context, c *clientlib.Client, w io.Writer, name str
 		}
 		rf = int32(min(3, max(1, len(info.Nodes))))
 	}
-	if err := c.CreateTopic(ctx, name, partitions, rf, cfg); err != nil {
+	if err := c.CreateTopic(ctx, name, tc.partitions, rf, tc.config); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "created topic %s: %d partitions, replication factor %d\n", name, partitions, rf)
-	return nil
+	details, err := c.DescribeTopics(ctx, name)
+	if err != nil {
+		return wrapErr(err, "created topic %s, but describing it failed", name)
+	}
+	for _, d := range details {
+		if d.Name == name && d.Err == nil {
+			fmt.Fprintf(w, "created topic %s: %d partitions, replication factor %d\n", d.Name, d.Partitions, d.ReplicationFactor)
+			return nil
+		}
+	}
+	return userErr(nil, "created topic %s, but it is missing from describe", name)
 }
 
 func topicList(ctx context.Context, c *clientlib.Client, w io.Writer) error {
@@ -105,7 +159,7 @@ func topicDescribe(ctx context.Context, c *clientlib.Client, w io.Writer, name s
 		return err
 	}
 	if len(details) != 1 {
-		return fmt.Errorf("describe %s: %d answers", name, len(details))
+		return userErr(nil, "describe %s: %d answers", name, len(details))
 	}
 	d := details[0]
 	if d.Err != nil {
@@ -118,7 +172,11 @@ func topicDescribe(ctx context.Context, c *clientlib.Client, w io.Writer, name s
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(w, "  config %s=%s\n", k, d.Configs[k])
+		note := ""
+		if !metadata.Enforced(k, d.Configs[k]) {
+			note = "  (not enforced yet)"
+		}
+		fmt.Fprintf(w, "  config %s=%s%s\n", k, d.Configs[k], note)
 	}
 	info, err := c.Metadata(ctx)
 	if err != nil {
@@ -183,7 +241,7 @@ func cmdCluster(args []string, stdout io.Writer) error {
 	defer cancel()
 	info, err := c.Metadata(ctx)
 	if err != nil {
-		return fmt.Errorf("cannot reach the cluster at %s: %w", strings.Join(cf.brokers, ","), err)
+		return wrapErr(err, "cannot reach the cluster at %s", strings.Join(cf.brokers, ","))
 	}
 	fmt.Fprintf(stdout, "nodes (metadata leader: %s):\n", idOrNone(info.ControllerID))
 	for _, n := range info.Nodes {
@@ -198,7 +256,7 @@ func cmdCluster(args []string, stdout io.Writer) error {
 	}
 	for _, t := range info.Topics {
 		if t.Err != nil {
-			fmt.Fprintf(stdout, "topic %s: %v\n", t.Name, t.Err)
+			fmt.Fprintf(stdout, "topic %s: %s\n", t.Name, userMessage(t.Err))
 			continue
 		}
 		fmt.Fprintf(stdout, "topic %s: %d partitions\n", t.Name, len(t.Partitions))

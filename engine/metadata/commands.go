@@ -87,8 +87,9 @@ func (s *State) createTopic(c *strandpb.MetadataCreateTopic) Result {
 	if err != nil {
 		return Result{Err: err}
 	}
-	t := &topicState{name: name, id: s.nextTopicID, replicationFactor: rf, config: config}
+	t := &topicState{name: name, id: s.nextTopicID, replicationFactor: rf, config: config, uuid: s.topicUUID(s.appliedIndex)}
 	t.replicas = s.place(eligible, t.id, partitions, rf)
+	t.leaders = make([]Leader, partitions)
 	s.nextTopicID++
 	s.insertTopic(t)
 	s.changed()

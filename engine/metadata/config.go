@@ -129,6 +129,39 @@ func (c *TopicConfig) set(key, value string) error {
 	return fmt.Errorf("%w: unknown key %q", ErrInvalidConfig, key)
 }
 
+// notEnforced gives, for each key the nodes do not enforce yet, what they
+// do instead. Setting such a key is refused: a topic must not report a
+// setting it does not have. A key leaves this table in the change that
+// enforces it.
+var notEnforced = map[string]string{
+	ConfigRetentionMs:    "no segment is deleted by age yet; records are kept until the topic is deleted",
+	ConfigRetentionBytes: "no segment is deleted by size yet; records are kept until the topic is deleted",
+	ConfigSegmentBytes:   "segments roll at the node's own size",
+	ConfigCleanupPolicy:  "neither retention deletion nor compaction runs yet",
+}
+
+// checkEnforced refuses key as just set in c when the nodes would not
+// honour it. max.message.bytes is enforced only at its maximum: every
+// partition refuses records over 1 MiB (recordbatch.RecordBytesMax), and
+// no smaller per-topic limit is checked yet.
+func checkEnforced(key string, c TopicConfig) error {
+	if why, ok := notEnforced[key]; ok {
+		return fmt.Errorf("%w: %s is not enforced yet (%s); leave it unset", ErrInvalidConfig, key, why)
+	}
+	if key == ConfigMaxMessageBytes && c.MaxMessageBytes != MaxMessageBytesMax {
+		return fmt.Errorf("%w: %s below %d is not enforced yet (every topic takes records up to %d bytes); leave it unset",
+			ErrInvalidConfig, key, MaxMessageBytesMax, MaxMessageBytesMax)
+	}
+	return nil
+}
+
+// Enforced reports whether the nodes honour key set to value. Describe
+// output uses it to mark stored defaults that have no effect yet.
+func Enforced(key, value string) bool {
+	var c TopicConfig
+	return c.set(key, value) == nil && checkEnforced(key, c) == nil
+}
+
 // reset puts key back to its default; an unknown key fails.
 func (c *TopicConfig) reset(key string) error {
 	d := DefaultTopicConfig()
@@ -160,6 +193,8 @@ func parseInt(key, value string, lo, hi int64, out *int64) error {
 }
 
 // withEntries returns base with sets applied, then resets; all or nothing.
+// A set of a key the nodes do not enforce fails (checkEnforced); a reset
+// to the default is always allowed.
 func withEntries(base TopicConfig, sets []*strandpb.MetadataConfigEntry, resets []string) (TopicConfig, error) {
 	if len(sets)+len(resets) > configEntriesMax {
 		return base, fmt.Errorf("%w: more than %d entries", ErrInvalidConfig, configEntriesMax)
@@ -167,6 +202,9 @@ func withEntries(base TopicConfig, sets []*strandpb.MetadataConfigEntry, resets 
 	c := base
 	for _, e := range sets {
 		if err := c.set(e.GetName(), e.GetValue()); err != nil {
+			return base, err
+		}
+		if err := checkEnforced(e.GetName(), c); err != nil {
 			return base, err
 		}
 	}

@@ -98,14 +98,21 @@ type Node struct {
 // Topic is a topic with its configuration and replica assignment.
 type Topic struct {
 	Name string
-	// ID is never reused: a topic deleted and created again under the same
-	// name has a new ID, so nodes can tell the two apart.
-	ID                uint64
+	// ID is never reused within the cluster: a topic deleted and created
+	// again under the same name has a new ID, so nodes can tell the two
+	// apart. It names the replicas' directories and raft traffic.
+	ID uint64
+	// UUID is the topic's cluster-wide identity, shown to clients: unique
+	// across clusters too, so a client that started on one topic can tell
+	// it from any other, even after its cluster was replaced.
+	UUID              UUID
 	ReplicationFactor int32
 	Config            TopicConfig
 	// Replicas[p] is partition p's ordered replica list; Replicas[p][0] is
 	// its preferred leader.
 	Replicas [][]uint64
+	// Leaders[p] is partition p's leader as last reported (term 0: none).
+	Leaders []Leader
 }
 
 // Partitions is the topic's partition count.
@@ -116,6 +123,7 @@ func (t Topic) Partitions() int32 { return int32(len(t.Replicas)) }
 type PartitionRef struct {
 	Topic     string
 	TopicID   uint64
+	TopicUUID UUID
 	Partition int32
 	Replicas  []uint64
 }
@@ -146,6 +154,9 @@ type topicState struct {
 	replicationFactor int32
 	config            TopicConfig
 	replicas          [][]uint64
+	uuid              UUID
+	// leaders[p] is partition p's last reported leader.
+	leaders []Leader
 }
 
 // State is the cluster metadata, built only by applying the committed
@@ -153,6 +164,7 @@ type topicState struct {
 type State struct {
 	appliedIndex   uint64
 	version        uint64
+	clusterID      UUID
 	nextTopicID    uint64
 	nextProducerID int64
 	// nodes is sorted by ID.
@@ -161,11 +173,6 @@ type State struct {
 	topics          map[string]*topicState
 	topicNames      []string
 	partitionsTotal int64
-	// digestValid says digestState is the hash of the state at
-	// digestVersion (see Digest).
-	digestValid   bool
-	digestVersion uint64
-	digestState   uint64
 }
 
 // New returns the empty metadata state before raft index 1.
@@ -189,6 +196,7 @@ func (s *State) Apply(index uint64, data []byte) Result {
 		// binaries, and results must not.
 		return s.result(Result{Err: ErrInvalidCommand})
 	}
+	s.maybeInitCluster(cmd.GetClusterSeed())
 	r := s.dispatch(&cmd)
 	r.ProposalID = cmd.GetProposalId()
 	return s.result(r)
@@ -231,6 +239,8 @@ func (s *State) dispatch(cmd *strandpb.MetadataCommand) Result {
 		return s.alterTopicConfig(c.AlterTopicConfig)
 	case *strandpb.MetadataCommand_AllocateProducerIds:
 		return s.allocateProducerIDs(c.AllocateProducerIds)
+	case *strandpb.MetadataCommand_ReportLeaders:
+		return s.reportLeaders(c.ReportLeaders)
 	}
 	return Result{Err: fmt.Errorf("%w: no command set", ErrInvalidCommand)}
 }
@@ -239,8 +249,9 @@ func (s *State) dispatch(cmd *strandpb.MetadataCommand) Result {
 func (s *State) AppliedIndex() uint64 { return s.appliedIndex }
 
 // Version is the metadata version: it grows by one with every command that
-// changes the state and never otherwise, so a node that saw version v need
-// look again only when Version() != v.
+// changes the nodes, topics, placement, configs or producer ids and never
+// otherwise, so a node that saw version v need reconcile its replicas only
+// when Version() != v. The cluster id and leader reports leave it alone.
 func (s *State) Version() uint64 { return s.version }
 
 // NextProducerID is the first producer id the next allocation hands out.
@@ -312,7 +323,7 @@ func (s *State) HostedPartitions(node uint64) []PartitionRef {
 		for p, replicas := range t.replicas {
 			if containsID(replicas, node) {
 				out = append(out, PartitionRef{
-					Topic: name, TopicID: t.id, Partition: int32(p),
+					Topic: name, TopicID: t.id, TopicUUID: t.uuid, Partition: int32(p),
 					Replicas: append([]uint64(nil), replicas...),
 				})
 			}
@@ -327,7 +338,10 @@ func (t *topicState) export() Topic {
 	for p, r := range t.replicas {
 		replicas[p] = append([]uint64(nil), r...)
 	}
-	return Topic{Name: t.name, ID: t.id, ReplicationFactor: t.replicationFactor, Config: t.config, Replicas: replicas}
+	return Topic{
+		Name: t.name, ID: t.id, UUID: t.uuid, ReplicationFactor: t.replicationFactor, Config: t.config,
+		Replicas: replicas, Leaders: append([]Leader(nil), t.leaders...),
+	}
 }
 
 // containsID reports whether ids holds id.

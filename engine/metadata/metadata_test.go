@@ -136,12 +136,12 @@ func TestFenceNode(t *testing.T) {
 func TestCreateTopic(t *testing.T) {
 	a := newApplier(t)
 	a.nodes(3)
-	r := a.ok(EncodeCreateTopic("orders", 6, 3, []ConfigEntry{{ConfigRetentionMs, "1000"}}))
+	r := a.ok(EncodeCreateTopic("orders", 6, 3, []ConfigEntry{{ConfigMaxMessageBytes, "1048576"}}))
 	if r.Topic == nil || r.Topic.Name != "orders" || r.Topic.Partitions() != 6 || r.Topic.ID != 1 {
 		t.Fatalf("result topic %+v", r.Topic)
 	}
 	got, ok := a.s.Topic("orders")
-	if !ok || got.Config.RetentionMs != 1000 || got.Config.RetentionBytes != -1 ||
+	if !ok || got.Config.RetentionMs != RetentionMsDefault || got.Config.RetentionBytes != -1 ||
 		got.Config.MaxMessageBytes != 1<<20 || got.Config.CleanupPolicy != CleanupDelete {
 		t.Fatalf("topic %+v", got)
 	}
@@ -241,32 +241,37 @@ func TestDeleteTopic(t *testing.T) {
 	}
 }
 
-// TestAlterTopicConfig shows sets, resets, validation of every key, all-or-
-// nothing application and no version bump for a no-op.
+// TestAlterTopicConfig shows validation of every key, the refusal of keys
+// the nodes do not enforce yet (they used to be stored and reported, yet
+// nothing deleted a segment), resets, all-or-nothing application and no
+// version bump for a no-op.
 func TestAlterTopicConfig(t *testing.T) {
 	a := newApplier(t)
 	a.nodes(1)
 	a.ok(EncodeCreateTopic("t", 1, 1, nil))
-	r := a.ok(EncodeAlterTopicConfig("t", []ConfigEntry{
+	for _, e := range []ConfigEntry{
 		{ConfigRetentionMs, "-1"}, {ConfigRetentionBytes, "1073741824"}, {ConfigSegmentBytes, "4096"},
-		{ConfigCleanupPolicy, "compact"}, {ConfigMaxMessageBytes, "1000"},
-	}, nil))
-	want := TopicConfig{RetentionMs: -1, RetentionBytes: 1 << 30, SegmentBytes: 4096, CleanupPolicy: CleanupCompact, MaxMessageBytes: 1000}
-	if r.Topic.Config != want {
-		t.Fatalf("config %+v, want %+v", r.Topic.Config, want)
+		{ConfigCleanupPolicy, "compact"}, {ConfigCleanupPolicy, "delete"}, {ConfigMaxMessageBytes, "1000"},
+	} {
+		r := a.do(EncodeAlterTopicConfig("t", []ConfigEntry{e}, nil))
+		if !errors.Is(r.Err, ErrInvalidConfig) || !strings.Contains(r.Err.Error(), e.Name+" ") ||
+			!strings.Contains(r.Err.Error(), "not enforced yet") {
+			t.Errorf("set %s=%s: %v, want ErrInvalidConfig naming the key as not enforced yet", e.Name, e.Value, r.Err)
+		}
 	}
-	a.ok(EncodeAlterTopicConfig("t", nil, []string{ConfigRetentionMs, ConfigCleanupPolicy}))
+	r := a.ok(EncodeAlterTopicConfig("t", []ConfigEntry{{ConfigMaxMessageBytes, "1048576"}},
+		[]string{ConfigRetentionMs, ConfigRetentionBytes, ConfigSegmentBytes, ConfigCleanupPolicy, ConfigMaxMessageBytes}))
+	if r.Topic.Config != DefaultTopicConfig() {
+		t.Fatalf("config %+v, want the defaults", r.Topic.Config)
+	}
 	got, _ := a.s.Topic("t")
-	if got.Config.RetentionMs != RetentionMsDefault || got.Config.CleanupPolicy != CleanupDelete || got.Config.SegmentBytes != 4096 {
-		t.Fatalf("after reset %+v", got.Config)
-	}
 	v := a.s.Version()
 	bad := [][]ConfigEntry{
 		{{ConfigRetentionMs, "-2"}}, {{ConfigRetentionMs, "1e3"}}, {{ConfigRetentionMs, " 5"}},
 		{{ConfigRetentionBytes, "-5"}}, {{ConfigSegmentBytes, "4095"}}, {{ConfigSegmentBytes, "1073741825"}},
 		{{ConfigMaxMessageBytes, "0"}}, {{ConfigMaxMessageBytes, "1048577"}}, {{ConfigCleanupPolicy, "Delete"}},
 		{{"unknown.key", "1"}},
-		{{ConfigRetentionMs, "5"}, {ConfigSegmentBytes, "1"}}, // all or nothing
+		{{ConfigMaxMessageBytes, "1048576"}, {ConfigSegmentBytes, "4096"}}, // all or nothing
 	}
 	for _, sets := range bad {
 		wantErr(t, a.do(EncodeAlterTopicConfig("t", sets, nil)), ErrInvalidConfig)
@@ -274,9 +279,22 @@ func TestAlterTopicConfig(t *testing.T) {
 	wantErr(t, a.do(EncodeAlterTopicConfig("t", nil, []string{"unknown.key"})), ErrInvalidConfig)
 	wantErr(t, a.do(EncodeAlterTopicConfig("t", make([]ConfigEntry, configEntriesMax+1), nil)), ErrInvalidConfig)
 	wantErr(t, a.do(EncodeAlterTopicConfig("nope", nil, nil)), ErrUnknownTopic)
-	a.ok(EncodeAlterTopicConfig("t", []ConfigEntry{{ConfigSegmentBytes, "4096"}}, nil))
+	a.ok(EncodeAlterTopicConfig("t", []ConfigEntry{{ConfigMaxMessageBytes, "1048576"}}, nil))
 	if got2, _ := a.s.Topic("t"); got2.Config != got.Config || a.s.Version() != v {
 		t.Fatalf("refused or no-op alters changed the state: %+v version %d->%d", got2.Config, v, a.s.Version())
+	}
+}
+
+// TestEnforced shows which stored values the nodes honour: only
+// max.message.bytes at its maximum; describe marks the others.
+func TestEnforced(t *testing.T) {
+	for _, e := range DefaultTopicConfig().Entries() {
+		if got, want := Enforced(e.Name, e.Value), e.Name == ConfigMaxMessageBytes; got != want {
+			t.Errorf("Enforced(%s, %s) = %v, want %v", e.Name, e.Value, got, want)
+		}
+	}
+	if Enforced(ConfigMaxMessageBytes, "1000") || Enforced("nope", "1") {
+		t.Errorf("a smaller max.message.bytes or an unknown key counted as enforced")
 	}
 }
 

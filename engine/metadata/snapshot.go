@@ -26,6 +26,7 @@ func (s *State) marshal(appliedIndex uint64) []byte {
 		NextProducerId:  s.nextProducerID,
 		Nodes:           make([]*strandpb.MetadataNode, len(s.nodes)),
 		Topics:          make([]*strandpb.MetadataTopic, len(s.topicNames)),
+		ClusterId:       s.clusterID.Bytes(),
 	}
 	for i, n := range s.nodes {
 		snap.Nodes[i] = &strandpb.MetadataNode{NodeId: n.ID, Address: n.Address, Rack: n.Rack, Fenced: n.Fenced}
@@ -33,11 +34,11 @@ func (s *State) marshal(appliedIndex uint64) []byte {
 	for i, name := range s.topicNames {
 		t := s.topics[name]
 		pt := &strandpb.MetadataTopic{
-			Name: name, TopicId: t.id, ReplicationFactor: t.replicationFactor, Config: t.config.toProto(),
+			Name: name, TopicId: t.id, TopicUuid: t.uuid.Bytes(), ReplicationFactor: t.replicationFactor, Config: t.config.toProto(),
 			Partitions: make([]*strandpb.MetadataPartition, len(t.replicas)),
 		}
 		for p, replicas := range t.replicas {
-			pt.Partitions[p] = &strandpb.MetadataPartition{Replicas: replicas}
+			pt.Partitions[p] = &strandpb.MetadataPartition{Replicas: replicas, LeaderId: t.leaders[p].Node, LeaderTerm: t.leaders[p].Term}
 		}
 		snap.Topics[i] = pt
 	}
@@ -67,6 +68,10 @@ func Restore(data []byte) (*State, error) {
 	s.version = snap.GetMetadataVersion()
 	s.nextTopicID = snap.GetNextTopicId()
 	s.nextProducerID = snap.GetNextProducerId()
+	var ok bool
+	if s.clusterID, ok = UUIDFromBytes(snap.GetClusterId()); !ok {
+		return nil, fmt.Errorf("%w: cluster id of %d bytes", ErrInvalidSnapshot, len(snap.GetClusterId()))
+	}
 	for _, n := range snap.GetNodes() {
 		s.nodes = append(s.nodes, Node{ID: n.GetNodeId(), Address: n.GetAddress(), Rack: n.GetRack(), Fenced: n.GetFenced()})
 	}
@@ -77,9 +82,14 @@ func Restore(data []byte) (*State, error) {
 		t := &topicState{
 			name: pt.GetName(), id: pt.GetTopicId(), replicationFactor: pt.GetReplicationFactor(),
 			config: configFromProto(pt.GetConfig()), replicas: make([][]uint64, len(pt.GetPartitions())),
+			leaders: make([]Leader, len(pt.GetPartitions())),
+		}
+		if t.uuid, ok = UUIDFromBytes(pt.GetTopicUuid()); !ok {
+			return nil, fmt.Errorf("%w: topic %q: id of %d bytes", ErrInvalidSnapshot, t.name, len(pt.GetTopicUuid()))
 		}
 		for p, part := range pt.GetPartitions() {
 			t.replicas[p] = append([]uint64(nil), part.GetReplicas()...)
+			t.leaders[p] = Leader{Node: part.GetLeaderId(), Term: part.GetLeaderTerm()}
 		}
 		s.topicNames = append(s.topicNames, t.name)
 		s.topics[t.name] = t
@@ -109,6 +119,7 @@ func (s *State) Check() error {
 	}
 	var total int64
 	ids := make(map[uint64]bool, len(s.topicNames)) // lookup only
+	uuids := make(map[UUID]bool, len(s.topicNames)) // lookup only
 	for i, name := range s.topicNames {
 		if i > 0 && s.topicNames[i-1] >= name {
 			return fmt.Errorf("topics out of order: %q then %q", s.topicNames[i-1], name)
@@ -121,6 +132,10 @@ func (s *State) Check() error {
 			return fmt.Errorf("topic %q: id %d reused or not below next %d", name, t.id, s.nextTopicID)
 		}
 		ids[t.id] = true
+		if t.uuid.IsZero() || uuids[t.uuid] {
+			return fmt.Errorf("topic %q: uuid %s zero or shared", name, t.uuid)
+		}
+		uuids[t.uuid] = true
 		if err := s.checkTopic(t); err != nil {
 			return fmt.Errorf("topic %q: %w", name, err)
 		}
@@ -162,7 +177,13 @@ func (s *State) checkTopic(t *topicState) error {
 	if t.replicationFactor < 1 || int(t.replicationFactor) > len(s.nodes) {
 		return fmt.Errorf("replication factor %d with %d nodes", t.replicationFactor, len(s.nodes))
 	}
+	if len(t.leaders) != len(t.replicas) {
+		return fmt.Errorf("%d leaders for %d partitions", len(t.leaders), len(t.replicas))
+	}
 	for p, replicas := range t.replicas {
+		if l := t.leaders[p]; (l.Term == 0) != (l.Node == 0) || l.Node != 0 && !containsID(replicas, l.Node) {
+			return fmt.Errorf("partition %d: leader %d in term %d", p, l.Node, l.Term)
+		}
 		if len(replicas) != int(t.replicationFactor) {
 			return fmt.Errorf("partition %d: %d replicas, want %d", p, len(replicas), t.replicationFactor)
 		}

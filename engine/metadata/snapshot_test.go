@@ -26,7 +26,7 @@ func drawCommand(t *rapid.T) []byte {
 		data, err = EncodeSetNodeFenced(rapid.Uint64Range(1, 9).Draw(t, "id"), rapid.Bool().Draw(t, "fenced"))
 	case 3:
 		data, err = EncodeCreateTopic(name, int32(rapid.IntRange(0, 30).Draw(t, "p")), int32(rapid.IntRange(0, 4).Draw(t, "rf")),
-			[]ConfigEntry{{ConfigSegmentBytes, rapid.SampledFrom([]string{"8192", "1"}).Draw(t, "seg")}})
+			[]ConfigEntry{{ConfigMaxMessageBytes, rapid.SampledFrom([]string{"1048576", "1"}).Draw(t, "max")}})
 	case 4:
 		data, err = EncodeDeleteTopic(name)
 	case 5:
@@ -141,6 +141,15 @@ func TestRestoreRefuses(t *testing.T) {
 		"config missing":    mutate(func(s *strandpb.MetadataSnapshot) { s.Topics[0].Config = nil }),
 		"policy unknown":    mutate(func(s *strandpb.MetadataSnapshot) { s.Topics[0].Config.CleanupPolicy = 7 }),
 		"producer id below": mutate(func(s *strandpb.MetadataSnapshot) { s.NextProducerId = 0 }),
+		"cluster id short":  mutate(func(s *strandpb.MetadataSnapshot) { s.ClusterId = []byte{1, 2, 3} }),
+		"topic uuid zero":   mutate(func(s *strandpb.MetadataSnapshot) { s.Topics[0].TopicUuid = nil }),
+		"topic uuid short":  mutate(func(s *strandpb.MetadataSnapshot) { s.Topics[0].TopicUuid = []byte{1} }),
+		"leader no replica": mutate(func(s *strandpb.MetadataSnapshot) {
+			s.Topics[0].Partitions[0].LeaderId, s.Topics[0].Partitions[0].LeaderTerm = 99, 3
+		}),
+		"leader without term": mutate(func(s *strandpb.MetadataSnapshot) {
+			s.Topics[0].Partitions[0].LeaderId = s.Topics[0].Partitions[0].Replicas[0]
+		}),
 	}
 	for name, data := range cases {
 		if _, err := Restore(data); !errors.Is(err, ErrInvalidSnapshot) {

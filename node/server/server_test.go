@@ -16,7 +16,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/strandlog/strand/engine/recordbatch"
 	"github.com/strandlog/strand/proto/frame"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog"
@@ -263,18 +262,33 @@ func TestRuntimeFailStopOnSyncError(t *testing.T) {
 	}
 	defer rt.Close()
 	fail.Store(true)
-	batch, err := recordbatch.Encode(nil, []recordbatch.Record{{Value: []byte("v")}})
+	// The node's metadata group (one voter) writes on its own when it
+	// elects itself and registers the node; a topic creation makes sure a
+	// write comes after the failure was armed. The node may stop before it
+	// answers anything: send until the connection breaks (bounded by the
+	// count and the connection's deadline).
+	nc, err := net.Dial("tcp", rt.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := dialTest(t, rt)
-	c.hello(1, 1)
-	// The partition may not have elected itself yet: produce until the node
-	// stops (bounded by the count and the connection's deadline).
-	for id := uint64(1); id <= 100000; id++ {
-		c.send(&strandpb.Request{CorrelationId: id, Body: &strandpb.Request_Produce{Produce: &strandpb.ProduceRequest{
-			Acks: -1, Partitions: []*strandpb.ProduceRequest_Partition{{Topic: "t", Partition: 0, ProducerId: -1, Batch: batch}}}}})
-		if _, err := c.receive(); err != nil {
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(runtimeTestConnDeadline))
+	br := bufio.NewReader(nc)
+	requests := []*strandpb.Request{{Body: &strandpb.Request_Hello{Hello: &strandpb.HelloRequest{VersionMin: 1, VersionMax: 1}}}}
+	for id := uint64(1); id <= 1000; id++ {
+		requests = append(requests, &strandpb.Request{CorrelationId: id, Body: &strandpb.Request_CreateTopics{CreateTopics: &strandpb.CreateTopicsRequest{
+			Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: fmt.Sprintf("t%d", id), Partitions: 1, ReplicationFactor: 1}}}}})
+	}
+	for _, req := range requests {
+		b, err := frame.Append(nil, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var resp strandpb.Response
+		if _, err := nc.Write(b); err != nil {
+			break
+		}
+		if _, err := frame.Decode(br, nil, frame.BytesMaxDefault, &resp); err != nil {
 			break
 		}
 	}

@@ -91,7 +91,13 @@ type MetadataCommand struct {
 	//	*MetadataCommand_DeleteTopic
 	//	*MetadataCommand_AlterTopicConfig
 	//	*MetadataCommand_AllocateProducerIds
-	Command       isMetadataCommand_Command `protobuf_oneof:"command"`
+	//	*MetadataCommand_ReportLeaders
+	Command isMetadataCommand_Command `protobuf_oneof:"command"`
+	// 16 random bytes the proposing node drew while the cluster had no id:
+	// the first applied command carrying one makes it the cluster id. Topic
+	// ids derive from it and the entry's index, so no two clusters (and no
+	// two topics of one cluster) share an id.
+	ClusterSeed   []byte `protobuf:"bytes,20,opt,name=cluster_seed,json=clusterSeed,proto3" json:"cluster_seed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -194,6 +200,22 @@ func (x *MetadataCommand) GetAllocateProducerIds() *MetadataAllocateProducerIds 
 	return nil
 }
 
+func (x *MetadataCommand) GetReportLeaders() *MetadataReportLeaders {
+	if x != nil {
+		if x, ok := x.Command.(*MetadataCommand_ReportLeaders); ok {
+			return x.ReportLeaders
+		}
+	}
+	return nil
+}
+
+func (x *MetadataCommand) GetClusterSeed() []byte {
+	if x != nil {
+		return x.ClusterSeed
+	}
+	return nil
+}
+
 type isMetadataCommand_Command interface {
 	isMetadataCommand_Command()
 }
@@ -222,6 +244,10 @@ type MetadataCommand_AllocateProducerIds struct {
 	AllocateProducerIds *MetadataAllocateProducerIds `protobuf:"bytes,7,opt,name=allocate_producer_ids,json=allocateProducerIds,proto3,oneof"`
 }
 
+type MetadataCommand_ReportLeaders struct {
+	ReportLeaders *MetadataReportLeaders `protobuf:"bytes,21,opt,name=report_leaders,json=reportLeaders,proto3,oneof"`
+}
+
 func (*MetadataCommand_RegisterNode) isMetadataCommand_Command() {}
 
 func (*MetadataCommand_SetNodeFenced) isMetadataCommand_Command() {}
@@ -233,6 +259,8 @@ func (*MetadataCommand_DeleteTopic) isMetadataCommand_Command() {}
 func (*MetadataCommand_AlterTopicConfig) isMetadataCommand_Command() {}
 
 func (*MetadataCommand_AllocateProducerIds) isMetadataCommand_Command() {}
+
+func (*MetadataCommand_ReportLeaders) isMetadataCommand_Command() {}
 
 // MetadataRegisterNode registers a node, or updates the address and rack of
 // a registered one, and unfences it.
@@ -628,6 +656,131 @@ func (x *MetadataAllocateProducerIds) GetCount() int32 {
 	return 0
 }
 
+// MetadataLeaderReport is one partition leader's report of its leadership.
+type MetadataLeaderReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// The topic's node-local sequence id (MetadataTopic.topic_id): a report
+	// about a deleted topic never lands on its successor.
+	TopicSeq      uint64 `protobuf:"varint,2,opt,name=topic_seq,json=topicSeq,proto3" json:"topic_seq,omitempty"`
+	Partition     int32  `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	LeaderId      uint64 `protobuf:"varint,4,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderTerm    uint64 `protobuf:"varint,5,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetadataLeaderReport) Reset() {
+	*x = MetadataLeaderReport{}
+	mi := &file_metadata_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetadataLeaderReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetadataLeaderReport) ProtoMessage() {}
+
+func (x *MetadataLeaderReport) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetadataLeaderReport.ProtoReflect.Descriptor instead.
+func (*MetadataLeaderReport) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *MetadataLeaderReport) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *MetadataLeaderReport) GetTopicSeq() uint64 {
+	if x != nil {
+		return x.TopicSeq
+	}
+	return 0
+}
+
+func (x *MetadataLeaderReport) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *MetadataLeaderReport) GetLeaderId() uint64 {
+	if x != nil {
+		return x.LeaderId
+	}
+	return 0
+}
+
+func (x *MetadataLeaderReport) GetLeaderTerm() uint64 {
+	if x != nil {
+		return x.LeaderTerm
+	}
+	return 0
+}
+
+// MetadataReportLeaders records the leaders of many partitions at once;
+// each report is taken only when its term is newer than the recorded one.
+type MetadataReportLeaders struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	Reports       []*MetadataLeaderReport `protobuf:"bytes,1,rep,name=reports,proto3" json:"reports,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetadataReportLeaders) Reset() {
+	*x = MetadataReportLeaders{}
+	mi := &file_metadata_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetadataReportLeaders) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetadataReportLeaders) ProtoMessage() {}
+
+func (x *MetadataReportLeaders) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetadataReportLeaders.ProtoReflect.Descriptor instead.
+func (*MetadataReportLeaders) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *MetadataReportLeaders) GetReports() []*MetadataLeaderReport {
+	if x != nil {
+		return x.Reports
+	}
+	return nil
+}
+
 // MetadataTopicConfig is a topic's full configuration, defaults filled in.
 type MetadataTopicConfig struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -642,7 +795,7 @@ type MetadataTopicConfig struct {
 
 func (x *MetadataTopicConfig) Reset() {
 	*x = MetadataTopicConfig{}
-	mi := &file_metadata_proto_msgTypes[8]
+	mi := &file_metadata_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -654,7 +807,7 @@ func (x *MetadataTopicConfig) String() string {
 func (*MetadataTopicConfig) ProtoMessage() {}
 
 func (x *MetadataTopicConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[8]
+	mi := &file_metadata_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -667,7 +820,7 @@ func (x *MetadataTopicConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataTopicConfig.ProtoReflect.Descriptor instead.
 func (*MetadataTopicConfig) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{8}
+	return file_metadata_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MetadataTopicConfig) GetRetentionMs() int64 {
@@ -718,7 +871,7 @@ type MetadataNode struct {
 
 func (x *MetadataNode) Reset() {
 	*x = MetadataNode{}
-	mi := &file_metadata_proto_msgTypes[9]
+	mi := &file_metadata_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -730,7 +883,7 @@ func (x *MetadataNode) String() string {
 func (*MetadataNode) ProtoMessage() {}
 
 func (x *MetadataNode) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[9]
+	mi := &file_metadata_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -743,7 +896,7 @@ func (x *MetadataNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataNode.ProtoReflect.Descriptor instead.
 func (*MetadataNode) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{9}
+	return file_metadata_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MetadataNode) GetNodeId() uint64 {
@@ -777,15 +930,18 @@ func (x *MetadataNode) GetFenced() bool {
 // MetadataPartition is one partition's ordered replica list; the first
 // replica is the preferred leader.
 type MetadataPartition struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Replicas      []uint64               `protobuf:"varint,1,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Replicas []uint64               `protobuf:"varint,1,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	// The last leader reported for the partition, and its raft term (0: none).
+	LeaderId      uint64 `protobuf:"varint,20,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderTerm    uint64 `protobuf:"varint,21,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MetadataPartition) Reset() {
 	*x = MetadataPartition{}
-	mi := &file_metadata_proto_msgTypes[10]
+	mi := &file_metadata_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -797,7 +953,7 @@ func (x *MetadataPartition) String() string {
 func (*MetadataPartition) ProtoMessage() {}
 
 func (x *MetadataPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[10]
+	mi := &file_metadata_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -810,7 +966,7 @@ func (x *MetadataPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataPartition.ProtoReflect.Descriptor instead.
 func (*MetadataPartition) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{10}
+	return file_metadata_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MetadataPartition) GetReplicas() []uint64 {
@@ -818,6 +974,20 @@ func (x *MetadataPartition) GetReplicas() []uint64 {
 		return x.Replicas
 	}
 	return nil
+}
+
+func (x *MetadataPartition) GetLeaderId() uint64 {
+	if x != nil {
+		return x.LeaderId
+	}
+	return 0
+}
+
+func (x *MetadataPartition) GetLeaderTerm() uint64 {
+	if x != nil {
+		return x.LeaderTerm
+	}
+	return 0
 }
 
 // MetadataTopic is one topic in a snapshot; partition i is partitions[i].
@@ -828,13 +998,15 @@ type MetadataTopic struct {
 	ReplicationFactor int32                  `protobuf:"varint,3,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"`
 	Config            *MetadataTopicConfig   `protobuf:"bytes,4,opt,name=config,proto3" json:"config,omitempty"`
 	Partitions        []*MetadataPartition   `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The topic's cluster-wide id (16 bytes), shown to clients.
+	TopicUuid     []byte `protobuf:"bytes,20,opt,name=topic_uuid,json=topicUuid,proto3" json:"topic_uuid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MetadataTopic) Reset() {
 	*x = MetadataTopic{}
-	mi := &file_metadata_proto_msgTypes[11]
+	mi := &file_metadata_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +1018,7 @@ func (x *MetadataTopic) String() string {
 func (*MetadataTopic) ProtoMessage() {}
 
 func (x *MetadataTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[11]
+	mi := &file_metadata_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +1031,7 @@ func (x *MetadataTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataTopic.ProtoReflect.Descriptor instead.
 func (*MetadataTopic) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{11}
+	return file_metadata_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MetadataTopic) GetName() string {
@@ -897,6 +1069,13 @@ func (x *MetadataTopic) GetPartitions() []*MetadataPartition {
 	return nil
 }
 
+func (x *MetadataTopic) GetTopicUuid() []byte {
+	if x != nil {
+		return x.TopicUuid
+	}
+	return nil
+}
+
 // MetadataSnapshot is the metadata state as of applied_index. version lets
 // the format grow: readers refuse versions they do not know. Nodes are
 // sorted by id and topics by name, so equal states give equal bytes.
@@ -910,13 +1089,15 @@ type MetadataSnapshot struct {
 	NextProducerId  int64            `protobuf:"varint,5,opt,name=next_producer_id,json=nextProducerId,proto3" json:"next_producer_id,omitempty"`
 	Nodes           []*MetadataNode  `protobuf:"bytes,6,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	Topics          []*MetadataTopic `protobuf:"bytes,7,rep,name=topics,proto3" json:"topics,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The cluster id (16 bytes; empty until the first seeded command).
+	ClusterId     []byte `protobuf:"bytes,20,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MetadataSnapshot) Reset() {
 	*x = MetadataSnapshot{}
-	mi := &file_metadata_proto_msgTypes[12]
+	mi := &file_metadata_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +1109,7 @@ func (x *MetadataSnapshot) String() string {
 func (*MetadataSnapshot) ProtoMessage() {}
 
 func (x *MetadataSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[12]
+	mi := &file_metadata_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +1122,7 @@ func (x *MetadataSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataSnapshot.ProtoReflect.Descriptor instead.
 func (*MetadataSnapshot) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{12}
+	return file_metadata_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MetadataSnapshot) GetVersion() uint32 {
@@ -993,11 +1174,18 @@ func (x *MetadataSnapshot) GetTopics() []*MetadataTopic {
 	return nil
 }
 
+func (x *MetadataSnapshot) GetClusterId() []byte {
+	if x != nil {
+		return x.ClusterId
+	}
+	return nil
+}
+
 var File_metadata_proto protoreflect.FileDescriptor
 
 const file_metadata_proto_rawDesc = "" +
 	"\n" +
-	"\x0emetadata.proto\x12\x06strand\"\xfc\x03\n" +
+	"\x0emetadata.proto\x12\x06strand\"\xe7\x04\n" +
 	"\x0fMetadataCommand\x12\x1f\n" +
 	"\vproposal_id\x18\x01 \x01(\x04R\n" +
 	"proposalId\x12C\n" +
@@ -1006,7 +1194,9 @@ const file_metadata_proto_rawDesc = "" +
 	"\fcreate_topic\x18\x04 \x01(\v2\x1b.strand.MetadataCreateTopicH\x00R\vcreateTopic\x12@\n" +
 	"\fdelete_topic\x18\x05 \x01(\v2\x1b.strand.MetadataDeleteTopicH\x00R\vdeleteTopic\x12P\n" +
 	"\x12alter_topic_config\x18\x06 \x01(\v2 .strand.MetadataAlterTopicConfigH\x00R\x10alterTopicConfig\x12Y\n" +
-	"\x15allocate_producer_ids\x18\a \x01(\v2#.strand.MetadataAllocateProducerIdsH\x00R\x13allocateProducerIdsB\t\n" +
+	"\x15allocate_producer_ids\x18\a \x01(\v2#.strand.MetadataAllocateProducerIdsH\x00R\x13allocateProducerIds\x12F\n" +
+	"\x0ereport_leaders\x18\x15 \x01(\v2\x1d.strand.MetadataReportLeadersH\x00R\rreportLeaders\x12!\n" +
+	"\fcluster_seed\x18\x14 \x01(\fR\vclusterSeedB\t\n" +
 	"\acommand\"]\n" +
 	"\x14MetadataRegisterNode\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x18\n" +
@@ -1032,7 +1222,16 @@ const file_metadata_proto_rawDesc = "" +
 	"\x04sets\x18\x02 \x03(\v2\x1b.strand.MetadataConfigEntryR\x04sets\x12\x16\n" +
 	"\x06resets\x18\x03 \x03(\tR\x06resets\"3\n" +
 	"\x1bMetadataAllocateProducerIds\x12\x14\n" +
-	"\x05count\x18\x01 \x01(\x05R\x05count\"\xf8\x01\n" +
+	"\x05count\x18\x01 \x01(\x05R\x05count\"\xa5\x01\n" +
+	"\x14MetadataLeaderReport\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1b\n" +
+	"\ttopic_seq\x18\x02 \x01(\x04R\btopicSeq\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\x05R\tpartition\x12\x1b\n" +
+	"\tleader_id\x18\x04 \x01(\x04R\bleaderId\x12\x1f\n" +
+	"\vleader_term\x18\x05 \x01(\x04R\n" +
+	"leaderTerm\"O\n" +
+	"\x15MetadataReportLeaders\x126\n" +
+	"\areports\x18\x01 \x03(\v2\x1c.strand.MetadataLeaderReportR\areports\"\xf8\x01\n" +
 	"\x13MetadataTopicConfig\x12!\n" +
 	"\fretention_ms\x18\x01 \x01(\x03R\vretentionMs\x12'\n" +
 	"\x0fretention_bytes\x18\x02 \x01(\x03R\x0eretentionBytes\x12#\n" +
@@ -1043,9 +1242,12 @@ const file_metadata_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12\x16\n" +
-	"\x06fenced\x18\x04 \x01(\bR\x06fenced\"/\n" +
+	"\x06fenced\x18\x04 \x01(\bR\x06fenced\"m\n" +
 	"\x11MetadataPartition\x12\x1a\n" +
-	"\breplicas\x18\x01 \x03(\x04R\breplicas\"\xdd\x01\n" +
+	"\breplicas\x18\x01 \x03(\x04R\breplicas\x12\x1b\n" +
+	"\tleader_id\x18\x14 \x01(\x04R\bleaderId\x12\x1f\n" +
+	"\vleader_term\x18\x15 \x01(\x04R\n" +
+	"leaderTerm\"\xfc\x01\n" +
 	"\rMetadataTopic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\x04R\atopicId\x12-\n" +
@@ -1053,7 +1255,9 @@ const file_metadata_proto_rawDesc = "" +
 	"\x06config\x18\x04 \x01(\v2\x1b.strand.MetadataTopicConfigR\x06config\x129\n" +
 	"\n" +
 	"partitions\x18\x05 \x03(\v2\x19.strand.MetadataPartitionR\n" +
-	"partitions\"\xa5\x02\n" +
+	"partitions\x12\x1d\n" +
+	"\n" +
+	"topic_uuid\x18\x14 \x01(\fR\ttopicUuid\"\xc4\x02\n" +
 	"\x10MetadataSnapshot\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12)\n" +
@@ -1061,7 +1265,9 @@ const file_metadata_proto_rawDesc = "" +
 	"\rnext_topic_id\x18\x04 \x01(\x04R\vnextTopicId\x12(\n" +
 	"\x10next_producer_id\x18\x05 \x01(\x03R\x0enextProducerId\x12*\n" +
 	"\x05nodes\x18\x06 \x03(\v2\x14.strand.MetadataNodeR\x05nodes\x12-\n" +
-	"\x06topics\x18\a \x03(\v2\x15.strand.MetadataTopicR\x06topics*\x89\x01\n" +
+	"\x06topics\x18\a \x03(\v2\x15.strand.MetadataTopicR\x06topics\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x14 \x01(\fR\tclusterId*\x89\x01\n" +
 	"\x15MetadataCleanupPolicy\x12'\n" +
 	"#METADATA_CLEANUP_POLICY_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eMETADATA_CLEANUP_POLICY_DELETE\x10\x01\x12#\n" +
@@ -1080,7 +1286,7 @@ func file_metadata_proto_rawDescGZIP() []byte {
 }
 
 var file_metadata_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_metadata_proto_goTypes = []any{
 	(MetadataCleanupPolicy)(0),          // 0: strand.MetadataCleanupPolicy
 	(*MetadataCommand)(nil),             // 1: strand.MetadataCommand
@@ -1091,11 +1297,13 @@ var file_metadata_proto_goTypes = []any{
 	(*MetadataDeleteTopic)(nil),         // 6: strand.MetadataDeleteTopic
 	(*MetadataAlterTopicConfig)(nil),    // 7: strand.MetadataAlterTopicConfig
 	(*MetadataAllocateProducerIds)(nil), // 8: strand.MetadataAllocateProducerIds
-	(*MetadataTopicConfig)(nil),         // 9: strand.MetadataTopicConfig
-	(*MetadataNode)(nil),                // 10: strand.MetadataNode
-	(*MetadataPartition)(nil),           // 11: strand.MetadataPartition
-	(*MetadataTopic)(nil),               // 12: strand.MetadataTopic
-	(*MetadataSnapshot)(nil),            // 13: strand.MetadataSnapshot
+	(*MetadataLeaderReport)(nil),        // 9: strand.MetadataLeaderReport
+	(*MetadataReportLeaders)(nil),       // 10: strand.MetadataReportLeaders
+	(*MetadataTopicConfig)(nil),         // 11: strand.MetadataTopicConfig
+	(*MetadataNode)(nil),                // 12: strand.MetadataNode
+	(*MetadataPartition)(nil),           // 13: strand.MetadataPartition
+	(*MetadataTopic)(nil),               // 14: strand.MetadataTopic
+	(*MetadataSnapshot)(nil),            // 15: strand.MetadataSnapshot
 }
 var file_metadata_proto_depIdxs = []int32{
 	2,  // 0: strand.MetadataCommand.register_node:type_name -> strand.MetadataRegisterNode
@@ -1104,18 +1312,20 @@ var file_metadata_proto_depIdxs = []int32{
 	6,  // 3: strand.MetadataCommand.delete_topic:type_name -> strand.MetadataDeleteTopic
 	7,  // 4: strand.MetadataCommand.alter_topic_config:type_name -> strand.MetadataAlterTopicConfig
 	8,  // 5: strand.MetadataCommand.allocate_producer_ids:type_name -> strand.MetadataAllocateProducerIds
-	4,  // 6: strand.MetadataCreateTopic.configs:type_name -> strand.MetadataConfigEntry
-	4,  // 7: strand.MetadataAlterTopicConfig.sets:type_name -> strand.MetadataConfigEntry
-	0,  // 8: strand.MetadataTopicConfig.cleanup_policy:type_name -> strand.MetadataCleanupPolicy
-	9,  // 9: strand.MetadataTopic.config:type_name -> strand.MetadataTopicConfig
-	11, // 10: strand.MetadataTopic.partitions:type_name -> strand.MetadataPartition
-	10, // 11: strand.MetadataSnapshot.nodes:type_name -> strand.MetadataNode
-	12, // 12: strand.MetadataSnapshot.topics:type_name -> strand.MetadataTopic
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	10, // 6: strand.MetadataCommand.report_leaders:type_name -> strand.MetadataReportLeaders
+	4,  // 7: strand.MetadataCreateTopic.configs:type_name -> strand.MetadataConfigEntry
+	4,  // 8: strand.MetadataAlterTopicConfig.sets:type_name -> strand.MetadataConfigEntry
+	9,  // 9: strand.MetadataReportLeaders.reports:type_name -> strand.MetadataLeaderReport
+	0,  // 10: strand.MetadataTopicConfig.cleanup_policy:type_name -> strand.MetadataCleanupPolicy
+	11, // 11: strand.MetadataTopic.config:type_name -> strand.MetadataTopicConfig
+	13, // 12: strand.MetadataTopic.partitions:type_name -> strand.MetadataPartition
+	12, // 13: strand.MetadataSnapshot.nodes:type_name -> strand.MetadataNode
+	14, // 14: strand.MetadataSnapshot.topics:type_name -> strand.MetadataTopic
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_metadata_proto_init() }
@@ -1130,6 +1340,7 @@ func file_metadata_proto_init() {
 		(*MetadataCommand_DeleteTopic)(nil),
 		(*MetadataCommand_AlterTopicConfig)(nil),
 		(*MetadataCommand_AllocateProducerIds)(nil),
+		(*MetadataCommand_ReportLeaders)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1137,7 +1348,7 @@ func file_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_proto_rawDesc), len(file_metadata_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -426,8 +426,14 @@ type PartitionSnapshot struct {
 	LogStartOffset int64                  `protobuf:"varint,4,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	Batches        []*BatchLocation       `protobuf:"bytes,5,rep,name=batches,proto3" json:"batches,omitempty"`
 	Producers      []*ProducerState       `protobuf:"bytes,6,rep,name=producers,proto3" json:"producers,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Version 2 leaves batches empty: the offset index is persisted apart,
+	// append-only, and handed to the restore. index_start and index_end are
+	// the ordinals [start, end) of the indexed batches (ordinal n is the n-th
+	// batch ever appended, so a batch's ordinal never changes).
+	IndexStart    int64 `protobuf:"varint,40,opt,name=index_start,json=indexStart,proto3" json:"index_start,omitempty"`
+	IndexEnd      int64 `protobuf:"varint,41,opt,name=index_end,json=indexEnd,proto3" json:"index_end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartitionSnapshot) Reset() {
@@ -500,6 +506,20 @@ func (x *PartitionSnapshot) GetProducers() []*ProducerState {
 		return x.Producers
 	}
 	return nil
+}
+
+func (x *PartitionSnapshot) GetIndexStart() int64 {
+	if x != nil {
+		return x.IndexStart
+	}
+	return 0
+}
+
+func (x *PartitionSnapshot) GetIndexEnd() int64 {
+	if x != nil {
+		return x.IndexEnd
+	}
+	return 0
 }
 
 // RaftMessage is one raft message of one partition group, addressed by
@@ -655,7 +675,7 @@ const file_strand_proto_rawDesc = "" +
 	"\rbase_sequence\x18\x01 \x01(\x05R\fbaseSequence\x12!\n" +
 	"\frecord_count\x18\x02 \x01(\x05R\vrecordCount\x12\x1f\n" +
 	"\vbase_offset\x18\x03 \x01(\x03R\n" +
-	"baseOffset\"\x83\x02\n" +
+	"baseOffset\"\xc1\x02\n" +
 	"\x11PartitionSnapshot\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1f\n" +
@@ -663,7 +683,10 @@ const file_strand_proto_rawDesc = "" +
 	"nextOffset\x12(\n" +
 	"\x10log_start_offset\x18\x04 \x01(\x03R\x0elogStartOffset\x12/\n" +
 	"\abatches\x18\x05 \x03(\v2\x15.strand.BatchLocationR\abatches\x123\n" +
-	"\tproducers\x18\x06 \x03(\v2\x15.strand.ProducerStateR\tproducers\"[\n" +
+	"\tproducers\x18\x06 \x03(\v2\x15.strand.ProducerStateR\tproducers\x12\x1f\n" +
+	"\vindex_start\x18( \x01(\x03R\n" +
+	"indexStart\x12\x1b\n" +
+	"\tindex_end\x18) \x01(\x03R\bindexEnd\"[\n" +
 	"\vRaftMessage\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +

@@ -59,6 +59,13 @@ const (
 	// The partition has no leader yet, or the node is shutting down.
 	ErrorCode_ERROR_CODE_UNAVAILABLE    ErrorCode = 15
 	ErrorCode_ERROR_CODE_INVALID_CONFIG ErrorCode = 16
+	// The request names a topic id the topic no longer has: the topic was
+	// deleted (and maybe re-created under the same name). Definite: offsets
+	// of the old topic mean nothing in the new one.
+	ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID ErrorCode = 30
+	// The node belongs to another cluster than the one the client started
+	// on (the cluster behind the address was replaced). Definite.
+	ErrorCode_ERROR_CODE_CLUSTER_ID_MISMATCH ErrorCode = 31
 )
 
 // Enum value maps for ErrorCode.
@@ -81,6 +88,8 @@ var (
 		14: "ERROR_CODE_INTERNAL",
 		15: "ERROR_CODE_UNAVAILABLE",
 		16: "ERROR_CODE_INVALID_CONFIG",
+		30: "ERROR_CODE_UNKNOWN_TOPIC_ID",
+		31: "ERROR_CODE_CLUSTER_ID_MISMATCH",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_NONE":                       0,
@@ -100,6 +109,8 @@ var (
 		"ERROR_CODE_INTERNAL":                   14,
 		"ERROR_CODE_UNAVAILABLE":                15,
 		"ERROR_CODE_INVALID_CONFIG":             16,
+		"ERROR_CODE_UNKNOWN_TOPIC_ID":           30,
+		"ERROR_CODE_CLUSTER_ID_MISMATCH":        31,
 	}
 )
 
@@ -721,9 +732,11 @@ func (x *HelloRequest) GetPeerNodeId() uint64 {
 
 // HelloResponse fixes the version both sides use.
 type HelloResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Version       uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
-	NodeId        uint64                 `protobuf:"varint,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Version uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	NodeId  uint64                 `protobuf:"varint,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The cluster's id (16 bytes; empty while unknown or in static mode).
+	ClusterId     []byte `protobuf:"bytes,20,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -770,6 +783,13 @@ func (x *HelloResponse) GetNodeId() uint64 {
 		return x.NodeId
 	}
 	return 0
+}
+
+func (x *HelloResponse) GetClusterId() []byte {
+	if x != nil {
+		return x.ClusterId
+	}
+	return nil
 }
 
 // MetadataRequest asks for nodes and the named topics (none: every topic).
@@ -824,8 +844,10 @@ type MetadataResponse struct {
 	Topics          []*MetadataResponse_Topic `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
 	ControllerId    uint64                    `protobuf:"varint,3,opt,name=controller_id,json=controllerId,proto3" json:"controller_id,omitempty"` // leader of the metadata group, 0: unknown
 	MetadataVersion uint64                    `protobuf:"varint,4,opt,name=metadata_version,json=metadataVersion,proto3" json:"metadata_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The cluster's id (16 bytes; empty while unknown or in static mode).
+	ClusterId     []byte `protobuf:"bytes,20,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MetadataResponse) Reset() {
@@ -884,6 +906,13 @@ func (x *MetadataResponse) GetMetadataVersion() uint64 {
 		return x.MetadataVersion
 	}
 	return 0
+}
+
+func (x *MetadataResponse) GetClusterId() []byte {
+	if x != nil {
+		return x.ClusterId
+	}
+	return nil
 }
 
 // ProduceRequest appends one batch to each of several partitions.
@@ -1818,10 +1847,13 @@ func (x *MetadataResponse_Partition) GetError() *Error {
 }
 
 type MetadataResponse_Topic struct {
-	state         protoimpl.MessageState        `protogen:"open.v1"`
-	Name          string                        `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Error         *Error                        `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
-	Partitions    []*MetadataResponse_Partition `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	state      protoimpl.MessageState        `protogen:"open.v1"`
+	Name       string                        `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Error      *Error                        `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Partitions []*MetadataResponse_Partition `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The topic's id (16 bytes; empty in static mode): a topic deleted and
+	// created again under the same name has a new one.
+	TopicId       []byte `protobuf:"bytes,20,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1877,6 +1909,13 @@ func (x *MetadataResponse_Topic) GetPartitions() []*MetadataResponse_Partition {
 	return nil
 }
 
+func (x *MetadataResponse_Topic) GetTopicId() []byte {
+	if x != nil {
+		return x.TopicId
+	}
+	return nil
+}
+
 type ProduceRequest_Partition struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -1885,6 +1924,9 @@ type ProduceRequest_Partition struct {
 	ProducerEpoch int32                  `protobuf:"varint,4,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	BaseSequence  int32                  `protobuf:"varint,5,opt,name=base_sequence,json=baseSequence,proto3" json:"base_sequence,omitempty"`
 	Batch         []byte                 `protobuf:"bytes,6,opt,name=batch,proto3" json:"batch,omitempty"` // engine/recordbatch format
+	// The topic id the producer resolved (empty: not checked); another id
+	// is answered UNKNOWN_TOPIC_ID.
+	TopicId       []byte `protobuf:"bytes,20,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1957,6 +1999,13 @@ func (x *ProduceRequest_Partition) GetBaseSequence() int32 {
 func (x *ProduceRequest_Partition) GetBatch() []byte {
 	if x != nil {
 		return x.Batch
+	}
+	return nil
+}
+
+func (x *ProduceRequest_Partition) GetTopicId() []byte {
+	if x != nil {
+		return x.TopicId
 	}
 	return nil
 }
@@ -2038,11 +2087,14 @@ func (x *ProduceResponse_Partition) GetDuplicate() bool {
 }
 
 type FetchRequest_Partition struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	Offset        int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
-	MaxBytes      int32                  `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset    int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	MaxBytes  int32                  `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	// The topic id the consumer started on (empty: not checked); another
+	// id is answered UNKNOWN_TOPIC_ID.
+	TopicId       []byte `protobuf:"bytes,20,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2103,6 +2155,13 @@ func (x *FetchRequest_Partition) GetMaxBytes() int32 {
 		return x.MaxBytes
 	}
 	return 0
+}
+
+func (x *FetchRequest_Partition) GetTopicId() []byte {
+	if x != nil {
+		return x.TopicId
+	}
+	return nil
 }
 
 type FetchResponse_Batch struct {
@@ -2250,10 +2309,12 @@ func (x *FetchResponse_Partition) GetBatches() []*FetchResponse_Batch {
 }
 
 type ListOffsetsRequest_Partition struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	TimestampMs   int64                  `protobuf:"varint,3,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Topic       string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition   int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	TimestampMs int64                  `protobuf:"varint,3,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	// As FetchRequest.Partition.topic_id.
+	TopicId       []byte `protobuf:"bytes,20,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2307,6 +2368,13 @@ func (x *ListOffsetsRequest_Partition) GetTimestampMs() int64 {
 		return x.TimestampMs
 	}
 	return 0
+}
+
+func (x *ListOffsetsRequest_Partition) GetTopicId() []byte {
+	if x != nil {
+		return x.TopicId
+	}
+	return nil
 }
 
 type ListOffsetsResponse_Partition struct {
@@ -2585,17 +2653,21 @@ const file_wire_proto_rawDesc = "" +
 	"versionMax\x12\x1b\n" +
 	"\tclient_id\x18\x03 \x01(\tR\bclientId\x12 \n" +
 	"\fpeer_node_id\x18\x04 \x01(\x04R\n" +
-	"peerNodeId\"B\n" +
+	"peerNodeId\"a\n" +
 	"\rHelloResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x17\n" +
-	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\")\n" +
+	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x14 \x01(\fR\tclusterId\")\n" +
 	"\x0fMetadataRequest\x12\x16\n" +
-	"\x06topics\x18\x01 \x03(\tR\x06topics\"\xc7\x04\n" +
+	"\x06topics\x18\x01 \x03(\tR\x06topics\"\x81\x05\n" +
 	"\x10MetadataResponse\x123\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x1d.strand.MetadataResponse.NodeR\x05nodes\x126\n" +
 	"\x06topics\x18\x02 \x03(\v2\x1e.strand.MetadataResponse.TopicR\x06topics\x12#\n" +
 	"\rcontroller_id\x18\x03 \x01(\x04R\fcontrollerId\x12)\n" +
-	"\x10metadata_version\x18\x04 \x01(\x04R\x0fmetadataVersion\x1aD\n" +
+	"\x10metadata_version\x18\x04 \x01(\x04R\x0fmetadataVersion\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x14 \x01(\fR\tclusterId\x1aD\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -2606,20 +2678,21 @@ const file_wire_proto_rawDesc = "" +
 	"\vleader_term\x18\x03 \x01(\x04R\n" +
 	"leaderTerm\x12\x1a\n" +
 	"\breplicas\x18\x04 \x03(\x04R\breplicas\x12#\n" +
-	"\x05error\x18\x05 \x01(\v2\r.strand.ErrorR\x05error\x1a\x84\x01\n" +
+	"\x05error\x18\x05 \x01(\v2\r.strand.ErrorR\x05error\x1a\x9f\x01\n" +
 	"\x05Topic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
 	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\x12B\n" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2\".strand.MetadataResponse.PartitionR\n" +
-	"partitions\"\xca\x02\n" +
+	"partitions\x12\x19\n" +
+	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xe5\x02\n" +
 	"\x0eProduceRequest\x12\x12\n" +
 	"\x04acks\x18\x01 \x01(\x05R\x04acks\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\x12@\n" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2 .strand.ProduceRequest.PartitionR\n" +
-	"partitions\x1a\xc2\x01\n" +
+	"partitions\x1a\xdd\x01\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1f\n" +
@@ -2627,7 +2700,8 @@ const file_wire_proto_rawDesc = "" +
 	"producerId\x12%\n" +
 	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\x12#\n" +
 	"\rbase_sequence\x18\x05 \x01(\x05R\fbaseSequence\x12\x14\n" +
-	"\x05batch\x18\x06 \x01(\fR\x05batch\"\xfa\x01\n" +
+	"\x05batch\x18\x06 \x01(\fR\x05batch\x12\x19\n" +
+	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xfa\x01\n" +
 	"\x0fProduceResponse\x12A\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2!.strand.ProduceResponse.PartitionR\n" +
@@ -2638,19 +2712,20 @@ const file_wire_proto_rawDesc = "" +
 	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error\x12\x1f\n" +
 	"\vbase_offset\x18\x04 \x01(\x03R\n" +
 	"baseOffset\x12\x1c\n" +
-	"\tduplicate\x18\x05 \x01(\bR\tduplicate\"\x9e\x02\n" +
+	"\tduplicate\x18\x05 \x01(\bR\tduplicate\"\xba\x02\n" +
 	"\fFetchRequest\x12\x1e\n" +
 	"\vmax_wait_ms\x18\x01 \x01(\x05R\tmaxWaitMs\x12\x1b\n" +
 	"\tmin_bytes\x18\x02 \x01(\x05R\bminBytes\x12\x1b\n" +
 	"\tmax_bytes\x18\x03 \x01(\x05R\bmaxBytes\x12>\n" +
 	"\n" +
 	"partitions\x18\x04 \x03(\v2\x1e.strand.FetchRequest.PartitionR\n" +
-	"partitions\x1at\n" +
+	"partitions\x1a\x8f\x01\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1b\n" +
-	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\"\xa9\x03\n" +
+	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x12\x19\n" +
+	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xa9\x03\n" +
 	"\rFetchResponse\x12?\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1f.strand.FetchResponse.PartitionR\n" +
@@ -2666,15 +2741,16 @@ const file_wire_proto_rawDesc = "" +
 	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error\x12%\n" +
 	"\x0ehigh_watermark\x18\x04 \x01(\x03R\rhighWatermark\x12(\n" +
 	"\x10log_start_offset\x18\x05 \x01(\x03R\x0elogStartOffset\x125\n" +
-	"\abatches\x18\x06 \x03(\v2\x1b.strand.FetchResponse.BatchR\abatches\"\xbe\x01\n" +
+	"\abatches\x18\x06 \x03(\v2\x1b.strand.FetchResponse.BatchR\abatches\"\xd9\x01\n" +
 	"\x12ListOffsetsRequest\x12D\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2$.strand.ListOffsetsRequest.PartitionR\n" +
-	"partitions\x1ab\n" +
+	"partitions\x1a}\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
-	"\ftimestamp_ms\x18\x03 \x01(\x03R\vtimestampMs\"\xac\x02\n" +
+	"\ftimestamp_ms\x18\x03 \x01(\x03R\vtimestampMs\x12\x19\n" +
+	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xac\x02\n" +
 	"\x13ListOffsetsResponse\x12E\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2%.strand.ListOffsetsResponse.PartitionR\n" +
@@ -2727,7 +2803,7 @@ const file_wire_proto_rawDesc = "" +
 	"\x16InitProducerIdResponse\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch*\x9f\x04\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch*\xe4\x04\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +
@@ -2746,7 +2822,9 @@ const file_wire_proto_rawDesc = "" +
 	"\x19ERROR_CODE_NOT_CONTROLLER\x10\r\x12\x17\n" +
 	"\x13ERROR_CODE_INTERNAL\x10\x0e\x12\x1a\n" +
 	"\x16ERROR_CODE_UNAVAILABLE\x10\x0f\x12\x1d\n" +
-	"\x19ERROR_CODE_INVALID_CONFIG\x10\x10B,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
+	"\x19ERROR_CODE_INVALID_CONFIG\x10\x10\x12\x1f\n" +
+	"\x1bERROR_CODE_UNKNOWN_TOPIC_ID\x10\x1e\x12\"\n" +
+	"\x1eERROR_CODE_CLUSTER_ID_MISMATCH\x10\x1fB,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
 
 var (
 	file_wire_proto_rawDescOnce sync.Once

@@ -1,0 +1,122 @@
+package clientlib
+
+import (
+	"bytes"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// Sentinels of the identity errors; errors.Is matches them against an
+// *Error of the code and against TopicRecreatedError and
+// ClusterChangedError.
+var (
+	ErrUnknownTopicID    = &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID}
+	ErrClusterIDMismatch = &Error{Code: strandpb.ErrorCode_ERROR_CODE_CLUSTER_ID_MISMATCH}
+)
+
+// TopicRecreatedError: the topic a consumer was reading was deleted (and,
+// when NewID is set, created again under the same name) while it read.
+// The old topic's offsets mean nothing in the new one, so the partition
+// stops until Seek: continuing would silently skip or repeat records.
+// Matches ErrUnknownTopicID; never retriable.
+type TopicRecreatedError struct {
+	Topic     string
+	Partition int32
+	// OldID is the id the consumer started on; NewID the topic's id now,
+	// nil when no topic of the name exists.
+	OldID, NewID []byte
+}
+
+// Error implements error.
+func (e *TopicRecreatedError) Error() string {
+	if len(e.NewID) == 0 {
+		return fmt.Sprintf("clientlib: topic %s (id %s) was deleted while consuming partition %d", e.Topic, FormatID(e.OldID), e.Partition)
+	}
+	return fmt.Sprintf("clientlib: topic %s was deleted and re-created (id %s → %s) while consuming partition %d; offsets of the old topic do not apply: Seek to start again",
+		e.Topic, FormatID(e.OldID), FormatID(e.NewID), e.Partition)
+}
+
+// Is matches ErrUnknownTopicID.
+func (e *TopicRecreatedError) Is(target error) bool { return target == ErrUnknownTopicID }
+
+// Retriable is false: the caller must decide where to read the new topic.
+func (e *TopicRecreatedError) Retriable() bool { return false }
+
+// ClusterChangedError: a node answered with another cluster id than the
+// one this client first saw: the cluster behind the address was replaced
+// (a `strand dev` restarted, a new cluster on the same hosts). Offsets,
+// producer ids and topics of the old cluster mean nothing there. Matches
+// ErrClusterIDMismatch; never retriable: use a new Client.
+type ClusterChangedError struct {
+	Addr         string
+	OldID, NewID []byte
+}
+
+// Error implements error.
+func (e *ClusterChangedError) Error() string {
+	return fmt.Sprintf("clientlib: the cluster at %s was replaced (cluster id %s → %s): offsets and topics of the old cluster do not apply",
+		e.Addr, FormatID(e.OldID), FormatID(e.NewID))
+}
+
+// Is matches ErrClusterIDMismatch.
+func (e *ClusterChangedError) Is(target error) bool { return target == ErrClusterIDMismatch }
+
+// Retriable is false.
+func (e *ClusterChangedError) Retriable() bool { return false }
+
+// FormatID formats a 16-byte topic or cluster id as a UUID (8-4-4-4-12
+// hex digits); other lengths as plain hex, empty as "none".
+func FormatID(id []byte) string {
+	if len(id) == 0 {
+		return "none"
+	}
+	h := hex.EncodeToString(id)
+	if len(id) != 16 {
+		return h
+	}
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// checkClusterLocked fixes the client's cluster at the first cluster id a
+// node names, and refuses any other id after: the answer of a replaced
+// cluster is never mixed into this client's view. An empty id (a node of
+// a cluster that has no id yet, or an older node) is not checked. c.mu
+// must be held.
+func (c *Client) checkClusterLocked(id []byte, addr string) error {
+	switch {
+	case len(id) == 0:
+		return nil
+	case c.clusterID == nil:
+		c.clusterID = bytes.Clone(id)
+		return nil
+	case bytes.Equal(id, c.clusterID):
+		return nil
+	}
+	c.clusterErr = &ClusterChangedError{Addr: addr, OldID: c.clusterID, NewID: bytes.Clone(id)}
+	return c.clusterErr
+}
+
+// ClusterID is the id of the cluster this client talks to, nil until a
+// node named one.
+func (c *Client) ClusterID() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return bytes.Clone(c.clusterID)
+}
+
+// topicID is the cached id of topic, nil when unknown.
+func (c *Client) topicID(topic string) []byte {
+	if t := c.cachedTopic(topic); t != nil {
+		return t.ID
+	}
+	return nil
+}
+
+// cachedTopic is the cache's view of topic, nil when never seen.
+func (c *Client) cachedTopic(topic string) *TopicInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.meta.Topic(topic)
+}

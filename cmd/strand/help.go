@@ -1,0 +1,176 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+	"strings"
+
+	"github.com/spf13/pflag"
+)
+
+// command describes one command or subcommand for help: the top-level
+// usage, `strand CMD --help` and `strand help CMD` all print from this one
+// table, so a synopsis cannot drift between them.
+type command struct {
+	name    string // "topic create"
+	args    string // positional arguments and flags, after the name
+	summary string // one line
+	example string
+}
+
+// commands lists every command in the order the top-level help shows them.
+var commands = []command{
+	{"dev", "[--nodes 3] [--base-port 9092] [--data-dir DIR]",
+		"run a local cluster in this process (Ctrl-C stops it)",
+		"strand dev --nodes 3"},
+	{"serve", "--id N --peers 1=HOST:PORT,2=HOST:PORT,... --data-dir DIR",
+		"run one node of a cluster",
+		"strand serve --id 1 --data-dir /var/lib/strand --peers 1=node1:9092,2=node2:9092,3=node3:9092"},
+	{"topic create", "NAME [-p PARTITIONS] [-r REPLICATION-FACTOR] [-c KEY=VALUE]...",
+		"create a topic",
+		"strand topic create hello --partitions 3"},
+	{"topic list", "", "print every topic's name", "strand topic list"},
+	{"topic describe", "NAME", "print a topic's settings and its partitions' leaders and offsets",
+		"strand topic describe hello"},
+	{"topic delete", "NAME", "delete a topic and all its records", "strand topic delete hello"},
+	{"produce", "TOPIC [-K SEP] [-p PARTITION] [--acks all|1|0]",
+		"send each line of stdin as one record",
+		"printf 'first\\nsecond\\n' | strand produce hello"},
+	{"consume", "TOPIC [-o earliest|latest|OFFSET|RFC3339] [-p PARTITION] [-e] [-f FORMAT]",
+		"print a topic's records (until Ctrl-C, or with -e until the end)",
+		"strand consume hello --from earliest --until-end"},
+	{"cluster", "", "print nodes, topics, partitions, leaders and high-water marks", "strand cluster"},
+	{"bench produce", "[--duration 10s] [--record-bytes 1024]", "measure producer throughput and latency",
+		"strand bench produce --duration 10s"},
+	{"bench consume", "[--count N]", "measure consumer throughput (reads what bench produce wrote)",
+		"strand bench consume"},
+	{"bench e2e", "[--rate 5000]", "measure producer-to-consumer latency at a steady rate",
+		"strand bench e2e --rate 5000"},
+	{"version", "", "print strand's version, commit and Go version", "strand version"},
+	{"help", "[COMMAND [SUBCOMMAND]]", "print help for a command", "strand help topic create"},
+}
+
+// commandGroups are the commands that take a subcommand.
+var commandGroups = map[string]string{
+	"topic": "create, list, describe and delete topics",
+	"bench": "measure a running cluster",
+}
+
+// lookupCommand finds name ("topic create") in commands.
+func lookupCommand(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// topUsage is the top-level help.
+func topUsage() string {
+	var b strings.Builder
+	b.WriteString("strand: a replicated log.\n\nUsage:\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  strand %s\n", strings.TrimSpace(c.name+" "+c.args))
+		fmt.Fprintf(&b, "      %s\n", c.summary)
+	}
+	b.WriteString(`
+Client commands talk to -b/--brokers (default 127.0.0.1:9092, where 'strand dev' listens).
+Every flag is also an environment variable STRAND_<FLAG> (--brokers: STRAND_BROKERS).
+'strand CMD --help' or 'strand help CMD' describes a command and its flags.
+`)
+	return b.String()
+}
+
+// groupUsage is the help of `strand topic` or `strand bench`.
+func groupUsage(group string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "strand %s: %s\n\nUsage:\n", group, commandGroups[group])
+	var example string
+	for _, c := range commands {
+		if sub, ok := strings.CutPrefix(c.name, group+" "); ok {
+			fmt.Fprintf(&b, "  strand %s %s\n      %s\n", group, strings.TrimSpace(sub+" "+c.args), c.summary)
+			if example == "" {
+				example = c.example
+			}
+		}
+	}
+	fmt.Fprintf(&b, "\nExample:\n  %s\n\n'strand %s SUBCOMMAND --help' lists a subcommand's flags.\n", example, group)
+	return b.String()
+}
+
+// commandUsage is the help of one command: synopsis, summary, example and
+// its flags.
+func commandUsage(name string, fs *pflag.FlagSet) string {
+	var b strings.Builder
+	c, ok := lookupCommand(name)
+	if !ok {
+		c = command{name: name}
+	}
+	fmt.Fprintf(&b, "strand %s: %s\n\nUsage:\n  strand %s [flags]\n", c.name, c.summary, strings.TrimSpace(c.name+" "+c.args))
+	if c.example != "" {
+		fmt.Fprintf(&b, "\nExample:\n  %s\n", c.example)
+	}
+	if fs != nil && fs.HasFlags() {
+		fmt.Fprintf(&b, "\nFlags:\n%s", fs.FlagUsages())
+		b.WriteString("\nEvery flag can also be set as STRAND_<FLAG> (e.g. --brokers: STRAND_BROKERS).\n")
+	}
+	return b.String()
+}
+
+// helpShown is returned by parseFlags for -h and --help: run prints text
+// to stdout and exits 0.
+type helpShown struct{ text string }
+
+func (h *helpShown) Error() string { return "help requested" }
+
+// version is set at build time: go build -ldflags "-X main.version=v1.2.3".
+var version = ""
+
+// versionText is what `strand version` prints: the version (from -ldflags,
+// else the module version from the build info), the commit when the
+// binary was built from a git checkout, and the Go version.
+func versionText() string {
+	v, commit, modified := version, "", false
+	if info, ok := debug.ReadBuildInfo(); ok {
+		if v == "" {
+			v = info.Main.Version
+		}
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				commit = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	if v == "" {
+		v = "(devel)"
+	}
+	if len(commit) > 12 {
+		commit = commit[:12]
+	}
+	switch {
+	case commit == "":
+		commit = "unknown"
+	case modified:
+		commit += " (modified)"
+	}
+	return fmt.Sprintf("strand %s\ncommit %s\n%s %s/%s\n", v, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+// cmdVersion prints versionText.
+func cmdVersion(args []string, stdout io.Writer) error {
+	fs := newFlags("version")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return usageError("version takes no arguments")
+	}
+	_, err := io.WriteString(stdout, versionText())
+	return err
+}

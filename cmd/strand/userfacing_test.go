@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cliOutcome is one finished strand command.
+type cliOutcome struct {
+	stdout, stderr string
+	code           int
+}
+
+// runOutcome runs the binary with args (bounded) and returns its output
+// and exit code.
+func runOutcome(t *testing.T, stdin string, args ...string) cliOutcome {
+	t.Helper()
+	out, errOut, err := runCLIResult(t, nil, stdin, args...)
+	o := cliOutcome{stdout: out, stderr: errOut}
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		o.code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("strand %s: %v", strings.Join(args, " "), err)
+	}
+	return o
+}
+
+// wantFailure checks a command failed with code and printed exactly one
+// line, "strand: " followed by want, on stderr.
+func (o cliOutcome) wantFailure(t *testing.T, code int, want string) {
+	t.Helper()
+	if o.code != code || o.stderr != "strand: "+want+"\n" {
+		t.Errorf("exit %d, stderr %.300q; want exit %d and %q", o.code, o.stderr, code, "strand: "+want+"\n")
+	}
+}
+
+// What a new user meets against a real one-node cluster: the values
+// printed are the ones the server applied, every error is one clean line
+// with a non-zero exit, a too-large line is reported by number and size
+// (never echoed, even past bufio's buffer) with the count of records
+// written before it, an offset past the end fails the same way with and
+// without --until-end, and configs the node does not enforce are refused.
+func TestUserFacingErrors(t *testing.T) {
+	skipShort(t)
+	c := startCluster(t, 1)
+	b := "--brokers=" + c.addrs[0]
+
+	o := runOutcome(t, "", "topic", "create", "hello", "-p", "2", b)
+	if o.code != 0 || o.stdout != "created topic hello: 2 partitions, replication factor 1\n" {
+		t.Fatalf("create: %+v", o)
+	}
+	waitFor(t, "topic", 30*time.Second, func() error { return topicReady(c.addrs, "hello", 2) })
+	runOutcome(t, "", "topic", "create", "hello", "-p", "2", b).wantFailure(t, 1, `topic "hello" already exists`)
+	runOutcome(t, "", "topic", "describe", "nosuch", b).wantFailure(t, 1,
+		`topic "nosuch" does not exist (create it with: strand topic create nosuch --partitions N)`)
+	runOutcome(t, "", "topic", "delete", "nosuch", b).wantFailure(t, 1,
+		`topic "nosuch" does not exist (create it with: strand topic create nosuch --partitions N)`)
+	o = runOutcome(t, "", "topic", "describe", "hello", b)
+	if o.code != 0 || !strings.Contains(o.stdout, "config retention.ms=604800000  (not enforced yet)\n") ||
+		!strings.Contains(o.stdout, "config max.message.bytes=1048576\n") {
+		t.Errorf("describe: %+v", o)
+	}
+	runOutcome(t, "", "consume", "nosuch", "-e", b).wantFailure(t, 1,
+		`topic "nosuch" does not exist (create it with: strand topic create nosuch --partitions N)`)
+	runOutcome(t, "", "topic", "list", "--brokers", "127.0.0.1:1").wantFailure(t, 1,
+		"cannot reach any broker at 127.0.0.1:1: connection refused (is a cluster running there? 'strand dev' starts one on 127.0.0.1:9092)")
+
+	o = runOutcome(t, "", "topic", "create", "cfg", "-c", "retention.ms=1000", b)
+	if o.code != 1 || !strings.Contains(o.stderr, "retention.ms") || !strings.Contains(o.stderr, "not enforced yet") {
+		t.Errorf("unenforced config: %+v", o)
+	}
+
+	big := strings.Repeat("x", 1<<20+1)
+	runOutcome(t, "a\nb\n"+big+"\nc\n", "produce", "hello", "-p", "0", b).wantFailure(t, 1,
+		"line 3 is 1048577 bytes, over the 1048576-byte (1 MiB) record limit; stopped there after writing 2 records to hello")
+	huge := strings.Repeat("y", 3<<20)
+	runOutcome(t, "d\n"+huge+"\n", "produce", "hello", "-p", "0", b).wantFailure(t, 1,
+		"line 2 is 3145728 bytes, over the 1048576-byte (1 MiB) record limit; stopped there after writing 1 record to hello")
+
+	runOutcome(t, "e\n", "produce", "hello", "-p", "7", b).wantFailure(t, 1, "hello has no partition 7 (it has 2: 0 to 1)")
+	runOutcome(t, "", "consume", "hello", "-p", "7", b).wantFailure(t, 1, "hello has no partition 7 (it has 2: 0 to 1)")
+	pastEnd := "offset 50 is past the end of hello/0 (high-water mark 3); use --from latest or a smaller offset"
+	runOutcome(t, "", "consume", "hello", "-p", "0", "--from", "50", "--until-end", b).wantFailure(t, 1, pastEnd)
+	runOutcome(t, "", "consume", "hello", "-p", "0", "--from", "50", b).wantFailure(t, 1, pastEnd)
+	o = runOutcome(t, "", "consume", "-t", "hello", "-p", "0", "-o", "1", "-e", "-f", `%p/%o %v\n`, b)
+	if o.code != 0 || o.stdout != "0/1 b\n0/2 d\n" {
+		t.Errorf("consume from 1: %+v", o)
+	}
+}
+
+// serve refuses, at once and before listening, an --id its --peers list
+// lacks, and a --listen port different from its own --peers entry.
+func TestServeRefusesInconsistentAddresses(t *testing.T) {
+	skipShort(t)
+	dir := t.TempDir()
+	peers := "--peers=1=127.0.0.1:1,2=127.0.0.1:2,3=127.0.0.1:3"
+	for _, args := range [][]string{
+		{"serve", "--id", "4", peers, "--data-dir", filepath.Join(dir, "4")},
+		{"serve", "--id", "2", "--listen", "127.0.0.1:1", peers, "--data-dir", filepath.Join(dir, "2")},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		cmd := exec.CommandContext(ctx, strandBinary(t), args...)
+		out, err := cmd.CombinedOutput()
+		cancel()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.HasPrefix(string(out), "strand: --") {
+			t.Errorf("strand %v: %v, output %q; want exit 2 with a message about the flags", args, err, out)
+		}
+		if _, err := os.Stat(args[len(args)-1]); err == nil {
+			t.Errorf("strand %v created its data directory", args)
+		}
+	}
+}

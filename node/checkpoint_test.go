@@ -1,0 +1,322 @@
+package node
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"testing"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/raftlog"
+	"github.com/strandlog/strand/raftlog/memdisk"
+)
+
+var errPowerCut = errors.New("power cut")
+
+// cutDisk is a memdisk whose power goes after budget more mutating
+// operations (create, write, truncate, sync, remove, dir sync): every one
+// after fails, as if the machine stopped there. budget < 0: never.
+type cutDisk struct {
+	*memdisk.Disk
+	budget  int
+	written int64 // bytes passed to WriteAt
+}
+
+func (d *cutDisk) op() error {
+	if d.budget == 0 {
+		return errPowerCut
+	}
+	if d.budget > 0 {
+		d.budget--
+	}
+	return nil
+}
+
+func (d *cutDisk) Open(name string) (raftlog.File, error) {
+	if err := d.op(); err != nil {
+		return nil, err
+	}
+	f, err := d.Disk.Open(name)
+	return &cutFile{File: f, d: d}, err
+}
+
+func (d *cutDisk) Remove(name string) error {
+	if err := d.op(); err != nil {
+		return err
+	}
+	return d.Disk.Remove(name)
+}
+
+func (d *cutDisk) SyncDir(dir string) error {
+	if err := d.op(); err != nil {
+		return err
+	}
+	return d.Disk.SyncDir(dir)
+}
+
+type cutFile struct {
+	raftlog.File
+	d *cutDisk
+}
+
+func (f *cutFile) WriteAt(p []byte, off int64) (int, error) {
+	if err := f.d.op(); err != nil {
+		return 0, err
+	}
+	f.d.written += int64(len(p))
+	return f.File.WriteAt(p, off)
+}
+
+func (f *cutFile) Truncate(size int64) error {
+	if err := f.d.op(); err != nil {
+		return err
+	}
+	return f.File.Truncate(size)
+}
+
+func (f *cutFile) Sync() error {
+	if err := f.d.op(); err != nil {
+		return err
+	}
+	return f.File.Sync()
+}
+
+// checkpointScenario is a committed raft log of produce and trim entries
+// (index 1: the conf change adding node 1) and the engine state after each
+// index, by full replay.
+type checkpointScenario struct {
+	entries []*raftpb.Entry
+	states  [][]byte // states[i]: engine.Partition.Snapshot() after index i
+}
+
+func newCheckpointScenario(t *testing.T, n int) *checkpointScenario {
+	cc, err := proto.Marshal(&raftpb.ConfChange{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: proto.Uint64(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &checkpointScenario{
+		entries: []*raftpb.Entry{{Type: raftpb.EntryConfChange.Enum(), Term: proto.Uint64(1), Index: proto.Uint64(1), Data: cc}},
+	}
+	ref := engine.NewPartition()
+	ref.ApplyEmpty(1)
+	s.states = [][]byte{nil, ref.Snapshot()}
+	seq := map[int64]int32{}
+	for i := 2; i <= n; i++ {
+		var data []byte
+		if i%9 == 0 {
+			data = engine.EncodeTrimEntry(nil, 0, 0, ref.HighWatermark()-3)
+		} else {
+			id := int64(i % 3)
+			data = engine.EncodeProduceEntry(nil, int64(i), 0, engine.Producer{ID: id, BaseSequence: seq[id]}, testBatch(t, "c", 1))
+		}
+		switch r := ref.Apply(uint64(i), data); {
+		case i%9 == 0:
+		case r.Err == nil:
+			seq[int64(i%3)]++
+		case errors.Is(r.Err, engine.ErrUnknownProducer):
+			seq[int64(i%3)] = 0 // evicted by a trim: start over
+		default:
+			t.Fatalf("entry %d: %v", i, r.Err)
+		}
+		s.entries = append(s.entries, &raftpb.Entry{Type: raftpb.EntryNormal.Enum(), Term: proto.Uint64(1), Index: proto.Uint64(uint64(i)), Data: data})
+		s.states = append(s.states, ref.Snapshot())
+	}
+	return s
+}
+
+// openCheckpointGroup opens the scenario's group on disk as Open does (log,
+// restoreEngine) and returns it with the index raft would start from.
+func openCheckpointGroup(t *testing.T, c *Core) (*group, uint64) {
+	g := newGroup(TopicPartition{Topic: "t"}, []NodeID{1}, "p/t/0")
+	log, err := raftlog.Open(c.cfg.Disk, g.dir+"/log", raftlog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.log, g.storage = log, &groupStorage{Log: log}
+	applied, err := c.restoreEngine(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.appliedRaft = applied
+	if g.confState == nil {
+		g.confState = &raftpb.ConfState{Voters: []uint64{1}}
+	}
+	return g, applied
+}
+
+// TestCheckpointSurvivesPowerCutAnywhere cuts the power after every
+// possible number of disk operations while a replica applies a log of
+// produces and trims and checkpoints every 5 entries (index chunks of 4
+// batches, so chunks are created and freed), then crashes memdisk (unsynced
+// writes kept in part, torn, or lost), reopens, and requires the restored
+// engine to equal a full replay at its index, an index no lower than the
+// last checkpoint that completed; then applies and checkpoints to the end
+// over whatever the crash left, crashes again, and checks once more.
+func TestCheckpointSurvivesPowerCutAnywhere(t *testing.T) {
+	defer func(n int64) { indexChunkRecords = n }(indexChunkRecords)
+	indexChunkRecords = 4
+	const entries, every = 60, 5
+	s := newCheckpointScenario(t, entries)
+	base := memdisk.New()
+	log, err := raftlog.Open(base, "p/t/0/log", raftlog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Save(s.entries, &raftpb.HardState{Term: proto.Uint64(1), Vote: proto.Uint64(1), Commit: proto.Uint64(entries)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(log.Sync(), log.Close()); err != nil {
+		t.Fatal(err)
+	}
+	run := func(c *Core, g *group) (completed uint64, err error) {
+		for g.appliedRaft < entries {
+			i := g.appliedRaft + 1
+			if i == 1 {
+				g.part.ApplyEmpty(1)
+			} else {
+				g.part.Apply(i, s.entries[i-1].GetData())
+			}
+			g.appliedRaft = i
+			if i%every == 0 {
+				if err := c.writeCheckpoint(g); err != nil {
+					return completed, err
+				}
+				completed = i
+			}
+		}
+		return completed, nil
+	}
+	check := func(cut int, g *group, applied, atLeast uint64) {
+		t.Helper()
+		if applied < atLeast {
+			t.Fatalf("cut after %d ops: restored at %d, below the checkpoint at %d that completed", cut, applied, atLeast)
+		}
+		if got := g.part.Snapshot(); !bytes.Equal(got, s.states[max(applied, 1)]) && applied > 0 {
+			t.Fatalf("cut after %d ops: state restored at %d differs from a replay", cut, applied)
+		}
+	}
+	for cut := 0; ; cut++ {
+		disk := &cutDisk{Disk: base.Clone(), budget: -1}
+		rng := rand.New(rand.NewPCG(uint64(cut), 7))
+		c := &Core{cfg: Config{Disk: disk}}
+		g, _ := openCheckpointGroup(t, c)
+		disk.budget = cut
+		completed, err := run(c, g)
+		if err == nil {
+			if cut < 50 {
+				t.Fatalf("the whole run took %d disk operations: too few to be the real protocol", cut)
+			}
+			t.Logf("power cut after each of %d disk operations", cut)
+			return
+		}
+		_ = g.log.Close()
+		disk.Crash(rng)
+		disk.budget = -1
+		g, applied := openCheckpointGroup(t, c)
+		check(cut, g, applied, completed)
+		if _, err := run(c, g); err != nil {
+			t.Fatalf("cut after %d ops: finishing: %v", cut, err)
+		}
+		_ = g.log.Close()
+		disk.Crash(rng)
+		g, applied = openCheckpointGroup(t, c)
+		check(cut, g, applied, entries)
+		_ = g.log.Close()
+	}
+}
+
+// TestCheckpointFormats shows a checkpoint in the format before index
+// chunks (SCK1, the whole engine snapshot inline) is still read; the next
+// checkpoint is SCK2 and replaces it; and a damaged index record makes the
+// replica replay its log instead of restoring a wrong index.
+func TestCheckpointFormats(t *testing.T) {
+	const entries = 30
+	s := newCheckpointScenario(t, entries)
+	disk := memdisk.New()
+	log, err := raftlog.Open(disk, "p/t/0/log", raftlog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Save(s.entries, &raftpb.HardState{Term: proto.Uint64(1), Vote: proto.Uint64(1), Commit: proto.Uint64(entries)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(log.Sync(), log.Close()); err != nil {
+		t.Fatal(err)
+	}
+	old, err := engine.RestorePartition(s.states[20])
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := encodeCheckpoint(&checkpoint{raftIndex: 20, confState: &raftpb.ConfState{Voters: []uint64{1}}}, old.Snapshot())
+	if err := writeFile(disk, "p/t/0/checkpoint/00000000000000000020", v1); err != nil {
+		t.Fatal(err)
+	}
+	c := &Core{cfg: Config{Disk: disk}}
+	g, applied := openCheckpointGroup(t, c)
+	if applied != 20 || !bytes.Equal(g.part.Snapshot(), s.states[20]) {
+		t.Fatalf("SCK1 checkpoint restored at %d, want 20 with its state", applied)
+	}
+	for i := uint64(21); i <= entries; i++ {
+		g.part.Apply(i, s.entries[i-1].GetData())
+		g.appliedRaft = i
+	}
+	if err := c.writeCheckpoint(g); err != nil {
+		t.Fatal(err)
+	}
+	_ = g.log.Close()
+	names, _ := disk.List("p/t/0/checkpoint")
+	header, _ := disk.ReadFile("p/t/0/checkpoint/00000000000000000030")
+	if len(names) != 1 || len(header) < 4 || header[3] != '2' {
+		t.Fatalf("checkpoints %v, want only the SCK2 one at 30", names)
+	}
+	g, applied = openCheckpointGroup(t, c)
+	if applied != entries || !bytes.Equal(g.part.Snapshot(), s.states[entries]) {
+		t.Fatalf("SCK2 checkpoint restored at %d, want %d with its state", applied, entries)
+	}
+	_ = g.log.Close()
+
+	start, _ := g.part.IndexOrdinals()
+	disk.FlipBit("p/t/0/checkpoint/index/"+indexChunkName(start), (start%indexChunkRecords)*indexRecordBytes+9, 1)
+	g, applied = openCheckpointGroup(t, c)
+	if applied != 0 {
+		t.Fatalf("restored at %d over a damaged index record, want a full replay", applied)
+	}
+	_ = g.log.Close()
+}
+
+// TestCheckpointWritesOnlyWhatIsNew shows a checkpoint's cost does not grow
+// with the log: with 3,000 batches indexed, a checkpoint after 100 more
+// entries writes about 100 index records and a small header, not the whole
+// index (before the index chunks, every checkpoint rewrote every batch).
+func TestCheckpointWritesOnlyWhatIsNew(t *testing.T) {
+	const entries, every = 3200, 100
+	disk := &cutDisk{Disk: memdisk.New(), budget: -1}
+	c := &Core{cfg: Config{Disk: disk}}
+	g := newGroup(TopicPartition{Topic: "t"}, []NodeID{1}, "p/t/0")
+	log, err := raftlog.Open(disk, g.dir+"/log", raftlog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	g.log, g.part, g.confState = log, engine.NewPartition(), &raftpb.ConfState{Voters: []uint64{1}}
+	data := engine.EncodeProduceEntry(nil, 0, 0, engine.NoProducer, testBatch(t, "w", 1))
+	var last int64
+	for i := uint64(1); i <= entries; i++ {
+		g.part.Apply(i, data)
+		g.appliedRaft = i
+		if i%every == 0 {
+			before := disk.written
+			if err := c.writeCheckpoint(g); err != nil {
+				t.Fatal(err)
+			}
+			last = disk.written - before
+		}
+	}
+	if limit := int64(every*indexRecordBytes + 512); last > limit {
+		t.Fatalf("a checkpoint with %d batches indexed wrote %d bytes, want at most %d (the new records and a header)",
+			entries, last, limit)
+	}
+}
