@@ -182,7 +182,9 @@ func (c *Core) bugForgetProducers(g *group) {
 	if !c.cfg.Bugs.RestoreForgetsProducers || g.part == nil {
 		return
 	}
-	part, err := engine.RestorePartition(withoutProducers(g.part.Snapshot()))
+	start, _ := g.part.IndexOrdinals() // keep the ordinals the index chunks use
+	index := append([]engine.BatchLocation(nil), g.part.IndexSince(start)...)
+	part, err := engine.RestorePartitionIndexed(withoutProducers(g.part.StateSnapshot()), index)
 	if err != nil {
 		panic(fmt.Sprintf("node: planted bug: %v", err))
 	}
