@@ -30,7 +30,7 @@ func (p *Partition) check() error {
 			return fmt.Errorf("producer %d: batch at %d beyond high-water mark %d", id, last.baseOffset, p.nextOffset)
 		}
 	}
-	return nil
+	return p.checkDigest()
 }
 
 // checkIndex verifies a non-empty offset index: dense, in raft order, with

@@ -304,6 +304,9 @@ func (s *machine) stepSnapshotRestore(t *rapid.T) {
 	if !bytes.Equal(q.Snapshot(), snap) {
 		t.Fatalf("restored partition snapshots differently")
 	}
+	if q.Digest() != s.p.Digest() {
+		t.Fatalf("restored partition digest %016x, original %016x", q.Digest(), s.p.Digest())
+	}
 	s.p = q
 }
 
@@ -374,6 +377,9 @@ func TestPartitionModel(t *testing.T) {
 		}
 		if !compacted && !bytes.Equal(replay.Snapshot(), s.p.Snapshot()) {
 			t.Fatalf("replaying the same entries gave different snapshot bytes")
+		}
+		if !compacted && replay.Digest() != s.p.Digest() {
+			t.Fatalf("replaying the same entries gave digest %016x, the run %016x", replay.Digest(), s.p.Digest())
 		}
 	})
 }

@@ -87,6 +87,10 @@ type Partition struct {
 	// has ordinal n, for an append-only checkpoint of the index.
 	indexBase int64
 	producers map[int64]*producerState
+	// indexSum and producerSum are the sums of the element hashes of the
+	// offset index and the producer table (digest.go), kept up to date by
+	// every change.
+	indexSum, producerSum uint64
 }
 
 // NewPartition returns the state of an empty partition before raft index 1.
@@ -177,14 +181,19 @@ func (p *Partition) applyProduce(index uint64, e *EntryFields) Result {
 		loc.MaxTimestampMs = max(loc.MaxTimestampMs, p.batches[n-1].MaxTimestampMs)
 	}
 	p.batches = append(p.batches, loc)
+	p.indexSum += batchDigest(&loc)
 	p.nextOffset += int64(info.RecordCount)
 	if st != nil {
+		if old, ok := p.producers[e.ProducerID]; ok {
+			p.producerSum -= producerDigest(e.ProducerID, old)
+		}
 		st.accept(e.ProducerEpoch, producerBatch{
 			baseSequence: e.BaseSequence,
 			recordCount:  info.RecordCount,
 			baseOffset:   loc.BaseOffset,
 		})
 		p.producers[e.ProducerID] = st
+		p.producerSum += producerDigest(e.ProducerID, st)
 	}
 	return Result{BaseOffset: loc.BaseOffset, RecordCount: loc.RecordCount}
 }
@@ -212,6 +221,7 @@ func (p *Partition) trim(offset int64) {
 func (p *Partition) evictProducers(offset int64) {
 	for id, st := range p.producers {
 		if st.newest().endOffset() <= offset {
+			p.producerSum -= producerDigest(id, st)
 			delete(p.producers, id)
 		}
 	}
@@ -220,6 +230,9 @@ func (p *Partition) evictProducers(offset int64) {
 // drop removes the first n indexed batches, compacting the slice when the
 // dropped prefix is at least half of it.
 func (p *Partition) drop(n int) {
+	for i := p.head; i < p.head+n; i++ {
+		p.indexSum -= batchDigest(&p.batches[i])
+	}
 	clear(p.batches[p.head : p.head+n])
 	p.head += n
 	if p.head < indexCompactMin || p.head*2 < len(p.batches) {

@@ -154,6 +154,7 @@ func restore(snap *strandpb.PartitionSnapshot, indexBase int64, index []BatchLoc
 		}
 		p.producers[lastID] = st
 	}
+	p.indexSum, p.producerSum = p.digestSums()
 	if err := p.check(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidSnapshot, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/proto/strandpb"
@@ -21,6 +22,12 @@ type Bugs struct {
 	FetchBeyondHighMark bool // serve entries past the commit index
 	ReapplyAfterRestart bool // re-apply committed entries after restart without dedup
 	LocalRead           bool // serve a fetch from the leader's applied state, no read index
+	// RestoreForgetsProducers restores a partition's checkpoint without its
+	// idempotent-producer table.
+	RestoreForgetsProducers bool
+	// CheckpointForgetsProducers writes partition checkpoints without the
+	// idempotent-producer table.
+	CheckpointForgetsProducers bool
 }
 
 // plantedBugs is embedded in Config: cfg.Bugs selects the planted bugs.
@@ -163,4 +170,48 @@ func (g *group) raftIndexOf(engineIndex uint64) uint64 {
 		}
 	}
 	return engineIndex
+}
+
+// bugForgetProducers (RestoreForgetsProducers) drops the producer table
+// from a partition just restored from its checkpoint, as a restore that
+// forgot to decode it would. The replica then refuses a known producer's
+// next batch as unknown (or accepts a retry twice) where its peers, which
+// kept the table, decide otherwise; until then its high-water mark and
+// offsets agree with theirs.
+func (c *Core) bugForgetProducers(g *group) {
+	if !c.cfg.Bugs.RestoreForgetsProducers || g.part == nil {
+		return
+	}
+	start, _ := g.part.IndexOrdinals() // keep the ordinals the index chunks use
+	index := append([]engine.BatchLocation(nil), g.part.IndexSince(start)...)
+	part, err := engine.RestorePartitionIndexed(withoutProducers(g.part.StateSnapshot()), index)
+	if err != nil {
+		panic(fmt.Sprintf("node: planted bug: %v", err))
+	}
+	g.part = part
+}
+
+// bugCheckpointState (CheckpointForgetsProducers) returns a partition's
+// checkpoint state without its producer table, as an encoder that forgot
+// the field would. Nothing shows until a replica restarts from such a
+// checkpoint and a known producer's next batch, or a retry, reaches it.
+func (c *Core) bugCheckpointState(state []byte) []byte {
+	if !c.cfg.Bugs.CheckpointForgetsProducers {
+		return state
+	}
+	return withoutProducers(state)
+}
+
+// withoutProducers re-encodes a PartitionSnapshot with no producer table.
+func withoutProducers(state []byte) []byte {
+	var snap strandpb.PartitionSnapshot
+	if err := proto.Unmarshal(state, &snap); err != nil {
+		panic(fmt.Sprintf("node: planted bug: %v", err))
+	}
+	snap.Producers = nil
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(&snap)
+	if err != nil {
+		panic(fmt.Sprintf("node: planted bug: %v", err))
+	}
+	return data
 }

@@ -372,7 +372,7 @@ func (c *Core) checkpoint(g *group) error {
 		}
 		ck.indexed = true
 		ck.indexStart, ck.indexEnd = g.part.IndexOrdinals()
-		state = g.part.StateSnapshot()
+		state = c.bugCheckpointState(g.part.StateSnapshot())
 	}
 	name := fmt.Sprintf("%020d", g.appliedRaft)
 	if err := writeFile(c.cfg.Disk, dir+"/"+name, encodeCheckpoint(ck, state)); err != nil {

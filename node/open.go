@@ -241,6 +241,7 @@ func (c *Core) restoreEngine(g *group) (uint64, error) {
 		return ck.raftIndex, nil
 	}
 	g.part = ck.partition
+	c.bugForgetProducers(g)
 	g.indexKnown, g.indexWritten = ck.indexed, ck.indexEnd
 	g.checkpointIndex = ck.raftIndex
 	if c.bugReapply(g) {

@@ -10,7 +10,8 @@ import (
 )
 
 // BugNames lists the planted bugs ParseBug knows (node.Bugs' fields).
-var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "ReapplyAfterRestart", "LocalRead"}
+var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "ReapplyAfterRestart", "LocalRead",
+	"RestoreForgetsProducers", "CheckpointForgetsProducers"}
 
 // ParseBug checks a planted bug's name; "" plants none.
 func ParseBug(name string) (string, error) {
@@ -31,6 +32,10 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.FetchBeyondHighMark = true
 	case "ReapplyAfterRestart":
 		cfg.Bugs.ReapplyAfterRestart = true
+	case "RestoreForgetsProducers":
+		cfg.Bugs.RestoreForgetsProducers = true
+	case "CheckpointForgetsProducers":
+		cfg.Bugs.CheckpointForgetsProducers = true
 	case "LocalRead":
 		cfg.Bugs.LocalRead = true
 	}

@@ -62,6 +62,7 @@ func (c *checker) onApply(n *simNode, tp node.TopicPartition, index, term uint64
 	k := applyKey{group: g, index: index}
 	if prev, seen := c.applied[k]; !seen {
 		c.applied[k] = d
+		c.w.digests.onApply(g, index, data)
 	} else if prev != d {
 		c.w.fail("partition %d index %d: node %d applied entry of term %d digest %016x, an earlier application was %016x",
 			g, index, n.id, term, d, prev)
@@ -99,6 +100,7 @@ func (c *checker) onStatus(n *simNode, statuses []node.GroupStatus) {
 		k := termKey{group: g, term: s.Term}
 		if prev, seen := c.leaders[k]; !seen {
 			c.leaders[k] = leader
+			c.w.coverage.Inc("event/leader-elected")
 		} else if prev != leader {
 			c.w.fail("partition %d term %d has two leaders: %d and %d (seen by node %d)", g, s.Term, prev, leader, n.id)
 		}

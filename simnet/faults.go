@@ -32,6 +32,15 @@ const (
 // minority plus a crash, and which is outside this fault model).
 const flipMarginBytes = 4 << 10
 
+// faultNames are the coverage names of the fault kinds (drawn and applied
+// when an eligible node exists).
+var faultNames = [...]string{
+	faultCrash: "fault/crash", faultPartitionSym: "fault/partition-sym", faultPartitionAsym: "fault/partition-asym",
+	faultIsolateLeader: "fault/isolate-leader", faultBitFlip: "fault/bit-flip", faultFailRead: "fault/fail-read",
+	faultFailSync: "fault/fail-sync", faultPowerCut: "fault/power-cut", faultWipe: "fault/wipe",
+	faultClockJump: "fault/clock-jump", faultCrashLeader: "fault/crash-leader",
+}
+
 // healAction is a network fault to undo: the directed links it cut.
 type healAction struct {
 	links [][2]int
@@ -111,6 +120,7 @@ func (p *planner) act() {
 		x -= wk.weight
 	}
 	p.w.traceNote(kindFault, -1, uint64(kind), 0)
+	p.w.coverage.Inc(faultNames[kind])
 	switch kind {
 	case faultCrash:
 		p.crash()

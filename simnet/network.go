@@ -24,6 +24,7 @@ type network struct {
 	dropRate      float64 // probability a message is lost
 	dupRate       float64 // probability a node frame is delivered twice
 	cut           [][]int // cut[from][to] > 0: from's frames to to are lost
+	drops, dups   int64   // messages lost and frames duplicated, for coverage
 }
 
 // newNetwork draws the base latencies of every link from rng.
@@ -69,10 +70,22 @@ func (n *network) jitterDraw() time.Duration {
 }
 
 // lost draws whether one message is dropped.
-func (n *network) lost() bool { return chance(n.rng, n.dropRate) }
+func (n *network) lost() bool {
+	if chance(n.rng, n.dropRate) {
+		n.drops++
+		return true
+	}
+	return false
+}
 
 // duplicated draws whether one node frame is delivered twice.
-func (n *network) duplicated() bool { return chance(n.rng, n.dupRate) }
+func (n *network) duplicated() bool {
+	if chance(n.rng, n.dupRate) {
+		n.dups++
+		return true
+	}
+	return false
+}
 
 // isCut reports whether frames from node from to node to are lost.
 func (n *network) isCut(from, to int) bool { return n.cut[from][to] > 0 }

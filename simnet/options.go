@@ -109,7 +109,19 @@ type Options struct {
 	// EventsMax bounds the events of a run: an event storm (a message
 	// loop between nodes) fails the seed instead of running forever.
 	EventsMax int64
+	// AuditOneIn samples the durability audit (audit.go): one in this many
+	// durable states of a log has its promises checked; 1 checks every
+	// promise, 0 turns the audit off.
+	AuditOneIn int
+	// DigestChecks compares each replica's whole engine state with the
+	// reference replay (digests.go); off, replicas are compared by
+	// high-water mark only.
+	DigestChecks bool
 }
+
+// DefaultAuditOneIn is Standard's AuditOneIn: sampled to keep the run
+// within its CPU budget (see audit.go for the figures).
+const DefaultAuditOneIn = 6
 
 // Standard returns the standard scenario for seed before the fault mix is
 // drawn: 3 nodes, 8 partitions, RF=3, about 2,000 client operations.
@@ -126,6 +138,8 @@ func Standard(seed uint64, profile Profile) Options {
 		LivenessBound: 10 * time.Second,
 		TimeLimit:     60 * time.Second,
 		EventsMax:     200_000,
+		AuditOneIn:    DefaultAuditOneIn,
+		DigestChecks:  true,
 	}
 }
 

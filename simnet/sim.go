@@ -24,12 +24,14 @@ const PorcupineTimeout = 30 * time.Second
 
 // Result is the outcome of one seed.
 type Result struct {
-	Options  Options
-	Ops      int           // operations recorded in the history
-	Events   int64         // events processed
-	Hash     uint64        // trace hash: equal for equal runs
-	Virtual  time.Duration // virtual time the run lasted
-	Stats    Stats
+	Options Options
+	Ops     int           // operations recorded in the history
+	Events  int64         // events processed
+	Hash    uint64        // trace hash: equal for equal runs
+	Virtual time.Duration // virtual time the run lasted
+	Stats   Stats
+	// Coverage counts the faults fired and rare events seen.
+	Coverage *Coverage
 	Failures []string
 }
 
@@ -61,6 +63,7 @@ func Run(o Options, vizDir string) (res Result) {
 
 // result summarises the run so far.
 func (w *world) result() Result {
+	w.durability.report()
 	return Result{
 		Options:  w.opts,
 		Ops:      w.hist.h.Len(),
@@ -68,6 +71,7 @@ func (w *world) result() Result {
 		Hash:     w.trace.sum,
 		Virtual:  w.now(),
 		Stats:    w.stats,
+		Coverage: w.coverage,
 		Failures: append([]string(nil), w.failures...),
 	}
 }

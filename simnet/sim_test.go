@@ -17,11 +17,13 @@ var (
 	flagSeeds     = flag.Int("sim.seeds", 200, "number of seeds to run")
 	flagSeedStart = flag.Uint64("sim.seed-start", 1, "first seed")
 	flagProfile   = flag.String("sim.profile", "mixed", "fault profile: safety, liveness or mixed")
-	flagBug       = flag.String("sim.bug", "", "planted bug to enable (builds with -tags simbugs): AckBeforeCommit, SkipFsync, FetchBeyondHighMark, ReapplyAfterRestart, LocalRead")
+	flagBug       = flag.String("sim.bug", "", "planted bug to enable (builds with -tags simbugs): AckBeforeCommit, SkipFsync, FetchBeyondHighMark, ReapplyAfterRestart, LocalRead, RestoreForgetsProducers, CheckpointForgetsProducers")
 	flagOut       = flag.String("sim.out", "", "directory for Porcupine visualizations of failing seeds")
 	flagVerbose   = flag.Bool("sim.v", false, "print every seed's options and figures")
 	flagNodes     = flag.Int("sim.nodes", 3, "nodes in the cluster (3 to 5)")
 	flagParts     = flag.Int("sim.partitions", 8, "partitions of the topic (RF=3)")
+	flagAudit     = flag.Int("sim.audit", DefaultAuditOneIn, "durability audit: check one in N durable log states (1: all, 0: off)")
+	flagDigests   = flag.Bool("sim.digests", true, "compare replicas' whole engine state by digest")
 	flagWipeJoin  = flag.Bool("sim.wipe-rejoin", false, "let a node whose disk was wiped restart empty (unsafe today: see TestSimWipedNodeRejoiningLosesCommittedEntries)")
 )
 
@@ -38,6 +40,7 @@ func seedOptions(t *testing.T, seed uint64, profile, bug string) Options {
 	}
 	base := Standard(seed, p)
 	base.Nodes, base.Partitions = *flagNodes, *flagParts
+	base.AuditOneIn, base.DigestChecks = *flagAudit, *flagDigests
 	o := Choose(base)
 	o.Bug = bugName
 	o.Faults.WipeRejoin = *flagWipeJoin
@@ -88,8 +91,9 @@ func TestSim(t *testing.T) {
 		seeds = 20
 	}
 	combined := newTraceHash()
+	coverage := newRunCoverage()
 	failed, ops, events, produced := 0, int64(0), int64(0), 0
-	var coverage Stats
+	var stats Stats
 	start, cpuStart := time.Now(), cpuTime()
 	for i := 0; i < seeds; i++ {
 		o := seedOptions(t, *flagSeedStart+uint64(i), *flagProfile, *flagBug)
@@ -98,7 +102,8 @@ func TestSim(t *testing.T) {
 		ops += int64(res.Ops)
 		events += res.Events
 		produced += res.Stats.ProducesOK
-		coverage.add(res.Stats)
+		coverage.Merge(res.Coverage)
+		stats.add(res.Stats)
 		if *flagVerbose {
 			fmt.Printf("sim: %s\n  ops=%d events=%d virtual=%v hash=%016x %s\n", res.Options, res.Ops, res.Events,
 				res.Virtual, res.Hash, res.Stats)
@@ -110,14 +115,18 @@ func TestSim(t *testing.T) {
 		}
 	}
 	if *flagVerbose {
-		fmt.Printf("sim: coverage %s\n", coverage)
+		fmt.Printf("sim: coverage %s\n", stats)
 		wall, cpu := time.Since(start), cpuTime()-cpuStart
 		fmt.Printf("sim: wall=%v cpu=%v: %.0f seeds per CPU-minute, %.0f per wall minute\n",
 			wall.Round(time.Millisecond), cpu.Round(time.Millisecond), float64(seeds)/cpu.Minutes(), float64(seeds)/wall.Minutes())
 	}
+	fmt.Printf("sim: coverage (faults fired, events seen, checks made over %d seeds):\n%s", seeds, coverage.Table("sim:   "))
 	fmt.Printf("sim: seeds=%d failed=%d ops=%d events=%d hash=%016x\n", seeds, failed, ops, events, combined.sum)
 	if failed > 0 {
 		t.Fail()
+	}
+	if seeds >= coverageSample && *flagBug == "" && *flagProfile == "mixed" {
+		requireCoverage(t, coverage, expectedCoverage(*flagAudit > 0, *flagDigests))
 	}
 	if produced == 0 {
 		t.Error("no record was acknowledged in any seed: the workload never ran")
@@ -182,6 +191,37 @@ func TestSimInjectsEveryFault(t *testing.T) {
 			t.Errorf("no %s in seeds 1-20", name)
 		}
 	}
+}
+
+// expectedCoverage is CoverageExpected without the names of the checks
+// turned off.
+func expectedCoverage(audit, digests bool) []string {
+	var names []string
+	for _, name := range CoverageExpected {
+		if (!audit && strings.HasPrefix(name, "audit/")) || (!digests && strings.HasPrefix(name, "digest/")) {
+			continue
+		}
+		names = append(names, name)
+	}
+	return names
+}
+
+// coverageSample is the CI sample's size: TestSimCoverage runs it, and
+// TestSim checks coverage whenever it runs at least this many seeds.
+const coverageSample = 15
+
+// Every fault kind fires and every rare event the checks rely on happens
+// within the CI sample (seeds 1-15): a sample that never truncates a log
+// or restores a checkpoint would pass without testing those paths.
+func TestSimCoverage(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	total := NewCoverage()
+	for seed := uint64(1); seed <= coverageSample; seed++ {
+		res := runSeed(t, seedOptions(t, seed, "mixed", ""), "")
+		total.Merge(res.Coverage)
+	}
+	t.Logf("seeds 1-%d:\n%s", coverageSample, total.Table("  "))
+	requireCoverage(t, total, CoverageExpected)
 }
 
 // A node that comes back with an empty disk under its old id breaks raft:

@@ -137,7 +137,13 @@ func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *w
 	}
 	inc := n.incarnation
 	w.guardCall(n, func() {
-		n.core.Handle(req, func(resp *strandpb.Response) { ww.reply(n, inc, c, resp, call) })
+		n.core.Handle(req, func(resp *strandpb.Response) {
+			if n.up && n.incarnation == inc {
+				w.durability.onProduceAnswer(n, req.GetProduce(), resp.GetProduce())
+				w.coverAnswer(resp)
+			}
+			ww.reply(n, inc, c, resp, call)
+		})
 	})
 	w.process(n)
 }
@@ -193,6 +199,21 @@ func errCode(err error) strandpb.ErrorCode {
 
 // asWireError reports whether err is a *clientlib.Error, setting *e.
 func asWireError(err error, e **clientlib.Error) bool { return errors.As(err, e) }
+
+// coverAnswer counts the rare answers a node gives in the run's coverage.
+func (w *world) coverAnswer(resp *strandpb.Response) {
+	if resp.GetError().GetCode() != strandpb.ErrorCode_ERROR_CODE_NONE {
+		return
+	}
+	if resp.GetListOffsets() != nil {
+		w.coverage.Inc("event/list-offsets")
+	}
+	for _, p := range resp.GetProduce().GetPartitions() {
+		if p.GetDuplicate() {
+			w.coverage.Inc("event/produce-duplicate")
+		}
+	}
+}
 
 // cutOff reports whether n believes it leads partition p while its links
 // reach no majority: a read it serves now is from a deposed leader that

@@ -92,6 +92,9 @@ type world struct {
 	failureCount int
 	stats        Stats
 	wire         *wireWorkload // the clients and their transport (wire.go)
+	durability   *durability   // the durability audit (audit.go)
+	digests      *digests      // whole-state comparison of replicas (digests.go)
+	coverage     *Coverage     // faults fired and rare events seen (coverage.go)
 }
 
 // Stats counts what happened in a run, for the verbose report.
@@ -182,6 +185,9 @@ func newWorld(o Options) *world {
 		n.endpoint = &Endpoint{w: w, index: i}
 		w.nodes = append(w.nodes, n)
 	}
+	w.coverage = newRunCoverage()
+	w.durability = newDurability(w)
+	w.digests = newDigests(w)
 	w.work = newWorkload(w)
 	w.wire = newWireWorkload(w)
 	w.planner = newPlanner(w)
@@ -223,7 +229,9 @@ func (w *world) startNode(n *simNode) {
 	}
 	w.wire.configure(&cfg)
 	plantBug(&cfg, w.opts.Bug)
+	truncates := n.disk.Truncates("log")
 	c, err := w.callOpen(n, cfg)
+	w.coverage.Add("event/recovery-truncate", int64(n.disk.Truncates("log")-truncates))
 	if err != nil {
 		w.traceNote(kindNodeOpen, n.index, uint64(inc), hashString(err.Error()))
 		w.stats.OpenFailures++
@@ -242,6 +250,7 @@ func (w *world) startNode(n *simNode) {
 	w.traceNote(kindNodeOpen, n.index, uint64(inc), 0)
 	if inc > 1 {
 		w.stats.Restarts++
+		w.coverage.Add("event/checkpoint-restore", int64(checkpointedGroups(n)))
 	}
 	n.core = c
 	n.up = true
@@ -343,6 +352,8 @@ func (w *world) process(n *simNode) {
 		return
 	}
 	var err error
+	truncates := n.disk.Truncates("log")
+	defer func() { w.coverage.Add("event/log-truncate", int64(n.disk.Truncates("log")-truncates)) }()
 	if w.guard(n, func() { err = n.core.Process() }) {
 		err = errors.New("panic under disk fault")
 	}
@@ -351,12 +362,14 @@ func (w *world) process(n *simNode) {
 		w.failStop(n, err)
 		return
 	}
+	w.digests.afterProcess(n)
 	w.checker.onStatus(n, n.core.Status())
 }
 
 // sendFrame is Endpoint.Send: it schedules the frame's delivery, perhaps
 // twice, unless the link drops it.
 func (w *world) sendFrame(from int, to node.NodeID, frame []byte) {
+	w.durability.onSend(from, frame)
 	ti := int(to) - 1
 	if ti < 0 || ti >= len(w.nodes) || ti == from {
 		return

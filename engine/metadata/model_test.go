@@ -265,6 +265,9 @@ func (mc *machine) restart(t *rapid.T) {
 	if !bytes.Equal(s.Snapshot(), snap) {
 		t.Fatal("restored state snapshots differently")
 	}
+	if s.Digest() != mc.a.s.Digest() {
+		t.Fatalf("restored digest %016x, original %016x", s.Digest(), mc.a.s.Digest())
+	}
 	mc.a.s = s
 }
 

@@ -12,9 +12,15 @@ import (
 // id order and topics in name order and the encoding is deterministic, so
 // equal states give byte-identical snapshots.
 func (s *State) Snapshot() []byte {
+	return s.marshal(s.appliedIndex)
+}
+
+// marshal encodes the state as a MetadataSnapshot with appliedIndex as its
+// applied index (Digest hashes it with 0: the state without its position).
+func (s *State) marshal(appliedIndex uint64) []byte {
 	snap := &strandpb.MetadataSnapshot{
 		Version:         snapshotVersion,
-		AppliedIndex:    s.appliedIndex,
+		AppliedIndex:    appliedIndex,
 		MetadataVersion: s.version,
 		NextTopicId:     s.nextTopicID,
 		NextProducerId:  s.nextProducerID,

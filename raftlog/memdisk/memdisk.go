@@ -58,6 +58,13 @@ type Disk struct {
 	failReads    map[string]bool
 	failSync     bool
 	generation   uint64 // bumped by Crash; older handles fail
+	// durableSeq counts changes to what a crash would keep; dirChanged[dir]
+	// is its value at the last such change in dir, crashSeq at the last
+	// Crash (see DurableGeneration).
+	durableSeq uint64
+	dirChanged map[string]uint64
+	crashSeq   uint64
+	truncates  map[string]uint64 // File.Truncate calls per directory base name, for coverage counts
 }
 
 var _ raftlog.Disk = (*Disk)(nil)
@@ -68,6 +75,8 @@ func New() *Disk {
 		names:        map[string]*inode{},
 		durableNames: map[string]*inode{},
 		failReads:    map[string]bool{},
+		dirChanged:   map[string]uint64{},
+		truncates:    map[string]uint64{},
 	}
 }
 
@@ -119,6 +128,7 @@ func (d *Disk) SyncDir(dir string) error {
 		return fmt.Errorf("syncdir %s: %w", dir, ErrInjected)
 	}
 	dir = path.Clean(dir)
+	d.durableChanged(dir)
 	for name := range d.durableNames {
 		if path.Dir(name) == dir {
 			delete(d.durableNames, name)
@@ -141,6 +151,8 @@ func (d *Disk) Crash(rng *rand.Rand) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.generation++
+	d.durableSeq++
+	d.crashSeq = d.durableSeq
 	names := make([]string, 0, len(d.durableNames))
 	for name := range d.durableNames {
 		names = append(names, name)
@@ -215,6 +227,10 @@ func (d *Disk) Clone() *Disk {
 	defer d.mu.Unlock()
 	c := New()
 	c.failSync = d.failSync
+	c.durableSeq, c.crashSeq = d.durableSeq, d.crashSeq
+	for dir, seq := range d.dirChanged {
+		c.dirChanged[dir] = seq
+	}
 	copies := map[*inode]*inode{}
 	clone := func(n *inode) *inode {
 		if cp, ok := copies[n]; ok {
@@ -249,6 +265,7 @@ func (d *Disk) FlipBit(name string, offset int64, bit uint) {
 	if !ok {
 		panic(fmt.Sprintf("memdisk: FlipBit of missing file %s", name))
 	}
+	d.durableChanged(path.Dir(path.Clean(name)))
 	if offset < int64(len(node.durable)) {
 		node.durable[offset] ^= 1 << (bit % 8)
 	}
@@ -390,6 +407,7 @@ func (f *file) Truncate(size int64) error {
 		return errors.New("memdisk: negative size")
 	}
 	o := op{truncate: true, off: size}
+	f.disk.truncates[path.Base(path.Dir(f.name))]++
 	f.node.data = apply(f.node.data, o)
 	f.node.ops = append(f.node.ops, o)
 	return nil
@@ -415,6 +433,7 @@ func (f *file) Sync() error {
 	}
 	f.node.durable = append(f.node.durable[:0], f.node.data...)
 	f.node.ops = nil
+	f.disk.durableChanged(path.Dir(f.name))
 	return nil
 }
 

@@ -1,0 +1,168 @@
+// Package audit checks durability promises against memdisk's crash model:
+// whenever a node promises that something of its raft log is durable (an
+// append response, a vote, a produce acknowledged at acks=1 or all), a
+// checker asks whether a power loss at that very instant would keep it, by
+// recovering the log with raftlog.Open from a projection of the disk that
+// drops every unsynced byte and every name SyncDir did not cover.
+//
+// A Ready-ordering or fsync bug then shows at the first promise it breaks,
+// instead of only in the rare run where a crash lands inside the window.
+//
+// Rejected: checking byte ranges of the live files (raftlog's layout would
+// leak into the checker, and a promise made before anything was written at
+// all would pass); crashing a clone of the whole disk (copies every group's
+// files for a question about one).
+package audit
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/strandlog/strand/raftlog"
+	"github.com/strandlog/strand/raftlog/memdisk"
+)
+
+// ErrBroken is wrapped by every error Check returns: a power loss now would
+// undo the promise (or leave a log that does not open).
+var ErrBroken = errors.New("audit: promise would not survive a power loss now")
+
+// Promise is what a node told a peer or a client about one raft log. The
+// zero value promises nothing.
+type Promise struct {
+	// Index: the log holds every entry up to Index (0: no entry promised).
+	Index uint64
+	// Term: entry Index has this term (0: any term).
+	Term uint64
+	// HardTerm: the hard state's term is at least HardTerm.
+	HardTerm uint64
+	// Vote: the node voted for Vote in HardTerm, so the hard state either
+	// has a greater term or HardTerm with this vote (0: no vote promised).
+	Vote uint64
+}
+
+func (p Promise) String() string {
+	return fmt.Sprintf("index=%d term=%d hard-term=%d vote=%d", p.Index, p.Term, p.HardTerm, p.Vote)
+}
+
+// Auditor checks the promises made about the raft logs of one disk. It
+// recovers a directory's projected log once per durable generation of that
+// directory (memdisk.DurableGeneration) and answers every promise about it
+// from that, so checks between two syncs cost a lookup.
+type Auditor struct {
+	disk  *memdisk.Disk
+	views map[string]*view
+	// Opens counts the recoveries run (cache misses), for cost figures.
+	Opens int
+}
+
+// view is the recovered projection of one directory at one generation.
+type view struct {
+	generation uint64
+	log        *raftlog.Log // nil when Open failed
+	err        error
+	term, vote uint64
+}
+
+// New returns an Auditor of disk.
+func New(disk *memdisk.Disk) *Auditor {
+	return &Auditor{disk: disk, views: map[string]*view{}}
+}
+
+// Check returns nil when a power loss now would keep promise p about the
+// raft log in dir, and otherwise an error wrapping ErrBroken that says
+// what would be lost. The live disk is not disturbed.
+func (a *Auditor) Check(dir string, p Promise) error {
+	v := a.view(dir)
+	if v.err != nil {
+		return fmt.Errorf("%w: %s: promised %v, but the log would not open: %v", ErrBroken, dir, p, v.err)
+	}
+	if p.HardTerm > v.term {
+		return fmt.Errorf("%w: %s: promised %v, but the hard state would have term %d", ErrBroken, dir, p, v.term)
+	}
+	if p.Vote != 0 && p.HardTerm == v.term && v.vote != p.Vote {
+		return fmt.Errorf("%w: %s: promised %v, but the hard state would vote for %d in term %d",
+			ErrBroken, dir, p, v.vote, v.term)
+	}
+	if p.Index == 0 {
+		return nil
+	}
+	last, _ := v.log.LastIndex()
+	if p.Index > last {
+		return fmt.Errorf("%w: %s: promised %v, but the log would end at index %d", ErrBroken, dir, p, last)
+	}
+	term, err := v.log.Term(p.Index)
+	if errors.Is(err, raft.ErrCompacted) {
+		return nil // inside the snapshot: held
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %s: promised %v, but the term would not read: %v", ErrBroken, dir, p, err)
+	}
+	if p.Term != 0 && term != p.Term {
+		return fmt.Errorf("%w: %s: promised %v, but entry %d would have term %d", ErrBroken, dir, p, p.Index, term)
+	}
+	return nil
+}
+
+// view returns the recovered projection of dir, recovering it again when
+// its durable generation moved.
+func (a *Auditor) view(dir string) *view {
+	gen := a.disk.DurableGeneration(dir)
+	if v := a.views[dir]; v != nil && v.generation == gen {
+		return v
+	}
+	if old := a.views[dir]; old != nil && old.log != nil {
+		_ = old.log.Close()
+	}
+	a.Opens++
+	v := &view{generation: gen}
+	v.log, v.err = raftlog.Open(a.disk.ProjectCrash(dir), dir, raftlog.Options{TailCacheBytesMax: -1})
+	if v.err == nil {
+		hs, _, err := v.log.InitialState()
+		if err != nil {
+			v.err = err
+		} else if hs != nil {
+			v.term, v.vote = hs.GetTerm(), hs.GetVote()
+		}
+	}
+	a.views[dir] = v
+	return v
+}
+
+// Find reports whether a power loss now would keep, in the log in dir, an
+// entry for which match returns true, looking back from the last entry
+// over at most limit entries (a produce acknowledged a moment ago sits near
+// the end). It returns the entry's index and term, or an error wrapping
+// ErrBroken when no kept entry matches.
+func (a *Auditor) Find(dir string, limit int, match func(e *raftpb.Entry) bool) (index, term uint64, err error) {
+	v := a.view(dir)
+	if v.err != nil {
+		return 0, 0, fmt.Errorf("%w: %s: the log would not open: %v", ErrBroken, dir, v.err)
+	}
+	first, _ := v.log.FirstIndex()
+	last, _ := v.log.LastIndex()
+	const chunk = 16
+	looked := limit
+	for hi := last + 1; hi > first && limit > 0; {
+		lo, step := first, min(chunk, uint64(limit))
+		if hi-first > step {
+			lo = hi - step
+		}
+		entries, err := v.log.Entries(lo, hi, math.MaxUint64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("%w: %s: entries %d..%d would not read: %v", ErrBroken, dir, lo, hi, err)
+		}
+		for i := len(entries) - 1; i >= 0; i-- {
+			if match(entries[i]) {
+				return entries[i].GetIndex(), entries[i].GetTerm(), nil
+			}
+		}
+		limit -= int(hi - lo)
+		hi = lo
+	}
+	return 0, 0, fmt.Errorf("%w: %s: no matching entry among the last %d kept (log would end at %d)",
+		ErrBroken, dir, looked, last)
+}

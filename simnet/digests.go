@@ -1,0 +1,290 @@
+package simnet
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/node"
+	"github.com/strandlog/strand/proto/strandpb"
+	"github.com/strandlog/strand/raftlog/memdisk"
+)
+
+// Whole-state comparison of replicas. The world keeps one reference engine
+// per group (engine.Partition, or metadata.State for the metadata group)
+// fed with the committed entries in index order, as the first replica to
+// apply each index reports them, and records its Digest at every index.
+// A replica's own engine state becomes visible when it writes a
+// checkpoint (node/checkpoint.go: the engine's Snapshot as of a raft
+// index, synced, then its directory synced): the world restores it and
+// compares its Digest with the reference at that index. A replica whose
+// state drifted from what its applied prefix implies (a restore that
+// forgot the producer table, an index entry, the log start) fails at the
+// first checkpoint after the drift, whatever the high-water mark says.
+//
+// Rejected: a digest in GroupStatus at every applied index (node code is
+// out of this change's reach; the checkpoint is the state the node itself
+// serialises); comparing checkpoints of different replicas with each other
+// (they checkpoint at different indexes).
+
+// reference is one group's reference replay.
+type reference struct {
+	part    *engine.Partition
+	meta    *metadata.State
+	applied uint64
+	digests map[uint64]uint64 // by raft index
+}
+
+// digests is one run's whole-state comparison.
+type digests struct {
+	w    *world
+	refs []*reference // by group index
+	// seen is each node's DurableSeq at its last look; checked its newest
+	// checkpoint name per directory.
+	seen     []uint64
+	disks    []*memdisk.Disk // the disk seen[i] counts on
+	checked  []map[string]string
+	compared int64
+}
+
+func newDigests(w *world) *digests {
+	d := &digests{w: w, seen: make([]uint64, len(w.nodes)), checked: make([]map[string]string, len(w.nodes))}
+	for range w.opts.Partitions {
+		d.refs = append(d.refs, &reference{part: engine.NewPartition(), digests: map[uint64]uint64{}})
+	}
+	d.refs = append(d.refs, &reference{meta: metadata.New(), digests: map[uint64]uint64{}})
+	for i, n := range w.nodes {
+		d.checked[i] = map[string]string{}
+		d.disks = append(d.disks, n.disk)
+	}
+	return d
+}
+
+// onApply feeds the reference of group g with entry index, once.
+func (d *digests) onApply(g int, index uint64, data []byte) {
+	if !d.w.opts.DigestChecks {
+		return
+	}
+	r := d.refs[g]
+	if index != r.applied+1 {
+		return // replayed by another replica or incarnation: checked by entry digest
+	}
+	r.applied = index
+	if r.meta != nil {
+		if len(data) == 0 {
+			r.meta.ApplyEmpty(index)
+		} else {
+			r.meta.Apply(index, data)
+		}
+		r.digests[index] = r.meta.Digest()
+		return
+	}
+	if len(data) == 0 {
+		r.part.ApplyEmpty(index)
+	} else {
+		r.part.Apply(index, data)
+	}
+	r.digests[index] = r.part.Digest()
+}
+
+// afterProcess compares the checkpoints n wrote since the last look.
+// New checkpoints are counted (coverage) even with the comparison off.
+func (d *digests) afterProcess(n *simNode) {
+	if n.hasFaults() || n.flipped {
+		return
+	}
+	if d.disks[n.index] != n.disk { // wiped: a new disk, nothing seen of it
+		d.disks[n.index], d.seen[n.index] = n.disk, 0
+		clear(d.checked[n.index])
+	}
+	seq := n.disk.DurableSeq()
+	if seq == d.seen[n.index] {
+		return
+	}
+	since := d.seen[n.index]
+	d.seen[n.index] = seq
+	for _, dir := range n.disk.ChangedDirs(since) {
+		if strings.HasSuffix(dir, "/checkpoint") {
+			d.compare(n, dir)
+		}
+	}
+}
+
+// compare restores n's newest checkpoint in dir and compares its digest
+// with the reference's at the checkpoint's index.
+func (d *digests) compare(n *simNode, dir string) {
+	names, err := n.disk.List(dir)
+	if err != nil || len(names) == 0 || d.checked[n.index][dir] == names[len(names)-1] {
+		return
+	}
+	name := names[len(names)-1]
+	d.checked[n.index][dir] = name
+	d.w.coverage.Inc("event/checkpoint")
+	if !d.w.opts.DigestChecks {
+		return
+	}
+	data, ok := n.disk.ReadFile(dir + "/" + name)
+	if !ok {
+		return
+	}
+	index, state, indexed, ok := parseCheckpoint(data)
+	if !ok {
+		d.w.fail("digest: node %d checkpoint %s/%s does not parse", n.id, dir, name)
+		return
+	}
+	g, ok := d.groupOfDir(dir)
+	if !ok {
+		return // a topic the scenario does not know
+	}
+	want, ok := d.refs[g].digests[index]
+	if !ok {
+		return // beyond the reference (cannot be: the node applied it) or before a re-creation
+	}
+	var got uint64
+	if d.refs[g].meta != nil {
+		s, err := metadata.Restore(state)
+		if err != nil {
+			d.w.fail("digest: node %d metadata checkpoint at %d does not restore: %v", n.id, index, err)
+			return
+		}
+		got = s.Digest()
+	} else {
+		var p *engine.Partition
+		var err error
+		if indexed {
+			p, err = restoreIndexed(n, dir, state)
+		} else {
+			p, err = engine.RestorePartition(state)
+		}
+		if err != nil {
+			d.w.fail("digest: node %d checkpoint %s at %d does not restore: %v", n.id, dir, index, err)
+			return
+		}
+		got = p.Digest()
+	}
+	d.compared++
+	d.w.coverage.Inc("digest/compared")
+	if got != want {
+		d.w.fail("digest: node %d's state of group %d at index %d has digest %016x, the committed entries give %016x (%s/%s)",
+			n.id, g, index, got, want, dir, name)
+	}
+}
+
+// groupOfDir maps a checkpoint directory (meta/checkpoint, or
+// p/<topic>@<id>/<partition>/checkpoint) to its group index.
+func (d *digests) groupOfDir(dir string) (int, bool) {
+	if dir == "meta/checkpoint" {
+		return len(d.refs) - 1, true
+	}
+	parts := strings.Split(dir, "/")
+	if len(parts) != 4 || parts[0] != "p" {
+		return 0, false
+	}
+	topic, _, _ := strings.Cut(parts[1], "@")
+	p := 0
+	for _, c := range parts[2] {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		p = p*10 + int(c-'0')
+	}
+	g, ok := d.w.groupOf[node.TopicPartition{Topic: topic, Partition: int32(p)}]
+	return g, ok
+}
+
+// parseCheckpoint reads node/checkpoint.go's header layout: magic u32
+// ("SCK1" or "SCK2"), crc u32, raft index u64, conf state (u32 length,
+// bytes), for SCK2 the index ordinals (two u64, also inside the state),
+// engine state (u64 length, bytes), little-endian.
+func parseCheckpoint(b []byte) (index uint64, state []byte, indexed, ok bool) {
+	if len(b) < 20 {
+		return 0, nil, false, false
+	}
+	switch binary.LittleEndian.Uint32(b) {
+	case checkpointMagicV1:
+	case checkpointMagicV2:
+		indexed = true
+	default:
+		return 0, nil, false, false
+	}
+	index = binary.LittleEndian.Uint64(b[8:])
+	conf := uint64(binary.LittleEndian.Uint32(b[16:]))
+	rest := b[20:]
+	skip := conf
+	if indexed {
+		skip += 16
+	}
+	if uint64(len(rest)) < skip+8 {
+		return 0, nil, false, false
+	}
+	rest = rest[skip:]
+	n := binary.LittleEndian.Uint64(rest)
+	rest = rest[8:]
+	if uint64(len(rest)) != n {
+		return 0, nil, false, false
+	}
+	return index, rest, indexed, true
+}
+
+// Checkpoint magics and the index chunk record size of node/checkpoint.go.
+const (
+	checkpointMagicV1 = 0x314b4353 // "SCK1": engine Snapshot inline
+	checkpointMagicV2 = 0x324b4353 // "SCK2": StateSnapshot, index in chunks
+	indexRecordBytes  = 40
+)
+
+// restoreIndexed rebuilds an SCK2 checkpoint's partition: the state names
+// the index ordinals [start, end), whose records sit in the chunk files of
+// dir/index, each named by its first ordinal (base_offset i64,
+// record_count i32, raft_index u64, append_time_ms i64, max_timestamp_ms
+// i64, crc u32).
+func restoreIndexed(n *simNode, dir string, state []byte) (*engine.Partition, error) {
+	var snap strandpb.PartitionSnapshot
+	if err := proto.Unmarshal(state, &snap); err != nil {
+		return nil, err
+	}
+	start, end := snap.GetIndexStart(), snap.GetIndexEnd()
+	names, err := n.disk.List(dir + "/index")
+	if err != nil {
+		return nil, err
+	}
+	firsts := make([]int64, 0, len(names))
+	for _, name := range names {
+		if f, err := strconv.ParseInt(name, 10, 64); err == nil {
+			firsts = append(firsts, f)
+		}
+	}
+	index := make([]engine.BatchLocation, 0, end-start)
+	chunks := map[int64][]byte{}
+	for ord := start; ord < end; ord++ {
+		k := sort.Search(len(firsts), func(i int) bool { return firsts[i] > ord }) - 1
+		if k < 0 {
+			return nil, fmt.Errorf("no index chunk holds ordinal %d", ord)
+		}
+		first := firsts[k]
+		chunk, ok := chunks[first]
+		if !ok {
+			chunk, _ = n.disk.ReadFile(fmt.Sprintf("%s/index/%020d", dir, first))
+			chunks[first] = chunk
+		}
+		off := (ord - first) * indexRecordBytes
+		if off+indexRecordBytes > int64(len(chunk)) {
+			return nil, fmt.Errorf("index chunk %d ends before ordinal %d", first, ord)
+		}
+		r := chunk[off:]
+		index = append(index, engine.BatchLocation{
+			BaseOffset:     int64(binary.LittleEndian.Uint64(r[0:])),
+			RecordCount:    int32(binary.LittleEndian.Uint32(r[8:])),
+			RaftIndex:      binary.LittleEndian.Uint64(r[12:]),
+			AppendTimeMs:   int64(binary.LittleEndian.Uint64(r[20:])),
+			MaxTimestampMs: int64(binary.LittleEndian.Uint64(r[28:])),
+		})
+	}
+	return engine.RestorePartitionIndexed(state, index)
+}
