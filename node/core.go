@@ -203,6 +203,11 @@ type GroupStatus struct {
 	AppliedIndex   uint64
 	HighWatermark  int64
 	LogStartOffset int64
+	// Digest hashes the replica's whole engine state as of AppliedIndex
+	// (engine.Partition.Digest, metadata.State.Digest): replicas at the
+	// same applied index must report the same digest, so the simulator
+	// compares them at every index.
+	Digest uint64
 }
 
 // ApplyObserver, when set in Config, sees every entry a replica applies, in

@@ -363,7 +363,11 @@ func (w *world) process(n *simNode) {
 		return
 	}
 	w.digests.afterProcess(n)
-	w.checker.onStatus(n, n.core.Status())
+	statuses := n.core.Status()
+	if st, ok := n.core.MetadataStatus(); ok {
+		statuses = append(statuses, st)
+	}
+	w.checker.onStatus(n, statuses)
 }
 
 // sendFrame is Endpoint.Send: it schedules the frame's delivery, perhaps
