@@ -2,6 +2,8 @@
 
 package node
 
+import "github.com/strandlog/strand/raftlog"
+
 // Production builds carry no planted bug: the switches below are empty
 // types and constant-false hooks the compiler removes. The simulator's
 // bug-planting build (-tags simbugs, bugs_simbugs.go) gives them content,
@@ -22,6 +24,7 @@ type groupBugs struct{}
 //lint:ignore U1000 the field's content exists only with -tags simbugs
 type produceBugs struct{}
 
+func (c *Core) bugLogOptions(*raftlog.Options)                           {}
 func (c *Core) bugSkipFsync() bool                                       { return false }
 func (c *Core) bugLocalRead() bool                                       { return false }
 func (c *Core) bugAckEarly(*group, *produceWait, func(ProduceResult))    {}

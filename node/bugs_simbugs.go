@@ -11,6 +11,7 @@ import (
 
 	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/proto/strandpb"
+	"github.com/strandlog/strand/raftlog"
 )
 
 // Bugs plants known bugs so the simulator can prove its checkers catch
@@ -28,6 +29,14 @@ type Bugs struct {
 	// CheckpointForgetsProducers writes partition checkpoints without the
 	// idempotent-producer table.
 	CheckpointForgetsProducers bool
+	// RecoverTrustsPageCache plants raftlog's RecoverTrustsPageCache in
+	// every raft log the node opens.
+	RecoverTrustsPageCache bool
+}
+
+// bugLogOptions plants the raftlog bugs of cfg.Bugs in a log's options.
+func (c *Core) bugLogOptions(o *raftlog.Options) {
+	o.Bugs.RecoverTrustsPageCache = c.cfg.Bugs.RecoverTrustsPageCache
 }
 
 // plantedBugs is embedded in Config: cfg.Bugs selects the planted bugs.

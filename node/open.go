@@ -150,7 +150,9 @@ func (c *Core) openGroup(spec PartitionSpec, dir string, topicID uint64) (*group
 // RawNode, bootstrapping an empty log over g.replicas.
 func (c *Core) openRaft(g *group) error {
 	replicas := g.replicas
-	log, err := raftlog.Open(c.cfg.Disk, g.dir+"/log", raftlog.Options{SegmentBytesMax: c.cfg.SegmentBytesMax})
+	opts := raftlog.Options{SegmentBytesMax: c.cfg.SegmentBytesMax, TailCacheBytesMax: c.cfg.LogTailCacheBytesMax}
+	c.bugLogOptions(&opts)
+	log, err := raftlog.Open(c.cfg.Disk, g.dir+"/log", opts)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,7 @@ import (
 
 // BugNames lists the planted bugs ParseBug knows (node.Bugs' fields).
 var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "ReapplyAfterRestart", "LocalRead",
-	"RestoreForgetsProducers", "CheckpointForgetsProducers"}
+	"RestoreForgetsProducers", "CheckpointForgetsProducers", "RecoverTrustsPageCache"}
 
 // ParseBug checks a planted bug's name; "" plants none.
 func ParseBug(name string) (string, error) {
@@ -38,5 +38,7 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.CheckpointForgetsProducers = true
 	case "LocalRead":
 		cfg.Bugs.LocalRead = true
+	case "RecoverTrustsPageCache":
+		cfg.Bugs.RecoverTrustsPageCache = true
 	}
 }

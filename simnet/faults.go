@@ -23,6 +23,9 @@ const (
 	faultWipe
 	faultClockJump
 	faultCrashLeader
+	faultKill
+	faultCutRound
+	faultCutRecovery
 )
 
 // flipMarginBytes keeps bit flips this far before the end of a file, so
@@ -38,7 +41,8 @@ var faultNames = [...]string{
 	faultCrash: "fault/crash", faultPartitionSym: "fault/partition-sym", faultPartitionAsym: "fault/partition-asym",
 	faultIsolateLeader: "fault/isolate-leader", faultBitFlip: "fault/bit-flip", faultFailRead: "fault/fail-read",
 	faultFailSync: "fault/fail-sync", faultPowerCut: "fault/power-cut", faultWipe: "fault/wipe",
-	faultClockJump: "fault/clock-jump", faultCrashLeader: "fault/crash-leader",
+	faultClockJump: "fault/clock-jump", faultCrashLeader: "fault/crash-leader", faultKill: "fault/kill",
+	faultCutRound: "fault/cut-round", faultCutRecovery: "fault/cut-recovery",
 }
 
 // healAction is a network fault to undo: the directed links it cut.
@@ -86,11 +90,15 @@ func newPlanner(w *world) *planner {
 	}
 	add(faultClockJump, f.ClockJump)
 	add(faultCrashLeader, f.CrashLeader)
+	add(faultKill, f.Kill)
+	add(faultCutRound, f.PowerCutRound)
+	add(faultCutRecovery, f.PowerCutRecovery)
 	return p
 }
 
-// start schedules the first fault.
+// start schedules the first fault and the rolling restart.
 func (p *planner) start() {
+	p.scheduleRolling()
 	if p.total == 0 || p.w.opts.Faults.Interval <= 0 {
 		return
 	}
@@ -144,6 +152,12 @@ func (p *planner) act() {
 		p.clockJump()
 	case faultCrashLeader:
 		p.crashLeader()
+	case faultKill:
+		p.kill()
+	case faultCutRound:
+		p.cutRound()
+	case faultCutRecovery:
+		p.cutRecovery()
 	}
 	p.scheduleNext()
 }
@@ -516,4 +530,89 @@ func (p *planner) crashLeader() {
 		w.crashNode(w.nodes[i], "crash leader")
 		w.scheduleRestart(w.nodes[i])
 	}
+}
+
+// kill kills a live node's process (its page cache survives: the disk
+// keeps what was written but not synced), half the time the leader of a
+// random group, and schedules its restart.
+func (p *planner) kill() {
+	w := p.w
+	n := p.liveNode()
+	if w.rngFault.IntN(2) == 0 {
+		if i := w.leaderOf(w.rngFault.IntN(w.opts.Partitions + 1)); i >= 0 {
+			n = w.nodes[i]
+		}
+	}
+	if n == nil {
+		return
+	}
+	w.killNode(n, "kill")
+	w.scheduleRestart(n)
+}
+
+// cutRound arms a live node's disk to stop at one of its next 16 disk
+// writes, wherever they fall: between the entry writes, hard states and
+// syncs of one Ready, inside a checkpoint, a roll or a removal. The node
+// fail-stops out of its round. Half the time the power is cut (the disk
+// keeps only what was synced); else the process is killed there (the disk
+// keeps every write, synced or not: unsynced entries of the interrupted
+// round survive into recovery, which only a kill inside a round leaves).
+func (p *planner) cutRound() {
+	n := p.liveNode()
+	if n == nil || n.cut.armed != 0 {
+		return
+	}
+	after := p.w.rngFault.IntN(16)
+	n.cut.armNow(cutRound, after)
+	n.cut.kill = p.w.rngFault.IntN(2) == 0
+	p.w.traceNote(kindFault, n.index, uint64(faultCutRound), uint64(after))
+}
+
+// cutRecovery crashes a live node by a power loss and arms its disk to lose
+// power again at one of the first 24 disk writes of its recovery (the
+// torn-tail truncation, a checkpoint rewrite, the first hard state), so
+// recovery itself is interrupted and the next one must cope with what it
+// left.
+func (p *planner) cutRecovery() {
+	n := p.liveNode()
+	if n == nil {
+		return
+	}
+	w := p.w
+	w.crashNode(n, "power loss before a cut recovery")
+	n.recoveryCut = 1 + w.rngFault.IntN(24)
+	w.traceNote(kindFault, n.index, uint64(faultCutRecovery), uint64(n.recoveryCut))
+	w.scheduleRestart(n)
+}
+
+// rollingRestartGap separates the kills of a rolling restart.
+const rollingRestartGap = 250 * time.Millisecond
+
+// scheduleRolling schedules the seed's rolling restart, if it has one:
+// from Faults.RollingRestartAt on, every node in turn is killed as an
+// upgrade would kill it, one rollingRestartGap after the other.
+func (p *planner) scheduleRolling() {
+	at := p.w.opts.Faults.RollingRestartAt
+	if at <= 0 {
+		return
+	}
+	for i, n := range p.w.nodes {
+		p.w.sched.schedule(at+time.Duration(i)*rollingRestartGap, &event{kind: evCall, node: -1,
+			call: func() { p.rollingKill(n) }})
+	}
+}
+
+// rollingKill arms n to be killed at one of its next 16 disk writes: a
+// SIGKILL lands inside a round of a busy process, so the unsynced writes
+// of that round survive in the page cache into recovery. The restart
+// follows (failStop). Nothing is armed once a liveness run has healed.
+func (p *planner) rollingKill(n *simNode) {
+	if p.w.work.healed || !n.up || n.cut.armed != 0 {
+		return
+	}
+	p.w.coverage.Inc("fault/rolling-kill")
+	after := p.w.rngFault.IntN(16)
+	n.cut.armNow(cutRound, after)
+	n.cut.kill = true
+	p.w.traceNote(kindFault, n.index, uint64(faultCutRound), uint64(after))
 }

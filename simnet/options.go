@@ -59,15 +59,29 @@ type Faults struct {
 	// node forgets its votes and the entries it acknowledged; see
 	// TestSimWipedNodeRejoiningLosesCommittedEntries), so a wiped node
 	// stays down, as a replaced machine would until it can rejoin.
-	WipeRejoin      bool
-	ClockJump       int           // a node's Realtime jumps by up to an hour, either way
-	CrashLeader     int           // crash a group's leader, or a node while a group elects
-	RestartMin      time.Duration // a crashed node restarts after [min, max]
-	RestartMax      time.Duration
-	NetFaultMin     time.Duration // a network fault lasts [min, max]
-	NetFaultMax     time.Duration
-	ClockSkewMax    time.Duration // each node's Realtime is off by up to this
-	DamagedNodesMax int           // nodes allowed disk faults (each a minority of every group)
+	WipeRejoin  bool
+	ClockJump   int // a node's Realtime jumps by up to an hour, either way
+	CrashLeader int // crash a group's leader, or a node while a group elects
+	// Kill kills a node's process: unlike Crash (a power loss, which drops
+	// unsynced data) the page cache survives and the disk keeps every
+	// write. PowerCutRound cuts the power at a drawn disk write of a
+	// node's next rounds (between the writes of one Ready);
+	// PowerCutRecovery crashes a node and cuts the power again during its
+	// recovery.
+	Kill             int
+	PowerCutRound    int
+	PowerCutRecovery int
+	// RollingRestartAt, when > 0, starts a rolling restart at this virtual
+	// time: each node in turn is killed inside a round and restarts, as
+	// in an upgrade (every run restarts, restores checkpoints and
+	// recovers a page cache's unsynced writes, not only the faulty ones).
+	RollingRestartAt time.Duration
+	RestartMin       time.Duration // a crashed node restarts after [min, max]
+	RestartMax       time.Duration
+	NetFaultMin      time.Duration // a network fault lasts [min, max]
+	NetFaultMax      time.Duration
+	ClockSkewMax     time.Duration // each node's Realtime is off by up to this
+	DamagedNodesMax  int           // nodes allowed disk faults (each a minority of every group)
 }
 
 // Options is one run: the scenario, the workload and the fault mix.
@@ -176,6 +190,10 @@ func Choose(o Options) Options {
 	// node stays down), so it is drawn into half the seeds only, with low weights:
 	// the others keep their budget for bit flips and failed reads.
 	f.Wipe = int(pick(r, 0, 0, 1, 2))
+	f.Kill, f.PowerCutRound, f.PowerCutRecovery = w(), w(), w()
+	if r.IntN(4) != 0 {
+		f.RollingRestartAt = time.Duration(between(r, 100, 600)) * time.Millisecond
+	}
 	return o
 }
 
@@ -194,6 +212,8 @@ func (o Options) String() string {
 	fmt.Fprintf(&b, " faults{every=%v crash=%d sym=%d asym=%d isolate=%d flip=%d failread=%d failsync=%d",
 		f.Interval, f.Crash, f.PartitionSym, f.PartitionAsym, f.IsolateLeader, f.BitFlip, f.FailRead, f.FailSync)
 	fmt.Fprintf(&b, " powercut=%d wipe=%d clockjump=%d crashleader=%d", f.PowerCut, f.Wipe, f.ClockJump, f.CrashLeader)
+	fmt.Fprintf(&b, " kill=%d cutround=%d cutrecovery=%d rolling=%v", f.Kill, f.PowerCutRound, f.PowerCutRecovery,
+		f.RollingRestartAt)
 	if f.WipeRejoin {
 		b.WriteString(" wiperejoin")
 	}

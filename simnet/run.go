@@ -12,6 +12,7 @@ const (
 	kindNodeError uint64 = 102
 	kindNodePanic uint64 = 103
 	kindFault     uint64 = 104
+	kindNodeKill  uint64 = 105
 )
 
 // traceEvent folds one processed event into the trace hash: its time,

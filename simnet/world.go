@@ -48,6 +48,9 @@ type simNode struct {
 	failSync    bool
 	wiped       bool // its disk was replaced by an empty one (counts as damage)
 	restartDue  bool // a restart event is queued
+	// recoveryCut, when > 0, cuts the power at the recoveryCut-th disk
+	// write of the node's next recovery (Open).
+	recoveryCut int
 	// lastStatus is the status last checked, per group, so the checks
 	// look only at what changed.
 	lastStatus []node.GroupStatus
@@ -213,6 +216,10 @@ func (w *world) startNode(n *simNode) {
 	n.incarnation++
 	inc := n.incarnation
 	n.cut.reset()
+	if n.recoveryCut > 0 {
+		n.cut.armNow(cutRecovery, n.recoveryCut-1)
+		n.recoveryCut = 0
+	}
 	cfg := node.Config{
 		ID:                n.id,
 		Disk:              n.cut,
@@ -232,6 +239,13 @@ func (w *world) startNode(n *simNode) {
 	truncates := n.disk.Truncates("log")
 	c, err := w.callOpen(n, cfg)
 	w.coverage.Add("event/recovery-truncate", int64(n.disk.Truncates("log")-truncates))
+	if n.cut.armed == cutRecovery {
+		if n.cut.cut {
+			w.recoveryCutFired(n, c)
+			return
+		}
+		n.cut.reset() // recovery wrote less than the cut waited for
+	}
 	if err != nil {
 		w.traceNote(kindNodeOpen, n.index, uint64(inc), hashString(err.Error()))
 		w.stats.OpenFailures++
@@ -254,12 +268,26 @@ func (w *world) startNode(n *simNode) {
 	}
 	n.core = c
 	n.up = true
+	w.durability.afterOpen(n)
 	w.sched.schedule(n.tickPhase, &event{kind: evTick, node: n.index, incarnation: inc})
 }
 
-// crashNode stops n at once: its core is dropped without a word, its disk
-// loses what was not synced (and may tear the last write).
+// crashNode stops n at once by a power loss: its core is dropped without a
+// word, its disk loses what was not synced (and may tear the last write).
 func (w *world) crashNode(n *simNode, why string) {
+	w.stopNode(n, why, true)
+}
+
+// killNode stops n at once by killing its process: the core is dropped
+// without a word, but the machine's page cache survives, so the disk keeps
+// everything written, synced or not (a later power loss may still drop
+// what was never synced).
+func (w *world) killNode(n *simNode, why string) {
+	w.stopNode(n, why, false)
+}
+
+// stopNode drops n's core; powerLoss crashes its disk too.
+func (w *world) stopNode(n *simNode, why string, powerLoss bool) {
 	if !n.up {
 		return
 	}
@@ -268,8 +296,25 @@ func (w *world) crashNode(n *simNode, why string) {
 	c := n.core
 	n.core = nil
 	w.guard(n, func() { _ = c.Close() })
+	kind := kindNodeKill
+	if powerLoss {
+		kind = kindNodeCrash
+		n.disk.Crash(w.rngDisk)
+	}
+	w.traceNote(kind, n.index, uint64(n.incarnation), hashString(why))
+}
+
+// recoveryCutFired ends a recovery the power cut struck: whatever Open
+// returned, the machine is off, and its disk keeps only what was synced.
+// The restart that follows recovers from what the cut recovery left.
+func (w *world) recoveryCutFired(n *simNode, c core) {
+	if c != nil {
+		w.guard(n, func() { _ = c.Close() })
+	}
+	w.coverage.Inc("fault/power-cut-recovery")
 	n.disk.Crash(w.rngDisk)
-	w.traceNote(kindNodeCrash, n.index, uint64(n.incarnation), hashString(why))
+	n.cut.reset()
+	w.traceNote(kindNodeCrash, n.index, uint64(n.incarnation), hashString("power cut during recovery"))
 }
 
 // scheduleRestart queues n's restart after the fault mix's delay.
@@ -296,6 +341,14 @@ func (w *world) failStop(n *simNode, err error) {
 		w.stats.CutsCheckpoint++
 	case cutSegmentRoll:
 		w.stats.CutsSegmentRoll++
+	case cutRound:
+		if n.cut.kill {
+			w.coverage.Inc("fault/kill-round")
+			w.killNode(n, "killed in a round: "+err.Error())
+			w.scheduleRestart(n)
+			return
+		}
+		w.coverage.Inc("fault/power-cut-round")
 	}
 	w.crashNode(n, "failstop: "+err.Error())
 	w.scheduleRestart(n)
@@ -316,18 +369,18 @@ func (w *world) clearDiskFaults(n *simNode) {
 	n.disk.FailSync(false)
 	n.failSync = false
 	n.cut.reset()
+	n.recoveryCut = 0
 }
 
 // guard runs fn, a call into n's core. A panic with a disk fault injected
 // into n is the core refusing damaged data: the node fail-stops. Any other
 // panic is a bug and propagates.
 func (w *world) guard(n *simNode, fn func()) (panicked bool) {
-	if !n.hasFaults() {
-		fn()
-		return false
-	}
 	defer func() {
 		if r := recover(); r != nil {
+			if !n.hasFaults() {
+				panic(r) // deferred: the traceback still shows where
+			}
 			panicked = true
 			w.traceNote(kindNodePanic, n.index, uint64(n.incarnation), hashString(fmt.Sprint(r)))
 		}
