@@ -585,19 +585,39 @@ func (p *planner) cutRecovery() {
 	w.scheduleRestart(n)
 }
 
-// rollingRestartGap separates the kills of a rolling restart.
-const rollingRestartGap = 250 * time.Millisecond
+// rollingRestartGap separates the kills of a rolling restart;
+// rollingRestartPoll is how often the planner looks whether the workload
+// reached the point where the rolling restart starts.
+const (
+	rollingRestartGap  = 200 * time.Millisecond
+	rollingRestartPoll = 20 * time.Millisecond
+)
 
-// scheduleRolling schedules the seed's rolling restart, if it has one:
-// from Faults.RollingRestartAt on, every node in turn is killed as an
-// upgrade would kill it, one rollingRestartGap after the other.
+// scheduleRolling starts watching for the seed's rolling restart, if it
+// has one: once the workload issued Faults.RollingRestartAfter of its
+// operations (by then partitions hold checkpoints and producer state),
+// every node in turn is killed as an upgrade would kill it, one
+// rollingRestartGap after the other. A rolling restart is an operation,
+// not a fault: it also runs after a liveness run healed (one node at a
+// time, so every group keeps a majority).
 func (p *planner) scheduleRolling() {
-	at := p.w.opts.Faults.RollingRestartAt
-	if at <= 0 {
+	if p.w.opts.Faults.RollingRestartAfter <= 0 {
 		return
 	}
-	for i, n := range p.w.nodes {
-		p.w.sched.schedule(at+time.Duration(i)*rollingRestartGap, &event{kind: evCall, node: -1,
+	p.w.sched.schedule(rollingRestartPoll, &event{kind: evCall, node: -1, call: p.pollRolling})
+}
+
+// pollRolling starts the rolling restart when the workload got far enough.
+func (p *planner) pollRolling() {
+	w := p.w
+	if float64(w.work.issued) < w.opts.Faults.RollingRestartAfter*float64(w.opts.Ops) {
+		if w.work.issued < w.opts.Ops {
+			w.sched.schedule(rollingRestartPoll, &event{kind: evCall, node: -1, call: p.pollRolling})
+		}
+		return
+	}
+	for i, n := range w.nodes {
+		w.sched.schedule(time.Duration(i)*rollingRestartGap, &event{kind: evCall, node: -1,
 			call: func() { p.rollingKill(n) }})
 	}
 }
@@ -605,9 +625,9 @@ func (p *planner) scheduleRolling() {
 // rollingKill arms n to be killed at one of its next 16 disk writes: a
 // SIGKILL lands inside a round of a busy process, so the unsynced writes
 // of that round survive in the page cache into recovery. The restart
-// follows (failStop). Nothing is armed once a liveness run has healed.
+// follows (failStop).
 func (p *planner) rollingKill(n *simNode) {
-	if p.w.work.healed || !n.up || n.cut.armed != 0 {
+	if !n.up || n.cut.armed != 0 {
 		return
 	}
 	p.w.coverage.Inc("fault/rolling-kill")

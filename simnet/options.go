@@ -71,17 +71,18 @@ type Faults struct {
 	Kill             int
 	PowerCutRound    int
 	PowerCutRecovery int
-	// RollingRestartAt, when > 0, starts a rolling restart at this virtual
-	// time: each node in turn is killed inside a round and restarts, as
-	// in an upgrade (every run restarts, restores checkpoints and
-	// recovers a page cache's unsynced writes, not only the faulty ones).
-	RollingRestartAt time.Duration
-	RestartMin       time.Duration // a crashed node restarts after [min, max]
-	RestartMax       time.Duration
-	NetFaultMin      time.Duration // a network fault lasts [min, max]
-	NetFaultMax      time.Duration
-	ClockSkewMax     time.Duration // each node's Realtime is off by up to this
-	DamagedNodesMax  int           // nodes allowed disk faults (each a minority of every group)
+	// RollingRestartAfter, when > 0, starts a rolling restart once this
+	// fraction of Ops was issued: each node in turn is killed inside a
+	// round and restarts, as in an upgrade (every such run restarts,
+	// restores checkpoints and recovers a page cache's unsynced writes,
+	// not only the faulty ones).
+	RollingRestartAfter float64
+	RestartMin          time.Duration // a crashed node restarts after [min, max]
+	RestartMax          time.Duration
+	NetFaultMin         time.Duration // a network fault lasts [min, max]
+	NetFaultMax         time.Duration
+	ClockSkewMax        time.Duration // each node's Realtime is off by up to this
+	DamagedNodesMax     int           // nodes allowed disk faults (each a minority of every group)
 }
 
 // Options is one run: the scenario, the workload and the fault mix.
@@ -183,7 +184,7 @@ func Choose(o Options) Options {
 	f.NetFaultMax = f.NetFaultMin + time.Duration(between(r, 0, 1500))*time.Millisecond
 	f.ClockSkewMax = time.Duration(pick(r, 0, 0, 50, 5000)) * time.Millisecond
 	f.DamagedNodesMax = (o.Replication - 1) / 2
-	o.CheckpointEntries = pick[uint64](r, 16, 64, 256)
+	o.CheckpointEntries = pick[uint64](r, 16, 32, 64, 128, 256)
 	o.SegmentBytesMax = pick[int64](r, 8<<10, 32<<10, 64<<10)
 	f.PowerCut, f.ClockJump, f.CrashLeader = w(), w(), w()
 	// A wipe spends the seed's whole disk-damage budget for good (the
@@ -192,7 +193,7 @@ func Choose(o Options) Options {
 	f.Wipe = int(pick(r, 0, 0, 1, 2))
 	f.Kill, f.PowerCutRound, f.PowerCutRecovery = w(), w(), w()
 	if r.IntN(4) != 0 {
-		f.RollingRestartAt = time.Duration(between(r, 100, 600)) * time.Millisecond
+		f.RollingRestartAfter = float64(between(r, 30, 80)) / 100
 	}
 	return o
 }
@@ -212,8 +213,8 @@ func (o Options) String() string {
 	fmt.Fprintf(&b, " faults{every=%v crash=%d sym=%d asym=%d isolate=%d flip=%d failread=%d failsync=%d",
 		f.Interval, f.Crash, f.PartitionSym, f.PartitionAsym, f.IsolateLeader, f.BitFlip, f.FailRead, f.FailSync)
 	fmt.Fprintf(&b, " powercut=%d wipe=%d clockjump=%d crashleader=%d", f.PowerCut, f.Wipe, f.ClockJump, f.CrashLeader)
-	fmt.Fprintf(&b, " kill=%d cutround=%d cutrecovery=%d rolling=%v", f.Kill, f.PowerCutRound, f.PowerCutRecovery,
-		f.RollingRestartAt)
+	fmt.Fprintf(&b, " kill=%d cutround=%d cutrecovery=%d rolling=%g", f.Kill, f.PowerCutRound, f.PowerCutRecovery,
+		f.RollingRestartAfter)
 	if f.WipeRejoin {
 		b.WriteString(" wiperejoin")
 	}
