@@ -2,7 +2,11 @@
 
 package node
 
-import "github.com/strandlog/strand/raftlog"
+import (
+	"go.etcd.io/raft/v3"
+
+	"github.com/strandlog/strand/raftlog"
+)
 
 // Production builds carry no planted bug: the switches below are empty
 // types and constant-false hooks the compiler removes. The simulator's
@@ -25,6 +29,7 @@ type groupBugs struct{}
 type produceBugs struct{}
 
 func (c *Core) bugLogOptions(*raftlog.Options)                           {}
+func (c *Core) bugReadOnlyOption() raft.ReadOnlyOption                   { return raft.ReadOnlySafe }
 func (c *Core) bugSkipFsync() bool                                       { return false }
 func (c *Core) bugLocalRead() bool                                       { return false }
 func (c *Core) bugAckEarly(*group, *produceWait, func(ProduceResult))    {}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
@@ -32,6 +33,21 @@ type Bugs struct {
 	// RecoverTrustsPageCache plants raftlog's RecoverTrustsPageCache in
 	// every raft log the node opens.
 	RecoverTrustsPageCache bool
+	// LeaseReads serves linearizable reads from the leader's lease
+	// (raft.ReadOnlyLeaseBased: no quorum round, trusting that no other
+	// leader can exist within an election timeout of the last quorum
+	// contact, counted in the leader's own ticks). Sound only while every
+	// node ticks at the same rate and none stops: a paused or slow-ticking
+	// leader still believes its lease.
+	LeaseReads bool
+}
+
+// bugReadOnlyOption is raft's read-only mode: lease-based under LeaseReads.
+func (c *Core) bugReadOnlyOption() raft.ReadOnlyOption {
+	if c.cfg.Bugs.LeaseReads {
+		return raft.ReadOnlyLeaseBased
+	}
+	return raft.ReadOnlySafe
 }
 
 // bugLogOptions plants the raftlog bugs of cfg.Bugs in a log's options.

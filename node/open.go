@@ -206,7 +206,7 @@ func (c *Core) raftConfig(g *group, applied uint64) *raft.Config {
 		MaxInflightBytes:          raftInflightBytesMax,
 		CheckQuorum:               true,
 		PreVote:                   true,
-		ReadOnlyOption:            raft.ReadOnlySafe,
+		ReadOnlyOption:            c.bugReadOnlyOption(),
 		Logger:                    raftLogger{g.logs},
 	}
 }

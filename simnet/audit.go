@@ -41,6 +41,9 @@ import (
 // run, so its draws never shift another stream.
 const streamAudit uint64 = 6
 
+// streamDrift draws the nodes' tick drift (world.go).
+const streamDrift uint64 = 7
+
 // produceSearchMax bounds how far back from a log's end the audit looks for
 // an acknowledged batch.
 const produceSearchMax = 512

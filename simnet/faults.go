@@ -26,6 +26,8 @@ const (
 	faultKill
 	faultCutRound
 	faultCutRecovery
+	faultPause
+	faultLeaderChain
 )
 
 // flipMarginBytes keeps bit flips this far before the end of a file, so
@@ -42,7 +44,8 @@ var faultNames = [...]string{
 	faultIsolateLeader: "fault/isolate-leader", faultBitFlip: "fault/bit-flip", faultFailRead: "fault/fail-read",
 	faultFailSync: "fault/fail-sync", faultPowerCut: "fault/power-cut", faultWipe: "fault/wipe",
 	faultClockJump: "fault/clock-jump", faultCrashLeader: "fault/crash-leader", faultKill: "fault/kill",
-	faultCutRound: "fault/cut-round", faultCutRecovery: "fault/cut-recovery",
+	faultCutRound: "fault/cut-round", faultCutRecovery: "fault/cut-recovery", faultPause: "fault/pause",
+	faultLeaderChain: "fault/leader-chain",
 }
 
 // healAction is a network fault to undo: the directed links it cut.
@@ -93,6 +96,8 @@ func newPlanner(w *world) *planner {
 	add(faultKill, f.Kill)
 	add(faultCutRound, f.PowerCutRound)
 	add(faultCutRecovery, f.PowerCutRecovery)
+	add(faultPause, f.Pause)
+	add(faultLeaderChain, f.LeaderChain)
 	return p
 }
 
@@ -158,6 +163,10 @@ func (p *planner) act() {
 		p.cutRound()
 	case faultCutRecovery:
 		p.cutRecovery()
+	case faultPause:
+		p.pause()
+	case faultLeaderChain:
+		p.leaderChain(p.w.rngFault.IntN(p.w.opts.Partitions), 3)
 	}
 	p.scheduleNext()
 }
@@ -416,6 +425,7 @@ func (p *planner) healAll() {
 	w.work.healAt = w.now()
 	w.net.healAll()
 	for _, n := range w.nodes {
+		n.pausedUntil = 0
 		w.clearDiskFaults(n)
 		if !n.up && !n.dead {
 			w.startNode(n)
@@ -635,4 +645,53 @@ func (p *planner) rollingKill(n *simNode) {
 	n.cut.armNow(cutRound, after)
 	n.cut.kill = true
 	p.w.traceNote(kindFault, n.index, uint64(faultCutRound), uint64(after))
+}
+
+// pause stops a live node's process (3 times in 4 a partition leader's)
+// for 3 to 8 election timeouts (10 ticks each): it neither ticks nor reads its input, then resumes with
+// every frame, client request and tick queued meanwhile. A leader paused
+// mid-term resumes believing it still leads, with its lease and timeout
+// state as it was: the read and lease logic must not trust it.
+func (p *planner) pause() {
+	w := p.w
+	n := p.liveNode()
+	if i := w.leaderOf(w.rngFault.IntN(w.opts.Partitions)); i >= 0 && w.rngFault.IntN(4) != 0 {
+		n = w.nodes[i]
+	}
+	if n == nil || n.pausedUntil > p.w.now() {
+		return
+	}
+	d := time.Duration(between(p.w.rngFault, 30, 80)) * p.w.opts.TickInterval
+	n.pausedUntil = p.w.now() + d
+	p.w.traceNote(kindFault, n.index, uint64(faultPause), uint64(d))
+}
+
+// leaderChainGap is how long each leader of a chain keeps taking
+// proposals in isolation before the next one is isolated.
+const leaderChainGap = 150 * time.Millisecond
+
+// leaderChain cuts every link of group g's leader (clients still reach it,
+// so it appends proposals it cannot commit) for a few election timeouts,
+// then, once another node leads, does the same to that one, rounds times:
+// the followers end up with uncommitted tails from several leaders and
+// terms, which raft must truncate when a leader with the committed log
+// reaches them.
+func (p *planner) leaderChain(g, rounds int) {
+	w := p.w
+	if rounds == 0 || !p.active {
+		return
+	}
+	leader := w.leaderOf(g)
+	if leader >= 0 {
+		var links [][2]int
+		for b := range w.nodes {
+			if b != leader {
+				links = append(links, [2]int{leader, b}, [2]int{b, leader})
+			}
+		}
+		w.coverage.Inc("fault/leader-chain-isolate")
+		w.net.addCuts(links, +1)
+		w.sched.schedule(3*leaderChainGap, &event{kind: evHeal, node: -1, heal: &healAction{links: links}})
+	}
+	w.sched.schedule(leaderChainGap, &event{kind: evCall, node: -1, call: func() { p.leaderChain(g, rounds-1) }})
 }

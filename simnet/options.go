@@ -77,12 +77,22 @@ type Faults struct {
 	// restores checkpoints and recovers a page cache's unsynced writes,
 	// not only the faulty ones).
 	RollingRestartAfter float64
-	RestartMin          time.Duration // a crashed node restarts after [min, max]
-	RestartMax          time.Duration
-	NetFaultMin         time.Duration // a network fault lasts [min, max]
-	NetFaultMax         time.Duration
-	ClockSkewMax        time.Duration // each node's Realtime is off by up to this
-	DamagedNodesMax     int           // nodes allowed disk faults (each a minority of every group)
+	// Pause stops a node's process for 3 to 8 election timeouts; its
+	// input waits and arrives together when it resumes.
+	Pause int
+	// LeaderChain isolates a partition's leader, then each next leader,
+	// right after it took proposals, three times over: followers collect
+	// uncommitted tails from several leaders and must truncate them.
+	LeaderChain int
+	// TickDriftPercent, when > 0, makes each node's ticks run up to this
+	// many percent fast or slow (drawn per node for the run).
+	TickDriftPercent int
+	RestartMin       time.Duration // a crashed node restarts after [min, max]
+	RestartMax       time.Duration
+	NetFaultMin      time.Duration // a network fault lasts [min, max]
+	NetFaultMax      time.Duration
+	ClockSkewMax     time.Duration // each node's Realtime is off by up to this
+	DamagedNodesMax  int           // nodes allowed disk faults (each a minority of every group)
 }
 
 // Options is one run: the scenario, the workload and the fault mix.
@@ -128,6 +138,10 @@ type Options struct {
 	// durable states of a log has its promises checked; 1 checks every
 	// promise, 0 turns the audit off.
 	AuditOneIn int
+	// LogTailCacheBytesMax is every node's node.Config.LogTailCacheBytesMax:
+	// negative in some seeds, so raft's reads of fresh entries go to the
+	// disk model instead of the tail cache.
+	LogTailCacheBytesMax int64
 	// DigestChecks compares each replica's whole engine state with the
 	// reference replay (digests.go); off, replicas are compared by
 	// high-water mark only.
@@ -195,6 +209,11 @@ func Choose(o Options) Options {
 	if r.IntN(4) != 0 {
 		f.RollingRestartAfter = float64(between(r, 30, 80)) / 100
 	}
+	f.Pause, f.LeaderChain = w(), w()
+	f.TickDriftPercent = int(pick(r, 0, 0, 10, 50))
+	if r.IntN(3) == 0 {
+		o.LogTailCacheBytesMax = -1
+	}
 	return o
 }
 
@@ -215,6 +234,10 @@ func (o Options) String() string {
 	fmt.Fprintf(&b, " powercut=%d wipe=%d clockjump=%d crashleader=%d", f.PowerCut, f.Wipe, f.ClockJump, f.CrashLeader)
 	fmt.Fprintf(&b, " kill=%d cutround=%d cutrecovery=%d rolling=%g", f.Kill, f.PowerCutRound, f.PowerCutRecovery,
 		f.RollingRestartAfter)
+	fmt.Fprintf(&b, " pause=%d chain=%d drift=%d%%", f.Pause, f.LeaderChain, f.TickDriftPercent)
+	if o.LogTailCacheBytesMax < 0 {
+		b.WriteString(" tailcache=off")
+	}
 	if f.WipeRejoin {
 		b.WriteString(" wiperejoin")
 	}

@@ -42,6 +42,12 @@ type simNode struct {
 	dead        bool   // its disk refuses to open: never restarts
 	incarnation uint32 // bumped at every crash and restart
 	tickPhase   time.Duration
+	// tickInterval is the node's tick period: Options.TickInterval, off by
+	// the node's drift (its timer runs fast or slow).
+	tickInterval time.Duration
+	// pausedUntil: the node's process is stopped (a GC pause, a stalled
+	// VM) until then; events for it wait and arrive together at resume.
+	pausedUntil time.Duration
 	damaged     bool // counted against the disk-fault budget
 	flipped     bool // bits were flipped on its disk
 	failReads   []string
@@ -176,6 +182,7 @@ func newWorld(o Options) *world {
 	w.net = newNetwork(newStream(o.Seed, streamNetwork), o.Nodes, clientCount, &o)
 	// Skews and tick phases are fixed for the whole run.
 	skewRand := newStream(o.Seed, streamClock)
+	driftRand := newStream(o.Seed, streamDrift)
 	for i := 0; i < o.Nodes; i++ {
 		n := &simNode{index: i, id: node.NodeID(i + 1), disk: memdisk.New()}
 		n.cut = &cutDisk{d: n.disk}
@@ -185,10 +192,23 @@ func newWorld(o Options) *world {
 			n.clock.skew = time.Duration(between(skewRand, -m, m))
 		}
 		n.tickPhase = time.Duration(skewRand.Int64N(int64(o.TickInterval)))
+		n.tickInterval = o.TickInterval
+		if o.Faults.TickDriftPercent > 0 {
+			// Drawn after the phase, from its own stream: seeds without
+			// drift keep their skews and phases.
+			d := int64(o.Faults.TickDriftPercent)
+			n.tickInterval = o.TickInterval * time.Duration(100+between(driftRand, -d, d)) / 100
+		}
 		n.endpoint = &Endpoint{w: w, index: i}
 		w.nodes = append(w.nodes, n)
 	}
 	w.coverage = newRunCoverage()
+	if o.Faults.TickDriftPercent > 0 {
+		w.coverage.Inc("run/tick-drift")
+	}
+	if o.LogTailCacheBytesMax < 0 {
+		w.coverage.Inc("run/tail-cache-off")
+	}
 	w.durability = newDurability(w)
 	w.digests = newDigests(w)
 	w.work = newWorkload(w)
@@ -216,20 +236,22 @@ func (w *world) startNode(n *simNode) {
 	n.incarnation++
 	inc := n.incarnation
 	n.cut.reset()
+	n.pausedUntil = 0
 	if n.recoveryCut > 0 {
 		n.cut.armNow(cutRecovery, n.recoveryCut-1)
 		n.recoveryCut = 0
 	}
 	cfg := node.Config{
-		ID:                n.id,
-		Disk:              n.cut,
-		Network:           n.endpoint,
-		Clock:             n.clock,
-		Rand:              newStream(w.opts.Seed, streamNode+uint64(n.id)<<16+uint64(inc)),
-		ElectionTicks:     10,
-		HeartbeatTicks:    1,
-		SegmentBytesMax:   w.opts.SegmentBytesMax,
-		CheckpointEntries: w.opts.CheckpointEntries,
+		ID:                   n.id,
+		Disk:                 n.cut,
+		Network:              n.endpoint,
+		Clock:                n.clock,
+		Rand:                 newStream(w.opts.Seed, streamNode+uint64(n.id)<<16+uint64(inc)),
+		ElectionTicks:        10,
+		HeartbeatTicks:       1,
+		SegmentBytesMax:      w.opts.SegmentBytesMax,
+		CheckpointEntries:    w.opts.CheckpointEntries,
+		LogTailCacheBytesMax: w.opts.LogTailCacheBytesMax,
 		Observer: func(tp node.TopicPartition, index, term uint64, data []byte) {
 			w.checker.onApply(n, tp, index, term, data)
 		},
