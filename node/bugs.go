@@ -38,6 +38,7 @@ func (c *Core) bugUncommittedTail(*group, int64) ([]FetchedBatch, error) { retur
 func (c *Core) bugReapply(*group) bool                                   { return false }
 func (c *Core) bugNoCheckpoint(*group) bool                              { return false }
 func (c *Core) bugForgetProducers(*group)                                {}
+func (c *Core) bugRestoreIndexTimes(*group)                              {}
 func (c *Core) bugCheckpointState(state []byte) []byte                   { return state }
 func (g *group) engineIndex(raftIndex uint64) uint64                     { return raftIndex }
 func (g *group) raftIndexOf(engineIndex uint64) uint64                   { return engineIndex }

@@ -40,6 +40,34 @@ type Bugs struct {
 	// node ticks at the same rate and none stops: a paused or slow-ticking
 	// leader still believes its lease.
 	LeaseReads bool
+	// RestoreIndexTimes restores a partition's offset index with each
+	// batch's max timestamp read as its append time.
+	RestoreIndexTimes bool
+}
+
+// bugRestoreIndexTimes (RestoreIndexTimes) rebuilds a partition just
+// restored from its checkpoint with every index entry's MaxTimestampMs
+// replaced by its AppendTimeMs (kept non-decreasing, as the engine
+// requires), as a decoder reading the wrong field would. Offsets, the
+// high-water mark and the producer table stay right; ListOffsets by
+// timestamp (which the workload does not issue yet) and the whole-state
+// digest can see it.
+func (c *Core) bugRestoreIndexTimes(g *group) {
+	if !c.cfg.Bugs.RestoreIndexTimes || g.part == nil {
+		return
+	}
+	start, _ := g.part.IndexOrdinals()
+	index := append([]engine.BatchLocation(nil), g.part.IndexSince(start)...)
+	running := int64(math.MinInt64) // the engine wants max times non-decreasing along the index
+	for i := range index {
+		running = max(running, index[i].AppendTimeMs)
+		index[i].MaxTimestampMs = running
+	}
+	part, err := engine.RestorePartitionIndexed(g.part.StateSnapshot(), index)
+	if err != nil {
+		panic(fmt.Sprintf("node: planted bug: %v", err))
+	}
+	g.part = part
 }
 
 // bugReadOnlyOption is raft's read-only mode: lease-based under LeaseReads.

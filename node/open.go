@@ -244,6 +244,7 @@ func (c *Core) restoreEngine(g *group) (uint64, error) {
 	}
 	g.part = ck.partition
 	c.bugForgetProducers(g)
+	c.bugRestoreIndexTimes(g)
 	g.indexKnown, g.indexWritten = ck.indexed, ck.indexEnd
 	g.checkpointIndex = ck.raftIndex
 	if c.bugReapply(g) {
