@@ -21,8 +21,11 @@ all: lint test
 
 ## test: every unit, model, scripted and simulation test (a CI-sized seed sample),
 ##   then the planted-bug tests, which only a -tags simbugs build can run.
+##   cmd/strand's real-process tests (three servers writing at full speed) run on their own, after
+##   the rest: beside them, the in-process clusters of other packages' tests starve on 2 cores.
 test:
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v '/cmd/strand$$')
+	$(GO) test -count=1 ./cmd/strand/
 	$(GO) test -count=1 -tags simbugs -run 'TestBug|TestSimCatchesPlantedBugs' ./node/ ./simnet/
 
 ## test-invariants: engine, node and a short simulator sample with the `invariants` build tag,
