@@ -65,8 +65,9 @@ bench:
 bench-restart:
 	$(GO) test -run '^$$' -bench '^BenchmarkRestart$$' -benchtime 3x -timeout 60m ./node/
 
-## sim: run SEEDS simulator seeds from SEED_START, one after another, ending with
-##   "sim: seeds=N failed=F ops=O events=E hash=H". PROFILE=safety|liveness|mixed;
+## sim: run SEEDS simulator seeds from SEED_START through the production (wire) path: the metadata
+##   group, Core.Handle with marshalled protobuf and clientlib's retry logic; one after another, ending
+##   with a coverage table and "sim: seeds=N failed=F ops=O events=E hash=H". PROFILE=safety|liveness|mixed;
 ##   BUG=AckBeforeCommit|SkipFsync|FetchBeyondHighMark|ReapplyAfterRestart|LocalRead|RestoreForgetsProducers|
 ##   CheckpointForgetsProducers plants a bug
 ##   (built with -tags simbugs: production builds have no bug switch);
