@@ -73,6 +73,7 @@ bench-restart:
 ##   (built with -tags simbugs: production builds have no bug switch);
 ##   OUT=DIR keeps Porcupine's HTML of failing seeds; V=1 (default) prints each seed's options and figures.
 sim:
+	@# One mode only: the wire path production runs (there is no direct mode to choose).
 	cd simnet && $(GO) test $(if $(BUG),-tags simbugs) -run '^TestSim$$' -count=1 -timeout 0 \
 	  -sim.seeds=$(SEEDS) -sim.seed-start=$(SEED_START) -sim.profile=$(PROFILE) \
 	  $(if $(BUG),-sim.bug=$(BUG)) $(if $(OUT),-sim.out=$(abspath $(OUT))) $(if $(filter 1,$(V)),-sim.v)
