@@ -28,6 +28,10 @@ type Bugs struct {
 	// CheckpointForgetsProducers writes partition checkpoints without the
 	// idempotent-producer table.
 	CheckpointForgetsProducers bool
+	// FetchRenumbersInsideBatch: a fetch that starts inside a batch hands
+	// that batch out with the requested offset as its base offset, so the
+	// client numbers its records from there (wrong by the records skipped).
+	FetchRenumbersInsideBatch bool
 }
 
 // plantedBugs is embedded in Config: cfg.Bugs selects the planted bugs.
@@ -214,4 +218,15 @@ func withoutProducers(state []byte) []byte {
 		panic(fmt.Sprintf("node: planted bug: %v", err))
 	}
 	return data
+}
+
+// bugBatchBase (FetchRenumbersInsideBatch) is the base offset a fetch from
+// offset gives a served batch whose true base offset is base: offset when
+// the fetch starts inside the batch. Invisible while every batch holds one
+// record (the fetch then starts at a batch's base).
+func (c *Core) bugBatchBase(base, offset int64) int64 {
+	if c.cfg.Bugs.FetchRenumbersInsideBatch && base < offset {
+		return offset
+	}
+	return base
 }
