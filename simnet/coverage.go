@@ -124,6 +124,8 @@ var CoverageExpected = []string{
 	"event/leader-elected", "event/vote-granted", "event/append-rejected", "event/log-truncate",
 	"event/recovery-truncate", "event/checkpoint", "event/checkpoint-restore", "event/produce-duplicate",
 	"audit/promises", "audit/produce-acks", "digest/compared",
+	"event/multi-record-batch", "event/fetch-inside-batch", "event/fetch-over-budget", "event/large-record",
+	"event/produce-acks0", "event/produce-acks1",
 }
 
 // coverageGaps are names the table lists although the workload cannot make

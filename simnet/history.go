@@ -30,8 +30,9 @@ func newHistory(partitions int) *history {
 
 func ns(t time.Duration) int64 { return int64(t) }
 
-func (hs *history) produceCall(client, p int, key, value string, t time.Duration) *histOp {
-	return &histOp{id: hs.h.CallProduce(linearizability.ClientID(client), hs.tps[p], key, value, ns(t))}
+// produceCall records the call of a batch's produce (every attempt).
+func (hs *history) produceCall(client, p int, recs []linearizability.Record, t time.Duration) *histOp {
+	return &histOp{id: hs.h.CallProduceBatch(linearizability.ClientID(client), hs.tps[p], recs, ns(t))}
 }
 
 func (hs *history) produceOK(op *histOp, offset int64, t time.Duration) {

@@ -11,8 +11,15 @@ import (
 
 // The clients' settings.
 const (
-	wireInFlightMax    = 3 // batches in flight per partition window
-	wireOutstandingMax = 6 // records a producer has pushed and not completed
+	wireOutstandingMax = 6 // batches a producer has pushed and not completed
+)
+
+// The producers' shapes, drawn per producer from its stream: how many
+// batches a partition window pipelines and how many records a batch holds
+// at most (1 + IntN(max)), so fetches and ListOffsets start inside batches.
+var (
+	wireInFlightChoices = []int{1, 2, 3, 5}
+	wireBatchChoices    = []int{1, 2, 4, 8}
 )
 
 // wireBackoff is the clients' retry policy (the standard clients' range).
@@ -34,6 +41,8 @@ type wireClient struct {
 	producerID  int64
 	idempotent  bool
 	keyed       bool
+	inFlightMax int // batches in flight per partition window
+	batchMax    int // records per batch at most
 	windows     []*clientlib.Window
 	batches     []map[clientlib.BatchID]*wireBatch
 	outstanding int
@@ -55,6 +64,7 @@ type wireBatch struct {
 	bytes []byte
 	hist  *histOp
 	start time.Duration // pushed
+	acks  int32         // -1: all; 0 and 1 give no offset and may be lost on failover
 }
 
 // pendingSince reports the start of the client's oldest unfinished
@@ -85,9 +95,12 @@ func newWireClient(ww *wireWorkload, index int, kind clientKind) *wireClient {
 		// resends (AttemptsMax 1): its values stay
 		// unique, so an entry applied twice shows as a duplicate.
 		c.idempotent = index != o.Producers-1
-		cfg := clientlib.WindowConfig{Idempotent: true, InFlightMax: wireInFlightMax, AttemptsMax: attemptsMax,
+		c.inFlightMax = wireInFlightChoices[c.rng.IntN(len(wireInFlightChoices))]
+		c.batchMax = wireBatchChoices[c.rng.IntN(len(wireBatchChoices))]
+		cfg := clientlib.WindowConfig{Idempotent: true, InFlightMax: c.inFlightMax, AttemptsMax: attemptsMax,
 			DeliveryTimeout: o.OpDeadline}
 		if !c.idempotent {
+			c.inFlightMax = 1
 			c.producerID = -1
 			cfg = clientlib.WindowConfig{InFlightMax: 1, AttemptsMax: 1, DeliveryTimeout: o.OpDeadline}
 		}
