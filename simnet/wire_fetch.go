@@ -17,13 +17,21 @@ func (c *wireClient) nextPoll() {
 	}
 	p := c.nextPartition
 	c.nextPartition = (p + 1) % len(c.positions)
-	if c.kind == kindReader {
-		p = c.rng.IntN(len(c.positions))
-		c.readOffset = c.rng.Int64N(c.ww.w.work.maxHwm[p] + 1)
-	}
 	c.attempts = 0
 	c.opStart = c.ww.w.now()
 	c.fetching = true
+	if c.kind == kindReader {
+		p = c.rng.IntN(len(c.positions))
+		switch r := c.rng.IntN(readerMix); {
+		case r < describeShare:
+			c.describe()
+			return
+		case r < describeShare+listShare:
+			c.listOffsets(c.nextQuery(p))
+			return
+		}
+		c.readOffset = c.rng.Int64N(c.ww.w.work.maxHwm[p] + 1)
+	}
 	c.fetch(p)
 }
 
