@@ -22,8 +22,8 @@ type histOp struct {
 
 func newHistory(partitions int) *history {
 	hs := &history{h: linearizability.NewHistory()}
-	for p := 0; p < partitions; p++ {
-		hs.tps = append(hs.tps, linearizability.TopicPartition{Topic: topicName, Partition: int32(p)})
+	for _, tp := range groupTopics(partitions) {
+		hs.tps = append(hs.tps, linearizability.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
 	}
 	return hs
 }

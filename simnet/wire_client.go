@@ -36,6 +36,7 @@ type wireClient struct {
 	metaPending bool
 	attempts    int // attempts of the current single request (admin, init, fetch)
 	maybeDone   bool
+	creating    int // the admin: index of the topic it creates
 
 	// Producers.
 	producerID  int64
@@ -137,7 +138,8 @@ func (c *wireClient) nodeIndex(id uint64) int {
 
 // leaderOf is the node to send partition p's requests to.
 func (c *wireClient) leaderOf(p int) int {
-	if _, addr, ok := c.cache.Leader(topicName, int32(p)); ok {
+	tp := c.ww.tps[p]
+	if _, addr, ok := c.cache.Leader(tp.Topic, tp.Partition); ok {
 		if i, ok := c.ww.indexOf[addr]; ok {
 			return i
 		}
@@ -151,7 +153,7 @@ func (c *wireClient) refresh() {
 		return
 	}
 	c.metaPending = true
-	req := &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{Topics: []string{topicName}}}}
+	req := &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{Topics: c.ww.topicNames()}}}
 	c.ww.call(c, c.randomNode(), req, func(resp *strandpb.Response, err error) {
 		c.metaPending = false
 		if err == nil && resp.GetError() == nil && resp.GetMetadata() != nil {
@@ -168,9 +170,9 @@ func (c *wireClient) react(p int, err error) clientlib.Action {
 	var e *clientlib.Error
 	switch {
 	case asWireError(err, &e) && e.Code == strandpb.ErrorCode_ERROR_CODE_NOT_LEADER && e.LeaderID != 0:
-		c.cache.ApplyNotLeader(topicName, int32(p), e)
+		c.cache.ApplyNotLeader(c.ww.tps[p].Topic, c.ww.tps[p].Partition, e)
 	case !asWireError(err, &e):
-		c.cache.ForgetLeader(topicName, int32(p))
+		c.cache.ForgetLeader(c.ww.tps[p].Topic, c.ww.tps[p].Partition)
 	}
 	if a.RefreshMetadata {
 		c.refresh()
@@ -191,18 +193,20 @@ func (c *wireClient) controllerTarget(err error) int {
 	return c.randomNode()
 }
 
-// createTopic is the admin's CreateTopics loop: retried until the topic
-// exists; TOPIC_EXISTS is success only after an attempt that may have
-// created it.
+// createTopic is the admin's CreateTopics loop for topic c.creating:
+// retried until the topic exists; TOPIC_EXISTS is success only after an
+// attempt that may have created it.
 func (c *wireClient) createTopic() {
+	c.attempts, c.maybeDone = 0, false
 	c.createAttempt(c.randomNode())
 }
 
 func (c *wireClient) createAttempt(target int) {
 	o := c.ww.w.opts
+	t := c.ww.topics[c.creating]
 	c.attempts++
 	req := &strandpb.Request{Body: &strandpb.Request_CreateTopics{CreateTopics: &strandpb.CreateTopicsRequest{
-		Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: topicName, Partitions: int32(o.Partitions),
+		Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: t.name, Partitions: int32(t.partitions),
 			ReplicationFactor: int32(o.Replication)}},
 		TimeoutMs: int32(o.ClientTimeout / time.Millisecond),
 	}}}
@@ -227,13 +231,14 @@ func (c *wireClient) onCreate(err error) {
 	a := clientlib.ClassifyErr(err)
 	switch code := errCode(err); {
 	case err == nil:
-		c.ww.topicCreated()
+		c.created()
 		return
 	case code == strandpb.ErrorCode_ERROR_CODE_TOPIC_EXISTS:
 		if !c.maybeDone {
-			w.fail("create topic: TOPIC_EXISTS although no earlier attempt may have created it")
+			w.fail("create topic %s: TOPIC_EXISTS although no earlier attempt may have created it",
+				c.ww.topics[c.creating].name)
 		}
-		c.ww.topicCreated()
+		c.created()
 		return
 	case !a.Retriable:
 		w.fail("create topic refused: %v", err)
@@ -248,6 +253,17 @@ func (c *wireClient) onCreate(err error) {
 	}
 	target := c.controllerTarget(err)
 	c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.createAttempt(target) })
+}
+
+// created moves the admin to the next topic, or starts the clients once
+// every topic exists.
+func (c *wireClient) created() {
+	c.creating++
+	if c.creating < len(c.ww.topics) {
+		c.createTopic()
+		return
+	}
+	c.ww.topicCreated()
 }
 
 // begin starts a client's work once the topic exists.

@@ -67,7 +67,7 @@ func (c *wireClient) fetch(p int) {
 	}
 	req := &strandpb.Request{Body: &strandpb.Request_Fetch{Fetch: &strandpb.FetchRequest{
 		MaxBytes: budget,
-		Partitions: []*strandpb.FetchRequest_Partition{{Topic: topicName, Partition: int32(p), Offset: offset,
+		Partitions: []*strandpb.FetchRequest_Partition{{Topic: c.ww.tps[p].Topic, Partition: c.ww.tps[p].Partition, Offset: offset,
 			MaxBytes: budget}},
 	}}}
 	target := c.leaderOf(p)

@@ -47,7 +47,7 @@ func (c *wireClient) listOffsets(q offsetQuery) {
 		op = &histOp{id: w.hist.h.CallListOffsets(linearizability.ClientID(c.index), w.hist.tps[q.p], q.spec, ns(w.now()))}
 	}
 	req := &strandpb.Request{Body: &strandpb.Request_ListOffsets{ListOffsets: &strandpb.ListOffsetsRequest{
-		Partitions: []*strandpb.ListOffsetsRequest_Partition{{Topic: topicName, Partition: int32(q.p),
+		Partitions: []*strandpb.ListOffsetsRequest_Partition{{Topic: c.ww.tps[q.p].Topic, Partition: c.ww.tps[q.p].Partition,
 			TimestampMs: q.timestamp}},
 	}}}
 	target := c.leaderOf(q.p)
@@ -120,15 +120,17 @@ func (c *wireClient) onListOffsets(q offsetQuery, floor int64, target int, op *h
 	c.fetchDone(q.p, nil)
 }
 
-// describe asks a random node for the topic's description (one attempt;
-// it reads the node's applied metadata): a node that knows the topic must
-// give the partition count and replication factor it was created with.
+// describe asks a random node for a random topic's description (one
+// attempt; it reads the node's applied metadata): a node that knows the
+// topic must give the partition count and replication factor it was
+// created with.
 func (c *wireClient) describe() {
 	w := c.ww.w
 	o := w.opts
 	target := c.randomNode()
+	t := c.ww.topics[c.rng.IntN(len(c.ww.topics))]
 	req := &strandpb.Request{Body: &strandpb.Request_DescribeTopics{DescribeTopics: &strandpb.DescribeTopicsRequest{
-		Names: []string{topicName}}}}
+		Names: []string{t.name}}}}
 	c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
 		if err == nil {
 			err = wireErr(resp.GetError())
@@ -136,13 +138,13 @@ func (c *wireClient) describe() {
 		if err == nil {
 			ts := resp.GetDescribeTopics().GetTopics()
 			switch {
-			case len(ts) != 1 || ts[0].GetName() != topicName:
-				w.fail("describe topics %q at node %d answered %d topics", topicName, target+1, len(ts))
+			case len(ts) != 1 || ts[0].GetName() != t.name:
+				w.fail("describe topics %q at node %d answered %d topics", t.name, target+1, len(ts))
 			case ts[0].GetError() != nil && ts[0].GetError().GetCode() != strandpb.ErrorCode_ERROR_CODE_NONE:
 				// A node whose metadata has not replayed yet may not know it.
-			case ts[0].GetPartitions() != int32(o.Partitions) || ts[0].GetReplicationFactor() != int32(o.Replication):
+			case ts[0].GetPartitions() != int32(t.partitions) || ts[0].GetReplicationFactor() != int32(o.Replication):
 				w.fail("describe topics %q at node %d: %d partitions, replication %d; created with %d and %d",
-					topicName, target+1, ts[0].GetPartitions(), ts[0].GetReplicationFactor(), o.Partitions, o.Replication)
+					t.name, target+1, ts[0].GetPartitions(), ts[0].GetReplicationFactor(), t.partitions, o.Replication)
 			default:
 				w.coverage.Inc("event/describe-topics")
 			}

@@ -30,8 +30,9 @@ func (c *wireClient) nextRecord() {
 	var first string
 	p := c.rng.IntN(len(c.windows))
 	if c.keyed {
+		t := c.ww.topics[c.rng.IntN(len(c.ww.topics))]
 		first = "k" + strconv.Itoa(c.rng.IntN(keySpace))
-		p = int(clientlib.KeyPartition([]byte(first), int32(len(c.windows))))
+		p = t.first + int(clientlib.KeyPartition([]byte(first), int32(t.partitions)))
 	}
 	n := 1 + c.rng.IntN(c.batchMax)
 	recs := make([]recordbatch.Record, n)
@@ -82,7 +83,8 @@ func (c *wireClient) nextRecord() {
 func (c *wireClient) keyFor(p int, fallback string) string {
 	for range keyDrawsMax {
 		key := "k" + strconv.Itoa(c.rng.IntN(keySpace))
-		if int(clientlib.KeyPartition([]byte(key), int32(len(c.windows)))) == p {
+		tp := c.ww.tps[p]
+		if clientlib.KeyPartition([]byte(key), int32(c.ww.topicOf(p).partitions)) == tp.Partition {
 			return key
 		}
 	}
@@ -116,7 +118,7 @@ func (c *wireClient) sendBatch(p int, a clientlib.Attempt) {
 	req := &strandpb.Request{Body: &strandpb.Request_Produce{Produce: &strandpb.ProduceRequest{
 		Acks:      b.acks,
 		TimeoutMs: int32(c.ww.w.opts.ClientTimeout / time.Millisecond),
-		Partitions: []*strandpb.ProduceRequest_Partition{{Topic: topicName, Partition: int32(p),
+		Partitions: []*strandpb.ProduceRequest_Partition{{Topic: c.ww.tps[p].Topic, Partition: c.ww.tps[p].Partition,
 			ProducerId: c.producerID, ProducerEpoch: a.Epoch, BaseSequence: a.BaseSequence, Batch: b.bytes}},
 	}}}
 	target := c.leaderOf(p)
