@@ -65,7 +65,7 @@ bench-restart:
 ## sim: run SEEDS simulator seeds from SEED_START, one after another, ending with
 ##   "sim: seeds=N failed=F ops=O events=E hash=H". PROFILE=safety|liveness|mixed;
 ##   BUG=AckBeforeCommit|SkipFsync|FetchBeyondHighMark|ReapplyAfterRestart|LocalRead|RestoreForgetsProducers|
-##   CheckpointForgetsProducers|FetchRenumbersInsideBatch plants a bug
+##   CheckpointForgetsProducers|FetchRenumbersInsideBatch|AckLeaderEarly plants a bug
 ##   (built with -tags simbugs: production builds have no bug switch);
 ##   OUT=DIR keeps Porcupine's HTML of failing seeds; V=1 (default) prints each seed's options and figures.
 sim:

@@ -32,6 +32,9 @@ type Bugs struct {
 	// that batch out with the requested offset as its base offset, so the
 	// client numbers its records from there (wrong by the records skipped).
 	FetchRenumbersInsideBatch bool
+	// AckLeaderEarly completes an acks=1 produce once proposed, before the
+	// leader's log holds it durably (as acks=0 does).
+	AckLeaderEarly bool
 }
 
 // plantedBugs is embedded in Config: cfg.Bugs selects the planted bugs.
@@ -229,4 +232,12 @@ func (c *Core) bugBatchBase(base, offset int64) int64 {
 		return offset
 	}
 	return base
+}
+
+// bugAckLeaderEarly (AckLeaderEarly) reports whether a produce at acks
+// should complete once proposed: an acks=1 produce then is acknowledged
+// before the leader synced it, and a power loss drops an acknowledged
+// write. Invisible to a workload that never sends acks=1.
+func (c *Core) bugAckLeaderEarly(acks Acks) bool {
+	return c.cfg.Bugs.AckLeaderEarly && acks == AcksLeader
 }
