@@ -22,7 +22,7 @@ const (
 	keySpace      = 16      // keyed producers draw keys k0..k15
 	keyDrawsMax   = 8       // draws to find a key of the batch's partition
 	fetchBytesMax = 2 << 10 // MaxBytes of most fetches
-	largeOneIn    = 24      // one record in this many is large
+	largeOneIn    = 64      // one record in this many is large
 	largeMin      = 1 << 10 // a large record's value is [largeMin, 2*largeMin) bytes longer
 	attemptsMax   = 1000    // bound on attempts of one operation
 )
