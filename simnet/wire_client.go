@@ -19,7 +19,7 @@ const (
 // at most (1 + IntN(max)), so fetches and ListOffsets start inside batches.
 var (
 	wireInFlightChoices = []int{1, 2, 3, 5}
-	wireBatchChoices    = []int{1, 2, 4, 8}
+	wireBatchChoices    = []int{1, 2, 3, 4}
 )
 
 // wireBackoff is the clients' retry policy (the standard clients' range).
