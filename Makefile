@@ -21,8 +21,11 @@ all: lint test
 
 ## test: every unit, model, scripted and simulation test (a CI-sized seed sample),
 ##   then the planted-bug tests, which only a -tags simbugs build can run.
+##   cmd/strand's real-process tests (three servers writing at full speed) run on their own, after
+##   the rest: beside them, the in-process clusters of other packages' tests starve on 2 cores.
 test:
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v '/cmd/strand$$')
+	$(GO) test -count=1 ./cmd/strand/
 	$(GO) test -count=1 -tags simbugs -run 'TestBug|TestSimCatchesPlantedBugs' ./node/ ./simnet/
 
 ## test-invariants: engine, node and a short simulator sample with the `invariants` build tag,
@@ -62,13 +65,15 @@ bench:
 bench-restart:
 	$(GO) test -run '^$$' -bench '^BenchmarkRestart$$' -benchtime 3x -timeout 60m ./node/
 
-## sim: run SEEDS simulator seeds from SEED_START, one after another, ending with
-##   "sim: seeds=N failed=F ops=O events=E hash=H". PROFILE=safety|liveness|mixed;
+## sim: run SEEDS simulator seeds from SEED_START through the production (wire) path: the metadata
+##   group, Core.Handle with marshalled protobuf and clientlib's retry logic; one after another, ending
+##   with a coverage table and "sim: seeds=N failed=F ops=O events=E hash=H". PROFILE=safety|liveness|mixed;
 ##   BUG=AckBeforeCommit|SkipFsync|FetchBeyondHighMark|ReapplyAfterRestart|LocalRead|RestoreForgetsProducers|
-##   CheckpointForgetsProducers plants a bug
+##   CheckpointForgetsProducers|FetchRenumbersInsideBatch|AckLeaderEarly plants a bug
 ##   (built with -tags simbugs: production builds have no bug switch);
 ##   OUT=DIR keeps Porcupine's HTML of failing seeds; V=1 (default) prints each seed's options and figures.
 sim:
+	@# One mode only: the wire path production runs (there is no direct mode to choose).
 	cd simnet && $(GO) test $(if $(BUG),-tags simbugs) -run '^TestSim$$' -count=1 -timeout 0 \
 	  -sim.seeds=$(SEEDS) -sim.seed-start=$(SEED_START) -sim.profile=$(PROFILE) \
 	  $(if $(BUG),-sim.bug=$(BUG)) $(if $(OUT),-sim.out=$(abspath $(OUT))) $(if $(filter 1,$(V)),-sim.v)

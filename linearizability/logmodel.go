@@ -12,8 +12,8 @@ import (
 // The Porcupine model of one partition log.
 //
 // State: the committed log as a sequence of values, the log start offset, and
-// credits: the batch sizes of produces that may still take effect unseen
-// (see below). Transitions, one per operation at its linearization point:
+// credits: the records of produces that may still take effect unseen,
+// pooled (see below). Transitions, one per operation at its linearization point:
 //
 //	produce(vs) ok(base)       base == len(log); log += vs
 //	fetch(o) ok(recs,hwm,ls)   hwm == len(log); ls <= o <= hwm; ls >= start (start = ls);
@@ -23,8 +23,8 @@ import (
 //	list-offsets earliest → x  start <= x <= len(log) (start = x)
 //	produce(vs) unseen         credits += len(vs)
 //
-// and before any operation but the last, any sub-multiset of the credits may
-// be spent: log += that many anonymous records. With Options.StaleFetch,
+// and before any operation but the last, any part of the credits may be
+// spent: log += that many anonymous records. With Options.StaleFetch,
 // reads may be served from an older state: hwm <= len(log) instead of ==, and
 // the log start is only bounded by hwm.
 //
@@ -58,7 +58,7 @@ type logState struct {
 	b       *logBacking
 	n       int
 	start   int64
-	credits []int // batch sizes of unseen produces not yet spent, ascending; never mutated
+	credits []int // nil, or one element: the pooled records of unseen produces not yet spent; never mutated
 }
 
 // logBacking holds values and prefix hashes: hashes[i] hashes values[:i].
@@ -110,94 +110,39 @@ func (s logState) appendValues(vs []string) logState {
 }
 
 // withCredit returns s with one more unseen produce of size records pending.
+// Credits are pooled: the state keeps only their total, so one step yields
+// one state per length however many batch sizes are pending (see spends).
 func (s logState) withCredit(size int) logState {
-	i := sort.SearchInts(s.credits, size)
-	credits := make([]int, 0, len(s.credits)+1)
-	credits = append(credits, s.credits[:i]...)
-	credits = append(credits, size)
-	s.credits = append(credits, s.credits[i:]...)
+	pool := size
+	if len(s.credits) == 1 {
+		pool += s.credits[0]
+	}
+	s.credits = []int{pool}
 	return s
 }
 
-// maxSpendOptions bounds the sub-multisets of credits one step enumerates.
-// Beyond it the check panics rather than refuse a history it could not
-// search: too many unseen produces of too many batch sizes are pending on
-// one partition; drain the partition or time out fewer produces.
-const maxSpendOptions = 1 << 16
-
-// creditGroup is one batch size among the credits and how many have it.
-type creditGroup struct{ size, count int }
-
-// spendOptions enumerates the sub-multisets of s's credits as counts taken
-// per group.
-func (s logState) spendOptions() ([]creditGroup, [][]int) {
-	var groups []creditGroup
-	for _, c := range s.credits {
-		if len(groups) > 0 && groups[len(groups)-1].size == c {
-			groups[len(groups)-1].count++
-		} else {
-			groups = append(groups, creditGroup{c, 1})
-		}
-	}
-	options := [][]int{nil}
-	for _, g := range groups {
-		var next [][]int
-		for _, o := range options {
-			for k := 0; k <= g.count; k++ {
-				next = append(next, append(append([]int(nil), o...), k))
-			}
-		}
-		if len(next) > maxSpendOptions {
-			panic(fmt.Sprintf("linearizability: %d unseen indefinite produces (sizes %v) pending on one partition: too many to check; drain it or time out fewer produces", len(s.credits), s.credits))
-		}
-		options = next
-	}
-	return groups, options
-}
-
-// spends returns the states reachable from s by spending credits: those whose
-// length grows by exactly need when exact, else by the least amount >= need
-// (spending more can always wait for a later step).
+// spends returns the state reachable from s by spending exactly need
+// pooled credit records (the least that serves: spending more can always
+// wait for a later step), if the pool holds that many. Pooling over-
+// approximates: an unseen batch may be spent in parts. That never refuses
+// a linearizable history, and it only loses the refusal of a high-water
+// mark inside an unseen, never-read batch on a partition that was not
+// drained (a drained one has no credits). Counting batches exactly made
+// the states one per sub-multiset of sizes, which explodes once batches
+// of several sizes time out unseen.
 func (s logState) spends(need int64, exact bool) []logState {
 	if need <= 0 && (!exact || need == 0) {
 		return []logState{s}
 	}
-	if need < 0 || len(s.credits) == 0 {
+	if need < 0 || len(s.credits) == 0 || int64(s.credits[0]) < need {
 		return nil
 	}
-	groups, options := s.spendOptions()
-	total := func(o []int) int64 {
-		var t int64
-		for i, k := range o {
-			t += int64(k * groups[i].size)
-		}
-		return t
+	next := s.appendValues(make([]string, need))
+	next.credits = nil
+	if left := s.credits[0] - int(need); left > 0 {
+		next.credits = []int{left}
 	}
-	target := need
-	if !exact {
-		target = -1
-		for _, o := range options {
-			if t := total(o); t >= need && (target < 0 || t < target) {
-				target = t
-			}
-		}
-	}
-	var out []logState
-	for _, o := range options {
-		if total(o) != target {
-			continue
-		}
-		var left []int
-		for i, g := range groups {
-			for k := o[i]; k < g.count; k++ {
-				left = append(left, g.size)
-			}
-		}
-		next := s.appendValues(make([]string, target))
-		next.credits = left
-		out = append(out, next)
-	}
-	return out
+	return []logState{next}
 }
 
 func equalStrings(a, b []string) bool {

@@ -304,3 +304,36 @@ func TestModelUnseenProduceRespectsRealTime(t *testing.T) {
 		t.Fatal("an empty read value matched an unseen produce")
 	}
 }
+
+// Sixty batches of 1 to 8 records pending for the whole history, some of
+// which took effect unseen, are checked at once: pooled credits give one
+// state per length (counting batch sizes exactly gave one per sub-multiset
+// of sizes, and a time-limited simulator seed ran Porcupine out of time).
+func TestModelUnseenBatchesOfManySizesStayTractable(t *testing.T) {
+	b := newBuilder()
+	for i := 0; i < 60; i++ {
+		vs := make([]Record, 1+i%8)
+		for j := range vs {
+			vs[j] = Record{Value: fmt.Sprintf("p%d.%d", i, j)}
+		}
+		b.h.CallProduceBatch(ClientID(100+i), tp0, vs, int64(i))
+	}
+	offset, now := int64(0), int64(100)
+	for i := 0; i < 200; i++ {
+		if i%8 == 3 {
+			offset += int64(1 + i%5) // some pending records took effect here
+		}
+		b.produceOK(1, fmt.Sprintf("a%d", i), now, now+5, offset)
+		offset++
+		b.list(2, OffsetLatest, now+10, now+15, offset)
+		now += 20
+	}
+	if err := CheckLinearizable(b.h, Options{Timeout: 20 * time.Second}); err != nil {
+		t.Fatalf("tractable history not accepted: %v", err)
+	}
+	b.list(3, OffsetLatest, now+10, now+15, offset+300) // more than could ever have been written
+	var nl *NotLinearizableError
+	if err := CheckLinearizable(b.h, Options{Timeout: 20 * time.Second}); !errors.As(err, &nl) {
+		t.Fatalf("want refusal, got %v", err)
+	}
+}

@@ -41,4 +41,6 @@ func (c *Core) bugForgetProducers(*group)                                {}
 func (c *Core) bugRestoreIndexTimes(*group)                              {}
 func (c *Core) bugCheckpointState(state []byte) []byte                   { return state }
 func (g *group) engineIndex(raftIndex uint64) uint64                     { return raftIndex }
+func (c *Core) bugBatchBase(base, _ int64) int64                         { return base }
+func (c *Core) bugAckLeaderEarly(Acks) bool                              { return false }
 func (g *group) raftIndexOf(engineIndex uint64) uint64                   { return engineIndex }

@@ -30,6 +30,13 @@ type Bugs struct {
 	// CheckpointForgetsProducers writes partition checkpoints without the
 	// idempotent-producer table.
 	CheckpointForgetsProducers bool
+	// FetchRenumbersInsideBatch: a fetch that starts inside a batch hands
+	// that batch out with the requested offset as its base offset, so the
+	// client numbers its records from there (wrong by the records skipped).
+	FetchRenumbersInsideBatch bool
+	// AckLeaderEarly completes an acks=1 produce once proposed, before the
+	// leader's log holds it durably (as acks=0 does).
+	AckLeaderEarly bool
 	// RecoverTrustsPageCache plants raftlog's RecoverTrustsPageCache in
 	// every raft log the node opens.
 	RecoverTrustsPageCache bool
@@ -267,4 +274,23 @@ func withoutProducers(state []byte) []byte {
 		panic(fmt.Sprintf("node: planted bug: %v", err))
 	}
 	return data
+}
+
+// bugBatchBase (FetchRenumbersInsideBatch) is the base offset a fetch from
+// offset gives a served batch whose true base offset is base: offset when
+// the fetch starts inside the batch. Invisible while every batch holds one
+// record (the fetch then starts at a batch's base).
+func (c *Core) bugBatchBase(base, offset int64) int64 {
+	if c.cfg.Bugs.FetchRenumbersInsideBatch && base < offset {
+		return offset
+	}
+	return base
+}
+
+// bugAckLeaderEarly (AckLeaderEarly) reports whether a produce at acks
+// should complete once proposed: an acks=1 produce then is acknowledged
+// before the leader synced it, and a power loss drops an acknowledged
+// write. Invisible to a workload that never sends acks=1.
+func (c *Core) bugAckLeaderEarly(acks Acks) bool {
+	return c.cfg.Bugs.AckLeaderEarly && acks == AcksLeader
 }

@@ -156,7 +156,7 @@ func (c *Core) read(g *group, req FetchRequest) FetchResult {
 			if len(res.Batches) > 0 && int64(len(batch)) > budget {
 				break // the first batch goes out whole; later ones must fit
 			}
-			res.Batches = append(res.Batches, FetchedBatch{BaseOffset: loc.BaseOffset, AppendTimeMs: loc.AppendTimeMs, Batch: batch})
+			res.Batches = append(res.Batches, FetchedBatch{BaseOffset: c.bugBatchBase(loc.BaseOffset, req.Offset), AppendTimeMs: loc.AppendTimeMs, Batch: batch})
 			budget -= int64(len(batch))
 		}
 	}

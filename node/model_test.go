@@ -156,8 +156,15 @@ func (c *cluster) converge(tp TopicPartition) {
 	c.t.Helper()
 	for range 200 {
 		lead := c.leader(tp)
-		commit := c.cores[lead].byTP[tp].raw.BasicStatus().GetCommit()
-		done := true
+		g := c.cores[lead].byTP[tp]
+		commit := g.raw.BasicStatus().GetCommit()
+		// A new leader's commit index lags until an entry of its own term
+		// commits (commit-only hard states are not synced, so after
+		// restarts every node may recover an older one): wait until the
+		// leader's whole log is committed, or the replicas' applied
+		// indexes say nothing about what was acknowledged before.
+		last, _ := g.log.LastIndex()
+		done := commit >= last
 		for _, id := range c.ids {
 			if g := c.cores[id].byTP[tp]; g == nil || g.appliedRaft < commit {
 				done = false

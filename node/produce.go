@@ -69,7 +69,7 @@ func (c *Core) produce(req ProduceRequest, done func(ProduceResult)) {
 		c.completeProduce(done, ProduceResult{Err: err, BaseOffset: -1, Leader: lead})
 		return
 	}
-	if req.Acks == AcksNone {
+	if req.Acks == AcksNone || c.bugAckLeaderEarly(req.Acks) {
 		c.completeProduce(done, ProduceResult{BaseOffset: -1, Leader: lead})
 		return
 	}

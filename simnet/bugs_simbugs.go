@@ -11,7 +11,8 @@ import (
 
 // BugNames lists the planted bugs ParseBug knows (node.Bugs' fields).
 var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "ReapplyAfterRestart", "LocalRead",
-	"RestoreForgetsProducers", "CheckpointForgetsProducers", "RecoverTrustsPageCache", "LeaseReads", "RestoreIndexTimes"}
+	"RestoreForgetsProducers", "CheckpointForgetsProducers", "FetchRenumbersInsideBatch", "AckLeaderEarly",
+	"RecoverTrustsPageCache", "LeaseReads", "RestoreIndexTimes"}
 
 // ParseBug checks a planted bug's name; "" plants none.
 func ParseBug(name string) (string, error) {
@@ -36,6 +37,10 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.RestoreForgetsProducers = true
 	case "CheckpointForgetsProducers":
 		cfg.Bugs.CheckpointForgetsProducers = true
+	case "FetchRenumbersInsideBatch":
+		cfg.Bugs.FetchRenumbersInsideBatch = true
+	case "AckLeaderEarly":
+		cfg.Bugs.AckLeaderEarly = true
 	case "LocalRead":
 		cfg.Bugs.LocalRead = true
 	case "RestoreIndexTimes":

@@ -22,16 +22,17 @@ type histOp struct {
 
 func newHistory(partitions int) *history {
 	hs := &history{h: linearizability.NewHistory()}
-	for p := 0; p < partitions; p++ {
-		hs.tps = append(hs.tps, linearizability.TopicPartition{Topic: topicName, Partition: int32(p)})
+	for _, tp := range groupTopics(partitions) {
+		hs.tps = append(hs.tps, linearizability.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
 	}
 	return hs
 }
 
 func ns(t time.Duration) int64 { return int64(t) }
 
-func (hs *history) produceCall(client, p int, key, value string, t time.Duration) *histOp {
-	return &histOp{id: hs.h.CallProduce(linearizability.ClientID(client), hs.tps[p], key, value, ns(t))}
+// produceCall records the call of a batch's produce (every attempt).
+func (hs *history) produceCall(client, p int, recs []linearizability.Record, t time.Duration) *histOp {
+	return &histOp{id: hs.h.CallProduceBatch(linearizability.ClientID(client), hs.tps[p], recs, ns(t))}
 }
 
 func (hs *history) produceOK(op *histOp, offset int64, t time.Duration) {

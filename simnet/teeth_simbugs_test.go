@@ -57,6 +57,19 @@ func TestRecoveryCheckCatchesRecoverTrustsPageCache(t *testing.T) {
 	}
 }
 
+// Multi-record batches and random readers make fetches start inside a
+// batch, so a node that numbers such a batch from the requested offset is
+// caught in every seed; with one record per batch no fetch starts inside
+// one and 0 of seeds 1-50 failed.
+func TestWorkloadCatchesFetchRenumbersInsideBatch(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	for seed := uint64(1); seed <= 3; seed++ {
+		if res := runSeed(t, seedOptions(t, seed, "mixed", "FetchRenumbersInsideBatch"), ""); !res.Failed() {
+			t.Errorf("seed %d: FetchRenumbersInsideBatch not caught", seed)
+		}
+	}
+}
+
 // The per-index status digest catches a restore that got the offset
 // index's timestamps wrong, at the first event after the restart;
 // nothing else in the run sees it (0 of seeds 1-50 with the digests off).
@@ -70,5 +83,18 @@ func TestStatusDigestCatchesRestoreIndexTimes(t *testing.T) {
 	}
 	if caught < 3 {
 		t.Errorf("RestoreIndexTimes caught by the status digest in %d of seeds 5-8, want at least 3", caught)
+	}
+}
+
+// Acks=1 produces (the non-idempotent producer's mix) let the durability
+// audit catch a leader that answers them before its log holds the entry;
+// a workload of acks=all produces never sends one, and 0 of seeds 1-50
+// failed.
+func TestWorkloadCatchesAckLeaderEarly(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	for seed := uint64(1); seed <= 3; seed++ {
+		if res := runSeed(t, seedOptions(t, seed, "mixed", "AckLeaderEarly"), ""); !failsWith(res, "durability:") {
+			t.Errorf("seed %d: AckLeaderEarly not caught by the audit: %q", seed, res.Failures)
+		}
 	}
 }

@@ -31,11 +31,13 @@ type wireWorkload struct {
 	peers    []node.Peer
 	indexOf  map[string]int // node address -> node index
 	nextCorr uint64
+	topics   []topicSpec           // the scenario's topics
+	tps      []node.TopicPartition // group index -> topic and partition
 	admin    *wireClient
 	clients  []*wireClient // producers, consumers, then random readers
 	drain    *wireClient
 	active   int  // producers and consumers still working
-	created  bool // the topic exists: every node registered and hosts its replicas
+	created  bool // the topics exist: every node registered and hosts its replicas
 }
 
 // wireCall is one request in flight: it ends once, by its answer or by
@@ -47,7 +49,8 @@ type wireCall struct {
 
 // newWireWorkload names the nodes n1..nN and creates the clients.
 func newWireWorkload(w *world) *wireWorkload {
-	ww := &wireWorkload{w: w, indexOf: make(map[string]int)}
+	ww := &wireWorkload{w: w, indexOf: make(map[string]int), topics: scenarioTopics(w.opts.Partitions),
+		tps: groupTopics(w.opts.Partitions)}
 	for _, n := range w.nodes {
 		addr := "n" + strconv.Itoa(int(n.id))
 		ww.peers = append(ww.peers, node.Peer{ID: n.id, Address: addr, Rack: "r" + strconv.Itoa(n.index%2)})
@@ -75,9 +78,28 @@ func (ww *wireWorkload) configure(cfg *node.Config) {
 	cfg.Nodes = ww.peers
 }
 
-// start begins the run: the admin client creates the topic.
+// start begins the run: the admin client creates the topics.
 func (ww *wireWorkload) start() {
 	ww.admin.after(0, ww.admin.createTopic)
+}
+
+// topicOf is group p's topic.
+func (ww *wireWorkload) topicOf(p int) topicSpec {
+	for _, t := range ww.topics {
+		if p >= t.first && p < t.first+t.partitions {
+			return t
+		}
+	}
+	panic(fmt.Sprintf("simnet: group %d belongs to no topic", p))
+}
+
+// topicNames lists the scenario's topic names.
+func (ww *wireWorkload) topicNames() []string {
+	names := make([]string, len(ww.topics))
+	for i, t := range ww.topics {
+		names[i] = t.name
+	}
+	return names
 }
 
 // topicCreated starts the producers and consumers.

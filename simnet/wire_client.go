@@ -11,8 +11,15 @@ import (
 
 // The clients' settings.
 const (
-	wireInFlightMax    = 3 // batches in flight per partition window
-	wireOutstandingMax = 6 // records a producer has pushed and not completed
+	wireOutstandingMax = 6 // batches a producer has pushed and not completed
+)
+
+// The producers' shapes, drawn per producer from its stream: how many
+// batches a partition window pipelines and how many records a batch holds
+// at most (1 + IntN(max)), so fetches and ListOffsets start inside batches.
+var (
+	wireInFlightChoices = []int{1, 2, 3, 5}
+	wireBatchChoices    = []int{1, 2, 3, 4}
 )
 
 // wireBackoff is the clients' retry policy (the standard clients' range).
@@ -29,11 +36,14 @@ type wireClient struct {
 	metaPending bool
 	attempts    int // attempts of the current single request (admin, init, fetch)
 	maybeDone   bool
+	creating    int // the admin: index of the topic it creates
 
 	// Producers.
 	producerID  int64
 	idempotent  bool
 	keyed       bool
+	inFlightMax int // batches in flight per partition window
+	batchMax    int // records per batch at most
 	windows     []*clientlib.Window
 	batches     []map[clientlib.BatchID]*wireBatch
 	outstanding int
@@ -55,6 +65,7 @@ type wireBatch struct {
 	bytes []byte
 	hist  *histOp
 	start time.Duration // pushed
+	acks  int32         // -1: all; 0 and 1 give no offset and may be lost on failover
 }
 
 // pendingSince reports the start of the client's oldest unfinished
@@ -85,9 +96,12 @@ func newWireClient(ww *wireWorkload, index int, kind clientKind) *wireClient {
 		// resends (AttemptsMax 1): its values stay
 		// unique, so an entry applied twice shows as a duplicate.
 		c.idempotent = index != o.Producers-1
-		cfg := clientlib.WindowConfig{Idempotent: true, InFlightMax: wireInFlightMax, AttemptsMax: attemptsMax,
+		c.inFlightMax = wireInFlightChoices[c.rng.IntN(len(wireInFlightChoices))]
+		c.batchMax = wireBatchChoices[c.rng.IntN(len(wireBatchChoices))]
+		cfg := clientlib.WindowConfig{Idempotent: true, InFlightMax: c.inFlightMax, AttemptsMax: attemptsMax,
 			DeliveryTimeout: o.OpDeadline}
 		if !c.idempotent {
+			c.inFlightMax = 1
 			c.producerID = -1
 			cfg = clientlib.WindowConfig{InFlightMax: 1, AttemptsMax: 1, DeliveryTimeout: o.OpDeadline}
 		}
@@ -124,7 +138,8 @@ func (c *wireClient) nodeIndex(id uint64) int {
 
 // leaderOf is the node to send partition p's requests to.
 func (c *wireClient) leaderOf(p int) int {
-	if _, addr, ok := c.cache.Leader(topicName, int32(p)); ok {
+	tp := c.ww.tps[p]
+	if _, addr, ok := c.cache.Leader(tp.Topic, tp.Partition); ok {
 		if i, ok := c.ww.indexOf[addr]; ok {
 			return i
 		}
@@ -138,7 +153,7 @@ func (c *wireClient) refresh() {
 		return
 	}
 	c.metaPending = true
-	req := &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{Topics: []string{topicName}}}}
+	req := &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{Topics: c.ww.topicNames()}}}
 	c.ww.call(c, c.randomNode(), req, func(resp *strandpb.Response, err error) {
 		c.metaPending = false
 		if err == nil && resp.GetError() == nil && resp.GetMetadata() != nil {
@@ -155,9 +170,9 @@ func (c *wireClient) react(p int, err error) clientlib.Action {
 	var e *clientlib.Error
 	switch {
 	case asWireError(err, &e) && e.Code == strandpb.ErrorCode_ERROR_CODE_NOT_LEADER && e.LeaderID != 0:
-		c.cache.ApplyNotLeader(topicName, int32(p), e)
+		c.cache.ApplyNotLeader(c.ww.tps[p].Topic, c.ww.tps[p].Partition, e)
 	case !asWireError(err, &e):
-		c.cache.ForgetLeader(topicName, int32(p))
+		c.cache.ForgetLeader(c.ww.tps[p].Topic, c.ww.tps[p].Partition)
 	}
 	if a.RefreshMetadata {
 		c.refresh()
@@ -178,18 +193,20 @@ func (c *wireClient) controllerTarget(err error) int {
 	return c.randomNode()
 }
 
-// createTopic is the admin's CreateTopics loop: retried until the topic
-// exists; TOPIC_EXISTS is success only after an attempt that may have
-// created it.
+// createTopic is the admin's CreateTopics loop for topic c.creating:
+// retried until the topic exists; TOPIC_EXISTS is success only after an
+// attempt that may have created it.
 func (c *wireClient) createTopic() {
+	c.attempts, c.maybeDone = 0, false
 	c.createAttempt(c.randomNode())
 }
 
 func (c *wireClient) createAttempt(target int) {
 	o := c.ww.w.opts
+	t := c.ww.topics[c.creating]
 	c.attempts++
 	req := &strandpb.Request{Body: &strandpb.Request_CreateTopics{CreateTopics: &strandpb.CreateTopicsRequest{
-		Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: topicName, Partitions: int32(o.Partitions),
+		Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: t.name, Partitions: int32(t.partitions),
 			ReplicationFactor: int32(o.Replication)}},
 		TimeoutMs: int32(o.ClientTimeout / time.Millisecond),
 	}}}
@@ -214,13 +231,14 @@ func (c *wireClient) onCreate(err error) {
 	a := clientlib.ClassifyErr(err)
 	switch code := errCode(err); {
 	case err == nil:
-		c.ww.topicCreated()
+		c.created()
 		return
 	case code == strandpb.ErrorCode_ERROR_CODE_TOPIC_EXISTS:
 		if !c.maybeDone {
-			w.fail("create topic: TOPIC_EXISTS although no earlier attempt may have created it")
+			w.fail("create topic %s: TOPIC_EXISTS although no earlier attempt may have created it",
+				c.ww.topics[c.creating].name)
 		}
-		c.ww.topicCreated()
+		c.created()
 		return
 	case !a.Retriable:
 		w.fail("create topic refused: %v", err)
@@ -235,6 +253,17 @@ func (c *wireClient) onCreate(err error) {
 	}
 	target := c.controllerTarget(err)
 	c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.createAttempt(target) })
+}
+
+// created moves the admin to the next topic, or starts the clients once
+// every topic exists.
+func (c *wireClient) created() {
+	c.creating++
+	if c.creating < len(c.ww.topics) {
+		c.createTopic()
+		return
+	}
+	c.ww.topicCreated()
 }
 
 // begin starts a client's work once the topic exists.

@@ -17,13 +17,21 @@ func (c *wireClient) nextPoll() {
 	}
 	p := c.nextPartition
 	c.nextPartition = (p + 1) % len(c.positions)
-	if c.kind == kindReader {
-		p = c.rng.IntN(len(c.positions))
-		c.readOffset = c.rng.Int64N(c.ww.w.work.maxHwm[p] + 1)
-	}
 	c.attempts = 0
 	c.opStart = c.ww.w.now()
 	c.fetching = true
+	if c.kind == kindReader {
+		p = c.rng.IntN(len(c.positions))
+		switch r := c.rng.IntN(readerMix); {
+		case r < describeShare:
+			c.describe()
+			return
+		case r < describeShare+listShare:
+			c.listOffsets(c.nextQuery(p))
+			return
+		}
+		c.readOffset = c.rng.Int64N(c.ww.w.work.maxHwm[p] + 1)
+	}
 	c.fetch(p)
 }
 
@@ -52,10 +60,15 @@ func (c *wireClient) fetch(p int) {
 	}
 	floor := w.work.maxHwm[p]
 	op := w.hist.fetchCall(c.index, p, offset, c.kind != kindReader, w.now())
+	budget := int32(fetchBytesMax)
+	if c.rng.IntN(3) == 0 {
+		// Often smaller than one batch: the first batch is served whole.
+		budget = int32(1 + c.rng.IntN(fetchBytesMax/8))
+	}
 	req := &strandpb.Request{Body: &strandpb.Request_Fetch{Fetch: &strandpb.FetchRequest{
-		MaxBytes: fetchBytesMax,
-		Partitions: []*strandpb.FetchRequest_Partition{{Topic: topicName, Partition: int32(p), Offset: offset,
-			MaxBytes: fetchBytesMax}},
+		MaxBytes: budget,
+		Partitions: []*strandpb.FetchRequest_Partition{{Topic: c.ww.tps[p].Topic, Partition: c.ww.tps[p].Partition, Offset: offset,
+			MaxBytes: budget}},
 	}}}
 	target := c.leaderOf(p)
 	if c.kind == kindReader && c.rng.IntN(2) == 0 {
@@ -81,6 +94,9 @@ func (c *wireClient) fetch(p int) {
 			}
 		}
 		c.onFetch(p, offset, floor, target, op, part, err)
+		if err == nil {
+			c.coverFetch(offset, budget, part)
+		}
 	})
 }
 
@@ -166,4 +182,19 @@ func decodeWireFetch(offset int64, part *strandpb.FetchResponse_Partition) *repl
 		}
 	}
 	return r
+}
+
+// coverFetch counts a served fetch that started inside a batch and one
+// whose first batch exceeded the fetch's byte budget.
+func (c *wireClient) coverFetch(offset int64, budget int32, part *strandpb.FetchResponse_Partition) {
+	bs := part.GetBatches()
+	if len(bs) == 0 {
+		return
+	}
+	if bs[0].GetBaseOffset() < offset {
+		c.ww.w.coverage.Inc("event/fetch-inside-batch")
+	}
+	if len(bs[0].GetRecords()) > int(budget) {
+		c.ww.w.coverage.Inc("event/fetch-over-budget")
+	}
 }

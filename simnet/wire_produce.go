@@ -2,16 +2,20 @@ package simnet
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/strandlog/strand/clientlib"
 	"github.com/strandlog/strand/engine/recordbatch"
+	"github.com/strandlog/strand/linearizability"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
-// nextRecord pushes the producer's next record onto its partition's
-// window, while the budget lasts and fewer than wireOutstandingMax records
-// are unresolved; the chain restarts when a record completes.
+// nextRecord pushes the producer's next batch (1 to batchMax records,
+// one operation of the budget) onto its partition's window, while the
+// budget lasts and fewer than wireOutstandingMax batches are unresolved;
+// the chain restarts when a batch completes.
 func (c *wireClient) nextRecord() {
 	c.recordTimer = false
 	if c.budgetDone || c.outstanding >= wireOutstandingMax {
@@ -23,29 +27,68 @@ func (c *wireClient) nextRecord() {
 		c.checkFinished()
 		return
 	}
-	c.values++
-	value := fmt.Sprintf("c%d-%d", c.index, c.values)
-	var key []byte
-	var p int
+	var first string
+	p := c.rng.IntN(len(c.windows))
 	if c.keyed {
-		key = fmt.Appendf(nil, "k%d", c.rng.IntN(keySpace))
-		p = int(clientlib.KeyPartition(key, int32(len(c.windows))))
-	} else {
-		p = c.rng.IntN(len(c.windows))
+		t := c.ww.topics[c.rng.IntN(len(c.ww.topics))]
+		first = "k" + strconv.Itoa(c.rng.IntN(keySpace))
+		p = t.first + int(clientlib.KeyPartition([]byte(first), int32(t.partitions)))
 	}
-	batch, err := recordbatch.Encode(nil, []recordbatch.Record{{
-		TimestampMs: int64(w.now() / time.Millisecond), Key: key, Value: []byte(value),
-	}})
+	n := 1 + c.rng.IntN(c.batchMax)
+	recs := make([]recordbatch.Record, n)
+	sent := make([]linearizability.Record, n)
+	ts := int64(w.now() / time.Millisecond)
+	for i := range recs {
+		c.values++
+		value := fmt.Sprintf("c%d-%d", c.index, c.values)
+		if c.rng.IntN(largeOneIn) == 0 {
+			// Larger than a small fetch budget: the node must still serve
+			// the batch whole when it is the first.
+			value += "-" + strings.Repeat("x", largeMin+c.rng.IntN(largeMin))
+			w.coverage.Inc("event/large-record")
+		}
+		key := first
+		if c.keyed && i > 0 {
+			key = c.keyFor(p, first)
+		}
+		recs[i] = recordbatch.Record{TimestampMs: ts, Value: []byte(value)}
+		if key != "" {
+			recs[i].Key = []byte(key)
+		}
+		sent[i] = linearizability.Record{Offset: -1, Key: key, Value: value}
+	}
+	if n > 1 {
+		w.coverage.Inc("event/multi-record-batch")
+	}
+	batch, err := recordbatch.Encode(nil, recs)
 	if err != nil {
 		panic(fmt.Sprintf("simnet: encode batch: %v", err))
 	}
-	id := c.windows[p].Push(1, w.now())
-	c.batches[p][id] = &wireBatch{bytes: batch, hist: w.hist.produceCall(c.index, p, string(key), value, w.now()),
-		start: w.now()}
+	acks := int32(-1)
+	if !c.idempotent {
+		acks = []int32{-1, 1, 0}[c.rng.IntN(3)]
+	}
+	id := c.windows[p].Push(int32(n), w.now())
+	c.batches[p][id] = &wireBatch{bytes: batch, hist: w.hist.produceCall(c.index, p, sent, w.now()),
+		start: w.now(), acks: acks}
 	c.outstanding++
 	c.pump(p)
 	c.recordTimer = true
 	c.after(c.thinkTime(), c.nextRecord)
+}
+
+// keyFor draws a key that partition p's key hash owns (a keyed producer
+// batches by partition, as real ones do), or fallback (p's) after a few
+// misses.
+func (c *wireClient) keyFor(p int, fallback string) string {
+	for range keyDrawsMax {
+		key := "k" + strconv.Itoa(c.rng.IntN(keySpace))
+		tp := c.ww.tps[p]
+		if clientlib.KeyPartition([]byte(key), int32(c.ww.topicOf(p).partitions)) == tp.Partition {
+			return key
+		}
+	}
+	return fallback
 }
 
 // pump sends what partition p's window allows, hands out completions, and
@@ -54,7 +97,7 @@ func (c *wireClient) pump(p int) {
 	win := c.windows[p]
 	now := c.ww.w.now()
 	win.Expire(now)
-	for i := 0; i < wireInFlightMax; i++ {
+	for i := 0; i < c.inFlightMax; i++ {
 		a, ok := win.Next(now)
 		if !ok {
 			break
@@ -73,9 +116,9 @@ func (c *wireClient) pump(p int) {
 func (c *wireClient) sendBatch(p int, a clientlib.Attempt) {
 	b := c.batches[p][a.ID]
 	req := &strandpb.Request{Body: &strandpb.Request_Produce{Produce: &strandpb.ProduceRequest{
-		Acks:      -1,
+		Acks:      b.acks,
 		TimeoutMs: int32(c.ww.w.opts.ClientTimeout / time.Millisecond),
-		Partitions: []*strandpb.ProduceRequest_Partition{{Topic: topicName, Partition: int32(p),
+		Partitions: []*strandpb.ProduceRequest_Partition{{Topic: c.ww.tps[p].Topic, Partition: c.ww.tps[p].Partition,
 			ProducerId: c.producerID, ProducerEpoch: a.Epoch, BaseSequence: a.BaseSequence, Batch: b.bytes}},
 	}}}
 	target := c.leaderOf(p)
@@ -127,10 +170,16 @@ func (c *wireClient) complete(p int) {
 		delete(c.batches[p], done.ID)
 		c.outstanding--
 		w.checker.onOpDone(b.start, w.now())
-		if done.Err == nil {
+		switch {
+		case done.Err == nil && b.acks != -1:
+			// acks=0 and 1 promise no offset and may be lost on a
+			// failover: never acknowledged in the history's sense.
+			w.hist.produceUnknown(b.hist, w.now())
+			w.coverage.Inc(fmt.Sprintf("event/produce-acks%d", b.acks))
+		case done.Err == nil:
 			w.hist.produceOK(b.hist, done.BaseOffset, w.now())
 			w.stats.ProducesOK++
-		} else {
+		default:
 			w.hist.produceUnknown(b.hist, w.now())
 			w.stats.ProducesLost++
 		}

@@ -3,6 +3,8 @@ package simnet
 import (
 	"errors"
 	"time"
+
+	"github.com/strandlog/strand/node"
 )
 
 // clientKind is a client's role in the workload.
@@ -18,7 +20,10 @@ const (
 // Workload sizes.
 const (
 	keySpace      = 16      // keyed producers draw keys k0..k15
-	fetchBytesMax = 2 << 10 // MaxBytes of every fetch
+	keyDrawsMax   = 8       // draws to find a key of the batch's partition
+	fetchBytesMax = 2 << 10 // MaxBytes of most fetches
+	largeOneIn    = 64      // one record in this many is large
+	largeMin      = 1 << 10 // a large record's value is [largeMin, 2*largeMin) bytes longer
 	attemptsMax   = 1000    // bound on attempts of one operation
 )
 
@@ -69,4 +74,45 @@ func (wl *workload) take() bool {
 		wl.w.sched.schedule(0, &event{kind: evLivenessHeal, node: -1})
 	}
 	return true
+}
+
+// The scenario's topics: Options.Partitions groups split into a main
+// topic and a smaller second one (a quarter of the groups, when there are
+// at least two), so clients work on several topics and the group indexes
+// 0..Partitions-1 of the checks and faults stay as they were.
+const (
+	topicMain   = "sim"
+	topicSecond = "sim2"
+)
+
+// topicSpec is one topic of the scenario and its groups' indexes.
+type topicSpec struct {
+	name       string
+	partitions int
+	first      int // group index of partition 0
+}
+
+// scenarioTopics splits partitions groups into the scenario's topics.
+func scenarioTopics(partitions int) []topicSpec {
+	second := partitions / 4
+	if partitions >= 2 {
+		second = max(second, 1)
+	}
+	ts := []topicSpec{{name: topicMain, partitions: partitions - second}}
+	if second > 0 {
+		ts = append(ts, topicSpec{name: topicSecond, partitions: second, first: partitions - second})
+	}
+	return ts
+}
+
+// groupTopics maps each group index 0..partitions-1 to its topic and
+// partition.
+func groupTopics(partitions int) []node.TopicPartition {
+	var out []node.TopicPartition
+	for _, t := range scenarioTopics(partitions) {
+		for q := 0; q < t.partitions; q++ {
+			out = append(out, node.TopicPartition{Topic: t.name, Partition: int32(q)})
+		}
+	}
+	return out
 }

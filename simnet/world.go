@@ -25,9 +25,6 @@ type core interface {
 
 var _ core = (*node.Core)(nil)
 
-// topicName is the one topic of the scenario.
-const topicName = "sim"
-
 // simNode is one simulated machine: a disk that outlives crashes, a clock,
 // a network endpoint and, while up, a core.
 type simNode struct {
@@ -172,8 +169,8 @@ func newWorld(o Options) *world {
 	w.rngDisk = newStream(o.Seed, streamDisk)
 	w.rngFault = newStream(o.Seed, streamFaults)
 	w.groupOf = make(map[node.TopicPartition]int, o.Partitions+1)
-	for p := 0; p < o.Partitions; p++ {
-		w.groupOf[node.TopicPartition{Topic: topicName, Partition: int32(p)}] = p
+	for g, tp := range groupTopics(o.Partitions) {
+		w.groupOf[tp] = g
 	}
 	w.groupOf[metaTopicPartition] = o.Partitions
 	w.checker = newChecker(w)

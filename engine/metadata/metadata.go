@@ -131,7 +131,10 @@ type PartitionRef struct {
 // Result is the outcome of applying one entry.
 type Result struct {
 	// Err is nil when the command took effect; otherwise one of the errors
-	// above (errors.Is works), and the state is unchanged.
+	// above (errors.Is works), and the state is unchanged but for one
+	// thing: a command carrying a cluster seed fixes the cluster id when
+	// none is set yet, whatever the command's outcome (every replica
+	// applies the same entry, so every replica fixes the same id).
 	Err error
 	// ProposalID is the command's proposal id, for the proposing node.
 	ProposalID uint64
