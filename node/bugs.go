@@ -2,6 +2,12 @@
 
 package node
 
+import (
+	"go.etcd.io/raft/v3"
+
+	"github.com/strandlog/strand/raftlog"
+)
+
 // Production builds carry no planted bug: the switches below are empty
 // types and constant-false hooks the compiler removes. The simulator's
 // bug-planting build (-tags simbugs, bugs_simbugs.go) gives them content,
@@ -22,6 +28,8 @@ type groupBugs struct{}
 //lint:ignore U1000 the field's content exists only with -tags simbugs
 type produceBugs struct{}
 
+func (c *Core) bugLogOptions(*raftlog.Options)                           {}
+func (c *Core) bugReadOnlyOption() raft.ReadOnlyOption                   { return raft.ReadOnlySafe }
 func (c *Core) bugSkipFsync() bool                                       { return false }
 func (c *Core) bugLocalRead() bool                                       { return false }
 func (c *Core) bugAckEarly(*group, *produceWait, func(ProduceResult))    {}
@@ -30,6 +38,7 @@ func (c *Core) bugUncommittedTail(*group, int64) ([]FetchedBatch, error) { retur
 func (c *Core) bugReapply(*group) bool                                   { return false }
 func (c *Core) bugNoCheckpoint(*group) bool                              { return false }
 func (c *Core) bugForgetProducers(*group)                                {}
+func (c *Core) bugRestoreIndexTimes(*group)                              {}
 func (c *Core) bugCheckpointState(state []byte) []byte                   { return state }
 func (g *group) engineIndex(raftIndex uint64) uint64                     { return raftIndex }
 func (c *Core) bugBatchBase(base, _ int64) int64                         { return base }

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"math"
 
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/proto/strandpb"
+	"github.com/strandlog/strand/raftlog"
 )
 
 // Bugs plants known bugs so the simulator can prove its checkers catch
@@ -35,6 +37,57 @@ type Bugs struct {
 	// AckLeaderEarly completes an acks=1 produce once proposed, before the
 	// leader's log holds it durably (as acks=0 does).
 	AckLeaderEarly bool
+	// RecoverTrustsPageCache plants raftlog's RecoverTrustsPageCache in
+	// every raft log the node opens.
+	RecoverTrustsPageCache bool
+	// LeaseReads serves linearizable reads from the leader's lease
+	// (raft.ReadOnlyLeaseBased: no quorum round, trusting that no other
+	// leader can exist within an election timeout of the last quorum
+	// contact, counted in the leader's own ticks). Sound only while every
+	// node ticks at the same rate and none stops: a paused or slow-ticking
+	// leader still believes its lease.
+	LeaseReads bool
+	// RestoreIndexTimes restores a partition's offset index with each
+	// batch's max timestamp read as its append time.
+	RestoreIndexTimes bool
+}
+
+// bugRestoreIndexTimes (RestoreIndexTimes) rebuilds a partition just
+// restored from its checkpoint with every index entry's MaxTimestampMs
+// replaced by its AppendTimeMs (kept non-decreasing, as the engine
+// requires), as a decoder reading the wrong field would. Offsets, the
+// high-water mark and the producer table stay right; ListOffsets by
+// timestamp (which the workload does not issue yet) and the whole-state
+// digest can see it.
+func (c *Core) bugRestoreIndexTimes(g *group) {
+	if !c.cfg.Bugs.RestoreIndexTimes || g.part == nil {
+		return
+	}
+	start, _ := g.part.IndexOrdinals()
+	index := append([]engine.BatchLocation(nil), g.part.IndexSince(start)...)
+	running := int64(math.MinInt64) // the engine wants max times non-decreasing along the index
+	for i := range index {
+		running = max(running, index[i].AppendTimeMs)
+		index[i].MaxTimestampMs = running
+	}
+	part, err := engine.RestorePartitionIndexed(g.part.StateSnapshot(), index)
+	if err != nil {
+		panic(fmt.Sprintf("node: planted bug: %v", err))
+	}
+	g.part = part
+}
+
+// bugReadOnlyOption is raft's read-only mode: lease-based under LeaseReads.
+func (c *Core) bugReadOnlyOption() raft.ReadOnlyOption {
+	if c.cfg.Bugs.LeaseReads {
+		return raft.ReadOnlyLeaseBased
+	}
+	return raft.ReadOnlySafe
+}
+
+// bugLogOptions plants the raftlog bugs of cfg.Bugs in a log's options.
+func (c *Core) bugLogOptions(o *raftlog.Options) {
+	o.Bugs.RecoverTrustsPageCache = c.cfg.Bugs.RecoverTrustsPageCache
 }
 
 // plantedBugs is embedded in Config: cfg.Bugs selects the planted bugs.

@@ -66,6 +66,11 @@ type Config struct {
 	// many ticks (default 50).
 	RequestTimeoutTicks int
 	SegmentBytesMax     int64
+	// LogTailCacheBytesMax bounds each raft log's cache of its newest
+	// entries (raftlog.Options.TailCacheBytesMax): 0 takes raftlog's
+	// default; negative turns the cache off, so every read of an entry
+	// (apply, appends to followers, fetches) goes to the disk.
+	LogTailCacheBytesMax int64
 	// CheckpointEntries writes an engine checkpoint every this many applied
 	// entries of a group (default 1024), so a restart replays at most that
 	// many entries instead of the whole log.
@@ -203,6 +208,11 @@ type GroupStatus struct {
 	AppliedIndex   uint64
 	HighWatermark  int64
 	LogStartOffset int64
+	// Digest hashes the replica's whole engine state as of AppliedIndex
+	// (engine.Partition.Digest, metadata.State.Digest): replicas at the
+	// same applied index must report the same digest, so the simulator
+	// compares them at every index.
+	Digest uint64
 }
 
 // ApplyObserver, when set in Config, sees every entry a replica applies, in

@@ -25,6 +25,13 @@ type group struct {
 	part      *engine.Partition // nil for the metadata group
 	meta      *metadata.State   // the metadata group's state; nil for a partition
 	confState *raftpb.ConfState // as of appliedRaft, for checkpoints
+	// metaDigest caches meta.Digest() (which rehashes the state) for the
+	// state metaDigestOf at its applied index metaDigestAt: the metadata
+	// state changes only in Apply, and every Apply advances the index.
+	// (Version is no key: some commands change the state without a bump.)
+	metaDigest   uint64
+	metaDigestOf *metadata.State
+	metaDigestAt uint64
 
 	// topicID is the metadata topic id of a replica started by the
 	// metadata group. It is part of the
@@ -69,6 +76,14 @@ type group struct {
 	readBy map[uint64]*readWait
 
 	live int // waits of both kinds not completed: bounded by PendingRequestsMax
+}
+
+// metadataDigest is meta.Digest(), computed once per applied index.
+func (g *group) metadataDigest() uint64 {
+	if g.metaDigestOf != g.meta || g.metaDigestAt != g.meta.AppliedIndex() {
+		g.metaDigest, g.metaDigestOf, g.metaDigestAt = g.meta.Digest(), g.meta, g.meta.AppliedIndex()
+	}
+	return g.metaDigest
 }
 
 // applyEmpty consumes an index that carries no command.

@@ -348,13 +348,15 @@ func (c *Core) selfPeer() Peer {
 }
 
 // MetadataStatus returns the metadata group's state; false only for a
-// Core that failed to open it. Its HighWatermark is the metadata version.
+// Core that failed to open it. Its HighWatermark is the metadata version;
+// its Digest is computed once per applied index.
 func (c *Core) MetadataStatus() (GroupStatus, bool) {
 	if c.meta == nil {
 		return GroupStatus{}, false
 	}
 	st := c.groupStatus(c.meta)
 	st.HighWatermark = int64(c.meta.meta.Version())
+	st.Digest = c.meta.metadataDigest()
 	return st, true
 }
 

@@ -150,7 +150,9 @@ func (c *Core) openGroup(spec PartitionSpec, dir string, topicID uint64) (*group
 // RawNode, bootstrapping an empty log over g.replicas.
 func (c *Core) openRaft(g *group) error {
 	replicas := g.replicas
-	log, err := raftlog.Open(c.cfg.Disk, g.dir+"/log", raftlog.Options{SegmentBytesMax: c.cfg.SegmentBytesMax})
+	opts := raftlog.Options{SegmentBytesMax: c.cfg.SegmentBytesMax, TailCacheBytesMax: c.cfg.LogTailCacheBytesMax}
+	c.bugLogOptions(&opts)
+	log, err := raftlog.Open(c.cfg.Disk, g.dir+"/log", opts)
 	if err != nil {
 		return err
 	}
@@ -204,7 +206,7 @@ func (c *Core) raftConfig(g *group, applied uint64) *raft.Config {
 		MaxInflightBytes:          raftInflightBytesMax,
 		CheckQuorum:               true,
 		PreVote:                   true,
-		ReadOnlyOption:            raft.ReadOnlySafe,
+		ReadOnlyOption:            c.bugReadOnlyOption(),
 		Logger:                    raftLogger{g.logs},
 	}
 }
@@ -242,6 +244,7 @@ func (c *Core) restoreEngine(g *group) (uint64, error) {
 	}
 	g.part = ck.partition
 	c.bugForgetProducers(g)
+	c.bugRestoreIndexTimes(g)
 	g.indexKnown, g.indexWritten = ck.indexed, ck.indexEnd
 	g.checkpointIndex = ck.raftIndex
 	if c.bugReapply(g) {

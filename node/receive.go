@@ -218,6 +218,7 @@ func (c *Core) Status() []GroupStatus {
 		st := c.groupStatus(g)
 		st.HighWatermark = g.part.HighWatermark()
 		st.LogStartOffset = g.part.LogStartOffset()
+		st.Digest = g.part.Digest()
 		out = append(out, st)
 	}
 	return out

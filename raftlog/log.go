@@ -22,6 +22,9 @@ type Options struct {
 	// entries to apply, appends to followers) without I/O. Negative disables
 	// the cache.
 	TailCacheBytesMax int64
+
+	//lint:ignore U1000 empty without -tags simbugs
+	plantedBugs // planted bugs: empty unless built with -tags simbugs
 }
 
 const (

@@ -71,7 +71,7 @@ func Open(disk Disk, dir string, options Options) (*Log, error) {
 	if l.tailCacheBytesMax == 0 {
 		l.tailCacheBytesMax = DefaultTailCacheBytesMax
 	}
-	r := &recovery{log: l}
+	r := &recovery{log: l, plantedBugs: options.plantedBugs}
 	if err := r.run(); err != nil {
 		r.closeAll()
 		return nil, err
@@ -81,6 +81,8 @@ func Open(disk Disk, dir string, options Options) (*Log, error) {
 
 // recovery is the state of one Open.
 type recovery struct {
+	//lint:ignore U1000 empty without -tags simbugs
+	plantedBugs
 	log      *Log
 	segments []namedBase
 	snaps    []namedBase
@@ -443,7 +445,7 @@ func (r *recovery) finish() error {
 	// Likewise the bytes of the last segment: after a process crash (not a
 	// power loss) they may sit unsynced in the page cache, yet raft will
 	// take everything recovered as stable (rule 8).
-	if n := len(l.segments); n > 0 {
+	if n := len(l.segments); n > 0 && !r.bugTrustPageCache() {
 		l.segments[n-1].dirty = true
 	}
 	if len(l.segments) == 0 {

@@ -11,7 +11,8 @@ import (
 
 // BugNames lists the planted bugs ParseBug knows (node.Bugs' fields).
 var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "ReapplyAfterRestart", "LocalRead",
-	"RestoreForgetsProducers", "CheckpointForgetsProducers", "FetchRenumbersInsideBatch", "AckLeaderEarly"}
+	"RestoreForgetsProducers", "CheckpointForgetsProducers", "FetchRenumbersInsideBatch", "AckLeaderEarly",
+	"RecoverTrustsPageCache", "LeaseReads", "RestoreIndexTimes"}
 
 // ParseBug checks a planted bug's name; "" plants none.
 func ParseBug(name string) (string, error) {
@@ -42,5 +43,11 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.AckLeaderEarly = true
 	case "LocalRead":
 		cfg.Bugs.LocalRead = true
+	case "RestoreIndexTimes":
+		cfg.Bugs.RestoreIndexTimes = true
+	case "LeaseReads":
+		cfg.Bugs.LeaseReads = true
+	case "RecoverTrustsPageCache":
+		cfg.Bugs.RecoverTrustsPageCache = true
 	}
 }

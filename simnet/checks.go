@@ -70,8 +70,8 @@ func (c *checker) onApply(n *simNode, tp node.TopicPartition, index, term uint64
 }
 
 // onStatus checks the status of a node that just processed an event: at
-// most one leader per term per group, and one high-water mark per applied
-// index.
+// most one leader per term per group, one high-water mark per applied
+// index, and one engine state digest per applied index.
 func (c *checker) onStatus(n *simNode, statuses []node.GroupStatus) {
 	if len(n.lastStatus) != len(statuses) {
 		n.lastStatus = make([]node.GroupStatus, len(statuses))
@@ -87,6 +87,7 @@ func (c *checker) onStatus(n *simNode, statuses []node.GroupStatus) {
 			continue
 		}
 		c.checkHighWatermark(n, g, s)
+		c.w.digests.checkStatus(n, g, s)
 		leader := s.Leader
 		if s.IsLeader {
 			if leader != 0 && leader != n.id {

@@ -28,10 +28,15 @@ import (
 // forgot the producer table, an index entry, the log start) fails at the
 // first checkpoint after the drift, whatever the high-water mark says.
 //
-// Rejected: a digest in GroupStatus at every applied index (node code is
-// out of this change's reach; the checkpoint is the state the node itself
-// serialises); comparing checkpoints of different replicas with each other
-// (they checkpoint at different indexes).
+// Every replica's live state is compared too: node.GroupStatus carries the
+// engine's Digest (O(1) for a partition, cached per applied index for the
+// metadata group), and checkStatus compares it with the reference at the
+// replica's applied index after every event the replica processes, so a
+// restore that forgot part of the state fails at the restored index.
+//
+// Rejected: comparing checkpoints of different replicas with each other
+// (they checkpoint at different indexes); a running hash of applied
+// entries (a restore cannot rebuild it).
 
 // reference is one group's reference replay.
 type reference struct {
@@ -91,6 +96,26 @@ func (d *digests) onApply(g int, index uint64, data []byte) {
 		r.part.Apply(index, data)
 	}
 	r.digests[index] = r.part.Digest()
+}
+
+// checkStatus compares the digest a replica reports for its engine state
+// (node.GroupStatus.Digest) with the reference's at the replica's applied
+// index: a replica whose state drifted from what its applied prefix
+// implies fails at the first index where it reports the drift, not at
+// its next checkpoint.
+func (d *digests) checkStatus(n *simNode, g int, s node.GroupStatus) {
+	if !d.w.opts.DigestChecks || s.AppliedIndex == 0 {
+		return
+	}
+	want, ok := d.refs[g].digests[s.AppliedIndex]
+	if !ok {
+		return
+	}
+	d.w.coverage.Inc("digest/status-compared")
+	if s.Digest != want {
+		d.w.fail("digest: node %d's state of group %d at applied index %d has digest %016x, the committed entries give %016x",
+			n.id, g, s.AppliedIndex, s.Digest, want)
+	}
 }
 
 // afterProcess compares the checkpoints n wrote since the last look.

@@ -23,6 +23,11 @@ const (
 	faultWipe
 	faultClockJump
 	faultCrashLeader
+	faultKill
+	faultCutRound
+	faultCutRecovery
+	faultPause
+	faultLeaderChain
 )
 
 // flipMarginBytes keeps bit flips this far before the end of a file, so
@@ -38,7 +43,9 @@ var faultNames = [...]string{
 	faultCrash: "fault/crash", faultPartitionSym: "fault/partition-sym", faultPartitionAsym: "fault/partition-asym",
 	faultIsolateLeader: "fault/isolate-leader", faultBitFlip: "fault/bit-flip", faultFailRead: "fault/fail-read",
 	faultFailSync: "fault/fail-sync", faultPowerCut: "fault/power-cut", faultWipe: "fault/wipe",
-	faultClockJump: "fault/clock-jump", faultCrashLeader: "fault/crash-leader",
+	faultClockJump: "fault/clock-jump", faultCrashLeader: "fault/crash-leader", faultKill: "fault/kill",
+	faultCutRound: "fault/cut-round", faultCutRecovery: "fault/cut-recovery", faultPause: "fault/pause",
+	faultLeaderChain: "fault/leader-chain",
 }
 
 // healAction is a network fault to undo: the directed links it cut.
@@ -86,11 +93,17 @@ func newPlanner(w *world) *planner {
 	}
 	add(faultClockJump, f.ClockJump)
 	add(faultCrashLeader, f.CrashLeader)
+	add(faultKill, f.Kill)
+	add(faultCutRound, f.PowerCutRound)
+	add(faultCutRecovery, f.PowerCutRecovery)
+	add(faultPause, f.Pause)
+	add(faultLeaderChain, f.LeaderChain)
 	return p
 }
 
-// start schedules the first fault.
+// start schedules the first fault and the rolling restart.
 func (p *planner) start() {
+	p.scheduleRolling()
 	if p.total == 0 || p.w.opts.Faults.Interval <= 0 {
 		return
 	}
@@ -144,6 +157,16 @@ func (p *planner) act() {
 		p.clockJump()
 	case faultCrashLeader:
 		p.crashLeader()
+	case faultKill:
+		p.kill()
+	case faultCutRound:
+		p.cutRound()
+	case faultCutRecovery:
+		p.cutRecovery()
+	case faultPause:
+		p.pause()
+	case faultLeaderChain:
+		p.leaderChain(p.w.rngFault.IntN(p.w.opts.Partitions), 3)
 	}
 	p.scheduleNext()
 }
@@ -402,6 +425,7 @@ func (p *planner) healAll() {
 	w.work.healAt = w.now()
 	w.net.healAll()
 	for _, n := range w.nodes {
+		n.pausedUntil = 0
 		w.clearDiskFaults(n)
 		if !n.up && !n.dead {
 			w.startNode(n)
@@ -516,4 +540,158 @@ func (p *planner) crashLeader() {
 		w.crashNode(w.nodes[i], "crash leader")
 		w.scheduleRestart(w.nodes[i])
 	}
+}
+
+// kill kills a live node's process (its page cache survives: the disk
+// keeps what was written but not synced), half the time the leader of a
+// random group, and schedules its restart.
+func (p *planner) kill() {
+	w := p.w
+	n := p.liveNode()
+	if w.rngFault.IntN(2) == 0 {
+		if i := w.leaderOf(w.rngFault.IntN(w.opts.Partitions + 1)); i >= 0 {
+			n = w.nodes[i]
+		}
+	}
+	if n == nil {
+		return
+	}
+	w.killNode(n, "kill")
+	w.scheduleRestart(n)
+}
+
+// cutRound arms a live node's disk to stop at one of its next 16 disk
+// writes, wherever they fall: between the entry writes, hard states and
+// syncs of one Ready, inside a checkpoint, a roll or a removal. The node
+// fail-stops out of its round. Half the time the power is cut (the disk
+// keeps only what was synced); else the process is killed there (the disk
+// keeps every write, synced or not: unsynced entries of the interrupted
+// round survive into recovery, which only a kill inside a round leaves).
+func (p *planner) cutRound() {
+	n := p.liveNode()
+	if n == nil || n.cut.armed != 0 {
+		return
+	}
+	after := p.w.rngFault.IntN(16)
+	n.cut.armNow(cutRound, after)
+	n.cut.kill = p.w.rngFault.IntN(2) == 0
+	p.w.traceNote(kindFault, n.index, uint64(faultCutRound), uint64(after))
+}
+
+// cutRecovery crashes a live node by a power loss and arms its disk to lose
+// power again at one of the first 24 disk writes of its recovery (the
+// torn-tail truncation, a checkpoint rewrite, the first hard state), so
+// recovery itself is interrupted and the next one must cope with what it
+// left.
+func (p *planner) cutRecovery() {
+	n := p.liveNode()
+	if n == nil {
+		return
+	}
+	w := p.w
+	w.crashNode(n, "power loss before a cut recovery")
+	n.recoveryCut = 1 + w.rngFault.IntN(24)
+	w.traceNote(kindFault, n.index, uint64(faultCutRecovery), uint64(n.recoveryCut))
+	w.scheduleRestart(n)
+}
+
+// rollingRestartGap separates the kills of a rolling restart;
+// rollingRestartPoll is how often the planner looks whether the workload
+// reached the point where the rolling restart starts.
+const (
+	rollingRestartGap  = 200 * time.Millisecond
+	rollingRestartPoll = 20 * time.Millisecond
+)
+
+// scheduleRolling starts watching for the seed's rolling restart, if it
+// has one: once the workload issued Faults.RollingRestartAfter of its
+// operations (by then partitions hold checkpoints and producer state),
+// every node in turn is killed as an upgrade would kill it, one
+// rollingRestartGap after the other. A rolling restart is an operation,
+// not a fault: it also runs after a liveness run healed (one node at a
+// time, so every group keeps a majority).
+func (p *planner) scheduleRolling() {
+	if p.w.opts.Faults.RollingRestartAfter <= 0 {
+		return
+	}
+	p.w.sched.schedule(rollingRestartPoll, &event{kind: evCall, node: -1, call: p.pollRolling})
+}
+
+// pollRolling starts the rolling restart when the workload got far enough.
+func (p *planner) pollRolling() {
+	w := p.w
+	if float64(w.work.issued) < w.opts.Faults.RollingRestartAfter*float64(w.opts.Ops) {
+		if w.work.issued < w.opts.Ops {
+			w.sched.schedule(rollingRestartPoll, &event{kind: evCall, node: -1, call: p.pollRolling})
+		}
+		return
+	}
+	for i, n := range w.nodes {
+		w.sched.schedule(time.Duration(i)*rollingRestartGap, &event{kind: evCall, node: -1,
+			call: func() { p.rollingKill(n) }})
+	}
+}
+
+// rollingKill arms n to be killed at one of its next 16 disk writes: a
+// SIGKILL lands inside a round of a busy process, so the unsynced writes
+// of that round survive in the page cache into recovery. The restart
+// follows (failStop).
+func (p *planner) rollingKill(n *simNode) {
+	if !n.up || n.cut.armed != 0 {
+		return
+	}
+	p.w.coverage.Inc("fault/rolling-kill")
+	after := p.w.rngFault.IntN(16)
+	n.cut.armNow(cutRound, after)
+	n.cut.kill = true
+	p.w.traceNote(kindFault, n.index, uint64(faultCutRound), uint64(after))
+}
+
+// pause stops a live node's process (3 times in 4 a partition leader's)
+// for 3 to 8 election timeouts (10 ticks each): it neither ticks nor reads its input, then resumes with
+// every frame, client request and tick queued meanwhile. A leader paused
+// mid-term resumes believing it still leads, with its lease and timeout
+// state as it was: the read and lease logic must not trust it.
+func (p *planner) pause() {
+	w := p.w
+	n := p.liveNode()
+	if i := w.leaderOf(w.rngFault.IntN(w.opts.Partitions)); i >= 0 && w.rngFault.IntN(4) != 0 {
+		n = w.nodes[i]
+	}
+	if n == nil || n.pausedUntil > p.w.now() {
+		return
+	}
+	d := time.Duration(between(p.w.rngFault, 30, 80)) * p.w.opts.TickInterval
+	n.pausedUntil = p.w.now() + d
+	p.w.traceNote(kindFault, n.index, uint64(faultPause), uint64(d))
+}
+
+// leaderChainGap is how long each leader of a chain keeps taking
+// proposals in isolation before the next one is isolated.
+const leaderChainGap = 150 * time.Millisecond
+
+// leaderChain cuts every link of group g's leader (clients still reach it,
+// so it appends proposals it cannot commit) for a few election timeouts,
+// then, once another node leads, does the same to that one, rounds times:
+// the followers end up with uncommitted tails from several leaders and
+// terms, which raft must truncate when a leader with the committed log
+// reaches them.
+func (p *planner) leaderChain(g, rounds int) {
+	w := p.w
+	if rounds == 0 || !p.active {
+		return
+	}
+	leader := w.leaderOf(g)
+	if leader >= 0 {
+		var links [][2]int
+		for b := range w.nodes {
+			if b != leader {
+				links = append(links, [2]int{leader, b}, [2]int{b, leader})
+			}
+		}
+		w.coverage.Inc("fault/leader-chain-isolate")
+		w.net.addCuts(links, +1)
+		w.sched.schedule(3*leaderChainGap, &event{kind: evHeal, node: -1, heal: &healAction{links: links}})
+	}
+	w.sched.schedule(leaderChainGap, &event{kind: evCall, node: -1, call: func() { p.leaderChain(g, rounds-1) }})
 }

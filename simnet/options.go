@@ -59,15 +59,40 @@ type Faults struct {
 	// node forgets its votes and the entries it acknowledged; see
 	// TestSimWipedNodeRejoiningLosesCommittedEntries), so a wiped node
 	// stays down, as a replaced machine would until it can rejoin.
-	WipeRejoin      bool
-	ClockJump       int           // a node's Realtime jumps by up to an hour, either way
-	CrashLeader     int           // crash a group's leader, or a node while a group elects
-	RestartMin      time.Duration // a crashed node restarts after [min, max]
-	RestartMax      time.Duration
-	NetFaultMin     time.Duration // a network fault lasts [min, max]
-	NetFaultMax     time.Duration
-	ClockSkewMax    time.Duration // each node's Realtime is off by up to this
-	DamagedNodesMax int           // nodes allowed disk faults (each a minority of every group)
+	WipeRejoin  bool
+	ClockJump   int // a node's Realtime jumps by up to an hour, either way
+	CrashLeader int // crash a group's leader, or a node while a group elects
+	// Kill kills a node's process: unlike Crash (a power loss, which drops
+	// unsynced data) the page cache survives and the disk keeps every
+	// write. PowerCutRound cuts the power at a drawn disk write of a
+	// node's next rounds (between the writes of one Ready);
+	// PowerCutRecovery crashes a node and cuts the power again during its
+	// recovery.
+	Kill             int
+	PowerCutRound    int
+	PowerCutRecovery int
+	// RollingRestartAfter, when > 0, starts a rolling restart once this
+	// fraction of Ops was issued: each node in turn is killed inside a
+	// round and restarts, as in an upgrade (every such run restarts,
+	// restores checkpoints and recovers a page cache's unsynced writes,
+	// not only the faulty ones).
+	RollingRestartAfter float64
+	// Pause stops a node's process for 3 to 8 election timeouts; its
+	// input waits and arrives together when it resumes.
+	Pause int
+	// LeaderChain isolates a partition's leader, then each next leader,
+	// right after it took proposals, three times over: followers collect
+	// uncommitted tails from several leaders and must truncate them.
+	LeaderChain int
+	// TickDriftPercent, when > 0, makes each node's ticks run up to this
+	// many percent fast or slow (drawn per node for the run).
+	TickDriftPercent int
+	RestartMin       time.Duration // a crashed node restarts after [min, max]
+	RestartMax       time.Duration
+	NetFaultMin      time.Duration // a network fault lasts [min, max]
+	NetFaultMax      time.Duration
+	ClockSkewMax     time.Duration // each node's Realtime is off by up to this
+	DamagedNodesMax  int           // nodes allowed disk faults (each a minority of every group)
 }
 
 // Options is one run: the scenario, the workload and the fault mix.
@@ -113,6 +138,10 @@ type Options struct {
 	// durable states of a log has its promises checked; 1 checks every
 	// promise, 0 turns the audit off.
 	AuditOneIn int
+	// LogTailCacheBytesMax is every node's node.Config.LogTailCacheBytesMax:
+	// negative in some seeds, so raft's reads of fresh entries go to the
+	// disk model instead of the tail cache.
+	LogTailCacheBytesMax int64
 	// DigestChecks compares each replica's whole engine state with the
 	// reference replay (digests.go); off, replicas are compared by
 	// high-water mark only.
@@ -169,13 +198,22 @@ func Choose(o Options) Options {
 	f.NetFaultMax = f.NetFaultMin + time.Duration(between(r, 0, 1500))*time.Millisecond
 	f.ClockSkewMax = time.Duration(pick(r, 0, 0, 50, 5000)) * time.Millisecond
 	f.DamagedNodesMax = (o.Replication - 1) / 2
-	o.CheckpointEntries = pick[uint64](r, 16, 64, 256)
+	o.CheckpointEntries = pick[uint64](r, 16, 32, 64, 128, 256)
 	o.SegmentBytesMax = pick[int64](r, 8<<10, 32<<10, 64<<10)
 	f.PowerCut, f.ClockJump, f.CrashLeader = w(), w(), w()
 	// A wipe spends the seed's whole disk-damage budget for good (the
 	// node stays down), so it is drawn into half the seeds only, with low weights:
 	// the others keep their budget for bit flips and failed reads.
 	f.Wipe = int(pick(r, 0, 0, 1, 2))
+	f.Kill, f.PowerCutRound, f.PowerCutRecovery = w(), w(), w()
+	if r.IntN(4) != 0 {
+		f.RollingRestartAfter = float64(between(r, 30, 80)) / 100
+	}
+	f.Pause, f.LeaderChain = w(), w()
+	f.TickDriftPercent = int(pick(r, 0, 0, 10, 50))
+	if r.IntN(3) == 0 {
+		o.LogTailCacheBytesMax = -1
+	}
 	return o
 }
 
@@ -194,6 +232,12 @@ func (o Options) String() string {
 	fmt.Fprintf(&b, " faults{every=%v crash=%d sym=%d asym=%d isolate=%d flip=%d failread=%d failsync=%d",
 		f.Interval, f.Crash, f.PartitionSym, f.PartitionAsym, f.IsolateLeader, f.BitFlip, f.FailRead, f.FailSync)
 	fmt.Fprintf(&b, " powercut=%d wipe=%d clockjump=%d crashleader=%d", f.PowerCut, f.Wipe, f.ClockJump, f.CrashLeader)
+	fmt.Fprintf(&b, " kill=%d cutround=%d cutrecovery=%d rolling=%g", f.Kill, f.PowerCutRound, f.PowerCutRecovery,
+		f.RollingRestartAfter)
+	fmt.Fprintf(&b, " pause=%d chain=%d drift=%d%%", f.Pause, f.LeaderChain, f.TickDriftPercent)
+	if o.LogTailCacheBytesMax < 0 {
+		b.WriteString(" tailcache=off")
+	}
 	if f.WipeRejoin {
 		b.WriteString(" wiperejoin")
 	}

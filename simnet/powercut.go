@@ -19,6 +19,8 @@ type cutKind uint8
 const (
 	cutCheckpoint  cutKind = iota + 1 // while an engine or metadata checkpoint is written
 	cutSegmentRoll                    // while a log rolls to a new segment file
+	cutRound                          // at a drawn write of the node's next processing rounds
+	cutRecovery                       // at a drawn write of the node's recovery (Open)
 )
 
 // cutDisk is a node's Disk with a power switch: armed, it cuts the power
@@ -36,16 +38,28 @@ type cutDisk struct {
 	counting bool
 	cut      bool
 	fired    cutKind // the kind that cut the power, 0 while none did
+	// kill: a cutRound kills the process instead of cutting the power
+	// (the page cache survives: the disk keeps every write).
+	kill bool
 }
 
 var _ raftlog.Disk = (*cutDisk)(nil)
 
 // arm sets the power cut; reset disarms it (at every restart).
 func (c *cutDisk) arm(kind cutKind, after int) {
-	c.armed, c.after, c.counting, c.cut, c.fired = kind, after, false, false, 0
+	c.armed, c.after, c.counting, c.cut, c.fired, c.kill = kind, after, false, false, 0, false
 }
 
 func (c *cutDisk) reset() { c.arm(0, 0) }
+
+// armNow sets a power cut that counts from now: the after-th disk write
+// (Open, Remove, SyncDir, WriteAt, Truncate, Sync) from here is cut, so
+// the cut falls between the writes of one Ready (entries, hard state,
+// syncs of several groups), of a checkpoint, or of a recovery.
+func (c *cutDisk) armNow(kind cutKind, after int) {
+	c.arm(kind, after)
+	c.counting = true
+}
 
 // op counts one operation and reports whether the power is off for it.
 func (c *cutDisk) op() bool {

@@ -12,6 +12,7 @@ const (
 	kindNodeError uint64 = 102
 	kindNodePanic uint64 = 103
 	kindFault     uint64 = 104
+	kindNodeKill  uint64 = 105
 )
 
 // traceEvent folds one processed event into the trace hash: its time,
@@ -69,6 +70,9 @@ func (w *world) run() {
 
 // dispatch performs one event.
 func (w *world) dispatch(e *event) {
+	if w.deferPaused(e) {
+		return
+	}
 	switch e.kind {
 	case evTick:
 		n := w.nodes[e.node]
@@ -78,7 +82,7 @@ func (w *world) dispatch(e *event) {
 		w.guardCall(n, n.core.Tick)
 		w.process(n)
 		if n.up && n.incarnation == e.incarnation {
-			w.sched.schedule(w.opts.TickInterval, &event{kind: evTick, node: e.node, incarnation: e.incarnation})
+			w.sched.schedule(n.tickInterval, &event{kind: evTick, node: e.node, incarnation: e.incarnation})
 		}
 	case evFrame:
 		n := w.nodes[e.node]
@@ -126,3 +130,22 @@ func (w *world) stop() { w.stopped = true }
 
 // now is the current virtual time.
 func (w *world) now() time.Duration { return w.sched.now }
+
+// deferPaused holds back an event for a paused node (its ticks, frames
+// and client requests) until the node resumes. The node then finds its
+// input queued up, as a stopped process would, and reads it in no
+// particular order: each event lands within a tick of the resume (the
+// network's jitter reorders a link anyway), so a client request may come
+// before the frame that tells a paused leader it was deposed.
+func (w *world) deferPaused(e *event) bool {
+	if e.node < 0 || (e.kind != evTick && e.kind != evFrame && e.kind != evCall) {
+		return false
+	}
+	n := w.nodes[e.node]
+	if !n.up || n.pausedUntil <= w.now() {
+		return false
+	}
+	spread := time.Duration(w.rngFault.Int64N(int64(w.opts.TickInterval)))
+	w.sched.schedule(n.pausedUntil-w.now()+spread, e)
+	return true
+}

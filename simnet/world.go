@@ -39,12 +39,21 @@ type simNode struct {
 	dead        bool   // its disk refuses to open: never restarts
 	incarnation uint32 // bumped at every crash and restart
 	tickPhase   time.Duration
+	// tickInterval is the node's tick period: Options.TickInterval, off by
+	// the node's drift (its timer runs fast or slow).
+	tickInterval time.Duration
+	// pausedUntil: the node's process is stopped (a GC pause, a stalled
+	// VM) until then; events for it wait and arrive together at resume.
+	pausedUntil time.Duration
 	damaged     bool // counted against the disk-fault budget
 	flipped     bool // bits were flipped on its disk
 	failReads   []string
 	failSync    bool
 	wiped       bool // its disk was replaced by an empty one (counts as damage)
 	restartDue  bool // a restart event is queued
+	// recoveryCut, when > 0, cuts the power at the recoveryCut-th disk
+	// write of the node's next recovery (Open).
+	recoveryCut int
 	// lastStatus is the status last checked, per group, so the checks
 	// look only at what changed.
 	lastStatus []node.GroupStatus
@@ -170,6 +179,7 @@ func newWorld(o Options) *world {
 	w.net = newNetwork(newStream(o.Seed, streamNetwork), o.Nodes, clientCount, &o)
 	// Skews and tick phases are fixed for the whole run.
 	skewRand := newStream(o.Seed, streamClock)
+	driftRand := newStream(o.Seed, streamDrift)
 	for i := 0; i < o.Nodes; i++ {
 		n := &simNode{index: i, id: node.NodeID(i + 1), disk: memdisk.New()}
 		n.cut = &cutDisk{d: n.disk}
@@ -179,10 +189,23 @@ func newWorld(o Options) *world {
 			n.clock.skew = time.Duration(between(skewRand, -m, m))
 		}
 		n.tickPhase = time.Duration(skewRand.Int64N(int64(o.TickInterval)))
+		n.tickInterval = o.TickInterval
+		if o.Faults.TickDriftPercent > 0 {
+			// Drawn after the phase, from its own stream: seeds without
+			// drift keep their skews and phases.
+			d := int64(o.Faults.TickDriftPercent)
+			n.tickInterval = o.TickInterval * time.Duration(100+between(driftRand, -d, d)) / 100
+		}
 		n.endpoint = &Endpoint{w: w, index: i}
 		w.nodes = append(w.nodes, n)
 	}
 	w.coverage = newRunCoverage()
+	if o.Faults.TickDriftPercent > 0 {
+		w.coverage.Inc("run/tick-drift")
+	}
+	if o.LogTailCacheBytesMax < 0 {
+		w.coverage.Inc("run/tail-cache-off")
+	}
 	w.durability = newDurability(w)
 	w.digests = newDigests(w)
 	w.work = newWorkload(w)
@@ -210,16 +233,22 @@ func (w *world) startNode(n *simNode) {
 	n.incarnation++
 	inc := n.incarnation
 	n.cut.reset()
+	n.pausedUntil = 0
+	if n.recoveryCut > 0 {
+		n.cut.armNow(cutRecovery, n.recoveryCut-1)
+		n.recoveryCut = 0
+	}
 	cfg := node.Config{
-		ID:                n.id,
-		Disk:              n.cut,
-		Network:           n.endpoint,
-		Clock:             n.clock,
-		Rand:              newStream(w.opts.Seed, streamNode+uint64(n.id)<<16+uint64(inc)),
-		ElectionTicks:     10,
-		HeartbeatTicks:    1,
-		SegmentBytesMax:   w.opts.SegmentBytesMax,
-		CheckpointEntries: w.opts.CheckpointEntries,
+		ID:                   n.id,
+		Disk:                 n.cut,
+		Network:              n.endpoint,
+		Clock:                n.clock,
+		Rand:                 newStream(w.opts.Seed, streamNode+uint64(n.id)<<16+uint64(inc)),
+		ElectionTicks:        10,
+		HeartbeatTicks:       1,
+		SegmentBytesMax:      w.opts.SegmentBytesMax,
+		CheckpointEntries:    w.opts.CheckpointEntries,
+		LogTailCacheBytesMax: w.opts.LogTailCacheBytesMax,
 		Observer: func(tp node.TopicPartition, index, term uint64, data []byte) {
 			w.checker.onApply(n, tp, index, term, data)
 		},
@@ -229,6 +258,13 @@ func (w *world) startNode(n *simNode) {
 	truncates := n.disk.Truncates("log")
 	c, err := w.callOpen(n, cfg)
 	w.coverage.Add("event/recovery-truncate", int64(n.disk.Truncates("log")-truncates))
+	if n.cut.armed == cutRecovery {
+		if n.cut.cut {
+			w.recoveryCutFired(n, c)
+			return
+		}
+		n.cut.reset() // recovery wrote less than the cut waited for
+	}
 	if err != nil {
 		w.traceNote(kindNodeOpen, n.index, uint64(inc), hashString(err.Error()))
 		w.stats.OpenFailures++
@@ -251,12 +287,26 @@ func (w *world) startNode(n *simNode) {
 	}
 	n.core = c
 	n.up = true
+	w.durability.afterOpen(n)
 	w.sched.schedule(n.tickPhase, &event{kind: evTick, node: n.index, incarnation: inc})
 }
 
-// crashNode stops n at once: its core is dropped without a word, its disk
-// loses what was not synced (and may tear the last write).
+// crashNode stops n at once by a power loss: its core is dropped without a
+// word, its disk loses what was not synced (and may tear the last write).
 func (w *world) crashNode(n *simNode, why string) {
+	w.stopNode(n, why, true)
+}
+
+// killNode stops n at once by killing its process: the core is dropped
+// without a word, but the machine's page cache survives, so the disk keeps
+// everything written, synced or not (a later power loss may still drop
+// what was never synced).
+func (w *world) killNode(n *simNode, why string) {
+	w.stopNode(n, why, false)
+}
+
+// stopNode drops n's core; powerLoss crashes its disk too.
+func (w *world) stopNode(n *simNode, why string, powerLoss bool) {
 	if !n.up {
 		return
 	}
@@ -265,8 +315,25 @@ func (w *world) crashNode(n *simNode, why string) {
 	c := n.core
 	n.core = nil
 	w.guard(n, func() { _ = c.Close() })
+	kind := kindNodeKill
+	if powerLoss {
+		kind = kindNodeCrash
+		n.disk.Crash(w.rngDisk)
+	}
+	w.traceNote(kind, n.index, uint64(n.incarnation), hashString(why))
+}
+
+// recoveryCutFired ends a recovery the power cut struck: whatever Open
+// returned, the machine is off, and its disk keeps only what was synced.
+// The restart that follows recovers from what the cut recovery left.
+func (w *world) recoveryCutFired(n *simNode, c core) {
+	if c != nil {
+		w.guard(n, func() { _ = c.Close() })
+	}
+	w.coverage.Inc("fault/power-cut-recovery")
 	n.disk.Crash(w.rngDisk)
-	w.traceNote(kindNodeCrash, n.index, uint64(n.incarnation), hashString(why))
+	n.cut.reset()
+	w.traceNote(kindNodeCrash, n.index, uint64(n.incarnation), hashString("power cut during recovery"))
 }
 
 // scheduleRestart queues n's restart after the fault mix's delay.
@@ -293,6 +360,14 @@ func (w *world) failStop(n *simNode, err error) {
 		w.stats.CutsCheckpoint++
 	case cutSegmentRoll:
 		w.stats.CutsSegmentRoll++
+	case cutRound:
+		if n.cut.kill {
+			w.coverage.Inc("fault/kill-round")
+			w.killNode(n, "killed in a round: "+err.Error())
+			w.scheduleRestart(n)
+			return
+		}
+		w.coverage.Inc("fault/power-cut-round")
 	}
 	w.crashNode(n, "failstop: "+err.Error())
 	w.scheduleRestart(n)
@@ -313,18 +388,18 @@ func (w *world) clearDiskFaults(n *simNode) {
 	n.disk.FailSync(false)
 	n.failSync = false
 	n.cut.reset()
+	n.recoveryCut = 0
 }
 
 // guard runs fn, a call into n's core. A panic with a disk fault injected
 // into n is the core refusing damaged data: the node fail-stops. Any other
 // panic is a bug and propagates.
 func (w *world) guard(n *simNode, fn func()) (panicked bool) {
-	if !n.hasFaults() {
-		fn()
-		return false
-	}
 	defer func() {
 		if r := recover(); r != nil {
+			if !n.hasFaults() {
+				panic(r) // deferred: the traceback still shows where
+			}
 			panicked = true
 			w.traceNote(kindNodePanic, n.index, uint64(n.incarnation), hashString(fmt.Sprint(r)))
 		}
@@ -360,7 +435,11 @@ func (w *world) process(n *simNode) {
 		return
 	}
 	w.digests.afterProcess(n)
-	w.checker.onStatus(n, n.core.Status())
+	statuses := n.core.Status()
+	if st, ok := n.core.MetadataStatus(); ok {
+		statuses = append(statuses, st)
+	}
+	w.checker.onStatus(n, statuses)
 }
 
 // sendFrame is Endpoint.Send: it schedules the frame's delivery, perhaps
