@@ -83,7 +83,7 @@ func TestRestartedNodeCatchesUpUnderLoad(t *testing.T) {
 	w.stopped.Store(true)
 	wg.Wait()
 	t.Logf("%d records acknowledged, %d failed or unknown", w.acked.Load(), w.failed.Load())
-	w.drain(t, c.addrs[1:])
+	w.polls().drain(t, c.addrs[1:], linearizability.ClientID(catchupWriters), catchupPartitions, 30*time.Second)
 	report := linearizability.Check(w.h, linearizability.Options{FinalDrain: true, Timeout: 20 * time.Second})
 	if err := report.Err(); err != nil {
 		t.Fatal(err)
@@ -137,54 +137,13 @@ func (w *catchupWorkload) write(t *testing.T, addrs []string, id linearizability
 	c.Flush(ctx)
 }
 
-// drain reads every partition from offset 0 to its high-water mark,
-// recording each poll with the padding cut off, and marks it drained.
-func (w *catchupWorkload) drain(t *testing.T, addrs []string) {
-	c, err := clientlib.NewClient(clientlib.SeedAddresses(addrs...), clientlib.RequestTimeout(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	reader := linearizability.ClientID(catchupWriters)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for p := int32(0); p < catchupPartitions; p++ {
-		tp := linearizability.TopicPartition{Topic: catchupTopic, Partition: p}
-		k := clientlib.NewConsumer(c, clientlib.FetchMaxWait(50*time.Millisecond))
-		k.Assign(catchupTopic, p, clientlib.OffsetExact(0))
-		for done := false; !done; {
-			if ctx.Err() != nil {
-				t.Fatalf("drain of %v: %v", tp, ctx.Err())
-			}
-			pos, _ := k.Position(catchupTopic, p)
-			op := w.h.CallPoll(reader, tp, pos, 0, w.now())
-			done = w.recordPoll(op, p, k.Poll(ctx), pos)
-		}
-		w.h.MarkDrained(tp)
-	}
-}
-
-// recordPoll records one poll's outcome for partition p; it says whether
-// the partition is read up to the high-water mark the poll reported.
-func (w *catchupWorkload) recordPoll(op linearizability.OpID, p int32, fetches clientlib.Fetches, pos int64) bool {
-	for _, fp := range fetches {
-		if fp.Partition != p || fp.Topic != catchupTopic {
-			continue
-		}
-		if fp.Err != nil {
-			w.h.Indefinite(op, w.now())
-			return false
-		}
-		recs := make([]linearizability.Record, len(fp.Records))
-		for i, r := range fp.Records {
-			value, _, _ := strings.Cut(string(r.Value), "|")
-			recs[i] = linearizability.Record{Offset: r.Offset, Key: string(r.Key), Value: value}
-		}
-		w.h.ReturnFetch(op, recs, fp.HighWatermark, fp.LogStartOffset, w.now())
-		return pos+int64(len(recs)) >= fp.HighWatermark
-	}
-	w.h.Indefinite(op, w.now())
-	return false
+// polls records the drain's polls of catchupTopic, with the padding cut
+// off each value.
+func (w *catchupWorkload) polls() pollRecorder {
+	return pollRecorder{h: w.h, now: w.now, topic: catchupTopic, value: func(r *clientlib.Record) string {
+		value, _, _ := strings.Cut(string(r.Value), "|")
+		return value
+	}}
 }
 
 // logSizes is the size of each node's log file now.

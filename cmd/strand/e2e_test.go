@@ -85,7 +85,7 @@ func TestKillRestartKeepsAcknowledgedRecords(t *testing.T) {
 	if w.acked.Load() < killProgressStep*killCycles {
 		t.Fatalf("only %d records acknowledged: the cluster made too little progress", w.acked.Load())
 	}
-	drain(t, w, c.addrs)
+	w.polls().drain(t, c.addrs, linearizability.ClientID(killWriters), killPartitions, 60*time.Second)
 	report := linearizability.Check(w.h, linearizability.Options{FinalDrain: true, Timeout: 60 * time.Second})
 	if err := report.Err(); err != nil {
 		t.Fatal(err)
@@ -155,7 +155,7 @@ func (w *killWorkload) read(t *testing.T, addrs []string, id linearizability.Cli
 		fetches := k.Poll(ctx)
 		cancel()
 		for p := int32(0); p < killPartitions; p++ {
-			recordPoll(w, ops[p], p, fetches, positions[p])
+			w.polls().record(ops[p], p, fetches, positions[p])
 		}
 	}
 }
@@ -194,55 +194,9 @@ func (w *killWorkload) faults(c *testCluster) error {
 	return nil
 }
 
-// drain reads every partition from offset 0 to its high-water mark with a
-// fresh client, recording each poll, and marks the partitions drained.
-func drain(t *testing.T, w *killWorkload, addrs []string) {
-	c, err := clientlib.NewClient(clientlib.SeedAddresses(addrs...), clientlib.RequestTimeout(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	reader := linearizability.ClientID(killWriters)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	for p := int32(0); p < killPartitions; p++ {
-		tp := linearizability.TopicPartition{Topic: killTopic, Partition: p}
-		k := clientlib.NewConsumer(c, clientlib.FetchMaxWait(50*time.Millisecond))
-		k.Assign(killTopic, p, clientlib.OffsetExact(0))
-		for done := false; !done; {
-			if ctx.Err() != nil {
-				t.Fatalf("drain of %v: %v", tp, ctx.Err())
-			}
-			pos, _ := k.Position(killTopic, p)
-			op := w.h.CallPoll(reader, tp, pos, 0, w.now())
-			fetches := k.Poll(ctx)
-			done = recordPoll(w, op, p, fetches, pos)
-		}
-		w.h.MarkDrained(tp)
-	}
-}
-
-// recordPoll records one poll's outcome; it says whether the partition is
-// read up to the high-water mark the poll reported.
-func recordPoll(w *killWorkload, op linearizability.OpID, p int32, fetches clientlib.Fetches, pos int64) bool {
-	for _, fp := range fetches {
-		if fp.Partition != p || fp.Topic != killTopic {
-			continue
-		}
-		if fp.Err != nil {
-			w.h.Indefinite(op, w.now())
-			return false
-		}
-		recs := make([]linearizability.Record, len(fp.Records))
-		for i, r := range fp.Records {
-			recs[i] = linearizability.Record{Offset: r.Offset, Key: string(r.Key), Value: string(r.Value)}
-		}
-		w.h.ReturnFetch(op, recs, fp.HighWatermark, fp.LogStartOffset, w.now())
-		w.seen.Add(int64(len(recs)))
-		return pos+int64(len(recs)) >= fp.HighWatermark
-	}
-	w.h.Indefinite(op, w.now())
-	return false
+// polls records the readers' and the drain's polls of killTopic.
+func (w *killWorkload) polls() pollRecorder {
+	return pollRecorder{h: w.h, now: w.now, topic: killTopic, seen: &w.seen}
 }
 
 // A new user's path from the README, in one test: `strand dev --nodes 1`,

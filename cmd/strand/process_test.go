@@ -14,11 +14,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/linearizability"
 	"github.com/strandlog/strand/proto/frame"
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -324,5 +326,76 @@ func (c *testCluster) dumpLogs() {
 			b = b[len(b)-tail:]
 		}
 		c.t.Logf("node %d log (tail):\n%s", i+1, b)
+	}
+}
+
+// pollRecorder records polls of one topic into a linearizability history,
+// for the real-process tests that check what their readers saw.
+type pollRecorder struct {
+	h     *linearizability.History
+	now   func() int64
+	topic string
+	// value is a record's value as the history knows it (a test may pad
+	// values it wrote); nil: the value as read.
+	value func(*clientlib.Record) string
+	// seen, when set, counts the records polls returned.
+	seen *atomic.Int64
+}
+
+// record records one poll's outcome for partition p read from pos; it
+// says whether the partition is read up to the high-water mark the poll
+// reported.
+func (r pollRecorder) record(op linearizability.OpID, p int32, fetches clientlib.Fetches, pos int64) bool {
+	for _, fp := range fetches {
+		if fp.Partition != p || fp.Topic != r.topic {
+			continue
+		}
+		if fp.Err != nil {
+			r.h.Indefinite(op, r.now())
+			return false
+		}
+		recs := make([]linearizability.Record, len(fp.Records))
+		for i, rec := range fp.Records {
+			value := string(rec.Value)
+			if r.value != nil {
+				value = r.value(rec)
+			}
+			recs[i] = linearizability.Record{Offset: rec.Offset, Key: string(rec.Key), Value: value}
+		}
+		r.h.ReturnFetch(op, recs, fp.HighWatermark, fp.LogStartOffset, r.now())
+		if r.seen != nil {
+			r.seen.Add(int64(len(recs)))
+		}
+		return pos+int64(len(recs)) >= fp.HighWatermark
+	}
+	r.h.Indefinite(op, r.now())
+	return false
+}
+
+// drain reads partitions 0..partitions-1 from offset 0 to their
+// high-water marks with a fresh client as reader, recording each poll,
+// and marks each drained; it fails the test past timeout.
+func (r pollRecorder) drain(t *testing.T, addrs []string, reader linearizability.ClientID, partitions int32, timeout time.Duration) {
+	t.Helper()
+	c, err := clientlib.NewClient(clientlib.SeedAddresses(addrs...), clientlib.RequestTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for p := int32(0); p < partitions; p++ {
+		tp := linearizability.TopicPartition{Topic: r.topic, Partition: p}
+		k := clientlib.NewConsumer(c, clientlib.FetchMaxWait(50*time.Millisecond))
+		k.Assign(r.topic, p, clientlib.OffsetExact(0))
+		for done := false; !done; {
+			if ctx.Err() != nil {
+				t.Fatalf("drain of %v: %v", tp, ctx.Err())
+			}
+			pos, _ := k.Position(r.topic, p)
+			op := r.h.CallPoll(reader, tp, pos, 0, r.now())
+			done = r.record(op, p, k.Poll(ctx), pos)
+		}
+		r.h.MarkDrained(tp)
 	}
 }
