@@ -477,32 +477,31 @@ func removeFiles(disk raftlog.Disk, dir string, names []string, remove func(stri
 
 // writeAtSync writes data at off of name, creating it, and syncs it.
 func writeAtSync(disk raftlog.Disk, name string, data []byte, off int64) error {
-	f, err := disk.Open(name)
-	if err != nil {
+	return syncedWrite(disk, name, func(f raftlog.File) error {
+		_, err := f.WriteAt(data, off)
 		return err
-	}
-	if _, err := f.WriteAt(data, off); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return err
-	}
-	return f.Close()
+	})
 }
 
 // writeFile replaces name's contents with data and syncs it.
 func writeFile(disk raftlog.Disk, name string, data []byte) error {
+	return syncedWrite(disk, name, func(f raftlog.File) error {
+		if err := f.Truncate(0); err != nil {
+			return err
+		}
+		_, err := f.WriteAt(data, 0)
+		return err
+	})
+}
+
+// syncedWrite opens name (creating it), runs write on it, syncs and
+// closes it; the file is closed whatever fails.
+func syncedWrite(disk raftlog.Disk, name string, write func(raftlog.File) error) error {
 	f, err := disk.Open(name)
 	if err != nil {
 		return err
 	}
-	if err := f.Truncate(0); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if _, err := f.WriteAt(data, 0); err != nil {
+	if err := write(f); err != nil {
 		_ = f.Close()
 		return err
 	}
