@@ -35,6 +35,9 @@ type Peer struct {
 	ID      NodeID
 	Address string // host:port clients connect to
 	Rack    string // failure domain; empty: unknown
+	// KafkaAddress is the host:port Kafka clients reach the node at
+	// (registered with the node; empty: no Kafka listener).
+	KafkaAddress string
 }
 
 // Config configures a Core. The node runs the metadata raft group over
