@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/raftlog"
 )
 
@@ -187,6 +188,9 @@ type FetchedBatch struct {
 	BaseOffset   int64
 	AppendTimeMs int64
 	Batch        []byte
+	// Producer is the producer id, epoch and base sequence the entry
+	// carries (ID -1: not idempotent), for protocols that serve them.
+	Producer engine.Producer
 }
 
 // FetchResult is the outcome of a fetch: batches from the one holding

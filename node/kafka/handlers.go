@@ -313,7 +313,11 @@ func fetchPartition(whole *strandpb.Response, a *strandpb.FetchResponse_Partitio
 	buf := []byte{}
 	for _, b := range a.GetBatches() {
 		var err error
-		buf, err = AppendKafka(buf, b.GetRecords(), b.GetBaseOffset(), -1, ProducerFields{ID: -1, Epoch: -1, Sequence: -1})
+		pf := ProducerFields{ID: -1, Epoch: -1, Sequence: -1}
+		if b.ProducerId != nil && b.GetProducerId() >= 0 {
+			pf = ProducerFields{ID: b.GetProducerId(), Epoch: int16(b.GetProducerEpoch()), Sequence: b.GetBaseSequence()}
+		}
+		buf, err = AppendKafka(buf, b.GetRecords(), b.GetBaseOffset(), -1, pf)
 		if err != nil {
 			// A stored batch always decodes (the engine validated it);
 			// serve what came before it rather than fail the fetch.

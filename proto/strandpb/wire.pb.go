@@ -2198,10 +2198,16 @@ func (x *FetchRequest_Partition) GetTopicId() []byte {
 }
 
 type FetchResponse_Batch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	BaseOffset    int64                  `protobuf:"varint,1,opt,name=base_offset,json=baseOffset,proto3" json:"base_offset,omitempty"`
-	AppendTimeMs  int64                  `protobuf:"varint,2,opt,name=append_time_ms,json=appendTimeMs,proto3" json:"append_time_ms,omitempty"`
-	Records       []byte                 `protobuf:"bytes,3,opt,name=records,proto3" json:"records,omitempty"` // engine/recordbatch format, as stored
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	BaseOffset   int64                  `protobuf:"varint,1,opt,name=base_offset,json=baseOffset,proto3" json:"base_offset,omitempty"`
+	AppendTimeMs int64                  `protobuf:"varint,2,opt,name=append_time_ms,json=appendTimeMs,proto3" json:"append_time_ms,omitempty"`
+	Records      []byte                 `protobuf:"bytes,3,opt,name=records,proto3" json:"records,omitempty"` // engine/recordbatch format, as stored
+	// The producer fields of the entry the batch was produced in, so the
+	// Kafka listener serves a RecordBatch v2 with the producer id, epoch
+	// and base sequence the producer sent (unset: not known).
+	ProducerId    *int64 `protobuf:"varint,70,opt,name=producer_id,json=producerId,proto3,oneof" json:"producer_id,omitempty"`
+	ProducerEpoch int32  `protobuf:"varint,71,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	BaseSequence  int32  `protobuf:"varint,72,opt,name=base_sequence,json=baseSequence,proto3" json:"base_sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2255,6 +2261,27 @@ func (x *FetchResponse_Batch) GetRecords() []byte {
 		return x.Records
 	}
 	return nil
+}
+
+func (x *FetchResponse_Batch) GetProducerId() int64 {
+	if x != nil && x.ProducerId != nil {
+		return *x.ProducerId
+	}
+	return 0
+}
+
+func (x *FetchResponse_Batch) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *FetchResponse_Batch) GetBaseSequence() int32 {
+	if x != nil {
+		return x.BaseSequence
+	}
+	return 0
 }
 
 type FetchResponse_Partition struct {
@@ -2760,16 +2787,21 @@ const file_wire_proto_rawDesc = "" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1b\n" +
 	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x12\x19\n" +
-	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xa9\x03\n" +
+	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xac\x04\n" +
 	"\rFetchResponse\x12?\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1f.strand.FetchResponse.PartitionR\n" +
-	"partitions\x1ah\n" +
+	"partitions\x1a\xea\x01\n" +
 	"\x05Batch\x12\x1f\n" +
 	"\vbase_offset\x18\x01 \x01(\x03R\n" +
 	"baseOffset\x12$\n" +
 	"\x0eappend_time_ms\x18\x02 \x01(\x03R\fappendTimeMs\x12\x18\n" +
-	"\arecords\x18\x03 \x01(\fR\arecords\x1a\xec\x01\n" +
+	"\arecords\x18\x03 \x01(\fR\arecords\x12$\n" +
+	"\vproducer_id\x18F \x01(\x03H\x00R\n" +
+	"producerId\x88\x01\x01\x12%\n" +
+	"\x0eproducer_epoch\x18G \x01(\x05R\rproducerEpoch\x12#\n" +
+	"\rbase_sequence\x18H \x01(\x05R\fbaseSequenceB\x0e\n" +
+	"\f_producer_id\x1a\xec\x01\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
@@ -2997,6 +3029,7 @@ func file_wire_proto_init() {
 		(*Response_DescribeTopics)(nil),
 		(*Response_InitProducerId)(nil),
 	}
+	file_wire_proto_msgTypes[29].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
