@@ -363,6 +363,9 @@ func TestKafkaKcatAgainstDev(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("kcat -C printed %q, want %q in any order", got, want)
 	}
+	if got := readmeFranzGo(t, broker); !slices.Contains(got, "k=from franz-go") || !slices.Contains(got, "a=first") {
+		t.Fatalf("the README's franz-go snippet printed %q", got)
+	}
 	adm := kafkaAdmin(t, []string{broker})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -372,10 +375,36 @@ func TestKafkaKcatAgainstDev(t *testing.T) {
 	}
 	sum := int64(0)
 	ends.Each(func(o kadm.ListedOffset) { sum += o.Offset })
-	if sum != 3 {
-		t.Fatalf("kadm end offsets sum to %d, want 3", sum)
+	if sum != 4 {
+		t.Fatalf("kadm end offsets sum to %d, want 4", sum)
 	}
 	if err := dev.stop(syscall.SIGINT, 20*time.Second); err != nil {
 		t.Fatalf("strand dev after SIGINT: %v", err)
 	}
+}
+
+// readmeFranzGo is the README's franz-go snippet word for word, with the
+// seed address given and a bounded context, returning what it printed.
+func readmeFranzGo(t *testing.T, broker string) []string {
+	var printed []string
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "hello", Key: []byte("k"), Value: []byte("from franz-go")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for seen := false; !seen; { // read hello from its start until our record comes by
+		if ctx.Err() != nil {
+			t.Fatalf("after printing %q: %v", printed, ctx.Err())
+		}
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			printed = append(printed, fmt.Sprintf("%s=%s", r.Key, r.Value))
+			seen = seen || string(r.Value) == "from franz-go"
+		})
+	}
+	return printed
 }
