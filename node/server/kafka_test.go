@@ -2,12 +2,14 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -105,4 +107,105 @@ func TestKafkaFetchServesProducerFields(t *testing.T) {
 		t.Fatalf("served producer %d/%d/%d, produced %d/%d/0", rb.ProducerID, rb.ProducerEpoch, rb.FirstSequence,
 			rec.ProducerID, rec.ProducerEpoch)
 	}
+}
+
+// kadm's topic administration and offset listing over the Kafka listener:
+// a second create is TOPIC_ALREADY_EXISTS, configs are described, offsets
+// listed earliest, latest and by timestamp, a delete removes the topic and
+// a second delete is UNKNOWN_TOPIC_OR_PARTITION. A consumer group, which
+// Strand does not serve over Kafka yet, fails with a definite error
+// instead of retrying forever.
+func TestKafkaAdminCalls(t *testing.T) {
+	rt := startKafkaRuntime(t)
+	addr := rt.KafkaAddr().String()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(cl)
+	var created kadm.CreateTopicResponse
+	for ctx.Err() == nil { // the metadata group elects its leader first: retriable until then
+		created, err = adm.CreateTopic(ctx, 2, 1, map[string]*string{"max.message.bytes": kmsg.StringPtr("1048576")}, "adm")
+		if err == nil && (created.Err == nil || !kerr.IsRetriable(created.Err)) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // polling a readiness condition, bounded by ctx
+	}
+	if err != nil || created.Err != nil || created.NumPartitions != 2 || created.ReplicationFactor != 1 {
+		t.Fatalf("create: %v / %+v", err, created)
+	}
+	if again, err := adm.CreateTopic(ctx, 2, 1, nil, "adm"); !errors.Is(again.Err, kerr.TopicAlreadyExists) {
+		t.Fatalf("second create: %v / %v", err, again.Err)
+	}
+	configs, err := adm.DescribeTopicConfigs(ctx, "adm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := configs.On("adm", nil)
+	if err != nil || rc.Err != nil {
+		t.Fatalf("describe configs: %v / %v", err, rc.Err)
+	}
+	if v := configValue(rc.Configs, "max.message.bytes"); v != "1048576" {
+		t.Fatalf("max.message.bytes described as %q; configs %+v", v, rc.Configs)
+	}
+	before := time.Now().UnixMilli()
+	var produced *kgo.Record
+	for ctx.Err() == nil { // the partitions elect their leaders
+		if produced, err = cl.ProduceSync(ctx, &kgo.Record{Topic: "adm", Partition: 0, Value: []byte("v")}).First(); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, "adm")
+	if err != nil || ends.Error() != nil {
+		t.Fatalf("end offsets: %v / %v", err, ends.Error())
+	}
+	if e, _ := ends.Lookup("adm", produced.Partition); e.Offset != produced.Offset+1 {
+		t.Fatalf("end offset %d after producing offset %d", e.Offset, produced.Offset)
+	}
+	byTime, err := adm.ListOffsetsAfterMilli(ctx, before-1000, "adm")
+	if err != nil || byTime.Error() != nil {
+		t.Fatalf("offsets by time: %v / %v", err, byTime.Error())
+	}
+	if o, _ := byTime.Lookup("adm", produced.Partition); o.Offset != produced.Offset {
+		t.Fatalf("offset after %d ms: %d, want %d", before-1000, o.Offset, produced.Offset)
+	}
+
+	group, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup("g"), kgo.ConsumeTopics("adm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer group.Close()
+	gctx, gcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer gcancel()
+	var groupErr error
+	for groupErr == nil && gctx.Err() == nil {
+		group.PollFetches(gctx).EachError(func(_ string, _ int32, err error) { groupErr = err })
+	}
+	if groupErr == nil || errors.Is(groupErr, context.DeadlineExceeded) {
+		t.Fatalf("a consumer group got no definite error within 10s: %v", groupErr)
+	}
+	t.Logf("consumer group: %v", groupErr)
+
+	deleted, err := adm.DeleteTopic(ctx, "adm")
+	if err != nil || deleted.Err != nil {
+		t.Fatalf("delete: %v / %v", err, deleted.Err)
+	}
+	if again, err := adm.DeleteTopic(ctx, "adm"); !errors.Is(again.Err, kerr.UnknownTopicOrPartition) {
+		t.Fatalf("second delete: %v / %v", err, again.Err)
+	}
+}
+
+func configValue(configs []kadm.Config, name string) string {
+	for _, c := range configs {
+		if c.Key == name && c.Value != nil {
+			return *c.Value
+		}
+	}
+	return ""
 }
