@@ -313,7 +313,9 @@ func kafkaAdmin(t *testing.T, seeds []string) *kadm.Client {
 
 // kcat (librdkafka) against `strand dev`, as the README prints it: -L lists
 // every node as a broker, -P writes lines with keys and a header, -C -o
-// beginning -e reads them back and exits. kadm lists the topic's offsets.
+// beginning -e reads them back and exits; -G (a consumer group, not served
+// yet) exits with the reason. The README's franz-go snippet runs; kadm
+// lists the topic's offsets.
 // Skipped when kcat is not installed (.ci/run installs Debian's kcat).
 func TestKafkaKcatAgainstDev(t *testing.T) {
 	skipShort(t)
@@ -362,6 +364,14 @@ func TestKafkaKcatAgainstDev(t *testing.T) {
 	want := []string{"a=first source=kcat", "b=second source=kcat", "c=third source=kcat"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("kcat -C printed %q, want %q in any order", got, want)
+	}
+	// A consumer group is not served over Kafka yet: kcat -G must stop with
+	// the reason, not wait for a coordinator forever.
+	gctx, gcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer gcancel()
+	groupOut, err := exec.CommandContext(gctx, kcat, "-b", broker, "-G", "g", "hello").CombinedOutput()
+	if err == nil || gctx.Err() != nil || !strings.Contains(string(groupOut), "does not serve consumer groups") {
+		t.Fatalf("kcat -G: %v (context: %v)\n%s", err, gctx.Err(), groupOut)
 	}
 	if got := readmeFranzGo(t, broker); !slices.Contains(got, "k=from franz-go") || !slices.Contains(got, "a=first") {
 		t.Fatalf("the README's franz-go snippet printed %q", got)

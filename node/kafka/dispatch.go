@@ -23,10 +23,11 @@ type api struct {
 // Why each version range, and what is left out, is in the package notes
 // (DESIGN: "Kafka protocol").
 var apis = []api{
-	{key: 0, min: 3, max: 11, serve: (*conn).produce},         // Produce: v3+ carries RecordBatch v2; v13 names topics by id
-	{key: 1, min: 4, max: 12, serve: (*conn).fetch},           // Fetch: v4+ RecordBatch v2; v13 names topics by id
-	{key: 2, min: 1, max: 6, serve: (*conn).listOffsets},      // ListOffsets: v0 is the old offsets array; v7 adds max-timestamp lookups
-	{key: 3, min: 1, max: 12, serve: (*conn).metadata},        // Metadata: v0 has no "all topics" form; v10+ topic ids
+	{key: 0, min: 3, max: 11, serve: (*conn).produce},    // Produce: v3+ carries RecordBatch v2; v13 names topics by id
+	{key: 1, min: 4, max: 12, serve: (*conn).fetch},      // Fetch: v4+ RecordBatch v2; v13 names topics by id
+	{key: 2, min: 1, max: 6, serve: (*conn).listOffsets}, // ListOffsets: v0 is the old offsets array; v7 adds max-timestamp lookups
+	{key: 3, min: 1, max: 12, serve: (*conn).metadata},
+	{key: 10, min: 0, max: 4, serve: (*conn).findCoordinator}, // Metadata: v0 has no "all topics" form; v10+ topic ids
 	{key: 18, min: 0, max: 4, serve: nil},                     // ApiVersions (answered in serve)
 	{key: 19, min: 2, max: 7, serve: (*conn).createTopics},    // CreateTopics
 	{key: 20, min: 1, max: 6, serve: (*conn).deleteTopics},    // DeleteTopics (v6: by name only)
@@ -221,4 +222,13 @@ func unsupportedResponse(req kmsg.Request, msg string) kmsg.Response {
 		f.SetInt(-1)
 	}
 	return resp
+}
+
+// findCoordinator answers every FindCoordinator with UNSUPPORTED_VERSION
+// and a message: consumer groups and transactions are not served over Kafka
+// yet. It is advertised (unlike the group APIs themselves) because
+// librdkafka, finding no broker that lists it, retries the coordinator
+// query forever without a word; answered, it reports the error.
+func (c *conn) findCoordinator(req kmsg.Request) func() kmsg.Response {
+	return ready(unsupportedResponse(req, "Strand does not serve consumer groups or transactions over the Kafka protocol yet: assign partitions instead"))
 }
