@@ -173,6 +173,11 @@ func TestUnsupportedAnsweredNotDropped(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ListOffsets v0 dropped the connection: %v", err)
 	}
+	lr := kmsg.NewPtrListOffsetsResponse()
+	lr.SetVersion(0)
+	if err := lr.ReadFrom(body); err != nil {
+		t.Fatalf("ListOffsets v0 answer: %v", err)
+	}
 	md := kmsg.NewPtrMetadataRequest()
 	md.SetVersion(9)
 	c.send(3, 9, 9, true, md.AppendTo(nil))
