@@ -17,6 +17,7 @@ package kafka
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -194,12 +195,15 @@ func (c *conn) readLoop() {
 			c.close(fmt.Sprintf("request size %d outside [8, %d]", n, RequestBytesMax))
 			return
 		}
-		buf := make([]byte, n)
-		if _, err := io.ReadFull(br, buf); err != nil {
+		// Grown as bytes arrive, so a size prefix alone cannot make the
+		// node allocate RequestBytesMax.
+		var req bytes.Buffer
+		req.Grow(int(min(n, 64<<10)))
+		if _, err := io.CopyN(&req, br, int64(n)); err != nil {
 			c.close(readFailure(err))
 			return
 		}
-		p, err := c.serve(buf)
+		p, err := c.serve(req.Bytes())
 		if err != nil {
 			c.close(err.Error())
 			return
