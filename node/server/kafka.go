@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/strandlog/strand/node/kafka"
+	"github.com/strandlog/strand/kafkaproto"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -18,7 +18,7 @@ import (
 type kafkaListener struct {
 	r   *Server
 	ln  net.Listener
-	srv *kafka.Server
+	srv *kafkaproto.Server
 }
 
 // errKafkaStopped answers a Kafka request submitted while the node stops.
@@ -59,7 +59,7 @@ func (k *kafkaListener) start() {
 	if k == nil {
 		return
 	}
-	k.srv = kafka.Serve(k.ln, kafka.Config{Backend: k, NodeID: int32(k.r.cfg.Core.ID), Logger: k.r.logger})
+	k.srv = kafkaproto.Serve(k.ln, kafkaproto.Config{Backend: k, NodeID: int32(k.r.cfg.Core.ID), Logger: k.r.logger})
 }
 
 // closeListener closes a listener that was never served.
@@ -109,4 +109,4 @@ func (r *Server) KafkaAddr() net.Addr {
 	return r.kafka.ln.Addr()
 }
 
-var _ kafka.Backend = (*kafkaListener)(nil)
+var _ kafkaproto.Backend = (*kafkaListener)(nil)

@@ -65,7 +65,7 @@ type Config struct {
 	// Listener, when set, is used instead of listening on Listen.
 	Listener net.Listener
 	// KafkaListen, when set, opens a Kafka protocol listener there (see
-	// package node/kafka); port 0 picks a free port (see KafkaAddr).
+	// package kafkaproto); port 0 picks a free port (see KafkaAddr).
 	KafkaListen string
 	// KafkaListener, when set, is used instead of listening on KafkaListen.
 	KafkaListener net.Listener

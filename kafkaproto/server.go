@@ -1,4 +1,4 @@
-// Package kafka serves Kafka's wire protocol on a Strand node, so Kafka
+// Package kafkaproto serves Kafka's wire protocol on a Strand node, so Kafka
 // clients (kcat, librdkafka, franz-go, the Java client) work unchanged.
 //
 // It is a translator at the edge, not a second node: every Kafka request
@@ -13,7 +13,7 @@
 // partition in sequence order) and answered in that order, as Kafka requires;
 // their answers are awaited concurrently, so a long-polling fetch does not
 // hold up the answers queued behind it longer than Kafka itself would.
-package kafka
+package kafkaproto
 
 import (
 	"bufio"

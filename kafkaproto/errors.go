@@ -1,4 +1,4 @@
-package kafka
+package kafkaproto
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
