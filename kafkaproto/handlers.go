@@ -304,7 +304,8 @@ func fetchPartition(whole *strandpb.Response, a *strandpb.FetchResponse_Partitio
 	}
 	op.ErrorCode = kafkaCode(partErr(whole, a.GetError()))
 	if op.ErrorCode != 0 {
-		if e := a.GetError(); e != nil && e.GetHighWatermark() > 0 {
+		// An offset out of range says where the log is, as Kafka does.
+		if e := partErr(whole, a.GetError()); e.GetCode() == strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE {
 			op.HighWatermark, op.LastStableOffset, op.LogStartOffset = e.GetHighWatermark(), e.GetHighWatermark(), e.GetLogStartOffset()
 		}
 		return op
