@@ -42,8 +42,10 @@ var unsupportedAPIs = map[int16]string{
 	8: "consumer groups", 9: "consumer groups", 10: "consumer groups", 11: "consumer groups", 12: "consumer groups",
 	13: "consumer groups", 14: "consumer groups", 15: "consumer groups", 16: "consumer groups", 42: "consumer groups",
 	47: "consumer groups", 68: "consumer groups", 69: "consumer groups",
-	24: "transactions", 25: "transactions", 26: "transactions", 28: "transactions", 61: "transactions", 65: "transactions",
-	66: "transactions",
+	24: "transactions", 25: "transactions", 26: "transactions", 28: "transactions", 65: "transactions",
+	66: "transactions", 61: "describing producers",
+	21: "DeleteRecords over Kafka", 33: "AlterConfigs over Kafka", 44: "AlterConfigs over Kafka",
+	37: "adding partitions", 23: "leader epochs (offsets are never truncated)",
 }
 
 // apiByKey finds a served API.

@@ -161,14 +161,22 @@ func TestKafkaAdminCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ends, err := adm.ListEndOffsets(ctx, "adm")
+	// The other partition may still be electing its leader: that answer is
+	// retriable (LEADER_NOT_AVAILABLE), so ask until none is, within ctx.
+	var ends, byTime kadm.ListedOffsets
+	for ctx.Err() == nil {
+		if ends, err = adm.ListEndOffsets(ctx, "adm"); err == nil && ends.Error() == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // polling a readiness condition, bounded by ctx
+	}
 	if err != nil || ends.Error() != nil {
 		t.Fatalf("end offsets: %v / %v", err, ends.Error())
 	}
 	if e, _ := ends.Lookup("adm", produced.Partition); e.Offset != produced.Offset+1 {
 		t.Fatalf("end offset %d after producing offset %d", e.Offset, produced.Offset)
 	}
-	byTime, err := adm.ListOffsetsAfterMilli(ctx, before-1000, "adm")
+	byTime, err = adm.ListOffsetsAfterMilli(ctx, before-1000, "adm")
 	if err != nil || byTime.Error() != nil {
 		t.Fatalf("offsets by time: %v / %v", err, byTime.Error())
 	}
