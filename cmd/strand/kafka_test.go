@@ -313,7 +313,8 @@ func kafkaAdmin(t *testing.T, seeds []string) *kadm.Client {
 
 // kcat (librdkafka) against `strand dev`, as the README prints it: -L lists
 // every node as a broker, -P writes lines with keys and a header, -C -o
-// beginning -e reads them back and exits; -G (a consumer group, not served
+// beginning -e reads them back and exits; -z gzip|snappy|lz4|zstd batches
+// are accepted and read back; -G (a consumer group, not served
 // yet) exits with the reason. The README's franz-go snippet runs; kadm
 // lists the topic's offsets.
 // Skipped when kcat is not installed (.ci/run installs Debian's kcat).
@@ -364,6 +365,20 @@ func TestKafkaKcatAgainstDev(t *testing.T) {
 	want := []string{"a=first source=kcat", "b=second source=kcat", "c=third source=kcat"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("kcat -C printed %q, want %q in any order", got, want)
+	}
+	// Batches compressed with every codec librdkafka has are accepted and
+	// read back (served uncompressed).
+	runCLI(t, env, "", "topic", "create", "codecs", "--partitions", "1", "--replication-factor", "1")
+	codecs := []string{"gzip", "snappy", "lz4", "zstd"}
+	for _, codec := range codecs {
+		run(codec+"-1\n"+codec+"-2\n", "-b", broker, "-P", "-t", "codecs", "-z", codec)
+	}
+	var wantCodecs []string
+	for _, codec := range codecs {
+		wantCodecs = append(wantCodecs, codec+"-1", codec+"-2")
+	}
+	if got := strings.Fields(run("", "-b", broker, "-C", "-t", "codecs", "-o", "beginning", "-e", "-q")); !slices.Equal(got, wantCodecs) {
+		t.Fatalf("compressed batches read back as %q, want %q", got, wantCodecs)
 	}
 	// A consumer group is not served over Kafka yet: kcat -G must stop with
 	// the reason, not wait for a coordinator forever.
