@@ -32,7 +32,7 @@ func frameRequest(req kmsg.Request, corr int32) []byte {
 }
 
 // fuzzAPI adds seeds (each at every version the codec knows) and fuzzes
-// requests of key.
+// requests of key (anyKey: the key the bytes name).
 func fuzzAPI(f *testing.F, key int16, seeds ...kmsg.Request) {
 	for _, req := range seeds {
 		for v := int16(0); v <= req.MaxVersion(); v++ {
@@ -45,8 +45,10 @@ func fuzzAPI(f *testing.F, key int16, seeds ...kmsg.Request) {
 		if len(b) < 2 {
 			return
 		}
-		b = bytes.Clone(b)
-		binary.BigEndian.PutUint16(b, uint16(key))
+		if key != anyKey {
+			b = bytes.Clone(b)
+			binary.BigEndian.PutUint16(b, uint16(key))
+		}
 		c := &conn{s: s, done: make(chan struct{})}
 		p, err := c.serve(b)
 		if err != nil {
@@ -59,6 +61,21 @@ func fuzzAPI(f *testing.F, key int16, seeds ...kmsg.Request) {
 			appendResponse(nil, p, resp)
 		}
 	})
+}
+
+// anyKey makes fuzzAPI keep the key the fuzzed bytes name.
+const anyKey = -1
+
+// FuzzAnyRequest fuzzes every API key, the unsupported ones' generic
+// answer included (seeded with a request of every key kmsg knows).
+func FuzzAnyRequest(f *testing.F) {
+	var seeds []kmsg.Request
+	for k := int16(0); k < 100; k++ {
+		if r := kmsg.RequestForKey(k); r != nil {
+			seeds = append(seeds, r)
+		}
+	}
+	fuzzAPI(f, anyKey, seeds...)
 }
 
 func seedBatch() []byte {
