@@ -58,52 +58,66 @@ func (c *conn) metadata(req kmsg.Request) func() kmsg.Response {
 			}
 			return out
 		}
-		for _, n := range m.GetNodes() {
-			host, port, ok := splitHostPort(n.GetKafkaAddress())
-			if !ok {
-				continue // no Kafka listener on that node
-			}
-			b := kmsg.NewMetadataResponseBroker()
-			b.NodeID, b.Host, b.Port = int32(n.GetId()), host, port
-			if n.GetRack() != "" {
-				rack := n.GetRack()
-				b.Rack = &rack
-			}
-			out.Brokers = append(out.Brokers, b)
-		}
-		if id := m.GetClusterId(); len(id) > 0 {
-			s := base64.RawURLEncoding.EncodeToString(id)
-			out.ClusterID = &s
-		}
+		metadataBrokers(out, m)
 		if m.GetControllerId() != 0 {
 			out.ControllerID = int32(m.GetControllerId())
 		}
 		if none {
 			return out
 		}
-		wantID := map[[16]byte]bool{}
-		for _, t := range r.Topics {
-			if t.Topic == nil {
-				wantID[t.TopicID] = true
-			}
-		}
-		for _, t := range m.GetTopics() {
-			mt := metadataTopic(t)
-			if byID && !wantID[mt.TopicID] && !containsName(r.Topics, t.GetName()) {
-				continue
-			}
-			delete(wantID, mt.TopicID)
-			out.Topics = append(out.Topics, mt)
-		}
-		for _, t := range r.Topics {
-			if t.Topic == nil && wantID[t.TopicID] {
-				mt := kmsg.NewMetadataResponseTopic()
-				mt.TopicID, mt.ErrorCode = t.TopicID, kerr.UnknownTopicID.Code
-				out.Topics = append(out.Topics, mt)
-			}
-		}
+		out.Topics = metadataTopics(r, m, byID)
 		return out
 	}
+}
+
+// metadataBrokers lists every node with a Kafka listener as a broker, and
+// the cluster id.
+func metadataBrokers(out *kmsg.MetadataResponse, m *strandpb.MetadataResponse) {
+	for _, n := range m.GetNodes() {
+		host, port, ok := splitHostPort(n.GetKafkaAddress())
+		if !ok {
+			continue // no Kafka listener on that node
+		}
+		b := kmsg.NewMetadataResponseBroker()
+		b.NodeID, b.Host, b.Port = int32(n.GetId()), host, port
+		if n.GetRack() != "" {
+			rack := n.GetRack()
+			b.Rack = &rack
+		}
+		out.Brokers = append(out.Brokers, b)
+	}
+	if id := m.GetClusterId(); len(id) > 0 {
+		s := base64.RawURLEncoding.EncodeToString(id)
+		out.ClusterID = &s
+	}
+}
+
+// metadataTopics converts the asked topics of a Strand metadata answer;
+// topics asked by id (byID) are picked out of all topics.
+func metadataTopics(r *kmsg.MetadataRequest, m *strandpb.MetadataResponse, byID bool) []kmsg.MetadataResponseTopic {
+	var topics []kmsg.MetadataResponseTopic
+	wantID := map[[16]byte]bool{}
+	for _, t := range r.Topics {
+		if t.Topic == nil {
+			wantID[t.TopicID] = true
+		}
+	}
+	for _, t := range m.GetTopics() {
+		mt := metadataTopic(t)
+		if byID && !wantID[mt.TopicID] && !containsName(r.Topics, t.GetName()) {
+			continue
+		}
+		delete(wantID, mt.TopicID)
+		topics = append(topics, mt)
+	}
+	for _, t := range r.Topics {
+		if t.Topic == nil && wantID[t.TopicID] {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.TopicID, mt.ErrorCode = t.TopicID, kerr.UnknownTopicID.Code
+			topics = append(topics, mt)
+		}
+	}
+	return topics
 }
 
 func containsName(ts []kmsg.MetadataRequestTopic, name string) bool {
@@ -203,37 +217,44 @@ func (c *conn) produce(req kmsg.Request) func() kmsg.Response {
 				answers[tp{p.GetTopic(), p.GetPartition()}] = p
 			}
 		}
-		out := kmsg.NewPtrProduceResponse()
-		out.SetVersion(r.Version)
-		for _, t := range r.Topics {
-			ot := kmsg.NewProduceResponseTopic()
-			ot.Topic = t.Topic
-			for _, p := range t.Partitions {
-				op := kmsg.NewProduceResponseTopicPartition()
-				op.Partition, op.BaseOffset, op.LogAppendTime, op.LogStartOffset = p.Partition, -1, -1, -1
-				key := tp{t.Topic, p.Partition}
-				var e *strandpb.Error
-				if le := local[key]; le != nil {
-					e = le
-				} else if a := answers[key]; a != nil {
-					e = partErr(whole, a.GetError())
-					op.BaseOffset = a.GetBaseOffset()
-				} else {
-					e = whole.GetError()
-					if e == nil {
-						e = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INTERNAL, Message: "kafka: partition missing from the node's answer"}
-					}
-				}
-				op.ErrorCode, op.ErrorMessage = kafkaCode(e), message(e)
-				if op.ErrorCode != 0 {
-					op.BaseOffset = -1
-				}
-				ot.Partitions = append(ot.Partitions, op)
-			}
-			out.Topics = append(out.Topics, ot)
-		}
-		return out
+		return produceAnswer(r, local, answers, whole)
 	}
+}
+
+// produceAnswer builds the Kafka produce response: per partition the local
+// refusal, else the node's answer, else the node's whole-request error.
+func produceAnswer(r *kmsg.ProduceRequest, local map[tp]*strandpb.Error, answers map[tp]*strandpb.ProduceResponse_Partition,
+	whole *strandpb.Response) *kmsg.ProduceResponse {
+	out := kmsg.NewPtrProduceResponse()
+	out.SetVersion(r.Version)
+	for _, t := range r.Topics {
+		ot := kmsg.NewProduceResponseTopic()
+		ot.Topic = t.Topic
+		for _, p := range t.Partitions {
+			op := kmsg.NewProduceResponseTopicPartition()
+			op.Partition, op.BaseOffset, op.LogAppendTime, op.LogStartOffset = p.Partition, -1, -1, -1
+			key := tp{t.Topic, p.Partition}
+			var e *strandpb.Error
+			if le := local[key]; le != nil {
+				e = le
+			} else if a := answers[key]; a != nil {
+				e = partErr(whole, a.GetError())
+				op.BaseOffset = a.GetBaseOffset()
+			} else {
+				e = whole.GetError()
+				if e == nil {
+					e = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INTERNAL, Message: "kafka: partition missing from the node's answer"}
+				}
+			}
+			op.ErrorCode, op.ErrorMessage = kafkaCode(e), message(e)
+			if op.ErrorCode != 0 {
+				op.BaseOffset = -1
+			}
+			ot.Partitions = append(ot.Partitions, op)
+		}
+		out.Topics = append(out.Topics, ot)
+	}
+	return out
 }
 
 // batchError is the Strand error for a batch that did not convert.
