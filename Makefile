@@ -88,7 +88,7 @@ VERSION       ?= $(shell git describe --always --dirty 2>/dev/null)
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/strand ./cmd/strand
 
-## run: a local 3-node cluster in one process on 127.0.0.1:9092-9094 (Ctrl-C stops it). See README.md.
+## run: a local 3-node cluster in one process: Strand protocol on 127.0.0.1:9192-9194, Kafka on :9092-9094 (Ctrl-C stops it). See README.md.
 run: build
 	./bin/strand dev
 

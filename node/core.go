@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/raftlog"
 )
 
@@ -35,6 +36,9 @@ type Peer struct {
 	ID      NodeID
 	Address string // host:port clients connect to
 	Rack    string // failure domain; empty: unknown
+	// KafkaAddress is the host:port Kafka clients reach the node at
+	// (registered with the node; empty: no Kafka listener).
+	KafkaAddress string
 }
 
 // Config configures a Core. The node runs the metadata raft group over
@@ -184,6 +188,9 @@ type FetchedBatch struct {
 	BaseOffset   int64
 	AppendTimeMs int64
 	Batch        []byte
+	// Producer is the producer id, epoch and base sequence the entry
+	// carries (ID -1: not idempotent), for protocols that serve them.
+	Producer engine.Producer
 }
 
 // FetchResult is the outcome of a fetch: batches from the one holding

@@ -9,6 +9,7 @@ import (
 	"go.etcd.io/raft/v3"
 
 	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/proto/strandpb"
 )
 
 // fetchBatchesMax bounds the batches one fetch locates and serves.
@@ -147,7 +148,7 @@ func (c *Core) read(g *group, req FetchRequest) FetchResult {
 			return res
 		}
 		for _, loc := range locs {
-			batch, err := c.readBatch(g, g.raftIndexOf(loc.RaftIndex))
+			batch, producer, err := c.readProduced(g, g.raftIndexOf(loc.RaftIndex))
 			if err != nil {
 				res.Err = err
 				res.Batches = nil
@@ -156,7 +157,8 @@ func (c *Core) read(g *group, req FetchRequest) FetchResult {
 			if len(res.Batches) > 0 && int64(len(batch)) > budget {
 				break // the first batch goes out whole; later ones must fit
 			}
-			res.Batches = append(res.Batches, FetchedBatch{BaseOffset: c.bugBatchBase(loc.BaseOffset, req.Offset), AppendTimeMs: loc.AppendTimeMs, Batch: batch})
+			res.Batches = append(res.Batches, FetchedBatch{BaseOffset: c.bugBatchBase(loc.BaseOffset, req.Offset), AppendTimeMs: loc.AppendTimeMs,
+				Batch: batch, Producer: producer})
 			budget -= int64(len(batch))
 		}
 	}
@@ -175,15 +177,24 @@ func (c *Core) read(g *group, req FetchRequest) FetchResult {
 // readBatch reads the batch bytes of the produce entry at raft index from
 // the log, without copying the records.
 func (c *Core) readBatch(g *group, index uint64) ([]byte, error) {
+	batch, _, err := c.readProduced(g, index)
+	return batch, err
+}
+
+// readProduced is readBatch that also returns the entry's producer fields.
+func (c *Core) readProduced(g *group, index uint64) ([]byte, engine.Producer, error) {
 	entries, err := g.log.Entries(index, index+1, math.MaxUint64)
 	if err != nil || len(entries) != 1 {
-		return nil, c.storageFailed(g, fmt.Errorf("%w: %s/%d entry %d: %v", ErrStorage, g.tp.Topic, g.tp.Partition, index, err))
+		return nil, engine.Producer{}, c.storageFailed(g, fmt.Errorf("%w: %s/%d entry %d: %v", ErrStorage, g.tp.Topic, g.tp.Partition, index, err))
 	}
-	batch, err := engine.EntryBatch(entries[0].GetData())
+	e, err := engine.DecodeEntry(entries[0].GetData())
+	if err == nil && e.Kind != strandpb.EntryKind_ENTRY_KIND_PRODUCE {
+		err = fmt.Errorf("%w: kind %v holds no batch", engine.ErrInvalidEntry, e.Kind)
+	}
 	if err != nil {
-		return nil, c.storageFailed(g, fmt.Errorf("%w: %s/%d entry %d: %w", ErrStorage, g.tp.Topic, g.tp.Partition, index, err))
+		return nil, engine.Producer{}, c.storageFailed(g, fmt.Errorf("%w: %s/%d entry %d: %w", ErrStorage, g.tp.Topic, g.tp.Partition, index, err))
 	}
-	return batch, nil
+	return e.Batch, engine.Producer{ID: e.ProducerID, Epoch: e.ProducerEpoch, BaseSequence: e.BaseSequence}, nil
 }
 
 // storageFailed records that a replica could not read committed data from

@@ -250,11 +250,12 @@ func (c *Core) wireNodes() []*strandpb.MetadataResponse_Node {
 	var out []*strandpb.MetadataResponse_Node
 	registered := c.meta.meta.Nodes()
 	for _, n := range registered {
-		out = append(out, &strandpb.MetadataResponse_Node{Id: n.ID, Address: n.Address, Rack: n.Rack})
+		out = append(out, &strandpb.MetadataResponse_Node{Id: n.ID, Address: n.Address, Rack: n.Rack, KafkaAddress: n.KafkaAddress})
 	}
 	for _, p := range c.cfg.Nodes {
 		if !slices.ContainsFunc(registered, func(n metadata.Node) bool { return n.ID == uint64(p.ID) }) {
-			out = append(out, &strandpb.MetadataResponse_Node{Id: uint64(p.ID), Address: p.Address, Rack: p.Rack})
+			out = append(out, &strandpb.MetadataResponse_Node{Id: uint64(p.ID), Address: p.Address, Rack: p.Rack,
+				KafkaAddress: p.KafkaAddress})
 		}
 	}
 	slices.SortFunc(out, func(a, b *strandpb.MetadataResponse_Node) int { return cmp.Compare(a.GetId(), b.GetId()) })

@@ -317,10 +317,11 @@ func (c *Core) maybeRegister() {
 		return
 	}
 	self := c.selfPeer()
-	if n, ok := c.meta.meta.Node(uint64(c.cfg.ID)); ok && n.Address == self.Address && n.Rack == self.Rack && !n.Fenced {
+	if n, ok := c.meta.meta.Node(uint64(c.cfg.ID)); ok && n.Address == self.Address && n.Rack == self.Rack &&
+		n.KafkaAddress == self.KafkaAddress && !n.Fenced {
 		return
 	}
-	data, err := metadata.EncodeRegisterNode(uint64(c.cfg.ID), self.Address, self.Rack)
+	data, err := metadata.EncodeRegisterNodeKafka(uint64(c.cfg.ID), self.Address, self.Rack, self.KafkaAddress)
 	if err != nil {
 		c.log.log(slog.LevelError, "cannot register node", slog.String("address", self.Address), slog.Any("err", err))
 		return

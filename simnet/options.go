@@ -146,6 +146,10 @@ type Options struct {
 	// reference replay (digests.go); off, replicas are compared by
 	// high-water mark only.
 	DigestChecks bool
+	// KafkaCodec sends the produce and fetch requests of every other client
+	// through the Kafka protocol (package kafkaproto, the listener's own
+	// translation) instead of Strand's: same node path, Kafka's bytes.
+	KafkaCodec bool
 }
 
 // DefaultAuditOneIn is Standard's AuditOneIn: sampled to keep the run
@@ -240,6 +244,9 @@ func (o Options) String() string {
 	}
 	if f.WipeRejoin {
 		b.WriteString(" wiperejoin")
+	}
+	if o.KafkaCodec {
+		b.WriteString(" kafka")
 	}
 	fmt.Fprintf(&b, " restart=%v..%v net=%v..%v skew=%v}", f.RestartMin, f.RestartMax, f.NetFaultMin,
 		f.NetFaultMax, f.ClockSkewMax)

@@ -24,6 +24,7 @@ var (
 	flagParts     = flag.Int("sim.partitions", 8, "partitions of the topic (RF=3)")
 	flagAudit     = flag.Int("sim.audit", DefaultAuditOneIn, "durability audit: check one in N durable log states (1: all, 0: off)")
 	flagDigests   = flag.Bool("sim.digests", true, "compare replicas' whole engine state by digest")
+	flagKafka     = flag.Bool("sim.kafka", false, "send every other client's produce and fetch through the Kafka protocol (kafkaproto)")
 	flagWipeJoin  = flag.Bool("sim.wipe-rejoin", false, "let a node whose disk was wiped restart empty (unsafe today: see TestSimWipedNodeRejoiningLosesCommittedEntries)")
 )
 
@@ -44,6 +45,7 @@ func seedOptions(t *testing.T, seed uint64, profile, bug string) Options {
 	o := Choose(base)
 	o.Bug = bugName
 	o.Faults.WipeRejoin = *flagWipeJoin
+	o.KafkaCodec = *flagKafka
 	return o
 }
 

@@ -45,6 +45,7 @@ type wireWorkload struct {
 type wireCall struct {
 	done   bool
 	onDone func(resp *strandpb.Response, err error)
+	kafka  *kafkaCall // non-nil: the request travels in Kafka's protocol (wire_kafka.go)
 }
 
 // newWireWorkload names the nodes n1..nN and creates the clients.
@@ -130,6 +131,9 @@ func (ww *wireWorkload) call(c *wireClient, target int, req *strandpb.Request, o
 	req.CorrelationId = ww.nextCorr
 	frame := marshalWire(req)
 	call := &wireCall{onDone: onDone}
+	if k, kframe, ok := ww.kafkaEncode(c, req); ok {
+		call.kafka, frame = k, kframe
+	}
 	if !w.net.lost() {
 		w.sched.schedule(w.net.clientDelay(c.index, target), &event{kind: evCall, node: target, from: c.index,
 			call: func() { ww.deliver(c, target, frame, call) }})
@@ -151,7 +155,9 @@ func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *w
 		return
 	}
 	req := &strandpb.Request{}
-	if err := proto.Unmarshal(frame, req); err != nil {
+	if call.kafka != nil {
+		req = ww.kafkaTranslate(call, frame)
+	} else if err := proto.Unmarshal(frame, req); err != nil {
 		panic(fmt.Sprintf("simnet: unmarshal request: %v", err))
 	}
 	if f := req.GetFetch(); f != nil && len(f.GetPartitions()) == 1 && ww.cutOff(n, int(f.GetPartitions()[0].GetPartition())) {
@@ -177,7 +183,12 @@ func (ww *wireWorkload) reply(n *simNode, inc uint32, c *wireClient, resp *stran
 	if !n.up || n.incarnation != inc || w.net.lost() {
 		return
 	}
-	frame := marshalWire(resp)
+	var frame []byte
+	if call.kafka != nil {
+		frame = call.kafka.answer(resp)
+	} else {
+		frame = marshalWire(resp)
+	}
 	w.sched.schedule(w.net.clientDelay(c.index, n.index), &event{kind: evCall, node: -1, from: n.index, call: func() {
 		w.traceNote(kindWireReply, n.index, uint64(c.index), hashBytes(frame))
 		if call.done {
@@ -185,7 +196,9 @@ func (ww *wireWorkload) reply(n *simNode, inc uint32, c *wireClient, resp *stran
 		}
 		call.done = true
 		out := &strandpb.Response{}
-		if err := proto.Unmarshal(frame, out); err != nil {
+		if call.kafka != nil {
+			out = call.kafka.decodeAnswer(w, frame)
+		} else if err := proto.Unmarshal(frame, out); err != nil {
 			panic(fmt.Sprintf("simnet: unmarshal response: %v", err))
 		}
 		call.onDone(out, nil)

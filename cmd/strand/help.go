@@ -23,11 +23,11 @@ type command struct {
 // commands lists every command in the order the top-level help shows them.
 var commands = []command{
 	{"dev", "[--nodes 3] [--base-port 9092] [--data-dir DIR]",
-		"run a local cluster in this process (Ctrl-C stops it)",
+		"run a local cluster in this process, Kafka on base-port.., Strand on base-port+100.. (Ctrl-C stops it)",
 		"strand dev --nodes 3"},
-	{"serve", "--id N --peers 1=HOST:PORT,2=HOST:PORT,... --data-dir DIR",
+	{"serve", "--id N --peers 1=HOST:PORT,2=HOST:PORT,... --data-dir DIR [--kafka-listen HOST:PORT]",
 		"run one node of a cluster",
-		"strand serve --id 1 --data-dir /var/lib/strand --peers 1=node1:9092,2=node2:9092,3=node3:9092"},
+		"strand serve --id 1 --data-dir /var/lib/strand --peers 1=node1:9192,2=node2:9192,3=node3:9192 --kafka-listen 0.0.0.0:9092"},
 	{"topic create", "NAME [-p PARTITIONS] [-r REPLICATION-FACTOR] [-c KEY=VALUE]...",
 		"create a topic",
 		"strand topic create hello --partitions 3"},
@@ -77,7 +77,7 @@ func topUsage() string {
 		fmt.Fprintf(&b, "      %s\n", c.summary)
 	}
 	b.WriteString(`
-Client commands talk to -b/--brokers (default 127.0.0.1:9092, where 'strand dev' listens).
+Client commands talk to -b/--brokers (default 127.0.0.1:9192, where 'strand dev' listens).
 Every flag is also an environment variable STRAND_<FLAG> (--brokers: STRAND_BROKERS).
 'strand CMD --help' or 'strand help CMD' describes a command and its flags.
 `)

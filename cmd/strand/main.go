@@ -1,6 +1,6 @@
 // Command strand runs Strand nodes and talks to a Strand cluster.
 //
-//	strand dev                      # a local 3-node cluster in one process on :9092-9094
+//	strand dev                      # a local 3-node cluster in one process: Strand on :9192-9194, Kafka on :9092-9094
 //	strand serve --id 1 --peers 1=HOST:PORT,2=...,3=... --data-dir DIR
 //	strand topic create NAME --partitions N [--replication-factor R]
 //	strand topic list | describe NAME | delete NAME
@@ -16,7 +16,7 @@
 // Every flag can also be set through an environment variable STRAND_<FLAG>
 // (upper case, dashes as underscores: --data-dir is STRAND_DATA_DIR); a flag
 // on the command line wins. Client commands default to --brokers
-// 127.0.0.1:9092, where `strand dev` listens, so a new user needs no flags;
+// 127.0.0.1:9192, where `strand dev` listens, so a new user needs no flags;
 // short flags follow kcat and rpk (-b brokers, -t topic, -p partition(s),
 // -o offset, -e exit at end, -f format).
 package main
@@ -200,7 +200,7 @@ type clientFlags struct {
 }
 
 func (c *clientFlags) register(fs *pflag.FlagSet, timeout time.Duration) {
-	fs.StringSliceVarP(&c.brokers, "brokers", "b", []string{"127.0.0.1:9092"}, "cluster addresses to bootstrap from (comma separated)")
+	fs.StringSliceVarP(&c.brokers, "brokers", "b", []string{"127.0.0.1:9192"}, "cluster addresses to bootstrap from (comma separated)")
 	fs.DurationVar(&c.timeout, "timeout", timeout, "give up on the cluster after this long")
 }
 

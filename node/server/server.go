@@ -59,10 +59,20 @@ type Config struct {
 	// DataDir holds the node's raft logs and checkpoints (osdisk).
 	DataDir string
 	// Listen is the one TCP address clients and peers connect to
-	// (default 127.0.0.1:9092); port 0 picks a free port (see Addr).
+	// (default 127.0.0.1:9192; Kafka's 9092 is the Kafka listener's); port 0
+	// picks a free port (see Addr).
 	Listen string
 	// Listener, when set, is used instead of listening on Listen.
 	Listener net.Listener
+	// KafkaListen, when set, opens a Kafka protocol listener there (see
+	// package kafkaproto); port 0 picks a free port (see KafkaAddr).
+	KafkaListen string
+	// KafkaListener, when set, is used instead of listening on KafkaListen.
+	KafkaListener net.Listener
+	// KafkaAdvertise is the host:port Kafka clients reach this node at,
+	// registered in the metadata group (default: the Kafka listener's
+	// address).
+	KafkaAdvertise string
 	// Tick is the interval between Core.Tick calls (default 10 ms).
 	Tick time.Duration
 	// Logger receives the server's and the Core's log records (nil:
@@ -109,6 +119,8 @@ type Server struct {
 	// clusterID is the cluster id of the applied metadata (nil until the
 	// metadata group fixed one), stored by the loop for the Hello answer.
 	clusterID atomic.Pointer[[]byte]
+
+	kafka *kafkaListener // nil without a Kafka listener
 }
 
 // reasonShutdown is why connections close when the server stops.
@@ -135,6 +147,9 @@ type runtimeRequest struct {
 	req    *strandpb.Request
 	conn   *runtimeConn
 	tokens int // budget units held until the loop takes it
+	// reply, when set, takes the answer instead of conn (the Kafka
+	// listener's requests); called on the loop, it must not block.
+	reply func(*strandpb.Response)
 }
 
 // runtimeBudget bounds the bytes waiting for the loop, in units of
@@ -249,7 +264,7 @@ func Start(cfg Config) (*Server, error) {
 	if ln == nil {
 		addr := cfg.Listen
 		if addr == "" {
-			addr = "127.0.0.1:9092"
+			addr = "127.0.0.1:9192"
 		}
 		var err error
 		if ln, err = net.Listen("tcp", addr); err != nil {
@@ -259,8 +274,15 @@ func Start(cfg Config) (*Server, error) {
 		}
 	}
 	r.ln = ln
+	if err := r.listenKafka(); err != nil {
+		ln.Close()
+		r.net.close()
+		r.lock.unlock()
+		return nil, err
+	}
 	core, err := node.Open(r.cfg.Core)
 	if err != nil {
+		r.kafka.closeListener()
 		ln.Close()
 		r.net.close()
 		r.lock.unlock()
@@ -269,6 +291,7 @@ func Start(cfg Config) (*Server, error) {
 	r.core = core
 	r.wg.Add(1)
 	go r.acceptLoop()
+	r.kafka.start()
 	go r.loop()
 	return r, nil
 }
@@ -462,6 +485,10 @@ func (r *Server) logStats() {
 // connection's writer.
 func (r *Server) handle(q runtimeRequest) {
 	r.budget.release(q.tokens)
+	if q.reply != nil {
+		r.core.Handle(q.req, q.reply)
+		return
+	}
 	conn := q.conn
 	r.core.Handle(q.req, func(resp *strandpb.Response) { conn.answer(resp) })
 }
@@ -482,6 +509,7 @@ func (r *Server) shutdown(fatal error) {
 	r.err = fatal
 	r.mu.Unlock()
 	r.ln.Close()
+	r.kafka.close()
 	if err := r.core.Close(); err != nil && fatal == nil {
 		r.logger.Warn("close", slog.Any("err", err))
 	}
@@ -501,8 +529,13 @@ func (r *Server) failQueued() {
 		select {
 		case q := <-r.requests:
 			r.budget.release(q.tokens)
-			q.conn.answer(&strandpb.Response{CorrelationId: q.req.GetCorrelationId(), Error: &strandpb.Error{
-				Code: strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, Message: "node: shutting down"}})
+			resp := &strandpb.Response{CorrelationId: q.req.GetCorrelationId(), Error: &strandpb.Error{
+				Code: strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, Message: "node: shutting down"}}
+			if q.reply != nil {
+				q.reply(resp)
+				continue
+			}
+			q.conn.answer(resp)
 		default:
 			return
 		}

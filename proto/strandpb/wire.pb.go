@@ -1740,6 +1740,7 @@ type MetadataResponse_Node struct {
 	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
 	Rack          string                 `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
+	KafkaAddress  string                 `protobuf:"bytes,70,opt,name=kafka_address,json=kafkaAddress,proto3" json:"kafka_address,omitempty"` // host:port of its Kafka listener; empty: none
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1791,6 +1792,13 @@ func (x *MetadataResponse_Node) GetAddress() string {
 func (x *MetadataResponse_Node) GetRack() string {
 	if x != nil {
 		return x.Rack
+	}
+	return ""
+}
+
+func (x *MetadataResponse_Node) GetKafkaAddress() string {
+	if x != nil {
+		return x.KafkaAddress
 	}
 	return ""
 }
@@ -2190,10 +2198,16 @@ func (x *FetchRequest_Partition) GetTopicId() []byte {
 }
 
 type FetchResponse_Batch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	BaseOffset    int64                  `protobuf:"varint,1,opt,name=base_offset,json=baseOffset,proto3" json:"base_offset,omitempty"`
-	AppendTimeMs  int64                  `protobuf:"varint,2,opt,name=append_time_ms,json=appendTimeMs,proto3" json:"append_time_ms,omitempty"`
-	Records       []byte                 `protobuf:"bytes,3,opt,name=records,proto3" json:"records,omitempty"` // engine/recordbatch format, as stored
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	BaseOffset   int64                  `protobuf:"varint,1,opt,name=base_offset,json=baseOffset,proto3" json:"base_offset,omitempty"`
+	AppendTimeMs int64                  `protobuf:"varint,2,opt,name=append_time_ms,json=appendTimeMs,proto3" json:"append_time_ms,omitempty"`
+	Records      []byte                 `protobuf:"bytes,3,opt,name=records,proto3" json:"records,omitempty"` // engine/recordbatch format, as stored
+	// The producer fields of the entry the batch was produced in, so the
+	// Kafka listener serves a RecordBatch v2 with the producer id, epoch
+	// and base sequence the producer sent (unset: not known).
+	ProducerId    *int64 `protobuf:"varint,70,opt,name=producer_id,json=producerId,proto3,oneof" json:"producer_id,omitempty"`
+	ProducerEpoch int32  `protobuf:"varint,71,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	BaseSequence  int32  `protobuf:"varint,72,opt,name=base_sequence,json=baseSequence,proto3" json:"base_sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2247,6 +2261,27 @@ func (x *FetchResponse_Batch) GetRecords() []byte {
 		return x.Records
 	}
 	return nil
+}
+
+func (x *FetchResponse_Batch) GetProducerId() int64 {
+	if x != nil && x.ProducerId != nil {
+		return *x.ProducerId
+	}
+	return 0
+}
+
+func (x *FetchResponse_Batch) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *FetchResponse_Batch) GetBaseSequence() int32 {
+	if x != nil {
+		return x.BaseSequence
+	}
+	return 0
 }
 
 type FetchResponse_Partition struct {
@@ -2686,18 +2721,19 @@ const file_wire_proto_rawDesc = "" +
 	"cluster_id\x18\x14 \x01(\fR\tclusterId\x12&\n" +
 	"\x0fframe_bytes_max\x18\x1e \x01(\rR\rframeBytesMax\")\n" +
 	"\x0fMetadataRequest\x12\x16\n" +
-	"\x06topics\x18\x01 \x03(\tR\x06topics\"\x81\x05\n" +
+	"\x06topics\x18\x01 \x03(\tR\x06topics\"\xa6\x05\n" +
 	"\x10MetadataResponse\x123\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x1d.strand.MetadataResponse.NodeR\x05nodes\x126\n" +
 	"\x06topics\x18\x02 \x03(\v2\x1e.strand.MetadataResponse.TopicR\x06topics\x12#\n" +
 	"\rcontroller_id\x18\x03 \x01(\x04R\fcontrollerId\x12)\n" +
 	"\x10metadata_version\x18\x04 \x01(\x04R\x0fmetadataVersion\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x14 \x01(\fR\tclusterId\x1aD\n" +
+	"cluster_id\x18\x14 \x01(\fR\tclusterId\x1ai\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
-	"\x04rack\x18\x03 \x01(\tR\x04rack\x1a\xa8\x01\n" +
+	"\x04rack\x18\x03 \x01(\tR\x04rack\x12#\n" +
+	"\rkafka_address\x18F \x01(\tR\fkafkaAddress\x1a\xa8\x01\n" +
 	"\tPartition\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\x04R\bleaderId\x12\x1f\n" +
@@ -2751,16 +2787,21 @@ const file_wire_proto_rawDesc = "" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1b\n" +
 	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x12\x19\n" +
-	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xa9\x03\n" +
+	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xac\x04\n" +
 	"\rFetchResponse\x12?\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1f.strand.FetchResponse.PartitionR\n" +
-	"partitions\x1ah\n" +
+	"partitions\x1a\xea\x01\n" +
 	"\x05Batch\x12\x1f\n" +
 	"\vbase_offset\x18\x01 \x01(\x03R\n" +
 	"baseOffset\x12$\n" +
 	"\x0eappend_time_ms\x18\x02 \x01(\x03R\fappendTimeMs\x12\x18\n" +
-	"\arecords\x18\x03 \x01(\fR\arecords\x1a\xec\x01\n" +
+	"\arecords\x18\x03 \x01(\fR\arecords\x12$\n" +
+	"\vproducer_id\x18F \x01(\x03H\x00R\n" +
+	"producerId\x88\x01\x01\x12%\n" +
+	"\x0eproducer_epoch\x18G \x01(\x05R\rproducerEpoch\x12#\n" +
+	"\rbase_sequence\x18H \x01(\x05R\fbaseSequenceB\x0e\n" +
+	"\f_producer_id\x1a\xec\x01\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
@@ -2988,6 +3029,7 @@ func file_wire_proto_init() {
 		(*Response_DescribeTopics)(nil),
 		(*Response_InitProducerId)(nil),
 	}
+	file_wire_proto_msgTypes[29].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
