@@ -60,6 +60,9 @@ func (c *Core) Handle(req *strandpb.Request, respond func(*strandpb.Response)) {
 	case *strandpb.Request_InitProducerId:
 		c.handleInitProducerID(answer)
 	default:
+		if c.handleGroupRequest(req, answer) {
+			return
+		}
 		answer(requestError(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "node: Handle serves no hello, raft frame or empty request"))
 	}
 }

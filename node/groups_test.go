@@ -1,0 +1,157 @@
+package node
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// groupsTestConfig keeps the internal topic small and the session short
+// (50 ticks of 10 ms).
+func groupsTestConfig(cfg *Config) {
+	cfg.Groups = GroupsConfig{OffsetsPartitions: 2, SessionTimeout: 500 * time.Millisecond}
+}
+
+// findCoordinator asks live nodes until one names the group's coordinator.
+func (c *cluster) findCoordinator(group string) NodeID {
+	c.t.Helper()
+	for i := range 300 {
+		id := c.ids[i%len(c.ids)]
+		if c.cores[id] == nil {
+			continue
+		}
+		resp, _ := c.handle(id, &strandpb.Request{CorrelationId: uint64(i + 1), Body: &strandpb.Request_FindCoordinator{
+			FindCoordinator: &strandpb.FindCoordinatorRequest{Group: group}}})
+		if resp.GetError() == nil {
+			lead := NodeID(resp.GetFindCoordinator().GetNodeId())
+			if c.cores[lead] != nil {
+				if _, _, leading := c.cores[lead].byTP[TopicPartition{OffsetsTopic, resp.GetFindCoordinator().GetPartition()}].leadership(); leading {
+					return lead
+				}
+			}
+		}
+		c.tick(1)
+	}
+	c.t.Fatalf("no coordinator for %q", group)
+	return 0
+}
+
+// groupCall sends req to the group's coordinator, finding it again on
+// NOT_COORDINATOR and retrying on retriable answers (bounded).
+func (c *cluster) groupCall(group string, req *strandpb.Request) *strandpb.Response {
+	c.t.Helper()
+	for range 20 {
+		resp, _ := c.handle(c.findCoordinator(group), req)
+		if e := resp.GetError(); e != nil && e.GetCode().Info().Retriable && e.GetCode() != strandpb.ErrorCode_ERROR_CODE_STALE_HEARTBEAT {
+			c.tick(5)
+			continue
+		}
+		return resp
+	}
+	c.t.Fatalf("group request %v kept failing", req)
+	return nil
+}
+
+func heartbeatReq(member string, epoch int32, seq uint64, owned []*strandpb.GroupTopicPartitions) *strandpb.Request {
+	return &strandpb.Request{CorrelationId: seq, Body: &strandpb.Request_GroupHeartbeat{GroupHeartbeat: &strandpb.ConsumerGroupHeartbeatRequest{
+		Group: "g", MemberId: member, MemberEpoch: epoch, Seq: seq, Subscriptions: []string{"t"}, Owned: owned}}}
+}
+
+func countPartitions(tps []*strandpb.GroupTopicPartitions) int {
+	n := 0
+	for _, tp := range tps {
+		n += len(tp.GetPartitions())
+	}
+	return n
+}
+
+// TestGroupsSurviveFailover shows the coordinator is a replicated state
+// machine: membership and committed offsets written through one
+// coordinator are there after its node crashes and another replica of the
+// group's partition takes over; a stale-epoch commit is refused; a member
+// that stops heart-beating is expired by the new coordinator's clock.
+func TestGroupsSurviveFailover(t *testing.T) {
+	c := newCluster(t, 7, 3, replicated(3, "t", 4), groupsTestConfig)
+	resp := c.groupCall("g", heartbeatReq("a", 0, 1, nil))
+	hb := resp.GetGroupHeartbeat()
+	if resp.GetError() != nil || hb.GetMemberEpoch() != 1 || countPartitions(hb.GetAssigned()) != 4 {
+		t.Fatalf("join: %v", resp)
+	}
+	commit := &strandpb.Request{CorrelationId: 100, Body: &strandpb.Request_OffsetCommit{OffsetCommit: &strandpb.OffsetCommitRequest{
+		Group: "g", MemberId: "a", MemberEpoch: 1, Offsets: []*strandpb.OffsetCommitPartition{{Topic: "t", Partition: 2, Offset: 42, Metadata: "m"}}}}}
+	if r := c.groupCall("g", commit); r.GetError() != nil {
+		t.Fatalf("commit: %v", r.GetError())
+	}
+	stale := &strandpb.Request{CorrelationId: 101, Body: &strandpb.Request_OffsetCommit{OffsetCommit: &strandpb.OffsetCommitRequest{
+		Group: "g", MemberId: "a", MemberEpoch: 0, Offsets: []*strandpb.OffsetCommitPartition{{Topic: "t", Partition: 2, Offset: 7}}}}}
+	if r := c.groupCall("g", stale); r.GetError().GetCode() != strandpb.ErrorCode_ERROR_CODE_STALE_MEMBER_EPOCH {
+		t.Fatalf("stale commit: %v", r)
+	}
+
+	old := c.findCoordinator("g")
+	c.crash(old)
+	fetch := &strandpb.Request{CorrelationId: 102, Body: &strandpb.Request_OffsetFetch{OffsetFetch: &strandpb.OffsetFetchRequest{Group: "g"}}}
+	r := c.groupCall("g", fetch)
+	got := r.GetOffsetFetch().GetOffsets()
+	if r.GetError() != nil || len(got) != 1 || got[0].GetOffset() != 42 || got[0].GetMetadata() != "m" {
+		t.Fatalf("offsets after failover: %v", r)
+	}
+	if now := c.findCoordinator("g"); now == old {
+		t.Fatalf("coordinator still %d after its crash", old)
+	}
+	// a's membership survived: its epoch is still good.
+	r = c.groupCall("g", heartbeatReq("a", 1, 2, hb.GetAssigned()))
+	if r.GetError() != nil || r.GetGroupHeartbeat().GetMemberEpoch() != 1 {
+		t.Fatalf("heartbeat after failover: %v", r)
+	}
+	// a goes silent: the new coordinator expires it after the session.
+	describe := &strandpb.Request{CorrelationId: 103, Body: &strandpb.Request_DescribeGroups{DescribeGroups: &strandpb.DescribeGroupsRequest{Groups: []string{"g"}}}}
+	for range 40 {
+		c.tick(10)
+		d := c.groupCall("g", describe).GetDescribeGroups().GetGroups()
+		if len(d) == 1 && d[0].GetError() == nil && len(d[0].GetMembers()) == 0 {
+			if d[0].GetState() != "empty" || len(d[0].GetOffsets()) != 1 {
+				t.Fatalf("after expiry: %v", d[0])
+			}
+			return
+		}
+	}
+	t.Fatal("silent member never expired")
+}
+
+// TestGroupsHandOverOnJoin shows the wire path of incremental reconciliation:
+// a second member gets partitions only after the first reported revoking
+// them, and ListGroups and DeleteGroups behave (delete refused with members).
+func TestGroupsHandOverOnJoin(t *testing.T) {
+	c := newCluster(t, 8, 3, replicated(3, "t", 4), groupsTestConfig)
+	a := c.groupCall("g", heartbeatReq("a", 0, 1, nil)).GetGroupHeartbeat()
+	b := c.groupCall("g", heartbeatReq("b", 0, 1, nil)).GetGroupHeartbeat()
+	if countPartitions(b.GetAssigned()) != 0 {
+		t.Fatalf("b got %v before a revoked", b.GetAssigned())
+	}
+	a2 := c.groupCall("g", heartbeatReq("a", a.GetMemberEpoch(), 2, a.GetAssigned())).GetGroupHeartbeat()
+	if countPartitions(a2.GetAssigned()) != 2 {
+		t.Fatalf("a asked to keep %v", a2.GetAssigned())
+	}
+	a3 := c.groupCall("g", heartbeatReq("a", a2.GetMemberEpoch(), 3, a2.GetAssigned())).GetGroupHeartbeat()
+	b2 := c.groupCall("g", heartbeatReq("b", b.GetMemberEpoch(), 2, nil)).GetGroupHeartbeat()
+	if countPartitions(b2.GetAssigned()) != 2 || a3.GetMemberEpoch() != b2.GetMemberEpoch() {
+		t.Fatalf("after the revocation: a %v b %v", a3, b2)
+	}
+	var listed []string
+	for _, id := range c.ids {
+		r, _ := c.handle(id, &strandpb.Request{CorrelationId: 9, Body: &strandpb.Request_ListGroups{ListGroups: &strandpb.ListGroupsRequest{}}})
+		for _, g := range r.GetListGroups().GetGroups() {
+			listed = append(listed, g.GetGroup()+"/"+g.GetState())
+		}
+	}
+	if !slices.Equal(listed, []string{"g/stable"}) {
+		t.Fatalf("listed %v", listed)
+	}
+	del := &strandpb.Request{CorrelationId: 10, Body: &strandpb.Request_DeleteGroups{DeleteGroups: &strandpb.DeleteGroupsRequest{Groups: []string{"g"}}}}
+	if r := c.groupCall("g", del); r.GetDeleteGroups().GetResults()[0].GetError().GetCode() != strandpb.ErrorCode_ERROR_CODE_GROUP_NOT_EMPTY {
+		t.Fatalf("delete with members: %v", r)
+	}
+}
