@@ -316,8 +316,17 @@ func (m *groupMember) heartbeat(epoch int32) {
 		Group: groupID, MemberId: m.id, InstanceId: m.instance, MemberEpoch: epoch, Seq: m.seq,
 		Subscriptions: []string{topic}, Owned: []*strandpb.GroupTopicPartitions{{Topic: topic, Partitions: owned}},
 	}}}
-	sent := m.gs.ww.w.now()
+	w := m.gs.ww.w
+	sent := w.now()
+	// The epoch a heartbeat gives fences the member's older epochs: a
+	// history op, so the offset model checks commits against it.
+	grant := w.hist.h.CallMemberEpoch(linearizability.ClientID(m.c.index), groupID, m.id, ns(sent))
 	m.call(req, func(resp *strandpb.Response, err error) {
+		if e := resp.GetGroupHeartbeat().GetMemberEpoch(); err == nil && e > 0 {
+			w.hist.h.ReturnMemberEpoch(grant, e, ns(w.now()))
+		} else {
+			w.hist.h.Fail(grant, ns(w.now()))
+		}
 		switch {
 		case err == nil && epoch < 0:
 			m.epoch, m.oldEpoch = 0, 0
@@ -384,7 +393,7 @@ func (m *groupMember) commitAs(p int, epoch int32, zombie bool) {
 	gs.nextOff++
 	off := gs.nextOff
 	tp := node.TopicPartition{Topic: gs.ww.topics[0].name, Partition: int32(p)}
-	id := w.hist.h.CallCommitOffset(linearizability.ClientID(m.c.index), groupID,
+	id := w.hist.h.CallCommitOffsetAs(linearizability.ClientID(m.c.index), groupID, m.id, epoch,
 		linearizability.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}, off, ns(w.now()))
 	req := &strandpb.Request{Body: &strandpb.Request_OffsetCommit{OffsetCommit: &strandpb.OffsetCommitRequest{
 		Group: groupID, MemberId: m.id, MemberEpoch: epoch,
