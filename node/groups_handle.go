@@ -84,9 +84,10 @@ func (c *Core) GroupHeartbeat(req *strandpb.ConsumerGroupHeartbeatRequest, done 
 			topics = append(topics, &strandpb.GroupTopicInfo{Name: name, Partitions: t.Partitions()})
 		}
 	}
-	cmd := &strandpb.GroupCommand{Body: &strandpb.GroupCommand_Heartbeat{Heartbeat: &strandpb.GroupHeartbeatCommand{Request: req, Topics: topics}}}
+	hbCmd := &strandpb.GroupHeartbeatCommand{Request: req, Topics: topics}
+	cmd := &strandpb.GroupCommand{Body: &strandpb.GroupCommand_Heartbeat{Heartbeat: hbCmd}}
 	cfg := c.groupsConfig()
-	c.proposeGroup(g, co, cmd, func(res groupApplied) {
+	answer := func(res groupApplied) {
 		if res.err != nil {
 			done(nil, c.groupError(res.err))
 			return
@@ -101,7 +102,21 @@ func (c *Core) GroupHeartbeat(req *strandpb.ConsumerGroupHeartbeatRequest, done 
 			MemberId: req.GetMemberId(), MemberEpoch: res.hb.MemberEpoch, Assigned: partitionsToWire(res.hb.Assigned),
 			HeartbeatIntervalMs: int32(cfg.HeartbeatInterval.Milliseconds()), SessionTimeoutMs: int32(cfg.SessionTimeout.Milliseconds()),
 		}, nil)
-	})
+	}
+	if req.GetMemberEpoch() <= 0 {
+		c.proposeGroup(g, co, cmd, answer)
+		return
+	}
+	// A member in its epoch: read the state linearizably first; a heartbeat
+	// that would change nothing is answered from it without a log write
+	// (most heartbeats of a stable group), anything else is proposed.
+	c.readCoordinator(g, co, func(s *groups.State) {
+		if r, unchanged := s.HeartbeatUnchanged(heartbeatFromWire(hbCmd, 0)); unchanged {
+			answer(groupApplied{hb: r})
+			return
+		}
+		c.proposeGroup(g, co, cmd, answer)
+	}, func(e *strandpb.Error) { done(nil, e) })
 }
 
 // OffsetCommit commits offsets on the group's coordinator; done runs once
@@ -153,19 +168,25 @@ func (c *Core) readGroups(group string, serve func(*groups.State), fail func(*st
 	c.readCoordinator(g, co, serve, fail)
 }
 
-// readCoordinator is readGroups for a known replica and coordinator.
+// readCoordinator is readGroups for a known replica and coordinator. serve
+// and fail run as completions (at the end of the public call that served
+// the read), so they may propose or answer like any callback.
 func (c *Core) readCoordinator(g *group, co *coordinator, serve func(*groups.State), fail func(*strandpb.Error)) {
 	c.readPartition(g.tp, func(g *group) {
-		if c.coord.coords[g.tp] != co {
-			fail(c.groupError(ErrNotCoordinator))
-			return
-		}
-		if err := c.catchUp(g, co); err != nil {
-			fail(c.groupError(err))
-			return
-		}
-		serve(co.state)
-	}, func(err error, _ NodeID) { fail(c.groupError(err)) })
+		c.completions = append(c.completions, func() {
+			if c.coord.coords[g.tp] != co {
+				fail(c.groupError(ErrNotCoordinator))
+				return
+			}
+			if err := c.catchUp(g, co); err != nil {
+				fail(c.groupError(err))
+				return
+			}
+			serve(co.state)
+		})
+	}, func(err error, _ NodeID) {
+		c.completions = append(c.completions, func() { fail(c.groupError(err)) })
+	})
 }
 
 // handleListGroups lists the groups of every __strand_offsets partition this

@@ -140,6 +140,24 @@ func TestGroupsHandOverOnJoin(t *testing.T) {
 	if countPartitions(b2.GetAssigned()) != 2 || a3.GetMemberEpoch() != b2.GetMemberEpoch() {
 		t.Fatalf("after the revocation: a %v b %v", a3, b2)
 	}
+	// Stable now: a heartbeat that changes nothing is answered from the
+	// coordinator's state without a log write.
+	c.groupCall("g", heartbeatReq("a", a3.GetMemberEpoch(), 4, a3.GetAssigned()))
+	coord := c.findCoordinator("g")
+	hwm := func() int64 {
+		for _, st := range c.cores[coord].Status() {
+			if st.Topic == OffsetsTopic && st.IsLeader && st.Partition == GroupPartition("g", 2) {
+				return st.HighWatermark
+			}
+		}
+		t.Fatal("coordinator partition not led by the coordinator")
+		return 0
+	}
+	before := hwm()
+	quiet := c.groupCall("g", heartbeatReq("a", a3.GetMemberEpoch(), 5, a3.GetAssigned())).GetGroupHeartbeat()
+	if quiet.GetMemberEpoch() != a3.GetMemberEpoch() || countPartitions(quiet.GetAssigned()) != 2 || hwm() != before {
+		t.Fatalf("no-op heartbeat: %v, log %d → %d", quiet, before, hwm())
+	}
 	var listed []string
 	for _, id := range c.ids {
 		r, _ := c.handle(id, &strandpb.Request{CorrelationId: 9, Body: &strandpb.Request_ListGroups{ListGroups: &strandpb.ListGroupsRequest{}}})

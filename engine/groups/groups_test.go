@@ -79,6 +79,17 @@ func TestJoinThenIncrementalHandOver(t *testing.T) {
 	if v.State != StateStable {
 		t.Fatalf("state %s, want stable", v.State)
 	}
+	// Stable: a's next heartbeat changes nothing and needs no log write;
+	// one reporting less than it owns does.
+	hb := Heartbeat{Group: "g", MemberID: "a", MemberEpoch: a.epoch, Seq: a.seq + 1, Subscriptions: []string{"t"},
+		Owned: a.owned, Topics: []TopicInfo{topicT}}
+	if r, ok := s.HeartbeatUnchanged(hb); !ok || r.MemberEpoch != a.epoch || !slices.Equal(r.Assigned, a.owned) {
+		t.Fatalf("stable heartbeat: %+v %v", r, ok)
+	}
+	hb.Owned = a.owned[:1]
+	if _, ok := s.HeartbeatUnchanged(hb); ok {
+		t.Fatal("a heartbeat owning less than assigned counted as unchanged")
+	}
 }
 
 // TestEpochFencing shows the epoch rules: a heartbeat from the future or a

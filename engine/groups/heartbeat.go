@@ -246,3 +246,36 @@ func (g *group) reconcile(m *member, owned []TopicPartition) {
 		m.assigned = SortPartitions(append(m.assigned, add...))
 	}
 }
+
+// HeartbeatUnchanged reports whether hb would change nothing but the
+// member's heartbeat sequence — a member in the target epoch, owning
+// exactly its target, nothing to revoke, the same subscriptions, rack and
+// topic partition counts — and if so the answer Heartbeat would give. The
+// coordinator answers such a heartbeat from its (linearizably read) state
+// without writing it to the log. Skipping the sequence update is safe: a
+// later heartbeat accepted by sequence is newer than every logged one, and
+// only logged heartbeats change what a member owns.
+func (s *State) HeartbeatUnchanged(hb Heartbeat) (HeartbeatResult, bool) {
+	if hb.MemberEpoch <= 0 || validHeartbeat(hb) != nil {
+		return HeartbeatResult{}, false
+	}
+	g := s.group(hb.Group, false)
+	if g == nil {
+		return HeartbeatResult{}, false
+	}
+	m := g.find(hb.MemberID)
+	switch {
+	case m == nil, m.leftStatic, hb.Seq <= m.lastSeq, hb.MemberEpoch != m.epoch, m.epoch != g.targetEpoch,
+		len(m.revoking) > 0, m.rack != hb.Rack, !slices.Equal(m.assigned, m.target),
+		!slices.Equal(normalise(hb.Owned), m.assigned),
+		!slices.Equal(slices.Compact(slices.Sorted(slices.Values(hb.Subscriptions))), m.subs):
+		return HeartbeatResult{}, false
+	}
+	for _, t := range hb.Topics {
+		i, ok := slices.BinarySearchFunc(g.topics, t.Name, func(x TopicInfo, n string) int { return cmpString(x.Name, n) })
+		if !ok || g.topics[i].Partitions != t.Partitions {
+			return HeartbeatResult{}, false
+		}
+	}
+	return m.result(), true
+}

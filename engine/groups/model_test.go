@@ -53,7 +53,12 @@ func TestModel(t *testing.T) {
 				Subscriptions: []string{"t"}, Owned: slices.Clone(c.owned), Topics: []TopicInfo{{Name: "t", Partitions: parts}}, NowMs: now}
 			var r HeartbeatResult
 			var err error
+			quiet, unchanged := s.HeartbeatUnchanged(hb)
+			before, _ := s.Describe("g")
 			apply(func(s *State) { r, err = s.Heartbeat(hb) })
+			if after, _ := s.Describe("g"); unchanged && (err != nil || !reflect.DeepEqual(quiet, r) || !reflect.DeepEqual(before, after)) {
+				rt.Fatalf("HeartbeatUnchanged promised %+v, Heartbeat gave %+v, %v; state %+v → %+v", quiet, r, err, before, after)
+			}
 			switch {
 			case lose || epoch < 0:
 			case err == nil:
