@@ -96,8 +96,38 @@ func (c *Core) sweepCoordinator(g *group, co *coordinator) {
 		}})
 	}
 	for _, topic := range co.state.Topics() {
-		if _, exists := c.meta.meta.Topic(topic); !exists {
-			propose("\x00delete-topic\x00"+topic, &strandpb.GroupCommand{Body: &strandpb.GroupCommand_DeleteTopic{DeleteTopic: topic}})
+		if _, exists := c.meta.meta.Topic(topic); exists {
+			continue
 		}
+		key := "\x00delete-topic\x00" + topic
+		if co.inFlight[key] {
+			continue
+		}
+		// This node's metadata may lag a create another node's heartbeat
+		// already used: only a linearizable metadata read (ReadIndex on the
+		// metadata group) that still lacks the topic proves it deleted.
+		co.inFlight[key] = true
+		c.confirmTopicGone(topic, func(gone bool) {
+			delete(co.inFlight, key)
+			if gone && c.coord.coords[g.tp] == co {
+				propose(key, &strandpb.GroupCommand{Body: &strandpb.GroupCommand_DeleteTopic{DeleteTopic: topic}})
+			}
+		})
 	}
+}
+
+// confirmTopicGone calls done(true) once a ReadIndex on the metadata group
+// shows topic absent from the applied metadata, done(false) otherwise.
+func (c *Core) confirmTopicGone(topic string, done func(gone bool)) {
+	lead, term := c.metaLeader()
+	if lead == 0 || c.meta.live >= c.cfg.PendingRequestsMax {
+		done(false)
+		return
+	}
+	c.readIndex(c.meta, term, func(*group) {
+		c.completions = append(c.completions, func() {
+			_, exists := c.meta.meta.Topic(topic)
+			done(!exists)
+		})
+	}, func(error, NodeID) { c.completions = append(c.completions, func() { done(false) }) })
 }

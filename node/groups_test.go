@@ -173,3 +173,28 @@ func TestGroupsHandOverOnJoin(t *testing.T) {
 		t.Fatalf("delete with members: %v", r)
 	}
 }
+
+// TestGroupsForgetDeletedTopics shows the coordinator removes a deleted
+// topic's committed offsets (after a metadata read confirms the delete)
+// and keeps the others.
+func TestGroupsForgetDeletedTopics(t *testing.T) {
+	c := newCluster(t, 9, 3, append(replicated(3, "t", 1), replicated(3, "u", 1)...), groupsTestConfig)
+	commit := &strandpb.Request{CorrelationId: 1, Body: &strandpb.Request_OffsetCommit{OffsetCommit: &strandpb.OffsetCommitRequest{
+		Group: "g", Offsets: []*strandpb.OffsetCommitPartition{{Topic: "t", Partition: 0, Offset: 3}, {Topic: "u", Partition: 0, Offset: 4}}}}}
+	if r := c.groupCall("g", commit); r.GetError() != nil {
+		t.Fatalf("commit: %v", r.GetError())
+	}
+	del := &strandpb.Request{CorrelationId: 2, Body: &strandpb.Request_DeleteTopics{DeleteTopics: &strandpb.DeleteTopicsRequest{Names: []string{"t"}}}}
+	if r, _ := c.handle(c.metaLeaderOf(), del); r.GetError() != nil || r.GetDeleteTopics().GetTopics()[0].GetError() != nil {
+		t.Fatalf("delete topic: %v", r)
+	}
+	fetch := &strandpb.Request{CorrelationId: 3, Body: &strandpb.Request_OffsetFetch{OffsetFetch: &strandpb.OffsetFetchRequest{Group: "g"}}}
+	for range 30 {
+		c.tick(20)
+		got := c.groupCall("g", fetch).GetOffsetFetch().GetOffsets()
+		if len(got) == 1 && got[0].GetTopic() == "u" && got[0].GetOffset() == 4 {
+			return
+		}
+	}
+	t.Fatal("the deleted topic's offsets are still there")
+}
