@@ -198,3 +198,18 @@ func TestGroupsForgetDeletedTopics(t *testing.T) {
 	}
 	t.Fatal("the deleted topic's offsets are still there")
 }
+
+// TestClientsCannotProduceToOffsetsTopic shows a client's produce to the
+// coordinators' log is refused (a forged record would be a command).
+func TestClientsCannotProduceToOffsetsTopic(t *testing.T) {
+	c := newCluster(t, 10, 3, replicated(3, "t", 1), groupsTestConfig)
+	c.findCoordinator("g") // creates the internal topic
+	for _, id := range c.ids {
+		req := &strandpb.Request{CorrelationId: 1, Body: &strandpb.Request_Produce{Produce: &strandpb.ProduceRequest{Acks: -1,
+			Partitions: []*strandpb.ProduceRequest_Partition{{Topic: OffsetsTopic, Partition: 0, ProducerId: -1, Batch: testBatch(t, "x", 1)}}}}}
+		r, _ := c.handle(id, req)
+		if code := r.GetProduce().GetPartitions()[0].GetError().GetCode(); code != strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST {
+			t.Fatalf("node %d: produce to %s answered %v", id, OffsetsTopic, r)
+		}
+	}
+}

@@ -194,6 +194,11 @@ func (c *Core) handleProduce(req *strandpb.ProduceRequest, answer func(*strandpb
 				finish()
 			}
 		}
+		if tp.Topic == OffsetsTopic { // internal: only the group coordinators write it (groups.go)
+			res := ProduceResult{Err: fmt.Errorf("%w: %s is internal to consumer groups", ErrInvalidRequest, OffsetsTopic), BaseOffset: -1}
+			c.completions = append(c.completions, func() { done(res) })
+			continue
+		}
 		if err := c.checkTopicID(tp, p.GetTopicId()); err != nil {
 			res := ProduceResult{Err: err, BaseOffset: -1}
 			c.completions = append(c.completions, func() { done(res) })
