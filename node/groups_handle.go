@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/strandlog/strand/engine/groups"
+	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -81,7 +82,7 @@ func (c *Core) GroupHeartbeat(req *strandpb.ConsumerGroupHeartbeatRequest, done 
 	subs := slices.Compact(slices.Sorted(slices.Values(req.GetSubscriptions())))
 	for _, name := range subs[:min(len(subs), handlePartitionsMax)] {
 		if t, ok := c.meta.meta.Topic(name); ok && name != OffsetsTopic {
-			topics = append(topics, &strandpb.GroupTopicInfo{Name: name, Partitions: t.Partitions()})
+			topics = append(topics, c.groupTopicInfo(t))
 		}
 	}
 	hbCmd := &strandpb.GroupHeartbeatCommand{Request: req, Topics: topics}
@@ -117,6 +118,28 @@ func (c *Core) GroupHeartbeat(req *strandpb.ConsumerGroupHeartbeatRequest, done 
 		}
 		c.proposeGroup(g, co, cmd, answer)
 	}, func(e *strandpb.Error) { done(nil, e) })
+}
+
+// groupTopicInfo is t's partition count and, per partition, its replicas'
+// racks as registered (for rack-aware assignment; none when no node of the
+// topic registered a rack).
+func (c *Core) groupTopicInfo(t metadata.Topic) *strandpb.GroupTopicInfo {
+	info := &strandpb.GroupTopicInfo{Name: t.Name, Partitions: t.Partitions()}
+	known := false
+	for _, replicas := range t.Replicas {
+		var racks []string
+		for _, id := range replicas {
+			if n, ok := c.meta.meta.Node(id); ok && n.Rack != "" {
+				racks = append(racks, n.Rack)
+				known = true
+			}
+		}
+		info.PartitionRacks = append(info.PartitionRacks, &strandpb.GroupPartitionRacks{Racks: slices.Compact(slices.Sorted(slices.Values(racks)))})
+	}
+	if !known {
+		info.PartitionRacks = nil
+	}
+	return info
 }
 
 // OffsetCommit commits offsets on the group's coordinator; done runs once
@@ -313,7 +336,11 @@ func heartbeatFromWire(cmd *strandpb.GroupHeartbeatCommand, now int64) groups.He
 		Owned: partitionsFromWire(r.GetOwned()), NowMs: now,
 	}
 	for _, t := range cmd.GetTopics() {
-		hb.Topics = append(hb.Topics, groups.TopicInfo{Name: t.GetName(), Partitions: t.GetPartitions()})
+		info := groups.TopicInfo{Name: t.GetName(), Partitions: t.GetPartitions()}
+		for _, pr := range t.GetPartitionRacks() {
+			info.Racks = append(info.Racks, pr.GetRacks())
+		}
+		hb.Topics = append(hb.Topics, info)
 	}
 	return hb
 }

@@ -10,8 +10,13 @@ import "slices"
 //
 // Three passes: (1) keep each previous target partition with its owner if
 // the owner still subscribes; (2) give each unowned partition to the
-// eligible member with the fewest; (3) while some partition's owner has at
-// least two more than an eligible member, move it there. Every move lowers
+// least-loaded eligible member in a rack holding one of its replicas while
+// that member is under the quota ceil(partitions/members), else to the
+// least-loaded eligible member; (3) while some partition's owner is a
+// most-loaded member with at least two more than an eligible member, move
+// it there (to a rack-local one among the least loaded when there is one).
+// Racks only break ties of balance: with equal subscriptions counts still
+// differ by at most one. Every move lowers
 // the sum of squared counts, so pass 3 ends; it moves only what balance
 // needs. Rejected: range and round-robin assignors (not sticky: one join
 // reshuffles everything), an optimal min-cost flow (far more code for the
@@ -29,11 +34,19 @@ func (g *group) computeTarget() {
 			}
 		}
 	}
+	quota := 0
+	if n > 0 {
+		quota = (len(parts) + n - 1) / n
+	}
 	for _, p := range parts {
 		if _, ok := owner[p]; ok {
 			continue
 		}
-		if b := g.leastLoaded(p.Topic, counts); b >= 0 {
+		b := g.leastLoadedLocal(p, counts, quota)
+		if b < 0 {
+			b = g.leastLoaded(p.Topic, counts)
+		}
+		if b >= 0 {
 			owner[p] = b
 			counts[b]++
 		}
@@ -49,7 +62,13 @@ func (g *group) computeTarget() {
 			}
 			// Only from a most-loaded member: taking from one at quota
 			// would have to be refilled from another, a needless move.
-			if b := g.leastLoaded(p.Topic, counts); b >= 0 && counts[a] > counts[b]+1 && counts[a] == g.mostLoaded(p.Topic, counts) {
+			b := g.leastLoaded(p.Topic, counts)
+			if b >= 0 {
+				if local := g.leastLoadedLocal(p, counts, counts[b]+1); local >= 0 {
+					b = local // as little loaded, and in a rack holding a replica
+				}
+			}
+			if b >= 0 && counts[a] > counts[b]+1 && counts[a] == g.mostLoaded(p.Topic, counts) {
 				owner[p] = b
 				counts[a]--
 				counts[b]++
@@ -113,6 +132,19 @@ func (g *group) leastLoaded(topic string, counts []int) int {
 	best := -1
 	for i, m := range g.members {
 		if m.subscribes(topic) && (best < 0 || counts[i] < counts[best]) {
+			best = i
+		}
+	}
+	return best
+}
+
+// leastLoadedLocal is the member subscribing to p's topic, in a rack
+// holding a replica of p, with the fewest partitions, provided it has
+// fewer than limit (lowest index on ties); -1 when none.
+func (g *group) leastLoadedLocal(p TopicPartition, counts []int, limit int) int {
+	best := -1
+	for i, m := range g.members {
+		if counts[i] < limit && m.subscribes(p.Topic) && g.rackLocal(p, m.rack) && (best < 0 || counts[i] < counts[best]) {
 			best = i
 		}
 	}

@@ -88,6 +88,36 @@ func SortPartitions(ps []TopicPartition) []TopicPartition {
 type TopicInfo struct {
 	Name       string
 	Partitions int32
+	// Racks are, per partition, the racks of its replicas (sorted,
+	// distinct; nil when unknown): members in one of them are preferred.
+	Racks [][]string
+}
+
+// equalTopic reports whether two topic infos are the same.
+func equalTopic(a, b TopicInfo) bool {
+	if a.Name != b.Name || a.Partitions != b.Partitions || len(a.Racks) != len(b.Racks) {
+		return false
+	}
+	for i := range a.Racks {
+		if !slices.Equal(a.Racks[i], b.Racks[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// rackLocal reports whether rack holds a replica of p (false when either
+// is unknown).
+func (g *group) rackLocal(p TopicPartition, rack string) bool {
+	if rack == "" {
+		return false
+	}
+	i, ok := slices.BinarySearchFunc(g.topics, p.Topic, func(x TopicInfo, n string) int { return cmpString(x.Name, n) })
+	if !ok || int(p.Partition) >= len(g.topics[i].Racks) {
+		return false
+	}
+	_, local := slices.BinarySearch(g.topics[i].Racks[p.Partition], rack)
+	return local
 }
 
 // Committed is a group's committed position in one partition.

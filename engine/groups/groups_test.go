@@ -295,3 +295,39 @@ func TestSimpleCommitAndDeletes(t *testing.T) {
 		t.Fatalf("delete of an expired group: %v", err)
 	}
 }
+
+// TestRackAware shows racks break ties of balance: with partitions 0-1
+// replicated in rack r1 and 2-3 in r2, the members of r1 and r2 get their
+// rack's partitions; balance still comes first (a third member in r1 takes
+// some anyway, counts differing by at most one).
+func TestRackAware(t *testing.T) {
+	s := New()
+	topic := TopicInfo{Name: "t", Partitions: 4, Racks: [][]string{{"r1"}, {"r1"}, {"r2"}, {"r2"}}}
+	beat := func(id, rack string, epoch int32, seq uint64, owned []TopicPartition) HeartbeatResult {
+		r, err := s.Heartbeat(Heartbeat{Group: "g", MemberID: id, Rack: rack, MemberEpoch: epoch, Seq: seq,
+			Subscriptions: []string{"t"}, Owned: owned, Topics: []TopicInfo{topic}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// Both join before either heartbeats again: the first target has both.
+	beat("a", "r2", 0, 1, nil)
+	beat("b", "r1", 0, 1, nil)
+	v, _ := s.Describe("g")
+	want := map[string][]TopicPartition{"a": tps("t", 2, 3), "b": tps("t", 0, 1)}
+	for _, m := range v.Members {
+		if !slices.Equal(m.Target, want[m.ID]) {
+			t.Fatalf("%s (%s) target %v, want %v", m.ID, m.Rack, m.Target, want[m.ID])
+		}
+	}
+	beat("c", "r1", 0, 1, nil)
+	v, _ = s.Describe("g")
+	lo, hi := 4, 0
+	for _, m := range v.Members {
+		lo, hi = min(lo, len(m.Target)), max(hi, len(m.Target))
+	}
+	if hi-lo > 1 {
+		t.Fatalf("unbalanced with racks: %+v", v.Members)
+	}
+}

@@ -182,15 +182,17 @@ func (g *group) update(m *member, hb Heartbeat) bool {
 	if !slices.Equal(subs, m.subs) {
 		m.subs, changed = subs, true
 	}
-	m.rack = hb.Rack
+	if m.rack != hb.Rack {
+		m.rack, changed = hb.Rack, true
+	}
 	for _, t := range hb.Topics {
 		i, found := slices.BinarySearchFunc(g.topics, t.Name, func(x TopicInfo, n string) int { return cmpString(x.Name, n) })
 		switch {
 		case !found:
-			g.topics = slices.Insert(g.topics, i, t)
+			g.topics = slices.Insert(g.topics, i, cloneTopic(t))
 			changed = true
-		case g.topics[i].Partitions != t.Partitions:
-			g.topics[i].Partitions = t.Partitions
+		case !equalTopic(g.topics[i], t):
+			g.topics[i] = cloneTopic(t)
 			changed = true
 		}
 	}
@@ -198,6 +200,20 @@ func (g *group) update(m *member, hb Heartbeat) bool {
 		g.bump()
 	}
 	return changed
+}
+
+// cloneTopic copies t, its rack lists normalised (sorted, distinct) and
+// dropped unless there is one per partition.
+func cloneTopic(t TopicInfo) TopicInfo {
+	out := TopicInfo{Name: t.Name, Partitions: t.Partitions}
+	if len(t.Racks) != int(t.Partitions) {
+		return out
+	}
+	out.Racks = make([][]string, len(t.Racks))
+	for i, rs := range t.Racks {
+		out.Racks[i] = slices.Compact(slices.Sorted(slices.Values(rs)))
+	}
+	return out
 }
 
 func cmpString(a, b string) int {
@@ -273,7 +289,7 @@ func (s *State) HeartbeatUnchanged(hb Heartbeat) (HeartbeatResult, bool) {
 	}
 	for _, t := range hb.Topics {
 		i, ok := slices.BinarySearchFunc(g.topics, t.Name, func(x TopicInfo, n string) int { return cmpString(x.Name, n) })
-		if !ok || g.topics[i].Partitions != t.Partitions {
+		if !ok || !equalTopic(g.topics[i], cloneTopic(t)) {
 			return HeartbeatResult{}, false
 		}
 	}

@@ -192,13 +192,15 @@ func (*GroupCommand_DeleteTopic) isGroupCommand_Body() {}
 
 func (*GroupCommand_ExpireOffsetsRetentionMs) isGroupCommand_Body() {}
 
-// GroupTopicInfo is a topic's partition count as the proposer saw it.
+// GroupTopicInfo is a topic's partition count as the proposer saw it, and
+// per partition the racks of its replicas (for rack-aware assignment).
 type GroupTopicInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Partitions    int32                  `protobuf:"varint,2,opt,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Name           string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Partitions     int32                  `protobuf:"varint,2,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	PartitionRacks []*GroupPartitionRacks `protobuf:"bytes,3,rep,name=partition_racks,json=partitionRacks,proto3" json:"partition_racks,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GroupTopicInfo) Reset() {
@@ -245,6 +247,58 @@ func (x *GroupTopicInfo) GetPartitions() int32 {
 	return 0
 }
 
+func (x *GroupTopicInfo) GetPartitionRacks() []*GroupPartitionRacks {
+	if x != nil {
+		return x.PartitionRacks
+	}
+	return nil
+}
+
+// GroupPartitionRacks are one partition's replicas' racks, sorted, distinct.
+type GroupPartitionRacks struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Racks         []string               `protobuf:"bytes,1,rep,name=racks,proto3" json:"racks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupPartitionRacks) Reset() {
+	*x = GroupPartitionRacks{}
+	mi := &file_groups_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupPartitionRacks) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupPartitionRacks) ProtoMessage() {}
+
+func (x *GroupPartitionRacks) ProtoReflect() protoreflect.Message {
+	mi := &file_groups_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupPartitionRacks.ProtoReflect.Descriptor instead.
+func (*GroupPartitionRacks) Descriptor() ([]byte, []int) {
+	return file_groups_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *GroupPartitionRacks) GetRacks() []string {
+	if x != nil {
+		return x.Racks
+	}
+	return nil
+}
+
 // GroupHeartbeatCommand is a heartbeat with the subscribed topics'
 // partition counts resolved by the proposer.
 type GroupHeartbeatCommand struct {
@@ -257,7 +311,7 @@ type GroupHeartbeatCommand struct {
 
 func (x *GroupHeartbeatCommand) Reset() {
 	*x = GroupHeartbeatCommand{}
-	mi := &file_groups_proto_msgTypes[2]
+	mi := &file_groups_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -269,7 +323,7 @@ func (x *GroupHeartbeatCommand) String() string {
 func (*GroupHeartbeatCommand) ProtoMessage() {}
 
 func (x *GroupHeartbeatCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[2]
+	mi := &file_groups_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -282,7 +336,7 @@ func (x *GroupHeartbeatCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupHeartbeatCommand.ProtoReflect.Descriptor instead.
 func (*GroupHeartbeatCommand) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{2}
+	return file_groups_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *GroupHeartbeatCommand) GetRequest() *ConsumerGroupHeartbeatRequest {
@@ -311,7 +365,7 @@ type GroupExpireCommand struct {
 
 func (x *GroupExpireCommand) Reset() {
 	*x = GroupExpireCommand{}
-	mi := &file_groups_proto_msgTypes[3]
+	mi := &file_groups_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -323,7 +377,7 @@ func (x *GroupExpireCommand) String() string {
 func (*GroupExpireCommand) ProtoMessage() {}
 
 func (x *GroupExpireCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[3]
+	mi := &file_groups_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -336,7 +390,7 @@ func (x *GroupExpireCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupExpireCommand.ProtoReflect.Descriptor instead.
 func (*GroupExpireCommand) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{3}
+	return file_groups_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GroupExpireCommand) GetGroup() string {
@@ -377,12 +431,15 @@ const file_groups_proto_rawDesc = "" +
 	"\fdelete_group\x18\r \x01(\tH\x00R\vdeleteGroup\x12#\n" +
 	"\fdelete_topic\x18\x0e \x01(\tH\x00R\vdeleteTopic\x12?\n" +
 	"\x1bexpire_offsets_retention_ms\x18\x0f \x01(\x03H\x00R\x18expireOffsetsRetentionMsB\x06\n" +
-	"\x04body\"D\n" +
+	"\x04body\"\x8a\x01\n" +
 	"\x0eGroupTopicInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x02 \x01(\x05R\n" +
-	"partitions\"\x88\x01\n" +
+	"partitions\x12D\n" +
+	"\x0fpartition_racks\x18\x03 \x03(\v2\x1b.strand.GroupPartitionRacksR\x0epartitionRacks\"+\n" +
+	"\x13GroupPartitionRacks\x12\x14\n" +
+	"\x05racks\x18\x01 \x03(\tR\x05racks\"\x88\x01\n" +
 	"\x15GroupHeartbeatCommand\x12?\n" +
 	"\arequest\x18\x01 \x01(\v2%.strand.ConsumerGroupHeartbeatRequestR\arequest\x12.\n" +
 	"\x06topics\x18\x02 \x03(\v2\x16.strand.GroupTopicInfoR\x06topics\"j\n" +
@@ -403,26 +460,28 @@ func file_groups_proto_rawDescGZIP() []byte {
 	return file_groups_proto_rawDescData
 }
 
-var file_groups_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_groups_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_groups_proto_goTypes = []any{
 	(*GroupCommand)(nil),                  // 0: strand.GroupCommand
 	(*GroupTopicInfo)(nil),                // 1: strand.GroupTopicInfo
-	(*GroupHeartbeatCommand)(nil),         // 2: strand.GroupHeartbeatCommand
-	(*GroupExpireCommand)(nil),            // 3: strand.GroupExpireCommand
-	(*OffsetCommitRequest)(nil),           // 4: strand.OffsetCommitRequest
-	(*ConsumerGroupHeartbeatRequest)(nil), // 5: strand.ConsumerGroupHeartbeatRequest
+	(*GroupPartitionRacks)(nil),           // 2: strand.GroupPartitionRacks
+	(*GroupHeartbeatCommand)(nil),         // 3: strand.GroupHeartbeatCommand
+	(*GroupExpireCommand)(nil),            // 4: strand.GroupExpireCommand
+	(*OffsetCommitRequest)(nil),           // 5: strand.OffsetCommitRequest
+	(*ConsumerGroupHeartbeatRequest)(nil), // 6: strand.ConsumerGroupHeartbeatRequest
 }
 var file_groups_proto_depIdxs = []int32{
-	2, // 0: strand.GroupCommand.heartbeat:type_name -> strand.GroupHeartbeatCommand
-	4, // 1: strand.GroupCommand.commit:type_name -> strand.OffsetCommitRequest
-	3, // 2: strand.GroupCommand.expire:type_name -> strand.GroupExpireCommand
-	5, // 3: strand.GroupHeartbeatCommand.request:type_name -> strand.ConsumerGroupHeartbeatRequest
-	1, // 4: strand.GroupHeartbeatCommand.topics:type_name -> strand.GroupTopicInfo
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	3, // 0: strand.GroupCommand.heartbeat:type_name -> strand.GroupHeartbeatCommand
+	5, // 1: strand.GroupCommand.commit:type_name -> strand.OffsetCommitRequest
+	4, // 2: strand.GroupCommand.expire:type_name -> strand.GroupExpireCommand
+	2, // 3: strand.GroupTopicInfo.partition_racks:type_name -> strand.GroupPartitionRacks
+	6, // 4: strand.GroupHeartbeatCommand.request:type_name -> strand.ConsumerGroupHeartbeatRequest
+	1, // 5: strand.GroupHeartbeatCommand.topics:type_name -> strand.GroupTopicInfo
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_groups_proto_init() }
@@ -445,7 +504,7 @@ func file_groups_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_groups_proto_rawDesc), len(file_groups_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
