@@ -35,6 +35,11 @@ type GroupsConfig struct {
 	// OffsetsRetention: a group empty this long is forgotten, offsets
 	// included (default 7 days).
 	OffsetsRetention time.Duration
+	// RebalanceTimeout: a member asked to revoke partitions that still
+	// holds them this long is removed, so one stuck member cannot hold a
+	// partition back from the group forever (default 5 min, Kafka's
+	// max.poll.interval).
+	RebalanceTimeout time.Duration
 }
 
 // Defaults of GroupsConfig.
@@ -43,6 +48,7 @@ const (
 	SessionTimeoutDefault    = 45 * time.Second
 	HeartbeatIntervalDefault = 5 * time.Second
 	OffsetsRetentionDefault  = 7 * 24 * time.Hour
+	RebalanceTimeoutDefault  = 5 * time.Minute
 )
 
 // Bounds of the coordinator's work.
@@ -69,6 +75,9 @@ func (c *Core) groupsConfig() GroupsConfig {
 	}
 	if g.OffsetsRetention <= 0 {
 		g.OffsetsRetention = OffsetsRetentionDefault
+	}
+	if g.RebalanceTimeout <= 0 {
+		g.RebalanceTimeout = RebalanceTimeoutDefault
 	}
 	return g
 }
@@ -106,6 +115,9 @@ type coordinator struct {
 	// live is the tick of each member's last successful heartbeat, by
 	// liveKey: leader-local, restarted on failover (see sweep).
 	live map[string]uint64 // lookup only
+	// revokingSince is the tick each member was first seen asked to
+	// revoke, by liveKey (leader-local, like live).
+	revokingSince map[string]uint64 // lookup only
 	// inFlight marks expiries and cleanups proposed and not answered.
 	inFlight map[string]bool // lookup only
 }
@@ -215,6 +227,7 @@ func (c *Core) coordinatorFor(g *group) (*coordinator, error) {
 		co = &coordinator{
 			tp: g.tp, term: term, topicID: g.topicID, state: groups.New(), next: g.part.LogStartOffset(),
 			waits: make(map[uint64]func(groupApplied)), live: make(map[string]uint64), inFlight: make(map[string]bool),
+			revokingSince: make(map[string]uint64),
 		}
 		c.coord.coords[g.tp] = co
 	}

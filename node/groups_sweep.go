@@ -70,7 +70,9 @@ func (c *Core) sweepCoordinator(g *group, co *coordinator) {
 			}
 		})
 	}
+	rebalance := uint64(max(1, cfg.RebalanceTimeout/c.cfg.TickDuration))
 	expireEmpty := false
+	live := make(map[string]bool) // the members seen now, to prune the timers of the others
 	for _, id := range co.state.GroupIDs() {
 		v, _ := co.state.Describe(id)
 		if len(v.Members) == 0 && nowMs-v.EmptySinceMs >= cfg.OffsetsRetention.Milliseconds() {
@@ -78,18 +80,29 @@ func (c *Core) sweepCoordinator(g *group, co *coordinator) {
 		}
 		for _, m := range v.Members {
 			key := liveKey(id, m.ID)
+			live[key] = true
+			expire := &strandpb.GroupCommand{Body: &strandpb.GroupCommand_Expire{Expire: &strandpb.GroupExpireCommand{
+				Group: id, MemberId: m.ID, MemberEpoch: m.Epoch,
+			}}}
+			if len(m.Revoking) == 0 {
+				delete(co.revokingSince, key)
+			} else if since, ok := co.revokingSince[key]; !ok {
+				co.revokingSince[key] = c.ticks
+			} else if c.ticks-since > rebalance {
+				propose(key, expire) // it never gave the partitions up
+			}
 			seen, ok := co.live[key]
 			if !ok {
 				co.live[key] = c.ticks // first seen by this coordinator: its timer starts now
 				continue
 			}
 			if c.ticks-seen > session {
-				propose(key, &strandpb.GroupCommand{Body: &strandpb.GroupCommand_Expire{Expire: &strandpb.GroupExpireCommand{
-					Group: id, MemberId: m.ID, MemberEpoch: m.Epoch,
-				}}})
+				propose(key, expire)
 			}
 		}
 	}
+	pruneTimers(co.live, live)
+	pruneTimers(co.revokingSince, live)
 	if expireEmpty {
 		propose("\x00expire-offsets", &strandpb.GroupCommand{Body: &strandpb.GroupCommand_ExpireOffsetsRetentionMs{
 			ExpireOffsetsRetentionMs: cfg.OffsetsRetention.Milliseconds(),
@@ -130,4 +143,15 @@ func (c *Core) confirmTopicGone(topic string, done func(gone bool)) {
 			done(!exists)
 		})
 	}, func(error, NodeID) { c.completions = append(c.completions, func() { done(false) }) })
+}
+
+// pruneTimers drops the timers of members no longer in the state (left,
+// expired, replaced by a static restart). Deleting while ranging over a
+// map is safe, and nothing here depends on the order.
+func pruneTimers(timers map[string]uint64, live map[string]bool) {
+	for key := range timers {
+		if !live[key] {
+			delete(timers, key)
+		}
+	}
 }

@@ -213,3 +213,38 @@ func TestClientsCannotProduceToOffsetsTopic(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupsRebalanceTimeout shows a member that keeps heart-beating but
+// never gives up the partitions it was asked to revoke is removed after
+// the rebalance timeout, and the waiting member gets them.
+func TestGroupsRebalanceTimeout(t *testing.T) {
+	c := newCluster(t, 11, 3, replicated(3, "t", 4), func(cfg *Config) {
+		cfg.Groups = GroupsConfig{OffsetsPartitions: 2, SessionTimeout: 5 * time.Second, RebalanceTimeout: time.Second}
+	})
+	a := c.groupCall("g", heartbeatReq("a", 0, 1, nil)).GetGroupHeartbeat()
+	b := c.groupCall("g", heartbeatReq("b", 0, 1, nil)).GetGroupHeartbeat()
+	seq := uint64(2)
+	for range 40 {
+		c.tick(10)
+		// a stays alive but keeps reporting everything it first got.
+		seq++
+		if r := c.groupCall("g", heartbeatReq("a", a.GetMemberEpoch(), seq, a.GetAssigned())); r.GetError() != nil {
+			if r.GetError().GetCode() != strandpb.ErrorCode_ERROR_CODE_UNKNOWN_MEMBER_ID {
+				t.Fatalf("a: %v", r.GetError())
+			}
+			for range 5 {
+				b = c.groupCall("g", heartbeatReq("b", b.GetMemberEpoch(), seq, b.GetAssigned())).GetGroupHeartbeat()
+				seq++
+			}
+			if countPartitions(b.GetAssigned()) != 4 {
+				t.Fatalf("b owns %v after a's removal", b.GetAssigned())
+			}
+			return
+		}
+		b = c.groupCall("g", heartbeatReq("b", b.GetMemberEpoch(), seq, b.GetAssigned())).GetGroupHeartbeat()
+		if countPartitions(b.GetAssigned()) != 0 {
+			t.Fatalf("b got %v while a still holds everything", b.GetAssigned())
+		}
+	}
+	t.Fatal("a was never removed for not revoking")
+}
