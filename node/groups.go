@@ -35,6 +35,10 @@ type GroupsConfig struct {
 	// OffsetsRetention: a group empty this long is forgotten, offsets
 	// included (default 7 days).
 	OffsetsRetention time.Duration
+	// SnapshotEvery: a coordinator writes a snapshot of its state to its
+	// log every this many commands (default 1000), so a new coordinator
+	// replays only what follows the newest one.
+	SnapshotEvery int
 	// RebalanceTimeout: a member asked to revoke partitions that still
 	// holds them this long is removed, so one stuck member cannot hold a
 	// partition back from the group forever (default 5 min, Kafka's
@@ -59,6 +63,8 @@ const (
 	groupReadBytes = 4 << 20
 	// sweepProposalsMax bounds the expiries one sweep proposes.
 	sweepProposalsMax = 256
+	// snapshotEveryDefault is GroupsConfig.SnapshotEvery's default.
+	snapshotEveryDefault = 1000
 )
 
 // groupsConfig is Config.Groups with defaults filled in.
@@ -75,6 +81,9 @@ func (c *Core) groupsConfig() GroupsConfig {
 	}
 	if g.OffsetsRetention <= 0 {
 		g.OffsetsRetention = OffsetsRetentionDefault
+	}
+	if g.SnapshotEvery <= 0 {
+		g.SnapshotEvery = snapshotEveryDefault
 	}
 	if g.RebalanceTimeout <= 0 {
 		g.RebalanceTimeout = RebalanceTimeoutDefault
@@ -110,6 +119,15 @@ type coordinator struct {
 	topicID uint64
 	state   *groups.State
 	next    int64 // the next offset of the partition to apply
+	// fresh: built in this term and not caught up yet; the first catch-up
+	// starts from the newest snapshot in the log.
+	fresh bool
+	// sinceSnapshot counts the commands applied since the last snapshot
+	// record (or since this coordinator started).
+	sinceSnapshot int
+	// restoredFrom is the offset of the snapshot this coordinator started
+	// from, -1 when it replayed the log from its start.
+	restoredFrom int64
 	// waits are the requests waiting for their command, by request id.
 	waits map[uint64]func(groupApplied) // lookup only
 	// live is the tick of each member's last successful heartbeat, by
@@ -225,7 +243,7 @@ func (c *Core) coordinatorFor(g *group) (*coordinator, error) {
 			co.failWaits()
 		}
 		co = &coordinator{
-			tp: g.tp, term: term, topicID: g.topicID, state: groups.New(), next: g.part.LogStartOffset(),
+			tp: g.tp, term: term, topicID: g.topicID, state: groups.New(), next: g.part.LogStartOffset(), fresh: true, restoredFrom: -1,
 			waits: make(map[uint64]func(groupApplied)), live: make(map[string]uint64), inFlight: make(map[string]bool),
 			revokingSince: make(map[string]uint64),
 		}
@@ -252,6 +270,10 @@ func (co *coordinator) failWaits() {
 // catchUp applies the partition's records from co.next up to the
 // high-water mark to co.state, answering the waits of the commands met.
 func (c *Core) catchUp(g *group, co *coordinator) error {
+	if co.fresh {
+		co.fresh = false
+		c.restoreSnapshot(g, co)
+	}
 	for i := 0; co.next < g.part.HighWatermark(); i++ {
 		if i >= catchUpReadsMax {
 			return fmt.Errorf("%w: %s/%d: catch-up of the group log made no progress", ErrStorage, g.tp.Topic, g.tp.Partition)
@@ -289,6 +311,11 @@ func (c *Core) applyGroupRecord(g *group, co *coordinator, value []byte) {
 		return
 	}
 	res := applyGroupCommand(co.state, &cmd)
+	if cmd.GetSnapshot() != nil {
+		co.sinceSnapshot = 0
+	} else {
+		co.sinceSnapshot++
+	}
 	if w := co.waits[cmd.GetRequestId()]; w != nil {
 		delete(co.waits, cmd.GetRequestId())
 		w(res)
@@ -316,6 +343,9 @@ func applyGroupCommand(s *groups.State, cmd *strandpb.GroupCommand) groupApplied
 		s.DeleteTopic(b.DeleteTopic)
 	case *strandpb.GroupCommand_ExpireOffsetsRetentionMs:
 		s.ExpireOffsets(now, b.ExpireOffsetsRetentionMs)
+	case *strandpb.GroupCommand_Snapshot:
+		// Applied in order, the state already reflects it: only a new
+		// coordinator starts from one (restoreSnapshot).
 	default:
 		return groupApplied{err: fmt.Errorf("%w: empty command", groups.ErrInvalid)}
 	}
@@ -359,4 +389,46 @@ func (c *Core) proposeGroup(g *group, co *coordinator, cmd *strandpb.GroupComman
 		}
 		w(groupApplied{err: res.Err})
 	})
+}
+
+// restoreSnapshot starts a new coordinator from the newest snapshot record
+// of its partition: it reads back from the high-water mark (at most four
+// snapshot intervals of records) and, when it finds one whose as_of is still in
+// the log, restores it and continues from as_of (the records between as_of
+// and the snapshot are applied again; they were not in it). Without one,
+// the coordinator replays the partition from its log start.
+func (c *Core) restoreSnapshot(g *group, co *coordinator) {
+	logStart, scanMax := g.part.LogStartOffset(), 4*c.groupsConfig().SnapshotEvery
+	at, scanned := g.part.HighWatermark()-1, 0
+	for at >= logStart && scanned < scanMax {
+		res := c.read(g, FetchRequest{TopicPartition: g.tp, Offset: at, MaxBytes: 1})
+		if res.Err != nil || len(res.Batches) == 0 {
+			return
+		}
+		b := res.Batches[0]
+		var values [][]byte
+		it := recordbatch.NewIterator(b.Batch)
+		for it.Next() && b.BaseOffset+int64(it.Index()) <= at {
+			values = append(values, it.Record().Value)
+		}
+		for i := len(values) - 1; i >= 0; i-- {
+			scanned++
+			var cmd strandpb.GroupCommand
+			if proto.Unmarshal(values[i], &cmd) != nil || cmd.GetSnapshot() == nil {
+				continue
+			}
+			snap := cmd.GetSnapshot()
+			if snap.GetAsOf() < logStart || snap.GetAsOf() > b.BaseOffset+int64(i) {
+				return // its tail is gone (or it is not one): replay from the log start
+			}
+			st, err := groups.Restore(snap)
+			if err != nil {
+				g.logs.log(slog.LevelWarn, "group snapshot does not restore; replaying the log", slog.Any("err", err))
+				return
+			}
+			co.state, co.next, co.restoredFrom = st, snap.GetAsOf(), b.BaseOffset+int64(i)
+			return
+		}
+		at = b.BaseOffset - 1
+	}
 }

@@ -65,6 +65,12 @@ func (c *Core) sweepCoordinator(g *group, co *coordinator) {
 		proposed++
 		c.proposeGroup(g, co, cmd, func(res groupApplied) {
 			delete(co.inFlight, key)
+			if res.err != nil && cmd.GetSnapshot() != nil {
+				// Too large for one record, or not applied: try again only
+				// after another interval (replaying the log stays correct).
+				co.sinceSnapshot = 0
+				g.logs.log(slog.LevelWarn, "group snapshot not written", slog.Any("err", res.err))
+			}
 			if res.err == nil && cmd.GetExpire() != nil {
 				delete(co.live, key)
 			}
@@ -103,6 +109,9 @@ func (c *Core) sweepCoordinator(g *group, co *coordinator) {
 	}
 	pruneTimers(co.live, live)
 	pruneTimers(co.revokingSince, live)
+	if co.sinceSnapshot >= cfg.SnapshotEvery {
+		propose("\x00snapshot", &strandpb.GroupCommand{Body: &strandpb.GroupCommand_Snapshot{Snapshot: co.state.Snapshot(co.next)}})
+	}
 	if expireEmpty {
 		propose("\x00expire-offsets", &strandpb.GroupCommand{Body: &strandpb.GroupCommand_ExpireOffsetsRetentionMs{
 			ExpireOffsetsRetentionMs: cfg.OffsetsRetention.Milliseconds(),

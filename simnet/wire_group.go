@@ -100,7 +100,8 @@ func newGroupSim(ww *wireWorkload, first int) *groupSim {
 
 // configure sets the coordinators' timers for the simulated run.
 func (gs *groupSim) configure(cfg *node.Config) {
-	cfg.Groups = node.GroupsConfig{OffsetsPartitions: int32(groupOffsetsPartitions(gs.ww.w.opts)), SessionTimeout: groupSession, HeartbeatInterval: groupHeartbeat}
+	cfg.Groups = node.GroupsConfig{OffsetsPartitions: int32(groupOffsetsPartitions(gs.ww.w.opts)), SessionTimeout: groupSession,
+		HeartbeatInterval: groupHeartbeat, SnapshotEvery: 20} // snapshots, and restores from them, within a run
 }
 
 // start begins every member.

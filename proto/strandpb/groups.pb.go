@@ -41,6 +41,7 @@ type GroupCommand struct {
 	//	*GroupCommand_DeleteGroup
 	//	*GroupCommand_DeleteTopic
 	//	*GroupCommand_ExpireOffsetsRetentionMs
+	//	*GroupCommand_Snapshot
 	Body          isGroupCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -151,6 +152,15 @@ func (x *GroupCommand) GetExpireOffsetsRetentionMs() int64 {
 	return 0
 }
 
+func (x *GroupCommand) GetSnapshot() *GroupsSnapshot {
+	if x != nil {
+		if x, ok := x.Body.(*GroupCommand_Snapshot); ok {
+			return x.Snapshot
+		}
+	}
+	return nil
+}
+
 type isGroupCommand_Body interface {
 	isGroupCommand_Body()
 }
@@ -180,6 +190,12 @@ type GroupCommand_ExpireOffsetsRetentionMs struct {
 	ExpireOffsetsRetentionMs int64 `protobuf:"varint,15,opt,name=expire_offsets_retention_ms,json=expireOffsetsRetentionMs,proto3,oneof"`
 }
 
+type GroupCommand_Snapshot struct {
+	// The whole state as of the records below snapshot.as_of: a new
+	// coordinator restores the newest one and replays only what follows.
+	Snapshot *GroupsSnapshot `protobuf:"bytes,16,opt,name=snapshot,proto3,oneof"`
+}
+
 func (*GroupCommand_Heartbeat) isGroupCommand_Body() {}
 
 func (*GroupCommand_Commit) isGroupCommand_Body() {}
@@ -191,6 +207,280 @@ func (*GroupCommand_DeleteGroup) isGroupCommand_Body() {}
 func (*GroupCommand_DeleteTopic) isGroupCommand_Body() {}
 
 func (*GroupCommand_ExpireOffsetsRetentionMs) isGroupCommand_Body() {}
+
+func (*GroupCommand_Snapshot) isGroupCommand_Body() {}
+
+// GroupsSnapshot is engine/groups' state as of the partition's records
+// below as_of.
+type GroupsSnapshot struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AsOf          int64                  `protobuf:"varint,1,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
+	Groups        []*GroupSnapshot       `protobuf:"bytes,2,rep,name=groups,proto3" json:"groups,omitempty"` // sorted by id
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupsSnapshot) Reset() {
+	*x = GroupsSnapshot{}
+	mi := &file_groups_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupsSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupsSnapshot) ProtoMessage() {}
+
+func (x *GroupsSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_groups_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupsSnapshot.ProtoReflect.Descriptor instead.
+func (*GroupsSnapshot) Descriptor() ([]byte, []int) {
+	return file_groups_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GroupsSnapshot) GetAsOf() int64 {
+	if x != nil {
+		return x.AsOf
+	}
+	return 0
+}
+
+func (x *GroupsSnapshot) GetGroups() []*GroupSnapshot {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+// GroupSnapshot is one group.
+type GroupSnapshot struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	Id            string                  `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Epoch         int32                   `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	TargetEpoch   int32                   `protobuf:"varint,3,opt,name=target_epoch,json=targetEpoch,proto3" json:"target_epoch,omitempty"`
+	EmptySinceMs  int64                   `protobuf:"varint,4,opt,name=empty_since_ms,json=emptySinceMs,proto3" json:"empty_since_ms,omitempty"`
+	Members       []*MemberSnapshot       `protobuf:"bytes,5,rep,name=members,proto3" json:"members,omitempty"` // sorted by id
+	Topics        []*GroupTopicInfo       `protobuf:"bytes,6,rep,name=topics,proto3" json:"topics,omitempty"`   // sorted by name
+	Offsets       []*GroupCommittedOffset `protobuf:"bytes,7,rep,name=offsets,proto3" json:"offsets,omitempty"` // sorted by topic, partition
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupSnapshot) Reset() {
+	*x = GroupSnapshot{}
+	mi := &file_groups_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupSnapshot) ProtoMessage() {}
+
+func (x *GroupSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_groups_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupSnapshot.ProtoReflect.Descriptor instead.
+func (*GroupSnapshot) Descriptor() ([]byte, []int) {
+	return file_groups_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *GroupSnapshot) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *GroupSnapshot) GetEpoch() int32 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *GroupSnapshot) GetTargetEpoch() int32 {
+	if x != nil {
+		return x.TargetEpoch
+	}
+	return 0
+}
+
+func (x *GroupSnapshot) GetEmptySinceMs() int64 {
+	if x != nil {
+		return x.EmptySinceMs
+	}
+	return 0
+}
+
+func (x *GroupSnapshot) GetMembers() []*MemberSnapshot {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *GroupSnapshot) GetTopics() []*GroupTopicInfo {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *GroupSnapshot) GetOffsets() []*GroupCommittedOffset {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+// MemberSnapshot is one member.
+type MemberSnapshot struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	Id            string                  `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	InstanceId    string                  `protobuf:"bytes,2,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	Rack          string                  `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
+	Epoch         int32                   `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	PrevEpoch     int32                   `protobuf:"varint,5,opt,name=prev_epoch,json=prevEpoch,proto3" json:"prev_epoch,omitempty"`
+	Subscriptions []string                `protobuf:"bytes,6,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
+	Assigned      []*GroupTopicPartitions `protobuf:"bytes,7,rep,name=assigned,proto3" json:"assigned,omitempty"`
+	Revoking      []*GroupTopicPartitions `protobuf:"bytes,8,rep,name=revoking,proto3" json:"revoking,omitempty"`
+	Target        []*GroupTopicPartitions `protobuf:"bytes,9,rep,name=target,proto3" json:"target,omitempty"`
+	LeftStatic    bool                    `protobuf:"varint,10,opt,name=left_static,json=leftStatic,proto3" json:"left_static,omitempty"`
+	LastSeq       uint64                  `protobuf:"varint,11,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberSnapshot) Reset() {
+	*x = MemberSnapshot{}
+	mi := &file_groups_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberSnapshot) ProtoMessage() {}
+
+func (x *MemberSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_groups_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberSnapshot.ProtoReflect.Descriptor instead.
+func (*MemberSnapshot) Descriptor() ([]byte, []int) {
+	return file_groups_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *MemberSnapshot) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *MemberSnapshot) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *MemberSnapshot) GetRack() string {
+	if x != nil {
+		return x.Rack
+	}
+	return ""
+}
+
+func (x *MemberSnapshot) GetEpoch() int32 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *MemberSnapshot) GetPrevEpoch() int32 {
+	if x != nil {
+		return x.PrevEpoch
+	}
+	return 0
+}
+
+func (x *MemberSnapshot) GetSubscriptions() []string {
+	if x != nil {
+		return x.Subscriptions
+	}
+	return nil
+}
+
+func (x *MemberSnapshot) GetAssigned() []*GroupTopicPartitions {
+	if x != nil {
+		return x.Assigned
+	}
+	return nil
+}
+
+func (x *MemberSnapshot) GetRevoking() []*GroupTopicPartitions {
+	if x != nil {
+		return x.Revoking
+	}
+	return nil
+}
+
+func (x *MemberSnapshot) GetTarget() []*GroupTopicPartitions {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *MemberSnapshot) GetLeftStatic() bool {
+	if x != nil {
+		return x.LeftStatic
+	}
+	return false
+}
+
+func (x *MemberSnapshot) GetLastSeq() uint64 {
+	if x != nil {
+		return x.LastSeq
+	}
+	return 0
+}
 
 // GroupTopicInfo is a topic's partition count as the proposer saw it, and
 // per partition the racks of its replicas (for rack-aware assignment).
@@ -205,7 +495,7 @@ type GroupTopicInfo struct {
 
 func (x *GroupTopicInfo) Reset() {
 	*x = GroupTopicInfo{}
-	mi := &file_groups_proto_msgTypes[1]
+	mi := &file_groups_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -217,7 +507,7 @@ func (x *GroupTopicInfo) String() string {
 func (*GroupTopicInfo) ProtoMessage() {}
 
 func (x *GroupTopicInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[1]
+	mi := &file_groups_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -230,7 +520,7 @@ func (x *GroupTopicInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupTopicInfo.ProtoReflect.Descriptor instead.
 func (*GroupTopicInfo) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{1}
+	return file_groups_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GroupTopicInfo) GetName() string {
@@ -264,7 +554,7 @@ type GroupPartitionRacks struct {
 
 func (x *GroupPartitionRacks) Reset() {
 	*x = GroupPartitionRacks{}
-	mi := &file_groups_proto_msgTypes[2]
+	mi := &file_groups_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -276,7 +566,7 @@ func (x *GroupPartitionRacks) String() string {
 func (*GroupPartitionRacks) ProtoMessage() {}
 
 func (x *GroupPartitionRacks) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[2]
+	mi := &file_groups_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -289,7 +579,7 @@ func (x *GroupPartitionRacks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPartitionRacks.ProtoReflect.Descriptor instead.
 func (*GroupPartitionRacks) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{2}
+	return file_groups_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GroupPartitionRacks) GetRacks() []string {
@@ -311,7 +601,7 @@ type GroupHeartbeatCommand struct {
 
 func (x *GroupHeartbeatCommand) Reset() {
 	*x = GroupHeartbeatCommand{}
-	mi := &file_groups_proto_msgTypes[3]
+	mi := &file_groups_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -323,7 +613,7 @@ func (x *GroupHeartbeatCommand) String() string {
 func (*GroupHeartbeatCommand) ProtoMessage() {}
 
 func (x *GroupHeartbeatCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[3]
+	mi := &file_groups_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -336,7 +626,7 @@ func (x *GroupHeartbeatCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupHeartbeatCommand.ProtoReflect.Descriptor instead.
 func (*GroupHeartbeatCommand) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{3}
+	return file_groups_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GroupHeartbeatCommand) GetRequest() *ConsumerGroupHeartbeatRequest {
@@ -365,7 +655,7 @@ type GroupExpireCommand struct {
 
 func (x *GroupExpireCommand) Reset() {
 	*x = GroupExpireCommand{}
-	mi := &file_groups_proto_msgTypes[4]
+	mi := &file_groups_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -377,7 +667,7 @@ func (x *GroupExpireCommand) String() string {
 func (*GroupExpireCommand) ProtoMessage() {}
 
 func (x *GroupExpireCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[4]
+	mi := &file_groups_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -390,7 +680,7 @@ func (x *GroupExpireCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupExpireCommand.ProtoReflect.Descriptor instead.
 func (*GroupExpireCommand) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{4}
+	return file_groups_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GroupExpireCommand) GetGroup() string {
@@ -419,7 +709,7 @@ var File_groups_proto protoreflect.FileDescriptor
 const file_groups_proto_rawDesc = "" +
 	"\n" +
 	"\fgroups.proto\x12\x06strand\x1a\n" +
-	"wire.proto\"\x83\x03\n" +
+	"wire.proto\"\xb9\x03\n" +
 	"\fGroupCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x15\n" +
@@ -430,8 +720,36 @@ const file_groups_proto_rawDesc = "" +
 	"\x06expire\x18\f \x01(\v2\x1a.strand.GroupExpireCommandH\x00R\x06expire\x12#\n" +
 	"\fdelete_group\x18\r \x01(\tH\x00R\vdeleteGroup\x12#\n" +
 	"\fdelete_topic\x18\x0e \x01(\tH\x00R\vdeleteTopic\x12?\n" +
-	"\x1bexpire_offsets_retention_ms\x18\x0f \x01(\x03H\x00R\x18expireOffsetsRetentionMsB\x06\n" +
-	"\x04body\"\x8a\x01\n" +
+	"\x1bexpire_offsets_retention_ms\x18\x0f \x01(\x03H\x00R\x18expireOffsetsRetentionMs\x124\n" +
+	"\bsnapshot\x18\x10 \x01(\v2\x16.strand.GroupsSnapshotH\x00R\bsnapshotB\x06\n" +
+	"\x04body\"T\n" +
+	"\x0eGroupsSnapshot\x12\x13\n" +
+	"\x05as_of\x18\x01 \x01(\x03R\x04asOf\x12-\n" +
+	"\x06groups\x18\x02 \x03(\v2\x15.strand.GroupSnapshotR\x06groups\"\x98\x02\n" +
+	"\rGroupSnapshot\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\x12!\n" +
+	"\ftarget_epoch\x18\x03 \x01(\x05R\vtargetEpoch\x12$\n" +
+	"\x0eempty_since_ms\x18\x04 \x01(\x03R\femptySinceMs\x120\n" +
+	"\amembers\x18\x05 \x03(\v2\x16.strand.MemberSnapshotR\amembers\x12.\n" +
+	"\x06topics\x18\x06 \x03(\v2\x16.strand.GroupTopicInfoR\x06topics\x126\n" +
+	"\aoffsets\x18\a \x03(\v2\x1c.strand.GroupCommittedOffsetR\aoffsets\"\x96\x03\n" +
+	"\x0eMemberSnapshot\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
+	"\vinstance_id\x18\x02 \x01(\tR\n" +
+	"instanceId\x12\x12\n" +
+	"\x04rack\x18\x03 \x01(\tR\x04rack\x12\x14\n" +
+	"\x05epoch\x18\x04 \x01(\x05R\x05epoch\x12\x1d\n" +
+	"\n" +
+	"prev_epoch\x18\x05 \x01(\x05R\tprevEpoch\x12$\n" +
+	"\rsubscriptions\x18\x06 \x03(\tR\rsubscriptions\x128\n" +
+	"\bassigned\x18\a \x03(\v2\x1c.strand.GroupTopicPartitionsR\bassigned\x128\n" +
+	"\brevoking\x18\b \x03(\v2\x1c.strand.GroupTopicPartitionsR\brevoking\x124\n" +
+	"\x06target\x18\t \x03(\v2\x1c.strand.GroupTopicPartitionsR\x06target\x12\x1f\n" +
+	"\vleft_static\x18\n" +
+	" \x01(\bR\n" +
+	"leftStatic\x12\x19\n" +
+	"\blast_seq\x18\v \x01(\x04R\alastSeq\"\x8a\x01\n" +
 	"\x0eGroupTopicInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -460,28 +778,41 @@ func file_groups_proto_rawDescGZIP() []byte {
 	return file_groups_proto_rawDescData
 }
 
-var file_groups_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_groups_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_groups_proto_goTypes = []any{
 	(*GroupCommand)(nil),                  // 0: strand.GroupCommand
-	(*GroupTopicInfo)(nil),                // 1: strand.GroupTopicInfo
-	(*GroupPartitionRacks)(nil),           // 2: strand.GroupPartitionRacks
-	(*GroupHeartbeatCommand)(nil),         // 3: strand.GroupHeartbeatCommand
-	(*GroupExpireCommand)(nil),            // 4: strand.GroupExpireCommand
-	(*OffsetCommitRequest)(nil),           // 5: strand.OffsetCommitRequest
-	(*ConsumerGroupHeartbeatRequest)(nil), // 6: strand.ConsumerGroupHeartbeatRequest
+	(*GroupsSnapshot)(nil),                // 1: strand.GroupsSnapshot
+	(*GroupSnapshot)(nil),                 // 2: strand.GroupSnapshot
+	(*MemberSnapshot)(nil),                // 3: strand.MemberSnapshot
+	(*GroupTopicInfo)(nil),                // 4: strand.GroupTopicInfo
+	(*GroupPartitionRacks)(nil),           // 5: strand.GroupPartitionRacks
+	(*GroupHeartbeatCommand)(nil),         // 6: strand.GroupHeartbeatCommand
+	(*GroupExpireCommand)(nil),            // 7: strand.GroupExpireCommand
+	(*OffsetCommitRequest)(nil),           // 8: strand.OffsetCommitRequest
+	(*GroupCommittedOffset)(nil),          // 9: strand.GroupCommittedOffset
+	(*GroupTopicPartitions)(nil),          // 10: strand.GroupTopicPartitions
+	(*ConsumerGroupHeartbeatRequest)(nil), // 11: strand.ConsumerGroupHeartbeatRequest
 }
 var file_groups_proto_depIdxs = []int32{
-	3, // 0: strand.GroupCommand.heartbeat:type_name -> strand.GroupHeartbeatCommand
-	5, // 1: strand.GroupCommand.commit:type_name -> strand.OffsetCommitRequest
-	4, // 2: strand.GroupCommand.expire:type_name -> strand.GroupExpireCommand
-	2, // 3: strand.GroupTopicInfo.partition_racks:type_name -> strand.GroupPartitionRacks
-	6, // 4: strand.GroupHeartbeatCommand.request:type_name -> strand.ConsumerGroupHeartbeatRequest
-	1, // 5: strand.GroupHeartbeatCommand.topics:type_name -> strand.GroupTopicInfo
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	6,  // 0: strand.GroupCommand.heartbeat:type_name -> strand.GroupHeartbeatCommand
+	8,  // 1: strand.GroupCommand.commit:type_name -> strand.OffsetCommitRequest
+	7,  // 2: strand.GroupCommand.expire:type_name -> strand.GroupExpireCommand
+	1,  // 3: strand.GroupCommand.snapshot:type_name -> strand.GroupsSnapshot
+	2,  // 4: strand.GroupsSnapshot.groups:type_name -> strand.GroupSnapshot
+	3,  // 5: strand.GroupSnapshot.members:type_name -> strand.MemberSnapshot
+	4,  // 6: strand.GroupSnapshot.topics:type_name -> strand.GroupTopicInfo
+	9,  // 7: strand.GroupSnapshot.offsets:type_name -> strand.GroupCommittedOffset
+	10, // 8: strand.MemberSnapshot.assigned:type_name -> strand.GroupTopicPartitions
+	10, // 9: strand.MemberSnapshot.revoking:type_name -> strand.GroupTopicPartitions
+	10, // 10: strand.MemberSnapshot.target:type_name -> strand.GroupTopicPartitions
+	5,  // 11: strand.GroupTopicInfo.partition_racks:type_name -> strand.GroupPartitionRacks
+	11, // 12: strand.GroupHeartbeatCommand.request:type_name -> strand.ConsumerGroupHeartbeatRequest
+	4,  // 13: strand.GroupHeartbeatCommand.topics:type_name -> strand.GroupTopicInfo
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_groups_proto_init() }
@@ -497,6 +828,7 @@ func file_groups_proto_init() {
 		(*GroupCommand_DeleteGroup)(nil),
 		(*GroupCommand_DeleteTopic)(nil),
 		(*GroupCommand_ExpireOffsetsRetentionMs)(nil),
+		(*GroupCommand_Snapshot)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -504,7 +836,7 @@ func file_groups_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_groups_proto_rawDesc), len(file_groups_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
