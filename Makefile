@@ -26,7 +26,7 @@ all: lint test
 test:
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v '/cmd/strand$$')
 	$(GO) test -count=1 ./cmd/strand/
-	$(GO) test -count=1 -tags simbugs -run 'TestBug|TestSimCatchesPlantedBugs' ./node/ ./simnet/
+	$(GO) test -count=1 -tags simbugs -run 'TestBug|TestSimCatchesPlantedBugs|TestSimCatchesGroupBugs' ./node/ ./simnet/ ./engine/groups/
 
 ## test-invariants: engine, node and a short simulator sample with the `invariants` build tag,
 ##   which checks the whole partition state after every applied entry.

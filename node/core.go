@@ -92,6 +92,8 @@ type Config struct {
 	// and tests use (deterministic traces). The runtime runs them in
 	// parallel (the fsyncs of different files overlap on the device).
 	SyncLogs func(syncs []func() error) error
+	// Groups configures the consumer-group coordinators (groups.go).
+	Groups GroupsConfig
 	// plantedBugs is empty in production builds; with -tags simbugs it
 	// holds Bugs, the simulator's planted-bug switches (bugs_simbugs.go).
 	//lint:ignore U1000 empty without -tags simbugs
@@ -280,6 +282,8 @@ type Core struct {
 	// order; finished ones are dropped at the next Tick.
 	sessions       []*fetchSession
 	sessionsParked int // parked and not finished: at most PendingRequestsMax
+
+	coord coordHost // consumer-group coordinators (groups.go)
 
 	log coreLog // records carry node=ID
 

@@ -60,6 +60,9 @@ func (c *Core) Handle(req *strandpb.Request, respond func(*strandpb.Response)) {
 	case *strandpb.Request_InitProducerId:
 		c.handleInitProducerID(answer)
 	default:
+		if c.handleGroupRequest(req, answer) {
+			return
+		}
 		answer(requestError(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "node: Handle serves no hello, raft frame or empty request"))
 	}
 }
@@ -190,6 +193,11 @@ func (c *Core) handleProduce(req *strandpb.ProduceRequest, answer func(*strandpb
 			if pending--; pending == 0 {
 				finish()
 			}
+		}
+		if tp.Topic == OffsetsTopic { // internal: only the group coordinators write it (groups.go)
+			res := ProduceResult{Err: fmt.Errorf("%w: %s is internal to consumer groups", ErrInvalidRequest, OffsetsTopic), BaseOffset: -1}
+			c.completions = append(c.completions, func() { done(res) })
+			continue
 		}
 		if err := c.checkTopicID(tp, p.GetTopicId()); err != nil {
 			res := ProduceResult{Err: err, BaseOffset: -1}

@@ -185,6 +185,7 @@ func (c *Core) Tick() {
 		c.maybeReportLeaders()
 	}
 	c.expireSessions()
+	c.sweepGroups()
 }
 
 // expireWaits fails the waits of g whose deadline passed. Deadlines grow in

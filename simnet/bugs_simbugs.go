@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/strandlog/strand/engine/groups"
 	"github.com/strandlog/strand/node"
 )
 
@@ -14,9 +15,13 @@ var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "
 	"RestoreForgetsProducers", "CheckpointForgetsProducers", "FetchRenumbersInsideBatch", "AckLeaderEarly",
 	"RecoverTrustsPageCache", "LeaseReads", "RestoreIndexTimes"}
 
+// GroupBugNames are the consumer-group coordinator's planted bugs
+// (engine/groups): they need the group workload (Options.GroupMembers).
+var GroupBugNames = []string{"GroupAssignBeforeRevoke", "GroupCommitSkipsEpoch"}
+
 // ParseBug checks a planted bug's name; "" plants none.
 func ParseBug(name string) (string, error) {
-	if name != "" && !slices.Contains(BugNames, name) {
+	if name != "" && !slices.Contains(BugNames, name) && !slices.Contains(GroupBugNames, name) {
 		return "", fmt.Errorf("simnet: unknown bug %q", name)
 	}
 	return name, nil
@@ -24,6 +29,9 @@ func ParseBug(name string) (string, error) {
 
 // plantBug switches the named bug on in a node's config.
 func plantBug(cfg *node.Config, name string) {
+	// The coordinator's bugs are package switches of engine/groups: set
+	// (or cleared) at every node start of the run.
+	groups.SetBugs(name == "GroupAssignBeforeRevoke", name == "GroupCommitSkipsEpoch")
 	switch name {
 	case "AckBeforeCommit":
 		cfg.Bugs.AckBeforeCommit = true

@@ -106,6 +106,9 @@ type Options struct {
 	Producers   int
 	Consumers   int // sequential readers
 	Readers     int // random-offset readers
+	// GroupMembers runs the consumer-group workload (wire_group.go) with
+	// this many members; 0: none.
+	GroupMembers int
 	// Bug names a planted bug (BugNames; only in -tags simbugs builds).
 	Bug string
 

@@ -38,6 +38,8 @@ type wireWorkload struct {
 	drain    *wireClient
 	active   int  // producers and consumers still working
 	created  bool // the topics exist: every node registered and hosts its replicas
+
+	groups *groupSim // the group workload; nil without Options.GroupMembers
 }
 
 // wireCall is one request in flight: it ends once, by its answer or by
@@ -70,6 +72,9 @@ func newWireWorkload(w *world) *wireWorkload {
 	}
 	last := o.Producers + o.Consumers + o.Readers // the network's drain client index
 	ww.drain = newWireClient(ww, last, kindDrain)
+	if o.GroupMembers > 0 {
+		ww.groups = newGroupSim(ww, last+1)
+	}
 	return ww
 }
 
@@ -77,6 +82,9 @@ func newWireWorkload(w *world) *wireWorkload {
 // startNode hook).
 func (ww *wireWorkload) configure(cfg *node.Config) {
 	cfg.Nodes = ww.peers
+	if ww.groups != nil {
+		ww.groups.configure(cfg)
+	}
 }
 
 // start begins the run: the admin client creates the topics.
@@ -110,6 +118,9 @@ func (ww *wireWorkload) topicCreated() {
 		ww.active++
 		c.after(c.thinkTime(), c.begin)
 	}
+	if ww.groups != nil {
+		ww.groups.start()
+	}
 }
 
 // clientDone counts a client out; the last one heals everything and
@@ -120,6 +131,10 @@ func (ww *wireWorkload) clientDone() {
 		return
 	}
 	ww.w.planner.healAll()
+	if ww.groups != nil && !ww.groups.settling {
+		ww.groups.settle(func() { ww.drain.after(0, ww.drain.begin) })
+		return
+	}
 	ww.drain.after(0, ww.drain.begin)
 }
 

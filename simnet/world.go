@@ -173,9 +173,12 @@ func newWorld(o Options) *world {
 		w.groupOf[tp] = g
 	}
 	w.groupOf[metaTopicPartition] = o.Partitions
+	for p := range groupOffsetsPartitions(o) {
+		w.groupOf[node.TopicPartition{Topic: node.OffsetsTopic, Partition: int32(p)}] = o.Partitions + 1 + p
+	}
 	w.checker = newChecker(w)
 	w.hist = newHistory(o.Partitions)
-	clientCount := o.Producers + o.Consumers + o.Readers + 1 // +1: the drain reader
+	clientCount := o.Producers + o.Consumers + o.Readers + 1 + o.GroupMembers // +1: the drain reader
 	w.net = newNetwork(newStream(o.Seed, streamNetwork), o.Nodes, clientCount, &o)
 	// Skews and tick phases are fixed for the whole run.
 	skewRand := newStream(o.Seed, streamClock)

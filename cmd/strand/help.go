@@ -38,9 +38,16 @@ var commands = []command{
 	{"produce", "TOPIC [-K SEP] [-p PARTITION] [--acks all|1|0]",
 		"send each line of stdin as one record",
 		"printf 'first\\nsecond\\n' | strand produce hello"},
-	{"consume", "TOPIC [-o earliest|latest|OFFSET|RFC3339] [-p PARTITION] [-e] [-f FORMAT]",
-		"print a topic's records (until Ctrl-C, or with -e until the end)",
-		"strand consume hello --from earliest --until-end"},
+	{"consume", "TOPIC [-o earliest|latest|OFFSET|RFC3339] [-p PARTITION] [-e] [-f FORMAT] [-g GROUP [--instance-id ID]]",
+		"print a topic's records (until Ctrl-C, or with -e until the end); with -g, share them among a group",
+		"strand consume hello --group readers"},
+	{"group list", "", "print every consumer group, its state and member count", "strand group list"},
+	{"group describe", "GROUP", "print a group's members and, per partition, committed offset, lag in records and time, and retention headroom",
+		"strand group describe readers"},
+	{"group reset", "GROUP -t TOPIC (--to-earliest|--to-latest|--to-offset N|--to-datetime RFC3339|--shift-by N) [--execute]",
+		"plan (and with --execute apply) new committed offsets for a group without members: replay or skip",
+		"strand group reset readers -t hello --to-datetime 2026-11-30T18:00:00Z --execute"},
+	{"group delete", "GROUP", "delete a group without members and its committed offsets", "strand group delete readers"},
 	{"cluster", "", "print nodes, topics, partitions, leaders and high-water marks", "strand cluster"},
 	{"bench produce", "[--duration 10s] [--record-bytes 1024]", "measure producer throughput and latency",
 		"strand bench produce --duration 10s"},
@@ -56,6 +63,7 @@ var commands = []command{
 var commandGroups = map[string]string{
 	"topic": "create, list, describe and delete topics",
 	"bench": "measure a running cluster",
+	"group": "list, describe, reset and delete consumer groups",
 }
 
 // lookupCommand finds name ("topic create") in commands.

@@ -5,7 +5,8 @@
 //	strand topic create NAME --partitions N [--replication-factor R]
 //	strand topic list | describe NAME | delete NAME
 //	strand produce TOPIC            # lines from stdin
-//	strand consume TOPIC [--from earliest|latest|OFFSET|TIME] [--until-end]
+//	strand consume TOPIC [--from earliest|latest|OFFSET|TIME] [--until-end] [--group G]
+//	strand group list | describe G | reset G --topic T --to-... [--execute] | delete G
 //	strand cluster                  # nodes, partitions, leaders, high-water marks
 //	strand bench produce|consume|e2e
 //	strand version | help [CMD]
@@ -67,7 +68,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "produce":
 		err = cmdProduce(rest, stdin, stdout, stderr)
 	case "consume":
-		err = cmdConsume(rest, stdout)
+		err = cmdConsume(rest, stdout, stderr)
+	case "group":
+		err = cmdGroup(rest, stdout)
 	case "cluster":
 		err = cmdCluster(rest, stdout)
 	case "bench":
