@@ -4733,7 +4733,7 @@ func file_wire_proto_init() {
 		(*Response_DescribeGroups)(nil),
 		(*Response_DeleteGroups)(nil),
 	}
-	file_wire_proto_msgTypes[29].OneofWrappers = []any{}
+	file_wire_proto_msgTypes[47].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
