@@ -12,7 +12,8 @@ import (
 // BugNames lists the planted bugs ParseBug knows (node.Bugs' fields).
 var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "ReapplyAfterRestart", "LocalRead",
 	"RestoreForgetsProducers", "CheckpointForgetsProducers", "FetchRenumbersInsideBatch", "AckLeaderEarly",
-	"RecoverTrustsPageCache", "LeaseReads", "RestoreIndexTimes"}
+	"RecoverTrustsPageCache", "LeaseReads", "RestoreIndexTimes",
+	"AckBeforeSyncDone"}
 
 // ParseBug checks a planted bug's name; "" plants none.
 func ParseBug(name string) (string, error) {
@@ -47,6 +48,8 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.RestoreIndexTimes = true
 	case "LeaseReads":
 		cfg.Bugs.LeaseReads = true
+	case "AckBeforeSyncDone":
+		cfg.Bugs.AckBeforeSyncDone = true
 	case "RecoverTrustsPageCache":
 		cfg.Bugs.RecoverTrustsPageCache = true
 	}
