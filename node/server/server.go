@@ -88,6 +88,9 @@ type Server struct {
 
 	frames   chan runtimeFrame
 	requests chan runtimeRequest
+	syncs    *syncPool      // runs the Core's fsyncs (storage.go)
+	jobs     []node.SyncJob // reused by the loop
+	synced   []syncResult   // reused by the loop
 	budget   *runtimeBudget // bytes of frames and requests queued for the loop
 	stop     chan struct{}  // closed by Close: the loop exits
 	done     chan struct{}  // closed when the loop has exited and all is shut
@@ -181,7 +184,8 @@ type runtimeClock struct{ start time.Time }
 func (c runtimeClock) Monotonic() time.Duration { return time.Since(c.start) }
 func (c runtimeClock) Realtime() time.Time      { return time.Now() }
 
-// runtimeSyncWorkersMax bounds the goroutines one round's log syncs run on.
+// runtimeSyncWorkersMax bounds the goroutines the log syncs run on: the
+// storage pool's workers, and a round's syncs under runtimeSyncLogs.
 const runtimeSyncWorkersMax = 8
 
 // runtimeSyncLogs is the runtime's Config.SyncLogs: the syncs of a round run
@@ -267,6 +271,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	r.core = core
+	r.syncs = newSyncPool(runtimeSyncWorkersMax)
 	r.wg.Add(1)
 	go r.acceptLoop()
 	go r.loop()
@@ -300,6 +305,7 @@ func (r *Server) fillCoreConfig() error {
 	if c.SyncLogs == nil {
 		c.SyncLogs = runtimeSyncLogs
 	}
+	c.AsyncSyncs = true
 	if c.ElectionTicks == 0 && c.HeartbeatTicks == 0 {
 		c.ElectionTicks, c.HeartbeatTicks = ElectionTicksDefault, HeartbeatTicksDefault
 	}
@@ -374,6 +380,8 @@ func (r *Server) loop() {
 			r.receive(f)
 		case q := <-r.requests:
 			r.handle(q)
+		case <-r.syncs.ready:
+			r.syncDone()
 		case <-statsTicks:
 			r.logStats()
 			continue
@@ -385,6 +393,11 @@ func (r *Server) loop() {
 		r.loopStats.processTime += time.Since(start)
 		r.loopStats.processCalls++
 		r.noteMetadata()
+		if err == nil {
+			r.jobs = r.core.TakeSyncJobs(r.jobs[:0])
+			r.syncs.submit(r.jobs)
+			clear(r.jobs)
+		}
 		if err != nil {
 			r.logger.Error("node stopping (fail-stop)", slog.Any("err", err))
 			r.shutdown(fmt.Errorf("node: process: %w", err))
@@ -434,11 +447,23 @@ func (r *Server) drainInputs(ticks <-chan time.Time) {
 			r.receive(f)
 		case q := <-r.requests:
 			r.handle(q)
+		case <-r.syncs.ready:
+			r.syncDone()
 		default:
 			return
 		}
 		r.loopStats.inputs++
 	}
+}
+
+// syncDone hands the Core the results of the fsyncs finished since the
+// last call.
+func (r *Server) syncDone() {
+	r.synced = r.syncs.take(r.synced[:0])
+	for _, s := range r.synced {
+		r.core.SyncDone(s.token, s.err)
+	}
+	clear(r.synced)
 }
 
 // logStats logs the loop's counters since the last call.
@@ -482,6 +507,7 @@ func (r *Server) shutdown(fatal error) {
 	r.err = fatal
 	r.mu.Unlock()
 	r.ln.Close()
+	r.syncs.close()
 	if err := r.core.Close(); err != nil && fatal == nil {
 		r.logger.Warn("close", slog.Any("err", err))
 	}
