@@ -124,6 +124,8 @@ type runtimeLoopStats struct {
 	processTime  time.Duration
 	since        time.Time
 	core         node.Stats
+	syncRuns     uint64        // the storage pool's jobs run, at since
+	syncTime     time.Duration // and their time
 }
 
 // runtimeFrame is a peer's raft frame and the budget units it holds.
@@ -470,17 +472,20 @@ func (r *Server) syncDone() {
 func (r *Server) logStats() {
 	s, now, core := &r.loopStats, time.Now(), r.core.Stats()
 	elapsed := now.Sub(s.since)
+	runs, runTime := r.syncs.runs.Load(), time.Duration(r.syncs.runTime.Load())
+	fsyncMs := float64((runTime - s.syncTime).Microseconds()) / 1000 / float64(max(runs-s.syncRuns, 1))
 	r.logger.Info("loop stats",
 		slog.Uint64("rounds", s.processCalls),
 		slog.Float64("inputs_per_round", float64(s.inputs)/float64(max(s.processCalls, 1))),
 		slog.Float64("process_time_pct", 100*s.processTime.Seconds()/elapsed.Seconds()),
 		slog.Float64("process_ms_per_round", float64(s.processTime.Microseconds())/1000/float64(max(s.processCalls, 1))),
 		slog.Uint64("syncs", core.Syncs-s.core.Syncs),
+		slog.Float64("fsync_ms_avg", fsyncMs),
 		slog.Uint64("frames_sent", core.FramesSent-s.core.FramesSent),
 		slog.Uint64("frames_received", core.FramesReceived-s.core.FramesReceived),
 		slog.Uint64("peer_frames_dropped_total", r.net.droppedTotal()),
 		slog.Int("replicas_lagging", r.core.LaggingReplicas(runtimeReplicaLagEntries)))
-	*s = runtimeLoopStats{since: now, core: core}
+	*s = runtimeLoopStats{since: now, core: core, syncRuns: runs, syncTime: runTime}
 }
 
 // handle gives one client request to the Core; the answer goes to the

@@ -2,6 +2,8 @@ package server
 
 import (
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/strandlog/strand/node"
 )
@@ -26,6 +28,10 @@ type syncPool struct {
 	closed  bool
 	ready   chan struct{} // capacity 1: results are waiting
 	wg      sync.WaitGroup
+	// runs and runTime count the jobs run and their time, for the loop's
+	// stats line.
+	runs    atomic.Uint64
+	runTime atomic.Int64 // nanoseconds
 }
 
 // syncResult is one finished job.
@@ -74,7 +80,10 @@ func (p *syncPool) worker() {
 		p.queue[0] = node.SyncJob{}
 		p.queue = p.queue[1:]
 		p.mu.Unlock()
+		start := time.Now()
 		err := job.Run()
+		p.runTime.Add(int64(time.Since(start)))
+		p.runs.Add(1)
 		p.mu.Lock()
 		p.results = append(p.results, syncResult{token: job.Token, err: err})
 		p.mu.Unlock()
