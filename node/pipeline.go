@@ -163,7 +163,7 @@ func (c *Core) routeMessages(gr *groupReady) {
 			gr.apply = m
 			continue
 		}
-		if m.GetType() != raftpb.MessageType_MsgPreVote && m.GetTerm() > g.pipe.termWritten() {
+		if m.GetType() != raftpb.MessageType_MsgPreVote && m.GetTerm() > g.pipe.durableTerm {
 			later = append(later, m)
 			continue
 		}
@@ -173,10 +173,6 @@ func (c *Core) routeMessages(gr *groupReady) {
 		g.pipe.appends = append(g.pipe.appends, &raftpb.Message{Responses: later})
 	}
 }
-
-// termWritten is the newest term g's log holds durably or will once its
-// queued appends are synced: a message of a later term must wait for it.
-func (p *groupPipe) termWritten() uint64 { return p.durableTerm }
 
 // writeAppends writes the queued appends of every group with no sync in
 // flight, and starts a sync where raft requires one. Where none is needed

@@ -2,6 +2,10 @@ package node
 
 import (
 	"testing"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 )
 
 // pipelineLeader returns a cluster whose partition leader runs the
@@ -88,3 +92,78 @@ var errTestSync = testError("test: fsync failed")
 type testError string
 
 func (e testError) Error() string { return string(e) }
+
+// votesIn returns the MsgVotes of node from in the frames queued so far.
+func votesIn(t *testing.T, c *cluster, from NodeID) int {
+	n := 0
+	for _, e := range c.queue {
+		if e.from != from {
+			continue
+		}
+		_, msgs, ok := parseRaftFrame(e.frame, nil)
+		if !ok {
+			t.Fatal("unparsable frame")
+		}
+		for _, rm := range msgs {
+			var m raftpb.Message
+			if err := proto.Unmarshal(rm.message, &m); err != nil {
+				t.Fatal(err)
+			}
+			if m.GetType() == raftpb.MessageType_MsgVote {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// A candidate's MsgVote carries a term its log has written but not synced
+// yet: it must wait for that sync (the durability audit checks every
+// message's term). With the pipeline raft hands it out at once; the core
+// holds it behind the append that writes the term.
+func TestPipelineHoldsVoteUntilTermIsDurable(t *testing.T) {
+	c := newCluster(t, 24, 3, replicated(3, "orders", 1), nil)
+	old := c.leader(tp0)
+	c.settle()
+	for _, id := range c.ids {
+		c.cores[id].cfg.AsyncSyncs = true
+	}
+	c.drop = func(e envelope) bool { return e.from == old || e.to == old }
+	for range 500 {
+		for _, id := range c.ids {
+			core := c.cores[id]
+			if id == old {
+				continue
+			}
+			core.Tick()
+			if err := core.Process(); err != nil {
+				t.Fatal(err)
+			}
+			jobs := core.TakeSyncJobs(nil)
+			candidate := core.byTP[tp0].raw.BasicStatus().RaftState == raft.StateCandidate
+			if candidate && len(jobs) > 0 {
+				if n := votesIn(t, c, id); n != 0 {
+					t.Fatalf("node %d sent %d MsgVotes before its term was durable", id, n)
+				}
+				for _, j := range jobs {
+					core.SyncDone(j.Token, j.Run())
+				}
+				if votesIn(t, c, id) == 0 {
+					t.Fatalf("node %d sent no MsgVote once its term was durable", id)
+				}
+				return
+			}
+			for _, j := range jobs {
+				core.SyncDone(j.Token, j.Run())
+			}
+		}
+		queue := c.queue
+		c.queue = nil
+		for _, e := range queue {
+			if core := c.cores[e.to]; core != nil && !c.drop(e) {
+				core.Receive(e.frame)
+			}
+		}
+	}
+	t.Fatal("no follower became a candidate")
+}
