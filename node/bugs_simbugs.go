@@ -50,6 +50,19 @@ type Bugs struct {
 	// RestoreIndexTimes restores a partition's offset index with each
 	// batch's max timestamp read as its append time.
 	RestoreIndexTimes bool
+	// AckBeforeSyncDone releases what a log write allows (acks=1 answers,
+	// append and vote responses, the leader's own acknowledgement) once
+	// the write's fsync is handed to the storage pipeline, not when it
+	// completes.
+	AckBeforeSyncDone bool
+}
+
+// bugReleaseBeforeSync (AckBeforeSyncDone) releases g's held responses and
+// acks=1 answers as its sync starts.
+func (c *Core) bugReleaseBeforeSync(g *group) {
+	if c.cfg.Bugs.AckBeforeSyncDone {
+		c.release(g)
+	}
 }
 
 // bugRestoreIndexTimes (RestoreIndexTimes) rebuilds a partition just

@@ -94,6 +94,12 @@ type Config struct {
 	SyncLogs func(syncs []func() error) error
 	// Groups configures the consumer-group coordinators (groups.go).
 	Groups GroupsConfig
+	// AsyncSyncs pipelines the storage path: Process never waits for an
+	// fsync; it queues each log's sync as a SyncJob (TakeSyncJobs), which
+	// the host runs on any goroutine and reports with SyncDone, while the
+	// loop goes on taking proposals and messages. Unset: Process runs the
+	// round's syncs itself through SyncLogs before it returns.
+	AsyncSyncs bool
 	// plantedBugs is empty in production builds; with -tags simbugs it
 	// holds Bugs, the simulator's planted-bug switches (bugs_simbugs.go).
 	//lint:ignore U1000 empty without -tags simbugs
@@ -239,8 +245,10 @@ type ApplyObserver func(tp TopicPartition, index, term uint64, data []byte)
 //	(c *Core) Tick()                        // one clock tick for every group, in a fixed order
 //	(c *Core) Receive(frame []byte)         // a RaftFrame from a peer; malformed frames dropped
 //	(c *Core) Process() error               // Ready cycles until quiescent (bounded rounds):
-//	                                        // persist, sync, send batched per peer, apply, complete, Advance;
+//	                                        // send batched per peer, apply, complete, write, start syncs;
 //	                                        // an error is fatal: the caller fail-stops the node
+//	(c *Core) TakeSyncJobs(dst) []SyncJob   // with Config.AsyncSyncs: the fsyncs the host must run
+//	(c *Core) SyncDone(token, err)          // a job's result: releases what it made durable
 //	(c *Core) Produce(req, done func(ProduceResult))
 //	(c *Core) Fetch(req, done func(FetchResult))  // linearizable: raft ReadIndex
 //	(c *Core) ListOffsets(req, done func(ListOffsetsResult)) // earliest, latest, by timestamp; ReadIndex
@@ -297,9 +305,15 @@ type Core struct {
 	stats Stats
 
 	readies  []groupReady     // reused by processRound
-	syncs    []func() error   // reused by syncRound
+	syncs    []func() error   // reused by runSyncs
 	outbox   []outFrame       // one frame per destination node per round
 	received []rawRaftMessage // reused by Receive
+
+	// The storage pipeline (pipeline.go): jobs started and not yet taken by
+	// the host, jobs in flight by token (looked up only), the last token.
+	syncQueue     []SyncJob
+	syncsInFlight map[uint64]syncJob
+	nextSyncToken uint64
 
 	// completions queued by the current call, run at its end so callbacks
 	// (which may call back into the Core) see consistent state.

@@ -76,6 +76,8 @@ type group struct {
 	readBy map[uint64]*readWait
 
 	live int // waits of both kinds not completed: bounded by PendingRequestsMax
+
+	pipe groupPipe // the storage pipeline's state (pipeline.go)
 }
 
 // metadataDigest is meta.Digest(), computed once per applied index.

@@ -51,7 +51,8 @@ func Open(cfg Config) (*Core, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	c := &Core{cfg: cfg, byTP: make(map[TopicPartition]*group), metaWaits: make(map[uint64]*metaWait)}
+	c := &Core{cfg: cfg, byTP: make(map[TopicPartition]*group), metaWaits: make(map[uint64]*metaWait),
+		syncsInFlight: make(map[uint64]syncJob)}
 	c.rand = cfg.Rand
 	c.log = coreLog{h: cfg.Logger.Handler()}.with(slog.Uint64("node", uint64(cfg.ID)))
 	if c.rand == nil {
@@ -170,6 +171,11 @@ func (c *Core) openRaft(g *group) error {
 		return err
 	}
 	g.raw = raw
+	if hs, _, err := log.InitialState(); err == nil && hs != nil {
+		// Recovered state is durable: Open synced what it recovered.
+		g.pipe.hard.Term, g.pipe.hard.Vote, g.pipe.hard.Commit = hs.Term, hs.Vote, hs.Commit
+		g.pipe.durableTerm = hs.GetTerm()
+	}
 	last, err := log.LastIndex()
 	if err != nil {
 		_ = log.Close()
@@ -208,6 +214,7 @@ func (c *Core) raftConfig(g *group, applied uint64) *raft.Config {
 		PreVote:                   true,
 		ReadOnlyOption:            c.bugReadOnlyOption(),
 		Logger:                    raftLogger{g.logs},
+		AsyncStorageWrites:        true,
 	}
 }
 

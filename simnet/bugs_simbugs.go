@@ -13,7 +13,8 @@ import (
 // BugNames lists the planted bugs ParseBug knows (node.Bugs' fields).
 var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "ReapplyAfterRestart", "LocalRead",
 	"RestoreForgetsProducers", "CheckpointForgetsProducers", "FetchRenumbersInsideBatch", "AckLeaderEarly",
-	"RecoverTrustsPageCache", "LeaseReads", "RestoreIndexTimes"}
+	"RecoverTrustsPageCache", "LeaseReads", "RestoreIndexTimes",
+	"AckBeforeSyncDone"}
 
 // GroupBugNames are the consumer-group coordinator's planted bugs
 // (engine/groups): they need the group workload (Options.GroupMembers).
@@ -55,6 +56,8 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.RestoreIndexTimes = true
 	case "LeaseReads":
 		cfg.Bugs.LeaseReads = true
+	case "AckBeforeSyncDone":
+		cfg.Bugs.AckBeforeSyncDone = true
 	case "RecoverTrustsPageCache":
 		cfg.Bugs.RecoverTrustsPageCache = true
 	}

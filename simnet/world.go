@@ -21,6 +21,8 @@ type core interface {
 	Status() []node.GroupStatus
 	MetadataStatus() (node.GroupStatus, bool)
 	Close() error
+	TakeSyncJobs(dst []node.SyncJob) []node.SyncJob
+	SyncDone(token uint64, err error)
 }
 
 var _ core = (*node.Core)(nil)
@@ -101,6 +103,7 @@ type world struct {
 	durability   *durability   // the durability audit (audit.go)
 	digests      *digests      // whole-state comparison of replicas (digests.go)
 	coverage     *Coverage     // faults fired and rare events seen (coverage.go)
+	storage      *storage      // the nodes' fsyncs in flight (storage.go)
 }
 
 // Stats counts what happened in a run, for the verbose report.
@@ -203,6 +206,7 @@ func newWorld(o Options) *world {
 		w.nodes = append(w.nodes, n)
 	}
 	w.coverage = newRunCoverage()
+	w.storage = newStorage(o.Seed)
 	if o.Faults.TickDriftPercent > 0 {
 		w.coverage.Inc("run/tick-drift")
 	}
@@ -252,6 +256,7 @@ func (w *world) startNode(n *simNode) {
 		SegmentBytesMax:      w.opts.SegmentBytesMax,
 		CheckpointEntries:    w.opts.CheckpointEntries,
 		LogTailCacheBytesMax: w.opts.LogTailCacheBytesMax,
+		AsyncSyncs:           true,
 		Observer: func(tp node.TopicPartition, index, term uint64, data []byte) {
 			w.checker.onApply(n, tp, index, term, data)
 		},
@@ -443,6 +448,7 @@ func (w *world) process(n *simNode) {
 		statuses = append(statuses, st)
 	}
 	w.checker.onStatus(n, statuses)
+	w.startSyncs(n)
 }
 
 // sendFrame is Endpoint.Send: it schedules the frame's delivery, perhaps

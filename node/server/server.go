@@ -98,6 +98,9 @@ type Server struct {
 
 	frames   chan runtimeFrame
 	requests chan runtimeRequest
+	syncs    *syncPool      // runs the Core's fsyncs (storage.go)
+	jobs     []node.SyncJob // reused by the loop
+	synced   []syncResult   // reused by the loop
 	budget   *runtimeBudget // bytes of frames and requests queued for the loop
 	stop     chan struct{}  // closed by Close: the loop exits
 	done     chan struct{}  // closed when the loop has exited and all is shut
@@ -133,6 +136,8 @@ type runtimeLoopStats struct {
 	processTime  time.Duration
 	since        time.Time
 	core         node.Stats
+	syncRuns     uint64        // the storage pool's jobs run, at since
+	syncTime     time.Duration // and their time
 }
 
 // runtimeFrame is a peer's raft frame and the budget units it holds.
@@ -196,7 +201,8 @@ type runtimeClock struct{ start time.Time }
 func (c runtimeClock) Monotonic() time.Duration { return time.Since(c.start) }
 func (c runtimeClock) Realtime() time.Time      { return time.Now() }
 
-// runtimeSyncWorkersMax bounds the goroutines one round's log syncs run on.
+// runtimeSyncWorkersMax bounds the goroutines the log syncs run on: the
+// storage pool's workers, and a round's syncs under runtimeSyncLogs.
 const runtimeSyncWorkersMax = 8
 
 // runtimeSyncLogs is the runtime's Config.SyncLogs: the syncs of a round run
@@ -289,6 +295,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	r.core = core
+	r.syncs = newSyncPool(runtimeSyncWorkersMax)
 	r.wg.Add(1)
 	go r.acceptLoop()
 	r.kafka.start()
@@ -323,6 +330,7 @@ func (r *Server) fillCoreConfig() error {
 	if c.SyncLogs == nil {
 		c.SyncLogs = runtimeSyncLogs
 	}
+	c.AsyncSyncs = true
 	if c.ElectionTicks == 0 && c.HeartbeatTicks == 0 {
 		c.ElectionTicks, c.HeartbeatTicks = ElectionTicksDefault, HeartbeatTicksDefault
 	}
@@ -397,6 +405,8 @@ func (r *Server) loop() {
 			r.receive(f)
 		case q := <-r.requests:
 			r.handle(q)
+		case <-r.syncs.ready:
+			r.syncDone()
 		case <-statsTicks:
 			r.logStats()
 			continue
@@ -408,6 +418,11 @@ func (r *Server) loop() {
 		r.loopStats.processTime += time.Since(start)
 		r.loopStats.processCalls++
 		r.noteMetadata()
+		if err == nil {
+			r.jobs = r.core.TakeSyncJobs(r.jobs[:0])
+			r.syncs.submit(r.jobs)
+			clear(r.jobs)
+		}
 		if err != nil {
 			r.logger.Error("node stopping (fail-stop)", slog.Any("err", err))
 			r.shutdown(fmt.Errorf("node: process: %w", err))
@@ -457,6 +472,8 @@ func (r *Server) drainInputs(ticks <-chan time.Time) {
 			r.receive(f)
 		case q := <-r.requests:
 			r.handle(q)
+		case <-r.syncs.ready:
+			r.syncDone()
 		default:
 			return
 		}
@@ -464,21 +481,34 @@ func (r *Server) drainInputs(ticks <-chan time.Time) {
 	}
 }
 
+// syncDone hands the Core the results of the fsyncs finished since the
+// last call.
+func (r *Server) syncDone() {
+	r.synced = r.syncs.take(r.synced[:0])
+	for _, s := range r.synced {
+		r.core.SyncDone(s.token, s.err)
+	}
+	clear(r.synced)
+}
+
 // logStats logs the loop's counters since the last call.
 func (r *Server) logStats() {
 	s, now, core := &r.loopStats, time.Now(), r.core.Stats()
 	elapsed := now.Sub(s.since)
+	runs, runTime := r.syncs.runs.Load(), time.Duration(r.syncs.runTime.Load())
+	fsyncMs := float64((runTime - s.syncTime).Microseconds()) / 1000 / float64(max(runs-s.syncRuns, 1))
 	r.logger.Info("loop stats",
 		slog.Uint64("rounds", s.processCalls),
 		slog.Float64("inputs_per_round", float64(s.inputs)/float64(max(s.processCalls, 1))),
 		slog.Float64("process_time_pct", 100*s.processTime.Seconds()/elapsed.Seconds()),
 		slog.Float64("process_ms_per_round", float64(s.processTime.Microseconds())/1000/float64(max(s.processCalls, 1))),
 		slog.Uint64("syncs", core.Syncs-s.core.Syncs),
+		slog.Float64("fsync_ms_avg", fsyncMs),
 		slog.Uint64("frames_sent", core.FramesSent-s.core.FramesSent),
 		slog.Uint64("frames_received", core.FramesReceived-s.core.FramesReceived),
 		slog.Uint64("peer_frames_dropped_total", r.net.droppedTotal()),
 		slog.Int("replicas_lagging", r.core.LaggingReplicas(runtimeReplicaLagEntries)))
-	*s = runtimeLoopStats{since: now, core: core}
+	*s = runtimeLoopStats{since: now, core: core, syncRuns: runs, syncTime: runTime}
 }
 
 // handle gives one client request to the Core; the answer goes to the
@@ -510,6 +540,7 @@ func (r *Server) shutdown(fatal error) {
 	r.mu.Unlock()
 	r.ln.Close()
 	r.kafka.close()
+	r.syncs.close()
 	if err := r.core.Close(); err != nil && fatal == nil {
 		r.logger.Warn("close", slog.Any("err", err))
 	}
