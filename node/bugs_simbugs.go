@@ -50,7 +50,13 @@ type Bugs struct {
 	// RestoreIndexTimes restores a partition's offset index with each
 	// batch's max timestamp read as its append time.
 	RestoreIndexTimes bool
+	// WipedNodeVotes: a replica that lost its state rejoins as if new,
+	// voting at once (no disk-loss recovery: rejoin.go).
+	WipedNodeVotes bool
 }
+
+// bugWipedNodeVotes (WipedNodeVotes) skips disk-loss recovery.
+func (c *Core) bugWipedNodeVotes() bool { return c.cfg.Bugs.WipedNodeVotes }
 
 // bugRestoreIndexTimes (RestoreIndexTimes) rebuilds a partition just
 // restored from its checkpoint with every index entry's MaxTimestampMs

@@ -271,6 +271,10 @@ type Core struct {
 
 	// sessions are the parked long-poll fetches of Handle, in parking
 	// order; finished ones are dropped at the next Tick.
+	// rejoining are the replicas still recovering from a lost disk
+	// (rejoin.go), in the order they were opened.
+	rejoining []*group
+
 	sessions       []*fetchSession
 	sessionsParked int // parked and not finished: at most PendingRequestsMax
 

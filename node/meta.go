@@ -196,7 +196,7 @@ func (c *Core) stopGroup(g *group) {
 	if err := g.log.Close(); err != nil {
 		g.logs.log(slog.LevelWarn, "close replica log", slog.Any("err", err))
 	}
-	for _, sub := range []string{"/log", "/checkpoint", "/checkpoint/index"} {
+	for _, sub := range []string{"/log", "/checkpoint", "/checkpoint/index", "/rejoin"} {
 		if err := removeDir(c.cfg, g.dir+sub); err != nil {
 			g.logs.log(slog.LevelWarn, "remove replica files", slog.String("dir", g.dir+sub), slog.Any("err", err))
 		}

@@ -183,6 +183,10 @@ func (c *Core) queueMessages(g *group, msgs []*raftpb.Message) {
 		if to == c.cfg.ID || !g.isReplica(to) {
 			continue
 		}
+		if !g.voteAllowed(m) {
+			c.stats.VotesWithheld++ // recovering from a lost disk (rejoin.go)
+			continue
+		}
 		if m.GetType() == raftpb.MsgSnap {
 			// No snapshot streaming: tell raft it failed so the follower
 			// goes back to probing (unreachable with uncompacted logs).

@@ -25,3 +25,13 @@ func TestSimCatchesPlantedBugs(t *testing.T) {
 		})
 	}
 }
+
+// WipedNodeVotes (a wiped node rejoins as new and votes at once) breaks
+// seed 16, which passes without it (TestSimWipedNodeRejoinsSafely).
+func TestSimCatchesWipedNodeVotes(t *testing.T) {
+	o := seedOptions(t, 16, "mixed", "WipedNodeVotes")
+	o.Faults.WipeRejoin = true
+	if res := runSeed(t, o, ""); !res.Failed() {
+		t.Fatal("seed 16 with WipedNodeVotes passed: the checks no longer see a wiped node voting")
+	}
+}

@@ -54,11 +54,10 @@ type Faults struct {
 	FailSync      int
 	PowerCut      int // a power cut armed to strike inside a checkpoint or a segment roll
 	Wipe          int // a node's disk replaced by an empty one (within the damage budget)
-	// WipeRejoin lets a wiped node restart on its empty disk. Off by
-	// default: raft without disk-loss detection cannot survive it (the
-	// node forgets its votes and the entries it acknowledged; see
-	// TestSimWipedNodeRejoiningLosesCommittedEntries), so a wiped node
-	// stays down, as a replaced machine would until it can rejoin.
+	// WipeRejoin lets a wiped node restart on its empty disk, where it
+	// must rebuild from its peers before it votes (node/rejoin.go; see
+	// TestSimWipedNodeRejoinsSafely). The tests' -sim.wipe-rejoin flag
+	// (default true) sets it; off, a wiped node stays down.
 	WipeRejoin  bool
 	ClockJump   int // a node's Realtime jumps by up to an hour, either way
 	CrashLeader int // crash a group's leader, or a node while a group elects
@@ -201,10 +200,11 @@ func Choose(o Options) Options {
 	o.CheckpointEntries = pick[uint64](r, 16, 32, 64, 128, 256)
 	o.SegmentBytesMax = pick[int64](r, 8<<10, 32<<10, 64<<10)
 	f.PowerCut, f.ClockJump, f.CrashLeader = w(), w(), w()
-	// A wipe spends the seed's whole disk-damage budget for good (the
-	// node stays down), so it is drawn into half the seeds only, with low weights:
-	// the others keep their budget for bit flips and failed reads.
-	f.Wipe = int(pick(r, 0, 0, 1, 2))
+	// A wipe spends the seed's disk-damage budget for good (the node
+	// comes back empty and rebuilds from its peers: node/rejoin.go; with
+	// WipeRejoin off it stays down). Drawn into three seeds in four, with
+	// low weights: the others keep their budget for bit flips and failed reads.
+	f.Wipe = int(pick(r, 0, 1, 1, 2))
 	f.Kill, f.PowerCutRound, f.PowerCutRecovery = w(), w(), w()
 	if r.IntN(4) != 0 {
 		f.RollingRestartAfter = float64(between(r, 30, 80)) / 100

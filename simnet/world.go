@@ -50,6 +50,7 @@ type simNode struct {
 	failReads   []string
 	failSync    bool
 	wiped       bool // its disk was replaced by an empty one (counts as damage)
+	rejoins     rejoinSeen
 	restartDue  bool // a restart event is queued
 	// recoveryCut, when > 0, cuts the power at the recoveryCut-th disk
 	// write of the node's next recovery (Open).
@@ -286,6 +287,8 @@ func (w *world) startNode(n *simNode) {
 		w.coverage.Add("event/checkpoint-restore", int64(checkpointedGroups(n)))
 	}
 	n.core = c
+	n.rejoins = rejoinSeen{}
+	w.countRejoins(n)
 	n.up = true
 	w.durability.afterOpen(n)
 	w.sched.schedule(n.tickPhase, &event{kind: evTick, node: n.index, incarnation: inc})
@@ -435,6 +438,7 @@ func (w *world) process(n *simNode) {
 		return
 	}
 	w.digests.afterProcess(n)
+	w.countRejoins(n)
 	statuses := n.core.Status()
 	if st, ok := n.core.MetadataStatus(); ok {
 		statuses = append(statuses, st)

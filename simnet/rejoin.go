@@ -1,0 +1,29 @@
+package simnet
+
+import "github.com/strandlog/strand/node"
+
+// Disk-loss recovery in the simulator: a wiped node restarts on its empty
+// disk (Faults.WipeRejoin, on by default) and must rebuild every replica
+// from its peers without voting before it may (node/rejoin.go). These
+// counters show it happened: replicas that opened recovering, finished
+// recovering, and vote messages withheld meanwhile.
+
+// rejoinSeen is what the coverage already counted of one incarnation's
+// core stats.
+type rejoinSeen struct {
+	started, done, withheld uint64
+}
+
+// countRejoins adds to the coverage what n's core did for disk-loss
+// recovery since the last call in this incarnation.
+func (w *world) countRejoins(n *simNode) {
+	s, ok := n.core.(interface{ Stats() node.Stats })
+	if !ok {
+		return
+	}
+	st := s.Stats()
+	w.coverage.Add("event/rejoin-started", int64(st.RejoinsStarted-n.rejoins.started))
+	w.coverage.Add("event/rejoin-done", int64(st.RejoinsDone-n.rejoins.done))
+	w.coverage.Add("event/vote-withheld", int64(st.VotesWithheld-n.rejoins.withheld))
+	n.rejoins = rejoinSeen{started: st.RejoinsStarted, done: st.RejoinsDone, withheld: st.VotesWithheld}
+}
