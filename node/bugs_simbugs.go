@@ -53,7 +53,14 @@ type Bugs struct {
 	// WipedNodeVotes: a replica that lost its state rejoins as if new,
 	// voting at once (no disk-loss recovery: rejoin.go).
 	WipedNodeVotes bool
+	// RepairTrustsItself: a replica discarded for corrupt data reopens
+	// as if new, voting at once (no recovery: repair.go).
+	RepairTrustsItself bool
 }
+
+// bugRepairTrustsItself (RepairTrustsItself) skips the rejoin file of a
+// discarded replica.
+func (c *Core) bugRepairTrustsItself() bool { return c.cfg.Bugs.RepairTrustsItself }
 
 // bugWipedNodeVotes (WipedNodeVotes) skips disk-loss recovery.
 func (c *Core) bugWipedNodeVotes() bool { return c.cfg.Bugs.WipedNodeVotes }

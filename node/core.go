@@ -75,6 +75,11 @@ type Config struct {
 	// entries of a group (default 1024), so a restart replays at most that
 	// many entries instead of the whole log.
 	CheckpointEntries uint64
+	// MinFreeBytes is the free-space floor: below it (as the Disk reports
+	// through raftlog.SpaceReporter) the node refuses produce with
+	// ErrNotEnoughSpace until space returns (diskfull.go). 0: refuse only
+	// when the disk is full.
+	MinFreeBytes int64
 	// PendingRequestsMax bounds the produces and fetches waiting in one
 	// group (default 4096); beyond it requests fail with ErrBusy.
 	PendingRequestsMax int
@@ -274,6 +279,10 @@ type Core struct {
 	// rejoining are the replicas still recovering from a lost disk
 	// (rejoin.go), in the order they were opened.
 	rejoining []*group
+	// repairs are the replicas found corrupt, rebuilt at the next Tick
+	// (repair.go).
+	repairs []*group
+	space   spaceState // free disk space (diskfull.go)
 
 	sessions       []*fetchSession
 	sessionsParked int // parked and not finished: at most PendingRequestsMax

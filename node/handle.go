@@ -100,6 +100,8 @@ var wireErrorCodes = []struct {
 	{ErrNotController, strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER},
 	{ErrStopped, strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE},
 	{ErrBusy, strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE},
+	{ErrReplicaRecovering, strandpb.ErrorCode_ERROR_CODE_REPLICA_RECOVERING},
+	{ErrNotEnoughSpace, strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_SPACE},
 	{ErrStorage, strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE},
 }
 

@@ -154,7 +154,7 @@ func (c *Core) reconcile() error {
 		for _, r := range ref.Replicas {
 			spec.Replicas = append(spec.Replicas, NodeID(r))
 		}
-		g, err := c.openGroup(spec, managedDir(ref.Topic, ref.TopicID, ref.Partition), ref.TopicID)
+		g, err := c.openGroupRepairing(spec, managedDir(ref.Topic, ref.TopicID, ref.Partition), ref.TopicID)
 		if err != nil {
 			return fmt.Errorf("node: start %s/%d: %w", ref.Topic, ref.Partition, err)
 		}

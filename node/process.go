@@ -75,6 +75,9 @@ func (c *Core) processRound() (int, error) {
 		}
 		gr := groupReady{g: g, rd: g.raw.Ready()}
 		if err := c.persist(&gr); err != nil {
+			if c.writeRefused(g, err) { // disk full: g reopened (diskfull.go)
+				continue
+			}
 			return 0, err
 		}
 		c.readies = append(c.readies, gr)

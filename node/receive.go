@@ -29,6 +29,11 @@ type Stats struct {
 	// lost their state, and those that finished recovering.
 	RejoinsStarted uint64
 	RejoinsDone    uint64
+	// ReplicasRepaired counts replicas discarded for corrupt data, to be
+	// rebuilt from their peers (repair.go).
+	ReplicasRepaired uint64
+	// DiskFullEntered counts the times the node turned full (diskfull.go).
+	DiskFullEntered uint64
 }
 
 // Stats returns the counters so far.
@@ -74,7 +79,7 @@ func (c *Core) receiveMessage(from NodeID, topic string, rm *rawRaftMessage) {
 		c.stats.MessagesDropped++
 		return
 	}
-	if !g.voteAllowed(&m) || g.staleReject(&m) {
+	if !g.voteAllowed(&m) || g.staleReject(&m) || c.dropForSpace(g, &m) {
 		c.stats.VotesWithheld++ // recovering from a lost disk (rejoin.go)
 		return
 	}
@@ -200,6 +205,8 @@ func (c *Core) Tick() {
 	}
 	c.expireSessions()
 	c.rejoinTick()
+	c.runRepairs()
+	c.checkSpace()
 }
 
 // expireWaits fails the waits of g whose deadline passed. Deadlines grow in

@@ -12,7 +12,8 @@ import (
 // BugNames lists the planted bugs ParseBug knows (node.Bugs' fields).
 var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "ReapplyAfterRestart", "LocalRead",
 	"RestoreForgetsProducers", "CheckpointForgetsProducers", "FetchRenumbersInsideBatch", "AckLeaderEarly",
-	"RecoverTrustsPageCache", "LeaseReads", "RestoreIndexTimes", "WipedNodeVotes"}
+	"RecoverTrustsPageCache", "LeaseReads", "RestoreIndexTimes", "WipedNodeVotes",
+	"RepairTrustsItself"}
 
 // ParseBug checks a planted bug's name; "" plants none.
 func ParseBug(name string) (string, error) {
@@ -51,5 +52,7 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.RecoverTrustsPageCache = true
 	case "WipedNodeVotes":
 		cfg.Bugs.WipedNodeVotes = true
+	case "RepairTrustsItself":
+		cfg.Bugs.RepairTrustsItself = true
 	}
 }

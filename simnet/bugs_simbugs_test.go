@@ -35,3 +35,11 @@ func TestSimCatchesWipedNodeVotes(t *testing.T) {
 		t.Fatal("seed 16 with WipedNodeVotes passed: the checks no longer see a wiped node voting")
 	}
 }
+
+// RepairTrustsItself (a replica discarded for corrupt data reopens as new
+// and votes at once) breaks seed 38, which passes without it.
+func TestSimCatchesRepairTrustsItself(t *testing.T) {
+	if res := runSeed(t, seedOptions(t, 38, "mixed", "RepairTrustsItself"), ""); !res.Failed() {
+		t.Fatal("seed 38 with RepairTrustsItself passed: the checks no longer see a repaired replica voting")
+	}
+}

@@ -11,7 +11,7 @@ import "github.com/strandlog/strand/node"
 // rejoinSeen is what the coverage already counted of one incarnation's
 // core stats.
 type rejoinSeen struct {
-	started, done, withheld uint64
+	started, done, withheld, repaired uint64
 }
 
 // countRejoins adds to the coverage what n's core did for disk-loss
@@ -25,5 +25,6 @@ func (w *world) countRejoins(n *simNode) {
 	w.coverage.Add("event/rejoin-started", int64(st.RejoinsStarted-n.rejoins.started))
 	w.coverage.Add("event/rejoin-done", int64(st.RejoinsDone-n.rejoins.done))
 	w.coverage.Add("event/vote-withheld", int64(st.VotesWithheld-n.rejoins.withheld))
-	n.rejoins = rejoinSeen{started: st.RejoinsStarted, done: st.RejoinsDone, withheld: st.VotesWithheld}
+	w.coverage.Add("event/replica-repaired", int64(st.ReplicasRepaired-n.rejoins.repaired))
+	n.rejoins = rejoinSeen{started: st.RejoinsStarted, done: st.RejoinsDone, withheld: st.VotesWithheld, repaired: st.ReplicasRepaired}
 }

@@ -59,6 +59,11 @@ var errorCodeInfo = map[ErrorCode]CodeInfo{
 	// would read or write another log.
 	ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID:    {Name: "unknown_topic_id"},
 	ErrorCode_ERROR_CODE_CLUSTER_ID_MISMATCH: {Name: "cluster_id_mismatch"},
+	// The replica's disk is full: refused before anything was written;
+	// writes resume once space returns.
+	ErrorCode_ERROR_CODE_NOT_ENOUGH_SPACE: {Name: "not_enough_space", Retriable: true},
+	// The replica is rebuilding from its peers: ask again, maybe elsewhere.
+	ErrorCode_ERROR_CODE_REPLICA_RECOVERING: {Name: "replica_recovering", Retriable: true, RefreshMetadata: true},
 }
 
 // Info is code's row of the table. A code this build does not know (a newer

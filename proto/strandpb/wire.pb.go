@@ -73,6 +73,12 @@ const (
 	// The node belongs to another cluster than the one the client started
 	// on (the cluster behind the address was replaced). Definite.
 	ErrorCode_ERROR_CODE_CLUSTER_ID_MISMATCH ErrorCode = 31
+	// The replica's disk is full (or below the node's free-space floor):
+	// nothing was written; retriable once space returns. Reads still work.
+	ErrorCode_ERROR_CODE_NOT_ENOUGH_SPACE ErrorCode = 45
+	// The replica is rebuilding its state from its peers (its disk was
+	// wiped or its data found corrupt); another replica may serve.
+	ErrorCode_ERROR_CODE_REPLICA_RECOVERING ErrorCode = 46
 )
 
 // Enum value maps for ErrorCode.
@@ -99,6 +105,8 @@ var (
 		18: "ERROR_CODE_TOPIC_NOT_FOUND",
 		30: "ERROR_CODE_UNKNOWN_TOPIC_ID",
 		31: "ERROR_CODE_CLUSTER_ID_MISMATCH",
+		45: "ERROR_CODE_NOT_ENOUGH_SPACE",
+		46: "ERROR_CODE_REPLICA_RECOVERING",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_NONE":                       0,
@@ -122,6 +130,8 @@ var (
 		"ERROR_CODE_TOPIC_NOT_FOUND":            18,
 		"ERROR_CODE_UNKNOWN_TOPIC_ID":           30,
 		"ERROR_CODE_CLUSTER_ID_MISMATCH":        31,
+		"ERROR_CODE_NOT_ENOUGH_SPACE":           45,
+		"ERROR_CODE_REPLICA_RECOVERING":         46,
 	}
 )
 
@@ -2829,7 +2839,7 @@ const file_wire_proto_rawDesc = "" +
 	"\x16InitProducerIdResponse\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch*\xaf\x05\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch*\xf3\x05\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +
@@ -2852,7 +2862,9 @@ const file_wire_proto_rawDesc = "" +
 	"%ERROR_CODE_INVALID_REPLICATION_FACTOR\x10\x11\x12\x1e\n" +
 	"\x1aERROR_CODE_TOPIC_NOT_FOUND\x10\x12\x12\x1f\n" +
 	"\x1bERROR_CODE_UNKNOWN_TOPIC_ID\x10\x1e\x12\"\n" +
-	"\x1eERROR_CODE_CLUSTER_ID_MISMATCH\x10\x1fB,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
+	"\x1eERROR_CODE_CLUSTER_ID_MISMATCH\x10\x1f\x12\x1f\n" +
+	"\x1bERROR_CODE_NOT_ENOUGH_SPACE\x10-\x12!\n" +
+	"\x1dERROR_CODE_REPLICA_RECOVERING\x10.B,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
 
 var (
 	file_wire_proto_rawDescOnce sync.Once
