@@ -80,6 +80,11 @@ type Config struct {
 	// ErrNotEnoughSpace until space returns (diskfull.go). 0: refuse only
 	// when the disk is full.
 	MinFreeBytes int64
+	// CatchUpBytesPerSec bounds the raft entry bytes per second this node
+	// sends, as a leader, to each follower node far behind (catching up
+	// after an outage, a wipe or a repair), so producers are not starved
+	// (throttle.go). 0: unlimited.
+	CatchUpBytesPerSec int64
 	// PendingRequestsMax bounds the produces and fetches waiting in one
 	// group (default 4096); beyond it requests fail with ErrBusy.
 	PendingRequestsMax int
@@ -283,6 +288,8 @@ type Core struct {
 	// (repair.go).
 	repairs []*group
 	space   spaceState // free disk space (diskfull.go)
+	// throttle bounds catch-up bytes per follower node (throttle.go).
+	throttle throttle
 
 	sessions       []*fetchSession
 	sessionsParked int // parked and not finished: at most PendingRequestsMax

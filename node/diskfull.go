@@ -14,7 +14,7 @@ import (
 // spaceCheckTicks), or whose raft log write just failed with
 // raftlog.ErrNoSpace, is *full*: its partition leaders refuse produce before
 // proposing with ErrNotEnoughSpace (retriable, NOT_ENOUGH_SPACE on the
-// wire), its partition followers drop appends carrying entries (their
+// wire), its partition followers drop appends carrying data (their
 // leaders resend once they answer again), and checkpoints are skipped.
 // Reads, heartbeats, elections and the small metadata group go on. Once
 // the free space is back above the floor (plus what the failed write
@@ -107,9 +107,19 @@ func (c *Core) noSpace() {
 }
 
 // dropForSpace tells whether a received raft message must be dropped
-// because the disk is full: appends with entries to a partition replica.
+// because the disk is full: appends to a partition replica carrying data.
+// Empty entries pass (a new leader's first entry must commit before it
+// can serve reads), and so does everything of the metadata group.
 func (c *Core) dropForSpace(g *group, m *raftpb.Message) bool {
-	return c.space.full && g.meta == nil && m.GetType() == raftpb.MsgApp && len(m.GetEntries()) > 0
+	if !c.space.full || g.meta != nil || m.GetType() != raftpb.MsgApp {
+		return false
+	}
+	for _, e := range m.GetEntries() {
+		if len(e.GetData()) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // writeRefused handles a failed raft log write of g: when the disk was

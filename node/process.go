@@ -190,6 +190,9 @@ func (c *Core) queueMessages(g *group, msgs []*raftpb.Message) {
 			c.stats.VotesWithheld++ // recovering from a lost disk (rejoin.go)
 			continue
 		}
+		if !c.throttleAllows(g, m) { // catch-up over its rate (throttle.go)
+			continue
+		}
 		if m.GetType() == raftpb.MsgSnap {
 			// No snapshot streaming: tell raft it failed so the follower
 			// goes back to probing (unreachable with uncompacted logs).

@@ -34,6 +34,10 @@ type Stats struct {
 	ReplicasRepaired uint64
 	// DiskFullEntered counts the times the node turned full (diskfull.go).
 	DiskFullEntered uint64
+	// CatchUpBytes counts entry bytes sent to catching-up followers under
+	// the throttle, CatchUpThrottled the appends it held back (throttle.go).
+	CatchUpBytes     uint64
+	CatchUpThrottled uint64
 }
 
 // Stats returns the counters so far.
@@ -207,6 +211,7 @@ func (c *Core) Tick() {
 	c.rejoinTick()
 	c.runRepairs()
 	c.checkSpace()
+	c.refillThrottle()
 }
 
 // expireWaits fails the waits of g whose deadline passed. Deadlines grow in

@@ -83,6 +83,9 @@ type Faults struct {
 	// right after it took proposals, three times over: followers collect
 	// uncommitted tails from several leaders and must truncate them.
 	LeaderChain int
+	// DiskFull fills a live node's disk to just above its free-space
+	// floor for a while (simnet/fulldisk.go).
+	DiskFull int
 	// TickDriftPercent, when > 0, makes each node's ticks run up to this
 	// many percent fast or slow (drawn per node for the run).
 	TickDriftPercent int
@@ -141,6 +144,8 @@ type Options struct {
 	// negative in some seeds, so raft's reads of fresh entries go to the
 	// disk model instead of the tail cache.
 	LogTailCacheBytesMax int64
+	// CatchUpBytesPerSec is every node's node.Config.CatchUpBytesPerSec.
+	CatchUpBytesPerSec int64
 	// DigestChecks compares each replica's whole engine state with the
 	// reference replay (digests.go); off, replicas are compared by
 	// high-water mark only.
@@ -202,9 +207,9 @@ func Choose(o Options) Options {
 	f.PowerCut, f.ClockJump, f.CrashLeader = w(), w(), w()
 	// A wipe spends the seed's disk-damage budget for good (the node
 	// comes back empty and rebuilds from its peers: node/rejoin.go; with
-	// WipeRejoin off it stays down). Drawn into three seeds in four, with
+	// WipeRejoin off it stays down). Drawn into half the seeds, with
 	// low weights: the others keep their budget for bit flips and failed reads.
-	f.Wipe = int(pick(r, 0, 1, 1, 2))
+	f.Wipe = int(pick(r, 0, 0, 1, 2))
 	f.Kill, f.PowerCutRound, f.PowerCutRecovery = w(), w(), w()
 	if r.IntN(4) != 0 {
 		f.RollingRestartAfter = float64(between(r, 30, 80)) / 100
@@ -213,6 +218,12 @@ func Choose(o Options) Options {
 	f.TickDriftPercent = int(pick(r, 0, 0, 10, 50))
 	if r.IntN(3) == 0 {
 		o.LogTailCacheBytesMax = -1
+	}
+	f.DiskFull = int(pick(r, 0, 0, 1, 2))
+	if r.IntN(3) == 0 {
+		// The catch-up throttle in a third of the seeds, tight enough to
+		// bite (node/throttle.go).
+		o.CatchUpBytesPerSec = pick[int64](r, 64<<10, 256<<10, 1<<20)
 	}
 	return o
 }
@@ -234,7 +245,10 @@ func (o Options) String() string {
 	fmt.Fprintf(&b, " powercut=%d wipe=%d clockjump=%d crashleader=%d", f.PowerCut, f.Wipe, f.ClockJump, f.CrashLeader)
 	fmt.Fprintf(&b, " kill=%d cutround=%d cutrecovery=%d rolling=%g", f.Kill, f.PowerCutRound, f.PowerCutRecovery,
 		f.RollingRestartAfter)
-	fmt.Fprintf(&b, " pause=%d chain=%d drift=%d%%", f.Pause, f.LeaderChain, f.TickDriftPercent)
+	fmt.Fprintf(&b, " pause=%d chain=%d drift=%d%% diskfull=%d", f.Pause, f.LeaderChain, f.TickDriftPercent, f.DiskFull)
+	if o.CatchUpBytesPerSec > 0 {
+		fmt.Fprintf(&b, " catchup=%dB/s", o.CatchUpBytesPerSec)
+	}
 	if o.LogTailCacheBytesMax < 0 {
 		b.WriteString(" tailcache=off")
 	}

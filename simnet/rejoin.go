@@ -12,6 +12,7 @@ import "github.com/strandlog/strand/node"
 // core stats.
 type rejoinSeen struct {
 	started, done, withheld, repaired uint64
+	full, throttled                   uint64
 }
 
 // countRejoins adds to the coverage what n's core did for disk-loss
@@ -26,5 +27,7 @@ func (w *world) countRejoins(n *simNode) {
 	w.coverage.Add("event/rejoin-done", int64(st.RejoinsDone-n.rejoins.done))
 	w.coverage.Add("event/vote-withheld", int64(st.VotesWithheld-n.rejoins.withheld))
 	w.coverage.Add("event/replica-repaired", int64(st.ReplicasRepaired-n.rejoins.repaired))
-	n.rejoins = rejoinSeen{started: st.RejoinsStarted, done: st.RejoinsDone, withheld: st.VotesWithheld, repaired: st.ReplicasRepaired}
+	w.coverage.Add("event/disk-full", int64(st.DiskFullEntered-n.rejoins.full))
+	w.coverage.Add("event/catchup-throttled", int64(st.CatchUpThrottled-n.rejoins.throttled))
+	n.rejoins = rejoinSeen{full: st.DiskFullEntered, throttled: st.CatchUpThrottled, started: st.RejoinsStarted, done: st.RejoinsDone, withheld: st.VotesWithheld, repaired: st.ReplicasRepaired}
 }

@@ -229,7 +229,7 @@ func TestSimCoverage(t *testing.T) {
 // be elected without a committed entry (seed 19 showed replicas applying
 // different entries at one index). With disk-loss recovery (node/rejoin.go)
 // the wiped nodes of seed 19 rebuild every replica and the run passes;
-// planting WipedNodeVotes (TestSimCatchesWipedNodeVotes, seed 16) fails runs again.
+// planting WipedNodeVotes (TestSimCatchesWipedNodeVotes, seed 40) fails runs again.
 func TestSimWipedNodeRejoinsSafely(t *testing.T) {
 	o := seedOptions(t, 19, "mixed", "")
 	o.Faults.WipeRejoin = true

@@ -51,7 +51,8 @@ type simNode struct {
 	failSync    bool
 	wiped       bool // its disk was replaced by an empty one (counts as damage)
 	rejoins     rejoinSeen
-	restartDue  bool // a restart event is queued
+	fullUntil   time.Duration // virtual time its full disk gets space back; 0: not full
+	restartDue  bool          // a restart event is queued
 	// recoveryCut, when > 0, cuts the power at the recoveryCut-th disk
 	// write of the node's next recovery (Open).
 	recoveryCut int
@@ -250,6 +251,8 @@ func (w *world) startNode(n *simNode) {
 		SegmentBytesMax:      w.opts.SegmentBytesMax,
 		CheckpointEntries:    w.opts.CheckpointEntries,
 		LogTailCacheBytesMax: w.opts.LogTailCacheBytesMax,
+		MinFreeBytes:         simMinFreeBytes,
+		CatchUpBytesPerSec:   w.opts.CatchUpBytesPerSec,
 		Observer: func(tp node.TopicPartition, index, term uint64, data []byte) {
 			w.checker.onApply(n, tp, index, term, data)
 		},
