@@ -14,6 +14,10 @@ import (
 	"github.com/strandlog/strand/linearizability"
 )
 
+// wipeAckedBefore is how many records (of ~2 KB) are written before the
+// wipe: about 20 MB of data for node 3 to rebuild.
+const wipeAckedBefore = 10000
+
 // Three real `strand serve` processes under writes: node 3 is killed, its
 // data directory deleted (a replaced disk) and restarted empty under its
 // old id. It must rebuild every replica from its peers without an operator
@@ -36,7 +40,10 @@ func TestWipedNodeRejoinsAndCatchesUp(t *testing.T) {
 		wg.Go(func() { w.write(t, c.addrs, linearizability.ClientID(i)) })
 	}
 	defer func() { w.stopped.Store(true); wg.Wait() }()
-	waitFor(t, "writes before the wipe", 20*time.Second, w.ackedAtLeast(3000))
+	waitFor(t, "writes before the wipe", 60*time.Second, w.ackedAtLeast(wipeAckedBefore))
+	base, baseStart := w.acked.Load(), time.Now()
+	time.Sleep(2 * time.Second) // a measurement window, not a synchronisation
+	baseRate := float64(w.acked.Load()-base) / time.Since(baseStart).Seconds()
 
 	c.procs[2].kill()
 	dataDir := filepath.Join(c.dir, "data-3")
@@ -50,9 +57,9 @@ func TestWipedNodeRejoinsAndCatchesUp(t *testing.T) {
 	restarted := time.Now()
 	waitFor(t, "node 3 rebuilt", 60*time.Second, func() error { return c.rejoinDone(2, offsets[2]) })
 	took := time.Since(restarted)
-	t.Logf("node 3 rebuilt %.1f MB in %v (%.1f MB/s); %d records acknowledged meanwhile (%.0f/s)",
-		float64(size)/1e6, took.Round(10*time.Millisecond), float64(size)/1e6/took.Seconds(),
-		w.acked.Load()-ackedAtWipe, float64(w.acked.Load()-ackedAtWipe)/took.Seconds())
+	t.Logf("node 3 rebuilt %.1f MB in %v (%.1f MB/s, STRAND_CATCHUP_BYTES_PER_SEC=%q); producers %.0f records/s meanwhile, %.0f/s before the wipe",
+		float64(size)/1e6, took.Round(10*time.Millisecond), float64(size)/1e6/took.Seconds(), os.Getenv("STRAND_CATCHUP_BYTES_PER_SEC"),
+		float64(w.acked.Load()-ackedAtWipe)/took.Seconds(), baseRate)
 
 	c.procs[0].kill()
 	target := w.acked.Load() + catchupAfterKill
