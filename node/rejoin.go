@@ -182,9 +182,9 @@ func (c *Core) startRejoin(g *group) error {
 	c.rejoining = append(c.rejoining, g)
 	if g.rejoin.phase != rejoinUndecided {
 		c.stats.RejoinsStarted++
+		g.logs.log(slog.LevelWarn, "replica lost its state: it rebuilds from its peers and votes only once caught up",
+			slog.Int("phase", int(g.rejoin.phase)))
 	}
-	g.logs.log(slog.LevelWarn, "replica lost its state: it rebuilds from its peers and votes only once caught up",
-		slog.Int("phase", int(g.rejoin.phase)))
 	return c.advanceRejoin(g)
 }
 
@@ -289,7 +289,7 @@ func (c *Core) advanceRejoin(g *group) error {
 				return err
 			}
 		case fresh > n/2:
-			g.logs.log(slog.LevelInfo, "new cluster: a majority of the nodes start empty")
+			g.logs.log(slog.LevelDebug, "new cluster: a majority of the nodes start empty")
 			return c.setRejoin(g, rejoin{phase: rejoinDone})
 		default:
 			return nil

@@ -89,7 +89,8 @@ func (c *testCluster) rejoinDone(i int, offset int64) error {
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
-		case strings.Contains(line, "replica lost its state"):
+		case strings.Contains(line, "replica lost its state"),
+			strings.Contains(line, "the cluster exists: rebuilding from peers"):
 			lost++
 		case strings.Contains(line, "caught up: votes again"):
 			done++
