@@ -260,6 +260,11 @@ func (c *Core) wireNodes() []*strandpb.MetadataResponse_Node {
 		}
 	}
 	slices.SortFunc(out, func(a, b *strandpb.MetadataResponse_Node) int { return cmp.Compare(a.GetId(), b.GetId()) })
+	for _, n := range out {
+		if n.GetId() == uint64(c.cfg.ID) {
+			n.DiskFull = c.space.full // only this node knows (diskfull.go)
+		}
+	}
 	return out
 }
 

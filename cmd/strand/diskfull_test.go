@@ -51,6 +51,9 @@ func TestFreeSpaceFloorRefusesProduceKeepsReads(t *testing.T) {
 		default:
 		}
 	}
+	if out := runCLI(t, env, "", "cluster"); strings.Count(out, "DISK FULL") != 3 {
+		t.Fatalf("strand cluster does not show the three full disks:\n%s", out)
+	}
 	out := runCLI(t, env, "", "consume", "full", "--from", "earliest", "--until-end")
 	if got := strings.Count(out, "before-"); got != 50 || strings.Contains(out, "refused") {
 		t.Fatalf("read back %d of 50 records on full disks (output %q)", got, out)
@@ -60,6 +63,9 @@ func TestFreeSpaceFloorRefusesProduceKeepsReads(t *testing.T) {
 	out = runCLI(t, env, "", "consume", "full", "--from", "earliest", "--until-end")
 	if strings.Count(out, "before-") != 50 || !strings.Contains(out, "after") {
 		t.Fatalf("after the floor was lifted: %q", out)
+	}
+	if out := runCLI(t, env, "", "cluster"); strings.Contains(out, "DISK FULL") {
+		t.Fatalf("strand cluster shows a full disk after the floor was lifted:\n%s", out)
 	}
 	t.Logf("refused with: %s", strings.TrimSpace(stderr))
 }

@@ -1746,10 +1746,13 @@ func (x *InitProducerIdResponse) GetProducerEpoch() int32 {
 }
 
 type MetadataResponse_Node struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
-	Rack          string                 `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Address string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Rack    string                 `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
+	// Set by the answering node on its own entry only: its disk is below
+	// its free-space floor, so it refuses produce (NOT_ENOUGH_SPACE).
+	DiskFull      bool `protobuf:"varint,50,opt,name=disk_full,json=diskFull,proto3" json:"disk_full,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1803,6 +1806,13 @@ func (x *MetadataResponse_Node) GetRack() string {
 		return x.Rack
 	}
 	return ""
+}
+
+func (x *MetadataResponse_Node) GetDiskFull() bool {
+	if x != nil {
+		return x.DiskFull
+	}
+	return false
 }
 
 type MetadataResponse_Partition struct {
@@ -2696,18 +2706,19 @@ const file_wire_proto_rawDesc = "" +
 	"cluster_id\x18\x14 \x01(\fR\tclusterId\x12&\n" +
 	"\x0fframe_bytes_max\x18\x1e \x01(\rR\rframeBytesMax\")\n" +
 	"\x0fMetadataRequest\x12\x16\n" +
-	"\x06topics\x18\x01 \x03(\tR\x06topics\"\x81\x05\n" +
+	"\x06topics\x18\x01 \x03(\tR\x06topics\"\x9e\x05\n" +
 	"\x10MetadataResponse\x123\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x1d.strand.MetadataResponse.NodeR\x05nodes\x126\n" +
 	"\x06topics\x18\x02 \x03(\v2\x1e.strand.MetadataResponse.TopicR\x06topics\x12#\n" +
 	"\rcontroller_id\x18\x03 \x01(\x04R\fcontrollerId\x12)\n" +
 	"\x10metadata_version\x18\x04 \x01(\x04R\x0fmetadataVersion\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x14 \x01(\fR\tclusterId\x1aD\n" +
+	"cluster_id\x18\x14 \x01(\fR\tclusterId\x1aa\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
-	"\x04rack\x18\x03 \x01(\tR\x04rack\x1a\xa8\x01\n" +
+	"\x04rack\x18\x03 \x01(\tR\x04rack\x12\x1b\n" +
+	"\tdisk_full\x182 \x01(\bR\bdiskFull\x1a\xa8\x01\n" +
 	"\tPartition\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\x04R\bleaderId\x12\x1f\n" +
