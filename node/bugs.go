@@ -45,3 +45,5 @@ func (c *Core) bugBatchBase(base, _ int64) int64                         { retur
 func (c *Core) bugAckLeaderEarly(Acks) bool                              { return false }
 func (g *group) raftIndexOf(engineIndex uint64) uint64                   { return engineIndex }
 func (c *Core) bugReleaseBeforeSync(*group)                              {}
+func (c *Core) bugWipedNodeVotes() bool                                  { return false }
+func (c *Core) bugRepairTrustsItself() bool                              { return false }

@@ -55,6 +55,12 @@ type Bugs struct {
 	// the write's fsync is handed to the storage pipeline, not when it
 	// completes.
 	AckBeforeSyncDone bool
+	// WipedNodeVotes: a replica that lost its state rejoins as if new,
+	// voting at once (no disk-loss recovery: rejoin.go).
+	WipedNodeVotes bool
+	// RepairTrustsItself: a replica discarded for corrupt data reopens
+	// as if new, voting at once (no recovery: repair.go).
+	RepairTrustsItself bool
 }
 
 // bugReleaseBeforeSync (AckBeforeSyncDone) releases g's held responses and
@@ -64,6 +70,13 @@ func (c *Core) bugReleaseBeforeSync(g *group) {
 		c.release(g)
 	}
 }
+
+// bugRepairTrustsItself (RepairTrustsItself) skips the rejoin file of a
+// discarded replica.
+func (c *Core) bugRepairTrustsItself() bool { return c.cfg.Bugs.RepairTrustsItself }
+
+// bugWipedNodeVotes (WipedNodeVotes) skips disk-loss recovery.
+func (c *Core) bugWipedNodeVotes() bool { return c.cfg.Bugs.WipedNodeVotes }
 
 // bugRestoreIndexTimes (RestoreIndexTimes) rebuilds a partition just
 // restored from its checkpoint with every index entry's MaxTimestampMs

@@ -79,6 +79,16 @@ type Config struct {
 	// entries of a group (default 1024), so a restart replays at most that
 	// many entries instead of the whole log.
 	CheckpointEntries uint64
+	// MinFreeBytes is the free-space floor: below it (as the Disk reports
+	// through raftlog.SpaceReporter) the node refuses produce with
+	// ErrNotEnoughSpace until space returns (diskfull.go). 0: refuse only
+	// when the disk is full.
+	MinFreeBytes int64
+	// CatchUpBytesPerSec bounds the raft entry bytes per second this node
+	// sends, as a leader, to each follower node far behind (catching up
+	// after an outage, a wipe or a repair), so producers are not starved
+	// (throttle.go). 0: unlimited.
+	CatchUpBytesPerSec int64
 	// PendingRequestsMax bounds the produces and fetches waiting in one
 	// group (default 4096); beyond it requests fail with ErrBusy.
 	PendingRequestsMax int
@@ -288,6 +298,16 @@ type Core struct {
 
 	// sessions are the parked long-poll fetches of Handle, in parking
 	// order; finished ones are dropped at the next Tick.
+	// rejoining are the replicas still recovering from a lost disk
+	// (rejoin.go), in the order they were opened.
+	rejoining []*group
+	// repairs are the replicas found corrupt, rebuilt at the next Tick
+	// (repair.go).
+	repairs []*group
+	space   spaceState // free disk space (diskfull.go)
+	// throttle bounds catch-up bytes per follower node (throttle.go).
+	throttle throttle
+
 	sessions       []*fetchSession
 	sessionsParked int // parked and not finished: at most PendingRequestsMax
 

@@ -185,7 +185,7 @@ func (c *Core) readBatch(g *group, index uint64) ([]byte, error) {
 func (c *Core) readProduced(g *group, index uint64) ([]byte, engine.Producer, error) {
 	entries, err := g.log.Entries(index, index+1, math.MaxUint64)
 	if err != nil || len(entries) != 1 {
-		return nil, engine.Producer{}, c.storageFailed(g, fmt.Errorf("%w: %s/%d entry %d: %v", ErrStorage, g.tp.Topic, g.tp.Partition, index, err))
+		return nil, engine.Producer{}, c.storageFailed(g, fmt.Errorf("%w: %s/%d entry %d: %w", ErrStorage, g.tp.Topic, g.tp.Partition, index, err))
 	}
 	e, err := engine.DecodeEntry(entries[0].GetData())
 	if err == nil && e.Kind != strandpb.EntryKind_ENTRY_KIND_PRODUCE {
@@ -204,6 +204,9 @@ func (c *Core) readProduced(g *group, index uint64) ([]byte, engine.Producer, er
 // forever. The next Process returns the error and the node fail-stops;
 // raftlog.Open then refuses the damaged log, and the healthy replicas serve.
 func (c *Core) storageFailed(g *group, err error) error {
+	if c.corruptFound(g, err) {
+		return fmt.Errorf("%w: %w", ErrReplicaRecovering, err) // rebuilt at the next Tick (repair.go)
+	}
 	g.logs.log(slog.LevelError, "cannot read a committed entry from the raft log; the node stops (fail-stop)",
 		slog.Any("err", err))
 	if c.fatal == nil {

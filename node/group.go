@@ -58,6 +58,9 @@ type group struct {
 	indexKnown   bool
 	indexWritten int64
 	indexFreed   int64
+	// rejoin is the replica's disk-loss recovery (rejoin.go); nil when it
+	// never lost its state.
+	rejoin *rejoin
 	// leaderTerm is the term in which this replica was last seen leading,
 	// 0 when it was not leading at the last check.
 	leaderTerm uint64

@@ -103,6 +103,8 @@ var wireErrorCodes = []struct {
 	{ErrNotController, strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER},
 	{ErrStopped, strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE},
 	{ErrBusy, strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE},
+	{ErrReplicaRecovering, strandpb.ErrorCode_ERROR_CODE_REPLICA_RECOVERING},
+	{ErrNotEnoughSpace, strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_SPACE},
 	{ErrStorage, strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE},
 }
 
@@ -267,6 +269,11 @@ func (c *Core) wireNodes() []*strandpb.MetadataResponse_Node {
 		}
 	}
 	slices.SortFunc(out, func(a, b *strandpb.MetadataResponse_Node) int { return cmp.Compare(a.GetId(), b.GetId()) })
+	for _, n := range out {
+		if n.GetId() == uint64(c.cfg.ID) {
+			n.DiskFull = c.space.full // only this node knows (diskfull.go)
+		}
+	}
 	return out
 }
 

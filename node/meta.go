@@ -154,7 +154,7 @@ func (c *Core) reconcile() error {
 		for _, r := range ref.Replicas {
 			spec.Replicas = append(spec.Replicas, NodeID(r))
 		}
-		g, err := c.openGroup(spec, managedDir(ref.Topic, ref.TopicID, ref.Partition), ref.TopicID)
+		g, err := c.openGroupRepairing(spec, managedDir(ref.Topic, ref.TopicID, ref.Partition), ref.TopicID)
 		if err != nil {
 			return fmt.Errorf("node: start %s/%d: %w", ref.Topic, ref.Partition, err)
 		}
@@ -196,7 +196,7 @@ func (c *Core) stopGroup(g *group) {
 	if err := g.log.Close(); err != nil {
 		g.logs.log(slog.LevelWarn, "close replica log", slog.Any("err", err))
 	}
-	for _, sub := range []string{"/log", "/checkpoint", "/checkpoint/index"} {
+	for _, sub := range []string{"/log", "/checkpoint", "/checkpoint/index", "/rejoin"} {
 		if err := removeDir(c.cfg, g.dir+sub); err != nil {
 			g.logs.log(slog.LevelWarn, "remove replica files", slog.String("dir", g.dir+sub), slog.Any("err", err))
 		}

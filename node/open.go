@@ -151,6 +151,11 @@ func (c *Core) openGroup(spec PartitionSpec, dir string, topicID uint64) (*group
 // RawNode, bootstrapping an empty log over g.replicas.
 func (c *Core) openRaft(g *group) error {
 	replicas := g.replicas
+	rj, err := c.prepareRejoin(g.dir, g.meta != nil)
+	if err != nil {
+		return err
+	}
+	g.rejoin = rj
 	opts := raftlog.Options{SegmentBytesMax: c.cfg.SegmentBytesMax, TailCacheBytesMax: c.cfg.LogTailCacheBytesMax}
 	c.bugLogOptions(&opts)
 	log, err := raftlog.Open(c.cfg.Disk, g.dir+"/log", opts)
@@ -192,6 +197,10 @@ func (c *Core) openRaft(g *group) error {
 			_ = log.Close()
 			return err
 		}
+	}
+	if err := c.startRejoin(g); err != nil {
+		_ = log.Close()
+		return err
 	}
 	return nil
 }

@@ -188,6 +188,9 @@ func (c *Core) writeAppends() (int, error) {
 		n++
 		mustSync, err := c.writeGroup(g)
 		if err != nil {
+			if c.writeRefused(g, err) { // disk full: g reopened (diskfull.go)
+				continue
+			}
 			return n, err
 		}
 		if !mustSync {

@@ -100,7 +100,7 @@ func votesIn(t *testing.T, c *cluster, from NodeID) int {
 		if e.from != from {
 			continue
 		}
-		_, msgs, ok := parseRaftFrame(e.frame, nil)
+		_, msgs, ok := parseRaftFrame(e.frame, nil, nil)
 		if !ok {
 			t.Fatal("unparsable frame")
 		}

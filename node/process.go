@@ -107,6 +107,13 @@ func (c *Core) queueMessage(g *group, m *raftpb.Message) {
 	if to == c.cfg.ID || !g.isReplica(to) {
 		return
 	}
+	if !g.voteAllowed(m) {
+		c.stats.VotesWithheld++ // recovering from a lost disk (rejoin.go)
+		return
+	}
+	if !c.throttleAllows(g, m) { // catch-up over its rate (throttle.go)
+		return
+	}
 	if m.GetType() == raftpb.MsgSnap {
 		// No snapshot streaming: tell raft it failed so the follower
 		// goes back to probing (unreachable with uncompacted logs).

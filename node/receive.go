@@ -22,6 +22,22 @@ type Stats struct {
 	FramesSent           uint64
 	Syncs                uint64 // log syncs of the Ready cycle
 	Checkpoints          uint64 // engine checkpoints written
+	// VotesWithheld counts vote and pre-vote messages, in or out, that a
+	// replica recovering from a lost disk did not step or send.
+	VotesWithheld uint64
+	// RejoinsStarted and RejoinsDone count replicas that opened having
+	// lost their state, and those that finished recovering.
+	RejoinsStarted uint64
+	RejoinsDone    uint64
+	// ReplicasRepaired counts replicas discarded for corrupt data, to be
+	// rebuilt from their peers (repair.go).
+	ReplicasRepaired uint64
+	// DiskFullEntered counts the times the node turned full (diskfull.go).
+	DiskFullEntered uint64
+	// CatchUpBytes counts entry bytes sent to catching-up followers under
+	// the throttle, CatchUpThrottled the appends it held back (throttle.go).
+	CatchUpBytes     uint64
+	CatchUpThrottled uint64
 }
 
 // Stats returns the counters so far.
@@ -39,7 +55,8 @@ func (c *Core) Receive(frame []byte) {
 		return
 	}
 	c.stats.FramesReceived++
-	from, msgs, ok := parseRaftFrame(frame, c.received[:0])
+	var rj rejoinFrame
+	from, msgs, ok := parseRaftFrame(frame, c.received[:0], &rj)
 	c.received = msgs[:0]
 	if !ok || from == 0 || NodeID(from) == c.cfg.ID {
 		c.stats.FramesDropped++
@@ -51,6 +68,7 @@ func (c *Core) Receive(frame []byte) {
 		c.receiveMessage(NodeID(from), topics.get(msgs[i].topic), &msgs[i])
 	}
 	clear(msgs) // keep no reference to the frame
+	c.receiveRejoin(NodeID(from), &rj)
 }
 
 // receiveMessage steps one raft message into its group.
@@ -63,6 +81,10 @@ func (c *Core) receiveMessage(from NodeID, topic string, rm *rawRaftMessage) {
 	var m raftpb.Message
 	if err := proto.Unmarshal(rm.message, &m); err != nil || !c.saneMessage(g, from, &m) {
 		c.stats.MessagesDropped++
+		return
+	}
+	if !g.voteAllowed(&m) || g.staleReject(&m) || c.dropForSpace(g, &m) {
+		c.stats.VotesWithheld++ // recovering from a lost disk (rejoin.go)
 		return
 	}
 	if err := g.raw.Step(&m); err != nil {
@@ -108,7 +130,8 @@ func (c *Core) saneMessage(g *group, from NodeID, m *raftpb.Message) bool {
 		// the leader persisted before sending.
 		last, err := g.log.LastIndex()
 		return err == nil && m.GetIndex() <= last && m.GetRejectHint() <= last
-	case raftpb.MsgVote, raftpb.MsgVoteResp, raftpb.MsgPreVote, raftpb.MsgPreVoteResp, raftpb.MsgHeartbeatResp:
+	case raftpb.MsgVote, raftpb.MsgVoteResp, raftpb.MsgPreVote, raftpb.MsgPreVoteResp, raftpb.MsgHeartbeatResp,
+		raftpb.MsgTimeoutNow: // leadership handed on for a replica that lost its disk (rejoin.go)
 		return len(m.GetEntries()) == 0 && m.GetSnapshot() == nil
 	default:
 		// Proposal and read forwarding, leader transfer and snapshots are
@@ -186,6 +209,10 @@ func (c *Core) Tick() {
 	}
 	c.expireSessions()
 	c.sweepGroups()
+	c.rejoinTick()
+	c.runRepairs()
+	c.checkSpace()
+	c.refillThrottle()
 }
 
 // expireWaits fails the waits of g whose deadline passed. Deadlines grow in

@@ -14,7 +14,7 @@ import (
 var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "ReapplyAfterRestart", "LocalRead",
 	"RestoreForgetsProducers", "CheckpointForgetsProducers", "FetchRenumbersInsideBatch", "AckLeaderEarly",
 	"RecoverTrustsPageCache", "LeaseReads", "RestoreIndexTimes",
-	"AckBeforeSyncDone"}
+	"AckBeforeSyncDone", "WipedNodeVotes", "RepairTrustsItself"}
 
 // GroupBugNames are the consumer-group coordinator's planted bugs
 // (engine/groups): they need the group workload (Options.GroupMembers).
@@ -60,5 +60,9 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.AckBeforeSyncDone = true
 	case "RecoverTrustsPageCache":
 		cfg.Bugs.RecoverTrustsPageCache = true
+	case "WipedNodeVotes":
+		cfg.Bugs.WipedNodeVotes = true
+	case "RepairTrustsItself":
+		cfg.Bugs.RepairTrustsItself = true
 	}
 }

@@ -129,7 +129,8 @@ var CoverageExpected = []string{
 	"audit/promises", "audit/produce-acks", "digest/compared",
 	"event/multi-record-batch", "event/fetch-inside-batch", "event/fetch-over-budget", "event/large-record",
 	"event/produce-acks0", "event/produce-acks1", "event/list-offsets", "event/list-offsets-time",
-	"event/describe-topics",
+	"event/describe-topics", "event/rejoin-started", "event/rejoin-done", "event/vote-withheld",
+	"event/replica-repaired", "fault/disk-full", "event/disk-full", "event/catchup-throttled",
 }
 
 // coverageGaps are names the table lists although the workload cannot make

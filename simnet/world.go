@@ -52,7 +52,9 @@ type simNode struct {
 	failReads   []string
 	failSync    bool
 	wiped       bool // its disk was replaced by an empty one (counts as damage)
-	restartDue  bool // a restart event is queued
+	rejoins     rejoinSeen
+	fullUntil   time.Duration // virtual time its full disk gets space back; 0: not full
+	restartDue  bool          // a restart event is queued
 	// recoveryCut, when > 0, cuts the power at the recoveryCut-th disk
 	// write of the node's next recovery (Open).
 	recoveryCut int
@@ -257,6 +259,8 @@ func (w *world) startNode(n *simNode) {
 		CheckpointEntries:    w.opts.CheckpointEntries,
 		LogTailCacheBytesMax: w.opts.LogTailCacheBytesMax,
 		AsyncSyncs:           true,
+		MinFreeBytes:         simMinFreeBytes,
+		CatchUpBytesPerSec:   w.opts.CatchUpBytesPerSec,
 		Observer: func(tp node.TopicPartition, index, term uint64, data []byte) {
 			w.checker.onApply(n, tp, index, term, data)
 		},
@@ -294,6 +298,8 @@ func (w *world) startNode(n *simNode) {
 		w.coverage.Add("event/checkpoint-restore", int64(checkpointedGroups(n)))
 	}
 	n.core = c
+	n.rejoins = rejoinSeen{}
+	w.countRejoins(n)
 	n.up = true
 	w.durability.afterOpen(n)
 	w.sched.schedule(n.tickPhase, &event{kind: evTick, node: n.index, incarnation: inc})
@@ -443,6 +449,7 @@ func (w *world) process(n *simNode) {
 		return
 	}
 	w.digests.afterProcess(n)
+	w.countRejoins(n)
 	statuses := n.core.Status()
 	if st, ok := n.core.MetadataStatus(); ok {
 		statuses = append(statuses, st)

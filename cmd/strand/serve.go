@@ -28,6 +28,8 @@ type nodeFlags struct {
 	stats      time.Duration
 	logFormat  string
 	logLevel   string
+	minFree    int64
+	catchUp    int64
 }
 
 func (n *nodeFlags) register(fs *pflag.FlagSet) {
@@ -37,6 +39,18 @@ func (n *nodeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&n.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	fs.StringVar(&n.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.StringVar(&n.logLevel, "log-level", "info", "least severe log level shown: debug, info, warn or error")
+	fs.Int64Var(&n.minFree, "min-free-bytes", 0,
+		"refuse produce (retriable not_enough_space) while the data directory's file system has less free space (0: only when full)")
+	fs.Int64Var(&n.catchUp, "catchup-bytes-per-sec", 0,
+		"bound the replication bytes per second sent to each follower that is catching up (0: unlimited)")
+}
+
+// coreConfig is the node.Config of node id under these flags.
+func (n *nodeFlags) coreConfig(id node.NodeID, nodes []node.Peer) (node.Config, error) {
+	if n.minFree < 0 || n.catchUp < 0 {
+		return node.Config{}, usageError("--min-free-bytes and --catchup-bytes-per-sec must not be negative")
+	}
+	return node.Config{ID: id, Nodes: nodes, MinFreeBytes: n.minFree, CatchUpBytesPerSec: n.catchUp}, nil
 }
 
 // logger builds the nodes' logger on w from --log-format and --log-level.
@@ -119,8 +133,12 @@ func cmdServe(args []string, stderr io.Writer) error {
 		return err
 	}
 	defer stopProfile()
+	core, err := nf.coreConfig(node.NodeID(*id), nodes)
+	if err != nil {
+		return err
+	}
 	rt, err := server.Start(server.Config{
-		Core:    node.Config{ID: node.NodeID(*id), Nodes: nodes},
+		Core:    core,
 		DataDir: *dataDir, Listen: *listen, Tick: nf.tick, Logger: logger, StatsInterval: nf.stats,
 		KafkaListen: *kafkaListen, KafkaAdvertise: *kafkaAdvertise,
 	})
@@ -357,8 +375,12 @@ func devDataDir(named string) (string, func(), error) {
 func startDevNodes(nodes []node.Peer, dir string, nf nodeFlags, logger *slog.Logger) ([]*server.Server, error) {
 	var rts []*server.Server
 	for _, p := range nodes {
+		core, err := nf.coreConfig(p.ID, nodes)
+		if err != nil {
+			return nil, err // the same flags for every node: none started
+		}
 		rt, err := server.Start(server.Config{
-			Core:    node.Config{ID: p.ID, Nodes: nodes},
+			Core:    core,
 			DataDir: filepath.Join(dir, fmt.Sprintf("node-%d", p.ID)),
 			Listen:  p.Address, Tick: nf.tick, StatsInterval: nf.stats, Logger: logger,
 			KafkaListen: p.KafkaAddress,

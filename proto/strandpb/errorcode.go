@@ -70,6 +70,11 @@ var errorCodeInfo = map[ErrorCode]CodeInfo{
 	ErrorCode_ERROR_CODE_GROUP_NOT_EMPTY:     {Name: "group_not_empty"},
 	ErrorCode_ERROR_CODE_GROUP_NOT_FOUND:     {Name: "group_not_found"},
 	ErrorCode_ERROR_CODE_STALE_HEARTBEAT:     {Name: "stale_heartbeat", Retriable: true},
+	// The replica's disk is full: refused before anything was written;
+	// writes resume once space returns.
+	ErrorCode_ERROR_CODE_NOT_ENOUGH_SPACE: {Name: "not_enough_space", Retriable: true},
+	// The replica is rebuilding from its peers: ask again, maybe elsewhere.
+	ErrorCode_ERROR_CODE_REPLICA_RECOVERING: {Name: "replica_recovering", Retriable: true, RefreshMetadata: true},
 }
 
 // Info is code's row of the table. A code this build does not know (a newer

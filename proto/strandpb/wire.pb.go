@@ -90,6 +90,12 @@ const (
 	ErrorCode_ERROR_CODE_GROUP_NOT_FOUND ErrorCode = 56
 	// A heartbeat not newer than one applied (a late resend): send the next.
 	ErrorCode_ERROR_CODE_STALE_HEARTBEAT ErrorCode = 57
+	// The replica's disk is full (or below the node's free-space floor):
+	// nothing was written; retriable once space returns. Reads still work.
+	ErrorCode_ERROR_CODE_NOT_ENOUGH_SPACE ErrorCode = 45
+	// The replica is rebuilding its state from its peers (its disk was
+	// wiped or its data found corrupt); another replica may serve.
+	ErrorCode_ERROR_CODE_REPLICA_RECOVERING ErrorCode = 46
 )
 
 // Enum value maps for ErrorCode.
@@ -124,6 +130,8 @@ var (
 		55: "ERROR_CODE_GROUP_NOT_EMPTY",
 		56: "ERROR_CODE_GROUP_NOT_FOUND",
 		57: "ERROR_CODE_STALE_HEARTBEAT",
+		45: "ERROR_CODE_NOT_ENOUGH_SPACE",
+		46: "ERROR_CODE_REPLICA_RECOVERING",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_NONE":                       0,
@@ -155,6 +163,8 @@ var (
 		"ERROR_CODE_GROUP_NOT_EMPTY":            55,
 		"ERROR_CODE_GROUP_NOT_FOUND":            56,
 		"ERROR_CODE_STALE_HEARTBEAT":            57,
+		"ERROR_CODE_NOT_ENOUGH_SPACE":           45,
+		"ERROR_CODE_REPLICA_RECOVERING":         46,
 	}
 )
 
@@ -3059,11 +3069,14 @@ func (x *DeleteGroupsResponse) GetResults() []*DeleteGroupsResponse_Result {
 }
 
 type MetadataResponse_Node struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
-	Rack          string                 `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
-	KafkaAddress  string                 `protobuf:"bytes,70,opt,name=kafka_address,json=kafkaAddress,proto3" json:"kafka_address,omitempty"` // host:port of its Kafka listener; empty: none
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Id           uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Address      string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Rack         string                 `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
+	KafkaAddress string                 `protobuf:"bytes,70,opt,name=kafka_address,json=kafkaAddress,proto3" json:"kafka_address,omitempty"` // host:port of its Kafka listener; empty: none
+	// Set by the answering node on its own entry only: its disk is below
+	// its free-space floor, so it refuses produce (NOT_ENOUGH_SPACE).
+	DiskFull      bool `protobuf:"varint,50,opt,name=disk_full,json=diskFull,proto3" json:"disk_full,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3124,6 +3137,13 @@ func (x *MetadataResponse_Node) GetKafkaAddress() string {
 		return x.KafkaAddress
 	}
 	return ""
+}
+
+func (x *MetadataResponse_Node) GetDiskFull() bool {
+	if x != nil {
+		return x.DiskFull
+	}
+	return false
 }
 
 type MetadataResponse_Partition struct {
@@ -4264,19 +4284,20 @@ const file_wire_proto_rawDesc = "" +
 	"cluster_id\x18\x14 \x01(\fR\tclusterId\x12&\n" +
 	"\x0fframe_bytes_max\x18\x1e \x01(\rR\rframeBytesMax\")\n" +
 	"\x0fMetadataRequest\x12\x16\n" +
-	"\x06topics\x18\x01 \x03(\tR\x06topics\"\xa6\x05\n" +
+	"\x06topics\x18\x01 \x03(\tR\x06topics\"\xc4\x05\n" +
 	"\x10MetadataResponse\x123\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x1d.strand.MetadataResponse.NodeR\x05nodes\x126\n" +
 	"\x06topics\x18\x02 \x03(\v2\x1e.strand.MetadataResponse.TopicR\x06topics\x12#\n" +
 	"\rcontroller_id\x18\x03 \x01(\x04R\fcontrollerId\x12)\n" +
 	"\x10metadata_version\x18\x04 \x01(\x04R\x0fmetadataVersion\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x14 \x01(\fR\tclusterId\x1ai\n" +
+	"cluster_id\x18\x14 \x01(\fR\tclusterId\x1a\x86\x01\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12#\n" +
-	"\rkafka_address\x18F \x01(\tR\fkafkaAddress\x1a\xa8\x01\n" +
+	"\rkafka_address\x18F \x01(\tR\fkafkaAddress\x12\x1b\n" +
+	"\tdisk_full\x182 \x01(\bR\bdiskFull\x1a\xa8\x01\n" +
 	"\tPartition\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\x04R\bleaderId\x12\x1f\n" +
@@ -4502,7 +4523,7 @@ const file_wire_proto_rawDesc = "" +
 	"\aresults\x18\x01 \x03(\v2#.strand.DeleteGroupsResponse.ResultR\aresults\x1aC\n" +
 	"\x06Result\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12#\n" +
-	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error*\xc2\a\n" +
+	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error*\x86\b\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +
@@ -4533,7 +4554,9 @@ const file_wire_proto_rawDesc = "" +
 	"\x1dERROR_CODE_STALE_MEMBER_EPOCH\x106\x12\x1e\n" +
 	"\x1aERROR_CODE_GROUP_NOT_EMPTY\x107\x12\x1e\n" +
 	"\x1aERROR_CODE_GROUP_NOT_FOUND\x108\x12\x1e\n" +
-	"\x1aERROR_CODE_STALE_HEARTBEAT\x109B,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
+	"\x1aERROR_CODE_STALE_HEARTBEAT\x109\x12\x1f\n" +
+	"\x1bERROR_CODE_NOT_ENOUGH_SPACE\x10-\x12!\n" +
+	"\x1dERROR_CODE_REPLICA_RECOVERING\x10.B,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
 
 var (
 	file_wire_proto_rawDescOnce sync.Once
