@@ -254,6 +254,9 @@ type Request struct {
 	//	*Request_DeleteTopics
 	//	*Request_DescribeTopics
 	//	*Request_InitProducerId
+	//	*Request_AlterConfigs
+	//	*Request_DeleteRecords
+	//	*Request_DescribePartitions
 	//	*Request_Raft
 	Body          isRequest_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
@@ -385,6 +388,33 @@ func (x *Request) GetInitProducerId() *InitProducerIdRequest {
 	return nil
 }
 
+func (x *Request) GetAlterConfigs() *AlterConfigsRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_AlterConfigs); ok {
+			return x.AlterConfigs
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetDeleteRecords() *DeleteRecordsRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_DeleteRecords); ok {
+			return x.DeleteRecords
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetDescribePartitions() *DescribePartitionsRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_DescribePartitions); ok {
+			return x.DescribePartitions
+		}
+	}
+	return nil
+}
+
 func (x *Request) GetRaft() *RaftFrame {
 	if x != nil {
 		if x, ok := x.Body.(*Request_Raft); ok {
@@ -434,6 +464,18 @@ type Request_InitProducerId struct {
 	InitProducerId *InitProducerIdRequest `protobuf:"bytes,18,opt,name=init_producer_id,json=initProducerId,proto3,oneof"`
 }
 
+type Request_AlterConfigs struct {
+	AlterConfigs *AlterConfigsRequest `protobuf:"bytes,19,opt,name=alter_configs,json=alterConfigs,proto3,oneof"`
+}
+
+type Request_DeleteRecords struct {
+	DeleteRecords *DeleteRecordsRequest `protobuf:"bytes,20,opt,name=delete_records,json=deleteRecords,proto3,oneof"`
+}
+
+type Request_DescribePartitions struct {
+	DescribePartitions *DescribePartitionsRequest `protobuf:"bytes,21,opt,name=describe_partitions,json=describePartitions,proto3,oneof"`
+}
+
 type Request_Raft struct {
 	// Raft traffic from a peer node; never answered.
 	Raft *RaftFrame `protobuf:"bytes,30,opt,name=raft,proto3,oneof"`
@@ -457,6 +499,12 @@ func (*Request_DescribeTopics) isRequest_Body() {}
 
 func (*Request_InitProducerId) isRequest_Body() {}
 
+func (*Request_AlterConfigs) isRequest_Body() {}
+
+func (*Request_DeleteRecords) isRequest_Body() {}
+
+func (*Request_DescribePartitions) isRequest_Body() {}
+
 func (*Request_Raft) isRequest_Body() {}
 
 // Response answers the Request with the same correlation_id. error is set
@@ -476,6 +524,9 @@ type Response struct {
 	//	*Response_DeleteTopics
 	//	*Response_DescribeTopics
 	//	*Response_InitProducerId
+	//	*Response_AlterConfigs
+	//	*Response_DeleteRecords
+	//	*Response_DescribePartitions
 	Body          isResponse_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -613,6 +664,33 @@ func (x *Response) GetInitProducerId() *InitProducerIdResponse {
 	return nil
 }
 
+func (x *Response) GetAlterConfigs() *AlterConfigsResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_AlterConfigs); ok {
+			return x.AlterConfigs
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetDeleteRecords() *DeleteRecordsResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_DeleteRecords); ok {
+			return x.DeleteRecords
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetDescribePartitions() *DescribePartitionsResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_DescribePartitions); ok {
+			return x.DescribePartitions
+		}
+	}
+	return nil
+}
+
 type isResponse_Body interface {
 	isResponse_Body()
 }
@@ -653,6 +731,18 @@ type Response_InitProducerId struct {
 	InitProducerId *InitProducerIdResponse `protobuf:"bytes,18,opt,name=init_producer_id,json=initProducerId,proto3,oneof"`
 }
 
+type Response_AlterConfigs struct {
+	AlterConfigs *AlterConfigsResponse `protobuf:"bytes,19,opt,name=alter_configs,json=alterConfigs,proto3,oneof"`
+}
+
+type Response_DeleteRecords struct {
+	DeleteRecords *DeleteRecordsResponse `protobuf:"bytes,20,opt,name=delete_records,json=deleteRecords,proto3,oneof"`
+}
+
+type Response_DescribePartitions struct {
+	DescribePartitions *DescribePartitionsResponse `protobuf:"bytes,21,opt,name=describe_partitions,json=describePartitions,proto3,oneof"`
+}
+
 func (*Response_Hello) isResponse_Body() {}
 
 func (*Response_Metadata) isResponse_Body() {}
@@ -670,6 +760,12 @@ func (*Response_DeleteTopics) isResponse_Body() {}
 func (*Response_DescribeTopics) isResponse_Body() {}
 
 func (*Response_InitProducerId) isResponse_Body() {}
+
+func (*Response_AlterConfigs) isResponse_Body() {}
+
+func (*Response_DeleteRecords) isResponse_Body() {}
+
+func (*Response_DescribePartitions) isResponse_Body() {}
 
 // HelloRequest opens a connection: the protocol versions the sender speaks.
 type HelloRequest struct {
@@ -1735,6 +1831,299 @@ func (x *InitProducerIdResponse) GetProducerEpoch() int32 {
 	return 0
 }
 
+// AlterConfigsRequest changes topic configurations through the metadata
+// group: per topic, keys to set and keys to put back to their defaults, all
+// or none. Answered once the change is applied on the answering node.
+type AlterConfigsRequest struct {
+	state         protoimpl.MessageState       `protogen:"open.v1"`
+	Topics        []*AlterConfigsRequest_Topic `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	TimeoutMs     int32                        `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterConfigsRequest) Reset() {
+	*x = AlterConfigsRequest{}
+	mi := &file_wire_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterConfigsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterConfigsRequest) ProtoMessage() {}
+
+func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterConfigsRequest.ProtoReflect.Descriptor instead.
+func (*AlterConfigsRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *AlterConfigsRequest) GetTopics() []*AlterConfigsRequest_Topic {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *AlterConfigsRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+// AlterConfigsResponse gives each topic's outcome and, on success, its whole
+// configuration as applied (sorted by name).
+type AlterConfigsResponse struct {
+	state         protoimpl.MessageState        `protogen:"open.v1"`
+	Topics        []*AlterConfigsResponse_Topic `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterConfigsResponse) Reset() {
+	*x = AlterConfigsResponse{}
+	mi := &file_wire_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterConfigsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterConfigsResponse) ProtoMessage() {}
+
+func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterConfigsResponse.ProtoReflect.Descriptor instead.
+func (*AlterConfigsResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *AlterConfigsResponse) GetTopics() []*AlterConfigsResponse_Topic {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+// DeleteRecordsRequest moves partitions' log start forward (Kafka's
+// DeleteRecords): every record below before_offset is deleted. Sent to each
+// partition's leader; answered once the trim is applied there.
+type DeleteRecordsRequest struct {
+	state         protoimpl.MessageState            `protogen:"open.v1"`
+	Partitions    []*DeleteRecordsRequest_Partition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	TimeoutMs     int32                             `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsRequest) Reset() {
+	*x = DeleteRecordsRequest{}
+	mi := &file_wire_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsRequest) ProtoMessage() {}
+
+func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsRequest.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *DeleteRecordsRequest) GetPartitions() []*DeleteRecordsRequest_Partition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *DeleteRecordsRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+// DeleteRecordsResponse gives each partition's log start after the trim.
+type DeleteRecordsResponse struct {
+	state         protoimpl.MessageState             `protogen:"open.v1"`
+	Partitions    []*DeleteRecordsResponse_Partition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsResponse) Reset() {
+	*x = DeleteRecordsResponse{}
+	mi := &file_wire_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsResponse) ProtoMessage() {}
+
+func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsResponse.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *DeleteRecordsResponse) GetPartitions() []*DeleteRecordsResponse_Partition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// DescribePartitionsRequest asks partition leaders for the state of their
+// logs (none named: every partition this node leads).
+type DescribePartitionsRequest struct {
+	state         protoimpl.MessageState                 `protogen:"open.v1"`
+	Partitions    []*DescribePartitionsRequest_Partition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribePartitionsRequest) Reset() {
+	*x = DescribePartitionsRequest{}
+	mi := &file_wire_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribePartitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribePartitionsRequest) ProtoMessage() {}
+
+func (x *DescribePartitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribePartitionsRequest.ProtoReflect.Descriptor instead.
+func (*DescribePartitionsRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *DescribePartitionsRequest) GetPartitions() []*DescribePartitionsRequest_Partition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// DescribePartitionsResponse gives, per partition, the leader's view of its
+// log: bytes on disk, offsets and the oldest retained timestamp.
+type DescribePartitionsResponse struct {
+	state         protoimpl.MessageState                  `protogen:"open.v1"`
+	Partitions    []*DescribePartitionsResponse_Partition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribePartitionsResponse) Reset() {
+	*x = DescribePartitionsResponse{}
+	mi := &file_wire_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribePartitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribePartitionsResponse) ProtoMessage() {}
+
+func (x *DescribePartitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribePartitionsResponse.ProtoReflect.Descriptor instead.
+func (*DescribePartitionsResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *DescribePartitionsResponse) GetPartitions() []*DescribePartitionsResponse_Partition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
 type MetadataResponse_Node struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1746,7 +2135,7 @@ type MetadataResponse_Node struct {
 
 func (x *MetadataResponse_Node) Reset() {
 	*x = MetadataResponse_Node{}
-	mi := &file_wire_proto_msgTypes[23]
+	mi := &file_wire_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1758,7 +2147,7 @@ func (x *MetadataResponse_Node) String() string {
 func (*MetadataResponse_Node) ProtoMessage() {}
 
 func (x *MetadataResponse_Node) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[23]
+	mi := &file_wire_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1808,7 +2197,7 @@ type MetadataResponse_Partition struct {
 
 func (x *MetadataResponse_Partition) Reset() {
 	*x = MetadataResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[24]
+	mi := &file_wire_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1820,7 +2209,7 @@ func (x *MetadataResponse_Partition) String() string {
 func (*MetadataResponse_Partition) ProtoMessage() {}
 
 func (x *MetadataResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[24]
+	mi := &file_wire_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +2274,7 @@ type MetadataResponse_Topic struct {
 
 func (x *MetadataResponse_Topic) Reset() {
 	*x = MetadataResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[25]
+	mi := &file_wire_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1897,7 +2286,7 @@ func (x *MetadataResponse_Topic) String() string {
 func (*MetadataResponse_Topic) ProtoMessage() {}
 
 func (x *MetadataResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[25]
+	mi := &file_wire_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1958,7 +2347,7 @@ type ProduceRequest_Partition struct {
 
 func (x *ProduceRequest_Partition) Reset() {
 	*x = ProduceRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[26]
+	mi := &file_wire_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1970,7 +2359,7 @@ func (x *ProduceRequest_Partition) String() string {
 func (*ProduceRequest_Partition) ProtoMessage() {}
 
 func (x *ProduceRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[26]
+	mi := &file_wire_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2048,7 +2437,7 @@ type ProduceResponse_Partition struct {
 
 func (x *ProduceResponse_Partition) Reset() {
 	*x = ProduceResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[27]
+	mi := &file_wire_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2060,7 +2449,7 @@ func (x *ProduceResponse_Partition) String() string {
 func (*ProduceResponse_Partition) ProtoMessage() {}
 
 func (x *ProduceResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[27]
+	mi := &file_wire_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2126,7 +2515,7 @@ type FetchRequest_Partition struct {
 
 func (x *FetchRequest_Partition) Reset() {
 	*x = FetchRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[28]
+	mi := &file_wire_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2138,7 +2527,7 @@ func (x *FetchRequest_Partition) String() string {
 func (*FetchRequest_Partition) ProtoMessage() {}
 
 func (x *FetchRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[28]
+	mi := &file_wire_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2200,7 +2589,7 @@ type FetchResponse_Batch struct {
 
 func (x *FetchResponse_Batch) Reset() {
 	*x = FetchResponse_Batch{}
-	mi := &file_wire_proto_msgTypes[29]
+	mi := &file_wire_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2212,7 +2601,7 @@ func (x *FetchResponse_Batch) String() string {
 func (*FetchResponse_Batch) ProtoMessage() {}
 
 func (x *FetchResponse_Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[29]
+	mi := &file_wire_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2263,7 +2652,7 @@ type FetchResponse_Partition struct {
 
 func (x *FetchResponse_Partition) Reset() {
 	*x = FetchResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[30]
+	mi := &file_wire_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2275,7 +2664,7 @@ func (x *FetchResponse_Partition) String() string {
 func (*FetchResponse_Partition) ProtoMessage() {}
 
 func (x *FetchResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[30]
+	mi := &file_wire_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2346,7 +2735,7 @@ type ListOffsetsRequest_Partition struct {
 
 func (x *ListOffsetsRequest_Partition) Reset() {
 	*x = ListOffsetsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[31]
+	mi := &file_wire_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2358,7 +2747,7 @@ func (x *ListOffsetsRequest_Partition) String() string {
 func (*ListOffsetsRequest_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[31]
+	mi := &file_wire_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2416,7 +2805,7 @@ type ListOffsetsResponse_Partition struct {
 
 func (x *ListOffsetsResponse_Partition) Reset() {
 	*x = ListOffsetsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[32]
+	mi := &file_wire_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2428,7 +2817,7 @@ func (x *ListOffsetsResponse_Partition) String() string {
 func (*ListOffsetsResponse_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[32]
+	mi := &file_wire_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2498,7 +2887,7 @@ type CreateTopicsRequest_Topic struct {
 
 func (x *CreateTopicsRequest_Topic) Reset() {
 	*x = CreateTopicsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[33]
+	mi := &file_wire_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2510,7 +2899,7 @@ func (x *CreateTopicsRequest_Topic) String() string {
 func (*CreateTopicsRequest_Topic) ProtoMessage() {}
 
 func (x *CreateTopicsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[33]
+	mi := &file_wire_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2567,7 +2956,7 @@ type DescribeTopicsResponse_Topic struct {
 
 func (x *DescribeTopicsResponse_Topic) Reset() {
 	*x = DescribeTopicsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[34]
+	mi := &file_wire_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2579,7 +2968,7 @@ func (x *DescribeTopicsResponse_Topic) String() string {
 func (*DescribeTopicsResponse_Topic) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[34]
+	mi := &file_wire_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2630,6 +3019,427 @@ func (x *DescribeTopicsResponse_Topic) GetConfigs() []*ConfigEntry {
 	return nil
 }
 
+type AlterConfigsRequest_Topic struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Sets          []*ConfigEntry         `protobuf:"bytes,2,rep,name=sets,proto3" json:"sets,omitempty"`
+	Deletes       []string               `protobuf:"bytes,3,rep,name=deletes,proto3" json:"deletes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterConfigsRequest_Topic) Reset() {
+	*x = AlterConfigsRequest_Topic{}
+	mi := &file_wire_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterConfigsRequest_Topic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterConfigsRequest_Topic) ProtoMessage() {}
+
+func (x *AlterConfigsRequest_Topic) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterConfigsRequest_Topic.ProtoReflect.Descriptor instead.
+func (*AlterConfigsRequest_Topic) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{23, 0}
+}
+
+func (x *AlterConfigsRequest_Topic) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AlterConfigsRequest_Topic) GetSets() []*ConfigEntry {
+	if x != nil {
+		return x.Sets
+	}
+	return nil
+}
+
+func (x *AlterConfigsRequest_Topic) GetDeletes() []string {
+	if x != nil {
+		return x.Deletes
+	}
+	return nil
+}
+
+type AlterConfigsResponse_Topic struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Error         *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Configs       []*ConfigEntry         `protobuf:"bytes,3,rep,name=configs,proto3" json:"configs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterConfigsResponse_Topic) Reset() {
+	*x = AlterConfigsResponse_Topic{}
+	mi := &file_wire_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterConfigsResponse_Topic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterConfigsResponse_Topic) ProtoMessage() {}
+
+func (x *AlterConfigsResponse_Topic) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterConfigsResponse_Topic.ProtoReflect.Descriptor instead.
+func (*AlterConfigsResponse_Topic) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{24, 0}
+}
+
+func (x *AlterConfigsResponse_Topic) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AlterConfigsResponse_Topic) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *AlterConfigsResponse_Topic) GetConfigs() []*ConfigEntry {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
+}
+
+type DeleteRecordsRequest_Partition struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// -1: the high-water mark (delete everything).
+	BeforeOffset  int64  `protobuf:"varint,3,opt,name=before_offset,json=beforeOffset,proto3" json:"before_offset,omitempty"`
+	TopicId       []byte `protobuf:"bytes,4,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsRequest_Partition) Reset() {
+	*x = DeleteRecordsRequest_Partition{}
+	mi := &file_wire_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsRequest_Partition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsRequest_Partition) ProtoMessage() {}
+
+func (x *DeleteRecordsRequest_Partition) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsRequest_Partition.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsRequest_Partition) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{25, 0}
+}
+
+func (x *DeleteRecordsRequest_Partition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DeleteRecordsRequest_Partition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DeleteRecordsRequest_Partition) GetBeforeOffset() int64 {
+	if x != nil {
+		return x.BeforeOffset
+	}
+	return 0
+}
+
+func (x *DeleteRecordsRequest_Partition) GetTopicId() []byte {
+	if x != nil {
+		return x.TopicId
+	}
+	return nil
+}
+
+type DeleteRecordsResponse_Partition struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Topic          string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition      int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Error          *Error                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	LogStartOffset int64                  `protobuf:"varint,4,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsResponse_Partition) Reset() {
+	*x = DeleteRecordsResponse_Partition{}
+	mi := &file_wire_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsResponse_Partition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsResponse_Partition) ProtoMessage() {}
+
+func (x *DeleteRecordsResponse_Partition) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsResponse_Partition.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsResponse_Partition) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{26, 0}
+}
+
+func (x *DeleteRecordsResponse_Partition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DeleteRecordsResponse_Partition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DeleteRecordsResponse_Partition) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *DeleteRecordsResponse_Partition) GetLogStartOffset() int64 {
+	if x != nil {
+		return x.LogStartOffset
+	}
+	return 0
+}
+
+type DescribePartitionsRequest_Partition struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribePartitionsRequest_Partition) Reset() {
+	*x = DescribePartitionsRequest_Partition{}
+	mi := &file_wire_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribePartitionsRequest_Partition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribePartitionsRequest_Partition) ProtoMessage() {}
+
+func (x *DescribePartitionsRequest_Partition) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribePartitionsRequest_Partition.ProtoReflect.Descriptor instead.
+func (*DescribePartitionsRequest_Partition) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{27, 0}
+}
+
+func (x *DescribePartitionsRequest_Partition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DescribePartitionsRequest_Partition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+type DescribePartitionsResponse_Partition struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Topic          string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition      int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Error          *Error                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	LogStartOffset int64                  `protobuf:"varint,4,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
+	HighWatermark  int64                  `protobuf:"varint,5,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
+	// Bytes of the partition's raft log segments on the leader.
+	SizeBytes int64 `protobuf:"varint,6,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// Largest record timestamp of the oldest retained batch (ms since the
+	// epoch; -1 when the log is empty): what retention.ms ages.
+	OldestTimestampMs int64 `protobuf:"varint,7,opt,name=oldest_timestamp_ms,json=oldestTimestampMs,proto3" json:"oldest_timestamp_ms,omitempty"`
+	Segments          int32 `protobuf:"varint,8,opt,name=segments,proto3" json:"segments,omitempty"`
+	// Raft index of the leader's raft snapshot (0: never compacted).
+	SnapshotIndex uint64 `protobuf:"varint,9,opt,name=snapshot_index,json=snapshotIndex,proto3" json:"snapshot_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribePartitionsResponse_Partition) Reset() {
+	*x = DescribePartitionsResponse_Partition{}
+	mi := &file_wire_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribePartitionsResponse_Partition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribePartitionsResponse_Partition) ProtoMessage() {}
+
+func (x *DescribePartitionsResponse_Partition) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribePartitionsResponse_Partition.ProtoReflect.Descriptor instead.
+func (*DescribePartitionsResponse_Partition) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{28, 0}
+}
+
+func (x *DescribePartitionsResponse_Partition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DescribePartitionsResponse_Partition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DescribePartitionsResponse_Partition) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *DescribePartitionsResponse_Partition) GetLogStartOffset() int64 {
+	if x != nil {
+		return x.LogStartOffset
+	}
+	return 0
+}
+
+func (x *DescribePartitionsResponse_Partition) GetHighWatermark() int64 {
+	if x != nil {
+		return x.HighWatermark
+	}
+	return 0
+}
+
+func (x *DescribePartitionsResponse_Partition) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *DescribePartitionsResponse_Partition) GetOldestTimestampMs() int64 {
+	if x != nil {
+		return x.OldestTimestampMs
+	}
+	return 0
+}
+
+func (x *DescribePartitionsResponse_Partition) GetSegments() int32 {
+	if x != nil {
+		return x.Segments
+	}
+	return 0
+}
+
+func (x *DescribePartitionsResponse_Partition) GetSnapshotIndex() uint64 {
+	if x != nil {
+		return x.SnapshotIndex
+	}
+	return 0
+}
+
 var File_wire_proto protoreflect.FileDescriptor
 
 const file_wire_proto_rawDesc = "" +
@@ -2642,7 +3452,7 @@ const file_wire_proto_rawDesc = "" +
 	"\tleader_id\x18\x03 \x01(\x04R\bleaderId\x12%\n" +
 	"\x0eleader_address\x18\x04 \x01(\tR\rleaderAddress\x12(\n" +
 	"\x10log_start_offset\x18\x05 \x01(\x03R\x0elogStartOffset\x12%\n" +
-	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\x86\x05\n" +
+	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xe7\x06\n" +
 	"\aRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12,\n" +
 	"\x05hello\x18\n" +
@@ -2654,9 +3464,12 @@ const file_wire_proto_rawDesc = "" +
 	"\rcreate_topics\x18\x0f \x01(\v2\x1b.strand.CreateTopicsRequestH\x00R\fcreateTopics\x12B\n" +
 	"\rdelete_topics\x18\x10 \x01(\v2\x1b.strand.DeleteTopicsRequestH\x00R\fdeleteTopics\x12H\n" +
 	"\x0fdescribe_topics\x18\x11 \x01(\v2\x1d.strand.DescribeTopicsRequestH\x00R\x0edescribeTopics\x12I\n" +
-	"\x10init_producer_id\x18\x12 \x01(\v2\x1d.strand.InitProducerIdRequestH\x00R\x0einitProducerId\x12'\n" +
+	"\x10init_producer_id\x18\x12 \x01(\v2\x1d.strand.InitProducerIdRequestH\x00R\x0einitProducerId\x12B\n" +
+	"\ralter_configs\x18\x13 \x01(\v2\x1b.strand.AlterConfigsRequestH\x00R\falterConfigs\x12E\n" +
+	"\x0edelete_records\x18\x14 \x01(\v2\x1c.strand.DeleteRecordsRequestH\x00R\rdeleteRecords\x12T\n" +
+	"\x13describe_partitions\x18\x15 \x01(\v2!.strand.DescribePartitionsRequestH\x00R\x12describePartitions\x12'\n" +
 	"\x04raft\x18\x1e \x01(\v2\x11.strand.RaftFrameH\x00R\x04raftB\x06\n" +
-	"\x04body\"\x8c\x05\n" +
+	"\x04body\"\xf0\x06\n" +
 	"\bResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12#\n" +
 	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\x12-\n" +
@@ -2669,7 +3482,10 @@ const file_wire_proto_rawDesc = "" +
 	"\rcreate_topics\x18\x0f \x01(\v2\x1c.strand.CreateTopicsResponseH\x00R\fcreateTopics\x12C\n" +
 	"\rdelete_topics\x18\x10 \x01(\v2\x1c.strand.DeleteTopicsResponseH\x00R\fdeleteTopics\x12I\n" +
 	"\x0fdescribe_topics\x18\x11 \x01(\v2\x1e.strand.DescribeTopicsResponseH\x00R\x0edescribeTopics\x12J\n" +
-	"\x10init_producer_id\x18\x12 \x01(\v2\x1e.strand.InitProducerIdResponseH\x00R\x0einitProducerIdB\x06\n" +
+	"\x10init_producer_id\x18\x12 \x01(\v2\x1e.strand.InitProducerIdResponseH\x00R\x0einitProducerId\x12C\n" +
+	"\ralter_configs\x18\x13 \x01(\v2\x1c.strand.AlterConfigsResponseH\x00R\falterConfigs\x12F\n" +
+	"\x0edelete_records\x18\x14 \x01(\v2\x1d.strand.DeleteRecordsResponseH\x00R\rdeleteRecords\x12U\n" +
+	"\x13describe_partitions\x18\x15 \x01(\v2\".strand.DescribePartitionsResponseH\x00R\x12describePartitionsB\x06\n" +
 	"\x04body\"\x8f\x01\n" +
 	"\fHelloRequest\x12\x1f\n" +
 	"\vversion_min\x18\x01 \x01(\rR\n" +
@@ -2829,7 +3645,63 @@ const file_wire_proto_rawDesc = "" +
 	"\x16InitProducerIdResponse\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch*\xaf\x05\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\"\xcf\x01\n" +
+	"\x13AlterConfigsRequest\x129\n" +
+	"\x06topics\x18\x01 \x03(\v2!.strand.AlterConfigsRequest.TopicR\x06topics\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\x1a^\n" +
+	"\x05Topic\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
+	"\x04sets\x18\x02 \x03(\v2\x13.strand.ConfigEntryR\x04sets\x12\x18\n" +
+	"\adeletes\x18\x03 \x03(\tR\adeletes\"\xc3\x01\n" +
+	"\x14AlterConfigsResponse\x12:\n" +
+	"\x06topics\x18\x01 \x03(\v2\".strand.AlterConfigsResponse.TopicR\x06topics\x1ao\n" +
+	"\x05Topic\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
+	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\x12-\n" +
+	"\aconfigs\x18\x03 \x03(\v2\x13.strand.ConfigEntryR\aconfigs\"\xfe\x01\n" +
+	"\x14DeleteRecordsRequest\x12F\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2&.strand.DeleteRecordsRequest.PartitionR\n" +
+	"partitions\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\x1a\x7f\n" +
+	"\tPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
+	"\rbefore_offset\x18\x03 \x01(\x03R\fbeforeOffset\x12\x19\n" +
+	"\btopic_id\x18\x04 \x01(\fR\atopicId\"\xf1\x01\n" +
+	"\x15DeleteRecordsResponse\x12G\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2'.strand.DeleteRecordsResponse.PartitionR\n" +
+	"partitions\x1a\x8e\x01\n" +
+	"\tPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
+	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error\x12(\n" +
+	"\x10log_start_offset\x18\x04 \x01(\x03R\x0elogStartOffset\"\xa9\x01\n" +
+	"\x19DescribePartitionsRequest\x12K\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2+.strand.DescribePartitionsRequest.PartitionR\n" +
+	"partitions\x1a?\n" +
+	"\tPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\xb4\x03\n" +
+	"\x1aDescribePartitionsResponse\x12L\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2,.strand.DescribePartitionsResponse.PartitionR\n" +
+	"partitions\x1a\xc7\x02\n" +
+	"\tPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
+	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error\x12(\n" +
+	"\x10log_start_offset\x18\x04 \x01(\x03R\x0elogStartOffset\x12%\n" +
+	"\x0ehigh_watermark\x18\x05 \x01(\x03R\rhighWatermark\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x06 \x01(\x03R\tsizeBytes\x12.\n" +
+	"\x13oldest_timestamp_ms\x18\a \x01(\x03R\x11oldestTimestampMs\x12\x1a\n" +
+	"\bsegments\x18\b \x01(\x05R\bsegments\x12%\n" +
+	"\x0esnapshot_index\x18\t \x01(\x04R\rsnapshotIndex*\xaf\x05\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +
@@ -2867,45 +3739,57 @@ func file_wire_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_wire_proto_goTypes = []any{
-	(ErrorCode)(0),                        // 0: strand.ErrorCode
-	(*Error)(nil),                         // 1: strand.Error
-	(*Request)(nil),                       // 2: strand.Request
-	(*Response)(nil),                      // 3: strand.Response
-	(*HelloRequest)(nil),                  // 4: strand.HelloRequest
-	(*HelloResponse)(nil),                 // 5: strand.HelloResponse
-	(*MetadataRequest)(nil),               // 6: strand.MetadataRequest
-	(*MetadataResponse)(nil),              // 7: strand.MetadataResponse
-	(*ProduceRequest)(nil),                // 8: strand.ProduceRequest
-	(*ProduceResponse)(nil),               // 9: strand.ProduceResponse
-	(*FetchRequest)(nil),                  // 10: strand.FetchRequest
-	(*FetchResponse)(nil),                 // 11: strand.FetchResponse
-	(*ListOffsetsRequest)(nil),            // 12: strand.ListOffsetsRequest
-	(*ListOffsetsResponse)(nil),           // 13: strand.ListOffsetsResponse
-	(*ConfigEntry)(nil),                   // 14: strand.ConfigEntry
-	(*CreateTopicsRequest)(nil),           // 15: strand.CreateTopicsRequest
-	(*TopicResult)(nil),                   // 16: strand.TopicResult
-	(*CreateTopicsResponse)(nil),          // 17: strand.CreateTopicsResponse
-	(*DeleteTopicsRequest)(nil),           // 18: strand.DeleteTopicsRequest
-	(*DeleteTopicsResponse)(nil),          // 19: strand.DeleteTopicsResponse
-	(*DescribeTopicsRequest)(nil),         // 20: strand.DescribeTopicsRequest
-	(*DescribeTopicsResponse)(nil),        // 21: strand.DescribeTopicsResponse
-	(*InitProducerIdRequest)(nil),         // 22: strand.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil),        // 23: strand.InitProducerIdResponse
-	(*MetadataResponse_Node)(nil),         // 24: strand.MetadataResponse.Node
-	(*MetadataResponse_Partition)(nil),    // 25: strand.MetadataResponse.Partition
-	(*MetadataResponse_Topic)(nil),        // 26: strand.MetadataResponse.Topic
-	(*ProduceRequest_Partition)(nil),      // 27: strand.ProduceRequest.Partition
-	(*ProduceResponse_Partition)(nil),     // 28: strand.ProduceResponse.Partition
-	(*FetchRequest_Partition)(nil),        // 29: strand.FetchRequest.Partition
-	(*FetchResponse_Batch)(nil),           // 30: strand.FetchResponse.Batch
-	(*FetchResponse_Partition)(nil),       // 31: strand.FetchResponse.Partition
-	(*ListOffsetsRequest_Partition)(nil),  // 32: strand.ListOffsetsRequest.Partition
-	(*ListOffsetsResponse_Partition)(nil), // 33: strand.ListOffsetsResponse.Partition
-	(*CreateTopicsRequest_Topic)(nil),     // 34: strand.CreateTopicsRequest.Topic
-	(*DescribeTopicsResponse_Topic)(nil),  // 35: strand.DescribeTopicsResponse.Topic
-	(*RaftFrame)(nil),                     // 36: strand.RaftFrame
+	(ErrorCode)(0),                               // 0: strand.ErrorCode
+	(*Error)(nil),                                // 1: strand.Error
+	(*Request)(nil),                              // 2: strand.Request
+	(*Response)(nil),                             // 3: strand.Response
+	(*HelloRequest)(nil),                         // 4: strand.HelloRequest
+	(*HelloResponse)(nil),                        // 5: strand.HelloResponse
+	(*MetadataRequest)(nil),                      // 6: strand.MetadataRequest
+	(*MetadataResponse)(nil),                     // 7: strand.MetadataResponse
+	(*ProduceRequest)(nil),                       // 8: strand.ProduceRequest
+	(*ProduceResponse)(nil),                      // 9: strand.ProduceResponse
+	(*FetchRequest)(nil),                         // 10: strand.FetchRequest
+	(*FetchResponse)(nil),                        // 11: strand.FetchResponse
+	(*ListOffsetsRequest)(nil),                   // 12: strand.ListOffsetsRequest
+	(*ListOffsetsResponse)(nil),                  // 13: strand.ListOffsetsResponse
+	(*ConfigEntry)(nil),                          // 14: strand.ConfigEntry
+	(*CreateTopicsRequest)(nil),                  // 15: strand.CreateTopicsRequest
+	(*TopicResult)(nil),                          // 16: strand.TopicResult
+	(*CreateTopicsResponse)(nil),                 // 17: strand.CreateTopicsResponse
+	(*DeleteTopicsRequest)(nil),                  // 18: strand.DeleteTopicsRequest
+	(*DeleteTopicsResponse)(nil),                 // 19: strand.DeleteTopicsResponse
+	(*DescribeTopicsRequest)(nil),                // 20: strand.DescribeTopicsRequest
+	(*DescribeTopicsResponse)(nil),               // 21: strand.DescribeTopicsResponse
+	(*InitProducerIdRequest)(nil),                // 22: strand.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil),               // 23: strand.InitProducerIdResponse
+	(*AlterConfigsRequest)(nil),                  // 24: strand.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),                 // 25: strand.AlterConfigsResponse
+	(*DeleteRecordsRequest)(nil),                 // 26: strand.DeleteRecordsRequest
+	(*DeleteRecordsResponse)(nil),                // 27: strand.DeleteRecordsResponse
+	(*DescribePartitionsRequest)(nil),            // 28: strand.DescribePartitionsRequest
+	(*DescribePartitionsResponse)(nil),           // 29: strand.DescribePartitionsResponse
+	(*MetadataResponse_Node)(nil),                // 30: strand.MetadataResponse.Node
+	(*MetadataResponse_Partition)(nil),           // 31: strand.MetadataResponse.Partition
+	(*MetadataResponse_Topic)(nil),               // 32: strand.MetadataResponse.Topic
+	(*ProduceRequest_Partition)(nil),             // 33: strand.ProduceRequest.Partition
+	(*ProduceResponse_Partition)(nil),            // 34: strand.ProduceResponse.Partition
+	(*FetchRequest_Partition)(nil),               // 35: strand.FetchRequest.Partition
+	(*FetchResponse_Batch)(nil),                  // 36: strand.FetchResponse.Batch
+	(*FetchResponse_Partition)(nil),              // 37: strand.FetchResponse.Partition
+	(*ListOffsetsRequest_Partition)(nil),         // 38: strand.ListOffsetsRequest.Partition
+	(*ListOffsetsResponse_Partition)(nil),        // 39: strand.ListOffsetsResponse.Partition
+	(*CreateTopicsRequest_Topic)(nil),            // 40: strand.CreateTopicsRequest.Topic
+	(*DescribeTopicsResponse_Topic)(nil),         // 41: strand.DescribeTopicsResponse.Topic
+	(*AlterConfigsRequest_Topic)(nil),            // 42: strand.AlterConfigsRequest.Topic
+	(*AlterConfigsResponse_Topic)(nil),           // 43: strand.AlterConfigsResponse.Topic
+	(*DeleteRecordsRequest_Partition)(nil),       // 44: strand.DeleteRecordsRequest.Partition
+	(*DeleteRecordsResponse_Partition)(nil),      // 45: strand.DeleteRecordsResponse.Partition
+	(*DescribePartitionsRequest_Partition)(nil),  // 46: strand.DescribePartitionsRequest.Partition
+	(*DescribePartitionsResponse_Partition)(nil), // 47: strand.DescribePartitionsResponse.Partition
+	(*RaftFrame)(nil),                            // 48: strand.RaftFrame
 }
 var file_wire_proto_depIdxs = []int32{
 	0,  // 0: strand.Error.code:type_name -> strand.ErrorCode
@@ -2918,45 +3802,62 @@ var file_wire_proto_depIdxs = []int32{
 	18, // 7: strand.Request.delete_topics:type_name -> strand.DeleteTopicsRequest
 	20, // 8: strand.Request.describe_topics:type_name -> strand.DescribeTopicsRequest
 	22, // 9: strand.Request.init_producer_id:type_name -> strand.InitProducerIdRequest
-	36, // 10: strand.Request.raft:type_name -> strand.RaftFrame
-	1,  // 11: strand.Response.error:type_name -> strand.Error
-	5,  // 12: strand.Response.hello:type_name -> strand.HelloResponse
-	7,  // 13: strand.Response.metadata:type_name -> strand.MetadataResponse
-	9,  // 14: strand.Response.produce:type_name -> strand.ProduceResponse
-	11, // 15: strand.Response.fetch:type_name -> strand.FetchResponse
-	13, // 16: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
-	17, // 17: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
-	19, // 18: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
-	21, // 19: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
-	23, // 20: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
-	24, // 21: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
-	26, // 22: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
-	27, // 23: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
-	28, // 24: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
-	29, // 25: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
-	31, // 26: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
-	32, // 27: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
-	33, // 28: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
-	34, // 29: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
-	1,  // 30: strand.TopicResult.error:type_name -> strand.Error
-	16, // 31: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
-	16, // 32: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
-	35, // 33: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
-	1,  // 34: strand.MetadataResponse.Partition.error:type_name -> strand.Error
-	1,  // 35: strand.MetadataResponse.Topic.error:type_name -> strand.Error
-	25, // 36: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
-	1,  // 37: strand.ProduceResponse.Partition.error:type_name -> strand.Error
-	1,  // 38: strand.FetchResponse.Partition.error:type_name -> strand.Error
-	30, // 39: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
-	1,  // 40: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
-	14, // 41: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
-	1,  // 42: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
-	14, // 43: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	44, // [44:44] is the sub-list for method output_type
-	44, // [44:44] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	24, // 10: strand.Request.alter_configs:type_name -> strand.AlterConfigsRequest
+	26, // 11: strand.Request.delete_records:type_name -> strand.DeleteRecordsRequest
+	28, // 12: strand.Request.describe_partitions:type_name -> strand.DescribePartitionsRequest
+	48, // 13: strand.Request.raft:type_name -> strand.RaftFrame
+	1,  // 14: strand.Response.error:type_name -> strand.Error
+	5,  // 15: strand.Response.hello:type_name -> strand.HelloResponse
+	7,  // 16: strand.Response.metadata:type_name -> strand.MetadataResponse
+	9,  // 17: strand.Response.produce:type_name -> strand.ProduceResponse
+	11, // 18: strand.Response.fetch:type_name -> strand.FetchResponse
+	13, // 19: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
+	17, // 20: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
+	19, // 21: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
+	21, // 22: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
+	23, // 23: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
+	25, // 24: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
+	27, // 25: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
+	29, // 26: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
+	30, // 27: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
+	32, // 28: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
+	33, // 29: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
+	34, // 30: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
+	35, // 31: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
+	37, // 32: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
+	38, // 33: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
+	39, // 34: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
+	40, // 35: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
+	1,  // 36: strand.TopicResult.error:type_name -> strand.Error
+	16, // 37: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
+	16, // 38: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
+	41, // 39: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
+	42, // 40: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
+	43, // 41: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
+	44, // 42: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
+	45, // 43: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
+	46, // 44: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
+	47, // 45: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
+	1,  // 46: strand.MetadataResponse.Partition.error:type_name -> strand.Error
+	1,  // 47: strand.MetadataResponse.Topic.error:type_name -> strand.Error
+	31, // 48: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
+	1,  // 49: strand.ProduceResponse.Partition.error:type_name -> strand.Error
+	1,  // 50: strand.FetchResponse.Partition.error:type_name -> strand.Error
+	36, // 51: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
+	1,  // 52: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
+	14, // 53: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
+	1,  // 54: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
+	14, // 55: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	14, // 56: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
+	1,  // 57: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
+	14, // 58: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	1,  // 59: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
+	1,  // 60: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
+	61, // [61:61] is the sub-list for method output_type
+	61, // [61:61] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -2975,6 +3876,9 @@ func file_wire_proto_init() {
 		(*Request_DeleteTopics)(nil),
 		(*Request_DescribeTopics)(nil),
 		(*Request_InitProducerId)(nil),
+		(*Request_AlterConfigs)(nil),
+		(*Request_DeleteRecords)(nil),
+		(*Request_DescribePartitions)(nil),
 		(*Request_Raft)(nil),
 	}
 	file_wire_proto_msgTypes[2].OneofWrappers = []any{
@@ -2987,6 +3891,9 @@ func file_wire_proto_init() {
 		(*Response_DeleteTopics)(nil),
 		(*Response_DescribeTopics)(nil),
 		(*Response_InitProducerId)(nil),
+		(*Response_AlterConfigs)(nil),
+		(*Response_DeleteRecords)(nil),
+		(*Response_DescribePartitions)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2994,7 +3901,7 @@ func file_wire_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   35,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
