@@ -339,3 +339,37 @@ func (p *Partition) IndexSince(from int64) []BatchLocation {
 	}
 	return p.batches[from-p.indexBase:]
 }
+
+// FirstBatchFrom returns the first indexed batch whose raft entry is at or
+// after raftIndex, found in O(log n); false when there is none. Retention
+// turns a segment boundary of the raft log into a log start offset with it.
+func (p *Partition) FirstBatchFrom(raftIndex uint64) (BatchLocation, bool) {
+	live := p.batches[p.head:]
+	i := sort.Search(len(live), func(i int) bool { return live[i].RaftIndex >= raftIndex })
+	if i == len(live) {
+		return BatchLocation{}, false
+	}
+	return live[i], true
+}
+
+// LastBatchThrough returns the last indexed batch whose raft entry is at or
+// before raftIndex; false when there is none. Its MaxTimestampMs is the
+// newest record timestamp of every retained batch up to raftIndex (a
+// running maximum), which retention.ms ages.
+func (p *Partition) LastBatchThrough(raftIndex uint64) (BatchLocation, bool) {
+	live := p.batches[p.head:]
+	i := sort.Search(len(live), func(i int) bool { return live[i].RaftIndex > raftIndex })
+	if i == 0 {
+		return BatchLocation{}, false
+	}
+	return live[i-1], true
+}
+
+// OldestTimestampMs is the largest record timestamp of the first retained
+// batch, -1 when none is indexed: the age retention.ms judges.
+func (p *Partition) OldestTimestampMs() int64 {
+	if p.head == len(p.batches) {
+		return -1
+	}
+	return p.batches[p.head].MaxTimestampMs
+}

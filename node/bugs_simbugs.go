@@ -50,7 +50,31 @@ type Bugs struct {
 	// RestoreIndexTimes restores a partition's offset index with each
 	// batch's max timestamp read as its append time.
 	RestoreIndexTimes bool
+	// CompactPastStart compacts one segment too many: the one holding the
+	// first retained batch goes too, above the agreed log start.
+	CompactPastStart bool
+	// StaleSnapshot builds a compaction snapshot without replaying the
+	// entries since the previous one (each applied as empty): a follower
+	// that installs it holds a state older than the log it continues.
+	StaleSnapshot bool
 }
+
+// bugCompactLimit (CompactPastStart) raises a compaction's limit to the
+// last index of the segment holding limit+1, the first retained batch.
+func (c *Core) bugCompactLimit(g *group, limit uint64) uint64 {
+	if !c.cfg.Bugs.CompactPastStart {
+		return limit
+	}
+	for _, s := range g.log.Segments(nil) {
+		if s.Base <= limit+1 && limit+1 <= s.Last && s.Last <= g.appliedRaft {
+			return s.Last
+		}
+	}
+	return limit
+}
+
+// bugReplayEmpty (StaleSnapshot) replays every entry as empty.
+func (c *Core) bugReplayEmpty() bool { return c.cfg.Bugs.StaleSnapshot }
 
 // bugRestoreIndexTimes (RestoreIndexTimes) rebuilds a partition just
 // restored from its checkpoint with every index entry's MaxTimestampMs

@@ -78,6 +78,13 @@ type Config struct {
 	// PendingRequestsMax bounds the produces and fetches waiting in one
 	// group (default 4096); beyond it requests fail with ErrBusy.
 	PendingRequestsMax int
+	// RetentionCheckTicks: every this many ticks a replica rolls an old
+	// segment, starts a compaction and, as leader, applies retention
+	// (default 100).
+	RetentionCheckTicks int
+	// SegmentAgeMax caps every topic's segment.ms (0: no cap); `strand
+	// dev` sets it low so retention shows within a minute.
+	SegmentAgeMax time.Duration
 	// Observer, when set, sees every entry a replica applies.
 	Observer ApplyObserver
 	// SyncLogs runs the log syncs of one Ready round and returns the error

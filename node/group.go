@@ -58,6 +58,8 @@ type group struct {
 	indexKnown   bool
 	indexWritten int64
 	indexFreed   int64
+	// ret is the replica's retention and compaction state (retention.go).
+	ret retentionState
 	// leaderTerm is the term in which this replica was last seen leading,
 	// 0 when it was not leading at the last check.
 	leaderTerm uint64

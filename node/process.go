@@ -112,8 +112,9 @@ func (c *Core) processRound() (int, error) {
 func (c *Core) persist(gr *groupReady) error {
 	g, rd := gr.g, &gr.rd
 	if !raft.IsEmptySnap(rd.Snapshot) {
-		// Never sent: logs are not compacted and Receive drops MsgSnap.
-		panic(fmt.Sprintf("node: %s/%d: raft snapshot in Ready; snapshots are not supported", g.tp.Topic, g.tp.Partition))
+		if err := c.installSnapshot(g, rd.Snapshot); err != nil {
+			return err
+		}
 	}
 	hs := rd.HardState
 	if raft.IsEmptyHardState(hs) {
@@ -184,10 +185,7 @@ func (c *Core) queueMessages(g *group, msgs []*raftpb.Message) {
 			continue
 		}
 		if m.GetType() == raftpb.MsgSnap {
-			// No snapshot streaming: tell raft it failed so the follower
-			// goes back to probing (unreachable with uncompacted logs).
-			g.raw.ReportSnapshot(uint64(to), raft.SnapshotFailure)
-			continue
+			c.sentSnapshot(g, to)
 		}
 		f := c.frameTo(to)
 		f.messages = append(f.messages, sizeRaftMessage(g.wire, g.tp.Partition, m))

@@ -22,6 +22,11 @@ type Stats struct {
 	FramesSent           uint64
 	Syncs                uint64 // log syncs of the Ready cycle
 	Checkpoints          uint64 // engine checkpoints written
+	SegmentRolls         uint64 // segments rolled by age (segment.ms)
+	TrimsProposed        uint64 // TRIM entries proposed by retention as leader
+	Compactions          uint64 // raft log compactions behind a snapshot
+	SnapshotsSent        uint64 // raft snapshots sent to lagging followers
+	SnapshotsInstalled   uint64 // raft snapshots installed from a leader
 }
 
 // Stats returns the counters so far.
@@ -110,9 +115,11 @@ func (c *Core) saneMessage(g *group, from NodeID, m *raftpb.Message) bool {
 		return err == nil && m.GetIndex() <= last && m.GetRejectHint() <= last
 	case raftpb.MsgVote, raftpb.MsgVoteResp, raftpb.MsgPreVote, raftpb.MsgPreVoteResp, raftpb.MsgHeartbeatResp:
 		return len(m.GetEntries()) == 0 && m.GetSnapshot() == nil
+	case raftpb.MsgSnap:
+		return saneSnapshot(g, m)
 	default:
-		// Proposal and read forwarding, leader transfer and snapshots are
-		// not used between Strand nodes (see DESIGN: left out).
+		// Proposal and read forwarding and leader transfer are not used
+		// between Strand nodes (see DESIGN: left out).
 		return false
 	}
 }
@@ -184,6 +191,7 @@ func (c *Core) Tick() {
 		c.maybeRegister()
 		c.maybeReportLeaders()
 	}
+	c.retentionTick()
 	c.expireSessions()
 }
 
