@@ -317,12 +317,21 @@ func devDataDir(named string) (string, func(), error) {
 	return dir, func() { os.RemoveAll(dir) }, nil
 }
 
+// A dev cluster caps every topic's segment.bytes and segment.ms, so that
+// retention shows within a minute on a laptop (a segment is deleted only
+// once it is no longer the active one).
+const (
+	devSegmentBytesMax = 1 << 20
+	devSegmentAgeMax   = 10 * time.Second
+)
+
 // startDevNodes starts every node; on failure it stops those started.
 func startDevNodes(nodes []node.Peer, dir string, nf nodeFlags, logger *slog.Logger) ([]*server.Server, error) {
 	var rts []*server.Server
 	for _, p := range nodes {
 		rt, err := server.Start(server.Config{
-			Core:    node.Config{ID: p.ID, Nodes: nodes},
+			Core: node.Config{ID: p.ID, Nodes: nodes,
+				SegmentBytesMax: devSegmentBytesMax, SegmentAgeMax: devSegmentAgeMax},
 			DataDir: filepath.Join(dir, fmt.Sprintf("node-%d", p.ID)),
 			Listen:  p.Address, Tick: nf.tick, StatsInterval: nf.stats, Logger: logger,
 		})

@@ -146,9 +146,7 @@ func (c *TopicConfig) set(key, value string) error {
 // do instead. Setting such a key is refused: a topic must not report a
 // setting it does not have. A key leaves this table in the change that
 // enforces it.
-var notEnforced = map[string]string{
-	ConfigCleanupPolicy: "only delete (retention) runs; compaction is not built yet",
-}
+var notEnforced = map[string]string{}
 
 // checkEnforced refuses key as just set in c when the nodes would not
 // honour it. max.message.bytes is enforced only at its maximum: every
@@ -157,6 +155,10 @@ var notEnforced = map[string]string{
 func checkEnforced(key string, c TopicConfig) error {
 	if why, ok := notEnforced[key]; ok {
 		return fmt.Errorf("%w: %s is not enforced yet (%s); leave it unset", ErrInvalidConfig, key, why)
+	}
+	if key == ConfigCleanupPolicy && c.CleanupPolicy != CleanupDelete {
+		return fmt.Errorf("%w: %s %s is not enforced yet (only delete runs: compaction is not built); leave it unset",
+			ErrInvalidConfig, key, c.CleanupPolicy)
 	}
 	if key == ConfigMaxMessageBytes && c.MaxMessageBytes != MaxMessageBytesMax {
 		return fmt.Errorf("%w: %s below %d is not enforced yet (every topic takes records up to %d bytes); leave it unset",

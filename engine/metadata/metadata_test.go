@@ -250,7 +250,7 @@ func TestAlterTopicConfig(t *testing.T) {
 	a.nodes(1)
 	a.ok(EncodeCreateTopic("t", 1, 1, nil))
 	for _, e := range []ConfigEntry{
-		{ConfigCleanupPolicy, "compact"}, {ConfigCleanupPolicy, "delete"}, {ConfigMaxMessageBytes, "1000"},
+		{ConfigCleanupPolicy, "compact"}, {ConfigMaxMessageBytes, "1000"},
 	} {
 		r := a.do(EncodeAlterTopicConfig("t", []ConfigEntry{e}, nil))
 		if !errors.Is(r.Err, ErrInvalidConfig) || !strings.Contains(r.Err.Error(), e.Name+" ") ||
@@ -260,6 +260,7 @@ func TestAlterTopicConfig(t *testing.T) {
 	}
 	r := a.ok(EncodeAlterTopicConfig("t", []ConfigEntry{
 		{ConfigRetentionMs, "60000"}, {ConfigRetentionBytes, "1073741824"}, {ConfigSegmentBytes, "4096"}, {ConfigSegmentMs, "1000"},
+		{ConfigCleanupPolicy, "delete"},
 	}, nil))
 	want := DefaultTopicConfig()
 	want.RetentionMs, want.RetentionBytes, want.SegmentBytes, want.SegmentMs = 60000, 1<<30, 4096, 1000
@@ -293,15 +294,16 @@ func TestAlterTopicConfig(t *testing.T) {
 	}
 }
 
-// TestEnforced shows which stored values the nodes honour: everything but
-// cleanup.policy (only delete runs); describe marks the others.
+// TestEnforced shows which stored values the nodes honour: every default
+// (cleanup.policy=compact and a smaller max.message.bytes are not);
+// describe marks the others.
 func TestEnforced(t *testing.T) {
 	for _, e := range DefaultTopicConfig().Entries() {
-		if got, want := Enforced(e.Name, e.Value), e.Name != ConfigCleanupPolicy; got != want {
+		if got, want := Enforced(e.Name, e.Value), true; got != want {
 			t.Errorf("Enforced(%s, %s) = %v, want %v", e.Name, e.Value, got, want)
 		}
 	}
-	if Enforced(ConfigMaxMessageBytes, "1000") || Enforced("nope", "1") {
+	if Enforced(ConfigMaxMessageBytes, "1000") || Enforced(ConfigCleanupPolicy, "compact") || Enforced("nope", "1") {
 		t.Errorf("a smaller max.message.bytes or an unknown key counted as enforced")
 	}
 }

@@ -40,8 +40,8 @@ type configCase struct {
 	apply func(*TopicConfig) // nil: invalid
 }
 
-// cleanup.policy, which the nodes do not enforce yet, is refused whatever
-// its value, and max.message.bytes everywhere but its enforced maximum
+// cleanup.policy=compact, which the nodes do not enforce yet, is refused,
+// and max.message.bytes everywhere but its enforced maximum
 // (checkEnforced); retention and segment keys are taken within range.
 var configCases = []configCase{
 	{ConfigEntry{ConfigRetentionMs, "1000"}, func(c *TopicConfig) { c.RetentionMs = 1000 }},
@@ -53,7 +53,7 @@ var configCases = []configCase{
 	{ConfigEntry{ConfigSegmentMs, "5000"}, func(c *TopicConfig) { c.SegmentMs = 5000 }},
 	{ConfigEntry{ConfigSegmentMs, "0"}, nil},
 	{ConfigEntry{ConfigCleanupPolicy, "compact"}, nil},
-	{ConfigEntry{ConfigCleanupPolicy, "delete"}, nil},
+	{ConfigEntry{ConfigCleanupPolicy, "delete"}, func(c *TopicConfig) { c.CleanupPolicy = CleanupDelete }},
 	{ConfigEntry{ConfigCleanupPolicy, "x"}, nil},
 	{ConfigEntry{ConfigMaxMessageBytes, "512"}, nil},
 	{ConfigEntry{ConfigMaxMessageBytes, "1048576"}, func(c *TopicConfig) { c.MaxMessageBytes = MaxMessageBytesMax }},
