@@ -161,6 +161,9 @@ func logOperations(ops []Op, drained func(TopicPartition) bool, clients *clientI
 			} else {
 				// An instant at the call that adds a credit (see logmodel.go).
 				res.produce = produceUnseen
+				if drained(op.TP) {
+					in.spendBelow = startMax[op.TP]
+				}
 				out = append(out, porcupineOp(op, in, res, false, clients))
 				out[len(out)-1].Return = op.Call
 				continue

@@ -220,6 +220,12 @@ type GroupStatus struct {
 	// same applied index must report the same digest, so the simulator
 	// compares them at every index.
 	Digest uint64
+	// TailDigest hashes the state but the log start and the offset index
+	// (engine.Partition.TailDigest): a replica that installed a raft
+	// snapshot holds fewer batches below the agreed log start until it
+	// applies the TRIM the snapshot anticipates, and is compared by it
+	// meanwhile.
+	TailDigest uint64
 }
 
 // ApplyObserver, when set in Config, sees every entry a replica applies, in

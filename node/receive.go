@@ -227,6 +227,7 @@ func (c *Core) Status() []GroupStatus {
 		st.HighWatermark = g.part.HighWatermark()
 		st.LogStartOffset = g.part.LogStartOffset()
 		st.Digest = g.part.Digest()
+		st.TailDigest = g.part.TailDigest()
 		out = append(out, st)
 	}
 	return out

@@ -129,6 +129,8 @@ var CoverageExpected = []string{
 	"event/multi-record-batch", "event/fetch-inside-batch", "event/fetch-over-budget", "event/large-record",
 	"event/produce-acks0", "event/produce-acks1", "event/list-offsets", "event/list-offsets-time",
 	"event/describe-topics",
+	"event/trim-proposed", "event/compaction", "event/snapshot-sent", "event/snapshot-installed",
+	"event/segment-roll-age", "event/fetch-below-log-start", "digest/snapshot-window",
 }
 
 // coverageGaps are names the table lists although the workload cannot make

@@ -84,6 +84,10 @@ type Faults struct {
 	// right after it took proposals, three times over: followers collect
 	// uncommitted tails from several leaders and must truncate them.
 	LeaderChain int
+	// IsolateFollower cuts one follower of a partition off for longer than
+	// RetentionMs: long enough for retention to move the leader's log
+	// start past it, so it must catch up by raft snapshot.
+	IsolateFollower int
 	// TickDriftPercent, when > 0, makes each node's ticks run up to this
 	// many percent fast or slow (drawn per node for the run).
 	TickDriftPercent int
@@ -146,6 +150,15 @@ type Options struct {
 	// reference replay (digests.go); off, replicas are compared by
 	// high-water mark only.
 	DigestChecks bool
+	// RetentionMs, RetentionBytes and SegmentMs are the topics' retention
+	// configs (retention.ms, retention.bytes, segment.ms; 0: the topic
+	// default), short enough that trims, compactions and snapshot
+	// catch-ups happen in every run. RetentionCheckTicks is every node's
+	// node.Config.RetentionCheckTicks.
+	RetentionMs         int64
+	RetentionBytes      int64
+	SegmentMs           int64
+	RetentionCheckTicks int
 }
 
 // DefaultAuditOneIn is Standard's AuditOneIn: sampled to keep the run
@@ -214,6 +227,12 @@ func Choose(o Options) Options {
 	if r.IntN(3) == 0 {
 		o.LogTailCacheBytesMax = -1
 	}
+	// Drawn last, so the draws above stay what they were.
+	o.RetentionMs = pick[int64](r, 1500, 3000, 6000)
+	o.RetentionBytes = pick[int64](r, -1, 24<<10, 64<<10, 160<<10)
+	o.SegmentMs = pick[int64](r, 300, 700, 1500)
+	o.RetentionCheckTicks = int(pick(r, 10, 20, 50))
+	f.IsolateFollower = int(pick(r, 2, 4, 8))
 	return o
 }
 
@@ -226,6 +245,8 @@ func (o Options) String() string {
 	fmt.Fprintf(&b, "seed=%d profile=%s nodes=%d partitions=%d rf=%d ops=%d", o.Seed, o.Profile,
 		o.Nodes, o.Partitions, o.Replication, o.Ops)
 	fmt.Fprintf(&b, " checkpoint=%d segment=%d", o.CheckpointEntries, o.SegmentBytesMax)
+	fmt.Fprintf(&b, " retention{ms=%d bytes=%d segment.ms=%d check=%d}", o.RetentionMs, o.RetentionBytes, o.SegmentMs,
+		o.RetentionCheckTicks)
 	fmt.Fprintf(&b, " latency=%v..%v jitter=%v drop=%g dup=%g", o.LatencyMin, o.LatencyMax, o.Jitter,
 		o.DropRate, o.DupRate)
 	f := o.Faults
@@ -234,7 +255,7 @@ func (o Options) String() string {
 	fmt.Fprintf(&b, " powercut=%d wipe=%d clockjump=%d crashleader=%d", f.PowerCut, f.Wipe, f.ClockJump, f.CrashLeader)
 	fmt.Fprintf(&b, " kill=%d cutround=%d cutrecovery=%d rolling=%g", f.Kill, f.PowerCutRound, f.PowerCutRecovery,
 		f.RollingRestartAfter)
-	fmt.Fprintf(&b, " pause=%d chain=%d drift=%d%%", f.Pause, f.LeaderChain, f.TickDriftPercent)
+	fmt.Fprintf(&b, " pause=%d chain=%d drift=%d%% isolatefollower=%d", f.Pause, f.LeaderChain, f.TickDriftPercent, f.IsolateFollower)
 	if o.LogTailCacheBytesMax < 0 {
 		b.WriteString(" tailcache=off")
 	}
