@@ -111,8 +111,10 @@ func (m *model) produce(p Producer, count int32, appendTimeMs, maxTs int64) stri
 // trim moves the model's log start.
 func (m *model) trim(offset, nowMs int64) {
 	m.applied++
-	m.seeded = false
 	offset = min(offset, m.next)
+	if offset == m.next {
+		m.seeded = false
+	}
 	for id, st := range m.producers {
 		if last := st.batches[len(st.batches)-1]; last.offset+int64(last.count) <= offset && st.lastAppend <= nowMs-ProducerExpirationMs {
 			delete(m.producers, id)

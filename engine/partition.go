@@ -90,8 +90,8 @@ type Partition struct {
 	// timestampSeed (when hasTimestampSeed) stands in for the running
 	// maximum timestamp of the batches Compacted dropped, while the index
 	// is empty: the next batch takes it into its MaxTimestampMs exactly as
-	// on a replica that still indexes them until the TRIM that drops them
-	// there too (which clears the seed).
+	// on a replica that still indexes them until a TRIM to the high-water
+	// mark drops them there too (which clears the seed).
 	timestampSeed    int64
 	hasTimestampSeed bool
 	// indexSum and producerSum are the sums of the element hashes of the
@@ -215,8 +215,12 @@ func (p *Partition) applyProduce(index uint64, e *EntryFields) Result {
 // and whose last batch is ProducerExpirationMs older than the trim are
 // forgotten.
 func (p *Partition) trim(offset, nowMs int64) {
-	p.hasTimestampSeed = false
 	offset = min(offset, p.nextOffset)
+	if offset == p.nextOffset {
+		// The other replicas' index is empty now too; below that they
+		// still hold the batch the seed stands for.
+		p.hasTimestampSeed = false
+	}
 	p.evictProducers(offset, nowMs)
 	if offset <= p.logStartOffset {
 		return
