@@ -231,8 +231,8 @@ func Choose(o Options) Options {
 	// Shorter retention deletes so much unread that the indefinite
 	// produces among it (credits of the log model) make the
 	// linearizability check time out.
-	o.RetentionMs = pick[int64](r, 3000, 4500, 6000)
-	o.RetentionBytes = pick[int64](r, -1, 48<<10, 96<<10, 160<<10)
+	o.RetentionMs = pick[int64](r, 4000, 6000, 8000)
+	o.RetentionBytes = pick[int64](r, -1, -1, 96<<10, 192<<10)
 	o.SegmentMs = pick[int64](r, 300, 700, 1500)
 	o.RetentionCheckTicks = int(pick(r, 10, 20, 50))
 	f.IsolateFollower = int(pick(r, 2, 4, 8))
