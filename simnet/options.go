@@ -235,7 +235,7 @@ func Choose(o Options) Options {
 	o.RetentionBytes = pick[int64](r, -1, -1, 96<<10, 192<<10)
 	o.SegmentMs = pick[int64](r, 300, 700, 1500)
 	o.RetentionCheckTicks = int(pick(r, 10, 20, 50))
-	f.IsolateFollower = int(pick(r, 2, 4, 8))
+	f.IsolateFollower = int(pick(r, 3, 6, 9))
 	return o
 }
 
