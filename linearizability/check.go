@@ -143,6 +143,7 @@ func logOperations(ops []Op, drained func(TopicPartition) bool, clients *clientI
 			startMax[op.TP] = max(startMax[op.TP], op.Offset)
 		}
 	}
+	lengths := newKnownLengths(ops)
 	var out []porcupine.Operation
 	for i := range ops {
 		op := &ops[i]
@@ -156,11 +157,18 @@ func logOperations(ops []Op, drained func(TopicPartition) bool, clients *clientI
 			in.values = sentValues(op)
 			if base, ok := inferredBase(op, seen); ok {
 				res.produce, res.offset, open = produceInferred, base, true
-			} else if drained(op.TP) && startMax[op.TP] == 0 {
+			} else if drained(op.TP) && (startMax[op.TP] == 0 || lengths.before(op.TP, op.Call) >= startMax[op.TP]) {
+				// Drained, and nothing of it was read: it took effect
+				// after the drain, or below the log start a trim
+				// moved — impossible when the log was already that
+				// long before its call.
 				continue
 			} else {
 				// An instant at the call that adds a credit (see logmodel.go).
 				res.produce = produceUnseen
+				if drained(op.TP) {
+					in.spendBelow = startMax[op.TP]
+				}
 				out = append(out, porcupineOp(op, in, res, false, clients))
 				out[len(out)-1].Return = op.Call
 				continue
@@ -262,4 +270,49 @@ func pieceName(input interface{}) string {
 		return in.group + " " + in.tp.String()
 	}
 	return "?"
+}
+
+// knownLengths answers, per partition, the least length the log certainly
+// had before a time: the largest high-water mark, or end of an acknowledged
+// produce, of the operations that returned before it.
+type knownLengths map[TopicPartition][]lengthAt
+
+// lengthAt is a running maximum: by ret, the log was at least length long.
+type lengthAt struct {
+	ret, length int64
+}
+
+func newKnownLengths(ops []Op) knownLengths {
+	k := knownLengths{}
+	for i := range ops {
+		op := &ops[i]
+		var n int64
+		switch {
+		case op.Kind == KindFetch && (op.Outcome == OutcomeOK || op.Outcome == OutcomeOutOfRange):
+			n = op.HighWatermark
+		case op.Kind == KindProduce && op.Outcome == OutcomeOK:
+			n = op.Offset + int64(len(op.Sent))
+		default:
+			continue
+		}
+		k[op.TP] = append(k[op.TP], lengthAt{ret: op.Return, length: n})
+	}
+	for tp, ls := range k {
+		sort.Slice(ls, func(i, j int) bool { return ls[i].ret < ls[j].ret })
+		for i := 1; i < len(ls); i++ {
+			ls[i].length = max(ls[i].length, ls[i-1].length)
+		}
+		k[tp] = ls
+	}
+	return k
+}
+
+// before is the length tp's log certainly had at time t.
+func (k knownLengths) before(tp TopicPartition, t int64) int64 {
+	ls := k[tp]
+	i := sort.Search(len(ls), func(i int) bool { return ls[i].ret >= t })
+	if i == 0 {
+		return 0
+	}
+	return ls[i-1].length
 }

@@ -61,6 +61,13 @@ type Bugs struct {
 	// RepairTrustsItself: a replica discarded for corrupt data reopens
 	// as if new, voting at once (no recovery: repair.go).
 	RepairTrustsItself bool
+	// CompactPastStart compacts one segment too many: the one holding the
+	// first retained batch goes too, above the agreed log start.
+	CompactPastStart bool
+	// StaleSnapshot builds a compaction snapshot without replaying the
+	// entries since the previous one (each applied as empty): a follower
+	// that installs it holds a state older than the log it continues.
+	StaleSnapshot bool
 }
 
 // bugReleaseBeforeSync (AckBeforeSyncDone) releases g's held responses and
@@ -77,6 +84,23 @@ func (c *Core) bugRepairTrustsItself() bool { return c.cfg.Bugs.RepairTrustsItse
 
 // bugWipedNodeVotes (WipedNodeVotes) skips disk-loss recovery.
 func (c *Core) bugWipedNodeVotes() bool { return c.cfg.Bugs.WipedNodeVotes }
+
+// bugCompactLimit (CompactPastStart) raises a compaction's limit to the
+// last index of the segment holding limit+1, the first retained batch.
+func (c *Core) bugCompactLimit(g *group, limit uint64) uint64 {
+	if !c.cfg.Bugs.CompactPastStart {
+		return limit
+	}
+	for _, s := range g.log.Segments(nil) {
+		if s.Base <= limit+1 && limit+1 <= s.Last && s.Last <= g.appliedRaft {
+			return s.Last
+		}
+	}
+	return limit
+}
+
+// bugReplayEmpty (StaleSnapshot) replays every entry as empty.
+func (c *Core) bugReplayEmpty() bool { return c.cfg.Bugs.StaleSnapshot }
 
 // bugRestoreIndexTimes (RestoreIndexTimes) rebuilds a partition just
 // restored from its checkpoint with every index entry's MaxTimestampMs

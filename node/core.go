@@ -92,6 +92,13 @@ type Config struct {
 	// PendingRequestsMax bounds the produces and fetches waiting in one
 	// group (default 4096); beyond it requests fail with ErrBusy.
 	PendingRequestsMax int
+	// RetentionCheckTicks: every this many ticks a replica rolls an old
+	// segment, starts a compaction and, as leader, applies retention
+	// (default 100).
+	RetentionCheckTicks int
+	// SegmentAgeMax caps every topic's segment.ms (0: no cap); `strand
+	// dev` sets it low so retention shows within a minute.
+	SegmentAgeMax time.Duration
 	// Observer, when set, sees every entry a replica applies.
 	Observer ApplyObserver
 	// SyncLogs runs the log syncs of one Ready round and returns the error
@@ -238,6 +245,12 @@ type GroupStatus struct {
 	// same applied index must report the same digest, so the simulator
 	// compares them at every index.
 	Digest uint64
+	// TailDigest hashes the state but the log start and the offset index
+	// (engine.Partition.TailDigest): a replica that installed a raft
+	// snapshot holds fewer batches below the agreed log start until it
+	// applies the TRIM the snapshot anticipates, and is compared by it
+	// meanwhile.
+	TailDigest uint64
 }
 
 // ApplyObserver, when set in Config, sees every entry a replica applies, in

@@ -59,6 +59,12 @@ func (c *Core) Handle(req *strandpb.Request, respond func(*strandpb.Response)) {
 		c.handleDescribeTopics(body.DescribeTopics, answer)
 	case *strandpb.Request_InitProducerId:
 		c.handleInitProducerID(answer)
+	case *strandpb.Request_AlterConfigs:
+		c.handleAlterConfigs(body.AlterConfigs, answer)
+	case *strandpb.Request_DeleteRecords:
+		c.handleDeleteRecords(body.DeleteRecords, answer)
+	case *strandpb.Request_DescribePartitions:
+		c.handleDescribePartitions(body.DescribePartitions, answer)
 	default:
 		if c.handleGroupRequest(req, answer) {
 			return

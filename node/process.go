@@ -115,10 +115,7 @@ func (c *Core) queueMessage(g *group, m *raftpb.Message) {
 		return
 	}
 	if m.GetType() == raftpb.MsgSnap {
-		// No snapshot streaming: tell raft it failed so the follower
-		// goes back to probing (unreachable with uncompacted logs).
-		g.raw.ReportSnapshot(uint64(to), raft.SnapshotFailure)
-		return
+		c.sentSnapshot(g, to)
 	}
 	f := c.frameTo(to)
 	f.messages = append(f.messages, sizeRaftMessage(g.wire, g.tp.Partition, m))

@@ -131,6 +131,8 @@ var CoverageExpected = []string{
 	"event/produce-acks0", "event/produce-acks1", "event/list-offsets", "event/list-offsets-time",
 	"event/describe-topics", "event/rejoin-started", "event/rejoin-done", "event/vote-withheld",
 	"event/replica-repaired", "fault/disk-full", "event/disk-full", "event/catchup-throttled",
+	"event/trim-proposed", "event/compaction", "event/snapshot-sent", "event/snapshot-installed",
+	"event/segment-roll-age", "event/fetch-below-log-start", "digest/snapshot-window",
 }
 
 // coverageGaps are names the table lists although the workload cannot make

@@ -3,6 +3,7 @@ package simnet
 import (
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/strandlog/strand/clientlib"
@@ -207,7 +208,7 @@ func (c *wireClient) createAttempt(target int) {
 	c.attempts++
 	req := &strandpb.Request{Body: &strandpb.Request_CreateTopics{CreateTopics: &strandpb.CreateTopicsRequest{
 		Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: t.name, Partitions: int32(t.partitions),
-			ReplicationFactor: int32(o.Replication)}},
+			ReplicationFactor: int32(o.Replication), Configs: retentionConfigs(o)}},
 		TimeoutMs: int32(o.ClientTimeout / time.Millisecond),
 	}}}
 	c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
@@ -314,4 +315,18 @@ func (c *wireClient) initProducer(target int) {
 		next := c.controllerTarget(err)
 		c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.initProducer(next) })
 	})
+}
+
+// retentionConfigs are the topic configs of the run's retention options.
+func retentionConfigs(o Options) []*strandpb.ConfigEntry {
+	var out []*strandpb.ConfigEntry
+	add := func(name string, v int64) {
+		if v != 0 {
+			out = append(out, &strandpb.ConfigEntry{Name: name, Value: strconv.FormatInt(v, 10)})
+		}
+	}
+	add("retention.bytes", o.RetentionBytes)
+	add("retention.ms", o.RetentionMs)
+	add("segment.ms", o.SegmentMs)
+	return out
 }

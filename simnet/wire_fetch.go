@@ -127,9 +127,18 @@ func (c *wireClient) onFetch(p int, offset, floor int64, target int, op *histOp,
 		c.fetchDone(p, r)
 	case asWireError(err, &e) && e.Code == strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE:
 		w.hist.fetchOutOfRange(op, &reply{hwm: e.HighWatermark, logStart: e.LogStartOffset}, w.now())
-		if offset <= floor {
+		below := offset < e.LogStartOffset
+		if offset <= floor && !below {
 			w.fail("fetch %d@%d out of range at node %d although a fetch returned hwm %d before it was sent",
 				p, offset, target+1, floor)
+		}
+		if below {
+			// Retention moved the log start past the position (R22): the
+			// consumer decides, explicitly, to go on from the log start.
+			w.coverage.Inc("event/fetch-below-log-start")
+			if c.kind != kindReader {
+				c.positions[p] = e.LogStartOffset
+			}
 		}
 		c.fetchDone(p, nil)
 	default:

@@ -31,7 +31,7 @@ func (c *wireClient) nextQuery(p int) offsetQuery {
 		return offsetQuery{p: p, spec: linearizability.OffsetEarliest, timestamp: -2}
 	}
 	nowMs := int64(c.ww.w.now() / 1e6)
-	return offsetQuery{p: p, timestamp: c.rng.Int64N(nowMs + 1)}
+	return offsetQuery{p: p, timestamp: epochMillis(0) + c.rng.Int64N(nowMs+1)}
 }
 
 // listOffsets sends one ListOffsets attempt. Latest and earliest are

@@ -23,6 +23,7 @@ type core interface {
 	Close() error
 	TakeSyncJobs(dst []node.SyncJob) []node.SyncJob
 	SyncDone(token uint64, err error)
+	Stats() node.Stats
 }
 
 var _ core = (*node.Core)(nil)
@@ -61,6 +62,8 @@ type simNode struct {
 	// lastStatus is the status last checked, per group, so the checks
 	// look only at what changed.
 	lastStatus []node.GroupStatus
+	// lastStats are the core's counters at the last look (zero at start).
+	lastStats node.Stats
 }
 
 // nodeClock is a node's view of virtual time: Monotonic is virtual time,
@@ -72,6 +75,11 @@ type nodeClock struct {
 
 // simEpoch is Realtime's origin: fixed so runs replay.
 var simEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// epochMillis is virtual time t as a record timestamp: milliseconds since
+// the Unix epoch on the nodes' unskewed clock, so retention.ms ages records
+// as it would in production.
+func epochMillis(t time.Duration) int64 { return simEpoch.Add(t).UnixMilli() }
 
 // Monotonic implements node.Clock.
 func (c *nodeClock) Monotonic() time.Duration { return c.w.sched.now }
@@ -261,6 +269,7 @@ func (w *world) startNode(n *simNode) {
 		AsyncSyncs:           true,
 		MinFreeBytes:         simMinFreeBytes,
 		CatchUpBytesPerSec:   w.opts.CatchUpBytesPerSec,
+		RetentionCheckTicks:  w.opts.RetentionCheckTicks,
 		Observer: func(tp node.TopicPartition, index, term uint64, data []byte) {
 			w.checker.onApply(n, tp, index, term, data)
 		},
@@ -300,6 +309,7 @@ func (w *world) startNode(n *simNode) {
 	n.core = c
 	n.rejoins = rejoinSeen{}
 	w.countRejoins(n)
+	n.lastStats = node.Stats{}
 	n.up = true
 	w.durability.afterOpen(n)
 	w.sched.schedule(n.tickPhase, &event{kind: evTick, node: n.index, incarnation: inc})
@@ -450,6 +460,7 @@ func (w *world) process(n *simNode) {
 	}
 	w.digests.afterProcess(n)
 	w.countRejoins(n)
+	w.countRetention(n)
 	statuses := n.core.Status()
 	if st, ok := n.core.MetadataStatus(); ok {
 		statuses = append(statuses, st)
@@ -474,4 +485,17 @@ func (w *world) sendFrame(from int, to node.NodeID, frame []byte) {
 		dup := append([]byte(nil), frame...)
 		w.sched.schedule(w.net.nodeDelay(from, ti), &event{kind: evFrame, node: ti, from: from, frame: dup})
 	}
+}
+
+// countRetention adds what n's core did for retention since the last look
+// to the coverage: segments rolled by age, trims proposed, compactions,
+// raft snapshots sent and installed.
+func (w *world) countRetention(n *simNode) {
+	now, last := n.core.Stats(), n.lastStats
+	w.coverage.Add("event/segment-roll-age", int64(now.SegmentRolls-last.SegmentRolls))
+	w.coverage.Add("event/trim-proposed", int64(now.TrimsProposed-last.TrimsProposed))
+	w.coverage.Add("event/compaction", int64(now.Compactions-last.Compactions))
+	w.coverage.Add("event/snapshot-sent", int64(now.SnapshotsSent-last.SnapshotsSent))
+	w.coverage.Add("event/snapshot-installed", int64(now.SnapshotsInstalled-last.SnapshotsInstalled))
+	n.lastStats = now
 }
