@@ -165,6 +165,9 @@ func (c *Core) maybeTrim(g *group) {
 	if !g.ret.configKnown || g.ret.config.CleanupPolicy != metadata.CleanupDelete {
 		return
 	}
+	if g.tp.Topic == OffsetsTopic {
+		return // the group coordinators' log is their state (groups.go), even if altered
+	}
 	if _, _, leading := g.leadership(); !leading {
 		return
 	}
