@@ -50,7 +50,15 @@ type Bugs struct {
 	// RestoreIndexTimes restores a partition's offset index with each
 	// batch's max timestamp read as its append time.
 	RestoreIndexTimes bool
+	// TopicIDUnchecked: produce and fetch ignore the topic id a request
+	// names, so a client that started on a topic deleted and re-created
+	// under the same name reads and writes the new one as if it were the
+	// old (checkTopicID always passes).
+	TopicIDUnchecked bool
 }
+
+// bugSkipTopicID (TopicIDUnchecked) makes checkTopicID pass any id.
+func (c *Core) bugSkipTopicID() bool { return c.cfg.Bugs.TopicIDUnchecked }
 
 // bugRestoreIndexTimes (RestoreIndexTimes) rebuilds a partition just
 // restored from its checkpoint with every index entry's MaxTimestampMs

@@ -213,12 +213,18 @@ type GroupStatus struct {
 	// same applied index must report the same digest, so the simulator
 	// compares them at every index.
 	Digest uint64
+	// TopicID is the metadata topic id of the replica's topic incarnation
+	// (0 for the metadata group and static replicas): a topic deleted and
+	// re-created under the same name is another group, whose indexes,
+	// terms and states have nothing to do with the old one's.
+	TopicID uint64
 }
 
 // ApplyObserver, when set in Config, sees every entry a replica applies, in
 // order, so the simulator can check that replicas applying index i applied
-// the same entry. data must not be retained or modified.
-type ApplyObserver func(tp TopicPartition, index, term uint64, data []byte)
+// the same entry. topicID tells incarnations of one topic name apart (as
+// GroupStatus.TopicID). data must not be retained or modified.
+type ApplyObserver func(tp TopicPartition, topicID, index, term uint64, data []byte)
 
 // Core is one node's state. It is not safe for concurrent use: one goroutine
 // (the runtime's loop or the simulator) calls every method, and callbacks

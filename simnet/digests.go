@@ -76,7 +76,7 @@ func (d *digests) onApply(g int, index uint64, data []byte) {
 	if !d.w.opts.DigestChecks {
 		return
 	}
-	r := d.refs[g]
+	r := d.ref(g)
 	if index != r.applied+1 {
 		return // replayed by another replica or incarnation: checked by entry digest
 	}
@@ -107,7 +107,7 @@ func (d *digests) checkStatus(n *simNode, g int, s node.GroupStatus) {
 	if !d.w.opts.DigestChecks || s.AppliedIndex == 0 {
 		return
 	}
-	want, ok := d.refs[g].digests[s.AppliedIndex]
+	want, ok := d.ref(g).digests[s.AppliedIndex]
 	if !ok {
 		return
 	}
@@ -167,12 +167,12 @@ func (d *digests) compare(n *simNode, dir string) {
 	if !ok {
 		return // a topic the scenario does not know
 	}
-	want, ok := d.refs[g].digests[index]
+	want, ok := d.ref(g).digests[index]
 	if !ok {
 		return // beyond the reference (cannot be: the node applied it) or before a re-creation
 	}
 	var got uint64
-	if d.refs[g].meta != nil {
+	if d.ref(g).meta != nil {
 		s, err := metadata.Restore(state)
 		if err != nil {
 			d.w.fail("digest: node %d metadata checkpoint at %d does not restore: %v", n.id, index, err)
@@ -201,17 +201,30 @@ func (d *digests) compare(n *simNode, dir string) {
 	}
 }
 
+// ref is slot g's reference (incarnations.go), made empty on first use
+// for a later incarnation of a partition.
+func (d *digests) ref(g int) *reference {
+	for len(d.refs) <= g {
+		d.refs = append(d.refs, &reference{part: engine.NewPartition(), digests: map[uint64]uint64{}})
+	}
+	return d.refs[g]
+}
+
 // groupOfDir maps a checkpoint directory (meta/checkpoint, or
-// p/<topic>@<id>/<partition>/checkpoint) to its group index.
+// p/<topic>@<id>/<partition>/checkpoint) to its slot (incarnations.go).
 func (d *digests) groupOfDir(dir string) (int, bool) {
 	if dir == "meta/checkpoint" {
-		return len(d.refs) - 1, true
+		return d.w.opts.Partitions, true
 	}
 	parts := strings.Split(dir, "/")
 	if len(parts) != 4 || parts[0] != "p" {
 		return 0, false
 	}
-	topic, _, _ := strings.Cut(parts[1], "@")
+	topic, idText, _ := strings.Cut(parts[1], "@")
+	topicID, err := strconv.ParseUint(idText, 10, 64)
+	if err != nil {
+		return 0, false
+	}
 	p := 0
 	for _, c := range parts[2] {
 		if c < '0' || c > '9' {
@@ -220,7 +233,10 @@ func (d *digests) groupOfDir(dir string) (int, bool) {
 		p = p*10 + int(c-'0')
 	}
 	g, ok := d.w.groupOf[node.TopicPartition{Topic: topic, Partition: int32(p)}]
-	return g, ok
+	if !ok {
+		return 0, false
+	}
+	return d.w.incarnations.slot(g, topicID), true
 }
 
 // parseCheckpoint reads node/checkpoint.go's header layout: magic u32

@@ -146,6 +146,9 @@ type Options struct {
 	// reference replay (digests.go); off, replicas are compared by
 	// high-water mark only.
 	DigestChecks bool
+	// RecreateTopic deletes the second topic mid-run and creates it again
+	// under the same name (wire_recreate.go).
+	RecreateTopic bool
 }
 
 // DefaultAuditOneIn is Standard's AuditOneIn: sampled to keep the run
@@ -169,6 +172,7 @@ func Standard(seed uint64, profile Profile) Options {
 		EventsMax:     200_000,
 		AuditOneIn:    DefaultAuditOneIn,
 		DigestChecks:  true,
+		RecreateTopic: true,
 	}
 }
 
@@ -237,6 +241,9 @@ func (o Options) String() string {
 	fmt.Fprintf(&b, " pause=%d chain=%d drift=%d%%", f.Pause, f.LeaderChain, f.TickDriftPercent)
 	if o.LogTailCacheBytesMax < 0 {
 		b.WriteString(" tailcache=off")
+	}
+	if !o.RecreateTopic {
+		b.WriteString(" norecreate")
 	}
 	if f.WipeRejoin {
 		b.WriteString(" wiperejoin")

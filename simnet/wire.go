@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/linearizability"
 	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -38,6 +39,10 @@ type wireWorkload struct {
 	drain    *wireClient
 	active   int  // producers and consumers still working
 	created  bool // the topics exist: every node registered and hosts its replicas
+	// topicIDs lists, per topic name, the ids clients saw, in the order
+	// first seen: the index is the incarnation (wire_recreate.go).
+	topicIDs map[string][][]byte
+	drained  []linearizability.TopicPartition // the incarnations the final drain read whole
 }
 
 // wireCall is one request in flight: it ends once, by its answer or by
@@ -50,7 +55,7 @@ type wireCall struct {
 // newWireWorkload names the nodes n1..nN and creates the clients.
 func newWireWorkload(w *world) *wireWorkload {
 	ww := &wireWorkload{w: w, indexOf: make(map[string]int), topics: scenarioTopics(w.opts.Partitions),
-		tps: groupTopics(w.opts.Partitions)}
+		tps: groupTopics(w.opts.Partitions), topicIDs: map[string][][]byte{}}
 	for _, n := range w.nodes {
 		addr := "n" + strconv.Itoa(int(n.id))
 		ww.peers = append(ww.peers, node.Peer{ID: n.id, Address: addr, Rack: "r" + strconv.Itoa(n.index%2)})
@@ -105,6 +110,12 @@ func (ww *wireWorkload) topicNames() []string {
 // topicCreated starts the producers and consumers.
 func (ww *wireWorkload) topicCreated() {
 	ww.created = true
+	if ww.w.opts.RecreateTopic && len(ww.topics) > 1 {
+		a := ww.admin
+		ww.active++
+		a.recreateAts = recreateTimes(ww.w.opts.Ops, a.rng)
+		a.after(0, a.awaitRecreate)
+	}
 	for _, c := range ww.clients {
 		ww.active++
 		c.after(c.thinkTime(), c.begin)

@@ -34,6 +34,17 @@ func (c *wireClient) nextRecord() {
 		first = "k" + strconv.Itoa(c.rng.IntN(keySpace))
 		p = t.first + int(clientlib.KeyPartition([]byte(first), int32(t.partitions)))
 	}
+	topicID, inc, ok := c.topicID(p)
+	if c.ww.recreatable(p) && (!ok || !c.bindWindow(p, topicID)) {
+		// The main topic instead: an unknown id cannot be named, and a
+		// window does not span incarnations.
+		t := c.ww.topics[0]
+		p = t.first + p%t.partitions
+		if c.keyed {
+			p = t.first + int(clientlib.KeyPartition([]byte(first), int32(t.partitions)))
+		}
+		topicID, inc, _ = c.topicID(p)
+	}
 	n := 1 + c.rng.IntN(c.batchMax)
 	recs := make([]recordbatch.Record, n)
 	sent := make([]linearizability.Record, n)
@@ -69,8 +80,8 @@ func (c *wireClient) nextRecord() {
 		acks = []int32{-1, 1, 0}[c.rng.IntN(3)]
 	}
 	id := c.windows[p].Push(int32(n), w.now())
-	c.batches[p][id] = &wireBatch{bytes: batch, hist: w.hist.produceCall(c.index, p, sent, w.now()),
-		start: w.now(), acks: acks}
+	c.batches[p][id] = &wireBatch{bytes: batch, hist: w.hist.produceCall(c.index, p, inc, sent, w.now()),
+		start: w.now(), acks: acks, topicID: topicID}
 	c.outstanding++
 	c.pump(p)
 	c.recordTimer = true
@@ -119,7 +130,8 @@ func (c *wireClient) sendBatch(p int, a clientlib.Attempt) {
 		Acks:      b.acks,
 		TimeoutMs: int32(c.ww.w.opts.ClientTimeout / time.Millisecond),
 		Partitions: []*strandpb.ProduceRequest_Partition{{Topic: c.ww.tps[p].Topic, Partition: c.ww.tps[p].Partition,
-			ProducerId: c.producerID, ProducerEpoch: a.Epoch, BaseSequence: a.BaseSequence, Batch: b.bytes}},
+			ProducerId: c.producerID, ProducerEpoch: a.Epoch, BaseSequence: a.BaseSequence, Batch: b.bytes,
+			TopicId: b.topicID}},
 	}}}
 	target := c.leaderOf(p)
 	c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {

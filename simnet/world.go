@@ -101,6 +101,7 @@ type world struct {
 	durability   *durability   // the durability audit (audit.go)
 	digests      *digests      // whole-state comparison of replicas (digests.go)
 	coverage     *Coverage     // faults fired and rare events seen (coverage.go)
+	incarnations *incarnations // per-incarnation slots of the checks (incarnations.go)
 }
 
 // Stats counts what happened in a run, for the verbose report.
@@ -206,6 +207,7 @@ func newWorld(o Options) *world {
 	if o.LogTailCacheBytesMax < 0 {
 		w.coverage.Inc("run/tail-cache-off")
 	}
+	w.incarnations = newIncarnations(w)
 	w.durability = newDurability(w)
 	w.digests = newDigests(w)
 	w.work = newWorkload(w)
@@ -249,8 +251,8 @@ func (w *world) startNode(n *simNode) {
 		SegmentBytesMax:      w.opts.SegmentBytesMax,
 		CheckpointEntries:    w.opts.CheckpointEntries,
 		LogTailCacheBytesMax: w.opts.LogTailCacheBytesMax,
-		Observer: func(tp node.TopicPartition, index, term uint64, data []byte) {
-			w.checker.onApply(n, tp, index, term, data)
+		Observer: func(tp node.TopicPartition, topicID, index, term uint64, data []byte) {
+			w.checker.onApply(n, tp, topicID, index, term, data)
 		},
 	}
 	w.wire.configure(&cfg)
