@@ -45,3 +45,4 @@ func (c *Core) bugBatchBase(base, _ int64) int64                         { retur
 func (c *Core) bugAckLeaderEarly(Acks) bool                              { return false }
 func (g *group) raftIndexOf(engineIndex uint64) uint64                   { return engineIndex }
 func (c *Core) bugSkipTopicID() bool                                     { return false }
+func (c *Core) bugBatchCRC(batch []byte) []byte                          { return batch }

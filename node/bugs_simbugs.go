@@ -3,7 +3,9 @@
 package node
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"math"
 
 	"go.etcd.io/raft/v3"
@@ -11,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/engine/recordbatch"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog"
 )
@@ -55,6 +58,22 @@ type Bugs struct {
 	// under the same name reads and writes the new one as if it were the
 	// old (checkTopicID always passes).
 	TopicIDUnchecked bool
+	// ProduceSkipsCRC: the produce path validates a batch's framing but
+	// not its CRC, so a batch damaged in flight is proposed and committed
+	// (the engine refuses it only when applying).
+	ProduceSkipsCRC bool
+}
+
+// bugBatchCRC (ProduceSkipsCRC) hands the produce path's validation a
+// copy of batch whose CRC field is recomputed, so only its framing is
+// checked; the proposed bytes stay as received.
+func (c *Core) bugBatchCRC(batch []byte) []byte {
+	if !c.cfg.Bugs.ProduceSkipsCRC || len(batch) < recordbatch.HeaderBytes {
+		return batch
+	}
+	fixed := append([]byte(nil), batch...)
+	binary.LittleEndian.PutUint32(fixed[4:8], crc32.Checksum(fixed[8:], crc32.MakeTable(crc32.Castagnoli)))
+	return fixed
 }
 
 // bugSkipTopicID (TopicIDUnchecked) makes checkTopicID pass any id.

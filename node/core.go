@@ -115,6 +115,12 @@ const (
 	AcksAll    Acks = -1 // complete when committed and applied: offsets are known
 )
 
+// ErrCorruptBatch: a produce batch fails its CRC or framing (damaged on
+// the way, most likely): refused before anything is written, so a resend
+// of the intact bytes is safe. Such an error also matches
+// ErrInvalidRequest.
+var ErrCorruptBatch = errors.New("node: corrupt batch")
+
 // Errors of requests; a request's Err wraps one of these (errors.Is).
 var (
 	ErrNotLeader             = errors.New("node: not leader")

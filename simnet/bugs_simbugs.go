@@ -12,7 +12,7 @@ import (
 // BugNames lists the planted bugs ParseBug knows (node.Bugs' fields).
 var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "ReapplyAfterRestart", "LocalRead",
 	"RestoreForgetsProducers", "CheckpointForgetsProducers", "FetchRenumbersInsideBatch", "AckLeaderEarly",
-	"RecoverTrustsPageCache", "LeaseReads", "RestoreIndexTimes", "TopicIDUnchecked"}
+	"RecoverTrustsPageCache", "LeaseReads", "RestoreIndexTimes", "TopicIDUnchecked", "ProduceSkipsCRC"}
 
 // ParseBug checks a planted bug's name; "" plants none.
 func ParseBug(name string) (string, error) {
@@ -51,5 +51,7 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.RecoverTrustsPageCache = true
 	case "TopicIDUnchecked":
 		cfg.Bugs.TopicIDUnchecked = true
+	case "ProduceSkipsCRC":
+		cfg.Bugs.ProduceSkipsCRC = true
 	}
 }

@@ -129,6 +129,8 @@ var CoverageExpected = []string{
 	"event/multi-record-batch", "event/fetch-inside-batch", "event/fetch-over-budget", "event/large-record",
 	"event/produce-acks0", "event/produce-acks1", "event/list-offsets", "event/list-offsets-time",
 	"event/describe-topics", "event/topic-delete", "event/topic-recreate", "event/unknown-topic-id",
+	"fault/client-corrupt-produce", "fault/client-corrupt-fetch", "fault/client-truncate",
+	"event/corrupt-batch-refused", "event/corrupt-fetch-refused",
 }
 
 // coverageGaps are names the table lists although the workload cannot make

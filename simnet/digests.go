@@ -2,6 +2,7 @@ package simnet
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/engine/recordbatch"
 	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog/memdisk"
@@ -92,8 +94,11 @@ func (d *digests) onApply(g int, index uint64, data []byte) {
 	}
 	if len(data) == 0 {
 		r.part.ApplyEmpty(index)
-	} else {
-		r.part.Apply(index, data)
+	} else if res := r.part.Apply(index, data); errors.Is(res.Err, recordbatch.ErrCorrupt) {
+		// A node must refuse a damaged batch before proposing it
+		// (corrupt.go): a committed one wastes an index and answers a
+		// client after the fact.
+		d.w.fail("group %s index %d: a committed entry holds a damaged batch: %v", d.w.incarnations.label(g), index, res.Err)
 	}
 	r.digests[index] = r.part.Digest()
 }

@@ -87,12 +87,16 @@ type Faults struct {
 	// TickDriftPercent, when > 0, makes each node's ticks run up to this
 	// many percent fast or slow (drawn per node for the run).
 	TickDriftPercent int
-	RestartMin       time.Duration // a crashed node restarts after [min, max]
-	RestartMax       time.Duration
-	NetFaultMin      time.Duration // a network fault lasts [min, max]
-	NetFaultMax      time.Duration
-	ClockSkewMax     time.Duration // each node's Realtime is off by up to this
-	DamagedNodesMax  int           // nodes allowed disk faults (each a minority of every group)
+	// ClientCorrupt is the chance that a client frame, either way, is
+	// damaged in flight: a bit flipped inside a batch it carries, or the
+	// frame cut short (corrupt.go).
+	ClientCorrupt   float64
+	RestartMin      time.Duration // a crashed node restarts after [min, max]
+	RestartMax      time.Duration
+	NetFaultMin     time.Duration // a network fault lasts [min, max]
+	NetFaultMax     time.Duration
+	ClockSkewMax    time.Duration // each node's Realtime is off by up to this
+	DamagedNodesMax int           // nodes allowed disk faults (each a minority of every group)
 }
 
 // Options is one run: the scenario, the workload and the fault mix.
@@ -218,6 +222,7 @@ func Choose(o Options) Options {
 	if r.IntN(3) == 0 {
 		o.LogTailCacheBytesMax = -1
 	}
+	f.ClientCorrupt = pick(r, 0, 0.003, 0.01, 0.03)
 	return o
 }
 
@@ -238,7 +243,7 @@ func (o Options) String() string {
 	fmt.Fprintf(&b, " powercut=%d wipe=%d clockjump=%d crashleader=%d", f.PowerCut, f.Wipe, f.ClockJump, f.CrashLeader)
 	fmt.Fprintf(&b, " kill=%d cutround=%d cutrecovery=%d rolling=%g", f.Kill, f.PowerCutRound, f.PowerCutRecovery,
 		f.RollingRestartAfter)
-	fmt.Fprintf(&b, " pause=%d chain=%d drift=%d%%", f.Pause, f.LeaderChain, f.TickDriftPercent)
+	fmt.Fprintf(&b, " pause=%d chain=%d drift=%d%% corrupt=%g", f.Pause, f.LeaderChain, f.TickDriftPercent, f.ClientCorrupt)
 	if o.LogTailCacheBytesMax < 0 {
 		b.WriteString(" tailcache=off")
 	}

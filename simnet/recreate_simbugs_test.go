@@ -21,3 +21,18 @@ func TestRecreateCatchesTopicIDUnchecked(t *testing.T) {
 		}
 	}
 }
+
+// With client frames damaged in flight, a node whose produce path skips
+// the batch CRC (ProduceSkipsCRC) accepts or commits a damaged batch, and
+// the corruption checks see it (corrupt.go). Without the damage
+// (-sim.corrupt=false) no seed of 1-20 fails.
+func TestCorruptionCatchesProduceSkipsCRC(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	for _, seed := range []uint64{1, 3, 4} {
+		o := seedOptions(t, seed, "mixed", "ProduceSkipsCRC")
+		o.Faults.ClientCorrupt = 0.03
+		if res := runSeed(t, o, ""); !res.Failed() {
+			t.Errorf("seed %d: ProduceSkipsCRC not caught", seed)
+		}
+	}
+}

@@ -24,6 +24,7 @@ var (
 	flagParts     = flag.Int("sim.partitions", 8, "partitions of the topic (RF=3)")
 	flagAudit     = flag.Int("sim.audit", DefaultAuditOneIn, "durability audit: check one in N durable log states (1: all, 0: off)")
 	flagDigests   = flag.Bool("sim.digests", true, "compare replicas' whole engine state by digest")
+	flagCorrupt   = flag.Bool("sim.corrupt", true, "damage client frames in flight at the seed's drawn rate")
 	flagRecreate  = flag.Bool("sim.recreate", true, "delete and re-create the second topic mid-run")
 	flagWipeJoin  = flag.Bool("sim.wipe-rejoin", false, "let a node whose disk was wiped restart empty (unsafe today: see TestSimWipedNodeRejoiningLosesCommittedEntries)")
 )
@@ -46,6 +47,9 @@ func seedOptions(t *testing.T, seed uint64, profile, bug string) Options {
 	o.Bug = bugName
 	o.Faults.WipeRejoin = *flagWipeJoin
 	o.RecreateTopic = *flagRecreate
+	if !*flagCorrupt {
+		o.Faults.ClientCorrupt = 0
+	}
 	return o
 }
 
@@ -201,7 +205,8 @@ func expectedCoverage(audit, digests bool) []string {
 	var names []string
 	for _, name := range CoverageExpected {
 		if (!audit && strings.HasPrefix(name, "audit/")) || (!digests && strings.HasPrefix(name, "digest/")) ||
-			(!*flagRecreate && strings.HasPrefix(name, "event/topic-")) {
+			(!*flagRecreate && strings.HasPrefix(name, "event/topic-")) ||
+			(!*flagCorrupt && (strings.Contains(name, "corrupt") || strings.Contains(name, "truncate"))) {
 			continue
 		}
 		names = append(names, name)

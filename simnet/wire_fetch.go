@@ -85,7 +85,8 @@ func (c *wireClient) fetch(p int) {
 		target = c.randomNode()
 		w.stats.ReadsAnyReplica++
 	}
-	c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
+	var call *wireCall
+	call = c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
 		var part *strandpb.FetchResponse_Partition
 		if err == nil {
 			err = wireErr(resp.GetError())
@@ -98,6 +99,14 @@ func (c *wireClient) fetch(p int) {
 			} else {
 				part = ps[0]
 				err = wireErr(part.GetError())
+			}
+		}
+		if err == nil && call.respDamaged {
+			if r := decodeWireFetch(offset, part); r.err != nil {
+				// The batch CRC caught the damage: refuse the answer and
+				// ask again, as a client must.
+				w.coverage.Inc("event/corrupt-fetch-refused")
+				err = &clientlib.Error{Code: strandpb.ErrorCode_ERROR_CODE_CORRUPT_BATCH, Message: r.err.Error()}
 			}
 		}
 		c.onFetch(p, inc, offset, floor, target, op, part, err)
@@ -125,6 +134,7 @@ func (c *wireClient) onFetch(p, inc int, offset, floor int64, target int, op *hi
 		if r.hwm < floor {
 			w.fail("partition %d: fetch from node %d returned hwm %d after a fetch had returned %d", p, target+1, r.hwm, floor)
 		}
+		c.ww.checkProduced(p, target, r)
 		w.work.raise(p, inc, r.hwm)
 		w.hist.fetchOK(op, r, w.now())
 		w.stats.FetchesOK++

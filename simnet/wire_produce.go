@@ -67,6 +67,7 @@ func (c *wireClient) nextRecord() {
 			recs[i].Key = []byte(key)
 		}
 		sent[i] = linearizability.Record{Offset: -1, Key: key, Value: value}
+		c.ww.produced[value] = key
 	}
 	if n > 1 {
 		w.coverage.Inc("event/multi-record-batch")
@@ -157,8 +158,7 @@ func (c *wireClient) onProduce(p int, a clientlib.Attempt, offset int64, err err
 	w := c.ww.w
 	if err != nil {
 		switch errCode(err) {
-		case strandpb.ErrorCode_ERROR_CODE_RECORD_TOO_LARGE, strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
-			strandpb.ErrorCode_ERROR_CODE_CORRUPT_BATCH:
+		case strandpb.ErrorCode_ERROR_CODE_RECORD_TOO_LARGE, strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST:
 			w.fail("produce of a valid small batch to partition %d refused: %v", p, err)
 		}
 		c.react(p, err)

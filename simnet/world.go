@@ -102,6 +102,7 @@ type world struct {
 	digests      *digests      // whole-state comparison of replicas (digests.go)
 	coverage     *Coverage     // faults fired and rare events seen (coverage.go)
 	incarnations *incarnations // per-incarnation slots of the checks (incarnations.go)
+	corrupter    *corrupter    // damage to client frames in flight (corrupt.go)
 }
 
 // Stats counts what happened in a run, for the verbose report.
@@ -208,6 +209,7 @@ func newWorld(o Options) *world {
 		w.coverage.Inc("run/tail-cache-off")
 	}
 	w.incarnations = newIncarnations(w)
+	w.corrupter = newCorrupter(w)
 	w.durability = newDurability(w)
 	w.digests = newDigests(w)
 	w.work = newWorkload(w)
