@@ -41,6 +41,9 @@ func (hs *history) produceOK(op *histOp, offset int64, t time.Duration) {
 
 func (hs *history) produceUnknown(op *histOp, t time.Duration) { hs.h.Indefinite(op.id, ns(t)) }
 
+// produceFail records a batch that was certainly not written.
+func (hs *history) produceFail(op *histOp, t time.Duration) { hs.h.Fail(op.id, ns(t)) }
+
 // fetchCall records the call of one fetch attempt: a poll from the
 // client's position for consumers and the drain, a seek for readers.
 func (hs *history) fetchCall(client, p, inc int, offset int64, poll bool, t time.Duration) *histOp {

@@ -94,7 +94,12 @@ func (w *world) finalChecks(vizDir string) {
 	if vizDir != "" {
 		opts.VizPath = filepath.Join(vizDir, fmt.Sprintf("seed-%d.html", w.opts.Seed))
 	}
-	if err := linearizability.Check(w.hist.h, opts).Err(); err != nil {
+	opts.UndrainedBestEffort = w.opts.RecreateTopic
+	rep := linearizability.Check(w.hist.h, opts)
+	if rep.UndrainedInconclusive {
+		w.coverage.Inc("check/undrained-inconclusive")
+	}
+	if err := rep.Err(); err != nil {
 		w.failures = append(w.failures, err.Error())
 	}
 }

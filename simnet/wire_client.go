@@ -51,12 +51,14 @@ type wireClient struct {
 	windows     []*clientlib.Window
 	windowCfg   clientlib.WindowConfig
 	windowIDs   [][]byte // the topic id windows[p] sends under (wire_recreate.go)
-	batches     []map[clientlib.BatchID]*wireBatch
-	outstanding int
-	values      int
-	recordTimer bool // a nextRecord is scheduled
-	budgetDone  bool
-	finished    bool
+	// savedWindows keeps windows of other topic ids, by windowKey.
+	savedWindows map[string]*clientlib.Window
+	batches      []map[clientlib.BatchID]*wireBatch
+	outstanding  int
+	values       int
+	recordTimer  bool // a nextRecord is scheduled
+	budgetDone   bool
+	finished     bool
 
 	// Consumers and the drain.
 	positions   []int64
@@ -75,6 +77,9 @@ type wireBatch struct {
 	hist  *histOp
 	start time.Duration // pushed
 	acks  int32         // -1: all; 0 and 1 give no offset and may be lost on failover
+	// maybeWritten: an attempt ended in a way that may have written the
+	// batch (anything but a refusal refusedUnwritten names).
+	maybeWritten bool
 	// topicID is the topic id every attempt names: the batch belongs to
 	// the incarnation it was pushed under (wire_recreate.go).
 	topicID []byte

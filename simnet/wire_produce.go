@@ -79,6 +79,12 @@ func (c *wireClient) nextRecord() {
 	acks := int32(-1)
 	if !c.idempotent {
 		acks = []int32{-1, 1, 0}[c.rng.IntN(3)]
+		if c.ww.recreatable(p) {
+			// A deleted incarnation is never drained: its acks=0/1
+			// batches would stay open-ended in the log model for good
+			// (wire_recreate.go).
+			acks = -1
+		}
 	}
 	id := c.windows[p].Push(int32(n), w.now())
 	c.batches[p][id] = &wireBatch{bytes: batch, hist: w.hist.produceCall(c.index, p, inc, sent, w.now()),
@@ -162,6 +168,9 @@ func (c *wireClient) onProduce(p int, a clientlib.Attempt, offset int64, err err
 			w.fail("produce of a valid small batch to partition %d refused: %v", p, err)
 		}
 		c.react(p, err)
+		if b := c.batches[p][a.ID]; b != nil && !refusedUnwritten(err) {
+			b.maybeWritten = true
+		}
 	}
 	now := w.now()
 	c.windows[p].Report(a.ID, offset, err, now, now+wireBackoff.Delay(a.Number, c.rng))
@@ -170,7 +179,11 @@ func (c *wireClient) onProduce(p int, a clientlib.Attempt, offset int64, err err
 
 // complete records the window's resolved batches in order. A batch that
 // failed is recorded indefinite: a NOT_LEADER answer may follow a
-// proposal that still commits, so no failure is surely unwritten.
+// proposal that still commits, so no failure is surely unwritten, unless
+// every attempt was refused before the node looked further than the topic
+// id or the batch's CRC (refusedUnwritten): then it failed for sure.
+// (Indefinite batches of a deleted incarnation are never read and leave
+// the log model many open-ended operations.)
 func (c *wireClient) complete(p int) {
 	w := c.ww.w
 	for {
@@ -191,8 +204,12 @@ func (c *wireClient) complete(p int) {
 		case done.Err == nil:
 			w.hist.produceOK(b.hist, done.BaseOffset, w.now())
 			w.stats.ProducesOK++
-		default:
+		case b.maybeWritten:
 			w.hist.produceUnknown(b.hist, w.now())
+			w.stats.ProducesLost++
+		default:
+			// Every attempt was refused before anything was proposed.
+			w.hist.produceFail(b.hist, w.now())
 			w.stats.ProducesLost++
 		}
 		if !c.recordTimer && !c.budgetDone {

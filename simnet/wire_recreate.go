@@ -136,9 +136,11 @@ func (c *wireClient) seekIncarnation(p, inc int) {
 	c.positionInc[p], c.positions[p] = inc, c.savedPositions[[2]int{p, inc}]
 }
 
-// bindWindow binds producer window p to topic id id, starting a new window
-// when it was bound to another id and is empty; false when it is not
-// empty (the old incarnation's batches are still resolving).
+// bindWindow binds producer window p to topic id id when it was bound to
+// another id and is empty: to the window it had under id before (a stale
+// metadata answer can name an old id again; its sequences go on), else
+// to a new one. False when the current window is not empty (the other
+// incarnation's batches are still resolving).
 func (c *wireClient) bindWindow(p int, id []byte) bool {
 	if bytes.Equal(c.windowIDs[p], id) {
 		return true
@@ -147,12 +149,23 @@ func (c *wireClient) bindWindow(p int, id []byte) bool {
 		return false
 	}
 	if c.windowIDs[p] != nil {
-		c.windows[p] = clientlib.NewWindow(c.windowCfg)
+		if c.savedWindows == nil {
+			c.savedWindows = map[string]*clientlib.Window{}
+		}
+		c.savedWindows[windowKey(p, c.windowIDs[p])] = c.windows[p]
+		win, ok := c.savedWindows[windowKey(p, id)]
+		if !ok {
+			win = clientlib.NewWindow(c.windowCfg)
+		}
+		c.windows[p] = win
 		c.ww.w.coverage.Inc("event/window-rebound")
 	}
 	c.windowIDs[p] = bytes.Clone(id)
 	return true
 }
+
+// windowKey names partition p's window under topic id id.
+func windowKey(p int, id []byte) string { return strconv.Itoa(p) + "/" + string(id) }
 
 // awaitRecreate is the admin's wait until the drawn share of the budget
 // was issued (or the budget ran out); then it deletes the topic.
@@ -246,4 +259,15 @@ func (c *wireClient) onTopicGone(p int) {
 	c.ww.w.coverage.Inc("event/unknown-topic-id")
 	c.cache.ForgetLeader(c.ww.tps[p].Topic, c.ww.tps[p].Partition)
 	c.refreshTopic(p)
+}
+
+// refusedUnwritten reports whether a produce attempt's error says the node
+// refused it before proposing anything: another incarnation's topic id
+// (checkTopicID runs first), or a batch that fails its CRC.
+func refusedUnwritten(err error) bool {
+	switch errCode(err) {
+	case strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID, strandpb.ErrorCode_ERROR_CODE_CORRUPT_BATCH:
+		return true
+	}
+	return false
 }
