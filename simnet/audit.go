@@ -340,13 +340,12 @@ func (d *durability) checkProduce(n *simNode, acks int32, sent *strandpb.Produce
 		if !known {
 			return
 		}
-		dir = replicaLogDir(sent.GetTopic(), id, sent.GetPartition())
-		if id < d.w.incarnations.newest[sent.GetTopic()] {
-			if names, _ := n.disk.List(dir); len(names) == 0 {
-				return // deleted with its topic: nothing to keep
-			}
+		if !hosts(n, sent.GetTopic(), sent.GetPartition(), id) {
+			// The answer left as the replica was deleted with its
+			// topic (seed 58): a deleted topic keeps nothing.
+			return
 		}
-		ok = true
+		dir, ok = replicaLogDir(sent.GetTopic(), id, sent.GetPartition()), true
 	} else {
 		dir, ok = d.partitionDir(n, sent.GetTopic(), sent.GetPartition())
 	}

@@ -130,7 +130,7 @@ var CoverageExpected = []string{
 	"event/produce-acks0", "event/produce-acks1", "event/list-offsets", "event/list-offsets-time",
 	"event/describe-topics", "event/topic-delete", "event/topic-recreate", "event/unknown-topic-id",
 	"fault/client-corrupt-produce", "fault/client-corrupt-fetch", "fault/client-truncate",
-	"event/corrupt-batch-refused", "event/corrupt-fetch-refused",
+	"event/corrupt-batch-refused", "event/corrupt-fetch-refused", "fault/starve-leader",
 }
 
 // coverageGaps are names the table lists although the workload cannot make

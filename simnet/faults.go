@@ -28,6 +28,7 @@ const (
 	faultCutRecovery
 	faultPause
 	faultLeaderChain
+	faultStarveLeader
 )
 
 // flipMarginBytes keeps bit flips this far before the end of a file, so
@@ -45,7 +46,7 @@ var faultNames = [...]string{
 	faultFailSync: "fault/fail-sync", faultPowerCut: "fault/power-cut", faultWipe: "fault/wipe",
 	faultClockJump: "fault/clock-jump", faultCrashLeader: "fault/crash-leader", faultKill: "fault/kill",
 	faultCutRound: "fault/cut-round", faultCutRecovery: "fault/cut-recovery", faultPause: "fault/pause",
-	faultLeaderChain: "fault/leader-chain",
+	faultLeaderChain: "fault/leader-chain", faultStarveLeader: "fault/starve-leader",
 }
 
 // healAction is a network fault to undo: the directed links it cut.
@@ -98,6 +99,7 @@ func newPlanner(w *world) *planner {
 	add(faultCutRecovery, f.PowerCutRecovery)
 	add(faultPause, f.Pause)
 	add(faultLeaderChain, f.LeaderChain)
+	add(faultStarveLeader, f.StarveLeader)
 	return p
 }
 
@@ -167,6 +169,8 @@ func (p *planner) act() {
 		p.pause()
 	case faultLeaderChain:
 		p.leaderChain(p.w.rngFault.IntN(p.w.opts.Partitions), 3)
+	case faultStarveLeader:
+		p.starveLeader()
 	}
 	p.scheduleNext()
 }

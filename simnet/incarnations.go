@@ -107,3 +107,17 @@ func (in *incarnations) topicIDOf(uuid []byte) (uint64, bool) {
 func replicaLogDir(topic string, topicID uint64, partition int32) string {
 	return "p/" + topic + "@" + strconv.FormatUint(topicID, 10) + "/" + strconv.Itoa(int(partition)) + "/log"
 }
+
+// hosts reports whether live node n still hosts the replica of topic's
+// incarnation topicID, partition.
+func hosts(n *simNode, topic string, partition int32, topicID uint64) bool {
+	if !n.up {
+		return false
+	}
+	for _, s := range n.core.Status() {
+		if s.Topic == topic && s.Partition == partition && s.TopicID == topicID {
+			return true
+		}
+	}
+	return false
+}

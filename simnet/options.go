@@ -90,7 +90,11 @@ type Faults struct {
 	// ClientCorrupt is the chance that a client frame, either way, is
 	// damaged in flight: a bit flipped inside a batch it carries, or the
 	// frame cut short (corrupt.go).
-	ClientCorrupt   float64
+	ClientCorrupt float64
+	// StarveLeader starves a partition leader's host: its ticks come at a
+	// third of their rate and its links to the other nodes are cut, while
+	// clients still reach it (starve.go).
+	StarveLeader    int
 	RestartMin      time.Duration // a crashed node restarts after [min, max]
 	RestartMax      time.Duration
 	NetFaultMin     time.Duration // a network fault lasts [min, max]
@@ -223,6 +227,7 @@ func Choose(o Options) Options {
 		o.LogTailCacheBytesMax = -1
 	}
 	f.ClientCorrupt = pick(r, 0, 0.003, 0.01, 0.03)
+	f.StarveLeader = w()
 	return o
 }
 
@@ -243,7 +248,8 @@ func (o Options) String() string {
 	fmt.Fprintf(&b, " powercut=%d wipe=%d clockjump=%d crashleader=%d", f.PowerCut, f.Wipe, f.ClockJump, f.CrashLeader)
 	fmt.Fprintf(&b, " kill=%d cutround=%d cutrecovery=%d rolling=%g", f.Kill, f.PowerCutRound, f.PowerCutRecovery,
 		f.RollingRestartAfter)
-	fmt.Fprintf(&b, " pause=%d chain=%d drift=%d%% corrupt=%g", f.Pause, f.LeaderChain, f.TickDriftPercent, f.ClientCorrupt)
+	fmt.Fprintf(&b, " pause=%d chain=%d drift=%d%% corrupt=%g starve=%d", f.Pause, f.LeaderChain, f.TickDriftPercent,
+		f.ClientCorrupt, f.StarveLeader)
 	if o.LogTailCacheBytesMax < 0 {
 		b.WriteString(" tailcache=off")
 	}

@@ -45,6 +45,7 @@ type simNode struct {
 	// pausedUntil: the node's process is stopped (a GC pause, a stalled
 	// VM) until then; events for it wait and arrive together at resume.
 	pausedUntil time.Duration
+	starved     bool // its ticks run slow for a while (starve.go)
 	damaged     bool // counted against the disk-fault budget
 	flipped     bool // bits were flipped on its disk
 	failReads   []string
