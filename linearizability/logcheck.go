@@ -511,11 +511,15 @@ type Report struct {
 	Ops          int       // operations in the history
 	Anomalies    []Anomaly // errors and warnings, sorted
 	Linearizable error     // nil when the models accepted the history
+	// UndrainedInconclusive: Porcupine ran out of time on the partitions
+	// never drained (only with Options.UndrainedBestEffort).
+	UndrainedInconclusive bool
 }
 
 // Check runs CheckLog and CheckLinearizable over h.
 func Check(h *History, opts Options) Report {
-	return Report{Ops: h.Len(), Anomalies: CheckLog(h, opts), Linearizable: CheckLinearizable(h, opts)}
+	lin, inconclusive := checkLinearizable(h, opts)
+	return Report{Ops: h.Len(), Anomalies: CheckLog(h, opts), Linearizable: lin, UndrainedInconclusive: inconclusive}
 }
 
 // Errors returns the anomalies that are not warnings.

@@ -49,3 +49,5 @@ func (c *Core) bugWipedNodeVotes() bool                                  { retur
 func (c *Core) bugRepairTrustsItself() bool                              { return false }
 func (c *Core) bugCompactLimit(_ *group, limit uint64) uint64            { return limit }
 func (c *Core) bugReplayEmpty() bool                                     { return false }
+func (c *Core) bugSkipTopicID() bool                                     { return false }
+func (c *Core) bugBatchCRC(batch []byte) []byte                          { return batch }

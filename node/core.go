@@ -144,6 +144,12 @@ const (
 	AcksAll    Acks = -1 // complete when committed and applied: offsets are known
 )
 
+// ErrCorruptBatch: a produce batch fails its CRC or framing (damaged on
+// the way, most likely): refused before anything is written, so a resend
+// of the intact bytes is safe. Such an error also matches
+// ErrInvalidRequest.
+var ErrCorruptBatch = errors.New("node: corrupt batch")
+
 // Errors of requests; a request's Err wraps one of these (errors.Is).
 var (
 	ErrNotLeader             = errors.New("node: not leader")
@@ -251,12 +257,18 @@ type GroupStatus struct {
 	// applies the TRIM the snapshot anticipates, and is compared by it
 	// meanwhile.
 	TailDigest uint64
+	// TopicID is the metadata topic id of the replica's topic incarnation
+	// (0 for the metadata group and static replicas): a topic deleted and
+	// re-created under the same name is another group, whose indexes,
+	// terms and states have nothing to do with the old one's.
+	TopicID uint64
 }
 
 // ApplyObserver, when set in Config, sees every entry a replica applies, in
 // order, so the simulator can check that replicas applying index i applied
-// the same entry. data must not be retained or modified.
-type ApplyObserver func(tp TopicPartition, index, term uint64, data []byte)
+// the same entry. topicID tells incarnations of one topic name apart (as
+// GroupStatus.TopicID). data must not be retained or modified.
+type ApplyObserver func(tp TopicPartition, topicID, index, term uint64, data []byte)
 
 // Core is one node's state. It is not safe for concurrent use: one goroutine
 // (the runtime's loop or the simulator) calls every method, and callbacks

@@ -102,6 +102,7 @@ var wireErrorCodes = []struct {
 	{ErrRecordTooLarge, strandpb.ErrorCode_ERROR_CODE_RECORD_TOO_LARGE},
 	{ErrOffsetOutOfRange, strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE},
 	{ErrTimeout, strandpb.ErrorCode_ERROR_CODE_TIMEOUT},
+	{ErrCorruptBatch, strandpb.ErrorCode_ERROR_CODE_CORRUPT_BATCH},
 	{ErrInvalidRequest, strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST},
 	{ErrOutOfOrderSequence, strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE},
 	{ErrUnknownProducer, strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE},

@@ -266,7 +266,7 @@ func (c *Core) applyEntry(g *group, e *raftpb.Entry) {
 	}
 	g.appliedRaft = index
 	if c.cfg.Observer != nil {
-		c.cfg.Observer(g.tp, index, e.GetTerm(), e.GetData())
+		c.cfg.Observer(g.tp, g.topicID, index, e.GetTerm(), e.GetData())
 	}
 }
 

@@ -295,6 +295,7 @@ func (c *Core) groupStatus(g *group) GroupStatus {
 		IsLeader:       st.RaftState == raft.StateLeader,
 		CommitIndex:    st.GetCommit(),
 		AppliedIndex:   g.appliedRaft,
+		TopicID:        g.topicID,
 	}
 }
 

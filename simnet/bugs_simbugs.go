@@ -14,7 +14,8 @@ import (
 var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "ReapplyAfterRestart", "LocalRead",
 	"RestoreForgetsProducers", "CheckpointForgetsProducers", "FetchRenumbersInsideBatch", "AckLeaderEarly",
 	"RecoverTrustsPageCache", "LeaseReads", "RestoreIndexTimes",
-	"AckBeforeSyncDone", "WipedNodeVotes", "RepairTrustsItself", "CompactPastStart", "StaleSnapshot"}
+	"AckBeforeSyncDone", "WipedNodeVotes", "RepairTrustsItself", "CompactPastStart", "StaleSnapshot",
+	"TopicIDUnchecked", "ProduceSkipsCRC"}
 
 // GroupBugNames are the consumer-group coordinator's planted bugs
 // (engine/groups): they need the group workload (Options.GroupMembers).
@@ -68,5 +69,9 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.CompactPastStart = true
 	case "StaleSnapshot":
 		cfg.Bugs.StaleSnapshot = true
+	case "TopicIDUnchecked":
+		cfg.Bugs.TopicIDUnchecked = true
+	case "ProduceSkipsCRC":
+		cfg.Bugs.ProduceSkipsCRC = true
 	}
 }

@@ -2,6 +2,7 @@ package simnet
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/engine/recordbatch"
 	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog/memdisk"
@@ -124,7 +126,7 @@ func (d *digests) onApply(g int, index uint64, data []byte) {
 	if !d.w.opts.DigestChecks {
 		return
 	}
-	r := d.refs[g]
+	r := d.ref(g)
 	if index != r.applied+1 {
 		return // replayed by another replica or incarnation: checked by entry digest
 	}
@@ -141,7 +143,13 @@ func (d *digests) onApply(g int, index uint64, data []byte) {
 	if len(data) == 0 {
 		r.part.ApplyEmpty(index)
 	} else {
-		r.part.Apply(index, data)
+		res := r.part.Apply(index, data)
+		if errors.Is(res.Err, recordbatch.ErrCorrupt) {
+			// A node must refuse a damaged batch before proposing it
+			// (corrupt.go): a committed one wastes an index and answers a
+			// client after the fact.
+			d.w.fail("group %s index %d: a committed entry holds a damaged batch: %v", d.w.incarnations.label(g), index, res.Err)
+		}
 		if e, err := engine.DecodeEntry(data); err == nil && e.Kind == strandpb.EntryKind_ENTRY_KIND_TRIM {
 			r.trims = append(r.trims, refTrim{index: index, offset: e.TrimOffset})
 		}
@@ -158,7 +166,7 @@ func (d *digests) checkStatus(n *simNode, g int, s node.GroupStatus) {
 	if !d.w.opts.DigestChecks || s.AppliedIndex == 0 {
 		return
 	}
-	want, ok := d.refs[g].digests[s.AppliedIndex]
+	want, ok := d.ref(g).digests[s.AppliedIndex]
 	if !ok {
 		return
 	}
@@ -222,13 +230,13 @@ func (d *digests) compare(n *simNode, dir string) {
 	if !ok {
 		return // a topic the scenario does not know
 	}
-	want, ok := d.refs[g].digests[index]
+	want, ok := d.ref(g).digests[index]
 	if !ok {
 		return // beyond the reference (cannot be: the node applied it) or before a re-creation
 	}
 	var got, tail uint64
 	var logStart int64
-	if d.refs[g].meta != nil {
+	if d.ref(g).meta != nil {
 		s, err := metadata.Restore(state)
 		if err != nil {
 			d.w.fail("digest: node %d metadata checkpoint at %d does not restore: %v", n.id, index, err)
@@ -257,8 +265,17 @@ func (d *digests) compare(n *simNode, dir string) {
 	}
 }
 
+// ref is slot g's reference (incarnations.go), made empty on first use
+// for a later incarnation of a partition.
+func (d *digests) ref(g int) *reference {
+	for len(d.refs) <= g {
+		d.refs = append(d.refs, &reference{part: engine.NewPartition(), digests: map[uint64]refDigest{}})
+	}
+	return d.refs[g]
+}
+
 // groupOfDir maps a checkpoint directory (meta/checkpoint, or
-// p/<topic>@<id>/<partition>/checkpoint) to its group index.
+// p/<topic>@<id>/<partition>/checkpoint) to its slot (incarnations.go).
 func (d *digests) groupOfDir(dir string) (int, bool) {
 	if dir == "meta/checkpoint" {
 		return d.w.opts.Partitions, true
@@ -267,7 +284,11 @@ func (d *digests) groupOfDir(dir string) (int, bool) {
 	if len(parts) != 4 || parts[0] != "p" {
 		return 0, false
 	}
-	topic, _, _ := strings.Cut(parts[1], "@")
+	topic, idText, _ := strings.Cut(parts[1], "@")
+	topicID, err := strconv.ParseUint(idText, 10, 64)
+	if err != nil {
+		return 0, false
+	}
 	p := 0
 	for _, c := range parts[2] {
 		if c < '0' || c > '9' {
@@ -276,7 +297,10 @@ func (d *digests) groupOfDir(dir string) (int, bool) {
 		p = p*10 + int(c-'0')
 	}
 	g, ok := d.w.groupOf[node.TopicPartition{Topic: topic, Partition: int32(p)}]
-	return g, ok
+	if !ok {
+		return 0, false
+	}
+	return d.w.incarnations.slot(g, topicID), true
 }
 
 // parseCheckpoint reads node/checkpoint.go's header layout: magic u32

@@ -30,6 +30,7 @@ const (
 	faultLeaderChain
 	faultDiskFull
 	faultIsolateFollower
+	faultStarveLeader
 )
 
 // flipMarginBytes keeps bit flips this far before the end of a file, so
@@ -47,7 +48,7 @@ var faultNames = [...]string{
 	faultFailSync: "fault/fail-sync", faultPowerCut: "fault/power-cut", faultWipe: "fault/wipe",
 	faultClockJump: "fault/clock-jump", faultCrashLeader: "fault/crash-leader", faultKill: "fault/kill",
 	faultCutRound: "fault/cut-round", faultCutRecovery: "fault/cut-recovery", faultPause: "fault/pause",
-	faultLeaderChain: "fault/leader-chain", faultDiskFull: "fault/disk-full", faultIsolateFollower: "fault/isolate-follower",
+	faultLeaderChain: "fault/leader-chain", faultDiskFull: "fault/disk-full", faultIsolateFollower: "fault/isolate-follower", faultStarveLeader: "fault/starve-leader",
 }
 
 // healAction is a network fault to undo: the directed links it cut.
@@ -102,6 +103,7 @@ func newPlanner(w *world) *planner {
 	add(faultLeaderChain, f.LeaderChain)
 	add(faultDiskFull, f.DiskFull)
 	add(faultIsolateFollower, f.IsolateFollower)
+	add(faultStarveLeader, f.StarveLeader)
 	return p
 }
 
@@ -176,6 +178,8 @@ func (p *planner) act() {
 		p.diskFull()
 	case faultIsolateFollower:
 		p.isolateFollower()
+	case faultStarveLeader:
+		p.starveLeader()
 	}
 	p.scheduleNext()
 }

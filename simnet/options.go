@@ -93,12 +93,20 @@ type Faults struct {
 	// TickDriftPercent, when > 0, makes each node's ticks run up to this
 	// many percent fast or slow (drawn per node for the run).
 	TickDriftPercent int
-	RestartMin       time.Duration // a crashed node restarts after [min, max]
-	RestartMax       time.Duration
-	NetFaultMin      time.Duration // a network fault lasts [min, max]
-	NetFaultMax      time.Duration
-	ClockSkewMax     time.Duration // each node's Realtime is off by up to this
-	DamagedNodesMax  int           // nodes allowed disk faults (each a minority of every group)
+	// ClientCorrupt is the chance that a client frame, either way, is
+	// damaged in flight: a bit flipped inside a batch it carries, or the
+	// frame cut short (corrupt.go).
+	ClientCorrupt float64
+	// StarveLeader starves a partition leader's host: its ticks come at a
+	// third of their rate and its links to the other nodes are cut, while
+	// clients still reach it (starve.go).
+	StarveLeader    int
+	RestartMin      time.Duration // a crashed node restarts after [min, max]
+	RestartMax      time.Duration
+	NetFaultMin     time.Duration // a network fault lasts [min, max]
+	NetFaultMax     time.Duration
+	ClockSkewMax    time.Duration // each node's Realtime is off by up to this
+	DamagedNodesMax int           // nodes allowed disk faults (each a minority of every group)
 }
 
 // Options is one run: the scenario, the workload and the fault mix.
@@ -170,6 +178,9 @@ type Options struct {
 	RetentionBytes      int64
 	SegmentMs           int64
 	RetentionCheckTicks int
+	// RecreateTopic deletes the second topic mid-run and creates it again
+	// under the same name (wire_recreate.go).
+	RecreateTopic bool
 }
 
 // DefaultAuditOneIn is Standard's AuditOneIn: sampled to keep the run
@@ -193,6 +204,7 @@ func Standard(seed uint64, profile Profile) Options {
 		EventsMax:     200_000,
 		AuditOneIn:    DefaultAuditOneIn,
 		DigestChecks:  true,
+		RecreateTopic: true,
 	}
 }
 
@@ -249,11 +261,13 @@ func Choose(o Options) Options {
 	// Shorter retention deletes so much unread that the indefinite
 	// produces among it (credits of the log model) make the
 	// linearizability check time out.
-	o.RetentionMs = pick[int64](r, 4000, 6000, 8000)
+	o.RetentionMs = pick[int64](r, 6000, 8000, 12000)
 	o.RetentionBytes = pick[int64](r, -1, -1, 96<<10, 192<<10)
 	o.SegmentMs = pick[int64](r, 300, 700, 1500)
 	o.RetentionCheckTicks = int(pick(r, 10, 20, 50))
 	f.IsolateFollower = int(pick(r, 3, 6, 9))
+	f.ClientCorrupt = pick(r, 0, 0.003, 0.01, 0.03)
+	f.StarveLeader = w()
 	return o
 }
 
@@ -277,11 +291,15 @@ func (o Options) String() string {
 	fmt.Fprintf(&b, " kill=%d cutround=%d cutrecovery=%d rolling=%g", f.Kill, f.PowerCutRound, f.PowerCutRecovery,
 		f.RollingRestartAfter)
 	fmt.Fprintf(&b, " pause=%d chain=%d drift=%d%% diskfull=%d isolatefollower=%d", f.Pause, f.LeaderChain, f.TickDriftPercent, f.DiskFull, f.IsolateFollower)
+	fmt.Fprintf(&b, " corrupt=%g starve=%d", f.ClientCorrupt, f.StarveLeader)
 	if o.CatchUpBytesPerSec > 0 {
 		fmt.Fprintf(&b, " catchup=%dB/s", o.CatchUpBytesPerSec)
 	}
 	if o.LogTailCacheBytesMax < 0 {
 		b.WriteString(" tailcache=off")
+	}
+	if !o.RecreateTopic {
+		b.WriteString(" norecreate")
 	}
 	if f.WipeRejoin {
 		b.WriteString(" wiperejoin")

@@ -48,6 +48,7 @@ type simNode struct {
 	// pausedUntil: the node's process is stopped (a GC pause, a stalled
 	// VM) until then; events for it wait and arrive together at resume.
 	pausedUntil time.Duration
+	starved     bool // its ticks run slow for a while (starve.go)
 	damaged     bool // counted against the disk-fault budget
 	flipped     bool // bits were flipped on its disk
 	failReads   []string
@@ -114,6 +115,8 @@ type world struct {
 	digests      *digests      // whole-state comparison of replicas (digests.go)
 	coverage     *Coverage     // faults fired and rare events seen (coverage.go)
 	storage      *storage      // the nodes' fsyncs in flight (storage.go)
+	incarnations *incarnations // per-incarnation slots of the checks (incarnations.go)
+	corrupter    *corrupter    // damage to client frames in flight (corrupt.go)
 }
 
 // Stats counts what happened in a run, for the verbose report.
@@ -223,6 +226,8 @@ func newWorld(o Options) *world {
 	if o.LogTailCacheBytesMax < 0 {
 		w.coverage.Inc("run/tail-cache-off")
 	}
+	w.incarnations = newIncarnations(w)
+	w.corrupter = newCorrupter(w)
 	w.durability = newDurability(w)
 	w.digests = newDigests(w)
 	w.work = newWorkload(w)
@@ -270,8 +275,8 @@ func (w *world) startNode(n *simNode) {
 		MinFreeBytes:         simMinFreeBytes,
 		CatchUpBytesPerSec:   w.opts.CatchUpBytesPerSec,
 		RetentionCheckTicks:  w.opts.RetentionCheckTicks,
-		Observer: func(tp node.TopicPartition, index, term uint64, data []byte) {
-			w.checker.onApply(n, tp, index, term, data)
+		Observer: func(tp node.TopicPartition, topicID, index, term uint64, data []byte) {
+			w.checker.onApply(n, tp, topicID, index, term, data)
 		},
 	}
 	w.wire.configure(&cfg)
