@@ -1,0 +1,265 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Bounds of the Kafka consumer-group test.
+const (
+	kgTopic      = "kgroup"
+	kgGroup      = "kg"
+	kgPartitions = 6
+	kgRecords    = 900
+)
+
+// kgOwners records which member owns each partition, from kgo's
+// OnPartitionsAssigned/Revoked/Lost callbacks, and every delivered record.
+type kgOwners struct {
+	mu         sync.Mutex
+	owner      map[int32]string
+	seen       map[string]bool
+	violations []string
+}
+
+func (o *kgOwners) assigned(member string, ps map[string][]int32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, p := range ps[kgTopic] {
+		if cur, ok := o.owner[p]; ok && cur != member {
+			o.violations = append(o.violations, fmt.Sprintf("partition %d assigned to %s while %s owns it", p, member, cur))
+		}
+		o.owner[p] = member
+	}
+}
+
+func (o *kgOwners) released(member string, ps map[string][]int32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, p := range ps[kgTopic] {
+		if o.owner[p] == member {
+			delete(o.owner, p)
+		}
+	}
+}
+
+func (o *kgOwners) consumed(member string, r *kgo.Record) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.owner[r.Partition] != member {
+		o.violations = append(o.violations, fmt.Sprintf("%s consumed partition %d owned by %q", member, r.Partition, o.owner[r.Partition]))
+	}
+	o.seen[string(r.Value)] = true
+}
+
+func (o *kgOwners) count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.seen)
+}
+
+// kgMember is one kgo consumer-group member polling until stopped.
+type kgMember struct {
+	name string
+	cl   *kgo.Client
+	stop chan struct{}
+	done chan struct{}
+}
+
+func startKgMember(t *testing.T, seeds []string, name string, o *kgOwners) *kgMember {
+	t.Helper()
+	m := &kgMember{name: name, stop: make(chan struct{}), done: make(chan struct{})}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(kgGroup), kgo.ConsumeTopics(kgTopic),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.BlockRebalanceOnPoll(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ClientID(name),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { o.assigned(name, ps) }),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, ps map[string][]int32) {
+			cl.CommitUncommittedOffsets(ctx)
+			o.released(name, ps)
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { o.released(name, ps) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.cl = cl
+	go func() {
+		defer close(m.done)
+		for {
+			select {
+			case <-m.stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			fs := cl.PollFetches(ctx)
+			cancel()
+			fs.EachRecord(func(r *kgo.Record) { o.consumed(name, r) })
+			cl.AllowRebalance()
+		}
+	}()
+	return m
+}
+
+// leave stops polling, commits what was consumed and leaves the group.
+func (m *kgMember) leave() {
+	close(m.stop)
+	<-m.done
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m.cl.CommitUncommittedOffsets(ctx)
+	m.cl.Close()
+}
+
+// A franz-go consumer group (cooperative-sticky, the classic protocol)
+// of three members against three real `strand serve` processes, while
+// members join and leave and records keep arriving: every record is
+// delivered, no partition is ever assigned to a member while another
+// owns it nor consumed by a member that does not own it (kgo's
+// OnPartitionsAssigned/Revoked), the final commits are visible through
+// kadm's FetchOffsets and equal the end offsets; kadm lists and describes
+// the group, resets an empty group's offsets and deletes it.
+func TestKafkaConsumerGroupCooperative(t *testing.T) {
+	skipShort(t)
+	c := startKafkaCluster(t, 3)
+	adm := kafkaAdmin(t, c.kafka)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := adm.CreateTopic(ctx, kgPartitions, 3, nil, kgTopic); err != nil {
+		t.Fatal(err)
+	}
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.kafka...), kgo.DefaultProduceTopic(kgTopic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	produce := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			prod.Produce(ctx, &kgo.Record{Value: []byte(strconv.Itoa(i))}, nil)
+		}
+		if err := prod.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := &kgOwners{owner: map[int32]string{}, seen: map[string]bool{}}
+	waitSeen := func(n int) {
+		t.Helper()
+		waitFor(t, fmt.Sprintf("%d records consumed", n), 90*time.Second, func() error {
+			if got := o.count(); got < n {
+				return fmt.Errorf("%d of %d consumed", got, n)
+			}
+			return nil
+		})
+	}
+	produce(0, kgRecords/3)
+	a := startKgMember(t, c.kafka, "a", o)
+	b := startKgMember(t, c.kafka, "b", o)
+	waitSeen(kgRecords / 3)
+	cm := startKgMember(t, c.kafka, "c", o)
+	produce(kgRecords/3, 2*kgRecords/3)
+	waitSeen(2 * kgRecords / 3)
+	describeKg(ctx, t, adm)
+	b.leave()
+	d := startKgMember(t, c.kafka, "d", o)
+	produce(2*kgRecords/3, kgRecords)
+	waitSeen(kgRecords)
+	for _, m := range []*kgMember{a, cm, d} {
+		m.leave()
+	}
+	o.mu.Lock()
+	if len(o.violations) > 0 {
+		t.Errorf("ownership violations:\n%v", o.violations)
+	}
+	o.mu.Unlock()
+	checkKgCommitted(ctx, t, adm)
+	resetAndDeleteKg(ctx, t, adm)
+}
+
+// describeKg checks kadm lists and describes the running group.
+func describeKg(ctx context.Context, t *testing.T, adm *kadm.Client) {
+	t.Helper()
+	listed, err := adm.ListGroups(ctx)
+	if err != nil || !contains(listed.Groups(), kgGroup) {
+		t.Fatalf("kadm ListGroups: %v %v", listed.Groups(), err)
+	}
+	waitFor(t, "kadm DescribeGroups naming 3 members", 30*time.Second, func() error {
+		described, err := adm.DescribeGroups(ctx, kgGroup)
+		if err != nil {
+			return err
+		}
+		g := described[kgGroup]
+		if g.Err != nil || len(g.Members) != 3 || g.ProtocolType != "consumer" {
+			return fmt.Errorf("%+v", g)
+		}
+		return nil
+	})
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// checkKgCommitted compares the group's commits with the end offsets.
+func checkKgCommitted(ctx context.Context, t *testing.T, adm *kadm.Client) {
+	t.Helper()
+	ends, err := adm.ListEndOffsets(ctx, kgTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed, err := adm.FetchOffsets(ctx, kgGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends.Each(func(e kadm.ListedOffset) {
+		got, ok := committed.Lookup(kgTopic, e.Partition)
+		if !ok || got.At != e.Offset {
+			t.Errorf("partition %d: committed %+v, end offset %d", e.Partition, got, e.Offset)
+		}
+	})
+}
+
+// resetAndDeleteKg resets the empty group's offsets to 0, reads them
+// back, deletes the group and checks it is gone.
+func resetAndDeleteKg(ctx context.Context, t *testing.T, adm *kadm.Client) {
+	t.Helper()
+	reset := kadm.Offsets{}
+	for p := range int32(kgPartitions) {
+		reset.Add(kadm.Offset{Topic: kgTopic, Partition: p, At: 0, LeaderEpoch: -1})
+	}
+	waitFor(t, "reset of the empty group", 30*time.Second, func() error {
+		resp, err := adm.CommitOffsets(ctx, kgGroup, reset)
+		if err == nil {
+			err = resp.Error()
+		}
+		return err
+	})
+	committed, err := adm.FetchOffsets(ctx, kgGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed.Each(func(o kadm.OffsetResponse) {
+		if o.At != 0 {
+			t.Errorf("after the reset, partition %d committed %d", o.Partition, o.At)
+		}
+	})
+	deleted, err := adm.DeleteGroup(ctx, kgGroup)
+	if err != nil || deleted.Err != nil {
+		t.Fatalf("kadm DeleteGroup: %v %v", err, deleted.Err)
+	}
+	listed, err := adm.ListGroups(ctx)
+	if err != nil || contains(listed.Groups(), kgGroup) {
+		t.Fatalf("after delete, kadm ListGroups: %v %v", listed.Groups(), err)
+	}
+}
