@@ -69,10 +69,11 @@ type classicState struct {
 	seq       uint64
 	members   map[string]*classicMember
 	protocols map[string]string // group -> the protocol name last answered
+	kip848    map[string]kip848Member
 }
 
 func newClassicState() *classicState {
-	return &classicState{members: map[string]*classicMember{}, protocols: map[string]string{}}
+	return &classicState{members: map[string]*classicMember{}, protocols: map[string]string{}, kip848: map[string]kip848Member{}}
 }
 
 func memberKey(group, member string) string { return group + "\x00" + member }
@@ -114,6 +115,38 @@ func (s *classicState) put(group, member string, m classicMember) {
 		clear(s.protocols)
 	}
 	s.members[memberKey(group, member)] = &m
+}
+
+func (s *classicState) getKIP848(group, member string) (kip848Member, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.kip848[memberKey(group, member)]
+	return m, ok
+}
+
+// putKIP848 remembers a KIP-848 member's last subscription and owned
+// partitions; beyond classicMembersMax the records are dropped (their
+// members' next null fields are read from the coordinator).
+func (s *classicState) putKIP848(group, member string, m kip848Member) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.kip848) >= classicMembersMax {
+		clear(s.kip848)
+	}
+	s.kip848[memberKey(group, member)] = m
+}
+
+func (s *classicState) dropKIP848(group, member string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.kip848, memberKey(group, member))
+}
+
+// isKIP848 says whether member speaks KIP-848 here (its commits get
+// KIP-848's epoch errors, not the classic ILLEGAL_GENERATION).
+func (s *classicState) isKIP848(group, member string) bool {
+	_, ok := s.getKIP848(group, member)
+	return ok
 }
 
 func (s *classicState) drop(group, member string) {

@@ -307,3 +307,24 @@ func FuzzToStrand(f *testing.F) {
 		}
 	})
 }
+
+// FuzzConsumerGroupHeartbeat fuzzes KIP-848's heartbeat (owned partitions
+// by topic id, a regex subscription refused).
+func FuzzConsumerGroupHeartbeat(f *testing.F) {
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Group, req.MemberID, req.MemberEpoch, req.SubscribedTopicNames = "g", "m", 3, []string{"t"}
+	t := kmsg.NewConsumerGroupHeartbeatRequestTopic()
+	t.Partitions = []int32{0}
+	req.Topics = append(req.Topics, t)
+	regex := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	re := "t.*"
+	regex.Group, regex.SubscribedTopicRegex = "g", &re
+	fuzzAPI(f, 68, req, regex)
+}
+
+// FuzzConsumerGroupDescribe fuzzes ConsumerGroupDescribe.
+func FuzzConsumerGroupDescribe(f *testing.F) {
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{"g", "h"}
+	fuzzAPI(f, 69, req)
+}

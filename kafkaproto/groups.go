@@ -108,6 +108,9 @@ func (c *conn) offsetCommit(req kmsg.Request) func() kmsg.Response {
 			return nil
 		}
 		code := classicCode(resp.GetError())
+		if c.s.classic.isKIP848(r.Group, r.MemberID) {
+			code = kafkaCode(resp.GetError())
+		}
 		out := kmsg.NewPtrOffsetCommitResponse()
 		out.SetVersion(r.Version)
 		for _, t := range r.Topics {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"sync"
 	"testing"
@@ -27,6 +28,16 @@ type kgOwners struct {
 	owner      map[int32]string
 	seen       map[string]bool
 	violations []string
+	keys       map[int16]int // Kafka API keys the members sent
+}
+
+// OnBrokerWrite counts the API keys the members send (kgo.HookBrokerWrite).
+func (o *kgOwners) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err == nil {
+		o.keys[key]++
+	}
 }
 
 func (o *kgOwners) assigned(member string, ps map[string][]int32) {
@@ -73,18 +84,19 @@ type kgMember struct {
 	done chan struct{}
 }
 
-func startKgMember(t *testing.T, seeds []string, name string, o *kgOwners) *kgMember {
+func startKgMember(t *testing.T, seeds []string, name string, o *kgOwners, extra ...kgo.Opt) *kgMember {
 	t.Helper()
 	m := &kgMember{name: name, stop: make(chan struct{}), done: make(chan struct{})}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(kgGroup), kgo.ConsumeTopics(kgTopic),
+	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(kgGroup), kgo.ConsumeTopics(kgTopic),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.BlockRebalanceOnPoll(),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ClientID(name),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ClientID(name), kgo.WithHooks(o),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { o.assigned(name, ps) }),
 		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, ps map[string][]int32) {
 			cl.CommitUncommittedOffsets(ctx)
 			o.released(name, ps)
 		}),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { o.released(name, ps) }))
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { o.released(name, ps) })}
+	cl, err := kgo.NewClient(append(opts, extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +139,25 @@ func (m *kgMember) leave() {
 // the group, resets an empty group's offsets and deletes it.
 func TestKafkaConsumerGroupCooperative(t *testing.T) {
 	skipShort(t)
+	keys := runKgScenario(t)
+	if keys[11] == 0 || keys[14] == 0 || keys[68] != 0 {
+		t.Fatalf("members sent %d JoinGroup, %d SyncGroup, %d ConsumerGroupHeartbeat: the classic protocol was not the one used", keys[11], keys[14], keys[68])
+	}
+}
+
+// The same with KIP-848's protocol (kgo.ServerSideBalancer: franz-go
+// heartbeats with ConsumerGroupHeartbeat, the coordinator assigns).
+func TestKafkaConsumerGroupKIP848(t *testing.T) {
+	skipShort(t)
+	keys := runKgScenario(t, kgo.ServerSideBalancer())
+	if keys[68] == 0 || keys[11] != 0 {
+		t.Fatalf("members sent %d ConsumerGroupHeartbeat, %d JoinGroup: KIP-848 was not the protocol used", keys[68], keys[11])
+	}
+}
+
+// runKgScenario runs the consumer-group scenario with the members' extra
+// options; it returns how many requests of each API key they sent.
+func runKgScenario(t *testing.T, extra ...kgo.Opt) map[int16]int {
 	c := startKafkaCluster(t, 3)
 	adm := kafkaAdmin(t, c.kafka)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -148,7 +179,7 @@ func TestKafkaConsumerGroupCooperative(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	o := &kgOwners{owner: map[int32]string{}, seen: map[string]bool{}}
+	o := &kgOwners{owner: map[int32]string{}, seen: map[string]bool{}, keys: map[int16]int{}}
 	waitSeen := func(n int) {
 		t.Helper()
 		waitFor(t, fmt.Sprintf("%d records consumed", n), 90*time.Second, func() error {
@@ -159,15 +190,15 @@ func TestKafkaConsumerGroupCooperative(t *testing.T) {
 		})
 	}
 	produce(0, kgRecords/3)
-	a := startKgMember(t, c.kafka, "a", o)
-	b := startKgMember(t, c.kafka, "b", o)
+	a := startKgMember(t, c.kafka, "a", o, extra...)
+	b := startKgMember(t, c.kafka, "b", o, extra...)
 	waitSeen(kgRecords / 3)
-	cm := startKgMember(t, c.kafka, "c", o)
+	cm := startKgMember(t, c.kafka, "c", o, extra...)
 	produce(kgRecords/3, 2*kgRecords/3)
 	waitSeen(2 * kgRecords / 3)
 	describeKg(ctx, t, adm)
 	b.leave()
-	d := startKgMember(t, c.kafka, "d", o)
+	d := startKgMember(t, c.kafka, "d", o, extra...)
 	produce(2*kgRecords/3, kgRecords)
 	waitSeen(kgRecords)
 	for _, m := range []*kgMember{a, cm, d} {
@@ -180,6 +211,9 @@ func TestKafkaConsumerGroupCooperative(t *testing.T) {
 	o.mu.Unlock()
 	checkKgCommitted(ctx, t, adm)
 	resetAndDeleteKg(ctx, t, adm)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.keys)
 }
 
 // describeKg checks kadm lists and describes the running group.
@@ -197,6 +231,13 @@ func describeKg(ctx context.Context, t *testing.T, adm *kadm.Client) {
 		g := described[kgGroup]
 		if g.Err != nil || len(g.Members) != 3 || g.ProtocolType != "consumer" {
 			return fmt.Errorf("%+v", g)
+		}
+		cg, err := adm.DescribeConsumerGroups(ctx, kgGroup)
+		if err != nil {
+			return err
+		}
+		if g := cg[kgGroup]; g.Err != nil || len(g.Members) != 3 {
+			return fmt.Errorf("kadm DescribeConsumerGroups: %+v", g)
 		}
 		return nil
 	})
