@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -29,6 +30,21 @@ type kgOwners struct {
 	seen       map[string]bool
 	violations []string
 	keys       map[int16]int // Kafka API keys the members sent
+	events     []string      // "member +p" / "member -p", in order
+}
+
+// ownedBy is the sorted partitions member owns.
+func (o *kgOwners) ownedBy(member string) []int32 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var ps []int32
+	for p, m := range o.owner {
+		if m == member {
+			ps = append(ps, p)
+		}
+	}
+	slices.Sort(ps)
+	return ps
 }
 
 // OnBrokerWrite counts the API keys the members send (kgo.HookBrokerWrite).
@@ -48,6 +64,7 @@ func (o *kgOwners) assigned(member string, ps map[string][]int32) {
 			o.violations = append(o.violations, fmt.Sprintf("partition %d assigned to %s while %s owns it", p, member, cur))
 		}
 		o.owner[p] = member
+		o.events = append(o.events, fmt.Sprintf("%s +%d", member, p))
 	}
 }
 
@@ -58,6 +75,7 @@ func (o *kgOwners) released(member string, ps map[string][]int32) {
 		if o.owner[p] == member {
 			delete(o.owner, p)
 		}
+		o.events = append(o.events, fmt.Sprintf("%s -%d", member, p))
 	}
 }
 
@@ -152,6 +170,16 @@ func TestKafkaConsumerGroupKIP848(t *testing.T) {
 	keys := runKgScenario(t, kgo.ServerSideBalancer())
 	if keys[68] == 0 || keys[11] != 0 {
 		t.Fatalf("members sent %d ConsumerGroupHeartbeat, %d JoinGroup: KIP-848 was not the protocol used", keys[68], keys[11])
+	}
+}
+
+// The same with an eager balancer (range: every member revokes everything
+// before it rejoins, as librdkafka's default does).
+func TestKafkaConsumerGroupEager(t *testing.T) {
+	skipShort(t)
+	keys := runKgScenario(t, kgo.Balancers(kgo.RangeBalancer()))
+	if keys[11] == 0 || keys[68] != 0 {
+		t.Fatalf("members sent %d JoinGroup, %d ConsumerGroupHeartbeat: the classic protocol was not the one used", keys[11], keys[68])
 	}
 }
 
@@ -303,4 +331,59 @@ func resetAndDeleteKg(ctx context.Context, t *testing.T, adm *kadm.Client) {
 	if err != nil || contains(listed.Groups(), kgGroup) {
 		t.Fatalf("after delete, kadm ListGroups: %v %v", listed.Groups(), err)
 	}
+}
+
+// Static membership (group.instance.id): a static member that stops
+// without leaving (kgo does not leave for a static member) and restarts
+// under the same instance id within the session timeout gets exactly its
+// partitions back, and the other member's assignment never moves.
+func TestKafkaConsumerGroupStatic(t *testing.T) {
+	skipShort(t)
+	c := startKafkaCluster(t, 1)
+	adm := kafkaAdmin(t, c.kafka)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := adm.CreateTopic(ctx, 4, 1, nil, kgTopic); err != nil {
+		t.Fatal(err)
+	}
+	o := &kgOwners{owner: map[int32]string{}, seen: map[string]bool{}, keys: map[int16]int{}}
+	a := startKgMember(t, c.kafka, "a", o, kgo.InstanceID("ia"))
+	b := startKgMember(t, c.kafka, "b", o, kgo.InstanceID("ib"))
+	defer b.leave()
+	waitFor(t, "two partitions each", 60*time.Second, func() error {
+		if pa, pb := o.ownedBy("a"), o.ownedBy("b"); len(pa) != 2 || len(pb) != 2 {
+			return fmt.Errorf("a owns %v, b owns %v", pa, pb)
+		}
+		return nil
+	})
+	before := o.ownedBy("a")
+	o.mu.Lock()
+	bEvents := countPrefix(o.events, "b ")
+	o.mu.Unlock()
+	close(a.stop)
+	<-a.done
+	a.cl.Close()
+	a2 := startKgMember(t, c.kafka, "a", o, kgo.InstanceID("ia"))
+	defer a2.leave()
+	waitFor(t, "the restarted static member's partitions", 60*time.Second, func() error {
+		if got := o.ownedBy("a"); !slices.Equal(got, before) {
+			return fmt.Errorf("a owns %v, before its restart %v", got, before)
+		}
+		return nil
+	})
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if n := countPrefix(o.events, "b "); n != bEvents {
+		t.Fatalf("b's assignment moved while a restarted: %v", o.events)
+	}
+}
+
+func countPrefix(xs []string, prefix string) int {
+	n := 0
+	for _, x := range xs {
+		if len(x) >= len(prefix) && x[:len(prefix)] == prefix {
+			n++
+		}
+	}
+	return n
 }
