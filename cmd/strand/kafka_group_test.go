@@ -283,14 +283,18 @@ func contains(xs []string, x string) bool {
 // checkKgCommitted compares the group's commits with the end offsets.
 func checkKgCommitted(ctx context.Context, t *testing.T, adm *kadm.Client) {
 	t.Helper()
-	ends, err := adm.ListEndOffsets(ctx, kgTopic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	committed, err := adm.FetchOffsets(ctx, kgGroup)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var ends kadm.ListedOffsets
+	var committed kadm.OffsetResponses
+	waitFor(t, "end and committed offsets", 30*time.Second, func() error { // a restarted node may still be starting
+		var err error
+		if ends, err = adm.ListEndOffsets(ctx, kgTopic); err == nil {
+			err = ends.Error()
+		}
+		if err == nil {
+			committed, err = adm.FetchOffsets(ctx, kgGroup)
+		}
+		return err
+	})
 	ends.Each(func(e kadm.ListedOffset) {
 		got, ok := committed.Lookup(kgTopic, e.Partition)
 		if !ok || got.At != e.Offset {
@@ -386,4 +390,81 @@ func countPrefix(xs []string, prefix string) int {
 		}
 	}
 	return n
+}
+
+// The group's coordinator (the leader of its __strand_offsets partition,
+// as kadm's FindGroupCoordinators names it) is SIGKILLed while two
+// cooperative members consume: they find the new coordinator, which knows
+// nothing of what the old node's Kafka layer told them, rejoin, and every
+// record is still delivered with no partition owned or consumed by two
+// members at once; the final commits equal the end offsets.
+func TestKafkaConsumerGroupCoordinatorKilled(t *testing.T) {
+	skipShort(t)
+	c := startKafkaCluster(t, 3)
+	adm := kafkaAdmin(t, c.kafka)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := adm.CreateTopic(ctx, kgPartitions, 3, nil, kgTopic); err != nil {
+		t.Fatal(err)
+	}
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.kafka...), kgo.DefaultProduceTopic(kgTopic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	produce := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			prod.Produce(ctx, &kgo.Record{Value: []byte(strconv.Itoa(i))}, nil)
+		}
+		if err := prod.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := &kgOwners{owner: map[int32]string{}, seen: map[string]bool{}, keys: map[int16]int{}}
+	waitSeen := func(n int) {
+		t.Helper()
+		waitFor(t, fmt.Sprintf("%d records consumed", n), 90*time.Second, func() error {
+			if got := o.count(); got < n {
+				return fmt.Errorf("%d of %d consumed", got, n)
+			}
+			return nil
+		})
+	}
+	produce(0, kgRecords/2)
+	a := startKgMember(t, c.kafka, "a", o)
+	b := startKgMember(t, c.kafka, "b", o)
+	waitSeen(kgRecords / 2)
+	var coord int32
+	waitFor(t, "the group's coordinator", 30*time.Second, func() error {
+		r := adm.FindGroupCoordinators(ctx, kgGroup)
+		if err := r.Error(); err != nil {
+			return err
+		}
+		coord = r[kgGroup].NodeID
+		return nil
+	})
+	o.mu.Lock()
+	joins := o.keys[11]
+	o.mu.Unlock()
+	c.procs[coord-1].kill()
+	produce(kgRecords/2, kgRecords)
+	waitSeen(kgRecords)
+	waitFor(t, "a rejoin at the new coordinator", 60*time.Second, func() error {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if o.keys[11] == joins {
+			return fmt.Errorf("no JoinGroup since the kill (%d before)", joins)
+		}
+		return nil
+	})
+	c.start(int(coord - 1))
+	a.leave()
+	b.leave()
+	o.mu.Lock()
+	if len(o.violations) > 0 {
+		t.Errorf("ownership violations:\n%v", o.violations)
+	}
+	o.mu.Unlock()
+	checkKgCommitted(ctx, t, adm)
 }
