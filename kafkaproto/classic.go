@@ -174,16 +174,10 @@ func (s *classicState) protocol(group string) string {
 
 // newMemberID is a member id for a client that has none (Kafka's
 // coordinator chooses it; Strand's engine expects the client to).
-func newMemberID(clientID string) string {
+func newMemberID() string {
 	var b [16]byte
 	rand.Read(b[:])
-	if len(clientID) > 64 {
-		clientID = clientID[:64]
-	}
-	if clientID == "" {
-		clientID = "kafka"
-	}
-	return clientID + "-" + hex.EncodeToString(b[:])
+	return "kafka-" + hex.EncodeToString(b[:])
 }
 
 // memberEpoch reads member's epoch from the coordinator (0: not a member,
@@ -242,7 +236,7 @@ func (c *conn) joinGroup(req kmsg.Request) func() kmsg.Response {
 	}
 	member := r.MemberID
 	if member == "" {
-		member = newMemberID("")
+		member = newMemberID()
 	}
 	m := classicMember{subs: slices.Clone(md.Topics), instance: deref(r.InstanceID), rack: deref(md.Rack)}
 	var owned []*strandpb.GroupTopicPartitions

@@ -1,8 +1,6 @@
 package kafkaproto
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -47,9 +45,7 @@ func (c *conn) consumerGroupHeartbeat(req kmsg.Request) func() kmsg.Response {
 	}
 	member := r.MemberID
 	if member == "" {
-		var b [16]byte
-		rand.Read(b[:])
-		member = hex.EncodeToString(b[:])
+		member = newMemberID()
 	}
 	meta := c.submit(&strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{}}})
 	return func() kmsg.Response {
@@ -95,19 +91,24 @@ func (c *conn) consumerGroupHeartbeat(req kmsg.Request) func() kmsg.Response {
 			return out
 		}
 		c.s.classic.putKIP848(r.Group, member, rec)
-		a := kmsg.NewConsumerGroupHeartbeatResponseAssignment()
-		for _, tp := range hb.GetAssigned() {
-			id, ok := byName[tp.GetTopic()]
-			if !ok {
-				continue // deleted since: the next heartbeat's assignment drops it
-			}
-			t := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
-			t.TopicID, t.Partitions = id, tp.GetPartitions()
-			a.Topics = append(a.Topics, t)
-		}
-		out.Assignment = &a
+		out.Assignment = heartbeatAssignment(hb.GetAssigned(), byName)
 		return out
 	}
+}
+
+// heartbeatAssignment is assigned named by topic ids.
+func heartbeatAssignment(assigned []*strandpb.GroupTopicPartitions, byName map[string][16]byte) *kmsg.ConsumerGroupHeartbeatResponseAssignment {
+	a := kmsg.NewConsumerGroupHeartbeatResponseAssignment()
+	for _, tp := range assigned {
+		id, ok := byName[tp.GetTopic()]
+		if !ok {
+			continue // deleted since: the next heartbeat's assignment drops it
+		}
+		t := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
+		t.TopicID, t.Partitions = id, tp.GetPartitions()
+		a.Topics = append(a.Topics, t)
+	}
+	return &a
 }
 
 // describedKIP848 is the coordinator's record of member as a kip848Member
