@@ -1,7 +1,6 @@
 package simnet
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -233,11 +232,4 @@ func (c *wireClient) checkFinished() {
 	}
 	c.finished = true
 	c.ww.clientDone()
-}
-
-// definitelyUnwritten reports whether a failed batch's only attempt was
-// refused without being proposed: its error says nothing may be written.
-func definitelyUnwritten(err error) bool {
-	var re *clientlib.RetriesExhaustedError
-	return errors.As(err, &re) && !re.MaybeWritten && re.Attempts == 1 && !clientlib.ClassifyErr(re.Err).MaybeWritten
 }
