@@ -54,6 +54,11 @@ var kafkaCodes = map[strandpb.ErrorCode]*kerr.Error{
 	strandpb.ErrorCode_ERROR_CODE_GROUP_NOT_EMPTY:           kerr.NonEmptyGroup,
 	strandpb.ErrorCode_ERROR_CODE_GROUP_NOT_FOUND:           kerr.GroupIDNotFound,
 	strandpb.ErrorCode_ERROR_CODE_STALE_HEARTBEAT:           kerr.CoordinatorLoadInProgress,
+	// A full disk refuses writes, retriably, as Kafka's log-dir failure.
+	strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_SPACE: kerr.KafkaStorageError,
+	// A replica rebuilding from its peers serves nothing: the client
+	// refreshes metadata and asks the leader, as after a leader move.
+	strandpb.ErrorCode_ERROR_CODE_REPLICA_RECOVERING: kerr.NotLeaderForPartition,
 }
 
 // kafkaCode is the Kafka error code for a Strand error: 0 for none, the

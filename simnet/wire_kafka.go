@@ -27,6 +27,13 @@ func (ww *wireWorkload) kafkaEncode(c *wireClient, req *strandpb.Request) (*kafk
 	if req.GetProduce() != nil && req.GetProduce().GetAcks() == 0 {
 		return nil, nil, false // Kafka never answers acks=0; the simulator's client waits for an answer
 	}
+	if ww.namesRecreatable(req) {
+		// Kafka's Produce (v3-v11) and Fetch (v4-v12) name topics, not
+		// topic ids, so a node cannot refuse a request meant for a topic's
+		// deleted incarnation; the history keys records by incarnation.
+		// Re-created topics travel in Strand's protocol.
+		return nil, nil, false
+	}
 	frame, decode, ok := kafkaproto.EncodeRequest(req, int32(req.GetCorrelationId()))
 	if !ok {
 		return nil, nil, false
@@ -64,4 +71,28 @@ func (k *kafkaCall) decodeAnswer(w *world, frame []byte) *strandpb.Response {
 		return &strandpb.Response{Error: &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INTERNAL, Message: err.Error()}}
 	}
 	return out
+}
+
+// namesRecreatable reports whether req names the topic the workload
+// deletes and re-creates.
+func (ww *wireWorkload) namesRecreatable(req *strandpb.Request) bool {
+	if !ww.w.opts.RecreateTopic {
+		return false
+	}
+	for _, p := range req.GetProduce().GetPartitions() {
+		if p.GetTopic() == topicSecond {
+			return true
+		}
+	}
+	for _, p := range req.GetFetch().GetPartitions() {
+		if p.GetTopic() == topicSecond {
+			return true
+		}
+	}
+	for _, p := range req.GetListOffsets().GetPartitions() {
+		if p.GetTopic() == topicSecond {
+			return true
+		}
+	}
+	return false
 }
