@@ -59,9 +59,15 @@ type Config struct {
 	// discard). The core hands its handler records with a zero time (it
 	// reads no clock); the server's handler stamps them.
 	Logger *slog.Logger
-	// ElectionTicks and HeartbeatTicks count Core.Tick calls (defaults 10, 1).
+	// ElectionTicks and HeartbeatTicks count raft ticks (defaults 10, 1).
 	ElectionTicks  int
 	HeartbeatTicks int
+	// TicksPerRaftTick: Core.Tick ticks every raft group once every this
+	// many calls (default 1), so request deadlines and long polls (counted
+	// in Core.Tick calls) can have a finer grain than raft's timeouts
+	// without ticking thousands of groups that often. The server ticks
+	// every 10 ms and raft every 100 ms, as etcd's 100 ms tick.
+	TicksPerRaftTick int
 	// RequestTimeoutTicks fails a produce or fetch still waiting after this
 	// many ticks (default 50).
 	RequestTimeoutTicks int
@@ -285,6 +291,7 @@ type Core struct {
 	fatal error
 	stats Stats
 
+	ready    readyMarks       // the groups the next round asks for a Ready (ready.go)
 	readies  []groupReady     // reused by processRound
 	syncs    []func() error   // reused by syncRound
 	outbox   []outFrame       // one frame per destination node per round

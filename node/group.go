@@ -44,6 +44,8 @@ type group struct {
 	topicUUID metadata.UUID
 	// reportQueued: the group waits in Core.leaderReports.
 	reportQueued bool
+	// readyMarked: the group is in Core.ready.marked (ready.go).
+	readyMarked bool
 	// parked are the long-poll fetches to wake when the high-water mark
 	// moves; finished ones are dropped lazily.
 	parked []*fetchSession

@@ -145,6 +145,7 @@ func (c *Core) reconcile() error {
 	}
 	clear(c.groups[len(kept):])
 	c.groups = append(c.groups[:0], kept...)
+	c.markAllReady() // new groups are ready; stopped ones must leave the marks
 	for _, ref := range hosted {
 		tp := TopicPartition{Topic: ref.Topic, Partition: ref.Partition}
 		if c.byTP[tp] != nil {
@@ -262,6 +263,7 @@ func (c *Core) proposeMeta(data []byte, timeoutTicks uint64, done func(metadata.
 		}
 		data = metadata.WithClusterSeed(data, seed)
 	}
+	c.markReady(c.meta)
 	if err := c.meta.raw.Propose(data); err != nil {
 		return fail(ErrNotController)
 	}

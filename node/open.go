@@ -51,7 +51,8 @@ func Open(cfg Config) (*Core, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	c := &Core{cfg: cfg, byTP: make(map[TopicPartition]*group), metaWaits: make(map[uint64]*metaWait)}
+	c := &Core{cfg: cfg, byTP: make(map[TopicPartition]*group), metaWaits: make(map[uint64]*metaWait),
+		ready: readyMarks{all: true}}
 	c.rand = cfg.Rand
 	c.log = coreLog{h: cfg.Logger.Handler()}.with(slog.Uint64("node", uint64(cfg.ID)))
 	if c.rand == nil {
@@ -89,6 +90,9 @@ func (cfg *Config) setDefaults() error {
 	if cfg.HeartbeatTicks <= 0 || cfg.ElectionTicks <= cfg.HeartbeatTicks {
 		return fmt.Errorf("node: config: ElectionTicks %d must exceed HeartbeatTicks %d > 0",
 			cfg.ElectionTicks, cfg.HeartbeatTicks)
+	}
+	if cfg.TicksPerRaftTick <= 0 {
+		cfg.TicksPerRaftTick = 1
 	}
 	if cfg.RequestTimeoutTicks <= 0 {
 		cfg.RequestTimeoutTicks = requestTimeoutTicksDefault

@@ -22,6 +22,7 @@ type Stats struct {
 	FramesSent           uint64
 	Syncs                uint64 // log syncs of the Ready cycle
 	Checkpoints          uint64 // engine checkpoints written
+	ReadyPolls           uint64 // groups asked HasReady by the Ready rounds (ready.go)
 }
 
 // Stats returns the counters so far.
@@ -65,6 +66,7 @@ func (c *Core) receiveMessage(from NodeID, topic string, rm *rawRaftMessage) {
 		c.stats.MessagesDropped++
 		return
 	}
+	c.markReady(g)
 	if err := g.raw.Step(&m); err != nil {
 		c.stats.StepErrors++
 		return
@@ -175,8 +177,14 @@ func (c *Core) Tick() {
 		return
 	}
 	c.ticks++
+	raftTick := c.ticks%uint64(c.cfg.TicksPerRaftTick) == 0
+	if raftTick {
+		c.markAllReady()
+	}
 	for _, g := range c.groups {
-		g.raw.Tick()
+		if raftTick {
+			g.raw.Tick()
+		}
 		c.expireWaits(g)
 	}
 	if c.meta != nil {
@@ -190,6 +198,9 @@ func (c *Core) Tick() {
 // expireWaits fails the waits of g whose deadline passed. Deadlines grow in
 // queue order, so the expired waits are a prefix of each queue.
 func (c *Core) expireWaits(g *group) {
+	if len(g.produces) == 0 && len(g.reads) == 0 {
+		return
+	}
 	for _, w := range g.produces {
 		if w.deadline > c.ticks {
 			break
