@@ -50,7 +50,15 @@ type Bugs struct {
 	// RestoreIndexTimes restores a partition's offset index with each
 	// batch's max timestamp read as its append time.
 	RestoreIndexTimes bool
+	// QuiescedNeverWake: a quiesced follower is never woken when its
+	// leader's node goes silent (quiesce.go), so a crashed leader's idle
+	// groups stay without a leader until a request arrives.
+	QuiescedNeverWake bool
 }
+
+// bugQuiescedNeverWake (QuiescedNeverWake) turns off the wake of quiesced
+// followers whose leader's node went silent.
+func (c *Core) bugQuiescedNeverWake() bool { return c.cfg.Bugs.QuiescedNeverWake }
 
 // bugRestoreIndexTimes (RestoreIndexTimes) rebuilds a partition just
 // restored from its checkpoint with every index entry's MaxTimestampMs

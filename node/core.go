@@ -292,6 +292,7 @@ type Core struct {
 	stats Stats
 
 	ready    readyMarks       // the groups the next round asks for a Ready (ready.go)
+	liveness peerLiveness     // when each peer was last heard from (quiesce.go)
 	readies  []groupReady     // reused by processRound
 	syncs    []func() error   // reused by syncRound
 	outbox   []outFrame       // one frame per destination node per round

@@ -74,7 +74,7 @@ func (c *Core) readIndex(g *group, term uint64, serve func(g *group), fail func(
 	g.readBy[r.id] = r
 	g.live++
 	g.raw.ReadIndex(readContext(r.id))
-	c.markReady(g)
+	c.touch(g)
 }
 
 // noteReadState records the read index raft confirmed for one of our reads.

@@ -52,7 +52,7 @@ func Open(cfg Config) (*Core, error) {
 		return nil, err
 	}
 	c := &Core{cfg: cfg, byTP: make(map[TopicPartition]*group), metaWaits: make(map[uint64]*metaWait),
-		ready: readyMarks{all: true}}
+		ready: readyMarks{all: true}, liveness: peerLiveness{heard: make([]uint64, len(cfg.Nodes))}}
 	c.rand = cfg.Rand
 	c.log = coreLog{h: cfg.Logger.Handler()}.with(slog.Uint64("node", uint64(cfg.ID)))
 	if c.rand == nil {

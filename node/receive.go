@@ -23,6 +23,8 @@ type Stats struct {
 	Syncs                uint64 // log syncs of the Ready cycle
 	Checkpoints          uint64 // engine checkpoints written
 	ReadyPolls           uint64 // groups asked HasReady by the Ready rounds (ready.go)
+	Quiesced             uint64 // times a leader quiesced its group (quiesce.go)
+	WokenBySilence       uint64 // quiesced followers woken because their leader's node went silent
 }
 
 // Stats returns the counters so far.
@@ -47,6 +49,7 @@ func (c *Core) Receive(frame []byte) {
 		clear(msgs)
 		return
 	}
+	c.noteHeard(NodeID(from))
 	var topics topicCache
 	for i := range msgs {
 		c.receiveMessage(NodeID(from), topics.get(msgs[i].topic), &msgs[i])
@@ -66,11 +69,13 @@ func (c *Core) receiveMessage(from NodeID, topic string, rm *rawRaftMessage) {
 		c.stats.MessagesDropped++
 		return
 	}
-	c.markReady(g)
+	wasQuiesced := g.quiesced
+	c.touch(g)
 	if err := g.raw.Step(&m); err != nil {
 		c.stats.StepErrors++
 		return
 	}
+	g.quiesced = c.steppedQuiesced(g, wasQuiesced, from, &m)
 	c.stats.MessagesStepped++
 }
 
@@ -179,13 +184,16 @@ func (c *Core) Tick() {
 	c.ticks++
 	raftTick := c.ticks%uint64(c.cfg.TicksPerRaftTick) == 0
 	if raftTick {
-		c.markAllReady()
+		c.livenessRaftTick()
 	}
 	for _, g := range c.groups {
 		if raftTick {
-			g.raw.Tick()
+			c.raftTickGroup(g)
 		}
 		c.expireWaits(g)
+	}
+	if len(c.outbox) > 0 {
+		c.sendFrames() // quiesce heartbeats
 	}
 	if c.meta != nil {
 		c.expireMetaWaits()
