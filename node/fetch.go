@@ -147,18 +147,9 @@ func (c *Core) read(g *group, req FetchRequest) FetchResult {
 			res.Err = fmt.Errorf("%w: %w", ErrOffsetOutOfRange, err)
 			return res
 		}
-		for _, loc := range locs {
-			batch, err := c.readBatch(g, g.raftIndexOf(loc.RaftIndex))
-			if err != nil {
-				res.Err = err
-				res.Batches = nil
-				return res
-			}
-			if len(res.Batches) > 0 && int64(len(batch)) > budget {
-				break // the first batch goes out whole; later ones must fit
-			}
-			res.Batches = append(res.Batches, FetchedBatch{BaseOffset: c.bugBatchBase(loc.BaseOffset, req.Offset), AppendTimeMs: loc.AppendTimeMs, Batch: batch})
-			budget -= int64(len(batch))
+		if res.Batches, budget, err = c.readBatches(g, locs, req.Offset, budget); err != nil {
+			res.Err = err
+			return res
 		}
 	}
 	for _, b := range tail {
@@ -173,18 +164,44 @@ func (c *Core) read(g *group, req FetchRequest) FetchResult {
 	return res
 }
 
-// readBatch reads the batch bytes of the produce entry at raft index from
-// the log, without copying the records.
-func (c *Core) readBatch(g *group, index uint64) ([]byte, error) {
-	entries, err := g.log.Entries(index, index+1, math.MaxUint64)
-	if err != nil || len(entries) != 1 {
-		return nil, c.storageFailed(g, fmt.Errorf("%w: %s/%d entry %d: %v", ErrStorage, g.tp.Topic, g.tp.Partition, index, err))
+// fetchEntryOverheadBytes bounds what a produce entry adds to its batch
+// (raft's entry fields and the engine's envelope), so a range read limited
+// to the batch budget plus this much per entry never cuts a batch that fits.
+const fetchEntryOverheadBytes = 256
+
+// readBatches reads the batches at locs from the log with one Entries call
+// over their raft index range (one read of each segment, where a call per
+// batch cost a read and three allocations each), and hands them out as
+// stored: the first whole, the next ones while they fit in budget. It
+// returns the batches and the budget left.
+func (c *Core) readBatches(g *group, locs []engine.BatchLocation, offset, budget int64) ([]FetchedBatch, int64, error) {
+	lo, hi := uint64(math.MaxUint64), uint64(0)
+	for _, loc := range locs {
+		i := g.raftIndexOf(loc.RaftIndex)
+		lo, hi = min(lo, i), max(hi, i+1)
 	}
-	batch, err := engine.EntryBatch(entries[0].GetData())
-	if err != nil {
-		return nil, c.storageFailed(g, fmt.Errorf("%w: %s/%d entry %d: %w", ErrStorage, g.tp.Topic, g.tp.Partition, index, err))
+	limit := uint64(budget) + (hi-lo)*fetchEntryOverheadBytes
+	entries, err := g.log.Entries(lo, hi, limit)
+	if err != nil || len(entries) == 0 {
+		return nil, budget, c.storageFailed(g, fmt.Errorf("%w: %s/%d entries [%d, %d): %v", ErrStorage, g.tp.Topic, g.tp.Partition, lo, hi, err))
 	}
-	return batch, nil
+	var out []FetchedBatch
+	for _, loc := range locs {
+		index := g.raftIndexOf(loc.RaftIndex)
+		if index-lo >= uint64(len(entries)) {
+			break // cut by the size limit: the budget is spent
+		}
+		batch, err := engine.EntryBatch(entries[index-lo].GetData())
+		if err != nil {
+			return nil, budget, c.storageFailed(g, fmt.Errorf("%w: %s/%d entry %d: %w", ErrStorage, g.tp.Topic, g.tp.Partition, index, err))
+		}
+		if len(out) > 0 && int64(len(batch)) > budget {
+			break // the first batch goes out whole; later ones must fit
+		}
+		out = append(out, FetchedBatch{BaseOffset: c.bugBatchBase(loc.BaseOffset, offset), AppendTimeMs: loc.AppendTimeMs, Batch: batch})
+		budget -= int64(len(batch))
+	}
+	return out, budget, nil
 }
 
 // storageFailed records that a replica could not read committed data from
