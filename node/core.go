@@ -77,6 +77,11 @@ type Config struct {
 	// default; negative turns the cache off, so every read of an entry
 	// (apply, appends to followers, fetches) goes to the disk.
 	LogTailCacheBytesMax int64
+	// LogTailCacheBytesTotal bounds the tail caches of all the node's logs
+	// together (default 256 MiB): each gets an equal share, at most
+	// LogTailCacheBytesMax and at least 64 KiB, so a node hosting 2,000
+	// replicas does not cache 8 MiB of each (16 GiB).
+	LogTailCacheBytesTotal int64
 	// CheckpointEntries writes an engine checkpoint every this many applied
 	// entries of a group (default 1024), so a restart replays at most that
 	// many entries instead of the whole log.
@@ -291,12 +296,15 @@ type Core struct {
 	fatal error
 	stats Stats
 
-	ready    readyMarks       // the groups the next round asks for a Ready (ready.go)
-	liveness peerLiveness     // when each peer was last heard from (quiesce.go)
-	readies  []groupReady     // reused by processRound
-	syncs    []func() error   // reused by syncRound
-	outbox   []outFrame       // one frame per destination node per round
-	received []rawRaftMessage // reused by Receive
+	ready    readyMarks   // the groups the next round asks for a Ready (ready.go)
+	liveness peerLiveness // when each peer was last heard from (quiesce.go)
+	// tailCacheBytes is the tail cache bound every log has now
+	// (shareTailCaches).
+	tailCacheBytes int64
+	readies        []groupReady     // reused by processRound
+	syncs          []func() error   // reused by syncRound
+	outbox         []outFrame       // one frame per destination node per round
+	received       []rawRaftMessage // reused by Receive
 
 	// completions queued by the current call, run at its end so callbacks
 	// (which may call back into the Core) see consistent state.

@@ -163,7 +163,40 @@ func (c *Core) reconcile() error {
 		g.topicUUID = ref.TopicUUID
 		c.insertGroup(g)
 	}
+	c.shareTailCaches()
 	return nil
+}
+
+// logTailCacheBytesTotalDefault is the default Config.LogTailCacheBytesTotal;
+// logTailCacheBytesMin the smallest share a log gets.
+const (
+	logTailCacheBytesTotalDefault = 256 << 20
+	logTailCacheBytesMin          = 64 << 10
+)
+
+// tailCacheShare is each log's tail cache bound when the node hosts logs
+// logs: an equal share of LogTailCacheBytesTotal, at most
+// LogTailCacheBytesMax (negative: no cache) and at least
+// logTailCacheBytesMin.
+func (c *Core) tailCacheShare(logs int) int64 {
+	if c.cfg.LogTailCacheBytesMax < 0 {
+		return c.cfg.LogTailCacheBytesMax
+	}
+	share := c.cfg.LogTailCacheBytesTotal / int64(max(logs, 1))
+	return max(min(share, c.cfg.LogTailCacheBytesMax), logTailCacheBytesMin)
+}
+
+// shareTailCaches resizes every log's tail cache to its share after the
+// hosted set changed.
+func (c *Core) shareTailCaches() {
+	share := c.tailCacheShare(len(c.groups))
+	if share == c.tailCacheBytes {
+		return
+	}
+	c.tailCacheBytes = share
+	for _, g := range c.groups {
+		g.log.SetTailCacheBytesMax(share)
+	}
 }
 
 // insertGroup adds a partition replica to groups, keeping the order.

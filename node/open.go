@@ -91,6 +91,12 @@ func (cfg *Config) setDefaults() error {
 		return fmt.Errorf("node: config: ElectionTicks %d must exceed HeartbeatTicks %d > 0",
 			cfg.ElectionTicks, cfg.HeartbeatTicks)
 	}
+	if cfg.LogTailCacheBytesMax == 0 {
+		cfg.LogTailCacheBytesMax = raftlog.DefaultTailCacheBytesMax
+	}
+	if cfg.LogTailCacheBytesTotal <= 0 {
+		cfg.LogTailCacheBytesTotal = logTailCacheBytesTotalDefault
+	}
 	if cfg.TicksPerRaftTick <= 0 {
 		cfg.TicksPerRaftTick = 1
 	}
@@ -154,7 +160,7 @@ func (c *Core) openGroup(spec PartitionSpec, dir string, topicID uint64) (*group
 // RawNode, bootstrapping an empty log over g.replicas.
 func (c *Core) openRaft(g *group) error {
 	replicas := g.replicas
-	opts := raftlog.Options{SegmentBytesMax: c.cfg.SegmentBytesMax, TailCacheBytesMax: c.cfg.LogTailCacheBytesMax}
+	opts := raftlog.Options{SegmentBytesMax: c.cfg.SegmentBytesMax, TailCacheBytesMax: c.tailCacheShare(len(c.groups) + 1)}
 	c.bugLogOptions(&opts)
 	log, err := raftlog.Open(c.cfg.Disk, g.dir+"/log", opts)
 	if err != nil {

@@ -80,3 +80,19 @@ func anyMetaLeader(c *cluster) bool {
 	}
 	return false
 }
+
+// TestTailCachesShareNodeBudget hosts 16 partitions under a 4 MiB budget
+// for all tail caches: every log's cache is bounded by an equal share
+// (4 MiB / 17 logs with the metadata group's), where each used to get
+// raftlog's 8 MiB whatever the number of logs.
+func TestTailCachesShareNodeBudget(t *testing.T) {
+	const total = 4 << 20
+	c := newCluster(t, 1, 3, replicated(3, "t", 16), func(cfg *Config) { cfg.LogTailCacheBytesTotal = total })
+	for _, id := range c.ids {
+		for _, g := range c.cores[id].groups {
+			if got := g.log.TailCacheBytesMax(); got != total/17 {
+				t.Fatalf("node %d %v: tail cache bound %d, want %d", id, g.tp, got, total/17)
+			}
+		}
+	}
+}
