@@ -26,7 +26,7 @@ all: lint test
 test:
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v '/cmd/strand$$')
 	$(GO) test -count=1 ./cmd/strand/
-	$(GO) test -count=1 -tags simbugs -run 'TestBug|TestSimCatchesPlantedBugs' ./node/ ./simnet/
+	$(GO) test -count=1 -tags simbugs -run 'TestBug|TestSimCatchesPlantedBugs|TestSimCatchesGroupBugs' ./node/ ./simnet/ ./engine/groups/
 
 ## test-invariants: engine, node and a short simulator sample with the `invariants` build tag,
 ##   which checks the whole partition state after every applied entry.
@@ -69,7 +69,7 @@ bench-restart:
 ##   group, Core.Handle with marshalled protobuf and clientlib's retry logic; one after another, ending
 ##   with a coverage table and "sim: seeds=N failed=F ops=O events=E hash=H". PROFILE=safety|liveness|mixed;
 ##   BUG=AckBeforeCommit|SkipFsync|FetchBeyondHighMark|ReapplyAfterRestart|LocalRead|RestoreForgetsProducers|
-##   CheckpointForgetsProducers|FetchRenumbersInsideBatch|AckLeaderEarly plants a bug
+##   CheckpointForgetsProducers|FetchRenumbersInsideBatch|AckLeaderEarly|AckBeforeSyncDone plants a bug
 ##   (built with -tags simbugs: production builds have no bug switch);
 ##   OUT=DIR keeps Porcupine's HTML of failing seeds; V=1 (default) prints each seed's options and figures.
 sim:
@@ -97,7 +97,7 @@ VERSION       ?= $(shell git describe --always --dirty 2>/dev/null)
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/strand ./cmd/strand
 
-## run: a local 3-node cluster in one process on 127.0.0.1:9092-9094 (Ctrl-C stops it). See README.md.
+## run: a local 3-node cluster in one process: Strand protocol on 127.0.0.1:9192-9194, Kafka on :9092-9094 (Ctrl-C stops it). See README.md.
 run: build
 	./bin/strand dev
 

@@ -13,6 +13,10 @@ type Node struct {
 	ID      uint64
 	Address string
 	Rack    string
+	// DiskFull: the node answering said its own disk is below its
+	// free-space floor (it refuses produce). Only the answering node's
+	// entry can say so.
+	DiskFull bool
 }
 
 // TopicMetadata is one topic's partitions and leaders.
@@ -113,7 +117,7 @@ func (c *Client) Metadata(ctx context.Context) (ClusterInfo, error) {
 	}
 	info := ClusterInfo{ClusterID: m.GetClusterId(), ControllerID: m.GetControllerId()}
 	for _, n := range m.GetNodes() {
-		info.Nodes = append(info.Nodes, Node{ID: n.GetId(), Address: n.GetAddress(), Rack: n.GetRack()})
+		info.Nodes = append(info.Nodes, Node{ID: n.GetId(), Address: n.GetAddress(), Rack: n.GetRack(), DiskFull: n.GetDiskFull()})
 	}
 	sort.Slice(info.Nodes, func(i, j int) bool { return info.Nodes[i].ID < info.Nodes[j].ID })
 	for _, t := range m.GetTopics() {

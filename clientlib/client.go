@@ -47,6 +47,8 @@ type Client struct {
 	closed     bool
 	suspects   Suspects // nodes that stalled recently
 
+	groupCoords coordinators // each group's coordinator (group.go)
+
 	producerOnce sync.Once
 	closeOnce    sync.Once
 	producer     *producer

@@ -56,10 +56,10 @@ func ExampleWindow() {
 }
 
 // The client in ten lines: produce a record to a running cluster (by
-// default the one `strand dev` starts on 127.0.0.1:9092) and read it back.
+// default the one `strand dev` starts on 127.0.0.1:9192) and read it back.
 func Example() {
 	ctx := context.Background()
-	client, err := clientlib.NewClient() // clientlib.SeedAddresses("host:9092") for another cluster
+	client, err := clientlib.NewClient() // clientlib.SeedAddresses("host:9192") for another cluster
 	if err != nil {
 		panic(err)
 	}

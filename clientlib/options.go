@@ -63,7 +63,7 @@ type config struct {
 func defaultConfig() config {
 	var d net.Dialer
 	return config{
-		seeds:           []string{"127.0.0.1:9092"},
+		seeds:           []string{"127.0.0.1:9192"},
 		clientID:        "strand-go",
 		dialTimeout:     5 * time.Second,
 		requestTimeout:  15 * time.Second,
@@ -114,7 +114,7 @@ func (c *config) validate() error {
 }
 
 // SeedAddresses sets the host:port addresses tried first for metadata
-// (default 127.0.0.1:9092, where `strand dev` listens).
+// (default 127.0.0.1:9192, where `strand dev` listens).
 func SeedAddresses(addrs ...string) Opt {
 	return func(c *config) { c.seeds = append([]string(nil), addrs...) }
 }

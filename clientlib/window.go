@@ -72,6 +72,9 @@ type windowEntry struct {
 	// so an OUT_OF_ORDER_SEQUENCE answer means the server lost them, not
 	// that the attempt overtook a predecessor.
 	predAcked bool
+	// lastErr is the last attempt's error, named when the delivery
+	// timeout ends the retries (a full disk must say so, not "timeout").
+	lastErr error
 }
 
 // Window is one partition's idempotent sequencer and in-flight window, a
@@ -269,7 +272,7 @@ func (w *Window) Report(id BatchID, baseOffset int64, err error, now, retryAt ti
 		w.fail(e, err, action.Retriable)
 		return
 	}
-	e.state = entryQueued
+	e.state, e.lastErr = entryQueued, err
 	if w.cfg.Idempotent {
 		w.draining = true
 	}
@@ -311,7 +314,11 @@ func (w *Window) fail(e *windowEntry, err error, retriable bool) {
 func (w *Window) Expire(now time.Duration) {
 	for _, e := range w.entries {
 		if e.state == entryQueued && w.expired(e, now) {
-			w.fail(e, &Error{Code: strandpb.ErrorCode_ERROR_CODE_TIMEOUT, Message: "delivery timeout"}, true)
+			msg := "delivery timeout"
+			if e.lastErr != nil {
+				msg += "; last error: " + e.lastErr.Error()
+			}
+			w.fail(e, &Error{Code: strandpb.ErrorCode_ERROR_CODE_TIMEOUT, Message: msg}, true)
 		}
 	}
 }

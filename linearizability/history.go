@@ -54,6 +54,7 @@ const (
 	KindListOffsets                    // read the latest (high-water mark) or earliest offset
 	KindCommitOffset                   // store a consumer group's offset for a partition
 	KindFetchCommitted                 // read a consumer group's committed offset
+	KindMemberEpoch                    // a heartbeat that gave a group member an epoch
 )
 
 func (k Kind) String() string {
@@ -68,6 +69,8 @@ func (k Kind) String() string {
 		return "commit"
 	case KindFetchCommitted:
 		return "fetch-committed"
+	case KindMemberEpoch:
+		return "member-epoch"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -110,7 +113,11 @@ type Op struct {
 	Client ClientID
 	Kind   Kind
 	TP     TopicPartition
-	Group  string // commit and fetch-committed only
+	Group  string // commit, fetch-committed and member-epoch only
+	// Member and MemberEpoch: a commit made as a group member (Member ""
+	// for none), or a member-epoch op's member and the epoch it was given.
+	Member      string
+	MemberEpoch int32
 
 	Sent         []Record   // produce: the batch, in order
 	FetchOffset  int64      // fetch: the offset asked for
@@ -256,6 +263,25 @@ func (h *History) CallListOffsets(client ClientID, tp TopicPartition, spec Offse
 // CallCommitOffset records a consumer group's offset commit for tp.
 func (h *History) CallCommitOffset(client ClientID, group string, tp TopicPartition, offset int64, t int64) OpID {
 	return h.call(Op{Client: client, Kind: KindCommitOffset, TP: tp, Group: group, CommitOffset: offset, Call: t})
+}
+
+// CallCommitOffsetAs records a commit made by a group member at a member
+// epoch: the offset model then also checks it was not made in an epoch
+// older than one the member had been given before (a fenced zombie's).
+func (h *History) CallCommitOffsetAs(client ClientID, group, member string, epoch int32, tp TopicPartition, offset int64, t int64) OpID {
+	return h.call(Op{Client: client, Kind: KindCommitOffset, TP: tp, Group: group, Member: member, MemberEpoch: epoch,
+		CommitOffset: offset, Call: t})
+}
+
+// CallMemberEpoch records a heartbeat of a group member; ReturnMemberEpoch
+// records the epoch its answer gave.
+func (h *History) CallMemberEpoch(client ClientID, group, member string, t int64) OpID {
+	return h.call(Op{Client: client, Kind: KindMemberEpoch, Group: group, Member: member, Call: t})
+}
+
+// ReturnMemberEpoch records the epoch a member's heartbeat was given.
+func (h *History) ReturnMemberEpoch(id OpID, epoch int32, t int64) {
+	h.finish(id, t, is(KindMemberEpoch), func(op *Op) { op.Outcome, op.MemberEpoch = OutcomeOK, epoch })
 }
 
 // CallFetchCommitted records a read of a consumer group's committed offset for tp.

@@ -337,3 +337,48 @@ func TestModelUnseenBatchesOfManySizesStayTractable(t *testing.T) {
 		t.Fatalf("want refusal, got %v", err)
 	}
 }
+
+// TestOffsetsModelEpochs shows the member-epoch fence: a commit made in an
+// epoch older than one the member was given by a heartbeat that returned
+// before the commit began is refused (a zombie's commit landed); the same
+// commit overlapping the heartbeat, a commit in the new epoch, another
+// member's commit and a memberless commit are fine; an indefinite stale
+// commit may only have had no effect.
+func TestOffsetsModelEpochs(t *testing.T) {
+	tp1 := TopicPartition{Topic: "t", Partition: 1}
+	grant := func(h *History, member string, epoch int32, call, ret int64) {
+		id := h.CallMemberEpoch(1, "g", member, call)
+		h.ReturnMemberEpoch(id, epoch, ret)
+	}
+	commit := func(h *History, member string, epoch int32, tp TopicPartition, off, call, ret int64, ok bool) {
+		id := h.CallCommitOffsetAs(2, "g", member, epoch, tp, off, call)
+		if ok {
+			h.ReturnCommitted(id, ret)
+		} else {
+			h.Indefinite(id, ret)
+		}
+	}
+	read := func(h *History, tp TopicPartition, call, ret, off int64) {
+		id := h.CallFetchCommitted(3, "g", tp, call)
+		h.ReturnOffset(id, off, ret)
+	}
+	h := NewHistory()
+	grant(h, "a", 1, 0, 10)
+	commit(h, "a", 1, tp0, 5, 20, 30, true)
+	commit(h, "a", 1, tp1, 6, 35, 60, true) // overlaps the grant of epoch 2: may come first
+	grant(h, "a", 2, 40, 50)
+	commit(h, "a", 2, tp0, 7, 70, 80, true)
+	commit(h, "b", 1, tp1, 8, 90, 100, true) // b's own epochs
+	commit(h, "", 0, tp1, 9, 110, 120, true) // no member: not fenced
+	commit(h, "a", 1, tp0, 99, 130, 140, false)
+	read(h, tp0, 150, 160, 7) // the stale indefinite commit did not land
+	read(h, tp1, 150, 160, 9)
+	if err := CheckLinearizable(h, Options{}); err != nil {
+		t.Fatalf("valid fenced history refused: %v", err)
+	}
+	commit(h, "a", 1, tp0, 11, 170, 180, true) // a zombie's commit landed
+	var nl *NotLinearizableError
+	if err := CheckLinearizable(h, Options{}); !errors.As(err, &nl) || nl.Model != "group-offsets" {
+		t.Fatalf("want group-offsets refusal of a's epoch-1 commit after epoch 2, got %v", err)
+	}
+}

@@ -45,3 +45,6 @@ func (g *group) engineIndex(raftIndex uint64) uint64                     { retur
 func (c *Core) bugBatchBase(base, _ int64) int64                         { return base }
 func (c *Core) bugAckLeaderEarly(Acks) bool                              { return false }
 func (g *group) raftIndexOf(engineIndex uint64) uint64                   { return engineIndex }
+func (c *Core) bugReleaseBeforeSync(*group)                              {}
+func (c *Core) bugWipedNodeVotes() bool                                  { return false }
+func (c *Core) bugRepairTrustsItself() bool                              { return false }

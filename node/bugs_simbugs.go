@@ -54,11 +54,37 @@ type Bugs struct {
 	// leader's node goes silent (quiesce.go), so a crashed leader's idle
 	// groups stay without a leader until a request arrives.
 	QuiescedNeverWake bool
+	// AckBeforeSyncDone releases what a log write allows (acks=1 answers,
+	// append and vote responses, the leader's own acknowledgement) once
+	// the write's fsync is handed to the storage pipeline, not when it
+	// completes.
+	AckBeforeSyncDone bool
+	// WipedNodeVotes: a replica that lost its state rejoins as if new,
+	// voting at once (no disk-loss recovery: rejoin.go).
+	WipedNodeVotes bool
+	// RepairTrustsItself: a replica discarded for corrupt data reopens
+	// as if new, voting at once (no recovery: repair.go).
+	RepairTrustsItself bool
 }
 
 // bugQuiescedNeverWake (QuiescedNeverWake) turns off the wake of quiesced
 // followers whose leader's node went silent.
 func (c *Core) bugQuiescedNeverWake() bool { return c.cfg.Bugs.QuiescedNeverWake }
+
+// bugReleaseBeforeSync (AckBeforeSyncDone) releases g's held responses and
+// acks=1 answers as its sync starts.
+func (c *Core) bugReleaseBeforeSync(g *group) {
+	if c.cfg.Bugs.AckBeforeSyncDone {
+		c.release(g)
+	}
+}
+
+// bugRepairTrustsItself (RepairTrustsItself) skips the rejoin file of a
+// discarded replica.
+func (c *Core) bugRepairTrustsItself() bool { return c.cfg.Bugs.RepairTrustsItself }
+
+// bugWipedNodeVotes (WipedNodeVotes) skips disk-loss recovery.
+func (c *Core) bugWipedNodeVotes() bool { return c.cfg.Bugs.WipedNodeVotes }
 
 // bugRestoreIndexTimes (RestoreIndexTimes) rebuilds a partition just
 // restored from its checkpoint with every index entry's MaxTimestampMs

@@ -5,6 +5,8 @@ package node
 import (
 	"bytes"
 	"testing"
+
+	"github.com/strandlog/strand/raftlog"
 )
 
 // Each planted bug shows its symptom here in a scripted scenario, so the
@@ -200,5 +202,34 @@ func TestBugQuiescedNeverWakeLeavesPartitionLeaderless(t *testing.T) {
 		if lead := c.agreedLeader(tp); lead != 0 && lead != old {
 			t.Fatalf("bug should leave %v leaderless, but %d leads", tp, lead)
 		}
+	}
+}
+
+// AckBeforeSyncDone: the leader answers acks=1 as soon as its fsync is
+// handed to the pipeline; a power loss before that fsync runs takes the
+// acknowledged entry out of its log.
+func TestBugAckBeforeSyncDoneLosesAcknowledgedWrite(t *testing.T) {
+	bug := func(cfg *Config) { cfg.Bugs.AckBeforeSyncDone = true }
+	c, lead := pipelineLeader(t, 23, bug)
+	core := c.cores[lead]
+	last, _ := core.byTP[tp0].log.LastIndex()
+	var one *ProduceResult
+	core.Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "a", 1)},
+		func(r ProduceResult) { one = &r })
+	if err := core.Process(); err != nil {
+		t.Fatal(err)
+	}
+	if one == nil || one.Err != nil {
+		t.Fatalf("bug should answer acks=1 before the fsync ran, got %+v", one)
+	}
+	dir := c.replicaDir(lead, tp0) + "/log"
+	c.crash(lead) // the fsync never ran
+	l, err := raftlog.Open(c.disks[lead], dir, raftlog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if got, _ := l.LastIndex(); got != last {
+		t.Fatalf("leader's log ends at %d after the power loss, want %d (the acknowledged entry lost)", got, last)
 	}
 }

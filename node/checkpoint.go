@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"log/slog"
 	"slices"
 	"strconv"
 
@@ -349,6 +350,14 @@ func readFile(disk raftlog.Disk, name string) ([]byte, error) {
 // removes older checkpoints. Errors are fatal like any failed write.
 func (c *Core) writeCheckpoint(g *group) error {
 	if err := c.checkpoint(g); err != nil {
+		if errors.Is(err, raftlog.ErrNoSpace) && g.meta == nil {
+			// A checkpoint is an optimisation: skipped on a full disk
+			// (diskfull.go), tried again CheckpointEntries later.
+			g.logs.log(slog.LevelWarn, "checkpoint skipped: disk full", slog.Any("err", err))
+			c.noSpace()
+			g.checkpointIndex = g.appliedRaft
+			return nil
+		}
 		return fmt.Errorf("node: %s/%d: checkpoint: %w", g.tp.Topic, g.tp.Partition, err)
 	}
 	g.checkpointIndex = g.appliedRaft

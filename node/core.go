@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/raftlog"
 )
 
@@ -35,6 +36,9 @@ type Peer struct {
 	ID      NodeID
 	Address string // host:port clients connect to
 	Rack    string // failure domain; empty: unknown
+	// KafkaAddress is the host:port Kafka clients reach the node at
+	// (registered with the node; empty: no Kafka listener).
+	KafkaAddress string
 }
 
 // Config configures a Core. The node runs the metadata raft group over
@@ -86,6 +90,16 @@ type Config struct {
 	// entries of a group (default 1024), so a restart replays at most that
 	// many entries instead of the whole log.
 	CheckpointEntries uint64
+	// MinFreeBytes is the free-space floor: below it (as the Disk reports
+	// through raftlog.SpaceReporter) the node refuses produce with
+	// ErrNotEnoughSpace until space returns (diskfull.go). 0: refuse only
+	// when the disk is full.
+	MinFreeBytes int64
+	// CatchUpBytesPerSec bounds the raft entry bytes per second this node
+	// sends, as a leader, to each follower node far behind (catching up
+	// after an outage, a wipe or a repair), so producers are not starved
+	// (throttle.go). 0: unlimited.
+	CatchUpBytesPerSec int64
 	// PendingRequestsMax bounds the produces and fetches waiting in one
 	// group (default 4096); beyond it requests fail with ErrBusy.
 	PendingRequestsMax int
@@ -99,6 +113,14 @@ type Config struct {
 	// and tests use (deterministic traces). The runtime runs them in
 	// parallel (the fsyncs of different files overlap on the device).
 	SyncLogs func(syncs []func() error) error
+	// Groups configures the consumer-group coordinators (groups.go).
+	Groups GroupsConfig
+	// AsyncSyncs pipelines the storage path: Process never waits for an
+	// fsync; it queues each log's sync as a SyncJob (TakeSyncJobs), which
+	// the host runs on any goroutine and reports with SyncDone, while the
+	// loop goes on taking proposals and messages. Unset: Process runs the
+	// round's syncs itself through SyncLogs before it returns.
+	AsyncSyncs bool
 	// plantedBugs is empty in production builds; with -tags simbugs it
 	// holds Bugs, the simulator's planted-bug switches (bugs_simbugs.go).
 	//lint:ignore U1000 empty without -tags simbugs
@@ -195,6 +217,9 @@ type FetchedBatch struct {
 	BaseOffset   int64
 	AppendTimeMs int64
 	Batch        []byte
+	// Producer is the producer id, epoch and base sequence the entry
+	// carries (ID -1: not idempotent), for protocols that serve them.
+	Producer engine.Producer
 }
 
 // FetchResult is the outcome of a fetch: batches from the one holding
@@ -241,8 +266,10 @@ type ApplyObserver func(tp TopicPartition, index, term uint64, data []byte)
 //	(c *Core) Tick()                        // one clock tick for every group, in a fixed order
 //	(c *Core) Receive(frame []byte)         // a RaftFrame from a peer; malformed frames dropped
 //	(c *Core) Process() error               // Ready cycles until quiescent (bounded rounds):
-//	                                        // persist, sync, send batched per peer, apply, complete, Advance;
+//	                                        // send batched per peer, apply, complete, write, start syncs;
 //	                                        // an error is fatal: the caller fail-stops the node
+//	(c *Core) TakeSyncJobs(dst) []SyncJob   // with Config.AsyncSyncs: the fsyncs the host must run
+//	(c *Core) SyncDone(token, err)          // a job's result: releases what it made durable
 //	(c *Core) Produce(req, done func(ProduceResult))
 //	(c *Core) Fetch(req, done func(FetchResult))  // linearizable: raft ReadIndex
 //	(c *Core) ListOffsets(req, done func(ListOffsetsResult)) // earliest, latest, by timestamp; ReadIndex
@@ -282,8 +309,20 @@ type Core struct {
 
 	// sessions are the parked long-poll fetches of Handle, in parking
 	// order; finished ones are dropped at the next Tick.
+	// rejoining are the replicas still recovering from a lost disk
+	// (rejoin.go), in the order they were opened.
+	rejoining []*group
+	// repairs are the replicas found corrupt, rebuilt at the next Tick
+	// (repair.go).
+	repairs []*group
+	space   spaceState // free disk space (diskfull.go)
+	// throttle bounds catch-up bytes per follower node (throttle.go).
+	throttle throttle
+
 	sessions       []*fetchSession
 	sessionsParked int // parked and not finished: at most PendingRequestsMax
+
+	coord coordHost // consumer-group coordinators (groups.go)
 
 	log coreLog // records carry node=ID
 
@@ -302,9 +341,15 @@ type Core struct {
 	// (shareTailCaches).
 	tailCacheBytes int64
 	readies        []groupReady     // reused by processRound
-	syncs          []func() error   // reused by syncRound
+	syncs          []func() error   // reused by runSyncs
 	outbox         []outFrame       // one frame per destination node per round
 	received       []rawRaftMessage // reused by Receive
+
+	// The storage pipeline (pipeline.go): jobs started and not yet taken by
+	// the host, jobs in flight by token (looked up only), the last token.
+	syncQueue     []SyncJob
+	syncsInFlight map[uint64]syncJob
+	nextSyncToken uint64
 
 	// completions queued by the current call, run at its end so callbacks
 	// (which may call back into the Core) see consistent state.

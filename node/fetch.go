@@ -9,6 +9,7 @@ import (
 	"go.etcd.io/raft/v3"
 
 	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/proto/strandpb"
 )
 
 // fetchBatchesMax bounds the batches one fetch locates and serves.
@@ -183,7 +184,7 @@ func (c *Core) readBatches(g *group, locs []engine.BatchLocation, offset, budget
 	limit := uint64(budget) + (hi-lo)*fetchEntryOverheadBytes
 	entries, err := g.log.Entries(lo, hi, limit)
 	if err != nil || len(entries) == 0 {
-		return nil, budget, c.storageFailed(g, fmt.Errorf("%w: %s/%d entries [%d, %d): %v", ErrStorage, g.tp.Topic, g.tp.Partition, lo, hi, err))
+		return nil, budget, c.storageFailed(g, fmt.Errorf("%w: %s/%d entries [%d, %d): %w", ErrStorage, g.tp.Topic, g.tp.Partition, lo, hi, err))
 	}
 	var out []FetchedBatch
 	for _, loc := range locs {
@@ -191,17 +192,47 @@ func (c *Core) readBatches(g *group, locs []engine.BatchLocation, offset, budget
 		if index-lo >= uint64(len(entries)) {
 			break // cut by the size limit: the budget is spent
 		}
-		batch, err := engine.EntryBatch(entries[index-lo].GetData())
+		batch, producer, err := c.decodeProduced(g, index, entries[index-lo].GetData())
 		if err != nil {
-			return nil, budget, c.storageFailed(g, fmt.Errorf("%w: %s/%d entry %d: %w", ErrStorage, g.tp.Topic, g.tp.Partition, index, err))
+			return nil, budget, err
 		}
 		if len(out) > 0 && int64(len(batch)) > budget {
 			break // the first batch goes out whole; later ones must fit
 		}
-		out = append(out, FetchedBatch{BaseOffset: c.bugBatchBase(loc.BaseOffset, offset), AppendTimeMs: loc.AppendTimeMs, Batch: batch})
+		out = append(out, FetchedBatch{BaseOffset: c.bugBatchBase(loc.BaseOffset, offset), AppendTimeMs: loc.AppendTimeMs,
+			Batch: batch, Producer: producer})
 		budget -= int64(len(batch))
 	}
 	return out, budget, nil
+}
+
+// readBatch reads the batch bytes of the produce entry at raft index from
+// the log, without copying the records.
+func (c *Core) readBatch(g *group, index uint64) ([]byte, error) {
+	batch, _, err := c.readProduced(g, index)
+	return batch, err
+}
+
+// readProduced is readBatch that also returns the entry's producer fields.
+func (c *Core) readProduced(g *group, index uint64) ([]byte, engine.Producer, error) {
+	entries, err := g.log.Entries(index, index+1, math.MaxUint64)
+	if err != nil || len(entries) != 1 {
+		return nil, engine.Producer{}, c.storageFailed(g, fmt.Errorf("%w: %s/%d entry %d: %w", ErrStorage, g.tp.Topic, g.tp.Partition, index, err))
+	}
+	return c.decodeProduced(g, index, entries[0].GetData())
+}
+
+// decodeProduced decodes the produce entry at raft index: its batch and
+// producer fields; anything else is a storage failure.
+func (c *Core) decodeProduced(g *group, index uint64, data []byte) ([]byte, engine.Producer, error) {
+	e, err := engine.DecodeEntry(data)
+	if err == nil && e.Kind != strandpb.EntryKind_ENTRY_KIND_PRODUCE {
+		err = fmt.Errorf("%w: kind %v holds no batch", engine.ErrInvalidEntry, e.Kind)
+	}
+	if err != nil {
+		return nil, engine.Producer{}, c.storageFailed(g, fmt.Errorf("%w: %s/%d entry %d: %w", ErrStorage, g.tp.Topic, g.tp.Partition, index, err))
+	}
+	return e.Batch, engine.Producer{ID: e.ProducerID, Epoch: e.ProducerEpoch, BaseSequence: e.BaseSequence}, nil
 }
 
 // storageFailed records that a replica could not read committed data from
@@ -211,6 +242,9 @@ func (c *Core) readBatches(g *group, locs []engine.BatchLocation, offset, budget
 // forever. The next Process returns the error and the node fail-stops;
 // raftlog.Open then refuses the damaged log, and the healthy replicas serve.
 func (c *Core) storageFailed(g *group, err error) error {
+	if c.corruptFound(g, err) {
+		return fmt.Errorf("%w: %w", ErrReplicaRecovering, err) // rebuilt at the next Tick (repair.go)
+	}
 	g.logs.log(slog.LevelError, "cannot read a committed entry from the raft log; the node stops (fail-stop)",
 		slog.Any("err", err))
 	if c.fatal == nil {

@@ -2,24 +2,11 @@ package node
 
 import (
 	"bytes"
-	"fmt"
-	"math"
 	"strings"
 	"testing"
 
-	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/raftlog"
 )
-
-// readBatch reads the batch of the produce entry at raft index, for tests
-// that walk a replica's log batch by batch.
-func (c *Core) readBatch(g *group, index uint64) ([]byte, error) {
-	entries, err := g.log.Entries(index, index+1, math.MaxUint64)
-	if err != nil || len(entries) != 1 {
-		return nil, fmt.Errorf("entry %d: %v", index, err)
-	}
-	return engine.EntryBatch(entries[0].GetData())
-}
 
 // countingDisk counts the reads of the partitions' raft log segments.
 type countingDisk struct {

@@ -26,6 +26,8 @@ const (
 	raftMessageTopic   protowire.Number = 1
 	raftMessagePart    protowire.Number = 2
 	raftMessageMessage protowire.Number = 3
+	raftFrameProbes    protowire.Number = 50 // RejoinProbe (rejoin.go)
+	raftFrameAnswers   protowire.Number = 51 // RejoinAnswer
 )
 
 // deterministic marshals raft messages as they always were (map-free
@@ -114,9 +116,11 @@ type rawRaftMessage struct {
 }
 
 // parseRaftFrame decodes a RaftFrame's sender and messages (appended to
-// msgs), aliasing the frame's bytes. ok is false when proto.Unmarshal would
-// refuse the frame: bad wire format, or a topic that is not UTF-8.
-func parseRaftFrame(b []byte, msgs []rawRaftMessage) (from uint64, _ []rawRaftMessage, ok bool) {
+// msgs), aliasing the frame's bytes, and its rejoin probes and answers
+// (into rj when not nil; they are rare and small, so unmarshalled). ok is
+// false when proto.Unmarshal would refuse the frame: bad wire format, or a
+// topic that is not UTF-8.
+func parseRaftFrame(b []byte, msgs []rawRaftMessage, rj *rejoinFrame) (from uint64, _ []rawRaftMessage, ok bool) {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 || num > protowire.MaxValidNumber {
@@ -135,6 +139,17 @@ func parseRaftFrame(b []byte, msgs []rawRaftMessage) (from uint64, _ []rawRaftMe
 					return 0, msgs, false
 				}
 				msgs = append(msgs, rm)
+			}
+		case (num == raftFrameProbes || num == raftFrameAnswers) && typ == protowire.BytesType:
+			var v []byte
+			v, n = protowire.ConsumeBytes(b)
+			if n >= 0 {
+				if rj == nil {
+					rj = &rejoinFrame{}
+				}
+				if !rj.parse(num == raftFrameAnswers, v) {
+					return 0, msgs, false
+				}
 			}
 		default:
 			n = protowire.ConsumeFieldValue(num, typ, b)

@@ -85,7 +85,7 @@ func TestRaftFrameCodecMatchesProto(t *testing.T) {
 func checkParseMatchesProto(t *rapid.T, frame []byte) {
 	var pf strandpb.RaftFrame
 	perr := proto.Unmarshal(frame, &pf)
-	from, msgs, ok := parseRaftFrame(frame, nil)
+	from, msgs, ok := parseRaftFrame(frame, nil, nil)
 	if ok != (perr == nil) {
 		t.Fatalf("parse ok=%v, proto.Unmarshal err=%v, frame %x", ok, perr, frame)
 	}

@@ -65,6 +65,9 @@ type group struct {
 	indexKnown   bool
 	indexWritten int64
 	indexFreed   int64
+	// rejoin is the replica's disk-loss recovery (rejoin.go); nil when it
+	// never lost its state.
+	rejoin *rejoin
 	// leaderTerm is the term in which this replica was last seen leading,
 	// 0 when it was not leading at the last check.
 	leaderTerm uint64
@@ -83,6 +86,8 @@ type group struct {
 	readBy map[uint64]*readWait
 
 	live int // waits of both kinds not completed: bounded by PendingRequestsMax
+
+	pipe groupPipe // the storage pipeline's state (pipeline.go)
 }
 
 // metadataDigest is meta.Digest(), computed once per applied index.

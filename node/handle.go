@@ -60,6 +60,9 @@ func (c *Core) Handle(req *strandpb.Request, respond func(*strandpb.Response)) {
 	case *strandpb.Request_InitProducerId:
 		c.handleInitProducerID(answer)
 	default:
+		if c.handleGroupRequest(req, answer) {
+			return
+		}
 		answer(requestError(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "node: Handle serves no hello, raft frame or empty request"))
 	}
 }
@@ -100,6 +103,8 @@ var wireErrorCodes = []struct {
 	{ErrNotController, strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER},
 	{ErrStopped, strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE},
 	{ErrBusy, strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE},
+	{ErrReplicaRecovering, strandpb.ErrorCode_ERROR_CODE_REPLICA_RECOVERING},
+	{ErrNotEnoughSpace, strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_SPACE},
 	{ErrStorage, strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE},
 }
 
@@ -191,6 +196,11 @@ func (c *Core) handleProduce(req *strandpb.ProduceRequest, answer func(*strandpb
 				finish()
 			}
 		}
+		if tp.Topic == OffsetsTopic { // internal: only the group coordinators write it (groups.go)
+			res := ProduceResult{Err: fmt.Errorf("%w: %s is internal to consumer groups", ErrInvalidRequest, OffsetsTopic), BaseOffset: -1}
+			c.completions = append(c.completions, func() { done(res) })
+			continue
+		}
 		if err := c.checkTopicID(tp, p.GetTopicId()); err != nil {
 			res := ProduceResult{Err: err, BaseOffset: -1}
 			c.completions = append(c.completions, func() { done(res) })
@@ -250,14 +260,20 @@ func (c *Core) wireNodes() []*strandpb.MetadataResponse_Node {
 	var out []*strandpb.MetadataResponse_Node
 	registered := c.meta.meta.Nodes()
 	for _, n := range registered {
-		out = append(out, &strandpb.MetadataResponse_Node{Id: n.ID, Address: n.Address, Rack: n.Rack})
+		out = append(out, &strandpb.MetadataResponse_Node{Id: n.ID, Address: n.Address, Rack: n.Rack, KafkaAddress: n.KafkaAddress})
 	}
 	for _, p := range c.cfg.Nodes {
 		if !slices.ContainsFunc(registered, func(n metadata.Node) bool { return n.ID == uint64(p.ID) }) {
-			out = append(out, &strandpb.MetadataResponse_Node{Id: uint64(p.ID), Address: p.Address, Rack: p.Rack})
+			out = append(out, &strandpb.MetadataResponse_Node{Id: uint64(p.ID), Address: p.Address, Rack: p.Rack,
+				KafkaAddress: p.KafkaAddress})
 		}
 	}
 	slices.SortFunc(out, func(a, b *strandpb.MetadataResponse_Node) int { return cmp.Compare(a.GetId(), b.GetId()) })
+	for _, n := range out {
+		if n.GetId() == uint64(c.cfg.ID) {
+			n.DiskFull = c.space.full // only this node knows (diskfull.go)
+		}
+	}
 	return out
 }
 

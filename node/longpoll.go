@@ -290,7 +290,8 @@ func (c *Core) finishSession(s *fetchSession) {
 			if served && s.maxBytes > 0 && int64(len(b.Batch)) > budget {
 				break
 			}
-			wp.Batches = append(wp.Batches, &strandpb.FetchResponse_Batch{BaseOffset: b.BaseOffset, AppendTimeMs: b.AppendTimeMs, Records: b.Batch})
+			wp.Batches = append(wp.Batches, &strandpb.FetchResponse_Batch{BaseOffset: b.BaseOffset, AppendTimeMs: b.AppendTimeMs, Records: b.Batch,
+				ProducerId: &b.Producer.ID, ProducerEpoch: b.Producer.Epoch, BaseSequence: b.Producer.BaseSequence})
 			budget -= int64(len(b.Batch))
 			served = true
 		}

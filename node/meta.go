@@ -155,7 +155,7 @@ func (c *Core) reconcile() error {
 		for _, r := range ref.Replicas {
 			spec.Replicas = append(spec.Replicas, NodeID(r))
 		}
-		g, err := c.openGroup(spec, managedDir(ref.Topic, ref.TopicID, ref.Partition), ref.TopicID)
+		g, err := c.openGroupRepairing(spec, managedDir(ref.Topic, ref.TopicID, ref.Partition), ref.TopicID)
 		if err != nil {
 			return fmt.Errorf("node: start %s/%d: %w", ref.Topic, ref.Partition, err)
 		}
@@ -230,7 +230,7 @@ func (c *Core) stopGroup(g *group) {
 	if err := g.log.Close(); err != nil {
 		g.logs.log(slog.LevelWarn, "close replica log", slog.Any("err", err))
 	}
-	for _, sub := range []string{"/log", "/checkpoint", "/checkpoint/index"} {
+	for _, sub := range []string{"/log", "/checkpoint", "/checkpoint/index", "/rejoin"} {
 		if err := removeDir(c.cfg, g.dir+sub); err != nil {
 			g.logs.log(slog.LevelWarn, "remove replica files", slog.String("dir", g.dir+sub), slog.Any("err", err))
 		}
@@ -352,10 +352,11 @@ func (c *Core) maybeRegister() {
 		return
 	}
 	self := c.selfPeer()
-	if n, ok := c.meta.meta.Node(uint64(c.cfg.ID)); ok && n.Address == self.Address && n.Rack == self.Rack && !n.Fenced {
+	if n, ok := c.meta.meta.Node(uint64(c.cfg.ID)); ok && n.Address == self.Address && n.Rack == self.Rack &&
+		n.KafkaAddress == self.KafkaAddress && !n.Fenced {
 		return
 	}
-	data, err := metadata.EncodeRegisterNode(uint64(c.cfg.ID), self.Address, self.Rack)
+	data, err := metadata.EncodeRegisterNodeKafka(uint64(c.cfg.ID), self.Address, self.Rack, self.KafkaAddress)
 	if err != nil {
 		c.log.log(slog.LevelError, "cannot register node", slog.String("address", self.Address), slog.Any("err", err))
 		return

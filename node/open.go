@@ -52,7 +52,8 @@ func Open(cfg Config) (*Core, error) {
 		return nil, err
 	}
 	c := &Core{cfg: cfg, byTP: make(map[TopicPartition]*group), metaWaits: make(map[uint64]*metaWait),
-		ready: readyMarks{all: true}, liveness: peerLiveness{heard: make([]uint64, len(cfg.Nodes))}}
+		syncsInFlight: make(map[uint64]syncJob), ready: readyMarks{all: true},
+		liveness: peerLiveness{heard: make([]uint64, len(cfg.Nodes))}}
 	c.rand = cfg.Rand
 	c.log = coreLog{h: cfg.Logger.Handler()}.with(slog.Uint64("node", uint64(cfg.ID)))
 	if c.rand == nil {
@@ -160,6 +161,11 @@ func (c *Core) openGroup(spec PartitionSpec, dir string, topicID uint64) (*group
 // RawNode, bootstrapping an empty log over g.replicas.
 func (c *Core) openRaft(g *group) error {
 	replicas := g.replicas
+	rj, err := c.prepareRejoin(g.dir, g.meta != nil)
+	if err != nil {
+		return err
+	}
+	g.rejoin = rj
 	opts := raftlog.Options{SegmentBytesMax: c.cfg.SegmentBytesMax, TailCacheBytesMax: c.tailCacheShare(len(c.groups) + 1)}
 	c.bugLogOptions(&opts)
 	log, err := raftlog.Open(c.cfg.Disk, g.dir+"/log", opts)
@@ -180,6 +186,11 @@ func (c *Core) openRaft(g *group) error {
 		return err
 	}
 	g.raw = raw
+	if hs, _, err := log.InitialState(); err == nil && hs != nil {
+		// Recovered state is durable: Open synced what it recovered.
+		g.pipe.hard.Term, g.pipe.hard.Vote, g.pipe.hard.Commit = hs.Term, hs.Vote, hs.Commit
+		g.pipe.durableTerm = hs.GetTerm()
+	}
 	last, err := log.LastIndex()
 	if err != nil {
 		_ = log.Close()
@@ -196,6 +207,10 @@ func (c *Core) openRaft(g *group) error {
 			_ = log.Close()
 			return err
 		}
+	}
+	if err := c.startRejoin(g); err != nil {
+		_ = log.Close()
+		return err
 	}
 	return nil
 }
@@ -218,6 +233,7 @@ func (c *Core) raftConfig(g *group, applied uint64) *raft.Config {
 		PreVote:                   true,
 		ReadOnlyOption:            c.bugReadOnlyOption(),
 		Logger:                    raftLogger{g.logs},
+		AsyncStorageWrites:        true,
 	}
 }
 

@@ -19,13 +19,12 @@ import (
 // call never spins.
 const processRoundsMax = 64
 
-// groupReady is one group's Ready taken in the current round.
+// groupReady is one group's Ready taken in the current round, and its
+// MsgStorageApply (nil when nothing committed).
 type groupReady struct {
-	g      *group
-	rd     raft.Ready
-	wrote  bool           // anything written to the log
-	acked  []*produceWait // acks=1 waits completed once synced
-	synced bool
+	g     *group
+	rd    raft.Ready
+	apply *raftpb.Message
 }
 
 // outFrame collects the raft messages for one destination node, sized as
@@ -37,11 +36,13 @@ type outFrame struct {
 
 // Process runs Ready cycles until no group has work or processRoundsMax
 // rounds ran. Each round takes every ready group's Ready in order, then:
-// persists all of them; syncs every log whose Ready must be durable; sends
-// all messages, one frame per destination node; applies committed entries
-// and completes requests; Advances. An error is fatal (a write or sync
-// failed): the caller must fail-stop the node, since raft state in memory
-// is now ahead of the disk.
+// sends the messages that depend on nothing unsynced, one frame per
+// destination node; applies committed entries and completes requests;
+// writes each group's appends and starts the syncs raft requires (see
+// pipeline.go), run by the host (Config.AsyncSyncs) or here; sends what
+// those released. An error is fatal (a write or sync failed): the caller
+// must fail-stop the node, since raft state in memory is now ahead of the
+// disk.
 func (c *Core) Process() error {
 	if c.closed {
 		return ErrStopped
@@ -67,7 +68,7 @@ func (c *Core) Process() error {
 }
 
 // processRound runs one Ready cycle over every ready group; it returns how
-// many groups had a Ready.
+// many groups had a Ready or wrote.
 func (c *Core) processRound() (int, error) {
 	c.readies = c.readies[:0]
 	for _, g := range c.readyCandidates() {
@@ -76,22 +77,8 @@ func (c *Core) processRound() (int, error) {
 		}
 		c.markReady(g) // Advance may leave more: poll it again next round
 		gr := groupReady{g: g, rd: g.raw.Ready()}
-		if err := c.persist(&gr); err != nil {
-			return 0, err
-		}
+		c.routeMessages(&gr)
 		c.readies = append(c.readies, gr)
-	}
-	if err := c.syncRound(); err != nil {
-		return 0, err
-	}
-	for i := range c.readies {
-		gr := &c.readies[i]
-		for _, w := range gr.acked {
-			if !w.finished {
-				c.finishProduce(gr.g, w, ProduceResult{BaseOffset: -1, Leader: c.cfg.ID})
-			}
-		}
-		c.queueMessages(gr.g, gr.rd.Messages)
 	}
 	c.sendFrames()
 	for i := range c.readies {
@@ -101,100 +88,43 @@ func (c *Core) processRound() (int, error) {
 	}
 	n := len(c.readies)
 	clear(c.readies)
+	wrote, err := c.writeAppends()
+	if err != nil {
+		return 0, err
+	}
+	c.runSyncs()
+	c.sendFrames()
 	if c.meta != nil && c.meta.meta.Version() != c.metaVersion {
 		if err := c.reconcile(); err != nil {
 			return 0, err
 		}
 	}
-	return n, nil
+	return n + wrote, nil
 }
 
-// persist writes a Ready's snapshot, entries and hard state to the log,
-// buffered (Sync follows), and indexes this node's proposals among them.
-func (c *Core) persist(gr *groupReady) error {
-	g, rd := gr.g, &gr.rd
-	if !raft.IsEmptySnap(rd.Snapshot) {
-		// Never sent: logs are not compacted and Receive drops MsgSnap.
-		panic(fmt.Sprintf("node: %s/%d: raft snapshot in Ready; snapshots are not supported", g.tp.Topic, g.tp.Partition))
+// queueMessage adds one of g's outgoing raft messages to the frame of its
+// destination node.
+func (c *Core) queueMessage(g *group, m *raftpb.Message) {
+	to := NodeID(m.GetTo())
+	if to == c.cfg.ID || !g.isReplica(to) {
+		return
 	}
-	hs := rd.HardState
-	if raft.IsEmptyHardState(hs) {
-		hs = nil
+	if !g.voteAllowed(m) {
+		c.stats.VotesWithheld++ // recovering from a lost disk (rejoin.go)
+		return
 	}
-	if len(rd.Entries) > 0 {
-		gr.acked = c.indexProposals(g, rd.Entries, gr.acked)
+	if !c.throttleAllows(g, m) { // catch-up over its rate (throttle.go)
+		return
 	}
-	if len(rd.Entries) == 0 && hs == nil {
-		return nil
+	if m.GetType() == raftpb.MsgSnap {
+		// No snapshot streaming: tell raft it failed so the follower
+		// goes back to probing (unreachable with uncompacted logs).
+		g.raw.ReportSnapshot(uint64(to), raft.SnapshotFailure)
+		return
 	}
-	// Entries then hard state, in one write when both are there.
-	if err := g.log.Save(rd.Entries, hs); err != nil {
-		g.logs.log(slog.LevelError, "raft log write failed; the node stops (fail-stop)", slog.Any("err", err))
-		return fmt.Errorf("node: %s/%d: save: %w", g.tp.Topic, g.tp.Partition, err)
-	}
-	gr.wrote = true
-	return nil
-}
-
-// syncRound makes the round's Readies durable where raft requires it (new
-// entries, term or vote), through Config.SyncLogs: the logs are independent,
-// so the runtime syncs them in parallel. A commit-index-only hard state is
-// not synced: raft recovers the commit index from its peers.
-func (c *Core) syncRound() error {
-	if c.bugSkipFsync() {
-		return nil
-	}
-	c.syncs = c.syncs[:0]
-	for i := range c.readies {
-		gr := &c.readies[i]
-		if !gr.wrote || !gr.rd.MustSync {
-			continue
-		}
-		g := gr.g
-		c.syncs = append(c.syncs, func() error {
-			if err := g.log.Sync(); err != nil {
-				g.logs.log(slog.LevelError, "raft log sync failed; the node stops (fail-stop)", slog.Any("err", err))
-				return fmt.Errorf("node: %s/%d: sync: %w", g.tp.Topic, g.tp.Partition, err)
-			}
-			return nil
-		})
-	}
-	if len(c.syncs) == 0 {
-		return nil
-	}
-	err := c.cfg.SyncLogs(c.syncs)
-	clear(c.syncs)
-	if err != nil {
-		return err
-	}
-	for i := range c.readies {
-		gr := &c.readies[i]
-		if gr.wrote && gr.rd.MustSync {
-			gr.synced = true
-			c.stats.Syncs++
-		}
-	}
-	return nil
-}
-
-// queueMessages adds a group's outgoing raft messages to the frames of
-// their destination nodes.
-func (c *Core) queueMessages(g *group, msgs []*raftpb.Message) {
-	for _, m := range msgs {
-		to := NodeID(m.GetTo())
-		if to == c.cfg.ID || !g.isReplica(to) {
-			continue
-		}
-		if m.GetType() == raftpb.MsgSnap {
-			// No snapshot streaming: tell raft it failed so the follower
-			// goes back to probing (unreachable with uncompacted logs).
-			g.raw.ReportSnapshot(uint64(to), raft.SnapshotFailure)
-			continue
-		}
-		f := c.frameTo(to)
-		f.messages = append(f.messages, sizeRaftMessage(g.wire, g.tp.Partition, m))
-		c.stats.MessagesSent++
-	}
+	f := c.frameTo(to)
+	f.messages = append(f.messages, sizeRaftMessage(g.wire, g.tp.Partition, m))
+	c.stats.MessagesSent++
 }
 
 // frameTo returns the frame being built for node to, adding one; the outbox
@@ -242,18 +172,22 @@ func (c *Core) sendFrames() {
 // frame, and the length prefix.
 const raftFrameEnvelopeBytesMax = 64
 
-// applyReady applies committed entries, notes read states, Advances, fails
+// applyReady applies committed entries, notes read states, fails
 // waits orphaned by a leadership change, serves reads that became
 // servable, and checkpoints the engine when due.
 func (c *Core) applyReady(gr *groupReady) error {
 	g, rd := gr.g, &gr.rd
-	for _, e := range rd.CommittedEntries {
-		c.applyEntry(g, e)
+	if gr.apply != nil {
+		for _, e := range gr.apply.GetEntries() {
+			c.applyEntry(g, e)
+		}
+		for _, m := range gr.apply.GetResponses() {
+			c.stepLocal(g, m)
+		}
 	}
 	for _, rs := range rd.ReadStates {
 		c.noteReadState(g, rs)
 	}
-	g.raw.Advance(*rd)
 	if rd.SoftState != nil {
 		c.logLeadership(g, rd.SoftState)
 	}
@@ -266,8 +200,30 @@ func (c *Core) applyReady(gr *groupReady) error {
 		c.wakeParked(g)
 	}
 	g.trimWaits()
-	if g.appliedRaft >= g.checkpointIndex+c.cfg.CheckpointEntries && !c.bugNoCheckpoint(g) {
-		return c.writeCheckpoint(g)
+	if g.appliedRaft >= g.checkpointIndex+c.cfg.CheckpointEntries && g.pipe.syncing == 0 && !c.bugNoCheckpoint(g) {
+		return c.checkpointNow(g)
+	}
+	return nil
+}
+
+// checkpointNow writes g's checkpoint. The checkpoint syncs the log, since
+// the commit index covering it must be durable, so it runs only while no
+// sync of g is in flight, and first writes g's queued appends (the hard
+// state that committed what was just applied may be among them); that
+// sync makes them durable, so their responses go out after it.
+func (c *Core) checkpointNow(g *group) error {
+	queued := len(g.pipe.appends) > 0
+	if queued {
+		if _, err := c.writeGroup(g); err != nil {
+			return err
+		}
+	}
+	if err := c.writeCheckpoint(g); err != nil {
+		return err
+	}
+	if queued {
+		g.pipe.durableTerm = max(g.pipe.durableTerm, g.pipe.hard.GetTerm())
+		c.release(g)
 	}
 	return nil
 }

@@ -54,6 +54,10 @@ func (c *Core) produce(req ProduceRequest, done func(ProduceResult)) {
 		c.completeProduce(done, ProduceResult{Err: ErrBusy, BaseOffset: -1, Leader: lead})
 		return
 	}
+	if c.space.full {
+		c.completeProduce(done, ProduceResult{Err: ErrNotEnoughSpace, BaseOffset: -1, Leader: lead})
+		return
+	}
 	c.nextProposalID++
 	id := c.nextProposalID
 	producer := engine.Producer{ID: req.ProducerID, Epoch: req.ProducerEpoch, BaseSequence: req.BaseSequence}

@@ -63,7 +63,7 @@ func (c *Core) raftTickGroup(g *group) {
 // match its log, sending each the quiesce heartbeat; it reports whether it
 // did.
 func (c *Core) maybeQuiesce(g *group) bool {
-	if g == c.meta || g.live > 0 {
+	if g == c.meta || g.live > 0 || g.pipe.syncing != 0 || len(g.pipe.appends) > 0 || len(g.pipe.held) > 0 {
 		return false
 	}
 	st := g.raw.BasicStatus()
@@ -92,7 +92,9 @@ func (c *Core) maybeQuiesce(g *group) bool {
 		msgs = append(msgs, &raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), To: ptr(uint64(r)),
 			From: ptr(uint64(c.cfg.ID)), Term: ptr(st.GetTerm()), Commit: ptr(commit), Context: quiesceContext})
 	}
-	c.queueMessages(g, msgs)
+	for _, m := range msgs {
+		c.queueMessage(g, m)
+	}
 	g.quiesced = true
 	g.quiescedLeader = c.cfg.ID
 	c.stats.Quiesced++

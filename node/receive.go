@@ -25,6 +25,22 @@ type Stats struct {
 	ReadyPolls           uint64 // groups asked HasReady by the Ready rounds (ready.go)
 	Quiesced             uint64 // times a leader quiesced its group (quiesce.go)
 	WokenBySilence       uint64 // quiesced followers woken because their leader's node went silent
+	// VotesWithheld counts vote and pre-vote messages, in or out, that a
+	// replica recovering from a lost disk did not step or send.
+	VotesWithheld uint64
+	// RejoinsStarted and RejoinsDone count replicas that opened having
+	// lost their state, and those that finished recovering.
+	RejoinsStarted uint64
+	RejoinsDone    uint64
+	// ReplicasRepaired counts replicas discarded for corrupt data, to be
+	// rebuilt from their peers (repair.go).
+	ReplicasRepaired uint64
+	// DiskFullEntered counts the times the node turned full (diskfull.go).
+	DiskFullEntered uint64
+	// CatchUpBytes counts entry bytes sent to catching-up followers under
+	// the throttle, CatchUpThrottled the appends it held back (throttle.go).
+	CatchUpBytes     uint64
+	CatchUpThrottled uint64
 }
 
 // Stats returns the counters so far.
@@ -42,7 +58,8 @@ func (c *Core) Receive(frame []byte) {
 		return
 	}
 	c.stats.FramesReceived++
-	from, msgs, ok := parseRaftFrame(frame, c.received[:0])
+	var rj rejoinFrame
+	from, msgs, ok := parseRaftFrame(frame, c.received[:0], &rj)
 	c.received = msgs[:0]
 	if !ok || from == 0 || NodeID(from) == c.cfg.ID {
 		c.stats.FramesDropped++
@@ -55,6 +72,7 @@ func (c *Core) Receive(frame []byte) {
 		c.receiveMessage(NodeID(from), topics.get(msgs[i].topic), &msgs[i])
 	}
 	clear(msgs) // keep no reference to the frame
+	c.receiveRejoin(NodeID(from), &rj)
 }
 
 // receiveMessage steps one raft message into its group.
@@ -67,6 +85,10 @@ func (c *Core) receiveMessage(from NodeID, topic string, rm *rawRaftMessage) {
 	var m raftpb.Message
 	if err := proto.Unmarshal(rm.message, &m); err != nil || !c.saneMessage(g, from, &m) {
 		c.stats.MessagesDropped++
+		return
+	}
+	if !g.voteAllowed(&m) || g.staleReject(&m) || c.dropForSpace(g, &m) {
+		c.stats.VotesWithheld++ // recovering from a lost disk (rejoin.go)
 		return
 	}
 	wasQuiesced := g.quiesced
@@ -115,7 +137,8 @@ func (c *Core) saneMessage(g *group, from NodeID, m *raftpb.Message) bool {
 		// the leader persisted before sending.
 		last, err := g.log.LastIndex()
 		return err == nil && m.GetIndex() <= last && m.GetRejectHint() <= last
-	case raftpb.MsgVote, raftpb.MsgVoteResp, raftpb.MsgPreVote, raftpb.MsgPreVoteResp, raftpb.MsgHeartbeatResp:
+	case raftpb.MsgVote, raftpb.MsgVoteResp, raftpb.MsgPreVote, raftpb.MsgPreVoteResp, raftpb.MsgHeartbeatResp,
+		raftpb.MsgTimeoutNow: // leadership handed on for a replica that lost its disk (rejoin.go)
 		return len(m.GetEntries()) == 0 && m.GetSnapshot() == nil
 	default:
 		// Proposal and read forwarding, leader transfer and snapshots are
@@ -201,6 +224,11 @@ func (c *Core) Tick() {
 		c.maybeReportLeaders()
 	}
 	c.expireSessions()
+	c.sweepGroups()
+	c.rejoinTick()
+	c.runRepairs()
+	c.checkSpace()
+	c.refillThrottle()
 }
 
 // expireWaits fails the waits of g whose deadline passed. Deadlines grow in

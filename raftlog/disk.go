@@ -1,5 +1,7 @@
 package raftlog
 
+import "errors"
+
 // Disk holds raftlog's files. It is the only way raftlog reaches storage, so
 // the same code runs on the OS (raftlog/osdisk) and in memory with injected
 // faults (raftlog/memdisk).
@@ -37,4 +39,18 @@ type File interface {
 	Sync() error
 	// Close releases the file. It does not sync.
 	Close() error
+}
+
+// ErrNoSpace: the disk is full. A Disk's File.WriteAt returns an error
+// wrapping it (osdisk maps ENOSPC to it), and raftlog passes it up wrapped,
+// so the node can refuse writes instead of stopping. A failed Sync is
+// never this error's business: after a failed fsync the log is failed for
+// good, full disk or not (fsyncgate).
+var ErrNoSpace = errors.New("raftlog: no space left on device")
+
+// SpaceReporter is implemented by a Disk that can tell its free space; the
+// node checks it against its free-space floor before it accepts writes.
+type SpaceReporter interface {
+	// FreeBytes is how many bytes can still be written.
+	FreeBytes() (int64, error)
 }

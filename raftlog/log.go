@@ -107,6 +107,7 @@ type Log struct {
 	writeBuf []byte
 	failed   error
 	closed   bool
+	syncing  bool // between StartSync and FinishSync: no write may come
 }
 
 var _ raft.Storage = (*Log)(nil)

@@ -43,6 +43,7 @@ func (l *Log) Save(entries []*raftpb.Entry, state *raftpb.HardState) error {
 // appendWith is Append, also writing hard state h (when not nil) right
 // after the entries; it reports whether h was written.
 func (l *Log) appendWith(entries []*raftpb.Entry, h *hardState) (bool, error) {
+	l.checkNotSyncing()
 	if err := l.writable(); err != nil {
 		return false, err
 	}
@@ -187,6 +188,7 @@ func (l *Log) createSegment(base, prevTerm uint64) (*segment, error) {
 
 // SetHardState records raft's term, vote and commit index.
 func (l *Log) SetHardState(state *raftpb.HardState) error {
+	l.checkNotSyncing()
 	if err := l.writable(); err != nil {
 		return err
 	}
@@ -207,6 +209,7 @@ func (l *Log) SetHardState(state *raftpb.HardState) error {
 // files were created or removed.
 // On error the caller must fail-stop: never retry an fsync.
 func (l *Log) Sync() error {
+	l.checkNotSyncing()
 	if err := l.writable(); err != nil {
 		return err
 	}
@@ -220,6 +223,61 @@ func (l *Log) Sync() error {
 		s.dirty = false
 	}
 	return l.syncDir()
+}
+
+// StartSync is the first half of a Sync whose fsyncs run elsewhere (the
+// node's pipelined loop hands them to a storage worker): it takes the
+// segments written since their last sync, and the directory when files were
+// created or removed, and returns run, which fsyncs them. run touches only
+// those files and the Disk, never the Log's state, so it may run on any
+// goroutine while the Log is read. Until FinishSync the Log must not be
+// written or synced (a write panics): the caller passes run's result to
+// FinishSync first. A failed Log returns a run that reports its error.
+func (l *Log) StartSync() (run func() error) {
+	if l.syncing {
+		panic("raftlog: StartSync while a sync is unfinished")
+	}
+	if err := l.writable(); err != nil {
+		return func() error { return err }
+	}
+	l.syncing = true
+	var files []File
+	var names []string
+	for _, s := range l.segments { // oldest first, as Sync
+		if s.dirty {
+			files, names = append(files, s.file), append(names, s.name)
+			s.dirty = false
+		}
+	}
+	syncDir, disk, dir := l.dirDirty, l.disk, l.dir
+	l.dirDirty = false
+	return func() error {
+		for i, f := range files {
+			if err := f.Sync(); err != nil {
+				return fmt.Errorf("raftlog: sync %s: %w", names[i], err)
+			}
+		}
+		if syncDir {
+			if err := disk.SyncDir(dir); err != nil {
+				return fmt.Errorf("raftlog: sync dir %s: %w", dir, err)
+			}
+		}
+		return nil
+	}
+}
+
+// FinishSync ends the sync StartSync began with run's result err: nil makes
+// every write before StartSync durable; an error leaves the Log failed (the
+// caller must fail-stop, as after Sync).
+func (l *Log) FinishSync(err error) error {
+	if !l.syncing {
+		panic("raftlog: FinishSync without StartSync")
+	}
+	l.syncing = false
+	if err != nil {
+		return l.fail(err)
+	}
+	return nil
 }
 
 // syncDir makes pending creations and removals durable.
@@ -303,4 +361,12 @@ func writeError(name string, off int64, err error) error {
 		err = io.ErrShortWrite
 	}
 	return fmt.Errorf("raftlog: write %s at %d: %w", name, off, err)
+}
+
+// checkNotSyncing panics when a write or Sync comes between StartSync and
+// FinishSync: the fsyncs in flight would not cover it.
+func (l *Log) checkNotSyncing() {
+	if l.syncing {
+		panic("raftlog: write or sync while a StartSync is unfinished")
+	}
 }

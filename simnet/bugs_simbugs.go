@@ -6,17 +6,23 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/strandlog/strand/engine/groups"
 	"github.com/strandlog/strand/node"
 )
 
 // BugNames lists the planted bugs ParseBug knows (node.Bugs' fields).
 var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "ReapplyAfterRestart", "LocalRead",
 	"RestoreForgetsProducers", "CheckpointForgetsProducers", "FetchRenumbersInsideBatch", "AckLeaderEarly",
-	"RecoverTrustsPageCache", "LeaseReads", "RestoreIndexTimes"}
+	"RecoverTrustsPageCache", "LeaseReads", "RestoreIndexTimes",
+	"AckBeforeSyncDone", "WipedNodeVotes", "RepairTrustsItself"}
+
+// GroupBugNames are the consumer-group coordinator's planted bugs
+// (engine/groups): they need the group workload (Options.GroupMembers).
+var GroupBugNames = []string{"GroupAssignBeforeRevoke", "GroupCommitSkipsEpoch"}
 
 // ParseBug checks a planted bug's name; "" plants none.
 func ParseBug(name string) (string, error) {
-	if name != "" && !slices.Contains(BugNames, name) {
+	if name != "" && !slices.Contains(BugNames, name) && !slices.Contains(GroupBugNames, name) {
 		return "", fmt.Errorf("simnet: unknown bug %q", name)
 	}
 	return name, nil
@@ -24,6 +30,9 @@ func ParseBug(name string) (string, error) {
 
 // plantBug switches the named bug on in a node's config.
 func plantBug(cfg *node.Config, name string) {
+	// The coordinator's bugs are package switches of engine/groups: set
+	// (or cleared) at every node start of the run.
+	groups.SetBugs(name == "GroupAssignBeforeRevoke", name == "GroupCommitSkipsEpoch")
 	switch name {
 	case "AckBeforeCommit":
 		cfg.Bugs.AckBeforeCommit = true
@@ -47,7 +56,13 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.RestoreIndexTimes = true
 	case "LeaseReads":
 		cfg.Bugs.LeaseReads = true
+	case "AckBeforeSyncDone":
+		cfg.Bugs.AckBeforeSyncDone = true
 	case "RecoverTrustsPageCache":
 		cfg.Bugs.RecoverTrustsPageCache = true
+	case "WipedNodeVotes":
+		cfg.Bugs.WipedNodeVotes = true
+	case "RepairTrustsItself":
+		cfg.Bugs.RepairTrustsItself = true
 	}
 }

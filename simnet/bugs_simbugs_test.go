@@ -25,3 +25,21 @@ func TestSimCatchesPlantedBugs(t *testing.T) {
 		})
 	}
 }
+
+// WipedNodeVotes (a wiped node rejoins as new and votes at once) breaks
+// seed 40, which passes without it.
+func TestSimCatchesWipedNodeVotes(t *testing.T) {
+	o := seedOptions(t, 40, "mixed", "WipedNodeVotes")
+	o.Faults.WipeRejoin = true
+	if res := runSeed(t, o, ""); !res.Failed() {
+		t.Fatal("seed 40 with WipedNodeVotes passed: the checks no longer see a wiped node voting")
+	}
+}
+
+// RepairTrustsItself (a replica discarded for corrupt data reopens as new
+// and votes at once) breaks seed 22, which passes without it.
+func TestSimCatchesRepairTrustsItself(t *testing.T) {
+	if res := runSeed(t, seedOptions(t, 22, "mixed", "RepairTrustsItself"), ""); !res.Failed() {
+		t.Fatal("seed 22 with RepairTrustsItself passed: the checks no longer see a repaired replica voting")
+	}
+}

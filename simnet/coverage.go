@@ -123,12 +123,14 @@ var CoverageExpected = []string{
 	"fault/cut-checkpoint", "fault/cut-segment-roll", "fault/crash-election",
 	"fault/kill", "fault/cut-round", "fault/power-cut-round", "fault/kill-round", "fault/rolling-kill",
 	"fault/pause", "fault/leader-chain", "fault/leader-chain-isolate", "run/tick-drift", "run/tail-cache-off", "fault/cut-recovery", "fault/power-cut-recovery", "event/stale-read",
+	"fault/crash-before-fsync", "fault/crash-after-fsync",
 	"event/leader-elected", "event/vote-granted", "event/append-rejected", "event/log-truncate",
 	"event/recovery-truncate", "event/checkpoint", "event/checkpoint-restore", "event/produce-duplicate",
 	"audit/promises", "audit/produce-acks", "digest/compared",
 	"event/multi-record-batch", "event/fetch-inside-batch", "event/fetch-over-budget", "event/large-record",
 	"event/produce-acks0", "event/produce-acks1", "event/list-offsets", "event/list-offsets-time",
-	"event/describe-topics",
+	"event/describe-topics", "event/rejoin-started", "event/rejoin-done", "event/vote-withheld",
+	"event/replica-repaired", "fault/disk-full", "event/disk-full", "event/catchup-throttled",
 }
 
 // coverageGaps are names the table lists although the workload cannot make

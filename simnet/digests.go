@@ -64,6 +64,9 @@ func newDigests(w *world) *digests {
 		d.refs = append(d.refs, &reference{part: engine.NewPartition(), digests: map[uint64]uint64{}})
 	}
 	d.refs = append(d.refs, &reference{meta: metadata.New(), digests: map[uint64]uint64{}})
+	for range groupOffsetsPartitions(w.opts) { // the group coordinators' partitions come after it
+		d.refs = append(d.refs, &reference{part: engine.NewPartition(), digests: map[uint64]uint64{}})
+	}
 	for i, n := range w.nodes {
 		d.checked[i] = map[string]string{}
 		d.disks = append(d.disks, n.disk)
@@ -205,7 +208,7 @@ func (d *digests) compare(n *simNode, dir string) {
 // p/<topic>@<id>/<partition>/checkpoint) to its group index.
 func (d *digests) groupOfDir(dir string) (int, bool) {
 	if dir == "meta/checkpoint" {
-		return len(d.refs) - 1, true
+		return d.w.opts.Partitions, true
 	}
 	parts := strings.Split(dir, "/")
 	if len(parts) != 4 || parts[0] != "p" {

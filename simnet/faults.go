@@ -28,6 +28,7 @@ const (
 	faultCutRecovery
 	faultPause
 	faultLeaderChain
+	faultDiskFull
 )
 
 // flipMarginBytes keeps bit flips this far before the end of a file, so
@@ -45,7 +46,7 @@ var faultNames = [...]string{
 	faultFailSync: "fault/fail-sync", faultPowerCut: "fault/power-cut", faultWipe: "fault/wipe",
 	faultClockJump: "fault/clock-jump", faultCrashLeader: "fault/crash-leader", faultKill: "fault/kill",
 	faultCutRound: "fault/cut-round", faultCutRecovery: "fault/cut-recovery", faultPause: "fault/pause",
-	faultLeaderChain: "fault/leader-chain",
+	faultLeaderChain: "fault/leader-chain", faultDiskFull: "fault/disk-full",
 }
 
 // healAction is a network fault to undo: the directed links it cut.
@@ -98,6 +99,7 @@ func newPlanner(w *world) *planner {
 	add(faultCutRecovery, f.PowerCutRecovery)
 	add(faultPause, f.Pause)
 	add(faultLeaderChain, f.LeaderChain)
+	add(faultDiskFull, f.DiskFull)
 	return p
 }
 
@@ -132,6 +134,7 @@ func (p *planner) act() {
 		}
 		x -= wk.weight
 	}
+	p.liftFullDisks(false)
 	p.w.traceNote(kindFault, -1, uint64(kind), 0)
 	p.w.coverage.Inc(faultNames[kind])
 	switch kind {
@@ -167,6 +170,8 @@ func (p *planner) act() {
 		p.pause()
 	case faultLeaderChain:
 		p.leaderChain(p.w.rngFault.IntN(p.w.opts.Partitions), 3)
+	case faultDiskFull:
+		p.diskFull()
 	}
 	p.scheduleNext()
 }
@@ -424,6 +429,7 @@ func (p *planner) healAll() {
 	w.work.healed = true
 	w.work.healAt = w.now()
 	w.net.healAll()
+	p.liftFullDisks(true)
 	for _, n := range w.nodes {
 		n.pausedUntil = 0
 		w.clearDiskFaults(n)

@@ -54,11 +54,10 @@ type Faults struct {
 	FailSync      int
 	PowerCut      int // a power cut armed to strike inside a checkpoint or a segment roll
 	Wipe          int // a node's disk replaced by an empty one (within the damage budget)
-	// WipeRejoin lets a wiped node restart on its empty disk. Off by
-	// default: raft without disk-loss detection cannot survive it (the
-	// node forgets its votes and the entries it acknowledged; see
-	// TestSimWipedNodeRejoiningLosesCommittedEntries), so a wiped node
-	// stays down, as a replaced machine would until it can rejoin.
+	// WipeRejoin lets a wiped node restart on its empty disk, where it
+	// must rebuild from its peers before it votes (node/rejoin.go; see
+	// TestSimWipedNodeRejoinsSafely). The tests' -sim.wipe-rejoin flag
+	// (default true) sets it; off, a wiped node stays down.
 	WipeRejoin  bool
 	ClockJump   int // a node's Realtime jumps by up to an hour, either way
 	CrashLeader int // crash a group's leader, or a node while a group elects
@@ -84,6 +83,9 @@ type Faults struct {
 	// right after it took proposals, three times over: followers collect
 	// uncommitted tails from several leaders and must truncate them.
 	LeaderChain int
+	// DiskFull fills a live node's disk to just above its free-space
+	// floor for a while (simnet/fulldisk.go).
+	DiskFull int
 	// TickDriftPercent, when > 0, makes each node's ticks run up to this
 	// many percent fast or slow (drawn per node for the run).
 	TickDriftPercent int
@@ -106,6 +108,9 @@ type Options struct {
 	Producers   int
 	Consumers   int // sequential readers
 	Readers     int // random-offset readers
+	// GroupMembers runs the consumer-group workload (wire_group.go) with
+	// this many members; 0: none.
+	GroupMembers int
 	// Bug names a planted bug (BugNames; only in -tags simbugs builds).
 	Bug string
 
@@ -142,10 +147,16 @@ type Options struct {
 	// negative in some seeds, so raft's reads of fresh entries go to the
 	// disk model instead of the tail cache.
 	LogTailCacheBytesMax int64
+	// CatchUpBytesPerSec is every node's node.Config.CatchUpBytesPerSec.
+	CatchUpBytesPerSec int64
 	// DigestChecks compares each replica's whole engine state with the
 	// reference replay (digests.go); off, replicas are compared by
 	// high-water mark only.
 	DigestChecks bool
+	// KafkaCodec sends the produce and fetch requests of every other client
+	// through the Kafka protocol (package kafkaproto, the listener's own
+	// translation) instead of Strand's: same node path, Kafka's bytes.
+	KafkaCodec bool
 }
 
 // DefaultAuditOneIn is Standard's AuditOneIn: sampled to keep the run
@@ -201,9 +212,10 @@ func Choose(o Options) Options {
 	o.CheckpointEntries = pick[uint64](r, 16, 32, 64, 128, 256)
 	o.SegmentBytesMax = pick[int64](r, 8<<10, 32<<10, 64<<10)
 	f.PowerCut, f.ClockJump, f.CrashLeader = w(), w(), w()
-	// A wipe spends the seed's whole disk-damage budget for good (the
-	// node stays down), so it is drawn into half the seeds only, with low weights:
-	// the others keep their budget for bit flips and failed reads.
+	// A wipe spends the seed's disk-damage budget for good (the node
+	// comes back empty and rebuilds from its peers: node/rejoin.go; with
+	// WipeRejoin off it stays down). Drawn into half the seeds, with
+	// low weights: the others keep their budget for bit flips and failed reads.
 	f.Wipe = int(pick(r, 0, 0, 1, 2))
 	f.Kill, f.PowerCutRound, f.PowerCutRecovery = w(), w(), w()
 	if r.IntN(4) != 0 {
@@ -213,6 +225,12 @@ func Choose(o Options) Options {
 	f.TickDriftPercent = int(pick(r, 0, 0, 10, 50))
 	if r.IntN(3) == 0 {
 		o.LogTailCacheBytesMax = -1
+	}
+	f.DiskFull = int(pick(r, 0, 0, 1, 2))
+	if r.IntN(3) == 0 {
+		// The catch-up throttle in a third of the seeds, tight enough to
+		// bite (node/throttle.go).
+		o.CatchUpBytesPerSec = pick[int64](r, 64<<10, 256<<10, 1<<20)
 	}
 	return o
 }
@@ -234,12 +252,18 @@ func (o Options) String() string {
 	fmt.Fprintf(&b, " powercut=%d wipe=%d clockjump=%d crashleader=%d", f.PowerCut, f.Wipe, f.ClockJump, f.CrashLeader)
 	fmt.Fprintf(&b, " kill=%d cutround=%d cutrecovery=%d rolling=%g", f.Kill, f.PowerCutRound, f.PowerCutRecovery,
 		f.RollingRestartAfter)
-	fmt.Fprintf(&b, " pause=%d chain=%d drift=%d%%", f.Pause, f.LeaderChain, f.TickDriftPercent)
+	fmt.Fprintf(&b, " pause=%d chain=%d drift=%d%% diskfull=%d", f.Pause, f.LeaderChain, f.TickDriftPercent, f.DiskFull)
+	if o.CatchUpBytesPerSec > 0 {
+		fmt.Fprintf(&b, " catchup=%dB/s", o.CatchUpBytesPerSec)
+	}
 	if o.LogTailCacheBytesMax < 0 {
 		b.WriteString(" tailcache=off")
 	}
 	if f.WipeRejoin {
 		b.WriteString(" wiperejoin")
+	}
+	if o.KafkaCodec {
+		b.WriteString(" kafka")
 	}
 	fmt.Fprintf(&b, " restart=%v..%v net=%v..%v skew=%v}", f.RestartMin, f.RestartMax, f.NetFaultMin,
 		f.NetFaultMax, f.ClockSkewMax)

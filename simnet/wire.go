@@ -38,6 +38,8 @@ type wireWorkload struct {
 	drain    *wireClient
 	active   int  // producers and consumers still working
 	created  bool // the topics exist: every node registered and hosts its replicas
+
+	groups *groupSim // the group workload; nil without Options.GroupMembers
 }
 
 // wireCall is one request in flight: it ends once, by its answer or by
@@ -45,6 +47,7 @@ type wireWorkload struct {
 type wireCall struct {
 	done   bool
 	onDone func(resp *strandpb.Response, err error)
+	kafka  *kafkaCall // non-nil: the request travels in Kafka's protocol (wire_kafka.go)
 }
 
 // newWireWorkload names the nodes n1..nN and creates the clients.
@@ -69,6 +72,9 @@ func newWireWorkload(w *world) *wireWorkload {
 	}
 	last := o.Producers + o.Consumers + o.Readers // the network's drain client index
 	ww.drain = newWireClient(ww, last, kindDrain)
+	if o.GroupMembers > 0 {
+		ww.groups = newGroupSim(ww, last+1)
+	}
 	return ww
 }
 
@@ -76,6 +82,9 @@ func newWireWorkload(w *world) *wireWorkload {
 // startNode hook).
 func (ww *wireWorkload) configure(cfg *node.Config) {
 	cfg.Nodes = ww.peers
+	if ww.groups != nil {
+		ww.groups.configure(cfg)
+	}
 }
 
 // start begins the run: the admin client creates the topics.
@@ -109,6 +118,9 @@ func (ww *wireWorkload) topicCreated() {
 		ww.active++
 		c.after(c.thinkTime(), c.begin)
 	}
+	if ww.groups != nil {
+		ww.groups.start()
+	}
 }
 
 // clientDone counts a client out; the last one heals everything and
@@ -119,6 +131,10 @@ func (ww *wireWorkload) clientDone() {
 		return
 	}
 	ww.w.planner.healAll()
+	if ww.groups != nil && !ww.groups.settling {
+		ww.groups.settle(func() { ww.drain.after(0, ww.drain.begin) })
+		return
+	}
 	ww.drain.after(0, ww.drain.begin)
 }
 
@@ -130,6 +146,9 @@ func (ww *wireWorkload) call(c *wireClient, target int, req *strandpb.Request, o
 	req.CorrelationId = ww.nextCorr
 	frame := marshalWire(req)
 	call := &wireCall{onDone: onDone}
+	if k, kframe, ok := ww.kafkaEncode(c, req); ok {
+		call.kafka, frame = k, kframe
+	}
 	if !w.net.lost() {
 		w.sched.schedule(w.net.clientDelay(c.index, target), &event{kind: evCall, node: target, from: c.index,
 			call: func() { ww.deliver(c, target, frame, call) }})
@@ -151,7 +170,9 @@ func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *w
 		return
 	}
 	req := &strandpb.Request{}
-	if err := proto.Unmarshal(frame, req); err != nil {
+	if call.kafka != nil {
+		req = ww.kafkaTranslate(call, frame)
+	} else if err := proto.Unmarshal(frame, req); err != nil {
 		panic(fmt.Sprintf("simnet: unmarshal request: %v", err))
 	}
 	if f := req.GetFetch(); f != nil && len(f.GetPartitions()) == 1 && ww.cutOff(n, int(f.GetPartitions()[0].GetPartition())) {
@@ -177,7 +198,12 @@ func (ww *wireWorkload) reply(n *simNode, inc uint32, c *wireClient, resp *stran
 	if !n.up || n.incarnation != inc || w.net.lost() {
 		return
 	}
-	frame := marshalWire(resp)
+	var frame []byte
+	if call.kafka != nil {
+		frame = call.kafka.answer(resp)
+	} else {
+		frame = marshalWire(resp)
+	}
 	w.sched.schedule(w.net.clientDelay(c.index, n.index), &event{kind: evCall, node: -1, from: n.index, call: func() {
 		w.traceNote(kindWireReply, n.index, uint64(c.index), hashBytes(frame))
 		if call.done {
@@ -185,7 +211,9 @@ func (ww *wireWorkload) reply(n *simNode, inc uint32, c *wireClient, resp *stran
 		}
 		call.done = true
 		out := &strandpb.Response{}
-		if err := proto.Unmarshal(frame, out); err != nil {
+		if call.kafka != nil {
+			out = call.kafka.decodeAnswer(w, frame)
+		} else if err := proto.Unmarshal(frame, out); err != nil {
 			panic(fmt.Sprintf("simnet: unmarshal response: %v", err))
 		}
 		call.onDone(out, nil)

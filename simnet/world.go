@@ -21,6 +21,8 @@ type core interface {
 	Status() []node.GroupStatus
 	MetadataStatus() (node.GroupStatus, bool)
 	Close() error
+	TakeSyncJobs(dst []node.SyncJob) []node.SyncJob
+	SyncDone(token uint64, err error)
 }
 
 var _ core = (*node.Core)(nil)
@@ -50,7 +52,9 @@ type simNode struct {
 	failReads   []string
 	failSync    bool
 	wiped       bool // its disk was replaced by an empty one (counts as damage)
-	restartDue  bool // a restart event is queued
+	rejoins     rejoinSeen
+	fullUntil   time.Duration // virtual time its full disk gets space back; 0: not full
+	restartDue  bool          // a restart event is queued
 	// recoveryCut, when > 0, cuts the power at the recoveryCut-th disk
 	// write of the node's next recovery (Open).
 	recoveryCut int
@@ -101,6 +105,7 @@ type world struct {
 	durability   *durability   // the durability audit (audit.go)
 	digests      *digests      // whole-state comparison of replicas (digests.go)
 	coverage     *Coverage     // faults fired and rare events seen (coverage.go)
+	storage      *storage      // the nodes' fsyncs in flight (storage.go)
 }
 
 // Stats counts what happened in a run, for the verbose report.
@@ -173,9 +178,12 @@ func newWorld(o Options) *world {
 		w.groupOf[tp] = g
 	}
 	w.groupOf[metaTopicPartition] = o.Partitions
+	for p := range groupOffsetsPartitions(o) {
+		w.groupOf[node.TopicPartition{Topic: node.OffsetsTopic, Partition: int32(p)}] = o.Partitions + 1 + p
+	}
 	w.checker = newChecker(w)
 	w.hist = newHistory(o.Partitions)
-	clientCount := o.Producers + o.Consumers + o.Readers + 1 // +1: the drain reader
+	clientCount := o.Producers + o.Consumers + o.Readers + 1 + o.GroupMembers // +1: the drain reader
 	w.net = newNetwork(newStream(o.Seed, streamNetwork), o.Nodes, clientCount, &o)
 	// Skews and tick phases are fixed for the whole run.
 	skewRand := newStream(o.Seed, streamClock)
@@ -200,6 +208,7 @@ func newWorld(o Options) *world {
 		w.nodes = append(w.nodes, n)
 	}
 	w.coverage = newRunCoverage()
+	w.storage = newStorage(o.Seed)
 	if o.Faults.TickDriftPercent > 0 {
 		w.coverage.Inc("run/tick-drift")
 	}
@@ -249,6 +258,9 @@ func (w *world) startNode(n *simNode) {
 		SegmentBytesMax:      w.opts.SegmentBytesMax,
 		CheckpointEntries:    w.opts.CheckpointEntries,
 		LogTailCacheBytesMax: w.opts.LogTailCacheBytesMax,
+		AsyncSyncs:           true,
+		MinFreeBytes:         simMinFreeBytes,
+		CatchUpBytesPerSec:   w.opts.CatchUpBytesPerSec,
 		Observer: func(tp node.TopicPartition, index, term uint64, data []byte) {
 			w.checker.onApply(n, tp, index, term, data)
 		},
@@ -286,6 +298,8 @@ func (w *world) startNode(n *simNode) {
 		w.coverage.Add("event/checkpoint-restore", int64(checkpointedGroups(n)))
 	}
 	n.core = c
+	n.rejoins = rejoinSeen{}
+	w.countRejoins(n)
 	n.up = true
 	w.durability.afterOpen(n)
 	w.sched.schedule(n.tickPhase, &event{kind: evTick, node: n.index, incarnation: inc})
@@ -435,11 +449,13 @@ func (w *world) process(n *simNode) {
 		return
 	}
 	w.digests.afterProcess(n)
+	w.countRejoins(n)
 	statuses := n.core.Status()
 	if st, ok := n.core.MetadataStatus(); ok {
 		statuses = append(statuses, st)
 	}
 	w.checker.onStatus(n, statuses)
+	w.startSyncs(n)
 }
 
 // sendFrame is Endpoint.Send: it schedules the frame's delivery, perhaps

@@ -52,7 +52,7 @@ func TestDevBannerReadyAndQuiet(t *testing.T) {
 		}
 		return nil
 	})
-	env := []string{"STRAND_BROKERS=127.0.0.1:" + strconv.Itoa(port)}
+	env := []string{"STRAND_BROKERS=127.0.0.1:" + strconv.Itoa(port+devNativePortOffset)}
 	runCLI(t, env, "", "topic", "create", "ready", "--partitions", "1", "--replication-factor", "3")
 	if want := "  ./strand topic create hello"; !strings.Contains(log, want) {
 		t.Errorf("banner lacks %q:\n%s", want, log)

@@ -55,7 +55,7 @@ func TestResolvePeers(t *testing.T) {
 		{id: 2, peers: peers, advertise: "10.0.0.2:9093", wantErr: "disagree"},
 		{id: 2, peers: peers, wantListen: "127.0.0.1:9093"},
 		{id: 2, peers: peers, listen: "0.0.0.0:9093", wantListen: "0.0.0.0:9093"},
-		{id: 1, wantListen: "127.0.0.1:9092"},
+		{id: 1, wantListen: "127.0.0.1:9192"},
 	} {
 		listen, advertise := tc.listen, tc.advertise
 		nodes, err := resolvePeers(node.NodeID(tc.id), tc.peers, &listen, &advertise, "")
@@ -325,7 +325,7 @@ func TestUnreachableBrokers(t *testing.T) {
 		}
 	}()
 	for _, tc := range []struct{ brokers, want string }{
-		{closed, "strand: cannot reach the cluster at " + closed + ": connection refused (is a cluster running there? 'strand dev' starts one on 127.0.0.1:9092)\n"},
+		{closed, "strand: cannot reach the cluster at " + closed + ": connection refused (is a cluster running there? 'strand dev' starts one on 127.0.0.1:9192)\n"},
 		{ln.Addr().String(), "strand: " + ln.Addr().String() + " answered, but not as a strand node ("},
 	} {
 		for _, args := range [][]string{{"topic", "list"}, {"produce", "t"}, {"consume", "t"}, {"cluster"}} {

@@ -16,7 +16,7 @@ import (
 // Ctrl-C, or with --until-end until it reaches the high-water marks it saw
 // at start. Short flags follow kcat: -t topic, -p partition, -o offset,
 // -e exit at end, -f format, -c count.
-func cmdConsume(args []string, stdout io.Writer) error {
+func cmdConsume(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("consume")
 	var cf clientFlags
 	cf.register(fs, 30*time.Second)
@@ -26,6 +26,8 @@ func cmdConsume(args []string, stdout io.Writer) error {
 	untilEnd := fs.BoolP("until-end", "e", false, "exit once the high-water marks seen at start are reached")
 	partition := fs.Int32P("partition", "p", -1, "read only this partition (-1: all)")
 	count := fs.Int64P("count", "c", 0, "exit after this many records (0: no limit)")
+	group := fs.StringP("group", "g", "", "consume as a member of this consumer group: partitions are shared among its members and what is printed is committed; --from applies only where the group has no committed offset")
+	instance := fs.String("instance-id", "", "with --group: a static member id; restarted with the same id within 45 s, it gets its partitions back without a rebalance")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -43,6 +45,12 @@ func cmdConsume(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if *group == "" && *instance != "" {
+		return usageError("--instance-id needs --group")
+	}
+	if *group != "" && fs.Changed("partition") {
+		return usageError("--partition and --group: the group assigns the partitions; drop one")
+	}
 	f, err := parseFormat(*format)
 	if err != nil {
 		return err
@@ -57,6 +65,9 @@ func cmdConsume(args []string, stdout io.Writer) error {
 	cs := &consumeSession{c: c, k: clientlib.NewConsumer(c), topic: topic, format: f,
 		out: bufio.NewWriter(stdout), limit: *count, timeout: cf.timeout}
 	defer cs.out.Flush()
+	if *group != "" {
+		return topicErr(topic, cs.runGroup(ctx, *group, *instance, start, *untilEnd, stderr))
+	}
 	if err := cs.assign(ctx, *partition, start, exactOffset(*from), *untilEnd); err != nil {
 		return topicErr(topic, err)
 	}

@@ -208,7 +208,8 @@ func TestDevSmoke(t *testing.T) {
 	skipShort(t)
 	port := freePorts(t, 1)[0]
 	dir := t.TempDir()
-	env := []string{"STRAND_BROKERS=127.0.0.1:" + strconv.Itoa(port)}
+	native := "127.0.0.1:" + strconv.Itoa(port+devNativePortOffset) // Kafka gets base-port
+	env := []string{"STRAND_BROKERS=" + native}
 	dev := startProc(t, filepath.Join(dir, "dev.log"), []string{"STRAND_BASE_PORT=" + strconv.Itoa(port)},
 		"dev", "--nodes", "1")
 	defer dev.kill()
@@ -237,7 +238,7 @@ func TestDevSmoke(t *testing.T) {
 	if out := runCLI(t, env, "", "cluster"); !strings.Contains(out, "topic hello: 3 partitions") {
 		t.Fatalf("cluster printed %q", out)
 	}
-	if got := readmeGoClient(t, "127.0.0.1:"+strconv.Itoa(port)); got != "read greeting=hi from Go" {
+	if got := readmeGoClient(t, native); got != "read greeting=hi from Go" {
 		t.Fatalf("the README's Go client read %q", got)
 	}
 	if err := dev.stop(syscall.SIGINT, 20*time.Second); err != nil {

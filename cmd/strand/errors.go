@@ -101,7 +101,7 @@ func connMessage(addr string, err error) string {
 // shared by every command (and by clientlib's UnreachableError), with what
 // to do about it.
 func unreachableMessage(addrs string, err error) string {
-	return fmt.Sprintf("cannot reach the cluster at %s: %s (is a cluster running there? 'strand dev' starts one on 127.0.0.1:9092)",
+	return fmt.Sprintf("cannot reach the cluster at %s: %s (is a cluster running there? 'strand dev' starts one on 127.0.0.1:9192)",
 		addrs, rootCause(err))
 }
 

@@ -23,11 +23,11 @@ type command struct {
 // commands lists every command in the order the top-level help shows them.
 var commands = []command{
 	{"dev", "[--nodes 3] [--base-port 9092] [--data-dir DIR]",
-		"run a local cluster in this process (Ctrl-C stops it)",
+		"run a local cluster in this process, Kafka on base-port.., Strand on base-port+100.. (Ctrl-C stops it)",
 		"strand dev --nodes 3"},
-	{"serve", "--id N --peers 1=HOST:PORT,2=HOST:PORT,... --data-dir DIR",
+	{"serve", "--id N --peers 1=HOST:PORT,2=HOST:PORT,... --data-dir DIR [--kafka-listen HOST:PORT]",
 		"run one node of a cluster",
-		"strand serve --id 1 --data-dir /var/lib/strand --peers 1=node1:9092,2=node2:9092,3=node3:9092"},
+		"strand serve --id 1 --data-dir /var/lib/strand --peers 1=node1:9192,2=node2:9192,3=node3:9192 --kafka-listen 0.0.0.0:9092"},
 	{"topic create", "NAME [-p PARTITIONS] [-r REPLICATION-FACTOR] [-c KEY=VALUE]...",
 		"create a topic",
 		"strand topic create hello --partitions 3"},
@@ -38,9 +38,16 @@ var commands = []command{
 	{"produce", "TOPIC [-K SEP] [-p PARTITION] [--acks all|1|0]",
 		"send each line of stdin as one record",
 		"printf 'first\\nsecond\\n' | strand produce hello"},
-	{"consume", "TOPIC [-o earliest|latest|OFFSET|RFC3339] [-p PARTITION] [-e] [-f FORMAT]",
-		"print a topic's records (until Ctrl-C, or with -e until the end)",
-		"strand consume hello --from earliest --until-end"},
+	{"consume", "TOPIC [-o earliest|latest|OFFSET|RFC3339] [-p PARTITION] [-e] [-f FORMAT] [-g GROUP [--instance-id ID]]",
+		"print a topic's records (until Ctrl-C, or with -e until the end); with -g, share them among a group",
+		"strand consume hello --group readers"},
+	{"group list", "", "print every consumer group, its state and member count", "strand group list"},
+	{"group describe", "GROUP", "print a group's members and, per partition, committed offset, lag in records and time, and retention headroom",
+		"strand group describe readers"},
+	{"group reset", "GROUP -t TOPIC (--to-earliest|--to-latest|--to-offset N|--to-datetime RFC3339|--shift-by N) [--execute]",
+		"plan (and with --execute apply) new committed offsets for a group without members: replay or skip",
+		"strand group reset readers -t hello --to-datetime 2026-11-30T18:00:00Z --execute"},
+	{"group delete", "GROUP", "delete a group without members and its committed offsets", "strand group delete readers"},
 	{"cluster", "", "print nodes, topics, partitions, leaders and high-water marks", "strand cluster"},
 	{"bench produce", "[--duration 10s] [--record-bytes 1024]", "measure producer throughput and latency",
 		"strand bench produce --duration 10s"},
@@ -59,6 +66,7 @@ var commands = []command{
 var commandGroups = map[string]string{
 	"topic": "create, list, describe and delete topics",
 	"bench": "measure a running cluster",
+	"group": "list, describe, reset and delete consumer groups",
 }
 
 // lookupCommand finds name ("topic create") in commands.
@@ -80,7 +88,7 @@ func topUsage() string {
 		fmt.Fprintf(&b, "      %s\n", c.summary)
 	}
 	b.WriteString(`
-Client commands talk to -b/--brokers (default 127.0.0.1:9092, where 'strand dev' listens).
+Client commands talk to -b/--brokers (default 127.0.0.1:9192, where 'strand dev' listens).
 Every flag is also an environment variable STRAND_<FLAG> (--brokers: STRAND_BROKERS).
 'strand CMD --help' or 'strand help CMD' describes a command and its flags.
 `)

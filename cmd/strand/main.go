@@ -1,11 +1,12 @@
 // Command strand runs Strand nodes and talks to a Strand cluster.
 //
-//	strand dev                      # a local 3-node cluster in one process on :9092-9094
+//	strand dev                      # a local 3-node cluster in one process: Strand on :9192-9194, Kafka on :9092-9094
 //	strand serve --id 1 --peers 1=HOST:PORT,2=...,3=... --data-dir DIR
 //	strand topic create NAME --partitions N [--replication-factor R]
 //	strand topic list | describe NAME | delete NAME
 //	strand produce TOPIC            # lines from stdin
-//	strand consume TOPIC [--from earliest|latest|OFFSET|TIME] [--until-end]
+//	strand consume TOPIC [--from earliest|latest|OFFSET|TIME] [--until-end] [--group G]
+//	strand group list | describe G | reset G --topic T --to-... [--execute] | delete G
 //	strand cluster                  # nodes, partitions, leaders, high-water marks
 //	strand bench produce|consume|e2e
 //	strand version | help [CMD]
@@ -16,7 +17,7 @@
 // Every flag can also be set through an environment variable STRAND_<FLAG>
 // (upper case, dashes as underscores: --data-dir is STRAND_DATA_DIR); a flag
 // on the command line wins. Client commands default to --brokers
-// 127.0.0.1:9092, where `strand dev` listens, so a new user needs no flags;
+// 127.0.0.1:9192, where `strand dev` listens, so a new user needs no flags;
 // short flags follow kcat and rpk (-b brokers, -t topic, -p partition(s),
 // -o offset, -e exit at end, -f format).
 package main
@@ -67,7 +68,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "produce":
 		err = cmdProduce(rest, stdin, stdout, stderr)
 	case "consume":
-		err = cmdConsume(rest, stdout)
+		err = cmdConsume(rest, stdout, stderr)
+	case "group":
+		err = cmdGroup(rest, stdout)
 	case "cluster":
 		err = cmdCluster(rest, stdout)
 	case "bench":
@@ -200,7 +203,7 @@ type clientFlags struct {
 }
 
 func (c *clientFlags) register(fs *pflag.FlagSet, timeout time.Duration) {
-	fs.StringSliceVarP(&c.brokers, "brokers", "b", []string{"127.0.0.1:9092"}, "cluster addresses to bootstrap from (comma separated)")
+	fs.StringSliceVarP(&c.brokers, "brokers", "b", []string{"127.0.0.1:9192"}, "cluster addresses to bootstrap from (comma separated)")
 	fs.DurationVar(&c.timeout, "timeout", timeout, "give up on the cluster after this long")
 }
 

@@ -28,6 +28,8 @@ type nodeFlags struct {
 	stats      time.Duration
 	logFormat  string
 	logLevel   string
+	minFree    int64
+	catchUp    int64
 }
 
 func (n *nodeFlags) register(fs *pflag.FlagSet) {
@@ -37,6 +39,18 @@ func (n *nodeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&n.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	fs.StringVar(&n.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.StringVar(&n.logLevel, "log-level", "info", "least severe log level shown: debug, info, warn or error")
+	fs.Int64Var(&n.minFree, "min-free-bytes", 0,
+		"refuse produce (retriable not_enough_space) while the data directory's file system has less free space (0: only when full)")
+	fs.Int64Var(&n.catchUp, "catchup-bytes-per-sec", 0,
+		"bound the replication bytes per second sent to each follower that is catching up (0: unlimited)")
+}
+
+// coreConfig is the node.Config of node id under these flags.
+func (n *nodeFlags) coreConfig(id node.NodeID, nodes []node.Peer) (node.Config, error) {
+	if n.minFree < 0 || n.catchUp < 0 {
+		return node.Config{}, usageError("--min-free-bytes and --catchup-bytes-per-sec must not be negative")
+	}
+	return node.Config{ID: id, Nodes: nodes, MinFreeBytes: n.minFree, CatchUpBytesPerSec: n.catchUp}, nil
 }
 
 // logger builds the nodes' logger on w from --log-format and --log-level.
@@ -85,11 +99,13 @@ func (n *nodeFlags) startProfile() (func(), error) {
 func cmdServe(args []string, stderr io.Writer) error {
 	fs := newFlags("serve")
 	id := fs.Uint64("id", 0, "this node's id (1, 2, ...), unique in the cluster")
-	listen := fs.String("listen", "", "address to listen on, for clients and peers (default: this node's --peers entry; 127.0.0.1:9092 without --peers)")
+	listen := fs.String("listen", "", "address to listen on, for clients and peers (default: this node's --peers entry; 127.0.0.1:9192 without --peers)")
 	advertise := fs.String("advertise", "", "address others reach this node at (default: this node's --peers entry, else --listen)")
 	peers := fs.String("peers", "", "every node of the cluster, this one included: 1=HOST:PORT,2=HOST:PORT,... (default: this node alone)")
 	dataDir := fs.String("data-dir", "", "directory of this node's logs (created when missing)")
 	rack := fs.String("rack", "", "this node's failure domain, for replica placement")
+	kafkaListen := fs.String("kafka-listen", "", "also serve Kafka's protocol here, e.g. 0.0.0.0:9092 (default: no Kafka listener)")
+	kafkaAdvertise := fs.String("kafka-advertise", "", "host:port Kafka clients reach this node at (default: --kafka-listen)")
 	var nf nodeFlags
 	nf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -100,6 +116,9 @@ func cmdServe(args []string, stderr io.Writer) error {
 	}
 	if fs.NArg() != 0 {
 		return usageError("serve takes no arguments, got %q", fs.Args())
+	}
+	if err := checkKafkaFlags(*kafkaListen, *kafkaAdvertise); err != nil {
+		return err
 	}
 	nodes, err := resolvePeers(node.NodeID(*id), *peers, listen, advertise, *rack)
 	if err != nil {
@@ -114,15 +133,24 @@ func cmdServe(args []string, stderr io.Writer) error {
 		return err
 	}
 	defer stopProfile()
+	core, err := nf.coreConfig(node.NodeID(*id), nodes)
+	if err != nil {
+		return err
+	}
 	rt, err := server.Start(server.Config{
-		Core:    node.Config{ID: node.NodeID(*id), Nodes: nodes},
+		Core:    core,
 		DataDir: *dataDir, Listen: *listen, Tick: nf.tick, Logger: logger, StatsInterval: nf.stats,
+		KafkaListen: *kafkaListen, KafkaAdvertise: *kafkaAdvertise,
 	})
 	if err != nil {
 		return err
 	}
-	logger.Info("node started", slog.Uint64("node", *id), slog.String("listen", rt.Addr().String()),
-		slog.String("data_dir", *dataDir), slog.String("cluster", describeNodes(nodes)))
+	attrs := []any{slog.Uint64("node", *id), slog.String("listen", rt.Addr().String()),
+		slog.String("data_dir", *dataDir), slog.String("cluster", describeNodes(nodes))}
+	if a := rt.KafkaAddr(); a != nil {
+		attrs = append(attrs, slog.String("kafka_listen", a.String()))
+	}
+	logger.Info("node started", attrs...)
 	ctx, stop := signalContext()
 	defer stop()
 	select {
@@ -132,6 +160,23 @@ func cmdServe(args []string, stderr io.Writer) error {
 	case <-rt.Done():
 		return rt.Err()
 	}
+}
+
+// checkKafkaFlags refuses a --kafka-advertise without a listener and
+// addresses that are not HOST:PORT, before anything starts.
+func checkKafkaFlags(listen, advertise string) error {
+	if advertise != "" && listen == "" {
+		return usageError("--kafka-advertise %s needs --kafka-listen: there is no Kafka listener to advertise", advertise)
+	}
+	for _, f := range [...]struct{ name, addr string }{{"--kafka-listen", listen}, {"--kafka-advertise", advertise}} {
+		if f.addr == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(f.addr); err != nil {
+			return usageError("%s %q: want HOST:PORT (%v)", f.name, f.addr, err)
+		}
+	}
+	return nil
 }
 
 // resolvePeers works out the cluster's nodes and this node's listen
@@ -145,7 +190,7 @@ func resolvePeers(self node.NodeID, spec string, listen, advertise *string, rack
 	listenSet, advertiseSet := *listen != "", *advertise != ""
 	if strings.TrimSpace(spec) == "" {
 		if !listenSet {
-			*listen = "127.0.0.1:9092"
+			*listen = "127.0.0.1:9192"
 		}
 		if *advertise == "" {
 			*advertise = *listen
@@ -241,7 +286,7 @@ func cmdDev(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("dev")
 	count := fs.Int("nodes", 3, "number of nodes (1 to 9)")
 	host := fs.String("host", "127.0.0.1", "address to listen on")
-	basePort := fs.Int("base-port", 9092, "port of node 1; node i listens on base-port+i-1")
+	basePort := fs.Int("base-port", 9092, "Kafka port of node 1; node i serves Kafka on base-port+i-1 and Strand's protocol on base-port+100+i-1")
 	dataDir := fs.String("data-dir", "", "keep the cluster's data here (default: a temporary directory, removed at exit)")
 	quiet := fs.Bool("quiet", false, "do not log node messages")
 	var nf nodeFlags
@@ -262,9 +307,13 @@ func cmdDev(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer stopProfile()
+	if *basePort < 1 || *basePort+devNativePortOffset+*count-1 > 65535 {
+		return usageError("--base-port %d: want 1 to %d", *basePort, 65535-devNativePortOffset-*count+1)
+	}
 	nodes := make([]node.Peer, *count)
 	for i := range nodes {
-		nodes[i] = node.Peer{ID: node.NodeID(i + 1), Address: net.JoinHostPort(*host, strconv.Itoa(*basePort+i))}
+		nodes[i] = node.Peer{ID: node.NodeID(i + 1), Address: net.JoinHostPort(*host, strconv.Itoa(*basePort+devNativePortOffset+i)),
+			KafkaAddress: net.JoinHostPort(*host, strconv.Itoa(*basePort+i))}
 	}
 	logger, err := nf.logger(stderr)
 	if err != nil {
@@ -304,6 +353,11 @@ func cmdDev(args []string, stdout, stderr io.Writer) error {
 	return runErr
 }
 
+// devNativePortOffset puts strand dev's native listeners above its Kafka
+// ones: Kafka tools try 127.0.0.1:9092 first, so Kafka gets it, and Strand's
+// own protocol takes 9192 onwards.
+const devNativePortOffset = 100
+
 // devDataDir returns the data directory and what to do at exit: remove a
 // temporary one, keep a named one.
 func devDataDir(named string) (string, func(), error) {
@@ -321,17 +375,23 @@ func devDataDir(named string) (string, func(), error) {
 func startDevNodes(nodes []node.Peer, dir string, nf nodeFlags, logger *slog.Logger) ([]*server.Server, error) {
 	var rts []*server.Server
 	for _, p := range nodes {
+		core, err := nf.coreConfig(p.ID, nodes)
+		if err != nil {
+			return nil, err // the same flags for every node: none started
+		}
 		rt, err := server.Start(server.Config{
-			Core:    node.Config{ID: p.ID, Nodes: nodes},
+			Core:    core,
 			DataDir: filepath.Join(dir, fmt.Sprintf("node-%d", p.ID)),
 			Listen:  p.Address, Tick: nf.tick, StatsInterval: nf.stats, Logger: logger,
+			KafkaListen: p.KafkaAddress,
 		})
 		if err != nil {
 			for _, started := range rts {
 				started.Close()
 			}
 			if errors.Is(err, syscall.EADDRINUSE) {
-				return nil, userErr(err, "cannot listen on %s: address already in use (another strand dev running? try --base-port)", p.Address)
+				return nil, userErr(err, "cannot listen on %s or %s: address already in use (another strand dev running? try --base-port)",
+					p.KafkaAddress, p.Address)
 			}
 			return nil, err
 		}
@@ -374,7 +434,7 @@ func waitDevReady(ctx context.Context, rts []*server.Server) error {
 func printDevBanner(w io.Writer, nodes []node.Peer, dir string, temporary bool) {
 	fmt.Fprintf(w, "strand dev: %d-node cluster starting.\n", len(nodes))
 	for _, p := range nodes {
-		fmt.Fprintf(w, "  node %d  %s\n", p.ID, p.Address)
+		fmt.Fprintf(w, "  node %d  %s  (Kafka clients: %s)\n", p.ID, p.Address, p.KafkaAddress)
 	}
 	if temporary {
 		fmt.Fprintf(w, "  data    %s (temporary: removed when you stop the cluster)\n", dir)
@@ -395,7 +455,7 @@ func selfCommand() string {
 // printDevHelp says the cluster is ready and how to use it.
 func printDevHelp(w io.Writer, nodes []node.Peer) {
 	brokers := ""
-	if nodes[0].Address != "127.0.0.1:9092" {
+	if nodes[0].Address != "127.0.0.1:9192" {
 		brokers = " --brokers " + nodes[0].Address
 	}
 	rf := min(3, len(nodes))
@@ -409,6 +469,7 @@ In another shell:
   %s cluster%s
 
 Go clients connect with clientlib.NewClient(clientlib.SeedAddresses(%q)).
+Kafka clients connect to %s, e.g. kcat -b %s -L
 Press Ctrl-C to stop.
-`, s, rf, brokers, s, brokers, s, brokers, s, brokers, nodes[0].Address)
+`, s, rf, brokers, s, brokers, s, brokers, s, brokers, nodes[0].Address, nodes[0].KafkaAddress, nodes[0].KafkaAddress)
 }

@@ -248,10 +248,14 @@ func cmdCluster(args []string, stdout io.Writer) error {
 		return wrapErr(err, "metadata from the cluster at %s", strings.Join(cf.brokers, ","))
 	}
 	fmt.Fprintf(stdout, "nodes (metadata leader: %s):\n", idOrNone(info.ControllerID))
+	full := nodesDiskFull(ctx, info.Nodes)
 	for _, n := range info.Nodes {
 		rack := ""
 		if n.Rack != "" {
 			rack = "  rack " + n.Rack
+		}
+		if full[n.ID] {
+			rack += "  DISK FULL: refusing produce (not_enough_space) until space returns"
 		}
 		fmt.Fprintf(stdout, "  %d  %s%s\n", n.ID, n.Address, rack)
 	}

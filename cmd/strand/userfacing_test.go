@@ -71,7 +71,7 @@ func TestUserFacingErrors(t *testing.T) {
 	runOutcome(t, "", "consume", "nosuch", "-e", b).wantFailure(t, 1,
 		`topic "nosuch" does not exist (create it with: strand topic create nosuch --partitions N)`)
 	runOutcome(t, "", "topic", "list", "--brokers", "127.0.0.1:1").wantFailure(t, 1,
-		"cannot reach the cluster at 127.0.0.1:1: connection refused (is a cluster running there? 'strand dev' starts one on 127.0.0.1:9092)")
+		"cannot reach the cluster at 127.0.0.1:1: connection refused (is a cluster running there? 'strand dev' starts one on 127.0.0.1:9192)")
 
 	o = runOutcome(t, "", "topic", "create", "cfg", "-c", "retention.ms=1000", b)
 	if o.code != 1 || !strings.Contains(o.stderr, "retention.ms") || !strings.Contains(o.stderr, "not enforced yet") {

@@ -12,7 +12,7 @@ import (
 // a new address or rack) and unfences it. Registering the same values again
 // is a success that changes nothing and leaves the version alone.
 func (s *State) registerNode(c *strandpb.MetadataRegisterNode) Result {
-	n := Node{ID: c.GetNodeId(), Address: c.GetAddress(), Rack: c.GetRack()}
+	n := Node{ID: c.GetNodeId(), Address: c.GetAddress(), Rack: c.GetRack(), KafkaAddress: c.GetKafkaAddress()}
 	if err := validateNode(n); err != nil {
 		return Result{Err: err}
 	}
@@ -41,6 +41,8 @@ func validateNode(n Node) error {
 		return fmt.Errorf("%w: id 0", ErrInvalidNode)
 	case n.Address == "" || len(n.Address) > NodeTextLengthMax:
 		return fmt.Errorf("%w: node %d: address of %d bytes", ErrInvalidNode, n.ID, len(n.Address))
+	case len(n.KafkaAddress) > NodeTextLengthMax:
+		return fmt.Errorf("%w: node %d: Kafka address of %d bytes", ErrInvalidNode, n.ID, len(n.KafkaAddress))
 	case len(n.Rack) > NodeTextLengthMax:
 		return fmt.Errorf("%w: node %d: rack of %d bytes", ErrInvalidNode, n.ID, len(n.Rack))
 	}

@@ -18,8 +18,14 @@ import (
 // EncodeRegisterNode registers node id at address (host:port) in rack
 // (empty: unknown), or updates it, and unfences it.
 func EncodeRegisterNode(id uint64, address, rack string) ([]byte, error) {
+	return EncodeRegisterNodeKafka(id, address, rack, "")
+}
+
+// EncodeRegisterNodeKafka is EncodeRegisterNode with the host:port of the
+// node's Kafka listener (empty: none).
+func EncodeRegisterNodeKafka(id uint64, address, rack, kafkaAddress string) ([]byte, error) {
 	return encode(&strandpb.MetadataCommand{Command: &strandpb.MetadataCommand_RegisterNode{
-		RegisterNode: &strandpb.MetadataRegisterNode{NodeId: id, Address: address, Rack: rack},
+		RegisterNode: &strandpb.MetadataRegisterNode{NodeId: id, Address: address, Rack: rack, KafkaAddress: kafkaAddress},
 	}})
 }
 

@@ -93,6 +93,9 @@ type Node struct {
 	Rack string
 	// Fenced nodes keep their replicas but get no new ones.
 	Fenced bool
+	// KafkaAddress is the host:port Kafka clients connect to; empty: the
+	// node has no Kafka listener.
+	KafkaAddress string
 }
 
 // Topic is a topic with its configuration and replica assignment.

@@ -29,7 +29,8 @@ func (s *State) marshal(appliedIndex uint64) []byte {
 		ClusterId:       s.clusterID.Bytes(),
 	}
 	for i, n := range s.nodes {
-		snap.Nodes[i] = &strandpb.MetadataNode{NodeId: n.ID, Address: n.Address, Rack: n.Rack, Fenced: n.Fenced}
+		snap.Nodes[i] = &strandpb.MetadataNode{NodeId: n.ID, Address: n.Address, Rack: n.Rack, Fenced: n.Fenced,
+			KafkaAddress: n.KafkaAddress}
 	}
 	for i, name := range s.topicNames {
 		t := s.topics[name]
@@ -73,7 +74,8 @@ func Restore(data []byte) (*State, error) {
 		return nil, fmt.Errorf("%w: cluster id of %d bytes", ErrInvalidSnapshot, len(snap.GetClusterId()))
 	}
 	for _, n := range snap.GetNodes() {
-		s.nodes = append(s.nodes, Node{ID: n.GetNodeId(), Address: n.GetAddress(), Rack: n.GetRack(), Fenced: n.GetFenced()})
+		s.nodes = append(s.nodes, Node{ID: n.GetNodeId(), Address: n.GetAddress(), Rack: n.GetRack(), Fenced: n.GetFenced(),
+			KafkaAddress: n.GetKafkaAddress()})
 	}
 	for _, pt := range snap.GetTopics() {
 		if _, dup := s.topics[pt.GetName()]; dup {

@@ -63,10 +63,20 @@ type Config struct {
 	// DataDir holds the node's raft logs and checkpoints (osdisk).
 	DataDir string
 	// Listen is the one TCP address clients and peers connect to
-	// (default 127.0.0.1:9092); port 0 picks a free port (see Addr).
+	// (default 127.0.0.1:9192; Kafka's 9092 is the Kafka listener's); port 0
+	// picks a free port (see Addr).
 	Listen string
 	// Listener, when set, is used instead of listening on Listen.
 	Listener net.Listener
+	// KafkaListen, when set, opens a Kafka protocol listener there (see
+	// package kafkaproto); port 0 picks a free port (see KafkaAddr).
+	KafkaListen string
+	// KafkaListener, when set, is used instead of listening on KafkaListen.
+	KafkaListener net.Listener
+	// KafkaAdvertise is the host:port Kafka clients reach this node at,
+	// registered in the metadata group (default: the Kafka listener's
+	// address).
+	KafkaAdvertise string
 	// Tick is the interval between Core.Tick calls (default 10 ms).
 	Tick time.Duration
 	// Logger receives the server's and the Core's log records (nil:
@@ -92,6 +102,9 @@ type Server struct {
 
 	frames   chan runtimeFrame
 	requests chan runtimeRequest
+	syncs    *syncPool      // runs the Core's fsyncs (storage.go)
+	jobs     []node.SyncJob // reused by the loop
+	synced   []syncResult   // reused by the loop
 	budget   *runtimeBudget // bytes of frames and requests queued for the loop
 	stop     chan struct{}  // closed by Close: the loop exits
 	done     chan struct{}  // closed when the loop has exited and all is shut
@@ -113,6 +126,8 @@ type Server struct {
 	// clusterID is the cluster id of the applied metadata (nil until the
 	// metadata group fixed one), stored by the loop for the Hello answer.
 	clusterID atomic.Pointer[[]byte]
+
+	kafka *kafkaListener // nil without a Kafka listener
 }
 
 // reasonShutdown is why connections close when the server stops.
@@ -125,6 +140,8 @@ type runtimeLoopStats struct {
 	processTime  time.Duration
 	since        time.Time
 	core         node.Stats
+	syncRuns     uint64        // the storage pool's jobs run, at since
+	syncTime     time.Duration // and their time
 }
 
 // runtimeFrame is a peer's raft frame and the budget units it holds.
@@ -139,6 +156,9 @@ type runtimeRequest struct {
 	req    *strandpb.Request
 	conn   *runtimeConn
 	tokens int // budget units held until the loop takes it
+	// reply, when set, takes the answer instead of conn (the Kafka
+	// listener's requests); called on the loop, it must not block.
+	reply func(*strandpb.Response)
 }
 
 // runtimeBudget bounds the bytes waiting for the loop, in units of
@@ -185,7 +205,8 @@ type runtimeClock struct{ start time.Time }
 func (c runtimeClock) Monotonic() time.Duration { return time.Since(c.start) }
 func (c runtimeClock) Realtime() time.Time      { return time.Now() }
 
-// runtimeSyncWorkersMax bounds the goroutines one round's log syncs run on.
+// runtimeSyncWorkersMax bounds the goroutines the log syncs run on: the
+// storage pool's workers, and a round's syncs under runtimeSyncLogs.
 const runtimeSyncWorkersMax = 8
 
 // runtimeSyncLogs is the runtime's Config.SyncLogs: the syncs of a round run
@@ -253,7 +274,7 @@ func Start(cfg Config) (*Server, error) {
 	if ln == nil {
 		addr := cfg.Listen
 		if addr == "" {
-			addr = "127.0.0.1:9092"
+			addr = "127.0.0.1:9192"
 		}
 		var err error
 		if ln, err = net.Listen("tcp", addr); err != nil {
@@ -263,16 +284,25 @@ func Start(cfg Config) (*Server, error) {
 		}
 	}
 	r.ln = ln
+	if err := r.listenKafka(); err != nil {
+		ln.Close()
+		r.net.close()
+		r.lock.unlock()
+		return nil, err
+	}
 	core, err := node.Open(r.cfg.Core)
 	if err != nil {
+		r.kafka.closeListener()
 		ln.Close()
 		r.net.close()
 		r.lock.unlock()
 		return nil, err
 	}
 	r.core = core
+	r.syncs = newSyncPool(runtimeSyncWorkersMax)
 	r.wg.Add(1)
 	go r.acceptLoop()
+	r.kafka.start()
 	go r.loop()
 	return r, nil
 }
@@ -304,6 +334,7 @@ func (r *Server) fillCoreConfig() error {
 	if c.SyncLogs == nil {
 		c.SyncLogs = runtimeSyncLogs
 	}
+	c.AsyncSyncs = true
 	if c.ElectionTicks == 0 && c.HeartbeatTicks == 0 && c.TicksPerRaftTick == 0 {
 		c.ElectionTicks, c.HeartbeatTicks = ElectionTicksDefault, HeartbeatTicksDefault
 		c.TicksPerRaftTick = TicksPerRaftTickDefault
@@ -379,6 +410,8 @@ func (r *Server) loop() {
 			r.receive(f)
 		case q := <-r.requests:
 			r.handle(q)
+		case <-r.syncs.ready:
+			r.syncDone()
 		case <-statsTicks:
 			r.logStats()
 			continue
@@ -390,6 +423,11 @@ func (r *Server) loop() {
 		r.loopStats.processTime += time.Since(start)
 		r.loopStats.processCalls++
 		r.noteMetadata()
+		if err == nil {
+			r.jobs = r.core.TakeSyncJobs(r.jobs[:0])
+			r.syncs.submit(r.jobs)
+			clear(r.jobs)
+		}
 		if err != nil {
 			r.logger.Error("node stopping (fail-stop)", slog.Any("err", err))
 			r.shutdown(fmt.Errorf("node: process: %w", err))
@@ -439,6 +477,8 @@ func (r *Server) drainInputs(ticks <-chan time.Time) {
 			r.receive(f)
 		case q := <-r.requests:
 			r.handle(q)
+		case <-r.syncs.ready:
+			r.syncDone()
 		default:
 			return
 		}
@@ -446,27 +486,44 @@ func (r *Server) drainInputs(ticks <-chan time.Time) {
 	}
 }
 
+// syncDone hands the Core the results of the fsyncs finished since the
+// last call.
+func (r *Server) syncDone() {
+	r.synced = r.syncs.take(r.synced[:0])
+	for _, s := range r.synced {
+		r.core.SyncDone(s.token, s.err)
+	}
+	clear(r.synced)
+}
+
 // logStats logs the loop's counters since the last call.
 func (r *Server) logStats() {
 	s, now, core := &r.loopStats, time.Now(), r.core.Stats()
 	elapsed := now.Sub(s.since)
+	runs, runTime := r.syncs.runs.Load(), time.Duration(r.syncs.runTime.Load())
+	fsyncMs := float64((runTime - s.syncTime).Microseconds()) / 1000 / float64(max(runs-s.syncRuns, 1))
 	r.logger.Info("loop stats",
 		slog.Uint64("rounds", s.processCalls),
 		slog.Float64("inputs_per_round", float64(s.inputs)/float64(max(s.processCalls, 1))),
 		slog.Float64("process_time_pct", 100*s.processTime.Seconds()/elapsed.Seconds()),
 		slog.Float64("process_ms_per_round", float64(s.processTime.Microseconds())/1000/float64(max(s.processCalls, 1))),
 		slog.Uint64("syncs", core.Syncs-s.core.Syncs),
+		slog.Float64("fsync_ms_avg", fsyncMs),
 		slog.Uint64("frames_sent", core.FramesSent-s.core.FramesSent),
 		slog.Uint64("frames_received", core.FramesReceived-s.core.FramesReceived),
 		slog.Uint64("peer_frames_dropped_total", r.net.droppedTotal()),
 		slog.Int("replicas_lagging", r.core.LaggingReplicas(runtimeReplicaLagEntries)))
-	*s = runtimeLoopStats{since: now, core: core}
+	*s = runtimeLoopStats{since: now, core: core, syncRuns: runs, syncTime: runTime}
 }
 
 // handle gives one client request to the Core; the answer goes to the
 // connection's writer.
 func (r *Server) handle(q runtimeRequest) {
 	r.budget.release(q.tokens)
+	if q.reply != nil {
+		r.core.Handle(q.req, q.reply)
+		return
+	}
 	conn := q.conn
 	r.core.Handle(q.req, func(resp *strandpb.Response) { conn.answer(resp) })
 }
@@ -487,6 +544,8 @@ func (r *Server) shutdown(fatal error) {
 	r.err = fatal
 	r.mu.Unlock()
 	r.ln.Close()
+	r.kafka.close()
+	r.syncs.close()
 	if err := r.core.Close(); err != nil && fatal == nil {
 		r.logger.Warn("close", slog.Any("err", err))
 	}
@@ -506,8 +565,13 @@ func (r *Server) failQueued() {
 		select {
 		case q := <-r.requests:
 			r.budget.release(q.tokens)
-			q.conn.answer(&strandpb.Response{CorrelationId: q.req.GetCorrelationId(), Error: &strandpb.Error{
-				Code: strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, Message: "node: shutting down"}})
+			resp := &strandpb.Response{CorrelationId: q.req.GetCorrelationId(), Error: &strandpb.Error{
+				Code: strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, Message: "node: shutting down"}}
+			if q.reply != nil {
+				q.reply(resp)
+				continue
+			}
+			q.conn.answer(resp)
 		default:
 			return
 		}

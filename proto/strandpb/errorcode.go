@@ -59,6 +59,22 @@ var errorCodeInfo = map[ErrorCode]CodeInfo{
 	// would read or write another log.
 	ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID:    {Name: "unknown_topic_id"},
 	ErrorCode_ERROR_CODE_CLUSTER_ID_MISMATCH: {Name: "cluster_id_mismatch"},
+	// Consumer groups. The coordinator moved or is not elected yet: find
+	// it again and resend (a commit answered so was not applied).
+	ErrorCode_ERROR_CODE_NOT_COORDINATOR:           {Name: "not_coordinator", Retriable: true, RefreshMetadata: true},
+	ErrorCode_ERROR_CODE_COORDINATOR_NOT_AVAILABLE: {Name: "coordinator_not_available", Retriable: true, RefreshMetadata: true},
+	// The member must rejoin (epoch 0); the same request cannot succeed.
+	ErrorCode_ERROR_CODE_UNKNOWN_MEMBER_ID:   {Name: "unknown_member_id"},
+	ErrorCode_ERROR_CODE_FENCED_MEMBER_EPOCH: {Name: "fenced_member_epoch"},
+	ErrorCode_ERROR_CODE_STALE_MEMBER_EPOCH:  {Name: "stale_member_epoch"},
+	ErrorCode_ERROR_CODE_GROUP_NOT_EMPTY:     {Name: "group_not_empty"},
+	ErrorCode_ERROR_CODE_GROUP_NOT_FOUND:     {Name: "group_not_found"},
+	ErrorCode_ERROR_CODE_STALE_HEARTBEAT:     {Name: "stale_heartbeat", Retriable: true},
+	// The replica's disk is full: refused before anything was written;
+	// writes resume once space returns.
+	ErrorCode_ERROR_CODE_NOT_ENOUGH_SPACE: {Name: "not_enough_space", Retriable: true},
+	// The replica is rebuilding from its peers: ask again, maybe elsewhere.
+	ErrorCode_ERROR_CODE_REPLICA_RECOVERING: {Name: "replica_recovering", Retriable: true, RefreshMetadata: true},
 }
 
 // Info is code's row of the table. A code this build does not know (a newer

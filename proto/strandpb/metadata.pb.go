@@ -270,7 +270,9 @@ type MetadataRegisterNode struct {
 	// host:port clients connect to.
 	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
 	// Failure domain (rack, zone); empty: unknown.
-	Rack          string `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
+	Rack string `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
+	// host:port Kafka clients connect to; empty: no Kafka listener.
+	KafkaAddress  string `protobuf:"bytes,70,opt,name=kafka_address,json=kafkaAddress,proto3" json:"kafka_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -322,6 +324,13 @@ func (x *MetadataRegisterNode) GetAddress() string {
 func (x *MetadataRegisterNode) GetRack() string {
 	if x != nil {
 		return x.Rack
+	}
+	return ""
+}
+
+func (x *MetadataRegisterNode) GetKafkaAddress() string {
+	if x != nil {
+		return x.KafkaAddress
 	}
 	return ""
 }
@@ -865,6 +874,7 @@ type MetadataNode struct {
 	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
 	Rack          string                 `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
 	Fenced        bool                   `protobuf:"varint,4,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	KafkaAddress  string                 `protobuf:"bytes,70,opt,name=kafka_address,json=kafkaAddress,proto3" json:"kafka_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -925,6 +935,13 @@ func (x *MetadataNode) GetFenced() bool {
 		return x.Fenced
 	}
 	return false
+}
+
+func (x *MetadataNode) GetKafkaAddress() string {
+	if x != nil {
+		return x.KafkaAddress
+	}
+	return ""
 }
 
 // MetadataPartition is one partition's ordered replica list; the first
@@ -1197,11 +1214,12 @@ const file_metadata_proto_rawDesc = "" +
 	"\x15allocate_producer_ids\x18\a \x01(\v2#.strand.MetadataAllocateProducerIdsH\x00R\x13allocateProducerIds\x12F\n" +
 	"\x0ereport_leaders\x18\x15 \x01(\v2\x1d.strand.MetadataReportLeadersH\x00R\rreportLeaders\x12!\n" +
 	"\fcluster_seed\x18\x14 \x01(\fR\vclusterSeedB\t\n" +
-	"\acommand\"]\n" +
+	"\acommand\"\x82\x01\n" +
 	"\x14MetadataRegisterNode\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
-	"\x04rack\x18\x03 \x01(\tR\x04rack\"H\n" +
+	"\x04rack\x18\x03 \x01(\tR\x04rack\x12#\n" +
+	"\rkafka_address\x18F \x01(\tR\fkafkaAddress\"H\n" +
 	"\x15MetadataSetNodeFenced\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x16\n" +
 	"\x06fenced\x18\x02 \x01(\bR\x06fenced\"?\n" +
@@ -1237,12 +1255,13 @@ const file_metadata_proto_rawDesc = "" +
 	"\x0fretention_bytes\x18\x02 \x01(\x03R\x0eretentionBytes\x12#\n" +
 	"\rsegment_bytes\x18\x03 \x01(\x03R\fsegmentBytes\x12D\n" +
 	"\x0ecleanup_policy\x18\x04 \x01(\x0e2\x1d.strand.MetadataCleanupPolicyR\rcleanupPolicy\x12*\n" +
-	"\x11max_message_bytes\x18\x05 \x01(\x05R\x0fmaxMessageBytes\"m\n" +
+	"\x11max_message_bytes\x18\x05 \x01(\x05R\x0fmaxMessageBytes\"\x92\x01\n" +
 	"\fMetadataNode\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12\x16\n" +
-	"\x06fenced\x18\x04 \x01(\bR\x06fenced\"m\n" +
+	"\x06fenced\x18\x04 \x01(\bR\x06fenced\x12#\n" +
+	"\rkafka_address\x18F \x01(\tR\fkafkaAddress\"m\n" +
 	"\x11MetadataPartition\x12\x1a\n" +
 	"\breplicas\x18\x01 \x03(\x04R\breplicas\x12\x1b\n" +
 	"\tleader_id\x18\x14 \x01(\x04R\bleaderId\x12\x1f\n" +

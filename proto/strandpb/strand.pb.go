@@ -77,6 +77,64 @@ func (EntryKind) EnumDescriptor() ([]byte, []int) {
 	return file_strand_proto_rawDescGZIP(), []int{0}
 }
 
+// RejoinState is what an answering replica can vouch for.
+type RejoinState int32
+
+const (
+	RejoinState_REJOIN_STATE_UNSPECIFIED RejoinState = 0
+	// Its state never was lost: term and last_index are trustworthy (a
+	// replica not hosted on a trusted node answers with zeros).
+	RejoinState_REJOIN_STATE_TRUSTED RejoinState = 1
+	// It lost its state itself (recovering): its answer counts for nothing.
+	RejoinState_REJOIN_STATE_RECOVERING RejoinState = 2
+	// Metadata group only: a node that started on an empty directory and
+	// has heard of no cluster yet (a brand-new cluster forming).
+	RejoinState_REJOIN_STATE_FRESH RejoinState = 3
+)
+
+// Enum value maps for RejoinState.
+var (
+	RejoinState_name = map[int32]string{
+		0: "REJOIN_STATE_UNSPECIFIED",
+		1: "REJOIN_STATE_TRUSTED",
+		2: "REJOIN_STATE_RECOVERING",
+		3: "REJOIN_STATE_FRESH",
+	}
+	RejoinState_value = map[string]int32{
+		"REJOIN_STATE_UNSPECIFIED": 0,
+		"REJOIN_STATE_TRUSTED":     1,
+		"REJOIN_STATE_RECOVERING":  2,
+		"REJOIN_STATE_FRESH":       3,
+	}
+)
+
+func (x RejoinState) Enum() *RejoinState {
+	p := new(RejoinState)
+	*p = x
+	return p
+}
+
+func (x RejoinState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RejoinState) Descriptor() protoreflect.EnumDescriptor {
+	return file_strand_proto_enumTypes[1].Descriptor()
+}
+
+func (RejoinState) Type() protoreflect.EnumType {
+	return &file_strand_proto_enumTypes[1]
+}
+
+func (x RejoinState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RejoinState.Descriptor instead.
+func (RejoinState) EnumDescriptor() ([]byte, []int) {
+	return file_strand_proto_rawDescGZIP(), []int{1}
+}
+
 // Entry is the Data of a normal raft entry in a partition group. It is
 // flat so a reader can find the batch bytes with protowire without copying.
 type Entry struct {
@@ -587,9 +645,13 @@ func (x *RaftMessage) GetMessage() []byte {
 // RaftFrame carries every raft message one node sends another in one
 // processing round: messages are batched per destination node.
 type RaftFrame struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	FromNode      uint64                 `protobuf:"varint,1,opt,name=from_node,json=fromNode,proto3" json:"from_node,omitempty"`
-	Messages      []*RaftMessage         `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	FromNode uint64                 `protobuf:"varint,1,opt,name=from_node,json=fromNode,proto3" json:"from_node,omitempty"`
+	Messages []*RaftMessage         `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	// Disk-loss recovery (node/rejoin.go): a replica that lost its state asks
+	// its peers for their term and last index before it may vote again.
+	RejoinProbes  []*RejoinProbe  `protobuf:"bytes,50,rep,name=rejoin_probes,json=rejoinProbes,proto3" json:"rejoin_probes,omitempty"`
+	RejoinAnswers []*RejoinAnswer `protobuf:"bytes,51,rep,name=rejoin_answers,json=rejoinAnswers,proto3" json:"rejoin_answers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -636,6 +698,162 @@ func (x *RaftFrame) GetMessages() []*RaftMessage {
 		return x.Messages
 	}
 	return nil
+}
+
+func (x *RaftFrame) GetRejoinProbes() []*RejoinProbe {
+	if x != nil {
+		return x.RejoinProbes
+	}
+	return nil
+}
+
+func (x *RaftFrame) GetRejoinAnswers() []*RejoinAnswer {
+	if x != nil {
+		return x.RejoinAnswers
+	}
+	return nil
+}
+
+// RejoinProbe asks the receiving node about one group: topic and partition
+// as RaftMessage names them.
+type RejoinProbe struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The asking replica's last index: a leader whose progress says the
+	// asker holds more (acknowledged before its loss) hands leadership on,
+	// since raft never lowers a follower's match.
+	LastIndex     uint64 `protobuf:"varint,3,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RejoinProbe) Reset() {
+	*x = RejoinProbe{}
+	mi := &file_strand_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RejoinProbe) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RejoinProbe) ProtoMessage() {}
+
+func (x *RejoinProbe) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RejoinProbe.ProtoReflect.Descriptor instead.
+func (*RejoinProbe) Descriptor() ([]byte, []int) {
+	return file_strand_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RejoinProbe) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *RejoinProbe) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *RejoinProbe) GetLastIndex() uint64 {
+	if x != nil {
+		return x.LastIndex
+	}
+	return 0
+}
+
+// RejoinAnswer answers a RejoinProbe.
+type RejoinAnswer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	State         RejoinState            `protobuf:"varint,3,opt,name=state,proto3,enum=strand.RejoinState" json:"state,omitempty"`
+	Term          uint64                 `protobuf:"varint,4,opt,name=term,proto3" json:"term,omitempty"`
+	LastIndex     uint64                 `protobuf:"varint,5,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RejoinAnswer) Reset() {
+	*x = RejoinAnswer{}
+	mi := &file_strand_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RejoinAnswer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RejoinAnswer) ProtoMessage() {}
+
+func (x *RejoinAnswer) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RejoinAnswer.ProtoReflect.Descriptor instead.
+func (*RejoinAnswer) Descriptor() ([]byte, []int) {
+	return file_strand_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RejoinAnswer) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *RejoinAnswer) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *RejoinAnswer) GetState() RejoinState {
+	if x != nil {
+		return x.State
+	}
+	return RejoinState_REJOIN_STATE_UNSPECIFIED
+}
+
+func (x *RejoinAnswer) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *RejoinAnswer) GetLastIndex() uint64 {
+	if x != nil {
+		return x.LastIndex
+	}
+	return 0
 }
 
 var File_strand_proto protoreflect.FileDescriptor
@@ -690,14 +908,33 @@ const file_strand_proto_rawDesc = "" +
 	"\vRaftMessage\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\fR\amessage\"Y\n" +
+	"\amessage\x18\x03 \x01(\fR\amessage\"\xd0\x01\n" +
 	"\tRaftFrame\x12\x1b\n" +
 	"\tfrom_node\x18\x01 \x01(\x04R\bfromNode\x12/\n" +
-	"\bmessages\x18\x02 \x03(\v2\x13.strand.RaftMessageR\bmessages*T\n" +
+	"\bmessages\x18\x02 \x03(\v2\x13.strand.RaftMessageR\bmessages\x128\n" +
+	"\rrejoin_probes\x182 \x03(\v2\x13.strand.RejoinProbeR\frejoinProbes\x12;\n" +
+	"\x0erejoin_answers\x183 \x03(\v2\x14.strand.RejoinAnswerR\rrejoinAnswers\"`\n" +
+	"\vRejoinProbe\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1d\n" +
+	"\n" +
+	"last_index\x18\x03 \x01(\x04R\tlastIndex\"\xa0\x01\n" +
+	"\fRejoinAnswer\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12)\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x13.strand.RejoinStateR\x05state\x12\x12\n" +
+	"\x04term\x18\x04 \x01(\x04R\x04term\x12\x1d\n" +
+	"\n" +
+	"last_index\x18\x05 \x01(\x04R\tlastIndex*T\n" +
 	"\tEntryKind\x12\x1a\n" +
 	"\x16ENTRY_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12ENTRY_KIND_PRODUCE\x10\x01\x12\x13\n" +
-	"\x0fENTRY_KIND_TRIM\x10\x02B,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
+	"\x0fENTRY_KIND_TRIM\x10\x02*z\n" +
+	"\vRejoinState\x12\x1c\n" +
+	"\x18REJOIN_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14REJOIN_STATE_TRUSTED\x10\x01\x12\x1b\n" +
+	"\x17REJOIN_STATE_RECOVERING\x10\x02\x12\x16\n" +
+	"\x12REJOIN_STATE_FRESH\x10\x03B,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
 
 var (
 	file_strand_proto_rawDescOnce sync.Once
@@ -711,29 +948,35 @@ func file_strand_proto_rawDescGZIP() []byte {
 	return file_strand_proto_rawDescData
 }
 
-var file_strand_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_strand_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_strand_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_strand_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_strand_proto_goTypes = []any{
 	(EntryKind)(0),            // 0: strand.EntryKind
-	(*Entry)(nil),             // 1: strand.Entry
-	(*BatchLocation)(nil),     // 2: strand.BatchLocation
-	(*ProducerState)(nil),     // 3: strand.ProducerState
-	(*ProducerBatch)(nil),     // 4: strand.ProducerBatch
-	(*PartitionSnapshot)(nil), // 5: strand.PartitionSnapshot
-	(*RaftMessage)(nil),       // 6: strand.RaftMessage
-	(*RaftFrame)(nil),         // 7: strand.RaftFrame
+	(RejoinState)(0),          // 1: strand.RejoinState
+	(*Entry)(nil),             // 2: strand.Entry
+	(*BatchLocation)(nil),     // 3: strand.BatchLocation
+	(*ProducerState)(nil),     // 4: strand.ProducerState
+	(*ProducerBatch)(nil),     // 5: strand.ProducerBatch
+	(*PartitionSnapshot)(nil), // 6: strand.PartitionSnapshot
+	(*RaftMessage)(nil),       // 7: strand.RaftMessage
+	(*RaftFrame)(nil),         // 8: strand.RaftFrame
+	(*RejoinProbe)(nil),       // 9: strand.RejoinProbe
+	(*RejoinAnswer)(nil),      // 10: strand.RejoinAnswer
 }
 var file_strand_proto_depIdxs = []int32{
-	0, // 0: strand.Entry.kind:type_name -> strand.EntryKind
-	4, // 1: strand.ProducerState.earlier_batches:type_name -> strand.ProducerBatch
-	2, // 2: strand.PartitionSnapshot.batches:type_name -> strand.BatchLocation
-	3, // 3: strand.PartitionSnapshot.producers:type_name -> strand.ProducerState
-	6, // 4: strand.RaftFrame.messages:type_name -> strand.RaftMessage
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	0,  // 0: strand.Entry.kind:type_name -> strand.EntryKind
+	5,  // 1: strand.ProducerState.earlier_batches:type_name -> strand.ProducerBatch
+	3,  // 2: strand.PartitionSnapshot.batches:type_name -> strand.BatchLocation
+	4,  // 3: strand.PartitionSnapshot.producers:type_name -> strand.ProducerState
+	7,  // 4: strand.RaftFrame.messages:type_name -> strand.RaftMessage
+	9,  // 5: strand.RaftFrame.rejoin_probes:type_name -> strand.RejoinProbe
+	10, // 6: strand.RaftFrame.rejoin_answers:type_name -> strand.RejoinAnswer
+	1,  // 7: strand.RejoinAnswer.state:type_name -> strand.RejoinState
+	8,  // [8:8] is the sub-list for method output_type
+	8,  // [8:8] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_strand_proto_init() }
@@ -746,8 +989,8 @@ func file_strand_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strand_proto_rawDesc), len(file_strand_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   7,
+			NumEnums:      2,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -73,6 +73,29 @@ const (
 	// The node belongs to another cluster than the one the client started
 	// on (the cluster behind the address was replaced). Definite.
 	ErrorCode_ERROR_CODE_CLUSTER_ID_MISMATCH ErrorCode = 31
+	// Consumer groups (50-59). This node does not coordinate the group (it
+	// does not lead the group's __strand_offsets partition): FindCoordinator again.
+	ErrorCode_ERROR_CODE_NOT_COORDINATOR ErrorCode = 50
+	// The group's coordinator partition has no leader yet, or the internal
+	// topic is being created: retry.
+	ErrorCode_ERROR_CODE_COORDINATOR_NOT_AVAILABLE ErrorCode = 51
+	// The member id is not in the group (left, expired, replaced): rejoin.
+	ErrorCode_ERROR_CODE_UNKNOWN_MEMBER_ID ErrorCode = 52
+	// The member epoch is not the member's: a zombie; rejoin with epoch 0.
+	ErrorCode_ERROR_CODE_FENCED_MEMBER_EPOCH ErrorCode = 53
+	// A commit from an older epoch than the member's: heartbeat first.
+	ErrorCode_ERROR_CODE_STALE_MEMBER_EPOCH ErrorCode = 54
+	// The group has members: resets and deletes need an empty group.
+	ErrorCode_ERROR_CODE_GROUP_NOT_EMPTY ErrorCode = 55
+	ErrorCode_ERROR_CODE_GROUP_NOT_FOUND ErrorCode = 56
+	// A heartbeat not newer than one applied (a late resend): send the next.
+	ErrorCode_ERROR_CODE_STALE_HEARTBEAT ErrorCode = 57
+	// The replica's disk is full (or below the node's free-space floor):
+	// nothing was written; retriable once space returns. Reads still work.
+	ErrorCode_ERROR_CODE_NOT_ENOUGH_SPACE ErrorCode = 45
+	// The replica is rebuilding its state from its peers (its disk was
+	// wiped or its data found corrupt); another replica may serve.
+	ErrorCode_ERROR_CODE_REPLICA_RECOVERING ErrorCode = 46
 )
 
 // Enum value maps for ErrorCode.
@@ -99,6 +122,16 @@ var (
 		18: "ERROR_CODE_TOPIC_NOT_FOUND",
 		30: "ERROR_CODE_UNKNOWN_TOPIC_ID",
 		31: "ERROR_CODE_CLUSTER_ID_MISMATCH",
+		50: "ERROR_CODE_NOT_COORDINATOR",
+		51: "ERROR_CODE_COORDINATOR_NOT_AVAILABLE",
+		52: "ERROR_CODE_UNKNOWN_MEMBER_ID",
+		53: "ERROR_CODE_FENCED_MEMBER_EPOCH",
+		54: "ERROR_CODE_STALE_MEMBER_EPOCH",
+		55: "ERROR_CODE_GROUP_NOT_EMPTY",
+		56: "ERROR_CODE_GROUP_NOT_FOUND",
+		57: "ERROR_CODE_STALE_HEARTBEAT",
+		45: "ERROR_CODE_NOT_ENOUGH_SPACE",
+		46: "ERROR_CODE_REPLICA_RECOVERING",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_NONE":                       0,
@@ -122,6 +155,16 @@ var (
 		"ERROR_CODE_TOPIC_NOT_FOUND":            18,
 		"ERROR_CODE_UNKNOWN_TOPIC_ID":           30,
 		"ERROR_CODE_CLUSTER_ID_MISMATCH":        31,
+		"ERROR_CODE_NOT_COORDINATOR":            50,
+		"ERROR_CODE_COORDINATOR_NOT_AVAILABLE":  51,
+		"ERROR_CODE_UNKNOWN_MEMBER_ID":          52,
+		"ERROR_CODE_FENCED_MEMBER_EPOCH":        53,
+		"ERROR_CODE_STALE_MEMBER_EPOCH":         54,
+		"ERROR_CODE_GROUP_NOT_EMPTY":            55,
+		"ERROR_CODE_GROUP_NOT_FOUND":            56,
+		"ERROR_CODE_STALE_HEARTBEAT":            57,
+		"ERROR_CODE_NOT_ENOUGH_SPACE":           45,
+		"ERROR_CODE_REPLICA_RECOVERING":         46,
 	}
 )
 
@@ -254,6 +297,13 @@ type Request struct {
 	//	*Request_DeleteTopics
 	//	*Request_DescribeTopics
 	//	*Request_InitProducerId
+	//	*Request_FindCoordinator
+	//	*Request_GroupHeartbeat
+	//	*Request_OffsetCommit
+	//	*Request_OffsetFetch
+	//	*Request_ListGroups
+	//	*Request_DescribeGroups
+	//	*Request_DeleteGroups
 	//	*Request_Raft
 	Body          isRequest_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
@@ -385,6 +435,69 @@ func (x *Request) GetInitProducerId() *InitProducerIdRequest {
 	return nil
 }
 
+func (x *Request) GetFindCoordinator() *FindCoordinatorRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_FindCoordinator); ok {
+			return x.FindCoordinator
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetGroupHeartbeat() *ConsumerGroupHeartbeatRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_GroupHeartbeat); ok {
+			return x.GroupHeartbeat
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetOffsetCommit() *OffsetCommitRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_OffsetCommit); ok {
+			return x.OffsetCommit
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetOffsetFetch() *OffsetFetchRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_OffsetFetch); ok {
+			return x.OffsetFetch
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetListGroups() *ListGroupsRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_ListGroups); ok {
+			return x.ListGroups
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetDescribeGroups() *DescribeGroupsRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_DescribeGroups); ok {
+			return x.DescribeGroups
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetDeleteGroups() *DeleteGroupsRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_DeleteGroups); ok {
+			return x.DeleteGroups
+		}
+	}
+	return nil
+}
+
 func (x *Request) GetRaft() *RaftFrame {
 	if x != nil {
 		if x, ok := x.Body.(*Request_Raft); ok {
@@ -434,6 +547,34 @@ type Request_InitProducerId struct {
 	InitProducerId *InitProducerIdRequest `protobuf:"bytes,18,opt,name=init_producer_id,json=initProducerId,proto3,oneof"`
 }
 
+type Request_FindCoordinator struct {
+	FindCoordinator *FindCoordinatorRequest `protobuf:"bytes,40,opt,name=find_coordinator,json=findCoordinator,proto3,oneof"`
+}
+
+type Request_GroupHeartbeat struct {
+	GroupHeartbeat *ConsumerGroupHeartbeatRequest `protobuf:"bytes,41,opt,name=group_heartbeat,json=groupHeartbeat,proto3,oneof"`
+}
+
+type Request_OffsetCommit struct {
+	OffsetCommit *OffsetCommitRequest `protobuf:"bytes,42,opt,name=offset_commit,json=offsetCommit,proto3,oneof"`
+}
+
+type Request_OffsetFetch struct {
+	OffsetFetch *OffsetFetchRequest `protobuf:"bytes,43,opt,name=offset_fetch,json=offsetFetch,proto3,oneof"`
+}
+
+type Request_ListGroups struct {
+	ListGroups *ListGroupsRequest `protobuf:"bytes,44,opt,name=list_groups,json=listGroups,proto3,oneof"`
+}
+
+type Request_DescribeGroups struct {
+	DescribeGroups *DescribeGroupsRequest `protobuf:"bytes,45,opt,name=describe_groups,json=describeGroups,proto3,oneof"`
+}
+
+type Request_DeleteGroups struct {
+	DeleteGroups *DeleteGroupsRequest `protobuf:"bytes,46,opt,name=delete_groups,json=deleteGroups,proto3,oneof"`
+}
+
 type Request_Raft struct {
 	// Raft traffic from a peer node; never answered.
 	Raft *RaftFrame `protobuf:"bytes,30,opt,name=raft,proto3,oneof"`
@@ -457,6 +598,20 @@ func (*Request_DescribeTopics) isRequest_Body() {}
 
 func (*Request_InitProducerId) isRequest_Body() {}
 
+func (*Request_FindCoordinator) isRequest_Body() {}
+
+func (*Request_GroupHeartbeat) isRequest_Body() {}
+
+func (*Request_OffsetCommit) isRequest_Body() {}
+
+func (*Request_OffsetFetch) isRequest_Body() {}
+
+func (*Request_ListGroups) isRequest_Body() {}
+
+func (*Request_DescribeGroups) isRequest_Body() {}
+
+func (*Request_DeleteGroups) isRequest_Body() {}
+
 func (*Request_Raft) isRequest_Body() {}
 
 // Response answers the Request with the same correlation_id. error is set
@@ -476,6 +631,13 @@ type Response struct {
 	//	*Response_DeleteTopics
 	//	*Response_DescribeTopics
 	//	*Response_InitProducerId
+	//	*Response_FindCoordinator
+	//	*Response_GroupHeartbeat
+	//	*Response_OffsetCommit
+	//	*Response_OffsetFetch
+	//	*Response_ListGroups
+	//	*Response_DescribeGroups
+	//	*Response_DeleteGroups
 	Body          isResponse_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -613,6 +775,69 @@ func (x *Response) GetInitProducerId() *InitProducerIdResponse {
 	return nil
 }
 
+func (x *Response) GetFindCoordinator() *FindCoordinatorResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_FindCoordinator); ok {
+			return x.FindCoordinator
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetGroupHeartbeat() *ConsumerGroupHeartbeatResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_GroupHeartbeat); ok {
+			return x.GroupHeartbeat
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetOffsetCommit() *OffsetCommitResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_OffsetCommit); ok {
+			return x.OffsetCommit
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetOffsetFetch() *OffsetFetchResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_OffsetFetch); ok {
+			return x.OffsetFetch
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetListGroups() *ListGroupsResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_ListGroups); ok {
+			return x.ListGroups
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetDescribeGroups() *DescribeGroupsResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_DescribeGroups); ok {
+			return x.DescribeGroups
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetDeleteGroups() *DeleteGroupsResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_DeleteGroups); ok {
+			return x.DeleteGroups
+		}
+	}
+	return nil
+}
+
 type isResponse_Body interface {
 	isResponse_Body()
 }
@@ -653,6 +878,34 @@ type Response_InitProducerId struct {
 	InitProducerId *InitProducerIdResponse `protobuf:"bytes,18,opt,name=init_producer_id,json=initProducerId,proto3,oneof"`
 }
 
+type Response_FindCoordinator struct {
+	FindCoordinator *FindCoordinatorResponse `protobuf:"bytes,40,opt,name=find_coordinator,json=findCoordinator,proto3,oneof"`
+}
+
+type Response_GroupHeartbeat struct {
+	GroupHeartbeat *ConsumerGroupHeartbeatResponse `protobuf:"bytes,41,opt,name=group_heartbeat,json=groupHeartbeat,proto3,oneof"`
+}
+
+type Response_OffsetCommit struct {
+	OffsetCommit *OffsetCommitResponse `protobuf:"bytes,42,opt,name=offset_commit,json=offsetCommit,proto3,oneof"`
+}
+
+type Response_OffsetFetch struct {
+	OffsetFetch *OffsetFetchResponse `protobuf:"bytes,43,opt,name=offset_fetch,json=offsetFetch,proto3,oneof"`
+}
+
+type Response_ListGroups struct {
+	ListGroups *ListGroupsResponse `protobuf:"bytes,44,opt,name=list_groups,json=listGroups,proto3,oneof"`
+}
+
+type Response_DescribeGroups struct {
+	DescribeGroups *DescribeGroupsResponse `protobuf:"bytes,45,opt,name=describe_groups,json=describeGroups,proto3,oneof"`
+}
+
+type Response_DeleteGroups struct {
+	DeleteGroups *DeleteGroupsResponse `protobuf:"bytes,46,opt,name=delete_groups,json=deleteGroups,proto3,oneof"`
+}
+
 func (*Response_Hello) isResponse_Body() {}
 
 func (*Response_Metadata) isResponse_Body() {}
@@ -670,6 +923,20 @@ func (*Response_DeleteTopics) isResponse_Body() {}
 func (*Response_DescribeTopics) isResponse_Body() {}
 
 func (*Response_InitProducerId) isResponse_Body() {}
+
+func (*Response_FindCoordinator) isResponse_Body() {}
+
+func (*Response_GroupHeartbeat) isResponse_Body() {}
+
+func (*Response_OffsetCommit) isResponse_Body() {}
+
+func (*Response_OffsetFetch) isResponse_Body() {}
+
+func (*Response_ListGroups) isResponse_Body() {}
+
+func (*Response_DescribeGroups) isResponse_Body() {}
+
+func (*Response_DeleteGroups) isResponse_Body() {}
 
 // HelloRequest opens a connection: the protocol versions the sender speaks.
 type HelloRequest struct {
@@ -1735,18 +2002,1088 @@ func (x *InitProducerIdResponse) GetProducerEpoch() int32 {
 	return 0
 }
 
-type MetadataResponse_Node struct {
+// FindCoordinatorRequest asks which node coordinates a group; any node answers.
+type FindCoordinatorRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FindCoordinatorRequest) Reset() {
+	*x = FindCoordinatorRequest{}
+	mi := &file_wire_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FindCoordinatorRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FindCoordinatorRequest) ProtoMessage() {}
+
+func (x *FindCoordinatorRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FindCoordinatorRequest.ProtoReflect.Descriptor instead.
+func (*FindCoordinatorRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *FindCoordinatorRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+// FindCoordinatorResponse names the coordinator and the group's partition.
+type FindCoordinatorResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
-	Rack          string                 `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
+	Partition     int32                  `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FindCoordinatorResponse) Reset() {
+	*x = FindCoordinatorResponse{}
+	mi := &file_wire_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FindCoordinatorResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FindCoordinatorResponse) ProtoMessage() {}
+
+func (x *FindCoordinatorResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FindCoordinatorResponse.ProtoReflect.Descriptor instead.
+func (*FindCoordinatorResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *FindCoordinatorResponse) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *FindCoordinatorResponse) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *FindCoordinatorResponse) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+// GroupTopicPartitions lists partitions of one topic.
+type GroupTopicPartitions struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partitions    []int32                `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupTopicPartitions) Reset() {
+	*x = GroupTopicPartitions{}
+	mi := &file_wire_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupTopicPartitions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupTopicPartitions) ProtoMessage() {}
+
+func (x *GroupTopicPartitions) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupTopicPartitions.ProtoReflect.Descriptor instead.
+func (*GroupTopicPartitions) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *GroupTopicPartitions) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *GroupTopicPartitions) GetPartitions() []int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// ConsumerGroupHeartbeatRequest joins (member_epoch 0), stays in (the epoch
+// last given), or leaves (-1; -2 for a static member's restart) a group,
+// reporting the partitions the member owns.
+type ConsumerGroupHeartbeatRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// Chosen by the client (random), kept across its rejoins.
+	MemberId    string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	InstanceId  string `protobuf:"bytes,3,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	Rack        string `protobuf:"bytes,4,opt,name=rack,proto3" json:"rack,omitempty"`
+	MemberEpoch int32  `protobuf:"varint,5,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	// Grows with every heartbeat the client process sends.
+	Seq           uint64                  `protobuf:"varint,6,opt,name=seq,proto3" json:"seq,omitempty"`
+	Subscriptions []string                `protobuf:"bytes,7,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
+	Owned         []*GroupTopicPartitions `protobuf:"bytes,8,rep,name=owned,proto3" json:"owned,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsumerGroupHeartbeatRequest) Reset() {
+	*x = ConsumerGroupHeartbeatRequest{}
+	mi := &file_wire_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerGroupHeartbeatRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerGroupHeartbeatRequest) ProtoMessage() {}
+
+func (x *ConsumerGroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerGroupHeartbeatRequest.ProtoReflect.Descriptor instead.
+func (*ConsumerGroupHeartbeatRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ConsumerGroupHeartbeatRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ConsumerGroupHeartbeatRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *ConsumerGroupHeartbeatRequest) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *ConsumerGroupHeartbeatRequest) GetRack() string {
+	if x != nil {
+		return x.Rack
+	}
+	return ""
+}
+
+func (x *ConsumerGroupHeartbeatRequest) GetMemberEpoch() int32 {
+	if x != nil {
+		return x.MemberEpoch
+	}
+	return 0
+}
+
+func (x *ConsumerGroupHeartbeatRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ConsumerGroupHeartbeatRequest) GetSubscriptions() []string {
+	if x != nil {
+		return x.Subscriptions
+	}
+	return nil
+}
+
+func (x *ConsumerGroupHeartbeatRequest) GetOwned() []*GroupTopicPartitions {
+	if x != nil {
+		return x.Owned
+	}
+	return nil
+}
+
+// ConsumerGroupHeartbeatResponse is the member's epoch and the partitions it
+// may own now; it revokes anything else it owns before its next heartbeat.
+type ConsumerGroupHeartbeatResponse struct {
+	state               protoimpl.MessageState  `protogen:"open.v1"`
+	MemberId            string                  `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberEpoch         int32                   `protobuf:"varint,2,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	Assigned            []*GroupTopicPartitions `protobuf:"bytes,3,rep,name=assigned,proto3" json:"assigned,omitempty"`
+	HeartbeatIntervalMs int32                   `protobuf:"varint,4,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
+	SessionTimeoutMs    int32                   `protobuf:"varint,5,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3" json:"session_timeout_ms,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *ConsumerGroupHeartbeatResponse) Reset() {
+	*x = ConsumerGroupHeartbeatResponse{}
+	mi := &file_wire_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerGroupHeartbeatResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerGroupHeartbeatResponse) ProtoMessage() {}
+
+func (x *ConsumerGroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerGroupHeartbeatResponse.ProtoReflect.Descriptor instead.
+func (*ConsumerGroupHeartbeatResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ConsumerGroupHeartbeatResponse) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *ConsumerGroupHeartbeatResponse) GetMemberEpoch() int32 {
+	if x != nil {
+		return x.MemberEpoch
+	}
+	return 0
+}
+
+func (x *ConsumerGroupHeartbeatResponse) GetAssigned() []*GroupTopicPartitions {
+	if x != nil {
+		return x.Assigned
+	}
+	return nil
+}
+
+func (x *ConsumerGroupHeartbeatResponse) GetHeartbeatIntervalMs() int32 {
+	if x != nil {
+		return x.HeartbeatIntervalMs
+	}
+	return 0
+}
+
+func (x *ConsumerGroupHeartbeatResponse) GetSessionTimeoutMs() int32 {
+	if x != nil {
+		return x.SessionTimeoutMs
+	}
+	return 0
+}
+
+// OffsetCommitPartition is one partition's position to commit.
+type OffsetCommitPartition struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset        int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	Metadata      string                 `protobuf:"bytes,4,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetCommitPartition) Reset() {
+	*x = OffsetCommitPartition{}
+	mi := &file_wire_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetCommitPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetCommitPartition) ProtoMessage() {}
+
+func (x *OffsetCommitPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetCommitPartition.ProtoReflect.Descriptor instead.
+func (*OffsetCommitPartition) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *OffsetCommitPartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *OffsetCommitPartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *OffsetCommitPartition) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *OffsetCommitPartition) GetMetadata() string {
+	if x != nil {
+		return x.Metadata
+	}
+	return ""
+}
+
+// OffsetCommitRequest commits offsets in the member's epoch; an empty
+// member_id commits for an empty group (a simple consumer, or a reset).
+type OffsetCommitRequest struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Group         string                   `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	MemberId      string                   `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberEpoch   int32                    `protobuf:"varint,3,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	Offsets       []*OffsetCommitPartition `protobuf:"bytes,4,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetCommitRequest) Reset() {
+	*x = OffsetCommitRequest{}
+	mi := &file_wire_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetCommitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetCommitRequest) ProtoMessage() {}
+
+func (x *OffsetCommitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetCommitRequest.ProtoReflect.Descriptor instead.
+func (*OffsetCommitRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *OffsetCommitRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *OffsetCommitRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *OffsetCommitRequest) GetMemberEpoch() int32 {
+	if x != nil {
+		return x.MemberEpoch
+	}
+	return 0
+}
+
+func (x *OffsetCommitRequest) GetOffsets() []*OffsetCommitPartition {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+// OffsetCommitResponse: all offsets committed (errors fail the whole request).
+type OffsetCommitResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetCommitResponse) Reset() {
+	*x = OffsetCommitResponse{}
+	mi := &file_wire_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetCommitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetCommitResponse) ProtoMessage() {}
+
+func (x *OffsetCommitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetCommitResponse.ProtoReflect.Descriptor instead.
+func (*OffsetCommitResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{30}
+}
+
+// OffsetFetchRequest reads committed offsets (all of the group's when
+// partitions is empty), linearizably.
+type OffsetFetchRequest struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	Group         string                  `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Partitions    []*GroupTopicPartitions `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetFetchRequest) Reset() {
+	*x = OffsetFetchRequest{}
+	mi := &file_wire_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetFetchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetFetchRequest) ProtoMessage() {}
+
+func (x *OffsetFetchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetFetchRequest.ProtoReflect.Descriptor instead.
+func (*OffsetFetchRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *OffsetFetchRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *OffsetFetchRequest) GetPartitions() []*GroupTopicPartitions {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// GroupCommittedOffset is one partition's committed position.
+type GroupCommittedOffset struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset        int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	Metadata      string                 `protobuf:"bytes,4,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	CommitTimeMs  int64                  `protobuf:"varint,5,opt,name=commit_time_ms,json=commitTimeMs,proto3" json:"commit_time_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupCommittedOffset) Reset() {
+	*x = GroupCommittedOffset{}
+	mi := &file_wire_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupCommittedOffset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupCommittedOffset) ProtoMessage() {}
+
+func (x *GroupCommittedOffset) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupCommittedOffset.ProtoReflect.Descriptor instead.
+func (*GroupCommittedOffset) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *GroupCommittedOffset) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *GroupCommittedOffset) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *GroupCommittedOffset) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *GroupCommittedOffset) GetMetadata() string {
+	if x != nil {
+		return x.Metadata
+	}
+	return ""
+}
+
+func (x *GroupCommittedOffset) GetCommitTimeMs() int64 {
+	if x != nil {
+		return x.CommitTimeMs
+	}
+	return 0
+}
+
+// OffsetFetchResponse lists the committed offsets found, sorted.
+type OffsetFetchResponse struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	Offsets       []*GroupCommittedOffset `protobuf:"bytes,1,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetFetchResponse) Reset() {
+	*x = OffsetFetchResponse{}
+	mi := &file_wire_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetFetchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetFetchResponse) ProtoMessage() {}
+
+func (x *OffsetFetchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetFetchResponse.ProtoReflect.Descriptor instead.
+func (*OffsetFetchResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *OffsetFetchResponse) GetOffsets() []*GroupCommittedOffset {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+// ListGroupsRequest lists the groups this node coordinates (a client asks
+// every node).
+type ListGroupsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGroupsRequest) Reset() {
+	*x = ListGroupsRequest{}
+	mi := &file_wire_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGroupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGroupsRequest) ProtoMessage() {}
+
+func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
+func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{34}
+}
+
+// ListGroupsResponse lists this node's groups.
+type ListGroupsResponse struct {
+	state         protoimpl.MessageState      `protogen:"open.v1"`
+	Groups        []*ListGroupsResponse_Group `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGroupsResponse) Reset() {
+	*x = ListGroupsResponse{}
+	mi := &file_wire_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGroupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGroupsResponse) ProtoMessage() {}
+
+func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
+func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ListGroupsResponse) GetGroups() []*ListGroupsResponse_Group {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+// DescribeGroupsRequest describes groups this node coordinates.
+type DescribeGroupsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Groups        []string               `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeGroupsRequest) Reset() {
+	*x = DescribeGroupsRequest{}
+	mi := &file_wire_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeGroupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeGroupsRequest) ProtoMessage() {}
+
+func (x *DescribeGroupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeGroupsRequest.ProtoReflect.Descriptor instead.
+func (*DescribeGroupsRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *DescribeGroupsRequest) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+// GroupMember is one member as the coordinator sees it.
+type GroupMember struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	MemberId      string                  `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	InstanceId    string                  `protobuf:"bytes,2,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	Rack          string                  `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
+	MemberEpoch   int32                   `protobuf:"varint,4,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	Subscriptions []string                `protobuf:"bytes,5,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
+	Assigned      []*GroupTopicPartitions `protobuf:"bytes,6,rep,name=assigned,proto3" json:"assigned,omitempty"`
+	Revoking      []*GroupTopicPartitions `protobuf:"bytes,7,rep,name=revoking,proto3" json:"revoking,omitempty"`
+	Target        []*GroupTopicPartitions `protobuf:"bytes,8,rep,name=target,proto3" json:"target,omitempty"`
+	LeftStatic    bool                    `protobuf:"varint,9,opt,name=left_static,json=leftStatic,proto3" json:"left_static,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupMember) Reset() {
+	*x = GroupMember{}
+	mi := &file_wire_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupMember) ProtoMessage() {}
+
+func (x *GroupMember) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
+func (*GroupMember) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *GroupMember) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *GroupMember) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *GroupMember) GetRack() string {
+	if x != nil {
+		return x.Rack
+	}
+	return ""
+}
+
+func (x *GroupMember) GetMemberEpoch() int32 {
+	if x != nil {
+		return x.MemberEpoch
+	}
+	return 0
+}
+
+func (x *GroupMember) GetSubscriptions() []string {
+	if x != nil {
+		return x.Subscriptions
+	}
+	return nil
+}
+
+func (x *GroupMember) GetAssigned() []*GroupTopicPartitions {
+	if x != nil {
+		return x.Assigned
+	}
+	return nil
+}
+
+func (x *GroupMember) GetRevoking() []*GroupTopicPartitions {
+	if x != nil {
+		return x.Revoking
+	}
+	return nil
+}
+
+func (x *GroupMember) GetTarget() []*GroupTopicPartitions {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *GroupMember) GetLeftStatic() bool {
+	if x != nil {
+		return x.LeftStatic
+	}
+	return false
+}
+
+// DescribeGroupsResponse describes each group asked for, in order.
+type DescribeGroupsResponse struct {
+	state         protoimpl.MessageState          `protogen:"open.v1"`
+	Groups        []*DescribeGroupsResponse_Group `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeGroupsResponse) Reset() {
+	*x = DescribeGroupsResponse{}
+	mi := &file_wire_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeGroupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeGroupsResponse) ProtoMessage() {}
+
+func (x *DescribeGroupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeGroupsResponse.ProtoReflect.Descriptor instead.
+func (*DescribeGroupsResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *DescribeGroupsResponse) GetGroups() []*DescribeGroupsResponse_Group {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+// DeleteGroupsRequest deletes empty groups and their offsets.
+type DeleteGroupsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Groups        []string               `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGroupsRequest) Reset() {
+	*x = DeleteGroupsRequest{}
+	mi := &file_wire_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGroupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGroupsRequest) ProtoMessage() {}
+
+func (x *DeleteGroupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGroupsRequest.ProtoReflect.Descriptor instead.
+func (*DeleteGroupsRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *DeleteGroupsRequest) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+// DeleteGroupsResponse has one result per group, in order.
+type DeleteGroupsResponse struct {
+	state         protoimpl.MessageState         `protogen:"open.v1"`
+	Results       []*DeleteGroupsResponse_Result `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGroupsResponse) Reset() {
+	*x = DeleteGroupsResponse{}
+	mi := &file_wire_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGroupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGroupsResponse) ProtoMessage() {}
+
+func (x *DeleteGroupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGroupsResponse.ProtoReflect.Descriptor instead.
+func (*DeleteGroupsResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *DeleteGroupsResponse) GetResults() []*DeleteGroupsResponse_Result {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type MetadataResponse_Node struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Id           uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Address      string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Rack         string                 `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
+	KafkaAddress string                 `protobuf:"bytes,70,opt,name=kafka_address,json=kafkaAddress,proto3" json:"kafka_address,omitempty"` // host:port of its Kafka listener; empty: none
+	// Set by the answering node on its own entry only: its disk is below
+	// its free-space floor, so it refuses produce (NOT_ENOUGH_SPACE).
+	DiskFull      bool `protobuf:"varint,50,opt,name=disk_full,json=diskFull,proto3" json:"disk_full,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MetadataResponse_Node) Reset() {
 	*x = MetadataResponse_Node{}
-	mi := &file_wire_proto_msgTypes[23]
+	mi := &file_wire_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1758,7 +3095,7 @@ func (x *MetadataResponse_Node) String() string {
 func (*MetadataResponse_Node) ProtoMessage() {}
 
 func (x *MetadataResponse_Node) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[23]
+	mi := &file_wire_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1795,6 +3132,20 @@ func (x *MetadataResponse_Node) GetRack() string {
 	return ""
 }
 
+func (x *MetadataResponse_Node) GetKafkaAddress() string {
+	if x != nil {
+		return x.KafkaAddress
+	}
+	return ""
+}
+
+func (x *MetadataResponse_Node) GetDiskFull() bool {
+	if x != nil {
+		return x.DiskFull
+	}
+	return false
+}
+
 type MetadataResponse_Partition struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Partition     int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
@@ -1808,7 +3159,7 @@ type MetadataResponse_Partition struct {
 
 func (x *MetadataResponse_Partition) Reset() {
 	*x = MetadataResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[24]
+	mi := &file_wire_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1820,7 +3171,7 @@ func (x *MetadataResponse_Partition) String() string {
 func (*MetadataResponse_Partition) ProtoMessage() {}
 
 func (x *MetadataResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[24]
+	mi := &file_wire_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +3236,7 @@ type MetadataResponse_Topic struct {
 
 func (x *MetadataResponse_Topic) Reset() {
 	*x = MetadataResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[25]
+	mi := &file_wire_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1897,7 +3248,7 @@ func (x *MetadataResponse_Topic) String() string {
 func (*MetadataResponse_Topic) ProtoMessage() {}
 
 func (x *MetadataResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[25]
+	mi := &file_wire_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1958,7 +3309,7 @@ type ProduceRequest_Partition struct {
 
 func (x *ProduceRequest_Partition) Reset() {
 	*x = ProduceRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[26]
+	mi := &file_wire_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1970,7 +3321,7 @@ func (x *ProduceRequest_Partition) String() string {
 func (*ProduceRequest_Partition) ProtoMessage() {}
 
 func (x *ProduceRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[26]
+	mi := &file_wire_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2048,7 +3399,7 @@ type ProduceResponse_Partition struct {
 
 func (x *ProduceResponse_Partition) Reset() {
 	*x = ProduceResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[27]
+	mi := &file_wire_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2060,7 +3411,7 @@ func (x *ProduceResponse_Partition) String() string {
 func (*ProduceResponse_Partition) ProtoMessage() {}
 
 func (x *ProduceResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[27]
+	mi := &file_wire_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2126,7 +3477,7 @@ type FetchRequest_Partition struct {
 
 func (x *FetchRequest_Partition) Reset() {
 	*x = FetchRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[28]
+	mi := &file_wire_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2138,7 +3489,7 @@ func (x *FetchRequest_Partition) String() string {
 func (*FetchRequest_Partition) ProtoMessage() {}
 
 func (x *FetchRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[28]
+	mi := &file_wire_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2190,17 +3541,23 @@ func (x *FetchRequest_Partition) GetTopicId() []byte {
 }
 
 type FetchResponse_Batch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	BaseOffset    int64                  `protobuf:"varint,1,opt,name=base_offset,json=baseOffset,proto3" json:"base_offset,omitempty"`
-	AppendTimeMs  int64                  `protobuf:"varint,2,opt,name=append_time_ms,json=appendTimeMs,proto3" json:"append_time_ms,omitempty"`
-	Records       []byte                 `protobuf:"bytes,3,opt,name=records,proto3" json:"records,omitempty"` // engine/recordbatch format, as stored
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	BaseOffset   int64                  `protobuf:"varint,1,opt,name=base_offset,json=baseOffset,proto3" json:"base_offset,omitempty"`
+	AppendTimeMs int64                  `protobuf:"varint,2,opt,name=append_time_ms,json=appendTimeMs,proto3" json:"append_time_ms,omitempty"`
+	Records      []byte                 `protobuf:"bytes,3,opt,name=records,proto3" json:"records,omitempty"` // engine/recordbatch format, as stored
+	// The producer fields of the entry the batch was produced in, so the
+	// Kafka listener serves a RecordBatch v2 with the producer id, epoch
+	// and base sequence the producer sent (unset: not known).
+	ProducerId    *int64 `protobuf:"varint,70,opt,name=producer_id,json=producerId,proto3,oneof" json:"producer_id,omitempty"`
+	ProducerEpoch int32  `protobuf:"varint,71,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	BaseSequence  int32  `protobuf:"varint,72,opt,name=base_sequence,json=baseSequence,proto3" json:"base_sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FetchResponse_Batch) Reset() {
 	*x = FetchResponse_Batch{}
-	mi := &file_wire_proto_msgTypes[29]
+	mi := &file_wire_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2212,7 +3569,7 @@ func (x *FetchResponse_Batch) String() string {
 func (*FetchResponse_Batch) ProtoMessage() {}
 
 func (x *FetchResponse_Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[29]
+	mi := &file_wire_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2249,6 +3606,27 @@ func (x *FetchResponse_Batch) GetRecords() []byte {
 	return nil
 }
 
+func (x *FetchResponse_Batch) GetProducerId() int64 {
+	if x != nil && x.ProducerId != nil {
+		return *x.ProducerId
+	}
+	return 0
+}
+
+func (x *FetchResponse_Batch) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *FetchResponse_Batch) GetBaseSequence() int32 {
+	if x != nil {
+		return x.BaseSequence
+	}
+	return 0
+}
+
 type FetchResponse_Partition struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Topic          string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -2263,7 +3641,7 @@ type FetchResponse_Partition struct {
 
 func (x *FetchResponse_Partition) Reset() {
 	*x = FetchResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[30]
+	mi := &file_wire_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2275,7 +3653,7 @@ func (x *FetchResponse_Partition) String() string {
 func (*FetchResponse_Partition) ProtoMessage() {}
 
 func (x *FetchResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[30]
+	mi := &file_wire_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2346,7 +3724,7 @@ type ListOffsetsRequest_Partition struct {
 
 func (x *ListOffsetsRequest_Partition) Reset() {
 	*x = ListOffsetsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[31]
+	mi := &file_wire_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2358,7 +3736,7 @@ func (x *ListOffsetsRequest_Partition) String() string {
 func (*ListOffsetsRequest_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[31]
+	mi := &file_wire_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2416,7 +3794,7 @@ type ListOffsetsResponse_Partition struct {
 
 func (x *ListOffsetsResponse_Partition) Reset() {
 	*x = ListOffsetsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[32]
+	mi := &file_wire_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2428,7 +3806,7 @@ func (x *ListOffsetsResponse_Partition) String() string {
 func (*ListOffsetsResponse_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[32]
+	mi := &file_wire_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2498,7 +3876,7 @@ type CreateTopicsRequest_Topic struct {
 
 func (x *CreateTopicsRequest_Topic) Reset() {
 	*x = CreateTopicsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[33]
+	mi := &file_wire_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2510,7 +3888,7 @@ func (x *CreateTopicsRequest_Topic) String() string {
 func (*CreateTopicsRequest_Topic) ProtoMessage() {}
 
 func (x *CreateTopicsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[33]
+	mi := &file_wire_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2567,7 +3945,7 @@ type DescribeTopicsResponse_Topic struct {
 
 func (x *DescribeTopicsResponse_Topic) Reset() {
 	*x = DescribeTopicsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[34]
+	mi := &file_wire_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2579,7 +3957,7 @@ func (x *DescribeTopicsResponse_Topic) String() string {
 func (*DescribeTopicsResponse_Topic) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[34]
+	mi := &file_wire_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2630,6 +4008,210 @@ func (x *DescribeTopicsResponse_Topic) GetConfigs() []*ConfigEntry {
 	return nil
 }
 
+type ListGroupsResponse_Group struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	State         string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	Members       int32                  `protobuf:"varint,3,opt,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGroupsResponse_Group) Reset() {
+	*x = ListGroupsResponse_Group{}
+	mi := &file_wire_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGroupsResponse_Group) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGroupsResponse_Group) ProtoMessage() {}
+
+func (x *ListGroupsResponse_Group) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGroupsResponse_Group.ProtoReflect.Descriptor instead.
+func (*ListGroupsResponse_Group) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{35, 0}
+}
+
+func (x *ListGroupsResponse_Group) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ListGroupsResponse_Group) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *ListGroupsResponse_Group) GetMembers() int32 {
+	if x != nil {
+		return x.Members
+	}
+	return 0
+}
+
+type DescribeGroupsResponse_Group struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	Group         string                  `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Error         *Error                  `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	State         string                  `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	Epoch         int32                   `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	TargetEpoch   int32                   `protobuf:"varint,5,opt,name=target_epoch,json=targetEpoch,proto3" json:"target_epoch,omitempty"`
+	Members       []*GroupMember          `protobuf:"bytes,6,rep,name=members,proto3" json:"members,omitempty"`
+	Offsets       []*GroupCommittedOffset `protobuf:"bytes,7,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeGroupsResponse_Group) Reset() {
+	*x = DescribeGroupsResponse_Group{}
+	mi := &file_wire_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeGroupsResponse_Group) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeGroupsResponse_Group) ProtoMessage() {}
+
+func (x *DescribeGroupsResponse_Group) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeGroupsResponse_Group.ProtoReflect.Descriptor instead.
+func (*DescribeGroupsResponse_Group) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{38, 0}
+}
+
+func (x *DescribeGroupsResponse_Group) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *DescribeGroupsResponse_Group) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *DescribeGroupsResponse_Group) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *DescribeGroupsResponse_Group) GetEpoch() int32 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *DescribeGroupsResponse_Group) GetTargetEpoch() int32 {
+	if x != nil {
+		return x.TargetEpoch
+	}
+	return 0
+}
+
+func (x *DescribeGroupsResponse_Group) GetMembers() []*GroupMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *DescribeGroupsResponse_Group) GetOffsets() []*GroupCommittedOffset {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+type DeleteGroupsResponse_Result struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Error         *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGroupsResponse_Result) Reset() {
+	*x = DeleteGroupsResponse_Result{}
+	mi := &file_wire_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGroupsResponse_Result) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGroupsResponse_Result) ProtoMessage() {}
+
+func (x *DeleteGroupsResponse_Result) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGroupsResponse_Result.ProtoReflect.Descriptor instead.
+func (*DeleteGroupsResponse_Result) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{40, 0}
+}
+
+func (x *DeleteGroupsResponse_Result) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *DeleteGroupsResponse_Result) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 var File_wire_proto protoreflect.FileDescriptor
 
 const file_wire_proto_rawDesc = "" +
@@ -2642,7 +4224,7 @@ const file_wire_proto_rawDesc = "" +
 	"\tleader_id\x18\x03 \x01(\x04R\bleaderId\x12%\n" +
 	"\x0eleader_address\x18\x04 \x01(\tR\rleaderAddress\x12(\n" +
 	"\x10log_start_offset\x18\x05 \x01(\x03R\x0elogStartOffset\x12%\n" +
-	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\x86\x05\n" +
+	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xf6\b\n" +
 	"\aRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12,\n" +
 	"\x05hello\x18\n" +
@@ -2654,9 +4236,17 @@ const file_wire_proto_rawDesc = "" +
 	"\rcreate_topics\x18\x0f \x01(\v2\x1b.strand.CreateTopicsRequestH\x00R\fcreateTopics\x12B\n" +
 	"\rdelete_topics\x18\x10 \x01(\v2\x1b.strand.DeleteTopicsRequestH\x00R\fdeleteTopics\x12H\n" +
 	"\x0fdescribe_topics\x18\x11 \x01(\v2\x1d.strand.DescribeTopicsRequestH\x00R\x0edescribeTopics\x12I\n" +
-	"\x10init_producer_id\x18\x12 \x01(\v2\x1d.strand.InitProducerIdRequestH\x00R\x0einitProducerId\x12'\n" +
+	"\x10init_producer_id\x18\x12 \x01(\v2\x1d.strand.InitProducerIdRequestH\x00R\x0einitProducerId\x12K\n" +
+	"\x10find_coordinator\x18( \x01(\v2\x1e.strand.FindCoordinatorRequestH\x00R\x0ffindCoordinator\x12P\n" +
+	"\x0fgroup_heartbeat\x18) \x01(\v2%.strand.ConsumerGroupHeartbeatRequestH\x00R\x0egroupHeartbeat\x12B\n" +
+	"\roffset_commit\x18* \x01(\v2\x1b.strand.OffsetCommitRequestH\x00R\foffsetCommit\x12?\n" +
+	"\foffset_fetch\x18+ \x01(\v2\x1a.strand.OffsetFetchRequestH\x00R\voffsetFetch\x12<\n" +
+	"\vlist_groups\x18, \x01(\v2\x19.strand.ListGroupsRequestH\x00R\n" +
+	"listGroups\x12H\n" +
+	"\x0fdescribe_groups\x18- \x01(\v2\x1d.strand.DescribeGroupsRequestH\x00R\x0edescribeGroups\x12B\n" +
+	"\rdelete_groups\x18. \x01(\v2\x1b.strand.DeleteGroupsRequestH\x00R\fdeleteGroups\x12'\n" +
 	"\x04raft\x18\x1e \x01(\v2\x11.strand.RaftFrameH\x00R\x04raftB\x06\n" +
-	"\x04body\"\x8c\x05\n" +
+	"\x04body\"\x83\t\n" +
 	"\bResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12#\n" +
 	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\x12-\n" +
@@ -2669,7 +4259,15 @@ const file_wire_proto_rawDesc = "" +
 	"\rcreate_topics\x18\x0f \x01(\v2\x1c.strand.CreateTopicsResponseH\x00R\fcreateTopics\x12C\n" +
 	"\rdelete_topics\x18\x10 \x01(\v2\x1c.strand.DeleteTopicsResponseH\x00R\fdeleteTopics\x12I\n" +
 	"\x0fdescribe_topics\x18\x11 \x01(\v2\x1e.strand.DescribeTopicsResponseH\x00R\x0edescribeTopics\x12J\n" +
-	"\x10init_producer_id\x18\x12 \x01(\v2\x1e.strand.InitProducerIdResponseH\x00R\x0einitProducerIdB\x06\n" +
+	"\x10init_producer_id\x18\x12 \x01(\v2\x1e.strand.InitProducerIdResponseH\x00R\x0einitProducerId\x12L\n" +
+	"\x10find_coordinator\x18( \x01(\v2\x1f.strand.FindCoordinatorResponseH\x00R\x0ffindCoordinator\x12Q\n" +
+	"\x0fgroup_heartbeat\x18) \x01(\v2&.strand.ConsumerGroupHeartbeatResponseH\x00R\x0egroupHeartbeat\x12C\n" +
+	"\roffset_commit\x18* \x01(\v2\x1c.strand.OffsetCommitResponseH\x00R\foffsetCommit\x12@\n" +
+	"\foffset_fetch\x18+ \x01(\v2\x1b.strand.OffsetFetchResponseH\x00R\voffsetFetch\x12=\n" +
+	"\vlist_groups\x18, \x01(\v2\x1a.strand.ListGroupsResponseH\x00R\n" +
+	"listGroups\x12I\n" +
+	"\x0fdescribe_groups\x18- \x01(\v2\x1e.strand.DescribeGroupsResponseH\x00R\x0edescribeGroups\x12C\n" +
+	"\rdelete_groups\x18. \x01(\v2\x1c.strand.DeleteGroupsResponseH\x00R\fdeleteGroupsB\x06\n" +
 	"\x04body\"\x8f\x01\n" +
 	"\fHelloRequest\x12\x1f\n" +
 	"\vversion_min\x18\x01 \x01(\rR\n" +
@@ -2686,18 +4284,20 @@ const file_wire_proto_rawDesc = "" +
 	"cluster_id\x18\x14 \x01(\fR\tclusterId\x12&\n" +
 	"\x0fframe_bytes_max\x18\x1e \x01(\rR\rframeBytesMax\")\n" +
 	"\x0fMetadataRequest\x12\x16\n" +
-	"\x06topics\x18\x01 \x03(\tR\x06topics\"\x81\x05\n" +
+	"\x06topics\x18\x01 \x03(\tR\x06topics\"\xc4\x05\n" +
 	"\x10MetadataResponse\x123\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x1d.strand.MetadataResponse.NodeR\x05nodes\x126\n" +
 	"\x06topics\x18\x02 \x03(\v2\x1e.strand.MetadataResponse.TopicR\x06topics\x12#\n" +
 	"\rcontroller_id\x18\x03 \x01(\x04R\fcontrollerId\x12)\n" +
 	"\x10metadata_version\x18\x04 \x01(\x04R\x0fmetadataVersion\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x14 \x01(\fR\tclusterId\x1aD\n" +
+	"cluster_id\x18\x14 \x01(\fR\tclusterId\x1a\x86\x01\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
-	"\x04rack\x18\x03 \x01(\tR\x04rack\x1a\xa8\x01\n" +
+	"\x04rack\x18\x03 \x01(\tR\x04rack\x12#\n" +
+	"\rkafka_address\x18F \x01(\tR\fkafkaAddress\x12\x1b\n" +
+	"\tdisk_full\x182 \x01(\bR\bdiskFull\x1a\xa8\x01\n" +
 	"\tPartition\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\x04R\bleaderId\x12\x1f\n" +
@@ -2751,16 +4351,21 @@ const file_wire_proto_rawDesc = "" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1b\n" +
 	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x12\x19\n" +
-	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xa9\x03\n" +
+	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xac\x04\n" +
 	"\rFetchResponse\x12?\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1f.strand.FetchResponse.PartitionR\n" +
-	"partitions\x1ah\n" +
+	"partitions\x1a\xea\x01\n" +
 	"\x05Batch\x12\x1f\n" +
 	"\vbase_offset\x18\x01 \x01(\x03R\n" +
 	"baseOffset\x12$\n" +
 	"\x0eappend_time_ms\x18\x02 \x01(\x03R\fappendTimeMs\x12\x18\n" +
-	"\arecords\x18\x03 \x01(\fR\arecords\x1a\xec\x01\n" +
+	"\arecords\x18\x03 \x01(\fR\arecords\x12$\n" +
+	"\vproducer_id\x18F \x01(\x03H\x00R\n" +
+	"producerId\x88\x01\x01\x12%\n" +
+	"\x0eproducer_epoch\x18G \x01(\x05R\rproducerEpoch\x12#\n" +
+	"\rbase_sequence\x18H \x01(\x05R\fbaseSequenceB\x0e\n" +
+	"\f_producer_id\x1a\xec\x01\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
@@ -2829,7 +4434,96 @@ const file_wire_proto_rawDesc = "" +
 	"\x16InitProducerIdResponse\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch*\xaf\x05\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\".\n" +
+	"\x16FindCoordinatorRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"j\n" +
+	"\x17FindCoordinatorResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\x05R\tpartition\"L\n" +
+	"\x14GroupTopicPartitions\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\x05R\n" +
+	"partitions\"\x96\x02\n" +
+	"\x1dConsumerGroupHeartbeatRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x1f\n" +
+	"\vinstance_id\x18\x03 \x01(\tR\n" +
+	"instanceId\x12\x12\n" +
+	"\x04rack\x18\x04 \x01(\tR\x04rack\x12!\n" +
+	"\fmember_epoch\x18\x05 \x01(\x05R\vmemberEpoch\x12\x10\n" +
+	"\x03seq\x18\x06 \x01(\x04R\x03seq\x12$\n" +
+	"\rsubscriptions\x18\a \x03(\tR\rsubscriptions\x122\n" +
+	"\x05owned\x18\b \x03(\v2\x1c.strand.GroupTopicPartitionsR\x05owned\"\xfc\x01\n" +
+	"\x1eConsumerGroupHeartbeatResponse\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12!\n" +
+	"\fmember_epoch\x18\x02 \x01(\x05R\vmemberEpoch\x128\n" +
+	"\bassigned\x18\x03 \x03(\v2\x1c.strand.GroupTopicPartitionsR\bassigned\x122\n" +
+	"\x15heartbeat_interval_ms\x18\x04 \x01(\x05R\x13heartbeatIntervalMs\x12,\n" +
+	"\x12session_timeout_ms\x18\x05 \x01(\x05R\x10sessionTimeoutMs\"\x7f\n" +
+	"\x15OffsetCommitPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1a\n" +
+	"\bmetadata\x18\x04 \x01(\tR\bmetadata\"\xa4\x01\n" +
+	"\x13OffsetCommitRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12!\n" +
+	"\fmember_epoch\x18\x03 \x01(\x05R\vmemberEpoch\x127\n" +
+	"\aoffsets\x18\x04 \x03(\v2\x1d.strand.OffsetCommitPartitionR\aoffsets\"\x16\n" +
+	"\x14OffsetCommitResponse\"h\n" +
+	"\x12OffsetFetchRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12<\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\v2\x1c.strand.GroupTopicPartitionsR\n" +
+	"partitions\"\xa4\x01\n" +
+	"\x14GroupCommittedOffset\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1a\n" +
+	"\bmetadata\x18\x04 \x01(\tR\bmetadata\x12$\n" +
+	"\x0ecommit_time_ms\x18\x05 \x01(\x03R\fcommitTimeMs\"M\n" +
+	"\x13OffsetFetchResponse\x126\n" +
+	"\aoffsets\x18\x01 \x03(\v2\x1c.strand.GroupCommittedOffsetR\aoffsets\"\x13\n" +
+	"\x11ListGroupsRequest\"\x9d\x01\n" +
+	"\x12ListGroupsResponse\x128\n" +
+	"\x06groups\x18\x01 \x03(\v2 .strand.ListGroupsResponse.GroupR\x06groups\x1aM\n" +
+	"\x05Group\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x18\n" +
+	"\amembers\x18\x03 \x01(\x05R\amembers\"/\n" +
+	"\x15DescribeGroupsRequest\x12\x16\n" +
+	"\x06groups\x18\x01 \x03(\tR\x06groups\"\xf3\x02\n" +
+	"\vGroupMember\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1f\n" +
+	"\vinstance_id\x18\x02 \x01(\tR\n" +
+	"instanceId\x12\x12\n" +
+	"\x04rack\x18\x03 \x01(\tR\x04rack\x12!\n" +
+	"\fmember_epoch\x18\x04 \x01(\x05R\vmemberEpoch\x12$\n" +
+	"\rsubscriptions\x18\x05 \x03(\tR\rsubscriptions\x128\n" +
+	"\bassigned\x18\x06 \x03(\v2\x1c.strand.GroupTopicPartitionsR\bassigned\x128\n" +
+	"\brevoking\x18\a \x03(\v2\x1c.strand.GroupTopicPartitionsR\brevoking\x124\n" +
+	"\x06target\x18\b \x03(\v2\x1c.strand.GroupTopicPartitionsR\x06target\x12\x1f\n" +
+	"\vleft_static\x18\t \x01(\bR\n" +
+	"leftStatic\"\xd1\x02\n" +
+	"\x16DescribeGroupsResponse\x12<\n" +
+	"\x06groups\x18\x01 \x03(\v2$.strand.DescribeGroupsResponse.GroupR\x06groups\x1a\xf8\x01\n" +
+	"\x05Group\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12#\n" +
+	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x14\n" +
+	"\x05epoch\x18\x04 \x01(\x05R\x05epoch\x12!\n" +
+	"\ftarget_epoch\x18\x05 \x01(\x05R\vtargetEpoch\x12-\n" +
+	"\amembers\x18\x06 \x03(\v2\x13.strand.GroupMemberR\amembers\x126\n" +
+	"\aoffsets\x18\a \x03(\v2\x1c.strand.GroupCommittedOffsetR\aoffsets\"-\n" +
+	"\x13DeleteGroupsRequest\x12\x16\n" +
+	"\x06groups\x18\x01 \x03(\tR\x06groups\"\x9a\x01\n" +
+	"\x14DeleteGroupsResponse\x12=\n" +
+	"\aresults\x18\x01 \x03(\v2#.strand.DeleteGroupsResponse.ResultR\aresults\x1aC\n" +
+	"\x06Result\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12#\n" +
+	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error*\x86\b\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +
@@ -2852,7 +4546,17 @@ const file_wire_proto_rawDesc = "" +
 	"%ERROR_CODE_INVALID_REPLICATION_FACTOR\x10\x11\x12\x1e\n" +
 	"\x1aERROR_CODE_TOPIC_NOT_FOUND\x10\x12\x12\x1f\n" +
 	"\x1bERROR_CODE_UNKNOWN_TOPIC_ID\x10\x1e\x12\"\n" +
-	"\x1eERROR_CODE_CLUSTER_ID_MISMATCH\x10\x1fB,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
+	"\x1eERROR_CODE_CLUSTER_ID_MISMATCH\x10\x1f\x12\x1e\n" +
+	"\x1aERROR_CODE_NOT_COORDINATOR\x102\x12(\n" +
+	"$ERROR_CODE_COORDINATOR_NOT_AVAILABLE\x103\x12 \n" +
+	"\x1cERROR_CODE_UNKNOWN_MEMBER_ID\x104\x12\"\n" +
+	"\x1eERROR_CODE_FENCED_MEMBER_EPOCH\x105\x12!\n" +
+	"\x1dERROR_CODE_STALE_MEMBER_EPOCH\x106\x12\x1e\n" +
+	"\x1aERROR_CODE_GROUP_NOT_EMPTY\x107\x12\x1e\n" +
+	"\x1aERROR_CODE_GROUP_NOT_FOUND\x108\x12\x1e\n" +
+	"\x1aERROR_CODE_STALE_HEARTBEAT\x109\x12\x1f\n" +
+	"\x1bERROR_CODE_NOT_ENOUGH_SPACE\x10-\x12!\n" +
+	"\x1dERROR_CODE_REPLICA_RECOVERING\x10.B,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
 
 var (
 	file_wire_proto_rawDescOnce sync.Once
@@ -2867,45 +4571,66 @@ func file_wire_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_wire_proto_goTypes = []any{
-	(ErrorCode)(0),                        // 0: strand.ErrorCode
-	(*Error)(nil),                         // 1: strand.Error
-	(*Request)(nil),                       // 2: strand.Request
-	(*Response)(nil),                      // 3: strand.Response
-	(*HelloRequest)(nil),                  // 4: strand.HelloRequest
-	(*HelloResponse)(nil),                 // 5: strand.HelloResponse
-	(*MetadataRequest)(nil),               // 6: strand.MetadataRequest
-	(*MetadataResponse)(nil),              // 7: strand.MetadataResponse
-	(*ProduceRequest)(nil),                // 8: strand.ProduceRequest
-	(*ProduceResponse)(nil),               // 9: strand.ProduceResponse
-	(*FetchRequest)(nil),                  // 10: strand.FetchRequest
-	(*FetchResponse)(nil),                 // 11: strand.FetchResponse
-	(*ListOffsetsRequest)(nil),            // 12: strand.ListOffsetsRequest
-	(*ListOffsetsResponse)(nil),           // 13: strand.ListOffsetsResponse
-	(*ConfigEntry)(nil),                   // 14: strand.ConfigEntry
-	(*CreateTopicsRequest)(nil),           // 15: strand.CreateTopicsRequest
-	(*TopicResult)(nil),                   // 16: strand.TopicResult
-	(*CreateTopicsResponse)(nil),          // 17: strand.CreateTopicsResponse
-	(*DeleteTopicsRequest)(nil),           // 18: strand.DeleteTopicsRequest
-	(*DeleteTopicsResponse)(nil),          // 19: strand.DeleteTopicsResponse
-	(*DescribeTopicsRequest)(nil),         // 20: strand.DescribeTopicsRequest
-	(*DescribeTopicsResponse)(nil),        // 21: strand.DescribeTopicsResponse
-	(*InitProducerIdRequest)(nil),         // 22: strand.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil),        // 23: strand.InitProducerIdResponse
-	(*MetadataResponse_Node)(nil),         // 24: strand.MetadataResponse.Node
-	(*MetadataResponse_Partition)(nil),    // 25: strand.MetadataResponse.Partition
-	(*MetadataResponse_Topic)(nil),        // 26: strand.MetadataResponse.Topic
-	(*ProduceRequest_Partition)(nil),      // 27: strand.ProduceRequest.Partition
-	(*ProduceResponse_Partition)(nil),     // 28: strand.ProduceResponse.Partition
-	(*FetchRequest_Partition)(nil),        // 29: strand.FetchRequest.Partition
-	(*FetchResponse_Batch)(nil),           // 30: strand.FetchResponse.Batch
-	(*FetchResponse_Partition)(nil),       // 31: strand.FetchResponse.Partition
-	(*ListOffsetsRequest_Partition)(nil),  // 32: strand.ListOffsetsRequest.Partition
-	(*ListOffsetsResponse_Partition)(nil), // 33: strand.ListOffsetsResponse.Partition
-	(*CreateTopicsRequest_Topic)(nil),     // 34: strand.CreateTopicsRequest.Topic
-	(*DescribeTopicsResponse_Topic)(nil),  // 35: strand.DescribeTopicsResponse.Topic
-	(*RaftFrame)(nil),                     // 36: strand.RaftFrame
+	(ErrorCode)(0),                         // 0: strand.ErrorCode
+	(*Error)(nil),                          // 1: strand.Error
+	(*Request)(nil),                        // 2: strand.Request
+	(*Response)(nil),                       // 3: strand.Response
+	(*HelloRequest)(nil),                   // 4: strand.HelloRequest
+	(*HelloResponse)(nil),                  // 5: strand.HelloResponse
+	(*MetadataRequest)(nil),                // 6: strand.MetadataRequest
+	(*MetadataResponse)(nil),               // 7: strand.MetadataResponse
+	(*ProduceRequest)(nil),                 // 8: strand.ProduceRequest
+	(*ProduceResponse)(nil),                // 9: strand.ProduceResponse
+	(*FetchRequest)(nil),                   // 10: strand.FetchRequest
+	(*FetchResponse)(nil),                  // 11: strand.FetchResponse
+	(*ListOffsetsRequest)(nil),             // 12: strand.ListOffsetsRequest
+	(*ListOffsetsResponse)(nil),            // 13: strand.ListOffsetsResponse
+	(*ConfigEntry)(nil),                    // 14: strand.ConfigEntry
+	(*CreateTopicsRequest)(nil),            // 15: strand.CreateTopicsRequest
+	(*TopicResult)(nil),                    // 16: strand.TopicResult
+	(*CreateTopicsResponse)(nil),           // 17: strand.CreateTopicsResponse
+	(*DeleteTopicsRequest)(nil),            // 18: strand.DeleteTopicsRequest
+	(*DeleteTopicsResponse)(nil),           // 19: strand.DeleteTopicsResponse
+	(*DescribeTopicsRequest)(nil),          // 20: strand.DescribeTopicsRequest
+	(*DescribeTopicsResponse)(nil),         // 21: strand.DescribeTopicsResponse
+	(*InitProducerIdRequest)(nil),          // 22: strand.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil),         // 23: strand.InitProducerIdResponse
+	(*FindCoordinatorRequest)(nil),         // 24: strand.FindCoordinatorRequest
+	(*FindCoordinatorResponse)(nil),        // 25: strand.FindCoordinatorResponse
+	(*GroupTopicPartitions)(nil),           // 26: strand.GroupTopicPartitions
+	(*ConsumerGroupHeartbeatRequest)(nil),  // 27: strand.ConsumerGroupHeartbeatRequest
+	(*ConsumerGroupHeartbeatResponse)(nil), // 28: strand.ConsumerGroupHeartbeatResponse
+	(*OffsetCommitPartition)(nil),          // 29: strand.OffsetCommitPartition
+	(*OffsetCommitRequest)(nil),            // 30: strand.OffsetCommitRequest
+	(*OffsetCommitResponse)(nil),           // 31: strand.OffsetCommitResponse
+	(*OffsetFetchRequest)(nil),             // 32: strand.OffsetFetchRequest
+	(*GroupCommittedOffset)(nil),           // 33: strand.GroupCommittedOffset
+	(*OffsetFetchResponse)(nil),            // 34: strand.OffsetFetchResponse
+	(*ListGroupsRequest)(nil),              // 35: strand.ListGroupsRequest
+	(*ListGroupsResponse)(nil),             // 36: strand.ListGroupsResponse
+	(*DescribeGroupsRequest)(nil),          // 37: strand.DescribeGroupsRequest
+	(*GroupMember)(nil),                    // 38: strand.GroupMember
+	(*DescribeGroupsResponse)(nil),         // 39: strand.DescribeGroupsResponse
+	(*DeleteGroupsRequest)(nil),            // 40: strand.DeleteGroupsRequest
+	(*DeleteGroupsResponse)(nil),           // 41: strand.DeleteGroupsResponse
+	(*MetadataResponse_Node)(nil),          // 42: strand.MetadataResponse.Node
+	(*MetadataResponse_Partition)(nil),     // 43: strand.MetadataResponse.Partition
+	(*MetadataResponse_Topic)(nil),         // 44: strand.MetadataResponse.Topic
+	(*ProduceRequest_Partition)(nil),       // 45: strand.ProduceRequest.Partition
+	(*ProduceResponse_Partition)(nil),      // 46: strand.ProduceResponse.Partition
+	(*FetchRequest_Partition)(nil),         // 47: strand.FetchRequest.Partition
+	(*FetchResponse_Batch)(nil),            // 48: strand.FetchResponse.Batch
+	(*FetchResponse_Partition)(nil),        // 49: strand.FetchResponse.Partition
+	(*ListOffsetsRequest_Partition)(nil),   // 50: strand.ListOffsetsRequest.Partition
+	(*ListOffsetsResponse_Partition)(nil),  // 51: strand.ListOffsetsResponse.Partition
+	(*CreateTopicsRequest_Topic)(nil),      // 52: strand.CreateTopicsRequest.Topic
+	(*DescribeTopicsResponse_Topic)(nil),   // 53: strand.DescribeTopicsResponse.Topic
+	(*ListGroupsResponse_Group)(nil),       // 54: strand.ListGroupsResponse.Group
+	(*DescribeGroupsResponse_Group)(nil),   // 55: strand.DescribeGroupsResponse.Group
+	(*DeleteGroupsResponse_Result)(nil),    // 56: strand.DeleteGroupsResponse.Result
+	(*RaftFrame)(nil),                      // 57: strand.RaftFrame
 }
 var file_wire_proto_depIdxs = []int32{
 	0,  // 0: strand.Error.code:type_name -> strand.ErrorCode
@@ -2918,45 +4643,74 @@ var file_wire_proto_depIdxs = []int32{
 	18, // 7: strand.Request.delete_topics:type_name -> strand.DeleteTopicsRequest
 	20, // 8: strand.Request.describe_topics:type_name -> strand.DescribeTopicsRequest
 	22, // 9: strand.Request.init_producer_id:type_name -> strand.InitProducerIdRequest
-	36, // 10: strand.Request.raft:type_name -> strand.RaftFrame
-	1,  // 11: strand.Response.error:type_name -> strand.Error
-	5,  // 12: strand.Response.hello:type_name -> strand.HelloResponse
-	7,  // 13: strand.Response.metadata:type_name -> strand.MetadataResponse
-	9,  // 14: strand.Response.produce:type_name -> strand.ProduceResponse
-	11, // 15: strand.Response.fetch:type_name -> strand.FetchResponse
-	13, // 16: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
-	17, // 17: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
-	19, // 18: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
-	21, // 19: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
-	23, // 20: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
-	24, // 21: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
-	26, // 22: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
-	27, // 23: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
-	28, // 24: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
-	29, // 25: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
-	31, // 26: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
-	32, // 27: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
-	33, // 28: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
-	34, // 29: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
-	1,  // 30: strand.TopicResult.error:type_name -> strand.Error
-	16, // 31: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
-	16, // 32: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
-	35, // 33: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
-	1,  // 34: strand.MetadataResponse.Partition.error:type_name -> strand.Error
-	1,  // 35: strand.MetadataResponse.Topic.error:type_name -> strand.Error
-	25, // 36: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
-	1,  // 37: strand.ProduceResponse.Partition.error:type_name -> strand.Error
-	1,  // 38: strand.FetchResponse.Partition.error:type_name -> strand.Error
-	30, // 39: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
-	1,  // 40: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
-	14, // 41: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
-	1,  // 42: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
-	14, // 43: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	44, // [44:44] is the sub-list for method output_type
-	44, // [44:44] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	24, // 10: strand.Request.find_coordinator:type_name -> strand.FindCoordinatorRequest
+	27, // 11: strand.Request.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatRequest
+	30, // 12: strand.Request.offset_commit:type_name -> strand.OffsetCommitRequest
+	32, // 13: strand.Request.offset_fetch:type_name -> strand.OffsetFetchRequest
+	35, // 14: strand.Request.list_groups:type_name -> strand.ListGroupsRequest
+	37, // 15: strand.Request.describe_groups:type_name -> strand.DescribeGroupsRequest
+	40, // 16: strand.Request.delete_groups:type_name -> strand.DeleteGroupsRequest
+	57, // 17: strand.Request.raft:type_name -> strand.RaftFrame
+	1,  // 18: strand.Response.error:type_name -> strand.Error
+	5,  // 19: strand.Response.hello:type_name -> strand.HelloResponse
+	7,  // 20: strand.Response.metadata:type_name -> strand.MetadataResponse
+	9,  // 21: strand.Response.produce:type_name -> strand.ProduceResponse
+	11, // 22: strand.Response.fetch:type_name -> strand.FetchResponse
+	13, // 23: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
+	17, // 24: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
+	19, // 25: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
+	21, // 26: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
+	23, // 27: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
+	25, // 28: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
+	28, // 29: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
+	31, // 30: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
+	34, // 31: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
+	36, // 32: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
+	39, // 33: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
+	41, // 34: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
+	42, // 35: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
+	44, // 36: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
+	45, // 37: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
+	46, // 38: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
+	47, // 39: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
+	49, // 40: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
+	50, // 41: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
+	51, // 42: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
+	52, // 43: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
+	1,  // 44: strand.TopicResult.error:type_name -> strand.Error
+	16, // 45: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
+	16, // 46: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
+	53, // 47: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
+	26, // 48: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
+	26, // 49: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
+	29, // 50: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
+	26, // 51: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
+	33, // 52: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
+	54, // 53: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
+	26, // 54: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
+	26, // 55: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
+	26, // 56: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
+	55, // 57: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
+	56, // 58: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
+	1,  // 59: strand.MetadataResponse.Partition.error:type_name -> strand.Error
+	1,  // 60: strand.MetadataResponse.Topic.error:type_name -> strand.Error
+	43, // 61: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
+	1,  // 62: strand.ProduceResponse.Partition.error:type_name -> strand.Error
+	1,  // 63: strand.FetchResponse.Partition.error:type_name -> strand.Error
+	48, // 64: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
+	1,  // 65: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
+	14, // 66: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
+	1,  // 67: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
+	14, // 68: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	1,  // 69: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
+	38, // 70: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
+	33, // 71: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
+	1,  // 72: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
+	73, // [73:73] is the sub-list for method output_type
+	73, // [73:73] is the sub-list for method input_type
+	73, // [73:73] is the sub-list for extension type_name
+	73, // [73:73] is the sub-list for extension extendee
+	0,  // [0:73] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -2975,6 +4729,13 @@ func file_wire_proto_init() {
 		(*Request_DeleteTopics)(nil),
 		(*Request_DescribeTopics)(nil),
 		(*Request_InitProducerId)(nil),
+		(*Request_FindCoordinator)(nil),
+		(*Request_GroupHeartbeat)(nil),
+		(*Request_OffsetCommit)(nil),
+		(*Request_OffsetFetch)(nil),
+		(*Request_ListGroups)(nil),
+		(*Request_DescribeGroups)(nil),
+		(*Request_DeleteGroups)(nil),
 		(*Request_Raft)(nil),
 	}
 	file_wire_proto_msgTypes[2].OneofWrappers = []any{
@@ -2987,14 +4748,22 @@ func file_wire_proto_init() {
 		(*Response_DeleteTopics)(nil),
 		(*Response_DescribeTopics)(nil),
 		(*Response_InitProducerId)(nil),
+		(*Response_FindCoordinator)(nil),
+		(*Response_GroupHeartbeat)(nil),
+		(*Response_OffsetCommit)(nil),
+		(*Response_OffsetFetch)(nil),
+		(*Response_ListGroups)(nil),
+		(*Response_DescribeGroups)(nil),
+		(*Response_DeleteGroups)(nil),
 	}
+	file_wire_proto_msgTypes[47].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   35,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -57,6 +57,7 @@ type Disk struct {
 	durableNames map[string]*inode // namespace as of the last SyncDir of each directory
 	failReads    map[string]bool
 	failSync     bool
+	capacity     int64  // bytes; 0: unlimited (capacity.go)
 	generation   uint64 // bumped by Crash; older handles fail
 	// durableSeq counts changes to what a crash would keep; dirChanged[dir]
 	// is its value at the last such change in dir, crashSeq at the last
@@ -390,6 +391,9 @@ func (f *file) WriteAt(p []byte, off int64) (int, error) {
 	}
 	if off < 0 {
 		return 0, errors.New("memdisk: negative offset")
+	}
+	if err := f.disk.checkSpaceLocked(f.node, f.name, off, p); err != nil {
+		return 0, err
 	}
 	o := op{off: off, bytes: append([]byte(nil), p...)}
 	f.node.data = apply(f.node.data, o)

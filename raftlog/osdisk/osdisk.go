@@ -91,11 +91,10 @@ type file struct {
 	f *os.File
 }
 
-func (f *file) ReadAt(p []byte, off int64) (int, error)  { return f.f.ReadAt(p, off) }
-func (f *file) WriteAt(p []byte, off int64) (int, error) { return f.f.WriteAt(p, off) }
-func (f *file) Truncate(size int64) error                { return f.f.Truncate(size) }
-func (f *file) Sync() error                              { return f.f.Sync() }
-func (f *file) Close() error                             { return f.f.Close() }
+func (f *file) ReadAt(p []byte, off int64) (int, error) { return f.f.ReadAt(p, off) }
+func (f *file) Truncate(size int64) error               { return f.f.Truncate(size) }
+func (f *file) Sync() error                             { return f.f.Sync() }
+func (f *file) Close() error                            { return f.f.Close() }
 
 func (f *file) Size() (int64, error) {
 	info, err := f.f.Stat()

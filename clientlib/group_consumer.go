@@ -1,0 +1,353 @@
+package clientlib
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// GroupOpt configures a GroupConsumer.
+type GroupOpt func(*groupConfig)
+
+type groupConfig struct {
+	instanceID string
+	rack       string
+	autoCommit time.Duration // 0: off
+	start      Offset        // for partitions the group has no committed offset for
+	onAssigned func(ctx context.Context, ps []TopicPartition)
+	onRevoked  func(ctx context.Context, ps []TopicPartition)
+	onLost     func(ps []TopicPartition)
+	consumer   []ConsumerOpt
+}
+
+// AutoCommitIntervalDefault is how often Poll commits positions unless
+// AutoCommitInterval says otherwise.
+const AutoCommitIntervalDefault = 5 * time.Second
+
+// InstanceID makes the member static: restarted within the session
+// timeout with the same instance id, it gets its partitions back without a
+// rebalance. Two live consumers must never share one.
+func InstanceID(id string) GroupOpt { return func(c *groupConfig) { c.instanceID = id } }
+
+// GroupRack names the member's failure domain.
+func GroupRack(rack string) GroupOpt { return func(c *groupConfig) { c.rack = rack } }
+
+// AutoCommitInterval sets how often Poll commits the positions of owned
+// partitions (default 5 s); 0 turns auto-commit off (call Commit).
+func AutoCommitInterval(d time.Duration) GroupOpt { return func(c *groupConfig) { c.autoCommit = d } }
+
+// StartWithoutCommit sets where a partition the group never committed
+// starts: OffsetEarliest (the default), OffsetLatest or a timestamp. A
+// committed offset always wins; a committed offset below the log start is
+// an *OffsetOutOfRangeError, never a silent jump (R22).
+func StartWithoutCommit(o Offset) GroupOpt { return func(c *groupConfig) { c.start = o } }
+
+// OnAssigned runs inside Poll when partitions are given to the member,
+// after their start positions are set.
+func OnAssigned(fn func(ctx context.Context, ps []TopicPartition)) GroupOpt {
+	return func(c *groupConfig) { c.onAssigned = fn }
+}
+
+// OnRevoked runs inside Poll before partitions move to another member (and
+// in Close): commit what was processed there (auto-commit already did).
+func OnRevoked(fn func(ctx context.Context, ps []TopicPartition)) GroupOpt {
+	return func(c *groupConfig) { c.onRevoked = fn }
+}
+
+// OnLost runs when the member lost its partitions without a chance to
+// commit (fenced, or its session lapsed): their commits would be refused.
+func OnLost(fn func(ps []TopicPartition)) GroupOpt { return func(c *groupConfig) { c.onLost = fn } }
+
+// GroupConsumerOpts passes options to the underlying Consumer.
+func GroupConsumerOpts(opts ...ConsumerOpt) GroupOpt {
+	return func(c *groupConfig) { c.consumer = append(c.consumer, opts...) }
+}
+
+// GroupConsumer consumes topics as a member of a consumer group: the
+// group's coordinator assigns each partition to one member, incrementally
+// (KIP-848), and the group keeps a committed offset per partition. Poll
+// heart-beats, reconciles the assignment (running OnRevoked and OnAssigned)
+// and auto-commits; all of it happens on the goroutine calling Poll, so
+// Poll, Commit and Close must be called from one goroutine. Not calling
+// Poll for a session timeout (45 s) loses the partitions, as Kafka's
+// max.poll.interval does.
+type GroupConsumer struct {
+	c      *Client
+	k      *Consumer
+	cfg    groupConfig
+	group  string
+	topics []string
+	member string
+
+	epoch int32
+	seq   uint64
+	owned []TopicPartition // sorted
+
+	interval, session time.Duration
+	nextBeat          time.Time
+	lastOK            time.Time // last successful heartbeat
+	nextCommit        time.Time
+	committed         map[TopicPartition]int64 // last committed by this member
+	closed            bool
+}
+
+// NewGroupConsumer returns a member of group subscribed to topics; it joins
+// at its first Poll.
+func NewGroupConsumer(c *Client, group string, topics []string, opts ...GroupOpt) (*GroupConsumer, error) {
+	cfg := groupConfig{autoCommit: AutoCommitIntervalDefault, start: OffsetEarliest()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	switch {
+	case group == "" || len(group) > 255:
+		return nil, &OptionError{Option: "group", Reason: "a group id of 1..255 bytes"}
+	case len(topics) == 0:
+		return nil, &OptionError{Option: "topics", Reason: "at least one topic to subscribe to"}
+	case cfg.autoCommit < 0:
+		return nil, &OptionError{Option: "AutoCommitInterval", Reason: "0 (off) or a positive interval"}
+	}
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, fmt.Errorf("clientlib: member id: %w", err)
+	}
+	return &GroupConsumer{
+		c: c, k: NewConsumer(c, cfg.consumer...), cfg: cfg, group: group, topics: append([]string(nil), topics...),
+		member: hex.EncodeToString(id[:]), interval: time.Second, session: 45 * time.Second,
+		committed: make(map[TopicPartition]int64),
+	}, nil
+}
+
+// MemberID is the id this consumer joins with.
+func (g *GroupConsumer) MemberID() string { return g.member }
+
+// Epoch is the member epoch the coordinator last gave (0 before joining).
+func (g *GroupConsumer) Epoch() int32 { return g.epoch }
+
+// Assigned lists the partitions the member owns now, sorted.
+func (g *GroupConsumer) Assigned() []TopicPartition { return append([]TopicPartition(nil), g.owned...) }
+
+// Poll heart-beats when due, reconciles the assignment, auto-commits when
+// due, then fetches from the owned partitions (see Consumer.Poll). With
+// nothing owned yet it waits a little and returns no records.
+func (g *GroupConsumer) Poll(ctx context.Context) Fetches {
+	if g.closed {
+		return Fetches{{Err: ErrClientClosed}}
+	}
+	if err := g.maintain(ctx); err != nil && len(g.owned) == 0 {
+		g.k.idleWait(ctx)
+		return Fetches{{Err: err}}
+	}
+	if len(g.owned) == 0 {
+		g.k.idleWait(ctx)
+		return nil
+	}
+	fs := g.k.Poll(ctx)
+	if g.cfg.autoCommit > 0 && !time.Now().Before(g.nextCommit) {
+		if err := g.Commit(ctx); err == nil {
+			g.nextCommit = time.Now().Add(g.cfg.autoCommit)
+		}
+	}
+	return fs
+}
+
+// maintain heart-beats when due (or after a change to report) and drops
+// everything when the session lapsed on this side.
+func (g *GroupConsumer) maintain(ctx context.Context) error {
+	now := time.Now()
+	if len(g.owned) > 0 && !g.lastOK.IsZero() && now.Sub(g.lastOK) > g.session {
+		g.lose() // the coordinator has expired us by now: another member may own them
+	}
+	if now.Before(g.nextBeat) {
+		return nil
+	}
+	return g.heartbeat(ctx, g.epoch)
+}
+
+// heartbeat sends one heartbeat and reconciles with its answer.
+func (g *GroupConsumer) heartbeat(ctx context.Context, epoch int32) error {
+	g.seq++
+	req := &strandpb.ConsumerGroupHeartbeatRequest{
+		Group: g.group, MemberId: g.member, InstanceId: g.cfg.instanceID, Rack: g.cfg.rack, MemberEpoch: epoch,
+		Seq: g.seq, Subscriptions: g.topics, Owned: partitionsToWire(g.owned),
+	}
+	sent := time.Now()
+	resp, err := g.c.groupRequest(ctx, g.group, &strandpb.Request{Body: &strandpb.Request_GroupHeartbeat{GroupHeartbeat: req}})
+	if err != nil {
+		switch {
+		case errors.Is(err, ErrFencedMemberEpoch), errors.Is(err, ErrUnknownMemberID):
+			g.lose()
+			g.nextBeat = time.Now() // rejoin at once
+		case IsRetriable(err):
+			g.nextBeat = time.Now().Add(min(g.interval, g.c.backoffDelay(1)))
+		default:
+			g.nextBeat = time.Now().Add(g.interval)
+		}
+		return err
+	}
+	hb := resp.GetGroupHeartbeat()
+	if epoch < 0 {
+		return nil
+	}
+	if ms := hb.GetHeartbeatIntervalMs(); ms > 0 {
+		g.interval = time.Duration(ms) * time.Millisecond
+	}
+	if ms := hb.GetSessionTimeoutMs(); ms > 0 {
+		g.session = time.Duration(ms) * time.Millisecond
+	}
+	g.epoch, g.lastOK = hb.GetMemberEpoch(), sent
+	changed := g.reconcile(ctx, partitionsFromWire(hb.GetAssigned()))
+	g.nextBeat = time.Now().Add(g.interval)
+	if changed {
+		g.nextBeat = time.Now() // report the revocation or the new ownership at once
+	}
+	return nil
+}
+
+// reconcile makes the owned set the assigned one: revoke first (commit,
+// OnRevoked, stop fetching), then start the new partitions at their
+// committed offsets. Reports whether anything changed.
+func (g *GroupConsumer) reconcile(ctx context.Context, assigned []TopicPartition) bool {
+	sortPartitions(assigned)
+	revoked, added := minusTP(g.owned, assigned), minusTP(assigned, g.owned)
+	if len(revoked) > 0 {
+		if g.cfg.autoCommit > 0 {
+			_ = g.commitPartitions(ctx, revoked) // best effort: a refusal means another member's epoch moved on
+		}
+		if g.cfg.onRevoked != nil {
+			g.cfg.onRevoked(ctx, revoked)
+		}
+		for _, tp := range revoked {
+			g.k.Unassign(tp.Topic, tp.Partition)
+			delete(g.committed, tp)
+		}
+		g.owned = minusTP(g.owned, revoked)
+	}
+	if len(added) > 0 {
+		committed, err := g.c.FetchOffsets(ctx, g.group, added...)
+		if err != nil {
+			return len(revoked) > 0 // not taken yet: they come again in the next answer
+		}
+		at := make(map[TopicPartition]int64, len(committed))
+		for _, o := range committed {
+			at[o.TopicPartition] = o.Offset
+		}
+		for _, tp := range added {
+			if off, ok := at[tp]; ok {
+				g.k.Assign(tp.Topic, tp.Partition, OffsetExact(off))
+				g.committed[tp] = off
+			} else {
+				g.k.Assign(tp.Topic, tp.Partition, g.cfg.start)
+			}
+		}
+		g.owned = append(g.owned, added...)
+		sortPartitions(g.owned)
+		if g.cfg.onAssigned != nil {
+			g.cfg.onAssigned(ctx, added)
+		}
+	}
+	return len(revoked) > 0 || len(added) > 0
+}
+
+// lose drops every partition without committing (fenced or expired).
+func (g *GroupConsumer) lose() {
+	lost := g.owned
+	for _, tp := range lost {
+		g.k.Unassign(tp.Topic, tp.Partition)
+	}
+	g.owned, g.epoch = nil, 0
+	clear(g.committed)
+	if len(lost) > 0 && g.cfg.onLost != nil {
+		g.cfg.onLost(lost)
+	}
+}
+
+// Commit commits the position (the next offset Poll returns) of every
+// owned partition that moved since its last commit, in the member's epoch.
+func (g *GroupConsumer) Commit(ctx context.Context) error { return g.commitPartitions(ctx, g.owned) }
+
+// commitPartitions commits the positions of ps.
+func (g *GroupConsumer) commitPartitions(ctx context.Context, ps []TopicPartition) error {
+	offsets := make(map[TopicPartition]int64)
+	for _, tp := range ps {
+		if pos, ok := g.k.Position(tp.Topic, tp.Partition); ok {
+			if last, done := g.committed[tp]; !done || last != pos {
+				offsets[tp] = pos
+			}
+		}
+	}
+	return g.CommitOffsets(ctx, offsets)
+}
+
+// CommitOffsets commits the given offsets (the next offset to read, per
+// partition) in the member's epoch. A refusal (ErrStaleMemberEpoch,
+// ErrFencedMemberEpoch, ErrUnknownMemberID) means the partitions may have
+// moved: nothing was committed.
+func (g *GroupConsumer) CommitOffsets(ctx context.Context, offsets map[TopicPartition]int64) error {
+	if len(offsets) == 0 {
+		return nil
+	}
+	if err := g.c.commitAs(ctx, g.group, g.member, g.epoch, offsets); err != nil {
+		return err
+	}
+	for tp, off := range offsets {
+		g.committed[tp] = off
+	}
+	return nil
+}
+
+// Close commits (when auto-commit is on), runs OnRevoked for the owned
+// partitions and leaves the group: a static member (InstanceID) leaves for
+// a restart and keeps its partitions until the session timeout.
+func (g *GroupConsumer) Close(ctx context.Context) error {
+	if g.closed {
+		return nil
+	}
+	g.closed = true
+	var err error
+	if g.cfg.autoCommit > 0 && g.epoch > 0 {
+		err = g.Commit(ctx)
+	}
+	if len(g.owned) > 0 && g.cfg.onRevoked != nil {
+		g.cfg.onRevoked(ctx, g.owned)
+	}
+	for _, tp := range g.owned {
+		g.k.Unassign(tp.Topic, tp.Partition)
+	}
+	g.owned = nil
+	if g.epoch > 0 {
+		leave := int32(-1)
+		if g.cfg.instanceID != "" {
+			leave = -2
+		}
+		if lerr := g.heartbeat(ctx, leave); err == nil {
+			err = lerr
+		}
+	}
+	return err
+}
+
+// minusTP returns the sorted elements of a not in b.
+func minusTP(a, b []TopicPartition) []TopicPartition {
+	in := make(map[TopicPartition]bool, len(b))
+	for _, p := range b {
+		in[p] = true
+	}
+	var out []TopicPartition
+	for _, p := range a {
+		if !in[p] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Position is the next offset Poll returns for an owned partition (ok
+// false while its start is not resolved).
+func (g *GroupConsumer) Position(topic string, partition int32) (int64, bool) {
+	return g.k.Position(topic, partition)
+}

@@ -1,0 +1,338 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/strandlog/strand/clientlib"
+)
+
+// groupSubcommands are the subcommands of `strand group`.
+var groupSubcommands = []string{"list", "describe", "reset", "delete"}
+
+// cmdGroup runs `strand group list|describe|reset|delete`.
+func cmdGroup(args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return usageError("group: want a subcommand: %s", strings.Join(groupSubcommands, ", "))
+	}
+	sub, rest := args[0], args[1:]
+	switch {
+	case sub == "-h" || sub == "--help" || sub == "help":
+		return &helpShown{text: groupUsage("group")}
+	case !slices.Contains(groupSubcommands, sub):
+		return usageError("group: unknown subcommand %q: want %s", sub, strings.Join(groupSubcommands, ", "))
+	}
+	fs := newFlags("group " + sub)
+	var cf clientFlags
+	cf.register(fs, 30*time.Second)
+	var rf resetFlags
+	if sub == "reset" {
+		rf.register(fs)
+	}
+	if err := parseFlags(fs, rest); err != nil {
+		return err
+	}
+	names := fs.Args()
+	if (sub == "list") != (len(names) == 0) || len(names) > 1 {
+		return usageError("group %s: want %s", sub, map[bool]string{true: "no argument", false: "one group id"}[sub == "list"])
+	}
+	if sub == "reset" {
+		if err := rf.validate(fs); err != nil {
+			return err
+		}
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
+	defer cancel()
+	switch sub {
+	case "list":
+		return groupList(ctx, c, stdout)
+	case "describe":
+		return groupErr(names[0], groupDescribe(ctx, c, stdout, names[0]))
+	case "reset":
+		return groupErr(names[0], groupReset(ctx, c, stdout, names[0], rf))
+	}
+	if err := c.DeleteGroup(ctx, names[0]); err != nil {
+		return groupErr(names[0], err)
+	}
+	fmt.Fprintf(stdout, "deleted group %s and its committed offsets\n", names[0])
+	return nil
+}
+
+// groupErr says in plain words what a group error means for the user.
+func groupErr(group string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, clientlib.ErrGroupNotFound):
+		return userErr(err, "group %s does not exist ('strand group list' shows the groups)", group)
+	case errors.Is(err, clientlib.ErrGroupNotEmpty):
+		return userErr(err, "group %s has active members: stop its consumers first (they leave at once, or after the 45 s session timeout if killed)", group)
+	}
+	var ue *userError
+	if errors.As(err, &ue) {
+		return err
+	}
+	return wrapErr(err, "group %s", group)
+}
+
+// groupList prints every group with its state and member count.
+func groupList(ctx context.Context, c *clientlib.Client, w io.Writer) error {
+	gs, err := c.ListGroups(ctx)
+	if err != nil {
+		return err
+	}
+	if len(gs) == 0 {
+		fmt.Fprintln(w, "no groups")
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tSTATE\tMEMBERS")
+	for _, g := range gs {
+		fmt.Fprintf(tw, "%s\t%s\t%d\n", g.Group, g.State, g.Members)
+	}
+	return tw.Flush()
+}
+
+// groupDescribe prints a group's members and, per partition, committed
+// offset, high-water mark, lag in records and time, and retention headroom.
+func groupDescribe(ctx context.Context, c *clientlib.Client, w io.Writer, group string) error {
+	d, err := c.DescribeGroup(ctx, group)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "group %s: %s, %d members, epoch %d\n", d.Group, d.State, len(d.Members), d.Epoch)
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	if len(d.Members) > 0 {
+		fmt.Fprintln(tw, "  MEMBER\tINSTANCE\tEPOCH\tASSIGNED")
+		for _, m := range d.Members {
+			inst := m.InstanceID
+			if inst == "" {
+				inst = "-"
+			}
+			if m.LeftStatic {
+				inst += " (restarting)"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\n", shortID(m.MemberID), inst, m.Epoch, formatPartitions(m.Assigned))
+		}
+		tw.Flush()
+	}
+	lag, err := c.GroupLag(ctx, group, time.Now())
+	if err != nil {
+		return err
+	}
+	if len(lag) == 0 {
+		fmt.Fprintln(w, "  no committed offsets")
+		return nil
+	}
+	fmt.Fprintln(tw, "  TOPIC\tPARTITION\tCOMMITTED\tHIGH WATERMARK\tLAG\tLAG TIME\tHEADROOM\tOWNER")
+	for _, l := range lag {
+		committed := "-"
+		if l.Committed >= 0 {
+			committed = fmt.Sprint(l.Committed)
+		}
+		hwm, lagN := fmt.Sprint(l.HighWatermark), fmt.Sprint(l.Lag)
+		if l.Err != nil {
+			hwm, lagN = "?", "?"
+		}
+		headroom := "-"
+		switch {
+		case l.Headroom == 0 && l.AtRisk:
+			headroom = "LOST (below log start " + fmt.Sprint(l.LogStartOffset) + ")"
+		case l.Headroom >= 0:
+			headroom = formatDuration(l.Headroom)
+			if l.AtRisk {
+				headroom += " AT RISK"
+			}
+		}
+		owner := shortID(l.Owner)
+		if owner == "" {
+			owner = "-"
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Topic, l.Partition, committed, hwm, lagN, formatDuration(l.LagTime), headroom, owner)
+	}
+	return tw.Flush()
+}
+
+// shortID shortens a member id for tables.
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// formatPartitions prints "t/0,1 u/3".
+func formatPartitions(ps []clientlib.TopicPartition) string {
+	if len(ps) == 0 {
+		return "-"
+	}
+	var b strings.Builder
+	for i, p := range ps {
+		switch {
+		case i == 0:
+			fmt.Fprintf(&b, "%s/%d", p.Topic, p.Partition)
+		case ps[i-1].Topic == p.Topic:
+			fmt.Fprintf(&b, ",%d", p.Partition)
+		default:
+			fmt.Fprintf(&b, " %s/%d", p.Topic, p.Partition)
+		}
+	}
+	return b.String()
+}
+
+// formatDuration prints a duration rounded for people: 0s, 12s, 3m4s, 5h2m, 6d3h.
+func formatDuration(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return d.Round(time.Second).String()
+	case d < time.Hour:
+		return d.Round(time.Second).String()
+	case d < 24*time.Hour:
+		return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+	}
+	days := d / (24 * time.Hour)
+	return fmt.Sprintf("%dd%dh", days, (d-days*24*time.Hour)/time.Hour)
+}
+
+// resetFlags are the flags of `strand group reset`.
+type resetFlags struct {
+	topic      string
+	earliest   bool
+	latest     bool
+	toOffset   int64
+	toDatetime string
+	shiftBy    int64
+	execute    bool
+}
+
+func (rf *resetFlags) register(fs *pflag.FlagSet) {
+	fs.StringVarP(&rf.topic, "topic", "t", "", "the topic whose offsets to reset (required)")
+	fs.BoolVar(&rf.earliest, "to-earliest", false, "reset to each partition's log start")
+	fs.BoolVar(&rf.latest, "to-latest", false, "reset to each partition's high-water mark (skip everything)")
+	fs.Int64Var(&rf.toOffset, "to-offset", -1, "reset every partition to this offset")
+	fs.StringVar(&rf.toDatetime, "to-datetime", "", "reset to the first record at or after this RFC3339 time (replay)")
+	fs.Int64Var(&rf.shiftBy, "shift-by", 0, "move each committed offset by N (negative: replay N records)")
+	fs.BoolVar(&rf.execute, "execute", false, "apply the plan (without it, only print it)")
+}
+
+// validate checks exactly one target was given.
+func (rf *resetFlags) validate(fs *pflag.FlagSet) error {
+	if rf.topic == "" {
+		return usageError("group reset: --topic is required")
+	}
+	n := 0
+	for _, f := range []string{"to-earliest", "to-latest", "to-offset", "to-datetime", "shift-by"} {
+		if fs.Changed(f) {
+			n++
+		}
+	}
+	if n != 1 {
+		return usageError("group reset: want exactly one of --to-earliest, --to-latest, --to-offset N, --to-datetime RFC3339, --shift-by N")
+	}
+	if fs.Changed("to-offset") && rf.toOffset < 0 {
+		return usageError("group reset: --to-offset %d: want 0 or more", rf.toOffset)
+	}
+	if fs.Changed("to-datetime") {
+		if _, err := time.Parse(time.RFC3339Nano, rf.toDatetime); err != nil {
+			return usageError("group reset: --to-datetime %q: want an RFC3339 time such as 2026-11-30T18:00:00Z", rf.toDatetime)
+		}
+	}
+	return nil
+}
+
+// groupReset prints the plan for the topic's partitions and, with
+// --execute, commits it. Refused while the group has members: a running
+// consumer would overwrite the reset with its next commit.
+func groupReset(ctx context.Context, c *clientlib.Client, w io.Writer, group string, rf resetFlags) error {
+	d, err := c.DescribeGroup(ctx, group)
+	switch {
+	case errors.Is(err, clientlib.ErrGroupNotFound):
+		d = clientlib.GroupDescription{Group: group} // a reset may create the group's offsets
+	case err != nil:
+		return err
+	case len(d.Members) > 0:
+		return userErr(clientlib.ErrGroupNotEmpty, "group %s has %d active members: stop its consumers before resetting (killed ones leave after the 45 s session timeout)", group, len(d.Members))
+	}
+	current := map[int32]int64{}
+	for _, o := range d.Offsets {
+		if o.Topic == rf.topic {
+			current[o.Partition] = o.Offset
+		}
+	}
+	bounds, err := c.ListOffsets(ctx, rf.topic, nil, clientlib.OffsetLatest())
+	if err != nil {
+		return topicErr(rf.topic, err)
+	}
+	var at []clientlib.ListedOffset
+	if rf.toDatetime != "" {
+		t, _ := time.Parse(time.RFC3339Nano, rf.toDatetime)
+		if at, err = c.ListOffsets(ctx, rf.topic, nil, clientlib.OffsetAtTimestamp(t)); err != nil {
+			return topicErr(rf.topic, err)
+		}
+	}
+	plan := map[clientlib.TopicPartition]int64{}
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tLOG START\tHIGH WATERMARK\tCURRENT\tNEW")
+	for i, b := range bounds {
+		if b.Err != nil {
+			return wrapErr(b.Err, "%s/%d", rf.topic, b.Partition)
+		}
+		cur, has := current[b.Partition]
+		target := rf.target(b, cur, has, at, i)
+		clamped := min(max(target, b.LogStartOffset), b.HighWatermark)
+		note := ""
+		if clamped != target {
+			note = fmt.Sprintf(" (%d is outside the readable range)", target)
+		}
+		curS := "-"
+		if has {
+			curS = fmt.Sprint(cur)
+		}
+		plan[clientlib.TopicPartition{Topic: rf.topic, Partition: b.Partition}] = clamped
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d%s\n", rf.topic, b.Partition, b.LogStartOffset, b.HighWatermark, curS, clamped, note)
+	}
+	tw.Flush()
+	if !rf.execute {
+		fmt.Fprintln(w, "dry run: nothing changed; add --execute to apply this plan")
+		return nil
+	}
+	if err := c.CommitOffsets(ctx, group, plan); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "reset group %s on %s: %d partitions committed as shown\n", group, rf.topic, len(plan))
+	return nil
+}
+
+// target is a partition's new offset before clamping.
+func (rf *resetFlags) target(b clientlib.ListedOffset, cur int64, has bool, at []clientlib.ListedOffset, i int) int64 {
+	switch {
+	case rf.earliest:
+		return b.LogStartOffset
+	case rf.latest:
+		return b.HighWatermark
+	case rf.toDatetime != "":
+		if i < len(at) && at[i].Err == nil && at[i].Offset >= 0 {
+			return at[i].Offset
+		}
+		return b.HighWatermark // no record at or after the time
+	case rf.toOffset >= 0:
+		return rf.toOffset
+	}
+	if !has {
+		cur = b.LogStartOffset
+	}
+	return cur + rf.shiftBy
+}

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strandlog/strand/clientlib"
+)
+
+// Produce throughput of franz-go through the Kafka listener next to
+// Strand's own client, in one run against one `strand dev` (3 nodes, RF 3,
+// acks=all, idempotent, 1 KiB keyless records, 16 KiB batches, 5 ms
+// linger), alternating the two so load on the shared machine hits both
+// alike. A measurement, not a check: it runs only with
+// STRAND_KAFKA_BENCH=1 (seconds per round in STRAND_KAFKA_BENCH_SECONDS,
+// default 5) and logs msgs/s per round.
+func TestKafkaProduceThroughputSideBySide(t *testing.T) {
+	if os.Getenv("STRAND_KAFKA_BENCH") != "1" {
+		t.Skip("measurement; run with STRAND_KAFKA_BENCH=1")
+	}
+	seconds := 5
+	if s, err := strconv.Atoi(os.Getenv("STRAND_KAFKA_BENCH_SECONDS")); err == nil && s > 0 {
+		seconds = s
+	}
+	port := freeConsecutivePorts(t, 3)
+	dir := t.TempDir()
+	dev := startProc(t, filepath.Join(dir, "dev.log"), nil, "dev", "--base-port", strconv.Itoa(port), "--quiet")
+	defer dev.kill()
+	native := []string{"127.0.0.1:" + strconv.Itoa(port+devNativePortOffset)}
+	kafka := []string{"127.0.0.1:" + strconv.Itoa(port)}
+	env := []string{"STRAND_BROKERS=" + native[0]}
+	waitFor(t, "strand dev", 30*time.Second, func() error {
+		_, errOut, err := runCLIResult(t, env, "", "cluster", "--timeout", "2s")
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, errOut)
+		}
+		return nil
+	})
+	runCLI(t, env, "", "topic", "create", "bench", "--partitions", "6", "--replication-factor", "3")
+	waitFor(t, "topic", 30*time.Second, func() error { return topicReady(native, "bench", 6) })
+	value := bytes.Repeat([]byte("x"), 1024)
+	d := time.Duration(seconds) * time.Second
+	for round := range 2 {
+		n := benchNative(t, native, value, d)
+		t.Logf("round %d  strand clientlib  %8.0f msgs/s", round+1, float64(n)/d.Seconds())
+		k := benchKgo(t, kafka, value, d)
+		t.Logf("round %d  franz-go (Kafka)  %8.0f msgs/s", round+1, float64(k)/d.Seconds())
+	}
+}
+
+// benchNative produces for d with Strand's client and returns the records
+// acknowledged.
+func benchNative(t *testing.T, seeds []string, value []byte, d time.Duration) int64 {
+	c, err := clientlib.NewClient(clientlib.SeedAddresses(seeds...), clientlib.BatchBytes(16<<10), clientlib.Linger(5*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var acked atomic.Int64
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		c.Produce(context.Background(), &clientlib.Record{Topic: "bench", Value: value}, func(_ *clientlib.Record, err error) {
+			if err == nil && time.Now().Before(end) {
+				acked.Add(1)
+			}
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c.Flush(ctx)
+	return acked.Load()
+}
+
+// benchKgo is benchNative with franz-go through the Kafka listener.
+func benchKgo(t *testing.T, seeds []string, value []byte, d time.Duration) int64 {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ProducerBatchMaxBytes(16<<10), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.DefaultProduceTopic("bench"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var acked atomic.Int64
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		cl.Produce(context.Background(), &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+			if err == nil && time.Now().Before(end) {
+				acked.Add(1)
+			}
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl.Flush(ctx)
+	return acked.Load()
+}

@@ -1,0 +1,10 @@
+//go:build !simbugs
+
+package groups
+
+// Planted bugs are compiled in only with -tags simbugs (see bugs_simbugs.go);
+// in a default build these are constant false and the compiler drops them.
+const (
+	bugAssignBeforeRevoke = false
+	bugCommitSkipsEpoch   = false
+)

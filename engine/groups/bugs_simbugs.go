@@ -1,0 +1,18 @@
+//go:build simbugs
+
+package groups
+
+// The coordinator's planted bugs, for proving the simulator's checks; set
+// with SetBugs before a run, never present in production builds.
+var (
+	// bugAssignBeforeRevoke hands a partition to its new owner without
+	// waiting for the old owner to revoke it.
+	bugAssignBeforeRevoke = false
+	// bugCommitSkipsEpoch accepts an offset commit whatever its member epoch.
+	bugCommitSkipsEpoch = false
+)
+
+// SetBugs switches the planted bugs on or off.
+func SetBugs(assignBeforeRevoke, commitSkipsEpoch bool) {
+	bugAssignBeforeRevoke, bugCommitSkipsEpoch = assignBeforeRevoke, commitSkipsEpoch
+}

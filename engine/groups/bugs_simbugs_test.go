@@ -1,0 +1,41 @@
+//go:build simbugs
+
+package groups
+
+import "testing"
+
+// TestBugAssignBeforeRevoke shows the planted bug hands a partition to its
+// new owner while the old owner still holds it (the property TestModel and
+// the simulator check).
+func TestBugAssignBeforeRevoke(t *testing.T) {
+	SetBugs(true, false)
+	defer SetBugs(false, false)
+	s := New()
+	hb := func(id string, owned []TopicPartition) []TopicPartition {
+		r, err := s.Heartbeat(Heartbeat{Group: "g", MemberID: id, Seq: 1, Subscriptions: []string{"t"}, Owned: owned, Topics: []TopicInfo{topicT}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Assigned
+	}
+	a := hb("a", nil) // a owns all four
+	b := hb("b", nil) // b joins before a has heard of any revocation
+	if len(intersect(a, b)) == 0 {
+		t.Fatalf("bug not effective: a %v b %v", a, b)
+	}
+	if s.Check() == nil {
+		t.Fatal("Check misses the double holder")
+	}
+}
+
+// TestBugCommitSkipsEpoch shows the planted bug lets a stale epoch commit.
+func TestBugCommitSkipsEpoch(t *testing.T) {
+	SetBugs(false, true)
+	defer SetBugs(false, false)
+	s := New()
+	a := &client{id: "a"}
+	a.beat(t, s, topicT)
+	if err := s.Commit(Commit{Group: "g", MemberID: "a", MemberEpoch: a.epoch - 1}); err != nil {
+		t.Fatalf("bug not effective: %v", err)
+	}
+}

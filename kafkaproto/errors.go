@@ -1,0 +1,81 @@
+package kafkaproto
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// kafkaCodes is the one mapping from Strand's wire error codes to Kafka's.
+// The Kafka code is chosen so a Kafka client does what Strand's own client
+// does with the Strand code: retry (and refresh metadata) on the retriable
+// ones, fail at once on the definite ones. TestKafkaCodesCoverStrandCodes
+// fails when a Strand code has no row.
+var kafkaCodes = map[strandpb.ErrorCode]*kerr.Error{
+	strandpb.ErrorCode_ERROR_CODE_NONE: nil,
+	// Refused before proposing: go to the leader (refresh metadata).
+	strandpb.ErrorCode_ERROR_CODE_NOT_LEADER:                 kerr.NotLeaderForPartition,
+	strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION: kerr.UnknownTopicOrPartition,
+	strandpb.ErrorCode_ERROR_CODE_RECORD_TOO_LARGE:           kerr.MessageTooLarge,
+	strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE:        kerr.OffsetOutOfRange,
+	// No quorum: retriable, the batch may have reached the log (Kafka's
+	// NOT_ENOUGH_REPLICAS_AFTER_APPEND has exactly that meaning).
+	strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_REPLICAS: kerr.NotEnoughReplicasAfterAppend,
+	// The node gave up waiting; the outcome is unknown: Kafka's
+	// REQUEST_TIMED_OUT is retriable with the same meaning.
+	strandpb.ErrorCode_ERROR_CODE_TIMEOUT:               kerr.RequestTimedOut,
+	strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST:       kerr.InvalidRequest,
+	strandpb.ErrorCode_ERROR_CODE_TOPIC_EXISTS:          kerr.TopicAlreadyExists,
+	strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE: kerr.OutOfOrderSequenceNumber,
+	strandpb.ErrorCode_ERROR_CODE_PRODUCER_FENCED:       kerr.InvalidProducerEpoch,
+	strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_VERSION:   kerr.UnsupportedVersion,
+	strandpb.ErrorCode_ERROR_CODE_CORRUPT_BATCH:         kerr.CorruptMessage,
+	strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER:        kerr.NotController,
+	strandpb.ErrorCode_ERROR_CODE_INTERNAL:              kerr.UnknownServerError,
+	// No leader yet, or the node is stopping: retriable after a metadata
+	// refresh.
+	strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE:                kerr.LeaderNotAvailable,
+	strandpb.ErrorCode_ERROR_CODE_INVALID_CONFIG:             kerr.InvalidConfig,
+	strandpb.ErrorCode_ERROR_CODE_INVALID_REPLICATION_FACTOR: kerr.InvalidReplicationFactor,
+	// Delete of a missing topic (definite on Strand; Kafka has only the
+	// one code, which its clients treat as "not there").
+	strandpb.ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND:     kerr.UnknownTopicOrPartition,
+	strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID:    kerr.UnknownTopicID,
+	strandpb.ErrorCode_ERROR_CODE_CLUSTER_ID_MISMATCH: kerr.InconsistentClusterID,
+}
+
+// kafkaCode is the Kafka error code for a Strand error: 0 for none, the
+// table's code, else (a code this table does not know yet, e.g. one added
+// by another feature) UNKNOWN_SERVER_ERROR when definite and
+// REQUEST_TIMED_OUT when the Strand code is retriable or maybe written, so a
+// client never fails for good on something that may succeed.
+func kafkaCode(e *strandpb.Error) int16 {
+	if e == nil || e.GetCode() == strandpb.ErrorCode_ERROR_CODE_NONE {
+		return 0
+	}
+	if k, ok := kafkaCodes[e.GetCode()]; ok {
+		return k.Code
+	}
+	if e.GetCode().Info().Definite() {
+		return kerr.UnknownServerError.Code
+	}
+	return kerr.RequestTimedOut.Code
+}
+
+// message is e's text for the versions whose responses carry one.
+func message(e *strandpb.Error) *string {
+	if e == nil || e.GetMessage() == "" {
+		return nil
+	}
+	m := e.GetMessage()
+	return &m
+}
+
+// partErr is the error of a per-partition answer: its own, else the whole
+// response's (a request-level refusal applies to every partition).
+func partErr(resp *strandpb.Response, own *strandpb.Error) *strandpb.Error {
+	if own.GetCode() != strandpb.ErrorCode_ERROR_CODE_NONE {
+		return own
+	}
+	return resp.GetError()
+}

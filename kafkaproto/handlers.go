@@ -1,0 +1,649 @@
+package kafkaproto
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// tp names one topic partition (map key).
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// metadata answers Metadata from the node's applied metadata: every
+// node's Kafka listener as a broker, leaders as the node knows them, the
+// raft term as the leader epoch, the replicas as the ISR (every replica
+// is a raft voter).
+func (c *conn) metadata(req kmsg.Request) func() kmsg.Response {
+	r := req.(*kmsg.MetadataRequest)
+	sreq := &strandpb.MetadataRequest{}
+	byID := false
+	for _, t := range r.Topics {
+		if t.Topic != nil {
+			sreq.Topics = append(sreq.Topics, *t.Topic)
+		} else {
+			byID = true
+		}
+	}
+	none := r.Topics != nil && len(r.Topics) == 0 // an empty list asks for brokers only
+	if byID {
+		sreq.Topics = nil // topics named by id: read all, keep the asked ones
+	}
+	k := c.submit(&strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: sreq}})
+	return func() kmsg.Response {
+		resp := c.wait(k)
+		if resp == nil {
+			return nil
+		}
+		out := kmsg.NewPtrMetadataResponse()
+		out.SetVersion(r.Version)
+		out.ControllerID = -1
+		m := resp.GetMetadata()
+		if m == nil {
+			// No answer (node stopping): no brokers and a retriable error
+			// per asked topic, so the client retries elsewhere.
+			for _, t := range r.Topics {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.Topic, mt.TopicID, mt.ErrorCode = t.Topic, t.TopicID, kafkaCode(resp.GetError())
+				out.Topics = append(out.Topics, mt)
+			}
+			return out
+		}
+		metadataBrokers(out, m)
+		if m.GetControllerId() != 0 {
+			out.ControllerID = int32(m.GetControllerId())
+		}
+		if none {
+			return out
+		}
+		out.Topics = metadataTopics(r, m, byID)
+		return out
+	}
+}
+
+// metadataBrokers lists every node with a Kafka listener as a broker, and
+// the cluster id.
+func metadataBrokers(out *kmsg.MetadataResponse, m *strandpb.MetadataResponse) {
+	for _, n := range m.GetNodes() {
+		host, port, ok := splitHostPort(n.GetKafkaAddress())
+		if !ok {
+			continue // no Kafka listener on that node
+		}
+		b := kmsg.NewMetadataResponseBroker()
+		b.NodeID, b.Host, b.Port = int32(n.GetId()), host, port
+		if n.GetRack() != "" {
+			rack := n.GetRack()
+			b.Rack = &rack
+		}
+		out.Brokers = append(out.Brokers, b)
+	}
+	if id := m.GetClusterId(); len(id) > 0 {
+		s := base64.RawURLEncoding.EncodeToString(id)
+		out.ClusterID = &s
+	}
+}
+
+// metadataTopics converts the asked topics of a Strand metadata answer;
+// topics asked by id (byID) are picked out of all topics.
+func metadataTopics(r *kmsg.MetadataRequest, m *strandpb.MetadataResponse, byID bool) []kmsg.MetadataResponseTopic {
+	var topics []kmsg.MetadataResponseTopic
+	wantID := map[[16]byte]bool{}
+	for _, t := range r.Topics {
+		if t.Topic == nil {
+			wantID[t.TopicID] = true
+		}
+	}
+	for _, t := range m.GetTopics() {
+		mt := metadataTopic(t)
+		if byID && !wantID[mt.TopicID] && !containsName(r.Topics, t.GetName()) {
+			continue
+		}
+		delete(wantID, mt.TopicID)
+		topics = append(topics, mt)
+	}
+	for _, t := range r.Topics {
+		if t.Topic == nil && wantID[t.TopicID] {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.TopicID, mt.ErrorCode = t.TopicID, kerr.UnknownTopicID.Code
+			topics = append(topics, mt)
+		}
+	}
+	return topics
+}
+
+func containsName(ts []kmsg.MetadataRequestTopic, name string) bool {
+	for _, t := range ts {
+		if t.Topic != nil && *t.Topic == name {
+			return true
+		}
+	}
+	return false
+}
+
+// metadataTopic converts one topic of a Strand metadata answer.
+func metadataTopic(t *strandpb.MetadataResponse_Topic) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	name := t.GetName()
+	mt.Topic = &name
+	copy(mt.TopicID[:], t.GetTopicId())
+	mt.ErrorCode = kafkaCode(t.GetError())
+	for _, p := range t.GetPartitions() {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition = p.GetPartition()
+		mp.ErrorCode = kafkaCode(p.GetError())
+		mp.Leader, mp.LeaderEpoch = -1, -1
+		if p.GetLeaderId() != 0 {
+			mp.Leader, mp.LeaderEpoch = int32(p.GetLeaderId()), int32(p.GetLeaderTerm())
+		} else if mp.ErrorCode == 0 {
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		}
+		for _, id := range p.GetReplicas() {
+			mp.Replicas = append(mp.Replicas, int32(id))
+		}
+		mp.ISR = mp.Replicas
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	return mt
+}
+
+// splitHostPort splits a Kafka listener address.
+func splitHostPort(addr string) (string, int32, bool) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, false
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return "", 0, false
+	}
+	return host, int32(p), true
+}
+
+// produce converts each partition's RecordBatch v2 into a Strand batch
+// (producer id, epoch and base sequence travel beside it, as in Strand's
+// own produce) and sends them all in one Strand produce at the same acks.
+// A batch that does not convert is answered for its partition alone.
+func (c *conn) produce(req kmsg.Request) func() kmsg.Response {
+	r := req.(*kmsg.ProduceRequest)
+	local := map[tp]*strandpb.Error{}
+	sreq := &strandpb.ProduceRequest{Acks: int32(r.Acks), TimeoutMs: r.TimeoutMillis}
+	if r.TransactionID != nil {
+		e := &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_VERSION,
+			Message: "Strand has no transactions yet: produce without a transactional id"}
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				local[tp{t.Topic, p.Partition}] = e
+			}
+		}
+	}
+	for _, t := range r.Topics {
+		for _, p := range t.Partitions {
+			key := tp{t.Topic, p.Partition}
+			if local[key] != nil {
+				continue
+			}
+			batch, pf, err := ToStrand(nil, p.Records)
+			if err != nil {
+				local[key] = batchError(err)
+				continue
+			}
+			sreq.Partitions = append(sreq.Partitions, &strandpb.ProduceRequest_Partition{
+				Topic: t.Topic, Partition: p.Partition, Batch: batch,
+				ProducerId: pf.ID, ProducerEpoch: int32(pf.Epoch), BaseSequence: pf.Sequence,
+			})
+		}
+	}
+	var k *call
+	if len(sreq.Partitions) > 0 {
+		k = c.submit(&strandpb.Request{Body: &strandpb.Request_Produce{Produce: sreq}})
+	}
+	return func() kmsg.Response {
+		answers := map[tp]*strandpb.ProduceResponse_Partition{}
+		var whole *strandpb.Response
+		if k != nil {
+			if whole = c.wait(k); whole == nil {
+				return nil
+			}
+			for _, p := range whole.GetProduce().GetPartitions() {
+				answers[tp{p.GetTopic(), p.GetPartition()}] = p
+			}
+		}
+		return produceAnswer(r, local, answers, whole)
+	}
+}
+
+// produceAnswer builds the Kafka produce response: per partition the local
+// refusal, else the node's answer, else the node's whole-request error.
+func produceAnswer(r *kmsg.ProduceRequest, local map[tp]*strandpb.Error, answers map[tp]*strandpb.ProduceResponse_Partition,
+	whole *strandpb.Response) *kmsg.ProduceResponse {
+	out := kmsg.NewPtrProduceResponse()
+	out.SetVersion(r.Version)
+	for _, t := range r.Topics {
+		ot := kmsg.NewProduceResponseTopic()
+		ot.Topic = t.Topic
+		for _, p := range t.Partitions {
+			op := kmsg.NewProduceResponseTopicPartition()
+			op.Partition, op.BaseOffset, op.LogAppendTime, op.LogStartOffset = p.Partition, -1, -1, -1
+			key := tp{t.Topic, p.Partition}
+			var e *strandpb.Error
+			if le := local[key]; le != nil {
+				e = le
+			} else if a := answers[key]; a != nil {
+				e = partErr(whole, a.GetError())
+				op.BaseOffset = a.GetBaseOffset()
+			} else {
+				e = whole.GetError()
+				if e == nil {
+					e = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INTERNAL, Message: "kafka: partition missing from the node's answer"}
+				}
+			}
+			op.ErrorCode, op.ErrorMessage = kafkaCode(e), message(e)
+			if op.ErrorCode != 0 {
+				op.BaseOffset = -1
+			}
+			ot.Partitions = append(ot.Partitions, op)
+		}
+		out.Topics = append(out.Topics, ot)
+	}
+	return out
+}
+
+// batchError is the Strand error for a batch that did not convert.
+func batchError(err error) *strandpb.Error {
+	code := strandpb.ErrorCode_ERROR_CODE_CORRUPT_BATCH
+	switch {
+	case errors.Is(err, ErrTooLarge):
+		code = strandpb.ErrorCode_ERROR_CODE_RECORD_TOO_LARGE
+	case errors.Is(err, ErrUnsupportedBatch):
+		code = strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_VERSION
+	}
+	return &strandpb.Error{Code: code, Message: err.Error()}
+}
+
+// fetch reads through Strand's fetch (long poll with max wait and min
+// bytes, linearizable on the leader) and serves each stored batch as a
+// RecordBatch v2. No fetch sessions: session id 0 tells the client to send
+// full fetches.
+func (c *conn) fetch(req kmsg.Request) func() kmsg.Response {
+	r := req.(*kmsg.FetchRequest)
+	sreq := &strandpb.FetchRequest{MaxWaitMs: r.MaxWaitMillis, MinBytes: r.MinBytes, MaxBytes: r.MaxBytes}
+	if r.Version < 3 {
+		sreq.MaxBytes = RequestBytesMax
+	}
+	for _, t := range r.Topics {
+		for _, p := range t.Partitions {
+			sreq.Partitions = append(sreq.Partitions, &strandpb.FetchRequest_Partition{
+				Topic: t.Topic, Partition: p.Partition, Offset: p.FetchOffset, MaxBytes: p.PartitionMaxBytes})
+		}
+	}
+	k := c.submit(&strandpb.Request{Body: &strandpb.Request_Fetch{Fetch: sreq}})
+	return func() kmsg.Response {
+		whole := c.wait(k)
+		if whole == nil {
+			return nil
+		}
+		answers := map[tp]*strandpb.FetchResponse_Partition{}
+		for _, p := range whole.GetFetch().GetPartitions() {
+			answers[tp{p.GetTopic(), p.GetPartition()}] = p
+		}
+		out := kmsg.NewPtrFetchResponse()
+		out.SetVersion(r.Version)
+		for _, t := range r.Topics {
+			ot := kmsg.NewFetchResponseTopic()
+			ot.Topic = t.Topic
+			for _, p := range t.Partitions {
+				ot.Partitions = append(ot.Partitions, fetchPartition(whole, answers[tp{t.Topic, p.Partition}], p.Partition))
+			}
+			out.Topics = append(out.Topics, ot)
+		}
+		return out
+	}
+}
+
+// fetchPartition converts one partition's fetch answer.
+func fetchPartition(whole *strandpb.Response, a *strandpb.FetchResponse_Partition, partition int32) kmsg.FetchResponseTopicPartition {
+	op := kmsg.NewFetchResponseTopicPartition()
+	op.Partition = partition
+	op.HighWatermark, op.LastStableOffset, op.LogStartOffset = -1, -1, -1
+	op.RecordBatches = []byte{} // never null: librdkafka refuses a -1 size
+	if a == nil {
+		e := whole.GetError()
+		if e == nil {
+			e = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INTERNAL}
+		}
+		op.ErrorCode = kafkaCode(e)
+		return op
+	}
+	op.ErrorCode = kafkaCode(partErr(whole, a.GetError()))
+	if op.ErrorCode != 0 {
+		// An offset out of range says where the log is, as Kafka does.
+		if e := partErr(whole, a.GetError()); e.GetCode() == strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE {
+			op.HighWatermark, op.LastStableOffset, op.LogStartOffset = e.GetHighWatermark(), e.GetHighWatermark(), e.GetLogStartOffset()
+		}
+		return op
+	}
+	op.HighWatermark, op.LastStableOffset, op.LogStartOffset = a.GetHighWatermark(), a.GetHighWatermark(), a.GetLogStartOffset()
+	buf := []byte{}
+	for _, b := range a.GetBatches() {
+		var err error
+		pf := ProducerFields{ID: -1, Epoch: -1, Sequence: -1}
+		if b.ProducerId != nil && b.GetProducerId() >= 0 {
+			pf = ProducerFields{ID: b.GetProducerId(), Epoch: int16(b.GetProducerEpoch()), Sequence: b.GetBaseSequence()}
+		}
+		buf, err = AppendKafka(buf, b.GetRecords(), b.GetBaseOffset(), -1, pf)
+		if err != nil {
+			// A stored batch always decodes (the engine validated it);
+			// serve what came before it rather than fail the fetch.
+			break
+		}
+	}
+	op.RecordBatches = buf
+	return op
+}
+
+// listOffsets maps earliest (-2), latest (-1) and by-timestamp lookups
+// onto Strand's ListOffsets (a ReadIndex on the leader).
+func (c *conn) listOffsets(req kmsg.Request) func() kmsg.Response {
+	r := req.(*kmsg.ListOffsetsRequest)
+	sreq := &strandpb.ListOffsetsRequest{}
+	for _, t := range r.Topics {
+		for _, p := range t.Partitions {
+			sreq.Partitions = append(sreq.Partitions, &strandpb.ListOffsetsRequest_Partition{
+				Topic: t.Topic, Partition: p.Partition, TimestampMs: p.Timestamp})
+		}
+	}
+	k := c.submit(&strandpb.Request{Body: &strandpb.Request_ListOffsets{ListOffsets: sreq}})
+	return func() kmsg.Response {
+		whole := c.wait(k)
+		if whole == nil {
+			return nil
+		}
+		answers := map[tp]*strandpb.ListOffsetsResponse_Partition{}
+		for _, p := range whole.GetListOffsets().GetPartitions() {
+			answers[tp{p.GetTopic(), p.GetPartition()}] = p
+		}
+		out := kmsg.NewPtrListOffsetsResponse()
+		out.SetVersion(r.Version)
+		for _, t := range r.Topics {
+			ot := kmsg.NewListOffsetsResponseTopic()
+			ot.Topic = t.Topic
+			for _, p := range t.Partitions {
+				op := kmsg.NewListOffsetsResponseTopicPartition()
+				op.Partition, op.Offset, op.Timestamp, op.LeaderEpoch = p.Partition, -1, -1, -1
+				a := answers[tp{t.Topic, p.Partition}]
+				e := whole.GetError()
+				if a != nil {
+					e = partErr(whole, a.GetError())
+				} else if e == nil {
+					e = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INTERNAL}
+				}
+				op.ErrorCode = kafkaCode(e)
+				if op.ErrorCode == 0 {
+					op.Offset = a.GetOffset()
+				}
+				ot.Partitions = append(ot.Partitions, op)
+			}
+			out.Topics = append(out.Topics, ot)
+		}
+		return out
+	}
+}
+
+// initProducerID allocates a producer id through the metadata group (epoch
+// 0, as Strand's own producers). A transactional id is refused: Strand has
+// no transactions yet.
+func (c *conn) initProducerID(req kmsg.Request) func() kmsg.Response {
+	r := req.(*kmsg.InitProducerIDRequest)
+	out := kmsg.NewPtrInitProducerIDResponse()
+	out.SetVersion(r.Version)
+	out.ProducerID, out.ProducerEpoch = -1, -1
+	if r.TransactionalID != nil {
+		out.ErrorCode = kerr.UnsupportedVersion.Code
+		return ready(out)
+	}
+	k := c.submit(&strandpb.Request{Body: &strandpb.Request_InitProducerId{InitProducerId: &strandpb.InitProducerIdRequest{}}})
+	return func() kmsg.Response {
+		whole := c.wait(k)
+		if whole == nil {
+			return nil
+		}
+		if out.ErrorCode = kafkaCode(whole.GetError()); out.ErrorCode == 0 {
+			a := whole.GetInitProducerId()
+			out.ProducerID, out.ProducerEpoch = a.GetProducerId(), int16(a.GetProducerEpoch())
+		}
+		return out
+	}
+}
+
+// createTopics creates topics through the metadata group; the answer's
+// partition count, replication factor and topic id (v5+, v7+) come from the
+// node's metadata once the creates applied.
+func (c *conn) createTopics(req kmsg.Request) func() kmsg.Response {
+	r := req.(*kmsg.CreateTopicsRequest)
+	local := map[string]*strandpb.Error{}
+	sreq := &strandpb.CreateTopicsRequest{TimeoutMs: r.TimeoutMillis}
+	for _, t := range r.Topics {
+		switch {
+		case r.ValidateOnly:
+			local[t.Topic] = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
+				Message: "Strand cannot validate a create without doing it: send it without validate_only"}
+			continue
+		case len(t.ReplicaAssignment) > 0:
+			local[t.Topic] = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
+				Message: "Strand places replicas itself: send the create without a replica assignment"}
+			continue
+		}
+		st := &strandpb.CreateTopicsRequest_Topic{Name: t.Topic, Partitions: t.NumPartitions, ReplicationFactor: int32(t.ReplicationFactor)}
+		for _, cfg := range t.Configs {
+			if cfg.Value != nil {
+				st.Configs = append(st.Configs, &strandpb.ConfigEntry{Name: cfg.Name, Value: *cfg.Value})
+			}
+		}
+		sreq.Topics = append(sreq.Topics, st)
+	}
+	var k *call
+	if len(sreq.Topics) > 0 {
+		k = c.submit(&strandpb.Request{Body: &strandpb.Request_CreateTopics{CreateTopics: sreq}})
+	}
+	return func() kmsg.Response {
+		answers := map[string]*strandpb.Error{}
+		var whole *strandpb.Response
+		if k != nil {
+			if whole = c.wait(k); whole == nil {
+				return nil
+			}
+			for _, t := range whole.GetCreateTopics().GetTopics() {
+				answers[t.GetName()] = t.GetError()
+			}
+		}
+		var meta map[string]*strandpb.MetadataResponse_Topic
+		if r.Version >= 5 && whole != nil {
+			meta = c.topicMetadata(sreq.Topics)
+		}
+		out := kmsg.NewPtrCreateTopicsResponse()
+		out.SetVersion(r.Version)
+		for _, t := range r.Topics {
+			ot := kmsg.NewCreateTopicsResponseTopic()
+			ot.Topic, ot.NumPartitions, ot.ReplicationFactor = t.Topic, -1, -1
+			e, ok := local[t.Topic]
+			if !ok {
+				e, ok = answers[t.Topic]
+				if !ok {
+					e = whole.GetError()
+				} else {
+					e = partErr(whole, e)
+				}
+			}
+			ot.ErrorCode, ot.ErrorMessage = kafkaCode(e), message(e)
+			if m := meta[t.Topic]; m != nil && ot.ErrorCode == 0 {
+				copy(ot.TopicID[:], m.GetTopicId())
+				ot.NumPartitions = int32(len(m.GetPartitions()))
+				if len(m.GetPartitions()) > 0 {
+					ot.ReplicationFactor = int16(len(m.GetPartitions()[0].GetReplicas()))
+				}
+			}
+			out.Topics = append(out.Topics, ot)
+		}
+		return out
+	}
+}
+
+// topicMetadata reads the node's metadata of the created topics (best
+// effort: nil when the node does not answer).
+func (c *conn) topicMetadata(topics []*strandpb.CreateTopicsRequest_Topic) map[string]*strandpb.MetadataResponse_Topic {
+	names := make([]string, len(topics))
+	for i, t := range topics {
+		names[i] = t.GetName()
+	}
+	resp := c.wait(c.submit(&strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{Topics: names}}}))
+	out := map[string]*strandpb.MetadataResponse_Topic{}
+	for _, t := range resp.GetMetadata().GetTopics() {
+		if t.GetError() == nil {
+			out[t.GetName()] = t
+		}
+	}
+	return out
+}
+
+// deleteTopics deletes topics by name through the metadata group. A topic
+// named only by id (v6) is refused: resolve names with Metadata first.
+func (c *conn) deleteTopics(req kmsg.Request) func() kmsg.Response {
+	r := req.(*kmsg.DeleteTopicsRequest)
+	names := append([]string(nil), r.TopicNames...)
+	local := map[int]*strandpb.Error{}
+	for i, t := range r.Topics {
+		if t.Topic == nil {
+			local[i] = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
+				Message: "Strand deletes topics by name: name the topic"}
+			continue
+		}
+		names = append(names, *t.Topic)
+	}
+	var k *call
+	if len(names) > 0 {
+		k = c.submit(&strandpb.Request{Body: &strandpb.Request_DeleteTopics{DeleteTopics: &strandpb.DeleteTopicsRequest{
+			Names: names, TimeoutMs: r.TimeoutMillis}}})
+	}
+	return func() kmsg.Response {
+		answers := map[string]*strandpb.Error{}
+		var whole *strandpb.Response
+		if k != nil {
+			if whole = c.wait(k); whole == nil {
+				return nil
+			}
+			for _, t := range whole.GetDeleteTopics().GetTopics() {
+				answers[t.GetName()] = t.GetError()
+			}
+		}
+		result := func(name string) *strandpb.Error {
+			if e, ok := answers[name]; ok {
+				return partErr(whole, e)
+			}
+			return whole.GetError()
+		}
+		out := kmsg.NewPtrDeleteTopicsResponse()
+		out.SetVersion(r.Version)
+		add := func(name *string, id [16]byte, e *strandpb.Error) {
+			ot := kmsg.NewDeleteTopicsResponseTopic()
+			ot.Topic, ot.TopicID = name, id
+			ot.ErrorCode, ot.ErrorMessage = kafkaCode(e), message(e)
+			out.Topics = append(out.Topics, ot)
+		}
+		for _, name := range r.TopicNames {
+			add(&name, [16]byte{}, result(name))
+		}
+		for i, t := range r.Topics {
+			if e := local[i]; e != nil {
+				add(nil, t.TopicID, e)
+				continue
+			}
+			add(t.Topic, t.TopicID, result(*t.Topic))
+		}
+		return out
+	}
+}
+
+// describeConfigs answers topic configs from Strand's DescribeTopics (a
+// ReadIndex on the metadata group); a broker resource has no configs
+// Strand exposes, so it answers an empty list.
+func (c *conn) describeConfigs(req kmsg.Request) func() kmsg.Response {
+	r := req.(*kmsg.DescribeConfigsRequest)
+	var names []string
+	for _, res := range r.Resources {
+		if res.ResourceType == kmsg.ConfigResourceTypeTopic {
+			names = append(names, res.ResourceName)
+		}
+	}
+	var k *call
+	if len(names) > 0 {
+		k = c.submit(&strandpb.Request{Body: &strandpb.Request_DescribeTopics{DescribeTopics: &strandpb.DescribeTopicsRequest{Names: names}}})
+	}
+	return func() kmsg.Response {
+		answers := map[string]*strandpb.DescribeTopicsResponse_Topic{}
+		var whole *strandpb.Response
+		if k != nil {
+			if whole = c.wait(k); whole == nil {
+				return nil
+			}
+			for _, t := range whole.GetDescribeTopics().GetTopics() {
+				answers[t.GetName()] = t
+			}
+		}
+		out := kmsg.NewPtrDescribeConfigsResponse()
+		out.SetVersion(r.Version)
+		for _, res := range r.Resources {
+			or := kmsg.NewDescribeConfigsResponseResource()
+			or.ResourceType, or.ResourceName = res.ResourceType, res.ResourceName
+			switch res.ResourceType {
+			case kmsg.ConfigResourceTypeTopic:
+				describeTopicConfigs(&or, whole, answers[res.ResourceName], res.ConfigNames)
+			case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
+			default:
+				or.ErrorCode = kerr.InvalidRequest.Code
+				msg := fmt.Sprintf("Strand describes topic and broker configs, not resource type %d", res.ResourceType)
+				or.ErrorMessage = &msg
+			}
+			out.Resources = append(out.Resources, or)
+		}
+		return out
+	}
+}
+
+// describeTopicConfigs fills one topic resource.
+func describeTopicConfigs(or *kmsg.DescribeConfigsResponseResource, whole *strandpb.Response,
+	t *strandpb.DescribeTopicsResponse_Topic, only []string) {
+	if t == nil {
+		e := whole.GetError()
+		if e == nil {
+			e = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION, Message: "topic not in the answer"}
+		}
+		or.ErrorCode, or.ErrorMessage = kafkaCode(e), message(e)
+		return
+	}
+	if e := partErr(whole, t.GetError()); e != nil {
+		or.ErrorCode, or.ErrorMessage = kafkaCode(e), message(e)
+		return
+	}
+	want := map[string]bool{}
+	for _, n := range only {
+		want[n] = true
+	}
+	for _, e := range t.GetConfigs() {
+		if len(only) > 0 && !want[e.GetName()] {
+			continue
+		}
+		cfg := kmsg.NewDescribeConfigsResponseResourceConfig()
+		v := e.GetValue()
+		cfg.Name, cfg.Value, cfg.Source = e.GetName(), &v, kmsg.ConfigSourceDynamicTopicConfig
+		or.Configs = append(or.Configs, cfg)
+	}
+}

@@ -1,0 +1,269 @@
+package kafkaproto
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// This file serves callers that carry requests to a node themselves — the
+// simulator's wire mode, which drives produce and fetch through the Kafka
+// codec and the very handlers the listener runs, in virtual time and one
+// goroutine. Translate is the node side; EncodeRequest is a Kafka client's
+// side for the two requests the simulator sends.
+
+// Translation is one Kafka request decoded and translated without a
+// connection.
+type Translation struct {
+	// Request is the Strand request to hand the node; nil when the
+	// answer needs none (every partition refused locally, ApiVersions).
+	Request *strandpb.Request
+	p       *pending
+	backend *captureBackend
+}
+
+// captureBackend takes the one request a translation submits.
+type captureBackend struct {
+	req   *strandpb.Request
+	reply func(*strandpb.Response)
+}
+
+var errSecondRequest = errors.New("kafkaproto: a translated request needs a second node round trip")
+
+func (b *captureBackend) Submit(_ <-chan struct{}, req *strandpb.Request, reply func(*strandpb.Response)) error {
+	if b.req != nil {
+		return errSecondRequest // CreateTopics' follow-up metadata read: answered without it
+	}
+	b.req, b.reply = req, reply
+	return nil
+}
+
+// translateLogger discards: a translation has no connection to log about.
+var translateLogger = slog.New(slog.DiscardHandler)
+
+// Translate decodes one Kafka request (the bytes after its size prefix).
+// An error means the request is malformed: a listener would close the
+// connection.
+func Translate(frame []byte) (*Translation, error) {
+	b := &captureBackend{}
+	c := &conn{s: &Server{cfg: Config{Backend: b}, logger: translateLogger}, done: make(chan struct{})}
+	p, err := c.serve(frame)
+	if err != nil {
+		return nil, err
+	}
+	return &Translation{Request: b.req, p: p, backend: b}, nil
+}
+
+// Answer returns the Kafka response (size prefix included) to the node's
+// answer resp to Request (resp is ignored when Request is nil); nil for a
+// request Kafka never answers (acks=0 produce).
+func (t *Translation) Answer(resp *strandpb.Response) []byte {
+	if t.backend.reply != nil {
+		t.backend.reply(resp)
+	}
+	if t.p.noReply {
+		return nil
+	}
+	r := t.p.resp()
+	if r == nil {
+		panic("kafkaproto: translated answer awaited before the node's reply")
+	}
+	return appendResponse(nil, t.p, r)
+}
+
+// Versions EncodeRequest speaks: the newest each handler serves.
+const (
+	clientProduceVersion = 11
+	clientFetchVersion   = 12
+)
+
+// EncodeRequest frames a Strand produce or fetch request as the Kafka
+// request a Kafka client would send for it (size prefix included; batches
+// as RecordBatch v2 with the producer fields), and returns how to decode
+// the Kafka response back into the Strand response the caller expects.
+// ok is false for any other request.
+func EncodeRequest(req *strandpb.Request, corr int32) (frame []byte, decode func([]byte) (*strandpb.Response, error), ok bool) {
+	var kreq kmsg.Request
+	switch b := req.GetBody().(type) {
+	case *strandpb.Request_Produce:
+		kreq = produceRequest(b.Produce)
+		decode = func(f []byte) (*strandpb.Response, error) { return decodeProduce(f, corr) }
+	case *strandpb.Request_Fetch:
+		kreq = fetchRequest(b.Fetch)
+		decode = func(f []byte) (*strandpb.Response, error) { return decodeFetch(f, corr) }
+	default:
+		return nil, nil, false
+	}
+	b := []byte{0, 0, 0, 0}
+	b = binary.BigEndian.AppendUint16(b, uint16(kreq.Key()))
+	b = binary.BigEndian.AppendUint16(b, uint16(kreq.GetVersion()))
+	b = binary.BigEndian.AppendUint32(b, uint32(corr))
+	b = binary.BigEndian.AppendUint16(b, 6)
+	b = append(b, "strand"...)
+	b = append(b, 0) // both versions are flexible: empty header tags
+	b = kreq.AppendTo(b)
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	return b, decode, true
+}
+
+func produceRequest(p *strandpb.ProduceRequest) *kmsg.ProduceRequest {
+	r := kmsg.NewPtrProduceRequest()
+	r.SetVersion(clientProduceVersion)
+	r.Acks, r.TimeoutMillis = int16(p.GetAcks()), p.GetTimeoutMs()
+	for _, sp := range p.GetPartitions() {
+		i := len(r.Topics) - 1
+		if i < 0 || r.Topics[i].Topic != sp.GetTopic() {
+			t := kmsg.NewProduceRequestTopic()
+			t.Topic = sp.GetTopic()
+			r.Topics = append(r.Topics, t)
+			i++
+		}
+		kp := kmsg.NewProduceRequestTopicPartition()
+		kp.Partition = sp.GetPartition()
+		kp.Records, _ = AppendKafka(nil, sp.GetBatch(), 0, -1, ProducerFields{
+			ID: sp.GetProducerId(), Epoch: int16(sp.GetProducerEpoch()), Sequence: sp.GetBaseSequence()})
+		r.Topics[i].Partitions = append(r.Topics[i].Partitions, kp)
+	}
+	return r
+}
+
+func fetchRequest(f *strandpb.FetchRequest) *kmsg.FetchRequest {
+	r := kmsg.NewPtrFetchRequest()
+	r.SetVersion(clientFetchVersion)
+	r.ReplicaID, r.SessionEpoch = -1, -1
+	r.MaxWaitMillis, r.MinBytes, r.MaxBytes = f.GetMaxWaitMs(), f.GetMinBytes(), f.GetMaxBytes()
+	for _, sp := range f.GetPartitions() {
+		i := len(r.Topics) - 1
+		if i < 0 || r.Topics[i].Topic != sp.GetTopic() {
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic = sp.GetTopic()
+			r.Topics = append(r.Topics, t)
+			i++
+		}
+		kp := kmsg.NewFetchRequestTopicPartition()
+		kp.Partition, kp.FetchOffset, kp.PartitionMaxBytes = sp.GetPartition(), sp.GetOffset(), sp.GetMaxBytes()
+		kp.CurrentLeaderEpoch, kp.LastFetchedEpoch, kp.LogStartOffset = -1, -1, -1
+		r.Topics[i].Partitions = append(r.Topics[i].Partitions, kp)
+	}
+	return r
+}
+
+// responseBody checks a response frame's size and correlation id and
+// returns the body after the (flexible) header.
+func responseBody(f []byte, corr int32) ([]byte, error) {
+	if len(f) < 9 || int(binary.BigEndian.Uint32(f)) != len(f)-4 {
+		return nil, fmt.Errorf("kafkaproto: response frame of %d bytes", len(f))
+	}
+	if got := int32(binary.BigEndian.Uint32(f[4:])); got != corr {
+		return nil, fmt.Errorf("kafkaproto: response to correlation id %d, want %d", got, corr)
+	}
+	return skipTags(f[8:])
+}
+
+func decodeProduce(f []byte, corr int32) (*strandpb.Response, error) {
+	body, err := responseBody(f, corr)
+	if err != nil {
+		return nil, err
+	}
+	r := kmsg.NewPtrProduceResponse()
+	r.SetVersion(clientProduceVersion)
+	if err := r.ReadFrom(body); err != nil {
+		return nil, fmt.Errorf("kafkaproto: produce response: %v", err)
+	}
+	out := &strandpb.ProduceResponse{}
+	for _, t := range r.Topics {
+		for _, p := range t.Partitions {
+			out.Partitions = append(out.Partitions, &strandpb.ProduceResponse_Partition{Topic: t.Topic, Partition: p.Partition,
+				Error: strandError(p.ErrorCode, p.ErrorMessage), BaseOffset: p.BaseOffset})
+		}
+	}
+	return &strandpb.Response{CorrelationId: uint64(corr), Body: &strandpb.Response_Produce{Produce: out}}, nil
+}
+
+func decodeFetch(f []byte, corr int32) (*strandpb.Response, error) {
+	body, err := responseBody(f, corr)
+	if err != nil {
+		return nil, err
+	}
+	r := kmsg.NewPtrFetchResponse()
+	r.SetVersion(clientFetchVersion)
+	if err := r.ReadFrom(body); err != nil {
+		return nil, fmt.Errorf("kafkaproto: fetch response: %v", err)
+	}
+	out := &strandpb.FetchResponse{}
+	for _, t := range r.Topics {
+		for _, p := range t.Partitions {
+			sp := &strandpb.FetchResponse_Partition{Topic: t.Topic, Partition: p.Partition,
+				Error: strandError(p.ErrorCode, nil), HighWatermark: p.HighWatermark, LogStartOffset: p.LogStartOffset}
+			if e := sp.Error; e != nil {
+				e.HighWatermark, e.LogStartOffset = p.HighWatermark, p.LogStartOffset
+			}
+			for rest := p.RecordBatches; len(rest) > 0; {
+				if len(rest) < v2HeaderBytes {
+					return nil, fmt.Errorf("kafkaproto: fetched %d trailing bytes", len(rest))
+				}
+				n := 12 + int(int32(binary.BigEndian.Uint32(rest[v2LengthOffset:])))
+				if n < v2HeaderBytes || n > len(rest) {
+					return nil, fmt.Errorf("kafkaproto: fetched batch of %d bytes, %d left", n, len(rest))
+				}
+				batch, _, err := ToStrand(nil, rest[:n])
+				if err != nil {
+					return nil, fmt.Errorf("kafkaproto: fetched batch: %w", err)
+				}
+				sp.Batches = append(sp.Batches, &strandpb.FetchResponse_Batch{
+					BaseOffset: int64(binary.BigEndian.Uint64(rest)), Records: batch})
+				rest = rest[n:]
+			}
+			out.Partitions = append(out.Partitions, sp)
+		}
+	}
+	return &strandpb.Response{CorrelationId: uint64(corr), Body: &strandpb.Response_Fetch{Fetch: out}}, nil
+}
+
+// strandCodes maps the Kafka codes the listener answers back to Strand's:
+// the inverse of kafkaCodes where it is one to one; UNKNOWN_TOPIC_OR_PARTITION
+// comes back as Strand's retriable code (not TOPIC_NOT_FOUND).
+var strandCodes = map[int16]strandpb.ErrorCode{
+	kerr.NotLeaderForPartition.Code:        strandpb.ErrorCode_ERROR_CODE_NOT_LEADER,
+	kerr.UnknownTopicOrPartition.Code:      strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION,
+	kerr.MessageTooLarge.Code:              strandpb.ErrorCode_ERROR_CODE_RECORD_TOO_LARGE,
+	kerr.OffsetOutOfRange.Code:             strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE,
+	kerr.NotEnoughReplicasAfterAppend.Code: strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_REPLICAS,
+	kerr.RequestTimedOut.Code:              strandpb.ErrorCode_ERROR_CODE_TIMEOUT,
+	kerr.InvalidRequest.Code:               strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
+	kerr.TopicAlreadyExists.Code:           strandpb.ErrorCode_ERROR_CODE_TOPIC_EXISTS,
+	kerr.OutOfOrderSequenceNumber.Code:     strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE,
+	kerr.InvalidProducerEpoch.Code:         strandpb.ErrorCode_ERROR_CODE_PRODUCER_FENCED,
+	kerr.UnsupportedVersion.Code:           strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_VERSION,
+	kerr.CorruptMessage.Code:               strandpb.ErrorCode_ERROR_CODE_CORRUPT_BATCH,
+	kerr.NotController.Code:                strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER,
+	kerr.UnknownServerError.Code:           strandpb.ErrorCode_ERROR_CODE_INTERNAL,
+	kerr.LeaderNotAvailable.Code:           strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE,
+	kerr.InvalidConfig.Code:                strandpb.ErrorCode_ERROR_CODE_INVALID_CONFIG,
+	kerr.InvalidReplicationFactor.Code:     strandpb.ErrorCode_ERROR_CODE_INVALID_REPLICATION_FACTOR,
+	kerr.UnknownTopicID.Code:               strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID,
+	kerr.InconsistentClusterID.Code:        strandpb.ErrorCode_ERROR_CODE_CLUSTER_ID_MISMATCH,
+}
+
+// strandError is the Strand error for a Kafka code (nil for none); a code
+// the listener never answers is INTERNAL.
+func strandError(code int16, msg *string) *strandpb.Error {
+	if code == 0 {
+		return nil
+	}
+	c, ok := strandCodes[code]
+	if !ok {
+		c = strandpb.ErrorCode_ERROR_CODE_INTERNAL
+	}
+	e := &strandpb.Error{Code: c}
+	if msg != nil {
+		e.Message = *msg
+	}
+	return e
+}

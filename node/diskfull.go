@@ -1,0 +1,164 @@
+package node
+
+import (
+	"errors"
+	"log/slog"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/strandlog/strand/raftlog"
+)
+
+// Full disks (issue 9 item 4). A node whose disk is below its free-space
+// floor (Config.MinFreeBytes, checked through raftlog.SpaceReporter every
+// spaceCheckTicks), or whose raft log write just failed with
+// raftlog.ErrNoSpace, is *full*: its partition leaders refuse produce before
+// proposing with ErrNotEnoughSpace (retriable, NOT_ENOUGH_SPACE on the
+// wire), its partition followers drop appends carrying data (their
+// leaders resend once they answer again), and checkpoints are skipped.
+// Reads, heartbeats, elections and the small metadata group go on. Once
+// the free space is back above the floor (plus what the failed write
+// needed) the node accepts writes again; nothing needs a restart.
+//
+// A write that fails for space fails before anything is synced or sent:
+// the replica's log is closed and reopened from its files (recovery drops
+// a torn tail) exactly as after a process kill, so nothing acknowledged is
+// lost and nothing crashes. A failed fsync stays fatal for the node
+// (fsyncgate): after it the page cache may hold data the disk never got,
+// so the full disk must be seen before or at the write, never by ignoring
+// a failed sync. The metadata group's write failures stay fatal too (its
+// reopen would need the whole node's state rebuilt).
+//
+// Rejected: refusing only the replicas whose write failed (the disk is
+// shared: every replica on it is about to fail the same way); a reserve
+// file deleted when full (hides the problem; the floor does the same
+// openly).
+
+// ErrNotEnoughSpace: the node's disk is full or below its free-space
+// floor; nothing was written. Retriable: writes resume once space returns.
+var ErrNotEnoughSpace = errors.New("node: not enough disk space")
+
+const (
+	// spaceCheckTicks is the interval between two free-space checks.
+	spaceCheckTicks = 10
+	// spaceAfterFailure is the space, above the floor, a node wants back
+	// after a write failed for space before it writes again.
+	spaceAfterFailure = 1 << 20
+)
+
+// DiskFull reports whether the node refuses writes for lack of space.
+func (c *Core) DiskFull() bool { return c.space.full }
+
+// spaceState is the node's view of its disk space.
+type spaceState struct {
+	full      bool
+	want      int64  // free bytes needed to leave the full state
+	nextCheck uint64 // tick of the next check
+}
+
+// checkSpace re-reads the disk's free space when due and enters or leaves
+// the full state; called on Tick.
+func (c *Core) checkSpace() {
+	if c.ticks < c.space.nextCheck {
+		return
+	}
+	c.space.nextCheck = c.ticks + spaceCheckTicks
+	sr, ok := c.cfg.Disk.(raftlog.SpaceReporter)
+	if !ok {
+		if c.space.full && c.cfg.MinFreeBytes <= 0 {
+			c.setFull(false, 0) // nothing to measure: try writing again
+		}
+		return
+	}
+	free, err := sr.FreeBytes()
+	if err != nil {
+		c.log.log(slog.LevelWarn, "cannot read the disk's free space", slog.Any("err", err))
+		return
+	}
+	want := max(c.cfg.MinFreeBytes, 0)
+	if c.space.full {
+		want = max(want, c.space.want)
+	}
+	c.setFull(free < want || (free <= 0), free)
+}
+
+// setFull enters or leaves the full state, logging the change.
+func (c *Core) setFull(full bool, free int64) {
+	if full == c.space.full {
+		return
+	}
+	c.space.full = full
+	if full {
+		c.stats.DiskFullEntered++
+		c.log.log(slog.LevelError, "disk full: refusing produce until space returns (reads go on)",
+			slog.Int64("free_bytes", free), slog.Int64("min_free_bytes", c.cfg.MinFreeBytes))
+		return
+	}
+	c.space.want = 0
+	c.log.log(slog.LevelInfo, "disk space back: accepting writes again", slog.Int64("free_bytes", free))
+}
+
+// noSpace notes a write refused for space: the node is full until the
+// floor plus spaceAfterFailure is free.
+func (c *Core) noSpace() {
+	c.space.want = max(c.cfg.MinFreeBytes, 0) + spaceAfterFailure
+	c.space.nextCheck = c.ticks + spaceCheckTicks
+	c.setFull(true, 0)
+}
+
+// dropForSpace tells whether a received raft message must be dropped
+// because the disk is full: appends to a partition replica carrying data.
+// Empty entries pass (a new leader's first entry must commit before it
+// can serve reads), and so does everything of the metadata group.
+func (c *Core) dropForSpace(g *group, m *raftpb.Message) bool {
+	if !c.space.full || g.meta != nil || m.GetType() != raftpb.MsgApp {
+		return false
+	}
+	for _, e := range m.GetEntries() {
+		if len(e.GetData()) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// writeRefused handles a failed raft log write of g: when the disk was
+// full, g's log is reopened from its files and the node turns full, and
+// writeRefused reports true (the round goes on without g's Ready). Any
+// other failure, and any failure of the metadata group, is left to the
+// caller (fatal).
+func (c *Core) writeRefused(g *group, err error) bool {
+	if g.meta != nil || !errors.Is(err, raftlog.ErrNoSpace) || c.byTP[g.tp] != g {
+		return false
+	}
+	c.noSpace()
+	c.failGroupWaits(g, ErrNotEnoughSpace)
+	if cerr := g.log.Close(); cerr != nil {
+		g.logs.log(slog.LevelWarn, "close replica log", slog.Any("err", cerr))
+	}
+	if rerr := c.reopenReplica(g); rerr != nil {
+		g.logs.log(slog.LevelError, "reopen after a full disk failed; the node stops", slog.Any("err", rerr))
+		if c.fatal == nil {
+			c.fatal = rerr
+		}
+	}
+	return true
+}
+
+// reopenReplica opens g's files again as a new group in g's place.
+func (c *Core) reopenReplica(g *group) error {
+	spec := PartitionSpec{TopicPartition: g.tp, Replicas: g.replicas}
+	ng, err := c.openGroupRepairing(spec, g.dir, g.topicID)
+	if err != nil {
+		return err
+	}
+	ng.wire, ng.topicUUID = g.wire, g.topicUUID
+	for i, x := range c.groups {
+		if x == g {
+			c.groups[i] = ng
+		}
+	}
+	c.byTP[g.tp] = ng
+	c.markAllReady() // ng is new; g must leave the marks (ready.go)
+	return nil
+}

@@ -1,0 +1,402 @@
+package node
+
+import (
+	"slices"
+
+	"github.com/strandlog/strand/engine/groups"
+	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// handleGroupRequest serves the consumer-group requests (FindCoordinator,
+// ConsumerGroupHeartbeat, OffsetCommit, OffsetFetch, ListGroups,
+// DescribeGroups, DeleteGroups); false when req is none of them. Writes are
+// answered once their command is applied and read back by the coordinator;
+// reads after a ReadIndex on the group's partition, so both are
+// linearizable.
+func (c *Core) handleGroupRequest(req *strandpb.Request, answer func(*strandpb.Response)) bool {
+	switch body := req.GetBody().(type) {
+	case *strandpb.Request_FindCoordinator:
+		c.handleFindCoordinator(body.FindCoordinator, answer)
+	case *strandpb.Request_GroupHeartbeat:
+		c.GroupHeartbeat(body.GroupHeartbeat, func(r *strandpb.ConsumerGroupHeartbeatResponse, e *strandpb.Error) {
+			answer(&strandpb.Response{Error: e, Body: &strandpb.Response_GroupHeartbeat{GroupHeartbeat: r}})
+		})
+	case *strandpb.Request_OffsetCommit:
+		c.OffsetCommit(body.OffsetCommit, func(e *strandpb.Error) {
+			answer(&strandpb.Response{Error: e, Body: &strandpb.Response_OffsetCommit{OffsetCommit: &strandpb.OffsetCommitResponse{}}})
+		})
+	case *strandpb.Request_OffsetFetch:
+		c.OffsetFetch(body.OffsetFetch, func(r *strandpb.OffsetFetchResponse, e *strandpb.Error) {
+			answer(&strandpb.Response{Error: e, Body: &strandpb.Response_OffsetFetch{OffsetFetch: r}})
+		})
+	case *strandpb.Request_ListGroups:
+		c.handleListGroups(answer)
+	case *strandpb.Request_DescribeGroups:
+		c.handleDescribeGroups(body.DescribeGroups, answer)
+	case *strandpb.Request_DeleteGroups:
+		c.handleDeleteGroups(body.DeleteGroups, answer)
+	default:
+		return false
+	}
+	return true
+}
+
+// handleFindCoordinator names the leader of the group's partition of
+// __strand_offsets, creating the topic on first use.
+func (c *Core) handleFindCoordinator(req *strandpb.FindCoordinatorRequest, answer func(*strandpb.Response)) {
+	fail := func(err error) { answer(&strandpb.Response{Error: c.groupError(err)}) }
+	if g := req.GetGroup(); g == "" || len(g) > groups.NameMax {
+		fail(ErrInvalidRequest)
+		return
+	}
+	t, ok := c.offsetsTopic()
+	if !ok {
+		fail(ErrCoordinatorNotAvailable)
+		return
+	}
+	p := GroupPartition(req.GetGroup(), t.Partitions())
+	lead, _ := c.partitionLeader(t, p)
+	if lead == 0 {
+		fail(ErrCoordinatorNotAvailable)
+		return
+	}
+	answer(&strandpb.Response{Body: &strandpb.Response_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorResponse{
+		NodeId: uint64(lead), Address: c.peerAddress(lead), Partition: p,
+	}}})
+}
+
+// GroupHeartbeat applies one KIP-848 heartbeat on the group's coordinator
+// (this node, or NOT_COORDINATOR) and calls done once, after the command is
+// applied, with the member's epoch and assignment. The subscribed topics'
+// partition counts are resolved here, from this node's applied metadata.
+// The Kafka layer calls it with requests it built.
+func (c *Core) GroupHeartbeat(req *strandpb.ConsumerGroupHeartbeatRequest, done func(*strandpb.ConsumerGroupHeartbeatResponse, *strandpb.Error)) {
+	defer c.flush()
+	g, co, err := c.coordinatorOf(req.GetGroup())
+	if err != nil {
+		done(nil, c.groupError(err))
+		return
+	}
+	var topics []*strandpb.GroupTopicInfo
+	subs := slices.Compact(slices.Sorted(slices.Values(req.GetSubscriptions())))
+	for _, name := range subs[:min(len(subs), handlePartitionsMax)] {
+		if t, ok := c.meta.meta.Topic(name); ok && name != OffsetsTopic {
+			topics = append(topics, c.groupTopicInfo(t))
+		}
+	}
+	hbCmd := &strandpb.GroupHeartbeatCommand{Request: req, Topics: topics}
+	cmd := &strandpb.GroupCommand{Body: &strandpb.GroupCommand_Heartbeat{Heartbeat: hbCmd}}
+	cfg := c.groupsConfig()
+	answer := func(res groupApplied) {
+		if res.err != nil {
+			done(nil, c.groupError(res.err))
+			return
+		}
+		key := liveKey(req.GetGroup(), req.GetMemberId())
+		if res.hb.MemberEpoch < 0 {
+			delete(co.live, key)
+		} else {
+			co.live[key] = c.ticks
+		}
+		done(&strandpb.ConsumerGroupHeartbeatResponse{
+			MemberId: req.GetMemberId(), MemberEpoch: res.hb.MemberEpoch, Assigned: partitionsToWire(res.hb.Assigned),
+			HeartbeatIntervalMs: int32(cfg.HeartbeatInterval.Milliseconds()), SessionTimeoutMs: int32(cfg.SessionTimeout.Milliseconds()),
+		}, nil)
+	}
+	if req.GetMemberEpoch() <= 0 {
+		c.proposeGroup(g, co, cmd, answer)
+		return
+	}
+	// A member in its epoch: read the state linearizably first; a heartbeat
+	// that would change nothing is answered from it without a log write
+	// (most heartbeats of a stable group), anything else is proposed.
+	c.readCoordinator(g, co, func(s *groups.State) {
+		if r, unchanged := s.HeartbeatUnchanged(heartbeatFromWire(hbCmd, 0)); unchanged {
+			answer(groupApplied{hb: r})
+			return
+		}
+		c.proposeGroup(g, co, cmd, answer)
+	}, func(e *strandpb.Error) { done(nil, e) })
+}
+
+// groupTopicInfo is t's partition count and, per partition, its replicas'
+// racks as registered (for rack-aware assignment; none when no node of the
+// topic registered a rack).
+func (c *Core) groupTopicInfo(t metadata.Topic) *strandpb.GroupTopicInfo {
+	info := &strandpb.GroupTopicInfo{Name: t.Name, Partitions: t.Partitions()}
+	known := false
+	for _, replicas := range t.Replicas {
+		var racks []string
+		for _, id := range replicas {
+			if n, ok := c.meta.meta.Node(id); ok && n.Rack != "" {
+				racks = append(racks, n.Rack)
+				known = true
+			}
+		}
+		info.PartitionRacks = append(info.PartitionRacks, &strandpb.GroupPartitionRacks{Racks: slices.Compact(slices.Sorted(slices.Values(racks)))})
+	}
+	if !known {
+		info.PartitionRacks = nil
+	}
+	return info
+}
+
+// OffsetCommit commits offsets on the group's coordinator; done runs once
+// the command applied (nil: committed).
+func (c *Core) OffsetCommit(req *strandpb.OffsetCommitRequest, done func(*strandpb.Error)) {
+	defer c.flush()
+	g, co, err := c.coordinatorOf(req.GetGroup())
+	if err != nil {
+		done(c.groupError(err))
+		return
+	}
+	if len(req.GetOffsets()) > handlePartitionsMax {
+		done(c.groupError(ErrInvalidRequest))
+		return
+	}
+	cmd := &strandpb.GroupCommand{Body: &strandpb.GroupCommand_Commit{Commit: req}}
+	c.proposeGroup(g, co, cmd, func(res groupApplied) {
+		if res.err != nil {
+			done(c.groupError(res.err))
+			return
+		}
+		done(nil)
+	})
+}
+
+// OffsetFetch reads committed offsets on the group's coordinator after a
+// ReadIndex, so it sees every commit acknowledged before it began.
+func (c *Core) OffsetFetch(req *strandpb.OffsetFetchRequest, done func(*strandpb.OffsetFetchResponse, *strandpb.Error)) {
+	defer c.flush()
+	c.readGroups(req.GetGroup(), func(s *groups.State) {
+		var ps []groups.TopicPartition
+		for _, tp := range req.GetPartitions() {
+			for _, p := range tp.GetPartitions() {
+				ps = append(ps, groups.TopicPartition{Topic: tp.GetTopic(), Partition: p})
+			}
+		}
+		done(&strandpb.OffsetFetchResponse{Offsets: offsetsToWire(s.Fetch(req.GetGroup(), ps))}, nil)
+	}, func(e *strandpb.Error) { done(nil, e) })
+}
+
+// readGroups runs serve with the coordinator's state of group once a read
+// index of its partition is applied and read back, or fail.
+func (c *Core) readGroups(group string, serve func(*groups.State), fail func(*strandpb.Error)) {
+	g, co, err := c.coordinatorOf(group)
+	if err != nil {
+		fail(c.groupError(err))
+		return
+	}
+	c.readCoordinator(g, co, serve, fail)
+}
+
+// readCoordinator is readGroups for a known replica and coordinator. serve
+// and fail run as completions (at the end of the public call that served
+// the read), so they may propose or answer like any callback.
+func (c *Core) readCoordinator(g *group, co *coordinator, serve func(*groups.State), fail func(*strandpb.Error)) {
+	c.readPartition(g.tp, func(g *group) {
+		c.completions = append(c.completions, func() {
+			if c.coord.coords[g.tp] != co {
+				fail(c.groupError(ErrNotCoordinator))
+				return
+			}
+			if err := c.catchUp(g, co); err != nil {
+				fail(c.groupError(err))
+				return
+			}
+			serve(co.state)
+		})
+	}, func(err error, _ NodeID) {
+		c.completions = append(c.completions, func() { fail(c.groupError(err)) })
+	})
+}
+
+// handleListGroups lists the groups of every __strand_offsets partition this
+// node leads (a client asks every node and merges).
+func (c *Core) handleListGroups(answer func(*strandpb.Response)) {
+	resp := &strandpb.ListGroupsResponse{}
+	var reps []*group
+	var cos []*coordinator
+	for _, g := range c.groups {
+		if g.tp.Topic != OffsetsTopic || g.part == nil {
+			continue
+		}
+		if co, err := c.coordinatorFor(g); err == nil {
+			reps, cos = append(reps, g), append(cos, co)
+		}
+	}
+	pending := len(reps)
+	finish := func() {
+		if pending--; pending <= 0 {
+			slices.SortFunc(resp.Groups, func(a, b *strandpb.ListGroupsResponse_Group) int { return cmpStr(a.GetGroup(), b.GetGroup()) })
+			answer(&strandpb.Response{Body: &strandpb.Response_ListGroups{ListGroups: resp}})
+		}
+	}
+	if pending == 0 {
+		pending = 1
+		finish()
+		return
+	}
+	for i, g := range reps {
+		c.readCoordinator(g, cos[i], func(s *groups.State) {
+			for _, id := range s.GroupIDs() {
+				v, _ := s.Describe(id)
+				resp.Groups = append(resp.Groups, &strandpb.ListGroupsResponse_Group{Group: id, State: v.State, Members: int32(len(v.Members))})
+			}
+			finish()
+		}, func(*strandpb.Error) { finish() })
+	}
+}
+
+func cmpStr(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// handleDescribeGroups describes each group on its coordinator (this node).
+func (c *Core) handleDescribeGroups(req *strandpb.DescribeGroupsRequest, answer func(*strandpb.Response)) {
+	if !c.checkCount(len(req.GetGroups()), answer) {
+		return
+	}
+	ids := req.GetGroups()
+	out := make([]*strandpb.DescribeGroupsResponse_Group, len(ids))
+	pending := len(ids)
+	finish := func() {
+		if pending--; pending <= 0 {
+			answer(&strandpb.Response{Body: &strandpb.Response_DescribeGroups{DescribeGroups: &strandpb.DescribeGroupsResponse{Groups: out}}})
+		}
+	}
+	if pending == 0 {
+		pending = 1
+		finish()
+		return
+	}
+	for i, id := range ids {
+		c.readGroups(id, func(s *groups.State) {
+			v, ok := s.Describe(id)
+			if !ok {
+				out[i] = &strandpb.DescribeGroupsResponse_Group{Group: id, Error: c.groupError(groups.ErrGroupNotFound)}
+			} else {
+				out[i] = groupToWire(v)
+			}
+			finish()
+		}, func(e *strandpb.Error) {
+			out[i] = &strandpb.DescribeGroupsResponse_Group{Group: id, Error: e}
+			finish()
+		})
+	}
+}
+
+// handleDeleteGroups deletes each empty group on its coordinator.
+func (c *Core) handleDeleteGroups(req *strandpb.DeleteGroupsRequest, answer func(*strandpb.Response)) {
+	if !c.checkCount(len(req.GetGroups()), answer) {
+		return
+	}
+	ids := req.GetGroups()
+	out := make([]*strandpb.DeleteGroupsResponse_Result, len(ids))
+	pending := len(ids)
+	finish := func(i int, e *strandpb.Error) {
+		out[i] = &strandpb.DeleteGroupsResponse_Result{Group: ids[i], Error: e}
+		if pending--; pending == 0 {
+			answer(&strandpb.Response{Body: &strandpb.Response_DeleteGroups{DeleteGroups: &strandpb.DeleteGroupsResponse{Results: out}}})
+		}
+	}
+	if pending == 0 {
+		answer(&strandpb.Response{Body: &strandpb.Response_DeleteGroups{DeleteGroups: &strandpb.DeleteGroupsResponse{}}})
+		return
+	}
+	for i, id := range ids {
+		g, co, err := c.coordinatorOf(id)
+		if err != nil {
+			finish(i, c.groupError(err))
+			continue
+		}
+		c.proposeGroup(g, co, &strandpb.GroupCommand{Body: &strandpb.GroupCommand_DeleteGroup{DeleteGroup: id}}, func(res groupApplied) {
+			var e *strandpb.Error
+			if res.err != nil {
+				e = c.groupError(res.err)
+			}
+			finish(i, e)
+		})
+	}
+}
+
+// heartbeatFromWire is a heartbeat command in engine/groups' terms.
+func heartbeatFromWire(cmd *strandpb.GroupHeartbeatCommand, now int64) groups.Heartbeat {
+	r := cmd.GetRequest()
+	hb := groups.Heartbeat{
+		Group: r.GetGroup(), MemberID: r.GetMemberId(), InstanceID: r.GetInstanceId(), Rack: r.GetRack(),
+		MemberEpoch: r.GetMemberEpoch(), Seq: r.GetSeq(), Subscriptions: r.GetSubscriptions(),
+		Owned: partitionsFromWire(r.GetOwned()), NowMs: now,
+	}
+	for _, t := range cmd.GetTopics() {
+		info := groups.TopicInfo{Name: t.GetName(), Partitions: t.GetPartitions()}
+		for _, pr := range t.GetPartitionRacks() {
+			info.Racks = append(info.Racks, pr.GetRacks())
+		}
+		hb.Topics = append(hb.Topics, info)
+	}
+	return hb
+}
+
+// commitFromWire is a commit command in engine/groups' terms.
+func commitFromWire(r *strandpb.OffsetCommitRequest, now int64) groups.Commit {
+	cm := groups.Commit{Group: r.GetGroup(), MemberID: r.GetMemberId(), MemberEpoch: r.GetMemberEpoch(), NowMs: now}
+	for _, o := range r.GetOffsets() {
+		cm.Offsets = append(cm.Offsets, groups.OffsetCommit{
+			Partition: groups.TopicPartition{Topic: o.GetTopic(), Partition: o.GetPartition()}, Offset: o.GetOffset(), Metadata: o.GetMetadata(),
+		})
+	}
+	return cm
+}
+
+// partitionsFromWire flattens per-topic lists.
+func partitionsFromWire(in []*strandpb.GroupTopicPartitions) []groups.TopicPartition {
+	var out []groups.TopicPartition
+	for _, tp := range in {
+		for _, p := range tp.GetPartitions() {
+			out = append(out, groups.TopicPartition{Topic: tp.GetTopic(), Partition: p})
+		}
+	}
+	return out
+}
+
+// partitionsToWire groups sorted partitions by topic.
+func partitionsToWire(ps []groups.TopicPartition) []*strandpb.GroupTopicPartitions {
+	var out []*strandpb.GroupTopicPartitions
+	for _, p := range ps {
+		if n := len(out); n == 0 || out[n-1].Topic != p.Topic {
+			out = append(out, &strandpb.GroupTopicPartitions{Topic: p.Topic})
+		}
+		last := out[len(out)-1]
+		last.Partitions = append(last.Partitions, p.Partition)
+	}
+	return out
+}
+
+// offsetsToWire converts committed offsets.
+func offsetsToWire(os []groups.CommittedOffset) []*strandpb.GroupCommittedOffset {
+	out := make([]*strandpb.GroupCommittedOffset, len(os))
+	for i, o := range os {
+		out[i] = &strandpb.GroupCommittedOffset{Topic: o.Partition.Topic, Partition: o.Partition.Partition, Offset: o.Offset, Metadata: o.Metadata, CommitTimeMs: o.CommitMs}
+	}
+	return out
+}
+
+// groupToWire converts a described group.
+func groupToWire(v groups.GroupView) *strandpb.DescribeGroupsResponse_Group {
+	out := &strandpb.DescribeGroupsResponse_Group{Group: v.ID, State: v.State, Epoch: v.Epoch, TargetEpoch: v.TargetEpoch, Offsets: offsetsToWire(v.Offsets)}
+	for _, m := range v.Members {
+		out.Members = append(out.Members, &strandpb.GroupMember{
+			MemberId: m.ID, InstanceId: m.InstanceID, Rack: m.Rack, MemberEpoch: m.Epoch, Subscriptions: m.Subscriptions,
+			Assigned: partitionsToWire(m.Assigned), Revoking: partitionsToWire(m.Revoking), Target: partitionsToWire(m.Target), LeftStatic: m.LeftStatic,
+		})
+	}
+	return out
+}

@@ -1,0 +1,166 @@
+package node
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// sweepEvery is how often, in real time, a coordinator checks member
+// liveness, empty groups and deleted topics.
+const sweepEvery = time.Second
+
+// sweepGroups runs on Tick. For every __strand_offsets partition this node
+// leads it catches the coordinator up and proposes what the leader's clock
+// decides: the expiry of members silent past the session timeout, the
+// expiry of groups empty past the offsets retention, and the removal of
+// offsets of deleted topics. Liveness is leader-local (a member's last
+// heartbeat is not replicated: writing every heartbeat's time would be a
+// write per heartbeat just to keep a timer); a new coordinator starts every
+// member's timer afresh when it first sees it, so a failover delays an
+// expiry by at most one session timeout and never expires a member early —
+// Kafka's coordinator does the same.
+func (c *Core) sweepGroups() {
+	every := uint64(max(1, sweepEvery/c.cfg.TickDuration))
+	if c.ticks < c.coord.lastSweep+every || c.meta == nil {
+		return
+	}
+	c.coord.lastSweep = c.ticks
+	t, ok := c.meta.meta.Topic(OffsetsTopic)
+	if !ok {
+		return
+	}
+	for _, g := range c.groups {
+		if g.tp.Topic != OffsetsTopic || g.part == nil || g.topicID != t.ID {
+			continue
+		}
+		if _, _, leading := g.leadership(); !leading {
+			delete(c.coord.coords, g.tp) // lookup-only map: deletion order does not leak
+			continue
+		}
+		co, err := c.coordinatorFor(g)
+		if err != nil {
+			continue
+		}
+		if err := c.catchUp(g, co); err != nil {
+			g.logs.log(slog.LevelWarn, "group coordinator cannot read its log", slog.Any("err", err))
+			continue
+		}
+		c.sweepCoordinator(g, co)
+	}
+}
+
+// sweepCoordinator proposes one coordinator's expiries and cleanups.
+func (c *Core) sweepCoordinator(g *group, co *coordinator) {
+	cfg := c.groupsConfig()
+	session := uint64(max(1, cfg.SessionTimeout/c.cfg.TickDuration))
+	nowMs := c.cfg.Clock.Realtime().UnixMilli()
+	proposed := 0
+	propose := func(key string, cmd *strandpb.GroupCommand) {
+		if co.inFlight[key] || proposed >= sweepProposalsMax {
+			return
+		}
+		co.inFlight[key] = true
+		proposed++
+		c.proposeGroup(g, co, cmd, func(res groupApplied) {
+			delete(co.inFlight, key)
+			if res.err != nil && cmd.GetSnapshot() != nil {
+				// Too large for one record, or not applied: try again only
+				// after another interval (replaying the log stays correct).
+				co.sinceSnapshot = 0
+				g.logs.log(slog.LevelWarn, "group snapshot not written", slog.Any("err", res.err))
+			}
+			if res.err == nil && cmd.GetExpire() != nil {
+				delete(co.live, key)
+			}
+		})
+	}
+	rebalance := uint64(max(1, cfg.RebalanceTimeout/c.cfg.TickDuration))
+	expireEmpty := false
+	live := make(map[string]bool) // the members seen now, to prune the timers of the others
+	for _, id := range co.state.GroupIDs() {
+		v, _ := co.state.Describe(id)
+		if len(v.Members) == 0 && nowMs-v.EmptySinceMs >= cfg.OffsetsRetention.Milliseconds() {
+			expireEmpty = true
+		}
+		for _, m := range v.Members {
+			key := liveKey(id, m.ID)
+			live[key] = true
+			expire := &strandpb.GroupCommand{Body: &strandpb.GroupCommand_Expire{Expire: &strandpb.GroupExpireCommand{
+				Group: id, MemberId: m.ID, MemberEpoch: m.Epoch,
+			}}}
+			if len(m.Revoking) == 0 {
+				delete(co.revokingSince, key)
+			} else if since, ok := co.revokingSince[key]; !ok {
+				co.revokingSince[key] = c.ticks
+			} else if c.ticks-since > rebalance {
+				propose(key, expire) // it never gave the partitions up
+			}
+			seen, ok := co.live[key]
+			if !ok {
+				co.live[key] = c.ticks // first seen by this coordinator: its timer starts now
+				continue
+			}
+			if c.ticks-seen > session {
+				propose(key, expire)
+			}
+		}
+	}
+	pruneTimers(co.live, live)
+	pruneTimers(co.revokingSince, live)
+	if co.sinceSnapshot >= cfg.SnapshotEvery {
+		propose("\x00snapshot", &strandpb.GroupCommand{Body: &strandpb.GroupCommand_Snapshot{Snapshot: co.state.Snapshot(co.next)}})
+	}
+	if expireEmpty {
+		propose("\x00expire-offsets", &strandpb.GroupCommand{Body: &strandpb.GroupCommand_ExpireOffsetsRetentionMs{
+			ExpireOffsetsRetentionMs: cfg.OffsetsRetention.Milliseconds(),
+		}})
+	}
+	for _, topic := range co.state.Topics() {
+		if _, exists := c.meta.meta.Topic(topic); exists {
+			continue
+		}
+		key := "\x00delete-topic\x00" + topic
+		if co.inFlight[key] {
+			continue
+		}
+		// This node's metadata may lag a create another node's heartbeat
+		// already used: only a linearizable metadata read (ReadIndex on the
+		// metadata group) that still lacks the topic proves it deleted.
+		co.inFlight[key] = true
+		c.confirmTopicGone(topic, func(gone bool) {
+			delete(co.inFlight, key)
+			if gone && c.coord.coords[g.tp] == co {
+				propose(key, &strandpb.GroupCommand{Body: &strandpb.GroupCommand_DeleteTopic{DeleteTopic: topic}})
+			}
+		})
+	}
+}
+
+// confirmTopicGone calls done(true) once a ReadIndex on the metadata group
+// shows topic absent from the applied metadata, done(false) otherwise.
+func (c *Core) confirmTopicGone(topic string, done func(gone bool)) {
+	lead, term := c.metaLeader()
+	if lead == 0 || c.meta.live >= c.cfg.PendingRequestsMax {
+		done(false)
+		return
+	}
+	c.readIndex(c.meta, term, func(*group) {
+		c.completions = append(c.completions, func() {
+			_, exists := c.meta.meta.Topic(topic)
+			done(!exists)
+		})
+	}, func(error, NodeID) { c.completions = append(c.completions, func() { done(false) }) })
+}
+
+// pruneTimers drops the timers of members no longer in the state (left,
+// expired, replaced by a static restart). Deleting while ranging over a
+// map is safe, and nothing here depends on the order.
+func pruneTimers(timers map[string]uint64, live map[string]bool) {
+	for key := range timers {
+		if !live[key] {
+			delete(timers, key)
+		}
+	}
+}

@@ -1,0 +1,291 @@
+package node
+
+import (
+	"fmt"
+	"log/slog"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// The pipelined storage path. Raft runs with AsyncStorageWrites: a Ready's
+// writes come as a MsgStorageAppend (entries, hard state, and the messages
+// that may only leave once they are durable: append and vote responses,
+// the self-acknowledgement that lets the leader count its own log), and
+// its committed entries as a MsgStorageApply. Process sends the other
+// messages at once (the leader's MsgApps go out while its own write is
+// still to come: Raft thesis §10.2.1), applies, then writes each group's
+// queued appends to its log and, when raft requires durability
+// (raft.MustSync), starts a sync of that log: a SyncJob. The host runs the
+// job's fsyncs on any goroutine and reports them with Core.SyncDone; only
+// then are the held responses stepped or sent and acks=1 produces
+// answered. A group has at most one sync in flight: appends that come
+// meanwhile wait in order and share the next one (group commit per log).
+//
+// Rejected: keeping a synchronous round (the loop waits for every fsync);
+// a node-wide ordered queue of batches (a slow log would hold back the
+// others); writing while the log's sync is in flight (raftlog would need
+// locking for nothing: the fsyncs of one file run one after another anyway).
+
+// groupPipe is one group's storage pipeline.
+type groupPipe struct {
+	// appends are the MsgStorageAppends taken from Readies and not yet
+	// written, in order (a message with only Responses holds back messages
+	// that carry a term not yet durable).
+	appends []*raftpb.Message
+	// syncing is the token of the group's sync in flight, 0 when none; the
+	// log is not written while it runs.
+	syncing uint64
+	// released on the sync's completion: responses to step or send, and
+	// acks=1 waits whose entries it makes durable.
+	held  []*raftpb.Message
+	acked []*produceWait
+	// hard is the last hard state written; durableTerm the term of the last
+	// one synced, and heldTerm the one the sync in flight makes durable.
+	hard        raftpb.HardState
+	durableTerm uint64
+	heldTerm    uint64
+}
+
+// SyncJob is the fsync work of one log that the Core hands its host when
+// Config.AsyncSyncs is set. Run it once, on any goroutine, then report its
+// result with Core.SyncDone(Token, err).
+type SyncJob struct {
+	Token uint64
+	run   func() error
+}
+
+// Run performs the job's fsyncs. It touches only the files and the Disk,
+// not the Core: the host may run jobs concurrently with each other and
+// with every Core call.
+func (j SyncJob) Run() error { return j.run() }
+
+// syncJob is a job in flight: the group it belongs to and its fsyncs.
+type syncJob struct {
+	g   *group
+	run func() error
+}
+
+// TakeSyncJobs appends the sync jobs started since the last call to dst and
+// returns it. With Config.AsyncSyncs the host calls it after every Process
+// and runs each job; without, Process runs them itself and there are none.
+func (c *Core) TakeSyncJobs(dst []SyncJob) []SyncJob {
+	dst = append(dst, c.syncQueue...)
+	clear(c.syncQueue)
+	c.syncQueue = c.syncQueue[:0]
+	return dst
+}
+
+// SyncDone reports the result of the sync job token: on success the writes
+// it covered are durable, so the responses and acknowledgements held for it
+// go out now (the frames are sent before SyncDone returns); an error is
+// fatal and the next Process returns it. The host calls Process after
+// SyncDone, since the group may have more to write.
+func (c *Core) SyncDone(token uint64, err error) {
+	defer c.flush()
+	job, ok := c.syncsInFlight[token]
+	if !ok {
+		panic(fmt.Sprintf("node: SyncDone of unknown sync %d", token))
+	}
+	delete(c.syncsInFlight, token)
+	if c.closed || c.fatal != nil {
+		return
+	}
+	c.finishSync(token, job, err)
+	c.sendFrames()
+}
+
+// finishSync ends the group's sync in flight with err. The sync of a
+// replica removed meanwhile ends silently (its files are closed).
+func (c *Core) finishSync(token uint64, job syncJob, err error) {
+	g := job.g
+	if g != c.meta && c.byTP[g.tp] != g {
+		return
+	}
+	if g.pipe.syncing != token {
+		panic(fmt.Sprintf("node: %s/%d: sync %d done while %d is in flight", g.tp.Topic, g.tp.Partition, token, g.pipe.syncing))
+	}
+	g.pipe.syncing = 0
+	if err := g.log.FinishSync(err); err != nil {
+		g.logs.log(slog.LevelError, "raft log sync failed; the node stops (fail-stop)", slog.Any("err", err))
+		c.fatal = fmt.Errorf("node: %s/%d: sync: %w", g.tp.Topic, g.tp.Partition, err)
+		return
+	}
+	c.stats.Syncs++
+	g.pipe.durableTerm = max(g.pipe.durableTerm, g.pipe.heldTerm)
+	c.release(g)
+}
+
+// release delivers what g's last write made durable: the held responses
+// (stepped into raft when addressed to this node, else queued to their
+// node) and the acks=1 produces.
+func (c *Core) release(g *group) {
+	p := &g.pipe
+	for _, w := range p.acked {
+		if !w.finished {
+			c.finishProduce(g, w, ProduceResult{BaseOffset: -1, Leader: c.cfg.ID})
+		}
+	}
+	clear(p.acked)
+	p.acked = p.acked[:0]
+	held := p.held
+	p.held = nil
+	for _, m := range held {
+		if NodeID(m.GetTo()) == c.cfg.ID {
+			c.stepLocal(g, m)
+			continue
+		}
+		c.queueMessage(g, m)
+	}
+}
+
+// stepLocal steps a storage thread's response (or this node's own
+// MsgAppResp) into g's raft.
+func (c *Core) stepLocal(g *group, m *raftpb.Message) {
+	c.markReady(g) // ready.go
+	if err := g.raw.Step(m); err != nil {
+		g.logs.log(slog.LevelDebug, "local message dropped", slog.String("type", m.GetType().String()), slog.Any("err", err))
+	}
+}
+
+// routeMessages takes a Ready's messages: storage appends queue on the
+// group's pipe, the apply message is kept for applyReady, and the rest go
+// to their nodes at once, except those carrying a term this log has not
+// made durable yet, which wait behind the append that writes it.
+func (c *Core) routeMessages(gr *groupReady) {
+	g := gr.g
+	var later []*raftpb.Message
+	for _, m := range gr.rd.Messages {
+		switch m.GetTo() {
+		case raft.LocalAppendThread:
+			g.pipe.appends = append(g.pipe.appends, m)
+			continue
+		case raft.LocalApplyThread:
+			gr.apply = m
+			continue
+		}
+		if m.GetType() != raftpb.MessageType_MsgPreVote && m.GetTerm() > g.pipe.durableTerm {
+			later = append(later, m)
+			continue
+		}
+		c.queueMessage(g, m)
+	}
+	if len(later) > 0 {
+		g.pipe.appends = append(g.pipe.appends, &raftpb.Message{Responses: later})
+	}
+}
+
+// writeAppends writes the queued appends of every group with no sync in
+// flight, and starts a sync where raft requires one. Where none is needed
+// (a commit-only hard state, responses alone) the responses go at once:
+// everything they depend on was made durable by an earlier sync. It
+// returns how many groups it wrote.
+func (c *Core) writeAppends() (int, error) {
+	n := 0
+	for _, g := range c.groups {
+		if len(g.pipe.appends) == 0 || g.pipe.syncing != 0 {
+			continue
+		}
+		n++
+		mustSync, err := c.writeGroup(g)
+		if err != nil {
+			if c.writeRefused(g, err) { // disk full: g reopened (diskfull.go)
+				continue
+			}
+			return n, err
+		}
+		if !mustSync {
+			c.release(g)
+			continue
+		}
+		c.startSync(g)
+	}
+	return n, nil
+}
+
+// writeGroup writes g's queued appends, moving their responses to held,
+// and reports whether raft requires them durable before those go out.
+func (c *Core) writeGroup(g *group) (bool, error) {
+	p := &g.pipe
+	mustSync := false
+	for i, m := range p.appends {
+		p.appends[i] = nil
+		if m.GetSnapshot() != nil && !raft.IsEmptySnap(m.GetSnapshot()) {
+			// Never sent: logs are not compacted and Receive drops MsgSnap.
+			panic(fmt.Sprintf("node: %s/%d: raft snapshot in Ready; snapshots are not supported", g.tp.Topic, g.tp.Partition))
+		}
+		var hs *raftpb.HardState
+		if m.Term != nil {
+			hs = &raftpb.HardState{Term: m.Term, Vote: m.Vote, Commit: m.Commit}
+		}
+		entries := m.GetEntries()
+		if hs != nil || len(entries) > 0 {
+			if raft.MustSync(orHard(hs, &p.hard), &p.hard, len(entries)) {
+				mustSync = true
+			}
+			if len(entries) > 0 {
+				p.acked = c.indexProposals(g, entries, p.acked)
+			}
+			if err := g.log.Save(entries, hs); err != nil {
+				g.logs.log(slog.LevelError, "raft log write failed; the node stops (fail-stop)", slog.Any("err", err))
+				return false, fmt.Errorf("node: %s/%d: save: %w", g.tp.Topic, g.tp.Partition, err)
+			}
+			if hs != nil {
+				p.hard.Term, p.hard.Vote, p.hard.Commit = hs.Term, hs.Vote, hs.Commit
+			}
+		}
+		p.held = append(p.held, m.GetResponses()...)
+	}
+	p.appends = p.appends[:0]
+	return mustSync, nil
+}
+
+// orHard is hs, or prev when hs is nil (no hard state in the append).
+func orHard(hs, prev *raftpb.HardState) *raftpb.HardState {
+	if hs == nil {
+		return prev
+	}
+	return hs
+}
+
+// startSync starts the sync of g's log covering everything written: with
+// Config.AsyncSyncs as a job for the host, else run by Process at the end
+// of the round.
+func (c *Core) startSync(g *group) {
+	c.nextSyncToken++
+	token := c.nextSyncToken
+	run := g.log.StartSync()
+	if c.bugSkipFsync() {
+		run = func() error { return nil }
+	}
+	g.pipe.syncing = token
+	g.pipe.heldTerm = g.pipe.hard.GetTerm()
+	c.syncsInFlight[token] = syncJob{g: g, run: run}
+	c.syncQueue = append(c.syncQueue, SyncJob{Token: token, run: run})
+	c.bugReleaseBeforeSync(g)
+}
+
+// runSyncs runs the round's sync jobs through Config.SyncLogs when the host
+// does not run them (Config.AsyncSyncs unset), and completes them.
+func (c *Core) runSyncs() {
+	if c.cfg.AsyncSyncs || len(c.syncQueue) == 0 {
+		return
+	}
+	jobs := c.syncQueue
+	errs := make([]error, len(jobs))
+	c.syncs = c.syncs[:0]
+	for i, j := range jobs {
+		c.syncs = append(c.syncs, func() error { errs[i] = j.run(); return errs[i] })
+	}
+	_ = c.cfg.SyncLogs(c.syncs)
+	clear(c.syncs)
+	for i, j := range jobs {
+		job := c.syncsInFlight[j.Token]
+		delete(c.syncsInFlight, j.Token)
+		if c.fatal == nil {
+			c.finishSync(j.Token, job, errs[i])
+		}
+	}
+	clear(c.syncQueue)
+	c.syncQueue = c.syncQueue[:0]
+}

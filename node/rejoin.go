@@ -1,0 +1,535 @@
+package node
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"slices"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// Disk-loss recovery (issue 9 item 3; "Protocol-Aware Recovery for
+// Consensus-Based Storage", FAST '18). A replica that lost its state (its
+// node's data directory was wiped, or its own files were found corrupt and
+// discarded) forgot two promises raft relies on: the votes it granted and
+// the entries it acknowledged. Rejoining under its old id as if new, it
+// could vote twice in one term, or vote for a candidate missing an entry
+// that was committed with its help; either loses committed data. Such a
+// replica is *recovering*: it runs raft (it stores and acknowledges the
+// entries a leader sends, which are real copies) but sends and grants no
+// vote or pre-vote until
+//
+//  1. it learned, from ceil(n/2) other replicas whose state was never lost
+//     (probing), the highest term any of them has seen (floor) and their
+//     highest last index (until): any quorum that elected a leader or
+//     committed an entry with its help shares a member with those, so every
+//     term it voted in is <= floor and every entry it acknowledged in a
+//     commit is at or below until; and
+//  2. its commit index reached until, or an entry of a term above floor is
+//     committed in its log (catching up): its log then holds every entry
+//     committed before the loss, so its vote cannot elect a leader without
+//     one.
+//
+// After that it votes only in terms above floor, forever. Every phase is in
+// a small file written durably before the phase's effects, so a crash in
+// recovery resumes it. Rejected: rejoining as a raft learner and promoting
+// it with conf changes (replica sets are fixed today, and a conf change per
+// wiped replica needs a live leader per group); an operator "format" step
+// (the issue asks for no operator).
+//
+// A new cluster is told apart from a wiped node by asking: a node whose
+// metadata log is empty starts undecided and asks every node; if any
+// trusted node answers (a cluster exists) it recovers; if a majority of the
+// nodes (itself included) answer that they too start empty, the cluster is
+// new. Assumed, as for any raft: at most a minority of a group lost its
+// state at once (a wiped node plus a node that never started are two).
+
+// Rejoin phases, as persisted.
+const (
+	rejoinUndecided  = 1 // metadata group on an empty directory: new cluster or lost disk?
+	rejoinProbing    = 2 // state lost: asking the other replicas for floor and until
+	rejoinCatchingUp = 3 // floor and until known: no votes until caught up
+	rejoinDone       = 4 // votes only in terms above floor
+)
+
+// rejoinProbeTicks is the interval between two probes of a group still
+// probing, in ticks.
+const rejoinProbeTicks = 10
+
+// rejoin is a recovering (or recovered) replica's state.
+type rejoin struct {
+	phase uint8
+	floor uint64 // no vote in a term at or below floor
+	until uint64 // no vote before the commit index reaches until
+	// answers from other replicas, one per node (the latest), sorted by node.
+	answers []rejoinAnswer
+	// nextProbe is the tick at or after which the next probe goes out.
+	nextProbe uint64
+}
+
+// rejoinAnswer is one replica's answer to a probe.
+type rejoinAnswer struct {
+	from  NodeID
+	state strandpb.RejoinState
+	term  uint64
+	last  uint64
+}
+
+// rejoinFile is where a replica keeps its rejoin state: magic "SRJ1",
+// phase u8, floor u64, until u64, CRC32C u32 of the preceding bytes,
+// little-endian. A missing file: the replica never lost its state.
+func rejoinFile(dir string) string { return dir + "/rejoin/state" }
+
+// rejoinDirOf is the directory of rejoinFile.
+func rejoinDirOf(dir string) string { return dir + "/rejoin" }
+
+const rejoinFileBytes = 4 + 1 + 8 + 8 + 4
+
+// errRejoinFile: a rejoin file that does not decode. Its replica cannot
+// know whether it may vote: the node stops (an operator must look).
+var errRejoinFile = errors.New("node: rejoin state file damaged")
+
+// loadRejoin reads the rejoin state of the replica in dir; nil, nil when
+// it has none.
+func (c *Core) loadRejoin(dir string) (*rejoin, error) {
+	names, err := c.cfg.Disk.List(rejoinDirOf(dir))
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(names, "state") {
+		return nil, nil
+	}
+	data, err := readFile(c.cfg.Disk, rejoinFile(dir))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) != rejoinFileBytes || string(data[:4]) != "SRJ1" ||
+		binary.LittleEndian.Uint32(data[rejoinFileBytes-4:]) != crc32.Checksum(data[:rejoinFileBytes-4], castagnoli) ||
+		data[4] < rejoinUndecided || data[4] > rejoinDone {
+		return nil, fmt.Errorf("%w: %s (%d bytes)", errRejoinFile, rejoinFile(dir), len(data))
+	}
+	return &rejoin{
+		phase: data[4],
+		floor: binary.LittleEndian.Uint64(data[5:]),
+		until: binary.LittleEndian.Uint64(data[13:]),
+	}, nil
+}
+
+// saveRejoin writes r durably as the rejoin state of the replica in dir.
+func (c *Core) saveRejoin(dir string, r *rejoin) error {
+	data := append([]byte("SRJ1"), r.phase)
+	data = binary.LittleEndian.AppendUint64(data, r.floor)
+	data = binary.LittleEndian.AppendUint64(data, r.until)
+	data = binary.LittleEndian.AppendUint32(data, crc32.Checksum(data, castagnoli))
+	if err := writeFile(c.cfg.Disk, rejoinFile(dir), data); err != nil {
+		return err
+	}
+	return c.cfg.Disk.SyncDir(rejoinDirOf(dir))
+}
+
+// logIsEmpty tells whether the raft log directory of the replica in dir
+// holds no file at all: nothing was ever written there.
+func (c *Core) logIsEmpty(dir string) (bool, error) {
+	names, err := c.cfg.Disk.List(dir + "/log")
+	return len(names) == 0, err
+}
+
+// prepareRejoin decides, before a replica's log is opened, whether it
+// recovers: it loads its rejoin file, or writes one when the replica
+// starts with no files on a node that cannot vouch for it (the metadata
+// group of a node with an empty metadata log: undecided; a partition
+// replica opened while the node's own metadata group still recovers:
+// probing).
+func (c *Core) prepareRejoin(dir string, isMeta bool) (*rejoin, error) {
+	r, err := c.loadRejoin(dir)
+	if err != nil || r != nil {
+		return r, err
+	}
+	empty, err := c.logIsEmpty(dir)
+	if err != nil || !empty {
+		return nil, err
+	}
+	switch {
+	case isMeta:
+		r = &rejoin{phase: rejoinUndecided}
+	case c.meta != nil && c.meta.rejoin != nil && c.meta.rejoin.phase != rejoinDone:
+		r = &rejoin{phase: rejoinProbing}
+	default:
+		return nil, nil // a new replica on a node that never lost its state
+	}
+	if c.bugWipedNodeVotes() {
+		return nil, nil
+	}
+	if err := c.saveRejoin(dir, r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// startRejoin registers a group that opened recovering, and settles at
+// once what needs no peer (a group of one replica: no one else can hold
+// its data; a single-node cluster is new).
+func (c *Core) startRejoin(g *group) error {
+	if g.rejoin == nil || g.rejoin.phase == rejoinDone {
+		return nil
+	}
+	c.rejoining = append(c.rejoining, g)
+	if g.rejoin.phase != rejoinUndecided {
+		c.stats.RejoinsStarted++
+		g.logs.log(slog.LevelWarn, "replica lost its state: it rebuilds from its peers and votes only once caught up",
+			slog.Int("phase", int(g.rejoin.phase)))
+	}
+	return c.advanceRejoin(g)
+}
+
+// rejoinTick sends due probes and moves caught-up groups to done; called
+// on every Tick. A failed write of a phase is fatal (fail-stop), like a
+// failed raft log write.
+func (c *Core) rejoinTick() {
+	if len(c.rejoining) == 0 {
+		return
+	}
+	probes := map[NodeID][]*strandpb.RejoinProbe{} // lookup only; sent in node order
+	var to []NodeID
+	kept := c.rejoining[:0]
+	for _, g := range c.rejoining {
+		if c.fatal == nil {
+			if err := c.advanceRejoin(g); err != nil {
+				c.fatal = fmt.Errorf("node: %s/%d: rejoin: %w", g.tp.Topic, g.tp.Partition, err)
+			}
+		}
+		r := g.rejoin
+		if r.phase == rejoinDone || (g.meta == nil && c.byTP[g.tp] != g) { // done, or stopped
+			continue
+		}
+		kept = append(kept, g)
+		// Probes go on while catching up: a leader whose progress still
+		// holds the lost acknowledgements learns of them from a probe.
+		if c.ticks < r.nextProbe {
+			continue
+		}
+		r.nextProbe = c.ticks + rejoinProbeTicks
+		for _, id := range g.replicas {
+			if id == c.cfg.ID || (r.phase != rejoinCatchingUp && r.trusted(id)) {
+				continue
+			}
+			if probes[id] == nil {
+				to = append(to, id)
+			}
+			_, last := c.rejoinOwnState(g)
+			probes[id] = append(probes[id], &strandpb.RejoinProbe{Topic: g.wire, Partition: g.tp.Partition, LastIndex: last})
+		}
+	}
+	clear(c.rejoining[len(kept):])
+	c.rejoining = kept
+	slices.Sort(to)
+	for _, id := range to {
+		c.sendRejoinFrame(id, &strandpb.RaftFrame{FromNode: uint64(c.cfg.ID), RejoinProbes: probes[id]})
+	}
+}
+
+// sendRejoinFrame marshals and sends a frame carrying only probes or
+// answers.
+func (c *Core) sendRejoinFrame(to NodeID, f *strandpb.RaftFrame) {
+	b, err := deterministic.Marshal(f)
+	if err != nil {
+		panic(fmt.Sprintf("node: marshal rejoin frame: %v", err))
+	}
+	c.cfg.Network.Send(to, b)
+	c.stats.FramesSent++
+}
+
+// trusted tells whether node id answered as a trusted replica.
+func (r *rejoin) trusted(id NodeID) bool {
+	i, ok := slices.BinarySearchFunc(r.answers, id, func(a rejoinAnswer, id NodeID) int { return compareIDs(a.from, id) })
+	return ok && r.answers[i].state == strandpb.RejoinState_REJOIN_STATE_TRUSTED
+}
+
+func compareIDs(a, b NodeID) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// advanceRejoin moves g's recovery as far as its answers and its log
+// allow, persisting each new phase before it takes effect.
+func (c *Core) advanceRejoin(g *group) error {
+	r := g.rejoin
+	n := len(g.replicas)
+	if r.phase == rejoinUndecided {
+		term, last := c.rejoinOwnState(g)
+		fresh, trusted := 1, 0 // itself: empty
+		for _, a := range r.answers {
+			switch {
+			case a.state == strandpb.RejoinState_REJOIN_STATE_FRESH,
+				a.state == strandpb.RejoinState_REJOIN_STATE_TRUSTED && a.term <= 1 && a.last <= uint64(n):
+				// A node that decided on a new cluster but never saw an
+				// election (terms start at 1) is as empty as this one.
+				fresh++
+			case a.state == strandpb.RejoinState_REJOIN_STATE_TRUSTED:
+				trusted++
+			}
+		}
+		switch {
+		case trusted > 0 || term > 1 || last > uint64(n):
+			// A cluster exists: this node lost its disk (or joins late).
+			g.logs.log(slog.LevelWarn, "empty data directory but the cluster exists: rebuilding from peers")
+			c.stats.RejoinsStarted++
+			if err := c.setRejoin(g, rejoin{phase: rejoinProbing}); err != nil {
+				return err
+			}
+		case fresh > n/2:
+			g.logs.log(slog.LevelDebug, "new cluster: a majority of the nodes start empty")
+			return c.setRejoin(g, rejoin{phase: rejoinDone})
+		default:
+			return nil
+		}
+	}
+	if r.phase == rejoinProbing {
+		need := n - n/2 // ceil(n/2): meets every quorum's other members
+		if n == 1 {
+			// No other copy exists: nothing to learn, nothing to break.
+			return c.setRejoin(g, rejoin{phase: rejoinDone})
+		}
+		var floor, until uint64
+		got := 0
+		for _, a := range r.answers {
+			if a.state == strandpb.RejoinState_REJOIN_STATE_TRUSTED {
+				got++
+				floor, until = max(floor, a.term), max(until, a.last)
+			}
+		}
+		if got < need {
+			return nil
+		}
+		g.logs.log(slog.LevelInfo, "learned from peers: catching up before voting",
+			slog.Uint64("floor_term", floor), slog.Uint64("until_index", until))
+		if err := c.setRejoin(g, rejoin{phase: rejoinCatchingUp, floor: floor, until: until}); err != nil {
+			return err
+		}
+	}
+	if r.phase == rejoinCatchingUp && c.caughtUp(g) {
+		g.logs.log(slog.LevelInfo, "caught up: votes again, in terms above the floor", slog.Uint64("floor_term", g.rejoin.floor))
+		c.stats.RejoinsDone++
+		return c.setRejoin(g, rejoin{phase: rejoinDone, floor: g.rejoin.floor, until: g.rejoin.until})
+	}
+	return nil
+}
+
+// setRejoin persists and enters a new phase (answers are kept).
+func (c *Core) setRejoin(g *group, next rejoin) error {
+	if err := c.saveRejoin(g.dir, &next); err != nil {
+		return err
+	}
+	next.answers, next.nextProbe = g.rejoin.answers, g.rejoin.nextProbe
+	*g.rejoin = next
+	return nil
+}
+
+// caughtUp tells whether g's committed log holds every entry committed
+// before it lost its state: its commit reached until, or it committed an
+// entry of a term above floor (committed terms only grow along the log).
+// The metadata group is asked only between Process calls, so every replica
+// its applied state placed here was opened (recovering) before it is done.
+func (c *Core) caughtUp(g *group) bool {
+	commit := g.raw.BasicStatus().GetCommit()
+	if commit >= g.rejoin.until && g.appliedRaft >= g.rejoin.until {
+		return true
+	}
+	term, err := g.storage.Term(commit)
+	return err == nil && term > g.rejoin.floor && g.appliedRaft >= commit
+}
+
+// rejoinOwnState is g's raft term and last index.
+func (c *Core) rejoinOwnState(g *group) (term, last uint64) {
+	last, err := g.log.LastIndex()
+	if err != nil {
+		return 0, 0
+	}
+	return g.raw.BasicStatus().GetTerm(), last
+}
+
+// voteAllowed tells whether a vote or pre-vote message (in or out) of g
+// may pass: never while recovering, and after only in terms above floor.
+// Other messages always pass.
+func (g *group) voteAllowed(m *raftpb.Message) bool {
+	switch m.GetType() {
+	case raftpb.MsgVote, raftpb.MsgPreVote:
+	default:
+		return true
+	}
+	r := g.rejoin
+	return r == nil || (r.phase == rejoinDone && m.GetTerm() > r.floor)
+}
+
+// answerProbes answers a peer's probes in one frame.
+func (c *Core) answerProbes(from NodeID, probes []*strandpb.RejoinProbe) {
+	f := &strandpb.RaftFrame{FromNode: uint64(c.cfg.ID)}
+	for _, p := range probes {
+		a := &strandpb.RejoinAnswer{Topic: p.GetTopic(), Partition: p.GetPartition()}
+		g := c.routeMessage(p.GetTopic(), p.GetPartition())
+		switch {
+		case g != nil && !g.isReplica(from):
+			continue
+		case g != nil:
+			// A group quiesced under the probing replica (its leader
+			// until it lost its state) must tick again and elect.
+			c.touch(g)
+			a.State, a.Term, a.LastIndex = c.vouch(g)
+			c.handOnLeadership(g, from, p.GetLastIndex())
+		case p.GetTopic() == metaTopic || !c.trustedNode():
+			a.State = strandpb.RejoinState_REJOIN_STATE_RECOVERING
+		default:
+			// A node that never lost its state and hosts no such replica
+			// never voted in, nor acknowledged anything of, that group.
+			a.State = strandpb.RejoinState_REJOIN_STATE_TRUSTED
+		}
+		f.RejoinAnswers = append(f.RejoinAnswers, a)
+	}
+	if len(f.RejoinAnswers) > 0 {
+		c.sendRejoinFrame(from, f)
+	}
+}
+
+// vouch is what g can answer a probe with.
+func (c *Core) vouch(g *group) (strandpb.RejoinState, uint64, uint64) {
+	term, last := c.rejoinOwnState(g)
+	r := g.rejoin
+	switch {
+	case r == nil:
+		return strandpb.RejoinState_REJOIN_STATE_TRUSTED, term, last
+	case r.phase == rejoinDone:
+		// It may have voted, before its loss, in terms up to its floor.
+		return strandpb.RejoinState_REJOIN_STATE_TRUSTED, max(term, r.floor), last
+	case r.phase == rejoinUndecided && term <= 1 && last <= uint64(len(g.replicas)):
+		return strandpb.RejoinState_REJOIN_STATE_FRESH, 0, 0
+	}
+	return strandpb.RejoinState_REJOIN_STATE_RECOVERING, 0, 0
+}
+
+// trustedNode tells whether this node can vouch for replicas it does not
+// host: its metadata group never lost its state or has fully recovered
+// (every replica it hosted before is open again).
+func (c *Core) trustedNode() bool {
+	return c.meta != nil && (c.meta.rejoin == nil || c.meta.rejoin.phase == rejoinDone)
+}
+
+// takeAnswers records a peer's answers in the groups still asking.
+func (c *Core) takeAnswers(from NodeID, answers []*strandpb.RejoinAnswer) {
+	for _, a := range answers {
+		g := c.routeMessage(a.GetTopic(), a.GetPartition())
+		if g == nil || g.rejoin == nil || !g.isReplica(from) || from == c.cfg.ID {
+			continue
+		}
+		r := g.rejoin
+		if r.phase != rejoinUndecided && r.phase != rejoinProbing {
+			continue
+		}
+		ans := rejoinAnswer{from: from, state: a.GetState(), term: a.GetTerm(), last: a.GetLastIndex()}
+		i, ok := slices.BinarySearchFunc(r.answers, from, func(x rejoinAnswer, id NodeID) int { return compareIDs(x.from, id) })
+		if ok {
+			r.answers[i] = ans
+		} else {
+			r.answers = slices.Insert(r.answers, i, ans)
+		}
+		if c.fatal == nil {
+			if err := c.advanceRejoin(g); err != nil {
+				c.fatal = fmt.Errorf("node: %s/%d: rejoin: %w", g.tp.Topic, g.tp.Partition, err)
+			}
+		}
+	}
+}
+
+// receiveRejoin handles the probes and answers of a frame.
+func (c *Core) receiveRejoin(from NodeID, rj *rejoinFrame) {
+	if len(rj.probes) > 0 {
+		c.answerProbes(from, rj.probes)
+	}
+	if len(rj.answers) > 0 {
+		c.takeAnswers(from, rj.answers)
+	}
+}
+
+// rejoinFrame is what a received frame carried for disk-loss recovery.
+type rejoinFrame struct {
+	probes  []*strandpb.RejoinProbe
+	answers []*strandpb.RejoinAnswer
+}
+
+// parseRejoinField decodes a RaftFrame's probe or answer field.
+func (rj *rejoinFrame) parse(answer bool, b []byte) bool {
+	if answer {
+		a := &strandpb.RejoinAnswer{}
+		if proto.Unmarshal(b, a) != nil {
+			return false
+		}
+		rj.answers = append(rj.answers, a)
+		return true
+	}
+	p := &strandpb.RejoinProbe{}
+	if proto.Unmarshal(b, p) != nil {
+		return false
+	}
+	rj.probes = append(rj.probes, p)
+	return true
+}
+
+// handOnLeadership: g leads, and its progress says replica from holds
+// entries up to a match above the last index from reports having now (it
+// lost them with its disk). Raft never lowers a match, so this leader
+// would send from there forever and from could never catch up: the
+// leader hands leadership to its most caught-up other replica, whose
+// fresh progress probes from's log down from scratch.
+func (c *Core) handOnLeadership(g *group, from NodeID, last uint64) {
+	if _, _, leading := g.leadership(); !leading {
+		return
+	}
+	st := g.raw.Status()
+	pr, ok := st.Progress[uint64(from)]
+	if !ok || pr.Match <= last || st.LeadTransferee != 0 {
+		return
+	}
+	var to NodeID
+	var best uint64
+	for _, id := range g.replicas {
+		if id == c.cfg.ID || id == from {
+			continue
+		}
+		if p, ok := st.Progress[uint64(id)]; ok && (to == 0 || p.Match > best) {
+			to, best = id, p.Match
+		}
+	}
+	if to == 0 {
+		return
+	}
+	g.logs.log(slog.LevelInfo, "a replica lost acknowledged entries: handing leadership on so it can catch up",
+		slog.Uint64("replica", uint64(from)), slog.Uint64("to", uint64(to)))
+	c.markReady(g) // ready.go
+	g.raw.TransferLeader(uint64(to))
+}
+
+// staleReject tells whether m, for g which leads, is a rejected append
+// whose hint lies below what the replica acknowledged before: it lost its
+// disk. Raft would answer it by resending from its match, at once, in a
+// loop; the reject is dropped and the replica's probe hands leadership on
+// (handOnLeadership).
+func (g *group) staleReject(m *raftpb.Message) bool {
+	if m.GetType() != raftpb.MsgAppResp || !m.GetReject() {
+		return false
+	}
+	if _, _, leading := g.leadership(); !leading {
+		return false
+	}
+	pr, ok := g.raw.Status().Progress[m.GetFrom()]
+	return ok && pr.Match > m.GetRejectHint()
+}

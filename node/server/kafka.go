@@ -1,0 +1,112 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strandlog/strand/kafkaproto"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// kafkaListener is the node's Kafka protocol listener: package kafka
+// decodes Kafka requests and hands the strandpb requests they become to the
+// loop, through the same queue (and Core.Handle) as native requests.
+type kafkaListener struct {
+	r   *Server
+	ln  net.Listener
+	srv *kafkaproto.Server
+}
+
+// errKafkaStopped answers a Kafka request submitted while the node stops.
+var errKafkaStopped = errors.New("node shutting down")
+
+// listenKafka opens the Kafka listener when configured and records its
+// advertised address in this node's Config.Nodes entry, so the node
+// registers it in the metadata group and every node's Metadata answer
+// names it.
+func (r *Server) listenKafka() error {
+	ln := r.cfg.KafkaListener
+	if ln == nil && r.cfg.KafkaListen == "" {
+		return nil
+	}
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", r.cfg.KafkaListen); err != nil {
+			return fmt.Errorf("node: Kafka listen on %s: %w", r.cfg.KafkaListen, err)
+		}
+	}
+	adv := r.cfg.KafkaAdvertise
+	if adv == "" {
+		adv = ln.Addr().String()
+	}
+	nodes := slices.Clone(r.cfg.Core.Nodes)
+	for i := range nodes {
+		if nodes[i].ID == r.cfg.Core.ID {
+			nodes[i].KafkaAddress = adv
+		}
+	}
+	r.cfg.Core.Nodes = nodes
+	r.kafka = &kafkaListener{r: r, ln: ln}
+	return nil
+}
+
+// start serves Kafka connections; a no-op without a Kafka listener.
+func (k *kafkaListener) start() {
+	if k == nil {
+		return
+	}
+	k.srv = kafkaproto.Serve(k.ln, kafkaproto.Config{Backend: k, NodeID: int32(k.r.cfg.Core.ID), Logger: k.r.logger})
+}
+
+// closeListener closes a listener that was never served.
+func (k *kafkaListener) closeListener() {
+	if k != nil {
+		k.ln.Close()
+	}
+}
+
+// close stops accepting and closes every Kafka connection.
+func (k *kafkaListener) close() {
+	if k == nil {
+		return
+	}
+	if k.srv == nil {
+		k.ln.Close()
+		return
+	}
+	k.srv.Close()
+}
+
+// Submit queues req for the loop, blocking while the loop's queue or byte
+// budget is full (backpressure); reply is called on the loop with the
+// answer. It fails when done closes or the node stops first.
+func (k *kafkaListener) Submit(done <-chan struct{}, req *strandpb.Request, reply func(*strandpb.Response)) error {
+	r := k.r
+	// done closes when the connection does; the server closes every Kafka
+	// connection as it stops, so nothing waits on a loop that has exited.
+	tokens, ok := r.budget.acquire(proto.Size(req), done)
+	if !ok {
+		return errKafkaStopped
+	}
+	select {
+	case r.requests <- runtimeRequest{req: req, tokens: tokens, reply: reply}:
+		return nil
+	case <-done:
+		r.budget.release(tokens)
+		return errKafkaStopped
+	}
+}
+
+// KafkaAddr is the address of the Kafka listener, nil without one.
+func (r *Server) KafkaAddr() net.Addr {
+	if r.kafka == nil {
+		return nil
+	}
+	return r.kafka.ln.Addr()
+}
+
+var _ kafkaproto.Backend = (*kafkaListener)(nil)

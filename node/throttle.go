@@ -1,0 +1,83 @@
+package node
+
+import "go.etcd.io/raft/v3/raftpb"
+
+// The catch-up throttle (issue 9 item 3). A follower far behind (back from
+// a long outage, or rebuilding after a wiped disk or a repair) is sent its
+// catch-up at the link's full speed, competing with the producers' own
+// replication for the leader's disk reads, the network and the follower's
+// fsyncs. Config.CatchUpBytesPerSec bounds the bytes of appends a node
+// sends to each catching-up follower node: a token bucket per destination
+// node, refilled every tick. An append made only of entries already
+// committed (the follower lacks what a majority holds: catch-up) spends
+// its entry bytes from the bucket; when the bucket is empty the append is
+// not sent and raft is told the follower is unreachable (it goes back to
+// probing and resends after the next heartbeat answer). Appends carrying
+// uncommitted entries are never throttled, so no commit waits on the
+// bucket and producers keep the followers they need.
+//
+// Rejected: raft's MaxInflightBytes alone (a window, not a rate: on a fast
+// link the window refills at once); throttling in the transport (it cannot
+// tell catch-up from live replication, and dropping there makes raft wait
+// for a timeout instead of reprobing).
+
+// throttle is the per-destination token buckets, in bytes.
+type throttle struct {
+	tokens map[NodeID]int64 // lookup only
+	tick   uint64           // the tick of the last refill
+}
+
+// burst is a bucket's capacity: a tenth of a second's worth. An append
+// goes out whenever the bucket is not empty, even past it (the bucket
+// goes into debt), so one message of any size always passes eventually.
+func (c *Core) throttleBurst() int64 { return max(c.cfg.CatchUpBytesPerSec/10, 4096) }
+
+// refill adds the bytes of the ticks since the last refill to every
+// bucket, up to the burst.
+func (c *Core) refillThrottle() {
+	rate := c.cfg.CatchUpBytesPerSec
+	if rate <= 0 || c.throttle.tick == c.ticks {
+		return
+	}
+	perTick := max(1, rate*int64(c.cfg.TickDuration)/1e9)
+	ticks := int64(c.ticks - c.throttle.tick)
+	c.throttle.tick = c.ticks
+	burst := c.throttleBurst()
+	for id, n := range c.throttle.tokens {
+		c.throttle.tokens[id] = min(burst, n+ticks*perTick)
+	}
+}
+
+// throttleAllows tells whether append m of g may go out now, spending its
+// bytes when it goes to a catching-up follower.
+func (c *Core) throttleAllows(g *group, m *raftpb.Message) bool {
+	if c.cfg.CatchUpBytesPerSec <= 0 || m.GetType() != raftpb.MsgApp || len(m.GetEntries()) == 0 {
+		return true
+	}
+	to := NodeID(m.GetTo())
+	last := m.GetIndex() + uint64(len(m.GetEntries()))
+	if last > g.raw.BasicStatus().GetCommit() {
+		return true // carries entries a commit may wait for
+	}
+	if c.throttle.tokens == nil {
+		c.throttle.tokens = make(map[NodeID]int64)
+	}
+	tokens, seen := c.throttle.tokens[to]
+	if !seen {
+		tokens = c.throttleBurst()
+	}
+	if tokens <= 0 {
+		c.throttle.tokens[to] = tokens
+		c.stats.CatchUpThrottled++
+		c.markReady(g) // ready.go
+		g.raw.ReportUnreachable(uint64(to))
+		return false
+	}
+	var bytes int64
+	for _, e := range m.GetEntries() {
+		bytes += int64(len(e.GetData()))
+	}
+	c.throttle.tokens[to] = tokens - bytes
+	c.stats.CatchUpBytes += uint64(bytes)
+	return true
+}

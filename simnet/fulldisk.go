@@ -1,0 +1,47 @@
+package simnet
+
+import "time"
+
+// Full disks in the simulator (node/diskfull.go): the planner gives a live
+// node's disk a capacity a little above its free-space floor, so the node
+// turns full within a tick or ten and must refuse produce, keep serving
+// reads and lose nothing; the capacity is lifted after a while (at the
+// next fault past its end, or at the heal), and writes must resume. A full
+// disk is not damage: a node with one must never stop.
+
+// simMinFreeBytes is every simulated node's free-space floor; a full disk
+// leaves this plus up to simFullSlackBytes free, room for the writes of
+// the ticks before the node sees the floor, raft's hard states and the
+// metadata group.
+const (
+	simMinFreeBytes   = 256 << 10
+	simFullSlackBytes = 128 << 10
+)
+
+// diskFull fills a live node's disk for a while.
+func (p *planner) diskFull() {
+	n := p.liveNode()
+	if n == nil || n.fullUntil != 0 {
+		return
+	}
+	w := p.w
+	r := w.rngFault
+	n.disk.SetCapacity(n.disk.UsedBytes() + simMinFreeBytes + r.Int64N(simFullSlackBytes))
+	f := w.opts.Faults
+	n.fullUntil = w.now() + 4*time.Duration(between(r, int64(f.NetFaultMin), int64(f.NetFaultMax)))
+	w.traceNote(kindFault, n.index, uint64(faultDiskFull), uint64(n.fullUntil))
+}
+
+// liftFullDisks gives back the space of full disks whose time is over (all
+// of them when all is true).
+func (p *planner) liftFullDisks(all bool) {
+	for _, n := range p.w.nodes {
+		if n.fullUntil != 0 && (all || p.w.now() >= n.fullUntil) {
+			n.disk.SetCapacity(0)
+			n.fullUntil = 0
+		}
+	}
+}
+
+// FreeBytes implements raftlog.SpaceReporter, so the node sees its floor.
+func (c *cutDisk) FreeBytes() (int64, error) { return c.d.FreeBytes() }

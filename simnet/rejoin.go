@@ -1,0 +1,33 @@
+package simnet
+
+import "github.com/strandlog/strand/node"
+
+// Disk-loss recovery in the simulator: a wiped node restarts on its empty
+// disk (Faults.WipeRejoin, on by default) and must rebuild every replica
+// from its peers without voting before it may (node/rejoin.go). These
+// counters show it happened: replicas that opened recovering, finished
+// recovering, and vote messages withheld meanwhile.
+
+// rejoinSeen is what the coverage already counted of one incarnation's
+// core stats.
+type rejoinSeen struct {
+	started, done, withheld, repaired uint64
+	full, throttled                   uint64
+}
+
+// countRejoins adds to the coverage what n's core did for disk-loss
+// recovery since the last call in this incarnation.
+func (w *world) countRejoins(n *simNode) {
+	s, ok := n.core.(interface{ Stats() node.Stats })
+	if !ok {
+		return
+	}
+	st := s.Stats()
+	w.coverage.Add("event/rejoin-started", int64(st.RejoinsStarted-n.rejoins.started))
+	w.coverage.Add("event/rejoin-done", int64(st.RejoinsDone-n.rejoins.done))
+	w.coverage.Add("event/vote-withheld", int64(st.VotesWithheld-n.rejoins.withheld))
+	w.coverage.Add("event/replica-repaired", int64(st.ReplicasRepaired-n.rejoins.repaired))
+	w.coverage.Add("event/disk-full", int64(st.DiskFullEntered-n.rejoins.full))
+	w.coverage.Add("event/catchup-throttled", int64(st.CatchUpThrottled-n.rejoins.throttled))
+	n.rejoins = rejoinSeen{full: st.DiskFullEntered, throttled: st.CatchUpThrottled, started: st.RejoinsStarted, done: st.RejoinsDone, withheld: st.VotesWithheld, repaired: st.ReplicasRepaired}
+}

@@ -1,0 +1,125 @@
+package simnet
+
+import (
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/strandlog/strand/node"
+)
+
+// The storage pipeline in virtual time. Nodes run with
+// node.Config.AsyncSyncs: Process writes a log and hands its fsync back as
+// a node.SyncJob. The world runs each job as two events on the node: the
+// fsync itself after a drawn device delay (the memdisk makes the log's
+// writes durable then), and the completion (Core.SyncDone) a short
+// hand-off later, as a storage goroutine would report back to the loop.
+// Crashes (the planner's, and the two below) can land between a write and
+// its fsync, and between the fsync and the acknowledgement it allows:
+//
+//   - fault/crash-before-fsync: a power loss strikes a node instead of a
+//     fsync in flight (its written, unsynced tail is lost);
+//   - fault/crash-after-fsync: a power loss or a kill strikes after the
+//     fsync, before the node heard of it (durable but never acknowledged).
+//
+// All draws come from one stream of their own, so a seed replays bit for
+// bit. Rejected: running the fsync at once and delaying only the
+// completion (a power loss inside the window would then keep the data,
+// hiding every acknowledgement given before the fsync).
+
+// streamStorage draws fsync delays and the pipeline's crash points.
+const streamStorage uint64 = 8
+
+// Fsync delays: most complete in [storageSyncMin, storageSyncMax]; one in
+// storageSlowOneIn takes up to storageSlowMax (a device hiccup), so syncs
+// of different logs complete out of order. The completion reaches the
+// loop storageHandoffMax after the fsync at most.
+const (
+	storageSyncMin    = 100 * time.Microsecond
+	storageSyncMax    = 1500 * time.Microsecond
+	storageSlowMax    = 20 * time.Millisecond
+	storageSlowOneIn  = 50
+	storageHandoffMax = 100 * time.Microsecond
+	// storageCrashOneIn: a fsync in flight on a node with crash faults
+	// ends in one of the two crash points once in this many.
+	storageCrashOneIn = 1500
+)
+
+// storage is the world's model of the nodes' storage goroutines.
+type storage struct {
+	rng  *rand.Rand
+	jobs []node.SyncJob // reused
+}
+
+func newStorage(seed uint64) *storage {
+	return &storage{rng: newStream(seed, streamStorage)}
+}
+
+// syncDelay draws how long one fsync takes.
+func (s *storage) syncDelay() time.Duration {
+	if s.rng.IntN(storageSlowOneIn) == 0 {
+		return time.Duration(between(s.rng, int64(storageSyncMax), int64(storageSlowMax)))
+	}
+	return time.Duration(between(s.rng, int64(storageSyncMin), int64(storageSyncMax)))
+}
+
+// startSyncs schedules the fsyncs n's core started in its last Process.
+func (w *world) startSyncs(n *simNode) {
+	s := w.storage
+	s.jobs = n.core.TakeSyncJobs(s.jobs[:0])
+	inc := n.incarnation
+	for _, job := range s.jobs {
+		w.sched.schedule(s.syncDelay(), &event{kind: evCall, node: n.index, call: func() { w.runSync(n, inc, job) }})
+	}
+	clear(s.jobs)
+}
+
+// crashPoint draws whether a pipeline crash strikes n now: only in runs
+// with crash faults, while the planner is active, on a healthy node.
+func (w *world) crashPoint(n *simNode) bool {
+	if w.opts.Faults.Crash == 0 || !w.planner.active || n.hasFaults() {
+		return false
+	}
+	return w.storage.rng.IntN(storageCrashOneIn) == 0
+}
+
+// runSync performs one fsync of n's incarnation inc, then schedules its
+// completion.
+func (w *world) runSync(n *simNode, inc uint32, job node.SyncJob) {
+	if !n.up || n.incarnation != inc {
+		return
+	}
+	if w.crashPoint(n) {
+		w.coverage.Inc("fault/crash-before-fsync")
+		w.stats.Crashes++
+		w.crashNode(n, "power loss with a fsync in flight")
+		w.scheduleRestart(n)
+		return
+	}
+	var err error
+	if w.guard(n, func() { err = job.Run() }) {
+		err = errors.New("simnet: fsync panicked on a faulty disk")
+	}
+	d := time.Duration(between(w.storage.rng, 0, int64(storageHandoffMax)))
+	w.sched.schedule(d, &event{kind: evCall, node: n.index, call: func() { w.syncDone(n, inc, job.Token, err) }})
+}
+
+// syncDone reports a fsync's result to n's core and runs its Ready cycles.
+func (w *world) syncDone(n *simNode, inc uint32, token uint64, err error) {
+	if !n.up || n.incarnation != inc {
+		return
+	}
+	if w.crashPoint(n) {
+		w.coverage.Inc("fault/crash-after-fsync")
+		w.stats.Crashes++
+		if w.storage.rng.IntN(2) == 0 {
+			w.killNode(n, "killed after a fsync, before its completion")
+		} else {
+			w.crashNode(n, "power loss after a fsync, before its completion")
+		}
+		w.scheduleRestart(n)
+		return
+	}
+	w.guardCall(n, func() { n.core.SyncDone(token, err) })
+	w.process(n)
+}

@@ -1,0 +1,67 @@
+package simnet
+
+import (
+	"fmt"
+
+	"github.com/strandlog/strand/kafkaproto"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// kafkaCall is a produce or fetch that travels in Kafka's protocol: the
+// client encodes it as a Kafka client would, the node side decodes and
+// translates it with kafkaproto (the listener's own code) before
+// Core.Handle, and the answer goes back as Kafka's response. So the
+// simulator's retries, leader changes and checks cover the Kafka path too.
+type kafkaCall struct {
+	decode func([]byte) (*strandpb.Response, error)
+	tr     *kafkaproto.Translation // set once the request reached its node
+}
+
+// kafkaEncode encodes req in Kafka's protocol when the run asks for it and
+// c is one of the clients that speak it (every other one, by index, so no
+// random draw shifts); ok is false otherwise.
+func (ww *wireWorkload) kafkaEncode(c *wireClient, req *strandpb.Request) (*kafkaCall, []byte, bool) {
+	if !ww.w.opts.KafkaCodec || c.index%2 == 0 {
+		return nil, nil, false
+	}
+	if req.GetProduce() != nil && req.GetProduce().GetAcks() == 0 {
+		return nil, nil, false // Kafka never answers acks=0; the simulator's client waits for an answer
+	}
+	frame, decode, ok := kafkaproto.EncodeRequest(req, int32(req.GetCorrelationId()))
+	if !ok {
+		return nil, nil, false
+	}
+	ww.w.coverage.Inc("event/kafka-request")
+	return &kafkaCall{decode: decode}, frame, true
+}
+
+// kafkaTranslate decodes a Kafka request that reached its node into the
+// Strand request Handle takes.
+func (ww *wireWorkload) kafkaTranslate(call *wireCall, frame []byte) *strandpb.Request {
+	tr, err := kafkaproto.Translate(frame[4:])
+	if err != nil || tr.Request == nil {
+		panic(fmt.Sprintf("simnet: Kafka request not translated: %v", err))
+	}
+	call.kafka.tr = tr
+	return tr.Request
+}
+
+// answer encodes the node's answer as the Kafka response.
+func (k *kafkaCall) answer(resp *strandpb.Response) []byte {
+	frame := k.tr.Answer(resp)
+	if frame == nil {
+		panic("simnet: a Kafka request the simulator sends got no answer frame")
+	}
+	return frame
+}
+
+// decodeAnswer decodes the Kafka response back into the Strand answer the
+// client's logic expects; an undecodable one fails the run.
+func (k *kafkaCall) decodeAnswer(w *world, frame []byte) *strandpb.Response {
+	out, err := k.decode(frame)
+	if err != nil {
+		w.fail("Kafka response not decoded: %v", err)
+		return &strandpb.Response{Error: &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INTERNAL, Message: err.Error()}}
+	}
+	return out
+}
