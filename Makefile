@@ -69,7 +69,9 @@ bench-restart:
 ##   group, Core.Handle with marshalled protobuf and clientlib's retry logic; one after another, ending
 ##   with a coverage table and "sim: seeds=N failed=F ops=O events=E hash=H". PROFILE=safety|liveness|mixed;
 ##   BUG=AckBeforeCommit|SkipFsync|FetchBeyondHighMark|ReapplyAfterRestart|LocalRead|RestoreForgetsProducers|
-##   CheckpointForgetsProducers|FetchRenumbersInsideBatch|AckLeaderEarly|AckBeforeSyncDone plants a bug
+##   CheckpointForgetsProducers|FetchRenumbersInsideBatch|AckLeaderEarly|RecoverTrustsPageCache|LeaseReads|
+##   RestoreIndexTimes|TopicIDUnchecked|ProduceSkipsCRC|AckBeforeSyncDone|WipedNodeVotes|RepairTrustsItself|
+##   CompactPastStart|StaleSnapshot plants a bug
 ##   (built with -tags simbugs: production builds have no bug switch);
 ##   OUT=DIR keeps Porcupine's HTML of failing seeds; V=1 (default) prints each seed's options and figures.
 sim:

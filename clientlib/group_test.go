@@ -35,7 +35,7 @@ func TestGroupConsumersSplitAndHandOver(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for heartbeat intervals (5 s)")
 	}
-	_, client, ctx := setup(t, []fake.Opt{fake.Topic("t", 4)}, clientlib.ManualPartitioner())
+	_, client, ctx := setup(t, []fake.Opt{fake.Topic("t", 4)}, clientlib.ManualPartitioner(), groupRetries)
 	produceSpread(t, ctx, client, "t", 4, 0, 10)
 	seen := map[string]int{}
 	owners := map[clientlib.TopicPartition]string{}
@@ -134,12 +134,19 @@ func TestGroupConsumersSplitAndHandOver(t *testing.T) {
 	}
 }
 
+// groupRetries gives the group tests' clients (1-10 ms backoffs) about as
+// long to wait out COORDINATOR_NOT_AVAILABLE as a client with the default
+// backoffs has: the first group call creates __strand_offsets, whose
+// partitions must elect leaders before any coordinator answers, which on
+// a loaded machine takes longer than 20 retries of 10 ms (CI failed so).
+var groupRetries = clientlib.MaxRetries(500)
+
 // TestGroupCommittedBelowLogStartIsTypedError shows R22 for groups: a
 // committed offset that aged out is a hard *OffsetOutOfRangeError (the
 // start-without-commit policy is not applied), and a partition without a
 // commit starts where StartWithoutCommit says.
 func TestGroupCommittedBelowLogStartIsTypedError(t *testing.T) {
-	cluster, client, ctx := setup(t, []fake.Opt{fake.Topic("t", 2)}, clientlib.ManualPartitioner())
+	cluster, client, ctx := setup(t, []fake.Opt{fake.Topic("t", 2)}, clientlib.ManualPartitioner(), groupRetries)
 	produceSpread(t, ctx, client, "t", 2, 0, 10)
 	if err := client.CommitOffsets(ctx, "g", map[clientlib.TopicPartition]int64{{Topic: "t", Partition: 0}: 2}); err != nil {
 		t.Fatal(err)

@@ -100,8 +100,10 @@ type windowEntry struct {
 //     after it may already be in the log; batches that may be are resent
 //     with their old numbers first to find out.
 //   - OUT_OF_ORDER_SEQUENCE for a batch sent when every earlier batch was
-//     already acked means the server lost the producer state: the batch
-//     is renumbered the same way. Sent while an earlier batch was
+//     already acked means the server lost the producer state (retention
+//     deleted all its batches): the batch is renumbered the same way,
+//     unless an earlier attempt of it may be in the log: then it fails,
+//     maybe written, rather than risk being written twice. Sent while an earlier batch was
 //     unresolved, it only means the attempt overtook its predecessor
 //     (reordered on the wire, or the predecessor failed): it is resent.
 //
@@ -263,6 +265,15 @@ func (w *Window) Report(id BatchID, baseOffset int64, err error, now, retryAt ti
 	if w.cfg.Idempotent && errors.Is(err, ErrOutOfOrderSequence) {
 		// Refused: this attempt is not in the log. Resend after the
 		// missing predecessor, or renumber if there is none.
+		if e.predAcked && e.maybeWrote {
+			// The server lost the producer's state (retention
+			// deleted its batches) while an earlier attempt of this
+			// batch may be in the log: a renumbered resend could
+			// write it twice, after its successors. It fails, maybe
+			// written; the batches after it are renumbered.
+			w.fail(e, err, true)
+			return
+		}
 		e.maybeWrote = false
 		if e.predAcked && (!w.renumber || e.id < w.renumberFrom) {
 			w.renumber, w.renumberFrom = true, e.id

@@ -296,3 +296,37 @@ func TestWindowDeliveryTimeout(t *testing.T) {
 		t.Fatalf("completions %+v %+v", c1, c2)
 	}
 }
+
+// When retention deletes a producer's batches the server forgets it, and a
+// resend of a batch that may already be in the log (its first attempt timed
+// out, its successor was accepted) is refused with OUT_OF_ORDER_SEQUENCE.
+// Renumbering it would write it a second time, after its successor (found
+// by the simulator with short retention); it fails, maybe written, and only
+// the batches after it are renumbered.
+func TestWindowStateLostAfterMaybeWritten(t *testing.T) {
+	w := NewWindow(WindowConfig{Idempotent: true, InFlightMax: 5, AttemptsMax: 10})
+	a := w.Push(1, 0)
+	b := w.Push(1, 0)
+	first, _ := w.Next(0)
+	w.Report(first.ID, 0, nil, 0, 0) // a acked at 0
+	sent, _ := w.Next(0)
+	w.Report(sent.ID, -1, &Error{Code: strandpb.ErrorCode_ERROR_CODE_TIMEOUT}, 0, 0) // b maybe written
+	c := w.Push(1, 0)
+	resend, ok := w.Next(0)
+	if !ok || resend.ID != b || resend.Epoch != 0 {
+		t.Fatalf("resend %+v %v", resend, ok)
+	}
+	w.Report(b, -1, &Error{Code: strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE}, 0, 0)
+	next, ok := w.Next(0)
+	if !ok || next.ID != c || next.Epoch != 1 || next.BaseSequence != 0 {
+		t.Fatalf("after the lost state got %+v %v, want batch %d at epoch 1 sequence 0", next, ok, c)
+	}
+	w.Report(c, 5, nil, 0, 0)
+	var re *RetriesExhaustedError
+	ca, _ := w.Pop()
+	cb, _ := w.Pop()
+	cc, _ := w.Pop()
+	if ca.ID != a || cb.ID != b || !errors.As(cb.Err, &re) || !re.MaybeWritten || cc.Err != nil || cc.BaseOffset != 5 {
+		t.Fatalf("completions %+v %+v %+v", ca, cb, cc)
+	}
+}

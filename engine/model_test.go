@@ -27,8 +27,9 @@ type modelSeq struct {
 
 // modelProducer is the model's idempotence record.
 type modelProducer struct {
-	epoch   int32
-	batches []modelSeq // last five, oldest first
+	epoch      int32
+	batches    []modelSeq // last five, oldest first
+	lastAppend int64
 }
 
 // model is the trivial reference: every batch ever appended, linear scans
@@ -38,6 +39,10 @@ type model struct {
 	next, logStart int64
 	batches        []modelBatch
 	producers      map[int64]*modelProducer
+	// seeded: a compaction (not a TRIM) dropped the last batch and no
+	// batch or TRIM came since: the next batch still takes its running
+	// maximum timestamp, as on a replica that indexes it.
+	seeded bool
 }
 
 // indexed returns the batches not dropped, in order.
@@ -83,9 +88,10 @@ func (m *model) produce(p Producer, count int32, appendTimeMs, maxTs int64) stri
 		}
 	}
 	loc := BatchLocation{BaseOffset: m.next, RecordCount: count, RaftIndex: m.applied, AppendTimeMs: appendTimeMs, MaxTimestampMs: maxTs}
-	if n := len(m.batches); n > 0 && !m.batches[n-1].dropped {
+	if n := len(m.batches); n > 0 && (!m.batches[n-1].dropped || m.seeded) {
 		loc.MaxTimestampMs = max(loc.MaxTimestampMs, m.batches[n-1].loc.MaxTimestampMs)
 	}
+	m.seeded = false
 	m.batches = append(m.batches, modelBatch{loc: loc})
 	m.next += int64(count)
 	if p.ID >= 0 {
@@ -94,6 +100,7 @@ func (m *model) produce(p Producer, count int32, appendTimeMs, maxTs int64) stri
 			m.producers[p.ID] = st
 		}
 		st.batches = append(st.batches, modelSeq{p.BaseSequence, count, loc.BaseOffset})
+		st.lastAppend = appendTimeMs
 		if len(st.batches) > 5 {
 			st.batches = st.batches[1:]
 		}
@@ -102,11 +109,14 @@ func (m *model) produce(p Producer, count int32, appendTimeMs, maxTs int64) stri
 }
 
 // trim moves the model's log start.
-func (m *model) trim(offset int64) {
+func (m *model) trim(offset, nowMs int64) {
 	m.applied++
 	offset = min(offset, m.next)
+	if offset == m.next {
+		m.seeded = false
+	}
 	for id, st := range m.producers {
-		if last := st.batches[len(st.batches)-1]; last.offset+int64(last.count) <= offset {
+		if last := st.batches[len(st.batches)-1]; last.offset+int64(last.count) <= offset && st.lastAppend <= nowMs-ProducerExpirationMs {
 			delete(m.producers, id)
 		}
 	}
@@ -130,9 +140,11 @@ func (m *model) compacted(raftIndex uint64) {
 	}
 	if dropped {
 		start := m.next
-		if idx := m.indexed(); len(idx) > 0 {
+		idx := m.indexed()
+		if len(idx) > 0 {
 			start = idx[0].BaseOffset
 		}
+		m.seeded = len(idx) == 0
 		m.logStart = max(m.logStart, start)
 	}
 }
@@ -272,8 +284,10 @@ func (s *machine) stepInvalid(t *rapid.T) {
 // stepTrim applies a trim entry to a drawn offset around the log.
 func (s *machine) stepTrim(t *rapid.T) {
 	offset := rapid.Int64Range(-3, s.m.next+3).Draw(t, "offset")
-	r := s.apply(EncodeTrimEntry(nil, 0, 0, offset))
-	s.m.trim(offset)
+	// Producers last seen at 0..10 expire only at a trim a day later.
+	now := rapid.SampledFrom([]int64{0, 10, ProducerExpirationMs + 5, ProducerExpirationMs + 20}).Draw(t, "now")
+	r := s.apply(EncodeTrimEntry(nil, now, 0, offset))
+	s.m.trim(offset, now)
 	if r.Err != nil || s.p.LogStartOffset() != s.m.logStart {
 		t.Fatalf("trim to %d: %+v, model log start %d", offset, r, s.m.logStart)
 	}

@@ -87,6 +87,13 @@ type Partition struct {
 	// has ordinal n, for an append-only checkpoint of the index.
 	indexBase int64
 	producers map[int64]*producerState
+	// timestampSeed (when hasTimestampSeed) stands in for the running
+	// maximum timestamp of the batches Compacted dropped, while the index
+	// is empty: the next batch takes it into its MaxTimestampMs exactly as
+	// on a replica that still indexes them until a TRIM to the high-water
+	// mark drops them there too (which clears the seed).
+	timestampSeed    int64
+	hasTimestampSeed bool
 	// indexSum and producerSum are the sums of the element hashes of the
 	// offset index and the producer table (digest.go), kept up to date by
 	// every change.
@@ -137,7 +144,7 @@ func (p *Partition) apply(index uint64, data []byte) Result {
 	case strandpb.EntryKind_ENTRY_KIND_PRODUCE:
 		return p.applyProduce(index, &e)
 	case strandpb.EntryKind_ENTRY_KIND_TRIM:
-		p.trim(e.TrimOffset)
+		p.trim(e.TrimOffset, e.AppendTimeMs)
 		return Result{}
 	default:
 		return Result{Err: fmt.Errorf("%w: unknown entry kind %d", ErrInvalidEntry, int32(e.Kind))}
@@ -179,7 +186,10 @@ func (p *Partition) applyProduce(index uint64, e *EntryFields) Result {
 	}
 	if n := len(p.batches); n > p.head {
 		loc.MaxTimestampMs = max(loc.MaxTimestampMs, p.batches[n-1].MaxTimestampMs)
+	} else if p.hasTimestampSeed {
+		loc.MaxTimestampMs = max(loc.MaxTimestampMs, p.timestampSeed)
 	}
+	p.hasTimestampSeed = false
 	p.batches = append(p.batches, loc)
 	p.indexSum += batchDigest(&loc)
 	p.nextOffset += int64(info.RecordCount)
@@ -187,6 +197,7 @@ func (p *Partition) applyProduce(index uint64, e *EntryFields) Result {
 		if old, ok := p.producers[e.ProducerID]; ok {
 			p.producerSum -= producerDigest(e.ProducerID, old)
 		}
+		st.lastAppendMs = e.AppendTimeMs
 		st.accept(e.ProducerEpoch, producerBatch{
 			baseSequence: e.BaseSequence,
 			recordCount:  info.RecordCount,
@@ -198,12 +209,19 @@ func (p *Partition) applyProduce(index uint64, e *EntryFields) Result {
 	return Result{BaseOffset: loc.BaseOffset, RecordCount: loc.RecordCount}
 }
 
-// trim applies a trim entry: the log start offset moves forward to offset,
-// clamped to the high-water mark, dropping the batches wholly below it, and
-// the producers whose batches all lie below offset are forgotten.
-func (p *Partition) trim(offset int64) {
+// trim applies a trim entry stamped nowMs: the log start offset moves
+// forward to offset, clamped to the high-water mark, dropping the batches
+// wholly below it, and the producers whose batches all lie below offset
+// and whose last batch is ProducerExpirationMs older than the trim are
+// forgotten.
+func (p *Partition) trim(offset, nowMs int64) {
 	offset = min(offset, p.nextOffset)
-	p.evictProducers(offset)
+	if offset == p.nextOffset {
+		// The other replicas' index is empty now too; below that they
+		// still hold the batch the seed stands for.
+		p.hasTimestampSeed = false
+	}
+	p.evictProducers(offset, nowMs)
 	if offset <= p.logStartOffset {
 		return
 	}
@@ -218,9 +236,9 @@ func (p *Partition) trim(offset int64) {
 // replicated state, never on the replica-local log start that Compacted
 // moves, so every replica evicts the same producers. Deleting in map order
 // is fine: only the resulting set matters.
-func (p *Partition) evictProducers(offset int64) {
+func (p *Partition) evictProducers(offset, nowMs int64) {
 	for id, st := range p.producers {
-		if st.newest().endOffset() <= offset {
+		if st.newest().endOffset() <= offset && st.lastAppendMs <= nowMs-ProducerExpirationMs {
 			p.producerSum -= producerDigest(id, st)
 			delete(p.producers, id)
 		}
@@ -264,6 +282,9 @@ func (p *Partition) Compacted(raftIndex uint64) {
 	n := sort.Search(len(live), func(i int) bool { return live[i].RaftIndex > raftIndex })
 	if n == 0 {
 		return
+	}
+	if n == len(live) {
+		p.timestampSeed, p.hasTimestampSeed = live[n-1].MaxTimestampMs, true
 	}
 	p.drop(n)
 	start := p.nextOffset
@@ -338,4 +359,38 @@ func (p *Partition) IndexSince(from int64) []BatchLocation {
 		panic(fmt.Sprintf("engine: index since ordinal %d outside [%d, %d]", from, start, end))
 	}
 	return p.batches[from-p.indexBase:]
+}
+
+// FirstBatchFrom returns the first indexed batch whose raft entry is at or
+// after raftIndex, found in O(log n); false when there is none. Retention
+// turns a segment boundary of the raft log into a log start offset with it.
+func (p *Partition) FirstBatchFrom(raftIndex uint64) (BatchLocation, bool) {
+	live := p.batches[p.head:]
+	i := sort.Search(len(live), func(i int) bool { return live[i].RaftIndex >= raftIndex })
+	if i == len(live) {
+		return BatchLocation{}, false
+	}
+	return live[i], true
+}
+
+// LastBatchThrough returns the last indexed batch whose raft entry is at or
+// before raftIndex; false when there is none. Its MaxTimestampMs is the
+// newest record timestamp of every retained batch up to raftIndex (a
+// running maximum), which retention.ms ages.
+func (p *Partition) LastBatchThrough(raftIndex uint64) (BatchLocation, bool) {
+	live := p.batches[p.head:]
+	i := sort.Search(len(live), func(i int) bool { return live[i].RaftIndex > raftIndex })
+	if i == 0 {
+		return BatchLocation{}, false
+	}
+	return live[i-1], true
+}
+
+// OldestTimestampMs is the largest record timestamp of the first retained
+// batch, -1 when none is indexed: the age retention.ms judges.
+func (p *Partition) OldestTimestampMs() int64 {
+	if p.head == len(p.batches) {
+		return -1
+	}
+	return p.batches[p.head].MaxTimestampMs
 }

@@ -185,14 +185,15 @@ func TestIdempotence(t *testing.T) {
 	}
 }
 
-// TestTrimEvictsProducers shows a trim forgets the producers whose batches
-// it removed, so a late retry learns its producer is unknown, while a
-// producer with a retained batch keeps its record.
+// TestTrimEvictsProducers shows a trim a day after a producer's last batch
+// forgets the producers whose batches it removed, so a late retry learns
+// its producer is unknown, while a producer with a retained batch keeps
+// its record.
 func TestTrimEvictsProducers(t *testing.T) {
 	p := NewPartition()
 	applyNext(p, EncodeProduceEntry(nil, 0, 0, Producer{1, 0, 0}, batchOf(t, 2, 0))) // [0,2)
 	applyNext(p, EncodeProduceEntry(nil, 0, 0, Producer{2, 0, 0}, batchOf(t, 2, 0))) // [2,4)
-	applyNext(p, EncodeTrimEntry(nil, 0, 0, 3))
+	applyNext(p, EncodeTrimEntry(nil, ProducerExpirationMs, 0, 3))
 	p.Compacted(p.AppliedIndex()) // replica-local: never evicts producers
 	if got := outcome(applyNext(p, EncodeProduceEntry(nil, 0, 0, Producer{1, 0, 2}, batchOf(t, 1, 0)))); got != "unknown-producer" {
 		t.Fatalf("producer 1 after its batches were trimmed: %s", got)

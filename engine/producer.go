@@ -10,6 +10,14 @@ import (
 // may come back as a retry after the later ones were written.
 const producerBatchesMax = 5
 
+// ProducerExpirationMs is how long after its last batch a producer's
+// record may be forgotten once retention has deleted all its batches (24
+// hours, Kafka's producer.id.expiration.ms). Forgetting it as soon as the
+// log start passes its last batch, as Kafka does, lets a retry of a batch
+// that was written and then deleted be written a second time, after its
+// successors: the simulator found exactly that with short retention.
+const ProducerExpirationMs int64 = 24 * 60 * 60 * 1000
+
 // producerBatch is one accepted batch of an idempotent producer.
 type producerBatch struct {
 	baseSequence int32
@@ -28,6 +36,8 @@ func (b *producerBatch) lastSequence() int32 {
 // producerState is the idempotence record of one producer (R15).
 type producerState struct {
 	epoch int32
+	// lastAppendMs is the append time of the entry of the newest batch.
+	lastAppendMs int64
 	// batches holds the last accepted batches of this epoch, oldest first;
 	// batches[count-1] is the newest.
 	batches [producerBatchesMax]producerBatch

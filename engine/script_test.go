@@ -42,7 +42,7 @@ func runScriptCommand(t *testing.T, p **Partition, d *datadriven.TestData) strin
 		r := part.Apply(next, EncodeProduceEntry(nil, args["time"], 0, producer, batchOf(t, records, args["ts"])))
 		return fmt.Sprintf("%s next=%d", strings.Replace(outcome(r), " count=", " records=", 1), part.HighWatermark())
 	case "trim":
-		part.Apply(next, EncodeTrimEntry(nil, 0, 0, args["offset"]))
+		part.Apply(next, EncodeTrimEntry(nil, args["time"], 0, args["offset"]))
 		return fmt.Sprintf("log-start=%d next=%d", part.LogStartOffset(), part.HighWatermark())
 	case "empty":
 		part.ApplyEmpty(next)

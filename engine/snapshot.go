@@ -59,6 +59,9 @@ func (p *Partition) snapshotProto(version uint32) *strandpb.PartitionSnapshot {
 		LogStartOffset: p.logStartOffset,
 		Producers:      make([]*strandpb.ProducerState, 0, len(p.producers)),
 	}
+	if p.hasTimestampSeed {
+		snap.HasTimestampSeed, snap.TimestampSeedMs = true, p.timestampSeed
+	}
 	ids := make([]int64, 0, len(p.producers))
 	for id := range p.producers {
 		ids = append(ids, id)
@@ -141,6 +144,12 @@ func restore(snap *strandpb.PartitionSnapshot, indexBase int64, index []BatchLoc
 		indexBase:      indexBase,
 		producers:      make(map[int64]*producerState, len(snap.GetProducers())),
 	}
+	if snap.GetHasTimestampSeed() {
+		if len(index) != 0 {
+			return nil, fmt.Errorf("%w: a timestamp seed with %d batches indexed", ErrInvalidSnapshot, len(index))
+		}
+		p.timestampSeed, p.hasTimestampSeed = snap.GetTimestampSeedMs(), true
+	}
 	lastID := int64(-1)
 	for _, ps := range snap.GetProducers() {
 		if ps.GetProducerId() <= lastID {
@@ -166,11 +175,12 @@ func restore(snap *strandpb.PartitionSnapshot, indexBase int64, index []BatchLoc
 func producerToProto(id int64, st *producerState) *strandpb.ProducerState {
 	newest := st.newest()
 	ps := &strandpb.ProducerState{
-		ProducerId:      id,
-		ProducerEpoch:   st.epoch,
-		LastSequence:    newest.lastSequence(),
-		LastBaseOffset:  newest.baseOffset,
-		LastRecordCount: newest.recordCount,
+		ProducerId:       id,
+		ProducerEpoch:    st.epoch,
+		LastSequence:     newest.lastSequence(),
+		LastBaseOffset:   newest.baseOffset,
+		LastRecordCount:  newest.recordCount,
+		LastAppendTimeMs: st.lastAppendMs,
 	}
 	for i := 0; i < st.count-1; i++ {
 		b := &st.batches[i]
@@ -185,7 +195,7 @@ func producerToProto(id int64, st *producerState) *strandpb.ProducerState {
 
 // producerFromProto decodes and checks one producer's record.
 func producerFromProto(ps *strandpb.ProducerState) (*producerState, error) {
-	st := &producerState{epoch: ps.GetProducerEpoch()}
+	st := &producerState{epoch: ps.GetProducerEpoch(), lastAppendMs: ps.GetLastAppendTimeMs()}
 	if len(ps.GetEarlierBatches()) > producerBatchesMax-1 {
 		return nil, fmt.Errorf("more than %d batches", producerBatchesMax)
 	}

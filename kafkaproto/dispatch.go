@@ -27,21 +27,30 @@ var apis = []api{
 	{key: 1, min: 4, max: 12, serve: (*conn).fetch},      // Fetch: v4+ RecordBatch v2; v13 names topics by id
 	{key: 2, min: 1, max: 6, serve: (*conn).listOffsets}, // ListOffsets: v0 is the old offsets array; v7 adds max-timestamp lookups
 	{key: 3, min: 1, max: 12, serve: (*conn).metadata},
-	{key: 10, min: 0, max: 4, serve: (*conn).findCoordinator}, // Metadata: v0 has no "all topics" form; v10+ topic ids
-	{key: 18, min: 0, max: 4, serve: nil},                     // ApiVersions (answered in serve)
-	{key: 19, min: 2, max: 7, serve: (*conn).createTopics},    // CreateTopics
-	{key: 20, min: 1, max: 6, serve: (*conn).deleteTopics},    // DeleteTopics (v6: by name only)
-	{key: 22, min: 0, max: 4, serve: (*conn).initProducerID},  // InitProducerId (idempotence only)
-	{key: 32, min: 1, max: 4, serve: (*conn).describeConfigs}, // DescribeConfigs (topics)
+	{key: 8, min: 2, max: 9, serve: (*conn).offsetCommit},            // OffsetCommit: v10 names topics by id
+	{key: 9, min: 1, max: 9, serve: (*conn).offsetFetch},             // OffsetFetch: v8+ many groups; v10 topic ids
+	{key: 10, min: 0, max: 4, serve: (*conn).findCoordinator},        // FindCoordinator: v4+ batched keys
+	{key: 11, min: 0, max: 9, serve: (*conn).joinGroup},              // JoinGroup (classic members, server-side assignment)
+	{key: 12, min: 0, max: 4, serve: (*conn).heartbeatGroup},         // Heartbeat
+	{key: 13, min: 0, max: 5, serve: (*conn).leaveGroup},             // LeaveGroup
+	{key: 14, min: 0, max: 5, serve: (*conn).syncGroup},              // SyncGroup
+	{key: 15, min: 0, max: 5, serve: (*conn).describeGroups},         // DescribeGroups
+	{key: 16, min: 0, max: 5, serve: (*conn).listGroups},             // ListGroups
+	{key: 18, min: 0, max: 4, serve: nil},                            // ApiVersions (answered in serve)
+	{key: 19, min: 2, max: 7, serve: (*conn).createTopics},           // CreateTopics
+	{key: 20, min: 1, max: 6, serve: (*conn).deleteTopics},           // DeleteTopics (v6: by name only)
+	{key: 22, min: 0, max: 4, serve: (*conn).initProducerID},         // InitProducerId (idempotence only)
+	{key: 32, min: 1, max: 4, serve: (*conn).describeConfigs},        // DescribeConfigs (topics)
+	{key: 42, min: 0, max: 2, serve: (*conn).deleteGroups},           // DeleteGroups
+	{key: 68, min: 0, max: 1, serve: (*conn).consumerGroupHeartbeat}, // ConsumerGroupHeartbeat (KIP-848)
+	{key: 69, min: 0, max: 1, serve: (*conn).consumerGroupDescribe},  // ConsumerGroupDescribe
 }
 
 // unsupportedAPIs are answered, if a client sends them although
 // ApiVersions does not list them, with UNSUPPORTED_VERSION (a definite
 // error every client surfaces instead of retrying) and a message saying why.
 var unsupportedAPIs = map[int16]string{
-	8: "consumer groups", 9: "consumer groups", 10: "consumer groups", 11: "consumer groups", 12: "consumer groups",
-	13: "consumer groups", 14: "consumer groups", 15: "consumer groups", 16: "consumer groups", 42: "consumer groups",
-	47: "consumer groups", 68: "consumer groups", 69: "consumer groups",
+	47: "deleting a group's offsets",
 	24: "transactions", 25: "transactions", 26: "transactions", 28: "transactions", 65: "transactions",
 	66: "transactions", 61: "describing producers",
 	21: "DeleteRecords over Kafka", 33: "AlterConfigs over Kafka", 44: "AlterConfigs over Kafka",
@@ -224,13 +233,4 @@ func unsupportedResponse(req kmsg.Request, msg string) kmsg.Response {
 		f.SetInt(-1)
 	}
 	return resp
-}
-
-// findCoordinator answers every FindCoordinator with UNSUPPORTED_VERSION
-// and a message: consumer groups and transactions are not served over Kafka
-// yet. It is advertised (unlike the group APIs themselves) because
-// librdkafka, finding no broker that lists it, retries the coordinator
-// query forever without a word; answered, it reports the error.
-func (c *conn) findCoordinator(req kmsg.Request) func() kmsg.Response {
-	return ready(unsupportedResponse(req, "Strand does not serve consumer groups or transactions over the Kafka protocol yet: assign partitions instead"))
 }

@@ -42,6 +42,18 @@ var kafkaCodes = map[strandpb.ErrorCode]*kerr.Error{
 	strandpb.ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND:     kerr.UnknownTopicOrPartition,
 	strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID:    kerr.UnknownTopicID,
 	strandpb.ErrorCode_ERROR_CODE_CLUSTER_ID_MISMATCH: kerr.InconsistentClusterID,
+	// Consumer groups: Kafka has a code with the same meaning for each,
+	// except STALE_HEARTBEAT (a late resend of a heartbeat already
+	// applied), which is retriable: COORDINATOR_LOAD_IN_PROGRESS makes a
+	// Kafka client send its next heartbeat without rejoining.
+	strandpb.ErrorCode_ERROR_CODE_NOT_COORDINATOR:           kerr.NotCoordinator,
+	strandpb.ErrorCode_ERROR_CODE_COORDINATOR_NOT_AVAILABLE: kerr.CoordinatorNotAvailable,
+	strandpb.ErrorCode_ERROR_CODE_UNKNOWN_MEMBER_ID:         kerr.UnknownMemberID,
+	strandpb.ErrorCode_ERROR_CODE_FENCED_MEMBER_EPOCH:       kerr.FencedMemberEpoch,
+	strandpb.ErrorCode_ERROR_CODE_STALE_MEMBER_EPOCH:        kerr.StaleMemberEpoch,
+	strandpb.ErrorCode_ERROR_CODE_GROUP_NOT_EMPTY:           kerr.NonEmptyGroup,
+	strandpb.ErrorCode_ERROR_CODE_GROUP_NOT_FOUND:           kerr.GroupIDNotFound,
+	strandpb.ErrorCode_ERROR_CODE_STALE_HEARTBEAT:           kerr.CoordinatorLoadInProgress,
 }
 
 // kafkaCode is the Kafka error code for a Strand error: 0 for none, the

@@ -40,7 +40,7 @@ func fuzzAPI(f *testing.F, key int16, seeds ...kmsg.Request) {
 			f.Add(frameRequest(req, int32(v)))
 		}
 	}
-	s := &Server{cfg: Config{Backend: fakeBackend{}}, logger: slog.New(slog.DiscardHandler)}
+	s := &Server{cfg: Config{Backend: fakeBackend{}}, logger: slog.New(slog.DiscardHandler), classic: newClassicState()}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) < 2 {
 			return
@@ -174,12 +174,108 @@ func FuzzDescribeConfigs(f *testing.F) {
 	fuzzAPI(f, 32, req)
 }
 
-// FuzzUnsupported fuzzes the answer to the group APIs Strand does not
-// serve yet (FindCoordinator, whose v4 answer mirrors the keys asked).
-func FuzzUnsupported(f *testing.F) {
+// FuzzFindCoordinator fuzzes FindCoordinator (v4 asks for many keys;
+// key type 1, transactions, is refused).
+func FuzzFindCoordinator(f *testing.F) {
 	req := kmsg.NewPtrFindCoordinatorRequest()
 	req.CoordinatorKey, req.CoordinatorKeys = "g", []string{"g", "h"}
-	fuzzAPI(f, 10, req)
+	txn := kmsg.NewPtrFindCoordinatorRequest()
+	txn.CoordinatorType, txn.CoordinatorKey = 1, "x"
+	fuzzAPI(f, 10, req, txn)
+}
+
+// consumerMetadata is a consumer protocol subscription to "t" owning
+// partitions 0 and 1, for the group seeds.
+func consumerMetadata() []byte {
+	md := kmsg.NewConsumerMemberMetadata()
+	md.Version, md.Topics = 3, []string{"t"}
+	op := kmsg.NewConsumerMemberMetadataOwnedPartition()
+	op.Topic, op.Partitions = "t", []int32{0, 1}
+	md.OwnedPartitions = []kmsg.ConsumerMemberMetadataOwnedPartition{op}
+	return md.AppendTo(nil)
+}
+
+// FuzzOffsetCommit fuzzes OffsetCommit.
+func FuzzOffsetCommit(f *testing.F) {
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group, req.MemberID, req.Generation = "g", "m", 3
+	t := kmsg.NewOffsetCommitRequestTopic()
+	t.Topic = "t"
+	p := kmsg.NewOffsetCommitRequestTopicPartition()
+	p.Offset = 7
+	t.Partitions = append(t.Partitions, p)
+	req.Topics = append(req.Topics, t)
+	fuzzAPI(f, 8, req)
+}
+
+// FuzzOffsetFetch fuzzes OffsetFetch (v8+: many groups).
+func FuzzOffsetFetch(f *testing.F) {
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group = "g"
+	t := kmsg.NewOffsetFetchRequestTopic()
+	t.Topic, t.Partitions = "t", []int32{0, 1}
+	req.Topics = append(req.Topics, t)
+	g := kmsg.NewOffsetFetchRequestGroup()
+	g.Group = "h"
+	req.Groups = append(req.Groups, g)
+	fuzzAPI(f, 9, req)
+}
+
+// FuzzJoinGroup fuzzes JoinGroup (the consumer protocol's metadata
+// included).
+func FuzzJoinGroup(f *testing.F) {
+	req := kmsg.NewPtrJoinGroupRequest()
+	req.Group, req.ProtocolType = "g", "consumer"
+	p := kmsg.NewJoinGroupRequestProtocol()
+	p.Name, p.Metadata = "cooperative-sticky", consumerMetadata()
+	req.Protocols = append(req.Protocols, p)
+	fuzzAPI(f, 11, req)
+}
+
+// FuzzSyncGroup fuzzes SyncGroup.
+func FuzzSyncGroup(f *testing.F) {
+	req := kmsg.NewPtrSyncGroupRequest()
+	req.Group, req.MemberID, req.Generation = "g", "m", 3
+	fuzzAPI(f, 14, req)
+}
+
+// FuzzHeartbeat fuzzes the classic Heartbeat.
+func FuzzHeartbeat(f *testing.F) {
+	req := kmsg.NewPtrHeartbeatRequest()
+	req.Group, req.MemberID, req.Generation = "g", "m", 3
+	fuzzAPI(f, 12, req)
+}
+
+// FuzzLeaveGroup fuzzes LeaveGroup (v3+: members, by instance id too).
+func FuzzLeaveGroup(f *testing.F) {
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Group, req.MemberID = "g", "m"
+	m := kmsg.NewLeaveGroupRequestMember()
+	id := "i"
+	m.InstanceID = &id
+	req.Members = append(req.Members, m)
+	fuzzAPI(f, 13, req)
+}
+
+// FuzzListGroups fuzzes ListGroups (v4+ state filters).
+func FuzzListGroups(f *testing.F) {
+	req := kmsg.NewPtrListGroupsRequest()
+	req.StatesFilter = []string{"Stable"}
+	fuzzAPI(f, 16, req)
+}
+
+// FuzzDescribeGroups fuzzes DescribeGroups.
+func FuzzDescribeGroups(f *testing.F) {
+	req := kmsg.NewPtrDescribeGroupsRequest()
+	req.Groups = []string{"g", "h"}
+	fuzzAPI(f, 15, req)
+}
+
+// FuzzDeleteGroups fuzzes DeleteGroups.
+func FuzzDeleteGroups(f *testing.F) {
+	req := kmsg.NewPtrDeleteGroupsRequest()
+	req.Groups = []string{"g"}
+	fuzzAPI(f, 42, req)
 }
 
 // FuzzToStrand feeds arbitrary bytes as a produced RecordBatch v2: no
@@ -210,4 +306,25 @@ func FuzzToStrand(f *testing.F) {
 			t.Fatalf("served batch does not convert back: %v", err)
 		}
 	})
+}
+
+// FuzzConsumerGroupHeartbeat fuzzes KIP-848's heartbeat (owned partitions
+// by topic id, a regex subscription refused).
+func FuzzConsumerGroupHeartbeat(f *testing.F) {
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Group, req.MemberID, req.MemberEpoch, req.SubscribedTopicNames = "g", "m", 3, []string{"t"}
+	t := kmsg.NewConsumerGroupHeartbeatRequestTopic()
+	t.Partitions = []int32{0}
+	req.Topics = append(req.Topics, t)
+	regex := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	re := "t.*"
+	regex.Group, regex.SubscribedTopicRegex = "g", &re
+	fuzzAPI(f, 68, req, regex)
+}
+
+// FuzzConsumerGroupDescribe fuzzes ConsumerGroupDescribe.
+func FuzzConsumerGroupDescribe(f *testing.F) {
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{"g", "h"}
+	fuzzAPI(f, 69, req)
 }

@@ -50,6 +50,18 @@ func (fakeBackend) Submit(done <-chan struct{}, req *strandpb.Request, reply fun
 			out.Partitions = append(out.Partitions, &strandpb.ListOffsetsResponse_Partition{Topic: p.GetTopic(), Partition: p.GetPartition(), Offset: 4})
 		}
 		resp.Body = &strandpb.Response_ListOffsets{ListOffsets: out}
+	case *strandpb.Request_FindCoordinator:
+		resp.Body = &strandpb.Response_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorResponse{NodeId: 1}}
+	case *strandpb.Request_GroupHeartbeat:
+		resp.Body = &strandpb.Response_GroupHeartbeat{GroupHeartbeat: &strandpb.ConsumerGroupHeartbeatResponse{
+			MemberId: b.GroupHeartbeat.GetMemberId(), MemberEpoch: 3, Assigned: []*strandpb.GroupTopicPartitions{{Topic: "t", Partitions: []int32{0}}}}}
+	case *strandpb.Request_DescribeGroups:
+		out := &strandpb.DescribeGroupsResponse{}
+		for _, g := range b.DescribeGroups.GetGroups() {
+			out.Groups = append(out.Groups, &strandpb.DescribeGroupsResponse_Group{Group: g, State: "stable",
+				Members: []*strandpb.GroupMember{{MemberId: "m", MemberEpoch: 3, Subscriptions: []string{"t"}}}})
+		}
+		resp.Body = &strandpb.Response_DescribeGroups{DescribeGroups: out}
 	case *strandpb.Request_InitProducerId:
 		resp.Body = &strandpb.Response_InitProducerId{InitProducerId: &strandpb.InitProducerIdResponse{ProducerId: 9}}
 	default:
@@ -153,18 +165,16 @@ func TestApiVersionsNegotiation(t *testing.T) {
 // message; the connection stays open for the next request.
 func TestUnsupportedAnsweredNotDropped(t *testing.T) {
 	c := dialRaw(t, startFake(t))
-	fc := kmsg.NewPtrFindCoordinatorRequest()
-	fc.SetVersion(2)
-	fc.CoordinatorKey = "g"
-	c.send(10, 2, 7, false, fc.AppendTo(nil))
+	od := kmsg.NewPtrOffsetDeleteRequest()
+	od.Group = "g"
+	c.send(47, 0, 7, false, od.AppendTo(nil))
 	_, body, err := c.recv()
 	if err != nil {
 		t.Fatal(err)
 	}
-	fr := kmsg.NewPtrFindCoordinatorResponse()
-	fr.SetVersion(2)
-	if err := fr.ReadFrom(body); err != nil || fr.ErrorCode != kerr.UnsupportedVersion.Code || fr.ErrorMessage == nil {
-		t.Fatalf("FindCoordinator: %v %+v", err, fr)
+	or := kmsg.NewPtrOffsetDeleteResponse()
+	if err := or.ReadFrom(body); err != nil || or.ErrorCode != kerr.UnsupportedVersion.Code {
+		t.Fatalf("OffsetDelete: %v %+v", err, or)
 	}
 	lo := kmsg.NewPtrListOffsetsRequest()
 	lo.SetVersion(0) // below the served 1

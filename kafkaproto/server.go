@@ -69,9 +69,10 @@ const (
 
 // Server accepts Kafka connections on a listener until Close.
 type Server struct {
-	cfg    Config
-	ln     net.Listener
-	logger *slog.Logger
+	cfg     Config
+	ln      net.Listener
+	logger  *slog.Logger
+	classic *classicState
 
 	mu     sync.Mutex
 	conns  map[*conn]struct{}
@@ -81,7 +82,7 @@ type Server struct {
 
 // Serve starts accepting Kafka connections on ln.
 func Serve(ln net.Listener, cfg Config) *Server {
-	s := &Server{cfg: cfg, ln: ln, conns: make(map[*conn]struct{}), logger: cfg.Logger}
+	s := &Server{cfg: cfg, ln: ln, conns: make(map[*conn]struct{}), logger: cfg.Logger, classic: newClassicState()}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}

@@ -52,7 +52,7 @@ var translateLogger = slog.New(slog.DiscardHandler)
 // connection.
 func Translate(frame []byte) (*Translation, error) {
 	b := &captureBackend{}
-	c := &conn{s: &Server{cfg: Config{Backend: b}, logger: translateLogger}, done: make(chan struct{})}
+	c := &conn{s: &Server{cfg: Config{Backend: b}, logger: translateLogger, classic: newClassicState()}, done: make(chan struct{})}
 	p, err := c.serve(frame)
 	if err != nil {
 		return nil, err

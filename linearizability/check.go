@@ -35,6 +35,15 @@ type Options struct {
 	// Timeout bounds each Porcupine check (0: DefaultTimeout; negative: none).
 	// A check that runs out of time fails with ErrInconclusive, never passes.
 	Timeout time.Duration
+	// UndrainedBestEffort checks partitions that were never drained (a
+	// deleted topic's incarnations: nothing reads them at the end) apart
+	// from the others, and lets Porcupine run out of time on them without
+	// failing: Report.UndrainedInconclusive says it did. A refusal still
+	// fails, and the log checks run on them as on any partition; the
+	// check gets a tenth of Timeout. Their
+	// unseen indefinite produces stay open to the end, which can make the
+	// search explode where a drain would have pinned them.
+	UndrainedBestEffort bool
 	// VizPath is where a failing check writes Porcupine's HTML visualization
 	// of the log model ("" writes none). The group-offsets model, when it
 	// fails, writes beside it with "-offsets" before the extension.
@@ -127,8 +136,12 @@ func porcupineOp(op *Op, in, out interface{}, openEnded bool, clients *clientIDs
 func logOperations(ops []Op, drained func(TopicPartition) bool, clients *clientIDs) []porcupine.Operation {
 	seen := make(map[string]int64) // value → first offset a read saw it at
 	startMax := make(map[TopicPartition]int64)
+	lastReturn := make(map[TopicPartition]int64) // latest return of an op that observes the log
 	for i := range ops {
 		op := &ops[i]
+		if observes(op) {
+			lastReturn[op.TP] = max(lastReturn[op.TP], op.Return)
+		}
 		if op.Kind == KindFetch && op.Outcome == OutcomeOK {
 			for _, r := range op.Received {
 				if _, ok := seen[r.Value]; !ok {
@@ -143,6 +156,7 @@ func logOperations(ops []Op, drained func(TopicPartition) bool, clients *clientI
 			startMax[op.TP] = max(startMax[op.TP], op.Offset)
 		}
 	}
+	lengths := newKnownLengths(ops)
 	var out []porcupine.Operation
 	for i := range ops {
 		op := &ops[i]
@@ -156,11 +170,26 @@ func logOperations(ops []Op, drained func(TopicPartition) bool, clients *clientI
 			in.values = sentValues(op)
 			if base, ok := inferredBase(op, seen); ok {
 				res.produce, res.offset, open = produceInferred, base, true
-			} else if drained(op.TP) && startMax[op.TP] == 0 {
+			} else if drained(op.TP) && (startMax[op.TP] == 0 || lengths.before(op.TP, op.Call) >= startMax[op.TP]) {
+				// Drained, and nothing of it was read: it took effect
+				// after the drain, or below the log start a trim
+				// moved — impossible when the log was already that
+				// long before its call.
+				continue
+			} else if op.Call > lastReturn[op.TP] {
+				// Called after every observation of the log returned:
+				// nothing can have seen its effect (a read that saw
+				// another indefinite produce pins that one before
+				// itself), so leaving it out is exact. A partition never
+				// drained (a deleted topic) would otherwise keep many
+				// such credits open to the end.
 				continue
 			} else {
 				// An instant at the call that adds a credit (see logmodel.go).
 				res.produce = produceUnseen
+				if drained(op.TP) {
+					in.spendBelow = startMax[op.TP]
+				}
 				out = append(out, porcupineOp(op, in, res, false, clients))
 				out[len(out)-1].Return = op.Call
 				continue
@@ -177,6 +206,21 @@ func logOperations(ops []Op, drained func(TopicPartition) bool, clients *clientI
 		out = append(out, porcupineOp(op, in, res, open, clients))
 	}
 	return out
+}
+
+// observes reports whether op's outcome says something about the log's
+// contents or length: an acknowledged produce (its offset), a read that
+// returned, a ListOffsets answer.
+func observes(op *Op) bool {
+	switch {
+	case op.Kind == KindProduce:
+		return op.Outcome == OutcomeOK
+	case op.Kind == KindFetch:
+		return op.Outcome == OutcomeOK || op.Outcome == OutcomeOutOfRange
+	case op.Kind == KindListOffsets:
+		return op.Outcome == OutcomeOK
+	}
+	return false
 }
 
 func sentValues(op *Op) []string {
@@ -206,13 +250,48 @@ func inferredBase(op *Op, seen map[string]int64) (int64, bool) {
 // time, and otherwise a *NotLinearizableError (both joined if both models
 // refuse), having written the visualization to opts.VizPath.
 func CheckLinearizable(h *History, opts Options) error {
+	err, _ := checkLinearizable(h, opts)
+	return err
+}
+
+// checkLinearizable is CheckLinearizable; inconclusive reports that the
+// undrained partitions' check ran out of time (Options.UndrainedBestEffort).
+func checkLinearizable(h *History, opts Options) (err error, inconclusive bool) {
 	ops := h.Ops()
 	clients := newClientIDs(ops)
-	logHistory := logOperations(ops, h.drainedFunc(opts), clients)
+	drained := h.drainedFunc(opts)
+	logHistory := logOperations(ops, drained, clients)
 	offsetHistory := offsetOperations(ops, clients)
-	errLog := checkModel("log", logModel{stale: opts.StaleFetch}.porcupineModel(), logHistory, opts.timeout(), opts.VizPath)
+	model := logModel{stale: opts.StaleFetch}.porcupineModel()
+	var errUndrained error
+	if opts.UndrainedBestEffort {
+		var rest []porcupine.Operation
+		logHistory, rest = splitDrained(logHistory, drained)
+		errUndrained = checkModel("log (undrained)", model, rest, opts.timeout()/undrainedTimeoutShare, opts.VizPath)
+		if errors.Is(errUndrained, ErrInconclusive) {
+			errUndrained, inconclusive = nil, true
+		}
+	}
+	errLog := checkModel("log", model, logHistory, opts.timeout(), opts.VizPath)
 	errOffsets := checkModel("group-offsets", offsetsPorcupineModel(), offsetHistory, opts.timeout(), offsetsVizPath(opts.VizPath))
-	return errors.Join(errLog, errOffsets)
+	return errors.Join(errLog, errUndrained, errOffsets), inconclusive
+}
+
+// undrainedTimeoutShare: the undrained partitions' best-effort check gets
+// this fraction of the timeout (it may not conclude anyway).
+const undrainedTimeoutShare = 10
+
+// splitDrained separates the operations of drained partitions from the
+// others, keeping the order of each.
+func splitDrained(ops []porcupine.Operation, drained func(TopicPartition) bool) (in, out []porcupine.Operation) {
+	for _, op := range ops {
+		if drained(op.Input.(logInput).tp) {
+			in = append(in, op)
+		} else {
+			out = append(out, op)
+		}
+	}
+	return in, out
 }
 
 func offsetsVizPath(p string) string {
@@ -262,4 +341,49 @@ func pieceName(input interface{}) string {
 		return in.group + " " + in.tp.String()
 	}
 	return "?"
+}
+
+// knownLengths answers, per partition, the least length the log certainly
+// had before a time: the largest high-water mark, or end of an acknowledged
+// produce, of the operations that returned before it.
+type knownLengths map[TopicPartition][]lengthAt
+
+// lengthAt is a running maximum: by ret, the log was at least length long.
+type lengthAt struct {
+	ret, length int64
+}
+
+func newKnownLengths(ops []Op) knownLengths {
+	k := knownLengths{}
+	for i := range ops {
+		op := &ops[i]
+		var n int64
+		switch {
+		case op.Kind == KindFetch && (op.Outcome == OutcomeOK || op.Outcome == OutcomeOutOfRange):
+			n = op.HighWatermark
+		case op.Kind == KindProduce && op.Outcome == OutcomeOK:
+			n = op.Offset + int64(len(op.Sent))
+		default:
+			continue
+		}
+		k[op.TP] = append(k[op.TP], lengthAt{ret: op.Return, length: n})
+	}
+	for tp, ls := range k {
+		sort.Slice(ls, func(i, j int) bool { return ls[i].ret < ls[j].ret })
+		for i := 1; i < len(ls); i++ {
+			ls[i].length = max(ls[i].length, ls[i-1].length)
+		}
+		k[tp] = ls
+	}
+	return k
+}
+
+// before is the length tp's log certainly had at time t.
+func (k knownLengths) before(tp TopicPartition, t int64) int64 {
+	ls := k[tp]
+	i := sort.Search(len(ls), func(i int) bool { return ls[i].ret >= t })
+	if i == 0 {
+		return 0
+	}
+	return ls[i-1].length
 }

@@ -222,7 +222,8 @@ func (v *partitionView) fetchShape() []Anomaly {
 }
 
 // pollSessions checks that each poll of a client starts where the client's
-// previous fetch of the partition ended (its consumer position).
+// previous fetch of the partition ended (its consumer position), or at the
+// log start an out-of-range answer below it named.
 func (v *partitionView) pollSessions() []Anomaly {
 	type session struct {
 		next int64
@@ -245,8 +246,14 @@ func (v *partitionView) pollSessions() []Anomaly {
 				obs{offset: s.next, op: s.last}, obs{offset: op.FetchOffset, op: op.ID}))
 		}
 		next := op.FetchOffset
-		if op.Outcome == OutcomeOK && len(op.Received) > 0 {
+		switch {
+		case op.Outcome == OutcomeOK && len(op.Received) > 0:
 			next = op.Received[len(op.Received)-1].Offset + 1
+		case op.Outcome == OutcomeOutOfRange && op.FetchOffset < op.LogStart:
+			// Retention passed the position: the out-of-range answer
+			// names the log start, and a consumer that goes on does so
+			// from there, explicitly (R22), never silently.
+			next = op.LogStart
 		}
 		sessions[op.Client] = &session{next: next, last: op.ID}
 	}
@@ -504,11 +511,15 @@ type Report struct {
 	Ops          int       // operations in the history
 	Anomalies    []Anomaly // errors and warnings, sorted
 	Linearizable error     // nil when the models accepted the history
+	// UndrainedInconclusive: Porcupine ran out of time on the partitions
+	// never drained (only with Options.UndrainedBestEffort).
+	UndrainedInconclusive bool
 }
 
 // Check runs CheckLog and CheckLinearizable over h.
 func Check(h *History, opts Options) Report {
-	return Report{Ops: h.Len(), Anomalies: CheckLog(h, opts), Linearizable: CheckLinearizable(h, opts)}
+	lin, inconclusive := checkLinearizable(h, opts)
+	return Report{Ops: h.Len(), Anomalies: CheckLog(h, opts), Linearizable: lin, UndrainedInconclusive: inconclusive}
 }
 
 // Errors returns the anomalies that are not warnings.

@@ -268,3 +268,33 @@ func TestHistoryPreconditionsPanic(t *testing.T) {
 		})
 	}
 }
+
+// A consumer whose position fell below the log start gets out of range
+// naming the log start and may go on from exactly there (R22: an explicit
+// reset, not a skip); going on past it is still a poll skip.
+func TestPollAfterLogStartMoved(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		resumeAt int64
+		want     []AnomalyKind
+	}{
+		{"from the log start", 2, nil},
+		{"past the log start", 3, []AnomalyKind{PollSkip}},
+	} {
+		b := newBuilder()
+		b.produceOK(1, "a", 0, 10, 0)
+		b.produceOK(1, "b", 11, 20, 1)
+		b.produceOK(1, "c", 21, 30, 2)
+		b.produceOK(1, "d", 31, 40, 3)
+		id := b.h.CallPoll(3, tp0, 0, 0, 50)
+		b.h.ReturnOutOfRange(id, 2, 4, 60) // trimmed below 2
+		values := map[int64][]string{2: {"c", "d"}, 3: {"d"}}[c.resumeAt]
+		rs := records(c.resumeAt, values...)
+		pid := b.h.CallPoll(3, tp0, c.resumeAt, 0, 70)
+		b.h.ReturnFetch(pid, rs, 4, 2, 80)
+		got := kindsOf(CheckLog(b.h, Options{}), false)
+		if !sameKinds(got, c.want) {
+			t.Errorf("%s: anomalies %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -59,6 +59,11 @@ type logState struct {
 	n       int
 	start   int64
 	credits []int // nil, or one element: the pooled records of unseen produces not yet spent; never mutated
+	// spendBelow, when > 0, is where credits may no longer be spent: on a
+	// drained partition that retention trimmed, an unseen produce that
+	// took effect lies below the largest log start reported (the drain
+	// read everything above it), so its records fill positions below it.
+	spendBelow int64
 }
 
 // logBacking holds values and prefix hashes: hashes[i] hashes values[:i].
@@ -92,7 +97,7 @@ func (s logState) appendValues(vs []string) logState {
 	case s.n == len(b.values):
 		// The backing ends where s does: extend it in place.
 	case s.n+len(vs) <= len(b.values) && equalStrings(b.values[s.n:s.n+len(vs)], vs):
-		return logState{b: b, n: s.n + len(vs), start: s.start, credits: s.credits}
+		return logState{b: b, n: s.n + len(vs), start: s.start, credits: s.credits, spendBelow: s.spendBelow}
 	default:
 		nb := &logBacking{
 			values: make([]string, s.n, s.n+len(vs)+8),
@@ -106,13 +111,16 @@ func (s logState) appendValues(vs []string) logState {
 		b.hashes = append(b.hashes, hashAppend(b.hashes[len(b.hashes)-1], v))
 		b.values = append(b.values, v)
 	}
-	return logState{b: b, n: s.n + len(vs), start: s.start, credits: s.credits}
+	return logState{b: b, n: s.n + len(vs), start: s.start, credits: s.credits, spendBelow: s.spendBelow}
 }
 
 // withCredit returns s with one more unseen produce of size records pending.
 // Credits are pooled: the state keeps only their total, so one step yields
 // one state per length however many batch sizes are pending (see spends).
-func (s logState) withCredit(size int) logState {
+func (s logState) withCredit(size int, spendBelow int64) logState {
+	if spendBelow > 0 {
+		s.spendBelow = spendBelow
+	}
 	pool := size
 	if len(s.credits) == 1 {
 		pool += s.credits[0]
@@ -135,6 +143,9 @@ func (s logState) spends(need int64, exact bool) []logState {
 		return []logState{s}
 	}
 	if need < 0 || len(s.credits) == 0 || int64(s.credits[0]) < need {
+		return nil
+	}
+	if s.spendBelow > 0 && int64(s.n)+need > s.spendBelow {
 		return nil
 	}
 	next := s.appendValues(make([]string, need))
@@ -166,7 +177,7 @@ func (s logState) hash() uint64 {
 }
 
 func logStatesEqual(x, y logState) bool {
-	if x.n != y.n || x.start != y.start || x.hash() != y.hash() || len(x.credits) != len(y.credits) {
+	if x.n != y.n || x.start != y.start || x.spendBelow != y.spendBelow || x.hash() != y.hash() || len(x.credits) != len(y.credits) {
 		return false
 	}
 	for i := range x.credits {
@@ -194,6 +205,7 @@ type logInput struct {
 	offset     int64    // fetch
 	maxRecords int64    // fetch
 	spec       OffsetSpec
+	spendBelow int64 // unseen produce: see logState.spendBelow (0: anywhere)
 }
 
 // produceStatus says what a produce's output claims.
@@ -222,7 +234,7 @@ func (m logModel) step(state, input, output interface{}) []interface{} {
 	in := input.(logInput)
 	out := output.(logOutput)
 	if in.kind == KindProduce && out.produce == produceUnseen {
-		return []interface{}{s.withCredit(len(in.values))}
+		return []interface{}{s.withCredit(len(in.values), in.spendBelow)}
 	}
 	need, exact := m.lengthNeeded(in, out)
 	var next []interface{}

@@ -382,3 +382,30 @@ func TestOffsetsModelEpochs(t *testing.T) {
 		t.Fatalf("want group-offsets refusal of a's epoch-1 commit after epoch 2, got %v", err)
 	}
 }
+
+// With UndrainedBestEffort the partitions never drained are checked apart:
+// a refusal there still fails and names the partition, the drained ones
+// are still checked, and an indefinite produce called after every
+// observation of its partition returned is left out (nothing saw it).
+func TestModelUndrainedBestEffort(t *testing.T) {
+	tp1 := TopicPartition{Topic: "t", Partition: 1}
+	h := NewHistory()
+	h.MarkDrained(tp0)
+	id := h.CallProduce(1, tp0, "", "a", 0)
+	h.ReturnProduce(id, 0, 5)
+	f := h.CallFetch(2, tp0, 0, 0, 10)
+	h.ReturnFetch(f, records(0, "a"), 1, 0, 15)
+	id = h.CallProduce(1, tp1, "", "b", 20)
+	h.ReturnProduce(id, 0, 25)
+	h.CallProduce(3, tp1, "", "late", 40) // indefinite, after every tp1 observation
+	rep := Check(h, Options{UndrainedBestEffort: true})
+	if err := rep.Err(); err != nil || rep.UndrainedInconclusive {
+		t.Fatalf("linearizable history: %v (inconclusive %v)", err, rep.UndrainedInconclusive)
+	}
+	f = h.CallListOffsets(2, tp1, OffsetLatest, 30)
+	h.ReturnOffset(f, 7, 35)
+	var nl *NotLinearizableError
+	if err := CheckLinearizable(h, Options{UndrainedBestEffort: true}); !errors.As(err, &nl) || len(nl.Partitions) != 1 || nl.Partitions[0] != "t/1" {
+		t.Fatalf("want undrained t/1 refused, got %v", err)
+	}
+}

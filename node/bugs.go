@@ -48,3 +48,7 @@ func (g *group) raftIndexOf(engineIndex uint64) uint64                   { retur
 func (c *Core) bugReleaseBeforeSync(*group)                              {}
 func (c *Core) bugWipedNodeVotes() bool                                  { return false }
 func (c *Core) bugRepairTrustsItself() bool                              { return false }
+func (c *Core) bugCompactLimit(_ *group, limit uint64) uint64            { return limit }
+func (c *Core) bugReplayEmpty() bool                                     { return false }
+func (c *Core) bugSkipTopicID() bool                                     { return false }
+func (c *Core) bugBatchCRC(batch []byte) []byte                          { return batch }

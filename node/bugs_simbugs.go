@@ -3,7 +3,9 @@
 package node
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"math"
 
 	"go.etcd.io/raft/v3"
@@ -11,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/engine/recordbatch"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog"
 )
@@ -65,6 +68,22 @@ type Bugs struct {
 	// RepairTrustsItself: a replica discarded for corrupt data reopens
 	// as if new, voting at once (no recovery: repair.go).
 	RepairTrustsItself bool
+	// CompactPastStart compacts one segment too many: the one holding the
+	// first retained batch goes too, above the agreed log start.
+	CompactPastStart bool
+	// StaleSnapshot builds a compaction snapshot without replaying the
+	// entries since the previous one (each applied as empty): a follower
+	// that installs it holds a state older than the log it continues.
+	StaleSnapshot bool
+	// TopicIDUnchecked: produce and fetch ignore the topic id a request
+	// names, so a client that started on a topic deleted and re-created
+	// under the same name reads and writes the new one as if it were the
+	// old (checkTopicID always passes).
+	TopicIDUnchecked bool
+	// ProduceSkipsCRC: the produce path validates a batch's framing but
+	// not its CRC, so a batch damaged in flight is proposed and committed
+	// (the engine refuses it only when applying).
+	ProduceSkipsCRC bool
 }
 
 // bugQuiescedNeverWake (QuiescedNeverWake) turns off the wake of quiesced
@@ -85,6 +104,38 @@ func (c *Core) bugRepairTrustsItself() bool { return c.cfg.Bugs.RepairTrustsItse
 
 // bugWipedNodeVotes (WipedNodeVotes) skips disk-loss recovery.
 func (c *Core) bugWipedNodeVotes() bool { return c.cfg.Bugs.WipedNodeVotes }
+
+// bugCompactLimit (CompactPastStart) raises a compaction's limit to the
+// last index of the segment holding limit+1, the first retained batch.
+func (c *Core) bugCompactLimit(g *group, limit uint64) uint64 {
+	if !c.cfg.Bugs.CompactPastStart {
+		return limit
+	}
+	for _, s := range g.log.Segments(nil) {
+		if s.Base <= limit+1 && limit+1 <= s.Last && s.Last <= g.appliedRaft {
+			return s.Last
+		}
+	}
+	return limit
+}
+
+// bugReplayEmpty (StaleSnapshot) replays every entry as empty.
+func (c *Core) bugReplayEmpty() bool { return c.cfg.Bugs.StaleSnapshot }
+
+// bugBatchCRC (ProduceSkipsCRC) hands the produce path's validation a
+// copy of batch whose CRC field is recomputed, so only its framing is
+// checked; the proposed bytes stay as received.
+func (c *Core) bugBatchCRC(batch []byte) []byte {
+	if !c.cfg.Bugs.ProduceSkipsCRC || len(batch) < recordbatch.HeaderBytes {
+		return batch
+	}
+	fixed := append([]byte(nil), batch...)
+	binary.LittleEndian.PutUint32(fixed[4:8], crc32.Checksum(fixed[8:], crc32.MakeTable(crc32.Castagnoli)))
+	return fixed
+}
+
+// bugSkipTopicID (TopicIDUnchecked) makes checkTopicID pass any id.
+func (c *Core) bugSkipTopicID() bool { return c.cfg.Bugs.TopicIDUnchecked }
 
 // bugRestoreIndexTimes (RestoreIndexTimes) rebuilds a partition just
 // restored from its checkpoint with every index entry's MaxTimestampMs

@@ -103,6 +103,13 @@ type Config struct {
 	// PendingRequestsMax bounds the produces and fetches waiting in one
 	// group (default 4096); beyond it requests fail with ErrBusy.
 	PendingRequestsMax int
+	// RetentionCheckTicks: every this many ticks a replica rolls an old
+	// segment, starts a compaction and, as leader, applies retention
+	// (default 100).
+	RetentionCheckTicks int
+	// SegmentAgeMax caps every topic's segment.ms (0: no cap); `strand
+	// dev` sets it low so retention shows within a minute.
+	SegmentAgeMax time.Duration
 	// Observer, when set, sees every entry a replica applies.
 	Observer ApplyObserver
 	// SyncLogs runs the log syncs of one Ready round and returns the error
@@ -147,6 +154,12 @@ const (
 	AcksLeader Acks = 1  // complete when the leader's own log holds it durably
 	AcksAll    Acks = -1 // complete when committed and applied: offsets are known
 )
+
+// ErrCorruptBatch: a produce batch fails its CRC or framing (damaged on
+// the way, most likely): refused before anything is written, so a resend
+// of the intact bytes is safe. Such an error also matches
+// ErrInvalidRequest.
+var ErrCorruptBatch = errors.New("node: corrupt batch")
 
 // Errors of requests; a request's Err wraps one of these (errors.Is).
 var (
@@ -249,12 +262,24 @@ type GroupStatus struct {
 	// same applied index must report the same digest, so the simulator
 	// compares them at every index.
 	Digest uint64
+	// TailDigest hashes the state but the log start and the offset index
+	// (engine.Partition.TailDigest): a replica that installed a raft
+	// snapshot holds fewer batches below the agreed log start until it
+	// applies the TRIM the snapshot anticipates, and is compared by it
+	// meanwhile.
+	TailDigest uint64
+	// TopicID is the metadata topic id of the replica's topic incarnation
+	// (0 for the metadata group and static replicas): a topic deleted and
+	// re-created under the same name is another group, whose indexes,
+	// terms and states have nothing to do with the old one's.
+	TopicID uint64
 }
 
 // ApplyObserver, when set in Config, sees every entry a replica applies, in
 // order, so the simulator can check that replicas applying index i applied
-// the same entry. data must not be retained or modified.
-type ApplyObserver func(tp TopicPartition, index, term uint64, data []byte)
+// the same entry. topicID tells incarnations of one topic name apart (as
+// GroupStatus.TopicID). data must not be retained or modified.
+type ApplyObserver func(tp TopicPartition, topicID, index, term uint64, data []byte)
 
 // Core is one node's state. It is not safe for concurrent use: one goroutine
 // (the runtime's loop or the simulator) calls every method, and callbacks

@@ -99,7 +99,8 @@ func TestFollowerRefusesWithLeaderHint(t *testing.T) {
 }
 
 // A record over 1 MiB is refused with ErrRecordTooLarge, a corrupt batch
-// with ErrInvalidRequest, and neither reaches the log.
+// with ErrCorruptBatch (also an ErrInvalidRequest), and neither reaches
+// the log.
 func TestRefusesLargeAndCorruptBatches(t *testing.T) {
 	c := newCluster(t, 3, 3, replicated(3, "orders", 1), nil)
 	lead := c.leader(tp0)
@@ -114,7 +115,7 @@ func TestRefusesLargeAndCorruptBatches(t *testing.T) {
 	corrupt := testBatch(t, "c", 2)
 	corrupt[len(corrupt)-1] ^= 1
 	res = c.produce(lead, ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: corrupt})
-	if !errors.Is(res.Err, ErrInvalidRequest) {
+	if !errors.Is(res.Err, ErrInvalidRequest) || !errors.Is(res.Err, ErrCorruptBatch) {
 		t.Fatalf("corrupt batch: %+v", res)
 	}
 	// A maximal record is accepted.

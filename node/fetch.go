@@ -215,6 +215,13 @@ func (c *Core) readBatch(g *group, index uint64) ([]byte, error) {
 
 // readProduced is readBatch that also returns the entry's producer fields.
 func (c *Core) readProduced(g *group, index uint64) ([]byte, engine.Producer, error) {
+	if first, _ := g.log.FirstIndex(); index < first {
+		// Compacted away: the engine's index can still name such a
+		// batch only between a restart and the replay of the TRIM that
+		// dropped it; never serve, never fail-stop for it.
+		return nil, engine.Producer{}, fmt.Errorf("%w: %s/%d: entry %d is below the raft log's first index %d",
+			ErrOffsetOutOfRange, g.tp.Topic, g.tp.Partition, index, first)
+	}
 	entries, err := g.log.Entries(index, index+1, math.MaxUint64)
 	if err != nil || len(entries) != 1 {
 		return nil, engine.Producer{}, c.storageFailed(g, fmt.Errorf("%w: %s/%d entry %d: %w", ErrStorage, g.tp.Topic, g.tp.Partition, index, err))

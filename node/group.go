@@ -68,6 +68,8 @@ type group struct {
 	// rejoin is the replica's disk-loss recovery (rejoin.go); nil when it
 	// never lost its state.
 	rejoin *rejoin
+	// ret is the replica's retention and compaction state (retention.go).
+	ret retentionState
 	// leaderTerm is the term in which this replica was last seen leading,
 	// 0 when it was not leading at the last check.
 	leaderTerm uint64

@@ -199,7 +199,10 @@ func (c *Core) offsetsTopic() (metadata.Topic, bool) {
 		return metadata.Topic{}, false
 	}
 	rf := int32(max(1, min(replicationFactorDefault, len(c.cfg.Nodes))))
-	data, err := metadata.EncodeCreateTopic(OffsetsTopic, c.groupsConfig().OffsetsPartitions, rf, nil)
+	// The coordinators' state is the log itself: retention must never
+	// delete it (a new coordinator replays it), whatever the defaults.
+	keep := []metadata.ConfigEntry{{Name: metadata.ConfigRetentionMs, Value: "-1"}, {Name: metadata.ConfigRetentionBytes, Value: "-1"}}
+	data, err := metadata.EncodeCreateTopic(OffsetsTopic, c.groupsConfig().OffsetsPartitions, rf, keep)
 	if err != nil {
 		panic(fmt.Sprintf("node: encode the create of %s: %v", OffsetsTopic, err))
 	}

@@ -214,6 +214,24 @@ func TestClientsCannotProduceToOffsetsTopic(t *testing.T) {
 	}
 }
 
+// TestOffsetsTopicKeepsItsLog shows the internal topic is created with
+// retention off: its log is the coordinators' state, and the 7-day default
+// would let a quiet group's committed offsets age out of it.
+func TestOffsetsTopicKeepsItsLog(t *testing.T) {
+	c := newCluster(t, 11, 3, replicated(3, "t", 1), groupsTestConfig)
+	c.findCoordinator("g") // creates the internal topic
+	for _, id := range c.ids {
+		topic, ok := c.cores[id].meta.meta.Topic(OffsetsTopic)
+		if !ok {
+			t.Fatalf("node %d: no %s", id, OffsetsTopic)
+		}
+		if cfg := topic.Config; cfg.RetentionMs != -1 || cfg.RetentionBytes != -1 {
+			t.Fatalf("node %d: %s has retention.ms=%d retention.bytes=%d, want -1 and -1",
+				id, OffsetsTopic, cfg.RetentionMs, cfg.RetentionBytes)
+		}
+	}
+}
+
 // TestGroupsRebalanceTimeout shows a member that keeps heart-beating but
 // never gives up the partitions it was asked to revoke is removed after
 // the rebalance timeout, and the waiting member gets them.

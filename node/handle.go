@@ -59,6 +59,12 @@ func (c *Core) Handle(req *strandpb.Request, respond func(*strandpb.Response)) {
 		c.handleDescribeTopics(body.DescribeTopics, answer)
 	case *strandpb.Request_InitProducerId:
 		c.handleInitProducerID(answer)
+	case *strandpb.Request_AlterConfigs:
+		c.handleAlterConfigs(body.AlterConfigs, answer)
+	case *strandpb.Request_DeleteRecords:
+		c.handleDeleteRecords(body.DeleteRecords, answer)
+	case *strandpb.Request_DescribePartitions:
+		c.handleDescribePartitions(body.DescribePartitions, answer)
 	default:
 		if c.handleGroupRequest(req, answer) {
 			return
@@ -96,6 +102,7 @@ var wireErrorCodes = []struct {
 	{ErrRecordTooLarge, strandpb.ErrorCode_ERROR_CODE_RECORD_TOO_LARGE},
 	{ErrOffsetOutOfRange, strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE},
 	{ErrTimeout, strandpb.ErrorCode_ERROR_CODE_TIMEOUT},
+	{ErrCorruptBatch, strandpb.ErrorCode_ERROR_CODE_CORRUPT_BATCH},
 	{ErrInvalidRequest, strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST},
 	{ErrOutOfOrderSequence, strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE},
 	{ErrUnknownProducer, strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE},

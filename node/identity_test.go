@@ -219,7 +219,7 @@ func TestLeaderReportsBatchManyPartitions(t *testing.T) {
 	const partitions = 600
 	reports := 0
 	c := newMetaCluster(t, 34, 3, func(cfg *Config) {
-		cfg.Observer = func(tp TopicPartition, _, _ uint64, data []byte) {
+		cfg.Observer = func(tp TopicPartition, _, _, _ uint64, data []byte) {
 			var cmd strandpb.MetadataCommand
 			if tp.Topic == metaTopic && cfg.ID == 1 && proto.Unmarshal(data, &cmd) == nil && cmd.GetReportLeaders() != nil {
 				reports++

@@ -151,11 +151,19 @@ func (c *Core) reconcile() error {
 		if c.byTP[tp] != nil {
 			continue
 		}
+		dir := managedDir(ref.Topic, ref.TopicID, ref.Partition)
+		if deletedHere(c.cfg, dir) {
+			// This node already deleted this incarnation: its metadata
+			// replay (from a checkpoint older than the delete) has not
+			// reached the delete yet. Hosting it again would bootstrap an
+			// empty replica that votes with no memory of its terms.
+			continue
+		}
 		spec := PartitionSpec{TopicPartition: tp}
 		for _, r := range ref.Replicas {
 			spec.Replicas = append(spec.Replicas, NodeID(r))
 		}
-		g, err := c.openGroupRepairing(spec, managedDir(ref.Topic, ref.TopicID, ref.Partition), ref.TopicID)
+		g, err := c.openGroupRepairing(spec, dir, ref.TopicID)
 		if err != nil {
 			return fmt.Errorf("node: start %s/%d: %w", ref.Topic, ref.Partition, err)
 		}
@@ -230,11 +238,35 @@ func (c *Core) stopGroup(g *group) {
 	if err := g.log.Close(); err != nil {
 		g.logs.log(slog.LevelWarn, "close replica log", slog.Any("err", err))
 	}
+	// The tombstone is durable before any file goes: a replica whose
+	// files are gone but whose delete a restarted node has not replayed
+	// yet must not come back empty (reconcile, deletedHere).
+	if err := markDeleted(c.cfg, g.dir); err != nil {
+		g.logs.log(slog.LevelWarn, "mark replica deleted; its files stay", slog.String("dir", g.dir), slog.Any("err", err))
+		return
+	}
 	for _, sub := range []string{"/log", "/checkpoint", "/checkpoint/index", "/rejoin"} {
 		if err := removeDir(c.cfg, g.dir+sub); err != nil {
 			g.logs.log(slog.LevelWarn, "remove replica files", slog.String("dir", g.dir+sub), slog.Any("err", err))
 		}
 	}
+}
+
+// deletedName is the tombstone file in a deleted replica's directory.
+const deletedName = "deleted"
+
+// markDeleted writes dir's tombstone and makes it durable.
+func markDeleted(cfg Config, dir string) error {
+	if err := writeFile(cfg.Disk, dir+"/"+deletedName, nil); err != nil {
+		return err
+	}
+	return cfg.Disk.SyncDir(dir)
+}
+
+// deletedHere reports whether dir holds a replica tombstone.
+func deletedHere(cfg Config, dir string) bool {
+	names, err := cfg.Disk.List(dir)
+	return err == nil && slices.Contains(names, deletedName)
 }
 
 // removeDir removes every file of dir and syncs the removal.

@@ -107,6 +107,9 @@ func (cfg *Config) setDefaults() error {
 	if cfg.CheckpointEntries == 0 {
 		cfg.CheckpointEntries = checkpointEntriesDefault
 	}
+	if cfg.RetentionCheckTicks <= 0 {
+		cfg.RetentionCheckTicks = retentionCheckTicksDefault
+	}
 	if cfg.PendingRequestsMax <= 0 {
 		cfg.PendingRequestsMax = pendingRequestsMaxDefault
 	}
@@ -253,6 +256,13 @@ func (c *Core) restoreEngine(g *group) (uint64, error) {
 	ck, err := loadCheckpoint(c.cfg.Disk, g.dir+"/checkpoint", min(hs.GetCommit(), last), g.meta != nil)
 	if err != nil {
 		return 0, err
+	}
+	var ckIndex uint64
+	if ck != nil {
+		ckIndex = ck.raftIndex
+	}
+	if applied, ok, err := c.restoreSnapshotAtOpen(g, ckIndex); ok || err != nil {
+		return applied, err
 	}
 	if ck == nil {
 		if g.meta == nil {

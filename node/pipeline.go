@@ -210,9 +210,13 @@ func (c *Core) writeGroup(g *group) (bool, error) {
 	mustSync := false
 	for i, m := range p.appends {
 		p.appends[i] = nil
-		if m.GetSnapshot() != nil && !raft.IsEmptySnap(m.GetSnapshot()) {
-			// Never sent: logs are not compacted and Receive drops MsgSnap.
-			panic(fmt.Sprintf("node: %s/%d: raft snapshot in Ready; snapshots are not supported", g.tp.Topic, g.tp.Partition))
+		if snap := m.GetSnapshot(); snap != nil && !raft.IsEmptySnap(snap) {
+			// A leader's snapshot (snapshot.go): durably in the log, then
+			// the engine restored from it, before the entries after it.
+			if err := c.installSnapshot(g, snap); err != nil {
+				return false, err
+			}
+			mustSync = true
 		}
 		var hs *raftpb.HardState
 		if m.Term != nil {

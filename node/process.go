@@ -117,10 +117,7 @@ func (c *Core) queueMessage(g *group, m *raftpb.Message) {
 		return
 	}
 	if m.GetType() == raftpb.MsgSnap {
-		// No snapshot streaming: tell raft it failed so the follower
-		// goes back to probing (unreachable with uncompacted logs).
-		g.raw.ReportSnapshot(uint64(to), raft.SnapshotFailure)
-		return
+		c.sentSnapshot(g, to)
 	}
 	f := c.frameTo(to)
 	f.messages = append(f.messages, sizeRaftMessage(g.wire, g.tp.Partition, m))
@@ -271,7 +268,7 @@ func (c *Core) applyEntry(g *group, e *raftpb.Entry) {
 	}
 	g.appliedRaft = index
 	if c.cfg.Observer != nil {
-		c.cfg.Observer(g.tp, index, e.GetTerm(), e.GetData())
+		c.cfg.Observer(g.tp, g.topicID, index, e.GetTerm(), e.GetData())
 	}
 }
 

@@ -45,7 +45,7 @@ func (c *Core) produce(req ProduceRequest, done func(ProduceResult)) {
 		c.completeProduce(done, ProduceResult{Err: ErrNotLeader, BaseOffset: -1, Leader: lead})
 		return
 	}
-	info, err := validateBatch(req.Batch)
+	info, err := validateBatch(c.bugBatchCRC(req.Batch))
 	if err != nil {
 		c.completeProduce(done, ProduceResult{Err: err, BaseOffset: -1, Leader: lead})
 		return
@@ -101,6 +101,8 @@ func validateBatch(batch []byte) (recordbatch.Info, error) {
 		return info, nil
 	case errors.Is(err, recordbatch.ErrRecordTooLarge), errors.Is(err, recordbatch.ErrBatchTooLarge):
 		return info, fmt.Errorf("%w: %w", ErrRecordTooLarge, err)
+	case errors.Is(err, recordbatch.ErrCorrupt):
+		return info, fmt.Errorf("%w: %w: %w", ErrCorruptBatch, ErrInvalidRequest, err)
 	default:
 		return info, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}

@@ -39,8 +39,13 @@ type Stats struct {
 	DiskFullEntered uint64
 	// CatchUpBytes counts entry bytes sent to catching-up followers under
 	// the throttle, CatchUpThrottled the appends it held back (throttle.go).
-	CatchUpBytes     uint64
-	CatchUpThrottled uint64
+	CatchUpBytes       uint64
+	CatchUpThrottled   uint64
+	SegmentRolls       uint64 // segments rolled by age (segment.ms)
+	TrimsProposed      uint64 // TRIM entries proposed by retention as leader
+	Compactions        uint64 // raft log compactions behind a snapshot
+	SnapshotsSent      uint64 // raft snapshots sent to lagging followers
+	SnapshotsInstalled uint64 // raft snapshots installed from a leader
 }
 
 // Stats returns the counters so far.
@@ -140,9 +145,11 @@ func (c *Core) saneMessage(g *group, from NodeID, m *raftpb.Message) bool {
 	case raftpb.MsgVote, raftpb.MsgVoteResp, raftpb.MsgPreVote, raftpb.MsgPreVoteResp, raftpb.MsgHeartbeatResp,
 		raftpb.MsgTimeoutNow: // leadership handed on for a replica that lost its disk (rejoin.go)
 		return len(m.GetEntries()) == 0 && m.GetSnapshot() == nil
+	case raftpb.MsgSnap:
+		return saneSnapshot(g, m)
 	default:
-		// Proposal and read forwarding, leader transfer and snapshots are
-		// not used between Strand nodes (see DESIGN: left out).
+		// Proposal and read forwarding and leader transfer are not used
+		// between Strand nodes (see DESIGN: left out).
 		return false
 	}
 }
@@ -223,6 +230,7 @@ func (c *Core) Tick() {
 		c.maybeRegister()
 		c.maybeReportLeaders()
 	}
+	c.retentionTick()
 	c.expireSessions()
 	c.sweepGroups()
 	c.rejoinTick()
@@ -266,6 +274,7 @@ func (c *Core) Status() []GroupStatus {
 		st.HighWatermark = g.part.HighWatermark()
 		st.LogStartOffset = g.part.LogStartOffset()
 		st.Digest = g.part.Digest()
+		st.TailDigest = g.part.TailDigest()
 		out = append(out, st)
 	}
 	return out
@@ -305,6 +314,7 @@ func (c *Core) groupStatus(g *group) GroupStatus {
 		IsLeader:       st.RaftState == raft.StateLeader,
 		CommitIndex:    st.GetCommit(),
 		AppliedIndex:   g.appliedRaft,
+		TopicID:        g.topicID,
 	}
 }
 

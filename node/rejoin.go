@@ -81,53 +81,92 @@ type rejoinAnswer struct {
 	last  uint64
 }
 
-// rejoinFile is where a replica keeps its rejoin state: magic "SRJ1",
-// phase u8, floor u64, until u64, CRC32C u32 of the preceding bytes,
-// little-endian. A missing file: the replica never lost its state.
+// rejoinFile is where a replica keeps its rejoin state, in two slots
+// written alternately (so a torn write never damages the state before it,
+// as raftlog's hard state): each slot is magic "SRJ2", seq u64, phase u8,
+// floor u64, until u64, CRC32C u32 of the preceding bytes, little-endian;
+// the valid slot with the higher seq is the state. A missing file: the
+// replica never lost its state.
 func rejoinFile(dir string) string { return dir + "/rejoin/state" }
 
 // rejoinDirOf is the directory of rejoinFile.
 func rejoinDirOf(dir string) string { return dir + "/rejoin" }
 
-const rejoinFileBytes = 4 + 1 + 8 + 8 + 4
+const rejoinSlotBytes = 4 + 8 + 1 + 8 + 8 + 4
 
-// errRejoinFile: a rejoin file that does not decode. Its replica cannot
-// know whether it may vote: the node stops (an operator must look).
+// errRejoinFile: a rejoin file that cannot be read.
 var errRejoinFile = errors.New("node: rejoin state file damaged")
 
-// loadRejoin reads the rejoin state of the replica in dir; nil, nil when
-// it has none.
-func (c *Core) loadRejoin(dir string) (*rejoin, error) {
-	names, err := c.cfg.Disk.List(rejoinDirOf(dir))
-	if err != nil {
-		return nil, err
+// rejoinSlot decodes one slot: its seq and state, ok false when damaged.
+func rejoinSlot(b []byte) (uint64, rejoin, bool) {
+	if len(b) < rejoinSlotBytes || string(b[:4]) != "SRJ2" ||
+		binary.LittleEndian.Uint32(b[rejoinSlotBytes-4:]) != crc32.Checksum(b[:rejoinSlotBytes-4], castagnoli) ||
+		b[12] < rejoinUndecided || b[12] > rejoinDone {
+		return 0, rejoin{}, false
 	}
-	if !slices.Contains(names, "state") {
-		return nil, nil
+	return binary.LittleEndian.Uint64(b[4:]), rejoin{
+		phase: b[12],
+		floor: binary.LittleEndian.Uint64(b[13:]),
+		until: binary.LittleEndian.Uint64(b[21:]),
+	}, true
+}
+
+// readRejoin returns the newest valid slot of the replica in dir: its seq
+// and state; exists false when there is no file, valid false when no slot
+// decodes.
+func (c *Core) readRejoin(dir string) (seq uint64, r rejoin, exists, valid bool, err error) {
+	names, err := c.cfg.Disk.List(rejoinDirOf(dir))
+	if err != nil || !slices.Contains(names, "state") {
+		return 0, rejoin{}, false, false, err
 	}
 	data, err := readFile(c.cfg.Disk, rejoinFile(dir))
 	if err != nil {
-		return nil, err
+		return 0, rejoin{}, true, false, fmt.Errorf("%w: %s: %w", errRejoinFile, rejoinFile(dir), err)
 	}
-	if len(data) != rejoinFileBytes || string(data[:4]) != "SRJ1" ||
-		binary.LittleEndian.Uint32(data[rejoinFileBytes-4:]) != crc32.Checksum(data[:rejoinFileBytes-4], castagnoli) ||
-		data[4] < rejoinUndecided || data[4] > rejoinDone {
-		return nil, fmt.Errorf("%w: %s (%d bytes)", errRejoinFile, rejoinFile(dir), len(data))
+	for off := 0; off+rejoinSlotBytes <= len(data); off += rejoinSlotBytes {
+		if s, x, ok := rejoinSlot(data[off:]); ok && (!valid || s > seq) {
+			seq, r, valid = s, x, true
+		}
 	}
-	return &rejoin{
-		phase: data[4],
-		floor: binary.LittleEndian.Uint64(data[5:]),
-		until: binary.LittleEndian.Uint64(data[13:]),
-	}, nil
+	return seq, r, true, valid, nil
 }
 
-// saveRejoin writes r durably as the rejoin state of the replica in dir.
+// loadRejoin reads the rejoin state of the replica in dir; nil, nil when
+// it has none. A file whose slots all fail to decode was torn by a crash
+// in its first write (the only write with no older slot to fall back on),
+// or damaged on disk. With an empty raft log nothing was built on it: it
+// counts as absent and the replica decides afresh (prepareRejoin). With a
+// log, the replica cannot tell whether it may vote: it recovers from the
+// start (probing), which costs a probe round and is always safe.
+func (c *Core) loadRejoin(dir string) (*rejoin, error) {
+	_, r, exists, valid, err := c.readRejoin(dir)
+	if err != nil || !exists {
+		return nil, err
+	}
+	if valid {
+		return &r, nil
+	}
+	empty, err := c.logIsEmpty(dir)
+	if err != nil || empty {
+		return nil, err
+	}
+	return &rejoin{phase: rejoinProbing}, nil
+}
+
+// saveRejoin writes r durably as the rejoin state of the replica in dir,
+// into the slot the newest state is not in.
 func (c *Core) saveRejoin(dir string, r *rejoin) error {
-	data := append([]byte("SRJ1"), r.phase)
+	seq, _, _, _, err := c.readRejoin(dir)
+	if err != nil && !errors.Is(err, errRejoinFile) {
+		return err
+	}
+	seq++
+	data := binary.LittleEndian.AppendUint64([]byte("SRJ2"), seq)
+	data = append(data, r.phase)
 	data = binary.LittleEndian.AppendUint64(data, r.floor)
 	data = binary.LittleEndian.AppendUint64(data, r.until)
 	data = binary.LittleEndian.AppendUint32(data, crc32.Checksum(data, castagnoli))
-	if err := writeFile(c.cfg.Disk, rejoinFile(dir), data); err != nil {
+	if err := writeAtSync(c.cfg.Disk, rejoinFile(dir), data, int64(seq%2)*rejoinSlotBytes); err != nil {
 		return err
 	}
 	return c.cfg.Disk.SyncDir(rejoinDirOf(dir))

@@ -150,9 +150,20 @@ func TestRejoinFileRoundTrip(t *testing.T) {
 			t.Fatalf("round trip of %+v: %+v, %v", r, got, err)
 		}
 	}
+	// Four saves: seq 4 (done) in slot 0, seq 3 (catching up) in slot 1.
 	d := c.cfg.Disk.(*memdisk.Disk)
 	d.FlipBit(rejoinFile("p/x"), 3, 0)
-	if _, err := c.loadRejoin("p/x"); err == nil {
-		t.Fatal("a damaged rejoin file loaded")
+	if got, err := c.loadRejoin("p/x"); err != nil || got == nil || got.phase != rejoinCatchingUp {
+		t.Fatalf("newest slot damaged: loaded %+v, %v; want the state before it", got, err)
+	}
+	d.FlipBit(rejoinFile("p/x"), rejoinSlotBytes+3, 0)
+	if got, err := c.loadRejoin("p/x"); err != nil || got != nil {
+		t.Fatalf("both slots damaged, empty log: loaded %+v, %v; want none (decide afresh)", got, err)
+	}
+	if err := writeFile(d, "p/x/log/1.log", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.loadRejoin("p/x"); err != nil || got == nil || got.phase != rejoinProbing {
+		t.Fatalf("both slots damaged, a log: loaded %+v, %v; want probing (recover from the start)", got, err)
 	}
 }

@@ -448,6 +448,13 @@ func (r *recovery) finish() error {
 	if n := len(l.segments); n > 0 && !r.bugTrustPageCache() {
 		l.segments[n-1].dirty = true
 	}
+	// And the snapshot's bytes: a process killed between writing a
+	// snapshot and syncing it leaves a valid record in the page cache
+	// only, and the removals below would make the segments it replaces
+	// go for good (found by the simulator once logs were compacted).
+	if err := r.syncSnapshot(); err != nil {
+		return err
+	}
 	if len(l.segments) == 0 {
 		// The newest hard state may sit only in files about to go, one of
 		// which may even bear the new segment's name.
@@ -481,6 +488,23 @@ func (r *recovery) finish() error {
 		return err
 	}
 	return r.removeObsolete()
+}
+
+// syncSnapshot fsyncs the snapshot file recovery adopted, if any.
+func (r *recovery) syncSnapshot() error {
+	l := r.log
+	if l.snapshotName == "" || r.bugTrustPageCache() {
+		return nil
+	}
+	f, err := l.disk.Open(l.path(l.snapshotName))
+	if err != nil {
+		return fmt.Errorf("raftlog: open %s: %w", l.snapshotName, err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("raftlog: sync %s: %w", l.snapshotName, err)
+	}
+	return nil
 }
 
 // removeObsolete removes the files recovery found useless and syncs the

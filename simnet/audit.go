@@ -332,7 +332,23 @@ func (d *durability) onProduceAnswer(n *simNode, req *strandpb.ProduceRequest, r
 // checkProduce looks for the acknowledged batch among the last entries a
 // power loss would keep of n's log of the partition.
 func (d *durability) checkProduce(n *simNode, acks int32, sent *strandpb.ProduceRequest_Partition) {
-	dir, ok := d.partitionDir(n, sent.GetTopic(), sent.GetPartition())
+	var dir string
+	var ok bool
+	if uuid := sent.GetTopicId(); len(uuid) > 0 {
+		// The incarnation the client named (the node checked it).
+		id, known := d.w.incarnations.topicIDOf(uuid)
+		if !known {
+			return
+		}
+		if !hosts(n, sent.GetTopic(), sent.GetPartition(), id) {
+			// The answer left as the replica was deleted with its
+			// topic (seed 58): a deleted topic keeps nothing.
+			return
+		}
+		dir, ok = replicaLogDir(sent.GetTopic(), id, sent.GetPartition()), true
+	} else {
+		dir, ok = d.partitionDir(n, sent.GetTopic(), sent.GetPartition())
+	}
 	if !ok {
 		d.w.fail("durability: node %d acknowledged a produce to %s/%d, of which it has no log",
 			n.id, sent.GetTopic(), sent.GetPartition())
@@ -423,7 +439,12 @@ func (d *durability) afterOpen(n *simNode) {
 	}
 	d.checkRecovered(n, "meta/log")
 	for _, s := range n.core.Status() {
-		if dir, ok := d.partitionDir(n, s.Topic, s.Partition); ok {
+		if s.TopicID != 0 {
+			// The incarnation this replica is (an older one than the
+			// newest directory on disk, when its node's metadata
+			// checkpoint predates a re-creation).
+			d.checkRecovered(n, replicaLogDir(s.Topic, s.TopicID, s.Partition))
+		} else if dir, ok := d.partitionDir(n, s.Topic, s.Partition); ok {
 			d.checkRecovered(n, dir)
 		}
 	}

@@ -14,7 +14,8 @@ import (
 var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "ReapplyAfterRestart", "LocalRead",
 	"RestoreForgetsProducers", "CheckpointForgetsProducers", "FetchRenumbersInsideBatch", "AckLeaderEarly",
 	"RecoverTrustsPageCache", "LeaseReads", "RestoreIndexTimes",
-	"AckBeforeSyncDone", "WipedNodeVotes", "RepairTrustsItself"}
+	"AckBeforeSyncDone", "WipedNodeVotes", "RepairTrustsItself", "CompactPastStart", "StaleSnapshot",
+	"TopicIDUnchecked", "ProduceSkipsCRC"}
 
 // GroupBugNames are the consumer-group coordinator's planted bugs
 // (engine/groups): they need the group workload (Options.GroupMembers).
@@ -64,5 +65,13 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.WipedNodeVotes = true
 	case "RepairTrustsItself":
 		cfg.Bugs.RepairTrustsItself = true
+	case "CompactPastStart":
+		cfg.Bugs.CompactPastStart = true
+	case "StaleSnapshot":
+		cfg.Bugs.StaleSnapshot = true
+	case "TopicIDUnchecked":
+		cfg.Bugs.TopicIDUnchecked = true
+	case "ProduceSkipsCRC":
+		cfg.Bugs.ProduceSkipsCRC = true
 	}
 }

@@ -50,13 +50,14 @@ func entryDigest(term uint64, data []byte) uint64 {
 }
 
 // onApply is every node's ApplyObserver: replicas that applied index i of
-// a group applied the same entry.
-func (c *checker) onApply(n *simNode, tp node.TopicPartition, index, term uint64, data []byte) {
+// a group's incarnation applied the same entry.
+func (c *checker) onApply(n *simNode, tp node.TopicPartition, topicID, index, term uint64, data []byte) {
 	g, ok := c.w.groupOf[tp]
 	if !ok {
 		c.w.fail("node %d applied an entry of unknown partition %v", n.id, tp)
 		return
 	}
+	g = c.w.incarnations.slot(g, topicID)
 	d := entryDigest(term, data)
 	c.w.trace.u64(d)
 	k := applyKey{group: g, index: index}
@@ -64,8 +65,8 @@ func (c *checker) onApply(n *simNode, tp node.TopicPartition, index, term uint64
 		c.applied[k] = d
 		c.w.digests.onApply(g, index, data)
 	} else if prev != d {
-		c.w.fail("partition %d index %d: node %d applied entry of term %d digest %016x, an earlier application was %016x",
-			g, index, n.id, term, d, prev)
+		c.w.fail("partition %s index %d: node %d applied entry of term %d digest %016x, an earlier application was %016x",
+			c.w.incarnations.label(g), index, n.id, term, d, prev)
 	}
 }
 
@@ -86,12 +87,13 @@ func (c *checker) onStatus(n *simNode, statuses []node.GroupStatus) {
 			c.w.fail("node %d reports unknown partition %v", n.id, s.TopicPartition)
 			continue
 		}
+		g = c.w.incarnations.slot(g, s.TopicID)
 		c.checkHighWatermark(n, g, s)
 		c.w.digests.checkStatus(n, g, s)
 		leader := s.Leader
 		if s.IsLeader {
 			if leader != 0 && leader != n.id {
-				c.w.fail("partition %d term %d: node %d is leader but names %d", g, s.Term, n.id, leader)
+				c.w.fail("partition %s term %d: node %d is leader but names %d", c.w.incarnations.label(g), s.Term, n.id, leader)
 			}
 			leader = n.id
 		}
@@ -103,7 +105,7 @@ func (c *checker) onStatus(n *simNode, statuses []node.GroupStatus) {
 			c.leaders[k] = leader
 			c.w.coverage.Inc("event/leader-elected")
 		} else if prev != leader {
-			c.w.fail("partition %d term %d has two leaders: %d and %d (seen by node %d)", g, s.Term, prev, leader, n.id)
+			c.w.fail("partition %s term %d has two leaders: %d and %d (seen by node %d)", c.w.incarnations.label(g), s.Term, prev, leader, n.id)
 		}
 	}
 }
@@ -165,7 +167,7 @@ func (c *checker) checkHighWatermark(n *simNode, g int, s node.GroupStatus) {
 	if prev, seen := c.hwms[k]; !seen {
 		c.hwms[k] = s.HighWatermark
 	} else if prev != s.HighWatermark {
-		c.w.fail("partition %d applied index %d: node %d reports high-water mark %d, another replica reported %d",
-			g, s.AppliedIndex, n.id, s.HighWatermark, prev)
+		c.w.fail("partition %s applied index %d: node %d reports high-water mark %d, another replica reported %d",
+			c.w.incarnations.label(g), s.AppliedIndex, n.id, s.HighWatermark, prev)
 	}
 }

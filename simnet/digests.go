@@ -2,6 +2,7 @@ package simnet
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/engine/recordbatch"
 	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog/memdisk"
@@ -34,6 +36,15 @@ import (
 // replica's applied index after every event the replica processes, so a
 // restore that forgot part of the state fails at the restored index.
 //
+// A replica restored from a raft snapshot at S (installed from a leader, or
+// at restart) lacks the batches below the log start that a TRIM after S
+// agreed, until it applies that TRIM itself (node/snapshot.go). While its
+// log start is above the reference's and at most the largest TRIM offset
+// committed after the index, it is compared by TailDigest (applied index,
+// high-water mark, producer table); everywhere else by the whole digest.
+// A replica that moved its log start on its own (a compaction above the
+// agreed start) is outside that window and fails.
+//
 // Rejected: comparing checkpoints of different replicas with each other
 // (they checkpoint at different indexes); a running hash of applied
 // entries (a restore cannot rebuild it).
@@ -43,7 +54,43 @@ type reference struct {
 	part    *engine.Partition
 	meta    *metadata.State
 	applied uint64
-	digests map[uint64]uint64 // by raft index
+	digests map[uint64]refDigest // by raft index
+	// trims are the TRIM entries applied, in index order.
+	trims []refTrim
+}
+
+// refDigest is the reference state at one index.
+type refDigest struct {
+	digest, tail uint64
+	logStart     int64
+}
+
+// refTrim is one TRIM entry of the reference.
+type refTrim struct {
+	index  uint64
+	offset int64
+}
+
+// trimAfter is the largest offset of the TRIMs applied after index.
+func (r *reference) trimAfter(index uint64) int64 {
+	best := int64(-1)
+	for i := len(r.trims) - 1; i >= 0 && r.trims[i].index > index; i-- {
+		best = max(best, r.trims[i].offset)
+	}
+	return best
+}
+
+// matches reports whether a replica state (digest, tail digest, log start)
+// at index agrees with the reference, and whether it did so only by the
+// tail digest inside a snapshot's window.
+func (r *reference) matches(index uint64, want refDigest, digest, tail uint64, logStart int64) (ok, window bool) {
+	if digest == want.digest {
+		return true, false
+	}
+	if r.part == nil || logStart <= want.logStart || logStart > r.trimAfter(index) {
+		return false, false
+	}
+	return tail == want.tail, true
 }
 
 // digests is one run's whole-state comparison.
@@ -61,11 +108,11 @@ type digests struct {
 func newDigests(w *world) *digests {
 	d := &digests{w: w, seen: make([]uint64, len(w.nodes)), checked: make([]map[string]string, len(w.nodes))}
 	for range w.opts.Partitions {
-		d.refs = append(d.refs, &reference{part: engine.NewPartition(), digests: map[uint64]uint64{}})
+		d.refs = append(d.refs, &reference{part: engine.NewPartition(), digests: map[uint64]refDigest{}})
 	}
-	d.refs = append(d.refs, &reference{meta: metadata.New(), digests: map[uint64]uint64{}})
+	d.refs = append(d.refs, &reference{meta: metadata.New(), digests: map[uint64]refDigest{}})
 	for range groupOffsetsPartitions(w.opts) { // the group coordinators' partitions come after it
-		d.refs = append(d.refs, &reference{part: engine.NewPartition(), digests: map[uint64]uint64{}})
+		d.refs = append(d.refs, &reference{part: engine.NewPartition(), digests: map[uint64]refDigest{}})
 	}
 	for i, n := range w.nodes {
 		d.checked[i] = map[string]string{}
@@ -79,7 +126,7 @@ func (d *digests) onApply(g int, index uint64, data []byte) {
 	if !d.w.opts.DigestChecks {
 		return
 	}
-	r := d.refs[g]
+	r := d.ref(g)
 	if index != r.applied+1 {
 		return // replayed by another replica or incarnation: checked by entry digest
 	}
@@ -90,15 +137,24 @@ func (d *digests) onApply(g int, index uint64, data []byte) {
 		} else {
 			r.meta.Apply(index, data)
 		}
-		r.digests[index] = r.meta.Digest()
+		r.digests[index] = refDigest{digest: r.meta.Digest()}
 		return
 	}
 	if len(data) == 0 {
 		r.part.ApplyEmpty(index)
 	} else {
-		r.part.Apply(index, data)
+		res := r.part.Apply(index, data)
+		if errors.Is(res.Err, recordbatch.ErrCorrupt) {
+			// A node must refuse a damaged batch before proposing it
+			// (corrupt.go): a committed one wastes an index and answers a
+			// client after the fact.
+			d.w.fail("group %s index %d: a committed entry holds a damaged batch: %v", d.w.incarnations.label(g), index, res.Err)
+		}
+		if e, err := engine.DecodeEntry(data); err == nil && e.Kind == strandpb.EntryKind_ENTRY_KIND_TRIM {
+			r.trims = append(r.trims, refTrim{index: index, offset: e.TrimOffset})
+		}
 	}
-	r.digests[index] = r.part.Digest()
+	r.digests[index] = refDigest{digest: r.part.Digest(), tail: r.part.TailDigest(), logStart: r.part.LogStartOffset()}
 }
 
 // checkStatus compares the digest a replica reports for its engine state
@@ -110,14 +166,18 @@ func (d *digests) checkStatus(n *simNode, g int, s node.GroupStatus) {
 	if !d.w.opts.DigestChecks || s.AppliedIndex == 0 {
 		return
 	}
-	want, ok := d.refs[g].digests[s.AppliedIndex]
+	want, ok := d.ref(g).digests[s.AppliedIndex]
 	if !ok {
 		return
 	}
 	d.w.coverage.Inc("digest/status-compared")
-	if s.Digest != want {
-		d.w.fail("digest: node %d's state of group %d at applied index %d has digest %016x, the committed entries give %016x",
-			n.id, g, s.AppliedIndex, s.Digest, want)
+	ok, window := d.refs[g].matches(s.AppliedIndex, want, s.Digest, s.TailDigest, s.LogStartOffset)
+	if window {
+		d.w.coverage.Inc("digest/snapshot-window")
+	}
+	if !ok {
+		d.w.fail("digest: node %d's state of group %d at applied index %d has digest %016x (log start %d, tail %t, hwm %d), the committed entries give %016x (log start %d)",
+			n.id, g, s.AppliedIndex, s.Digest, s.LogStartOffset, s.TailDigest == want.tail, s.HighWatermark, want.digest, want.logStart)
 	}
 }
 
@@ -170,12 +230,13 @@ func (d *digests) compare(n *simNode, dir string) {
 	if !ok {
 		return // a topic the scenario does not know
 	}
-	want, ok := d.refs[g].digests[index]
+	want, ok := d.ref(g).digests[index]
 	if !ok {
 		return // beyond the reference (cannot be: the node applied it) or before a re-creation
 	}
-	var got uint64
-	if d.refs[g].meta != nil {
+	var got, tail uint64
+	var logStart int64
+	if d.ref(g).meta != nil {
 		s, err := metadata.Restore(state)
 		if err != nil {
 			d.w.fail("digest: node %d metadata checkpoint at %d does not restore: %v", n.id, index, err)
@@ -194,18 +255,27 @@ func (d *digests) compare(n *simNode, dir string) {
 			d.w.fail("digest: node %d checkpoint %s at %d does not restore: %v", n.id, dir, index, err)
 			return
 		}
-		got = p.Digest()
+		got, tail, logStart = p.Digest(), p.TailDigest(), p.LogStartOffset()
 	}
 	d.compared++
 	d.w.coverage.Inc("digest/compared")
-	if got != want {
+	if ok, _ := d.refs[g].matches(index, want, got, tail, logStart); !ok {
 		d.w.fail("digest: node %d's state of group %d at index %d has digest %016x, the committed entries give %016x (%s/%s)",
-			n.id, g, index, got, want, dir, name)
+			n.id, g, index, got, want.digest, dir, name)
 	}
 }
 
+// ref is slot g's reference (incarnations.go), made empty on first use
+// for a later incarnation of a partition.
+func (d *digests) ref(g int) *reference {
+	for len(d.refs) <= g {
+		d.refs = append(d.refs, &reference{part: engine.NewPartition(), digests: map[uint64]refDigest{}})
+	}
+	return d.refs[g]
+}
+
 // groupOfDir maps a checkpoint directory (meta/checkpoint, or
-// p/<topic>@<id>/<partition>/checkpoint) to its group index.
+// p/<topic>@<id>/<partition>/checkpoint) to its slot (incarnations.go).
 func (d *digests) groupOfDir(dir string) (int, bool) {
 	if dir == "meta/checkpoint" {
 		return d.w.opts.Partitions, true
@@ -214,7 +284,11 @@ func (d *digests) groupOfDir(dir string) (int, bool) {
 	if len(parts) != 4 || parts[0] != "p" {
 		return 0, false
 	}
-	topic, _, _ := strings.Cut(parts[1], "@")
+	topic, idText, _ := strings.Cut(parts[1], "@")
+	topicID, err := strconv.ParseUint(idText, 10, 64)
+	if err != nil {
+		return 0, false
+	}
 	p := 0
 	for _, c := range parts[2] {
 		if c < '0' || c > '9' {
@@ -223,7 +297,10 @@ func (d *digests) groupOfDir(dir string) (int, bool) {
 		p = p*10 + int(c-'0')
 	}
 	g, ok := d.w.groupOf[node.TopicPartition{Topic: topic, Partition: int32(p)}]
-	return g, ok
+	if !ok {
+		return 0, false
+	}
+	return d.w.incarnations.slot(g, topicID), true
 }
 
 // parseCheckpoint reads node/checkpoint.go's header layout: magic u32

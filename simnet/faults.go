@@ -29,6 +29,8 @@ const (
 	faultPause
 	faultLeaderChain
 	faultDiskFull
+	faultIsolateFollower
+	faultStarveLeader
 )
 
 // flipMarginBytes keeps bit flips this far before the end of a file, so
@@ -46,7 +48,7 @@ var faultNames = [...]string{
 	faultFailSync: "fault/fail-sync", faultPowerCut: "fault/power-cut", faultWipe: "fault/wipe",
 	faultClockJump: "fault/clock-jump", faultCrashLeader: "fault/crash-leader", faultKill: "fault/kill",
 	faultCutRound: "fault/cut-round", faultCutRecovery: "fault/cut-recovery", faultPause: "fault/pause",
-	faultLeaderChain: "fault/leader-chain", faultDiskFull: "fault/disk-full",
+	faultLeaderChain: "fault/leader-chain", faultDiskFull: "fault/disk-full", faultIsolateFollower: "fault/isolate-follower", faultStarveLeader: "fault/starve-leader",
 }
 
 // healAction is a network fault to undo: the directed links it cut.
@@ -100,6 +102,8 @@ func newPlanner(w *world) *planner {
 	add(faultPause, f.Pause)
 	add(faultLeaderChain, f.LeaderChain)
 	add(faultDiskFull, f.DiskFull)
+	add(faultIsolateFollower, f.IsolateFollower)
+	add(faultStarveLeader, f.StarveLeader)
 	return p
 }
 
@@ -172,6 +176,10 @@ func (p *planner) act() {
 		p.leaderChain(p.w.rngFault.IntN(p.w.opts.Partitions), 3)
 	case faultDiskFull:
 		p.diskFull()
+	case faultIsolateFollower:
+		p.isolateFollower()
+	case faultStarveLeader:
+		p.starveLeader()
 	}
 	p.scheduleNext()
 }
@@ -201,16 +209,43 @@ func (p *planner) crash() {
 
 // cutFor cuts links for a drawn duration, then heals them.
 func (p *planner) cutFor(links [][2]int) {
+	f := p.w.opts.Faults
+	p.cutDuring(links, time.Duration(between(p.w.rngFault, int64(f.NetFaultMin), int64(f.NetFaultMax))))
+}
+
+// isolateFollower cuts a follower of a drawn partition off from every
+// other node for longer than the retention window: with the run's short retention the
+// leader's log start passes the follower's log, which must then catch up
+// by installing a raft snapshot.
+func (p *planner) isolateFollower() {
+	w := p.w
+	leader := w.leaderOf(w.rngFault.IntN(w.opts.Partitions))
+	if leader < 0 {
+		return
+	}
+	follower := (leader + 1 + w.rngFault.IntN(len(w.nodes)-1)) % len(w.nodes)
+	var links [][2]int
+	for b := range w.nodes {
+		if b != follower {
+			links = append(links, [2]int{follower, b}, [2]int{b, follower})
+		}
+	}
+	// Past the retention window and a segment's age or two, so the leader's
+	// log start passes the follower's log.
+	least := time.Duration(w.opts.RetentionMs+2*w.opts.SegmentMs)*time.Millisecond + time.Second
+	p.cutDuring(links, time.Duration(between(w.rngFault, int64(least), int64(least+3*time.Second))))
+}
+
+// cutDuring cuts links for d, then heals them.
+func (p *planner) cutDuring(links [][2]int, d time.Duration) {
 	if len(links) == 0 {
 		return
 	}
-	f := p.w.opts.Faults
 	p.w.stats.NetFaults++
 	for _, l := range links {
 		p.w.trace.u64(uint64(l[0])<<32 | uint64(l[1]))
 	}
 	p.w.net.addCuts(links, +1)
-	d := time.Duration(between(p.w.rngFault, int64(f.NetFaultMin), int64(f.NetFaultMax)))
 	p.w.sched.schedule(d, &event{kind: evHeal, node: -1, heal: &healAction{links: links}})
 }
 

@@ -31,8 +31,8 @@ func newHistory(partitions int) *history {
 func ns(t time.Duration) int64 { return int64(t) }
 
 // produceCall records the call of a batch's produce (every attempt).
-func (hs *history) produceCall(client, p int, recs []linearizability.Record, t time.Duration) *histOp {
-	return &histOp{id: hs.h.CallProduceBatch(linearizability.ClientID(client), hs.tps[p], recs, ns(t))}
+func (hs *history) produceCall(client, p, inc int, recs []linearizability.Record, t time.Duration) *histOp {
+	return &histOp{id: hs.h.CallProduceBatch(linearizability.ClientID(client), hs.key(p, inc), recs, ns(t))}
 }
 
 func (hs *history) produceOK(op *histOp, offset int64, t time.Duration) {
@@ -41,13 +41,16 @@ func (hs *history) produceOK(op *histOp, offset int64, t time.Duration) {
 
 func (hs *history) produceUnknown(op *histOp, t time.Duration) { hs.h.Indefinite(op.id, ns(t)) }
 
+// produceFailed records a produce refused before anything was proposed.
+func (hs *history) produceFailed(op *histOp, t time.Duration) { hs.h.Fail(op.id, ns(t)) }
+
 // fetchCall records the call of one fetch attempt: a poll from the
 // client's position for consumers and the drain, a seek for readers.
-func (hs *history) fetchCall(client, p int, offset int64, poll bool, t time.Duration) *histOp {
+func (hs *history) fetchCall(client, p, inc int, offset int64, poll bool, t time.Duration) *histOp {
 	if poll {
-		return &histOp{id: hs.h.CallPoll(linearizability.ClientID(client), hs.tps[p], offset, 0, ns(t))}
+		return &histOp{id: hs.h.CallPoll(linearizability.ClientID(client), hs.key(p, inc), offset, 0, ns(t))}
 	}
-	return &histOp{id: hs.h.CallFetch(linearizability.ClientID(client), hs.tps[p], offset, 0, ns(t))}
+	return &histOp{id: hs.h.CallFetch(linearizability.ClientID(client), hs.key(p, inc), offset, 0, ns(t))}
 }
 
 // fetchOK records a fetch's records, high-water mark and log start.

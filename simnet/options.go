@@ -86,15 +86,27 @@ type Faults struct {
 	// DiskFull fills a live node's disk to just above its free-space
 	// floor for a while (simnet/fulldisk.go).
 	DiskFull int
+	// IsolateFollower cuts one follower of a partition off for longer than
+	// RetentionMs: long enough for retention to move the leader's log
+	// start past it, so it must catch up by raft snapshot.
+	IsolateFollower int
 	// TickDriftPercent, when > 0, makes each node's ticks run up to this
 	// many percent fast or slow (drawn per node for the run).
 	TickDriftPercent int
-	RestartMin       time.Duration // a crashed node restarts after [min, max]
-	RestartMax       time.Duration
-	NetFaultMin      time.Duration // a network fault lasts [min, max]
-	NetFaultMax      time.Duration
-	ClockSkewMax     time.Duration // each node's Realtime is off by up to this
-	DamagedNodesMax  int           // nodes allowed disk faults (each a minority of every group)
+	// ClientCorrupt is the chance that a client frame, either way, is
+	// damaged in flight: a bit flipped inside a batch it carries, or the
+	// frame cut short (corrupt.go).
+	ClientCorrupt float64
+	// StarveLeader starves a partition leader's host: its ticks come at a
+	// third of their rate and its links to the other nodes are cut, while
+	// clients still reach it (starve.go).
+	StarveLeader    int
+	RestartMin      time.Duration // a crashed node restarts after [min, max]
+	RestartMax      time.Duration
+	NetFaultMin     time.Duration // a network fault lasts [min, max]
+	NetFaultMax     time.Duration
+	ClockSkewMax    time.Duration // each node's Realtime is off by up to this
+	DamagedNodesMax int           // nodes allowed disk faults (each a minority of every group)
 }
 
 // Options is one run: the scenario, the workload and the fault mix.
@@ -157,6 +169,18 @@ type Options struct {
 	// through the Kafka protocol (package kafkaproto, the listener's own
 	// translation) instead of Strand's: same node path, Kafka's bytes.
 	KafkaCodec bool
+	// RetentionMs, RetentionBytes and SegmentMs are the topics' retention
+	// configs (retention.ms, retention.bytes, segment.ms; 0: the topic
+	// default), short enough that trims, compactions and snapshot
+	// catch-ups happen in every run. RetentionCheckTicks is every node's
+	// node.Config.RetentionCheckTicks.
+	RetentionMs         int64
+	RetentionBytes      int64
+	SegmentMs           int64
+	RetentionCheckTicks int
+	// RecreateTopic deletes the second topic mid-run and creates it again
+	// under the same name (wire_recreate.go).
+	RecreateTopic bool
 }
 
 // DefaultAuditOneIn is Standard's AuditOneIn: sampled to keep the run
@@ -180,6 +204,7 @@ func Standard(seed uint64, profile Profile) Options {
 		EventsMax:     200_000,
 		AuditOneIn:    DefaultAuditOneIn,
 		DigestChecks:  true,
+		RecreateTopic: true,
 	}
 }
 
@@ -232,6 +257,17 @@ func Choose(o Options) Options {
 		// bite (node/throttle.go).
 		o.CatchUpBytesPerSec = pick[int64](r, 64<<10, 256<<10, 1<<20)
 	}
+	// Drawn last, so the draws above stay what they were.
+	// Shorter retention deletes so much unread that the indefinite
+	// produces among it (credits of the log model) make the
+	// linearizability check time out.
+	o.RetentionMs = pick[int64](r, 6000, 8000, 12000)
+	o.RetentionBytes = pick[int64](r, -1, -1, 96<<10, 192<<10)
+	o.SegmentMs = pick[int64](r, 300, 700, 1500)
+	o.RetentionCheckTicks = int(pick(r, 10, 20, 50))
+	f.IsolateFollower = int(pick(r, 3, 6, 9))
+	f.ClientCorrupt = pick(r, 0, 0.003, 0.01, 0.03)
+	f.StarveLeader = w()
 	return o
 }
 
@@ -244,6 +280,8 @@ func (o Options) String() string {
 	fmt.Fprintf(&b, "seed=%d profile=%s nodes=%d partitions=%d rf=%d ops=%d", o.Seed, o.Profile,
 		o.Nodes, o.Partitions, o.Replication, o.Ops)
 	fmt.Fprintf(&b, " checkpoint=%d segment=%d", o.CheckpointEntries, o.SegmentBytesMax)
+	fmt.Fprintf(&b, " retention{ms=%d bytes=%d segment.ms=%d check=%d}", o.RetentionMs, o.RetentionBytes, o.SegmentMs,
+		o.RetentionCheckTicks)
 	fmt.Fprintf(&b, " latency=%v..%v jitter=%v drop=%g dup=%g", o.LatencyMin, o.LatencyMax, o.Jitter,
 		o.DropRate, o.DupRate)
 	f := o.Faults
@@ -252,12 +290,16 @@ func (o Options) String() string {
 	fmt.Fprintf(&b, " powercut=%d wipe=%d clockjump=%d crashleader=%d", f.PowerCut, f.Wipe, f.ClockJump, f.CrashLeader)
 	fmt.Fprintf(&b, " kill=%d cutround=%d cutrecovery=%d rolling=%g", f.Kill, f.PowerCutRound, f.PowerCutRecovery,
 		f.RollingRestartAfter)
-	fmt.Fprintf(&b, " pause=%d chain=%d drift=%d%% diskfull=%d", f.Pause, f.LeaderChain, f.TickDriftPercent, f.DiskFull)
+	fmt.Fprintf(&b, " pause=%d chain=%d drift=%d%% diskfull=%d isolatefollower=%d", f.Pause, f.LeaderChain, f.TickDriftPercent, f.DiskFull, f.IsolateFollower)
+	fmt.Fprintf(&b, " corrupt=%g starve=%d", f.ClientCorrupt, f.StarveLeader)
 	if o.CatchUpBytesPerSec > 0 {
 		fmt.Fprintf(&b, " catchup=%dB/s", o.CatchUpBytesPerSec)
 	}
 	if o.LogTailCacheBytesMax < 0 {
 		b.WriteString(" tailcache=off")
+	}
+	if !o.RecreateTopic {
+		b.WriteString(" norecreate")
 	}
 	if f.WipeRejoin {
 		b.WriteString(" wiperejoin")

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/linearizability"
 	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -40,6 +41,11 @@ type wireWorkload struct {
 	created  bool // the topics exist: every node registered and hosts its replicas
 
 	groups *groupSim // the group workload; nil without Options.GroupMembers
+	// topicIDs lists, per topic name, the ids clients saw, in the order
+	// first seen: the index is the incarnation (wire_recreate.go).
+	topicIDs map[string][][]byte
+	drained  []linearizability.TopicPartition // the incarnations the final drain read whole
+	produced map[string]string                // every value a producer sent, to its key
 }
 
 // wireCall is one request in flight: it ends once, by its answer or by
@@ -48,12 +54,16 @@ type wireCall struct {
 	done   bool
 	onDone func(resp *strandpb.Response, err error)
 	kafka  *kafkaCall // non-nil: the request travels in Kafka's protocol (wire_kafka.go)
+	// reqDamaged, respDamaged: a batch in the request or in the answer
+	// had a bit flipped in flight (corrupt.go).
+	reqDamaged, respDamaged bool
 }
 
 // newWireWorkload names the nodes n1..nN and creates the clients.
 func newWireWorkload(w *world) *wireWorkload {
 	ww := &wireWorkload{w: w, indexOf: make(map[string]int), topics: scenarioTopics(w.opts.Partitions),
-		tps: groupTopics(w.opts.Partitions)}
+		tps: groupTopics(w.opts.Partitions), topicIDs: map[string][][]byte{},
+		produced: map[string]string{}}
 	for _, n := range w.nodes {
 		addr := "n" + strconv.Itoa(int(n.id))
 		ww.peers = append(ww.peers, node.Peer{ID: n.id, Address: addr, Rack: "r" + strconv.Itoa(n.index%2)})
@@ -114,6 +124,12 @@ func (ww *wireWorkload) topicNames() []string {
 // topicCreated starts the producers and consumers.
 func (ww *wireWorkload) topicCreated() {
 	ww.created = true
+	if ww.w.opts.RecreateTopic && len(ww.topics) > 1 {
+		a := ww.admin
+		ww.active++
+		a.recreateAts = recreateTimes(ww.w.opts.Ops, a.rng)
+		a.after(0, a.awaitRecreate)
+	}
 	for _, c := range ww.clients {
 		ww.active++
 		c.after(c.thinkTime(), c.begin)
@@ -140,23 +156,52 @@ func (ww *wireWorkload) clientDone() {
 
 // call sends req from client c to node target across the simulated
 // network; onDone runs once, with the answer or with a timeout error.
-func (ww *wireWorkload) call(c *wireClient, target int, req *strandpb.Request, onDone func(*strandpb.Response, error)) {
+func (ww *wireWorkload) call(c *wireClient, target int, req *strandpb.Request, onDone func(*strandpb.Response, error)) *wireCall {
 	w := ww.w
 	ww.nextCorr++
 	req.CorrelationId = ww.nextCorr
-	frame := marshalWire(req)
 	call := &wireCall{onDone: onDone}
+	var frame []byte
+	damage := corruptNone
 	if k, kframe, ok := ww.kafkaEncode(c, req); ok {
+		// Kafka's bytes are not damaged: the corruption checks read
+		// Strand's frames (corrupt.go).
 		call.kafka, frame = k, kframe
+	} else {
+		frame, damage = w.corrupter.request(req)
+		call.reqDamaged = damage == corruptBatchBit
 	}
 	if !w.net.lost() {
 		w.sched.schedule(w.net.clientDelay(c.index, target), &event{kind: evCall, node: target, from: c.index,
-			call: func() { ww.deliver(c, target, frame, call) }})
+			call: func() {
+				if damage == corruptTruncate {
+					ww.refuseFrame(c, target, call)
+					return
+				}
+				ww.deliver(c, target, frame, call)
+			}})
 	}
 	w.sched.schedule(w.opts.ClientTimeout, &event{kind: evCall, node: -1, from: c.index, call: func() {
 		if !call.done {
 			call.done = true
 			onDone(nil, &clientlib.ConnError{Addr: ww.peers[target].Address, Sent: true, Err: errWireTimeout})
+		}
+	}})
+	return call
+}
+
+// refuseFrame: a frame that does not decode reached node target, which
+// closes that connection; the client learns it one trip later.
+func (ww *wireWorkload) refuseFrame(c *wireClient, target int, call *wireCall) {
+	w := ww.w
+	w.traceNote(kindWireRequest, target, uint64(c.index), 0)
+	if !w.nodes[target].up {
+		return
+	}
+	w.sched.schedule(w.net.clientDelay(c.index, target), &event{kind: evCall, node: -1, from: target, call: func() {
+		if !call.done {
+			call.done = true
+			call.onDone(nil, ww.closedConn(target))
 		}
 	}})
 }
@@ -182,6 +227,9 @@ func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *w
 	w.guardCall(n, func() {
 		n.core.Handle(req, func(resp *strandpb.Response) {
 			if n.up && n.incarnation == inc {
+				if req.GetProduce() != nil {
+					w.checkCorruptProduce(n, call.reqDamaged, resp.GetProduce())
+				}
 				w.durability.onProduceAnswer(n, req.GetProduce(), resp.GetProduce())
 				w.coverAnswer(resp)
 			}
@@ -199,10 +247,11 @@ func (ww *wireWorkload) reply(n *simNode, inc uint32, c *wireClient, resp *stran
 		return
 	}
 	var frame []byte
+	damage := corruptNone
 	if call.kafka != nil {
 		frame = call.kafka.answer(resp)
 	} else {
-		frame = marshalWire(resp)
+		frame, damage = w.corrupter.response(resp)
 	}
 	w.sched.schedule(w.net.clientDelay(c.index, n.index), &event{kind: evCall, node: -1, from: n.index, call: func() {
 		w.traceNote(kindWireReply, n.index, uint64(c.index), hashBytes(frame))
@@ -210,6 +259,13 @@ func (ww *wireWorkload) reply(n *simNode, inc uint32, c *wireClient, resp *stran
 			return
 		}
 		call.done = true
+		if damage == corruptTruncate {
+			// The client cannot decode the answer: it closes the
+			// connection and fails the call.
+			call.onDone(nil, ww.closedConn(n.index))
+			return
+		}
+		call.respDamaged = damage == corruptBatchBit
 		out := &strandpb.Response{}
 		if call.kafka != nil {
 			out = call.kafka.decodeAnswer(w, frame)

@@ -3,6 +3,7 @@ package simnet
 import (
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/strandlog/strand/clientlib"
@@ -34,9 +35,13 @@ type wireClient struct {
 	rng         *rand.Rand
 	cache       *clientlib.LeaderCache
 	metaPending bool
-	attempts    int // attempts of the current single request (admin, init, fetch)
-	maybeDone   bool
-	creating    int // the admin: index of the topic it creates
+	// topicPending: a metadata request for that topic alone is in flight.
+	topicPending map[string]bool
+	attempts     int // attempts of the current single request (admin, init, fetch)
+	maybeDone    bool
+	creating     int   // the admin: index of the topic it creates
+	recreating   bool  // the admin: creating the deleted topic again
+	recreateAts  []int // the admin: operations issued before each delete of the topic
 
 	// Producers.
 	producerID  int64
@@ -45,19 +50,26 @@ type wireClient struct {
 	inFlightMax int // batches in flight per partition window
 	batchMax    int // records per batch at most
 	windows     []*clientlib.Window
-	batches     []map[clientlib.BatchID]*wireBatch
-	outstanding int
-	values      int
-	recordTimer bool // a nextRecord is scheduled
-	budgetDone  bool
-	finished    bool
+	windowCfg   clientlib.WindowConfig
+	windowIDs   [][]byte // the topic id windows[p] sends under (wire_recreate.go)
+	// savedWindows keeps windows of other topic ids, by windowKey.
+	savedWindows map[string]*clientlib.Window
+	batches      []map[clientlib.BatchID]*wireBatch
+	outstanding  int
+	values       int
+	recordTimer  bool // a nextRecord is scheduled
+	budgetDone   bool
+	finished     bool
 
 	// Consumers and the drain.
-	positions     []int64
-	nextPartition int
-	readOffset    int64 // a random reader's current offset
-	opStart       time.Duration
-	fetching      bool // a fetch operation is running (since opStart)
+	positions   []int64
+	positionInc []int // the topic incarnation positions[p] counts in
+	// savedPositions keeps positions in other incarnations, by (p, inc).
+	savedPositions map[[2]int]int64
+	nextPartition  int
+	readOffset     int64 // a random reader's current offset
+	opStart        time.Duration
+	fetching       bool // a fetch operation is running (since opStart)
 }
 
 // wireBatch is a pushed batch: its bytes and its history op.
@@ -66,6 +78,12 @@ type wireBatch struct {
 	hist  *histOp
 	start time.Duration // pushed
 	acks  int32         // -1: all; 0 and 1 give no offset and may be lost on failover
+	// maybeWritten: an attempt ended in a way that may have written the
+	// batch (anything but a refusal refusedUnwritten names).
+	maybeWritten bool
+	// topicID is the topic id every attempt names: the batch belongs to
+	// the incarnation it was pushed under (wire_recreate.go).
+	topicID []byte
 }
 
 // pendingSince reports the start of the client's oldest unfinished
@@ -89,7 +107,8 @@ func newWireClient(ww *wireWorkload, index int, kind clientKind) *wireClient {
 		stream = streamWorkload + 0xad00
 	}
 	c := &wireClient{ww: ww, index: index, kind: kind, rng: newStream(o.Seed, stream),
-		cache: clientlib.NewLeaderCache(), positions: make([]int64, o.Partitions), nextPartition: index % o.Partitions}
+		cache: clientlib.NewLeaderCache(), positions: make([]int64, o.Partitions), positionInc: make([]int, o.Partitions),
+		nextPartition: index % o.Partitions}
 	if kind == kindProducer {
 		c.keyed = index%2 == 0
 		// The last producer is not idempotent (producer id -1) and never
@@ -105,6 +124,7 @@ func newWireClient(ww *wireWorkload, index int, kind clientKind) *wireClient {
 			c.producerID = -1
 			cfg = clientlib.WindowConfig{InFlightMax: 1, AttemptsMax: 1, DeliveryTimeout: o.OpDeadline}
 		}
+		c.windowCfg, c.windowIDs = cfg, make([][]byte, o.Partitions)
 		for p := 0; p < o.Partitions; p++ {
 			c.windows = append(c.windows, clientlib.NewWindow(cfg))
 			c.batches = append(c.batches, make(map[clientlib.BatchID]*wireBatch))
@@ -147,15 +167,38 @@ func (c *wireClient) leaderOf(p int) int {
 	return c.randomNode()
 }
 
-// refresh asks a random node for metadata, once at a time.
+// refresh asks a random node for the metadata of every topic, once at a
+// time.
 func (c *wireClient) refresh() {
 	if c.metaPending {
 		return
 	}
 	c.metaPending = true
-	req := &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{Topics: c.ww.topicNames()}}}
+	c.askMetadata(c.ww.topicNames(), func() { c.metaPending = false })
+}
+
+// refreshTopic asks for the metadata of group p's topic only, once at a
+// time per topic: an error on one topic refreshes that topic (as sparse
+// metadata clients such as librdkafka do), so a client may go on holding
+// another topic's old id until that topic fails it.
+func (c *wireClient) refreshTopic(p int) {
+	t := c.ww.tps[p].Topic
+	if c.metaPending || c.topicPending[t] {
+		return
+	}
+	if c.topicPending == nil {
+		c.topicPending = map[string]bool{}
+	}
+	c.topicPending[t] = true
+	c.askMetadata([]string{t}, func() { c.topicPending[t] = false })
+}
+
+// askMetadata sends one Metadata request for topics to a random node and
+// merges the answer into the cache; done runs once it ended.
+func (c *wireClient) askMetadata(topics []string, done func()) {
+	req := &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{Topics: topics}}}
 	c.ww.call(c, c.randomNode(), req, func(resp *strandpb.Response, err error) {
-		c.metaPending = false
+		done()
 		if err == nil && resp.GetError() == nil && resp.GetMetadata() != nil {
 			c.cache.ApplyMetadata(resp.GetMetadata())
 		}
@@ -173,9 +216,11 @@ func (c *wireClient) react(p int, err error) clientlib.Action {
 		c.cache.ApplyNotLeader(c.ww.tps[p].Topic, c.ww.tps[p].Partition, e)
 	case !asWireError(err, &e):
 		c.cache.ForgetLeader(c.ww.tps[p].Topic, c.ww.tps[p].Partition)
+	case e.Code == strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID:
+		c.onTopicGone(p)
 	}
 	if a.RefreshMetadata {
-		c.refresh()
+		c.refreshTopic(p)
 	}
 	return a
 }
@@ -207,7 +252,7 @@ func (c *wireClient) createAttempt(target int) {
 	c.attempts++
 	req := &strandpb.Request{Body: &strandpb.Request_CreateTopics{CreateTopics: &strandpb.CreateTopicsRequest{
 		Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: t.name, Partitions: int32(t.partitions),
-			ReplicationFactor: int32(o.Replication)}},
+			ReplicationFactor: int32(o.Replication), Configs: retentionConfigs(o)}},
 		TimeoutMs: int32(o.ClientTimeout / time.Millisecond),
 	}}}
 	c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
@@ -258,6 +303,10 @@ func (c *wireClient) onCreate(err error) {
 // created moves the admin to the next topic, or starts the clients once
 // every topic exists.
 func (c *wireClient) created() {
+	if c.recreating {
+		c.recreated()
+		return
+	}
 	c.creating++
 	if c.creating < len(c.ww.topics) {
 		c.createTopic()
@@ -314,4 +363,18 @@ func (c *wireClient) initProducer(target int) {
 		next := c.controllerTarget(err)
 		c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.initProducer(next) })
 	})
+}
+
+// retentionConfigs are the topic configs of the run's retention options.
+func retentionConfigs(o Options) []*strandpb.ConfigEntry {
+	var out []*strandpb.ConfigEntry
+	add := func(name string, v int64) {
+		if v != 0 {
+			out = append(out, &strandpb.ConfigEntry{Name: name, Value: strconv.FormatInt(v, 10)})
+		}
+	}
+	add("retention.bytes", o.RetentionBytes)
+	add("retention.ms", o.RetentionMs)
+	add("segment.ms", o.SegmentMs)
+	return out
 }

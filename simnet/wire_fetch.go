@@ -54,12 +54,19 @@ func (c *wireClient) drainNext() {
 func (c *wireClient) fetch(p int) {
 	w := c.ww.w
 	c.attempts++
+	topicID, inc, ok := c.topicID(p)
+	if !ok {
+		c.refreshTopic(p)
+		c.retryFetch(p)
+		return
+	}
+	c.seekIncarnation(p, inc)
 	offset := c.positions[p]
 	if c.kind == kindReader {
 		offset = c.readOffset
 	}
-	floor := w.work.maxHwm[p]
-	op := w.hist.fetchCall(c.index, p, offset, c.kind != kindReader, w.now())
+	floor := w.work.floor(p, inc)
+	op := w.hist.fetchCall(c.index, p, inc, offset, c.kind != kindReader, w.now())
 	budget := int32(fetchBytesMax)
 	if c.rng.IntN(3) == 0 {
 		// Often smaller than one batch: the first batch is served whole.
@@ -68,7 +75,7 @@ func (c *wireClient) fetch(p int) {
 	req := &strandpb.Request{Body: &strandpb.Request_Fetch{Fetch: &strandpb.FetchRequest{
 		MaxBytes: budget,
 		Partitions: []*strandpb.FetchRequest_Partition{{Topic: c.ww.tps[p].Topic, Partition: c.ww.tps[p].Partition, Offset: offset,
-			MaxBytes: budget}},
+			MaxBytes: budget, TopicId: topicID}},
 	}}}
 	target := c.leaderOf(p)
 	if c.kind == kindReader && c.rng.IntN(2) == 0 {
@@ -78,7 +85,8 @@ func (c *wireClient) fetch(p int) {
 		target = c.randomNode()
 		w.stats.ReadsAnyReplica++
 	}
-	c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
+	var call *wireCall
+	call = c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
 		var part *strandpb.FetchResponse_Partition
 		if err == nil {
 			err = wireErr(resp.GetError())
@@ -93,7 +101,15 @@ func (c *wireClient) fetch(p int) {
 				err = wireErr(part.GetError())
 			}
 		}
-		c.onFetch(p, offset, floor, target, op, part, err)
+		if err == nil && call.respDamaged {
+			if r := decodeWireFetch(offset, part); r.err != nil {
+				// The batch CRC caught the damage: refuse the answer and
+				// ask again, as a client must.
+				w.coverage.Inc("event/corrupt-fetch-refused")
+				err = &clientlib.Error{Code: strandpb.ErrorCode_ERROR_CODE_CORRUPT_BATCH, Message: r.err.Error()}
+			}
+		}
+		c.onFetch(p, inc, offset, floor, target, op, part, err)
 		if err == nil {
 			c.coverFetch(offset, budget, part)
 		}
@@ -101,7 +117,7 @@ func (c *wireClient) fetch(p int) {
 }
 
 // onFetch records a fetch attempt's outcome and moves on or retries.
-func (c *wireClient) onFetch(p int, offset, floor int64, target int, op *histOp,
+func (c *wireClient) onFetch(p, inc int, offset, floor int64, target int, op *histOp,
 	part *strandpb.FetchResponse_Partition, err error) {
 	w := c.ww.w
 	var e *clientlib.Error
@@ -118,33 +134,51 @@ func (c *wireClient) onFetch(p int, offset, floor int64, target int, op *histOp,
 		if r.hwm < floor {
 			w.fail("partition %d: fetch from node %d returned hwm %d after a fetch had returned %d", p, target+1, r.hwm, floor)
 		}
-		w.work.maxHwm[p] = max(w.work.maxHwm[p], r.hwm)
+		c.ww.checkProduced(p, target, r)
+		w.work.raise(p, inc, r.hwm)
 		w.hist.fetchOK(op, r, w.now())
 		w.stats.FetchesOK++
-		if n := len(r.records); n > 0 && c.kind != kindReader {
+		if n := len(r.records); n > 0 && c.kind != kindReader && inc == c.positionInc[p] {
 			c.positions[p] = r.records[n-1].offset + 1
 		}
 		c.fetchDone(p, r)
 	case asWireError(err, &e) && e.Code == strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE:
 		w.hist.fetchOutOfRange(op, &reply{hwm: e.HighWatermark, logStart: e.LogStartOffset}, w.now())
-		if offset <= floor {
+		below := offset < e.LogStartOffset
+		if offset <= floor && !below {
 			w.fail("fetch %d@%d out of range at node %d although a fetch returned hwm %d before it was sent",
 				p, offset, target+1, floor)
+		}
+		if below {
+			// Retention moved the log start past the position (R22): the
+			// consumer decides, explicitly, to go on from the log start.
+			w.coverage.Inc("event/fetch-below-log-start")
+			if c.kind != kindReader {
+				c.positions[p] = e.LogStartOffset
+			}
 		}
 		c.fetchDone(p, nil)
 	default:
 		w.hist.fetchFail(op, w.now())
 		a := c.react(p, err)
-		if !a.Retriable && errCode(err) != strandpb.ErrorCode_ERROR_CODE_NONE {
+		if code := errCode(err); !a.Retriable && code != strandpb.ErrorCode_ERROR_CODE_NONE &&
+			code != strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID {
 			w.fail("fetch %d@%d refused by node %d: %v", p, offset, target+1, err)
 		}
-		mayGiveUp := c.kind != kindDrain && !w.work.healed
-		if mayGiveUp && w.now()-c.opStart > w.opts.OpDeadline {
-			c.fetchDone(p, nil)
-			return
-		}
-		c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.fetch(p) })
+		c.retryFetch(p)
 	}
+}
+
+// retryFetch tries p's fetch again after a backoff, or gives the
+// operation up after its deadline (never the drain, nor after the heal).
+func (c *wireClient) retryFetch(p int) {
+	w := c.ww.w
+	mayGiveUp := c.kind != kindDrain && !w.work.healed
+	if mayGiveUp && w.now()-c.opStart > w.opts.OpDeadline {
+		c.fetchDone(p, nil)
+		return
+	}
+	c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.fetch(p) })
 }
 
 // fetchDone ends a fetch operation: a consumer polls on after a pause,
@@ -154,6 +188,7 @@ func (c *wireClient) fetchDone(p int, r *reply) {
 	c.ww.w.checker.onOpDone(c.opStart, c.ww.w.now())
 	if c.kind == kindDrain {
 		if r != nil && len(r.records) == 0 && c.positions[p] >= r.hwm {
+			c.ww.drained = append(c.ww.drained, c.ww.w.hist.key(p, c.positionInc[p]))
 			c.nextPartition++
 		}
 		c.after(0, c.drainNext)

@@ -31,7 +31,7 @@ func (c *wireClient) nextQuery(p int) offsetQuery {
 		return offsetQuery{p: p, spec: linearizability.OffsetEarliest, timestamp: -2}
 	}
 	nowMs := int64(c.ww.w.now() / 1e6)
-	return offsetQuery{p: p, timestamp: c.rng.Int64N(nowMs + 1)}
+	return offsetQuery{p: p, timestamp: epochMillis(0) + c.rng.Int64N(nowMs+1)}
 }
 
 // listOffsets sends one ListOffsets attempt. Latest and earliest are
@@ -41,14 +41,20 @@ func (c *wireClient) nextQuery(p int) offsetQuery {
 func (c *wireClient) listOffsets(q offsetQuery) {
 	w := c.ww.w
 	c.attempts++
-	floor := w.work.maxHwm[q.p]
+	topicID, inc, ok := c.topicID(q.p)
+	if !ok {
+		c.refreshTopic(q.p)
+		c.retryListOffsets(q)
+		return
+	}
+	floor := w.work.floor(q.p, inc)
 	var op *histOp
 	if q.timestamp < 0 {
-		op = &histOp{id: w.hist.h.CallListOffsets(linearizability.ClientID(c.index), w.hist.tps[q.p], q.spec, ns(w.now()))}
+		op = &histOp{id: w.hist.h.CallListOffsets(linearizability.ClientID(c.index), w.hist.key(q.p, inc), q.spec, ns(w.now()))}
 	}
 	req := &strandpb.Request{Body: &strandpb.Request_ListOffsets{ListOffsets: &strandpb.ListOffsetsRequest{
 		Partitions: []*strandpb.ListOffsetsRequest_Partition{{Topic: c.ww.tps[q.p].Topic, Partition: c.ww.tps[q.p].Partition,
-			TimestampMs: q.timestamp}},
+			TimestampMs: q.timestamp, TopicId: topicID}},
 	}}}
 	target := c.leaderOf(q.p)
 	c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
@@ -66,12 +72,12 @@ func (c *wireClient) listOffsets(q offsetQuery) {
 				err = wireErr(part.GetError())
 			}
 		}
-		c.onListOffsets(q, floor, target, op, part, err)
+		c.onListOffsets(q, inc, floor, target, op, part, err)
 	})
 }
 
 // onListOffsets checks and records a ListOffsets answer, or retries.
-func (c *wireClient) onListOffsets(q offsetQuery, floor int64, target int, op *histOp,
+func (c *wireClient) onListOffsets(q offsetQuery, inc int, floor int64, target int, op *histOp,
 	part *strandpb.ListOffsetsResponse_Partition, err error) {
 	w := c.ww.w
 	if err != nil {
@@ -79,14 +85,11 @@ func (c *wireClient) onListOffsets(q offsetQuery, floor int64, target int, op *h
 			w.hist.fetchFail(op, w.now())
 		}
 		a := c.react(q.p, err)
-		if !a.Retriable && errCode(err) != strandpb.ErrorCode_ERROR_CODE_NONE {
+		if code := errCode(err); !a.Retriable && code != strandpb.ErrorCode_ERROR_CODE_NONE &&
+			code != strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID {
 			w.fail("list offsets %d (timestamp %d) refused by node %d: %v", q.p, q.timestamp, target+1, err)
 		}
-		if w.now()-c.opStart > w.opts.OpDeadline {
-			c.fetchDone(q.p, nil)
-			return
-		}
-		c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.listOffsets(q) })
+		c.retryListOffsets(q)
 		return
 	}
 	off, hwm, start := part.GetOffset(), part.GetHighWatermark(), part.GetLogStartOffset()
@@ -105,7 +108,7 @@ func (c *wireClient) onListOffsets(q offsetQuery, floor int64, target int, op *h
 		w.fail("partition %d: list offsets at node %d returned hwm %d after a fetch had returned %d",
 			q.p, target+1, hwm, floor)
 	}
-	w.work.maxHwm[q.p] = max(w.work.maxHwm[q.p], hwm)
+	w.work.raise(q.p, inc, hwm)
 	if op != nil {
 		w.hist.h.ReturnOffset(op.id, off, ns(w.now()))
 	}
@@ -118,6 +121,17 @@ func (c *wireClient) onListOffsets(q offsetQuery, floor int64, target int, op *h
 		return
 	}
 	c.fetchDone(q.p, nil)
+}
+
+// retryListOffsets tries q again after a backoff, or gives it up after
+// the operation's deadline.
+func (c *wireClient) retryListOffsets(q offsetQuery) {
+	w := c.ww.w
+	if w.now()-c.opStart > w.opts.OpDeadline {
+		c.fetchDone(q.p, nil)
+		return
+	}
+	c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.listOffsets(q) })
 }
 
 // describe asks a random node for a random topic's description (one

@@ -1,6 +1,7 @@
 package simnet
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -34,10 +35,21 @@ func (c *wireClient) nextRecord() {
 		first = "k" + strconv.Itoa(c.rng.IntN(keySpace))
 		p = t.first + int(clientlib.KeyPartition([]byte(first), int32(t.partitions)))
 	}
+	topicID, inc, ok := c.topicID(p)
+	if c.ww.recreatable(p) && (!ok || !c.bindWindow(p, topicID)) {
+		// The main topic instead: an unknown id cannot be named, and a
+		// window does not span incarnations.
+		t := c.ww.topics[0]
+		p = t.first + p%t.partitions
+		if c.keyed {
+			p = t.first + int(clientlib.KeyPartition([]byte(first), int32(t.partitions)))
+		}
+		topicID, inc, _ = c.topicID(p)
+	}
 	n := 1 + c.rng.IntN(c.batchMax)
 	recs := make([]recordbatch.Record, n)
 	sent := make([]linearizability.Record, n)
-	ts := int64(w.now() / time.Millisecond)
+	ts := epochMillis(w.now())
 	for i := range recs {
 		c.values++
 		value := fmt.Sprintf("c%d-%d", c.index, c.values)
@@ -56,6 +68,7 @@ func (c *wireClient) nextRecord() {
 			recs[i].Key = []byte(key)
 		}
 		sent[i] = linearizability.Record{Offset: -1, Key: key, Value: value}
+		c.ww.produced[value] = key
 	}
 	if n > 1 {
 		w.coverage.Inc("event/multi-record-batch")
@@ -66,11 +79,21 @@ func (c *wireClient) nextRecord() {
 	}
 	acks := int32(-1)
 	if !c.idempotent {
-		acks = []int32{-1, 1, 0}[c.rng.IntN(3)]
+		// One batch in five at acks=1 or 0: such a batch has no offset,
+		// and once retention deletes it unread it is a credit the log
+		// model may place anywhere below the log start, which a third of
+		// all batches made too slow to check.
+		acks = []int32{-1, -1, -1, -1, -1, -1, -1, -1, 1, 0}[c.rng.IntN(10)]
+		if c.ww.recreatable(p) {
+			// A deleted incarnation is never drained: its acks=0/1
+			// batches would stay open-ended in the log model for good
+			// (wire_recreate.go).
+			acks = -1
+		}
 	}
 	id := c.windows[p].Push(int32(n), w.now())
-	c.batches[p][id] = &wireBatch{bytes: batch, hist: w.hist.produceCall(c.index, p, sent, w.now()),
-		start: w.now(), acks: acks}
+	c.batches[p][id] = &wireBatch{bytes: batch, hist: w.hist.produceCall(c.index, p, inc, sent, w.now()),
+		start: w.now(), acks: acks, topicID: topicID}
 	c.outstanding++
 	c.pump(p)
 	c.recordTimer = true
@@ -119,7 +142,8 @@ func (c *wireClient) sendBatch(p int, a clientlib.Attempt) {
 		Acks:      b.acks,
 		TimeoutMs: int32(c.ww.w.opts.ClientTimeout / time.Millisecond),
 		Partitions: []*strandpb.ProduceRequest_Partition{{Topic: c.ww.tps[p].Topic, Partition: c.ww.tps[p].Partition,
-			ProducerId: c.producerID, ProducerEpoch: a.Epoch, BaseSequence: a.BaseSequence, Batch: b.bytes}},
+			ProducerId: c.producerID, ProducerEpoch: a.Epoch, BaseSequence: a.BaseSequence, Batch: b.bytes,
+			TopicId: b.topicID}},
 	}}}
 	target := c.leaderOf(p)
 	c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
@@ -145,11 +169,13 @@ func (c *wireClient) onProduce(p int, a clientlib.Attempt, offset int64, err err
 	w := c.ww.w
 	if err != nil {
 		switch errCode(err) {
-		case strandpb.ErrorCode_ERROR_CODE_RECORD_TOO_LARGE, strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
-			strandpb.ErrorCode_ERROR_CODE_CORRUPT_BATCH:
+		case strandpb.ErrorCode_ERROR_CODE_RECORD_TOO_LARGE, strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST:
 			w.fail("produce of a valid small batch to partition %d refused: %v", p, err)
 		}
 		c.react(p, err)
+		if b := c.batches[p][a.ID]; b != nil && !refusedUnwritten(err) {
+			b.maybeWritten = true
+		}
 	}
 	now := w.now()
 	c.windows[p].Report(a.ID, offset, err, now, now+wireBackoff.Delay(a.Number, c.rng))
@@ -158,7 +184,11 @@ func (c *wireClient) onProduce(p int, a clientlib.Attempt, offset int64, err err
 
 // complete records the window's resolved batches in order. A batch that
 // failed is recorded indefinite: a NOT_LEADER answer may follow a
-// proposal that still commits, so no failure is surely unwritten.
+// proposal that still commits, so no failure is surely unwritten, unless
+// every attempt was refused before the node looked further than the topic
+// id or the batch's CRC (refusedUnwritten): then it failed for sure.
+// (Indefinite batches of a deleted incarnation are never read and leave
+// the log model many open-ended operations.)
 func (c *wireClient) complete(p int) {
 	w := c.ww.w
 	for {
@@ -179,8 +209,12 @@ func (c *wireClient) complete(p int) {
 		case done.Err == nil:
 			w.hist.produceOK(b.hist, done.BaseOffset, w.now())
 			w.stats.ProducesOK++
-		default:
+		case b.maybeWritten:
 			w.hist.produceUnknown(b.hist, w.now())
+			w.stats.ProducesLost++
+		default:
+			// Every attempt was refused before anything was proposed.
+			w.hist.produceFailed(b.hist, w.now())
 			w.stats.ProducesLost++
 		}
 		if !c.recordTimer && !c.budgetDone {
@@ -199,4 +233,11 @@ func (c *wireClient) checkFinished() {
 	}
 	c.finished = true
 	c.ww.clientDone()
+}
+
+// definitelyUnwritten reports whether a failed batch's only attempt was
+// refused without being proposed: its error says nothing may be written.
+func definitelyUnwritten(err error) bool {
+	var re *clientlib.RetriesExhaustedError
+	return errors.As(err, &re) && !re.MaybeWritten && re.Attempts == 1 && !clientlib.ClassifyErr(re.Err).MaybeWritten
 }

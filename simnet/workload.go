@@ -57,11 +57,13 @@ type workload struct {
 	healAt  time.Duration
 	drained bool    // the final drain read every partition to its end
 	maxHwm  []int64 // highest high-water mark any fetch returned, per partition
+	// maxHwmInc is the topic incarnation maxHwm[p] counts in (wire_recreate.go).
+	maxHwmInc []int
 }
 
 // newWorkload sizes the budget's per-partition state.
 func newWorkload(w *world) *workload {
-	return &workload{w: w, maxHwm: make([]int64, w.opts.Partitions)}
+	return &workload{w: w, maxHwm: make([]int64, w.opts.Partitions), maxHwmInc: make([]int, w.opts.Partitions)}
 }
 
 // take claims one operation of the budget.

@@ -23,6 +23,7 @@ type core interface {
 	Close() error
 	TakeSyncJobs(dst []node.SyncJob) []node.SyncJob
 	SyncDone(token uint64, err error)
+	Stats() node.Stats
 }
 
 var _ core = (*node.Core)(nil)
@@ -47,6 +48,7 @@ type simNode struct {
 	// pausedUntil: the node's process is stopped (a GC pause, a stalled
 	// VM) until then; events for it wait and arrive together at resume.
 	pausedUntil time.Duration
+	starved     bool // its ticks run slow for a while (starve.go)
 	damaged     bool // counted against the disk-fault budget
 	flipped     bool // bits were flipped on its disk
 	failReads   []string
@@ -61,6 +63,8 @@ type simNode struct {
 	// lastStatus is the status last checked, per group, so the checks
 	// look only at what changed.
 	lastStatus []node.GroupStatus
+	// lastStats are the core's counters at the last look (zero at start).
+	lastStats node.Stats
 }
 
 // nodeClock is a node's view of virtual time: Monotonic is virtual time,
@@ -72,6 +76,11 @@ type nodeClock struct {
 
 // simEpoch is Realtime's origin: fixed so runs replay.
 var simEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// epochMillis is virtual time t as a record timestamp: milliseconds since
+// the Unix epoch on the nodes' unskewed clock, so retention.ms ages records
+// as it would in production.
+func epochMillis(t time.Duration) int64 { return simEpoch.Add(t).UnixMilli() }
 
 // Monotonic implements node.Clock.
 func (c *nodeClock) Monotonic() time.Duration { return c.w.sched.now }
@@ -106,6 +115,8 @@ type world struct {
 	digests      *digests      // whole-state comparison of replicas (digests.go)
 	coverage     *Coverage     // faults fired and rare events seen (coverage.go)
 	storage      *storage      // the nodes' fsyncs in flight (storage.go)
+	incarnations *incarnations // per-incarnation slots of the checks (incarnations.go)
+	corrupter    *corrupter    // damage to client frames in flight (corrupt.go)
 }
 
 // Stats counts what happened in a run, for the verbose report.
@@ -215,6 +226,8 @@ func newWorld(o Options) *world {
 	if o.LogTailCacheBytesMax < 0 {
 		w.coverage.Inc("run/tail-cache-off")
 	}
+	w.incarnations = newIncarnations(w)
+	w.corrupter = newCorrupter(w)
 	w.durability = newDurability(w)
 	w.digests = newDigests(w)
 	w.work = newWorkload(w)
@@ -261,8 +274,9 @@ func (w *world) startNode(n *simNode) {
 		AsyncSyncs:           true,
 		MinFreeBytes:         simMinFreeBytes,
 		CatchUpBytesPerSec:   w.opts.CatchUpBytesPerSec,
-		Observer: func(tp node.TopicPartition, index, term uint64, data []byte) {
-			w.checker.onApply(n, tp, index, term, data)
+		RetentionCheckTicks:  w.opts.RetentionCheckTicks,
+		Observer: func(tp node.TopicPartition, topicID, index, term uint64, data []byte) {
+			w.checker.onApply(n, tp, topicID, index, term, data)
 		},
 	}
 	w.wire.configure(&cfg)
@@ -300,6 +314,7 @@ func (w *world) startNode(n *simNode) {
 	n.core = c
 	n.rejoins = rejoinSeen{}
 	w.countRejoins(n)
+	n.lastStats = node.Stats{}
 	n.up = true
 	w.durability.afterOpen(n)
 	w.sched.schedule(n.tickPhase, &event{kind: evTick, node: n.index, incarnation: inc})
@@ -450,6 +465,7 @@ func (w *world) process(n *simNode) {
 	}
 	w.digests.afterProcess(n)
 	w.countRejoins(n)
+	w.countRetention(n)
 	statuses := n.core.Status()
 	if st, ok := n.core.MetadataStatus(); ok {
 		statuses = append(statuses, st)
@@ -474,4 +490,17 @@ func (w *world) sendFrame(from int, to node.NodeID, frame []byte) {
 		dup := append([]byte(nil), frame...)
 		w.sched.schedule(w.net.nodeDelay(from, ti), &event{kind: evFrame, node: ti, from: from, frame: dup})
 	}
+}
+
+// countRetention adds what n's core did for retention since the last look
+// to the coverage: segments rolled by age, trims proposed, compactions,
+// raft snapshots sent and installed.
+func (w *world) countRetention(n *simNode) {
+	now, last := n.core.Stats(), n.lastStats
+	w.coverage.Add("event/segment-roll-age", int64(now.SegmentRolls-last.SegmentRolls))
+	w.coverage.Add("event/trim-proposed", int64(now.TrimsProposed-last.TrimsProposed))
+	w.coverage.Add("event/compaction", int64(now.Compactions-last.Compactions))
+	w.coverage.Add("event/snapshot-sent", int64(now.SnapshotsSent-last.SnapshotsSent))
+	w.coverage.Add("event/snapshot-installed", int64(now.SnapshotsInstalled-last.SnapshotsInstalled))
+	n.lastStats = now
 }

@@ -34,6 +34,12 @@ var commands = []command{
 	{"topic list", "", "print every topic's name", "strand topic list"},
 	{"topic describe", "NAME", "print a topic's settings and its partitions' leaders and offsets",
 		"strand topic describe hello"},
+	{"topic alter", "NAME [-c KEY=VALUE]... [--delete-config KEY]...",
+		"change a topic's configuration (retention.ms, retention.bytes, segment.bytes, segment.ms)",
+		"strand topic alter hello --config retention.ms=60000"},
+	{"topic delete-records", "NAME --partition P --before OFFSET",
+		"delete a partition's records below OFFSET (-1: all); the log start moves there",
+		"strand topic delete-records hello --partition 0 --before 100"},
 	{"topic delete", "NAME", "delete a topic and all its records", "strand topic delete hello"},
 	{"produce", "TOPIC [-K SEP] [-p PARTITION] [--acks all|1|0]",
 		"send each line of stdin as one record",
@@ -64,7 +70,7 @@ var commands = []command{
 
 // commandGroups are the commands that take a subcommand.
 var commandGroups = map[string]string{
-	"topic": "create, list, describe and delete topics",
+	"topic": "create, list, describe, alter and delete topics; delete old records",
 	"bench": "measure a running cluster",
 	"group": "list, describe, reset and delete consumer groups",
 }

@@ -371,6 +371,14 @@ func devDataDir(named string) (string, func(), error) {
 	return dir, func() { os.RemoveAll(dir) }, nil
 }
 
+// A dev cluster caps every topic's segment.bytes and segment.ms, so that
+// retention shows within a minute on a laptop (a segment is deleted only
+// once it is no longer the active one).
+const (
+	devSegmentBytesMax = 1 << 20
+	devSegmentAgeMax   = 10 * time.Second
+)
+
 // startDevNodes starts every node; on failure it stops those started.
 func startDevNodes(nodes []node.Peer, dir string, nf nodeFlags, logger *slog.Logger) ([]*server.Server, error) {
 	var rts []*server.Server
@@ -379,6 +387,7 @@ func startDevNodes(nodes []node.Peer, dir string, nf nodeFlags, logger *slog.Log
 		if err != nil {
 			return nil, err // the same flags for every node: none started
 		}
+		core.SegmentBytesMax, core.SegmentAgeMax = devSegmentBytesMax, devSegmentAgeMax
 		rt, err := server.Start(server.Config{
 			Core:    core,
 			DataDir: filepath.Join(dir, fmt.Sprintf("node-%d", p.ID)),

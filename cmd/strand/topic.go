@@ -18,9 +18,9 @@ import (
 )
 
 // topicSubcommands are the subcommands of `strand topic`.
-var topicSubcommands = []string{"create", "list", "describe", "delete"}
+var topicSubcommands = []string{"create", "list", "describe", "alter", "delete-records", "delete"}
 
-// cmdTopic runs `strand topic create|list|describe|delete`.
+// cmdTopic runs `strand topic create|list|describe|alter|delete-records|delete`.
 func cmdTopic(args []string, stdout io.Writer) error {
 	if len(args) == 0 {
 		return usageError("topic: want a subcommand: %s", strings.Join(topicSubcommands, ", "))
@@ -36,8 +36,15 @@ func cmdTopic(args []string, stdout io.Writer) error {
 	var cf clientFlags
 	cf.register(fs, 30*time.Second)
 	var tc topicCreateFlags
-	if sub == "create" {
+	var ta topicAlterFlags
+	var td deleteRecordsFlags
+	switch sub {
+	case "create":
 		tc.register(fs)
+	case "alter":
+		ta.register(fs)
+	case "delete-records":
+		td.register(fs)
 	}
 	if err := parseFlags(fs, rest); err != nil {
 		return err
@@ -46,10 +53,8 @@ func cmdTopic(args []string, stdout io.Writer) error {
 	if (sub == "list") != (len(names) == 0) || len(names) > 1 {
 		return usageError("topic %s: want %s", sub, map[bool]string{true: "no argument", false: "one topic name"}[sub == "list"])
 	}
-	if sub == "create" {
-		if err := tc.validate(fs); err != nil {
-			return err
-		}
+	if err := validateTopicFlags(sub, fs, &tc, &ta, &td); err != nil {
+		return err
 	}
 	c, err := cf.client()
 	if err != nil {
@@ -65,6 +70,10 @@ func cmdTopic(args []string, stdout io.Writer) error {
 		return topicList(ctx, c, stdout)
 	case "describe":
 		return topicErr(names[0], topicDescribe(ctx, c, stdout, names[0]))
+	case "alter":
+		return topicErr(names[0], topicAlter(ctx, c, stdout, names[0], ta))
+	case "delete-records":
+		return topicErr(names[0], topicDeleteRecords(ctx, c, stdout, names[0], td))
 	}
 	if err := checkTopic(ctx, c, names[0], -1, cf.timeout); err != nil {
 		return err
@@ -102,15 +111,22 @@ func (tc *topicCreateFlags) validate(fs *pflag.FlagSet) error {
 	if flagSet(fs, "replication-factor") && tc.replication < 1 {
 		return usageError("--replication-factor %d: want 1 or more (leave it out for the default)", tc.replication)
 	}
-	tc.config = map[string]string{}
-	for _, kv := range tc.configs {
+	var err error
+	tc.config, err = parseConfigs(tc.configs)
+	return err
+}
+
+// parseConfigs turns --config KEY=VALUE flags into a map.
+func parseConfigs(kvs []string) (map[string]string, error) {
+	config := map[string]string{}
+	for _, kv := range kvs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return usageError("--config %q: want KEY=VALUE", kv)
+			return nil, usageError("--config %q: want KEY=VALUE", kv)
 		}
-		tc.config[k] = v
+		config[k] = v
 	}
-	return nil
+	return config, nil
 }
 
 // topicCreate creates a topic (the replication factor defaults to
@@ -200,17 +216,21 @@ func printPartitions(ctx context.Context, c *clientlib.Client, w io.Writer, t cl
 		}
 	}
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "  PARTITION\tLEADER\tREPLICAS\tLOG START\tHIGH WATERMARK")
+	logs := partitionLogs(ctx, c, t)
+	fmt.Fprintln(tw, "  PARTITION\tLEADER\tREPLICAS\tLOG START\tHIGH WATERMARK\tSIZE\tOLDEST RECORD")
 	for _, p := range t.Partitions {
 		leader := "none"
 		if p.LeaderID != 0 {
 			leader = fmt.Sprint(p.LeaderID)
 		}
-		start, hwm := "?", "?"
+		start, hwm, size, oldest := "?", "?", "?", "?"
 		if o, ok := byPartition[p.Partition]; ok && o.Err == nil {
 			start, hwm = fmt.Sprint(o.LogStartOffset), fmt.Sprint(o.HighWatermark)
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", p.Partition, leader, joinIDs(p.Replicas), start, hwm)
+		if l, ok := logs[p.Partition]; ok && l.Err == nil {
+			size, oldest = formatBytes(l.SizeBytes), formatTimestamp(l.OldestTimestampMs)
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Partition, leader, joinIDs(p.Replicas), start, hwm, size, oldest)
 	}
 	return tw.Flush()
 }
@@ -284,3 +304,125 @@ func idOrNone(id uint64) string {
 
 // errTopicExists reports whether err says the topic already exists.
 func errTopicExists(err error) bool { return errors.Is(err, clientlib.ErrTopicExists) }
+
+// validateTopicFlags checks the flags of the subcommands that take some.
+func validateTopicFlags(sub string, fs *pflag.FlagSet, tc *topicCreateFlags, ta *topicAlterFlags, td *deleteRecordsFlags) error {
+	switch sub {
+	case "create":
+		return tc.validate(fs)
+	case "alter":
+		return ta.validate()
+	case "delete-records":
+		return td.validate(fs)
+	}
+	return nil
+}
+
+// topicAlterFlags are the flags of `strand topic alter`.
+type topicAlterFlags struct {
+	configs []string
+	deletes []string
+	config  map[string]string
+}
+
+func (ta *topicAlterFlags) register(fs *pflag.FlagSet) {
+	fs.StringArrayVarP(&ta.configs, "config", "c", nil, "set a configuration KEY=VALUE (repeatable)")
+	fs.StringArrayVar(&ta.deletes, "delete-config", nil, "put KEY back to its default (repeatable)")
+}
+
+func (ta *topicAlterFlags) validate() error {
+	if len(ta.configs) == 0 && len(ta.deletes) == 0 {
+		return usageError("topic alter: want at least one --config KEY=VALUE or --delete-config KEY")
+	}
+	var err error
+	ta.config, err = parseConfigs(ta.configs)
+	return err
+}
+
+// topicAlter changes a topic's configuration and prints it as applied.
+func topicAlter(ctx context.Context, c *clientlib.Client, w io.Writer, name string, ta topicAlterFlags) error {
+	applied, err := c.AlterTopicConfig(ctx, name, ta.config, ta.deletes)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "altered topic %s:\n", name)
+	keys := make([]string, 0, len(applied))
+	for k := range applied {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "  config %s=%s\n", k, applied[k])
+	}
+	return nil
+}
+
+// deleteRecordsFlags are the flags of `strand topic delete-records`.
+type deleteRecordsFlags struct {
+	partition int32
+	before    int64
+}
+
+func (td *deleteRecordsFlags) register(fs *pflag.FlagSet) {
+	fs.Int32VarP(&td.partition, "partition", "p", -1, "the partition (required)")
+	fs.Int64Var(&td.before, "before", -2, "delete records below this offset; -1: every record (required)")
+}
+
+func (td *deleteRecordsFlags) validate(fs *pflag.FlagSet) error {
+	if !flagSet(fs, "partition") || td.partition < 0 {
+		return usageError("topic delete-records: want --partition P (0 or more)")
+	}
+	if !flagSet(fs, "before") || td.before < -1 {
+		return usageError("topic delete-records: want --before OFFSET (0 or more, or -1 for every record)")
+	}
+	return nil
+}
+
+// topicDeleteRecords moves a partition's log start and prints where it is.
+func topicDeleteRecords(ctx context.Context, c *clientlib.Client, w io.Writer, name string, td deleteRecordsFlags) error {
+	logStart, err := c.DeleteRecords(ctx, name, td.partition, td.before)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "deleted records of %s partition %d: log start is now %d\n", name, td.partition, logStart)
+	return nil
+}
+
+// partitionLogs asks each partition's leader for its log's size and oldest
+// record; partitions it could not ask are missing.
+func partitionLogs(ctx context.Context, c *clientlib.Client, t clientlib.TopicMetadata) map[int32]clientlib.PartitionLog {
+	partitions := make([]int32, len(t.Partitions))
+	for i, p := range t.Partitions {
+		partitions[i] = p.Partition
+	}
+	out := map[int32]clientlib.PartitionLog{}
+	logs, err := c.DescribePartitionLogs(ctx, t.Name, partitions)
+	if err != nil {
+		return out
+	}
+	for _, l := range logs {
+		out[l.Partition] = l
+	}
+	return out
+}
+
+// formatBytes prints a size in B, KiB, MiB or GiB.
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// formatTimestamp prints a record timestamp in UTC, "-" for none.
+func formatTimestamp(ms int64) string {
+	if ms < 0 {
+		return "-"
+	}
+	return time.UnixMilli(ms).UTC().Format(time.RFC3339)
+}

@@ -64,7 +64,7 @@ func TestUserFacingErrors(t *testing.T) {
 	runOutcome(t, "", "topic", "delete", "nosuch", b).wantFailure(t, 1,
 		`topic "nosuch" does not exist (create it with: strand topic create nosuch --partitions N)`)
 	o = runOutcome(t, "", "topic", "describe", "hello", b)
-	if o.code != 0 || !strings.Contains(o.stdout, "config retention.ms=604800000  (not enforced yet)\n") ||
+	if o.code != 0 || !strings.Contains(o.stdout, "config retention.ms=604800000\n") ||
 		!strings.Contains(o.stdout, "config max.message.bytes=1048576\n") {
 		t.Errorf("describe: %+v", o)
 	}
@@ -73,10 +73,11 @@ func TestUserFacingErrors(t *testing.T) {
 	runOutcome(t, "", "topic", "list", "--brokers", "127.0.0.1:1").wantFailure(t, 1,
 		"cannot reach the cluster at 127.0.0.1:1: connection refused (is a cluster running there? 'strand dev' starts one on 127.0.0.1:9192)")
 
-	o = runOutcome(t, "", "topic", "create", "cfg", "-c", "retention.ms=1000", b)
-	if o.code != 1 || !strings.Contains(o.stderr, "retention.ms") || !strings.Contains(o.stderr, "not enforced yet") {
+	o = runOutcome(t, "", "topic", "create", "cfg", "-c", "cleanup.policy=compact", b)
+	if o.code != 1 || !strings.Contains(o.stderr, "cleanup.policy") || !strings.Contains(o.stderr, "not enforced yet") {
 		t.Errorf("unenforced config: %+v", o)
 	}
+	checkRetentionCommands(t, b)
 
 	big := strings.Repeat("x", 1<<20+1)
 	runOutcome(t, "a\nb\n"+big+"\nc\n", "produce", "hello", "-p", "0", b).wantFailure(t, 1,
@@ -117,5 +118,39 @@ func TestServeRefusesInconsistentAddresses(t *testing.T) {
 		if _, err := os.Stat(args[len(args)-1]); err == nil {
 			t.Errorf("strand %v created its data directory", args)
 		}
+	}
+}
+
+// checkRetentionCommands shows topic alter printing the configuration the
+// server applied (and refusing a bad value in one line), delete-records
+// moving the log start, a consume from an offset below it failing with the
+// explained error, and describe showing the new log start.
+func checkRetentionCommands(t *testing.T, b string) {
+	t.Helper()
+	if o := runOutcome(t, "", "topic", "create", "ret", b); o.code != 0 {
+		t.Fatalf("create ret: %+v", o)
+	}
+	o := runOutcome(t, "", "topic", "alter", "ret", "--config", "retention.ms=60000", "--delete-config", "segment.ms", b)
+	if o.code != 0 || !strings.Contains(o.stdout, "altered topic ret:\n") || !strings.Contains(o.stdout, "  config retention.ms=60000\n") {
+		t.Fatalf("alter: %+v", o)
+	}
+	runOutcome(t, "", "topic", "alter", "ret", "-c", "retention.ms=soon", b).wantFailure(t, 1,
+		`invalid topic config: retention.ms="soon": want an integer in [-1, 4611686018427387904]`)
+	if o := runOutcome(t, "a\nb\nc\nd\n", "produce", "ret", "-p", "0", b); o.code != 0 {
+		t.Fatalf("produce: %+v", o)
+	}
+	o = runOutcome(t, "", "topic", "delete-records", "ret", "--partition", "0", "--before", "2", b)
+	if o.code != 0 || o.stdout != "deleted records of ret partition 0: log start is now 2\n" {
+		t.Fatalf("delete-records: %+v", o)
+	}
+	runOutcome(t, "", "consume", "ret", "-p", "0", "-o", "0", "-e", b).wantFailure(t, 1,
+		"offset 0 is before the start of ret/0 (log start 2); use --from earliest or a larger offset")
+	o = runOutcome(t, "", "consume", "ret", "-o", "earliest", "-e", b)
+	if o.code != 0 || o.stdout != "c\nd\n" {
+		t.Errorf("consume from earliest after delete-records: %+v", o)
+	}
+	o = runOutcome(t, "", "topic", "describe", "ret", b)
+	if o.code != 0 || !strings.Contains(o.stdout, "OLDEST RECORD") {
+		t.Errorf("describe: %+v", o)
 	}
 }

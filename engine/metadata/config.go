@@ -12,6 +12,7 @@ const (
 	ConfigRetentionMs     = "retention.ms"
 	ConfigRetentionBytes  = "retention.bytes"
 	ConfigSegmentBytes    = "segment.bytes"
+	ConfigSegmentMs       = "segment.ms"
 	ConfigCleanupPolicy   = "cleanup.policy"
 	ConfigMaxMessageBytes = "max.message.bytes"
 )
@@ -22,12 +23,19 @@ const (
 	RetentionMsDefault int64 = 7 * 24 * 60 * 60 * 1000
 	// RetentionBytesDefault -1 means no size limit.
 	RetentionBytesDefault int64 = -1
-	// SegmentBytesDefault is Kafka's 1 GiB.
-	SegmentBytesDefault int64 = 1 << 30
+	// SegmentBytesDefault is 64 MiB: retention frees disk in steps of a
+	// segment, and a node holds thousands of partitions (Kafka's 1 GiB
+	// would keep up to 1 GiB per partition past retention.bytes).
+	SegmentBytesDefault int64 = 64 << 20
 	// SegmentBytesMin keeps segments from being absurdly small.
 	SegmentBytesMin int64 = 4096
 	// SegmentBytesMax is 1 GiB: segment offsets stay within int32 sizes.
 	SegmentBytesMax int64 = 1 << 30
+	// SegmentMsDefault is 7 days, Kafka's: an idle partition's active
+	// segment rolls (and so can age out) at least this often.
+	SegmentMsDefault int64 = 7 * 24 * 60 * 60 * 1000
+	// SegmentMsMin keeps a segment roll from happening on every tick.
+	SegmentMsMin int64 = 100
 	// MaxMessageBytesDefault is 1 MiB (R4); it is also the maximum, since
 	// the partition engine refuses larger records anyway.
 	MaxMessageBytesDefault int32 = 1 << 20
@@ -64,6 +72,7 @@ type TopicConfig struct {
 	RetentionMs     int64
 	RetentionBytes  int64
 	SegmentBytes    int64
+	SegmentMs       int64
 	CleanupPolicy   CleanupPolicy
 	MaxMessageBytes int32
 }
@@ -82,6 +91,7 @@ func DefaultTopicConfig() TopicConfig {
 		RetentionMs:     RetentionMsDefault,
 		RetentionBytes:  RetentionBytesDefault,
 		SegmentBytes:    SegmentBytesDefault,
+		SegmentMs:       SegmentMsDefault,
 		CleanupPolicy:   CleanupDelete,
 		MaxMessageBytes: MaxMessageBytesDefault,
 	}
@@ -95,6 +105,7 @@ func (c TopicConfig) Entries() []ConfigEntry {
 		{ConfigRetentionBytes, strconv.FormatInt(c.RetentionBytes, 10)},
 		{ConfigRetentionMs, strconv.FormatInt(c.RetentionMs, 10)},
 		{ConfigSegmentBytes, strconv.FormatInt(c.SegmentBytes, 10)},
+		{ConfigSegmentMs, strconv.FormatInt(c.SegmentMs, 10)},
 	}
 }
 
@@ -118,6 +129,8 @@ func (c *TopicConfig) set(key, value string) error {
 		return parseInt(key, value, -1, 1<<62, &c.RetentionBytes)
 	case ConfigSegmentBytes:
 		return parseInt(key, value, SegmentBytesMin, SegmentBytesMax, &c.SegmentBytes)
+	case ConfigSegmentMs:
+		return parseInt(key, value, SegmentMsMin, 1<<62, &c.SegmentMs)
 	case ConfigMaxMessageBytes:
 		var v int64
 		if err := parseInt(key, value, 1, int64(MaxMessageBytesMax), &v); err != nil {
@@ -133,12 +146,7 @@ func (c *TopicConfig) set(key, value string) error {
 // do instead. Setting such a key is refused: a topic must not report a
 // setting it does not have. A key leaves this table in the change that
 // enforces it.
-var notEnforced = map[string]string{
-	ConfigRetentionMs:    "no segment is deleted by age yet; records are kept until the topic is deleted",
-	ConfigRetentionBytes: "no segment is deleted by size yet; records are kept until the topic is deleted",
-	ConfigSegmentBytes:   "segments roll at the node's own size",
-	ConfigCleanupPolicy:  "neither retention deletion nor compaction runs yet",
-}
+var notEnforced = map[string]string{}
 
 // checkEnforced refuses key as just set in c when the nodes would not
 // honour it. max.message.bytes is enforced only at its maximum: every
@@ -147,6 +155,10 @@ var notEnforced = map[string]string{
 func checkEnforced(key string, c TopicConfig) error {
 	if why, ok := notEnforced[key]; ok {
 		return fmt.Errorf("%w: %s is not enforced yet (%s); leave it unset", ErrInvalidConfig, key, why)
+	}
+	if key == ConfigCleanupPolicy && c.CleanupPolicy != CleanupDelete {
+		return fmt.Errorf("%w: %s %s is not enforced yet (only delete runs: compaction is not built); leave it unset",
+			ErrInvalidConfig, key, c.CleanupPolicy)
 	}
 	if key == ConfigMaxMessageBytes && c.MaxMessageBytes != MaxMessageBytesMax {
 		return fmt.Errorf("%w: %s below %d is not enforced yet (every topic takes records up to %d bytes); leave it unset",
@@ -174,6 +186,8 @@ func (c *TopicConfig) reset(key string) error {
 		c.RetentionBytes = d.RetentionBytes
 	case ConfigSegmentBytes:
 		c.SegmentBytes = d.SegmentBytes
+	case ConfigSegmentMs:
+		c.SegmentMs = d.SegmentMs
 	case ConfigMaxMessageBytes:
 		c.MaxMessageBytes = d.MaxMessageBytes
 	default:
@@ -233,6 +247,7 @@ func (c TopicConfig) toProto() *strandpb.MetadataTopicConfig {
 		RetentionMs:     c.RetentionMs,
 		RetentionBytes:  c.RetentionBytes,
 		SegmentBytes:    c.SegmentBytes,
+		SegmentMs:       c.SegmentMs,
 		CleanupPolicy:   strandpb.MetadataCleanupPolicy(c.CleanupPolicy),
 		MaxMessageBytes: c.MaxMessageBytes,
 	}
@@ -244,7 +259,17 @@ func configFromProto(p *strandpb.MetadataTopicConfig) TopicConfig {
 		RetentionMs:     p.GetRetentionMs(),
 		RetentionBytes:  p.GetRetentionBytes(),
 		SegmentBytes:    p.GetSegmentBytes(),
+		SegmentMs:       segmentMsFromProto(p.GetSegmentMs()),
 		CleanupPolicy:   CleanupPolicy(p.GetCleanupPolicy()),
 		MaxMessageBytes: p.GetMaxMessageBytes(),
 	}
+}
+
+// segmentMsFromProto reads segment.ms from a snapshot: 0 is a snapshot
+// written before the key existed, whose topics had the default.
+func segmentMsFromProto(v int64) int64 {
+	if v == 0 {
+		return SegmentMsDefault
+	}
+	return v
 }

@@ -242,16 +242,15 @@ func TestDeleteTopic(t *testing.T) {
 }
 
 // TestAlterTopicConfig shows validation of every key, the refusal of keys
-// the nodes do not enforce yet (they used to be stored and reported, yet
-// nothing deleted a segment), resets, all-or-nothing application and no
-// version bump for a no-op.
+// the nodes do not enforce yet (cleanup.policy, a smaller
+// max.message.bytes), that retention and segment keys are now taken,
+// resets, all-or-nothing application and no version bump for a no-op.
 func TestAlterTopicConfig(t *testing.T) {
 	a := newApplier(t)
 	a.nodes(1)
 	a.ok(EncodeCreateTopic("t", 1, 1, nil))
 	for _, e := range []ConfigEntry{
-		{ConfigRetentionMs, "-1"}, {ConfigRetentionBytes, "1073741824"}, {ConfigSegmentBytes, "4096"},
-		{ConfigCleanupPolicy, "compact"}, {ConfigCleanupPolicy, "delete"}, {ConfigMaxMessageBytes, "1000"},
+		{ConfigCleanupPolicy, "compact"}, {ConfigMaxMessageBytes, "1000"},
 	} {
 		r := a.do(EncodeAlterTopicConfig("t", []ConfigEntry{e}, nil))
 		if !errors.Is(r.Err, ErrInvalidConfig) || !strings.Contains(r.Err.Error(), e.Name+" ") ||
@@ -259,8 +258,17 @@ func TestAlterTopicConfig(t *testing.T) {
 			t.Errorf("set %s=%s: %v, want ErrInvalidConfig naming the key as not enforced yet", e.Name, e.Value, r.Err)
 		}
 	}
-	r := a.ok(EncodeAlterTopicConfig("t", []ConfigEntry{{ConfigMaxMessageBytes, "1048576"}},
-		[]string{ConfigRetentionMs, ConfigRetentionBytes, ConfigSegmentBytes, ConfigCleanupPolicy, ConfigMaxMessageBytes}))
+	r := a.ok(EncodeAlterTopicConfig("t", []ConfigEntry{
+		{ConfigRetentionMs, "60000"}, {ConfigRetentionBytes, "1073741824"}, {ConfigSegmentBytes, "4096"}, {ConfigSegmentMs, "1000"},
+		{ConfigCleanupPolicy, "delete"},
+	}, nil))
+	want := DefaultTopicConfig()
+	want.RetentionMs, want.RetentionBytes, want.SegmentBytes, want.SegmentMs = 60000, 1<<30, 4096, 1000
+	if r.Topic.Config != want {
+		t.Fatalf("config %+v, want %+v", r.Topic.Config, want)
+	}
+	r = a.ok(EncodeAlterTopicConfig("t", []ConfigEntry{{ConfigMaxMessageBytes, "1048576"}},
+		[]string{ConfigRetentionMs, ConfigRetentionBytes, ConfigSegmentBytes, ConfigSegmentMs, ConfigCleanupPolicy, ConfigMaxMessageBytes}))
 	if r.Topic.Config != DefaultTopicConfig() {
 		t.Fatalf("config %+v, want the defaults", r.Topic.Config)
 	}
@@ -269,9 +277,10 @@ func TestAlterTopicConfig(t *testing.T) {
 	bad := [][]ConfigEntry{
 		{{ConfigRetentionMs, "-2"}}, {{ConfigRetentionMs, "1e3"}}, {{ConfigRetentionMs, " 5"}},
 		{{ConfigRetentionBytes, "-5"}}, {{ConfigSegmentBytes, "4095"}}, {{ConfigSegmentBytes, "1073741825"}},
+		{{ConfigSegmentMs, "99"}}, {{ConfigSegmentMs, "x"}},
 		{{ConfigMaxMessageBytes, "0"}}, {{ConfigMaxMessageBytes, "1048577"}}, {{ConfigCleanupPolicy, "Delete"}},
 		{{"unknown.key", "1"}},
-		{{ConfigMaxMessageBytes, "1048576"}, {ConfigSegmentBytes, "4096"}}, // all or nothing
+		{{ConfigMaxMessageBytes, "1048576"}, {ConfigCleanupPolicy, "compact"}}, // all or nothing
 	}
 	for _, sets := range bad {
 		wantErr(t, a.do(EncodeAlterTopicConfig("t", sets, nil)), ErrInvalidConfig)
@@ -285,15 +294,16 @@ func TestAlterTopicConfig(t *testing.T) {
 	}
 }
 
-// TestEnforced shows which stored values the nodes honour: only
-// max.message.bytes at its maximum; describe marks the others.
+// TestEnforced shows which stored values the nodes honour: every default
+// (cleanup.policy=compact and a smaller max.message.bytes are not);
+// describe marks the others.
 func TestEnforced(t *testing.T) {
 	for _, e := range DefaultTopicConfig().Entries() {
-		if got, want := Enforced(e.Name, e.Value), e.Name == ConfigMaxMessageBytes; got != want {
+		if got, want := Enforced(e.Name, e.Value), true; got != want {
 			t.Errorf("Enforced(%s, %s) = %v, want %v", e.Name, e.Value, got, want)
 		}
 	}
-	if Enforced(ConfigMaxMessageBytes, "1000") || Enforced("nope", "1") {
+	if Enforced(ConfigMaxMessageBytes, "1000") || Enforced(ConfigCleanupPolicy, "compact") || Enforced("nope", "1") {
 		t.Errorf("a smaller max.message.bytes or an unknown key counted as enforced")
 	}
 }

@@ -40,17 +40,20 @@ type configCase struct {
 	apply func(*TopicConfig) // nil: invalid
 }
 
-// Keys the nodes do not enforce yet are refused whatever their value, and
-// max.message.bytes everywhere but its enforced maximum (checkEnforced).
+// cleanup.policy=compact, which the nodes do not enforce yet, is refused,
+// and max.message.bytes everywhere but its enforced maximum
+// (checkEnforced); retention and segment keys are taken within range.
 var configCases = []configCase{
-	{ConfigEntry{ConfigRetentionMs, "1000"}, nil},
-	{ConfigEntry{ConfigRetentionMs, "-1"}, nil},
+	{ConfigEntry{ConfigRetentionMs, "1000"}, func(c *TopicConfig) { c.RetentionMs = 1000 }},
+	{ConfigEntry{ConfigRetentionMs, "-1"}, func(c *TopicConfig) { c.RetentionMs = -1 }},
 	{ConfigEntry{ConfigRetentionMs, "-2"}, nil},
-	{ConfigEntry{ConfigRetentionBytes, "5000"}, nil},
+	{ConfigEntry{ConfigRetentionBytes, "5000"}, func(c *TopicConfig) { c.RetentionBytes = 5000 }},
 	{ConfigEntry{ConfigSegmentBytes, "100"}, nil},
-	{ConfigEntry{ConfigSegmentBytes, "8192"}, nil},
+	{ConfigEntry{ConfigSegmentBytes, "8192"}, func(c *TopicConfig) { c.SegmentBytes = 8192 }},
+	{ConfigEntry{ConfigSegmentMs, "5000"}, func(c *TopicConfig) { c.SegmentMs = 5000 }},
+	{ConfigEntry{ConfigSegmentMs, "0"}, nil},
 	{ConfigEntry{ConfigCleanupPolicy, "compact"}, nil},
-	{ConfigEntry{ConfigCleanupPolicy, "delete"}, nil},
+	{ConfigEntry{ConfigCleanupPolicy, "delete"}, func(c *TopicConfig) { c.CleanupPolicy = CleanupDelete }},
 	{ConfigEntry{ConfigCleanupPolicy, "x"}, nil},
 	{ConfigEntry{ConfigMaxMessageBytes, "512"}, nil},
 	{ConfigEntry{ConfigMaxMessageBytes, "1048576"}, func(c *TopicConfig) { c.MaxMessageBytes = MaxMessageBytesMax }},

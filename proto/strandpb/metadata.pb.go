@@ -798,8 +798,11 @@ type MetadataTopicConfig struct {
 	SegmentBytes    int64                  `protobuf:"varint,3,opt,name=segment_bytes,json=segmentBytes,proto3" json:"segment_bytes,omitempty"`
 	CleanupPolicy   MetadataCleanupPolicy  `protobuf:"varint,4,opt,name=cleanup_policy,json=cleanupPolicy,proto3,enum=strand.MetadataCleanupPolicy" json:"cleanup_policy,omitempty"`
 	MaxMessageBytes int32                  `protobuf:"varint,5,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// segment.ms: roll the active segment once it is this old (0 in a
+	// snapshot written before the key existed: the default).
+	SegmentMs     int64 `protobuf:"varint,40,opt,name=segment_ms,json=segmentMs,proto3" json:"segment_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MetadataTopicConfig) Reset() {
@@ -863,6 +866,13 @@ func (x *MetadataTopicConfig) GetCleanupPolicy() MetadataCleanupPolicy {
 func (x *MetadataTopicConfig) GetMaxMessageBytes() int32 {
 	if x != nil {
 		return x.MaxMessageBytes
+	}
+	return 0
+}
+
+func (x *MetadataTopicConfig) GetSegmentMs() int64 {
+	if x != nil {
+		return x.SegmentMs
 	}
 	return 0
 }
@@ -1249,13 +1259,15 @@ const file_metadata_proto_rawDesc = "" +
 	"\vleader_term\x18\x05 \x01(\x04R\n" +
 	"leaderTerm\"O\n" +
 	"\x15MetadataReportLeaders\x126\n" +
-	"\areports\x18\x01 \x03(\v2\x1c.strand.MetadataLeaderReportR\areports\"\xf8\x01\n" +
+	"\areports\x18\x01 \x03(\v2\x1c.strand.MetadataLeaderReportR\areports\"\x97\x02\n" +
 	"\x13MetadataTopicConfig\x12!\n" +
 	"\fretention_ms\x18\x01 \x01(\x03R\vretentionMs\x12'\n" +
 	"\x0fretention_bytes\x18\x02 \x01(\x03R\x0eretentionBytes\x12#\n" +
 	"\rsegment_bytes\x18\x03 \x01(\x03R\fsegmentBytes\x12D\n" +
 	"\x0ecleanup_policy\x18\x04 \x01(\x0e2\x1d.strand.MetadataCleanupPolicyR\rcleanupPolicy\x12*\n" +
-	"\x11max_message_bytes\x18\x05 \x01(\x05R\x0fmaxMessageBytes\"\x92\x01\n" +
+	"\x11max_message_bytes\x18\x05 \x01(\x05R\x0fmaxMessageBytes\x12\x1d\n" +
+	"\n" +
+	"segment_ms\x18( \x01(\x03R\tsegmentMs\"\x92\x01\n" +
 	"\fMetadataNode\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +

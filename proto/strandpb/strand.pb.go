@@ -335,8 +335,11 @@ type ProducerState struct {
 	// The up to 4 batches accepted before the newest one in this epoch,
 	// oldest first (Kafka keeps 5 per producer for 5 in-flight requests).
 	EarlierBatches []*ProducerBatch `protobuf:"bytes,6,rep,name=earlier_batches,json=earlierBatches,proto3" json:"earlier_batches,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Append time (ms, the leader's clock in the entry) of the newest batch:
+	// a trim forgets a producer only once this is ProducerExpirationMs old.
+	LastAppendTimeMs int64 `protobuf:"varint,40,opt,name=last_append_time_ms,json=lastAppendTimeMs,proto3" json:"last_append_time_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ProducerState) Reset() {
@@ -409,6 +412,13 @@ func (x *ProducerState) GetEarlierBatches() []*ProducerBatch {
 		return x.EarlierBatches
 	}
 	return nil
+}
+
+func (x *ProducerState) GetLastAppendTimeMs() int64 {
+	if x != nil {
+		return x.LastAppendTimeMs
+	}
+	return 0
 }
 
 // ProducerBatch is one of the last batches an idempotent producer had
@@ -488,10 +498,16 @@ type PartitionSnapshot struct {
 	// append-only, and handed to the restore. index_start and index_end are
 	// the ordinals [start, end) of the indexed batches (ordinal n is the n-th
 	// batch ever appended, so a batch's ordinal never changes).
-	IndexStart    int64 `protobuf:"varint,40,opt,name=index_start,json=indexStart,proto3" json:"index_start,omitempty"`
-	IndexEnd      int64 `protobuf:"varint,41,opt,name=index_end,json=indexEnd,proto3" json:"index_end,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	IndexStart int64 `protobuf:"varint,40,opt,name=index_start,json=indexStart,proto3" json:"index_start,omitempty"`
+	IndexEnd   int64 `protobuf:"varint,41,opt,name=index_end,json=indexEnd,proto3" json:"index_end,omitempty"`
+	// When has_timestamp_seed: the index is empty because a raft log
+	// compaction (not a TRIM) dropped its batches, and the next batch's
+	// MaxTimestampMs is at least timestamp_seed_ms, the running maximum of
+	// the last batch dropped, as on a replica that still indexes it.
+	HasTimestampSeed bool  `protobuf:"varint,42,opt,name=has_timestamp_seed,json=hasTimestampSeed,proto3" json:"has_timestamp_seed,omitempty"`
+	TimestampSeedMs  int64 `protobuf:"varint,43,opt,name=timestamp_seed_ms,json=timestampSeedMs,proto3" json:"timestamp_seed_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PartitionSnapshot) Reset() {
@@ -576,6 +592,20 @@ func (x *PartitionSnapshot) GetIndexStart() int64 {
 func (x *PartitionSnapshot) GetIndexEnd() int64 {
 	if x != nil {
 		return x.IndexEnd
+	}
+	return 0
+}
+
+func (x *PartitionSnapshot) GetHasTimestampSeed() bool {
+	if x != nil {
+		return x.HasTimestampSeed
+	}
+	return false
+}
+
+func (x *PartitionSnapshot) GetTimestampSeedMs() int64 {
+	if x != nil {
+		return x.TimestampSeedMs
 	}
 	return 0
 }
@@ -880,7 +910,7 @@ const file_strand_proto_rawDesc = "" +
 	"raft_index\x18\x02 \x01(\x04R\traftIndex\x12!\n" +
 	"\frecord_count\x18\x03 \x01(\x05R\vrecordCount\x12$\n" +
 	"\x0eappend_time_ms\x18\x04 \x01(\x03R\fappendTimeMs\x12(\n" +
-	"\x10max_timestamp_ms\x18\x05 \x01(\x03R\x0emaxTimestampMs\"\x92\x02\n" +
+	"\x10max_timestamp_ms\x18\x05 \x01(\x03R\x0emaxTimestampMs\"\xc1\x02\n" +
 	"\rProducerState\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
@@ -888,12 +918,13 @@ const file_strand_proto_rawDesc = "" +
 	"\rlast_sequence\x18\x03 \x01(\x05R\flastSequence\x12(\n" +
 	"\x10last_base_offset\x18\x04 \x01(\x03R\x0elastBaseOffset\x12*\n" +
 	"\x11last_record_count\x18\x05 \x01(\x05R\x0flastRecordCount\x12>\n" +
-	"\x0fearlier_batches\x18\x06 \x03(\v2\x15.strand.ProducerBatchR\x0eearlierBatches\"x\n" +
+	"\x0fearlier_batches\x18\x06 \x03(\v2\x15.strand.ProducerBatchR\x0eearlierBatches\x12-\n" +
+	"\x13last_append_time_ms\x18( \x01(\x03R\x10lastAppendTimeMs\"x\n" +
 	"\rProducerBatch\x12#\n" +
 	"\rbase_sequence\x18\x01 \x01(\x05R\fbaseSequence\x12!\n" +
 	"\frecord_count\x18\x02 \x01(\x05R\vrecordCount\x12\x1f\n" +
 	"\vbase_offset\x18\x03 \x01(\x03R\n" +
-	"baseOffset\"\xc1\x02\n" +
+	"baseOffset\"\x9b\x03\n" +
 	"\x11PartitionSnapshot\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1f\n" +
@@ -904,7 +935,9 @@ const file_strand_proto_rawDesc = "" +
 	"\tproducers\x18\x06 \x03(\v2\x15.strand.ProducerStateR\tproducers\x12\x1f\n" +
 	"\vindex_start\x18( \x01(\x03R\n" +
 	"indexStart\x12\x1b\n" +
-	"\tindex_end\x18) \x01(\x03R\bindexEnd\"[\n" +
+	"\tindex_end\x18) \x01(\x03R\bindexEnd\x12,\n" +
+	"\x12has_timestamp_seed\x18* \x01(\bR\x10hasTimestampSeed\x12*\n" +
+	"\x11timestamp_seed_ms\x18+ \x01(\x03R\x0ftimestampSeedMs\"[\n" +
 	"\vRaftMessage\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +

@@ -297,6 +297,9 @@ type Request struct {
 	//	*Request_DeleteTopics
 	//	*Request_DescribeTopics
 	//	*Request_InitProducerId
+	//	*Request_AlterConfigs
+	//	*Request_DeleteRecords
+	//	*Request_DescribePartitions
 	//	*Request_FindCoordinator
 	//	*Request_GroupHeartbeat
 	//	*Request_OffsetCommit
@@ -435,6 +438,33 @@ func (x *Request) GetInitProducerId() *InitProducerIdRequest {
 	return nil
 }
 
+func (x *Request) GetAlterConfigs() *AlterConfigsRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_AlterConfigs); ok {
+			return x.AlterConfigs
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetDeleteRecords() *DeleteRecordsRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_DeleteRecords); ok {
+			return x.DeleteRecords
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetDescribePartitions() *DescribePartitionsRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_DescribePartitions); ok {
+			return x.DescribePartitions
+		}
+	}
+	return nil
+}
+
 func (x *Request) GetFindCoordinator() *FindCoordinatorRequest {
 	if x != nil {
 		if x, ok := x.Body.(*Request_FindCoordinator); ok {
@@ -547,6 +577,18 @@ type Request_InitProducerId struct {
 	InitProducerId *InitProducerIdRequest `protobuf:"bytes,18,opt,name=init_producer_id,json=initProducerId,proto3,oneof"`
 }
 
+type Request_AlterConfigs struct {
+	AlterConfigs *AlterConfigsRequest `protobuf:"bytes,19,opt,name=alter_configs,json=alterConfigs,proto3,oneof"`
+}
+
+type Request_DeleteRecords struct {
+	DeleteRecords *DeleteRecordsRequest `protobuf:"bytes,20,opt,name=delete_records,json=deleteRecords,proto3,oneof"`
+}
+
+type Request_DescribePartitions struct {
+	DescribePartitions *DescribePartitionsRequest `protobuf:"bytes,21,opt,name=describe_partitions,json=describePartitions,proto3,oneof"`
+}
+
 type Request_FindCoordinator struct {
 	FindCoordinator *FindCoordinatorRequest `protobuf:"bytes,40,opt,name=find_coordinator,json=findCoordinator,proto3,oneof"`
 }
@@ -598,6 +640,12 @@ func (*Request_DescribeTopics) isRequest_Body() {}
 
 func (*Request_InitProducerId) isRequest_Body() {}
 
+func (*Request_AlterConfigs) isRequest_Body() {}
+
+func (*Request_DeleteRecords) isRequest_Body() {}
+
+func (*Request_DescribePartitions) isRequest_Body() {}
+
 func (*Request_FindCoordinator) isRequest_Body() {}
 
 func (*Request_GroupHeartbeat) isRequest_Body() {}
@@ -631,6 +679,9 @@ type Response struct {
 	//	*Response_DeleteTopics
 	//	*Response_DescribeTopics
 	//	*Response_InitProducerId
+	//	*Response_AlterConfigs
+	//	*Response_DeleteRecords
+	//	*Response_DescribePartitions
 	//	*Response_FindCoordinator
 	//	*Response_GroupHeartbeat
 	//	*Response_OffsetCommit
@@ -775,6 +826,33 @@ func (x *Response) GetInitProducerId() *InitProducerIdResponse {
 	return nil
 }
 
+func (x *Response) GetAlterConfigs() *AlterConfigsResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_AlterConfigs); ok {
+			return x.AlterConfigs
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetDeleteRecords() *DeleteRecordsResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_DeleteRecords); ok {
+			return x.DeleteRecords
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetDescribePartitions() *DescribePartitionsResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_DescribePartitions); ok {
+			return x.DescribePartitions
+		}
+	}
+	return nil
+}
+
 func (x *Response) GetFindCoordinator() *FindCoordinatorResponse {
 	if x != nil {
 		if x, ok := x.Body.(*Response_FindCoordinator); ok {
@@ -878,6 +956,18 @@ type Response_InitProducerId struct {
 	InitProducerId *InitProducerIdResponse `protobuf:"bytes,18,opt,name=init_producer_id,json=initProducerId,proto3,oneof"`
 }
 
+type Response_AlterConfigs struct {
+	AlterConfigs *AlterConfigsResponse `protobuf:"bytes,19,opt,name=alter_configs,json=alterConfigs,proto3,oneof"`
+}
+
+type Response_DeleteRecords struct {
+	DeleteRecords *DeleteRecordsResponse `protobuf:"bytes,20,opt,name=delete_records,json=deleteRecords,proto3,oneof"`
+}
+
+type Response_DescribePartitions struct {
+	DescribePartitions *DescribePartitionsResponse `protobuf:"bytes,21,opt,name=describe_partitions,json=describePartitions,proto3,oneof"`
+}
+
 type Response_FindCoordinator struct {
 	FindCoordinator *FindCoordinatorResponse `protobuf:"bytes,40,opt,name=find_coordinator,json=findCoordinator,proto3,oneof"`
 }
@@ -923,6 +1013,12 @@ func (*Response_DeleteTopics) isResponse_Body() {}
 func (*Response_DescribeTopics) isResponse_Body() {}
 
 func (*Response_InitProducerId) isResponse_Body() {}
+
+func (*Response_AlterConfigs) isResponse_Body() {}
+
+func (*Response_DeleteRecords) isResponse_Body() {}
+
+func (*Response_DescribePartitions) isResponse_Body() {}
 
 func (*Response_FindCoordinator) isResponse_Body() {}
 
@@ -3068,6 +3164,299 @@ func (x *DeleteGroupsResponse) GetResults() []*DeleteGroupsResponse_Result {
 	return nil
 }
 
+// AlterConfigsRequest changes topic configurations through the metadata
+// group: per topic, keys to set and keys to put back to their defaults, all
+// or none. Answered once the change is applied on the answering node.
+type AlterConfigsRequest struct {
+	state         protoimpl.MessageState       `protogen:"open.v1"`
+	Topics        []*AlterConfigsRequest_Topic `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	TimeoutMs     int32                        `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterConfigsRequest) Reset() {
+	*x = AlterConfigsRequest{}
+	mi := &file_wire_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterConfigsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterConfigsRequest) ProtoMessage() {}
+
+func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterConfigsRequest.ProtoReflect.Descriptor instead.
+func (*AlterConfigsRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *AlterConfigsRequest) GetTopics() []*AlterConfigsRequest_Topic {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *AlterConfigsRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+// AlterConfigsResponse gives each topic's outcome and, on success, its whole
+// configuration as applied (sorted by name).
+type AlterConfigsResponse struct {
+	state         protoimpl.MessageState        `protogen:"open.v1"`
+	Topics        []*AlterConfigsResponse_Topic `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterConfigsResponse) Reset() {
+	*x = AlterConfigsResponse{}
+	mi := &file_wire_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterConfigsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterConfigsResponse) ProtoMessage() {}
+
+func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterConfigsResponse.ProtoReflect.Descriptor instead.
+func (*AlterConfigsResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *AlterConfigsResponse) GetTopics() []*AlterConfigsResponse_Topic {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+// DeleteRecordsRequest moves partitions' log start forward (Kafka's
+// DeleteRecords): every record below before_offset is deleted. Sent to each
+// partition's leader; answered once the trim is applied there.
+type DeleteRecordsRequest struct {
+	state         protoimpl.MessageState            `protogen:"open.v1"`
+	Partitions    []*DeleteRecordsRequest_Partition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	TimeoutMs     int32                             `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsRequest) Reset() {
+	*x = DeleteRecordsRequest{}
+	mi := &file_wire_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsRequest) ProtoMessage() {}
+
+func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsRequest.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *DeleteRecordsRequest) GetPartitions() []*DeleteRecordsRequest_Partition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *DeleteRecordsRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+// DeleteRecordsResponse gives each partition's log start after the trim.
+type DeleteRecordsResponse struct {
+	state         protoimpl.MessageState             `protogen:"open.v1"`
+	Partitions    []*DeleteRecordsResponse_Partition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsResponse) Reset() {
+	*x = DeleteRecordsResponse{}
+	mi := &file_wire_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsResponse) ProtoMessage() {}
+
+func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsResponse.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *DeleteRecordsResponse) GetPartitions() []*DeleteRecordsResponse_Partition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// DescribePartitionsRequest asks partition leaders for the state of their
+// logs (none named: every partition this node leads).
+type DescribePartitionsRequest struct {
+	state         protoimpl.MessageState                 `protogen:"open.v1"`
+	Partitions    []*DescribePartitionsRequest_Partition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribePartitionsRequest) Reset() {
+	*x = DescribePartitionsRequest{}
+	mi := &file_wire_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribePartitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribePartitionsRequest) ProtoMessage() {}
+
+func (x *DescribePartitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribePartitionsRequest.ProtoReflect.Descriptor instead.
+func (*DescribePartitionsRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *DescribePartitionsRequest) GetPartitions() []*DescribePartitionsRequest_Partition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// DescribePartitionsResponse gives, per partition, the leader's view of its
+// log: bytes on disk, offsets and the oldest retained timestamp.
+type DescribePartitionsResponse struct {
+	state         protoimpl.MessageState                  `protogen:"open.v1"`
+	Partitions    []*DescribePartitionsResponse_Partition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribePartitionsResponse) Reset() {
+	*x = DescribePartitionsResponse{}
+	mi := &file_wire_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribePartitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribePartitionsResponse) ProtoMessage() {}
+
+func (x *DescribePartitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribePartitionsResponse.ProtoReflect.Descriptor instead.
+func (*DescribePartitionsResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *DescribePartitionsResponse) GetPartitions() []*DescribePartitionsResponse_Partition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
 type MetadataResponse_Node struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Id           uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -3083,7 +3472,7 @@ type MetadataResponse_Node struct {
 
 func (x *MetadataResponse_Node) Reset() {
 	*x = MetadataResponse_Node{}
-	mi := &file_wire_proto_msgTypes[41]
+	mi := &file_wire_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3095,7 +3484,7 @@ func (x *MetadataResponse_Node) String() string {
 func (*MetadataResponse_Node) ProtoMessage() {}
 
 func (x *MetadataResponse_Node) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[41]
+	mi := &file_wire_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3159,7 +3548,7 @@ type MetadataResponse_Partition struct {
 
 func (x *MetadataResponse_Partition) Reset() {
 	*x = MetadataResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[42]
+	mi := &file_wire_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3171,7 +3560,7 @@ func (x *MetadataResponse_Partition) String() string {
 func (*MetadataResponse_Partition) ProtoMessage() {}
 
 func (x *MetadataResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[42]
+	mi := &file_wire_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3236,7 +3625,7 @@ type MetadataResponse_Topic struct {
 
 func (x *MetadataResponse_Topic) Reset() {
 	*x = MetadataResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[43]
+	mi := &file_wire_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3248,7 +3637,7 @@ func (x *MetadataResponse_Topic) String() string {
 func (*MetadataResponse_Topic) ProtoMessage() {}
 
 func (x *MetadataResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[43]
+	mi := &file_wire_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3309,7 +3698,7 @@ type ProduceRequest_Partition struct {
 
 func (x *ProduceRequest_Partition) Reset() {
 	*x = ProduceRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[44]
+	mi := &file_wire_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3321,7 +3710,7 @@ func (x *ProduceRequest_Partition) String() string {
 func (*ProduceRequest_Partition) ProtoMessage() {}
 
 func (x *ProduceRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[44]
+	mi := &file_wire_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3399,7 +3788,7 @@ type ProduceResponse_Partition struct {
 
 func (x *ProduceResponse_Partition) Reset() {
 	*x = ProduceResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[45]
+	mi := &file_wire_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3411,7 +3800,7 @@ func (x *ProduceResponse_Partition) String() string {
 func (*ProduceResponse_Partition) ProtoMessage() {}
 
 func (x *ProduceResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[45]
+	mi := &file_wire_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3477,7 +3866,7 @@ type FetchRequest_Partition struct {
 
 func (x *FetchRequest_Partition) Reset() {
 	*x = FetchRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[46]
+	mi := &file_wire_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3489,7 +3878,7 @@ func (x *FetchRequest_Partition) String() string {
 func (*FetchRequest_Partition) ProtoMessage() {}
 
 func (x *FetchRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[46]
+	mi := &file_wire_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3557,7 +3946,7 @@ type FetchResponse_Batch struct {
 
 func (x *FetchResponse_Batch) Reset() {
 	*x = FetchResponse_Batch{}
-	mi := &file_wire_proto_msgTypes[47]
+	mi := &file_wire_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3569,7 +3958,7 @@ func (x *FetchResponse_Batch) String() string {
 func (*FetchResponse_Batch) ProtoMessage() {}
 
 func (x *FetchResponse_Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[47]
+	mi := &file_wire_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3641,7 +4030,7 @@ type FetchResponse_Partition struct {
 
 func (x *FetchResponse_Partition) Reset() {
 	*x = FetchResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[48]
+	mi := &file_wire_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3653,7 +4042,7 @@ func (x *FetchResponse_Partition) String() string {
 func (*FetchResponse_Partition) ProtoMessage() {}
 
 func (x *FetchResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[48]
+	mi := &file_wire_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3724,7 +4113,7 @@ type ListOffsetsRequest_Partition struct {
 
 func (x *ListOffsetsRequest_Partition) Reset() {
 	*x = ListOffsetsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[49]
+	mi := &file_wire_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3736,7 +4125,7 @@ func (x *ListOffsetsRequest_Partition) String() string {
 func (*ListOffsetsRequest_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[49]
+	mi := &file_wire_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3794,7 +4183,7 @@ type ListOffsetsResponse_Partition struct {
 
 func (x *ListOffsetsResponse_Partition) Reset() {
 	*x = ListOffsetsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[50]
+	mi := &file_wire_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3806,7 +4195,7 @@ func (x *ListOffsetsResponse_Partition) String() string {
 func (*ListOffsetsResponse_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[50]
+	mi := &file_wire_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3876,7 +4265,7 @@ type CreateTopicsRequest_Topic struct {
 
 func (x *CreateTopicsRequest_Topic) Reset() {
 	*x = CreateTopicsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[51]
+	mi := &file_wire_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3888,7 +4277,7 @@ func (x *CreateTopicsRequest_Topic) String() string {
 func (*CreateTopicsRequest_Topic) ProtoMessage() {}
 
 func (x *CreateTopicsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[51]
+	mi := &file_wire_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3945,7 +4334,7 @@ type DescribeTopicsResponse_Topic struct {
 
 func (x *DescribeTopicsResponse_Topic) Reset() {
 	*x = DescribeTopicsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[52]
+	mi := &file_wire_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3957,7 +4346,7 @@ func (x *DescribeTopicsResponse_Topic) String() string {
 func (*DescribeTopicsResponse_Topic) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[52]
+	mi := &file_wire_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4019,7 +4408,7 @@ type ListGroupsResponse_Group struct {
 
 func (x *ListGroupsResponse_Group) Reset() {
 	*x = ListGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[53]
+	mi := &file_wire_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4031,7 +4420,7 @@ func (x *ListGroupsResponse_Group) String() string {
 func (*ListGroupsResponse_Group) ProtoMessage() {}
 
 func (x *ListGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[53]
+	mi := &file_wire_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4083,7 +4472,7 @@ type DescribeGroupsResponse_Group struct {
 
 func (x *DescribeGroupsResponse_Group) Reset() {
 	*x = DescribeGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[54]
+	mi := &file_wire_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4095,7 +4484,7 @@ func (x *DescribeGroupsResponse_Group) String() string {
 func (*DescribeGroupsResponse_Group) ProtoMessage() {}
 
 func (x *DescribeGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[54]
+	mi := &file_wire_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4170,7 +4559,7 @@ type DeleteGroupsResponse_Result struct {
 
 func (x *DeleteGroupsResponse_Result) Reset() {
 	*x = DeleteGroupsResponse_Result{}
-	mi := &file_wire_proto_msgTypes[55]
+	mi := &file_wire_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4182,7 +4571,7 @@ func (x *DeleteGroupsResponse_Result) String() string {
 func (*DeleteGroupsResponse_Result) ProtoMessage() {}
 
 func (x *DeleteGroupsResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[55]
+	mi := &file_wire_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4212,6 +4601,427 @@ func (x *DeleteGroupsResponse_Result) GetError() *Error {
 	return nil
 }
 
+type AlterConfigsRequest_Topic struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Sets          []*ConfigEntry         `protobuf:"bytes,2,rep,name=sets,proto3" json:"sets,omitempty"`
+	Deletes       []string               `protobuf:"bytes,3,rep,name=deletes,proto3" json:"deletes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterConfigsRequest_Topic) Reset() {
+	*x = AlterConfigsRequest_Topic{}
+	mi := &file_wire_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterConfigsRequest_Topic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterConfigsRequest_Topic) ProtoMessage() {}
+
+func (x *AlterConfigsRequest_Topic) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterConfigsRequest_Topic.ProtoReflect.Descriptor instead.
+func (*AlterConfigsRequest_Topic) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{41, 0}
+}
+
+func (x *AlterConfigsRequest_Topic) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AlterConfigsRequest_Topic) GetSets() []*ConfigEntry {
+	if x != nil {
+		return x.Sets
+	}
+	return nil
+}
+
+func (x *AlterConfigsRequest_Topic) GetDeletes() []string {
+	if x != nil {
+		return x.Deletes
+	}
+	return nil
+}
+
+type AlterConfigsResponse_Topic struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Error         *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Configs       []*ConfigEntry         `protobuf:"bytes,3,rep,name=configs,proto3" json:"configs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterConfigsResponse_Topic) Reset() {
+	*x = AlterConfigsResponse_Topic{}
+	mi := &file_wire_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterConfigsResponse_Topic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterConfigsResponse_Topic) ProtoMessage() {}
+
+func (x *AlterConfigsResponse_Topic) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterConfigsResponse_Topic.ProtoReflect.Descriptor instead.
+func (*AlterConfigsResponse_Topic) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{42, 0}
+}
+
+func (x *AlterConfigsResponse_Topic) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AlterConfigsResponse_Topic) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *AlterConfigsResponse_Topic) GetConfigs() []*ConfigEntry {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
+}
+
+type DeleteRecordsRequest_Partition struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// -1: the high-water mark (delete everything).
+	BeforeOffset  int64  `protobuf:"varint,3,opt,name=before_offset,json=beforeOffset,proto3" json:"before_offset,omitempty"`
+	TopicId       []byte `protobuf:"bytes,4,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsRequest_Partition) Reset() {
+	*x = DeleteRecordsRequest_Partition{}
+	mi := &file_wire_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsRequest_Partition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsRequest_Partition) ProtoMessage() {}
+
+func (x *DeleteRecordsRequest_Partition) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsRequest_Partition.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsRequest_Partition) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{43, 0}
+}
+
+func (x *DeleteRecordsRequest_Partition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DeleteRecordsRequest_Partition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DeleteRecordsRequest_Partition) GetBeforeOffset() int64 {
+	if x != nil {
+		return x.BeforeOffset
+	}
+	return 0
+}
+
+func (x *DeleteRecordsRequest_Partition) GetTopicId() []byte {
+	if x != nil {
+		return x.TopicId
+	}
+	return nil
+}
+
+type DeleteRecordsResponse_Partition struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Topic          string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition      int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Error          *Error                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	LogStartOffset int64                  `protobuf:"varint,4,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsResponse_Partition) Reset() {
+	*x = DeleteRecordsResponse_Partition{}
+	mi := &file_wire_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsResponse_Partition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsResponse_Partition) ProtoMessage() {}
+
+func (x *DeleteRecordsResponse_Partition) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsResponse_Partition.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsResponse_Partition) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{44, 0}
+}
+
+func (x *DeleteRecordsResponse_Partition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DeleteRecordsResponse_Partition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DeleteRecordsResponse_Partition) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *DeleteRecordsResponse_Partition) GetLogStartOffset() int64 {
+	if x != nil {
+		return x.LogStartOffset
+	}
+	return 0
+}
+
+type DescribePartitionsRequest_Partition struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribePartitionsRequest_Partition) Reset() {
+	*x = DescribePartitionsRequest_Partition{}
+	mi := &file_wire_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribePartitionsRequest_Partition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribePartitionsRequest_Partition) ProtoMessage() {}
+
+func (x *DescribePartitionsRequest_Partition) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribePartitionsRequest_Partition.ProtoReflect.Descriptor instead.
+func (*DescribePartitionsRequest_Partition) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{45, 0}
+}
+
+func (x *DescribePartitionsRequest_Partition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DescribePartitionsRequest_Partition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+type DescribePartitionsResponse_Partition struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Topic          string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition      int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Error          *Error                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	LogStartOffset int64                  `protobuf:"varint,4,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
+	HighWatermark  int64                  `protobuf:"varint,5,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
+	// Bytes of the partition's raft log segments on the leader.
+	SizeBytes int64 `protobuf:"varint,6,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// Largest record timestamp of the oldest retained batch (ms since the
+	// epoch; -1 when the log is empty): what retention.ms ages.
+	OldestTimestampMs int64 `protobuf:"varint,7,opt,name=oldest_timestamp_ms,json=oldestTimestampMs,proto3" json:"oldest_timestamp_ms,omitempty"`
+	Segments          int32 `protobuf:"varint,8,opt,name=segments,proto3" json:"segments,omitempty"`
+	// Raft index of the leader's raft snapshot (0: never compacted).
+	SnapshotIndex uint64 `protobuf:"varint,9,opt,name=snapshot_index,json=snapshotIndex,proto3" json:"snapshot_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribePartitionsResponse_Partition) Reset() {
+	*x = DescribePartitionsResponse_Partition{}
+	mi := &file_wire_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribePartitionsResponse_Partition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribePartitionsResponse_Partition) ProtoMessage() {}
+
+func (x *DescribePartitionsResponse_Partition) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribePartitionsResponse_Partition.ProtoReflect.Descriptor instead.
+func (*DescribePartitionsResponse_Partition) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{46, 0}
+}
+
+func (x *DescribePartitionsResponse_Partition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DescribePartitionsResponse_Partition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DescribePartitionsResponse_Partition) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *DescribePartitionsResponse_Partition) GetLogStartOffset() int64 {
+	if x != nil {
+		return x.LogStartOffset
+	}
+	return 0
+}
+
+func (x *DescribePartitionsResponse_Partition) GetHighWatermark() int64 {
+	if x != nil {
+		return x.HighWatermark
+	}
+	return 0
+}
+
+func (x *DescribePartitionsResponse_Partition) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *DescribePartitionsResponse_Partition) GetOldestTimestampMs() int64 {
+	if x != nil {
+		return x.OldestTimestampMs
+	}
+	return 0
+}
+
+func (x *DescribePartitionsResponse_Partition) GetSegments() int32 {
+	if x != nil {
+		return x.Segments
+	}
+	return 0
+}
+
+func (x *DescribePartitionsResponse_Partition) GetSnapshotIndex() uint64 {
+	if x != nil {
+		return x.SnapshotIndex
+	}
+	return 0
+}
+
 var File_wire_proto protoreflect.FileDescriptor
 
 const file_wire_proto_rawDesc = "" +
@@ -4224,7 +5034,8 @@ const file_wire_proto_rawDesc = "" +
 	"\tleader_id\x18\x03 \x01(\x04R\bleaderId\x12%\n" +
 	"\x0eleader_address\x18\x04 \x01(\tR\rleaderAddress\x12(\n" +
 	"\x10log_start_offset\x18\x05 \x01(\x03R\x0elogStartOffset\x12%\n" +
-	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xf6\b\n" +
+	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xd7\n" +
+	"\n" +
 	"\aRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12,\n" +
 	"\x05hello\x18\n" +
@@ -4236,7 +5047,10 @@ const file_wire_proto_rawDesc = "" +
 	"\rcreate_topics\x18\x0f \x01(\v2\x1b.strand.CreateTopicsRequestH\x00R\fcreateTopics\x12B\n" +
 	"\rdelete_topics\x18\x10 \x01(\v2\x1b.strand.DeleteTopicsRequestH\x00R\fdeleteTopics\x12H\n" +
 	"\x0fdescribe_topics\x18\x11 \x01(\v2\x1d.strand.DescribeTopicsRequestH\x00R\x0edescribeTopics\x12I\n" +
-	"\x10init_producer_id\x18\x12 \x01(\v2\x1d.strand.InitProducerIdRequestH\x00R\x0einitProducerId\x12K\n" +
+	"\x10init_producer_id\x18\x12 \x01(\v2\x1d.strand.InitProducerIdRequestH\x00R\x0einitProducerId\x12B\n" +
+	"\ralter_configs\x18\x13 \x01(\v2\x1b.strand.AlterConfigsRequestH\x00R\falterConfigs\x12E\n" +
+	"\x0edelete_records\x18\x14 \x01(\v2\x1c.strand.DeleteRecordsRequestH\x00R\rdeleteRecords\x12T\n" +
+	"\x13describe_partitions\x18\x15 \x01(\v2!.strand.DescribePartitionsRequestH\x00R\x12describePartitions\x12K\n" +
 	"\x10find_coordinator\x18( \x01(\v2\x1e.strand.FindCoordinatorRequestH\x00R\x0ffindCoordinator\x12P\n" +
 	"\x0fgroup_heartbeat\x18) \x01(\v2%.strand.ConsumerGroupHeartbeatRequestH\x00R\x0egroupHeartbeat\x12B\n" +
 	"\roffset_commit\x18* \x01(\v2\x1b.strand.OffsetCommitRequestH\x00R\foffsetCommit\x12?\n" +
@@ -4246,7 +5060,8 @@ const file_wire_proto_rawDesc = "" +
 	"\x0fdescribe_groups\x18- \x01(\v2\x1d.strand.DescribeGroupsRequestH\x00R\x0edescribeGroups\x12B\n" +
 	"\rdelete_groups\x18. \x01(\v2\x1b.strand.DeleteGroupsRequestH\x00R\fdeleteGroups\x12'\n" +
 	"\x04raft\x18\x1e \x01(\v2\x11.strand.RaftFrameH\x00R\x04raftB\x06\n" +
-	"\x04body\"\x83\t\n" +
+	"\x04body\"\xe7\n" +
+	"\n" +
 	"\bResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12#\n" +
 	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\x12-\n" +
@@ -4259,7 +5074,10 @@ const file_wire_proto_rawDesc = "" +
 	"\rcreate_topics\x18\x0f \x01(\v2\x1c.strand.CreateTopicsResponseH\x00R\fcreateTopics\x12C\n" +
 	"\rdelete_topics\x18\x10 \x01(\v2\x1c.strand.DeleteTopicsResponseH\x00R\fdeleteTopics\x12I\n" +
 	"\x0fdescribe_topics\x18\x11 \x01(\v2\x1e.strand.DescribeTopicsResponseH\x00R\x0edescribeTopics\x12J\n" +
-	"\x10init_producer_id\x18\x12 \x01(\v2\x1e.strand.InitProducerIdResponseH\x00R\x0einitProducerId\x12L\n" +
+	"\x10init_producer_id\x18\x12 \x01(\v2\x1e.strand.InitProducerIdResponseH\x00R\x0einitProducerId\x12C\n" +
+	"\ralter_configs\x18\x13 \x01(\v2\x1c.strand.AlterConfigsResponseH\x00R\falterConfigs\x12F\n" +
+	"\x0edelete_records\x18\x14 \x01(\v2\x1d.strand.DeleteRecordsResponseH\x00R\rdeleteRecords\x12U\n" +
+	"\x13describe_partitions\x18\x15 \x01(\v2\".strand.DescribePartitionsResponseH\x00R\x12describePartitions\x12L\n" +
 	"\x10find_coordinator\x18( \x01(\v2\x1f.strand.FindCoordinatorResponseH\x00R\x0ffindCoordinator\x12Q\n" +
 	"\x0fgroup_heartbeat\x18) \x01(\v2&.strand.ConsumerGroupHeartbeatResponseH\x00R\x0egroupHeartbeat\x12C\n" +
 	"\roffset_commit\x18* \x01(\v2\x1c.strand.OffsetCommitResponseH\x00R\foffsetCommit\x12@\n" +
@@ -4523,7 +5341,63 @@ const file_wire_proto_rawDesc = "" +
 	"\aresults\x18\x01 \x03(\v2#.strand.DeleteGroupsResponse.ResultR\aresults\x1aC\n" +
 	"\x06Result\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12#\n" +
-	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error*\x86\b\n" +
+	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\"\xcf\x01\n" +
+	"\x13AlterConfigsRequest\x129\n" +
+	"\x06topics\x18\x01 \x03(\v2!.strand.AlterConfigsRequest.TopicR\x06topics\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\x1a^\n" +
+	"\x05Topic\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
+	"\x04sets\x18\x02 \x03(\v2\x13.strand.ConfigEntryR\x04sets\x12\x18\n" +
+	"\adeletes\x18\x03 \x03(\tR\adeletes\"\xc3\x01\n" +
+	"\x14AlterConfigsResponse\x12:\n" +
+	"\x06topics\x18\x01 \x03(\v2\".strand.AlterConfigsResponse.TopicR\x06topics\x1ao\n" +
+	"\x05Topic\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
+	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\x12-\n" +
+	"\aconfigs\x18\x03 \x03(\v2\x13.strand.ConfigEntryR\aconfigs\"\xfe\x01\n" +
+	"\x14DeleteRecordsRequest\x12F\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2&.strand.DeleteRecordsRequest.PartitionR\n" +
+	"partitions\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\x1a\x7f\n" +
+	"\tPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
+	"\rbefore_offset\x18\x03 \x01(\x03R\fbeforeOffset\x12\x19\n" +
+	"\btopic_id\x18\x04 \x01(\fR\atopicId\"\xf1\x01\n" +
+	"\x15DeleteRecordsResponse\x12G\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2'.strand.DeleteRecordsResponse.PartitionR\n" +
+	"partitions\x1a\x8e\x01\n" +
+	"\tPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
+	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error\x12(\n" +
+	"\x10log_start_offset\x18\x04 \x01(\x03R\x0elogStartOffset\"\xa9\x01\n" +
+	"\x19DescribePartitionsRequest\x12K\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2+.strand.DescribePartitionsRequest.PartitionR\n" +
+	"partitions\x1a?\n" +
+	"\tPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\xb4\x03\n" +
+	"\x1aDescribePartitionsResponse\x12L\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2,.strand.DescribePartitionsResponse.PartitionR\n" +
+	"partitions\x1a\xc7\x02\n" +
+	"\tPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
+	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error\x12(\n" +
+	"\x10log_start_offset\x18\x04 \x01(\x03R\x0elogStartOffset\x12%\n" +
+	"\x0ehigh_watermark\x18\x05 \x01(\x03R\rhighWatermark\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x06 \x01(\x03R\tsizeBytes\x12.\n" +
+	"\x13oldest_timestamp_ms\x18\a \x01(\x03R\x11oldestTimestampMs\x12\x1a\n" +
+	"\bsegments\x18\b \x01(\x05R\bsegments\x12%\n" +
+	"\x0esnapshot_index\x18\t \x01(\x04R\rsnapshotIndex*\x86\b\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +
@@ -4571,66 +5445,78 @@ func file_wire_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_wire_proto_goTypes = []any{
-	(ErrorCode)(0),                         // 0: strand.ErrorCode
-	(*Error)(nil),                          // 1: strand.Error
-	(*Request)(nil),                        // 2: strand.Request
-	(*Response)(nil),                       // 3: strand.Response
-	(*HelloRequest)(nil),                   // 4: strand.HelloRequest
-	(*HelloResponse)(nil),                  // 5: strand.HelloResponse
-	(*MetadataRequest)(nil),                // 6: strand.MetadataRequest
-	(*MetadataResponse)(nil),               // 7: strand.MetadataResponse
-	(*ProduceRequest)(nil),                 // 8: strand.ProduceRequest
-	(*ProduceResponse)(nil),                // 9: strand.ProduceResponse
-	(*FetchRequest)(nil),                   // 10: strand.FetchRequest
-	(*FetchResponse)(nil),                  // 11: strand.FetchResponse
-	(*ListOffsetsRequest)(nil),             // 12: strand.ListOffsetsRequest
-	(*ListOffsetsResponse)(nil),            // 13: strand.ListOffsetsResponse
-	(*ConfigEntry)(nil),                    // 14: strand.ConfigEntry
-	(*CreateTopicsRequest)(nil),            // 15: strand.CreateTopicsRequest
-	(*TopicResult)(nil),                    // 16: strand.TopicResult
-	(*CreateTopicsResponse)(nil),           // 17: strand.CreateTopicsResponse
-	(*DeleteTopicsRequest)(nil),            // 18: strand.DeleteTopicsRequest
-	(*DeleteTopicsResponse)(nil),           // 19: strand.DeleteTopicsResponse
-	(*DescribeTopicsRequest)(nil),          // 20: strand.DescribeTopicsRequest
-	(*DescribeTopicsResponse)(nil),         // 21: strand.DescribeTopicsResponse
-	(*InitProducerIdRequest)(nil),          // 22: strand.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil),         // 23: strand.InitProducerIdResponse
-	(*FindCoordinatorRequest)(nil),         // 24: strand.FindCoordinatorRequest
-	(*FindCoordinatorResponse)(nil),        // 25: strand.FindCoordinatorResponse
-	(*GroupTopicPartitions)(nil),           // 26: strand.GroupTopicPartitions
-	(*ConsumerGroupHeartbeatRequest)(nil),  // 27: strand.ConsumerGroupHeartbeatRequest
-	(*ConsumerGroupHeartbeatResponse)(nil), // 28: strand.ConsumerGroupHeartbeatResponse
-	(*OffsetCommitPartition)(nil),          // 29: strand.OffsetCommitPartition
-	(*OffsetCommitRequest)(nil),            // 30: strand.OffsetCommitRequest
-	(*OffsetCommitResponse)(nil),           // 31: strand.OffsetCommitResponse
-	(*OffsetFetchRequest)(nil),             // 32: strand.OffsetFetchRequest
-	(*GroupCommittedOffset)(nil),           // 33: strand.GroupCommittedOffset
-	(*OffsetFetchResponse)(nil),            // 34: strand.OffsetFetchResponse
-	(*ListGroupsRequest)(nil),              // 35: strand.ListGroupsRequest
-	(*ListGroupsResponse)(nil),             // 36: strand.ListGroupsResponse
-	(*DescribeGroupsRequest)(nil),          // 37: strand.DescribeGroupsRequest
-	(*GroupMember)(nil),                    // 38: strand.GroupMember
-	(*DescribeGroupsResponse)(nil),         // 39: strand.DescribeGroupsResponse
-	(*DeleteGroupsRequest)(nil),            // 40: strand.DeleteGroupsRequest
-	(*DeleteGroupsResponse)(nil),           // 41: strand.DeleteGroupsResponse
-	(*MetadataResponse_Node)(nil),          // 42: strand.MetadataResponse.Node
-	(*MetadataResponse_Partition)(nil),     // 43: strand.MetadataResponse.Partition
-	(*MetadataResponse_Topic)(nil),         // 44: strand.MetadataResponse.Topic
-	(*ProduceRequest_Partition)(nil),       // 45: strand.ProduceRequest.Partition
-	(*ProduceResponse_Partition)(nil),      // 46: strand.ProduceResponse.Partition
-	(*FetchRequest_Partition)(nil),         // 47: strand.FetchRequest.Partition
-	(*FetchResponse_Batch)(nil),            // 48: strand.FetchResponse.Batch
-	(*FetchResponse_Partition)(nil),        // 49: strand.FetchResponse.Partition
-	(*ListOffsetsRequest_Partition)(nil),   // 50: strand.ListOffsetsRequest.Partition
-	(*ListOffsetsResponse_Partition)(nil),  // 51: strand.ListOffsetsResponse.Partition
-	(*CreateTopicsRequest_Topic)(nil),      // 52: strand.CreateTopicsRequest.Topic
-	(*DescribeTopicsResponse_Topic)(nil),   // 53: strand.DescribeTopicsResponse.Topic
-	(*ListGroupsResponse_Group)(nil),       // 54: strand.ListGroupsResponse.Group
-	(*DescribeGroupsResponse_Group)(nil),   // 55: strand.DescribeGroupsResponse.Group
-	(*DeleteGroupsResponse_Result)(nil),    // 56: strand.DeleteGroupsResponse.Result
-	(*RaftFrame)(nil),                      // 57: strand.RaftFrame
+	(ErrorCode)(0),                               // 0: strand.ErrorCode
+	(*Error)(nil),                                // 1: strand.Error
+	(*Request)(nil),                              // 2: strand.Request
+	(*Response)(nil),                             // 3: strand.Response
+	(*HelloRequest)(nil),                         // 4: strand.HelloRequest
+	(*HelloResponse)(nil),                        // 5: strand.HelloResponse
+	(*MetadataRequest)(nil),                      // 6: strand.MetadataRequest
+	(*MetadataResponse)(nil),                     // 7: strand.MetadataResponse
+	(*ProduceRequest)(nil),                       // 8: strand.ProduceRequest
+	(*ProduceResponse)(nil),                      // 9: strand.ProduceResponse
+	(*FetchRequest)(nil),                         // 10: strand.FetchRequest
+	(*FetchResponse)(nil),                        // 11: strand.FetchResponse
+	(*ListOffsetsRequest)(nil),                   // 12: strand.ListOffsetsRequest
+	(*ListOffsetsResponse)(nil),                  // 13: strand.ListOffsetsResponse
+	(*ConfigEntry)(nil),                          // 14: strand.ConfigEntry
+	(*CreateTopicsRequest)(nil),                  // 15: strand.CreateTopicsRequest
+	(*TopicResult)(nil),                          // 16: strand.TopicResult
+	(*CreateTopicsResponse)(nil),                 // 17: strand.CreateTopicsResponse
+	(*DeleteTopicsRequest)(nil),                  // 18: strand.DeleteTopicsRequest
+	(*DeleteTopicsResponse)(nil),                 // 19: strand.DeleteTopicsResponse
+	(*DescribeTopicsRequest)(nil),                // 20: strand.DescribeTopicsRequest
+	(*DescribeTopicsResponse)(nil),               // 21: strand.DescribeTopicsResponse
+	(*InitProducerIdRequest)(nil),                // 22: strand.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil),               // 23: strand.InitProducerIdResponse
+	(*FindCoordinatorRequest)(nil),               // 24: strand.FindCoordinatorRequest
+	(*FindCoordinatorResponse)(nil),              // 25: strand.FindCoordinatorResponse
+	(*GroupTopicPartitions)(nil),                 // 26: strand.GroupTopicPartitions
+	(*ConsumerGroupHeartbeatRequest)(nil),        // 27: strand.ConsumerGroupHeartbeatRequest
+	(*ConsumerGroupHeartbeatResponse)(nil),       // 28: strand.ConsumerGroupHeartbeatResponse
+	(*OffsetCommitPartition)(nil),                // 29: strand.OffsetCommitPartition
+	(*OffsetCommitRequest)(nil),                  // 30: strand.OffsetCommitRequest
+	(*OffsetCommitResponse)(nil),                 // 31: strand.OffsetCommitResponse
+	(*OffsetFetchRequest)(nil),                   // 32: strand.OffsetFetchRequest
+	(*GroupCommittedOffset)(nil),                 // 33: strand.GroupCommittedOffset
+	(*OffsetFetchResponse)(nil),                  // 34: strand.OffsetFetchResponse
+	(*ListGroupsRequest)(nil),                    // 35: strand.ListGroupsRequest
+	(*ListGroupsResponse)(nil),                   // 36: strand.ListGroupsResponse
+	(*DescribeGroupsRequest)(nil),                // 37: strand.DescribeGroupsRequest
+	(*GroupMember)(nil),                          // 38: strand.GroupMember
+	(*DescribeGroupsResponse)(nil),               // 39: strand.DescribeGroupsResponse
+	(*DeleteGroupsRequest)(nil),                  // 40: strand.DeleteGroupsRequest
+	(*DeleteGroupsResponse)(nil),                 // 41: strand.DeleteGroupsResponse
+	(*AlterConfigsRequest)(nil),                  // 42: strand.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),                 // 43: strand.AlterConfigsResponse
+	(*DeleteRecordsRequest)(nil),                 // 44: strand.DeleteRecordsRequest
+	(*DeleteRecordsResponse)(nil),                // 45: strand.DeleteRecordsResponse
+	(*DescribePartitionsRequest)(nil),            // 46: strand.DescribePartitionsRequest
+	(*DescribePartitionsResponse)(nil),           // 47: strand.DescribePartitionsResponse
+	(*MetadataResponse_Node)(nil),                // 48: strand.MetadataResponse.Node
+	(*MetadataResponse_Partition)(nil),           // 49: strand.MetadataResponse.Partition
+	(*MetadataResponse_Topic)(nil),               // 50: strand.MetadataResponse.Topic
+	(*ProduceRequest_Partition)(nil),             // 51: strand.ProduceRequest.Partition
+	(*ProduceResponse_Partition)(nil),            // 52: strand.ProduceResponse.Partition
+	(*FetchRequest_Partition)(nil),               // 53: strand.FetchRequest.Partition
+	(*FetchResponse_Batch)(nil),                  // 54: strand.FetchResponse.Batch
+	(*FetchResponse_Partition)(nil),              // 55: strand.FetchResponse.Partition
+	(*ListOffsetsRequest_Partition)(nil),         // 56: strand.ListOffsetsRequest.Partition
+	(*ListOffsetsResponse_Partition)(nil),        // 57: strand.ListOffsetsResponse.Partition
+	(*CreateTopicsRequest_Topic)(nil),            // 58: strand.CreateTopicsRequest.Topic
+	(*DescribeTopicsResponse_Topic)(nil),         // 59: strand.DescribeTopicsResponse.Topic
+	(*ListGroupsResponse_Group)(nil),             // 60: strand.ListGroupsResponse.Group
+	(*DescribeGroupsResponse_Group)(nil),         // 61: strand.DescribeGroupsResponse.Group
+	(*DeleteGroupsResponse_Result)(nil),          // 62: strand.DeleteGroupsResponse.Result
+	(*AlterConfigsRequest_Topic)(nil),            // 63: strand.AlterConfigsRequest.Topic
+	(*AlterConfigsResponse_Topic)(nil),           // 64: strand.AlterConfigsResponse.Topic
+	(*DeleteRecordsRequest_Partition)(nil),       // 65: strand.DeleteRecordsRequest.Partition
+	(*DeleteRecordsResponse_Partition)(nil),      // 66: strand.DeleteRecordsResponse.Partition
+	(*DescribePartitionsRequest_Partition)(nil),  // 67: strand.DescribePartitionsRequest.Partition
+	(*DescribePartitionsResponse_Partition)(nil), // 68: strand.DescribePartitionsResponse.Partition
+	(*RaftFrame)(nil),                            // 69: strand.RaftFrame
 }
 var file_wire_proto_depIdxs = []int32{
 	0,  // 0: strand.Error.code:type_name -> strand.ErrorCode
@@ -4643,74 +5529,91 @@ var file_wire_proto_depIdxs = []int32{
 	18, // 7: strand.Request.delete_topics:type_name -> strand.DeleteTopicsRequest
 	20, // 8: strand.Request.describe_topics:type_name -> strand.DescribeTopicsRequest
 	22, // 9: strand.Request.init_producer_id:type_name -> strand.InitProducerIdRequest
-	24, // 10: strand.Request.find_coordinator:type_name -> strand.FindCoordinatorRequest
-	27, // 11: strand.Request.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatRequest
-	30, // 12: strand.Request.offset_commit:type_name -> strand.OffsetCommitRequest
-	32, // 13: strand.Request.offset_fetch:type_name -> strand.OffsetFetchRequest
-	35, // 14: strand.Request.list_groups:type_name -> strand.ListGroupsRequest
-	37, // 15: strand.Request.describe_groups:type_name -> strand.DescribeGroupsRequest
-	40, // 16: strand.Request.delete_groups:type_name -> strand.DeleteGroupsRequest
-	57, // 17: strand.Request.raft:type_name -> strand.RaftFrame
-	1,  // 18: strand.Response.error:type_name -> strand.Error
-	5,  // 19: strand.Response.hello:type_name -> strand.HelloResponse
-	7,  // 20: strand.Response.metadata:type_name -> strand.MetadataResponse
-	9,  // 21: strand.Response.produce:type_name -> strand.ProduceResponse
-	11, // 22: strand.Response.fetch:type_name -> strand.FetchResponse
-	13, // 23: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
-	17, // 24: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
-	19, // 25: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
-	21, // 26: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
-	23, // 27: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
-	25, // 28: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
-	28, // 29: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
-	31, // 30: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
-	34, // 31: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
-	36, // 32: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
-	39, // 33: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
-	41, // 34: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
-	42, // 35: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
-	44, // 36: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
-	45, // 37: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
-	46, // 38: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
-	47, // 39: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
-	49, // 40: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
-	50, // 41: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
-	51, // 42: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
-	52, // 43: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
-	1,  // 44: strand.TopicResult.error:type_name -> strand.Error
-	16, // 45: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
-	16, // 46: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
-	53, // 47: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
-	26, // 48: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
-	26, // 49: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
-	29, // 50: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
-	26, // 51: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
-	33, // 52: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
-	54, // 53: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
-	26, // 54: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
-	26, // 55: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
-	26, // 56: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
-	55, // 57: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
-	56, // 58: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
-	1,  // 59: strand.MetadataResponse.Partition.error:type_name -> strand.Error
-	1,  // 60: strand.MetadataResponse.Topic.error:type_name -> strand.Error
-	43, // 61: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
-	1,  // 62: strand.ProduceResponse.Partition.error:type_name -> strand.Error
-	1,  // 63: strand.FetchResponse.Partition.error:type_name -> strand.Error
-	48, // 64: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
-	1,  // 65: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
-	14, // 66: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
-	1,  // 67: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
-	14, // 68: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	1,  // 69: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
-	38, // 70: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
-	33, // 71: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
-	1,  // 72: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
-	73, // [73:73] is the sub-list for method output_type
-	73, // [73:73] is the sub-list for method input_type
-	73, // [73:73] is the sub-list for extension type_name
-	73, // [73:73] is the sub-list for extension extendee
-	0,  // [0:73] is the sub-list for field type_name
+	42, // 10: strand.Request.alter_configs:type_name -> strand.AlterConfigsRequest
+	44, // 11: strand.Request.delete_records:type_name -> strand.DeleteRecordsRequest
+	46, // 12: strand.Request.describe_partitions:type_name -> strand.DescribePartitionsRequest
+	24, // 13: strand.Request.find_coordinator:type_name -> strand.FindCoordinatorRequest
+	27, // 14: strand.Request.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatRequest
+	30, // 15: strand.Request.offset_commit:type_name -> strand.OffsetCommitRequest
+	32, // 16: strand.Request.offset_fetch:type_name -> strand.OffsetFetchRequest
+	35, // 17: strand.Request.list_groups:type_name -> strand.ListGroupsRequest
+	37, // 18: strand.Request.describe_groups:type_name -> strand.DescribeGroupsRequest
+	40, // 19: strand.Request.delete_groups:type_name -> strand.DeleteGroupsRequest
+	69, // 20: strand.Request.raft:type_name -> strand.RaftFrame
+	1,  // 21: strand.Response.error:type_name -> strand.Error
+	5,  // 22: strand.Response.hello:type_name -> strand.HelloResponse
+	7,  // 23: strand.Response.metadata:type_name -> strand.MetadataResponse
+	9,  // 24: strand.Response.produce:type_name -> strand.ProduceResponse
+	11, // 25: strand.Response.fetch:type_name -> strand.FetchResponse
+	13, // 26: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
+	17, // 27: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
+	19, // 28: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
+	21, // 29: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
+	23, // 30: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
+	43, // 31: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
+	45, // 32: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
+	47, // 33: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
+	25, // 34: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
+	28, // 35: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
+	31, // 36: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
+	34, // 37: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
+	36, // 38: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
+	39, // 39: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
+	41, // 40: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
+	48, // 41: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
+	50, // 42: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
+	51, // 43: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
+	52, // 44: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
+	53, // 45: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
+	55, // 46: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
+	56, // 47: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
+	57, // 48: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
+	58, // 49: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
+	1,  // 50: strand.TopicResult.error:type_name -> strand.Error
+	16, // 51: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
+	16, // 52: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
+	59, // 53: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
+	26, // 54: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
+	26, // 55: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
+	29, // 56: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
+	26, // 57: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
+	33, // 58: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
+	60, // 59: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
+	26, // 60: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
+	26, // 61: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
+	26, // 62: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
+	61, // 63: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
+	62, // 64: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
+	63, // 65: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
+	64, // 66: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
+	65, // 67: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
+	66, // 68: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
+	67, // 69: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
+	68, // 70: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
+	1,  // 71: strand.MetadataResponse.Partition.error:type_name -> strand.Error
+	1,  // 72: strand.MetadataResponse.Topic.error:type_name -> strand.Error
+	49, // 73: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
+	1,  // 74: strand.ProduceResponse.Partition.error:type_name -> strand.Error
+	1,  // 75: strand.FetchResponse.Partition.error:type_name -> strand.Error
+	54, // 76: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
+	1,  // 77: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
+	14, // 78: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
+	1,  // 79: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
+	14, // 80: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	1,  // 81: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
+	38, // 82: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
+	33, // 83: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
+	1,  // 84: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
+	14, // 85: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
+	1,  // 86: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
+	14, // 87: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	1,  // 88: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
+	1,  // 89: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
+	90, // [90:90] is the sub-list for method output_type
+	90, // [90:90] is the sub-list for method input_type
+	90, // [90:90] is the sub-list for extension type_name
+	90, // [90:90] is the sub-list for extension extendee
+	0,  // [0:90] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -4729,6 +5632,9 @@ func file_wire_proto_init() {
 		(*Request_DeleteTopics)(nil),
 		(*Request_DescribeTopics)(nil),
 		(*Request_InitProducerId)(nil),
+		(*Request_AlterConfigs)(nil),
+		(*Request_DeleteRecords)(nil),
+		(*Request_DescribePartitions)(nil),
 		(*Request_FindCoordinator)(nil),
 		(*Request_GroupHeartbeat)(nil),
 		(*Request_OffsetCommit)(nil),
@@ -4748,6 +5654,9 @@ func file_wire_proto_init() {
 		(*Response_DeleteTopics)(nil),
 		(*Response_DescribeTopics)(nil),
 		(*Response_InitProducerId)(nil),
+		(*Response_AlterConfigs)(nil),
+		(*Response_DeleteRecords)(nil),
+		(*Response_DescribePartitions)(nil),
 		(*Response_FindCoordinator)(nil),
 		(*Response_GroupHeartbeat)(nil),
 		(*Response_OffsetCommit)(nil),
@@ -4756,14 +5665,14 @@ func file_wire_proto_init() {
 		(*Response_DescribeGroups)(nil),
 		(*Response_DeleteGroups)(nil),
 	}
-	file_wire_proto_msgTypes[47].OneofWrappers = []any{}
+	file_wire_proto_msgTypes[53].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   56,
+			NumMessages:   68,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -48,6 +48,9 @@ type inode struct {
 	durable []byte // as of the last Sync
 	data    []byte // current
 	ops     []op   // since the last Sync, in order
+	// flipped: FlipBit changed data since the last Sync, so data is no
+	// longer durable with ops applied.
+	flipped bool
 }
 
 // Disk is an in-memory raftlog.Disk with crash and fault injection.
@@ -183,6 +186,21 @@ func (n *inode) crash(rng *rand.Rand) {
 	}
 	n.durable = data
 	n.data = append([]byte(nil), data...)
+	n.ops, n.flipped = nil, false
+}
+
+// sync makes the current contents durable in O(bytes written since the
+// last sync): it replays the unsynced operations over the durable bytes
+// (which end equal to data) instead of copying the whole file.
+func (n *inode) sync() {
+	if n.flipped {
+		// A flip made data differ from durable plus ops: copy it.
+		n.durable, n.flipped = append(n.durable[:0], n.data...), false
+	} else {
+		for _, o := range n.ops {
+			n.durable = apply(n.durable, o)
+		}
+	}
 	n.ops = nil
 }
 
@@ -241,6 +259,7 @@ func (d *Disk) Clone() *Disk {
 			durable: append([]byte(nil), n.durable...),
 			data:    append([]byte(nil), n.data...),
 			ops:     append([]op(nil), n.ops...),
+			flipped: n.flipped,
 		}
 		copies[n] = cp
 		return cp
@@ -272,6 +291,7 @@ func (d *Disk) FlipBit(name string, offset int64, bit uint) {
 	}
 	if offset < int64(len(node.data)) {
 		node.data[offset] ^= 1 << (bit % 8)
+		node.flipped = true // the next sync copies data whole (inode.sync)
 	}
 }
 
@@ -435,8 +455,7 @@ func (f *file) Sync() error {
 	if f.disk.failSync {
 		return fmt.Errorf("sync %s: %w", f.name, ErrInjected)
 	}
-	f.node.durable = append(f.node.durable[:0], f.node.data...)
-	f.node.ops = nil
+	f.node.sync()
 	f.disk.durableChanged(path.Dir(f.name))
 	return nil
 }

@@ -1,0 +1,155 @@
+package clientlib
+
+import (
+	"context"
+	"sort"
+
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// AlterTopicConfig sets and resets (deletes: back to the default) keys of a
+// topic's configuration through the metadata group, all or none, and
+// returns the whole configuration as applied.
+func (c *Client) AlterTopicConfig(ctx context.Context, name string, sets map[string]string, deletes []string) (map[string]string, error) {
+	t := &strandpb.AlterConfigsRequest_Topic{Name: name, Deletes: deletes}
+	keys := make([]string, 0, len(sets))
+	for k := range sets {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		t.Sets = append(t.Sets, &strandpb.ConfigEntry{Name: k, Value: sets[k]})
+	}
+	req := &strandpb.Request{Body: &strandpb.Request_AlterConfigs{AlterConfigs: &strandpb.AlterConfigsRequest{
+		Topics: []*strandpb.AlterConfigsRequest_Topic{t}, TimeoutMs: int32(c.cfg.requestTimeout.Milliseconds())}}}
+	var applied map[string]string
+	err := c.withRetries(ctx, func() error {
+		resp, err := c.controllerRequest(ctx, req)
+		if err == nil {
+			err = errorFromWire(resp.GetError())
+		}
+		if err != nil {
+			return err
+		}
+		for _, r := range resp.GetAlterConfigs().GetTopics() {
+			if r.GetName() != name {
+				continue
+			}
+			if err := errorFromWire(r.GetError()); err != nil {
+				return err
+			}
+			applied = map[string]string{}
+			for _, e := range r.GetConfigs() {
+				applied[e.GetName()] = e.GetValue()
+			}
+			return nil
+		}
+		return &Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, Message: "answer lacks topic " + name}
+	})
+	return applied, err
+}
+
+// DeleteRecords deletes every record of one partition below before (-1:
+// below the high-water mark), Kafka's DeleteRecords: the partition's leader
+// proposes the new log start and answers once it is applied. It returns the
+// log start after the call; an offset past the high-water mark fails with
+// an error matching ErrOffsetOutOfRange.
+func (c *Client) DeleteRecords(ctx context.Context, topic string, partition int32, before int64) (int64, error) {
+	if err := c.checkPartition(ctx, topic, partition); err != nil {
+		return -1, err
+	}
+	logStart := int64(-1)
+	err := c.withRetries(ctx, func() error {
+		node, _, ok := c.leader(topic, partition)
+		if !ok {
+			return &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, Message: "no leader known"}
+		}
+		req := &strandpb.DeleteRecordsRequest{TimeoutMs: int32(c.cfg.requestTimeout.Milliseconds()),
+			Partitions: []*strandpb.DeleteRecordsRequest_Partition{{Topic: topic, Partition: partition, BeforeOffset: before}}}
+		resp, err := c.requestNode(ctx, node, &strandpb.Request{Body: &strandpb.Request_DeleteRecords{DeleteRecords: req}}, 0)
+		if err == nil {
+			err = errorFromWire(resp.GetError())
+		}
+		if err != nil {
+			return err
+		}
+		for _, a := range resp.GetDeleteRecords().GetPartitions() {
+			if a.GetTopic() == topic && a.GetPartition() == partition {
+				if err := errorFromWire(a.GetError()); err != nil {
+					c.applyNotLeader(topic, partition, err)
+					return err
+				}
+				logStart = a.GetLogStartOffset()
+				return nil
+			}
+		}
+		return &Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, Message: "answer lacks the partition"}
+	})
+	return logStart, err
+}
+
+// PartitionLog is a partition leader's view of its log.
+type PartitionLog struct {
+	Topic          string
+	Partition      int32
+	LogStartOffset int64
+	HighWatermark  int64
+	// SizeBytes is the size of the leader's raft log segments; Segments
+	// their number.
+	SizeBytes int64
+	Segments  int32
+	// OldestTimestampMs is the newest record timestamp of the oldest
+	// retained batch, what retention.ms ages (-1: the log is empty).
+	OldestTimestampMs int64
+	Err               error
+}
+
+// DescribePartitionLogs asks each partition's leader for the state of its
+// log; per-partition failures are in Err.
+func (c *Client) DescribePartitionLogs(ctx context.Context, topic string, partitions []int32) ([]PartitionLog, error) {
+	out := make([]PartitionLog, 0, len(partitions))
+	for _, p := range partitions {
+		pl, err := c.describePartitionLog(ctx, topic, p)
+		if err != nil {
+			pl = PartitionLog{Topic: topic, Partition: p, Err: err}
+		}
+		out = append(out, pl)
+	}
+	return out, nil
+}
+
+// describePartitionLog asks one partition's leader, retrying leader changes.
+func (c *Client) describePartitionLog(ctx context.Context, topic string, partition int32) (PartitionLog, error) {
+	var pl PartitionLog
+	if err := c.checkPartition(ctx, topic, partition); err != nil {
+		return pl, err
+	}
+	err := c.withRetries(ctx, func() error {
+		node, _, ok := c.leader(topic, partition)
+		if !ok {
+			return &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, Message: "no leader known"}
+		}
+		req := &strandpb.DescribePartitionsRequest{Partitions: []*strandpb.DescribePartitionsRequest_Partition{{Topic: topic, Partition: partition}}}
+		resp, err := c.requestNode(ctx, node, &strandpb.Request{Body: &strandpb.Request_DescribePartitions{DescribePartitions: req}}, 0)
+		if err == nil {
+			err = errorFromWire(resp.GetError())
+		}
+		if err != nil {
+			return err
+		}
+		for _, a := range resp.GetDescribePartitions().GetPartitions() {
+			if a.GetTopic() == topic && a.GetPartition() == partition {
+				if err := errorFromWire(a.GetError()); err != nil {
+					c.applyNotLeader(topic, partition, err)
+					return err
+				}
+				pl = PartitionLog{Topic: topic, Partition: partition, LogStartOffset: a.GetLogStartOffset(),
+					HighWatermark: a.GetHighWatermark(), SizeBytes: a.GetSizeBytes(), Segments: a.GetSegments(),
+					OldestTimestampMs: a.GetOldestTimestampMs()}
+				return nil
+			}
+		}
+		return &Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, Message: "answer lacks the partition"}
+	})
+	return pl, err
+}

@@ -1,0 +1,227 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strandlog/strand/engine"
+)
+
+// Raft snapshots of a partition, and raft log compaction behind them.
+//
+// A replica compacts its raft log once whole segments lie below its first
+// retained batch (after a TRIM applied, see retention.go). The snapshot
+// index S is the last index of the newest such segment, so compaction
+// removes exactly whole segment files (raftlog.CompactionPoint) and the log
+// continues at a segment's base. The snapshot's data is the engine state at
+// S as the log defines it — the producer table and next offset as of S —
+// with every batch dropped from the offset index and the log start at the
+// next offset (engine.Partition.Compacted(S)): nothing at or below S can be
+// served, and nothing at or below S is needed, since the agreed log start is
+// above it. It is built by a compactor that replays the entries from the
+// previous snapshot to S into a scratch engine, a bounded step per tick,
+// before the segments go: pure engine work over entries still on disk.
+//
+// A follower whose next index is below the leader's first index gets that
+// snapshot (MsgSnap, one message: the state holds no batches, so it is
+// small), installs it (raftlog.ApplySnapshot, durable before raft hears of
+// it) and applies S+1… exactly like the others. Its engine differs from the
+// others' only in the batches below the agreed log start that they still
+// index until they apply the TRIM that the snapshot already reflects; from
+// that TRIM on the states are equal.
+//
+// Restart: the newest checkpoint at or above the raft snapshot is restored
+// (its index entries below the first retained batch are dropped when the
+// replay reaches the TRIM, and no read is served before the replay passes
+// the commit index); with none, the engine is restored from the snapshot.
+//
+// Crashes: CreateSnapshot writes the snapshot durably before any segment
+// goes, and Open removes segments left below it; ApplySnapshot is durable
+// when it returns, and Open discards the old segments a crash left behind.
+// The engine is in memory only, rebuilt on restart as above.
+//
+// Rejected: snapshot index = the TRIM's index with the batches between the
+// first retained one and the TRIM shipped inside the snapshot (a snapshot as
+// big as a segment, over the frame limit); the real engine state at S with
+// its index (a replica could then hold index entries pointing at entries it
+// never had); capturing the engine state at each segment roll (the state at
+// a segment's last index is not known when the next segment is created, as
+// entries are written before they apply).
+
+// compactor builds the snapshot for a compaction to target.
+type compactor struct {
+	part   *engine.Partition // the engine replayed up to next-1
+	next   uint64
+	target uint64
+}
+
+// maybeCompact starts a compaction when whole segments lie below g's first
+// retained batch and none runs.
+func (c *Core) maybeCompact(g *group) {
+	if g.confState == nil || len(g.confState.GetVoters()) == 0 {
+		return
+	}
+	first := g.appliedRaft + 1
+	if b, ok := g.part.FirstBatchFrom(0); ok {
+		first = b.RaftIndex
+	}
+	limit := c.bugCompactLimit(g, min(first-1, g.appliedRaft))
+	target := g.log.CompactionPoint(limit)
+	if target == 0 {
+		return
+	}
+	snap, err := g.log.Snapshot()
+	if err != nil {
+		c.failStorage(g, err)
+		return
+	}
+	k := &compactor{part: engine.NewPartition(), next: 1, target: target}
+	if index := snap.GetMetadata().GetIndex(); index > 0 {
+		part, err := engine.RestorePartitionIndexed(snap.GetData(), nil)
+		if err != nil {
+			c.failStorage(g, fmt.Errorf("%w: raft snapshot %d: %v", ErrStorage, index, err))
+			return
+		}
+		k.part, k.next = part, index+1
+	}
+	g.ret.compactor = k
+	c.compactStep(g)
+}
+
+// compactStep replays a bounded number of entries into the compactor's
+// engine; once it reaches the target it writes the snapshot and removes
+// the segments below it.
+func (c *Core) compactStep(g *group) {
+	k := g.ret.compactor
+	if k.next <= k.target {
+		hi := min(k.target+1, k.next+compactEntriesPerTick)
+		entries, err := g.log.Entries(k.next, hi, compactBytesPerTick)
+		if err != nil {
+			c.failStorage(g, fmt.Errorf("%w: replay %d..%d: %v", ErrStorage, k.next, hi, err))
+			return
+		}
+		for _, e := range entries {
+			c.replayEntry(k.part, e)
+			k.next++
+		}
+		if k.next <= k.target {
+			return
+		}
+	}
+	if g.pipe.syncing != 0 {
+		return // the log is not written while its sync runs (pipeline.go): next tick
+	}
+	g.ret.compactor = nil
+	k.part.Compacted(k.target)
+	if err := g.log.CreateSnapshot(k.target, g.confState, k.part.StateSnapshot()); err != nil {
+		if errors.Is(err, raft.ErrSnapOutOfDate) {
+			return // a snapshot installed meanwhile
+		}
+		c.failStorage(g, err)
+		return
+	}
+	g.part.Compacted(k.target)
+	c.stats.Compactions++
+	g.logs.log(slog.LevelDebug, "raft log compacted", slog.Uint64("snapshot_index", k.target))
+}
+
+// replayEntry applies one entry to a compactor's engine, as applyEntry
+// applies it to the live one.
+func (c *Core) replayEntry(part *engine.Partition, e *raftpb.Entry) {
+	if e.GetType() != raftpb.EntryNormal || len(e.GetData()) == 0 || c.bugReplayEmpty() {
+		part.ApplyEmpty(e.GetIndex())
+		return
+	}
+	part.Apply(e.GetIndex(), e.GetData())
+}
+
+// sentSnapshot tells raft that a MsgSnap to node to went out: sending is
+// one frame, so it is finished; a lost one shows as the follower still
+// lagging, and raft sends the snapshot again.
+func (c *Core) sentSnapshot(g *group, to NodeID) {
+	c.markReady(g) // ready.go
+	g.raw.ReportSnapshot(uint64(to), raft.SnapshotFinish)
+	c.stats.SnapshotsSent++
+}
+
+// installSnapshot makes a snapshot from the leader g's state: durably in
+// the raft log first (raftlog.ApplySnapshot discards the whole log), then
+// the engine restored from it. Receive checked the snapshot (saneSnapshot),
+// so bad data here is a bug.
+func (c *Core) installSnapshot(g *group, snap *raftpb.Snapshot) error {
+	index := snap.GetMetadata().GetIndex()
+	part, err := engine.RestorePartitionIndexed(snap.GetData(), nil)
+	if err != nil || part.AppliedIndex() != index || g.meta != nil {
+		panic(fmt.Sprintf("node: %s/%d: raft snapshot %d not checked: %v", g.tp.Topic, g.tp.Partition, index, err))
+	}
+	if err := g.log.ApplySnapshot(snap); err != nil {
+		g.logs.log(slog.LevelError, "raft snapshot install failed; the node stops (fail-stop)", slog.Any("err", err))
+		return fmt.Errorf("node: %s/%d: install snapshot %d: %w", g.tp.Topic, g.tp.Partition, index, err)
+	}
+	c.restoreFromSnapshot(g, part, snap.GetMetadata().GetConfState())
+	c.stats.SnapshotsInstalled++
+	g.logs.log(slog.LevelInfo, "raft snapshot installed", slog.Uint64("snapshot_index", index),
+		slog.Int64("log_start", part.LogStartOffset()))
+	return nil
+}
+
+// restoreFromSnapshot makes part, the engine state of g's raft snapshot,
+// g's engine. The checkpoint chunks no longer match its ordinals: the next
+// checkpoint rewrites them.
+func (c *Core) restoreFromSnapshot(g *group, part *engine.Partition, conf *raftpb.ConfState) {
+	g.part = part
+	g.appliedRaft = part.AppliedIndex()
+	g.checkpointIndex = part.AppliedIndex()
+	g.confState = proto.Clone(conf).(*raftpb.ConfState)
+	g.storage.confState = g.confState
+	g.indexKnown, g.indexWritten = false, 0
+	g.ret.compactor = nil
+}
+
+// restoreSnapshotAtOpen restores g's engine from its raft snapshot when
+// that is newer than the checkpoint loaded at ckIndex (0: none); it
+// reports the applied index and whether it did.
+func (c *Core) restoreSnapshotAtOpen(g *group, ckIndex uint64) (uint64, bool, error) {
+	snap, err := g.log.Snapshot()
+	if err != nil {
+		return 0, false, err
+	}
+	index := snap.GetMetadata().GetIndex()
+	if g.meta != nil || index == 0 || index <= ckIndex {
+		return 0, false, nil
+	}
+	part, err := engine.RestorePartitionIndexed(snap.GetData(), nil)
+	if err != nil || part.AppliedIndex() != index {
+		return 0, false, fmt.Errorf("%w: %s/%d: raft snapshot %d: %v", ErrStorage, g.tp.Topic, g.tp.Partition, index, err)
+	}
+	c.restoreFromSnapshot(g, part, snap.GetMetadata().GetConfState())
+	return index, true, nil
+}
+
+// saneSnapshot checks a MsgSnap before raft sees it: a partition group's,
+// with the group's voters and engine state that restores at the snapshot's
+// index. A snapshot raft accepts is installed; it must never fail later.
+func saneSnapshot(g *group, m *raftpb.Message) bool {
+	snap := m.GetSnapshot()
+	if g.meta != nil || snap == nil || len(m.GetEntries()) != 0 || snap.GetMetadata().GetIndex() == 0 {
+		return false
+	}
+	voters := slices.Clone(snap.GetMetadata().GetConfState().GetVoters())
+	slices.Sort(voters)
+	if len(voters) != len(g.replicas) || len(snap.GetMetadata().GetConfState().GetLearners()) != 0 {
+		return false
+	}
+	for i, v := range voters {
+		if NodeID(v) != g.replicas[i] {
+			return false
+		}
+	}
+	part, err := engine.RestorePartitionIndexed(snap.GetData(), nil)
+	return err == nil && part.AppliedIndex() == snap.GetMetadata().GetIndex()
+}
