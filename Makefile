@@ -15,7 +15,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 # Every fuzz target, as package:FuzzName. CI runs each for $(FUZZTIME).
 FUZZ_TARGETS := $(shell grep -rl --include='*_test.go' '^func Fuzz' . | xargs -r grep -H -o '^func Fuzz[A-Za-z0-9_]*' | sed -e 's|^\./||' -e 's|/[^/]*_test.go:func |:|' | sort)
 
-.PHONY: all build test test-invariants test-faults lint fuzz bench bench-restart proto run sim tools
+.PHONY: all build test test-invariants test-faults lint fuzz bench bench-restart bench-cluster proto run sim tools
 
 all: lint test
 
@@ -79,6 +79,15 @@ sim:
 	cd simnet && $(GO) test $(if $(BUG),-tags simbugs) -run '^TestSim$$' -count=1 -timeout 0 \
 	  -sim.seeds=$(SEEDS) -sim.seed-start=$(SEED_START) -sim.profile=$(PROFILE) \
 	  $(if $(BUG),-sim.bug=$(BUG)) $(if $(OUT),-sim.out=$(abspath $(OUT))) $(if $(filter 1,$(V)),-sim.v)
+
+## bench-cluster: start three real `strand serve` processes on 127.0.0.1 (fsync before ack) and run
+##   produce, consume, e2e at 1,000 and 5,000 msgs/s on 1 and 6 partitions, and a 2,000-partition
+##   topic (creation, idle CPU, produce), printing one table with the servers' CPU and RSS (≤ ~5 min).
+##   BINARY=PATH runs the servers from another build (e.g. main's) with this driver;
+##   BENCH_ARGS passes more flags (e.g. BENCH_ARGS='--phases produce,e2e --duration 5s').
+BENCH_ARGS    ?=
+bench-cluster: build
+	./bin/strand bench cluster $(if $(BINARY),--binary $(abspath $(BINARY))) $(BENCH_ARGS)
 
 ## proto: regenerate proto/strandpb from proto/*.proto (protoc from Debian's protobuf-compiler).
 proto:

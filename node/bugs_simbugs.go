@@ -53,6 +53,10 @@ type Bugs struct {
 	// RestoreIndexTimes restores a partition's offset index with each
 	// batch's max timestamp read as its append time.
 	RestoreIndexTimes bool
+	// QuiescedNeverWake: a quiesced follower is never woken when its
+	// leader's node goes silent (quiesce.go), so a crashed leader's idle
+	// groups stay without a leader until a request arrives.
+	QuiescedNeverWake bool
 	// AckBeforeSyncDone releases what a log write allows (acks=1 answers,
 	// append and vote responses, the leader's own acknowledgement) once
 	// the write's fsync is handed to the storage pipeline, not when it
@@ -81,6 +85,10 @@ type Bugs struct {
 	// (the engine refuses it only when applying).
 	ProduceSkipsCRC bool
 }
+
+// bugQuiescedNeverWake (QuiescedNeverWake) turns off the wake of quiesced
+// followers whose leader's node went silent.
+func (c *Core) bugQuiescedNeverWake() bool { return c.cfg.Bugs.QuiescedNeverWake }
 
 // bugReleaseBeforeSync (AckBeforeSyncDone) releases g's held responses and
 // acks=1 answers as its sync starts.

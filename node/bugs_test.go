@@ -190,6 +190,21 @@ func (c *cluster) agreedLeaderWithout(tp TopicPartition, excluded NodeID) NodeID
 	return lead
 }
 
+// QuiescedNeverWake: the followers of a quiesced partition whose leader's
+// node crashed never wake, so the partition stays without a leader.
+func TestBugQuiescedNeverWakeLeavesPartitionLeaderless(t *testing.T) {
+	c := settledQuiet(t, func(cfg *Config) { cfg.Bugs.QuiescedNeverWake = true })
+	tp := TopicPartition{Topic: "t", Partition: 1}
+	old := c.leader(tp)
+	c.crash(old)
+	for range 100 {
+		c.tick(1)
+		if lead := c.agreedLeader(tp); lead != 0 && lead != old {
+			t.Fatalf("bug should leave %v leaderless, but %d leads", tp, lead)
+		}
+	}
+}
+
 // AckBeforeSyncDone: the leader answers acks=1 as soon as its fsync is
 // handed to the pipeline; a power loss before that fsync runs takes the
 // acknowledged entry out of its log.

@@ -63,9 +63,15 @@ type Config struct {
 	// discard). The core hands its handler records with a zero time (it
 	// reads no clock); the server's handler stamps them.
 	Logger *slog.Logger
-	// ElectionTicks and HeartbeatTicks count Core.Tick calls (defaults 10, 1).
+	// ElectionTicks and HeartbeatTicks count raft ticks (defaults 10, 1).
 	ElectionTicks  int
 	HeartbeatTicks int
+	// TicksPerRaftTick: Core.Tick ticks every raft group once every this
+	// many calls (default 1), so request deadlines and long polls (counted
+	// in Core.Tick calls) can have a finer grain than raft's timeouts
+	// without ticking thousands of groups that often. The server ticks
+	// every 10 ms and raft every 100 ms, as etcd's 100 ms tick.
+	TicksPerRaftTick int
 	// RequestTimeoutTicks fails a produce or fetch still waiting after this
 	// many ticks (default 50).
 	RequestTimeoutTicks int
@@ -75,6 +81,11 @@ type Config struct {
 	// default; negative turns the cache off, so every read of an entry
 	// (apply, appends to followers, fetches) goes to the disk.
 	LogTailCacheBytesMax int64
+	// LogTailCacheBytesTotal bounds the tail caches of all the node's logs
+	// together (default 256 MiB): each gets an equal share, at most
+	// LogTailCacheBytesMax and at least 64 KiB, so a node hosting 2,000
+	// replicas does not cache 8 MiB of each (16 GiB).
+	LogTailCacheBytesTotal int64
 	// CheckpointEntries writes an engine checkpoint every this many applied
 	// entries of a group (default 1024), so a restart replays at most that
 	// many entries instead of the whole log.
@@ -349,10 +360,15 @@ type Core struct {
 	fatal error
 	stats Stats
 
-	readies  []groupReady     // reused by processRound
-	syncs    []func() error   // reused by runSyncs
-	outbox   []outFrame       // one frame per destination node per round
-	received []rawRaftMessage // reused by Receive
+	ready    readyMarks   // the groups the next round asks for a Ready (ready.go)
+	liveness peerLiveness // when each peer was last heard from (quiesce.go)
+	// tailCacheBytes is the tail cache bound every log has now
+	// (shareTailCaches).
+	tailCacheBytes int64
+	readies        []groupReady     // reused by processRound
+	syncs          []func() error   // reused by runSyncs
+	outbox         []outFrame       // one frame per destination node per round
+	received       []rawRaftMessage // reused by Receive
 
 	// The storage pipeline (pipeline.go): jobs started and not yet taken by
 	// the host, jobs in flight by token (looked up only), the last token.

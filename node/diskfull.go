@@ -159,5 +159,6 @@ func (c *Core) reopenReplica(g *group) error {
 		}
 	}
 	c.byTP[g.tp] = ng
+	c.markAllReady() // ng is new; g must leave the marks (ready.go)
 	return nil
 }

@@ -44,6 +44,13 @@ type group struct {
 	topicUUID metadata.UUID
 	// reportQueued: the group waits in Core.leaderReports.
 	reportQueued bool
+	// readyMarked: the group is in Core.ready.marked (ready.go).
+	readyMarked bool
+	// quiesced: the group is idle and not ticked (quiesce.go);
+	// quiescedLeader is the leader it quiesced under (this node when it
+	// leads).
+	quiesced       bool
+	quiescedLeader NodeID
 	// parked are the long-poll fetches to wake when the high-water mark
 	// moves; finished ones are dropped lazily.
 	parked []*fetchSession

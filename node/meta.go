@@ -145,6 +145,7 @@ func (c *Core) reconcile() error {
 	}
 	clear(c.groups[len(kept):])
 	c.groups = append(c.groups[:0], kept...)
+	c.markAllReady() // new groups are ready; stopped ones must leave the marks
 	for _, ref := range hosted {
 		tp := TopicPartition{Topic: ref.Topic, Partition: ref.Partition}
 		if c.byTP[tp] != nil {
@@ -170,7 +171,40 @@ func (c *Core) reconcile() error {
 		g.topicUUID = ref.TopicUUID
 		c.insertGroup(g)
 	}
+	c.shareTailCaches()
 	return nil
+}
+
+// logTailCacheBytesTotalDefault is the default Config.LogTailCacheBytesTotal;
+// logTailCacheBytesMin the smallest share a log gets.
+const (
+	logTailCacheBytesTotalDefault = 256 << 20
+	logTailCacheBytesMin          = 64 << 10
+)
+
+// tailCacheShare is each log's tail cache bound when the node hosts logs
+// logs: an equal share of LogTailCacheBytesTotal, at most
+// LogTailCacheBytesMax (negative: no cache) and at least
+// logTailCacheBytesMin.
+func (c *Core) tailCacheShare(logs int) int64 {
+	if c.cfg.LogTailCacheBytesMax < 0 {
+		return c.cfg.LogTailCacheBytesMax
+	}
+	share := c.cfg.LogTailCacheBytesTotal / int64(max(logs, 1))
+	return max(min(share, c.cfg.LogTailCacheBytesMax), logTailCacheBytesMin)
+}
+
+// shareTailCaches resizes every log's tail cache to its share after the
+// hosted set changed.
+func (c *Core) shareTailCaches() {
+	share := c.tailCacheShare(len(c.groups))
+	if share == c.tailCacheBytes {
+		return
+	}
+	c.tailCacheBytes = share
+	for _, g := range c.groups {
+		g.log.SetTailCacheBytesMax(share)
+	}
 }
 
 // insertGroup adds a partition replica to groups, keeping the order.
@@ -294,6 +328,7 @@ func (c *Core) proposeMeta(data []byte, timeoutTicks uint64, done func(metadata.
 		}
 		data = metadata.WithClusterSeed(data, seed)
 	}
+	c.markReady(c.meta)
 	if err := c.meta.raw.Propose(data); err != nil {
 		return fail(ErrNotController)
 	}

@@ -52,7 +52,8 @@ func Open(cfg Config) (*Core, error) {
 		return nil, err
 	}
 	c := &Core{cfg: cfg, byTP: make(map[TopicPartition]*group), metaWaits: make(map[uint64]*metaWait),
-		syncsInFlight: make(map[uint64]syncJob)}
+		syncsInFlight: make(map[uint64]syncJob), ready: readyMarks{all: true},
+		liveness: peerLiveness{heard: make([]uint64, len(cfg.Nodes))}}
 	c.rand = cfg.Rand
 	c.log = coreLog{h: cfg.Logger.Handler()}.with(slog.Uint64("node", uint64(cfg.ID)))
 	if c.rand == nil {
@@ -90,6 +91,15 @@ func (cfg *Config) setDefaults() error {
 	if cfg.HeartbeatTicks <= 0 || cfg.ElectionTicks <= cfg.HeartbeatTicks {
 		return fmt.Errorf("node: config: ElectionTicks %d must exceed HeartbeatTicks %d > 0",
 			cfg.ElectionTicks, cfg.HeartbeatTicks)
+	}
+	if cfg.LogTailCacheBytesMax == 0 {
+		cfg.LogTailCacheBytesMax = raftlog.DefaultTailCacheBytesMax
+	}
+	if cfg.LogTailCacheBytesTotal <= 0 {
+		cfg.LogTailCacheBytesTotal = logTailCacheBytesTotalDefault
+	}
+	if cfg.TicksPerRaftTick <= 0 {
+		cfg.TicksPerRaftTick = 1
 	}
 	if cfg.RequestTimeoutTicks <= 0 {
 		cfg.RequestTimeoutTicks = requestTimeoutTicksDefault
@@ -159,7 +169,7 @@ func (c *Core) openRaft(g *group) error {
 		return err
 	}
 	g.rejoin = rj
-	opts := raftlog.Options{SegmentBytesMax: c.cfg.SegmentBytesMax, TailCacheBytesMax: c.cfg.LogTailCacheBytesMax}
+	opts := raftlog.Options{SegmentBytesMax: c.cfg.SegmentBytesMax, TailCacheBytesMax: c.tailCacheShare(len(c.groups) + 1)}
 	c.bugLogOptions(&opts)
 	log, err := raftlog.Open(c.cfg.Disk, g.dir+"/log", opts)
 	if err != nil {

@@ -142,6 +142,7 @@ func (c *Core) release(g *group) {
 // stepLocal steps a storage thread's response (or this node's own
 // MsgAppResp) into g's raft.
 func (c *Core) stepLocal(g *group, m *raftpb.Message) {
+	c.markReady(g) // ready.go
 	if err := g.raw.Step(m); err != nil {
 		g.logs.log(slog.LevelDebug, "local message dropped", slog.String("type", m.GetType().String()), slog.Any("err", err))
 	}

@@ -60,6 +60,7 @@ func (c *Core) Process() error {
 			return c.fatal
 		}
 		if n == 0 {
+			c.checkNoneReady()
 			return nil
 		}
 	}
@@ -70,10 +71,11 @@ func (c *Core) Process() error {
 // many groups had a Ready or wrote.
 func (c *Core) processRound() (int, error) {
 	c.readies = c.readies[:0]
-	for _, g := range c.groups {
+	for _, g := range c.readyCandidates() {
 		if !g.raw.HasReady() {
 			continue
 		}
+		c.markReady(g) // Advance may leave more: poll it again next round
 		gr := groupReady{g: g, rd: g.raw.Ready()}
 		c.routeMessages(&gr)
 		c.readies = append(c.readies, gr)

@@ -62,6 +62,7 @@ func (c *Core) produce(req ProduceRequest, done func(ProduceResult)) {
 	id := c.nextProposalID
 	producer := engine.Producer{ID: req.ProducerID, Epoch: req.ProducerEpoch, BaseSequence: req.BaseSequence}
 	data := engine.EncodeProduceEntry(nil, c.cfg.Clock.Realtime().UnixMilli(), id, producer, req.Batch)
+	c.touch(g)
 	if err := g.raw.Propose(data); err != nil {
 		// Dropped: leadership moved (or a transfer), or the uncommitted
 		// tail is full while still leading.

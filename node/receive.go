@@ -22,6 +22,9 @@ type Stats struct {
 	FramesSent           uint64
 	Syncs                uint64 // log syncs of the Ready cycle
 	Checkpoints          uint64 // engine checkpoints written
+	ReadyPolls           uint64 // groups asked HasReady by the Ready rounds (ready.go)
+	Quiesced             uint64 // times a leader quiesced its group (quiesce.go)
+	WokenBySilence       uint64 // quiesced followers woken because their leader's node went silent
 	// VotesWithheld counts vote and pre-vote messages, in or out, that a
 	// replica recovering from a lost disk did not step or send.
 	VotesWithheld uint64
@@ -68,6 +71,7 @@ func (c *Core) Receive(frame []byte) {
 		clear(msgs)
 		return
 	}
+	c.noteHeard(NodeID(from))
 	var topics topicCache
 	for i := range msgs {
 		c.receiveMessage(NodeID(from), topics.get(msgs[i].topic), &msgs[i])
@@ -92,10 +96,13 @@ func (c *Core) receiveMessage(from NodeID, topic string, rm *rawRaftMessage) {
 		c.stats.VotesWithheld++ // recovering from a lost disk (rejoin.go)
 		return
 	}
+	wasQuiesced := g.quiesced
+	c.touch(g)
 	if err := g.raw.Step(&m); err != nil {
 		c.stats.StepErrors++
 		return
 	}
+	g.quiesced = c.steppedQuiesced(g, wasQuiesced, from, &m)
 	c.stats.MessagesStepped++
 }
 
@@ -205,9 +212,18 @@ func (c *Core) Tick() {
 		return
 	}
 	c.ticks++
+	raftTick := c.ticks%uint64(c.cfg.TicksPerRaftTick) == 0
+	if raftTick {
+		c.livenessRaftTick()
+	}
 	for _, g := range c.groups {
-		g.raw.Tick()
+		if raftTick {
+			c.raftTickGroup(g)
+		}
 		c.expireWaits(g)
+	}
+	if len(c.outbox) > 0 {
+		c.sendFrames() // quiesce heartbeats
 	}
 	if c.meta != nil {
 		c.expireMetaWaits()
@@ -226,6 +242,9 @@ func (c *Core) Tick() {
 // expireWaits fails the waits of g whose deadline passed. Deadlines grow in
 // queue order, so the expired waits are a prefix of each queue.
 func (c *Core) expireWaits(g *group) {
+	if len(g.produces) == 0 && len(g.reads) == 0 {
+		return
+	}
 	for _, w := range g.produces {
 		if w.deadline > c.ticks {
 			break

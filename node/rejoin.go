@@ -421,6 +421,9 @@ func (c *Core) answerProbes(from NodeID, probes []*strandpb.RejoinProbe) {
 		case g != nil && !g.isReplica(from):
 			continue
 		case g != nil:
+			// A group quiesced under the probing replica (its leader
+			// until it lost its state) must tick again and elect.
+			c.touch(g)
 			a.State, a.Term, a.LastIndex = c.vouch(g)
 			c.handOnLeadership(g, from, p.GetLastIndex())
 		case p.GetTopic() == metaTopic || !c.trustedNode():
@@ -550,6 +553,7 @@ func (c *Core) handOnLeadership(g *group, from NodeID, last uint64) {
 	}
 	g.logs.log(slog.LevelInfo, "a replica lost acknowledged entries: handing leadership on so it can catch up",
 		slog.Uint64("replica", uint64(from)), slog.Uint64("to", uint64(to)))
+	c.markReady(g) // ready.go
 	g.raw.TransferLeader(uint64(to))
 }
 

@@ -224,6 +224,7 @@ func (c *Core) retentionOffset(g *group, nowMs int64) int64 {
 func (c *Core) proposeTrim(g *group, offset int64) error {
 	c.nextProposalID++
 	data := engine.EncodeTrimEntry(nil, c.cfg.Clock.Realtime().UnixMilli(), c.nextProposalID, offset)
+	c.touch(g) // ready.go, quiesce.go
 	if err := g.raw.Propose(data); err != nil {
 		return err
 	}

@@ -145,6 +145,7 @@ func (c *Core) replayEntry(part *engine.Partition, e *raftpb.Entry) {
 // one frame, so it is finished; a lost one shows as the follower still
 // lagging, and raft sends the snapshot again.
 func (c *Core) sentSnapshot(g *group, to NodeID) {
+	c.markReady(g) // ready.go
 	g.raw.ReportSnapshot(uint64(to), raft.SnapshotFinish)
 	c.stats.SnapshotsSent++
 }

@@ -69,6 +69,7 @@ func (c *Core) throttleAllows(g *group, m *raftpb.Message) bool {
 	if tokens <= 0 {
 		c.throttle.tokens[to] = tokens
 		c.stats.CatchUpThrottled++
+		c.markReady(g) // ready.go
 		g.raw.ReportUnreachable(uint64(to))
 		return false
 	}

@@ -17,3 +17,6 @@ func (l *Log) SegmentRecordForTest(i uint64) (string, int64, int64) {
 
 // RecordSeedsForTest returns the record seeds of FuzzDecodeRecord.
 func RecordSeedsForTest() [][]byte { return recordSeeds() }
+
+// TailCachedForTest returns the number of entries and bytes in the tail cache.
+func (l *Log) TailCachedForTest() (int, int64) { return len(l.tail), l.tailBytes }

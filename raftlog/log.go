@@ -334,6 +334,23 @@ func (l *Log) cacheTail(entries []*raftpb.Entry) {
 	l.tail = l.tail[drop:]
 }
 
+// SetTailCacheBytesMax changes the tail cache's bound (negative: no cache),
+// evicting the oldest entries beyond it now: a node that hosts more logs
+// gives each a smaller share of its memory.
+func (l *Log) SetTailCacheBytesMax(n int64) {
+	l.tailCacheBytesMax = n
+	drop := 0
+	for drop < len(l.tail) && (n < 0 || l.tailBytes > n) {
+		l.tailBytes -= int64(len(l.tail[drop].GetData())) + tailEntryOverheadBytes
+		l.tail[drop] = nil
+		drop++
+	}
+	l.tail = l.tail[drop:]
+}
+
+// TailCacheBytesMax returns the tail cache's bound (negative: no cache).
+func (l *Log) TailCacheBytesMax() int64 { return l.tailCacheBytesMax }
+
 // cutTail drops cached entries at and above index i.
 func (l *Log) cutTail(i uint64) {
 	first := l.tailFirst()

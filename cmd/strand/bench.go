@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,7 @@ type benchFlags struct {
 	rate          int
 	bufferedMax   int
 	fetchBytesMax int32
+	keys          int
 }
 
 func (b *benchFlags) register(fs *pflag.FlagSet, kind string) {
@@ -56,19 +58,44 @@ func (b *benchFlags) register(fs *pflag.FlagSet, kind string) {
 	fs.IntVar(&b.batchBytes, "batch-bytes", 256<<10, "max bytes per batch")
 	fs.DurationVar(&b.linger, "linger", lingerDefault, "wait this long to fill a batch")
 	fs.IntVar(&b.bufferedMax, "buffered", 20000, "records buffered per client before Produce blocks")
+	fs.IntVar(&b.keys, "keys", 0, "give records keys from this many distinct values, spread by hash over the partitions (0: keyless, sticky batches)")
+}
+
+// settings is the line a bench echoes before it starts, so a pasted
+// result carries what produced it.
+func (b *benchFlags) settings(kind string) string {
+	s := fmt.Sprintf("bench %s: brokers=%s topic=%s partitions=%d replication-factor=%d record-bytes=%d clients=%d",
+		kind, strings.Join(b.cf.brokers, ","), b.topic, b.partitions, b.replication, b.recordBytes, b.clients)
+	if b.count > 0 {
+		s += fmt.Sprintf(" count=%d", b.count)
+	} else {
+		s += fmt.Sprintf(" duration=%s", b.duration)
+	}
+	if kind == "consume" {
+		return s + fmt.Sprintf(" fetch-bytes=%d", b.fetchBytesMax)
+	}
+	s += fmt.Sprintf(" acks=%s in-flight=%d batch-bytes=%d linger=%s buffered=%d keys=%d",
+		b.acks, b.inFlight, b.batchBytes, b.linger, b.bufferedMax, b.keys)
+	if kind == "e2e" {
+		s += fmt.Sprintf(" rate=%d/s", b.rate)
+	}
+	return s
 }
 
 // cmdBench runs `strand bench produce|consume|e2e` against a running cluster.
 func cmdBench(args []string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return usageError("bench: want produce, consume or e2e")
+		return usageError("bench: want produce, consume, e2e or cluster")
 	}
 	kind := args[0]
 	if kind == "-h" || kind == "--help" || kind == "help" {
 		return &helpShown{text: groupUsage("bench")}
 	}
+	if kind == "cluster" {
+		return cmdBenchCluster(args[1:], stdout)
+	}
 	if kind != "produce" && kind != "consume" && kind != "e2e" {
-		return usageError("bench: unknown %q: want produce, consume or e2e", kind)
+		return usageError("bench: unknown %q: want produce, consume, e2e or cluster", kind)
 	}
 	fs := newFlags("bench " + kind)
 	var b benchFlags
@@ -76,21 +103,35 @@ func cmdBench(args []string, stdout io.Writer) error {
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
-	if b.clients < 1 || b.recordBytes < 8 {
-		return usageError("--clients ≥ 1 and --record-bytes ≥ 8 please")
+	if b.clients < 1 || b.recordBytes < 8 || b.keys < 0 {
+		return usageError("--clients ≥ 1, --record-bytes ≥ 8 and --keys ≥ 0 please")
+	}
+	if kind == "e2e" && b.rate < 1 {
+		return usageError("--rate must be at least 1")
 	}
 	ctx, stop := signalContext()
 	defer stop()
+	fmt.Fprintln(stdout, b.settings(kind))
 	if err := b.ensureTopic(ctx); err != nil {
 		return err
 	}
+	r, err := b.run(ctx, kind)
+	if err != nil {
+		return err
+	}
+	r.print(stdout)
+	return nil
+}
+
+// run runs one bench of kind produce, consume or e2e.
+func (b *benchFlags) run(ctx context.Context, kind string) (benchResult, error) {
 	switch kind {
 	case "produce":
-		return b.runProduce(ctx, stdout)
+		return b.runProduce(ctx)
 	case "consume":
-		return b.runConsume(ctx, stdout)
+		return b.runConsume(ctx)
 	}
-	return b.runE2E(ctx, stdout)
+	return b.runE2E(ctx)
 }
 
 // ensureTopic creates the bench topic unless it exists.
@@ -120,18 +161,32 @@ func (b *benchFlags) producerClient() (*clientlib.Client, error) {
 		clientlib.MaxInFlightPerConn(64))
 }
 
+// What each bench's latencies measure, printed beside them.
+const (
+	latencyProduce = "from the Produce call to the acknowledgement; includes client queueing: " +
+		"time blocked on a full buffer and waiting in a batch (--linger) and behind --in-flight batches"
+	latencyConsume = "per Poll: one fetch round to every leader"
+	latencyE2E     = "from the Produce call to the record's arrival in Poll in the same process " +
+		"(produced at a steady rate, so hardly any client queueing)"
+	latencyE2EAck = "from the Produce call to the acknowledgement, at the same steady rate"
+)
+
 // benchResult is what a bench prints.
 type benchResult struct {
-	what     string
-	records  int64
-	bytes    int64
-	errors   int64
-	elapsed  time.Duration
-	latency  *histogram
-	latency2 *histogram // e2e: the producer's ack latency
-	cpuUser  time.Duration
-	cpuSys   time.Duration
+	what      string
+	records   int64
+	bytes     int64
+	errors    int64
+	elapsed   time.Duration
+	latency   *histogram
+	latencyIs string     // what latency measures
+	latency2  *histogram // e2e: the producer's ack latency
+	cpuUser   time.Duration
+	cpuSys    time.Duration
 }
+
+// rate is records per second.
+func (r benchResult) rate() float64 { return float64(r.records) / r.elapsed.Seconds() }
 
 func (r benchResult) print(w io.Writer) {
 	secs := r.elapsed.Seconds()
@@ -142,10 +197,10 @@ func (r benchResult) print(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	if r.latency != nil {
-		fmt.Fprintf(w, "  latency %s\n", r.latency.summary())
+		fmt.Fprintf(w, "  latency %s\n    (%s)\n", r.latency.summary(), r.latencyIs)
 	}
 	if r.latency2 != nil {
-		fmt.Fprintf(w, "  produce ack latency %s\n", r.latency2.summary())
+		fmt.Fprintf(w, "  produce ack latency %s\n    (%s)\n", r.latency2.summary(), latencyE2EAck)
 	}
 	cpu := r.cpuUser + r.cpuSys
 	fmt.Fprintf(w, "  bench process CPU: %s user + %s sys = %.0f%% of one core\n",
@@ -154,10 +209,10 @@ func (r benchResult) print(w io.Writer) {
 
 // runProduce sends records as fast as the clients' windows allow and
 // measures each record's time from Produce to its acknowledgement.
-func (b *benchFlags) runProduce(ctx context.Context, w io.Writer) error {
+func (b *benchFlags) runProduce(ctx context.Context) (benchResult, error) {
 	clients, err := b.producers()
 	if err != nil {
-		return err
+		return benchResult{}, err
 	}
 	defer closeAll(clients)
 	var sent, errs atomic.Int64
@@ -178,8 +233,12 @@ func (b *benchFlags) runProduce(ctx context.Context, w io.Writer) error {
 				if (b.count > 0 && n > b.count) || (b.count == 0 && n%64 == 0 && time.Now().After(deadline)) {
 					return
 				}
+				r := &clientlib.Record{Topic: b.topic, Value: value}
+				if b.keys > 0 {
+					r.Key = binary.BigEndian.AppendUint64(nil, uint64(n%int64(b.keys)))
+				}
 				t0 := time.Now()
-				c.Produce(ctx, &clientlib.Record{Topic: b.topic, Value: value}, func(_ *clientlib.Record, err error) {
+				c.Produce(ctx, r, func(_ *clientlib.Record, err error) {
 					h.record(time.Since(t0))
 					if err != nil {
 						errs.Add(1)
@@ -199,9 +258,9 @@ func (b *benchFlags) runProduce(ctx context.Context, w io.Writer) error {
 		all.merge(h)
 	}
 	acked := int64(all.total) - errs.Load()
-	benchResult{what: "produce", records: acked, bytes: acked * int64(b.recordBytes), errors: errs.Load(),
-		elapsed: elapsed, latency: all, cpuUser: user - userStart, cpuSys: sys - sysStart}.print(w)
-	return nil
+	return benchResult{what: "produce", records: acked, bytes: acked * int64(b.recordBytes), errors: errs.Load(),
+		elapsed: elapsed, latency: all, latencyIs: latencyProduce, cpuUser: user - userStart,
+		cpuSys: sys - sysStart}, nil
 }
 
 // producers connects --clients producer clients.
@@ -226,27 +285,27 @@ func closeAll(clients []*clientlib.Client) {
 
 // runConsume reads the topic from the earliest offset up to the
 // high-water marks at start (or --count records), measuring poll latency.
-func (b *benchFlags) runConsume(ctx context.Context, w io.Writer) error {
+func (b *benchFlags) runConsume(ctx context.Context) (benchResult, error) {
 	c, err := b.cf.client(clientlib.MaxInFlightPerConn(64))
 	if err != nil {
-		return err
+		return benchResult{}, err
 	}
 	defer c.Close()
 	offs, err := c.ListOffsets(ctx, b.topic, nil, clientlib.OffsetLatest())
 	if err != nil {
-		return err
+		return benchResult{}, err
 	}
 	var total int64
 	ends := map[int32]int64{}
 	for _, o := range offs {
 		if o.Err != nil {
-			return wrapErr(o.Err, "partition %d", o.Partition)
+			return benchResult{}, wrapErr(o.Err, "partition %d", o.Partition)
 		}
 		ends[o.Partition] = o.HighWatermark
 		total += o.HighWatermark - o.LogStartOffset
 	}
 	if total == 0 {
-		return userErr(nil, "topic %s is empty: run 'strand bench produce' first", b.topic)
+		return benchResult{}, userErr(nil, "topic %s is empty: run 'strand bench produce' first", b.topic)
 	}
 	if b.count > 0 {
 		total = min(total, b.count)
@@ -281,28 +340,26 @@ func (b *benchFlags) runConsume(ctx context.Context, w io.Writer) error {
 	}
 	elapsed := time.Since(start)
 	user, sys := cpuUsage()
-	benchResult{what: "consume", records: got, bytes: bytes, errors: errs, elapsed: elapsed, latency: polls,
-		cpuUser: user - userStart, cpuSys: sys - sysStart}.print(w)
-	fmt.Fprintln(w, "  (latency is per Poll: one fetch round to every leader)")
-	return nil
+	return benchResult{what: "consume", records: got, bytes: bytes, errors: errs, elapsed: elapsed, latency: polls,
+		latencyIs: latencyConsume, cpuUser: user - userStart, cpuSys: sys - sysStart}, nil
 }
 
 // runE2E produces at a steady --rate and consumes in the same process:
 // each record carries its send time, so latency is from Produce to Poll.
-func (b *benchFlags) runE2E(ctx context.Context, w io.Writer) error {
+func (b *benchFlags) runE2E(ctx context.Context) (benchResult, error) {
 	pc, err := b.producerClient()
 	if err != nil {
-		return err
+		return benchResult{}, err
 	}
 	defer pc.Close()
 	cc, err := b.cf.client()
 	if err != nil {
-		return err
+		return benchResult{}, err
 	}
 	defer cc.Close()
 	k := clientlib.NewConsumer(cc, clientlib.FetchMaxWait(100*time.Millisecond))
 	if err := b.startAtEnd(ctx, cc, k); err != nil {
-		return err
+		return benchResult{}, err
 	}
 	if b.count == 0 {
 		b.count = int64(float64(b.rate) * b.duration.Seconds())
@@ -336,10 +393,9 @@ func (b *benchFlags) runE2E(ctx context.Context, w io.Writer) error {
 	cancel()
 	elapsed := time.Since(start)
 	user, sys := cpuUsage()
-	benchResult{what: fmt.Sprintf("e2e at %d msgs/s", b.rate), records: int64(e2e.total),
+	return benchResult{what: fmt.Sprintf("e2e at %d msgs/s", b.rate), records: int64(e2e.total),
 		bytes: int64(e2e.total) * int64(b.recordBytes), errors: errs.Load(), elapsed: elapsed, latency: e2e,
-		latency2: acks, cpuUser: user - userStart, cpuSys: sys - sysStart}.print(w)
-	return nil
+		latencyIs: latencyE2E, latency2: acks, cpuUser: user - userStart, cpuSys: sys - sysStart}, nil
 }
 
 // startAtEnd assigns every partition at its end and waits until the

@@ -102,7 +102,7 @@ func TestBadCountsRefused(t *testing.T) {
 // bench --help` and `strand help CMD` used to fail.
 func TestHelpForEveryCommand(t *testing.T) {
 	for _, name := range []string{"dev", "serve", "topic create", "topic list", "topic describe", "topic delete",
-		"produce", "consume", "cluster", "bench produce", "bench consume", "bench e2e", "version", "help"} {
+		"produce", "consume", "cluster", "bench produce", "bench consume", "bench e2e", "bench cluster", "version", "help"} {
 		words := strings.Fields(name)
 		want := []string{"Usage:\n  strand " + name, "Example:\n  "}
 		if strings.Contains(name, "topic ") && name != "topic list" {

@@ -21,12 +21,16 @@ import (
 )
 
 // Defaults of Config's zero fields. With a 10 ms tick, the Core's
-// timeouts (counted in ticks) come out at about 1 s election, 100 ms
-// heartbeat and 5 s request timeout.
+// timeouts come out at about 1 s election, 100 ms heartbeat (counted in
+// raft ticks, one every 10 Core ticks) and 5 s request timeout (in Core
+// ticks): ticking 2,000 raft groups every 10 ms, and polling them all
+// for a Ready after each tick, was much of an idle node's CPU, while
+// request deadlines and long polls keep their 10 ms grain.
 const (
 	TickDefault                 = 10 * time.Millisecond // real time between two node.Core.Tick calls
-	ElectionTicksDefault        = 100                   // ≈ 1 s election timeout
-	HeartbeatTicksDefault       = 10                    // ≈ 100 ms heartbeats
+	ElectionTicksDefault        = 10                    // raft ticks: ≈ 1 s election timeout
+	HeartbeatTicksDefault       = 1                     // raft ticks: ≈ 100 ms heartbeats
+	TicksPerRaftTickDefault     = 10                    // raft ticks every 100 ms, as etcd's
 	RequestTimeoutTicksDefault  = 500                   // ≈ 5 s before a waiting request times out
 	runtimeFramesQueueMax       = 4096                  // raft frames waiting for the loop
 	runtimeRequestsQueueMax     = 8192                  // client requests waiting for the loop
@@ -331,8 +335,9 @@ func (r *Server) fillCoreConfig() error {
 		c.SyncLogs = runtimeSyncLogs
 	}
 	c.AsyncSyncs = true
-	if c.ElectionTicks == 0 && c.HeartbeatTicks == 0 {
+	if c.ElectionTicks == 0 && c.HeartbeatTicks == 0 && c.TicksPerRaftTick == 0 {
 		c.ElectionTicks, c.HeartbeatTicks = ElectionTicksDefault, HeartbeatTicksDefault
+		c.TicksPerRaftTick = TicksPerRaftTickDefault
 	}
 	if c.RequestTimeoutTicks == 0 {
 		c.RequestTimeoutTicks = RequestTimeoutTicksDefault

@@ -1,0 +1,642 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/strandlog/strand/clientlib"
+)
+
+// `strand bench cluster` starts three real `strand serve` processes on
+// 127.0.0.1 (fsync before ack, as in production), runs the benches against
+// them and prints one table with the servers' CPU and memory. --binary
+// names the server binary, so two builds can be compared side by side with
+// the same driver.
+
+// clusterBench holds the flags of `strand bench cluster`.
+type clusterBench struct {
+	binary         string
+	dataDir        string
+	keep           bool
+	nodes          int
+	phases         []string
+	duration       time.Duration
+	e2eDuration    time.Duration
+	rates          []int
+	idle           time.Duration
+	manyPartitions int32
+	manyKeys       int
+	manyProduce    bool
+	recordBytes    int
+	serverArgs     []string
+}
+
+// clusterPhases are the phases `bench cluster` knows, in the order it runs them.
+var clusterPhases = []string{"produce", "consume", "e2e", "many"}
+
+func (cb *clusterBench) register(fs *pflag.FlagSet) {
+	fs.StringVar(&cb.binary, "binary", "", "strand binary to run the servers with (default: this one)")
+	fs.StringVar(&cb.dataDir, "data-dir", "", "directory for the servers' data and logs (default: a new temporary one)")
+	fs.BoolVar(&cb.keep, "keep", false, "keep the data directory afterwards (servers' logs are in it)")
+	fs.IntVar(&cb.nodes, "nodes", 3, "servers to start")
+	fs.StringSliceVar(&cb.phases, "phases", clusterPhases, "phases to run: produce, consume, e2e, many")
+	fs.DurationVar(&cb.duration, "duration", 10*time.Second, "length of each produce phase")
+	fs.DurationVar(&cb.e2eDuration, "e2e-duration", 8*time.Second, "length of each e2e run")
+	fs.IntSliceVar(&cb.rates, "rates", []int{1000, 5000}, "e2e rates in msgs/s (each on 1 and 6 partitions)")
+	fs.DurationVar(&cb.idle, "idle", 10*time.Second, "how long to measure the idle cluster with the many-partition topic")
+	fs.Int32Var(&cb.manyPartitions, "many-partitions", 2000, "partitions of the many-partition topic (RF 3)")
+	fs.IntVar(&cb.manyKeys, "many-keys", 0, "produce to the many-partition topic with this many distinct keys (0: keyless, sticky batches)")
+	fs.BoolVar(&cb.manyProduce, "many-produce", true, "produce across the many-partition topic after the idle phase")
+	fs.IntVar(&cb.recordBytes, "record-bytes", 1024, "bytes per record value")
+	fs.StringSliceVar(&cb.serverArgs, "server-arg", nil, "extra flag for every server, e.g. --server-arg=--cpuprofile=prof (NODE in it becomes the node id)")
+}
+
+// cmdBenchCluster runs `strand bench cluster`.
+func cmdBenchCluster(args []string, stdout io.Writer) error {
+	fs := newFlags("bench cluster")
+	var cb clusterBench
+	cb.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return usageError("bench cluster takes no arguments, got %q", fs.Args())
+	}
+	if err := cb.check(); err != nil {
+		return err
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	cl, err := cb.start(ctx, stdout)
+	if err != nil {
+		return err
+	}
+	rows, runErr := cb.runPhases(ctx, cl, stdout)
+	closeErr := cl.close()
+	printClusterTable(stdout, cl, rows)
+	if runErr != nil {
+		return runErr
+	}
+	return closeErr
+}
+
+// check refuses settings that cannot run.
+func (cb *clusterBench) check() error {
+	for _, p := range cb.phases {
+		if !containsString(clusterPhases, p) {
+			return usageError("--phases: unknown %q: want some of %s", p, strings.Join(clusterPhases, ","))
+		}
+	}
+	if cb.nodes < 3 {
+		return usageError("--nodes must be at least 3 (topics have replication factor 3)")
+	}
+	if cb.manyPartitions < 1 || cb.recordBytes < 8 || cb.duration <= 0 || cb.e2eDuration <= 0 {
+		return usageError("--many-partitions ≥ 1, --record-bytes ≥ 8, --duration and --e2e-duration > 0 please")
+	}
+	for _, r := range cb.rates {
+		if r < 1 {
+			return usageError("--rates: %d: want at least 1 msg/s", r)
+		}
+	}
+	if cb.binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return userErr(err, "cannot find this binary (%v): pass --binary", err)
+		}
+		cb.binary = exe
+	}
+	if _, err := os.Stat(cb.binary); err != nil {
+		return userErr(err, "--binary %s: %v", cb.binary, err)
+	}
+	return nil
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// clusterRow is one line of the table.
+type clusterRow struct {
+	phase      string
+	partitions int32
+	result     *benchResult // nil for phases without records
+	note       string       // for rows without a result: what was measured
+	servers    []procSample // at the end of the phase
+	serverCPU  float64      // cores, all servers together, over the phase
+	span       time.Duration
+}
+
+// measured runs f and samples the servers around it.
+func measured(cl *benchCluster, phase string, partitions int32, f func() (*benchResult, string, error)) (clusterRow, error) {
+	before := cl.sample()
+	start := time.Now()
+	r, note, err := f()
+	span := time.Since(start)
+	after := cl.sample()
+	row := clusterRow{phase: phase, partitions: partitions, result: r, note: note, servers: after, span: span}
+	for i := range after {
+		row.serverCPU += (after[i].cpu - before[i].cpu).Seconds() / span.Seconds()
+	}
+	return row, err
+}
+
+// benchFlagsFor is the settings of one bench against cl.
+func (cb *clusterBench) benchFlagsFor(cl *benchCluster, topic string, partitions int32) benchFlags {
+	return benchFlags{
+		cf:    clientFlags{brokers: cl.addrs, timeout: 60 * time.Second},
+		topic: topic, partitions: partitions, replication: 3, recordBytes: cb.recordBytes,
+		acks: "all", inFlight: 5, clients: 1, batchBytes: 256 << 10, linger: 2 * time.Millisecond,
+		duration: cb.duration, bufferedMax: 20000, fetchBytesMax: 8 << 20,
+	}
+}
+
+// runPhases runs the phases asked for, returning the rows measured so
+// far even when one fails.
+func (cb *clusterBench) runPhases(ctx context.Context, cl *benchCluster, w io.Writer) ([]clusterRow, error) {
+	var rows []clusterRow
+	add := func(row clusterRow, err error) error {
+		rows = append(rows, row)
+		fmt.Fprintf(w, "  %-34s done in %s\n", row.label(), row.span.Round(100*time.Millisecond))
+		if err == nil {
+			err = cl.exited()
+		}
+		return err
+	}
+	for _, p := range cb.phases {
+		var err error
+		switch p {
+		case "produce":
+			err = add(cb.benchPhase(ctx, cl, "produce", "bench-6", 6, "produce"))
+		case "consume":
+			err = add(cb.benchPhase(ctx, cl, "consume", "bench-6", 6, "consume"))
+		case "e2e":
+			err = cb.e2ePhases(ctx, cl, add)
+		case "many":
+			err = cb.manyPhases(ctx, cl, add)
+		}
+		if err != nil {
+			return rows, err
+		}
+	}
+	return rows, nil
+}
+
+// benchPhase runs one bench of kind on topic (created with partitions).
+func (cb *clusterBench) benchPhase(ctx context.Context, cl *benchCluster, phase, topic string, partitions int32, kind string) (clusterRow, error) {
+	b := cb.benchFlagsFor(cl, topic, partitions)
+	if kind == "e2e" {
+		b.linger = 0
+		b.duration = cb.e2eDuration
+	}
+	if err := cl.ensureTopic(ctx, &b); err != nil {
+		return clusterRow{phase: phase, partitions: partitions}, err
+	}
+	return measured(cl, phase, partitions, func() (*benchResult, string, error) {
+		r, err := b.run(ctx, kind)
+		return &r, "", err
+	})
+}
+
+// e2ePhases runs e2e at every rate on 1 and 6 partitions.
+func (cb *clusterBench) e2ePhases(ctx context.Context, cl *benchCluster, add func(clusterRow, error) error) error {
+	for _, rate := range cb.rates {
+		for _, parts := range []int32{1, 6} {
+			b := cb.benchFlagsFor(cl, fmt.Sprintf("bench-e2e-%d", parts), parts)
+			b.linger, b.duration, b.rate = 0, cb.e2eDuration, rate
+			if err := cl.ensureTopic(ctx, &b); err != nil {
+				return err
+			}
+			row, err := measured(cl, fmt.Sprintf("e2e %d/s", rate), parts, func() (*benchResult, string, error) {
+				r, err := b.runE2E(ctx)
+				return &r, "", err
+			})
+			if err := add(row, err); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// manyPhases creates the many-partition topic (timing it until every
+// partition has a leader), measures the idle cluster, then produces
+// across it.
+func (cb *clusterBench) manyPhases(ctx context.Context, cl *benchCluster, add func(clusterRow, error) error) error {
+	parts := cb.manyPartitions
+	b := cb.benchFlagsFor(cl, fmt.Sprintf("bench-many-%d", parts), parts)
+	b.keys = cb.manyKeys
+	rssBefore := cl.sample()
+	var replicas []int
+	err := add(measured(cl, "create topic", parts, func() (*benchResult, string, error) {
+		var err error
+		replicas, err = cl.createAndWaitLeaders(ctx, &b)
+		return nil, "until every partition has a leader", err
+	}))
+	if err != nil {
+		return err
+	}
+	err = add(measured(cl, "idle", parts, func() (*benchResult, string, error) {
+		select {
+		case <-time.After(cb.idle):
+		case <-ctx.Done():
+			return nil, "", ctx.Err()
+		}
+		return nil, fmt.Sprintf("no clients for %s", cb.idle), nil
+	}))
+	if err != nil {
+		return err
+	}
+	cl.replicaMemory = perReplica(rssBefore, cl.sample(), replicas)
+	if !cb.manyProduce {
+		return nil
+	}
+	return add(measured(cl, "produce", parts, func() (*benchResult, string, error) {
+		r, err := b.runProduce(ctx)
+		return &r, "", err
+	}))
+}
+
+// perReplica is each node's RSS growth per replica it gained.
+func perReplica(before, after []procSample, replicas []int) []float64 {
+	out := make([]float64, len(after))
+	for i := range after {
+		if i < len(replicas) && replicas[i] > 0 && i < len(before) {
+			out[i] = float64(after[i].rssBytes-before[i].rssBytes) / float64(replicas[i])
+		}
+	}
+	return out
+}
+
+func (r clusterRow) label() string {
+	return fmt.Sprintf("%s (%d partitions)", r.phase, r.partitions)
+}
+
+// printClusterTable prints the rows, one line each, then what the columns mean.
+func printClusterTable(w io.Writer, cl *benchCluster, rows []clusterRow) {
+	fmt.Fprintf(w, "\n%-14s %5s %9s %7s %9s %9s %9s %8s %6s %s\n", "phase", "parts", "msgs/s", "MiB/s",
+		"p50", "p99", "p999", "srv-cpu", "cli", "RSS MiB per node")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%-14s %5d ", r.phase, r.partitions)
+		if r.result != nil {
+			res := r.result
+			fmt.Fprintf(w, "%9.0f %7.1f %9s %9s %9s ", res.rate(), float64(res.bytes)/res.elapsed.Seconds()/(1<<20),
+				roundDuration(res.latency.quantile(0.5)), roundDuration(res.latency.quantile(0.99)),
+				roundDuration(res.latency.quantile(0.999)))
+		} else {
+			fmt.Fprintf(w, "%-47s ", fmt.Sprintf("%s: %s", r.span.Round(10*time.Millisecond), r.note))
+		}
+		cli := "-"
+		if r.result != nil {
+			cli = fmt.Sprintf("%.2f", (r.result.cpuUser+r.result.cpuSys).Seconds()/r.result.elapsed.Seconds())
+		}
+		fmt.Fprintf(w, "%8.3f %6s %s", r.serverCPU, cli, rssList(r.servers))
+		if r.result != nil && r.result.errors > 0 {
+			fmt.Fprintf(w, "  (%d errors)", r.result.errors)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(cl.replicaMemory) > 0 {
+		var parts []string
+		for _, m := range cl.replicaMemory {
+			parts = append(parts, fmt.Sprintf("%.1f", m/1024))
+		}
+		fmt.Fprintf(w, "memory per idle replica (RSS growth / replicas gained, per node): %s KiB\n", strings.Join(parts, " / "))
+	}
+	fmt.Fprintf(w, `servers: %s (%d nodes, fsync before ack); records %d bytes, RF 3, acks=all
+latency: produce = %s;
+  consume = %s; e2e = %s
+srv-cpu: the servers' utime+stime over the phase, in cores (1.0 = one core busy), all servers together
+cli: this bench process's CPU in cores (it shares the machine with the servers)
+`, cl.binary, len(cl.procs), cl.recordBytes, latencyProduce, latencyConsume, latencyE2E)
+}
+
+func rssList(s []procSample) string {
+	var parts []string
+	for _, p := range s {
+		parts = append(parts, strconv.FormatInt(p.rssBytes>>20, 10))
+	}
+	return strings.Join(parts, "/")
+}
+
+// benchCluster is the running servers.
+type benchCluster struct {
+	binary        string
+	dir           string
+	removeDir     bool
+	recordBytes   int
+	addrs         []string
+	procs         []*serverProc
+	replicaMemory []float64 // bytes per idle replica, per node
+}
+
+// serverProc is one `strand serve` process.
+type serverProc struct {
+	id   int
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+	err  error
+}
+
+// start launches the servers and waits until every node is registered.
+func (cb *clusterBench) start(ctx context.Context, w io.Writer) (*benchCluster, error) {
+	dir := cb.dataDir
+	cl := &benchCluster{binary: cb.binary, recordBytes: cb.recordBytes}
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "strand-bench-cluster-"); err != nil {
+			return nil, err
+		}
+		cl.removeDir = !cb.keep
+	}
+	cl.dir = dir
+	ports, err := benchPorts(cb.nodes)
+	if err != nil {
+		return nil, err
+	}
+	var peers []string
+	for i, p := range ports {
+		cl.addrs = append(cl.addrs, "127.0.0.1:"+strconv.Itoa(p))
+		peers = append(peers, fmt.Sprintf("%d=%s", i+1, cl.addrs[i]))
+	}
+	fmt.Fprintf(w, "bench cluster: %d servers from %s on %s, data in %s\n", cb.nodes, cb.binary,
+		strings.Join(cl.addrs, ","), dir)
+	for i := range ports {
+		id := i + 1
+		args := []string{"serve", "--id", strconv.Itoa(id), "--peers", strings.Join(peers, ","),
+			"--data-dir", filepath.Join(dir, fmt.Sprintf("node%d", id))}
+		for _, a := range cb.serverArgs {
+			args = append(args, strings.ReplaceAll(a, "NODE", strconv.Itoa(id)))
+		}
+		p, err := startServer(id, cb.binary, filepath.Join(dir, fmt.Sprintf("node%d.log", id)), args)
+		if err != nil {
+			cl.close()
+			return nil, err
+		}
+		cl.procs = append(cl.procs, p)
+	}
+	if err := cl.waitRegistered(ctx, 60*time.Second); err != nil {
+		cl.close()
+		return nil, err
+	}
+	return cl, nil
+}
+
+// benchPorts picks n free ports on 127.0.0.1 below the ephemeral range
+// (see the tests' freePorts for why), in random order.
+func benchPorts(n int) ([]int, error) {
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	var ports []int
+	for attempt := 0; len(ports) < n; attempt++ {
+		if attempt == 1000 {
+			return nil, fmt.Errorf("bench cluster: no %d free ports on 127.0.0.1 in 20000..32000", n)
+		}
+		port := 20000 + rand.IntN(12000)
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		lns = append(lns, ln)
+		ports = append(ports, port)
+	}
+	return ports, nil
+}
+
+func startServer(id int, binary, logPath string, args []string) (*serverProc, error) {
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return nil, err
+	}
+	out, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(binary, args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		out.Close()
+		return nil, fmt.Errorf("bench cluster: start %s: %w", binary, err)
+	}
+	p := &serverProc{id: id, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		out.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// exited reports a server that stopped on its own, with its log's tail.
+func (cl *benchCluster) exited() error {
+	for _, p := range cl.procs {
+		select {
+		case <-p.done:
+			return fmt.Errorf("bench cluster: server %d exited (%v); its log %s ends:\n%s", p.id, p.err, p.log, logTail(p.log))
+		default:
+		}
+	}
+	return nil
+}
+
+func logTail(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
+}
+
+// close stops every server (SIGTERM, then SIGKILL after 20 s) and removes
+// the data directory unless it is kept.
+func (cl *benchCluster) close() error {
+	var errs []error
+	for _, p := range cl.procs {
+		p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range cl.procs {
+		select {
+		case <-p.done:
+		case <-time.After(20 * time.Second):
+			p.cmd.Process.Kill()
+			<-p.done
+			errs = append(errs, fmt.Errorf("bench cluster: server %d did not stop within 20 s of SIGTERM", p.id))
+		}
+	}
+	if cl.removeDir {
+		os.RemoveAll(cl.dir)
+	}
+	return errors.Join(errs...)
+}
+
+// waitRegistered polls metadata until every node is registered.
+func (cl *benchCluster) waitRegistered(ctx context.Context, within time.Duration) error {
+	c, err := clientlib.NewClient(clientlib.SeedAddresses(cl.addrs...), clientlib.ClientID("strand-bench"),
+		clientlib.DialTimeout(brokerDialTimeout), clientlib.RequestTimeout(2*time.Second), clientlib.MaxRetries(1))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return pollUntil(ctx, within, "every server registered", func() error {
+		if err := cl.exited(); err != nil {
+			return backoffStop{err}
+		}
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		info, err := c.Metadata(cctx)
+		if err != nil {
+			return err
+		}
+		if len(info.Nodes) < len(cl.procs) {
+			return fmt.Errorf("%d of %d nodes registered", len(info.Nodes), len(cl.procs))
+		}
+		return nil
+	})
+}
+
+// backoffStop makes pollUntil give up at once.
+type backoffStop struct{ err error }
+
+func (b backoffStop) Error() string { return b.err.Error() }
+
+// pollUntil calls f every 100 ms until it returns nil, a backoffStop, the
+// context ends or within passes.
+func pollUntil(ctx context.Context, within time.Duration, what string, f func() error) error {
+	deadline := time.Now().Add(within)
+	for {
+		err := f()
+		var stop backoffStop
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &stop):
+			return stop.err
+		case time.Now().After(deadline):
+			return fmt.Errorf("bench cluster: %s: not within %s: %w", what, within, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// ensureTopic creates b's topic unless it exists and waits for its leaders.
+func (cl *benchCluster) ensureTopic(ctx context.Context, b *benchFlags) error {
+	_, err := cl.createAndWaitLeaders(ctx, b)
+	return err
+}
+
+// createAndWaitLeaders creates b's topic (unless it exists) and waits
+// until every partition has a leader; it returns the replicas each node
+// holds of the topic.
+func (cl *benchCluster) createAndWaitLeaders(ctx context.Context, b *benchFlags) ([]int, error) {
+	if err := b.ensureTopic(ctx); err != nil {
+		return nil, err
+	}
+	c, err := b.cf.client()
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	replicas := make([]int, len(cl.procs))
+	err = pollUntil(ctx, 5*time.Minute, "every partition of "+b.topic+" has a leader", func() error {
+		if err := cl.exited(); err != nil {
+			return backoffStop{err}
+		}
+		info, err := c.Metadata(ctx)
+		if err != nil {
+			return err
+		}
+		for _, t := range info.Topics {
+			if t.Name != b.topic {
+				continue
+			}
+			clear(replicas)
+			led := 0
+			for _, p := range t.Partitions {
+				if p.LeaderID != 0 {
+					led++
+				}
+				for _, r := range p.Replicas {
+					if r >= 1 && int(r) <= len(replicas) {
+						replicas[r-1]++
+					}
+				}
+			}
+			if led == int(b.partitions) {
+				return nil
+			}
+			return fmt.Errorf("%d of %d partitions have a leader", led, b.partitions)
+		}
+		return fmt.Errorf("topic %s not in metadata yet", b.topic)
+	})
+	return replicas, err
+}
+
+// procSample is one server's CPU time so far and resident memory.
+type procSample struct {
+	cpu      time.Duration
+	rssBytes int64
+}
+
+// sample reads every server's /proc/PID/stat (utime, stime) and
+// /proc/PID/status (VmRSS); a server it cannot read samples as zero.
+func (cl *benchCluster) sample() []procSample {
+	out := make([]procSample, len(cl.procs))
+	for i, p := range cl.procs {
+		out[i] = readProcSample(p.cmd.Process.Pid)
+	}
+	return out
+}
+
+// clockTicksPerSecond is Linux's USER_HZ, the unit of /proc/PID/stat's
+// utime and stime: 100 on every architecture Go supports.
+const clockTicksPerSecond = 100
+
+func readProcSample(pid int) procSample {
+	var s procSample
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		// The command name (field 2) may hold spaces: fields count from
+		// after its closing parenthesis; utime and stime are fields 14, 15.
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 {
+			f := strings.Fields(string(b[i+1:]))
+			if len(f) > 12 {
+				u, _ := strconv.ParseInt(f[11], 10, 64)
+				st, _ := strconv.ParseInt(f[12], 10, 64)
+				s.cpu = time.Duration(u+st) * time.Second / clockTicksPerSecond
+			}
+		}
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				s.rssBytes = kb << 10
+			}
+		}
+	}
+	return s
+}

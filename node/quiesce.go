@@ -1,0 +1,180 @@
+package node
+
+import (
+	"bytes"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+)
+
+// Quiescence (CockroachDB's): an idle partition group stops ticking.
+//
+// A leader whose followers all hold its whole log, with everything
+// committed and applied, no request waiting and nothing to send, sends each
+// follower one last heartbeat marked quiesceContext and stops ticking the
+// group: no more heartbeats. A follower that steps such a heartbeat from
+// its leader, in its term, and holds exactly the leader's committed log
+// stops ticking too, so it cannot time out and campaign. Any other call
+// into the group wakes it (touch: a proposal, a read, any raft message but
+// heartbeat responses and the quiesce heartbeat itself), and it ticks
+// again from where it stopped. Raft's safety never depends on ticks; only
+// liveness does, so:
+//
+//   - a quiesced follower must notice its leader's node dying. Every node
+//     sends every peer a frame on every raft tick (an empty one when it has
+//     nothing else: liveness frames), and a node wakes the quiesced
+//     followers of a leader whose node it has not heard from for an
+//     election timeout; they time out and elect a new leader as usual.
+//   - a quiesced leader no longer steps down by CheckQuorum; it wakes on the
+//     first request or message, and then does.
+//
+// The metadata group never quiesces (its traffic is small and it carries
+// the registration and leader reports). Rejected: coalesced heartbeats per
+// node pair (every group still steps a heartbeat per interval: the CPU
+// scales with groups); a longer heartbeat interval (slower failover).
+
+// quiesceContext marks the heartbeat that quiesces a follower: eight zero
+// bytes. etcd raft (v3.7) puts in a heartbeat's context the little-endian
+// count of ReadIndex requests it confirms (nil when none, so never zero)
+// and the leader takes the maximum of the echoed counts: a zero count
+// confirms nothing, where any other value could confirm reads that no
+// quorum acknowledged.
+var quiesceContext = make([]byte, 8)
+
+// touch wakes g and marks it for the next round: for every call into g's
+// RawNode on behalf of a request (Propose, ReadIndex).
+func (c *Core) touch(g *group) {
+	g.quiesced = false
+	c.markReady(g)
+}
+
+// raftTickGroup ticks g's RawNode unless it is quiesced, first quiescing
+// it when it leads an idle group.
+func (c *Core) raftTickGroup(g *group) {
+	if g.quiesced || c.maybeQuiesce(g) {
+		return
+	}
+	g.raw.Tick()
+	c.markReady(g)
+}
+
+// maybeQuiesce quiesces g when it leads an idle group whose followers all
+// match its log, sending each the quiesce heartbeat; it reports whether it
+// did.
+func (c *Core) maybeQuiesce(g *group) bool {
+	if g == c.meta || g.live > 0 || g.pipe.syncing != 0 || len(g.pipe.appends) > 0 || len(g.pipe.held) > 0 {
+		return false
+	}
+	st := g.raw.BasicStatus()
+	commit := st.GetCommit()
+	if st.RaftState != raft.StateLeader || st.LeadTransferee != 0 || st.Applied != commit || g.appliedRaft != commit {
+		return false
+	}
+	last, err := g.log.LastIndex()
+	if err != nil || last != commit || g.raw.HasReady() {
+		return false
+	}
+	matched := 0
+	g.raw.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if NodeID(id) != c.cfg.ID && pr.Match == last && pr.State == tracker.StateReplicate {
+			matched++
+		}
+	})
+	if matched != len(g.replicas)-1 {
+		return false
+	}
+	msgs := make([]*raftpb.Message, 0, len(g.replicas)-1)
+	for _, r := range g.replicas {
+		if r == c.cfg.ID {
+			continue
+		}
+		msgs = append(msgs, &raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), To: ptr(uint64(r)),
+			From: ptr(uint64(c.cfg.ID)), Term: ptr(st.GetTerm()), Commit: ptr(commit), Context: quiesceContext})
+	}
+	for _, m := range msgs {
+		c.queueMessage(g, m)
+	}
+	g.quiesced = true
+	g.quiescedLeader = c.cfg.ID
+	c.stats.Quiesced++
+	return true
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// steppedQuiesced tells whether g stays (or becomes) quiesced after m, from
+// node from, was stepped into it: a leader stays quiesced through heartbeat
+// responses; a follower quiesces on its leader's quiesce heartbeat when it
+// holds exactly the leader's committed log; anything else wakes the group.
+func (c *Core) steppedQuiesced(g *group, wasQuiesced bool, from NodeID, m *raftpb.Message) bool {
+	if g == c.meta {
+		return false
+	}
+	switch m.GetType() {
+	case raftpb.MsgHeartbeatResp:
+		return wasQuiesced && g.quiescedLeader == c.cfg.ID
+	case raftpb.MsgHeartbeat:
+		if !bytes.Equal(m.GetContext(), quiesceContext) {
+			return false
+		}
+		st := g.raw.BasicStatus()
+		last, err := g.log.LastIndex()
+		if err != nil || st.RaftState != raft.StateFollower || NodeID(st.Lead) != from || st.GetTerm() != m.GetTerm() ||
+			st.GetCommit() != m.GetCommit() || last != m.GetCommit() {
+			return false
+		}
+		g.quiescedLeader = from
+		return true
+	}
+	return false
+}
+
+// peerLiveness tracks when each peer node was last heard from, in Core
+// ticks, so quiesced followers of a silent leader can be woken.
+type peerLiveness struct {
+	heard []uint64 // by position in Config.Nodes
+}
+
+// noteHeard records a frame from node from.
+func (c *Core) noteHeard(from NodeID) {
+	for i, p := range c.cfg.Nodes {
+		if p.ID == from {
+			c.liveness.heard[i] = c.ticks
+			return
+		}
+	}
+}
+
+// livenessRaftTick runs on every raft tick: it sends every peer an empty
+// frame (so a node with only quiesced groups still shows it is alive) and
+// wakes the quiesced followers of leaders on nodes silent for longer than
+// an election timeout.
+func (c *Core) livenessRaftTick() {
+	silentAfter := uint64(c.cfg.ElectionTicks * c.cfg.TicksPerRaftTick)
+	var silent []NodeID
+	for i, p := range c.cfg.Nodes {
+		if p.ID == c.cfg.ID {
+			continue
+		}
+		c.cfg.Network.Send(p.ID, encodeRaftFrame(c.cfg.ID, nil))
+		c.stats.FramesSent++
+		if c.ticks-c.liveness.heard[i] > silentAfter && !c.bugQuiescedNeverWake() {
+			silent = append(silent, p.ID)
+		}
+	}
+	if len(silent) == 0 {
+		return
+	}
+	for _, g := range c.groups {
+		if !g.quiesced || g.quiescedLeader == c.cfg.ID {
+			continue
+		}
+		for _, id := range silent {
+			if g.quiescedLeader == id {
+				g.quiesced = false
+				c.stats.WokenBySilence++
+			}
+		}
+	}
+}
