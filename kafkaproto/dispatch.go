@@ -27,23 +27,26 @@ var apis = []api{
 	{key: 1, min: 4, max: 12, serve: (*conn).fetch},      // Fetch: v4+ RecordBatch v2; v13 names topics by id
 	{key: 2, min: 1, max: 6, serve: (*conn).listOffsets}, // ListOffsets: v0 is the old offsets array; v7 adds max-timestamp lookups
 	{key: 3, min: 1, max: 12, serve: (*conn).metadata},
-	{key: 8, min: 2, max: 9, serve: (*conn).offsetCommit},            // OffsetCommit: v10 names topics by id
-	{key: 9, min: 1, max: 9, serve: (*conn).offsetFetch},             // OffsetFetch: v8+ many groups; v10 topic ids
-	{key: 10, min: 0, max: 4, serve: (*conn).findCoordinator},        // FindCoordinator: v4+ batched keys
-	{key: 11, min: 0, max: 9, serve: (*conn).joinGroup},              // JoinGroup (classic members, server-side assignment)
-	{key: 12, min: 0, max: 4, serve: (*conn).heartbeatGroup},         // Heartbeat
-	{key: 13, min: 0, max: 5, serve: (*conn).leaveGroup},             // LeaveGroup
-	{key: 14, min: 0, max: 5, serve: (*conn).syncGroup},              // SyncGroup
-	{key: 15, min: 0, max: 5, serve: (*conn).describeGroups},         // DescribeGroups
-	{key: 16, min: 0, max: 5, serve: (*conn).listGroups},             // ListGroups
-	{key: 18, min: 0, max: 4, serve: nil},                            // ApiVersions (answered in serve)
-	{key: 19, min: 2, max: 7, serve: (*conn).createTopics},           // CreateTopics
-	{key: 20, min: 1, max: 6, serve: (*conn).deleteTopics},           // DeleteTopics (v6: by name only)
-	{key: 22, min: 0, max: 4, serve: (*conn).initProducerID},         // InitProducerId (idempotence only)
-	{key: 32, min: 1, max: 4, serve: (*conn).describeConfigs},        // DescribeConfigs (topics)
-	{key: 42, min: 0, max: 2, serve: (*conn).deleteGroups},           // DeleteGroups
-	{key: 68, min: 0, max: 1, serve: (*conn).consumerGroupHeartbeat}, // ConsumerGroupHeartbeat (KIP-848)
-	{key: 69, min: 0, max: 1, serve: (*conn).consumerGroupDescribe},  // ConsumerGroupDescribe
+	{key: 8, min: 2, max: 9, serve: (*conn).offsetCommit},             // OffsetCommit: v10 names topics by id
+	{key: 9, min: 1, max: 9, serve: (*conn).offsetFetch},              // OffsetFetch: v8+ many groups; v10 topic ids
+	{key: 10, min: 0, max: 4, serve: (*conn).findCoordinator},         // FindCoordinator: v4+ batched keys
+	{key: 11, min: 0, max: 9, serve: (*conn).joinGroup},               // JoinGroup (classic members, server-side assignment)
+	{key: 12, min: 0, max: 4, serve: (*conn).heartbeatGroup},          // Heartbeat
+	{key: 13, min: 0, max: 5, serve: (*conn).leaveGroup},              // LeaveGroup
+	{key: 14, min: 0, max: 5, serve: (*conn).syncGroup},               // SyncGroup
+	{key: 15, min: 0, max: 5, serve: (*conn).describeGroups},          // DescribeGroups
+	{key: 16, min: 0, max: 5, serve: (*conn).listGroups},              // ListGroups
+	{key: 18, min: 0, max: 4, serve: nil},                             // ApiVersions (answered in serve)
+	{key: 19, min: 2, max: 7, serve: (*conn).createTopics},            // CreateTopics
+	{key: 20, min: 1, max: 6, serve: (*conn).deleteTopics},            // DeleteTopics (v6: by name only)
+	{key: 21, min: 0, max: 2, serve: (*conn).deleteRecords},           // DeleteRecords (on each partition's leader)
+	{key: 22, min: 0, max: 4, serve: (*conn).initProducerID},          // InitProducerId (idempotence only)
+	{key: 32, min: 1, max: 4, serve: (*conn).describeConfigs},         // DescribeConfigs (topics)
+	{key: 33, min: 0, max: 2, serve: (*conn).alterConfigs},            // AlterConfigs (topics; replaces the whole config)
+	{key: 42, min: 0, max: 2, serve: (*conn).deleteGroups},            // DeleteGroups
+	{key: 44, min: 0, max: 1, serve: (*conn).incrementalAlterConfigs}, // IncrementalAlterConfigs (SET, DELETE)
+	{key: 68, min: 0, max: 1, serve: (*conn).consumerGroupHeartbeat},  // ConsumerGroupHeartbeat (KIP-848)
+	{key: 69, min: 0, max: 1, serve: (*conn).consumerGroupDescribe},   // ConsumerGroupDescribe
 }
 
 // unsupportedAPIs are answered, if a client sends them although
@@ -53,7 +56,6 @@ var unsupportedAPIs = map[int16]string{
 	47: "deleting a group's offsets",
 	24: "transactions", 25: "transactions", 26: "transactions", 28: "transactions", 65: "transactions",
 	66: "transactions", 61: "describing producers",
-	21: "DeleteRecords over Kafka", 33: "AlterConfigs over Kafka", 44: "AlterConfigs over Kafka",
 	37: "adding partitions", 23: "leader epochs (offsets are never truncated)",
 }
 

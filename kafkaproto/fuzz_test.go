@@ -328,3 +328,44 @@ func FuzzConsumerGroupDescribe(f *testing.F) {
 	req.Groups = []string{"g", "h"}
 	fuzzAPI(f, 69, req)
 }
+
+// FuzzAlterConfigs fuzzes the legacy AlterConfigs (validate_only refused).
+func FuzzAlterConfigs(f *testing.F) {
+	req := kmsg.NewPtrAlterConfigsRequest()
+	r := kmsg.NewAlterConfigsRequestResource()
+	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeTopic, "t"
+	c := kmsg.NewAlterConfigsRequestResourceConfig()
+	c.Name, c.Value = "retention.ms", kmsg.StringPtr("1000")
+	r.Configs = append(r.Configs, c)
+	req.Resources = append(req.Resources, r)
+	validate := kmsg.NewPtrAlterConfigsRequest()
+	validate.Resources, validate.ValidateOnly = req.Resources, true
+	fuzzAPI(f, 33, req, validate)
+}
+
+// FuzzIncrementalAlterConfigs fuzzes IncrementalAlterConfigs (every op,
+// APPEND and SUBTRACT refused).
+func FuzzIncrementalAlterConfigs(f *testing.F) {
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	r := kmsg.NewIncrementalAlterConfigsRequestResource()
+	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeTopic, "t"
+	for op := kmsg.IncrementalAlterConfigOpSet; op <= kmsg.IncrementalAlterConfigOpSubtract; op++ {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Op, c.Value = "retention.ms", op, kmsg.StringPtr("1000")
+		r.Configs = append(r.Configs, c)
+	}
+	req.Resources = append(req.Resources, r)
+	fuzzAPI(f, 44, req)
+}
+
+// FuzzDeleteRecords fuzzes DeleteRecords.
+func FuzzDeleteRecords(f *testing.F) {
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	t := kmsg.NewDeleteRecordsRequestTopic()
+	t.Topic = "t"
+	p := kmsg.NewDeleteRecordsRequestTopicPartition()
+	p.Offset = -1
+	t.Partitions = append(t.Partitions, p)
+	req.Topics = append(req.Topics, t)
+	fuzzAPI(f, 21, req)
+}

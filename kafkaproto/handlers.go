@@ -573,8 +573,9 @@ func (c *conn) deleteTopics(req kmsg.Request) func() kmsg.Response {
 }
 
 // describeConfigs answers topic configs from Strand's DescribeTopics (a
-// ReadIndex on the metadata group); a broker resource has no configs
-// Strand exposes, so it answers an empty list.
+// ReadIndex on the metadata group): the values applied, each marked as the
+// default or a topic override (describedConfig); a broker resource has no
+// configs Strand exposes, so it answers an empty list.
 func (c *conn) describeConfigs(req kmsg.Request) func() kmsg.Response {
 	r := req.(*kmsg.DescribeConfigsRequest)
 	var names []string
@@ -605,7 +606,7 @@ func (c *conn) describeConfigs(req kmsg.Request) func() kmsg.Response {
 			or.ResourceType, or.ResourceName = res.ResourceType, res.ResourceName
 			switch res.ResourceType {
 			case kmsg.ConfigResourceTypeTopic:
-				describeTopicConfigs(&or, whole, answers[res.ResourceName], res.ConfigNames)
+				describeTopicConfigs(&or, whole, answers[res.ResourceName], res.ConfigNames, r.Version, r.IncludeSynonyms)
 			case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
 			default:
 				or.ErrorCode = kerr.InvalidRequest.Code
@@ -620,7 +621,7 @@ func (c *conn) describeConfigs(req kmsg.Request) func() kmsg.Response {
 
 // describeTopicConfigs fills one topic resource.
 func describeTopicConfigs(or *kmsg.DescribeConfigsResponseResource, whole *strandpb.Response,
-	t *strandpb.DescribeTopicsResponse_Topic, only []string) {
+	t *strandpb.DescribeTopicsResponse_Topic, only []string, version int16, synonyms bool) {
 	if t == nil {
 		e := whole.GetError()
 		if e == nil {
@@ -641,9 +642,6 @@ func describeTopicConfigs(or *kmsg.DescribeConfigsResponseResource, whole *stran
 		if len(only) > 0 && !want[e.GetName()] {
 			continue
 		}
-		cfg := kmsg.NewDescribeConfigsResponseResourceConfig()
-		v := e.GetValue()
-		cfg.Name, cfg.Value, cfg.Source = e.GetName(), &v, kmsg.ConfigSourceDynamicTopicConfig
-		or.Configs = append(or.Configs, cfg)
+		or.Configs = append(or.Configs, describedConfig(e.GetName(), e.GetValue(), version, synonyms))
 	}
 }
