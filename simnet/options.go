@@ -261,7 +261,7 @@ func Choose(o Options) Options {
 	// Shorter retention deletes so much unread that the indefinite
 	// produces among it (credits of the log model) make the
 	// linearizability check time out.
-	o.RetentionMs = pick[int64](r, 6000, 8000, 12000)
+	o.RetentionMs = pick[int64](r, 8000, 12000, 16000)
 	o.RetentionBytes = pick[int64](r, -1, -1, 96<<10, 192<<10)
 	o.SegmentMs = pick[int64](r, 300, 700, 1500)
 	o.RetentionCheckTicks = int(pick(r, 10, 20, 50))

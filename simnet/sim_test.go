@@ -100,7 +100,7 @@ func TestSim(t *testing.T) {
 	}
 	combined := newTraceHash()
 	coverage := newRunCoverage()
-	failed, ops, events, produced := 0, int64(0), int64(0), 0
+	failed, inconclusive, ops, events, produced := 0, 0, int64(0), int64(0), 0
 	var stats Stats
 	start, cpuStart := time.Now(), cpuTime()
 	for i := 0; i < seeds; i++ {
@@ -116,6 +116,11 @@ func TestSim(t *testing.T) {
 			fmt.Printf("sim: %s\n  ops=%d events=%d virtual=%v hash=%016x %s\n", res.Options, res.Ops, res.Events,
 				res.Virtual, res.Hash, res.Stats)
 		}
+		if res.Inconclusive != "" {
+			inconclusive++
+			fmt.Printf("sim: INCONCLUSIVE seed=%d %s\n  %s\n  replay: %s\n", o.Seed, res.Options, res.Inconclusive,
+				replayCommand(o.Seed, *flagProfile, *flagBug))
+		}
 		if res.Failed() {
 			failed++
 			fmt.Printf("sim: FAIL seed=%d %s\n  %s\n  replay: %s\n", o.Seed, res.Options,
@@ -129,9 +134,14 @@ func TestSim(t *testing.T) {
 			wall.Round(time.Millisecond), cpu.Round(time.Millisecond), float64(seeds)/cpu.Minutes(), float64(seeds)/wall.Minutes())
 	}
 	fmt.Printf("sim: coverage (faults fired, events seen, checks made over %d seeds):\n%s", seeds, coverage.Table("sim:   "))
-	fmt.Printf("sim: seeds=%d failed=%d ops=%d events=%d hash=%016x\n", seeds, failed, ops, events, combined.sum)
+	fmt.Printf("sim: seeds=%d failed=%d inconclusive=%d ops=%d events=%d hash=%016x\n", seeds, failed, inconclusive,
+		ops, events, combined.sum)
 	if failed > 0 {
 		t.Fail()
+	}
+	if inconclusive*InconclusiveShare > seeds {
+		t.Errorf("the model check ran out of time in %d of %d seeds (at most 1 in %d may)", inconclusive, seeds,
+			InconclusiveShare)
 	}
 	if seeds >= coverageSample && *flagBug == "" && *flagProfile == "mixed" {
 		requireCoverage(t, coverage, expectedCoverage(*flagAudit > 0, *flagDigests))

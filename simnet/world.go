@@ -107,6 +107,8 @@ type world struct {
 	planner  *planner
 	stopped  bool
 	failures []string
+	// inconclusive is the model check's timeout when it alone did not pass.
+	inconclusive string
 	// failureCount counts step failures, kept or not.
 	failureCount int
 	stats        Stats
