@@ -11,6 +11,7 @@ import (
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/engine/recordbatch"
@@ -250,4 +251,24 @@ func benchBatch(b *testing.B, codec int) []byte {
 			Value: bytes.Repeat([]byte{byte('a' + i%26)}, 100)}
 	}
 	return kafkaBatch(b, recs, codec, ProducerFields{ID: 7, Epoch: 0, Sequence: 0}, 0)
+}
+
+// A create refused for want of registered nodes answers Kafka's own code for
+// that state, INVALID_REPLICATION_FACTOR, not the produce-path mapping
+// (NOT_ENOUGH_REPLICAS_AFTER_APPEND means nothing to an admin client); every
+// other code maps as for any request.
+func TestCreateTopicCodeNotEnoughReplicas(t *testing.T) {
+	e := &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_REPLICAS, Message: "2 nodes available"}
+	if got := createTopicCode(e); got != kerr.InvalidReplicationFactor.Code {
+		t.Errorf("createTopicCode(NOT_ENOUGH_REPLICAS) = %d, want INVALID_REPLICATION_FACTOR", got)
+	}
+	for code := range kafkaCodes {
+		if code == strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_REPLICAS {
+			continue
+		}
+		e := &strandpb.Error{Code: code}
+		if createTopicCode(e) != kafkaCode(e) {
+			t.Errorf("createTopicCode(%v) = %d, kafkaCode %d", code, createTopicCode(e), kafkaCode(e))
+		}
+	}
 }

@@ -79,6 +79,19 @@ func kafkaCode(e *strandpb.Error) int16 {
 	return kerr.RequestTimedOut.Code
 }
 
+// createTopicCode is kafkaCode for a CreateTopics answer. Fewer nodes
+// registered than the replication factor is NOT_ENOUGH_REPLICAS on Strand
+// (retriable: a node may still be starting); Kafka answers a create in that
+// state with INVALID_REPLICATION_FACTOR and the registered count, and Kafka
+// admin tools print that, so Strand answers the same (the message says how
+// many nodes are available).
+func createTopicCode(e *strandpb.Error) int16 {
+	if e.GetCode() == strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_REPLICAS {
+		return kerr.InvalidReplicationFactor.Code
+	}
+	return kafkaCode(e)
+}
+
 // message is e's text for the versions whose responses carry one.
 func message(e *strandpb.Error) *string {
 	if e == nil || e.GetMessage() == "" {

@@ -483,7 +483,7 @@ func (c *conn) createTopics(req kmsg.Request) func() kmsg.Response {
 					e = partErr(whole, e)
 				}
 			}
-			ot.ErrorCode, ot.ErrorMessage = kafkaCode(e), message(e)
+			ot.ErrorCode, ot.ErrorMessage = createTopicCode(e), message(e)
 			if m := meta[t.Topic]; m != nil && ot.ErrorCode == 0 {
 				copy(ot.TopicID[:], m.GetTopicId())
 				ot.NumPartitions = int32(len(m.GetPartitions()))

@@ -267,7 +267,8 @@ func (c *Core) wireNodes() []*strandpb.MetadataResponse_Node {
 	var out []*strandpb.MetadataResponse_Node
 	registered := c.meta.meta.Nodes()
 	for _, n := range registered {
-		out = append(out, &strandpb.MetadataResponse_Node{Id: n.ID, Address: n.Address, Rack: n.Rack, KafkaAddress: n.KafkaAddress})
+		out = append(out, &strandpb.MetadataResponse_Node{Id: n.ID, Address: n.Address, Rack: n.Rack, KafkaAddress: n.KafkaAddress,
+			Registered: true})
 	}
 	for _, p := range c.cfg.Nodes {
 		if !slices.ContainsFunc(registered, func(n metadata.Node) bool { return n.ID == uint64(p.ID) }) {

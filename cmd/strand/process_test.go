@@ -199,7 +199,8 @@ func waitFor(t *testing.T, what string, within time.Duration, cond func() error)
 }
 
 // clusterReady is nil once every node of addrs answers metadata listing
-// nodes nodes and a metadata leader. It speaks the protocol directly, so
+// nodes registered nodes and a metadata leader (so a create with
+// replication factor nodes can place its replicas). It speaks the protocol directly, so
 // readiness does not depend on the client library's retries.
 func clusterReady(addrs []string, nodes int) error {
 	for _, addr := range addrs {
@@ -207,8 +208,15 @@ func clusterReady(addrs []string, nodes int) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", addr, err)
 		}
-		if len(m.GetNodes()) != nodes || m.GetControllerId() == 0 {
-			return fmt.Errorf("%s: %d nodes, metadata leader %d", addr, len(m.GetNodes()), m.GetControllerId())
+		registered := 0
+		for _, n := range m.GetNodes() {
+			if n.GetRegistered() {
+				registered++
+			}
+		}
+		if len(m.GetNodes()) != nodes || registered != nodes || m.GetControllerId() == 0 {
+			return fmt.Errorf("%s: %d nodes (%d registered), metadata leader %d", addr, len(m.GetNodes()), registered,
+				m.GetControllerId())
 		}
 	}
 	return nil

@@ -3465,7 +3465,11 @@ type MetadataResponse_Node struct {
 	KafkaAddress string                 `protobuf:"bytes,70,opt,name=kafka_address,json=kafkaAddress,proto3" json:"kafka_address,omitempty"` // host:port of its Kafka listener; empty: none
 	// Set by the answering node on its own entry only: its disk is below
 	// its free-space floor, so it refuses produce (NOT_ENOUGH_SPACE).
-	DiskFull      bool `protobuf:"varint,50,opt,name=disk_full,json=diskFull,proto3" json:"disk_full,omitempty"`
+	DiskFull bool `protobuf:"varint,50,opt,name=disk_full,json=diskFull,proto3" json:"disk_full,omitempty"`
+	// The node has registered itself with the metadata group (its address
+	// came from the state, not only from the answering node's peer list):
+	// only registered nodes receive replicas of new topics.
+	Registered    bool `protobuf:"varint,5,opt,name=registered,proto3" json:"registered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3531,6 +3535,13 @@ func (x *MetadataResponse_Node) GetKafkaAddress() string {
 func (x *MetadataResponse_Node) GetDiskFull() bool {
 	if x != nil {
 		return x.DiskFull
+	}
+	return false
+}
+
+func (x *MetadataResponse_Node) GetRegistered() bool {
+	if x != nil {
+		return x.Registered
 	}
 	return false
 }
@@ -5102,20 +5113,23 @@ const file_wire_proto_rawDesc = "" +
 	"cluster_id\x18\x14 \x01(\fR\tclusterId\x12&\n" +
 	"\x0fframe_bytes_max\x18\x1e \x01(\rR\rframeBytesMax\")\n" +
 	"\x0fMetadataRequest\x12\x16\n" +
-	"\x06topics\x18\x01 \x03(\tR\x06topics\"\xc4\x05\n" +
+	"\x06topics\x18\x01 \x03(\tR\x06topics\"\xe4\x05\n" +
 	"\x10MetadataResponse\x123\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x1d.strand.MetadataResponse.NodeR\x05nodes\x126\n" +
 	"\x06topics\x18\x02 \x03(\v2\x1e.strand.MetadataResponse.TopicR\x06topics\x12#\n" +
 	"\rcontroller_id\x18\x03 \x01(\x04R\fcontrollerId\x12)\n" +
 	"\x10metadata_version\x18\x04 \x01(\x04R\x0fmetadataVersion\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x14 \x01(\fR\tclusterId\x1a\x86\x01\n" +
+	"cluster_id\x18\x14 \x01(\fR\tclusterId\x1a\xa6\x01\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12#\n" +
 	"\rkafka_address\x18F \x01(\tR\fkafkaAddress\x12\x1b\n" +
-	"\tdisk_full\x182 \x01(\bR\bdiskFull\x1a\xa8\x01\n" +
+	"\tdisk_full\x182 \x01(\bR\bdiskFull\x12\x1e\n" +
+	"\n" +
+	"registered\x18\x05 \x01(\bR\n" +
+	"registered\x1a\xa8\x01\n" +
 	"\tPartition\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\x04R\bleaderId\x12\x1f\n" +
