@@ -15,7 +15,7 @@ var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "
 	"RestoreForgetsProducers", "CheckpointForgetsProducers", "FetchRenumbersInsideBatch", "AckLeaderEarly",
 	"RecoverTrustsPageCache", "LeaseReads", "RestoreIndexTimes",
 	"AckBeforeSyncDone", "WipedNodeVotes", "RepairTrustsItself", "CompactPastStart", "StaleSnapshot",
-	"TopicIDUnchecked", "ProduceSkipsCRC"}
+	"TopicIDUnchecked", "ProduceSkipsCRC", "QuiescedNeverWake"}
 
 // GroupBugNames are the consumer-group coordinator's planted bugs
 // (engine/groups): they need the group workload (Options.GroupMembers).
@@ -73,5 +73,7 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.TopicIDUnchecked = true
 	case "ProduceSkipsCRC":
 		cfg.Bugs.ProduceSkipsCRC = true
+	case "QuiescedNeverWake":
+		cfg.Bugs.QuiescedNeverWake = true
 	}
 }

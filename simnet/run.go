@@ -96,7 +96,7 @@ func (w *world) dispatch(e *event) {
 	case evRestart:
 		n := w.nodes[e.node]
 		n.restartDue = false
-		if !n.up && !n.dead {
+		if !n.up && !n.dead && !w.probe.active { // the probe keeps a down node down (healAll restarts it)
 			w.startNode(n)
 			if !n.up && !n.dead {
 				w.scheduleRestart(n)
@@ -105,7 +105,9 @@ func (w *world) dispatch(e *event) {
 	case evHeal:
 		w.planner.heal(e.heal)
 	case evLivenessHeal:
-		w.planner.healAll()
+		if !w.probe.active { // the probe's end heals all
+			w.planner.healAll()
+		}
 	case evLivenessCheck:
 		w.checker.livenessCheck()
 	case evCall:

@@ -146,6 +146,12 @@ func (ww *wireWorkload) clientDone() {
 	if ww.active > 0 {
 		return
 	}
+	ww.w.probeLiveness(ww.finalHeal)
+}
+
+// finalHeal heals everything (restarting every node that can) and starts
+// the final drain.
+func (ww *wireWorkload) finalHeal() {
 	ww.w.planner.healAll()
 	if ww.groups != nil && !ww.groups.settling {
 		ww.groups.settle(func() { ww.drain.after(0, ww.drain.begin) })

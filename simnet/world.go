@@ -119,6 +119,7 @@ type world struct {
 	storage      *storage      // the nodes' fsyncs in flight (storage.go)
 	incarnations *incarnations // per-incarnation slots of the checks (incarnations.go)
 	corrupter    *corrupter    // damage to client frames in flight (corrupt.go)
+	probe        livenessProbe // the quiet liveness probe (probe.go)
 }
 
 // Stats counts what happened in a run, for the verbose report.

@@ -1,0 +1,170 @@
+package simnet
+
+import (
+	"fmt"
+	"time"
+)
+
+// The quiet liveness probe (liveness.md): once the clients are done and
+// before the final heal, the faults stop and the network heals, but the
+// nodes that are down stay down and those that are up keep running (no
+// restart, so no fresh campaign wakes anything). The groups go idle (and
+// quiesce); in two seeds of three the node leading the most groups then
+// crashes and stays down. Within probeBound every group with a live
+// majority of its replicas (all of them connected now) must have a
+// leader that a majority of its replicas names in the leader's term.
+const (
+	probeSettle = 500 * time.Millisecond // idle time before the crash: groups quiesce in a few ticks
+	probeBound  = 3 * time.Second        // 30 election timeouts at the standard 10 ms tick
+	probePoll   = 100 * time.Millisecond
+)
+
+// kindProbe is the probe's start in the trace.
+const kindProbe uint64 = 106
+
+// streamProbe is the probe's random stream (whether to crash a node).
+const streamProbe uint64 = 6
+
+// livenessProbe is the probe's state.
+type livenessProbe struct {
+	active bool
+	ran    bool
+	since  time.Duration // the crash (or the end of the settle time)
+	done   func()
+}
+
+// probeLiveness runs the quiet probe, then done.
+func (w *world) probeLiveness(done func()) {
+	p := &w.probe
+	if p.ran {
+		done()
+		return
+	}
+	p.ran, p.active, p.done = true, true, done
+	w.planner.active = false
+	w.net.healAll()
+	w.planner.liftFullDisks(true)
+	for _, n := range w.nodes {
+		n.pausedUntil = 0
+		w.clearDiskFaults(n)
+	}
+	w.coverage.Inc("event/liveness-probe")
+	w.traceNote(kindProbe, -1, 0, 0)
+	w.sched.schedule(probeSettle, &event{kind: evCall, node: -1, call: w.probeCrash})
+}
+
+// probeCrash crashes, in two seeds of three, the live node leading the
+// most groups (the lowest index of a tie), then starts polling.
+func (w *world) probeCrash() {
+	r := newStream(w.opts.Seed, streamProbe)
+	if r.IntN(3) != 0 {
+		best, most := (*simNode)(nil), 0
+		for _, n := range w.nodes {
+			if !n.up {
+				continue
+			}
+			led := 0
+			for g := range w.probeGroups() {
+				if s, ok := w.statusOf(n, g); ok && s.IsLeader {
+					led++
+				}
+			}
+			if best == nil || led > most {
+				best, most = n, led
+			}
+		}
+		if best != nil {
+			w.coverage.Inc("event/liveness-probe-crash")
+			w.crashNode(best, "liveness probe: stays down")
+		}
+	}
+	w.probe.since = w.now()
+	w.probePoll()
+}
+
+// probePoll checks the groups every probePoll until all pass, failing
+// the run at probeBound.
+func (w *world) probePoll() {
+	if w.stopped {
+		return
+	}
+	lacking := ""
+	for g := range w.probeGroups() {
+		if why := w.probeGroup(g); why != "" {
+			lacking = why
+			break
+		}
+	}
+	if lacking == "" {
+		w.coverage.Add("event/liveness-probe-ms", int64((w.now()-w.probe.since)/time.Millisecond))
+		w.probe.active = false
+		w.probe.done()
+		return
+	}
+	if w.now() >= w.probe.since+probeBound {
+		w.fail("liveness probe: %s %v after the faults stopped with the network healed (no restarts)", lacking, probeBound)
+		w.stop()
+		return
+	}
+	w.sched.schedule(probePoll, &event{kind: evCall, node: -1, call: w.probePoll})
+}
+
+// probeGroups counts the groups the probe checks: the topic partitions,
+// the metadata group, the __strand_offsets partitions.
+func (w *world) probeGroups() int {
+	return w.opts.Partitions + 1 + groupOffsetsPartitions(w.opts)
+}
+
+// probeGroup returns why group g fails the probe, "" if it passes or
+// lacks a live majority (all live nodes are connected now). A group has
+// min(Replication, Nodes) replicas; its live replicas are the up nodes
+// hosting its newest incarnation.
+func (w *world) probeGroup(g int) string {
+	replicas := min(w.opts.Replication, len(w.nodes))
+	majority := replicas/2 + 1
+	var live []probeReplica
+	var topicID uint64
+	for _, n := range w.nodes {
+		if !n.up {
+			continue
+		}
+		if s, ok := w.statusOf(n, g); ok {
+			live = append(live, probeReplica{uint64(n.id), s.Term, uint64(s.Leader), s.IsLeader, s.TopicID})
+			topicID = max(topicID, s.TopicID)
+		}
+	}
+	var leader, term uint64
+	hosts := 0
+	for _, r := range live {
+		if r.topicID != topicID {
+			continue
+		}
+		hosts++
+		if r.isLeader && r.term >= term {
+			leader, term = r.id, r.term
+		}
+	}
+	if hosts < majority {
+		return ""
+	}
+	if leader == 0 {
+		return fmt.Sprintf("group %d has no leader among its %d live replicas", g, hosts)
+	}
+	agree := 0
+	for _, r := range live {
+		if r.topicID == topicID && r.term == term && (r.id == leader || r.leader == leader) {
+			agree++
+		}
+	}
+	if agree < majority {
+		return fmt.Sprintf("group %d: leader %d of term %d named by %d replicas, fewer than a majority of %d", g, leader, term, agree, replicas)
+	}
+	return ""
+}
+
+// probeReplica is one live replica's view of its group.
+type probeReplica struct {
+	id, term, leader uint64
+	isLeader         bool
+	topicID          uint64
+}
