@@ -457,20 +457,32 @@ func (p *planner) failSync() {
 // node that can restart restarted.
 func (p *planner) healAll() {
 	w := p.w
-	if w.work.healed {
-		return
-	}
+	again := w.work.healed
 	p.active = false
-	w.work.healed = true
-	w.work.healAt = w.now()
+	if !again {
+		w.work.healed = true
+		w.work.healAt = w.now()
+	}
 	w.net.healAll()
 	p.liftFullDisks(true)
+	restarted := false
 	for _, n := range w.nodes {
 		n.pausedUntil = 0
 		w.clearDiskFaults(n)
 		if !n.up && !n.dead {
 			w.startNode(n)
+			restarted = true
 		}
+	}
+	if again {
+		// A second heal (the quiet liveness probe crashed a node after
+		// the liveness profile's heal): the bounds count from the restart,
+		// and every partition must have a leader again by then.
+		if restarted {
+			w.work.healAt = w.now()
+			w.checker.leadersChecked = false
+		}
+		return // the periodic liveness check is already scheduled
 	}
 	w.sched.schedule(w.opts.LivenessBound/4, &event{kind: evLivenessCheck, node: -1})
 }

@@ -74,3 +74,26 @@ func TestDiskDamageStaysInAMinority(t *testing.T) {
 		}
 	}
 }
+
+// A second heal restarts what crashed after the first: the quiet liveness
+// probe may crash a node after the liveness profile's heal, and the final
+// heal must bring it back and check leaders again (seed 184 failed with
+// the node left down and no majority anywhere).
+func TestSecondHealRestartsCrashedNode(t *testing.T) {
+	w := newWorld(Choose(Standard(1, Liveness)))
+	for _, n := range w.nodes {
+		if !n.up {
+			w.startNode(n)
+		}
+	}
+	w.planner.healAll()
+	w.checker.leadersChecked = true
+	w.crashNode(w.nodes[0], "test")
+	w.planner.healAll()
+	if !w.nodes[0].up {
+		t.Fatal("the second heal left the crashed node down")
+	}
+	if w.checker.leadersChecked {
+		t.Fatal("the second heal did not ask for leaders again")
+	}
+}
