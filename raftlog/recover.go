@@ -260,10 +260,10 @@ func (r *recovery) scanSegments() error {
 		last := k == len(r.segments)-1
 		if !last {
 			ok, err := r.takeSeal(nb)
-			if err != nil || ok {
-				if err != nil {
-					return err
-				}
+			if err != nil {
+				return err
+			}
+			if ok {
 				continue
 			}
 		}
