@@ -20,11 +20,16 @@ import (
 //  1. Snapshot: the snapshot files are tried newest first; the first whose
 //     record is valid is the snapshot (index S, term T). Invalid or older
 //     files are removed. With none valid, S = T = 0.
-//  2. Segments are scanned in base order, records from offset 0, every
+//  2. Segments are taken in base order. A segment before the last one that
+//     ends with a valid seal (seal.go) is taken from its seal alone: base,
+//     last index, term runs, hard state; its records are checked when first
+//     read. Every other segment is scanned, records from offset 0, every
 //     checksum verified. A segment starts with a segment record naming its
 //     base; entries follow with consecutive indexes from the base and terms
 //     that never go down; hard-state records may sit anywhere after the
-//     segment record.
+//     segment record; a seal may only be the last record. A seal ending the
+//     last segment (a roll cut short) is cut like a torn tail; when the last
+//     file is dropped, the segment before it is scanned after all.
 //  3. Damage = a record that fails framing or its checksum. In a segment that
 //     is not the last one, damage fails Open with ErrCorrupt (file, offset):
 //     segments are synced before the next one is created, so they hold only
