@@ -177,8 +177,18 @@ func (c *Core) openRaft(g *group) error {
 	}
 	g.log = log
 	g.storage = &groupStorage{Log: log}
+	if g.meta == nil {
+		g.storage.corrupt = func(err error) { c.corruptFound(g, err) }
+	}
 	applied, err := c.restoreEngine(g)
 	if err != nil {
+		_ = log.Close()
+		return err
+	}
+	// Open read only the seals of sealed segments: check now, as Open
+	// once did, every entry raft will hand back to apply, so damage there
+	// is repaired (openGroupRepairing) before raft reads it.
+	if err := log.VerifyFrom(applied + 1); err != nil {
 		_ = log.Close()
 		return err
 	}
@@ -299,6 +309,34 @@ func (c *Core) restoreEngine(g *group) (uint64, error) {
 type groupStorage struct {
 	*raftlog.Log
 	confState *raftpb.ConfState // of the loaded checkpoint; nil: none
+
+	// corrupt, when set (partition replicas), takes damage raft read in a
+	// sealed segment (sending old entries to a follower): the replica is
+	// rebuilt at the next Tick instead of raft panicking, which would only
+	// recur after a restart (Open does not read sealed segments' bodies).
+	corrupt func(error)
+	damaged bool
+}
+
+// Entries implements raft.Storage. Damage found while raft reads becomes
+// raft.ErrCompacted (raft then tries a snapshot, which Snapshot refuses as
+// temporarily unavailable: nothing is sent) and a repair of the replica.
+func (s *groupStorage) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
+	ents, err := s.Log.Entries(lo, hi, maxSize)
+	if err != nil && s.corrupt != nil && errors.Is(err, raftlog.ErrCorrupt) {
+		s.damaged = true
+		s.corrupt(err)
+		return nil, raft.ErrCompacted
+	}
+	return ents, err
+}
+
+// Snapshot implements raft.Storage; see Entries.
+func (s *groupStorage) Snapshot() (*raftpb.Snapshot, error) {
+	if s.damaged {
+		return nil, raft.ErrSnapshotTemporarilyUnavailable
+	}
+	return s.Log.Snapshot()
 }
 
 // InitialState implements raft.Storage.

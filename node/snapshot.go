@@ -103,7 +103,9 @@ func (c *Core) compactStep(g *group) {
 		hi := min(k.target+1, k.next+compactEntriesPerTick)
 		entries, err := g.log.Entries(k.next, hi, compactBytesPerTick)
 		if err != nil {
-			c.failStorage(g, fmt.Errorf("%w: replay %d..%d: %v", ErrStorage, k.next, hi, err))
+			if !c.corruptFound(g, err) { // a sealed segment found damaged: rebuilt, not fatal
+				c.failStorage(g, fmt.Errorf("%w: replay %d..%d: %v", ErrStorage, k.next, hi, err))
+			}
 			return
 		}
 		for _, e := range entries {

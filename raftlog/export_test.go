@@ -12,6 +12,9 @@ const SideFileNameForTest = sideFileName
 // of entry i.
 func (l *Log) SegmentRecordForTest(i uint64) (string, int64, int64) {
 	s := l.segments[l.segmentOf(i)]
+	if err := l.indexSegment(s); err != nil {
+		panic(err)
+	}
 	return s.name, s.starts[i-s.base], int64(s.sizes[i-s.base])
 }
 

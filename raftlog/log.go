@@ -53,15 +53,28 @@ type segment struct {
 	prevTerm uint64 // term of entry base-1, from the segment record
 	name     string // file name within the log's directory
 	file     File
-	size     int64    // bytes written, synced or not
-	starts   []int64  // starts[j]: offset of the record of entry base+j
-	sizes    []uint32 // sizes[j]: size in bytes of that record
-	dirty    bool     // written since its last Sync
+	size     int64  // bytes written, synced or not
+	last     uint64 // index of its last entry (base-1 when it holds none)
+	sealEnd  int64  // offset of its seal record; -1 while unsealed (seal.go)
+	// indexed says starts and sizes hold every entry: always for the
+	// active segment; for a sealed one Open took from its seal, once an
+	// entry of it was read (indexSegment).
+	indexed bool
+	starts  []int64  // starts[j]: offset of the record of entry base+j
+	sizes   []uint32 // sizes[j]: size in bytes of that record
+	dirty   bool     // written since its last Sync
 }
 
 // lastIndex returns the index of the segment's last entry (base-1 when it
 // holds none).
-func (s *segment) lastIndex() uint64 { return s.base + uint64(len(s.starts)) - 1 }
+func (s *segment) lastIndex() uint64 { return s.last }
+
+// push indexes the record of the next entry, at off with size bytes.
+func (s *segment) push(off int64, size uint32) {
+	s.starts = append(s.starts, off)
+	s.sizes = append(s.sizes, size)
+	s.last++
+}
 
 // termRun says that entries from first on have term, up to the next run.
 type termRun struct {
@@ -169,7 +182,10 @@ func (l *Log) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
 	if lo >= hi {
 		return []*raftpb.Entry{}, nil
 	}
-	hi = l.limit(lo, hi, maxSize)
+	hi, err := l.limit(lo, hi, maxSize)
+	if err != nil {
+		return nil, err
+	}
 	if tailFirst := l.tailFirst(); lo >= tailFirst {
 		out := make([]*raftpb.Entry, hi-lo)
 		copy(out, l.tail[lo-tailFirst:hi-tailFirst])
@@ -180,19 +196,26 @@ func (l *Log) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
 
 // limit returns the end of the longest run of entries from lo (at least
 // one, at most up to hi) whose encoded size stays within maxSize, counted as
-// raft counts it (protobuf size).
-func (l *Log) limit(lo, hi, maxSize uint64) uint64 {
+// raft counts it (protobuf size). Sealed segments it reaches are indexed.
+func (l *Log) limit(lo, hi, maxSize uint64) (uint64, error) {
 	if maxSize == math.MaxUint64 {
-		return hi
+		return hi, nil
 	}
 	var total uint64
-	for i := lo; i < hi; i++ {
-		total += entryProtoBytes(l.termAt(i), i, l.dataBytes(i))
-		if total > maxSize && i > lo {
-			return i
+	for i := lo; i < hi; {
+		s := l.segments[l.segmentOf(i)]
+		if err := l.indexSegment(s); err != nil {
+			return 0, err
+		}
+		for end := min(hi, s.lastIndex()+1); i < end; i++ {
+			dataBytes := uint64(s.sizes[i-s.base]) - frameHeaderBytes - entryHeaderBytes
+			total += entryProtoBytes(l.termAt(i), i, dataBytes)
+			if total > maxSize && i > lo {
+				return i, nil
+			}
 		}
 	}
-	return hi
+	return hi, nil
 }
 
 // entryProtoBytes is proto.Size of an entry as Entries returns it: Term,
@@ -206,12 +229,6 @@ func entryProtoBytes(term, index uint64, dataBytes uint64) uint64 {
 }
 
 func varintBytes(x uint64) uint64 { return uint64(bits.Len64(x|1)+6) / 7 }
-
-// dataBytes returns the size of entry i's Data.
-func (l *Log) dataBytes(i uint64) uint64 {
-	s := l.segments[l.segmentOf(i)]
-	return uint64(s.sizes[i-s.base]) - frameHeaderBytes - entryHeaderBytes
-}
 
 // segmentOf returns the position in l.segments of the segment holding entry
 // i, which must exist.
@@ -231,6 +248,9 @@ func (l *Log) readEntries(lo, hi uint64) ([]*raftpb.Entry, error) {
 	values := make([]entryValues, hi-lo)
 	for k := l.segmentOf(lo); lo < hi; k++ {
 		s := l.segments[k]
+		if err := l.indexSegment(s); err != nil {
+			return nil, err
+		}
 		end := min(hi, s.lastIndex()+1)
 		from := s.starts[lo-s.base]
 		to := s.starts[end-1-s.base] + int64(s.sizes[end-1-s.base])

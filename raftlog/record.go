@@ -23,6 +23,7 @@ const (
 	recordEntry     byte = 2 // one raft entry
 	recordHardState byte = 3 // raft HardState
 	recordSnapshot  byte = 4 // the only record of a snapshot file
+	recordSeal      byte = 5 // last record of a sealed segment (seal.go)
 
 	segmentBodyBytes     = 17 // version u8, base u64, prevTerm u64
 	entryHeaderBytes     = 17 // term u64, index u64, entry type u8
@@ -120,6 +121,9 @@ func validBody(recordType byte, body []byte) bool {
 		}
 		confBytes := uint64(binary.LittleEndian.Uint32(body[17:21]))
 		return confBytes <= uint64(len(body)-snapshotHeaderBytes)
+	case recordSeal:
+		_, err := decodeSealBody(body)
+		return err == nil
 	}
 	return false
 }

@@ -20,11 +20,16 @@ import (
 //  1. Snapshot: the snapshot files are tried newest first; the first whose
 //     record is valid is the snapshot (index S, term T). Invalid or older
 //     files are removed. With none valid, S = T = 0.
-//  2. Segments are scanned in base order, records from offset 0, every
+//  2. Segments are taken in base order. A segment before the last one that
+//     ends with a valid seal (seal.go) is taken from its seal alone: base,
+//     last index, term runs, hard state; its records are checked when first
+//     read. Every other segment is scanned, records from offset 0, every
 //     checksum verified. A segment starts with a segment record naming its
 //     base; entries follow with consecutive indexes from the base and terms
 //     that never go down; hard-state records may sit anywhere after the
-//     segment record.
+//     segment record; a seal may only be the last record. A seal ending the
+//     last segment (a roll cut short) is cut like a torn tail; when the last
+//     file is dropped, the segment before it is scanned after all.
 //  3. Damage = a record that fails framing or its checksum. In a segment that
 //     is not the last one, damage fails Open with ErrCorrupt (file, offset):
 //     segments are synced before the next one is created, so they hold only
@@ -119,10 +124,8 @@ func (r *recovery) run() error {
 			return err
 		}
 	}
-	for k, nb := range r.segments {
-		if err := r.scanSegment(nb, k == len(r.segments)-1); err != nil {
-			return err
-		}
+	if err := r.scanSegments(); err != nil {
+		return err
 	}
 	if err := r.assemble(); err != nil {
 		return err
@@ -246,10 +249,69 @@ func (r *recovery) loadSide() error {
 }
 
 // noteHard folds a hard-state record into the newest seen.
-func (l *Log) noteHard(body []byte) {
-	if h := decodeHardStateBody(body); !l.hasHard || h.newer(l.hard) {
+func (l *Log) noteHard(body []byte) { l.noteHardState(decodeHardStateBody(body)) }
+
+// noteHardState folds h into the newest hard state seen.
+func (l *Log) noteHardState(h hardState) {
+	if !l.hasHard || h.newer(l.hard) {
 		l.hard, l.hasHard = h, true
 	}
+}
+
+// scanSegments takes in every segment: from its seal when it has a valid
+// one and is not the last, else by a scan of the whole file.
+func (r *recovery) scanSegments() error {
+	for k, nb := range r.segments {
+		last := k == len(r.segments)-1
+		if !last {
+			ok, err := r.takeSeal(nb)
+			if err != nil {
+				return err
+			}
+			if ok {
+				continue
+			}
+		}
+		if err := r.scanSegment(nb, last); err != nil {
+			return err
+		}
+	}
+	// The last file may have been dropped (created, never synced): the
+	// segment before it is the active one and must be scanned after all.
+	if n := len(r.scans); n > 0 && !r.scans[n-1].seg.indexed {
+		sc := r.scans[n-1]
+		r.scans = r.scans[:n-1]
+		sc.seg.file.Close()
+		sc.seg.file = nil
+		return r.scanSegment(namedBase{sc.seg.name, sc.seg.base}, true)
+	}
+	return nil
+}
+
+// takeSeal takes in a segment from the seal at its end; ok false means it
+// has none valid (older format or damage) and must be scanned.
+func (r *recovery) takeSeal(nb namedBase) (ok bool, err error) {
+	f, err := r.log.disk.Open(r.log.path(nb.name))
+	if err != nil {
+		return false, fmt.Errorf("raftlog: open %s: %w", nb.name, err)
+	}
+	size, err := f.Size()
+	if err != nil {
+		f.Close()
+		return false, fmt.Errorf("raftlog: size of %s: %w", nb.name, err)
+	}
+	sl, ok := readSeal(f, size, nb.base)
+	if !ok {
+		f.Close()
+		return false, nil
+	}
+	r.opened = append(r.opened, f)
+	s := &segment{base: sl.base, prevTerm: sl.prevTerm, name: nb.name, file: f, size: size, last: sl.last, sealEnd: sl.end}
+	r.scans = append(r.scans, &scan{seg: s, runs: sl.runs, lastTerm: sl.lastTerm, tornAt: -1})
+	if sl.hasHard {
+		r.log.noteHardState(sl.hard)
+	}
+	return true, nil
 }
 
 // scanSegment reads and checks one segment (rules 2 and 3).
@@ -272,7 +334,7 @@ func (r *recovery) scanSegment(nb namedBase, last bool) error {
 		return corruptf(nb.name, 0, "first record (type %d) is not the segment record of base %d", recordType, nb.base)
 	}
 	h := decodeSegmentBody(body)
-	s := &segment{base: h.base, prevTerm: h.prevTerm, name: nb.name, file: f}
+	s := &segment{base: h.base, prevTerm: h.prevTerm, name: nb.name, file: f, last: h.base - 1, sealEnd: -1, indexed: true}
 	sc := &scan{seg: s, lastTerm: h.prevTerm, tornAt: -1}
 	off := size
 	for off < int64(len(buf)) {
@@ -283,6 +345,16 @@ func (r *recovery) scanSegment(nb namedBase, last bool) error {
 			}
 			sc.tornAt = off
 			break
+		}
+		if recordType == recordSeal {
+			if err := r.scanSeal(sc, body, off, off+size == int64(len(buf)), last); err != nil {
+				return err
+			}
+			if last {
+				break // the roll did not finish: the segment is active again
+			}
+			off += size
+			continue
 		}
 		if err := r.scanRecord(sc, recordType, body, off, size); err != nil {
 			return err
@@ -309,14 +381,36 @@ func (r *recovery) scanRecord(sc *scan, recordType byte, body []byte, off, size 
 		if len(sc.runs) == 0 || sc.runs[len(sc.runs)-1].term != h.term {
 			sc.runs = append(sc.runs, termRun{first: h.index, term: h.term})
 		}
-		s.starts = append(s.starts, off)
-		s.sizes = append(s.sizes, uint32(size))
+		s.push(off, uint32(size))
 		sc.lastTerm = h.term
 	case recordHardState:
 		r.log.noteHard(body)
 	default:
 		return corruptf(s.name, off, "unexpected record type %d", recordType)
 	}
+	return nil
+}
+
+// scanSeal checks a seal record met while scanning a segment: it must be
+// the file's last record and agree with what the scan found. In the last
+// segment it is cut as a torn tail would be: a crash came between the seal
+// and the next segment's creation, and the segment takes appends again.
+func (r *recovery) scanSeal(sc *scan, body []byte, off int64, atEnd, last bool) error {
+	s := sc.seg
+	sl, _ := decodeSealBody(body) // decodeRecord checked it
+	if !atEnd || sl.base != s.base || sl.last != s.lastIndex() || sl.prevTerm != s.prevTerm ||
+		sl.lastTerm != sc.lastTerm || sl.end != off {
+		return corruptf(s.name, off, "seal (base %d last %d end %d) does not match the segment (last %d)",
+			sl.base, sl.last, sl.end, s.lastIndex())
+	}
+	if sl.hasHard {
+		r.log.noteHardState(sl.hard)
+	}
+	if last {
+		sc.tornAt = off
+		return nil
+	}
+	s.sealEnd = off
 	return nil
 }
 

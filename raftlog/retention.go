@@ -48,10 +48,10 @@ func (l *Log) Roll() (bool, error) {
 	if err := l.writable(); err != nil {
 		return false, err
 	}
-	if len(l.segments[len(l.segments)-1].starts) == 0 {
+	if s := l.segments[len(l.segments)-1]; s.lastIndex() < s.base {
 		return false, nil
 	}
-	if _, err := l.roll(); err != nil {
+	if _, err := l.roll(nil); err != nil {
 		return false, l.fail(err)
 	}
 	return true, nil
@@ -68,7 +68,7 @@ func (l *Log) CompactionPoint(limit uint64) uint64 {
 		if s.lastIndex() > limit {
 			break
 		}
-		if len(s.starts) > 0 {
+		if s.lastIndex() >= s.base {
 			point = s.lastIndex()
 		}
 	}

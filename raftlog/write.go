@@ -99,19 +99,14 @@ func (l *Log) write(entries []*raftpb.Entry, h *hardState) error {
 	buf := l.writeBuf[:0]
 	for _, e := range entries {
 		recordBytes := int64(frameHeaderBytes + entryHeaderBytes + len(e.GetData()))
-		if len(s.starts) > 0 && s.size+int64(len(buf))+recordBytes > l.segmentBytesMax {
-			if err := l.writeAt(s, buf); err != nil {
-				return err
-			}
-			buf = buf[:0]
-			next, err := l.roll()
+		if s.lastIndex() >= s.base && s.size+int64(len(buf))+recordBytes > l.segmentBytesMax {
+			next, err := l.roll(buf)
 			if err != nil {
 				return err
 			}
-			s = next
+			s, buf = next, buf[:0]
 		}
-		s.starts = append(s.starts, s.size+int64(len(buf)))
-		s.sizes = append(s.sizes, uint32(recordBytes))
+		s.push(s.size+int64(len(buf)), uint32(recordBytes))
 		eh := entryHeader{term: e.GetTerm(), index: e.GetIndex(), entryType: byte(e.GetType())}
 		buf = appendEntryRecord(buf, eh, e.GetData())
 		l.lastIndex = eh.index
@@ -148,11 +143,16 @@ func (l *Log) pushTerm(i, term uint64) {
 	}
 }
 
-// roll syncs the active segment and starts the next one, so that every
-// segment but the last is complete and durable: recovery may then treat any
-// damage in a non-last segment as corruption.
-func (l *Log) roll() (*segment, error) {
+// roll seals and syncs the active segment and starts the next one, so that
+// every segment but the last is complete, sealed and durable: recovery may
+// then read only its seal, and treat any damage in it as corruption.
+// pending, bytes not yet written to the active segment, go with the seal
+// in one write.
+func (l *Log) roll(pending []byte) (*segment, error) {
 	s := l.segments[len(l.segments)-1]
+	if err := l.seal(s, pending); err != nil {
+		return nil, err
+	}
 	if s.dirty {
 		if err := s.file.Sync(); err != nil {
 			return nil, fmt.Errorf("raftlog: sync %s: %w", s.name, err)
@@ -175,7 +175,7 @@ func (l *Log) createSegment(base, prevTerm uint64) (*segment, error) {
 		f.Close()
 		return nil, fmt.Errorf("raftlog: create %s: exists with %d bytes (%v)", name, size, err)
 	}
-	s := &segment{base: base, prevTerm: prevTerm, name: name, file: f}
+	s := &segment{base: base, prevTerm: prevTerm, name: name, file: f, last: base - 1, sealEnd: -1, indexed: true}
 	l.segments = append(l.segments, s)
 	l.dirDirty = true
 	var small [2*frameHeaderBytes + segmentBodyBytes + hardStateBodyBytes]byte
@@ -311,6 +311,9 @@ func (l *Log) truncateFrom(i uint64) error {
 		}
 	}
 	k := l.segmentOf(i)
+	if err := l.indexSegment(l.segments[k]); err != nil {
+		return err
+	}
 	for _, s := range l.segments[k+1:] {
 		s.file.Close()
 		if err := l.disk.Remove(l.path(s.name)); err != nil {
@@ -325,8 +328,8 @@ func (l *Log) truncateFrom(i uint64) error {
 	}
 	s := l.segments[k]
 	j := i - s.base
-	s.size = s.starts[j]
-	s.starts, s.sizes = s.starts[:j], s.sizes[:j]
+	s.size = s.starts[j] // the seal goes too: s is the active segment again
+	s.starts, s.sizes, s.last, s.sealEnd = s.starts[:j], s.sizes[:j], i-1, -1
 	if err := s.file.Truncate(s.size); err != nil {
 		return fmt.Errorf("raftlog: truncate %s: %w", s.name, err)
 	}
