@@ -273,6 +273,10 @@ type GroupStatus struct {
 	// re-created under the same name is another group, whose indexes,
 	// terms and states have nothing to do with the old one's.
 	TopicID uint64
+	// Rejoining: the replica lost its state (a wiped disk, a repair) and
+	// neither votes nor campaigns until it has caught up (rejoin.go), so it
+	// does not count toward a majority that could elect a leader.
+	Rejoining bool
 }
 
 // ApplyObserver, when set in Config, sees every entry a replica applies, in

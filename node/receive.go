@@ -315,6 +315,7 @@ func (c *Core) groupStatus(g *group) GroupStatus {
 		CommitIndex:    st.GetCommit(),
 		AppliedIndex:   g.appliedRaft,
 		TopicID:        g.topicID,
+		Rejoining:      g.rejoin != nil && g.rejoin.phase != rejoinDone,
 	}
 }
 

@@ -118,7 +118,8 @@ func (w *world) probeGroups() int {
 // probeGroup returns why group g fails the probe, "" if it passes or
 // lacks a live majority (all live nodes are connected now). A group has
 // min(Replication, Nodes) replicas; its live replicas are the up nodes
-// hosting its newest incarnation.
+// hosting its newest incarnation that may vote (a replica still rejoining
+// after losing its state may not, by design: rejoin.go).
 func (w *world) probeGroup(g int) string {
 	replicas := min(w.opts.Replication, len(w.nodes))
 	majority := replicas/2 + 1
@@ -129,14 +130,14 @@ func (w *world) probeGroup(g int) string {
 			continue
 		}
 		if s, ok := w.statusOf(n, g); ok {
-			live = append(live, probeReplica{uint64(n.id), s.Term, uint64(s.Leader), s.IsLeader, s.TopicID})
+			live = append(live, probeReplica{uint64(n.id), s.Term, uint64(s.Leader), s.IsLeader, s.TopicID, s.Rejoining})
 			topicID = max(topicID, s.TopicID)
 		}
 	}
 	var leader, term uint64
 	hosts := 0
 	for _, r := range live {
-		if r.topicID != topicID {
+		if r.topicID != topicID || r.rejoining {
 			continue
 		}
 		hosts++
@@ -167,4 +168,5 @@ type probeReplica struct {
 	id, term, leader uint64
 	isLeader         bool
 	topicID          uint64
+	rejoining        bool
 }
