@@ -168,9 +168,9 @@ func splitHostPort(addr string) (string, int32, bool) {
 	return host, int32(p), true
 }
 
-// produce converts each partition's RecordBatch v2 into a Strand batch
-// (producer id, epoch and base sequence travel beside it, as in Strand's
-// own produce) and sends them all in one Strand produce at the same acks.
+// produce stores each partition's RecordBatch v2 as sent (ToStore: the
+// node validates its records; producer id, epoch and base sequence travel
+// beside it, as in Strand's own produce) and sends them all in one Strand produce at the same acks.
 // A batch that does not convert is answered for its partition alone.
 func (c *conn) produce(req kmsg.Request) func() kmsg.Response {
 	r := req.(*kmsg.ProduceRequest)
@@ -191,7 +191,7 @@ func (c *conn) produce(req kmsg.Request) func() kmsg.Response {
 			if local[key] != nil {
 				continue
 			}
-			batch, pf, err := ToStrand(nil, p.Records)
+			batch, pf, err := ToStore(p.Records)
 			if err != nil {
 				local[key] = batchError(err)
 				continue
