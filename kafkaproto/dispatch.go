@@ -23,8 +23,8 @@ type api struct {
 // Why each version range, and what is left out, is in the package notes
 // (DESIGN: "Kafka protocol").
 var apis = []api{
-	{key: 0, min: 3, max: 11, serve: (*conn).produce},    // Produce: v3+ carries RecordBatch v2; v13 names topics by id
-	{key: 1, min: 4, max: 12, serve: (*conn).fetch},      // Fetch: v4+ RecordBatch v2; v13 names topics by id
+	{key: 0, min: 3, max: 13, serve: (*conn).produce},    // Produce: v3+ carries RecordBatch v2; v13 names topics by id
+	{key: 1, min: 4, max: 13, serve: (*conn).fetch},      // Fetch: v4+ RecordBatch v2; v13 names topics by id
 	{key: 2, min: 1, max: 6, serve: (*conn).listOffsets}, // ListOffsets: v0 is the old offsets array; v7 adds max-timestamp lookups
 	{key: 3, min: 1, max: 12, serve: (*conn).metadata},
 	{key: 8, min: 2, max: 9, serve: (*conn).offsetCommit},             // OffsetCommit: v10 names topics by id

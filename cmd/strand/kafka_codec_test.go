@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -78,7 +79,11 @@ func TestKafkaCompressedBatchesServedAsSent(t *testing.T) {
 	if got := kgoReadAll(ctx, t, c.kafka, topic, len(want)); !slices.Equal(got, want) {
 		t.Fatalf("kgo consumer read\n%q\nwant\n%q", got, want)
 	}
-	checkRawFetchCodecs(ctx, t, c.kafka, topic)
+	td, err := adm.ListTopics(ctx, topic)
+	if err != nil || td.Error() != nil {
+		t.Fatalf("list topics: %v / %v", err, td.Error())
+	}
+	checkRawFetchCodecs(ctx, t, c.kafka, topic, td[topic].ID)
 	env := []string{"STRAND_BROKERS=" + c.addrs[0]}
 	out := runCLI(t, env, "", "consume", topic, "--until-end", "--format", `%o %k=%v\n`)
 	if got := strings.Split(strings.TrimSuffix(out, "\n"), "\n"); !slices.Equal(got, want) {
@@ -113,11 +118,12 @@ func kgoReadAll(ctx context.Context, t *testing.T, seeds []string, topic string,
 	return got
 }
 
-// checkRawFetchCodecs sends one Kafka Fetch from offset 0 and checks every
-// served batch: its compression attribute is its producer's codec (told
+// checkRawFetchCodecs sends one Kafka Fetch from offset 0 (at the version
+// kgo negotiates: 13, naming the topic by id) and checks every served
+// batch: its compression attribute is its producer's codec (told
 // by its records' keys), and the batches hold every record at offsets
 // counted densely.
-func checkRawFetchCodecs(ctx context.Context, t *testing.T, seeds []string, topic string) {
+func checkRawFetchCodecs(ctx context.Context, t *testing.T, seeds []string, topic string, id kadm.TopicID) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
 	if err != nil {
@@ -125,10 +131,9 @@ func checkRawFetchCodecs(ctx context.Context, t *testing.T, seeds []string, topi
 	}
 	defer cl.Close()
 	req := kmsg.NewPtrFetchRequest()
-	req.SetVersion(12)
 	req.ReplicaID, req.SessionEpoch, req.MaxBytes = -1, -1, 1<<20
 	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = topic
+	rt.Topic, rt.TopicID = topic, id
 	rp := kmsg.NewFetchRequestTopicPartition()
 	rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LastFetchedEpoch, rp.LogStartOffset = 1<<20, -1, -1, -1
 	rt.Partitions = append(rt.Partitions, rp)
