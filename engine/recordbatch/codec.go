@@ -72,7 +72,11 @@ func inflate(dst []byte, codec int, b []byte) ([]byte, error) {
 			return nil, fmt.Errorf("%w: gzip: %v", ErrCorrupt, err)
 		}
 		defer gzipReaders.Put(zr)
-		return readLimited(dst, zr, "gzip")
+		hint := 4 * len(b)
+		if len(b) >= 4 { // gzip's trailer holds the inflated size (mod 2^32)
+			hint = int(binary.LittleEndian.Uint32(b[len(b)-4:]))
+		}
+		return readLimited(dst, zr, "gzip", hint)
 	case CodecSnappy:
 		if bytes.HasPrefix(b, xerialMagic) {
 			return unxerial(dst, b)
@@ -82,7 +86,7 @@ func inflate(dst []byte, codec int, b []byte) ([]byte, error) {
 		zr := lz4Readers.Get().(*lz4.Reader)
 		zr.Reset(bytes.NewReader(b))
 		defer lz4Readers.Put(zr)
-		return readLimited(dst, zr, "lz4")
+		return readLimited(dst, zr, "lz4", 4*len(b))
 	case CodecZstd:
 		out, err := zstdDecoder().DecodeAll(b, dst)
 		if err != nil {
@@ -117,8 +121,13 @@ func snappyBlock(dst, b []byte) ([]byte, error) {
 	return dst[:start+len(out)], nil
 }
 
-// readLimited reads r to the end after dst, at most InflatedBytesMax.
-func readLimited(dst []byte, r io.Reader, name string) ([]byte, error) {
+// readLimited reads r to the end after dst, at most InflatedBytesMax;
+// hint, the expected inflated size, sizes the buffer once (a wrong hint
+// costs only growth).
+func readLimited(dst []byte, r io.Reader, name string, hint int) ([]byte, error) {
+	if hint = min(hint, InflatedBytesMax) + bytes.MinRead; cap(dst)-len(dst) < hint {
+		dst = append(make([]byte, 0, len(dst)+hint), dst...)
+	}
 	w := bytes.NewBuffer(dst)
 	n, err := w.ReadFrom(io.LimitReader(r, InflatedBytesMax+1))
 	if err != nil {
