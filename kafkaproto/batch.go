@@ -1,19 +1,11 @@
 package kafkaproto
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"math"
-	"sync"
-
-	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/compress/s2"
-	"github.com/klauspost/compress/zstd"
-	"github.com/pierrec/lz4/v4"
 
 	"github.com/strandlog/strand/engine/recordbatch"
 )
@@ -35,15 +27,7 @@ const (
 	v2CountOffset     = 57
 
 	attrCompression   = 0x07
-	attrTimestampType = 0x08 // LogAppendTime
 	attrTransactional = 0x10
-	attrControl       = 0x20
-
-	// decompressedBytesMax bounds what one compressed batch may inflate
-	// to: a Strand batch holds at most recordbatch.BatchBytesMax, and
-	// Kafka's record framing is about as dense, so anything near twice
-	// that is refused before it is held in memory (decompression bombs).
-	decompressedBytesMax = 2 * recordbatch.BatchBytesMax
 )
 
 // Errors of the conversion, mapped to Kafka codes by the produce handler.
@@ -68,267 +52,74 @@ type ProducerFields struct {
 	Sequence int32
 }
 
-// ToStrand converts one Kafka RecordBatch v2 (the whole of b) into a
-// Strand batch appended to dst. It checks the CRC, the framing of every
-// record and that offset deltas count 0, 1, 2, ...; compressed batches
-// are inflated with the codec the attributes name. Record timestamps,
-// keys, values (null kept distinct from empty) and headers carry over
-// exactly; the batch-level fields Strand keeps beside the batch are
-// returned (producer id, epoch, base sequence).
-func ToStrand(dst, b []byte) ([]byte, ProducerFields, error) {
-	var pf ProducerFields
-	if len(b) < v2HeaderBytes {
-		return dst, pf, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", ErrCorruptBatch, len(b), v2HeaderBytes)
+// Compression codecs of the attributes (recordbatch inflates them).
+const (
+	codecNone   = recordbatch.CodecNone
+	codecGzip   = recordbatch.CodecGzip
+	codecSnappy = recordbatch.CodecSnappy
+	codecLZ4    = recordbatch.CodecLZ4
+	codecZstd   = recordbatch.CodecZstd
+)
+
+// kafkaError wraps a recordbatch error in this package's matching error.
+func kafkaError(err error) error {
+	switch {
+	case errors.Is(err, recordbatch.ErrUnsupported):
+		return fmt.Errorf("%w: %v", ErrUnsupportedBatch, err)
+	case errors.Is(err, recordbatch.ErrRecordTooLarge), errors.Is(err, recordbatch.ErrBatchTooLarge):
+		return fmt.Errorf("%w: %v", ErrTooLarge, err)
 	}
-	if b[v2MagicOffset] != 2 {
-		return dst, pf, fmt.Errorf("%w: magic %d (only RecordBatch v2, magic 2)", ErrUnsupportedBatch, b[v2MagicOffset])
-	}
-	if n := int64(int32(binary.BigEndian.Uint32(b[v2LengthOffset:]))); n != int64(len(b)-12) {
-		return dst, pf, fmt.Errorf("%w: length %d, but %d bytes follow it", ErrCorruptBatch, n, len(b)-12)
-	}
-	if want, got := binary.BigEndian.Uint32(b[v2CRCOffset:]), crc32.Checksum(b[v2AttrOffset:], castagnoli); want != got {
-		return dst, pf, fmt.Errorf("%w: crc %#08x, computed %#08x", ErrCorruptBatch, want, got)
-	}
-	attr := binary.BigEndian.Uint16(b[v2AttrOffset:])
-	if attr&(attrTransactional|attrControl) != 0 {
-		return dst, pf, fmt.Errorf("%w: transactional or control batch (Strand has no transactions yet)", ErrUnsupportedBatch)
-	}
-	pf = ProducerFields{
-		ID:       int64(binary.BigEndian.Uint64(b[v2ProducerID:])),
-		Epoch:    int16(binary.BigEndian.Uint16(b[v2ProducerEpoch:])),
-		Sequence: int32(binary.BigEndian.Uint32(b[v2BaseSequence:])),
-	}
-	firstTS := int64(binary.BigEndian.Uint64(b[v2FirstTSOffset:]))
-	count := int32(binary.BigEndian.Uint32(b[v2CountOffset:]))
-	lastDelta := int32(binary.BigEndian.Uint32(b[v2LastDeltaOffset:]))
-	if count <= 0 || lastDelta != count-1 {
-		return dst, pf, fmt.Errorf("%w: %d records, last offset delta %d", ErrCorruptBatch, count, lastDelta)
-	}
-	records, err := decompress(int(attr&attrCompression), b[v2HeaderBytes:])
+	return fmt.Errorf("%w: %v", ErrCorruptBatch, err)
+}
+
+// ToStore turns one produced Kafka RecordBatch v2 (the whole of b) into
+// the batch Strand stores: the same bytes, base offset zeroed (it lies
+// outside Kafka's CRC), compressed or not as the producer sent them. Only
+// the header is checked here (length, magic, CRC32C, attributes, count);
+// the node validates every record (recordbatch.Validate, inflating a
+// compressed batch) before proposing it, and refuses it definitely if
+// damaged. The producer id, epoch and base sequence are returned to travel
+// beside the batch as in Strand's own produce.
+func ToStore(b []byte) ([]byte, ProducerFields, error) {
+	h, err := recordbatch.ParseKafkaHeader(b)
 	if err != nil {
-		return dst, pf, err
+		return nil, ProducerFields{}, kafkaError(err)
 	}
-	if int64(count) > int64(len(records))/7+1 { // a record is at least 7 bytes
-		return dst, pf, fmt.Errorf("%w: %d records in %d bytes", ErrCorruptBatch, count, len(records))
+	out := append([]byte(nil), b...)
+	binary.BigEndian.PutUint64(out, 0)
+	return out, ProducerFields{ID: h.ProducerID, Epoch: h.ProducerEpoch, Sequence: h.BaseSequence}, nil
+}
+
+// ToStrand converts one Kafka RecordBatch v2 (the whole of b) into a
+// Strand batch in Strand's own form appended to dst. It checks the CRC,
+// the framing of every record and that offset deltas count 0, 1, 2, ...;
+// compressed batches are inflated. Record timestamps, keys, values (null
+// kept distinct from empty) and headers carry over exactly; the producer
+// id, epoch and base sequence are returned. The listener stores Kafka
+// batches as sent (ToStore); this conversion serves the simulator's Kafka
+// client, which hands fetched records to code expecting Strand's form.
+func ToStrand(dst, b []byte) ([]byte, ProducerFields, error) {
+	h, err := recordbatch.ParseKafkaHeader(b)
+	if err != nil {
+		return dst, ProducerFields{}, kafkaError(err)
 	}
+	pf := ProducerFields{ID: h.ProducerID, Epoch: h.ProducerEpoch, Sequence: h.BaseSequence}
 	var bld recordbatch.Builder
 	bld.Reset(dst)
-	r := v2Reader{b: records}
-	var hdrs []recordbatch.Header
-	for i := range count {
-		rec, err := r.record(firstTS, i, hdrs[:0])
-		if err != nil {
-			return dst, pf, err
-		}
-		hdrs = rec.Headers
-		if err := bld.Append(rec); err != nil {
-			if errors.Is(err, recordbatch.ErrRecordTooLarge) || errors.Is(err, recordbatch.ErrBatchTooLarge) {
-				return dst, pf, fmt.Errorf("%w: %v", ErrTooLarge, err)
-			}
-			return dst, pf, fmt.Errorf("%w: record %d: %v", ErrCorruptBatch, i, err)
+	it := recordbatch.NewKafkaIterator(b)
+	for it.Next() {
+		if err := bld.Append(it.Record()); err != nil {
+			return dst, pf, kafkaError(err)
 		}
 	}
-	if len(r.b) != 0 {
-		return dst, pf, fmt.Errorf("%w: %d bytes after the last record", ErrCorruptBatch, len(r.b))
+	if err := it.Err(); err != nil {
+		return dst, pf, kafkaError(err)
 	}
 	out, err := bld.Finish()
 	if err != nil {
-		return dst, pf, fmt.Errorf("%w: %v", ErrCorruptBatch, err)
+		return dst, pf, kafkaError(err)
 	}
 	return out, pf, nil
-}
-
-// v2Reader reads Kafka records (varint framed).
-type v2Reader struct{ b []byte }
-
-func (r *v2Reader) varint() (int64, bool) {
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		return 0, false
-	}
-	r.b = r.b[n:]
-	return v, true
-}
-
-// bytes reads a varint length and that many bytes; -1 is null.
-func (r *v2Reader) bytes() ([]byte, bool) {
-	n, ok := r.varint()
-	if !ok || n < -1 || n > int64(len(r.b)) {
-		return nil, false
-	}
-	if n == -1 {
-		return nil, true
-	}
-	v := r.b[:n:n]
-	r.b = r.b[n:]
-	return v, true
-}
-
-// record reads record i of a batch whose first timestamp is firstTS.
-func (r *v2Reader) record(firstTS int64, i int32, hdrs []recordbatch.Header) (recordbatch.Record, error) {
-	bad := func(what string) (recordbatch.Record, error) {
-		return recordbatch.Record{}, fmt.Errorf("%w: record %d: %s", ErrCorruptBatch, i, what)
-	}
-	length, ok := r.varint()
-	if !ok || length < 0 || length > int64(len(r.b)) {
-		return bad("length")
-	}
-	body := v2Reader{b: r.b[:length]}
-	r.b = r.b[length:]
-	if len(body.b) < 1 {
-		return bad("attributes")
-	}
-	body.b = body.b[1:] // record attributes: unused by Kafka
-	tsDelta, ok := body.varint()
-	if !ok {
-		return bad("timestamp delta")
-	}
-	offDelta, ok := body.varint()
-	if !ok || offDelta != int64(i) {
-		return bad(fmt.Sprintf("offset delta %d", offDelta))
-	}
-	rec := recordbatch.Record{TimestampMs: firstTS + tsDelta}
-	if rec.Key, ok = body.bytes(); !ok {
-		return bad("key")
-	}
-	if rec.Value, ok = body.bytes(); !ok {
-		return bad("value")
-	}
-	n, ok := body.varint()
-	if !ok || n < 0 || n > int64(len(body.b))/2 {
-		return bad("header count")
-	}
-	for range n {
-		k, ok := body.bytes()
-		if !ok || k == nil {
-			return bad("header key")
-		}
-		v, ok := body.bytes()
-		if !ok {
-			return bad("header value")
-		}
-		hdrs = append(hdrs, recordbatch.Header{Key: string(k), Value: v})
-	}
-	if len(body.b) != 0 {
-		return bad("trailing bytes")
-	}
-	if n > 0 {
-		rec.Headers = hdrs
-	}
-	return rec, nil
-}
-
-// Compression codecs of the attributes.
-const (
-	codecNone   = 0
-	codecGzip   = 1
-	codecSnappy = 2
-	codecLZ4    = 3
-	codecZstd   = 4
-)
-
-// xerialMagic starts the Java client's framed snappy (snappy-java).
-var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
-
-var zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
-	d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(decompressedBytesMax))
-	if err != nil {
-		panic(err) // only for invalid options
-	}
-	return d
-})
-
-// decompress inflates a records section with the codec the attributes
-// name, refusing more than decompressedBytesMax.
-func decompress(codec int, b []byte) ([]byte, error) {
-	tooLarge := fmt.Errorf("%w: inflates past %d bytes", ErrTooLarge, decompressedBytesMax)
-	switch codec {
-	case codecNone:
-		return b, nil
-	case codecGzip:
-		zr, err := gzip.NewReader(bytes.NewReader(b))
-		if err != nil {
-			return nil, fmt.Errorf("%w: gzip: %v", ErrCorruptBatch, err)
-		}
-		return readLimited(zr, "gzip")
-	case codecSnappy:
-		if bytes.HasPrefix(b, xerialMagic) {
-			return unxerial(b)
-		}
-		n, err := s2.DecodedLen(b)
-		if err != nil {
-			return nil, fmt.Errorf("%w: snappy: %v", ErrCorruptBatch, err)
-		}
-		if n > decompressedBytesMax {
-			return nil, tooLarge
-		}
-		out, err := s2.Decode(nil, b)
-		if err != nil {
-			return nil, fmt.Errorf("%w: snappy: %v", ErrCorruptBatch, err)
-		}
-		return out, nil
-	case codecLZ4:
-		return readLimited(lz4.NewReader(bytes.NewReader(b)), "lz4")
-	case codecZstd:
-		out, err := zstdDecoder().DecodeAll(b, nil)
-		if err != nil {
-			if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
-				return nil, tooLarge
-			}
-			return nil, fmt.Errorf("%w: zstd: %v", ErrCorruptBatch, err)
-		}
-		if len(out) > decompressedBytesMax {
-			return nil, tooLarge
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("%w: compression codec %d", ErrCorruptBatch, codec)
-}
-
-// readLimited reads r to the end, at most decompressedBytesMax bytes.
-func readLimited(r io.Reader, name string) ([]byte, error) {
-	out, err := io.ReadAll(io.LimitReader(r, decompressedBytesMax+1))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrCorruptBatch, name, err)
-	}
-	if len(out) > decompressedBytesMax {
-		return nil, fmt.Errorf("%w: inflates past %d bytes", ErrTooLarge, decompressedBytesMax)
-	}
-	return out, nil
-}
-
-// unxerial inflates snappy-java's framing: the 16-byte header, then
-// chunks of a big-endian length and a snappy block.
-func unxerial(b []byte) ([]byte, error) {
-	if len(b) < 16 {
-		return nil, fmt.Errorf("%w: snappy: short xerial header", ErrCorruptBatch)
-	}
-	b = b[16:]
-	var out []byte
-	for len(b) > 0 {
-		if len(b) < 4 {
-			return nil, fmt.Errorf("%w: snappy: short xerial chunk", ErrCorruptBatch)
-		}
-		n := binary.BigEndian.Uint32(b)
-		b = b[4:]
-		if uint64(n) > uint64(len(b)) {
-			return nil, fmt.Errorf("%w: snappy: xerial chunk of %d bytes, %d left", ErrCorruptBatch, n, len(b))
-		}
-		dl, err := s2.DecodedLen(b[:n])
-		if err != nil || len(out)+dl > decompressedBytesMax {
-			if err == nil {
-				return nil, fmt.Errorf("%w: inflates past %d bytes", ErrTooLarge, decompressedBytesMax)
-			}
-			return nil, fmt.Errorf("%w: snappy: %v", ErrCorruptBatch, err)
-		}
-		block, err := s2.Decode(nil, b[:n])
-		if err != nil {
-			return nil, fmt.Errorf("%w: snappy: %v", ErrCorruptBatch, err)
-		}
-		out = append(out, block...)
-		b = b[n:]
-	}
-	return out, nil
 }
 
 // AppendKafka appends the Kafka RecordBatch v2 form of a stored Strand
@@ -336,8 +127,22 @@ func unxerial(b []byte) ([]byte, error) {
 // given (ID -1 when the batch was not produced idempotently), leader epoch
 // as given, and its CRC32C computed. Offsets are baseOffset, +1, ...; each
 // record's timestamp, key, value and headers are the stored ones.
+//
+// A batch stored in the Kafka form (recordbatch.IsKafka) is served as the
+// producer sent it, compressed or not: its bytes with the base offset and
+// leader epoch stamped, which Kafka's CRC leaves out; pf is not used (the
+// producer fields are the batch's own).
 func AppendKafka(dst, strandBatch []byte, baseOffset int64, epoch int32, pf ProducerFields) ([]byte, error) {
 	start := len(dst)
+	if recordbatch.IsKafka(strandBatch) {
+		if len(strandBatch) < v2HeaderBytes {
+			return dst, fmt.Errorf("%w: stored Kafka batch of %d bytes", ErrCorruptBatch, len(strandBatch))
+		}
+		dst = append(dst, strandBatch...)
+		binary.BigEndian.PutUint64(dst[start:], uint64(baseOffset))
+		binary.BigEndian.PutUint32(dst[start+v2EpochOffset:], uint32(epoch))
+		return dst, nil
+	}
 	dst = append(dst, make([]byte, v2HeaderBytes)...)
 	var count int32
 	var firstTS, maxTS int64 = 0, math.MinInt64

@@ -143,7 +143,7 @@ func TestCompressedBatchesConvert(t *testing.T) {
 	// snappy-java (the Java client): a 16-byte header, then length-prefixed blocks.
 	var raw []byte
 	uncompressed := kafkaBatch(t, testRecords(), codecNone, pf, 0)
-	raw = append(raw, xerialMagic...)
+	raw = append(raw, 0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0)
 	raw = append(raw, 0, 0, 0, 1, 0, 0, 0, 1)
 	records := uncompressed[v2HeaderBytes:]
 	for _, chunk := range [][]byte{records[:100], records[100:]} {
@@ -158,6 +158,82 @@ func TestCompressedBatchesConvert(t *testing.T) {
 	if got, _, err := ToStrand(nil, b); err != nil || !bytes.Equal(got, want) {
 		t.Errorf("xerial snappy: %v", err)
 	}
+}
+
+// A produced batch of each codec is stored as sent (base offset zeroed)
+// and served to a Kafka fetch as the very bytes the producer sent with the
+// base offset and leader epoch stamped, compression attribute and CRC
+// kept, while Strand's own readers (recordbatch.Validate and Decode, which
+// native consumers use) see the same records as in the uncompressed batch.
+func TestCompressedBatchesServedAsSent(t *testing.T) {
+	pf := ProducerFields{ID: 42, Epoch: 3, Sequence: 1000}
+	want := decodeRecords(t, kafkaBatch(t, testRecords(), codecNone, pf, 0))
+	for _, codec := range []int{codecNone, codecGzip, codecSnappy, codecLZ4, codecZstd} {
+		in := kafkaBatch(t, testRecords(), codec, pf, 0)
+		binary.BigEndian.PutUint64(in, 77) // a producer's base offset is overwritten
+		stored, gotPF, err := ToStore(in)
+		if err != nil || gotPF != pf {
+			t.Fatalf("codec %d: ToStore: %v, producer %+v", codec, err, gotPF)
+		}
+		info, err := recordbatch.Validate(stored)
+		if err != nil || info.RecordCount != 4 || info.FirstTimestampMs != 1_700_000_000_000 ||
+			info.MaxTimestampMs != 1_700_000_000_100 {
+			t.Fatalf("codec %d: stored batch: %+v, %v", codec, info, err)
+		}
+		if got := decodeRecords(t, stored); !equalRecords(got, want) {
+			t.Errorf("codec %d: native readers decode %+v, want %+v", codec, got, want)
+		}
+		served, err := AppendKafka(nil, stored, 500, 7, ProducerFields{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		binary.BigEndian.PutUint64(in, 500)
+		binary.BigEndian.PutUint32(in[v2EpochOffset:], 7)
+		if !bytes.Equal(served, in) {
+			t.Errorf("codec %d: served bytes differ from the produced ones", codec)
+		}
+		var rb kmsg.RecordBatch
+		if err := rb.ReadFrom(served); err != nil || rb.FirstOffset != 500 || rb.NumRecords != 4 ||
+			int(rb.Attributes&attrCompression) != codec || uint32(rb.CRC) != crc32.Checksum(served[v2AttrOffset:], castagnoli) {
+			t.Errorf("codec %d: served batch header %+v (%v)", codec, rb, err)
+		}
+	}
+}
+
+// decodeRecords decodes a batch of either form with recordbatch.Decode,
+// copying each record.
+func decodeRecords(t *testing.T, b []byte) []recordbatch.Record {
+	t.Helper()
+	var out []recordbatch.Record
+	err := recordbatch.Decode(b, func(_ int, r recordbatch.Record) error {
+		r.Headers = append([]recordbatch.Header(nil), r.Headers...)
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// equalRecords compares records, null apart from empty.
+func equalRecords(a, b []recordbatch.Record) bool {
+	same := func(x, y []byte) bool { return (x == nil) == (y == nil) && bytes.Equal(x, y) }
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].TimestampMs != b[i].TimestampMs || !same(a[i].Key, b[i].Key) || !same(a[i].Value, b[i].Value) ||
+			len(a[i].Headers) != len(b[i].Headers) {
+			return false
+		}
+		for j, h := range a[i].Headers {
+			if h.Key != b[i].Headers[j].Key || !same(h.Value, b[i].Headers[j].Value) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Damaged, unsupported and oversized batches are refused with the error
@@ -239,6 +315,83 @@ func BenchmarkAppendKafka(b *testing.B) {
 	pf := ProducerFields{ID: -1, Epoch: -1, Sequence: -1}
 	for b.Loop() {
 		if dst, err = AppendKafka(dst[:0], strand, 1000, -1, pf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchCodecs are the codecs the stored-form benchmarks run with.
+var benchCodecs = []struct {
+	name  string
+	codec int
+}{{"none", codecNone}, {"gzip", codecGzip}, {"snappy", codecSnappy}, {"lz4", codecLZ4}, {"zstd", codecZstd}}
+
+// BenchmarkStoredValidate measures what the node spends on a produced
+// Kafka batch stored as sent (ToStore, then recordbatch.Validate, which
+// inflates a compressed batch and walks every record), per codec; the
+// node validates once before proposing and once per replica on apply.
+// Compare BenchmarkToStrand, the conversion this replaced.
+func BenchmarkStoredValidate(b *testing.B) {
+	for _, c := range benchCodecs {
+		b.Run(c.name, func(b *testing.B) {
+			in := benchBatch(b, c.codec)
+			b.ReportAllocs()
+			for b.Loop() {
+				stored, _, err := ToStore(in)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := recordbatch.Validate(stored); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkStoredDecode measures a native consumer reading a batch stored
+// in the Kafka form (recordbatch.Decode: inflate, walk), per codec, and
+// "strand" the same records in Strand's own form: the conversion cost the
+// native read path pays for Kafka-produced batches.
+func BenchmarkStoredDecode(b *testing.B) {
+	run := func(b *testing.B, batch []byte) {
+		b.ReportAllocs()
+		for b.Loop() {
+			n := 0
+			if err := recordbatch.Decode(batch, func(_ int, r recordbatch.Record) error { n += len(r.Value); return nil }); err != nil || n != 10000 {
+				b.Fatal(err, n)
+			}
+		}
+	}
+	for _, c := range benchCodecs {
+		b.Run(c.name, func(b *testing.B) {
+			stored, _, err := ToStore(benchBatch(b, c.codec))
+			if err != nil {
+				b.Fatal(err)
+			}
+			run(b, stored)
+		})
+	}
+	b.Run("strand", func(b *testing.B) {
+		strand, _, err := ToStrand(nil, benchBatch(b, codecNone))
+		if err != nil {
+			b.Fatal(err)
+		}
+		run(b, strand)
+	})
+}
+
+// BenchmarkAppendKafkaStored measures serving a batch stored in the Kafka
+// form to a Kafka fetch: a copy with the base offset and epoch stamped.
+func BenchmarkAppendKafkaStored(b *testing.B) {
+	stored, _, err := ToStore(benchBatch(b, codecZstd))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	var dst []byte
+	for b.Loop() {
+		if dst, err = AppendKafka(dst[:0], stored, 1000, -1, ProducerFields{}); err != nil {
 			b.Fatal(err)
 		}
 	}

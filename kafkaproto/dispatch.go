@@ -23,8 +23,8 @@ type api struct {
 // Why each version range, and what is left out, is in the package notes
 // (DESIGN: "Kafka protocol").
 var apis = []api{
-	{key: 0, min: 3, max: 11, serve: (*conn).produce},    // Produce: v3+ carries RecordBatch v2; v13 names topics by id
-	{key: 1, min: 4, max: 12, serve: (*conn).fetch},      // Fetch: v4+ RecordBatch v2; v13 names topics by id
+	{key: 0, min: 3, max: 13, serve: (*conn).produce},    // Produce: v3+ carries RecordBatch v2; v13 names topics by id
+	{key: 1, min: 4, max: 13, serve: (*conn).fetch},      // Fetch: v4+ RecordBatch v2; v13 names topics by id
 	{key: 2, min: 1, max: 6, serve: (*conn).listOffsets}, // ListOffsets: v0 is the old offsets array; v7 adds max-timestamp lookups
 	{key: 3, min: 1, max: 12, serve: (*conn).metadata},
 	{key: 8, min: 2, max: 9, serve: (*conn).offsetCommit},             // OffsetCommit: v10 names topics by id
@@ -45,6 +45,7 @@ var apis = []api{
 	{key: 33, min: 0, max: 2, serve: (*conn).alterConfigs},            // AlterConfigs (topics; replaces the whole config)
 	{key: 42, min: 0, max: 2, serve: (*conn).deleteGroups},            // DeleteGroups
 	{key: 44, min: 0, max: 1, serve: (*conn).incrementalAlterConfigs}, // IncrementalAlterConfigs (SET, DELETE)
+	{key: 47, min: 0, max: 0, serve: (*conn).offsetDelete},            // OffsetDelete (not of subscribed topics)
 	{key: 68, min: 0, max: 1, serve: (*conn).consumerGroupHeartbeat},  // ConsumerGroupHeartbeat (KIP-848)
 	{key: 69, min: 0, max: 1, serve: (*conn).consumerGroupDescribe},   // ConsumerGroupDescribe
 }
@@ -53,7 +54,6 @@ var apis = []api{
 // ApiVersions does not list them, with UNSUPPORTED_VERSION (a definite
 // error every client surfaces instead of retrying) and a message saying why.
 var unsupportedAPIs = map[int16]string{
-	47: "deleting a group's offsets",
 	24: "transactions", 25: "transactions", 26: "transactions", 28: "transactions", 65: "transactions",
 	66: "transactions", 61: "describing producers",
 	37: "adding partitions", 23: "leader epochs (offsets are never truncated)",
@@ -234,5 +234,35 @@ func unsupportedResponse(req kmsg.Request, msg string) kmsg.Response {
 	if f := v.FieldByName("NodeID"); f.IsValid() && f.Kind() == reflect.Int32 {
 		f.SetInt(-1)
 	}
+	unsupportedPartitions(req, resp)
 	return resp
+}
+
+// unsupportedPartitions answers UNSUPPORTED_VERSION for each partition of
+// the transactions requests whose answers have no top-level error (a
+// client reading an empty answer would think nothing failed).
+func unsupportedPartitions(req kmsg.Request, resp kmsg.Response) {
+	code := kerr.UnsupportedVersion.Code
+	switch r := req.(type) {
+	case *kmsg.AddPartitionsToTxnRequest:
+		out := resp.(*kmsg.AddPartitionsToTxnResponse)
+		for _, t := range r.Topics {
+			ot := kmsg.NewAddPartitionsToTxnResponseTopic()
+			ot.Topic = t.Topic
+			for _, p := range t.Partitions {
+				ot.Partitions = append(ot.Partitions, kmsg.AddPartitionsToTxnResponseTopicPartition{Partition: p, ErrorCode: code})
+			}
+			out.Topics = append(out.Topics, ot)
+		}
+	case *kmsg.TxnOffsetCommitRequest:
+		out := resp.(*kmsg.TxnOffsetCommitResponse)
+		for _, t := range r.Topics {
+			ot := kmsg.NewTxnOffsetCommitResponseTopic()
+			ot.Topic = t.Topic
+			for _, p := range t.Partitions {
+				ot.Partitions = append(ot.Partitions, kmsg.TxnOffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
+			}
+			out.Topics = append(out.Topics, ot)
+		}
+	}
 }

@@ -54,6 +54,7 @@ var kafkaCodes = map[strandpb.ErrorCode]*kerr.Error{
 	strandpb.ErrorCode_ERROR_CODE_GROUP_NOT_EMPTY:           kerr.NonEmptyGroup,
 	strandpb.ErrorCode_ERROR_CODE_GROUP_NOT_FOUND:           kerr.GroupIDNotFound,
 	strandpb.ErrorCode_ERROR_CODE_STALE_HEARTBEAT:           kerr.CoordinatorLoadInProgress,
+	strandpb.ErrorCode_ERROR_CODE_GROUP_SUBSCRIBED_TO_TOPIC: kerr.GroupSubscribedToTopic,
 	// A full disk refuses writes, retriably, as Kafka's log-dir failure.
 	strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_SPACE: kerr.KafkaStorageError,
 	// A replica rebuilding from its peers serves nothing: the client

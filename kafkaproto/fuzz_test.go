@@ -278,6 +278,17 @@ func FuzzDeleteGroups(f *testing.F) {
 	fuzzAPI(f, 42, req)
 }
 
+// FuzzOffsetDelete fuzzes OffsetDelete.
+func FuzzOffsetDelete(f *testing.F) {
+	req := kmsg.NewPtrOffsetDeleteRequest()
+	req.Group = "g"
+	t := kmsg.NewOffsetDeleteRequestTopic()
+	t.Topic = "t"
+	t.Partitions = []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}, {Partition: 3}}
+	req.Topics = append(req.Topics, t)
+	fuzzAPI(f, 47, req)
+}
+
 // FuzzToStrand feeds arbitrary bytes as a produced RecordBatch v2: no
 // panic; a batch that converts is a valid Strand batch, and serving it
 // back gives a batch that converts to the same Strand batch.

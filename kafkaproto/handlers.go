@@ -168,38 +168,46 @@ func splitHostPort(addr string) (string, int32, bool) {
 	return host, int32(p), true
 }
 
-// produce converts each partition's RecordBatch v2 into a Strand batch
-// (producer id, epoch and base sequence travel beside it, as in Strand's
-// own produce) and sends them all in one Strand produce at the same acks.
-// A batch that does not convert is answered for its partition alone.
+// produce stores each partition's RecordBatch v2 as sent (ToStore: the
+// node validates its records; producer id, epoch and base sequence travel
+// beside it, as in Strand's own produce) and sends them all in one Strand
+// produce at the same acks. A batch that does not convert is answered for
+// its partition alone. v13 names topics by id alone: the node resolves it
+// (UNKNOWN_TOPIC_ID when no topic has it).
 func (c *conn) produce(req kmsg.Request) func() kmsg.Response {
 	r := req.(*kmsg.ProduceRequest)
 	local := map[tp]*strandpb.Error{}
+	var sent []tp // the request partitions sreq carries, in its order
 	sreq := &strandpb.ProduceRequest{Acks: int32(r.Acks), TimeoutMs: r.TimeoutMillis}
 	if r.TransactionID != nil {
 		e := &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_VERSION,
 			Message: "Strand has no transactions yet: produce without a transactional id"}
 		for _, t := range r.Topics {
 			for _, p := range t.Partitions {
-				local[tp{t.Topic, p.Partition}] = e
+				local[tp{produceTopicKey(r, t), p.Partition}] = e
 			}
 		}
 	}
 	for _, t := range r.Topics {
 		for _, p := range t.Partitions {
-			key := tp{t.Topic, p.Partition}
+			key := tp{produceTopicKey(r, t), p.Partition}
 			if local[key] != nil {
 				continue
 			}
-			batch, pf, err := ToStrand(nil, p.Records)
+			batch, pf, err := ToStore(p.Records)
 			if err != nil {
 				local[key] = batchError(err)
 				continue
 			}
-			sreq.Partitions = append(sreq.Partitions, &strandpb.ProduceRequest_Partition{
+			sp := &strandpb.ProduceRequest_Partition{
 				Topic: t.Topic, Partition: p.Partition, Batch: batch,
 				ProducerId: pf.ID, ProducerEpoch: int32(pf.Epoch), BaseSequence: pf.Sequence,
-			})
+			}
+			if r.Version >= 13 {
+				sp.Topic, sp.TopicId = "", t.TopicID[:]
+			}
+			sreq.Partitions = append(sreq.Partitions, sp)
+			sent = append(sent, key)
 		}
 	}
 	var k *call
@@ -213,12 +221,24 @@ func (c *conn) produce(req kmsg.Request) func() kmsg.Response {
 			if whole = c.wait(k); whole == nil {
 				return nil
 			}
-			for _, p := range whole.GetProduce().GetPartitions() {
-				answers[tp{p.GetTopic(), p.GetPartition()}] = p
+			// The node answers each partition at its request index.
+			for i, p := range whole.GetProduce().GetPartitions() {
+				if i < len(sent) && p.GetPartition() == sent[i].partition {
+					answers[sent[i]] = p
+				}
 			}
 		}
 		return produceAnswer(r, local, answers, whole)
 	}
+}
+
+// produceTopicKey is how a produce request names a topic: its name, or
+// from v13 its id.
+func produceTopicKey(r *kmsg.ProduceRequest, t kmsg.ProduceRequestTopic) string {
+	if r.Version >= 13 {
+		return string(t.TopicID[:])
+	}
+	return t.Topic
 }
 
 // produceAnswer builds the Kafka produce response: per partition the local
@@ -229,11 +249,11 @@ func produceAnswer(r *kmsg.ProduceRequest, local map[tp]*strandpb.Error, answers
 	out.SetVersion(r.Version)
 	for _, t := range r.Topics {
 		ot := kmsg.NewProduceResponseTopic()
-		ot.Topic = t.Topic
+		ot.Topic, ot.TopicID = t.Topic, t.TopicID
 		for _, p := range t.Partitions {
 			op := kmsg.NewProduceResponseTopicPartition()
 			op.Partition, op.BaseOffset, op.LogAppendTime, op.LogStartOffset = p.Partition, -1, -1, -1
-			key := tp{t.Topic, p.Partition}
+			key := tp{produceTopicKey(r, t), p.Partition}
 			var e *strandpb.Error
 			if le := local[key]; le != nil {
 				e = le
@@ -272,7 +292,9 @@ func batchError(err error) *strandpb.Error {
 // fetch reads through Strand's fetch (long poll with max wait and min
 // bytes, linearizable on the leader) and serves each stored batch as a
 // RecordBatch v2. No fetch sessions: session id 0 tells the client to send
-// full fetches.
+// full fetches. v13+ names topics by id alone: the node resolves it
+// (UNKNOWN_TOPIC_ID when no topic has it), so a client fetching a deleted
+// topic's id is refused rather than served a re-created topic's records.
 func (c *conn) fetch(req kmsg.Request) func() kmsg.Response {
 	r := req.(*kmsg.FetchRequest)
 	sreq := &strandpb.FetchRequest{MaxWaitMs: r.MaxWaitMillis, MinBytes: r.MinBytes, MaxBytes: r.MaxBytes}
@@ -281,8 +303,12 @@ func (c *conn) fetch(req kmsg.Request) func() kmsg.Response {
 	}
 	for _, t := range r.Topics {
 		for _, p := range t.Partitions {
-			sreq.Partitions = append(sreq.Partitions, &strandpb.FetchRequest_Partition{
-				Topic: t.Topic, Partition: p.Partition, Offset: p.FetchOffset, MaxBytes: p.PartitionMaxBytes})
+			sp := &strandpb.FetchRequest_Partition{
+				Topic: t.Topic, Partition: p.Partition, Offset: p.FetchOffset, MaxBytes: p.PartitionMaxBytes}
+			if r.Version >= 13 {
+				sp.Topic, sp.TopicId = "", t.TopicID[:]
+			}
+			sreq.Partitions = append(sreq.Partitions, sp)
 		}
 	}
 	k := c.submit(&strandpb.Request{Body: &strandpb.Request_Fetch{Fetch: sreq}})
@@ -291,17 +317,20 @@ func (c *conn) fetch(req kmsg.Request) func() kmsg.Response {
 		if whole == nil {
 			return nil
 		}
-		answers := map[tp]*strandpb.FetchResponse_Partition{}
-		for _, p := range whole.GetFetch().GetPartitions() {
-			answers[tp{p.GetTopic(), p.GetPartition()}] = p
-		}
+		got := whole.GetFetch().GetPartitions()
 		out := kmsg.NewPtrFetchResponse()
 		out.SetVersion(r.Version)
+		i := 0 // the node answers each partition at its request index
 		for _, t := range r.Topics {
 			ot := kmsg.NewFetchResponseTopic()
-			ot.Topic = t.Topic
+			ot.Topic, ot.TopicID = t.Topic, t.TopicID
 			for _, p := range t.Partitions {
-				ot.Partitions = append(ot.Partitions, fetchPartition(whole, answers[tp{t.Topic, p.Partition}], p.Partition))
+				var a *strandpb.FetchResponse_Partition
+				if i < len(got) && got[i].GetPartition() == p.Partition {
+					a = got[i]
+				}
+				i++
+				ot.Partitions = append(ot.Partitions, fetchPartition(whole, a, p.Partition))
 			}
 			out.Topics = append(out.Topics, ot)
 		}

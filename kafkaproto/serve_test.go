@@ -161,20 +161,47 @@ func TestApiVersionsNegotiation(t *testing.T) {
 }
 
 // A served API at a version outside the served range is answered with
-// UNSUPPORTED_VERSION, and a group API (not advertised) likewise with a
-// message; the connection stays open for the next request.
+// UNSUPPORTED_VERSION, and so is every transactions API (not advertised:
+// Strand has no transactions) — AddPartitionsToTxn, AddOffsetsToTxn,
+// EndTxn, TxnOffsetCommit — and InitProducerId with a transactional id,
+// with a message where the version has one; the connection stays open
+// for the next request.
 func TestUnsupportedAnsweredNotDropped(t *testing.T) {
 	c := dialRaw(t, startFake(t))
-	od := kmsg.NewPtrOffsetDeleteRequest()
-	od.Group = "g"
-	c.send(47, 0, 7, false, od.AppendTo(nil))
+	txn := "tx"
+	apt := kmsg.NewPtrAddPartitionsToTxnRequest()
+	apt.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "t", Partitions: []int32{0}}}
+	toc := kmsg.NewPtrTxnOffsetCommitRequest()
+	toc.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0}}}}
+	for _, req := range []kmsg.Request{apt, kmsg.NewPtrAddOffsetsToTxnRequest(), kmsg.NewPtrEndTxnRequest(), toc} {
+		c.send(req.Key(), 0, 7, false, req.AppendTo(nil))
+		_, body, err := c.recv()
+		if err != nil {
+			t.Fatalf("key %d dropped the connection: %v", req.Key(), err)
+		}
+		resp := req.ResponseKind()
+		if err := resp.ReadFrom(body); err != nil {
+			t.Fatalf("key %d answer: %v", req.Key(), err)
+		}
+		if code := unsupportedCode(resp); code != kerr.UnsupportedVersion.Code {
+			t.Fatalf("key %d answered %+v", req.Key(), resp)
+		}
+	}
+	ip := kmsg.NewPtrInitProducerIDRequest()
+	ip.SetVersion(2)
+	ip.TransactionalID = &txn
+	c.send(22, 2, 7, true, ip.AppendTo(nil))
 	_, body, err := c.recv()
 	if err != nil {
 		t.Fatal(err)
 	}
-	or := kmsg.NewPtrOffsetDeleteResponse()
-	if err := or.ReadFrom(body); err != nil || or.ErrorCode != kerr.UnsupportedVersion.Code {
-		t.Fatalf("OffsetDelete: %v %+v", err, or)
+	if body, err = skipTags(body); err != nil {
+		t.Fatal(err)
+	}
+	ir := kmsg.NewPtrInitProducerIDResponse()
+	ir.SetVersion(2)
+	if err := ir.ReadFrom(body); err != nil || ir.ErrorCode != kerr.UnsupportedVersion.Code {
+		t.Fatalf("InitProducerId with a transactional id: %v %+v", err, ir)
 	}
 	lo := kmsg.NewPtrListOffsetsRequest()
 	lo.SetVersion(0) // below the served 1
@@ -220,4 +247,25 @@ func TestMalformedRequestClosesOnlyItsConnection(t *testing.T) {
 	if corr, _, err := good.recv(); err != nil || corr != 2 {
 		t.Fatalf("the other connection: corr %d, %v", corr, err)
 	}
+}
+
+// unsupportedCode is a transactions answer's error code: the top-level
+// one, else the first partition's.
+func unsupportedCode(resp kmsg.Response) int16 {
+	switch r := resp.(type) {
+	case *kmsg.AddPartitionsToTxnResponse:
+		if len(r.Topics) > 0 && len(r.Topics[0].Partitions) > 0 {
+			return r.Topics[0].Partitions[0].ErrorCode
+		}
+		return r.ErrorCode
+	case *kmsg.AddOffsetsToTxnResponse:
+		return r.ErrorCode
+	case *kmsg.EndTxnResponse:
+		return r.ErrorCode
+	case *kmsg.TxnOffsetCommitResponse:
+		if len(r.Topics) > 0 && len(r.Topics[0].Partitions) > 0 {
+			return r.Topics[0].Partitions[0].ErrorCode
+		}
+	}
+	return -2
 }

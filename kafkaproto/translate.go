@@ -77,11 +77,43 @@ func (t *Translation) Answer(resp *strandpb.Response) []byte {
 	return appendResponse(nil, t.p, r)
 }
 
-// Versions EncodeRequest speaks: the newest each handler serves.
+// Versions EncodeRequest speaks: the newest each handler serves when every
+// partition of the Strand request names its topic id (topics by id, as a
+// Kafka client that read ids from Metadata does), else the newest naming
+// topics by name.
 const (
-	clientProduceVersion = 11
-	clientFetchVersion   = 12
+	clientProduceVersion  = 13
+	clientFetchVersion    = 13
+	clientProduceByName   = 11
+	clientFetchByName     = 12
+	topicIDVersionProduce = 13
+	topicIDVersionFetch   = 13
+	topicIDBytes          = 16
 )
+
+// withIDs is a Strand request partition naming a topic and maybe its id.
+type withIDs interface{ GetTopicId() []byte }
+
+// allTopicIDs reports whether every partition names a whole topic id.
+func allTopicIDs[P withIDs](ps []P) bool {
+	for _, p := range ps {
+		if len(p.GetTopicId()) != topicIDBytes {
+			return false
+		}
+	}
+	return len(ps) > 0
+}
+
+// topicNames maps the topic ids of a Strand request to its topic names,
+// for decoding answers that name topics by id.
+type topicNames map[[16]byte]string
+
+func (n topicNames) add(id []byte, name string) [16]byte {
+	var k [16]byte
+	copy(k[:], id)
+	n[k] = name
+	return k
+}
 
 // EncodeRequest frames a Strand produce or fetch request as the Kafka
 // request a Kafka client would send for it (size prefix included; batches
@@ -92,11 +124,13 @@ func EncodeRequest(req *strandpb.Request, corr int32) (frame []byte, decode func
 	var kreq kmsg.Request
 	switch b := req.GetBody().(type) {
 	case *strandpb.Request_Produce:
-		kreq = produceRequest(b.Produce)
-		decode = func(f []byte) (*strandpb.Response, error) { return decodeProduce(f, corr) }
+		r, names := produceRequest(b.Produce)
+		kreq = r
+		decode = func(f []byte) (*strandpb.Response, error) { return decodeProduce(f, corr, r.Version, names) }
 	case *strandpb.Request_Fetch:
-		kreq = fetchRequest(b.Fetch)
-		decode = func(f []byte) (*strandpb.Response, error) { return decodeFetch(f, corr) }
+		r, names := fetchRequest(b.Fetch)
+		kreq = r
+		decode = func(f []byte) (*strandpb.Response, error) { return decodeFetch(f, corr, r.Version, names) }
 	default:
 		return nil, nil, false
 	}
@@ -112,15 +146,20 @@ func EncodeRequest(req *strandpb.Request, corr int32) (frame []byte, decode func
 	return b, decode, true
 }
 
-func produceRequest(p *strandpb.ProduceRequest) *kmsg.ProduceRequest {
+func produceRequest(p *strandpb.ProduceRequest) (*kmsg.ProduceRequest, topicNames) {
 	r := kmsg.NewPtrProduceRequest()
-	r.SetVersion(clientProduceVersion)
+	r.SetVersion(clientProduceByName)
+	if allTopicIDs(p.GetPartitions()) {
+		r.SetVersion(clientProduceVersion)
+	}
+	names := topicNames{}
 	r.Acks, r.TimeoutMillis = int16(p.GetAcks()), p.GetTimeoutMs()
 	for _, sp := range p.GetPartitions() {
+		id := names.add(sp.GetTopicId(), sp.GetTopic())
 		i := len(r.Topics) - 1
-		if i < 0 || r.Topics[i].Topic != sp.GetTopic() {
+		if i < 0 || r.Topics[i].Topic != sp.GetTopic() || r.Topics[i].TopicID != id {
 			t := kmsg.NewProduceRequestTopic()
-			t.Topic = sp.GetTopic()
+			t.Topic, t.TopicID = sp.GetTopic(), id
 			r.Topics = append(r.Topics, t)
 			i++
 		}
@@ -130,19 +169,24 @@ func produceRequest(p *strandpb.ProduceRequest) *kmsg.ProduceRequest {
 			ID: sp.GetProducerId(), Epoch: int16(sp.GetProducerEpoch()), Sequence: sp.GetBaseSequence()})
 		r.Topics[i].Partitions = append(r.Topics[i].Partitions, kp)
 	}
-	return r
+	return r, names
 }
 
-func fetchRequest(f *strandpb.FetchRequest) *kmsg.FetchRequest {
+func fetchRequest(f *strandpb.FetchRequest) (*kmsg.FetchRequest, topicNames) {
 	r := kmsg.NewPtrFetchRequest()
-	r.SetVersion(clientFetchVersion)
+	r.SetVersion(clientFetchByName)
+	if allTopicIDs(f.GetPartitions()) {
+		r.SetVersion(clientFetchVersion)
+	}
+	names := topicNames{}
 	r.ReplicaID, r.SessionEpoch = -1, -1
 	r.MaxWaitMillis, r.MinBytes, r.MaxBytes = f.GetMaxWaitMs(), f.GetMinBytes(), f.GetMaxBytes()
 	for _, sp := range f.GetPartitions() {
+		id := names.add(sp.GetTopicId(), sp.GetTopic())
 		i := len(r.Topics) - 1
-		if i < 0 || r.Topics[i].Topic != sp.GetTopic() {
+		if i < 0 || r.Topics[i].Topic != sp.GetTopic() || r.Topics[i].TopicID != id {
 			t := kmsg.NewFetchRequestTopic()
-			t.Topic = sp.GetTopic()
+			t.Topic, t.TopicID = sp.GetTopic(), id
 			r.Topics = append(r.Topics, t)
 			i++
 		}
@@ -151,7 +195,7 @@ func fetchRequest(f *strandpb.FetchRequest) *kmsg.FetchRequest {
 		kp.CurrentLeaderEpoch, kp.LastFetchedEpoch, kp.LogStartOffset = -1, -1, -1
 		r.Topics[i].Partitions = append(r.Topics[i].Partitions, kp)
 	}
-	return r
+	return r, names
 }
 
 // responseBody checks a response frame's size and correlation id and
@@ -166,18 +210,21 @@ func responseBody(f []byte, corr int32) ([]byte, error) {
 	return skipTags(f[8:])
 }
 
-func decodeProduce(f []byte, corr int32) (*strandpb.Response, error) {
+func decodeProduce(f []byte, corr int32, version int16, names topicNames) (*strandpb.Response, error) {
 	body, err := responseBody(f, corr)
 	if err != nil {
 		return nil, err
 	}
 	r := kmsg.NewPtrProduceResponse()
-	r.SetVersion(clientProduceVersion)
+	r.SetVersion(version)
 	if err := r.ReadFrom(body); err != nil {
 		return nil, fmt.Errorf("kafkaproto: produce response: %v", err)
 	}
 	out := &strandpb.ProduceResponse{}
 	for _, t := range r.Topics {
+		if version >= topicIDVersionProduce {
+			t.Topic = names[t.TopicID]
+		}
 		for _, p := range t.Partitions {
 			out.Partitions = append(out.Partitions, &strandpb.ProduceResponse_Partition{Topic: t.Topic, Partition: p.Partition,
 				Error: strandError(p.ErrorCode, p.ErrorMessage), BaseOffset: p.BaseOffset})
@@ -186,18 +233,21 @@ func decodeProduce(f []byte, corr int32) (*strandpb.Response, error) {
 	return &strandpb.Response{CorrelationId: uint64(corr), Body: &strandpb.Response_Produce{Produce: out}}, nil
 }
 
-func decodeFetch(f []byte, corr int32) (*strandpb.Response, error) {
+func decodeFetch(f []byte, corr int32, version int16, names topicNames) (*strandpb.Response, error) {
 	body, err := responseBody(f, corr)
 	if err != nil {
 		return nil, err
 	}
 	r := kmsg.NewPtrFetchResponse()
-	r.SetVersion(clientFetchVersion)
+	r.SetVersion(version)
 	if err := r.ReadFrom(body); err != nil {
 		return nil, fmt.Errorf("kafkaproto: fetch response: %v", err)
 	}
 	out := &strandpb.FetchResponse{}
 	for _, t := range r.Topics {
+		if version >= topicIDVersionFetch {
+			t.Topic = names[t.TopicID]
+		}
 		for _, p := range t.Partitions {
 			sp := &strandpb.FetchResponse_Partition{Topic: t.Topic, Partition: p.Partition,
 				Error: strandError(p.ErrorCode, nil), HighWatermark: p.HighWatermark, LogStartOffset: p.LogStartOffset}

@@ -2,6 +2,7 @@ package kafkaproto
 
 import (
 	"bytes"
+	"encoding/binary"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -12,8 +13,8 @@ import (
 
 // A Strand produce and fetch carried through the Kafka codec the way the
 // simulator does: EncodeRequest on the client side, Translate on the node
-// side gives back the same Strand request (batch and producer fields byte
-// for byte), and the node's answer decodes back into the Strand answer —
+// side gives back the same Strand request (producer fields exactly, the
+// batch in the Kafka form holding the same records), and the node's answer decodes back into the Strand answer —
 // error codes, offsets, high-water marks and batches.
 func TestTranslateRoundTrip(t *testing.T) {
 	batch, err := recordbatch.Encode(nil, testRecords())
@@ -31,6 +32,13 @@ func TestTranslateRoundTrip(t *testing.T) {
 	tr, err := Translate(frame[4:])
 	if err != nil {
 		t.Fatal(err)
+	}
+	want := decodeRecords(t, batch)
+	for _, p := range tr.Request.GetProduce().GetPartitions() {
+		if !recordbatch.IsKafka(p.Batch) || !equalRecords(decodeRecords(t, p.Batch), want) {
+			t.Fatalf("translated batch %x holds other records", p.Batch)
+		}
+		p.Batch = batch
 	}
 	if !proto.Equal(tr.Request, produce) {
 		t.Fatalf("translated %v\nwant %v", tr.Request, produce)
@@ -73,5 +81,51 @@ func TestTranslateRoundTrip(t *testing.T) {
 	}
 	if e := fp[1].GetError(); e.GetCode() != strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE || e.GetHighWatermark() != 0 {
 		t.Fatalf("out of range answer %v", fp[1])
+	}
+}
+
+// A Strand produce and fetch whose partitions name their topic ids go
+// through the Kafka codec at v13, by topic id alone: Translate hands the
+// node requests with the id and no name (the node resolves it), and the
+// answers, which Kafka names by id, decode back under the topic names.
+func TestTranslateByTopicID(t *testing.T) {
+	batch, err := recordbatch.Encode(nil, testRecords())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := bytes.Repeat([]byte{7}, 16)
+	produce := &strandpb.Request{Body: &strandpb.Request_Produce{Produce: &strandpb.ProduceRequest{Acks: -1, TimeoutMs: 300,
+		Partitions: []*strandpb.ProduceRequest_Partition{{Topic: "a", Partition: 1, ProducerId: -1, Batch: batch, TopicId: id}}}}}
+	frame, decode, _ := EncodeRequest(produce, 5)
+	if v := int16(binary.BigEndian.Uint16(frame[6:])); v != 13 {
+		t.Fatalf("produce encoded at v%d, want 13", v)
+	}
+	tr, err := Translate(frame[4:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := tr.Request.GetProduce().GetPartitions()[0]; p.GetTopic() != "" || !bytes.Equal(p.GetTopicId(), id) {
+		t.Fatalf("translated partition %v", p)
+	}
+	got, err := decode(tr.Answer(&strandpb.Response{Body: &strandpb.Response_Produce{Produce: &strandpb.ProduceResponse{
+		Partitions: []*strandpb.ProduceResponse_Partition{{Topic: "a", Partition: 1, BaseOffset: 9}}}}}))
+	if p := got.GetProduce().GetPartitions(); err != nil || len(p) != 1 || p[0].GetTopic() != "a" || p[0].GetBaseOffset() != 9 {
+		t.Fatalf("produce answer %v, %v", got, err)
+	}
+	fetch := &strandpb.Request{Body: &strandpb.Request_Fetch{Fetch: &strandpb.FetchRequest{MaxBytes: 1000,
+		Partitions: []*strandpb.FetchRequest_Partition{{Topic: "a", Partition: 1, Offset: 3, MaxBytes: 1000, TopicId: id}}}}}
+	frame, decode, _ = EncodeRequest(fetch, 6)
+	if tr, err = Translate(frame[4:]); err != nil {
+		t.Fatal(err)
+	}
+	if p := tr.Request.GetFetch().GetPartitions()[0]; p.GetTopic() != "" || !bytes.Equal(p.GetTopicId(), id) {
+		t.Fatalf("translated partition %v", p)
+	}
+	got, err = decode(tr.Answer(&strandpb.Response{Body: &strandpb.Response_Fetch{Fetch: &strandpb.FetchResponse{
+		Partitions: []*strandpb.FetchResponse_Partition{{Topic: "a", Partition: 1, Error: &strandpb.Error{
+			Code: strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID}}}}}}))
+	if p := got.GetFetch().GetPartitions(); err != nil || len(p) != 1 || p[0].GetTopic() != "a" ||
+		p[0].GetError().GetCode() != strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID {
+		t.Fatalf("fetch answer %v, %v", got, err)
 	}
 }

@@ -144,6 +144,8 @@ type coordinator struct {
 type groupApplied struct {
 	err error
 	hb  groups.HeartbeatResult
+	// deleted is an offset delete's result per partition asked.
+	deleted []error
 }
 
 func liveKey(group, member string) string { return group + "\x00" + member }
@@ -173,6 +175,7 @@ var groupErrorCodes = []struct {
 	{groups.ErrStaleHeartbeat, strandpb.ErrorCode_ERROR_CODE_STALE_HEARTBEAT},
 	{groups.ErrGroupNotEmpty, strandpb.ErrorCode_ERROR_CODE_GROUP_NOT_EMPTY},
 	{groups.ErrGroupNotFound, strandpb.ErrorCode_ERROR_CODE_GROUP_NOT_FOUND},
+	{groups.ErrGroupSubscribedToTopic, strandpb.ErrorCode_ERROR_CODE_GROUP_SUBSCRIBED_TO_TOPIC},
 	{groups.ErrInvalid, strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST},
 }
 
@@ -342,6 +345,9 @@ func applyGroupCommand(s *groups.State, cmd *strandpb.GroupCommand) groupApplied
 		}
 	case *strandpb.GroupCommand_DeleteGroup:
 		return groupApplied{err: s.DeleteGroup(b.DeleteGroup)}
+	case *strandpb.GroupCommand_DeleteOffsets:
+		deleted, err := s.DeleteOffsets(b.DeleteOffsets.GetGroup(), partitionsFromWire(b.DeleteOffsets.GetPartitions()))
+		return groupApplied{err: err, deleted: deleted}
 	case *strandpb.GroupCommand_DeleteTopic:
 		s.DeleteTopic(b.DeleteTopic)
 	case *strandpb.GroupCommand_ExpireOffsetsRetentionMs:

@@ -10,7 +10,7 @@ import (
 
 // handleGroupRequest serves the consumer-group requests (FindCoordinator,
 // ConsumerGroupHeartbeat, OffsetCommit, OffsetFetch, ListGroups,
-// DescribeGroups, DeleteGroups); false when req is none of them. Writes are
+// DescribeGroups, DeleteGroups, OffsetDelete); false when req is none of them. Writes are
 // answered once their command is applied and read back by the coordinator;
 // reads after a ReadIndex on the group's partition, so both are
 // linearizable.
@@ -36,6 +36,8 @@ func (c *Core) handleGroupRequest(req *strandpb.Request, answer func(*strandpb.R
 		c.handleDescribeGroups(body.DescribeGroups, answer)
 	case *strandpb.Request_DeleteGroups:
 		c.handleDeleteGroups(body.DeleteGroups, answer)
+	case *strandpb.Request_OffsetDelete:
+		c.handleOffsetDelete(body.OffsetDelete, answer)
 	default:
 		return false
 	}
@@ -325,6 +327,39 @@ func (c *Core) handleDeleteGroups(req *strandpb.DeleteGroupsRequest, answer func
 			finish(i, e)
 		})
 	}
+}
+
+// handleOffsetDelete forgets committed offsets on the group's coordinator
+// (Kafka's OffsetDelete), answering once the command applied: per
+// partition nil or GROUP_SUBSCRIBED_TO_TOPIC.
+func (c *Core) handleOffsetDelete(req *strandpb.OffsetDeleteRequest, answer func(*strandpb.Response)) {
+	fail := func(err error) { answer(&strandpb.Response{Error: c.groupError(err)}) }
+	ps := partitionsFromWire(req.GetPartitions())
+	if len(ps) > handlePartitionsMax {
+		fail(ErrInvalidRequest)
+		return
+	}
+	g, co, err := c.coordinatorOf(req.GetGroup())
+	if err != nil {
+		fail(err)
+		return
+	}
+	cmd := &strandpb.GroupCommand{Body: &strandpb.GroupCommand_DeleteOffsets{DeleteOffsets: req}}
+	c.proposeGroup(g, co, cmd, func(res groupApplied) {
+		if res.err != nil {
+			fail(res.err)
+			return
+		}
+		out := &strandpb.OffsetDeleteResponse{}
+		for i, p := range ps {
+			r := &strandpb.OffsetDeleteResponse_Result{Topic: p.Topic, Partition: p.Partition}
+			if i < len(res.deleted) && res.deleted[i] != nil {
+				r.Error = c.groupError(res.deleted[i])
+			}
+			out.Results = append(out.Results, r)
+		}
+		answer(&strandpb.Response{Body: &strandpb.Response_OffsetDelete{OffsetDelete: out}})
+	})
 }
 
 // heartbeatFromWire is a heartbeat command in engine/groups' terms.

@@ -189,7 +189,7 @@ func (c *Core) handleProduce(req *strandpb.ProduceRequest, answer func(*strandpb
 		return
 	}
 	for i, p := range parts {
-		tp := TopicPartition{Topic: p.GetTopic(), Partition: p.GetPartition()}
+		tp := TopicPartition{Topic: c.nameTopic(p.GetTopic(), p.GetTopicId()), Partition: p.GetPartition()}
 		producerID := p.GetProducerId()
 		if producerID <= 0 {
 			producerID = -1 // 0 is an unset field: never a real producer

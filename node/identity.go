@@ -22,6 +22,20 @@ func (c *Core) ClusterID() metadata.UUID {
 	return c.meta.meta.ClusterID()
 }
 
+// nameTopic is the topic a request partition names: its name, or, when it
+// names the topic by id alone (Kafka's Fetch and Produce v13+), the name
+// of the applied metadata's topic with that id; "" when none has it, which
+// checkTopicID refuses.
+func (c *Core) nameTopic(topic string, id []byte) string {
+	if topic != "" || c.meta == nil {
+		return topic
+	}
+	if u, ok := metadata.UUIDFromBytes(id); ok {
+		topic, _ = c.meta.meta.TopicByUUID(u)
+	}
+	return topic
+}
+
 // checkTopicID refuses a request for tp that names another topic id than
 // the topic's current one, with ErrUnknownTopicID. An empty id is not
 // checked (a client that never resolved one). The id is the hosted
@@ -32,6 +46,9 @@ func (c *Core) ClusterID() metadata.UUID {
 func (c *Core) checkTopicID(tp TopicPartition, id []byte) error {
 	if len(id) == 0 || c.bugSkipTopicID() {
 		return nil
+	}
+	if tp.Topic == "" { // named by id alone, and no topic has it (nameTopic)
+		return fmt.Errorf("%w: no topic has id %x", ErrUnknownTopicID, id)
 	}
 	want, ok := metadata.UUIDFromBytes(id)
 	if !ok {

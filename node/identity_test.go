@@ -211,6 +211,48 @@ func TestTopicIDRefusesRecreatedTopic(t *testing.T) {
 	}
 }
 
+// A produce or fetch naming its topic by id alone (Kafka's v13, which
+// names no topic) reaches the topic with that id, answered under its name;
+// the id of a deleted topic is refused with UNKNOWN_TOPIC_ID, as is an id
+// no topic ever had.
+func TestTopicNamedByIDAlone(t *testing.T) {
+	c := newMetaCluster(t, 34, 3, nil)
+	c.createTopic(1, "hello", 1, 3)
+	tp := TopicPartition{Topic: "hello", Partition: 0}
+	lead := c.leader(tp)
+	id := c.metadataOf(lead).GetTopics()[0].GetTopicId()
+	produce := produceReq(2, tp, testBatch(t, "by-id", 2))
+	produce.GetProduce().GetPartitions()[0].Topic, produce.GetProduce().GetPartitions()[0].TopicId = "", id
+	resp, _ := c.handle(lead, produce)
+	if p := resp.GetProduce().GetPartitions()[0]; p.GetError() != nil || p.GetTopic() != "hello" || p.GetBaseOffset() != 0 {
+		t.Fatalf("produce by id: %v", resp)
+	}
+	fetch := fetchReq(3, tp, 0, 0, 0)
+	fetch.GetFetch().GetPartitions()[0].Topic, fetch.GetFetch().GetPartitions()[0].TopicId = "", id
+	resp, _ = c.handle(lead, fetch)
+	if p := resp.GetFetch().GetPartitions()[0]; p.GetError() != nil || p.GetTopic() != "hello" || p.GetHighWatermark() != 2 {
+		t.Fatalf("fetch by id: %v", resp)
+	}
+	for i, stale := range [][]byte{bytes.Repeat([]byte{9}, 16), id} {
+		if i == 1 {
+			c.handle(2, &strandpb.Request{CorrelationId: 4, Body: &strandpb.Request_DeleteTopics{DeleteTopics: &strandpb.DeleteTopicsRequest{Names: []string{"hello"}}}})
+			c.tick(2)
+			c.createTopic(3, "hello", 1, 3)
+			lead = c.leader(tp)
+		}
+		fetch.GetFetch().GetPartitions()[0].TopicId = stale
+		resp, _ = c.handle(lead, fetch)
+		if code := resp.GetFetch().GetPartitions()[0].GetError().GetCode(); code != strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID {
+			t.Fatalf("fetch by stale id %x: %v", stale, resp)
+		}
+		produce.GetProduce().GetPartitions()[0].TopicId = stale
+		resp, _ = c.handle(lead, produce)
+		if code := resp.GetProduce().GetPartitions()[0].GetError().GetCode(); code != strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID {
+			t.Fatalf("produce by stale id %x: %v", stale, resp)
+		}
+	}
+}
+
 // Leader reports are batched: with 600 partitions over three nodes, every
 // node's metadata answer names every partition's leader after a few
 // ReportLeaders entries (one per node per tick at most, never one per

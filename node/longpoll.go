@@ -63,7 +63,7 @@ func (c *Core) handleFetch(req *strandpb.FetchRequest, answer func(*strandpb.Res
 		}
 		maxBytes = int32(min(int64(maxBytes), s.maxBytes))
 		s.parts = append(s.parts, fetchPart{
-			tp: TopicPartition{Topic: p.GetTopic(), Partition: p.GetPartition()}, offset: p.GetOffset(), maxBytes: maxBytes,
+			tp: TopicPartition{Topic: c.nameTopic(p.GetTopic(), p.GetTopicId()), Partition: p.GetPartition()}, offset: p.GetOffset(), maxBytes: maxBytes,
 			topicID: p.GetTopicId(),
 		})
 	}

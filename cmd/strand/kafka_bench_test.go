@@ -1,9 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,18 +18,23 @@ import (
 
 // Produce throughput of franz-go through the Kafka listener next to
 // Strand's own client, in one run against one `strand dev` (3 nodes, RF 3,
-// acks=all, idempotent, 1 KiB keyless records, 16 KiB batches, 5 ms
+// acks=all, idempotent, 1 KiB keyless records of random bytes, so
+// franz-go's default snappy cannot shrink them, 16 KiB batches, 5 ms
 // linger), alternating the two so load on the shared machine hits both
 // alike. A measurement, not a check: it runs only with
 // STRAND_KAFKA_BENCH=1 (seconds per round in STRAND_KAFKA_BENCH_SECONDS,
-// default 5) and logs msgs/s per round.
+// default 5; rounds in STRAND_KAFKA_BENCH_ROUNDS, default 3) and logs
+// msgs/s per round.
 func TestKafkaProduceThroughputSideBySide(t *testing.T) {
 	if os.Getenv("STRAND_KAFKA_BENCH") != "1" {
 		t.Skip("measurement; run with STRAND_KAFKA_BENCH=1")
 	}
-	seconds := 5
+	seconds, rounds := 5, 3
 	if s, err := strconv.Atoi(os.Getenv("STRAND_KAFKA_BENCH_SECONDS")); err == nil && s > 0 {
 		seconds = s
+	}
+	if r, err := strconv.Atoi(os.Getenv("STRAND_KAFKA_BENCH_ROUNDS")); err == nil && r > 0 {
+		rounds = r
 	}
 	port := freeConsecutivePorts(t, 3)
 	dir := t.TempDir()
@@ -47,19 +52,26 @@ func TestKafkaProduceThroughputSideBySide(t *testing.T) {
 	})
 	runCLI(t, env, "", "topic", "create", "bench", "--partitions", "6", "--replication-factor", "3")
 	waitFor(t, "topic", 30*time.Second, func() error { return topicReady(native, "bench", 6) })
-	value := bytes.Repeat([]byte("x"), 1024)
+	values := make([][]byte, 256)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range values {
+		values[i] = make([]byte, 1024)
+		for j := range values[i] {
+			values[i][j] = byte(rng.Uint32())
+		}
+	}
 	d := time.Duration(seconds) * time.Second
-	for round := range 2 {
-		n := benchNative(t, native, value, d)
+	for round := range rounds {
+		n := benchNative(t, native, values, d)
 		t.Logf("round %d  strand clientlib  %8.0f msgs/s", round+1, float64(n)/d.Seconds())
-		k := benchKgo(t, kafka, value, d)
+		k := benchKgo(t, kafka, values, d)
 		t.Logf("round %d  franz-go (Kafka)  %8.0f msgs/s", round+1, float64(k)/d.Seconds())
 	}
 }
 
 // benchNative produces for d with Strand's client and returns the records
 // acknowledged.
-func benchNative(t *testing.T, seeds []string, value []byte, d time.Duration) int64 {
+func benchNative(t *testing.T, seeds []string, values [][]byte, d time.Duration) int64 {
 	c, err := clientlib.NewClient(clientlib.SeedAddresses(seeds...), clientlib.BatchBytes(16<<10), clientlib.Linger(5*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -67,8 +79,8 @@ func benchNative(t *testing.T, seeds []string, value []byte, d time.Duration) in
 	defer c.Close()
 	var acked atomic.Int64
 	end := time.Now().Add(d)
-	for time.Now().Before(end) {
-		c.Produce(context.Background(), &clientlib.Record{Topic: "bench", Value: value}, func(_ *clientlib.Record, err error) {
+	for i := 0; time.Now().Before(end); i++ {
+		c.Produce(context.Background(), &clientlib.Record{Topic: "bench", Value: values[i%len(values)]}, func(_ *clientlib.Record, err error) {
 			if err == nil && time.Now().Before(end) {
 				acked.Add(1)
 			}
@@ -81,7 +93,7 @@ func benchNative(t *testing.T, seeds []string, value []byte, d time.Duration) in
 }
 
 // benchKgo is benchNative with franz-go through the Kafka listener.
-func benchKgo(t *testing.T, seeds []string, value []byte, d time.Duration) int64 {
+func benchKgo(t *testing.T, seeds []string, values [][]byte, d time.Duration) int64 {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ProducerBatchMaxBytes(16<<10), kgo.ProducerLinger(5*time.Millisecond),
 		kgo.DefaultProduceTopic("bench"))
 	if err != nil {
@@ -90,8 +102,8 @@ func benchKgo(t *testing.T, seeds []string, value []byte, d time.Duration) int64
 	defer cl.Close()
 	var acked atomic.Int64
 	end := time.Now().Add(d)
-	for time.Now().Before(end) {
-		cl.Produce(context.Background(), &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+	for i := 0; time.Now().Before(end); i++ {
+		cl.Produce(context.Background(), &kgo.Record{Value: values[i%len(values)]}, func(_ *kgo.Record, err error) {
 			if err == nil && time.Now().Before(end) {
 				acked.Add(1)
 			}

@@ -367,7 +367,7 @@ func TestKafkaKcatAgainstDev(t *testing.T) {
 		t.Fatalf("kcat -C printed %q, want %q in any order", got, want)
 	}
 	// Batches compressed with every codec librdkafka has are accepted and
-	// read back (served uncompressed).
+	// read back (served as sent, compressed).
 	runCLI(t, env, "", "topic", "create", "codecs", "--partitions", "1", "--replication-factor", "1")
 	codecs := []string{"gzip", "snappy", "lz4", "zstd"}
 	for _, codec := range codecs {

@@ -57,6 +57,9 @@ var (
 	ErrGroupNotEmpty = errors.New("group has active members")
 	// ErrGroupNotFound: no such group.
 	ErrGroupNotFound = errors.New("group not found")
+	// ErrGroupSubscribedToTopic: an offset delete of a partition whose
+	// topic a member of the group subscribes to; the offset is kept.
+	ErrGroupSubscribedToTopic = errors.New("group subscribed to topic")
 	// ErrInvalid: a malformed command (empty or oversized names, a
 	// negative offset, too many members or partitions).
 	ErrInvalid = errors.New("invalid group command")

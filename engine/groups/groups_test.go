@@ -331,3 +331,39 @@ func TestRackAware(t *testing.T) {
 		t.Fatalf("unbalanced with racks: %+v", v.Members)
 	}
 }
+
+// TestDeleteOffsets shows Kafka's OffsetDelete rules: with a member
+// subscribed to t, t's offsets are kept (ErrGroupSubscribedToTopic for
+// each) while u's are deleted in the same call; a partition with nothing
+// committed deletes fine; once the member leaves, t's go too; a missing
+// group is ErrGroupNotFound.
+func TestDeleteOffsets(t *testing.T) {
+	s := New()
+	offs := []OffsetCommit{{Partition: TopicPartition{"t", 0}, Offset: 3}, {Partition: TopicPartition{"u", 0}, Offset: 4},
+		{Partition: TopicPartition{"u", 1}, Offset: 5}}
+	if err := s.Commit(Commit{Group: "g", Offsets: offs, NowMs: 100}); err != nil {
+		t.Fatal(err)
+	}
+	a := &client{id: "a"}
+	a.beat(t, s, topicT)
+	res, err := s.DeleteOffsets("g", []TopicPartition{{"t", 0}, {"u", 0}, {"u", 7}})
+	if err != nil || len(res) != 3 || !errors.Is(res[0], ErrGroupSubscribedToTopic) || res[1] != nil || res[2] != nil {
+		t.Fatalf("delete with t subscribed: %v, %v", res, err)
+	}
+	if got := s.Fetch("g", nil); len(got) != 2 || got[0].Partition != (TopicPartition{"t", 0}) || got[1].Partition != (TopicPartition{"u", 1}) {
+		t.Fatalf("offsets after the delete: %v", got)
+	}
+	a.seq++
+	if _, err := s.Heartbeat(Heartbeat{Group: "g", MemberID: "a", MemberEpoch: EpochLeave, Seq: a.seq, NowMs: 200}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.DeleteOffsets("g", tps("t", 0)); err != nil || res[0] != nil {
+		t.Fatalf("delete after the member left: %v, %v", res, err)
+	}
+	if got := s.Fetch("g", tps("t", 0)); len(got) != 0 {
+		t.Fatalf("t/0 still committed: %v", got)
+	}
+	if _, err := s.DeleteOffsets("nope", tps("t", 0)); !errors.Is(err, ErrGroupNotFound) {
+		t.Fatalf("missing group: %v", err)
+	}
+}

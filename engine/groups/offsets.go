@@ -97,6 +97,45 @@ func (s *State) Fetch(group string, ps []TopicPartition) []CommittedOffset {
 	return out
 }
 
+// DeleteOffsets forgets the group's committed offsets of ps, as Kafka's
+// OffsetDelete: a partition of a topic some member subscribes to keeps its
+// offset and gets ErrGroupSubscribedToTopic in the result at its index;
+// every other is deleted (nil, also when nothing was committed). The group
+// stays, even with no offsets left. A missing group is ErrGroupNotFound.
+func (s *State) DeleteOffsets(group string, ps []TopicPartition) ([]error, error) {
+	if !validName(group, false) || len(ps) > PartitionsMax {
+		return nil, fmt.Errorf("%w: offset delete names", ErrInvalid)
+	}
+	for _, p := range ps {
+		if !validName(p.Topic, false) || p.Partition < 0 {
+			return nil, fmt.Errorf("%w: partition %s/%d", ErrInvalid, p.Topic, p.Partition)
+		}
+	}
+	g := s.group(group, false)
+	if g == nil {
+		return nil, ErrGroupNotFound
+	}
+	out := make([]error, len(ps))
+	for i, p := range ps {
+		if m := g.subscriber(p.Topic); m != nil {
+			out[i] = fmt.Errorf("%w: member %q subscribes to %q", ErrGroupSubscribedToTopic, m.id, p.Topic)
+			continue
+		}
+		delete(g.offsets, p)
+	}
+	return out, nil
+}
+
+// subscriber is a member subscribed to topic, or nil.
+func (g *group) subscriber(topic string) *member {
+	for _, m := range g.members {
+		if _, ok := slices.BinarySearch(m.subs, topic); ok {
+			return m
+		}
+	}
+	return nil
+}
+
 // CommittedOffset is one partition's committed position.
 type CommittedOffset struct {
 	Partition TopicPartition

@@ -89,6 +89,17 @@ func (s *State) TopicUUID(name string) (UUID, bool) {
 	return t.uuid, true
 }
 
+// TopicByUUID returns the name of the topic with uuid u, if one exists:
+// a scan of the topics in name order, without copies.
+func (s *State) TopicByUUID(u UUID) (string, bool) {
+	for _, name := range s.topicNames {
+		if s.topics[name].uuid == u {
+			return name, true
+		}
+	}
+	return "", false
+}
+
 // Leader returns the last leader reported for a partition, if the
 // partition exists.
 func (s *State) Leader(topic string, partition int32) (Leader, bool) {

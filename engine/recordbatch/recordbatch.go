@@ -150,7 +150,13 @@ func parseHeader(batch []byte) (header, error) {
 // Validate checks a whole batch: header fields, checksum, and every record's
 // framing, sizes and count, so that Decode of a valid batch cannot fail.
 // Nothing is copied or allocated on success.
+//
+// A batch in the Kafka form (IsKafka) is checked as ValidateKafka does,
+// its base offset zero; a compressed one is inflated to be checked.
 func Validate(batch []byte) (Info, error) {
+	if IsKafka(batch) {
+		return validateStoredKafka(batch)
+	}
 	h, err := parseHeader(batch)
 	if err != nil {
 		return Info{}, err
@@ -338,11 +344,19 @@ type Iterator struct {
 	rec              Record
 	headers          []Header
 	err              error
+	kafka            bool // records in Kafka's framing
 }
 
 // NewIterator checks the batch's header and checksum and returns an
 // iterator over its records. A bad header shows in Err after the first Next.
+// A batch in the Kafka form is iterated as NewKafkaIterator does.
 func NewIterator(batch []byte) Iterator {
+	if IsKafka(batch) {
+		if err := storedBaseOffset(batch); err != nil {
+			return Iterator{kafka: true, index: -1, err: err}
+		}
+		return NewKafkaIterator(batch)
+	}
 	h, err := parseHeader(batch)
 	return Iterator{
 		r:                reader{buf: batch, pos: HeaderBytes},
@@ -368,7 +382,11 @@ func (it *Iterator) Next() bool {
 	it.index++
 	it.headers = it.headers[:0]
 	it.rec = Record{}
-	if err := it.r.record(it.firstTimestampMs, it.index, &it.rec, &it.headers); err != nil {
+	read := it.r.record
+	if it.kafka {
+		read = it.r.kafkaRecord
+	}
+	if err := read(it.firstTimestampMs, it.index, &it.rec, &it.headers); err != nil {
 		it.err = err
 		return false
 	}

@@ -89,7 +89,7 @@ func TestKafkaFetchServesProducerFields(t *testing.T) {
 	req := kmsg.NewPtrFetchRequest()
 	req.MaxWaitMillis, req.MaxBytes = 100, 1<<20
 	ft := kmsg.NewFetchRequestTopic()
-	ft.Topic = "pf"
+	ft.Topic, ft.TopicID = "pf", created.ID // kgo sends the newest version, v13: by id
 	fp := kmsg.NewFetchRequestTopicPartition()
 	fp.PartitionMaxBytes = 1 << 20
 	ft.Partitions = append(ft.Partitions, fp)

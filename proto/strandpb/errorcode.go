@@ -70,6 +70,8 @@ var errorCodeInfo = map[ErrorCode]CodeInfo{
 	ErrorCode_ERROR_CODE_GROUP_NOT_EMPTY:     {Name: "group_not_empty"},
 	ErrorCode_ERROR_CODE_GROUP_NOT_FOUND:     {Name: "group_not_found"},
 	ErrorCode_ERROR_CODE_STALE_HEARTBEAT:     {Name: "stale_heartbeat", Retriable: true},
+	// An offset delete of a topic the group's members subscribe to: kept.
+	ErrorCode_ERROR_CODE_GROUP_SUBSCRIBED_TO_TOPIC: {Name: "group_subscribed_to_topic"},
 	// The replica's disk is full: refused before anything was written;
 	// writes resume once space returns.
 	ErrorCode_ERROR_CODE_NOT_ENOUGH_SPACE: {Name: "not_enough_space", Retriable: true},

@@ -42,6 +42,7 @@ type GroupCommand struct {
 	//	*GroupCommand_DeleteTopic
 	//	*GroupCommand_ExpireOffsetsRetentionMs
 	//	*GroupCommand_Snapshot
+	//	*GroupCommand_DeleteOffsets
 	Body          isGroupCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -161,6 +162,15 @@ func (x *GroupCommand) GetSnapshot() *GroupsSnapshot {
 	return nil
 }
 
+func (x *GroupCommand) GetDeleteOffsets() *OffsetDeleteRequest {
+	if x != nil {
+		if x, ok := x.Body.(*GroupCommand_DeleteOffsets); ok {
+			return x.DeleteOffsets
+		}
+	}
+	return nil
+}
+
 type isGroupCommand_Body interface {
 	isGroupCommand_Body()
 }
@@ -196,6 +206,11 @@ type GroupCommand_Snapshot struct {
 	Snapshot *GroupsSnapshot `protobuf:"bytes,16,opt,name=snapshot,proto3,oneof"`
 }
 
+type GroupCommand_DeleteOffsets struct {
+	// Forget committed offsets of partitions no member subscribes to.
+	DeleteOffsets *OffsetDeleteRequest `protobuf:"bytes,110,opt,name=delete_offsets,json=deleteOffsets,proto3,oneof"`
+}
+
 func (*GroupCommand_Heartbeat) isGroupCommand_Body() {}
 
 func (*GroupCommand_Commit) isGroupCommand_Body() {}
@@ -209,6 +224,8 @@ func (*GroupCommand_DeleteTopic) isGroupCommand_Body() {}
 func (*GroupCommand_ExpireOffsetsRetentionMs) isGroupCommand_Body() {}
 
 func (*GroupCommand_Snapshot) isGroupCommand_Body() {}
+
+func (*GroupCommand_DeleteOffsets) isGroupCommand_Body() {}
 
 // GroupsSnapshot is engine/groups' state as of the partition's records
 // below as_of.
@@ -709,7 +726,7 @@ var File_groups_proto protoreflect.FileDescriptor
 const file_groups_proto_rawDesc = "" +
 	"\n" +
 	"\fgroups.proto\x12\x06strand\x1a\n" +
-	"wire.proto\"\xb9\x03\n" +
+	"wire.proto\"\xff\x03\n" +
 	"\fGroupCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x15\n" +
@@ -721,7 +738,8 @@ const file_groups_proto_rawDesc = "" +
 	"\fdelete_group\x18\r \x01(\tH\x00R\vdeleteGroup\x12#\n" +
 	"\fdelete_topic\x18\x0e \x01(\tH\x00R\vdeleteTopic\x12?\n" +
 	"\x1bexpire_offsets_retention_ms\x18\x0f \x01(\x03H\x00R\x18expireOffsetsRetentionMs\x124\n" +
-	"\bsnapshot\x18\x10 \x01(\v2\x16.strand.GroupsSnapshotH\x00R\bsnapshotB\x06\n" +
+	"\bsnapshot\x18\x10 \x01(\v2\x16.strand.GroupsSnapshotH\x00R\bsnapshot\x12D\n" +
+	"\x0edelete_offsets\x18n \x01(\v2\x1b.strand.OffsetDeleteRequestH\x00R\rdeleteOffsetsB\x06\n" +
 	"\x04body\"T\n" +
 	"\x0eGroupsSnapshot\x12\x13\n" +
 	"\x05as_of\x18\x01 \x01(\x03R\x04asOf\x12-\n" +
@@ -789,30 +807,32 @@ var file_groups_proto_goTypes = []any{
 	(*GroupHeartbeatCommand)(nil),         // 6: strand.GroupHeartbeatCommand
 	(*GroupExpireCommand)(nil),            // 7: strand.GroupExpireCommand
 	(*OffsetCommitRequest)(nil),           // 8: strand.OffsetCommitRequest
-	(*GroupCommittedOffset)(nil),          // 9: strand.GroupCommittedOffset
-	(*GroupTopicPartitions)(nil),          // 10: strand.GroupTopicPartitions
-	(*ConsumerGroupHeartbeatRequest)(nil), // 11: strand.ConsumerGroupHeartbeatRequest
+	(*OffsetDeleteRequest)(nil),           // 9: strand.OffsetDeleteRequest
+	(*GroupCommittedOffset)(nil),          // 10: strand.GroupCommittedOffset
+	(*GroupTopicPartitions)(nil),          // 11: strand.GroupTopicPartitions
+	(*ConsumerGroupHeartbeatRequest)(nil), // 12: strand.ConsumerGroupHeartbeatRequest
 }
 var file_groups_proto_depIdxs = []int32{
 	6,  // 0: strand.GroupCommand.heartbeat:type_name -> strand.GroupHeartbeatCommand
 	8,  // 1: strand.GroupCommand.commit:type_name -> strand.OffsetCommitRequest
 	7,  // 2: strand.GroupCommand.expire:type_name -> strand.GroupExpireCommand
 	1,  // 3: strand.GroupCommand.snapshot:type_name -> strand.GroupsSnapshot
-	2,  // 4: strand.GroupsSnapshot.groups:type_name -> strand.GroupSnapshot
-	3,  // 5: strand.GroupSnapshot.members:type_name -> strand.MemberSnapshot
-	4,  // 6: strand.GroupSnapshot.topics:type_name -> strand.GroupTopicInfo
-	9,  // 7: strand.GroupSnapshot.offsets:type_name -> strand.GroupCommittedOffset
-	10, // 8: strand.MemberSnapshot.assigned:type_name -> strand.GroupTopicPartitions
-	10, // 9: strand.MemberSnapshot.revoking:type_name -> strand.GroupTopicPartitions
-	10, // 10: strand.MemberSnapshot.target:type_name -> strand.GroupTopicPartitions
-	5,  // 11: strand.GroupTopicInfo.partition_racks:type_name -> strand.GroupPartitionRacks
-	11, // 12: strand.GroupHeartbeatCommand.request:type_name -> strand.ConsumerGroupHeartbeatRequest
-	4,  // 13: strand.GroupHeartbeatCommand.topics:type_name -> strand.GroupTopicInfo
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	9,  // 4: strand.GroupCommand.delete_offsets:type_name -> strand.OffsetDeleteRequest
+	2,  // 5: strand.GroupsSnapshot.groups:type_name -> strand.GroupSnapshot
+	3,  // 6: strand.GroupSnapshot.members:type_name -> strand.MemberSnapshot
+	4,  // 7: strand.GroupSnapshot.topics:type_name -> strand.GroupTopicInfo
+	10, // 8: strand.GroupSnapshot.offsets:type_name -> strand.GroupCommittedOffset
+	11, // 9: strand.MemberSnapshot.assigned:type_name -> strand.GroupTopicPartitions
+	11, // 10: strand.MemberSnapshot.revoking:type_name -> strand.GroupTopicPartitions
+	11, // 11: strand.MemberSnapshot.target:type_name -> strand.GroupTopicPartitions
+	5,  // 12: strand.GroupTopicInfo.partition_racks:type_name -> strand.GroupPartitionRacks
+	12, // 13: strand.GroupHeartbeatCommand.request:type_name -> strand.ConsumerGroupHeartbeatRequest
+	4,  // 14: strand.GroupHeartbeatCommand.topics:type_name -> strand.GroupTopicInfo
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_groups_proto_init() }
@@ -829,6 +849,7 @@ func file_groups_proto_init() {
 		(*GroupCommand_DeleteTopic)(nil),
 		(*GroupCommand_ExpireOffsetsRetentionMs)(nil),
 		(*GroupCommand_Snapshot)(nil),
+		(*GroupCommand_DeleteOffsets)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -90,6 +90,9 @@ const (
 	ErrorCode_ERROR_CODE_GROUP_NOT_FOUND ErrorCode = 56
 	// A heartbeat not newer than one applied (a late resend): send the next.
 	ErrorCode_ERROR_CODE_STALE_HEARTBEAT ErrorCode = 57
+	// An offset delete named a partition of a topic a member of the group
+	// subscribes to (Kafka's GROUP_SUBSCRIBED_TO_TOPIC): that offset is kept.
+	ErrorCode_ERROR_CODE_GROUP_SUBSCRIBED_TO_TOPIC ErrorCode = 65
 	// The replica's disk is full (or below the node's free-space floor):
 	// nothing was written; retriable once space returns. Reads still work.
 	ErrorCode_ERROR_CODE_NOT_ENOUGH_SPACE ErrorCode = 45
@@ -130,6 +133,7 @@ var (
 		55: "ERROR_CODE_GROUP_NOT_EMPTY",
 		56: "ERROR_CODE_GROUP_NOT_FOUND",
 		57: "ERROR_CODE_STALE_HEARTBEAT",
+		65: "ERROR_CODE_GROUP_SUBSCRIBED_TO_TOPIC",
 		45: "ERROR_CODE_NOT_ENOUGH_SPACE",
 		46: "ERROR_CODE_REPLICA_RECOVERING",
 	}
@@ -163,6 +167,7 @@ var (
 		"ERROR_CODE_GROUP_NOT_EMPTY":            55,
 		"ERROR_CODE_GROUP_NOT_FOUND":            56,
 		"ERROR_CODE_STALE_HEARTBEAT":            57,
+		"ERROR_CODE_GROUP_SUBSCRIBED_TO_TOPIC":  65,
 		"ERROR_CODE_NOT_ENOUGH_SPACE":           45,
 		"ERROR_CODE_REPLICA_RECOVERING":         46,
 	}
@@ -307,6 +312,7 @@ type Request struct {
 	//	*Request_ListGroups
 	//	*Request_DescribeGroups
 	//	*Request_DeleteGroups
+	//	*Request_OffsetDelete
 	//	*Request_Raft
 	Body          isRequest_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
@@ -528,6 +534,15 @@ func (x *Request) GetDeleteGroups() *DeleteGroupsRequest {
 	return nil
 }
 
+func (x *Request) GetOffsetDelete() *OffsetDeleteRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_OffsetDelete); ok {
+			return x.OffsetDelete
+		}
+	}
+	return nil
+}
+
 func (x *Request) GetRaft() *RaftFrame {
 	if x != nil {
 		if x, ok := x.Body.(*Request_Raft); ok {
@@ -617,6 +632,10 @@ type Request_DeleteGroups struct {
 	DeleteGroups *DeleteGroupsRequest `protobuf:"bytes,46,opt,name=delete_groups,json=deleteGroups,proto3,oneof"`
 }
 
+type Request_OffsetDelete struct {
+	OffsetDelete *OffsetDeleteRequest `protobuf:"bytes,60,opt,name=offset_delete,json=offsetDelete,proto3,oneof"`
+}
+
 type Request_Raft struct {
 	// Raft traffic from a peer node; never answered.
 	Raft *RaftFrame `protobuf:"bytes,30,opt,name=raft,proto3,oneof"`
@@ -660,6 +679,8 @@ func (*Request_DescribeGroups) isRequest_Body() {}
 
 func (*Request_DeleteGroups) isRequest_Body() {}
 
+func (*Request_OffsetDelete) isRequest_Body() {}
+
 func (*Request_Raft) isRequest_Body() {}
 
 // Response answers the Request with the same correlation_id. error is set
@@ -689,6 +710,7 @@ type Response struct {
 	//	*Response_ListGroups
 	//	*Response_DescribeGroups
 	//	*Response_DeleteGroups
+	//	*Response_OffsetDelete
 	Body          isResponse_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -916,6 +938,15 @@ func (x *Response) GetDeleteGroups() *DeleteGroupsResponse {
 	return nil
 }
 
+func (x *Response) GetOffsetDelete() *OffsetDeleteResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_OffsetDelete); ok {
+			return x.OffsetDelete
+		}
+	}
+	return nil
+}
+
 type isResponse_Body interface {
 	isResponse_Body()
 }
@@ -996,6 +1027,10 @@ type Response_DeleteGroups struct {
 	DeleteGroups *DeleteGroupsResponse `protobuf:"bytes,46,opt,name=delete_groups,json=deleteGroups,proto3,oneof"`
 }
 
+type Response_OffsetDelete struct {
+	OffsetDelete *OffsetDeleteResponse `protobuf:"bytes,60,opt,name=offset_delete,json=offsetDelete,proto3,oneof"`
+}
+
 func (*Response_Hello) isResponse_Body() {}
 
 func (*Response_Metadata) isResponse_Body() {}
@@ -1033,6 +1068,8 @@ func (*Response_ListGroups) isResponse_Body() {}
 func (*Response_DescribeGroups) isResponse_Body() {}
 
 func (*Response_DeleteGroups) isResponse_Body() {}
+
+func (*Response_OffsetDelete) isResponse_Body() {}
 
 // HelloRequest opens a connection: the protocol versions the sender speaks.
 type HelloRequest struct {
@@ -3119,6 +3156,108 @@ func (x *DeleteGroupsRequest) GetGroups() []string {
 	return nil
 }
 
+// OffsetDeleteRequest forgets a group's committed offsets (Kafka's
+// OffsetDelete): each partition's, unless a member of the group subscribes
+// to its topic.
+type OffsetDeleteRequest struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	Group         string                  `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Partitions    []*GroupTopicPartitions `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetDeleteRequest) Reset() {
+	*x = OffsetDeleteRequest{}
+	mi := &file_wire_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetDeleteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetDeleteRequest) ProtoMessage() {}
+
+func (x *OffsetDeleteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetDeleteRequest.ProtoReflect.Descriptor instead.
+func (*OffsetDeleteRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *OffsetDeleteRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *OffsetDeleteRequest) GetPartitions() []*GroupTopicPartitions {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// OffsetDeleteResponse has one result per partition asked, in order: no
+// error (deleted, or nothing was committed) or GROUP_SUBSCRIBED_TO_TOPIC.
+// A missing group fails the whole request (GROUP_NOT_FOUND).
+type OffsetDeleteResponse struct {
+	state         protoimpl.MessageState         `protogen:"open.v1"`
+	Results       []*OffsetDeleteResponse_Result `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetDeleteResponse) Reset() {
+	*x = OffsetDeleteResponse{}
+	mi := &file_wire_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetDeleteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetDeleteResponse) ProtoMessage() {}
+
+func (x *OffsetDeleteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetDeleteResponse.ProtoReflect.Descriptor instead.
+func (*OffsetDeleteResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *OffsetDeleteResponse) GetResults() []*OffsetDeleteResponse_Result {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 // DeleteGroupsResponse has one result per group, in order.
 type DeleteGroupsResponse struct {
 	state         protoimpl.MessageState         `protogen:"open.v1"`
@@ -3129,7 +3268,7 @@ type DeleteGroupsResponse struct {
 
 func (x *DeleteGroupsResponse) Reset() {
 	*x = DeleteGroupsResponse{}
-	mi := &file_wire_proto_msgTypes[40]
+	mi := &file_wire_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3141,7 +3280,7 @@ func (x *DeleteGroupsResponse) String() string {
 func (*DeleteGroupsResponse) ProtoMessage() {}
 
 func (x *DeleteGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[40]
+	mi := &file_wire_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3154,7 +3293,7 @@ func (x *DeleteGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{40}
+	return file_wire_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DeleteGroupsResponse) GetResults() []*DeleteGroupsResponse_Result {
@@ -3177,7 +3316,7 @@ type AlterConfigsRequest struct {
 
 func (x *AlterConfigsRequest) Reset() {
 	*x = AlterConfigsRequest{}
-	mi := &file_wire_proto_msgTypes[41]
+	mi := &file_wire_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3189,7 +3328,7 @@ func (x *AlterConfigsRequest) String() string {
 func (*AlterConfigsRequest) ProtoMessage() {}
 
 func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[41]
+	mi := &file_wire_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3202,7 +3341,7 @@ func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{41}
+	return file_wire_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AlterConfigsRequest) GetTopics() []*AlterConfigsRequest_Topic {
@@ -3230,7 +3369,7 @@ type AlterConfigsResponse struct {
 
 func (x *AlterConfigsResponse) Reset() {
 	*x = AlterConfigsResponse{}
-	mi := &file_wire_proto_msgTypes[42]
+	mi := &file_wire_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3242,7 +3381,7 @@ func (x *AlterConfigsResponse) String() string {
 func (*AlterConfigsResponse) ProtoMessage() {}
 
 func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[42]
+	mi := &file_wire_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3255,7 +3394,7 @@ func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{42}
+	return file_wire_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AlterConfigsResponse) GetTopics() []*AlterConfigsResponse_Topic {
@@ -3278,7 +3417,7 @@ type DeleteRecordsRequest struct {
 
 func (x *DeleteRecordsRequest) Reset() {
 	*x = DeleteRecordsRequest{}
-	mi := &file_wire_proto_msgTypes[43]
+	mi := &file_wire_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3290,7 +3429,7 @@ func (x *DeleteRecordsRequest) String() string {
 func (*DeleteRecordsRequest) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[43]
+	mi := &file_wire_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3303,7 +3442,7 @@ func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{43}
+	return file_wire_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DeleteRecordsRequest) GetPartitions() []*DeleteRecordsRequest_Partition {
@@ -3330,7 +3469,7 @@ type DeleteRecordsResponse struct {
 
 func (x *DeleteRecordsResponse) Reset() {
 	*x = DeleteRecordsResponse{}
-	mi := &file_wire_proto_msgTypes[44]
+	mi := &file_wire_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3342,7 +3481,7 @@ func (x *DeleteRecordsResponse) String() string {
 func (*DeleteRecordsResponse) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[44]
+	mi := &file_wire_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3355,7 +3494,7 @@ func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{44}
+	return file_wire_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DeleteRecordsResponse) GetPartitions() []*DeleteRecordsResponse_Partition {
@@ -3376,7 +3515,7 @@ type DescribePartitionsRequest struct {
 
 func (x *DescribePartitionsRequest) Reset() {
 	*x = DescribePartitionsRequest{}
-	mi := &file_wire_proto_msgTypes[45]
+	mi := &file_wire_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3388,7 +3527,7 @@ func (x *DescribePartitionsRequest) String() string {
 func (*DescribePartitionsRequest) ProtoMessage() {}
 
 func (x *DescribePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[45]
+	mi := &file_wire_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3401,7 +3540,7 @@ func (x *DescribePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*DescribePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{45}
+	return file_wire_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DescribePartitionsRequest) GetPartitions() []*DescribePartitionsRequest_Partition {
@@ -3422,7 +3561,7 @@ type DescribePartitionsResponse struct {
 
 func (x *DescribePartitionsResponse) Reset() {
 	*x = DescribePartitionsResponse{}
-	mi := &file_wire_proto_msgTypes[46]
+	mi := &file_wire_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3434,7 +3573,7 @@ func (x *DescribePartitionsResponse) String() string {
 func (*DescribePartitionsResponse) ProtoMessage() {}
 
 func (x *DescribePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[46]
+	mi := &file_wire_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3447,7 +3586,7 @@ func (x *DescribePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*DescribePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{46}
+	return file_wire_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DescribePartitionsResponse) GetPartitions() []*DescribePartitionsResponse_Partition {
@@ -3476,7 +3615,7 @@ type MetadataResponse_Node struct {
 
 func (x *MetadataResponse_Node) Reset() {
 	*x = MetadataResponse_Node{}
-	mi := &file_wire_proto_msgTypes[47]
+	mi := &file_wire_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3488,7 +3627,7 @@ func (x *MetadataResponse_Node) String() string {
 func (*MetadataResponse_Node) ProtoMessage() {}
 
 func (x *MetadataResponse_Node) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[47]
+	mi := &file_wire_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3559,7 +3698,7 @@ type MetadataResponse_Partition struct {
 
 func (x *MetadataResponse_Partition) Reset() {
 	*x = MetadataResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[48]
+	mi := &file_wire_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3571,7 +3710,7 @@ func (x *MetadataResponse_Partition) String() string {
 func (*MetadataResponse_Partition) ProtoMessage() {}
 
 func (x *MetadataResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[48]
+	mi := &file_wire_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3636,7 +3775,7 @@ type MetadataResponse_Topic struct {
 
 func (x *MetadataResponse_Topic) Reset() {
 	*x = MetadataResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[49]
+	mi := &file_wire_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3648,7 +3787,7 @@ func (x *MetadataResponse_Topic) String() string {
 func (*MetadataResponse_Topic) ProtoMessage() {}
 
 func (x *MetadataResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[49]
+	mi := &file_wire_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3709,7 +3848,7 @@ type ProduceRequest_Partition struct {
 
 func (x *ProduceRequest_Partition) Reset() {
 	*x = ProduceRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[50]
+	mi := &file_wire_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3721,7 +3860,7 @@ func (x *ProduceRequest_Partition) String() string {
 func (*ProduceRequest_Partition) ProtoMessage() {}
 
 func (x *ProduceRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[50]
+	mi := &file_wire_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3799,7 +3938,7 @@ type ProduceResponse_Partition struct {
 
 func (x *ProduceResponse_Partition) Reset() {
 	*x = ProduceResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[51]
+	mi := &file_wire_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3811,7 +3950,7 @@ func (x *ProduceResponse_Partition) String() string {
 func (*ProduceResponse_Partition) ProtoMessage() {}
 
 func (x *ProduceResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[51]
+	mi := &file_wire_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3877,7 +4016,7 @@ type FetchRequest_Partition struct {
 
 func (x *FetchRequest_Partition) Reset() {
 	*x = FetchRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[52]
+	mi := &file_wire_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3889,7 +4028,7 @@ func (x *FetchRequest_Partition) String() string {
 func (*FetchRequest_Partition) ProtoMessage() {}
 
 func (x *FetchRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[52]
+	mi := &file_wire_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3957,7 +4096,7 @@ type FetchResponse_Batch struct {
 
 func (x *FetchResponse_Batch) Reset() {
 	*x = FetchResponse_Batch{}
-	mi := &file_wire_proto_msgTypes[53]
+	mi := &file_wire_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3969,7 +4108,7 @@ func (x *FetchResponse_Batch) String() string {
 func (*FetchResponse_Batch) ProtoMessage() {}
 
 func (x *FetchResponse_Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[53]
+	mi := &file_wire_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4041,7 +4180,7 @@ type FetchResponse_Partition struct {
 
 func (x *FetchResponse_Partition) Reset() {
 	*x = FetchResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[54]
+	mi := &file_wire_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4053,7 +4192,7 @@ func (x *FetchResponse_Partition) String() string {
 func (*FetchResponse_Partition) ProtoMessage() {}
 
 func (x *FetchResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[54]
+	mi := &file_wire_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4124,7 +4263,7 @@ type ListOffsetsRequest_Partition struct {
 
 func (x *ListOffsetsRequest_Partition) Reset() {
 	*x = ListOffsetsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[55]
+	mi := &file_wire_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4136,7 +4275,7 @@ func (x *ListOffsetsRequest_Partition) String() string {
 func (*ListOffsetsRequest_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[55]
+	mi := &file_wire_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4194,7 +4333,7 @@ type ListOffsetsResponse_Partition struct {
 
 func (x *ListOffsetsResponse_Partition) Reset() {
 	*x = ListOffsetsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[56]
+	mi := &file_wire_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4206,7 +4345,7 @@ func (x *ListOffsetsResponse_Partition) String() string {
 func (*ListOffsetsResponse_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[56]
+	mi := &file_wire_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4276,7 +4415,7 @@ type CreateTopicsRequest_Topic struct {
 
 func (x *CreateTopicsRequest_Topic) Reset() {
 	*x = CreateTopicsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[57]
+	mi := &file_wire_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4288,7 +4427,7 @@ func (x *CreateTopicsRequest_Topic) String() string {
 func (*CreateTopicsRequest_Topic) ProtoMessage() {}
 
 func (x *CreateTopicsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[57]
+	mi := &file_wire_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4345,7 +4484,7 @@ type DescribeTopicsResponse_Topic struct {
 
 func (x *DescribeTopicsResponse_Topic) Reset() {
 	*x = DescribeTopicsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[58]
+	mi := &file_wire_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4357,7 +4496,7 @@ func (x *DescribeTopicsResponse_Topic) String() string {
 func (*DescribeTopicsResponse_Topic) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[58]
+	mi := &file_wire_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4419,7 +4558,7 @@ type ListGroupsResponse_Group struct {
 
 func (x *ListGroupsResponse_Group) Reset() {
 	*x = ListGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[59]
+	mi := &file_wire_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4431,7 +4570,7 @@ func (x *ListGroupsResponse_Group) String() string {
 func (*ListGroupsResponse_Group) ProtoMessage() {}
 
 func (x *ListGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[59]
+	mi := &file_wire_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4483,7 +4622,7 @@ type DescribeGroupsResponse_Group struct {
 
 func (x *DescribeGroupsResponse_Group) Reset() {
 	*x = DescribeGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[60]
+	mi := &file_wire_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4495,7 +4634,7 @@ func (x *DescribeGroupsResponse_Group) String() string {
 func (*DescribeGroupsResponse_Group) ProtoMessage() {}
 
 func (x *DescribeGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[60]
+	mi := &file_wire_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4560,6 +4699,66 @@ func (x *DescribeGroupsResponse_Group) GetOffsets() []*GroupCommittedOffset {
 	return nil
 }
 
+type OffsetDeleteResponse_Result struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Error         *Error                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetDeleteResponse_Result) Reset() {
+	*x = OffsetDeleteResponse_Result{}
+	mi := &file_wire_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetDeleteResponse_Result) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetDeleteResponse_Result) ProtoMessage() {}
+
+func (x *OffsetDeleteResponse_Result) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetDeleteResponse_Result.ProtoReflect.Descriptor instead.
+func (*OffsetDeleteResponse_Result) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{41, 0}
+}
+
+func (x *OffsetDeleteResponse_Result) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *OffsetDeleteResponse_Result) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *OffsetDeleteResponse_Result) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 type DeleteGroupsResponse_Result struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
@@ -4570,7 +4769,7 @@ type DeleteGroupsResponse_Result struct {
 
 func (x *DeleteGroupsResponse_Result) Reset() {
 	*x = DeleteGroupsResponse_Result{}
-	mi := &file_wire_proto_msgTypes[61]
+	mi := &file_wire_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4582,7 +4781,7 @@ func (x *DeleteGroupsResponse_Result) String() string {
 func (*DeleteGroupsResponse_Result) ProtoMessage() {}
 
 func (x *DeleteGroupsResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[61]
+	mi := &file_wire_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4595,7 +4794,7 @@ func (x *DeleteGroupsResponse_Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupsResponse_Result.ProtoReflect.Descriptor instead.
 func (*DeleteGroupsResponse_Result) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{40, 0}
+	return file_wire_proto_rawDescGZIP(), []int{42, 0}
 }
 
 func (x *DeleteGroupsResponse_Result) GetGroup() string {
@@ -4623,7 +4822,7 @@ type AlterConfigsRequest_Topic struct {
 
 func (x *AlterConfigsRequest_Topic) Reset() {
 	*x = AlterConfigsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[62]
+	mi := &file_wire_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4635,7 +4834,7 @@ func (x *AlterConfigsRequest_Topic) String() string {
 func (*AlterConfigsRequest_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[62]
+	mi := &file_wire_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4648,7 +4847,7 @@ func (x *AlterConfigsRequest_Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest_Topic.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest_Topic) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{41, 0}
+	return file_wire_proto_rawDescGZIP(), []int{43, 0}
 }
 
 func (x *AlterConfigsRequest_Topic) GetName() string {
@@ -4683,7 +4882,7 @@ type AlterConfigsResponse_Topic struct {
 
 func (x *AlterConfigsResponse_Topic) Reset() {
 	*x = AlterConfigsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[63]
+	mi := &file_wire_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4695,7 +4894,7 @@ func (x *AlterConfigsResponse_Topic) String() string {
 func (*AlterConfigsResponse_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[63]
+	mi := &file_wire_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4708,7 +4907,7 @@ func (x *AlterConfigsResponse_Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse_Topic.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse_Topic) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{42, 0}
+	return file_wire_proto_rawDescGZIP(), []int{44, 0}
 }
 
 func (x *AlterConfigsResponse_Topic) GetName() string {
@@ -4745,7 +4944,7 @@ type DeleteRecordsRequest_Partition struct {
 
 func (x *DeleteRecordsRequest_Partition) Reset() {
 	*x = DeleteRecordsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[64]
+	mi := &file_wire_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4757,7 +4956,7 @@ func (x *DeleteRecordsRequest_Partition) String() string {
 func (*DeleteRecordsRequest_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[64]
+	mi := &file_wire_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4770,7 +4969,7 @@ func (x *DeleteRecordsRequest_Partition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsRequest_Partition.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsRequest_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{43, 0}
+	return file_wire_proto_rawDescGZIP(), []int{45, 0}
 }
 
 func (x *DeleteRecordsRequest_Partition) GetTopic() string {
@@ -4813,7 +5012,7 @@ type DeleteRecordsResponse_Partition struct {
 
 func (x *DeleteRecordsResponse_Partition) Reset() {
 	*x = DeleteRecordsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[65]
+	mi := &file_wire_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4825,7 +5024,7 @@ func (x *DeleteRecordsResponse_Partition) String() string {
 func (*DeleteRecordsResponse_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[65]
+	mi := &file_wire_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4838,7 +5037,7 @@ func (x *DeleteRecordsResponse_Partition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsResponse_Partition.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsResponse_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{44, 0}
+	return file_wire_proto_rawDescGZIP(), []int{46, 0}
 }
 
 func (x *DeleteRecordsResponse_Partition) GetTopic() string {
@@ -4879,7 +5078,7 @@ type DescribePartitionsRequest_Partition struct {
 
 func (x *DescribePartitionsRequest_Partition) Reset() {
 	*x = DescribePartitionsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[66]
+	mi := &file_wire_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4891,7 +5090,7 @@ func (x *DescribePartitionsRequest_Partition) String() string {
 func (*DescribePartitionsRequest_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[66]
+	mi := &file_wire_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4904,7 +5103,7 @@ func (x *DescribePartitionsRequest_Partition) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use DescribePartitionsRequest_Partition.ProtoReflect.Descriptor instead.
 func (*DescribePartitionsRequest_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{45, 0}
+	return file_wire_proto_rawDescGZIP(), []int{47, 0}
 }
 
 func (x *DescribePartitionsRequest_Partition) GetTopic() string {
@@ -4942,7 +5141,7 @@ type DescribePartitionsResponse_Partition struct {
 
 func (x *DescribePartitionsResponse_Partition) Reset() {
 	*x = DescribePartitionsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[67]
+	mi := &file_wire_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4954,7 +5153,7 @@ func (x *DescribePartitionsResponse_Partition) String() string {
 func (*DescribePartitionsResponse_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[67]
+	mi := &file_wire_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4967,7 +5166,7 @@ func (x *DescribePartitionsResponse_Partition) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use DescribePartitionsResponse_Partition.ProtoReflect.Descriptor instead.
 func (*DescribePartitionsResponse_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{46, 0}
+	return file_wire_proto_rawDescGZIP(), []int{48, 0}
 }
 
 func (x *DescribePartitionsResponse_Partition) GetTopic() string {
@@ -5045,8 +5244,7 @@ const file_wire_proto_rawDesc = "" +
 	"\tleader_id\x18\x03 \x01(\x04R\bleaderId\x12%\n" +
 	"\x0eleader_address\x18\x04 \x01(\tR\rleaderAddress\x12(\n" +
 	"\x10log_start_offset\x18\x05 \x01(\x03R\x0elogStartOffset\x12%\n" +
-	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xd7\n" +
-	"\n" +
+	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\x9b\v\n" +
 	"\aRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12,\n" +
 	"\x05hello\x18\n" +
@@ -5069,10 +5267,10 @@ const file_wire_proto_rawDesc = "" +
 	"\vlist_groups\x18, \x01(\v2\x19.strand.ListGroupsRequestH\x00R\n" +
 	"listGroups\x12H\n" +
 	"\x0fdescribe_groups\x18- \x01(\v2\x1d.strand.DescribeGroupsRequestH\x00R\x0edescribeGroups\x12B\n" +
-	"\rdelete_groups\x18. \x01(\v2\x1b.strand.DeleteGroupsRequestH\x00R\fdeleteGroups\x12'\n" +
+	"\rdelete_groups\x18. \x01(\v2\x1b.strand.DeleteGroupsRequestH\x00R\fdeleteGroups\x12B\n" +
+	"\roffset_delete\x18< \x01(\v2\x1b.strand.OffsetDeleteRequestH\x00R\foffsetDelete\x12'\n" +
 	"\x04raft\x18\x1e \x01(\v2\x11.strand.RaftFrameH\x00R\x04raftB\x06\n" +
-	"\x04body\"\xe7\n" +
-	"\n" +
+	"\x04body\"\xac\v\n" +
 	"\bResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12#\n" +
 	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\x12-\n" +
@@ -5096,7 +5294,8 @@ const file_wire_proto_rawDesc = "" +
 	"\vlist_groups\x18, \x01(\v2\x1a.strand.ListGroupsResponseH\x00R\n" +
 	"listGroups\x12I\n" +
 	"\x0fdescribe_groups\x18- \x01(\v2\x1e.strand.DescribeGroupsResponseH\x00R\x0edescribeGroups\x12C\n" +
-	"\rdelete_groups\x18. \x01(\v2\x1c.strand.DeleteGroupsResponseH\x00R\fdeleteGroupsB\x06\n" +
+	"\rdelete_groups\x18. \x01(\v2\x1c.strand.DeleteGroupsResponseH\x00R\fdeleteGroups\x12C\n" +
+	"\roffset_delete\x18< \x01(\v2\x1c.strand.OffsetDeleteResponseH\x00R\foffsetDeleteB\x06\n" +
 	"\x04body\"\x8f\x01\n" +
 	"\fHelloRequest\x12\x1f\n" +
 	"\vversion_min\x18\x01 \x01(\rR\n" +
@@ -5350,7 +5549,18 @@ const file_wire_proto_rawDesc = "" +
 	"\amembers\x18\x06 \x03(\v2\x13.strand.GroupMemberR\amembers\x126\n" +
 	"\aoffsets\x18\a \x03(\v2\x1c.strand.GroupCommittedOffsetR\aoffsets\"-\n" +
 	"\x13DeleteGroupsRequest\x12\x16\n" +
-	"\x06groups\x18\x01 \x03(\tR\x06groups\"\x9a\x01\n" +
+	"\x06groups\x18\x01 \x03(\tR\x06groups\"i\n" +
+	"\x13OffsetDeleteRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12<\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\v2\x1c.strand.GroupTopicPartitionsR\n" +
+	"partitions\"\xb8\x01\n" +
+	"\x14OffsetDeleteResponse\x12=\n" +
+	"\aresults\x18\x01 \x03(\v2#.strand.OffsetDeleteResponse.ResultR\aresults\x1aa\n" +
+	"\x06Result\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
+	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error\"\x9a\x01\n" +
 	"\x14DeleteGroupsResponse\x12=\n" +
 	"\aresults\x18\x01 \x03(\v2#.strand.DeleteGroupsResponse.ResultR\aresults\x1aC\n" +
 	"\x06Result\x12\x14\n" +
@@ -5411,7 +5621,7 @@ const file_wire_proto_rawDesc = "" +
 	"size_bytes\x18\x06 \x01(\x03R\tsizeBytes\x12.\n" +
 	"\x13oldest_timestamp_ms\x18\a \x01(\x03R\x11oldestTimestampMs\x12\x1a\n" +
 	"\bsegments\x18\b \x01(\x05R\bsegments\x12%\n" +
-	"\x0esnapshot_index\x18\t \x01(\x04R\rsnapshotIndex*\x86\b\n" +
+	"\x0esnapshot_index\x18\t \x01(\x04R\rsnapshotIndex*\xb0\b\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +
@@ -5442,7 +5652,8 @@ const file_wire_proto_rawDesc = "" +
 	"\x1dERROR_CODE_STALE_MEMBER_EPOCH\x106\x12\x1e\n" +
 	"\x1aERROR_CODE_GROUP_NOT_EMPTY\x107\x12\x1e\n" +
 	"\x1aERROR_CODE_GROUP_NOT_FOUND\x108\x12\x1e\n" +
-	"\x1aERROR_CODE_STALE_HEARTBEAT\x109\x12\x1f\n" +
+	"\x1aERROR_CODE_STALE_HEARTBEAT\x109\x12(\n" +
+	"$ERROR_CODE_GROUP_SUBSCRIBED_TO_TOPIC\x10A\x12\x1f\n" +
 	"\x1bERROR_CODE_NOT_ENOUGH_SPACE\x10-\x12!\n" +
 	"\x1dERROR_CODE_REPLICA_RECOVERING\x10.B,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
 
@@ -5459,7 +5670,7 @@ func file_wire_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
 var file_wire_proto_goTypes = []any{
 	(ErrorCode)(0),                               // 0: strand.ErrorCode
 	(*Error)(nil),                                // 1: strand.Error
@@ -5502,35 +5713,38 @@ var file_wire_proto_goTypes = []any{
 	(*GroupMember)(nil),                          // 38: strand.GroupMember
 	(*DescribeGroupsResponse)(nil),               // 39: strand.DescribeGroupsResponse
 	(*DeleteGroupsRequest)(nil),                  // 40: strand.DeleteGroupsRequest
-	(*DeleteGroupsResponse)(nil),                 // 41: strand.DeleteGroupsResponse
-	(*AlterConfigsRequest)(nil),                  // 42: strand.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),                 // 43: strand.AlterConfigsResponse
-	(*DeleteRecordsRequest)(nil),                 // 44: strand.DeleteRecordsRequest
-	(*DeleteRecordsResponse)(nil),                // 45: strand.DeleteRecordsResponse
-	(*DescribePartitionsRequest)(nil),            // 46: strand.DescribePartitionsRequest
-	(*DescribePartitionsResponse)(nil),           // 47: strand.DescribePartitionsResponse
-	(*MetadataResponse_Node)(nil),                // 48: strand.MetadataResponse.Node
-	(*MetadataResponse_Partition)(nil),           // 49: strand.MetadataResponse.Partition
-	(*MetadataResponse_Topic)(nil),               // 50: strand.MetadataResponse.Topic
-	(*ProduceRequest_Partition)(nil),             // 51: strand.ProduceRequest.Partition
-	(*ProduceResponse_Partition)(nil),            // 52: strand.ProduceResponse.Partition
-	(*FetchRequest_Partition)(nil),               // 53: strand.FetchRequest.Partition
-	(*FetchResponse_Batch)(nil),                  // 54: strand.FetchResponse.Batch
-	(*FetchResponse_Partition)(nil),              // 55: strand.FetchResponse.Partition
-	(*ListOffsetsRequest_Partition)(nil),         // 56: strand.ListOffsetsRequest.Partition
-	(*ListOffsetsResponse_Partition)(nil),        // 57: strand.ListOffsetsResponse.Partition
-	(*CreateTopicsRequest_Topic)(nil),            // 58: strand.CreateTopicsRequest.Topic
-	(*DescribeTopicsResponse_Topic)(nil),         // 59: strand.DescribeTopicsResponse.Topic
-	(*ListGroupsResponse_Group)(nil),             // 60: strand.ListGroupsResponse.Group
-	(*DescribeGroupsResponse_Group)(nil),         // 61: strand.DescribeGroupsResponse.Group
-	(*DeleteGroupsResponse_Result)(nil),          // 62: strand.DeleteGroupsResponse.Result
-	(*AlterConfigsRequest_Topic)(nil),            // 63: strand.AlterConfigsRequest.Topic
-	(*AlterConfigsResponse_Topic)(nil),           // 64: strand.AlterConfigsResponse.Topic
-	(*DeleteRecordsRequest_Partition)(nil),       // 65: strand.DeleteRecordsRequest.Partition
-	(*DeleteRecordsResponse_Partition)(nil),      // 66: strand.DeleteRecordsResponse.Partition
-	(*DescribePartitionsRequest_Partition)(nil),  // 67: strand.DescribePartitionsRequest.Partition
-	(*DescribePartitionsResponse_Partition)(nil), // 68: strand.DescribePartitionsResponse.Partition
-	(*RaftFrame)(nil),                            // 69: strand.RaftFrame
+	(*OffsetDeleteRequest)(nil),                  // 41: strand.OffsetDeleteRequest
+	(*OffsetDeleteResponse)(nil),                 // 42: strand.OffsetDeleteResponse
+	(*DeleteGroupsResponse)(nil),                 // 43: strand.DeleteGroupsResponse
+	(*AlterConfigsRequest)(nil),                  // 44: strand.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),                 // 45: strand.AlterConfigsResponse
+	(*DeleteRecordsRequest)(nil),                 // 46: strand.DeleteRecordsRequest
+	(*DeleteRecordsResponse)(nil),                // 47: strand.DeleteRecordsResponse
+	(*DescribePartitionsRequest)(nil),            // 48: strand.DescribePartitionsRequest
+	(*DescribePartitionsResponse)(nil),           // 49: strand.DescribePartitionsResponse
+	(*MetadataResponse_Node)(nil),                // 50: strand.MetadataResponse.Node
+	(*MetadataResponse_Partition)(nil),           // 51: strand.MetadataResponse.Partition
+	(*MetadataResponse_Topic)(nil),               // 52: strand.MetadataResponse.Topic
+	(*ProduceRequest_Partition)(nil),             // 53: strand.ProduceRequest.Partition
+	(*ProduceResponse_Partition)(nil),            // 54: strand.ProduceResponse.Partition
+	(*FetchRequest_Partition)(nil),               // 55: strand.FetchRequest.Partition
+	(*FetchResponse_Batch)(nil),                  // 56: strand.FetchResponse.Batch
+	(*FetchResponse_Partition)(nil),              // 57: strand.FetchResponse.Partition
+	(*ListOffsetsRequest_Partition)(nil),         // 58: strand.ListOffsetsRequest.Partition
+	(*ListOffsetsResponse_Partition)(nil),        // 59: strand.ListOffsetsResponse.Partition
+	(*CreateTopicsRequest_Topic)(nil),            // 60: strand.CreateTopicsRequest.Topic
+	(*DescribeTopicsResponse_Topic)(nil),         // 61: strand.DescribeTopicsResponse.Topic
+	(*ListGroupsResponse_Group)(nil),             // 62: strand.ListGroupsResponse.Group
+	(*DescribeGroupsResponse_Group)(nil),         // 63: strand.DescribeGroupsResponse.Group
+	(*OffsetDeleteResponse_Result)(nil),          // 64: strand.OffsetDeleteResponse.Result
+	(*DeleteGroupsResponse_Result)(nil),          // 65: strand.DeleteGroupsResponse.Result
+	(*AlterConfigsRequest_Topic)(nil),            // 66: strand.AlterConfigsRequest.Topic
+	(*AlterConfigsResponse_Topic)(nil),           // 67: strand.AlterConfigsResponse.Topic
+	(*DeleteRecordsRequest_Partition)(nil),       // 68: strand.DeleteRecordsRequest.Partition
+	(*DeleteRecordsResponse_Partition)(nil),      // 69: strand.DeleteRecordsResponse.Partition
+	(*DescribePartitionsRequest_Partition)(nil),  // 70: strand.DescribePartitionsRequest.Partition
+	(*DescribePartitionsResponse_Partition)(nil), // 71: strand.DescribePartitionsResponse.Partition
+	(*RaftFrame)(nil),                            // 72: strand.RaftFrame
 }
 var file_wire_proto_depIdxs = []int32{
 	0,  // 0: strand.Error.code:type_name -> strand.ErrorCode
@@ -5543,9 +5757,9 @@ var file_wire_proto_depIdxs = []int32{
 	18, // 7: strand.Request.delete_topics:type_name -> strand.DeleteTopicsRequest
 	20, // 8: strand.Request.describe_topics:type_name -> strand.DescribeTopicsRequest
 	22, // 9: strand.Request.init_producer_id:type_name -> strand.InitProducerIdRequest
-	42, // 10: strand.Request.alter_configs:type_name -> strand.AlterConfigsRequest
-	44, // 11: strand.Request.delete_records:type_name -> strand.DeleteRecordsRequest
-	46, // 12: strand.Request.describe_partitions:type_name -> strand.DescribePartitionsRequest
+	44, // 10: strand.Request.alter_configs:type_name -> strand.AlterConfigsRequest
+	46, // 11: strand.Request.delete_records:type_name -> strand.DeleteRecordsRequest
+	48, // 12: strand.Request.describe_partitions:type_name -> strand.DescribePartitionsRequest
 	24, // 13: strand.Request.find_coordinator:type_name -> strand.FindCoordinatorRequest
 	27, // 14: strand.Request.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatRequest
 	30, // 15: strand.Request.offset_commit:type_name -> strand.OffsetCommitRequest
@@ -5553,81 +5767,86 @@ var file_wire_proto_depIdxs = []int32{
 	35, // 17: strand.Request.list_groups:type_name -> strand.ListGroupsRequest
 	37, // 18: strand.Request.describe_groups:type_name -> strand.DescribeGroupsRequest
 	40, // 19: strand.Request.delete_groups:type_name -> strand.DeleteGroupsRequest
-	69, // 20: strand.Request.raft:type_name -> strand.RaftFrame
-	1,  // 21: strand.Response.error:type_name -> strand.Error
-	5,  // 22: strand.Response.hello:type_name -> strand.HelloResponse
-	7,  // 23: strand.Response.metadata:type_name -> strand.MetadataResponse
-	9,  // 24: strand.Response.produce:type_name -> strand.ProduceResponse
-	11, // 25: strand.Response.fetch:type_name -> strand.FetchResponse
-	13, // 26: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
-	17, // 27: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
-	19, // 28: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
-	21, // 29: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
-	23, // 30: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
-	43, // 31: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
-	45, // 32: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
-	47, // 33: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
-	25, // 34: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
-	28, // 35: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
-	31, // 36: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
-	34, // 37: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
-	36, // 38: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
-	39, // 39: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
-	41, // 40: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
-	48, // 41: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
-	50, // 42: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
-	51, // 43: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
-	52, // 44: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
-	53, // 45: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
-	55, // 46: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
-	56, // 47: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
-	57, // 48: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
-	58, // 49: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
-	1,  // 50: strand.TopicResult.error:type_name -> strand.Error
-	16, // 51: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
-	16, // 52: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
-	59, // 53: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
-	26, // 54: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
-	26, // 55: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
-	29, // 56: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
-	26, // 57: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
-	33, // 58: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
-	60, // 59: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
-	26, // 60: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
-	26, // 61: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
-	26, // 62: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
-	61, // 63: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
-	62, // 64: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
-	63, // 65: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
-	64, // 66: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
-	65, // 67: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
-	66, // 68: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
-	67, // 69: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
-	68, // 70: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
-	1,  // 71: strand.MetadataResponse.Partition.error:type_name -> strand.Error
-	1,  // 72: strand.MetadataResponse.Topic.error:type_name -> strand.Error
-	49, // 73: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
-	1,  // 74: strand.ProduceResponse.Partition.error:type_name -> strand.Error
-	1,  // 75: strand.FetchResponse.Partition.error:type_name -> strand.Error
-	54, // 76: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
-	1,  // 77: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
-	14, // 78: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
-	1,  // 79: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
-	14, // 80: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	1,  // 81: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
-	38, // 82: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
-	33, // 83: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
-	1,  // 84: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
-	14, // 85: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
-	1,  // 86: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
-	14, // 87: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	1,  // 88: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
-	1,  // 89: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
-	90, // [90:90] is the sub-list for method output_type
-	90, // [90:90] is the sub-list for method input_type
-	90, // [90:90] is the sub-list for extension type_name
-	90, // [90:90] is the sub-list for extension extendee
-	0,  // [0:90] is the sub-list for field type_name
+	41, // 20: strand.Request.offset_delete:type_name -> strand.OffsetDeleteRequest
+	72, // 21: strand.Request.raft:type_name -> strand.RaftFrame
+	1,  // 22: strand.Response.error:type_name -> strand.Error
+	5,  // 23: strand.Response.hello:type_name -> strand.HelloResponse
+	7,  // 24: strand.Response.metadata:type_name -> strand.MetadataResponse
+	9,  // 25: strand.Response.produce:type_name -> strand.ProduceResponse
+	11, // 26: strand.Response.fetch:type_name -> strand.FetchResponse
+	13, // 27: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
+	17, // 28: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
+	19, // 29: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
+	21, // 30: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
+	23, // 31: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
+	45, // 32: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
+	47, // 33: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
+	49, // 34: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
+	25, // 35: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
+	28, // 36: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
+	31, // 37: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
+	34, // 38: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
+	36, // 39: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
+	39, // 40: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
+	43, // 41: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
+	42, // 42: strand.Response.offset_delete:type_name -> strand.OffsetDeleteResponse
+	50, // 43: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
+	52, // 44: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
+	53, // 45: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
+	54, // 46: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
+	55, // 47: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
+	57, // 48: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
+	58, // 49: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
+	59, // 50: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
+	60, // 51: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
+	1,  // 52: strand.TopicResult.error:type_name -> strand.Error
+	16, // 53: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
+	16, // 54: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
+	61, // 55: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
+	26, // 56: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
+	26, // 57: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
+	29, // 58: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
+	26, // 59: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
+	33, // 60: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
+	62, // 61: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
+	26, // 62: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
+	26, // 63: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
+	26, // 64: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
+	63, // 65: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
+	26, // 66: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
+	64, // 67: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
+	65, // 68: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
+	66, // 69: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
+	67, // 70: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
+	68, // 71: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
+	69, // 72: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
+	70, // 73: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
+	71, // 74: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
+	1,  // 75: strand.MetadataResponse.Partition.error:type_name -> strand.Error
+	1,  // 76: strand.MetadataResponse.Topic.error:type_name -> strand.Error
+	51, // 77: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
+	1,  // 78: strand.ProduceResponse.Partition.error:type_name -> strand.Error
+	1,  // 79: strand.FetchResponse.Partition.error:type_name -> strand.Error
+	56, // 80: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
+	1,  // 81: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
+	14, // 82: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
+	1,  // 83: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
+	14, // 84: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	1,  // 85: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
+	38, // 86: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
+	33, // 87: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
+	1,  // 88: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
+	1,  // 89: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
+	14, // 90: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
+	1,  // 91: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
+	14, // 92: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	1,  // 93: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
+	1,  // 94: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
+	95, // [95:95] is the sub-list for method output_type
+	95, // [95:95] is the sub-list for method input_type
+	95, // [95:95] is the sub-list for extension type_name
+	95, // [95:95] is the sub-list for extension extendee
+	0,  // [0:95] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -5656,6 +5875,7 @@ func file_wire_proto_init() {
 		(*Request_ListGroups)(nil),
 		(*Request_DescribeGroups)(nil),
 		(*Request_DeleteGroups)(nil),
+		(*Request_OffsetDelete)(nil),
 		(*Request_Raft)(nil),
 	}
 	file_wire_proto_msgTypes[2].OneofWrappers = []any{
@@ -5678,15 +5898,16 @@ func file_wire_proto_init() {
 		(*Response_ListGroups)(nil),
 		(*Response_DescribeGroups)(nil),
 		(*Response_DeleteGroups)(nil),
+		(*Response_OffsetDelete)(nil),
 	}
-	file_wire_proto_msgTypes[53].OneofWrappers = []any{}
+	file_wire_proto_msgTypes[55].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   68,
+			NumMessages:   71,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
