@@ -128,29 +128,7 @@ func porcupineOp(op *Op, in, out interface{}, openEnded bool, clients *clientIDs
 // pinned where it was read, and the ones nobody saw become one step per gap
 // of the partition's layout.
 func logOperations(ops []Op, drained func(TopicPartition) bool, stale bool, clients *clientIDs) []porcupine.Operation {
-	seen := make(map[string]int64) // value → first offset a read saw it at
-	// limit: on a drained partition the drain read every position from the
-	// largest log start reported up, so gaps may only lie below that.
-	limit := make(map[TopicPartition]int64)
-	for i := range ops {
-		op := &ops[i]
-		if op.Kind == KindFetch && op.Outcome == OutcomeOK {
-			for _, r := range op.Received {
-				if _, ok := seen[r.Value]; !ok {
-					seen[r.Value] = r.Offset
-				}
-			}
-		}
-		if !drained(op.TP) {
-			continue
-		}
-		if op.Kind == KindFetch && (op.Outcome == OutcomeOK || op.Outcome == OutcomeOutOfRange) {
-			limit[op.TP] = max(limit[op.TP], op.LogStart)
-		}
-		if op.Kind == KindListOffsets && op.Outcome == OutcomeOK && op.Spec == OffsetEarliest {
-			limit[op.TP] = max(limit[op.TP], op.Offset)
-		}
-	}
+	seen, limit := readFacts(ops, drained)
 	inferred := make(map[OpID]int64)
 	unseen := make(map[TopicPartition][]*Op)
 	for i := range ops {
@@ -168,7 +146,6 @@ func logOperations(ops []Op, drained func(TopicPartition) bool, stale bool, clie
 		op := &ops[i]
 		in := logInput{op: op.ID, tp: op.TP, kind: op.Kind, offset: op.FetchOffset, maxRecords: op.MaxRecords, spec: op.Spec}
 		var res logOutput
-		open := false
 		switch {
 		case op.Kind == KindProduce && op.Outcome == OutcomeOK:
 			in.values, res.produce, res.offset = sentValues(op), produceAcked, op.Offset
@@ -195,9 +172,37 @@ func logOperations(ops []Op, drained func(TopicPartition) bool, stale bool, clie
 		default:
 			continue
 		}
-		out = append(out, porcupineOp(op, in, res, open, clients))
+		out = append(out, porcupineOp(op, in, res, false, clients))
 	}
 	return append(out, fillOperations(layouts, unseen, drained, limit, clients)...)
+}
+
+// readFacts returns the first offset a read saw each value at, and per
+// drained partition the largest log start reported: the drain read every
+// position from there up, so gaps may only lie below it.
+func readFacts(ops []Op, drained func(TopicPartition) bool) (seen map[string]int64, limit map[TopicPartition]int64) {
+	seen = make(map[string]int64)
+	limit = make(map[TopicPartition]int64)
+	for i := range ops {
+		op := &ops[i]
+		if op.Kind == KindFetch && op.Outcome == OutcomeOK {
+			for _, r := range op.Received {
+				if _, ok := seen[r.Value]; !ok {
+					seen[r.Value] = r.Offset
+				}
+			}
+		}
+		if !drained(op.TP) {
+			continue
+		}
+		if op.Kind == KindFetch && (op.Outcome == OutcomeOK || op.Outcome == OutcomeOutOfRange) {
+			limit[op.TP] = max(limit[op.TP], op.LogStart)
+		}
+		if op.Kind == KindListOffsets && op.Outcome == OutcomeOK && op.Spec == OffsetEarliest {
+			limit[op.TP] = max(limit[op.TP], op.Offset)
+		}
+	}
+	return seen, limit
 }
 
 // fillOperations returns each partition's gap fills (layout.fills) as
