@@ -35,15 +35,6 @@ type Options struct {
 	// Timeout bounds each Porcupine check (0: DefaultTimeout; negative: none).
 	// A check that runs out of time fails with ErrInconclusive, never passes.
 	Timeout time.Duration
-	// UndrainedBestEffort checks partitions that were never drained (a
-	// deleted topic's incarnations: nothing reads them at the end) apart
-	// from the others, and lets Porcupine run out of time on them without
-	// failing: Report.UndrainedInconclusive says it did. A refusal still
-	// fails, and the log checks run on them as on any partition; the
-	// check gets a tenth of Timeout. Their
-	// unseen indefinite produces stay open to the end, which can make the
-	// search explode where a drain would have pinned them.
-	UndrainedBestEffort bool
 	// VizPath is where a failing check writes Porcupine's HTML visualization
 	// of the log model ("" writes none). The group-offsets model, when it
 	// fails, writes beside it with "-offsets" before the extension.
@@ -132,68 +123,46 @@ func porcupineOp(op *Op, in, out interface{}, openEnded bool, clients *clientIDs
 	return pop
 }
 
-// logOperations turns the log operations of ops into Porcupine's form.
-func logOperations(ops []Op, drained func(TopicPartition) bool, clients *clientIDs) []porcupine.Operation {
-	seen := make(map[string]int64) // value → first offset a read saw it at
-	startMax := make(map[TopicPartition]int64)
-	lastReturn := make(map[TopicPartition]int64) // latest return of an op that observes the log
+// logOperations turns the log operations of ops into Porcupine's form,
+// rewriting indefinite produces as logmodel.go describes: one a read saw is
+// pinned where it was read, and the ones nobody saw become one step per gap
+// of the partition's layout.
+func logOperations(ops []Op, drained func(TopicPartition) bool, stale bool, clients *clientIDs) []porcupine.Operation {
+	seen, limit := readFacts(ops, drained)
+	inferred := make(map[OpID]int64)
+	unseen := make(map[TopicPartition][]*Op)
 	for i := range ops {
-		op := &ops[i]
-		if observes(op) {
-			lastReturn[op.TP] = max(lastReturn[op.TP], op.Return)
-		}
-		if op.Kind == KindFetch && op.Outcome == OutcomeOK {
-			for _, r := range op.Received {
-				if _, ok := seen[r.Value]; !ok {
-					seen[r.Value] = r.Offset
-				}
+		if op := &ops[i]; op.Kind == KindProduce && op.indefinite() {
+			if base, ok := inferredBase(op, seen); ok {
+				inferred[op.ID] = base
+			} else {
+				unseen[op.TP] = append(unseen[op.TP], op)
 			}
 		}
-		if op.Kind == KindFetch && (op.Outcome == OutcomeOK || op.Outcome == OutcomeOutOfRange) {
-			startMax[op.TP] = max(startMax[op.TP], op.LogStart)
-		}
-		if op.Kind == KindListOffsets && op.Outcome == OutcomeOK && op.Spec == OffsetEarliest {
-			startMax[op.TP] = max(startMax[op.TP], op.Offset)
-		}
 	}
-	lengths := newKnownLengths(ops)
+	layouts := newLayouts(ops, inferred, stale)
 	var out []porcupine.Operation
 	for i := range ops {
 		op := &ops[i]
 		in := logInput{op: op.ID, tp: op.TP, kind: op.Kind, offset: op.FetchOffset, maxRecords: op.MaxRecords, spec: op.Spec}
 		var res logOutput
-		open := false
 		switch {
 		case op.Kind == KindProduce && op.Outcome == OutcomeOK:
 			in.values, res.produce, res.offset = sentValues(op), produceAcked, op.Offset
 		case op.Kind == KindProduce && op.indefinite():
-			in.values = sentValues(op)
-			if base, ok := inferredBase(op, seen); ok {
-				res.produce, res.offset, open = produceInferred, base, true
-			} else if drained(op.TP) && (startMax[op.TP] == 0 || lengths.before(op.TP, op.Call) >= startMax[op.TP]) {
-				// Drained, and nothing of it was read: it took effect
-				// after the drain, or below the log start a trim
-				// moved — impossible when the log was already that
-				// long before its call.
-				continue
-			} else if op.Call > lastReturn[op.TP] {
-				// Called after every observation of the log returned:
-				// nothing can have seen its effect (a read that saw
-				// another indefinite produce pins that one before
-				// itself), so leaving it out is exact. A partition never
-				// drained (a deleted topic) would otherwise keep many
-				// such credits open to the end.
-				continue
-			} else {
-				// An instant at the call that adds a credit (see logmodel.go).
-				res.produce = produceUnseen
-				if drained(op.TP) {
-					in.spendBelow = startMax[op.TP]
-				}
-				out = append(out, porcupineOp(op, in, res, false, clients))
-				out[len(out)-1].Return = op.Call
-				continue
+			base, ok := inferred[op.ID]
+			if !ok {
+				continue // in a fill, or beyond every observation
 			}
+			in.values, res.produce, res.offset = sentValues(op), produceInferred, base
+			pop := porcupineOp(op, in, res, true, clients)
+			if by := layouts[op.TP].needBy(base); by >= op.Call && by != math.MaxInt64 {
+				// It holds position base, so it took effect before
+				// any operation that saw the log longer than that.
+				pop.Return = by
+			}
+			out = append(out, pop)
+			continue
 		case op.Kind == KindFetch && op.Outcome == OutcomeOK:
 			res.records, res.hwm, res.start = op.Received, op.HighWatermark, op.LogStart
 		case op.Kind == KindFetch && op.Outcome == OutcomeOutOfRange:
@@ -203,24 +172,71 @@ func logOperations(ops []Op, drained func(TopicPartition) bool, clients *clientI
 		default:
 			continue
 		}
-		out = append(out, porcupineOp(op, in, res, open, clients))
+		out = append(out, porcupineOp(op, in, res, false, clients))
 	}
-	return out
+	return append(out, fillOperations(layouts, unseen, drained, limit, clients)...)
 }
 
-// observes reports whether op's outcome says something about the log's
-// contents or length: an acknowledged produce (its offset), a read that
-// returned, a ListOffsets answer.
-func observes(op *Op) bool {
-	switch {
-	case op.Kind == KindProduce:
-		return op.Outcome == OutcomeOK
-	case op.Kind == KindFetch:
-		return op.Outcome == OutcomeOK || op.Outcome == OutcomeOutOfRange
-	case op.Kind == KindListOffsets:
-		return op.Outcome == OutcomeOK
+// readFacts returns the first offset a read saw each value at, and per
+// drained partition the largest log start reported: the drain read every
+// position from there up, so gaps may only lie below it.
+func readFacts(ops []Op, drained func(TopicPartition) bool) (seen map[string]int64, limit map[TopicPartition]int64) {
+	seen = make(map[string]int64)
+	limit = make(map[TopicPartition]int64)
+	for i := range ops {
+		op := &ops[i]
+		if op.Kind == KindFetch && op.Outcome == OutcomeOK {
+			for _, r := range op.Received {
+				if _, ok := seen[r.Value]; !ok {
+					seen[r.Value] = r.Offset
+				}
+			}
+		}
+		if !drained(op.TP) {
+			continue
+		}
+		if op.Kind == KindFetch && (op.Outcome == OutcomeOK || op.Outcome == OutcomeOutOfRange) {
+			limit[op.TP] = max(limit[op.TP], op.LogStart)
+		}
+		if op.Kind == KindListOffsets && op.Outcome == OutcomeOK && op.Spec == OffsetEarliest {
+			limit[op.TP] = max(limit[op.TP], op.Offset)
+		}
 	}
-	return false
+	return seen, limit
+}
+
+// fillOperations returns each partition's gap fills (layout.fills) as
+// produces of anonymous records, in partition order; on a drained partition
+// only below its limit.
+func fillOperations(layouts map[TopicPartition]*layout, unseen map[TopicPartition][]*Op,
+	drained func(TopicPartition) bool, limit map[TopicPartition]int64, clients *clientIDs) []porcupine.Operation {
+	tps := make([]TopicPartition, 0, len(layouts))
+	for tp := range layouts {
+		tps = append(tps, tp)
+	}
+	sort.Slice(tps, func(i, j int) bool { return tps[i].less(tps[j]) })
+	var out []porcupine.Operation
+	for _, tp := range tps {
+		us := unseen[tp]
+		sort.SliceStable(us, func(i, j int) bool { return us[i].Call < us[j].Call })
+		below := int64(math.MaxInt64)
+		if drained(tp) {
+			below = limit[tp]
+		}
+		for _, f := range layouts[tp].fills(us, below) {
+			in := logInput{op: -1, tp: tp, kind: KindProduce, values: make([]string, f.to-f.from)}
+			out = append(out, porcupine.Operation{
+				ClientId: clients.next,
+				Input:    in,
+				Call:     f.call,
+				Output:   logOutput{produce: produceFill, offset: f.from},
+				Return:   f.ret,
+				Metadata: fmt.Sprintf("unseen produces fill [%d, %d)", f.from, f.to),
+			})
+			clients.next++
+		}
+	}
+	return out
 }
 
 func sentValues(op *Op) []string {
@@ -250,48 +266,14 @@ func inferredBase(op *Op, seen map[string]int64) (int64, bool) {
 // time, and otherwise a *NotLinearizableError (both joined if both models
 // refuse), having written the visualization to opts.VizPath.
 func CheckLinearizable(h *History, opts Options) error {
-	err, _ := checkLinearizable(h, opts)
-	return err
-}
-
-// checkLinearizable is CheckLinearizable; inconclusive reports that the
-// undrained partitions' check ran out of time (Options.UndrainedBestEffort).
-func checkLinearizable(h *History, opts Options) (err error, inconclusive bool) {
 	ops := h.Ops()
 	clients := newClientIDs(ops)
-	drained := h.drainedFunc(opts)
-	logHistory := logOperations(ops, drained, clients)
+	logHistory := logOperations(ops, h.drainedFunc(opts), opts.StaleFetch, clients)
 	offsetHistory := offsetOperations(ops, clients)
 	model := logModel{stale: opts.StaleFetch}.porcupineModel()
-	var errUndrained error
-	if opts.UndrainedBestEffort {
-		var rest []porcupine.Operation
-		logHistory, rest = splitDrained(logHistory, drained)
-		errUndrained = checkModel("log (undrained)", model, rest, opts.timeout()/undrainedTimeoutShare, opts.VizPath)
-		if errors.Is(errUndrained, ErrInconclusive) {
-			errUndrained, inconclusive = nil, true
-		}
-	}
 	errLog := checkModel("log", model, logHistory, opts.timeout(), opts.VizPath)
 	errOffsets := checkModel("group-offsets", offsetsPorcupineModel(), offsetHistory, opts.timeout(), offsetsVizPath(opts.VizPath))
-	return errors.Join(errLog, errUndrained, errOffsets), inconclusive
-}
-
-// undrainedTimeoutShare: the undrained partitions' best-effort check gets
-// this fraction of the timeout (it may not conclude anyway).
-const undrainedTimeoutShare = 10
-
-// splitDrained separates the operations of drained partitions from the
-// others, keeping the order of each.
-func splitDrained(ops []porcupine.Operation, drained func(TopicPartition) bool) (in, out []porcupine.Operation) {
-	for _, op := range ops {
-		if drained(op.Input.(logInput).tp) {
-			in = append(in, op)
-		} else {
-			out = append(out, op)
-		}
-	}
-	return in, out
+	return errors.Join(errLog, errOffsets)
 }
 
 func offsetsVizPath(p string) string {
@@ -341,49 +323,4 @@ func pieceName(input interface{}) string {
 		return in.group + " " + in.tp.String()
 	}
 	return "?"
-}
-
-// knownLengths answers, per partition, the least length the log certainly
-// had before a time: the largest high-water mark, or end of an acknowledged
-// produce, of the operations that returned before it.
-type knownLengths map[TopicPartition][]lengthAt
-
-// lengthAt is a running maximum: by ret, the log was at least length long.
-type lengthAt struct {
-	ret, length int64
-}
-
-func newKnownLengths(ops []Op) knownLengths {
-	k := knownLengths{}
-	for i := range ops {
-		op := &ops[i]
-		var n int64
-		switch {
-		case op.Kind == KindFetch && (op.Outcome == OutcomeOK || op.Outcome == OutcomeOutOfRange):
-			n = op.HighWatermark
-		case op.Kind == KindProduce && op.Outcome == OutcomeOK:
-			n = op.Offset + int64(len(op.Sent))
-		default:
-			continue
-		}
-		k[op.TP] = append(k[op.TP], lengthAt{ret: op.Return, length: n})
-	}
-	for tp, ls := range k {
-		sort.Slice(ls, func(i, j int) bool { return ls[i].ret < ls[j].ret })
-		for i := 1; i < len(ls); i++ {
-			ls[i].length = max(ls[i].length, ls[i-1].length)
-		}
-		k[tp] = ls
-	}
-	return k
-}
-
-// before is the length tp's log certainly had at time t.
-func (k knownLengths) before(tp TopicPartition, t int64) int64 {
-	ls := k[tp]
-	i := sort.Search(len(ls), func(i int) bool { return ls[i].ret >= t })
-	if i == 0 {
-		return 0
-	}
-	return ls[i-1].length
 }

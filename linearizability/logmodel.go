@@ -11,9 +11,8 @@ import (
 
 // The Porcupine model of one partition log.
 //
-// State: the committed log as a sequence of values, the log start offset, and
-// credits: the records of produces that may still take effect unseen,
-// pooled (see below). Transitions, one per operation at its linearization point:
+// State: the committed log as a sequence of values and the log start
+// offset. Transitions, one per operation at its linearization point:
 //
 //	produce(vs) ok(base)       base == len(log); log += vs
 //	fetch(o) ok(recs,hwm,ls)   hwm == len(log); ls <= o <= hwm; ls >= start (start = ls);
@@ -21,49 +20,42 @@ import (
 //	fetch(o) out-of-range      hwm == len(log); o < ls or o > hwm; ls >= start (start = ls)
 //	list-offsets latest → x    x == len(log)
 //	list-offsets earliest → x  start <= x <= len(log) (start = x)
-//	produce(vs) unseen         credits += len(vs)
 //
-// and before any operation but the last, any part of the credits may be
-// spent: log += that many anonymous records. With Options.StaleFetch,
-// reads may be served from an older state: hwm <= len(log) instead of ==, and
-// the log start is only bounded by hwm.
+// With Options.StaleFetch, reads may be served from an older state:
+// hwm <= len(log) instead of ==, and the log start is only bounded by hwm.
 //
 // Definitely failed produces have no effect and are left out of the history
 // given to Porcupine; so are failed and indefinite reads, which constrain
-// nothing. Indefinite produces are rewritten, because Porcupine, left to
-// place open-ended writes (Return = MaxInt64) itself, tries every order of
-// every subset of them: exponential in their number, and hopeless when a
-// history is refused and the whole space must be searched.
+// nothing. Indefinite produces are rewritten before the search, because
+// Porcupine, left to place open-ended writes (Return = MaxInt64) itself,
+// tries every order of every subset of them: exponential in their number,
+// and hopeless when a history is refused and the whole space must be
+// searched. The partition's layout (layout.go) first maps which positions
+// some outcome accounts for: acknowledged batches, records read, and
 //
-//   - One whose values a read saw certainly happened, at the offset the read
-//     saw: it becomes an acknowledgement at that inferred offset (still with
-//     Return = MaxInt64), which pins its one legal place.
-//   - One that no read saw can only have shifted offsets. It becomes an
-//     instant operation at its call that adds a credit; spending the credit
-//     at a later linearization point appends anonymous records (value "",
-//     which no real read matches). This is exact: an op linearized after the
-//     credit was added has Return >= the produce's call, which is all real
-//     time asks of the produce's effect; conversely any linearization that
-//     places the produce's effect at p can add the credit just after the last
-//     op that returned before the call, which precedes p. Anonymous records
-//     make the order of spending irrelevant, so the state sets stay about one
-//     per length instead of one per subset and order.
-//   - With Options.FinalDrain an unseen one is dropped: it cannot have taken
-//     effect before the drain, and after it nothing observes.
+//   - an indefinite produce whose values a read saw: it certainly happened,
+//     at the offset the read saw. It becomes an acknowledgement at that
+//     inferred offset, returning when the first operation that needed the
+//     log longer than that offset returned (it had to come first).
+//   - the indefinite produces no read saw can only sit in the gaps between
+//     accounted positions (or beyond every observation, where they change
+//     nothing). Each gap becomes one produce of anonymous records (value
+//     "", which no real read matches) that may happen between the call of
+//     the produces that could have filled it and the first return that
+//     needed the log longer than the gap's start (layout.fills). A gap that
+//     no unseen produce can explain gets none, and the history is refused.
+//
+// The search then has no open-ended operation and no choice of which
+// indefinite produce went where: the rewriting is exact but for pooling the
+// unseen records (a batch may count across two adjacent gaps).
 
 // logState is an immutable log: the values b.values[:n]. Backings are only
 // ever appended to, never overwritten, so states sharing a backing stay valid
 // however Porcupine backtracks (Step stays pure as seen from outside).
 type logState struct {
-	b       *logBacking
-	n       int
-	start   int64
-	credits []int // nil, or one element: the pooled records of unseen produces not yet spent; never mutated
-	// spendBelow, when > 0, is where credits may no longer be spent: on a
-	// drained partition that retention trimmed, an unseen produce that
-	// took effect lies below the largest log start reported (the drain
-	// read everything above it), so its records fill positions below it.
-	spendBelow int64
+	b     *logBacking
+	n     int
+	start int64
 }
 
 // logBacking holds values and prefix hashes: hashes[i] hashes values[:i].
@@ -97,7 +89,7 @@ func (s logState) appendValues(vs []string) logState {
 	case s.n == len(b.values):
 		// The backing ends where s does: extend it in place.
 	case s.n+len(vs) <= len(b.values) && equalStrings(b.values[s.n:s.n+len(vs)], vs):
-		return logState{b: b, n: s.n + len(vs), start: s.start, credits: s.credits, spendBelow: s.spendBelow}
+		return logState{b: b, n: s.n + len(vs), start: s.start}
 	default:
 		nb := &logBacking{
 			values: make([]string, s.n, s.n+len(vs)+8),
@@ -111,49 +103,7 @@ func (s logState) appendValues(vs []string) logState {
 		b.hashes = append(b.hashes, hashAppend(b.hashes[len(b.hashes)-1], v))
 		b.values = append(b.values, v)
 	}
-	return logState{b: b, n: s.n + len(vs), start: s.start, credits: s.credits, spendBelow: s.spendBelow}
-}
-
-// withCredit returns s with one more unseen produce of size records pending.
-// Credits are pooled: the state keeps only their total, so one step yields
-// one state per length however many batch sizes are pending (see spends).
-func (s logState) withCredit(size int, spendBelow int64) logState {
-	if spendBelow > 0 {
-		s.spendBelow = spendBelow
-	}
-	pool := size
-	if len(s.credits) == 1 {
-		pool += s.credits[0]
-	}
-	s.credits = []int{pool}
-	return s
-}
-
-// spends returns the state reachable from s by spending exactly need
-// pooled credit records (the least that serves: spending more can always
-// wait for a later step), if the pool holds that many. Pooling over-
-// approximates: an unseen batch may be spent in parts. That never refuses
-// a linearizable history, and it only loses the refusal of a high-water
-// mark inside an unseen, never-read batch on a partition that was not
-// drained (a drained one has no credits). Counting batches exactly made
-// the states one per sub-multiset of sizes, which explodes once batches
-// of several sizes time out unseen.
-func (s logState) spends(need int64, exact bool) []logState {
-	if need <= 0 && (!exact || need == 0) {
-		return []logState{s}
-	}
-	if need < 0 || len(s.credits) == 0 || int64(s.credits[0]) < need {
-		return nil
-	}
-	if s.spendBelow > 0 && int64(s.n)+need > s.spendBelow {
-		return nil
-	}
-	next := s.appendValues(make([]string, need))
-	next.credits = nil
-	if left := s.credits[0] - int(need); left > 0 {
-		next.credits = []int{left}
-	}
-	return []logState{next}
+	return logState{b: b, n: s.n + len(vs), start: s.start}
 }
 
 func equalStrings(a, b []string) bool {
@@ -169,21 +119,12 @@ func equalStrings(a, b []string) bool {
 }
 
 func (s logState) hash() uint64 {
-	h := s.b.hashes[s.n] ^ uint64(s.start)*0x9e3779b97f4a7c15
-	for _, c := range s.credits {
-		h = (h ^ uint64(c)) * fnvPrime64
-	}
-	return h
+	return s.b.hashes[s.n] ^ uint64(s.start)*0x9e3779b97f4a7c15
 }
 
 func logStatesEqual(x, y logState) bool {
-	if x.n != y.n || x.start != y.start || x.spendBelow != y.spendBelow || x.hash() != y.hash() || len(x.credits) != len(y.credits) {
+	if x.n != y.n || x.start != y.start || x.hash() != y.hash() {
 		return false
-	}
-	for i := range x.credits {
-		if x.credits[i] != y.credits[i] {
-			return false
-		}
 	}
 	if x.b == y.b {
 		return true
@@ -205,7 +146,6 @@ type logInput struct {
 	offset     int64    // fetch
 	maxRecords int64    // fetch
 	spec       OffsetSpec
-	spendBelow int64 // unseen produce: see logState.spendBelow (0: anywhere)
 }
 
 // produceStatus says what a produce's output claims.
@@ -214,7 +154,7 @@ type produceStatus uint8
 const (
 	produceAcked    produceStatus = iota // ok at offset
 	produceInferred                      // indefinite, but read at offset
-	produceUnseen                        // indefinite and never read: a credit
+	produceFill                          // unseen produces filling a gap, anonymous
 )
 
 // logOutput is a log operation's observed result.
@@ -230,37 +170,13 @@ type logOutput struct {
 type logModel struct{ stale bool }
 
 func (m logModel) step(state, input, output interface{}) []interface{} {
-	s := state.(logState)
-	in := input.(logInput)
-	out := output.(logOutput)
-	if in.kind == KindProduce && out.produce == produceUnseen {
-		return []interface{}{s.withCredit(len(in.values), in.spendBelow)}
+	if next, ok := m.apply(state.(logState), input.(logInput), output.(logOutput)); ok {
+		return []interface{}{next}
 	}
-	need, exact := m.lengthNeeded(in, out)
-	var next []interface{}
-	for _, sp := range s.spends(need-int64(s.n), exact) {
-		if ns, ok := m.apply(sp, in, out); ok {
-			next = append(next, ns)
-		}
-	}
-	return next
+	return nil
 }
 
-// lengthNeeded is the log length op requires at its linearization point:
-// exactly, or at least.
-func (m logModel) lengthNeeded(in logInput, out logOutput) (int64, bool) {
-	switch {
-	case in.kind == KindProduce:
-		return out.offset, true
-	case in.kind == KindFetch:
-		return out.hwm, !m.stale
-	case in.spec == OffsetLatest:
-		return out.offset, !m.stale
-	}
-	return out.offset, false
-}
-
-// apply is op's transition from s, with no credit spent.
+// apply is op's transition from s.
 func (m logModel) apply(s logState, in logInput, out logOutput) (logState, bool) {
 	switch in.kind {
 	case KindProduce:
@@ -390,7 +306,7 @@ func describeLogOp(in logInput, out logOutput) string {
 		case produceInferred:
 			return fmt.Sprintf("produce(%s) → ? (read at %d)", vs, out.offset)
 		default:
-			return fmt.Sprintf("produce(%s) → ? (never read: may take effect later)", vs)
+			return fmt.Sprintf("unseen produces → %d anonymous records at %d", len(in.values), out.offset)
 		}
 	case KindFetch:
 		if out.outOfRange {
@@ -420,9 +336,5 @@ func describeLogState(s logState) string {
 	if from > 0 {
 		prefix = "… "
 	}
-	credits := ""
-	if len(s.credits) > 0 {
-		credits = fmt.Sprintf(" unseen=%v", s.credits)
-	}
-	return fmt.Sprintf("len=%d start=%d [%s%s]%s", s.n, s.start, prefix, strings.Join(s.b.values[from:s.n], " "), credits)
+	return fmt.Sprintf("len=%d start=%d [%s%s]", s.n, s.start, prefix, strings.Join(s.b.values[from:s.n], " "))
 }

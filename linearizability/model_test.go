@@ -383,11 +383,10 @@ func TestOffsetsModelEpochs(t *testing.T) {
 	}
 }
 
-// With UndrainedBestEffort the partitions never drained are checked apart:
-// a refusal there still fails and names the partition, the drained ones
-// are still checked, and an indefinite produce called after every
-// observation of its partition returned is left out (nothing saw it).
-func TestModelUndrainedBestEffort(t *testing.T) {
+// A partition never drained (a deleted topic's) is checked like any other:
+// an indefinite produce called after every observation returned is left
+// out, and a refusal names the partition.
+func TestModelUndrainedPartition(t *testing.T) {
 	tp1 := TopicPartition{Topic: "t", Partition: 1}
 	h := NewHistory()
 	h.MarkDrained(tp0)
@@ -398,14 +397,13 @@ func TestModelUndrainedBestEffort(t *testing.T) {
 	id = h.CallProduce(1, tp1, "", "b", 20)
 	h.ReturnProduce(id, 0, 25)
 	h.CallProduce(3, tp1, "", "late", 40) // indefinite, after every tp1 observation
-	rep := Check(h, Options{UndrainedBestEffort: true})
-	if err := rep.Err(); err != nil || rep.UndrainedInconclusive {
-		t.Fatalf("linearizable history: %v (inconclusive %v)", err, rep.UndrainedInconclusive)
+	if err := Check(h, Options{}).Err(); err != nil {
+		t.Fatalf("linearizable history: %v", err)
 	}
 	f = h.CallListOffsets(2, tp1, OffsetLatest, 30)
 	h.ReturnOffset(f, 7, 35)
 	var nl *NotLinearizableError
-	if err := CheckLinearizable(h, Options{UndrainedBestEffort: true}); !errors.As(err, &nl) || len(nl.Partitions) != 1 || nl.Partitions[0] != "t/1" {
+	if err := CheckLinearizable(h, Options{}); !errors.As(err, &nl) || len(nl.Partitions) != 1 || nl.Partitions[0] != "t/1" {
 		t.Fatalf("want undrained t/1 refused, got %v", err)
 	}
 }

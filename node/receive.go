@@ -267,9 +267,14 @@ func (c *Core) expireWaits(g *group) {
 // Status returns every hosted replica's state, sorted by topic and
 // partition.
 func (c *Core) Status() []GroupStatus {
-	parts := c.partitionGroups()
-	out := make([]GroupStatus, 0, len(parts))
-	for _, g := range parts {
+	return c.AppendStatus(make([]GroupStatus, 0, len(c.partitionGroups())))
+}
+
+// AppendStatus appends Status to dst and returns it, so a caller that looks
+// after every event (the simulator) reuses one buffer.
+func (c *Core) AppendStatus(dst []GroupStatus) []GroupStatus {
+	out := dst
+	for _, g := range c.partitionGroups() {
 		st := c.groupStatus(g)
 		st.HighWatermark = g.part.HighWatermark()
 		st.LogStartOffset = g.part.LogStartOffset()

@@ -13,7 +13,7 @@ func TestSchedulerOrdersByTimeThenSequence(t *testing.T) {
 		s.schedule(d, &event{node: i})
 	}
 	var got []int
-	for s.queue.Len() > 0 {
+	for len(s.queue) > 0 {
 		got = append(got, s.next().node)
 	}
 	want := []int{1, 4, 3, 0, 2}

@@ -1,9 +1,6 @@
 package simnet
 
-import (
-	"container/heap"
-	"time"
-)
+import "time"
 
 // eventKind says what an event does when it fires.
 type eventKind uint8
@@ -38,29 +35,57 @@ type event struct {
 	call        func() // evCall: what to run
 }
 
-// eventQueue orders events by (at, seq): a total order, so the run does
-// not depend on heap internals.
+// eventQueue is a binary min-heap of events ordered by (at, seq): a total
+// order, so the run does not depend on heap internals. It is typed rather
+// than a container/heap.Interface: the queue sees every event of a run, and
+// the interface calls cost more than the comparisons.
 type eventQueue []*event
 
-func (q eventQueue) Len() int { return len(q) }
-func (q eventQueue) Less(i, j int) bool {
-	if q[i].at != q[j].at {
-		return q[i].at < q[j].at
+// before reports whether a fires before b.
+func before(a, b *event) bool {
+	if a.at != b.at {
+		return a.at < b.at
 	}
-	return q[i].seq < q[j].seq
+	return a.seq < b.seq
 }
-func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
 
-// Push implements heap.Interface.
-func (q *eventQueue) Push(x any) { *q = append(*q, x.(*event)) }
+// push adds e.
+func (q *eventQueue) push(e *event) {
+	*q = append(*q, e)
+	h := *q
+	for i := len(h) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !before(h[i], h[parent]) {
+			break
+		}
+		h[i], h[parent] = h[parent], h[i]
+		i = parent
+	}
+}
 
-// Pop implements heap.Interface.
-func (q *eventQueue) Pop() any {
-	old := *q
-	n := len(old)
-	e := old[n-1]
-	old[n-1] = nil
-	*q = old[:n-1]
+// pop removes and returns the earliest event; the queue must not be empty.
+func (q *eventQueue) pop() *event {
+	h := *q
+	n := len(h) - 1
+	e := h[0]
+	h[0] = h[n]
+	h[n] = nil
+	h = h[:n]
+	for i := 0; ; {
+		least, l, r := i, 2*i+1, 2*i+2
+		if l < n && before(h[l], h[least]) {
+			least = l
+		}
+		if r < n && before(h[r], h[least]) {
+			least = r
+		}
+		if least == i {
+			break
+		}
+		h[i], h[least] = h[least], h[i]
+		i = least
+	}
+	*q = h
 	return e
 }
 
@@ -79,12 +104,12 @@ func (s *scheduler) schedule(delay time.Duration, e *event) {
 	s.seq++
 	e.at = s.now + delay
 	e.seq = s.seq
-	heap.Push(&s.queue, e)
+	s.queue.push(e)
 }
 
 // next pops the earliest event and advances virtual time to it.
 func (s *scheduler) next() *event {
-	e := heap.Pop(&s.queue).(*event)
+	e := s.queue.pop()
 	if e.at < s.now {
 		panic("simnet: time moved backwards")
 	}

@@ -49,7 +49,7 @@ func (w *world) run() {
 	if w.opts.Profile == Liveness {
 		w.sched.schedule(w.opts.HealAfterMax, &event{kind: evLivenessHeal, node: -1})
 	}
-	for !w.stopped && w.sched.queue.Len() > 0 {
+	for !w.stopped && len(w.sched.queue) > 0 {
 		e := w.sched.next()
 		if e.at > w.opts.TimeLimit {
 			w.stats.TimeLimited = true

@@ -139,10 +139,6 @@ func TestSim(t *testing.T) {
 	if failed > 0 {
 		t.Fail()
 	}
-	if inconclusive*InconclusiveShare > seeds {
-		t.Errorf("the model check ran out of time in %d of %d seeds (at most 1 in %d may)", inconclusive, seeds,
-			InconclusiveShare)
-	}
 	if seeds >= coverageSample && *flagBug == "" && *flagProfile == "mixed" {
 		requireCoverage(t, coverage, expectedCoverage(*flagAudit > 0, *flagDigests))
 	}

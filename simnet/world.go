@@ -19,6 +19,7 @@ type core interface {
 	Process() error
 	Handle(req *strandpb.Request, respond func(*strandpb.Response))
 	Status() []node.GroupStatus
+	AppendStatus(dst []node.GroupStatus) []node.GroupStatus
 	MetadataStatus() (node.GroupStatus, bool)
 	Close() error
 	TakeSyncJobs(dst []node.SyncJob) []node.SyncJob
@@ -63,6 +64,7 @@ type simNode struct {
 	// lastStatus is the status last checked, per group, so the checks
 	// look only at what changed.
 	lastStatus []node.GroupStatus
+	statusBuf  []node.GroupStatus // process's reused buffer for the statuses
 	// lastStats are the core's counters at the last look (zero at start).
 	lastStats node.Stats
 }
@@ -469,10 +471,11 @@ func (w *world) process(n *simNode) {
 	w.digests.afterProcess(n)
 	w.countRejoins(n)
 	w.countRetention(n)
-	statuses := n.core.Status()
+	statuses := n.core.AppendStatus(n.statusBuf[:0])
 	if st, ok := n.core.MetadataStatus(); ok {
 		statuses = append(statuses, st)
 	}
+	n.statusBuf = statuses
 	w.checker.onStatus(n, statuses)
 	w.startSyncs(n)
 }
