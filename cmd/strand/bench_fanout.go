@@ -240,7 +240,7 @@ func cmdBenchReaders(args []string, stdout io.Writer) error {
 func (r *readersFlags) consumers(ctx context.Context) ([]*clientlib.Client, []*clientlib.Consumer, error) {
 	var clients []*clientlib.Client
 	for i := 0; i < r.groups; i += r.perConn {
-		c, err := r.cf.client(clientlib.MaxInFlightPerConn(min(r.perConn, r.groups)+8))
+		c, err := r.cf.client(clientlib.MaxInFlightPerConn(min(r.perConn, r.groups) + 8))
 		if err != nil {
 			return clients, nil, err
 		}
