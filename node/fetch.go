@@ -91,10 +91,14 @@ func (c *Core) noteReadState(g *group, rs raft.ReadState) {
 	r.indexKnown = true
 }
 
-// serveReads serves every read whose read index has been applied.
+// serveReads serves every read whose read index has been applied, while
+// the fetch read budget lasts (fetchbudget.go).
 func (c *Core) serveReads(g *group) {
 	for _, r := range g.reads {
 		if !r.finished && r.indexKnown && r.index <= g.appliedRaft {
+			if c.fetchBudgetSpent(g) {
+				return
+			}
 			c.endRead(g, r)
 			r.serve(g)
 		}
@@ -126,6 +130,13 @@ func (c *Core) completeFetch(done func(FetchResult), result FetchResult) {
 // req.Offset, whatever its size, then the following ones while they fit in
 // MaxBytes, read from the raft log and handed out as stored.
 func (c *Core) read(g *group, req FetchRequest) FetchResult {
+	res := c.readNow(g, req)
+	c.chargeFetch(&res)
+	return res
+}
+
+// readNow is read without charging the fetch read budget.
+func (c *Core) readNow(g *group, req FetchRequest) FetchResult {
 	hwm, logStart := g.part.HighWatermark(), g.part.LogStartOffset()
 	res := FetchResult{HighWatermark: hwm, LogStartOffset: logStart, Leader: c.cfg.ID}
 	tail, err := c.bugUncommittedTail(g, hwm) // none unless a planted bug

@@ -54,6 +54,9 @@ type group struct {
 	// parked are the long-poll fetches to wake when the high-water mark
 	// moves; finished ones are dropped lazily.
 	parked []*fetchSession
+	// readsDeferred: g has servable reads or parked wakes left for the
+	// next Process call by the fetch read budget (fetchbudget.go).
+	readsDeferred bool
 
 	appliedRaft     uint64 // last raft index applied to the engine
 	checkpointIndex uint64 // raft index of the last checkpoint written

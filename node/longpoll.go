@@ -192,6 +192,9 @@ func (c *Core) wakeParked(g *group) {
 		for i := range s.parts {
 			p := &s.parts[i]
 			if p.tp == g.tp && !p.inflight && p.have && hwm > p.res.HighWatermark {
+				if c.fetchBudgetSpent(g) {
+					continue // woken again first thing in the next Process call
+				}
 				c.rereadParked(g, s, i)
 			}
 		}
