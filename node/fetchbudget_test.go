@@ -62,3 +62,46 @@ func TestFetchReadBudgetDefersToNextProcess(t *testing.T) {
 		}
 	}
 }
+
+// TestFetchesShareReadIndex issues three fetches on the leader with no
+// apply between them: they share one ReadIndex (one heartbeat round, where
+// each fetch cost its own) and each sees every acknowledged batch. A fetch
+// after a produce was applied asks for its own read index, so it sees that
+// produce.
+func TestFetchesShareReadIndex(t *testing.T) {
+	c := newCluster(t, 11, 3, replicated(3, "t", 1), nil)
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	lead := c.leader(tp)
+	if res := c.produce(lead, ProduceRequest{TopicPartition: tp, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "a", 2)}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	core := c.cores[lead]
+	g := core.byTP[tp]
+	var got []FetchResult
+	for range 3 {
+		core.Fetch(FetchRequest{TopicPartition: tp, Offset: 0, MaxBytes: 1 << 20}, func(r FetchResult) { got = append(got, r) })
+	}
+	if n := len(g.readBy); n != 1 {
+		t.Fatalf("three fetches with no apply between them asked for %d read indexes; want 1", n)
+	}
+	if res := c.produce(lead, ProduceRequest{TopicPartition: tp, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "b", 2)}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	for i := 0; len(got) < 3 && i < 100; i++ {
+		c.tick(1)
+	}
+	if len(got) != 3 {
+		t.Fatalf("%d of 3 shared fetches answered", len(got))
+	}
+	for i, r := range got {
+		if r.Err != nil || len(r.Batches) == 0 {
+			t.Fatalf("shared fetch %d: %d batches, err %v", i, len(r.Batches), r.Err)
+		}
+	}
+	// The produce above was applied: a new fetch must not share an older
+	// read index, and sees both batches.
+	res := c.fetch(lead, FetchRequest{TopicPartition: tp, Offset: 0, MaxBytes: 1 << 20})
+	if res.Err != nil || len(res.Batches) != 2 {
+		t.Fatalf("fetch after the produce: %d batches, err %v; want 2", len(res.Batches), res.Err)
+	}
+}

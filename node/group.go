@@ -89,6 +89,10 @@ type group struct {
 	// Fetches waiting for their read index or for apply to reach it.
 	reads  []*readWait
 	readBy map[uint64]*readWait
+	// readShared is the latest ReadIndex later reads may share while
+	// nothing was applied since appliedRaft was readSharedApplied.
+	readShared        *readWait
+	readSharedApplied uint64
 
 	live int // waits of both kinds not completed: bounded by PendingRequestsMax
 
@@ -138,6 +142,9 @@ type readWait struct {
 	serve      func(g *group)
 	fail       func(err error, lead NodeID)
 	finished   bool
+	// joined are the reads sharing this one's read index (fetch.go,
+	// readIndexShared); they are in the group's reads but not in readBy.
+	joined []*readWait
 }
 
 func newGroup(tp TopicPartition, replicas []NodeID, dir string) *group {
