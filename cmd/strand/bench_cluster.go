@@ -342,6 +342,9 @@ func printClusterTable(w io.Writer, cl *benchCluster, rows []clusterRow) {
 			secs := d.elapsed.Seconds()
 			fmt.Fprintf(w, "  readers: %d groups delivered %.0f msgs/s, %.1f MiB/s (%.0f polls/s, %d errors), reader CPU %.2f cores\n",
 				f.groups, float64(d.records)/secs, float64(d.bytes)/secs/(1<<20), float64(d.polls)/secs, d.errors, f.readerCPU)
+			if d.firstErr != "" {
+				fmt.Fprintf(w, "  readers' %s\n", d.firstErr)
+			}
 		}
 	}
 	if len(cl.replicaMemory) > 0 {

@@ -100,6 +100,7 @@ type fanoutFigures struct {
 type readerTotals struct {
 	records, bytes, polls, errors int64
 	elapsed                       time.Duration
+	firstErr                      string // the first error, when errors > 0
 }
 
 // readersProc is a running `strand bench readers` child.
@@ -175,6 +176,9 @@ func (rd *readersProc) end() (readerTotals, error) {
 		return t, fmt.Errorf("bench cluster: readers said %q: %w", line, err)
 	}
 	t.elapsed = time.Duration(ms) * time.Millisecond
+	if t.errors > 0 {
+		t.firstErr, _ = rd.next()
+	}
 	return t, nil
 }
 
@@ -270,6 +274,7 @@ func (r *readersFlags) consumers(ctx context.Context) ([]*clientlib.Client, []*c
 func (r *readersFlags) tail(ctx context.Context, consumers []*clientlib.Consumer, in io.Reader, out io.Writer) error {
 	var counting atomic.Bool
 	var records, bytes, polls, errs atomic.Int64
+	var firstErr atomic.Pointer[string]
 	var first sync.WaitGroup
 	first.Add(len(consumers))
 	cctx, cancel := context.WithCancel(ctx)
@@ -291,6 +296,8 @@ func (r *readersFlags) tail(ctx context.Context, consumers []*clientlib.Consumer
 				for _, fp := range fs {
 					if fp.Err != nil && cctx.Err() == nil {
 						errs.Add(1)
+						msg := fp.Err.Error()
+						firstErr.CompareAndSwap(nil, &msg)
 					}
 					records.Add(int64(len(fp.Records)))
 					for _, rec := range fp.Records {
@@ -314,5 +321,12 @@ func (r *readersFlags) tail(ctx context.Context, consumers []*clientlib.Consumer
 	cancel()
 	wg.Wait()
 	fmt.Fprintf(out, "records=%d bytes=%d polls=%d errors=%d ms=%d\n", got[0], got[1], got[2], got[3], elapsed.Milliseconds())
+	if got[3] > 0 {
+		msg := "?"
+		if p := firstErr.Load(); p != nil {
+			msg = *p
+		}
+		fmt.Fprintf(out, "first error: %s\n", strings.ReplaceAll(msg, "\n", " "))
+	}
 	return nil
 }
