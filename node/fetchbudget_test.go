@@ -1,6 +1,13 @@
 package node
 
-import "testing"
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/strandlog/strand/proto/strandpb"
+	"github.com/strandlog/strand/raftlog"
+)
 
 // TestFetchReadBudgetDefersToNextProcess queues three fetches that become
 // servable in one Process call of the leader, with a read budget smaller
@@ -104,4 +111,78 @@ func TestFetchesShareReadIndex(t *testing.T) {
 	if res.Err != nil || len(res.Batches) != 2 {
 		t.Fatalf("fetch after the produce: %d batches, err %v; want 2", len(res.Batches), res.Err)
 	}
+}
+
+// byteCountingDisk counts the bytes read from the partitions' raft log
+// segments.
+type byteCountingDisk struct {
+	raftlog.Disk
+	bytes *int
+}
+
+func (d byteCountingDisk) Open(name string) (raftlog.File, error) {
+	f, err := d.Disk.Open(name)
+	if err != nil || !strings.HasPrefix(name, "p/") || !strings.Contains(name, "/log/") {
+		return f, err
+	}
+	return byteCountingFile{File: f, bytes: d.bytes}, nil
+}
+
+type byteCountingFile struct {
+	raftlog.File
+	bytes *int
+}
+
+func (f byteCountingFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := f.File.ReadAt(p, off)
+	*f.bytes += n
+	return n, err
+}
+
+// TestLongPollWakeReadsOnlyNewBatches parks a fetch whose min_bytes takes
+// six batches and produces them one at a time, with the log's tail cache
+// off: each wake reads only the new batch (before, each wake re-read every
+// batch from the fetch's offset: 1+2+...+5 batches for five wakes), and
+// the answer holds the six batches in order.
+func TestLongPollWakeReadsOnlyNewBatches(t *testing.T) {
+	var read int
+	c := newMetaCluster(t, 21, 1, func(cfg *Config) {
+		cfg.LogTailCacheBytesMax = -1
+		cfg.Disk = byteCountingDisk{Disk: cfg.Disk, bytes: &read}
+	})
+	c.createTopic(1, "w", 1, 1)
+	tp := TopicPartition{Topic: "w", Partition: 0}
+	c.leader(tp)
+	var batches [][]byte
+	for i := range 6 {
+		batches = append(batches, testBatch(t, strings.Repeat(string(rune('a'+i)), 2000), 1))
+	}
+	var resp *strandpb.Response
+	c.cores[1].Handle(fetchReq(100, tp, 0, int32(6*len(batches[0])-10), 60000), func(r *strandpb.Response) { resp = r })
+	c.tick(2)
+	read = 0
+	for i, b := range batches {
+		if resp != nil {
+			t.Fatalf("answered after %d of 6 batches: below min_bytes", i)
+		}
+		c.handle(1, produceReq(uint64(101+i), tp, b))
+	}
+	if resp == nil {
+		t.Fatal("not answered once min_bytes were in")
+	}
+	got := resp.GetFetch().GetPartitions()[0].GetBatches()
+	if len(got) != 6 {
+		t.Fatalf("answer holds %d batches; want 6", len(got))
+	}
+	for i, b := range got {
+		if !bytes.Equal(b.GetRecords(), batches[i]) {
+			t.Fatalf("batch %d differs from the one written", i)
+		}
+	}
+	// Apply reads each entry once too; re-reading from the start would add
+	// another 1+2+3+4+5 batches.
+	if limit := 2*6*len(batches[0]) + 6*1024; read > limit {
+		t.Fatalf("wakes read %d bytes of log for 6 batches of %d bytes; want at most %d", read, len(batches[0]), limit)
+	}
+	t.Logf("read %d bytes for 6 batches of %d", read, len(batches[0]))
 }
