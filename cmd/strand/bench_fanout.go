@@ -22,7 +22,7 @@ import (
 // throughput while 0, 1, 100, 1,000 groups each tail the topic. The
 // readers are one child process (`strand bench readers`) that runs one
 // Consumer per group — its own positions, one fetch per leader per Poll —
-// multiplexed over a few connections, so 1,000 groups are 1,000 goroutines,
+// multiplexed 8 to a connection, so 1,000 groups are 1,000 goroutines,
 // not 1,000 processes. Its CPU is sampled apart from the servers' and the
 // producer's, and it reports the records and bytes it delivered.
 
@@ -210,7 +210,7 @@ func (r *readersFlags) register(fs *pflag.FlagSet) {
 	r.cf.register(fs, 30*time.Second)
 	fs.StringVar(&r.topic, "topic", fanoutTopic, "topic to tail")
 	fs.IntVar(&r.groups, "groups", 1, "groups tailing the topic, each one Consumer with its own positions")
-	fs.IntVar(&r.perConn, "groups-per-conn", 250, "groups sharing one client (one connection per node)")
+	fs.IntVar(&r.perConn, "groups-per-conn", 8, "groups sharing one client (one connection per node; a connection holds at most 32 MiB of fetches, 8 of 4 MiB)")
 	fs.IntVar(&r.minBytes, "fetch-min-bytes", 1, "each fetch's min_bytes")
 	fs.DurationVar(&r.maxWait, "fetch-max-wait", 500*time.Millisecond, "each fetch's max wait")
 }

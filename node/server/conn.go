@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -22,17 +23,68 @@ import (
 // runtimeRaftField is the field number of Request.raft (wire.proto).
 const runtimeRaftField = 30
 
+// runtimeConnAnswerBytesMax bounds the bytes of answers queued for one
+// connection before its reader stops taking requests.
+const runtimeConnAnswerBytesMax = 32 << 20
+
+// reserve notes the answer bytes req may need: a fetch's max_bytes (at
+// most what one answer can carry), nothing for other requests.
+func (c *runtimeConn) reserve(req *strandpb.Request) {
+	f := req.GetFetch()
+	if f == nil {
+		return
+	}
+	n := int64(frame.FetchBytesMax(frame.BytesMaxDefault))
+	if m := int64(f.GetMaxBytes()); m > 0 && m < n {
+		n = m
+	}
+	c.reservedMu.Lock()
+	if c.reserved == nil {
+		c.reserved = make(map[uint64]int64)
+	}
+	c.reserved[req.GetCorrelationId()] += n
+	c.reservedMu.Unlock()
+	c.queued.Add(n)
+}
+
+// release gives back what the request answered by resp reserved, once the
+// answer is written.
+func (c *runtimeConn) release(resp *strandpb.Response) {
+	c.reservedMu.Lock()
+	n, ok := c.reserved[resp.GetCorrelationId()]
+	delete(c.reserved, resp.GetCorrelationId())
+	c.reservedMu.Unlock()
+	if ok && c.queued.Add(-n) <= runtimeConnAnswerBytesMax {
+		select {
+		case c.drained <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // runtimeConn is one accepted connection, from a client or a peer node. Its
 // reader decodes frames and hands them to the loop; its writer sends the
 // answers the loop queues. slots bounds the requests awaiting an answer, so
 // the answer queue (of the same capacity) never fills and the loop never
 // blocks on a slow client: a client that does not read stops being read.
+// queued bounds the bytes of those answers too: each fetch taken reserves
+// its max_bytes until its answer is written, and past
+// runtimeConnAnswerBytesMax reserved the reader takes no new request until
+// the writer drained below it (fetch answers are up to 7 MiB each, and
+// 1,024 of them queued for a slow reader pinned gigabytes; fan-out bench,
+// 1,000 groups: 3-6 GB per node).
 type runtimeConn struct {
-	r     *Server
-	nc    net.Conn
-	out   chan *strandpb.Response
-	slots chan struct{}
-	peer  node.NodeID // set by a peer's Hello: its raft frames are accepted
+	r       *Server
+	nc      net.Conn
+	out     chan *strandpb.Response
+	slots   chan struct{}
+	queued  atomic.Int64  // bytes reserved by the fetches taken and not yet written
+	drained chan struct{} // poked (capacity 1) when queued falls to the bound
+	// reserved is each fetch's reservation by correlation id (a repeated
+	// id adds to it).
+	reservedMu sync.Mutex
+	reserved   map[uint64]int64
+	peer       node.NodeID // set by a peer's Hello: its raft frames are accepted
 
 	done      chan struct{} // closed by close
 	closeOnce sync.Once
@@ -56,6 +108,7 @@ func (r *Server) acceptLoop() {
 			r: r, nc: nc,
 			out:      make(chan *strandpb.Response, runtimeConnInFlightMax),
 			slots:    make(chan struct{}, runtimeConnInFlightMax),
+			drained:  make(chan struct{}, 1),
 			done:     make(chan struct{}),
 			draining: make(chan struct{}),
 			flushed:  make(chan struct{}),
@@ -225,11 +278,19 @@ func (c *runtimeConn) dispatch(payload []byte) error {
 	if err := proto.Unmarshal(payload, req); err != nil {
 		return fmt.Errorf("malformed request: %v", err)
 	}
+	for c.queued.Load() > runtimeConnAnswerBytesMax {
+		select {
+		case <-c.drained:
+		case <-c.done:
+			return nil
+		}
+	}
 	select {
 	case c.slots <- struct{}{}:
 	case <-c.done:
 		return nil
 	}
+	c.reserve(req)
 	tokens, ok := c.r.budget.acquire(len(payload), c.done)
 	if !ok {
 		return nil
@@ -344,6 +405,7 @@ func (c *runtimeConn) write(bw *bufio.Writer, buf []byte, resp *strandpb.Respons
 			return buf, fmt.Errorf("write: %v", err)
 		}
 	}
+	c.release(resp)
 	return buf, nil
 }
 
