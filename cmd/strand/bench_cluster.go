@@ -47,6 +47,7 @@ type clusterBench struct {
 	fanoutMinBytes int
 	fanoutMaxWait  time.Duration
 	fanoutNice     int
+	readersBinary  string
 }
 
 // clusterPhases are the phases `bench cluster` runs by default, in order.
@@ -75,6 +76,7 @@ func (cb *clusterBench) register(fs *pflag.FlagSet) {
 	fs.IntVar(&cb.fanoutMinBytes, "fanout-min-bytes", 1, "fanout: each reader fetch's min_bytes")
 	fs.DurationVar(&cb.fanoutMaxWait, "fanout-max-wait", 500*time.Millisecond, "fanout: each reader fetch's max wait")
 	fs.IntVar(&cb.fanoutNice, "fanout-nice", 0, "fanout: run the readers under nice -n N (0: not niced), to model readers on other machines")
+	fs.StringVar(&cb.readersBinary, "readers-binary", "", "fanout: strand binary to run 'bench readers' with (default: this one)")
 	fs.StringSliceVar(&cb.serverArgs, "server-arg", nil, "extra flag for every server, e.g. --server-arg=--cpuprofile=prof (NODE in it becomes the node id)")
 }
 

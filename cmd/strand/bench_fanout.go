@@ -114,9 +114,12 @@ type readersProc struct {
 // startReaders starts the readers for n groups and waits until every
 // group has polled once (its positions known).
 func startReaders(ctx context.Context, cb *clusterBench, cl *benchCluster, n int) (*readersProc, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
+	exe := cb.readersBinary
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return nil, err
+		}
 	}
 	args := []string{"bench", "readers", "--brokers", strings.Join(cl.addrs, ","), "--topic", fanoutTopic,
 		"--groups", strconv.Itoa(n), "--fetch-min-bytes", strconv.Itoa(cb.fanoutMinBytes),
@@ -127,6 +130,7 @@ func startReaders(ctx context.Context, cb *clusterBench, cl *benchCluster, n int
 	}
 	rd := &readersProc{cmd: cmd, stderr: &strings.Builder{}}
 	cmd.Stderr = rd.stderr
+	var err error
 	if rd.stdin, err = cmd.StdinPipe(); err != nil {
 		return nil, err
 	}
