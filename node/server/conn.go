@@ -23,42 +23,90 @@ import (
 // runtimeRaftField is the field number of Request.raft (wire.proto).
 const runtimeRaftField = 30
 
-// runtimeConnAnswerBytesMax bounds the bytes of answers queued for one
-// connection before its reader stops taking requests.
-const runtimeConnAnswerBytesMax = 32 << 20
+// runtimeConnAnswerBytesMax bounds the fetch answer bytes reserved for one
+// connection before its reader stops taking requests;
+// runtimeFetchAnswerBytesMax bounds them over all connections (a fetch
+// waits for room; other requests never do, so producers are not held up
+// by slow readers).
+const (
+	runtimeConnAnswerBytesMax  = 32 << 20
+	runtimeFetchAnswerBytesMax = 512 << 20
+)
 
-// reserve notes the answer bytes req may need: a fetch's max_bytes (at
-// most what one answer can carry), nothing for other requests.
-func (c *runtimeConn) reserve(req *strandpb.Request) {
+// reservation is what one fetch holds until its answer is written: bytes
+// of the connection's bound and units of the node's fetch budget.
+type reservation struct {
+	bytes int64
+	units int
+}
+
+// reserve takes the answer bytes req may need, waiting for room in the
+// connection's and the node's bounds: a fetch's max_bytes (at most what
+// one answer can carry); other requests take nothing. False when the
+// connection closed meanwhile.
+func (c *runtimeConn) reserve(req *strandpb.Request) bool {
 	f := req.GetFetch()
 	if f == nil {
-		return
+		return true
+	}
+	for c.queued.Load() > runtimeConnAnswerBytesMax {
+		select {
+		case <-c.drained:
+		case <-c.done:
+			return false
+		}
 	}
 	n := int64(frame.FetchBytesMax(frame.BytesMaxDefault))
 	if m := int64(f.GetMaxBytes()); m > 0 && m < n {
 		n = m
 	}
-	c.reservedMu.Lock()
-	if c.reserved == nil {
-		c.reserved = make(map[uint64]int64)
+	units, ok := c.r.fetchAnswers.acquire(int(n), c.done)
+	if !ok {
+		return false
 	}
-	c.reserved[req.GetCorrelationId()] += n
-	c.reservedMu.Unlock()
+	c.reservedMu.Lock()
+	defer c.reservedMu.Unlock()
+	if c.reservedClosed {
+		c.r.fetchAnswers.release(units)
+		return false
+	}
+	if c.reserved == nil {
+		c.reserved = make(map[uint64]reservation)
+	}
+	id := req.GetCorrelationId()
+	c.reserved[id] = reservation{bytes: c.reserved[id].bytes + n, units: c.reserved[id].units + units}
 	c.queued.Add(n)
+	return true
 }
 
 // release gives back what the request answered by resp reserved, once the
 // answer is written.
 func (c *runtimeConn) release(resp *strandpb.Response) {
 	c.reservedMu.Lock()
-	n, ok := c.reserved[resp.GetCorrelationId()]
+	res, ok := c.reserved[resp.GetCorrelationId()]
 	delete(c.reserved, resp.GetCorrelationId())
 	c.reservedMu.Unlock()
-	if ok && c.queued.Add(-n) <= runtimeConnAnswerBytesMax {
+	if !ok {
+		return
+	}
+	c.r.fetchAnswers.release(res.units)
+	if c.queued.Add(-res.bytes) <= runtimeConnAnswerBytesMax {
 		select {
 		case c.drained <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// releaseAll gives back every reservation of a closed connection.
+func (c *runtimeConn) releaseAll() {
+	c.reservedMu.Lock()
+	defer c.reservedMu.Unlock()
+	c.reservedClosed = true
+	for id, res := range c.reserved {
+		c.r.fetchAnswers.release(res.units)
+		c.queued.Add(-res.bytes)
+		delete(c.reserved, id)
 	}
 }
 
@@ -81,10 +129,11 @@ type runtimeConn struct {
 	queued  atomic.Int64  // bytes reserved by the fetches taken and not yet written
 	drained chan struct{} // poked (capacity 1) when queued falls to the bound
 	// reserved is each fetch's reservation by correlation id (a repeated
-	// id adds to it).
-	reservedMu sync.Mutex
-	reserved   map[uint64]int64
-	peer       node.NodeID // set by a peer's Hello: its raft frames are accepted
+	// id adds to it); closed once the connection released them all.
+	reservedMu     sync.Mutex
+	reserved       map[uint64]reservation
+	reservedClosed bool
+	peer           node.NodeID // set by a peer's Hello: its raft frames are accepted
 
 	done      chan struct{} // closed by close
 	closeOnce sync.Once
@@ -156,6 +205,7 @@ func (c *runtimeConn) close(reason string) {
 		}
 		close(c.done)
 		c.nc.Close()
+		c.releaseAll()
 		c.r.mu.Lock()
 		delete(c.r.conns, c)
 		c.r.mu.Unlock()
@@ -278,19 +328,14 @@ func (c *runtimeConn) dispatch(payload []byte) error {
 	if err := proto.Unmarshal(payload, req); err != nil {
 		return fmt.Errorf("malformed request: %v", err)
 	}
-	for c.queued.Load() > runtimeConnAnswerBytesMax {
-		select {
-		case <-c.drained:
-		case <-c.done:
-			return nil
-		}
-	}
 	select {
 	case c.slots <- struct{}{}:
 	case <-c.done:
 		return nil
 	}
-	c.reserve(req)
+	if !c.reserve(req) {
+		return nil
+	}
 	tokens, ok := c.r.budget.acquire(len(payload), c.done)
 	if !ok {
 		return nil
