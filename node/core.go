@@ -86,6 +86,10 @@ type Config struct {
 	// LogTailCacheBytesMax and at least 64 KiB, so a node hosting 2,000
 	// replicas does not cache 8 MiB of each (16 GiB).
 	LogTailCacheBytesTotal int64
+	// FetchReadBytesPerProcess bounds the batch bytes fetches read in one
+	// Process call (default 4 MiB; one read may pass it by its own size):
+	// reads past it wait for the next call (fetchbudget.go).
+	FetchReadBytesPerProcess int64
 	// CheckpointEntries writes an engine checkpoint every this many applied
 	// entries of a group (default 1024), so a restart replays at most that
 	// many entries instead of the whole log.
@@ -349,7 +353,8 @@ type Core struct {
 	throttle throttle
 
 	sessions       []*fetchSession
-	sessionsParked int // parked and not finished: at most PendingRequestsMax
+	sessionsParked int         // parked and not finished: at most PendingRequestsMax
+	fetchBudget    fetchBudget // fetch bytes read per Process call (fetchbudget.go)
 
 	coord coordHost // consumer-group coordinators (groups.go)
 

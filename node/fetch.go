@@ -61,7 +61,35 @@ func (c *Core) readPartition(tp TopicPartition, serve func(g *group), fail func(
 		serve(g) // planted bug: no read index, no leadership check
 		return
 	}
+	c.readIndexShared(g, term, serve, fail)
+}
+
+// readIndexShared is readIndex for a partition this node leads, sharing
+// one ReadIndex among the reads that arrive while no entry of g was
+// applied: with many groups tailing a partition, every fetch asked raft
+// for its own read index, a heartbeat to every follower and its answer per
+// fetch (2,000 per wake at 1,000 groups). A read may take the read index
+// of an earlier one still unconfirmed when g applied nothing since that
+// one's ReadIndex call: the leader fixes a read index synchronously at the
+// call (its commit index then, or later if it must first commit in its
+// term), and a write is acknowledged only once applied here, so every
+// write acknowledged before the later read began is at or below that
+// index. Only on the leader: a follower's read index is fixed later by the
+// leader, after writes the later read may have seen acknowledged.
+func (c *Core) readIndexShared(g *group, term uint64, serve func(g *group), fail func(err error, lead NodeID)) {
+	if s := g.readShared; s != nil && !s.finished && !s.indexKnown && s.term == term && g.readSharedApplied == g.appliedRaft {
+		c.nextReadID++
+		r := &readWait{
+			id: c.nextReadID, term: term, serve: serve, fail: fail,
+			deadline: c.ticks + uint64(c.cfg.RequestTimeoutTicks),
+		}
+		s.joined = append(s.joined, r)
+		g.reads = append(g.reads, r)
+		g.live++
+		return
+	}
 	c.readIndex(g, term, serve, fail)
+	g.readShared, g.readSharedApplied = g.reads[len(g.reads)-1], g.appliedRaft
 }
 
 // readIndex asks g's raft for a read index and queues the wait for it.
@@ -89,12 +117,23 @@ func (c *Core) noteReadState(g *group, rs raft.ReadState) {
 	}
 	r.index = rs.Index
 	r.indexKnown = true
+	for _, j := range r.joined {
+		j.index, j.indexKnown = rs.Index, true
+	}
+	r.joined = nil
+	if g.readShared == r {
+		g.readShared = nil
+	}
 }
 
-// serveReads serves every read whose read index has been applied.
+// serveReads serves every read whose read index has been applied, while
+// the fetch read budget lasts (fetchbudget.go).
 func (c *Core) serveReads(g *group) {
 	for _, r := range g.reads {
 		if !r.finished && r.indexKnown && r.index <= g.appliedRaft {
+			if c.fetchBudgetSpent(g) {
+				return
+			}
 			c.endRead(g, r)
 			r.serve(g)
 		}
@@ -126,6 +165,13 @@ func (c *Core) completeFetch(done func(FetchResult), result FetchResult) {
 // req.Offset, whatever its size, then the following ones while they fit in
 // MaxBytes, read from the raft log and handed out as stored.
 func (c *Core) read(g *group, req FetchRequest) FetchResult {
+	res := c.readNow(g, req)
+	c.chargeFetch(&res)
+	return res
+}
+
+// readNow is read without charging the fetch read budget.
+func (c *Core) readNow(g *group, req FetchRequest) FetchResult {
 	hwm, logStart := g.part.HighWatermark(), g.part.LogStartOffset()
 	res := FetchResult{HighWatermark: hwm, LogStartOffset: logStart, Leader: c.cfg.ID}
 	tail, err := c.bugUncommittedTail(g, hwm) // none unless a planted bug

@@ -54,6 +54,9 @@ type group struct {
 	// parked are the long-poll fetches to wake when the high-water mark
 	// moves; finished ones are dropped lazily.
 	parked []*fetchSession
+	// readsDeferred: g has servable reads or parked wakes left for the
+	// next Process call by the fetch read budget (fetchbudget.go).
+	readsDeferred bool
 
 	appliedRaft     uint64 // last raft index applied to the engine
 	checkpointIndex uint64 // raft index of the last checkpoint written
@@ -86,6 +89,10 @@ type group struct {
 	// Fetches waiting for their read index or for apply to reach it.
 	reads  []*readWait
 	readBy map[uint64]*readWait
+	// readShared is the latest ReadIndex later reads may share while
+	// nothing was applied since appliedRaft was readSharedApplied.
+	readShared        *readWait
+	readSharedApplied uint64
 
 	live int // waits of both kinds not completed: bounded by PendingRequestsMax
 
@@ -135,6 +142,9 @@ type readWait struct {
 	serve      func(g *group)
 	fail       func(err error, lead NodeID)
 	finished   bool
+	// joined are the reads sharing this one's read index (fetch.go,
+	// readIndexShared); they are in the group's reads but not in readBy.
+	joined []*readWait
 }
 
 func newGroup(tp TopicPartition, replicas []NodeID, dir string) *group {

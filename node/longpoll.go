@@ -192,6 +192,9 @@ func (c *Core) wakeParked(g *group) {
 		for i := range s.parts {
 			p := &s.parts[i]
 			if p.tp == g.tp && !p.inflight && p.have && hwm > p.res.HighWatermark {
+				if c.fetchBudgetSpent(g) {
+					continue // woken again first thing in the next Process call
+				}
 				c.rereadParked(g, s, i)
 			}
 		}
@@ -219,8 +222,49 @@ func (c *Core) rereadParked(g *group, s *fetchSession, i int) {
 	}
 	p.inflight = true
 	s.pending++
-	res := c.read(g, FetchRequest{TopicPartition: p.tp, Offset: p.offset, MaxBytes: p.maxBytes})
+	res := c.readMore(g, p)
 	c.completeFetch(func(res FetchResult) { c.partFetched(s, i, res) }, res)
+}
+
+// readMore re-reads a woken part from the applied state: only what follows
+// the batches it holds, appended to them, within what is left of its
+// max_bytes. A part parked short of min_bytes is woken by every apply that
+// moves the high-water mark, and re-reading from its start offset each
+// time read and copied the same batches again at every append (quadratic
+// in the appends a long poll waits for). A part holding nothing, whose
+// extra read fails, or whose offset retention dropped meanwhile reads from
+// its offset as before.
+func (c *Core) readMore(g *group, p *fetchPart) FetchResult {
+	held := p.res.Batches
+	if len(held) == 0 {
+		return c.read(g, FetchRequest{TopicPartition: p.tp, Offset: p.offset, MaxBytes: p.maxBytes})
+	}
+	last := held[len(held)-1]
+	next := last.BaseOffset + int64(batchRecordCount(last.Batch))
+	budget := int64(p.maxBytes)
+	for _, b := range held {
+		budget -= int64(len(b.Batch))
+	}
+	if budget <= 0 || len(held) >= fetchBatchesMax {
+		res := p.res // full: nothing more fits
+		res.HighWatermark = g.part.HighWatermark()
+		return res
+	}
+	more := c.read(g, FetchRequest{TopicPartition: p.tp, Offset: next, MaxBytes: int32(budget)})
+	if more.Err != nil || more.LogStartOffset > p.offset {
+		return c.read(g, FetchRequest{TopicPartition: p.tp, Offset: p.offset, MaxBytes: p.maxBytes})
+	}
+	res := more
+	res.Batches = make([]FetchedBatch, 0, len(held)+len(more.Batches))
+	res.Batches = append(res.Batches, held...)
+	for _, b := range more.Batches {
+		if int64(len(b.Batch)) > budget || len(res.Batches) >= fetchBatchesMax {
+			break // the first batch goes out whole only at the part's start
+		}
+		res.Batches = append(res.Batches, b)
+		budget -= int64(len(b.Batch))
+	}
+	return res
 }
 
 // sessionGroupGone answers s when a group it reads is deleted.

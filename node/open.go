@@ -113,6 +113,9 @@ func (cfg *Config) setDefaults() error {
 	if cfg.PendingRequestsMax <= 0 {
 		cfg.PendingRequestsMax = pendingRequestsMaxDefault
 	}
+	if cfg.FetchReadBytesPerProcess <= 0 {
+		cfg.FetchReadBytesPerProcess = fetchReadBytesPerProcessDefault
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

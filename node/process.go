@@ -51,6 +51,7 @@ func (c *Core) Process() error {
 		return c.fatal
 	}
 	defer c.flush()
+	c.serveDeferredReads()
 	for round := 0; round < processRoundsMax; round++ {
 		n, err := c.processRound()
 		if err != nil {

@@ -94,6 +94,9 @@ func cmdBench(args []string, stdout io.Writer) error {
 	if kind == "cluster" {
 		return cmdBenchCluster(args[1:], stdout)
 	}
+	if kind == "readers" {
+		return cmdBenchReaders(args[1:], stdout)
+	}
 	if kind != "produce" && kind != "consume" && kind != "e2e" {
 		return usageError("bench: unknown %q: want produce, consume, e2e or cluster", kind)
 	}

@@ -42,17 +42,27 @@ type clusterBench struct {
 	manyProduce    bool
 	recordBytes    int
 	serverArgs     []string
+	fanoutGroups   []int
+	fanoutRounds   int
+	fanoutMinBytes int
+	fanoutMaxWait  time.Duration
+	fanoutNice     int
+	readersBinary  string
 }
 
-// clusterPhases are the phases `bench cluster` knows, in the order it runs them.
+// clusterPhases are the phases `bench cluster` runs by default, in order.
 var clusterPhases = []string{"produce", "consume", "e2e", "many"}
+
+// clusterPhasesKnown are every phase `bench cluster` knows: the default
+// ones and fanout (minutes long: run on request).
+var clusterPhasesKnown = append(append([]string(nil), clusterPhases...), "fanout")
 
 func (cb *clusterBench) register(fs *pflag.FlagSet) {
 	fs.StringVar(&cb.binary, "binary", "", "strand binary to run the servers with (default: this one)")
 	fs.StringVar(&cb.dataDir, "data-dir", "", "directory for the servers' data and logs (default: a new temporary one)")
 	fs.BoolVar(&cb.keep, "keep", false, "keep the data directory afterwards (servers' logs are in it)")
 	fs.IntVar(&cb.nodes, "nodes", 3, "servers to start")
-	fs.StringSliceVar(&cb.phases, "phases", clusterPhases, "phases to run: produce, consume, e2e, many")
+	fs.StringSliceVar(&cb.phases, "phases", clusterPhases, "phases to run: produce, consume, e2e, many, fanout")
 	fs.DurationVar(&cb.duration, "duration", 10*time.Second, "length of each produce phase")
 	fs.DurationVar(&cb.e2eDuration, "e2e-duration", 8*time.Second, "length of each e2e run")
 	fs.IntSliceVar(&cb.rates, "rates", []int{1000, 5000}, "e2e rates in msgs/s (each on 1 and 6 partitions)")
@@ -61,6 +71,12 @@ func (cb *clusterBench) register(fs *pflag.FlagSet) {
 	fs.IntVar(&cb.manyKeys, "many-keys", 0, "produce to the many-partition topic with this many distinct keys (0: keyless, sticky batches)")
 	fs.BoolVar(&cb.manyProduce, "many-produce", true, "produce across the many-partition topic after the idle phase")
 	fs.IntVar(&cb.recordBytes, "record-bytes", 1024, "bytes per record value")
+	fs.IntSliceVar(&cb.fanoutGroups, "fanout-groups", []int{1, 100, 1000}, "fanout: groups tailing the topic in each run (0: none)")
+	fs.IntVar(&cb.fanoutRounds, "fanout-rounds", 2, "fanout: rounds over --fanout-groups, the order reversed every other round")
+	fs.IntVar(&cb.fanoutMinBytes, "fanout-min-bytes", 1, "fanout: each reader fetch's min_bytes")
+	fs.DurationVar(&cb.fanoutMaxWait, "fanout-max-wait", 500*time.Millisecond, "fanout: each reader fetch's max wait")
+	fs.IntVar(&cb.fanoutNice, "fanout-nice", 0, "fanout: run the readers under nice -n N (0: not niced), to model readers on other machines")
+	fs.StringVar(&cb.readersBinary, "readers-binary", "", "fanout: strand binary to run 'bench readers' with (default: this one)")
 	fs.StringSliceVar(&cb.serverArgs, "server-arg", nil, "extra flag for every server, e.g. --server-arg=--cpuprofile=prof (NODE in it becomes the node id)")
 }
 
@@ -96,8 +112,8 @@ func cmdBenchCluster(args []string, stdout io.Writer) error {
 // check refuses settings that cannot run.
 func (cb *clusterBench) check() error {
 	for _, p := range cb.phases {
-		if !containsString(clusterPhases, p) {
-			return usageError("--phases: unknown %q: want some of %s", p, strings.Join(clusterPhases, ","))
+		if !containsString(clusterPhasesKnown, p) {
+			return usageError("--phases: unknown %q: want some of %s", p, strings.Join(clusterPhasesKnown, ","))
 		}
 	}
 	if cb.nodes < 3 {
@@ -105,6 +121,14 @@ func (cb *clusterBench) check() error {
 	}
 	if cb.manyPartitions < 1 || cb.recordBytes < 8 || cb.duration <= 0 || cb.e2eDuration <= 0 {
 		return usageError("--many-partitions ≥ 1, --record-bytes ≥ 8, --duration and --e2e-duration > 0 please")
+	}
+	for _, n := range cb.fanoutGroups {
+		if n < 0 {
+			return usageError("--fanout-groups: %d: want 0 or more", n)
+		}
+	}
+	if cb.fanoutRounds < 1 || cb.fanoutMinBytes < 0 || cb.fanoutMaxWait < 0 || cb.fanoutNice < 0 || cb.fanoutNice > 19 {
+		return usageError("--fanout-rounds ≥ 1, --fanout-min-bytes ≥ 0, --fanout-max-wait ≥ 0, --fanout-nice 0..19 please")
 	}
 	for _, r := range cb.rates {
 		if r < 1 {
@@ -142,6 +166,7 @@ type clusterRow struct {
 	servers    []procSample // at the end of the phase
 	serverCPU  float64      // cores, all servers together, over the phase
 	span       time.Duration
+	fanout     *fanoutFigures // fanout rows only
 }
 
 // measured runs f and samples the servers around it.
@@ -191,6 +216,8 @@ func (cb *clusterBench) runPhases(ctx context.Context, cl *benchCluster, w io.Wr
 			err = cb.e2ePhases(ctx, cl, add)
 		case "many":
 			err = cb.manyPhases(ctx, cl, add)
+		case "fanout":
+			err = cb.fanoutPhases(ctx, cl, add)
 		}
 		if err != nil {
 			return rows, err
@@ -312,6 +339,15 @@ func printClusterTable(w io.Writer, cl *benchCluster, rows []clusterRow) {
 			fmt.Fprintf(w, "  (%d errors)", r.result.errors)
 		}
 		fmt.Fprintln(w)
+		if f := r.fanout; f != nil && f.groups > 0 {
+			d := f.delivered
+			secs := d.elapsed.Seconds()
+			fmt.Fprintf(w, "  readers: %d groups delivered %.0f msgs/s, %.1f MiB/s (%.0f polls/s, %d errors), reader CPU %.2f cores\n",
+				f.groups, float64(d.records)/secs, float64(d.bytes)/secs/(1<<20), float64(d.polls)/secs, d.errors, f.readerCPU)
+			if d.firstErr != "" {
+				fmt.Fprintf(w, "  readers' %s\n", d.firstErr)
+			}
+		}
 	}
 	if len(cl.replicaMemory) > 0 {
 		var parts []string

@@ -46,3 +46,18 @@ func TestReadProcSample(t *testing.T) {
 		t.Fatalf("readProcSample(self) = %+v: want positive CPU time and RSS", s)
 	}
 }
+
+// TestBenchClusterFanoutSmoke runs the fan-out phase briefly: produce with
+// no group and with two groups tailing, the readers' line under the
+// second.
+func TestBenchClusterFanoutSmoke(t *testing.T) {
+	skipShort(t)
+	bin := strandBinary(t)
+	out := runCLI(t, nil, "", "bench", "cluster", "--binary", bin, "--readers-binary", bin, "--data-dir", t.TempDir(),
+		"--phases", "fanout", "--fanout-groups", "0,2", "--fanout-rounds", "1", "--duration", "1s")
+	for _, want := range []string{"fanout 0", "fanout 2", "readers: 2 groups delivered"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -61,9 +61,11 @@ var commands = []command{
 		"strand bench consume"},
 	{"bench e2e", "[--rate 5000]", "measure producer-to-consumer latency at a steady rate",
 		"strand bench e2e --rate 5000"},
-	{"bench cluster", "[--binary PATH] [--phases produce,consume,e2e,many] [--duration 10s]",
+	{"bench cluster", "[--binary PATH] [--phases produce,consume,e2e,many,fanout] [--duration 10s]",
 		"start 3 local servers, run every bench and print one table with the servers' CPU and memory",
 		"strand bench cluster --binary /tmp/strand-old --phases produce,e2e --duration 5s"},
+	{"bench readers", "[--groups N] [--topic T]", "tail a topic with N independent consumers (the fan-out phase's readers; counts from a stdin line to stdin's end)",
+		"strand bench readers --groups 100 --topic bench-fanout"},
 	{"version", "", "print strand's version, commit and Go version", "strand version"},
 	{"help", "[COMMAND [SUBCOMMAND]]", "print help for a command", "strand help topic create"},
 }

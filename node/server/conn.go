@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -22,17 +23,117 @@ import (
 // runtimeRaftField is the field number of Request.raft (wire.proto).
 const runtimeRaftField = 30
 
+// runtimeConnAnswerBytesMax bounds the fetch answer bytes reserved for one
+// connection before its reader stops taking requests;
+// runtimeFetchAnswerBytesMax bounds them over all connections (a fetch
+// waits for room; other requests never do, so producers are not held up
+// by slow readers).
+const (
+	runtimeConnAnswerBytesMax  = 32 << 20
+	runtimeFetchAnswerBytesMax = 512 << 20
+)
+
+// reservation is what one fetch holds until its answer is written: bytes
+// of the connection's bound and units of the node's fetch budget.
+type reservation struct {
+	bytes int64
+	units int
+}
+
+// reserve takes the answer bytes req may need, waiting for room in the
+// connection's and the node's bounds: a fetch's max_bytes (at most what
+// one answer can carry); other requests take nothing. False when the
+// connection closed meanwhile.
+func (c *runtimeConn) reserve(req *strandpb.Request) bool {
+	f := req.GetFetch()
+	if f == nil {
+		return true
+	}
+	for c.queued.Load() > runtimeConnAnswerBytesMax {
+		select {
+		case <-c.drained:
+		case <-c.done:
+			return false
+		}
+	}
+	n := int64(frame.FetchBytesMax(frame.BytesMaxDefault))
+	if m := int64(f.GetMaxBytes()); m > 0 && m < n {
+		n = m
+	}
+	units, ok := c.r.fetchAnswers.acquire(int(n), c.done)
+	if !ok {
+		return false
+	}
+	c.reservedMu.Lock()
+	defer c.reservedMu.Unlock()
+	if c.reservedClosed {
+		c.r.fetchAnswers.release(units)
+		return false
+	}
+	if c.reserved == nil {
+		c.reserved = make(map[uint64]reservation)
+	}
+	id := req.GetCorrelationId()
+	c.reserved[id] = reservation{bytes: c.reserved[id].bytes + n, units: c.reserved[id].units + units}
+	c.queued.Add(n)
+	return true
+}
+
+// release gives back what the request answered by resp reserved, once the
+// answer is written.
+func (c *runtimeConn) release(resp *strandpb.Response) {
+	c.reservedMu.Lock()
+	res, ok := c.reserved[resp.GetCorrelationId()]
+	delete(c.reserved, resp.GetCorrelationId())
+	c.reservedMu.Unlock()
+	if !ok {
+		return
+	}
+	c.r.fetchAnswers.release(res.units)
+	if c.queued.Add(-res.bytes) <= runtimeConnAnswerBytesMax {
+		select {
+		case c.drained <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// releaseAll gives back every reservation of a closed connection.
+func (c *runtimeConn) releaseAll() {
+	c.reservedMu.Lock()
+	defer c.reservedMu.Unlock()
+	c.reservedClosed = true
+	for id, res := range c.reserved {
+		c.r.fetchAnswers.release(res.units)
+		c.queued.Add(-res.bytes)
+		delete(c.reserved, id)
+	}
+}
+
 // runtimeConn is one accepted connection, from a client or a peer node. Its
 // reader decodes frames and hands them to the loop; its writer sends the
 // answers the loop queues. slots bounds the requests awaiting an answer, so
 // the answer queue (of the same capacity) never fills and the loop never
 // blocks on a slow client: a client that does not read stops being read.
+// queued bounds the bytes of those answers too: each fetch taken reserves
+// its max_bytes until its answer is written, and past
+// runtimeConnAnswerBytesMax reserved the reader takes no new request until
+// the writer drained below it (fetch answers are up to 7 MiB each, and
+// 1,024 of them queued for a slow reader pinned gigabytes; fan-out bench,
+// 1,000 groups: 3-6 GB per node).
 type runtimeConn struct {
-	r     *Server
-	nc    net.Conn
-	out   chan *strandpb.Response
-	slots chan struct{}
-	peer  node.NodeID // set by a peer's Hello: its raft frames are accepted
+	r       *Server
+	nc      net.Conn
+	out     chan *strandpb.Response
+	slots   chan struct{}
+	queued  atomic.Int64  // bytes reserved by the fetches taken and not yet written
+	drained chan struct{} // poked (capacity 1) when queued falls to the bound
+	// reserved is each fetch's reservation by correlation id (a repeated
+	// id adds to it); closed once the connection released them all.
+	reservedMu     sync.Mutex
+	reserved       map[uint64]reservation
+	reservedClosed bool
+	peer           node.NodeID // set by a peer's Hello: its raft frames are accepted
 
 	done      chan struct{} // closed by close
 	closeOnce sync.Once
@@ -56,6 +157,7 @@ func (r *Server) acceptLoop() {
 			r: r, nc: nc,
 			out:      make(chan *strandpb.Response, runtimeConnInFlightMax),
 			slots:    make(chan struct{}, runtimeConnInFlightMax),
+			drained:  make(chan struct{}, 1),
 			done:     make(chan struct{}),
 			draining: make(chan struct{}),
 			flushed:  make(chan struct{}),
@@ -103,6 +205,7 @@ func (c *runtimeConn) close(reason string) {
 		}
 		close(c.done)
 		c.nc.Close()
+		c.releaseAll()
 		c.r.mu.Lock()
 		delete(c.r.conns, c)
 		c.r.mu.Unlock()
@@ -230,6 +333,9 @@ func (c *runtimeConn) dispatch(payload []byte) error {
 	case <-c.done:
 		return nil
 	}
+	if !c.reserve(req) {
+		return nil
+	}
 	tokens, ok := c.r.budget.acquire(len(payload), c.done)
 	if !ok {
 		return nil
@@ -344,6 +450,7 @@ func (c *runtimeConn) write(bw *bufio.Writer, buf []byte, resp *strandpb.Respons
 			return buf, fmt.Errorf("write: %v", err)
 		}
 	}
+	c.release(resp)
 	return buf, nil
 }
 

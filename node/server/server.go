@@ -106,9 +106,12 @@ type Server struct {
 	jobs     []node.SyncJob // reused by the loop
 	synced   []syncResult   // reused by the loop
 	budget   *runtimeBudget // bytes of frames and requests queued for the loop
-	stop     chan struct{}  // closed by Close: the loop exits
-	done     chan struct{}  // closed when the loop has exited and all is shut
-	stopOnce sync.Once
+	// fetchAnswers bounds the fetch answer bytes reserved over all
+	// connections (conn.go, reserve).
+	fetchAnswers *runtimeBudget
+	stop         chan struct{} // closed by Close: the loop exits
+	done         chan struct{} // closed when the loop has exited and all is shut
+	stopOnce     sync.Once
 
 	mu    sync.Mutex
 	conns map[*runtimeConn]struct{}
@@ -171,8 +174,11 @@ type runtimeBudget struct {
 	tokens chan struct{}
 }
 
-func newRuntimeBudget() *runtimeBudget {
-	return &runtimeBudget{tokens: make(chan struct{}, runtimeQueuedBytesMax/runtimeQueuedBytesUnit)}
+func newRuntimeBudget() *runtimeBudget { return newRuntimeBudgetOf(runtimeQueuedBytesMax) }
+
+// newRuntimeBudgetOf is a budget of max bytes.
+func newRuntimeBudgetOf(max int) *runtimeBudget {
+	return &runtimeBudget{tokens: make(chan struct{}, max/runtimeQueuedBytesUnit)}
 }
 
 // acquire takes the units for n bytes, or gives up (returning them) when
@@ -248,13 +254,14 @@ func runtimeSyncLogs(syncs []func() error) error {
 // fatal error.
 func Start(cfg Config) (*Server, error) {
 	r := &Server{
-		cfg:      cfg,
-		frames:   make(chan runtimeFrame, runtimeFramesQueueMax),
-		requests: make(chan runtimeRequest, runtimeRequestsQueueMax),
-		budget:   newRuntimeBudget(),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
-		conns:    make(map[*runtimeConn]struct{}),
+		cfg:          cfg,
+		frames:       make(chan runtimeFrame, runtimeFramesQueueMax),
+		requests:     make(chan runtimeRequest, runtimeRequestsQueueMax),
+		budget:       newRuntimeBudget(),
+		fetchAnswers: newRuntimeBudgetOf(runtimeFetchAnswerBytesMax),
+		stop:         make(chan struct{}),
+		done:         make(chan struct{}),
+		conns:        make(map[*runtimeConn]struct{}),
 	}
 	base := slog.New(slog.DiscardHandler)
 	if cfg.Logger != nil {
