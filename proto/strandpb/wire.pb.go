@@ -96,6 +96,10 @@ const (
 	// The replica is rebuilding its state from its peers (its disk was
 	// wiped or its data found corrupt); another replica may serve.
 	ErrorCode_ERROR_CODE_REPLICA_RECOVERING ErrorCode = 46
+	// A partition count a topic cannot take: below 1, above the per-topic
+	// maximum, or not above the topic's current count (partitions are only
+	// ever added). Definite (Kafka's INVALID_PARTITIONS).
+	ErrorCode_ERROR_CODE_INVALID_PARTITIONS ErrorCode = 68
 )
 
 // Enum value maps for ErrorCode.
@@ -132,6 +136,7 @@ var (
 		57: "ERROR_CODE_STALE_HEARTBEAT",
 		45: "ERROR_CODE_NOT_ENOUGH_SPACE",
 		46: "ERROR_CODE_REPLICA_RECOVERING",
+		68: "ERROR_CODE_INVALID_PARTITIONS",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_NONE":                       0,
@@ -165,6 +170,7 @@ var (
 		"ERROR_CODE_STALE_HEARTBEAT":            57,
 		"ERROR_CODE_NOT_ENOUGH_SPACE":           45,
 		"ERROR_CODE_REPLICA_RECOVERING":         46,
+		"ERROR_CODE_INVALID_PARTITIONS":         68,
 	}
 )
 
@@ -307,6 +313,7 @@ type Request struct {
 	//	*Request_ListGroups
 	//	*Request_DescribeGroups
 	//	*Request_DeleteGroups
+	//	*Request_CreatePartitions
 	//	*Request_Raft
 	Body          isRequest_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
@@ -528,6 +535,15 @@ func (x *Request) GetDeleteGroups() *DeleteGroupsRequest {
 	return nil
 }
 
+func (x *Request) GetCreatePartitions() *CreatePartitionsRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_CreatePartitions); ok {
+			return x.CreatePartitions
+		}
+	}
+	return nil
+}
+
 func (x *Request) GetRaft() *RaftFrame {
 	if x != nil {
 		if x, ok := x.Body.(*Request_Raft); ok {
@@ -617,6 +633,10 @@ type Request_DeleteGroups struct {
 	DeleteGroups *DeleteGroupsRequest `protobuf:"bytes,46,opt,name=delete_groups,json=deleteGroups,proto3,oneof"`
 }
 
+type Request_CreatePartitions struct {
+	CreatePartitions *CreatePartitionsRequest `protobuf:"bytes,63,opt,name=create_partitions,json=createPartitions,proto3,oneof"`
+}
+
 type Request_Raft struct {
 	// Raft traffic from a peer node; never answered.
 	Raft *RaftFrame `protobuf:"bytes,30,opt,name=raft,proto3,oneof"`
@@ -660,6 +680,8 @@ func (*Request_DescribeGroups) isRequest_Body() {}
 
 func (*Request_DeleteGroups) isRequest_Body() {}
 
+func (*Request_CreatePartitions) isRequest_Body() {}
+
 func (*Request_Raft) isRequest_Body() {}
 
 // Response answers the Request with the same correlation_id. error is set
@@ -689,6 +711,7 @@ type Response struct {
 	//	*Response_ListGroups
 	//	*Response_DescribeGroups
 	//	*Response_DeleteGroups
+	//	*Response_CreatePartitions
 	Body          isResponse_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -916,6 +939,15 @@ func (x *Response) GetDeleteGroups() *DeleteGroupsResponse {
 	return nil
 }
 
+func (x *Response) GetCreatePartitions() *CreatePartitionsResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_CreatePartitions); ok {
+			return x.CreatePartitions
+		}
+	}
+	return nil
+}
+
 type isResponse_Body interface {
 	isResponse_Body()
 }
@@ -996,6 +1028,10 @@ type Response_DeleteGroups struct {
 	DeleteGroups *DeleteGroupsResponse `protobuf:"bytes,46,opt,name=delete_groups,json=deleteGroups,proto3,oneof"`
 }
 
+type Response_CreatePartitions struct {
+	CreatePartitions *CreatePartitionsResponse `protobuf:"bytes,63,opt,name=create_partitions,json=createPartitions,proto3,oneof"`
+}
+
 func (*Response_Hello) isResponse_Body() {}
 
 func (*Response_Metadata) isResponse_Body() {}
@@ -1033,6 +1069,8 @@ func (*Response_ListGroups) isResponse_Body() {}
 func (*Response_DescribeGroups) isResponse_Body() {}
 
 func (*Response_DeleteGroups) isResponse_Body() {}
+
+func (*Response_CreatePartitions) isResponse_Body() {}
 
 // HelloRequest opens a connection: the protocol versions the sender speaks.
 type HelloRequest struct {
@@ -1918,6 +1956,117 @@ func (x *DeleteTopicsResponse) GetTopics() []*TopicResult {
 	return nil
 }
 
+// CreatePartitionsRequest grows topics to the partition counts given (the
+// total, as Kafka's CreatePartitions), through the metadata group. With
+// validate_only the metadata group checks and places without changing
+// anything.
+type CreatePartitionsRequest struct {
+	state         protoimpl.MessageState           `protogen:"open.v1"`
+	Topics        []*CreatePartitionsRequest_Topic `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	TimeoutMs     int32                            `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	ValidateOnly  bool                             `protobuf:"varint,3,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsRequest) Reset() {
+	*x = CreatePartitionsRequest{}
+	mi := &file_wire_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsRequest) ProtoMessage() {}
+
+func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *CreatePartitionsRequest) GetTopics() []*CreatePartitionsRequest_Topic {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *CreatePartitionsRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *CreatePartitionsRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
+// CreatePartitionsResponse answers CreatePartitionsRequest, per topic in
+// request order: the partition count as applied (or as it would be, with
+// validate_only) and how many partitions that added.
+type CreatePartitionsResponse struct {
+	state         protoimpl.MessageState            `protogen:"open.v1"`
+	Topics        []*CreatePartitionsResponse_Topic `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsResponse) Reset() {
+	*x = CreatePartitionsResponse{}
+	mi := &file_wire_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsResponse) ProtoMessage() {}
+
+func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *CreatePartitionsResponse) GetTopics() []*CreatePartitionsResponse_Topic {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
 // DescribeTopicsRequest asks for topics' settings (none: every topic).
 type DescribeTopicsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1928,7 +2077,7 @@ type DescribeTopicsRequest struct {
 
 func (x *DescribeTopicsRequest) Reset() {
 	*x = DescribeTopicsRequest{}
-	mi := &file_wire_proto_msgTypes[19]
+	mi := &file_wire_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1940,7 +2089,7 @@ func (x *DescribeTopicsRequest) String() string {
 func (*DescribeTopicsRequest) ProtoMessage() {}
 
 func (x *DescribeTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[19]
+	mi := &file_wire_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1953,7 +2102,7 @@ func (x *DescribeTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{19}
+	return file_wire_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DescribeTopicsRequest) GetNames() []string {
@@ -1973,7 +2122,7 @@ type DescribeTopicsResponse struct {
 
 func (x *DescribeTopicsResponse) Reset() {
 	*x = DescribeTopicsResponse{}
-	mi := &file_wire_proto_msgTypes[20]
+	mi := &file_wire_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1985,7 +2134,7 @@ func (x *DescribeTopicsResponse) String() string {
 func (*DescribeTopicsResponse) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[20]
+	mi := &file_wire_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1998,7 +2147,7 @@ func (x *DescribeTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{20}
+	return file_wire_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DescribeTopicsResponse) GetTopics() []*DescribeTopicsResponse_Topic {
@@ -2017,7 +2166,7 @@ type InitProducerIdRequest struct {
 
 func (x *InitProducerIdRequest) Reset() {
 	*x = InitProducerIdRequest{}
-	mi := &file_wire_proto_msgTypes[21]
+	mi := &file_wire_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2029,7 +2178,7 @@ func (x *InitProducerIdRequest) String() string {
 func (*InitProducerIdRequest) ProtoMessage() {}
 
 func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[21]
+	mi := &file_wire_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2042,7 +2191,7 @@ func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdRequest.ProtoReflect.Descriptor instead.
 func (*InitProducerIdRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{21}
+	return file_wire_proto_rawDescGZIP(), []int{23}
 }
 
 // InitProducerIdResponse carries a producer id no one else has been given.
@@ -2056,7 +2205,7 @@ type InitProducerIdResponse struct {
 
 func (x *InitProducerIdResponse) Reset() {
 	*x = InitProducerIdResponse{}
-	mi := &file_wire_proto_msgTypes[22]
+	mi := &file_wire_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2068,7 +2217,7 @@ func (x *InitProducerIdResponse) String() string {
 func (*InitProducerIdResponse) ProtoMessage() {}
 
 func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[22]
+	mi := &file_wire_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2081,7 +2230,7 @@ func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdResponse.ProtoReflect.Descriptor instead.
 func (*InitProducerIdResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{22}
+	return file_wire_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *InitProducerIdResponse) GetProducerId() int64 {
@@ -2108,7 +2257,7 @@ type FindCoordinatorRequest struct {
 
 func (x *FindCoordinatorRequest) Reset() {
 	*x = FindCoordinatorRequest{}
-	mi := &file_wire_proto_msgTypes[23]
+	mi := &file_wire_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2120,7 +2269,7 @@ func (x *FindCoordinatorRequest) String() string {
 func (*FindCoordinatorRequest) ProtoMessage() {}
 
 func (x *FindCoordinatorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[23]
+	mi := &file_wire_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2133,7 +2282,7 @@ func (x *FindCoordinatorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindCoordinatorRequest.ProtoReflect.Descriptor instead.
 func (*FindCoordinatorRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{23}
+	return file_wire_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FindCoordinatorRequest) GetGroup() string {
@@ -2155,7 +2304,7 @@ type FindCoordinatorResponse struct {
 
 func (x *FindCoordinatorResponse) Reset() {
 	*x = FindCoordinatorResponse{}
-	mi := &file_wire_proto_msgTypes[24]
+	mi := &file_wire_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2167,7 +2316,7 @@ func (x *FindCoordinatorResponse) String() string {
 func (*FindCoordinatorResponse) ProtoMessage() {}
 
 func (x *FindCoordinatorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[24]
+	mi := &file_wire_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2180,7 +2329,7 @@ func (x *FindCoordinatorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindCoordinatorResponse.ProtoReflect.Descriptor instead.
 func (*FindCoordinatorResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{24}
+	return file_wire_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FindCoordinatorResponse) GetNodeId() uint64 {
@@ -2215,7 +2364,7 @@ type GroupTopicPartitions struct {
 
 func (x *GroupTopicPartitions) Reset() {
 	*x = GroupTopicPartitions{}
-	mi := &file_wire_proto_msgTypes[25]
+	mi := &file_wire_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2227,7 +2376,7 @@ func (x *GroupTopicPartitions) String() string {
 func (*GroupTopicPartitions) ProtoMessage() {}
 
 func (x *GroupTopicPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[25]
+	mi := &file_wire_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2240,7 +2389,7 @@ func (x *GroupTopicPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupTopicPartitions.ProtoReflect.Descriptor instead.
 func (*GroupTopicPartitions) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{25}
+	return file_wire_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GroupTopicPartitions) GetTopic() string {
@@ -2278,7 +2427,7 @@ type ConsumerGroupHeartbeatRequest struct {
 
 func (x *ConsumerGroupHeartbeatRequest) Reset() {
 	*x = ConsumerGroupHeartbeatRequest{}
-	mi := &file_wire_proto_msgTypes[26]
+	mi := &file_wire_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2290,7 +2439,7 @@ func (x *ConsumerGroupHeartbeatRequest) String() string {
 func (*ConsumerGroupHeartbeatRequest) ProtoMessage() {}
 
 func (x *ConsumerGroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[26]
+	mi := &file_wire_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2303,7 +2452,7 @@ func (x *ConsumerGroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerGroupHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*ConsumerGroupHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{26}
+	return file_wire_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ConsumerGroupHeartbeatRequest) GetGroup() string {
@@ -2377,7 +2526,7 @@ type ConsumerGroupHeartbeatResponse struct {
 
 func (x *ConsumerGroupHeartbeatResponse) Reset() {
 	*x = ConsumerGroupHeartbeatResponse{}
-	mi := &file_wire_proto_msgTypes[27]
+	mi := &file_wire_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2389,7 +2538,7 @@ func (x *ConsumerGroupHeartbeatResponse) String() string {
 func (*ConsumerGroupHeartbeatResponse) ProtoMessage() {}
 
 func (x *ConsumerGroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[27]
+	mi := &file_wire_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2402,7 +2551,7 @@ func (x *ConsumerGroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerGroupHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*ConsumerGroupHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{27}
+	return file_wire_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ConsumerGroupHeartbeatResponse) GetMemberId() string {
@@ -2453,7 +2602,7 @@ type OffsetCommitPartition struct {
 
 func (x *OffsetCommitPartition) Reset() {
 	*x = OffsetCommitPartition{}
-	mi := &file_wire_proto_msgTypes[28]
+	mi := &file_wire_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2465,7 +2614,7 @@ func (x *OffsetCommitPartition) String() string {
 func (*OffsetCommitPartition) ProtoMessage() {}
 
 func (x *OffsetCommitPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[28]
+	mi := &file_wire_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2478,7 +2627,7 @@ func (x *OffsetCommitPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommitPartition.ProtoReflect.Descriptor instead.
 func (*OffsetCommitPartition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{28}
+	return file_wire_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *OffsetCommitPartition) GetTopic() string {
@@ -2523,7 +2672,7 @@ type OffsetCommitRequest struct {
 
 func (x *OffsetCommitRequest) Reset() {
 	*x = OffsetCommitRequest{}
-	mi := &file_wire_proto_msgTypes[29]
+	mi := &file_wire_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2535,7 +2684,7 @@ func (x *OffsetCommitRequest) String() string {
 func (*OffsetCommitRequest) ProtoMessage() {}
 
 func (x *OffsetCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[29]
+	mi := &file_wire_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2548,7 +2697,7 @@ func (x *OffsetCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommitRequest.ProtoReflect.Descriptor instead.
 func (*OffsetCommitRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{29}
+	return file_wire_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *OffsetCommitRequest) GetGroup() string {
@@ -2588,7 +2737,7 @@ type OffsetCommitResponse struct {
 
 func (x *OffsetCommitResponse) Reset() {
 	*x = OffsetCommitResponse{}
-	mi := &file_wire_proto_msgTypes[30]
+	mi := &file_wire_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2600,7 +2749,7 @@ func (x *OffsetCommitResponse) String() string {
 func (*OffsetCommitResponse) ProtoMessage() {}
 
 func (x *OffsetCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[30]
+	mi := &file_wire_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2613,7 +2762,7 @@ func (x *OffsetCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommitResponse.ProtoReflect.Descriptor instead.
 func (*OffsetCommitResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{30}
+	return file_wire_proto_rawDescGZIP(), []int{32}
 }
 
 // OffsetFetchRequest reads committed offsets (all of the group's when
@@ -2628,7 +2777,7 @@ type OffsetFetchRequest struct {
 
 func (x *OffsetFetchRequest) Reset() {
 	*x = OffsetFetchRequest{}
-	mi := &file_wire_proto_msgTypes[31]
+	mi := &file_wire_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2640,7 +2789,7 @@ func (x *OffsetFetchRequest) String() string {
 func (*OffsetFetchRequest) ProtoMessage() {}
 
 func (x *OffsetFetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[31]
+	mi := &file_wire_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2653,7 +2802,7 @@ func (x *OffsetFetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetFetchRequest.ProtoReflect.Descriptor instead.
 func (*OffsetFetchRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{31}
+	return file_wire_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *OffsetFetchRequest) GetGroup() string {
@@ -2684,7 +2833,7 @@ type GroupCommittedOffset struct {
 
 func (x *GroupCommittedOffset) Reset() {
 	*x = GroupCommittedOffset{}
-	mi := &file_wire_proto_msgTypes[32]
+	mi := &file_wire_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2696,7 +2845,7 @@ func (x *GroupCommittedOffset) String() string {
 func (*GroupCommittedOffset) ProtoMessage() {}
 
 func (x *GroupCommittedOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[32]
+	mi := &file_wire_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2709,7 +2858,7 @@ func (x *GroupCommittedOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupCommittedOffset.ProtoReflect.Descriptor instead.
 func (*GroupCommittedOffset) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{32}
+	return file_wire_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GroupCommittedOffset) GetTopic() string {
@@ -2757,7 +2906,7 @@ type OffsetFetchResponse struct {
 
 func (x *OffsetFetchResponse) Reset() {
 	*x = OffsetFetchResponse{}
-	mi := &file_wire_proto_msgTypes[33]
+	mi := &file_wire_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2769,7 +2918,7 @@ func (x *OffsetFetchResponse) String() string {
 func (*OffsetFetchResponse) ProtoMessage() {}
 
 func (x *OffsetFetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[33]
+	mi := &file_wire_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2782,7 +2931,7 @@ func (x *OffsetFetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetFetchResponse.ProtoReflect.Descriptor instead.
 func (*OffsetFetchResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{33}
+	return file_wire_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *OffsetFetchResponse) GetOffsets() []*GroupCommittedOffset {
@@ -2802,7 +2951,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_wire_proto_msgTypes[34]
+	mi := &file_wire_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2814,7 +2963,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[34]
+	mi := &file_wire_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2827,7 +2976,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{34}
+	return file_wire_proto_rawDescGZIP(), []int{36}
 }
 
 // ListGroupsResponse lists this node's groups.
@@ -2840,7 +2989,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_wire_proto_msgTypes[35]
+	mi := &file_wire_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2852,7 +3001,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[35]
+	mi := &file_wire_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2865,7 +3014,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{35}
+	return file_wire_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*ListGroupsResponse_Group {
@@ -2885,7 +3034,7 @@ type DescribeGroupsRequest struct {
 
 func (x *DescribeGroupsRequest) Reset() {
 	*x = DescribeGroupsRequest{}
-	mi := &file_wire_proto_msgTypes[36]
+	mi := &file_wire_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2897,7 +3046,7 @@ func (x *DescribeGroupsRequest) String() string {
 func (*DescribeGroupsRequest) ProtoMessage() {}
 
 func (x *DescribeGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[36]
+	mi := &file_wire_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2910,7 +3059,7 @@ func (x *DescribeGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{36}
+	return file_wire_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DescribeGroupsRequest) GetGroups() []string {
@@ -2938,7 +3087,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_wire_proto_msgTypes[37]
+	mi := &file_wire_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2950,7 +3099,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[37]
+	mi := &file_wire_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2963,7 +3112,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{37}
+	return file_wire_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GroupMember) GetMemberId() string {
@@ -3039,7 +3188,7 @@ type DescribeGroupsResponse struct {
 
 func (x *DescribeGroupsResponse) Reset() {
 	*x = DescribeGroupsResponse{}
-	mi := &file_wire_proto_msgTypes[38]
+	mi := &file_wire_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3051,7 +3200,7 @@ func (x *DescribeGroupsResponse) String() string {
 func (*DescribeGroupsResponse) ProtoMessage() {}
 
 func (x *DescribeGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[38]
+	mi := &file_wire_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3064,7 +3213,7 @@ func (x *DescribeGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{38}
+	return file_wire_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DescribeGroupsResponse) GetGroups() []*DescribeGroupsResponse_Group {
@@ -3084,7 +3233,7 @@ type DeleteGroupsRequest struct {
 
 func (x *DeleteGroupsRequest) Reset() {
 	*x = DeleteGroupsRequest{}
-	mi := &file_wire_proto_msgTypes[39]
+	mi := &file_wire_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3096,7 +3245,7 @@ func (x *DeleteGroupsRequest) String() string {
 func (*DeleteGroupsRequest) ProtoMessage() {}
 
 func (x *DeleteGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[39]
+	mi := &file_wire_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3109,7 +3258,7 @@ func (x *DeleteGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{39}
+	return file_wire_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DeleteGroupsRequest) GetGroups() []string {
@@ -3129,7 +3278,7 @@ type DeleteGroupsResponse struct {
 
 func (x *DeleteGroupsResponse) Reset() {
 	*x = DeleteGroupsResponse{}
-	mi := &file_wire_proto_msgTypes[40]
+	mi := &file_wire_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3141,7 +3290,7 @@ func (x *DeleteGroupsResponse) String() string {
 func (*DeleteGroupsResponse) ProtoMessage() {}
 
 func (x *DeleteGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[40]
+	mi := &file_wire_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3154,7 +3303,7 @@ func (x *DeleteGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{40}
+	return file_wire_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DeleteGroupsResponse) GetResults() []*DeleteGroupsResponse_Result {
@@ -3177,7 +3326,7 @@ type AlterConfigsRequest struct {
 
 func (x *AlterConfigsRequest) Reset() {
 	*x = AlterConfigsRequest{}
-	mi := &file_wire_proto_msgTypes[41]
+	mi := &file_wire_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3189,7 +3338,7 @@ func (x *AlterConfigsRequest) String() string {
 func (*AlterConfigsRequest) ProtoMessage() {}
 
 func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[41]
+	mi := &file_wire_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3202,7 +3351,7 @@ func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{41}
+	return file_wire_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AlterConfigsRequest) GetTopics() []*AlterConfigsRequest_Topic {
@@ -3230,7 +3379,7 @@ type AlterConfigsResponse struct {
 
 func (x *AlterConfigsResponse) Reset() {
 	*x = AlterConfigsResponse{}
-	mi := &file_wire_proto_msgTypes[42]
+	mi := &file_wire_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3242,7 +3391,7 @@ func (x *AlterConfigsResponse) String() string {
 func (*AlterConfigsResponse) ProtoMessage() {}
 
 func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[42]
+	mi := &file_wire_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3255,7 +3404,7 @@ func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{42}
+	return file_wire_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AlterConfigsResponse) GetTopics() []*AlterConfigsResponse_Topic {
@@ -3278,7 +3427,7 @@ type DeleteRecordsRequest struct {
 
 func (x *DeleteRecordsRequest) Reset() {
 	*x = DeleteRecordsRequest{}
-	mi := &file_wire_proto_msgTypes[43]
+	mi := &file_wire_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3290,7 +3439,7 @@ func (x *DeleteRecordsRequest) String() string {
 func (*DeleteRecordsRequest) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[43]
+	mi := &file_wire_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3303,7 +3452,7 @@ func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{43}
+	return file_wire_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DeleteRecordsRequest) GetPartitions() []*DeleteRecordsRequest_Partition {
@@ -3330,7 +3479,7 @@ type DeleteRecordsResponse struct {
 
 func (x *DeleteRecordsResponse) Reset() {
 	*x = DeleteRecordsResponse{}
-	mi := &file_wire_proto_msgTypes[44]
+	mi := &file_wire_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3342,7 +3491,7 @@ func (x *DeleteRecordsResponse) String() string {
 func (*DeleteRecordsResponse) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[44]
+	mi := &file_wire_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3355,7 +3504,7 @@ func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{44}
+	return file_wire_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DeleteRecordsResponse) GetPartitions() []*DeleteRecordsResponse_Partition {
@@ -3376,7 +3525,7 @@ type DescribePartitionsRequest struct {
 
 func (x *DescribePartitionsRequest) Reset() {
 	*x = DescribePartitionsRequest{}
-	mi := &file_wire_proto_msgTypes[45]
+	mi := &file_wire_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3388,7 +3537,7 @@ func (x *DescribePartitionsRequest) String() string {
 func (*DescribePartitionsRequest) ProtoMessage() {}
 
 func (x *DescribePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[45]
+	mi := &file_wire_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3401,7 +3550,7 @@ func (x *DescribePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*DescribePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{45}
+	return file_wire_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DescribePartitionsRequest) GetPartitions() []*DescribePartitionsRequest_Partition {
@@ -3422,7 +3571,7 @@ type DescribePartitionsResponse struct {
 
 func (x *DescribePartitionsResponse) Reset() {
 	*x = DescribePartitionsResponse{}
-	mi := &file_wire_proto_msgTypes[46]
+	mi := &file_wire_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3434,7 +3583,7 @@ func (x *DescribePartitionsResponse) String() string {
 func (*DescribePartitionsResponse) ProtoMessage() {}
 
 func (x *DescribePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[46]
+	mi := &file_wire_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3447,7 +3596,7 @@ func (x *DescribePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*DescribePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{46}
+	return file_wire_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DescribePartitionsResponse) GetPartitions() []*DescribePartitionsResponse_Partition {
@@ -3476,7 +3625,7 @@ type MetadataResponse_Node struct {
 
 func (x *MetadataResponse_Node) Reset() {
 	*x = MetadataResponse_Node{}
-	mi := &file_wire_proto_msgTypes[47]
+	mi := &file_wire_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3488,7 +3637,7 @@ func (x *MetadataResponse_Node) String() string {
 func (*MetadataResponse_Node) ProtoMessage() {}
 
 func (x *MetadataResponse_Node) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[47]
+	mi := &file_wire_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3559,7 +3708,7 @@ type MetadataResponse_Partition struct {
 
 func (x *MetadataResponse_Partition) Reset() {
 	*x = MetadataResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[48]
+	mi := &file_wire_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3571,7 +3720,7 @@ func (x *MetadataResponse_Partition) String() string {
 func (*MetadataResponse_Partition) ProtoMessage() {}
 
 func (x *MetadataResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[48]
+	mi := &file_wire_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3636,7 +3785,7 @@ type MetadataResponse_Topic struct {
 
 func (x *MetadataResponse_Topic) Reset() {
 	*x = MetadataResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[49]
+	mi := &file_wire_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3648,7 +3797,7 @@ func (x *MetadataResponse_Topic) String() string {
 func (*MetadataResponse_Topic) ProtoMessage() {}
 
 func (x *MetadataResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[49]
+	mi := &file_wire_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3709,7 +3858,7 @@ type ProduceRequest_Partition struct {
 
 func (x *ProduceRequest_Partition) Reset() {
 	*x = ProduceRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[50]
+	mi := &file_wire_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3721,7 +3870,7 @@ func (x *ProduceRequest_Partition) String() string {
 func (*ProduceRequest_Partition) ProtoMessage() {}
 
 func (x *ProduceRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[50]
+	mi := &file_wire_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3799,7 +3948,7 @@ type ProduceResponse_Partition struct {
 
 func (x *ProduceResponse_Partition) Reset() {
 	*x = ProduceResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[51]
+	mi := &file_wire_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3811,7 +3960,7 @@ func (x *ProduceResponse_Partition) String() string {
 func (*ProduceResponse_Partition) ProtoMessage() {}
 
 func (x *ProduceResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[51]
+	mi := &file_wire_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3877,7 +4026,7 @@ type FetchRequest_Partition struct {
 
 func (x *FetchRequest_Partition) Reset() {
 	*x = FetchRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[52]
+	mi := &file_wire_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3889,7 +4038,7 @@ func (x *FetchRequest_Partition) String() string {
 func (*FetchRequest_Partition) ProtoMessage() {}
 
 func (x *FetchRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[52]
+	mi := &file_wire_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3957,7 +4106,7 @@ type FetchResponse_Batch struct {
 
 func (x *FetchResponse_Batch) Reset() {
 	*x = FetchResponse_Batch{}
-	mi := &file_wire_proto_msgTypes[53]
+	mi := &file_wire_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3969,7 +4118,7 @@ func (x *FetchResponse_Batch) String() string {
 func (*FetchResponse_Batch) ProtoMessage() {}
 
 func (x *FetchResponse_Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[53]
+	mi := &file_wire_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4041,7 +4190,7 @@ type FetchResponse_Partition struct {
 
 func (x *FetchResponse_Partition) Reset() {
 	*x = FetchResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[54]
+	mi := &file_wire_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4053,7 +4202,7 @@ func (x *FetchResponse_Partition) String() string {
 func (*FetchResponse_Partition) ProtoMessage() {}
 
 func (x *FetchResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[54]
+	mi := &file_wire_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4124,7 +4273,7 @@ type ListOffsetsRequest_Partition struct {
 
 func (x *ListOffsetsRequest_Partition) Reset() {
 	*x = ListOffsetsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[55]
+	mi := &file_wire_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4136,7 +4285,7 @@ func (x *ListOffsetsRequest_Partition) String() string {
 func (*ListOffsetsRequest_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[55]
+	mi := &file_wire_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4194,7 +4343,7 @@ type ListOffsetsResponse_Partition struct {
 
 func (x *ListOffsetsResponse_Partition) Reset() {
 	*x = ListOffsetsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[56]
+	mi := &file_wire_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4206,7 +4355,7 @@ func (x *ListOffsetsResponse_Partition) String() string {
 func (*ListOffsetsResponse_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[56]
+	mi := &file_wire_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4276,7 +4425,7 @@ type CreateTopicsRequest_Topic struct {
 
 func (x *CreateTopicsRequest_Topic) Reset() {
 	*x = CreateTopicsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[57]
+	mi := &file_wire_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4288,7 +4437,7 @@ func (x *CreateTopicsRequest_Topic) String() string {
 func (*CreateTopicsRequest_Topic) ProtoMessage() {}
 
 func (x *CreateTopicsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[57]
+	mi := &file_wire_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4332,6 +4481,127 @@ func (x *CreateTopicsRequest_Topic) GetConfigs() []*ConfigEntry {
 	return nil
 }
 
+type CreatePartitionsRequest_Topic struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The topic's partition count after the request: above its current one.
+	Partitions    int32 `protobuf:"varint,2,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsRequest_Topic) Reset() {
+	*x = CreatePartitionsRequest_Topic{}
+	mi := &file_wire_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsRequest_Topic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsRequest_Topic) ProtoMessage() {}
+
+func (x *CreatePartitionsRequest_Topic) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsRequest_Topic.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsRequest_Topic) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{19, 0}
+}
+
+func (x *CreatePartitionsRequest_Topic) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreatePartitionsRequest_Topic) GetPartitions() int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
+}
+
+type CreatePartitionsResponse_Topic struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Error         *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Partitions    int32                  `protobuf:"varint,3,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	Added         int32                  `protobuf:"varint,4,opt,name=added,proto3" json:"added,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsResponse_Topic) Reset() {
+	*x = CreatePartitionsResponse_Topic{}
+	mi := &file_wire_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsResponse_Topic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsResponse_Topic) ProtoMessage() {}
+
+func (x *CreatePartitionsResponse_Topic) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsResponse_Topic.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsResponse_Topic) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{20, 0}
+}
+
+func (x *CreatePartitionsResponse_Topic) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreatePartitionsResponse_Topic) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *CreatePartitionsResponse_Topic) GetPartitions() int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
+}
+
+func (x *CreatePartitionsResponse_Topic) GetAdded() int32 {
+	if x != nil {
+		return x.Added
+	}
+	return 0
+}
+
 type DescribeTopicsResponse_Topic struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	Name              string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -4345,7 +4615,7 @@ type DescribeTopicsResponse_Topic struct {
 
 func (x *DescribeTopicsResponse_Topic) Reset() {
 	*x = DescribeTopicsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[58]
+	mi := &file_wire_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4357,7 +4627,7 @@ func (x *DescribeTopicsResponse_Topic) String() string {
 func (*DescribeTopicsResponse_Topic) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[58]
+	mi := &file_wire_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4370,7 +4640,7 @@ func (x *DescribeTopicsResponse_Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsResponse_Topic.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsResponse_Topic) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{20, 0}
+	return file_wire_proto_rawDescGZIP(), []int{22, 0}
 }
 
 func (x *DescribeTopicsResponse_Topic) GetName() string {
@@ -4419,7 +4689,7 @@ type ListGroupsResponse_Group struct {
 
 func (x *ListGroupsResponse_Group) Reset() {
 	*x = ListGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[59]
+	mi := &file_wire_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4431,7 +4701,7 @@ func (x *ListGroupsResponse_Group) String() string {
 func (*ListGroupsResponse_Group) ProtoMessage() {}
 
 func (x *ListGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[59]
+	mi := &file_wire_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4444,7 +4714,7 @@ func (x *ListGroupsResponse_Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse_Group.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse_Group) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{35, 0}
+	return file_wire_proto_rawDescGZIP(), []int{37, 0}
 }
 
 func (x *ListGroupsResponse_Group) GetGroup() string {
@@ -4483,7 +4753,7 @@ type DescribeGroupsResponse_Group struct {
 
 func (x *DescribeGroupsResponse_Group) Reset() {
 	*x = DescribeGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[60]
+	mi := &file_wire_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4495,7 +4765,7 @@ func (x *DescribeGroupsResponse_Group) String() string {
 func (*DescribeGroupsResponse_Group) ProtoMessage() {}
 
 func (x *DescribeGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[60]
+	mi := &file_wire_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4508,7 +4778,7 @@ func (x *DescribeGroupsResponse_Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupsResponse_Group.ProtoReflect.Descriptor instead.
 func (*DescribeGroupsResponse_Group) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{38, 0}
+	return file_wire_proto_rawDescGZIP(), []int{40, 0}
 }
 
 func (x *DescribeGroupsResponse_Group) GetGroup() string {
@@ -4570,7 +4840,7 @@ type DeleteGroupsResponse_Result struct {
 
 func (x *DeleteGroupsResponse_Result) Reset() {
 	*x = DeleteGroupsResponse_Result{}
-	mi := &file_wire_proto_msgTypes[61]
+	mi := &file_wire_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4582,7 +4852,7 @@ func (x *DeleteGroupsResponse_Result) String() string {
 func (*DeleteGroupsResponse_Result) ProtoMessage() {}
 
 func (x *DeleteGroupsResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[61]
+	mi := &file_wire_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4595,7 +4865,7 @@ func (x *DeleteGroupsResponse_Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupsResponse_Result.ProtoReflect.Descriptor instead.
 func (*DeleteGroupsResponse_Result) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{40, 0}
+	return file_wire_proto_rawDescGZIP(), []int{42, 0}
 }
 
 func (x *DeleteGroupsResponse_Result) GetGroup() string {
@@ -4623,7 +4893,7 @@ type AlterConfigsRequest_Topic struct {
 
 func (x *AlterConfigsRequest_Topic) Reset() {
 	*x = AlterConfigsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[62]
+	mi := &file_wire_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4635,7 +4905,7 @@ func (x *AlterConfigsRequest_Topic) String() string {
 func (*AlterConfigsRequest_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[62]
+	mi := &file_wire_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4648,7 +4918,7 @@ func (x *AlterConfigsRequest_Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest_Topic.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest_Topic) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{41, 0}
+	return file_wire_proto_rawDescGZIP(), []int{43, 0}
 }
 
 func (x *AlterConfigsRequest_Topic) GetName() string {
@@ -4683,7 +4953,7 @@ type AlterConfigsResponse_Topic struct {
 
 func (x *AlterConfigsResponse_Topic) Reset() {
 	*x = AlterConfigsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[63]
+	mi := &file_wire_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4695,7 +4965,7 @@ func (x *AlterConfigsResponse_Topic) String() string {
 func (*AlterConfigsResponse_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[63]
+	mi := &file_wire_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4708,7 +4978,7 @@ func (x *AlterConfigsResponse_Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse_Topic.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse_Topic) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{42, 0}
+	return file_wire_proto_rawDescGZIP(), []int{44, 0}
 }
 
 func (x *AlterConfigsResponse_Topic) GetName() string {
@@ -4745,7 +5015,7 @@ type DeleteRecordsRequest_Partition struct {
 
 func (x *DeleteRecordsRequest_Partition) Reset() {
 	*x = DeleteRecordsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[64]
+	mi := &file_wire_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4757,7 +5027,7 @@ func (x *DeleteRecordsRequest_Partition) String() string {
 func (*DeleteRecordsRequest_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[64]
+	mi := &file_wire_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4770,7 +5040,7 @@ func (x *DeleteRecordsRequest_Partition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsRequest_Partition.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsRequest_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{43, 0}
+	return file_wire_proto_rawDescGZIP(), []int{45, 0}
 }
 
 func (x *DeleteRecordsRequest_Partition) GetTopic() string {
@@ -4813,7 +5083,7 @@ type DeleteRecordsResponse_Partition struct {
 
 func (x *DeleteRecordsResponse_Partition) Reset() {
 	*x = DeleteRecordsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[65]
+	mi := &file_wire_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4825,7 +5095,7 @@ func (x *DeleteRecordsResponse_Partition) String() string {
 func (*DeleteRecordsResponse_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[65]
+	mi := &file_wire_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4838,7 +5108,7 @@ func (x *DeleteRecordsResponse_Partition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsResponse_Partition.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsResponse_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{44, 0}
+	return file_wire_proto_rawDescGZIP(), []int{46, 0}
 }
 
 func (x *DeleteRecordsResponse_Partition) GetTopic() string {
@@ -4879,7 +5149,7 @@ type DescribePartitionsRequest_Partition struct {
 
 func (x *DescribePartitionsRequest_Partition) Reset() {
 	*x = DescribePartitionsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[66]
+	mi := &file_wire_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4891,7 +5161,7 @@ func (x *DescribePartitionsRequest_Partition) String() string {
 func (*DescribePartitionsRequest_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[66]
+	mi := &file_wire_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4904,7 +5174,7 @@ func (x *DescribePartitionsRequest_Partition) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use DescribePartitionsRequest_Partition.ProtoReflect.Descriptor instead.
 func (*DescribePartitionsRequest_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{45, 0}
+	return file_wire_proto_rawDescGZIP(), []int{47, 0}
 }
 
 func (x *DescribePartitionsRequest_Partition) GetTopic() string {
@@ -4942,7 +5212,7 @@ type DescribePartitionsResponse_Partition struct {
 
 func (x *DescribePartitionsResponse_Partition) Reset() {
 	*x = DescribePartitionsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[67]
+	mi := &file_wire_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4954,7 +5224,7 @@ func (x *DescribePartitionsResponse_Partition) String() string {
 func (*DescribePartitionsResponse_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[67]
+	mi := &file_wire_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4967,7 +5237,7 @@ func (x *DescribePartitionsResponse_Partition) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use DescribePartitionsResponse_Partition.ProtoReflect.Descriptor instead.
 func (*DescribePartitionsResponse_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{46, 0}
+	return file_wire_proto_rawDescGZIP(), []int{48, 0}
 }
 
 func (x *DescribePartitionsResponse_Partition) GetTopic() string {
@@ -5045,8 +5315,7 @@ const file_wire_proto_rawDesc = "" +
 	"\tleader_id\x18\x03 \x01(\x04R\bleaderId\x12%\n" +
 	"\x0eleader_address\x18\x04 \x01(\tR\rleaderAddress\x12(\n" +
 	"\x10log_start_offset\x18\x05 \x01(\x03R\x0elogStartOffset\x12%\n" +
-	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xd7\n" +
-	"\n" +
+	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xa7\v\n" +
 	"\aRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12,\n" +
 	"\x05hello\x18\n" +
@@ -5069,10 +5338,10 @@ const file_wire_proto_rawDesc = "" +
 	"\vlist_groups\x18, \x01(\v2\x19.strand.ListGroupsRequestH\x00R\n" +
 	"listGroups\x12H\n" +
 	"\x0fdescribe_groups\x18- \x01(\v2\x1d.strand.DescribeGroupsRequestH\x00R\x0edescribeGroups\x12B\n" +
-	"\rdelete_groups\x18. \x01(\v2\x1b.strand.DeleteGroupsRequestH\x00R\fdeleteGroups\x12'\n" +
+	"\rdelete_groups\x18. \x01(\v2\x1b.strand.DeleteGroupsRequestH\x00R\fdeleteGroups\x12N\n" +
+	"\x11create_partitions\x18? \x01(\v2\x1f.strand.CreatePartitionsRequestH\x00R\x10createPartitions\x12'\n" +
 	"\x04raft\x18\x1e \x01(\v2\x11.strand.RaftFrameH\x00R\x04raftB\x06\n" +
-	"\x04body\"\xe7\n" +
-	"\n" +
+	"\x04body\"\xb8\v\n" +
 	"\bResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12#\n" +
 	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\x12-\n" +
@@ -5096,7 +5365,8 @@ const file_wire_proto_rawDesc = "" +
 	"\vlist_groups\x18, \x01(\v2\x1a.strand.ListGroupsResponseH\x00R\n" +
 	"listGroups\x12I\n" +
 	"\x0fdescribe_groups\x18- \x01(\v2\x1e.strand.DescribeGroupsResponseH\x00R\x0edescribeGroups\x12C\n" +
-	"\rdelete_groups\x18. \x01(\v2\x1c.strand.DeleteGroupsResponseH\x00R\fdeleteGroupsB\x06\n" +
+	"\rdelete_groups\x18. \x01(\v2\x1c.strand.DeleteGroupsResponseH\x00R\fdeleteGroups\x12O\n" +
+	"\x11create_partitions\x18? \x01(\v2 .strand.CreatePartitionsResponseH\x00R\x10createPartitionsB\x06\n" +
 	"\x04body\"\x8f\x01\n" +
 	"\fHelloRequest\x12\x1f\n" +
 	"\vversion_min\x18\x01 \x01(\rR\n" +
@@ -5249,7 +5519,26 @@ const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\"C\n" +
 	"\x14DeleteTopicsResponse\x12+\n" +
-	"\x06topics\x18\x01 \x03(\v2\x13.strand.TopicResultR\x06topics\"-\n" +
+	"\x06topics\x18\x01 \x03(\v2\x13.strand.TopicResultR\x06topics\"\xd9\x01\n" +
+	"\x17CreatePartitionsRequest\x12=\n" +
+	"\x06topics\x18\x01 \x03(\v2%.strand.CreatePartitionsRequest.TopicR\x06topics\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\x12#\n" +
+	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\x1a;\n" +
+	"\x05Topic\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x01(\x05R\n" +
+	"partitions\"\xd2\x01\n" +
+	"\x18CreatePartitionsResponse\x12>\n" +
+	"\x06topics\x18\x01 \x03(\v2&.strand.CreatePartitionsResponse.TopicR\x06topics\x1av\n" +
+	"\x05Topic\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
+	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x03 \x01(\x05R\n" +
+	"partitions\x12\x14\n" +
+	"\x05added\x18\x04 \x01(\x05R\x05added\"-\n" +
 	"\x15DescribeTopicsRequest\x12\x14\n" +
 	"\x05names\x18\x01 \x03(\tR\x05names\"\x97\x02\n" +
 	"\x16DescribeTopicsResponse\x12<\n" +
@@ -5411,7 +5700,7 @@ const file_wire_proto_rawDesc = "" +
 	"size_bytes\x18\x06 \x01(\x03R\tsizeBytes\x12.\n" +
 	"\x13oldest_timestamp_ms\x18\a \x01(\x03R\x11oldestTimestampMs\x12\x1a\n" +
 	"\bsegments\x18\b \x01(\x05R\bsegments\x12%\n" +
-	"\x0esnapshot_index\x18\t \x01(\x04R\rsnapshotIndex*\x86\b\n" +
+	"\x0esnapshot_index\x18\t \x01(\x04R\rsnapshotIndex*\xa9\b\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +
@@ -5444,7 +5733,8 @@ const file_wire_proto_rawDesc = "" +
 	"\x1aERROR_CODE_GROUP_NOT_FOUND\x108\x12\x1e\n" +
 	"\x1aERROR_CODE_STALE_HEARTBEAT\x109\x12\x1f\n" +
 	"\x1bERROR_CODE_NOT_ENOUGH_SPACE\x10-\x12!\n" +
-	"\x1dERROR_CODE_REPLICA_RECOVERING\x10.B,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
+	"\x1dERROR_CODE_REPLICA_RECOVERING\x10.\x12!\n" +
+	"\x1dERROR_CODE_INVALID_PARTITIONS\x10DB,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
 
 var (
 	file_wire_proto_rawDescOnce sync.Once
@@ -5459,7 +5749,7 @@ func file_wire_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
 var file_wire_proto_goTypes = []any{
 	(ErrorCode)(0),                               // 0: strand.ErrorCode
 	(*Error)(nil),                                // 1: strand.Error
@@ -5481,56 +5771,60 @@ var file_wire_proto_goTypes = []any{
 	(*CreateTopicsResponse)(nil),                 // 17: strand.CreateTopicsResponse
 	(*DeleteTopicsRequest)(nil),                  // 18: strand.DeleteTopicsRequest
 	(*DeleteTopicsResponse)(nil),                 // 19: strand.DeleteTopicsResponse
-	(*DescribeTopicsRequest)(nil),                // 20: strand.DescribeTopicsRequest
-	(*DescribeTopicsResponse)(nil),               // 21: strand.DescribeTopicsResponse
-	(*InitProducerIdRequest)(nil),                // 22: strand.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil),               // 23: strand.InitProducerIdResponse
-	(*FindCoordinatorRequest)(nil),               // 24: strand.FindCoordinatorRequest
-	(*FindCoordinatorResponse)(nil),              // 25: strand.FindCoordinatorResponse
-	(*GroupTopicPartitions)(nil),                 // 26: strand.GroupTopicPartitions
-	(*ConsumerGroupHeartbeatRequest)(nil),        // 27: strand.ConsumerGroupHeartbeatRequest
-	(*ConsumerGroupHeartbeatResponse)(nil),       // 28: strand.ConsumerGroupHeartbeatResponse
-	(*OffsetCommitPartition)(nil),                // 29: strand.OffsetCommitPartition
-	(*OffsetCommitRequest)(nil),                  // 30: strand.OffsetCommitRequest
-	(*OffsetCommitResponse)(nil),                 // 31: strand.OffsetCommitResponse
-	(*OffsetFetchRequest)(nil),                   // 32: strand.OffsetFetchRequest
-	(*GroupCommittedOffset)(nil),                 // 33: strand.GroupCommittedOffset
-	(*OffsetFetchResponse)(nil),                  // 34: strand.OffsetFetchResponse
-	(*ListGroupsRequest)(nil),                    // 35: strand.ListGroupsRequest
-	(*ListGroupsResponse)(nil),                   // 36: strand.ListGroupsResponse
-	(*DescribeGroupsRequest)(nil),                // 37: strand.DescribeGroupsRequest
-	(*GroupMember)(nil),                          // 38: strand.GroupMember
-	(*DescribeGroupsResponse)(nil),               // 39: strand.DescribeGroupsResponse
-	(*DeleteGroupsRequest)(nil),                  // 40: strand.DeleteGroupsRequest
-	(*DeleteGroupsResponse)(nil),                 // 41: strand.DeleteGroupsResponse
-	(*AlterConfigsRequest)(nil),                  // 42: strand.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),                 // 43: strand.AlterConfigsResponse
-	(*DeleteRecordsRequest)(nil),                 // 44: strand.DeleteRecordsRequest
-	(*DeleteRecordsResponse)(nil),                // 45: strand.DeleteRecordsResponse
-	(*DescribePartitionsRequest)(nil),            // 46: strand.DescribePartitionsRequest
-	(*DescribePartitionsResponse)(nil),           // 47: strand.DescribePartitionsResponse
-	(*MetadataResponse_Node)(nil),                // 48: strand.MetadataResponse.Node
-	(*MetadataResponse_Partition)(nil),           // 49: strand.MetadataResponse.Partition
-	(*MetadataResponse_Topic)(nil),               // 50: strand.MetadataResponse.Topic
-	(*ProduceRequest_Partition)(nil),             // 51: strand.ProduceRequest.Partition
-	(*ProduceResponse_Partition)(nil),            // 52: strand.ProduceResponse.Partition
-	(*FetchRequest_Partition)(nil),               // 53: strand.FetchRequest.Partition
-	(*FetchResponse_Batch)(nil),                  // 54: strand.FetchResponse.Batch
-	(*FetchResponse_Partition)(nil),              // 55: strand.FetchResponse.Partition
-	(*ListOffsetsRequest_Partition)(nil),         // 56: strand.ListOffsetsRequest.Partition
-	(*ListOffsetsResponse_Partition)(nil),        // 57: strand.ListOffsetsResponse.Partition
-	(*CreateTopicsRequest_Topic)(nil),            // 58: strand.CreateTopicsRequest.Topic
-	(*DescribeTopicsResponse_Topic)(nil),         // 59: strand.DescribeTopicsResponse.Topic
-	(*ListGroupsResponse_Group)(nil),             // 60: strand.ListGroupsResponse.Group
-	(*DescribeGroupsResponse_Group)(nil),         // 61: strand.DescribeGroupsResponse.Group
-	(*DeleteGroupsResponse_Result)(nil),          // 62: strand.DeleteGroupsResponse.Result
-	(*AlterConfigsRequest_Topic)(nil),            // 63: strand.AlterConfigsRequest.Topic
-	(*AlterConfigsResponse_Topic)(nil),           // 64: strand.AlterConfigsResponse.Topic
-	(*DeleteRecordsRequest_Partition)(nil),       // 65: strand.DeleteRecordsRequest.Partition
-	(*DeleteRecordsResponse_Partition)(nil),      // 66: strand.DeleteRecordsResponse.Partition
-	(*DescribePartitionsRequest_Partition)(nil),  // 67: strand.DescribePartitionsRequest.Partition
-	(*DescribePartitionsResponse_Partition)(nil), // 68: strand.DescribePartitionsResponse.Partition
-	(*RaftFrame)(nil),                            // 69: strand.RaftFrame
+	(*CreatePartitionsRequest)(nil),              // 20: strand.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),             // 21: strand.CreatePartitionsResponse
+	(*DescribeTopicsRequest)(nil),                // 22: strand.DescribeTopicsRequest
+	(*DescribeTopicsResponse)(nil),               // 23: strand.DescribeTopicsResponse
+	(*InitProducerIdRequest)(nil),                // 24: strand.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil),               // 25: strand.InitProducerIdResponse
+	(*FindCoordinatorRequest)(nil),               // 26: strand.FindCoordinatorRequest
+	(*FindCoordinatorResponse)(nil),              // 27: strand.FindCoordinatorResponse
+	(*GroupTopicPartitions)(nil),                 // 28: strand.GroupTopicPartitions
+	(*ConsumerGroupHeartbeatRequest)(nil),        // 29: strand.ConsumerGroupHeartbeatRequest
+	(*ConsumerGroupHeartbeatResponse)(nil),       // 30: strand.ConsumerGroupHeartbeatResponse
+	(*OffsetCommitPartition)(nil),                // 31: strand.OffsetCommitPartition
+	(*OffsetCommitRequest)(nil),                  // 32: strand.OffsetCommitRequest
+	(*OffsetCommitResponse)(nil),                 // 33: strand.OffsetCommitResponse
+	(*OffsetFetchRequest)(nil),                   // 34: strand.OffsetFetchRequest
+	(*GroupCommittedOffset)(nil),                 // 35: strand.GroupCommittedOffset
+	(*OffsetFetchResponse)(nil),                  // 36: strand.OffsetFetchResponse
+	(*ListGroupsRequest)(nil),                    // 37: strand.ListGroupsRequest
+	(*ListGroupsResponse)(nil),                   // 38: strand.ListGroupsResponse
+	(*DescribeGroupsRequest)(nil),                // 39: strand.DescribeGroupsRequest
+	(*GroupMember)(nil),                          // 40: strand.GroupMember
+	(*DescribeGroupsResponse)(nil),               // 41: strand.DescribeGroupsResponse
+	(*DeleteGroupsRequest)(nil),                  // 42: strand.DeleteGroupsRequest
+	(*DeleteGroupsResponse)(nil),                 // 43: strand.DeleteGroupsResponse
+	(*AlterConfigsRequest)(nil),                  // 44: strand.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),                 // 45: strand.AlterConfigsResponse
+	(*DeleteRecordsRequest)(nil),                 // 46: strand.DeleteRecordsRequest
+	(*DeleteRecordsResponse)(nil),                // 47: strand.DeleteRecordsResponse
+	(*DescribePartitionsRequest)(nil),            // 48: strand.DescribePartitionsRequest
+	(*DescribePartitionsResponse)(nil),           // 49: strand.DescribePartitionsResponse
+	(*MetadataResponse_Node)(nil),                // 50: strand.MetadataResponse.Node
+	(*MetadataResponse_Partition)(nil),           // 51: strand.MetadataResponse.Partition
+	(*MetadataResponse_Topic)(nil),               // 52: strand.MetadataResponse.Topic
+	(*ProduceRequest_Partition)(nil),             // 53: strand.ProduceRequest.Partition
+	(*ProduceResponse_Partition)(nil),            // 54: strand.ProduceResponse.Partition
+	(*FetchRequest_Partition)(nil),               // 55: strand.FetchRequest.Partition
+	(*FetchResponse_Batch)(nil),                  // 56: strand.FetchResponse.Batch
+	(*FetchResponse_Partition)(nil),              // 57: strand.FetchResponse.Partition
+	(*ListOffsetsRequest_Partition)(nil),         // 58: strand.ListOffsetsRequest.Partition
+	(*ListOffsetsResponse_Partition)(nil),        // 59: strand.ListOffsetsResponse.Partition
+	(*CreateTopicsRequest_Topic)(nil),            // 60: strand.CreateTopicsRequest.Topic
+	(*CreatePartitionsRequest_Topic)(nil),        // 61: strand.CreatePartitionsRequest.Topic
+	(*CreatePartitionsResponse_Topic)(nil),       // 62: strand.CreatePartitionsResponse.Topic
+	(*DescribeTopicsResponse_Topic)(nil),         // 63: strand.DescribeTopicsResponse.Topic
+	(*ListGroupsResponse_Group)(nil),             // 64: strand.ListGroupsResponse.Group
+	(*DescribeGroupsResponse_Group)(nil),         // 65: strand.DescribeGroupsResponse.Group
+	(*DeleteGroupsResponse_Result)(nil),          // 66: strand.DeleteGroupsResponse.Result
+	(*AlterConfigsRequest_Topic)(nil),            // 67: strand.AlterConfigsRequest.Topic
+	(*AlterConfigsResponse_Topic)(nil),           // 68: strand.AlterConfigsResponse.Topic
+	(*DeleteRecordsRequest_Partition)(nil),       // 69: strand.DeleteRecordsRequest.Partition
+	(*DeleteRecordsResponse_Partition)(nil),      // 70: strand.DeleteRecordsResponse.Partition
+	(*DescribePartitionsRequest_Partition)(nil),  // 71: strand.DescribePartitionsRequest.Partition
+	(*DescribePartitionsResponse_Partition)(nil), // 72: strand.DescribePartitionsResponse.Partition
+	(*RaftFrame)(nil),                            // 73: strand.RaftFrame
 }
 var file_wire_proto_depIdxs = []int32{
 	0,  // 0: strand.Error.code:type_name -> strand.ErrorCode
@@ -5541,93 +5835,98 @@ var file_wire_proto_depIdxs = []int32{
 	12, // 5: strand.Request.list_offsets:type_name -> strand.ListOffsetsRequest
 	15, // 6: strand.Request.create_topics:type_name -> strand.CreateTopicsRequest
 	18, // 7: strand.Request.delete_topics:type_name -> strand.DeleteTopicsRequest
-	20, // 8: strand.Request.describe_topics:type_name -> strand.DescribeTopicsRequest
-	22, // 9: strand.Request.init_producer_id:type_name -> strand.InitProducerIdRequest
-	42, // 10: strand.Request.alter_configs:type_name -> strand.AlterConfigsRequest
-	44, // 11: strand.Request.delete_records:type_name -> strand.DeleteRecordsRequest
-	46, // 12: strand.Request.describe_partitions:type_name -> strand.DescribePartitionsRequest
-	24, // 13: strand.Request.find_coordinator:type_name -> strand.FindCoordinatorRequest
-	27, // 14: strand.Request.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatRequest
-	30, // 15: strand.Request.offset_commit:type_name -> strand.OffsetCommitRequest
-	32, // 16: strand.Request.offset_fetch:type_name -> strand.OffsetFetchRequest
-	35, // 17: strand.Request.list_groups:type_name -> strand.ListGroupsRequest
-	37, // 18: strand.Request.describe_groups:type_name -> strand.DescribeGroupsRequest
-	40, // 19: strand.Request.delete_groups:type_name -> strand.DeleteGroupsRequest
-	69, // 20: strand.Request.raft:type_name -> strand.RaftFrame
-	1,  // 21: strand.Response.error:type_name -> strand.Error
-	5,  // 22: strand.Response.hello:type_name -> strand.HelloResponse
-	7,  // 23: strand.Response.metadata:type_name -> strand.MetadataResponse
-	9,  // 24: strand.Response.produce:type_name -> strand.ProduceResponse
-	11, // 25: strand.Response.fetch:type_name -> strand.FetchResponse
-	13, // 26: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
-	17, // 27: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
-	19, // 28: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
-	21, // 29: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
-	23, // 30: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
-	43, // 31: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
-	45, // 32: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
-	47, // 33: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
-	25, // 34: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
-	28, // 35: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
-	31, // 36: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
-	34, // 37: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
-	36, // 38: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
-	39, // 39: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
-	41, // 40: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
-	48, // 41: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
-	50, // 42: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
-	51, // 43: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
-	52, // 44: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
-	53, // 45: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
-	55, // 46: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
-	56, // 47: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
-	57, // 48: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
-	58, // 49: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
-	1,  // 50: strand.TopicResult.error:type_name -> strand.Error
-	16, // 51: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
-	16, // 52: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
-	59, // 53: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
-	26, // 54: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
-	26, // 55: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
-	29, // 56: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
-	26, // 57: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
-	33, // 58: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
-	60, // 59: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
-	26, // 60: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
-	26, // 61: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
-	26, // 62: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
-	61, // 63: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
-	62, // 64: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
-	63, // 65: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
-	64, // 66: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
-	65, // 67: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
-	66, // 68: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
-	67, // 69: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
-	68, // 70: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
-	1,  // 71: strand.MetadataResponse.Partition.error:type_name -> strand.Error
-	1,  // 72: strand.MetadataResponse.Topic.error:type_name -> strand.Error
-	49, // 73: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
-	1,  // 74: strand.ProduceResponse.Partition.error:type_name -> strand.Error
-	1,  // 75: strand.FetchResponse.Partition.error:type_name -> strand.Error
-	54, // 76: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
-	1,  // 77: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
-	14, // 78: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
-	1,  // 79: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
-	14, // 80: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	1,  // 81: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
-	38, // 82: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
-	33, // 83: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
-	1,  // 84: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
-	14, // 85: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
-	1,  // 86: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
-	14, // 87: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	1,  // 88: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
-	1,  // 89: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
-	90, // [90:90] is the sub-list for method output_type
-	90, // [90:90] is the sub-list for method input_type
-	90, // [90:90] is the sub-list for extension type_name
-	90, // [90:90] is the sub-list for extension extendee
-	0,  // [0:90] is the sub-list for field type_name
+	22, // 8: strand.Request.describe_topics:type_name -> strand.DescribeTopicsRequest
+	24, // 9: strand.Request.init_producer_id:type_name -> strand.InitProducerIdRequest
+	44, // 10: strand.Request.alter_configs:type_name -> strand.AlterConfigsRequest
+	46, // 11: strand.Request.delete_records:type_name -> strand.DeleteRecordsRequest
+	48, // 12: strand.Request.describe_partitions:type_name -> strand.DescribePartitionsRequest
+	26, // 13: strand.Request.find_coordinator:type_name -> strand.FindCoordinatorRequest
+	29, // 14: strand.Request.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatRequest
+	32, // 15: strand.Request.offset_commit:type_name -> strand.OffsetCommitRequest
+	34, // 16: strand.Request.offset_fetch:type_name -> strand.OffsetFetchRequest
+	37, // 17: strand.Request.list_groups:type_name -> strand.ListGroupsRequest
+	39, // 18: strand.Request.describe_groups:type_name -> strand.DescribeGroupsRequest
+	42, // 19: strand.Request.delete_groups:type_name -> strand.DeleteGroupsRequest
+	20, // 20: strand.Request.create_partitions:type_name -> strand.CreatePartitionsRequest
+	73, // 21: strand.Request.raft:type_name -> strand.RaftFrame
+	1,  // 22: strand.Response.error:type_name -> strand.Error
+	5,  // 23: strand.Response.hello:type_name -> strand.HelloResponse
+	7,  // 24: strand.Response.metadata:type_name -> strand.MetadataResponse
+	9,  // 25: strand.Response.produce:type_name -> strand.ProduceResponse
+	11, // 26: strand.Response.fetch:type_name -> strand.FetchResponse
+	13, // 27: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
+	17, // 28: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
+	19, // 29: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
+	23, // 30: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
+	25, // 31: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
+	45, // 32: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
+	47, // 33: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
+	49, // 34: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
+	27, // 35: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
+	30, // 36: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
+	33, // 37: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
+	36, // 38: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
+	38, // 39: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
+	41, // 40: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
+	43, // 41: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
+	21, // 42: strand.Response.create_partitions:type_name -> strand.CreatePartitionsResponse
+	50, // 43: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
+	52, // 44: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
+	53, // 45: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
+	54, // 46: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
+	55, // 47: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
+	57, // 48: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
+	58, // 49: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
+	59, // 50: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
+	60, // 51: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
+	1,  // 52: strand.TopicResult.error:type_name -> strand.Error
+	16, // 53: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
+	16, // 54: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
+	61, // 55: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
+	62, // 56: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
+	63, // 57: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
+	28, // 58: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
+	28, // 59: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
+	31, // 60: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
+	28, // 61: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
+	35, // 62: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
+	64, // 63: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
+	28, // 64: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
+	28, // 65: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
+	28, // 66: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
+	65, // 67: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
+	66, // 68: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
+	67, // 69: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
+	68, // 70: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
+	69, // 71: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
+	70, // 72: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
+	71, // 73: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
+	72, // 74: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
+	1,  // 75: strand.MetadataResponse.Partition.error:type_name -> strand.Error
+	1,  // 76: strand.MetadataResponse.Topic.error:type_name -> strand.Error
+	51, // 77: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
+	1,  // 78: strand.ProduceResponse.Partition.error:type_name -> strand.Error
+	1,  // 79: strand.FetchResponse.Partition.error:type_name -> strand.Error
+	56, // 80: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
+	1,  // 81: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
+	14, // 82: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
+	1,  // 83: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
+	1,  // 84: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
+	14, // 85: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	1,  // 86: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
+	40, // 87: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
+	35, // 88: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
+	1,  // 89: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
+	14, // 90: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
+	1,  // 91: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
+	14, // 92: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	1,  // 93: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
+	1,  // 94: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
+	95, // [95:95] is the sub-list for method output_type
+	95, // [95:95] is the sub-list for method input_type
+	95, // [95:95] is the sub-list for extension type_name
+	95, // [95:95] is the sub-list for extension extendee
+	0,  // [0:95] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -5656,6 +5955,7 @@ func file_wire_proto_init() {
 		(*Request_ListGroups)(nil),
 		(*Request_DescribeGroups)(nil),
 		(*Request_DeleteGroups)(nil),
+		(*Request_CreatePartitions)(nil),
 		(*Request_Raft)(nil),
 	}
 	file_wire_proto_msgTypes[2].OneofWrappers = []any{
@@ -5678,15 +5978,16 @@ func file_wire_proto_init() {
 		(*Response_ListGroups)(nil),
 		(*Response_DescribeGroups)(nil),
 		(*Response_DeleteGroups)(nil),
+		(*Response_CreatePartitions)(nil),
 	}
-	file_wire_proto_msgTypes[53].OneofWrappers = []any{}
+	file_wire_proto_msgTypes[55].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   68,
+			NumMessages:   72,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
