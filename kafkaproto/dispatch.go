@@ -43,6 +43,7 @@ var apis = []api{
 	{key: 22, min: 0, max: 4, serve: (*conn).initProducerID},          // InitProducerId (idempotence only)
 	{key: 32, min: 1, max: 4, serve: (*conn).describeConfigs},         // DescribeConfigs (topics)
 	{key: 33, min: 0, max: 2, serve: (*conn).alterConfigs},            // AlterConfigs (topics; replaces the whole config)
+	{key: 37, min: 0, max: 3, serve: (*conn).createPartitions},        // CreatePartitions (the new total; Strand places replicas)
 	{key: 42, min: 0, max: 2, serve: (*conn).deleteGroups},            // DeleteGroups
 	{key: 44, min: 0, max: 1, serve: (*conn).incrementalAlterConfigs}, // IncrementalAlterConfigs (SET, DELETE)
 	{key: 47, min: 0, max: 0, serve: (*conn).offsetDelete},            // OffsetDelete (not of subscribed topics)
@@ -56,7 +57,7 @@ var apis = []api{
 var unsupportedAPIs = map[int16]string{
 	24: "transactions", 25: "transactions", 26: "transactions", 28: "transactions", 65: "transactions",
 	66: "transactions", 61: "describing producers",
-	37: "adding partitions", 23: "leader epochs (offsets are never truncated)",
+	23: "leader epochs (offsets are never truncated)",
 }
 
 // apiByKey finds a served API.

@@ -60,6 +60,7 @@ var kafkaCodes = map[strandpb.ErrorCode]*kerr.Error{
 	// A replica rebuilding from its peers serves nothing: the client
 	// refreshes metadata and asks the leader, as after a leader move.
 	strandpb.ErrorCode_ERROR_CODE_REPLICA_RECOVERING: kerr.NotLeaderForPartition,
+	strandpb.ErrorCode_ERROR_CODE_INVALID_PARTITIONS: kerr.InvalidPartitions,
 }
 
 // kafkaCode is the Kafka error code for a Strand error: 0 for none, the

@@ -121,6 +121,8 @@ var metaErrorCodes = []struct {
 	// register in a moment.
 	{metadata.ErrNotEnoughReplicas, strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_REPLICAS},
 	{metadata.ErrInvalidConfig, strandpb.ErrorCode_ERROR_CODE_INVALID_CONFIG},
+	{metadata.ErrInvalidPartitions, strandpb.ErrorCode_ERROR_CODE_INVALID_PARTITIONS},
+	{metadata.ErrTooManyPartitions, strandpb.ErrorCode_ERROR_CODE_INVALID_PARTITIONS},
 	{metadata.ErrProducerIDsExhausted, strandpb.ErrorCode_ERROR_CODE_INTERNAL},
 }
 

@@ -65,6 +65,8 @@ func (c *Core) Handle(req *strandpb.Request, respond func(*strandpb.Response)) {
 		c.handleDeleteRecords(body.DeleteRecords, answer)
 	case *strandpb.Request_DescribePartitions:
 		c.handleDescribePartitions(body.DescribePartitions, answer)
+	case *strandpb.Request_CreatePartitions:
+		c.handleCreatePartitions(body.CreatePartitions, answer)
 	default:
 		if c.handleGroupRequest(req, answer) {
 			return

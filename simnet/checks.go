@@ -130,7 +130,7 @@ func (c *checker) livenessCheck() {
 	if w.now() >= w.work.healAt+bound && !c.leadersChecked {
 		c.leadersChecked = true
 		for g := range w.opts.Partitions {
-			if !c.hasLeader(g) {
+			if !c.hasLeader(g) && w.wire.groupCreated(g) {
 				w.fail("liveness: partition %d has no leader %v after the heal", g, bound)
 				w.stop()
 			}

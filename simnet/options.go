@@ -181,6 +181,9 @@ type Options struct {
 	// RecreateTopic deletes the second topic mid-run and creates it again
 	// under the same name (wire_recreate.go).
 	RecreateTopic bool
+	// AddPartitions grows the main topic mid-run in half the seeds
+	// (wire_partitions.go); off in Standard.
+	AddPartitions bool
 }
 
 // DefaultAuditOneIn is Standard's AuditOneIn: sampled to keep the run

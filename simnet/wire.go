@@ -45,6 +45,7 @@ type wireWorkload struct {
 	// first seen: the index is the incarnation (wire_recreate.go).
 	topicIDs map[string][][]byte
 	drained  []linearizability.TopicPartition // the incarnations the final drain read whole
+	grow     *growPlan                        // the main topic's partition grow; nil: none (wire_partitions.go)
 	produced map[string]string                // every value a producer sent, to its key
 }
 
@@ -85,6 +86,7 @@ func newWireWorkload(w *world) *wireWorkload {
 	if o.GroupMembers > 0 {
 		ww.groups = newGroupSim(ww, last+1)
 	}
+	ww.grow = newGrowPlan(ww)
 	return ww
 }
 
@@ -130,6 +132,7 @@ func (ww *wireWorkload) topicCreated() {
 		a.recreateAts = recreateTimes(ww.w.opts.Ops, a.rng)
 		a.after(0, a.awaitRecreate)
 	}
+	ww.startGrow()
 	for _, c := range ww.clients {
 		ww.active++
 		c.after(c.thinkTime(), c.begin)

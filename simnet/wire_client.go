@@ -251,7 +251,7 @@ func (c *wireClient) createAttempt(target int) {
 	t := c.ww.topics[c.creating]
 	c.attempts++
 	req := &strandpb.Request{Body: &strandpb.Request_CreateTopics{CreateTopics: &strandpb.CreateTopicsRequest{
-		Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: t.name, Partitions: int32(t.partitions),
+		Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: t.name, Partitions: int32(c.ww.createPartitions(t)),
 			ReplicationFactor: int32(o.Replication), Configs: retentionConfigs(o)}},
 		TimeoutMs: int32(o.ClientTimeout / time.Millisecond),
 	}}}

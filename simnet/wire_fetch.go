@@ -17,11 +17,12 @@ func (c *wireClient) nextPoll() {
 	}
 	p := c.nextPartition
 	c.nextPartition = (p + 1) % len(c.positions)
+	p = c.usable(p, "")
 	c.attempts = 0
 	c.opStart = c.ww.w.now()
 	c.fetching = true
 	if c.kind == kindReader {
-		p = c.rng.IntN(len(c.positions))
+		p = c.usable(c.rng.IntN(len(c.positions)), "")
 		switch r := c.rng.IntN(readerMix); {
 		case r < describeShare:
 			c.describe()

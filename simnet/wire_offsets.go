@@ -156,7 +156,7 @@ func (c *wireClient) describe() {
 				w.fail("describe topics %q at node %d answered %d topics", t.name, target+1, len(ts))
 			case ts[0].GetError() != nil && ts[0].GetError().GetCode() != strandpb.ErrorCode_ERROR_CODE_NONE:
 				// A node whose metadata has not replayed yet may not know it.
-			case ts[0].GetPartitions() != int32(t.partitions) || ts[0].GetReplicationFactor() != int32(o.Replication):
+			case !c.ww.describedCount(t, ts[0].GetPartitions()) || ts[0].GetReplicationFactor() != int32(o.Replication):
 				w.fail("describe topics %q at node %d: %d partitions, replication %d; created with %d and %d",
 					t.name, target+1, ts[0].GetPartitions(), ts[0].GetReplicationFactor(), t.partitions, o.Replication)
 			default:

@@ -45,6 +45,10 @@ func (c *wireClient) nextRecord() {
 		}
 		topicID, inc, _ = c.topicID(p)
 	}
+	if q := c.usable(p, first); q != p {
+		p = q
+		topicID, inc, _ = c.topicID(p)
+	}
 	n := 1 + c.rng.IntN(c.batchMax)
 	recs := make([]recordbatch.Record, n)
 	sent := make([]linearizability.Record, n)
@@ -106,7 +110,7 @@ func (c *wireClient) keyFor(p int, fallback string) string {
 	for range keyDrawsMax {
 		key := "k" + strconv.Itoa(c.rng.IntN(keySpace))
 		tp := c.ww.tps[p]
-		if clientlib.KeyPartition([]byte(key), int32(c.ww.topicOf(p).partitions)) == tp.Partition {
+		if clientlib.KeyPartition([]byte(key), int32(c.knownPartitions(c.ww.topicOf(p)))) == tp.Partition {
 			return key
 		}
 	}

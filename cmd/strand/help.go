@@ -37,6 +37,9 @@ var commands = []command{
 	{"topic alter", "NAME [-c KEY=VALUE]... [--delete-config KEY]...",
 		"change a topic's configuration (retention.ms, retention.bytes, segment.bytes, segment.ms)",
 		"strand topic alter hello --config retention.ms=60000"},
+	{"topic add-partitions", "NAME (-p TOTAL | -n COUNT) [--validate-only]",
+		"add partitions to a topic (never removes any; keyed records of later writes may map to new partitions)",
+		"strand topic add-partitions hello --partitions 6"},
 	{"topic delete-records", "NAME --partition P --before OFFSET",
 		"delete a partition's records below OFFSET (-1: all); the log start moves there",
 		"strand topic delete-records hello --partition 0 --before 100"},
@@ -72,7 +75,7 @@ var commands = []command{
 
 // commandGroups are the commands that take a subcommand.
 var commandGroups = map[string]string{
-	"topic": "create, list, describe, alter and delete topics; delete old records",
+	"topic": "create, list, describe, alter and delete topics; add partitions; delete old records",
 	"bench": "measure a running cluster",
 	"group": "list, describe, reset and delete consumer groups",
 }

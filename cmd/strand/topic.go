@@ -18,9 +18,9 @@ import (
 )
 
 // topicSubcommands are the subcommands of `strand topic`.
-var topicSubcommands = []string{"create", "list", "describe", "alter", "delete-records", "delete"}
+var topicSubcommands = []string{"create", "list", "describe", "alter", "add-partitions", "delete-records", "delete"}
 
-// cmdTopic runs `strand topic create|list|describe|alter|delete-records|delete`.
+// cmdTopic runs `strand topic create|list|describe|alter|add-partitions|delete-records|delete`.
 func cmdTopic(args []string, stdout io.Writer) error {
 	if len(args) == 0 {
 		return usageError("topic: want a subcommand: %s", strings.Join(topicSubcommands, ", "))
@@ -38,11 +38,14 @@ func cmdTopic(args []string, stdout io.Writer) error {
 	var tc topicCreateFlags
 	var ta topicAlterFlags
 	var td deleteRecordsFlags
+	var ap addPartitionsFlags
 	switch sub {
 	case "create":
 		tc.register(fs)
 	case "alter":
 		ta.register(fs)
+	case "add-partitions":
+		ap.register(fs)
 	case "delete-records":
 		td.register(fs)
 	}
@@ -55,6 +58,11 @@ func cmdTopic(args []string, stdout io.Writer) error {
 	}
 	if err := validateTopicFlags(sub, fs, &tc, &ta, &td); err != nil {
 		return err
+	}
+	if sub == "add-partitions" {
+		if err := ap.validate(fs); err != nil {
+			return err
+		}
 	}
 	c, err := cf.client()
 	if err != nil {
@@ -74,6 +82,8 @@ func cmdTopic(args []string, stdout io.Writer) error {
 		return topicErr(names[0], topicAlter(ctx, c, stdout, names[0], ta))
 	case "delete-records":
 		return topicErr(names[0], topicDeleteRecords(ctx, c, stdout, names[0], td))
+	case "add-partitions":
+		return topicAddPartitions(ctx, c, stdout, names[0], ap)
 	}
 	if err := checkTopic(ctx, c, names[0], -1, cf.timeout); err != nil {
 		return err

@@ -90,7 +90,7 @@ func (s *State) createTopic(c *strandpb.MetadataCreateTopic) Result {
 		return Result{Err: err}
 	}
 	t := &topicState{name: name, id: s.nextTopicID, replicationFactor: rf, config: config, uuid: s.topicUUID(s.appliedIndex)}
-	t.replicas = s.place(eligible, t.id, partitions, rf)
+	t.replicas = s.place(eligible, t.id, 0, partitions, rf)
 	t.leaders = make([]Leader, partitions)
 	s.nextTopicID++
 	s.insertTopic(t)

@@ -45,6 +45,9 @@ func fuzzSeeds() [][]byte {
 			m(EncodeSetNodeFenced(1, false)), m(EncodeCreateTopic("t", 1, 2, nil))),
 		joinEntries(m(EncodeAllocateProducerIDs(1)), m(EncodeAllocateProducerIDs(1000)), m(EncodeAllocateProducerIDs(0))),
 		joinEntries(WithProposalID(reg(7, ""), 9), []byte{0xff}, nil, m(EncodeCreateTopic("..", 1, 1, nil))),
+		joinEntries(reg(1, "a"), reg(2, "b"), m(EncodeCreateTopic("t", 2, 2, nil)), m(EncodeCreatePartitions("t", 5, true)),
+			m(EncodeCreatePartitions("t", 5, false)), m(EncodeCreatePartitions("t", 3, false)), m(EncodeCreatePartitions("u", 3, false)),
+			m(EncodeSetNodeFenced(2, true)), m(EncodeCreatePartitions("t", 6, false))),
 	}
 }
 

@@ -41,7 +41,8 @@ var (
 	ErrUnknownTopic = errors.New("metadata: unknown topic")
 	// ErrUnknownPartition: the topic has no partition of that number.
 	ErrUnknownPartition = errors.New("metadata: unknown partition")
-	// ErrInvalidPartitions: a partition count outside 1..PartitionsMax.
+	// ErrInvalidPartitions: a partition count outside 1..PartitionsMax, or
+	// (CreatePartitions) not above the topic's current count.
 	ErrInvalidPartitions = errors.New("metadata: invalid partition count")
 	// ErrTooManyPartitions: the cluster would hold more than
 	// ClusterPartitionsMax partitions.
@@ -143,9 +144,13 @@ type Result struct {
 	ProposalID uint64
 	// Version is the metadata version after the entry.
 	Version uint64
-	// Topic is the created topic with its assignment (CreateTopic), or the
-	// topic as altered (AlterTopicConfig).
+	// Topic is the created topic with its assignment (CreateTopic), the
+	// topic as altered (AlterTopicConfig), or as grown (CreatePartitions;
+	// as it would be, with validate-only).
 	Topic *Topic
+	// AddedPartitions is how many partitions CreatePartitions added (or
+	// would add, with validate-only).
+	AddedPartitions int32
 	// FirstProducerID and ProducerIDCount give the allocated ids
 	// [FirstProducerID, FirstProducerID+ProducerIDCount).
 	FirstProducerID int64
@@ -247,6 +252,8 @@ func (s *State) dispatch(cmd *strandpb.MetadataCommand) Result {
 		return s.allocateProducerIDs(c.AllocateProducerIds)
 	case *strandpb.MetadataCommand_ReportLeaders:
 		return s.reportLeaders(c.ReportLeaders)
+	case *strandpb.MetadataCommand_CreatePartitions:
+		return s.createPartitions(c.CreatePartitions)
 	}
 	return Result{Err: fmt.Errorf("%w: no command set", ErrInvalidCommand)}
 }

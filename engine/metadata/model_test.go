@@ -188,6 +188,61 @@ func (mc *machine) remove(t *rapid.T) {
 	expect(t, r, want)
 }
 
+// grow adds partitions to a topic (or is refused): the model keeps the old
+// partitions' replicas and leaders, appends the placed ones, and checks
+// they sit on distinct unfenced nodes, rf of them.
+func (mc *machine) grow(t *rapid.T) {
+	name := rapid.SampledFrom(topicNamePool).Draw(t, "name")
+	partitions := int32(rapid.IntRange(-1, 24).Draw(t, "partitions"))
+	validate := rapid.Bool().Draw(t, "validateOnly")
+	r := mc.a.do(EncodeCreatePartitions(name, partitions, validate))
+	top, ok := mc.m.topics[name]
+	eligible := 0
+	for _, n := range mc.m.nodes {
+		if !n.Fenced {
+			eligible++
+		}
+	}
+	var want error
+	switch {
+	case !ok:
+		want = ErrUnknownTopic
+	case partitions <= top.partitions:
+		want = ErrInvalidPartitions
+	case int(top.rf) > eligible:
+		want = ErrNotEnoughReplicas
+	default:
+		if r.Topic == nil || r.Topic.Partitions() != partitions || r.AddedPartitions != partitions-top.partitions {
+			t.Fatalf("grow %q to %d: result %+v", name, partitions, r)
+		}
+		for p, replicas := range r.Topic.Replicas {
+			if p < int(top.partitions) {
+				if !slices.Equal(replicas, top.replicas[p]) {
+					t.Fatalf("partition %d moved from %v to %v", p, top.replicas[p], replicas)
+				}
+				continue
+			}
+			if len(replicas) != int(top.rf) || len(slices.Compact(slices.Sorted(slices.Values(replicas)))) != len(replicas) {
+				t.Fatalf("new partition %d: replicas %v, want %d distinct", p, replicas, top.rf)
+			}
+			for _, id := range replicas {
+				if n, ok := mc.m.nodes[id]; !ok || n.Fenced {
+					t.Fatalf("new partition %d placed on fenced or unknown node %d", p, id)
+				}
+			}
+		}
+		if validate {
+			break
+		}
+		top.partitions = partitions
+		top.replicas = r.Topic.Replicas
+		top.leaders = append(top.leaders, make([]Leader, partitions-int32(len(top.leaders)))...)
+		mc.m.topics[name] = top
+		mc.m.version++
+	}
+	expect(t, r, want)
+}
+
 func (mc *machine) alter(t *rapid.T) {
 	name := rapid.SampledFrom(topicNamePool).Draw(t, "name")
 	top, ok := mc.m.topics[name]
@@ -325,7 +380,7 @@ func (mc *machine) check(t *rapid.T) {
 		mt := m.topics[names[i]]
 		if top.Name != names[i] || top.ID != mt.id || top.Partitions() != mt.partitions ||
 			top.ReplicationFactor != mt.rf || top.Config != mt.config || top.UUID != mt.uuid ||
-			!slices.Equal(top.Leaders, mt.leaders) {
+			!slices.Equal(top.Leaders, mt.leaders) || !slices.EqualFunc(top.Replicas, mt.replicas, slices.Equal) {
 			t.Fatalf("topic %+v, model %s %+v", top, names[i], mt)
 		}
 	}
@@ -342,8 +397,8 @@ func TestStateMachineAgainstModel(t *testing.T) {
 		t.Repeat(map[string]func(*rapid.T){
 			"register": mc.register, "fence": mc.fence, "create": mc.create, "delete": mc.remove,
 			"alter": mc.alter, "allocate": mc.allocate, "restart": mc.restart, "garbage": mc.garbage,
-			"report": mc.report,
-			"":       mc.check,
+			"report": mc.report, "grow": mc.grow,
+			"": mc.check,
 		})
 	})
 }

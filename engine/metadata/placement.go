@@ -103,17 +103,20 @@ func (s *State) newPlacer(eligible []Node) *placer {
 	return pl
 }
 
-// place returns the replica lists of a new topic's partitions. eligible
-// holds at least rf nodes.
-func (s *State) place(eligible []Node, topicID uint64, partitions, rf int32) [][]uint64 {
+// place returns the replica lists of count new partitions of a topic,
+// numbered from first (0 for a new topic; the current count when
+// partitions are added, so the rotation continues where the topic's
+// placement stopped). eligible holds at least rf nodes.
+func (s *State) place(eligible []Node, topicID uint64, first, count, rf int32) [][]uint64 {
 	if int(rf) > len(eligible) || rf < 1 {
 		panic("metadata: place with fewer nodes than the replication factor")
 	}
 	pl := s.newPlacer(eligible)
 	n := uint64(len(eligible))
-	out := make([][]uint64, partitions)
+	out := make([][]uint64, count)
 	chosen := make([]int, 0, rf)
-	for p := uint64(0); p < uint64(partitions); p++ {
+	for k := range uint64(count) {
+		p := uint64(first) + k
 		chosen = chosen[:0]
 		leader := pl.pick(int((topicID+p)%n), pl.leaderBetter)
 		chosen = append(chosen, pl.take(leader))
@@ -121,7 +124,7 @@ func (s *State) place(eligible []Node, topicID uint64, partitions, rf int32) [][
 		for j := int32(1); j < rf; j++ {
 			chosen = append(chosen, pl.take(pl.pick(followerStart, pl.followerBetter)))
 		}
-		out[p] = pl.commit(chosen)
+		out[k] = pl.commit(chosen)
 	}
 	return out
 }

@@ -18,7 +18,7 @@ func drawCommand(t *rapid.T) []byte {
 	name := rapid.SampledFrom([]string{"a", "b", "c", "d", "e", "bad/name"}).Draw(t, "name")
 	var data []byte
 	var err error
-	switch rapid.IntRange(0, 6).Draw(t, "kind") {
+	switch rapid.IntRange(0, 7).Draw(t, "kind") {
 	case 0, 1:
 		id := rapid.Uint64Range(0, 9).Draw(t, "id")
 		data, err = EncodeRegisterNode(id, fmt.Sprintf("h%d:1", id), rapid.SampledFrom([]string{"", "r1", "r2"}).Draw(t, "rack"))
@@ -33,6 +33,8 @@ func drawCommand(t *rapid.T) []byte {
 		data, err = EncodeAlterTopicConfig(name, []ConfigEntry{{ConfigRetentionMs, fmt.Sprint(rapid.IntRange(-2, 9).Draw(t, "ms"))}}, nil)
 	case 6:
 		data, err = EncodeAllocateProducerIDs(int32(rapid.IntRange(0, 100).Draw(t, "count")))
+	case 7:
+		data, err = EncodeCreatePartitions(name, int32(rapid.IntRange(0, 40).Draw(t, "p")), rapid.Bool().Draw(t, "validate"))
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +44,7 @@ func drawCommand(t *rapid.T) []byte {
 
 // resultSignature is the replica-independent content of a result.
 func resultSignature(r Result) string {
-	return fmt.Sprintf("%v|%d|%+v|%d|%d", r.Err, r.Version, r.Topic, r.FirstProducerID, r.ProducerIDCount)
+	return fmt.Sprintf("%v|%d|%+v|%d|%d|%d", r.Err, r.Version, r.Topic, r.FirstProducerID, r.ProducerIDCount, r.AddedPartitions)
 }
 
 // TestSnapshotRoundTrip shows a state restored from its snapshot at any

@@ -77,6 +77,8 @@ var errorCodeInfo = map[ErrorCode]CodeInfo{
 	ErrorCode_ERROR_CODE_NOT_ENOUGH_SPACE: {Name: "not_enough_space", Retriable: true},
 	// The replica is rebuilding from its peers: ask again, maybe elsewhere.
 	ErrorCode_ERROR_CODE_REPLICA_RECOVERING: {Name: "replica_recovering", Retriable: true, RefreshMetadata: true},
+	// A partition count the topic cannot take (partitions are only added).
+	ErrorCode_ERROR_CODE_INVALID_PARTITIONS: {Name: "invalid_partitions"},
 }
 
 // Info is code's row of the table. A code this build does not know (a newer

@@ -92,6 +92,7 @@ type MetadataCommand struct {
 	//	*MetadataCommand_AlterTopicConfig
 	//	*MetadataCommand_AllocateProducerIds
 	//	*MetadataCommand_ReportLeaders
+	//	*MetadataCommand_CreatePartitions
 	Command isMetadataCommand_Command `protobuf_oneof:"command"`
 	// 16 random bytes the proposing node drew while the cluster had no id:
 	// the first applied command carrying one makes it the cluster id. Topic
@@ -209,6 +210,15 @@ func (x *MetadataCommand) GetReportLeaders() *MetadataReportLeaders {
 	return nil
 }
 
+func (x *MetadataCommand) GetCreatePartitions() *MetadataCreatePartitions {
+	if x != nil {
+		if x, ok := x.Command.(*MetadataCommand_CreatePartitions); ok {
+			return x.CreatePartitions
+		}
+	}
+	return nil
+}
+
 func (x *MetadataCommand) GetClusterSeed() []byte {
 	if x != nil {
 		return x.ClusterSeed
@@ -248,6 +258,10 @@ type MetadataCommand_ReportLeaders struct {
 	ReportLeaders *MetadataReportLeaders `protobuf:"bytes,21,opt,name=report_leaders,json=reportLeaders,proto3,oneof"`
 }
 
+type MetadataCommand_CreatePartitions struct {
+	CreatePartitions *MetadataCreatePartitions `protobuf:"bytes,120,opt,name=create_partitions,json=createPartitions,proto3,oneof"`
+}
+
 func (*MetadataCommand_RegisterNode) isMetadataCommand_Command() {}
 
 func (*MetadataCommand_SetNodeFenced) isMetadataCommand_Command() {}
@@ -261,6 +275,8 @@ func (*MetadataCommand_AlterTopicConfig) isMetadataCommand_Command() {}
 func (*MetadataCommand_AllocateProducerIds) isMetadataCommand_Command() {}
 
 func (*MetadataCommand_ReportLeaders) isMetadataCommand_Command() {}
+
+func (*MetadataCommand_CreatePartitions) isMetadataCommand_Command() {}
 
 // MetadataRegisterNode registers a node, or updates the address and rack of
 // a registered one, and unfences it.
@@ -619,6 +635,69 @@ func (x *MetadataAlterTopicConfig) GetResets() []string {
 	return nil
 }
 
+// MetadataCreatePartitions grows a topic to partitions partitions (never
+// shrinks), placing the new partitions' replicas as a create places a
+// topic's. validate_only checks and places without changing anything.
+type MetadataCreatePartitions struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Partitions    int32                  `protobuf:"varint,2,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	ValidateOnly  bool                   `protobuf:"varint,3,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetadataCreatePartitions) Reset() {
+	*x = MetadataCreatePartitions{}
+	mi := &file_metadata_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetadataCreatePartitions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetadataCreatePartitions) ProtoMessage() {}
+
+func (x *MetadataCreatePartitions) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetadataCreatePartitions.ProtoReflect.Descriptor instead.
+func (*MetadataCreatePartitions) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *MetadataCreatePartitions) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *MetadataCreatePartitions) GetPartitions() int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
+}
+
+func (x *MetadataCreatePartitions) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
 // MetadataAllocateProducerIds hands out count fresh producer ids, never
 // given before: one for an InitProducerId, or a block a node caches.
 type MetadataAllocateProducerIds struct {
@@ -630,7 +709,7 @@ type MetadataAllocateProducerIds struct {
 
 func (x *MetadataAllocateProducerIds) Reset() {
 	*x = MetadataAllocateProducerIds{}
-	mi := &file_metadata_proto_msgTypes[7]
+	mi := &file_metadata_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -642,7 +721,7 @@ func (x *MetadataAllocateProducerIds) String() string {
 func (*MetadataAllocateProducerIds) ProtoMessage() {}
 
 func (x *MetadataAllocateProducerIds) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[7]
+	mi := &file_metadata_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -655,7 +734,7 @@ func (x *MetadataAllocateProducerIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataAllocateProducerIds.ProtoReflect.Descriptor instead.
 func (*MetadataAllocateProducerIds) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{7}
+	return file_metadata_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MetadataAllocateProducerIds) GetCount() int32 {
@@ -681,7 +760,7 @@ type MetadataLeaderReport struct {
 
 func (x *MetadataLeaderReport) Reset() {
 	*x = MetadataLeaderReport{}
-	mi := &file_metadata_proto_msgTypes[8]
+	mi := &file_metadata_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -693,7 +772,7 @@ func (x *MetadataLeaderReport) String() string {
 func (*MetadataLeaderReport) ProtoMessage() {}
 
 func (x *MetadataLeaderReport) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[8]
+	mi := &file_metadata_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -706,7 +785,7 @@ func (x *MetadataLeaderReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataLeaderReport.ProtoReflect.Descriptor instead.
 func (*MetadataLeaderReport) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{8}
+	return file_metadata_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MetadataLeaderReport) GetTopic() string {
@@ -755,7 +834,7 @@ type MetadataReportLeaders struct {
 
 func (x *MetadataReportLeaders) Reset() {
 	*x = MetadataReportLeaders{}
-	mi := &file_metadata_proto_msgTypes[9]
+	mi := &file_metadata_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -767,7 +846,7 @@ func (x *MetadataReportLeaders) String() string {
 func (*MetadataReportLeaders) ProtoMessage() {}
 
 func (x *MetadataReportLeaders) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[9]
+	mi := &file_metadata_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -780,7 +859,7 @@ func (x *MetadataReportLeaders) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataReportLeaders.ProtoReflect.Descriptor instead.
 func (*MetadataReportLeaders) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{9}
+	return file_metadata_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MetadataReportLeaders) GetReports() []*MetadataLeaderReport {
@@ -807,7 +886,7 @@ type MetadataTopicConfig struct {
 
 func (x *MetadataTopicConfig) Reset() {
 	*x = MetadataTopicConfig{}
-	mi := &file_metadata_proto_msgTypes[10]
+	mi := &file_metadata_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -819,7 +898,7 @@ func (x *MetadataTopicConfig) String() string {
 func (*MetadataTopicConfig) ProtoMessage() {}
 
 func (x *MetadataTopicConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[10]
+	mi := &file_metadata_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -832,7 +911,7 @@ func (x *MetadataTopicConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataTopicConfig.ProtoReflect.Descriptor instead.
 func (*MetadataTopicConfig) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{10}
+	return file_metadata_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MetadataTopicConfig) GetRetentionMs() int64 {
@@ -891,7 +970,7 @@ type MetadataNode struct {
 
 func (x *MetadataNode) Reset() {
 	*x = MetadataNode{}
-	mi := &file_metadata_proto_msgTypes[11]
+	mi := &file_metadata_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +982,7 @@ func (x *MetadataNode) String() string {
 func (*MetadataNode) ProtoMessage() {}
 
 func (x *MetadataNode) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[11]
+	mi := &file_metadata_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +995,7 @@ func (x *MetadataNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataNode.ProtoReflect.Descriptor instead.
 func (*MetadataNode) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{11}
+	return file_metadata_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MetadataNode) GetNodeId() uint64 {
@@ -968,7 +1047,7 @@ type MetadataPartition struct {
 
 func (x *MetadataPartition) Reset() {
 	*x = MetadataPartition{}
-	mi := &file_metadata_proto_msgTypes[12]
+	mi := &file_metadata_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -980,7 +1059,7 @@ func (x *MetadataPartition) String() string {
 func (*MetadataPartition) ProtoMessage() {}
 
 func (x *MetadataPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[12]
+	mi := &file_metadata_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +1072,7 @@ func (x *MetadataPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataPartition.ProtoReflect.Descriptor instead.
 func (*MetadataPartition) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{12}
+	return file_metadata_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MetadataPartition) GetReplicas() []uint64 {
@@ -1033,7 +1112,7 @@ type MetadataTopic struct {
 
 func (x *MetadataTopic) Reset() {
 	*x = MetadataTopic{}
-	mi := &file_metadata_proto_msgTypes[13]
+	mi := &file_metadata_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1045,7 +1124,7 @@ func (x *MetadataTopic) String() string {
 func (*MetadataTopic) ProtoMessage() {}
 
 func (x *MetadataTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[13]
+	mi := &file_metadata_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1058,7 +1137,7 @@ func (x *MetadataTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataTopic.ProtoReflect.Descriptor instead.
 func (*MetadataTopic) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{13}
+	return file_metadata_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MetadataTopic) GetName() string {
@@ -1124,7 +1203,7 @@ type MetadataSnapshot struct {
 
 func (x *MetadataSnapshot) Reset() {
 	*x = MetadataSnapshot{}
-	mi := &file_metadata_proto_msgTypes[14]
+	mi := &file_metadata_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1136,7 +1215,7 @@ func (x *MetadataSnapshot) String() string {
 func (*MetadataSnapshot) ProtoMessage() {}
 
 func (x *MetadataSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[14]
+	mi := &file_metadata_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1149,7 +1228,7 @@ func (x *MetadataSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataSnapshot.ProtoReflect.Descriptor instead.
 func (*MetadataSnapshot) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{14}
+	return file_metadata_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MetadataSnapshot) GetVersion() uint32 {
@@ -1212,7 +1291,7 @@ var File_metadata_proto protoreflect.FileDescriptor
 
 const file_metadata_proto_rawDesc = "" +
 	"\n" +
-	"\x0emetadata.proto\x12\x06strand\"\xe7\x04\n" +
+	"\x0emetadata.proto\x12\x06strand\"\xb8\x05\n" +
 	"\x0fMetadataCommand\x12\x1f\n" +
 	"\vproposal_id\x18\x01 \x01(\x04R\n" +
 	"proposalId\x12C\n" +
@@ -1222,7 +1301,8 @@ const file_metadata_proto_rawDesc = "" +
 	"\fdelete_topic\x18\x05 \x01(\v2\x1b.strand.MetadataDeleteTopicH\x00R\vdeleteTopic\x12P\n" +
 	"\x12alter_topic_config\x18\x06 \x01(\v2 .strand.MetadataAlterTopicConfigH\x00R\x10alterTopicConfig\x12Y\n" +
 	"\x15allocate_producer_ids\x18\a \x01(\v2#.strand.MetadataAllocateProducerIdsH\x00R\x13allocateProducerIds\x12F\n" +
-	"\x0ereport_leaders\x18\x15 \x01(\v2\x1d.strand.MetadataReportLeadersH\x00R\rreportLeaders\x12!\n" +
+	"\x0ereport_leaders\x18\x15 \x01(\v2\x1d.strand.MetadataReportLeadersH\x00R\rreportLeaders\x12O\n" +
+	"\x11create_partitions\x18x \x01(\v2 .strand.MetadataCreatePartitionsH\x00R\x10createPartitions\x12!\n" +
 	"\fcluster_seed\x18\x14 \x01(\fR\vclusterSeedB\t\n" +
 	"\acommand\"\x82\x01\n" +
 	"\x14MetadataRegisterNode\x12\x17\n" +
@@ -1248,7 +1328,13 @@ const file_metadata_proto_rawDesc = "" +
 	"\x18MetadataAlterTopicConfig\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
 	"\x04sets\x18\x02 \x03(\v2\x1b.strand.MetadataConfigEntryR\x04sets\x12\x16\n" +
-	"\x06resets\x18\x03 \x03(\tR\x06resets\"3\n" +
+	"\x06resets\x18\x03 \x03(\tR\x06resets\"s\n" +
+	"\x18MetadataCreatePartitions\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x01(\x05R\n" +
+	"partitions\x12#\n" +
+	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\"3\n" +
 	"\x1bMetadataAllocateProducerIds\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x05R\x05count\"\xa5\x01\n" +
 	"\x14MetadataLeaderReport\x12\x14\n" +
@@ -1317,7 +1403,7 @@ func file_metadata_proto_rawDescGZIP() []byte {
 }
 
 var file_metadata_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_metadata_proto_goTypes = []any{
 	(MetadataCleanupPolicy)(0),          // 0: strand.MetadataCleanupPolicy
 	(*MetadataCommand)(nil),             // 1: strand.MetadataCommand
@@ -1327,14 +1413,15 @@ var file_metadata_proto_goTypes = []any{
 	(*MetadataCreateTopic)(nil),         // 5: strand.MetadataCreateTopic
 	(*MetadataDeleteTopic)(nil),         // 6: strand.MetadataDeleteTopic
 	(*MetadataAlterTopicConfig)(nil),    // 7: strand.MetadataAlterTopicConfig
-	(*MetadataAllocateProducerIds)(nil), // 8: strand.MetadataAllocateProducerIds
-	(*MetadataLeaderReport)(nil),        // 9: strand.MetadataLeaderReport
-	(*MetadataReportLeaders)(nil),       // 10: strand.MetadataReportLeaders
-	(*MetadataTopicConfig)(nil),         // 11: strand.MetadataTopicConfig
-	(*MetadataNode)(nil),                // 12: strand.MetadataNode
-	(*MetadataPartition)(nil),           // 13: strand.MetadataPartition
-	(*MetadataTopic)(nil),               // 14: strand.MetadataTopic
-	(*MetadataSnapshot)(nil),            // 15: strand.MetadataSnapshot
+	(*MetadataCreatePartitions)(nil),    // 8: strand.MetadataCreatePartitions
+	(*MetadataAllocateProducerIds)(nil), // 9: strand.MetadataAllocateProducerIds
+	(*MetadataLeaderReport)(nil),        // 10: strand.MetadataLeaderReport
+	(*MetadataReportLeaders)(nil),       // 11: strand.MetadataReportLeaders
+	(*MetadataTopicConfig)(nil),         // 12: strand.MetadataTopicConfig
+	(*MetadataNode)(nil),                // 13: strand.MetadataNode
+	(*MetadataPartition)(nil),           // 14: strand.MetadataPartition
+	(*MetadataTopic)(nil),               // 15: strand.MetadataTopic
+	(*MetadataSnapshot)(nil),            // 16: strand.MetadataSnapshot
 }
 var file_metadata_proto_depIdxs = []int32{
 	2,  // 0: strand.MetadataCommand.register_node:type_name -> strand.MetadataRegisterNode
@@ -1342,21 +1429,22 @@ var file_metadata_proto_depIdxs = []int32{
 	5,  // 2: strand.MetadataCommand.create_topic:type_name -> strand.MetadataCreateTopic
 	6,  // 3: strand.MetadataCommand.delete_topic:type_name -> strand.MetadataDeleteTopic
 	7,  // 4: strand.MetadataCommand.alter_topic_config:type_name -> strand.MetadataAlterTopicConfig
-	8,  // 5: strand.MetadataCommand.allocate_producer_ids:type_name -> strand.MetadataAllocateProducerIds
-	10, // 6: strand.MetadataCommand.report_leaders:type_name -> strand.MetadataReportLeaders
-	4,  // 7: strand.MetadataCreateTopic.configs:type_name -> strand.MetadataConfigEntry
-	4,  // 8: strand.MetadataAlterTopicConfig.sets:type_name -> strand.MetadataConfigEntry
-	9,  // 9: strand.MetadataReportLeaders.reports:type_name -> strand.MetadataLeaderReport
-	0,  // 10: strand.MetadataTopicConfig.cleanup_policy:type_name -> strand.MetadataCleanupPolicy
-	11, // 11: strand.MetadataTopic.config:type_name -> strand.MetadataTopicConfig
-	13, // 12: strand.MetadataTopic.partitions:type_name -> strand.MetadataPartition
-	12, // 13: strand.MetadataSnapshot.nodes:type_name -> strand.MetadataNode
-	14, // 14: strand.MetadataSnapshot.topics:type_name -> strand.MetadataTopic
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	9,  // 5: strand.MetadataCommand.allocate_producer_ids:type_name -> strand.MetadataAllocateProducerIds
+	11, // 6: strand.MetadataCommand.report_leaders:type_name -> strand.MetadataReportLeaders
+	8,  // 7: strand.MetadataCommand.create_partitions:type_name -> strand.MetadataCreatePartitions
+	4,  // 8: strand.MetadataCreateTopic.configs:type_name -> strand.MetadataConfigEntry
+	4,  // 9: strand.MetadataAlterTopicConfig.sets:type_name -> strand.MetadataConfigEntry
+	10, // 10: strand.MetadataReportLeaders.reports:type_name -> strand.MetadataLeaderReport
+	0,  // 11: strand.MetadataTopicConfig.cleanup_policy:type_name -> strand.MetadataCleanupPolicy
+	12, // 12: strand.MetadataTopic.config:type_name -> strand.MetadataTopicConfig
+	14, // 13: strand.MetadataTopic.partitions:type_name -> strand.MetadataPartition
+	13, // 14: strand.MetadataSnapshot.nodes:type_name -> strand.MetadataNode
+	15, // 15: strand.MetadataSnapshot.topics:type_name -> strand.MetadataTopic
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_metadata_proto_init() }
@@ -1372,6 +1460,7 @@ func file_metadata_proto_init() {
 		(*MetadataCommand_AlterTopicConfig)(nil),
 		(*MetadataCommand_AllocateProducerIds)(nil),
 		(*MetadataCommand_ReportLeaders)(nil),
+		(*MetadataCommand_CreatePartitions)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1379,7 +1468,7 @@ func file_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_proto_rawDesc), len(file_metadata_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

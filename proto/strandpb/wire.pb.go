@@ -99,6 +99,10 @@ const (
 	// The replica is rebuilding its state from its peers (its disk was
 	// wiped or its data found corrupt); another replica may serve.
 	ErrorCode_ERROR_CODE_REPLICA_RECOVERING ErrorCode = 46
+	// A partition count a topic cannot take: below 1, above the per-topic
+	// maximum, or not above the topic's current count (partitions are only
+	// ever added). Definite (Kafka's INVALID_PARTITIONS).
+	ErrorCode_ERROR_CODE_INVALID_PARTITIONS ErrorCode = 68
 )
 
 // Enum value maps for ErrorCode.
@@ -136,6 +140,7 @@ var (
 		65: "ERROR_CODE_GROUP_SUBSCRIBED_TO_TOPIC",
 		45: "ERROR_CODE_NOT_ENOUGH_SPACE",
 		46: "ERROR_CODE_REPLICA_RECOVERING",
+		68: "ERROR_CODE_INVALID_PARTITIONS",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_NONE":                       0,
@@ -170,6 +175,7 @@ var (
 		"ERROR_CODE_GROUP_SUBSCRIBED_TO_TOPIC":  65,
 		"ERROR_CODE_NOT_ENOUGH_SPACE":           45,
 		"ERROR_CODE_REPLICA_RECOVERING":         46,
+		"ERROR_CODE_INVALID_PARTITIONS":         68,
 	}
 )
 
@@ -313,6 +319,7 @@ type Request struct {
 	//	*Request_DescribeGroups
 	//	*Request_DeleteGroups
 	//	*Request_OffsetDelete
+	//	*Request_CreatePartitions
 	//	*Request_Raft
 	Body          isRequest_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
@@ -543,6 +550,15 @@ func (x *Request) GetOffsetDelete() *OffsetDeleteRequest {
 	return nil
 }
 
+func (x *Request) GetCreatePartitions() *CreatePartitionsRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_CreatePartitions); ok {
+			return x.CreatePartitions
+		}
+	}
+	return nil
+}
+
 func (x *Request) GetRaft() *RaftFrame {
 	if x != nil {
 		if x, ok := x.Body.(*Request_Raft); ok {
@@ -636,6 +652,10 @@ type Request_OffsetDelete struct {
 	OffsetDelete *OffsetDeleteRequest `protobuf:"bytes,60,opt,name=offset_delete,json=offsetDelete,proto3,oneof"`
 }
 
+type Request_CreatePartitions struct {
+	CreatePartitions *CreatePartitionsRequest `protobuf:"bytes,63,opt,name=create_partitions,json=createPartitions,proto3,oneof"`
+}
+
 type Request_Raft struct {
 	// Raft traffic from a peer node; never answered.
 	Raft *RaftFrame `protobuf:"bytes,30,opt,name=raft,proto3,oneof"`
@@ -681,6 +701,8 @@ func (*Request_DeleteGroups) isRequest_Body() {}
 
 func (*Request_OffsetDelete) isRequest_Body() {}
 
+func (*Request_CreatePartitions) isRequest_Body() {}
+
 func (*Request_Raft) isRequest_Body() {}
 
 // Response answers the Request with the same correlation_id. error is set
@@ -711,6 +733,7 @@ type Response struct {
 	//	*Response_DescribeGroups
 	//	*Response_DeleteGroups
 	//	*Response_OffsetDelete
+	//	*Response_CreatePartitions
 	Body          isResponse_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -947,6 +970,15 @@ func (x *Response) GetOffsetDelete() *OffsetDeleteResponse {
 	return nil
 }
 
+func (x *Response) GetCreatePartitions() *CreatePartitionsResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_CreatePartitions); ok {
+			return x.CreatePartitions
+		}
+	}
+	return nil
+}
+
 type isResponse_Body interface {
 	isResponse_Body()
 }
@@ -1031,6 +1063,10 @@ type Response_OffsetDelete struct {
 	OffsetDelete *OffsetDeleteResponse `protobuf:"bytes,60,opt,name=offset_delete,json=offsetDelete,proto3,oneof"`
 }
 
+type Response_CreatePartitions struct {
+	CreatePartitions *CreatePartitionsResponse `protobuf:"bytes,63,opt,name=create_partitions,json=createPartitions,proto3,oneof"`
+}
+
 func (*Response_Hello) isResponse_Body() {}
 
 func (*Response_Metadata) isResponse_Body() {}
@@ -1070,6 +1106,8 @@ func (*Response_DescribeGroups) isResponse_Body() {}
 func (*Response_DeleteGroups) isResponse_Body() {}
 
 func (*Response_OffsetDelete) isResponse_Body() {}
+
+func (*Response_CreatePartitions) isResponse_Body() {}
 
 // HelloRequest opens a connection: the protocol versions the sender speaks.
 type HelloRequest struct {
@@ -1955,6 +1993,117 @@ func (x *DeleteTopicsResponse) GetTopics() []*TopicResult {
 	return nil
 }
 
+// CreatePartitionsRequest grows topics to the partition counts given (the
+// total, as Kafka's CreatePartitions), through the metadata group. With
+// validate_only the metadata group checks and places without changing
+// anything.
+type CreatePartitionsRequest struct {
+	state         protoimpl.MessageState           `protogen:"open.v1"`
+	Topics        []*CreatePartitionsRequest_Topic `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	TimeoutMs     int32                            `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	ValidateOnly  bool                             `protobuf:"varint,3,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsRequest) Reset() {
+	*x = CreatePartitionsRequest{}
+	mi := &file_wire_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsRequest) ProtoMessage() {}
+
+func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *CreatePartitionsRequest) GetTopics() []*CreatePartitionsRequest_Topic {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *CreatePartitionsRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *CreatePartitionsRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
+// CreatePartitionsResponse answers CreatePartitionsRequest, per topic in
+// request order: the partition count as applied (or as it would be, with
+// validate_only) and how many partitions that added.
+type CreatePartitionsResponse struct {
+	state         protoimpl.MessageState            `protogen:"open.v1"`
+	Topics        []*CreatePartitionsResponse_Topic `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsResponse) Reset() {
+	*x = CreatePartitionsResponse{}
+	mi := &file_wire_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsResponse) ProtoMessage() {}
+
+func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *CreatePartitionsResponse) GetTopics() []*CreatePartitionsResponse_Topic {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
 // DescribeTopicsRequest asks for topics' settings (none: every topic).
 type DescribeTopicsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1965,7 +2114,7 @@ type DescribeTopicsRequest struct {
 
 func (x *DescribeTopicsRequest) Reset() {
 	*x = DescribeTopicsRequest{}
-	mi := &file_wire_proto_msgTypes[19]
+	mi := &file_wire_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1977,7 +2126,7 @@ func (x *DescribeTopicsRequest) String() string {
 func (*DescribeTopicsRequest) ProtoMessage() {}
 
 func (x *DescribeTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[19]
+	mi := &file_wire_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1990,7 +2139,7 @@ func (x *DescribeTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{19}
+	return file_wire_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DescribeTopicsRequest) GetNames() []string {
@@ -2010,7 +2159,7 @@ type DescribeTopicsResponse struct {
 
 func (x *DescribeTopicsResponse) Reset() {
 	*x = DescribeTopicsResponse{}
-	mi := &file_wire_proto_msgTypes[20]
+	mi := &file_wire_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2022,7 +2171,7 @@ func (x *DescribeTopicsResponse) String() string {
 func (*DescribeTopicsResponse) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[20]
+	mi := &file_wire_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2035,7 +2184,7 @@ func (x *DescribeTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{20}
+	return file_wire_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DescribeTopicsResponse) GetTopics() []*DescribeTopicsResponse_Topic {
@@ -2054,7 +2203,7 @@ type InitProducerIdRequest struct {
 
 func (x *InitProducerIdRequest) Reset() {
 	*x = InitProducerIdRequest{}
-	mi := &file_wire_proto_msgTypes[21]
+	mi := &file_wire_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2066,7 +2215,7 @@ func (x *InitProducerIdRequest) String() string {
 func (*InitProducerIdRequest) ProtoMessage() {}
 
 func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[21]
+	mi := &file_wire_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2079,7 +2228,7 @@ func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdRequest.ProtoReflect.Descriptor instead.
 func (*InitProducerIdRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{21}
+	return file_wire_proto_rawDescGZIP(), []int{23}
 }
 
 // InitProducerIdResponse carries a producer id no one else has been given.
@@ -2093,7 +2242,7 @@ type InitProducerIdResponse struct {
 
 func (x *InitProducerIdResponse) Reset() {
 	*x = InitProducerIdResponse{}
-	mi := &file_wire_proto_msgTypes[22]
+	mi := &file_wire_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2105,7 +2254,7 @@ func (x *InitProducerIdResponse) String() string {
 func (*InitProducerIdResponse) ProtoMessage() {}
 
 func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[22]
+	mi := &file_wire_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2118,7 +2267,7 @@ func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdResponse.ProtoReflect.Descriptor instead.
 func (*InitProducerIdResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{22}
+	return file_wire_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *InitProducerIdResponse) GetProducerId() int64 {
@@ -2145,7 +2294,7 @@ type FindCoordinatorRequest struct {
 
 func (x *FindCoordinatorRequest) Reset() {
 	*x = FindCoordinatorRequest{}
-	mi := &file_wire_proto_msgTypes[23]
+	mi := &file_wire_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2157,7 +2306,7 @@ func (x *FindCoordinatorRequest) String() string {
 func (*FindCoordinatorRequest) ProtoMessage() {}
 
 func (x *FindCoordinatorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[23]
+	mi := &file_wire_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2170,7 +2319,7 @@ func (x *FindCoordinatorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindCoordinatorRequest.ProtoReflect.Descriptor instead.
 func (*FindCoordinatorRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{23}
+	return file_wire_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FindCoordinatorRequest) GetGroup() string {
@@ -2192,7 +2341,7 @@ type FindCoordinatorResponse struct {
 
 func (x *FindCoordinatorResponse) Reset() {
 	*x = FindCoordinatorResponse{}
-	mi := &file_wire_proto_msgTypes[24]
+	mi := &file_wire_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2204,7 +2353,7 @@ func (x *FindCoordinatorResponse) String() string {
 func (*FindCoordinatorResponse) ProtoMessage() {}
 
 func (x *FindCoordinatorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[24]
+	mi := &file_wire_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2217,7 +2366,7 @@ func (x *FindCoordinatorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindCoordinatorResponse.ProtoReflect.Descriptor instead.
 func (*FindCoordinatorResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{24}
+	return file_wire_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FindCoordinatorResponse) GetNodeId() uint64 {
@@ -2252,7 +2401,7 @@ type GroupTopicPartitions struct {
 
 func (x *GroupTopicPartitions) Reset() {
 	*x = GroupTopicPartitions{}
-	mi := &file_wire_proto_msgTypes[25]
+	mi := &file_wire_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2264,7 +2413,7 @@ func (x *GroupTopicPartitions) String() string {
 func (*GroupTopicPartitions) ProtoMessage() {}
 
 func (x *GroupTopicPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[25]
+	mi := &file_wire_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2277,7 +2426,7 @@ func (x *GroupTopicPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupTopicPartitions.ProtoReflect.Descriptor instead.
 func (*GroupTopicPartitions) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{25}
+	return file_wire_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GroupTopicPartitions) GetTopic() string {
@@ -2315,7 +2464,7 @@ type ConsumerGroupHeartbeatRequest struct {
 
 func (x *ConsumerGroupHeartbeatRequest) Reset() {
 	*x = ConsumerGroupHeartbeatRequest{}
-	mi := &file_wire_proto_msgTypes[26]
+	mi := &file_wire_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2327,7 +2476,7 @@ func (x *ConsumerGroupHeartbeatRequest) String() string {
 func (*ConsumerGroupHeartbeatRequest) ProtoMessage() {}
 
 func (x *ConsumerGroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[26]
+	mi := &file_wire_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2340,7 +2489,7 @@ func (x *ConsumerGroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerGroupHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*ConsumerGroupHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{26}
+	return file_wire_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ConsumerGroupHeartbeatRequest) GetGroup() string {
@@ -2414,7 +2563,7 @@ type ConsumerGroupHeartbeatResponse struct {
 
 func (x *ConsumerGroupHeartbeatResponse) Reset() {
 	*x = ConsumerGroupHeartbeatResponse{}
-	mi := &file_wire_proto_msgTypes[27]
+	mi := &file_wire_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2426,7 +2575,7 @@ func (x *ConsumerGroupHeartbeatResponse) String() string {
 func (*ConsumerGroupHeartbeatResponse) ProtoMessage() {}
 
 func (x *ConsumerGroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[27]
+	mi := &file_wire_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2439,7 +2588,7 @@ func (x *ConsumerGroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerGroupHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*ConsumerGroupHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{27}
+	return file_wire_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ConsumerGroupHeartbeatResponse) GetMemberId() string {
@@ -2490,7 +2639,7 @@ type OffsetCommitPartition struct {
 
 func (x *OffsetCommitPartition) Reset() {
 	*x = OffsetCommitPartition{}
-	mi := &file_wire_proto_msgTypes[28]
+	mi := &file_wire_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2502,7 +2651,7 @@ func (x *OffsetCommitPartition) String() string {
 func (*OffsetCommitPartition) ProtoMessage() {}
 
 func (x *OffsetCommitPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[28]
+	mi := &file_wire_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2515,7 +2664,7 @@ func (x *OffsetCommitPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommitPartition.ProtoReflect.Descriptor instead.
 func (*OffsetCommitPartition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{28}
+	return file_wire_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *OffsetCommitPartition) GetTopic() string {
@@ -2560,7 +2709,7 @@ type OffsetCommitRequest struct {
 
 func (x *OffsetCommitRequest) Reset() {
 	*x = OffsetCommitRequest{}
-	mi := &file_wire_proto_msgTypes[29]
+	mi := &file_wire_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2572,7 +2721,7 @@ func (x *OffsetCommitRequest) String() string {
 func (*OffsetCommitRequest) ProtoMessage() {}
 
 func (x *OffsetCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[29]
+	mi := &file_wire_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2585,7 +2734,7 @@ func (x *OffsetCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommitRequest.ProtoReflect.Descriptor instead.
 func (*OffsetCommitRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{29}
+	return file_wire_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *OffsetCommitRequest) GetGroup() string {
@@ -2625,7 +2774,7 @@ type OffsetCommitResponse struct {
 
 func (x *OffsetCommitResponse) Reset() {
 	*x = OffsetCommitResponse{}
-	mi := &file_wire_proto_msgTypes[30]
+	mi := &file_wire_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2637,7 +2786,7 @@ func (x *OffsetCommitResponse) String() string {
 func (*OffsetCommitResponse) ProtoMessage() {}
 
 func (x *OffsetCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[30]
+	mi := &file_wire_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2650,7 +2799,7 @@ func (x *OffsetCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommitResponse.ProtoReflect.Descriptor instead.
 func (*OffsetCommitResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{30}
+	return file_wire_proto_rawDescGZIP(), []int{32}
 }
 
 // OffsetFetchRequest reads committed offsets (all of the group's when
@@ -2665,7 +2814,7 @@ type OffsetFetchRequest struct {
 
 func (x *OffsetFetchRequest) Reset() {
 	*x = OffsetFetchRequest{}
-	mi := &file_wire_proto_msgTypes[31]
+	mi := &file_wire_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2677,7 +2826,7 @@ func (x *OffsetFetchRequest) String() string {
 func (*OffsetFetchRequest) ProtoMessage() {}
 
 func (x *OffsetFetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[31]
+	mi := &file_wire_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2690,7 +2839,7 @@ func (x *OffsetFetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetFetchRequest.ProtoReflect.Descriptor instead.
 func (*OffsetFetchRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{31}
+	return file_wire_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *OffsetFetchRequest) GetGroup() string {
@@ -2721,7 +2870,7 @@ type GroupCommittedOffset struct {
 
 func (x *GroupCommittedOffset) Reset() {
 	*x = GroupCommittedOffset{}
-	mi := &file_wire_proto_msgTypes[32]
+	mi := &file_wire_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2733,7 +2882,7 @@ func (x *GroupCommittedOffset) String() string {
 func (*GroupCommittedOffset) ProtoMessage() {}
 
 func (x *GroupCommittedOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[32]
+	mi := &file_wire_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2746,7 +2895,7 @@ func (x *GroupCommittedOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupCommittedOffset.ProtoReflect.Descriptor instead.
 func (*GroupCommittedOffset) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{32}
+	return file_wire_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GroupCommittedOffset) GetTopic() string {
@@ -2794,7 +2943,7 @@ type OffsetFetchResponse struct {
 
 func (x *OffsetFetchResponse) Reset() {
 	*x = OffsetFetchResponse{}
-	mi := &file_wire_proto_msgTypes[33]
+	mi := &file_wire_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2806,7 +2955,7 @@ func (x *OffsetFetchResponse) String() string {
 func (*OffsetFetchResponse) ProtoMessage() {}
 
 func (x *OffsetFetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[33]
+	mi := &file_wire_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2819,7 +2968,7 @@ func (x *OffsetFetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetFetchResponse.ProtoReflect.Descriptor instead.
 func (*OffsetFetchResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{33}
+	return file_wire_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *OffsetFetchResponse) GetOffsets() []*GroupCommittedOffset {
@@ -2839,7 +2988,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_wire_proto_msgTypes[34]
+	mi := &file_wire_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2851,7 +3000,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[34]
+	mi := &file_wire_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2864,7 +3013,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{34}
+	return file_wire_proto_rawDescGZIP(), []int{36}
 }
 
 // ListGroupsResponse lists this node's groups.
@@ -2877,7 +3026,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_wire_proto_msgTypes[35]
+	mi := &file_wire_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2889,7 +3038,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[35]
+	mi := &file_wire_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2902,7 +3051,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{35}
+	return file_wire_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*ListGroupsResponse_Group {
@@ -2922,7 +3071,7 @@ type DescribeGroupsRequest struct {
 
 func (x *DescribeGroupsRequest) Reset() {
 	*x = DescribeGroupsRequest{}
-	mi := &file_wire_proto_msgTypes[36]
+	mi := &file_wire_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2934,7 +3083,7 @@ func (x *DescribeGroupsRequest) String() string {
 func (*DescribeGroupsRequest) ProtoMessage() {}
 
 func (x *DescribeGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[36]
+	mi := &file_wire_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2947,7 +3096,7 @@ func (x *DescribeGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{36}
+	return file_wire_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DescribeGroupsRequest) GetGroups() []string {
@@ -2975,7 +3124,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_wire_proto_msgTypes[37]
+	mi := &file_wire_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2987,7 +3136,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[37]
+	mi := &file_wire_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3000,7 +3149,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{37}
+	return file_wire_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GroupMember) GetMemberId() string {
@@ -3076,7 +3225,7 @@ type DescribeGroupsResponse struct {
 
 func (x *DescribeGroupsResponse) Reset() {
 	*x = DescribeGroupsResponse{}
-	mi := &file_wire_proto_msgTypes[38]
+	mi := &file_wire_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3088,7 +3237,7 @@ func (x *DescribeGroupsResponse) String() string {
 func (*DescribeGroupsResponse) ProtoMessage() {}
 
 func (x *DescribeGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[38]
+	mi := &file_wire_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3101,7 +3250,7 @@ func (x *DescribeGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{38}
+	return file_wire_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DescribeGroupsResponse) GetGroups() []*DescribeGroupsResponse_Group {
@@ -3121,7 +3270,7 @@ type DeleteGroupsRequest struct {
 
 func (x *DeleteGroupsRequest) Reset() {
 	*x = DeleteGroupsRequest{}
-	mi := &file_wire_proto_msgTypes[39]
+	mi := &file_wire_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3133,7 +3282,7 @@ func (x *DeleteGroupsRequest) String() string {
 func (*DeleteGroupsRequest) ProtoMessage() {}
 
 func (x *DeleteGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[39]
+	mi := &file_wire_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3146,7 +3295,7 @@ func (x *DeleteGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{39}
+	return file_wire_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DeleteGroupsRequest) GetGroups() []string {
@@ -3169,7 +3318,7 @@ type OffsetDeleteRequest struct {
 
 func (x *OffsetDeleteRequest) Reset() {
 	*x = OffsetDeleteRequest{}
-	mi := &file_wire_proto_msgTypes[40]
+	mi := &file_wire_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3181,7 +3330,7 @@ func (x *OffsetDeleteRequest) String() string {
 func (*OffsetDeleteRequest) ProtoMessage() {}
 
 func (x *OffsetDeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[40]
+	mi := &file_wire_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3194,7 +3343,7 @@ func (x *OffsetDeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetDeleteRequest.ProtoReflect.Descriptor instead.
 func (*OffsetDeleteRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{40}
+	return file_wire_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *OffsetDeleteRequest) GetGroup() string {
@@ -3223,7 +3372,7 @@ type OffsetDeleteResponse struct {
 
 func (x *OffsetDeleteResponse) Reset() {
 	*x = OffsetDeleteResponse{}
-	mi := &file_wire_proto_msgTypes[41]
+	mi := &file_wire_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3235,7 +3384,7 @@ func (x *OffsetDeleteResponse) String() string {
 func (*OffsetDeleteResponse) ProtoMessage() {}
 
 func (x *OffsetDeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[41]
+	mi := &file_wire_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3248,7 +3397,7 @@ func (x *OffsetDeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetDeleteResponse.ProtoReflect.Descriptor instead.
 func (*OffsetDeleteResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{41}
+	return file_wire_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *OffsetDeleteResponse) GetResults() []*OffsetDeleteResponse_Result {
@@ -3268,7 +3417,7 @@ type DeleteGroupsResponse struct {
 
 func (x *DeleteGroupsResponse) Reset() {
 	*x = DeleteGroupsResponse{}
-	mi := &file_wire_proto_msgTypes[42]
+	mi := &file_wire_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3280,7 +3429,7 @@ func (x *DeleteGroupsResponse) String() string {
 func (*DeleteGroupsResponse) ProtoMessage() {}
 
 func (x *DeleteGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[42]
+	mi := &file_wire_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3293,7 +3442,7 @@ func (x *DeleteGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{42}
+	return file_wire_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DeleteGroupsResponse) GetResults() []*DeleteGroupsResponse_Result {
@@ -3316,7 +3465,7 @@ type AlterConfigsRequest struct {
 
 func (x *AlterConfigsRequest) Reset() {
 	*x = AlterConfigsRequest{}
-	mi := &file_wire_proto_msgTypes[43]
+	mi := &file_wire_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3328,7 +3477,7 @@ func (x *AlterConfigsRequest) String() string {
 func (*AlterConfigsRequest) ProtoMessage() {}
 
 func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[43]
+	mi := &file_wire_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3341,7 +3490,7 @@ func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{43}
+	return file_wire_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *AlterConfigsRequest) GetTopics() []*AlterConfigsRequest_Topic {
@@ -3369,7 +3518,7 @@ type AlterConfigsResponse struct {
 
 func (x *AlterConfigsResponse) Reset() {
 	*x = AlterConfigsResponse{}
-	mi := &file_wire_proto_msgTypes[44]
+	mi := &file_wire_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3381,7 +3530,7 @@ func (x *AlterConfigsResponse) String() string {
 func (*AlterConfigsResponse) ProtoMessage() {}
 
 func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[44]
+	mi := &file_wire_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3394,7 +3543,7 @@ func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{44}
+	return file_wire_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AlterConfigsResponse) GetTopics() []*AlterConfigsResponse_Topic {
@@ -3417,7 +3566,7 @@ type DeleteRecordsRequest struct {
 
 func (x *DeleteRecordsRequest) Reset() {
 	*x = DeleteRecordsRequest{}
-	mi := &file_wire_proto_msgTypes[45]
+	mi := &file_wire_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3429,7 +3578,7 @@ func (x *DeleteRecordsRequest) String() string {
 func (*DeleteRecordsRequest) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[45]
+	mi := &file_wire_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3442,7 +3591,7 @@ func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{45}
+	return file_wire_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DeleteRecordsRequest) GetPartitions() []*DeleteRecordsRequest_Partition {
@@ -3469,7 +3618,7 @@ type DeleteRecordsResponse struct {
 
 func (x *DeleteRecordsResponse) Reset() {
 	*x = DeleteRecordsResponse{}
-	mi := &file_wire_proto_msgTypes[46]
+	mi := &file_wire_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3481,7 +3630,7 @@ func (x *DeleteRecordsResponse) String() string {
 func (*DeleteRecordsResponse) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[46]
+	mi := &file_wire_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3494,7 +3643,7 @@ func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{46}
+	return file_wire_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DeleteRecordsResponse) GetPartitions() []*DeleteRecordsResponse_Partition {
@@ -3515,7 +3664,7 @@ type DescribePartitionsRequest struct {
 
 func (x *DescribePartitionsRequest) Reset() {
 	*x = DescribePartitionsRequest{}
-	mi := &file_wire_proto_msgTypes[47]
+	mi := &file_wire_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3527,7 +3676,7 @@ func (x *DescribePartitionsRequest) String() string {
 func (*DescribePartitionsRequest) ProtoMessage() {}
 
 func (x *DescribePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[47]
+	mi := &file_wire_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3540,7 +3689,7 @@ func (x *DescribePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*DescribePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{47}
+	return file_wire_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DescribePartitionsRequest) GetPartitions() []*DescribePartitionsRequest_Partition {
@@ -3561,7 +3710,7 @@ type DescribePartitionsResponse struct {
 
 func (x *DescribePartitionsResponse) Reset() {
 	*x = DescribePartitionsResponse{}
-	mi := &file_wire_proto_msgTypes[48]
+	mi := &file_wire_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3573,7 +3722,7 @@ func (x *DescribePartitionsResponse) String() string {
 func (*DescribePartitionsResponse) ProtoMessage() {}
 
 func (x *DescribePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[48]
+	mi := &file_wire_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3586,7 +3735,7 @@ func (x *DescribePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*DescribePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{48}
+	return file_wire_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *DescribePartitionsResponse) GetPartitions() []*DescribePartitionsResponse_Partition {
@@ -3615,7 +3764,7 @@ type MetadataResponse_Node struct {
 
 func (x *MetadataResponse_Node) Reset() {
 	*x = MetadataResponse_Node{}
-	mi := &file_wire_proto_msgTypes[49]
+	mi := &file_wire_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3627,7 +3776,7 @@ func (x *MetadataResponse_Node) String() string {
 func (*MetadataResponse_Node) ProtoMessage() {}
 
 func (x *MetadataResponse_Node) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[49]
+	mi := &file_wire_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3698,7 +3847,7 @@ type MetadataResponse_Partition struct {
 
 func (x *MetadataResponse_Partition) Reset() {
 	*x = MetadataResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[50]
+	mi := &file_wire_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3710,7 +3859,7 @@ func (x *MetadataResponse_Partition) String() string {
 func (*MetadataResponse_Partition) ProtoMessage() {}
 
 func (x *MetadataResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[50]
+	mi := &file_wire_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3775,7 +3924,7 @@ type MetadataResponse_Topic struct {
 
 func (x *MetadataResponse_Topic) Reset() {
 	*x = MetadataResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[51]
+	mi := &file_wire_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3787,7 +3936,7 @@ func (x *MetadataResponse_Topic) String() string {
 func (*MetadataResponse_Topic) ProtoMessage() {}
 
 func (x *MetadataResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[51]
+	mi := &file_wire_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3848,7 +3997,7 @@ type ProduceRequest_Partition struct {
 
 func (x *ProduceRequest_Partition) Reset() {
 	*x = ProduceRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[52]
+	mi := &file_wire_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3860,7 +4009,7 @@ func (x *ProduceRequest_Partition) String() string {
 func (*ProduceRequest_Partition) ProtoMessage() {}
 
 func (x *ProduceRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[52]
+	mi := &file_wire_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3938,7 +4087,7 @@ type ProduceResponse_Partition struct {
 
 func (x *ProduceResponse_Partition) Reset() {
 	*x = ProduceResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[53]
+	mi := &file_wire_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3950,7 +4099,7 @@ func (x *ProduceResponse_Partition) String() string {
 func (*ProduceResponse_Partition) ProtoMessage() {}
 
 func (x *ProduceResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[53]
+	mi := &file_wire_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4016,7 +4165,7 @@ type FetchRequest_Partition struct {
 
 func (x *FetchRequest_Partition) Reset() {
 	*x = FetchRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[54]
+	mi := &file_wire_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4028,7 +4177,7 @@ func (x *FetchRequest_Partition) String() string {
 func (*FetchRequest_Partition) ProtoMessage() {}
 
 func (x *FetchRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[54]
+	mi := &file_wire_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4096,7 +4245,7 @@ type FetchResponse_Batch struct {
 
 func (x *FetchResponse_Batch) Reset() {
 	*x = FetchResponse_Batch{}
-	mi := &file_wire_proto_msgTypes[55]
+	mi := &file_wire_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4108,7 +4257,7 @@ func (x *FetchResponse_Batch) String() string {
 func (*FetchResponse_Batch) ProtoMessage() {}
 
 func (x *FetchResponse_Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[55]
+	mi := &file_wire_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4180,7 +4329,7 @@ type FetchResponse_Partition struct {
 
 func (x *FetchResponse_Partition) Reset() {
 	*x = FetchResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[56]
+	mi := &file_wire_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4192,7 +4341,7 @@ func (x *FetchResponse_Partition) String() string {
 func (*FetchResponse_Partition) ProtoMessage() {}
 
 func (x *FetchResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[56]
+	mi := &file_wire_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4263,7 +4412,7 @@ type ListOffsetsRequest_Partition struct {
 
 func (x *ListOffsetsRequest_Partition) Reset() {
 	*x = ListOffsetsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[57]
+	mi := &file_wire_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4275,7 +4424,7 @@ func (x *ListOffsetsRequest_Partition) String() string {
 func (*ListOffsetsRequest_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[57]
+	mi := &file_wire_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4333,7 +4482,7 @@ type ListOffsetsResponse_Partition struct {
 
 func (x *ListOffsetsResponse_Partition) Reset() {
 	*x = ListOffsetsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[58]
+	mi := &file_wire_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4345,7 +4494,7 @@ func (x *ListOffsetsResponse_Partition) String() string {
 func (*ListOffsetsResponse_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[58]
+	mi := &file_wire_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4415,7 +4564,7 @@ type CreateTopicsRequest_Topic struct {
 
 func (x *CreateTopicsRequest_Topic) Reset() {
 	*x = CreateTopicsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[59]
+	mi := &file_wire_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4427,7 +4576,7 @@ func (x *CreateTopicsRequest_Topic) String() string {
 func (*CreateTopicsRequest_Topic) ProtoMessage() {}
 
 func (x *CreateTopicsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[59]
+	mi := &file_wire_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4471,6 +4620,127 @@ func (x *CreateTopicsRequest_Topic) GetConfigs() []*ConfigEntry {
 	return nil
 }
 
+type CreatePartitionsRequest_Topic struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The topic's partition count after the request: above its current one.
+	Partitions    int32 `protobuf:"varint,2,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsRequest_Topic) Reset() {
+	*x = CreatePartitionsRequest_Topic{}
+	mi := &file_wire_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsRequest_Topic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsRequest_Topic) ProtoMessage() {}
+
+func (x *CreatePartitionsRequest_Topic) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsRequest_Topic.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsRequest_Topic) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{19, 0}
+}
+
+func (x *CreatePartitionsRequest_Topic) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreatePartitionsRequest_Topic) GetPartitions() int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
+}
+
+type CreatePartitionsResponse_Topic struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Error         *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Partitions    int32                  `protobuf:"varint,3,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	Added         int32                  `protobuf:"varint,4,opt,name=added,proto3" json:"added,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsResponse_Topic) Reset() {
+	*x = CreatePartitionsResponse_Topic{}
+	mi := &file_wire_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsResponse_Topic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsResponse_Topic) ProtoMessage() {}
+
+func (x *CreatePartitionsResponse_Topic) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsResponse_Topic.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsResponse_Topic) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{20, 0}
+}
+
+func (x *CreatePartitionsResponse_Topic) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreatePartitionsResponse_Topic) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *CreatePartitionsResponse_Topic) GetPartitions() int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
+}
+
+func (x *CreatePartitionsResponse_Topic) GetAdded() int32 {
+	if x != nil {
+		return x.Added
+	}
+	return 0
+}
+
 type DescribeTopicsResponse_Topic struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	Name              string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -4484,7 +4754,7 @@ type DescribeTopicsResponse_Topic struct {
 
 func (x *DescribeTopicsResponse_Topic) Reset() {
 	*x = DescribeTopicsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[60]
+	mi := &file_wire_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4496,7 +4766,7 @@ func (x *DescribeTopicsResponse_Topic) String() string {
 func (*DescribeTopicsResponse_Topic) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[60]
+	mi := &file_wire_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4509,7 +4779,7 @@ func (x *DescribeTopicsResponse_Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsResponse_Topic.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsResponse_Topic) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{20, 0}
+	return file_wire_proto_rawDescGZIP(), []int{22, 0}
 }
 
 func (x *DescribeTopicsResponse_Topic) GetName() string {
@@ -4558,7 +4828,7 @@ type ListGroupsResponse_Group struct {
 
 func (x *ListGroupsResponse_Group) Reset() {
 	*x = ListGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[61]
+	mi := &file_wire_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4570,7 +4840,7 @@ func (x *ListGroupsResponse_Group) String() string {
 func (*ListGroupsResponse_Group) ProtoMessage() {}
 
 func (x *ListGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[61]
+	mi := &file_wire_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4583,7 +4853,7 @@ func (x *ListGroupsResponse_Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse_Group.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse_Group) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{35, 0}
+	return file_wire_proto_rawDescGZIP(), []int{37, 0}
 }
 
 func (x *ListGroupsResponse_Group) GetGroup() string {
@@ -4622,7 +4892,7 @@ type DescribeGroupsResponse_Group struct {
 
 func (x *DescribeGroupsResponse_Group) Reset() {
 	*x = DescribeGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[62]
+	mi := &file_wire_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4634,7 +4904,7 @@ func (x *DescribeGroupsResponse_Group) String() string {
 func (*DescribeGroupsResponse_Group) ProtoMessage() {}
 
 func (x *DescribeGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[62]
+	mi := &file_wire_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4647,7 +4917,7 @@ func (x *DescribeGroupsResponse_Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupsResponse_Group.ProtoReflect.Descriptor instead.
 func (*DescribeGroupsResponse_Group) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{38, 0}
+	return file_wire_proto_rawDescGZIP(), []int{40, 0}
 }
 
 func (x *DescribeGroupsResponse_Group) GetGroup() string {
@@ -4710,7 +4980,7 @@ type OffsetDeleteResponse_Result struct {
 
 func (x *OffsetDeleteResponse_Result) Reset() {
 	*x = OffsetDeleteResponse_Result{}
-	mi := &file_wire_proto_msgTypes[63]
+	mi := &file_wire_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4722,7 +4992,7 @@ func (x *OffsetDeleteResponse_Result) String() string {
 func (*OffsetDeleteResponse_Result) ProtoMessage() {}
 
 func (x *OffsetDeleteResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[63]
+	mi := &file_wire_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4735,7 +5005,7 @@ func (x *OffsetDeleteResponse_Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetDeleteResponse_Result.ProtoReflect.Descriptor instead.
 func (*OffsetDeleteResponse_Result) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{41, 0}
+	return file_wire_proto_rawDescGZIP(), []int{43, 0}
 }
 
 func (x *OffsetDeleteResponse_Result) GetTopic() string {
@@ -4769,7 +5039,7 @@ type DeleteGroupsResponse_Result struct {
 
 func (x *DeleteGroupsResponse_Result) Reset() {
 	*x = DeleteGroupsResponse_Result{}
-	mi := &file_wire_proto_msgTypes[64]
+	mi := &file_wire_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4781,7 +5051,7 @@ func (x *DeleteGroupsResponse_Result) String() string {
 func (*DeleteGroupsResponse_Result) ProtoMessage() {}
 
 func (x *DeleteGroupsResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[64]
+	mi := &file_wire_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4794,7 +5064,7 @@ func (x *DeleteGroupsResponse_Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupsResponse_Result.ProtoReflect.Descriptor instead.
 func (*DeleteGroupsResponse_Result) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{42, 0}
+	return file_wire_proto_rawDescGZIP(), []int{44, 0}
 }
 
 func (x *DeleteGroupsResponse_Result) GetGroup() string {
@@ -4822,7 +5092,7 @@ type AlterConfigsRequest_Topic struct {
 
 func (x *AlterConfigsRequest_Topic) Reset() {
 	*x = AlterConfigsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[65]
+	mi := &file_wire_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4834,7 +5104,7 @@ func (x *AlterConfigsRequest_Topic) String() string {
 func (*AlterConfigsRequest_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[65]
+	mi := &file_wire_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4847,7 +5117,7 @@ func (x *AlterConfigsRequest_Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest_Topic.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest_Topic) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{43, 0}
+	return file_wire_proto_rawDescGZIP(), []int{45, 0}
 }
 
 func (x *AlterConfigsRequest_Topic) GetName() string {
@@ -4882,7 +5152,7 @@ type AlterConfigsResponse_Topic struct {
 
 func (x *AlterConfigsResponse_Topic) Reset() {
 	*x = AlterConfigsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[66]
+	mi := &file_wire_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4894,7 +5164,7 @@ func (x *AlterConfigsResponse_Topic) String() string {
 func (*AlterConfigsResponse_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[66]
+	mi := &file_wire_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4907,7 +5177,7 @@ func (x *AlterConfigsResponse_Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse_Topic.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse_Topic) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{44, 0}
+	return file_wire_proto_rawDescGZIP(), []int{46, 0}
 }
 
 func (x *AlterConfigsResponse_Topic) GetName() string {
@@ -4944,7 +5214,7 @@ type DeleteRecordsRequest_Partition struct {
 
 func (x *DeleteRecordsRequest_Partition) Reset() {
 	*x = DeleteRecordsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[67]
+	mi := &file_wire_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4956,7 +5226,7 @@ func (x *DeleteRecordsRequest_Partition) String() string {
 func (*DeleteRecordsRequest_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[67]
+	mi := &file_wire_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4969,7 +5239,7 @@ func (x *DeleteRecordsRequest_Partition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsRequest_Partition.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsRequest_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{45, 0}
+	return file_wire_proto_rawDescGZIP(), []int{47, 0}
 }
 
 func (x *DeleteRecordsRequest_Partition) GetTopic() string {
@@ -5012,7 +5282,7 @@ type DeleteRecordsResponse_Partition struct {
 
 func (x *DeleteRecordsResponse_Partition) Reset() {
 	*x = DeleteRecordsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[68]
+	mi := &file_wire_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5024,7 +5294,7 @@ func (x *DeleteRecordsResponse_Partition) String() string {
 func (*DeleteRecordsResponse_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[68]
+	mi := &file_wire_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5037,7 +5307,7 @@ func (x *DeleteRecordsResponse_Partition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsResponse_Partition.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsResponse_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{46, 0}
+	return file_wire_proto_rawDescGZIP(), []int{48, 0}
 }
 
 func (x *DeleteRecordsResponse_Partition) GetTopic() string {
@@ -5078,7 +5348,7 @@ type DescribePartitionsRequest_Partition struct {
 
 func (x *DescribePartitionsRequest_Partition) Reset() {
 	*x = DescribePartitionsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[69]
+	mi := &file_wire_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5090,7 +5360,7 @@ func (x *DescribePartitionsRequest_Partition) String() string {
 func (*DescribePartitionsRequest_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[69]
+	mi := &file_wire_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5103,7 +5373,7 @@ func (x *DescribePartitionsRequest_Partition) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use DescribePartitionsRequest_Partition.ProtoReflect.Descriptor instead.
 func (*DescribePartitionsRequest_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{47, 0}
+	return file_wire_proto_rawDescGZIP(), []int{49, 0}
 }
 
 func (x *DescribePartitionsRequest_Partition) GetTopic() string {
@@ -5141,7 +5411,7 @@ type DescribePartitionsResponse_Partition struct {
 
 func (x *DescribePartitionsResponse_Partition) Reset() {
 	*x = DescribePartitionsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[70]
+	mi := &file_wire_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5153,7 +5423,7 @@ func (x *DescribePartitionsResponse_Partition) String() string {
 func (*DescribePartitionsResponse_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[70]
+	mi := &file_wire_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5166,7 +5436,7 @@ func (x *DescribePartitionsResponse_Partition) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use DescribePartitionsResponse_Partition.ProtoReflect.Descriptor instead.
 func (*DescribePartitionsResponse_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{48, 0}
+	return file_wire_proto_rawDescGZIP(), []int{50, 0}
 }
 
 func (x *DescribePartitionsResponse_Partition) GetTopic() string {
@@ -5244,7 +5514,7 @@ const file_wire_proto_rawDesc = "" +
 	"\tleader_id\x18\x03 \x01(\x04R\bleaderId\x12%\n" +
 	"\x0eleader_address\x18\x04 \x01(\tR\rleaderAddress\x12(\n" +
 	"\x10log_start_offset\x18\x05 \x01(\x03R\x0elogStartOffset\x12%\n" +
-	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\x9b\v\n" +
+	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xeb\v\n" +
 	"\aRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12,\n" +
 	"\x05hello\x18\n" +
@@ -5268,9 +5538,10 @@ const file_wire_proto_rawDesc = "" +
 	"listGroups\x12H\n" +
 	"\x0fdescribe_groups\x18- \x01(\v2\x1d.strand.DescribeGroupsRequestH\x00R\x0edescribeGroups\x12B\n" +
 	"\rdelete_groups\x18. \x01(\v2\x1b.strand.DeleteGroupsRequestH\x00R\fdeleteGroups\x12B\n" +
-	"\roffset_delete\x18< \x01(\v2\x1b.strand.OffsetDeleteRequestH\x00R\foffsetDelete\x12'\n" +
+	"\roffset_delete\x18< \x01(\v2\x1b.strand.OffsetDeleteRequestH\x00R\foffsetDelete\x12N\n" +
+	"\x11create_partitions\x18? \x01(\v2\x1f.strand.CreatePartitionsRequestH\x00R\x10createPartitions\x12'\n" +
 	"\x04raft\x18\x1e \x01(\v2\x11.strand.RaftFrameH\x00R\x04raftB\x06\n" +
-	"\x04body\"\xac\v\n" +
+	"\x04body\"\xfd\v\n" +
 	"\bResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12#\n" +
 	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\x12-\n" +
@@ -5295,7 +5566,8 @@ const file_wire_proto_rawDesc = "" +
 	"listGroups\x12I\n" +
 	"\x0fdescribe_groups\x18- \x01(\v2\x1e.strand.DescribeGroupsResponseH\x00R\x0edescribeGroups\x12C\n" +
 	"\rdelete_groups\x18. \x01(\v2\x1c.strand.DeleteGroupsResponseH\x00R\fdeleteGroups\x12C\n" +
-	"\roffset_delete\x18< \x01(\v2\x1c.strand.OffsetDeleteResponseH\x00R\foffsetDeleteB\x06\n" +
+	"\roffset_delete\x18< \x01(\v2\x1c.strand.OffsetDeleteResponseH\x00R\foffsetDelete\x12O\n" +
+	"\x11create_partitions\x18? \x01(\v2 .strand.CreatePartitionsResponseH\x00R\x10createPartitionsB\x06\n" +
 	"\x04body\"\x8f\x01\n" +
 	"\fHelloRequest\x12\x1f\n" +
 	"\vversion_min\x18\x01 \x01(\rR\n" +
@@ -5448,7 +5720,26 @@ const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\"C\n" +
 	"\x14DeleteTopicsResponse\x12+\n" +
-	"\x06topics\x18\x01 \x03(\v2\x13.strand.TopicResultR\x06topics\"-\n" +
+	"\x06topics\x18\x01 \x03(\v2\x13.strand.TopicResultR\x06topics\"\xd9\x01\n" +
+	"\x17CreatePartitionsRequest\x12=\n" +
+	"\x06topics\x18\x01 \x03(\v2%.strand.CreatePartitionsRequest.TopicR\x06topics\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\x12#\n" +
+	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\x1a;\n" +
+	"\x05Topic\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x01(\x05R\n" +
+	"partitions\"\xd2\x01\n" +
+	"\x18CreatePartitionsResponse\x12>\n" +
+	"\x06topics\x18\x01 \x03(\v2&.strand.CreatePartitionsResponse.TopicR\x06topics\x1av\n" +
+	"\x05Topic\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
+	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x03 \x01(\x05R\n" +
+	"partitions\x12\x14\n" +
+	"\x05added\x18\x04 \x01(\x05R\x05added\"-\n" +
 	"\x15DescribeTopicsRequest\x12\x14\n" +
 	"\x05names\x18\x01 \x03(\tR\x05names\"\x97\x02\n" +
 	"\x16DescribeTopicsResponse\x12<\n" +
@@ -5621,7 +5912,7 @@ const file_wire_proto_rawDesc = "" +
 	"size_bytes\x18\x06 \x01(\x03R\tsizeBytes\x12.\n" +
 	"\x13oldest_timestamp_ms\x18\a \x01(\x03R\x11oldestTimestampMs\x12\x1a\n" +
 	"\bsegments\x18\b \x01(\x05R\bsegments\x12%\n" +
-	"\x0esnapshot_index\x18\t \x01(\x04R\rsnapshotIndex*\xb0\b\n" +
+	"\x0esnapshot_index\x18\t \x01(\x04R\rsnapshotIndex*\xd3\b\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +
@@ -5655,7 +5946,8 @@ const file_wire_proto_rawDesc = "" +
 	"\x1aERROR_CODE_STALE_HEARTBEAT\x109\x12(\n" +
 	"$ERROR_CODE_GROUP_SUBSCRIBED_TO_TOPIC\x10A\x12\x1f\n" +
 	"\x1bERROR_CODE_NOT_ENOUGH_SPACE\x10-\x12!\n" +
-	"\x1dERROR_CODE_REPLICA_RECOVERING\x10.B,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
+	"\x1dERROR_CODE_REPLICA_RECOVERING\x10.\x12!\n" +
+	"\x1dERROR_CODE_INVALID_PARTITIONS\x10DB,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
 
 var (
 	file_wire_proto_rawDescOnce sync.Once
@@ -5670,7 +5962,7 @@ func file_wire_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_wire_proto_goTypes = []any{
 	(ErrorCode)(0),                               // 0: strand.ErrorCode
 	(*Error)(nil),                                // 1: strand.Error
@@ -5692,161 +5984,170 @@ var file_wire_proto_goTypes = []any{
 	(*CreateTopicsResponse)(nil),                 // 17: strand.CreateTopicsResponse
 	(*DeleteTopicsRequest)(nil),                  // 18: strand.DeleteTopicsRequest
 	(*DeleteTopicsResponse)(nil),                 // 19: strand.DeleteTopicsResponse
-	(*DescribeTopicsRequest)(nil),                // 20: strand.DescribeTopicsRequest
-	(*DescribeTopicsResponse)(nil),               // 21: strand.DescribeTopicsResponse
-	(*InitProducerIdRequest)(nil),                // 22: strand.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil),               // 23: strand.InitProducerIdResponse
-	(*FindCoordinatorRequest)(nil),               // 24: strand.FindCoordinatorRequest
-	(*FindCoordinatorResponse)(nil),              // 25: strand.FindCoordinatorResponse
-	(*GroupTopicPartitions)(nil),                 // 26: strand.GroupTopicPartitions
-	(*ConsumerGroupHeartbeatRequest)(nil),        // 27: strand.ConsumerGroupHeartbeatRequest
-	(*ConsumerGroupHeartbeatResponse)(nil),       // 28: strand.ConsumerGroupHeartbeatResponse
-	(*OffsetCommitPartition)(nil),                // 29: strand.OffsetCommitPartition
-	(*OffsetCommitRequest)(nil),                  // 30: strand.OffsetCommitRequest
-	(*OffsetCommitResponse)(nil),                 // 31: strand.OffsetCommitResponse
-	(*OffsetFetchRequest)(nil),                   // 32: strand.OffsetFetchRequest
-	(*GroupCommittedOffset)(nil),                 // 33: strand.GroupCommittedOffset
-	(*OffsetFetchResponse)(nil),                  // 34: strand.OffsetFetchResponse
-	(*ListGroupsRequest)(nil),                    // 35: strand.ListGroupsRequest
-	(*ListGroupsResponse)(nil),                   // 36: strand.ListGroupsResponse
-	(*DescribeGroupsRequest)(nil),                // 37: strand.DescribeGroupsRequest
-	(*GroupMember)(nil),                          // 38: strand.GroupMember
-	(*DescribeGroupsResponse)(nil),               // 39: strand.DescribeGroupsResponse
-	(*DeleteGroupsRequest)(nil),                  // 40: strand.DeleteGroupsRequest
-	(*OffsetDeleteRequest)(nil),                  // 41: strand.OffsetDeleteRequest
-	(*OffsetDeleteResponse)(nil),                 // 42: strand.OffsetDeleteResponse
-	(*DeleteGroupsResponse)(nil),                 // 43: strand.DeleteGroupsResponse
-	(*AlterConfigsRequest)(nil),                  // 44: strand.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),                 // 45: strand.AlterConfigsResponse
-	(*DeleteRecordsRequest)(nil),                 // 46: strand.DeleteRecordsRequest
-	(*DeleteRecordsResponse)(nil),                // 47: strand.DeleteRecordsResponse
-	(*DescribePartitionsRequest)(nil),            // 48: strand.DescribePartitionsRequest
-	(*DescribePartitionsResponse)(nil),           // 49: strand.DescribePartitionsResponse
-	(*MetadataResponse_Node)(nil),                // 50: strand.MetadataResponse.Node
-	(*MetadataResponse_Partition)(nil),           // 51: strand.MetadataResponse.Partition
-	(*MetadataResponse_Topic)(nil),               // 52: strand.MetadataResponse.Topic
-	(*ProduceRequest_Partition)(nil),             // 53: strand.ProduceRequest.Partition
-	(*ProduceResponse_Partition)(nil),            // 54: strand.ProduceResponse.Partition
-	(*FetchRequest_Partition)(nil),               // 55: strand.FetchRequest.Partition
-	(*FetchResponse_Batch)(nil),                  // 56: strand.FetchResponse.Batch
-	(*FetchResponse_Partition)(nil),              // 57: strand.FetchResponse.Partition
-	(*ListOffsetsRequest_Partition)(nil),         // 58: strand.ListOffsetsRequest.Partition
-	(*ListOffsetsResponse_Partition)(nil),        // 59: strand.ListOffsetsResponse.Partition
-	(*CreateTopicsRequest_Topic)(nil),            // 60: strand.CreateTopicsRequest.Topic
-	(*DescribeTopicsResponse_Topic)(nil),         // 61: strand.DescribeTopicsResponse.Topic
-	(*ListGroupsResponse_Group)(nil),             // 62: strand.ListGroupsResponse.Group
-	(*DescribeGroupsResponse_Group)(nil),         // 63: strand.DescribeGroupsResponse.Group
-	(*OffsetDeleteResponse_Result)(nil),          // 64: strand.OffsetDeleteResponse.Result
-	(*DeleteGroupsResponse_Result)(nil),          // 65: strand.DeleteGroupsResponse.Result
-	(*AlterConfigsRequest_Topic)(nil),            // 66: strand.AlterConfigsRequest.Topic
-	(*AlterConfigsResponse_Topic)(nil),           // 67: strand.AlterConfigsResponse.Topic
-	(*DeleteRecordsRequest_Partition)(nil),       // 68: strand.DeleteRecordsRequest.Partition
-	(*DeleteRecordsResponse_Partition)(nil),      // 69: strand.DeleteRecordsResponse.Partition
-	(*DescribePartitionsRequest_Partition)(nil),  // 70: strand.DescribePartitionsRequest.Partition
-	(*DescribePartitionsResponse_Partition)(nil), // 71: strand.DescribePartitionsResponse.Partition
-	(*RaftFrame)(nil),                            // 72: strand.RaftFrame
+	(*CreatePartitionsRequest)(nil),              // 20: strand.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),             // 21: strand.CreatePartitionsResponse
+	(*DescribeTopicsRequest)(nil),                // 22: strand.DescribeTopicsRequest
+	(*DescribeTopicsResponse)(nil),               // 23: strand.DescribeTopicsResponse
+	(*InitProducerIdRequest)(nil),                // 24: strand.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil),               // 25: strand.InitProducerIdResponse
+	(*FindCoordinatorRequest)(nil),               // 26: strand.FindCoordinatorRequest
+	(*FindCoordinatorResponse)(nil),              // 27: strand.FindCoordinatorResponse
+	(*GroupTopicPartitions)(nil),                 // 28: strand.GroupTopicPartitions
+	(*ConsumerGroupHeartbeatRequest)(nil),        // 29: strand.ConsumerGroupHeartbeatRequest
+	(*ConsumerGroupHeartbeatResponse)(nil),       // 30: strand.ConsumerGroupHeartbeatResponse
+	(*OffsetCommitPartition)(nil),                // 31: strand.OffsetCommitPartition
+	(*OffsetCommitRequest)(nil),                  // 32: strand.OffsetCommitRequest
+	(*OffsetCommitResponse)(nil),                 // 33: strand.OffsetCommitResponse
+	(*OffsetFetchRequest)(nil),                   // 34: strand.OffsetFetchRequest
+	(*GroupCommittedOffset)(nil),                 // 35: strand.GroupCommittedOffset
+	(*OffsetFetchResponse)(nil),                  // 36: strand.OffsetFetchResponse
+	(*ListGroupsRequest)(nil),                    // 37: strand.ListGroupsRequest
+	(*ListGroupsResponse)(nil),                   // 38: strand.ListGroupsResponse
+	(*DescribeGroupsRequest)(nil),                // 39: strand.DescribeGroupsRequest
+	(*GroupMember)(nil),                          // 40: strand.GroupMember
+	(*DescribeGroupsResponse)(nil),               // 41: strand.DescribeGroupsResponse
+	(*DeleteGroupsRequest)(nil),                  // 42: strand.DeleteGroupsRequest
+	(*OffsetDeleteRequest)(nil),                  // 43: strand.OffsetDeleteRequest
+	(*OffsetDeleteResponse)(nil),                 // 44: strand.OffsetDeleteResponse
+	(*DeleteGroupsResponse)(nil),                 // 45: strand.DeleteGroupsResponse
+	(*AlterConfigsRequest)(nil),                  // 46: strand.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),                 // 47: strand.AlterConfigsResponse
+	(*DeleteRecordsRequest)(nil),                 // 48: strand.DeleteRecordsRequest
+	(*DeleteRecordsResponse)(nil),                // 49: strand.DeleteRecordsResponse
+	(*DescribePartitionsRequest)(nil),            // 50: strand.DescribePartitionsRequest
+	(*DescribePartitionsResponse)(nil),           // 51: strand.DescribePartitionsResponse
+	(*MetadataResponse_Node)(nil),                // 52: strand.MetadataResponse.Node
+	(*MetadataResponse_Partition)(nil),           // 53: strand.MetadataResponse.Partition
+	(*MetadataResponse_Topic)(nil),               // 54: strand.MetadataResponse.Topic
+	(*ProduceRequest_Partition)(nil),             // 55: strand.ProduceRequest.Partition
+	(*ProduceResponse_Partition)(nil),            // 56: strand.ProduceResponse.Partition
+	(*FetchRequest_Partition)(nil),               // 57: strand.FetchRequest.Partition
+	(*FetchResponse_Batch)(nil),                  // 58: strand.FetchResponse.Batch
+	(*FetchResponse_Partition)(nil),              // 59: strand.FetchResponse.Partition
+	(*ListOffsetsRequest_Partition)(nil),         // 60: strand.ListOffsetsRequest.Partition
+	(*ListOffsetsResponse_Partition)(nil),        // 61: strand.ListOffsetsResponse.Partition
+	(*CreateTopicsRequest_Topic)(nil),            // 62: strand.CreateTopicsRequest.Topic
+	(*CreatePartitionsRequest_Topic)(nil),        // 63: strand.CreatePartitionsRequest.Topic
+	(*CreatePartitionsResponse_Topic)(nil),       // 64: strand.CreatePartitionsResponse.Topic
+	(*DescribeTopicsResponse_Topic)(nil),         // 65: strand.DescribeTopicsResponse.Topic
+	(*ListGroupsResponse_Group)(nil),             // 66: strand.ListGroupsResponse.Group
+	(*DescribeGroupsResponse_Group)(nil),         // 67: strand.DescribeGroupsResponse.Group
+	(*OffsetDeleteResponse_Result)(nil),          // 68: strand.OffsetDeleteResponse.Result
+	(*DeleteGroupsResponse_Result)(nil),          // 69: strand.DeleteGroupsResponse.Result
+	(*AlterConfigsRequest_Topic)(nil),            // 70: strand.AlterConfigsRequest.Topic
+	(*AlterConfigsResponse_Topic)(nil),           // 71: strand.AlterConfigsResponse.Topic
+	(*DeleteRecordsRequest_Partition)(nil),       // 72: strand.DeleteRecordsRequest.Partition
+	(*DeleteRecordsResponse_Partition)(nil),      // 73: strand.DeleteRecordsResponse.Partition
+	(*DescribePartitionsRequest_Partition)(nil),  // 74: strand.DescribePartitionsRequest.Partition
+	(*DescribePartitionsResponse_Partition)(nil), // 75: strand.DescribePartitionsResponse.Partition
+	(*RaftFrame)(nil),                            // 76: strand.RaftFrame
 }
 var file_wire_proto_depIdxs = []int32{
-	0,  // 0: strand.Error.code:type_name -> strand.ErrorCode
-	4,  // 1: strand.Request.hello:type_name -> strand.HelloRequest
-	6,  // 2: strand.Request.metadata:type_name -> strand.MetadataRequest
-	8,  // 3: strand.Request.produce:type_name -> strand.ProduceRequest
-	10, // 4: strand.Request.fetch:type_name -> strand.FetchRequest
-	12, // 5: strand.Request.list_offsets:type_name -> strand.ListOffsetsRequest
-	15, // 6: strand.Request.create_topics:type_name -> strand.CreateTopicsRequest
-	18, // 7: strand.Request.delete_topics:type_name -> strand.DeleteTopicsRequest
-	20, // 8: strand.Request.describe_topics:type_name -> strand.DescribeTopicsRequest
-	22, // 9: strand.Request.init_producer_id:type_name -> strand.InitProducerIdRequest
-	44, // 10: strand.Request.alter_configs:type_name -> strand.AlterConfigsRequest
-	46, // 11: strand.Request.delete_records:type_name -> strand.DeleteRecordsRequest
-	48, // 12: strand.Request.describe_partitions:type_name -> strand.DescribePartitionsRequest
-	24, // 13: strand.Request.find_coordinator:type_name -> strand.FindCoordinatorRequest
-	27, // 14: strand.Request.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatRequest
-	30, // 15: strand.Request.offset_commit:type_name -> strand.OffsetCommitRequest
-	32, // 16: strand.Request.offset_fetch:type_name -> strand.OffsetFetchRequest
-	35, // 17: strand.Request.list_groups:type_name -> strand.ListGroupsRequest
-	37, // 18: strand.Request.describe_groups:type_name -> strand.DescribeGroupsRequest
-	40, // 19: strand.Request.delete_groups:type_name -> strand.DeleteGroupsRequest
-	41, // 20: strand.Request.offset_delete:type_name -> strand.OffsetDeleteRequest
-	72, // 21: strand.Request.raft:type_name -> strand.RaftFrame
-	1,  // 22: strand.Response.error:type_name -> strand.Error
-	5,  // 23: strand.Response.hello:type_name -> strand.HelloResponse
-	7,  // 24: strand.Response.metadata:type_name -> strand.MetadataResponse
-	9,  // 25: strand.Response.produce:type_name -> strand.ProduceResponse
-	11, // 26: strand.Response.fetch:type_name -> strand.FetchResponse
-	13, // 27: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
-	17, // 28: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
-	19, // 29: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
-	21, // 30: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
-	23, // 31: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
-	45, // 32: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
-	47, // 33: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
-	49, // 34: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
-	25, // 35: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
-	28, // 36: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
-	31, // 37: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
-	34, // 38: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
-	36, // 39: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
-	39, // 40: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
-	43, // 41: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
-	42, // 42: strand.Response.offset_delete:type_name -> strand.OffsetDeleteResponse
-	50, // 43: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
-	52, // 44: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
-	53, // 45: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
-	54, // 46: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
-	55, // 47: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
-	57, // 48: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
-	58, // 49: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
-	59, // 50: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
-	60, // 51: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
-	1,  // 52: strand.TopicResult.error:type_name -> strand.Error
-	16, // 53: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
-	16, // 54: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
-	61, // 55: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
-	26, // 56: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
-	26, // 57: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
-	29, // 58: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
-	26, // 59: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
-	33, // 60: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
-	62, // 61: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
-	26, // 62: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
-	26, // 63: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
-	26, // 64: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
-	63, // 65: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
-	26, // 66: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
-	64, // 67: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
-	65, // 68: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
-	66, // 69: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
-	67, // 70: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
-	68, // 71: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
-	69, // 72: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
-	70, // 73: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
-	71, // 74: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
-	1,  // 75: strand.MetadataResponse.Partition.error:type_name -> strand.Error
-	1,  // 76: strand.MetadataResponse.Topic.error:type_name -> strand.Error
-	51, // 77: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
-	1,  // 78: strand.ProduceResponse.Partition.error:type_name -> strand.Error
-	1,  // 79: strand.FetchResponse.Partition.error:type_name -> strand.Error
-	56, // 80: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
-	1,  // 81: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
-	14, // 82: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
-	1,  // 83: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
-	14, // 84: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	1,  // 85: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
-	38, // 86: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
-	33, // 87: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
-	1,  // 88: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
-	1,  // 89: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
-	14, // 90: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
-	1,  // 91: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
-	14, // 92: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	1,  // 93: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
-	1,  // 94: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
-	95, // [95:95] is the sub-list for method output_type
-	95, // [95:95] is the sub-list for method input_type
-	95, // [95:95] is the sub-list for extension type_name
-	95, // [95:95] is the sub-list for extension extendee
-	0,  // [0:95] is the sub-list for field type_name
+	0,   // 0: strand.Error.code:type_name -> strand.ErrorCode
+	4,   // 1: strand.Request.hello:type_name -> strand.HelloRequest
+	6,   // 2: strand.Request.metadata:type_name -> strand.MetadataRequest
+	8,   // 3: strand.Request.produce:type_name -> strand.ProduceRequest
+	10,  // 4: strand.Request.fetch:type_name -> strand.FetchRequest
+	12,  // 5: strand.Request.list_offsets:type_name -> strand.ListOffsetsRequest
+	15,  // 6: strand.Request.create_topics:type_name -> strand.CreateTopicsRequest
+	18,  // 7: strand.Request.delete_topics:type_name -> strand.DeleteTopicsRequest
+	22,  // 8: strand.Request.describe_topics:type_name -> strand.DescribeTopicsRequest
+	24,  // 9: strand.Request.init_producer_id:type_name -> strand.InitProducerIdRequest
+	46,  // 10: strand.Request.alter_configs:type_name -> strand.AlterConfigsRequest
+	48,  // 11: strand.Request.delete_records:type_name -> strand.DeleteRecordsRequest
+	50,  // 12: strand.Request.describe_partitions:type_name -> strand.DescribePartitionsRequest
+	26,  // 13: strand.Request.find_coordinator:type_name -> strand.FindCoordinatorRequest
+	29,  // 14: strand.Request.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatRequest
+	32,  // 15: strand.Request.offset_commit:type_name -> strand.OffsetCommitRequest
+	34,  // 16: strand.Request.offset_fetch:type_name -> strand.OffsetFetchRequest
+	37,  // 17: strand.Request.list_groups:type_name -> strand.ListGroupsRequest
+	39,  // 18: strand.Request.describe_groups:type_name -> strand.DescribeGroupsRequest
+	42,  // 19: strand.Request.delete_groups:type_name -> strand.DeleteGroupsRequest
+	43,  // 20: strand.Request.offset_delete:type_name -> strand.OffsetDeleteRequest
+	20,  // 21: strand.Request.create_partitions:type_name -> strand.CreatePartitionsRequest
+	76,  // 22: strand.Request.raft:type_name -> strand.RaftFrame
+	1,   // 23: strand.Response.error:type_name -> strand.Error
+	5,   // 24: strand.Response.hello:type_name -> strand.HelloResponse
+	7,   // 25: strand.Response.metadata:type_name -> strand.MetadataResponse
+	9,   // 26: strand.Response.produce:type_name -> strand.ProduceResponse
+	11,  // 27: strand.Response.fetch:type_name -> strand.FetchResponse
+	13,  // 28: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
+	17,  // 29: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
+	19,  // 30: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
+	23,  // 31: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
+	25,  // 32: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
+	47,  // 33: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
+	49,  // 34: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
+	51,  // 35: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
+	27,  // 36: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
+	30,  // 37: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
+	33,  // 38: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
+	36,  // 39: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
+	38,  // 40: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
+	41,  // 41: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
+	45,  // 42: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
+	44,  // 43: strand.Response.offset_delete:type_name -> strand.OffsetDeleteResponse
+	21,  // 44: strand.Response.create_partitions:type_name -> strand.CreatePartitionsResponse
+	52,  // 45: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
+	54,  // 46: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
+	55,  // 47: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
+	56,  // 48: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
+	57,  // 49: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
+	59,  // 50: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
+	60,  // 51: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
+	61,  // 52: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
+	62,  // 53: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
+	1,   // 54: strand.TopicResult.error:type_name -> strand.Error
+	16,  // 55: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
+	16,  // 56: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
+	63,  // 57: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
+	64,  // 58: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
+	65,  // 59: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
+	28,  // 60: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
+	28,  // 61: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
+	31,  // 62: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
+	28,  // 63: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
+	35,  // 64: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
+	66,  // 65: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
+	28,  // 66: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
+	28,  // 67: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
+	28,  // 68: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
+	67,  // 69: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
+	28,  // 70: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
+	68,  // 71: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
+	69,  // 72: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
+	70,  // 73: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
+	71,  // 74: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
+	72,  // 75: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
+	73,  // 76: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
+	74,  // 77: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
+	75,  // 78: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
+	1,   // 79: strand.MetadataResponse.Partition.error:type_name -> strand.Error
+	1,   // 80: strand.MetadataResponse.Topic.error:type_name -> strand.Error
+	53,  // 81: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
+	1,   // 82: strand.ProduceResponse.Partition.error:type_name -> strand.Error
+	1,   // 83: strand.FetchResponse.Partition.error:type_name -> strand.Error
+	58,  // 84: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
+	1,   // 85: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
+	14,  // 86: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
+	1,   // 87: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
+	1,   // 88: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
+	14,  // 89: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	1,   // 90: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
+	40,  // 91: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
+	35,  // 92: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
+	1,   // 93: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
+	1,   // 94: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
+	14,  // 95: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
+	1,   // 96: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
+	14,  // 97: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	1,   // 98: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
+	1,   // 99: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
+	100, // [100:100] is the sub-list for method output_type
+	100, // [100:100] is the sub-list for method input_type
+	100, // [100:100] is the sub-list for extension type_name
+	100, // [100:100] is the sub-list for extension extendee
+	0,   // [0:100] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -5876,6 +6177,7 @@ func file_wire_proto_init() {
 		(*Request_DescribeGroups)(nil),
 		(*Request_DeleteGroups)(nil),
 		(*Request_OffsetDelete)(nil),
+		(*Request_CreatePartitions)(nil),
 		(*Request_Raft)(nil),
 	}
 	file_wire_proto_msgTypes[2].OneofWrappers = []any{
@@ -5899,15 +6201,16 @@ func file_wire_proto_init() {
 		(*Response_DescribeGroups)(nil),
 		(*Response_DeleteGroups)(nil),
 		(*Response_OffsetDelete)(nil),
+		(*Response_CreatePartitions)(nil),
 	}
-	file_wire_proto_msgTypes[55].OneofWrappers = []any{}
+	file_wire_proto_msgTypes[57].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   71,
+			NumMessages:   75,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
