@@ -99,10 +99,12 @@ proto:
 	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc --go_out=. --go_opt=module=github.com/strandlog/strand -I proto proto/*.proto
 
-## build: the strand binary, in bin/, stamped with `git describe` (strand version prints it).
+## build: the strand binary, in bin/, stamped with `git describe` and the commit (strand version prints them;
+##   stamped here because GOFLAGS=-buildvcs=false, common in CI images, leaves the build info without one).
 VERSION       ?= $(shell git describe --always --dirty 2>/dev/null)
+COMMIT        ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 build:
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/strand ./cmd/strand
+	$(GO) build -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o bin/strand ./cmd/strand
 
 ## run: a local 3-node cluster in one process: Strand protocol on 127.0.0.1:9192-9194, Kafka on :9092-9094 (Ctrl-C stops it). See README.md.
 run: build

@@ -151,11 +151,15 @@ func (h *helpShown) Error() string { return "help requested" }
 // version is set at build time: go build -ldflags "-X main.version=v1.2.3".
 var version = ""
 
+// commit is set at build time (make build: -X main.commit=...); empty, the
+// build info's vcs.revision is used.
+var commit = ""
+
 // versionText is what `strand version` prints: the version (from -ldflags,
 // else the module version from the build info), the commit when the
 // binary was built from a git checkout, and the Go version.
 func versionText() string {
-	v, commit, modified := version, "", false
+	v, rev, modified := version, commit, false
 	if info, ok := debug.ReadBuildInfo(); ok {
 		if v == "" {
 			v = info.Main.Version
@@ -163,7 +167,9 @@ func versionText() string {
 		for _, s := range info.Settings {
 			switch s.Key {
 			case "vcs.revision":
-				commit = s.Value
+				if rev == "" {
+					rev = s.Value
+				}
 			case "vcs.modified":
 				modified = s.Value == "true"
 			}
@@ -172,16 +178,16 @@ func versionText() string {
 	if v == "" {
 		v = "(devel)"
 	}
-	if len(commit) > 12 {
-		commit = commit[:12]
+	if len(rev) > 12 {
+		rev = rev[:12]
 	}
 	switch {
-	case commit == "":
-		commit = "unknown"
+	case rev == "":
+		rev = "unknown"
 	case modified:
-		commit += " (modified)"
+		rev += " (modified)"
 	}
-	return fmt.Sprintf("strand %s\ncommit %s\n%s %s/%s\n", v, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return fmt.Sprintf("strand %s\ncommit %s\n%s %s/%s\n", v, rev, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
 // cmdVersion prints versionText.
