@@ -113,7 +113,11 @@ func groupDescribe(ctx context.Context, c *clientlib.Client, w io.Writer, group 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "group %s: %s, %d members, epoch %d\n", d.Group, d.State, len(d.Members), d.Epoch)
+	members := "members"
+	if len(d.Members) == 1 {
+		members = "member"
+	}
+	fmt.Fprintf(w, "group %s: %s, %d %s, epoch %d\n", d.Group, d.State, len(d.Members), members, d.Epoch)
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 	if len(d.Members) > 0 {
 		fmt.Fprintln(tw, "  MEMBER\tINSTANCE\tEPOCH\tASSIGNED")
