@@ -24,9 +24,9 @@ all: lint test
 ##   cmd/strand's real-process tests (three servers writing at full speed) run on their own, after
 ##   the rest: beside them, the in-process clusters of other packages' tests starve on 2 cores.
 test:
-	$(GO) test -count=1 $$($(GO) list ./... | grep -v '/cmd/strand$$')
-	$(GO) test -count=1 ./cmd/strand/
-	$(GO) test -count=1 -tags simbugs -run 'TestBug|TestSimCatchesPlantedBugs|TestSimCatchesGroupBugs' ./node/ ./simnet/ ./engine/groups/
+	$(GO) test -count=1 -timeout 15m $$($(GO) list ./... | grep -v '/cmd/strand$$')
+	$(GO) test -count=1 -timeout 15m ./cmd/strand/
+	$(GO) test -count=1 -timeout 15m -tags simbugs -run 'TestBug|TestSimCatchesPlantedBugs|TestSimCatchesGroupBugs' ./node/ ./simnet/ ./engine/groups/
 
 ## test-invariants: engine, node and a short simulator sample with the `invariants` build tag,
 ##   which checks the whole partition state after every applied entry.

@@ -316,7 +316,7 @@ func groupReset(ctx context.Context, c *clientlib.Client, w io.Writer, group str
 	if err := c.CommitOffsets(ctx, group, plan); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "reset group %s on %s: %d partitions committed as shown\n", group, rf.topic, len(plan))
+	fmt.Fprintf(w, "reset group %s on %s: %s committed as shown\n", group, rf.topic, plural(len(plan), "partition"))
 	return nil
 }
 

@@ -70,11 +70,11 @@ func topicAddPartitions(ctx context.Context, c *clientlib.Client, w io.Writer, n
 	case err != nil:
 		return err
 	case ap.validateOnly:
-		fmt.Fprintf(w, "topic %s would have %d partitions (%d added); nothing changed (--validate-only)\n", name, got.Partitions, got.Added)
+		fmt.Fprintf(w, "topic %s would have %s (%d added); nothing changed (--validate-only)\n", name, plural(int(got.Partitions), "partition"), got.Added)
 	case got.Added < 0:
-		fmt.Fprintf(w, "topic %s has %d partitions (an earlier attempt, whose answer was lost, added them)\n", name, got.Partitions)
+		fmt.Fprintf(w, "topic %s has %s (an earlier attempt, whose answer was lost, added them)\n", name, plural(int(got.Partitions), "partition"))
 	default:
-		fmt.Fprintf(w, "added %d partitions to topic %s: it has %d partitions\n", got.Added, name, got.Partitions)
+		fmt.Fprintf(w, "added %s to topic %s: it has %s\n", plural(int(got.Added), "partition"), name, plural(int(got.Partitions), "partition"))
 	}
 	return nil
 }

@@ -159,7 +159,7 @@ func topicCreate(ctx context.Context, c *clientlib.Client, w io.Writer, name str
 	}
 	for _, d := range details {
 		if d.Name == name && d.Err == nil {
-			fmt.Fprintf(w, "created topic %s: %d partitions, replication factor %d\n", d.Name, d.Partitions, d.ReplicationFactor)
+			fmt.Fprintf(w, "created topic %s: %s, replication factor %d\n", d.Name, plural(int(d.Partitions), "partition"), d.ReplicationFactor)
 			return nil
 		}
 	}
@@ -191,7 +191,7 @@ func topicDescribe(ctx context.Context, c *clientlib.Client, w io.Writer, name s
 	if d.Err != nil {
 		return d.Err
 	}
-	fmt.Fprintf(w, "topic %s: %d partitions, replication factor %d\n", d.Name, d.Partitions, d.ReplicationFactor)
+	fmt.Fprintf(w, "topic %s: %s, replication factor %d\n", d.Name, plural(int(d.Partitions), "partition"), d.ReplicationFactor)
 	keys := make([]string, 0, len(d.Configs))
 	for k := range d.Configs {
 		keys = append(keys, k)
@@ -297,7 +297,7 @@ func cmdCluster(args []string, stdout io.Writer) error {
 			fmt.Fprintf(stdout, "topic %s: %s\n", t.Name, userMessage(t.Err))
 			continue
 		}
-		fmt.Fprintf(stdout, "topic %s: %d partitions\n", t.Name, len(t.Partitions))
+		fmt.Fprintf(stdout, "topic %s: %s\n", t.Name, plural(len(t.Partitions), "partition"))
 		if err := printPartitions(ctx, c, stdout, t); err != nil {
 			return err
 		}
