@@ -63,15 +63,22 @@ type retentionState struct {
 	trimDeadline uint64
 	// compactor builds the snapshot a compaction needs; nil when none runs.
 	compactor *compactor
+	// logStart is the log start at the last check: a TRIM applied since
+	// makes the group due (retentionDue), as does due, set when a
+	// compaction finishes.
+	logStart int64
+	due      bool
 	// deletes are the DeleteRecords requests waiting for their trim.
 	deletes []*deleteWait
 	segs    []raftlog.SegmentInfo // scratch
 }
 
 // retentionTick runs every replica's retention work for this tick: the
-// waits of DeleteRecords every tick, the compaction in progress (a bounded
-// step), and every RetentionCheckTicks the segment roll, the start of a
-// compaction and, on the leader, the retention decision.
+// waits of DeleteRecords and the compaction in progress (a bounded step)
+// every tick; the segment roll, the start of a compaction and, on the
+// leader, the retention decision every RetentionCheckTicks and, sooner,
+// whenever retentionDue says one of them has work. A running compaction
+// does not hold back the leader's next TRIM.
 func (c *Core) retentionTick() {
 	check := c.ticks%uint64(c.cfg.RetentionCheckTicks) == 0
 	for _, g := range c.groups {
@@ -81,19 +88,48 @@ func (c *Core) retentionTick() {
 		c.finishDeletes(g)
 		if g.ret.compactor != nil {
 			c.compactStep(g)
+		}
+		c.refreshTopicConfig(g) // O(1) unless the metadata moved
+		if !check && !c.retentionDue(g) {
 			continue
 		}
-		if !check {
-			continue
-		}
-		c.refreshTopicConfig(g)
+		g.ret.due = false
+		g.ret.logStart = g.part.LogStartOffset()
 		if err := c.rollByAge(g); err != nil {
 			c.failStorage(g, err)
 			continue
 		}
-		c.maybeCompact(g)
+		if g.ret.compactor == nil {
+			c.maybeCompact(g)
+		}
 		c.maybeTrim(g)
 	}
+}
+
+// retentionDue reports whether g has retention work before its next
+// periodic check: a TRIM applied since the last check (the replica can
+// compact, the leader may propose the next trim), a compaction finished
+// (g.ret.due), or, on the leader, retention.bytes allows dropping the oldest
+// segment (retentionOffset's rule). Without these the log grows by all that
+// is written between checks (1 s, longer when the loop is slow) plus the
+// compaction's own lag. O(segments); retention.ms waits for the check.
+func (c *Core) retentionDue(g *group) bool {
+	if g.ret.due || g.part.LogStartOffset() != g.ret.logStart {
+		return true
+	}
+	cfg := g.ret.config
+	if !g.ret.configKnown || cfg.RetentionBytes < 0 || cfg.CleanupPolicy != metadata.CleanupDelete || g.tp.Topic == OffsetsTopic {
+		return false
+	}
+	if g.ret.trimOffset != 0 && g.part.LogStartOffset() < g.ret.trimOffset && c.ticks < g.ret.trimDeadline {
+		return false // our TRIM is in flight: its apply makes the group due
+	}
+	if _, _, leading := g.leadership(); !leading {
+		return false
+	}
+	g.ret.segs = g.log.Segments(g.ret.segs[:0])
+	oldest := g.ret.segs[0]
+	return len(g.ret.segs) > 1 && oldest.Last <= g.appliedRaft && g.log.SizeBytes()-oldest.Bytes >= cfg.RetentionBytes
 }
 
 // failStorage makes a write error fatal: the next Process returns it and
@@ -175,6 +211,7 @@ func (c *Core) maybeTrim(g *group) {
 		return
 	}
 	g.ret.trimOffset = 0
+	g.ret.segs = g.log.Segments(g.ret.segs[:0])
 	offset := c.retentionOffset(g, c.cfg.Clock.Realtime().UnixMilli())
 	if offset <= g.part.LogStartOffset() {
 		return
@@ -188,7 +225,7 @@ func (c *Core) maybeTrim(g *group) {
 // the first segment kept after dropping, oldest first, every segment (never
 // the active one, nor one holding unapplied entries) whose newest record is
 // older than retention.ms or without which the log still holds
-// retention.bytes. g.ret.segs holds the log's segments.
+// retention.bytes, of the segments in g.ret.segs.
 func (c *Core) retentionOffset(g *group, nowMs int64) int64 {
 	cfg := g.ret.config
 	segs := g.ret.segs

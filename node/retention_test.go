@@ -135,3 +135,39 @@ func (c *cluster) fetchFrom(id NodeID, tp TopicPartition, offset int64) ([]Fetch
 	c.t.Fatalf("fetch did not reach the high-water mark")
 	return nil, 0
 }
+
+// A partition produced to faster than the retention check interval stays
+// within retention.bytes plus a few segments on every replica: a TRIM's
+// apply, a finished compaction and the leader's log growing a segment past
+// retention.bytes each trigger the next step at once instead of at the next
+// periodic check (every 100 ticks here, while 2 batches of 8 records come
+// per tick). Before, the log grew by everything written between checks.
+func TestRetentionKeepsUpBetweenChecks(t *testing.T) {
+	const segment, retention = 4096, 12288
+	c := newMetaCluster(t, 13, 3, func(cfg *Config) { cfg.RetentionCheckTicks = 100 })
+	c.createTopicWith(c.metaLeaderOf(), "r", 1, 3, map[string]string{
+		"segment.bytes": "4096", "retention.bytes": "12288", "retention.ms": "-1",
+	})
+	tp := TopicPartition{Topic: "r", Partition: 0}
+	var largest int64
+	for i := range 300 {
+		c.fillPartition(tp, 2)
+		c.tick(1)
+		for _, id := range c.ids {
+			largest = max(largest, c.cores[id].byTP[tp].log.SizeBytes())
+		}
+		if i == 299 {
+			t.Logf("node %d: %+v", c.ids[0], c.cores[c.ids[0]].Stats())
+		}
+	}
+	if bound := int64(retention + 3*segment); largest > bound {
+		t.Fatalf("a replica's log reached %d bytes, want at most %d (retention.bytes + 3 segments)", largest, bound)
+	}
+	c.tick(5)
+	c.checkSameState(tp)
+	lead := c.leader(tp)
+	batches, hwm := c.fetchFrom(lead, tp, statusOf(c.cores[lead], tp).LogStartOffset)
+	if hwm != 600*8 || len(batches) == 0 {
+		t.Fatalf("high-water mark %d with %d batches retained, want %d", hwm, len(batches), 600*8)
+	}
+}

@@ -129,6 +129,7 @@ func (c *Core) compactStep(g *group) {
 		return
 	}
 	g.part.Compacted(k.target)
+	g.ret.due = true // a TRIM applied meanwhile may allow the next one (retention.go)
 	c.stats.Compactions++
 	g.logs.log(slog.LevelDebug, "raft log compacted", slog.Uint64("snapshot_index", k.target))
 }
