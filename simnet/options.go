@@ -181,6 +181,10 @@ type Options struct {
 	// RecreateTopic deletes the second topic mid-run and creates it again
 	// under the same name (wire_recreate.go).
 	RecreateTopic bool
+	// StopAtFailure ends the run at its first failed check, skipping the
+	// rest and the final checks: for catch-rate sweeps of planted bugs
+	// (TestSimCatchRate), where only "caught or not" matters.
+	StopAtFailure bool
 }
 
 // DefaultAuditOneIn is Standard's AuditOneIn: sampled to keep the run
