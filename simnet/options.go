@@ -100,7 +100,13 @@ type Faults struct {
 	// StarveLeader starves a partition leader's host: its ticks come at a
 	// third of their rate and its links to the other nodes are cut, while
 	// clients still reach it (starve.go).
-	StarveLeader    int
+	StarveLeader int
+	// OverloadAfter, when > 0, overloads one partition leader's host
+	// (as StarveLeader) once this share of Ops was issued, while its
+	// peers are healthy, and holds other faults until it ends
+	// (overload.go); Overloads episodes in all, a second apart.
+	OverloadAfter   float64
+	Overloads       int
 	RestartMin      time.Duration // a crashed node restarts after [min, max]
 	RestartMax      time.Duration
 	NetFaultMin     time.Duration // a network fault lasts [min, max]
@@ -272,6 +278,10 @@ func Choose(o Options) Options {
 	f.IsolateFollower = int(pick(r, 3, 6, 9))
 	f.ClientCorrupt = pick(r, 0, 0.003, 0.01, 0.03)
 	f.StarveLeader = w()
+	if r.IntN(4) != 0 {
+		f.OverloadAfter = float64(between(r, 20, 60)) / 100
+		f.Overloads = int(between(r, 1, 3))
+	}
 	return o
 }
 
@@ -295,7 +305,7 @@ func (o Options) String() string {
 	fmt.Fprintf(&b, " kill=%d cutround=%d cutrecovery=%d rolling=%g", f.Kill, f.PowerCutRound, f.PowerCutRecovery,
 		f.RollingRestartAfter)
 	fmt.Fprintf(&b, " pause=%d chain=%d drift=%d%% diskfull=%d isolatefollower=%d", f.Pause, f.LeaderChain, f.TickDriftPercent, f.DiskFull, f.IsolateFollower)
-	fmt.Fprintf(&b, " corrupt=%g starve=%d", f.ClientCorrupt, f.StarveLeader)
+	fmt.Fprintf(&b, " corrupt=%g starve=%d overload=%gx%d", f.ClientCorrupt, f.StarveLeader, f.OverloadAfter, f.Overloads)
 	if o.CatchUpBytesPerSec > 0 {
 		fmt.Fprintf(&b, " catchup=%dB/s", o.CatchUpBytesPerSec)
 	}

@@ -47,6 +47,7 @@ func (w *world) probeLiveness(done func()) {
 	w.planner.active = false
 	w.net.healAll()
 	w.planner.liftFullDisks(true)
+	w.planner.endStarvation()
 	for _, n := range w.nodes {
 		n.pausedUntil = 0
 		w.clearDiskFaults(n)
