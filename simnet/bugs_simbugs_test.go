@@ -18,7 +18,7 @@ const catchSearchMax = 200
 // seed to pin instead.
 var pinnedCatch = map[string]uint64{
 	"AckBeforeCommit": 1, "SkipFsync": 1, "FetchBeyondHighMark": 1, "ReapplyAfterRestart": 2, "LocalRead": 1,
-	"RestoreForgetsProducers": 2, "CheckpointForgetsProducers": 1, "FetchRenumbersInsideBatch": 1,
+	"RestoreForgetsProducers": 2, "CheckpointForgetsProducers": 2, "FetchRenumbersInsideBatch": 1,
 	"AckLeaderEarly": 1, "RecoverTrustsPageCache": 1, "LeaseReads": 1, "RestoreIndexTimes": 2,
 	"AckBeforeSyncDone": 1, "WipedNodeVotes": 10, "CompactPastStart": 1,
 	"StaleSnapshot": 2, "TopicIDUnchecked": 1, "ProduceSkipsCRC": 1, "QuiescedNeverWake": 1,
