@@ -15,7 +15,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 # Every fuzz target, as package:FuzzName. CI runs each for $(FUZZTIME).
 FUZZ_TARGETS := $(shell grep -rl --include='*_test.go' '^func Fuzz' . | xargs -r grep -H -o '^func Fuzz[A-Za-z0-9_]*' | sed -e 's|^\./||' -e 's|/[^/]*_test.go:func |:|' | sort)
 
-.PHONY: all build test test-invariants test-faults lint fuzz bench bench-restart bench-cluster proto run sim tools
+.PHONY: all build test test-invariants test-faults lint fuzz bench bench-restart bench-cluster proto run sim sim-bugs tools
 
 all: lint test
 
@@ -84,6 +84,15 @@ sim:
 	cd simnet && $(GO) test $(if $(BUG),-tags simbugs) -run '^TestSim$$' -count=1 -timeout 0 \
 	  -sim.seeds=$(SEEDS) -sim.seed-start=$(SEED_START) -sim.profile=$(PROFILE) \
 	  $(if $(BUG),-sim.bug=$(BUG)) $(if $(OUT),-sim.out=$(abspath $(OUT))) $(if $(filter 1,$(V)),-sim.v)
+
+## sim-bugs: the planted bugs' catch rates: each bug (BUGS=a,b,...; default every bug of simnet's
+##   BugNames and GroupBugNames) runs SEEDS seeds from SEED_START, each seed stopping at its first failed
+##   check, and one table prints bug, caught/SEEDS, the first catching seed and the catching seeds.
+##   Issue 14 asks each bug to be caught in at least half the seeds (rows below half are marked).
+BUGS ?=
+sim-bugs:
+	cd simnet && $(GO) test -tags simbugs -run '^TestSimCatchRate$$' -count=1 -timeout 0 \
+	  -sim.catchrate=$(SEEDS) -sim.seed-start=$(SEED_START) -sim.profile=$(PROFILE) $(if $(BUGS),-sim.bugs=$(BUGS))
 
 ## bench-cluster: start three real `strand serve` processes on 127.0.0.1 (fsync before ack) and run
 ##   produce, consume, e2e at 1,000 and 5,000 msgs/s on 1 and 6 partitions, and a 2,000-partition

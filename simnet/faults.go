@@ -67,6 +67,12 @@ type planner struct {
 		weight int
 	}
 	total int
+	// holdUntil: no fault begins before this time (an incident runs
+	// alone: overload.go).
+	holdUntil time.Duration
+	overloads int // overload episodes begun (overload.go)
+	// starvedBase[i]: node i's tick period before it was starved.
+	starvedBase []time.Duration
 }
 
 func newPlanner(w *world) *planner {
@@ -110,6 +116,7 @@ func newPlanner(w *world) *planner {
 // start schedules the first fault and the rolling restart.
 func (p *planner) start() {
 	p.scheduleRolling()
+	p.scheduleOverload()
 	if p.total == 0 || p.w.opts.Faults.Interval <= 0 {
 		return
 	}
@@ -126,6 +133,11 @@ func (p *planner) scheduleNext() {
 // act injects one fault and schedules the next.
 func (p *planner) act() {
 	if !p.active {
+		return
+	}
+	if p.w.now() < p.holdUntil {
+		p.w.coverage.Inc("fault/held-by-incident")
+		p.scheduleNext()
 		return
 	}
 	r := p.w.rngFault

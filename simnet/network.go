@@ -25,6 +25,7 @@ type network struct {
 	dupRate       float64 // probability a node frame is delivered twice
 	cut           [][]int // cut[from][to] > 0: from's frames to to are lost
 	drops, dups   int64   // messages lost and frames duplicated, for coverage
+	healedAll     int     // healAll calls so far (releaseCuts)
 }
 
 // newNetwork draws the base latencies of every link from rng.
@@ -88,6 +89,14 @@ func (n *network) duplicated() bool {
 }
 
 // isCut reports whether frames from node from to node to are lost.
+// releaseCuts releases links cut (addCuts +1) when healAll had run
+// healedAll times, unless it ran again since: healAll released them.
+func (n *network) releaseCuts(links [][2]int, healedAll int) {
+	if n.healedAll == healedAll {
+		n.addCuts(links, -1)
+	}
+}
+
 func (n *network) isCut(from, to int) bool { return n.cut[from][to] > 0 }
 
 // addCuts holds every listed directed link down (delta +1) or releases it
@@ -103,6 +112,7 @@ func (n *network) addCuts(links [][2]int, delta int) {
 
 // healAll clears every cut, drop and duplicate (liveness mode's heal).
 func (n *network) healAll() {
+	n.healedAll++
 	for i := range n.cut {
 		clear(n.cut[i])
 	}

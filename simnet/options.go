@@ -100,7 +100,13 @@ type Faults struct {
 	// StarveLeader starves a partition leader's host: its ticks come at a
 	// third of their rate and its links to the other nodes are cut, while
 	// clients still reach it (starve.go).
-	StarveLeader    int
+	StarveLeader int
+	// OverloadAfter, when > 0, overloads one partition leader's host
+	// (as StarveLeader) once this share of Ops was issued, while its
+	// peers are healthy, and holds other faults until it ends
+	// (overload.go); Overloads episodes in all, a second apart.
+	OverloadAfter   float64
+	Overloads       int
 	RestartMin      time.Duration // a crashed node restarts after [min, max]
 	RestartMax      time.Duration
 	NetFaultMin     time.Duration // a network fault lasts [min, max]
@@ -184,6 +190,10 @@ type Options struct {
 	// AddPartitions grows the main topic mid-run in half the seeds
 	// (wire_partitions.go); off in Standard.
 	AddPartitions bool
+	// StopAtFailure ends the run at its first failed check, skipping the
+	// rest and the final checks: for catch-rate sweeps of planted bugs
+	// (TestSimCatchRate), where only "caught or not" matters.
+	StopAtFailure bool
 }
 
 // DefaultAuditOneIn is Standard's AuditOneIn: sampled to keep the run
@@ -271,6 +281,10 @@ func Choose(o Options) Options {
 	f.IsolateFollower = int(pick(r, 3, 6, 9))
 	f.ClientCorrupt = pick(r, 0, 0.003, 0.01, 0.03)
 	f.StarveLeader = w()
+	if r.IntN(8) != 0 { // 7 seeds in 8 (3 in 4: LeaseReads 12/20; 7 in 8: 14/20)
+		f.OverloadAfter = float64(between(r, 20, 60)) / 100
+		f.Overloads = int(between(r, 1, 3))
+	}
 	return o
 }
 
@@ -294,7 +308,7 @@ func (o Options) String() string {
 	fmt.Fprintf(&b, " kill=%d cutround=%d cutrecovery=%d rolling=%g", f.Kill, f.PowerCutRound, f.PowerCutRecovery,
 		f.RollingRestartAfter)
 	fmt.Fprintf(&b, " pause=%d chain=%d drift=%d%% diskfull=%d isolatefollower=%d", f.Pause, f.LeaderChain, f.TickDriftPercent, f.DiskFull, f.IsolateFollower)
-	fmt.Fprintf(&b, " corrupt=%g starve=%d", f.ClientCorrupt, f.StarveLeader)
+	fmt.Fprintf(&b, " corrupt=%g starve=%d overload=%gx%d", f.ClientCorrupt, f.StarveLeader, f.OverloadAfter, f.Overloads)
 	if o.CatchUpBytesPerSec > 0 {
 		fmt.Fprintf(&b, " catchup=%dB/s", o.CatchUpBytesPerSec)
 	}

@@ -58,6 +58,9 @@ func Run(o Options, vizDir string) (res Result) {
 		}
 	}()
 	w.run()
+	if o.StopAtFailure && len(w.failures) > 0 {
+		return w.result()
+	}
 	if !w.work.drained && !w.stats.TimeLimited && len(w.failures) == 0 {
 		w.fail("the run ended before the final drain (%s)", w.stats)
 	}

@@ -5,7 +5,7 @@ import "time"
 // starveTickFactor: a starved node's ticks come this many times apart.
 const starveTickFactor = 5
 
-// starveLeader starves the host of a random partition's leader for 5 to 12
+// starveLeader starves the host of a partition's leader for 5 to 12
 // election timeouts, as an overloaded machine is: its process gets so
 // little CPU that its timer fires at a fifth of its rate, and its links to
 // the other nodes are cut (a saturated NIC), while clients still reach it.
@@ -14,12 +14,20 @@ const starveTickFactor = 5
 // elected a new leader; a client whose reads it keeps answering never
 // looks for the new one. Only a read path that asks a quorum (ReadIndex)
 // stays linearizable there.
+//
+// The victim is a leader whose peers can elect without it (starving a
+// node whose peers are themselves down or cut apart only stalls the group:
+// the overload of one machine in a healthy cluster is the fault).
 func (p *planner) starveLeader() {
-	w := p.w
-	i := w.leaderOf(w.rngFault.IntN(w.opts.Partitions))
-	if i < 0 || w.nodes[i].starved {
-		return
+	if i := p.starvable(); i >= 0 {
+		d := time.Duration(between(p.w.rngFault, 50, 120)) * p.w.opts.TickInterval
+		p.starve(i, d, starveTickFactor)
 	}
+}
+
+// starve starves node i for d, its ticks factor times apart.
+func (p *planner) starve(i int, d time.Duration, factor int) {
+	w := p.w
 	n := w.nodes[i]
 	var links [][2]int
 	for b := range w.nodes {
@@ -27,12 +35,64 @@ func (p *planner) starveLeader() {
 			links = append(links, [2]int{i, b}, [2]int{b, i})
 		}
 	}
-	d := time.Duration(between(w.rngFault, 50, 120)) * w.opts.TickInterval
 	n.starved = true
 	base := n.tickInterval
-	n.tickInterval = base * starveTickFactor
+	n.tickInterval = base * time.Duration(factor)
 	w.traceNote(kindFault, n.index, uint64(faultStarveLeader), uint64(d))
 	w.net.addCuts(links, +1)
-	w.sched.schedule(d, &event{kind: evHeal, node: -1, heal: &healAction{links: links}})
-	w.sched.schedule(d, &event{kind: evCall, node: -1, call: func() { n.tickInterval, n.starved = base, false }})
+	gen := w.net.healedAll
+	w.sched.schedule(d, &event{kind: evCall, node: -1, call: func() {
+		w.net.releaseCuts(links, gen)
+		if n.starved {
+			n.tickInterval, n.starved = base, false
+		}
+	}})
+	if p.starvedBase == nil {
+		p.starvedBase = make([]time.Duration, len(w.nodes))
+	}
+	p.starvedBase[i] = base
+}
+
+// endStarvation gives every starved node its tick rate back at once (a
+// heal of everything: the liveness probe).
+func (p *planner) endStarvation() {
+	for _, n := range p.w.nodes {
+		if n.starved {
+			n.tickInterval, n.starved = p.starvedBase[n.index], false
+		}
+	}
+}
+
+// starvable picks the leader of a partition (from a random one on) whose
+// other nodes are up, running and connected to one another, or -1.
+func (p *planner) starvable() int {
+	w := p.w
+	g0 := w.rngFault.IntN(w.opts.Partitions)
+	for k := 0; k < w.opts.Partitions; k++ {
+		i := w.leaderOf((g0 + k) % w.opts.Partitions)
+		if i >= 0 && !w.nodes[i].starved && p.peersHealthy(i) {
+			return i
+		}
+	}
+	return -1
+}
+
+// peersHealthy reports whether every node but i is up, not paused, and
+// reaches every other such node both ways.
+func (p *planner) peersHealthy(i int) bool {
+	w := p.w
+	for _, a := range w.nodes {
+		if a.index == i {
+			continue
+		}
+		if !a.up || a.pausedUntil > w.now() {
+			return false
+		}
+		for _, b := range w.nodes {
+			if b.index != i && b != a && w.net.isCut(a.index, b.index) {
+				return false
+			}
+		}
+	}
+	return true
 }

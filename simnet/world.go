@@ -249,6 +249,9 @@ func (w *world) fail(format string, args ...any) {
 		msg := fmt.Sprintf("t=%v: ", w.sched.now) + fmt.Sprintf(format, args...)
 		w.failures = append(w.failures, msg)
 	}
+	if w.opts.StopAtFailure {
+		w.stop()
+	}
 }
 
 // failuresKept bounds the step failures a run keeps (the first ones matter).
