@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"fmt"
+	"github.com/strandlog/strand/engine/recordbatch"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -267,6 +268,46 @@ func TestHandleListOffsets(t *testing.T) {
 	}
 	if got[4].GetError().GetCode() != strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION {
 		t.Fatalf("unknown topic: %v", got[4])
+	}
+}
+
+// ListOffsets by timestamp answers the first record at or after the
+// timestamp, not the first offset of the batch holding it (Kafka's answer;
+// the batch's base offset made a consumer seeking by time re-read older
+// records), and scans on past a batch whose running maximum reaches the
+// target while its own records do not (timestamps out of order).
+func TestListOffsetsByTimestampFindsTheRecord(t *testing.T) {
+	c := newMetaCluster(t, 15, 3, nil)
+	c.createTopic(2, "ts", 1, 3)
+	tp := TopicPartition{Topic: "ts", Partition: 0}
+	lead := c.leader(tp)
+	batches := [][]int64{{100, 200, 300}, {250, 260}, {50, 400}}
+	for i, stamps := range batches {
+		records := make([]recordbatch.Record, len(stamps))
+		for j, ts := range stamps {
+			records[j] = recordbatch.Record{TimestampMs: ts, Value: []byte("v")}
+		}
+		batch, err := recordbatch.Encode(nil, records)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.handle(lead, produceReq(uint64(60+i), tp, batch))
+	}
+	// Offsets: 0..2 = 100 200 300, 3..4 = 250 260, 5..6 = 50 400.
+	stamps := map[int64]int64{0: 100, 1: 200, 2: 300, 6: 400, 7: -1}
+	cases := []struct{ ts, want int64 }{
+		{0, 0}, {100, 0}, {150, 1}, {200, 1}, {201, 2}, {300, 2}, {301, 6}, {400, 6}, {401, 7},
+	}
+	for i, tc := range cases {
+		resp, _ := c.handle(lead, &strandpb.Request{CorrelationId: uint64(70 + i), Body: &strandpb.Request_ListOffsets{ListOffsets: &strandpb.ListOffsetsRequest{
+			Partitions: []*strandpb.ListOffsetsRequest_Partition{{Topic: "ts", Partition: 0, TimestampMs: tc.ts}}}}})
+		got := resp.GetListOffsets().GetPartitions()[0]
+		if got.GetError() != nil || got.GetOffset() != tc.want {
+			t.Errorf("timestamp %d: offset %d (%v), want %d", tc.ts, got.GetOffset(), got.GetError(), tc.want)
+		}
+		if wantTS := stamps[tc.want]; got.GetTimestampMs() != wantTS {
+			t.Errorf("timestamp %d: record timestamp %d, want %d", tc.ts, got.GetTimestampMs(), wantTS)
+		}
 	}
 }
 
