@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/engine/recordbatch"
@@ -373,6 +374,23 @@ func (c *Core) handleDescribeTopics(req *strandpb.DescribeTopicsRequest, answer 
 	})
 }
 
+// configCap is the value this node enforces for topic config key when a
+// node-wide cap (Config.SegmentBytesMax, SegmentAgeMax) is below the
+// topic's own; "" when it enforces the topic's value.
+func (c *Core) configCap(cfg metadata.TopicConfig, key string) string {
+	switch key {
+	case metadata.ConfigSegmentBytes:
+		if limit := c.cfg.SegmentBytesMax; limit > 0 && limit < cfg.SegmentBytes {
+			return strconv.FormatInt(limit, 10)
+		}
+	case metadata.ConfigSegmentMs:
+		if limit := c.cfg.SegmentAgeMax.Milliseconds(); limit > 0 && limit < cfg.SegmentMs {
+			return strconv.FormatInt(limit, 10)
+		}
+	}
+	return ""
+}
+
 // describeTopics describes the named topics (none: all), sorted as asked.
 func (c *Core) describeTopics(names []string) *strandpb.DescribeTopicsResponse {
 	topics := c.clusterTopics()
@@ -380,7 +398,7 @@ func (c *Core) describeTopics(names []string) *strandpb.DescribeTopicsResponse {
 	add := func(t metadata.Topic) {
 		wt := &strandpb.DescribeTopicsResponse_Topic{Name: t.Name, Partitions: t.Partitions(), ReplicationFactor: t.ReplicationFactor}
 		for _, e := range t.Config.Entries() {
-			wt.Configs = append(wt.Configs, &strandpb.ConfigEntry{Name: e.Name, Value: e.Value})
+			wt.Configs = append(wt.Configs, &strandpb.ConfigEntry{Name: e.Name, Value: e.Value, NodeCap: c.configCap(t.Config, e.Name)})
 		}
 		resp.Topics = append(resp.Topics, wt)
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"testing"
 	"testing/cryptotest"
+	"time"
 
 	"pgregory.net/rapid"
 
@@ -307,6 +308,40 @@ func TestListOffsetsByTimestampFindsTheRecord(t *testing.T) {
 		}
 		if wantTS := stamps[tc.want]; got.GetTimestampMs() != wantTS {
 			t.Errorf("timestamp %d: record timestamp %d, want %d", tc.ts, got.GetTimestampMs(), wantTS)
+		}
+	}
+}
+
+// A describe answer says when the node enforces a lower node-wide cap
+// than the topic's segment.bytes or segment.ms (strand dev caps both, and
+// topic describe showed the uncapped 64 MiB and 7 days as if they ruled),
+// and says nothing when the topic's value is the lower one.
+func TestDescribeShowsNodeCaps(t *testing.T) {
+	c := newMetaCluster(t, 16, 3, func(cfg *Config) {
+		cfg.SegmentBytesMax = 1 << 20
+		cfg.SegmentAgeMax = 10 * time.Second
+	})
+	c.createTopic(2, "capped", 1, 3)
+	resp, _ := c.handle(2, &strandpb.Request{CorrelationId: 80, Body: &strandpb.Request_CreateTopics{CreateTopics: &strandpb.CreateTopicsRequest{
+		Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: "small", Partitions: 1, ReplicationFactor: 3,
+			Configs: []*strandpb.ConfigEntry{{Name: "segment.bytes", Value: "65536"}, {Name: "segment.ms", Value: "1000"}}}}}}})
+	if e := resp.GetCreateTopics().GetTopics()[0].GetError(); e != nil {
+		t.Fatalf("create small: %v", e)
+	}
+	resp, _ = c.handle(2, &strandpb.Request{CorrelationId: 81, Body: &strandpb.Request_DescribeTopics{DescribeTopics: &strandpb.DescribeTopicsRequest{Names: []string{"capped", "small"}}}})
+	want := map[string]map[string]string{
+		"capped": {"segment.bytes": "1048576", "segment.ms": "10000"},
+		"small":  {},
+	}
+	for _, dt := range resp.GetDescribeTopics().GetTopics() {
+		got := map[string]string{}
+		for _, e := range dt.GetConfigs() {
+			if e.GetNodeCap() != "" {
+				got[e.GetName()] = e.GetNodeCap()
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want[dt.GetName()]) {
+			t.Errorf("%s: node caps %v, want %v", dt.GetName(), got, want[dt.GetName()])
 		}
 	}
 }

@@ -1693,9 +1693,13 @@ func (x *ListOffsetsResponse) GetPartitions() []*ListOffsetsResponse_Partition {
 
 // ConfigEntry is one topic configuration value.
 type ConfigEntry struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Value string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// In a describe answer: the value the answering node enforces instead,
+	// when a node-wide cap is lower (strand dev caps segment.bytes and
+	// segment.ms); empty when it enforces value.
+	NodeCap       string `protobuf:"bytes,231,opt,name=node_cap,json=nodeCap,proto3" json:"node_cap,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1740,6 +1744,13 @@ func (x *ConfigEntry) GetName() string {
 func (x *ConfigEntry) GetValue() string {
 	if x != nil {
 		return x.Value
+	}
+	return ""
+}
+
+func (x *ConfigEntry) GetNodeCap() string {
+	if x != nil {
+		return x.NodeCap
 	}
 	return ""
 }
@@ -5706,10 +5717,11 @@ const file_wire_proto_rawDesc = "" +
 	"\x06offset\x18\x04 \x01(\x03R\x06offset\x12%\n" +
 	"\x0ehigh_watermark\x18\x05 \x01(\x03R\rhighWatermark\x12(\n" +
 	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\x12\"\n" +
-	"\ftimestamp_ms\x18\xe6\x01 \x01(\x03R\vtimestampMs\"7\n" +
+	"\ftimestamp_ms\x18\xe6\x01 \x01(\x03R\vtimestampMs\"S\n" +
 	"\vConfigEntry\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\x8b\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x12\x1a\n" +
+	"\bnode_cap\x18\xe7\x01 \x01(\tR\anodeCap\"\x8b\x02\n" +
 	"\x13CreateTopicsRequest\x129\n" +
 	"\x06topics\x18\x01 \x03(\v2!.strand.CreateTopicsRequest.TopicR\x06topics\x12\x1d\n" +
 	"\n" +
