@@ -64,3 +64,18 @@ func TestLatencyHistogramBuckets(t *testing.T) {
 		t.Fatalf("sum %v, want %v", h.Sum, want)
 	}
 }
+
+// BenchmarkAdminView is the loop's pause for one view of a node hosting
+// 600 replicas of a three-node cluster (every replica, a third led).
+func BenchmarkAdminView(b *testing.B) {
+	c := newCluster(b, 22, 3, replicated(3, "load", 600), nil)
+	c.leader(TopicPartition{Topic: "load", Partition: 599})
+	core := c.cores[1]
+	b.ReportAllocs()
+	for b.Loop() {
+		v := core.AdminView()
+		if len(v.Replicas) != 600 {
+			b.Fatalf("%d replicas", len(v.Replicas))
+		}
+	}
+}
