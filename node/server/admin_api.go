@@ -395,11 +395,17 @@ type lagRing struct {
 
 func newLagHistory() *lagHistory { return &lagHistory{rings: map[string]*lagRing{}} }
 
-// add records one sample per group and drops rings whose newest sample is
-// older than the ring spans.
+// add drops the rings whose newest sample is older than a ring spans, then
+// records one sample per group.
 func (h *lagHistory) add(groups []apiGroup, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	horizon := now.Add(-lagSamplesMax * lagSampleInterval).UnixMilli()
+	for id, r := range h.rings { // first, so a dropped ring frees its slot
+		if r.samples[(r.next+lagSamplesMax-1)%lagSamplesMax].TimeMs < horizon {
+			delete(h.rings, id)
+		}
+	}
 	for _, g := range groups {
 		r := h.rings[g.ID]
 		if r == nil {
@@ -412,12 +418,6 @@ func (h *lagHistory) add(groups []apiGroup, now time.Time) {
 		r.samples[r.next] = lagSample{TimeMs: now.UnixMilli(), Records: g.LagRecords, Seconds: g.LagSeconds}
 		r.next = (r.next + 1) % lagSamplesMax
 		r.n = min(r.n+1, lagSamplesMax)
-	}
-	horizon := now.Add(-lagSamplesMax * lagSampleInterval).UnixMilli()
-	for id, r := range h.rings {
-		if r.samples[(r.next+lagSamplesMax-1)%lagSamplesMax].TimeMs < horizon {
-			delete(h.rings, id)
-		}
 	}
 }
 

@@ -450,3 +450,34 @@ func TestAdminViewBounded(t *testing.T) {
 		t.Errorf("view with the queue full: %v, want errAdminBusy", err)
 	}
 }
+
+// The lag history keeps the last hour of samples per group, oldest first,
+// drops a group silent for longer, and tracks at most lagGroupsMax groups.
+func TestLagHistoryRing(t *testing.T) {
+	h := newLagHistory()
+	start := time.UnixMilli(1_700_000_000_000)
+	for i := range lagSamplesMax + 5 {
+		h.add([]apiGroup{{ID: "g", LagRecords: int64(i)}}, start.Add(time.Duration(i)*lagSampleInterval))
+	}
+	got := h.history("g")
+	if len(got) != lagSamplesMax || got[0].Records != 5 || got[len(got)-1].Records != lagSamplesMax+4 {
+		t.Fatalf("history: %d samples, first %+v last %+v", len(got), got[0], got[len(got)-1])
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].TimeMs <= got[i-1].TimeMs {
+			t.Fatalf("samples out of order at %d: %+v then %+v", i, got[i-1], got[i])
+		}
+	}
+	later := start.Add(time.Duration(2*lagSamplesMax+10) * lagSampleInterval)
+	var many []apiGroup
+	for i := range lagGroupsMax + 10 {
+		many = append(many, apiGroup{ID: fmt.Sprintf("h%03d", i)})
+	}
+	h.add(many, later)
+	if h.history("g") != nil {
+		t.Errorf("group silent for over an hour still has a history")
+	}
+	if len(h.rings) != lagGroupsMax {
+		t.Errorf("%d groups tracked, want %d", len(h.rings), lagGroupsMax)
+	}
+}
