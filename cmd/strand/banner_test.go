@@ -57,6 +57,9 @@ func TestDevBannerReadyAndQuiet(t *testing.T) {
 	if want := "  ./strand topic create hello"; !strings.Contains(log, want) {
 		t.Errorf("banner lacks %q:\n%s", want, log)
 	}
+	if want := fmt.Sprintf("  console http://127.0.0.1:%d/", port+devAdminPortOffset); !strings.Contains(log, want) {
+		t.Errorf("banner lacks %q:\n%s", want, log)
+	}
 	cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case err := <-exited:
