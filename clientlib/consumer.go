@@ -171,6 +171,7 @@ type Consumer struct {
 type landedFetch struct {
 	node    uint64
 	targets []pollTarget
+	sent    time.Time // when the request was sent
 	resp    *strandpb.Response
 	err     error
 }
@@ -291,6 +292,12 @@ type FetchPartition struct {
 	HighWatermark  int64
 	LogStartOffset int64
 	Err            error
+	// FetchedAt is when the fetch that read this was sent: its records,
+	// high-water mark and log start are as of a moment between then and
+	// the Poll's return. Poll keeps fetches in flight across calls, so
+	// it may precede the Poll call (at most by one Poll). Zero for an
+	// error that no fetch brought.
+	FetchedAt time.Time
 }
 
 // Fetches is what a Poll returned, sorted by topic and partition.
@@ -321,12 +328,41 @@ var errNothingToFetch = errors.New("clientlib: no partition assigned")
 
 // sortFetches orders fetches by topic and partition.
 func sortFetches(fs Fetches) {
-	sort.Slice(fs, func(i, j int) bool {
+	sort.SliceStable(fs, func(i, j int) bool {
 		if fs[i].Topic != fs[j].Topic {
 			return fs[i].Topic < fs[j].Topic
 		}
 		return fs[i].Partition < fs[j].Partition
 	})
+}
+
+// mergeFetches sorts fs and folds the entries of one partition into one, in
+// the order they came: records concatenated, the last high-water mark and
+// log start, the first error, the earliest FetchedAt. A Poll that waited through empty answers
+// before one brought records has several entries for a partition, and a
+// caller reading "the partition's part of this Poll" must see them all.
+func mergeFetches(fs Fetches) Fetches {
+	sortFetches(fs)
+	out := fs[:0]
+	for _, f := range fs {
+		n := len(out)
+		if n == 0 || out[n-1].Topic != f.Topic || out[n-1].Partition != f.Partition || f.Topic == "" {
+			out = append(out, f)
+			continue
+		}
+		last := &out[n-1]
+		last.Records = append(last.Records, f.Records...)
+		if last.FetchedAt.IsZero() || !f.FetchedAt.IsZero() && f.FetchedAt.Before(last.FetchedAt) {
+			last.FetchedAt = f.FetchedAt
+		}
+		if f.Err == nil {
+			last.HighWatermark, last.LogStartOffset = f.HighWatermark, f.LogStartOffset
+		} else if last.Err == nil {
+			last.Err = f.Err
+		}
+	}
+	clear(fs[len(out):])
+	return out[:len(out):len(out)]
 }
 
 // decodeBatches turns fetched batches into records at offsets

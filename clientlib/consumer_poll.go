@@ -71,8 +71,7 @@ func (k *Consumer) Poll(ctx context.Context) Fetches {
 		k.idleWait(ctx)
 	}
 	k.startFetches(ctx)
-	sortFetches(out)
-	return out
+	return mergeFetches(out)
 }
 
 // pollRoundsMax bounds the fetches one Poll waits for when they land
@@ -113,9 +112,10 @@ func (k *Consumer) fetchNode(node uint64, ts []pollTarget) {
 		req.Partitions = append(req.Partitions, &strandpb.FetchRequest_Partition{
 			Topic: t.tp.topic, Partition: t.tp.partition, Offset: t.next, MaxBytes: min(k.cfg.partitionMaxBytes, maxBytes), TopicId: t.topicID})
 	}
+	sent := time.Now()
 	resp, err := k.c.requestNode(context.Background(), node, &strandpb.Request{Body: &strandpb.Request_Fetch{Fetch: req}}, k.cfg.maxWait)
 	k.mu.Lock()
-	k.landed = append(k.landed, landedFetch{node: node, targets: ts, resp: resp, err: err})
+	k.landed = append(k.landed, landedFetch{node: node, targets: ts, sent: sent, resp: resp, err: err})
 	k.mu.Unlock()
 	select {
 	case k.wake <- struct{}{}:
@@ -158,7 +158,7 @@ func (k *Consumer) applyNode(ctx context.Context, l landedFetch) Fetches {
 		}
 		for _, t := range l.targets {
 			if k.current(t) {
-				out = append(out, FetchPartition{Topic: t.tp.topic, Partition: t.tp.partition, Err: err})
+				out = append(out, FetchPartition{Topic: t.tp.topic, Partition: t.tp.partition, Err: err, FetchedAt: l.sent})
 			}
 		}
 		return out
@@ -173,6 +173,7 @@ func (k *Consumer) applyNode(ctx context.Context, l landedFetch) Fetches {
 			continue // sought, unassigned or paused since it was sent
 		}
 		f, r := k.applyFetch(t, answers[t.tp])
+		f.FetchedAt = l.sent
 		refresh = refresh || r
 		if errors.Is(f.Err, ErrUnknownTopicID) {
 			f.Err = k.topicGone(ctx, t)

@@ -140,7 +140,7 @@ func (w *catchupWorkload) write(t *testing.T, addrs []string, id linearizability
 // polls records the drain's polls of catchupTopic, with the padding cut
 // off each value.
 func (w *catchupWorkload) polls() pollRecorder {
-	return pollRecorder{h: w.h, now: w.now, topic: catchupTopic, value: func(r *clientlib.Record) string {
+	return pollRecorder{h: w.h, now: w.now, start: w.start, topic: catchupTopic, value: func(r *clientlib.Record) string {
 		value, _, _ := strings.Cut(string(r.Value), "|")
 		return value
 	}}

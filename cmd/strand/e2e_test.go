@@ -144,18 +144,15 @@ func (w *killWorkload) read(t *testing.T, addrs []string, id linearizability.Cli
 		k.Assign(killTopic, p, clientlib.OffsetExact(0))
 	}
 	for polls := 0; !w.stopped.Load() && polls < 100000; polls++ {
-		ops := make(map[int32]linearizability.OpID, killPartitions)
 		positions := make(map[int32]int64, killPartitions)
 		for p := int32(0); p < killPartitions; p++ {
-			pos, _ := k.Position(killTopic, p)
-			positions[p] = pos
-			ops[p] = w.h.CallPoll(id, linearizability.TopicPartition{Topic: killTopic, Partition: p}, pos, 0, w.now())
+			positions[p], _ = k.Position(killTopic, p)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		fetches := k.Poll(ctx)
 		cancel()
 		for p := int32(0); p < killPartitions; p++ {
-			w.polls().record(ops[p], p, fetches, positions[p])
+			w.polls().record(id, p, fetches, positions[p])
 		}
 	}
 }
@@ -196,7 +193,7 @@ func (w *killWorkload) faults(c *testCluster) error {
 
 // polls records the readers' and the drain's polls of killTopic.
 func (w *killWorkload) polls() pollRecorder {
-	return pollRecorder{h: w.h, now: w.now, topic: killTopic, seen: &w.seen}
+	return pollRecorder{h: w.h, now: w.now, start: w.start, topic: killTopic, seen: &w.seen}
 }
 
 // A new user's path from the README, in one test: `strand dev --nodes 1`,

@@ -342,6 +342,7 @@ func (c *testCluster) dumpLogs() {
 type pollRecorder struct {
 	h     *linearizability.History
 	now   func() int64
+	start time.Time // the history's time 0: now() is time.Since(start)
 	topic string
 	// value is a record's value as the history knows it (a test may pad
 	// values it wrote); nil: the value as read.
@@ -350,14 +351,23 @@ type pollRecorder struct {
 	seen *atomic.Int64
 }
 
-// record records one poll's outcome for partition p read from pos; it
-// says whether the partition is read up to the high-water mark the poll
-// reported.
-func (r pollRecorder) record(op linearizability.OpID, p int32, fetches clientlib.Fetches, pos int64) bool {
+// record records one poll's outcome for partition p, read from pos (its
+// position before the Poll); it says whether the partition is read up to
+// the high-water mark the poll reported. The read is an operation from the
+// moment its fetch was sent (FetchedAt: the Consumer keeps fetches in
+// flight across Polls, so that may precede this Poll) to now; a Poll
+// without an entry for p read nothing of it and records nothing.
+func (r pollRecorder) record(client linearizability.ClientID, p int32, fetches clientlib.Fetches, pos int64) bool {
+	tp := linearizability.TopicPartition{Topic: r.topic, Partition: p}
 	for _, fp := range fetches {
 		if fp.Partition != p || fp.Topic != r.topic {
 			continue
 		}
+		call := r.now()
+		if !fp.FetchedAt.IsZero() {
+			call = min(call, int64(fp.FetchedAt.Sub(r.start)))
+		}
+		op := r.h.CallPoll(client, tp, pos, 0, call)
 		if fp.Err != nil {
 			r.h.Indefinite(op, r.now())
 			return false
@@ -376,7 +386,6 @@ func (r pollRecorder) record(op linearizability.OpID, p int32, fetches clientlib
 		}
 		return pos+int64(len(recs)) >= fp.HighWatermark
 	}
-	r.h.Indefinite(op, r.now())
 	return false
 }
 
@@ -401,8 +410,7 @@ func (r pollRecorder) drain(t *testing.T, addrs []string, reader linearizability
 				t.Fatalf("drain of %v: %v", tp, ctx.Err())
 			}
 			pos, _ := k.Position(r.topic, p)
-			op := r.h.CallPoll(reader, tp, pos, 0, r.now())
-			done = r.record(op, p, k.Poll(ctx), pos)
+			done = r.record(reader, p, k.Poll(ctx), pos)
 		}
 		r.h.MarkDrained(tp)
 	}
