@@ -84,6 +84,11 @@ func dialConn(ctx context.Context, cfg *config, addr string, onStall func(node u
 	if err != nil {
 		return nil, &ConnError{Addr: addr, Err: err}
 	}
+	if cfg.tls != nil {
+		if nc, err = tlsHandshake(dctx, cfg.tls, nc, addr); err != nil {
+			return nil, err
+		}
+	}
 	// The handshake waits at most StallTimeout for an answer: a paused
 	// node accepts connections (its kernel does) but answers nothing.
 	deadline, _ := dctx.Deadline()
@@ -99,6 +104,9 @@ func dialConn(ctx context.Context, cfg *config, addr string, onStall func(node u
 		nc.Close()
 		var se *Error
 		if errors.As(err, &se) {
+			if se.Code == strandpb.ErrorCode_ERROR_CODE_TLS_REQUIRED {
+				return nil, definiteTLS(&TLSError{Addr: addr, NodeWantsTLS: true, Err: err})
+			}
 			return nil, err
 		}
 		var ns *notStrand
