@@ -3,6 +3,7 @@ package clientlib
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -40,6 +41,10 @@ func (e *TLSError) Error() string {
 		return fmt.Sprintf("%s does not speak TLS (its listener is plaintext): connect without TLS, or start the node with --tls-cert", e.Addr)
 	case e.NodeWantsTLS:
 		return fmt.Sprintf("%s requires TLS: connect with TLS (--tls, clientlib.WithTLS)", e.Addr)
+	}
+	var ua x509.UnknownAuthorityError
+	if errors.As(e.Err, &ua) {
+		return fmt.Sprintf("TLS handshake with %s failed: %v (trust the cluster's CA: --tls-ca, tls.Config.RootCAs)", e.Addr, e.Err)
 	}
 	return fmt.Sprintf("TLS handshake with %s failed: %v", e.Addr, e.Err)
 }

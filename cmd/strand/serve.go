@@ -108,7 +108,13 @@ func cmdServe(args []string, stderr io.Writer) error {
 	kafkaAdvertise := fs.String("kafka-advertise", "", "host:port Kafka clients reach this node at (default: --kafka-listen)")
 	var nf nodeFlags
 	nf.register(fs)
+	var tf serveTLSFlags
+	tf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	tlsCfg, err := tf.config()
+	if err != nil {
 		return err
 	}
 	if *id == 0 || *dataDir == "" {
@@ -140,16 +146,22 @@ func cmdServe(args []string, stderr io.Writer) error {
 	rt, err := server.Start(server.Config{
 		Core:    core,
 		DataDir: *dataDir, Listen: *listen, Tick: nf.tick, Logger: logger, StatsInterval: nf.stats,
-		KafkaListen: *kafkaListen, KafkaAdvertise: *kafkaAdvertise,
+		KafkaListen: *kafkaListen, KafkaAdvertise: *kafkaAdvertise, TLS: tlsCfg,
 	})
 	if err != nil {
 		return err
+	}
+	if tlsCfg != nil {
+		stopHUP := make(chan struct{})
+		defer close(stopHUP)
+		reloadOnHUP([]*server.Server{rt}, logger, stopHUP)
 	}
 	attrs := []any{slog.Uint64("node", *id), slog.String("listen", rt.Addr().String()),
 		slog.String("data_dir", *dataDir), slog.String("cluster", describeNodes(nodes))}
 	if a := rt.KafkaAddr(); a != nil {
 		attrs = append(attrs, slog.String("kafka_listen", a.String()))
 	}
+	attrs = append(attrs, slog.Bool("tls", tlsCfg != nil))
 	logger.Info("node started", attrs...)
 	ctx, stop := signalContext()
 	defer stop()
@@ -289,6 +301,7 @@ func cmdDev(args []string, stdout, stderr io.Writer) error {
 	basePort := fs.Int("base-port", 9092, "Kafka port of node 1; node i serves Kafka on base-port+i-1 and Strand's protocol on base-port+100+i-1")
 	dataDir := fs.String("data-dir", "", "keep the cluster's data here (default: a temporary directory, removed at exit)")
 	quiet := fs.Bool("quiet", false, "do not log node messages")
+	withTLS := fs.Bool("tls", false, "generate a throwaway CA and certificates in the data directory and serve every listener (peers too) over TLS")
 	var nf nodeFlags
 	nf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -322,17 +335,26 @@ func cmdDev(args []string, stdout, stderr io.Writer) error {
 	if *quiet {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	rts, err := startDevNodes(nodes, dir, nf, logger)
+	var certs *devTLS
+	if *withTLS {
+		if certs, err = makeDevTLS(dir, nodes, *host); err != nil {
+			return fmt.Errorf("generating TLS certificates: %w", err)
+		}
+	}
+	rts, err := startDevNodes(nodes, dir, nf, logger, certs)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signalContext()
 	defer stop()
+	if certs != nil {
+		reloadOnHUP(rts, logger, ctx.Done())
+	}
 	printDevBanner(stdout, nodes, dir, *dataDir == "")
 	if err := waitDevReady(ctx, rts); err != nil {
 		fmt.Fprintf(stdout, "\nnot ready: %v\n", err)
 	} else {
-		printDevHelp(stdout, nodes)
+		printDevHelp(stdout, nodes, certs)
 	}
 	failed := make(chan *server.Server, len(rts))
 	for _, rt := range rts {
@@ -380,7 +402,8 @@ const (
 )
 
 // startDevNodes starts every node; on failure it stops those started.
-func startDevNodes(nodes []node.Peer, dir string, nf nodeFlags, logger *slog.Logger) ([]*server.Server, error) {
+// With certs, every node serves TLS with its certificate.
+func startDevNodes(nodes []node.Peer, dir string, nf nodeFlags, logger *slog.Logger, certs *devTLS) ([]*server.Server, error) {
 	var rts []*server.Server
 	for _, p := range nodes {
 		core, err := nf.coreConfig(p.ID, nodes)
@@ -388,7 +411,12 @@ func startDevNodes(nodes []node.Peer, dir string, nf nodeFlags, logger *slog.Log
 			return nil, err // the same flags for every node: none started
 		}
 		core.SegmentBytesMax, core.SegmentAgeMax = devSegmentBytesMax, devSegmentAgeMax
+		var tlsCfg *server.TLSConfig
+		if certs != nil {
+			tlsCfg = certs.nodes[p.ID]
+		}
 		rt, err := server.Start(server.Config{
+			TLS:     tlsCfg,
 			Core:    core,
 			DataDir: filepath.Join(dir, fmt.Sprintf("node-%d", p.ID)),
 			Listen:  p.Address, Tick: nf.tick, StatsInterval: nf.stats, Logger: logger,
@@ -462,11 +490,12 @@ func selfCommand() string {
 }
 
 // printDevHelp says the cluster is ready and how to use it.
-func printDevHelp(w io.Writer, nodes []node.Peer) {
+func printDevHelp(w io.Writer, nodes []node.Peer, certs *devTLS) {
 	brokers := ""
 	if nodes[0].Address != "127.0.0.1:9192" {
 		brokers = " --brokers " + nodes[0].Address
 	}
+	brokers += certs.cliFlags()
 	rf := min(3, len(nodes))
 	s := selfCommand()
 	fmt.Fprintf(w, `ready: a metadata leader is elected and every node registered.
@@ -477,8 +506,13 @@ In another shell:
   %s consume hello --from earliest --until-end%s
   %s cluster%s
 
-Go clients connect with clientlib.NewClient(clientlib.SeedAddresses(%q)).
+`, s, rf, brokers, s, brokers, s, brokers, s, brokers)
+	if certs != nil {
+		certs.printHelp(w, nodes[0].Address, nodes[0].KafkaAddress)
+	} else {
+		fmt.Fprintf(w, `Go clients connect with clientlib.NewClient(clientlib.SeedAddresses(%q)).
 Kafka clients connect to %s, e.g. kcat -b %s -L
-Press Ctrl-C to stop.
-`, s, rf, brokers, s, brokers, s, brokers, s, brokers, nodes[0].Address, nodes[0].KafkaAddress, nodes[0].KafkaAddress)
+`, nodes[0].Address, nodes[0].KafkaAddress, nodes[0].KafkaAddress)
+	}
+	fmt.Fprintln(w, "Press Ctrl-C to stop.")
 }
