@@ -409,8 +409,7 @@ func (c *runtimeConn) handshake(br *bufio.Reader) error {
 	case hello.GetPeerNodeId() != 0 && c.r.tls != nil && node.NodeID(hello.GetPeerNodeId()) != c.certNode:
 		refused = peerRefusal(node.NodeID(hello.GetPeerNodeId()), c.certNode, c.principal)
 		resp.Error = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_PEER_NOT_AUTHENTICATED, Message: refused.Error()}
-		c.r.logger.Warn("refusing peer", slog.String("remote", c.nc.RemoteAddr().String()),
-			slog.Uint64("claims", hello.GetPeerNodeId()), slog.String("reason", refused.Error()))
+		c.logRefusal("refusing peer", refused)
 	default:
 		c.peer = node.NodeID(hello.GetPeerNodeId())
 		resp.Body = &strandpb.Response_Hello{Hello: &strandpb.HelloResponse{

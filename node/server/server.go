@@ -138,6 +138,7 @@ type Server struct {
 	tls   *tlsState      // nil without TLS
 	// tlsListen is the native listener's tls.Config (nil without TLS).
 	tlsListen *tls.Config
+	refusals  refusalLog // rate of refused-connection warnings (tls.go)
 }
 
 // reasonShutdown is why connections close when the server stops.

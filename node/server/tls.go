@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -309,8 +311,7 @@ func (c *runtimeConn) tlsHandshake(br *bufio.Reader) error {
 	} else {
 		err = fmt.Errorf("TLS handshake: %v", err)
 	}
-	c.r.logger.Warn("refusing connection", slog.String("remote", c.nc.RemoteAddr().String()),
-		slog.String("reason", err.Error()))
+	c.logRefusal("refusing connection", err)
 	return err
 }
 
@@ -320,8 +321,7 @@ var errPlaintextOnTLS = errors.New("client speaks plaintext; this listener is TL
 // refuseMismatch logs reason, answers it on raw (in the clear) as a Strand
 // error frame with code, and returns it.
 func (c *runtimeConn) refuseMismatch(raw net.Conn, code strandpb.ErrorCode, reason error) error {
-	c.r.logger.Warn("refusing connection", slog.String("remote", c.nc.RemoteAddr().String()),
-		slog.String("reason", reason.Error()))
+	c.logRefusal("refusing connection", reason)
 	out, err := frame.Append(nil, &strandpb.Response{Error: &strandpb.Error{Code: code, Message: reason.Error()}})
 	if err == nil {
 		raw.SetWriteDeadline(time.Now().Add(runtimeHelloTimeout))
@@ -346,3 +346,36 @@ func peerRefusal(claims, named node.NodeID, principal string) error {
 // Principal is the subject of the verified client certificate of the
 // connection ("" for none), for authorization.
 func (c *runtimeConn) Principal() string { return c.principal }
+
+// refusalLogEvery bounds how often one remote host's refusals are logged
+// at warn: a misconfigured peer redials every second; later refusals
+// within the interval are logged at debug.
+const refusalLogEvery = time.Minute
+
+// refusalLog remembers when each remote host's refusal was last logged at
+// warn; it is emptied when it reaches refusalLogHostsMax entries.
+type refusalLog struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+const refusalLogHostsMax = 1024
+
+// logRefusal logs why the connection is refused: at warn the first time
+// in refusalLogEvery for its remote host, else at debug.
+func (c *runtimeConn) logRefusal(msg string, reason error) {
+	remote := c.nc.RemoteAddr().String()
+	host, _, _ := net.SplitHostPort(remote)
+	level := slog.LevelDebug
+	l := &c.r.refusals
+	l.mu.Lock()
+	if now := time.Now(); now.Sub(l.last[host]) >= refusalLogEvery {
+		if l.last == nil || len(l.last) >= refusalLogHostsMax {
+			l.last = make(map[string]time.Time)
+		}
+		l.last[host] = now
+		level = slog.LevelWarn
+	}
+	l.mu.Unlock()
+	c.r.logger.Log(context.Background(), level, msg, slog.String("remote", remote), slog.String("reason", reason.Error()))
+}

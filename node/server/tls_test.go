@@ -497,3 +497,20 @@ func TestTLSMismatchErrors(t *testing.T) {
 	plainLogs.waitLog(t, `msg="closing Kafka connection"`, "listener=kafka",
 		`reason="client speaks TLS; this listener is plaintext (start with --tls-cert)"`)
 }
+
+// A host refused again and again (a misconfigured peer redials every
+// second) is logged at warn once per refusalLogEvery, the rest at debug.
+func TestTLSRefusalsLoggedOncePerHost(t *testing.T) {
+	logs := &logBuffer{}
+	r := &Server{logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	c := &runtimeConn{r: r, nc: a}
+	for range 5 {
+		c.logRefusal("refusing connection", errPlaintextOnTLS)
+	}
+	if n := strings.Count(logs.String(), "refusing connection"); n != 1 {
+		t.Fatalf("%d warnings for 5 refusals of one host, want 1:\n%s", n, logs)
+	}
+}
