@@ -113,6 +113,9 @@ func dialConn(ctx context.Context, cfg *config, addr string, onStall func(node u
 			}
 			return nil, err
 		}
+		if cfg.tls != nil && isRemoteAlert(err) {
+			return nil, definiteTLS(&TLSError{Addr: addr, Err: err})
+		}
 		var ns *notStrand
 		if errors.As(err, &ns) {
 			return nil, &NotStrandError{Addr: addr, Err: &ConnError{Addr: addr, Err: ns.cause}}

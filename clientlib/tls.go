@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 )
 
 // WithTLS connects to every node over TLS with cfg (cloned). When cfg
@@ -46,6 +47,9 @@ func (e *TLSError) Error() string {
 	if errors.As(e.Err, &ua) {
 		return fmt.Sprintf("TLS handshake with %s failed: %v (trust the cluster's CA: --tls-ca, tls.Config.RootCAs)", e.Addr, e.Err)
 	}
+	if isRemoteAlert(e.Err) && strings.Contains(e.Err.Error(), "certificate required") {
+		return fmt.Sprintf("%s requires a client certificate signed by the cluster's CA (--tls-cert and --tls-key, tls.Config.Certificates)", e.Addr)
+	}
 	return fmt.Sprintf("TLS handshake with %s failed: %v", e.Addr, e.Err)
 }
 
@@ -80,6 +84,8 @@ func tlsHandshake(ctx context.Context, cfg *tls.Config, nc net.Conn, addr string
 	switch {
 	case errors.As(err, &rh):
 		return nil, definiteTLS(&TLSError{Addr: addr, Plaintext: true, Err: err})
+	case isRemoteAlert(err):
+		return nil, definiteTLS(&TLSError{Addr: addr, Err: err})
 	case errors.As(err, &op), ctx.Err() != nil, errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return nil, &ConnError{Addr: addr, Err: fmt.Errorf("TLS handshake: %w", err)}
 	}
@@ -91,4 +97,13 @@ func tlsHandshake(ctx context.Context, cfg *tls.Config, nc net.Conn, addr string
 // definiteTLS wraps a TLS failure so every caller treats it as definite.
 func definiteTLS(e *TLSError) error {
 	return &NotStrandError{Addr: e.Addr, Err: &ConnError{Addr: e.Addr, Err: e}}
+}
+
+// isRemoteAlert reports whether err is a TLS alert the node sent (a
+// certificate it refused, or one it required and did not get; with TLS 1.3
+// it arrives at the first read after the handshake). crypto/tls reports
+// it as a *net.OpError "remote error" around its unexported alert type.
+func isRemoteAlert(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "remote error"
 }

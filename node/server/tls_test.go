@@ -443,7 +443,8 @@ func TestTLSStartRefusesBadFiles(t *testing.T) {
 
 // A TLS client on a plaintext listener and a plaintext client on a TLS
 // listener each fail at once with a *TLSError saying which side speaks
-// TLS; the plaintext node logs "client speaks TLS; this listener is
+// TLS (so do an untrusted node certificate, and a missing client
+// certificate where the node requires one); the plaintext node logs "client speaks TLS; this listener is
 // plaintext", the Kafka listener likewise for franz-go over TLS.
 func TestTLSMismatchErrors(t *testing.T) {
 	pki := newTestPKI(t, "cluster CA")
@@ -482,6 +483,16 @@ func TestTLSMismatchErrors(t *testing.T) {
 	untrusted.RootCAs = nil
 	check("untrusted node certificate", []clientlib.Opt{clientlib.SeedAddresses(secure[0].Addr().String()), clientlib.WithTLS(untrusted)},
 		func(e *clientlib.TLSError) bool { return !e.Plaintext && !e.NodeWantsTLS }, "--tls-ca")
+
+	required, _ := startTLSCluster(t, 1, func(id node.NodeID) *TLSConfig {
+		cfg := pki.nodeConfig(id)
+		cfg.ClientAuth = ClientAuthRequire
+		return cfg
+	})
+	noCert := pki.clientConfig("c")
+	noCert.Certificates = nil
+	check("no client certificate, node requires one", []clientlib.Opt{clientlib.SeedAddresses(required[0].Addr().String()), clientlib.WithTLS(noCert)},
+		func(e *clientlib.TLSError) bool { return !e.Plaintext && !e.NodeWantsTLS }, "requires a client certificate")
 
 	kcl, err := kgo.NewClient(kgo.SeedBrokers(plain[0].KafkaAddr().String()), kgo.DialTLSConfig(pki.clientConfig("c")),
 		kgo.RetryTimeout(time.Second))
