@@ -151,11 +151,6 @@ func cmdServe(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if tlsCfg != nil {
-		stopHUP := make(chan struct{})
-		defer close(stopHUP)
-		reloadOnHUP([]*server.Server{rt}, logger, stopHUP)
-	}
 	attrs := []any{slog.Uint64("node", *id), slog.String("listen", rt.Addr().String()),
 		slog.String("data_dir", *dataDir), slog.String("cluster", describeNodes(nodes))}
 	if a := rt.KafkaAddr(); a != nil {
@@ -163,11 +158,20 @@ func cmdServe(args []string, stderr io.Writer) error {
 	}
 	attrs = append(attrs, slog.Bool("tls", tlsCfg != nil))
 	logger.Info("node started", attrs...)
+	return serveUntilStopped(rt, logger, tlsCfg != nil)
+}
+
+// serveUntilStopped runs rt until SIGTERM or SIGINT (a clean Close) or a
+// fatal error; with TLS, SIGHUP reloads its certificates meanwhile.
+func serveUntilStopped(rt *server.Server, logger *slog.Logger, withTLS bool) error {
 	ctx, stop := signalContext()
 	defer stop()
+	if withTLS {
+		reloadOnHUP([]*server.Server{rt}, logger, ctx.Done())
+	}
 	select {
 	case <-ctx.Done():
-		logger.Debug("signal: shutting down", slog.Uint64("node", *id))
+		logger.Debug("signal: shutting down")
 		return rt.Close()
 	case <-rt.Done():
 		return rt.Err()
@@ -335,11 +339,9 @@ func cmdDev(args []string, stdout, stderr io.Writer) error {
 	if *quiet {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	var certs *devTLS
-	if *withTLS {
-		if certs, err = makeDevTLS(dir, nodes, *host); err != nil {
-			return fmt.Errorf("generating TLS certificates: %w", err)
-		}
+	certs, err := devCerts(*withTLS, dir, nodes, *host)
+	if err != nil {
+		return err
 	}
 	rts, err := startDevNodes(nodes, dir, nf, logger, certs)
 	if err != nil {
@@ -356,6 +358,12 @@ func cmdDev(args []string, stdout, stderr io.Writer) error {
 	} else {
 		printDevHelp(stdout, nodes, certs)
 	}
+	return runDevUntilStopped(ctx, stdout, rts)
+}
+
+// runDevUntilStopped waits for ctx (Ctrl-C) or a node's failure, then
+// closes every node.
+func runDevUntilStopped(ctx context.Context, stdout io.Writer, rts []*server.Server) error {
 	failed := make(chan *server.Server, len(rts))
 	for _, rt := range rts {
 		go func() { <-rt.Done(); failed <- rt }()

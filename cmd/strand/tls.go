@@ -142,6 +142,18 @@ type devTLS struct {
 	nodes                          map[node.NodeID]*server.TLSConfig
 }
 
+// devCerts is makeDevTLS when on, else nil.
+func devCerts(on bool, dir string, nodes []node.Peer, host string) (*devTLS, error) {
+	if !on {
+		return nil, nil
+	}
+	d, err := makeDevTLS(dir, nodes, host)
+	if err != nil {
+		return nil, fmt.Errorf("generating TLS certificates: %w", err)
+	}
+	return d, nil
+}
+
 // makeDevTLS writes a CA and the certificates into DIR/tls.
 func makeDevTLS(dir string, nodes []node.Peer, host string) (*devTLS, error) {
 	d := &devTLS{dir: filepath.Join(dir, "tls"), nodes: map[node.NodeID]*server.TLSConfig{}}
