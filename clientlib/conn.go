@@ -84,11 +84,20 @@ func dialConn(ctx context.Context, cfg *config, addr string, onStall func(node u
 	if err != nil {
 		return nil, &ConnError{Addr: addr, Err: err}
 	}
-	// The handshake waits at most StallTimeout for an answer: a paused
-	// node accepts connections (its kernel does) but answers nothing.
+	// The handshakes (TLS, then Hello) wait at most StallTimeout for an
+	// answer: a paused node accepts connections (its kernel does) but
+	// answers nothing.
 	deadline, _ := dctx.Deadline()
 	if t := time.Now().Add(cfg.stallTimeout); cfg.stallTimeout > 0 && t.Before(deadline) {
 		deadline = t
+	}
+	if cfg.tls != nil {
+		hctx, cancel := context.WithDeadline(dctx, deadline)
+		nc, err = tlsHandshake(hctx, cfg.tls, nc, addr)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
 	}
 	nc.SetDeadline(deadline)
 	born := time.Now()
@@ -99,7 +108,13 @@ func dialConn(ctx context.Context, cfg *config, addr string, onStall func(node u
 		nc.Close()
 		var se *Error
 		if errors.As(err, &se) {
+			if se.Code == strandpb.ErrorCode_ERROR_CODE_TLS_REQUIRED {
+				return nil, definiteTLS(&TLSError{Addr: addr, NodeWantsTLS: true, Err: err})
+			}
 			return nil, err
+		}
+		if cfg.tls != nil && isRemoteAlert(err) {
+			return nil, definiteTLS(&TLSError{Addr: addr, Err: err})
 		}
 		var ns *notStrand
 		if errors.As(err, &ns) {

@@ -205,6 +205,10 @@ type NotStrandError struct {
 
 // Error implements error.
 func (e *NotStrandError) Error() string {
+	var te *TLSError
+	if errors.As(e.Err, &te) {
+		return te.Error()
+	}
 	return fmt.Sprintf("%s does not speak the Strand protocol (%v)", e.Addr, causeOf(e.Err))
 }
 

@@ -2,6 +2,7 @@ package clientlib
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"time"
@@ -43,6 +44,7 @@ type config struct {
 	deliveryTimeout time.Duration
 	metadataMaxAge  time.Duration
 	dial            func(ctx context.Context, addr string) (net.Conn, error)
+	tls             *tls.Config // nil: plaintext (WithTLS)
 	inFlightPerConn int
 	randSeed        uint64
 	randSeeded      bool

@@ -61,6 +61,9 @@ var kafkaCodes = map[strandpb.ErrorCode]*kerr.Error{
 	// refreshes metadata and asks the leader, as after a leader move.
 	strandpb.ErrorCode_ERROR_CODE_REPLICA_RECOVERING: kerr.NotLeaderForPartition,
 	strandpb.ErrorCode_ERROR_CODE_INVALID_PARTITIONS: kerr.InvalidPartitions,
+	// Answers of the native handshake, never of a Kafka request.
+	strandpb.ErrorCode_ERROR_CODE_PEER_NOT_AUTHENTICATED: kerr.ClusterAuthorizationFailed,
+	strandpb.ErrorCode_ERROR_CODE_TLS_REQUIRED:           kerr.SaslAuthenticationFailed,
 }
 
 // kafkaCode is the Kafka error code for a Strand error: 0 for none, the

@@ -18,6 +18,7 @@ package kafkaproto
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/proto/frame"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -48,6 +50,10 @@ type Config struct {
 	NodeID int32
 	// Logger receives connection problems (nil: discard).
 	Logger *slog.Logger
+	// TLS, when set, serves every connection over TLS with this
+	// configuration (nil: plaintext; a plaintext listener refuses a TLS
+	// ClientHello, saying so).
+	TLS *tls.Config
 }
 
 // Limits of the listener.
@@ -65,6 +71,8 @@ const (
 	connsMax = 4096
 	// writeTimeout bounds one response write to a slow client.
 	writeTimeout = 30 * time.Second
+	// handshakeTimeout bounds a TLS handshake.
+	handshakeTimeout = 10 * time.Second
 )
 
 // Server accepts Kafka connections on a listener until Close.
@@ -122,6 +130,9 @@ func (s *Server) acceptLoop() {
 			}
 			return
 		}
+		if s.cfg.TLS != nil {
+			nc = tls.Server(nc, s.cfg.TLS)
+		}
 		c := &conn{s: s, nc: nc, done: make(chan struct{}), queue: make(chan *pending, inFlightMax)}
 		s.mu.Lock()
 		full := len(s.conns) >= connsMax
@@ -152,6 +163,9 @@ type conn struct {
 	done      chan struct{}
 	closeOnce sync.Once
 	queue     chan *pending
+	// principal is the subject of the client certificate verified in the
+	// TLS handshake ("" without one), for authorization.
+	principal string
 }
 
 // pending is one request's answer to come.
@@ -185,6 +199,10 @@ func (c *conn) close(reason string) {
 func (c *conn) readLoop() {
 	defer c.s.wg.Done()
 	br := bufio.NewReaderSize(c.nc, 64<<10)
+	if err := c.handshake(br); err != nil {
+		c.close(err.Error())
+		return
+	}
 	var size [4]byte
 	for {
 		if _, err := io.ReadFull(br, size[:]); err != nil {
@@ -215,6 +233,35 @@ func (c *conn) readLoop() {
 			return
 		}
 	}
+}
+
+// handshake completes a TLS connection's handshake and records its
+// principal. On a plaintext connection it refuses a client whose first
+// bytes are a TLS ClientHello, saying so (read as a size they are ≥ 369 MB).
+func (c *conn) handshake(br *bufio.Reader) error {
+	tc, ok := c.nc.(*tls.Conn)
+	if !ok {
+		if b, _ := br.Peek(3); frame.LooksLikeTLS(b) {
+			return frame.ErrTLSOnPlaintext
+		}
+		return nil
+	}
+	tc.SetDeadline(time.Now().Add(handshakeTimeout))
+	defer tc.SetDeadline(time.Time{})
+	if err := tc.Handshake(); err != nil {
+		var rh tls.RecordHeaderError
+		switch {
+		case errors.As(err, &rh):
+			return errors.New("client speaks plaintext; this listener is TLS (connect with security.protocol=SSL)")
+		case readFailure(err) == "":
+			return errors.New("closed during the TLS handshake")
+		}
+		return fmt.Errorf("TLS handshake: %v", err)
+	}
+	if cs := tc.ConnectionState(); len(cs.VerifiedChains) > 0 {
+		c.principal = cs.VerifiedChains[0][0].Subject.String()
+	}
+	return nil
 }
 
 // readFailure is the reason logged for a failed read: nothing for a clean

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/node"
 )
 
 // `strand bench cluster` starts three real `strand serve` processes on
@@ -48,6 +49,7 @@ type clusterBench struct {
 	fanoutMaxWait  time.Duration
 	fanoutNice     int
 	readersBinary  string
+	tls            bool
 }
 
 // clusterPhases are the phases `bench cluster` runs by default, in order.
@@ -77,6 +79,7 @@ func (cb *clusterBench) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&cb.fanoutMaxWait, "fanout-max-wait", 500*time.Millisecond, "fanout: each reader fetch's max wait")
 	fs.IntVar(&cb.fanoutNice, "fanout-nice", 0, "fanout: run the readers under nice -n N (0: not niced), to model readers on other machines")
 	fs.StringVar(&cb.readersBinary, "readers-binary", "", "fanout: strand binary to run 'bench readers' with (default: this one)")
+	fs.BoolVar(&cb.tls, "tls", false, "serve and bench over TLS: a throwaway CA and certificates in the data directory, mutual TLS between the servers (not for --phases fanout)")
 	fs.StringSliceVar(&cb.serverArgs, "server-arg", nil, "extra flag for every server, e.g. --server-arg=--cpuprofile=prof (NODE in it becomes the node id)")
 }
 
@@ -129,6 +132,9 @@ func (cb *clusterBench) check() error {
 	}
 	if cb.fanoutRounds < 1 || cb.fanoutMinBytes < 0 || cb.fanoutMaxWait < 0 || cb.fanoutNice < 0 || cb.fanoutNice > 19 {
 		return usageError("--fanout-rounds ≥ 1, --fanout-min-bytes ≥ 0, --fanout-max-wait ≥ 0, --fanout-nice 0..19 please")
+	}
+	if cb.tls && containsString(cb.phases, "fanout") {
+		return usageError("--tls does not reach the fanout readers yet: drop fanout from --phases")
 	}
 	for _, r := range cb.rates {
 		if r < 1 {
@@ -186,7 +192,7 @@ func measured(cl *benchCluster, phase string, partitions int32, f func() (*bench
 // benchFlagsFor is the settings of one bench against cl.
 func (cb *clusterBench) benchFlagsFor(cl *benchCluster, topic string, partitions int32) benchFlags {
 	return benchFlags{
-		cf:    clientFlags{brokers: cl.addrs, timeout: 60 * time.Second},
+		cf:    clientFlags{brokers: cl.addrs, timeout: 60 * time.Second, tls: cl.tls},
 		topic: topic, partitions: partitions, replication: 3, recordBytes: cb.recordBytes,
 		acks: "all", inFlight: 5, clients: 1, batchBytes: 256 << 10, linger: 2 * time.Millisecond,
 		duration: cb.duration, bufferedMax: 20000, fetchBytesMax: 8 << 20,
@@ -380,7 +386,8 @@ type benchCluster struct {
 	recordBytes   int
 	addrs         []string
 	procs         []*serverProc
-	replicaMemory []float64 // bytes per idle replica, per node
+	replicaMemory []float64      // bytes per idle replica, per node
+	tls           clientTLSFlags // the clients' TLS flags (--tls)
 }
 
 // serverProc is one `strand serve` process.
@@ -415,10 +422,18 @@ func (cb *clusterBench) start(ctx context.Context, w io.Writer) (*benchCluster, 
 	}
 	fmt.Fprintf(w, "bench cluster: %d servers from %s on %s, data in %s\n", cb.nodes, cb.binary,
 		strings.Join(cl.addrs, ","), dir)
+	certs, err := cb.makeTLS(cl, dir)
+	if err != nil {
+		return nil, err
+	}
 	for i := range ports {
 		id := i + 1
 		args := []string{"serve", "--id", strconv.Itoa(id), "--peers", strings.Join(peers, ","),
 			"--data-dir", filepath.Join(dir, fmt.Sprintf("node%d", id))}
+		if certs != nil {
+			n := certs.nodes[node.NodeID(id)]
+			args = append(args, "--tls-cert", n.CertFile, "--tls-key", n.KeyFile, "--tls-ca", n.CAFile)
+		}
 		for _, a := range cb.serverArgs {
 			args = append(args, strings.ReplaceAll(a, "NODE", strconv.Itoa(id)))
 		}
@@ -434,6 +449,24 @@ func (cb *clusterBench) start(ctx context.Context, w io.Writer) (*benchCluster, 
 		return nil, err
 	}
 	return cl, nil
+}
+
+// makeTLS writes the certificates of --tls into dir and sets the
+// clients' TLS flags; nil without --tls.
+func (cb *clusterBench) makeTLS(cl *benchCluster, dir string) (*devTLS, error) {
+	if !cb.tls {
+		return nil, nil
+	}
+	peers := make([]node.Peer, len(cl.addrs))
+	for i := range peers {
+		peers[i] = node.Peer{ID: node.NodeID(i + 1), Address: cl.addrs[i]}
+	}
+	certs, err := makeDevTLS(dir, peers, "127.0.0.1")
+	if err != nil {
+		return nil, fmt.Errorf("bench cluster: TLS certificates: %w", err)
+	}
+	cl.tls = clientTLSFlags{ca: certs.ca, cert: certs.clientCert, key: certs.clientKey}
+	return certs, nil
 }
 
 // benchPorts picks n free ports on 127.0.0.1 below the ephemeral range
@@ -528,8 +561,13 @@ func (cl *benchCluster) close() error {
 
 // waitRegistered polls metadata until every node is registered.
 func (cl *benchCluster) waitRegistered(ctx context.Context, within time.Duration) error {
-	c, err := clientlib.NewClient(clientlib.SeedAddresses(cl.addrs...), clientlib.ClientID("strand-bench"),
-		clientlib.DialTimeout(brokerDialTimeout), clientlib.RequestTimeout(2*time.Second), clientlib.MaxRetries(1))
+	cf := clientFlags{tls: cl.tls}
+	tlsOpts, err := cf.tlsOpts()
+	if err != nil {
+		return err
+	}
+	c, err := clientlib.NewClient(append([]clientlib.Opt{clientlib.SeedAddresses(cl.addrs...), clientlib.ClientID("strand-bench"),
+		clientlib.DialTimeout(brokerDialTimeout), clientlib.RequestTimeout(2 * time.Second), clientlib.MaxRetries(1)}, tlsOpts...)...)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -59,5 +60,22 @@ func TestBenchClusterFanoutSmoke(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestBenchClusterTLSSmoke runs `strand bench cluster --tls` briefly: the
+// servers start with TLS (their log says tls=true) and the benches run
+// over it.
+func TestBenchClusterTLSSmoke(t *testing.T) {
+	skipShort(t)
+	bin := strandBinary(t)
+	dir := t.TempDir()
+	out := runCLI(t, nil, "", "bench", "cluster", "--tls", "--binary", bin, "--data-dir", dir,
+		"--phases", "produce,consume", "--duration", "1s")
+	if !strings.Contains(out, "produce ") || !strings.Contains(out, "consume ") {
+		t.Errorf("output lacks the produce and consume rows:\n%s", out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "node1.log")); !strings.Contains(string(b), "tls=true") {
+		t.Errorf("node 1 did not start with TLS:\n%s", b)
 	}
 }

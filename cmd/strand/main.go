@@ -200,11 +200,13 @@ func envName(flag string) string {
 type clientFlags struct {
 	brokers []string
 	timeout time.Duration
+	tls     clientTLSFlags
 }
 
 func (c *clientFlags) register(fs *pflag.FlagSet, timeout time.Duration) {
 	fs.StringSliceVarP(&c.brokers, "brokers", "b", []string{"127.0.0.1:9192"}, "cluster addresses to bootstrap from (comma separated)")
 	fs.DurationVar(&c.timeout, "timeout", timeout, "give up on the cluster after this long")
+	c.tls.register(fs)
 }
 
 // brokerDialTimeout bounds each connection attempt of reachable.
@@ -215,11 +217,15 @@ const brokerDialTimeout = 2 * time.Second
 // user who typed a wrong address, or has no cluster running, learns it
 // within seconds.
 func (c *clientFlags) client(opts ...clientlib.Opt) (*clientlib.Client, error) {
-	if err := c.reachable(); err != nil {
+	tlsOpts, err := c.tlsOpts()
+	if err != nil {
 		return nil, err
 	}
-	base := []clientlib.Opt{clientlib.SeedAddresses(c.brokers...), clientlib.ClientID("strand-cli"),
-		clientlib.DialTimeout(brokerDialTimeout)}
+	if err := c.reachable(tlsOpts); err != nil {
+		return nil, err
+	}
+	base := append([]clientlib.Opt{clientlib.SeedAddresses(c.brokers...), clientlib.ClientID("strand-cli"),
+		clientlib.DialTimeout(brokerDialTimeout)}, tlsOpts...)
 	return clientlib.NewClient(append(base, opts...)...)
 }
 
@@ -227,12 +233,12 @@ func (c *clientFlags) client(opts ...clientlib.Opt) (*clientlib.Client, error) {
 // metadata with one retry only, through the protocol (a bare TCP probe
 // would make every node log a connection closed before hello); any answer,
 // even an error, means the cluster is there.
-func (c *clientFlags) reachable() error {
+func (c *clientFlags) reachable(tlsOpts []clientlib.Opt) error {
 	if len(c.brokers) == 0 {
 		return usageError("--brokers: no address given")
 	}
-	probe, err := clientlib.NewClient(clientlib.SeedAddresses(c.brokers...), clientlib.ClientID("strand-cli"),
-		clientlib.DialTimeout(brokerDialTimeout), clientlib.RequestTimeout(brokerDialTimeout), clientlib.MaxRetries(1))
+	probe, err := clientlib.NewClient(append([]clientlib.Opt{clientlib.SeedAddresses(c.brokers...), clientlib.ClientID("strand-cli"),
+		clientlib.DialTimeout(brokerDialTimeout), clientlib.RequestTimeout(brokerDialTimeout), clientlib.MaxRetries(1)}, tlsOpts...)...)
 	if err != nil {
 		return err
 	}
@@ -241,7 +247,11 @@ func (c *clientFlags) reachable() error {
 	defer cancel()
 	_, err = probe.Metadata(ctx)
 	var conn *clientlib.ConnError
-	if err == nil || !errors.As(err, &conn) {
+	var te *clientlib.TLSError
+	switch {
+	case errors.As(err, &te):
+		return userErr(err, "%s", te.Error())
+	case err == nil || !errors.As(err, &conn):
 		return nil
 	}
 	var op *net.OpError

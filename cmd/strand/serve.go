@@ -109,7 +109,13 @@ func cmdServe(args []string, stderr io.Writer) error {
 	adminListen := fs.String("admin-listen", "", "serve the admin HTTP API here: /metrics, /healthz, /readyz, /debug/pprof/, the console at / (default: off)")
 	var nf nodeFlags
 	nf.register(fs)
+	var tf serveTLSFlags
+	tf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	tlsCfg, err := tf.config()
+	if err != nil {
 		return err
 	}
 	if *id == 0 || *dataDir == "" {
@@ -144,7 +150,7 @@ func cmdServe(args []string, stderr io.Writer) error {
 	rt, err := server.Start(server.Config{
 		Core:    core,
 		DataDir: *dataDir, Listen: *listen, Tick: nf.tick, Logger: logger, StatsInterval: nf.stats,
-		KafkaListen: *kafkaListen, KafkaAdvertise: *kafkaAdvertise,
+		KafkaListen: *kafkaListen, KafkaAdvertise: *kafkaAdvertise, TLS: tlsCfg,
 	})
 	if err != nil {
 		return err
@@ -154,6 +160,7 @@ func cmdServe(args []string, stderr io.Writer) error {
 	if a := rt.KafkaAddr(); a != nil {
 		attrs = append(attrs, slog.String("kafka_listen", a.String()))
 	}
+	attrs = append(attrs, slog.Bool("tls", tlsCfg != nil))
 	if *adminListen != "" {
 		admin, err := server.ListenAdmin(*adminListen, logger, rt)
 		if err != nil {
@@ -164,11 +171,20 @@ func cmdServe(args []string, stderr io.Writer) error {
 		attrs = append(attrs, slog.String("admin", admin.URL()))
 	}
 	logger.Info("node started", attrs...)
+	return serveUntilStopped(rt, logger, tlsCfg != nil)
+}
+
+// serveUntilStopped runs rt until SIGTERM or SIGINT (a clean Close) or a
+// fatal error; with TLS, SIGHUP reloads its certificates meanwhile.
+func serveUntilStopped(rt *server.Server, logger *slog.Logger, withTLS bool) error {
 	ctx, stop := signalContext()
 	defer stop()
+	if withTLS {
+		reloadOnHUP([]*server.Server{rt}, logger, ctx.Done())
+	}
 	select {
 	case <-ctx.Done():
-		logger.Debug("signal: shutting down", slog.Uint64("node", *id))
+		logger.Debug("signal: shutting down")
 		return rt.Close()
 	case <-rt.Done():
 		return rt.Err()
@@ -313,6 +329,7 @@ func cmdDev(args []string, stdout, stderr io.Writer) error {
 	basePort := fs.Int("base-port", 9092, "Kafka port of node 1; node i serves Kafka on base-port+i-1 and Strand's protocol on base-port+100+i-1")
 	dataDir := fs.String("data-dir", "", "keep the cluster's data here (default: a temporary directory, removed at exit)")
 	quiet := fs.Bool("quiet", false, "do not log node messages")
+	withTLS := fs.Bool("tls", false, "generate a throwaway CA and certificates in the data directory and serve every listener (peers too) over TLS")
 	adminListen := fs.String("admin-listen", "", "serve the admin API and console of every node here (default: host:base-port+200, e.g. 127.0.0.1:9292)")
 	var nf nodeFlags
 	nf.register(fs)
@@ -347,13 +364,17 @@ func cmdDev(args []string, stdout, stderr io.Writer) error {
 	if *quiet {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	certs, err := devCerts(*withTLS, dir, nodes, *host)
+	if err != nil {
+		return err
+	}
 	if *adminListen == "" {
 		*adminListen = net.JoinHostPort(*host, strconv.Itoa(*basePort+devAdminPortOffset))
 	}
 	if err := checkAdminListen(*adminListen); err != nil {
 		return err
 	}
-	rts, err := startDevNodes(nodes, dir, nf, logger)
+	rts, err := startDevNodes(nodes, dir, nf, logger, certs)
 	if err != nil {
 		return err
 	}
@@ -367,12 +388,21 @@ func cmdDev(args []string, stdout, stderr io.Writer) error {
 	defer admin.Close()
 	ctx, stop := signalContext()
 	defer stop()
+	if certs != nil {
+		reloadOnHUP(rts, logger, ctx.Done())
+	}
 	printDevBanner(stdout, nodes, dir, *dataDir == "", admin.URL())
 	if err := waitDevReady(ctx, rts); err != nil {
 		fmt.Fprintf(stdout, "\nnot ready: %v\n", err)
 	} else {
-		printDevHelp(stdout, nodes)
+		printDevHelp(stdout, nodes, certs)
 	}
+	return runDevUntilStopped(ctx, stdout, rts)
+}
+
+// runDevUntilStopped waits for ctx (Ctrl-C) or a node's failure, then
+// closes every node.
+func runDevUntilStopped(ctx context.Context, stdout io.Writer, rts []*server.Server) error {
 	failed := make(chan *server.Server, len(rts))
 	for _, rt := range rts {
 		go func() { <-rt.Done(); failed <- rt }()
@@ -423,7 +453,8 @@ const (
 )
 
 // startDevNodes starts every node; on failure it stops those started.
-func startDevNodes(nodes []node.Peer, dir string, nf nodeFlags, logger *slog.Logger) ([]*server.Server, error) {
+// With certs, every node serves TLS with its certificate.
+func startDevNodes(nodes []node.Peer, dir string, nf nodeFlags, logger *slog.Logger, certs *devTLS) ([]*server.Server, error) {
 	var rts []*server.Server
 	for _, p := range nodes {
 		core, err := nf.coreConfig(p.ID, nodes)
@@ -431,7 +462,12 @@ func startDevNodes(nodes []node.Peer, dir string, nf nodeFlags, logger *slog.Log
 			return nil, err // the same flags for every node: none started
 		}
 		core.SegmentBytesMax, core.SegmentAgeMax = devSegmentBytesMax, devSegmentAgeMax
+		var tlsCfg *server.TLSConfig
+		if certs != nil {
+			tlsCfg = certs.nodes[p.ID]
+		}
 		rt, err := server.Start(server.Config{
+			TLS:     tlsCfg,
 			Core:    core,
 			DataDir: filepath.Join(dir, fmt.Sprintf("node-%d", p.ID)),
 			Listen:  p.Address, Tick: nf.tick, StatsInterval: nf.stats, Logger: logger,
@@ -506,11 +542,12 @@ func selfCommand() string {
 }
 
 // printDevHelp says the cluster is ready and how to use it.
-func printDevHelp(w io.Writer, nodes []node.Peer) {
+func printDevHelp(w io.Writer, nodes []node.Peer, certs *devTLS) {
 	brokers := ""
 	if nodes[0].Address != "127.0.0.1:9192" {
 		brokers = " --brokers " + nodes[0].Address
 	}
+	brokers += certs.cliFlags()
 	rf := min(3, len(nodes))
 	s := selfCommand()
 	fmt.Fprintf(w, `ready: a metadata leader is elected and every node registered.
@@ -521,8 +558,13 @@ In another shell:
   %s consume hello --from earliest --until-end%s
   %s cluster%s
 
-Go clients connect with clientlib.NewClient(clientlib.SeedAddresses(%q)).
+`, s, rf, brokers, s, brokers, s, brokers, s, brokers)
+	if certs != nil {
+		certs.printHelp(w, nodes[0].Address, nodes[0].KafkaAddress)
+	} else {
+		fmt.Fprintf(w, `Go clients connect with clientlib.NewClient(clientlib.SeedAddresses(%q)).
 Kafka clients connect to %s, e.g. kcat -b %s -L
-Press Ctrl-C to stop.
-`, s, rf, brokers, s, brokers, s, brokers, s, brokers, nodes[0].Address, nodes[0].KafkaAddress, nodes[0].KafkaAddress)
+`, nodes[0].Address, nodes[0].KafkaAddress, nodes[0].KafkaAddress)
+	}
+	fmt.Fprintln(w, "Press Ctrl-C to stop.")
 }

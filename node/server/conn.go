@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"github.com/strandlog/strand/node"
@@ -134,6 +135,12 @@ type runtimeConn struct {
 	reserved       map[uint64]reservation
 	reservedClosed bool
 	peer           node.NodeID // set by a peer's Hello: its raft frames are accepted
+	// principal is the subject of the client certificate verified in the
+	// TLS handshake ("" without one): who the connection is, for
+	// authorization. certNode is the node id that certificate names (0:
+	// none); a peer's Hello must claim exactly it.
+	principal string
+	certNode  node.NodeID
 
 	done      chan struct{} // closed by close
 	closeOnce sync.Once
@@ -152,6 +159,9 @@ func (r *Server) acceptLoop() {
 				r.logger.Error("accept failed; no longer accepting connections", slog.Any("err", err))
 			}
 			return
+		}
+		if r.tls != nil {
+			nc = tls.Server(nc, r.tlsListen)
 		}
 		c := &runtimeConn{
 			r: r, nc: nc,
@@ -374,6 +384,9 @@ func runtimeRaftBytes(b []byte) ([]byte, bool) {
 // first frame that is not a Hello is answered with an error, then closed.
 func (c *runtimeConn) handshake(br *bufio.Reader) error {
 	c.nc.SetReadDeadline(time.Now().Add(runtimeHelloTimeout))
+	if err := c.tlsHandshake(br); err != nil {
+		return err
+	}
 	var req strandpb.Request
 	if _, err := frame.Decode(br, nil, frame.BytesMaxDefault, &req); err != nil {
 		if readFailure(err) == "" {
@@ -393,6 +406,10 @@ func (c *runtimeConn) handshake(br *bufio.Reader) error {
 		refused = fmt.Errorf("unsupported protocol versions %d..%d (node speaks %d)",
 			hello.GetVersionMin(), hello.GetVersionMax(), runtimeProtocolVersion)
 		resp.Error = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_VERSION, Message: refused.Error()}
+	case hello.GetPeerNodeId() != 0 && c.r.tls != nil && node.NodeID(hello.GetPeerNodeId()) != c.certNode:
+		refused = peerRefusal(node.NodeID(hello.GetPeerNodeId()), c.certNode, c.principal)
+		resp.Error = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_PEER_NOT_AUTHENTICATED, Message: refused.Error()}
+		c.logRefusal("refusing peer", refused)
 	default:
 		c.peer = node.NodeID(hello.GetPeerNodeId())
 		resp.Body = &strandpb.Response_Hello{Hello: &strandpb.HelloResponse{

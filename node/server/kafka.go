@@ -59,7 +59,11 @@ func (k *kafkaListener) start() {
 	if k == nil {
 		return
 	}
-	k.srv = kafkaproto.Serve(k.ln, kafkaproto.Config{Backend: k, NodeID: int32(k.r.cfg.Core.ID), Logger: k.r.logger})
+	cfg := kafkaproto.Config{Backend: k, NodeID: int32(k.r.cfg.Core.ID), Logger: k.r.logger}
+	if k.r.tls != nil {
+		cfg.TLS = k.r.tls.listenerConfig(k.r.cfg.TLS.ClientAuth, false)
+	}
+	k.srv = kafkaproto.Serve(k.ln, cfg)
 }
 
 // closeListener closes a listener that was never served.

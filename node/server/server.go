@@ -5,6 +5,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"github.com/strandlog/strand/node"
@@ -86,6 +87,9 @@ type Config struct {
 	// StatsInterval, when positive, logs the loop's counters this often:
 	// rounds, inputs, time inside Process, syncs, frames (for tuning).
 	StatsInterval time.Duration
+	// TLS, when set, serves both listeners over TLS and makes peer
+	// connections mutual TLS (tls.go); nil: plaintext.
+	TLS *TLSConfig
 }
 
 // Server runs one Core in a real process: one goroutine (the loop) owns
@@ -131,6 +135,10 @@ type Server struct {
 	clusterID atomic.Pointer[[]byte]
 
 	kafka *kafkaListener // nil without a Kafka listener
+	tls   *tlsState      // nil without TLS
+	// tlsListen is the native listener's tls.Config (nil without TLS).
+	tlsListen *tls.Config
+	refusals  refusalLog // rate of refused-connection warnings (tls.go)
 
 	// adminQueries are the admin listener's view requests (admin.go),
 	// answered by the loop between two Process calls; metrics are the
@@ -282,6 +290,13 @@ func Start(cfg Config) (*Server, error) {
 	if r.cfg.Tick <= 0 {
 		r.cfg.Tick = TickDefault
 	}
+	var err error
+	if r.tls, err = newTLSState(cfg.TLS, cfg.Core.ID, r.logger); err != nil {
+		return nil, err
+	}
+	if r.tls != nil {
+		r.tlsListen = r.tls.listenerConfig(cfg.TLS.ClientAuth, true)
+	}
 	if err := r.fillCoreConfig(); err != nil {
 		return nil, err
 	}
@@ -291,7 +306,6 @@ func Start(cfg Config) (*Server, error) {
 		if addr == "" {
 			addr = "127.0.0.1:9192"
 		}
-		var err error
 		if ln, err = net.Listen("tcp", addr); err != nil {
 			r.net.close()
 			r.lock.unlock()
@@ -364,7 +378,7 @@ func (r *Server) fillCoreConfig() error {
 	for _, p := range c.Nodes {
 		addrs[p.ID] = p.Address
 	}
-	r.net = newRuntimeNetwork(c.ID, addrs, r.logger)
+	r.net = newRuntimeNetwork(c.ID, addrs, r.logger, r.tls)
 	if c.Network == nil {
 		c.Network = r.net
 	}

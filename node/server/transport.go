@@ -31,6 +31,7 @@ type runtimeNetwork struct {
 	once   sync.Once
 	faults faultState    // injected faults: only with -tags faultinject
 	stop   chan struct{} // closed by close
+	tls    *tlsState     // nil: plaintext peers; else mutual TLS by node id (tls.go)
 }
 
 // runtimePeer is the outbound side towards one peer.
@@ -46,9 +47,10 @@ type runtimePeer struct {
 
 var _ node.Network = (*runtimeNetwork)(nil)
 
-// newRuntimeNetwork starts one sender goroutine per peer (self excluded).
-func newRuntimeNetwork(self node.NodeID, addrs map[node.NodeID]string, logger *slog.Logger) *runtimeNetwork {
-	n := &runtimeNetwork{self: self, logger: logger, peers: make(map[node.NodeID]*runtimePeer), stop: make(chan struct{})}
+// newRuntimeNetwork starts one sender goroutine per peer (self excluded);
+// with tls non-nil every peer connection is mutual TLS.
+func newRuntimeNetwork(self node.NodeID, addrs map[node.NodeID]string, logger *slog.Logger, tls *tlsState) *runtimeNetwork {
+	n := &runtimeNetwork{self: self, logger: logger, peers: make(map[node.NodeID]*runtimePeer), stop: make(chan struct{}), tls: tls}
 	n.faults.start(n.stop)
 	ids := make([]node.NodeID, 0, len(addrs))
 	for id := range addrs {
@@ -174,7 +176,7 @@ func (p *runtimePeer) discardQueued() {
 
 // dial connects and performs the Hello, naming this node as a peer.
 func (p *runtimePeer) dial() (net.Conn, error) {
-	nc, err := net.DialTimeout("tcp", p.addr, runtimeDialTimeout)
+	nc, err := p.net.dialPeer(p.id, p.addr)
 	if err != nil {
 		return nil, err
 	}

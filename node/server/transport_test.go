@@ -19,7 +19,7 @@ func TestUnreachablePeerQueueIsDiscarded(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now: every dial is refused
-	n := newRuntimeNetwork(1, map[node.NodeID]string{1: "127.0.0.1:0", 2: addr}, slog.New(slog.DiscardHandler))
+	n := newRuntimeNetwork(1, map[node.NodeID]string{1: "127.0.0.1:0", 2: addr}, slog.New(slog.DiscardHandler), nil)
 	defer n.close()
 	const frames = 100
 	for range frames {

@@ -79,6 +79,10 @@ var errorCodeInfo = map[ErrorCode]CodeInfo{
 	ErrorCode_ERROR_CODE_REPLICA_RECOVERING: {Name: "replica_recovering", Retriable: true, RefreshMetadata: true},
 	// A partition count the topic cannot take (partitions are only added).
 	ErrorCode_ERROR_CODE_INVALID_PARTITIONS: {Name: "invalid_partitions"},
+	// A peer without a certificate naming its node id on a TLS node.
+	ErrorCode_ERROR_CODE_PEER_NOT_AUTHENTICATED: {Name: "peer_not_authenticated"},
+	// A plaintext client on a TLS listener: connect with TLS.
+	ErrorCode_ERROR_CODE_TLS_REQUIRED: {Name: "tls_required"},
 }
 
 // Info is code's row of the table. A code this build does not know (a newer

@@ -103,6 +103,14 @@ const (
 	// maximum, or not above the topic's current count (partitions are only
 	// ever added). Definite (Kafka's INVALID_PARTITIONS).
 	ErrorCode_ERROR_CODE_INVALID_PARTITIONS ErrorCode = 68
+	// A peer's Hello on a TLS node whose connection carries no client
+	// certificate signed by the cluster CA naming the node id the Hello
+	// claims (SAN URI strand://node/ID). Definite: the connection closes.
+	ErrorCode_ERROR_CODE_PEER_NOT_AUTHENTICATED ErrorCode = 78
+	// The first bytes a TLS listener received are no TLS handshake (a
+	// plaintext client): written in the clear before the connection closes,
+	// so the client can say to connect with TLS. Definite.
+	ErrorCode_ERROR_CODE_TLS_REQUIRED ErrorCode = 79
 )
 
 // Enum value maps for ErrorCode.
@@ -141,6 +149,8 @@ var (
 		45: "ERROR_CODE_NOT_ENOUGH_SPACE",
 		46: "ERROR_CODE_REPLICA_RECOVERING",
 		68: "ERROR_CODE_INVALID_PARTITIONS",
+		78: "ERROR_CODE_PEER_NOT_AUTHENTICATED",
+		79: "ERROR_CODE_TLS_REQUIRED",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_NONE":                       0,
@@ -176,6 +186,8 @@ var (
 		"ERROR_CODE_NOT_ENOUGH_SPACE":           45,
 		"ERROR_CODE_REPLICA_RECOVERING":         46,
 		"ERROR_CODE_INVALID_PARTITIONS":         68,
+		"ERROR_CODE_PEER_NOT_AUTHENTICATED":     78,
+		"ERROR_CODE_TLS_REQUIRED":               79,
 	}
 )
 
@@ -5935,7 +5947,7 @@ const file_wire_proto_rawDesc = "" +
 	"size_bytes\x18\x06 \x01(\x03R\tsizeBytes\x12.\n" +
 	"\x13oldest_timestamp_ms\x18\a \x01(\x03R\x11oldestTimestampMs\x12\x1a\n" +
 	"\bsegments\x18\b \x01(\x05R\bsegments\x12%\n" +
-	"\x0esnapshot_index\x18\t \x01(\x04R\rsnapshotIndex*\xd3\b\n" +
+	"\x0esnapshot_index\x18\t \x01(\x04R\rsnapshotIndex*\x97\t\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +
@@ -5970,7 +5982,9 @@ const file_wire_proto_rawDesc = "" +
 	"$ERROR_CODE_GROUP_SUBSCRIBED_TO_TOPIC\x10A\x12\x1f\n" +
 	"\x1bERROR_CODE_NOT_ENOUGH_SPACE\x10-\x12!\n" +
 	"\x1dERROR_CODE_REPLICA_RECOVERING\x10.\x12!\n" +
-	"\x1dERROR_CODE_INVALID_PARTITIONS\x10DB,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
+	"\x1dERROR_CODE_INVALID_PARTITIONS\x10D\x12%\n" +
+	"!ERROR_CODE_PEER_NOT_AUTHENTICATED\x10N\x12\x1b\n" +
+	"\x17ERROR_CODE_TLS_REQUIRED\x10OB,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
 
 var (
 	file_wire_proto_rawDescOnce sync.Once
