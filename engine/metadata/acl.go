@@ -1,0 +1,56 @@
+package metadata
+
+import "strings"
+
+// Allowed evaluates the stored ACLs as Kafka's StandardAuthorizer does:
+// a matching deny wins over any allow; without a matching allow the answer
+// is no. A binding matches when its principal is the caller's or "User:*",
+// its host is the caller's or "*", its resource type is resourceType and its
+// pattern covers name (literal: equal, or the literal "*"; prefixed: a
+// prefix of name). A binding for operation "all" covers every operation,
+// and an allow of read, write, delete or alter implies describe, and of
+// alter-configs implies describe-configs (as in Kafka). Super users and
+// authorization being off are the caller's business (node.authorize).
+func (s *State) Allowed(principal, host, resourceType, name, operation string) bool {
+	allowed := false
+	for _, a := range s.sec.acls {
+		if a.ResourceType != resourceType || !principalMatches(a.Principal, principal) || !hostMatches(a.Host, host) ||
+			!patternMatches(a, name) {
+			continue
+		}
+		if a.Permission == "deny" {
+			if a.Operation == operation || a.Operation == "all" {
+				return false
+			}
+			continue
+		}
+		if a.Operation == operation || a.Operation == "all" || implies(a.Operation, operation) {
+			allowed = true
+		}
+	}
+	return allowed
+}
+
+func principalMatches(binding, principal string) bool {
+	return binding == principal || binding == "User:*"
+}
+
+func hostMatches(binding, host string) bool { return binding == "*" || binding == host }
+
+func patternMatches(a ACL, name string) bool {
+	if a.PatternType == "prefixed" {
+		return strings.HasPrefix(name, a.ResourceName)
+	}
+	return a.ResourceName == name || a.ResourceName == "*"
+}
+
+// implies reports whether an allow of granted also allows op.
+func implies(granted, op string) bool {
+	switch op {
+	case "describe":
+		return granted == "read" || granted == "write" || granted == "delete" || granted == "alter"
+	case "describe-configs":
+		return granted == "alter-configs"
+	}
+	return false
+}
