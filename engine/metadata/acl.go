@@ -54,3 +54,25 @@ func implies(granted, op string) bool {
 	}
 	return false
 }
+
+// AllowedAny reports whether some binding allows principal operation on
+// some resource of resourceType (Kafka's authorizeByResourceType, used for
+// InitProducerId: WRITE on any topic), unless a deny of it on every
+// resource of that type (literal "*") applies.
+func (s *State) AllowedAny(principal, host, resourceType, operation string) bool {
+	allowed := false
+	for _, a := range s.sec.acls {
+		if a.ResourceType != resourceType || !principalMatches(a.Principal, principal) || !hostMatches(a.Host, host) ||
+			(a.Operation != operation && a.Operation != "all") {
+			continue
+		}
+		if a.Permission == "deny" {
+			if a.PatternType == "literal" && a.ResourceName == "*" {
+				return false
+			}
+			continue
+		}
+		allowed = true
+	}
+	return allowed
+}
