@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -136,6 +137,9 @@ func (c *conn) serve(buf []byte) (*pending, error) {
 	if h.key == 18 {
 		return c.apiVersions(h, body)
 	}
+	if p, handled, err := c.serveSASL(h, body); handled {
+		return p, err
+	}
 	req := kmsg.RequestForKey(h.key)
 	if req == nil {
 		return nil, fmt.Errorf("unknown API key %d", h.key)
@@ -201,7 +205,11 @@ func (c *conn) apiVersions(h header, body []byte) (*pending, error) {
 		}
 		resp.SetVersion(h.version)
 	}
-	for _, a := range apis {
+	served := apis
+	if c.s.cfg.SASL != nil {
+		served = append(slices.Clone(apis), saslAPIs...)
+	}
+	for _, a := range served {
 		k := kmsg.NewApiVersionsResponseApiKey()
 		k.ApiKey, k.MinVersion, k.MaxVersion = a.key, a.min, a.max
 		resp.ApiKeys = append(resp.ApiKeys, k)

@@ -30,6 +30,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/proto/strandpb"
+	"github.com/strandlog/strand/sasl"
 )
 
 // Backend hands strandpb requests to a node. Submit blocks while the
@@ -48,6 +49,9 @@ type Config struct {
 	NodeID int32
 	// Logger receives connection problems (nil: discard).
 	Logger *slog.Logger
+	// SASL, when set, requires SASL/SCRAM on every connection and looks
+	// credentials up with it (sasl.go).
+	SASL sasl.Lookup
 }
 
 // Limits of the listener.
@@ -152,6 +156,13 @@ type conn struct {
 	done      chan struct{}
 	closeOnce sync.Once
 	queue     chan *pending
+	// SASL state (sasl.go), owned by the reader: the mechanism named by
+	// SaslHandshake, the exchange in progress, and the principal once it
+	// succeeded (a TLS listener may set principal from the client's
+	// certificate before the first request).
+	mechanism string
+	exchange  *sasl.Exchange
+	principal string
 }
 
 // pending is one request's answer to come.
@@ -164,6 +175,9 @@ type pending struct {
 	noReply bool
 	// resp waits for the answer; nil when the connection closed first.
 	resp func() kmsg.Response
+	// closeAfter, when set, closes the connection once the answer is
+	// written, with this reason (a failed SASL exchange).
+	closeAfter string
 }
 
 // close closes the connection once, logging reason unless empty.
@@ -214,6 +228,9 @@ func (c *conn) readLoop() {
 		case <-c.done:
 			return
 		}
+		if p.closeAfter != "" {
+			return // the writer closes once the answer is out
+		}
 	}
 }
 
@@ -252,11 +269,15 @@ func (c *conn) writeLoop() {
 			c.close(fmt.Sprintf("write: %v", err))
 			return
 		}
-		if len(c.queue) == 0 {
+		if len(c.queue) == 0 || p.closeAfter != "" {
 			if err := bw.Flush(); err != nil {
 				c.close(fmt.Sprintf("write: %v", err))
 				return
 			}
+		}
+		if p.closeAfter != "" {
+			c.close(p.closeAfter)
+			return
 		}
 	}
 }
@@ -289,13 +310,18 @@ type call struct {
 // order); wait returns its answer.
 func (c *conn) submit(req *strandpb.Request) *call {
 	k := &call{ch: make(chan *strandpb.Response, 1)}
-	k.err = c.s.cfg.Backend.Submit(c.done, req, func(resp *strandpb.Response) {
+	reply := func(resp *strandpb.Response) {
 		select {
 		case k.ch <- resp:
 		default:
 			panic("kafka: backend answered a request twice")
 		}
-	})
+	}
+	if cb, ok := c.s.cfg.Backend.(CallerBackend); ok {
+		k.err = cb.SubmitAs(c.done, c.principal, c.host(), req, reply)
+	} else {
+		k.err = c.s.cfg.Backend.Submit(c.done, req, reply)
+	}
 	return k
 }
 

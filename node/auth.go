@@ -110,15 +110,15 @@ func requestAccesses(c *Core, caller Caller, req *strandpb.Request) []access {
 		topics("describe", b.Metadata.GetTopics()...)
 	case *strandpb.Request_Produce:
 		for _, p := range b.Produce.GetPartitions() {
-			topics("write", p.GetTopic())
+			topics("write", c.topicNamed(p.GetTopic(), p.GetTopicId()))
 		}
 	case *strandpb.Request_Fetch:
 		for _, p := range b.Fetch.GetPartitions() {
-			topics("read", p.GetTopic())
+			topics("read", c.topicNamed(p.GetTopic(), p.GetTopicId()))
 		}
 	case *strandpb.Request_ListOffsets:
 		for _, p := range b.ListOffsets.GetPartitions() {
-			topics("describe", p.GetTopic())
+			topics("describe", c.topicNamed(p.GetTopic(), p.GetTopicId()))
 		}
 	case *strandpb.Request_CreateTopics:
 		if !c.allowed(caller, clusterAccess("create")) {
@@ -153,6 +153,21 @@ func requestAccesses(c *Core, caller Caller, req *strandpb.Request) []access {
 		out = groupAccesses(req, out)
 	}
 	return out
+}
+
+// topicNamed is the name ACLs check for a partition named by name or (Kafka
+// v13 requests) only by topic id: the applied topic with that id, else
+// the id itself in hex, which no binding but a wildcard matches.
+func (c *Core) topicNamed(name string, id []byte) string {
+	if name != "" || len(id) == 0 {
+		return name
+	}
+	if u, ok := metadata.UUIDFromBytes(id); ok {
+		if n, ok := c.meta.meta.TopicByUUID(u); ok {
+			return n
+		}
+	}
+	return fmt.Sprintf("%x", id)
 }
 
 // groupAccesses lists what group and security requests need.

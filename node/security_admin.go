@@ -131,3 +131,7 @@ func (c *Core) Credential(name, mechanism string) (metadata.Credential, bool) {
 func (c *Core) SecurityState() (version uint64, creds []metadata.Credential, quotas []metadata.Quota) {
 	return c.meta.meta.Version(), c.meta.meta.Credentials(), c.meta.meta.Quotas()
 }
+
+// MetadataVersion is the applied metadata version: the server rebuilds its
+// copy of the credentials and quotas when it moves.
+func (c *Core) MetadataVersion() uint64 { return c.meta.meta.Version() }

@@ -134,6 +134,9 @@ type runtimeConn struct {
 	reserved       map[uint64]reservation
 	reservedClosed bool
 	peer           node.NodeID // set by a peer's Hello: its raft frames are accepted
+	// principal is who authenticated (SASL, auth.go; or a TLS client
+	// certificate); empty: anonymous. Set before the first request.
+	principal node.Principal
 
 	done      chan struct{} // closed by close
 	closeOnce sync.Once
@@ -244,6 +247,10 @@ func (c *runtimeConn) readLoop() {
 		c.close(err.Error())
 		return
 	}
+	if err := c.authenticate(br); err != nil {
+		c.close(err.Error())
+		return
+	}
 	var buf []byte
 	for {
 		if c.peer != 0 {
@@ -324,6 +331,9 @@ func (c *runtimeConn) dispatch(payload []byte) error {
 		}
 		return nil
 	}
+	if c.r.cfg.SASL && c.principal == "" {
+		return errSASLRequired // a peer's connection sends raft frames only
+	}
 	req := &strandpb.Request{}
 	if err := proto.Unmarshal(payload, req); err != nil {
 		return fmt.Errorf("malformed request: %v", err)
@@ -341,7 +351,7 @@ func (c *runtimeConn) dispatch(payload []byte) error {
 		return nil
 	}
 	select {
-	case c.r.requests <- runtimeRequest{req: req, conn: c, tokens: tokens}:
+	case c.r.requests <- runtimeRequest{req: req, conn: c, tokens: tokens, caller: c.caller()}:
 	case <-c.done:
 		c.r.budget.release(tokens)
 	}

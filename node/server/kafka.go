@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/kafkaproto"
+	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -59,7 +60,11 @@ func (k *kafkaListener) start() {
 	if k == nil {
 		return
 	}
-	k.srv = kafkaproto.Serve(k.ln, kafkaproto.Config{Backend: k, NodeID: int32(k.r.cfg.Core.ID), Logger: k.r.logger})
+	cfg := kafkaproto.Config{Backend: k, NodeID: int32(k.r.cfg.Core.ID), Logger: k.r.logger}
+	if k.r.cfg.SASL {
+		cfg.SASL = k.r.lookupCredential
+	}
+	k.srv = kafkaproto.Serve(k.ln, cfg)
 }
 
 // closeListener closes a listener that was never served.
@@ -85,6 +90,11 @@ func (k *kafkaListener) close() {
 // budget is full (backpressure); reply is called on the loop with the
 // answer. It fails when done closes or the node stops first.
 func (k *kafkaListener) Submit(done <-chan struct{}, req *strandpb.Request, reply func(*strandpb.Response)) error {
+	return k.SubmitAs(done, "", "", req, reply)
+}
+
+// SubmitAs is Submit for a request from principal ("": anonymous) at host.
+func (k *kafkaListener) SubmitAs(done <-chan struct{}, principal, host string, req *strandpb.Request, reply func(*strandpb.Response)) error {
 	r := k.r
 	// done closes when the connection does; the server closes every Kafka
 	// connection as it stops, so nothing waits on a loop that has exited.
@@ -93,7 +103,7 @@ func (k *kafkaListener) Submit(done <-chan struct{}, req *strandpb.Request, repl
 		return errKafkaStopped
 	}
 	select {
-	case r.requests <- runtimeRequest{req: req, tokens: tokens, reply: reply}:
+	case r.requests <- runtimeRequest{req: req, tokens: tokens, reply: reply, caller: node.Caller{Principal: node.Principal(principal), Host: host}}:
 		return nil
 	case <-done:
 		r.budget.release(tokens)
@@ -109,4 +119,7 @@ func (r *Server) KafkaAddr() net.Addr {
 	return r.kafka.ln.Addr()
 }
 
-var _ kafkaproto.Backend = (*kafkaListener)(nil)
+var (
+	_ kafkaproto.Backend       = (*kafkaListener)(nil)
+	_ kafkaproto.CallerBackend = (*kafkaListener)(nil)
+)

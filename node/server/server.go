@@ -86,6 +86,9 @@ type Config struct {
 	// StatsInterval, when positive, logs the loop's counters this often:
 	// rounds, inputs, time inside Process, syncs, frames (for tuning).
 	StatsInterval time.Duration
+	// SASL requires SASL/SCRAM authentication on both client listeners
+	// (auth.go); peers are not asked (mutual TLS authenticates them).
+	SASL bool
 }
 
 // Server runs one Core in a real process: one goroutine (the loop) owns
@@ -131,6 +134,11 @@ type Server struct {
 	clusterID atomic.Pointer[[]byte]
 
 	kafka *kafkaListener // nil without a Kafka listener
+
+	// security is the applied credentials and quotas (auth.go), rebuilt by
+	// the loop when secVersion, the metadata version, moves.
+	security   atomic.Pointer[securityView]
+	secVersion uint64
 }
 
 // reasonShutdown is why connections close when the server stops.
@@ -162,6 +170,8 @@ type runtimeRequest struct {
 	// reply, when set, takes the answer instead of conn (the Kafka
 	// listener's requests); called on the loop, it must not block.
 	reply func(*strandpb.Response)
+	// caller is who sent it (HandleAs).
+	caller node.Caller
 }
 
 // runtimeBudget bounds the bytes waiting for the loop, in units of
@@ -308,6 +318,8 @@ func Start(cfg Config) (*Server, error) {
 	r.core = core
 	r.syncs = newSyncPool(runtimeSyncWorkersMax)
 	r.wg.Add(1)
+	r.logSecurity()
+	r.noteSecurity()
 	go r.acceptLoop()
 	r.kafka.start()
 	go r.loop()
@@ -430,6 +442,7 @@ func (r *Server) loop() {
 		r.loopStats.processTime += time.Since(start)
 		r.loopStats.processCalls++
 		r.noteMetadata()
+		r.noteSecurity()
 		if err == nil {
 			r.jobs = r.core.TakeSyncJobs(r.jobs[:0])
 			r.syncs.submit(r.jobs)
@@ -527,12 +540,15 @@ func (r *Server) logStats() {
 // connection's writer.
 func (r *Server) handle(q runtimeRequest) {
 	r.budget.release(q.tokens)
+	if q.caller.Principal == "" {
+		q.caller.Principal = node.Anonymous
+	}
 	if q.reply != nil {
-		r.core.Handle(q.req, q.reply)
+		r.core.HandleAs(q.caller, q.req, q.reply)
 		return
 	}
 	conn := q.conn
-	r.core.Handle(q.req, func(resp *strandpb.Response) { conn.answer(resp) })
+	r.core.HandleAs(q.caller, q.req, func(resp *strandpb.Response) { conn.answer(resp) })
 }
 
 // receive gives one peer frame to the Core.
