@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"reflect"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -75,9 +74,11 @@ func (c *conn) serveSASL(h header, body []byte) (p *pending, handled bool, err e
 	case *kmsg.SASLAuthenticateRequest:
 		p.resp = ready(c.saslAuthenticate(r, p))
 	default:
-		msg := fmt.Sprintf("%s before SASL authentication: this listener requires SASL/SCRAM (%v)", kmsg.NameForKey(h.key), sasl.Mechanisms)
-		p.resp = ready(errorResponse(req, kerr.SaslAuthenticationFailed.Code, msg))
-		p.closeAfter = msg
+		// Closed without an answer, as Kafka does: most responses have no
+		// top-level error code at the version asked (an empty Metadata
+		// answer would read as "no topics").
+		return nil, true, fmt.Errorf("%s before SASL authentication: this listener requires SASL/SCRAM (%v)",
+			kmsg.NameForKey(h.key), sasl.Mechanisms)
 	}
 	return p, true, nil
 }
@@ -130,17 +131,6 @@ func (c *conn) saslAuthenticate(r *kmsg.SASLAuthenticateRequest, p *pending) *km
 	if done {
 		c.principal = c.exchange.Principal()
 		c.s.logger.Debug("Kafka connection authenticated", slog.String("principal", c.principal), slog.String("remote", c.host()))
-	}
-	return resp
-}
-
-// errorResponse is req's response with every top-level error code set to
-// code and the message where the version has one (for requests refused
-// before authentication).
-func errorResponse(req kmsg.Request, code int16, msg string) kmsg.Response {
-	resp := unsupportedResponse(req, msg)
-	if f := reflect.ValueOf(resp).Elem().FieldByName("ErrorCode"); f.IsValid() && f.Kind() == reflect.Int16 {
-		f.SetInt(int64(code))
 	}
 	return resp
 }

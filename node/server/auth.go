@@ -179,3 +179,39 @@ func (c *runtimeConn) writeNow(resp *strandpb.Response) error {
 	}
 	return nil
 }
+
+// bootstrapUser creates Config.SASLBootstrapUser (a super user) with its
+// password, for both mechanisms, while the applied metadata lacks it: the
+// first administrator of a cluster that requires SASL, which could not
+// otherwise authenticate to create anyone. Called by the loop; one
+// request in flight at a time.
+func (r *Server) bootstrapUser() {
+	name := r.cfg.SASLBootstrapUser
+	if name == "" || r.bootstrapping || r.metaLeader.Load() == 0 {
+		return
+	}
+	var upserts []*strandpb.AlterUsersRequest_Upsert
+	for _, mech := range sasl.Mechanisms {
+		if _, ok := r.lookupCredential(name, mech); ok {
+			continue
+		}
+		cred, err := sasl.NewCredential(mech, name, r.cfg.SASLBootstrapPassword, 0)
+		if err != nil {
+			r.logger.Error("cannot create the bootstrap user", slog.String("user", name), slog.Any("err", err))
+			r.cfg.SASLBootstrapUser = ""
+			return
+		}
+		upserts = append(upserts, &strandpb.AlterUsersRequest_Upsert{Name: name, Credential: cred})
+	}
+	if len(upserts) == 0 {
+		return
+	}
+	r.bootstrapping = true
+	req := &strandpb.Request{Body: &strandpb.Request_AlterUsers{AlterUsers: &strandpb.AlterUsersRequest{Upserts: upserts}}}
+	r.core.HandleAs(node.Caller{Principal: node.Principal("User:" + name), Host: "127.0.0.1"}, req, func(resp *strandpb.Response) {
+		r.bootstrapping = false // on the loop: completions run inside Process
+		if e := resp.GetError(); e != nil {
+			r.logger.Warn("bootstrap user not created yet", slog.String("user", name), slog.String("err", e.GetMessage()))
+		}
+	})
+}

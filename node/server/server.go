@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,6 +90,11 @@ type Config struct {
 	// SASL requires SASL/SCRAM authentication on both client listeners
 	// (auth.go); peers are not asked (mutual TLS authenticates them).
 	SASL bool
+	// SASLBootstrapUser, when set, is created with SASLBootstrapPassword
+	// (both SCRAM mechanisms) once the metadata group has a leader, unless
+	// it exists, and is a super user: the first administrator.
+	SASLBootstrapUser     string
+	SASLBootstrapPassword string
 }
 
 // Server runs one Core in a real process: one goroutine (the loop) owns
@@ -137,8 +143,9 @@ type Server struct {
 
 	// security is the applied credentials and quotas (auth.go), rebuilt by
 	// the loop when secVersion, the metadata version, moves.
-	security   atomic.Pointer[securityView]
-	secVersion uint64
+	security      atomic.Pointer[securityView]
+	secVersion    uint64
+	bootstrapping bool // a bootstrap user request is in flight; owned by the loop
 }
 
 // reasonShutdown is why connections close when the server stops.
@@ -281,6 +288,9 @@ func Start(cfg Config) (*Server, error) {
 		r.cfg.Core.Logger = base
 	}
 	r.logger = base.With(slog.Uint64("node", uint64(cfg.Core.ID)))
+	if u := r.cfg.SASLBootstrapUser; u != "" {
+		r.cfg.Core.SuperUsers = append(slices.Clone(r.cfg.Core.SuperUsers), node.Principal("User:"+u))
+	}
 	if r.cfg.Tick <= 0 {
 		r.cfg.Tick = TickDefault
 	}
@@ -443,6 +453,7 @@ func (r *Server) loop() {
 		r.loopStats.processCalls++
 		r.noteMetadata()
 		r.noteSecurity()
+		r.bootstrapUser()
 		if err == nil {
 			r.jobs = r.core.TakeSyncJobs(r.jobs[:0])
 			r.syncs.submit(r.jobs)
