@@ -21,11 +21,17 @@ import (
 // failed step, is answered SASL_AUTHENTICATION_FAILED and the connection
 // closes after the answer. PLAIN is not offered (it would need TLS).
 // Rejected: the v0 handshake (raw SASL bytes outside Kafka framing, from
-// clients before Kafka 1.0).
+// clients before Kafka 1.0). The nonce check is RFC 5802's, strict, as
+// Kafka 4's is (CVE-2024-56128): librdkafka before 2.6.1 (so kcat built on
+// it, e.g. Debian's librdkafka 2.0.2) sends the client nonce twice in its
+// client-final message and is refused; Kafka 3.x accepted that.
 
 // saslAPIs are advertised by ApiVersions when the listener requires SASL.
 var saslAPIs = []api{
-	{key: 17, min: 1, max: 1, serve: nil}, // SaslHandshake (answered in serveSASL)
+	// SaslHandshake (answered in serveSASL). v0 is advertised because
+	// librdkafka requires it in the range before it uses SASL at all, but
+	// answered ILLEGAL_SASL_STATE: clients that speak v1 send v1.
+	{key: 17, min: 0, max: 1, serve: nil},
 	{key: 36, min: 0, max: 2, serve: nil}, // SaslAuthenticate
 }
 
@@ -89,6 +95,9 @@ func (c *conn) saslHandshake(r *kmsg.SASLHandshakeRequest, p *pending) *kmsg.SAS
 	resp.SetVersion(r.Version)
 	resp.SupportedMechanisms = slices.Clone(sasl.Mechanisms)
 	switch {
+	case r.Version == 0:
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		p.closeAfter = "SaslHandshake v0 (SASL outside Kafka framing) is not served; v1 is"
 	case c.principal != "" || c.mechanism != "":
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		p.closeAfter = "a second SaslHandshake"

@@ -129,7 +129,11 @@ func requestAccesses(c *Core, caller Caller, req *strandpb.Request) []access {
 	case *strandpb.Request_DeleteTopics:
 		topics("delete", b.DeleteTopics.GetNames()...)
 	case *strandpb.Request_DescribeTopics:
-		topics("describe-configs", b.DescribeTopics.GetNames()...)
+		// DESCRIBE, not Kafka's DESCRIBE_CONFIGS: the clients' existence
+		// check before a produce or consume is a DescribeTopics, and a
+		// producer's WRITE implies DESCRIBE. Configs are no secret from
+		// those who may use the topic.
+		topics("describe", b.DescribeTopics.GetNames()...)
 	case *strandpb.Request_InitProducerId:
 		// Kafka: IDEMPOTENT_WRITE on the cluster, or WRITE on any topic.
 		out = append(out, access{resource{"topic", ""}, "write"})
@@ -242,7 +246,7 @@ func (c *Core) filterAnswer(caller Caller, req *strandpb.Request, answer func(*s
 		return func(resp *strandpb.Response) {
 			if d := resp.GetDescribeTopics(); d != nil {
 				d.Topics = slices.DeleteFunc(d.Topics, func(t *strandpb.DescribeTopicsResponse_Topic) bool {
-					return !c.allowed(caller, topicAccess(t.GetName(), "describe-configs"))
+					return !c.allowed(caller, topicAccess(t.GetName(), "describe"))
 				})
 			}
 			answer(resp)

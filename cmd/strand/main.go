@@ -75,6 +75,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdCluster(rest, stdout)
 	case "bench":
 		err = cmdBench(rest, stdout)
+	case "user":
+		err = cmdUser(rest, stdin, stdout)
+	case "acl":
+		err = cmdACL(rest, stdout)
+	case "quota":
+		err = cmdQuota(rest, stdout)
 	default:
 		err = usageError("unknown command %q", cmd)
 		cmd = ""
@@ -200,11 +206,13 @@ func envName(flag string) string {
 type clientFlags struct {
 	brokers []string
 	timeout time.Duration
+	sasl    saslClientFlags
 }
 
 func (c *clientFlags) register(fs *pflag.FlagSet, timeout time.Duration) {
 	fs.StringSliceVarP(&c.brokers, "brokers", "b", []string{"127.0.0.1:9192"}, "cluster addresses to bootstrap from (comma separated)")
 	fs.DurationVar(&c.timeout, "timeout", timeout, "give up on the cluster after this long")
+	c.sasl.register(fs)
 }
 
 // brokerDialTimeout bounds each connection attempt of reachable.
@@ -220,6 +228,7 @@ func (c *clientFlags) client(opts ...clientlib.Opt) (*clientlib.Client, error) {
 	}
 	base := []clientlib.Opt{clientlib.SeedAddresses(c.brokers...), clientlib.ClientID("strand-cli"),
 		clientlib.DialTimeout(brokerDialTimeout)}
+	base = append(base, c.sasl.opts()...)
 	return clientlib.NewClient(append(base, opts...)...)
 }
 
@@ -231,8 +240,8 @@ func (c *clientFlags) reachable() error {
 	if len(c.brokers) == 0 {
 		return usageError("--brokers: no address given")
 	}
-	probe, err := clientlib.NewClient(clientlib.SeedAddresses(c.brokers...), clientlib.ClientID("strand-cli"),
-		clientlib.DialTimeout(brokerDialTimeout), clientlib.RequestTimeout(brokerDialTimeout), clientlib.MaxRetries(1))
+	probe, err := clientlib.NewClient(append([]clientlib.Opt{clientlib.SeedAddresses(c.brokers...), clientlib.ClientID("strand-cli"),
+		clientlib.DialTimeout(brokerDialTimeout), clientlib.RequestTimeout(brokerDialTimeout), clientlib.MaxRetries(1)}, c.sasl.opts()...)...)
 	if err != nil {
 		return err
 	}

@@ -108,6 +108,8 @@ func cmdServe(args []string, stderr io.Writer) error {
 	kafkaAdvertise := fs.String("kafka-advertise", "", "host:port Kafka clients reach this node at (default: --kafka-listen)")
 	var nf nodeFlags
 	nf.register(fs)
+	var sf securityFlags
+	sf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -137,11 +139,15 @@ func cmdServe(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rt, err := server.Start(server.Config{
+	scfg := server.Config{
 		Core:    core,
 		DataDir: *dataDir, Listen: *listen, Tick: nf.tick, Logger: logger, StatsInterval: nf.stats,
 		KafkaListen: *kafkaListen, KafkaAdvertise: *kafkaAdvertise,
-	})
+	}
+	if err := sf.apply(&scfg); err != nil {
+		return err
+	}
+	rt, err := server.Start(scfg)
 	if err != nil {
 		return err
 	}
