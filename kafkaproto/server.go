@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -163,6 +164,9 @@ type conn struct {
 	mechanism string
 	exchange  *sasl.Exchange
 	principal string
+	// throttleUntil (unix ns): the reader pauses until then, as Kafka mutes
+	// a throttled client's channel (quota.go).
+	throttleUntil atomic.Int64
 }
 
 // pending is one request's answer to come.
@@ -201,6 +205,7 @@ func (c *conn) readLoop() {
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	var size [4]byte
 	for {
+		c.waitThrottle()
 		if _, err := io.ReadFull(br, size[:]); err != nil {
 			c.close(readFailure(err))
 			return
@@ -333,6 +338,7 @@ func (c *conn) wait(k *call) *strandpb.Response {
 	}
 	select {
 	case resp := <-k.ch:
+		c.throttle(resp)
 		return resp
 	case <-c.done:
 		return nil

@@ -137,6 +137,8 @@ type runtimeConn struct {
 	// principal is who authenticated (SASL, auth.go; or a TLS client
 	// certificate); empty: anonymous. Set before the first request.
 	principal node.Principal
+	// throttleUntil (unix ns) pauses the reader: a quota throttle (quota.go).
+	throttleUntil atomic.Int64
 
 	done      chan struct{} // closed by close
 	closeOnce sync.Once
@@ -259,6 +261,7 @@ func (c *runtimeConn) readLoop() {
 			// runtimePeerBufs once Core.Receive returned.
 			buf = getPeerBuf()
 		}
+		c.waitThrottle()
 		payload, err := frame.Read(br, buf, frame.BytesMaxDefault)
 		if err != nil {
 			c.close(readFailure(err))

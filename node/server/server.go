@@ -146,6 +146,7 @@ type Server struct {
 	security      atomic.Pointer[securityView]
 	secVersion    uint64
 	bootstrapping bool // a bootstrap user request is in flight; owned by the loop
+	quotas        quotaMeters
 }
 
 // reasonShutdown is why connections close when the server stops.
@@ -555,11 +556,11 @@ func (r *Server) handle(q runtimeRequest) {
 		q.caller.Principal = node.Anonymous
 	}
 	if q.reply != nil {
-		r.core.HandleAs(q.caller, q.req, q.reply)
+		r.core.HandleAs(q.caller, q.req, r.metered(q, q.reply))
 		return
 	}
 	conn := q.conn
-	r.core.HandleAs(q.caller, q.req, func(resp *strandpb.Response) { conn.answer(resp) })
+	r.core.HandleAs(q.caller, q.req, r.metered(q, func(resp *strandpb.Response) { conn.answer(resp) }))
 }
 
 // receive gives one peer frame to the Core.
