@@ -398,7 +398,7 @@ func startDevNodes(nodes []node.Peer, dir string, nf nodeFlags, logger *slog.Log
 			Core:    core,
 			DataDir: filepath.Join(dir, fmt.Sprintf("node-%d", p.ID)),
 			Listen:  p.Address, Tick: nf.tick, StatsInterval: nf.stats, Logger: logger,
-			KafkaListen: p.KafkaAddress,
+			KafkaListen: p.KafkaAddress, SecurityNoticeInBanner: true,
 		})
 		if err != nil {
 			for _, started := range rts {
@@ -485,6 +485,7 @@ In another shell:
 
 Go clients connect with clientlib.NewClient(clientlib.SeedAddresses(%q)).
 Kafka clients connect to %s, e.g. kcat -b %s -L
+Security is off: no SASL, no ACLs; anyone who reaches these ports may do anything.
 Press Ctrl-C to stop.
 `, s, rf, brokers, s, brokers, s, brokers, s, brokers, nodes[0].Address, nodes[0].KafkaAddress, nodes[0].KafkaAddress)
 }

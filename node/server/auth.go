@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -57,7 +58,11 @@ func (r *Server) lookupCredential(name, mechanism string) (metadata.Credential, 
 // authorization off every request is allowed, and the log says so.
 func (r *Server) logSecurity() {
 	if !r.cfg.Core.Authorization {
-		r.logger.Warn("authorization off: every request is allowed (serve --authorization to check ACLs)")
+		level := slog.LevelWarn
+		if r.cfg.SecurityNoticeInBanner {
+			level = slog.LevelDebug
+		}
+		r.logger.Log(context.Background(), level, "authorization off: every request is allowed (serve --authorization to check ACLs)")
 	} else {
 		supers := make([]string, len(r.cfg.Core.SuperUsers))
 		for i, p := range r.cfg.Core.SuperUsers {

@@ -95,6 +95,9 @@ type Config struct {
 	// it exists, and is a super user: the first administrator.
 	SASLBootstrapUser     string
 	SASLBootstrapPassword string
+	// SecurityNoticeInBanner: the caller (strand dev) says once, in its
+	// banner, that security is off, so the node logs it at debug level.
+	SecurityNoticeInBanner bool
 }
 
 // Server runs one Core in a real process: one goroutine (the loop) owns
