@@ -42,6 +42,9 @@ var apis = []api{
 	{key: 20, min: 1, max: 6, serve: (*conn).deleteTopics},            // DeleteTopics (v6: by name only)
 	{key: 21, min: 0, max: 2, serve: (*conn).deleteRecords},           // DeleteRecords (on each partition's leader)
 	{key: 22, min: 0, max: 4, serve: (*conn).initProducerID},          // InitProducerId (idempotence only)
+	{key: 29, min: 1, max: 3, serve: (*conn).describeACLs},            // DescribeAcls (the metadata group's bindings)
+	{key: 30, min: 1, max: 3, serve: (*conn).createACLs},              // CreateAcls
+	{key: 31, min: 1, max: 3, serve: (*conn).deleteACLs},              // DeleteAcls
 	{key: 32, min: 1, max: 4, serve: (*conn).describeConfigs},         // DescribeConfigs (topics)
 	{key: 33, min: 0, max: 2, serve: (*conn).alterConfigs},            // AlterConfigs (topics; replaces the whole config)
 	{key: 37, min: 0, max: 3, serve: (*conn).createPartitions},        // CreatePartitions (the new total; Strand places replicas)

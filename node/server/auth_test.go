@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -325,5 +326,50 @@ func TestKafkaSASLExchanges(t *testing.T) {
 	fc.CoordinatorKey = "g"
 	if err := kafkaRaw(t, nc, 2, fc, kmsg.NewPtrFindCoordinatorResponse()); err == nil {
 		t.Fatal("FindCoordinator before SASL answered; want the connection closed")
+	}
+}
+
+// TestKafkaACLAdmin shows kadm managing the metadata group's ACLs over the
+// Kafka listener: the admin creates, describes and deletes a binding;
+// bob, without ALTER on the cluster, is refused
+// CLUSTER_AUTHORIZATION_FAILED and adds nothing.
+func TestKafkaACLAdmin(t *testing.T) {
+	rt := startSecureRuntime(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin := nativeAs(t, rt, "admin", "admin-secret")
+	var err error
+	for ctx.Err() == nil {
+		if err = admin.CreateUser(ctx, "bob", "bob-pw", "SCRAM-SHA-512"); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // polling readiness, bounded by ctx
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(kafkaAs(t, rt, "admin", "admin-secret"))
+	b := kadm.NewACLs().Allow("User:alice").Topics("orders").Operations(kadm.OpWrite).ResourcePatternType(kadm.ACLPatternLiteral)
+	created, err := adm.CreateACLs(ctx, b)
+	if err != nil || len(created) != 1 || created[0].Err != nil {
+		t.Fatalf("create: %v %+v", err, created)
+	}
+	bobAdm := kadm.NewClient(kafkaAs(t, rt, "bob", "bob-pw"))
+	denied, err := bobAdm.CreateACLs(ctx, kadm.NewACLs().Allow("User:bob").Topics("orders").Operations(kadm.OpAll).ResourcePatternType(kadm.ACLPatternLiteral))
+	if err != nil || len(denied) != 1 || !errors.Is(denied[0].Err, kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("bob's create: %v %+v", err, denied)
+	}
+	filter := kadm.NewACLs().Allow("User:alice").AllowHosts().Topics("orders").Operations(kadm.OpAny).ResourcePatternType(kadm.ACLPatternAny)
+	described, err := adm.DescribeACLs(ctx, filter)
+	if err != nil || len(described) != 1 || described[0].Err != nil || len(described[0].Described) != 1 {
+		t.Fatalf("describe: %v %+v", err, described)
+	}
+	deleted, err := adm.DeleteACLs(ctx, filter)
+	if err != nil || len(deleted) != 1 || deleted[0].Err != nil || len(deleted[0].Deleted) != 1 {
+		t.Fatalf("delete: %v %+v", err, deleted)
+	}
+	left, err := admin.DescribeACLs(ctx, "", "")
+	if err != nil || len(left.GetBindings()) != 0 {
+		t.Fatalf("bindings left: %v %v", left, err)
 	}
 }
