@@ -104,11 +104,12 @@ var errSASLRequired = errors.New("the node requires SASL authentication (SCRAM-S
 // requires it: SaslAuthenticate requests until the exchange succeeds. Any
 // other request, or a failed step, is answered SASL_AUTHENTICATION_FAILED
 // (UNSUPPORTED_SASL_MECHANISM for an unknown mechanism) and the
-// connection closes. A peer's connection (Hello with a peer id) skips it:
-// peers are authenticated by mutual TLS.
+// connection closes. A peer's connection (Hello with a peer id) skips it
+// (peers are authenticated by mutual TLS), and so does one whose TLS
+// client certificate already named its principal.
 func (c *runtimeConn) authenticate(br *bufio.Reader) error {
-	if !c.r.cfg.SASL || c.peer != 0 {
-		return nil
+	if !c.r.cfg.SASL || c.peer != 0 || c.principal != "" {
+		return nil // off, a peer, or authenticated by its TLS certificate
 	}
 	c.nc.SetReadDeadline(time.Now().Add(runtimeHelloTimeout))
 	defer c.nc.SetReadDeadline(time.Time{})
