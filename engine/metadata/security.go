@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -219,6 +220,10 @@ func (s *State) upsertUser(c *strandpb.MetadataUpsertUser) Result {
 	}
 	i, found := slices.BinarySearchFunc(s.sec.users, cred, compareCredential)
 	if found {
+		if old := s.sec.users[i]; old.Iterations == cred.Iterations && bytes.Equal(old.Salt, cred.Salt) &&
+			bytes.Equal(old.StoredKey, cred.StoredKey) && bytes.Equal(old.ServerKey, cred.ServerKey) {
+			return Result{} // the same credential again: nothing changes, the version stays
+		}
 		s.sec.users[i] = cred
 	} else {
 		if len(s.sec.users) >= SecurityEntriesMax {
@@ -301,8 +306,10 @@ func (s *State) setQuotas(c *strandpb.MetadataSetQuotas) Result {
 	if len(quotas) > SecurityEntriesMax {
 		return Result{Err: fmt.Errorf("%w: %d quotas", ErrTooManySecurityEntries, len(quotas))}
 	}
-	s.sec.quotas = quotas
-	s.changed()
+	if !slices.Equal(quotas, s.sec.quotas) {
+		s.sec.quotas = quotas
+		s.changed()
+	}
 	return Result{}
 }
 
