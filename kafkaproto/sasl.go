@@ -43,11 +43,14 @@ type CallerBackend interface {
 }
 
 // host is the client's IP, as ACLs name hosts.
-func (c *conn) host() string {
-	if tcp, ok := c.nc.RemoteAddr().(*net.TCPAddr); ok {
+func (c *conn) host() string { return c.clientHost }
+
+// hostOf is the IP of a remote address.
+func hostOf(a net.Addr) string {
+	if tcp, ok := a.(*net.TCPAddr); ok {
 		return tcp.IP.String()
 	}
-	return c.nc.RemoteAddr().String()
+	return a.String()
 }
 
 // serveSASL answers keys 17 and 36, and refuses every other request of a

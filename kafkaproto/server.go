@@ -127,7 +127,7 @@ func (s *Server) acceptLoop() {
 			}
 			return
 		}
-		c := &conn{s: s, nc: nc, done: make(chan struct{}), queue: make(chan *pending, inFlightMax)}
+		c := &conn{s: s, nc: nc, done: make(chan struct{}), queue: make(chan *pending, inFlightMax), clientHost: hostOf(nc.RemoteAddr())}
 		s.mu.Lock()
 		full := len(s.conns) >= connsMax
 		if !s.closed && !full {
@@ -164,6 +164,8 @@ type conn struct {
 	mechanism string
 	exchange  *sasl.Exchange
 	principal string
+	// clientHost is the client's IP, as ACLs name hosts (set at accept).
+	clientHost string
 	// throttleUntil (unix ns): the reader pauses until then, as Kafka mutes
 	// a throttled client's channel (quota.go).
 	throttleUntil atomic.Int64

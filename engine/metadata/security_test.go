@@ -76,6 +76,12 @@ func TestAllowed(t *testing.T) {
 	if r.ACLsRemoved != 1 || a.s.Allowed("User:alice", "h", "topic", "orders", "write") {
 		t.Fatalf("remove: %+v", r)
 	}
+	hostOnly := binding("User:alice", "topic", "h", "literal", "read", "allow")
+	hostOnly.Host = "10.0.0.1"
+	a.ok(EncodeAlterACLs([]*strandpb.AclBinding{hostOnly}, nil))
+	if !a.s.Allowed("User:alice", "10.0.0.1", "topic", "h", "read") || a.s.Allowed("User:alice", "127.0.0.1", "topic", "h", "read") {
+		t.Fatal("a binding for host 10.0.0.1 must allow from there only")
+	}
 	wantErr(t, a.do(EncodeAlterACLs([]*strandpb.AclBinding{binding("User:a", "topic", "x", "literal", "fly", "allow")}, nil)), ErrInvalidACL)
 	wantErr(t, a.do(EncodeAlterACLs([]*strandpb.AclBinding{binding("alice", "topic", "x", "literal", "read", "allow")}, nil)), ErrInvalidACL)
 }

@@ -94,7 +94,7 @@ func (c *runtimeConn) caller() node.Caller {
 	if p == "" {
 		p = node.Anonymous
 	}
-	return node.Caller{Principal: p, Host: hostOf(c.nc.RemoteAddr())}
+	return node.Caller{Principal: p, Host: c.host}
 }
 
 // errSASLRequired: a request before the connection authenticated.
@@ -108,6 +108,7 @@ var errSASLRequired = errors.New("the node requires SASL authentication (SCRAM-S
 // (peers are authenticated by mutual TLS), and so does one whose TLS
 // client certificate already named its principal.
 func (c *runtimeConn) authenticate(br *bufio.Reader) error {
+	c.host = hostOf(c.nc.RemoteAddr())
 	if !c.r.cfg.SASL || c.peer != 0 || c.principal != "" {
 		return nil // off, a peer, or authenticated by its TLS certificate
 	}

@@ -137,6 +137,7 @@ type runtimeConn struct {
 	// principal is who authenticated (SASL, auth.go; or a TLS client
 	// certificate); empty: anonymous. Set before the first request.
 	principal node.Principal
+	host      string // the client's IP, for ACLs (set before the first request)
 	// throttleUntil (unix ns) pauses the reader: a quota throttle (quota.go).
 	throttleUntil atomic.Int64
 
