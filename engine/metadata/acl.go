@@ -1,6 +1,9 @@
 package metadata
 
-import "strings"
+import (
+	"sort"
+	"strings"
+)
 
 // Allowed evaluates the stored ACLs as Kafka's StandardAuthorizer does:
 // a matching deny wins over any allow; without a matching allow the answer
@@ -11,33 +14,42 @@ import "strings"
 // and an allow of read, write, delete or alter implies describe, and of
 // alter-configs implies describe-configs (as in Kafka). Super users and
 // authorization being off are the caller's business (node.authorize).
+//
+// Bindings are sorted by principal first, so only the caller's and
+// "User:*"'s runs are scanned (binary search): O(log n + k).
 func (s *State) Allowed(principal, host, resourceType, name, operation string) bool {
 	allowed := false
-	for _, a := range s.sec.acls {
-		if a.ResourceType != resourceType || !principalMatches(a.Principal, principal) || !hostMatches(a.Host, host) ||
-			!patternMatches(a, name) {
-			continue
-		}
-		if a.Permission == "deny" {
-			if a.Operation == operation || a.Operation == "all" {
-				return false
+	for _, run := range [2][]ACL{s.principalRun(principal), s.principalRun("User:*")} {
+		for i := range run {
+			a := &run[i]
+			if a.ResourceType != resourceType || !hostMatches(a.Host, host) || !patternMatches(a, name) {
+				continue
 			}
-			continue
-		}
-		if a.Operation == operation || a.Operation == "all" || implies(a.Operation, operation) {
-			allowed = true
+			if a.Permission == "deny" {
+				if a.Operation == operation || a.Operation == "all" {
+					return false
+				}
+				continue
+			}
+			if a.Operation == operation || a.Operation == "all" || implies(a.Operation, operation) {
+				allowed = true
+			}
 		}
 	}
 	return allowed
 }
 
-func principalMatches(binding, principal string) bool {
-	return binding == principal || binding == "User:*"
+// principalRun is the sorted bindings' run of one principal.
+func (s *State) principalRun(principal string) []ACL {
+	acls := s.sec.acls
+	lo := sort.Search(len(acls), func(i int) bool { return acls[i].Principal >= principal })
+	hi := lo + sort.Search(len(acls)-lo, func(i int) bool { return acls[lo+i].Principal > principal })
+	return acls[lo:hi]
 }
 
 func hostMatches(binding, host string) bool { return binding == "*" || binding == host }
 
-func patternMatches(a ACL, name string) bool {
+func patternMatches(a *ACL, name string) bool {
 	if a.PatternType == "prefixed" {
 		return strings.HasPrefix(name, a.ResourceName)
 	}
@@ -61,18 +73,20 @@ func implies(granted, op string) bool {
 // resource of that type (literal "*") applies.
 func (s *State) AllowedAny(principal, host, resourceType, operation string) bool {
 	allowed := false
-	for _, a := range s.sec.acls {
-		if a.ResourceType != resourceType || !principalMatches(a.Principal, principal) || !hostMatches(a.Host, host) ||
-			(a.Operation != operation && a.Operation != "all") {
-			continue
-		}
-		if a.Permission == "deny" {
-			if a.PatternType == "literal" && a.ResourceName == "*" {
-				return false
+	for _, run := range [2][]ACL{s.principalRun(principal), s.principalRun("User:*")} {
+		for i := range run {
+			a := &run[i]
+			if a.ResourceType != resourceType || !hostMatches(a.Host, host) || (a.Operation != operation && a.Operation != "all") {
+				continue
 			}
-			continue
+			if a.Permission == "deny" {
+				if a.PatternType == "literal" && a.ResourceName == "*" {
+					return false
+				}
+				continue
+			}
+			allowed = true
 		}
-		allowed = true
 	}
 	return allowed
 }

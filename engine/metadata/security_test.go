@@ -2,6 +2,7 @@ package metadata
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/strandlog/strand/proto/strandpb"
@@ -99,5 +100,22 @@ func TestQuotas(t *testing.T) {
 	a.ok(EncodeSetQuotas([]*strandpb.Quota{{Principal: "User:alice"}}))
 	if q := a.s.Quotas(); len(q) != 0 {
 		t.Fatalf("quotas %+v", q)
+	}
+}
+
+// BenchmarkAllowed measures one ACL check against 1,000 bindings (a
+// linear scan; the figure is in notes/auth.md).
+func BenchmarkAllowed(b *testing.B) {
+	a := newApplier(b)
+	var bs []*strandpb.AclBinding
+	for i := range 1000 {
+		bs = append(bs, binding(fmt.Sprintf("User:u%d", i), "topic", fmt.Sprintf("t%d", i), "literal", "write", "allow"))
+	}
+	a.ok(EncodeAlterACLs(bs, nil))
+	b.ResetTimer()
+	for range b.N {
+		if !a.s.Allowed("User:u999", "127.0.0.1", "topic", "t999", "write") {
+			b.Fatal("refused")
+		}
 	}
 }
