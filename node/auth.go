@@ -75,24 +75,23 @@ func refusal(caller Caller, a access) *strandpb.Response {
 }
 
 // authorize checks every access req needs, in request order, and answers
-// the first refused one for the whole request: nothing of a request is
-// written or read unless all of it is allowed (Rejected: Kafka's
-// per-partition refusals, which split one request's outcome; a client
-// acting for one principal asks for what it may do). It reports whether the
-// request may go on. Requests that list everything (Metadata without
-// topics, DescribeTopics without names, ListGroups) are filtered instead,
-// in filterAnswer.
-func (c *Core) authorize(caller Caller, req *strandpb.Request, answer func(*strandpb.Response)) bool {
+// the first refused one for the whole request, before anything is
+// proposed or read. Produce, Fetch and ListOffsets are refused per
+// partition instead, as Kafka does (auth_partitions.go): it returns the
+// request to run and the answer to use, or a nil request when it answered.
+// Requests that list everything (Metadata without topics, DescribeTopics
+// without names, ListGroups) are filtered, in filterAnswer.
+func (c *Core) authorize(caller Caller, req *strandpb.Request, answer func(*strandpb.Response)) (*strandpb.Request, func(*strandpb.Response)) {
 	if !c.authorizing() {
-		return true
+		return req, answer
 	}
 	for _, a := range requestAccesses(c, caller, req) {
 		if !c.allowed(caller, a) {
 			answer(refusal(caller, a))
-			return false
+			return nil, nil
 		}
 	}
-	return true
+	return c.splitPartitions(caller, req, answer)
 }
 
 // requestAccesses lists what req needs, as Kafka's authorizer asks. A
@@ -108,18 +107,8 @@ func requestAccesses(c *Core, caller Caller, req *strandpb.Request) []access {
 	switch b := req.GetBody().(type) {
 	case *strandpb.Request_Metadata:
 		topics("describe", b.Metadata.GetTopics()...)
-	case *strandpb.Request_Produce:
-		for _, p := range b.Produce.GetPartitions() {
-			topics("write", c.topicNamed(p.GetTopic(), p.GetTopicId()))
-		}
-	case *strandpb.Request_Fetch:
-		for _, p := range b.Fetch.GetPartitions() {
-			topics("read", c.topicNamed(p.GetTopic(), p.GetTopicId()))
-		}
-	case *strandpb.Request_ListOffsets:
-		for _, p := range b.ListOffsets.GetPartitions() {
-			topics("describe", c.topicNamed(p.GetTopic(), p.GetTopicId()))
-		}
+	case *strandpb.Request_Produce, *strandpb.Request_Fetch, *strandpb.Request_ListOffsets:
+		// Per partition: splitPartitions.
 	case *strandpb.Request_CreateTopics:
 		if !c.allowed(caller, clusterAccess("create")) {
 			for _, t := range b.CreateTopics.GetTopics() {

@@ -225,3 +225,49 @@ func TestAuthorizationOffAllowsAll(t *testing.T) {
 		t.Fatalf("alter ACLs with authorization off: %v", resp)
 	}
 }
+
+// TestAuthorizationPerPartition shows Produce, Fetch and ListOffsets
+// refused per partition, as Kafka does: bob may use "public" but not
+// "orders", so in one request naming both, orders' partition is answered
+// TOPIC_AUTHORIZATION_FAILED in its place and public's is served; only
+// public is written.
+func TestAuthorizationPerPartition(t *testing.T) {
+	admin := Caller{Principal: "User:admin", Host: "127.0.0.1"}
+	bob := Caller{Principal: "User:bob", Host: "127.0.0.1"}
+	c := newCluster(t, 1, 1, nil, func(cfg *Config) {
+		cfg.Authorization = true
+		cfg.SuperUsers = []Principal{admin.Principal}
+	})
+	c.waitRegistered(1)
+	for _, name := range []string{"orders", "public"} {
+		c.handleAs(1, admin, wrap(&strandpb.CreateTopicsRequest{Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: name, Partitions: 1, ReplicationFactor: 1}}})(t))
+	}
+	c.handleAs(1, admin, wrap(&strandpb.AlterAclsRequest{Add: []*strandpb.AclBinding{
+		aclAllow("User:bob", "topic", "public", "write", "allow"), aclAllow("User:bob", "topic", "public", "read", "allow")}})(t))
+	var resp *strandpb.Response
+	for range 200 { // the partitions elect their leaders
+		resp = c.handleAs(1, bob, &strandpb.Request{Body: &strandpb.Request_Produce{Produce: &strandpb.ProduceRequest{Acks: -1,
+			Partitions: []*strandpb.ProduceRequest_Partition{
+				{Topic: "orders", ProducerId: -1, Batch: testBatch(t, "o", 1)},
+				{Topic: "public", ProducerId: -1, Batch: testBatch(t, "p", 1)}}}}})
+		if p := resp.GetProduce().GetPartitions(); len(p) == 2 && p[1].GetError() == nil {
+			break
+		}
+		c.tick(1)
+	}
+	p := resp.GetProduce().GetPartitions()
+	if len(p) != 2 || p[0].GetTopic() != "orders" || p[0].GetError().GetCode() != codeTopic || p[1].GetTopic() != "public" ||
+		p[1].GetError() != nil || p[1].GetBaseOffset() != 0 {
+		t.Fatalf("mixed produce: %v", resp)
+	}
+	lo := c.handleAs(1, admin, wrap(&strandpb.ListOffsetsRequest{Partitions: []*strandpb.ListOffsetsRequest_Partition{
+		{Topic: "orders", TimestampMs: -1}, {Topic: "public", TimestampMs: -1}}})(t)).GetListOffsets().GetPartitions()
+	if len(lo) != 2 || lo[0].GetOffset() != 0 || lo[1].GetOffset() != 1 {
+		t.Fatalf("latest offsets after the mixed produce: %v", lo)
+	}
+	f := c.handleAs(1, bob, wrap(&strandpb.FetchRequest{Partitions: []*strandpb.FetchRequest_Partition{
+		{Topic: "orders"}, {Topic: "public"}}})(t)).GetFetch().GetPartitions()
+	if len(f) != 2 || f[0].GetError().GetCode() != codeTopic || f[1].GetError() != nil || len(f[1].GetBatches()) != 1 {
+		t.Fatalf("mixed fetch: %v", f)
+	}
+}

@@ -51,7 +51,7 @@ func (c *Core) HandleAs(caller Caller, req *strandpb.Request, respond func(*stra
 		answer(&strandpb.Response{Error: &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, Message: ErrStopped.Error()}})
 		return
 	}
-	if !c.authorize(caller, req, answer) {
+	if req, answer = c.authorize(caller, req, answer); req == nil {
 		return
 	}
 	answer = c.filterAnswer(caller, req, answer)
