@@ -69,6 +69,10 @@ func (r *Server) logSecurity() {
 			supers[i] = string(p)
 		}
 		r.logger.Info("authorization on: requests need ACLs", slog.String("super_users", strings.Join(supers, ",")))
+		if !r.cfg.SASL {
+			r.logger.Warn("authorization on without --sasl-enabled: clients without a TLS client certificate are User:ANONYMOUS, " +
+				"so only ACLs for User:ANONYMOUS apply to them and no super user can connect that way")
+		}
 	}
 	if r.cfg.SASL {
 		r.logger.Info("SASL required on client listeners", slog.String("mechanisms", strings.Join(sasl.Mechanisms, ",")))
