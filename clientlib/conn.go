@@ -104,6 +104,9 @@ func dialConn(ctx context.Context, cfg *config, addr string, onStall func(node u
 	lastRead := new(atomic.Int64)
 	r := bufio.NewReader(activityReader{r: nc, born: born, last: lastRead})
 	hello, err := handshake(nc, r, cfg.clientID)
+	if err == nil && cfg.sasl != nil {
+		err = authenticate(nc, r, cfg.sasl)
+	}
 	if err != nil {
 		nc.Close()
 		var se *Error

@@ -60,6 +60,7 @@ type config struct {
 	idempotent         bool
 	bufferedRecordsMax int
 	inFlightBatchesMax int
+	sasl               *saslConfig // nil: no SASL (security.go)
 }
 
 func defaultConfig() config {

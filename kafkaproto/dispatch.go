@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -41,6 +42,9 @@ var apis = []api{
 	{key: 20, min: 1, max: 6, serve: (*conn).deleteTopics},            // DeleteTopics (v6: by name only)
 	{key: 21, min: 0, max: 2, serve: (*conn).deleteRecords},           // DeleteRecords (on each partition's leader)
 	{key: 22, min: 0, max: 4, serve: (*conn).initProducerID},          // InitProducerId (idempotence only)
+	{key: 29, min: 1, max: 3, serve: (*conn).describeACLs},            // DescribeAcls (the metadata group's bindings)
+	{key: 30, min: 1, max: 3, serve: (*conn).createACLs},              // CreateAcls
+	{key: 31, min: 1, max: 3, serve: (*conn).deleteACLs},              // DeleteAcls
 	{key: 32, min: 1, max: 4, serve: (*conn).describeConfigs},         // DescribeConfigs (topics)
 	{key: 33, min: 0, max: 2, serve: (*conn).alterConfigs},            // AlterConfigs (topics; replaces the whole config)
 	{key: 37, min: 0, max: 3, serve: (*conn).createPartitions},        // CreatePartitions (the new total; Strand places replicas)
@@ -136,6 +140,9 @@ func (c *conn) serve(buf []byte) (*pending, error) {
 	if h.key == 18 {
 		return c.apiVersions(h, body)
 	}
+	if p, handled, err := c.serveSASL(h, body); handled {
+		return p, err
+	}
 	req := kmsg.RequestForKey(h.key)
 	if req == nil {
 		return nil, fmt.Errorf("unknown API key %d", h.key)
@@ -201,7 +208,11 @@ func (c *conn) apiVersions(h header, body []byte) (*pending, error) {
 		}
 		resp.SetVersion(h.version)
 	}
-	for _, a := range apis {
+	served := apis
+	if c.s.cfg.SASL != nil {
+		served = append(slices.Clone(apis), saslAPIs...)
+	}
+	for _, a := range served {
 		k := kmsg.NewApiVersionsResponseApiKey()
 		k.ApiKey, k.MinVersion, k.MaxVersion = a.key, a.min, a.max
 		resp.ApiKeys = append(resp.ApiKeys, k)

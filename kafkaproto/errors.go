@@ -55,6 +55,12 @@ var kafkaCodes = map[strandpb.ErrorCode]*kerr.Error{
 	strandpb.ErrorCode_ERROR_CODE_GROUP_NOT_FOUND:           kerr.GroupIDNotFound,
 	strandpb.ErrorCode_ERROR_CODE_STALE_HEARTBEAT:           kerr.CoordinatorLoadInProgress,
 	strandpb.ErrorCode_ERROR_CODE_GROUP_SUBSCRIBED_TO_TOPIC: kerr.GroupSubscribedToTopic,
+	// Security: Kafka's codes with the same meaning (definite).
+	strandpb.ErrorCode_ERROR_CODE_TOPIC_AUTHORIZATION_FAILED:   kerr.TopicAuthorizationFailed,
+	strandpb.ErrorCode_ERROR_CODE_GROUP_AUTHORIZATION_FAILED:   kerr.GroupAuthorizationFailed,
+	strandpb.ErrorCode_ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED: kerr.ClusterAuthorizationFailed,
+	strandpb.ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED:   kerr.SaslAuthenticationFailed,
+	strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_SASL_MECHANISM:   kerr.UnsupportedSaslMechanism,
 	// A full disk refuses writes, retriably, as Kafka's log-dir failure.
 	strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_SPACE: kerr.KafkaStorageError,
 	// A replica rebuilding from its peers serves nothing: the client

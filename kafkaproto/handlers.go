@@ -228,7 +228,9 @@ func (c *conn) produce(req kmsg.Request) func() kmsg.Response {
 				}
 			}
 		}
-		return produceAnswer(r, local, answers, whole)
+		out := produceAnswer(r, local, answers, whole)
+		out.ThrottleMillis = whole.GetProduce().GetThrottleMs()
+		return out
 	}
 }
 
@@ -320,6 +322,7 @@ func (c *conn) fetch(req kmsg.Request) func() kmsg.Response {
 		got := whole.GetFetch().GetPartitions()
 		out := kmsg.NewPtrFetchResponse()
 		out.SetVersion(r.Version)
+		out.ThrottleMillis = whole.GetFetch().GetThrottleMs()
 		i := 0 // the node answers each partition at its request index
 		for _, t := range r.Topics {
 			ot := kmsg.NewFetchResponseTopic()

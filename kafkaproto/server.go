@@ -26,12 +26,14 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/proto/frame"
 	"github.com/strandlog/strand/proto/strandpb"
+	"github.com/strandlog/strand/sasl"
 )
 
 // Backend hands strandpb requests to a node. Submit blocks while the
@@ -54,6 +56,9 @@ type Config struct {
 	// configuration (nil: plaintext; a plaintext listener refuses a TLS
 	// ClientHello, saying so).
 	TLS *tls.Config
+	// SASL, when set, requires SASL/SCRAM on every connection and looks
+	// credentials up with it (sasl.go).
+	SASL sasl.Lookup
 }
 
 // Limits of the listener.
@@ -133,7 +138,7 @@ func (s *Server) acceptLoop() {
 		if s.cfg.TLS != nil {
 			nc = tls.Server(nc, s.cfg.TLS)
 		}
-		c := &conn{s: s, nc: nc, done: make(chan struct{}), queue: make(chan *pending, inFlightMax)}
+		c := &conn{s: s, nc: nc, done: make(chan struct{}), queue: make(chan *pending, inFlightMax), clientHost: hostOf(nc.RemoteAddr())}
 		s.mu.Lock()
 		full := len(s.conns) >= connsMax
 		if !s.closed && !full {
@@ -163,9 +168,18 @@ type conn struct {
 	done      chan struct{}
 	closeOnce sync.Once
 	queue     chan *pending
-	// principal is the subject of the client certificate verified in the
-	// TLS handshake ("" without one), for authorization.
+	// SASL state (sasl.go), owned by the reader: the mechanism named by
+	// SaslHandshake, the exchange in progress, and the principal once it
+	// succeeded (a TLS listener may set principal from the client's
+	// certificate before the first request).
+	mechanism string
+	exchange  *sasl.Exchange
 	principal string
+	// clientHost is the client's IP, as ACLs name hosts (set at accept).
+	clientHost string
+	// throttleUntil (unix ns): the reader pauses until then, as Kafka mutes
+	// a throttled client's channel (quota.go).
+	throttleUntil atomic.Int64
 }
 
 // pending is one request's answer to come.
@@ -178,6 +192,9 @@ type pending struct {
 	noReply bool
 	// resp waits for the answer; nil when the connection closed first.
 	resp func() kmsg.Response
+	// closeAfter, when set, closes the connection once the answer is
+	// written, with this reason (a failed SASL exchange).
+	closeAfter string
 }
 
 // close closes the connection once, logging reason unless empty.
@@ -205,6 +222,7 @@ func (c *conn) readLoop() {
 	}
 	var size [4]byte
 	for {
+		c.waitThrottle()
 		if _, err := io.ReadFull(br, size[:]); err != nil {
 			c.close(readFailure(err))
 			return
@@ -231,6 +249,9 @@ func (c *conn) readLoop() {
 		case c.queue <- p:
 		case <-c.done:
 			return
+		}
+		if p.closeAfter != "" {
+			return // the writer closes once the answer is out
 		}
 	}
 }
@@ -259,7 +280,7 @@ func (c *conn) handshake(br *bufio.Reader) error {
 		return fmt.Errorf("TLS handshake: %v", err)
 	}
 	if cs := tc.ConnectionState(); len(cs.VerifiedChains) > 0 {
-		c.principal = cs.VerifiedChains[0][0].Subject.String()
+		c.principal = "User:" + cs.VerifiedChains[0][0].Subject.String()
 	}
 	return nil
 }
@@ -299,11 +320,15 @@ func (c *conn) writeLoop() {
 			c.close(fmt.Sprintf("write: %v", err))
 			return
 		}
-		if len(c.queue) == 0 {
+		if len(c.queue) == 0 || p.closeAfter != "" {
 			if err := bw.Flush(); err != nil {
 				c.close(fmt.Sprintf("write: %v", err))
 				return
 			}
+		}
+		if p.closeAfter != "" {
+			c.close(p.closeAfter)
+			return
 		}
 	}
 }
@@ -336,13 +361,18 @@ type call struct {
 // order); wait returns its answer.
 func (c *conn) submit(req *strandpb.Request) *call {
 	k := &call{ch: make(chan *strandpb.Response, 1)}
-	k.err = c.s.cfg.Backend.Submit(c.done, req, func(resp *strandpb.Response) {
+	reply := func(resp *strandpb.Response) {
 		select {
 		case k.ch <- resp:
 		default:
 			panic("kafka: backend answered a request twice")
 		}
-	})
+	}
+	if cb, ok := c.s.cfg.Backend.(CallerBackend); ok {
+		k.err = cb.SubmitAs(c.done, c.principal, c.host(), req, reply)
+	} else {
+		k.err = c.s.cfg.Backend.Submit(c.done, req, reply)
+	}
 	return k
 }
 
@@ -354,6 +384,7 @@ func (c *conn) wait(k *call) *strandpb.Response {
 	}
 	select {
 	case resp := <-k.ch:
+		c.throttle(resp)
 		return resp
 	case <-c.done:
 		return nil

@@ -70,8 +70,8 @@ func TestTLSConnectionKeepsPrincipal(t *testing.T) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for conn := range s.conns {
-		if conn.principal != "CN=carol" {
-			t.Errorf("principal %q, want CN=carol", conn.principal)
+		if conn.principal != "User:CN=carol" {
+			t.Errorf("principal %q, want User:CN=carol", conn.principal)
 		}
 	}
 	if len(s.conns) != 1 {

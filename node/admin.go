@@ -182,6 +182,8 @@ var metaErrorCodes = []struct {
 	{metadata.ErrInvalidPartitions, strandpb.ErrorCode_ERROR_CODE_INVALID_PARTITIONS},
 	{metadata.ErrTooManyPartitions, strandpb.ErrorCode_ERROR_CODE_INVALID_PARTITIONS},
 	{metadata.ErrProducerIDsExhausted, strandpb.ErrorCode_ERROR_CODE_INTERNAL},
+	// ErrInvalidUser, ErrUnknownUser, ErrInvalidACL, ErrInvalidQuota and
+	// ErrTooManySecurityEntries are INVALID_REQUEST with the reason.
 }
 
 // metaError maps a metadata command's refusal to its wire form.

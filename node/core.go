@@ -63,6 +63,10 @@ type Config struct {
 	// discard). The core hands its handler records with a zero time (it
 	// reads no clock); the server's handler stamps them.
 	Logger *slog.Logger
+	// Authorization turns ACL checks on (HandleAs): off, every request is
+	// allowed. SuperUsers may do anything whatever the ACLs say.
+	Authorization bool
+	SuperUsers    []Principal
 	// ElectionTicks and HeartbeatTicks count raft ticks (defaults 10, 1).
 	ElectionTicks  int
 	HeartbeatTicks int

@@ -32,6 +32,15 @@ const (
 // long polls by max_wait_ms, admin requests by timeout_ms (0: the request
 // timeout). Per request semantics are in DESIGN.md (node: Handle).
 func (c *Core) Handle(req *strandpb.Request, respond func(*strandpb.Response)) {
+	c.HandleAs(Caller{Principal: Anonymous}, req, respond)
+}
+
+// HandleAs is Handle for a request from caller: with Config.Authorization
+// on, the request runs only if the applied ACLs allow everything it needs
+// (else it is answered TOPIC_, GROUP_ or CLUSTER_AUTHORIZATION_FAILED, and
+// nothing is written or read), and answers that list everything list only
+// what caller may describe.
+func (c *Core) HandleAs(caller Caller, req *strandpb.Request, respond func(*strandpb.Response)) {
 	defer c.flush()
 	corr := req.GetCorrelationId()
 	answer := func(resp *strandpb.Response) {
@@ -42,6 +51,10 @@ func (c *Core) Handle(req *strandpb.Request, respond func(*strandpb.Response)) {
 		answer(&strandpb.Response{Error: &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, Message: ErrStopped.Error()}})
 		return
 	}
+	if req, answer = c.authorize(caller, req, answer); req == nil {
+		return
+	}
+	answer = c.filterAnswer(caller, req, answer)
 	switch body := req.GetBody().(type) {
 	case *strandpb.Request_Metadata:
 		answer(&strandpb.Response{Body: &strandpb.Response_Metadata{Metadata: c.metadataResponse(body.Metadata)}})
@@ -68,7 +81,7 @@ func (c *Core) Handle(req *strandpb.Request, respond func(*strandpb.Response)) {
 	case *strandpb.Request_CreatePartitions:
 		c.handleCreatePartitions(body.CreatePartitions, answer)
 	default:
-		if c.handleGroupRequest(req, answer) {
+		if c.handleGroupRequest(req, answer) || c.handleSecurityRequest(req, answer) {
 			return
 		}
 		answer(requestError(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "node: Handle serves no hello, raft frame or empty request"))

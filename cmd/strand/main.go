@@ -75,6 +75,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdCluster(rest, stdout)
 	case "bench":
 		err = cmdBench(rest, stdout)
+	case "user":
+		err = cmdUser(rest, stdin, stdout)
+	case "acl":
+		err = cmdACL(rest, stdout)
+	case "quota":
+		err = cmdQuota(rest, stdout)
 	default:
 		err = usageError("unknown command %q", cmd)
 		cmd = ""
@@ -201,12 +207,14 @@ type clientFlags struct {
 	brokers []string
 	timeout time.Duration
 	tls     clientTLSFlags
+	sasl    saslClientFlags
 }
 
 func (c *clientFlags) register(fs *pflag.FlagSet, timeout time.Duration) {
 	fs.StringSliceVarP(&c.brokers, "brokers", "b", []string{"127.0.0.1:9192"}, "cluster addresses to bootstrap from (comma separated)")
 	fs.DurationVar(&c.timeout, "timeout", timeout, "give up on the cluster after this long")
 	c.tls.register(fs)
+	c.sasl.register(fs)
 }
 
 // brokerDialTimeout bounds each connection attempt of reachable.
@@ -221,11 +229,12 @@ func (c *clientFlags) client(opts ...clientlib.Opt) (*clientlib.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.reachable(tlsOpts); err != nil {
+	secOpts := append(tlsOpts, c.sasl.opts()...)
+	if err := c.reachable(secOpts); err != nil {
 		return nil, err
 	}
 	base := append([]clientlib.Opt{clientlib.SeedAddresses(c.brokers...), clientlib.ClientID("strand-cli"),
-		clientlib.DialTimeout(brokerDialTimeout)}, tlsOpts...)
+		clientlib.DialTimeout(brokerDialTimeout)}, secOpts...)
 	return clientlib.NewClient(append(base, opts...)...)
 }
 
@@ -233,12 +242,12 @@ func (c *clientFlags) client(opts ...clientlib.Opt) (*clientlib.Client, error) {
 // metadata with one retry only, through the protocol (a bare TCP probe
 // would make every node log a connection closed before hello); any answer,
 // even an error, means the cluster is there.
-func (c *clientFlags) reachable(tlsOpts []clientlib.Opt) error {
+func (c *clientFlags) reachable(secOpts []clientlib.Opt) error {
 	if len(c.brokers) == 0 {
 		return usageError("--brokers: no address given")
 	}
 	probe, err := clientlib.NewClient(append([]clientlib.Opt{clientlib.SeedAddresses(c.brokers...), clientlib.ClientID("strand-cli"),
-		clientlib.DialTimeout(brokerDialTimeout), clientlib.RequestTimeout(brokerDialTimeout), clientlib.MaxRetries(1)}, tlsOpts...)...)
+		clientlib.DialTimeout(brokerDialTimeout), clientlib.RequestTimeout(brokerDialTimeout), clientlib.MaxRetries(1)}, secOpts...)...)
 	if err != nil {
 		return err
 	}

@@ -111,6 +111,8 @@ func cmdServe(args []string, stderr io.Writer) error {
 	nf.register(fs)
 	var tf serveTLSFlags
 	tf.register(fs)
+	var sf securityFlags
+	sf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -147,11 +149,15 @@ func cmdServe(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rt, err := server.Start(server.Config{
+	scfg := server.Config{
 		Core:    core,
 		DataDir: *dataDir, Listen: *listen, Tick: nf.tick, Logger: logger, StatsInterval: nf.stats,
 		KafkaListen: *kafkaListen, KafkaAdvertise: *kafkaAdvertise, TLS: tlsCfg,
-	})
+	}
+	if err := sf.apply(&scfg); err != nil {
+		return err
+	}
+	rt, err := server.Start(scfg)
 	if err != nil {
 		return err
 	}
@@ -471,7 +477,7 @@ func startDevNodes(nodes []node.Peer, dir string, nf nodeFlags, logger *slog.Log
 			Core:    core,
 			DataDir: filepath.Join(dir, fmt.Sprintf("node-%d", p.ID)),
 			Listen:  p.Address, Tick: nf.tick, StatsInterval: nf.stats, Logger: logger,
-			KafkaListen: p.KafkaAddress,
+			KafkaListen: p.KafkaAddress, SecurityNoticeInBanner: true,
 		})
 		if err != nil {
 			for _, started := range rts {
@@ -565,6 +571,11 @@ In another shell:
 		fmt.Fprintf(w, `Go clients connect with clientlib.NewClient(clientlib.SeedAddresses(%q)).
 Kafka clients connect to %s, e.g. kcat -b %s -L
 `, nodes[0].Address, nodes[0].KafkaAddress, nodes[0].KafkaAddress)
+	}
+	if certs != nil {
+		fmt.Fprintln(w, "Security: TLS on every listener; no SASL, no ACLs: anyone with the client certificate may do anything.")
+	} else {
+		fmt.Fprintln(w, "Security is off: no TLS, no SASL, no ACLs; anyone who reaches these ports may do anything.")
 	}
 	fmt.Fprintln(w, "Press Ctrl-C to stop.")
 }

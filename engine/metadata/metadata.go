@@ -155,6 +155,8 @@ type Result struct {
 	// [FirstProducerID, FirstProducerID+ProducerIDCount).
 	FirstProducerID int64
 	ProducerIDCount int32
+	// ACLsAdded and ACLsRemoved count the bindings AlterAcls changed.
+	ACLsAdded, ACLsRemoved int32
 }
 
 // topicState is one topic inside State. replicas[p] is never shared with a
@@ -184,6 +186,8 @@ type State struct {
 	topics          map[string]*topicState
 	topicNames      []string
 	partitionsTotal int64
+	// sec holds users, ACLs and quotas (security.go).
+	sec security
 }
 
 // New returns the empty metadata state before raft index 1.
@@ -254,6 +258,14 @@ func (s *State) dispatch(cmd *strandpb.MetadataCommand) Result {
 		return s.reportLeaders(c.ReportLeaders)
 	case *strandpb.MetadataCommand_CreatePartitions:
 		return s.createPartitions(c.CreatePartitions)
+	case *strandpb.MetadataCommand_UpsertUser:
+		return s.upsertUser(c.UpsertUser)
+	case *strandpb.MetadataCommand_DeleteUser:
+		return s.deleteUser(c.DeleteUser)
+	case *strandpb.MetadataCommand_AlterAcls:
+		return s.alterACLs(c.AlterAcls)
+	case *strandpb.MetadataCommand_SetQuotas:
+		return s.setQuotas(c.SetQuotas)
 	}
 	return Result{Err: fmt.Errorf("%w: no command set", ErrInvalidCommand)}
 }

@@ -43,6 +43,7 @@ func (s *State) marshal(appliedIndex uint64) []byte {
 		}
 		snap.Topics[i] = pt
 	}
+	s.securityToSnapshot(snap)
 	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(snap)
 	if err != nil {
 		panic(fmt.Sprintf("metadata: marshal snapshot: %v", err)) // every string was validated
@@ -97,6 +98,7 @@ func Restore(data []byte) (*State, error) {
 		s.topics[t.name] = t
 		s.partitionsTotal += int64(len(t.replicas))
 	}
+	s.securityFromSnapshot(&snap)
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidSnapshot, err)
 	}
@@ -111,6 +113,9 @@ func Restore(data []byte) (*State, error) {
 // tests call it after every step.
 func (s *State) Check() error {
 	if err := s.checkNodes(); err != nil {
+		return err
+	}
+	if err := s.checkSecurity(); err != nil {
 		return err
 	}
 	if s.nextProducerID < FirstProducerID {

@@ -135,12 +135,15 @@ type runtimeConn struct {
 	reserved       map[uint64]reservation
 	reservedClosed bool
 	peer           node.NodeID // set by a peer's Hello: its raft frames are accepted
-	// principal is the subject of the client certificate verified in the
-	// TLS handshake ("" without one): who the connection is, for
-	// authorization. certNode is the node id that certificate names (0:
-	// none); a peer's Hello must claim exactly it.
-	principal string
+	// principal is who authenticated (SASL, auth.go; or a verified TLS
+	// client certificate: User:<subject>); empty: anonymous. Set before
+	// the first request. certNode is the node id that certificate names
+	// (0: none); a peer's Hello must claim exactly it.
+	principal node.Principal
 	certNode  node.NodeID
+	host      string // the client's IP, for ACLs (set before the first request)
+	// throttleUntil (unix ns) pauses the reader: a quota throttle (quota.go).
+	throttleUntil atomic.Int64
 
 	done      chan struct{} // closed by close
 	closeOnce sync.Once
@@ -254,6 +257,10 @@ func (c *runtimeConn) readLoop() {
 		c.close(err.Error())
 		return
 	}
+	if err := c.authenticate(br); err != nil {
+		c.close(err.Error())
+		return
+	}
 	var buf []byte
 	for {
 		if c.peer != 0 {
@@ -262,6 +269,7 @@ func (c *runtimeConn) readLoop() {
 			// runtimePeerBufs once Core.Receive returned.
 			buf = getPeerBuf()
 		}
+		c.waitThrottle()
 		payload, err := frame.Read(br, buf, frame.BytesMaxDefault)
 		if err != nil {
 			c.close(readFailure(err))
@@ -334,6 +342,9 @@ func (c *runtimeConn) dispatch(payload []byte) error {
 		}
 		return nil
 	}
+	if c.r.cfg.SASL && c.principal == "" {
+		return errSASLRequired // a peer's connection sends raft frames only
+	}
 	req := &strandpb.Request{}
 	if err := proto.Unmarshal(payload, req); err != nil {
 		return fmt.Errorf("malformed request: %v", err)
@@ -351,7 +362,7 @@ func (c *runtimeConn) dispatch(payload []byte) error {
 		return nil
 	}
 	select {
-	case c.r.requests <- runtimeRequest{req: req, conn: c, tokens: tokens}:
+	case c.r.requests <- runtimeRequest{req: req, conn: c, tokens: tokens, caller: c.caller()}:
 	case <-c.done:
 		c.r.budget.release(tokens)
 	}
@@ -407,7 +418,7 @@ func (c *runtimeConn) handshake(br *bufio.Reader) error {
 			hello.GetVersionMin(), hello.GetVersionMax(), runtimeProtocolVersion)
 		resp.Error = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_VERSION, Message: refused.Error()}
 	case hello.GetPeerNodeId() != 0 && c.r.tls != nil && node.NodeID(hello.GetPeerNodeId()) != c.certNode:
-		refused = peerRefusal(node.NodeID(hello.GetPeerNodeId()), c.certNode, c.principal)
+		refused = peerRefusal(node.NodeID(hello.GetPeerNodeId()), c.certNode, string(c.principal))
 		resp.Error = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_PEER_NOT_AUTHENTICATED, Message: refused.Error()}
 		c.logRefusal("refusing peer", refused)
 	default:

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/kafkaproto"
+	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -63,6 +64,9 @@ func (k *kafkaListener) start() {
 	if k.r.tls != nil {
 		cfg.TLS = k.r.tls.listenerConfig(k.r.cfg.TLS.ClientAuth, false)
 	}
+	if k.r.cfg.SASL {
+		cfg.SASL = k.r.lookupCredential
+	}
 	k.srv = kafkaproto.Serve(k.ln, cfg)
 }
 
@@ -89,6 +93,11 @@ func (k *kafkaListener) close() {
 // budget is full (backpressure); reply is called on the loop with the
 // answer. It fails when done closes or the node stops first.
 func (k *kafkaListener) Submit(done <-chan struct{}, req *strandpb.Request, reply func(*strandpb.Response)) error {
+	return k.SubmitAs(done, "", "", req, reply)
+}
+
+// SubmitAs is Submit for a request from principal ("": anonymous) at host.
+func (k *kafkaListener) SubmitAs(done <-chan struct{}, principal, host string, req *strandpb.Request, reply func(*strandpb.Response)) error {
 	r := k.r
 	// done closes when the connection does; the server closes every Kafka
 	// connection as it stops, so nothing waits on a loop that has exited.
@@ -97,7 +106,7 @@ func (k *kafkaListener) Submit(done <-chan struct{}, req *strandpb.Request, repl
 		return errKafkaStopped
 	}
 	select {
-	case r.requests <- runtimeRequest{req: req, tokens: tokens, reply: reply}:
+	case r.requests <- runtimeRequest{req: req, tokens: tokens, reply: reply, caller: node.Caller{Principal: node.Principal(principal), Host: host}}:
 		return nil
 	case <-done:
 		r.budget.release(tokens)
@@ -113,4 +122,7 @@ func (r *Server) KafkaAddr() net.Addr {
 	return r.kafka.ln.Addr()
 }
 
-var _ kafkaproto.Backend = (*kafkaListener)(nil)
+var (
+	_ kafkaproto.Backend       = (*kafkaListener)(nil)
+	_ kafkaproto.CallerBackend = (*kafkaListener)(nil)
+)

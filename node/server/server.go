@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,6 +91,17 @@ type Config struct {
 	// TLS, when set, serves both listeners over TLS and makes peer
 	// connections mutual TLS (tls.go); nil: plaintext.
 	TLS *TLSConfig
+	// SASL requires SASL/SCRAM authentication on both client listeners
+	// (auth.go); peers are not asked (mutual TLS authenticates them).
+	SASL bool
+	// SASLBootstrapUser, when set, is created with SASLBootstrapPassword
+	// (both SCRAM mechanisms) once the metadata group has a leader, unless
+	// it exists, and is a super user: the first administrator.
+	SASLBootstrapUser     string
+	SASLBootstrapPassword string
+	// SecurityNoticeInBanner: the caller (strand dev) says once, in its
+	// banner, that security is off, so the node logs it at debug level.
+	SecurityNoticeInBanner bool
 }
 
 // Server runs one Core in a real process: one goroutine (the loop) owns
@@ -145,6 +157,13 @@ type Server struct {
 	// request and fsync measurements only the process sees.
 	adminQueries chan adminQuery
 	metrics      *serverMetrics
+
+	// security is the applied credentials and quotas (auth.go), rebuilt by
+	// the loop when secVersion, the metadata version, moves.
+	security      atomic.Pointer[securityView]
+	secVersion    uint64
+	bootstrapping bool // a bootstrap user request is in flight; owned by the loop
+	quotas        quotaMeters
 }
 
 // reasonShutdown is why connections close when the server stops.
@@ -176,6 +195,8 @@ type runtimeRequest struct {
 	// reply, when set, takes the answer instead of conn (the Kafka
 	// listener's requests); called on the loop, it must not block.
 	reply func(*strandpb.Response)
+	// caller is who sent it (HandleAs).
+	caller node.Caller
 }
 
 // runtimeBudget bounds the bytes waiting for the loop, in units of
@@ -287,6 +308,9 @@ func Start(cfg Config) (*Server, error) {
 		r.cfg.Core.Logger = base
 	}
 	r.logger = base.With(slog.Uint64("node", uint64(cfg.Core.ID)))
+	if u := r.cfg.SASLBootstrapUser; u != "" {
+		r.cfg.Core.SuperUsers = append(slices.Clone(r.cfg.Core.SuperUsers), node.Principal("User:"+u))
+	}
 	if r.cfg.Tick <= 0 {
 		r.cfg.Tick = TickDefault
 	}
@@ -330,6 +354,8 @@ func Start(cfg Config) (*Server, error) {
 	r.core = core
 	r.syncs = newSyncPool(runtimeSyncWorkersMax, r.metrics.fsync.Observe)
 	r.wg.Add(1)
+	r.logSecurity()
+	r.noteSecurity()
 	go r.acceptLoop()
 	r.kafka.start()
 	go r.loop()
@@ -455,6 +481,8 @@ func (r *Server) loop() {
 		r.loopStats.processTime += time.Since(start)
 		r.loopStats.processCalls++
 		r.noteMetadata()
+		r.noteSecurity()
+		r.bootstrapUser()
 		if err == nil {
 			r.jobs = r.core.TakeSyncJobs(r.jobs[:0])
 			r.syncs.submit(r.jobs)
@@ -552,12 +580,15 @@ func (r *Server) logStats() {
 // connection's writer.
 func (r *Server) handle(q runtimeRequest) {
 	r.budget.release(q.tokens)
+	if q.caller.Principal == "" {
+		q.caller.Principal = node.Anonymous
+	}
 	if q.reply != nil {
-		r.core.Handle(q.req, r.metrics.observe(q.req, q.reply))
+		r.core.HandleAs(q.caller, q.req, r.metrics.observe(q.req, r.metered(q, q.reply)))
 		return
 	}
 	conn := q.conn
-	r.core.Handle(q.req, r.metrics.observe(q.req, func(resp *strandpb.Response) { conn.answer(resp) }))
+	r.core.HandleAs(q.caller, q.req, r.metrics.observe(q.req, r.metered(q, func(resp *strandpb.Response) { conn.answer(resp) })))
 }
 
 // receive gives one peer frame to the Core.

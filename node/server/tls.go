@@ -299,7 +299,11 @@ func (c *runtimeConn) tlsHandshake(br *bufio.Reader) error {
 	tc.SetWriteDeadline(time.Now().Add(runtimeHelloTimeout))
 	err := tc.Handshake()
 	if err == nil {
-		c.principal, c.certNode = connPrincipal(tc.ConnectionState())
+		var subject string
+		subject, c.certNode = connPrincipal(tc.ConnectionState())
+		if subject != "" {
+			c.principal = node.Principal("User:" + subject)
+		}
 		return nil
 	}
 	var rh tls.RecordHeaderError
@@ -343,9 +347,9 @@ func peerRefusal(claims, named node.NodeID, principal string) error {
 	return fmt.Errorf("peer hello claims node %d, but its certificate names node %d", claims, named)
 }
 
-// Principal is the subject of the verified client certificate of the
-// connection ("" for none), for authorization.
-func (c *runtimeConn) Principal() string { return c.principal }
+// Principal is who the connection authenticated as ("" for nobody):
+// User:<subject> of its verified client certificate, or its SASL user.
+func (c *runtimeConn) Principal() string { return string(c.principal) }
 
 // refusalLogEvery bounds how often one remote host's refusals are logged
 // at warn: a misconfigured peer redials every second; later refusals

@@ -203,8 +203,8 @@ func TestTLSClusterClientAndKafka(t *testing.T) {
 	if got := consumer.Poll(ctx).Records(); len(got) != 1 || string(got[0].Value) != "over tls" {
 		t.Fatalf("read back %v", got)
 	}
-	if !hasPrincipal(rts, "CN=alice,O=strand") {
-		t.Errorf("no connection carries the principal CN=alice,O=strand")
+	if !hasPrincipal(rts, "User:CN=alice,O=strand") {
+		t.Errorf("no connection carries the principal User:CN=alice,O=strand")
 	}
 
 	kcl, err := kgo.NewClient(kgo.SeedBrokers(rts[0].KafkaAddr().String()), kgo.DialTLSConfig(pki.clientConfig("bob")),

@@ -83,6 +83,14 @@ var errorCodeInfo = map[ErrorCode]CodeInfo{
 	ErrorCode_ERROR_CODE_PEER_NOT_AUTHENTICATED: {Name: "peer_not_authenticated"},
 	// A plaintext client on a TLS listener: connect with TLS.
 	ErrorCode_ERROR_CODE_TLS_REQUIRED: {Name: "tls_required"},
+	// Security: refused by the ACLs (or the credentials); nothing was
+	// written or read, and a resend gets the same answer until an admin
+	// changes the ACLs.
+	ErrorCode_ERROR_CODE_TOPIC_AUTHORIZATION_FAILED:   {Name: "topic_authorization_failed"},
+	ErrorCode_ERROR_CODE_GROUP_AUTHORIZATION_FAILED:   {Name: "group_authorization_failed"},
+	ErrorCode_ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED: {Name: "cluster_authorization_failed"},
+	ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED:   {Name: "sasl_authentication_failed"},
+	ErrorCode_ERROR_CODE_UNSUPPORTED_SASL_MECHANISM:   {Name: "unsupported_sasl_mechanism"},
 }
 
 // Info is code's row of the table. A code this build does not know (a newer

@@ -93,6 +93,10 @@ type MetadataCommand struct {
 	//	*MetadataCommand_AllocateProducerIds
 	//	*MetadataCommand_ReportLeaders
 	//	*MetadataCommand_CreatePartitions
+	//	*MetadataCommand_UpsertUser
+	//	*MetadataCommand_DeleteUser
+	//	*MetadataCommand_AlterAcls
+	//	*MetadataCommand_SetQuotas
 	Command isMetadataCommand_Command `protobuf_oneof:"command"`
 	// 16 random bytes the proposing node drew while the cluster had no id:
 	// the first applied command carrying one makes it the cluster id. Topic
@@ -219,6 +223,42 @@ func (x *MetadataCommand) GetCreatePartitions() *MetadataCreatePartitions {
 	return nil
 }
 
+func (x *MetadataCommand) GetUpsertUser() *MetadataUpsertUser {
+	if x != nil {
+		if x, ok := x.Command.(*MetadataCommand_UpsertUser); ok {
+			return x.UpsertUser
+		}
+	}
+	return nil
+}
+
+func (x *MetadataCommand) GetDeleteUser() *MetadataDeleteUser {
+	if x != nil {
+		if x, ok := x.Command.(*MetadataCommand_DeleteUser); ok {
+			return x.DeleteUser
+		}
+	}
+	return nil
+}
+
+func (x *MetadataCommand) GetAlterAcls() *MetadataAlterAcls {
+	if x != nil {
+		if x, ok := x.Command.(*MetadataCommand_AlterAcls); ok {
+			return x.AlterAcls
+		}
+	}
+	return nil
+}
+
+func (x *MetadataCommand) GetSetQuotas() *MetadataSetQuotas {
+	if x != nil {
+		if x, ok := x.Command.(*MetadataCommand_SetQuotas); ok {
+			return x.SetQuotas
+		}
+	}
+	return nil
+}
+
 func (x *MetadataCommand) GetClusterSeed() []byte {
 	if x != nil {
 		return x.ClusterSeed
@@ -262,6 +302,22 @@ type MetadataCommand_CreatePartitions struct {
 	CreatePartitions *MetadataCreatePartitions `protobuf:"bytes,120,opt,name=create_partitions,json=createPartitions,proto3,oneof"`
 }
 
+type MetadataCommand_UpsertUser struct {
+	UpsertUser *MetadataUpsertUser `protobuf:"bytes,240,opt,name=upsert_user,json=upsertUser,proto3,oneof"`
+}
+
+type MetadataCommand_DeleteUser struct {
+	DeleteUser *MetadataDeleteUser `protobuf:"bytes,241,opt,name=delete_user,json=deleteUser,proto3,oneof"`
+}
+
+type MetadataCommand_AlterAcls struct {
+	AlterAcls *MetadataAlterAcls `protobuf:"bytes,242,opt,name=alter_acls,json=alterAcls,proto3,oneof"`
+}
+
+type MetadataCommand_SetQuotas struct {
+	SetQuotas *MetadataSetQuotas `protobuf:"bytes,243,opt,name=set_quotas,json=setQuotas,proto3,oneof"`
+}
+
 func (*MetadataCommand_RegisterNode) isMetadataCommand_Command() {}
 
 func (*MetadataCommand_SetNodeFenced) isMetadataCommand_Command() {}
@@ -277,6 +333,14 @@ func (*MetadataCommand_AllocateProducerIds) isMetadataCommand_Command() {}
 func (*MetadataCommand_ReportLeaders) isMetadataCommand_Command() {}
 
 func (*MetadataCommand_CreatePartitions) isMetadataCommand_Command() {}
+
+func (*MetadataCommand_UpsertUser) isMetadataCommand_Command() {}
+
+func (*MetadataCommand_DeleteUser) isMetadataCommand_Command() {}
+
+func (*MetadataCommand_AlterAcls) isMetadataCommand_Command() {}
+
+func (*MetadataCommand_SetQuotas) isMetadataCommand_Command() {}
 
 // MetadataRegisterNode registers a node, or updates the address and rack of
 // a registered one, and unfences it.
@@ -1196,7 +1260,12 @@ type MetadataSnapshot struct {
 	Nodes           []*MetadataNode  `protobuf:"bytes,6,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	Topics          []*MetadataTopic `protobuf:"bytes,7,rep,name=topics,proto3" json:"topics,omitempty"`
 	// The cluster id (16 bytes; empty until the first seeded command).
-	ClusterId     []byte `protobuf:"bytes,20,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	ClusterId []byte `protobuf:"bytes,20,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// Security state, sorted: users by name, then mechanism; ACL bindings by
+	// their fields; quotas by principal.
+	Users         []*MetadataUser `protobuf:"bytes,240,rep,name=users,proto3" json:"users,omitempty"`
+	Acls          []*AclBinding   `protobuf:"bytes,241,rep,name=acls,proto3" json:"acls,omitempty"`
+	Quotas        []*Quota        `protobuf:"bytes,242,rep,name=quotas,proto3" json:"quotas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1287,11 +1356,292 @@ func (x *MetadataSnapshot) GetClusterId() []byte {
 	return nil
 }
 
+func (x *MetadataSnapshot) GetUsers() []*MetadataUser {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+func (x *MetadataSnapshot) GetAcls() []*AclBinding {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
+func (x *MetadataSnapshot) GetQuotas() []*Quota {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
+}
+
+// MetadataUpsertUser stores a user's salted credential for one mechanism
+// (replacing one stored for that mechanism).
+type MetadataUpsertUser struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Credential    *UserCredential        `protobuf:"bytes,2,opt,name=credential,proto3" json:"credential,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetadataUpsertUser) Reset() {
+	*x = MetadataUpsertUser{}
+	mi := &file_metadata_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetadataUpsertUser) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetadataUpsertUser) ProtoMessage() {}
+
+func (x *MetadataUpsertUser) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetadataUpsertUser.ProtoReflect.Descriptor instead.
+func (*MetadataUpsertUser) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *MetadataUpsertUser) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *MetadataUpsertUser) GetCredential() *UserCredential {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
+}
+
+// MetadataDeleteUser removes a user's credential for one mechanism (empty:
+// every mechanism).
+type MetadataDeleteUser struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Mechanism     string                 `protobuf:"bytes,2,opt,name=mechanism,proto3" json:"mechanism,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetadataDeleteUser) Reset() {
+	*x = MetadataDeleteUser{}
+	mi := &file_metadata_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetadataDeleteUser) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetadataDeleteUser) ProtoMessage() {}
+
+func (x *MetadataDeleteUser) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetadataDeleteUser.ProtoReflect.Descriptor instead.
+func (*MetadataDeleteUser) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *MetadataDeleteUser) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *MetadataDeleteUser) GetMechanism() string {
+	if x != nil {
+		return x.Mechanism
+	}
+	return ""
+}
+
+// MetadataAlterAcls adds and removes ACL bindings, all or none.
+type MetadataAlterAcls struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Add           []*AclBinding          `protobuf:"bytes,1,rep,name=add,proto3" json:"add,omitempty"`
+	Remove        []*AclBinding          `protobuf:"bytes,2,rep,name=remove,proto3" json:"remove,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetadataAlterAcls) Reset() {
+	*x = MetadataAlterAcls{}
+	mi := &file_metadata_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetadataAlterAcls) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetadataAlterAcls) ProtoMessage() {}
+
+func (x *MetadataAlterAcls) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetadataAlterAcls.ProtoReflect.Descriptor instead.
+func (*MetadataAlterAcls) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *MetadataAlterAcls) GetAdd() []*AclBinding {
+	if x != nil {
+		return x.Add
+	}
+	return nil
+}
+
+func (x *MetadataAlterAcls) GetRemove() []*AclBinding {
+	if x != nil {
+		return x.Remove
+	}
+	return nil
+}
+
+// MetadataSetQuotas sets principals' quotas (both rates 0: removed).
+type MetadataSetQuotas struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Quotas        []*Quota               `protobuf:"bytes,1,rep,name=quotas,proto3" json:"quotas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetadataSetQuotas) Reset() {
+	*x = MetadataSetQuotas{}
+	mi := &file_metadata_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetadataSetQuotas) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetadataSetQuotas) ProtoMessage() {}
+
+func (x *MetadataSetQuotas) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetadataSetQuotas.ProtoReflect.Descriptor instead.
+func (*MetadataSetQuotas) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *MetadataSetQuotas) GetQuotas() []*Quota {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
+}
+
+// MetadataUser is one stored credential of a user.
+type MetadataUser struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Credential    *UserCredential        `protobuf:"bytes,2,opt,name=credential,proto3" json:"credential,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetadataUser) Reset() {
+	*x = MetadataUser{}
+	mi := &file_metadata_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetadataUser) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetadataUser) ProtoMessage() {}
+
+func (x *MetadataUser) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetadataUser.ProtoReflect.Descriptor instead.
+func (*MetadataUser) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *MetadataUser) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *MetadataUser) GetCredential() *UserCredential {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
+}
+
 var File_metadata_proto protoreflect.FileDescriptor
 
 const file_metadata_proto_rawDesc = "" +
 	"\n" +
-	"\x0emetadata.proto\x12\x06strand\"\xb8\x05\n" +
+	"\x0emetadata.proto\x12\x06strand\x1a\n" +
+	"wire.proto\"\xb2\a\n" +
 	"\x0fMetadataCommand\x12\x1f\n" +
 	"\vproposal_id\x18\x01 \x01(\x04R\n" +
 	"proposalId\x12C\n" +
@@ -1302,7 +1652,15 @@ const file_metadata_proto_rawDesc = "" +
 	"\x12alter_topic_config\x18\x06 \x01(\v2 .strand.MetadataAlterTopicConfigH\x00R\x10alterTopicConfig\x12Y\n" +
 	"\x15allocate_producer_ids\x18\a \x01(\v2#.strand.MetadataAllocateProducerIdsH\x00R\x13allocateProducerIds\x12F\n" +
 	"\x0ereport_leaders\x18\x15 \x01(\v2\x1d.strand.MetadataReportLeadersH\x00R\rreportLeaders\x12O\n" +
-	"\x11create_partitions\x18x \x01(\v2 .strand.MetadataCreatePartitionsH\x00R\x10createPartitions\x12!\n" +
+	"\x11create_partitions\x18x \x01(\v2 .strand.MetadataCreatePartitionsH\x00R\x10createPartitions\x12>\n" +
+	"\vupsert_user\x18\xf0\x01 \x01(\v2\x1a.strand.MetadataUpsertUserH\x00R\n" +
+	"upsertUser\x12>\n" +
+	"\vdelete_user\x18\xf1\x01 \x01(\v2\x1a.strand.MetadataDeleteUserH\x00R\n" +
+	"deleteUser\x12;\n" +
+	"\n" +
+	"alter_acls\x18\xf2\x01 \x01(\v2\x19.strand.MetadataAlterAclsH\x00R\talterAcls\x12;\n" +
+	"\n" +
+	"set_quotas\x18\xf3\x01 \x01(\v2\x19.strand.MetadataSetQuotasH\x00R\tsetQuotas\x12!\n" +
 	"\fcluster_seed\x18\x14 \x01(\fR\vclusterSeedB\t\n" +
 	"\acommand\"\x82\x01\n" +
 	"\x14MetadataRegisterNode\x12\x17\n" +
@@ -1374,7 +1732,7 @@ const file_metadata_proto_rawDesc = "" +
 	"partitions\x18\x05 \x03(\v2\x19.strand.MetadataPartitionR\n" +
 	"partitions\x12\x1d\n" +
 	"\n" +
-	"topic_uuid\x18\x14 \x01(\fR\ttopicUuid\"\xc4\x02\n" +
+	"topic_uuid\x18\x14 \x01(\fR\ttopicUuid\"\xc2\x03\n" +
 	"\x10MetadataSnapshot\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12)\n" +
@@ -1384,7 +1742,28 @@ const file_metadata_proto_rawDesc = "" +
 	"\x05nodes\x18\x06 \x03(\v2\x14.strand.MetadataNodeR\x05nodes\x12-\n" +
 	"\x06topics\x18\a \x03(\v2\x15.strand.MetadataTopicR\x06topics\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x14 \x01(\fR\tclusterId*\x89\x01\n" +
+	"cluster_id\x18\x14 \x01(\fR\tclusterId\x12+\n" +
+	"\x05users\x18\xf0\x01 \x03(\v2\x14.strand.MetadataUserR\x05users\x12'\n" +
+	"\x04acls\x18\xf1\x01 \x03(\v2\x12.strand.AclBindingR\x04acls\x12&\n" +
+	"\x06quotas\x18\xf2\x01 \x03(\v2\r.strand.QuotaR\x06quotas\"`\n" +
+	"\x12MetadataUpsertUser\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x126\n" +
+	"\n" +
+	"credential\x18\x02 \x01(\v2\x16.strand.UserCredentialR\n" +
+	"credential\"F\n" +
+	"\x12MetadataDeleteUser\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\tmechanism\x18\x02 \x01(\tR\tmechanism\"e\n" +
+	"\x11MetadataAlterAcls\x12$\n" +
+	"\x03add\x18\x01 \x03(\v2\x12.strand.AclBindingR\x03add\x12*\n" +
+	"\x06remove\x18\x02 \x03(\v2\x12.strand.AclBindingR\x06remove\":\n" +
+	"\x11MetadataSetQuotas\x12%\n" +
+	"\x06quotas\x18\x01 \x03(\v2\r.strand.QuotaR\x06quotas\"Z\n" +
+	"\fMetadataUser\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x126\n" +
+	"\n" +
+	"credential\x18\x02 \x01(\v2\x16.strand.UserCredentialR\n" +
+	"credential*\x89\x01\n" +
 	"\x15MetadataCleanupPolicy\x12'\n" +
 	"#METADATA_CLEANUP_POLICY_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eMETADATA_CLEANUP_POLICY_DELETE\x10\x01\x12#\n" +
@@ -1403,7 +1782,7 @@ func file_metadata_proto_rawDescGZIP() []byte {
 }
 
 var file_metadata_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_metadata_proto_goTypes = []any{
 	(MetadataCleanupPolicy)(0),          // 0: strand.MetadataCleanupPolicy
 	(*MetadataCommand)(nil),             // 1: strand.MetadataCommand
@@ -1422,6 +1801,14 @@ var file_metadata_proto_goTypes = []any{
 	(*MetadataPartition)(nil),           // 14: strand.MetadataPartition
 	(*MetadataTopic)(nil),               // 15: strand.MetadataTopic
 	(*MetadataSnapshot)(nil),            // 16: strand.MetadataSnapshot
+	(*MetadataUpsertUser)(nil),          // 17: strand.MetadataUpsertUser
+	(*MetadataDeleteUser)(nil),          // 18: strand.MetadataDeleteUser
+	(*MetadataAlterAcls)(nil),           // 19: strand.MetadataAlterAcls
+	(*MetadataSetQuotas)(nil),           // 20: strand.MetadataSetQuotas
+	(*MetadataUser)(nil),                // 21: strand.MetadataUser
+	(*AclBinding)(nil),                  // 22: strand.AclBinding
+	(*Quota)(nil),                       // 23: strand.Quota
+	(*UserCredential)(nil),              // 24: strand.UserCredential
 }
 var file_metadata_proto_depIdxs = []int32{
 	2,  // 0: strand.MetadataCommand.register_node:type_name -> strand.MetadataRegisterNode
@@ -1432,19 +1819,31 @@ var file_metadata_proto_depIdxs = []int32{
 	9,  // 5: strand.MetadataCommand.allocate_producer_ids:type_name -> strand.MetadataAllocateProducerIds
 	11, // 6: strand.MetadataCommand.report_leaders:type_name -> strand.MetadataReportLeaders
 	8,  // 7: strand.MetadataCommand.create_partitions:type_name -> strand.MetadataCreatePartitions
-	4,  // 8: strand.MetadataCreateTopic.configs:type_name -> strand.MetadataConfigEntry
-	4,  // 9: strand.MetadataAlterTopicConfig.sets:type_name -> strand.MetadataConfigEntry
-	10, // 10: strand.MetadataReportLeaders.reports:type_name -> strand.MetadataLeaderReport
-	0,  // 11: strand.MetadataTopicConfig.cleanup_policy:type_name -> strand.MetadataCleanupPolicy
-	12, // 12: strand.MetadataTopic.config:type_name -> strand.MetadataTopicConfig
-	14, // 13: strand.MetadataTopic.partitions:type_name -> strand.MetadataPartition
-	13, // 14: strand.MetadataSnapshot.nodes:type_name -> strand.MetadataNode
-	15, // 15: strand.MetadataSnapshot.topics:type_name -> strand.MetadataTopic
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	17, // 8: strand.MetadataCommand.upsert_user:type_name -> strand.MetadataUpsertUser
+	18, // 9: strand.MetadataCommand.delete_user:type_name -> strand.MetadataDeleteUser
+	19, // 10: strand.MetadataCommand.alter_acls:type_name -> strand.MetadataAlterAcls
+	20, // 11: strand.MetadataCommand.set_quotas:type_name -> strand.MetadataSetQuotas
+	4,  // 12: strand.MetadataCreateTopic.configs:type_name -> strand.MetadataConfigEntry
+	4,  // 13: strand.MetadataAlterTopicConfig.sets:type_name -> strand.MetadataConfigEntry
+	10, // 14: strand.MetadataReportLeaders.reports:type_name -> strand.MetadataLeaderReport
+	0,  // 15: strand.MetadataTopicConfig.cleanup_policy:type_name -> strand.MetadataCleanupPolicy
+	12, // 16: strand.MetadataTopic.config:type_name -> strand.MetadataTopicConfig
+	14, // 17: strand.MetadataTopic.partitions:type_name -> strand.MetadataPartition
+	13, // 18: strand.MetadataSnapshot.nodes:type_name -> strand.MetadataNode
+	15, // 19: strand.MetadataSnapshot.topics:type_name -> strand.MetadataTopic
+	21, // 20: strand.MetadataSnapshot.users:type_name -> strand.MetadataUser
+	22, // 21: strand.MetadataSnapshot.acls:type_name -> strand.AclBinding
+	23, // 22: strand.MetadataSnapshot.quotas:type_name -> strand.Quota
+	24, // 23: strand.MetadataUpsertUser.credential:type_name -> strand.UserCredential
+	22, // 24: strand.MetadataAlterAcls.add:type_name -> strand.AclBinding
+	22, // 25: strand.MetadataAlterAcls.remove:type_name -> strand.AclBinding
+	23, // 26: strand.MetadataSetQuotas.quotas:type_name -> strand.Quota
+	24, // 27: strand.MetadataUser.credential:type_name -> strand.UserCredential
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_metadata_proto_init() }
@@ -1452,6 +1851,7 @@ func file_metadata_proto_init() {
 	if File_metadata_proto != nil {
 		return
 	}
+	file_wire_proto_init()
 	file_metadata_proto_msgTypes[0].OneofWrappers = []any{
 		(*MetadataCommand_RegisterNode)(nil),
 		(*MetadataCommand_SetNodeFenced)(nil),
@@ -1461,6 +1861,10 @@ func file_metadata_proto_init() {
 		(*MetadataCommand_AllocateProducerIds)(nil),
 		(*MetadataCommand_ReportLeaders)(nil),
 		(*MetadataCommand_CreatePartitions)(nil),
+		(*MetadataCommand_UpsertUser)(nil),
+		(*MetadataCommand_DeleteUser)(nil),
+		(*MetadataCommand_AlterAcls)(nil),
+		(*MetadataCommand_SetQuotas)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1468,7 +1872,7 @@ func file_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_proto_rawDesc), len(file_metadata_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

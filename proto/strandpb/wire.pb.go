@@ -111,6 +111,20 @@ const (
 	// plaintext client): written in the clear before the connection closes,
 	// so the client can say to connect with TLS. Definite.
 	ErrorCode_ERROR_CODE_TLS_REQUIRED ErrorCode = 79
+	// Security (80-84). The principal may not do this to the topic (no ACL
+	// allows it, or one denies it). Definite: nothing was written or read.
+	ErrorCode_ERROR_CODE_TOPIC_AUTHORIZATION_FAILED ErrorCode = 80
+	// The principal may not do this to the consumer group.
+	ErrorCode_ERROR_CODE_GROUP_AUTHORIZATION_FAILED ErrorCode = 81
+	// The principal may not do this to the cluster (create topics anywhere,
+	// alter ACLs, users or quotas).
+	ErrorCode_ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED ErrorCode = 82
+	// The connection is not authenticated and the node requires it, or the
+	// SASL exchange failed (unknown user, wrong password, replayed or
+	// truncated exchange). The connection closes.
+	ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED ErrorCode = 83
+	// The SASL mechanism is not one the node offers.
+	ErrorCode_ERROR_CODE_UNSUPPORTED_SASL_MECHANISM ErrorCode = 84
 )
 
 // Enum value maps for ErrorCode.
@@ -151,43 +165,53 @@ var (
 		68: "ERROR_CODE_INVALID_PARTITIONS",
 		78: "ERROR_CODE_PEER_NOT_AUTHENTICATED",
 		79: "ERROR_CODE_TLS_REQUIRED",
+		80: "ERROR_CODE_TOPIC_AUTHORIZATION_FAILED",
+		81: "ERROR_CODE_GROUP_AUTHORIZATION_FAILED",
+		82: "ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED",
+		83: "ERROR_CODE_SASL_AUTHENTICATION_FAILED",
+		84: "ERROR_CODE_UNSUPPORTED_SASL_MECHANISM",
 	}
 	ErrorCode_value = map[string]int32{
-		"ERROR_CODE_NONE":                       0,
-		"ERROR_CODE_NOT_LEADER":                 1,
-		"ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION": 2,
-		"ERROR_CODE_RECORD_TOO_LARGE":           3,
-		"ERROR_CODE_OFFSET_OUT_OF_RANGE":        4,
-		"ERROR_CODE_NOT_ENOUGH_REPLICAS":        5,
-		"ERROR_CODE_TIMEOUT":                    6,
-		"ERROR_CODE_INVALID_REQUEST":            7,
-		"ERROR_CODE_TOPIC_EXISTS":               8,
-		"ERROR_CODE_OUT_OF_ORDER_SEQUENCE":      9,
-		"ERROR_CODE_PRODUCER_FENCED":            10,
-		"ERROR_CODE_UNSUPPORTED_VERSION":        11,
-		"ERROR_CODE_CORRUPT_BATCH":              12,
-		"ERROR_CODE_NOT_CONTROLLER":             13,
-		"ERROR_CODE_INTERNAL":                   14,
-		"ERROR_CODE_UNAVAILABLE":                15,
-		"ERROR_CODE_INVALID_CONFIG":             16,
-		"ERROR_CODE_INVALID_REPLICATION_FACTOR": 17,
-		"ERROR_CODE_TOPIC_NOT_FOUND":            18,
-		"ERROR_CODE_UNKNOWN_TOPIC_ID":           30,
-		"ERROR_CODE_CLUSTER_ID_MISMATCH":        31,
-		"ERROR_CODE_NOT_COORDINATOR":            50,
-		"ERROR_CODE_COORDINATOR_NOT_AVAILABLE":  51,
-		"ERROR_CODE_UNKNOWN_MEMBER_ID":          52,
-		"ERROR_CODE_FENCED_MEMBER_EPOCH":        53,
-		"ERROR_CODE_STALE_MEMBER_EPOCH":         54,
-		"ERROR_CODE_GROUP_NOT_EMPTY":            55,
-		"ERROR_CODE_GROUP_NOT_FOUND":            56,
-		"ERROR_CODE_STALE_HEARTBEAT":            57,
-		"ERROR_CODE_GROUP_SUBSCRIBED_TO_TOPIC":  65,
-		"ERROR_CODE_NOT_ENOUGH_SPACE":           45,
-		"ERROR_CODE_REPLICA_RECOVERING":         46,
-		"ERROR_CODE_INVALID_PARTITIONS":         68,
-		"ERROR_CODE_PEER_NOT_AUTHENTICATED":     78,
-		"ERROR_CODE_TLS_REQUIRED":               79,
+		"ERROR_CODE_NONE":                         0,
+		"ERROR_CODE_NOT_LEADER":                   1,
+		"ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION":   2,
+		"ERROR_CODE_RECORD_TOO_LARGE":             3,
+		"ERROR_CODE_OFFSET_OUT_OF_RANGE":          4,
+		"ERROR_CODE_NOT_ENOUGH_REPLICAS":          5,
+		"ERROR_CODE_TIMEOUT":                      6,
+		"ERROR_CODE_INVALID_REQUEST":              7,
+		"ERROR_CODE_TOPIC_EXISTS":                 8,
+		"ERROR_CODE_OUT_OF_ORDER_SEQUENCE":        9,
+		"ERROR_CODE_PRODUCER_FENCED":              10,
+		"ERROR_CODE_UNSUPPORTED_VERSION":          11,
+		"ERROR_CODE_CORRUPT_BATCH":                12,
+		"ERROR_CODE_NOT_CONTROLLER":               13,
+		"ERROR_CODE_INTERNAL":                     14,
+		"ERROR_CODE_UNAVAILABLE":                  15,
+		"ERROR_CODE_INVALID_CONFIG":               16,
+		"ERROR_CODE_INVALID_REPLICATION_FACTOR":   17,
+		"ERROR_CODE_TOPIC_NOT_FOUND":              18,
+		"ERROR_CODE_UNKNOWN_TOPIC_ID":             30,
+		"ERROR_CODE_CLUSTER_ID_MISMATCH":          31,
+		"ERROR_CODE_NOT_COORDINATOR":              50,
+		"ERROR_CODE_COORDINATOR_NOT_AVAILABLE":    51,
+		"ERROR_CODE_UNKNOWN_MEMBER_ID":            52,
+		"ERROR_CODE_FENCED_MEMBER_EPOCH":          53,
+		"ERROR_CODE_STALE_MEMBER_EPOCH":           54,
+		"ERROR_CODE_GROUP_NOT_EMPTY":              55,
+		"ERROR_CODE_GROUP_NOT_FOUND":              56,
+		"ERROR_CODE_STALE_HEARTBEAT":              57,
+		"ERROR_CODE_GROUP_SUBSCRIBED_TO_TOPIC":    65,
+		"ERROR_CODE_NOT_ENOUGH_SPACE":             45,
+		"ERROR_CODE_REPLICA_RECOVERING":           46,
+		"ERROR_CODE_INVALID_PARTITIONS":           68,
+		"ERROR_CODE_PEER_NOT_AUTHENTICATED":       78,
+		"ERROR_CODE_TLS_REQUIRED":                 79,
+		"ERROR_CODE_TOPIC_AUTHORIZATION_FAILED":   80,
+		"ERROR_CODE_GROUP_AUTHORIZATION_FAILED":   81,
+		"ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED": 82,
+		"ERROR_CODE_SASL_AUTHENTICATION_FAILED":   83,
+		"ERROR_CODE_UNSUPPORTED_SASL_MECHANISM":   84,
 	}
 )
 
@@ -332,6 +356,12 @@ type Request struct {
 	//	*Request_DeleteGroups
 	//	*Request_OffsetDelete
 	//	*Request_CreatePartitions
+	//	*Request_AlterUsers
+	//	*Request_ListUsers
+	//	*Request_AlterAcls
+	//	*Request_DescribeAcls
+	//	*Request_SaslAuthenticate
+	//	*Request_AlterQuotas
 	//	*Request_Raft
 	Body          isRequest_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
@@ -571,6 +601,60 @@ func (x *Request) GetCreatePartitions() *CreatePartitionsRequest {
 	return nil
 }
 
+func (x *Request) GetAlterUsers() *AlterUsersRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_AlterUsers); ok {
+			return x.AlterUsers
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetListUsers() *ListUsersRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_ListUsers); ok {
+			return x.ListUsers
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetAlterAcls() *AlterAclsRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_AlterAcls); ok {
+			return x.AlterAcls
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetDescribeAcls() *DescribeAclsRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_DescribeAcls); ok {
+			return x.DescribeAcls
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetSaslAuthenticate() *SaslAuthenticateRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_SaslAuthenticate); ok {
+			return x.SaslAuthenticate
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetAlterQuotas() *AlterQuotasRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_AlterQuotas); ok {
+			return x.AlterQuotas
+		}
+	}
+	return nil
+}
+
 func (x *Request) GetRaft() *RaftFrame {
 	if x != nil {
 		if x, ok := x.Body.(*Request_Raft); ok {
@@ -668,6 +752,30 @@ type Request_CreatePartitions struct {
 	CreatePartitions *CreatePartitionsRequest `protobuf:"bytes,63,opt,name=create_partitions,json=createPartitions,proto3,oneof"`
 }
 
+type Request_AlterUsers struct {
+	AlterUsers *AlterUsersRequest `protobuf:"bytes,76,opt,name=alter_users,json=alterUsers,proto3,oneof"`
+}
+
+type Request_ListUsers struct {
+	ListUsers *ListUsersRequest `protobuf:"bytes,77,opt,name=list_users,json=listUsers,proto3,oneof"`
+}
+
+type Request_AlterAcls struct {
+	AlterAcls *AlterAclsRequest `protobuf:"bytes,78,opt,name=alter_acls,json=alterAcls,proto3,oneof"`
+}
+
+type Request_DescribeAcls struct {
+	DescribeAcls *DescribeAclsRequest `protobuf:"bytes,79,opt,name=describe_acls,json=describeAcls,proto3,oneof"`
+}
+
+type Request_SaslAuthenticate struct {
+	SaslAuthenticate *SaslAuthenticateRequest `protobuf:"bytes,80,opt,name=sasl_authenticate,json=saslAuthenticate,proto3,oneof"`
+}
+
+type Request_AlterQuotas struct {
+	AlterQuotas *AlterQuotasRequest `protobuf:"bytes,81,opt,name=alter_quotas,json=alterQuotas,proto3,oneof"`
+}
+
 type Request_Raft struct {
 	// Raft traffic from a peer node; never answered.
 	Raft *RaftFrame `protobuf:"bytes,30,opt,name=raft,proto3,oneof"`
@@ -715,6 +823,18 @@ func (*Request_OffsetDelete) isRequest_Body() {}
 
 func (*Request_CreatePartitions) isRequest_Body() {}
 
+func (*Request_AlterUsers) isRequest_Body() {}
+
+func (*Request_ListUsers) isRequest_Body() {}
+
+func (*Request_AlterAcls) isRequest_Body() {}
+
+func (*Request_DescribeAcls) isRequest_Body() {}
+
+func (*Request_SaslAuthenticate) isRequest_Body() {}
+
+func (*Request_AlterQuotas) isRequest_Body() {}
+
 func (*Request_Raft) isRequest_Body() {}
 
 // Response answers the Request with the same correlation_id. error is set
@@ -746,6 +866,12 @@ type Response struct {
 	//	*Response_DeleteGroups
 	//	*Response_OffsetDelete
 	//	*Response_CreatePartitions
+	//	*Response_AlterUsers
+	//	*Response_ListUsers
+	//	*Response_AlterAcls
+	//	*Response_DescribeAcls
+	//	*Response_SaslAuthenticate
+	//	*Response_AlterQuotas
 	Body          isResponse_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -991,6 +1117,60 @@ func (x *Response) GetCreatePartitions() *CreatePartitionsResponse {
 	return nil
 }
 
+func (x *Response) GetAlterUsers() *AlterUsersResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_AlterUsers); ok {
+			return x.AlterUsers
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetListUsers() *ListUsersResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_ListUsers); ok {
+			return x.ListUsers
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetAlterAcls() *AlterAclsResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_AlterAcls); ok {
+			return x.AlterAcls
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetDescribeAcls() *DescribeAclsResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_DescribeAcls); ok {
+			return x.DescribeAcls
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetSaslAuthenticate() *SaslAuthenticateResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_SaslAuthenticate); ok {
+			return x.SaslAuthenticate
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetAlterQuotas() *AlterQuotasResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_AlterQuotas); ok {
+			return x.AlterQuotas
+		}
+	}
+	return nil
+}
+
 type isResponse_Body interface {
 	isResponse_Body()
 }
@@ -1079,6 +1259,30 @@ type Response_CreatePartitions struct {
 	CreatePartitions *CreatePartitionsResponse `protobuf:"bytes,63,opt,name=create_partitions,json=createPartitions,proto3,oneof"`
 }
 
+type Response_AlterUsers struct {
+	AlterUsers *AlterUsersResponse `protobuf:"bytes,76,opt,name=alter_users,json=alterUsers,proto3,oneof"`
+}
+
+type Response_ListUsers struct {
+	ListUsers *ListUsersResponse `protobuf:"bytes,77,opt,name=list_users,json=listUsers,proto3,oneof"`
+}
+
+type Response_AlterAcls struct {
+	AlterAcls *AlterAclsResponse `protobuf:"bytes,78,opt,name=alter_acls,json=alterAcls,proto3,oneof"`
+}
+
+type Response_DescribeAcls struct {
+	DescribeAcls *DescribeAclsResponse `protobuf:"bytes,79,opt,name=describe_acls,json=describeAcls,proto3,oneof"`
+}
+
+type Response_SaslAuthenticate struct {
+	SaslAuthenticate *SaslAuthenticateResponse `protobuf:"bytes,80,opt,name=sasl_authenticate,json=saslAuthenticate,proto3,oneof"`
+}
+
+type Response_AlterQuotas struct {
+	AlterQuotas *AlterQuotasResponse `protobuf:"bytes,81,opt,name=alter_quotas,json=alterQuotas,proto3,oneof"`
+}
+
 func (*Response_Hello) isResponse_Body() {}
 
 func (*Response_Metadata) isResponse_Body() {}
@@ -1120,6 +1324,18 @@ func (*Response_DeleteGroups) isResponse_Body() {}
 func (*Response_OffsetDelete) isResponse_Body() {}
 
 func (*Response_CreatePartitions) isResponse_Body() {}
+
+func (*Response_AlterUsers) isResponse_Body() {}
+
+func (*Response_ListUsers) isResponse_Body() {}
+
+func (*Response_AlterAcls) isResponse_Body() {}
+
+func (*Response_DescribeAcls) isResponse_Body() {}
+
+func (*Response_SaslAuthenticate) isResponse_Body() {}
+
+func (*Response_AlterQuotas) isResponse_Body() {}
 
 // HelloRequest opens a connection: the protocol versions the sender speaks.
 type HelloRequest struct {
@@ -1451,8 +1667,11 @@ func (x *ProduceRequest) GetPartitions() []*ProduceRequest_Partition {
 // ProduceResponse gives each partition's outcome; base_offset is -1 when not
 // known (acks 0 and 1).
 type ProduceResponse struct {
-	state         protoimpl.MessageState       `protogen:"open.v1"`
-	Partitions    []*ProduceResponse_Partition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	state      protoimpl.MessageState       `protogen:"open.v1"`
+	Partitions []*ProduceResponse_Partition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// How long the node delays this connection's next request because the
+	// principal passed its produce quota (0: not throttled).
+	ThrottleMs    int32 `protobuf:"varint,240,opt,name=throttle_ms,json=throttleMs,proto3" json:"throttle_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1492,6 +1711,13 @@ func (x *ProduceResponse) GetPartitions() []*ProduceResponse_Partition {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *ProduceResponse) GetThrottleMs() int32 {
+	if x != nil {
+		return x.ThrottleMs
+	}
+	return 0
 }
 
 // FetchRequest reads committed batches from several partitions, waiting up
@@ -1569,8 +1795,10 @@ func (x *FetchRequest) GetPartitions() []*FetchRequest_Partition {
 
 // FetchResponse serves stored batches as they are on disk.
 type FetchResponse struct {
-	state         protoimpl.MessageState     `protogen:"open.v1"`
-	Partitions    []*FetchResponse_Partition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	state      protoimpl.MessageState     `protogen:"open.v1"`
+	Partitions []*FetchResponse_Partition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// As ProduceResponse.throttle_ms, for the fetch quota.
+	ThrottleMs    int32 `protobuf:"varint,240,opt,name=throttle_ms,json=throttleMs,proto3" json:"throttle_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1610,6 +1838,13 @@ func (x *FetchResponse) GetPartitions() []*FetchResponse_Partition {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *FetchResponse) GetThrottleMs() int32 {
+	if x != nil {
+		return x.ThrottleMs
+	}
+	return 0
 }
 
 // ListOffsetsRequest asks, per partition, for the earliest (timestamp -2),
@@ -3768,6 +4003,838 @@ func (x *DescribePartitionsResponse) GetPartitions() []*DescribePartitionsRespon
 	return nil
 }
 
+// SaslAuthenticateRequest is one step of a SASL exchange on a native
+// connection (after Hello, before any other request, when the node
+// requires authentication). The first step names the mechanism.
+type SaslAuthenticateRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Mechanism     string                 `protobuf:"bytes,1,opt,name=mechanism,proto3" json:"mechanism,omitempty"` // SCRAM-SHA-256 or SCRAM-SHA-512; first step only
+	AuthBytes     []byte                 `protobuf:"bytes,2,opt,name=auth_bytes,json=authBytes,proto3" json:"auth_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SaslAuthenticateRequest) Reset() {
+	*x = SaslAuthenticateRequest{}
+	mi := &file_wire_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SaslAuthenticateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SaslAuthenticateRequest) ProtoMessage() {}
+
+func (x *SaslAuthenticateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SaslAuthenticateRequest.ProtoReflect.Descriptor instead.
+func (*SaslAuthenticateRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *SaslAuthenticateRequest) GetMechanism() string {
+	if x != nil {
+		return x.Mechanism
+	}
+	return ""
+}
+
+func (x *SaslAuthenticateRequest) GetAuthBytes() []byte {
+	if x != nil {
+		return x.AuthBytes
+	}
+	return nil
+}
+
+// SaslAuthenticateResponse carries the server's step; done is set once the
+// exchange succeeded and principal names who the connection now is.
+type SaslAuthenticateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AuthBytes     []byte                 `protobuf:"bytes,1,opt,name=auth_bytes,json=authBytes,proto3" json:"auth_bytes,omitempty"`
+	Done          bool                   `protobuf:"varint,2,opt,name=done,proto3" json:"done,omitempty"`
+	Principal     string                 `protobuf:"bytes,3,opt,name=principal,proto3" json:"principal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SaslAuthenticateResponse) Reset() {
+	*x = SaslAuthenticateResponse{}
+	mi := &file_wire_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SaslAuthenticateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SaslAuthenticateResponse) ProtoMessage() {}
+
+func (x *SaslAuthenticateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SaslAuthenticateResponse.ProtoReflect.Descriptor instead.
+func (*SaslAuthenticateResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *SaslAuthenticateResponse) GetAuthBytes() []byte {
+	if x != nil {
+		return x.AuthBytes
+	}
+	return nil
+}
+
+func (x *SaslAuthenticateResponse) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
+func (x *SaslAuthenticateResponse) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+// UserCredential is one user's salted SCRAM credential, computed by the
+// client: the password never leaves it.
+type UserCredential struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Mechanism     string                 `protobuf:"bytes,1,opt,name=mechanism,proto3" json:"mechanism,omitempty"` // SCRAM-SHA-256 or SCRAM-SHA-512
+	Salt          []byte                 `protobuf:"bytes,2,opt,name=salt,proto3" json:"salt,omitempty"`
+	Iterations    int32                  `protobuf:"varint,3,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	StoredKey     []byte                 `protobuf:"bytes,4,opt,name=stored_key,json=storedKey,proto3" json:"stored_key,omitempty"`
+	ServerKey     []byte                 `protobuf:"bytes,5,opt,name=server_key,json=serverKey,proto3" json:"server_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserCredential) Reset() {
+	*x = UserCredential{}
+	mi := &file_wire_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserCredential) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserCredential) ProtoMessage() {}
+
+func (x *UserCredential) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserCredential.ProtoReflect.Descriptor instead.
+func (*UserCredential) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *UserCredential) GetMechanism() string {
+	if x != nil {
+		return x.Mechanism
+	}
+	return ""
+}
+
+func (x *UserCredential) GetSalt() []byte {
+	if x != nil {
+		return x.Salt
+	}
+	return nil
+}
+
+func (x *UserCredential) GetIterations() int32 {
+	if x != nil {
+		return x.Iterations
+	}
+	return 0
+}
+
+func (x *UserCredential) GetStoredKey() []byte {
+	if x != nil {
+		return x.StoredKey
+	}
+	return nil
+}
+
+func (x *UserCredential) GetServerKey() []byte {
+	if x != nil {
+		return x.ServerKey
+	}
+	return nil
+}
+
+// AlterUsersRequest creates (or replaces the credential of) and deletes
+// users. Needs ALTER on the cluster.
+type AlterUsersRequest struct {
+	state         protoimpl.MessageState      `protogen:"open.v1"`
+	Upserts       []*AlterUsersRequest_Upsert `protobuf:"bytes,1,rep,name=upserts,proto3" json:"upserts,omitempty"`
+	Deletes       []*AlterUsersRequest_Delete `protobuf:"bytes,2,rep,name=deletes,proto3" json:"deletes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterUsersRequest) Reset() {
+	*x = AlterUsersRequest{}
+	mi := &file_wire_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterUsersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterUsersRequest) ProtoMessage() {}
+
+func (x *AlterUsersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterUsersRequest.ProtoReflect.Descriptor instead.
+func (*AlterUsersRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *AlterUsersRequest) GetUpserts() []*AlterUsersRequest_Upsert {
+	if x != nil {
+		return x.Upserts
+	}
+	return nil
+}
+
+func (x *AlterUsersRequest) GetDeletes() []*AlterUsersRequest_Delete {
+	if x != nil {
+		return x.Deletes
+	}
+	return nil
+}
+
+// AlterUsersResponse answers per user, in request order (upserts first).
+type AlterUsersResponse struct {
+	state         protoimpl.MessageState       `protogen:"open.v1"`
+	Results       []*AlterUsersResponse_Result `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterUsersResponse) Reset() {
+	*x = AlterUsersResponse{}
+	mi := &file_wire_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterUsersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterUsersResponse) ProtoMessage() {}
+
+func (x *AlterUsersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterUsersResponse.ProtoReflect.Descriptor instead.
+func (*AlterUsersResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *AlterUsersResponse) GetResults() []*AlterUsersResponse_Result {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// ListUsersRequest lists users and their mechanisms (never credentials).
+// Needs DESCRIBE on the cluster.
+type ListUsersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUsersRequest) Reset() {
+	*x = ListUsersRequest{}
+	mi := &file_wire_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUsersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUsersRequest) ProtoMessage() {}
+
+func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
+func (*ListUsersRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{56}
+}
+
+// ListUsersResponse lists users sorted by name.
+type ListUsersResponse struct {
+	state         protoimpl.MessageState    `protogen:"open.v1"`
+	Users         []*ListUsersResponse_User `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUsersResponse) Reset() {
+	*x = ListUsersResponse{}
+	mi := &file_wire_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUsersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUsersResponse) ProtoMessage() {}
+
+func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
+func (*ListUsersResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *ListUsersResponse) GetUsers() []*ListUsersResponse_User {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+// AclBinding is one access rule. Resource type: topic, group, cluster.
+// Pattern: literal or prefixed. Operation: read, write, create, delete,
+// describe, alter, describe-configs, alter-configs, all. Permission:
+// allow or deny. Host: an IP or "*".
+type AclBinding struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Principal     string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"` // User:NAME or User:*
+	ResourceType  string                 `protobuf:"bytes,2,opt,name=resource_type,json=resourceType,proto3" json:"resource_type,omitempty"`
+	ResourceName  string                 `protobuf:"bytes,3,opt,name=resource_name,json=resourceName,proto3" json:"resource_name,omitempty"` // "kafka-cluster" for the cluster
+	PatternType   string                 `protobuf:"bytes,4,opt,name=pattern_type,json=patternType,proto3" json:"pattern_type,omitempty"`
+	Operation     string                 `protobuf:"bytes,5,opt,name=operation,proto3" json:"operation,omitempty"`
+	Permission    string                 `protobuf:"bytes,6,opt,name=permission,proto3" json:"permission,omitempty"`
+	Host          string                 `protobuf:"bytes,7,opt,name=host,proto3" json:"host,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclBinding) Reset() {
+	*x = AclBinding{}
+	mi := &file_wire_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclBinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclBinding) ProtoMessage() {}
+
+func (x *AclBinding) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclBinding.ProtoReflect.Descriptor instead.
+func (*AclBinding) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *AclBinding) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *AclBinding) GetResourceType() string {
+	if x != nil {
+		return x.ResourceType
+	}
+	return ""
+}
+
+func (x *AclBinding) GetResourceName() string {
+	if x != nil {
+		return x.ResourceName
+	}
+	return ""
+}
+
+func (x *AclBinding) GetPatternType() string {
+	if x != nil {
+		return x.PatternType
+	}
+	return ""
+}
+
+func (x *AclBinding) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *AclBinding) GetPermission() string {
+	if x != nil {
+		return x.Permission
+	}
+	return ""
+}
+
+func (x *AclBinding) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+// AlterAclsRequest adds and removes bindings. Needs ALTER on the cluster.
+// A removal names a binding exactly.
+type AlterAclsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Add           []*AclBinding          `protobuf:"bytes,1,rep,name=add,proto3" json:"add,omitempty"`
+	Remove        []*AclBinding          `protobuf:"bytes,2,rep,name=remove,proto3" json:"remove,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterAclsRequest) Reset() {
+	*x = AlterAclsRequest{}
+	mi := &file_wire_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterAclsRequest) ProtoMessage() {}
+
+func (x *AlterAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterAclsRequest.ProtoReflect.Descriptor instead.
+func (*AlterAclsRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *AlterAclsRequest) GetAdd() []*AclBinding {
+	if x != nil {
+		return x.Add
+	}
+	return nil
+}
+
+func (x *AlterAclsRequest) GetRemove() []*AclBinding {
+	if x != nil {
+		return x.Remove
+	}
+	return nil
+}
+
+// AlterAclsResponse says how many bindings changed.
+type AlterAclsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Added         int32                  `protobuf:"varint,1,opt,name=added,proto3" json:"added,omitempty"`
+	Removed       int32                  `protobuf:"varint,2,opt,name=removed,proto3" json:"removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterAclsResponse) Reset() {
+	*x = AlterAclsResponse{}
+	mi := &file_wire_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterAclsResponse) ProtoMessage() {}
+
+func (x *AlterAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterAclsResponse.ProtoReflect.Descriptor instead.
+func (*AlterAclsResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *AlterAclsResponse) GetAdded() int32 {
+	if x != nil {
+		return x.Added
+	}
+	return 0
+}
+
+func (x *AlterAclsResponse) GetRemoved() int32 {
+	if x != nil {
+		return x.Removed
+	}
+	return 0
+}
+
+// DescribeAclsRequest lists the bindings, optionally those of one
+// principal or resource name. Needs DESCRIBE on the cluster.
+type DescribeAclsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Principal     string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	ResourceName  string                 `protobuf:"bytes,2,opt,name=resource_name,json=resourceName,proto3" json:"resource_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeAclsRequest) Reset() {
+	*x = DescribeAclsRequest{}
+	mi := &file_wire_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeAclsRequest) ProtoMessage() {}
+
+func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeAclsRequest.ProtoReflect.Descriptor instead.
+func (*DescribeAclsRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *DescribeAclsRequest) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *DescribeAclsRequest) GetResourceName() string {
+	if x != nil {
+		return x.ResourceName
+	}
+	return ""
+}
+
+// DescribeAclsResponse lists bindings in their stored (sorted) order, and
+// the quotas.
+type DescribeAclsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Bindings      []*AclBinding          `protobuf:"bytes,1,rep,name=bindings,proto3" json:"bindings,omitempty"`
+	Quotas        []*Quota               `protobuf:"bytes,2,rep,name=quotas,proto3" json:"quotas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeAclsResponse) Reset() {
+	*x = DescribeAclsResponse{}
+	mi := &file_wire_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeAclsResponse) ProtoMessage() {}
+
+func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeAclsResponse.ProtoReflect.Descriptor instead.
+func (*DescribeAclsResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *DescribeAclsResponse) GetBindings() []*AclBinding {
+	if x != nil {
+		return x.Bindings
+	}
+	return nil
+}
+
+func (x *DescribeAclsResponse) GetQuotas() []*Quota {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
+}
+
+// Quota is a principal's byte rates on each node (0: unlimited).
+type Quota struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Principal          string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	ProduceBytesPerSec int64                  `protobuf:"varint,2,opt,name=produce_bytes_per_sec,json=produceBytesPerSec,proto3" json:"produce_bytes_per_sec,omitempty"`
+	FetchBytesPerSec   int64                  `protobuf:"varint,3,opt,name=fetch_bytes_per_sec,json=fetchBytesPerSec,proto3" json:"fetch_bytes_per_sec,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *Quota) Reset() {
+	*x = Quota{}
+	mi := &file_wire_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Quota) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Quota) ProtoMessage() {}
+
+func (x *Quota) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Quota.ProtoReflect.Descriptor instead.
+func (*Quota) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *Quota) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *Quota) GetProduceBytesPerSec() int64 {
+	if x != nil {
+		return x.ProduceBytesPerSec
+	}
+	return 0
+}
+
+func (x *Quota) GetFetchBytesPerSec() int64 {
+	if x != nil {
+		return x.FetchBytesPerSec
+	}
+	return 0
+}
+
+// AlterQuotasRequest sets principals' quotas (both rates 0: removed).
+// Needs ALTER on the cluster.
+type AlterQuotasRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Quotas        []*Quota               `protobuf:"bytes,1,rep,name=quotas,proto3" json:"quotas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterQuotasRequest) Reset() {
+	*x = AlterQuotasRequest{}
+	mi := &file_wire_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterQuotasRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterQuotasRequest) ProtoMessage() {}
+
+func (x *AlterQuotasRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterQuotasRequest.ProtoReflect.Descriptor instead.
+func (*AlterQuotasRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *AlterQuotasRequest) GetQuotas() []*Quota {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
+}
+
+// AlterQuotasResponse answers an AlterQuotasRequest.
+type AlterQuotasResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterQuotasResponse) Reset() {
+	*x = AlterQuotasResponse{}
+	mi := &file_wire_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterQuotasResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterQuotasResponse) ProtoMessage() {}
+
+func (x *AlterQuotasResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterQuotasResponse.ProtoReflect.Descriptor instead.
+func (*AlterQuotasResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{65}
+}
+
 type MetadataResponse_Node struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Id           uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -3787,7 +4854,7 @@ type MetadataResponse_Node struct {
 
 func (x *MetadataResponse_Node) Reset() {
 	*x = MetadataResponse_Node{}
-	mi := &file_wire_proto_msgTypes[51]
+	mi := &file_wire_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3799,7 +4866,7 @@ func (x *MetadataResponse_Node) String() string {
 func (*MetadataResponse_Node) ProtoMessage() {}
 
 func (x *MetadataResponse_Node) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[51]
+	mi := &file_wire_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3870,7 +4937,7 @@ type MetadataResponse_Partition struct {
 
 func (x *MetadataResponse_Partition) Reset() {
 	*x = MetadataResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[52]
+	mi := &file_wire_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3882,7 +4949,7 @@ func (x *MetadataResponse_Partition) String() string {
 func (*MetadataResponse_Partition) ProtoMessage() {}
 
 func (x *MetadataResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[52]
+	mi := &file_wire_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3947,7 +5014,7 @@ type MetadataResponse_Topic struct {
 
 func (x *MetadataResponse_Topic) Reset() {
 	*x = MetadataResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[53]
+	mi := &file_wire_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3959,7 +5026,7 @@ func (x *MetadataResponse_Topic) String() string {
 func (*MetadataResponse_Topic) ProtoMessage() {}
 
 func (x *MetadataResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[53]
+	mi := &file_wire_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4020,7 +5087,7 @@ type ProduceRequest_Partition struct {
 
 func (x *ProduceRequest_Partition) Reset() {
 	*x = ProduceRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[54]
+	mi := &file_wire_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4032,7 +5099,7 @@ func (x *ProduceRequest_Partition) String() string {
 func (*ProduceRequest_Partition) ProtoMessage() {}
 
 func (x *ProduceRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[54]
+	mi := &file_wire_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4110,7 +5177,7 @@ type ProduceResponse_Partition struct {
 
 func (x *ProduceResponse_Partition) Reset() {
 	*x = ProduceResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[55]
+	mi := &file_wire_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4122,7 +5189,7 @@ func (x *ProduceResponse_Partition) String() string {
 func (*ProduceResponse_Partition) ProtoMessage() {}
 
 func (x *ProduceResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[55]
+	mi := &file_wire_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4188,7 +5255,7 @@ type FetchRequest_Partition struct {
 
 func (x *FetchRequest_Partition) Reset() {
 	*x = FetchRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[56]
+	mi := &file_wire_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4200,7 +5267,7 @@ func (x *FetchRequest_Partition) String() string {
 func (*FetchRequest_Partition) ProtoMessage() {}
 
 func (x *FetchRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[56]
+	mi := &file_wire_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4268,7 +5335,7 @@ type FetchResponse_Batch struct {
 
 func (x *FetchResponse_Batch) Reset() {
 	*x = FetchResponse_Batch{}
-	mi := &file_wire_proto_msgTypes[57]
+	mi := &file_wire_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4280,7 +5347,7 @@ func (x *FetchResponse_Batch) String() string {
 func (*FetchResponse_Batch) ProtoMessage() {}
 
 func (x *FetchResponse_Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[57]
+	mi := &file_wire_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4352,7 +5419,7 @@ type FetchResponse_Partition struct {
 
 func (x *FetchResponse_Partition) Reset() {
 	*x = FetchResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[58]
+	mi := &file_wire_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4364,7 +5431,7 @@ func (x *FetchResponse_Partition) String() string {
 func (*FetchResponse_Partition) ProtoMessage() {}
 
 func (x *FetchResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[58]
+	mi := &file_wire_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4435,7 +5502,7 @@ type ListOffsetsRequest_Partition struct {
 
 func (x *ListOffsetsRequest_Partition) Reset() {
 	*x = ListOffsetsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[59]
+	mi := &file_wire_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4447,7 +5514,7 @@ func (x *ListOffsetsRequest_Partition) String() string {
 func (*ListOffsetsRequest_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[59]
+	mi := &file_wire_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4508,7 +5575,7 @@ type ListOffsetsResponse_Partition struct {
 
 func (x *ListOffsetsResponse_Partition) Reset() {
 	*x = ListOffsetsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[60]
+	mi := &file_wire_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4520,7 +5587,7 @@ func (x *ListOffsetsResponse_Partition) String() string {
 func (*ListOffsetsResponse_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[60]
+	mi := &file_wire_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4597,7 +5664,7 @@ type CreateTopicsRequest_Topic struct {
 
 func (x *CreateTopicsRequest_Topic) Reset() {
 	*x = CreateTopicsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[61]
+	mi := &file_wire_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4609,7 +5676,7 @@ func (x *CreateTopicsRequest_Topic) String() string {
 func (*CreateTopicsRequest_Topic) ProtoMessage() {}
 
 func (x *CreateTopicsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[61]
+	mi := &file_wire_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4664,7 +5731,7 @@ type CreatePartitionsRequest_Topic struct {
 
 func (x *CreatePartitionsRequest_Topic) Reset() {
 	*x = CreatePartitionsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[62]
+	mi := &file_wire_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4676,7 +5743,7 @@ func (x *CreatePartitionsRequest_Topic) String() string {
 func (*CreatePartitionsRequest_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[62]
+	mi := &file_wire_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4718,7 +5785,7 @@ type CreatePartitionsResponse_Topic struct {
 
 func (x *CreatePartitionsResponse_Topic) Reset() {
 	*x = CreatePartitionsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[63]
+	mi := &file_wire_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4730,7 +5797,7 @@ func (x *CreatePartitionsResponse_Topic) String() string {
 func (*CreatePartitionsResponse_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[63]
+	mi := &file_wire_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4787,7 +5854,7 @@ type DescribeTopicsResponse_Topic struct {
 
 func (x *DescribeTopicsResponse_Topic) Reset() {
 	*x = DescribeTopicsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[64]
+	mi := &file_wire_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4799,7 +5866,7 @@ func (x *DescribeTopicsResponse_Topic) String() string {
 func (*DescribeTopicsResponse_Topic) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[64]
+	mi := &file_wire_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4861,7 +5928,7 @@ type ListGroupsResponse_Group struct {
 
 func (x *ListGroupsResponse_Group) Reset() {
 	*x = ListGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[65]
+	mi := &file_wire_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4873,7 +5940,7 @@ func (x *ListGroupsResponse_Group) String() string {
 func (*ListGroupsResponse_Group) ProtoMessage() {}
 
 func (x *ListGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[65]
+	mi := &file_wire_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4925,7 +5992,7 @@ type DescribeGroupsResponse_Group struct {
 
 func (x *DescribeGroupsResponse_Group) Reset() {
 	*x = DescribeGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[66]
+	mi := &file_wire_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4937,7 +6004,7 @@ func (x *DescribeGroupsResponse_Group) String() string {
 func (*DescribeGroupsResponse_Group) ProtoMessage() {}
 
 func (x *DescribeGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[66]
+	mi := &file_wire_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5013,7 +6080,7 @@ type OffsetDeleteResponse_Result struct {
 
 func (x *OffsetDeleteResponse_Result) Reset() {
 	*x = OffsetDeleteResponse_Result{}
-	mi := &file_wire_proto_msgTypes[67]
+	mi := &file_wire_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5025,7 +6092,7 @@ func (x *OffsetDeleteResponse_Result) String() string {
 func (*OffsetDeleteResponse_Result) ProtoMessage() {}
 
 func (x *OffsetDeleteResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[67]
+	mi := &file_wire_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5072,7 +6139,7 @@ type DeleteGroupsResponse_Result struct {
 
 func (x *DeleteGroupsResponse_Result) Reset() {
 	*x = DeleteGroupsResponse_Result{}
-	mi := &file_wire_proto_msgTypes[68]
+	mi := &file_wire_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5084,7 +6151,7 @@ func (x *DeleteGroupsResponse_Result) String() string {
 func (*DeleteGroupsResponse_Result) ProtoMessage() {}
 
 func (x *DeleteGroupsResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[68]
+	mi := &file_wire_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5125,7 +6192,7 @@ type AlterConfigsRequest_Topic struct {
 
 func (x *AlterConfigsRequest_Topic) Reset() {
 	*x = AlterConfigsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[69]
+	mi := &file_wire_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5137,7 +6204,7 @@ func (x *AlterConfigsRequest_Topic) String() string {
 func (*AlterConfigsRequest_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[69]
+	mi := &file_wire_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5185,7 +6252,7 @@ type AlterConfigsResponse_Topic struct {
 
 func (x *AlterConfigsResponse_Topic) Reset() {
 	*x = AlterConfigsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[70]
+	mi := &file_wire_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5197,7 +6264,7 @@ func (x *AlterConfigsResponse_Topic) String() string {
 func (*AlterConfigsResponse_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[70]
+	mi := &file_wire_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5247,7 +6314,7 @@ type DeleteRecordsRequest_Partition struct {
 
 func (x *DeleteRecordsRequest_Partition) Reset() {
 	*x = DeleteRecordsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[71]
+	mi := &file_wire_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5259,7 +6326,7 @@ func (x *DeleteRecordsRequest_Partition) String() string {
 func (*DeleteRecordsRequest_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[71]
+	mi := &file_wire_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5315,7 +6382,7 @@ type DeleteRecordsResponse_Partition struct {
 
 func (x *DeleteRecordsResponse_Partition) Reset() {
 	*x = DeleteRecordsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[72]
+	mi := &file_wire_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5327,7 +6394,7 @@ func (x *DeleteRecordsResponse_Partition) String() string {
 func (*DeleteRecordsResponse_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[72]
+	mi := &file_wire_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5381,7 +6448,7 @@ type DescribePartitionsRequest_Partition struct {
 
 func (x *DescribePartitionsRequest_Partition) Reset() {
 	*x = DescribePartitionsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[73]
+	mi := &file_wire_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5393,7 +6460,7 @@ func (x *DescribePartitionsRequest_Partition) String() string {
 func (*DescribePartitionsRequest_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[73]
+	mi := &file_wire_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5444,7 +6511,7 @@ type DescribePartitionsResponse_Partition struct {
 
 func (x *DescribePartitionsResponse_Partition) Reset() {
 	*x = DescribePartitionsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[74]
+	mi := &file_wire_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5456,7 +6523,7 @@ func (x *DescribePartitionsResponse_Partition) String() string {
 func (*DescribePartitionsResponse_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[74]
+	mi := &file_wire_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5535,6 +6602,222 @@ func (x *DescribePartitionsResponse_Partition) GetSnapshotIndex() uint64 {
 	return 0
 }
 
+type AlterUsersRequest_Upsert struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Credential    *UserCredential        `protobuf:"bytes,2,opt,name=credential,proto3" json:"credential,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterUsersRequest_Upsert) Reset() {
+	*x = AlterUsersRequest_Upsert{}
+	mi := &file_wire_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterUsersRequest_Upsert) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterUsersRequest_Upsert) ProtoMessage() {}
+
+func (x *AlterUsersRequest_Upsert) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterUsersRequest_Upsert.ProtoReflect.Descriptor instead.
+func (*AlterUsersRequest_Upsert) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{54, 0}
+}
+
+func (x *AlterUsersRequest_Upsert) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AlterUsersRequest_Upsert) GetCredential() *UserCredential {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
+}
+
+type AlterUsersRequest_Delete struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Mechanism     string                 `protobuf:"bytes,2,opt,name=mechanism,proto3" json:"mechanism,omitempty"` // empty: every mechanism
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterUsersRequest_Delete) Reset() {
+	*x = AlterUsersRequest_Delete{}
+	mi := &file_wire_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterUsersRequest_Delete) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterUsersRequest_Delete) ProtoMessage() {}
+
+func (x *AlterUsersRequest_Delete) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterUsersRequest_Delete.ProtoReflect.Descriptor instead.
+func (*AlterUsersRequest_Delete) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{54, 1}
+}
+
+func (x *AlterUsersRequest_Delete) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AlterUsersRequest_Delete) GetMechanism() string {
+	if x != nil {
+		return x.Mechanism
+	}
+	return ""
+}
+
+type AlterUsersResponse_Result struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Error         *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterUsersResponse_Result) Reset() {
+	*x = AlterUsersResponse_Result{}
+	mi := &file_wire_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterUsersResponse_Result) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterUsersResponse_Result) ProtoMessage() {}
+
+func (x *AlterUsersResponse_Result) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterUsersResponse_Result.ProtoReflect.Descriptor instead.
+func (*AlterUsersResponse_Result) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{55, 0}
+}
+
+func (x *AlterUsersResponse_Result) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AlterUsersResponse_Result) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type ListUsersResponse_User struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Mechanisms    []string               `protobuf:"bytes,2,rep,name=mechanisms,proto3" json:"mechanisms,omitempty"`
+	Iterations    []int32                `protobuf:"varint,3,rep,packed,name=iterations,proto3" json:"iterations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUsersResponse_User) Reset() {
+	*x = ListUsersResponse_User{}
+	mi := &file_wire_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUsersResponse_User) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUsersResponse_User) ProtoMessage() {}
+
+func (x *ListUsersResponse_User) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUsersResponse_User.ProtoReflect.Descriptor instead.
+func (*ListUsersResponse_User) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{57, 0}
+}
+
+func (x *ListUsersResponse_User) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ListUsersResponse_User) GetMechanisms() []string {
+	if x != nil {
+		return x.Mechanisms
+	}
+	return nil
+}
+
+func (x *ListUsersResponse_User) GetIterations() []int32 {
+	if x != nil {
+		return x.Iterations
+	}
+	return nil
+}
+
 var File_wire_proto protoreflect.FileDescriptor
 
 const file_wire_proto_rawDesc = "" +
@@ -5547,7 +6830,7 @@ const file_wire_proto_rawDesc = "" +
 	"\tleader_id\x18\x03 \x01(\x04R\bleaderId\x12%\n" +
 	"\x0eleader_address\x18\x04 \x01(\tR\rleaderAddress\x12(\n" +
 	"\x10log_start_offset\x18\x05 \x01(\x03R\x0elogStartOffset\x12%\n" +
-	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xeb\v\n" +
+	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xf4\x0e\n" +
 	"\aRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12,\n" +
 	"\x05hello\x18\n" +
@@ -5572,9 +6855,18 @@ const file_wire_proto_rawDesc = "" +
 	"\x0fdescribe_groups\x18- \x01(\v2\x1d.strand.DescribeGroupsRequestH\x00R\x0edescribeGroups\x12B\n" +
 	"\rdelete_groups\x18. \x01(\v2\x1b.strand.DeleteGroupsRequestH\x00R\fdeleteGroups\x12B\n" +
 	"\roffset_delete\x18< \x01(\v2\x1b.strand.OffsetDeleteRequestH\x00R\foffsetDelete\x12N\n" +
-	"\x11create_partitions\x18? \x01(\v2\x1f.strand.CreatePartitionsRequestH\x00R\x10createPartitions\x12'\n" +
+	"\x11create_partitions\x18? \x01(\v2\x1f.strand.CreatePartitionsRequestH\x00R\x10createPartitions\x12<\n" +
+	"\valter_users\x18L \x01(\v2\x19.strand.AlterUsersRequestH\x00R\n" +
+	"alterUsers\x129\n" +
+	"\n" +
+	"list_users\x18M \x01(\v2\x18.strand.ListUsersRequestH\x00R\tlistUsers\x129\n" +
+	"\n" +
+	"alter_acls\x18N \x01(\v2\x18.strand.AlterAclsRequestH\x00R\talterAcls\x12B\n" +
+	"\rdescribe_acls\x18O \x01(\v2\x1b.strand.DescribeAclsRequestH\x00R\fdescribeAcls\x12N\n" +
+	"\x11sasl_authenticate\x18P \x01(\v2\x1f.strand.SaslAuthenticateRequestH\x00R\x10saslAuthenticate\x12?\n" +
+	"\falter_quotas\x18Q \x01(\v2\x1a.strand.AlterQuotasRequestH\x00R\valterQuotas\x12'\n" +
 	"\x04raft\x18\x1e \x01(\v2\x11.strand.RaftFrameH\x00R\x04raftB\x06\n" +
-	"\x04body\"\xfd\v\n" +
+	"\x04body\"\x8c\x0f\n" +
 	"\bResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12#\n" +
 	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\x12-\n" +
@@ -5600,7 +6892,16 @@ const file_wire_proto_rawDesc = "" +
 	"\x0fdescribe_groups\x18- \x01(\v2\x1e.strand.DescribeGroupsResponseH\x00R\x0edescribeGroups\x12C\n" +
 	"\rdelete_groups\x18. \x01(\v2\x1c.strand.DeleteGroupsResponseH\x00R\fdeleteGroups\x12C\n" +
 	"\roffset_delete\x18< \x01(\v2\x1c.strand.OffsetDeleteResponseH\x00R\foffsetDelete\x12O\n" +
-	"\x11create_partitions\x18? \x01(\v2 .strand.CreatePartitionsResponseH\x00R\x10createPartitionsB\x06\n" +
+	"\x11create_partitions\x18? \x01(\v2 .strand.CreatePartitionsResponseH\x00R\x10createPartitions\x12=\n" +
+	"\valter_users\x18L \x01(\v2\x1a.strand.AlterUsersResponseH\x00R\n" +
+	"alterUsers\x12:\n" +
+	"\n" +
+	"list_users\x18M \x01(\v2\x19.strand.ListUsersResponseH\x00R\tlistUsers\x12:\n" +
+	"\n" +
+	"alter_acls\x18N \x01(\v2\x19.strand.AlterAclsResponseH\x00R\talterAcls\x12C\n" +
+	"\rdescribe_acls\x18O \x01(\v2\x1c.strand.DescribeAclsResponseH\x00R\fdescribeAcls\x12O\n" +
+	"\x11sasl_authenticate\x18P \x01(\v2 .strand.SaslAuthenticateResponseH\x00R\x10saslAuthenticate\x12@\n" +
+	"\falter_quotas\x18Q \x01(\v2\x1b.strand.AlterQuotasResponseH\x00R\valterQuotasB\x06\n" +
 	"\x04body\"\x8f\x01\n" +
 	"\fHelloRequest\x12\x1f\n" +
 	"\vversion_min\x18\x01 \x01(\rR\n" +
@@ -5663,11 +6964,13 @@ const file_wire_proto_rawDesc = "" +
 	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\x12#\n" +
 	"\rbase_sequence\x18\x05 \x01(\x05R\fbaseSequence\x12\x14\n" +
 	"\x05batch\x18\x06 \x01(\fR\x05batch\x12\x19\n" +
-	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xfa\x01\n" +
+	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\x9c\x02\n" +
 	"\x0fProduceResponse\x12A\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2!.strand.ProduceResponse.PartitionR\n" +
-	"partitions\x1a\xa3\x01\n" +
+	"partitions\x12 \n" +
+	"\vthrottle_ms\x18\xf0\x01 \x01(\x05R\n" +
+	"throttleMs\x1a\xa3\x01\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
@@ -5687,11 +6990,13 @@ const file_wire_proto_rawDesc = "" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1b\n" +
 	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x12\x19\n" +
-	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xac\x04\n" +
+	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xce\x04\n" +
 	"\rFetchResponse\x12?\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1f.strand.FetchResponse.PartitionR\n" +
-	"partitions\x1a\xea\x01\n" +
+	"partitions\x12 \n" +
+	"\vthrottle_ms\x18\xf0\x01 \x01(\x05R\n" +
+	"throttleMs\x1a\xea\x01\n" +
 	"\x05Batch\x12\x1f\n" +
 	"\vbase_offset\x18\x01 \x01(\x03R\n" +
 	"baseOffset\x12$\n" +
@@ -5947,7 +7252,84 @@ const file_wire_proto_rawDesc = "" +
 	"size_bytes\x18\x06 \x01(\x03R\tsizeBytes\x12.\n" +
 	"\x13oldest_timestamp_ms\x18\a \x01(\x03R\x11oldestTimestampMs\x12\x1a\n" +
 	"\bsegments\x18\b \x01(\x05R\bsegments\x12%\n" +
-	"\x0esnapshot_index\x18\t \x01(\x04R\rsnapshotIndex*\x97\t\n" +
+	"\x0esnapshot_index\x18\t \x01(\x04R\rsnapshotIndex\"V\n" +
+	"\x17SaslAuthenticateRequest\x12\x1c\n" +
+	"\tmechanism\x18\x01 \x01(\tR\tmechanism\x12\x1d\n" +
+	"\n" +
+	"auth_bytes\x18\x02 \x01(\fR\tauthBytes\"k\n" +
+	"\x18SaslAuthenticateResponse\x12\x1d\n" +
+	"\n" +
+	"auth_bytes\x18\x01 \x01(\fR\tauthBytes\x12\x12\n" +
+	"\x04done\x18\x02 \x01(\bR\x04done\x12\x1c\n" +
+	"\tprincipal\x18\x03 \x01(\tR\tprincipal\"\xa0\x01\n" +
+	"\x0eUserCredential\x12\x1c\n" +
+	"\tmechanism\x18\x01 \x01(\tR\tmechanism\x12\x12\n" +
+	"\x04salt\x18\x02 \x01(\fR\x04salt\x12\x1e\n" +
+	"\n" +
+	"iterations\x18\x03 \x01(\x05R\n" +
+	"iterations\x12\x1d\n" +
+	"\n" +
+	"stored_key\x18\x04 \x01(\fR\tstoredKey\x12\x1d\n" +
+	"\n" +
+	"server_key\x18\x05 \x01(\fR\tserverKey\"\x9d\x02\n" +
+	"\x11AlterUsersRequest\x12:\n" +
+	"\aupserts\x18\x01 \x03(\v2 .strand.AlterUsersRequest.UpsertR\aupserts\x12:\n" +
+	"\adeletes\x18\x02 \x03(\v2 .strand.AlterUsersRequest.DeleteR\adeletes\x1aT\n" +
+	"\x06Upsert\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x126\n" +
+	"\n" +
+	"credential\x18\x02 \x01(\v2\x16.strand.UserCredentialR\n" +
+	"credential\x1a:\n" +
+	"\x06Delete\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\tmechanism\x18\x02 \x01(\tR\tmechanism\"\x94\x01\n" +
+	"\x12AlterUsersResponse\x12;\n" +
+	"\aresults\x18\x01 \x03(\v2!.strand.AlterUsersResponse.ResultR\aresults\x1aA\n" +
+	"\x06Result\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
+	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\"\x12\n" +
+	"\x10ListUsersRequest\"\xa5\x01\n" +
+	"\x11ListUsersResponse\x124\n" +
+	"\x05users\x18\x01 \x03(\v2\x1e.strand.ListUsersResponse.UserR\x05users\x1aZ\n" +
+	"\x04User\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
+	"\n" +
+	"mechanisms\x18\x02 \x03(\tR\n" +
+	"mechanisms\x12\x1e\n" +
+	"\n" +
+	"iterations\x18\x03 \x03(\x05R\n" +
+	"iterations\"\xe9\x01\n" +
+	"\n" +
+	"AclBinding\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12#\n" +
+	"\rresource_type\x18\x02 \x01(\tR\fresourceType\x12#\n" +
+	"\rresource_name\x18\x03 \x01(\tR\fresourceName\x12!\n" +
+	"\fpattern_type\x18\x04 \x01(\tR\vpatternType\x12\x1c\n" +
+	"\toperation\x18\x05 \x01(\tR\toperation\x12\x1e\n" +
+	"\n" +
+	"permission\x18\x06 \x01(\tR\n" +
+	"permission\x12\x12\n" +
+	"\x04host\x18\a \x01(\tR\x04host\"d\n" +
+	"\x10AlterAclsRequest\x12$\n" +
+	"\x03add\x18\x01 \x03(\v2\x12.strand.AclBindingR\x03add\x12*\n" +
+	"\x06remove\x18\x02 \x03(\v2\x12.strand.AclBindingR\x06remove\"C\n" +
+	"\x11AlterAclsResponse\x12\x14\n" +
+	"\x05added\x18\x01 \x01(\x05R\x05added\x12\x18\n" +
+	"\aremoved\x18\x02 \x01(\x05R\aremoved\"X\n" +
+	"\x13DescribeAclsRequest\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12#\n" +
+	"\rresource_name\x18\x02 \x01(\tR\fresourceName\"m\n" +
+	"\x14DescribeAclsResponse\x12.\n" +
+	"\bbindings\x18\x01 \x03(\v2\x12.strand.AclBindingR\bbindings\x12%\n" +
+	"\x06quotas\x18\x02 \x03(\v2\r.strand.QuotaR\x06quotas\"\x87\x01\n" +
+	"\x05Quota\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x121\n" +
+	"\x15produce_bytes_per_sec\x18\x02 \x01(\x03R\x12produceBytesPerSec\x12-\n" +
+	"\x13fetch_bytes_per_sec\x18\x03 \x01(\x03R\x10fetchBytesPerSec\";\n" +
+	"\x12AlterQuotasRequest\x12%\n" +
+	"\x06quotas\x18\x01 \x03(\v2\r.strand.QuotaR\x06quotas\"\x15\n" +
+	"\x13AlterQuotasResponse*\xf0\n" +
+	"\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +
@@ -5984,7 +7366,12 @@ const file_wire_proto_rawDesc = "" +
 	"\x1dERROR_CODE_REPLICA_RECOVERING\x10.\x12!\n" +
 	"\x1dERROR_CODE_INVALID_PARTITIONS\x10D\x12%\n" +
 	"!ERROR_CODE_PEER_NOT_AUTHENTICATED\x10N\x12\x1b\n" +
-	"\x17ERROR_CODE_TLS_REQUIRED\x10OB,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
+	"\x17ERROR_CODE_TLS_REQUIRED\x10O\x12)\n" +
+	"%ERROR_CODE_TOPIC_AUTHORIZATION_FAILED\x10P\x12)\n" +
+	"%ERROR_CODE_GROUP_AUTHORIZATION_FAILED\x10Q\x12+\n" +
+	"'ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED\x10R\x12)\n" +
+	"%ERROR_CODE_SASL_AUTHENTICATION_FAILED\x10S\x12)\n" +
+	"%ERROR_CODE_UNSUPPORTED_SASL_MECHANISM\x10TB,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
 
 var (
 	file_wire_proto_rawDescOnce sync.Once
@@ -5999,7 +7386,7 @@ func file_wire_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 94)
 var file_wire_proto_goTypes = []any{
 	(ErrorCode)(0),                               // 0: strand.ErrorCode
 	(*Error)(nil),                                // 1: strand.Error
@@ -6053,31 +7440,50 @@ var file_wire_proto_goTypes = []any{
 	(*DeleteRecordsResponse)(nil),                // 49: strand.DeleteRecordsResponse
 	(*DescribePartitionsRequest)(nil),            // 50: strand.DescribePartitionsRequest
 	(*DescribePartitionsResponse)(nil),           // 51: strand.DescribePartitionsResponse
-	(*MetadataResponse_Node)(nil),                // 52: strand.MetadataResponse.Node
-	(*MetadataResponse_Partition)(nil),           // 53: strand.MetadataResponse.Partition
-	(*MetadataResponse_Topic)(nil),               // 54: strand.MetadataResponse.Topic
-	(*ProduceRequest_Partition)(nil),             // 55: strand.ProduceRequest.Partition
-	(*ProduceResponse_Partition)(nil),            // 56: strand.ProduceResponse.Partition
-	(*FetchRequest_Partition)(nil),               // 57: strand.FetchRequest.Partition
-	(*FetchResponse_Batch)(nil),                  // 58: strand.FetchResponse.Batch
-	(*FetchResponse_Partition)(nil),              // 59: strand.FetchResponse.Partition
-	(*ListOffsetsRequest_Partition)(nil),         // 60: strand.ListOffsetsRequest.Partition
-	(*ListOffsetsResponse_Partition)(nil),        // 61: strand.ListOffsetsResponse.Partition
-	(*CreateTopicsRequest_Topic)(nil),            // 62: strand.CreateTopicsRequest.Topic
-	(*CreatePartitionsRequest_Topic)(nil),        // 63: strand.CreatePartitionsRequest.Topic
-	(*CreatePartitionsResponse_Topic)(nil),       // 64: strand.CreatePartitionsResponse.Topic
-	(*DescribeTopicsResponse_Topic)(nil),         // 65: strand.DescribeTopicsResponse.Topic
-	(*ListGroupsResponse_Group)(nil),             // 66: strand.ListGroupsResponse.Group
-	(*DescribeGroupsResponse_Group)(nil),         // 67: strand.DescribeGroupsResponse.Group
-	(*OffsetDeleteResponse_Result)(nil),          // 68: strand.OffsetDeleteResponse.Result
-	(*DeleteGroupsResponse_Result)(nil),          // 69: strand.DeleteGroupsResponse.Result
-	(*AlterConfigsRequest_Topic)(nil),            // 70: strand.AlterConfigsRequest.Topic
-	(*AlterConfigsResponse_Topic)(nil),           // 71: strand.AlterConfigsResponse.Topic
-	(*DeleteRecordsRequest_Partition)(nil),       // 72: strand.DeleteRecordsRequest.Partition
-	(*DeleteRecordsResponse_Partition)(nil),      // 73: strand.DeleteRecordsResponse.Partition
-	(*DescribePartitionsRequest_Partition)(nil),  // 74: strand.DescribePartitionsRequest.Partition
-	(*DescribePartitionsResponse_Partition)(nil), // 75: strand.DescribePartitionsResponse.Partition
-	(*RaftFrame)(nil),                            // 76: strand.RaftFrame
+	(*SaslAuthenticateRequest)(nil),              // 52: strand.SaslAuthenticateRequest
+	(*SaslAuthenticateResponse)(nil),             // 53: strand.SaslAuthenticateResponse
+	(*UserCredential)(nil),                       // 54: strand.UserCredential
+	(*AlterUsersRequest)(nil),                    // 55: strand.AlterUsersRequest
+	(*AlterUsersResponse)(nil),                   // 56: strand.AlterUsersResponse
+	(*ListUsersRequest)(nil),                     // 57: strand.ListUsersRequest
+	(*ListUsersResponse)(nil),                    // 58: strand.ListUsersResponse
+	(*AclBinding)(nil),                           // 59: strand.AclBinding
+	(*AlterAclsRequest)(nil),                     // 60: strand.AlterAclsRequest
+	(*AlterAclsResponse)(nil),                    // 61: strand.AlterAclsResponse
+	(*DescribeAclsRequest)(nil),                  // 62: strand.DescribeAclsRequest
+	(*DescribeAclsResponse)(nil),                 // 63: strand.DescribeAclsResponse
+	(*Quota)(nil),                                // 64: strand.Quota
+	(*AlterQuotasRequest)(nil),                   // 65: strand.AlterQuotasRequest
+	(*AlterQuotasResponse)(nil),                  // 66: strand.AlterQuotasResponse
+	(*MetadataResponse_Node)(nil),                // 67: strand.MetadataResponse.Node
+	(*MetadataResponse_Partition)(nil),           // 68: strand.MetadataResponse.Partition
+	(*MetadataResponse_Topic)(nil),               // 69: strand.MetadataResponse.Topic
+	(*ProduceRequest_Partition)(nil),             // 70: strand.ProduceRequest.Partition
+	(*ProduceResponse_Partition)(nil),            // 71: strand.ProduceResponse.Partition
+	(*FetchRequest_Partition)(nil),               // 72: strand.FetchRequest.Partition
+	(*FetchResponse_Batch)(nil),                  // 73: strand.FetchResponse.Batch
+	(*FetchResponse_Partition)(nil),              // 74: strand.FetchResponse.Partition
+	(*ListOffsetsRequest_Partition)(nil),         // 75: strand.ListOffsetsRequest.Partition
+	(*ListOffsetsResponse_Partition)(nil),        // 76: strand.ListOffsetsResponse.Partition
+	(*CreateTopicsRequest_Topic)(nil),            // 77: strand.CreateTopicsRequest.Topic
+	(*CreatePartitionsRequest_Topic)(nil),        // 78: strand.CreatePartitionsRequest.Topic
+	(*CreatePartitionsResponse_Topic)(nil),       // 79: strand.CreatePartitionsResponse.Topic
+	(*DescribeTopicsResponse_Topic)(nil),         // 80: strand.DescribeTopicsResponse.Topic
+	(*ListGroupsResponse_Group)(nil),             // 81: strand.ListGroupsResponse.Group
+	(*DescribeGroupsResponse_Group)(nil),         // 82: strand.DescribeGroupsResponse.Group
+	(*OffsetDeleteResponse_Result)(nil),          // 83: strand.OffsetDeleteResponse.Result
+	(*DeleteGroupsResponse_Result)(nil),          // 84: strand.DeleteGroupsResponse.Result
+	(*AlterConfigsRequest_Topic)(nil),            // 85: strand.AlterConfigsRequest.Topic
+	(*AlterConfigsResponse_Topic)(nil),           // 86: strand.AlterConfigsResponse.Topic
+	(*DeleteRecordsRequest_Partition)(nil),       // 87: strand.DeleteRecordsRequest.Partition
+	(*DeleteRecordsResponse_Partition)(nil),      // 88: strand.DeleteRecordsResponse.Partition
+	(*DescribePartitionsRequest_Partition)(nil),  // 89: strand.DescribePartitionsRequest.Partition
+	(*DescribePartitionsResponse_Partition)(nil), // 90: strand.DescribePartitionsResponse.Partition
+	(*AlterUsersRequest_Upsert)(nil),             // 91: strand.AlterUsersRequest.Upsert
+	(*AlterUsersRequest_Delete)(nil),             // 92: strand.AlterUsersRequest.Delete
+	(*AlterUsersResponse_Result)(nil),            // 93: strand.AlterUsersResponse.Result
+	(*ListUsersResponse_User)(nil),               // 94: strand.ListUsersResponse.User
+	(*RaftFrame)(nil),                            // 95: strand.RaftFrame
 }
 var file_wire_proto_depIdxs = []int32{
 	0,   // 0: strand.Error.code:type_name -> strand.ErrorCode
@@ -6102,89 +7508,112 @@ var file_wire_proto_depIdxs = []int32{
 	42,  // 19: strand.Request.delete_groups:type_name -> strand.DeleteGroupsRequest
 	43,  // 20: strand.Request.offset_delete:type_name -> strand.OffsetDeleteRequest
 	20,  // 21: strand.Request.create_partitions:type_name -> strand.CreatePartitionsRequest
-	76,  // 22: strand.Request.raft:type_name -> strand.RaftFrame
-	1,   // 23: strand.Response.error:type_name -> strand.Error
-	5,   // 24: strand.Response.hello:type_name -> strand.HelloResponse
-	7,   // 25: strand.Response.metadata:type_name -> strand.MetadataResponse
-	9,   // 26: strand.Response.produce:type_name -> strand.ProduceResponse
-	11,  // 27: strand.Response.fetch:type_name -> strand.FetchResponse
-	13,  // 28: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
-	17,  // 29: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
-	19,  // 30: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
-	23,  // 31: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
-	25,  // 32: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
-	47,  // 33: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
-	49,  // 34: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
-	51,  // 35: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
-	27,  // 36: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
-	30,  // 37: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
-	33,  // 38: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
-	36,  // 39: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
-	38,  // 40: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
-	41,  // 41: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
-	45,  // 42: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
-	44,  // 43: strand.Response.offset_delete:type_name -> strand.OffsetDeleteResponse
-	21,  // 44: strand.Response.create_partitions:type_name -> strand.CreatePartitionsResponse
-	52,  // 45: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
-	54,  // 46: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
-	55,  // 47: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
-	56,  // 48: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
-	57,  // 49: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
-	59,  // 50: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
-	60,  // 51: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
-	61,  // 52: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
-	62,  // 53: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
-	1,   // 54: strand.TopicResult.error:type_name -> strand.Error
-	16,  // 55: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
-	16,  // 56: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
-	63,  // 57: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
-	64,  // 58: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
-	65,  // 59: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
-	28,  // 60: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
-	28,  // 61: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
-	31,  // 62: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
-	28,  // 63: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
-	35,  // 64: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
-	66,  // 65: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
-	28,  // 66: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
-	28,  // 67: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
-	28,  // 68: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
-	67,  // 69: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
-	28,  // 70: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
-	68,  // 71: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
-	69,  // 72: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
-	70,  // 73: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
-	71,  // 74: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
-	72,  // 75: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
-	73,  // 76: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
-	74,  // 77: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
-	75,  // 78: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
-	1,   // 79: strand.MetadataResponse.Partition.error:type_name -> strand.Error
-	1,   // 80: strand.MetadataResponse.Topic.error:type_name -> strand.Error
-	53,  // 81: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
-	1,   // 82: strand.ProduceResponse.Partition.error:type_name -> strand.Error
-	1,   // 83: strand.FetchResponse.Partition.error:type_name -> strand.Error
-	58,  // 84: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
-	1,   // 85: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
-	14,  // 86: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
-	1,   // 87: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
-	1,   // 88: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
-	14,  // 89: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	1,   // 90: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
-	40,  // 91: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
-	35,  // 92: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
-	1,   // 93: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
-	1,   // 94: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
-	14,  // 95: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
-	1,   // 96: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
-	14,  // 97: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	1,   // 98: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
-	1,   // 99: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
-	100, // [100:100] is the sub-list for method output_type
-	100, // [100:100] is the sub-list for method input_type
-	100, // [100:100] is the sub-list for extension type_name
-	100, // [100:100] is the sub-list for extension extendee
-	0,   // [0:100] is the sub-list for field type_name
+	55,  // 22: strand.Request.alter_users:type_name -> strand.AlterUsersRequest
+	57,  // 23: strand.Request.list_users:type_name -> strand.ListUsersRequest
+	60,  // 24: strand.Request.alter_acls:type_name -> strand.AlterAclsRequest
+	62,  // 25: strand.Request.describe_acls:type_name -> strand.DescribeAclsRequest
+	52,  // 26: strand.Request.sasl_authenticate:type_name -> strand.SaslAuthenticateRequest
+	65,  // 27: strand.Request.alter_quotas:type_name -> strand.AlterQuotasRequest
+	95,  // 28: strand.Request.raft:type_name -> strand.RaftFrame
+	1,   // 29: strand.Response.error:type_name -> strand.Error
+	5,   // 30: strand.Response.hello:type_name -> strand.HelloResponse
+	7,   // 31: strand.Response.metadata:type_name -> strand.MetadataResponse
+	9,   // 32: strand.Response.produce:type_name -> strand.ProduceResponse
+	11,  // 33: strand.Response.fetch:type_name -> strand.FetchResponse
+	13,  // 34: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
+	17,  // 35: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
+	19,  // 36: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
+	23,  // 37: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
+	25,  // 38: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
+	47,  // 39: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
+	49,  // 40: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
+	51,  // 41: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
+	27,  // 42: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
+	30,  // 43: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
+	33,  // 44: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
+	36,  // 45: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
+	38,  // 46: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
+	41,  // 47: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
+	45,  // 48: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
+	44,  // 49: strand.Response.offset_delete:type_name -> strand.OffsetDeleteResponse
+	21,  // 50: strand.Response.create_partitions:type_name -> strand.CreatePartitionsResponse
+	56,  // 51: strand.Response.alter_users:type_name -> strand.AlterUsersResponse
+	58,  // 52: strand.Response.list_users:type_name -> strand.ListUsersResponse
+	61,  // 53: strand.Response.alter_acls:type_name -> strand.AlterAclsResponse
+	63,  // 54: strand.Response.describe_acls:type_name -> strand.DescribeAclsResponse
+	53,  // 55: strand.Response.sasl_authenticate:type_name -> strand.SaslAuthenticateResponse
+	66,  // 56: strand.Response.alter_quotas:type_name -> strand.AlterQuotasResponse
+	67,  // 57: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
+	69,  // 58: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
+	70,  // 59: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
+	71,  // 60: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
+	72,  // 61: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
+	74,  // 62: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
+	75,  // 63: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
+	76,  // 64: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
+	77,  // 65: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
+	1,   // 66: strand.TopicResult.error:type_name -> strand.Error
+	16,  // 67: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
+	16,  // 68: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
+	78,  // 69: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
+	79,  // 70: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
+	80,  // 71: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
+	28,  // 72: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
+	28,  // 73: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
+	31,  // 74: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
+	28,  // 75: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
+	35,  // 76: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
+	81,  // 77: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
+	28,  // 78: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
+	28,  // 79: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
+	28,  // 80: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
+	82,  // 81: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
+	28,  // 82: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
+	83,  // 83: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
+	84,  // 84: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
+	85,  // 85: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
+	86,  // 86: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
+	87,  // 87: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
+	88,  // 88: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
+	89,  // 89: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
+	90,  // 90: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
+	91,  // 91: strand.AlterUsersRequest.upserts:type_name -> strand.AlterUsersRequest.Upsert
+	92,  // 92: strand.AlterUsersRequest.deletes:type_name -> strand.AlterUsersRequest.Delete
+	93,  // 93: strand.AlterUsersResponse.results:type_name -> strand.AlterUsersResponse.Result
+	94,  // 94: strand.ListUsersResponse.users:type_name -> strand.ListUsersResponse.User
+	59,  // 95: strand.AlterAclsRequest.add:type_name -> strand.AclBinding
+	59,  // 96: strand.AlterAclsRequest.remove:type_name -> strand.AclBinding
+	59,  // 97: strand.DescribeAclsResponse.bindings:type_name -> strand.AclBinding
+	64,  // 98: strand.DescribeAclsResponse.quotas:type_name -> strand.Quota
+	64,  // 99: strand.AlterQuotasRequest.quotas:type_name -> strand.Quota
+	1,   // 100: strand.MetadataResponse.Partition.error:type_name -> strand.Error
+	1,   // 101: strand.MetadataResponse.Topic.error:type_name -> strand.Error
+	68,  // 102: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
+	1,   // 103: strand.ProduceResponse.Partition.error:type_name -> strand.Error
+	1,   // 104: strand.FetchResponse.Partition.error:type_name -> strand.Error
+	73,  // 105: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
+	1,   // 106: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
+	14,  // 107: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
+	1,   // 108: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
+	1,   // 109: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
+	14,  // 110: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	1,   // 111: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
+	40,  // 112: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
+	35,  // 113: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
+	1,   // 114: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
+	1,   // 115: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
+	14,  // 116: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
+	1,   // 117: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
+	14,  // 118: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	1,   // 119: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
+	1,   // 120: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
+	54,  // 121: strand.AlterUsersRequest.Upsert.credential:type_name -> strand.UserCredential
+	1,   // 122: strand.AlterUsersResponse.Result.error:type_name -> strand.Error
+	123, // [123:123] is the sub-list for method output_type
+	123, // [123:123] is the sub-list for method input_type
+	123, // [123:123] is the sub-list for extension type_name
+	123, // [123:123] is the sub-list for extension extendee
+	0,   // [0:123] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -6215,6 +7644,12 @@ func file_wire_proto_init() {
 		(*Request_DeleteGroups)(nil),
 		(*Request_OffsetDelete)(nil),
 		(*Request_CreatePartitions)(nil),
+		(*Request_AlterUsers)(nil),
+		(*Request_ListUsers)(nil),
+		(*Request_AlterAcls)(nil),
+		(*Request_DescribeAcls)(nil),
+		(*Request_SaslAuthenticate)(nil),
+		(*Request_AlterQuotas)(nil),
 		(*Request_Raft)(nil),
 	}
 	file_wire_proto_msgTypes[2].OneofWrappers = []any{
@@ -6239,15 +7674,21 @@ func file_wire_proto_init() {
 		(*Response_DeleteGroups)(nil),
 		(*Response_OffsetDelete)(nil),
 		(*Response_CreatePartitions)(nil),
+		(*Response_AlterUsers)(nil),
+		(*Response_ListUsers)(nil),
+		(*Response_AlterAcls)(nil),
+		(*Response_DescribeAcls)(nil),
+		(*Response_SaslAuthenticate)(nil),
+		(*Response_AlterQuotas)(nil),
 	}
-	file_wire_proto_msgTypes[57].OneofWrappers = []any{}
+	file_wire_proto_msgTypes[72].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   75,
+			NumMessages:   94,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

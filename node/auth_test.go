@@ -1,0 +1,273 @@
+package node
+
+import (
+	"testing"
+
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// handleAs is cluster.handle for a request from caller.
+func (c *cluster) handleAs(id NodeID, caller Caller, req *strandpb.Request) *strandpb.Response {
+	c.t.Helper()
+	var resp *strandpb.Response
+	c.cores[id].HandleAs(caller, req, func(r *strandpb.Response) { resp = r })
+	for ticks := 0; resp == nil && ticks < 500; ticks++ {
+		c.settle()
+		if resp == nil {
+			c.tick(1)
+		}
+	}
+	if resp == nil {
+		c.t.Fatalf("request never answered")
+	}
+	c.settle()
+	return resp
+}
+
+func aclAllow(principal, rtype, name, op, perm string) *strandpb.AclBinding {
+	return &strandpb.AclBinding{Principal: principal, ResourceType: rtype, ResourceName: name, PatternType: "literal",
+		Operation: op, Permission: perm, Host: "*"}
+}
+
+// authCase is one request of the negative table with the code each of
+// the three callers must get (NONE: allowed, checked elsewhere).
+type authCase struct {
+	name          string
+	req           func(t *testing.T) *strandpb.Request
+	anon, noACL   strandpb.ErrorCode
+	denied        strandpb.ErrorCode
+	deniedAllowed bool // the denied principal is allowed this one (no deny covers it)
+}
+
+const (
+	codeTopic   = strandpb.ErrorCode_ERROR_CODE_TOPIC_AUTHORIZATION_FAILED
+	codeGroup   = strandpb.ErrorCode_ERROR_CODE_GROUP_AUTHORIZATION_FAILED
+	codeCluster = strandpb.ErrorCode_ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED
+)
+
+func wrap(body any) func(t *testing.T) *strandpb.Request {
+	return func(t *testing.T) *strandpb.Request {
+		r := &strandpb.Request{CorrelationId: 9}
+		switch b := body.(type) {
+		case *strandpb.MetadataRequest:
+			r.Body = &strandpb.Request_Metadata{Metadata: b}
+		case *strandpb.FetchRequest:
+			r.Body = &strandpb.Request_Fetch{Fetch: b}
+		case *strandpb.ListOffsetsRequest:
+			r.Body = &strandpb.Request_ListOffsets{ListOffsets: b}
+		case *strandpb.CreateTopicsRequest:
+			r.Body = &strandpb.Request_CreateTopics{CreateTopics: b}
+		case *strandpb.DeleteTopicsRequest:
+			r.Body = &strandpb.Request_DeleteTopics{DeleteTopics: b}
+		case *strandpb.DescribeTopicsRequest:
+			r.Body = &strandpb.Request_DescribeTopics{DescribeTopics: b}
+		case *strandpb.InitProducerIdRequest:
+			r.Body = &strandpb.Request_InitProducerId{InitProducerId: b}
+		case *strandpb.AlterConfigsRequest:
+			r.Body = &strandpb.Request_AlterConfigs{AlterConfigs: b}
+		case *strandpb.DeleteRecordsRequest:
+			r.Body = &strandpb.Request_DeleteRecords{DeleteRecords: b}
+		case *strandpb.DescribePartitionsRequest:
+			r.Body = &strandpb.Request_DescribePartitions{DescribePartitions: b}
+		case *strandpb.CreatePartitionsRequest:
+			r.Body = &strandpb.Request_CreatePartitions{CreatePartitions: b}
+		case *strandpb.FindCoordinatorRequest:
+			r.Body = &strandpb.Request_FindCoordinator{FindCoordinator: b}
+		case *strandpb.ConsumerGroupHeartbeatRequest:
+			r.Body = &strandpb.Request_GroupHeartbeat{GroupHeartbeat: b}
+		case *strandpb.OffsetCommitRequest:
+			r.Body = &strandpb.Request_OffsetCommit{OffsetCommit: b}
+		case *strandpb.OffsetFetchRequest:
+			r.Body = &strandpb.Request_OffsetFetch{OffsetFetch: b}
+		case *strandpb.DescribeGroupsRequest:
+			r.Body = &strandpb.Request_DescribeGroups{DescribeGroups: b}
+		case *strandpb.DeleteGroupsRequest:
+			r.Body = &strandpb.Request_DeleteGroups{DeleteGroups: b}
+		case *strandpb.OffsetDeleteRequest:
+			r.Body = &strandpb.Request_OffsetDelete{OffsetDelete: b}
+		case *strandpb.AlterUsersRequest:
+			r.Body = &strandpb.Request_AlterUsers{AlterUsers: b}
+		case *strandpb.ListUsersRequest:
+			r.Body = &strandpb.Request_ListUsers{ListUsers: b}
+		case *strandpb.AlterAclsRequest:
+			r.Body = &strandpb.Request_AlterAcls{AlterAcls: b}
+		case *strandpb.DescribeAclsRequest:
+			r.Body = &strandpb.Request_DescribeAcls{DescribeAcls: b}
+		case *strandpb.AlterQuotasRequest:
+			r.Body = &strandpb.Request_AlterQuotas{AlterQuotas: b}
+		default:
+			t.Fatalf("no wrapper for %T", body)
+		}
+		return r
+	}
+}
+
+// authCases is the negative-test table: every request type, each refused
+// for an anonymous caller, a principal without ACLs, and a principal a
+// deny binding covers.
+func authCases() []authCase {
+	gtp := []*strandpb.GroupTopicPartitions{{Topic: "orders", Partitions: []int32{0}}}
+	return []authCase{
+		{name: "Metadata", req: wrap(&strandpb.MetadataRequest{Topics: []string{"orders"}}), anon: codeTopic, noACL: codeTopic, denied: codeTopic},
+		{name: "Produce", req: func(t *testing.T) *strandpb.Request {
+			return &strandpb.Request{Body: &strandpb.Request_Produce{Produce: &strandpb.ProduceRequest{Acks: -1,
+				Partitions: []*strandpb.ProduceRequest_Partition{{Topic: "orders", ProducerId: -1, Batch: testBatch(t, "x", 1)}}}}}
+		}, anon: codeTopic, noACL: codeTopic, denied: codeTopic},
+		{name: "Fetch", req: wrap(&strandpb.FetchRequest{Partitions: []*strandpb.FetchRequest_Partition{{Topic: "orders"}}}), anon: codeTopic, noACL: codeTopic, denied: codeTopic},
+		{name: "ListOffsets", req: wrap(&strandpb.ListOffsetsRequest{Partitions: []*strandpb.ListOffsetsRequest_Partition{{Topic: "orders", TimestampMs: -1}}}), anon: codeTopic, noACL: codeTopic, denied: codeTopic},
+		{name: "CreateTopics", req: wrap(&strandpb.CreateTopicsRequest{Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: "orders", Partitions: 1, ReplicationFactor: 1}}}), anon: codeTopic, noACL: codeTopic, denied: codeTopic},
+		{name: "DeleteTopics", req: wrap(&strandpb.DeleteTopicsRequest{Names: []string{"orders"}}), anon: codeTopic, noACL: codeTopic, denied: codeTopic},
+		{name: "DescribeTopics", req: wrap(&strandpb.DescribeTopicsRequest{Names: []string{"orders"}}), anon: codeTopic, noACL: codeTopic, denied: codeTopic},
+		{name: "InitProducerId", req: wrap(&strandpb.InitProducerIdRequest{}), anon: codeTopic, noACL: codeTopic, deniedAllowed: true},
+		{name: "AlterConfigs", req: wrap(&strandpb.AlterConfigsRequest{Topics: []*strandpb.AlterConfigsRequest_Topic{{Name: "orders"}}}), anon: codeTopic, noACL: codeTopic, denied: codeTopic},
+		{name: "DeleteRecords", req: wrap(&strandpb.DeleteRecordsRequest{Partitions: []*strandpb.DeleteRecordsRequest_Partition{{Topic: "orders", BeforeOffset: -1}}}), anon: codeTopic, noACL: codeTopic, denied: codeTopic},
+		{name: "DescribePartitions", req: wrap(&strandpb.DescribePartitionsRequest{Partitions: []*strandpb.DescribePartitionsRequest_Partition{{Topic: "orders"}}}), anon: codeTopic, noACL: codeTopic, denied: codeTopic},
+		{name: "CreatePartitions", req: wrap(&strandpb.CreatePartitionsRequest{Topics: []*strandpb.CreatePartitionsRequest_Topic{{Name: "orders", Partitions: 3}}}), anon: codeTopic, noACL: codeTopic, denied: codeTopic},
+		{name: "FindCoordinator", req: wrap(&strandpb.FindCoordinatorRequest{Group: "g1"}), anon: codeGroup, noACL: codeGroup, denied: codeGroup},
+		{name: "GroupHeartbeat", req: wrap(&strandpb.ConsumerGroupHeartbeatRequest{Group: "g1", Subscriptions: []string{"orders"}}), anon: codeGroup, noACL: codeGroup, denied: codeGroup},
+		{name: "OffsetCommit", req: wrap(&strandpb.OffsetCommitRequest{Group: "g1", Offsets: []*strandpb.OffsetCommitPartition{{Topic: "orders", Offset: 1}}}), anon: codeGroup, noACL: codeGroup, denied: codeGroup},
+		{name: "OffsetFetch", req: wrap(&strandpb.OffsetFetchRequest{Group: "g1", Partitions: gtp}), anon: codeGroup, noACL: codeGroup, denied: codeGroup},
+		{name: "DescribeGroups", req: wrap(&strandpb.DescribeGroupsRequest{Groups: []string{"g1"}}), anon: codeGroup, noACL: codeGroup, denied: codeGroup},
+		{name: "DeleteGroups", req: wrap(&strandpb.DeleteGroupsRequest{Groups: []string{"g1"}}), anon: codeGroup, noACL: codeGroup, denied: codeGroup},
+		{name: "OffsetDelete", req: wrap(&strandpb.OffsetDeleteRequest{Group: "g1", Partitions: gtp}), anon: codeGroup, noACL: codeGroup, denied: codeGroup},
+		{name: "AlterUsers", req: wrap(&strandpb.AlterUsersRequest{Deletes: []*strandpb.AlterUsersRequest_Delete{{Name: "x"}}}), anon: codeCluster, noACL: codeCluster, denied: codeCluster},
+		{name: "ListUsers", req: wrap(&strandpb.ListUsersRequest{}), anon: codeCluster, noACL: codeCluster, denied: codeCluster},
+		{name: "AlterAcls", req: wrap(&strandpb.AlterAclsRequest{Add: []*strandpb.AclBinding{aclAllow("User:bob", "topic", "orders", "all", "allow")}}), anon: codeCluster, noACL: codeCluster, denied: codeCluster},
+		{name: "DescribeAcls", req: wrap(&strandpb.DescribeAclsRequest{}), anon: codeCluster, noACL: codeCluster, denied: codeCluster},
+		{name: "AlterQuotas", req: wrap(&strandpb.AlterQuotasRequest{Quotas: []*strandpb.Quota{{Principal: "User:bob", FetchBytesPerSec: 1}}}), anon: codeCluster, noACL: codeCluster, denied: codeCluster},
+	}
+}
+
+// TestAuthorizationNegativeTable shows every request type refused with
+// its typed error for an anonymous caller, an authenticated principal
+// without ACLs and a principal a deny covers (deny wins over its allow
+// of everything), and that nothing was written or revealed: the topic
+// still exists and is empty, no ACL, user or quota appeared, and a listing
+// names only what the caller may describe.
+func TestAuthorizationNegativeTable(t *testing.T) {
+	admin := Caller{Principal: "User:admin", Host: "127.0.0.1"}
+	c := newCluster(t, 1, 1, nil, func(cfg *Config) {
+		cfg.Authorization = true
+		cfg.SuperUsers = []Principal{admin.Principal}
+	})
+	c.waitRegistered(1)
+	for _, name := range []string{"orders", "public"} {
+		resp := c.handleAs(1, admin, wrap(&strandpb.CreateTopicsRequest{Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: name, Partitions: 1, ReplicationFactor: 1}}})(t))
+		if resp.GetError() != nil || resp.GetCreateTopics().GetTopics()[0].GetError() != nil {
+			t.Fatalf("admin create %s: %v", name, resp)
+		}
+	}
+	carol := Caller{Principal: "User:carol", Host: "127.0.0.1"}
+	resp := c.handleAs(1, admin, wrap(&strandpb.AlterAclsRequest{Add: []*strandpb.AclBinding{
+		aclAllow("User:carol", "topic", "*", "all", "allow"), aclAllow("User:carol", "group", "*", "all", "allow"),
+		aclAllow("User:carol", "cluster", "kafka-cluster", "all", "allow"),
+		aclAllow("User:carol", "topic", "orders", "all", "deny"), aclAllow("User:carol", "group", "g1", "all", "deny"),
+		aclAllow("User:carol", "cluster", "kafka-cluster", "all", "deny"),
+	}})(t))
+	if resp.GetAlterAcls().GetAdded() != 6 {
+		t.Fatalf("admin add ACLs: %v", resp)
+	}
+	callers := []Caller{{Principal: Anonymous, Host: "127.0.0.1"}, {Principal: "User:bob", Host: "127.0.0.1"}, carol}
+	for _, tc := range authCases() {
+		for i, want := range []strandpb.ErrorCode{tc.anon, tc.noACL, tc.denied} {
+			if i == 2 && tc.deniedAllowed {
+				continue
+			}
+			got := c.handleAs(1, callers[i], tc.req(t))
+			if got.GetError().GetCode() != want {
+				t.Errorf("%s as %s: %v, want %v", tc.name, callers[i].Principal, got.GetError(), want)
+			}
+		}
+	}
+	// Nothing written: orders exists, is empty, and the ACLs are as set.
+	var lo *strandpb.Response
+	for range 200 {
+		lo = c.handleAs(1, admin, wrap(&strandpb.ListOffsetsRequest{Partitions: []*strandpb.ListOffsetsRequest_Partition{{Topic: "orders", TimestampMs: -1}}})(t))
+		if lo.GetListOffsets().GetPartitions()[0].GetError() == nil {
+			break
+		}
+		c.tick(1)
+	}
+	if p := lo.GetListOffsets().GetPartitions(); len(p) != 1 || p[0].GetError() != nil || p[0].GetOffset() != 0 {
+		t.Fatalf("orders after refusals: %v", lo)
+	}
+	acls := c.handleAs(1, admin, wrap(&strandpb.DescribeAclsRequest{})(t)).GetDescribeAcls()
+	if len(acls.GetBindings()) != 6 || len(acls.GetQuotas()) != 0 {
+		t.Fatalf("ACLs after refusals: %v", acls)
+	}
+	// Nothing revealed: a full listing names only describable topics.
+	for _, tc := range []struct {
+		caller Caller
+		want   []string
+	}{{admin, []string{"orders", "public"}}, {callers[1], nil}, {carol, []string{"public"}}} {
+		md := c.handleAs(1, tc.caller, wrap(&strandpb.MetadataRequest{})(t)).GetMetadata()
+		var got []string
+		for _, tp := range md.GetTopics() {
+			got = append(got, tp.GetName())
+		}
+		if len(got) != len(tc.want) || (len(got) > 0 && got[0] != tc.want[0]) {
+			t.Errorf("metadata as %s lists %v, want %v", tc.caller.Principal, got, tc.want)
+		}
+		dt := c.handleAs(1, tc.caller, wrap(&strandpb.DescribeTopicsRequest{})(t)).GetDescribeTopics()
+		if len(dt.GetTopics()) != len(tc.want) {
+			t.Errorf("describe topics as %s lists %v, want %v", tc.caller.Principal, dt.GetTopics(), tc.want)
+		}
+	}
+}
+
+// TestAuthorizationOffAllowsAll shows the default: without
+// Config.Authorization, an anonymous caller may do anything.
+func TestAuthorizationOffAllowsAll(t *testing.T) {
+	c := newCluster(t, 1, 1, nil, nil)
+	c.waitRegistered(1)
+	resp := c.handleAs(1, Caller{Principal: Anonymous}, wrap(&strandpb.AlterAclsRequest{Add: []*strandpb.AclBinding{aclAllow("User:bob", "topic", "orders", "all", "allow")}})(t))
+	if resp.GetError() != nil || resp.GetAlterAcls().GetAdded() != 1 {
+		t.Fatalf("alter ACLs with authorization off: %v", resp)
+	}
+}
+
+// TestAuthorizationPerPartition shows Produce, Fetch and ListOffsets
+// refused per partition, as Kafka does: bob may use "public" but not
+// "orders", so in one request naming both, orders' partition is answered
+// TOPIC_AUTHORIZATION_FAILED in its place and public's is served; only
+// public is written.
+func TestAuthorizationPerPartition(t *testing.T) {
+	admin := Caller{Principal: "User:admin", Host: "127.0.0.1"}
+	bob := Caller{Principal: "User:bob", Host: "127.0.0.1"}
+	c := newCluster(t, 1, 1, nil, func(cfg *Config) {
+		cfg.Authorization = true
+		cfg.SuperUsers = []Principal{admin.Principal}
+	})
+	c.waitRegistered(1)
+	for _, name := range []string{"orders", "public"} {
+		c.handleAs(1, admin, wrap(&strandpb.CreateTopicsRequest{Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: name, Partitions: 1, ReplicationFactor: 1}}})(t))
+	}
+	c.handleAs(1, admin, wrap(&strandpb.AlterAclsRequest{Add: []*strandpb.AclBinding{
+		aclAllow("User:bob", "topic", "public", "write", "allow"), aclAllow("User:bob", "topic", "public", "read", "allow")}})(t))
+	var resp *strandpb.Response
+	for range 200 { // the partitions elect their leaders
+		resp = c.handleAs(1, bob, &strandpb.Request{Body: &strandpb.Request_Produce{Produce: &strandpb.ProduceRequest{Acks: -1,
+			Partitions: []*strandpb.ProduceRequest_Partition{
+				{Topic: "orders", ProducerId: -1, Batch: testBatch(t, "o", 1)},
+				{Topic: "public", ProducerId: -1, Batch: testBatch(t, "p", 1)}}}}})
+		if p := resp.GetProduce().GetPartitions(); len(p) == 2 && p[1].GetError() == nil {
+			break
+		}
+		c.tick(1)
+	}
+	p := resp.GetProduce().GetPartitions()
+	if len(p) != 2 || p[0].GetTopic() != "orders" || p[0].GetError().GetCode() != codeTopic || p[1].GetTopic() != "public" ||
+		p[1].GetError() != nil || p[1].GetBaseOffset() != 0 {
+		t.Fatalf("mixed produce: %v", resp)
+	}
+	lo := c.handleAs(1, admin, wrap(&strandpb.ListOffsetsRequest{Partitions: []*strandpb.ListOffsetsRequest_Partition{
+		{Topic: "orders", TimestampMs: -1}, {Topic: "public", TimestampMs: -1}}})(t)).GetListOffsets().GetPartitions()
+	if len(lo) != 2 || lo[0].GetOffset() != 0 || lo[1].GetOffset() != 1 {
+		t.Fatalf("latest offsets after the mixed produce: %v", lo)
+	}
+	f := c.handleAs(1, bob, wrap(&strandpb.FetchRequest{Partitions: []*strandpb.FetchRequest_Partition{
+		{Topic: "orders"}, {Topic: "public"}}})(t)).GetFetch().GetPartitions()
+	if len(f) != 2 || f[0].GetError().GetCode() != codeTopic || f[1].GetError() != nil || len(f[1].GetBatches()) != 1 {
+		t.Fatalf("mixed fetch: %v", f)
+	}
+}

@@ -1,0 +1,89 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/engine/recordbatch"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// TestTokenBucket shows the bucket: a second's worth passes unthrottled,
+// the overdraft is the throttle, and time pays it back.
+func TestTokenBucket(t *testing.T) {
+	var b tokenBucket
+	t0 := time.Unix(1000, 0)
+	if d := b.charge(1000, 1000, t0); d != 0 {
+		t.Fatalf("first second's worth throttled %v", d)
+	}
+	if d := b.charge(1000, 500, t0); d != 500*time.Millisecond {
+		t.Fatalf("500 B over at 1000 B/s: throttle %v, want 500ms", d)
+	}
+	if d := b.charge(1000, 100, t0.Add(time.Second)); d != 0 {
+		t.Fatalf("after the debt was paid: throttle %v", d)
+	}
+	if d := b.charge(1000, 1<<30, t0.Add(2*time.Second)); d != throttleMax {
+		t.Fatalf("huge overdraft: throttle %v, want the cap %v", d, throttleMax)
+	}
+}
+
+// TestProduceQuotaThrottles sets a produce quota for the anonymous
+// principal (a node without SASL) and shows a produce past it answered
+// with throttle_ms, while a principal without a quota is not throttled.
+func TestProduceQuotaThrottles(t *testing.T) {
+	rt := startTestRuntime(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := clientlib.NewClient(clientlib.SeedAddresses(rt.Addr().String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for ctx.Err() == nil {
+		if err = cl.CreateTopic(ctx, "q", 1, 1, nil); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // polling readiness, bounded by ctx
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := recordbatch.Encode(nil, []recordbatch.Record{{Value: bytes.Repeat([]byte("x"), 64<<10)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	produce := func(c *testConn, id uint64) int32 {
+		for ctx.Err() == nil {
+			c.send(&strandpb.Request{CorrelationId: id, Body: &strandpb.Request_Produce{Produce: &strandpb.ProduceRequest{Acks: -1,
+				Partitions: []*strandpb.ProduceRequest_Partition{{Topic: "q", ProducerId: -1, Batch: batch}}}}})
+			resp, err := c.receive()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p := resp.GetProduce().GetPartitions(); len(p) == 1 && p[0].GetError() == nil {
+				return resp.GetProduce().GetThrottleMs()
+			}
+			time.Sleep(50 * time.Millisecond) // the partition elects its leader
+		}
+		t.Fatal("produce never succeeded")
+		return 0
+	}
+	c := dialTest(t, rt)
+	c.hello(1, 1)
+	if ms := produce(c, 1); ms != 0 {
+		t.Fatalf("throttled %d ms without a quota", ms)
+	}
+	if err := cl.SetQuota(ctx, "User:ANONYMOUS", 16<<10, 0); err != nil {
+		t.Fatal(err)
+	}
+	for ctx.Err() == nil && rt.security.Load().quotas["User:ANONYMOUS"].ProduceBytesPerSec == 0 {
+		time.Sleep(10 * time.Millisecond) // the loop rebuilds its view after the apply
+	}
+	// 64 KiB at 16 KiB/s with a 16 KiB burst: about 3 s of debt.
+	if ms := produce(c, 2); ms < 2000 || ms > 4000 {
+		t.Fatalf("throttle %d ms for 64 KiB at 16 KiB/s, want about 3000", ms)
+	}
+}
