@@ -227,6 +227,13 @@ func TestAdminMetricsScrape(t *testing.T) {
 	produceAndCommit(t, c, "orders", 3, 9, "billing", 1)
 	waitReady(t, a) // __strand_offsets' partitions elect their leaders
 	before := scrape(t, a)
+	for deadline := time.Now().Add(adminTestWait); time.Now().Before(deadline); {
+		if sum(before, "strand_group_lag_records", "group", "billing") == 6 { // settled: see below
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // polling a convergence condition
+		before = scrape(t, a)
+	}
 
 	replica := []string{"node", "partition", "topic"}
 	group := []string{"group", "node", "partition", "topic"}
@@ -296,7 +303,17 @@ func TestAdminMetricsScrape(t *testing.T) {
 	}
 
 	produceAndCommit(t, c, "orders", 3, 6, "", 0)
+	// A coordinator computes lag from its own replica of each partition,
+	// which may be a follower that applies the commit a moment after the
+	// leader acknowledged it: scrape until the lag settles (bounded).
 	after := scrape(t, a)
+	for deadline := time.Now().Add(adminTestWait); time.Now().Before(deadline); {
+		if sum(after, "strand_group_lag_records", "group", "billing")-sum(before, "strand_group_lag_records", "group", "billing") == 6 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // polling a convergence condition
+		after = scrape(t, a)
+	}
 	if d := leaderSum(after, "strand_partition_high_watermark", "orders") - leaderSum(before, "strand_partition_high_watermark", "orders"); d != 6 {
 		t.Errorf("high-water marks moved by %v, want 6", d)
 	}
