@@ -36,6 +36,13 @@ func EncodeSetNodeFenced(id uint64, fenced bool) ([]byte, error) {
 	}})
 }
 
+// EncodeSetNodeState moves node id to membership state st.
+func EncodeSetNodeState(id uint64, st NodeState) ([]byte, error) {
+	return encode(&strandpb.MetadataCommand{Command: &strandpb.MetadataCommand_SetNodeState{
+		SetNodeState: &strandpb.MetadataSetNodeState{NodeId: id, State: strandpb.MetadataNodeState(st)},
+	}})
+}
+
 // EncodeCreateTopic creates topic name with partitions partitions of
 // replicationFactor replicas and configs overriding the defaults.
 func EncodeCreateTopic(name string, partitions, replicationFactor int32, configs []ConfigEntry) ([]byte, error) {

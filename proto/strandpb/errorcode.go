@@ -79,6 +79,10 @@ var errorCodeInfo = map[ErrorCode]CodeInfo{
 	ErrorCode_ERROR_CODE_REPLICA_RECOVERING: {Name: "replica_recovering", Retriable: true, RefreshMetadata: true},
 	// A partition count the topic cannot take (partitions are only added).
 	ErrorCode_ERROR_CODE_INVALID_PARTITIONS: {Name: "invalid_partitions"},
+	// Membership (strand node ...): all definite.
+	ErrorCode_ERROR_CODE_NODE_REMOVED:       {Name: "node_removed"},
+	ErrorCode_ERROR_CODE_UNKNOWN_NODE:       {Name: "unknown_node"},
+	ErrorCode_ERROR_CODE_MEMBERSHIP_REFUSED: {Name: "membership_refused"},
 }
 
 // Info is code's row of the table. A code this build does not know (a newer

@@ -25,6 +25,61 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// MetadataNodeState is a node's place in the cluster's membership.
+type MetadataNodeState int32
+
+const (
+	// Serving; eligible for placement unless fenced.
+	MetadataNodeState_METADATA_NODE_STATE_ACTIVE MetadataNodeState = 0
+	// Being drained (strand node decommission): fenced for new placement,
+	// its replicas are moved away; a re-registration does not unfence it.
+	MetadataNodeState_METADATA_NODE_STATE_DECOMMISSIONING MetadataNodeState = 1
+	// Gone: out of the metadata group's raft configuration, never placed
+	// again, its registration refused (a node id is not reused).
+	MetadataNodeState_METADATA_NODE_STATE_REMOVED MetadataNodeState = 2
+)
+
+// Enum value maps for MetadataNodeState.
+var (
+	MetadataNodeState_name = map[int32]string{
+		0: "METADATA_NODE_STATE_ACTIVE",
+		1: "METADATA_NODE_STATE_DECOMMISSIONING",
+		2: "METADATA_NODE_STATE_REMOVED",
+	}
+	MetadataNodeState_value = map[string]int32{
+		"METADATA_NODE_STATE_ACTIVE":          0,
+		"METADATA_NODE_STATE_DECOMMISSIONING": 1,
+		"METADATA_NODE_STATE_REMOVED":         2,
+	}
+)
+
+func (x MetadataNodeState) Enum() *MetadataNodeState {
+	p := new(MetadataNodeState)
+	*p = x
+	return p
+}
+
+func (x MetadataNodeState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MetadataNodeState) Descriptor() protoreflect.EnumDescriptor {
+	return file_metadata_proto_enumTypes[0].Descriptor()
+}
+
+func (MetadataNodeState) Type() protoreflect.EnumType {
+	return &file_metadata_proto_enumTypes[0]
+}
+
+func (x MetadataNodeState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MetadataNodeState.Descriptor instead.
+func (MetadataNodeState) EnumDescriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{0}
+}
+
 // MetadataCleanupPolicy is a topic's cleanup.policy.
 type MetadataCleanupPolicy int32
 
@@ -59,11 +114,11 @@ func (x MetadataCleanupPolicy) String() string {
 }
 
 func (MetadataCleanupPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_metadata_proto_enumTypes[0].Descriptor()
+	return file_metadata_proto_enumTypes[1].Descriptor()
 }
 
 func (MetadataCleanupPolicy) Type() protoreflect.EnumType {
-	return &file_metadata_proto_enumTypes[0]
+	return &file_metadata_proto_enumTypes[1]
 }
 
 func (x MetadataCleanupPolicy) Number() protoreflect.EnumNumber {
@@ -72,7 +127,7 @@ func (x MetadataCleanupPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MetadataCleanupPolicy.Descriptor instead.
 func (MetadataCleanupPolicy) EnumDescriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{0}
+	return file_metadata_proto_rawDescGZIP(), []int{1}
 }
 
 // MetadataCommand is the Data of a normal raft entry of the metadata group.
@@ -93,6 +148,7 @@ type MetadataCommand struct {
 	//	*MetadataCommand_AllocateProducerIds
 	//	*MetadataCommand_ReportLeaders
 	//	*MetadataCommand_CreatePartitions
+	//	*MetadataCommand_SetNodeState
 	Command isMetadataCommand_Command `protobuf_oneof:"command"`
 	// 16 random bytes the proposing node drew while the cluster had no id:
 	// the first applied command carrying one makes it the cluster id. Topic
@@ -219,6 +275,15 @@ func (x *MetadataCommand) GetCreatePartitions() *MetadataCreatePartitions {
 	return nil
 }
 
+func (x *MetadataCommand) GetSetNodeState() *MetadataSetNodeState {
+	if x != nil {
+		if x, ok := x.Command.(*MetadataCommand_SetNodeState); ok {
+			return x.SetNodeState
+		}
+	}
+	return nil
+}
+
 func (x *MetadataCommand) GetClusterSeed() []byte {
 	if x != nil {
 		return x.ClusterSeed
@@ -262,6 +327,10 @@ type MetadataCommand_CreatePartitions struct {
 	CreatePartitions *MetadataCreatePartitions `protobuf:"bytes,120,opt,name=create_partitions,json=createPartitions,proto3,oneof"`
 }
 
+type MetadataCommand_SetNodeState struct {
+	SetNodeState *MetadataSetNodeState `protobuf:"bytes,190,opt,name=set_node_state,json=setNodeState,proto3,oneof"`
+}
+
 func (*MetadataCommand_RegisterNode) isMetadataCommand_Command() {}
 
 func (*MetadataCommand_SetNodeFenced) isMetadataCommand_Command() {}
@@ -277,6 +346,8 @@ func (*MetadataCommand_AllocateProducerIds) isMetadataCommand_Command() {}
 func (*MetadataCommand_ReportLeaders) isMetadataCommand_Command() {}
 
 func (*MetadataCommand_CreatePartitions) isMetadataCommand_Command() {}
+
+func (*MetadataCommand_SetNodeState) isMetadataCommand_Command() {}
 
 // MetadataRegisterNode registers a node, or updates the address and rack of
 // a registered one, and unfences it.
@@ -405,6 +476,61 @@ func (x *MetadataSetNodeFenced) GetFenced() bool {
 	return false
 }
 
+// MetadataSetNodeState moves a registered node through its membership
+// states: active -> decommissioning -> removed (decommissioning -> active
+// cancels a decommission); removed is final.
+type MetadataSetNodeState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	State         MetadataNodeState      `protobuf:"varint,2,opt,name=state,proto3,enum=strand.MetadataNodeState" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetadataSetNodeState) Reset() {
+	*x = MetadataSetNodeState{}
+	mi := &file_metadata_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetadataSetNodeState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetadataSetNodeState) ProtoMessage() {}
+
+func (x *MetadataSetNodeState) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetadataSetNodeState.ProtoReflect.Descriptor instead.
+func (*MetadataSetNodeState) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *MetadataSetNodeState) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *MetadataSetNodeState) GetState() MetadataNodeState {
+	if x != nil {
+		return x.State
+	}
+	return MetadataNodeState_METADATA_NODE_STATE_ACTIVE
+}
+
 // MetadataConfigEntry is one topic configuration key and value, as text.
 type MetadataConfigEntry struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -416,7 +542,7 @@ type MetadataConfigEntry struct {
 
 func (x *MetadataConfigEntry) Reset() {
 	*x = MetadataConfigEntry{}
-	mi := &file_metadata_proto_msgTypes[3]
+	mi := &file_metadata_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -428,7 +554,7 @@ func (x *MetadataConfigEntry) String() string {
 func (*MetadataConfigEntry) ProtoMessage() {}
 
 func (x *MetadataConfigEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[3]
+	mi := &file_metadata_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -441,7 +567,7 @@ func (x *MetadataConfigEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataConfigEntry.ProtoReflect.Descriptor instead.
 func (*MetadataConfigEntry) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{3}
+	return file_metadata_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *MetadataConfigEntry) GetName() string {
@@ -472,7 +598,7 @@ type MetadataCreateTopic struct {
 
 func (x *MetadataCreateTopic) Reset() {
 	*x = MetadataCreateTopic{}
-	mi := &file_metadata_proto_msgTypes[4]
+	mi := &file_metadata_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -484,7 +610,7 @@ func (x *MetadataCreateTopic) String() string {
 func (*MetadataCreateTopic) ProtoMessage() {}
 
 func (x *MetadataCreateTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[4]
+	mi := &file_metadata_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -497,7 +623,7 @@ func (x *MetadataCreateTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataCreateTopic.ProtoReflect.Descriptor instead.
 func (*MetadataCreateTopic) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{4}
+	return file_metadata_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *MetadataCreateTopic) GetName() string {
@@ -538,7 +664,7 @@ type MetadataDeleteTopic struct {
 
 func (x *MetadataDeleteTopic) Reset() {
 	*x = MetadataDeleteTopic{}
-	mi := &file_metadata_proto_msgTypes[5]
+	mi := &file_metadata_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -550,7 +676,7 @@ func (x *MetadataDeleteTopic) String() string {
 func (*MetadataDeleteTopic) ProtoMessage() {}
 
 func (x *MetadataDeleteTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[5]
+	mi := &file_metadata_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -563,7 +689,7 @@ func (x *MetadataDeleteTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataDeleteTopic.ProtoReflect.Descriptor instead.
 func (*MetadataDeleteTopic) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{5}
+	return file_metadata_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *MetadataDeleteTopic) GetName() string {
@@ -586,7 +712,7 @@ type MetadataAlterTopicConfig struct {
 
 func (x *MetadataAlterTopicConfig) Reset() {
 	*x = MetadataAlterTopicConfig{}
-	mi := &file_metadata_proto_msgTypes[6]
+	mi := &file_metadata_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -598,7 +724,7 @@ func (x *MetadataAlterTopicConfig) String() string {
 func (*MetadataAlterTopicConfig) ProtoMessage() {}
 
 func (x *MetadataAlterTopicConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[6]
+	mi := &file_metadata_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -611,7 +737,7 @@ func (x *MetadataAlterTopicConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataAlterTopicConfig.ProtoReflect.Descriptor instead.
 func (*MetadataAlterTopicConfig) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{6}
+	return file_metadata_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MetadataAlterTopicConfig) GetName() string {
@@ -649,7 +775,7 @@ type MetadataCreatePartitions struct {
 
 func (x *MetadataCreatePartitions) Reset() {
 	*x = MetadataCreatePartitions{}
-	mi := &file_metadata_proto_msgTypes[7]
+	mi := &file_metadata_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -661,7 +787,7 @@ func (x *MetadataCreatePartitions) String() string {
 func (*MetadataCreatePartitions) ProtoMessage() {}
 
 func (x *MetadataCreatePartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[7]
+	mi := &file_metadata_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -674,7 +800,7 @@ func (x *MetadataCreatePartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataCreatePartitions.ProtoReflect.Descriptor instead.
 func (*MetadataCreatePartitions) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{7}
+	return file_metadata_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MetadataCreatePartitions) GetName() string {
@@ -709,7 +835,7 @@ type MetadataAllocateProducerIds struct {
 
 func (x *MetadataAllocateProducerIds) Reset() {
 	*x = MetadataAllocateProducerIds{}
-	mi := &file_metadata_proto_msgTypes[8]
+	mi := &file_metadata_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -721,7 +847,7 @@ func (x *MetadataAllocateProducerIds) String() string {
 func (*MetadataAllocateProducerIds) ProtoMessage() {}
 
 func (x *MetadataAllocateProducerIds) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[8]
+	mi := &file_metadata_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -734,7 +860,7 @@ func (x *MetadataAllocateProducerIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataAllocateProducerIds.ProtoReflect.Descriptor instead.
 func (*MetadataAllocateProducerIds) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{8}
+	return file_metadata_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MetadataAllocateProducerIds) GetCount() int32 {
@@ -760,7 +886,7 @@ type MetadataLeaderReport struct {
 
 func (x *MetadataLeaderReport) Reset() {
 	*x = MetadataLeaderReport{}
-	mi := &file_metadata_proto_msgTypes[9]
+	mi := &file_metadata_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +898,7 @@ func (x *MetadataLeaderReport) String() string {
 func (*MetadataLeaderReport) ProtoMessage() {}
 
 func (x *MetadataLeaderReport) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[9]
+	mi := &file_metadata_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +911,7 @@ func (x *MetadataLeaderReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataLeaderReport.ProtoReflect.Descriptor instead.
 func (*MetadataLeaderReport) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{9}
+	return file_metadata_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MetadataLeaderReport) GetTopic() string {
@@ -834,7 +960,7 @@ type MetadataReportLeaders struct {
 
 func (x *MetadataReportLeaders) Reset() {
 	*x = MetadataReportLeaders{}
-	mi := &file_metadata_proto_msgTypes[10]
+	mi := &file_metadata_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +972,7 @@ func (x *MetadataReportLeaders) String() string {
 func (*MetadataReportLeaders) ProtoMessage() {}
 
 func (x *MetadataReportLeaders) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[10]
+	mi := &file_metadata_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +985,7 @@ func (x *MetadataReportLeaders) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataReportLeaders.ProtoReflect.Descriptor instead.
 func (*MetadataReportLeaders) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{10}
+	return file_metadata_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MetadataReportLeaders) GetReports() []*MetadataLeaderReport {
@@ -886,7 +1012,7 @@ type MetadataTopicConfig struct {
 
 func (x *MetadataTopicConfig) Reset() {
 	*x = MetadataTopicConfig{}
-	mi := &file_metadata_proto_msgTypes[11]
+	mi := &file_metadata_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -898,7 +1024,7 @@ func (x *MetadataTopicConfig) String() string {
 func (*MetadataTopicConfig) ProtoMessage() {}
 
 func (x *MetadataTopicConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[11]
+	mi := &file_metadata_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -911,7 +1037,7 @@ func (x *MetadataTopicConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataTopicConfig.ProtoReflect.Descriptor instead.
 func (*MetadataTopicConfig) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{11}
+	return file_metadata_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MetadataTopicConfig) GetRetentionMs() int64 {
@@ -964,13 +1090,14 @@ type MetadataNode struct {
 	Rack          string                 `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
 	Fenced        bool                   `protobuf:"varint,4,opt,name=fenced,proto3" json:"fenced,omitempty"`
 	KafkaAddress  string                 `protobuf:"bytes,70,opt,name=kafka_address,json=kafkaAddress,proto3" json:"kafka_address,omitempty"`
+	State         MetadataNodeState      `protobuf:"varint,190,opt,name=state,proto3,enum=strand.MetadataNodeState" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MetadataNode) Reset() {
 	*x = MetadataNode{}
-	mi := &file_metadata_proto_msgTypes[12]
+	mi := &file_metadata_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1109,7 @@ func (x *MetadataNode) String() string {
 func (*MetadataNode) ProtoMessage() {}
 
 func (x *MetadataNode) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[12]
+	mi := &file_metadata_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1122,7 @@ func (x *MetadataNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataNode.ProtoReflect.Descriptor instead.
 func (*MetadataNode) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{12}
+	return file_metadata_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MetadataNode) GetNodeId() uint64 {
@@ -1033,6 +1160,13 @@ func (x *MetadataNode) GetKafkaAddress() string {
 	return ""
 }
 
+func (x *MetadataNode) GetState() MetadataNodeState {
+	if x != nil {
+		return x.State
+	}
+	return MetadataNodeState_METADATA_NODE_STATE_ACTIVE
+}
+
 // MetadataPartition is one partition's ordered replica list; the first
 // replica is the preferred leader.
 type MetadataPartition struct {
@@ -1047,7 +1181,7 @@ type MetadataPartition struct {
 
 func (x *MetadataPartition) Reset() {
 	*x = MetadataPartition{}
-	mi := &file_metadata_proto_msgTypes[13]
+	mi := &file_metadata_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1059,7 +1193,7 @@ func (x *MetadataPartition) String() string {
 func (*MetadataPartition) ProtoMessage() {}
 
 func (x *MetadataPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[13]
+	mi := &file_metadata_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1072,7 +1206,7 @@ func (x *MetadataPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataPartition.ProtoReflect.Descriptor instead.
 func (*MetadataPartition) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{13}
+	return file_metadata_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MetadataPartition) GetReplicas() []uint64 {
@@ -1112,7 +1246,7 @@ type MetadataTopic struct {
 
 func (x *MetadataTopic) Reset() {
 	*x = MetadataTopic{}
-	mi := &file_metadata_proto_msgTypes[14]
+	mi := &file_metadata_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1258,7 @@ func (x *MetadataTopic) String() string {
 func (*MetadataTopic) ProtoMessage() {}
 
 func (x *MetadataTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[14]
+	mi := &file_metadata_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1271,7 @@ func (x *MetadataTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataTopic.ProtoReflect.Descriptor instead.
 func (*MetadataTopic) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{14}
+	return file_metadata_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MetadataTopic) GetName() string {
@@ -1203,7 +1337,7 @@ type MetadataSnapshot struct {
 
 func (x *MetadataSnapshot) Reset() {
 	*x = MetadataSnapshot{}
-	mi := &file_metadata_proto_msgTypes[15]
+	mi := &file_metadata_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1349,7 @@ func (x *MetadataSnapshot) String() string {
 func (*MetadataSnapshot) ProtoMessage() {}
 
 func (x *MetadataSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[15]
+	mi := &file_metadata_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1362,7 @@ func (x *MetadataSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataSnapshot.ProtoReflect.Descriptor instead.
 func (*MetadataSnapshot) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{15}
+	return file_metadata_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *MetadataSnapshot) GetVersion() uint32 {
@@ -1291,7 +1425,7 @@ var File_metadata_proto protoreflect.FileDescriptor
 
 const file_metadata_proto_rawDesc = "" +
 	"\n" +
-	"\x0emetadata.proto\x12\x06strand\"\xb8\x05\n" +
+	"\x0emetadata.proto\x12\x06strand\"\xff\x05\n" +
 	"\x0fMetadataCommand\x12\x1f\n" +
 	"\vproposal_id\x18\x01 \x01(\x04R\n" +
 	"proposalId\x12C\n" +
@@ -1302,7 +1436,8 @@ const file_metadata_proto_rawDesc = "" +
 	"\x12alter_topic_config\x18\x06 \x01(\v2 .strand.MetadataAlterTopicConfigH\x00R\x10alterTopicConfig\x12Y\n" +
 	"\x15allocate_producer_ids\x18\a \x01(\v2#.strand.MetadataAllocateProducerIdsH\x00R\x13allocateProducerIds\x12F\n" +
 	"\x0ereport_leaders\x18\x15 \x01(\v2\x1d.strand.MetadataReportLeadersH\x00R\rreportLeaders\x12O\n" +
-	"\x11create_partitions\x18x \x01(\v2 .strand.MetadataCreatePartitionsH\x00R\x10createPartitions\x12!\n" +
+	"\x11create_partitions\x18x \x01(\v2 .strand.MetadataCreatePartitionsH\x00R\x10createPartitions\x12E\n" +
+	"\x0eset_node_state\x18\xbe\x01 \x01(\v2\x1c.strand.MetadataSetNodeStateH\x00R\fsetNodeState\x12!\n" +
 	"\fcluster_seed\x18\x14 \x01(\fR\vclusterSeedB\t\n" +
 	"\acommand\"\x82\x01\n" +
 	"\x14MetadataRegisterNode\x12\x17\n" +
@@ -1312,7 +1447,10 @@ const file_metadata_proto_rawDesc = "" +
 	"\rkafka_address\x18F \x01(\tR\fkafkaAddress\"H\n" +
 	"\x15MetadataSetNodeFenced\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x16\n" +
-	"\x06fenced\x18\x02 \x01(\bR\x06fenced\"?\n" +
+	"\x06fenced\x18\x02 \x01(\bR\x06fenced\"`\n" +
+	"\x14MetadataSetNodeState\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12/\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x19.strand.MetadataNodeStateR\x05state\"?\n" +
 	"\x13MetadataConfigEntry\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\"\xaf\x01\n" +
@@ -1353,13 +1491,14 @@ const file_metadata_proto_rawDesc = "" +
 	"\x0ecleanup_policy\x18\x04 \x01(\x0e2\x1d.strand.MetadataCleanupPolicyR\rcleanupPolicy\x12*\n" +
 	"\x11max_message_bytes\x18\x05 \x01(\x05R\x0fmaxMessageBytes\x12\x1d\n" +
 	"\n" +
-	"segment_ms\x18( \x01(\x03R\tsegmentMs\"\x92\x01\n" +
+	"segment_ms\x18( \x01(\x03R\tsegmentMs\"\xc4\x01\n" +
 	"\fMetadataNode\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12\x16\n" +
 	"\x06fenced\x18\x04 \x01(\bR\x06fenced\x12#\n" +
-	"\rkafka_address\x18F \x01(\tR\fkafkaAddress\"m\n" +
+	"\rkafka_address\x18F \x01(\tR\fkafkaAddress\x120\n" +
+	"\x05state\x18\xbe\x01 \x01(\x0e2\x19.strand.MetadataNodeStateR\x05state\"m\n" +
 	"\x11MetadataPartition\x12\x1a\n" +
 	"\breplicas\x18\x01 \x03(\x04R\breplicas\x12\x1b\n" +
 	"\tleader_id\x18\x14 \x01(\x04R\bleaderId\x12\x1f\n" +
@@ -1384,7 +1523,11 @@ const file_metadata_proto_rawDesc = "" +
 	"\x05nodes\x18\x06 \x03(\v2\x14.strand.MetadataNodeR\x05nodes\x12-\n" +
 	"\x06topics\x18\a \x03(\v2\x15.strand.MetadataTopicR\x06topics\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x14 \x01(\fR\tclusterId*\x89\x01\n" +
+	"cluster_id\x18\x14 \x01(\fR\tclusterId*}\n" +
+	"\x11MetadataNodeState\x12\x1e\n" +
+	"\x1aMETADATA_NODE_STATE_ACTIVE\x10\x00\x12'\n" +
+	"#METADATA_NODE_STATE_DECOMMISSIONING\x10\x01\x12\x1f\n" +
+	"\x1bMETADATA_NODE_STATE_REMOVED\x10\x02*\x89\x01\n" +
 	"\x15MetadataCleanupPolicy\x12'\n" +
 	"#METADATA_CLEANUP_POLICY_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eMETADATA_CLEANUP_POLICY_DELETE\x10\x01\x12#\n" +
@@ -1402,49 +1545,54 @@ func file_metadata_proto_rawDescGZIP() []byte {
 	return file_metadata_proto_rawDescData
 }
 
-var file_metadata_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_metadata_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_metadata_proto_goTypes = []any{
-	(MetadataCleanupPolicy)(0),          // 0: strand.MetadataCleanupPolicy
-	(*MetadataCommand)(nil),             // 1: strand.MetadataCommand
-	(*MetadataRegisterNode)(nil),        // 2: strand.MetadataRegisterNode
-	(*MetadataSetNodeFenced)(nil),       // 3: strand.MetadataSetNodeFenced
-	(*MetadataConfigEntry)(nil),         // 4: strand.MetadataConfigEntry
-	(*MetadataCreateTopic)(nil),         // 5: strand.MetadataCreateTopic
-	(*MetadataDeleteTopic)(nil),         // 6: strand.MetadataDeleteTopic
-	(*MetadataAlterTopicConfig)(nil),    // 7: strand.MetadataAlterTopicConfig
-	(*MetadataCreatePartitions)(nil),    // 8: strand.MetadataCreatePartitions
-	(*MetadataAllocateProducerIds)(nil), // 9: strand.MetadataAllocateProducerIds
-	(*MetadataLeaderReport)(nil),        // 10: strand.MetadataLeaderReport
-	(*MetadataReportLeaders)(nil),       // 11: strand.MetadataReportLeaders
-	(*MetadataTopicConfig)(nil),         // 12: strand.MetadataTopicConfig
-	(*MetadataNode)(nil),                // 13: strand.MetadataNode
-	(*MetadataPartition)(nil),           // 14: strand.MetadataPartition
-	(*MetadataTopic)(nil),               // 15: strand.MetadataTopic
-	(*MetadataSnapshot)(nil),            // 16: strand.MetadataSnapshot
+	(MetadataNodeState)(0),              // 0: strand.MetadataNodeState
+	(MetadataCleanupPolicy)(0),          // 1: strand.MetadataCleanupPolicy
+	(*MetadataCommand)(nil),             // 2: strand.MetadataCommand
+	(*MetadataRegisterNode)(nil),        // 3: strand.MetadataRegisterNode
+	(*MetadataSetNodeFenced)(nil),       // 4: strand.MetadataSetNodeFenced
+	(*MetadataSetNodeState)(nil),        // 5: strand.MetadataSetNodeState
+	(*MetadataConfigEntry)(nil),         // 6: strand.MetadataConfigEntry
+	(*MetadataCreateTopic)(nil),         // 7: strand.MetadataCreateTopic
+	(*MetadataDeleteTopic)(nil),         // 8: strand.MetadataDeleteTopic
+	(*MetadataAlterTopicConfig)(nil),    // 9: strand.MetadataAlterTopicConfig
+	(*MetadataCreatePartitions)(nil),    // 10: strand.MetadataCreatePartitions
+	(*MetadataAllocateProducerIds)(nil), // 11: strand.MetadataAllocateProducerIds
+	(*MetadataLeaderReport)(nil),        // 12: strand.MetadataLeaderReport
+	(*MetadataReportLeaders)(nil),       // 13: strand.MetadataReportLeaders
+	(*MetadataTopicConfig)(nil),         // 14: strand.MetadataTopicConfig
+	(*MetadataNode)(nil),                // 15: strand.MetadataNode
+	(*MetadataPartition)(nil),           // 16: strand.MetadataPartition
+	(*MetadataTopic)(nil),               // 17: strand.MetadataTopic
+	(*MetadataSnapshot)(nil),            // 18: strand.MetadataSnapshot
 }
 var file_metadata_proto_depIdxs = []int32{
-	2,  // 0: strand.MetadataCommand.register_node:type_name -> strand.MetadataRegisterNode
-	3,  // 1: strand.MetadataCommand.set_node_fenced:type_name -> strand.MetadataSetNodeFenced
-	5,  // 2: strand.MetadataCommand.create_topic:type_name -> strand.MetadataCreateTopic
-	6,  // 3: strand.MetadataCommand.delete_topic:type_name -> strand.MetadataDeleteTopic
-	7,  // 4: strand.MetadataCommand.alter_topic_config:type_name -> strand.MetadataAlterTopicConfig
-	9,  // 5: strand.MetadataCommand.allocate_producer_ids:type_name -> strand.MetadataAllocateProducerIds
-	11, // 6: strand.MetadataCommand.report_leaders:type_name -> strand.MetadataReportLeaders
-	8,  // 7: strand.MetadataCommand.create_partitions:type_name -> strand.MetadataCreatePartitions
-	4,  // 8: strand.MetadataCreateTopic.configs:type_name -> strand.MetadataConfigEntry
-	4,  // 9: strand.MetadataAlterTopicConfig.sets:type_name -> strand.MetadataConfigEntry
-	10, // 10: strand.MetadataReportLeaders.reports:type_name -> strand.MetadataLeaderReport
-	0,  // 11: strand.MetadataTopicConfig.cleanup_policy:type_name -> strand.MetadataCleanupPolicy
-	12, // 12: strand.MetadataTopic.config:type_name -> strand.MetadataTopicConfig
-	14, // 13: strand.MetadataTopic.partitions:type_name -> strand.MetadataPartition
-	13, // 14: strand.MetadataSnapshot.nodes:type_name -> strand.MetadataNode
-	15, // 15: strand.MetadataSnapshot.topics:type_name -> strand.MetadataTopic
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	3,  // 0: strand.MetadataCommand.register_node:type_name -> strand.MetadataRegisterNode
+	4,  // 1: strand.MetadataCommand.set_node_fenced:type_name -> strand.MetadataSetNodeFenced
+	7,  // 2: strand.MetadataCommand.create_topic:type_name -> strand.MetadataCreateTopic
+	8,  // 3: strand.MetadataCommand.delete_topic:type_name -> strand.MetadataDeleteTopic
+	9,  // 4: strand.MetadataCommand.alter_topic_config:type_name -> strand.MetadataAlterTopicConfig
+	11, // 5: strand.MetadataCommand.allocate_producer_ids:type_name -> strand.MetadataAllocateProducerIds
+	13, // 6: strand.MetadataCommand.report_leaders:type_name -> strand.MetadataReportLeaders
+	10, // 7: strand.MetadataCommand.create_partitions:type_name -> strand.MetadataCreatePartitions
+	5,  // 8: strand.MetadataCommand.set_node_state:type_name -> strand.MetadataSetNodeState
+	0,  // 9: strand.MetadataSetNodeState.state:type_name -> strand.MetadataNodeState
+	6,  // 10: strand.MetadataCreateTopic.configs:type_name -> strand.MetadataConfigEntry
+	6,  // 11: strand.MetadataAlterTopicConfig.sets:type_name -> strand.MetadataConfigEntry
+	12, // 12: strand.MetadataReportLeaders.reports:type_name -> strand.MetadataLeaderReport
+	1,  // 13: strand.MetadataTopicConfig.cleanup_policy:type_name -> strand.MetadataCleanupPolicy
+	0,  // 14: strand.MetadataNode.state:type_name -> strand.MetadataNodeState
+	14, // 15: strand.MetadataTopic.config:type_name -> strand.MetadataTopicConfig
+	16, // 16: strand.MetadataTopic.partitions:type_name -> strand.MetadataPartition
+	15, // 17: strand.MetadataSnapshot.nodes:type_name -> strand.MetadataNode
+	17, // 18: strand.MetadataSnapshot.topics:type_name -> strand.MetadataTopic
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_metadata_proto_init() }
@@ -1461,14 +1609,15 @@ func file_metadata_proto_init() {
 		(*MetadataCommand_AllocateProducerIds)(nil),
 		(*MetadataCommand_ReportLeaders)(nil),
 		(*MetadataCommand_CreatePartitions)(nil),
+		(*MetadataCommand_SetNodeState)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_proto_rawDesc), len(file_metadata_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   16,
+			NumEnums:      2,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

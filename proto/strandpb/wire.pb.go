@@ -103,6 +103,15 @@ const (
 	// maximum, or not above the topic's current count (partitions are only
 	// ever added). Definite (Kafka's INVALID_PARTITIONS).
 	ErrorCode_ERROR_CODE_INVALID_PARTITIONS ErrorCode = 68
+	// The node was removed from the cluster (decommissioned): its id is not
+	// reused and it may not register again. Definite.
+	ErrorCode_ERROR_CODE_NODE_REMOVED ErrorCode = 75
+	// The request names a node the metadata state has not registered.
+	// Definite.
+	ErrorCode_ERROR_CODE_UNKNOWN_NODE ErrorCode = 76
+	// A membership change the cluster cannot take now (a state change out
+	// of order, or removing a node that still hosts replicas). Definite.
+	ErrorCode_ERROR_CODE_MEMBERSHIP_REFUSED ErrorCode = 77
 )
 
 // Enum value maps for ErrorCode.
@@ -141,6 +150,9 @@ var (
 		45: "ERROR_CODE_NOT_ENOUGH_SPACE",
 		46: "ERROR_CODE_REPLICA_RECOVERING",
 		68: "ERROR_CODE_INVALID_PARTITIONS",
+		75: "ERROR_CODE_NODE_REMOVED",
+		76: "ERROR_CODE_UNKNOWN_NODE",
+		77: "ERROR_CODE_MEMBERSHIP_REFUSED",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_NONE":                       0,
@@ -176,6 +188,9 @@ var (
 		"ERROR_CODE_NOT_ENOUGH_SPACE":           45,
 		"ERROR_CODE_REPLICA_RECOVERING":         46,
 		"ERROR_CODE_INVALID_PARTITIONS":         68,
+		"ERROR_CODE_NODE_REMOVED":               75,
+		"ERROR_CODE_UNKNOWN_NODE":               76,
+		"ERROR_CODE_MEMBERSHIP_REFUSED":         77,
 	}
 )
 
@@ -204,6 +219,175 @@ func (x ErrorCode) Number() protoreflect.EnumNumber {
 // Deprecated: Use ErrorCode.Descriptor instead.
 func (ErrorCode) EnumDescriptor() ([]byte, []int) {
 	return file_wire_proto_rawDescGZIP(), []int{0}
+}
+
+// NodeAction is a membership change an operator asks for.
+type NodeAction int32
+
+const (
+	NodeAction_NODE_ACTION_UNSPECIFIED NodeAction = 0
+	// Register the node (id, address, rack): the metadata leader then adds
+	// it to the metadata group as a learner and promotes it when caught up.
+	NodeAction_NODE_ACTION_ADD NodeAction = 1
+	// Mark the node decommissioning: fenced for new placement.
+	NodeAction_NODE_ACTION_DECOMMISSION NodeAction = 2
+	// Mark the node removed (it must host no replica): the metadata leader
+	// takes it out of the metadata group's configuration.
+	NodeAction_NODE_ACTION_REMOVE NodeAction = 3
+	// Cancel a decommission: the node is active and unfenced again.
+	NodeAction_NODE_ACTION_ACTIVATE NodeAction = 4
+)
+
+// Enum value maps for NodeAction.
+var (
+	NodeAction_name = map[int32]string{
+		0: "NODE_ACTION_UNSPECIFIED",
+		1: "NODE_ACTION_ADD",
+		2: "NODE_ACTION_DECOMMISSION",
+		3: "NODE_ACTION_REMOVE",
+		4: "NODE_ACTION_ACTIVATE",
+	}
+	NodeAction_value = map[string]int32{
+		"NODE_ACTION_UNSPECIFIED":  0,
+		"NODE_ACTION_ADD":          1,
+		"NODE_ACTION_DECOMMISSION": 2,
+		"NODE_ACTION_REMOVE":       3,
+		"NODE_ACTION_ACTIVATE":     4,
+	}
+)
+
+func (x NodeAction) Enum() *NodeAction {
+	p := new(NodeAction)
+	*p = x
+	return p
+}
+
+func (x NodeAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NodeAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_wire_proto_enumTypes[1].Descriptor()
+}
+
+func (NodeAction) Type() protoreflect.EnumType {
+	return &file_wire_proto_enumTypes[1]
+}
+
+func (x NodeAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NodeAction.Descriptor instead.
+func (NodeAction) EnumDescriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{1}
+}
+
+// MemberState is a node's membership state as shown to operators.
+type MemberState int32
+
+const (
+	MemberState_MEMBER_STATE_UNSPECIFIED MemberState = 0
+	MemberState_MEMBER_STATE_ACTIVE      MemberState = 1
+	// Registered but not yet a caught-up member of the metadata group.
+	MemberState_MEMBER_STATE_JOINING         MemberState = 2
+	MemberState_MEMBER_STATE_DECOMMISSIONING MemberState = 3
+	MemberState_MEMBER_STATE_REMOVED         MemberState = 4
+)
+
+// Enum value maps for MemberState.
+var (
+	MemberState_name = map[int32]string{
+		0: "MEMBER_STATE_UNSPECIFIED",
+		1: "MEMBER_STATE_ACTIVE",
+		2: "MEMBER_STATE_JOINING",
+		3: "MEMBER_STATE_DECOMMISSIONING",
+		4: "MEMBER_STATE_REMOVED",
+	}
+	MemberState_value = map[string]int32{
+		"MEMBER_STATE_UNSPECIFIED":     0,
+		"MEMBER_STATE_ACTIVE":          1,
+		"MEMBER_STATE_JOINING":         2,
+		"MEMBER_STATE_DECOMMISSIONING": 3,
+		"MEMBER_STATE_REMOVED":         4,
+	}
+)
+
+func (x MemberState) Enum() *MemberState {
+	p := new(MemberState)
+	*p = x
+	return p
+}
+
+func (x MemberState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MemberState) Descriptor() protoreflect.EnumDescriptor {
+	return file_wire_proto_enumTypes[2].Descriptor()
+}
+
+func (MemberState) Type() protoreflect.EnumType {
+	return &file_wire_proto_enumTypes[2]
+}
+
+func (x MemberState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MemberState.Descriptor instead.
+func (MemberState) EnumDescriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{2}
+}
+
+// MetadataRole is a node's role in the metadata raft group.
+type MetadataRole int32
+
+const (
+	MetadataRole_METADATA_ROLE_NONE    MetadataRole = 0
+	MetadataRole_METADATA_ROLE_VOTER   MetadataRole = 1 // a KRaft controller
+	MetadataRole_METADATA_ROLE_LEARNER MetadataRole = 2 // an observer: replicates, does not vote
+)
+
+// Enum value maps for MetadataRole.
+var (
+	MetadataRole_name = map[int32]string{
+		0: "METADATA_ROLE_NONE",
+		1: "METADATA_ROLE_VOTER",
+		2: "METADATA_ROLE_LEARNER",
+	}
+	MetadataRole_value = map[string]int32{
+		"METADATA_ROLE_NONE":    0,
+		"METADATA_ROLE_VOTER":   1,
+		"METADATA_ROLE_LEARNER": 2,
+	}
+)
+
+func (x MetadataRole) Enum() *MetadataRole {
+	p := new(MetadataRole)
+	*p = x
+	return p
+}
+
+func (x MetadataRole) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MetadataRole) Descriptor() protoreflect.EnumDescriptor {
+	return file_wire_proto_enumTypes[3].Descriptor()
+}
+
+func (MetadataRole) Type() protoreflect.EnumType {
+	return &file_wire_proto_enumTypes[3]
+}
+
+func (x MetadataRole) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MetadataRole.Descriptor instead.
+func (MetadataRole) EnumDescriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{3}
 }
 
 // Error is a typed error with a message and the data a client needs to act.
@@ -320,6 +504,9 @@ type Request struct {
 	//	*Request_DeleteGroups
 	//	*Request_OffsetDelete
 	//	*Request_CreatePartitions
+	//	*Request_NodeAdmin
+	//	*Request_ElectLeaders
+	//	*Request_ClusterMembers
 	//	*Request_Raft
 	Body          isRequest_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
@@ -559,6 +746,33 @@ func (x *Request) GetCreatePartitions() *CreatePartitionsRequest {
 	return nil
 }
 
+func (x *Request) GetNodeAdmin() *NodeAdminRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_NodeAdmin); ok {
+			return x.NodeAdmin
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetElectLeaders() *ElectLeadersRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_ElectLeaders); ok {
+			return x.ElectLeaders
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetClusterMembers() *ClusterMembersRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_ClusterMembers); ok {
+			return x.ClusterMembers
+		}
+	}
+	return nil
+}
+
 func (x *Request) GetRaft() *RaftFrame {
 	if x != nil {
 		if x, ok := x.Body.(*Request_Raft); ok {
@@ -656,6 +870,18 @@ type Request_CreatePartitions struct {
 	CreatePartitions *CreatePartitionsRequest `protobuf:"bytes,63,opt,name=create_partitions,json=createPartitions,proto3,oneof"`
 }
 
+type Request_NodeAdmin struct {
+	NodeAdmin *NodeAdminRequest `protobuf:"bytes,71,opt,name=node_admin,json=nodeAdmin,proto3,oneof"`
+}
+
+type Request_ElectLeaders struct {
+	ElectLeaders *ElectLeadersRequest `protobuf:"bytes,72,opt,name=elect_leaders,json=electLeaders,proto3,oneof"`
+}
+
+type Request_ClusterMembers struct {
+	ClusterMembers *ClusterMembersRequest `protobuf:"bytes,73,opt,name=cluster_members,json=clusterMembers,proto3,oneof"`
+}
+
 type Request_Raft struct {
 	// Raft traffic from a peer node; never answered.
 	Raft *RaftFrame `protobuf:"bytes,30,opt,name=raft,proto3,oneof"`
@@ -703,6 +929,12 @@ func (*Request_OffsetDelete) isRequest_Body() {}
 
 func (*Request_CreatePartitions) isRequest_Body() {}
 
+func (*Request_NodeAdmin) isRequest_Body() {}
+
+func (*Request_ElectLeaders) isRequest_Body() {}
+
+func (*Request_ClusterMembers) isRequest_Body() {}
+
 func (*Request_Raft) isRequest_Body() {}
 
 // Response answers the Request with the same correlation_id. error is set
@@ -734,6 +966,9 @@ type Response struct {
 	//	*Response_DeleteGroups
 	//	*Response_OffsetDelete
 	//	*Response_CreatePartitions
+	//	*Response_NodeAdmin
+	//	*Response_ElectLeaders
+	//	*Response_ClusterMembers
 	Body          isResponse_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -979,6 +1214,33 @@ func (x *Response) GetCreatePartitions() *CreatePartitionsResponse {
 	return nil
 }
 
+func (x *Response) GetNodeAdmin() *NodeAdminResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_NodeAdmin); ok {
+			return x.NodeAdmin
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetElectLeaders() *ElectLeadersResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_ElectLeaders); ok {
+			return x.ElectLeaders
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetClusterMembers() *ClusterMembersResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_ClusterMembers); ok {
+			return x.ClusterMembers
+		}
+	}
+	return nil
+}
+
 type isResponse_Body interface {
 	isResponse_Body()
 }
@@ -1067,6 +1329,18 @@ type Response_CreatePartitions struct {
 	CreatePartitions *CreatePartitionsResponse `protobuf:"bytes,63,opt,name=create_partitions,json=createPartitions,proto3,oneof"`
 }
 
+type Response_NodeAdmin struct {
+	NodeAdmin *NodeAdminResponse `protobuf:"bytes,71,opt,name=node_admin,json=nodeAdmin,proto3,oneof"`
+}
+
+type Response_ElectLeaders struct {
+	ElectLeaders *ElectLeadersResponse `protobuf:"bytes,72,opt,name=elect_leaders,json=electLeaders,proto3,oneof"`
+}
+
+type Response_ClusterMembers struct {
+	ClusterMembers *ClusterMembersResponse `protobuf:"bytes,73,opt,name=cluster_members,json=clusterMembers,proto3,oneof"`
+}
+
 func (*Response_Hello) isResponse_Body() {}
 
 func (*Response_Metadata) isResponse_Body() {}
@@ -1108,6 +1382,12 @@ func (*Response_DeleteGroups) isResponse_Body() {}
 func (*Response_OffsetDelete) isResponse_Body() {}
 
 func (*Response_CreatePartitions) isResponse_Body() {}
+
+func (*Response_NodeAdmin) isResponse_Body() {}
+
+func (*Response_ElectLeaders) isResponse_Body() {}
+
+func (*Response_ClusterMembers) isResponse_Body() {}
 
 // HelloRequest opens a connection: the protocol versions the sender speaks.
 type HelloRequest struct {
@@ -3745,6 +4025,312 @@ func (x *DescribePartitionsResponse) GetPartitions() []*DescribePartitionsRespon
 	return nil
 }
 
+// NodeAdminRequest changes one node's membership through the metadata
+// group; any node forwards it.
+type NodeAdminRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Action        NodeAction             `protobuf:"varint,1,opt,name=action,proto3,enum=strand.NodeAction" json:"action,omitempty"`
+	NodeId        uint64                 `protobuf:"varint,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Address       string                 `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"` // ADD only
+	Rack          string                 `protobuf:"bytes,4,opt,name=rack,proto3" json:"rack,omitempty"`       // ADD only
+	TimeoutMs     int32                  `protobuf:"varint,5,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeAdminRequest) Reset() {
+	*x = NodeAdminRequest{}
+	mi := &file_wire_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeAdminRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeAdminRequest) ProtoMessage() {}
+
+func (x *NodeAdminRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeAdminRequest.ProtoReflect.Descriptor instead.
+func (*NodeAdminRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *NodeAdminRequest) GetAction() NodeAction {
+	if x != nil {
+		return x.Action
+	}
+	return NodeAction_NODE_ACTION_UNSPECIFIED
+}
+
+func (x *NodeAdminRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *NodeAdminRequest) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *NodeAdminRequest) GetRack() string {
+	if x != nil {
+		return x.Rack
+	}
+	return ""
+}
+
+func (x *NodeAdminRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+// NodeAdminResponse: applied when Response.error is unset.
+type NodeAdminResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeAdminResponse) Reset() {
+	*x = NodeAdminResponse{}
+	mi := &file_wire_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeAdminResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeAdminResponse) ProtoMessage() {}
+
+func (x *NodeAdminResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeAdminResponse.ProtoReflect.Descriptor instead.
+func (*NodeAdminResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{52}
+}
+
+// ElectLeadersRequest asks the answering node to hand each partition it
+// leads to the partition's preferred replica (the first), when that
+// replica is a caught-up voter (raft leadership transfer).
+type ElectLeadersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectLeadersRequest) Reset() {
+	*x = ElectLeadersRequest{}
+	mi := &file_wire_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersRequest) ProtoMessage() {}
+
+func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
+func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{53}
+}
+
+// ElectLeadersResponse lists the transfers the node started.
+type ElectLeadersResponse struct {
+	state     protoimpl.MessageState           `protogen:"open.v1"`
+	Transfers []*ElectLeadersResponse_Transfer `protobuf:"bytes,1,rep,name=transfers,proto3" json:"transfers,omitempty"`
+	// Partitions led here whose preferred replica is not caught up yet.
+	SkippedLagging int32 `protobuf:"varint,2,opt,name=skipped_lagging,json=skippedLagging,proto3" json:"skipped_lagging,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ElectLeadersResponse) Reset() {
+	*x = ElectLeadersResponse{}
+	mi := &file_wire_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersResponse) ProtoMessage() {}
+
+func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
+func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *ElectLeadersResponse) GetTransfers() []*ElectLeadersResponse_Transfer {
+	if x != nil {
+		return x.Transfers
+	}
+	return nil
+}
+
+func (x *ElectLeadersResponse) GetSkippedLagging() int32 {
+	if x != nil {
+		return x.SkippedLagging
+	}
+	return 0
+}
+
+// ClusterMembersRequest asks for every registered node's membership.
+type ClusterMembersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterMembersRequest) Reset() {
+	*x = ClusterMembersRequest{}
+	mi := &file_wire_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterMembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterMembersRequest) ProtoMessage() {}
+
+func (x *ClusterMembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterMembersRequest.ProtoReflect.Descriptor instead.
+func (*ClusterMembersRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{55}
+}
+
+// ClusterMembersResponse is the membership as the answering node applied it.
+type ClusterMembersResponse struct {
+	state          protoimpl.MessageState           `protogen:"open.v1"`
+	Members        []*ClusterMembersResponse_Member `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	MetadataLeader uint64                           `protobuf:"varint,2,opt,name=metadata_leader,json=metadataLeader,proto3" json:"metadata_leader,omitempty"`
+	AnsweredBy     uint64                           `protobuf:"varint,3,opt,name=answered_by,json=answeredBy,proto3" json:"answered_by,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ClusterMembersResponse) Reset() {
+	*x = ClusterMembersResponse{}
+	mi := &file_wire_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterMembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterMembersResponse) ProtoMessage() {}
+
+func (x *ClusterMembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterMembersResponse.ProtoReflect.Descriptor instead.
+func (*ClusterMembersResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *ClusterMembersResponse) GetMembers() []*ClusterMembersResponse_Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *ClusterMembersResponse) GetMetadataLeader() uint64 {
+	if x != nil {
+		return x.MetadataLeader
+	}
+	return 0
+}
+
+func (x *ClusterMembersResponse) GetAnsweredBy() uint64 {
+	if x != nil {
+		return x.AnsweredBy
+	}
+	return 0
+}
+
 type MetadataResponse_Node struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Id           uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -3764,7 +4350,7 @@ type MetadataResponse_Node struct {
 
 func (x *MetadataResponse_Node) Reset() {
 	*x = MetadataResponse_Node{}
-	mi := &file_wire_proto_msgTypes[51]
+	mi := &file_wire_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3776,7 +4362,7 @@ func (x *MetadataResponse_Node) String() string {
 func (*MetadataResponse_Node) ProtoMessage() {}
 
 func (x *MetadataResponse_Node) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[51]
+	mi := &file_wire_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3847,7 +4433,7 @@ type MetadataResponse_Partition struct {
 
 func (x *MetadataResponse_Partition) Reset() {
 	*x = MetadataResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[52]
+	mi := &file_wire_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3859,7 +4445,7 @@ func (x *MetadataResponse_Partition) String() string {
 func (*MetadataResponse_Partition) ProtoMessage() {}
 
 func (x *MetadataResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[52]
+	mi := &file_wire_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3924,7 +4510,7 @@ type MetadataResponse_Topic struct {
 
 func (x *MetadataResponse_Topic) Reset() {
 	*x = MetadataResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[53]
+	mi := &file_wire_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3936,7 +4522,7 @@ func (x *MetadataResponse_Topic) String() string {
 func (*MetadataResponse_Topic) ProtoMessage() {}
 
 func (x *MetadataResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[53]
+	mi := &file_wire_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3997,7 +4583,7 @@ type ProduceRequest_Partition struct {
 
 func (x *ProduceRequest_Partition) Reset() {
 	*x = ProduceRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[54]
+	mi := &file_wire_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4009,7 +4595,7 @@ func (x *ProduceRequest_Partition) String() string {
 func (*ProduceRequest_Partition) ProtoMessage() {}
 
 func (x *ProduceRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[54]
+	mi := &file_wire_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4087,7 +4673,7 @@ type ProduceResponse_Partition struct {
 
 func (x *ProduceResponse_Partition) Reset() {
 	*x = ProduceResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[55]
+	mi := &file_wire_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4099,7 +4685,7 @@ func (x *ProduceResponse_Partition) String() string {
 func (*ProduceResponse_Partition) ProtoMessage() {}
 
 func (x *ProduceResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[55]
+	mi := &file_wire_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4165,7 +4751,7 @@ type FetchRequest_Partition struct {
 
 func (x *FetchRequest_Partition) Reset() {
 	*x = FetchRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[56]
+	mi := &file_wire_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4177,7 +4763,7 @@ func (x *FetchRequest_Partition) String() string {
 func (*FetchRequest_Partition) ProtoMessage() {}
 
 func (x *FetchRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[56]
+	mi := &file_wire_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4245,7 +4831,7 @@ type FetchResponse_Batch struct {
 
 func (x *FetchResponse_Batch) Reset() {
 	*x = FetchResponse_Batch{}
-	mi := &file_wire_proto_msgTypes[57]
+	mi := &file_wire_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4257,7 +4843,7 @@ func (x *FetchResponse_Batch) String() string {
 func (*FetchResponse_Batch) ProtoMessage() {}
 
 func (x *FetchResponse_Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[57]
+	mi := &file_wire_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4329,7 +4915,7 @@ type FetchResponse_Partition struct {
 
 func (x *FetchResponse_Partition) Reset() {
 	*x = FetchResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[58]
+	mi := &file_wire_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4341,7 +4927,7 @@ func (x *FetchResponse_Partition) String() string {
 func (*FetchResponse_Partition) ProtoMessage() {}
 
 func (x *FetchResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[58]
+	mi := &file_wire_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4412,7 +4998,7 @@ type ListOffsetsRequest_Partition struct {
 
 func (x *ListOffsetsRequest_Partition) Reset() {
 	*x = ListOffsetsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[59]
+	mi := &file_wire_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4424,7 +5010,7 @@ func (x *ListOffsetsRequest_Partition) String() string {
 func (*ListOffsetsRequest_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[59]
+	mi := &file_wire_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4482,7 +5068,7 @@ type ListOffsetsResponse_Partition struct {
 
 func (x *ListOffsetsResponse_Partition) Reset() {
 	*x = ListOffsetsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[60]
+	mi := &file_wire_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4494,7 +5080,7 @@ func (x *ListOffsetsResponse_Partition) String() string {
 func (*ListOffsetsResponse_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[60]
+	mi := &file_wire_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4564,7 +5150,7 @@ type CreateTopicsRequest_Topic struct {
 
 func (x *CreateTopicsRequest_Topic) Reset() {
 	*x = CreateTopicsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[61]
+	mi := &file_wire_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4576,7 +5162,7 @@ func (x *CreateTopicsRequest_Topic) String() string {
 func (*CreateTopicsRequest_Topic) ProtoMessage() {}
 
 func (x *CreateTopicsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[61]
+	mi := &file_wire_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4631,7 +5217,7 @@ type CreatePartitionsRequest_Topic struct {
 
 func (x *CreatePartitionsRequest_Topic) Reset() {
 	*x = CreatePartitionsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[62]
+	mi := &file_wire_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4643,7 +5229,7 @@ func (x *CreatePartitionsRequest_Topic) String() string {
 func (*CreatePartitionsRequest_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[62]
+	mi := &file_wire_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4685,7 +5271,7 @@ type CreatePartitionsResponse_Topic struct {
 
 func (x *CreatePartitionsResponse_Topic) Reset() {
 	*x = CreatePartitionsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[63]
+	mi := &file_wire_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4697,7 +5283,7 @@ func (x *CreatePartitionsResponse_Topic) String() string {
 func (*CreatePartitionsResponse_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[63]
+	mi := &file_wire_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4754,7 +5340,7 @@ type DescribeTopicsResponse_Topic struct {
 
 func (x *DescribeTopicsResponse_Topic) Reset() {
 	*x = DescribeTopicsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[64]
+	mi := &file_wire_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4766,7 +5352,7 @@ func (x *DescribeTopicsResponse_Topic) String() string {
 func (*DescribeTopicsResponse_Topic) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[64]
+	mi := &file_wire_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4828,7 +5414,7 @@ type ListGroupsResponse_Group struct {
 
 func (x *ListGroupsResponse_Group) Reset() {
 	*x = ListGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[65]
+	mi := &file_wire_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4840,7 +5426,7 @@ func (x *ListGroupsResponse_Group) String() string {
 func (*ListGroupsResponse_Group) ProtoMessage() {}
 
 func (x *ListGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[65]
+	mi := &file_wire_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4892,7 +5478,7 @@ type DescribeGroupsResponse_Group struct {
 
 func (x *DescribeGroupsResponse_Group) Reset() {
 	*x = DescribeGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[66]
+	mi := &file_wire_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4904,7 +5490,7 @@ func (x *DescribeGroupsResponse_Group) String() string {
 func (*DescribeGroupsResponse_Group) ProtoMessage() {}
 
 func (x *DescribeGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[66]
+	mi := &file_wire_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4980,7 +5566,7 @@ type OffsetDeleteResponse_Result struct {
 
 func (x *OffsetDeleteResponse_Result) Reset() {
 	*x = OffsetDeleteResponse_Result{}
-	mi := &file_wire_proto_msgTypes[67]
+	mi := &file_wire_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4992,7 +5578,7 @@ func (x *OffsetDeleteResponse_Result) String() string {
 func (*OffsetDeleteResponse_Result) ProtoMessage() {}
 
 func (x *OffsetDeleteResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[67]
+	mi := &file_wire_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5039,7 +5625,7 @@ type DeleteGroupsResponse_Result struct {
 
 func (x *DeleteGroupsResponse_Result) Reset() {
 	*x = DeleteGroupsResponse_Result{}
-	mi := &file_wire_proto_msgTypes[68]
+	mi := &file_wire_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5051,7 +5637,7 @@ func (x *DeleteGroupsResponse_Result) String() string {
 func (*DeleteGroupsResponse_Result) ProtoMessage() {}
 
 func (x *DeleteGroupsResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[68]
+	mi := &file_wire_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5092,7 +5678,7 @@ type AlterConfigsRequest_Topic struct {
 
 func (x *AlterConfigsRequest_Topic) Reset() {
 	*x = AlterConfigsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[69]
+	mi := &file_wire_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5104,7 +5690,7 @@ func (x *AlterConfigsRequest_Topic) String() string {
 func (*AlterConfigsRequest_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[69]
+	mi := &file_wire_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5152,7 +5738,7 @@ type AlterConfigsResponse_Topic struct {
 
 func (x *AlterConfigsResponse_Topic) Reset() {
 	*x = AlterConfigsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[70]
+	mi := &file_wire_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5164,7 +5750,7 @@ func (x *AlterConfigsResponse_Topic) String() string {
 func (*AlterConfigsResponse_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[70]
+	mi := &file_wire_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5214,7 +5800,7 @@ type DeleteRecordsRequest_Partition struct {
 
 func (x *DeleteRecordsRequest_Partition) Reset() {
 	*x = DeleteRecordsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[71]
+	mi := &file_wire_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5226,7 +5812,7 @@ func (x *DeleteRecordsRequest_Partition) String() string {
 func (*DeleteRecordsRequest_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[71]
+	mi := &file_wire_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5282,7 +5868,7 @@ type DeleteRecordsResponse_Partition struct {
 
 func (x *DeleteRecordsResponse_Partition) Reset() {
 	*x = DeleteRecordsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[72]
+	mi := &file_wire_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5294,7 +5880,7 @@ func (x *DeleteRecordsResponse_Partition) String() string {
 func (*DeleteRecordsResponse_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[72]
+	mi := &file_wire_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5348,7 +5934,7 @@ type DescribePartitionsRequest_Partition struct {
 
 func (x *DescribePartitionsRequest_Partition) Reset() {
 	*x = DescribePartitionsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[73]
+	mi := &file_wire_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5360,7 +5946,7 @@ func (x *DescribePartitionsRequest_Partition) String() string {
 func (*DescribePartitionsRequest_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[73]
+	mi := &file_wire_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5411,7 +5997,7 @@ type DescribePartitionsResponse_Partition struct {
 
 func (x *DescribePartitionsResponse_Partition) Reset() {
 	*x = DescribePartitionsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[74]
+	mi := &file_wire_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5423,7 +6009,7 @@ func (x *DescribePartitionsResponse_Partition) String() string {
 func (*DescribePartitionsResponse_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[74]
+	mi := &file_wire_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5502,6 +6088,174 @@ func (x *DescribePartitionsResponse_Partition) GetSnapshotIndex() uint64 {
 	return 0
 }
 
+type ElectLeadersResponse_Transfer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	From          uint64                 `protobuf:"varint,3,opt,name=from,proto3" json:"from,omitempty"`
+	To            uint64                 `protobuf:"varint,4,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectLeadersResponse_Transfer) Reset() {
+	*x = ElectLeadersResponse_Transfer{}
+	mi := &file_wire_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersResponse_Transfer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersResponse_Transfer) ProtoMessage() {}
+
+func (x *ElectLeadersResponse_Transfer) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersResponse_Transfer.ProtoReflect.Descriptor instead.
+func (*ElectLeadersResponse_Transfer) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{54, 0}
+}
+
+func (x *ElectLeadersResponse_Transfer) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ElectLeadersResponse_Transfer) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ElectLeadersResponse_Transfer) GetFrom() uint64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *ElectLeadersResponse_Transfer) GetTo() uint64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+type ClusterMembersResponse_Member struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Id               uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Address          string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Rack             string                 `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
+	State            MemberState            `protobuf:"varint,4,opt,name=state,proto3,enum=strand.MemberState" json:"state,omitempty"`
+	Role             MetadataRole           `protobuf:"varint,5,opt,name=role,proto3,enum=strand.MetadataRole" json:"role,omitempty"`
+	Fenced           bool                   `protobuf:"varint,6,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	Replicas         int32                  `protobuf:"varint,7,opt,name=replicas,proto3" json:"replicas,omitempty"`                                         // partition replicas placed on it
+	PreferredLeaders int32                  `protobuf:"varint,8,opt,name=preferred_leaders,json=preferredLeaders,proto3" json:"preferred_leaders,omitempty"` // partitions it is the first replica of
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ClusterMembersResponse_Member) Reset() {
+	*x = ClusterMembersResponse_Member{}
+	mi := &file_wire_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterMembersResponse_Member) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterMembersResponse_Member) ProtoMessage() {}
+
+func (x *ClusterMembersResponse_Member) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterMembersResponse_Member.ProtoReflect.Descriptor instead.
+func (*ClusterMembersResponse_Member) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{56, 0}
+}
+
+func (x *ClusterMembersResponse_Member) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ClusterMembersResponse_Member) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *ClusterMembersResponse_Member) GetRack() string {
+	if x != nil {
+		return x.Rack
+	}
+	return ""
+}
+
+func (x *ClusterMembersResponse_Member) GetState() MemberState {
+	if x != nil {
+		return x.State
+	}
+	return MemberState_MEMBER_STATE_UNSPECIFIED
+}
+
+func (x *ClusterMembersResponse_Member) GetRole() MetadataRole {
+	if x != nil {
+		return x.Role
+	}
+	return MetadataRole_METADATA_ROLE_NONE
+}
+
+func (x *ClusterMembersResponse_Member) GetFenced() bool {
+	if x != nil {
+		return x.Fenced
+	}
+	return false
+}
+
+func (x *ClusterMembersResponse_Member) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *ClusterMembersResponse_Member) GetPreferredLeaders() int32 {
+	if x != nil {
+		return x.PreferredLeaders
+	}
+	return 0
+}
+
 var File_wire_proto protoreflect.FileDescriptor
 
 const file_wire_proto_rawDesc = "" +
@@ -5514,7 +6268,7 @@ const file_wire_proto_rawDesc = "" +
 	"\tleader_id\x18\x03 \x01(\x04R\bleaderId\x12%\n" +
 	"\x0eleader_address\x18\x04 \x01(\tR\rleaderAddress\x12(\n" +
 	"\x10log_start_offset\x18\x05 \x01(\x03R\x0elogStartOffset\x12%\n" +
-	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xeb\v\n" +
+	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xb4\r\n" +
 	"\aRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12,\n" +
 	"\x05hello\x18\n" +
@@ -5539,9 +6293,13 @@ const file_wire_proto_rawDesc = "" +
 	"\x0fdescribe_groups\x18- \x01(\v2\x1d.strand.DescribeGroupsRequestH\x00R\x0edescribeGroups\x12B\n" +
 	"\rdelete_groups\x18. \x01(\v2\x1b.strand.DeleteGroupsRequestH\x00R\fdeleteGroups\x12B\n" +
 	"\roffset_delete\x18< \x01(\v2\x1b.strand.OffsetDeleteRequestH\x00R\foffsetDelete\x12N\n" +
-	"\x11create_partitions\x18? \x01(\v2\x1f.strand.CreatePartitionsRequestH\x00R\x10createPartitions\x12'\n" +
+	"\x11create_partitions\x18? \x01(\v2\x1f.strand.CreatePartitionsRequestH\x00R\x10createPartitions\x129\n" +
+	"\n" +
+	"node_admin\x18G \x01(\v2\x18.strand.NodeAdminRequestH\x00R\tnodeAdmin\x12B\n" +
+	"\relect_leaders\x18H \x01(\v2\x1b.strand.ElectLeadersRequestH\x00R\felectLeaders\x12H\n" +
+	"\x0fcluster_members\x18I \x01(\v2\x1d.strand.ClusterMembersRequestH\x00R\x0eclusterMembers\x12'\n" +
 	"\x04raft\x18\x1e \x01(\v2\x11.strand.RaftFrameH\x00R\x04raftB\x06\n" +
-	"\x04body\"\xfd\v\n" +
+	"\x04body\"\xc9\r\n" +
 	"\bResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12#\n" +
 	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\x12-\n" +
@@ -5567,7 +6325,11 @@ const file_wire_proto_rawDesc = "" +
 	"\x0fdescribe_groups\x18- \x01(\v2\x1e.strand.DescribeGroupsResponseH\x00R\x0edescribeGroups\x12C\n" +
 	"\rdelete_groups\x18. \x01(\v2\x1c.strand.DeleteGroupsResponseH\x00R\fdeleteGroups\x12C\n" +
 	"\roffset_delete\x18< \x01(\v2\x1c.strand.OffsetDeleteResponseH\x00R\foffsetDelete\x12O\n" +
-	"\x11create_partitions\x18? \x01(\v2 .strand.CreatePartitionsResponseH\x00R\x10createPartitionsB\x06\n" +
+	"\x11create_partitions\x18? \x01(\v2 .strand.CreatePartitionsResponseH\x00R\x10createPartitions\x12:\n" +
+	"\n" +
+	"node_admin\x18G \x01(\v2\x19.strand.NodeAdminResponseH\x00R\tnodeAdmin\x12C\n" +
+	"\relect_leaders\x18H \x01(\v2\x1c.strand.ElectLeadersResponseH\x00R\felectLeaders\x12I\n" +
+	"\x0fcluster_members\x18I \x01(\v2\x1e.strand.ClusterMembersResponseH\x00R\x0eclusterMembersB\x06\n" +
 	"\x04body\"\x8f\x01\n" +
 	"\fHelloRequest\x12\x1f\n" +
 	"\vversion_min\x18\x01 \x01(\rR\n" +
@@ -5912,7 +6674,39 @@ const file_wire_proto_rawDesc = "" +
 	"size_bytes\x18\x06 \x01(\x03R\tsizeBytes\x12.\n" +
 	"\x13oldest_timestamp_ms\x18\a \x01(\x03R\x11oldestTimestampMs\x12\x1a\n" +
 	"\bsegments\x18\b \x01(\x05R\bsegments\x12%\n" +
-	"\x0esnapshot_index\x18\t \x01(\x04R\rsnapshotIndex*\xd3\b\n" +
+	"\x0esnapshot_index\x18\t \x01(\x04R\rsnapshotIndex\"\xa4\x01\n" +
+	"\x10NodeAdminRequest\x12*\n" +
+	"\x06action\x18\x01 \x01(\x0e2\x12.strand.NodeActionR\x06action\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12\x18\n" +
+	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x12\n" +
+	"\x04rack\x18\x04 \x01(\tR\x04rack\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x05 \x01(\x05R\ttimeoutMs\"\x13\n" +
+	"\x11NodeAdminResponse\"\x15\n" +
+	"\x13ElectLeadersRequest\"\xe8\x01\n" +
+	"\x14ElectLeadersResponse\x12C\n" +
+	"\ttransfers\x18\x01 \x03(\v2%.strand.ElectLeadersResponse.TransferR\ttransfers\x12'\n" +
+	"\x0fskipped_lagging\x18\x02 \x01(\x05R\x0eskippedLagging\x1ab\n" +
+	"\bTransfer\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x12\n" +
+	"\x04from\x18\x03 \x01(\x04R\x04from\x12\x0e\n" +
+	"\x02to\x18\x04 \x01(\x04R\x02to\"\x17\n" +
+	"\x15ClusterMembersRequest\"\xa2\x03\n" +
+	"\x16ClusterMembersResponse\x12?\n" +
+	"\amembers\x18\x01 \x03(\v2%.strand.ClusterMembersResponse.MemberR\amembers\x12'\n" +
+	"\x0fmetadata_leader\x18\x02 \x01(\x04R\x0emetadataLeader\x12\x1f\n" +
+	"\vanswered_by\x18\x03 \x01(\x04R\n" +
+	"answeredBy\x1a\xfc\x01\n" +
+	"\x06Member\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
+	"\x04rack\x18\x03 \x01(\tR\x04rack\x12)\n" +
+	"\x05state\x18\x04 \x01(\x0e2\x13.strand.MemberStateR\x05state\x12(\n" +
+	"\x04role\x18\x05 \x01(\x0e2\x14.strand.MetadataRoleR\x04role\x12\x16\n" +
+	"\x06fenced\x18\x06 \x01(\bR\x06fenced\x12\x1a\n" +
+	"\breplicas\x18\a \x01(\x05R\breplicas\x12+\n" +
+	"\x11preferred_leaders\x18\b \x01(\x05R\x10preferredLeaders*\xb0\t\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +
@@ -5947,7 +6741,27 @@ const file_wire_proto_rawDesc = "" +
 	"$ERROR_CODE_GROUP_SUBSCRIBED_TO_TOPIC\x10A\x12\x1f\n" +
 	"\x1bERROR_CODE_NOT_ENOUGH_SPACE\x10-\x12!\n" +
 	"\x1dERROR_CODE_REPLICA_RECOVERING\x10.\x12!\n" +
-	"\x1dERROR_CODE_INVALID_PARTITIONS\x10DB,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
+	"\x1dERROR_CODE_INVALID_PARTITIONS\x10D\x12\x1b\n" +
+	"\x17ERROR_CODE_NODE_REMOVED\x10K\x12\x1b\n" +
+	"\x17ERROR_CODE_UNKNOWN_NODE\x10L\x12!\n" +
+	"\x1dERROR_CODE_MEMBERSHIP_REFUSED\x10M*\x8e\x01\n" +
+	"\n" +
+	"NodeAction\x12\x1b\n" +
+	"\x17NODE_ACTION_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fNODE_ACTION_ADD\x10\x01\x12\x1c\n" +
+	"\x18NODE_ACTION_DECOMMISSION\x10\x02\x12\x16\n" +
+	"\x12NODE_ACTION_REMOVE\x10\x03\x12\x18\n" +
+	"\x14NODE_ACTION_ACTIVATE\x10\x04*\x9a\x01\n" +
+	"\vMemberState\x12\x1c\n" +
+	"\x18MEMBER_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13MEMBER_STATE_ACTIVE\x10\x01\x12\x18\n" +
+	"\x14MEMBER_STATE_JOINING\x10\x02\x12 \n" +
+	"\x1cMEMBER_STATE_DECOMMISSIONING\x10\x03\x12\x18\n" +
+	"\x14MEMBER_STATE_REMOVED\x10\x04*Z\n" +
+	"\fMetadataRole\x12\x16\n" +
+	"\x12METADATA_ROLE_NONE\x10\x00\x12\x17\n" +
+	"\x13METADATA_ROLE_VOTER\x10\x01\x12\x19\n" +
+	"\x15METADATA_ROLE_LEARNER\x10\x02B,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
 
 var (
 	file_wire_proto_rawDescOnce sync.Once
@@ -5961,193 +6775,215 @@ func file_wire_proto_rawDescGZIP() []byte {
 	return file_wire_proto_rawDescData
 }
 
-var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
+var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
 var file_wire_proto_goTypes = []any{
 	(ErrorCode)(0),                               // 0: strand.ErrorCode
-	(*Error)(nil),                                // 1: strand.Error
-	(*Request)(nil),                              // 2: strand.Request
-	(*Response)(nil),                             // 3: strand.Response
-	(*HelloRequest)(nil),                         // 4: strand.HelloRequest
-	(*HelloResponse)(nil),                        // 5: strand.HelloResponse
-	(*MetadataRequest)(nil),                      // 6: strand.MetadataRequest
-	(*MetadataResponse)(nil),                     // 7: strand.MetadataResponse
-	(*ProduceRequest)(nil),                       // 8: strand.ProduceRequest
-	(*ProduceResponse)(nil),                      // 9: strand.ProduceResponse
-	(*FetchRequest)(nil),                         // 10: strand.FetchRequest
-	(*FetchResponse)(nil),                        // 11: strand.FetchResponse
-	(*ListOffsetsRequest)(nil),                   // 12: strand.ListOffsetsRequest
-	(*ListOffsetsResponse)(nil),                  // 13: strand.ListOffsetsResponse
-	(*ConfigEntry)(nil),                          // 14: strand.ConfigEntry
-	(*CreateTopicsRequest)(nil),                  // 15: strand.CreateTopicsRequest
-	(*TopicResult)(nil),                          // 16: strand.TopicResult
-	(*CreateTopicsResponse)(nil),                 // 17: strand.CreateTopicsResponse
-	(*DeleteTopicsRequest)(nil),                  // 18: strand.DeleteTopicsRequest
-	(*DeleteTopicsResponse)(nil),                 // 19: strand.DeleteTopicsResponse
-	(*CreatePartitionsRequest)(nil),              // 20: strand.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),             // 21: strand.CreatePartitionsResponse
-	(*DescribeTopicsRequest)(nil),                // 22: strand.DescribeTopicsRequest
-	(*DescribeTopicsResponse)(nil),               // 23: strand.DescribeTopicsResponse
-	(*InitProducerIdRequest)(nil),                // 24: strand.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil),               // 25: strand.InitProducerIdResponse
-	(*FindCoordinatorRequest)(nil),               // 26: strand.FindCoordinatorRequest
-	(*FindCoordinatorResponse)(nil),              // 27: strand.FindCoordinatorResponse
-	(*GroupTopicPartitions)(nil),                 // 28: strand.GroupTopicPartitions
-	(*ConsumerGroupHeartbeatRequest)(nil),        // 29: strand.ConsumerGroupHeartbeatRequest
-	(*ConsumerGroupHeartbeatResponse)(nil),       // 30: strand.ConsumerGroupHeartbeatResponse
-	(*OffsetCommitPartition)(nil),                // 31: strand.OffsetCommitPartition
-	(*OffsetCommitRequest)(nil),                  // 32: strand.OffsetCommitRequest
-	(*OffsetCommitResponse)(nil),                 // 33: strand.OffsetCommitResponse
-	(*OffsetFetchRequest)(nil),                   // 34: strand.OffsetFetchRequest
-	(*GroupCommittedOffset)(nil),                 // 35: strand.GroupCommittedOffset
-	(*OffsetFetchResponse)(nil),                  // 36: strand.OffsetFetchResponse
-	(*ListGroupsRequest)(nil),                    // 37: strand.ListGroupsRequest
-	(*ListGroupsResponse)(nil),                   // 38: strand.ListGroupsResponse
-	(*DescribeGroupsRequest)(nil),                // 39: strand.DescribeGroupsRequest
-	(*GroupMember)(nil),                          // 40: strand.GroupMember
-	(*DescribeGroupsResponse)(nil),               // 41: strand.DescribeGroupsResponse
-	(*DeleteGroupsRequest)(nil),                  // 42: strand.DeleteGroupsRequest
-	(*OffsetDeleteRequest)(nil),                  // 43: strand.OffsetDeleteRequest
-	(*OffsetDeleteResponse)(nil),                 // 44: strand.OffsetDeleteResponse
-	(*DeleteGroupsResponse)(nil),                 // 45: strand.DeleteGroupsResponse
-	(*AlterConfigsRequest)(nil),                  // 46: strand.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),                 // 47: strand.AlterConfigsResponse
-	(*DeleteRecordsRequest)(nil),                 // 48: strand.DeleteRecordsRequest
-	(*DeleteRecordsResponse)(nil),                // 49: strand.DeleteRecordsResponse
-	(*DescribePartitionsRequest)(nil),            // 50: strand.DescribePartitionsRequest
-	(*DescribePartitionsResponse)(nil),           // 51: strand.DescribePartitionsResponse
-	(*MetadataResponse_Node)(nil),                // 52: strand.MetadataResponse.Node
-	(*MetadataResponse_Partition)(nil),           // 53: strand.MetadataResponse.Partition
-	(*MetadataResponse_Topic)(nil),               // 54: strand.MetadataResponse.Topic
-	(*ProduceRequest_Partition)(nil),             // 55: strand.ProduceRequest.Partition
-	(*ProduceResponse_Partition)(nil),            // 56: strand.ProduceResponse.Partition
-	(*FetchRequest_Partition)(nil),               // 57: strand.FetchRequest.Partition
-	(*FetchResponse_Batch)(nil),                  // 58: strand.FetchResponse.Batch
-	(*FetchResponse_Partition)(nil),              // 59: strand.FetchResponse.Partition
-	(*ListOffsetsRequest_Partition)(nil),         // 60: strand.ListOffsetsRequest.Partition
-	(*ListOffsetsResponse_Partition)(nil),        // 61: strand.ListOffsetsResponse.Partition
-	(*CreateTopicsRequest_Topic)(nil),            // 62: strand.CreateTopicsRequest.Topic
-	(*CreatePartitionsRequest_Topic)(nil),        // 63: strand.CreatePartitionsRequest.Topic
-	(*CreatePartitionsResponse_Topic)(nil),       // 64: strand.CreatePartitionsResponse.Topic
-	(*DescribeTopicsResponse_Topic)(nil),         // 65: strand.DescribeTopicsResponse.Topic
-	(*ListGroupsResponse_Group)(nil),             // 66: strand.ListGroupsResponse.Group
-	(*DescribeGroupsResponse_Group)(nil),         // 67: strand.DescribeGroupsResponse.Group
-	(*OffsetDeleteResponse_Result)(nil),          // 68: strand.OffsetDeleteResponse.Result
-	(*DeleteGroupsResponse_Result)(nil),          // 69: strand.DeleteGroupsResponse.Result
-	(*AlterConfigsRequest_Topic)(nil),            // 70: strand.AlterConfigsRequest.Topic
-	(*AlterConfigsResponse_Topic)(nil),           // 71: strand.AlterConfigsResponse.Topic
-	(*DeleteRecordsRequest_Partition)(nil),       // 72: strand.DeleteRecordsRequest.Partition
-	(*DeleteRecordsResponse_Partition)(nil),      // 73: strand.DeleteRecordsResponse.Partition
-	(*DescribePartitionsRequest_Partition)(nil),  // 74: strand.DescribePartitionsRequest.Partition
-	(*DescribePartitionsResponse_Partition)(nil), // 75: strand.DescribePartitionsResponse.Partition
-	(*RaftFrame)(nil),                            // 76: strand.RaftFrame
+	(NodeAction)(0),                              // 1: strand.NodeAction
+	(MemberState)(0),                             // 2: strand.MemberState
+	(MetadataRole)(0),                            // 3: strand.MetadataRole
+	(*Error)(nil),                                // 4: strand.Error
+	(*Request)(nil),                              // 5: strand.Request
+	(*Response)(nil),                             // 6: strand.Response
+	(*HelloRequest)(nil),                         // 7: strand.HelloRequest
+	(*HelloResponse)(nil),                        // 8: strand.HelloResponse
+	(*MetadataRequest)(nil),                      // 9: strand.MetadataRequest
+	(*MetadataResponse)(nil),                     // 10: strand.MetadataResponse
+	(*ProduceRequest)(nil),                       // 11: strand.ProduceRequest
+	(*ProduceResponse)(nil),                      // 12: strand.ProduceResponse
+	(*FetchRequest)(nil),                         // 13: strand.FetchRequest
+	(*FetchResponse)(nil),                        // 14: strand.FetchResponse
+	(*ListOffsetsRequest)(nil),                   // 15: strand.ListOffsetsRequest
+	(*ListOffsetsResponse)(nil),                  // 16: strand.ListOffsetsResponse
+	(*ConfigEntry)(nil),                          // 17: strand.ConfigEntry
+	(*CreateTopicsRequest)(nil),                  // 18: strand.CreateTopicsRequest
+	(*TopicResult)(nil),                          // 19: strand.TopicResult
+	(*CreateTopicsResponse)(nil),                 // 20: strand.CreateTopicsResponse
+	(*DeleteTopicsRequest)(nil),                  // 21: strand.DeleteTopicsRequest
+	(*DeleteTopicsResponse)(nil),                 // 22: strand.DeleteTopicsResponse
+	(*CreatePartitionsRequest)(nil),              // 23: strand.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),             // 24: strand.CreatePartitionsResponse
+	(*DescribeTopicsRequest)(nil),                // 25: strand.DescribeTopicsRequest
+	(*DescribeTopicsResponse)(nil),               // 26: strand.DescribeTopicsResponse
+	(*InitProducerIdRequest)(nil),                // 27: strand.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil),               // 28: strand.InitProducerIdResponse
+	(*FindCoordinatorRequest)(nil),               // 29: strand.FindCoordinatorRequest
+	(*FindCoordinatorResponse)(nil),              // 30: strand.FindCoordinatorResponse
+	(*GroupTopicPartitions)(nil),                 // 31: strand.GroupTopicPartitions
+	(*ConsumerGroupHeartbeatRequest)(nil),        // 32: strand.ConsumerGroupHeartbeatRequest
+	(*ConsumerGroupHeartbeatResponse)(nil),       // 33: strand.ConsumerGroupHeartbeatResponse
+	(*OffsetCommitPartition)(nil),                // 34: strand.OffsetCommitPartition
+	(*OffsetCommitRequest)(nil),                  // 35: strand.OffsetCommitRequest
+	(*OffsetCommitResponse)(nil),                 // 36: strand.OffsetCommitResponse
+	(*OffsetFetchRequest)(nil),                   // 37: strand.OffsetFetchRequest
+	(*GroupCommittedOffset)(nil),                 // 38: strand.GroupCommittedOffset
+	(*OffsetFetchResponse)(nil),                  // 39: strand.OffsetFetchResponse
+	(*ListGroupsRequest)(nil),                    // 40: strand.ListGroupsRequest
+	(*ListGroupsResponse)(nil),                   // 41: strand.ListGroupsResponse
+	(*DescribeGroupsRequest)(nil),                // 42: strand.DescribeGroupsRequest
+	(*GroupMember)(nil),                          // 43: strand.GroupMember
+	(*DescribeGroupsResponse)(nil),               // 44: strand.DescribeGroupsResponse
+	(*DeleteGroupsRequest)(nil),                  // 45: strand.DeleteGroupsRequest
+	(*OffsetDeleteRequest)(nil),                  // 46: strand.OffsetDeleteRequest
+	(*OffsetDeleteResponse)(nil),                 // 47: strand.OffsetDeleteResponse
+	(*DeleteGroupsResponse)(nil),                 // 48: strand.DeleteGroupsResponse
+	(*AlterConfigsRequest)(nil),                  // 49: strand.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),                 // 50: strand.AlterConfigsResponse
+	(*DeleteRecordsRequest)(nil),                 // 51: strand.DeleteRecordsRequest
+	(*DeleteRecordsResponse)(nil),                // 52: strand.DeleteRecordsResponse
+	(*DescribePartitionsRequest)(nil),            // 53: strand.DescribePartitionsRequest
+	(*DescribePartitionsResponse)(nil),           // 54: strand.DescribePartitionsResponse
+	(*NodeAdminRequest)(nil),                     // 55: strand.NodeAdminRequest
+	(*NodeAdminResponse)(nil),                    // 56: strand.NodeAdminResponse
+	(*ElectLeadersRequest)(nil),                  // 57: strand.ElectLeadersRequest
+	(*ElectLeadersResponse)(nil),                 // 58: strand.ElectLeadersResponse
+	(*ClusterMembersRequest)(nil),                // 59: strand.ClusterMembersRequest
+	(*ClusterMembersResponse)(nil),               // 60: strand.ClusterMembersResponse
+	(*MetadataResponse_Node)(nil),                // 61: strand.MetadataResponse.Node
+	(*MetadataResponse_Partition)(nil),           // 62: strand.MetadataResponse.Partition
+	(*MetadataResponse_Topic)(nil),               // 63: strand.MetadataResponse.Topic
+	(*ProduceRequest_Partition)(nil),             // 64: strand.ProduceRequest.Partition
+	(*ProduceResponse_Partition)(nil),            // 65: strand.ProduceResponse.Partition
+	(*FetchRequest_Partition)(nil),               // 66: strand.FetchRequest.Partition
+	(*FetchResponse_Batch)(nil),                  // 67: strand.FetchResponse.Batch
+	(*FetchResponse_Partition)(nil),              // 68: strand.FetchResponse.Partition
+	(*ListOffsetsRequest_Partition)(nil),         // 69: strand.ListOffsetsRequest.Partition
+	(*ListOffsetsResponse_Partition)(nil),        // 70: strand.ListOffsetsResponse.Partition
+	(*CreateTopicsRequest_Topic)(nil),            // 71: strand.CreateTopicsRequest.Topic
+	(*CreatePartitionsRequest_Topic)(nil),        // 72: strand.CreatePartitionsRequest.Topic
+	(*CreatePartitionsResponse_Topic)(nil),       // 73: strand.CreatePartitionsResponse.Topic
+	(*DescribeTopicsResponse_Topic)(nil),         // 74: strand.DescribeTopicsResponse.Topic
+	(*ListGroupsResponse_Group)(nil),             // 75: strand.ListGroupsResponse.Group
+	(*DescribeGroupsResponse_Group)(nil),         // 76: strand.DescribeGroupsResponse.Group
+	(*OffsetDeleteResponse_Result)(nil),          // 77: strand.OffsetDeleteResponse.Result
+	(*DeleteGroupsResponse_Result)(nil),          // 78: strand.DeleteGroupsResponse.Result
+	(*AlterConfigsRequest_Topic)(nil),            // 79: strand.AlterConfigsRequest.Topic
+	(*AlterConfigsResponse_Topic)(nil),           // 80: strand.AlterConfigsResponse.Topic
+	(*DeleteRecordsRequest_Partition)(nil),       // 81: strand.DeleteRecordsRequest.Partition
+	(*DeleteRecordsResponse_Partition)(nil),      // 82: strand.DeleteRecordsResponse.Partition
+	(*DescribePartitionsRequest_Partition)(nil),  // 83: strand.DescribePartitionsRequest.Partition
+	(*DescribePartitionsResponse_Partition)(nil), // 84: strand.DescribePartitionsResponse.Partition
+	(*ElectLeadersResponse_Transfer)(nil),        // 85: strand.ElectLeadersResponse.Transfer
+	(*ClusterMembersResponse_Member)(nil),        // 86: strand.ClusterMembersResponse.Member
+	(*RaftFrame)(nil),                            // 87: strand.RaftFrame
 }
 var file_wire_proto_depIdxs = []int32{
 	0,   // 0: strand.Error.code:type_name -> strand.ErrorCode
-	4,   // 1: strand.Request.hello:type_name -> strand.HelloRequest
-	6,   // 2: strand.Request.metadata:type_name -> strand.MetadataRequest
-	8,   // 3: strand.Request.produce:type_name -> strand.ProduceRequest
-	10,  // 4: strand.Request.fetch:type_name -> strand.FetchRequest
-	12,  // 5: strand.Request.list_offsets:type_name -> strand.ListOffsetsRequest
-	15,  // 6: strand.Request.create_topics:type_name -> strand.CreateTopicsRequest
-	18,  // 7: strand.Request.delete_topics:type_name -> strand.DeleteTopicsRequest
-	22,  // 8: strand.Request.describe_topics:type_name -> strand.DescribeTopicsRequest
-	24,  // 9: strand.Request.init_producer_id:type_name -> strand.InitProducerIdRequest
-	46,  // 10: strand.Request.alter_configs:type_name -> strand.AlterConfigsRequest
-	48,  // 11: strand.Request.delete_records:type_name -> strand.DeleteRecordsRequest
-	50,  // 12: strand.Request.describe_partitions:type_name -> strand.DescribePartitionsRequest
-	26,  // 13: strand.Request.find_coordinator:type_name -> strand.FindCoordinatorRequest
-	29,  // 14: strand.Request.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatRequest
-	32,  // 15: strand.Request.offset_commit:type_name -> strand.OffsetCommitRequest
-	34,  // 16: strand.Request.offset_fetch:type_name -> strand.OffsetFetchRequest
-	37,  // 17: strand.Request.list_groups:type_name -> strand.ListGroupsRequest
-	39,  // 18: strand.Request.describe_groups:type_name -> strand.DescribeGroupsRequest
-	42,  // 19: strand.Request.delete_groups:type_name -> strand.DeleteGroupsRequest
-	43,  // 20: strand.Request.offset_delete:type_name -> strand.OffsetDeleteRequest
-	20,  // 21: strand.Request.create_partitions:type_name -> strand.CreatePartitionsRequest
-	76,  // 22: strand.Request.raft:type_name -> strand.RaftFrame
-	1,   // 23: strand.Response.error:type_name -> strand.Error
-	5,   // 24: strand.Response.hello:type_name -> strand.HelloResponse
-	7,   // 25: strand.Response.metadata:type_name -> strand.MetadataResponse
-	9,   // 26: strand.Response.produce:type_name -> strand.ProduceResponse
-	11,  // 27: strand.Response.fetch:type_name -> strand.FetchResponse
-	13,  // 28: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
-	17,  // 29: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
-	19,  // 30: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
-	23,  // 31: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
-	25,  // 32: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
-	47,  // 33: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
-	49,  // 34: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
-	51,  // 35: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
-	27,  // 36: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
-	30,  // 37: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
-	33,  // 38: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
-	36,  // 39: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
-	38,  // 40: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
-	41,  // 41: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
-	45,  // 42: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
-	44,  // 43: strand.Response.offset_delete:type_name -> strand.OffsetDeleteResponse
-	21,  // 44: strand.Response.create_partitions:type_name -> strand.CreatePartitionsResponse
-	52,  // 45: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
-	54,  // 46: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
-	55,  // 47: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
-	56,  // 48: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
-	57,  // 49: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
-	59,  // 50: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
-	60,  // 51: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
-	61,  // 52: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
-	62,  // 53: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
-	1,   // 54: strand.TopicResult.error:type_name -> strand.Error
-	16,  // 55: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
-	16,  // 56: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
-	63,  // 57: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
-	64,  // 58: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
-	65,  // 59: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
-	28,  // 60: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
-	28,  // 61: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
-	31,  // 62: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
-	28,  // 63: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
-	35,  // 64: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
-	66,  // 65: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
-	28,  // 66: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
-	28,  // 67: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
-	28,  // 68: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
-	67,  // 69: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
-	28,  // 70: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
-	68,  // 71: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
-	69,  // 72: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
-	70,  // 73: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
-	71,  // 74: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
-	72,  // 75: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
-	73,  // 76: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
-	74,  // 77: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
-	75,  // 78: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
-	1,   // 79: strand.MetadataResponse.Partition.error:type_name -> strand.Error
-	1,   // 80: strand.MetadataResponse.Topic.error:type_name -> strand.Error
-	53,  // 81: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
-	1,   // 82: strand.ProduceResponse.Partition.error:type_name -> strand.Error
-	1,   // 83: strand.FetchResponse.Partition.error:type_name -> strand.Error
-	58,  // 84: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
-	1,   // 85: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
-	14,  // 86: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
-	1,   // 87: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
-	1,   // 88: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
-	14,  // 89: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	1,   // 90: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
-	40,  // 91: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
-	35,  // 92: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
-	1,   // 93: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
-	1,   // 94: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
-	14,  // 95: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
-	1,   // 96: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
-	14,  // 97: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	1,   // 98: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
-	1,   // 99: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
-	100, // [100:100] is the sub-list for method output_type
-	100, // [100:100] is the sub-list for method input_type
-	100, // [100:100] is the sub-list for extension type_name
-	100, // [100:100] is the sub-list for extension extendee
-	0,   // [0:100] is the sub-list for field type_name
+	7,   // 1: strand.Request.hello:type_name -> strand.HelloRequest
+	9,   // 2: strand.Request.metadata:type_name -> strand.MetadataRequest
+	11,  // 3: strand.Request.produce:type_name -> strand.ProduceRequest
+	13,  // 4: strand.Request.fetch:type_name -> strand.FetchRequest
+	15,  // 5: strand.Request.list_offsets:type_name -> strand.ListOffsetsRequest
+	18,  // 6: strand.Request.create_topics:type_name -> strand.CreateTopicsRequest
+	21,  // 7: strand.Request.delete_topics:type_name -> strand.DeleteTopicsRequest
+	25,  // 8: strand.Request.describe_topics:type_name -> strand.DescribeTopicsRequest
+	27,  // 9: strand.Request.init_producer_id:type_name -> strand.InitProducerIdRequest
+	49,  // 10: strand.Request.alter_configs:type_name -> strand.AlterConfigsRequest
+	51,  // 11: strand.Request.delete_records:type_name -> strand.DeleteRecordsRequest
+	53,  // 12: strand.Request.describe_partitions:type_name -> strand.DescribePartitionsRequest
+	29,  // 13: strand.Request.find_coordinator:type_name -> strand.FindCoordinatorRequest
+	32,  // 14: strand.Request.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatRequest
+	35,  // 15: strand.Request.offset_commit:type_name -> strand.OffsetCommitRequest
+	37,  // 16: strand.Request.offset_fetch:type_name -> strand.OffsetFetchRequest
+	40,  // 17: strand.Request.list_groups:type_name -> strand.ListGroupsRequest
+	42,  // 18: strand.Request.describe_groups:type_name -> strand.DescribeGroupsRequest
+	45,  // 19: strand.Request.delete_groups:type_name -> strand.DeleteGroupsRequest
+	46,  // 20: strand.Request.offset_delete:type_name -> strand.OffsetDeleteRequest
+	23,  // 21: strand.Request.create_partitions:type_name -> strand.CreatePartitionsRequest
+	55,  // 22: strand.Request.node_admin:type_name -> strand.NodeAdminRequest
+	57,  // 23: strand.Request.elect_leaders:type_name -> strand.ElectLeadersRequest
+	59,  // 24: strand.Request.cluster_members:type_name -> strand.ClusterMembersRequest
+	87,  // 25: strand.Request.raft:type_name -> strand.RaftFrame
+	4,   // 26: strand.Response.error:type_name -> strand.Error
+	8,   // 27: strand.Response.hello:type_name -> strand.HelloResponse
+	10,  // 28: strand.Response.metadata:type_name -> strand.MetadataResponse
+	12,  // 29: strand.Response.produce:type_name -> strand.ProduceResponse
+	14,  // 30: strand.Response.fetch:type_name -> strand.FetchResponse
+	16,  // 31: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
+	20,  // 32: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
+	22,  // 33: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
+	26,  // 34: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
+	28,  // 35: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
+	50,  // 36: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
+	52,  // 37: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
+	54,  // 38: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
+	30,  // 39: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
+	33,  // 40: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
+	36,  // 41: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
+	39,  // 42: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
+	41,  // 43: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
+	44,  // 44: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
+	48,  // 45: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
+	47,  // 46: strand.Response.offset_delete:type_name -> strand.OffsetDeleteResponse
+	24,  // 47: strand.Response.create_partitions:type_name -> strand.CreatePartitionsResponse
+	56,  // 48: strand.Response.node_admin:type_name -> strand.NodeAdminResponse
+	58,  // 49: strand.Response.elect_leaders:type_name -> strand.ElectLeadersResponse
+	60,  // 50: strand.Response.cluster_members:type_name -> strand.ClusterMembersResponse
+	61,  // 51: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
+	63,  // 52: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
+	64,  // 53: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
+	65,  // 54: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
+	66,  // 55: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
+	68,  // 56: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
+	69,  // 57: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
+	70,  // 58: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
+	71,  // 59: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
+	4,   // 60: strand.TopicResult.error:type_name -> strand.Error
+	19,  // 61: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
+	19,  // 62: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
+	72,  // 63: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
+	73,  // 64: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
+	74,  // 65: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
+	31,  // 66: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
+	31,  // 67: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
+	34,  // 68: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
+	31,  // 69: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
+	38,  // 70: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
+	75,  // 71: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
+	31,  // 72: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
+	31,  // 73: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
+	31,  // 74: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
+	76,  // 75: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
+	31,  // 76: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
+	77,  // 77: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
+	78,  // 78: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
+	79,  // 79: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
+	80,  // 80: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
+	81,  // 81: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
+	82,  // 82: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
+	83,  // 83: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
+	84,  // 84: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
+	1,   // 85: strand.NodeAdminRequest.action:type_name -> strand.NodeAction
+	85,  // 86: strand.ElectLeadersResponse.transfers:type_name -> strand.ElectLeadersResponse.Transfer
+	86,  // 87: strand.ClusterMembersResponse.members:type_name -> strand.ClusterMembersResponse.Member
+	4,   // 88: strand.MetadataResponse.Partition.error:type_name -> strand.Error
+	4,   // 89: strand.MetadataResponse.Topic.error:type_name -> strand.Error
+	62,  // 90: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
+	4,   // 91: strand.ProduceResponse.Partition.error:type_name -> strand.Error
+	4,   // 92: strand.FetchResponse.Partition.error:type_name -> strand.Error
+	67,  // 93: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
+	4,   // 94: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
+	17,  // 95: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
+	4,   // 96: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
+	4,   // 97: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
+	17,  // 98: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	4,   // 99: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
+	43,  // 100: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
+	38,  // 101: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
+	4,   // 102: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
+	4,   // 103: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
+	17,  // 104: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
+	4,   // 105: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
+	17,  // 106: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	4,   // 107: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
+	4,   // 108: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
+	2,   // 109: strand.ClusterMembersResponse.Member.state:type_name -> strand.MemberState
+	3,   // 110: strand.ClusterMembersResponse.Member.role:type_name -> strand.MetadataRole
+	111, // [111:111] is the sub-list for method output_type
+	111, // [111:111] is the sub-list for method input_type
+	111, // [111:111] is the sub-list for extension type_name
+	111, // [111:111] is the sub-list for extension extendee
+	0,   // [0:111] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -6178,6 +7014,9 @@ func file_wire_proto_init() {
 		(*Request_DeleteGroups)(nil),
 		(*Request_OffsetDelete)(nil),
 		(*Request_CreatePartitions)(nil),
+		(*Request_NodeAdmin)(nil),
+		(*Request_ElectLeaders)(nil),
+		(*Request_ClusterMembers)(nil),
 		(*Request_Raft)(nil),
 	}
 	file_wire_proto_msgTypes[2].OneofWrappers = []any{
@@ -6202,15 +7041,18 @@ func file_wire_proto_init() {
 		(*Response_DeleteGroups)(nil),
 		(*Response_OffsetDelete)(nil),
 		(*Response_CreatePartitions)(nil),
+		(*Response_NodeAdmin)(nil),
+		(*Response_ElectLeaders)(nil),
+		(*Response_ClusterMembers)(nil),
 	}
-	file_wire_proto_msgTypes[57].OneofWrappers = []any{}
+	file_wire_proto_msgTypes[63].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   75,
+			NumEnums:      4,
+			NumMessages:   83,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
