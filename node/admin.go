@@ -124,6 +124,9 @@ var metaErrorCodes = []struct {
 	{metadata.ErrInvalidPartitions, strandpb.ErrorCode_ERROR_CODE_INVALID_PARTITIONS},
 	{metadata.ErrTooManyPartitions, strandpb.ErrorCode_ERROR_CODE_INVALID_PARTITIONS},
 	{metadata.ErrProducerIDsExhausted, strandpb.ErrorCode_ERROR_CODE_INTERNAL},
+	{metadata.ErrNodeRemoved, strandpb.ErrorCode_ERROR_CODE_NODE_REMOVED},
+	{metadata.ErrUnknownNode, strandpb.ErrorCode_ERROR_CODE_UNKNOWN_NODE},
+	{metadata.ErrMembershipRefused, strandpb.ErrorCode_ERROR_CODE_MEMBERSHIP_REFUSED},
 }
 
 // metaError maps a metadata command's refusal to its wire form.
@@ -146,7 +149,7 @@ func metaError(err error) *strandpb.Error {
 // above the nodes registered so far is the metadata group's to refuse,
 // retriably.
 func (c *Core) checkReplicationFactor(rf int32) *strandpb.Error {
-	if n := len(c.cfg.Nodes); n > 0 && int(rf) > n {
+	if n := c.clusterSize(); n > 0 && int(rf) > n {
 		return &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REPLICATION_FACTOR,
 			Message: fmt.Sprintf("node: replication factor %d, but the cluster has %d nodes", rf, n)}
 	}

@@ -67,6 +67,12 @@ func (c *Core) Handle(req *strandpb.Request, respond func(*strandpb.Response)) {
 		c.handleDescribePartitions(body.DescribePartitions, answer)
 	case *strandpb.Request_CreatePartitions:
 		c.handleCreatePartitions(body.CreatePartitions, answer)
+	case *strandpb.Request_NodeAdmin:
+		c.handleNodeAdmin(body.NodeAdmin, answer)
+	case *strandpb.Request_ClusterMembers:
+		c.handleClusterMembers(answer)
+	case *strandpb.Request_ElectLeaders:
+		c.handleElectLeaders(answer)
 	default:
 		if c.handleGroupRequest(req, answer) {
 			return

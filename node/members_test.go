@@ -1,0 +1,216 @@
+package node
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/proto/strandpb"
+	"github.com/strandlog/strand/raftlog/memdisk"
+)
+
+// joinCluster starts three nodes and prepares node 4 to join them: its
+// Config has Join set (while joinFlag says so) and Nodes listing the three
+// and itself, as `strand serve --join` gives it.
+func joinCluster(t *testing.T, seed uint64, joinFlag *bool) *cluster {
+	t.Helper()
+	c := newCluster(t, seed, 3, nil, func(cfg *Config) {
+		if cfg.ID == 4 {
+			cfg.Join = *joinFlag
+			cfg.Nodes = append(slices.Clone(cfg.Nodes), Peer{ID: 4, Address: addressOf(4), Rack: "rack-4"})
+		}
+	})
+	c.waitRegistered(3)
+	return c
+}
+
+// nodeAdmin sends a NodeAdmin request to node via and returns its error.
+func (c *cluster) nodeAdmin(via NodeID, action strandpb.NodeAction, id NodeID) *strandpb.Error {
+	c.t.Helper()
+	resp, _ := c.handle(via, &strandpb.Request{CorrelationId: 71, Body: &strandpb.Request_NodeAdmin{NodeAdmin: &strandpb.NodeAdminRequest{
+		Action: action, NodeId: uint64(id), Address: addressOf(id), Rack: "rack-4",
+	}}})
+	return resp.GetError()
+}
+
+// addNode registers node 4 through via and starts it.
+func (c *cluster) addNode4(via NodeID) {
+	c.t.Helper()
+	if e := c.nodeAdmin(via, strandpb.NodeAction_NODE_ACTION_ADD, 4); e != nil {
+		c.t.Fatalf("add node 4: %v", e)
+	}
+	c.ids = append(c.ids, 4)
+	c.disks[4] = memdisk.New()
+	c.start(4)
+}
+
+// waitRole ticks until every live node applied role for node id.
+func (c *cluster) waitRole(id NodeID, role MetaRole) {
+	c.t.Helper()
+	for range 600 {
+		all := true
+		for _, n := range c.ids {
+			if core := c.cores[n]; core != nil {
+				all = all && core.MetadataRole(id) == role
+			}
+		}
+		if all {
+			return
+		}
+		c.tick(1)
+	}
+	var got []MetaRole
+	for _, n := range c.ids {
+		if core := c.cores[n]; core != nil {
+			got = append(got, core.MetadataRole(id))
+		}
+	}
+	c.t.Fatalf("node %d never became %s everywhere: %v", id, role, got)
+}
+
+// TestJoinNodeBecomesVoterAndHostsReplicas: a registered node started with
+// Join is added as a learner, promoted to voter once caught up, applies
+// the whole metadata log (it sees every registration), and receives
+// replicas of a topic created afterwards; a restart of every node, the
+// joined one without Join, comes back in the same membership.
+func TestJoinNodeBecomesVoterAndHostsReplicas(t *testing.T) {
+	join := true
+	c := joinCluster(t, 1, &join)
+	c.addNode4(1)
+	c.waitRole(4, MetaRoleVoter)
+	c.waitRegistered(4)
+	if st, _ := c.cores[4].MetadataStatus(); st.Leader == 0 {
+		t.Fatalf("joined node knows no metadata leader")
+	}
+	c.createTopic(c.metaLeaderOf(), "after", 4, 3)
+	var on4 int
+	for range 300 {
+		if on4 = len(c.hosted(4)); on4 > 0 {
+			break
+		}
+		c.tick(1)
+	}
+	if on4 == 0 {
+		t.Fatalf("joined node hosts no replica of a topic created after it joined")
+	}
+	join = false
+	for _, id := range c.ids {
+		c.crash(id)
+	}
+	for _, id := range c.ids {
+		c.start(id)
+	}
+	c.waitRole(4, MetaRoleVoter)
+	for _, id := range []NodeID{1, 2, 3} {
+		if r := c.cores[4].MetadataRole(id); r != MetaRoleVoter {
+			t.Fatalf("after restart node 4 sees node %d as %s", id, r)
+		}
+	}
+	c.metaLeaderOf()
+}
+
+// TestJoinSurvivesCrashes: the joining node crashes before and after its
+// first entries arrive, and the metadata leader crashes right after the
+// learner was added; the node still ends a voter everywhere, and a
+// joined node whose log was still empty never bootstraps a group of its
+// own on restart (it restarts without Join).
+func TestJoinSurvivesCrashes(t *testing.T) {
+	join := true
+	c := joinCluster(t, 2, &join)
+	c.addNode4(2)
+	// Crash node 4 before it heard anything: its log is empty; Join is
+	// gone from its config, the marker keeps it from bootstrapping.
+	c.crash(4)
+	join = false
+	c.start(4)
+	if st, _ := c.cores[4].MetadataStatus(); st.Leader == 4 {
+		t.Fatalf("restarted joiner leads a group of its own")
+	}
+	// Crash the metadata leader as soon as node 4 is a learner.
+	c.waitRole(4, MetaRoleLearner)
+	lead := c.metaLeaderOf()
+	c.crash(lead)
+	c.tick(5)
+	c.crash(4) // and the joiner again, mid catch-up
+	c.tick(5)
+	c.start(lead)
+	c.start(4)
+	c.waitRole(4, MetaRoleVoter)
+	c.waitRegistered(4)
+}
+
+// TestDecommissionRemovesFromMetadataGroup: a decommissioning voter is
+// demoted to learner once enough active voters remain, cannot be removed
+// while it holds replicas, and once its topic is gone and it is removed
+// leaves the metadata group's configuration; it can never register again.
+func TestDecommissionRemovesFromMetadataGroup(t *testing.T) {
+	join := true
+	c := joinCluster(t, 3, &join)
+	c.addNode4(1)
+	c.waitRole(4, MetaRoleVoter)
+	c.createTopic(c.metaLeaderOf(), "t", 1, 4)
+	if e := c.nodeAdmin(1, strandpb.NodeAction_NODE_ACTION_DECOMMISSION, 3); e != nil {
+		t.Fatalf("decommission: %v", e)
+	}
+	c.waitRole(3, MetaRoleLearner)
+	if e := c.nodeAdmin(1, strandpb.NodeAction_NODE_ACTION_REMOVE, 3); e.GetCode() != strandpb.ErrorCode_ERROR_CODE_MEMBERSHIP_REFUSED {
+		t.Fatalf("remove node holding a replica: %v, want membership_refused", e)
+	}
+	resp, _ := c.handle(1, &strandpb.Request{CorrelationId: 9, Body: &strandpb.Request_DeleteTopics{DeleteTopics: &strandpb.DeleteTopicsRequest{Names: []string{"t"}}}})
+	if resp.GetError() != nil {
+		t.Fatalf("delete: %v", resp)
+	}
+	if e := c.nodeAdmin(1, strandpb.NodeAction_NODE_ACTION_REMOVE, 3); e != nil {
+		t.Fatalf("remove: %v", e)
+	}
+	c.waitRole(3, MetaRoleNone)
+	if e := c.nodeAdmin(1, strandpb.NodeAction_NODE_ACTION_ADD, 3); e.GetCode() != strandpb.ErrorCode_ERROR_CODE_NODE_REMOVED {
+		t.Fatalf("re-add removed node: %v, want node_removed", e)
+	}
+	resp, _ = c.handle(2, &strandpb.Request{CorrelationId: 10, Body: &strandpb.Request_ClusterMembers{ClusterMembers: &strandpb.ClusterMembersRequest{}}})
+	var states []string
+	for _, m := range resp.GetClusterMembers().GetMembers() {
+		states = append(states, m.GetState().String()+"/"+m.GetRole().String())
+	}
+	want := []string{"MEMBER_STATE_ACTIVE/METADATA_ROLE_VOTER", "MEMBER_STATE_ACTIVE/METADATA_ROLE_VOTER",
+		"MEMBER_STATE_REMOVED/METADATA_ROLE_NONE", "MEMBER_STATE_ACTIVE/METADATA_ROLE_VOTER"}
+	if !slices.Equal(states, want) {
+		t.Fatalf("members %v, want %v", states, want)
+	}
+	n, _ := c.cores[1].meta.meta.Node(3)
+	if n.State != metadata.NodeRemoved {
+		t.Fatalf("node 3 state %s", n.State)
+	}
+}
+
+// TestElectLeadersMovesToPreferred: a partition led by a replica other
+// than its preferred one hands the lead over on ElectLeaders.
+func TestElectLeadersMovesToPreferred(t *testing.T) {
+	c := newCluster(t, 4, 3, nil, nil)
+	c.waitRegistered(3)
+	c.createTopic(c.metaLeaderOf(), "e", 1, 3)
+	tp := TopicPartition{Topic: "e"}
+	lead := c.leader(tp)
+	t0, _ := c.cores[1].meta.meta.Topic("e")
+	preferred := NodeID(t0.Replicas[0][0])
+	if lead == preferred {
+		// Move the lead away first, then elect it back.
+		other := NodeID(t0.Replicas[0][1])
+		c.cores[lead].byTP[tp].raw.TransferLeader(uint64(other))
+		c.cores[lead].markReady(c.cores[lead].byTP[tp])
+		c.tick(20)
+		lead = c.leader(tp)
+		if lead == preferred {
+			t.Fatalf("could not move the lead away from %d", preferred)
+		}
+	}
+	resp, _ := c.handle(lead, &strandpb.Request{CorrelationId: 72, Body: &strandpb.Request_ElectLeaders{ElectLeaders: &strandpb.ElectLeadersRequest{}}})
+	tr := resp.GetElectLeaders().GetTransfers()
+	if len(tr) != 1 || NodeID(tr[0].GetTo()) != preferred {
+		t.Fatalf("transfers %v, want one to %d", tr, preferred)
+	}
+	c.tick(20)
+	if got := c.leader(tp); got != preferred {
+		t.Fatalf("leader %d after election, want %d", got, preferred)
+	}
+}
