@@ -269,12 +269,15 @@ func indexTopic(topics []metadata.Topic, name string) int {
 	return i
 }
 
-// wireNodes lists the cluster's nodes by id: the registered ones, plus
-// the Config.Nodes not registered yet.
+// wireNodes lists the cluster's nodes by id: the registered ones not
+// removed, plus the Config.Nodes not registered yet.
 func (c *Core) wireNodes() []*strandpb.MetadataResponse_Node {
 	var out []*strandpb.MetadataResponse_Node
 	registered := c.meta.meta.Nodes()
 	for _, n := range registered {
+		if n.State == metadata.NodeRemoved {
+			continue
+		}
 		out = append(out, &strandpb.MetadataResponse_Node{Id: n.ID, Address: n.Address, Rack: n.Rack, KafkaAddress: n.KafkaAddress,
 			Registered: true})
 	}

@@ -25,7 +25,7 @@ func TestUnreachablePeerQueueIsDiscarded(t *testing.T) {
 	for range frames {
 		n.Send(2, []byte("stale frame"))
 	}
-	p := n.peers[2]
+	p := (*n.peers.Load())[2]
 	deadline := time.Now().Add(10 * time.Second)
 	for len(p.queue) > 0 || p.queuedBytes.Load() != 0 {
 		if time.Now().After(deadline) {
