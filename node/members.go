@@ -82,7 +82,7 @@ func (c *Core) metaConfApplied(cc raftpb.ConfChangeI) {
 	c.membershipAfter = 0
 	v2 := cc.AsV2()
 	for _, ch := range v2.GetChanges() {
-		c.log.log(slog.LevelInfo, "metadata group membership changed", slog.String("group", "metadata"),
+		c.log.log(slog.LevelInfo, "metadata group configuration applied", slog.String("group", "metadata"),
 			slog.String("change", ch.GetType().String()), slog.Uint64("member", ch.GetNodeId()),
 			slog.Any("voters", c.meta.confState.GetVoters()), slog.Any("learners", c.meta.confState.GetLearners()))
 	}
@@ -293,7 +293,10 @@ func (c *Core) handleNodeAdmin(req *strandpb.NodeAdminRequest, answer func(*stra
 		answer(requestError(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, err.Error()))
 		return
 	}
-	attrs := []slog.Attr{slog.String("action", req.GetAction().String()), slog.Uint64("member", id), slog.String("address", req.GetAddress())}
+	attrs := []slog.Attr{slog.String("action", req.GetAction().String()), slog.Uint64("member", id)}
+	if req.GetAddress() != "" {
+		attrs = append(attrs, slog.String("address", req.GetAddress()))
+	}
 	timeout := c.msToTicks(req.GetTimeoutMs(), uint64(c.cfg.RequestTimeoutTicks))
 	c.proposeMeta(data, timeout, func(res metadata.Result, err error) {
 		var e *strandpb.Error

@@ -12,17 +12,17 @@ import (
 )
 
 // errMovesUnavailable: this build has no partition-move API wired in.
-var errMovesUnavailable = errors.New("partition moves are not available in this build")
+var errMovesUnavailable = errors.New("partition moves are not available in this build: nothing was changed")
 
 // movePartitions hands the planned moves to the cluster's partition-move
 // API (learner catch-up, then a joint configuration change per partition)
 // and returns once the cluster took them; callers then wait for the
 // metadata to list the new replicas. It is the one seam between the
-// membership commands and the moves: wired at merge to
-// clientlib's MovePartitions (PartitionMove{Topic, Partition, Replicas}).
-var movePartitions = func(ctx context.Context, c *clientlib.Client, moves []metadata.Move) error {
-	return errMovesUnavailable
-}
+// membership commands and the moves, set at merge to a call of
+// clientlib's MovePartitions (PartitionMove{Topic, Partition, Replicas}
+// per move, Replicas = Move.To); nil: no moves in this build, and a
+// command that would need one fails before changing anything.
+var movePartitions func(ctx context.Context, c *clientlib.Client, moves []metadata.Move) error
 
 // clusterSubcommands are the subcommands of `strand cluster` (without
 // one, it prints the cluster).
@@ -75,6 +75,9 @@ func rebalance(ctx context.Context, c *clientlib.Client, w io.Writer, dryRun boo
 		fmt.Fprintf(w, "rebalance (dry run, nothing changed): %s\n", plural(len(moves), "partition move"))
 		printMoves(w, moves)
 		return nil
+	}
+	if movePartitions == nil {
+		return errMovesUnavailable
 	}
 	fmt.Fprintf(w, "rebalance: %s\n", plural(len(moves), "partition move"))
 	printMoves(w, moves)

@@ -16,8 +16,9 @@ import (
 // --join`, sees it registered and a metadata voter in `strand cluster`,
 // sees a topic created afterwards place replicas on it, then restarts the
 // joined node without --join and sees it come back a voter. Also checks
-// decommission --dry-run and rebalance --dry-run print plans, and
-// `cluster leaders --balance` answers.
+// decommission --dry-run and rebalance --dry-run print plans and change
+// nothing, `cluster leaders --balance` answers, and once node 4 holds no
+// replica `node decommission 4` removes it for good.
 func TestJoinFourthNode(t *testing.T) {
 	skipShort(t)
 	c := startCluster(t, 3)
@@ -80,5 +81,19 @@ func TestJoinFourthNode(t *testing.T) {
 	}
 	if out := runCLI(t, env, "", "cluster"); strings.Contains(out, "decommissioning") {
 		t.Fatalf("a dry run changed the cluster:\n%s", out)
+	}
+
+	// With its topic gone node 4 holds nothing: decommission needs no
+	// move and takes it out of the metadata group.
+	runCLI(t, env, "", "topic", "delete", "after-join")
+	if out := runCLI(t, env, "", "node", "decommission", "4"); !strings.Contains(out, "node 4 removed") {
+		t.Fatalf("node decommission 4:\n%s", out)
+	}
+	if out := runCLI(t, env, "", "cluster"); !strings.Contains(out, "  4  "+addr4+"  removed  metadata none") {
+		t.Fatalf("node 4 not shown removed:\n%s", out)
+	}
+	if _, errOut, err := runCLIResult(t, env, "", "node", "add", "--id", "4", "--address", addr4); err == nil ||
+		!strings.Contains(errOut, "node removed") {
+		t.Fatalf("re-adding a removed node: err %v, stderr %s", err, errOut)
 	}
 }
