@@ -242,7 +242,7 @@ func (c *Core) handleCreateTopics(req *strandpb.CreateTopicsRequest, answer func
 				partitions = 1
 			}
 			if rf == 0 || rf == -1 {
-				rf = int32(max(1, min(replicationFactorDefault, len(c.cfg.Nodes))))
+				rf = int32(max(1, min(replicationFactorDefault, c.clusterSize())))
 			}
 			configs := make([]metadata.ConfigEntry, len(t.GetConfigs()))
 			for i, e := range t.GetConfigs() {

@@ -214,3 +214,33 @@ func TestElectLeadersMovesToPreferred(t *testing.T) {
 		t.Fatalf("leader %d after election, want %d", got, preferred)
 	}
 }
+
+// TestJoinedNodeRestartedAloneDefaultsToClusterSize: a joined node
+// restarted knowing only itself (serve without --peers or --join) still
+// creates topics with the default replication factor 3, counting the
+// registered nodes, not its one-entry Config.Nodes (which gave 1).
+func TestJoinedNodeRestartedAloneDefaultsToClusterSize(t *testing.T) {
+	join, alone := true, false
+	c := newCluster(t, 5, 3, nil, func(cfg *Config) {
+		if cfg.ID == 4 {
+			cfg.Join = join
+			cfg.Nodes = append(slices.Clone(cfg.Nodes), Peer{ID: 4, Address: addressOf(4), Rack: "rack-4"})
+			if alone {
+				cfg.Nodes = []Peer{{ID: 4, Address: addressOf(4), Rack: "rack-4"}}
+			}
+		}
+	})
+	c.waitRegistered(3)
+	c.addNode4(1)
+	c.waitRole(4, MetaRoleVoter)
+	c.crash(4)
+	join, alone = false, true
+	c.start(4)
+	c.waitRole(4, MetaRoleVoter)
+	c.metaLeaderOf()
+	c.createTopic(4, "dflt", 1, 0)
+	t0, _ := c.cores[1].meta.meta.Topic("dflt")
+	if t0.ReplicationFactor != 3 {
+		t.Fatalf("default replication factor %d through the restarted joined node, want 3", t0.ReplicationFactor)
+	}
+}
