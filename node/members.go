@@ -80,9 +80,13 @@ func (c *Core) refreshMetaReplicas(cs *raftpb.ConfState) {
 func (c *Core) metaConfApplied(cc raftpb.ConfChangeI) {
 	c.refreshMetaReplicas(c.meta.confState)
 	c.membershipAfter = 0
+	level := slog.LevelInfo
+	if _, v1 := cc.AsV1(); v1 {
+		level = slog.LevelDebug // the bootstrap's voters, applied on every fresh start
+	}
 	v2 := cc.AsV2()
 	for _, ch := range v2.GetChanges() {
-		c.log.log(slog.LevelInfo, "metadata group configuration applied", slog.String("group", "metadata"),
+		c.log.log(level, "metadata group configuration applied", slog.String("group", "metadata"),
 			slog.String("change", ch.GetType().String()), slog.Uint64("member", ch.GetNodeId()),
 			slog.Any("voters", c.meta.confState.GetVoters()), slog.Any("learners", c.meta.confState.GetLearners()))
 	}
@@ -279,7 +283,7 @@ func (c *Core) handleNodeAdmin(req *strandpb.NodeAdminRequest, answer func(*stra
 	var err error
 	switch req.GetAction() {
 	case strandpb.NodeAction_NODE_ACTION_ADD:
-		data, err = metadata.EncodeRegisterNode(id, req.GetAddress(), req.GetRack())
+		data, err = metadata.EncodePreregisterNode(id, req.GetAddress(), req.GetRack())
 	case strandpb.NodeAction_NODE_ACTION_DECOMMISSION:
 		data, err = metadata.EncodeSetNodeState(id, metadata.NodeDecommissioning)
 	case strandpb.NodeAction_NODE_ACTION_REMOVE:
@@ -348,7 +352,9 @@ func (c *Core) handleClusterMembers(answer func(*strandpb.Response)) {
 			m.State = strandpb.MemberState_MEMBER_STATE_REMOVED
 		case n.State == metadata.NodeDecommissioning:
 			m.State = strandpb.MemberState_MEMBER_STATE_DECOMMISSIONING
-		case m.Role == strandpb.MetadataRole_METADATA_ROLE_NONE:
+		case m.Role == strandpb.MetadataRole_METADATA_ROLE_NONE || n.Fenced:
+			// Not in the metadata group yet, or in it but not yet
+			// registered by itself (a pre-registration stays fenced).
 			m.State = strandpb.MemberState_MEMBER_STATE_JOINING
 		default:
 			m.State = strandpb.MemberState_MEMBER_STATE_ACTIVE

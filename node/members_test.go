@@ -68,6 +68,26 @@ func (c *cluster) waitRole(id NodeID, role MetaRole) {
 	c.t.Fatalf("node %d never became %s everywhere: %v", id, role, got)
 }
 
+// waitUnfenced ticks until every live node applied node id unfenced (a
+// joined node registers itself once it is in the metadata group).
+func (c *cluster) waitUnfenced(id NodeID) {
+	c.t.Helper()
+	for range 300 {
+		all := true
+		for _, n := range c.ids {
+			if core := c.cores[n]; core != nil {
+				node, ok := core.meta.meta.Node(uint64(id))
+				all = all && ok && !node.Fenced
+			}
+		}
+		if all {
+			return
+		}
+		c.tick(1)
+	}
+	c.t.Fatalf("node %d stayed fenced", id)
+}
+
 // TestJoinNodeBecomesVoterAndHostsReplicas: a registered node started with
 // Join is added as a learner, promoted to voter once caught up, applies
 // the whole metadata log (it sees every registration), and receives
@@ -79,6 +99,7 @@ func TestJoinNodeBecomesVoterAndHostsReplicas(t *testing.T) {
 	c.addNode4(1)
 	c.waitRole(4, MetaRoleVoter)
 	c.waitRegistered(4)
+	c.waitUnfenced(4)
 	if st, _ := c.cores[4].MetadataStatus(); st.Leader == 0 {
 		t.Fatalf("joined node knows no metadata leader")
 	}

@@ -17,6 +17,13 @@ func (s *State) registerNode(c *strandpb.MetadataRegisterNode) Result {
 		return Result{Err: err}
 	}
 	i, ok := s.nodeIndex(n.ID)
+	if ok && c.GetPreregister() {
+		if s.nodes[i].State == NodeRemoved {
+			return Result{Err: fmt.Errorf("%w: %d", ErrNodeRemoved, n.ID)}
+		}
+		return Result{} // the node registers itself; an operator does not move it
+	}
+	n.Fenced = c.GetPreregister() // nothing placed on it until it runs
 	if ok {
 		switch s.nodes[i].State {
 		case NodeRemoved:

@@ -286,3 +286,42 @@ func TestSetNodeState(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPreregisterNode: an operator's pre-registration of a new node
+// registers it fenced (no placement before it runs); of a registered node
+// changes nothing; the node's own registration unfences it; a removed
+// node's pre-registration is refused.
+func TestPreregisterNode(t *testing.T) {
+	s := New()
+	apply := func(data []byte, err error) error {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Apply(s.AppliedIndex()+1, data).Err
+	}
+	if err := apply(EncodePreregisterNode(4, "h:4", "r")); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := s.Node(4); !n.Fenced || n.Address != "h:4" {
+		t.Fatalf("pre-registered: %+v", n)
+	}
+	if err := apply(EncodeRegisterNode(4, "h:4", "r")); err != nil {
+		t.Fatal(err)
+	}
+	v := s.Version()
+	if err := apply(EncodePreregisterNode(4, "other:4", "x")); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := s.Node(4); n.Fenced || n.Address != "h:4" || s.Version() != v {
+		t.Fatalf("pre-registering a running node changed it: %+v", n)
+	}
+	if err := apply(EncodeSetNodeState(4, NodeDecommissioning)); err != nil {
+		t.Fatal(err)
+	}
+	if err := apply(EncodeSetNodeState(4, NodeRemoved)); err != nil {
+		t.Fatal(err)
+	}
+	if err := apply(EncodePreregisterNode(4, "h:4", "r")); !errors.Is(err, ErrNodeRemoved) {
+		t.Fatalf("pre-register removed: %v", err)
+	}
+}

@@ -359,7 +359,12 @@ type MetadataRegisterNode struct {
 	// Failure domain (rack, zone); empty: unknown.
 	Rack string `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
 	// host:port Kafka clients connect to; empty: no Kafka listener.
-	KafkaAddress  string `protobuf:"bytes,70,opt,name=kafka_address,json=kafkaAddress,proto3" json:"kafka_address,omitempty"`
+	KafkaAddress string `protobuf:"bytes,70,opt,name=kafka_address,json=kafkaAddress,proto3" json:"kafka_address,omitempty"`
+	// An operator's pre-registration (strand node add, serve --join): a new
+	// node is registered fenced, so nothing is placed on it before it runs;
+	// the node unfences itself by registering once it has joined. A node
+	// already registered is left as it is.
+	Preregister   bool `protobuf:"varint,190,opt,name=preregister,proto3" json:"preregister,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -420,6 +425,13 @@ func (x *MetadataRegisterNode) GetKafkaAddress() string {
 		return x.KafkaAddress
 	}
 	return ""
+}
+
+func (x *MetadataRegisterNode) GetPreregister() bool {
+	if x != nil {
+		return x.Preregister
+	}
+	return false
 }
 
 // MetadataSetNodeFenced fences a node (no new replicas are placed on it) or
@@ -1439,12 +1451,13 @@ const file_metadata_proto_rawDesc = "" +
 	"\x11create_partitions\x18x \x01(\v2 .strand.MetadataCreatePartitionsH\x00R\x10createPartitions\x12E\n" +
 	"\x0eset_node_state\x18\xbe\x01 \x01(\v2\x1c.strand.MetadataSetNodeStateH\x00R\fsetNodeState\x12!\n" +
 	"\fcluster_seed\x18\x14 \x01(\fR\vclusterSeedB\t\n" +
-	"\acommand\"\x82\x01\n" +
+	"\acommand\"\xa5\x01\n" +
 	"\x14MetadataRegisterNode\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12#\n" +
-	"\rkafka_address\x18F \x01(\tR\fkafkaAddress\"H\n" +
+	"\rkafka_address\x18F \x01(\tR\fkafkaAddress\x12!\n" +
+	"\vpreregister\x18\xbe\x01 \x01(\bR\vpreregister\"H\n" +
 	"\x15MetadataSetNodeFenced\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x16\n" +
 	"\x06fenced\x18\x02 \x01(\bR\x06fenced\"`\n" +

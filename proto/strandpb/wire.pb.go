@@ -289,7 +289,9 @@ type MemberState int32
 const (
 	MemberState_MEMBER_STATE_UNSPECIFIED MemberState = 0
 	MemberState_MEMBER_STATE_ACTIVE      MemberState = 1
-	// Registered but not yet a caught-up member of the metadata group.
+	// Registered by an operator (node add, serve --join) but not yet in the
+	// metadata group or not yet registered by itself: fenced, no
+	// placement.
 	MemberState_MEMBER_STATE_JOINING         MemberState = 2
 	MemberState_MEMBER_STATE_DECOMMISSIONING MemberState = 3
 	MemberState_MEMBER_STATE_REMOVED         MemberState = 4
