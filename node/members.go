@@ -24,8 +24,8 @@ import (
 // outside the configuration is added as a learner; a learner whose match
 // reached the commit index is promoted while the group has fewer than
 // metaVotersMax active voters (the rest stay observers, as KRaft brokers);
-// a decommissioning voter is demoted once enough active voters remain; a
-// removed node leaves. A change that concerns the leader itself first
+// a decommissioning voter is demoted once enough active voters (at least
+// three) remain; a removed node leaves. A change that concerns the leader itself first
 // transfers the leadership. The configuration lives in the metadata raft
 // log (never compacted) and its checkpoints, so every restart comes back
 // in the same membership.
@@ -171,7 +171,7 @@ type membershipStep struct {
 // removed node; add a registered active node as a learner; promote a
 // caught-up active learner while active voters are fewer than
 // min(metaVotersMax, active members); demote a decommissioning voter once
-// that many active voters remain without it.
+// that many active voters, and at least three, remain without it.
 func (c *Core) nextMembershipStep(st raft.Status) (membershipStep, bool) {
 	voters := sortedIDs(st.Config.Voters[0])
 	learners := sortedIDs(st.Config.Learners)
@@ -212,7 +212,9 @@ func (c *Core) nextMembershipStep(st raft.Status) (membershipStep, bool) {
 		}
 	}
 	for _, id := range voters {
-		if s, _ := state(id); s == metadata.NodeDecommissioning && len(activeVoters) >= max(target, 1) {
+		// Demoting while fewer than three active voters would remain
+		// would cut the group's fault tolerance for the whole drain.
+		if s, _ := state(id); s == metadata.NodeDecommissioning && len(activeVoters) >= max(target, 3) {
 			return c.selfFirst(st, membershipStep{id: id, change: raftpb.ConfChangeAddLearnerNode, why: "decommissioning voter demoted"}, voters)
 		}
 	}

@@ -265,3 +265,20 @@ func TestJoinedNodeRestartedAloneDefaultsToClusterSize(t *testing.T) {
 		t.Fatalf("default replication factor %d through the restarted joined node, want 3", t0.ReplicationFactor)
 	}
 }
+
+// TestDecommissionKeepsThreeVoters: decommissioning one node of three
+// leaves it a voter until it is removed (demoting it would run the whole
+// drain on two voters, tolerating no failure).
+func TestDecommissionKeepsThreeVoters(t *testing.T) {
+	c := newCluster(t, 6, 3, nil, nil)
+	c.waitRegistered(3)
+	if e := c.nodeAdmin(1, strandpb.NodeAction_NODE_ACTION_DECOMMISSION, 2); e != nil {
+		t.Fatalf("decommission: %v", e)
+	}
+	c.tick(200)
+	for _, id := range c.ids {
+		if r := c.cores[id].MetadataRole(2); r != MetaRoleVoter {
+			t.Fatalf("node %d sees decommissioning node 2 as %s, want voter", id, r)
+		}
+	}
+}
