@@ -61,6 +61,11 @@ var kafkaCodes = map[strandpb.ErrorCode]*kerr.Error{
 	// refreshes metadata and asks the leader, as after a leader move.
 	strandpb.ErrorCode_ERROR_CODE_REPLICA_RECOVERING: kerr.NotLeaderForPartition,
 	strandpb.ErrorCode_ERROR_CODE_INVALID_PARTITIONS: kerr.InvalidPartitions,
+	// Membership answers come only from Strand's own requests; mapped for
+	// completeness.
+	strandpb.ErrorCode_ERROR_CODE_NODE_REMOVED:       kerr.BrokerIDNotRegistered,
+	strandpb.ErrorCode_ERROR_CODE_UNKNOWN_NODE:       kerr.BrokerIDNotRegistered,
+	strandpb.ErrorCode_ERROR_CODE_MEMBERSHIP_REFUSED: kerr.InvalidRequest,
 }
 
 // kafkaCode is the Kafka error code for a Strand error: 0 for none, the
