@@ -343,6 +343,8 @@ type Core struct {
 	// membershipAfter: tick before which the metadata leader proposes no
 	// further membership change (members.go).
 	membershipAfter uint64
+	// removedLogged: this node saw itself removed and said so once.
+	removedLogged bool
 	// leaderReports are the partition groups that became leader and may
 	// need to tell the metadata group; reportWait is the ReportLeaders
 	// proposal in flight, if any (see maybeReportLeaders).

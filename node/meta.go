@@ -394,6 +394,10 @@ func (c *Core) maybeRegister() {
 	self := c.selfPeer()
 	if n, ok := c.meta.meta.Node(uint64(c.cfg.ID)); ok && (n.State != metadata.NodeActive ||
 		n.Address == self.Address && n.Rack == self.Rack && n.KafkaAddress == self.KafkaAddress && !n.Fenced) {
+		if n.State == metadata.NodeRemoved && !c.removedLogged {
+			c.removedLogged = true
+			c.log.log(slog.LevelError, "this node was removed from the cluster (strand node decommission): it hosts nothing and never registers again; stop it")
+		}
 		return // registered, or decommissioned: a removed node never registers again
 	}
 	data, err := metadata.EncodeRegisterNodeKafka(uint64(c.cfg.ID), self.Address, self.Rack, self.KafkaAddress)
