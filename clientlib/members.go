@@ -42,12 +42,14 @@ type Members struct {
 	AnsweredBy     uint64
 }
 
-// ClusterMembers asks any node for every registered node's membership.
+// ClusterMembers asks the metadata leader (else any node) for every
+// registered node's membership; only the leader knows whether a learner
+// has caught up.
 func (c *Client) ClusterMembers(ctx context.Context) (Members, error) {
 	var resp *strandpb.Response
 	err := c.withRetries(ctx, func() error {
 		var err error
-		resp, err = c.anyRequest(ctx, &strandpb.Request{Body: &strandpb.Request_ClusterMembers{ClusterMembers: &strandpb.ClusterMembersRequest{}}})
+		resp, err = c.controllerRequest(ctx, &strandpb.Request{Body: &strandpb.Request_ClusterMembers{ClusterMembers: &strandpb.ClusterMembersRequest{}}})
 		if err == nil {
 			err = errorFromWire(resp.GetError())
 		}

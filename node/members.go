@@ -329,6 +329,15 @@ func (c *Core) handleClusterMembers(answer func(*strandpb.Response)) {
 	lead, _ := c.metaLeader()
 	resp.MetadataLeader = uint64(lead)
 	nodes, topics := c.MetadataNodes()
+	var progress map[uint64]uint64 // the leader's view of each member's match; lookup only
+	var commit uint64
+	if _, _, leading := c.meta.leadership(); leading {
+		st := c.meta.raw.Status()
+		progress, commit = map[uint64]uint64{}, st.GetCommit()
+		for id, pr := range st.Progress {
+			progress[id] = pr.Match
+		}
+	}
 	replicas, leaders := map[uint64]int32{}, map[uint64]int32{} // lookup only
 	for _, t := range topics {
 		for _, reps := range t.Replicas {
@@ -354,9 +363,11 @@ func (c *Core) handleClusterMembers(answer func(*strandpb.Response)) {
 			m.State = strandpb.MemberState_MEMBER_STATE_REMOVED
 		case n.State == metadata.NodeDecommissioning:
 			m.State = strandpb.MemberState_MEMBER_STATE_DECOMMISSIONING
-		case m.Role == strandpb.MetadataRole_METADATA_ROLE_NONE || n.Fenced:
-			// Not in the metadata group yet, or in it but not yet
-			// registered by itself (a pre-registration stays fenced).
+		case m.Role == strandpb.MetadataRole_METADATA_ROLE_NONE || n.Fenced ||
+			progress != nil && m.Role == strandpb.MetadataRole_METADATA_ROLE_LEARNER && progress[n.ID] < commit:
+			// Not in the metadata group yet, in it but not yet registered
+			// by itself (a pre-registration stays fenced), or (as the
+			// leader sees it) a learner still catching up.
 			m.State = strandpb.MemberState_MEMBER_STATE_JOINING
 		default:
 			m.State = strandpb.MemberState_MEMBER_STATE_ACTIVE

@@ -340,3 +340,48 @@ func (c *cluster) checkMetadataAgrees() {
 	}
 	c.t.Fatalf("metadata applied indexes never met")
 }
+
+// TestSixthNodeStaysObserver: with five voters a joining node is never
+// promoted: it stays a learner (an observer, as KRaft brokers), shown
+// active while caught up and joining (by the leader) once it lags.
+func TestSixthNodeStaysObserver(t *testing.T) {
+	c := newCluster(t, 7, 5, nil, func(cfg *Config) {
+		if cfg.ID == 6 {
+			cfg.Join = true
+			cfg.Nodes = append(slices.Clone(cfg.Nodes), Peer{ID: 6, Address: addressOf(6), Rack: "rack-6"})
+		}
+	})
+	c.waitRegistered(5)
+	resp, _ := c.handle(1, &strandpb.Request{CorrelationId: 71, Body: &strandpb.Request_NodeAdmin{NodeAdmin: &strandpb.NodeAdminRequest{
+		Action: strandpb.NodeAction_NODE_ACTION_ADD, NodeId: 6, Address: addressOf(6)}}})
+	if resp.GetError() != nil {
+		t.Fatalf("add node 6: %v", resp.GetError())
+	}
+	c.ids = append(c.ids, 6)
+	c.disks[6] = memdisk.New()
+	c.start(6)
+	c.waitRole(6, MetaRoleLearner)
+	c.waitUnfenced(6)
+	c.tick(50)
+	if r := c.cores[1].MetadataRole(6); r != MetaRoleLearner {
+		t.Fatalf("node 6 is %s with five voters, want learner", r)
+	}
+	state := func() string {
+		lead := c.metaLeaderOf()
+		resp, _ := c.handle(lead, &strandpb.Request{CorrelationId: 73, Body: &strandpb.Request_ClusterMembers{ClusterMembers: &strandpb.ClusterMembersRequest{}}})
+		for _, m := range resp.GetClusterMembers().GetMembers() {
+			if m.GetId() == 6 {
+				return m.GetState().String() + "/" + m.GetRole().String()
+			}
+		}
+		return "missing"
+	}
+	if s := state(); s != "MEMBER_STATE_ACTIVE/METADATA_ROLE_LEARNER" {
+		t.Fatalf("caught-up observer shown %s", s)
+	}
+	c.crash(6)
+	c.createTopic(c.metaLeaderOf(), "moved-on", 1, 3)
+	if s := state(); s != "MEMBER_STATE_JOINING/METADATA_ROLE_LEARNER" {
+		t.Fatalf("lagging observer shown %s by the leader", s)
+	}
+}
