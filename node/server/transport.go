@@ -59,17 +59,18 @@ func newRuntimeNetwork(self node.NodeID, addrs map[node.NodeID]string, logger *s
 	return n
 }
 
-// addPeers starts a sender for every node of addrs not known yet (self
-// excluded): the peers of the configuration at start, then the nodes the
-// metadata group registers (a node that joined). A known peer keeps its
-// address.
+// addPeers starts a sender for every node of addrs not known yet, or
+// known at another address (self excluded): the peers of the
+// configuration at start, then the nodes the metadata group registers (a
+// node that joined, or re-registered at a new address: its old sender
+// stops, dropping what it had queued).
 func (n *runtimeNetwork) addPeers(addrs map[node.NodeID]string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	old := *n.peers.Load()
 	ids := make([]node.NodeID, 0, len(addrs))
 	for id := range addrs {
-		if id != n.self && old[id] == nil && addrs[id] != "" {
+		if id != n.self && addrs[id] != "" && (old[id] == nil || old[id].addr != addrs[id]) {
 			ids = append(ids, id)
 		}
 	}
@@ -81,17 +82,25 @@ func (n *runtimeNetwork) addPeers(addrs map[node.NodeID]string) {
 	for id, p := range old {
 		peers[id] = p
 	}
+	var stopped []*runtimePeer
 	for _, id := range ids {
 		p := &runtimePeer{net: n, id: id, addr: addrs[id],
 			queue: make(chan []byte, runtimePeerQueueFramesMax), stop: make(chan struct{})}
+		if prev := old[id]; prev != nil {
+			stopped = append(stopped, prev)
+			n.logger.Info("peer address changed", slog.Uint64("peer", uint64(id)), slog.String("from", prev.addr),
+				slog.String("address", p.addr))
+		} else if len(old) > 0 {
+			n.logger.Info("peer added", slog.Uint64("peer", uint64(id)), slog.String("address", addrs[id]))
+		}
 		peers[id] = p
 		n.wg.Add(1)
 		go p.run()
-		if len(old) > 0 {
-			n.logger.Info("peer added", slog.Uint64("peer", uint64(id)), slog.String("address", addrs[id]))
-		}
 	}
 	n.peers.Store(&peers)
+	for _, p := range stopped {
+		close(p.stop) // after the swap: Send no longer finds it
+	}
 }
 
 // Send queues frame for the peer, or drops it when the queue is full or
