@@ -44,7 +44,12 @@ type TopicDetail struct {
 	Partitions        int32
 	ReplicationFactor int32
 	Configs           map[string]string
-	Err               error
+	// NodeCaps holds, per config key, the value the answering node
+	// enforces instead of Configs' when a node-wide cap is lower (strand
+	// dev caps segment.bytes and segment.ms); keys it enforces as set are
+	// absent.
+	NodeCaps map[string]string
+	Err      error
 }
 
 // ListedOffset is one partition's answer to ListOffsets.
@@ -223,6 +228,12 @@ func (c *Client) DescribeTopics(ctx context.Context, names ...string) ([]TopicDe
 			Configs: map[string]string{}, Err: errorFromWire(t.GetError())}
 		for _, e := range t.GetConfigs() {
 			d.Configs[e.GetName()] = e.GetValue()
+			if e.GetNodeCap() != "" {
+				if d.NodeCaps == nil {
+					d.NodeCaps = map[string]string{}
+				}
+				d.NodeCaps[e.GetName()] = e.GetNodeCap()
+			}
 		}
 		out = append(out, d)
 	}

@@ -152,6 +152,27 @@ type Consumer struct {
 
 	mu    sync.Mutex
 	parts map[topicPartition]*consumed
+	// seeks numbers every Seek, so a partition's generation is never
+	// reused, not even by an Unassign and a new Assign.
+	seeks uint64
+	// fetching holds the node ids with a fetch in flight: at most one per
+	// node, each covering partitions no other fetch covers.
+	fetching map[uint64]bool
+	// landed are the answers of finished fetches, applied (positions
+	// moved, records handed out) by the next Poll, never before: a
+	// position never passes a record the caller has not been given.
+	landed []landedFetch
+	// wake has a token when a fetch landed.
+	wake chan struct{}
+}
+
+// landedFetch is one finished fetch: the partitions it asked for and the
+// node's answer or the request's error.
+type landedFetch struct {
+	node    uint64
+	targets []pollTarget
+	resp    *strandpb.Response
+	err     error
 }
 
 // consumed is one assigned partition's position.
@@ -160,12 +181,15 @@ type consumed struct {
 	start      Offset // to resolve while !resolved
 	resolved   bool
 	next       int64
-	generation uint64 // bumped by Seek
-	paused     bool
-	err        error // sticky until Seek (offset out of range)
-	hwm        int64
-	logStart   int64
-	hwmSeen    int64 // the highest high-water mark any node reported
+	generation uint64 // a new value at every Seek
+	// fetchingGeneration is generation while a fetch for that position
+	// is in flight; a new fetch waits for it, a Seek makes it stale.
+	fetchingGeneration uint64
+	paused             bool
+	err                error // sticky until Seek (offset out of range)
+	hwm                int64
+	logStart           int64
+	hwmSeen            int64 // the highest high-water mark any node reported
 	// topicID is the id of the topic the position belongs to, fixed when
 	// the start was resolved (or at the first fetch of an exact start):
 	// fetches carry it, and a topic re-created under the name stops the
@@ -180,7 +204,8 @@ func NewConsumer(c *Client, opts ...ConsumerOpt) *Consumer {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return &Consumer{c: c, cfg: cfg, parts: make(map[topicPartition]*consumed)}
+	return &Consumer{c: c, cfg: cfg, parts: make(map[topicPartition]*consumed),
+		fetching: map[uint64]bool{}, wake: make(chan struct{}, 1)}
 }
 
 // Assign adds a partition (or moves an assigned one) starting at start.
@@ -223,7 +248,8 @@ func (k *Consumer) Seek(topic string, partition int32, at Offset) {
 		cp = &consumed{tp: tp}
 		k.parts[tp] = cp
 	}
-	cp.generation++
+	k.seeks++
+	cp.generation = k.seeks
 	cp.err = nil
 	cp.topicID = nil
 	cp.start = at

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/strandlog/strand/proto/frame"
@@ -20,15 +19,21 @@ type pollTarget struct {
 	topicID    []byte
 }
 
-// Poll fetches from every assigned, unpaused partition's leader at once
-// (a long poll: each node waits up to FetchMaxWait for data) and returns
-// what came back, records in offset order per partition, never past the
-// high-water mark. Partitions whose start is Earliest, Latest or a
-// timestamp are resolved first with ListOffsets. Errors are per partition
-// in the result; retriable ones (a leader change, a lost connection) are
-// retried by the next Poll after refreshing metadata. Poll blocks until
-// every fetch answered or ctx ends; with nothing fetchable it waits one
-// backoff step and returns.
+// Poll returns records of the assigned, unpaused partitions, in offset
+// order per partition, never past the high-water mark. It keeps one fetch
+// in flight to each leader (a long poll: the node waits up to FetchMaxWait
+// for data) and returns as soon as one of them brings records or an error,
+// leaving the others in flight for the next Poll, so a record at one
+// leader never waits for the others' long polls; before returning it
+// starts the next fetch to every leader that has none, so the fetching
+// overlaps the caller's processing (franz-go's buffered fetches, one per
+// node). An answer moves positions only when Poll hands it out. With
+// nothing to read it returns after about FetchMaxWait. Partitions whose
+// start is Earliest, Latest or a timestamp are resolved first with
+// ListOffsets. Errors are per partition in the result; retriable ones (a
+// leader change, a lost connection) are retried by the next Poll after
+// refreshing metadata. Poll returns early when ctx ends; fetches in flight
+// then land for the next Poll.
 func (k *Consumer) Poll(ctx context.Context) Fetches {
 	if k.c.isClosed() {
 		return Fetches{{Err: ErrClientClosed}}
@@ -41,29 +46,152 @@ func (k *Consumer) Poll(ctx context.Context) Fetches {
 		return Fetches{{Err: err}}
 	}
 	out := k.resolveStarts(ctx)
-	byLeader, leaderless := k.fetchTargets()
 	out = append(out, k.snapshotErrors()...)
+	timer := time.NewTimer(k.cfg.maxWait + k.c.cfg.backoff.Base)
+	defer timer.Stop()
+	for range pollRoundsMax {
+		out = append(out, k.takeLanded(ctx)...)
+		if len(out.Records()) > 0 || out.FirstErr() != nil {
+			break
+		}
+		if !k.startFetches(ctx) {
+			k.idleWait(ctx) // nothing to fetch: do not spin
+			break
+		}
+		select {
+		case <-k.wake:
+			continue
+		case <-ctx.Done():
+		case <-timer.C:
+		}
+		out = append(out, k.takeLanded(ctx)...)
+		break
+	}
+	if len(out.Records()) == 0 && IsRetriable(out.FirstErr()) {
+		k.idleWait(ctx)
+	}
+	k.startFetches(ctx)
+	sortFetches(out)
+	return out
+}
+
+// pollRoundsMax bounds the fetches one Poll waits for when they land
+// empty (each a long poll, so the timer ends the Poll first).
+const pollRoundsMax = 1024
+
+// startFetches sends a fetch to every leader of fetchable partitions that
+// has none in flight, and reports whether any fetch is in flight.
+func (k *Consumer) startFetches(ctx context.Context) bool {
+	byLeader, leaderless := k.fetchTargets()
 	if leaderless {
 		k.c.RefreshMetadata(ctx)
 	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	for node, ts := range byLeader {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			got := k.fetchNode(ctx, node, ts)
-			mu.Lock()
-			out = append(out, got...)
-			mu.Unlock()
-		}()
+		k.fetching[node] = true
+		for _, t := range ts {
+			k.parts[t.tp].fetchingGeneration = t.generation
+		}
+		go k.fetchNode(node, ts)
 	}
-	wg.Wait()
-	if len(out.Records()) == 0 && (len(byLeader) == 0 || IsRetriable(out.FirstErr())) {
-		k.idleWait(ctx) // nothing to do but wait: do not spin
+	return len(k.fetching) > 0
+}
+
+// fetchNode sends one fetch to a node and queues the answer for Poll. It
+// runs on its own goroutine, bounded by the request's timeout (and ended
+// by the client's Close, which closes the connection).
+func (k *Consumer) fetchNode(node uint64, ts []pollTarget) {
+	// Sized to fit: the answer must fit the frame limit both ends accept.
+	maxBytes := min(k.cfg.maxBytes, int32(frame.FetchBytesMax(k.c.frameMaxNode(node))))
+	req := &strandpb.FetchRequest{
+		MaxWaitMs: int32(k.cfg.maxWait / time.Millisecond),
+		MinBytes:  min(k.cfg.minBytes, maxBytes),
+		MaxBytes:  maxBytes,
 	}
-	sortFetches(out)
+	for _, t := range ts {
+		req.Partitions = append(req.Partitions, &strandpb.FetchRequest_Partition{
+			Topic: t.tp.topic, Partition: t.tp.partition, Offset: t.next, MaxBytes: min(k.cfg.partitionMaxBytes, maxBytes), TopicId: t.topicID})
+	}
+	resp, err := k.c.requestNode(context.Background(), node, &strandpb.Request{Body: &strandpb.Request_Fetch{Fetch: req}}, k.cfg.maxWait)
+	k.mu.Lock()
+	k.landed = append(k.landed, landedFetch{node: node, targets: ts, resp: resp, err: err})
+	k.mu.Unlock()
+	select {
+	case k.wake <- struct{}{}:
+	default:
+	}
+}
+
+// takeLanded applies the fetches that landed since the last call, in the
+// order they landed, and returns what they brought.
+func (k *Consumer) takeLanded(ctx context.Context) Fetches {
+	k.mu.Lock()
+	landed := k.landed
+	k.landed = nil
+	for _, l := range landed {
+		delete(k.fetching, l.node)
+		for _, t := range l.targets {
+			if cp := k.parts[t.tp]; cp != nil && cp.fetchingGeneration == t.generation {
+				cp.fetchingGeneration = 0
+			}
+		}
+	}
+	k.mu.Unlock()
+	var out Fetches
+	for _, l := range landed {
+		out = append(out, k.applyNode(ctx, l)...)
+	}
 	return out
+}
+
+// applyNode turns one landed fetch into per-partition results.
+func (k *Consumer) applyNode(ctx context.Context, l landedFetch) Fetches {
+	err := l.err
+	if err == nil {
+		err = errorFromWire(l.resp.GetError())
+	}
+	out := make(Fetches, 0, len(l.targets))
+	if err != nil {
+		if ClassifyErr(err).RefreshMetadata {
+			k.c.RefreshMetadata(ctx)
+		}
+		for _, t := range l.targets {
+			if k.current(t) {
+				out = append(out, FetchPartition{Topic: t.tp.topic, Partition: t.tp.partition, Err: err})
+			}
+		}
+		return out
+	}
+	answers := map[topicPartition]*strandpb.FetchResponse_Partition{}
+	for _, a := range l.resp.GetFetch().GetPartitions() {
+		answers[topicPartition{a.GetTopic(), a.GetPartition()}] = a
+	}
+	refresh := false
+	for _, t := range l.targets {
+		if !k.current(t) {
+			continue // sought, unassigned or paused since it was sent
+		}
+		f, r := k.applyFetch(t, answers[t.tp])
+		refresh = refresh || r
+		if errors.Is(f.Err, ErrUnknownTopicID) {
+			f.Err = k.topicGone(ctx, t)
+		}
+		out = append(out, f)
+	}
+	if refresh {
+		k.c.RefreshMetadata(ctx)
+	}
+	return out
+}
+
+// current says whether a fetch's target still describes its partition:
+// assigned, not paused, and not sought since the fetch was sent.
+func (k *Consumer) current(t pollTarget) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	cp := k.parts[t.tp]
+	return cp != nil && cp.generation == t.generation && !cp.paused
 }
 
 // idleWait waits one backoff step or until ctx ends.
@@ -96,7 +224,8 @@ func (k *Consumer) snapshotErrors() Fetches {
 	return out
 }
 
-// fetchTargets groups fetchable partitions by leader.
+// fetchTargets groups fetchable partitions by leader, leaving out those
+// with a fetch in flight and the leaders that have one.
 func (k *Consumer) fetchTargets() (map[uint64][]pollTarget, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -109,61 +238,21 @@ func (k *Consumer) fetchTargets() (map[uint64][]pollTarget, bool) {
 		if !k.checkTopicIDLocked(cp) {
 			continue
 		}
+		if cp.fetchingGeneration == cp.generation {
+			continue // its fetch is still in flight
+		}
 		t := pollTarget{tp: cp.tp, next: cp.next, generation: cp.generation, topicID: cp.topicID}
 		node, _, ok := k.c.leader(cp.tp.topic, cp.tp.partition)
 		if !ok {
 			leaderless = true
 			continue
 		}
+		if k.fetching[node] {
+			continue // one fetch per node: this one goes with the next
+		}
 		byLeader[node] = append(byLeader[node], t)
 	}
 	return byLeader, leaderless
-}
-
-// fetchNode sends one fetch to a node and applies the answer.
-func (k *Consumer) fetchNode(ctx context.Context, node uint64, ts []pollTarget) Fetches {
-	// Sized to fit: the answer must fit the frame limit both ends accept.
-	maxBytes := min(k.cfg.maxBytes, int32(frame.FetchBytesMax(k.c.frameMaxNode(node))))
-	req := &strandpb.FetchRequest{
-		MaxWaitMs: int32(k.cfg.maxWait / time.Millisecond),
-		MinBytes:  min(k.cfg.minBytes, maxBytes),
-		MaxBytes:  maxBytes,
-	}
-	for _, t := range ts {
-		req.Partitions = append(req.Partitions, &strandpb.FetchRequest_Partition{
-			Topic: t.tp.topic, Partition: t.tp.partition, Offset: t.next, MaxBytes: min(k.cfg.partitionMaxBytes, maxBytes), TopicId: t.topicID})
-	}
-	resp, err := k.c.requestNode(ctx, node, &strandpb.Request{Body: &strandpb.Request_Fetch{Fetch: req}}, k.cfg.maxWait)
-	if err == nil {
-		err = errorFromWire(resp.GetError())
-	}
-	out := make(Fetches, 0, len(ts))
-	if err != nil {
-		if ClassifyErr(err).RefreshMetadata {
-			k.c.RefreshMetadata(ctx)
-		}
-		for _, t := range ts {
-			out = append(out, FetchPartition{Topic: t.tp.topic, Partition: t.tp.partition, Err: err})
-		}
-		return out
-	}
-	answers := map[topicPartition]*strandpb.FetchResponse_Partition{}
-	for _, a := range resp.GetFetch().GetPartitions() {
-		answers[topicPartition{a.GetTopic(), a.GetPartition()}] = a
-	}
-	refresh := false
-	for _, t := range ts {
-		f, r := k.applyFetch(t, answers[t.tp])
-		refresh = refresh || r
-		if errors.Is(f.Err, ErrUnknownTopicID) {
-			f.Err = k.topicGone(ctx, t)
-		}
-		out = append(out, f)
-	}
-	if refresh {
-		k.c.RefreshMetadata(ctx)
-	}
-	return out
 }
 
 // applyFetch turns one partition's answer into records and a new

@@ -215,3 +215,64 @@ func TestConsumerHighWatermarkBehindPositionIsTransient(t *testing.T) {
 		t.Fatalf("after the leader caught up: %v %v", got, err)
 	}
 }
+
+// Poll returns a leader's records without waiting for the other leaders'
+// long polls, and an answer still in flight moves no position: with the
+// fetches to one leader held (a node whose long poll has not answered),
+// Poll hands out the other leader's record at once, the held partition's
+// position stays put, and its record arrives by a later Poll once the
+// node answers. Before, Poll waited for every leader's fetch, so a record
+// at one leader waited up to FetchMaxWait behind another's long poll.
+func TestPollDoesNotWaitForOtherLeaders(t *testing.T) {
+	cluster, client, ctx := setup(t, []fake.Opt{fake.Nodes(3), fake.Topic("t", 3)}, clientlib.ManualPartitioner())
+	fast, slow := int32(-1), int32(-1)
+	for p := int32(1); p < 3 && slow < 0; p++ {
+		if cluster.Leader("t", p) != cluster.Leader("t", 0) {
+			fast, slow = 0, p
+		}
+	}
+	if slow < 0 {
+		t.Skip("every partition has one leader")
+	}
+	for _, p := range []int32{fast, slow} {
+		rec := &clientlib.Record{Topic: "t", Partition: p, Value: []byte(fmt.Sprint("p", p))}
+		if err := client.ProduceSync(ctx, rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := cluster.Leader("t", slow)
+	release := make(chan struct{})
+	cluster.Control(func(node uint64, req *strandpb.Request) (fake.Action, bool) {
+		return fake.Action{Hold: release}, node == held && req.GetFetch() != nil
+	})
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	// A long poll far beyond the test's deadline: waiting for the held
+	// node would end only with ctx.
+	k := clientlib.NewConsumer(client, clientlib.FetchMaxWait(time.Hour))
+	k.Assign("t", fast, clientlib.OffsetExact(0))
+	k.Assign("t", slow, clientlib.OffsetExact(0))
+	var got []*clientlib.Record
+	for len(got) == 0 && ctx.Err() == nil {
+		got = k.Poll(ctx).Records()
+	}
+	if len(got) != 1 || got[0].Partition != fast {
+		t.Fatalf("first records %v, want only partition %d's", got, fast)
+	}
+	if pos, _ := k.Position("t", slow); pos != 0 {
+		t.Fatalf("held partition's position moved to %d before its records were handed out", pos)
+	}
+	close(release)
+	released = true
+	got = nil
+	for len(got) == 0 && ctx.Err() == nil {
+		got = k.Poll(ctx).Records()
+	}
+	if len(got) != 1 || got[0].Partition != slow || got[0].Offset != 0 {
+		t.Fatalf("after the release %v, want partition %d offset 0", got, slow)
+	}
+}

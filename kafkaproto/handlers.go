@@ -418,6 +418,9 @@ func (c *conn) listOffsets(req kmsg.Request) func() kmsg.Response {
 				op.ErrorCode = kafkaCode(e)
 				if op.ErrorCode == 0 {
 					op.Offset = a.GetOffset()
+					if p.Timestamp >= 0 && r.Version >= 1 {
+						op.Timestamp = a.GetTimestampMs() // the found record's, as Kafka's
+					}
 				}
 				ot.Partitions = append(ot.Partitions, op)
 			}

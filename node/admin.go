@@ -3,8 +3,10 @@ package node
 import (
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/engine/recordbatch"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -15,8 +17,8 @@ const (
 )
 
 // ListOffsetsRequest asks one partition for an offset: the earliest
-// (TimestampEarliest), the latest (TimestampLatest) or the first offset of
-// the first batch whose records reach TimestampMs.
+// (TimestampEarliest), the latest (TimestampLatest) or the offset of the
+// first record whose timestamp is at or after TimestampMs, as Kafka's.
 type ListOffsetsRequest struct {
 	TopicPartition
 	TimestampMs int64
@@ -25,8 +27,11 @@ type ListOffsetsRequest struct {
 // ListOffsetsResult is the answer of ListOffsets, with the bounds of the
 // partition at the read.
 type ListOffsetsResult struct {
-	Err            error
-	Offset         int64
+	Err    error
+	Offset int64
+	// TimestampMs is the timestamp of the record at Offset for a lookup
+	// by timestamp that found one; -1 otherwise.
+	TimestampMs    int64
 	HighWatermark  int64
 	LogStartOffset int64
 	Leader         NodeID
@@ -49,22 +54,74 @@ func (c *Core) listOffsets(req ListOffsetsRequest, done func(ListOffsetsResult))
 		complete(ListOffsetsResult{Err: fmt.Errorf("%w: timestamp %d", ErrInvalidRequest, req.TimestampMs), Offset: -1, HighWatermark: -1, LogStartOffset: -1})
 		return
 	}
+	fail := func(err error, lead NodeID) {
+		complete(ListOffsetsResult{Err: err, Offset: -1, TimestampMs: -1, HighWatermark: -1, LogStartOffset: -1, Leader: lead})
+	}
 	serve := func(g *group) {
-		res := ListOffsetsResult{HighWatermark: g.part.HighWatermark(), LogStartOffset: g.part.LogStartOffset(), Leader: c.cfg.ID}
+		res := ListOffsetsResult{TimestampMs: -1, HighWatermark: g.part.HighWatermark(), LogStartOffset: g.part.LogStartOffset(), Leader: c.cfg.ID}
 		switch req.TimestampMs {
 		case TimestampLatest:
 			res.Offset = res.HighWatermark
 		case TimestampEarliest:
 			res.Offset = res.LogStartOffset
 		default:
-			res.Offset = g.part.OffsetForTimestamp(req.TimestampMs)
+			var err error
+			if res.Offset, res.TimestampMs, err = c.offsetForTimestamp(g, req.TimestampMs); err != nil {
+				fail(err, c.cfg.ID)
+				return
+			}
 		}
 		complete(res)
 	}
-	fail := func(err error, lead NodeID) {
-		complete(ListOffsetsResult{Err: err, Offset: -1, HighWatermark: -1, LogStartOffset: -1, Leader: lead})
-	}
 	c.readPartition(req.TopicPartition, serve, fail)
+}
+
+// Bounds of the record scan behind a timestamp lookup: the index finds the
+// first batch whose running maximum timestamp reaches the target, but
+// producer timestamps need not be ordered, so the first record at or after
+// it may sit some batches later. Kafka scans forward from its time index
+// the same way.
+const (
+	timestampScanBatchesMax = 64
+	timestampScanBytesMax   = 4 << 20
+)
+
+// offsetForTimestamp is the offset and timestamp of the first record at or
+// after the log start whose timestamp is at or after timestampMs (-1 for
+// the timestamp when it found none): the index narrows
+// it to a batch, the batches are read and their records scanned. With no
+// such record it is the high-water mark. If the scan's bounds run out
+// first, it is the offset where the scan stopped: every record before it
+// is older than timestampMs, so a consumer starting there misses nothing.
+func (c *Core) offsetForTimestamp(g *group, timestampMs int64) (int64, int64, error) {
+	hwm, logStart := g.part.HighWatermark(), g.part.LogStartOffset()
+	from := g.part.OffsetForTimestamp(timestampMs)
+	if from >= hwm {
+		return hwm, -1, nil
+	}
+	locs, err := g.part.Locate(from, timestampScanBatchesMax)
+	if err != nil {
+		return -1, -1, fmt.Errorf("%w: %w", ErrOffsetOutOfRange, err)
+	}
+	batches, _, err := c.readBatches(g, locs, from, timestampScanBytesMax)
+	if err != nil {
+		return -1, -1, err
+	}
+	next := from
+	for _, b := range batches {
+		it := recordbatch.NewIterator(b.Batch)
+		for it.Next() {
+			offset := b.BaseOffset + int64(it.Index())
+			if ts := it.Record().TimestampMs; offset >= logStart && ts >= timestampMs {
+				return offset, ts, nil
+			}
+		}
+		if err := it.Err(); err != nil {
+			return -1, -1, c.storageFailed(g, fmt.Errorf("%w: %s/%d batch at %d: %w", ErrStorage, g.tp.Topic, g.tp.Partition, b.BaseOffset, err))
+		}
+		next = b.BaseOffset + int64(batchRecordCount(b.Batch))
+	}
+	return min(max(next, from), hwm), -1, nil
 }
 
 // handleListOffsets answers once every partition's offset is read.
@@ -89,13 +146,14 @@ func (c *Core) handleListOffsets(req *strandpb.ListOffsetsRequest, answer func(*
 			out[i] = &strandpb.ListOffsetsResponse_Partition{
 				Topic: tp.Topic, Partition: tp.Partition, Error: c.wireError(res.Err, res.Leader, &tp),
 				Offset: res.Offset, HighWatermark: res.HighWatermark, LogStartOffset: res.LogStartOffset,
+				TimestampMs: res.TimestampMs,
 			}
 			if pending--; pending == 0 {
 				finish()
 			}
 		}
 		if err := c.checkTopicID(tp, p.GetTopicId()); err != nil {
-			res := ListOffsetsResult{Err: err, Offset: -1, HighWatermark: -1, LogStartOffset: -1}
+			res := ListOffsetsResult{Err: err, Offset: -1, TimestampMs: -1, HighWatermark: -1, LogStartOffset: -1}
 			c.completions = append(c.completions, func() { done(res) })
 			continue
 		}
@@ -319,6 +377,23 @@ func (c *Core) handleDescribeTopics(req *strandpb.DescribeTopicsRequest, answer 
 	})
 }
 
+// configCap is the value this node enforces for topic config key when a
+// node-wide cap (Config.SegmentBytesMax, SegmentAgeMax) is below the
+// topic's own; "" when it enforces the topic's value.
+func (c *Core) configCap(cfg metadata.TopicConfig, key string) string {
+	switch key {
+	case metadata.ConfigSegmentBytes:
+		if limit := c.cfg.SegmentBytesMax; limit > 0 && limit < cfg.SegmentBytes {
+			return strconv.FormatInt(limit, 10)
+		}
+	case metadata.ConfigSegmentMs:
+		if limit := c.cfg.SegmentAgeMax.Milliseconds(); limit > 0 && limit < cfg.SegmentMs {
+			return strconv.FormatInt(limit, 10)
+		}
+	}
+	return ""
+}
+
 // describeTopics describes the named topics (none: all), sorted as asked.
 func (c *Core) describeTopics(names []string) *strandpb.DescribeTopicsResponse {
 	topics := c.clusterTopics()
@@ -326,7 +401,7 @@ func (c *Core) describeTopics(names []string) *strandpb.DescribeTopicsResponse {
 	add := func(t metadata.Topic) {
 		wt := &strandpb.DescribeTopicsResponse_Topic{Name: t.Name, Partitions: t.Partitions(), ReplicationFactor: t.ReplicationFactor}
 		for _, e := range t.Config.Entries() {
-			wt.Configs = append(wt.Configs, &strandpb.ConfigEntry{Name: e.Name, Value: e.Value})
+			wt.Configs = append(wt.Configs, &strandpb.ConfigEntry{Name: e.Name, Value: e.Value, NodeCap: c.configCap(t.Config, e.Name)})
 		}
 		resp.Topics = append(resp.Topics, wt)
 	}

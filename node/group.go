@@ -1,6 +1,8 @@
 package node
 
 import (
+	"time"
+
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
@@ -128,6 +130,7 @@ type produceWait struct {
 	deadline    uint64 // tick after which it fails with ErrTimeout
 	done        func(ProduceResult)
 	finished    bool
+	proposedAt  time.Duration // Clock.Monotonic at the proposal (latency.go)
 }
 
 // readWait is a linearizable read (a fetch, a list-offsets or a metadata

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"fmt"
+	"github.com/strandlog/strand/engine/recordbatch"
 	"math/rand/v2"
 	"slices"
 	"testing"
 	"testing/cryptotest"
+	"time"
 
 	"pgregory.net/rapid"
 
@@ -267,6 +269,80 @@ func TestHandleListOffsets(t *testing.T) {
 	}
 	if got[4].GetError().GetCode() != strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION {
 		t.Fatalf("unknown topic: %v", got[4])
+	}
+}
+
+// ListOffsets by timestamp answers the first record at or after the
+// timestamp, not the first offset of the batch holding it (Kafka's answer;
+// the batch's base offset made a consumer seeking by time re-read older
+// records), and scans on past a batch whose running maximum reaches the
+// target while its own records do not (timestamps out of order).
+func TestListOffsetsByTimestampFindsTheRecord(t *testing.T) {
+	c := newMetaCluster(t, 15, 3, nil)
+	c.createTopic(2, "ts", 1, 3)
+	tp := TopicPartition{Topic: "ts", Partition: 0}
+	lead := c.leader(tp)
+	batches := [][]int64{{100, 200, 300}, {250, 260}, {50, 400}}
+	for i, stamps := range batches {
+		records := make([]recordbatch.Record, len(stamps))
+		for j, ts := range stamps {
+			records[j] = recordbatch.Record{TimestampMs: ts, Value: []byte("v")}
+		}
+		batch, err := recordbatch.Encode(nil, records)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.handle(lead, produceReq(uint64(60+i), tp, batch))
+	}
+	// Offsets: 0..2 = 100 200 300, 3..4 = 250 260, 5..6 = 50 400.
+	stamps := map[int64]int64{0: 100, 1: 200, 2: 300, 6: 400, 7: -1}
+	cases := []struct{ ts, want int64 }{
+		{0, 0}, {100, 0}, {150, 1}, {200, 1}, {201, 2}, {300, 2}, {301, 6}, {400, 6}, {401, 7},
+	}
+	for i, tc := range cases {
+		resp, _ := c.handle(lead, &strandpb.Request{CorrelationId: uint64(70 + i), Body: &strandpb.Request_ListOffsets{ListOffsets: &strandpb.ListOffsetsRequest{
+			Partitions: []*strandpb.ListOffsetsRequest_Partition{{Topic: "ts", Partition: 0, TimestampMs: tc.ts}}}}})
+		got := resp.GetListOffsets().GetPartitions()[0]
+		if got.GetError() != nil || got.GetOffset() != tc.want {
+			t.Errorf("timestamp %d: offset %d (%v), want %d", tc.ts, got.GetOffset(), got.GetError(), tc.want)
+		}
+		if wantTS := stamps[tc.want]; got.GetTimestampMs() != wantTS {
+			t.Errorf("timestamp %d: record timestamp %d, want %d", tc.ts, got.GetTimestampMs(), wantTS)
+		}
+	}
+}
+
+// A describe answer says when the node enforces a lower node-wide cap
+// than the topic's segment.bytes or segment.ms (strand dev caps both, and
+// topic describe showed the uncapped 64 MiB and 7 days as if they ruled),
+// and says nothing when the topic's value is the lower one.
+func TestDescribeShowsNodeCaps(t *testing.T) {
+	c := newMetaCluster(t, 16, 3, func(cfg *Config) {
+		cfg.SegmentBytesMax = 1 << 20
+		cfg.SegmentAgeMax = 10 * time.Second
+	})
+	c.createTopic(2, "capped", 1, 3)
+	resp, _ := c.handle(2, &strandpb.Request{CorrelationId: 80, Body: &strandpb.Request_CreateTopics{CreateTopics: &strandpb.CreateTopicsRequest{
+		Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: "small", Partitions: 1, ReplicationFactor: 3,
+			Configs: []*strandpb.ConfigEntry{{Name: "segment.bytes", Value: "65536"}, {Name: "segment.ms", Value: "1000"}}}}}}})
+	if e := resp.GetCreateTopics().GetTopics()[0].GetError(); e != nil {
+		t.Fatalf("create small: %v", e)
+	}
+	resp, _ = c.handle(2, &strandpb.Request{CorrelationId: 81, Body: &strandpb.Request_DescribeTopics{DescribeTopics: &strandpb.DescribeTopicsRequest{Names: []string{"capped", "small"}}}})
+	want := map[string]map[string]string{
+		"capped": {"segment.bytes": "1048576", "segment.ms": "10000"},
+		"small":  {},
+	}
+	for _, dt := range resp.GetDescribeTopics().GetTopics() {
+		got := map[string]string{}
+		for _, e := range dt.GetConfigs() {
+			if e.GetNodeCap() != "" {
+				got[e.GetName()] = e.GetNodeCap()
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want[dt.GetName()]) {
+			t.Errorf("%s: node caps %v, want %v", dt.GetName(), got, want[dt.GetName()])
+		}
 	}
 }
 

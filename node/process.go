@@ -267,6 +267,9 @@ func (c *Core) applyEntry(g *group, e *raftpb.Entry) {
 		res := g.part.Apply(engineIndex, e.GetData())
 		if w := g.byIndex[index]; w != nil {
 			if w.term == e.GetTerm() {
+				if res.Err == nil {
+					c.noteCommitted(w)
+				}
 				c.finishProduce(g, w, produceResult(res, c.cfg.ID))
 			} else {
 				c.finishProduce(g, w, ProduceResult{Err: ErrNotLeader, BaseOffset: -1})

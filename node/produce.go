@@ -81,6 +81,7 @@ func (c *Core) produce(req ProduceRequest, done func(ProduceResult)) {
 	w := &produceWait{
 		proposalID: id, term: term, acks: req.Acks, records: info.RecordCount,
 		deadline: c.ticks + uint64(c.cfg.RequestTimeoutTicks), done: done,
+		proposedAt: c.cfg.Clock.Monotonic(),
 	}
 	g.produces = append(g.produces, w)
 	g.byProposal[id] = w

@@ -46,6 +46,9 @@ type Stats struct {
 	Compactions        uint64 // raft log compactions behind a snapshot
 	SnapshotsSent      uint64 // raft snapshots sent to lagging followers
 	SnapshotsInstalled uint64 // raft snapshots installed from a leader
+	// CommitLatency is the time from proposal to apply, on the leader, of
+	// the acks=all produces that applied successfully (latency.go).
+	CommitLatency LatencyHistogram
 }
 
 // Stats returns the counters so far.

@@ -57,6 +57,9 @@ func TestDevBannerReadyAndQuiet(t *testing.T) {
 	if want := "  ./strand topic create hello"; !strings.Contains(log, want) {
 		t.Errorf("banner lacks %q:\n%s", want, log)
 	}
+	if want := fmt.Sprintf("  console http://127.0.0.1:%d/", port+devAdminPortOffset); !strings.Contains(log, want) {
+		t.Errorf("banner lacks %q:\n%s", want, log)
+	}
 	cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case err := <-exited:
@@ -78,15 +81,23 @@ func TestDevBannerReadyAndQuiet(t *testing.T) {
 	}
 }
 
-// freeConsecutivePorts returns the first of n consecutive ports free on
-// 127.0.0.1 right now (strand dev listens on base-port, base-port+1, ...).
+// freeConsecutivePorts returns a base port such that every port strand dev
+// with n nodes listens on is free on 127.0.0.1 right now: base-port,
+// base-port+1, ... (one per node), the same +devNativePortOffset, and the
+// admin listener at +devAdminPortOffset. A test that checked only the first
+// n found, now and then, a later one taken, and dev failed to start.
 func freeConsecutivePorts(t *testing.T, n int) int {
 	t.Helper()
 	for range 50 {
 		base := freePorts(t, 1)[0]
-		var lns []net.Listener
+		var want []int
 		for i := range n {
-			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+i))
+			want = append(want, base+i, base+devNativePortOffset+i)
+		}
+		want = append(want, base+devAdminPortOffset)
+		var lns []net.Listener
+		for _, port := range want {
+			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 			if err != nil {
 				break
 			}
@@ -95,7 +106,7 @@ func freeConsecutivePorts(t *testing.T, n int) int {
 		for _, ln := range lns {
 			ln.Close()
 		}
-		if len(lns) == n {
+		if len(lns) == len(want) {
 			return base
 		}
 	}

@@ -23,9 +23,9 @@ type command struct {
 // commands lists every command in the order the top-level help shows them.
 var commands = []command{
 	{"dev", "[--nodes 3] [--base-port 9092] [--data-dir DIR]",
-		"run a local cluster in this process, Kafka on base-port.., Strand on base-port+100.. (Ctrl-C stops it)",
+		"run a local cluster in this process, Kafka on base-port.., Strand on base-port+100.., console and metrics on base-port+200 (Ctrl-C stops it)",
 		"strand dev --nodes 3"},
-	{"serve", "--id N --peers 1=HOST:PORT,2=HOST:PORT,... --data-dir DIR [--kafka-listen HOST:PORT]",
+	{"serve", "--id N --peers 1=HOST:PORT,2=HOST:PORT,... --data-dir DIR [--kafka-listen HOST:PORT] [--admin-listen HOST:PORT]",
 		"run one node of a cluster",
 		"strand serve --id 1 --data-dir /var/lib/strand --peers 1=node1:9192,2=node2:9192,3=node3:9192 --kafka-listen 0.0.0.0:9092"},
 	{"topic create", "NAME [-p PARTITIONS] [-r REPLICATION-FACTOR] [-c KEY=VALUE]...",

@@ -107,6 +107,7 @@ func cmdServe(args []string, stderr io.Writer) error {
 	rack := fs.String("rack", "", "this node's failure domain, for replica placement")
 	kafkaListen := fs.String("kafka-listen", "", "also serve Kafka's protocol here, e.g. 0.0.0.0:9092 (default: no Kafka listener)")
 	kafkaAdvertise := fs.String("kafka-advertise", "", "host:port Kafka clients reach this node at (default: --kafka-listen)")
+	adminListen := fs.String("admin-listen", "", "serve the admin HTTP API here: /metrics, /healthz, /readyz, /debug/pprof/, the console at / (default: off)")
 	var nf nodeFlags
 	nf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -123,6 +124,9 @@ func cmdServe(args []string, stderr io.Writer) error {
 	}
 	if *join != "" && (*peers != "" || *listen == "" && *advertise == "") {
 		return usageError("--join needs --listen or --advertise (the address the others reach this node at) and no --peers")
+	}
+	if err := checkAdminListen(*adminListen); err != nil {
+		return err
 	}
 	nodes, err := resolvePeers(node.NodeID(*id), *peers, listen, advertise, *rack)
 	if err != nil {
@@ -163,6 +167,15 @@ func cmdServe(args []string, stderr io.Writer) error {
 	if a := rt.KafkaAddr(); a != nil {
 		attrs = append(attrs, slog.String("kafka_listen", a.String()))
 	}
+	if *adminListen != "" {
+		admin, err := server.ListenAdmin(*adminListen, logger, rt)
+		if err != nil {
+			rt.Close()
+			return userErr(err, "cannot serve the admin API on %s: %v", *adminListen, errors.Unwrap(err))
+		}
+		defer admin.Close()
+		attrs = append(attrs, slog.String("admin", admin.URL()))
+	}
 	logger.Info("node started", attrs...)
 	ctx, stop := signalContext()
 	defer stop()
@@ -188,6 +201,17 @@ func checkKafkaFlags(listen, advertise string) error {
 		if _, _, err := net.SplitHostPort(f.addr); err != nil {
 			return usageError("%s %q: want HOST:PORT (%v)", f.name, f.addr, err)
 		}
+	}
+	return nil
+}
+
+// checkAdminListen refuses an --admin-listen that is not HOST:PORT.
+func checkAdminListen(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return usageError("--admin-listen %q: want HOST:PORT (%v)", addr, err)
 	}
 	return nil
 }
@@ -302,6 +326,7 @@ func cmdDev(args []string, stdout, stderr io.Writer) error {
 	basePort := fs.Int("base-port", 9092, "Kafka port of node 1; node i serves Kafka on base-port+i-1 and Strand's protocol on base-port+100+i-1")
 	dataDir := fs.String("data-dir", "", "keep the cluster's data here (default: a temporary directory, removed at exit)")
 	quiet := fs.Bool("quiet", false, "do not log node messages")
+	adminListen := fs.String("admin-listen", "", "serve the admin API and console of every node here (default: host:base-port+200, e.g. 127.0.0.1:9292)")
 	var nf nodeFlags
 	nf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -335,13 +360,27 @@ func cmdDev(args []string, stdout, stderr io.Writer) error {
 	if *quiet {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	if *adminListen == "" {
+		*adminListen = net.JoinHostPort(*host, strconv.Itoa(*basePort+devAdminPortOffset))
+	}
+	if err := checkAdminListen(*adminListen); err != nil {
+		return err
+	}
 	rts, err := startDevNodes(nodes, dir, nf, logger)
 	if err != nil {
 		return err
 	}
+	admin, err := server.ListenAdmin(*adminListen, logger, rts...)
+	if err != nil {
+		for _, rt := range rts {
+			rt.Close()
+		}
+		return userErr(err, "cannot serve the admin API on %s: %v (try --admin-listen or --base-port)", *adminListen, errors.Unwrap(err))
+	}
+	defer admin.Close()
 	ctx, stop := signalContext()
 	defer stop()
-	printDevBanner(stdout, nodes, dir, *dataDir == "")
+	printDevBanner(stdout, nodes, dir, *dataDir == "", admin.URL())
 	if err := waitDevReady(ctx, rts); err != nil {
 		fmt.Fprintf(stdout, "\nnot ready: %v\n", err)
 	} else {
@@ -370,6 +409,10 @@ func cmdDev(args []string, stdout, stderr io.Writer) error {
 // ones: Kafka tools try 127.0.0.1:9092 first, so Kafka gets it, and Strand's
 // own protocol takes 9192 onwards.
 const devNativePortOffset = 100
+
+// devAdminPortOffset puts strand dev's admin listener (console, metrics)
+// above the native listeners.
+const devAdminPortOffset = 200
 
 // devDataDir returns the data directory and what to do at exit: remove a
 // temporary one, keep a named one.
@@ -453,11 +496,12 @@ func waitDevReady(ctx context.Context, rts []*server.Server) error {
 }
 
 // printDevBanner names the nodes and the data directory.
-func printDevBanner(w io.Writer, nodes []node.Peer, dir string, temporary bool) {
+func printDevBanner(w io.Writer, nodes []node.Peer, dir string, temporary bool, adminURL string) {
 	fmt.Fprintf(w, "strand dev: %d-node cluster starting.\n", len(nodes))
 	for _, p := range nodes {
 		fmt.Fprintf(w, "  node %d  %s  (Kafka clients: %s)\n", p.ID, p.Address, p.KafkaAddress)
 	}
+	fmt.Fprintf(w, "  console %s  (metrics: %smetrics)\n", adminURL, adminURL)
 	if temporary {
 		fmt.Fprintf(w, "  data    %s (temporary: removed when you stop the cluster)\n", dir)
 	} else {

@@ -202,6 +202,9 @@ func topicDescribe(ctx context.Context, c *clientlib.Client, w io.Writer, name s
 		if !metadata.Enforced(k, d.Configs[k]) {
 			note = "  (not enforced yet)"
 		}
+		if limit, ok := d.NodeCaps[k]; ok {
+			note = "  (the nodes cap it at " + limit + ")"
+		}
 		fmt.Fprintf(w, "  config %s=%s%s\n", k, d.Configs[k], note)
 	}
 	info, err := c.Metadata(ctx)

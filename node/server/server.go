@@ -132,6 +132,12 @@ type Server struct {
 	clusterID atomic.Pointer[[]byte]
 
 	kafka *kafkaListener // nil without a Kafka listener
+
+	// adminQueries are the admin listener's view requests (admin.go),
+	// answered by the loop between two Process calls; metrics are the
+	// request and fsync measurements only the process sees.
+	adminQueries chan adminQuery
+	metrics      *serverMetrics
 }
 
 // reasonShutdown is why connections close when the server stops.
@@ -263,6 +269,8 @@ func Start(cfg Config) (*Server, error) {
 		stop:         make(chan struct{}),
 		done:         make(chan struct{}),
 		conns:        make(map[*runtimeConn]struct{}),
+		adminQueries: make(chan adminQuery, adminQueriesMax),
+		metrics:      newServerMetrics(cfg.Core.ID),
 	}
 	base := slog.New(slog.DiscardHandler)
 	if cfg.Logger != nil {
@@ -307,7 +315,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	r.core = core
-	r.syncs = newSyncPool(runtimeSyncWorkersMax)
+	r.syncs = newSyncPool(runtimeSyncWorkersMax, r.metrics.fsync.Observe)
 	r.wg.Add(1)
 	go r.acceptLoop()
 	r.kafka.start()
@@ -423,6 +431,9 @@ func (r *Server) loop() {
 		case <-statsTicks:
 			r.logStats()
 			continue
+		case q := <-r.adminQueries:
+			r.answerAdmin(q)
+			continue
 		}
 		r.loopStats.inputs++
 		r.drainInputs(ticker.C)
@@ -536,11 +547,11 @@ func (r *Server) logStats() {
 func (r *Server) handle(q runtimeRequest) {
 	r.budget.release(q.tokens)
 	if q.reply != nil {
-		r.core.Handle(q.req, q.reply)
+		r.core.Handle(q.req, r.metrics.observe(q.req, q.reply))
 		return
 	}
 	conn := q.conn
-	r.core.Handle(q.req, func(resp *strandpb.Response) { conn.answer(resp) })
+	r.core.Handle(q.req, r.metrics.observe(q.req, func(resp *strandpb.Response) { conn.answer(resp) }))
 }
 
 // receive gives one peer frame to the Core.

@@ -32,6 +32,8 @@ type syncPool struct {
 	// stats line.
 	runs    atomic.Uint64
 	runTime atomic.Int64 // nanoseconds
+	// observe, when set, sees each job's time (the fsync histogram).
+	observe func(seconds float64)
 }
 
 // syncResult is one finished job.
@@ -40,9 +42,10 @@ type syncResult struct {
 	err   error
 }
 
-// newSyncPool starts workers goroutines.
-func newSyncPool(workers int) *syncPool {
-	p := &syncPool{ready: make(chan struct{}, 1)}
+// newSyncPool starts workers goroutines; observe (may be nil) sees each
+// job's time.
+func newSyncPool(workers int, observe func(seconds float64)) *syncPool {
+	p := &syncPool{ready: make(chan struct{}, 1), observe: observe}
 	p.work = sync.NewCond(&p.mu)
 	for range workers {
 		p.wg.Go(p.worker)
@@ -82,7 +85,11 @@ func (p *syncPool) worker() {
 		p.mu.Unlock()
 		start := time.Now()
 		err := job.Run()
-		p.runTime.Add(int64(time.Since(start)))
+		took := time.Since(start)
+		if p.observe != nil {
+			p.observe(took.Seconds())
+		}
+		p.runTime.Add(int64(took))
 		p.runs.Add(1)
 		p.mu.Lock()
 		p.results = append(p.results, syncResult{token: job.Token, err: err})

@@ -1975,9 +1975,13 @@ func (x *ListOffsetsResponse) GetPartitions() []*ListOffsetsResponse_Partition {
 
 // ConfigEntry is one topic configuration value.
 type ConfigEntry struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Value string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// In a describe answer: the value the answering node enforces instead,
+	// when a node-wide cap is lower (strand dev caps segment.bytes and
+	// segment.ms); empty when it enforces value.
+	NodeCap       string `protobuf:"bytes,231,opt,name=node_cap,json=nodeCap,proto3" json:"node_cap,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2022,6 +2026,13 @@ func (x *ConfigEntry) GetName() string {
 func (x *ConfigEntry) GetValue() string {
 	if x != nil {
 		return x.Value
+	}
+	return ""
+}
+
+func (x *ConfigEntry) GetNodeCap() string {
+	if x != nil {
+		return x.NodeCap
 	}
 	return ""
 }
@@ -5064,8 +5075,11 @@ type ListOffsetsResponse_Partition struct {
 	Offset         int64                  `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
 	HighWatermark  int64                  `protobuf:"varint,5,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
 	LogStartOffset int64                  `protobuf:"varint,6,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// For a lookup by timestamp, the timestamp of the record at offset;
+	// -1 otherwise, or when no record is at or after the timestamp.
+	TimestampMs   int64 `protobuf:"varint,230,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListOffsetsResponse_Partition) Reset() {
@@ -5136,6 +5150,13 @@ func (x *ListOffsetsResponse_Partition) GetHighWatermark() int64 {
 func (x *ListOffsetsResponse_Partition) GetLogStartOffset() int64 {
 	if x != nil {
 		return x.LogStartOffset
+	}
+	return 0
+}
+
+func (x *ListOffsetsResponse_Partition) GetTimestampMs() int64 {
+	if x != nil {
+		return x.TimestampMs
 	}
 	return 0
 }
@@ -6448,21 +6469,23 @@ const file_wire_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
 	"\ftimestamp_ms\x18\x03 \x01(\x03R\vtimestampMs\x12\x19\n" +
-	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xac\x02\n" +
+	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xd0\x02\n" +
 	"\x13ListOffsetsResponse\x12E\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2%.strand.ListOffsetsResponse.PartitionR\n" +
-	"partitions\x1a\xcd\x01\n" +
+	"partitions\x1a\xf1\x01\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
 	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error\x12\x16\n" +
 	"\x06offset\x18\x04 \x01(\x03R\x06offset\x12%\n" +
 	"\x0ehigh_watermark\x18\x05 \x01(\x03R\rhighWatermark\x12(\n" +
-	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\"7\n" +
+	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\x12\"\n" +
+	"\ftimestamp_ms\x18\xe6\x01 \x01(\x03R\vtimestampMs\"S\n" +
 	"\vConfigEntry\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\x8b\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x12\x1a\n" +
+	"\bnode_cap\x18\xe7\x01 \x01(\tR\anodeCap\"\x8b\x02\n" +
 	"\x13CreateTopicsRequest\x129\n" +
 	"\x06topics\x18\x01 \x03(\v2!.strand.CreateTopicsRequest.TopicR\x06topics\x12\x1d\n" +
 	"\n" +

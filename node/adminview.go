@@ -1,0 +1,177 @@
+package node
+
+import (
+	"cmp"
+	"slices"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/tracker"
+
+	"github.com/strandlog/strand/engine/groups"
+	"github.com/strandlog/strand/engine/metadata"
+)
+
+// AdminView is one node's state as an operator sees it: the metadata it
+// applied, every hosted replica, the consumer groups it coordinates and its
+// counters. The admin listener (node/server) takes one per scrape or page
+// load through the loop, so metrics, the JSON API and the console all show
+// the same values. Everything is copied: the view shares nothing with the
+// Core.
+type AdminView struct {
+	ID NodeID
+	// MetaLeader and MetaTerm are the metadata group's leader (0: none
+	// known) and term; MetaVersion is the applied metadata version.
+	MetaLeader  NodeID
+	MetaTerm    uint64
+	MetaVersion uint64
+	// Registered: this node's registration is in the applied metadata.
+	Registered bool
+	// Nodes are the registered nodes (by id), Peers the configured ones
+	// (Config.Nodes), Topics the topics (by name) with replica sets and
+	// reported leaders.
+	Nodes  []metadata.Node
+	Peers  []Peer
+	Topics []metadata.Topic
+	// DiskFull: this node refuses produce for want of space (diskfull.go).
+	DiskFull bool
+	Stats    Stats
+	// Replicas are the hosted partition replicas by topic and partition.
+	Replicas []ReplicaView
+	// Groups are the consumer groups this node coordinates, by
+	// coordinator partition then id; GroupsTruncated says some were left
+	// out (AdminGroupsMax).
+	Groups          []GroupView
+	GroupsTruncated bool
+}
+
+// ReplicaView is one hosted replica.
+type ReplicaView struct {
+	GroupStatus
+	SizeBytes         int64
+	OldestTimestampMs int64 // append time of the oldest batch, -1 when empty
+	LastIndex         uint64
+	// Followers is the leader's view of each other replica (empty on a
+	// follower), by node id.
+	Followers []FollowerView
+}
+
+// FollowerView is a leader's view of one follower's progress.
+type FollowerView struct {
+	Node NodeID
+	// Match is the last raft index known replicated there; Replicating
+	// says raft streams to it (not probing or sending a snapshot).
+	Match       uint64
+	Replicating bool
+}
+
+// Lagging reports whether the follower could not take part in the next
+// commit without catching up first (LaggingReplicas' rule).
+func (f FollowerView) Lagging(last, entriesMax uint64) bool {
+	return !f.Replicating || f.Match+entriesMax < last
+}
+
+// GroupView is one consumer group on its coordinator.
+type GroupView struct {
+	ID          string
+	State       string
+	Members     int
+	Epoch       int32
+	Coordinator TopicPartition // its __strand_offsets partition
+	// CaughtUp: the coordinator has read its partition's log up to the
+	// applied end (a new coordinator replays first).
+	CaughtUp bool
+	Offsets  []GroupOffsetView
+}
+
+// GroupOffsetView is one committed offset with what this node knows of
+// its partition.
+type GroupOffsetView struct {
+	TopicPartition
+	Committed int64
+	// Hosted: this node hosts a replica of the partition, and the fields
+	// below are that replica's (a follower's may trail its leader's).
+	Hosted         bool
+	HighWatermark  int64
+	LogStartOffset int64
+	// NextAppendTimeMs is the append time of the batch holding the first
+	// record the group has not consumed, -1 when there is none (no lag, or
+	// the offset is below the log start).
+	NextAppendTimeMs int64
+}
+
+// AdminGroupsMax bounds the groups one AdminView carries.
+const AdminGroupsMax = 4096
+
+// AdminView returns the node's state; see AdminView. It reads only.
+func (c *Core) AdminView() AdminView {
+	v := AdminView{ID: c.cfg.ID, DiskFull: c.space.full, Stats: c.stats, Peers: slices.Clone(c.cfg.Nodes)}
+	if c.meta != nil {
+		v.MetaLeader, v.MetaTerm = c.metaLeader()
+		v.MetaVersion = c.meta.meta.Version()
+		v.Nodes, v.Topics = c.meta.meta.Nodes(), c.meta.meta.Topics()
+		_, v.Registered = c.meta.meta.Node(uint64(c.cfg.ID))
+	}
+	for _, g := range c.partitionGroups() {
+		v.Replicas = append(v.Replicas, c.replicaView(g))
+		if co := c.coord.coords[g.tp]; co != nil && g.tp.Topic == OffsetsTopic {
+			v.GroupsTruncated = c.appendGroupViews(&v, g, co) || v.GroupsTruncated
+		}
+	}
+	return v
+}
+
+// replicaView is g as AdminView shows it.
+func (c *Core) replicaView(g *group) ReplicaView {
+	st := c.groupStatus(g)
+	st.HighWatermark, st.LogStartOffset = g.part.HighWatermark(), g.part.LogStartOffset()
+	rv := ReplicaView{GroupStatus: st, SizeBytes: g.log.SizeBytes(), OldestTimestampMs: g.part.OldestTimestampMs()}
+	rv.LastIndex, _ = g.log.LastIndex()
+	if st.IsLeader {
+		g.raw.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+			if NodeID(id) != c.cfg.ID {
+				rv.Followers = append(rv.Followers, FollowerView{Node: NodeID(id), Match: pr.Match, Replicating: pr.State == tracker.StateReplicate})
+			}
+		})
+		slices.SortFunc(rv.Followers, func(a, b FollowerView) int { return cmp.Compare(a.Node, b.Node) })
+	}
+	return rv
+}
+
+// appendGroupViews appends the groups of coordinator co (leading g); it
+// reports whether AdminGroupsMax cut them short.
+func (c *Core) appendGroupViews(v *AdminView, g *group, co *coordinator) bool {
+	for _, id := range co.state.GroupIDs() {
+		if len(v.Groups) >= AdminGroupsMax {
+			return true
+		}
+		d, ok := co.state.Describe(id)
+		if !ok {
+			continue
+		}
+		gv := GroupView{ID: id, State: d.State, Members: len(d.Members), Epoch: d.Epoch, Coordinator: g.tp,
+			CaughtUp: !co.fresh && co.next >= g.part.HighWatermark()}
+		for _, o := range d.Offsets {
+			gv.Offsets = append(gv.Offsets, c.groupOffsetView(o))
+		}
+		v.Groups = append(v.Groups, gv)
+	}
+	return false
+}
+
+// groupOffsetView is one committed offset with the local replica's bounds.
+func (c *Core) groupOffsetView(o groups.CommittedOffset) GroupOffsetView {
+	tp := TopicPartition{Topic: o.Partition.Topic, Partition: o.Partition.Partition}
+	ov := GroupOffsetView{TopicPartition: tp, Committed: o.Offset, HighWatermark: -1, LogStartOffset: -1, NextAppendTimeMs: -1}
+	g := c.byTP[tp]
+	if g == nil || g.part == nil {
+		return ov
+	}
+	ov.Hosted = true
+	ov.HighWatermark, ov.LogStartOffset = g.part.HighWatermark(), g.part.LogStartOffset()
+	if o.Offset >= ov.LogStartOffset && o.Offset < ov.HighWatermark {
+		if locs, err := g.part.Locate(o.Offset, 1); err == nil && len(locs) > 0 {
+			ov.NextAppendTimeMs = locs[0].AppendTimeMs
+		}
+	}
+	return ov
+}
