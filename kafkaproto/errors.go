@@ -70,6 +70,11 @@ var kafkaCodes = map[strandpb.ErrorCode]*kerr.Error{
 	// Answers of the native handshake, never of a Kafka request.
 	strandpb.ErrorCode_ERROR_CODE_PEER_NOT_AUTHENTICATED: kerr.ClusterAuthorizationFailed,
 	strandpb.ErrorCode_ERROR_CODE_TLS_REQUIRED:           kerr.SaslAuthenticationFailed,
+	// Membership answers come only from Strand's own requests; mapped for
+	// completeness.
+	strandpb.ErrorCode_ERROR_CODE_NODE_REMOVED:       kerr.BrokerIDNotRegistered,
+	strandpb.ErrorCode_ERROR_CODE_UNKNOWN_NODE:       kerr.BrokerIDNotRegistered,
+	strandpb.ErrorCode_ERROR_CODE_MEMBERSHIP_REFUSED: kerr.InvalidRequest,
 }
 
 // kafkaCode is the Kafka error code for a Strand error: 0 for none, the

@@ -184,6 +184,9 @@ var metaErrorCodes = []struct {
 	{metadata.ErrProducerIDsExhausted, strandpb.ErrorCode_ERROR_CODE_INTERNAL},
 	// ErrInvalidUser, ErrUnknownUser, ErrInvalidACL, ErrInvalidQuota and
 	// ErrTooManySecurityEntries are INVALID_REQUEST with the reason.
+	{metadata.ErrNodeRemoved, strandpb.ErrorCode_ERROR_CODE_NODE_REMOVED},
+	{metadata.ErrUnknownNode, strandpb.ErrorCode_ERROR_CODE_UNKNOWN_NODE},
+	{metadata.ErrMembershipRefused, strandpb.ErrorCode_ERROR_CODE_MEMBERSHIP_REFUSED},
 }
 
 // metaError maps a metadata command's refusal to its wire form.
@@ -206,7 +209,7 @@ func metaError(err error) *strandpb.Error {
 // above the nodes registered so far is the metadata group's to refuse,
 // retriably.
 func (c *Core) checkReplicationFactor(rf int32) *strandpb.Error {
-	if n := len(c.cfg.Nodes); n > 0 && int(rf) > n {
+	if n := c.clusterSize(); n > 0 && int(rf) > n {
 		return &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REPLICATION_FACTOR,
 			Message: fmt.Sprintf("node: replication factor %d, but the cluster has %d nodes", rf, n)}
 	}
@@ -299,7 +302,7 @@ func (c *Core) handleCreateTopics(req *strandpb.CreateTopicsRequest, answer func
 				partitions = 1
 			}
 			if rf == 0 || rf == -1 {
-				rf = int32(max(1, min(replicationFactorDefault, len(c.cfg.Nodes))))
+				rf = int32(max(1, min(replicationFactorDefault, c.clusterSize())))
 			}
 			configs := make([]metadata.ConfigEntry, len(t.GetConfigs()))
 			for i, e := range t.GetConfigs() {

@@ -199,7 +199,7 @@ func groupAccesses(req *strandpb.Request, out []access) []access {
 	case *strandpb.Request_OffsetDelete:
 		out = append(out, groupAccess(b.OffsetDelete.GetGroup(), "delete"))
 		topics("read", b.OffsetDelete.GetPartitions())
-	case *strandpb.Request_ListUsers, *strandpb.Request_DescribeAcls:
+	case *strandpb.Request_ListUsers, *strandpb.Request_DescribeAcls, *strandpb.Request_ClusterMembers:
 		out = append(out, clusterAccess("describe"))
 	default: // AlterUsers, AlterAcls, AlterQuotas, and anything new
 		out = append(out, clusterAccess("alter"))

@@ -51,6 +51,12 @@ type Config struct {
 	// every node: the metadata group's voters, and addresses for leader
 	// hints and Metadata answers until the nodes registered.
 	Nodes []Peer
+	// Join: this node joins a running cluster that registered it (strand
+	// node add / serve --join): its metadata group starts empty, is never
+	// bootstrapped, and waits for the metadata leader to add it (members.go).
+	// Made durable on the first Open, so a restart without Join still
+	// never bootstraps.
+	Join bool
 	// TickDuration is the real time between two Tick calls (default 10 ms);
 	// the Core reads no clock, so Handle turns wire timeouts in ms (fetch
 	// max_wait_ms, admin timeout_ms) into ticks with it.
@@ -338,6 +344,11 @@ type Core struct {
 	metaVersion   uint64
 	registerWait  *metaWait // this node's RegisterNode in flight, if any
 	registerAfter uint64    // tick before which no RegisterNode is retried
+	// membershipAfter: tick before which the metadata leader proposes no
+	// further membership change (members.go).
+	membershipAfter uint64
+	// removedLogged: this node saw itself removed and said so once.
+	removedLogged bool
 	// leaderReports are the partition groups that became leader and may
 	// need to tell the metadata group; reportWait is the ReportLeaders
 	// proposal in flight, if any (see maybeReportLeaders).

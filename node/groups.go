@@ -201,7 +201,7 @@ func (c *Core) offsetsTopic() (metadata.Topic, bool) {
 	if lead, _ := c.metaLeader(); lead == 0 {
 		return metadata.Topic{}, false
 	}
-	rf := int32(max(1, min(replicationFactorDefault, len(c.cfg.Nodes))))
+	rf := int32(max(1, min(replicationFactorDefault, c.clusterSize())))
 	// The coordinators' state is the log itself: retention must never
 	// delete it (a new coordinator replays it), whatever the defaults.
 	keep := []metadata.ConfigEntry{{Name: metadata.ConfigRetentionMs, Value: "-1"}, {Name: metadata.ConfigRetentionBytes, Value: "-1"}}

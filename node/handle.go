@@ -80,6 +80,12 @@ func (c *Core) HandleAs(caller Caller, req *strandpb.Request, respond func(*stra
 		c.handleDescribePartitions(body.DescribePartitions, answer)
 	case *strandpb.Request_CreatePartitions:
 		c.handleCreatePartitions(body.CreatePartitions, answer)
+	case *strandpb.Request_NodeAdmin:
+		c.handleNodeAdmin(body.NodeAdmin, answer)
+	case *strandpb.Request_ClusterMembers:
+		c.handleClusterMembers(answer)
+	case *strandpb.Request_ElectLeaders:
+		c.handleElectLeaders(answer)
 	default:
 		if c.handleGroupRequest(req, answer) || c.handleSecurityRequest(req, answer) {
 			return
@@ -276,12 +282,15 @@ func indexTopic(topics []metadata.Topic, name string) int {
 	return i
 }
 
-// wireNodes lists the cluster's nodes by id: the registered ones, plus
-// the Config.Nodes not registered yet.
+// wireNodes lists the cluster's nodes by id: the registered ones not
+// removed, plus the Config.Nodes not registered yet.
 func (c *Core) wireNodes() []*strandpb.MetadataResponse_Node {
 	var out []*strandpb.MetadataResponse_Node
 	registered := c.meta.meta.Nodes()
 	for _, n := range registered {
+		if n.State == metadata.NodeRemoved {
+			continue
+		}
 		out = append(out, &strandpb.MetadataResponse_Node{Id: n.ID, Address: n.Address, Rack: n.Rack, KafkaAddress: n.KafkaAddress,
 			Registered: true})
 	}

@@ -34,11 +34,17 @@ type metaWait struct {
 // openMeta opens the metadata group over Config.Nodes, bootstrapping it on
 // an empty log, and starts the replicas its recovered state places here.
 func (c *Core) openMeta() error {
-	replicas := make([]NodeID, 0, len(c.cfg.Nodes))
-	for _, p := range c.cfg.Nodes {
-		replicas = append(replicas, p.ID)
+	joining, err := c.joining()
+	if err != nil {
+		return fmt.Errorf("node: open metadata group: %w", err)
 	}
-	slices.Sort(replicas)
+	var replicas []NodeID // a joining node's group is never bootstrapped
+	if !joining {
+		for _, p := range c.cfg.Nodes {
+			replicas = append(replicas, p.ID)
+		}
+		slices.Sort(replicas)
+	}
 	boot, err := nextBoot(c.cfg.Disk)
 	if err != nil {
 		return fmt.Errorf("node: open metadata group: %w", err)
@@ -53,6 +59,7 @@ func (c *Core) openMeta() error {
 		return fmt.Errorf("node: open metadata group: %w", err)
 	}
 	c.meta = g
+	c.refreshMetaReplicas(g.confState)
 	c.groups = append(c.groups, g)
 	return c.reconcile()
 }
@@ -130,6 +137,7 @@ func (c *Core) routeMessage(topic string, partition int32) *group {
 func (c *Core) reconcile() error {
 	st := c.meta.meta
 	c.metaVersion = st.Version()
+	c.refreshLiveness()
 	hosted := st.HostedPartitions(uint64(c.cfg.ID))
 	want := make(map[TopicPartition]uint64, len(hosted)) // lookup only
 	for _, ref := range hosted {
@@ -384,9 +392,13 @@ func (c *Core) maybeRegister() {
 		return
 	}
 	self := c.selfPeer()
-	if n, ok := c.meta.meta.Node(uint64(c.cfg.ID)); ok && n.Address == self.Address && n.Rack == self.Rack &&
-		n.KafkaAddress == self.KafkaAddress && !n.Fenced {
-		return
+	if n, ok := c.meta.meta.Node(uint64(c.cfg.ID)); ok && (n.State != metadata.NodeActive ||
+		n.Address == self.Address && n.Rack == self.Rack && n.KafkaAddress == self.KafkaAddress && !n.Fenced) {
+		if n.State == metadata.NodeRemoved && !c.removedLogged {
+			c.removedLogged = true
+			c.log.log(slog.LevelError, "this node was removed from the cluster (strand node decommission): it hosts nothing and never registers again; stop it")
+		}
+		return // registered, or decommissioned: a removed node never registers again
 	}
 	data, err := metadata.EncodeRegisterNodeKafka(uint64(c.cfg.ID), self.Address, self.Rack, self.KafkaAddress)
 	if err != nil {

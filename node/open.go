@@ -53,7 +53,7 @@ func Open(cfg Config) (*Core, error) {
 	}
 	c := &Core{cfg: cfg, byTP: make(map[TopicPartition]*group), metaWaits: make(map[uint64]*metaWait),
 		syncsInFlight: make(map[uint64]syncJob), ready: readyMarks{all: true},
-		liveness: peerLiveness{heard: make([]uint64, len(cfg.Nodes))}}
+	}
 	c.rand = cfg.Rand
 	c.log = coreLog{h: cfg.Logger.Handler()}.with(slog.Uint64("node", uint64(cfg.ID)))
 	if c.rand == nil {
@@ -212,7 +212,7 @@ func (c *Core) openRaft(g *group) error {
 		_ = log.Close()
 		return err
 	}
-	if last == 0 {
+	if last == 0 && len(replicas) > 0 {
 		// Every replica bootstraps the same entries 1..n (the voters in
 		// sorted order, term 1), so their committed prefixes agree.
 		peers := make([]raft.Peer, len(replicas))

@@ -242,6 +242,9 @@ func (c *Core) applyEntry(g *group, e *raftpb.Entry) {
 		}
 		g.confState = g.raw.ApplyConfChange(&cc)
 		g.applyEmpty(engineIndex)
+		if g.meta != nil {
+			c.metaConfApplied(&cc)
+		}
 	case raftpb.EntryConfChangeV2:
 		var cc raftpb.ConfChangeV2
 		if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
@@ -249,6 +252,9 @@ func (c *Core) applyEntry(g *group, e *raftpb.Entry) {
 		}
 		g.confState = g.raw.ApplyConfChange(&cc)
 		g.applyEmpty(engineIndex)
+		if g.meta != nil {
+			c.metaConfApplied(&cc)
+		}
 	default:
 		if len(e.GetData()) == 0 {
 			g.applyEmpty(engineIndex)

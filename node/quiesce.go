@@ -2,10 +2,13 @@ package node
 
 import (
 	"bytes"
+	"slices"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
+
+	"github.com/strandlog/strand/engine/metadata"
 )
 
 // Quiescence (CockroachDB's): an idle partition group stops ticking.
@@ -133,17 +136,42 @@ func (c *Core) steppedQuiesced(g *group, wasQuiesced bool, from NodeID, m *raftp
 // peerLiveness tracks when each peer node was last heard from, in Core
 // ticks, so quiesced followers of a silent leader can be woken.
 type peerLiveness struct {
-	heard []uint64 // by position in Config.Nodes
+	peers []NodeID // sorted: Config.Nodes and the registered nodes not removed
+	heard []uint64 // by position in peers
 }
 
 // noteHeard records a frame from node from.
 func (c *Core) noteHeard(from NodeID) {
-	for i, p := range c.cfg.Nodes {
-		if p.ID == from {
-			c.liveness.heard[i] = c.ticks
-			return
+	if i, ok := slices.BinarySearch(c.liveness.peers, from); ok {
+		c.liveness.heard[i] = c.ticks
+	}
+}
+
+// refreshLiveness sets the peers to Config.Nodes and the registered nodes
+// not removed (a node that joined is watched too); a new peer counts as
+// heard now.
+func (c *Core) refreshLiveness() {
+	var ids []NodeID
+	for _, p := range c.cfg.Nodes {
+		ids = append(ids, p.ID)
+	}
+	if c.meta != nil {
+		for _, n := range c.meta.meta.Nodes() {
+			if n.State != metadata.NodeRemoved {
+				ids = append(ids, NodeID(n.ID))
+			}
 		}
 	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	heard := make([]uint64, len(ids))
+	for i, id := range ids {
+		heard[i] = c.ticks
+		if j, ok := slices.BinarySearch(c.liveness.peers, id); ok {
+			heard[i] = c.liveness.heard[j]
+		}
+	}
+	c.liveness = peerLiveness{peers: ids, heard: heard}
 }
 
 // livenessRaftTick runs on every raft tick: it sends every peer an empty
@@ -153,14 +181,14 @@ func (c *Core) noteHeard(from NodeID) {
 func (c *Core) livenessRaftTick() {
 	silentAfter := uint64(c.cfg.ElectionTicks * c.cfg.TicksPerRaftTick)
 	var silent []NodeID
-	for i, p := range c.cfg.Nodes {
-		if p.ID == c.cfg.ID {
+	for i, id := range c.liveness.peers {
+		if id == c.cfg.ID {
 			continue
 		}
-		c.cfg.Network.Send(p.ID, encodeRaftFrame(c.cfg.ID, nil))
+		c.cfg.Network.Send(id, encodeRaftFrame(c.cfg.ID, nil))
 		c.stats.FramesSent++
 		if c.ticks-c.liveness.heard[i] > silentAfter && !c.bugQuiescedNeverWake() {
-			silent = append(silent, p.ID)
+			silent = append(silent, id)
 		}
 	}
 	if len(silent) == 0 {

@@ -193,7 +193,16 @@ func saneEntries(g *group, m *raftpb.Message) bool {
 		}
 		switch e.GetType() {
 		case raftpb.EntryNormal:
-		case raftpb.EntryConfChange:
+		case raftpb.EntryConfChange, raftpb.EntryConfChangeV2:
+			if g.meta != nil {
+				if !saneMetaConfChange(e) { // the metadata group's membership changes (members.go)
+					return false
+				}
+				break
+			}
+			if e.GetType() != raftpb.EntryConfChange {
+				return false
+			}
 			var cc raftpb.ConfChange
 			if proto.Unmarshal(e.GetData(), &cc) != nil || cc.GetType() != raftpb.ConfChangeAddNode ||
 				!g.isReplica(NodeID(cc.GetNodeId())) {
@@ -231,6 +240,7 @@ func (c *Core) Tick() {
 	if c.meta != nil {
 		c.expireMetaWaits()
 		c.maybeRegister()
+		c.maybeChangeMembership()
 		c.maybeReportLeaders()
 	}
 	c.retentionTick()

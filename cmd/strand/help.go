@@ -57,7 +57,15 @@ var commands = []command{
 		"plan (and with --execute apply) new committed offsets for a group without members: replay or skip",
 		"strand group reset readers -t hello --to-datetime 2026-11-30T18:00:00Z --execute"},
 	{"group delete", "GROUP", "delete a group without members and its committed offsets", "strand group delete readers"},
-	{"cluster", "", "print nodes, topics, partitions, leaders and high-water marks", "strand cluster"},
+	{"cluster", "", "print nodes (membership state, metadata role), topics, partitions, leaders and high-water marks", "strand cluster"},
+	{"cluster rebalance", "[--dry-run]", "spread replicas and preferred leaders evenly over the active nodes, rack-aware (--dry-run prints the plan)",
+		"strand cluster rebalance --dry-run"},
+	{"cluster leaders", "[--balance]", "list partitions not led by their preferred replica; --balance hands leadership back to it",
+		"strand cluster leaders --balance"},
+	{"node add", "--id N --address HOST:PORT [--rack R]", "register a new node; then start it with strand serve --join",
+		"strand node add --id 4 --address node4:9192"},
+	{"node decommission", "ID [--dry-run]", "move every replica off a node, then remove it from the cluster (--dry-run prints the moves)",
+		"strand node decommission 1 --dry-run"},
 	{"bench produce", "[--duration 10s] [--record-bytes 1024]", "measure producer throughput and latency",
 		"strand bench produce --duration 10s"},
 	{"bench consume", "[--count N]", "measure consumer throughput (reads what bench produce wrote)",
@@ -96,6 +104,7 @@ var commandGroups = map[string]string{
 	"user":  "create, delete and list SASL/SCRAM users",
 	"acl":   "add, list and remove ACL bindings",
 	"quota": "set and list per-principal byte rates",
+	"node":  "add nodes to the cluster and decommission them",
 }
 
 // lookupCommand finds name ("topic create") in commands.

@@ -102,6 +102,7 @@ func cmdServe(args []string, stderr io.Writer) error {
 	listen := fs.String("listen", "", "address to listen on, for clients and peers (default: this node's --peers entry; 127.0.0.1:9192 without --peers)")
 	advertise := fs.String("advertise", "", "address others reach this node at (default: this node's --peers entry, else --listen)")
 	peers := fs.String("peers", "", "every node of the cluster, this one included: 1=HOST:PORT,2=HOST:PORT,... (default: this node alone)")
+	join := fs.String("join", "", "join a running cluster through any of its nodes (HOST:PORT,...): registers this node at --advertise/--listen; a restart needs no --join")
 	dataDir := fs.String("data-dir", "", "directory of this node's logs (created when missing)")
 	rack := fs.String("rack", "", "this node's failure domain, for replica placement")
 	kafkaListen := fs.String("kafka-listen", "", "also serve Kafka's protocol here, e.g. 0.0.0.0:9092 (default: no Kafka listener)")
@@ -129,6 +130,9 @@ func cmdServe(args []string, stderr io.Writer) error {
 	if err := checkKafkaFlags(*kafkaListen, *kafkaAdvertise); err != nil {
 		return err
 	}
+	if *join != "" && (*peers != "" || *listen == "" && *advertise == "") {
+		return usageError("--join needs --listen or --advertise (the address the others reach this node at) and no --peers")
+	}
 	if err := checkAdminListen(*adminListen); err != nil {
 		return err
 	}
@@ -140,6 +144,13 @@ func cmdServe(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if *join != "" {
+		if nodes, err = joinCluster(*join, *id, *advertise, *rack); err != nil {
+			return err
+		}
+		logger.Info("registered with the cluster; joining the metadata group", slog.Uint64("node", *id),
+			slog.String("address", *advertise), slog.String("via", *join))
+	}
 	stopProfile, err := nf.startProfile()
 	if err != nil {
 		return err
@@ -149,6 +160,7 @@ func cmdServe(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	core.Join = *join != ""
 	scfg := server.Config{
 		Core:    core,
 		DataDir: *dataDir, Listen: *listen, Tick: nf.tick, Logger: logger, StatsInterval: nf.stats,

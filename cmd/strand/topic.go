@@ -259,6 +259,9 @@ func joinIDs(ids []uint64) string {
 // cmdCluster prints nodes, topics, partitions, leaders and high-water
 // marks; it fails (exit 1) when the cluster cannot be reached.
 func cmdCluster(args []string, stdout io.Writer) error {
+	if len(args) > 0 && slices.Contains(clusterSubcommands, args[0]) {
+		return cmdClusterSub(args[0], args[1:], stdout)
+	}
 	fs := newFlags("cluster")
 	var cf clientFlags
 	cf.register(fs, 10*time.Second)
@@ -282,15 +285,17 @@ func cmdCluster(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "nodes (metadata leader: %s):\n", idOrNone(info.ControllerID))
 	full := nodesDiskFull(ctx, info.Nodes)
-	for _, n := range info.Nodes {
-		rack := ""
-		if n.Rack != "" {
-			rack = "  rack " + n.Rack
+	if !printMembers(ctx, c, stdout, full) { // a node without membership requests
+		for _, n := range info.Nodes {
+			rack := ""
+			if n.Rack != "" {
+				rack = "  rack " + n.Rack
+			}
+			if full[n.ID] {
+				rack += "  DISK FULL: refusing produce (not_enough_space) until space returns"
+			}
+			fmt.Fprintf(stdout, "  %d  %s%s\n", n.ID, n.Address, rack)
 		}
-		if full[n.ID] {
-			rack += "  DISK FULL: refusing produce (not_enough_space) until space returns"
-		}
-		fmt.Fprintf(stdout, "  %d  %s%s\n", n.ID, n.Address, rack)
 	}
 	if len(info.Topics) == 0 {
 		fmt.Fprintln(stdout, "no topics")

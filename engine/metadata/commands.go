@@ -17,7 +17,21 @@ func (s *State) registerNode(c *strandpb.MetadataRegisterNode) Result {
 		return Result{Err: err}
 	}
 	i, ok := s.nodeIndex(n.ID)
+	if ok && c.GetPreregister() {
+		if s.nodes[i].State == NodeRemoved {
+			return Result{Err: fmt.Errorf("%w: %d", ErrNodeRemoved, n.ID)}
+		}
+		return Result{} // the node registers itself; an operator does not move it
+	}
+	n.Fenced = c.GetPreregister() // nothing placed on it until it runs
 	if ok {
+		switch s.nodes[i].State {
+		case NodeRemoved:
+			return Result{Err: fmt.Errorf("%w: %d", ErrNodeRemoved, n.ID)}
+		case NodeDecommissioning:
+			// A restart of a node being drained must not unfence it.
+			n.State, n.Fenced = NodeDecommissioning, true
+		}
 		if s.nodes[i] != n {
 			s.nodes[i] = n
 			s.changed()
@@ -55,10 +69,42 @@ func (s *State) setNodeFenced(c *strandpb.MetadataSetNodeFenced) Result {
 	if !ok {
 		return Result{Err: fmt.Errorf("%w: %d", ErrUnknownNode, c.GetNodeId())}
 	}
+	if s.nodes[i].State != NodeActive && !c.GetFenced() {
+		return Result{Err: fmt.Errorf("%w: node %d is %s; it stays fenced", ErrMembershipRefused, c.GetNodeId(), s.nodes[i].State)}
+	}
 	if s.nodes[i].Fenced != c.GetFenced() {
 		s.nodes[i].Fenced = c.GetFenced()
 		s.changed()
 	}
+	return Result{}
+}
+
+// setNodeState moves a registered node to another membership state:
+// active -> decommissioning (fenced), decommissioning -> active
+// (unfenced: a cancelled decommission) or -> removed (only once no
+// partition lists it); removed is final. The same state again changes
+// nothing.
+func (s *State) setNodeState(c *strandpb.MetadataSetNodeState) Result {
+	id, to := c.GetNodeId(), NodeState(c.GetState())
+	i, ok := s.nodeIndex(id)
+	switch {
+	case !ok:
+		return Result{Err: fmt.Errorf("%w: %d", ErrUnknownNode, id)}
+	case to > NodeRemoved:
+		return Result{Err: fmt.Errorf("%w: unknown state %d", ErrInvalidCommand, uint8(to))}
+	case s.nodes[i].State == to:
+		return Result{}
+	case s.nodes[i].State == NodeRemoved:
+		return Result{Err: fmt.Errorf("%w: %d", ErrNodeRemoved, id)}
+	case to == NodeRemoved && s.nodes[i].State != NodeDecommissioning:
+		return Result{Err: fmt.Errorf("%w: node %d is %s: decommission it first", ErrMembershipRefused, id, s.nodes[i].State)}
+	case to == NodeRemoved && len(s.HostedPartitions(id)) > 0:
+		return Result{Err: fmt.Errorf("%w: node %d still holds %d replicas: move them first", ErrMembershipRefused, id,
+			len(s.HostedPartitions(id)))}
+	}
+	s.nodes[i].State = to
+	s.nodes[i].Fenced = to != NodeActive
+	s.changed()
 	return Result{}
 }
 

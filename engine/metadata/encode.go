@@ -36,6 +36,22 @@ func EncodeSetNodeFenced(id uint64, fenced bool) ([]byte, error) {
 	}})
 }
 
+// EncodePreregisterNode registers node id at address in rack, fenced,
+// unless it is registered already (strand node add): the node unfences
+// itself when it starts and registers.
+func EncodePreregisterNode(id uint64, address, rack string) ([]byte, error) {
+	return encode(&strandpb.MetadataCommand{Command: &strandpb.MetadataCommand_RegisterNode{
+		RegisterNode: &strandpb.MetadataRegisterNode{NodeId: id, Address: address, Rack: rack, Preregister: true},
+	}})
+}
+
+// EncodeSetNodeState moves node id to membership state st.
+func EncodeSetNodeState(id uint64, st NodeState) ([]byte, error) {
+	return encode(&strandpb.MetadataCommand{Command: &strandpb.MetadataCommand_SetNodeState{
+		SetNodeState: &strandpb.MetadataSetNodeState{NodeId: id, State: strandpb.MetadataNodeState(st)},
+	}})
+}
+
 // EncodeCreateTopic creates topic name with partitions partitions of
 // replicationFactor replicas and configs overriding the defaults.
 func EncodeCreateTopic(name string, partitions, replicationFactor int32, configs []ConfigEntry) ([]byte, error) {

@@ -58,6 +58,12 @@ var (
 	ErrInvalidProducerIDCount = errors.New("metadata: invalid producer id count")
 	// ErrProducerIDsExhausted: the int64 producer id space is used up.
 	ErrProducerIDsExhausted = errors.New("metadata: producer ids exhausted")
+	// ErrNodeRemoved: the node was removed from the cluster; it may not
+	// register or change state again (ids are not reused).
+	ErrNodeRemoved = errors.New("metadata: node removed")
+	// ErrMembershipRefused: a node state change out of order (removing an
+	// active node) or removing a node that still holds replicas.
+	ErrMembershipRefused = errors.New("metadata: membership change refused")
 	// ErrInvalidSnapshot: Restore was given bytes that do not decode, an
 	// unknown version or a state that breaks an invariant.
 	ErrInvalidSnapshot = errors.New("metadata: invalid snapshot")
@@ -97,6 +103,33 @@ type Node struct {
 	// KafkaAddress is the host:port Kafka clients connect to; empty: the
 	// node has no Kafka listener.
 	KafkaAddress string
+	// State is the node's membership state; a decommissioning or removed
+	// node is always fenced.
+	State NodeState
+}
+
+// NodeState is a registered node's membership state.
+type NodeState uint8
+
+// The membership states, in the only order a node moves through them
+// (decommissioning may go back to active: a cancelled decommission).
+const (
+	NodeActive          NodeState = NodeState(strandpb.MetadataNodeState_METADATA_NODE_STATE_ACTIVE)
+	NodeDecommissioning NodeState = NodeState(strandpb.MetadataNodeState_METADATA_NODE_STATE_DECOMMISSIONING)
+	NodeRemoved         NodeState = NodeState(strandpb.MetadataNodeState_METADATA_NODE_STATE_REMOVED)
+)
+
+// String names the state as operators read it.
+func (s NodeState) String() string {
+	switch s {
+	case NodeActive:
+		return "active"
+	case NodeDecommissioning:
+		return "decommissioning"
+	case NodeRemoved:
+		return "removed"
+	}
+	return fmt.Sprintf("state(%d)", uint8(s))
 }
 
 // Topic is a topic with its configuration and replica assignment.
@@ -246,6 +279,8 @@ func (s *State) dispatch(cmd *strandpb.MetadataCommand) Result {
 		return s.registerNode(c.RegisterNode)
 	case *strandpb.MetadataCommand_SetNodeFenced:
 		return s.setNodeFenced(c.SetNodeFenced)
+	case *strandpb.MetadataCommand_SetNodeState:
+		return s.setNodeState(c.SetNodeState)
 	case *strandpb.MetadataCommand_CreateTopic:
 		return s.createTopic(c.CreateTopic)
 	case *strandpb.MetadataCommand_DeleteTopic:

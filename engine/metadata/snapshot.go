@@ -30,7 +30,7 @@ func (s *State) marshal(appliedIndex uint64) []byte {
 	}
 	for i, n := range s.nodes {
 		snap.Nodes[i] = &strandpb.MetadataNode{NodeId: n.ID, Address: n.Address, Rack: n.Rack, Fenced: n.Fenced,
-			KafkaAddress: n.KafkaAddress}
+			KafkaAddress: n.KafkaAddress, State: strandpb.MetadataNodeState(n.State)}
 	}
 	for i, name := range s.topicNames {
 		t := s.topics[name]
@@ -76,7 +76,7 @@ func Restore(data []byte) (*State, error) {
 	}
 	for _, n := range snap.GetNodes() {
 		s.nodes = append(s.nodes, Node{ID: n.GetNodeId(), Address: n.GetAddress(), Rack: n.GetRack(), Fenced: n.GetFenced(),
-			KafkaAddress: n.GetKafkaAddress()})
+			KafkaAddress: n.GetKafkaAddress(), State: NodeState(n.GetState())})
 	}
 	for _, pt := range snap.GetTopics() {
 		if _, dup := s.topics[pt.GetName()]; dup {
@@ -162,6 +162,9 @@ func (s *State) checkNodes() error {
 	for i, n := range s.nodes {
 		if err := validateNode(n); err != nil {
 			return err
+		}
+		if n.State > NodeRemoved || (n.State != NodeActive && !n.Fenced) {
+			return fmt.Errorf("node %d: state %s, fenced %v", n.ID, n.State, n.Fenced)
 		}
 		if i > 0 && s.nodes[i-1].ID >= n.ID {
 			return fmt.Errorf("nodes out of order: %d then %d", s.nodes[i-1].ID, n.ID)

@@ -42,6 +42,9 @@ type apiNode struct {
 	Rack         string `json:"rack,omitempty"`
 	Registered   bool   `json:"registered"`
 	Fenced       bool   `json:"fenced"`
+	// State is the membership state: active, decommissioning or removed
+	// (empty for a node not registered yet).
+	State string `json:"state,omitempty"`
 	// Health is "ready", "not ready" or "unknown" (not served by this
 	// listener); Reason says why it is not ready.
 	Health   string `json:"health"`
@@ -208,7 +211,7 @@ func clusterOf(views []node.AdminView, clusterID []byte) apiCluster {
 	}
 	for _, n := range v0.Nodes {
 		out.Nodes = append(out.Nodes, apiNode{ID: n.ID, Address: n.Address, KafkaAddress: n.KafkaAddress, Rack: n.Rack,
-			Registered: true, Fenced: n.Fenced})
+			Registered: true, Fenced: n.Fenced, State: n.State.String()})
 	}
 	for _, p := range v0.Peers {
 		if !slices.ContainsFunc(out.Nodes, func(n apiNode) bool { return n.ID == uint64(p.ID) }) {

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/node"
 	"log/slog"
 	"math/rand/v2"
@@ -508,6 +509,13 @@ func (r *Server) noteMetadata() {
 		r.metaVersion = v
 		nodes, _ := r.core.MetadataNodes()
 		r.metaNodes.Store(int64(len(nodes)))
+		addrs := make(map[node.NodeID]string, len(nodes))
+		for _, n := range nodes {
+			if n.State != metadata.NodeRemoved {
+				addrs[node.NodeID(n.ID)] = n.Address
+			}
+		}
+		r.net.addPeers(addrs) // nodes that joined after start
 	}
 	if r.clusterID.Load() == nil {
 		if id := r.core.ClusterID(); !id.IsZero() {

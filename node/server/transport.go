@@ -26,7 +26,11 @@ import (
 type runtimeNetwork struct {
 	self   node.NodeID
 	logger *slog.Logger
-	peers  map[node.NodeID]*runtimePeer // fixed at start: read without a lock
+	// peers is replaced whole (copy on write) when a node joins, so Send
+	// reads it without a lock; mu orders the writers and close.
+	peers  atomic.Pointer[map[node.NodeID]*runtimePeer]
+	mu     sync.Mutex
+	closed bool
 	wg     sync.WaitGroup
 	once   sync.Once
 	faults faultState    // injected faults: only with -tags faultinject
@@ -50,30 +54,61 @@ var _ node.Network = (*runtimeNetwork)(nil)
 // newRuntimeNetwork starts one sender goroutine per peer (self excluded);
 // with tls non-nil every peer connection is mutual TLS.
 func newRuntimeNetwork(self node.NodeID, addrs map[node.NodeID]string, logger *slog.Logger, tls *tlsState) *runtimeNetwork {
-	n := &runtimeNetwork{self: self, logger: logger, peers: make(map[node.NodeID]*runtimePeer), stop: make(chan struct{}), tls: tls}
+	n := &runtimeNetwork{self: self, logger: logger, stop: make(chan struct{}), tls: tls}
+	n.peers.Store(&map[node.NodeID]*runtimePeer{})
 	n.faults.start(n.stop)
+	n.addPeers(addrs)
+	return n
+}
+
+// addPeers starts a sender for every node of addrs not known yet, or
+// known at another address (self excluded): the peers of the
+// configuration at start, then the nodes the metadata group registers (a
+// node that joined, or re-registered at a new address: its old sender
+// stops, dropping what it had queued).
+func (n *runtimeNetwork) addPeers(addrs map[node.NodeID]string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	old := *n.peers.Load()
 	ids := make([]node.NodeID, 0, len(addrs))
 	for id := range addrs {
-		ids = append(ids, id)
+		if id != n.self && addrs[id] != "" && (old[id] == nil || old[id].addr != addrs[id]) {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 || n.closed {
+		return
 	}
 	slices.Sort(ids)
+	peers := make(map[node.NodeID]*runtimePeer, len(old)+len(ids))
+	for id, p := range old {
+		peers[id] = p
+	}
+	var stopped []*runtimePeer
 	for _, id := range ids {
-		if id == self {
-			continue
-		}
 		p := &runtimePeer{net: n, id: id, addr: addrs[id],
 			queue: make(chan []byte, runtimePeerQueueFramesMax), stop: make(chan struct{})}
-		n.peers[id] = p
+		if prev := old[id]; prev != nil {
+			stopped = append(stopped, prev)
+			n.logger.Info("peer address changed", slog.Uint64("peer", uint64(id)), slog.String("from", prev.addr),
+				slog.String("address", p.addr))
+		} else if len(old) > 0 {
+			n.logger.Info("peer added", slog.Uint64("peer", uint64(id)), slog.String("address", addrs[id]))
+		}
+		peers[id] = p
 		n.wg.Add(1)
 		go p.run()
 	}
-	return n
+	n.peers.Store(&peers)
+	for _, p := range stopped {
+		close(p.stop) // after the swap: Send no longer finds it
+	}
 }
 
 // Send queues frame for the peer, or drops it when the queue is full or
 // the peer unknown.
 func (n *runtimeNetwork) Send(to node.NodeID, frame []byte) {
-	p := n.peers[to]
+	p := (*n.peers.Load())[to]
 	if p == nil || n.faults.isolated() {
 		return
 	}
@@ -92,7 +127,7 @@ func (n *runtimeNetwork) Send(to node.NodeID, frame []byte) {
 // droppedTotal is the number of frames dropped on full queues so far.
 func (n *runtimeNetwork) droppedTotal() uint64 {
 	var total uint64
-	for _, p := range n.peers {
+	for _, p := range *n.peers.Load() {
 		total += p.dropped.Load()
 	}
 	return total
@@ -102,7 +137,10 @@ func (n *runtimeNetwork) droppedTotal() uint64 {
 func (n *runtimeNetwork) close() {
 	n.once.Do(func() {
 		close(n.stop)
-		for _, p := range n.peers {
+		n.mu.Lock()
+		n.closed = true
+		n.mu.Unlock()
+		for _, p := range *n.peers.Load() {
 			close(p.stop)
 		}
 		n.wg.Wait()

@@ -25,7 +25,7 @@ func TestUnreachablePeerQueueIsDiscarded(t *testing.T) {
 	for range frames {
 		n.Send(2, []byte("stale frame"))
 	}
-	p := n.peers[2]
+	p := (*n.peers.Load())[2]
 	deadline := time.Now().Add(10 * time.Second)
 	for len(p.queue) > 0 || p.queuedBytes.Load() != 0 {
 		if time.Now().After(deadline) {
@@ -35,5 +35,28 @@ func TestUnreachablePeerQueueIsDiscarded(t *testing.T) {
 	}
 	if got := p.dropped.Load(); got != frames {
 		t.Fatalf("%d frames counted dropped, want %d", got, frames)
+	}
+}
+
+// TestTransportLearnsPeers: addPeers starts a sender for a node that
+// joined after start and replaces the sender of a node registered again
+// at a new address (the old one stops); a known address changes nothing.
+func TestTransportLearnsPeers(t *testing.T) {
+	n := newRuntimeNetwork(1, map[node.NodeID]string{1: "127.0.0.1:1", 2: "127.0.0.1:2"}, slog.New(slog.DiscardHandler), nil)
+	defer n.close()
+	first := (*n.peers.Load())[2]
+	n.addPeers(map[node.NodeID]string{2: "127.0.0.1:2", 4: "127.0.0.1:4"})
+	peers := *n.peers.Load()
+	if peers[2] != first || peers[4] == nil || peers[4].addr != "127.0.0.1:4" || peers[1] != nil {
+		t.Fatalf("after a join: peers %v", peers)
+	}
+	n.addPeers(map[node.NodeID]string{2: "127.0.0.1:22"})
+	if p := (*n.peers.Load())[2]; p == first || p.addr != "127.0.0.1:22" {
+		t.Fatalf("after a new address: peer 2 at %s", p.addr)
+	}
+	select {
+	case <-first.stop:
+	default:
+		t.Fatalf("the old sender of peer 2 was not stopped")
 	}
 }

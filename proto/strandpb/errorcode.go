@@ -91,6 +91,10 @@ var errorCodeInfo = map[ErrorCode]CodeInfo{
 	ErrorCode_ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED: {Name: "cluster_authorization_failed"},
 	ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED:   {Name: "sasl_authentication_failed"},
 	ErrorCode_ERROR_CODE_UNSUPPORTED_SASL_MECHANISM:   {Name: "unsupported_sasl_mechanism"},
+	// Membership (strand node ...): all definite.
+	ErrorCode_ERROR_CODE_NODE_REMOVED:       {Name: "node_removed"},
+	ErrorCode_ERROR_CODE_UNKNOWN_NODE:       {Name: "unknown_node"},
+	ErrorCode_ERROR_CODE_MEMBERSHIP_REFUSED: {Name: "membership_refused"},
 }
 
 // Info is code's row of the table. A code this build does not know (a newer

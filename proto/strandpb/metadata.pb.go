@@ -25,6 +25,61 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// MetadataNodeState is a node's place in the cluster's membership.
+type MetadataNodeState int32
+
+const (
+	// Serving; eligible for placement unless fenced.
+	MetadataNodeState_METADATA_NODE_STATE_ACTIVE MetadataNodeState = 0
+	// Being drained (strand node decommission): fenced for new placement,
+	// its replicas are moved away; a re-registration does not unfence it.
+	MetadataNodeState_METADATA_NODE_STATE_DECOMMISSIONING MetadataNodeState = 1
+	// Gone: out of the metadata group's raft configuration, never placed
+	// again, its registration refused (a node id is not reused).
+	MetadataNodeState_METADATA_NODE_STATE_REMOVED MetadataNodeState = 2
+)
+
+// Enum value maps for MetadataNodeState.
+var (
+	MetadataNodeState_name = map[int32]string{
+		0: "METADATA_NODE_STATE_ACTIVE",
+		1: "METADATA_NODE_STATE_DECOMMISSIONING",
+		2: "METADATA_NODE_STATE_REMOVED",
+	}
+	MetadataNodeState_value = map[string]int32{
+		"METADATA_NODE_STATE_ACTIVE":          0,
+		"METADATA_NODE_STATE_DECOMMISSIONING": 1,
+		"METADATA_NODE_STATE_REMOVED":         2,
+	}
+)
+
+func (x MetadataNodeState) Enum() *MetadataNodeState {
+	p := new(MetadataNodeState)
+	*p = x
+	return p
+}
+
+func (x MetadataNodeState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MetadataNodeState) Descriptor() protoreflect.EnumDescriptor {
+	return file_metadata_proto_enumTypes[0].Descriptor()
+}
+
+func (MetadataNodeState) Type() protoreflect.EnumType {
+	return &file_metadata_proto_enumTypes[0]
+}
+
+func (x MetadataNodeState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MetadataNodeState.Descriptor instead.
+func (MetadataNodeState) EnumDescriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{0}
+}
+
 // MetadataCleanupPolicy is a topic's cleanup.policy.
 type MetadataCleanupPolicy int32
 
@@ -59,11 +114,11 @@ func (x MetadataCleanupPolicy) String() string {
 }
 
 func (MetadataCleanupPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_metadata_proto_enumTypes[0].Descriptor()
+	return file_metadata_proto_enumTypes[1].Descriptor()
 }
 
 func (MetadataCleanupPolicy) Type() protoreflect.EnumType {
-	return &file_metadata_proto_enumTypes[0]
+	return &file_metadata_proto_enumTypes[1]
 }
 
 func (x MetadataCleanupPolicy) Number() protoreflect.EnumNumber {
@@ -72,7 +127,7 @@ func (x MetadataCleanupPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MetadataCleanupPolicy.Descriptor instead.
 func (MetadataCleanupPolicy) EnumDescriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{0}
+	return file_metadata_proto_rawDescGZIP(), []int{1}
 }
 
 // MetadataCommand is the Data of a normal raft entry of the metadata group.
@@ -97,6 +152,7 @@ type MetadataCommand struct {
 	//	*MetadataCommand_DeleteUser
 	//	*MetadataCommand_AlterAcls
 	//	*MetadataCommand_SetQuotas
+	//	*MetadataCommand_SetNodeState
 	Command isMetadataCommand_Command `protobuf_oneof:"command"`
 	// 16 random bytes the proposing node drew while the cluster had no id:
 	// the first applied command carrying one makes it the cluster id. Topic
@@ -259,6 +315,15 @@ func (x *MetadataCommand) GetSetQuotas() *MetadataSetQuotas {
 	return nil
 }
 
+func (x *MetadataCommand) GetSetNodeState() *MetadataSetNodeState {
+	if x != nil {
+		if x, ok := x.Command.(*MetadataCommand_SetNodeState); ok {
+			return x.SetNodeState
+		}
+	}
+	return nil
+}
+
 func (x *MetadataCommand) GetClusterSeed() []byte {
 	if x != nil {
 		return x.ClusterSeed
@@ -318,6 +383,10 @@ type MetadataCommand_SetQuotas struct {
 	SetQuotas *MetadataSetQuotas `protobuf:"bytes,243,opt,name=set_quotas,json=setQuotas,proto3,oneof"`
 }
 
+type MetadataCommand_SetNodeState struct {
+	SetNodeState *MetadataSetNodeState `protobuf:"bytes,190,opt,name=set_node_state,json=setNodeState,proto3,oneof"`
+}
+
 func (*MetadataCommand_RegisterNode) isMetadataCommand_Command() {}
 
 func (*MetadataCommand_SetNodeFenced) isMetadataCommand_Command() {}
@@ -342,6 +411,8 @@ func (*MetadataCommand_AlterAcls) isMetadataCommand_Command() {}
 
 func (*MetadataCommand_SetQuotas) isMetadataCommand_Command() {}
 
+func (*MetadataCommand_SetNodeState) isMetadataCommand_Command() {}
+
 // MetadataRegisterNode registers a node, or updates the address and rack of
 // a registered one, and unfences it.
 type MetadataRegisterNode struct {
@@ -352,7 +423,12 @@ type MetadataRegisterNode struct {
 	// Failure domain (rack, zone); empty: unknown.
 	Rack string `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
 	// host:port Kafka clients connect to; empty: no Kafka listener.
-	KafkaAddress  string `protobuf:"bytes,70,opt,name=kafka_address,json=kafkaAddress,proto3" json:"kafka_address,omitempty"`
+	KafkaAddress string `protobuf:"bytes,70,opt,name=kafka_address,json=kafkaAddress,proto3" json:"kafka_address,omitempty"`
+	// An operator's pre-registration (strand node add, serve --join): a new
+	// node is registered fenced, so nothing is placed on it before it runs;
+	// the node unfences itself by registering once it has joined. A node
+	// already registered is left as it is.
+	Preregister   bool `protobuf:"varint,190,opt,name=preregister,proto3" json:"preregister,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -415,6 +491,13 @@ func (x *MetadataRegisterNode) GetKafkaAddress() string {
 	return ""
 }
 
+func (x *MetadataRegisterNode) GetPreregister() bool {
+	if x != nil {
+		return x.Preregister
+	}
+	return false
+}
+
 // MetadataSetNodeFenced fences a node (no new replicas are placed on it) or
 // unfences it.
 type MetadataSetNodeFenced struct {
@@ -469,6 +552,61 @@ func (x *MetadataSetNodeFenced) GetFenced() bool {
 	return false
 }
 
+// MetadataSetNodeState moves a registered node through its membership
+// states: active -> decommissioning -> removed (decommissioning -> active
+// cancels a decommission); removed is final.
+type MetadataSetNodeState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	State         MetadataNodeState      `protobuf:"varint,2,opt,name=state,proto3,enum=strand.MetadataNodeState" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetadataSetNodeState) Reset() {
+	*x = MetadataSetNodeState{}
+	mi := &file_metadata_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetadataSetNodeState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetadataSetNodeState) ProtoMessage() {}
+
+func (x *MetadataSetNodeState) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetadataSetNodeState.ProtoReflect.Descriptor instead.
+func (*MetadataSetNodeState) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *MetadataSetNodeState) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *MetadataSetNodeState) GetState() MetadataNodeState {
+	if x != nil {
+		return x.State
+	}
+	return MetadataNodeState_METADATA_NODE_STATE_ACTIVE
+}
+
 // MetadataConfigEntry is one topic configuration key and value, as text.
 type MetadataConfigEntry struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -480,7 +618,7 @@ type MetadataConfigEntry struct {
 
 func (x *MetadataConfigEntry) Reset() {
 	*x = MetadataConfigEntry{}
-	mi := &file_metadata_proto_msgTypes[3]
+	mi := &file_metadata_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -492,7 +630,7 @@ func (x *MetadataConfigEntry) String() string {
 func (*MetadataConfigEntry) ProtoMessage() {}
 
 func (x *MetadataConfigEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[3]
+	mi := &file_metadata_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -505,7 +643,7 @@ func (x *MetadataConfigEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataConfigEntry.ProtoReflect.Descriptor instead.
 func (*MetadataConfigEntry) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{3}
+	return file_metadata_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *MetadataConfigEntry) GetName() string {
@@ -536,7 +674,7 @@ type MetadataCreateTopic struct {
 
 func (x *MetadataCreateTopic) Reset() {
 	*x = MetadataCreateTopic{}
-	mi := &file_metadata_proto_msgTypes[4]
+	mi := &file_metadata_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -548,7 +686,7 @@ func (x *MetadataCreateTopic) String() string {
 func (*MetadataCreateTopic) ProtoMessage() {}
 
 func (x *MetadataCreateTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[4]
+	mi := &file_metadata_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -561,7 +699,7 @@ func (x *MetadataCreateTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataCreateTopic.ProtoReflect.Descriptor instead.
 func (*MetadataCreateTopic) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{4}
+	return file_metadata_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *MetadataCreateTopic) GetName() string {
@@ -602,7 +740,7 @@ type MetadataDeleteTopic struct {
 
 func (x *MetadataDeleteTopic) Reset() {
 	*x = MetadataDeleteTopic{}
-	mi := &file_metadata_proto_msgTypes[5]
+	mi := &file_metadata_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -614,7 +752,7 @@ func (x *MetadataDeleteTopic) String() string {
 func (*MetadataDeleteTopic) ProtoMessage() {}
 
 func (x *MetadataDeleteTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[5]
+	mi := &file_metadata_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -627,7 +765,7 @@ func (x *MetadataDeleteTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataDeleteTopic.ProtoReflect.Descriptor instead.
 func (*MetadataDeleteTopic) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{5}
+	return file_metadata_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *MetadataDeleteTopic) GetName() string {
@@ -650,7 +788,7 @@ type MetadataAlterTopicConfig struct {
 
 func (x *MetadataAlterTopicConfig) Reset() {
 	*x = MetadataAlterTopicConfig{}
-	mi := &file_metadata_proto_msgTypes[6]
+	mi := &file_metadata_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -662,7 +800,7 @@ func (x *MetadataAlterTopicConfig) String() string {
 func (*MetadataAlterTopicConfig) ProtoMessage() {}
 
 func (x *MetadataAlterTopicConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[6]
+	mi := &file_metadata_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -675,7 +813,7 @@ func (x *MetadataAlterTopicConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataAlterTopicConfig.ProtoReflect.Descriptor instead.
 func (*MetadataAlterTopicConfig) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{6}
+	return file_metadata_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MetadataAlterTopicConfig) GetName() string {
@@ -713,7 +851,7 @@ type MetadataCreatePartitions struct {
 
 func (x *MetadataCreatePartitions) Reset() {
 	*x = MetadataCreatePartitions{}
-	mi := &file_metadata_proto_msgTypes[7]
+	mi := &file_metadata_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -725,7 +863,7 @@ func (x *MetadataCreatePartitions) String() string {
 func (*MetadataCreatePartitions) ProtoMessage() {}
 
 func (x *MetadataCreatePartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[7]
+	mi := &file_metadata_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -738,7 +876,7 @@ func (x *MetadataCreatePartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataCreatePartitions.ProtoReflect.Descriptor instead.
 func (*MetadataCreatePartitions) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{7}
+	return file_metadata_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MetadataCreatePartitions) GetName() string {
@@ -773,7 +911,7 @@ type MetadataAllocateProducerIds struct {
 
 func (x *MetadataAllocateProducerIds) Reset() {
 	*x = MetadataAllocateProducerIds{}
-	mi := &file_metadata_proto_msgTypes[8]
+	mi := &file_metadata_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -785,7 +923,7 @@ func (x *MetadataAllocateProducerIds) String() string {
 func (*MetadataAllocateProducerIds) ProtoMessage() {}
 
 func (x *MetadataAllocateProducerIds) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[8]
+	mi := &file_metadata_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -798,7 +936,7 @@ func (x *MetadataAllocateProducerIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataAllocateProducerIds.ProtoReflect.Descriptor instead.
 func (*MetadataAllocateProducerIds) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{8}
+	return file_metadata_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MetadataAllocateProducerIds) GetCount() int32 {
@@ -824,7 +962,7 @@ type MetadataLeaderReport struct {
 
 func (x *MetadataLeaderReport) Reset() {
 	*x = MetadataLeaderReport{}
-	mi := &file_metadata_proto_msgTypes[9]
+	mi := &file_metadata_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -836,7 +974,7 @@ func (x *MetadataLeaderReport) String() string {
 func (*MetadataLeaderReport) ProtoMessage() {}
 
 func (x *MetadataLeaderReport) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[9]
+	mi := &file_metadata_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -849,7 +987,7 @@ func (x *MetadataLeaderReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataLeaderReport.ProtoReflect.Descriptor instead.
 func (*MetadataLeaderReport) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{9}
+	return file_metadata_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MetadataLeaderReport) GetTopic() string {
@@ -898,7 +1036,7 @@ type MetadataReportLeaders struct {
 
 func (x *MetadataReportLeaders) Reset() {
 	*x = MetadataReportLeaders{}
-	mi := &file_metadata_proto_msgTypes[10]
+	mi := &file_metadata_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +1048,7 @@ func (x *MetadataReportLeaders) String() string {
 func (*MetadataReportLeaders) ProtoMessage() {}
 
 func (x *MetadataReportLeaders) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[10]
+	mi := &file_metadata_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +1061,7 @@ func (x *MetadataReportLeaders) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataReportLeaders.ProtoReflect.Descriptor instead.
 func (*MetadataReportLeaders) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{10}
+	return file_metadata_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MetadataReportLeaders) GetReports() []*MetadataLeaderReport {
@@ -950,7 +1088,7 @@ type MetadataTopicConfig struct {
 
 func (x *MetadataTopicConfig) Reset() {
 	*x = MetadataTopicConfig{}
-	mi := &file_metadata_proto_msgTypes[11]
+	mi := &file_metadata_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1100,7 @@ func (x *MetadataTopicConfig) String() string {
 func (*MetadataTopicConfig) ProtoMessage() {}
 
 func (x *MetadataTopicConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[11]
+	mi := &file_metadata_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1113,7 @@ func (x *MetadataTopicConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataTopicConfig.ProtoReflect.Descriptor instead.
 func (*MetadataTopicConfig) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{11}
+	return file_metadata_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MetadataTopicConfig) GetRetentionMs() int64 {
@@ -1028,13 +1166,14 @@ type MetadataNode struct {
 	Rack          string                 `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
 	Fenced        bool                   `protobuf:"varint,4,opt,name=fenced,proto3" json:"fenced,omitempty"`
 	KafkaAddress  string                 `protobuf:"bytes,70,opt,name=kafka_address,json=kafkaAddress,proto3" json:"kafka_address,omitempty"`
+	State         MetadataNodeState      `protobuf:"varint,190,opt,name=state,proto3,enum=strand.MetadataNodeState" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MetadataNode) Reset() {
 	*x = MetadataNode{}
-	mi := &file_metadata_proto_msgTypes[12]
+	mi := &file_metadata_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1046,7 +1185,7 @@ func (x *MetadataNode) String() string {
 func (*MetadataNode) ProtoMessage() {}
 
 func (x *MetadataNode) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[12]
+	mi := &file_metadata_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1059,7 +1198,7 @@ func (x *MetadataNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataNode.ProtoReflect.Descriptor instead.
 func (*MetadataNode) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{12}
+	return file_metadata_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MetadataNode) GetNodeId() uint64 {
@@ -1097,6 +1236,13 @@ func (x *MetadataNode) GetKafkaAddress() string {
 	return ""
 }
 
+func (x *MetadataNode) GetState() MetadataNodeState {
+	if x != nil {
+		return x.State
+	}
+	return MetadataNodeState_METADATA_NODE_STATE_ACTIVE
+}
+
 // MetadataPartition is one partition's ordered replica list; the first
 // replica is the preferred leader.
 type MetadataPartition struct {
@@ -1111,7 +1257,7 @@ type MetadataPartition struct {
 
 func (x *MetadataPartition) Reset() {
 	*x = MetadataPartition{}
-	mi := &file_metadata_proto_msgTypes[13]
+	mi := &file_metadata_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1123,7 +1269,7 @@ func (x *MetadataPartition) String() string {
 func (*MetadataPartition) ProtoMessage() {}
 
 func (x *MetadataPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[13]
+	mi := &file_metadata_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1136,7 +1282,7 @@ func (x *MetadataPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataPartition.ProtoReflect.Descriptor instead.
 func (*MetadataPartition) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{13}
+	return file_metadata_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MetadataPartition) GetReplicas() []uint64 {
@@ -1176,7 +1322,7 @@ type MetadataTopic struct {
 
 func (x *MetadataTopic) Reset() {
 	*x = MetadataTopic{}
-	mi := &file_metadata_proto_msgTypes[14]
+	mi := &file_metadata_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1334,7 @@ func (x *MetadataTopic) String() string {
 func (*MetadataTopic) ProtoMessage() {}
 
 func (x *MetadataTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[14]
+	mi := &file_metadata_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1347,7 @@ func (x *MetadataTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataTopic.ProtoReflect.Descriptor instead.
 func (*MetadataTopic) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{14}
+	return file_metadata_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MetadataTopic) GetName() string {
@@ -1272,7 +1418,7 @@ type MetadataSnapshot struct {
 
 func (x *MetadataSnapshot) Reset() {
 	*x = MetadataSnapshot{}
-	mi := &file_metadata_proto_msgTypes[15]
+	mi := &file_metadata_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1430,7 @@ func (x *MetadataSnapshot) String() string {
 func (*MetadataSnapshot) ProtoMessage() {}
 
 func (x *MetadataSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[15]
+	mi := &file_metadata_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1443,7 @@ func (x *MetadataSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataSnapshot.ProtoReflect.Descriptor instead.
 func (*MetadataSnapshot) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{15}
+	return file_metadata_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *MetadataSnapshot) GetVersion() uint32 {
@@ -1389,7 +1535,7 @@ type MetadataUpsertUser struct {
 
 func (x *MetadataUpsertUser) Reset() {
 	*x = MetadataUpsertUser{}
-	mi := &file_metadata_proto_msgTypes[16]
+	mi := &file_metadata_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1547,7 @@ func (x *MetadataUpsertUser) String() string {
 func (*MetadataUpsertUser) ProtoMessage() {}
 
 func (x *MetadataUpsertUser) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[16]
+	mi := &file_metadata_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1560,7 @@ func (x *MetadataUpsertUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataUpsertUser.ProtoReflect.Descriptor instead.
 func (*MetadataUpsertUser) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{16}
+	return file_metadata_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *MetadataUpsertUser) GetName() string {
@@ -1443,7 +1589,7 @@ type MetadataDeleteUser struct {
 
 func (x *MetadataDeleteUser) Reset() {
 	*x = MetadataDeleteUser{}
-	mi := &file_metadata_proto_msgTypes[17]
+	mi := &file_metadata_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1601,7 @@ func (x *MetadataDeleteUser) String() string {
 func (*MetadataDeleteUser) ProtoMessage() {}
 
 func (x *MetadataDeleteUser) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[17]
+	mi := &file_metadata_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1614,7 @@ func (x *MetadataDeleteUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataDeleteUser.ProtoReflect.Descriptor instead.
 func (*MetadataDeleteUser) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{17}
+	return file_metadata_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *MetadataDeleteUser) GetName() string {
@@ -1496,7 +1642,7 @@ type MetadataAlterAcls struct {
 
 func (x *MetadataAlterAcls) Reset() {
 	*x = MetadataAlterAcls{}
-	mi := &file_metadata_proto_msgTypes[18]
+	mi := &file_metadata_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1508,7 +1654,7 @@ func (x *MetadataAlterAcls) String() string {
 func (*MetadataAlterAcls) ProtoMessage() {}
 
 func (x *MetadataAlterAcls) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[18]
+	mi := &file_metadata_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1521,7 +1667,7 @@ func (x *MetadataAlterAcls) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataAlterAcls.ProtoReflect.Descriptor instead.
 func (*MetadataAlterAcls) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{18}
+	return file_metadata_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MetadataAlterAcls) GetAdd() []*AclBinding {
@@ -1548,7 +1694,7 @@ type MetadataSetQuotas struct {
 
 func (x *MetadataSetQuotas) Reset() {
 	*x = MetadataSetQuotas{}
-	mi := &file_metadata_proto_msgTypes[19]
+	mi := &file_metadata_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1560,7 +1706,7 @@ func (x *MetadataSetQuotas) String() string {
 func (*MetadataSetQuotas) ProtoMessage() {}
 
 func (x *MetadataSetQuotas) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[19]
+	mi := &file_metadata_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1573,7 +1719,7 @@ func (x *MetadataSetQuotas) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataSetQuotas.ProtoReflect.Descriptor instead.
 func (*MetadataSetQuotas) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{19}
+	return file_metadata_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *MetadataSetQuotas) GetQuotas() []*Quota {
@@ -1594,7 +1740,7 @@ type MetadataUser struct {
 
 func (x *MetadataUser) Reset() {
 	*x = MetadataUser{}
-	mi := &file_metadata_proto_msgTypes[20]
+	mi := &file_metadata_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1606,7 +1752,7 @@ func (x *MetadataUser) String() string {
 func (*MetadataUser) ProtoMessage() {}
 
 func (x *MetadataUser) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[20]
+	mi := &file_metadata_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1619,7 +1765,7 @@ func (x *MetadataUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataUser.ProtoReflect.Descriptor instead.
 func (*MetadataUser) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{20}
+	return file_metadata_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *MetadataUser) GetName() string {
@@ -1641,7 +1787,7 @@ var File_metadata_proto protoreflect.FileDescriptor
 const file_metadata_proto_rawDesc = "" +
 	"\n" +
 	"\x0emetadata.proto\x12\x06strand\x1a\n" +
-	"wire.proto\"\xb2\a\n" +
+	"wire.proto\"\xf9\a\n" +
 	"\x0fMetadataCommand\x12\x1f\n" +
 	"\vproposal_id\x18\x01 \x01(\x04R\n" +
 	"proposalId\x12C\n" +
@@ -1660,17 +1806,22 @@ const file_metadata_proto_rawDesc = "" +
 	"\n" +
 	"alter_acls\x18\xf2\x01 \x01(\v2\x19.strand.MetadataAlterAclsH\x00R\talterAcls\x12;\n" +
 	"\n" +
-	"set_quotas\x18\xf3\x01 \x01(\v2\x19.strand.MetadataSetQuotasH\x00R\tsetQuotas\x12!\n" +
+	"set_quotas\x18\xf3\x01 \x01(\v2\x19.strand.MetadataSetQuotasH\x00R\tsetQuotas\x12E\n" +
+	"\x0eset_node_state\x18\xbe\x01 \x01(\v2\x1c.strand.MetadataSetNodeStateH\x00R\fsetNodeState\x12!\n" +
 	"\fcluster_seed\x18\x14 \x01(\fR\vclusterSeedB\t\n" +
-	"\acommand\"\x82\x01\n" +
+	"\acommand\"\xa5\x01\n" +
 	"\x14MetadataRegisterNode\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12#\n" +
-	"\rkafka_address\x18F \x01(\tR\fkafkaAddress\"H\n" +
+	"\rkafka_address\x18F \x01(\tR\fkafkaAddress\x12!\n" +
+	"\vpreregister\x18\xbe\x01 \x01(\bR\vpreregister\"H\n" +
 	"\x15MetadataSetNodeFenced\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x16\n" +
-	"\x06fenced\x18\x02 \x01(\bR\x06fenced\"?\n" +
+	"\x06fenced\x18\x02 \x01(\bR\x06fenced\"`\n" +
+	"\x14MetadataSetNodeState\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12/\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x19.strand.MetadataNodeStateR\x05state\"?\n" +
 	"\x13MetadataConfigEntry\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\"\xaf\x01\n" +
@@ -1711,13 +1862,14 @@ const file_metadata_proto_rawDesc = "" +
 	"\x0ecleanup_policy\x18\x04 \x01(\x0e2\x1d.strand.MetadataCleanupPolicyR\rcleanupPolicy\x12*\n" +
 	"\x11max_message_bytes\x18\x05 \x01(\x05R\x0fmaxMessageBytes\x12\x1d\n" +
 	"\n" +
-	"segment_ms\x18( \x01(\x03R\tsegmentMs\"\x92\x01\n" +
+	"segment_ms\x18( \x01(\x03R\tsegmentMs\"\xc4\x01\n" +
 	"\fMetadataNode\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12\x16\n" +
 	"\x06fenced\x18\x04 \x01(\bR\x06fenced\x12#\n" +
-	"\rkafka_address\x18F \x01(\tR\fkafkaAddress\"m\n" +
+	"\rkafka_address\x18F \x01(\tR\fkafkaAddress\x120\n" +
+	"\x05state\x18\xbe\x01 \x01(\x0e2\x19.strand.MetadataNodeStateR\x05state\"m\n" +
 	"\x11MetadataPartition\x12\x1a\n" +
 	"\breplicas\x18\x01 \x03(\x04R\breplicas\x12\x1b\n" +
 	"\tleader_id\x18\x14 \x01(\x04R\bleaderId\x12\x1f\n" +
@@ -1763,7 +1915,11 @@ const file_metadata_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x126\n" +
 	"\n" +
 	"credential\x18\x02 \x01(\v2\x16.strand.UserCredentialR\n" +
-	"credential*\x89\x01\n" +
+	"credential*}\n" +
+	"\x11MetadataNodeState\x12\x1e\n" +
+	"\x1aMETADATA_NODE_STATE_ACTIVE\x10\x00\x12'\n" +
+	"#METADATA_NODE_STATE_DECOMMISSIONING\x10\x01\x12\x1f\n" +
+	"\x1bMETADATA_NODE_STATE_REMOVED\x10\x02*\x89\x01\n" +
 	"\x15MetadataCleanupPolicy\x12'\n" +
 	"#METADATA_CLEANUP_POLICY_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eMETADATA_CLEANUP_POLICY_DELETE\x10\x01\x12#\n" +
@@ -1781,69 +1937,74 @@ func file_metadata_proto_rawDescGZIP() []byte {
 	return file_metadata_proto_rawDescData
 }
 
-var file_metadata_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_metadata_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_metadata_proto_goTypes = []any{
-	(MetadataCleanupPolicy)(0),          // 0: strand.MetadataCleanupPolicy
-	(*MetadataCommand)(nil),             // 1: strand.MetadataCommand
-	(*MetadataRegisterNode)(nil),        // 2: strand.MetadataRegisterNode
-	(*MetadataSetNodeFenced)(nil),       // 3: strand.MetadataSetNodeFenced
-	(*MetadataConfigEntry)(nil),         // 4: strand.MetadataConfigEntry
-	(*MetadataCreateTopic)(nil),         // 5: strand.MetadataCreateTopic
-	(*MetadataDeleteTopic)(nil),         // 6: strand.MetadataDeleteTopic
-	(*MetadataAlterTopicConfig)(nil),    // 7: strand.MetadataAlterTopicConfig
-	(*MetadataCreatePartitions)(nil),    // 8: strand.MetadataCreatePartitions
-	(*MetadataAllocateProducerIds)(nil), // 9: strand.MetadataAllocateProducerIds
-	(*MetadataLeaderReport)(nil),        // 10: strand.MetadataLeaderReport
-	(*MetadataReportLeaders)(nil),       // 11: strand.MetadataReportLeaders
-	(*MetadataTopicConfig)(nil),         // 12: strand.MetadataTopicConfig
-	(*MetadataNode)(nil),                // 13: strand.MetadataNode
-	(*MetadataPartition)(nil),           // 14: strand.MetadataPartition
-	(*MetadataTopic)(nil),               // 15: strand.MetadataTopic
-	(*MetadataSnapshot)(nil),            // 16: strand.MetadataSnapshot
-	(*MetadataUpsertUser)(nil),          // 17: strand.MetadataUpsertUser
-	(*MetadataDeleteUser)(nil),          // 18: strand.MetadataDeleteUser
-	(*MetadataAlterAcls)(nil),           // 19: strand.MetadataAlterAcls
-	(*MetadataSetQuotas)(nil),           // 20: strand.MetadataSetQuotas
-	(*MetadataUser)(nil),                // 21: strand.MetadataUser
-	(*AclBinding)(nil),                  // 22: strand.AclBinding
-	(*Quota)(nil),                       // 23: strand.Quota
-	(*UserCredential)(nil),              // 24: strand.UserCredential
+	(MetadataNodeState)(0),              // 0: strand.MetadataNodeState
+	(MetadataCleanupPolicy)(0),          // 1: strand.MetadataCleanupPolicy
+	(*MetadataCommand)(nil),             // 2: strand.MetadataCommand
+	(*MetadataRegisterNode)(nil),        // 3: strand.MetadataRegisterNode
+	(*MetadataSetNodeFenced)(nil),       // 4: strand.MetadataSetNodeFenced
+	(*MetadataSetNodeState)(nil),        // 5: strand.MetadataSetNodeState
+	(*MetadataConfigEntry)(nil),         // 6: strand.MetadataConfigEntry
+	(*MetadataCreateTopic)(nil),         // 7: strand.MetadataCreateTopic
+	(*MetadataDeleteTopic)(nil),         // 8: strand.MetadataDeleteTopic
+	(*MetadataAlterTopicConfig)(nil),    // 9: strand.MetadataAlterTopicConfig
+	(*MetadataCreatePartitions)(nil),    // 10: strand.MetadataCreatePartitions
+	(*MetadataAllocateProducerIds)(nil), // 11: strand.MetadataAllocateProducerIds
+	(*MetadataLeaderReport)(nil),        // 12: strand.MetadataLeaderReport
+	(*MetadataReportLeaders)(nil),       // 13: strand.MetadataReportLeaders
+	(*MetadataTopicConfig)(nil),         // 14: strand.MetadataTopicConfig
+	(*MetadataNode)(nil),                // 15: strand.MetadataNode
+	(*MetadataPartition)(nil),           // 16: strand.MetadataPartition
+	(*MetadataTopic)(nil),               // 17: strand.MetadataTopic
+	(*MetadataSnapshot)(nil),            // 18: strand.MetadataSnapshot
+	(*MetadataUpsertUser)(nil),          // 19: strand.MetadataUpsertUser
+	(*MetadataDeleteUser)(nil),          // 20: strand.MetadataDeleteUser
+	(*MetadataAlterAcls)(nil),           // 21: strand.MetadataAlterAcls
+	(*MetadataSetQuotas)(nil),           // 22: strand.MetadataSetQuotas
+	(*MetadataUser)(nil),                // 23: strand.MetadataUser
+	(*AclBinding)(nil),                  // 24: strand.AclBinding
+	(*Quota)(nil),                       // 25: strand.Quota
+	(*UserCredential)(nil),              // 26: strand.UserCredential
 }
 var file_metadata_proto_depIdxs = []int32{
-	2,  // 0: strand.MetadataCommand.register_node:type_name -> strand.MetadataRegisterNode
-	3,  // 1: strand.MetadataCommand.set_node_fenced:type_name -> strand.MetadataSetNodeFenced
-	5,  // 2: strand.MetadataCommand.create_topic:type_name -> strand.MetadataCreateTopic
-	6,  // 3: strand.MetadataCommand.delete_topic:type_name -> strand.MetadataDeleteTopic
-	7,  // 4: strand.MetadataCommand.alter_topic_config:type_name -> strand.MetadataAlterTopicConfig
-	9,  // 5: strand.MetadataCommand.allocate_producer_ids:type_name -> strand.MetadataAllocateProducerIds
-	11, // 6: strand.MetadataCommand.report_leaders:type_name -> strand.MetadataReportLeaders
-	8,  // 7: strand.MetadataCommand.create_partitions:type_name -> strand.MetadataCreatePartitions
-	17, // 8: strand.MetadataCommand.upsert_user:type_name -> strand.MetadataUpsertUser
-	18, // 9: strand.MetadataCommand.delete_user:type_name -> strand.MetadataDeleteUser
-	19, // 10: strand.MetadataCommand.alter_acls:type_name -> strand.MetadataAlterAcls
-	20, // 11: strand.MetadataCommand.set_quotas:type_name -> strand.MetadataSetQuotas
-	4,  // 12: strand.MetadataCreateTopic.configs:type_name -> strand.MetadataConfigEntry
-	4,  // 13: strand.MetadataAlterTopicConfig.sets:type_name -> strand.MetadataConfigEntry
-	10, // 14: strand.MetadataReportLeaders.reports:type_name -> strand.MetadataLeaderReport
-	0,  // 15: strand.MetadataTopicConfig.cleanup_policy:type_name -> strand.MetadataCleanupPolicy
-	12, // 16: strand.MetadataTopic.config:type_name -> strand.MetadataTopicConfig
-	14, // 17: strand.MetadataTopic.partitions:type_name -> strand.MetadataPartition
-	13, // 18: strand.MetadataSnapshot.nodes:type_name -> strand.MetadataNode
-	15, // 19: strand.MetadataSnapshot.topics:type_name -> strand.MetadataTopic
-	21, // 20: strand.MetadataSnapshot.users:type_name -> strand.MetadataUser
-	22, // 21: strand.MetadataSnapshot.acls:type_name -> strand.AclBinding
-	23, // 22: strand.MetadataSnapshot.quotas:type_name -> strand.Quota
-	24, // 23: strand.MetadataUpsertUser.credential:type_name -> strand.UserCredential
-	22, // 24: strand.MetadataAlterAcls.add:type_name -> strand.AclBinding
-	22, // 25: strand.MetadataAlterAcls.remove:type_name -> strand.AclBinding
-	23, // 26: strand.MetadataSetQuotas.quotas:type_name -> strand.Quota
-	24, // 27: strand.MetadataUser.credential:type_name -> strand.UserCredential
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	3,  // 0: strand.MetadataCommand.register_node:type_name -> strand.MetadataRegisterNode
+	4,  // 1: strand.MetadataCommand.set_node_fenced:type_name -> strand.MetadataSetNodeFenced
+	7,  // 2: strand.MetadataCommand.create_topic:type_name -> strand.MetadataCreateTopic
+	8,  // 3: strand.MetadataCommand.delete_topic:type_name -> strand.MetadataDeleteTopic
+	9,  // 4: strand.MetadataCommand.alter_topic_config:type_name -> strand.MetadataAlterTopicConfig
+	11, // 5: strand.MetadataCommand.allocate_producer_ids:type_name -> strand.MetadataAllocateProducerIds
+	13, // 6: strand.MetadataCommand.report_leaders:type_name -> strand.MetadataReportLeaders
+	10, // 7: strand.MetadataCommand.create_partitions:type_name -> strand.MetadataCreatePartitions
+	19, // 8: strand.MetadataCommand.upsert_user:type_name -> strand.MetadataUpsertUser
+	20, // 9: strand.MetadataCommand.delete_user:type_name -> strand.MetadataDeleteUser
+	21, // 10: strand.MetadataCommand.alter_acls:type_name -> strand.MetadataAlterAcls
+	22, // 11: strand.MetadataCommand.set_quotas:type_name -> strand.MetadataSetQuotas
+	5,  // 12: strand.MetadataCommand.set_node_state:type_name -> strand.MetadataSetNodeState
+	0,  // 13: strand.MetadataSetNodeState.state:type_name -> strand.MetadataNodeState
+	6,  // 14: strand.MetadataCreateTopic.configs:type_name -> strand.MetadataConfigEntry
+	6,  // 15: strand.MetadataAlterTopicConfig.sets:type_name -> strand.MetadataConfigEntry
+	12, // 16: strand.MetadataReportLeaders.reports:type_name -> strand.MetadataLeaderReport
+	1,  // 17: strand.MetadataTopicConfig.cleanup_policy:type_name -> strand.MetadataCleanupPolicy
+	0,  // 18: strand.MetadataNode.state:type_name -> strand.MetadataNodeState
+	14, // 19: strand.MetadataTopic.config:type_name -> strand.MetadataTopicConfig
+	16, // 20: strand.MetadataTopic.partitions:type_name -> strand.MetadataPartition
+	15, // 21: strand.MetadataSnapshot.nodes:type_name -> strand.MetadataNode
+	17, // 22: strand.MetadataSnapshot.topics:type_name -> strand.MetadataTopic
+	23, // 23: strand.MetadataSnapshot.users:type_name -> strand.MetadataUser
+	24, // 24: strand.MetadataSnapshot.acls:type_name -> strand.AclBinding
+	25, // 25: strand.MetadataSnapshot.quotas:type_name -> strand.Quota
+	26, // 26: strand.MetadataUpsertUser.credential:type_name -> strand.UserCredential
+	24, // 27: strand.MetadataAlterAcls.add:type_name -> strand.AclBinding
+	24, // 28: strand.MetadataAlterAcls.remove:type_name -> strand.AclBinding
+	25, // 29: strand.MetadataSetQuotas.quotas:type_name -> strand.Quota
+	26, // 30: strand.MetadataUser.credential:type_name -> strand.UserCredential
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_metadata_proto_init() }
@@ -1865,14 +2026,15 @@ func file_metadata_proto_init() {
 		(*MetadataCommand_DeleteUser)(nil),
 		(*MetadataCommand_AlterAcls)(nil),
 		(*MetadataCommand_SetQuotas)(nil),
+		(*MetadataCommand_SetNodeState)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_proto_rawDesc), len(file_metadata_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   21,
+			NumEnums:      2,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -125,6 +125,15 @@ const (
 	ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED ErrorCode = 83
 	// The SASL mechanism is not one the node offers.
 	ErrorCode_ERROR_CODE_UNSUPPORTED_SASL_MECHANISM ErrorCode = 84
+	// The node was removed from the cluster (decommissioned): its id is not
+	// reused and it may not register again. Definite.
+	ErrorCode_ERROR_CODE_NODE_REMOVED ErrorCode = 75
+	// The request names a node the metadata state has not registered.
+	// Definite.
+	ErrorCode_ERROR_CODE_UNKNOWN_NODE ErrorCode = 76
+	// A membership change the cluster cannot take now (a state change out
+	// of order, or removing a node that still hosts replicas). Definite.
+	ErrorCode_ERROR_CODE_MEMBERSHIP_REFUSED ErrorCode = 77
 )
 
 // Enum value maps for ErrorCode.
@@ -170,6 +179,9 @@ var (
 		82: "ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED",
 		83: "ERROR_CODE_SASL_AUTHENTICATION_FAILED",
 		84: "ERROR_CODE_UNSUPPORTED_SASL_MECHANISM",
+		75: "ERROR_CODE_NODE_REMOVED",
+		76: "ERROR_CODE_UNKNOWN_NODE",
+		77: "ERROR_CODE_MEMBERSHIP_REFUSED",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_NONE":                         0,
@@ -212,6 +224,9 @@ var (
 		"ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED": 82,
 		"ERROR_CODE_SASL_AUTHENTICATION_FAILED":   83,
 		"ERROR_CODE_UNSUPPORTED_SASL_MECHANISM":   84,
+		"ERROR_CODE_NODE_REMOVED":                 75,
+		"ERROR_CODE_UNKNOWN_NODE":                 76,
+		"ERROR_CODE_MEMBERSHIP_REFUSED":           77,
 	}
 )
 
@@ -240,6 +255,177 @@ func (x ErrorCode) Number() protoreflect.EnumNumber {
 // Deprecated: Use ErrorCode.Descriptor instead.
 func (ErrorCode) EnumDescriptor() ([]byte, []int) {
 	return file_wire_proto_rawDescGZIP(), []int{0}
+}
+
+// NodeAction is a membership change an operator asks for.
+type NodeAction int32
+
+const (
+	NodeAction_NODE_ACTION_UNSPECIFIED NodeAction = 0
+	// Register the node (id, address, rack): the metadata leader then adds
+	// it to the metadata group as a learner and promotes it when caught up.
+	NodeAction_NODE_ACTION_ADD NodeAction = 1
+	// Mark the node decommissioning: fenced for new placement.
+	NodeAction_NODE_ACTION_DECOMMISSION NodeAction = 2
+	// Mark the node removed (it must host no replica): the metadata leader
+	// takes it out of the metadata group's configuration.
+	NodeAction_NODE_ACTION_REMOVE NodeAction = 3
+	// Cancel a decommission: the node is active and unfenced again.
+	NodeAction_NODE_ACTION_ACTIVATE NodeAction = 4
+)
+
+// Enum value maps for NodeAction.
+var (
+	NodeAction_name = map[int32]string{
+		0: "NODE_ACTION_UNSPECIFIED",
+		1: "NODE_ACTION_ADD",
+		2: "NODE_ACTION_DECOMMISSION",
+		3: "NODE_ACTION_REMOVE",
+		4: "NODE_ACTION_ACTIVATE",
+	}
+	NodeAction_value = map[string]int32{
+		"NODE_ACTION_UNSPECIFIED":  0,
+		"NODE_ACTION_ADD":          1,
+		"NODE_ACTION_DECOMMISSION": 2,
+		"NODE_ACTION_REMOVE":       3,
+		"NODE_ACTION_ACTIVATE":     4,
+	}
+)
+
+func (x NodeAction) Enum() *NodeAction {
+	p := new(NodeAction)
+	*p = x
+	return p
+}
+
+func (x NodeAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NodeAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_wire_proto_enumTypes[1].Descriptor()
+}
+
+func (NodeAction) Type() protoreflect.EnumType {
+	return &file_wire_proto_enumTypes[1]
+}
+
+func (x NodeAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NodeAction.Descriptor instead.
+func (NodeAction) EnumDescriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{1}
+}
+
+// MemberState is a node's membership state as shown to operators.
+type MemberState int32
+
+const (
+	MemberState_MEMBER_STATE_UNSPECIFIED MemberState = 0
+	MemberState_MEMBER_STATE_ACTIVE      MemberState = 1
+	// Registered by an operator (node add, serve --join) but not yet in the
+	// metadata group or not yet registered by itself: fenced, no
+	// placement.
+	MemberState_MEMBER_STATE_JOINING         MemberState = 2
+	MemberState_MEMBER_STATE_DECOMMISSIONING MemberState = 3
+	MemberState_MEMBER_STATE_REMOVED         MemberState = 4
+)
+
+// Enum value maps for MemberState.
+var (
+	MemberState_name = map[int32]string{
+		0: "MEMBER_STATE_UNSPECIFIED",
+		1: "MEMBER_STATE_ACTIVE",
+		2: "MEMBER_STATE_JOINING",
+		3: "MEMBER_STATE_DECOMMISSIONING",
+		4: "MEMBER_STATE_REMOVED",
+	}
+	MemberState_value = map[string]int32{
+		"MEMBER_STATE_UNSPECIFIED":     0,
+		"MEMBER_STATE_ACTIVE":          1,
+		"MEMBER_STATE_JOINING":         2,
+		"MEMBER_STATE_DECOMMISSIONING": 3,
+		"MEMBER_STATE_REMOVED":         4,
+	}
+)
+
+func (x MemberState) Enum() *MemberState {
+	p := new(MemberState)
+	*p = x
+	return p
+}
+
+func (x MemberState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MemberState) Descriptor() protoreflect.EnumDescriptor {
+	return file_wire_proto_enumTypes[2].Descriptor()
+}
+
+func (MemberState) Type() protoreflect.EnumType {
+	return &file_wire_proto_enumTypes[2]
+}
+
+func (x MemberState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MemberState.Descriptor instead.
+func (MemberState) EnumDescriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{2}
+}
+
+// MetadataRole is a node's role in the metadata raft group.
+type MetadataRole int32
+
+const (
+	MetadataRole_METADATA_ROLE_NONE    MetadataRole = 0
+	MetadataRole_METADATA_ROLE_VOTER   MetadataRole = 1 // a KRaft controller
+	MetadataRole_METADATA_ROLE_LEARNER MetadataRole = 2 // an observer: replicates, does not vote
+)
+
+// Enum value maps for MetadataRole.
+var (
+	MetadataRole_name = map[int32]string{
+		0: "METADATA_ROLE_NONE",
+		1: "METADATA_ROLE_VOTER",
+		2: "METADATA_ROLE_LEARNER",
+	}
+	MetadataRole_value = map[string]int32{
+		"METADATA_ROLE_NONE":    0,
+		"METADATA_ROLE_VOTER":   1,
+		"METADATA_ROLE_LEARNER": 2,
+	}
+)
+
+func (x MetadataRole) Enum() *MetadataRole {
+	p := new(MetadataRole)
+	*p = x
+	return p
+}
+
+func (x MetadataRole) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MetadataRole) Descriptor() protoreflect.EnumDescriptor {
+	return file_wire_proto_enumTypes[3].Descriptor()
+}
+
+func (MetadataRole) Type() protoreflect.EnumType {
+	return &file_wire_proto_enumTypes[3]
+}
+
+func (x MetadataRole) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MetadataRole.Descriptor instead.
+func (MetadataRole) EnumDescriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{3}
 }
 
 // Error is a typed error with a message and the data a client needs to act.
@@ -362,6 +548,9 @@ type Request struct {
 	//	*Request_DescribeAcls
 	//	*Request_SaslAuthenticate
 	//	*Request_AlterQuotas
+	//	*Request_NodeAdmin
+	//	*Request_ElectLeaders
+	//	*Request_ClusterMembers
 	//	*Request_Raft
 	Body          isRequest_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
@@ -655,6 +844,33 @@ func (x *Request) GetAlterQuotas() *AlterQuotasRequest {
 	return nil
 }
 
+func (x *Request) GetNodeAdmin() *NodeAdminRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_NodeAdmin); ok {
+			return x.NodeAdmin
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetElectLeaders() *ElectLeadersRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_ElectLeaders); ok {
+			return x.ElectLeaders
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetClusterMembers() *ClusterMembersRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_ClusterMembers); ok {
+			return x.ClusterMembers
+		}
+	}
+	return nil
+}
+
 func (x *Request) GetRaft() *RaftFrame {
 	if x != nil {
 		if x, ok := x.Body.(*Request_Raft); ok {
@@ -776,6 +992,18 @@ type Request_AlterQuotas struct {
 	AlterQuotas *AlterQuotasRequest `protobuf:"bytes,81,opt,name=alter_quotas,json=alterQuotas,proto3,oneof"`
 }
 
+type Request_NodeAdmin struct {
+	NodeAdmin *NodeAdminRequest `protobuf:"bytes,71,opt,name=node_admin,json=nodeAdmin,proto3,oneof"`
+}
+
+type Request_ElectLeaders struct {
+	ElectLeaders *ElectLeadersRequest `protobuf:"bytes,72,opt,name=elect_leaders,json=electLeaders,proto3,oneof"`
+}
+
+type Request_ClusterMembers struct {
+	ClusterMembers *ClusterMembersRequest `protobuf:"bytes,73,opt,name=cluster_members,json=clusterMembers,proto3,oneof"`
+}
+
 type Request_Raft struct {
 	// Raft traffic from a peer node; never answered.
 	Raft *RaftFrame `protobuf:"bytes,30,opt,name=raft,proto3,oneof"`
@@ -835,6 +1063,12 @@ func (*Request_SaslAuthenticate) isRequest_Body() {}
 
 func (*Request_AlterQuotas) isRequest_Body() {}
 
+func (*Request_NodeAdmin) isRequest_Body() {}
+
+func (*Request_ElectLeaders) isRequest_Body() {}
+
+func (*Request_ClusterMembers) isRequest_Body() {}
+
 func (*Request_Raft) isRequest_Body() {}
 
 // Response answers the Request with the same correlation_id. error is set
@@ -872,6 +1106,9 @@ type Response struct {
 	//	*Response_DescribeAcls
 	//	*Response_SaslAuthenticate
 	//	*Response_AlterQuotas
+	//	*Response_NodeAdmin
+	//	*Response_ElectLeaders
+	//	*Response_ClusterMembers
 	Body          isResponse_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1171,6 +1408,33 @@ func (x *Response) GetAlterQuotas() *AlterQuotasResponse {
 	return nil
 }
 
+func (x *Response) GetNodeAdmin() *NodeAdminResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_NodeAdmin); ok {
+			return x.NodeAdmin
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetElectLeaders() *ElectLeadersResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_ElectLeaders); ok {
+			return x.ElectLeaders
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetClusterMembers() *ClusterMembersResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_ClusterMembers); ok {
+			return x.ClusterMembers
+		}
+	}
+	return nil
+}
+
 type isResponse_Body interface {
 	isResponse_Body()
 }
@@ -1283,6 +1547,18 @@ type Response_AlterQuotas struct {
 	AlterQuotas *AlterQuotasResponse `protobuf:"bytes,81,opt,name=alter_quotas,json=alterQuotas,proto3,oneof"`
 }
 
+type Response_NodeAdmin struct {
+	NodeAdmin *NodeAdminResponse `protobuf:"bytes,71,opt,name=node_admin,json=nodeAdmin,proto3,oneof"`
+}
+
+type Response_ElectLeaders struct {
+	ElectLeaders *ElectLeadersResponse `protobuf:"bytes,72,opt,name=elect_leaders,json=electLeaders,proto3,oneof"`
+}
+
+type Response_ClusterMembers struct {
+	ClusterMembers *ClusterMembersResponse `protobuf:"bytes,73,opt,name=cluster_members,json=clusterMembers,proto3,oneof"`
+}
+
 func (*Response_Hello) isResponse_Body() {}
 
 func (*Response_Metadata) isResponse_Body() {}
@@ -1336,6 +1612,12 @@ func (*Response_DescribeAcls) isResponse_Body() {}
 func (*Response_SaslAuthenticate) isResponse_Body() {}
 
 func (*Response_AlterQuotas) isResponse_Body() {}
+
+func (*Response_NodeAdmin) isResponse_Body() {}
+
+func (*Response_ElectLeaders) isResponse_Body() {}
+
+func (*Response_ClusterMembers) isResponse_Body() {}
 
 // HelloRequest opens a connection: the protocol versions the sender speaks.
 type HelloRequest struct {
@@ -4835,6 +5117,312 @@ func (*AlterQuotasResponse) Descriptor() ([]byte, []int) {
 	return file_wire_proto_rawDescGZIP(), []int{65}
 }
 
+// NodeAdminRequest changes one node's membership through the metadata
+// group; any node forwards it.
+type NodeAdminRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Action        NodeAction             `protobuf:"varint,1,opt,name=action,proto3,enum=strand.NodeAction" json:"action,omitempty"`
+	NodeId        uint64                 `protobuf:"varint,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Address       string                 `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"` // ADD only
+	Rack          string                 `protobuf:"bytes,4,opt,name=rack,proto3" json:"rack,omitempty"`       // ADD only
+	TimeoutMs     int32                  `protobuf:"varint,5,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeAdminRequest) Reset() {
+	*x = NodeAdminRequest{}
+	mi := &file_wire_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeAdminRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeAdminRequest) ProtoMessage() {}
+
+func (x *NodeAdminRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeAdminRequest.ProtoReflect.Descriptor instead.
+func (*NodeAdminRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *NodeAdminRequest) GetAction() NodeAction {
+	if x != nil {
+		return x.Action
+	}
+	return NodeAction_NODE_ACTION_UNSPECIFIED
+}
+
+func (x *NodeAdminRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *NodeAdminRequest) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *NodeAdminRequest) GetRack() string {
+	if x != nil {
+		return x.Rack
+	}
+	return ""
+}
+
+func (x *NodeAdminRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+// NodeAdminResponse: applied when Response.error is unset.
+type NodeAdminResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeAdminResponse) Reset() {
+	*x = NodeAdminResponse{}
+	mi := &file_wire_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeAdminResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeAdminResponse) ProtoMessage() {}
+
+func (x *NodeAdminResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeAdminResponse.ProtoReflect.Descriptor instead.
+func (*NodeAdminResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{67}
+}
+
+// ElectLeadersRequest asks the answering node to hand each partition it
+// leads to the partition's preferred replica (the first), when that
+// replica is a caught-up voter (raft leadership transfer).
+type ElectLeadersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectLeadersRequest) Reset() {
+	*x = ElectLeadersRequest{}
+	mi := &file_wire_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersRequest) ProtoMessage() {}
+
+func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
+func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{68}
+}
+
+// ElectLeadersResponse lists the transfers the node started.
+type ElectLeadersResponse struct {
+	state     protoimpl.MessageState           `protogen:"open.v1"`
+	Transfers []*ElectLeadersResponse_Transfer `protobuf:"bytes,1,rep,name=transfers,proto3" json:"transfers,omitempty"`
+	// Partitions led here whose preferred replica is not caught up yet.
+	SkippedLagging int32 `protobuf:"varint,2,opt,name=skipped_lagging,json=skippedLagging,proto3" json:"skipped_lagging,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ElectLeadersResponse) Reset() {
+	*x = ElectLeadersResponse{}
+	mi := &file_wire_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersResponse) ProtoMessage() {}
+
+func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
+func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *ElectLeadersResponse) GetTransfers() []*ElectLeadersResponse_Transfer {
+	if x != nil {
+		return x.Transfers
+	}
+	return nil
+}
+
+func (x *ElectLeadersResponse) GetSkippedLagging() int32 {
+	if x != nil {
+		return x.SkippedLagging
+	}
+	return 0
+}
+
+// ClusterMembersRequest asks for every registered node's membership.
+type ClusterMembersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterMembersRequest) Reset() {
+	*x = ClusterMembersRequest{}
+	mi := &file_wire_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterMembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterMembersRequest) ProtoMessage() {}
+
+func (x *ClusterMembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterMembersRequest.ProtoReflect.Descriptor instead.
+func (*ClusterMembersRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{70}
+}
+
+// ClusterMembersResponse is the membership as the answering node applied it.
+type ClusterMembersResponse struct {
+	state          protoimpl.MessageState           `protogen:"open.v1"`
+	Members        []*ClusterMembersResponse_Member `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	MetadataLeader uint64                           `protobuf:"varint,2,opt,name=metadata_leader,json=metadataLeader,proto3" json:"metadata_leader,omitempty"`
+	AnsweredBy     uint64                           `protobuf:"varint,3,opt,name=answered_by,json=answeredBy,proto3" json:"answered_by,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ClusterMembersResponse) Reset() {
+	*x = ClusterMembersResponse{}
+	mi := &file_wire_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterMembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterMembersResponse) ProtoMessage() {}
+
+func (x *ClusterMembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterMembersResponse.ProtoReflect.Descriptor instead.
+func (*ClusterMembersResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *ClusterMembersResponse) GetMembers() []*ClusterMembersResponse_Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *ClusterMembersResponse) GetMetadataLeader() uint64 {
+	if x != nil {
+		return x.MetadataLeader
+	}
+	return 0
+}
+
+func (x *ClusterMembersResponse) GetAnsweredBy() uint64 {
+	if x != nil {
+		return x.AnsweredBy
+	}
+	return 0
+}
+
 type MetadataResponse_Node struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Id           uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -4854,7 +5442,7 @@ type MetadataResponse_Node struct {
 
 func (x *MetadataResponse_Node) Reset() {
 	*x = MetadataResponse_Node{}
-	mi := &file_wire_proto_msgTypes[66]
+	mi := &file_wire_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4866,7 +5454,7 @@ func (x *MetadataResponse_Node) String() string {
 func (*MetadataResponse_Node) ProtoMessage() {}
 
 func (x *MetadataResponse_Node) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[66]
+	mi := &file_wire_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4937,7 +5525,7 @@ type MetadataResponse_Partition struct {
 
 func (x *MetadataResponse_Partition) Reset() {
 	*x = MetadataResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[67]
+	mi := &file_wire_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4949,7 +5537,7 @@ func (x *MetadataResponse_Partition) String() string {
 func (*MetadataResponse_Partition) ProtoMessage() {}
 
 func (x *MetadataResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[67]
+	mi := &file_wire_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5014,7 +5602,7 @@ type MetadataResponse_Topic struct {
 
 func (x *MetadataResponse_Topic) Reset() {
 	*x = MetadataResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[68]
+	mi := &file_wire_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5026,7 +5614,7 @@ func (x *MetadataResponse_Topic) String() string {
 func (*MetadataResponse_Topic) ProtoMessage() {}
 
 func (x *MetadataResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[68]
+	mi := &file_wire_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5087,7 +5675,7 @@ type ProduceRequest_Partition struct {
 
 func (x *ProduceRequest_Partition) Reset() {
 	*x = ProduceRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[69]
+	mi := &file_wire_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5099,7 +5687,7 @@ func (x *ProduceRequest_Partition) String() string {
 func (*ProduceRequest_Partition) ProtoMessage() {}
 
 func (x *ProduceRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[69]
+	mi := &file_wire_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5177,7 +5765,7 @@ type ProduceResponse_Partition struct {
 
 func (x *ProduceResponse_Partition) Reset() {
 	*x = ProduceResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[70]
+	mi := &file_wire_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5189,7 +5777,7 @@ func (x *ProduceResponse_Partition) String() string {
 func (*ProduceResponse_Partition) ProtoMessage() {}
 
 func (x *ProduceResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[70]
+	mi := &file_wire_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5255,7 +5843,7 @@ type FetchRequest_Partition struct {
 
 func (x *FetchRequest_Partition) Reset() {
 	*x = FetchRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[71]
+	mi := &file_wire_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5267,7 +5855,7 @@ func (x *FetchRequest_Partition) String() string {
 func (*FetchRequest_Partition) ProtoMessage() {}
 
 func (x *FetchRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[71]
+	mi := &file_wire_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5335,7 +5923,7 @@ type FetchResponse_Batch struct {
 
 func (x *FetchResponse_Batch) Reset() {
 	*x = FetchResponse_Batch{}
-	mi := &file_wire_proto_msgTypes[72]
+	mi := &file_wire_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5347,7 +5935,7 @@ func (x *FetchResponse_Batch) String() string {
 func (*FetchResponse_Batch) ProtoMessage() {}
 
 func (x *FetchResponse_Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[72]
+	mi := &file_wire_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5419,7 +6007,7 @@ type FetchResponse_Partition struct {
 
 func (x *FetchResponse_Partition) Reset() {
 	*x = FetchResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[73]
+	mi := &file_wire_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5431,7 +6019,7 @@ func (x *FetchResponse_Partition) String() string {
 func (*FetchResponse_Partition) ProtoMessage() {}
 
 func (x *FetchResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[73]
+	mi := &file_wire_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5502,7 +6090,7 @@ type ListOffsetsRequest_Partition struct {
 
 func (x *ListOffsetsRequest_Partition) Reset() {
 	*x = ListOffsetsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[74]
+	mi := &file_wire_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5514,7 +6102,7 @@ func (x *ListOffsetsRequest_Partition) String() string {
 func (*ListOffsetsRequest_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[74]
+	mi := &file_wire_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5575,7 +6163,7 @@ type ListOffsetsResponse_Partition struct {
 
 func (x *ListOffsetsResponse_Partition) Reset() {
 	*x = ListOffsetsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[75]
+	mi := &file_wire_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5587,7 +6175,7 @@ func (x *ListOffsetsResponse_Partition) String() string {
 func (*ListOffsetsResponse_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[75]
+	mi := &file_wire_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5664,7 +6252,7 @@ type CreateTopicsRequest_Topic struct {
 
 func (x *CreateTopicsRequest_Topic) Reset() {
 	*x = CreateTopicsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[76]
+	mi := &file_wire_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5676,7 +6264,7 @@ func (x *CreateTopicsRequest_Topic) String() string {
 func (*CreateTopicsRequest_Topic) ProtoMessage() {}
 
 func (x *CreateTopicsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[76]
+	mi := &file_wire_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5731,7 +6319,7 @@ type CreatePartitionsRequest_Topic struct {
 
 func (x *CreatePartitionsRequest_Topic) Reset() {
 	*x = CreatePartitionsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[77]
+	mi := &file_wire_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5743,7 +6331,7 @@ func (x *CreatePartitionsRequest_Topic) String() string {
 func (*CreatePartitionsRequest_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[77]
+	mi := &file_wire_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5785,7 +6373,7 @@ type CreatePartitionsResponse_Topic struct {
 
 func (x *CreatePartitionsResponse_Topic) Reset() {
 	*x = CreatePartitionsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[78]
+	mi := &file_wire_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5797,7 +6385,7 @@ func (x *CreatePartitionsResponse_Topic) String() string {
 func (*CreatePartitionsResponse_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[78]
+	mi := &file_wire_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5854,7 +6442,7 @@ type DescribeTopicsResponse_Topic struct {
 
 func (x *DescribeTopicsResponse_Topic) Reset() {
 	*x = DescribeTopicsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[79]
+	mi := &file_wire_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5866,7 +6454,7 @@ func (x *DescribeTopicsResponse_Topic) String() string {
 func (*DescribeTopicsResponse_Topic) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[79]
+	mi := &file_wire_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5928,7 +6516,7 @@ type ListGroupsResponse_Group struct {
 
 func (x *ListGroupsResponse_Group) Reset() {
 	*x = ListGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[80]
+	mi := &file_wire_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5940,7 +6528,7 @@ func (x *ListGroupsResponse_Group) String() string {
 func (*ListGroupsResponse_Group) ProtoMessage() {}
 
 func (x *ListGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[80]
+	mi := &file_wire_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5992,7 +6580,7 @@ type DescribeGroupsResponse_Group struct {
 
 func (x *DescribeGroupsResponse_Group) Reset() {
 	*x = DescribeGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[81]
+	mi := &file_wire_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6004,7 +6592,7 @@ func (x *DescribeGroupsResponse_Group) String() string {
 func (*DescribeGroupsResponse_Group) ProtoMessage() {}
 
 func (x *DescribeGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[81]
+	mi := &file_wire_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6080,7 +6668,7 @@ type OffsetDeleteResponse_Result struct {
 
 func (x *OffsetDeleteResponse_Result) Reset() {
 	*x = OffsetDeleteResponse_Result{}
-	mi := &file_wire_proto_msgTypes[82]
+	mi := &file_wire_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6092,7 +6680,7 @@ func (x *OffsetDeleteResponse_Result) String() string {
 func (*OffsetDeleteResponse_Result) ProtoMessage() {}
 
 func (x *OffsetDeleteResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[82]
+	mi := &file_wire_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6139,7 +6727,7 @@ type DeleteGroupsResponse_Result struct {
 
 func (x *DeleteGroupsResponse_Result) Reset() {
 	*x = DeleteGroupsResponse_Result{}
-	mi := &file_wire_proto_msgTypes[83]
+	mi := &file_wire_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6151,7 +6739,7 @@ func (x *DeleteGroupsResponse_Result) String() string {
 func (*DeleteGroupsResponse_Result) ProtoMessage() {}
 
 func (x *DeleteGroupsResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[83]
+	mi := &file_wire_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6192,7 +6780,7 @@ type AlterConfigsRequest_Topic struct {
 
 func (x *AlterConfigsRequest_Topic) Reset() {
 	*x = AlterConfigsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[84]
+	mi := &file_wire_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6204,7 +6792,7 @@ func (x *AlterConfigsRequest_Topic) String() string {
 func (*AlterConfigsRequest_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[84]
+	mi := &file_wire_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6252,7 +6840,7 @@ type AlterConfigsResponse_Topic struct {
 
 func (x *AlterConfigsResponse_Topic) Reset() {
 	*x = AlterConfigsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[85]
+	mi := &file_wire_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6264,7 +6852,7 @@ func (x *AlterConfigsResponse_Topic) String() string {
 func (*AlterConfigsResponse_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[85]
+	mi := &file_wire_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6314,7 +6902,7 @@ type DeleteRecordsRequest_Partition struct {
 
 func (x *DeleteRecordsRequest_Partition) Reset() {
 	*x = DeleteRecordsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[86]
+	mi := &file_wire_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6326,7 +6914,7 @@ func (x *DeleteRecordsRequest_Partition) String() string {
 func (*DeleteRecordsRequest_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[86]
+	mi := &file_wire_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6382,7 +6970,7 @@ type DeleteRecordsResponse_Partition struct {
 
 func (x *DeleteRecordsResponse_Partition) Reset() {
 	*x = DeleteRecordsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[87]
+	mi := &file_wire_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6394,7 +6982,7 @@ func (x *DeleteRecordsResponse_Partition) String() string {
 func (*DeleteRecordsResponse_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[87]
+	mi := &file_wire_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6448,7 +7036,7 @@ type DescribePartitionsRequest_Partition struct {
 
 func (x *DescribePartitionsRequest_Partition) Reset() {
 	*x = DescribePartitionsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[88]
+	mi := &file_wire_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6460,7 +7048,7 @@ func (x *DescribePartitionsRequest_Partition) String() string {
 func (*DescribePartitionsRequest_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[88]
+	mi := &file_wire_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6511,7 +7099,7 @@ type DescribePartitionsResponse_Partition struct {
 
 func (x *DescribePartitionsResponse_Partition) Reset() {
 	*x = DescribePartitionsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[89]
+	mi := &file_wire_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6523,7 +7111,7 @@ func (x *DescribePartitionsResponse_Partition) String() string {
 func (*DescribePartitionsResponse_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[89]
+	mi := &file_wire_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6612,7 +7200,7 @@ type AlterUsersRequest_Upsert struct {
 
 func (x *AlterUsersRequest_Upsert) Reset() {
 	*x = AlterUsersRequest_Upsert{}
-	mi := &file_wire_proto_msgTypes[90]
+	mi := &file_wire_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6624,7 +7212,7 @@ func (x *AlterUsersRequest_Upsert) String() string {
 func (*AlterUsersRequest_Upsert) ProtoMessage() {}
 
 func (x *AlterUsersRequest_Upsert) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[90]
+	mi := &file_wire_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6664,7 +7252,7 @@ type AlterUsersRequest_Delete struct {
 
 func (x *AlterUsersRequest_Delete) Reset() {
 	*x = AlterUsersRequest_Delete{}
-	mi := &file_wire_proto_msgTypes[91]
+	mi := &file_wire_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6676,7 +7264,7 @@ func (x *AlterUsersRequest_Delete) String() string {
 func (*AlterUsersRequest_Delete) ProtoMessage() {}
 
 func (x *AlterUsersRequest_Delete) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[91]
+	mi := &file_wire_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6716,7 +7304,7 @@ type AlterUsersResponse_Result struct {
 
 func (x *AlterUsersResponse_Result) Reset() {
 	*x = AlterUsersResponse_Result{}
-	mi := &file_wire_proto_msgTypes[92]
+	mi := &file_wire_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6728,7 +7316,7 @@ func (x *AlterUsersResponse_Result) String() string {
 func (*AlterUsersResponse_Result) ProtoMessage() {}
 
 func (x *AlterUsersResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[92]
+	mi := &file_wire_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6769,7 +7357,7 @@ type ListUsersResponse_User struct {
 
 func (x *ListUsersResponse_User) Reset() {
 	*x = ListUsersResponse_User{}
-	mi := &file_wire_proto_msgTypes[93]
+	mi := &file_wire_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6781,7 +7369,7 @@ func (x *ListUsersResponse_User) String() string {
 func (*ListUsersResponse_User) ProtoMessage() {}
 
 func (x *ListUsersResponse_User) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[93]
+	mi := &file_wire_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6818,6 +7406,174 @@ func (x *ListUsersResponse_User) GetIterations() []int32 {
 	return nil
 }
 
+type ElectLeadersResponse_Transfer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	From          uint64                 `protobuf:"varint,3,opt,name=from,proto3" json:"from,omitempty"`
+	To            uint64                 `protobuf:"varint,4,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectLeadersResponse_Transfer) Reset() {
+	*x = ElectLeadersResponse_Transfer{}
+	mi := &file_wire_proto_msgTypes[100]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersResponse_Transfer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersResponse_Transfer) ProtoMessage() {}
+
+func (x *ElectLeadersResponse_Transfer) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[100]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersResponse_Transfer.ProtoReflect.Descriptor instead.
+func (*ElectLeadersResponse_Transfer) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{69, 0}
+}
+
+func (x *ElectLeadersResponse_Transfer) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ElectLeadersResponse_Transfer) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ElectLeadersResponse_Transfer) GetFrom() uint64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *ElectLeadersResponse_Transfer) GetTo() uint64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+type ClusterMembersResponse_Member struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Id               uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Address          string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Rack             string                 `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
+	State            MemberState            `protobuf:"varint,4,opt,name=state,proto3,enum=strand.MemberState" json:"state,omitempty"`
+	Role             MetadataRole           `protobuf:"varint,5,opt,name=role,proto3,enum=strand.MetadataRole" json:"role,omitempty"`
+	Fenced           bool                   `protobuf:"varint,6,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	Replicas         int32                  `protobuf:"varint,7,opt,name=replicas,proto3" json:"replicas,omitempty"`                                         // partition replicas placed on it
+	PreferredLeaders int32                  `protobuf:"varint,8,opt,name=preferred_leaders,json=preferredLeaders,proto3" json:"preferred_leaders,omitempty"` // partitions it is the first replica of
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ClusterMembersResponse_Member) Reset() {
+	*x = ClusterMembersResponse_Member{}
+	mi := &file_wire_proto_msgTypes[101]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterMembersResponse_Member) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterMembersResponse_Member) ProtoMessage() {}
+
+func (x *ClusterMembersResponse_Member) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[101]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterMembersResponse_Member.ProtoReflect.Descriptor instead.
+func (*ClusterMembersResponse_Member) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{71, 0}
+}
+
+func (x *ClusterMembersResponse_Member) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ClusterMembersResponse_Member) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *ClusterMembersResponse_Member) GetRack() string {
+	if x != nil {
+		return x.Rack
+	}
+	return ""
+}
+
+func (x *ClusterMembersResponse_Member) GetState() MemberState {
+	if x != nil {
+		return x.State
+	}
+	return MemberState_MEMBER_STATE_UNSPECIFIED
+}
+
+func (x *ClusterMembersResponse_Member) GetRole() MetadataRole {
+	if x != nil {
+		return x.Role
+	}
+	return MetadataRole_METADATA_ROLE_NONE
+}
+
+func (x *ClusterMembersResponse_Member) GetFenced() bool {
+	if x != nil {
+		return x.Fenced
+	}
+	return false
+}
+
+func (x *ClusterMembersResponse_Member) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *ClusterMembersResponse_Member) GetPreferredLeaders() int32 {
+	if x != nil {
+		return x.PreferredLeaders
+	}
+	return 0
+}
+
 var File_wire_proto protoreflect.FileDescriptor
 
 const file_wire_proto_rawDesc = "" +
@@ -6830,7 +7586,7 @@ const file_wire_proto_rawDesc = "" +
 	"\tleader_id\x18\x03 \x01(\x04R\bleaderId\x12%\n" +
 	"\x0eleader_address\x18\x04 \x01(\tR\rleaderAddress\x12(\n" +
 	"\x10log_start_offset\x18\x05 \x01(\x03R\x0elogStartOffset\x12%\n" +
-	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xf4\x0e\n" +
+	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xbd\x10\n" +
 	"\aRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12,\n" +
 	"\x05hello\x18\n" +
@@ -6864,9 +7620,13 @@ const file_wire_proto_rawDesc = "" +
 	"alter_acls\x18N \x01(\v2\x18.strand.AlterAclsRequestH\x00R\talterAcls\x12B\n" +
 	"\rdescribe_acls\x18O \x01(\v2\x1b.strand.DescribeAclsRequestH\x00R\fdescribeAcls\x12N\n" +
 	"\x11sasl_authenticate\x18P \x01(\v2\x1f.strand.SaslAuthenticateRequestH\x00R\x10saslAuthenticate\x12?\n" +
-	"\falter_quotas\x18Q \x01(\v2\x1a.strand.AlterQuotasRequestH\x00R\valterQuotas\x12'\n" +
+	"\falter_quotas\x18Q \x01(\v2\x1a.strand.AlterQuotasRequestH\x00R\valterQuotas\x129\n" +
+	"\n" +
+	"node_admin\x18G \x01(\v2\x18.strand.NodeAdminRequestH\x00R\tnodeAdmin\x12B\n" +
+	"\relect_leaders\x18H \x01(\v2\x1b.strand.ElectLeadersRequestH\x00R\felectLeaders\x12H\n" +
+	"\x0fcluster_members\x18I \x01(\v2\x1d.strand.ClusterMembersRequestH\x00R\x0eclusterMembers\x12'\n" +
 	"\x04raft\x18\x1e \x01(\v2\x11.strand.RaftFrameH\x00R\x04raftB\x06\n" +
-	"\x04body\"\x8c\x0f\n" +
+	"\x04body\"\xd8\x10\n" +
 	"\bResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12#\n" +
 	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\x12-\n" +
@@ -6901,7 +7661,11 @@ const file_wire_proto_rawDesc = "" +
 	"alter_acls\x18N \x01(\v2\x19.strand.AlterAclsResponseH\x00R\talterAcls\x12C\n" +
 	"\rdescribe_acls\x18O \x01(\v2\x1c.strand.DescribeAclsResponseH\x00R\fdescribeAcls\x12O\n" +
 	"\x11sasl_authenticate\x18P \x01(\v2 .strand.SaslAuthenticateResponseH\x00R\x10saslAuthenticate\x12@\n" +
-	"\falter_quotas\x18Q \x01(\v2\x1b.strand.AlterQuotasResponseH\x00R\valterQuotasB\x06\n" +
+	"\falter_quotas\x18Q \x01(\v2\x1b.strand.AlterQuotasResponseH\x00R\valterQuotas\x12:\n" +
+	"\n" +
+	"node_admin\x18G \x01(\v2\x19.strand.NodeAdminResponseH\x00R\tnodeAdmin\x12C\n" +
+	"\relect_leaders\x18H \x01(\v2\x1c.strand.ElectLeadersResponseH\x00R\felectLeaders\x12I\n" +
+	"\x0fcluster_members\x18I \x01(\v2\x1e.strand.ClusterMembersResponseH\x00R\x0eclusterMembersB\x06\n" +
 	"\x04body\"\x8f\x01\n" +
 	"\fHelloRequest\x12\x1f\n" +
 	"\vversion_min\x18\x01 \x01(\rR\n" +
@@ -7328,8 +8092,39 @@ const file_wire_proto_rawDesc = "" +
 	"\x13fetch_bytes_per_sec\x18\x03 \x01(\x03R\x10fetchBytesPerSec\";\n" +
 	"\x12AlterQuotasRequest\x12%\n" +
 	"\x06quotas\x18\x01 \x03(\v2\r.strand.QuotaR\x06quotas\"\x15\n" +
-	"\x13AlterQuotasResponse*\xf0\n" +
+	"\x13AlterQuotasResponse\"\xa4\x01\n" +
+	"\x10NodeAdminRequest\x12*\n" +
+	"\x06action\x18\x01 \x01(\x0e2\x12.strand.NodeActionR\x06action\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12\x18\n" +
+	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x12\n" +
+	"\x04rack\x18\x04 \x01(\tR\x04rack\x12\x1d\n" +
 	"\n" +
+	"timeout_ms\x18\x05 \x01(\x05R\ttimeoutMs\"\x13\n" +
+	"\x11NodeAdminResponse\"\x15\n" +
+	"\x13ElectLeadersRequest\"\xe8\x01\n" +
+	"\x14ElectLeadersResponse\x12C\n" +
+	"\ttransfers\x18\x01 \x03(\v2%.strand.ElectLeadersResponse.TransferR\ttransfers\x12'\n" +
+	"\x0fskipped_lagging\x18\x02 \x01(\x05R\x0eskippedLagging\x1ab\n" +
+	"\bTransfer\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x12\n" +
+	"\x04from\x18\x03 \x01(\x04R\x04from\x12\x0e\n" +
+	"\x02to\x18\x04 \x01(\x04R\x02to\"\x17\n" +
+	"\x15ClusterMembersRequest\"\xa2\x03\n" +
+	"\x16ClusterMembersResponse\x12?\n" +
+	"\amembers\x18\x01 \x03(\v2%.strand.ClusterMembersResponse.MemberR\amembers\x12'\n" +
+	"\x0fmetadata_leader\x18\x02 \x01(\x04R\x0emetadataLeader\x12\x1f\n" +
+	"\vanswered_by\x18\x03 \x01(\x04R\n" +
+	"answeredBy\x1a\xfc\x01\n" +
+	"\x06Member\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
+	"\x04rack\x18\x03 \x01(\tR\x04rack\x12)\n" +
+	"\x05state\x18\x04 \x01(\x0e2\x13.strand.MemberStateR\x05state\x12(\n" +
+	"\x04role\x18\x05 \x01(\x0e2\x14.strand.MetadataRoleR\x04role\x12\x16\n" +
+	"\x06fenced\x18\x06 \x01(\bR\x06fenced\x12\x1a\n" +
+	"\breplicas\x18\a \x01(\x05R\breplicas\x12+\n" +
+	"\x11preferred_leaders\x18\b \x01(\x05R\x10preferredLeaders*\xcd\v\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +
@@ -7371,7 +8166,27 @@ const file_wire_proto_rawDesc = "" +
 	"%ERROR_CODE_GROUP_AUTHORIZATION_FAILED\x10Q\x12+\n" +
 	"'ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED\x10R\x12)\n" +
 	"%ERROR_CODE_SASL_AUTHENTICATION_FAILED\x10S\x12)\n" +
-	"%ERROR_CODE_UNSUPPORTED_SASL_MECHANISM\x10TB,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
+	"%ERROR_CODE_UNSUPPORTED_SASL_MECHANISM\x10T\x12\x1b\n" +
+	"\x17ERROR_CODE_NODE_REMOVED\x10K\x12\x1b\n" +
+	"\x17ERROR_CODE_UNKNOWN_NODE\x10L\x12!\n" +
+	"\x1dERROR_CODE_MEMBERSHIP_REFUSED\x10M*\x8e\x01\n" +
+	"\n" +
+	"NodeAction\x12\x1b\n" +
+	"\x17NODE_ACTION_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fNODE_ACTION_ADD\x10\x01\x12\x1c\n" +
+	"\x18NODE_ACTION_DECOMMISSION\x10\x02\x12\x16\n" +
+	"\x12NODE_ACTION_REMOVE\x10\x03\x12\x18\n" +
+	"\x14NODE_ACTION_ACTIVATE\x10\x04*\x9a\x01\n" +
+	"\vMemberState\x12\x1c\n" +
+	"\x18MEMBER_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13MEMBER_STATE_ACTIVE\x10\x01\x12\x18\n" +
+	"\x14MEMBER_STATE_JOINING\x10\x02\x12 \n" +
+	"\x1cMEMBER_STATE_DECOMMISSIONING\x10\x03\x12\x18\n" +
+	"\x14MEMBER_STATE_REMOVED\x10\x04*Z\n" +
+	"\fMetadataRole\x12\x16\n" +
+	"\x12METADATA_ROLE_NONE\x10\x00\x12\x17\n" +
+	"\x13METADATA_ROLE_VOTER\x10\x01\x12\x19\n" +
+	"\x15METADATA_ROLE_LEARNER\x10\x02B,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
 
 var (
 	file_wire_proto_rawDescOnce sync.Once
@@ -7385,235 +8200,257 @@ func file_wire_proto_rawDescGZIP() []byte {
 	return file_wire_proto_rawDescData
 }
 
-var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 94)
+var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 102)
 var file_wire_proto_goTypes = []any{
 	(ErrorCode)(0),                               // 0: strand.ErrorCode
-	(*Error)(nil),                                // 1: strand.Error
-	(*Request)(nil),                              // 2: strand.Request
-	(*Response)(nil),                             // 3: strand.Response
-	(*HelloRequest)(nil),                         // 4: strand.HelloRequest
-	(*HelloResponse)(nil),                        // 5: strand.HelloResponse
-	(*MetadataRequest)(nil),                      // 6: strand.MetadataRequest
-	(*MetadataResponse)(nil),                     // 7: strand.MetadataResponse
-	(*ProduceRequest)(nil),                       // 8: strand.ProduceRequest
-	(*ProduceResponse)(nil),                      // 9: strand.ProduceResponse
-	(*FetchRequest)(nil),                         // 10: strand.FetchRequest
-	(*FetchResponse)(nil),                        // 11: strand.FetchResponse
-	(*ListOffsetsRequest)(nil),                   // 12: strand.ListOffsetsRequest
-	(*ListOffsetsResponse)(nil),                  // 13: strand.ListOffsetsResponse
-	(*ConfigEntry)(nil),                          // 14: strand.ConfigEntry
-	(*CreateTopicsRequest)(nil),                  // 15: strand.CreateTopicsRequest
-	(*TopicResult)(nil),                          // 16: strand.TopicResult
-	(*CreateTopicsResponse)(nil),                 // 17: strand.CreateTopicsResponse
-	(*DeleteTopicsRequest)(nil),                  // 18: strand.DeleteTopicsRequest
-	(*DeleteTopicsResponse)(nil),                 // 19: strand.DeleteTopicsResponse
-	(*CreatePartitionsRequest)(nil),              // 20: strand.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),             // 21: strand.CreatePartitionsResponse
-	(*DescribeTopicsRequest)(nil),                // 22: strand.DescribeTopicsRequest
-	(*DescribeTopicsResponse)(nil),               // 23: strand.DescribeTopicsResponse
-	(*InitProducerIdRequest)(nil),                // 24: strand.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil),               // 25: strand.InitProducerIdResponse
-	(*FindCoordinatorRequest)(nil),               // 26: strand.FindCoordinatorRequest
-	(*FindCoordinatorResponse)(nil),              // 27: strand.FindCoordinatorResponse
-	(*GroupTopicPartitions)(nil),                 // 28: strand.GroupTopicPartitions
-	(*ConsumerGroupHeartbeatRequest)(nil),        // 29: strand.ConsumerGroupHeartbeatRequest
-	(*ConsumerGroupHeartbeatResponse)(nil),       // 30: strand.ConsumerGroupHeartbeatResponse
-	(*OffsetCommitPartition)(nil),                // 31: strand.OffsetCommitPartition
-	(*OffsetCommitRequest)(nil),                  // 32: strand.OffsetCommitRequest
-	(*OffsetCommitResponse)(nil),                 // 33: strand.OffsetCommitResponse
-	(*OffsetFetchRequest)(nil),                   // 34: strand.OffsetFetchRequest
-	(*GroupCommittedOffset)(nil),                 // 35: strand.GroupCommittedOffset
-	(*OffsetFetchResponse)(nil),                  // 36: strand.OffsetFetchResponse
-	(*ListGroupsRequest)(nil),                    // 37: strand.ListGroupsRequest
-	(*ListGroupsResponse)(nil),                   // 38: strand.ListGroupsResponse
-	(*DescribeGroupsRequest)(nil),                // 39: strand.DescribeGroupsRequest
-	(*GroupMember)(nil),                          // 40: strand.GroupMember
-	(*DescribeGroupsResponse)(nil),               // 41: strand.DescribeGroupsResponse
-	(*DeleteGroupsRequest)(nil),                  // 42: strand.DeleteGroupsRequest
-	(*OffsetDeleteRequest)(nil),                  // 43: strand.OffsetDeleteRequest
-	(*OffsetDeleteResponse)(nil),                 // 44: strand.OffsetDeleteResponse
-	(*DeleteGroupsResponse)(nil),                 // 45: strand.DeleteGroupsResponse
-	(*AlterConfigsRequest)(nil),                  // 46: strand.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),                 // 47: strand.AlterConfigsResponse
-	(*DeleteRecordsRequest)(nil),                 // 48: strand.DeleteRecordsRequest
-	(*DeleteRecordsResponse)(nil),                // 49: strand.DeleteRecordsResponse
-	(*DescribePartitionsRequest)(nil),            // 50: strand.DescribePartitionsRequest
-	(*DescribePartitionsResponse)(nil),           // 51: strand.DescribePartitionsResponse
-	(*SaslAuthenticateRequest)(nil),              // 52: strand.SaslAuthenticateRequest
-	(*SaslAuthenticateResponse)(nil),             // 53: strand.SaslAuthenticateResponse
-	(*UserCredential)(nil),                       // 54: strand.UserCredential
-	(*AlterUsersRequest)(nil),                    // 55: strand.AlterUsersRequest
-	(*AlterUsersResponse)(nil),                   // 56: strand.AlterUsersResponse
-	(*ListUsersRequest)(nil),                     // 57: strand.ListUsersRequest
-	(*ListUsersResponse)(nil),                    // 58: strand.ListUsersResponse
-	(*AclBinding)(nil),                           // 59: strand.AclBinding
-	(*AlterAclsRequest)(nil),                     // 60: strand.AlterAclsRequest
-	(*AlterAclsResponse)(nil),                    // 61: strand.AlterAclsResponse
-	(*DescribeAclsRequest)(nil),                  // 62: strand.DescribeAclsRequest
-	(*DescribeAclsResponse)(nil),                 // 63: strand.DescribeAclsResponse
-	(*Quota)(nil),                                // 64: strand.Quota
-	(*AlterQuotasRequest)(nil),                   // 65: strand.AlterQuotasRequest
-	(*AlterQuotasResponse)(nil),                  // 66: strand.AlterQuotasResponse
-	(*MetadataResponse_Node)(nil),                // 67: strand.MetadataResponse.Node
-	(*MetadataResponse_Partition)(nil),           // 68: strand.MetadataResponse.Partition
-	(*MetadataResponse_Topic)(nil),               // 69: strand.MetadataResponse.Topic
-	(*ProduceRequest_Partition)(nil),             // 70: strand.ProduceRequest.Partition
-	(*ProduceResponse_Partition)(nil),            // 71: strand.ProduceResponse.Partition
-	(*FetchRequest_Partition)(nil),               // 72: strand.FetchRequest.Partition
-	(*FetchResponse_Batch)(nil),                  // 73: strand.FetchResponse.Batch
-	(*FetchResponse_Partition)(nil),              // 74: strand.FetchResponse.Partition
-	(*ListOffsetsRequest_Partition)(nil),         // 75: strand.ListOffsetsRequest.Partition
-	(*ListOffsetsResponse_Partition)(nil),        // 76: strand.ListOffsetsResponse.Partition
-	(*CreateTopicsRequest_Topic)(nil),            // 77: strand.CreateTopicsRequest.Topic
-	(*CreatePartitionsRequest_Topic)(nil),        // 78: strand.CreatePartitionsRequest.Topic
-	(*CreatePartitionsResponse_Topic)(nil),       // 79: strand.CreatePartitionsResponse.Topic
-	(*DescribeTopicsResponse_Topic)(nil),         // 80: strand.DescribeTopicsResponse.Topic
-	(*ListGroupsResponse_Group)(nil),             // 81: strand.ListGroupsResponse.Group
-	(*DescribeGroupsResponse_Group)(nil),         // 82: strand.DescribeGroupsResponse.Group
-	(*OffsetDeleteResponse_Result)(nil),          // 83: strand.OffsetDeleteResponse.Result
-	(*DeleteGroupsResponse_Result)(nil),          // 84: strand.DeleteGroupsResponse.Result
-	(*AlterConfigsRequest_Topic)(nil),            // 85: strand.AlterConfigsRequest.Topic
-	(*AlterConfigsResponse_Topic)(nil),           // 86: strand.AlterConfigsResponse.Topic
-	(*DeleteRecordsRequest_Partition)(nil),       // 87: strand.DeleteRecordsRequest.Partition
-	(*DeleteRecordsResponse_Partition)(nil),      // 88: strand.DeleteRecordsResponse.Partition
-	(*DescribePartitionsRequest_Partition)(nil),  // 89: strand.DescribePartitionsRequest.Partition
-	(*DescribePartitionsResponse_Partition)(nil), // 90: strand.DescribePartitionsResponse.Partition
-	(*AlterUsersRequest_Upsert)(nil),             // 91: strand.AlterUsersRequest.Upsert
-	(*AlterUsersRequest_Delete)(nil),             // 92: strand.AlterUsersRequest.Delete
-	(*AlterUsersResponse_Result)(nil),            // 93: strand.AlterUsersResponse.Result
-	(*ListUsersResponse_User)(nil),               // 94: strand.ListUsersResponse.User
-	(*RaftFrame)(nil),                            // 95: strand.RaftFrame
+	(NodeAction)(0),                              // 1: strand.NodeAction
+	(MemberState)(0),                             // 2: strand.MemberState
+	(MetadataRole)(0),                            // 3: strand.MetadataRole
+	(*Error)(nil),                                // 4: strand.Error
+	(*Request)(nil),                              // 5: strand.Request
+	(*Response)(nil),                             // 6: strand.Response
+	(*HelloRequest)(nil),                         // 7: strand.HelloRequest
+	(*HelloResponse)(nil),                        // 8: strand.HelloResponse
+	(*MetadataRequest)(nil),                      // 9: strand.MetadataRequest
+	(*MetadataResponse)(nil),                     // 10: strand.MetadataResponse
+	(*ProduceRequest)(nil),                       // 11: strand.ProduceRequest
+	(*ProduceResponse)(nil),                      // 12: strand.ProduceResponse
+	(*FetchRequest)(nil),                         // 13: strand.FetchRequest
+	(*FetchResponse)(nil),                        // 14: strand.FetchResponse
+	(*ListOffsetsRequest)(nil),                   // 15: strand.ListOffsetsRequest
+	(*ListOffsetsResponse)(nil),                  // 16: strand.ListOffsetsResponse
+	(*ConfigEntry)(nil),                          // 17: strand.ConfigEntry
+	(*CreateTopicsRequest)(nil),                  // 18: strand.CreateTopicsRequest
+	(*TopicResult)(nil),                          // 19: strand.TopicResult
+	(*CreateTopicsResponse)(nil),                 // 20: strand.CreateTopicsResponse
+	(*DeleteTopicsRequest)(nil),                  // 21: strand.DeleteTopicsRequest
+	(*DeleteTopicsResponse)(nil),                 // 22: strand.DeleteTopicsResponse
+	(*CreatePartitionsRequest)(nil),              // 23: strand.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),             // 24: strand.CreatePartitionsResponse
+	(*DescribeTopicsRequest)(nil),                // 25: strand.DescribeTopicsRequest
+	(*DescribeTopicsResponse)(nil),               // 26: strand.DescribeTopicsResponse
+	(*InitProducerIdRequest)(nil),                // 27: strand.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil),               // 28: strand.InitProducerIdResponse
+	(*FindCoordinatorRequest)(nil),               // 29: strand.FindCoordinatorRequest
+	(*FindCoordinatorResponse)(nil),              // 30: strand.FindCoordinatorResponse
+	(*GroupTopicPartitions)(nil),                 // 31: strand.GroupTopicPartitions
+	(*ConsumerGroupHeartbeatRequest)(nil),        // 32: strand.ConsumerGroupHeartbeatRequest
+	(*ConsumerGroupHeartbeatResponse)(nil),       // 33: strand.ConsumerGroupHeartbeatResponse
+	(*OffsetCommitPartition)(nil),                // 34: strand.OffsetCommitPartition
+	(*OffsetCommitRequest)(nil),                  // 35: strand.OffsetCommitRequest
+	(*OffsetCommitResponse)(nil),                 // 36: strand.OffsetCommitResponse
+	(*OffsetFetchRequest)(nil),                   // 37: strand.OffsetFetchRequest
+	(*GroupCommittedOffset)(nil),                 // 38: strand.GroupCommittedOffset
+	(*OffsetFetchResponse)(nil),                  // 39: strand.OffsetFetchResponse
+	(*ListGroupsRequest)(nil),                    // 40: strand.ListGroupsRequest
+	(*ListGroupsResponse)(nil),                   // 41: strand.ListGroupsResponse
+	(*DescribeGroupsRequest)(nil),                // 42: strand.DescribeGroupsRequest
+	(*GroupMember)(nil),                          // 43: strand.GroupMember
+	(*DescribeGroupsResponse)(nil),               // 44: strand.DescribeGroupsResponse
+	(*DeleteGroupsRequest)(nil),                  // 45: strand.DeleteGroupsRequest
+	(*OffsetDeleteRequest)(nil),                  // 46: strand.OffsetDeleteRequest
+	(*OffsetDeleteResponse)(nil),                 // 47: strand.OffsetDeleteResponse
+	(*DeleteGroupsResponse)(nil),                 // 48: strand.DeleteGroupsResponse
+	(*AlterConfigsRequest)(nil),                  // 49: strand.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),                 // 50: strand.AlterConfigsResponse
+	(*DeleteRecordsRequest)(nil),                 // 51: strand.DeleteRecordsRequest
+	(*DeleteRecordsResponse)(nil),                // 52: strand.DeleteRecordsResponse
+	(*DescribePartitionsRequest)(nil),            // 53: strand.DescribePartitionsRequest
+	(*DescribePartitionsResponse)(nil),           // 54: strand.DescribePartitionsResponse
+	(*SaslAuthenticateRequest)(nil),              // 55: strand.SaslAuthenticateRequest
+	(*SaslAuthenticateResponse)(nil),             // 56: strand.SaslAuthenticateResponse
+	(*UserCredential)(nil),                       // 57: strand.UserCredential
+	(*AlterUsersRequest)(nil),                    // 58: strand.AlterUsersRequest
+	(*AlterUsersResponse)(nil),                   // 59: strand.AlterUsersResponse
+	(*ListUsersRequest)(nil),                     // 60: strand.ListUsersRequest
+	(*ListUsersResponse)(nil),                    // 61: strand.ListUsersResponse
+	(*AclBinding)(nil),                           // 62: strand.AclBinding
+	(*AlterAclsRequest)(nil),                     // 63: strand.AlterAclsRequest
+	(*AlterAclsResponse)(nil),                    // 64: strand.AlterAclsResponse
+	(*DescribeAclsRequest)(nil),                  // 65: strand.DescribeAclsRequest
+	(*DescribeAclsResponse)(nil),                 // 66: strand.DescribeAclsResponse
+	(*Quota)(nil),                                // 67: strand.Quota
+	(*AlterQuotasRequest)(nil),                   // 68: strand.AlterQuotasRequest
+	(*AlterQuotasResponse)(nil),                  // 69: strand.AlterQuotasResponse
+	(*NodeAdminRequest)(nil),                     // 70: strand.NodeAdminRequest
+	(*NodeAdminResponse)(nil),                    // 71: strand.NodeAdminResponse
+	(*ElectLeadersRequest)(nil),                  // 72: strand.ElectLeadersRequest
+	(*ElectLeadersResponse)(nil),                 // 73: strand.ElectLeadersResponse
+	(*ClusterMembersRequest)(nil),                // 74: strand.ClusterMembersRequest
+	(*ClusterMembersResponse)(nil),               // 75: strand.ClusterMembersResponse
+	(*MetadataResponse_Node)(nil),                // 76: strand.MetadataResponse.Node
+	(*MetadataResponse_Partition)(nil),           // 77: strand.MetadataResponse.Partition
+	(*MetadataResponse_Topic)(nil),               // 78: strand.MetadataResponse.Topic
+	(*ProduceRequest_Partition)(nil),             // 79: strand.ProduceRequest.Partition
+	(*ProduceResponse_Partition)(nil),            // 80: strand.ProduceResponse.Partition
+	(*FetchRequest_Partition)(nil),               // 81: strand.FetchRequest.Partition
+	(*FetchResponse_Batch)(nil),                  // 82: strand.FetchResponse.Batch
+	(*FetchResponse_Partition)(nil),              // 83: strand.FetchResponse.Partition
+	(*ListOffsetsRequest_Partition)(nil),         // 84: strand.ListOffsetsRequest.Partition
+	(*ListOffsetsResponse_Partition)(nil),        // 85: strand.ListOffsetsResponse.Partition
+	(*CreateTopicsRequest_Topic)(nil),            // 86: strand.CreateTopicsRequest.Topic
+	(*CreatePartitionsRequest_Topic)(nil),        // 87: strand.CreatePartitionsRequest.Topic
+	(*CreatePartitionsResponse_Topic)(nil),       // 88: strand.CreatePartitionsResponse.Topic
+	(*DescribeTopicsResponse_Topic)(nil),         // 89: strand.DescribeTopicsResponse.Topic
+	(*ListGroupsResponse_Group)(nil),             // 90: strand.ListGroupsResponse.Group
+	(*DescribeGroupsResponse_Group)(nil),         // 91: strand.DescribeGroupsResponse.Group
+	(*OffsetDeleteResponse_Result)(nil),          // 92: strand.OffsetDeleteResponse.Result
+	(*DeleteGroupsResponse_Result)(nil),          // 93: strand.DeleteGroupsResponse.Result
+	(*AlterConfigsRequest_Topic)(nil),            // 94: strand.AlterConfigsRequest.Topic
+	(*AlterConfigsResponse_Topic)(nil),           // 95: strand.AlterConfigsResponse.Topic
+	(*DeleteRecordsRequest_Partition)(nil),       // 96: strand.DeleteRecordsRequest.Partition
+	(*DeleteRecordsResponse_Partition)(nil),      // 97: strand.DeleteRecordsResponse.Partition
+	(*DescribePartitionsRequest_Partition)(nil),  // 98: strand.DescribePartitionsRequest.Partition
+	(*DescribePartitionsResponse_Partition)(nil), // 99: strand.DescribePartitionsResponse.Partition
+	(*AlterUsersRequest_Upsert)(nil),             // 100: strand.AlterUsersRequest.Upsert
+	(*AlterUsersRequest_Delete)(nil),             // 101: strand.AlterUsersRequest.Delete
+	(*AlterUsersResponse_Result)(nil),            // 102: strand.AlterUsersResponse.Result
+	(*ListUsersResponse_User)(nil),               // 103: strand.ListUsersResponse.User
+	(*ElectLeadersResponse_Transfer)(nil),        // 104: strand.ElectLeadersResponse.Transfer
+	(*ClusterMembersResponse_Member)(nil),        // 105: strand.ClusterMembersResponse.Member
+	(*RaftFrame)(nil),                            // 106: strand.RaftFrame
 }
 var file_wire_proto_depIdxs = []int32{
 	0,   // 0: strand.Error.code:type_name -> strand.ErrorCode
-	4,   // 1: strand.Request.hello:type_name -> strand.HelloRequest
-	6,   // 2: strand.Request.metadata:type_name -> strand.MetadataRequest
-	8,   // 3: strand.Request.produce:type_name -> strand.ProduceRequest
-	10,  // 4: strand.Request.fetch:type_name -> strand.FetchRequest
-	12,  // 5: strand.Request.list_offsets:type_name -> strand.ListOffsetsRequest
-	15,  // 6: strand.Request.create_topics:type_name -> strand.CreateTopicsRequest
-	18,  // 7: strand.Request.delete_topics:type_name -> strand.DeleteTopicsRequest
-	22,  // 8: strand.Request.describe_topics:type_name -> strand.DescribeTopicsRequest
-	24,  // 9: strand.Request.init_producer_id:type_name -> strand.InitProducerIdRequest
-	46,  // 10: strand.Request.alter_configs:type_name -> strand.AlterConfigsRequest
-	48,  // 11: strand.Request.delete_records:type_name -> strand.DeleteRecordsRequest
-	50,  // 12: strand.Request.describe_partitions:type_name -> strand.DescribePartitionsRequest
-	26,  // 13: strand.Request.find_coordinator:type_name -> strand.FindCoordinatorRequest
-	29,  // 14: strand.Request.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatRequest
-	32,  // 15: strand.Request.offset_commit:type_name -> strand.OffsetCommitRequest
-	34,  // 16: strand.Request.offset_fetch:type_name -> strand.OffsetFetchRequest
-	37,  // 17: strand.Request.list_groups:type_name -> strand.ListGroupsRequest
-	39,  // 18: strand.Request.describe_groups:type_name -> strand.DescribeGroupsRequest
-	42,  // 19: strand.Request.delete_groups:type_name -> strand.DeleteGroupsRequest
-	43,  // 20: strand.Request.offset_delete:type_name -> strand.OffsetDeleteRequest
-	20,  // 21: strand.Request.create_partitions:type_name -> strand.CreatePartitionsRequest
-	55,  // 22: strand.Request.alter_users:type_name -> strand.AlterUsersRequest
-	57,  // 23: strand.Request.list_users:type_name -> strand.ListUsersRequest
-	60,  // 24: strand.Request.alter_acls:type_name -> strand.AlterAclsRequest
-	62,  // 25: strand.Request.describe_acls:type_name -> strand.DescribeAclsRequest
-	52,  // 26: strand.Request.sasl_authenticate:type_name -> strand.SaslAuthenticateRequest
-	65,  // 27: strand.Request.alter_quotas:type_name -> strand.AlterQuotasRequest
-	95,  // 28: strand.Request.raft:type_name -> strand.RaftFrame
-	1,   // 29: strand.Response.error:type_name -> strand.Error
-	5,   // 30: strand.Response.hello:type_name -> strand.HelloResponse
-	7,   // 31: strand.Response.metadata:type_name -> strand.MetadataResponse
-	9,   // 32: strand.Response.produce:type_name -> strand.ProduceResponse
-	11,  // 33: strand.Response.fetch:type_name -> strand.FetchResponse
-	13,  // 34: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
-	17,  // 35: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
-	19,  // 36: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
-	23,  // 37: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
-	25,  // 38: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
-	47,  // 39: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
-	49,  // 40: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
-	51,  // 41: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
-	27,  // 42: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
-	30,  // 43: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
-	33,  // 44: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
-	36,  // 45: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
-	38,  // 46: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
-	41,  // 47: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
-	45,  // 48: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
-	44,  // 49: strand.Response.offset_delete:type_name -> strand.OffsetDeleteResponse
-	21,  // 50: strand.Response.create_partitions:type_name -> strand.CreatePartitionsResponse
-	56,  // 51: strand.Response.alter_users:type_name -> strand.AlterUsersResponse
-	58,  // 52: strand.Response.list_users:type_name -> strand.ListUsersResponse
-	61,  // 53: strand.Response.alter_acls:type_name -> strand.AlterAclsResponse
-	63,  // 54: strand.Response.describe_acls:type_name -> strand.DescribeAclsResponse
-	53,  // 55: strand.Response.sasl_authenticate:type_name -> strand.SaslAuthenticateResponse
-	66,  // 56: strand.Response.alter_quotas:type_name -> strand.AlterQuotasResponse
-	67,  // 57: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
-	69,  // 58: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
-	70,  // 59: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
-	71,  // 60: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
-	72,  // 61: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
-	74,  // 62: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
-	75,  // 63: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
-	76,  // 64: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
-	77,  // 65: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
-	1,   // 66: strand.TopicResult.error:type_name -> strand.Error
-	16,  // 67: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
-	16,  // 68: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
-	78,  // 69: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
-	79,  // 70: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
-	80,  // 71: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
-	28,  // 72: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
-	28,  // 73: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
-	31,  // 74: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
-	28,  // 75: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
-	35,  // 76: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
-	81,  // 77: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
-	28,  // 78: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
-	28,  // 79: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
-	28,  // 80: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
-	82,  // 81: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
-	28,  // 82: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
-	83,  // 83: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
-	84,  // 84: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
-	85,  // 85: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
-	86,  // 86: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
-	87,  // 87: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
-	88,  // 88: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
-	89,  // 89: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
-	90,  // 90: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
-	91,  // 91: strand.AlterUsersRequest.upserts:type_name -> strand.AlterUsersRequest.Upsert
-	92,  // 92: strand.AlterUsersRequest.deletes:type_name -> strand.AlterUsersRequest.Delete
-	93,  // 93: strand.AlterUsersResponse.results:type_name -> strand.AlterUsersResponse.Result
-	94,  // 94: strand.ListUsersResponse.users:type_name -> strand.ListUsersResponse.User
-	59,  // 95: strand.AlterAclsRequest.add:type_name -> strand.AclBinding
-	59,  // 96: strand.AlterAclsRequest.remove:type_name -> strand.AclBinding
-	59,  // 97: strand.DescribeAclsResponse.bindings:type_name -> strand.AclBinding
-	64,  // 98: strand.DescribeAclsResponse.quotas:type_name -> strand.Quota
-	64,  // 99: strand.AlterQuotasRequest.quotas:type_name -> strand.Quota
-	1,   // 100: strand.MetadataResponse.Partition.error:type_name -> strand.Error
-	1,   // 101: strand.MetadataResponse.Topic.error:type_name -> strand.Error
-	68,  // 102: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
-	1,   // 103: strand.ProduceResponse.Partition.error:type_name -> strand.Error
-	1,   // 104: strand.FetchResponse.Partition.error:type_name -> strand.Error
-	73,  // 105: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
-	1,   // 106: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
-	14,  // 107: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
-	1,   // 108: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
-	1,   // 109: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
-	14,  // 110: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	1,   // 111: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
-	40,  // 112: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
-	35,  // 113: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
-	1,   // 114: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
-	1,   // 115: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
-	14,  // 116: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
-	1,   // 117: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
-	14,  // 118: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	1,   // 119: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
-	1,   // 120: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
-	54,  // 121: strand.AlterUsersRequest.Upsert.credential:type_name -> strand.UserCredential
-	1,   // 122: strand.AlterUsersResponse.Result.error:type_name -> strand.Error
-	123, // [123:123] is the sub-list for method output_type
-	123, // [123:123] is the sub-list for method input_type
-	123, // [123:123] is the sub-list for extension type_name
-	123, // [123:123] is the sub-list for extension extendee
-	0,   // [0:123] is the sub-list for field type_name
+	7,   // 1: strand.Request.hello:type_name -> strand.HelloRequest
+	9,   // 2: strand.Request.metadata:type_name -> strand.MetadataRequest
+	11,  // 3: strand.Request.produce:type_name -> strand.ProduceRequest
+	13,  // 4: strand.Request.fetch:type_name -> strand.FetchRequest
+	15,  // 5: strand.Request.list_offsets:type_name -> strand.ListOffsetsRequest
+	18,  // 6: strand.Request.create_topics:type_name -> strand.CreateTopicsRequest
+	21,  // 7: strand.Request.delete_topics:type_name -> strand.DeleteTopicsRequest
+	25,  // 8: strand.Request.describe_topics:type_name -> strand.DescribeTopicsRequest
+	27,  // 9: strand.Request.init_producer_id:type_name -> strand.InitProducerIdRequest
+	49,  // 10: strand.Request.alter_configs:type_name -> strand.AlterConfigsRequest
+	51,  // 11: strand.Request.delete_records:type_name -> strand.DeleteRecordsRequest
+	53,  // 12: strand.Request.describe_partitions:type_name -> strand.DescribePartitionsRequest
+	29,  // 13: strand.Request.find_coordinator:type_name -> strand.FindCoordinatorRequest
+	32,  // 14: strand.Request.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatRequest
+	35,  // 15: strand.Request.offset_commit:type_name -> strand.OffsetCommitRequest
+	37,  // 16: strand.Request.offset_fetch:type_name -> strand.OffsetFetchRequest
+	40,  // 17: strand.Request.list_groups:type_name -> strand.ListGroupsRequest
+	42,  // 18: strand.Request.describe_groups:type_name -> strand.DescribeGroupsRequest
+	45,  // 19: strand.Request.delete_groups:type_name -> strand.DeleteGroupsRequest
+	46,  // 20: strand.Request.offset_delete:type_name -> strand.OffsetDeleteRequest
+	23,  // 21: strand.Request.create_partitions:type_name -> strand.CreatePartitionsRequest
+	58,  // 22: strand.Request.alter_users:type_name -> strand.AlterUsersRequest
+	60,  // 23: strand.Request.list_users:type_name -> strand.ListUsersRequest
+	63,  // 24: strand.Request.alter_acls:type_name -> strand.AlterAclsRequest
+	65,  // 25: strand.Request.describe_acls:type_name -> strand.DescribeAclsRequest
+	55,  // 26: strand.Request.sasl_authenticate:type_name -> strand.SaslAuthenticateRequest
+	68,  // 27: strand.Request.alter_quotas:type_name -> strand.AlterQuotasRequest
+	70,  // 28: strand.Request.node_admin:type_name -> strand.NodeAdminRequest
+	72,  // 29: strand.Request.elect_leaders:type_name -> strand.ElectLeadersRequest
+	74,  // 30: strand.Request.cluster_members:type_name -> strand.ClusterMembersRequest
+	106, // 31: strand.Request.raft:type_name -> strand.RaftFrame
+	4,   // 32: strand.Response.error:type_name -> strand.Error
+	8,   // 33: strand.Response.hello:type_name -> strand.HelloResponse
+	10,  // 34: strand.Response.metadata:type_name -> strand.MetadataResponse
+	12,  // 35: strand.Response.produce:type_name -> strand.ProduceResponse
+	14,  // 36: strand.Response.fetch:type_name -> strand.FetchResponse
+	16,  // 37: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
+	20,  // 38: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
+	22,  // 39: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
+	26,  // 40: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
+	28,  // 41: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
+	50,  // 42: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
+	52,  // 43: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
+	54,  // 44: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
+	30,  // 45: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
+	33,  // 46: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
+	36,  // 47: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
+	39,  // 48: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
+	41,  // 49: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
+	44,  // 50: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
+	48,  // 51: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
+	47,  // 52: strand.Response.offset_delete:type_name -> strand.OffsetDeleteResponse
+	24,  // 53: strand.Response.create_partitions:type_name -> strand.CreatePartitionsResponse
+	59,  // 54: strand.Response.alter_users:type_name -> strand.AlterUsersResponse
+	61,  // 55: strand.Response.list_users:type_name -> strand.ListUsersResponse
+	64,  // 56: strand.Response.alter_acls:type_name -> strand.AlterAclsResponse
+	66,  // 57: strand.Response.describe_acls:type_name -> strand.DescribeAclsResponse
+	56,  // 58: strand.Response.sasl_authenticate:type_name -> strand.SaslAuthenticateResponse
+	69,  // 59: strand.Response.alter_quotas:type_name -> strand.AlterQuotasResponse
+	71,  // 60: strand.Response.node_admin:type_name -> strand.NodeAdminResponse
+	73,  // 61: strand.Response.elect_leaders:type_name -> strand.ElectLeadersResponse
+	75,  // 62: strand.Response.cluster_members:type_name -> strand.ClusterMembersResponse
+	76,  // 63: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
+	78,  // 64: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
+	79,  // 65: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
+	80,  // 66: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
+	81,  // 67: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
+	83,  // 68: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
+	84,  // 69: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
+	85,  // 70: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
+	86,  // 71: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
+	4,   // 72: strand.TopicResult.error:type_name -> strand.Error
+	19,  // 73: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
+	19,  // 74: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
+	87,  // 75: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
+	88,  // 76: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
+	89,  // 77: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
+	31,  // 78: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
+	31,  // 79: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
+	34,  // 80: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
+	31,  // 81: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
+	38,  // 82: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
+	90,  // 83: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
+	31,  // 84: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
+	31,  // 85: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
+	31,  // 86: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
+	91,  // 87: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
+	31,  // 88: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
+	92,  // 89: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
+	93,  // 90: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
+	94,  // 91: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
+	95,  // 92: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
+	96,  // 93: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
+	97,  // 94: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
+	98,  // 95: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
+	99,  // 96: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
+	100, // 97: strand.AlterUsersRequest.upserts:type_name -> strand.AlterUsersRequest.Upsert
+	101, // 98: strand.AlterUsersRequest.deletes:type_name -> strand.AlterUsersRequest.Delete
+	102, // 99: strand.AlterUsersResponse.results:type_name -> strand.AlterUsersResponse.Result
+	103, // 100: strand.ListUsersResponse.users:type_name -> strand.ListUsersResponse.User
+	62,  // 101: strand.AlterAclsRequest.add:type_name -> strand.AclBinding
+	62,  // 102: strand.AlterAclsRequest.remove:type_name -> strand.AclBinding
+	62,  // 103: strand.DescribeAclsResponse.bindings:type_name -> strand.AclBinding
+	67,  // 104: strand.DescribeAclsResponse.quotas:type_name -> strand.Quota
+	67,  // 105: strand.AlterQuotasRequest.quotas:type_name -> strand.Quota
+	1,   // 106: strand.NodeAdminRequest.action:type_name -> strand.NodeAction
+	104, // 107: strand.ElectLeadersResponse.transfers:type_name -> strand.ElectLeadersResponse.Transfer
+	105, // 108: strand.ClusterMembersResponse.members:type_name -> strand.ClusterMembersResponse.Member
+	4,   // 109: strand.MetadataResponse.Partition.error:type_name -> strand.Error
+	4,   // 110: strand.MetadataResponse.Topic.error:type_name -> strand.Error
+	77,  // 111: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
+	4,   // 112: strand.ProduceResponse.Partition.error:type_name -> strand.Error
+	4,   // 113: strand.FetchResponse.Partition.error:type_name -> strand.Error
+	82,  // 114: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
+	4,   // 115: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
+	17,  // 116: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
+	4,   // 117: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
+	4,   // 118: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
+	17,  // 119: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	4,   // 120: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
+	43,  // 121: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
+	38,  // 122: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
+	4,   // 123: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
+	4,   // 124: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
+	17,  // 125: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
+	4,   // 126: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
+	17,  // 127: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	4,   // 128: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
+	4,   // 129: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
+	57,  // 130: strand.AlterUsersRequest.Upsert.credential:type_name -> strand.UserCredential
+	4,   // 131: strand.AlterUsersResponse.Result.error:type_name -> strand.Error
+	2,   // 132: strand.ClusterMembersResponse.Member.state:type_name -> strand.MemberState
+	3,   // 133: strand.ClusterMembersResponse.Member.role:type_name -> strand.MetadataRole
+	134, // [134:134] is the sub-list for method output_type
+	134, // [134:134] is the sub-list for method input_type
+	134, // [134:134] is the sub-list for extension type_name
+	134, // [134:134] is the sub-list for extension extendee
+	0,   // [0:134] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -7650,6 +8487,9 @@ func file_wire_proto_init() {
 		(*Request_DescribeAcls)(nil),
 		(*Request_SaslAuthenticate)(nil),
 		(*Request_AlterQuotas)(nil),
+		(*Request_NodeAdmin)(nil),
+		(*Request_ElectLeaders)(nil),
+		(*Request_ClusterMembers)(nil),
 		(*Request_Raft)(nil),
 	}
 	file_wire_proto_msgTypes[2].OneofWrappers = []any{
@@ -7680,15 +8520,18 @@ func file_wire_proto_init() {
 		(*Response_DescribeAcls)(nil),
 		(*Response_SaslAuthenticate)(nil),
 		(*Response_AlterQuotas)(nil),
+		(*Response_NodeAdmin)(nil),
+		(*Response_ElectLeaders)(nil),
+		(*Response_ClusterMembers)(nil),
 	}
-	file_wire_proto_msgTypes[72].OneofWrappers = []any{}
+	file_wire_proto_msgTypes[78].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   94,
+			NumEnums:      4,
+			NumMessages:   102,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/engine/metadata"
+)
+
+// errMovesUnavailable: this build has no partition-move API wired in.
+var errMovesUnavailable = errors.New("partition moves are not available in this build: nothing was changed")
+
+// movePartitions hands the planned moves to the cluster's partition-move
+// API (learner catch-up, then a joint configuration change per partition)
+// and returns once the cluster took them; callers then wait for the
+// metadata to list the new replicas. It is the one seam between the
+// membership commands and the moves, set at merge to a call of
+// clientlib's MovePartitions (PartitionMove{Topic, Partition, Replicas}
+// per move, Replicas = Move.To); nil: no moves in this build, and a
+// command that would need one fails before changing anything.
+var movePartitions func(ctx context.Context, c *clientlib.Client, moves []metadata.Move) error
+
+// clusterSubcommands are the subcommands of `strand cluster` (without
+// one, it prints the cluster).
+var clusterSubcommands = []string{"rebalance", "leaders"}
+
+// cmdClusterSub runs `strand cluster rebalance|leaders`.
+func cmdClusterSub(sub string, args []string, stdout io.Writer) error {
+	fs := newFlags("cluster " + sub)
+	var cf clientFlags
+	cf.register(fs, 10*time.Minute)
+	dryRun := fs.Bool("dry-run", false, "rebalance: print the plan, change nothing")
+	balance := fs.Bool("balance", false, "leaders: move each partition's leadership to its preferred replica when caught up")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return usageError("cluster %s takes no arguments, got %q", sub, fs.Args())
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
+	defer cancel()
+	if sub == "leaders" {
+		return clusterLeaders(ctx, c, stdout, *balance)
+	}
+	return rebalance(ctx, c, stdout, *dryRun)
+}
+
+// rebalance plans an even spread of replicas and preferred leaders over
+// the eligible nodes, prints it, and unless dryRun applies it through the
+// moves and waits for the metadata to show it.
+func rebalance(ctx context.Context, c *clientlib.Client, w io.Writer, dryRun bool) error {
+	members, err := c.ClusterMembers(ctx)
+	if err != nil {
+		return wrapErr(err, "cluster members")
+	}
+	nodes, parts, err := planInput(ctx, c, members, 0)
+	if err != nil {
+		return err
+	}
+	moves := metadata.PlanRebalance(nodes, parts)
+	switch {
+	case len(moves) == 0:
+		fmt.Fprintln(w, "balanced: nothing to move")
+		return nil
+	case dryRun:
+		fmt.Fprintf(w, "rebalance (dry run, nothing changed): %s\n", plural(len(moves), "partition move"))
+		printMoves(w, moves)
+		return nil
+	}
+	if movePartitions == nil {
+		return errMovesUnavailable
+	}
+	fmt.Fprintf(w, "rebalance: %s\n", plural(len(moves), "partition move"))
+	printMoves(w, moves)
+	if err := movePartitions(ctx, c, moves); err != nil {
+		return fmt.Errorf("rebalance: %w", err)
+	}
+	if err := waitReplicas(ctx, c, moves); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "rebalanced")
+	return nil
+}
+
+// clusterLeaders prints the partitions not led by their preferred replica;
+// with balance it asks every active node to hand over the leaderships it
+// holds and prints what moved.
+func clusterLeaders(ctx context.Context, c *clientlib.Client, w io.Writer, balance bool) error {
+	info, err := c.Metadata(ctx)
+	if err != nil {
+		return wrapErr(err, "metadata")
+	}
+	if !balance {
+		off := 0
+		for _, t := range info.Topics {
+			for _, p := range t.Partitions {
+				if len(p.Replicas) > 0 && p.LeaderID != p.Replicas[0] {
+					fmt.Fprintf(w, "  %s/%d  leader %s, preferred %d\n", t.Name, p.Partition, idOrNone(p.LeaderID), p.Replicas[0])
+					off++
+				}
+			}
+		}
+		fmt.Fprintf(w, "%s not led by their preferred replica (strand cluster leaders --balance moves them)\n", plural(off, "partition"))
+		return nil
+	}
+	members, err := c.ClusterMembers(ctx)
+	if err != nil {
+		return wrapErr(err, "cluster members")
+	}
+	moved, lagging := 0, int32(0)
+	for _, m := range members.Members {
+		if m.State == "removed" {
+			continue
+		}
+		transfers, skipped, err := c.ElectPreferredLeaders(ctx, m.Address)
+		if err != nil {
+			fmt.Fprintf(w, "  node %d (%s): %s\n", m.ID, m.Address, userMessage(err))
+			continue
+		}
+		lagging += skipped
+		for _, t := range transfers {
+			fmt.Fprintf(w, "  %s/%d  leader %d -> %d\n", t.Topic, t.Partition, t.From, t.To)
+			moved++
+		}
+	}
+	fmt.Fprintf(w, "%s started", plural(moved, "leadership transfer"))
+	if lagging > 0 {
+		fmt.Fprintf(w, "; %s left: preferred replica not caught up", plural(int(lagging), "partition"))
+	}
+	fmt.Fprintln(w)
+	return nil
+}
+
+// printMembers prints the nodes with their membership state and metadata
+// role; false when the cluster does not answer ClusterMembers (then the
+// caller prints the plain node list).
+func printMembers(ctx context.Context, c *clientlib.Client, w io.Writer, full map[uint64]bool) bool {
+	members, err := c.ClusterMembers(ctx)
+	if err != nil {
+		return false
+	}
+	for _, m := range members.Members {
+		line := fmt.Sprintf("  %d  %s  %s  metadata %s  replicas %d  preferred leaders %d", m.ID, m.Address, m.State,
+			m.Role, m.Replicas, m.PreferredLeaders)
+		if m.Rack != "" {
+			line += "  rack " + m.Rack
+		}
+		if full[m.ID] {
+			line += "  DISK FULL: refusing produce (not_enough_space) until space returns"
+		}
+		fmt.Fprintln(w, line)
+	}
+	return true
+}

@@ -1,0 +1,387 @@
+package node
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/proto/strandpb"
+	"github.com/strandlog/strand/raftlog/memdisk"
+)
+
+// joinCluster starts three nodes and prepares node 4 to join them: its
+// Config has Join set (while joinFlag says so) and Nodes listing the three
+// and itself, as `strand serve --join` gives it.
+func joinCluster(t *testing.T, seed uint64, joinFlag *bool) *cluster {
+	t.Helper()
+	c := newCluster(t, seed, 3, nil, func(cfg *Config) {
+		if cfg.ID == 4 {
+			cfg.Join = *joinFlag
+			cfg.Nodes = append(slices.Clone(cfg.Nodes), Peer{ID: 4, Address: addressOf(4), Rack: "rack-4"})
+		}
+	})
+	c.waitRegistered(3)
+	return c
+}
+
+// nodeAdmin sends a NodeAdmin request to node via and returns its error.
+func (c *cluster) nodeAdmin(via NodeID, action strandpb.NodeAction, id NodeID) *strandpb.Error {
+	c.t.Helper()
+	resp, _ := c.handle(via, &strandpb.Request{CorrelationId: 71, Body: &strandpb.Request_NodeAdmin{NodeAdmin: &strandpb.NodeAdminRequest{
+		Action: action, NodeId: uint64(id), Address: addressOf(id), Rack: "rack-4",
+	}}})
+	return resp.GetError()
+}
+
+// addNode registers node 4 through via and starts it.
+func (c *cluster) addNode4(via NodeID) {
+	c.t.Helper()
+	if e := c.nodeAdmin(via, strandpb.NodeAction_NODE_ACTION_ADD, 4); e != nil {
+		c.t.Fatalf("add node 4: %v", e)
+	}
+	c.ids = append(c.ids, 4)
+	c.disks[4] = memdisk.New()
+	c.start(4)
+}
+
+// waitRole ticks until every live node applied role for node id.
+func (c *cluster) waitRole(id NodeID, role MetaRole) {
+	c.t.Helper()
+	for range 600 {
+		all := true
+		for _, n := range c.ids {
+			if core := c.cores[n]; core != nil {
+				all = all && core.MetadataRole(id) == role
+			}
+		}
+		if all {
+			return
+		}
+		c.tick(1)
+	}
+	var got []MetaRole
+	for _, n := range c.ids {
+		if core := c.cores[n]; core != nil {
+			got = append(got, core.MetadataRole(id))
+		}
+	}
+	c.t.Fatalf("node %d never became %s everywhere: %v", id, role, got)
+}
+
+// waitUnfenced ticks until every live node applied node id unfenced (a
+// joined node registers itself once it is in the metadata group).
+func (c *cluster) waitUnfenced(id NodeID) {
+	c.t.Helper()
+	for range 300 {
+		all := true
+		for _, n := range c.ids {
+			if core := c.cores[n]; core != nil {
+				node, ok := core.meta.meta.Node(uint64(id))
+				all = all && ok && !node.Fenced
+			}
+		}
+		if all {
+			return
+		}
+		c.tick(1)
+	}
+	c.t.Fatalf("node %d stayed fenced", id)
+}
+
+// TestJoinNodeBecomesVoterAndHostsReplicas: a registered node started with
+// Join is added as a learner, promoted to voter once caught up, applies
+// the whole metadata log (it sees every registration), and receives
+// replicas of a topic created afterwards; a restart of every node, the
+// joined one without Join, comes back in the same membership.
+func TestJoinNodeBecomesVoterAndHostsReplicas(t *testing.T) {
+	join := true
+	c := joinCluster(t, 1, &join)
+	c.addNode4(1)
+	c.waitRole(4, MetaRoleVoter)
+	c.waitRegistered(4)
+	c.waitUnfenced(4)
+	if st, _ := c.cores[4].MetadataStatus(); st.Leader == 0 {
+		t.Fatalf("joined node knows no metadata leader")
+	}
+	c.createTopic(c.metaLeaderOf(), "after", 4, 3)
+	var on4 int
+	for range 300 {
+		if on4 = len(c.hosted(4)); on4 > 0 {
+			break
+		}
+		c.tick(1)
+	}
+	if on4 == 0 {
+		t.Fatalf("joined node hosts no replica of a topic created after it joined")
+	}
+	join = false
+	for _, id := range c.ids {
+		c.crash(id)
+	}
+	for _, id := range c.ids {
+		c.start(id)
+	}
+	c.waitRole(4, MetaRoleVoter)
+	for _, id := range []NodeID{1, 2, 3} {
+		if r := c.cores[4].MetadataRole(id); r != MetaRoleVoter {
+			t.Fatalf("after restart node 4 sees node %d as %s", id, r)
+		}
+	}
+	c.metaLeaderOf()
+}
+
+// TestJoinSurvivesCrashes: the joining node crashes before and after its
+// first entries arrive, and the metadata leader crashes right after the
+// learner was added; the node still ends a voter everywhere, and a
+// joined node whose log was still empty never bootstraps a group of its
+// own on restart (it restarts without Join).
+func TestJoinSurvivesCrashes(t *testing.T) {
+	join := true
+	c := joinCluster(t, 2, &join)
+	c.addNode4(2)
+	// Crash node 4 before it heard anything: its log is empty; Join is
+	// gone from its config, the marker keeps it from bootstrapping.
+	c.crash(4)
+	join = false
+	c.start(4)
+	if st, _ := c.cores[4].MetadataStatus(); st.Leader == 4 {
+		t.Fatalf("restarted joiner leads a group of its own")
+	}
+	// Crash the metadata leader as soon as node 4 is a learner.
+	c.waitRole(4, MetaRoleLearner)
+	lead := c.metaLeaderOf()
+	c.crash(lead)
+	c.tick(5)
+	c.crash(4) // and the joiner again, mid catch-up
+	c.tick(5)
+	c.start(lead)
+	c.start(4)
+	c.waitRole(4, MetaRoleVoter)
+	c.waitRegistered(4)
+}
+
+// TestDecommissionRemovesFromMetadataGroup: a decommissioning voter is
+// demoted to learner once enough active voters remain, cannot be removed
+// while it holds replicas, and once its topic is gone and it is removed
+// leaves the metadata group's configuration; it can never register again.
+func TestDecommissionRemovesFromMetadataGroup(t *testing.T) {
+	join := true
+	c := joinCluster(t, 3, &join)
+	c.addNode4(1)
+	c.waitRole(4, MetaRoleVoter)
+	c.createTopic(c.metaLeaderOf(), "t", 1, 4)
+	if e := c.nodeAdmin(1, strandpb.NodeAction_NODE_ACTION_DECOMMISSION, 3); e != nil {
+		t.Fatalf("decommission: %v", e)
+	}
+	c.waitRole(3, MetaRoleLearner)
+	if e := c.nodeAdmin(1, strandpb.NodeAction_NODE_ACTION_REMOVE, 3); e.GetCode() != strandpb.ErrorCode_ERROR_CODE_MEMBERSHIP_REFUSED {
+		t.Fatalf("remove node holding a replica: %v, want membership_refused", e)
+	}
+	resp, _ := c.handle(1, &strandpb.Request{CorrelationId: 9, Body: &strandpb.Request_DeleteTopics{DeleteTopics: &strandpb.DeleteTopicsRequest{Names: []string{"t"}}}})
+	if resp.GetError() != nil {
+		t.Fatalf("delete: %v", resp)
+	}
+	if e := c.nodeAdmin(1, strandpb.NodeAction_NODE_ACTION_REMOVE, 3); e != nil {
+		t.Fatalf("remove: %v", e)
+	}
+	c.waitRole(3, MetaRoleNone)
+	if e := c.nodeAdmin(1, strandpb.NodeAction_NODE_ACTION_ADD, 3); e.GetCode() != strandpb.ErrorCode_ERROR_CODE_NODE_REMOVED {
+		t.Fatalf("re-add removed node: %v, want node_removed", e)
+	}
+	resp, _ = c.handle(2, &strandpb.Request{CorrelationId: 10, Body: &strandpb.Request_ClusterMembers{ClusterMembers: &strandpb.ClusterMembersRequest{}}})
+	var states []string
+	for _, m := range resp.GetClusterMembers().GetMembers() {
+		states = append(states, m.GetState().String()+"/"+m.GetRole().String())
+	}
+	want := []string{"MEMBER_STATE_ACTIVE/METADATA_ROLE_VOTER", "MEMBER_STATE_ACTIVE/METADATA_ROLE_VOTER",
+		"MEMBER_STATE_REMOVED/METADATA_ROLE_NONE", "MEMBER_STATE_ACTIVE/METADATA_ROLE_VOTER"}
+	if !slices.Equal(states, want) {
+		t.Fatalf("members %v, want %v", states, want)
+	}
+	n, _ := c.cores[1].meta.meta.Node(3)
+	if n.State != metadata.NodeRemoved {
+		t.Fatalf("node 3 state %s", n.State)
+	}
+}
+
+// TestElectLeadersMovesToPreferred: a partition led by a replica other
+// than its preferred one hands the lead over on ElectLeaders.
+func TestElectLeadersMovesToPreferred(t *testing.T) {
+	c := newCluster(t, 4, 3, nil, nil)
+	c.waitRegistered(3)
+	c.createTopic(c.metaLeaderOf(), "e", 1, 3)
+	tp := TopicPartition{Topic: "e"}
+	lead := c.leader(tp)
+	t0, _ := c.cores[1].meta.meta.Topic("e")
+	preferred := NodeID(t0.Replicas[0][0])
+	if lead == preferred {
+		// Move the lead away first, then elect it back.
+		other := NodeID(t0.Replicas[0][1])
+		c.cores[lead].byTP[tp].raw.TransferLeader(uint64(other))
+		c.cores[lead].markReady(c.cores[lead].byTP[tp])
+		c.tick(20)
+		lead = c.leader(tp)
+		if lead == preferred {
+			t.Fatalf("could not move the lead away from %d", preferred)
+		}
+	}
+	resp, _ := c.handle(lead, &strandpb.Request{CorrelationId: 72, Body: &strandpb.Request_ElectLeaders{ElectLeaders: &strandpb.ElectLeadersRequest{}}})
+	tr := resp.GetElectLeaders().GetTransfers()
+	if len(tr) != 1 || NodeID(tr[0].GetTo()) != preferred {
+		t.Fatalf("transfers %v, want one to %d", tr, preferred)
+	}
+	c.tick(20)
+	if got := c.leader(tp); got != preferred {
+		t.Fatalf("leader %d after election, want %d", got, preferred)
+	}
+}
+
+// TestJoinedNodeRestartedAloneDefaultsToClusterSize: a joined node
+// restarted knowing only itself (serve without --peers or --join) still
+// creates topics with the default replication factor 3, counting the
+// registered nodes, not its one-entry Config.Nodes (which gave 1).
+func TestJoinedNodeRestartedAloneDefaultsToClusterSize(t *testing.T) {
+	join, alone := true, false
+	c := newCluster(t, 5, 3, nil, func(cfg *Config) {
+		if cfg.ID == 4 {
+			cfg.Join = join
+			cfg.Nodes = append(slices.Clone(cfg.Nodes), Peer{ID: 4, Address: addressOf(4), Rack: "rack-4"})
+			if alone {
+				cfg.Nodes = []Peer{{ID: 4, Address: addressOf(4), Rack: "rack-4"}}
+			}
+		}
+	})
+	c.waitRegistered(3)
+	c.addNode4(1)
+	c.waitRole(4, MetaRoleVoter)
+	c.crash(4)
+	join, alone = false, true
+	c.start(4)
+	c.waitRole(4, MetaRoleVoter)
+	c.metaLeaderOf()
+	c.createTopic(4, "dflt", 1, 0)
+	t0, _ := c.cores[1].meta.meta.Topic("dflt")
+	if t0.ReplicationFactor != 3 {
+		t.Fatalf("default replication factor %d through the restarted joined node, want 3", t0.ReplicationFactor)
+	}
+}
+
+// TestDecommissionKeepsThreeVoters: decommissioning one node of three
+// leaves it a voter until it is removed (demoting it would run the whole
+// drain on two voters, tolerating no failure).
+func TestDecommissionKeepsThreeVoters(t *testing.T) {
+	c := newCluster(t, 6, 3, nil, nil)
+	c.waitRegistered(3)
+	if e := c.nodeAdmin(1, strandpb.NodeAction_NODE_ACTION_DECOMMISSION, 2); e != nil {
+		t.Fatalf("decommission: %v", e)
+	}
+	c.tick(200)
+	for _, id := range c.ids {
+		if r := c.cores[id].MetadataRole(2); r != MetaRoleVoter {
+			t.Fatalf("node %d sees decommissioning node 2 as %s, want voter", id, r)
+		}
+	}
+}
+
+// TestJoinUnderLossAndCrashes: over several seeds, node 4 (registered)
+// joins while a fifth of all frames are lost and, at a drawn tick, the metadata leader
+// crashes and comes back; once the loss stops every node applies the same
+// metadata (equal digests at equal applied index) with node 4 a voter.
+func TestJoinUnderLossAndCrashes(t *testing.T) {
+	crashes := 0
+	for seed := uint64(10); seed < 18; seed++ {
+		join := true
+		c := joinCluster(t, seed, &join)
+		c.addNode4(1 + NodeID(seed%3))
+		c.drop = func(envelope) bool { return c.rng.IntN(5) == 0 }
+		crashAt := c.rng.IntN(40)
+		for tick := 0; tick < 60; tick++ {
+			if tick == crashAt {
+				if lead, _ := c.cores[1].metaLeader(); lead != 0 && c.cores[lead] != nil {
+					c.crash(lead)
+					crashes++
+					c.tick(3)
+					c.start(lead)
+				}
+			}
+			c.tick(1)
+		}
+		c.drop = nil
+		c.waitRole(4, MetaRoleVoter)
+		c.waitUnfenced(4)
+		c.checkMetadataAgrees()
+	}
+	if crashes == 0 {
+		t.Fatalf("no metadata leader crashed in any seed")
+	}
+	t.Logf("%d metadata leader crashes", crashes)
+}
+
+// checkMetadataAgrees ticks until every live node applied the same
+// metadata index, then compares their digests.
+func (c *cluster) checkMetadataAgrees() {
+	c.t.Helper()
+	for range 300 {
+		var idx []uint64
+		var dig []uint64
+		for _, id := range c.ids {
+			if core := c.cores[id]; core != nil {
+				idx = append(idx, core.meta.meta.AppliedIndex())
+				dig = append(dig, core.meta.meta.Digest())
+			}
+		}
+		if slices.Min(idx) == slices.Max(idx) {
+			if slices.Min(dig) != slices.Max(dig) {
+				c.t.Fatalf("metadata digests differ at index %d: %v", idx[0], dig)
+			}
+			return
+		}
+		c.tick(1)
+	}
+	c.t.Fatalf("metadata applied indexes never met")
+}
+
+// TestSixthNodeStaysObserver: with five voters a joining node is never
+// promoted: it stays a learner (an observer, as KRaft brokers), shown
+// active while caught up and joining (by the leader) once it lags.
+func TestSixthNodeStaysObserver(t *testing.T) {
+	c := newCluster(t, 7, 5, nil, func(cfg *Config) {
+		if cfg.ID == 6 {
+			cfg.Join = true
+			cfg.Nodes = append(slices.Clone(cfg.Nodes), Peer{ID: 6, Address: addressOf(6), Rack: "rack-6"})
+		}
+	})
+	c.waitRegistered(5)
+	resp, _ := c.handle(1, &strandpb.Request{CorrelationId: 71, Body: &strandpb.Request_NodeAdmin{NodeAdmin: &strandpb.NodeAdminRequest{
+		Action: strandpb.NodeAction_NODE_ACTION_ADD, NodeId: 6, Address: addressOf(6)}}})
+	if resp.GetError() != nil {
+		t.Fatalf("add node 6: %v", resp.GetError())
+	}
+	c.ids = append(c.ids, 6)
+	c.disks[6] = memdisk.New()
+	c.start(6)
+	c.waitRole(6, MetaRoleLearner)
+	c.waitUnfenced(6)
+	c.tick(50)
+	if r := c.cores[1].MetadataRole(6); r != MetaRoleLearner {
+		t.Fatalf("node 6 is %s with five voters, want learner", r)
+	}
+	state := func() string {
+		lead := c.metaLeaderOf()
+		resp, _ := c.handle(lead, &strandpb.Request{CorrelationId: 73, Body: &strandpb.Request_ClusterMembers{ClusterMembers: &strandpb.ClusterMembersRequest{}}})
+		for _, m := range resp.GetClusterMembers().GetMembers() {
+			if m.GetId() == 6 {
+				return m.GetState().String() + "/" + m.GetRole().String()
+			}
+		}
+		return "missing"
+	}
+	if s := state(); s != "MEMBER_STATE_ACTIVE/METADATA_ROLE_LEARNER" {
+		t.Fatalf("caught-up observer shown %s", s)
+	}
+	c.crash(6)
+	c.createTopic(c.metaLeaderOf(), "moved-on", 1, 3)
+	if s := state(); s != "MEMBER_STATE_JOINING/METADATA_ROLE_LEARNER" {
+		t.Fatalf("lagging observer shown %s by the leader", s)
+	}
+}
