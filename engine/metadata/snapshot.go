@@ -2,6 +2,7 @@ package metadata
 
 import (
 	"fmt"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -39,7 +40,8 @@ func (s *State) marshal(appliedIndex uint64) []byte {
 			Partitions: make([]*strandpb.MetadataPartition, len(t.replicas)),
 		}
 		for p, replicas := range t.replicas {
-			pt.Partitions[p] = &strandpb.MetadataPartition{Replicas: replicas, LeaderId: t.leaders[p].Node, LeaderTerm: t.leaders[p].Term}
+			pt.Partitions[p] = &strandpb.MetadataPartition{Replicas: replicas, LeaderId: t.leaders[p].Node, LeaderTerm: t.leaders[p].Term,
+				TargetReplicas: t.targets[p], BootstrapReplicas: t.bootstrap[p]}
 		}
 		snap.Topics[i] = pt
 	}
@@ -92,6 +94,15 @@ func Restore(data []byte) (*State, error) {
 		for p, part := range pt.GetPartitions() {
 			t.replicas[p] = append([]uint64(nil), part.GetReplicas()...)
 			t.leaders[p] = Leader{Node: part.GetLeaderId(), Term: part.GetLeaderTerm()}
+		}
+		t.grow()
+		for p, part := range pt.GetPartitions() {
+			if len(part.GetTargetReplicas()) > 0 {
+				t.targets[p] = append([]uint64(nil), part.GetTargetReplicas()...)
+			}
+			if len(part.GetBootstrapReplicas()) > 0 {
+				t.bootstrap[p] = append([]uint64(nil), part.GetBootstrapReplicas()...)
+			}
 		}
 		s.topicNames = append(s.topicNames, t.name)
 		s.topics[t.name] = t
@@ -179,23 +190,41 @@ func (s *State) checkTopic(t *topicState) error {
 	if t.replicationFactor < 1 || int(t.replicationFactor) > len(s.nodes) {
 		return fmt.Errorf("replication factor %d with %d nodes", t.replicationFactor, len(s.nodes))
 	}
-	if len(t.leaders) != len(t.replicas) {
-		return fmt.Errorf("%d leaders for %d partitions", len(t.leaders), len(t.replicas))
+	if len(t.leaders) != len(t.replicas) || len(t.targets) != len(t.replicas) || len(t.bootstrap) != len(t.replicas) {
+		return fmt.Errorf("%d leaders, %d targets, %d bootstraps for %d partitions", len(t.leaders), len(t.targets),
+			len(t.bootstrap), len(t.replicas))
 	}
 	for p, replicas := range t.replicas {
-		if l := t.leaders[p]; (l.Term == 0) != (l.Node == 0) || l.Node != 0 && !containsID(replicas, l.Node) {
+		if l := t.leaders[p]; (l.Term == 0) != (l.Node == 0) ||
+			l.Node != 0 && !containsID(replicas, l.Node) && !containsID(t.targets[p], l.Node) {
 			return fmt.Errorf("partition %d: leader %d in term %d", p, l.Node, l.Term)
 		}
-		if len(replicas) != int(t.replicationFactor) {
-			return fmt.Errorf("partition %d: %d replicas, want %d", p, len(replicas), t.replicationFactor)
+		// A move may change a partition's replica count (as Kafka's
+		// reassignment does); the topic's factor is what creates use.
+		if len(replicas) < 1 || len(replicas) > max(int(t.replicationFactor), MoveReplicasMax) {
+			return fmt.Errorf("partition %d: %d replicas, factor %d", p, len(replicas), t.replicationFactor)
 		}
-		for j, id := range replicas {
-			if _, ok := s.nodeIndex(id); !ok {
-				return fmt.Errorf("partition %d: replica on unknown node %d", p, id)
+		for _, list := range [][]uint64{replicas, t.targets[p], t.bootstrap[p]} {
+			if err := s.checkReplicaList(list); err != nil {
+				return fmt.Errorf("partition %d: %w", p, err)
 			}
-			if containsID(replicas[:j], id) {
-				return fmt.Errorf("partition %d: node %d twice", p, id)
-			}
+		}
+		if len(t.targets[p]) > 0 && slices.Equal(t.targets[p], replicas) {
+			return fmt.Errorf("partition %d: a move to its own replicas %v", p, replicas)
+		}
+	}
+	return nil
+}
+
+// checkReplicaList verifies a replica list names distinct registered
+// nodes.
+func (s *State) checkReplicaList(replicas []uint64) error {
+	for j, id := range replicas {
+		if _, ok := s.nodeIndex(id); !ok {
+			return fmt.Errorf("replica on unknown node %d", id)
+		}
+		if containsID(replicas[:j], id) {
+			return fmt.Errorf("node %d twice", id)
 		}
 	}
 	return nil

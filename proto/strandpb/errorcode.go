@@ -79,6 +79,10 @@ var errorCodeInfo = map[ErrorCode]CodeInfo{
 	ErrorCode_ERROR_CODE_REPLICA_RECOVERING: {Name: "replica_recovering", Retriable: true, RefreshMetadata: true},
 	// A partition count the topic cannot take (partitions are only added).
 	ErrorCode_ERROR_CODE_INVALID_PARTITIONS: {Name: "invalid_partitions"},
+	// A move of the partition is in progress: wait for it to finish.
+	ErrorCode_ERROR_CODE_REASSIGNMENT_IN_PROGRESS: {Name: "reassignment_in_progress"},
+	// A move target that repeats, or names unknown or fenced nodes.
+	ErrorCode_ERROR_CODE_INVALID_REPLICA_ASSIGNMENT: {Name: "invalid_replica_assignment"},
 }
 
 // Info is code's row of the table. A code this build does not know (a newer

@@ -93,6 +93,8 @@ type MetadataCommand struct {
 	//	*MetadataCommand_AllocateProducerIds
 	//	*MetadataCommand_ReportLeaders
 	//	*MetadataCommand_CreatePartitions
+	//	*MetadataCommand_ReassignPartition
+	//	*MetadataCommand_CompletePartitionMove
 	Command isMetadataCommand_Command `protobuf_oneof:"command"`
 	// 16 random bytes the proposing node drew while the cluster had no id:
 	// the first applied command carrying one makes it the cluster id. Topic
@@ -219,6 +221,24 @@ func (x *MetadataCommand) GetCreatePartitions() *MetadataCreatePartitions {
 	return nil
 }
 
+func (x *MetadataCommand) GetReassignPartition() *MetadataReassignPartition {
+	if x != nil {
+		if x, ok := x.Command.(*MetadataCommand_ReassignPartition); ok {
+			return x.ReassignPartition
+		}
+	}
+	return nil
+}
+
+func (x *MetadataCommand) GetCompletePartitionMove() *MetadataCompletePartitionMove {
+	if x != nil {
+		if x, ok := x.Command.(*MetadataCommand_CompletePartitionMove); ok {
+			return x.CompletePartitionMove
+		}
+	}
+	return nil
+}
+
 func (x *MetadataCommand) GetClusterSeed() []byte {
 	if x != nil {
 		return x.ClusterSeed
@@ -262,6 +282,14 @@ type MetadataCommand_CreatePartitions struct {
 	CreatePartitions *MetadataCreatePartitions `protobuf:"bytes,120,opt,name=create_partitions,json=createPartitions,proto3,oneof"`
 }
 
+type MetadataCommand_ReassignPartition struct {
+	ReassignPartition *MetadataReassignPartition `protobuf:"bytes,180,opt,name=reassign_partition,json=reassignPartition,proto3,oneof"`
+}
+
+type MetadataCommand_CompletePartitionMove struct {
+	CompletePartitionMove *MetadataCompletePartitionMove `protobuf:"bytes,181,opt,name=complete_partition_move,json=completePartitionMove,proto3,oneof"`
+}
+
 func (*MetadataCommand_RegisterNode) isMetadataCommand_Command() {}
 
 func (*MetadataCommand_SetNodeFenced) isMetadataCommand_Command() {}
@@ -277,6 +305,10 @@ func (*MetadataCommand_AllocateProducerIds) isMetadataCommand_Command() {}
 func (*MetadataCommand_ReportLeaders) isMetadataCommand_Command() {}
 
 func (*MetadataCommand_CreatePartitions) isMetadataCommand_Command() {}
+
+func (*MetadataCommand_ReassignPartition) isMetadataCommand_Command() {}
+
+func (*MetadataCommand_CompletePartitionMove) isMetadataCommand_Command() {}
 
 // MetadataRegisterNode registers a node, or updates the address and rack of
 // a registered one, and unfences it.
@@ -698,6 +730,153 @@ func (x *MetadataCreatePartitions) GetValidateOnly() bool {
 	return false
 }
 
+// MetadataReassignPartition starts moving one partition's replicas to
+// target_replicas (ordered: the first is the preferred leader). The move is
+// recorded as in progress; the partition's leader drives it through raft
+// learners and a joint configuration change and then proposes
+// MetadataCompletePartitionMove.
+type MetadataReassignPartition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// The topic's sequence id (MetadataTopic.topic_id): a move of a deleted
+	// topic never lands on its successor.
+	TopicId        uint64   `protobuf:"varint,2,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partition      int32    `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	TargetReplicas []uint64 `protobuf:"varint,4,rep,packed,name=target_replicas,json=targetReplicas,proto3" json:"target_replicas,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *MetadataReassignPartition) Reset() {
+	*x = MetadataReassignPartition{}
+	mi := &file_metadata_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetadataReassignPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetadataReassignPartition) ProtoMessage() {}
+
+func (x *MetadataReassignPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetadataReassignPartition.ProtoReflect.Descriptor instead.
+func (*MetadataReassignPartition) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *MetadataReassignPartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *MetadataReassignPartition) GetTopicId() uint64 {
+	if x != nil {
+		return x.TopicId
+	}
+	return 0
+}
+
+func (x *MetadataReassignPartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *MetadataReassignPartition) GetTargetReplicas() []uint64 {
+	if x != nil {
+		return x.TargetReplicas
+	}
+	return nil
+}
+
+// MetadataCompletePartitionMove records that a partition's raft
+// configuration reached the target of its move: replicas becomes the
+// target and the move is cleared. Taken only when replicas equals the move
+// in progress's target.
+type MetadataCompletePartitionMove struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	TopicId       uint64                 `protobuf:"varint,2,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partition     int32                  `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	Replicas      []uint64               `protobuf:"varint,4,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetadataCompletePartitionMove) Reset() {
+	*x = MetadataCompletePartitionMove{}
+	mi := &file_metadata_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetadataCompletePartitionMove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetadataCompletePartitionMove) ProtoMessage() {}
+
+func (x *MetadataCompletePartitionMove) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetadataCompletePartitionMove.ProtoReflect.Descriptor instead.
+func (*MetadataCompletePartitionMove) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *MetadataCompletePartitionMove) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *MetadataCompletePartitionMove) GetTopicId() uint64 {
+	if x != nil {
+		return x.TopicId
+	}
+	return 0
+}
+
+func (x *MetadataCompletePartitionMove) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *MetadataCompletePartitionMove) GetReplicas() []uint64 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
 // MetadataAllocateProducerIds hands out count fresh producer ids, never
 // given before: one for an InitProducerId, or a block a node caches.
 type MetadataAllocateProducerIds struct {
@@ -709,7 +888,7 @@ type MetadataAllocateProducerIds struct {
 
 func (x *MetadataAllocateProducerIds) Reset() {
 	*x = MetadataAllocateProducerIds{}
-	mi := &file_metadata_proto_msgTypes[8]
+	mi := &file_metadata_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -721,7 +900,7 @@ func (x *MetadataAllocateProducerIds) String() string {
 func (*MetadataAllocateProducerIds) ProtoMessage() {}
 
 func (x *MetadataAllocateProducerIds) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[8]
+	mi := &file_metadata_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -734,7 +913,7 @@ func (x *MetadataAllocateProducerIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataAllocateProducerIds.ProtoReflect.Descriptor instead.
 func (*MetadataAllocateProducerIds) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{8}
+	return file_metadata_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MetadataAllocateProducerIds) GetCount() int32 {
@@ -760,7 +939,7 @@ type MetadataLeaderReport struct {
 
 func (x *MetadataLeaderReport) Reset() {
 	*x = MetadataLeaderReport{}
-	mi := &file_metadata_proto_msgTypes[9]
+	mi := &file_metadata_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +951,7 @@ func (x *MetadataLeaderReport) String() string {
 func (*MetadataLeaderReport) ProtoMessage() {}
 
 func (x *MetadataLeaderReport) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[9]
+	mi := &file_metadata_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +964,7 @@ func (x *MetadataLeaderReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataLeaderReport.ProtoReflect.Descriptor instead.
 func (*MetadataLeaderReport) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{9}
+	return file_metadata_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MetadataLeaderReport) GetTopic() string {
@@ -834,7 +1013,7 @@ type MetadataReportLeaders struct {
 
 func (x *MetadataReportLeaders) Reset() {
 	*x = MetadataReportLeaders{}
-	mi := &file_metadata_proto_msgTypes[10]
+	mi := &file_metadata_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +1025,7 @@ func (x *MetadataReportLeaders) String() string {
 func (*MetadataReportLeaders) ProtoMessage() {}
 
 func (x *MetadataReportLeaders) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[10]
+	mi := &file_metadata_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +1038,7 @@ func (x *MetadataReportLeaders) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataReportLeaders.ProtoReflect.Descriptor instead.
 func (*MetadataReportLeaders) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{10}
+	return file_metadata_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MetadataReportLeaders) GetReports() []*MetadataLeaderReport {
@@ -886,7 +1065,7 @@ type MetadataTopicConfig struct {
 
 func (x *MetadataTopicConfig) Reset() {
 	*x = MetadataTopicConfig{}
-	mi := &file_metadata_proto_msgTypes[11]
+	mi := &file_metadata_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -898,7 +1077,7 @@ func (x *MetadataTopicConfig) String() string {
 func (*MetadataTopicConfig) ProtoMessage() {}
 
 func (x *MetadataTopicConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[11]
+	mi := &file_metadata_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -911,7 +1090,7 @@ func (x *MetadataTopicConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataTopicConfig.ProtoReflect.Descriptor instead.
 func (*MetadataTopicConfig) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{11}
+	return file_metadata_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MetadataTopicConfig) GetRetentionMs() int64 {
@@ -970,7 +1149,7 @@ type MetadataNode struct {
 
 func (x *MetadataNode) Reset() {
 	*x = MetadataNode{}
-	mi := &file_metadata_proto_msgTypes[12]
+	mi := &file_metadata_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1161,7 @@ func (x *MetadataNode) String() string {
 func (*MetadataNode) ProtoMessage() {}
 
 func (x *MetadataNode) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[12]
+	mi := &file_metadata_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1174,7 @@ func (x *MetadataNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataNode.ProtoReflect.Descriptor instead.
 func (*MetadataNode) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{12}
+	return file_metadata_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MetadataNode) GetNodeId() uint64 {
@@ -1039,15 +1218,21 @@ type MetadataPartition struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Replicas []uint64               `protobuf:"varint,1,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
 	// The last leader reported for the partition, and its raft term (0: none).
-	LeaderId      uint64 `protobuf:"varint,20,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
-	LeaderTerm    uint64 `protobuf:"varint,21,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LeaderId   uint64 `protobuf:"varint,20,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderTerm uint64 `protobuf:"varint,21,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
+	// The target of a move in progress (empty: none); nodes in replicas or
+	// target host the partition.
+	TargetReplicas []uint64 `protobuf:"varint,180,rep,packed,name=target_replicas,json=targetReplicas,proto3" json:"target_replicas,omitempty"`
+	// The replica set the partition's raft log was bootstrapped over (empty:
+	// replicas, never moved): every new replica bootstraps the same entries.
+	BootstrapReplicas []uint64 `protobuf:"varint,181,rep,packed,name=bootstrap_replicas,json=bootstrapReplicas,proto3" json:"bootstrap_replicas,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *MetadataPartition) Reset() {
 	*x = MetadataPartition{}
-	mi := &file_metadata_proto_msgTypes[13]
+	mi := &file_metadata_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1059,7 +1244,7 @@ func (x *MetadataPartition) String() string {
 func (*MetadataPartition) ProtoMessage() {}
 
 func (x *MetadataPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[13]
+	mi := &file_metadata_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1072,7 +1257,7 @@ func (x *MetadataPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataPartition.ProtoReflect.Descriptor instead.
 func (*MetadataPartition) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{13}
+	return file_metadata_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MetadataPartition) GetReplicas() []uint64 {
@@ -1096,6 +1281,20 @@ func (x *MetadataPartition) GetLeaderTerm() uint64 {
 	return 0
 }
 
+func (x *MetadataPartition) GetTargetReplicas() []uint64 {
+	if x != nil {
+		return x.TargetReplicas
+	}
+	return nil
+}
+
+func (x *MetadataPartition) GetBootstrapReplicas() []uint64 {
+	if x != nil {
+		return x.BootstrapReplicas
+	}
+	return nil
+}
+
 // MetadataTopic is one topic in a snapshot; partition i is partitions[i].
 type MetadataTopic struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
@@ -1112,7 +1311,7 @@ type MetadataTopic struct {
 
 func (x *MetadataTopic) Reset() {
 	*x = MetadataTopic{}
-	mi := &file_metadata_proto_msgTypes[14]
+	mi := &file_metadata_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1323,7 @@ func (x *MetadataTopic) String() string {
 func (*MetadataTopic) ProtoMessage() {}
 
 func (x *MetadataTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[14]
+	mi := &file_metadata_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1336,7 @@ func (x *MetadataTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataTopic.ProtoReflect.Descriptor instead.
 func (*MetadataTopic) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{14}
+	return file_metadata_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *MetadataTopic) GetName() string {
@@ -1203,7 +1402,7 @@ type MetadataSnapshot struct {
 
 func (x *MetadataSnapshot) Reset() {
 	*x = MetadataSnapshot{}
-	mi := &file_metadata_proto_msgTypes[15]
+	mi := &file_metadata_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1414,7 @@ func (x *MetadataSnapshot) String() string {
 func (*MetadataSnapshot) ProtoMessage() {}
 
 func (x *MetadataSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[15]
+	mi := &file_metadata_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1427,7 @@ func (x *MetadataSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataSnapshot.ProtoReflect.Descriptor instead.
 func (*MetadataSnapshot) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{15}
+	return file_metadata_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *MetadataSnapshot) GetVersion() uint32 {
@@ -1291,7 +1490,7 @@ var File_metadata_proto protoreflect.FileDescriptor
 
 const file_metadata_proto_rawDesc = "" +
 	"\n" +
-	"\x0emetadata.proto\x12\x06strand\"\xb8\x05\n" +
+	"\x0emetadata.proto\x12\x06strand\"\xef\x06\n" +
 	"\x0fMetadataCommand\x12\x1f\n" +
 	"\vproposal_id\x18\x01 \x01(\x04R\n" +
 	"proposalId\x12C\n" +
@@ -1302,7 +1501,9 @@ const file_metadata_proto_rawDesc = "" +
 	"\x12alter_topic_config\x18\x06 \x01(\v2 .strand.MetadataAlterTopicConfigH\x00R\x10alterTopicConfig\x12Y\n" +
 	"\x15allocate_producer_ids\x18\a \x01(\v2#.strand.MetadataAllocateProducerIdsH\x00R\x13allocateProducerIds\x12F\n" +
 	"\x0ereport_leaders\x18\x15 \x01(\v2\x1d.strand.MetadataReportLeadersH\x00R\rreportLeaders\x12O\n" +
-	"\x11create_partitions\x18x \x01(\v2 .strand.MetadataCreatePartitionsH\x00R\x10createPartitions\x12!\n" +
+	"\x11create_partitions\x18x \x01(\v2 .strand.MetadataCreatePartitionsH\x00R\x10createPartitions\x12S\n" +
+	"\x12reassign_partition\x18\xb4\x01 \x01(\v2!.strand.MetadataReassignPartitionH\x00R\x11reassignPartition\x12`\n" +
+	"\x17complete_partition_move\x18\xb5\x01 \x01(\v2%.strand.MetadataCompletePartitionMoveH\x00R\x15completePartitionMove\x12!\n" +
 	"\fcluster_seed\x18\x14 \x01(\fR\vclusterSeedB\t\n" +
 	"\acommand\"\x82\x01\n" +
 	"\x14MetadataRegisterNode\x12\x17\n" +
@@ -1334,7 +1535,17 @@ const file_metadata_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x02 \x01(\x05R\n" +
 	"partitions\x12#\n" +
-	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\"3\n" +
+	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\"\x93\x01\n" +
+	"\x19MetadataReassignPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
+	"\btopic_id\x18\x02 \x01(\x04R\atopicId\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\x05R\tpartition\x12'\n" +
+	"\x0ftarget_replicas\x18\x04 \x03(\x04R\x0etargetReplicas\"\x8a\x01\n" +
+	"\x1dMetadataCompletePartitionMove\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
+	"\btopic_id\x18\x02 \x01(\x04R\atopicId\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\x05R\tpartition\x12\x1a\n" +
+	"\breplicas\x18\x04 \x03(\x04R\breplicas\"3\n" +
 	"\x1bMetadataAllocateProducerIds\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x05R\x05count\"\xa5\x01\n" +
 	"\x14MetadataLeaderReport\x12\x14\n" +
@@ -1359,12 +1570,14 @@ const file_metadata_proto_rawDesc = "" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12\x16\n" +
 	"\x06fenced\x18\x04 \x01(\bR\x06fenced\x12#\n" +
-	"\rkafka_address\x18F \x01(\tR\fkafkaAddress\"m\n" +
+	"\rkafka_address\x18F \x01(\tR\fkafkaAddress\"\xc7\x01\n" +
 	"\x11MetadataPartition\x12\x1a\n" +
 	"\breplicas\x18\x01 \x03(\x04R\breplicas\x12\x1b\n" +
 	"\tleader_id\x18\x14 \x01(\x04R\bleaderId\x12\x1f\n" +
 	"\vleader_term\x18\x15 \x01(\x04R\n" +
-	"leaderTerm\"\xfc\x01\n" +
+	"leaderTerm\x12(\n" +
+	"\x0ftarget_replicas\x18\xb4\x01 \x03(\x04R\x0etargetReplicas\x12.\n" +
+	"\x12bootstrap_replicas\x18\xb5\x01 \x03(\x04R\x11bootstrapReplicas\"\xfc\x01\n" +
 	"\rMetadataTopic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\x04R\atopicId\x12-\n" +
@@ -1403,25 +1616,27 @@ func file_metadata_proto_rawDescGZIP() []byte {
 }
 
 var file_metadata_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_metadata_proto_goTypes = []any{
-	(MetadataCleanupPolicy)(0),          // 0: strand.MetadataCleanupPolicy
-	(*MetadataCommand)(nil),             // 1: strand.MetadataCommand
-	(*MetadataRegisterNode)(nil),        // 2: strand.MetadataRegisterNode
-	(*MetadataSetNodeFenced)(nil),       // 3: strand.MetadataSetNodeFenced
-	(*MetadataConfigEntry)(nil),         // 4: strand.MetadataConfigEntry
-	(*MetadataCreateTopic)(nil),         // 5: strand.MetadataCreateTopic
-	(*MetadataDeleteTopic)(nil),         // 6: strand.MetadataDeleteTopic
-	(*MetadataAlterTopicConfig)(nil),    // 7: strand.MetadataAlterTopicConfig
-	(*MetadataCreatePartitions)(nil),    // 8: strand.MetadataCreatePartitions
-	(*MetadataAllocateProducerIds)(nil), // 9: strand.MetadataAllocateProducerIds
-	(*MetadataLeaderReport)(nil),        // 10: strand.MetadataLeaderReport
-	(*MetadataReportLeaders)(nil),       // 11: strand.MetadataReportLeaders
-	(*MetadataTopicConfig)(nil),         // 12: strand.MetadataTopicConfig
-	(*MetadataNode)(nil),                // 13: strand.MetadataNode
-	(*MetadataPartition)(nil),           // 14: strand.MetadataPartition
-	(*MetadataTopic)(nil),               // 15: strand.MetadataTopic
-	(*MetadataSnapshot)(nil),            // 16: strand.MetadataSnapshot
+	(MetadataCleanupPolicy)(0),            // 0: strand.MetadataCleanupPolicy
+	(*MetadataCommand)(nil),               // 1: strand.MetadataCommand
+	(*MetadataRegisterNode)(nil),          // 2: strand.MetadataRegisterNode
+	(*MetadataSetNodeFenced)(nil),         // 3: strand.MetadataSetNodeFenced
+	(*MetadataConfigEntry)(nil),           // 4: strand.MetadataConfigEntry
+	(*MetadataCreateTopic)(nil),           // 5: strand.MetadataCreateTopic
+	(*MetadataDeleteTopic)(nil),           // 6: strand.MetadataDeleteTopic
+	(*MetadataAlterTopicConfig)(nil),      // 7: strand.MetadataAlterTopicConfig
+	(*MetadataCreatePartitions)(nil),      // 8: strand.MetadataCreatePartitions
+	(*MetadataReassignPartition)(nil),     // 9: strand.MetadataReassignPartition
+	(*MetadataCompletePartitionMove)(nil), // 10: strand.MetadataCompletePartitionMove
+	(*MetadataAllocateProducerIds)(nil),   // 11: strand.MetadataAllocateProducerIds
+	(*MetadataLeaderReport)(nil),          // 12: strand.MetadataLeaderReport
+	(*MetadataReportLeaders)(nil),         // 13: strand.MetadataReportLeaders
+	(*MetadataTopicConfig)(nil),           // 14: strand.MetadataTopicConfig
+	(*MetadataNode)(nil),                  // 15: strand.MetadataNode
+	(*MetadataPartition)(nil),             // 16: strand.MetadataPartition
+	(*MetadataTopic)(nil),                 // 17: strand.MetadataTopic
+	(*MetadataSnapshot)(nil),              // 18: strand.MetadataSnapshot
 }
 var file_metadata_proto_depIdxs = []int32{
 	2,  // 0: strand.MetadataCommand.register_node:type_name -> strand.MetadataRegisterNode
@@ -1429,22 +1644,24 @@ var file_metadata_proto_depIdxs = []int32{
 	5,  // 2: strand.MetadataCommand.create_topic:type_name -> strand.MetadataCreateTopic
 	6,  // 3: strand.MetadataCommand.delete_topic:type_name -> strand.MetadataDeleteTopic
 	7,  // 4: strand.MetadataCommand.alter_topic_config:type_name -> strand.MetadataAlterTopicConfig
-	9,  // 5: strand.MetadataCommand.allocate_producer_ids:type_name -> strand.MetadataAllocateProducerIds
-	11, // 6: strand.MetadataCommand.report_leaders:type_name -> strand.MetadataReportLeaders
+	11, // 5: strand.MetadataCommand.allocate_producer_ids:type_name -> strand.MetadataAllocateProducerIds
+	13, // 6: strand.MetadataCommand.report_leaders:type_name -> strand.MetadataReportLeaders
 	8,  // 7: strand.MetadataCommand.create_partitions:type_name -> strand.MetadataCreatePartitions
-	4,  // 8: strand.MetadataCreateTopic.configs:type_name -> strand.MetadataConfigEntry
-	4,  // 9: strand.MetadataAlterTopicConfig.sets:type_name -> strand.MetadataConfigEntry
-	10, // 10: strand.MetadataReportLeaders.reports:type_name -> strand.MetadataLeaderReport
-	0,  // 11: strand.MetadataTopicConfig.cleanup_policy:type_name -> strand.MetadataCleanupPolicy
-	12, // 12: strand.MetadataTopic.config:type_name -> strand.MetadataTopicConfig
-	14, // 13: strand.MetadataTopic.partitions:type_name -> strand.MetadataPartition
-	13, // 14: strand.MetadataSnapshot.nodes:type_name -> strand.MetadataNode
-	15, // 15: strand.MetadataSnapshot.topics:type_name -> strand.MetadataTopic
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	9,  // 8: strand.MetadataCommand.reassign_partition:type_name -> strand.MetadataReassignPartition
+	10, // 9: strand.MetadataCommand.complete_partition_move:type_name -> strand.MetadataCompletePartitionMove
+	4,  // 10: strand.MetadataCreateTopic.configs:type_name -> strand.MetadataConfigEntry
+	4,  // 11: strand.MetadataAlterTopicConfig.sets:type_name -> strand.MetadataConfigEntry
+	12, // 12: strand.MetadataReportLeaders.reports:type_name -> strand.MetadataLeaderReport
+	0,  // 13: strand.MetadataTopicConfig.cleanup_policy:type_name -> strand.MetadataCleanupPolicy
+	14, // 14: strand.MetadataTopic.config:type_name -> strand.MetadataTopicConfig
+	16, // 15: strand.MetadataTopic.partitions:type_name -> strand.MetadataPartition
+	15, // 16: strand.MetadataSnapshot.nodes:type_name -> strand.MetadataNode
+	17, // 17: strand.MetadataSnapshot.topics:type_name -> strand.MetadataTopic
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_metadata_proto_init() }
@@ -1461,6 +1678,8 @@ func file_metadata_proto_init() {
 		(*MetadataCommand_AllocateProducerIds)(nil),
 		(*MetadataCommand_ReportLeaders)(nil),
 		(*MetadataCommand_CreatePartitions)(nil),
+		(*MetadataCommand_ReassignPartition)(nil),
+		(*MetadataCommand_CompletePartitionMove)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1468,7 +1687,7 @@ func file_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_proto_rawDesc), len(file_metadata_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -103,6 +103,14 @@ const (
 	// maximum, or not above the topic's current count (partitions are only
 	// ever added). Definite (Kafka's INVALID_PARTITIONS).
 	ErrorCode_ERROR_CODE_INVALID_PARTITIONS ErrorCode = 68
+	// A partition move was asked while another move of that partition is in
+	// progress: wait for it to finish. Definite (Kafka's
+	// REASSIGNMENT_IN_PROGRESS).
+	ErrorCode_ERROR_CODE_REASSIGNMENT_IN_PROGRESS ErrorCode = 72
+	// A partition move's target replica list is empty, repeats a node or
+	// names a node that is not registered or is fenced. Definite (Kafka's
+	// INVALID_REPLICA_ASSIGNMENT).
+	ErrorCode_ERROR_CODE_INVALID_REPLICA_ASSIGNMENT ErrorCode = 73
 )
 
 // Enum value maps for ErrorCode.
@@ -141,6 +149,8 @@ var (
 		45: "ERROR_CODE_NOT_ENOUGH_SPACE",
 		46: "ERROR_CODE_REPLICA_RECOVERING",
 		68: "ERROR_CODE_INVALID_PARTITIONS",
+		72: "ERROR_CODE_REASSIGNMENT_IN_PROGRESS",
+		73: "ERROR_CODE_INVALID_REPLICA_ASSIGNMENT",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_NONE":                       0,
@@ -176,6 +186,8 @@ var (
 		"ERROR_CODE_NOT_ENOUGH_SPACE":           45,
 		"ERROR_CODE_REPLICA_RECOVERING":         46,
 		"ERROR_CODE_INVALID_PARTITIONS":         68,
+		"ERROR_CODE_REASSIGNMENT_IN_PROGRESS":   72,
+		"ERROR_CODE_INVALID_REPLICA_ASSIGNMENT": 73,
 	}
 )
 
@@ -320,6 +332,7 @@ type Request struct {
 	//	*Request_DeleteGroups
 	//	*Request_OffsetDelete
 	//	*Request_CreatePartitions
+	//	*Request_MovePartitions
 	//	*Request_Raft
 	Body          isRequest_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
@@ -559,6 +572,15 @@ func (x *Request) GetCreatePartitions() *CreatePartitionsRequest {
 	return nil
 }
 
+func (x *Request) GetMovePartitions() *MovePartitionsRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_MovePartitions); ok {
+			return x.MovePartitions
+		}
+	}
+	return nil
+}
+
 func (x *Request) GetRaft() *RaftFrame {
 	if x != nil {
 		if x, ok := x.Body.(*Request_Raft); ok {
@@ -656,6 +678,10 @@ type Request_CreatePartitions struct {
 	CreatePartitions *CreatePartitionsRequest `protobuf:"bytes,63,opt,name=create_partitions,json=createPartitions,proto3,oneof"`
 }
 
+type Request_MovePartitions struct {
+	MovePartitions *MovePartitionsRequest `protobuf:"bytes,68,opt,name=move_partitions,json=movePartitions,proto3,oneof"`
+}
+
 type Request_Raft struct {
 	// Raft traffic from a peer node; never answered.
 	Raft *RaftFrame `protobuf:"bytes,30,opt,name=raft,proto3,oneof"`
@@ -703,6 +729,8 @@ func (*Request_OffsetDelete) isRequest_Body() {}
 
 func (*Request_CreatePartitions) isRequest_Body() {}
 
+func (*Request_MovePartitions) isRequest_Body() {}
+
 func (*Request_Raft) isRequest_Body() {}
 
 // Response answers the Request with the same correlation_id. error is set
@@ -734,6 +762,7 @@ type Response struct {
 	//	*Response_DeleteGroups
 	//	*Response_OffsetDelete
 	//	*Response_CreatePartitions
+	//	*Response_MovePartitions
 	Body          isResponse_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -979,6 +1008,15 @@ func (x *Response) GetCreatePartitions() *CreatePartitionsResponse {
 	return nil
 }
 
+func (x *Response) GetMovePartitions() *MovePartitionsResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_MovePartitions); ok {
+			return x.MovePartitions
+		}
+	}
+	return nil
+}
+
 type isResponse_Body interface {
 	isResponse_Body()
 }
@@ -1067,6 +1105,10 @@ type Response_CreatePartitions struct {
 	CreatePartitions *CreatePartitionsResponse `protobuf:"bytes,63,opt,name=create_partitions,json=createPartitions,proto3,oneof"`
 }
 
+type Response_MovePartitions struct {
+	MovePartitions *MovePartitionsResponse `protobuf:"bytes,68,opt,name=move_partitions,json=movePartitions,proto3,oneof"`
+}
+
 func (*Response_Hello) isResponse_Body() {}
 
 func (*Response_Metadata) isResponse_Body() {}
@@ -1108,6 +1150,8 @@ func (*Response_DeleteGroups) isResponse_Body() {}
 func (*Response_OffsetDelete) isResponse_Body() {}
 
 func (*Response_CreatePartitions) isResponse_Body() {}
+
+func (*Response_MovePartitions) isResponse_Body() {}
 
 // HelloRequest opens a connection: the protocol versions the sender speaks.
 type HelloRequest struct {
@@ -2104,6 +2148,108 @@ func (x *CreatePartitionsResponse) GetTopics() []*CreatePartitionsResponse_Topic
 	return nil
 }
 
+// MovePartitionsRequest starts moving partitions to new replica sets
+// through the metadata group, one command per partition. Each is answered
+// once the metadata group applied it: the move is then recorded and its
+// partition's leader drives it to the end (see DescribePartitions).
+type MovePartitionsRequest struct {
+	state         protoimpl.MessageState        `protogen:"open.v1"`
+	Moves         []*MovePartitionsRequest_Move `protobuf:"bytes,1,rep,name=moves,proto3" json:"moves,omitempty"`
+	TimeoutMs     int32                         `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MovePartitionsRequest) Reset() {
+	*x = MovePartitionsRequest{}
+	mi := &file_wire_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MovePartitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MovePartitionsRequest) ProtoMessage() {}
+
+func (x *MovePartitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MovePartitionsRequest.ProtoReflect.Descriptor instead.
+func (*MovePartitionsRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *MovePartitionsRequest) GetMoves() []*MovePartitionsRequest_Move {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
+}
+
+func (x *MovePartitionsRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+// MovePartitionsResponse answers MovePartitionsRequest, per move in request
+// order.
+type MovePartitionsResponse struct {
+	state         protoimpl.MessageState         `protogen:"open.v1"`
+	Moves         []*MovePartitionsResponse_Move `protobuf:"bytes,1,rep,name=moves,proto3" json:"moves,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MovePartitionsResponse) Reset() {
+	*x = MovePartitionsResponse{}
+	mi := &file_wire_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MovePartitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MovePartitionsResponse) ProtoMessage() {}
+
+func (x *MovePartitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MovePartitionsResponse.ProtoReflect.Descriptor instead.
+func (*MovePartitionsResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *MovePartitionsResponse) GetMoves() []*MovePartitionsResponse_Move {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
+}
+
 // DescribeTopicsRequest asks for topics' settings (none: every topic).
 type DescribeTopicsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2114,7 +2260,7 @@ type DescribeTopicsRequest struct {
 
 func (x *DescribeTopicsRequest) Reset() {
 	*x = DescribeTopicsRequest{}
-	mi := &file_wire_proto_msgTypes[21]
+	mi := &file_wire_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2126,7 +2272,7 @@ func (x *DescribeTopicsRequest) String() string {
 func (*DescribeTopicsRequest) ProtoMessage() {}
 
 func (x *DescribeTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[21]
+	mi := &file_wire_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2139,7 +2285,7 @@ func (x *DescribeTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{21}
+	return file_wire_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DescribeTopicsRequest) GetNames() []string {
@@ -2159,7 +2305,7 @@ type DescribeTopicsResponse struct {
 
 func (x *DescribeTopicsResponse) Reset() {
 	*x = DescribeTopicsResponse{}
-	mi := &file_wire_proto_msgTypes[22]
+	mi := &file_wire_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2171,7 +2317,7 @@ func (x *DescribeTopicsResponse) String() string {
 func (*DescribeTopicsResponse) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[22]
+	mi := &file_wire_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2184,7 +2330,7 @@ func (x *DescribeTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{22}
+	return file_wire_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DescribeTopicsResponse) GetTopics() []*DescribeTopicsResponse_Topic {
@@ -2203,7 +2349,7 @@ type InitProducerIdRequest struct {
 
 func (x *InitProducerIdRequest) Reset() {
 	*x = InitProducerIdRequest{}
-	mi := &file_wire_proto_msgTypes[23]
+	mi := &file_wire_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2215,7 +2361,7 @@ func (x *InitProducerIdRequest) String() string {
 func (*InitProducerIdRequest) ProtoMessage() {}
 
 func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[23]
+	mi := &file_wire_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2228,7 +2374,7 @@ func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdRequest.ProtoReflect.Descriptor instead.
 func (*InitProducerIdRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{23}
+	return file_wire_proto_rawDescGZIP(), []int{25}
 }
 
 // InitProducerIdResponse carries a producer id no one else has been given.
@@ -2242,7 +2388,7 @@ type InitProducerIdResponse struct {
 
 func (x *InitProducerIdResponse) Reset() {
 	*x = InitProducerIdResponse{}
-	mi := &file_wire_proto_msgTypes[24]
+	mi := &file_wire_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2254,7 +2400,7 @@ func (x *InitProducerIdResponse) String() string {
 func (*InitProducerIdResponse) ProtoMessage() {}
 
 func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[24]
+	mi := &file_wire_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2267,7 +2413,7 @@ func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdResponse.ProtoReflect.Descriptor instead.
 func (*InitProducerIdResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{24}
+	return file_wire_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *InitProducerIdResponse) GetProducerId() int64 {
@@ -2294,7 +2440,7 @@ type FindCoordinatorRequest struct {
 
 func (x *FindCoordinatorRequest) Reset() {
 	*x = FindCoordinatorRequest{}
-	mi := &file_wire_proto_msgTypes[25]
+	mi := &file_wire_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2306,7 +2452,7 @@ func (x *FindCoordinatorRequest) String() string {
 func (*FindCoordinatorRequest) ProtoMessage() {}
 
 func (x *FindCoordinatorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[25]
+	mi := &file_wire_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2319,7 +2465,7 @@ func (x *FindCoordinatorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindCoordinatorRequest.ProtoReflect.Descriptor instead.
 func (*FindCoordinatorRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{25}
+	return file_wire_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FindCoordinatorRequest) GetGroup() string {
@@ -2341,7 +2487,7 @@ type FindCoordinatorResponse struct {
 
 func (x *FindCoordinatorResponse) Reset() {
 	*x = FindCoordinatorResponse{}
-	mi := &file_wire_proto_msgTypes[26]
+	mi := &file_wire_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2353,7 +2499,7 @@ func (x *FindCoordinatorResponse) String() string {
 func (*FindCoordinatorResponse) ProtoMessage() {}
 
 func (x *FindCoordinatorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[26]
+	mi := &file_wire_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2366,7 +2512,7 @@ func (x *FindCoordinatorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindCoordinatorResponse.ProtoReflect.Descriptor instead.
 func (*FindCoordinatorResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{26}
+	return file_wire_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *FindCoordinatorResponse) GetNodeId() uint64 {
@@ -2401,7 +2547,7 @@ type GroupTopicPartitions struct {
 
 func (x *GroupTopicPartitions) Reset() {
 	*x = GroupTopicPartitions{}
-	mi := &file_wire_proto_msgTypes[27]
+	mi := &file_wire_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2413,7 +2559,7 @@ func (x *GroupTopicPartitions) String() string {
 func (*GroupTopicPartitions) ProtoMessage() {}
 
 func (x *GroupTopicPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[27]
+	mi := &file_wire_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2426,7 +2572,7 @@ func (x *GroupTopicPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupTopicPartitions.ProtoReflect.Descriptor instead.
 func (*GroupTopicPartitions) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{27}
+	return file_wire_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GroupTopicPartitions) GetTopic() string {
@@ -2464,7 +2610,7 @@ type ConsumerGroupHeartbeatRequest struct {
 
 func (x *ConsumerGroupHeartbeatRequest) Reset() {
 	*x = ConsumerGroupHeartbeatRequest{}
-	mi := &file_wire_proto_msgTypes[28]
+	mi := &file_wire_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2476,7 +2622,7 @@ func (x *ConsumerGroupHeartbeatRequest) String() string {
 func (*ConsumerGroupHeartbeatRequest) ProtoMessage() {}
 
 func (x *ConsumerGroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[28]
+	mi := &file_wire_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2489,7 +2635,7 @@ func (x *ConsumerGroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerGroupHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*ConsumerGroupHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{28}
+	return file_wire_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ConsumerGroupHeartbeatRequest) GetGroup() string {
@@ -2563,7 +2709,7 @@ type ConsumerGroupHeartbeatResponse struct {
 
 func (x *ConsumerGroupHeartbeatResponse) Reset() {
 	*x = ConsumerGroupHeartbeatResponse{}
-	mi := &file_wire_proto_msgTypes[29]
+	mi := &file_wire_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2575,7 +2721,7 @@ func (x *ConsumerGroupHeartbeatResponse) String() string {
 func (*ConsumerGroupHeartbeatResponse) ProtoMessage() {}
 
 func (x *ConsumerGroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[29]
+	mi := &file_wire_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2588,7 +2734,7 @@ func (x *ConsumerGroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerGroupHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*ConsumerGroupHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{29}
+	return file_wire_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ConsumerGroupHeartbeatResponse) GetMemberId() string {
@@ -2639,7 +2785,7 @@ type OffsetCommitPartition struct {
 
 func (x *OffsetCommitPartition) Reset() {
 	*x = OffsetCommitPartition{}
-	mi := &file_wire_proto_msgTypes[30]
+	mi := &file_wire_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2651,7 +2797,7 @@ func (x *OffsetCommitPartition) String() string {
 func (*OffsetCommitPartition) ProtoMessage() {}
 
 func (x *OffsetCommitPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[30]
+	mi := &file_wire_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2664,7 +2810,7 @@ func (x *OffsetCommitPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommitPartition.ProtoReflect.Descriptor instead.
 func (*OffsetCommitPartition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{30}
+	return file_wire_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *OffsetCommitPartition) GetTopic() string {
@@ -2709,7 +2855,7 @@ type OffsetCommitRequest struct {
 
 func (x *OffsetCommitRequest) Reset() {
 	*x = OffsetCommitRequest{}
-	mi := &file_wire_proto_msgTypes[31]
+	mi := &file_wire_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2721,7 +2867,7 @@ func (x *OffsetCommitRequest) String() string {
 func (*OffsetCommitRequest) ProtoMessage() {}
 
 func (x *OffsetCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[31]
+	mi := &file_wire_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2734,7 +2880,7 @@ func (x *OffsetCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommitRequest.ProtoReflect.Descriptor instead.
 func (*OffsetCommitRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{31}
+	return file_wire_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *OffsetCommitRequest) GetGroup() string {
@@ -2774,7 +2920,7 @@ type OffsetCommitResponse struct {
 
 func (x *OffsetCommitResponse) Reset() {
 	*x = OffsetCommitResponse{}
-	mi := &file_wire_proto_msgTypes[32]
+	mi := &file_wire_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2786,7 +2932,7 @@ func (x *OffsetCommitResponse) String() string {
 func (*OffsetCommitResponse) ProtoMessage() {}
 
 func (x *OffsetCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[32]
+	mi := &file_wire_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2799,7 +2945,7 @@ func (x *OffsetCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommitResponse.ProtoReflect.Descriptor instead.
 func (*OffsetCommitResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{32}
+	return file_wire_proto_rawDescGZIP(), []int{34}
 }
 
 // OffsetFetchRequest reads committed offsets (all of the group's when
@@ -2814,7 +2960,7 @@ type OffsetFetchRequest struct {
 
 func (x *OffsetFetchRequest) Reset() {
 	*x = OffsetFetchRequest{}
-	mi := &file_wire_proto_msgTypes[33]
+	mi := &file_wire_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2826,7 +2972,7 @@ func (x *OffsetFetchRequest) String() string {
 func (*OffsetFetchRequest) ProtoMessage() {}
 
 func (x *OffsetFetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[33]
+	mi := &file_wire_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2839,7 +2985,7 @@ func (x *OffsetFetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetFetchRequest.ProtoReflect.Descriptor instead.
 func (*OffsetFetchRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{33}
+	return file_wire_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *OffsetFetchRequest) GetGroup() string {
@@ -2870,7 +3016,7 @@ type GroupCommittedOffset struct {
 
 func (x *GroupCommittedOffset) Reset() {
 	*x = GroupCommittedOffset{}
-	mi := &file_wire_proto_msgTypes[34]
+	mi := &file_wire_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2882,7 +3028,7 @@ func (x *GroupCommittedOffset) String() string {
 func (*GroupCommittedOffset) ProtoMessage() {}
 
 func (x *GroupCommittedOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[34]
+	mi := &file_wire_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2895,7 +3041,7 @@ func (x *GroupCommittedOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupCommittedOffset.ProtoReflect.Descriptor instead.
 func (*GroupCommittedOffset) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{34}
+	return file_wire_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GroupCommittedOffset) GetTopic() string {
@@ -2943,7 +3089,7 @@ type OffsetFetchResponse struct {
 
 func (x *OffsetFetchResponse) Reset() {
 	*x = OffsetFetchResponse{}
-	mi := &file_wire_proto_msgTypes[35]
+	mi := &file_wire_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2955,7 +3101,7 @@ func (x *OffsetFetchResponse) String() string {
 func (*OffsetFetchResponse) ProtoMessage() {}
 
 func (x *OffsetFetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[35]
+	mi := &file_wire_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2968,7 +3114,7 @@ func (x *OffsetFetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetFetchResponse.ProtoReflect.Descriptor instead.
 func (*OffsetFetchResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{35}
+	return file_wire_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *OffsetFetchResponse) GetOffsets() []*GroupCommittedOffset {
@@ -2988,7 +3134,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_wire_proto_msgTypes[36]
+	mi := &file_wire_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3000,7 +3146,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[36]
+	mi := &file_wire_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3013,7 +3159,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{36}
+	return file_wire_proto_rawDescGZIP(), []int{38}
 }
 
 // ListGroupsResponse lists this node's groups.
@@ -3026,7 +3172,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_wire_proto_msgTypes[37]
+	mi := &file_wire_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3038,7 +3184,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[37]
+	mi := &file_wire_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3051,7 +3197,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{37}
+	return file_wire_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*ListGroupsResponse_Group {
@@ -3071,7 +3217,7 @@ type DescribeGroupsRequest struct {
 
 func (x *DescribeGroupsRequest) Reset() {
 	*x = DescribeGroupsRequest{}
-	mi := &file_wire_proto_msgTypes[38]
+	mi := &file_wire_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3083,7 +3229,7 @@ func (x *DescribeGroupsRequest) String() string {
 func (*DescribeGroupsRequest) ProtoMessage() {}
 
 func (x *DescribeGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[38]
+	mi := &file_wire_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3096,7 +3242,7 @@ func (x *DescribeGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{38}
+	return file_wire_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DescribeGroupsRequest) GetGroups() []string {
@@ -3124,7 +3270,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_wire_proto_msgTypes[39]
+	mi := &file_wire_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3136,7 +3282,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[39]
+	mi := &file_wire_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3149,7 +3295,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{39}
+	return file_wire_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GroupMember) GetMemberId() string {
@@ -3225,7 +3371,7 @@ type DescribeGroupsResponse struct {
 
 func (x *DescribeGroupsResponse) Reset() {
 	*x = DescribeGroupsResponse{}
-	mi := &file_wire_proto_msgTypes[40]
+	mi := &file_wire_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3237,7 +3383,7 @@ func (x *DescribeGroupsResponse) String() string {
 func (*DescribeGroupsResponse) ProtoMessage() {}
 
 func (x *DescribeGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[40]
+	mi := &file_wire_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3250,7 +3396,7 @@ func (x *DescribeGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{40}
+	return file_wire_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DescribeGroupsResponse) GetGroups() []*DescribeGroupsResponse_Group {
@@ -3270,7 +3416,7 @@ type DeleteGroupsRequest struct {
 
 func (x *DeleteGroupsRequest) Reset() {
 	*x = DeleteGroupsRequest{}
-	mi := &file_wire_proto_msgTypes[41]
+	mi := &file_wire_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3282,7 +3428,7 @@ func (x *DeleteGroupsRequest) String() string {
 func (*DeleteGroupsRequest) ProtoMessage() {}
 
 func (x *DeleteGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[41]
+	mi := &file_wire_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3295,7 +3441,7 @@ func (x *DeleteGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{41}
+	return file_wire_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DeleteGroupsRequest) GetGroups() []string {
@@ -3318,7 +3464,7 @@ type OffsetDeleteRequest struct {
 
 func (x *OffsetDeleteRequest) Reset() {
 	*x = OffsetDeleteRequest{}
-	mi := &file_wire_proto_msgTypes[42]
+	mi := &file_wire_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3330,7 +3476,7 @@ func (x *OffsetDeleteRequest) String() string {
 func (*OffsetDeleteRequest) ProtoMessage() {}
 
 func (x *OffsetDeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[42]
+	mi := &file_wire_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3343,7 +3489,7 @@ func (x *OffsetDeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetDeleteRequest.ProtoReflect.Descriptor instead.
 func (*OffsetDeleteRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{42}
+	return file_wire_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *OffsetDeleteRequest) GetGroup() string {
@@ -3372,7 +3518,7 @@ type OffsetDeleteResponse struct {
 
 func (x *OffsetDeleteResponse) Reset() {
 	*x = OffsetDeleteResponse{}
-	mi := &file_wire_proto_msgTypes[43]
+	mi := &file_wire_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3384,7 +3530,7 @@ func (x *OffsetDeleteResponse) String() string {
 func (*OffsetDeleteResponse) ProtoMessage() {}
 
 func (x *OffsetDeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[43]
+	mi := &file_wire_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3397,7 +3543,7 @@ func (x *OffsetDeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetDeleteResponse.ProtoReflect.Descriptor instead.
 func (*OffsetDeleteResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{43}
+	return file_wire_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *OffsetDeleteResponse) GetResults() []*OffsetDeleteResponse_Result {
@@ -3417,7 +3563,7 @@ type DeleteGroupsResponse struct {
 
 func (x *DeleteGroupsResponse) Reset() {
 	*x = DeleteGroupsResponse{}
-	mi := &file_wire_proto_msgTypes[44]
+	mi := &file_wire_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3429,7 +3575,7 @@ func (x *DeleteGroupsResponse) String() string {
 func (*DeleteGroupsResponse) ProtoMessage() {}
 
 func (x *DeleteGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[44]
+	mi := &file_wire_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3442,7 +3588,7 @@ func (x *DeleteGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{44}
+	return file_wire_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DeleteGroupsResponse) GetResults() []*DeleteGroupsResponse_Result {
@@ -3465,7 +3611,7 @@ type AlterConfigsRequest struct {
 
 func (x *AlterConfigsRequest) Reset() {
 	*x = AlterConfigsRequest{}
-	mi := &file_wire_proto_msgTypes[45]
+	mi := &file_wire_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3477,7 +3623,7 @@ func (x *AlterConfigsRequest) String() string {
 func (*AlterConfigsRequest) ProtoMessage() {}
 
 func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[45]
+	mi := &file_wire_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3490,7 +3636,7 @@ func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{45}
+	return file_wire_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AlterConfigsRequest) GetTopics() []*AlterConfigsRequest_Topic {
@@ -3518,7 +3664,7 @@ type AlterConfigsResponse struct {
 
 func (x *AlterConfigsResponse) Reset() {
 	*x = AlterConfigsResponse{}
-	mi := &file_wire_proto_msgTypes[46]
+	mi := &file_wire_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3530,7 +3676,7 @@ func (x *AlterConfigsResponse) String() string {
 func (*AlterConfigsResponse) ProtoMessage() {}
 
 func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[46]
+	mi := &file_wire_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3543,7 +3689,7 @@ func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{46}
+	return file_wire_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AlterConfigsResponse) GetTopics() []*AlterConfigsResponse_Topic {
@@ -3566,7 +3712,7 @@ type DeleteRecordsRequest struct {
 
 func (x *DeleteRecordsRequest) Reset() {
 	*x = DeleteRecordsRequest{}
-	mi := &file_wire_proto_msgTypes[47]
+	mi := &file_wire_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3578,7 +3724,7 @@ func (x *DeleteRecordsRequest) String() string {
 func (*DeleteRecordsRequest) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[47]
+	mi := &file_wire_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3591,7 +3737,7 @@ func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{47}
+	return file_wire_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DeleteRecordsRequest) GetPartitions() []*DeleteRecordsRequest_Partition {
@@ -3618,7 +3764,7 @@ type DeleteRecordsResponse struct {
 
 func (x *DeleteRecordsResponse) Reset() {
 	*x = DeleteRecordsResponse{}
-	mi := &file_wire_proto_msgTypes[48]
+	mi := &file_wire_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3630,7 +3776,7 @@ func (x *DeleteRecordsResponse) String() string {
 func (*DeleteRecordsResponse) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[48]
+	mi := &file_wire_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3643,7 +3789,7 @@ func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{48}
+	return file_wire_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *DeleteRecordsResponse) GetPartitions() []*DeleteRecordsResponse_Partition {
@@ -3651,6 +3797,77 @@ func (x *DeleteRecordsResponse) GetPartitions() []*DeleteRecordsResponse_Partiti
 		return x.Partitions
 	}
 	return nil
+}
+
+// MoveProgress is one replica being added by a partition move.
+type MoveProgress struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The replica's match index and the leader's last index.
+	MatchIndex uint64 `protobuf:"varint,2,opt,name=match_index,json=matchIndex,proto3" json:"match_index,omitempty"`
+	LastIndex  uint64 `protobuf:"varint,3,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	// It is already a voter of the partition's raft group.
+	Voter         bool `protobuf:"varint,4,opt,name=voter,proto3" json:"voter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveProgress) Reset() {
+	*x = MoveProgress{}
+	mi := &file_wire_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveProgress) ProtoMessage() {}
+
+func (x *MoveProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveProgress.ProtoReflect.Descriptor instead.
+func (*MoveProgress) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *MoveProgress) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *MoveProgress) GetMatchIndex() uint64 {
+	if x != nil {
+		return x.MatchIndex
+	}
+	return 0
+}
+
+func (x *MoveProgress) GetLastIndex() uint64 {
+	if x != nil {
+		return x.LastIndex
+	}
+	return 0
+}
+
+func (x *MoveProgress) GetVoter() bool {
+	if x != nil {
+		return x.Voter
+	}
+	return false
 }
 
 // DescribePartitionsRequest asks partition leaders for the state of their
@@ -3664,7 +3881,7 @@ type DescribePartitionsRequest struct {
 
 func (x *DescribePartitionsRequest) Reset() {
 	*x = DescribePartitionsRequest{}
-	mi := &file_wire_proto_msgTypes[49]
+	mi := &file_wire_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3676,7 +3893,7 @@ func (x *DescribePartitionsRequest) String() string {
 func (*DescribePartitionsRequest) ProtoMessage() {}
 
 func (x *DescribePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[49]
+	mi := &file_wire_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3689,7 +3906,7 @@ func (x *DescribePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*DescribePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{49}
+	return file_wire_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DescribePartitionsRequest) GetPartitions() []*DescribePartitionsRequest_Partition {
@@ -3710,7 +3927,7 @@ type DescribePartitionsResponse struct {
 
 func (x *DescribePartitionsResponse) Reset() {
 	*x = DescribePartitionsResponse{}
-	mi := &file_wire_proto_msgTypes[50]
+	mi := &file_wire_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3722,7 +3939,7 @@ func (x *DescribePartitionsResponse) String() string {
 func (*DescribePartitionsResponse) ProtoMessage() {}
 
 func (x *DescribePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[50]
+	mi := &file_wire_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3735,7 +3952,7 @@ func (x *DescribePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*DescribePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{50}
+	return file_wire_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *DescribePartitionsResponse) GetPartitions() []*DescribePartitionsResponse_Partition {
@@ -3764,7 +3981,7 @@ type MetadataResponse_Node struct {
 
 func (x *MetadataResponse_Node) Reset() {
 	*x = MetadataResponse_Node{}
-	mi := &file_wire_proto_msgTypes[51]
+	mi := &file_wire_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3776,7 +3993,7 @@ func (x *MetadataResponse_Node) String() string {
 func (*MetadataResponse_Node) ProtoMessage() {}
 
 func (x *MetadataResponse_Node) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[51]
+	mi := &file_wire_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3835,19 +4052,21 @@ func (x *MetadataResponse_Node) GetRegistered() bool {
 }
 
 type MetadataResponse_Partition struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Partition     int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
-	LeaderId      uint64                 `protobuf:"varint,2,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"` // 0: no leader known
-	LeaderTerm    uint64                 `protobuf:"varint,3,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
-	Replicas      []uint64               `protobuf:"varint,4,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
-	Error         *Error                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Partition  int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	LeaderId   uint64                 `protobuf:"varint,2,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"` // 0: no leader known
+	LeaderTerm uint64                 `protobuf:"varint,3,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
+	Replicas   []uint64               `protobuf:"varint,4,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	Error      *Error                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// The target of a move in progress (empty: none).
+	TargetReplicas []uint64 `protobuf:"varint,180,rep,packed,name=target_replicas,json=targetReplicas,proto3" json:"target_replicas,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *MetadataResponse_Partition) Reset() {
 	*x = MetadataResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[52]
+	mi := &file_wire_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3859,7 +4078,7 @@ func (x *MetadataResponse_Partition) String() string {
 func (*MetadataResponse_Partition) ProtoMessage() {}
 
 func (x *MetadataResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[52]
+	mi := &file_wire_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3910,6 +4129,13 @@ func (x *MetadataResponse_Partition) GetError() *Error {
 	return nil
 }
 
+func (x *MetadataResponse_Partition) GetTargetReplicas() []uint64 {
+	if x != nil {
+		return x.TargetReplicas
+	}
+	return nil
+}
+
 type MetadataResponse_Topic struct {
 	state      protoimpl.MessageState        `protogen:"open.v1"`
 	Name       string                        `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -3924,7 +4150,7 @@ type MetadataResponse_Topic struct {
 
 func (x *MetadataResponse_Topic) Reset() {
 	*x = MetadataResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[53]
+	mi := &file_wire_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3936,7 +4162,7 @@ func (x *MetadataResponse_Topic) String() string {
 func (*MetadataResponse_Topic) ProtoMessage() {}
 
 func (x *MetadataResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[53]
+	mi := &file_wire_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3997,7 +4223,7 @@ type ProduceRequest_Partition struct {
 
 func (x *ProduceRequest_Partition) Reset() {
 	*x = ProduceRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[54]
+	mi := &file_wire_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4009,7 +4235,7 @@ func (x *ProduceRequest_Partition) String() string {
 func (*ProduceRequest_Partition) ProtoMessage() {}
 
 func (x *ProduceRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[54]
+	mi := &file_wire_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4087,7 +4313,7 @@ type ProduceResponse_Partition struct {
 
 func (x *ProduceResponse_Partition) Reset() {
 	*x = ProduceResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[55]
+	mi := &file_wire_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4099,7 +4325,7 @@ func (x *ProduceResponse_Partition) String() string {
 func (*ProduceResponse_Partition) ProtoMessage() {}
 
 func (x *ProduceResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[55]
+	mi := &file_wire_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4165,7 +4391,7 @@ type FetchRequest_Partition struct {
 
 func (x *FetchRequest_Partition) Reset() {
 	*x = FetchRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[56]
+	mi := &file_wire_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4177,7 +4403,7 @@ func (x *FetchRequest_Partition) String() string {
 func (*FetchRequest_Partition) ProtoMessage() {}
 
 func (x *FetchRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[56]
+	mi := &file_wire_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4245,7 +4471,7 @@ type FetchResponse_Batch struct {
 
 func (x *FetchResponse_Batch) Reset() {
 	*x = FetchResponse_Batch{}
-	mi := &file_wire_proto_msgTypes[57]
+	mi := &file_wire_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4257,7 +4483,7 @@ func (x *FetchResponse_Batch) String() string {
 func (*FetchResponse_Batch) ProtoMessage() {}
 
 func (x *FetchResponse_Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[57]
+	mi := &file_wire_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4329,7 +4555,7 @@ type FetchResponse_Partition struct {
 
 func (x *FetchResponse_Partition) Reset() {
 	*x = FetchResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[58]
+	mi := &file_wire_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4341,7 +4567,7 @@ func (x *FetchResponse_Partition) String() string {
 func (*FetchResponse_Partition) ProtoMessage() {}
 
 func (x *FetchResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[58]
+	mi := &file_wire_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4412,7 +4638,7 @@ type ListOffsetsRequest_Partition struct {
 
 func (x *ListOffsetsRequest_Partition) Reset() {
 	*x = ListOffsetsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[59]
+	mi := &file_wire_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4424,7 +4650,7 @@ func (x *ListOffsetsRequest_Partition) String() string {
 func (*ListOffsetsRequest_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[59]
+	mi := &file_wire_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4482,7 +4708,7 @@ type ListOffsetsResponse_Partition struct {
 
 func (x *ListOffsetsResponse_Partition) Reset() {
 	*x = ListOffsetsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[60]
+	mi := &file_wire_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4494,7 +4720,7 @@ func (x *ListOffsetsResponse_Partition) String() string {
 func (*ListOffsetsResponse_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[60]
+	mi := &file_wire_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4564,7 +4790,7 @@ type CreateTopicsRequest_Topic struct {
 
 func (x *CreateTopicsRequest_Topic) Reset() {
 	*x = CreateTopicsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[61]
+	mi := &file_wire_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4576,7 +4802,7 @@ func (x *CreateTopicsRequest_Topic) String() string {
 func (*CreateTopicsRequest_Topic) ProtoMessage() {}
 
 func (x *CreateTopicsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[61]
+	mi := &file_wire_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4631,7 +4857,7 @@ type CreatePartitionsRequest_Topic struct {
 
 func (x *CreatePartitionsRequest_Topic) Reset() {
 	*x = CreatePartitionsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[62]
+	mi := &file_wire_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4643,7 +4869,7 @@ func (x *CreatePartitionsRequest_Topic) String() string {
 func (*CreatePartitionsRequest_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[62]
+	mi := &file_wire_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4685,7 +4911,7 @@ type CreatePartitionsResponse_Topic struct {
 
 func (x *CreatePartitionsResponse_Topic) Reset() {
 	*x = CreatePartitionsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[63]
+	mi := &file_wire_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4697,7 +4923,7 @@ func (x *CreatePartitionsResponse_Topic) String() string {
 func (*CreatePartitionsResponse_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[63]
+	mi := &file_wire_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4741,6 +4967,144 @@ func (x *CreatePartitionsResponse_Topic) GetAdded() int32 {
 	return 0
 }
 
+type MovePartitionsRequest_Move struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The new ordered replica list; the first is the preferred leader.
+	Replicas      []uint64 `protobuf:"varint,3,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MovePartitionsRequest_Move) Reset() {
+	*x = MovePartitionsRequest_Move{}
+	mi := &file_wire_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MovePartitionsRequest_Move) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MovePartitionsRequest_Move) ProtoMessage() {}
+
+func (x *MovePartitionsRequest_Move) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MovePartitionsRequest_Move.ProtoReflect.Descriptor instead.
+func (*MovePartitionsRequest_Move) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{21, 0}
+}
+
+func (x *MovePartitionsRequest_Move) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *MovePartitionsRequest_Move) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *MovePartitionsRequest_Move) GetReplicas() []uint64 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+type MovePartitionsResponse_Move struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Error     *Error                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// The replica list when the move was recorded, and its target.
+	Replicas       []uint64 `protobuf:"varint,4,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	TargetReplicas []uint64 `protobuf:"varint,5,rep,packed,name=target_replicas,json=targetReplicas,proto3" json:"target_replicas,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *MovePartitionsResponse_Move) Reset() {
+	*x = MovePartitionsResponse_Move{}
+	mi := &file_wire_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MovePartitionsResponse_Move) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MovePartitionsResponse_Move) ProtoMessage() {}
+
+func (x *MovePartitionsResponse_Move) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MovePartitionsResponse_Move.ProtoReflect.Descriptor instead.
+func (*MovePartitionsResponse_Move) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{22, 0}
+}
+
+func (x *MovePartitionsResponse_Move) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *MovePartitionsResponse_Move) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *MovePartitionsResponse_Move) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *MovePartitionsResponse_Move) GetReplicas() []uint64 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *MovePartitionsResponse_Move) GetTargetReplicas() []uint64 {
+	if x != nil {
+		return x.TargetReplicas
+	}
+	return nil
+}
+
 type DescribeTopicsResponse_Topic struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	Name              string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -4754,7 +5118,7 @@ type DescribeTopicsResponse_Topic struct {
 
 func (x *DescribeTopicsResponse_Topic) Reset() {
 	*x = DescribeTopicsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[64]
+	mi := &file_wire_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4766,7 +5130,7 @@ func (x *DescribeTopicsResponse_Topic) String() string {
 func (*DescribeTopicsResponse_Topic) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[64]
+	mi := &file_wire_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4779,7 +5143,7 @@ func (x *DescribeTopicsResponse_Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsResponse_Topic.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsResponse_Topic) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{22, 0}
+	return file_wire_proto_rawDescGZIP(), []int{24, 0}
 }
 
 func (x *DescribeTopicsResponse_Topic) GetName() string {
@@ -4828,7 +5192,7 @@ type ListGroupsResponse_Group struct {
 
 func (x *ListGroupsResponse_Group) Reset() {
 	*x = ListGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[65]
+	mi := &file_wire_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4840,7 +5204,7 @@ func (x *ListGroupsResponse_Group) String() string {
 func (*ListGroupsResponse_Group) ProtoMessage() {}
 
 func (x *ListGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[65]
+	mi := &file_wire_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4853,7 +5217,7 @@ func (x *ListGroupsResponse_Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse_Group.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse_Group) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{37, 0}
+	return file_wire_proto_rawDescGZIP(), []int{39, 0}
 }
 
 func (x *ListGroupsResponse_Group) GetGroup() string {
@@ -4892,7 +5256,7 @@ type DescribeGroupsResponse_Group struct {
 
 func (x *DescribeGroupsResponse_Group) Reset() {
 	*x = DescribeGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[66]
+	mi := &file_wire_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4904,7 +5268,7 @@ func (x *DescribeGroupsResponse_Group) String() string {
 func (*DescribeGroupsResponse_Group) ProtoMessage() {}
 
 func (x *DescribeGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[66]
+	mi := &file_wire_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4917,7 +5281,7 @@ func (x *DescribeGroupsResponse_Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupsResponse_Group.ProtoReflect.Descriptor instead.
 func (*DescribeGroupsResponse_Group) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{40, 0}
+	return file_wire_proto_rawDescGZIP(), []int{42, 0}
 }
 
 func (x *DescribeGroupsResponse_Group) GetGroup() string {
@@ -4980,7 +5344,7 @@ type OffsetDeleteResponse_Result struct {
 
 func (x *OffsetDeleteResponse_Result) Reset() {
 	*x = OffsetDeleteResponse_Result{}
-	mi := &file_wire_proto_msgTypes[67]
+	mi := &file_wire_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4992,7 +5356,7 @@ func (x *OffsetDeleteResponse_Result) String() string {
 func (*OffsetDeleteResponse_Result) ProtoMessage() {}
 
 func (x *OffsetDeleteResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[67]
+	mi := &file_wire_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5005,7 +5369,7 @@ func (x *OffsetDeleteResponse_Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetDeleteResponse_Result.ProtoReflect.Descriptor instead.
 func (*OffsetDeleteResponse_Result) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{43, 0}
+	return file_wire_proto_rawDescGZIP(), []int{45, 0}
 }
 
 func (x *OffsetDeleteResponse_Result) GetTopic() string {
@@ -5039,7 +5403,7 @@ type DeleteGroupsResponse_Result struct {
 
 func (x *DeleteGroupsResponse_Result) Reset() {
 	*x = DeleteGroupsResponse_Result{}
-	mi := &file_wire_proto_msgTypes[68]
+	mi := &file_wire_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5051,7 +5415,7 @@ func (x *DeleteGroupsResponse_Result) String() string {
 func (*DeleteGroupsResponse_Result) ProtoMessage() {}
 
 func (x *DeleteGroupsResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[68]
+	mi := &file_wire_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5064,7 +5428,7 @@ func (x *DeleteGroupsResponse_Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupsResponse_Result.ProtoReflect.Descriptor instead.
 func (*DeleteGroupsResponse_Result) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{44, 0}
+	return file_wire_proto_rawDescGZIP(), []int{46, 0}
 }
 
 func (x *DeleteGroupsResponse_Result) GetGroup() string {
@@ -5092,7 +5456,7 @@ type AlterConfigsRequest_Topic struct {
 
 func (x *AlterConfigsRequest_Topic) Reset() {
 	*x = AlterConfigsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[69]
+	mi := &file_wire_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5104,7 +5468,7 @@ func (x *AlterConfigsRequest_Topic) String() string {
 func (*AlterConfigsRequest_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[69]
+	mi := &file_wire_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5117,7 +5481,7 @@ func (x *AlterConfigsRequest_Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest_Topic.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest_Topic) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{45, 0}
+	return file_wire_proto_rawDescGZIP(), []int{47, 0}
 }
 
 func (x *AlterConfigsRequest_Topic) GetName() string {
@@ -5152,7 +5516,7 @@ type AlterConfigsResponse_Topic struct {
 
 func (x *AlterConfigsResponse_Topic) Reset() {
 	*x = AlterConfigsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[70]
+	mi := &file_wire_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5164,7 +5528,7 @@ func (x *AlterConfigsResponse_Topic) String() string {
 func (*AlterConfigsResponse_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[70]
+	mi := &file_wire_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5177,7 +5541,7 @@ func (x *AlterConfigsResponse_Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse_Topic.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse_Topic) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{46, 0}
+	return file_wire_proto_rawDescGZIP(), []int{48, 0}
 }
 
 func (x *AlterConfigsResponse_Topic) GetName() string {
@@ -5214,7 +5578,7 @@ type DeleteRecordsRequest_Partition struct {
 
 func (x *DeleteRecordsRequest_Partition) Reset() {
 	*x = DeleteRecordsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[71]
+	mi := &file_wire_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5226,7 +5590,7 @@ func (x *DeleteRecordsRequest_Partition) String() string {
 func (*DeleteRecordsRequest_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[71]
+	mi := &file_wire_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5239,7 +5603,7 @@ func (x *DeleteRecordsRequest_Partition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsRequest_Partition.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsRequest_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{47, 0}
+	return file_wire_proto_rawDescGZIP(), []int{49, 0}
 }
 
 func (x *DeleteRecordsRequest_Partition) GetTopic() string {
@@ -5282,7 +5646,7 @@ type DeleteRecordsResponse_Partition struct {
 
 func (x *DeleteRecordsResponse_Partition) Reset() {
 	*x = DeleteRecordsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[72]
+	mi := &file_wire_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5294,7 +5658,7 @@ func (x *DeleteRecordsResponse_Partition) String() string {
 func (*DeleteRecordsResponse_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[72]
+	mi := &file_wire_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5307,7 +5671,7 @@ func (x *DeleteRecordsResponse_Partition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsResponse_Partition.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsResponse_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{48, 0}
+	return file_wire_proto_rawDescGZIP(), []int{50, 0}
 }
 
 func (x *DeleteRecordsResponse_Partition) GetTopic() string {
@@ -5348,7 +5712,7 @@ type DescribePartitionsRequest_Partition struct {
 
 func (x *DescribePartitionsRequest_Partition) Reset() {
 	*x = DescribePartitionsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[73]
+	mi := &file_wire_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5360,7 +5724,7 @@ func (x *DescribePartitionsRequest_Partition) String() string {
 func (*DescribePartitionsRequest_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[73]
+	mi := &file_wire_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5373,7 +5737,7 @@ func (x *DescribePartitionsRequest_Partition) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use DescribePartitionsRequest_Partition.ProtoReflect.Descriptor instead.
 func (*DescribePartitionsRequest_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{49, 0}
+	return file_wire_proto_rawDescGZIP(), []int{52, 0}
 }
 
 func (x *DescribePartitionsRequest_Partition) GetTopic() string {
@@ -5405,13 +5769,18 @@ type DescribePartitionsResponse_Partition struct {
 	Segments          int32 `protobuf:"varint,8,opt,name=segments,proto3" json:"segments,omitempty"`
 	// Raft index of the leader's raft snapshot (0: never compacted).
 	SnapshotIndex uint64 `protobuf:"varint,9,opt,name=snapshot_index,json=snapshotIndex,proto3" json:"snapshot_index,omitempty"`
+	// A move in progress: its target replicas (empty: none), and per
+	// replica being added how far it caught up, in permille of the
+	// leader's last index.
+	MoveTarget    []uint64        `protobuf:"varint,180,rep,packed,name=move_target,json=moveTarget,proto3" json:"move_target,omitempty"`
+	MoveProgress  []*MoveProgress `protobuf:"bytes,181,rep,name=move_progress,json=moveProgress,proto3" json:"move_progress,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DescribePartitionsResponse_Partition) Reset() {
 	*x = DescribePartitionsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[74]
+	mi := &file_wire_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5423,7 +5792,7 @@ func (x *DescribePartitionsResponse_Partition) String() string {
 func (*DescribePartitionsResponse_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[74]
+	mi := &file_wire_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5436,7 +5805,7 @@ func (x *DescribePartitionsResponse_Partition) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use DescribePartitionsResponse_Partition.ProtoReflect.Descriptor instead.
 func (*DescribePartitionsResponse_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{50, 0}
+	return file_wire_proto_rawDescGZIP(), []int{53, 0}
 }
 
 func (x *DescribePartitionsResponse_Partition) GetTopic() string {
@@ -5502,6 +5871,20 @@ func (x *DescribePartitionsResponse_Partition) GetSnapshotIndex() uint64 {
 	return 0
 }
 
+func (x *DescribePartitionsResponse_Partition) GetMoveTarget() []uint64 {
+	if x != nil {
+		return x.MoveTarget
+	}
+	return nil
+}
+
+func (x *DescribePartitionsResponse_Partition) GetMoveProgress() []*MoveProgress {
+	if x != nil {
+		return x.MoveProgress
+	}
+	return nil
+}
+
 var File_wire_proto protoreflect.FileDescriptor
 
 const file_wire_proto_rawDesc = "" +
@@ -5514,7 +5897,7 @@ const file_wire_proto_rawDesc = "" +
 	"\tleader_id\x18\x03 \x01(\x04R\bleaderId\x12%\n" +
 	"\x0eleader_address\x18\x04 \x01(\tR\rleaderAddress\x12(\n" +
 	"\x10log_start_offset\x18\x05 \x01(\x03R\x0elogStartOffset\x12%\n" +
-	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xeb\v\n" +
+	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xb5\f\n" +
 	"\aRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12,\n" +
 	"\x05hello\x18\n" +
@@ -5539,9 +5922,10 @@ const file_wire_proto_rawDesc = "" +
 	"\x0fdescribe_groups\x18- \x01(\v2\x1d.strand.DescribeGroupsRequestH\x00R\x0edescribeGroups\x12B\n" +
 	"\rdelete_groups\x18. \x01(\v2\x1b.strand.DeleteGroupsRequestH\x00R\fdeleteGroups\x12B\n" +
 	"\roffset_delete\x18< \x01(\v2\x1b.strand.OffsetDeleteRequestH\x00R\foffsetDelete\x12N\n" +
-	"\x11create_partitions\x18? \x01(\v2\x1f.strand.CreatePartitionsRequestH\x00R\x10createPartitions\x12'\n" +
+	"\x11create_partitions\x18? \x01(\v2\x1f.strand.CreatePartitionsRequestH\x00R\x10createPartitions\x12H\n" +
+	"\x0fmove_partitions\x18D \x01(\v2\x1d.strand.MovePartitionsRequestH\x00R\x0emovePartitions\x12'\n" +
 	"\x04raft\x18\x1e \x01(\v2\x11.strand.RaftFrameH\x00R\x04raftB\x06\n" +
-	"\x04body\"\xfd\v\n" +
+	"\x04body\"\xc8\f\n" +
 	"\bResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12#\n" +
 	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\x12-\n" +
@@ -5567,7 +5951,8 @@ const file_wire_proto_rawDesc = "" +
 	"\x0fdescribe_groups\x18- \x01(\v2\x1e.strand.DescribeGroupsResponseH\x00R\x0edescribeGroups\x12C\n" +
 	"\rdelete_groups\x18. \x01(\v2\x1c.strand.DeleteGroupsResponseH\x00R\fdeleteGroups\x12C\n" +
 	"\roffset_delete\x18< \x01(\v2\x1c.strand.OffsetDeleteResponseH\x00R\foffsetDelete\x12O\n" +
-	"\x11create_partitions\x18? \x01(\v2 .strand.CreatePartitionsResponseH\x00R\x10createPartitionsB\x06\n" +
+	"\x11create_partitions\x18? \x01(\v2 .strand.CreatePartitionsResponseH\x00R\x10createPartitions\x12I\n" +
+	"\x0fmove_partitions\x18D \x01(\v2\x1e.strand.MovePartitionsResponseH\x00R\x0emovePartitionsB\x06\n" +
 	"\x04body\"\x8f\x01\n" +
 	"\fHelloRequest\x12\x1f\n" +
 	"\vversion_min\x18\x01 \x01(\rR\n" +
@@ -5584,7 +5969,7 @@ const file_wire_proto_rawDesc = "" +
 	"cluster_id\x18\x14 \x01(\fR\tclusterId\x12&\n" +
 	"\x0fframe_bytes_max\x18\x1e \x01(\rR\rframeBytesMax\")\n" +
 	"\x0fMetadataRequest\x12\x16\n" +
-	"\x06topics\x18\x01 \x03(\tR\x06topics\"\xe4\x05\n" +
+	"\x06topics\x18\x01 \x03(\tR\x06topics\"\x8e\x06\n" +
 	"\x10MetadataResponse\x123\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x1d.strand.MetadataResponse.NodeR\x05nodes\x126\n" +
 	"\x06topics\x18\x02 \x03(\v2\x1e.strand.MetadataResponse.TopicR\x06topics\x12#\n" +
@@ -5600,14 +5985,15 @@ const file_wire_proto_rawDesc = "" +
 	"\tdisk_full\x182 \x01(\bR\bdiskFull\x12\x1e\n" +
 	"\n" +
 	"registered\x18\x05 \x01(\bR\n" +
-	"registered\x1a\xa8\x01\n" +
+	"registered\x1a\xd2\x01\n" +
 	"\tPartition\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\x04R\bleaderId\x12\x1f\n" +
 	"\vleader_term\x18\x03 \x01(\x04R\n" +
 	"leaderTerm\x12\x1a\n" +
 	"\breplicas\x18\x04 \x03(\x04R\breplicas\x12#\n" +
-	"\x05error\x18\x05 \x01(\v2\r.strand.ErrorR\x05error\x1a\x9f\x01\n" +
+	"\x05error\x18\x05 \x01(\v2\r.strand.ErrorR\x05error\x12(\n" +
+	"\x0ftarget_replicas\x18\xb4\x01 \x03(\x04R\x0etargetReplicas\x1a\x9f\x01\n" +
 	"\x05Topic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
 	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\x12B\n" +
@@ -5739,7 +6125,23 @@ const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x03 \x01(\x05R\n" +
 	"partitions\x12\x14\n" +
-	"\x05added\x18\x04 \x01(\x05R\x05added\"-\n" +
+	"\x05added\x18\x04 \x01(\x05R\x05added\"\xc8\x01\n" +
+	"\x15MovePartitionsRequest\x128\n" +
+	"\x05moves\x18\x01 \x03(\v2\".strand.MovePartitionsRequest.MoveR\x05moves\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\x1aV\n" +
+	"\x04Move\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
+	"\breplicas\x18\x03 \x03(\x04R\breplicas\"\xfa\x01\n" +
+	"\x16MovePartitionsResponse\x129\n" +
+	"\x05moves\x18\x01 \x03(\v2#.strand.MovePartitionsResponse.MoveR\x05moves\x1a\xa4\x01\n" +
+	"\x04Move\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
+	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error\x12\x1a\n" +
+	"\breplicas\x18\x04 \x03(\x04R\breplicas\x12'\n" +
+	"\x0ftarget_replicas\x18\x05 \x03(\x04R\x0etargetReplicas\"-\n" +
 	"\x15DescribeTopicsRequest\x12\x14\n" +
 	"\x05names\x18\x01 \x03(\tR\x05names\"\x97\x02\n" +
 	"\x16DescribeTopicsResponse\x12<\n" +
@@ -5890,18 +6292,25 @@ const file_wire_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
 	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error\x12(\n" +
-	"\x10log_start_offset\x18\x04 \x01(\x03R\x0elogStartOffset\"\xa9\x01\n" +
+	"\x10log_start_offset\x18\x04 \x01(\x03R\x0elogStartOffset\"}\n" +
+	"\fMoveProgress\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1f\n" +
+	"\vmatch_index\x18\x02 \x01(\x04R\n" +
+	"matchIndex\x12\x1d\n" +
+	"\n" +
+	"last_index\x18\x03 \x01(\x04R\tlastIndex\x12\x14\n" +
+	"\x05voter\x18\x04 \x01(\bR\x05voter\"\xa9\x01\n" +
 	"\x19DescribePartitionsRequest\x12K\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2+.strand.DescribePartitionsRequest.PartitionR\n" +
 	"partitions\x1a?\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\xb4\x03\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\x92\x04\n" +
 	"\x1aDescribePartitionsResponse\x12L\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2,.strand.DescribePartitionsResponse.PartitionR\n" +
-	"partitions\x1a\xc7\x02\n" +
+	"partitions\x1a\xa5\x03\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
@@ -5912,7 +6321,10 @@ const file_wire_proto_rawDesc = "" +
 	"size_bytes\x18\x06 \x01(\x03R\tsizeBytes\x12.\n" +
 	"\x13oldest_timestamp_ms\x18\a \x01(\x03R\x11oldestTimestampMs\x12\x1a\n" +
 	"\bsegments\x18\b \x01(\x05R\bsegments\x12%\n" +
-	"\x0esnapshot_index\x18\t \x01(\x04R\rsnapshotIndex*\xd3\b\n" +
+	"\x0esnapshot_index\x18\t \x01(\x04R\rsnapshotIndex\x12 \n" +
+	"\vmove_target\x18\xb4\x01 \x03(\x04R\n" +
+	"moveTarget\x12:\n" +
+	"\rmove_progress\x18\xb5\x01 \x03(\v2\x14.strand.MoveProgressR\fmoveProgress*\xa7\t\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +
@@ -5947,7 +6359,9 @@ const file_wire_proto_rawDesc = "" +
 	"$ERROR_CODE_GROUP_SUBSCRIBED_TO_TOPIC\x10A\x12\x1f\n" +
 	"\x1bERROR_CODE_NOT_ENOUGH_SPACE\x10-\x12!\n" +
 	"\x1dERROR_CODE_REPLICA_RECOVERING\x10.\x12!\n" +
-	"\x1dERROR_CODE_INVALID_PARTITIONS\x10DB,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
+	"\x1dERROR_CODE_INVALID_PARTITIONS\x10D\x12'\n" +
+	"#ERROR_CODE_REASSIGNMENT_IN_PROGRESS\x10H\x12)\n" +
+	"%ERROR_CODE_INVALID_REPLICA_ASSIGNMENT\x10IB,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
 
 var (
 	file_wire_proto_rawDescOnce sync.Once
@@ -5962,7 +6376,7 @@ func file_wire_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
 var file_wire_proto_goTypes = []any{
 	(ErrorCode)(0),                               // 0: strand.ErrorCode
 	(*Error)(nil),                                // 1: strand.Error
@@ -5986,61 +6400,66 @@ var file_wire_proto_goTypes = []any{
 	(*DeleteTopicsResponse)(nil),                 // 19: strand.DeleteTopicsResponse
 	(*CreatePartitionsRequest)(nil),              // 20: strand.CreatePartitionsRequest
 	(*CreatePartitionsResponse)(nil),             // 21: strand.CreatePartitionsResponse
-	(*DescribeTopicsRequest)(nil),                // 22: strand.DescribeTopicsRequest
-	(*DescribeTopicsResponse)(nil),               // 23: strand.DescribeTopicsResponse
-	(*InitProducerIdRequest)(nil),                // 24: strand.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil),               // 25: strand.InitProducerIdResponse
-	(*FindCoordinatorRequest)(nil),               // 26: strand.FindCoordinatorRequest
-	(*FindCoordinatorResponse)(nil),              // 27: strand.FindCoordinatorResponse
-	(*GroupTopicPartitions)(nil),                 // 28: strand.GroupTopicPartitions
-	(*ConsumerGroupHeartbeatRequest)(nil),        // 29: strand.ConsumerGroupHeartbeatRequest
-	(*ConsumerGroupHeartbeatResponse)(nil),       // 30: strand.ConsumerGroupHeartbeatResponse
-	(*OffsetCommitPartition)(nil),                // 31: strand.OffsetCommitPartition
-	(*OffsetCommitRequest)(nil),                  // 32: strand.OffsetCommitRequest
-	(*OffsetCommitResponse)(nil),                 // 33: strand.OffsetCommitResponse
-	(*OffsetFetchRequest)(nil),                   // 34: strand.OffsetFetchRequest
-	(*GroupCommittedOffset)(nil),                 // 35: strand.GroupCommittedOffset
-	(*OffsetFetchResponse)(nil),                  // 36: strand.OffsetFetchResponse
-	(*ListGroupsRequest)(nil),                    // 37: strand.ListGroupsRequest
-	(*ListGroupsResponse)(nil),                   // 38: strand.ListGroupsResponse
-	(*DescribeGroupsRequest)(nil),                // 39: strand.DescribeGroupsRequest
-	(*GroupMember)(nil),                          // 40: strand.GroupMember
-	(*DescribeGroupsResponse)(nil),               // 41: strand.DescribeGroupsResponse
-	(*DeleteGroupsRequest)(nil),                  // 42: strand.DeleteGroupsRequest
-	(*OffsetDeleteRequest)(nil),                  // 43: strand.OffsetDeleteRequest
-	(*OffsetDeleteResponse)(nil),                 // 44: strand.OffsetDeleteResponse
-	(*DeleteGroupsResponse)(nil),                 // 45: strand.DeleteGroupsResponse
-	(*AlterConfigsRequest)(nil),                  // 46: strand.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),                 // 47: strand.AlterConfigsResponse
-	(*DeleteRecordsRequest)(nil),                 // 48: strand.DeleteRecordsRequest
-	(*DeleteRecordsResponse)(nil),                // 49: strand.DeleteRecordsResponse
-	(*DescribePartitionsRequest)(nil),            // 50: strand.DescribePartitionsRequest
-	(*DescribePartitionsResponse)(nil),           // 51: strand.DescribePartitionsResponse
-	(*MetadataResponse_Node)(nil),                // 52: strand.MetadataResponse.Node
-	(*MetadataResponse_Partition)(nil),           // 53: strand.MetadataResponse.Partition
-	(*MetadataResponse_Topic)(nil),               // 54: strand.MetadataResponse.Topic
-	(*ProduceRequest_Partition)(nil),             // 55: strand.ProduceRequest.Partition
-	(*ProduceResponse_Partition)(nil),            // 56: strand.ProduceResponse.Partition
-	(*FetchRequest_Partition)(nil),               // 57: strand.FetchRequest.Partition
-	(*FetchResponse_Batch)(nil),                  // 58: strand.FetchResponse.Batch
-	(*FetchResponse_Partition)(nil),              // 59: strand.FetchResponse.Partition
-	(*ListOffsetsRequest_Partition)(nil),         // 60: strand.ListOffsetsRequest.Partition
-	(*ListOffsetsResponse_Partition)(nil),        // 61: strand.ListOffsetsResponse.Partition
-	(*CreateTopicsRequest_Topic)(nil),            // 62: strand.CreateTopicsRequest.Topic
-	(*CreatePartitionsRequest_Topic)(nil),        // 63: strand.CreatePartitionsRequest.Topic
-	(*CreatePartitionsResponse_Topic)(nil),       // 64: strand.CreatePartitionsResponse.Topic
-	(*DescribeTopicsResponse_Topic)(nil),         // 65: strand.DescribeTopicsResponse.Topic
-	(*ListGroupsResponse_Group)(nil),             // 66: strand.ListGroupsResponse.Group
-	(*DescribeGroupsResponse_Group)(nil),         // 67: strand.DescribeGroupsResponse.Group
-	(*OffsetDeleteResponse_Result)(nil),          // 68: strand.OffsetDeleteResponse.Result
-	(*DeleteGroupsResponse_Result)(nil),          // 69: strand.DeleteGroupsResponse.Result
-	(*AlterConfigsRequest_Topic)(nil),            // 70: strand.AlterConfigsRequest.Topic
-	(*AlterConfigsResponse_Topic)(nil),           // 71: strand.AlterConfigsResponse.Topic
-	(*DeleteRecordsRequest_Partition)(nil),       // 72: strand.DeleteRecordsRequest.Partition
-	(*DeleteRecordsResponse_Partition)(nil),      // 73: strand.DeleteRecordsResponse.Partition
-	(*DescribePartitionsRequest_Partition)(nil),  // 74: strand.DescribePartitionsRequest.Partition
-	(*DescribePartitionsResponse_Partition)(nil), // 75: strand.DescribePartitionsResponse.Partition
-	(*RaftFrame)(nil),                            // 76: strand.RaftFrame
+	(*MovePartitionsRequest)(nil),                // 22: strand.MovePartitionsRequest
+	(*MovePartitionsResponse)(nil),               // 23: strand.MovePartitionsResponse
+	(*DescribeTopicsRequest)(nil),                // 24: strand.DescribeTopicsRequest
+	(*DescribeTopicsResponse)(nil),               // 25: strand.DescribeTopicsResponse
+	(*InitProducerIdRequest)(nil),                // 26: strand.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil),               // 27: strand.InitProducerIdResponse
+	(*FindCoordinatorRequest)(nil),               // 28: strand.FindCoordinatorRequest
+	(*FindCoordinatorResponse)(nil),              // 29: strand.FindCoordinatorResponse
+	(*GroupTopicPartitions)(nil),                 // 30: strand.GroupTopicPartitions
+	(*ConsumerGroupHeartbeatRequest)(nil),        // 31: strand.ConsumerGroupHeartbeatRequest
+	(*ConsumerGroupHeartbeatResponse)(nil),       // 32: strand.ConsumerGroupHeartbeatResponse
+	(*OffsetCommitPartition)(nil),                // 33: strand.OffsetCommitPartition
+	(*OffsetCommitRequest)(nil),                  // 34: strand.OffsetCommitRequest
+	(*OffsetCommitResponse)(nil),                 // 35: strand.OffsetCommitResponse
+	(*OffsetFetchRequest)(nil),                   // 36: strand.OffsetFetchRequest
+	(*GroupCommittedOffset)(nil),                 // 37: strand.GroupCommittedOffset
+	(*OffsetFetchResponse)(nil),                  // 38: strand.OffsetFetchResponse
+	(*ListGroupsRequest)(nil),                    // 39: strand.ListGroupsRequest
+	(*ListGroupsResponse)(nil),                   // 40: strand.ListGroupsResponse
+	(*DescribeGroupsRequest)(nil),                // 41: strand.DescribeGroupsRequest
+	(*GroupMember)(nil),                          // 42: strand.GroupMember
+	(*DescribeGroupsResponse)(nil),               // 43: strand.DescribeGroupsResponse
+	(*DeleteGroupsRequest)(nil),                  // 44: strand.DeleteGroupsRequest
+	(*OffsetDeleteRequest)(nil),                  // 45: strand.OffsetDeleteRequest
+	(*OffsetDeleteResponse)(nil),                 // 46: strand.OffsetDeleteResponse
+	(*DeleteGroupsResponse)(nil),                 // 47: strand.DeleteGroupsResponse
+	(*AlterConfigsRequest)(nil),                  // 48: strand.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),                 // 49: strand.AlterConfigsResponse
+	(*DeleteRecordsRequest)(nil),                 // 50: strand.DeleteRecordsRequest
+	(*DeleteRecordsResponse)(nil),                // 51: strand.DeleteRecordsResponse
+	(*MoveProgress)(nil),                         // 52: strand.MoveProgress
+	(*DescribePartitionsRequest)(nil),            // 53: strand.DescribePartitionsRequest
+	(*DescribePartitionsResponse)(nil),           // 54: strand.DescribePartitionsResponse
+	(*MetadataResponse_Node)(nil),                // 55: strand.MetadataResponse.Node
+	(*MetadataResponse_Partition)(nil),           // 56: strand.MetadataResponse.Partition
+	(*MetadataResponse_Topic)(nil),               // 57: strand.MetadataResponse.Topic
+	(*ProduceRequest_Partition)(nil),             // 58: strand.ProduceRequest.Partition
+	(*ProduceResponse_Partition)(nil),            // 59: strand.ProduceResponse.Partition
+	(*FetchRequest_Partition)(nil),               // 60: strand.FetchRequest.Partition
+	(*FetchResponse_Batch)(nil),                  // 61: strand.FetchResponse.Batch
+	(*FetchResponse_Partition)(nil),              // 62: strand.FetchResponse.Partition
+	(*ListOffsetsRequest_Partition)(nil),         // 63: strand.ListOffsetsRequest.Partition
+	(*ListOffsetsResponse_Partition)(nil),        // 64: strand.ListOffsetsResponse.Partition
+	(*CreateTopicsRequest_Topic)(nil),            // 65: strand.CreateTopicsRequest.Topic
+	(*CreatePartitionsRequest_Topic)(nil),        // 66: strand.CreatePartitionsRequest.Topic
+	(*CreatePartitionsResponse_Topic)(nil),       // 67: strand.CreatePartitionsResponse.Topic
+	(*MovePartitionsRequest_Move)(nil),           // 68: strand.MovePartitionsRequest.Move
+	(*MovePartitionsResponse_Move)(nil),          // 69: strand.MovePartitionsResponse.Move
+	(*DescribeTopicsResponse_Topic)(nil),         // 70: strand.DescribeTopicsResponse.Topic
+	(*ListGroupsResponse_Group)(nil),             // 71: strand.ListGroupsResponse.Group
+	(*DescribeGroupsResponse_Group)(nil),         // 72: strand.DescribeGroupsResponse.Group
+	(*OffsetDeleteResponse_Result)(nil),          // 73: strand.OffsetDeleteResponse.Result
+	(*DeleteGroupsResponse_Result)(nil),          // 74: strand.DeleteGroupsResponse.Result
+	(*AlterConfigsRequest_Topic)(nil),            // 75: strand.AlterConfigsRequest.Topic
+	(*AlterConfigsResponse_Topic)(nil),           // 76: strand.AlterConfigsResponse.Topic
+	(*DeleteRecordsRequest_Partition)(nil),       // 77: strand.DeleteRecordsRequest.Partition
+	(*DeleteRecordsResponse_Partition)(nil),      // 78: strand.DeleteRecordsResponse.Partition
+	(*DescribePartitionsRequest_Partition)(nil),  // 79: strand.DescribePartitionsRequest.Partition
+	(*DescribePartitionsResponse_Partition)(nil), // 80: strand.DescribePartitionsResponse.Partition
+	(*RaftFrame)(nil),                            // 81: strand.RaftFrame
 }
 var file_wire_proto_depIdxs = []int32{
 	0,   // 0: strand.Error.code:type_name -> strand.ErrorCode
@@ -6051,103 +6470,109 @@ var file_wire_proto_depIdxs = []int32{
 	12,  // 5: strand.Request.list_offsets:type_name -> strand.ListOffsetsRequest
 	15,  // 6: strand.Request.create_topics:type_name -> strand.CreateTopicsRequest
 	18,  // 7: strand.Request.delete_topics:type_name -> strand.DeleteTopicsRequest
-	22,  // 8: strand.Request.describe_topics:type_name -> strand.DescribeTopicsRequest
-	24,  // 9: strand.Request.init_producer_id:type_name -> strand.InitProducerIdRequest
-	46,  // 10: strand.Request.alter_configs:type_name -> strand.AlterConfigsRequest
-	48,  // 11: strand.Request.delete_records:type_name -> strand.DeleteRecordsRequest
-	50,  // 12: strand.Request.describe_partitions:type_name -> strand.DescribePartitionsRequest
-	26,  // 13: strand.Request.find_coordinator:type_name -> strand.FindCoordinatorRequest
-	29,  // 14: strand.Request.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatRequest
-	32,  // 15: strand.Request.offset_commit:type_name -> strand.OffsetCommitRequest
-	34,  // 16: strand.Request.offset_fetch:type_name -> strand.OffsetFetchRequest
-	37,  // 17: strand.Request.list_groups:type_name -> strand.ListGroupsRequest
-	39,  // 18: strand.Request.describe_groups:type_name -> strand.DescribeGroupsRequest
-	42,  // 19: strand.Request.delete_groups:type_name -> strand.DeleteGroupsRequest
-	43,  // 20: strand.Request.offset_delete:type_name -> strand.OffsetDeleteRequest
+	24,  // 8: strand.Request.describe_topics:type_name -> strand.DescribeTopicsRequest
+	26,  // 9: strand.Request.init_producer_id:type_name -> strand.InitProducerIdRequest
+	48,  // 10: strand.Request.alter_configs:type_name -> strand.AlterConfigsRequest
+	50,  // 11: strand.Request.delete_records:type_name -> strand.DeleteRecordsRequest
+	53,  // 12: strand.Request.describe_partitions:type_name -> strand.DescribePartitionsRequest
+	28,  // 13: strand.Request.find_coordinator:type_name -> strand.FindCoordinatorRequest
+	31,  // 14: strand.Request.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatRequest
+	34,  // 15: strand.Request.offset_commit:type_name -> strand.OffsetCommitRequest
+	36,  // 16: strand.Request.offset_fetch:type_name -> strand.OffsetFetchRequest
+	39,  // 17: strand.Request.list_groups:type_name -> strand.ListGroupsRequest
+	41,  // 18: strand.Request.describe_groups:type_name -> strand.DescribeGroupsRequest
+	44,  // 19: strand.Request.delete_groups:type_name -> strand.DeleteGroupsRequest
+	45,  // 20: strand.Request.offset_delete:type_name -> strand.OffsetDeleteRequest
 	20,  // 21: strand.Request.create_partitions:type_name -> strand.CreatePartitionsRequest
-	76,  // 22: strand.Request.raft:type_name -> strand.RaftFrame
-	1,   // 23: strand.Response.error:type_name -> strand.Error
-	5,   // 24: strand.Response.hello:type_name -> strand.HelloResponse
-	7,   // 25: strand.Response.metadata:type_name -> strand.MetadataResponse
-	9,   // 26: strand.Response.produce:type_name -> strand.ProduceResponse
-	11,  // 27: strand.Response.fetch:type_name -> strand.FetchResponse
-	13,  // 28: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
-	17,  // 29: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
-	19,  // 30: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
-	23,  // 31: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
-	25,  // 32: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
-	47,  // 33: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
-	49,  // 34: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
-	51,  // 35: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
-	27,  // 36: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
-	30,  // 37: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
-	33,  // 38: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
-	36,  // 39: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
-	38,  // 40: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
-	41,  // 41: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
-	45,  // 42: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
-	44,  // 43: strand.Response.offset_delete:type_name -> strand.OffsetDeleteResponse
-	21,  // 44: strand.Response.create_partitions:type_name -> strand.CreatePartitionsResponse
-	52,  // 45: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
-	54,  // 46: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
-	55,  // 47: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
-	56,  // 48: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
-	57,  // 49: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
-	59,  // 50: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
-	60,  // 51: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
-	61,  // 52: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
-	62,  // 53: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
-	1,   // 54: strand.TopicResult.error:type_name -> strand.Error
-	16,  // 55: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
-	16,  // 56: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
-	63,  // 57: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
-	64,  // 58: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
-	65,  // 59: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
-	28,  // 60: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
-	28,  // 61: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
-	31,  // 62: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
-	28,  // 63: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
-	35,  // 64: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
-	66,  // 65: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
-	28,  // 66: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
-	28,  // 67: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
-	28,  // 68: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
-	67,  // 69: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
-	28,  // 70: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
-	68,  // 71: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
-	69,  // 72: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
-	70,  // 73: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
-	71,  // 74: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
-	72,  // 75: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
-	73,  // 76: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
-	74,  // 77: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
-	75,  // 78: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
-	1,   // 79: strand.MetadataResponse.Partition.error:type_name -> strand.Error
-	1,   // 80: strand.MetadataResponse.Topic.error:type_name -> strand.Error
-	53,  // 81: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
-	1,   // 82: strand.ProduceResponse.Partition.error:type_name -> strand.Error
-	1,   // 83: strand.FetchResponse.Partition.error:type_name -> strand.Error
-	58,  // 84: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
-	1,   // 85: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
-	14,  // 86: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
-	1,   // 87: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
-	1,   // 88: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
-	14,  // 89: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	1,   // 90: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
-	40,  // 91: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
-	35,  // 92: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
-	1,   // 93: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
-	1,   // 94: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
-	14,  // 95: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
-	1,   // 96: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
-	14,  // 97: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	1,   // 98: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
-	1,   // 99: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
-	100, // [100:100] is the sub-list for method output_type
-	100, // [100:100] is the sub-list for method input_type
-	100, // [100:100] is the sub-list for extension type_name
-	100, // [100:100] is the sub-list for extension extendee
-	0,   // [0:100] is the sub-list for field type_name
+	22,  // 22: strand.Request.move_partitions:type_name -> strand.MovePartitionsRequest
+	81,  // 23: strand.Request.raft:type_name -> strand.RaftFrame
+	1,   // 24: strand.Response.error:type_name -> strand.Error
+	5,   // 25: strand.Response.hello:type_name -> strand.HelloResponse
+	7,   // 26: strand.Response.metadata:type_name -> strand.MetadataResponse
+	9,   // 27: strand.Response.produce:type_name -> strand.ProduceResponse
+	11,  // 28: strand.Response.fetch:type_name -> strand.FetchResponse
+	13,  // 29: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
+	17,  // 30: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
+	19,  // 31: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
+	25,  // 32: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
+	27,  // 33: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
+	49,  // 34: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
+	51,  // 35: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
+	54,  // 36: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
+	29,  // 37: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
+	32,  // 38: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
+	35,  // 39: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
+	38,  // 40: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
+	40,  // 41: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
+	43,  // 42: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
+	47,  // 43: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
+	46,  // 44: strand.Response.offset_delete:type_name -> strand.OffsetDeleteResponse
+	21,  // 45: strand.Response.create_partitions:type_name -> strand.CreatePartitionsResponse
+	23,  // 46: strand.Response.move_partitions:type_name -> strand.MovePartitionsResponse
+	55,  // 47: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
+	57,  // 48: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
+	58,  // 49: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
+	59,  // 50: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
+	60,  // 51: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
+	62,  // 52: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
+	63,  // 53: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
+	64,  // 54: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
+	65,  // 55: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
+	1,   // 56: strand.TopicResult.error:type_name -> strand.Error
+	16,  // 57: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
+	16,  // 58: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
+	66,  // 59: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
+	67,  // 60: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
+	68,  // 61: strand.MovePartitionsRequest.moves:type_name -> strand.MovePartitionsRequest.Move
+	69,  // 62: strand.MovePartitionsResponse.moves:type_name -> strand.MovePartitionsResponse.Move
+	70,  // 63: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
+	30,  // 64: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
+	30,  // 65: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
+	33,  // 66: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
+	30,  // 67: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
+	37,  // 68: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
+	71,  // 69: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
+	30,  // 70: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
+	30,  // 71: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
+	30,  // 72: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
+	72,  // 73: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
+	30,  // 74: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
+	73,  // 75: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
+	74,  // 76: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
+	75,  // 77: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
+	76,  // 78: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
+	77,  // 79: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
+	78,  // 80: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
+	79,  // 81: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
+	80,  // 82: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
+	1,   // 83: strand.MetadataResponse.Partition.error:type_name -> strand.Error
+	1,   // 84: strand.MetadataResponse.Topic.error:type_name -> strand.Error
+	56,  // 85: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
+	1,   // 86: strand.ProduceResponse.Partition.error:type_name -> strand.Error
+	1,   // 87: strand.FetchResponse.Partition.error:type_name -> strand.Error
+	61,  // 88: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
+	1,   // 89: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
+	14,  // 90: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
+	1,   // 91: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
+	1,   // 92: strand.MovePartitionsResponse.Move.error:type_name -> strand.Error
+	1,   // 93: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
+	14,  // 94: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	1,   // 95: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
+	42,  // 96: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
+	37,  // 97: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
+	1,   // 98: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
+	1,   // 99: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
+	14,  // 100: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
+	1,   // 101: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
+	14,  // 102: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	1,   // 103: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
+	1,   // 104: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
+	52,  // 105: strand.DescribePartitionsResponse.Partition.move_progress:type_name -> strand.MoveProgress
+	106, // [106:106] is the sub-list for method output_type
+	106, // [106:106] is the sub-list for method input_type
+	106, // [106:106] is the sub-list for extension type_name
+	106, // [106:106] is the sub-list for extension extendee
+	0,   // [0:106] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -6178,6 +6603,7 @@ func file_wire_proto_init() {
 		(*Request_DeleteGroups)(nil),
 		(*Request_OffsetDelete)(nil),
 		(*Request_CreatePartitions)(nil),
+		(*Request_MovePartitions)(nil),
 		(*Request_Raft)(nil),
 	}
 	file_wire_proto_msgTypes[2].OneofWrappers = []any{
@@ -6202,15 +6628,16 @@ func file_wire_proto_init() {
 		(*Response_DeleteGroups)(nil),
 		(*Response_OffsetDelete)(nil),
 		(*Response_CreatePartitions)(nil),
+		(*Response_MovePartitions)(nil),
 	}
-	file_wire_proto_msgTypes[57].OneofWrappers = []any{}
+	file_wire_proto_msgTypes[60].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   75,
+			NumMessages:   80,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
