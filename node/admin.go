@@ -124,6 +124,8 @@ var metaErrorCodes = []struct {
 	{metadata.ErrInvalidPartitions, strandpb.ErrorCode_ERROR_CODE_INVALID_PARTITIONS},
 	{metadata.ErrTooManyPartitions, strandpb.ErrorCode_ERROR_CODE_INVALID_PARTITIONS},
 	{metadata.ErrProducerIDsExhausted, strandpb.ErrorCode_ERROR_CODE_INTERNAL},
+	{metadata.ErrMoveInProgress, strandpb.ErrorCode_ERROR_CODE_REASSIGNMENT_IN_PROGRESS},
+	{metadata.ErrInvalidReplicaAssignment, strandpb.ErrorCode_ERROR_CODE_INVALID_REPLICA_ASSIGNMENT},
 }
 
 // metaError maps a metadata command's refusal to its wire form.

@@ -84,7 +84,15 @@ type Bugs struct {
 	// not its CRC, so a batch damaged in flight is proposed and committed
 	// (the engine refuses it only when applying).
 	ProduceSkipsCRC bool
+	// MoveSkipsCatchUp: a partition move promotes its learners and removes
+	// the old voters without waiting for the learners to catch up
+	// (moves.go), so a joint configuration may commit on voters that never
+	// held what the old majority acknowledged.
+	MoveSkipsCatchUp bool
 }
+
+// bugMoveSkipCatchUp (MoveSkipsCatchUp) treats every learner as caught up.
+func (c *Core) bugMoveSkipCatchUp(*group) bool { return c.cfg.Bugs.MoveSkipsCatchUp }
 
 // bugQuiescedNeverWake (QuiescedNeverWake) turns off the wake of quiesced
 // followers whose leader's node went silent.

@@ -67,6 +67,8 @@ func (c *Core) Handle(req *strandpb.Request, respond func(*strandpb.Response)) {
 		c.handleDescribePartitions(body.DescribePartitions, answer)
 	case *strandpb.Request_CreatePartitions:
 		c.handleCreatePartitions(body.CreatePartitions, answer)
+	case *strandpb.Request_MovePartitions:
+		c.handleMovePartitions(body.MovePartitions, answer)
 	default:
 		if c.handleGroupRequest(req, answer) {
 			return
@@ -298,6 +300,9 @@ func (c *Core) wireTopicMetadata(t metadata.Topic) *strandpb.MetadataResponse_To
 			continue
 		}
 		wp := &strandpb.MetadataResponse_Partition{Partition: int32(p), Replicas: replicas}
+		if p < len(t.Targets) {
+			wp.TargetReplicas = t.Targets[p]
+		}
 		lead, term := c.partitionLeader(t, int32(p))
 		wp.LeaderId, wp.LeaderTerm = uint64(lead), term
 		out.Partitions = append(out.Partitions, wp)

@@ -46,6 +46,7 @@ type Stats struct {
 	Compactions        uint64 // raft log compactions behind a snapshot
 	SnapshotsSent      uint64 // raft snapshots sent to lagging followers
 	SnapshotsInstalled uint64 // raft snapshots installed from a leader
+	MoveSteps          uint64 // conf changes proposed to move partitions (moves.go)
 }
 
 // Stats returns the counters so far.
@@ -176,8 +177,8 @@ func saneProposal(m *raftpb.Message) bool {
 
 // saneEntries checks a MsgApp's entries: consecutive indexes after
 // m.Index, terms between m.LogTerm and m.Term never going down, and only
-// configuration changes like the bootstrap's (add a replica of the group):
-// membership is static, and raft panics applying a change it refuses.
+// configuration changes of the shapes Strand proposes (the bootstrap's
+// AddNode, and moves' ConfChangeV2 of voters and learners: moves.go).
 func saneEntries(g *group, m *raftpb.Message) bool {
 	if m.GetSnapshot() != nil || m.GetLogTerm() > m.GetTerm() {
 		return false
@@ -191,9 +192,14 @@ func saneEntries(g *group, m *raftpb.Message) bool {
 		switch e.GetType() {
 		case raftpb.EntryNormal:
 		case raftpb.EntryConfChange:
+			// A bootstrap entry: over the bootstrap set, which a later
+			// move may have left.
 			var cc raftpb.ConfChange
-			if proto.Unmarshal(e.GetData(), &cc) != nil || cc.GetType() != raftpb.ConfChangeAddNode ||
-				!g.isReplica(NodeID(cc.GetNodeId())) {
+			if proto.Unmarshal(e.GetData(), &cc) != nil || cc.GetType() != raftpb.ConfChangeAddNode || cc.GetNodeId() == 0 {
+				return false
+			}
+		case raftpb.EntryConfChangeV2:
+			if !saneConfChangeV2(e.GetData()) {
 				return false
 			}
 		default:
@@ -234,6 +240,7 @@ func (c *Core) Tick() {
 	c.expireSessions()
 	c.sweepGroups()
 	c.rejoinTick()
+	c.moveTick()
 	c.runRepairs()
 	c.checkSpace()
 	c.refillThrottle()

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -215,15 +214,8 @@ func saneSnapshot(g *group, m *raftpb.Message) bool {
 	if g.meta != nil || snap == nil || len(m.GetEntries()) != 0 || snap.GetMetadata().GetIndex() == 0 {
 		return false
 	}
-	voters := slices.Clone(snap.GetMetadata().GetConfState().GetVoters())
-	slices.Sort(voters)
-	if len(voters) != len(g.replicas) || len(snap.GetMetadata().GetConfState().GetLearners()) != 0 {
+	if !saneConfState(snap.GetMetadata().GetConfState()) {
 		return false
-	}
-	for i, v := range voters {
-		if NodeID(v) != g.replicas[i] {
-			return false
-		}
 	}
 	part, err := engine.RestorePartitionIndexed(snap.GetData(), nil)
 	return err == nil && part.AppliedIndex() == snap.GetMetadata().GetIndex()

@@ -1,0 +1,398 @@
+package node
+
+import (
+	"encoding/binary"
+	"log/slog"
+	"slices"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strandlog/strand/engine/metadata"
+)
+
+// Partition moves (R28). The metadata group records a move (current
+// replicas, target); every node of current ∪ target hosts the partition,
+// and the partition's leader drives its raft configuration to the target
+// in steps it reads off raft's own configuration, so a new leader after any
+// crash continues from what it sees:
+//
+//  1. target nodes not in the configuration join as learners
+//     (ConfChangeV2 AddLearnerNode): they catch up without voting, through
+//     the catch-up throttle like any lagging follower;
+//  2. once every learner of the target has a match index at the leader's
+//     commit and replicates, one joint change promotes them and removes the
+//     voters outside the target (auto-leave): every commit needs a majority
+//     of the old voters and of the new, all caught up, so there is never a
+//     window with fewer than a majority of caught-up voters;
+//  3. a leader outside the target hands leadership to the most caught-up
+//     incoming voter while the joint configuration still holds it; raft's
+//     StepDownOnRemoval covers a leader that leaves the joint config first;
+//  4. once the final configuration (voters = target, no learners) is
+//     applied, the leader proposes CompletePartitionMove to the metadata
+//     group; the nodes left outside then stop and delete their replica in
+//     reconcile.
+//
+// Rejected: removing old voters one by one with simple changes (each step
+// changes the majority; joint consensus is one step whatever the overlap);
+// a move coordinator in the metadata group (it would need every partition's
+// raft progress; the leader has it).
+
+// moveCheckTicks is how often (in Core ticks) a leader looks at its moves;
+// moveRetryTicks how long it waits for a proposed step before proposing it
+// again (raft drops a conf change while another is pending).
+const (
+	moveCheckTicks = 5
+	moveRetryTicks = 100
+)
+
+// moveState is a leader's progress on its group's move.
+type moveState struct {
+	// proposedTick and proposedConf: the tick a conf change was last
+	// proposed, and the configuration it was computed from; a new step
+	// waits until the configuration changed or moveRetryTicks passed.
+	proposedTick uint64
+	proposedConf *raftpb.ConfState
+	// completing: a CompletePartitionMove is in flight.
+	completing bool
+}
+
+// setPlacement sets g's replica sets from the metadata (spec): the nodes
+// it talks to are current ∪ target.
+func (g *group) setPlacement(spec PartitionSpec) {
+	g.current = sortedIDs(spec.Replicas)
+	g.target = sortedIDs(spec.Target)
+	g.boot = sortedIDs(spec.Bootstrap)
+	g.replicas = sortedIDs(append(slices.Clone(spec.Replicas), spec.Target...))
+	g.replicas = slices.Compact(g.replicas)
+}
+
+// spec is g's placement as a PartitionSpec, to reopen it.
+func (g *group) spec() PartitionSpec {
+	return PartitionSpec{TopicPartition: g.tp, Replicas: g.current, Target: g.target, Bootstrap: g.boot}
+}
+
+// bootSet is the set g's empty log bootstraps over.
+func (g *group) bootSet() []NodeID {
+	if len(g.boot) > 0 {
+		return g.boot
+	}
+	return g.replicas
+}
+
+// sortedIDs is a sorted copy of ids (nil for none).
+func sortedIDs(ids []NodeID) []NodeID {
+	if len(ids) == 0 {
+		return nil
+	}
+	out := slices.Clone(ids)
+	slices.Sort(out)
+	return out
+}
+
+// refSpec is the PartitionSpec of a metadata partition reference.
+func refSpec(ref metadata.PartitionRef) PartitionSpec {
+	spec := PartitionSpec{TopicPartition: TopicPartition{Topic: ref.Topic, Partition: ref.Partition}}
+	for _, r := range ref.Replicas {
+		spec.Replicas = append(spec.Replicas, NodeID(r))
+	}
+	for _, r := range ref.Target {
+		spec.Target = append(spec.Target, NodeID(r))
+	}
+	for _, r := range ref.Bootstrap {
+		spec.Bootstrap = append(spec.Bootstrap, NodeID(r))
+	}
+	return spec
+}
+
+// moveTick drives the moves of the partitions this node leads.
+func (c *Core) moveTick() {
+	if c.meta == nil || c.ticks%moveCheckTicks != 0 {
+		return
+	}
+	for _, g := range c.partitionGroups() {
+		if len(g.target) == 0 || g.raw == nil {
+			continue
+		}
+		if _, _, leading := g.leadership(); leading {
+			c.stepMove(g)
+		}
+	}
+}
+
+// stepMove takes the next step of g's move, as its configuration says.
+func (c *Core) stepMove(g *group) {
+	st := g.raw.Status()
+	cfg := st.Config
+	incoming, outgoing := cfg.Voters[0], cfg.Voters[1]
+	switch {
+	case len(outgoing) > 0:
+		c.moveInJoint(g, st)
+	case sameIDs(incoming, g.target) && len(cfg.Learners) == 0 && len(cfg.LearnersNext) == 0:
+		c.completeMove(g)
+	default:
+		if !c.moveMayPropose(g) {
+			return
+		}
+		var missing []NodeID
+		for _, id := range g.target {
+			_, voter := incoming[uint64(id)]
+			_, learner := cfg.Learners[uint64(id)]
+			if !voter && !learner {
+				missing = append(missing, id)
+			}
+		}
+		if len(missing) > 0 {
+			c.proposeMoveStep(g, learnersChange(missing), "adding learners")
+			return
+		}
+		if !c.learnersCaughtUp(g, st) {
+			return
+		}
+		c.proposeMoveStep(g, jointChange(g.target, incoming, cfg.Learners), "entering joint configuration")
+	}
+}
+
+// moveInJoint handles a joint configuration: raft leaves it by itself
+// (auto-leave; an explicit leave if the entry asked for none), and a leader
+// outside the target hands the lead to the most caught-up incoming voter.
+func (c *Core) moveInJoint(g *group, st raft.Status) {
+	if _, in := st.Config.Voters[0][uint64(c.cfg.ID)]; !in && st.LeadTransferee == 0 {
+		if to := bestVoter(st, c.cfg.ID); to != 0 {
+			g.logs.log(slog.LevelInfo, "move: leader leaves the partition; handing leadership on",
+				slog.Uint64("to", uint64(to)))
+			c.markReady(g)
+			g.raw.TransferLeader(uint64(to))
+			return
+		}
+	}
+	if !st.Config.AutoLeave && c.moveMayPropose(g) {
+		c.proposeMoveStep(g, &raftpb.ConfChangeV2{}, "leaving joint configuration")
+	}
+}
+
+// bestVoter is the incoming voter other than self with the highest match
+// that replicates (0: none).
+func bestVoter(st raft.Status, self NodeID) NodeID {
+	var best NodeID
+	var match uint64
+	ids := make([]uint64, 0, len(st.Config.Voters[0]))
+	for id := range st.Config.Voters[0] {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids) // map order must not pick the transferee
+	for _, id := range ids {
+		pr, ok := st.Progress[id]
+		if NodeID(id) == self || !ok || pr.State != tracker.StateReplicate {
+			continue
+		}
+		if best == 0 || pr.Match > match {
+			best, match = NodeID(id), pr.Match
+		}
+	}
+	return best
+}
+
+// learnersCaughtUp tells whether every target node that is not a voter
+// replicates with a match index at the leader's commit.
+func (c *Core) learnersCaughtUp(g *group, st raft.Status) bool {
+	for _, id := range g.target {
+		if _, voter := st.Config.Voters[0][uint64(id)]; voter {
+			continue
+		}
+		if c.bugMoveSkipCatchUp(g) {
+			continue
+		}
+		pr, ok := st.Progress[uint64(id)]
+		if !ok || pr.State != tracker.StateReplicate || pr.Match < st.GetCommit() {
+			return false
+		}
+	}
+	return true
+}
+
+// moveMayPropose tells whether a new step may be proposed: the last one's
+// configuration was applied, or it had moveRetryTicks to be.
+func (c *Core) moveMayPropose(g *group) bool {
+	m := &g.move
+	return m.proposedConf != g.confState || m.proposedTick == 0 || c.ticks >= m.proposedTick+moveRetryTicks
+}
+
+// proposeMoveStep proposes one configuration change of g's move.
+func (c *Core) proposeMoveStep(g *group, cc *raftpb.ConfChangeV2, what string) {
+	g.move.proposedTick, g.move.proposedConf = c.ticks, g.confState
+	c.markReady(g)
+	if err := g.raw.ProposeConfChange(cc); err != nil {
+		g.logs.log(slog.LevelWarn, "move: conf change not proposed", slog.String("step", what), slog.Any("err", err))
+		return
+	}
+	c.stats.MoveSteps++
+	g.logs.log(slog.LevelInfo, "move: "+what, slog.Any("target", g.target))
+}
+
+// learnersChange adds ids as learners.
+func learnersChange(ids []NodeID) *raftpb.ConfChangeV2 {
+	cc := &raftpb.ConfChangeV2{}
+	for _, id := range ids {
+		cc.Changes = append(cc.Changes, confChangeSingle(raftpb.ConfChangeAddLearnerNode, id))
+	}
+	return cc
+}
+
+// jointChange promotes the target's learners and removes every voter and
+// learner outside the target, in one joint change that raft leaves by
+// itself once applied.
+func jointChange(target []NodeID, voters, learners map[uint64]struct{}) *raftpb.ConfChangeV2 {
+	cc := &raftpb.ConfChangeV2{Transition: raftpb.ConfChangeTransitionJointImplicit.Enum()}
+	for _, id := range target {
+		if _, ok := voters[uint64(id)]; !ok {
+			cc.Changes = append(cc.Changes, confChangeSingle(raftpb.ConfChangeAddNode, id))
+		}
+	}
+	var gone []uint64
+	for id := range voters {
+		gone = append(gone, id)
+	}
+	for id := range learners {
+		gone = append(gone, id)
+	}
+	slices.Sort(gone) // map order must not reach the log
+	for _, id := range gone {
+		if !slices.Contains(target, NodeID(id)) {
+			cc.Changes = append(cc.Changes, confChangeSingle(raftpb.ConfChangeRemoveNode, NodeID(id)))
+		}
+	}
+	return cc
+}
+
+func confChangeSingle(t raftpb.ConfChangeType, id NodeID) *raftpb.ConfChangeSingle {
+	return &raftpb.ConfChangeSingle{Type: t.Enum(), NodeId: ptr(uint64(id))}
+}
+
+// sameIDs tells whether the voter set holds exactly ids.
+func sameIDs(voters map[uint64]struct{}, ids []NodeID) bool {
+	if len(voters) != len(ids) {
+		return false
+	}
+	for _, id := range ids {
+		if _, ok := voters[uint64(id)]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// completeMove proposes CompletePartitionMove once g's applied
+// configuration is the target (one proposal in flight).
+func (c *Core) completeMove(g *group) {
+	if g.move.completing {
+		return
+	}
+	target := make([]uint64, len(g.target))
+	for i, id := range g.target {
+		target[i] = uint64(id)
+	}
+	data, err := metadata.EncodeCompletePartitionMove(g.tp.Topic, g.topicID, g.tp.Partition, target)
+	if err != nil {
+		panic("node: encode complete move: " + err.Error()) // names were validated by the metadata group
+	}
+	g.move.completing = true
+	c.proposeMeta(data, uint64(c.cfg.RequestTimeoutTicks), func(res metadata.Result, err error) {
+		g.move.completing = false
+		if err == nil && res.Err == nil {
+			g.logs.log(slog.LevelInfo, "move: completed", slog.Any("replicas", target))
+		}
+	})
+}
+
+// MoveProgress is how far one replica a move adds has caught up.
+type MoveProgress struct {
+	Node       NodeID
+	MatchIndex uint64
+	LastIndex  uint64
+	Voter      bool
+}
+
+// moveProgress is, on g's leader, the progress of each target node not in
+// the metadata's replica set, in target order.
+func (c *Core) moveProgress(g *group) []MoveProgress {
+	if len(g.target) == 0 {
+		return nil
+	}
+	st := g.raw.Status()
+	last, err := g.log.LastIndex()
+	if err != nil {
+		last = st.GetCommit()
+	}
+	last = max(last, st.GetCommit())
+	var out []MoveProgress
+	for _, id := range g.target {
+		if slices.Contains(g.current, id) {
+			continue
+		}
+		p := MoveProgress{Node: id, LastIndex: last}
+		if pr, ok := st.Progress[uint64(id)]; ok {
+			p.MatchIndex = pr.Match
+			_, p.Voter = st.Config.Voters[0][uint64(id)]
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// deletedBefore reports whether dir holds a tombstone this node must
+// respect: one without a version (a deleted topic), or one written at a
+// metadata version at or above the applied one (a replay from an older
+// checkpoint still places the replica here). A replica a newer move placed
+// here again has its tombstone removed and starts afresh.
+func (c *Core) deletedBefore(dir string) bool {
+	if !deletedHere(c.cfg, dir) {
+		return false
+	}
+	data, err := readFile(c.cfg.Disk, dir+"/"+deletedName)
+	if err != nil || len(data) != 8 || binary.LittleEndian.Uint64(data) >= c.meta.meta.Version() {
+		return true
+	}
+	if err := c.cfg.Disk.Remove(dir + "/" + deletedName); err != nil {
+		return true
+	}
+	return c.cfg.Disk.SyncDir(dir) != nil
+}
+
+// saneConfChangeV2 checks a ConfChangeV2 entry's data has the shape moves
+// propose: voters and learners added or removed by nonzero id, or an empty
+// change (leave a joint configuration).
+func saneConfChangeV2(data []byte) bool {
+	var cc raftpb.ConfChangeV2
+	if proto.Unmarshal(data, &cc) != nil || len(cc.GetChanges()) > 2*metadata.MoveReplicasMax {
+		return false
+	}
+	for _, ch := range cc.GetChanges() {
+		switch ch.GetType() {
+		case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode, raftpb.ConfChangeRemoveNode:
+		default:
+			return false
+		}
+		if ch.GetNodeId() == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// saneConfState checks a snapshot's configuration: some voters, every id
+// nonzero. Which ids depends on the moves the log went through, so they
+// are not compared with the metadata's replicas.
+func saneConfState(cs *raftpb.ConfState) bool {
+	if len(cs.GetVoters()) == 0 {
+		return false
+	}
+	for _, ids := range [][]uint64{cs.GetVoters(), cs.GetLearners(), cs.GetVotersOutgoing(), cs.GetLearnersNext()} {
+		if slices.Contains(ids, 0) {
+			return false
+		}
+	}
+	return true
+}
