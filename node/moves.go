@@ -24,12 +24,13 @@ import (
 //     the catch-up throttle like any lagging follower;
 //  2. once every learner of the target has a match index at the leader's
 //     commit and replicates, one joint change promotes them and removes the
-//     voters outside the target (auto-leave): every commit needs a majority
-//     of the old voters and of the new, all caught up, so there is never a
-//     window with fewer than a majority of caught-up voters;
-//  3. a leader outside the target hands leadership to the most caught-up
-//     incoming voter while the joint configuration still holds it; raft's
-//     StepDownOnRemoval covers a leader that leaves the joint config first;
+//     voters outside the target: every commit needs a majority of the old
+//     voters and of the new, all caught up, so there is never a window with
+//     fewer than a majority of caught-up voters;
+//  3. the joint configuration is left explicitly: a leader outside the
+//     target first hands leadership to the most caught-up incoming voter,
+//     which proposes the leave (an election after StepDownOnRemoval would
+//     cost an election timeout of unavailability);
 //  4. once the final configuration (voters = target, no learners) is
 //     applied, the leader proposes CompletePartitionMove to the metadata
 //     group; the nodes left outside then stop and delete their replica in
@@ -155,20 +156,21 @@ func (c *Core) stepMove(g *group) {
 	}
 }
 
-// moveInJoint handles a joint configuration: raft leaves it by itself
-// (auto-leave; an explicit leave if the entry asked for none), and a leader
-// outside the target hands the lead to the most caught-up incoming voter.
+// moveInJoint handles a joint configuration. The joint change asks for an
+// explicit leave, so a leader outside the target first hands the lead to
+// the most caught-up incoming voter (which then leaves the joint config),
+// and a leader inside it proposes the leave.
 func (c *Core) moveInJoint(g *group, st raft.Status) {
-	if _, in := st.Config.Voters[0][uint64(c.cfg.ID)]; !in && st.LeadTransferee == 0 {
-		if to := bestVoter(st, c.cfg.ID); to != 0 {
+	if _, in := st.Config.Voters[0][uint64(c.cfg.ID)]; !in {
+		if to := bestVoter(st, c.cfg.ID); to != 0 && st.LeadTransferee == 0 {
 			g.logs.log(slog.LevelInfo, "move: leader leaves the partition; handing leadership on",
 				slog.Uint64("to", uint64(to)))
 			c.markReady(g)
 			g.raw.TransferLeader(uint64(to))
-			return
 		}
+		return
 	}
-	if !st.Config.AutoLeave && c.moveMayPropose(g) {
+	if c.moveMayPropose(g) {
 		c.proposeMoveStep(g, &raftpb.ConfChangeV2{}, "leaving joint configuration")
 	}
 }
@@ -242,10 +244,10 @@ func learnersChange(ids []NodeID) *raftpb.ConfChangeV2 {
 }
 
 // jointChange promotes the target's learners and removes every voter and
-// learner outside the target, in one joint change that raft leaves by
-// itself once applied.
+// learner outside the target, in one joint change left explicitly
+// (moveInJoint), so a leader outside the target can hand the lead on first.
 func jointChange(target []NodeID, voters, learners map[uint64]struct{}) *raftpb.ConfChangeV2 {
-	cc := &raftpb.ConfChangeV2{Transition: raftpb.ConfChangeTransitionJointImplicit.Enum()}
+	cc := &raftpb.ConfChangeV2{Transition: raftpb.ConfChangeTransitionJointExplicit.Enum()}
 	for _, id := range target {
 		if _, ok := voters[uint64(id)]; !ok {
 			cc.Changes = append(cc.Changes, confChangeSingle(raftpb.ConfChangeAddNode, id))

@@ -73,6 +73,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdGroup(rest, stdout)
 	case "cluster":
 		err = cmdCluster(rest, stdout)
+	case "partition":
+		err = cmdPartition(rest, stdout)
 	case "bench":
 		err = cmdBench(rest, stdout)
 	default:
