@@ -78,9 +78,9 @@ var commands = []command{
 
 // commandGroups are the commands that take a subcommand.
 var commandGroups = map[string]string{
-	"topic": "create, list, describe, alter and delete topics; add partitions; delete old records",
-	"bench": "measure a running cluster",
-	"group": "list, describe, reset and delete consumer groups",
+	"topic":     "create, list, describe, alter and delete topics; add partitions; delete old records",
+	"bench":     "measure a running cluster",
+	"group":     "list, describe, reset and delete consumer groups",
 	"partition": "move partitions between nodes",
 }
 
