@@ -131,6 +131,11 @@ func (c *Core) reconcile() error {
 	st := c.meta.meta
 	c.metaVersion = st.Version()
 	hosted := st.HostedPartitions(uint64(c.cfg.ID))
+	if c.bugMoveDropsEarly() {
+		hosted = slices.DeleteFunc(hosted, func(ref metadata.PartitionRef) bool {
+			return len(ref.Target) > 0 && !slices.Contains(ref.Target, uint64(c.cfg.ID))
+		})
+	}
 	want := make(map[TopicPartition]metadata.PartitionRef, len(hosted)) // lookup only
 	for _, ref := range hosted {
 		want[TopicPartition{Topic: ref.Topic, Partition: ref.Partition}] = ref

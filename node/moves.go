@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/confchange"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/protobuf/proto"
@@ -204,9 +205,6 @@ func (c *Core) learnersCaughtUp(g *group, st raft.Status) bool {
 		if _, voter := st.Config.Voters[0][uint64(id)]; voter {
 			continue
 		}
-		if c.bugMoveSkipCatchUp(g) {
-			continue
-		}
 		pr, ok := st.Progress[uint64(id)]
 		if !ok || pr.State != tracker.StateReplicate || pr.Match < st.GetCommit() {
 			return false
@@ -397,4 +395,104 @@ func saneConfState(cs *raftpb.ConfState) bool {
 		}
 	}
 	return true
+}
+
+// ReplicaConfig is a hosted replica's raft configuration as applied.
+type ReplicaConfig struct {
+	Voters, Learners []NodeID
+	// VotersOutgoing is the old voters while in a joint configuration.
+	VotersOutgoing []NodeID
+}
+
+// PartitionConfig returns the applied raft configuration of this node's
+// replica of tp, false when it hosts none.
+func (c *Core) PartitionConfig(tp TopicPartition) (ReplicaConfig, bool) {
+	g := c.byTP[tp]
+	if g == nil || g.confState == nil {
+		return ReplicaConfig{}, false
+	}
+	cs := g.confState
+	conv := func(ids []uint64) []NodeID {
+		out := make([]NodeID, len(ids))
+		for i, id := range ids {
+			out[i] = NodeID(id)
+		}
+		slices.Sort(out)
+		return out
+	}
+	return ReplicaConfig{Voters: conv(cs.GetVoters()), Learners: conv(cs.GetLearners()),
+		VotersOutgoing: conv(cs.GetVotersOutgoing())}, true
+}
+
+// confAfter is cs after the configuration change entry e (EntryConfChange
+// or EntryConfChangeV2), computed as raft applies it: the compactor tracks
+// the configuration as of its snapshot's index, which a move may have
+// changed since (a snapshot labelled with a later configuration would make
+// its installer apply the same change twice).
+func confAfter(cs *raftpb.ConfState, e *raftpb.Entry) (*raftpb.ConfState, error) {
+	var cc raftpb.ConfChangeI
+	switch e.GetType() {
+	case raftpb.EntryConfChange:
+		var v1 raftpb.ConfChange
+		if err := proto.Unmarshal(e.GetData(), &v1); err != nil {
+			return nil, err
+		}
+		cc = &v1
+	case raftpb.EntryConfChangeV2:
+		var v2 raftpb.ConfChangeV2
+		if err := proto.Unmarshal(e.GetData(), &v2); err != nil {
+			return nil, err
+		}
+		cc = &v2
+	default:
+		return cs, nil
+	}
+	cfg, trk, err := confchange.Restore(confchange.Changer{Tracker: tracker.MakeProgressTracker(1, 0), LastIndex: e.GetIndex()}, cs)
+	if err != nil {
+		return nil, err
+	}
+	chg := confchange.Changer{Tracker: tracker.MakeProgressTracker(1, 0), LastIndex: e.GetIndex()}
+	chg.Tracker.Config, chg.Tracker.Progress = cfg, trk
+	v2 := cc.AsV2()
+	switch autoLeave, joint := v2.EnterJoint(); {
+	case v2.LeaveJoint():
+		cfg, trk, err = chg.LeaveJoint()
+	case joint:
+		cfg, trk, err = chg.EnterJoint(autoLeave, v2.GetChanges()...)
+	default:
+		cfg, trk, err = chg.Simple(v2.GetChanges()...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	t := tracker.MakeProgressTracker(1, 0)
+	t.Config, t.Progress = cfg, trk
+	return t.ConfState(), nil
+}
+
+// snapshotForLearner makes a snapshot sent to a learner a move added after
+// the snapshot's index name that learner: raft refuses to install a
+// snapshot whose configuration lacks the installer, and a Strand snapshot
+// is a compaction point (nothing newer can be made without shipping the
+// batches above it), so a learner added to a compacted log would be sent
+// the same snapshot forever. The learner then applies the entries after
+// the snapshot, the AddLearnerNode among them (a no-op for a learner), and
+// its configuration joins the others' at that entry. Only a node absent
+// from the snapshot's configuration and a learner of the leader's now is
+// added; any other message is returned as is.
+func snapshotForLearner(g *group, m *raftpb.Message) *raftpb.Message {
+	to := m.GetTo()
+	cs := m.GetSnapshot().GetMetadata().GetConfState()
+	if cs == nil || slices.Contains(cs.GetVoters(), to) || slices.Contains(cs.GetLearners(), to) ||
+		slices.Contains(cs.GetVotersOutgoing(), to) || slices.Contains(cs.GetLearnersNext(), to) {
+		return m
+	}
+	if g.confState == nil || !slices.Contains(g.confState.GetLearners(), to) {
+		return m
+	}
+	out := proto.Clone(m).(*raftpb.Message)
+	ocs := out.GetSnapshot().GetMetadata().GetConfState()
+	ocs.Learners = append(ocs.Learners, to)
+	slices.Sort(ocs.Learners)
+	return out
 }

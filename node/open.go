@@ -347,9 +347,13 @@ func (s *groupStorage) Snapshot() (*raftpb.Snapshot, error) {
 // InitialState implements raft.Storage.
 func (s *groupStorage) InitialState() (*raftpb.HardState, *raftpb.ConfState, error) {
 	hs, cs, err := s.Log.InitialState()
-	if err != nil || s.confState == nil || len(cs.GetVoters()) > 0 {
+	if err != nil || s.confState == nil {
 		return hs, cs, err
 	}
+	// The configuration as of the state restored (a checkpoint newer than
+	// the raft snapshot, or the snapshot itself): raft replays no conf
+	// change at or below Applied, and a move may have changed it since the
+	// snapshot.
 	return hs, s.confState, nil
 }
 

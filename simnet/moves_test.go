@@ -1,0 +1,39 @@
+package simnet
+
+import (
+	"flag"
+	"testing"
+)
+
+var simMoveSeeds = flag.Int("sim.move-seeds", 4, "TestSimMoves: seeds to run (from 1)")
+
+// movesOptions is seed's options with partition moves on over 4 nodes
+// (moves need a node outside each replica set).
+func movesOptions(t *testing.T, seed uint64, bug string) Options {
+	o := seedOptions(t, seed, "mixed", bug)
+	o.Nodes = 4
+	o.Moves = true
+	return o
+}
+
+// With Options.Moves, partitions of the main topic move to other nodes
+// under the seed's faults and the moves' own crashes (the leader mid-move
+// and in the joint configuration, an added node); every seed passes every
+// check, including the end-of-run one that each move finished with hosts
+// and raft voters equal to the metadata's replicas.
+func TestSimMoves(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulator seeds with 4 nodes")
+	}
+	moved := int64(0)
+	for seed := uint64(1); seed <= uint64(*simMoveSeeds); seed++ {
+		res := runSeed(t, movesOptions(t, seed, ""), "")
+		if res.Failed() {
+			t.Fatalf("seed %d failed: %s", seed, firstLine(res.Failures[0]))
+		}
+		moved += res.Coverage.Count("check/move-finished")
+	}
+	if moved == 0 {
+		t.Fatal("no move finished in any seed")
+	}
+}

@@ -1,0 +1,451 @@
+package simnet
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/node"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// Partition moves during a run (Options.Moves).
+//
+// A third admin client moves partitions of the main topic while the
+// clients work: movesPerRun times, once a drawn share of the operations
+// was issued, it picks a partition, keeps all but one or two of the
+// replicas its metadata lists and adds nodes outside them, and sends
+// MovePartitions, retrying like the other admin requests. Each recorded
+// move draws a targeted fault: a crash of the partition's leader at once
+// (mid-change), of its leader once a node shows the joint configuration,
+// or of a node the move adds. The history checks then prove that no
+// acknowledged record was lost across the moves; after a liveness heal
+// every move must have finished (checkMoves): the metadata holds the
+// target with no move in progress, the replicas hosted are exactly the
+// metadata's, and the leader's raft voters are the same set.
+//
+// Needs more nodes than the replication factor (TestSimMoves runs 4).
+// Off in Standard: the moves change every seed's trace and node count,
+// and seed-bound tests rest on single seeds (see wire_partitions.go).
+
+// The moves' draws, from the mover's own stream.
+const (
+	movesPerRun     = 3
+	moveFracMin     = 10
+	moveFracMax     = 60
+	moveWatchEvery  = 5 * time.Millisecond
+	moveWatchChecks = 400 // bounds the joint-configuration watch (2 s)
+)
+
+// movePlan is the run's partition moves.
+type movePlan struct {
+	client *wireClient
+	ats    []int     // operations issued before each move
+	moves  []simMove // recorded moves, in order
+	// current is the move being asked.
+	current simMove
+	// settled: the end-of-run check ran (awaitMoves), from settleStart.
+	settled     bool
+	settleStart time.Duration
+}
+
+// simMove is one move the mover asked for.
+type simMove struct {
+	group  int
+	target []uint64
+}
+
+// newMovePlan draws the run's moves, or nil without Options.Moves.
+func newMovePlan(ww *wireWorkload) *movePlan {
+	o := ww.w.opts
+	if !o.Moves || len(ww.w.nodes) <= o.Replication {
+		return nil
+	}
+	c := newWireClient(ww, 0, 0)
+	c.rng = newStream(o.Seed, streamWorkload+0xad02)
+	at := make([]int, movesPerRun)
+	for i := range at {
+		at[i] = o.Ops * (moveFracMin + c.rng.IntN(moveFracMax-moveFracMin+1)) / 100
+	}
+	slices.Sort(at)
+	return &movePlan{client: c, ats: at}
+}
+
+// startMoves starts the mover once the topics exist.
+func (ww *wireWorkload) startMoves() {
+	if ww.moves == nil {
+		return
+	}
+	ww.active++
+	c := ww.moves.client
+	c.refresh()
+	c.after(0, c.awaitMove)
+}
+
+// awaitMove waits for the next move's share of the budget, then asks it.
+func (c *wireClient) awaitMove() {
+	w, mp := c.ww.w, c.ww.moves
+	if len(mp.ats) == 0 {
+		c.finished = true
+		c.ww.clientDone()
+		return
+	}
+	if w.work.issued < mp.ats[0] && w.work.issued < w.opts.Ops {
+		c.after(20*time.Millisecond, c.awaitMove)
+		return
+	}
+	mv, ok := c.drawMove()
+	if !ok {
+		c.refresh()
+		c.after(20*time.Millisecond, c.awaitMove)
+		return
+	}
+	mp.current = mv
+	c.attempts, c.maybeDone = 0, false
+	c.moveAttempt(c.randomNode())
+}
+
+// drawMove picks a partition of the main topic not moved yet in this run
+// and a target: its replicas as the client's metadata lists them, one or
+// two replaced by other nodes, in a drawn order.
+func (c *wireClient) drawMove() (simMove, bool) {
+	main := c.ww.topics[0]
+	info := c.cache.Topic(main.name)
+	p := c.rng.IntN(main.partitions)
+	g := main.first + p
+	if info == nil || p >= len(info.Partitions) || len(info.Partitions[p].Replicas) == 0 ||
+		info.Partitions[p].TargetReplicas != nil || slices.ContainsFunc(c.ww.moves.moves, func(m simMove) bool { return m.group == g }) {
+		return simMove{}, false
+	}
+	current := info.Partitions[p].Replicas
+	var outside []uint64
+	registered := c.ww.w.registeredNodes()
+	for _, n := range c.ww.w.nodes {
+		if !slices.Contains(current, uint64(n.id)) && slices.Contains(registered, uint64(n.id)) {
+			outside = append(outside, uint64(n.id))
+		}
+	}
+	if len(outside) == 0 {
+		return simMove{}, false
+	}
+	replace := 1 + c.rng.IntN(min(2, len(outside), len(current)))
+	target := slices.Clone(current)
+	c.rng.Shuffle(len(target), func(i, j int) { target[i], target[j] = target[j], target[i] })
+	c.rng.Shuffle(len(outside), func(i, j int) { outside[i], outside[j] = outside[j], outside[i] })
+	copy(target[len(target)-replace:], outside[:replace])
+	c.rng.Shuffle(len(target), func(i, j int) { target[i], target[j] = target[j], target[i] })
+	return simMove{group: g, target: target}, true
+}
+
+// moveAttempt sends one MovePartitions of the current move.
+func (c *wireClient) moveAttempt(target int) {
+	o := c.ww.w.opts
+	mv := c.ww.moves.current
+	tp := c.ww.tps[mv.group]
+	c.attempts++
+	req := &strandpb.Request{Body: &strandpb.Request_MovePartitions{MovePartitions: &strandpb.MovePartitionsRequest{
+		Moves:     []*strandpb.MovePartitionsRequest_Move{{Topic: tp.Topic, Partition: tp.Partition, Replicas: mv.target}},
+		TimeoutMs: int32(o.ClientTimeout / time.Millisecond)}}}
+	c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
+		if err == nil {
+			err = wireErr(resp.GetError())
+		}
+		if err == nil {
+			if ms := resp.GetMovePartitions().GetMoves(); len(ms) == 1 {
+				err = wireErr(ms[0].GetError())
+			} else {
+				err = fmt.Errorf("move partitions answered %d moves", len(ms))
+			}
+		}
+		c.onMove(err)
+	})
+}
+
+// onMove handles one MovePartitions answer. REASSIGNMENT_IN_PROGRESS is
+// success only after an attempt that may have recorded the move (the
+// mover never moves a partition twice).
+func (c *wireClient) onMove(err error) {
+	w, mp := c.ww.w, c.ww.moves
+	a := clientlib.ClassifyErr(err)
+	inProgress := errCode(err) == strandpb.ErrorCode_ERROR_CODE_REASSIGNMENT_IN_PROGRESS
+	switch {
+	case err == nil:
+	case inProgress && c.maybeDone:
+	case !a.Retriable:
+		w.fail("move of %s to %v refused: %v", w.incarnations.label(mp.current.group), mp.current.target, err)
+		mp.ats = mp.ats[1:]
+		c.after(0, c.awaitMove)
+		return
+	default:
+		c.maybeDone = c.maybeDone || a.MaybeWritten || a.RefreshMetadata
+		if a.RefreshMetadata {
+			c.refresh()
+		}
+		target := c.controllerTarget(err)
+		c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.moveAttempt(target) })
+		return
+	}
+	w.coverage.Inc("event/partition-move")
+	mp.moves = append(mp.moves, mp.current)
+	mp.ats = mp.ats[1:]
+	c.moveFault(mp.current)
+	c.refresh()
+	c.after(0, c.awaitMove)
+}
+
+// moveFault draws the targeted fault of a recorded move (none after a
+// liveness heal, and none while the probe runs).
+func (c *wireClient) moveFault(mv simMove) {
+	w := c.ww.w
+	if w.work.healed || w.probe.active {
+		return
+	}
+	switch c.rng.IntN(4) {
+	case 0:
+		if i := w.leaderOf(mv.group); i >= 0 {
+			c.crashForMove(w.nodes[i], "fault/move-crash-leader")
+		}
+	case 1:
+		c.watchJoint(mv, 0)
+	case 2:
+		for _, id := range mv.target {
+			if n := w.nodes[id-1]; !slices.Contains(c.currentReplicas(mv.group), id) && n.up {
+				c.crashForMove(n, "fault/move-crash-added")
+				break
+			}
+		}
+	}
+}
+
+// watchJoint crashes the group's leader once a live node shows it in a
+// joint configuration (bounded: the move may finish in between).
+func (c *wireClient) watchJoint(mv simMove, checks int) {
+	w := c.ww.w
+	if checks >= moveWatchChecks || w.work.healed || w.probe.active {
+		return
+	}
+	i := w.leaderOf(mv.group)
+	if i >= 0 {
+		if pc, ok := w.nodes[i].core.(interface {
+			PartitionConfig(node.TopicPartition) (node.ReplicaConfig, bool)
+		}); ok {
+			if cfg, ok := pc.PartitionConfig(c.ww.tps[mv.group]); ok && len(cfg.VotersOutgoing) > 0 {
+				c.crashForMove(w.nodes[i], "fault/move-crash-joint")
+				return
+			}
+		}
+	}
+	c.after(moveWatchEvery, func() { c.watchJoint(mv, checks+1) })
+}
+
+// crashForMove crashes n (a power loss) and schedules its restart.
+func (c *wireClient) crashForMove(n *simNode, name string) {
+	w := c.ww.w
+	if !n.up {
+		return
+	}
+	w.coverage.Inc(name)
+	w.stats.Crashes++
+	w.crashNode(n, name)
+	w.scheduleRestart(n)
+}
+
+// currentReplicas is group g's replica list as the newest metadata state
+// among the live nodes records it.
+func (c *wireClient) currentReplicas(g int) []uint64 {
+	t, _ := c.ww.w.newestTopic(c.ww.tps[g].Topic)
+	p := int(c.ww.tps[g].Partition)
+	if p < len(t.Replicas) {
+		return t.Replicas[p]
+	}
+	return nil
+}
+
+// votesIn reports whether live node n's replica of partition group g is a
+// voter of its own applied raft configuration (true for the metadata
+// group and when it cannot tell).
+func (w *world) votesIn(n *simNode, g int) bool {
+	if g >= w.opts.Partitions || g >= len(w.wire.tps) {
+		return true
+	}
+	pc, ok := n.core.(interface {
+		PartitionConfig(node.TopicPartition) (node.ReplicaConfig, bool)
+	})
+	if !ok {
+		return true
+	}
+	cfg, ok := pc.PartitionConfig(w.wire.tps[g])
+	return !ok || slices.Contains(cfg.Voters, n.id) || slices.Contains(cfg.VotersOutgoing, n.id)
+}
+
+// registeredNodes lists the nodes the newest metadata state among the live
+// nodes registered: an operator moves replicas only to nodes that joined
+// (a move to another is refused: INVALID_REPLICA_ASSIGNMENT).
+func (w *world) registeredNodes() []uint64 {
+	var ids []uint64
+	var bestIndex uint64
+	for _, n := range w.nodes {
+		if !n.up {
+			continue
+		}
+		mc, ok := n.core.(interface {
+			MetadataNodes() ([]metadata.Node, []metadata.Topic)
+		})
+		st, sok := n.core.MetadataStatus()
+		if !ok || !sok || st.AppliedIndex < bestIndex {
+			continue
+		}
+		nodes, _ := mc.MetadataNodes()
+		ids, bestIndex = ids[:0], st.AppliedIndex
+		for _, m := range nodes {
+			ids = append(ids, m.ID)
+		}
+	}
+	return ids
+}
+
+// newestTopic is topic name in the metadata state of the live node that
+// applied the most of the metadata log.
+func (w *world) newestTopic(name string) (metadata.Topic, bool) {
+	var best metadata.Topic
+	var bestIndex uint64
+	found := false
+	for _, n := range w.nodes {
+		if !n.up {
+			continue
+		}
+		mc, ok := n.core.(interface {
+			MetadataNodes() ([]metadata.Node, []metadata.Topic)
+		})
+		st, sok := n.core.MetadataStatus()
+		if !ok || !sok || st.AppliedIndex < bestIndex {
+			continue
+		}
+		_, topics := mc.MetadataNodes()
+		for _, t := range topics {
+			if t.Name == name {
+				best, bestIndex, found = t, st.AppliedIndex, true
+			}
+		}
+	}
+	return best, found
+}
+
+// awaitMoves holds the end of the run (the drain's last step, after the
+// final heal) until every recorded move finished on every live node, and
+// fails the seed when one has not within LivenessBound: every move
+// finishes once faults stop, the nodes hosting a moved partition are
+// exactly its replicas and its raft voters are the same set. It reports
+// whether it took over; it then calls cont once done.
+func (ww *wireWorkload) awaitMoves(cont func()) bool {
+	mp := ww.moves
+	if mp == nil || mp.settled || len(mp.moves) == 0 {
+		return false
+	}
+	w := ww.w
+	if mp.settleStart == 0 {
+		mp.settleStart = w.now()
+	}
+	why := ww.unfinishedMove()
+	switch {
+	case why == "":
+		mp.settled = true
+		for _, mv := range mp.moves {
+			if ww.stranded(mv) {
+				w.coverage.Inc("event/move-stranded")
+			} else {
+				w.coverage.Inc("check/move-finished")
+			}
+		}
+		cont()
+	case w.now() > mp.settleStart+w.opts.LivenessBound:
+		mp.settled = true
+		w.fail("liveness: %s %v after the final heal", why, w.opts.LivenessBound)
+		cont()
+	default:
+		mp.client.after(50*time.Millisecond, func() { ww.awaitMoves(cont) })
+	}
+	return true
+}
+
+// stranded reports whether a move's target holds a node that is gone for
+// good (damaged media without rejoin): such a move cannot finish, and
+// Strand has no cancel yet (a gap the note records).
+func (ww *wireWorkload) stranded(mv simMove) bool {
+	for _, id := range mv.target {
+		if ww.w.nodes[id-1].dead {
+			return true
+		}
+	}
+	return false
+}
+
+// unfinishedMove says which recorded move some live node does not show
+// finished ("" when none).
+func (ww *wireWorkload) unfinishedMove() string {
+	w := ww.w
+	for _, mv := range ww.moves.moves {
+		if ww.stranded(mv) {
+			continue
+		}
+		tp := ww.tps[mv.group]
+		for _, n := range w.nodes {
+			if !n.up {
+				continue
+			}
+			if why := movedOn(n, tp, mv.target); why != "" {
+				return fmt.Sprintf("move of %s to %v: node %d: %s", w.incarnations.label(mv.group), mv.target, n.id, why)
+			}
+		}
+	}
+	return ""
+}
+
+// movedOn says why node n does not show tp moved to target ("" if it does).
+func movedOn(n *simNode, tp node.TopicPartition, target []uint64) string {
+	mc, ok := n.core.(interface {
+		MetadataNodes() ([]metadata.Node, []metadata.Topic)
+		PartitionConfig(node.TopicPartition) (node.ReplicaConfig, bool)
+	})
+	if !ok {
+		return ""
+	}
+	_, topics := mc.MetadataNodes()
+	i := slices.IndexFunc(topics, func(t metadata.Topic) bool { return t.Name == tp.Topic })
+	if i < 0 {
+		return "topic unknown"
+	}
+	t, p := topics[i], int(tp.Partition)
+	if t.Targets[p] != nil || !sameIDSet(t.Replicas[p], target) {
+		return fmt.Sprintf("metadata has replicas %v, target %v", t.Replicas[p], t.Targets[p])
+	}
+	cfg, hosts := mc.PartitionConfig(tp)
+	if hosts != slices.Contains(target, uint64(n.id)) {
+		return fmt.Sprintf("hosts the partition: %v", hosts)
+	}
+	if hosts {
+		var voters []uint64
+		for _, v := range cfg.Voters {
+			voters = append(voters, uint64(v))
+		}
+		if !sameIDSet(voters, target) || len(cfg.Learners) > 0 || len(cfg.VotersOutgoing) > 0 {
+			return fmt.Sprintf("raft configuration %+v", cfg)
+		}
+	}
+	return ""
+}
+
+// sameIDSet reports whether a and b hold the same distinct ids.
+func sameIDSet(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, id := range a {
+		if !slices.Contains(b, id) {
+			return false
+		}
+	}
+	return true
+}
