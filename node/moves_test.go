@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	"go.etcd.io/raft/v3/raftpb"
+
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -179,4 +181,121 @@ func TestMovePartitionsRefused(t *testing.T) {
 	}
 	c.drop = nil
 	c.waitMoved(tp, target)
+}
+
+// compactedMoveFixture is 4 nodes with topic r (retention.bytes 12 KiB,
+// 4 KiB segments) on 3 of them, filled so that its log was trimmed and
+// compacted behind a raft snapshot; it returns the partition, its
+// replicas and the node outside them.
+func compactedMoveFixture(t *testing.T, seed uint64) (*cluster, TopicPartition, []uint64, uint64) {
+	c := newMetaCluster(t, seed, 4, retentionConfig)
+	c.createTopicWith(c.metaLeaderOf(), "r", 1, 3, map[string]string{
+		"segment.bytes": "4096", "retention.bytes": "12288", "retention.ms": "-1",
+	})
+	tp := TopicPartition{Topic: "r", Partition: 0}
+	c.fillPartition(tp, 200)
+	c.tick(30)
+	lead := c.leader(tp)
+	if c.cores[lead].Stats().Compactions == 0 {
+		t.Fatalf("nothing compacted: %+v", c.cores[lead].Stats())
+	}
+	current, _ := c.cores[lead].meta.meta.Assignment("r", 0)
+	var spare uint64
+	for id := uint64(1); id <= 4; id++ {
+		if !slices.Contains(current, id) {
+			spare = id
+		}
+	}
+	return c, tp, current, spare
+}
+
+// A node a move adds to a partition whose log was compacted catches up
+// from the leader's raft snapshot, although that snapshot predates its
+// AddLearnerNode (raft refuses a snapshot whose configuration lacks the
+// installer: before snapshotForLearner the leader sent it forever and the
+// move never finished).
+func TestMoveLearnerCatchesUpFromSnapshot(t *testing.T) {
+	c, tp, current, spare := compactedMoveFixture(t, 51)
+	target := append([]uint64{spare}, current[1:]...)
+	if resp, _ := c.handle(1, moveReq(9, tp, target...)); resp.GetMovePartitions().GetMoves()[0].GetError() != nil {
+		t.Fatalf("move: %v", resp)
+	}
+	c.waitMoved(tp, target)
+	if c.cores[NodeID(spare)].Stats().SnapshotsInstalled == 0 {
+		t.Fatalf("the added node installed no snapshot: %+v", c.cores[NodeID(spare)].Stats())
+	}
+	c.fillPartition(tp, 10)
+	c.tick(30)
+	var ref GroupStatus
+	for _, id := range target {
+		st := statusOf(c.cores[NodeID(id)], tp)
+		if ref.AppliedIndex == 0 {
+			ref = st
+		}
+		if st.AppliedIndex != ref.AppliedIndex || st.HighWatermark != ref.HighWatermark || st.Digest != ref.Digest {
+			t.Fatalf("node %d: %+v, differs from %+v", id, st, ref)
+		}
+	}
+}
+
+// A compaction snapshot carries the raft configuration as of its own
+// index, not the one applied when it was written: after a move, a trim
+// to a point before the move's conf changes compacts behind a snapshot
+// whose voters are the old replicas (before the compactor tracked the
+// configuration, they were the new ones, and an installer applied the
+// move's changes a second time: "can't leave a non-joint config").
+func TestCompactionSnapshotKeepsItsConfiguration(t *testing.T) {
+	c, tp, current, spare := compactedMoveFixture(t, 53)
+	lead := c.leader(tp)
+	pre := statusOf(c.cores[lead], tp).HighWatermark
+	target := append([]uint64{spare}, current[1:]...)
+	if resp, _ := c.handle(1, moveReq(9, tp, target...)); resp.GetMovePartitions().GetMoves()[0].GetError() != nil {
+		t.Fatalf("move: %v", resp)
+	}
+	c.waitMoved(tp, target)
+	moveIndex := c.moveConfIndex(c.leader(tp), tp)
+	c.fillPartition(tp, 30) // a segment more: retention trims and compacts again
+	c.tick(30)
+	lead = c.leader(tp)
+	snap, err := c.cores[lead].byTP[tp].log.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	voters := slices.Clone(snap.GetMetadata().GetConfState().GetVoters())
+	slices.Sort(voters)
+	idx := snap.GetMetadata().GetIndex()
+	t.Logf("snapshot at %d (high-water mark before the move %d, move at %d), voters %v, before %v", idx, pre, moveIndex, voters, current)
+	cfg, _ := c.cores[lead].PartitionConfig(tp)
+	var want []uint64
+	for _, v := range cfg.Voters {
+		want = append(want, uint64(v))
+	}
+	if idx < moveIndex {
+		sortedCurrent := slices.Clone(current)
+		slices.Sort(sortedCurrent)
+		want = sortedCurrent
+	}
+	if !slices.Equal(voters, want) {
+		t.Fatalf("snapshot at %d (move's first conf change at %d) names voters %v, want %v", idx, moveIndex, voters, want)
+	}
+}
+
+// moveConfIndex is the raft index of the first ConfChangeV2 entry in node
+// id's log of tp (a move's first step).
+func (c *cluster) moveConfIndex(id NodeID, tp TopicPartition) uint64 {
+	c.t.Helper()
+	l := c.cores[id].byTP[tp].log
+	first, _ := l.FirstIndex()
+	last, _ := l.LastIndex()
+	ents, err := l.Entries(first, last+1, 1<<30)
+	if err != nil {
+		c.t.Fatalf("entries %d..%d: %v", first, last, err)
+	}
+	for _, e := range ents {
+		if e.GetType() == raftpb.EntryConfChangeV2 {
+			return e.GetIndex()
+		}
+	}
+	c.t.Fatalf("no ConfChangeV2 in %d..%d", first, last)
+	return 0
 }
