@@ -346,7 +346,9 @@ func (c *Core) moveProgress(g *group) []MoveProgress {
 // respect: one without a version (a deleted topic), or one written at a
 // metadata version at or above the applied one (a replay from an older
 // checkpoint still places the replica here). A replica a newer move placed
-// here again has its tombstone removed and starts afresh.
+// here again starts afresh, recovering (rejoin.go): it once voted in this
+// group and forgot what, so it votes only once caught up, as a wiped
+// replica does. Its rejoin file is durable before the tombstone goes.
 func (c *Core) deletedBefore(dir string) bool {
 	if !deletedHere(c.cfg, dir) {
 		return false
@@ -354,6 +356,11 @@ func (c *Core) deletedBefore(dir string) bool {
 	data, err := readFile(c.cfg.Disk, dir+"/"+deletedName)
 	if err != nil || len(data) != 8 || binary.LittleEndian.Uint64(data) >= c.meta.meta.Version() {
 		return true
+	}
+	if !c.bugWipedNodeVotes() {
+		if err := c.saveRejoin(dir, &rejoin{phase: rejoinProbing}); err != nil {
+			return true
+		}
 	}
 	if err := c.cfg.Disk.Remove(dir + "/" + deletedName); err != nil {
 		return true

@@ -299,3 +299,24 @@ func (c *cluster) moveConfIndex(id NodeID, tp TopicPartition) uint64 {
 	c.t.Fatalf("no ConfChangeV2 in %d..%d", first, last)
 	return 0
 }
+
+// A node a move removed and a later move adds back starts the replica
+// afresh (its tombstone carries the metadata version that removed it) and
+// recovering, as a wiped replica: it votes only once caught up.
+func TestMoveBackToRemovedNode(t *testing.T) {
+	c, tp, current, spare := moveFixture(t, 59)
+	target := append([]uint64{spare}, current[1:]...)
+	if resp, _ := c.handle(1, moveReq(9, tp, target...)); resp.GetMovePartitions().GetMoves()[0].GetError() != nil {
+		t.Fatalf("move: %v", resp)
+	}
+	c.waitMoved(tp, target)
+	removed := current[0]
+	if resp, _ := c.handle(1, moveReq(10, tp, current...)); resp.GetMovePartitions().GetMoves()[0].GetError() != nil {
+		t.Fatalf("move back: %v", resp)
+	}
+	c.waitMoved(tp, current)
+	if c.cores[NodeID(removed)].Stats().RejoinsStarted == 0 {
+		t.Fatalf("node %d re-hosted the replica without recovering: %+v", removed, c.cores[NodeID(removed)].Stats())
+	}
+	checkMovedGroup(t, c, tp, current, 15)
+}
