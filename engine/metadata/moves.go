@@ -25,9 +25,10 @@ var (
 // MoveReplicasMax bounds a move target's length.
 const MoveReplicasMax = 16
 
-// Move is a partition move in progress: the replica set the metadata still
-// records, the target it moves to, and the difference.
-type Move struct {
+// MoveInProgress is a partition move in progress: the replica set the
+// metadata still records, the target it moves to, and the difference.
+// (Named apart from the planners' Move, a step an operator asks for.)
+type MoveInProgress struct {
 	Topic     string
 	TopicID   uint64
 	Partition int32
@@ -38,10 +39,10 @@ type Move struct {
 }
 
 // Adding is the nodes of the target not yet replicas, in target order.
-func (m Move) Adding() []uint64 { return without(m.Target, m.Replicas) }
+func (m MoveInProgress) Adding() []uint64 { return without(m.Target, m.Replicas) }
 
 // Removing is the replicas not in the target, in replica order.
-func (m Move) Removing() []uint64 { return without(m.Replicas, m.Target) }
+func (m MoveInProgress) Removing() []uint64 { return without(m.Replicas, m.Target) }
 
 // without is the ids of a not in b, in a's order.
 func without(a, b []uint64) []uint64 {
@@ -151,13 +152,13 @@ func sameSet(a, b []uint64) bool {
 }
 
 // Moves returns every move in progress, sorted by topic then partition.
-func (s *State) Moves() []Move {
-	var out []Move
+func (s *State) Moves() []MoveInProgress {
+	var out []MoveInProgress
 	for _, name := range s.topicNames {
 		t := s.topics[name]
 		for p, target := range t.targets {
 			if len(target) > 0 {
-				out = append(out, Move{Topic: name, TopicID: t.id, Partition: int32(p),
+				out = append(out, MoveInProgress{Topic: name, TopicID: t.id, Partition: int32(p),
 					Replicas: append([]uint64(nil), t.replicas[p]...), Target: append([]uint64(nil), target...)})
 			}
 		}
@@ -166,12 +167,12 @@ func (s *State) Moves() []Move {
 }
 
 // MoveOf returns the move in progress of one partition, if any.
-func (s *State) MoveOf(topic string, partition int32) (Move, bool) {
+func (s *State) MoveOf(topic string, partition int32) (MoveInProgress, bool) {
 	t, ok := s.topics[topic]
 	if !ok || partition < 0 || int(partition) >= len(t.targets) || len(t.targets[partition]) == 0 {
-		return Move{}, false
+		return MoveInProgress{}, false
 	}
-	return Move{Topic: topic, TopicID: t.id, Partition: partition,
+	return MoveInProgress{Topic: topic, TopicID: t.id, Partition: partition,
 		Replicas: append([]uint64(nil), t.replicas[partition]...), Target: append([]uint64(nil), t.targets[partition]...)}, true
 }
 

@@ -36,6 +36,9 @@ func TestReassignPartitionRecordsMove(t *testing.T) {
 	if !ok || !slices.Equal(mv.Target, target) || !slices.Equal(mv.Replicas, cur) {
 		t.Fatalf("move %+v %v, want %v to %v", mv, ok, cur, target)
 	}
+	if !slices.Equal(mv.Adding(), target[2:]) || !slices.Equal(mv.Removing(), cur[:1]) {
+		t.Fatalf("adding %v removing %v, want %v and %v", mv.Adding(), mv.Removing(), target[2:], cur[:1])
+	}
 	for id := uint64(1); id <= 5; id++ {
 		hosted := false
 		for _, ref := range a.s.HostedPartitions(id) {
