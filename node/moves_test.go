@@ -1,10 +1,13 @@
 package node
 
 import (
+	"bytes"
 	"slices"
 	"testing"
 
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/strandlog/strand/engine/recordbatch"
 
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -319,4 +322,44 @@ func TestMoveBackToRemovedNode(t *testing.T) {
 		t.Fatalf("node %d re-hosted the replica without recovering: %+v", removed, c.cores[NodeID(removed)].Stats())
 	}
 	checkMovedGroup(t, c, tp, current, 15)
+}
+
+// A learner's catch-up goes through the catch-up throttle
+// (Config.CatchUpBytesPerSec), as any lagging follower's: the appends of
+// committed entries to it are held to the rate, and the move still ends.
+func TestMoveLearnerIsThrottled(t *testing.T) {
+	c := newMetaCluster(t, 61, 4, func(cfg *Config) { cfg.CatchUpBytesPerSec = 1 << 20 })
+	c.createTopic(c.metaLeaderOf(), "m", 1, 3)
+	tp := TopicPartition{Topic: "m", Partition: 0}
+	lead := c.leader(tp)
+	for i := range 40 { // 2.5 MiB: more than one append of 1 MiB
+		records := []recordbatch.Record{{TimestampMs: 1000, Value: bytes.Repeat([]byte{'v'}, 64<<10)}}
+		batch, err := recordbatch.Encode(nil, records)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := c.produce(c.leader(tp), ProduceRequest{TopicPartition: tp, Acks: AcksAll, ProducerID: -1, Batch: batch}); res.Err != nil {
+			t.Fatalf("produce %d: %v", i, res.Err)
+		}
+	}
+	current, _ := c.cores[lead].meta.meta.Assignment("m", 0)
+	var spare uint64
+	for id := uint64(1); id <= 4; id++ {
+		if !slices.Contains(current, id) {
+			spare = id
+		}
+	}
+	target := append([]uint64{spare}, current[1:]...)
+	if resp, _ := c.handle(1, moveReq(9, tp, target...)); resp.GetMovePartitions().GetMoves()[0].GetError() != nil {
+		t.Fatalf("move: %v", resp)
+	}
+	c.waitMoved(tp, target)
+	var throttled, sent uint64
+	for _, id := range c.ids {
+		throttled += c.cores[id].Stats().CatchUpThrottled
+		sent += c.cores[id].Stats().CatchUpBytes
+	}
+	if throttled == 0 || sent < 2<<20 {
+		t.Fatalf("catch-up bytes %d, throttled appends %d: the learner's catch-up was not throttled", sent, throttled)
+	}
 }
