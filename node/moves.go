@@ -477,16 +477,18 @@ func confAfter(cs *raftpb.ConfState, e *raftpb.Entry) (*raftpb.ConfState, error)
 	return t.ConfState(), nil
 }
 
-// snapshotForLearner makes a snapshot sent to a learner a move added after
-// the snapshot's index name that learner: raft refuses to install a
-// snapshot whose configuration lacks the installer, and a Strand snapshot
-// is a compaction point (nothing newer can be made without shipping the
-// batches above it), so a learner added to a compacted log would be sent
-// the same snapshot forever. The learner then applies the entries after
-// the snapshot, the AddLearnerNode among them (a no-op for a learner), and
-// its configuration joins the others' at that entry. Only a node absent
-// from the snapshot's configuration and a learner of the leader's now is
-// added; any other message is returned as is.
+// snapshotForLearner makes a snapshot sent to a node a move added after
+// the snapshot's index name that node as a learner: raft refuses to
+// install a snapshot whose configuration lacks the installer, and a Strand
+// snapshot is a compaction point (nothing newer can be made without
+// shipping the batches above it), so a learner added to a compacted log —
+// or a voter it became that lost its disk since — would be sent the same
+// snapshot forever. A node absent from the configuration at the snapshot's
+// index entered it through an AddLearnerNode after it (moves add every
+// node as a learner first), so the installer then applies that entry (a
+// no-op for a learner) and every later change exactly as the others did.
+// Only a node absent from the snapshot's configuration and present in the
+// leader's now is added; any other message is returned as is.
 func snapshotForLearner(g *group, m *raftpb.Message) *raftpb.Message {
 	to := m.GetTo()
 	cs := m.GetSnapshot().GetMetadata().GetConfState()
@@ -494,7 +496,9 @@ func snapshotForLearner(g *group, m *raftpb.Message) *raftpb.Message {
 		slices.Contains(cs.GetVotersOutgoing(), to) || slices.Contains(cs.GetLearnersNext(), to) {
 		return m
 	}
-	if g.confState == nil || !slices.Contains(g.confState.GetLearners(), to) {
+	now := g.confState
+	if now == nil || !slices.Contains(now.GetLearners(), to) && !slices.Contains(now.GetVoters(), to) &&
+		!slices.Contains(now.GetVotersOutgoing(), to) {
 		return m
 	}
 	out := proto.Clone(m).(*raftpb.Message)

@@ -49,6 +49,11 @@ type movePlan struct {
 	// settled: the end-of-run check ran (awaitMoves), from settleStart.
 	settled     bool
 	settleStart time.Duration
+	// started is when the current move's first attempt went out; maybe
+	// are moves given up after OpDeadline that an attempt may have
+	// recorded (checked only if the metadata shows them).
+	started time.Duration
+	maybe   []simMove
 }
 
 // simMove is one move the mover asked for.
@@ -87,7 +92,9 @@ func (ww *wireWorkload) startMoves() {
 // awaitMove waits for the next move's share of the budget, then asks it.
 func (c *wireClient) awaitMove() {
 	w, mp := c.ww.w, c.ww.moves
-	if len(mp.ats) == 0 {
+	if len(mp.ats) == 0 || w.work.issued >= w.opts.Ops && len(mp.moves) > 0 {
+		// Done, or the clients issued everything: a move drawn now would
+		// only keep the run going (its workload is over).
 		c.finished = true
 		c.ww.clientDone()
 		return
@@ -102,7 +109,7 @@ func (c *wireClient) awaitMove() {
 		c.after(20*time.Millisecond, c.awaitMove)
 		return
 	}
-	mp.current = mv
+	mp.current, mp.started = mv, w.now()
 	c.attempts, c.maybeDone = 0, false
 	c.moveAttempt(c.randomNode())
 }
@@ -116,7 +123,8 @@ func (c *wireClient) drawMove() (simMove, bool) {
 	p := c.rng.IntN(main.partitions)
 	g := main.first + p
 	if info == nil || p >= len(info.Partitions) || len(info.Partitions[p].Replicas) == 0 ||
-		info.Partitions[p].TargetReplicas != nil || slices.ContainsFunc(c.ww.moves.moves, func(m simMove) bool { return m.group == g }) {
+		info.Partitions[p].TargetReplicas != nil || slices.ContainsFunc(c.ww.moves.moves, func(m simMove) bool { return m.group == g }) ||
+		slices.ContainsFunc(c.ww.moves.maybe, func(m simMove) bool { return m.group == g }) {
 		return simMove{}, false
 	}
 	current := info.Partitions[p].Replicas
@@ -175,6 +183,17 @@ func (c *wireClient) onMove(err error) {
 	case inProgress && c.maybeDone:
 	case !a.Retriable:
 		w.fail("move of %s to %v refused: %v", w.incarnations.label(mp.current.group), mp.current.target, err)
+		mp.ats = mp.ats[1:]
+		c.after(0, c.awaitMove)
+		return
+	case w.now() > mp.started+w.opts.OpDeadline:
+		// Given up, as a producer gives up an operation: an attempt may
+		// still have recorded it.
+		c.maybeDone = c.maybeDone || a.MaybeWritten || a.RefreshMetadata
+		if c.maybeDone {
+			mp.maybe = append(mp.maybe, mp.current)
+		}
+		w.coverage.Inc("event/partition-move-abandoned")
 		mp.ats = mp.ats[1:]
 		c.after(0, c.awaitMove)
 		return
@@ -341,12 +360,13 @@ func (w *world) newestTopic(name string) (metadata.Topic, bool) {
 // whether it took over; it then calls cont once done.
 func (ww *wireWorkload) awaitMoves(cont func()) bool {
 	mp := ww.moves
-	if mp == nil || mp.settled || len(mp.moves) == 0 {
+	if mp == nil || mp.settled || len(mp.moves)+len(mp.maybe) == 0 {
 		return false
 	}
 	w := ww.w
 	if mp.settleStart == 0 {
 		mp.settleStart = w.now()
+		mp.moves = append(mp.moves, ww.recordedMaybe()...)
 	}
 	why := ww.unfinishedMove()
 	switch {
@@ -368,6 +388,20 @@ func (ww *wireWorkload) awaitMoves(cont func()) bool {
 		mp.client.after(50*time.Millisecond, func() { ww.awaitMoves(cont) })
 	}
 	return true
+}
+
+// recordedMaybe is the given-up moves the newest metadata shows recorded
+// (in progress to their target, or done).
+func (ww *wireWorkload) recordedMaybe() []simMove {
+	var out []simMove
+	for _, mv := range ww.moves.maybe {
+		t, ok := ww.w.newestTopic(ww.tps[mv.group].Topic)
+		p := int(ww.tps[mv.group].Partition)
+		if ok && p < len(t.Replicas) && (sameIDSet(t.Targets[p], mv.target) || sameIDSet(t.Replicas[p], mv.target)) {
+			out = append(out, mv)
+		}
+	}
+	return out
 }
 
 // stranded reports whether a move's target holds a node that is gone for
