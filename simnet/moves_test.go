@@ -7,11 +7,11 @@ import (
 
 var simMoveSeeds = flag.Int("sim.move-seeds", 4, "TestSimMoves: seeds to run (from 1)")
 
-// movesOptions is seed's options with partition moves on over 4 nodes
+// movesOptions is seed's options with partition moves on over 5 nodes
 // (moves need a node outside each replica set).
 func movesOptions(t *testing.T, seed uint64, bug string) Options {
 	o := seedOptions(t, seed, "mixed", bug)
-	o.Nodes = 4
+	o.Nodes = 5
 	o.Moves = true
 	return o
 }
@@ -23,7 +23,7 @@ func movesOptions(t *testing.T, seed uint64, bug string) Options {
 // and raft voters equal to the metadata's replicas.
 func TestSimMoves(t *testing.T) {
 	if testing.Short() {
-		t.Skip("simulator seeds with 4 nodes")
+		t.Skip("simulator seeds with 5 nodes")
 	}
 	moved := int64(0)
 	for seed := uint64(1); seed <= uint64(*simMoveSeeds); seed++ {

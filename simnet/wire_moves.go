@@ -26,7 +26,8 @@ import (
 // target with no move in progress, the replicas hosted are exactly the
 // metadata's, and the leader's raft voters are the same set.
 //
-// Needs more nodes than the replication factor (TestSimMoves runs 4).
+// Needs more nodes than the replication factor (TestSimMoves runs 5, so a
+// move may replace two replicas).
 // Off in Standard: the moves change every seed's trace and node count,
 // and seed-bound tests rest on single seeds (see wire_partitions.go).
 
