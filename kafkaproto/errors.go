@@ -61,6 +61,9 @@ var kafkaCodes = map[strandpb.ErrorCode]*kerr.Error{
 	// refreshes metadata and asks the leader, as after a leader move.
 	strandpb.ErrorCode_ERROR_CODE_REPLICA_RECOVERING: kerr.NotLeaderForPartition,
 	strandpb.ErrorCode_ERROR_CODE_INVALID_PARTITIONS: kerr.InvalidPartitions,
+	// Partition moves (Kafka's reassignment codes).
+	strandpb.ErrorCode_ERROR_CODE_REASSIGNMENT_IN_PROGRESS:   kerr.ReassignmentInProgress,
+	strandpb.ErrorCode_ERROR_CODE_INVALID_REPLICA_ASSIGNMENT: kerr.InvalidReplicaAssignment,
 }
 
 // kafkaCode is the Kafka error code for a Strand error: 0 for none, the
