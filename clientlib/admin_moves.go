@@ -41,10 +41,11 @@ type PartitionMoveResult struct {
 // returns once the metadata group recorded every move: the partitions'
 // leaders then add the new replicas as raft learners, switch the voters in
 // one joint configuration change once the learners caught up, and remove
-// the old replicas (follow with DescribePartitionLogs or Metadata). A
-// resend after a lost answer finds the move in progress
-// (ErrReassignmentInProgress) or done; the error then says so per move.
-// The call fails as a whole only when no answer came.
+// the old replicas (follow with DescribePartitionLogs or Metadata). Asking
+// again for the move in progress succeeds (so a resend after a lost answer
+// is safe); another move of a partition already moving is
+// ErrReassignmentInProgress. Errors are per move; the call fails as a
+// whole only when no answer came.
 func (c *Client) MovePartitions(ctx context.Context, moves []PartitionMove) ([]PartitionMoveResult, error) {
 	req := &strandpb.MovePartitionsRequest{TimeoutMs: int32(c.cfg.requestTimeout.Milliseconds())}
 	for _, m := range moves {

@@ -56,8 +56,9 @@ func without(a, b []uint64) []uint64 {
 }
 
 // reassignPartition records a move of one partition to a new replica set.
-// A target equal (as a set and in order) to the current list changes
-// nothing and succeeds; any other valid target is recorded as in progress:
+// A target equal (as a set and in order) to the current list, or to the
+// target of the move in progress, changes nothing and succeeds (a resend
+// after a lost answer); any other valid target is recorded as in progress:
 // the nodes of current ∪ target host the partition until the partition's
 // leader completes the move (CompletePartitionMove).
 func (s *State) reassignPartition(c *strandpb.MetadataReassignPartition) Result {
@@ -70,6 +71,9 @@ func (s *State) reassignPartition(c *strandpb.MetadataReassignPartition) Result 
 		return Result{Err: err}
 	}
 	if len(t.targets[p]) > 0 {
+		if slices.Equal(target, t.targets[p]) {
+			return Result{} // the same move again (a resend): it is in progress
+		}
 		return Result{Err: fmt.Errorf("%w: %s/%d: %v to %v", ErrMoveInProgress, t.name, p, t.replicas[p], t.targets[p])}
 	}
 	if slices.Equal(target, t.replicas[p]) {

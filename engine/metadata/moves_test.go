@@ -58,6 +58,11 @@ func TestReassignPartitionRecordsMove(t *testing.T) {
 		t.Fatalf("restore: %v (digests %x, %x)", err, restored.Digest(), a.s.Digest())
 	}
 	wantErr(t, a.do(EncodeReassignPartition("t", topic.ID, 0, cur)), ErrMoveInProgress)
+	v = a.s.Version()
+	a.ok(EncodeReassignPartition("t", topic.ID, 0, target)) // a resend of the same move
+	if a.s.Version() != v {
+		t.Fatal("a resend of the move in progress changed the state")
+	}
 	wantErr(t, a.do(EncodeCompletePartitionMove("t", topic.ID, 0, cur)), ErrNoMoveInProgress)
 	a.ok(EncodeCompletePartitionMove("t", topic.ID, 0, target))
 	if got, _ := a.s.Assignment("t", 0); !slices.Equal(got, target) {
