@@ -23,6 +23,10 @@ type PartitionMove struct {
 	Topic     string
 	Partition int32
 	Replicas  []uint64
+	// Redirect points a move in progress at Replicas instead of failing
+	// with ErrReassignmentInProgress; Replicas = the partition's current
+	// replicas cancels the move.
+	Redirect bool
 }
 
 // PartitionMoveResult is the outcome of one PartitionMove: Err nil when the
@@ -49,7 +53,8 @@ type PartitionMoveResult struct {
 func (c *Client) MovePartitions(ctx context.Context, moves []PartitionMove) ([]PartitionMoveResult, error) {
 	req := &strandpb.MovePartitionsRequest{TimeoutMs: int32(c.cfg.requestTimeout.Milliseconds())}
 	for _, m := range moves {
-		req.Moves = append(req.Moves, &strandpb.MovePartitionsRequest_Move{Topic: m.Topic, Partition: m.Partition, Replicas: m.Replicas})
+		req.Moves = append(req.Moves, &strandpb.MovePartitionsRequest_Move{Topic: m.Topic, Partition: m.Partition,
+			Replicas: m.Replicas, Redirect: m.Redirect})
 	}
 	var resp *strandpb.Response
 	err := c.withRetries(ctx, func() error {

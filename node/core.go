@@ -33,6 +33,10 @@ type PartitionSpec struct {
 	// Bootstrap is the set an empty log is bootstrapped over (nil:
 	// Replicas), the same on every replica ever added (moves.go).
 	Bootstrap []NodeID
+	// Leaving is the nodes a redirected move's earlier target added that
+	// the replicas and target do not name: still talked to until the move
+	// completes.
+	Leaving []NodeID
 }
 
 // Peer is one node of the cluster as the Config lists it: the voters of the

@@ -18,11 +18,11 @@ type group struct {
 	// current, target and boot are the metadata's replica set, the target
 	// of a move in progress (nil: none) and the bootstrap set, sorted
 	// (moves.go); nil for the metadata group.
-	current, target, boot []NodeID
-	move                  moveState
-	dir                   string
-	wire                  string  // the topic its raft messages carry (see wireTopic)
-	logs                  coreLog // records carry node and the group's topic and partition
+	current, target, boot, leaving []NodeID
+	move                           moveState
+	dir                            string
+	wire                           string  // the topic its raft messages carry (see wireTopic)
+	logs                           coreLog // records carry node and the group's topic and partition
 
 	log       *raftlog.Log
 	storage   *groupStorage

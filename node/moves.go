@@ -67,13 +67,14 @@ func (g *group) setPlacement(spec PartitionSpec) {
 	g.current = sortedIDs(spec.Replicas)
 	g.target = sortedIDs(spec.Target)
 	g.boot = sortedIDs(spec.Bootstrap)
-	g.replicas = sortedIDs(append(slices.Clone(spec.Replicas), spec.Target...))
-	g.replicas = slices.Compact(g.replicas)
+	g.leaving = sortedIDs(spec.Leaving)
+	all := append(append(slices.Clone(spec.Replicas), spec.Target...), spec.Leaving...)
+	g.replicas = slices.Compact(sortedIDs(all))
 }
 
 // spec is g's placement as a PartitionSpec, to reopen it.
 func (g *group) spec() PartitionSpec {
-	return PartitionSpec{TopicPartition: g.tp, Replicas: g.current, Target: g.target, Bootstrap: g.boot}
+	return PartitionSpec{TopicPartition: g.tp, Replicas: g.current, Target: g.target, Bootstrap: g.boot, Leaving: g.leaving}
 }
 
 // bootSet is the set g's empty log bootstraps over.
@@ -105,6 +106,9 @@ func refSpec(ref metadata.PartitionRef) PartitionSpec {
 	}
 	for _, r := range ref.Bootstrap {
 		spec.Bootstrap = append(spec.Bootstrap, NodeID(r))
+	}
+	for _, r := range ref.Leaving {
+		spec.Leaving = append(spec.Leaving, NodeID(r))
 	}
 	return spec
 }

@@ -81,7 +81,7 @@ func moveCommand(m *strandpb.MovePartitionsRequest_Move, seen map[TopicPartition
 		return nil, &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REPLICA_ASSIGNMENT,
 			Message: fmt.Sprintf("node: replicas %v: give 1..%d distinct node ids", replicas, metadata.MoveReplicasMax)}
 	}
-	data, err := metadata.EncodeReassignPartition(tp.Topic, 0, tp.Partition, replicas)
+	data, err := metadata.EncodeReassignPartition(tp.Topic, 0, tp.Partition, replicas, m.GetRedirect())
 	return data, metaError(err)
 }
 

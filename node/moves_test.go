@@ -390,3 +390,31 @@ func TestMovedInVoterRebuildsFromSnapshot(t *testing.T) {
 	}
 	t.Fatalf("wiped node %d did not catch up: %+v", id, statusOf(c.cores[id], tp))
 }
+
+// A move whose new node cannot be reached is cancelled (redirected to the
+// current replicas): the learner is removed, the cancel completes, and the
+// node holds nothing.
+func TestCancelMove(t *testing.T) {
+	c, tp, current, spare := moveFixture(t, 71)
+	c.drop = func(e envelope) bool { return e.to == NodeID(spare) || e.from == NodeID(spare) }
+	target := append([]uint64{spare}, current[1:]...)
+	if resp, _ := c.handle(1, moveReq(9, tp, target...)); resp.GetMovePartitions().GetMoves()[0].GetError() != nil {
+		t.Fatalf("move: %v", resp)
+	}
+	c.tick(20) // the learner is added and never catches up
+	steps := uint64(0)
+	for _, id := range c.ids {
+		steps += c.cores[id].Stats().MoveSteps
+	}
+	if steps == 0 {
+		t.Fatal("no learner added before the cancel")
+	}
+	cancel := moveReq(10, tp, current...)
+	cancel.GetMovePartitions().GetMoves()[0].Redirect = true
+	if resp, _ := c.handle(1, cancel); resp.GetMovePartitions().GetMoves()[0].GetError() != nil {
+		t.Fatalf("cancel: %v", resp)
+	}
+	c.drop = nil
+	c.waitMoved(tp, current)
+	checkMovedGroup(t, c, tp, current, 15)
+}

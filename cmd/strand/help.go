@@ -44,7 +44,7 @@ var commands = []command{
 		"delete a partition's records below OFFSET (-1: all); the log start moves there",
 		"strand topic delete-records hello --partition 0 --before 100"},
 	{"topic delete", "NAME", "delete a topic and all its records", "strand topic delete hello"},
-	{"partition move", "TOPIC/PARTITION --replicas ID,ID,... [--no-wait]",
+	{"partition move", "TOPIC/PARTITION (--replicas ID,ID,... | --cancel) [--no-wait]",
 		"move a partition's replicas to other nodes (learners catch up, then one joint raft change); waits and prints progress",
 		"strand partition move hello/0 --replicas 1,4,5"},
 	{"produce", "TOPIC [-K SEP] [-p PARTITION] [--acks all|1|0]",

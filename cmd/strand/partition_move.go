@@ -32,6 +32,7 @@ func cmdPartition(args []string, stdout io.Writer) error {
 type moveFlags struct {
 	replicas string
 	noWait   bool
+	cancel   bool
 	wait     time.Duration
 }
 
@@ -45,6 +46,7 @@ func partitionMove(args []string, stdout io.Writer) error {
 	var mf moveFlags
 	fs.StringVar(&mf.replicas, "replicas", "", "the new replica node ids, comma separated; the first is the preferred leader")
 	fs.BoolVar(&mf.noWait, "no-wait", false, "return once the move is recorded, without following it")
+	fs.BoolVar(&mf.cancel, "cancel", false, "cancel the partition's move in progress: its replicas stay where they are (no --replicas)")
 	fs.DurationVar(&mf.wait, "wait", 30*time.Minute, "how long to follow the move before giving up (it goes on in the cluster)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -52,7 +54,16 @@ func partitionMove(args []string, stdout io.Writer) error {
 	if len(fs.Args()) != 1 {
 		return usageError("partition move: want one TOPIC/PARTITION, e.g. hello/0")
 	}
-	move, err := parseMove(fs.Args()[0], mf.replicas)
+	if mf.cancel == (mf.replicas != "") {
+		return usageError("partition move: want either --replicas ID,ID,... or --cancel")
+	}
+	var move clientlib.PartitionMove
+	var err error
+	if mf.cancel {
+		move.Topic, move.Partition, err = parseTopicPartition(fs.Args()[0])
+	} else {
+		move, err = parseMove(fs.Args()[0], mf.replicas)
+	}
 	if err != nil {
 		return err
 	}
@@ -65,6 +76,11 @@ func partitionMove(args []string, stdout io.Writer) error {
 	defer cancel()
 	if err := checkTopic(ctx, c, move.Topic, move.Partition, cf.timeout); err != nil {
 		return err
+	}
+	if mf.cancel {
+		if move, err = cancelMove(ctx, c, move); err != nil {
+			return err
+		}
 	}
 	res, err := c.MovePartitions(ctx, []clientlib.PartitionMove{move})
 	if err != nil {
@@ -81,7 +97,11 @@ func partitionMove(args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "%s/%d is on replicas %s\n", move.Topic, move.Partition, joinIDs(r.Replicas))
 		return nil
 	}
-	fmt.Fprintf(stdout, "moving %s/%d from replicas %s to %s\n", move.Topic, move.Partition, joinIDs(r.Replicas), joinIDs(r.Target))
+	if move.Redirect {
+		fmt.Fprintf(stdout, "cancelling the move of %s/%d: back to replicas %s\n", move.Topic, move.Partition, joinIDs(r.Target))
+	} else {
+		fmt.Fprintf(stdout, "moving %s/%d from replicas %s to %s\n", move.Topic, move.Partition, joinIDs(r.Replicas), joinIDs(r.Target))
+	}
 	if mf.noWait {
 		return nil
 	}
@@ -90,20 +110,44 @@ func partitionMove(args []string, stdout io.Writer) error {
 	return followMove(wctx, c, stdout, move)
 }
 
+// cancelMove turns move into the cancel of the partition's move in
+// progress: a redirect to its current replicas.
+func cancelMove(ctx context.Context, c *clientlib.Client, move clientlib.PartitionMove) (clientlib.PartitionMove, error) {
+	info, err := c.Metadata(ctx)
+	if err != nil {
+		return move, err
+	}
+	p, ok := findPartition(info, move.Topic, move.Partition)
+	if !ok || p.TargetReplicas == nil {
+		return move, userErr(nil, "%s/%d has no move in progress: nothing to cancel", move.Topic, move.Partition)
+	}
+	move.Replicas, move.Redirect = p.Replicas, true
+	return move, nil
+}
+
+// parseTopicPartition reads TOPIC/PARTITION.
+func parseTopicPartition(arg string) (string, int32, error) {
+	i := strings.LastIndexByte(arg, '/')
+	if i <= 0 {
+		return "", 0, usageError("partition move: %q: want TOPIC/PARTITION, e.g. hello/0", arg)
+	}
+	partition, err := strconv.ParseInt(arg[i+1:], 10, 32)
+	if err != nil || partition < 0 {
+		return "", 0, usageError("partition move: %q: want TOPIC/PARTITION, e.g. hello/0", arg)
+	}
+	return arg[:i], int32(partition), nil
+}
+
 // parseMove reads TOPIC/PARTITION and the replica list.
 func parseMove(arg, replicas string) (clientlib.PartitionMove, error) {
-	topic, p, ok := strings.Cut(arg, "/")
-	if i := strings.LastIndexByte(arg, '/'); ok && i >= 0 {
-		topic, p = arg[:i], arg[i+1:]
-	}
-	partition, err := strconv.ParseInt(p, 10, 32)
-	if !ok || topic == "" || err != nil || partition < 0 {
-		return clientlib.PartitionMove{}, usageError("partition move: %q: want TOPIC/PARTITION, e.g. hello/0", arg)
+	topic, partition, err := parseTopicPartition(arg)
+	if err != nil {
+		return clientlib.PartitionMove{}, err
 	}
 	if replicas == "" {
 		return clientlib.PartitionMove{}, usageError("partition move: --replicas is required, e.g. --replicas 1,4,5")
 	}
-	move := clientlib.PartitionMove{Topic: topic, Partition: int32(partition)}
+	move := clientlib.PartitionMove{Topic: topic, Partition: partition}
 	for _, f := range strings.Split(replicas, ",") {
 		id, err := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
 		if err != nil || id == 0 {

@@ -35,7 +35,7 @@ func TestPartitionMoveHelp(t *testing.T) {
 	if code := run([]string{"partition", "move", "--help"}, strings.NewReader(""), &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
-	for _, want := range []string{"strand partition move TOPIC/PARTITION --replicas", "Example:", "--no-wait"} {
+	for _, want := range []string{"strand partition move TOPIC/PARTITION (--replicas", "Example:", "--no-wait", "--cancel"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q:\n%s", want, out.String())
 		}

@@ -139,6 +139,9 @@ type PartitionRef struct {
 	// Bootstrap is the replica set the partition's raft log was
 	// bootstrapped over: a new replica bootstraps the same entries.
 	Bootstrap []uint64
+	// Leaving is the nodes of a redirected move's earlier targets still
+	// hosting the partition until the move completes (nil: none).
+	Leaving []uint64
 }
 
 // Result is the outcome of applying one entry.
@@ -182,6 +185,10 @@ type topicState struct {
 	// (nil: replicas[p], never moved). Both have len(replicas) entries.
 	targets   [][]uint64
 	bootstrap [][]uint64
+	// leaving[p] is the nodes of earlier targets of partition p's move
+	// that replicas and target do not name (a redirected or cancelled
+	// move): they host it until the move completes.
+	leaving [][]uint64
 }
 
 // State is the cluster metadata, built only by applying the committed
@@ -353,7 +360,7 @@ func (s *State) HostedPartitions(node uint64) []PartitionRef {
 	for _, name := range s.topicNames {
 		t := s.topics[name]
 		for p, replicas := range t.replicas {
-			if containsID(replicas, node) || containsID(t.targets[p], node) {
+			if containsID(replicas, node) || containsID(t.targets[p], node) || containsID(t.leaving[p], node) {
 				out = append(out, t.ref(int32(p)))
 			}
 		}
@@ -374,6 +381,9 @@ func (t *topicState) ref(p int32) PartitionRef {
 	if len(t.targets[p]) > 0 {
 		r.Target = append([]uint64(nil), t.targets[p]...)
 	}
+	if len(t.leaving[p]) > 0 {
+		r.Leaving = append([]uint64(nil), t.leaving[p]...)
+	}
 	return r
 }
 
@@ -384,6 +394,9 @@ func (t *topicState) grow() {
 	}
 	for len(t.bootstrap) < len(t.replicas) {
 		t.bootstrap = append(t.bootstrap, nil)
+	}
+	for len(t.leaving) < len(t.replicas) {
+		t.leaving = append(t.leaving, nil)
 	}
 }
 

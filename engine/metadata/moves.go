@@ -74,7 +74,11 @@ func (s *State) reassignPartition(c *strandpb.MetadataReassignPartition) Result 
 		if slices.Equal(target, t.targets[p]) {
 			return Result{} // the same move again (a resend): it is in progress
 		}
-		return Result{Err: fmt.Errorf("%w: %s/%d: %v to %v", ErrMoveInProgress, t.name, p, t.replicas[p], t.targets[p])}
+		if !c.GetRedirect() {
+			return Result{Err: fmt.Errorf("%w: %s/%d: %v to %v", ErrMoveInProgress, t.name, p, t.replicas[p], t.targets[p])}
+		}
+		s.redirectMove(t, p, target)
+		return Result{}
 	}
 	if slices.Equal(target, t.replicas[p]) {
 		return Result{}
@@ -85,6 +89,28 @@ func (s *State) reassignPartition(c *strandpb.MetadataReassignPartition) Result 
 	t.targets[p] = append([]uint64(nil), target...)
 	s.changed()
 	return Result{}
+}
+
+// redirectMove points partition p's move in progress at target (its own
+// replicas: a cancel). The nodes of the old target that neither the
+// replicas nor the new target name may be in the raft configuration, so
+// they keep hosting the partition (leaving) until the move completes.
+func (s *State) redirectMove(t *topicState, p int32, target []uint64) {
+	leaving := t.leaving[p]
+	for _, id := range t.targets[p] {
+		if !containsID(leaving, id) {
+			leaving = append(leaving, id)
+		}
+	}
+	var kept []uint64
+	for _, id := range leaving {
+		if !containsID(t.replicas[p], id) && !containsID(target, id) {
+			kept = append(kept, id)
+		}
+	}
+	t.leaving[p] = kept
+	t.targets[p] = append([]uint64(nil), target...)
+	s.changed()
 }
 
 // completePartitionMove makes a move's target the partition's replica
@@ -100,7 +126,7 @@ func (s *State) completePartitionMove(c *strandpb.MetadataCompletePartitionMove)
 		return Result{Err: fmt.Errorf("%w: %s/%d to %v", ErrNoMoveInProgress, t.name, p, c.GetReplicas())}
 	}
 	t.replicas[p] = t.targets[p]
-	t.targets[p] = nil
+	t.targets[p], t.leaving[p] = nil, nil
 	if l := t.leaders[p]; l.Node != 0 && !containsID(t.replicas[p], l.Node) {
 		t.leaders[p] = Leader{} // the next report of a newer term names the new leader
 	}
@@ -181,10 +207,13 @@ func (s *State) MoveOf(topic string, partition int32) (MoveInProgress, bool) {
 }
 
 // EncodeReassignPartition moves partition p of topic (topicID 0: whatever
-// incarnation is live) to target, in order.
-func EncodeReassignPartition(topic string, topicID uint64, p int32, target []uint64) ([]byte, error) {
+// incarnation is live) to target, in order. With redirect a move in
+// progress is pointed at target instead of refused (target = the
+// replicas: a cancel).
+func EncodeReassignPartition(topic string, topicID uint64, p int32, target []uint64, redirect bool) ([]byte, error) {
 	return encode(&strandpb.MetadataCommand{Command: &strandpb.MetadataCommand_ReassignPartition{
-		ReassignPartition: &strandpb.MetadataReassignPartition{Topic: topic, TopicId: topicID, Partition: p, TargetReplicas: target},
+		ReassignPartition: &strandpb.MetadataReassignPartition{Topic: topic, TopicId: topicID, Partition: p,
+			TargetReplicas: target, Redirect: redirect},
 	}})
 }
 

@@ -28,7 +28,7 @@ func TestReassignPartitionRecordsMove(t *testing.T) {
 		}
 	}
 	v := a.s.Version()
-	a.ok(EncodeReassignPartition("t", topic.ID, 0, target))
+	a.ok(EncodeReassignPartition("t", topic.ID, 0, target, false))
 	if a.s.Version() != v+1 {
 		t.Fatalf("version %d after a move, want %d", a.s.Version(), v+1)
 	}
@@ -57,9 +57,9 @@ func TestReassignPartitionRecordsMove(t *testing.T) {
 	if err != nil || restored.Digest() != a.s.Digest() {
 		t.Fatalf("restore: %v (digests %x, %x)", err, restored.Digest(), a.s.Digest())
 	}
-	wantErr(t, a.do(EncodeReassignPartition("t", topic.ID, 0, cur)), ErrMoveInProgress)
+	wantErr(t, a.do(EncodeReassignPartition("t", topic.ID, 0, cur, false)), ErrMoveInProgress)
 	v = a.s.Version()
-	a.ok(EncodeReassignPartition("t", topic.ID, 0, target)) // a resend of the same move
+	a.ok(EncodeReassignPartition("t", topic.ID, 0, target, false)) // a resend of the same move
 	if a.s.Version() != v {
 		t.Fatal("a resend of the move in progress changed the state")
 	}
@@ -112,14 +112,14 @@ func TestReassignPartitionRefusals(t *testing.T) {
 	}
 	for _, tc := range cases {
 		v := a.s.Version()
-		r := a.do(EncodeReassignPartition(tc.topic, tc.id, tc.p, tc.target))
+		r := a.do(EncodeReassignPartition(tc.topic, tc.id, tc.p, tc.target, false))
 		wantErr(t, r, tc.want)
 		if a.s.Version() != v || len(a.s.Moves()) != 0 {
 			t.Fatalf("%s: refused move changed the state", tc.name)
 		}
 	}
 	v := a.s.Version()
-	a.ok(EncodeReassignPartition("t", topic.ID, 1, cur))
+	a.ok(EncodeReassignPartition("t", topic.ID, 1, cur, false))
 	if a.s.Version() != v || len(a.s.Moves()) != 0 {
 		t.Fatal("a move to the current replicas recorded something")
 	}
@@ -132,9 +132,51 @@ func TestDeleteTopicDropsMove(t *testing.T) {
 	if slices.Equal(topic.Replicas[0], target) {
 		target = []uint64{3, 4, 5}
 	}
-	a.ok(EncodeReassignPartition("t", topic.ID, 0, target))
+	a.ok(EncodeReassignPartition("t", topic.ID, 0, target, false))
 	a.ok(EncodeDeleteTopic("t"))
 	if len(a.s.Moves()) != 0 {
 		t.Fatal("move of a deleted topic still listed")
+	}
+}
+
+// A redirect points a move in progress at a new target; the old target's
+// nodes named by neither keep hosting (leaving) until completion; a
+// redirect to the replicas cancels the move, and its completion clears it.
+func TestRedirectAndCancelMove(t *testing.T) {
+	a, topic := movesFixture(t)
+	cur := topic.Replicas[0]
+	var outside []uint64
+	for id := uint64(1); id <= 5; id++ {
+		if !containsID(cur, id) {
+			outside = append(outside, id)
+		}
+	}
+	first := append([]uint64{outside[0]}, cur[1:]...)
+	a.ok(EncodeReassignPartition("t", topic.ID, 0, first, false))
+	second := append([]uint64{outside[1]}, cur[1:]...)
+	a.ok(EncodeReassignPartition("t", topic.ID, 0, second, true))
+	hosts := func(id uint64) bool {
+		for _, ref := range a.s.HostedPartitions(id) {
+			if ref.Topic == "t" && ref.Partition == 0 {
+				return true
+			}
+		}
+		return false
+	}
+	if !hosts(outside[0]) || !hosts(outside[1]) || !hosts(cur[0]) {
+		t.Fatalf("after the redirect, nodes %d, %d, %d must all host p0", outside[0], outside[1], cur[0])
+	}
+	a.ok(EncodeReassignPartition("t", topic.ID, 0, cur, true)) // cancel
+	mv, ok := a.s.MoveOf("t", 0)
+	if !ok || !slices.Equal(mv.Target, cur) {
+		t.Fatalf("cancel: move %+v %v, want target %v", mv, ok, cur)
+	}
+	restored, err := Restore(a.s.Snapshot())
+	if err != nil || restored.Digest() != a.s.Digest() {
+		t.Fatalf("restore: %v", err)
+	}
+	a.ok(EncodeCompletePartitionMove("t", topic.ID, 0, cur))
+	if hosts(outside[0]) || hosts(outside[1]) || len(a.s.Moves()) != 0 {
+		t.Fatal("after the cancelled move completed, the leaving nodes still host p0")
 	}
 }

@@ -41,7 +41,7 @@ func (s *State) marshal(appliedIndex uint64) []byte {
 		}
 		for p, replicas := range t.replicas {
 			pt.Partitions[p] = &strandpb.MetadataPartition{Replicas: replicas, LeaderId: t.leaders[p].Node, LeaderTerm: t.leaders[p].Term,
-				TargetReplicas: t.targets[p], BootstrapReplicas: t.bootstrap[p]}
+				TargetReplicas: t.targets[p], BootstrapReplicas: t.bootstrap[p], LeavingReplicas: t.leaving[p]}
 		}
 		snap.Topics[i] = pt
 	}
@@ -102,6 +102,9 @@ func Restore(data []byte) (*State, error) {
 			}
 			if len(part.GetBootstrapReplicas()) > 0 {
 				t.bootstrap[p] = append([]uint64(nil), part.GetBootstrapReplicas()...)
+			}
+			if len(part.GetLeavingReplicas()) > 0 {
+				t.leaving[p] = append([]uint64(nil), part.GetLeavingReplicas()...)
 			}
 		}
 		s.topicNames = append(s.topicNames, t.name)
@@ -190,9 +193,10 @@ func (s *State) checkTopic(t *topicState) error {
 	if t.replicationFactor < 1 || int(t.replicationFactor) > len(s.nodes) {
 		return fmt.Errorf("replication factor %d with %d nodes", t.replicationFactor, len(s.nodes))
 	}
-	if len(t.leaders) != len(t.replicas) || len(t.targets) != len(t.replicas) || len(t.bootstrap) != len(t.replicas) {
-		return fmt.Errorf("%d leaders, %d targets, %d bootstraps for %d partitions", len(t.leaders), len(t.targets),
-			len(t.bootstrap), len(t.replicas))
+	if len(t.leaders) != len(t.replicas) || len(t.targets) != len(t.replicas) || len(t.bootstrap) != len(t.replicas) ||
+		len(t.leaving) != len(t.replicas) {
+		return fmt.Errorf("%d leaders, %d targets, %d bootstraps, %d leaving for %d partitions", len(t.leaders),
+			len(t.targets), len(t.bootstrap), len(t.leaving), len(t.replicas))
 	}
 	for p, replicas := range t.replicas {
 		if l := t.leaders[p]; (l.Term == 0) != (l.Node == 0) ||
@@ -204,13 +208,31 @@ func (s *State) checkTopic(t *topicState) error {
 		if len(replicas) < 1 || len(replicas) > max(int(t.replicationFactor), MoveReplicasMax) {
 			return fmt.Errorf("partition %d: %d replicas, factor %d", p, len(replicas), t.replicationFactor)
 		}
-		for _, list := range [][]uint64{replicas, t.targets[p], t.bootstrap[p]} {
+		for _, list := range [][]uint64{replicas, t.targets[p], t.bootstrap[p], t.leaving[p]} {
 			if err := s.checkReplicaList(list); err != nil {
 				return fmt.Errorf("partition %d: %w", p, err)
 			}
 		}
-		if len(t.targets[p]) > 0 && slices.Equal(t.targets[p], replicas) {
-			return fmt.Errorf("partition %d: a move to its own replicas %v", p, replicas)
+		if err := checkMove(replicas, t.targets[p], t.leaving[p]); err != nil {
+			return fmt.Errorf("partition %d: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// checkMove verifies a partition's move: a target equal to the replicas
+// only as a cancel (some node leaving), leaving nodes only during a move
+// and in neither replicas nor target.
+func checkMove(replicas, target, leaving []uint64) error {
+	switch {
+	case len(target) > 0 && slices.Equal(target, replicas) && len(leaving) == 0:
+		return fmt.Errorf("a move to its own replicas %v", replicas)
+	case len(leaving) > 0 && len(target) == 0:
+		return fmt.Errorf("nodes %v leaving without a move", leaving)
+	}
+	for _, id := range leaving {
+		if containsID(replicas, id) || containsID(target, id) {
+			return fmt.Errorf("node %d leaving and placed", id)
 		}
 	}
 	return nil

@@ -743,8 +743,11 @@ type MetadataReassignPartition struct {
 	TopicId        uint64   `protobuf:"varint,2,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	Partition      int32    `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
 	TargetReplicas []uint64 `protobuf:"varint,4,rep,packed,name=target_replicas,json=targetReplicas,proto3" json:"target_replicas,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Point a move in progress at target_replicas instead of refusing (the
+	// replicas as target: cancel the move).
+	Redirect      bool `protobuf:"varint,5,opt,name=redirect,proto3" json:"redirect,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MetadataReassignPartition) Reset() {
@@ -803,6 +806,13 @@ func (x *MetadataReassignPartition) GetTargetReplicas() []uint64 {
 		return x.TargetReplicas
 	}
 	return nil
+}
+
+func (x *MetadataReassignPartition) GetRedirect() bool {
+	if x != nil {
+		return x.Redirect
+	}
+	return false
 }
 
 // MetadataCompletePartitionMove records that a partition's raft
@@ -1226,8 +1236,13 @@ type MetadataPartition struct {
 	// The replica set the partition's raft log was bootstrapped over (empty:
 	// replicas, never moved): every new replica bootstraps the same entries.
 	BootstrapReplicas []uint64 `protobuf:"varint,181,rep,packed,name=bootstrap_replicas,json=bootstrapReplicas,proto3" json:"bootstrap_replicas,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Nodes of earlier targets of the move in progress that neither replicas
+	// nor target_replicas name (a move redirected or cancelled): they may
+	// still be in the raft configuration, so they host the partition until
+	// the move completes.
+	LeavingReplicas []uint64 `protobuf:"varint,182,rep,packed,name=leaving_replicas,json=leavingReplicas,proto3" json:"leaving_replicas,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *MetadataPartition) Reset() {
@@ -1291,6 +1306,13 @@ func (x *MetadataPartition) GetTargetReplicas() []uint64 {
 func (x *MetadataPartition) GetBootstrapReplicas() []uint64 {
 	if x != nil {
 		return x.BootstrapReplicas
+	}
+	return nil
+}
+
+func (x *MetadataPartition) GetLeavingReplicas() []uint64 {
+	if x != nil {
+		return x.LeavingReplicas
 	}
 	return nil
 }
@@ -1535,12 +1557,13 @@ const file_metadata_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x02 \x01(\x05R\n" +
 	"partitions\x12#\n" +
-	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\"\x93\x01\n" +
+	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\"\xaf\x01\n" +
 	"\x19MetadataReassignPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\x04R\atopicId\x12\x1c\n" +
 	"\tpartition\x18\x03 \x01(\x05R\tpartition\x12'\n" +
-	"\x0ftarget_replicas\x18\x04 \x03(\x04R\x0etargetReplicas\"\x8a\x01\n" +
+	"\x0ftarget_replicas\x18\x04 \x03(\x04R\x0etargetReplicas\x12\x1a\n" +
+	"\bredirect\x18\x05 \x01(\bR\bredirect\"\x8a\x01\n" +
 	"\x1dMetadataCompletePartitionMove\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\x04R\atopicId\x12\x1c\n" +
@@ -1570,14 +1593,15 @@ const file_metadata_proto_rawDesc = "" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12\x16\n" +
 	"\x06fenced\x18\x04 \x01(\bR\x06fenced\x12#\n" +
-	"\rkafka_address\x18F \x01(\tR\fkafkaAddress\"\xc7\x01\n" +
+	"\rkafka_address\x18F \x01(\tR\fkafkaAddress\"\xf3\x01\n" +
 	"\x11MetadataPartition\x12\x1a\n" +
 	"\breplicas\x18\x01 \x03(\x04R\breplicas\x12\x1b\n" +
 	"\tleader_id\x18\x14 \x01(\x04R\bleaderId\x12\x1f\n" +
 	"\vleader_term\x18\x15 \x01(\x04R\n" +
 	"leaderTerm\x12(\n" +
 	"\x0ftarget_replicas\x18\xb4\x01 \x03(\x04R\x0etargetReplicas\x12.\n" +
-	"\x12bootstrap_replicas\x18\xb5\x01 \x03(\x04R\x11bootstrapReplicas\"\xfc\x01\n" +
+	"\x12bootstrap_replicas\x18\xb5\x01 \x03(\x04R\x11bootstrapReplicas\x12*\n" +
+	"\x10leaving_replicas\x18\xb6\x01 \x03(\x04R\x0fleavingReplicas\"\xfc\x01\n" +
 	"\rMetadataTopic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\x04R\atopicId\x12-\n" +

@@ -4972,7 +4972,10 @@ type MovePartitionsRequest_Move struct {
 	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
 	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
 	// The new ordered replica list; the first is the preferred leader.
-	Replicas      []uint64 `protobuf:"varint,3,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	Replicas []uint64 `protobuf:"varint,3,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	// Point a move in progress at replicas instead of being refused
+	// REASSIGNMENT_IN_PROGRESS (the current replicas: cancel it).
+	Redirect      bool `protobuf:"varint,4,opt,name=redirect,proto3" json:"redirect,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5026,6 +5029,13 @@ func (x *MovePartitionsRequest_Move) GetReplicas() []uint64 {
 		return x.Replicas
 	}
 	return nil
+}
+
+func (x *MovePartitionsRequest_Move) GetRedirect() bool {
+	if x != nil {
+		return x.Redirect
+	}
+	return false
 }
 
 type MovePartitionsResponse_Move struct {
@@ -6125,15 +6135,16 @@ const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x03 \x01(\x05R\n" +
 	"partitions\x12\x14\n" +
-	"\x05added\x18\x04 \x01(\x05R\x05added\"\xc8\x01\n" +
+	"\x05added\x18\x04 \x01(\x05R\x05added\"\xe4\x01\n" +
 	"\x15MovePartitionsRequest\x128\n" +
 	"\x05moves\x18\x01 \x03(\v2\".strand.MovePartitionsRequest.MoveR\x05moves\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\x1aV\n" +
+	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\x1ar\n" +
 	"\x04Move\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
-	"\breplicas\x18\x03 \x03(\x04R\breplicas\"\xfa\x01\n" +
+	"\breplicas\x18\x03 \x03(\x04R\breplicas\x12\x1a\n" +
+	"\bredirect\x18\x04 \x01(\bR\bredirect\"\xfa\x01\n" +
 	"\x16MovePartitionsResponse\x129\n" +
 	"\x05moves\x18\x01 \x03(\v2#.strand.MovePartitionsResponse.MoveR\x05moves\x1a\xa4\x01\n" +
 	"\x04Move\x12\x14\n" +
