@@ -59,6 +59,11 @@ type moveState struct {
 	proposedConf *raftpb.ConfState
 	// completing: a CompletePartitionMove is in flight.
 	completing bool
+	// completeAt, completeTerm: the leader's last index (and term) when it
+	// first saw the target configuration applied; it completes only once
+	// it applied that far in the same term, so no conf change already in
+	// its log can change the configuration after the completion.
+	completeAt, completeTerm uint64
 }
 
 // setPlacement sets g's replica sets from the metadata (spec): the nodes
@@ -135,10 +140,12 @@ func (c *Core) stepMove(g *group) {
 	incoming, outgoing := cfg.Voters[0], cfg.Voters[1]
 	switch {
 	case len(outgoing) > 0:
+		g.move.completeAt = 0
 		c.moveInJoint(g, st)
 	case sameIDs(incoming, g.target) && len(cfg.Learners) == 0 && len(cfg.LearnersNext) == 0:
-		c.completeMove(g)
+		c.completeMove(g, st)
 	default:
+		g.move.completeAt = 0
 		if !c.moveMayPropose(g) {
 			return
 		}
@@ -289,9 +296,29 @@ func sameIDs(voters map[uint64]struct{}, ids []NodeID) bool {
 }
 
 // completeMove proposes CompletePartitionMove once g's applied
-// configuration is the target (one proposal in flight).
-func (c *Core) completeMove(g *group) {
-	if g.move.completing {
+// configuration is the target (one proposal in flight) and stays so: the
+// leader first applies every entry its log held when it saw it, and has no
+// conf change of its own pending, so a conf change proposed before (an
+// AddLearnerNode of a move since cancelled) cannot land after the
+// completion and leave a member the metadata no longer hosts (seed 4 of
+// TestSimMoves with cancels did: a learner outside every replica set).
+func (c *Core) completeMove(g *group, st raft.Status) {
+	m := &g.move
+	if m.completing || m.proposedConf == g.confState && m.proposedTick != 0 && c.ticks < m.proposedTick+moveRetryTicks {
+		return
+	}
+	last, err := g.log.LastIndex()
+	if err != nil {
+		return
+	}
+	if pr, ok := st.Progress[uint64(c.cfg.ID)]; ok && pr.Next > 0 {
+		last = max(last, pr.Next-1)
+	}
+	if m.completeAt == 0 || m.completeTerm != st.GetTerm() {
+		m.completeAt, m.completeTerm = last, st.GetTerm()
+		return
+	}
+	if g.appliedRaft < m.completeAt {
 		return
 	}
 	target := make([]uint64, len(g.target))

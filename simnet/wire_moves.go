@@ -36,6 +36,7 @@ const (
 	movesPerRun     = 3
 	moveFracMin     = 10
 	moveFracMax     = 60
+	moveCancelOneIn = 4 // a recorded move is cancelled (redirected back) once in this many
 	moveWatchEvery  = 5 * time.Millisecond
 	moveWatchChecks = 400 // bounds the joint-configuration watch (2 s)
 )
@@ -55,13 +56,99 @@ type movePlan struct {
 	// recorded (checked only if the metadata shows them).
 	started time.Duration
 	maybe   []simMove
+	// canceller sends the cancels, one at a time (cancelling: the index in
+	// moves of the move it cancels, -1: none).
+	canceller  *wireClient
+	cancelling int
+	cancelAt   time.Duration
+}
+
+// startCancel cancels moves[i] after d, unless a cancel is under way.
+func (mp *movePlan) startCancel(i int, d time.Duration) {
+	if mp.cancelling >= 0 {
+		return
+	}
+	mp.cancelling = i
+	c := mp.canceller
+	c.ww.active++ // the run waits for the cancel's answer
+	c.after(d, func() {
+		mp.cancelAt = c.ww.w.now()
+		c.attempts, c.maybeDone = 0, false
+		c.cancelAttempt(c.randomNode())
+	})
+}
+
+// cancelAttempt sends one MovePartitions redirecting the move back to the
+// replicas it started from.
+func (c *wireClient) cancelAttempt(target int) {
+	mp := c.ww.moves
+	mv := mp.moves[mp.cancelling]
+	tp := c.ww.tps[mv.group]
+	c.attempts++
+	req := &strandpb.Request{Body: &strandpb.Request_MovePartitions{MovePartitions: &strandpb.MovePartitionsRequest{
+		Moves: []*strandpb.MovePartitionsRequest_Move{{Topic: tp.Topic, Partition: tp.Partition, Replicas: mv.from,
+			Redirect: true}},
+		TimeoutMs: int32(c.ww.w.opts.ClientTimeout / time.Millisecond)}}}
+	c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
+		if err == nil {
+			err = wireErr(resp.GetError())
+		}
+		if err == nil {
+			if ms := resp.GetMovePartitions().GetMoves(); len(ms) == 1 {
+				err = wireErr(ms[0].GetError())
+			} else {
+				err = fmt.Errorf("move partitions answered %d moves", len(ms))
+			}
+		}
+		c.onCancel(err)
+	})
+}
+
+// onCancel handles one cancel answer: done, refused (a finding), or
+// retried until OpDeadline, then given up (maybe applied).
+func (c *wireClient) onCancel(err error) {
+	w, mp := c.ww.w, c.ww.moves
+	mv := &mp.moves[mp.cancelling]
+	a := clientlib.ClassifyErr(err)
+	switch {
+	case err == nil:
+		mv.cancel = cancelDone
+		w.coverage.Inc("event/partition-move-cancelled")
+	case !a.Retriable:
+		w.fail("cancel of the move of %s to %v refused: %v", w.incarnations.label(mv.group), mv.target, err)
+		mv.cancel = cancelMaybe
+	case w.now() > mp.cancelAt+w.opts.OpDeadline:
+		mv.cancel = cancelNone
+		if c.maybeDone || a.MaybeWritten || a.RefreshMetadata {
+			mv.cancel = cancelMaybe
+		}
+	default:
+		c.maybeDone = c.maybeDone || a.MaybeWritten || a.RefreshMetadata
+		target := c.controllerTarget(err)
+		c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.cancelAttempt(target) })
+		return
+	}
+	mp.cancelling = -1
+	c.ww.clientDone()
 }
 
 // simMove is one move the mover asked for.
 type simMove struct {
 	group  int
 	target []uint64
+	// from is the replicas when the move was drawn; cancel says whether a
+	// cancel (a redirect back to from) was applied (cancelDone) or may
+	// have been (cancelMaybe): the move must end at from, or at either.
+	from   []uint64
+	cancel uint8
 }
+
+// States of simMove.cancel.
+const (
+	cancelNone uint8 = iota
+	cancelDone
+	cancelMaybe
+)
 
 // newMovePlan draws the run's moves, or nil without Options.Moves.
 func newMovePlan(ww *wireWorkload) *movePlan {
@@ -76,7 +163,9 @@ func newMovePlan(ww *wireWorkload) *movePlan {
 		at[i] = o.Ops * (moveFracMin + c.rng.IntN(moveFracMax-moveFracMin+1)) / 100
 	}
 	slices.Sort(at)
-	return &movePlan{client: c, ats: at}
+	cc := newWireClient(ww, 0, 0)
+	cc.rng = newStream(o.Seed, streamWorkload+0xad03)
+	return &movePlan{client: c, ats: at, canceller: cc, cancelling: -1}
 }
 
 // startMoves starts the mover once the topics exist.
@@ -145,7 +234,7 @@ func (c *wireClient) drawMove() (simMove, bool) {
 	c.rng.Shuffle(len(outside), func(i, j int) { outside[i], outside[j] = outside[j], outside[i] })
 	copy(target[len(target)-replace:], outside[:replace])
 	c.rng.Shuffle(len(target), func(i, j int) { target[i], target[j] = target[j], target[i] })
-	return simMove{group: g, target: target}, true
+	return simMove{group: g, target: target, from: slices.Clone(current)}, true
 }
 
 // moveAttempt sends one MovePartitions of the current move.
@@ -210,6 +299,9 @@ func (c *wireClient) onMove(err error) {
 	w.coverage.Inc("event/partition-move")
 	mp.moves = append(mp.moves, mp.current)
 	mp.ats = mp.ats[1:]
+	if c.rng.IntN(moveCancelOneIn) == 0 {
+		mp.startCancel(len(mp.moves)-1, time.Duration(c.rng.Int64N(int64(200*time.Millisecond))))
+	}
 	c.moveFault(mp.current)
 	c.refresh()
 	c.after(0, c.awaitMove)
@@ -405,11 +497,19 @@ func (ww *wireWorkload) recordedMaybe() []simMove {
 	return out
 }
 
+// final is where a move must end: back at from once cancelled.
+func (mv simMove) final() []uint64 {
+	if mv.cancel != cancelNone {
+		return mv.from
+	}
+	return mv.target
+}
+
 // stranded reports whether a move's target holds a node that is gone for
 // good (damaged media without rejoin): such a move cannot finish, and
 // Strand has no cancel yet (a gap the note records).
 func (ww *wireWorkload) stranded(mv simMove) bool {
-	for _, id := range mv.target {
+	for _, id := range mv.final() {
 		if ww.w.nodes[id-1].dead {
 			return true
 		}
@@ -430,8 +530,13 @@ func (ww *wireWorkload) unfinishedMove() string {
 			if !n.up {
 				continue
 			}
-			if why := movedOn(n, tp, mv.target); why != "" {
-				return fmt.Sprintf("move of %s to %v: node %d: %s", w.incarnations.label(mv.group), mv.target, n.id, why)
+			why := movedOn(n, tp, mv.final())
+			if why != "" && mv.cancel == cancelMaybe {
+				why = movedOn(n, tp, mv.target) // the cancel may not have applied
+			}
+			if why != "" {
+				return fmt.Sprintf("move of %s to %v (cancel %d, from %v): node %d: %s", w.incarnations.label(mv.group),
+					mv.target, mv.cancel, mv.from, n.id, why)
 			}
 		}
 	}
