@@ -25,15 +25,23 @@ func TestSimMoves(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulator seeds with 5 nodes")
 	}
-	moved := int64(0)
+	names := []string{"event/partition-move", "check/move-finished", "event/partition-move-cancelled",
+		"event/partition-move-rolled-back", "event/move-stranded", "event/partition-move-abandoned",
+		"fault/move-crash-leader", "fault/move-crash-joint", "fault/move-crash-added"}
+	total := make([]int64, len(names))
 	for seed := uint64(1); seed <= uint64(*simMoveSeeds); seed++ {
 		res := runSeed(t, movesOptions(t, seed, ""), "")
 		if res.Failed() {
 			t.Fatalf("seed %d failed: %s", seed, firstLine(res.Failures[0]))
 		}
-		moved += res.Coverage.Count("check/move-finished")
+		for i, name := range names {
+			total[i] += res.Coverage.Count(name)
+		}
 	}
-	if moved == 0 {
+	for i, name := range names {
+		t.Logf("%-34s %d", name, total[i])
+	}
+	if total[1] == 0 {
 		t.Fatal("no move finished in any seed")
 	}
 }

@@ -460,6 +460,7 @@ func (ww *wireWorkload) awaitMoves(cont func()) bool {
 	if mp.settleStart == 0 {
 		mp.settleStart = w.now()
 		mp.moves = append(mp.moves, ww.recordedMaybe()...)
+		ww.rollBackStranded(0)
 	}
 	why := ww.unfinishedMove()
 	switch {
@@ -481,6 +482,75 @@ func (ww *wireWorkload) awaitMoves(cont func()) bool {
 		mp.client.after(50*time.Millisecond, func() { ww.awaitMoves(cont) })
 	}
 	return true
+}
+
+// rollBackStranded cancels, one after the other from moves[i], every move
+// whose target holds a node gone for good, once faults stopped: an operator
+// moves the partition back where it was (a redirect to the replicas it
+// started from), and awaitMoves then expects it there — the move "rolls
+// back". Not counted among the active clients: the drain is already under
+// way.
+func (ww *wireWorkload) rollBackStranded(i int) {
+	mp := ww.moves
+	for ; i < len(mp.moves); i++ {
+		mv := mp.moves[i]
+		if mv.cancel == cancelNone && ww.stranded(mv) && ww.viable(mv.from, mv.target) {
+			break
+		}
+	}
+	if i >= len(mp.moves) {
+		return
+	}
+	c := mp.canceller
+	c.attempts, c.maybeDone = 0, false
+	start := ww.w.now()
+	var attempt func(target int)
+	attempt = func(target int) {
+		mv := &mp.moves[i]
+		tp := ww.tps[mv.group]
+		c.attempts++
+		req := &strandpb.Request{Body: &strandpb.Request_MovePartitions{MovePartitions: &strandpb.MovePartitionsRequest{
+			Moves: []*strandpb.MovePartitionsRequest_Move{{Topic: tp.Topic, Partition: tp.Partition, Replicas: mv.from,
+				Redirect: true}},
+			TimeoutMs: int32(ww.w.opts.ClientTimeout / time.Millisecond)}}}
+		ww.call(c, target, req, func(resp *strandpb.Response, err error) {
+			if err == nil {
+				err = wireErr(resp.GetError())
+			}
+			if err == nil && len(resp.GetMovePartitions().GetMoves()) == 1 {
+				err = wireErr(resp.GetMovePartitions().GetMoves()[0].GetError())
+			}
+			a := clientlib.ClassifyErr(err)
+			switch {
+			case err == nil:
+				mv.cancel = cancelDone
+				ww.w.coverage.Inc("event/partition-move-rolled-back")
+			case a.Retriable && ww.w.now() <= start+ww.w.opts.OpDeadline:
+				c.after(wireBackoff.Delay(c.attempts, c.rng), func() { attempt(c.controllerTarget(err)) })
+				return
+			default:
+				ww.w.fail("roll back of the move of %s to %v: %v", ww.w.incarnations.label(mv.group), mv.target, err)
+			}
+			ww.rollBackStranded(i + 1)
+		})
+	}
+	attempt(c.randomNode())
+}
+
+// viable reports whether a move can reach set from other: every node it
+// adds (in set, not in other) is alive, so it can catch up as a learner,
+// and a majority of set is alive.
+func (ww *wireWorkload) viable(set, other []uint64) bool {
+	dead := 0
+	for _, id := range set {
+		if ww.w.nodes[id-1].dead {
+			dead++
+			if !slices.Contains(other, id) {
+				return false
+			}
+		}
+	}
+	return dead < len(set)/2+1
 }
 
 // recordedMaybe is the given-up moves the newest metadata shows recorded
@@ -505,16 +575,15 @@ func (mv simMove) final() []uint64 {
 	return mv.target
 }
 
-// stranded reports whether a move's target holds a node that is gone for
-// good (damaged media without rejoin): such a move cannot finish, and
-// Strand has no cancel yet (a gap the note records).
+// stranded reports whether a move cannot reach where it must end: a node
+// it adds is gone for good (damaged media without rejoin: it never catches
+// up), or so is a majority of the set. rollBackStranded cancels such moves
+// once faults stopped; a cancel that cannot finish either stays stranded.
 func (ww *wireWorkload) stranded(mv simMove) bool {
-	for _, id := range mv.final() {
-		if ww.w.nodes[id-1].dead {
-			return true
-		}
+	if mv.cancel != cancelNone {
+		return !ww.viable(mv.from, mv.target)
 	}
-	return false
+	return !ww.viable(mv.target, mv.from)
 }
 
 // unfinishedMove says which recorded move some live node does not show
