@@ -129,7 +129,8 @@ func (c *Client) Metadata(ctx context.Context) (ClusterInfo, error) {
 		tm := TopicMetadata{Name: t.GetName(), ID: t.GetTopicId(), Err: errorFromWire(t.GetError())}
 		for _, p := range t.GetPartitions() {
 			tm.Partitions = append(tm.Partitions, PartitionInfo{Partition: p.GetPartition(), LeaderID: p.GetLeaderId(),
-				LeaderTerm: p.GetLeaderTerm(), Replicas: p.GetReplicas(), Err: p.GetError().GetCode()})
+				LeaderTerm: p.GetLeaderTerm(), Replicas: p.GetReplicas(), TargetReplicas: p.GetTargetReplicas(),
+				Err: p.GetError().GetCode()})
 		}
 		sort.Slice(tm.Partitions, func(i, j int) bool { return tm.Partitions[i].Partition < tm.Partitions[j].Partition })
 		info.Topics = append(info.Topics, tm)

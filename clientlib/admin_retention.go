@@ -101,7 +101,11 @@ type PartitionLog struct {
 	// OldestTimestampMs is the newest record timestamp of the oldest
 	// retained batch, what retention.ms ages (-1: the log is empty).
 	OldestTimestampMs int64
-	Err               error
+	// MoveTarget is the target of a move in progress (nil: none) and
+	// MoveProgress how far each replica it adds caught up.
+	MoveTarget   []uint64
+	MoveProgress []MoveProgress
+	Err          error
 }
 
 // DescribePartitionLogs asks each partition's leader for the state of its
@@ -145,7 +149,8 @@ func (c *Client) describePartitionLog(ctx context.Context, topic string, partiti
 				}
 				pl = PartitionLog{Topic: topic, Partition: partition, LogStartOffset: a.GetLogStartOffset(),
 					HighWatermark: a.GetHighWatermark(), SizeBytes: a.GetSizeBytes(), Segments: a.GetSegments(),
-					OldestTimestampMs: a.GetOldestTimestampMs()}
+					OldestTimestampMs: a.GetOldestTimestampMs(), MoveTarget: a.GetMoveTarget(),
+					MoveProgress: moveProgressFromWire(a.GetMoveProgress())}
 				return nil
 			}
 		}

@@ -40,7 +40,9 @@ type PartitionInfo struct {
 	LeaderID   uint64 // 0: no leader known
 	LeaderTerm uint64
 	Replicas   []uint64
-	Err        strandpb.ErrorCode
+	// TargetReplicas is the target of a move in progress (nil: none).
+	TargetReplicas []uint64
+	Err            strandpb.ErrorCode
 }
 
 // NewLeaderCache returns an empty cache.

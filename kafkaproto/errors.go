@@ -75,6 +75,9 @@ var kafkaCodes = map[strandpb.ErrorCode]*kerr.Error{
 	strandpb.ErrorCode_ERROR_CODE_NODE_REMOVED:       kerr.BrokerIDNotRegistered,
 	strandpb.ErrorCode_ERROR_CODE_UNKNOWN_NODE:       kerr.BrokerIDNotRegistered,
 	strandpb.ErrorCode_ERROR_CODE_MEMBERSHIP_REFUSED: kerr.InvalidRequest,
+	// Partition moves (Kafka's reassignment codes).
+	strandpb.ErrorCode_ERROR_CODE_REASSIGNMENT_IN_PROGRESS:   kerr.ReassignmentInProgress,
+	strandpb.ErrorCode_ERROR_CODE_INVALID_REPLICA_ASSIGNMENT: kerr.InvalidReplicaAssignment,
 }
 
 // kafkaCode is the Kafka error code for a Strand error: 0 for none, the

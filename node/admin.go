@@ -187,6 +187,8 @@ var metaErrorCodes = []struct {
 	{metadata.ErrNodeRemoved, strandpb.ErrorCode_ERROR_CODE_NODE_REMOVED},
 	{metadata.ErrUnknownNode, strandpb.ErrorCode_ERROR_CODE_UNKNOWN_NODE},
 	{metadata.ErrMembershipRefused, strandpb.ErrorCode_ERROR_CODE_MEMBERSHIP_REFUSED},
+	{metadata.ErrMoveInProgress, strandpb.ErrorCode_ERROR_CODE_REASSIGNMENT_IN_PROGRESS},
+	{metadata.ErrInvalidReplicaAssignment, strandpb.ErrorCode_ERROR_CODE_INVALID_REPLICA_ASSIGNMENT},
 }
 
 // metaError maps a metadata command's refusal to its wire form.

@@ -52,3 +52,4 @@ func (c *Core) bugCompactLimit(_ *group, limit uint64) uint64            { retur
 func (c *Core) bugReplayEmpty() bool                                     { return false }
 func (c *Core) bugSkipTopicID() bool                                     { return false }
 func (c *Core) bugBatchCRC(batch []byte) []byte                          { return batch }
+func (c *Core) bugMoveDropsEarly() bool                                  { return false }

@@ -84,7 +84,16 @@ type Bugs struct {
 	// not its CRC, so a batch damaged in flight is proposed and committed
 	// (the engine refuses it only when applying).
 	ProduceSkipsCRC bool
+	// MoveDropsOldReplicaEarly: a node stops and deletes its replica as
+	// soon as a move's target leaves it out, not once the move completed
+	// (moves.go): an old voter's copy goes before the new replicas hold
+	// the log and before the configuration that removes it committed.
+	MoveDropsOldReplicaEarly bool
 }
+
+// bugMoveDropsEarly (MoveDropsOldReplicaEarly) hosts a moving partition
+// only when this node is in the move's target.
+func (c *Core) bugMoveDropsEarly() bool { return c.cfg.Bugs.MoveDropsOldReplicaEarly }
 
 // bugQuiescedNeverWake (QuiescedNeverWake) turns off the wake of quiesced
 // followers whose leader's node went silent.

@@ -27,6 +27,16 @@ type TopicPartition struct {
 type PartitionSpec struct {
 	TopicPartition
 	Replicas []NodeID
+	// Target is the target of a move in progress (nil: none); the replica
+	// talks to the nodes of Replicas ∪ Target.
+	Target []NodeID
+	// Bootstrap is the set an empty log is bootstrapped over (nil:
+	// Replicas), the same on every replica ever added (moves.go).
+	Bootstrap []NodeID
+	// Leaving is the nodes a redirected move's earlier target added that
+	// the replicas and target do not name: still talked to until the move
+	// completes.
+	Leaving []NodeID
 }
 
 // Peer is one node of the cluster as the Config lists it: the voters of the

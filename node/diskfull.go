@@ -147,7 +147,7 @@ func (c *Core) writeRefused(g *group, err error) bool {
 
 // reopenReplica opens g's files again as a new group in g's place.
 func (c *Core) reopenReplica(g *group) error {
-	spec := PartitionSpec{TopicPartition: g.tp, Replicas: g.replicas}
+	spec := g.spec()
 	ng, err := c.openGroupRepairing(spec, g.dir, g.topicID)
 	if err != nil {
 		return err

@@ -16,10 +16,15 @@ type group struct {
 	//lint:ignore U1000 empty without -tags simbugs
 	groupBugs // planted-bug state: empty unless built with -tags simbugs
 	tp        TopicPartition
-	replicas  []NodeID // sorted
-	dir       string
-	wire      string  // the topic its raft messages carry (see wireTopic)
-	logs      coreLog // records carry node and the group's topic and partition
+	replicas  []NodeID // sorted: current ∪ target, the nodes it talks to
+	// current, target and boot are the metadata's replica set, the target
+	// of a move in progress (nil: none) and the bootstrap set, sorted
+	// (moves.go); nil for the metadata group.
+	current, target, boot, leaving []NodeID
+	move                           moveState
+	dir                            string
+	wire                           string  // the topic its raft messages carry (see wireTopic)
+	logs                           coreLog // records carry node and the group's topic and partition
 
 	log       *raftlog.Log
 	storage   *groupStorage

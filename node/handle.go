@@ -86,6 +86,8 @@ func (c *Core) HandleAs(caller Caller, req *strandpb.Request, respond func(*stra
 		c.handleClusterMembers(answer)
 	case *strandpb.Request_ElectLeaders:
 		c.handleElectLeaders(answer)
+	case *strandpb.Request_MovePartitions:
+		c.handleMovePartitions(body.MovePartitions, answer)
 	default:
 		if c.handleGroupRequest(req, answer) || c.handleSecurityRequest(req, answer) {
 			return
@@ -320,6 +322,9 @@ func (c *Core) wireTopicMetadata(t metadata.Topic) *strandpb.MetadataResponse_To
 			continue
 		}
 		wp := &strandpb.MetadataResponse_Partition{Partition: int32(p), Replicas: replicas}
+		if p < len(t.Targets) {
+			wp.TargetReplicas = t.Targets[p]
+		}
 		lead, term := c.partitionLeader(t, int32(p))
 		wp.LeaderId, wp.LeaderTerm = uint64(lead), term
 		out.Partitions = append(out.Partitions, wp)

@@ -173,8 +173,8 @@ type membershipStep struct {
 // min(metaVotersMax, active members); demote a decommissioning voter once
 // that many active voters, and at least three, remain without it.
 func (c *Core) nextMembershipStep(st raft.Status) (membershipStep, bool) {
-	voters := sortedIDs(st.Config.Voters[0])
-	learners := sortedIDs(st.Config.Learners)
+	voters := setIDs(st.Config.Voters[0])
+	learners := setIDs(st.Config.Learners)
 	nodes := c.meta.meta.Nodes()
 	state := func(id NodeID) (metadata.NodeState, bool) {
 		i := slices.IndexFunc(nodes, func(n metadata.Node) bool { return n.ID == uint64(id) })
@@ -237,8 +237,8 @@ func (c *Core) selfFirst(st raft.Status, step membershipStep, voters []NodeID) (
 	return step, best != 0
 }
 
-// sortedIDs returns a set's ids in order (map order never leaks).
-func sortedIDs[V any](set map[uint64]V) []NodeID {
+// setIDs returns a set's ids in order (map order never leaks).
+func setIDs[V any](set map[uint64]V) []NodeID {
 	out := make([]NodeID, 0, len(set))
 	for id := range set {
 		out = append(out, NodeID(id))

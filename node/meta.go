@@ -139,13 +139,19 @@ func (c *Core) reconcile() error {
 	c.metaVersion = st.Version()
 	c.refreshLiveness()
 	hosted := st.HostedPartitions(uint64(c.cfg.ID))
-	want := make(map[TopicPartition]uint64, len(hosted)) // lookup only
+	if c.bugMoveDropsEarly() {
+		hosted = slices.DeleteFunc(hosted, func(ref metadata.PartitionRef) bool {
+			return len(ref.Target) > 0 && !slices.Contains(ref.Target, uint64(c.cfg.ID))
+		})
+	}
+	want := make(map[TopicPartition]metadata.PartitionRef, len(hosted)) // lookup only
 	for _, ref := range hosted {
-		want[TopicPartition{Topic: ref.Topic, Partition: ref.Partition}] = ref.TopicID
+		want[TopicPartition{Topic: ref.Topic, Partition: ref.Partition}] = ref
 	}
 	kept := []*group{c.meta}
 	for _, g := range c.partitionGroups() {
-		if id, ok := want[g.tp]; ok && id == g.topicID {
+		if ref, ok := want[g.tp]; ok && ref.TopicID == g.topicID {
+			g.setPlacement(refSpec(ref))
 			kept = append(kept, g)
 			continue
 		}
@@ -160,18 +166,14 @@ func (c *Core) reconcile() error {
 			continue
 		}
 		dir := managedDir(ref.Topic, ref.TopicID, ref.Partition)
-		if deletedHere(c.cfg, dir) {
+		if c.deletedBefore(dir) {
 			// This node already deleted this incarnation: its metadata
 			// replay (from a checkpoint older than the delete) has not
 			// reached the delete yet. Hosting it again would bootstrap an
 			// empty replica that votes with no memory of its terms.
 			continue
 		}
-		spec := PartitionSpec{TopicPartition: tp}
-		for _, r := range ref.Replicas {
-			spec.Replicas = append(spec.Replicas, NodeID(r))
-		}
-		g, err := c.openGroupRepairing(spec, dir, ref.TopicID)
+		g, err := c.openGroupRepairing(refSpec(ref), dir, ref.TopicID)
 		if err != nil {
 			return fmt.Errorf("node: start %s/%d: %w", ref.Topic, ref.Partition, err)
 		}
@@ -249,7 +251,7 @@ func (c *Core) stopGroup(g *group) {
 	// The tombstone is durable before any file goes: a replica whose
 	// files are gone but whose delete a restarted node has not replayed
 	// yet must not come back empty (reconcile, deletedHere).
-	if err := markDeleted(c.cfg, g.dir); err != nil {
+	if err := markDeleted(c.cfg, g.dir, c.meta.meta.Version()); err != nil {
 		g.logs.log(slog.LevelWarn, "mark replica deleted; its files stay", slog.String("dir", g.dir), slog.Any("err", err))
 		return
 	}
@@ -263,9 +265,11 @@ func (c *Core) stopGroup(g *group) {
 // deletedName is the tombstone file in a deleted replica's directory.
 const deletedName = "deleted"
 
-// markDeleted writes dir's tombstone and makes it durable.
-func markDeleted(cfg Config, dir string) error {
-	if err := writeFile(cfg.Disk, dir+"/"+deletedName, nil); err != nil {
+// markDeleted writes dir's tombstone, carrying the metadata version that
+// stopped the replica (a later move may place it here again:
+// deletedBefore), and makes it durable.
+func markDeleted(cfg Config, dir string, version uint64) error {
+	if err := writeFile(cfg.Disk, dir+"/"+deletedName, binary.LittleEndian.AppendUint64(nil, version)); err != nil {
 		return err
 	}
 	return cfg.Disk.SyncDir(dir)

@@ -153,9 +153,8 @@ func (cfg *Config) checkNodes() error {
 // valid checkpoint (or an empty engine) and its RawNode, bootstrapping an
 // empty log.
 func (c *Core) openGroup(spec PartitionSpec, dir string, topicID uint64) (*group, error) {
-	replicas := slices.Clone(spec.Replicas)
-	slices.Sort(replicas)
-	g := newGroup(spec.TopicPartition, replicas, dir)
+	g := newGroup(spec.TopicPartition, nil, dir)
+	g.setPlacement(spec)
 	g.topicID = topicID
 	if err := c.openRaft(g); err != nil {
 		return nil, err
@@ -166,7 +165,7 @@ func (c *Core) openGroup(spec PartitionSpec, dir string, topicID uint64) (*group
 // openRaft opens g's log, restores its state machine and starts its
 // RawNode, bootstrapping an empty log over g.replicas.
 func (c *Core) openRaft(g *group) error {
-	replicas := g.replicas
+	replicas := g.bootSet()
 	rj, err := c.prepareRejoin(g.dir, g.meta != nil)
 	if err != nil {
 		return err
@@ -246,10 +245,13 @@ func (c *Core) raftConfig(g *group, applied uint64) *raft.Config {
 		MaxInflightMsgs:           raftInflightMessagesMax,
 		MaxInflightBytes:          raftInflightBytesMax,
 		CheckQuorum:               true,
-		PreVote:                   true,
-		ReadOnlyOption:            c.bugReadOnlyOption(),
-		Logger:                    raftLogger{g.logs},
-		AsyncStorageWrites:        true,
+		// A leader a move removes steps down at once (moves.go hands the
+		// lead on while the joint configuration still holds it).
+		StepDownOnRemoval:  true,
+		PreVote:            true,
+		ReadOnlyOption:     c.bugReadOnlyOption(),
+		Logger:             raftLogger{g.logs},
+		AsyncStorageWrites: true,
 	}
 }
 
@@ -345,9 +347,13 @@ func (s *groupStorage) Snapshot() (*raftpb.Snapshot, error) {
 // InitialState implements raft.Storage.
 func (s *groupStorage) InitialState() (*raftpb.HardState, *raftpb.ConfState, error) {
 	hs, cs, err := s.Log.InitialState()
-	if err != nil || s.confState == nil || len(cs.GetVoters()) > 0 {
+	if err != nil || s.confState == nil {
 		return hs, cs, err
 	}
+	// The configuration as of the state restored (a checkpoint newer than
+	// the raft snapshot, or the snapshot itself): raft replays no conf
+	// change at or below Applied, and a move may have changed it since the
+	// snapshot.
 	return hs, s.confState, nil
 }
 

@@ -119,6 +119,7 @@ func (c *Core) queueMessage(g *group, m *raftpb.Message) {
 	}
 	if m.GetType() == raftpb.MsgSnap {
 		c.sentSnapshot(g, to)
+		m = snapshotForLearner(g, m) // moves.go
 	}
 	f := c.frameTo(to)
 	f.messages = append(f.messages, sizeRaftMessage(g.wire, g.tp.Partition, m))

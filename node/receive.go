@@ -49,6 +49,7 @@ type Stats struct {
 	// CommitLatency is the time from proposal to apply, on the leader, of
 	// the acks=all produces that applied successfully (latency.go).
 	CommitLatency LatencyHistogram
+	MoveSteps          uint64 // conf changes proposed to move partitions (moves.go)
 }
 
 // Stats returns the counters so far.
@@ -179,8 +180,8 @@ func saneProposal(m *raftpb.Message) bool {
 
 // saneEntries checks a MsgApp's entries: consecutive indexes after
 // m.Index, terms between m.LogTerm and m.Term never going down, and only
-// configuration changes like the bootstrap's (add a replica of the group):
-// membership is static, and raft panics applying a change it refuses.
+// configuration changes of the shapes Strand proposes (the bootstrap's
+// AddNode, and moves' ConfChangeV2 of voters and learners: moves.go).
 func saneEntries(g *group, m *raftpb.Message) bool {
 	if m.GetSnapshot() != nil || m.GetLogTerm() > m.GetTerm() {
 		return false
@@ -200,12 +201,16 @@ func saneEntries(g *group, m *raftpb.Message) bool {
 				}
 				break
 			}
-			if e.GetType() != raftpb.EntryConfChange {
-				return false
+			if e.GetType() == raftpb.EntryConfChangeV2 {
+				if !saneConfChangeV2(e.GetData()) { // a partition move's steps (moves.go)
+					return false
+				}
+				break
 			}
+			// A bootstrap entry: over the bootstrap set, which a later
+			// move may have left.
 			var cc raftpb.ConfChange
-			if proto.Unmarshal(e.GetData(), &cc) != nil || cc.GetType() != raftpb.ConfChangeAddNode ||
-				!g.isReplica(NodeID(cc.GetNodeId())) {
+			if proto.Unmarshal(e.GetData(), &cc) != nil || cc.GetType() != raftpb.ConfChangeAddNode || cc.GetNodeId() == 0 {
 				return false
 			}
 		default:
@@ -247,6 +252,7 @@ func (c *Core) Tick() {
 	c.expireSessions()
 	c.sweepGroups()
 	c.rejoinTick()
+	c.moveTick()
 	c.runRepairs()
 	c.checkSpace()
 	c.refillThrottle()

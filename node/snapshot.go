@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -57,6 +56,7 @@ import (
 // compactor builds the snapshot for a compaction to target.
 type compactor struct {
 	part   *engine.Partition // the engine replayed up to next-1
+	conf   *raftpb.ConfState // the raft configuration as of next-1 (moves.go, confAfter)
 	next   uint64
 	target uint64
 }
@@ -81,8 +81,9 @@ func (c *Core) maybeCompact(g *group) {
 		c.failStorage(g, err)
 		return
 	}
-	k := &compactor{part: engine.NewPartition(), next: 1, target: target}
+	k := &compactor{part: engine.NewPartition(), conf: &raftpb.ConfState{}, next: 1, target: target}
 	if index := snap.GetMetadata().GetIndex(); index > 0 {
+		k.conf = snap.GetMetadata().GetConfState()
 		part, err := engine.RestorePartitionIndexed(snap.GetData(), nil)
 		if err != nil {
 			c.failStorage(g, fmt.Errorf("%w: raft snapshot %d: %v", ErrStorage, index, err))
@@ -110,6 +111,10 @@ func (c *Core) compactStep(g *group) {
 		}
 		for _, e := range entries {
 			c.replayEntry(k.part, e)
+			if k.conf, err = confAfter(k.conf, e); err != nil {
+				c.failStorage(g, fmt.Errorf("%w: replay conf change %d: %v", ErrStorage, e.GetIndex(), err))
+				return
+			}
 			k.next++
 		}
 		if k.next <= k.target {
@@ -121,7 +126,7 @@ func (c *Core) compactStep(g *group) {
 	}
 	g.ret.compactor = nil
 	k.part.Compacted(k.target)
-	if err := g.log.CreateSnapshot(k.target, g.confState, k.part.StateSnapshot()); err != nil {
+	if err := g.log.CreateSnapshot(k.target, k.conf, k.part.StateSnapshot()); err != nil {
 		if errors.Is(err, raft.ErrSnapOutOfDate) {
 			return // a snapshot installed meanwhile
 		}
@@ -215,15 +220,8 @@ func saneSnapshot(g *group, m *raftpb.Message) bool {
 	if g.meta != nil || snap == nil || len(m.GetEntries()) != 0 || snap.GetMetadata().GetIndex() == 0 {
 		return false
 	}
-	voters := slices.Clone(snap.GetMetadata().GetConfState().GetVoters())
-	slices.Sort(voters)
-	if len(voters) != len(g.replicas) || len(snap.GetMetadata().GetConfState().GetLearners()) != 0 {
+	if !saneConfState(snap.GetMetadata().GetConfState()) {
 		return false
-	}
-	for i, v := range voters {
-		if NodeID(v) != g.replicas[i] {
-			return false
-		}
 	}
 	part, err := engine.RestorePartitionIndexed(snap.GetData(), nil)
 	return err == nil && part.AppliedIndex() == snap.GetMetadata().GetIndex()

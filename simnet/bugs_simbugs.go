@@ -23,7 +23,7 @@ var GroupBugNames = []string{"GroupAssignBeforeRevoke", "GroupCommitSkipsEpoch"}
 
 // ParseBug checks a planted bug's name; "" plants none.
 func ParseBug(name string) (string, error) {
-	if name != "" && !slices.Contains(BugNames, name) && !slices.Contains(GroupBugNames, name) {
+	if name != "" && !slices.Contains(BugNames, name) && !slices.Contains(GroupBugNames, name) && !slices.Contains(MoveBugNames, name) {
 		return "", fmt.Errorf("simnet: unknown bug %q", name)
 	}
 	return name, nil
@@ -75,5 +75,7 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.ProduceSkipsCRC = true
 	case "QuiescedNeverWake":
 		cfg.Bugs.QuiescedNeverWake = true
+	case "MoveDropsOldReplicaEarly":
+		cfg.Bugs.MoveDropsOldReplicaEarly = true
 	}
 }

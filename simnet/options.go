@@ -190,6 +190,10 @@ type Options struct {
 	// AddPartitions grows the main topic mid-run in half the seeds
 	// (wire_partitions.go); off in Standard.
 	AddPartitions bool
+	// Moves moves partitions of the main topic mid-run, with crashes
+	// aimed at the moves (wire_moves.go); needs Nodes > Replication. Off
+	// in Standard.
+	Moves bool
 	// StopAtFailure ends the run at its first failed check, skipping the
 	// rest and the final checks: for catch-rate sweeps of planted bugs
 	// (TestSimCatchRate), where only "caught or not" matters.

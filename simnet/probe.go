@@ -141,6 +141,9 @@ func (w *world) probeGroups() int {
 // after losing its state may not, by design: rejoin.go).
 func (w *world) probeGroup(g int) string {
 	replicas := min(w.opts.Replication, len(w.nodes))
+	if g == w.opts.Partitions {
+		replicas = len(w.nodes) // the metadata group runs over every node
+	}
 	majority := replicas/2 + 1
 	var live []probeReplica
 	var topicID uint64
@@ -149,7 +152,10 @@ func (w *world) probeGroup(g int) string {
 			continue
 		}
 		if s, ok := w.statusOf(n, g); ok {
-			live = append(live, probeReplica{uint64(n.id), s.Term, uint64(s.Leader), s.IsLeader, s.TopicID, s.Rejoining})
+			// A replica a move adds (a learner) or removes (no longer a
+			// voter) hosts the group without voting (wire_moves.go).
+			rejoining := s.Rejoining || !w.votesIn(n, g)
+			live = append(live, probeReplica{uint64(n.id), s.Term, uint64(s.Leader), s.IsLeader, s.TopicID, rejoining})
 			topicID = max(topicID, s.TopicID)
 		}
 	}

@@ -46,6 +46,7 @@ type wireWorkload struct {
 	topicIDs map[string][][]byte
 	drained  []linearizability.TopicPartition // the incarnations the final drain read whole
 	grow     *growPlan                        // the main topic's partition grow; nil: none (wire_partitions.go)
+	moves    *movePlan                        // the run's partition moves; nil: none (wire_moves.go)
 	produced map[string]string                // every value a producer sent, to its key
 }
 
@@ -87,6 +88,7 @@ func newWireWorkload(w *world) *wireWorkload {
 		ww.groups = newGroupSim(ww, last+1)
 	}
 	ww.grow = newGrowPlan(ww)
+	ww.moves = newMovePlan(ww)
 	return ww
 }
 
@@ -133,6 +135,7 @@ func (ww *wireWorkload) topicCreated() {
 		a.after(0, a.awaitRecreate)
 	}
 	ww.startGrow()
+	ww.startMoves()
 	for _, c := range ww.clients {
 		ww.active++
 		c.after(c.thinkTime(), c.begin)

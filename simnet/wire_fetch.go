@@ -40,6 +40,9 @@ func (c *wireClient) nextPoll() {
 // ends the run.
 func (c *wireClient) drainNext() {
 	if c.nextPartition >= len(c.positions) {
+		if c.ww.awaitMoves(c.drainNext) { // wire_moves.go
+			return
+		}
 		c.ww.w.work.drained = true
 		c.ww.w.stop()
 		return

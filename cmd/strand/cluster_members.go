@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -11,18 +10,27 @@ import (
 	"github.com/strandlog/strand/engine/metadata"
 )
 
-// errMovesUnavailable: this build has no partition-move API wired in.
-var errMovesUnavailable = errors.New("partition moves are not available in this build: nothing was changed")
-
 // movePartitions hands the planned moves to the cluster's partition-move
 // API (learner catch-up, then a joint configuration change per partition)
-// and returns once the cluster took them; callers then wait for the
-// metadata to list the new replicas. It is the one seam between the
-// membership commands and the moves, set at merge to a call of
-// clientlib's MovePartitions (PartitionMove{Topic, Partition, Replicas}
-// per move, Replicas = Move.To); nil: no moves in this build, and a
-// command that would need one fails before changing anything.
-var movePartitions func(ctx context.Context, c *clientlib.Client, moves []metadata.Move) error
+// and returns once the metadata group recorded them all; callers then wait
+// for the metadata to list the new replicas. Replicas keep the plan's
+// order: the first is the preferred leader.
+func movePartitions(ctx context.Context, c *clientlib.Client, moves []metadata.Move) error {
+	req := make([]clientlib.PartitionMove, len(moves))
+	for i, m := range moves {
+		req[i] = clientlib.PartitionMove{Topic: m.Topic, Partition: m.Partition, Replicas: m.To}
+	}
+	res, err := c.MovePartitions(ctx, req)
+	if err != nil {
+		return err
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			return fmt.Errorf("%s/%d: %w", r.Topic, r.Partition, r.Err)
+		}
+	}
+	return nil
+}
 
 // clusterSubcommands are the subcommands of `strand cluster` (without
 // one, it prints the cluster).
@@ -75,9 +83,6 @@ func rebalance(ctx context.Context, c *clientlib.Client, w io.Writer, dryRun boo
 		fmt.Fprintf(w, "rebalance (dry run, nothing changed): %s\n", plural(len(moves), "partition move"))
 		printMoves(w, moves)
 		return nil
-	}
-	if movePartitions == nil {
-		return errMovesUnavailable
 	}
 	fmt.Fprintf(w, "rebalance: %s\n", plural(len(moves), "partition move"))
 	printMoves(w, moves)

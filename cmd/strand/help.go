@@ -44,6 +44,9 @@ var commands = []command{
 		"delete a partition's records below OFFSET (-1: all); the log start moves there",
 		"strand topic delete-records hello --partition 0 --before 100"},
 	{"topic delete", "NAME", "delete a topic and all its records", "strand topic delete hello"},
+	{"partition move", "TOPIC/PARTITION (--replicas ID,ID,... | --cancel) [--no-wait]",
+		"move a partition's replicas to other nodes (learners catch up, then one joint raft change); waits and prints progress",
+		"strand partition move hello/0 --replicas 1,4,5"},
 	{"produce", "TOPIC [-K SEP] [-p PARTITION] [--acks all|1|0]",
 		"send each line of stdin as one record",
 		"printf 'first\\nsecond\\n' | strand produce hello"},
@@ -98,13 +101,14 @@ var commands = []command{
 
 // commandGroups are the commands that take a subcommand.
 var commandGroups = map[string]string{
-	"topic": "create, list, describe, alter and delete topics; add partitions; delete old records",
-	"bench": "measure a running cluster",
-	"group": "list, describe, reset and delete consumer groups",
-	"user":  "create, delete and list SASL/SCRAM users",
-	"acl":   "add, list and remove ACL bindings",
-	"quota": "set and list per-principal byte rates",
-	"node":  "add nodes to the cluster and decommission them",
+	"topic":     "create, list, describe, alter and delete topics; add partitions; delete old records",
+	"bench":     "measure a running cluster",
+	"group":     "list, describe, reset and delete consumer groups",
+	"user":      "create, delete and list SASL/SCRAM users",
+	"acl":       "add, list and remove ACL bindings",
+	"quota":     "set and list per-principal byte rates",
+	"node":      "add nodes to the cluster and decommission them",
+	"partition": "move partitions between nodes",
 }
 
 // lookupCommand finds name ("topic create") in commands.

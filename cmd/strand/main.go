@@ -75,6 +75,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdCluster(rest, stdout)
 	case "node":
 		err = cmdNode(rest, stdout)
+	case "partition":
+		err = cmdPartition(rest, stdout)
 	case "bench":
 		err = cmdBench(rest, stdout)
 	case "user":

@@ -104,9 +104,6 @@ func decommission(ctx context.Context, c *clientlib.Client, w io.Writer, id uint
 		printMoves(w, moves)
 		return nil
 	}
-	if len(moves) > 0 && movePartitions == nil {
-		return errMovesUnavailable
-	}
 	if err := c.SetNodeDecommissioning(ctx, id); err != nil {
 		return wrapErr(err, "mark node %d decommissioning", id)
 	}

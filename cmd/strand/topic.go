@@ -245,7 +245,20 @@ func printPartitions(ctx context.Context, c *clientlib.Client, w io.Writer, t cl
 		}
 		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Partition, leader, joinIDs(p.Replicas), start, hwm, size, oldest)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, p := range t.Partitions {
+		if p.TargetReplicas == nil {
+			continue
+		}
+		line := "moving to " + joinIDs(p.TargetReplicas)
+		if l, ok := logs[p.Partition]; ok && l.Err == nil && l.MoveTarget != nil {
+			line = formatMoveProgress(l)
+		}
+		fmt.Fprintf(w, "  partition %d %s\n", p.Partition, line)
+	}
+	return nil
 }
 
 func joinIDs(ids []uint64) string {

@@ -138,6 +138,7 @@ func (s *State) createTopic(c *strandpb.MetadataCreateTopic) Result {
 	t := &topicState{name: name, id: s.nextTopicID, replicationFactor: rf, config: config, uuid: s.topicUUID(s.appliedIndex)}
 	t.replicas = s.place(eligible, t.id, 0, partitions, rf)
 	t.leaders = make([]Leader, partitions)
+	t.grow()
 	s.nextTopicID++
 	s.insertTopic(t)
 	s.changed()

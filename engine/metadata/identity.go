@@ -170,7 +170,8 @@ func (s *State) reportLeaders(c *strandpb.MetadataReportLeaders) Result {
 		if !ok || t.id != r.GetTopicSeq() || p < 0 || int(p) >= len(t.replicas) {
 			continue
 		}
-		if r.GetLeaderTerm() <= t.leaders[p].Term || !containsID(t.replicas[p], r.GetLeaderId()) {
+		if r.GetLeaderTerm() <= t.leaders[p].Term ||
+			!containsID(t.replicas[p], r.GetLeaderId()) && !containsID(t.targets[p], r.GetLeaderId()) {
 			continue
 		}
 		t.leaders[p] = Leader{Node: r.GetLeaderId(), Term: r.GetLeaderTerm()}

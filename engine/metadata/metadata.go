@@ -150,6 +150,9 @@ type Topic struct {
 	Replicas [][]uint64
 	// Leaders[p] is partition p's leader as last reported (term 0: none).
 	Leaders []Leader
+	// Targets[p] is the target of partition p's move in progress (nil:
+	// none).
+	Targets [][]uint64
 }
 
 // Partitions is the topic's partition count.
@@ -163,6 +166,15 @@ type PartitionRef struct {
 	TopicUUID UUID
 	Partition int32
 	Replicas  []uint64
+	// Target is the target of a move in progress (nil: none): the node
+	// hosts the partition when it is in Replicas or Target.
+	Target []uint64
+	// Bootstrap is the replica set the partition's raft log was
+	// bootstrapped over: a new replica bootstraps the same entries.
+	Bootstrap []uint64
+	// Leaving is the nodes of a redirected move's earlier targets still
+	// hosting the partition until the move completes (nil: none).
+	Leaving []uint64
 }
 
 // Result is the outcome of applying one entry.
@@ -203,6 +215,15 @@ type topicState struct {
 	uuid              UUID
 	// leaders[p] is partition p's last reported leader.
 	leaders []Leader
+	// targets[p] is the target of partition p's move in progress (nil:
+	// none); bootstrap[p] the replicas its raft log was bootstrapped over
+	// (nil: replicas[p], never moved). Both have len(replicas) entries.
+	targets   [][]uint64
+	bootstrap [][]uint64
+	// leaving[p] is the nodes of earlier targets of partition p's move
+	// that replicas and target do not name (a redirected or cancelled
+	// move): they host it until the move completes.
+	leaving [][]uint64
 }
 
 // State is the cluster metadata, built only by applying the committed
@@ -301,6 +322,10 @@ func (s *State) dispatch(cmd *strandpb.MetadataCommand) Result {
 		return s.alterACLs(c.AlterAcls)
 	case *strandpb.MetadataCommand_SetQuotas:
 		return s.setQuotas(c.SetQuotas)
+	case *strandpb.MetadataCommand_ReassignPartition:
+		return s.reassignPartition(c.ReassignPartition)
+	case *strandpb.MetadataCommand_CompletePartitionMove:
+		return s.completePartitionMove(c.CompletePartitionMove)
 	}
 	return Result{Err: fmt.Errorf("%w: no command set", ErrInvalidCommand)}
 }
@@ -374,33 +399,67 @@ func (s *State) Assignment(topic string, partition int32) ([]uint64, error) {
 	return append([]uint64(nil), t.replicas[partition]...), nil
 }
 
-// HostedPartitions lists the partitions with a replica on node, sorted by
-// topic name then partition: what the node should be running.
+// HostedPartitions lists the partitions with a replica on node (in the
+// replica list or the target of a move in progress), sorted by topic name
+// then partition: what the node should be running.
 func (s *State) HostedPartitions(node uint64) []PartitionRef {
 	var out []PartitionRef
 	for _, name := range s.topicNames {
 		t := s.topics[name]
 		for p, replicas := range t.replicas {
-			if containsID(replicas, node) {
-				out = append(out, PartitionRef{
-					Topic: name, TopicID: t.id, TopicUUID: t.uuid, Partition: int32(p),
-					Replicas: append([]uint64(nil), replicas...),
-				})
+			if containsID(replicas, node) || containsID(t.targets[p], node) || containsID(t.leaving[p], node) {
+				out = append(out, t.ref(int32(p)))
 			}
 		}
 	}
 	return out
 }
 
+// ref describes partition p for a hosting node (copies).
+func (t *topicState) ref(p int32) PartitionRef {
+	boot := t.bootstrap[p]
+	if len(boot) == 0 {
+		boot = t.replicas[p]
+	}
+	r := PartitionRef{
+		Topic: t.name, TopicID: t.id, TopicUUID: t.uuid, Partition: p,
+		Replicas: append([]uint64(nil), t.replicas[p]...), Bootstrap: append([]uint64(nil), boot...),
+	}
+	if len(t.targets[p]) > 0 {
+		r.Target = append([]uint64(nil), t.targets[p]...)
+	}
+	if len(t.leaving[p]) > 0 {
+		r.Leaving = append([]uint64(nil), t.leaving[p]...)
+	}
+	return r
+}
+
+// grow extends the per-partition move slices to the partition count.
+func (t *topicState) grow() {
+	for len(t.targets) < len(t.replicas) {
+		t.targets = append(t.targets, nil)
+	}
+	for len(t.bootstrap) < len(t.replicas) {
+		t.bootstrap = append(t.bootstrap, nil)
+	}
+	for len(t.leaving) < len(t.replicas) {
+		t.leaving = append(t.leaving, nil)
+	}
+}
+
 // export deep-copies a topic for a caller.
 func (t *topicState) export() Topic {
 	replicas := make([][]uint64, len(t.replicas))
+	targets := make([][]uint64, len(t.replicas))
 	for p, r := range t.replicas {
 		replicas[p] = append([]uint64(nil), r...)
+		if len(t.targets[p]) > 0 {
+			targets[p] = append([]uint64(nil), t.targets[p]...)
+		}
 	}
 	return Topic{
 		Name: t.name, ID: t.id, UUID: t.uuid, ReplicationFactor: t.replicationFactor, Config: t.config,
-		Replicas: replicas, Leaders: append([]Leader(nil), t.leaders...),
+		Replicas: replicas, Leaders: append([]Leader(nil), t.leaders...), Targets: targets,
 	}
 }
 

@@ -44,10 +44,12 @@ func (s *State) createPartitions(c *strandpb.MetadataCreatePartitions) Result {
 		would := t.export()
 		would.Replicas = append(would.Replicas, placed...)
 		would.Leaders = append(would.Leaders, make([]Leader, added)...)
+		would.Targets = append(would.Targets, make([][]uint64, added)...)
 		return Result{Topic: &would, AddedPartitions: added}
 	}
 	t.replicas = append(t.replicas, placed...)
 	t.leaders = append(t.leaders, make([]Leader, added)...)
+	t.grow()
 	s.partitionsTotal += int64(added)
 	s.changed()
 	grown := t.export()

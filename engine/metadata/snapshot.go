@@ -2,6 +2,7 @@ package metadata
 
 import (
 	"fmt"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -39,7 +40,8 @@ func (s *State) marshal(appliedIndex uint64) []byte {
 			Partitions: make([]*strandpb.MetadataPartition, len(t.replicas)),
 		}
 		for p, replicas := range t.replicas {
-			pt.Partitions[p] = &strandpb.MetadataPartition{Replicas: replicas, LeaderId: t.leaders[p].Node, LeaderTerm: t.leaders[p].Term}
+			pt.Partitions[p] = &strandpb.MetadataPartition{Replicas: replicas, LeaderId: t.leaders[p].Node, LeaderTerm: t.leaders[p].Term,
+				TargetReplicas: t.targets[p], BootstrapReplicas: t.bootstrap[p], LeavingReplicas: t.leaving[p]}
 		}
 		snap.Topics[i] = pt
 	}
@@ -93,6 +95,18 @@ func Restore(data []byte) (*State, error) {
 		for p, part := range pt.GetPartitions() {
 			t.replicas[p] = append([]uint64(nil), part.GetReplicas()...)
 			t.leaders[p] = Leader{Node: part.GetLeaderId(), Term: part.GetLeaderTerm()}
+		}
+		t.grow()
+		for p, part := range pt.GetPartitions() {
+			if len(part.GetTargetReplicas()) > 0 {
+				t.targets[p] = append([]uint64(nil), part.GetTargetReplicas()...)
+			}
+			if len(part.GetBootstrapReplicas()) > 0 {
+				t.bootstrap[p] = append([]uint64(nil), part.GetBootstrapReplicas()...)
+			}
+			if len(part.GetLeavingReplicas()) > 0 {
+				t.leaving[p] = append([]uint64(nil), part.GetLeavingReplicas()...)
+			}
 		}
 		s.topicNames = append(s.topicNames, t.name)
 		s.topics[t.name] = t
@@ -187,23 +201,60 @@ func (s *State) checkTopic(t *topicState) error {
 	if t.replicationFactor < 1 || int(t.replicationFactor) > len(s.nodes) {
 		return fmt.Errorf("replication factor %d with %d nodes", t.replicationFactor, len(s.nodes))
 	}
-	if len(t.leaders) != len(t.replicas) {
-		return fmt.Errorf("%d leaders for %d partitions", len(t.leaders), len(t.replicas))
+	if len(t.leaders) != len(t.replicas) || len(t.targets) != len(t.replicas) || len(t.bootstrap) != len(t.replicas) ||
+		len(t.leaving) != len(t.replicas) {
+		return fmt.Errorf("%d leaders, %d targets, %d bootstraps, %d leaving for %d partitions", len(t.leaders),
+			len(t.targets), len(t.bootstrap), len(t.leaving), len(t.replicas))
 	}
 	for p, replicas := range t.replicas {
-		if l := t.leaders[p]; (l.Term == 0) != (l.Node == 0) || l.Node != 0 && !containsID(replicas, l.Node) {
+		if l := t.leaders[p]; (l.Term == 0) != (l.Node == 0) ||
+			l.Node != 0 && !containsID(replicas, l.Node) && !containsID(t.targets[p], l.Node) {
 			return fmt.Errorf("partition %d: leader %d in term %d", p, l.Node, l.Term)
 		}
-		if len(replicas) != int(t.replicationFactor) {
-			return fmt.Errorf("partition %d: %d replicas, want %d", p, len(replicas), t.replicationFactor)
+		// A move may change a partition's replica count (as Kafka's
+		// reassignment does); the topic's factor is what creates use.
+		if len(replicas) < 1 || len(replicas) > max(int(t.replicationFactor), MoveReplicasMax) {
+			return fmt.Errorf("partition %d: %d replicas, factor %d", p, len(replicas), t.replicationFactor)
 		}
-		for j, id := range replicas {
-			if _, ok := s.nodeIndex(id); !ok {
-				return fmt.Errorf("partition %d: replica on unknown node %d", p, id)
+		for _, list := range [][]uint64{replicas, t.targets[p], t.bootstrap[p], t.leaving[p]} {
+			if err := s.checkReplicaList(list); err != nil {
+				return fmt.Errorf("partition %d: %w", p, err)
 			}
-			if containsID(replicas[:j], id) {
-				return fmt.Errorf("partition %d: node %d twice", p, id)
-			}
+		}
+		if err := checkMove(replicas, t.targets[p], t.leaving[p]); err != nil {
+			return fmt.Errorf("partition %d: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// checkMove verifies a partition's move: a target equal to the replicas
+// only as a cancel (some node leaving), leaving nodes only during a move
+// and in neither replicas nor target.
+func checkMove(replicas, target, leaving []uint64) error {
+	switch {
+	case len(target) > 0 && slices.Equal(target, replicas) && len(leaving) == 0:
+		return fmt.Errorf("a move to its own replicas %v", replicas)
+	case len(leaving) > 0 && len(target) == 0:
+		return fmt.Errorf("nodes %v leaving without a move", leaving)
+	}
+	for _, id := range leaving {
+		if containsID(replicas, id) || containsID(target, id) {
+			return fmt.Errorf("node %d leaving and placed", id)
+		}
+	}
+	return nil
+}
+
+// checkReplicaList verifies a replica list names distinct registered
+// nodes.
+func (s *State) checkReplicaList(replicas []uint64) error {
+	for j, id := range replicas {
+		if _, ok := s.nodeIndex(id); !ok {
+			return fmt.Errorf("replica on unknown node %d", id)
+		}
+		if containsID(replicas[:j], id) {
+			return fmt.Errorf("node %d twice", id)
 		}
 	}
 	return nil

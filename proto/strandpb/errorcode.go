@@ -95,6 +95,10 @@ var errorCodeInfo = map[ErrorCode]CodeInfo{
 	ErrorCode_ERROR_CODE_NODE_REMOVED:       {Name: "node_removed"},
 	ErrorCode_ERROR_CODE_UNKNOWN_NODE:       {Name: "unknown_node"},
 	ErrorCode_ERROR_CODE_MEMBERSHIP_REFUSED: {Name: "membership_refused"},
+	// A move of the partition is in progress: wait for it to finish.
+	ErrorCode_ERROR_CODE_REASSIGNMENT_IN_PROGRESS: {Name: "reassignment_in_progress"},
+	// A move target that repeats, or names unknown or fenced nodes.
+	ErrorCode_ERROR_CODE_INVALID_REPLICA_ASSIGNMENT: {Name: "invalid_replica_assignment"},
 }
 
 // Info is code's row of the table. A code this build does not know (a newer

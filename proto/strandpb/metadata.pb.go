@@ -153,6 +153,8 @@ type MetadataCommand struct {
 	//	*MetadataCommand_AlterAcls
 	//	*MetadataCommand_SetQuotas
 	//	*MetadataCommand_SetNodeState
+	//	*MetadataCommand_ReassignPartition
+	//	*MetadataCommand_CompletePartitionMove
 	Command isMetadataCommand_Command `protobuf_oneof:"command"`
 	// 16 random bytes the proposing node drew while the cluster had no id:
 	// the first applied command carrying one makes it the cluster id. Topic
@@ -324,6 +326,24 @@ func (x *MetadataCommand) GetSetNodeState() *MetadataSetNodeState {
 	return nil
 }
 
+func (x *MetadataCommand) GetReassignPartition() *MetadataReassignPartition {
+	if x != nil {
+		if x, ok := x.Command.(*MetadataCommand_ReassignPartition); ok {
+			return x.ReassignPartition
+		}
+	}
+	return nil
+}
+
+func (x *MetadataCommand) GetCompletePartitionMove() *MetadataCompletePartitionMove {
+	if x != nil {
+		if x, ok := x.Command.(*MetadataCommand_CompletePartitionMove); ok {
+			return x.CompletePartitionMove
+		}
+	}
+	return nil
+}
+
 func (x *MetadataCommand) GetClusterSeed() []byte {
 	if x != nil {
 		return x.ClusterSeed
@@ -387,6 +407,14 @@ type MetadataCommand_SetNodeState struct {
 	SetNodeState *MetadataSetNodeState `protobuf:"bytes,190,opt,name=set_node_state,json=setNodeState,proto3,oneof"`
 }
 
+type MetadataCommand_ReassignPartition struct {
+	ReassignPartition *MetadataReassignPartition `protobuf:"bytes,180,opt,name=reassign_partition,json=reassignPartition,proto3,oneof"`
+}
+
+type MetadataCommand_CompletePartitionMove struct {
+	CompletePartitionMove *MetadataCompletePartitionMove `protobuf:"bytes,181,opt,name=complete_partition_move,json=completePartitionMove,proto3,oneof"`
+}
+
 func (*MetadataCommand_RegisterNode) isMetadataCommand_Command() {}
 
 func (*MetadataCommand_SetNodeFenced) isMetadataCommand_Command() {}
@@ -412,6 +440,10 @@ func (*MetadataCommand_AlterAcls) isMetadataCommand_Command() {}
 func (*MetadataCommand_SetQuotas) isMetadataCommand_Command() {}
 
 func (*MetadataCommand_SetNodeState) isMetadataCommand_Command() {}
+
+func (*MetadataCommand_ReassignPartition) isMetadataCommand_Command() {}
+
+func (*MetadataCommand_CompletePartitionMove) isMetadataCommand_Command() {}
 
 // MetadataRegisterNode registers a node, or updates the address and rack of
 // a registered one, and unfences it.
@@ -900,6 +932,163 @@ func (x *MetadataCreatePartitions) GetValidateOnly() bool {
 	return false
 }
 
+// MetadataReassignPartition starts moving one partition's replicas to
+// target_replicas (ordered: the first is the preferred leader). The move is
+// recorded as in progress; the partition's leader drives it through raft
+// learners and a joint configuration change and then proposes
+// MetadataCompletePartitionMove.
+type MetadataReassignPartition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// The topic's sequence id (MetadataTopic.topic_id): a move of a deleted
+	// topic never lands on its successor.
+	TopicId        uint64   `protobuf:"varint,2,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partition      int32    `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	TargetReplicas []uint64 `protobuf:"varint,4,rep,packed,name=target_replicas,json=targetReplicas,proto3" json:"target_replicas,omitempty"`
+	// Point a move in progress at target_replicas instead of refusing (the
+	// replicas as target: cancel the move).
+	Redirect      bool `protobuf:"varint,5,opt,name=redirect,proto3" json:"redirect,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetadataReassignPartition) Reset() {
+	*x = MetadataReassignPartition{}
+	mi := &file_metadata_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetadataReassignPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetadataReassignPartition) ProtoMessage() {}
+
+func (x *MetadataReassignPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetadataReassignPartition.ProtoReflect.Descriptor instead.
+func (*MetadataReassignPartition) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *MetadataReassignPartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *MetadataReassignPartition) GetTopicId() uint64 {
+	if x != nil {
+		return x.TopicId
+	}
+	return 0
+}
+
+func (x *MetadataReassignPartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *MetadataReassignPartition) GetTargetReplicas() []uint64 {
+	if x != nil {
+		return x.TargetReplicas
+	}
+	return nil
+}
+
+func (x *MetadataReassignPartition) GetRedirect() bool {
+	if x != nil {
+		return x.Redirect
+	}
+	return false
+}
+
+// MetadataCompletePartitionMove records that a partition's raft
+// configuration reached the target of its move: replicas becomes the
+// target and the move is cleared. Taken only when replicas equals the move
+// in progress's target.
+type MetadataCompletePartitionMove struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	TopicId       uint64                 `protobuf:"varint,2,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partition     int32                  `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	Replicas      []uint64               `protobuf:"varint,4,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetadataCompletePartitionMove) Reset() {
+	*x = MetadataCompletePartitionMove{}
+	mi := &file_metadata_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetadataCompletePartitionMove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetadataCompletePartitionMove) ProtoMessage() {}
+
+func (x *MetadataCompletePartitionMove) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetadataCompletePartitionMove.ProtoReflect.Descriptor instead.
+func (*MetadataCompletePartitionMove) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *MetadataCompletePartitionMove) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *MetadataCompletePartitionMove) GetTopicId() uint64 {
+	if x != nil {
+		return x.TopicId
+	}
+	return 0
+}
+
+func (x *MetadataCompletePartitionMove) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *MetadataCompletePartitionMove) GetReplicas() []uint64 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
 // MetadataAllocateProducerIds hands out count fresh producer ids, never
 // given before: one for an InitProducerId, or a block a node caches.
 type MetadataAllocateProducerIds struct {
@@ -911,7 +1100,7 @@ type MetadataAllocateProducerIds struct {
 
 func (x *MetadataAllocateProducerIds) Reset() {
 	*x = MetadataAllocateProducerIds{}
-	mi := &file_metadata_proto_msgTypes[9]
+	mi := &file_metadata_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +1112,7 @@ func (x *MetadataAllocateProducerIds) String() string {
 func (*MetadataAllocateProducerIds) ProtoMessage() {}
 
 func (x *MetadataAllocateProducerIds) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[9]
+	mi := &file_metadata_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +1125,7 @@ func (x *MetadataAllocateProducerIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataAllocateProducerIds.ProtoReflect.Descriptor instead.
 func (*MetadataAllocateProducerIds) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{9}
+	return file_metadata_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MetadataAllocateProducerIds) GetCount() int32 {
@@ -962,7 +1151,7 @@ type MetadataLeaderReport struct {
 
 func (x *MetadataLeaderReport) Reset() {
 	*x = MetadataLeaderReport{}
-	mi := &file_metadata_proto_msgTypes[10]
+	mi := &file_metadata_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1163,7 @@ func (x *MetadataLeaderReport) String() string {
 func (*MetadataLeaderReport) ProtoMessage() {}
 
 func (x *MetadataLeaderReport) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[10]
+	mi := &file_metadata_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1176,7 @@ func (x *MetadataLeaderReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataLeaderReport.ProtoReflect.Descriptor instead.
 func (*MetadataLeaderReport) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{10}
+	return file_metadata_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MetadataLeaderReport) GetTopic() string {
@@ -1036,7 +1225,7 @@ type MetadataReportLeaders struct {
 
 func (x *MetadataReportLeaders) Reset() {
 	*x = MetadataReportLeaders{}
-	mi := &file_metadata_proto_msgTypes[11]
+	mi := &file_metadata_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1048,7 +1237,7 @@ func (x *MetadataReportLeaders) String() string {
 func (*MetadataReportLeaders) ProtoMessage() {}
 
 func (x *MetadataReportLeaders) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[11]
+	mi := &file_metadata_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1061,7 +1250,7 @@ func (x *MetadataReportLeaders) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataReportLeaders.ProtoReflect.Descriptor instead.
 func (*MetadataReportLeaders) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{11}
+	return file_metadata_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MetadataReportLeaders) GetReports() []*MetadataLeaderReport {
@@ -1088,7 +1277,7 @@ type MetadataTopicConfig struct {
 
 func (x *MetadataTopicConfig) Reset() {
 	*x = MetadataTopicConfig{}
-	mi := &file_metadata_proto_msgTypes[12]
+	mi := &file_metadata_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1100,7 +1289,7 @@ func (x *MetadataTopicConfig) String() string {
 func (*MetadataTopicConfig) ProtoMessage() {}
 
 func (x *MetadataTopicConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[12]
+	mi := &file_metadata_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1113,7 +1302,7 @@ func (x *MetadataTopicConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataTopicConfig.ProtoReflect.Descriptor instead.
 func (*MetadataTopicConfig) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{12}
+	return file_metadata_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MetadataTopicConfig) GetRetentionMs() int64 {
@@ -1173,7 +1362,7 @@ type MetadataNode struct {
 
 func (x *MetadataNode) Reset() {
 	*x = MetadataNode{}
-	mi := &file_metadata_proto_msgTypes[13]
+	mi := &file_metadata_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1374,7 @@ func (x *MetadataNode) String() string {
 func (*MetadataNode) ProtoMessage() {}
 
 func (x *MetadataNode) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[13]
+	mi := &file_metadata_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1387,7 @@ func (x *MetadataNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataNode.ProtoReflect.Descriptor instead.
 func (*MetadataNode) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{13}
+	return file_metadata_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MetadataNode) GetNodeId() uint64 {
@@ -1249,15 +1438,26 @@ type MetadataPartition struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Replicas []uint64               `protobuf:"varint,1,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
 	// The last leader reported for the partition, and its raft term (0: none).
-	LeaderId      uint64 `protobuf:"varint,20,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
-	LeaderTerm    uint64 `protobuf:"varint,21,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LeaderId   uint64 `protobuf:"varint,20,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderTerm uint64 `protobuf:"varint,21,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
+	// The target of a move in progress (empty: none); nodes in replicas or
+	// target host the partition.
+	TargetReplicas []uint64 `protobuf:"varint,180,rep,packed,name=target_replicas,json=targetReplicas,proto3" json:"target_replicas,omitempty"`
+	// The replica set the partition's raft log was bootstrapped over (empty:
+	// replicas, never moved): every new replica bootstraps the same entries.
+	BootstrapReplicas []uint64 `protobuf:"varint,181,rep,packed,name=bootstrap_replicas,json=bootstrapReplicas,proto3" json:"bootstrap_replicas,omitempty"`
+	// Nodes of earlier targets of the move in progress that neither replicas
+	// nor target_replicas name (a move redirected or cancelled): they may
+	// still be in the raft configuration, so they host the partition until
+	// the move completes.
+	LeavingReplicas []uint64 `protobuf:"varint,182,rep,packed,name=leaving_replicas,json=leavingReplicas,proto3" json:"leaving_replicas,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *MetadataPartition) Reset() {
 	*x = MetadataPartition{}
-	mi := &file_metadata_proto_msgTypes[14]
+	mi := &file_metadata_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1269,7 +1469,7 @@ func (x *MetadataPartition) String() string {
 func (*MetadataPartition) ProtoMessage() {}
 
 func (x *MetadataPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[14]
+	mi := &file_metadata_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1282,7 +1482,7 @@ func (x *MetadataPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataPartition.ProtoReflect.Descriptor instead.
 func (*MetadataPartition) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{14}
+	return file_metadata_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *MetadataPartition) GetReplicas() []uint64 {
@@ -1306,6 +1506,27 @@ func (x *MetadataPartition) GetLeaderTerm() uint64 {
 	return 0
 }
 
+func (x *MetadataPartition) GetTargetReplicas() []uint64 {
+	if x != nil {
+		return x.TargetReplicas
+	}
+	return nil
+}
+
+func (x *MetadataPartition) GetBootstrapReplicas() []uint64 {
+	if x != nil {
+		return x.BootstrapReplicas
+	}
+	return nil
+}
+
+func (x *MetadataPartition) GetLeavingReplicas() []uint64 {
+	if x != nil {
+		return x.LeavingReplicas
+	}
+	return nil
+}
+
 // MetadataTopic is one topic in a snapshot; partition i is partitions[i].
 type MetadataTopic struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
@@ -1322,7 +1543,7 @@ type MetadataTopic struct {
 
 func (x *MetadataTopic) Reset() {
 	*x = MetadataTopic{}
-	mi := &file_metadata_proto_msgTypes[15]
+	mi := &file_metadata_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1555,7 @@ func (x *MetadataTopic) String() string {
 func (*MetadataTopic) ProtoMessage() {}
 
 func (x *MetadataTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[15]
+	mi := &file_metadata_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1568,7 @@ func (x *MetadataTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataTopic.ProtoReflect.Descriptor instead.
 func (*MetadataTopic) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{15}
+	return file_metadata_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *MetadataTopic) GetName() string {
@@ -1418,7 +1639,7 @@ type MetadataSnapshot struct {
 
 func (x *MetadataSnapshot) Reset() {
 	*x = MetadataSnapshot{}
-	mi := &file_metadata_proto_msgTypes[16]
+	mi := &file_metadata_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1430,7 +1651,7 @@ func (x *MetadataSnapshot) String() string {
 func (*MetadataSnapshot) ProtoMessage() {}
 
 func (x *MetadataSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[16]
+	mi := &file_metadata_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1443,7 +1664,7 @@ func (x *MetadataSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataSnapshot.ProtoReflect.Descriptor instead.
 func (*MetadataSnapshot) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{16}
+	return file_metadata_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *MetadataSnapshot) GetVersion() uint32 {
@@ -1535,7 +1756,7 @@ type MetadataUpsertUser struct {
 
 func (x *MetadataUpsertUser) Reset() {
 	*x = MetadataUpsertUser{}
-	mi := &file_metadata_proto_msgTypes[17]
+	mi := &file_metadata_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1547,7 +1768,7 @@ func (x *MetadataUpsertUser) String() string {
 func (*MetadataUpsertUser) ProtoMessage() {}
 
 func (x *MetadataUpsertUser) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[17]
+	mi := &file_metadata_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1560,7 +1781,7 @@ func (x *MetadataUpsertUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataUpsertUser.ProtoReflect.Descriptor instead.
 func (*MetadataUpsertUser) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{17}
+	return file_metadata_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MetadataUpsertUser) GetName() string {
@@ -1589,7 +1810,7 @@ type MetadataDeleteUser struct {
 
 func (x *MetadataDeleteUser) Reset() {
 	*x = MetadataDeleteUser{}
-	mi := &file_metadata_proto_msgTypes[18]
+	mi := &file_metadata_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +1822,7 @@ func (x *MetadataDeleteUser) String() string {
 func (*MetadataDeleteUser) ProtoMessage() {}
 
 func (x *MetadataDeleteUser) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[18]
+	mi := &file_metadata_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +1835,7 @@ func (x *MetadataDeleteUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataDeleteUser.ProtoReflect.Descriptor instead.
 func (*MetadataDeleteUser) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{18}
+	return file_metadata_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *MetadataDeleteUser) GetName() string {
@@ -1642,7 +1863,7 @@ type MetadataAlterAcls struct {
 
 func (x *MetadataAlterAcls) Reset() {
 	*x = MetadataAlterAcls{}
-	mi := &file_metadata_proto_msgTypes[19]
+	mi := &file_metadata_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1654,7 +1875,7 @@ func (x *MetadataAlterAcls) String() string {
 func (*MetadataAlterAcls) ProtoMessage() {}
 
 func (x *MetadataAlterAcls) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[19]
+	mi := &file_metadata_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1667,7 +1888,7 @@ func (x *MetadataAlterAcls) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataAlterAcls.ProtoReflect.Descriptor instead.
 func (*MetadataAlterAcls) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{19}
+	return file_metadata_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *MetadataAlterAcls) GetAdd() []*AclBinding {
@@ -1694,7 +1915,7 @@ type MetadataSetQuotas struct {
 
 func (x *MetadataSetQuotas) Reset() {
 	*x = MetadataSetQuotas{}
-	mi := &file_metadata_proto_msgTypes[20]
+	mi := &file_metadata_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1706,7 +1927,7 @@ func (x *MetadataSetQuotas) String() string {
 func (*MetadataSetQuotas) ProtoMessage() {}
 
 func (x *MetadataSetQuotas) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[20]
+	mi := &file_metadata_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1719,7 +1940,7 @@ func (x *MetadataSetQuotas) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataSetQuotas.ProtoReflect.Descriptor instead.
 func (*MetadataSetQuotas) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{20}
+	return file_metadata_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *MetadataSetQuotas) GetQuotas() []*Quota {
@@ -1740,7 +1961,7 @@ type MetadataUser struct {
 
 func (x *MetadataUser) Reset() {
 	*x = MetadataUser{}
-	mi := &file_metadata_proto_msgTypes[21]
+	mi := &file_metadata_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1752,7 +1973,7 @@ func (x *MetadataUser) String() string {
 func (*MetadataUser) ProtoMessage() {}
 
 func (x *MetadataUser) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[21]
+	mi := &file_metadata_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1765,7 +1986,7 @@ func (x *MetadataUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataUser.ProtoReflect.Descriptor instead.
 func (*MetadataUser) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{21}
+	return file_metadata_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *MetadataUser) GetName() string {
@@ -1787,7 +2008,7 @@ var File_metadata_proto protoreflect.FileDescriptor
 const file_metadata_proto_rawDesc = "" +
 	"\n" +
 	"\x0emetadata.proto\x12\x06strand\x1a\n" +
-	"wire.proto\"\xf9\a\n" +
+	"wire.proto\"\xb0\t\n" +
 	"\x0fMetadataCommand\x12\x1f\n" +
 	"\vproposal_id\x18\x01 \x01(\x04R\n" +
 	"proposalId\x12C\n" +
@@ -1807,7 +2028,9 @@ const file_metadata_proto_rawDesc = "" +
 	"alter_acls\x18\xf2\x01 \x01(\v2\x19.strand.MetadataAlterAclsH\x00R\talterAcls\x12;\n" +
 	"\n" +
 	"set_quotas\x18\xf3\x01 \x01(\v2\x19.strand.MetadataSetQuotasH\x00R\tsetQuotas\x12E\n" +
-	"\x0eset_node_state\x18\xbe\x01 \x01(\v2\x1c.strand.MetadataSetNodeStateH\x00R\fsetNodeState\x12!\n" +
+	"\x0eset_node_state\x18\xbe\x01 \x01(\v2\x1c.strand.MetadataSetNodeStateH\x00R\fsetNodeState\x12S\n" +
+	"\x12reassign_partition\x18\xb4\x01 \x01(\v2!.strand.MetadataReassignPartitionH\x00R\x11reassignPartition\x12`\n" +
+	"\x17complete_partition_move\x18\xb5\x01 \x01(\v2%.strand.MetadataCompletePartitionMoveH\x00R\x15completePartitionMove\x12!\n" +
 	"\fcluster_seed\x18\x14 \x01(\fR\vclusterSeedB\t\n" +
 	"\acommand\"\xa5\x01\n" +
 	"\x14MetadataRegisterNode\x12\x17\n" +
@@ -1843,7 +2066,18 @@ const file_metadata_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x02 \x01(\x05R\n" +
 	"partitions\x12#\n" +
-	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\"3\n" +
+	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\"\xaf\x01\n" +
+	"\x19MetadataReassignPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
+	"\btopic_id\x18\x02 \x01(\x04R\atopicId\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\x05R\tpartition\x12'\n" +
+	"\x0ftarget_replicas\x18\x04 \x03(\x04R\x0etargetReplicas\x12\x1a\n" +
+	"\bredirect\x18\x05 \x01(\bR\bredirect\"\x8a\x01\n" +
+	"\x1dMetadataCompletePartitionMove\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
+	"\btopic_id\x18\x02 \x01(\x04R\atopicId\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\x05R\tpartition\x12\x1a\n" +
+	"\breplicas\x18\x04 \x03(\x04R\breplicas\"3\n" +
 	"\x1bMetadataAllocateProducerIds\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x05R\x05count\"\xa5\x01\n" +
 	"\x14MetadataLeaderReport\x12\x14\n" +
@@ -1869,12 +2103,15 @@ const file_metadata_proto_rawDesc = "" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12\x16\n" +
 	"\x06fenced\x18\x04 \x01(\bR\x06fenced\x12#\n" +
 	"\rkafka_address\x18F \x01(\tR\fkafkaAddress\x120\n" +
-	"\x05state\x18\xbe\x01 \x01(\x0e2\x19.strand.MetadataNodeStateR\x05state\"m\n" +
+	"\x05state\x18\xbe\x01 \x01(\x0e2\x19.strand.MetadataNodeStateR\x05state\"\xf3\x01\n" +
 	"\x11MetadataPartition\x12\x1a\n" +
 	"\breplicas\x18\x01 \x03(\x04R\breplicas\x12\x1b\n" +
 	"\tleader_id\x18\x14 \x01(\x04R\bleaderId\x12\x1f\n" +
 	"\vleader_term\x18\x15 \x01(\x04R\n" +
-	"leaderTerm\"\xfc\x01\n" +
+	"leaderTerm\x12(\n" +
+	"\x0ftarget_replicas\x18\xb4\x01 \x03(\x04R\x0etargetReplicas\x12.\n" +
+	"\x12bootstrap_replicas\x18\xb5\x01 \x03(\x04R\x11bootstrapReplicas\x12*\n" +
+	"\x10leaving_replicas\x18\xb6\x01 \x03(\x04R\x0fleavingReplicas\"\xfc\x01\n" +
 	"\rMetadataTopic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\x04R\atopicId\x12-\n" +
@@ -1938,35 +2175,37 @@ func file_metadata_proto_rawDescGZIP() []byte {
 }
 
 var file_metadata_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_metadata_proto_goTypes = []any{
-	(MetadataNodeState)(0),              // 0: strand.MetadataNodeState
-	(MetadataCleanupPolicy)(0),          // 1: strand.MetadataCleanupPolicy
-	(*MetadataCommand)(nil),             // 2: strand.MetadataCommand
-	(*MetadataRegisterNode)(nil),        // 3: strand.MetadataRegisterNode
-	(*MetadataSetNodeFenced)(nil),       // 4: strand.MetadataSetNodeFenced
-	(*MetadataSetNodeState)(nil),        // 5: strand.MetadataSetNodeState
-	(*MetadataConfigEntry)(nil),         // 6: strand.MetadataConfigEntry
-	(*MetadataCreateTopic)(nil),         // 7: strand.MetadataCreateTopic
-	(*MetadataDeleteTopic)(nil),         // 8: strand.MetadataDeleteTopic
-	(*MetadataAlterTopicConfig)(nil),    // 9: strand.MetadataAlterTopicConfig
-	(*MetadataCreatePartitions)(nil),    // 10: strand.MetadataCreatePartitions
-	(*MetadataAllocateProducerIds)(nil), // 11: strand.MetadataAllocateProducerIds
-	(*MetadataLeaderReport)(nil),        // 12: strand.MetadataLeaderReport
-	(*MetadataReportLeaders)(nil),       // 13: strand.MetadataReportLeaders
-	(*MetadataTopicConfig)(nil),         // 14: strand.MetadataTopicConfig
-	(*MetadataNode)(nil),                // 15: strand.MetadataNode
-	(*MetadataPartition)(nil),           // 16: strand.MetadataPartition
-	(*MetadataTopic)(nil),               // 17: strand.MetadataTopic
-	(*MetadataSnapshot)(nil),            // 18: strand.MetadataSnapshot
-	(*MetadataUpsertUser)(nil),          // 19: strand.MetadataUpsertUser
-	(*MetadataDeleteUser)(nil),          // 20: strand.MetadataDeleteUser
-	(*MetadataAlterAcls)(nil),           // 21: strand.MetadataAlterAcls
-	(*MetadataSetQuotas)(nil),           // 22: strand.MetadataSetQuotas
-	(*MetadataUser)(nil),                // 23: strand.MetadataUser
-	(*AclBinding)(nil),                  // 24: strand.AclBinding
-	(*Quota)(nil),                       // 25: strand.Quota
-	(*UserCredential)(nil),              // 26: strand.UserCredential
+	(MetadataNodeState)(0),                // 0: strand.MetadataNodeState
+	(MetadataCleanupPolicy)(0),            // 1: strand.MetadataCleanupPolicy
+	(*MetadataCommand)(nil),               // 2: strand.MetadataCommand
+	(*MetadataRegisterNode)(nil),          // 3: strand.MetadataRegisterNode
+	(*MetadataSetNodeFenced)(nil),         // 4: strand.MetadataSetNodeFenced
+	(*MetadataSetNodeState)(nil),          // 5: strand.MetadataSetNodeState
+	(*MetadataConfigEntry)(nil),           // 6: strand.MetadataConfigEntry
+	(*MetadataCreateTopic)(nil),           // 7: strand.MetadataCreateTopic
+	(*MetadataDeleteTopic)(nil),           // 8: strand.MetadataDeleteTopic
+	(*MetadataAlterTopicConfig)(nil),      // 9: strand.MetadataAlterTopicConfig
+	(*MetadataCreatePartitions)(nil),      // 10: strand.MetadataCreatePartitions
+	(*MetadataReassignPartition)(nil),     // 11: strand.MetadataReassignPartition
+	(*MetadataCompletePartitionMove)(nil), // 12: strand.MetadataCompletePartitionMove
+	(*MetadataAllocateProducerIds)(nil),   // 13: strand.MetadataAllocateProducerIds
+	(*MetadataLeaderReport)(nil),          // 14: strand.MetadataLeaderReport
+	(*MetadataReportLeaders)(nil),         // 15: strand.MetadataReportLeaders
+	(*MetadataTopicConfig)(nil),           // 16: strand.MetadataTopicConfig
+	(*MetadataNode)(nil),                  // 17: strand.MetadataNode
+	(*MetadataPartition)(nil),             // 18: strand.MetadataPartition
+	(*MetadataTopic)(nil),                 // 19: strand.MetadataTopic
+	(*MetadataSnapshot)(nil),              // 20: strand.MetadataSnapshot
+	(*MetadataUpsertUser)(nil),            // 21: strand.MetadataUpsertUser
+	(*MetadataDeleteUser)(nil),            // 22: strand.MetadataDeleteUser
+	(*MetadataAlterAcls)(nil),             // 23: strand.MetadataAlterAcls
+	(*MetadataSetQuotas)(nil),             // 24: strand.MetadataSetQuotas
+	(*MetadataUser)(nil),                  // 25: strand.MetadataUser
+	(*AclBinding)(nil),                    // 26: strand.AclBinding
+	(*Quota)(nil),                         // 27: strand.Quota
+	(*UserCredential)(nil),                // 28: strand.UserCredential
 }
 var file_metadata_proto_depIdxs = []int32{
 	3,  // 0: strand.MetadataCommand.register_node:type_name -> strand.MetadataRegisterNode
@@ -1974,37 +2213,39 @@ var file_metadata_proto_depIdxs = []int32{
 	7,  // 2: strand.MetadataCommand.create_topic:type_name -> strand.MetadataCreateTopic
 	8,  // 3: strand.MetadataCommand.delete_topic:type_name -> strand.MetadataDeleteTopic
 	9,  // 4: strand.MetadataCommand.alter_topic_config:type_name -> strand.MetadataAlterTopicConfig
-	11, // 5: strand.MetadataCommand.allocate_producer_ids:type_name -> strand.MetadataAllocateProducerIds
-	13, // 6: strand.MetadataCommand.report_leaders:type_name -> strand.MetadataReportLeaders
+	13, // 5: strand.MetadataCommand.allocate_producer_ids:type_name -> strand.MetadataAllocateProducerIds
+	15, // 6: strand.MetadataCommand.report_leaders:type_name -> strand.MetadataReportLeaders
 	10, // 7: strand.MetadataCommand.create_partitions:type_name -> strand.MetadataCreatePartitions
-	19, // 8: strand.MetadataCommand.upsert_user:type_name -> strand.MetadataUpsertUser
-	20, // 9: strand.MetadataCommand.delete_user:type_name -> strand.MetadataDeleteUser
-	21, // 10: strand.MetadataCommand.alter_acls:type_name -> strand.MetadataAlterAcls
-	22, // 11: strand.MetadataCommand.set_quotas:type_name -> strand.MetadataSetQuotas
+	21, // 8: strand.MetadataCommand.upsert_user:type_name -> strand.MetadataUpsertUser
+	22, // 9: strand.MetadataCommand.delete_user:type_name -> strand.MetadataDeleteUser
+	23, // 10: strand.MetadataCommand.alter_acls:type_name -> strand.MetadataAlterAcls
+	24, // 11: strand.MetadataCommand.set_quotas:type_name -> strand.MetadataSetQuotas
 	5,  // 12: strand.MetadataCommand.set_node_state:type_name -> strand.MetadataSetNodeState
-	0,  // 13: strand.MetadataSetNodeState.state:type_name -> strand.MetadataNodeState
-	6,  // 14: strand.MetadataCreateTopic.configs:type_name -> strand.MetadataConfigEntry
-	6,  // 15: strand.MetadataAlterTopicConfig.sets:type_name -> strand.MetadataConfigEntry
-	12, // 16: strand.MetadataReportLeaders.reports:type_name -> strand.MetadataLeaderReport
-	1,  // 17: strand.MetadataTopicConfig.cleanup_policy:type_name -> strand.MetadataCleanupPolicy
-	0,  // 18: strand.MetadataNode.state:type_name -> strand.MetadataNodeState
-	14, // 19: strand.MetadataTopic.config:type_name -> strand.MetadataTopicConfig
-	16, // 20: strand.MetadataTopic.partitions:type_name -> strand.MetadataPartition
-	15, // 21: strand.MetadataSnapshot.nodes:type_name -> strand.MetadataNode
-	17, // 22: strand.MetadataSnapshot.topics:type_name -> strand.MetadataTopic
-	23, // 23: strand.MetadataSnapshot.users:type_name -> strand.MetadataUser
-	24, // 24: strand.MetadataSnapshot.acls:type_name -> strand.AclBinding
-	25, // 25: strand.MetadataSnapshot.quotas:type_name -> strand.Quota
-	26, // 26: strand.MetadataUpsertUser.credential:type_name -> strand.UserCredential
-	24, // 27: strand.MetadataAlterAcls.add:type_name -> strand.AclBinding
-	24, // 28: strand.MetadataAlterAcls.remove:type_name -> strand.AclBinding
-	25, // 29: strand.MetadataSetQuotas.quotas:type_name -> strand.Quota
-	26, // 30: strand.MetadataUser.credential:type_name -> strand.UserCredential
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	11, // 13: strand.MetadataCommand.reassign_partition:type_name -> strand.MetadataReassignPartition
+	12, // 14: strand.MetadataCommand.complete_partition_move:type_name -> strand.MetadataCompletePartitionMove
+	0,  // 15: strand.MetadataSetNodeState.state:type_name -> strand.MetadataNodeState
+	6,  // 16: strand.MetadataCreateTopic.configs:type_name -> strand.MetadataConfigEntry
+	6,  // 17: strand.MetadataAlterTopicConfig.sets:type_name -> strand.MetadataConfigEntry
+	14, // 18: strand.MetadataReportLeaders.reports:type_name -> strand.MetadataLeaderReport
+	1,  // 19: strand.MetadataTopicConfig.cleanup_policy:type_name -> strand.MetadataCleanupPolicy
+	0,  // 20: strand.MetadataNode.state:type_name -> strand.MetadataNodeState
+	16, // 21: strand.MetadataTopic.config:type_name -> strand.MetadataTopicConfig
+	18, // 22: strand.MetadataTopic.partitions:type_name -> strand.MetadataPartition
+	17, // 23: strand.MetadataSnapshot.nodes:type_name -> strand.MetadataNode
+	19, // 24: strand.MetadataSnapshot.topics:type_name -> strand.MetadataTopic
+	25, // 25: strand.MetadataSnapshot.users:type_name -> strand.MetadataUser
+	26, // 26: strand.MetadataSnapshot.acls:type_name -> strand.AclBinding
+	27, // 27: strand.MetadataSnapshot.quotas:type_name -> strand.Quota
+	28, // 28: strand.MetadataUpsertUser.credential:type_name -> strand.UserCredential
+	26, // 29: strand.MetadataAlterAcls.add:type_name -> strand.AclBinding
+	26, // 30: strand.MetadataAlterAcls.remove:type_name -> strand.AclBinding
+	27, // 31: strand.MetadataSetQuotas.quotas:type_name -> strand.Quota
+	28, // 32: strand.MetadataUser.credential:type_name -> strand.UserCredential
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_metadata_proto_init() }
@@ -2027,6 +2268,8 @@ func file_metadata_proto_init() {
 		(*MetadataCommand_AlterAcls)(nil),
 		(*MetadataCommand_SetQuotas)(nil),
 		(*MetadataCommand_SetNodeState)(nil),
+		(*MetadataCommand_ReassignPartition)(nil),
+		(*MetadataCommand_CompletePartitionMove)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2034,7 +2277,7 @@ func file_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_proto_rawDesc), len(file_metadata_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -134,6 +134,14 @@ const (
 	// A membership change the cluster cannot take now (a state change out
 	// of order, or removing a node that still hosts replicas). Definite.
 	ErrorCode_ERROR_CODE_MEMBERSHIP_REFUSED ErrorCode = 77
+	// A partition move was asked while another move of that partition is in
+	// progress: wait for it to finish. Definite (Kafka's
+	// REASSIGNMENT_IN_PROGRESS).
+	ErrorCode_ERROR_CODE_REASSIGNMENT_IN_PROGRESS ErrorCode = 72
+	// A partition move's target replica list is empty, repeats a node or
+	// names a node that is not registered or is fenced. Definite (Kafka's
+	// INVALID_REPLICA_ASSIGNMENT).
+	ErrorCode_ERROR_CODE_INVALID_REPLICA_ASSIGNMENT ErrorCode = 73
 )
 
 // Enum value maps for ErrorCode.
@@ -182,6 +190,8 @@ var (
 		75: "ERROR_CODE_NODE_REMOVED",
 		76: "ERROR_CODE_UNKNOWN_NODE",
 		77: "ERROR_CODE_MEMBERSHIP_REFUSED",
+		72: "ERROR_CODE_REASSIGNMENT_IN_PROGRESS",
+		73: "ERROR_CODE_INVALID_REPLICA_ASSIGNMENT",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_NONE":                         0,
@@ -227,6 +237,8 @@ var (
 		"ERROR_CODE_NODE_REMOVED":                 75,
 		"ERROR_CODE_UNKNOWN_NODE":                 76,
 		"ERROR_CODE_MEMBERSHIP_REFUSED":           77,
+		"ERROR_CODE_REASSIGNMENT_IN_PROGRESS":     72,
+		"ERROR_CODE_INVALID_REPLICA_ASSIGNMENT":   73,
 	}
 )
 
@@ -551,6 +563,7 @@ type Request struct {
 	//	*Request_NodeAdmin
 	//	*Request_ElectLeaders
 	//	*Request_ClusterMembers
+	//	*Request_MovePartitions
 	//	*Request_Raft
 	Body          isRequest_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
@@ -871,6 +884,15 @@ func (x *Request) GetClusterMembers() *ClusterMembersRequest {
 	return nil
 }
 
+func (x *Request) GetMovePartitions() *MovePartitionsRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_MovePartitions); ok {
+			return x.MovePartitions
+		}
+	}
+	return nil
+}
+
 func (x *Request) GetRaft() *RaftFrame {
 	if x != nil {
 		if x, ok := x.Body.(*Request_Raft); ok {
@@ -1004,6 +1026,10 @@ type Request_ClusterMembers struct {
 	ClusterMembers *ClusterMembersRequest `protobuf:"bytes,73,opt,name=cluster_members,json=clusterMembers,proto3,oneof"`
 }
 
+type Request_MovePartitions struct {
+	MovePartitions *MovePartitionsRequest `protobuf:"bytes,68,opt,name=move_partitions,json=movePartitions,proto3,oneof"`
+}
+
 type Request_Raft struct {
 	// Raft traffic from a peer node; never answered.
 	Raft *RaftFrame `protobuf:"bytes,30,opt,name=raft,proto3,oneof"`
@@ -1069,6 +1095,8 @@ func (*Request_ElectLeaders) isRequest_Body() {}
 
 func (*Request_ClusterMembers) isRequest_Body() {}
 
+func (*Request_MovePartitions) isRequest_Body() {}
+
 func (*Request_Raft) isRequest_Body() {}
 
 // Response answers the Request with the same correlation_id. error is set
@@ -1109,6 +1137,7 @@ type Response struct {
 	//	*Response_NodeAdmin
 	//	*Response_ElectLeaders
 	//	*Response_ClusterMembers
+	//	*Response_MovePartitions
 	Body          isResponse_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1435,6 +1464,15 @@ func (x *Response) GetClusterMembers() *ClusterMembersResponse {
 	return nil
 }
 
+func (x *Response) GetMovePartitions() *MovePartitionsResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_MovePartitions); ok {
+			return x.MovePartitions
+		}
+	}
+	return nil
+}
+
 type isResponse_Body interface {
 	isResponse_Body()
 }
@@ -1559,6 +1597,10 @@ type Response_ClusterMembers struct {
 	ClusterMembers *ClusterMembersResponse `protobuf:"bytes,73,opt,name=cluster_members,json=clusterMembers,proto3,oneof"`
 }
 
+type Response_MovePartitions struct {
+	MovePartitions *MovePartitionsResponse `protobuf:"bytes,68,opt,name=move_partitions,json=movePartitions,proto3,oneof"`
+}
+
 func (*Response_Hello) isResponse_Body() {}
 
 func (*Response_Metadata) isResponse_Body() {}
@@ -1618,6 +1660,8 @@ func (*Response_NodeAdmin) isResponse_Body() {}
 func (*Response_ElectLeaders) isResponse_Body() {}
 
 func (*Response_ClusterMembers) isResponse_Body() {}
+
+func (*Response_MovePartitions) isResponse_Body() {}
 
 // HelloRequest opens a connection: the protocol versions the sender speaks.
 type HelloRequest struct {
@@ -2644,6 +2688,108 @@ func (x *CreatePartitionsResponse) GetTopics() []*CreatePartitionsResponse_Topic
 	return nil
 }
 
+// MovePartitionsRequest starts moving partitions to new replica sets
+// through the metadata group, one command per partition. Each is answered
+// once the metadata group applied it: the move is then recorded and its
+// partition's leader drives it to the end (see DescribePartitions).
+type MovePartitionsRequest struct {
+	state         protoimpl.MessageState        `protogen:"open.v1"`
+	Moves         []*MovePartitionsRequest_Move `protobuf:"bytes,1,rep,name=moves,proto3" json:"moves,omitempty"`
+	TimeoutMs     int32                         `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MovePartitionsRequest) Reset() {
+	*x = MovePartitionsRequest{}
+	mi := &file_wire_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MovePartitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MovePartitionsRequest) ProtoMessage() {}
+
+func (x *MovePartitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MovePartitionsRequest.ProtoReflect.Descriptor instead.
+func (*MovePartitionsRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *MovePartitionsRequest) GetMoves() []*MovePartitionsRequest_Move {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
+}
+
+func (x *MovePartitionsRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+// MovePartitionsResponse answers MovePartitionsRequest, per move in request
+// order.
+type MovePartitionsResponse struct {
+	state         protoimpl.MessageState         `protogen:"open.v1"`
+	Moves         []*MovePartitionsResponse_Move `protobuf:"bytes,1,rep,name=moves,proto3" json:"moves,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MovePartitionsResponse) Reset() {
+	*x = MovePartitionsResponse{}
+	mi := &file_wire_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MovePartitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MovePartitionsResponse) ProtoMessage() {}
+
+func (x *MovePartitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MovePartitionsResponse.ProtoReflect.Descriptor instead.
+func (*MovePartitionsResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *MovePartitionsResponse) GetMoves() []*MovePartitionsResponse_Move {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
+}
+
 // DescribeTopicsRequest asks for topics' settings (none: every topic).
 type DescribeTopicsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2654,7 +2800,7 @@ type DescribeTopicsRequest struct {
 
 func (x *DescribeTopicsRequest) Reset() {
 	*x = DescribeTopicsRequest{}
-	mi := &file_wire_proto_msgTypes[21]
+	mi := &file_wire_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2666,7 +2812,7 @@ func (x *DescribeTopicsRequest) String() string {
 func (*DescribeTopicsRequest) ProtoMessage() {}
 
 func (x *DescribeTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[21]
+	mi := &file_wire_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2679,7 +2825,7 @@ func (x *DescribeTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{21}
+	return file_wire_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DescribeTopicsRequest) GetNames() []string {
@@ -2699,7 +2845,7 @@ type DescribeTopicsResponse struct {
 
 func (x *DescribeTopicsResponse) Reset() {
 	*x = DescribeTopicsResponse{}
-	mi := &file_wire_proto_msgTypes[22]
+	mi := &file_wire_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2711,7 +2857,7 @@ func (x *DescribeTopicsResponse) String() string {
 func (*DescribeTopicsResponse) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[22]
+	mi := &file_wire_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2724,7 +2870,7 @@ func (x *DescribeTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{22}
+	return file_wire_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DescribeTopicsResponse) GetTopics() []*DescribeTopicsResponse_Topic {
@@ -2743,7 +2889,7 @@ type InitProducerIdRequest struct {
 
 func (x *InitProducerIdRequest) Reset() {
 	*x = InitProducerIdRequest{}
-	mi := &file_wire_proto_msgTypes[23]
+	mi := &file_wire_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2755,7 +2901,7 @@ func (x *InitProducerIdRequest) String() string {
 func (*InitProducerIdRequest) ProtoMessage() {}
 
 func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[23]
+	mi := &file_wire_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2768,7 +2914,7 @@ func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdRequest.ProtoReflect.Descriptor instead.
 func (*InitProducerIdRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{23}
+	return file_wire_proto_rawDescGZIP(), []int{25}
 }
 
 // InitProducerIdResponse carries a producer id no one else has been given.
@@ -2782,7 +2928,7 @@ type InitProducerIdResponse struct {
 
 func (x *InitProducerIdResponse) Reset() {
 	*x = InitProducerIdResponse{}
-	mi := &file_wire_proto_msgTypes[24]
+	mi := &file_wire_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2794,7 +2940,7 @@ func (x *InitProducerIdResponse) String() string {
 func (*InitProducerIdResponse) ProtoMessage() {}
 
 func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[24]
+	mi := &file_wire_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2807,7 +2953,7 @@ func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdResponse.ProtoReflect.Descriptor instead.
 func (*InitProducerIdResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{24}
+	return file_wire_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *InitProducerIdResponse) GetProducerId() int64 {
@@ -2834,7 +2980,7 @@ type FindCoordinatorRequest struct {
 
 func (x *FindCoordinatorRequest) Reset() {
 	*x = FindCoordinatorRequest{}
-	mi := &file_wire_proto_msgTypes[25]
+	mi := &file_wire_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2846,7 +2992,7 @@ func (x *FindCoordinatorRequest) String() string {
 func (*FindCoordinatorRequest) ProtoMessage() {}
 
 func (x *FindCoordinatorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[25]
+	mi := &file_wire_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2859,7 +3005,7 @@ func (x *FindCoordinatorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindCoordinatorRequest.ProtoReflect.Descriptor instead.
 func (*FindCoordinatorRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{25}
+	return file_wire_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FindCoordinatorRequest) GetGroup() string {
@@ -2881,7 +3027,7 @@ type FindCoordinatorResponse struct {
 
 func (x *FindCoordinatorResponse) Reset() {
 	*x = FindCoordinatorResponse{}
-	mi := &file_wire_proto_msgTypes[26]
+	mi := &file_wire_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2893,7 +3039,7 @@ func (x *FindCoordinatorResponse) String() string {
 func (*FindCoordinatorResponse) ProtoMessage() {}
 
 func (x *FindCoordinatorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[26]
+	mi := &file_wire_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2906,7 +3052,7 @@ func (x *FindCoordinatorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindCoordinatorResponse.ProtoReflect.Descriptor instead.
 func (*FindCoordinatorResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{26}
+	return file_wire_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *FindCoordinatorResponse) GetNodeId() uint64 {
@@ -2941,7 +3087,7 @@ type GroupTopicPartitions struct {
 
 func (x *GroupTopicPartitions) Reset() {
 	*x = GroupTopicPartitions{}
-	mi := &file_wire_proto_msgTypes[27]
+	mi := &file_wire_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2953,7 +3099,7 @@ func (x *GroupTopicPartitions) String() string {
 func (*GroupTopicPartitions) ProtoMessage() {}
 
 func (x *GroupTopicPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[27]
+	mi := &file_wire_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2966,7 +3112,7 @@ func (x *GroupTopicPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupTopicPartitions.ProtoReflect.Descriptor instead.
 func (*GroupTopicPartitions) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{27}
+	return file_wire_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GroupTopicPartitions) GetTopic() string {
@@ -3004,7 +3150,7 @@ type ConsumerGroupHeartbeatRequest struct {
 
 func (x *ConsumerGroupHeartbeatRequest) Reset() {
 	*x = ConsumerGroupHeartbeatRequest{}
-	mi := &file_wire_proto_msgTypes[28]
+	mi := &file_wire_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3016,7 +3162,7 @@ func (x *ConsumerGroupHeartbeatRequest) String() string {
 func (*ConsumerGroupHeartbeatRequest) ProtoMessage() {}
 
 func (x *ConsumerGroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[28]
+	mi := &file_wire_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3029,7 +3175,7 @@ func (x *ConsumerGroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerGroupHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*ConsumerGroupHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{28}
+	return file_wire_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ConsumerGroupHeartbeatRequest) GetGroup() string {
@@ -3103,7 +3249,7 @@ type ConsumerGroupHeartbeatResponse struct {
 
 func (x *ConsumerGroupHeartbeatResponse) Reset() {
 	*x = ConsumerGroupHeartbeatResponse{}
-	mi := &file_wire_proto_msgTypes[29]
+	mi := &file_wire_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3115,7 +3261,7 @@ func (x *ConsumerGroupHeartbeatResponse) String() string {
 func (*ConsumerGroupHeartbeatResponse) ProtoMessage() {}
 
 func (x *ConsumerGroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[29]
+	mi := &file_wire_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3128,7 +3274,7 @@ func (x *ConsumerGroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerGroupHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*ConsumerGroupHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{29}
+	return file_wire_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ConsumerGroupHeartbeatResponse) GetMemberId() string {
@@ -3179,7 +3325,7 @@ type OffsetCommitPartition struct {
 
 func (x *OffsetCommitPartition) Reset() {
 	*x = OffsetCommitPartition{}
-	mi := &file_wire_proto_msgTypes[30]
+	mi := &file_wire_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3191,7 +3337,7 @@ func (x *OffsetCommitPartition) String() string {
 func (*OffsetCommitPartition) ProtoMessage() {}
 
 func (x *OffsetCommitPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[30]
+	mi := &file_wire_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3204,7 +3350,7 @@ func (x *OffsetCommitPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommitPartition.ProtoReflect.Descriptor instead.
 func (*OffsetCommitPartition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{30}
+	return file_wire_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *OffsetCommitPartition) GetTopic() string {
@@ -3249,7 +3395,7 @@ type OffsetCommitRequest struct {
 
 func (x *OffsetCommitRequest) Reset() {
 	*x = OffsetCommitRequest{}
-	mi := &file_wire_proto_msgTypes[31]
+	mi := &file_wire_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3261,7 +3407,7 @@ func (x *OffsetCommitRequest) String() string {
 func (*OffsetCommitRequest) ProtoMessage() {}
 
 func (x *OffsetCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[31]
+	mi := &file_wire_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3274,7 +3420,7 @@ func (x *OffsetCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommitRequest.ProtoReflect.Descriptor instead.
 func (*OffsetCommitRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{31}
+	return file_wire_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *OffsetCommitRequest) GetGroup() string {
@@ -3314,7 +3460,7 @@ type OffsetCommitResponse struct {
 
 func (x *OffsetCommitResponse) Reset() {
 	*x = OffsetCommitResponse{}
-	mi := &file_wire_proto_msgTypes[32]
+	mi := &file_wire_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3326,7 +3472,7 @@ func (x *OffsetCommitResponse) String() string {
 func (*OffsetCommitResponse) ProtoMessage() {}
 
 func (x *OffsetCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[32]
+	mi := &file_wire_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3339,7 +3485,7 @@ func (x *OffsetCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommitResponse.ProtoReflect.Descriptor instead.
 func (*OffsetCommitResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{32}
+	return file_wire_proto_rawDescGZIP(), []int{34}
 }
 
 // OffsetFetchRequest reads committed offsets (all of the group's when
@@ -3354,7 +3500,7 @@ type OffsetFetchRequest struct {
 
 func (x *OffsetFetchRequest) Reset() {
 	*x = OffsetFetchRequest{}
-	mi := &file_wire_proto_msgTypes[33]
+	mi := &file_wire_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3366,7 +3512,7 @@ func (x *OffsetFetchRequest) String() string {
 func (*OffsetFetchRequest) ProtoMessage() {}
 
 func (x *OffsetFetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[33]
+	mi := &file_wire_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3379,7 +3525,7 @@ func (x *OffsetFetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetFetchRequest.ProtoReflect.Descriptor instead.
 func (*OffsetFetchRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{33}
+	return file_wire_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *OffsetFetchRequest) GetGroup() string {
@@ -3410,7 +3556,7 @@ type GroupCommittedOffset struct {
 
 func (x *GroupCommittedOffset) Reset() {
 	*x = GroupCommittedOffset{}
-	mi := &file_wire_proto_msgTypes[34]
+	mi := &file_wire_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3422,7 +3568,7 @@ func (x *GroupCommittedOffset) String() string {
 func (*GroupCommittedOffset) ProtoMessage() {}
 
 func (x *GroupCommittedOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[34]
+	mi := &file_wire_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3435,7 +3581,7 @@ func (x *GroupCommittedOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupCommittedOffset.ProtoReflect.Descriptor instead.
 func (*GroupCommittedOffset) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{34}
+	return file_wire_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GroupCommittedOffset) GetTopic() string {
@@ -3483,7 +3629,7 @@ type OffsetFetchResponse struct {
 
 func (x *OffsetFetchResponse) Reset() {
 	*x = OffsetFetchResponse{}
-	mi := &file_wire_proto_msgTypes[35]
+	mi := &file_wire_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3495,7 +3641,7 @@ func (x *OffsetFetchResponse) String() string {
 func (*OffsetFetchResponse) ProtoMessage() {}
 
 func (x *OffsetFetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[35]
+	mi := &file_wire_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3508,7 +3654,7 @@ func (x *OffsetFetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetFetchResponse.ProtoReflect.Descriptor instead.
 func (*OffsetFetchResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{35}
+	return file_wire_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *OffsetFetchResponse) GetOffsets() []*GroupCommittedOffset {
@@ -3528,7 +3674,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_wire_proto_msgTypes[36]
+	mi := &file_wire_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3540,7 +3686,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[36]
+	mi := &file_wire_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3553,7 +3699,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{36}
+	return file_wire_proto_rawDescGZIP(), []int{38}
 }
 
 // ListGroupsResponse lists this node's groups.
@@ -3566,7 +3712,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_wire_proto_msgTypes[37]
+	mi := &file_wire_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3578,7 +3724,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[37]
+	mi := &file_wire_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3591,7 +3737,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{37}
+	return file_wire_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*ListGroupsResponse_Group {
@@ -3611,7 +3757,7 @@ type DescribeGroupsRequest struct {
 
 func (x *DescribeGroupsRequest) Reset() {
 	*x = DescribeGroupsRequest{}
-	mi := &file_wire_proto_msgTypes[38]
+	mi := &file_wire_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3623,7 +3769,7 @@ func (x *DescribeGroupsRequest) String() string {
 func (*DescribeGroupsRequest) ProtoMessage() {}
 
 func (x *DescribeGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[38]
+	mi := &file_wire_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3636,7 +3782,7 @@ func (x *DescribeGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{38}
+	return file_wire_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DescribeGroupsRequest) GetGroups() []string {
@@ -3664,7 +3810,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_wire_proto_msgTypes[39]
+	mi := &file_wire_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3676,7 +3822,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[39]
+	mi := &file_wire_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3689,7 +3835,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{39}
+	return file_wire_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GroupMember) GetMemberId() string {
@@ -3765,7 +3911,7 @@ type DescribeGroupsResponse struct {
 
 func (x *DescribeGroupsResponse) Reset() {
 	*x = DescribeGroupsResponse{}
-	mi := &file_wire_proto_msgTypes[40]
+	mi := &file_wire_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3777,7 +3923,7 @@ func (x *DescribeGroupsResponse) String() string {
 func (*DescribeGroupsResponse) ProtoMessage() {}
 
 func (x *DescribeGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[40]
+	mi := &file_wire_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3790,7 +3936,7 @@ func (x *DescribeGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{40}
+	return file_wire_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DescribeGroupsResponse) GetGroups() []*DescribeGroupsResponse_Group {
@@ -3810,7 +3956,7 @@ type DeleteGroupsRequest struct {
 
 func (x *DeleteGroupsRequest) Reset() {
 	*x = DeleteGroupsRequest{}
-	mi := &file_wire_proto_msgTypes[41]
+	mi := &file_wire_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3822,7 +3968,7 @@ func (x *DeleteGroupsRequest) String() string {
 func (*DeleteGroupsRequest) ProtoMessage() {}
 
 func (x *DeleteGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[41]
+	mi := &file_wire_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3835,7 +3981,7 @@ func (x *DeleteGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{41}
+	return file_wire_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DeleteGroupsRequest) GetGroups() []string {
@@ -3858,7 +4004,7 @@ type OffsetDeleteRequest struct {
 
 func (x *OffsetDeleteRequest) Reset() {
 	*x = OffsetDeleteRequest{}
-	mi := &file_wire_proto_msgTypes[42]
+	mi := &file_wire_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3870,7 +4016,7 @@ func (x *OffsetDeleteRequest) String() string {
 func (*OffsetDeleteRequest) ProtoMessage() {}
 
 func (x *OffsetDeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[42]
+	mi := &file_wire_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3883,7 +4029,7 @@ func (x *OffsetDeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetDeleteRequest.ProtoReflect.Descriptor instead.
 func (*OffsetDeleteRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{42}
+	return file_wire_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *OffsetDeleteRequest) GetGroup() string {
@@ -3912,7 +4058,7 @@ type OffsetDeleteResponse struct {
 
 func (x *OffsetDeleteResponse) Reset() {
 	*x = OffsetDeleteResponse{}
-	mi := &file_wire_proto_msgTypes[43]
+	mi := &file_wire_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3924,7 +4070,7 @@ func (x *OffsetDeleteResponse) String() string {
 func (*OffsetDeleteResponse) ProtoMessage() {}
 
 func (x *OffsetDeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[43]
+	mi := &file_wire_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3937,7 +4083,7 @@ func (x *OffsetDeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetDeleteResponse.ProtoReflect.Descriptor instead.
 func (*OffsetDeleteResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{43}
+	return file_wire_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *OffsetDeleteResponse) GetResults() []*OffsetDeleteResponse_Result {
@@ -3957,7 +4103,7 @@ type DeleteGroupsResponse struct {
 
 func (x *DeleteGroupsResponse) Reset() {
 	*x = DeleteGroupsResponse{}
-	mi := &file_wire_proto_msgTypes[44]
+	mi := &file_wire_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3969,7 +4115,7 @@ func (x *DeleteGroupsResponse) String() string {
 func (*DeleteGroupsResponse) ProtoMessage() {}
 
 func (x *DeleteGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[44]
+	mi := &file_wire_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3982,7 +4128,7 @@ func (x *DeleteGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{44}
+	return file_wire_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DeleteGroupsResponse) GetResults() []*DeleteGroupsResponse_Result {
@@ -4005,7 +4151,7 @@ type AlterConfigsRequest struct {
 
 func (x *AlterConfigsRequest) Reset() {
 	*x = AlterConfigsRequest{}
-	mi := &file_wire_proto_msgTypes[45]
+	mi := &file_wire_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4017,7 +4163,7 @@ func (x *AlterConfigsRequest) String() string {
 func (*AlterConfigsRequest) ProtoMessage() {}
 
 func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[45]
+	mi := &file_wire_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4030,7 +4176,7 @@ func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{45}
+	return file_wire_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AlterConfigsRequest) GetTopics() []*AlterConfigsRequest_Topic {
@@ -4058,7 +4204,7 @@ type AlterConfigsResponse struct {
 
 func (x *AlterConfigsResponse) Reset() {
 	*x = AlterConfigsResponse{}
-	mi := &file_wire_proto_msgTypes[46]
+	mi := &file_wire_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4070,7 +4216,7 @@ func (x *AlterConfigsResponse) String() string {
 func (*AlterConfigsResponse) ProtoMessage() {}
 
 func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[46]
+	mi := &file_wire_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4083,7 +4229,7 @@ func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{46}
+	return file_wire_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AlterConfigsResponse) GetTopics() []*AlterConfigsResponse_Topic {
@@ -4106,7 +4252,7 @@ type DeleteRecordsRequest struct {
 
 func (x *DeleteRecordsRequest) Reset() {
 	*x = DeleteRecordsRequest{}
-	mi := &file_wire_proto_msgTypes[47]
+	mi := &file_wire_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4118,7 +4264,7 @@ func (x *DeleteRecordsRequest) String() string {
 func (*DeleteRecordsRequest) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[47]
+	mi := &file_wire_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4131,7 +4277,7 @@ func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{47}
+	return file_wire_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DeleteRecordsRequest) GetPartitions() []*DeleteRecordsRequest_Partition {
@@ -4158,7 +4304,7 @@ type DeleteRecordsResponse struct {
 
 func (x *DeleteRecordsResponse) Reset() {
 	*x = DeleteRecordsResponse{}
-	mi := &file_wire_proto_msgTypes[48]
+	mi := &file_wire_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4170,7 +4316,7 @@ func (x *DeleteRecordsResponse) String() string {
 func (*DeleteRecordsResponse) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[48]
+	mi := &file_wire_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4183,7 +4329,7 @@ func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{48}
+	return file_wire_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *DeleteRecordsResponse) GetPartitions() []*DeleteRecordsResponse_Partition {
@@ -4191,6 +4337,77 @@ func (x *DeleteRecordsResponse) GetPartitions() []*DeleteRecordsResponse_Partiti
 		return x.Partitions
 	}
 	return nil
+}
+
+// MoveProgress is one replica being added by a partition move.
+type MoveProgress struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The replica's match index and the leader's last index.
+	MatchIndex uint64 `protobuf:"varint,2,opt,name=match_index,json=matchIndex,proto3" json:"match_index,omitempty"`
+	LastIndex  uint64 `protobuf:"varint,3,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	// It is already a voter of the partition's raft group.
+	Voter         bool `protobuf:"varint,4,opt,name=voter,proto3" json:"voter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveProgress) Reset() {
+	*x = MoveProgress{}
+	mi := &file_wire_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveProgress) ProtoMessage() {}
+
+func (x *MoveProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveProgress.ProtoReflect.Descriptor instead.
+func (*MoveProgress) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *MoveProgress) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *MoveProgress) GetMatchIndex() uint64 {
+	if x != nil {
+		return x.MatchIndex
+	}
+	return 0
+}
+
+func (x *MoveProgress) GetLastIndex() uint64 {
+	if x != nil {
+		return x.LastIndex
+	}
+	return 0
+}
+
+func (x *MoveProgress) GetVoter() bool {
+	if x != nil {
+		return x.Voter
+	}
+	return false
 }
 
 // DescribePartitionsRequest asks partition leaders for the state of their
@@ -4204,7 +4421,7 @@ type DescribePartitionsRequest struct {
 
 func (x *DescribePartitionsRequest) Reset() {
 	*x = DescribePartitionsRequest{}
-	mi := &file_wire_proto_msgTypes[49]
+	mi := &file_wire_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4216,7 +4433,7 @@ func (x *DescribePartitionsRequest) String() string {
 func (*DescribePartitionsRequest) ProtoMessage() {}
 
 func (x *DescribePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[49]
+	mi := &file_wire_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4229,7 +4446,7 @@ func (x *DescribePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*DescribePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{49}
+	return file_wire_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DescribePartitionsRequest) GetPartitions() []*DescribePartitionsRequest_Partition {
@@ -4250,7 +4467,7 @@ type DescribePartitionsResponse struct {
 
 func (x *DescribePartitionsResponse) Reset() {
 	*x = DescribePartitionsResponse{}
-	mi := &file_wire_proto_msgTypes[50]
+	mi := &file_wire_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4262,7 +4479,7 @@ func (x *DescribePartitionsResponse) String() string {
 func (*DescribePartitionsResponse) ProtoMessage() {}
 
 func (x *DescribePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[50]
+	mi := &file_wire_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4275,7 +4492,7 @@ func (x *DescribePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*DescribePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{50}
+	return file_wire_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *DescribePartitionsResponse) GetPartitions() []*DescribePartitionsResponse_Partition {
@@ -4298,7 +4515,7 @@ type SaslAuthenticateRequest struct {
 
 func (x *SaslAuthenticateRequest) Reset() {
 	*x = SaslAuthenticateRequest{}
-	mi := &file_wire_proto_msgTypes[51]
+	mi := &file_wire_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4310,7 +4527,7 @@ func (x *SaslAuthenticateRequest) String() string {
 func (*SaslAuthenticateRequest) ProtoMessage() {}
 
 func (x *SaslAuthenticateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[51]
+	mi := &file_wire_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4323,7 +4540,7 @@ func (x *SaslAuthenticateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaslAuthenticateRequest.ProtoReflect.Descriptor instead.
 func (*SaslAuthenticateRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{51}
+	return file_wire_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SaslAuthenticateRequest) GetMechanism() string {
@@ -4353,7 +4570,7 @@ type SaslAuthenticateResponse struct {
 
 func (x *SaslAuthenticateResponse) Reset() {
 	*x = SaslAuthenticateResponse{}
-	mi := &file_wire_proto_msgTypes[52]
+	mi := &file_wire_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4365,7 +4582,7 @@ func (x *SaslAuthenticateResponse) String() string {
 func (*SaslAuthenticateResponse) ProtoMessage() {}
 
 func (x *SaslAuthenticateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[52]
+	mi := &file_wire_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4378,7 +4595,7 @@ func (x *SaslAuthenticateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaslAuthenticateResponse.ProtoReflect.Descriptor instead.
 func (*SaslAuthenticateResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{52}
+	return file_wire_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SaslAuthenticateResponse) GetAuthBytes() []byte {
@@ -4417,7 +4634,7 @@ type UserCredential struct {
 
 func (x *UserCredential) Reset() {
 	*x = UserCredential{}
-	mi := &file_wire_proto_msgTypes[53]
+	mi := &file_wire_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4429,7 +4646,7 @@ func (x *UserCredential) String() string {
 func (*UserCredential) ProtoMessage() {}
 
 func (x *UserCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[53]
+	mi := &file_wire_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4442,7 +4659,7 @@ func (x *UserCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserCredential.ProtoReflect.Descriptor instead.
 func (*UserCredential) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{53}
+	return file_wire_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *UserCredential) GetMechanism() string {
@@ -4492,7 +4709,7 @@ type AlterUsersRequest struct {
 
 func (x *AlterUsersRequest) Reset() {
 	*x = AlterUsersRequest{}
-	mi := &file_wire_proto_msgTypes[54]
+	mi := &file_wire_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4504,7 +4721,7 @@ func (x *AlterUsersRequest) String() string {
 func (*AlterUsersRequest) ProtoMessage() {}
 
 func (x *AlterUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[54]
+	mi := &file_wire_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4517,7 +4734,7 @@ func (x *AlterUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterUsersRequest.ProtoReflect.Descriptor instead.
 func (*AlterUsersRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{54}
+	return file_wire_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *AlterUsersRequest) GetUpserts() []*AlterUsersRequest_Upsert {
@@ -4544,7 +4761,7 @@ type AlterUsersResponse struct {
 
 func (x *AlterUsersResponse) Reset() {
 	*x = AlterUsersResponse{}
-	mi := &file_wire_proto_msgTypes[55]
+	mi := &file_wire_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4556,7 +4773,7 @@ func (x *AlterUsersResponse) String() string {
 func (*AlterUsersResponse) ProtoMessage() {}
 
 func (x *AlterUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[55]
+	mi := &file_wire_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4569,7 +4786,7 @@ func (x *AlterUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterUsersResponse.ProtoReflect.Descriptor instead.
 func (*AlterUsersResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{55}
+	return file_wire_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *AlterUsersResponse) GetResults() []*AlterUsersResponse_Result {
@@ -4589,7 +4806,7 @@ type ListUsersRequest struct {
 
 func (x *ListUsersRequest) Reset() {
 	*x = ListUsersRequest{}
-	mi := &file_wire_proto_msgTypes[56]
+	mi := &file_wire_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4601,7 +4818,7 @@ func (x *ListUsersRequest) String() string {
 func (*ListUsersRequest) ProtoMessage() {}
 
 func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[56]
+	mi := &file_wire_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4614,7 +4831,7 @@ func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
 func (*ListUsersRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{56}
+	return file_wire_proto_rawDescGZIP(), []int{59}
 }
 
 // ListUsersResponse lists users sorted by name.
@@ -4627,7 +4844,7 @@ type ListUsersResponse struct {
 
 func (x *ListUsersResponse) Reset() {
 	*x = ListUsersResponse{}
-	mi := &file_wire_proto_msgTypes[57]
+	mi := &file_wire_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4639,7 +4856,7 @@ func (x *ListUsersResponse) String() string {
 func (*ListUsersResponse) ProtoMessage() {}
 
 func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[57]
+	mi := &file_wire_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4652,7 +4869,7 @@ func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
 func (*ListUsersResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{57}
+	return file_wire_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListUsersResponse) GetUsers() []*ListUsersResponse_User {
@@ -4681,7 +4898,7 @@ type AclBinding struct {
 
 func (x *AclBinding) Reset() {
 	*x = AclBinding{}
-	mi := &file_wire_proto_msgTypes[58]
+	mi := &file_wire_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4693,7 +4910,7 @@ func (x *AclBinding) String() string {
 func (*AclBinding) ProtoMessage() {}
 
 func (x *AclBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[58]
+	mi := &file_wire_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4706,7 +4923,7 @@ func (x *AclBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclBinding.ProtoReflect.Descriptor instead.
 func (*AclBinding) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{58}
+	return file_wire_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *AclBinding) GetPrincipal() string {
@@ -4770,7 +4987,7 @@ type AlterAclsRequest struct {
 
 func (x *AlterAclsRequest) Reset() {
 	*x = AlterAclsRequest{}
-	mi := &file_wire_proto_msgTypes[59]
+	mi := &file_wire_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4782,7 +4999,7 @@ func (x *AlterAclsRequest) String() string {
 func (*AlterAclsRequest) ProtoMessage() {}
 
 func (x *AlterAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[59]
+	mi := &file_wire_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4795,7 +5012,7 @@ func (x *AlterAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterAclsRequest.ProtoReflect.Descriptor instead.
 func (*AlterAclsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{59}
+	return file_wire_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *AlterAclsRequest) GetAdd() []*AclBinding {
@@ -4823,7 +5040,7 @@ type AlterAclsResponse struct {
 
 func (x *AlterAclsResponse) Reset() {
 	*x = AlterAclsResponse{}
-	mi := &file_wire_proto_msgTypes[60]
+	mi := &file_wire_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4835,7 +5052,7 @@ func (x *AlterAclsResponse) String() string {
 func (*AlterAclsResponse) ProtoMessage() {}
 
 func (x *AlterAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[60]
+	mi := &file_wire_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4848,7 +5065,7 @@ func (x *AlterAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterAclsResponse.ProtoReflect.Descriptor instead.
 func (*AlterAclsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{60}
+	return file_wire_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *AlterAclsResponse) GetAdded() int32 {
@@ -4877,7 +5094,7 @@ type DescribeAclsRequest struct {
 
 func (x *DescribeAclsRequest) Reset() {
 	*x = DescribeAclsRequest{}
-	mi := &file_wire_proto_msgTypes[61]
+	mi := &file_wire_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4889,7 +5106,7 @@ func (x *DescribeAclsRequest) String() string {
 func (*DescribeAclsRequest) ProtoMessage() {}
 
 func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[61]
+	mi := &file_wire_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4902,7 +5119,7 @@ func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeAclsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{61}
+	return file_wire_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *DescribeAclsRequest) GetPrincipal() string {
@@ -4931,7 +5148,7 @@ type DescribeAclsResponse struct {
 
 func (x *DescribeAclsResponse) Reset() {
 	*x = DescribeAclsResponse{}
-	mi := &file_wire_proto_msgTypes[62]
+	mi := &file_wire_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4943,7 +5160,7 @@ func (x *DescribeAclsResponse) String() string {
 func (*DescribeAclsResponse) ProtoMessage() {}
 
 func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[62]
+	mi := &file_wire_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4956,7 +5173,7 @@ func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeAclsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{62}
+	return file_wire_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *DescribeAclsResponse) GetBindings() []*AclBinding {
@@ -4985,7 +5202,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_wire_proto_msgTypes[63]
+	mi := &file_wire_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4997,7 +5214,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[63]
+	mi := &file_wire_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5010,7 +5227,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{63}
+	return file_wire_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *Quota) GetPrincipal() string {
@@ -5045,7 +5262,7 @@ type AlterQuotasRequest struct {
 
 func (x *AlterQuotasRequest) Reset() {
 	*x = AlterQuotasRequest{}
-	mi := &file_wire_proto_msgTypes[64]
+	mi := &file_wire_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5057,7 +5274,7 @@ func (x *AlterQuotasRequest) String() string {
 func (*AlterQuotasRequest) ProtoMessage() {}
 
 func (x *AlterQuotasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[64]
+	mi := &file_wire_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5070,7 +5287,7 @@ func (x *AlterQuotasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterQuotasRequest.ProtoReflect.Descriptor instead.
 func (*AlterQuotasRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{64}
+	return file_wire_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *AlterQuotasRequest) GetQuotas() []*Quota {
@@ -5089,7 +5306,7 @@ type AlterQuotasResponse struct {
 
 func (x *AlterQuotasResponse) Reset() {
 	*x = AlterQuotasResponse{}
-	mi := &file_wire_proto_msgTypes[65]
+	mi := &file_wire_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5101,7 +5318,7 @@ func (x *AlterQuotasResponse) String() string {
 func (*AlterQuotasResponse) ProtoMessage() {}
 
 func (x *AlterQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[65]
+	mi := &file_wire_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5114,7 +5331,7 @@ func (x *AlterQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterQuotasResponse.ProtoReflect.Descriptor instead.
 func (*AlterQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{65}
+	return file_wire_proto_rawDescGZIP(), []int{68}
 }
 
 // NodeAdminRequest changes one node's membership through the metadata
@@ -5132,7 +5349,7 @@ type NodeAdminRequest struct {
 
 func (x *NodeAdminRequest) Reset() {
 	*x = NodeAdminRequest{}
-	mi := &file_wire_proto_msgTypes[66]
+	mi := &file_wire_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5144,7 +5361,7 @@ func (x *NodeAdminRequest) String() string {
 func (*NodeAdminRequest) ProtoMessage() {}
 
 func (x *NodeAdminRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[66]
+	mi := &file_wire_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5157,7 +5374,7 @@ func (x *NodeAdminRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAdminRequest.ProtoReflect.Descriptor instead.
 func (*NodeAdminRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{66}
+	return file_wire_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *NodeAdminRequest) GetAction() NodeAction {
@@ -5204,7 +5421,7 @@ type NodeAdminResponse struct {
 
 func (x *NodeAdminResponse) Reset() {
 	*x = NodeAdminResponse{}
-	mi := &file_wire_proto_msgTypes[67]
+	mi := &file_wire_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5216,7 +5433,7 @@ func (x *NodeAdminResponse) String() string {
 func (*NodeAdminResponse) ProtoMessage() {}
 
 func (x *NodeAdminResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[67]
+	mi := &file_wire_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5229,7 +5446,7 @@ func (x *NodeAdminResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAdminResponse.ProtoReflect.Descriptor instead.
 func (*NodeAdminResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{67}
+	return file_wire_proto_rawDescGZIP(), []int{70}
 }
 
 // ElectLeadersRequest asks the answering node to hand each partition it
@@ -5243,7 +5460,7 @@ type ElectLeadersRequest struct {
 
 func (x *ElectLeadersRequest) Reset() {
 	*x = ElectLeadersRequest{}
-	mi := &file_wire_proto_msgTypes[68]
+	mi := &file_wire_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5255,7 +5472,7 @@ func (x *ElectLeadersRequest) String() string {
 func (*ElectLeadersRequest) ProtoMessage() {}
 
 func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[68]
+	mi := &file_wire_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5268,7 +5485,7 @@ func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{68}
+	return file_wire_proto_rawDescGZIP(), []int{71}
 }
 
 // ElectLeadersResponse lists the transfers the node started.
@@ -5283,7 +5500,7 @@ type ElectLeadersResponse struct {
 
 func (x *ElectLeadersResponse) Reset() {
 	*x = ElectLeadersResponse{}
-	mi := &file_wire_proto_msgTypes[69]
+	mi := &file_wire_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5295,7 +5512,7 @@ func (x *ElectLeadersResponse) String() string {
 func (*ElectLeadersResponse) ProtoMessage() {}
 
 func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[69]
+	mi := &file_wire_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5308,7 +5525,7 @@ func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{69}
+	return file_wire_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ElectLeadersResponse) GetTransfers() []*ElectLeadersResponse_Transfer {
@@ -5334,7 +5551,7 @@ type ClusterMembersRequest struct {
 
 func (x *ClusterMembersRequest) Reset() {
 	*x = ClusterMembersRequest{}
-	mi := &file_wire_proto_msgTypes[70]
+	mi := &file_wire_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5346,7 +5563,7 @@ func (x *ClusterMembersRequest) String() string {
 func (*ClusterMembersRequest) ProtoMessage() {}
 
 func (x *ClusterMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[70]
+	mi := &file_wire_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5359,7 +5576,7 @@ func (x *ClusterMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMembersRequest.ProtoReflect.Descriptor instead.
 func (*ClusterMembersRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{70}
+	return file_wire_proto_rawDescGZIP(), []int{73}
 }
 
 // ClusterMembersResponse is the membership as the answering node applied it.
@@ -5374,7 +5591,7 @@ type ClusterMembersResponse struct {
 
 func (x *ClusterMembersResponse) Reset() {
 	*x = ClusterMembersResponse{}
-	mi := &file_wire_proto_msgTypes[71]
+	mi := &file_wire_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5386,7 +5603,7 @@ func (x *ClusterMembersResponse) String() string {
 func (*ClusterMembersResponse) ProtoMessage() {}
 
 func (x *ClusterMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[71]
+	mi := &file_wire_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5399,7 +5616,7 @@ func (x *ClusterMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMembersResponse.ProtoReflect.Descriptor instead.
 func (*ClusterMembersResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{71}
+	return file_wire_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ClusterMembersResponse) GetMembers() []*ClusterMembersResponse_Member {
@@ -5442,7 +5659,7 @@ type MetadataResponse_Node struct {
 
 func (x *MetadataResponse_Node) Reset() {
 	*x = MetadataResponse_Node{}
-	mi := &file_wire_proto_msgTypes[72]
+	mi := &file_wire_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5454,7 +5671,7 @@ func (x *MetadataResponse_Node) String() string {
 func (*MetadataResponse_Node) ProtoMessage() {}
 
 func (x *MetadataResponse_Node) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[72]
+	mi := &file_wire_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5513,19 +5730,21 @@ func (x *MetadataResponse_Node) GetRegistered() bool {
 }
 
 type MetadataResponse_Partition struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Partition     int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
-	LeaderId      uint64                 `protobuf:"varint,2,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"` // 0: no leader known
-	LeaderTerm    uint64                 `protobuf:"varint,3,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
-	Replicas      []uint64               `protobuf:"varint,4,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
-	Error         *Error                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Partition  int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	LeaderId   uint64                 `protobuf:"varint,2,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"` // 0: no leader known
+	LeaderTerm uint64                 `protobuf:"varint,3,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
+	Replicas   []uint64               `protobuf:"varint,4,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	Error      *Error                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// The target of a move in progress (empty: none).
+	TargetReplicas []uint64 `protobuf:"varint,180,rep,packed,name=target_replicas,json=targetReplicas,proto3" json:"target_replicas,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *MetadataResponse_Partition) Reset() {
 	*x = MetadataResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[73]
+	mi := &file_wire_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5537,7 +5756,7 @@ func (x *MetadataResponse_Partition) String() string {
 func (*MetadataResponse_Partition) ProtoMessage() {}
 
 func (x *MetadataResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[73]
+	mi := &file_wire_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5588,6 +5807,13 @@ func (x *MetadataResponse_Partition) GetError() *Error {
 	return nil
 }
 
+func (x *MetadataResponse_Partition) GetTargetReplicas() []uint64 {
+	if x != nil {
+		return x.TargetReplicas
+	}
+	return nil
+}
+
 type MetadataResponse_Topic struct {
 	state      protoimpl.MessageState        `protogen:"open.v1"`
 	Name       string                        `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -5602,7 +5828,7 @@ type MetadataResponse_Topic struct {
 
 func (x *MetadataResponse_Topic) Reset() {
 	*x = MetadataResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[74]
+	mi := &file_wire_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5614,7 +5840,7 @@ func (x *MetadataResponse_Topic) String() string {
 func (*MetadataResponse_Topic) ProtoMessage() {}
 
 func (x *MetadataResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[74]
+	mi := &file_wire_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5675,7 +5901,7 @@ type ProduceRequest_Partition struct {
 
 func (x *ProduceRequest_Partition) Reset() {
 	*x = ProduceRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[75]
+	mi := &file_wire_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5687,7 +5913,7 @@ func (x *ProduceRequest_Partition) String() string {
 func (*ProduceRequest_Partition) ProtoMessage() {}
 
 func (x *ProduceRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[75]
+	mi := &file_wire_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5765,7 +5991,7 @@ type ProduceResponse_Partition struct {
 
 func (x *ProduceResponse_Partition) Reset() {
 	*x = ProduceResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[76]
+	mi := &file_wire_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5777,7 +6003,7 @@ func (x *ProduceResponse_Partition) String() string {
 func (*ProduceResponse_Partition) ProtoMessage() {}
 
 func (x *ProduceResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[76]
+	mi := &file_wire_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5843,7 +6069,7 @@ type FetchRequest_Partition struct {
 
 func (x *FetchRequest_Partition) Reset() {
 	*x = FetchRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[77]
+	mi := &file_wire_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5855,7 +6081,7 @@ func (x *FetchRequest_Partition) String() string {
 func (*FetchRequest_Partition) ProtoMessage() {}
 
 func (x *FetchRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[77]
+	mi := &file_wire_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5923,7 +6149,7 @@ type FetchResponse_Batch struct {
 
 func (x *FetchResponse_Batch) Reset() {
 	*x = FetchResponse_Batch{}
-	mi := &file_wire_proto_msgTypes[78]
+	mi := &file_wire_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5935,7 +6161,7 @@ func (x *FetchResponse_Batch) String() string {
 func (*FetchResponse_Batch) ProtoMessage() {}
 
 func (x *FetchResponse_Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[78]
+	mi := &file_wire_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6007,7 +6233,7 @@ type FetchResponse_Partition struct {
 
 func (x *FetchResponse_Partition) Reset() {
 	*x = FetchResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[79]
+	mi := &file_wire_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6019,7 +6245,7 @@ func (x *FetchResponse_Partition) String() string {
 func (*FetchResponse_Partition) ProtoMessage() {}
 
 func (x *FetchResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[79]
+	mi := &file_wire_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6090,7 +6316,7 @@ type ListOffsetsRequest_Partition struct {
 
 func (x *ListOffsetsRequest_Partition) Reset() {
 	*x = ListOffsetsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[80]
+	mi := &file_wire_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6102,7 +6328,7 @@ func (x *ListOffsetsRequest_Partition) String() string {
 func (*ListOffsetsRequest_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[80]
+	mi := &file_wire_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6163,7 +6389,7 @@ type ListOffsetsResponse_Partition struct {
 
 func (x *ListOffsetsResponse_Partition) Reset() {
 	*x = ListOffsetsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[81]
+	mi := &file_wire_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6175,7 +6401,7 @@ func (x *ListOffsetsResponse_Partition) String() string {
 func (*ListOffsetsResponse_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[81]
+	mi := &file_wire_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6252,7 +6478,7 @@ type CreateTopicsRequest_Topic struct {
 
 func (x *CreateTopicsRequest_Topic) Reset() {
 	*x = CreateTopicsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[82]
+	mi := &file_wire_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6264,7 +6490,7 @@ func (x *CreateTopicsRequest_Topic) String() string {
 func (*CreateTopicsRequest_Topic) ProtoMessage() {}
 
 func (x *CreateTopicsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[82]
+	mi := &file_wire_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6319,7 +6545,7 @@ type CreatePartitionsRequest_Topic struct {
 
 func (x *CreatePartitionsRequest_Topic) Reset() {
 	*x = CreatePartitionsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[83]
+	mi := &file_wire_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6331,7 +6557,7 @@ func (x *CreatePartitionsRequest_Topic) String() string {
 func (*CreatePartitionsRequest_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[83]
+	mi := &file_wire_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6373,7 +6599,7 @@ type CreatePartitionsResponse_Topic struct {
 
 func (x *CreatePartitionsResponse_Topic) Reset() {
 	*x = CreatePartitionsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[84]
+	mi := &file_wire_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6385,7 +6611,7 @@ func (x *CreatePartitionsResponse_Topic) String() string {
 func (*CreatePartitionsResponse_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[84]
+	mi := &file_wire_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6429,6 +6655,154 @@ func (x *CreatePartitionsResponse_Topic) GetAdded() int32 {
 	return 0
 }
 
+type MovePartitionsRequest_Move struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The new ordered replica list; the first is the preferred leader.
+	Replicas []uint64 `protobuf:"varint,3,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	// Point a move in progress at replicas instead of being refused
+	// REASSIGNMENT_IN_PROGRESS (the current replicas: cancel it).
+	Redirect      bool `protobuf:"varint,4,opt,name=redirect,proto3" json:"redirect,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MovePartitionsRequest_Move) Reset() {
+	*x = MovePartitionsRequest_Move{}
+	mi := &file_wire_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MovePartitionsRequest_Move) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MovePartitionsRequest_Move) ProtoMessage() {}
+
+func (x *MovePartitionsRequest_Move) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MovePartitionsRequest_Move.ProtoReflect.Descriptor instead.
+func (*MovePartitionsRequest_Move) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{21, 0}
+}
+
+func (x *MovePartitionsRequest_Move) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *MovePartitionsRequest_Move) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *MovePartitionsRequest_Move) GetReplicas() []uint64 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *MovePartitionsRequest_Move) GetRedirect() bool {
+	if x != nil {
+		return x.Redirect
+	}
+	return false
+}
+
+type MovePartitionsResponse_Move struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Error     *Error                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// The replica list when the move was recorded, and its target.
+	Replicas       []uint64 `protobuf:"varint,4,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	TargetReplicas []uint64 `protobuf:"varint,5,rep,packed,name=target_replicas,json=targetReplicas,proto3" json:"target_replicas,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *MovePartitionsResponse_Move) Reset() {
+	*x = MovePartitionsResponse_Move{}
+	mi := &file_wire_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MovePartitionsResponse_Move) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MovePartitionsResponse_Move) ProtoMessage() {}
+
+func (x *MovePartitionsResponse_Move) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MovePartitionsResponse_Move.ProtoReflect.Descriptor instead.
+func (*MovePartitionsResponse_Move) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{22, 0}
+}
+
+func (x *MovePartitionsResponse_Move) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *MovePartitionsResponse_Move) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *MovePartitionsResponse_Move) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *MovePartitionsResponse_Move) GetReplicas() []uint64 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *MovePartitionsResponse_Move) GetTargetReplicas() []uint64 {
+	if x != nil {
+		return x.TargetReplicas
+	}
+	return nil
+}
+
 type DescribeTopicsResponse_Topic struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	Name              string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -6442,7 +6816,7 @@ type DescribeTopicsResponse_Topic struct {
 
 func (x *DescribeTopicsResponse_Topic) Reset() {
 	*x = DescribeTopicsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[85]
+	mi := &file_wire_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6454,7 +6828,7 @@ func (x *DescribeTopicsResponse_Topic) String() string {
 func (*DescribeTopicsResponse_Topic) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[85]
+	mi := &file_wire_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6467,7 +6841,7 @@ func (x *DescribeTopicsResponse_Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsResponse_Topic.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsResponse_Topic) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{22, 0}
+	return file_wire_proto_rawDescGZIP(), []int{24, 0}
 }
 
 func (x *DescribeTopicsResponse_Topic) GetName() string {
@@ -6516,7 +6890,7 @@ type ListGroupsResponse_Group struct {
 
 func (x *ListGroupsResponse_Group) Reset() {
 	*x = ListGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[86]
+	mi := &file_wire_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6528,7 +6902,7 @@ func (x *ListGroupsResponse_Group) String() string {
 func (*ListGroupsResponse_Group) ProtoMessage() {}
 
 func (x *ListGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[86]
+	mi := &file_wire_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6541,7 +6915,7 @@ func (x *ListGroupsResponse_Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse_Group.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse_Group) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{37, 0}
+	return file_wire_proto_rawDescGZIP(), []int{39, 0}
 }
 
 func (x *ListGroupsResponse_Group) GetGroup() string {
@@ -6580,7 +6954,7 @@ type DescribeGroupsResponse_Group struct {
 
 func (x *DescribeGroupsResponse_Group) Reset() {
 	*x = DescribeGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[87]
+	mi := &file_wire_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6592,7 +6966,7 @@ func (x *DescribeGroupsResponse_Group) String() string {
 func (*DescribeGroupsResponse_Group) ProtoMessage() {}
 
 func (x *DescribeGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[87]
+	mi := &file_wire_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6605,7 +6979,7 @@ func (x *DescribeGroupsResponse_Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupsResponse_Group.ProtoReflect.Descriptor instead.
 func (*DescribeGroupsResponse_Group) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{40, 0}
+	return file_wire_proto_rawDescGZIP(), []int{42, 0}
 }
 
 func (x *DescribeGroupsResponse_Group) GetGroup() string {
@@ -6668,7 +7042,7 @@ type OffsetDeleteResponse_Result struct {
 
 func (x *OffsetDeleteResponse_Result) Reset() {
 	*x = OffsetDeleteResponse_Result{}
-	mi := &file_wire_proto_msgTypes[88]
+	mi := &file_wire_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6680,7 +7054,7 @@ func (x *OffsetDeleteResponse_Result) String() string {
 func (*OffsetDeleteResponse_Result) ProtoMessage() {}
 
 func (x *OffsetDeleteResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[88]
+	mi := &file_wire_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6693,7 +7067,7 @@ func (x *OffsetDeleteResponse_Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetDeleteResponse_Result.ProtoReflect.Descriptor instead.
 func (*OffsetDeleteResponse_Result) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{43, 0}
+	return file_wire_proto_rawDescGZIP(), []int{45, 0}
 }
 
 func (x *OffsetDeleteResponse_Result) GetTopic() string {
@@ -6727,7 +7101,7 @@ type DeleteGroupsResponse_Result struct {
 
 func (x *DeleteGroupsResponse_Result) Reset() {
 	*x = DeleteGroupsResponse_Result{}
-	mi := &file_wire_proto_msgTypes[89]
+	mi := &file_wire_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6739,7 +7113,7 @@ func (x *DeleteGroupsResponse_Result) String() string {
 func (*DeleteGroupsResponse_Result) ProtoMessage() {}
 
 func (x *DeleteGroupsResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[89]
+	mi := &file_wire_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6752,7 +7126,7 @@ func (x *DeleteGroupsResponse_Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupsResponse_Result.ProtoReflect.Descriptor instead.
 func (*DeleteGroupsResponse_Result) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{44, 0}
+	return file_wire_proto_rawDescGZIP(), []int{46, 0}
 }
 
 func (x *DeleteGroupsResponse_Result) GetGroup() string {
@@ -6780,7 +7154,7 @@ type AlterConfigsRequest_Topic struct {
 
 func (x *AlterConfigsRequest_Topic) Reset() {
 	*x = AlterConfigsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[90]
+	mi := &file_wire_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6792,7 +7166,7 @@ func (x *AlterConfigsRequest_Topic) String() string {
 func (*AlterConfigsRequest_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[90]
+	mi := &file_wire_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6805,7 +7179,7 @@ func (x *AlterConfigsRequest_Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest_Topic.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest_Topic) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{45, 0}
+	return file_wire_proto_rawDescGZIP(), []int{47, 0}
 }
 
 func (x *AlterConfigsRequest_Topic) GetName() string {
@@ -6840,7 +7214,7 @@ type AlterConfigsResponse_Topic struct {
 
 func (x *AlterConfigsResponse_Topic) Reset() {
 	*x = AlterConfigsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[91]
+	mi := &file_wire_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6852,7 +7226,7 @@ func (x *AlterConfigsResponse_Topic) String() string {
 func (*AlterConfigsResponse_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[91]
+	mi := &file_wire_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6865,7 +7239,7 @@ func (x *AlterConfigsResponse_Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse_Topic.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse_Topic) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{46, 0}
+	return file_wire_proto_rawDescGZIP(), []int{48, 0}
 }
 
 func (x *AlterConfigsResponse_Topic) GetName() string {
@@ -6902,7 +7276,7 @@ type DeleteRecordsRequest_Partition struct {
 
 func (x *DeleteRecordsRequest_Partition) Reset() {
 	*x = DeleteRecordsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[92]
+	mi := &file_wire_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6914,7 +7288,7 @@ func (x *DeleteRecordsRequest_Partition) String() string {
 func (*DeleteRecordsRequest_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[92]
+	mi := &file_wire_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6927,7 +7301,7 @@ func (x *DeleteRecordsRequest_Partition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsRequest_Partition.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsRequest_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{47, 0}
+	return file_wire_proto_rawDescGZIP(), []int{49, 0}
 }
 
 func (x *DeleteRecordsRequest_Partition) GetTopic() string {
@@ -6970,7 +7344,7 @@ type DeleteRecordsResponse_Partition struct {
 
 func (x *DeleteRecordsResponse_Partition) Reset() {
 	*x = DeleteRecordsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[93]
+	mi := &file_wire_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6982,7 +7356,7 @@ func (x *DeleteRecordsResponse_Partition) String() string {
 func (*DeleteRecordsResponse_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[93]
+	mi := &file_wire_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6995,7 +7369,7 @@ func (x *DeleteRecordsResponse_Partition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsResponse_Partition.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsResponse_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{48, 0}
+	return file_wire_proto_rawDescGZIP(), []int{50, 0}
 }
 
 func (x *DeleteRecordsResponse_Partition) GetTopic() string {
@@ -7036,7 +7410,7 @@ type DescribePartitionsRequest_Partition struct {
 
 func (x *DescribePartitionsRequest_Partition) Reset() {
 	*x = DescribePartitionsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[94]
+	mi := &file_wire_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7048,7 +7422,7 @@ func (x *DescribePartitionsRequest_Partition) String() string {
 func (*DescribePartitionsRequest_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[94]
+	mi := &file_wire_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7061,7 +7435,7 @@ func (x *DescribePartitionsRequest_Partition) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use DescribePartitionsRequest_Partition.ProtoReflect.Descriptor instead.
 func (*DescribePartitionsRequest_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{49, 0}
+	return file_wire_proto_rawDescGZIP(), []int{52, 0}
 }
 
 func (x *DescribePartitionsRequest_Partition) GetTopic() string {
@@ -7093,13 +7467,18 @@ type DescribePartitionsResponse_Partition struct {
 	Segments          int32 `protobuf:"varint,8,opt,name=segments,proto3" json:"segments,omitempty"`
 	// Raft index of the leader's raft snapshot (0: never compacted).
 	SnapshotIndex uint64 `protobuf:"varint,9,opt,name=snapshot_index,json=snapshotIndex,proto3" json:"snapshot_index,omitempty"`
+	// A move in progress: its target replicas (empty: none), and per
+	// replica being added how far it caught up, in permille of the
+	// leader's last index.
+	MoveTarget    []uint64        `protobuf:"varint,180,rep,packed,name=move_target,json=moveTarget,proto3" json:"move_target,omitempty"`
+	MoveProgress  []*MoveProgress `protobuf:"bytes,181,rep,name=move_progress,json=moveProgress,proto3" json:"move_progress,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DescribePartitionsResponse_Partition) Reset() {
 	*x = DescribePartitionsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[95]
+	mi := &file_wire_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7111,7 +7490,7 @@ func (x *DescribePartitionsResponse_Partition) String() string {
 func (*DescribePartitionsResponse_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[95]
+	mi := &file_wire_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7124,7 +7503,7 @@ func (x *DescribePartitionsResponse_Partition) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use DescribePartitionsResponse_Partition.ProtoReflect.Descriptor instead.
 func (*DescribePartitionsResponse_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{50, 0}
+	return file_wire_proto_rawDescGZIP(), []int{53, 0}
 }
 
 func (x *DescribePartitionsResponse_Partition) GetTopic() string {
@@ -7190,6 +7569,20 @@ func (x *DescribePartitionsResponse_Partition) GetSnapshotIndex() uint64 {
 	return 0
 }
 
+func (x *DescribePartitionsResponse_Partition) GetMoveTarget() []uint64 {
+	if x != nil {
+		return x.MoveTarget
+	}
+	return nil
+}
+
+func (x *DescribePartitionsResponse_Partition) GetMoveProgress() []*MoveProgress {
+	if x != nil {
+		return x.MoveProgress
+	}
+	return nil
+}
+
 type AlterUsersRequest_Upsert struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -7200,7 +7593,7 @@ type AlterUsersRequest_Upsert struct {
 
 func (x *AlterUsersRequest_Upsert) Reset() {
 	*x = AlterUsersRequest_Upsert{}
-	mi := &file_wire_proto_msgTypes[96]
+	mi := &file_wire_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7212,7 +7605,7 @@ func (x *AlterUsersRequest_Upsert) String() string {
 func (*AlterUsersRequest_Upsert) ProtoMessage() {}
 
 func (x *AlterUsersRequest_Upsert) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[96]
+	mi := &file_wire_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7225,7 +7618,7 @@ func (x *AlterUsersRequest_Upsert) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterUsersRequest_Upsert.ProtoReflect.Descriptor instead.
 func (*AlterUsersRequest_Upsert) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{54, 0}
+	return file_wire_proto_rawDescGZIP(), []int{57, 0}
 }
 
 func (x *AlterUsersRequest_Upsert) GetName() string {
@@ -7252,7 +7645,7 @@ type AlterUsersRequest_Delete struct {
 
 func (x *AlterUsersRequest_Delete) Reset() {
 	*x = AlterUsersRequest_Delete{}
-	mi := &file_wire_proto_msgTypes[97]
+	mi := &file_wire_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7264,7 +7657,7 @@ func (x *AlterUsersRequest_Delete) String() string {
 func (*AlterUsersRequest_Delete) ProtoMessage() {}
 
 func (x *AlterUsersRequest_Delete) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[97]
+	mi := &file_wire_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7277,7 +7670,7 @@ func (x *AlterUsersRequest_Delete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterUsersRequest_Delete.ProtoReflect.Descriptor instead.
 func (*AlterUsersRequest_Delete) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{54, 1}
+	return file_wire_proto_rawDescGZIP(), []int{57, 1}
 }
 
 func (x *AlterUsersRequest_Delete) GetName() string {
@@ -7304,7 +7697,7 @@ type AlterUsersResponse_Result struct {
 
 func (x *AlterUsersResponse_Result) Reset() {
 	*x = AlterUsersResponse_Result{}
-	mi := &file_wire_proto_msgTypes[98]
+	mi := &file_wire_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7316,7 +7709,7 @@ func (x *AlterUsersResponse_Result) String() string {
 func (*AlterUsersResponse_Result) ProtoMessage() {}
 
 func (x *AlterUsersResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[98]
+	mi := &file_wire_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7329,7 +7722,7 @@ func (x *AlterUsersResponse_Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterUsersResponse_Result.ProtoReflect.Descriptor instead.
 func (*AlterUsersResponse_Result) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{55, 0}
+	return file_wire_proto_rawDescGZIP(), []int{58, 0}
 }
 
 func (x *AlterUsersResponse_Result) GetName() string {
@@ -7357,7 +7750,7 @@ type ListUsersResponse_User struct {
 
 func (x *ListUsersResponse_User) Reset() {
 	*x = ListUsersResponse_User{}
-	mi := &file_wire_proto_msgTypes[99]
+	mi := &file_wire_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7369,7 +7762,7 @@ func (x *ListUsersResponse_User) String() string {
 func (*ListUsersResponse_User) ProtoMessage() {}
 
 func (x *ListUsersResponse_User) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[99]
+	mi := &file_wire_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7382,7 +7775,7 @@ func (x *ListUsersResponse_User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersResponse_User.ProtoReflect.Descriptor instead.
 func (*ListUsersResponse_User) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{57, 0}
+	return file_wire_proto_rawDescGZIP(), []int{60, 0}
 }
 
 func (x *ListUsersResponse_User) GetName() string {
@@ -7418,7 +7811,7 @@ type ElectLeadersResponse_Transfer struct {
 
 func (x *ElectLeadersResponse_Transfer) Reset() {
 	*x = ElectLeadersResponse_Transfer{}
-	mi := &file_wire_proto_msgTypes[100]
+	mi := &file_wire_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7430,7 +7823,7 @@ func (x *ElectLeadersResponse_Transfer) String() string {
 func (*ElectLeadersResponse_Transfer) ProtoMessage() {}
 
 func (x *ElectLeadersResponse_Transfer) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[100]
+	mi := &file_wire_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7443,7 +7836,7 @@ func (x *ElectLeadersResponse_Transfer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse_Transfer.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse_Transfer) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{69, 0}
+	return file_wire_proto_rawDescGZIP(), []int{72, 0}
 }
 
 func (x *ElectLeadersResponse_Transfer) GetTopic() string {
@@ -7490,7 +7883,7 @@ type ClusterMembersResponse_Member struct {
 
 func (x *ClusterMembersResponse_Member) Reset() {
 	*x = ClusterMembersResponse_Member{}
-	mi := &file_wire_proto_msgTypes[101]
+	mi := &file_wire_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7502,7 +7895,7 @@ func (x *ClusterMembersResponse_Member) String() string {
 func (*ClusterMembersResponse_Member) ProtoMessage() {}
 
 func (x *ClusterMembersResponse_Member) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[101]
+	mi := &file_wire_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7515,7 +7908,7 @@ func (x *ClusterMembersResponse_Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMembersResponse_Member.ProtoReflect.Descriptor instead.
 func (*ClusterMembersResponse_Member) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{71, 0}
+	return file_wire_proto_rawDescGZIP(), []int{74, 0}
 }
 
 func (x *ClusterMembersResponse_Member) GetId() uint64 {
@@ -7586,7 +7979,7 @@ const file_wire_proto_rawDesc = "" +
 	"\tleader_id\x18\x03 \x01(\x04R\bleaderId\x12%\n" +
 	"\x0eleader_address\x18\x04 \x01(\tR\rleaderAddress\x12(\n" +
 	"\x10log_start_offset\x18\x05 \x01(\x03R\x0elogStartOffset\x12%\n" +
-	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xbd\x10\n" +
+	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\x87\x11\n" +
 	"\aRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12,\n" +
 	"\x05hello\x18\n" +
@@ -7624,9 +8017,10 @@ const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"node_admin\x18G \x01(\v2\x18.strand.NodeAdminRequestH\x00R\tnodeAdmin\x12B\n" +
 	"\relect_leaders\x18H \x01(\v2\x1b.strand.ElectLeadersRequestH\x00R\felectLeaders\x12H\n" +
-	"\x0fcluster_members\x18I \x01(\v2\x1d.strand.ClusterMembersRequestH\x00R\x0eclusterMembers\x12'\n" +
+	"\x0fcluster_members\x18I \x01(\v2\x1d.strand.ClusterMembersRequestH\x00R\x0eclusterMembers\x12H\n" +
+	"\x0fmove_partitions\x18D \x01(\v2\x1d.strand.MovePartitionsRequestH\x00R\x0emovePartitions\x12'\n" +
 	"\x04raft\x18\x1e \x01(\v2\x11.strand.RaftFrameH\x00R\x04raftB\x06\n" +
-	"\x04body\"\xd8\x10\n" +
+	"\x04body\"\xa3\x11\n" +
 	"\bResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12#\n" +
 	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\x12-\n" +
@@ -7665,7 +8059,8 @@ const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"node_admin\x18G \x01(\v2\x19.strand.NodeAdminResponseH\x00R\tnodeAdmin\x12C\n" +
 	"\relect_leaders\x18H \x01(\v2\x1c.strand.ElectLeadersResponseH\x00R\felectLeaders\x12I\n" +
-	"\x0fcluster_members\x18I \x01(\v2\x1e.strand.ClusterMembersResponseH\x00R\x0eclusterMembersB\x06\n" +
+	"\x0fcluster_members\x18I \x01(\v2\x1e.strand.ClusterMembersResponseH\x00R\x0eclusterMembers\x12I\n" +
+	"\x0fmove_partitions\x18D \x01(\v2\x1e.strand.MovePartitionsResponseH\x00R\x0emovePartitionsB\x06\n" +
 	"\x04body\"\x8f\x01\n" +
 	"\fHelloRequest\x12\x1f\n" +
 	"\vversion_min\x18\x01 \x01(\rR\n" +
@@ -7682,7 +8077,7 @@ const file_wire_proto_rawDesc = "" +
 	"cluster_id\x18\x14 \x01(\fR\tclusterId\x12&\n" +
 	"\x0fframe_bytes_max\x18\x1e \x01(\rR\rframeBytesMax\")\n" +
 	"\x0fMetadataRequest\x12\x16\n" +
-	"\x06topics\x18\x01 \x03(\tR\x06topics\"\xe4\x05\n" +
+	"\x06topics\x18\x01 \x03(\tR\x06topics\"\x8e\x06\n" +
 	"\x10MetadataResponse\x123\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x1d.strand.MetadataResponse.NodeR\x05nodes\x126\n" +
 	"\x06topics\x18\x02 \x03(\v2\x1e.strand.MetadataResponse.TopicR\x06topics\x12#\n" +
@@ -7698,14 +8093,15 @@ const file_wire_proto_rawDesc = "" +
 	"\tdisk_full\x182 \x01(\bR\bdiskFull\x12\x1e\n" +
 	"\n" +
 	"registered\x18\x05 \x01(\bR\n" +
-	"registered\x1a\xa8\x01\n" +
+	"registered\x1a\xd2\x01\n" +
 	"\tPartition\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\x04R\bleaderId\x12\x1f\n" +
 	"\vleader_term\x18\x03 \x01(\x04R\n" +
 	"leaderTerm\x12\x1a\n" +
 	"\breplicas\x18\x04 \x03(\x04R\breplicas\x12#\n" +
-	"\x05error\x18\x05 \x01(\v2\r.strand.ErrorR\x05error\x1a\x9f\x01\n" +
+	"\x05error\x18\x05 \x01(\v2\r.strand.ErrorR\x05error\x12(\n" +
+	"\x0ftarget_replicas\x18\xb4\x01 \x03(\x04R\x0etargetReplicas\x1a\x9f\x01\n" +
 	"\x05Topic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
 	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\x12B\n" +
@@ -7843,7 +8239,24 @@ const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x03 \x01(\x05R\n" +
 	"partitions\x12\x14\n" +
-	"\x05added\x18\x04 \x01(\x05R\x05added\"-\n" +
+	"\x05added\x18\x04 \x01(\x05R\x05added\"\xe4\x01\n" +
+	"\x15MovePartitionsRequest\x128\n" +
+	"\x05moves\x18\x01 \x03(\v2\".strand.MovePartitionsRequest.MoveR\x05moves\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\x1ar\n" +
+	"\x04Move\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
+	"\breplicas\x18\x03 \x03(\x04R\breplicas\x12\x1a\n" +
+	"\bredirect\x18\x04 \x01(\bR\bredirect\"\xfa\x01\n" +
+	"\x16MovePartitionsResponse\x129\n" +
+	"\x05moves\x18\x01 \x03(\v2#.strand.MovePartitionsResponse.MoveR\x05moves\x1a\xa4\x01\n" +
+	"\x04Move\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
+	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error\x12\x1a\n" +
+	"\breplicas\x18\x04 \x03(\x04R\breplicas\x12'\n" +
+	"\x0ftarget_replicas\x18\x05 \x03(\x04R\x0etargetReplicas\"-\n" +
 	"\x15DescribeTopicsRequest\x12\x14\n" +
 	"\x05names\x18\x01 \x03(\tR\x05names\"\x97\x02\n" +
 	"\x16DescribeTopicsResponse\x12<\n" +
@@ -7994,18 +8407,25 @@ const file_wire_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
 	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error\x12(\n" +
-	"\x10log_start_offset\x18\x04 \x01(\x03R\x0elogStartOffset\"\xa9\x01\n" +
+	"\x10log_start_offset\x18\x04 \x01(\x03R\x0elogStartOffset\"}\n" +
+	"\fMoveProgress\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1f\n" +
+	"\vmatch_index\x18\x02 \x01(\x04R\n" +
+	"matchIndex\x12\x1d\n" +
+	"\n" +
+	"last_index\x18\x03 \x01(\x04R\tlastIndex\x12\x14\n" +
+	"\x05voter\x18\x04 \x01(\bR\x05voter\"\xa9\x01\n" +
 	"\x19DescribePartitionsRequest\x12K\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2+.strand.DescribePartitionsRequest.PartitionR\n" +
 	"partitions\x1a?\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\xb4\x03\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\x92\x04\n" +
 	"\x1aDescribePartitionsResponse\x12L\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2,.strand.DescribePartitionsResponse.PartitionR\n" +
-	"partitions\x1a\xc7\x02\n" +
+	"partitions\x1a\xa5\x03\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
@@ -8016,7 +8436,10 @@ const file_wire_proto_rawDesc = "" +
 	"size_bytes\x18\x06 \x01(\x03R\tsizeBytes\x12.\n" +
 	"\x13oldest_timestamp_ms\x18\a \x01(\x03R\x11oldestTimestampMs\x12\x1a\n" +
 	"\bsegments\x18\b \x01(\x05R\bsegments\x12%\n" +
-	"\x0esnapshot_index\x18\t \x01(\x04R\rsnapshotIndex\"V\n" +
+	"\x0esnapshot_index\x18\t \x01(\x04R\rsnapshotIndex\x12 \n" +
+	"\vmove_target\x18\xb4\x01 \x03(\x04R\n" +
+	"moveTarget\x12:\n" +
+	"\rmove_progress\x18\xb5\x01 \x03(\v2\x14.strand.MoveProgressR\fmoveProgress\"V\n" +
 	"\x17SaslAuthenticateRequest\x12\x1c\n" +
 	"\tmechanism\x18\x01 \x01(\tR\tmechanism\x12\x1d\n" +
 	"\n" +
@@ -8124,7 +8547,7 @@ const file_wire_proto_rawDesc = "" +
 	"\x04role\x18\x05 \x01(\x0e2\x14.strand.MetadataRoleR\x04role\x12\x16\n" +
 	"\x06fenced\x18\x06 \x01(\bR\x06fenced\x12\x1a\n" +
 	"\breplicas\x18\a \x01(\x05R\breplicas\x12+\n" +
-	"\x11preferred_leaders\x18\b \x01(\x05R\x10preferredLeaders*\xcd\v\n" +
+	"\x11preferred_leaders\x18\b \x01(\x05R\x10preferredLeaders*\xa1\f\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +
@@ -8169,7 +8592,9 @@ const file_wire_proto_rawDesc = "" +
 	"%ERROR_CODE_UNSUPPORTED_SASL_MECHANISM\x10T\x12\x1b\n" +
 	"\x17ERROR_CODE_NODE_REMOVED\x10K\x12\x1b\n" +
 	"\x17ERROR_CODE_UNKNOWN_NODE\x10L\x12!\n" +
-	"\x1dERROR_CODE_MEMBERSHIP_REFUSED\x10M*\x8e\x01\n" +
+	"\x1dERROR_CODE_MEMBERSHIP_REFUSED\x10M\x12'\n" +
+	"#ERROR_CODE_REASSIGNMENT_IN_PROGRESS\x10H\x12)\n" +
+	"%ERROR_CODE_INVALID_REPLICA_ASSIGNMENT\x10I*\x8e\x01\n" +
 	"\n" +
 	"NodeAction\x12\x1b\n" +
 	"\x17NODE_ACTION_UNSPECIFIED\x10\x00\x12\x13\n" +
@@ -8201,7 +8626,7 @@ func file_wire_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 102)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 107)
 var file_wire_proto_goTypes = []any{
 	(ErrorCode)(0),                               // 0: strand.ErrorCode
 	(NodeAction)(0),                              // 1: strand.NodeAction
@@ -8228,88 +8653,93 @@ var file_wire_proto_goTypes = []any{
 	(*DeleteTopicsResponse)(nil),                 // 22: strand.DeleteTopicsResponse
 	(*CreatePartitionsRequest)(nil),              // 23: strand.CreatePartitionsRequest
 	(*CreatePartitionsResponse)(nil),             // 24: strand.CreatePartitionsResponse
-	(*DescribeTopicsRequest)(nil),                // 25: strand.DescribeTopicsRequest
-	(*DescribeTopicsResponse)(nil),               // 26: strand.DescribeTopicsResponse
-	(*InitProducerIdRequest)(nil),                // 27: strand.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil),               // 28: strand.InitProducerIdResponse
-	(*FindCoordinatorRequest)(nil),               // 29: strand.FindCoordinatorRequest
-	(*FindCoordinatorResponse)(nil),              // 30: strand.FindCoordinatorResponse
-	(*GroupTopicPartitions)(nil),                 // 31: strand.GroupTopicPartitions
-	(*ConsumerGroupHeartbeatRequest)(nil),        // 32: strand.ConsumerGroupHeartbeatRequest
-	(*ConsumerGroupHeartbeatResponse)(nil),       // 33: strand.ConsumerGroupHeartbeatResponse
-	(*OffsetCommitPartition)(nil),                // 34: strand.OffsetCommitPartition
-	(*OffsetCommitRequest)(nil),                  // 35: strand.OffsetCommitRequest
-	(*OffsetCommitResponse)(nil),                 // 36: strand.OffsetCommitResponse
-	(*OffsetFetchRequest)(nil),                   // 37: strand.OffsetFetchRequest
-	(*GroupCommittedOffset)(nil),                 // 38: strand.GroupCommittedOffset
-	(*OffsetFetchResponse)(nil),                  // 39: strand.OffsetFetchResponse
-	(*ListGroupsRequest)(nil),                    // 40: strand.ListGroupsRequest
-	(*ListGroupsResponse)(nil),                   // 41: strand.ListGroupsResponse
-	(*DescribeGroupsRequest)(nil),                // 42: strand.DescribeGroupsRequest
-	(*GroupMember)(nil),                          // 43: strand.GroupMember
-	(*DescribeGroupsResponse)(nil),               // 44: strand.DescribeGroupsResponse
-	(*DeleteGroupsRequest)(nil),                  // 45: strand.DeleteGroupsRequest
-	(*OffsetDeleteRequest)(nil),                  // 46: strand.OffsetDeleteRequest
-	(*OffsetDeleteResponse)(nil),                 // 47: strand.OffsetDeleteResponse
-	(*DeleteGroupsResponse)(nil),                 // 48: strand.DeleteGroupsResponse
-	(*AlterConfigsRequest)(nil),                  // 49: strand.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),                 // 50: strand.AlterConfigsResponse
-	(*DeleteRecordsRequest)(nil),                 // 51: strand.DeleteRecordsRequest
-	(*DeleteRecordsResponse)(nil),                // 52: strand.DeleteRecordsResponse
-	(*DescribePartitionsRequest)(nil),            // 53: strand.DescribePartitionsRequest
-	(*DescribePartitionsResponse)(nil),           // 54: strand.DescribePartitionsResponse
-	(*SaslAuthenticateRequest)(nil),              // 55: strand.SaslAuthenticateRequest
-	(*SaslAuthenticateResponse)(nil),             // 56: strand.SaslAuthenticateResponse
-	(*UserCredential)(nil),                       // 57: strand.UserCredential
-	(*AlterUsersRequest)(nil),                    // 58: strand.AlterUsersRequest
-	(*AlterUsersResponse)(nil),                   // 59: strand.AlterUsersResponse
-	(*ListUsersRequest)(nil),                     // 60: strand.ListUsersRequest
-	(*ListUsersResponse)(nil),                    // 61: strand.ListUsersResponse
-	(*AclBinding)(nil),                           // 62: strand.AclBinding
-	(*AlterAclsRequest)(nil),                     // 63: strand.AlterAclsRequest
-	(*AlterAclsResponse)(nil),                    // 64: strand.AlterAclsResponse
-	(*DescribeAclsRequest)(nil),                  // 65: strand.DescribeAclsRequest
-	(*DescribeAclsResponse)(nil),                 // 66: strand.DescribeAclsResponse
-	(*Quota)(nil),                                // 67: strand.Quota
-	(*AlterQuotasRequest)(nil),                   // 68: strand.AlterQuotasRequest
-	(*AlterQuotasResponse)(nil),                  // 69: strand.AlterQuotasResponse
-	(*NodeAdminRequest)(nil),                     // 70: strand.NodeAdminRequest
-	(*NodeAdminResponse)(nil),                    // 71: strand.NodeAdminResponse
-	(*ElectLeadersRequest)(nil),                  // 72: strand.ElectLeadersRequest
-	(*ElectLeadersResponse)(nil),                 // 73: strand.ElectLeadersResponse
-	(*ClusterMembersRequest)(nil),                // 74: strand.ClusterMembersRequest
-	(*ClusterMembersResponse)(nil),               // 75: strand.ClusterMembersResponse
-	(*MetadataResponse_Node)(nil),                // 76: strand.MetadataResponse.Node
-	(*MetadataResponse_Partition)(nil),           // 77: strand.MetadataResponse.Partition
-	(*MetadataResponse_Topic)(nil),               // 78: strand.MetadataResponse.Topic
-	(*ProduceRequest_Partition)(nil),             // 79: strand.ProduceRequest.Partition
-	(*ProduceResponse_Partition)(nil),            // 80: strand.ProduceResponse.Partition
-	(*FetchRequest_Partition)(nil),               // 81: strand.FetchRequest.Partition
-	(*FetchResponse_Batch)(nil),                  // 82: strand.FetchResponse.Batch
-	(*FetchResponse_Partition)(nil),              // 83: strand.FetchResponse.Partition
-	(*ListOffsetsRequest_Partition)(nil),         // 84: strand.ListOffsetsRequest.Partition
-	(*ListOffsetsResponse_Partition)(nil),        // 85: strand.ListOffsetsResponse.Partition
-	(*CreateTopicsRequest_Topic)(nil),            // 86: strand.CreateTopicsRequest.Topic
-	(*CreatePartitionsRequest_Topic)(nil),        // 87: strand.CreatePartitionsRequest.Topic
-	(*CreatePartitionsResponse_Topic)(nil),       // 88: strand.CreatePartitionsResponse.Topic
-	(*DescribeTopicsResponse_Topic)(nil),         // 89: strand.DescribeTopicsResponse.Topic
-	(*ListGroupsResponse_Group)(nil),             // 90: strand.ListGroupsResponse.Group
-	(*DescribeGroupsResponse_Group)(nil),         // 91: strand.DescribeGroupsResponse.Group
-	(*OffsetDeleteResponse_Result)(nil),          // 92: strand.OffsetDeleteResponse.Result
-	(*DeleteGroupsResponse_Result)(nil),          // 93: strand.DeleteGroupsResponse.Result
-	(*AlterConfigsRequest_Topic)(nil),            // 94: strand.AlterConfigsRequest.Topic
-	(*AlterConfigsResponse_Topic)(nil),           // 95: strand.AlterConfigsResponse.Topic
-	(*DeleteRecordsRequest_Partition)(nil),       // 96: strand.DeleteRecordsRequest.Partition
-	(*DeleteRecordsResponse_Partition)(nil),      // 97: strand.DeleteRecordsResponse.Partition
-	(*DescribePartitionsRequest_Partition)(nil),  // 98: strand.DescribePartitionsRequest.Partition
-	(*DescribePartitionsResponse_Partition)(nil), // 99: strand.DescribePartitionsResponse.Partition
-	(*AlterUsersRequest_Upsert)(nil),             // 100: strand.AlterUsersRequest.Upsert
-	(*AlterUsersRequest_Delete)(nil),             // 101: strand.AlterUsersRequest.Delete
-	(*AlterUsersResponse_Result)(nil),            // 102: strand.AlterUsersResponse.Result
-	(*ListUsersResponse_User)(nil),               // 103: strand.ListUsersResponse.User
-	(*ElectLeadersResponse_Transfer)(nil),        // 104: strand.ElectLeadersResponse.Transfer
-	(*ClusterMembersResponse_Member)(nil),        // 105: strand.ClusterMembersResponse.Member
-	(*RaftFrame)(nil),                            // 106: strand.RaftFrame
+	(*MovePartitionsRequest)(nil),                // 25: strand.MovePartitionsRequest
+	(*MovePartitionsResponse)(nil),               // 26: strand.MovePartitionsResponse
+	(*DescribeTopicsRequest)(nil),                // 27: strand.DescribeTopicsRequest
+	(*DescribeTopicsResponse)(nil),               // 28: strand.DescribeTopicsResponse
+	(*InitProducerIdRequest)(nil),                // 29: strand.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil),               // 30: strand.InitProducerIdResponse
+	(*FindCoordinatorRequest)(nil),               // 31: strand.FindCoordinatorRequest
+	(*FindCoordinatorResponse)(nil),              // 32: strand.FindCoordinatorResponse
+	(*GroupTopicPartitions)(nil),                 // 33: strand.GroupTopicPartitions
+	(*ConsumerGroupHeartbeatRequest)(nil),        // 34: strand.ConsumerGroupHeartbeatRequest
+	(*ConsumerGroupHeartbeatResponse)(nil),       // 35: strand.ConsumerGroupHeartbeatResponse
+	(*OffsetCommitPartition)(nil),                // 36: strand.OffsetCommitPartition
+	(*OffsetCommitRequest)(nil),                  // 37: strand.OffsetCommitRequest
+	(*OffsetCommitResponse)(nil),                 // 38: strand.OffsetCommitResponse
+	(*OffsetFetchRequest)(nil),                   // 39: strand.OffsetFetchRequest
+	(*GroupCommittedOffset)(nil),                 // 40: strand.GroupCommittedOffset
+	(*OffsetFetchResponse)(nil),                  // 41: strand.OffsetFetchResponse
+	(*ListGroupsRequest)(nil),                    // 42: strand.ListGroupsRequest
+	(*ListGroupsResponse)(nil),                   // 43: strand.ListGroupsResponse
+	(*DescribeGroupsRequest)(nil),                // 44: strand.DescribeGroupsRequest
+	(*GroupMember)(nil),                          // 45: strand.GroupMember
+	(*DescribeGroupsResponse)(nil),               // 46: strand.DescribeGroupsResponse
+	(*DeleteGroupsRequest)(nil),                  // 47: strand.DeleteGroupsRequest
+	(*OffsetDeleteRequest)(nil),                  // 48: strand.OffsetDeleteRequest
+	(*OffsetDeleteResponse)(nil),                 // 49: strand.OffsetDeleteResponse
+	(*DeleteGroupsResponse)(nil),                 // 50: strand.DeleteGroupsResponse
+	(*AlterConfigsRequest)(nil),                  // 51: strand.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),                 // 52: strand.AlterConfigsResponse
+	(*DeleteRecordsRequest)(nil),                 // 53: strand.DeleteRecordsRequest
+	(*DeleteRecordsResponse)(nil),                // 54: strand.DeleteRecordsResponse
+	(*MoveProgress)(nil),                         // 55: strand.MoveProgress
+	(*DescribePartitionsRequest)(nil),            // 56: strand.DescribePartitionsRequest
+	(*DescribePartitionsResponse)(nil),           // 57: strand.DescribePartitionsResponse
+	(*SaslAuthenticateRequest)(nil),              // 58: strand.SaslAuthenticateRequest
+	(*SaslAuthenticateResponse)(nil),             // 59: strand.SaslAuthenticateResponse
+	(*UserCredential)(nil),                       // 60: strand.UserCredential
+	(*AlterUsersRequest)(nil),                    // 61: strand.AlterUsersRequest
+	(*AlterUsersResponse)(nil),                   // 62: strand.AlterUsersResponse
+	(*ListUsersRequest)(nil),                     // 63: strand.ListUsersRequest
+	(*ListUsersResponse)(nil),                    // 64: strand.ListUsersResponse
+	(*AclBinding)(nil),                           // 65: strand.AclBinding
+	(*AlterAclsRequest)(nil),                     // 66: strand.AlterAclsRequest
+	(*AlterAclsResponse)(nil),                    // 67: strand.AlterAclsResponse
+	(*DescribeAclsRequest)(nil),                  // 68: strand.DescribeAclsRequest
+	(*DescribeAclsResponse)(nil),                 // 69: strand.DescribeAclsResponse
+	(*Quota)(nil),                                // 70: strand.Quota
+	(*AlterQuotasRequest)(nil),                   // 71: strand.AlterQuotasRequest
+	(*AlterQuotasResponse)(nil),                  // 72: strand.AlterQuotasResponse
+	(*NodeAdminRequest)(nil),                     // 73: strand.NodeAdminRequest
+	(*NodeAdminResponse)(nil),                    // 74: strand.NodeAdminResponse
+	(*ElectLeadersRequest)(nil),                  // 75: strand.ElectLeadersRequest
+	(*ElectLeadersResponse)(nil),                 // 76: strand.ElectLeadersResponse
+	(*ClusterMembersRequest)(nil),                // 77: strand.ClusterMembersRequest
+	(*ClusterMembersResponse)(nil),               // 78: strand.ClusterMembersResponse
+	(*MetadataResponse_Node)(nil),                // 79: strand.MetadataResponse.Node
+	(*MetadataResponse_Partition)(nil),           // 80: strand.MetadataResponse.Partition
+	(*MetadataResponse_Topic)(nil),               // 81: strand.MetadataResponse.Topic
+	(*ProduceRequest_Partition)(nil),             // 82: strand.ProduceRequest.Partition
+	(*ProduceResponse_Partition)(nil),            // 83: strand.ProduceResponse.Partition
+	(*FetchRequest_Partition)(nil),               // 84: strand.FetchRequest.Partition
+	(*FetchResponse_Batch)(nil),                  // 85: strand.FetchResponse.Batch
+	(*FetchResponse_Partition)(nil),              // 86: strand.FetchResponse.Partition
+	(*ListOffsetsRequest_Partition)(nil),         // 87: strand.ListOffsetsRequest.Partition
+	(*ListOffsetsResponse_Partition)(nil),        // 88: strand.ListOffsetsResponse.Partition
+	(*CreateTopicsRequest_Topic)(nil),            // 89: strand.CreateTopicsRequest.Topic
+	(*CreatePartitionsRequest_Topic)(nil),        // 90: strand.CreatePartitionsRequest.Topic
+	(*CreatePartitionsResponse_Topic)(nil),       // 91: strand.CreatePartitionsResponse.Topic
+	(*MovePartitionsRequest_Move)(nil),           // 92: strand.MovePartitionsRequest.Move
+	(*MovePartitionsResponse_Move)(nil),          // 93: strand.MovePartitionsResponse.Move
+	(*DescribeTopicsResponse_Topic)(nil),         // 94: strand.DescribeTopicsResponse.Topic
+	(*ListGroupsResponse_Group)(nil),             // 95: strand.ListGroupsResponse.Group
+	(*DescribeGroupsResponse_Group)(nil),         // 96: strand.DescribeGroupsResponse.Group
+	(*OffsetDeleteResponse_Result)(nil),          // 97: strand.OffsetDeleteResponse.Result
+	(*DeleteGroupsResponse_Result)(nil),          // 98: strand.DeleteGroupsResponse.Result
+	(*AlterConfigsRequest_Topic)(nil),            // 99: strand.AlterConfigsRequest.Topic
+	(*AlterConfigsResponse_Topic)(nil),           // 100: strand.AlterConfigsResponse.Topic
+	(*DeleteRecordsRequest_Partition)(nil),       // 101: strand.DeleteRecordsRequest.Partition
+	(*DeleteRecordsResponse_Partition)(nil),      // 102: strand.DeleteRecordsResponse.Partition
+	(*DescribePartitionsRequest_Partition)(nil),  // 103: strand.DescribePartitionsRequest.Partition
+	(*DescribePartitionsResponse_Partition)(nil), // 104: strand.DescribePartitionsResponse.Partition
+	(*AlterUsersRequest_Upsert)(nil),             // 105: strand.AlterUsersRequest.Upsert
+	(*AlterUsersRequest_Delete)(nil),             // 106: strand.AlterUsersRequest.Delete
+	(*AlterUsersResponse_Result)(nil),            // 107: strand.AlterUsersResponse.Result
+	(*ListUsersResponse_User)(nil),               // 108: strand.ListUsersResponse.User
+	(*ElectLeadersResponse_Transfer)(nil),        // 109: strand.ElectLeadersResponse.Transfer
+	(*ClusterMembersResponse_Member)(nil),        // 110: strand.ClusterMembersResponse.Member
+	(*RaftFrame)(nil),                            // 111: strand.RaftFrame
 }
 var file_wire_proto_depIdxs = []int32{
 	0,   // 0: strand.Error.code:type_name -> strand.ErrorCode
@@ -8320,137 +8750,143 @@ var file_wire_proto_depIdxs = []int32{
 	15,  // 5: strand.Request.list_offsets:type_name -> strand.ListOffsetsRequest
 	18,  // 6: strand.Request.create_topics:type_name -> strand.CreateTopicsRequest
 	21,  // 7: strand.Request.delete_topics:type_name -> strand.DeleteTopicsRequest
-	25,  // 8: strand.Request.describe_topics:type_name -> strand.DescribeTopicsRequest
-	27,  // 9: strand.Request.init_producer_id:type_name -> strand.InitProducerIdRequest
-	49,  // 10: strand.Request.alter_configs:type_name -> strand.AlterConfigsRequest
-	51,  // 11: strand.Request.delete_records:type_name -> strand.DeleteRecordsRequest
-	53,  // 12: strand.Request.describe_partitions:type_name -> strand.DescribePartitionsRequest
-	29,  // 13: strand.Request.find_coordinator:type_name -> strand.FindCoordinatorRequest
-	32,  // 14: strand.Request.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatRequest
-	35,  // 15: strand.Request.offset_commit:type_name -> strand.OffsetCommitRequest
-	37,  // 16: strand.Request.offset_fetch:type_name -> strand.OffsetFetchRequest
-	40,  // 17: strand.Request.list_groups:type_name -> strand.ListGroupsRequest
-	42,  // 18: strand.Request.describe_groups:type_name -> strand.DescribeGroupsRequest
-	45,  // 19: strand.Request.delete_groups:type_name -> strand.DeleteGroupsRequest
-	46,  // 20: strand.Request.offset_delete:type_name -> strand.OffsetDeleteRequest
+	27,  // 8: strand.Request.describe_topics:type_name -> strand.DescribeTopicsRequest
+	29,  // 9: strand.Request.init_producer_id:type_name -> strand.InitProducerIdRequest
+	51,  // 10: strand.Request.alter_configs:type_name -> strand.AlterConfigsRequest
+	53,  // 11: strand.Request.delete_records:type_name -> strand.DeleteRecordsRequest
+	56,  // 12: strand.Request.describe_partitions:type_name -> strand.DescribePartitionsRequest
+	31,  // 13: strand.Request.find_coordinator:type_name -> strand.FindCoordinatorRequest
+	34,  // 14: strand.Request.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatRequest
+	37,  // 15: strand.Request.offset_commit:type_name -> strand.OffsetCommitRequest
+	39,  // 16: strand.Request.offset_fetch:type_name -> strand.OffsetFetchRequest
+	42,  // 17: strand.Request.list_groups:type_name -> strand.ListGroupsRequest
+	44,  // 18: strand.Request.describe_groups:type_name -> strand.DescribeGroupsRequest
+	47,  // 19: strand.Request.delete_groups:type_name -> strand.DeleteGroupsRequest
+	48,  // 20: strand.Request.offset_delete:type_name -> strand.OffsetDeleteRequest
 	23,  // 21: strand.Request.create_partitions:type_name -> strand.CreatePartitionsRequest
-	58,  // 22: strand.Request.alter_users:type_name -> strand.AlterUsersRequest
-	60,  // 23: strand.Request.list_users:type_name -> strand.ListUsersRequest
-	63,  // 24: strand.Request.alter_acls:type_name -> strand.AlterAclsRequest
-	65,  // 25: strand.Request.describe_acls:type_name -> strand.DescribeAclsRequest
-	55,  // 26: strand.Request.sasl_authenticate:type_name -> strand.SaslAuthenticateRequest
-	68,  // 27: strand.Request.alter_quotas:type_name -> strand.AlterQuotasRequest
-	70,  // 28: strand.Request.node_admin:type_name -> strand.NodeAdminRequest
-	72,  // 29: strand.Request.elect_leaders:type_name -> strand.ElectLeadersRequest
-	74,  // 30: strand.Request.cluster_members:type_name -> strand.ClusterMembersRequest
-	106, // 31: strand.Request.raft:type_name -> strand.RaftFrame
-	4,   // 32: strand.Response.error:type_name -> strand.Error
-	8,   // 33: strand.Response.hello:type_name -> strand.HelloResponse
-	10,  // 34: strand.Response.metadata:type_name -> strand.MetadataResponse
-	12,  // 35: strand.Response.produce:type_name -> strand.ProduceResponse
-	14,  // 36: strand.Response.fetch:type_name -> strand.FetchResponse
-	16,  // 37: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
-	20,  // 38: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
-	22,  // 39: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
-	26,  // 40: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
-	28,  // 41: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
-	50,  // 42: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
-	52,  // 43: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
-	54,  // 44: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
-	30,  // 45: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
-	33,  // 46: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
-	36,  // 47: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
-	39,  // 48: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
-	41,  // 49: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
-	44,  // 50: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
-	48,  // 51: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
-	47,  // 52: strand.Response.offset_delete:type_name -> strand.OffsetDeleteResponse
-	24,  // 53: strand.Response.create_partitions:type_name -> strand.CreatePartitionsResponse
-	59,  // 54: strand.Response.alter_users:type_name -> strand.AlterUsersResponse
-	61,  // 55: strand.Response.list_users:type_name -> strand.ListUsersResponse
-	64,  // 56: strand.Response.alter_acls:type_name -> strand.AlterAclsResponse
-	66,  // 57: strand.Response.describe_acls:type_name -> strand.DescribeAclsResponse
-	56,  // 58: strand.Response.sasl_authenticate:type_name -> strand.SaslAuthenticateResponse
-	69,  // 59: strand.Response.alter_quotas:type_name -> strand.AlterQuotasResponse
-	71,  // 60: strand.Response.node_admin:type_name -> strand.NodeAdminResponse
-	73,  // 61: strand.Response.elect_leaders:type_name -> strand.ElectLeadersResponse
-	75,  // 62: strand.Response.cluster_members:type_name -> strand.ClusterMembersResponse
-	76,  // 63: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
-	78,  // 64: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
-	79,  // 65: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
-	80,  // 66: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
-	81,  // 67: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
-	83,  // 68: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
-	84,  // 69: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
-	85,  // 70: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
-	86,  // 71: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
-	4,   // 72: strand.TopicResult.error:type_name -> strand.Error
-	19,  // 73: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
-	19,  // 74: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
-	87,  // 75: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
-	88,  // 76: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
-	89,  // 77: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
-	31,  // 78: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
-	31,  // 79: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
-	34,  // 80: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
-	31,  // 81: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
-	38,  // 82: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
-	90,  // 83: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
-	31,  // 84: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
-	31,  // 85: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
-	31,  // 86: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
-	91,  // 87: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
-	31,  // 88: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
-	92,  // 89: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
-	93,  // 90: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
-	94,  // 91: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
-	95,  // 92: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
-	96,  // 93: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
-	97,  // 94: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
-	98,  // 95: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
-	99,  // 96: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
-	100, // 97: strand.AlterUsersRequest.upserts:type_name -> strand.AlterUsersRequest.Upsert
-	101, // 98: strand.AlterUsersRequest.deletes:type_name -> strand.AlterUsersRequest.Delete
-	102, // 99: strand.AlterUsersResponse.results:type_name -> strand.AlterUsersResponse.Result
-	103, // 100: strand.ListUsersResponse.users:type_name -> strand.ListUsersResponse.User
-	62,  // 101: strand.AlterAclsRequest.add:type_name -> strand.AclBinding
-	62,  // 102: strand.AlterAclsRequest.remove:type_name -> strand.AclBinding
-	62,  // 103: strand.DescribeAclsResponse.bindings:type_name -> strand.AclBinding
-	67,  // 104: strand.DescribeAclsResponse.quotas:type_name -> strand.Quota
-	67,  // 105: strand.AlterQuotasRequest.quotas:type_name -> strand.Quota
-	1,   // 106: strand.NodeAdminRequest.action:type_name -> strand.NodeAction
-	104, // 107: strand.ElectLeadersResponse.transfers:type_name -> strand.ElectLeadersResponse.Transfer
-	105, // 108: strand.ClusterMembersResponse.members:type_name -> strand.ClusterMembersResponse.Member
-	4,   // 109: strand.MetadataResponse.Partition.error:type_name -> strand.Error
-	4,   // 110: strand.MetadataResponse.Topic.error:type_name -> strand.Error
-	77,  // 111: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
-	4,   // 112: strand.ProduceResponse.Partition.error:type_name -> strand.Error
-	4,   // 113: strand.FetchResponse.Partition.error:type_name -> strand.Error
-	82,  // 114: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
-	4,   // 115: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
-	17,  // 116: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
-	4,   // 117: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
-	4,   // 118: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
-	17,  // 119: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	4,   // 120: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
-	43,  // 121: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
-	38,  // 122: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
-	4,   // 123: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
-	4,   // 124: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
-	17,  // 125: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
-	4,   // 126: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
-	17,  // 127: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	4,   // 128: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
-	4,   // 129: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
-	57,  // 130: strand.AlterUsersRequest.Upsert.credential:type_name -> strand.UserCredential
-	4,   // 131: strand.AlterUsersResponse.Result.error:type_name -> strand.Error
-	2,   // 132: strand.ClusterMembersResponse.Member.state:type_name -> strand.MemberState
-	3,   // 133: strand.ClusterMembersResponse.Member.role:type_name -> strand.MetadataRole
-	134, // [134:134] is the sub-list for method output_type
-	134, // [134:134] is the sub-list for method input_type
-	134, // [134:134] is the sub-list for extension type_name
-	134, // [134:134] is the sub-list for extension extendee
-	0,   // [0:134] is the sub-list for field type_name
+	61,  // 22: strand.Request.alter_users:type_name -> strand.AlterUsersRequest
+	63,  // 23: strand.Request.list_users:type_name -> strand.ListUsersRequest
+	66,  // 24: strand.Request.alter_acls:type_name -> strand.AlterAclsRequest
+	68,  // 25: strand.Request.describe_acls:type_name -> strand.DescribeAclsRequest
+	58,  // 26: strand.Request.sasl_authenticate:type_name -> strand.SaslAuthenticateRequest
+	71,  // 27: strand.Request.alter_quotas:type_name -> strand.AlterQuotasRequest
+	73,  // 28: strand.Request.node_admin:type_name -> strand.NodeAdminRequest
+	75,  // 29: strand.Request.elect_leaders:type_name -> strand.ElectLeadersRequest
+	77,  // 30: strand.Request.cluster_members:type_name -> strand.ClusterMembersRequest
+	25,  // 31: strand.Request.move_partitions:type_name -> strand.MovePartitionsRequest
+	111, // 32: strand.Request.raft:type_name -> strand.RaftFrame
+	4,   // 33: strand.Response.error:type_name -> strand.Error
+	8,   // 34: strand.Response.hello:type_name -> strand.HelloResponse
+	10,  // 35: strand.Response.metadata:type_name -> strand.MetadataResponse
+	12,  // 36: strand.Response.produce:type_name -> strand.ProduceResponse
+	14,  // 37: strand.Response.fetch:type_name -> strand.FetchResponse
+	16,  // 38: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
+	20,  // 39: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
+	22,  // 40: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
+	28,  // 41: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
+	30,  // 42: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
+	52,  // 43: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
+	54,  // 44: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
+	57,  // 45: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
+	32,  // 46: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
+	35,  // 47: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
+	38,  // 48: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
+	41,  // 49: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
+	43,  // 50: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
+	46,  // 51: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
+	50,  // 52: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
+	49,  // 53: strand.Response.offset_delete:type_name -> strand.OffsetDeleteResponse
+	24,  // 54: strand.Response.create_partitions:type_name -> strand.CreatePartitionsResponse
+	62,  // 55: strand.Response.alter_users:type_name -> strand.AlterUsersResponse
+	64,  // 56: strand.Response.list_users:type_name -> strand.ListUsersResponse
+	67,  // 57: strand.Response.alter_acls:type_name -> strand.AlterAclsResponse
+	69,  // 58: strand.Response.describe_acls:type_name -> strand.DescribeAclsResponse
+	59,  // 59: strand.Response.sasl_authenticate:type_name -> strand.SaslAuthenticateResponse
+	72,  // 60: strand.Response.alter_quotas:type_name -> strand.AlterQuotasResponse
+	74,  // 61: strand.Response.node_admin:type_name -> strand.NodeAdminResponse
+	76,  // 62: strand.Response.elect_leaders:type_name -> strand.ElectLeadersResponse
+	78,  // 63: strand.Response.cluster_members:type_name -> strand.ClusterMembersResponse
+	26,  // 64: strand.Response.move_partitions:type_name -> strand.MovePartitionsResponse
+	79,  // 65: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
+	81,  // 66: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
+	82,  // 67: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
+	83,  // 68: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
+	84,  // 69: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
+	86,  // 70: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
+	87,  // 71: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
+	88,  // 72: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
+	89,  // 73: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
+	4,   // 74: strand.TopicResult.error:type_name -> strand.Error
+	19,  // 75: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
+	19,  // 76: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
+	90,  // 77: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
+	91,  // 78: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
+	92,  // 79: strand.MovePartitionsRequest.moves:type_name -> strand.MovePartitionsRequest.Move
+	93,  // 80: strand.MovePartitionsResponse.moves:type_name -> strand.MovePartitionsResponse.Move
+	94,  // 81: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
+	33,  // 82: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
+	33,  // 83: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
+	36,  // 84: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
+	33,  // 85: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
+	40,  // 86: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
+	95,  // 87: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
+	33,  // 88: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
+	33,  // 89: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
+	33,  // 90: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
+	96,  // 91: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
+	33,  // 92: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
+	97,  // 93: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
+	98,  // 94: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
+	99,  // 95: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
+	100, // 96: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
+	101, // 97: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
+	102, // 98: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
+	103, // 99: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
+	104, // 100: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
+	105, // 101: strand.AlterUsersRequest.upserts:type_name -> strand.AlterUsersRequest.Upsert
+	106, // 102: strand.AlterUsersRequest.deletes:type_name -> strand.AlterUsersRequest.Delete
+	107, // 103: strand.AlterUsersResponse.results:type_name -> strand.AlterUsersResponse.Result
+	108, // 104: strand.ListUsersResponse.users:type_name -> strand.ListUsersResponse.User
+	65,  // 105: strand.AlterAclsRequest.add:type_name -> strand.AclBinding
+	65,  // 106: strand.AlterAclsRequest.remove:type_name -> strand.AclBinding
+	65,  // 107: strand.DescribeAclsResponse.bindings:type_name -> strand.AclBinding
+	70,  // 108: strand.DescribeAclsResponse.quotas:type_name -> strand.Quota
+	70,  // 109: strand.AlterQuotasRequest.quotas:type_name -> strand.Quota
+	1,   // 110: strand.NodeAdminRequest.action:type_name -> strand.NodeAction
+	109, // 111: strand.ElectLeadersResponse.transfers:type_name -> strand.ElectLeadersResponse.Transfer
+	110, // 112: strand.ClusterMembersResponse.members:type_name -> strand.ClusterMembersResponse.Member
+	4,   // 113: strand.MetadataResponse.Partition.error:type_name -> strand.Error
+	4,   // 114: strand.MetadataResponse.Topic.error:type_name -> strand.Error
+	80,  // 115: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
+	4,   // 116: strand.ProduceResponse.Partition.error:type_name -> strand.Error
+	4,   // 117: strand.FetchResponse.Partition.error:type_name -> strand.Error
+	85,  // 118: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
+	4,   // 119: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
+	17,  // 120: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
+	4,   // 121: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
+	4,   // 122: strand.MovePartitionsResponse.Move.error:type_name -> strand.Error
+	4,   // 123: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
+	17,  // 124: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	4,   // 125: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
+	45,  // 126: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
+	40,  // 127: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
+	4,   // 128: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
+	4,   // 129: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
+	17,  // 130: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
+	4,   // 131: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
+	17,  // 132: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	4,   // 133: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
+	4,   // 134: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
+	55,  // 135: strand.DescribePartitionsResponse.Partition.move_progress:type_name -> strand.MoveProgress
+	60,  // 136: strand.AlterUsersRequest.Upsert.credential:type_name -> strand.UserCredential
+	4,   // 137: strand.AlterUsersResponse.Result.error:type_name -> strand.Error
+	2,   // 138: strand.ClusterMembersResponse.Member.state:type_name -> strand.MemberState
+	3,   // 139: strand.ClusterMembersResponse.Member.role:type_name -> strand.MetadataRole
+	140, // [140:140] is the sub-list for method output_type
+	140, // [140:140] is the sub-list for method input_type
+	140, // [140:140] is the sub-list for extension type_name
+	140, // [140:140] is the sub-list for extension extendee
+	0,   // [0:140] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -8490,6 +8926,7 @@ func file_wire_proto_init() {
 		(*Request_NodeAdmin)(nil),
 		(*Request_ElectLeaders)(nil),
 		(*Request_ClusterMembers)(nil),
+		(*Request_MovePartitions)(nil),
 		(*Request_Raft)(nil),
 	}
 	file_wire_proto_msgTypes[2].OneofWrappers = []any{
@@ -8523,15 +8960,16 @@ func file_wire_proto_init() {
 		(*Response_NodeAdmin)(nil),
 		(*Response_ElectLeaders)(nil),
 		(*Response_ClusterMembers)(nil),
+		(*Response_MovePartitions)(nil),
 	}
-	file_wire_proto_msgTypes[78].OneofWrappers = []any{}
+	file_wire_proto_msgTypes[81].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   102,
+			NumMessages:   107,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,540 @@
+package node
+
+import (
+	"encoding/binary"
+	"log/slog"
+	"slices"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/confchange"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strandlog/strand/engine/metadata"
+)
+
+// Partition moves (R28). The metadata group records a move (current
+// replicas, target); every node of current ∪ target hosts the partition,
+// and the partition's leader drives its raft configuration to the target
+// in steps it reads off raft's own configuration, so a new leader after any
+// crash continues from what it sees:
+//
+//  1. target nodes not in the configuration join as learners
+//     (ConfChangeV2 AddLearnerNode): they catch up without voting, through
+//     the catch-up throttle like any lagging follower;
+//  2. once every learner of the target has a match index at the leader's
+//     commit and replicates, one joint change promotes them and removes the
+//     voters outside the target: every commit needs a majority of the old
+//     voters and of the new, all caught up, so there is never a window with
+//     fewer than a majority of caught-up voters;
+//  3. the joint configuration is left explicitly: a leader outside the
+//     target first hands leadership to the most caught-up incoming voter,
+//     which proposes the leave (an election after StepDownOnRemoval would
+//     cost an election timeout of unavailability);
+//  4. once the final configuration (voters = target, no learners) is
+//     applied, the leader proposes CompletePartitionMove to the metadata
+//     group; the nodes left outside then stop and delete their replica in
+//     reconcile.
+//
+// Rejected: removing old voters one by one with simple changes (each step
+// changes the majority; joint consensus is one step whatever the overlap);
+// a move coordinator in the metadata group (it would need every partition's
+// raft progress; the leader has it).
+
+// moveCheckTicks is how often (in Core ticks) a leader looks at its moves;
+// moveRetryTicks how long it waits for a proposed step before proposing it
+// again (raft drops a conf change while another is pending).
+const (
+	moveCheckTicks = 5
+	moveRetryTicks = 100
+)
+
+// moveState is a leader's progress on its group's move.
+type moveState struct {
+	// proposedTick and proposedConf: the tick a conf change was last
+	// proposed, and the configuration it was computed from; a new step
+	// waits until the configuration changed or moveRetryTicks passed.
+	proposedTick uint64
+	proposedConf *raftpb.ConfState
+	// completing: a CompletePartitionMove is in flight.
+	completing bool
+	// completeAt, completeTerm: the leader's last index (and term) when it
+	// first saw the target configuration applied; it completes only once
+	// it applied that far in the same term, so no conf change already in
+	// its log can change the configuration after the completion.
+	completeAt, completeTerm uint64
+}
+
+// setPlacement sets g's replica sets from the metadata (spec): the nodes
+// it talks to are current ∪ target.
+func (g *group) setPlacement(spec PartitionSpec) {
+	g.current = sortedIDs(spec.Replicas)
+	g.target = sortedIDs(spec.Target)
+	g.boot = sortedIDs(spec.Bootstrap)
+	g.leaving = sortedIDs(spec.Leaving)
+	all := append(append(slices.Clone(spec.Replicas), spec.Target...), spec.Leaving...)
+	g.replicas = slices.Compact(sortedIDs(all))
+}
+
+// spec is g's placement as a PartitionSpec, to reopen it.
+func (g *group) spec() PartitionSpec {
+	return PartitionSpec{TopicPartition: g.tp, Replicas: g.current, Target: g.target, Bootstrap: g.boot, Leaving: g.leaving}
+}
+
+// bootSet is the set g's empty log bootstraps over.
+func (g *group) bootSet() []NodeID {
+	if len(g.boot) > 0 {
+		return g.boot
+	}
+	return g.replicas
+}
+
+// sortedIDs is a sorted copy of ids (nil for none).
+func sortedIDs(ids []NodeID) []NodeID {
+	if len(ids) == 0 {
+		return nil
+	}
+	out := slices.Clone(ids)
+	slices.Sort(out)
+	return out
+}
+
+// refSpec is the PartitionSpec of a metadata partition reference.
+func refSpec(ref metadata.PartitionRef) PartitionSpec {
+	spec := PartitionSpec{TopicPartition: TopicPartition{Topic: ref.Topic, Partition: ref.Partition}}
+	for _, r := range ref.Replicas {
+		spec.Replicas = append(spec.Replicas, NodeID(r))
+	}
+	for _, r := range ref.Target {
+		spec.Target = append(spec.Target, NodeID(r))
+	}
+	for _, r := range ref.Bootstrap {
+		spec.Bootstrap = append(spec.Bootstrap, NodeID(r))
+	}
+	for _, r := range ref.Leaving {
+		spec.Leaving = append(spec.Leaving, NodeID(r))
+	}
+	return spec
+}
+
+// moveTick drives the moves of the partitions this node leads.
+func (c *Core) moveTick() {
+	if c.meta == nil || c.ticks%moveCheckTicks != 0 {
+		return
+	}
+	for _, g := range c.partitionGroups() {
+		if len(g.target) == 0 || g.raw == nil {
+			continue
+		}
+		if _, _, leading := g.leadership(); leading {
+			c.stepMove(g)
+		}
+	}
+}
+
+// stepMove takes the next step of g's move, as its configuration says.
+func (c *Core) stepMove(g *group) {
+	st := g.raw.Status()
+	cfg := st.Config
+	incoming, outgoing := cfg.Voters[0], cfg.Voters[1]
+	switch {
+	case len(outgoing) > 0:
+		g.move.completeAt = 0
+		c.moveInJoint(g, st)
+	case sameIDs(incoming, g.target) && len(cfg.Learners) == 0 && len(cfg.LearnersNext) == 0:
+		c.completeMove(g, st)
+	default:
+		g.move.completeAt = 0
+		if !c.moveMayPropose(g) {
+			return
+		}
+		var missing []NodeID
+		for _, id := range g.target {
+			_, voter := incoming[uint64(id)]
+			_, learner := cfg.Learners[uint64(id)]
+			if !voter && !learner {
+				missing = append(missing, id)
+			}
+		}
+		if len(missing) > 0 {
+			c.proposeMoveStep(g, learnersChange(missing), "adding learners")
+			return
+		}
+		if !c.learnersCaughtUp(g, st) {
+			return
+		}
+		c.proposeMoveStep(g, jointChange(g.target, incoming, cfg.Learners), "entering joint configuration")
+	}
+}
+
+// moveInJoint handles a joint configuration. The joint change asks for an
+// explicit leave, so a leader outside the target first hands the lead to
+// the most caught-up incoming voter (which then leaves the joint config),
+// and a leader inside it proposes the leave.
+func (c *Core) moveInJoint(g *group, st raft.Status) {
+	if _, in := st.Config.Voters[0][uint64(c.cfg.ID)]; !in {
+		if to := bestVoter(st, c.cfg.ID); to != 0 && st.LeadTransferee == 0 {
+			g.logs.log(slog.LevelInfo, "move: leader leaves the partition; handing leadership on",
+				slog.Uint64("to", uint64(to)))
+			c.markReady(g)
+			g.raw.TransferLeader(uint64(to))
+		}
+		return
+	}
+	if c.moveMayPropose(g) {
+		c.proposeMoveStep(g, &raftpb.ConfChangeV2{}, "leaving joint configuration")
+	}
+}
+
+// bestVoter is the incoming voter other than self with the highest match
+// that replicates (0: none).
+func bestVoter(st raft.Status, self NodeID) NodeID {
+	var best NodeID
+	var match uint64
+	ids := make([]uint64, 0, len(st.Config.Voters[0]))
+	for id := range st.Config.Voters[0] {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids) // map order must not pick the transferee
+	for _, id := range ids {
+		pr, ok := st.Progress[id]
+		if NodeID(id) == self || !ok || pr.State != tracker.StateReplicate {
+			continue
+		}
+		if best == 0 || pr.Match > match {
+			best, match = NodeID(id), pr.Match
+		}
+	}
+	return best
+}
+
+// learnersCaughtUp tells whether every target node that is not a voter
+// replicates with a match index at the leader's commit.
+func (c *Core) learnersCaughtUp(g *group, st raft.Status) bool {
+	for _, id := range g.target {
+		if _, voter := st.Config.Voters[0][uint64(id)]; voter {
+			continue
+		}
+		pr, ok := st.Progress[uint64(id)]
+		if !ok || pr.State != tracker.StateReplicate || pr.Match < st.GetCommit() {
+			return false
+		}
+	}
+	return true
+}
+
+// moveMayPropose tells whether a new step may be proposed: the last one's
+// configuration was applied, or it had moveRetryTicks to be.
+func (c *Core) moveMayPropose(g *group) bool {
+	m := &g.move
+	return m.proposedConf != g.confState || m.proposedTick == 0 || c.ticks >= m.proposedTick+moveRetryTicks
+}
+
+// proposeMoveStep proposes one configuration change of g's move.
+func (c *Core) proposeMoveStep(g *group, cc *raftpb.ConfChangeV2, what string) {
+	g.move.proposedTick, g.move.proposedConf = c.ticks, g.confState
+	c.markReady(g)
+	if err := g.raw.ProposeConfChange(cc); err != nil {
+		g.logs.log(slog.LevelWarn, "move: conf change not proposed", slog.String("step", what), slog.Any("err", err))
+		return
+	}
+	c.stats.MoveSteps++
+	g.logs.log(slog.LevelInfo, "move: "+what, slog.Any("target", g.target))
+}
+
+// learnersChange adds ids as learners.
+func learnersChange(ids []NodeID) *raftpb.ConfChangeV2 {
+	cc := &raftpb.ConfChangeV2{}
+	for _, id := range ids {
+		cc.Changes = append(cc.Changes, confChangeSingle(raftpb.ConfChangeAddLearnerNode, id))
+	}
+	return cc
+}
+
+// jointChange promotes the target's learners and removes every voter and
+// learner outside the target, in one joint change left explicitly
+// (moveInJoint), so a leader outside the target can hand the lead on first.
+func jointChange(target []NodeID, voters, learners map[uint64]struct{}) *raftpb.ConfChangeV2 {
+	cc := &raftpb.ConfChangeV2{Transition: raftpb.ConfChangeTransitionJointExplicit.Enum()}
+	for _, id := range target {
+		if _, ok := voters[uint64(id)]; !ok {
+			cc.Changes = append(cc.Changes, confChangeSingle(raftpb.ConfChangeAddNode, id))
+		}
+	}
+	var gone []uint64
+	for id := range voters {
+		gone = append(gone, id)
+	}
+	for id := range learners {
+		gone = append(gone, id)
+	}
+	slices.Sort(gone) // map order must not reach the log
+	for _, id := range gone {
+		if !slices.Contains(target, NodeID(id)) {
+			cc.Changes = append(cc.Changes, confChangeSingle(raftpb.ConfChangeRemoveNode, NodeID(id)))
+		}
+	}
+	return cc
+}
+
+func confChangeSingle(t raftpb.ConfChangeType, id NodeID) *raftpb.ConfChangeSingle {
+	return &raftpb.ConfChangeSingle{Type: t.Enum(), NodeId: ptr(uint64(id))}
+}
+
+// sameIDs tells whether the voter set holds exactly ids.
+func sameIDs(voters map[uint64]struct{}, ids []NodeID) bool {
+	if len(voters) != len(ids) {
+		return false
+	}
+	for _, id := range ids {
+		if _, ok := voters[uint64(id)]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// completeMove proposes CompletePartitionMove once g's applied
+// configuration is the target (one proposal in flight) and stays so: the
+// leader first applies every entry its log held when it saw it, and has no
+// conf change of its own pending, so a conf change proposed before (an
+// AddLearnerNode of a move since cancelled) cannot land after the
+// completion and leave a member the metadata no longer hosts (seed 4 of
+// TestSimMoves with cancels did: a learner outside every replica set).
+func (c *Core) completeMove(g *group, st raft.Status) {
+	m := &g.move
+	if m.completing || m.proposedConf == g.confState && m.proposedTick != 0 && c.ticks < m.proposedTick+moveRetryTicks {
+		return
+	}
+	last, err := g.log.LastIndex()
+	if err != nil {
+		return
+	}
+	if pr, ok := st.Progress[uint64(c.cfg.ID)]; ok && pr.Next > 0 {
+		last = max(last, pr.Next-1)
+	}
+	if m.completeAt == 0 || m.completeTerm != st.GetTerm() {
+		m.completeAt, m.completeTerm = last, st.GetTerm()
+		return
+	}
+	if g.appliedRaft < m.completeAt {
+		return
+	}
+	target := make([]uint64, len(g.target))
+	for i, id := range g.target {
+		target[i] = uint64(id)
+	}
+	data, err := metadata.EncodeCompletePartitionMove(g.tp.Topic, g.topicID, g.tp.Partition, target)
+	if err != nil {
+		panic("node: encode complete move: " + err.Error()) // names were validated by the metadata group
+	}
+	g.move.completing = true
+	c.proposeMeta(data, uint64(c.cfg.RequestTimeoutTicks), func(res metadata.Result, err error) {
+		g.move.completing = false
+		if err == nil && res.Err == nil {
+			g.logs.log(slog.LevelInfo, "move: completed", slog.Any("replicas", target))
+		}
+	})
+}
+
+// MoveProgress is how far one replica a move adds has caught up.
+type MoveProgress struct {
+	Node       NodeID
+	MatchIndex uint64
+	LastIndex  uint64
+	Voter      bool
+}
+
+// moveProgress is, on g's leader, the progress of each target node not in
+// the metadata's replica set, in target order.
+func (c *Core) moveProgress(g *group) []MoveProgress {
+	if len(g.target) == 0 {
+		return nil
+	}
+	st := g.raw.Status()
+	last, err := g.log.LastIndex()
+	if err != nil {
+		last = st.GetCommit()
+	}
+	last = max(last, st.GetCommit())
+	var out []MoveProgress
+	for _, id := range g.target {
+		if slices.Contains(g.current, id) {
+			continue
+		}
+		p := MoveProgress{Node: id, LastIndex: last}
+		if pr, ok := st.Progress[uint64(id)]; ok {
+			p.MatchIndex = pr.Match
+			_, p.Voter = st.Config.Voters[0][uint64(id)]
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// deletedBefore reports whether dir holds a tombstone this node must
+// respect: one without a version (a deleted topic), or one written at a
+// metadata version at or above the applied one (a replay from an older
+// checkpoint still places the replica here). A replica a newer move placed
+// here again starts afresh, recovering (rejoin.go): it once voted in this
+// group and forgot what, so it votes only once caught up, as a wiped
+// replica does. Its rejoin file is durable before the tombstone goes.
+func (c *Core) deletedBefore(dir string) bool {
+	if !deletedHere(c.cfg, dir) {
+		return false
+	}
+	data, err := readFile(c.cfg.Disk, dir+"/"+deletedName)
+	if err != nil || len(data) != 8 || binary.LittleEndian.Uint64(data) >= c.meta.meta.Version() {
+		return true
+	}
+	if !c.bugWipedNodeVotes() {
+		if err := c.saveRejoin(dir, &rejoin{phase: rejoinProbing}); err != nil {
+			return true
+		}
+	}
+	if err := c.cfg.Disk.Remove(dir + "/" + deletedName); err != nil {
+		return true
+	}
+	return c.cfg.Disk.SyncDir(dir) != nil
+}
+
+// saneConfChangeV2 checks a ConfChangeV2 entry's data has the shape moves
+// propose: voters and learners added or removed by nonzero id, or an empty
+// change (leave a joint configuration).
+func saneConfChangeV2(data []byte) bool {
+	var cc raftpb.ConfChangeV2
+	if proto.Unmarshal(data, &cc) != nil || len(cc.GetChanges()) > 2*metadata.MoveReplicasMax {
+		return false
+	}
+	for _, ch := range cc.GetChanges() {
+		switch ch.GetType() {
+		case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode, raftpb.ConfChangeRemoveNode:
+		default:
+			return false
+		}
+		if ch.GetNodeId() == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// saneConfState checks a snapshot's configuration: some voters, every id
+// nonzero. Which ids depends on the moves the log went through, so they
+// are not compared with the metadata's replicas.
+func saneConfState(cs *raftpb.ConfState) bool {
+	if len(cs.GetVoters()) == 0 {
+		return false
+	}
+	for _, ids := range [][]uint64{cs.GetVoters(), cs.GetLearners(), cs.GetVotersOutgoing(), cs.GetLearnersNext()} {
+		if slices.Contains(ids, 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// ReplicaConfig is a hosted replica's raft configuration as applied.
+type ReplicaConfig struct {
+	Voters, Learners []NodeID
+	// VotersOutgoing is the old voters while in a joint configuration.
+	VotersOutgoing []NodeID
+}
+
+// PartitionConfig returns the applied raft configuration of this node's
+// replica of tp, false when it hosts none.
+func (c *Core) PartitionConfig(tp TopicPartition) (ReplicaConfig, bool) {
+	g := c.byTP[tp]
+	if g == nil || g.confState == nil {
+		return ReplicaConfig{}, false
+	}
+	cs := g.confState
+	conv := func(ids []uint64) []NodeID {
+		out := make([]NodeID, len(ids))
+		for i, id := range ids {
+			out[i] = NodeID(id)
+		}
+		slices.Sort(out)
+		return out
+	}
+	return ReplicaConfig{Voters: conv(cs.GetVoters()), Learners: conv(cs.GetLearners()),
+		VotersOutgoing: conv(cs.GetVotersOutgoing())}, true
+}
+
+// confAfter is cs after the configuration change entry e (EntryConfChange
+// or EntryConfChangeV2), computed as raft applies it: the compactor tracks
+// the configuration as of its snapshot's index, which a move may have
+// changed since (a snapshot labelled with a later configuration would make
+// its installer apply the same change twice).
+func confAfter(cs *raftpb.ConfState, e *raftpb.Entry) (*raftpb.ConfState, error) {
+	var cc raftpb.ConfChangeI
+	switch e.GetType() {
+	case raftpb.EntryConfChange:
+		var v1 raftpb.ConfChange
+		if err := proto.Unmarshal(e.GetData(), &v1); err != nil {
+			return nil, err
+		}
+		cc = &v1
+	case raftpb.EntryConfChangeV2:
+		var v2 raftpb.ConfChangeV2
+		if err := proto.Unmarshal(e.GetData(), &v2); err != nil {
+			return nil, err
+		}
+		cc = &v2
+	default:
+		return cs, nil
+	}
+	cfg, trk, err := confchange.Restore(confchange.Changer{Tracker: tracker.MakeProgressTracker(1, 0), LastIndex: e.GetIndex()}, cs)
+	if err != nil {
+		return nil, err
+	}
+	chg := confchange.Changer{Tracker: tracker.MakeProgressTracker(1, 0), LastIndex: e.GetIndex()}
+	chg.Tracker.Config, chg.Tracker.Progress = cfg, trk
+	v2 := cc.AsV2()
+	switch autoLeave, joint := v2.EnterJoint(); {
+	case v2.LeaveJoint():
+		cfg, trk, err = chg.LeaveJoint()
+	case joint:
+		cfg, trk, err = chg.EnterJoint(autoLeave, v2.GetChanges()...)
+	default:
+		cfg, trk, err = chg.Simple(v2.GetChanges()...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	t := tracker.MakeProgressTracker(1, 0)
+	t.Config, t.Progress = cfg, trk
+	return t.ConfState(), nil
+}
+
+// snapshotForLearner makes a snapshot sent to a node a move added after
+// the snapshot's index name that node as a learner: raft refuses to
+// install a snapshot whose configuration lacks the installer, and a Strand
+// snapshot is a compaction point (nothing newer can be made without
+// shipping the batches above it), so a learner added to a compacted log —
+// or a voter it became that lost its disk since — would be sent the same
+// snapshot forever. A node absent from the configuration at the snapshot's
+// index entered it through an AddLearnerNode after it (moves add every
+// node as a learner first), so the installer then applies that entry (a
+// no-op for a learner) and every later change exactly as the others did.
+// Only a node absent from the snapshot's configuration and present in the
+// leader's now is added; any other message is returned as is.
+func snapshotForLearner(g *group, m *raftpb.Message) *raftpb.Message {
+	to := m.GetTo()
+	cs := m.GetSnapshot().GetMetadata().GetConfState()
+	if cs == nil || slices.Contains(cs.GetVoters(), to) || slices.Contains(cs.GetLearners(), to) ||
+		slices.Contains(cs.GetVotersOutgoing(), to) || slices.Contains(cs.GetLearnersNext(), to) {
+		return m
+	}
+	now := g.confState
+	if now == nil || !slices.Contains(now.GetLearners(), to) && !slices.Contains(now.GetVoters(), to) &&
+		!slices.Contains(now.GetVotersOutgoing(), to) {
+		return m
+	}
+	out := proto.Clone(m).(*raftpb.Message)
+	ocs := out.GetSnapshot().GetMetadata().GetConfState()
+	ocs.Learners = append(ocs.Learners, to)
+	slices.Sort(ocs.Learners)
+	return out
+}

@@ -1,0 +1,19 @@
+//go:build simbugs
+
+package simnet
+
+import (
+	"runtime/debug"
+	"testing"
+)
+
+// Each partition-move bug is caught with the moves workload: at its pinned
+// seed, or else within 200 seeds.
+func TestSimCatchesMoveBugs(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	for _, bug := range MoveBugNames {
+		t.Run(bug, func(t *testing.T) {
+			requireCaught(t, bug, func(seed uint64) Options { return movesOptions(t, seed, bug) })
+		})
+	}
+}

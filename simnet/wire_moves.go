@@ -1,0 +1,660 @@
+package simnet
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/node"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// Partition moves during a run (Options.Moves).
+//
+// A third admin client moves partitions of the main topic while the
+// clients work: movesPerRun times, once a drawn share of the operations
+// was issued, it picks a partition, keeps all but one or two of the
+// replicas its metadata lists and adds nodes outside them, and sends
+// MovePartitions, retrying like the other admin requests. Each recorded
+// move draws a targeted fault: a crash of the partition's leader at once
+// (mid-change), of its leader once a node shows the joint configuration,
+// or of a node the move adds. The history checks then prove that no
+// acknowledged record was lost across the moves; after a liveness heal
+// every move must have finished (checkMoves): the metadata holds the
+// target with no move in progress, the replicas hosted are exactly the
+// metadata's, and the leader's raft voters are the same set.
+//
+// Needs more nodes than the replication factor (TestSimMoves runs 5, so a
+// move may replace two replicas).
+// Off in Standard: the moves change every seed's trace and node count,
+// and seed-bound tests rest on single seeds (see wire_partitions.go).
+
+// The moves' draws, from the mover's own stream.
+const (
+	movesPerRun     = 3
+	moveFracMin     = 10
+	moveFracMax     = 60
+	moveCancelOneIn = 4 // a recorded move is cancelled (redirected back) once in this many
+	moveWatchEvery  = 5 * time.Millisecond
+	moveWatchChecks = 400 // bounds the joint-configuration watch (2 s)
+)
+
+// movePlan is the run's partition moves.
+type movePlan struct {
+	client *wireClient
+	ats    []int     // operations issued before each move
+	moves  []simMove // recorded moves, in order
+	// current is the move being asked.
+	current simMove
+	// settled: the end-of-run check ran (awaitMoves), from settleStart.
+	settled     bool
+	settleStart time.Duration
+	// started is when the current move's first attempt went out; maybe
+	// are moves given up after OpDeadline that an attempt may have
+	// recorded (checked only if the metadata shows them).
+	started time.Duration
+	maybe   []simMove
+	// canceller sends the cancels, one at a time (cancelling: the index in
+	// moves of the move it cancels, -1: none).
+	canceller  *wireClient
+	cancelling int
+	cancelAt   time.Duration
+}
+
+// startCancel cancels moves[i] after d, unless a cancel is under way.
+func (mp *movePlan) startCancel(i int, d time.Duration) {
+	if mp.cancelling >= 0 {
+		return
+	}
+	mp.cancelling = i
+	c := mp.canceller
+	c.ww.active++ // the run waits for the cancel's answer
+	c.after(d, func() {
+		mp.cancelAt = c.ww.w.now()
+		c.attempts, c.maybeDone = 0, false
+		c.cancelAttempt(c.randomNode())
+	})
+}
+
+// cancelAttempt sends one MovePartitions redirecting the move back to the
+// replicas it started from.
+func (c *wireClient) cancelAttempt(target int) {
+	mp := c.ww.moves
+	mv := mp.moves[mp.cancelling]
+	tp := c.ww.tps[mv.group]
+	c.attempts++
+	req := &strandpb.Request{Body: &strandpb.Request_MovePartitions{MovePartitions: &strandpb.MovePartitionsRequest{
+		Moves: []*strandpb.MovePartitionsRequest_Move{{Topic: tp.Topic, Partition: tp.Partition, Replicas: mv.from,
+			Redirect: true}},
+		TimeoutMs: int32(c.ww.w.opts.ClientTimeout / time.Millisecond)}}}
+	c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
+		if err == nil {
+			err = wireErr(resp.GetError())
+		}
+		if err == nil {
+			if ms := resp.GetMovePartitions().GetMoves(); len(ms) == 1 {
+				err = wireErr(ms[0].GetError())
+			} else {
+				err = fmt.Errorf("move partitions answered %d moves", len(ms))
+			}
+		}
+		c.onCancel(err)
+	})
+}
+
+// onCancel handles one cancel answer: done, refused (a finding), or
+// retried until OpDeadline, then given up (maybe applied).
+func (c *wireClient) onCancel(err error) {
+	w, mp := c.ww.w, c.ww.moves
+	mv := &mp.moves[mp.cancelling]
+	a := clientlib.ClassifyErr(err)
+	switch {
+	case err == nil:
+		mv.cancel = cancelDone
+		w.coverage.Inc("event/partition-move-cancelled")
+	case !a.Retriable:
+		w.fail("cancel of the move of %s to %v refused: %v", w.incarnations.label(mv.group), mv.target, err)
+		mv.cancel = cancelMaybe
+	case w.now() > mp.cancelAt+w.opts.OpDeadline:
+		mv.cancel = cancelNone
+		if c.maybeDone || a.MaybeWritten || a.RefreshMetadata {
+			mv.cancel = cancelMaybe
+		}
+	default:
+		c.maybeDone = c.maybeDone || a.MaybeWritten || a.RefreshMetadata
+		target := c.controllerTarget(err)
+		c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.cancelAttempt(target) })
+		return
+	}
+	mp.cancelling = -1
+	c.ww.clientDone()
+}
+
+// simMove is one move the mover asked for.
+type simMove struct {
+	group  int
+	target []uint64
+	// from is the replicas when the move was drawn; cancel says whether a
+	// cancel (a redirect back to from) was applied (cancelDone) or may
+	// have been (cancelMaybe): the move must end at from, or at either.
+	from   []uint64
+	cancel uint8
+}
+
+// States of simMove.cancel.
+const (
+	cancelNone uint8 = iota
+	cancelDone
+	cancelMaybe
+)
+
+// newMovePlan draws the run's moves, or nil without Options.Moves.
+func newMovePlan(ww *wireWorkload) *movePlan {
+	o := ww.w.opts
+	if !o.Moves || len(ww.w.nodes) <= o.Replication {
+		return nil
+	}
+	c := newWireClient(ww, 0, 0)
+	c.rng = newStream(o.Seed, streamWorkload+0xad02)
+	at := make([]int, movesPerRun)
+	for i := range at {
+		at[i] = o.Ops * (moveFracMin + c.rng.IntN(moveFracMax-moveFracMin+1)) / 100
+	}
+	slices.Sort(at)
+	cc := newWireClient(ww, 0, 0)
+	cc.rng = newStream(o.Seed, streamWorkload+0xad03)
+	return &movePlan{client: c, ats: at, canceller: cc, cancelling: -1}
+}
+
+// startMoves starts the mover once the topics exist.
+func (ww *wireWorkload) startMoves() {
+	if ww.moves == nil {
+		return
+	}
+	ww.active++
+	c := ww.moves.client
+	c.refresh()
+	c.after(0, c.awaitMove)
+}
+
+// awaitMove waits for the next move's share of the budget, then asks it.
+func (c *wireClient) awaitMove() {
+	w, mp := c.ww.w, c.ww.moves
+	if len(mp.ats) == 0 || w.work.issued >= w.opts.Ops && len(mp.moves) > 0 {
+		// Done, or the clients issued everything: a move drawn now would
+		// only keep the run going (its workload is over).
+		c.finished = true
+		c.ww.clientDone()
+		return
+	}
+	if w.work.issued < mp.ats[0] && w.work.issued < w.opts.Ops {
+		c.after(20*time.Millisecond, c.awaitMove)
+		return
+	}
+	mv, ok := c.drawMove()
+	if !ok {
+		c.refresh()
+		c.after(20*time.Millisecond, c.awaitMove)
+		return
+	}
+	mp.current, mp.started = mv, w.now()
+	c.attempts, c.maybeDone = 0, false
+	c.moveAttempt(c.randomNode())
+}
+
+// drawMove picks a partition of the main topic not moved yet in this run
+// and a target: its replicas as the client's metadata lists them, one or
+// two replaced by other nodes, in a drawn order.
+func (c *wireClient) drawMove() (simMove, bool) {
+	main := c.ww.topics[0]
+	info := c.cache.Topic(main.name)
+	p := c.rng.IntN(main.partitions)
+	g := main.first + p
+	if info == nil || p >= len(info.Partitions) || len(info.Partitions[p].Replicas) == 0 ||
+		info.Partitions[p].TargetReplicas != nil || slices.ContainsFunc(c.ww.moves.moves, func(m simMove) bool { return m.group == g }) ||
+		slices.ContainsFunc(c.ww.moves.maybe, func(m simMove) bool { return m.group == g }) {
+		return simMove{}, false
+	}
+	current := info.Partitions[p].Replicas
+	var outside []uint64
+	registered := c.ww.w.registeredNodes()
+	for _, n := range c.ww.w.nodes {
+		if !slices.Contains(current, uint64(n.id)) && slices.Contains(registered, uint64(n.id)) {
+			outside = append(outside, uint64(n.id))
+		}
+	}
+	if len(outside) == 0 {
+		return simMove{}, false
+	}
+	replace := 1 + c.rng.IntN(min(2, len(outside), len(current)))
+	target := slices.Clone(current)
+	c.rng.Shuffle(len(target), func(i, j int) { target[i], target[j] = target[j], target[i] })
+	c.rng.Shuffle(len(outside), func(i, j int) { outside[i], outside[j] = outside[j], outside[i] })
+	copy(target[len(target)-replace:], outside[:replace])
+	c.rng.Shuffle(len(target), func(i, j int) { target[i], target[j] = target[j], target[i] })
+	return simMove{group: g, target: target, from: slices.Clone(current)}, true
+}
+
+// moveAttempt sends one MovePartitions of the current move.
+func (c *wireClient) moveAttempt(target int) {
+	o := c.ww.w.opts
+	mv := c.ww.moves.current
+	tp := c.ww.tps[mv.group]
+	c.attempts++
+	req := &strandpb.Request{Body: &strandpb.Request_MovePartitions{MovePartitions: &strandpb.MovePartitionsRequest{
+		Moves:     []*strandpb.MovePartitionsRequest_Move{{Topic: tp.Topic, Partition: tp.Partition, Replicas: mv.target}},
+		TimeoutMs: int32(o.ClientTimeout / time.Millisecond)}}}
+	c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
+		if err == nil {
+			err = wireErr(resp.GetError())
+		}
+		if err == nil {
+			if ms := resp.GetMovePartitions().GetMoves(); len(ms) == 1 {
+				err = wireErr(ms[0].GetError())
+			} else {
+				err = fmt.Errorf("move partitions answered %d moves", len(ms))
+			}
+		}
+		c.onMove(err)
+	})
+}
+
+// onMove handles one MovePartitions answer. REASSIGNMENT_IN_PROGRESS is
+// success only after an attempt that may have recorded the move (the
+// mover never moves a partition twice).
+func (c *wireClient) onMove(err error) {
+	w, mp := c.ww.w, c.ww.moves
+	a := clientlib.ClassifyErr(err)
+	inProgress := errCode(err) == strandpb.ErrorCode_ERROR_CODE_REASSIGNMENT_IN_PROGRESS
+	switch {
+	case err == nil:
+	case inProgress && c.maybeDone:
+	case !a.Retriable:
+		w.fail("move of %s to %v refused: %v", w.incarnations.label(mp.current.group), mp.current.target, err)
+		mp.ats = mp.ats[1:]
+		c.after(0, c.awaitMove)
+		return
+	case w.now() > mp.started+w.opts.OpDeadline:
+		// Given up, as a producer gives up an operation: an attempt may
+		// still have recorded it.
+		c.maybeDone = c.maybeDone || a.MaybeWritten || a.RefreshMetadata
+		if c.maybeDone {
+			mp.maybe = append(mp.maybe, mp.current)
+		}
+		w.coverage.Inc("event/partition-move-abandoned")
+		mp.ats = mp.ats[1:]
+		c.after(0, c.awaitMove)
+		return
+	default:
+		c.maybeDone = c.maybeDone || a.MaybeWritten || a.RefreshMetadata
+		if a.RefreshMetadata {
+			c.refresh()
+		}
+		target := c.controllerTarget(err)
+		c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.moveAttempt(target) })
+		return
+	}
+	w.coverage.Inc("event/partition-move")
+	mp.moves = append(mp.moves, mp.current)
+	mp.ats = mp.ats[1:]
+	if c.rng.IntN(moveCancelOneIn) == 0 {
+		mp.startCancel(len(mp.moves)-1, time.Duration(c.rng.Int64N(int64(200*time.Millisecond))))
+	}
+	c.moveFault(mp.current)
+	c.refresh()
+	c.after(0, c.awaitMove)
+}
+
+// moveFault draws the targeted fault of a recorded move (none after a
+// liveness heal, and none while the probe runs).
+func (c *wireClient) moveFault(mv simMove) {
+	w := c.ww.w
+	if w.work.healed || w.probe.active {
+		return
+	}
+	switch c.rng.IntN(4) {
+	case 0:
+		if i := w.leaderOf(mv.group); i >= 0 {
+			c.crashForMove(w.nodes[i], "fault/move-crash-leader")
+		}
+	case 1:
+		c.watchJoint(mv, 0)
+	case 2:
+		for _, id := range mv.target {
+			if n := w.nodes[id-1]; !slices.Contains(c.currentReplicas(mv.group), id) && n.up {
+				c.crashForMove(n, "fault/move-crash-added")
+				break
+			}
+		}
+	}
+}
+
+// watchJoint crashes the group's leader once a live node shows it in a
+// joint configuration (bounded: the move may finish in between).
+func (c *wireClient) watchJoint(mv simMove, checks int) {
+	w := c.ww.w
+	if checks >= moveWatchChecks || w.work.healed || w.probe.active {
+		return
+	}
+	i := w.leaderOf(mv.group)
+	if i >= 0 {
+		if pc, ok := w.nodes[i].core.(interface {
+			PartitionConfig(node.TopicPartition) (node.ReplicaConfig, bool)
+		}); ok {
+			if cfg, ok := pc.PartitionConfig(c.ww.tps[mv.group]); ok && len(cfg.VotersOutgoing) > 0 {
+				c.crashForMove(w.nodes[i], "fault/move-crash-joint")
+				return
+			}
+		}
+	}
+	c.after(moveWatchEvery, func() { c.watchJoint(mv, checks+1) })
+}
+
+// crashForMove crashes n (a power loss) and schedules its restart.
+func (c *wireClient) crashForMove(n *simNode, name string) {
+	w := c.ww.w
+	if !n.up {
+		return
+	}
+	w.coverage.Inc(name)
+	w.stats.Crashes++
+	w.crashNode(n, name)
+	w.scheduleRestart(n)
+}
+
+// currentReplicas is group g's replica list as the newest metadata state
+// among the live nodes records it.
+func (c *wireClient) currentReplicas(g int) []uint64 {
+	t, _ := c.ww.w.newestTopic(c.ww.tps[g].Topic)
+	p := int(c.ww.tps[g].Partition)
+	if p < len(t.Replicas) {
+		return t.Replicas[p]
+	}
+	return nil
+}
+
+// votesIn reports whether live node n's replica of partition group g is a
+// voter of its own applied raft configuration (true for the metadata
+// group and when it cannot tell).
+func (w *world) votesIn(n *simNode, g int) bool {
+	if g >= w.opts.Partitions || g >= len(w.wire.tps) {
+		return true
+	}
+	pc, ok := n.core.(interface {
+		PartitionConfig(node.TopicPartition) (node.ReplicaConfig, bool)
+	})
+	if !ok {
+		return true
+	}
+	cfg, ok := pc.PartitionConfig(w.wire.tps[g])
+	return !ok || slices.Contains(cfg.Voters, n.id) || slices.Contains(cfg.VotersOutgoing, n.id)
+}
+
+// registeredNodes lists the nodes the newest metadata state among the live
+// nodes registered: an operator moves replicas only to nodes that joined
+// (a move to another is refused: INVALID_REPLICA_ASSIGNMENT).
+func (w *world) registeredNodes() []uint64 {
+	var ids []uint64
+	var bestIndex uint64
+	for _, n := range w.nodes {
+		if !n.up {
+			continue
+		}
+		mc, ok := n.core.(interface {
+			MetadataNodes() ([]metadata.Node, []metadata.Topic)
+		})
+		st, sok := n.core.MetadataStatus()
+		if !ok || !sok || st.AppliedIndex < bestIndex {
+			continue
+		}
+		nodes, _ := mc.MetadataNodes()
+		ids, bestIndex = ids[:0], st.AppliedIndex
+		for _, m := range nodes {
+			ids = append(ids, m.ID)
+		}
+	}
+	return ids
+}
+
+// newestTopic is topic name in the metadata state of the live node that
+// applied the most of the metadata log.
+func (w *world) newestTopic(name string) (metadata.Topic, bool) {
+	var best metadata.Topic
+	var bestIndex uint64
+	found := false
+	for _, n := range w.nodes {
+		if !n.up {
+			continue
+		}
+		mc, ok := n.core.(interface {
+			MetadataNodes() ([]metadata.Node, []metadata.Topic)
+		})
+		st, sok := n.core.MetadataStatus()
+		if !ok || !sok || st.AppliedIndex < bestIndex {
+			continue
+		}
+		_, topics := mc.MetadataNodes()
+		for _, t := range topics {
+			if t.Name == name {
+				best, bestIndex, found = t, st.AppliedIndex, true
+			}
+		}
+	}
+	return best, found
+}
+
+// awaitMoves holds the end of the run (the drain's last step, after the
+// final heal) until every recorded move finished on every live node, and
+// fails the seed when one has not within LivenessBound: every move
+// finishes once faults stop, the nodes hosting a moved partition are
+// exactly its replicas and its raft voters are the same set. It reports
+// whether it took over; it then calls cont once done.
+func (ww *wireWorkload) awaitMoves(cont func()) bool {
+	mp := ww.moves
+	if mp == nil || mp.settled || len(mp.moves)+len(mp.maybe) == 0 {
+		return false
+	}
+	w := ww.w
+	if mp.settleStart == 0 {
+		mp.settleStart = w.now()
+		mp.moves = append(mp.moves, ww.recordedMaybe()...)
+		ww.rollBackStranded(0)
+	}
+	why := ww.unfinishedMove()
+	switch {
+	case why == "":
+		mp.settled = true
+		for _, mv := range mp.moves {
+			if ww.stranded(mv) {
+				w.coverage.Inc("event/move-stranded")
+			} else {
+				w.coverage.Inc("check/move-finished")
+			}
+		}
+		cont()
+	case w.now() > mp.settleStart+w.opts.LivenessBound:
+		mp.settled = true
+		w.fail("liveness: %s %v after the final heal", why, w.opts.LivenessBound)
+		cont()
+	default:
+		mp.client.after(50*time.Millisecond, func() { ww.awaitMoves(cont) })
+	}
+	return true
+}
+
+// rollBackStranded cancels, one after the other from moves[i], every move
+// whose target holds a node gone for good, once faults stopped: an operator
+// moves the partition back where it was (a redirect to the replicas it
+// started from), and awaitMoves then expects it there — the move "rolls
+// back". Not counted among the active clients: the drain is already under
+// way.
+func (ww *wireWorkload) rollBackStranded(i int) {
+	mp := ww.moves
+	for ; i < len(mp.moves); i++ {
+		mv := mp.moves[i]
+		if mv.cancel == cancelNone && ww.stranded(mv) && ww.viable(mv.from, mv.target) {
+			break
+		}
+	}
+	if i >= len(mp.moves) {
+		return
+	}
+	c := mp.canceller
+	c.attempts, c.maybeDone = 0, false
+	start := ww.w.now()
+	var attempt func(target int)
+	attempt = func(target int) {
+		mv := &mp.moves[i]
+		tp := ww.tps[mv.group]
+		c.attempts++
+		req := &strandpb.Request{Body: &strandpb.Request_MovePartitions{MovePartitions: &strandpb.MovePartitionsRequest{
+			Moves: []*strandpb.MovePartitionsRequest_Move{{Topic: tp.Topic, Partition: tp.Partition, Replicas: mv.from,
+				Redirect: true}},
+			TimeoutMs: int32(ww.w.opts.ClientTimeout / time.Millisecond)}}}
+		ww.call(c, target, req, func(resp *strandpb.Response, err error) {
+			if err == nil {
+				err = wireErr(resp.GetError())
+			}
+			if err == nil && len(resp.GetMovePartitions().GetMoves()) == 1 {
+				err = wireErr(resp.GetMovePartitions().GetMoves()[0].GetError())
+			}
+			a := clientlib.ClassifyErr(err)
+			switch {
+			case err == nil:
+				mv.cancel = cancelDone
+				ww.w.coverage.Inc("event/partition-move-rolled-back")
+			case a.Retriable && ww.w.now() <= start+ww.w.opts.OpDeadline:
+				c.after(wireBackoff.Delay(c.attempts, c.rng), func() { attempt(c.controllerTarget(err)) })
+				return
+			default:
+				ww.w.fail("roll back of the move of %s to %v: %v", ww.w.incarnations.label(mv.group), mv.target, err)
+			}
+			ww.rollBackStranded(i + 1)
+		})
+	}
+	attempt(c.randomNode())
+}
+
+// viable reports whether a move can reach set from other: every node it
+// adds (in set, not in other) is alive, so it can catch up as a learner,
+// and a majority of set is alive.
+func (ww *wireWorkload) viable(set, other []uint64) bool {
+	dead := 0
+	for _, id := range set {
+		if ww.w.nodes[id-1].dead {
+			dead++
+			if !slices.Contains(other, id) {
+				return false
+			}
+		}
+	}
+	return dead < len(set)/2+1
+}
+
+// recordedMaybe is the given-up moves the newest metadata shows recorded
+// (in progress to their target, or done).
+func (ww *wireWorkload) recordedMaybe() []simMove {
+	var out []simMove
+	for _, mv := range ww.moves.maybe {
+		t, ok := ww.w.newestTopic(ww.tps[mv.group].Topic)
+		p := int(ww.tps[mv.group].Partition)
+		if ok && p < len(t.Replicas) && (sameIDSet(t.Targets[p], mv.target) || sameIDSet(t.Replicas[p], mv.target)) {
+			out = append(out, mv)
+		}
+	}
+	return out
+}
+
+// final is where a move must end: back at from once cancelled.
+func (mv simMove) final() []uint64 {
+	if mv.cancel != cancelNone {
+		return mv.from
+	}
+	return mv.target
+}
+
+// stranded reports whether a move cannot reach where it must end: a node
+// it adds is gone for good (damaged media without rejoin: it never catches
+// up), or so is a majority of the set. rollBackStranded cancels such moves
+// once faults stopped; a cancel that cannot finish either stays stranded.
+func (ww *wireWorkload) stranded(mv simMove) bool {
+	if mv.cancel != cancelNone {
+		return !ww.viable(mv.from, mv.target)
+	}
+	return !ww.viable(mv.target, mv.from)
+}
+
+// unfinishedMove says which recorded move some live node does not show
+// finished ("" when none).
+func (ww *wireWorkload) unfinishedMove() string {
+	w := ww.w
+	for _, mv := range ww.moves.moves {
+		if ww.stranded(mv) {
+			continue
+		}
+		tp := ww.tps[mv.group]
+		for _, n := range w.nodes {
+			if !n.up {
+				continue
+			}
+			why := movedOn(n, tp, mv.final())
+			if why != "" && mv.cancel == cancelMaybe {
+				why = movedOn(n, tp, mv.target) // the cancel may not have applied
+			}
+			if why != "" {
+				return fmt.Sprintf("move of %s to %v (cancel %d, from %v): node %d: %s", w.incarnations.label(mv.group),
+					mv.target, mv.cancel, mv.from, n.id, why)
+			}
+		}
+	}
+	return ""
+}
+
+// movedOn says why node n does not show tp moved to target ("" if it does).
+func movedOn(n *simNode, tp node.TopicPartition, target []uint64) string {
+	mc, ok := n.core.(interface {
+		MetadataNodes() ([]metadata.Node, []metadata.Topic)
+		PartitionConfig(node.TopicPartition) (node.ReplicaConfig, bool)
+	})
+	if !ok {
+		return ""
+	}
+	_, topics := mc.MetadataNodes()
+	i := slices.IndexFunc(topics, func(t metadata.Topic) bool { return t.Name == tp.Topic })
+	if i < 0 {
+		return "topic unknown"
+	}
+	t, p := topics[i], int(tp.Partition)
+	if t.Targets[p] != nil || !sameIDSet(t.Replicas[p], target) {
+		return fmt.Sprintf("metadata has replicas %v, target %v", t.Replicas[p], t.Targets[p])
+	}
+	cfg, hosts := mc.PartitionConfig(tp)
+	if hosts != slices.Contains(target, uint64(n.id)) {
+		return fmt.Sprintf("hosts the partition: %v", hosts)
+	}
+	if hosts {
+		var voters []uint64
+		for _, v := range cfg.Voters {
+			voters = append(voters, uint64(v))
+		}
+		if !sameIDSet(voters, target) || len(cfg.Learners) > 0 || len(cfg.VotersOutgoing) > 0 {
+			return fmt.Sprintf("raft configuration %+v", cfg)
+		}
+	}
+	return ""
+}
+
+// sameIDSet reports whether a and b hold the same distinct ids.
+func sameIDSet(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, id := range a {
+		if !slices.Contains(b, id) {
+			return false
+		}
+	}
+	return true
+}
