@@ -267,7 +267,11 @@ func cmdACL(args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%d bindings added, %d removed\n", added, removed)
+		if sub == "add" {
+			fmt.Fprintf(stdout, "%s added\n", plural(int(added), "binding"))
+		} else {
+			fmt.Fprintf(stdout, "%s removed\n", plural(int(removed), "binding"))
+		}
 		return nil
 	})
 }
