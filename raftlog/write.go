@@ -154,6 +154,9 @@ func (l *Log) roll(pending []byte) (*segment, error) {
 		return nil, err
 	}
 	if s.dirty {
+		if err := l.runBeforeSync(); err != nil {
+			return nil, err
+		}
 		if err := s.file.Sync(); err != nil {
 			return nil, fmt.Errorf("raftlog: sync %s: %w", s.name, err)
 		}
@@ -213,6 +216,9 @@ func (l *Log) Sync() error {
 	if err := l.writable(); err != nil {
 		return err
 	}
+	if err := l.runBeforeSync(); err != nil {
+		return l.fail(err)
+	}
 	for _, s := range l.segments { // oldest first: a crash mid-Sync never leaves an older segment behind a newer one
 		if !s.dirty {
 			continue
@@ -223,6 +229,17 @@ func (l *Log) Sync() error {
 		s.dirty = false
 	}
 	return l.syncDir()
+}
+
+// runBeforeSync runs Options.BeforeSync, if any.
+func (l *Log) runBeforeSync() error {
+	if l.beforeSync == nil {
+		return nil
+	}
+	if err := l.beforeSync(); err != nil {
+		return fmt.Errorf("raftlog: %s: before sync: %w", l.dir, err)
+	}
+	return nil
 }
 
 // StartSync is the first half of a Sync whose fsyncs run elsewhere (the
