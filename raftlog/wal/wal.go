@@ -124,7 +124,9 @@ func segmentName(seq uint64) string { return fmt.Sprintf("%020d%s", seq, suffix)
 func (w *WAL) path(name string) string { return path.Join(w.dir, name) }
 
 // Append writes recs after the log with one WriteAt, without an fsync.
-// Nothing in them is durable before a sync started after it completes.
+// Nothing in them is durable before a sync started after it completes. An
+// error wrapping raftlog.ErrNoSpace leaves the WAL usable (nothing of recs
+// counts as written); any other fails it for good.
 func (w *WAL) Append(recs ...Record) error {
 	if w.failed != nil {
 		return w.failed
@@ -140,7 +142,14 @@ func (w *WAL) Append(recs ...Record) error {
 		if err == nil {
 			err = io.ErrShortWrite
 		}
-		return w.fail(fmt.Errorf("wal: write %s at %d: %w", w.segs[len(w.segs)-1].name, w.size, err))
+		err = fmt.Errorf("wal: write %s at %d: %w", w.segs[len(w.segs)-1].name, w.size, err)
+		if errors.Is(err, raftlog.ErrNoSpace) {
+			// Not failed: the next append overwrites what part of
+			// this one reached the file, and a crash cuts it as a
+			// torn tail.
+			return err
+		}
+		return w.fail(err)
 	}
 	w.size += int64(len(buf))
 	w.bytes += int64(len(buf))
