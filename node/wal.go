@@ -215,6 +215,7 @@ func (c *Core) startWALSync(groups []*group) {
 	c.syncQueue = append(c.syncQueue, SyncJob{Token: token, run: run})
 	for _, g := range groups {
 		c.bugReleaseBeforeSync(g)
+		c.bugWALAckEarly(g)
 	}
 }
 

@@ -15,7 +15,7 @@ var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "
 	"RestoreForgetsProducers", "CheckpointForgetsProducers", "FetchRenumbersInsideBatch", "AckLeaderEarly",
 	"RecoverTrustsPageCache", "LeaseReads", "RestoreIndexTimes",
 	"AckBeforeSyncDone", "WipedNodeVotes", "RepairTrustsItself", "CompactPastStart", "StaleSnapshot",
-	"TopicIDUnchecked", "ProduceSkipsCRC", "QuiescedNeverWake"}
+	"TopicIDUnchecked", "ProduceSkipsCRC", "QuiescedNeverWake", "WALAckBeforeFsync"}
 
 // GroupBugNames are the consumer-group coordinator's planted bugs
 // (engine/groups): they need the group workload (Options.GroupMembers).
@@ -75,5 +75,7 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.ProduceSkipsCRC = true
 	case "QuiescedNeverWake":
 		cfg.Bugs.QuiescedNeverWake = true
+	case "WALAckBeforeFsync": // needs Options.WAL (seedOptions sets it)
+		cfg.Bugs.WALAckBeforeFsync = true
 	}
 }

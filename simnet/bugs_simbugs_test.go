@@ -22,7 +22,7 @@ var pinnedCatch = map[string]uint64{
 	"AckLeaderEarly": 1, "RecoverTrustsPageCache": 1, "LeaseReads": 1, "RestoreIndexTimes": 2,
 	"AckBeforeSyncDone": 1, "WipedNodeVotes": 10, "CompactPastStart": 1,
 	"StaleSnapshot": 2, "TopicIDUnchecked": 1, "ProduceSkipsCRC": 1, "QuiescedNeverWake": 1,
-	"GroupAssignBeforeRevoke": 1, "GroupCommitSkipsEpoch": 1,
+	"GroupAssignBeforeRevoke": 1, "GroupCommitSkipsEpoch": 1, "WALAckBeforeFsync": 1,
 	// Caught in no seed of 1-50 on this branch (1 of 50 before the
 	// overload incidents moved the traces): the test searches 1-200.
 	"RepairTrustsItself": 64,
