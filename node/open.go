@@ -59,6 +59,9 @@ func Open(cfg Config) (*Core, error) {
 	if c.rand == nil {
 		c.rand = rand.New(rand.NewPCG(uint64(cfg.ID), 0x5ca1ab1e))
 	}
+	if err := c.dropWAL(); err != nil { // wal.go
+		return nil, err
+	}
 	if cfg.WAL {
 		if err := c.openWAL(); err != nil { // wal.go
 			if c.wal != nil {

@@ -74,6 +74,32 @@ func (c *Core) openWAL() error {
 	return nil
 }
 
+// dropWAL, without Config.WAL, replays a write-ahead log a run with it
+// left (its records may be the only durable copy of the last writes), then
+// removes it: the logs now hold everything durably.
+func (c *Core) dropWAL() error {
+	if c.cfg.WAL {
+		return nil
+	}
+	names, err := c.cfg.Disk.List(walDir)
+	if err != nil || len(names) == 0 {
+		return err
+	}
+	if err := c.openWAL(); err != nil {
+		if c.wal != nil {
+			_ = c.wal.Close()
+		}
+		return err
+	}
+	_ = c.wal.Close()
+	c.wal = nil
+	if err := removeDir(c.cfg, walDir); err != nil {
+		return fmt.Errorf("node: remove the write-ahead log after replaying it: %w", err)
+	}
+	c.log.log(slog.LevelInfo, "write-ahead log replayed and removed (Config.WAL is off)")
+	return nil
+}
+
 // replayWAL brings the log in dir up to date with its records. A log whose
 // replica was deleted is skipped; a partition log that is damaged, or that
 // lost what its records continue, is discarded and rebuilt from its peers

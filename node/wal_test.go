@@ -150,3 +150,36 @@ func TestWALRotationKeepsAcknowledged(t *testing.T) {
 		}
 	}
 }
+
+// A node restarted without the write-ahead log after a power loss replays
+// the one a run with it left, then removes it: nothing acknowledged is
+// lost by turning the switch off.
+func TestWALSwitchedOffReplaysAndRemoves(t *testing.T) {
+	c := walSingleNode(t, 2, true, nil)
+	core := c.cores[1]
+	core.cfg.AsyncSyncs = true
+	answers, jobs := produceEach(t, core, 2, "off")
+	for _, j := range jobs {
+		core.SyncDone(j.Token, j.Run())
+	}
+	for p, a := range answers {
+		if a == nil || a.Err != nil {
+			t.Fatalf("partition %d: %+v", p, a)
+		}
+	}
+	_ = core.Close()
+	c.cores[1] = nil
+	c.disks[1].Crash(nil)
+	c.config = func(cfg *Config) { cfg.WAL = false }
+	c.start(1)
+	if names, _ := c.disks[1].List(walDir); len(names) != 0 {
+		t.Fatalf("write-ahead log left after a start without it: %v", names)
+	}
+	for p := range 2 {
+		tp := TopicPartition{Topic: "orders", Partition: int32(p)}
+		c.leader(tp)
+		if batches, _ := c.fetchAll(1, tp); !holdsTag(t, batches, fmt.Sprintf("off-%d", p)) {
+			t.Fatalf("partition %d lost its acknowledged batch", p)
+		}
+	}
+}
