@@ -68,6 +68,8 @@ type syncJob struct {
 	// groups are those a sync of the write-ahead log covers (wal.go); g
 	// is then nil.
 	groups []*group
+	// flush: the sync of g's log for a write-ahead log rotation (wal.go).
+	flush bool
 }
 
 // TakeSyncJobs appends the sync jobs started since the last call to dst and
@@ -105,6 +107,9 @@ func (c *Core) finishSync(token uint64, job syncJob, err error) {
 	if job.g == nil {
 		c.finishWALSync(token, job, err)
 		return
+	}
+	if job.flush {
+		defer c.flushDone() // wal.go
 	}
 	g := job.g
 	if g != c.meta && c.byTP[g.tp] != g {

@@ -43,6 +43,8 @@ type walState struct {
 	// walSyncing is the token of the write-ahead log's sync in flight, 0
 	// when none.
 	walSyncing uint64
+	// walFlushing counts the log syncs of a rotation still in flight.
+	walFlushing int
 }
 
 const (
@@ -176,7 +178,7 @@ func (c *Core) writeAppendsWAL() (int, error) {
 	n := 0
 	var synced []*group
 	for _, g := range c.groups {
-		if len(g.pipe.appends) == 0 {
+		if len(g.pipe.appends) == 0 || g.pipe.syncing != 0 { // a rotation's flush
 			continue
 		}
 		n++
@@ -199,27 +201,68 @@ func (c *Core) writeAppendsWAL() (int, error) {
 	return n, nil
 }
 
-// rotateWAL syncs every log and removes the write-ahead log's old segments
-// once it passed Config.WALBytesMax.
+// rotateWAL starts a rotation once the write-ahead log passed
+// Config.WALBytesMax and none is in flight: it rolls the write-ahead log to
+// a new segment (durably), then syncs every log written since the last
+// rotation as a sync job of its own (flushes: the group is not written
+// while its log's fsync runs, as on the per-log path); when the last one
+// completes, the older segments go (flushDone).
 func (c *Core) rotateWAL() error {
 	limit := c.cfg.WALBytesMax
 	if limit <= 0 {
 		limit = walBytesMaxDefault
 	}
-	if c.wal.Bytes() < limit {
+	if c.walFlushing > 0 || c.wal.Bytes() < limit {
 		return nil
 	}
-	for _, g := range c.groups {
-		if err := g.log.Sync(); err != nil {
-			g.logs.log(slog.LevelError, "raft log sync failed; the node stops (fail-stop)", slog.Any("err", err))
-			return fmt.Errorf("node: %s/%d: sync: %w", g.tp.Topic, g.tp.Partition, err)
-		}
-	}
-	if err := c.wal.Rotate(); err != nil {
+	if err := c.wal.Roll(); err != nil {
 		c.log.log(slog.LevelError, "write-ahead log rotation failed; the node stops (fail-stop)", slog.Any("err", err))
-		return fmt.Errorf("node: rotate the write-ahead log: %w", err)
+		return fmt.Errorf("node: roll the write-ahead log: %w", err)
 	}
 	c.stats.WALRotations++
+	for _, g := range c.groups {
+		if g.pipe.syncing != 0 {
+			panic(fmt.Sprintf("node: %s/%d: sync %d in flight at a write-ahead log rotation", g.tp.Topic, g.tp.Partition, g.pipe.syncing))
+		}
+		if g.log.Dirty() {
+			c.startFlush(g)
+		}
+	}
+	if c.walFlushing == 0 {
+		return c.removeOldWAL()
+	}
+	return nil
+}
+
+// startFlush starts the sync of g's log for a rotation.
+func (c *Core) startFlush(g *group) {
+	c.nextSyncToken++
+	token := c.nextSyncToken
+	run := g.log.StartSync()
+	g.pipe.syncing = token
+	g.pipe.heldTerm = g.pipe.durableTerm
+	c.syncsInFlight[token] = syncJob{g: g, run: run, flush: true}
+	c.syncQueue = append(c.syncQueue, SyncJob{Token: token, run: run})
+	c.walFlushing++
+}
+
+// flushDone counts a rotation's log sync done; after the last, the
+// write-ahead log's older segments go.
+func (c *Core) flushDone() {
+	c.walFlushing--
+	if c.walFlushing == 0 && c.fatal == nil && !c.closed {
+		if err := c.removeOldWAL(); err != nil {
+			c.fatal = err
+		}
+	}
+}
+
+// removeOldWAL removes the write-ahead log's segments before the last.
+func (c *Core) removeOldWAL() error {
+	if err := c.wal.RemoveOld(); err != nil {
+		c.log.log(slog.LevelError, "write-ahead log rotation failed; the node stops (fail-stop)", slog.Any("err", err))
+		return fmt.Errorf("node: remove old write-ahead log segments: %w", err)
+	}
 	return nil
 }
 

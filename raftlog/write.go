@@ -231,6 +231,20 @@ func (l *Log) Sync() error {
 	return l.syncDir()
 }
 
+// Dirty reports whether the log holds writes no sync has covered (or
+// started to cover) yet.
+func (l *Log) Dirty() bool {
+	if l.dirDirty {
+		return true
+	}
+	for _, s := range l.segments {
+		if s.dirty {
+			return true
+		}
+	}
+	return false
+}
+
 // runBeforeSync runs Options.BeforeSync, if any.
 func (l *Log) runBeforeSync() error {
 	if l.beforeSync == nil {

@@ -235,14 +235,21 @@ func (w *WAL) finish(err error) error {
 	return nil
 }
 
-// Rotate makes the log durable and starts a new segment; every older
-// segment is then removed. The caller must have made every write those
-// segments hold durable in its partition log first (raftlog.Log.Sync of
-// each log written since the last Rotate): nothing in them is needed
-// after. No sync may be in flight.
+// Rotate is Roll then RemoveOld: for a caller that synced every log first.
 func (w *WAL) Rotate() error {
+	if err := w.Roll(); err != nil {
+		return err
+	}
+	return w.RemoveOld()
+}
+
+// Roll makes the log durable and starts a new segment; the older ones stay
+// until RemoveOld. The caller then makes every write the older segments
+// hold durable in its logs (it wrote them before Roll) and calls
+// RemoveOld. No sync may be in flight.
+func (w *WAL) Roll() error {
 	if w.syncing {
-		panic("wal: Rotate while a sync is in flight")
+		panic("wal: Roll while a sync is in flight")
 	}
 	if w.failed != nil {
 		return w.failed
@@ -250,12 +257,21 @@ func (w *WAL) Rotate() error {
 	if err := w.Sync(); err != nil {
 		return err
 	}
-	old := w.segs
-	if err := w.create(old[len(old)-1].seq + 1); err != nil {
+	if err := w.create(w.segs[len(w.segs)-1].seq + 1); err != nil {
 		return w.fail(err)
 	}
-	if err := w.Sync(); err != nil {
-		return err
+	return w.Sync()
+}
+
+// RemoveOld removes every segment but the last: nothing in them is needed
+// once the caller's logs hold their writes durably.
+func (w *WAL) RemoveOld() error {
+	if w.failed != nil {
+		return w.failed
+	}
+	old := w.segs[:len(w.segs)-1]
+	if len(old) == 0 {
+		return nil
 	}
 	for _, s := range old {
 		if err := w.disk.Remove(w.path(s.name)); err != nil {
