@@ -109,7 +109,8 @@ func (c *Core) finishSync(token uint64, job syncJob, err error) {
 		return
 	}
 	if job.flush {
-		defer c.flushDone() // wal.go
+		c.finishFlush(job, err) // wal.go
+		return
 	}
 	g := job.g
 	if g != c.meta && c.byTP[g.tp] != g {

@@ -73,8 +73,9 @@ func (n *node) save(t *rapid.T, entries []*raftpb.Entry, hs *raftpb.HardState) {
 }
 
 // TestReplayModel drives one log in write-ahead mode (appends, conflicting
-// truncations, hard-state changes, syncs of the write-ahead log only, lazy
-// flushes of the log with rotation, log syncs of a checkpoint) with power
+// truncations, hard-state changes, syncs of the write-ahead log only,
+// rotations whose log fsync runs while writes go on, log syncs of a
+// checkpoint) with power
 // losses anywhere between operations. After every recovery (wal.Open,
 // raftlog.Open, wal.Replay) the log must be a state the log really had at or
 // after its last promise (the last write-ahead sync), and hold every
@@ -86,6 +87,7 @@ func TestReplayModel(t *testing.T) {
 		n.open(t)
 		cur := n.read(t)
 		history := []state{cur} // states since the last promise, the promise first
+		var flush func() error  // a rotation's log fsync in flight (raftlog.Log.Flush)
 		for range rapid.IntRange(1, 80).Draw(t, "ops") {
 			switch op := rapid.IntRange(0, 11).Draw(t, "op"); op {
 			case 0, 1, 2, 3, 4: // append, maybe truncating an uncommitted suffix
@@ -119,15 +121,23 @@ func TestReplayModel(t *testing.T) {
 					must(t, n.w.Sync())
 				}
 				history = history[:0]
-			case 8: // lazy flush
-				must(t, n.l.Sync())
-				must(t, n.w.Rotate())
+			case 8: // a rotation: roll, fsync the log through its own handles
+				// while writes go on, then drop the old segments
+				if flush == nil {
+					must(t, n.w.Roll())
+					flush = n.l.Flush()
+				} else {
+					must(t, flush())
+					flush = nil
+					must(t, n.w.RemoveOld())
+				}
 			case 9: // a checkpoint syncs the log
 				must(t, n.l.Sync())
 			case 10, 11:
 				must(t, n.l.Close())
 				must(t, n.w.Close())
 				n.disk.Crash(rng)
+				flush = nil
 				n.open(t)
 				got := n.read(t)
 				history = append(history, cur)
