@@ -44,8 +44,8 @@ func (n *nodeFlags) register(fs *pflag.FlagSet) {
 		"refuse produce (retriable not_enough_space) while the data directory's file system has less free space (0: only when full)")
 	fs.Int64Var(&n.catchUp, "catchup-bytes-per-sec", 0,
 		"bound the replication bytes per second sent to each follower that is catching up (0: unlimited)")
-	fs.BoolVar(&n.wal, "wal", true,
-		"make each round durable with one fsync of a node-wide write-ahead log (DATA_DIR/wal) instead of one per partition log written")
+	fs.BoolVar(&n.wal, "wal", false,
+		"make each round durable with one fsync of a node-wide write-ahead log (DATA_DIR/wal) instead of one per partition log written (turning it off later is safe: the log is replayed)")
 }
 
 // coreConfig is the node.Config of node id under these flags.
