@@ -59,6 +59,8 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.LeaseReads = true
 	case "AckBeforeSyncDone":
 		cfg.Bugs.AckBeforeSyncDone = true
+	case "WALAckBeforeFsync": // needs Options.WAL (seedOptions sets it)
+		cfg.Bugs.WALAckBeforeFsync = true
 	case "RecoverTrustsPageCache":
 		cfg.Bugs.RecoverTrustsPageCache = true
 	case "WipedNodeVotes":
@@ -75,7 +77,5 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.ProduceSkipsCRC = true
 	case "QuiescedNeverWake":
 		cfg.Bugs.QuiescedNeverWake = true
-	case "WALAckBeforeFsync": // needs Options.WAL (seedOptions sets it)
-		cfg.Bugs.WALAckBeforeFsync = true
 	}
 }
