@@ -31,6 +31,7 @@ type produceBugs struct{}
 func (c *Core) bugLogOptions(*raftlog.Options)                           {}
 func (c *Core) bugReadOnlyOption() raft.ReadOnlyOption                   { return raft.ReadOnlySafe }
 func (c *Core) bugSkipFsync() bool                                       { return false }
+func (c *Core) bugWALAckEarly(*group)                                    {}
 func (c *Core) bugLocalRead() bool                                       { return false }
 func (c *Core) bugAckEarly(*group, *produceWait, func(ProduceResult))    {}
 func (c *Core) bugAckedEarly(*group, *produceWait) bool                  { return false }

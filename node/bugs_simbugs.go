@@ -62,6 +62,9 @@ type Bugs struct {
 	// the write's fsync is handed to the storage pipeline, not when it
 	// completes.
 	AckBeforeSyncDone bool
+	// WALAckBeforeFsync answers acks=1 produces once their records are
+	// written to the node-wide write-ahead log, before its fsync (wal.go).
+	WALAckBeforeFsync bool
 	// WipedNodeVotes: a replica that lost its state rejoins as if new,
 	// voting at once (no disk-loss recovery: rejoin.go).
 	WipedNodeVotes bool
@@ -105,6 +108,22 @@ func (c *Core) bugReleaseBeforeSync(g *group) {
 	if c.cfg.Bugs.AckBeforeSyncDone {
 		c.release(g)
 	}
+}
+
+// bugWALAckEarly (WALAckBeforeFsync) answers g's acks=1 produces as the
+// write-ahead log's sync starts: a power loss before the fsync loses an
+// acknowledged write the partition log never synced either.
+func (c *Core) bugWALAckEarly(g *group) {
+	if !c.cfg.Bugs.WALAckBeforeFsync {
+		return
+	}
+	for _, w := range g.pipe.acked {
+		if !w.finished {
+			c.finishProduce(g, w, ProduceResult{BaseOffset: -1, Leader: c.cfg.ID})
+		}
+	}
+	clear(g.pipe.acked)
+	g.pipe.acked = g.pipe.acked[:0]
 }
 
 // bugRepairTrustsItself (RepairTrustsItself) skips the rejoin file of a

@@ -209,7 +209,9 @@ func TestBugQuiescedNeverWakeLeavesPartitionLeaderless(t *testing.T) {
 // handed to the pipeline; a power loss before that fsync runs takes the
 // acknowledged entry out of its log.
 func TestBugAckBeforeSyncDoneLosesAcknowledgedWrite(t *testing.T) {
-	bug := func(cfg *Config) { cfg.Bugs.AckBeforeSyncDone = true }
+	// The per-log path: the check below reads the leader's log alone
+	// (TestBugWALAckBeforeFsyncLosesAcknowledgedWrite is the WAL's).
+	bug := func(cfg *Config) { cfg.Bugs.AckBeforeSyncDone, cfg.WAL = true, false }
 	c, lead := pipelineLeader(t, 23, bug)
 	core := c.cores[lead]
 	last, _ := core.byTP[tp0].log.LastIndex()

@@ -152,6 +152,14 @@ type Config struct {
 	// loop goes on taking proposals and messages. Unset: Process runs the
 	// round's syncs itself through SyncLogs before it returns.
 	AsyncSyncs bool
+	// WAL turns on the node-wide write-ahead log (wal.go): every round's
+	// appends of every group go to their logs without an fsync and to one
+	// shared log in directory "wal", and one fsync of it releases them
+	// all. Unset: one sync per written log per round.
+	WAL bool
+	// WALBytesMax is the write-ahead log's size past which every log is
+	// synced and its old segments removed; 0 takes walBytesMaxDefault.
+	WALBytesMax int64
 	// plantedBugs is empty in production builds; with -tags simbugs it
 	// holds Bugs, the simulator's planted-bug switches (bugs_simbugs.go).
 	//lint:ignore U1000 empty without -tags simbugs
@@ -409,6 +417,7 @@ type Core struct {
 	syncQueue     []SyncJob
 	syncsInFlight map[uint64]syncJob
 	nextSyncToken uint64
+	walState      // wal.go
 
 	// completions queued by the current call, run at its end so callbacks
 	// (which may call back into the Core) see consistent state.

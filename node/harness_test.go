@@ -158,6 +158,7 @@ func (c *cluster) start(id NodeID) {
 	cfg := Config{
 		ID: id, Nodes: c.nodes, Disk: c.disks[id], Network: sender{c: c, from: id},
 		Clock: testClock{}, Rand: rand.New(rand.NewPCG(uint64(id), 2)),
+		WAL: *walFlag, // wal_test.go
 	}
 	if c.config != nil {
 		c.config(&cfg)

@@ -255,6 +255,9 @@ func (c *Core) stopGroup(g *group) {
 		g.logs.log(slog.LevelWarn, "mark replica deleted; its files stay", slog.String("dir", g.dir), slog.Any("err", err))
 		return
 	}
+	if err := c.walVoid(g.dir + "/log"); err != nil { // wal.go
+		g.logs.log(slog.LevelWarn, "write-ahead log reset of a deleted replica", slog.Any("err", err))
+	}
 	for _, sub := range []string{"/log", "/checkpoint", "/checkpoint/index", "/rejoin"} {
 		if err := removeDir(c.cfg, g.dir+sub); err != nil {
 			g.logs.log(slog.LevelWarn, "remove replica files", slog.String("dir", g.dir+sub), slog.Any("err", err))

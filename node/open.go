@@ -59,6 +59,17 @@ func Open(cfg Config) (*Core, error) {
 	if c.rand == nil {
 		c.rand = rand.New(rand.NewPCG(uint64(cfg.ID), 0x5ca1ab1e))
 	}
+	if err := c.dropWAL(); err != nil { // wal.go
+		return nil, err
+	}
+	if cfg.WAL {
+		if err := c.openWAL(); err != nil { // wal.go
+			if c.wal != nil {
+				_ = c.wal.Close()
+			}
+			return nil, err
+		}
+	}
 	if err := c.openMeta(); err != nil {
 		c.closeGroups()
 		return nil, err
@@ -172,6 +183,9 @@ func (c *Core) openRaft(g *group) error {
 	}
 	g.rejoin = rj
 	opts := raftlog.Options{SegmentBytesMax: c.cfg.SegmentBytesMax, TailCacheBytesMax: c.tailCacheShare(len(c.groups) + 1)}
+	if c.wal != nil {
+		opts.BeforeSync = c.walBeforeSync // wal.go
+	}
 	c.bugLogOptions(&opts)
 	log, err := raftlog.Open(c.cfg.Disk, g.dir+"/log", opts)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/strandlog/strand/raftlog/wal"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 )
@@ -64,6 +65,11 @@ func (j SyncJob) Run() error { return j.run() }
 type syncJob struct {
 	g   *group
 	run func() error
+	// groups are those a sync of the write-ahead log covers (wal.go); g
+	// is then nil.
+	groups []*group
+	// flush: the sync of g's log for a write-ahead log rotation (wal.go).
+	flush bool
 }
 
 // TakeSyncJobs appends the sync jobs started since the last call to dst and
@@ -98,6 +104,14 @@ func (c *Core) SyncDone(token uint64, err error) {
 // finishSync ends the group's sync in flight with err. The sync of a
 // replica removed meanwhile ends silently (its files are closed).
 func (c *Core) finishSync(token uint64, job syncJob, err error) {
+	if job.g == nil {
+		c.finishWALSync(token, job, err)
+		return
+	}
+	if job.flush {
+		c.finishFlush(job, err) // wal.go
+		return
+	}
 	g := job.g
 	if g != c.meta && c.byTP[g.tp] != g {
 		return
@@ -181,6 +195,9 @@ func (c *Core) routeMessages(gr *groupReady) {
 // everything they depend on was made durable by an earlier sync. It
 // returns how many groups it wrote.
 func (c *Core) writeAppends() (int, error) {
+	if c.wal != nil {
+		return c.writeAppendsWAL() // wal.go
+	}
 	n := 0
 	for _, g := range c.groups {
 		if len(g.pipe.appends) == 0 || g.pipe.syncing != 0 {
@@ -229,6 +246,11 @@ func (c *Core) writeGroup(g *group) (bool, error) {
 			}
 			if len(entries) > 0 {
 				p.acked = c.indexProposals(g, entries, p.acked)
+			}
+			if c.wal != nil {
+				if err := c.walAppend(g, wal.Prepare(g.log, entries, hs)); err != nil {
+					return false, err
+				}
 			}
 			if err := g.log.Save(entries, hs); err != nil {
 				g.logs.log(slog.LevelError, "raft log write failed; the node stops (fail-stop)", slog.Any("err", err))

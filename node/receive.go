@@ -21,6 +21,7 @@ type Stats struct {
 	MessagesSent         uint64
 	FramesSent           uint64
 	Syncs                uint64 // log syncs of the Ready cycle
+	WALRotations         uint64 // write-ahead log rotations (wal.go)
 	Checkpoints          uint64 // engine checkpoints written
 	ReadyPolls           uint64 // groups asked HasReady by the Ready rounds (ready.go)
 	Quiesced             uint64 // times a leader quiesced its group (quiesce.go)
@@ -366,6 +367,11 @@ func (c *Core) Close() error {
 			}
 		}
 		if err := g.log.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if c.wal != nil {
+		if err := c.wal.Close(); err != nil && first == nil {
 			first = err
 		}
 	}

@@ -42,6 +42,9 @@ func (c *Core) discardReplica(dir string) error {
 			return err
 		}
 	}
+	if err := c.walVoid(dir + "/log"); err != nil { // wal.go
+		return err
+	}
 	for _, sub := range []string{"/log", "/checkpoint/index", "/checkpoint"} {
 		if err := removeDir(c.cfg, dir+sub); err != nil {
 			return err

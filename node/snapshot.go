@@ -168,6 +168,16 @@ func (c *Core) installSnapshot(g *group, snap *raftpb.Snapshot) error {
 	if err != nil || part.AppliedIndex() != index || g.meta != nil {
 		panic(fmt.Sprintf("node: %s/%d: raft snapshot %d not checked: %v", g.tp.Topic, g.tp.Partition, index, err))
 	}
+	if c.wal != nil {
+		// The log's unsynced tail must not depend on records the reset
+		// voids before the snapshot replaces it (wal.go).
+		if err := g.log.Sync(); err != nil {
+			return fmt.Errorf("node: %s/%d: sync before snapshot %d: %w", g.tp.Topic, g.tp.Partition, index, err)
+		}
+		if err := c.walVoid(g.log.Dir()); err != nil {
+			return fmt.Errorf("node: %s/%d: write-ahead log reset: %w", g.tp.Topic, g.tp.Partition, err)
+		}
+	}
 	if err := g.log.ApplySnapshot(snap); err != nil {
 		g.logs.log(slog.LevelError, "raft snapshot install failed; the node stops (fail-stop)", slog.Any("err", err))
 		return fmt.Errorf("node: %s/%d: install snapshot %d: %w", g.tp.Topic, g.tp.Partition, index, err)

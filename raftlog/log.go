@@ -22,6 +22,13 @@ type Options struct {
 	// entries to apply, appends to followers) without I/O. Negative disables
 	// the cache.
 	TailCacheBytesMax int64
+	// BeforeSync, when set, runs before every fsync of the log's segments
+	// that the Log makes: Sync, and a roll's sync. A node that writes a
+	// write-ahead log beside its logs (raftlog/wal) makes that durable
+	// there first, so a log never holds durably a write the write-ahead log
+	// could lose (recovery replays the write-ahead log over the log). Its
+	// error fails the Log, as a failed fsync.
+	BeforeSync func() error
 
 	//lint:ignore U1000 empty without -tags simbugs
 	plantedBugs // planted bugs: empty unless built with -tags simbugs
@@ -100,6 +107,7 @@ type Log struct {
 	dir               string
 	segmentBytesMax   int64
 	tailCacheBytesMax int64
+	beforeSync        func() error // Options.BeforeSync
 
 	segments     []*segment // by base; the last one is active
 	snapshot     *raftpb.Snapshot
@@ -416,3 +424,6 @@ func (l *Log) Close() error {
 	}
 	return first
 }
+
+// Dir returns the log's directory on its Disk.
+func (l *Log) Dir() string { return l.dir }

@@ -69,7 +69,8 @@ import (
 // Torn data can only be data that was never synced; whatever survives is a
 // prefix of the writes (in the order issued) since the last Sync.
 func Open(disk Disk, dir string, options Options) (*Log, error) {
-	l := &Log{disk: disk, dir: dir, segmentBytesMax: options.SegmentBytesMax, tailCacheBytesMax: options.TailCacheBytesMax}
+	l := &Log{disk: disk, dir: dir, segmentBytesMax: options.SegmentBytesMax, tailCacheBytesMax: options.TailCacheBytesMax,
+		beforeSync: options.BeforeSync}
 	if l.segmentBytesMax <= 0 {
 		l.segmentBytesMax = DefaultSegmentBytesMax
 	}

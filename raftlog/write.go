@@ -154,6 +154,9 @@ func (l *Log) roll(pending []byte) (*segment, error) {
 		return nil, err
 	}
 	if s.dirty {
+		if err := l.runBeforeSync(); err != nil {
+			return nil, err
+		}
 		if err := s.file.Sync(); err != nil {
 			return nil, fmt.Errorf("raftlog: sync %s: %w", s.name, err)
 		}
@@ -213,6 +216,9 @@ func (l *Log) Sync() error {
 	if err := l.writable(); err != nil {
 		return err
 	}
+	if err := l.runBeforeSync(); err != nil {
+		return l.fail(err)
+	}
 	for _, s := range l.segments { // oldest first: a crash mid-Sync never leaves an older segment behind a newer one
 		if !s.dirty {
 			continue
@@ -223,6 +229,76 @@ func (l *Log) Sync() error {
 		s.dirty = false
 	}
 	return l.syncDir()
+}
+
+// Dirty reports whether the log holds writes no sync has covered (or
+// started to cover) yet.
+func (l *Log) Dirty() bool {
+	if l.dirDirty {
+		return true
+	}
+	for _, s := range l.segments {
+		if s.dirty {
+			return true
+		}
+	}
+	return false
+}
+
+// Flush returns run, which fsyncs the log's files written since their last
+// Sync (and its directory when files came or went) through handles of its
+// own, so it may run on any goroutine while the Log goes on being written,
+// truncated or closed: it makes durable at least every write made before
+// Flush. The Log's own marks stay (its next Sync fsyncs those files again):
+// a node-wide write-ahead log uses it to retire its old segments without
+// holding the log's writes (raftlog/wal). A failed Log, or a failure to
+// open a handle, returns a run that reports the error.
+func (l *Log) Flush() (run func() error) {
+	if err := l.writable(); err != nil {
+		return func() error { return err }
+	}
+	var files []File
+	var names []string
+	for _, s := range l.segments { // oldest first, as Sync
+		if !s.dirty {
+			continue
+		}
+		f, err := l.disk.Open(l.path(s.name))
+		if err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+			return func() error { return fmt.Errorf("raftlog: flush %s: %w", s.name, err) }
+		}
+		files, names = append(files, f), append(names, s.name)
+	}
+	syncDir, disk, dir := l.dirDirty, l.disk, l.dir
+	return func() error {
+		var first error
+		for i, f := range files {
+			if err := f.Sync(); err != nil && first == nil {
+				first = fmt.Errorf("raftlog: flush %s: %w", names[i], err)
+			}
+			f.Close()
+		}
+		if syncDir && first == nil {
+			if err := disk.SyncDir(dir); err != nil {
+				first = fmt.Errorf("raftlog: flush dir %s: %w", dir, err)
+			}
+		}
+		return first
+	}
+}
+
+// runBeforeSync runs Options.BeforeSync, if any.
+func (l *Log) runBeforeSync() error {
+	if l.beforeSync == nil {
+		return nil
+	}
+	if err := l.beforeSync(); err != nil {
+		return fmt.Errorf("raftlog: %s: before sync: %w", l.dir, err)
+	}
+	return nil
 }
 
 // StartSync is the first half of a Sync whose fsyncs run elsewhere (the

@@ -90,7 +90,7 @@ func newDurability(w *world) *durability {
 		sample: map[sampleKey]sampleState{}, dirs: map[dirKey]string{},
 		logDirs: map[string]map[int32]string{}}
 	for _, n := range w.nodes {
-		d.auditors = append(d.auditors, audit.New(n.disk))
+		d.auditors = append(d.auditors, d.newAuditor(n))
 		d.disks = append(d.disks, n.disk)
 	}
 	return d
@@ -101,7 +101,7 @@ func newDurability(w *world) *durability {
 func (d *durability) auditor(n *simNode) *audit.Auditor {
 	if d.disks[n.index] != n.disk {
 		d.opensBefore += int64(d.auditors[n.index].Opens)
-		d.auditors[n.index], d.disks[n.index] = audit.New(n.disk), n.disk
+		d.auditors[n.index], d.disks[n.index] = d.newAuditor(n), n.disk
 		for k := range d.sample {
 			if k.node == n.index {
 				delete(d.sample, k)

@@ -15,7 +15,7 @@ var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "
 	"RestoreForgetsProducers", "CheckpointForgetsProducers", "FetchRenumbersInsideBatch", "AckLeaderEarly",
 	"RecoverTrustsPageCache", "LeaseReads", "RestoreIndexTimes",
 	"AckBeforeSyncDone", "WipedNodeVotes", "RepairTrustsItself", "CompactPastStart", "StaleSnapshot",
-	"TopicIDUnchecked", "ProduceSkipsCRC", "QuiescedNeverWake"}
+	"TopicIDUnchecked", "ProduceSkipsCRC", "QuiescedNeverWake", "WALAckBeforeFsync"}
 
 // GroupBugNames are the consumer-group coordinator's planted bugs
 // (engine/groups): they need the group workload (Options.GroupMembers).
@@ -59,6 +59,8 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.LeaseReads = true
 	case "AckBeforeSyncDone":
 		cfg.Bugs.AckBeforeSyncDone = true
+	case "WALAckBeforeFsync": // needs Options.WAL (seedOptions sets it)
+		cfg.Bugs.WALAckBeforeFsync = true
 	case "RecoverTrustsPageCache":
 		cfg.Bugs.RecoverTrustsPageCache = true
 	case "WipedNodeVotes":

@@ -17,6 +17,8 @@ const catchSearchMax = 200
 // the node moves the seeds, the test searches seeds 1-200 and names the
 // seed to pin instead.
 var pinnedCatch = map[string]uint64{
+	"WALAckBeforeFsync": 1, // with Options.WAL (seedOptions)
+
 	"AckBeforeCommit": 1, "SkipFsync": 1, "FetchBeyondHighMark": 1, "ReapplyAfterRestart": 2, "LocalRead": 1,
 	"RestoreForgetsProducers": 2, "CheckpointForgetsProducers": 2, "FetchRenumbersInsideBatch": 1,
 	"AckLeaderEarly": 1, "RecoverTrustsPageCache": 1, "LeaseReads": 1, "RestoreIndexTimes": 2,

@@ -144,6 +144,10 @@ type Options struct {
 	// and logs roll within a run.
 	CheckpointEntries uint64
 	SegmentBytesMax   int64
+	// WAL runs the nodes with the node-wide write-ahead log
+	// (node.Config.WAL), rotated past walBytesMaxSim; the durability audit
+	// then recovers logs as such a node does.
+	WAL bool
 
 	TickInterval  time.Duration // Core.Tick period of every node
 	ClientTimeout time.Duration // a client gives up an attempt after this

@@ -13,6 +13,7 @@ import "github.com/strandlog/strand/node"
 type rejoinSeen struct {
 	started, done, withheld, repaired uint64
 	full, throttled                   uint64
+	walRotations                      uint64
 }
 
 // countRejoins adds to the coverage what n's core did for disk-loss
@@ -29,5 +30,7 @@ func (w *world) countRejoins(n *simNode) {
 	w.coverage.Add("event/replica-repaired", int64(st.ReplicasRepaired-n.rejoins.repaired))
 	w.coverage.Add("event/disk-full", int64(st.DiskFullEntered-n.rejoins.full))
 	w.coverage.Add("event/catchup-throttled", int64(st.CatchUpThrottled-n.rejoins.throttled))
-	n.rejoins = rejoinSeen{full: st.DiskFullEntered, throttled: st.CatchUpThrottled, started: st.RejoinsStarted, done: st.RejoinsDone, withheld: st.VotesWithheld, repaired: st.ReplicasRepaired}
+	w.coverage.Add("event/wal-rotation", int64(st.WALRotations-n.rejoins.walRotations))
+	n.rejoins = rejoinSeen{full: st.DiskFullEntered, throttled: st.CatchUpThrottled, started: st.RejoinsStarted, done: st.RejoinsDone, withheld: st.VotesWithheld, repaired: st.ReplicasRepaired,
+		walRotations: st.WALRotations}
 }

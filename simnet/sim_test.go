@@ -29,6 +29,7 @@ var (
 	flagCorrupt   = flag.Bool("sim.corrupt", true, "damage client frames in flight at the seed's drawn rate")
 	flagRecreate  = flag.Bool("sim.recreate", true, "delete and re-create the second topic mid-run")
 	flagWipeJoin  = flag.Bool("sim.wipe-rejoin", true, "let a node whose disk was wiped restart empty (false: it stays down)")
+	flagWAL       = flag.Bool("sim.wal", false, "run the nodes with the node-wide write-ahead log (node.Config.WAL)")
 )
 
 // seedOptions builds seed's options: the standard scenario, the profile
@@ -50,6 +51,7 @@ func seedOptions(t *testing.T, seed uint64, profile, bug string) Options {
 	o.Faults.WipeRejoin = *flagWipeJoin
 	o.KafkaCodec = *flagKafka
 	o.RecreateTopic = *flagRecreate
+	o.WAL = *flagWAL || bugName == "WALAckBeforeFsync"
 	if !*flagCorrupt {
 		o.Faults.ClientCorrupt = 0
 	}

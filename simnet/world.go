@@ -280,6 +280,8 @@ func (w *world) startNode(n *simNode) {
 		CheckpointEntries:    w.opts.CheckpointEntries,
 		LogTailCacheBytesMax: w.opts.LogTailCacheBytesMax,
 		AsyncSyncs:           true,
+		WAL:                  w.opts.WAL,
+		WALBytesMax:          walBytesMaxSim,
 		MinFreeBytes:         simMinFreeBytes,
 		CatchUpBytesPerSec:   w.opts.CatchUpBytesPerSec,
 		RetentionCheckTicks:  w.opts.RetentionCheckTicks,

@@ -24,6 +24,7 @@ import (
 
 	"github.com/strandlog/strand/raftlog"
 	"github.com/strandlog/strand/raftlog/memdisk"
+	"github.com/strandlog/strand/raftlog/wal"
 )
 
 // ErrBroken is wrapped by every error Check returns: a power loss now would
@@ -57,6 +58,37 @@ type Auditor struct {
 	views map[string]*view
 	// Opens counts the recoveries run (cache misses), for cost figures.
 	Opens int
+	// walDir, when set (UseWAL), is the node-wide write-ahead log's
+	// directory: a projected log is recovered as the node does, with the
+	// write-ahead log replayed over it. walGen and walRecs cache its
+	// projected records by the directory's durable generation.
+	walDir  string
+	walGen  uint64
+	walRecs map[string][]wal.Record
+	walErr  error
+}
+
+// UseWAL makes the auditor recover logs as a node running with the
+// node-wide write-ahead log in dir does (raftlog/wal): a promise holds when
+// the log, or the write-ahead log replayed over it, keeps it durably.
+func (a *Auditor) UseWAL(dir string) {
+	a.walDir, a.walGen, a.walRecs = dir, 0, nil
+	clear(a.views)
+}
+
+// walRecords returns the records a power loss now would leave in the
+// write-ahead log, by log directory.
+func (a *Auditor) walRecords() (map[string][]wal.Record, error) {
+	gen := a.disk.DurableGeneration(a.walDir)
+	if a.walRecs != nil && a.walGen == gen {
+		return a.walRecs, a.walErr
+	}
+	w, recs, err := wal.Open(a.disk.ProjectCrash(a.walDir), a.walDir)
+	if err == nil {
+		_ = w.Close()
+	}
+	a.walGen, a.walRecs, a.walErr = gen, wal.ByDir(recs), err
+	return a.walRecs, err
 }
 
 // view is the recovered projection of one directory at one generation.
@@ -111,6 +143,11 @@ func (a *Auditor) Check(dir string, p Promise) error {
 // its durable generation moved.
 func (a *Auditor) view(dir string) *view {
 	gen := a.disk.DurableGeneration(dir)
+	if a.walDir != "" {
+		// Generations come from one counter: the newer of the two
+		// changes whenever either does.
+		gen = max(gen, a.disk.DurableGeneration(a.walDir))
+	}
 	if v := a.views[dir]; v != nil && v.generation == gen {
 		return v
 	}
@@ -120,6 +157,13 @@ func (a *Auditor) view(dir string) *view {
 	a.Opens++
 	v := &view{generation: gen}
 	v.log, v.err = raftlog.Open(a.disk.ProjectCrash(dir), dir, raftlog.Options{TailCacheBytesMax: -1})
+	if v.err == nil && a.walDir != "" {
+		recs, err := a.walRecords()
+		if err == nil {
+			err = wal.Replay(v.log, recs[dir])
+		}
+		v.err = err
+	}
 	if v.err == nil {
 		// Open reads only the seals of sealed segments; the audit checks
 		// every byte it relies on, as a read of those entries would.

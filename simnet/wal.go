@@ -1,0 +1,28 @@
+package simnet
+
+import "github.com/strandlog/strand/raftlog/audit"
+
+// The node-wide write-ahead log in the simulator (Options.WAL). Its sync is
+// the node's one sync job per round, so the storage pipeline's crash points
+// (storage.go) land between its write and its fsync and between the fsync
+// and the acknowledgements; a power loss keeps a random prefix of its
+// unsynced writes, the last torn, and one round's writes hold the records
+// of several partitions. The durability audit recovers a log as the node
+// does: the log's synced bytes with the write-ahead log's durable records
+// replayed over them.
+
+// walBytesMaxSim rotates the write-ahead log often within a run (a seed
+// writes a few MB), so lazy log syncs and segment removal are exercised.
+const walBytesMaxSim = 256 << 10
+
+// walDirSim is the write-ahead log's directory (node's walDir).
+const walDirSim = "wal"
+
+// newAuditor returns the durability auditor of n's disk.
+func (d *durability) newAuditor(n *simNode) *audit.Auditor {
+	a := audit.New(n.disk)
+	if d.w.opts.WAL {
+		a.UseWAL(walDirSim)
+	}
+	return a
+}
