@@ -139,12 +139,6 @@ var CoverageExpected = []string{
 	"event/liveness-probe", "event/liveness-probe-crash", "fault/overload",
 }
 
-// coverageRare are expected names too rare for TestSimCoverage's small
-// sample since the overload incidents hold other faults back (a full disk
-// the node notices: 12 of 200 seeds; a replica repaired: about 1 seed in
-// 10): TestSim's 200 seeds must still see them.
-var coverageRare = []string{"event/disk-full", "event/replica-repaired"}
-
 // coverageGaps are names the table lists although the workload cannot make
 // them happen yet (issue 14 asks for them): shown as "never" so the gap
 // stays visible.

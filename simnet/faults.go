@@ -70,7 +70,8 @@ type planner struct {
 	// holdUntil: no fault begins before this time (an incident runs
 	// alone: overload.go).
 	holdUntil time.Duration
-	overloads int // overload episodes begun (overload.go)
+	overloads int       // overload episodes begun (overload.go)
+	inc       incidents // the scheduled incidents (incidents.go)
 	// starvedBase[i]: node i's tick period before it was starved.
 	starvedBase []time.Duration
 }
@@ -117,6 +118,7 @@ func newPlanner(w *world) *planner {
 func (p *planner) start() {
 	p.scheduleRolling()
 	p.scheduleOverload()
+	p.scheduleIncidents()
 	if p.total == 0 || p.w.opts.Faults.Interval <= 0 {
 		return
 	}
