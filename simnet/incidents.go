@@ -1,7 +1,7 @@
 package simnet
 
 import (
-	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,8 +33,8 @@ const (
 	// while A is down.
 	IncidentRepairOutage
 	// IncidentBrokerDown is "broker down longer than retention": not an
-	// incident of its own but the first step of a seed's first disk-loss
-	// incident (Faults.LongOutage, brokerOutage): L is a broker down while
+	// incident of its own but the first step of a disk replacement
+	// (Faults.LongOutage, brokerOutage): L is a broker down while
 	// the cluster's clocks step past the retention window, so it comes
 	// back behind the leaders' compacted logs and must catch up by raft
 	// snapshot (if no vote it should not have elects it first); meanwhile
@@ -67,24 +67,17 @@ const incidentFullSlackBytes = 16 << 10
 // back so that the faults under way end and the cluster is whole.
 const incidentWaitMax = 1500 * time.Millisecond
 
-// drawIncidents draws a seed's disk-loss incidents from r: each of the two
-// in 7 seeds of 8, in a random order.
-func drawIncidents(r *rand.Rand) []Incident {
-	var out []Incident
-	for _, i := range r.Perm(2) {
-		if r.IntN(8) != 0 {
-			out = append(out, Incident(i+1))
-		}
-	}
-	return out
+// drawIncidents returns a seed's disk-loss incidents: the repair first,
+// while the logs still hold the data it damages (the disk replacement may
+// end a long outage whose clock step trims them).
+func drawIncidents() []Incident {
+	return []Incident{IncidentRepairOutage, IncidentDiskReplaced}
 }
 
 // incidents is the planner's incident state.
 type incidents struct {
 	queue   []Incident // still to run, in order
 	running bool       // one is under way (its own steps end it)
-	// longDone: the seed's long outage (Faults.LongOutage) was run.
-	longDone bool
 	// waited is how long the due incident held the random mix back so
 	// far, waiting for a whole cluster (at most incidentWaitMax).
 	waited time.Duration
@@ -100,6 +93,9 @@ func (p *planner) scheduleIncidents() {
 		return
 	}
 	p.inc.queue = append([]Incident(nil), f.Incidents...)
+	if f.OverloadAfter > 0 && len(p.inc.queue) > 1 {
+		p.inc.queue = slices.Insert(p.inc.queue, 1, incidentOverload)
+	}
 	p.w.sched.schedule(incidentPoll, &event{kind: evCall, node: -1, call: p.pollIncident})
 }
 
@@ -108,7 +104,13 @@ func (p *planner) scheduleIncidents() {
 // quiet probe wait for it (an outage an operator is handling is not
 // over until its node is back).
 func (p *planner) incidentBusy() bool {
-	return p.inc.running || (len(p.inc.queue) > 0 && p.w.work.issued < p.w.opts.Ops && !p.w.probe.ran)
+	return p.inc.running || (p.incidentsQueued() && p.w.work.issued < p.w.work.budget())
+}
+
+// incidentsQueued reports whether incidents wait for their turn (before
+// the quiet probe, which ends them).
+func (p *planner) incidentsQueued() bool {
+	return len(p.inc.queue) > 0 && !p.w.probe.ran
 }
 
 // deferHeal delivers the liveness heal once no incident is busy (once,
@@ -134,7 +136,7 @@ func (p *planner) deferHeal() {
 // and the cluster is whole; it gives up once every operation was issued.
 func (p *planner) pollIncident() {
 	w := p.w
-	if len(p.inc.queue) == 0 || w.work.issued >= w.opts.Ops || w.probe.ran {
+	if len(p.inc.queue) == 0 || w.work.issued >= w.work.budget() || w.probe.ran {
 		p.inc.queue = nil
 		return
 	}
@@ -152,17 +154,53 @@ func (p *planner) pollIncident() {
 	}
 	p.inc.waited = 0
 	next := p.inc.queue[0]
-	long := w.opts.Faults.LongOutage && !p.inc.longDone
-	started := p.diskLossOutage(next, long)
-	p.inc.longDone = p.inc.longDone || started && long
+	p.healForIncident()
+	for _, n := range w.nodes {
+		if !n.up {
+			w.sched.schedule(incidentPoll, &event{kind: evCall, node: -1, call: p.pollIncident})
+			return
+		}
+	}
+	var started bool
+	switch next {
+	case incidentOverload:
+		started = p.overloadIncident()
+	default:
+		started = p.diskLossOutage(next, w.opts.Faults.LongOutage && next == IncidentDiskReplaced)
+	}
 	if !started {
 		w.sched.schedule(incidentPoll, &event{kind: evCall, node: -1, call: p.pollIncident})
 		return
 	}
 	p.inc.queue = p.inc.queue[1:]
 	p.inc.running = true
-	w.coverage.Inc(incidentNames[next])
+	if next != incidentOverload {
+		w.coverage.Inc(incidentNames[next])
+	}
 	w.traceNote(kindIncident, -1, uint64(next), 0)
+}
+
+// incidentOverload, queued between the disk-loss incidents, is the seed's
+// first overload episode (overload.go) when none ran yet: the disk-loss
+// incidents take much of a short run, and an overload waits for a leader
+// whose peers are healthy, which they rarely leave.
+const incidentOverload Incident = 100
+
+// overloadIncident starts the queued overload episode and reports whether
+// it could (a leader with healthy peers exists); one already run makes it
+// a no-op that ends at once.
+func (p *planner) overloadIncident() bool {
+	if p.overloads > 0 {
+		p.w.sched.schedule(0, &event{kind: evCall, node: -1, call: func() { p.endIncident(0) }})
+		return true
+	}
+	i := p.starvable()
+	if i < 0 {
+		return false
+	}
+	d := p.overloadEpisode(i)
+	p.w.sched.schedule(d, &event{kind: evCall, node: -1, call: func() { p.endIncident(300 * time.Millisecond) }})
+	return true
 }
 
 // kindIncident is an incident's start in the trace.
@@ -178,17 +216,31 @@ func (p *planner) endIncident(gap time.Duration) {
 	}
 }
 
-// clusterWhole reports whether every node is up, running, not starved,
-// with no disk full and every link up: an incident starts from a healthy
-// cluster, as the outages it models do.
+// clusterWhole reports whether the cluster can take an incident: no node
+// is dead or overloaded (an overload is an incident too), and, once the
+// incident is due, a fault under way is ended (healForIncident).
 func (p *planner) clusterWhole() bool {
-	w := p.w
-	for _, n := range w.nodes {
-		if !n.up || n.dead || n.starved || n.pausedUntil > w.now() || n.fullUntil != 0 || n.cut.armed != 0 {
+	for _, n := range p.w.nodes {
+		if n.dead || n.starved || n.cut.cut {
 			return false
 		}
 	}
-	return p.peersHealthy(-1)
+	return true
+}
+
+// healForIncident ends the faults under way: the network heals, pending
+// power cuts are disarmed, full disks get their space back, paused
+// processes resume and nodes down restart now, so the incident's chain is
+// what happens next (the outages it models begin in a healthy cluster).
+func (p *planner) healForIncident() {
+	w := p.w
+	w.net.clearCuts()
+	p.liftFullDisks(true)
+	for _, n := range w.nodes {
+		n.cut.reset()
+		n.pausedUntil = min(n.pausedUntil, w.now())
+		p.restartNow(n)
+	}
 }
 
 // nodeLinks are every link between node i and the others, both ways.
@@ -208,12 +260,13 @@ func (w *world) nodeLinks(i int) [][2]int {
 // budget. Steps, with the random faults held (but during a broker outage):
 //  1. L falls behind: it is cut off from its peers (clients still reach
 //     it) for 0.3-0.6 s, while X and A commit what it misses; or, when
-//     long (the seed's first incident, with Faults.LongOutage), L loses
-//     power and stays down past the retention window (brokerOutage), so
-//     the leaders compact past its logs and it must catch up by snapshot.
+//     long (a disk replacement with Faults.LongOutage), L loses power and
+//     stays down past the retention window (brokerOutage), so the leaders
+//     compact past its logs and it must catch up by snapshot.
 //  2. X loses power; its disk is replaced (or damaged); 20-60 ms later
 //  3. A loses power, L comes back and X restarts;
-//  4. A restarts after 0.4-0.8 s; the incident ends 0.3 s later.
+//  4. A restarts after 0.3-0.6 s (0.6-1.2 s when long); the incident
+//     ends 0.2 s later.
 func (p *planner) diskLossOutage(kind Incident, long bool) bool {
 	w := p.w
 	if len(w.nodes) < 3 || !w.opts.Faults.WipeRejoin && kind == IncidentDiskReplaced {
@@ -256,7 +309,10 @@ func (p *planner) diskLossOutage(kind Incident, long bool) bool {
 		back = func() { w.net.releaseCuts(links, gen) }
 	}
 	gap := time.Duration(between(r, 20, 60)) * time.Millisecond
-	down := time.Duration(between(r, 400, 800)) * time.Millisecond
+	down := time.Duration(between(r, 300, 600)) * time.Millisecond
+	if long {
+		down *= 2 // L and X reopen from scratch: time for an election to go wrong
+	}
 	x.damaged = true // X's damage budget is spent from now on
 	// The random mix is held from shortly before X loses power (from the
 	// start when short): a broker outage lets it run.
@@ -265,7 +321,7 @@ func (p *planner) diskLossOutage(kind Incident, long bool) bool {
 		hold = 0
 	}
 	w.sched.schedule(hold, &event{kind: evCall, node: -1, call: func() {
-		p.holdUntil = max(p.holdUntil, w.now()+lag-hold+gap+down+300*time.Millisecond)
+		p.holdUntil = max(p.holdUntil, w.now()+lag-hold+gap+down+200*time.Millisecond)
 	}})
 	w.sched.schedule(lag, &event{kind: evCall, node: -1, call: func() {
 		w.crashNode(x, "incident: "+kind.String())
@@ -285,7 +341,7 @@ func (p *planner) diskLossOutage(kind Incident, long bool) bool {
 	w.sched.schedule(lag+gap+down, &event{kind: evCall, node: -1, call: func() {
 		p.restartNow(a)
 		p.restartNow(x) // if its restart failed (a transient disk fault)
-		w.sched.schedule(300*time.Millisecond, &event{kind: evCall, node: -1, call: func() { p.endIncident(300 * time.Millisecond) }})
+		w.sched.schedule(200*time.Millisecond, &event{kind: evCall, node: -1, call: func() { p.endIncident(200 * time.Millisecond) }})
 	}})
 	return true
 }
@@ -364,20 +420,30 @@ func (p *planner) replaceDisk(n *simNode) {
 }
 
 // damageReplicas flips one bit in the newest log segment of each of the
-// stopped node n's partition replicas that holds enough synced data (a
-// failing disk region under recent writes), inside the flip margin.
+// stopped node n's partition replicas (a failing disk region under recent
+// writes): anywhere in a sealed segment (any damage there is corruption,
+// found when it is read), or before incidentFlipMarginBytes of the last
+// one (when the last segment is big enough, else the one before it).
 func (p *planner) damageReplicas(n *simNode) {
-	names, sizes := p.logFiles(n)
 	r := p.w.rngFault
-	for i, name := range names {
+	files := n.disk.Files()
+	isSeg := func(k int, dir string) bool {
+		return k < len(files) && strings.HasPrefix(files[k], dir+"/log/") && strings.HasSuffix(files[k], ".log")
+	}
+	for i, name := range files {
 		dir, _, ok := strings.Cut(name, "/log/")
-		if !ok || !strings.HasSuffix(name, ".log") {
+		if !ok || !strings.HasPrefix(name, "p/") || !isSeg(i, dir) {
 			continue
 		}
-		if i+1 < len(names) && strings.HasPrefix(names[i+1], dir+"/log/") && strings.HasSuffix(names[i+1], ".log") {
-			continue // a newer segment of the same replica is big enough
+		last := !isSeg(i+1, dir)
+		if !last && (isSeg(i+2, dir) || p.flippable(n, files[i+1], true) > 0) {
+			continue // a newer segment takes the damage
 		}
-		off := r.Int64N(sizes[i] - flipMarginBytes)
+		size := p.flippable(n, name, last)
+		if size <= 0 {
+			continue
+		}
+		off := r.Int64N(size)
 		n.disk.FlipBit(name, off, uint(r.IntN(8)))
 		n.flipped = true
 		p.w.stats.BitFlips++
@@ -385,3 +451,31 @@ func (p *planner) damageReplicas(n *simNode) {
 		p.w.traceNote(kindFault, n.index, uint64(faultBitFlip), hashString(name)^uint64(off))
 	}
 }
+
+// flippable is how many leading bytes of n's file name may take a bit
+// flip that must read as corruption: all of a sealed segment, all but the
+// flip margin of the last one.
+func (p *planner) flippable(n *simNode, name string, last bool) int64 {
+	f, err := n.disk.Open(name)
+	if err != nil {
+		return 0
+	}
+	size, err := f.Size()
+	_ = f.Close()
+	if err != nil {
+		return 0
+	}
+	if last {
+		size -= incidentFlipMarginBytes
+	}
+	return size
+}
+
+// incidentFlipMarginBytes keeps an incident's bit flips this far before
+// the end of a replica's last segment: beyond the largest entry the
+// workload writes (a batch of up to four records of up to 2 KiB), so a
+// complete record always follows the damage and recovery must report
+// corruption. With flipMarginBytes (4 KiB) a flip inside a last entry of
+// 6 KiB read as a torn tail, and recovery dropped an acknowledged entry
+// (seed 48): a loss outside the fault model.
+const incidentFlipMarginBytes = 12 << 10

@@ -111,7 +111,7 @@ type Faults struct {
 	// order, the first once IncidentAfter of Ops was issued.
 	Incidents     []Incident
 	IncidentAfter float64
-	// LongOutage makes the first incident's lagging node a broker down
+	// LongOutage makes the disk replacement's lagging node a broker down
 	// past the retention window (incidents.go brokerOutage).
 	LongOutage      bool
 	RestartMin      time.Duration // a crashed node restarts after [min, max]
@@ -292,7 +292,7 @@ func Choose(o Options) Options {
 		f.OverloadAfter = float64(between(r, 20, 60)) / 100
 		f.Overloads = int(between(r, 1, 3))
 	}
-	f.Incidents = drawIncidents(r)
+	f.Incidents = drawIncidents()
 	f.IncidentAfter = float64(between(r, 2, 8)) / 100
 	f.LongOutage = r.IntN(8) != 0
 	return o
