@@ -18,13 +18,14 @@ type Incident uint8
 
 // The incidents.
 const (
-	// IncidentDiskReplaced is "disk replaced during an outage": a node X
-	// is down and its disk is replaced by an empty one while another node
-	// L is cut off from its peers (so L misses what X and the third node A
-	// commit); then A goes down as L comes back and X restarts empty. X's
-	// vote alone decides whether L, which lacks committed entries, can be
-	// elected: a node that lost its state must not vote before it rebuilt
-	// (node/rejoin.go), so the groups wait for A.
+	// IncidentDiskReplaced is "disk replaced during an outage": node L is
+	// behind (a broker down past the retention window, with
+	// Faults.LongOutage; else cut off from its peers for a moment) while X
+	// and the third node A commit; X loses power and its disk is replaced
+	// by an empty one; then A goes down as L comes back and X restarts
+	// empty. X's vote alone decides whether L, which lacks committed
+	// entries, can be elected: a node that lost its state must not vote
+	// before it rebuilt (node/rejoin.go), so the groups wait for A.
 	IncidentDiskReplaced Incident = iota + 1
 	// IncidentRepairOutage is "repair under a concurrent failure": as
 	// IncidentDiskReplaced, but X's disk keeps its data with damaged
@@ -48,6 +49,7 @@ var incidentNames = [...]string{
 	IncidentBrokerDown: "incident/broker-down",
 }
 
+// String is the incident's name without the coverage prefix.
 func (i Incident) String() string {
 	if int(i) < len(incidentNames) && incidentNames[i] != "" {
 		return strings.TrimPrefix(incidentNames[i], "incident/")
@@ -272,30 +274,11 @@ func (p *planner) diskLossOutage(kind Incident, long bool) bool {
 	if len(w.nodes) < 3 || !w.opts.Faults.WipeRejoin && kind == IncidentDiskReplaced {
 		return false
 	}
-	var fits []*simNode
-	for _, n := range w.nodes {
-		if n.damaged || p.damageFits(n) {
-			fits = append(fits, n)
-		}
-	}
-	if len(fits) == 0 {
+	x, l, a := p.incidentRoles()
+	if x == nil {
 		return false
 	}
 	r := w.rngFault
-	x := fits[r.IntN(len(fits))]
-	var others []*simNode
-	for _, n := range w.nodes {
-		if n != x {
-			others = append(others, n)
-		}
-	}
-	l := others[r.IntN(len(others))]
-	var a *simNode
-	for _, n := range others {
-		if n != l && (a == nil || r.IntN(2) == 0) {
-			a = n
-		}
-	}
 	var back func()
 	var lag time.Duration
 	if long {
@@ -344,6 +327,36 @@ func (p *planner) diskLossOutage(kind Incident, long bool) bool {
 		w.sched.schedule(200*time.Millisecond, &event{kind: evCall, node: -1, call: func() { p.endIncident(200 * time.Millisecond) }})
 	}})
 	return true
+}
+
+// incidentRoles draws a disk-loss incident's nodes: X within the disk
+// damage budget (nil when none is), L and A two others.
+func (p *planner) incidentRoles() (x, l, a *simNode) {
+	w := p.w
+	var fits []*simNode
+	for _, n := range w.nodes {
+		if n.damaged || p.damageFits(n) {
+			fits = append(fits, n)
+		}
+	}
+	if len(fits) == 0 {
+		return nil, nil, nil
+	}
+	r := w.rngFault
+	x = fits[r.IntN(len(fits))]
+	var others []*simNode
+	for _, n := range w.nodes {
+		if n != x {
+			others = append(others, n)
+		}
+	}
+	l = others[r.IntN(len(others))]
+	for _, n := range others {
+		if n != l && (a == nil || r.IntN(2) == 0) {
+			a = n
+		}
+	}
+	return x, l, a
 }
 
 // brokerOutage is a long incident's first step: broker l loses power
