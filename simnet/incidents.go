@@ -94,7 +94,14 @@ func (p *planner) scheduleIncidents() {
 	if len(f.Incidents) == 0 {
 		return
 	}
-	p.inc.queue = append([]Incident(nil), f.Incidents...)
+	if len(p.w.nodes) < 3 {
+		return // an incident needs three roles
+	}
+	for _, i := range f.Incidents {
+		if i != IncidentDiskReplaced || f.WipeRejoin { // a replaced disk must rejoin
+			p.inc.queue = append(p.inc.queue, i)
+		}
+	}
 	if f.OverloadAfter > 0 && len(p.inc.queue) > 1 {
 		p.inc.queue = slices.Insert(p.inc.queue, 1, incidentOverload)
 	}
@@ -271,9 +278,6 @@ func (w *world) nodeLinks(i int) [][2]int {
 //     ends 0.2 s later.
 func (p *planner) diskLossOutage(kind Incident, long bool) bool {
 	w := p.w
-	if len(w.nodes) < 3 || !w.opts.Faults.WipeRejoin && kind == IncidentDiskReplaced {
-		return false
-	}
 	x, l, a := p.incidentRoles()
 	if x == nil {
 		return false
