@@ -85,6 +85,9 @@ type incidents struct {
 	waited time.Duration
 	// healDeferred: a liveness heal waits for the incidents (deferHeal).
 	healDeferred bool
+	// overloadTries counts the polls the queued overload waited for a
+	// leader with healthy peers.
+	overloadTries int
 }
 
 // scheduleIncidents arms the run's incidents (Faults.Incidents), the first
@@ -145,7 +148,7 @@ func (p *planner) deferHeal() {
 // and the cluster is whole; it gives up once every operation was issued.
 func (p *planner) pollIncident() {
 	w := p.w
-	if len(p.inc.queue) == 0 || w.work.issued >= w.work.budget() || w.probe.ran {
+	if len(p.inc.queue) == 0 || w.work.issued >= w.work.budget() || w.probe.ran || p.nodeDead() {
 		p.inc.queue = nil
 		return
 	}
@@ -196,16 +199,21 @@ func (p *planner) pollIncident() {
 const incidentOverload Incident = 100
 
 // overloadIncident starts the queued overload episode and reports whether
-// it could (a leader with healthy peers exists); one already run makes it
-// a no-op that ends at once.
+// it could (a leader with healthy peers exists, polled for at most a
+// second); one already run makes it a no-op that ends at once.
 func (p *planner) overloadIncident() bool {
 	if p.overloads > 0 {
 		p.w.sched.schedule(0, &event{kind: evCall, node: -1, call: func() { p.endIncident(0) }})
 		return true
 	}
 	i := p.starvable()
-	if i < 0 {
+	if i < 0 && p.inc.overloadTries < overloadTriesMax {
+		p.inc.overloadTries++
 		return false
+	}
+	if i < 0 { // no leader with healthy peers came: the episode is skipped
+		p.w.sched.schedule(0, &event{kind: evCall, node: -1, call: func() { p.endIncident(0) }})
+		return true
 	}
 	d := p.overloadEpisode(i)
 	p.w.sched.schedule(d, &event{kind: evCall, node: -1, call: func() { p.endIncident(300 * time.Millisecond) }})
@@ -225,12 +233,28 @@ func (p *planner) endIncident(gap time.Duration) {
 	}
 }
 
+// overloadTriesMax bounds the polls the queued overload episode waits for a
+// leader with healthy peers (a second) before it is skipped.
+const overloadTriesMax = 50
+
+// nodeDead reports whether a node can never start again: no incident can
+// then take its three roles.
+func (p *planner) nodeDead() bool {
+	for _, n := range p.w.nodes {
+		if n.dead {
+			return true
+		}
+	}
+	return false
+}
+
 // clusterWhole reports whether the cluster can take an incident: no node
-// is dead or overloaded (an overload is an incident too), and, once the
-// incident is due, a fault under way is ended (healForIncident).
+// is overloaded (an overload is an incident too) or in a power cut that
+// fired; the faults under way end when the incident starts
+// (healForIncident).
 func (p *planner) clusterWhole() bool {
 	for _, n := range p.w.nodes {
-		if n.dead || n.starved || n.cut.cut {
+		if n.starved || n.cut.cut {
 			return false
 		}
 	}
