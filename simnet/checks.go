@@ -41,11 +41,13 @@ func newChecker(w *world) *checker {
 		hwms: make(map[applyKey]int64)}
 }
 
-// entryDigest digests an applied entry's term and bytes.
+// entryDigest digests an applied entry's term and bytes (hashBytes: every
+// replica's every applied entry passes here, FNV's byte loop was 1.5% of a
+// run's CPU).
 func entryDigest(term uint64, data []byte) uint64 {
 	h := newTraceHash()
 	h.u64(term)
-	h.bytes(data)
+	h.u64(hashBytes(data))
 	return h.sum
 }
 

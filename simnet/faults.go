@@ -51,9 +51,11 @@ var faultNames = [...]string{
 	faultLeaderChain: "fault/leader-chain", faultDiskFull: "fault/disk-full", faultIsolateFollower: "fault/isolate-follower", faultStarveLeader: "fault/starve-leader",
 }
 
-// healAction is a network fault to undo: the directed links it cut.
+// healAction is a network fault to undo: the directed links it cut, when
+// the network had been healed gen times (a later heal released them).
 type healAction struct {
 	links [][2]int
+	gen   int
 }
 
 // planner injects the seed's fault mix: at exponentially distributed gaps
@@ -70,7 +72,8 @@ type planner struct {
 	// holdUntil: no fault begins before this time (an incident runs
 	// alone: overload.go).
 	holdUntil time.Duration
-	overloads int // overload episodes begun (overload.go)
+	overloads int       // overload episodes begun (overload.go)
+	inc       incidents // the scheduled incidents (incidents.go)
 	// starvedBase[i]: node i's tick period before it was starved.
 	starvedBase []time.Duration
 }
@@ -117,6 +120,7 @@ func newPlanner(w *world) *planner {
 func (p *planner) start() {
 	p.scheduleRolling()
 	p.scheduleOverload()
+	p.scheduleIncidents()
 	if p.total == 0 || p.w.opts.Faults.Interval <= 0 {
 		return
 	}
@@ -258,13 +262,13 @@ func (p *planner) cutDuring(links [][2]int, d time.Duration) {
 		p.w.trace.u64(uint64(l[0])<<32 | uint64(l[1]))
 	}
 	p.w.net.addCuts(links, +1)
-	p.w.sched.schedule(d, &event{kind: evHeal, node: -1, heal: &healAction{links: links}})
+	p.w.sched.schedule(d, &event{kind: evHeal, node: -1, heal: &healAction{links: links, gen: p.w.net.healedAll}})
 }
 
 // heal undoes one network fault (unless everything was healed already).
 func (p *planner) heal(h *healAction) {
 	if p.active {
-		p.w.net.addCuts(h.links, -1)
+		p.w.net.releaseCuts(h.links, h.gen)
 	}
 }
 
@@ -756,7 +760,7 @@ func (p *planner) leaderChain(g, rounds int) {
 		}
 		w.coverage.Inc("fault/leader-chain-isolate")
 		w.net.addCuts(links, +1)
-		w.sched.schedule(3*leaderChainGap, &event{kind: evHeal, node: -1, heal: &healAction{links: links}})
+		w.sched.schedule(3*leaderChainGap, &event{kind: evHeal, node: -1, heal: &healAction{links: links, gen: p.w.net.healedAll}})
 	}
 	w.sched.schedule(leaderChainGap, &event{kind: evCall, node: -1, call: func() { p.leaderChain(g, rounds-1) }})
 }

@@ -24,11 +24,15 @@ func (p *planner) diskFull() {
 	if n == nil || n.fullUntil != 0 {
 		return
 	}
+	f := p.w.opts.Faults
+	p.fillDisk(n, 4*time.Duration(between(p.w.rngFault, int64(f.NetFaultMin), int64(f.NetFaultMax))), simFullSlackBytes)
+}
+
+// fillDisk fills n's disk for d, to its free-space floor plus up to slack.
+func (p *planner) fillDisk(n *simNode, d time.Duration, slack int64) {
 	w := p.w
-	r := w.rngFault
-	n.disk.SetCapacity(n.disk.UsedBytes() + simMinFreeBytes + r.Int64N(simFullSlackBytes))
-	f := w.opts.Faults
-	n.fullUntil = w.now() + 4*time.Duration(between(r, int64(f.NetFaultMin), int64(f.NetFaultMax)))
+	n.disk.SetCapacity(n.disk.UsedBytes() + simMinFreeBytes + w.rngFault.Int64N(slack))
+	n.fullUntil = w.now() + d
 	w.traceNote(kindFault, n.index, uint64(faultDiskFull), uint64(n.fullUntil))
 }
 

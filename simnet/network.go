@@ -112,12 +112,18 @@ func (n *network) addCuts(links [][2]int, delta int) {
 
 // healAll clears every cut, drop and duplicate (liveness mode's heal).
 func (n *network) healAll() {
+	n.clearCuts()
+	n.dropRate = 0
+	n.dupRate = 0
+}
+
+// clearCuts heals every cut link; the heals already scheduled then
+// release nothing (releaseCuts).
+func (n *network) clearCuts() {
 	n.healedAll++
 	for i := range n.cut {
 		clear(n.cut[i])
 	}
-	n.dropRate = 0
-	n.dupRate = 0
 }
 
 // Endpoint is one simulated node's network interface: Send schedules a

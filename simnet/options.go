@@ -105,8 +105,15 @@ type Faults struct {
 	// (as StarveLeader) once this share of Ops was issued, while its
 	// peers are healthy, and holds other faults until it ends
 	// (overload.go); Overloads episodes in all, a second apart.
-	OverloadAfter   float64
-	Overloads       int
+	OverloadAfter float64
+	Overloads     int
+	// Incidents are the run's scheduled fault chains (incidents.go), in
+	// order, the first once IncidentAfter of Ops was issued.
+	Incidents     []Incident
+	IncidentAfter float64
+	// LongOutage makes the disk replacement's lagging node a broker down
+	// past the retention window (incidents.go brokerOutage).
+	LongOutage      bool
 	RestartMin      time.Duration // a crashed node restarts after [min, max]
 	RestartMax      time.Duration
 	NetFaultMin     time.Duration // a network fault lasts [min, max]
@@ -293,6 +300,9 @@ func Choose(o Options) Options {
 		f.OverloadAfter = float64(between(r, 20, 60)) / 100
 		f.Overloads = int(between(r, 1, 3))
 	}
+	f.Incidents = drawIncidents()
+	f.IncidentAfter = float64(between(r, 2, 8)) / 100
+	f.LongOutage = r.IntN(8) != 0
 	return o
 }
 
@@ -317,6 +327,12 @@ func (o Options) String() string {
 		f.RollingRestartAfter)
 	fmt.Fprintf(&b, " pause=%d chain=%d drift=%d%% diskfull=%d isolatefollower=%d", f.Pause, f.LeaderChain, f.TickDriftPercent, f.DiskFull, f.IsolateFollower)
 	fmt.Fprintf(&b, " corrupt=%g starve=%d overload=%gx%d", f.ClientCorrupt, f.StarveLeader, f.OverloadAfter, f.Overloads)
+	if len(f.Incidents) > 0 {
+		fmt.Fprintf(&b, " incidents=%v@%g", f.Incidents, f.IncidentAfter)
+		if f.LongOutage {
+			b.WriteString("+long")
+		}
+	}
 	if o.CatchUpBytesPerSec > 0 {
 		fmt.Fprintf(&b, " catchup=%dB/s", o.CatchUpBytesPerSec)
 	}

@@ -36,21 +36,29 @@ func (p *planner) pollOverload() {
 		return
 	}
 	i := -1
-	if float64(w.work.issued) >= w.opts.Faults.OverloadAfter*float64(w.opts.Ops) {
+	if float64(w.work.issued) >= w.opts.Faults.OverloadAfter*float64(w.opts.Ops) && !p.inc.running {
 		i = p.starvable()
 	}
 	if i < 0 {
 		w.sched.schedule(overloadPoll, &event{kind: evCall, node: -1, call: p.pollOverload})
 		return
 	}
+	d := p.overloadEpisode(i)
+	if p.overloads < w.opts.Faults.Overloads {
+		// The next episode once the cluster had a second to recover.
+		w.sched.schedule(d+time.Second, &event{kind: evCall, node: -1, call: p.pollOverload})
+	}
+}
+
+// overloadEpisode overloads node i's host for 1 to 3 s, holding the other
+// faults meanwhile, and returns how long.
+func (p *planner) overloadEpisode(i int) time.Duration {
+	w := p.w
 	w.coverage.Inc("fault/overload")
 	p.overloads++
 	r := w.rngFault
 	d := time.Duration(between(r, 100, 300)) * w.opts.TickInterval
 	p.starve(i, d, int(pick[int64](r, 5, 10, 20)))
 	p.holdUntil = w.now() + d
-	if p.overloads < w.opts.Faults.Overloads {
-		// The next episode once the cluster had a second to recover.
-		w.sched.schedule(d+time.Second, &event{kind: evCall, node: -1, call: p.pollOverload})
-	}
+	return d
 }

@@ -96,7 +96,7 @@ func (w *world) dispatch(e *event) {
 	case evRestart:
 		n := w.nodes[e.node]
 		n.restartDue = false
-		if !n.up && !n.dead && !w.probe.active { // the probe keeps a down node down (healAll restarts it)
+		if !n.up && !n.dead && !w.probe.active && !n.heldDown { // the probe keeps a down node down (healAll restarts it)
 			w.startNode(n)
 			if !n.up && !n.dead {
 				w.scheduleRestart(n)
@@ -105,6 +105,10 @@ func (w *world) dispatch(e *event) {
 	case evHeal:
 		w.planner.heal(e.heal)
 	case evLivenessHeal:
+		if w.planner.incidentBusy() { // the heal waits for the incident's end
+			w.planner.deferHeal()
+			return
+		}
 		if !w.probe.active { // the probe's end heals all
 			w.planner.healAll()
 		}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -143,11 +142,7 @@ func TestSim(t *testing.T) {
 		t.Fail()
 	}
 	if seeds >= coverageSample && *flagBug == "" && *flagProfile == "mixed" {
-		names := expectedCoverage(*flagAudit > 0, *flagDigests)
-		if seeds < coverageRareSample {
-			names = withoutRare(names)
-		}
-		requireCoverage(t, coverage, names)
+		requireCoverage(t, coverage, expectedCoverage(*flagAudit > 0, *flagDigests))
 	}
 	if produced == 0 {
 		t.Error("no record was acknowledged in any seed: the workload never ran")
@@ -244,22 +239,7 @@ func TestSimCoverage(t *testing.T) {
 		total.Merge(res.Coverage)
 	}
 	t.Logf("seeds 1-%d:\n%s", coverageSample, total.Table("  "))
-	requireCoverage(t, total, withoutRare(CoverageExpected))
-}
-
-// coverageRareSample is the sample from which the rare names
-// (coverageRare) are required too: make test's 200 seeds.
-const coverageRareSample = 100
-
-// withoutRare is names without coverageRare's.
-func withoutRare(names []string) []string {
-	var common []string
-	for _, name := range names {
-		if !slices.Contains(coverageRare, name) {
-			common = append(common, name)
-		}
-	}
-	return common
+	requireCoverage(t, total, CoverageExpected)
 }
 
 // A node that comes back with an empty disk under its old id forgot its
@@ -274,6 +254,7 @@ func TestSimWipedNodeRejoinsSafely(t *testing.T) {
 	// Without retention: a wiped node that rejoins then catches up by
 	// raft snapshot, which hides the amnesia in this seed.
 	o.RetentionMs, o.RetentionBytes, o.SegmentMs, o.Faults.IsolateFollower = 0, 0, 0, 0
+	o.Faults.Incidents = []Incident{IncidentDiskReplaced}
 	res := runSeed(t, o, "")
 	if res.Failed() {
 		t.Fatalf("seed 19 with wiped nodes rejoining failed: %s", firstLine(res.Failures[0]))

@@ -1,5 +1,7 @@
 package simnet
 
+import "hash/crc32"
+
 // FNV-1a 64-bit parameters.
 const (
 	fnvOffset64 uint64 = 14695981039346656037
@@ -41,9 +43,12 @@ func (h *traceHash) str(s string) {
 	}
 }
 
-// hashBytes is FNV-1a 64 of p alone, for digests of frames and entries.
+// hashBytes digests p alone, for the trace's digests of frames and
+// entries: its length and its CRC-32C (hardware-accelerated; FNV-1a's
+// byte loop over every frame was 2% of a run's CPU).
 func hashBytes(p []byte) uint64 {
-	h := newTraceHash()
-	h.bytes(p)
-	return h.sum
+	return uint64(len(p))<<32 | uint64(crc32.Checksum(p, castagnoli))
 }
+
+// castagnoli is the CRC-32C table hashBytes uses.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)

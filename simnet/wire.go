@@ -152,6 +152,16 @@ func (ww *wireWorkload) clientDone() {
 	if ww.active > 0 {
 		return
 	}
+	ww.probeAfterIncident()
+}
+
+// probeAfterIncident starts the quiet probe once no incident runs (its
+// down nodes must be back first).
+func (ww *wireWorkload) probeAfterIncident() {
+	if ww.w.planner.inc.running {
+		ww.w.sched.schedule(incidentPoll, &event{kind: evCall, node: -1, call: ww.probeAfterIncident})
+		return
+	}
 	ww.w.probeLiveness(ww.finalHeal)
 }
 

@@ -66,9 +66,19 @@ func newWorkload(w *world) *workload {
 	return &workload{w: w, maxHwm: make([]int64, w.opts.Partitions), maxHwmInc: make([]int, w.opts.Partitions)}
 }
 
+// budget is how many operations the clients issue: Options.Ops, and a
+// quarter more while an incident waits for its turn (incidents.go), so a
+// short run still has clients at work when its incidents come.
+func (wl *workload) budget() int {
+	if wl.w.planner.incidentsQueued() {
+		return wl.w.opts.Ops + wl.w.opts.Ops/4
+	}
+	return wl.w.opts.Ops
+}
+
 // take claims one operation of the budget.
 func (wl *workload) take() bool {
-	if wl.issued >= wl.w.opts.Ops {
+	if wl.issued >= wl.budget() {
 		return false
 	}
 	wl.issued++

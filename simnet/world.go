@@ -58,6 +58,9 @@ type simNode struct {
 	rejoins     rejoinSeen
 	fullUntil   time.Duration // virtual time its full disk gets space back; 0: not full
 	restartDue  bool          // a restart event is queued
+	// heldDown: an incident keeps the node down until it restarts it
+	// (incidents.go); restarts the fault mix queued earlier wait.
+	heldDown bool
 	// recoveryCut, when > 0, cuts the power at the recoveryCut-th disk
 	// write of the node's next recovery (Open).
 	recoveryCut int
