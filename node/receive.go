@@ -50,7 +50,7 @@ type Stats struct {
 	// CommitLatency is the time from proposal to apply, on the leader, of
 	// the acks=all produces that applied successfully (latency.go).
 	CommitLatency LatencyHistogram
-	MoveSteps          uint64 // conf changes proposed to move partitions (moves.go)
+	MoveSteps     uint64 // conf changes proposed to move partitions (moves.go)
 }
 
 // Stats returns the counters so far.
