@@ -25,15 +25,6 @@ func (h *traceHash) u64(x uint64) {
 	}
 }
 
-// bytes folds in the length of p and then p.
-func (h *traceHash) bytes(p []byte) {
-	h.u64(uint64(len(p)))
-	for _, b := range p {
-		h.sum ^= uint64(b)
-		h.sum *= fnvPrime64
-	}
-}
-
 // str folds in s as bytes.
 func (h *traceHash) str(s string) {
 	h.u64(uint64(len(s)))
