@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/node"
 )
 
@@ -57,7 +58,8 @@ type apiNode struct {
 // apiMove is a partition move in progress: its replicas (from), its
 // target (to), and from the partition leader's view when this listener
 // serves it, the catch-up done (node.MoveRatio, in percent; -1 unknown)
-// and each added node's progress.
+// and each added node's progress. Leader is the reported leader when this
+// listener does not serve it.
 type apiMove struct {
 	Topic     string          `json:"topic"`
 	Partition int32           `json:"partition"`
@@ -75,12 +77,23 @@ type apiMoveTarget struct {
 	Voter   bool    `json:"voter"` // promoted: the joint configuration was entered
 }
 
+// reportedLeader is partition p of topic's leader as v's metadata last
+// heard it reported (0: none).
+func reportedLeader(v node.AdminView, topic string, p int32) uint64 {
+	i := slices.IndexFunc(v.Topics, func(t metadata.Topic) bool { return t.Name == topic })
+	if i < 0 || int(p) >= len(v.Topics[i].Leaders) {
+		return 0
+	}
+	return v.Topics[i].Leaders[p].Node
+}
+
 // movesOf lists v0's moves in progress with the progress of those whose
 // leader is among views.
 func movesOf(v0 node.AdminView, views []node.AdminView) []apiMove {
 	out := []apiMove{}
 	for _, m := range v0.Moves {
-		am := apiMove{Topic: m.Topic, Partition: m.Partition, From: m.Replicas, To: m.Target, Percent: -1}
+		am := apiMove{Topic: m.Topic, Partition: m.Partition, From: m.Replicas, To: m.Target, Percent: -1,
+			Leader: reportedLeader(v0, m.Topic, m.Partition)}
 		tp := node.TopicPartition{Topic: m.Topic, Partition: m.Partition}
 		for _, v := range views {
 			i := slices.IndexFunc(v.Replicas, func(r node.ReplicaView) bool { return r.TopicPartition == tp && r.IsLeader })

@@ -13,7 +13,8 @@ import (
 // leader and each added node's catch-up) and in /metrics
 // (strand_partition_move_progress_ratio on the leader,
 // strand_partition_moves_in_progress). The move adds a stopped node, so it
-// stays in progress with its learner at 0%.
+// stays in progress with its learner at 0%. A listener that does not serve
+// the leader shows the move with its reported leader and progress -1.
 func TestAdminShowsMoveInProgress(t *testing.T) {
 	servers := startTestCluster(t, 3)
 	c := newTestClient(t, servers[0])
@@ -75,6 +76,14 @@ func TestAdminShowsMoveInProgress(t *testing.T) {
 	if m.Topic != "mv" || m.Partition != 0 || !slices.Equal(m.From, p.Replicas) || !slices.Equal(m.To, target) ||
 		m.Percent != 0 || m.Adding[0] != want {
 		t.Fatalf("move %+v, want mv/0 %v -> %v at 0%% adding %+v", m, p.Replicas, target, want)
+	}
+	// A listener that does not serve the leader shows the move, its
+	// reported leader and "unknown" progress.
+	i := slices.IndexFunc(served, func(s *Server) bool { return uint64(s.ID()) != m.Leader })
+	var other apiCluster
+	getJSONInto(t, startTestAdmin(t, served[i]).URL()+"api/cluster", &other)
+	if len(other.Moves) != 1 || other.Moves[0].Percent != -1 || other.Moves[0].Adding != nil || other.Moves[0].Leader != m.Leader {
+		t.Fatalf("node %d's listener: moves %+v, want the move at -1%% led by %d", served[i].ID(), other.Moves, m.Leader)
 	}
 	fams := scrape(t, a)
 	if got := sum(fams, "strand_partition_move_progress_ratio", "topic", "mv"); got != 0 || len(fams["strand_partition_move_progress_ratio"].GetMetric()) != 1 {
