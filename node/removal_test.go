@@ -1,6 +1,9 @@
 package node
 
 import (
+	"bytes"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/strandlog/strand/engine/metadata"
@@ -36,10 +39,20 @@ func removeWhileDown(t *testing.T) *cluster {
 // that its replicas went and that it was removed, and drops its replica.
 // Removed from the configuration at once (before the fix), it came back
 // knowing only what it had applied: still decommissioning, still hosting
-// topic t, forever.
+// topic t, forever. Node 3 then logs that it was removed (meta.go).
 func TestRemovedNodeLearnsItsRemoval(t *testing.T) {
 	c := removeWhileDown(t)
 	c.tick(50)
+	var buf bytes.Buffer
+	config := c.config
+	c.config = func(cfg *Config) {
+		if config != nil {
+			config(cfg)
+		}
+		if cfg.ID == 3 {
+			cfg.Logger = slog.New(slog.NewTextHandler(&buf, nil))
+		}
+	}
 	c.start(3)
 	tp := TopicPartition{Topic: "t"}
 	for i := 0; ; i++ {
@@ -52,6 +65,9 @@ func TestRemovedNodeLearnsItsRemoval(t *testing.T) {
 			t.Fatalf("node 3 after restart: state %s, hosts t/0 %v, role at node 1 %v", n.State, hosts, c.cores[1].MetadataRole(3))
 		}
 		c.tick(1)
+	}
+	if !strings.Contains(buf.String(), "this node was removed from the cluster") {
+		t.Fatalf("node 3 did not log its removal:\n%s", buf.String())
 	}
 }
 
