@@ -30,7 +30,8 @@ import (
 // group, and node 1's data directory must keep no log file of any
 // partition: only the replica directories' `deleted` tombstones remain
 // (they stop a replay of an old metadata checkpoint from re-creating the
-// replica; see DESIGN's versioned tombstones).
+// replica; see DESIGN's versioned tombstones); node 1 must log that it
+// was removed.
 func TestOperateClusterUnderKill(t *testing.T) {
 	skipShort(t)
 	c := startCluster(t, 3)
@@ -139,6 +140,14 @@ func TestOperateClusterUnderKill(t *testing.T) {
 	if err := clusterShows(t, env, "  1  "+c.addrs[0]+"  removed  metadata none"); err != nil {
 		t.Fatal(err)
 	}
+	// Node 1 itself learned it was removed (it was kept in the metadata
+	// group until it had caught up) and tells its operator.
+	waitFor(t, "node 1 to log its removal", 30*time.Second, func() error {
+		if b, _ := os.ReadFile(filepath.Join(c.dir, "node-1.log")); !strings.Contains(string(b), "this node was removed from the cluster") {
+			return fmt.Errorf("node 1 has not logged its removal")
+		}
+		return nil
+	})
 	data1 := filepath.Join(c.dir, "data-1", "p")
 	waitFor(t, "node 1 to drop its replicas", 30*time.Second, func() error { return noSegments(data1) })
 	t.Logf("left in node 1's replica directories: %v", leftFiles(t, data1))
