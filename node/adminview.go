@@ -32,6 +32,10 @@ type AdminView struct {
 	Nodes  []metadata.Node
 	Peers  []Peer
 	Topics []metadata.Topic
+	// Moves are the partition moves in progress the applied metadata
+	// records (by topic, partition); a moving replica led here carries
+	// its learners' progress (ReplicaView.Move).
+	Moves []metadata.MoveInProgress
 	// DiskFull: this node refuses produce for want of space (diskfull.go).
 	DiskFull bool
 	Stats    Stats
@@ -53,6 +57,27 @@ type ReplicaView struct {
 	// Followers is the leader's view of each other replica (empty on a
 	// follower), by node id.
 	Followers []FollowerView
+	// Move is, on the leader of a partition being moved, the progress of
+	// each node the move adds, in target order (empty otherwise).
+	Move []MoveProgress
+}
+
+// MoveRatio is the fraction of a move's catch-up done, from a leader's
+// progress: the least caught-up added node's match over the leader's last
+// index (a node already promoted to voter counts as done); 1 with nothing
+// to add (a move that only removes replicas).
+func MoveRatio(progress []MoveProgress) float64 {
+	ratio := 1.0
+	for _, p := range progress {
+		switch {
+		case p.Voter:
+		case p.LastIndex == 0:
+			ratio = 0
+		default:
+			ratio = min(ratio, float64(min(p.MatchIndex, p.LastIndex))/float64(p.LastIndex))
+		}
+	}
+	return ratio
 }
 
 // FollowerView is a leader's view of one follower's progress.
@@ -108,7 +133,7 @@ func (c *Core) AdminView() AdminView {
 	if c.meta != nil {
 		v.MetaLeader, v.MetaTerm = c.metaLeader()
 		v.MetaVersion = c.meta.meta.Version()
-		v.Nodes, v.Topics = c.meta.meta.Nodes(), c.meta.meta.Topics()
+		v.Nodes, v.Topics, v.Moves = c.meta.meta.Nodes(), c.meta.meta.Topics(), c.meta.meta.Moves()
 		_, v.Registered = c.meta.meta.Node(uint64(c.cfg.ID))
 	}
 	for _, g := range c.partitionGroups() {
@@ -133,6 +158,7 @@ func (c *Core) replicaView(g *group) ReplicaView {
 			}
 		})
 		slices.SortFunc(rv.Followers, func(a, b FollowerView) int { return cmp.Compare(a.Node, b.Node) })
+		rv.Move = c.moveProgress(g)
 	}
 	return rv
 }

@@ -365,6 +365,10 @@ type Core struct {
 	// membershipAfter: tick before which the metadata leader proposes no
 	// further membership change (members.go).
 	membershipAfter uint64
+	// removalSeen: the tick at which this node, leading the metadata
+	// group, first held back the removal of a removed node that had not
+	// caught up (members.go, removalDue). Looked up by id only.
+	removalSeen map[NodeID]uint64
 	// removedLogged: this node saw itself removed and said so once.
 	removedLogged bool
 	// leaderReports are the partition groups that became leader and may

@@ -192,7 +192,8 @@ func (c *Core) nextMembershipStep(st raft.Status) (membershipStep, bool) {
 		return out
 	}
 	for _, id := range append(slices.Clone(voters), learners...) {
-		if s, _ := state(id); s == metadata.NodeRemoved && (len(voters) > 1 || !slices.Contains(voters, id)) {
+		if s, _ := state(id); s == metadata.NodeRemoved && (len(voters) > 1 || !slices.Contains(voters, id)) &&
+			c.removalDue(st, id) {
 			return c.selfFirst(st, membershipStep{id: id, change: raftpb.ConfChangeRemoveNode, why: "node removed"}, voters)
 		}
 	}
@@ -219,6 +220,45 @@ func (c *Core) nextMembershipStep(st raft.Status) (membershipStep, bool) {
 		}
 	}
 	return membershipStep{}, false
+}
+
+// removalGraceElections bounds, in election timeouts (1 s in strand
+// serve), how long the leader keeps a removed node in the metadata group
+// waiting for it to catch up.
+const removalGraceElections = 30
+
+// removalDue says whether removed node id may leave the metadata group's
+// configuration now: once its log holds everything committed (so it has
+// the entries that moved its replicas away and removed it, and learns
+// their commit from the change that removes it), or once it failed to
+// catch up for removalGraceElections election timeouts (a node that is gone
+// for good must not hold the removal up forever). Removed at once, a node
+// that was down through its decommission came back knowing only the
+// metadata it had applied before: it never heard that its replicas moved,
+// kept their data and kept believing it hosts them (found by
+// TestOperateClusterUnderKill, cmd/strand).
+func (c *Core) removalDue(st raft.Status, id NodeID) bool {
+	if pr, ok := st.Progress[uint64(id)]; id == c.cfg.ID || (ok && pr.Match >= st.GetCommit()) {
+		delete(c.removalSeen, id)
+		return true
+	}
+	if c.removalSeen == nil {
+		c.removalSeen = make(map[NodeID]uint64)
+	}
+	since, ok := c.removalSeen[id]
+	if !ok {
+		c.removalSeen[id] = c.ticks
+		c.log.log(slog.LevelInfo, "removed node has not caught up: it stays in the metadata group a while to learn it was removed",
+			slog.String("group", "metadata"), slog.Uint64("member", uint64(id)))
+		return false
+	}
+	if c.ticks-since < removalGraceElections*uint64(c.cfg.ElectionTicks*c.cfg.TicksPerRaftTick) {
+		return false
+	}
+	delete(c.removalSeen, id)
+	c.log.log(slog.LevelWarn, "removed node did not catch up in time: removing it from the metadata group anyway; "+
+		"if it comes back, wipe its data directory", slog.String("group", "metadata"), slog.Uint64("member", uint64(id)))
+	return true
 }
 
 // selfFirst turns a step that demotes or removes the leader itself into a

@@ -1,6 +1,10 @@
 package node
 
-import "go.etcd.io/raft/v3/raftpb"
+import (
+	"log/slog"
+
+	"go.etcd.io/raft/v3/raftpb"
+)
 
 // The catch-up throttle (issue 9 item 3). A follower far behind (back from
 // a long outage, or rebuilding after a wiped disk or a repair) is sent its
@@ -25,6 +29,51 @@ import "go.etcd.io/raft/v3/raftpb"
 type throttle struct {
 	tokens map[NodeID]int64 // lookup only
 	tick   uint64           // the tick of the last refill
+	// logs is, per destination, the throttle's decisions since it last
+	// logged them (lookup only).
+	logs map[NodeID]throttleLog
+}
+
+// throttleLog counts one destination's held appends and sent catch-up
+// bytes since the last log line about it.
+type throttleLog struct {
+	at        uint64 // tick of the last line (0: none yet)
+	held      uint64
+	sentBytes int64
+}
+
+// throttleLogEvery is how often (in real time, through TickDuration) the
+// throttle logs about one destination while it holds appends back.
+const throttleLogEvery = 10e9 // 10 s in nanoseconds
+
+// noteThrottle records a decision for an append of g to node to: held
+// back, or sent with bytes of catch-up. A hold logs (info) the first time
+// and then at most every throttleLogEvery per destination, with the holds
+// and bytes since the previous line, so an operator sees that and how
+// hard a move or a catch-up is throttled without a line per append.
+func (c *Core) noteThrottle(g *group, to NodeID, held bool, bytes int64) {
+	if c.throttle.logs == nil {
+		c.throttle.logs = make(map[NodeID]throttleLog)
+	}
+	l := c.throttle.logs[to]
+	l.sentBytes += bytes
+	if !held {
+		c.throttle.logs[to] = l
+		return
+	}
+	l.held++
+	every := uint64(1000)
+	if c.cfg.TickDuration > 0 {
+		every = max(1, uint64(throttleLogEvery/int64(c.cfg.TickDuration)))
+	}
+	if l.at != 0 && c.ticks-l.at < every {
+		c.throttle.logs[to] = l
+		return
+	}
+	c.log.log(slog.LevelInfo, "catch-up throttled", slog.Uint64("to", uint64(to)), slog.String("topic", g.tp.Topic),
+		slog.Int("partition", int(g.tp.Partition)), slog.Int64("rate_bytes_per_sec", c.cfg.CatchUpBytesPerSec),
+		slog.Uint64("held_appends", l.held), slog.Int64("sent_bytes", l.sentBytes))
+	c.throttle.logs[to] = throttleLog{at: max(c.ticks, 1)}
 }
 
 // burst is a bucket's capacity: a tenth of a second's worth. An append
@@ -69,6 +118,7 @@ func (c *Core) throttleAllows(g *group, m *raftpb.Message) bool {
 	if tokens <= 0 {
 		c.throttle.tokens[to] = tokens
 		c.stats.CatchUpThrottled++
+		c.noteThrottle(g, to, true, 0)
 		c.markReady(g) // ready.go
 		g.raw.ReportUnreachable(uint64(to))
 		return false
@@ -79,5 +129,6 @@ func (c *Core) throttleAllows(g *group, m *raftpb.Message) bool {
 	}
 	c.throttle.tokens[to] = tokens - bytes
 	c.stats.CatchUpBytes += uint64(bytes)
+	c.noteThrottle(g, to, false, bytes)
 	return true
 }

@@ -2,7 +2,9 @@ package node
 
 import (
 	"bytes"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/strandlog/strand/engine/recordbatch"
@@ -28,11 +30,40 @@ func TestCatchUpThrottleBoundsBytes(t *testing.T) {
 	}
 }
 
+// The throttle's decisions are logged: a first line when it holds a
+// catch-up back, then at most one per throttleLogEvery (10 s) per
+// destination, counting the appends held and the bytes sent since; an
+// unthrottled catch-up logs none.
+func TestCatchUpThrottleLogsDecisions(t *testing.T) {
+	for _, rate := range []int64{0, 256 << 10} {
+		var buf bytes.Buffer
+		logger := slog.New(slog.NewTextHandler(&buf, nil))
+		if _, caughtUp := catchUpRun(t, rate, func(cfg *Config) { cfg.Logger = logger }); !caughtUp {
+			t.Fatalf("rate %d: the follower never caught up", rate)
+		}
+		lines := strings.Count(buf.String(), `msg="catch-up throttled"`)
+		t.Logf("rate %d B/s: %d throttle lines", rate, lines)
+		switch {
+		case rate == 0 && lines != 0:
+			t.Fatalf("unthrottled: %d throttle lines", lines)
+		case rate > 0 && (lines == 0 || lines > 3): // 3 MiB at 256 KiB/s: ~12 s, so 2 lines
+			t.Fatalf("throttled at %d B/s: %d throttle lines:\n%s", rate, lines, buf.String())
+		case rate > 0 && !strings.Contains(buf.String(), "rate_bytes_per_sec=262144 held_appends="):
+			t.Fatalf("throttle line lacks its fields:\n%s", buf.String())
+		}
+	}
+}
+
 // catchUpRun builds a 3 MiB backlog for a crashed follower, restarts it,
 // and returns the bytes of frames it received in 200 ticks (2 s at 10 ms)
 // and whether it caught up within 6000 ticks.
-func catchUpRun(t *testing.T, rate int64) (int64, bool) {
-	c := newMetaCluster(t, 41, 3, func(cfg *Config) { cfg.CatchUpBytesPerSec = rate })
+func catchUpRun(t *testing.T, rate int64, also ...func(*Config)) (int64, bool) {
+	c := newMetaCluster(t, 41, 3, func(cfg *Config) {
+		cfg.CatchUpBytesPerSec = rate
+		for _, f := range also {
+			f(cfg)
+		}
+	})
 	c.createTopic(c.metaLeaderOf(), "t", 1, 3)
 	tp := TopicPartition{Topic: "t", Partition: 0}
 	lead := c.leader(tp)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/node"
 )
 
@@ -26,10 +27,10 @@ type apiCluster struct {
 	MetadataLeader  uint64    `json:"metadata_leader"`
 	MetadataVersion uint64    `json:"metadata_version"`
 	Nodes           []apiNode `json:"nodes"`
-	// Moves are the partition moves in progress: always empty until the
-	// engine records moves (then filled from the metadata state).
+	// Moves are the partition moves in progress the metadata records,
+	// with their progress where this listener serves the leader.
 	Moves     []apiMove `json:"moves"`
-	MovesNote string    `json:"moves_note"`
+	MovesNote string    `json:"moves_note,omitempty"`
 	Time      time.Time `json:"time"`
 }
 
@@ -54,13 +55,61 @@ type apiNode struct {
 	Leading  int    `json:"leading"`  // partitions led, -1 when unknown
 }
 
-// apiMove is a partition move in progress (placeholder: no moves yet).
+// apiMove is a partition move in progress: its replicas (from), its
+// target (to), and from the partition leader's view when this listener
+// serves it, the catch-up done (node.MoveRatio, in percent; -1 unknown)
+// and each added node's progress. Leader is the reported leader when this
+// listener does not serve it.
 type apiMove struct {
-	Topic     string   `json:"topic"`
-	Partition int32    `json:"partition"`
-	From      []uint64 `json:"from"`
-	To        []uint64 `json:"to"`
-	Percent   float64  `json:"percent"`
+	Topic     string          `json:"topic"`
+	Partition int32           `json:"partition"`
+	From      []uint64        `json:"from"`
+	To        []uint64        `json:"to"`
+	Percent   float64         `json:"percent"`
+	Leader    uint64          `json:"leader,omitempty"`
+	Adding    []apiMoveTarget `json:"adding,omitempty"`
+}
+
+// apiMoveTarget is one node a move adds, as its partition leader sees it.
+type apiMoveTarget struct {
+	Node    uint64  `json:"node"`
+	Percent float64 `json:"percent"`
+	Voter   bool    `json:"voter"` // promoted: the joint configuration was entered
+}
+
+// reportedLeader is partition p of topic's leader as v's metadata last
+// heard it reported (0: none).
+func reportedLeader(v node.AdminView, topic string, p int32) uint64 {
+	i := slices.IndexFunc(v.Topics, func(t metadata.Topic) bool { return t.Name == topic })
+	if i < 0 || int(p) >= len(v.Topics[i].Leaders) {
+		return 0
+	}
+	return v.Topics[i].Leaders[p].Node
+}
+
+// movesOf lists v0's moves in progress with the progress of those whose
+// leader is among views.
+func movesOf(v0 node.AdminView, views []node.AdminView) []apiMove {
+	out := []apiMove{}
+	for _, m := range v0.Moves {
+		am := apiMove{Topic: m.Topic, Partition: m.Partition, From: m.Replicas, To: m.Target, Percent: -1,
+			Leader: reportedLeader(v0, m.Topic, m.Partition)}
+		tp := node.TopicPartition{Topic: m.Topic, Partition: m.Partition}
+		for _, v := range views {
+			i := slices.IndexFunc(v.Replicas, func(r node.ReplicaView) bool { return r.TopicPartition == tp && r.IsLeader })
+			if i < 0 {
+				continue
+			}
+			r := v.Replicas[i]
+			am.Leader, am.Percent = uint64(v.ID), 100*node.MoveRatio(r.Move)
+			for _, p := range r.Move {
+				am.Adding = append(am.Adding, apiMoveTarget{Node: uint64(p.Node), Percent: 100 * node.MoveRatio([]node.MoveProgress{p}), Voter: p.Voter})
+			}
+			break
+		}
+		out = append(out, am)
+	}
+	return out
 }
 
 // apiTopics is /api/topics.
@@ -203,9 +252,7 @@ func (a *Admin) apiGroups(w http.ResponseWriter, req *http.Request) {
 func clusterOf(views []node.AdminView, clusterID []byte) apiCluster {
 	v0 := views[0]
 	out := apiCluster{Node: uint64(v0.ID), MetadataLeader: uint64(v0.MetaLeader), MetadataVersion: v0.MetaVersion,
-		Moves:     []apiMove{},
-		MovesNote: "partition moves are not recorded by this version; the field is kept for them",
-		Time:      time.Now().UTC()}
+		Moves: movesOf(v0, views), Time: time.Now().UTC()}
 	if len(clusterID) > 0 {
 		out.ClusterID = hexString(clusterID)
 	}

@@ -2,11 +2,13 @@ package server
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog"
@@ -135,8 +137,11 @@ var (
 	descPartTerm   = prometheus.NewDesc("strand_partition_term", "Raft term of the replica.", replicaLabels, nil)
 	descPartUnder  = prometheus.NewDesc("strand_partition_under_replicated",
 		"1 when this node leads the partition and a follower is not in step (probing, snapshot, or more than 256 entries behind).", replicaLabels, nil)
-	descPartOffline   = prometheus.NewDesc("strand_partition_offline", "1 when the replica knows no leader.", replicaLabels, nil)
-	descFollowerLag   = prometheus.NewDesc("strand_partition_follower_lag_entries", "On the leader: raft entries a follower lacks (catch-up progress).", append(replicaLabels[:3:3], "follower"), nil)
+	descPartOffline  = prometheus.NewDesc("strand_partition_offline", "1 when the replica knows no leader.", replicaLabels, nil)
+	descFollowerLag  = prometheus.NewDesc("strand_partition_follower_lag_entries", "On the leader: raft entries a follower lacks (catch-up progress).", append(replicaLabels[:3:3], "follower"), nil)
+	descMoveProgress = prometheus.NewDesc("strand_partition_move_progress_ratio",
+		"On the leader of a partition being moved: the least caught-up added replica's match over the leader's last index (1: catch-up done).", replicaLabels, nil)
+	descMovesCount    = prometheus.NewDesc("strand_partition_moves_in_progress", "Partition moves the applied metadata records as in progress.", []string{"node"}, nil)
 	descUnderCount    = prometheus.NewDesc("strand_partitions_under_replicated", "Partitions this node leads with a follower not in step.", []string{"node"}, nil)
 	descOfflineCount  = prometheus.NewDesc("strand_partitions_offline", "Replicas on this node that know no leader.", []string{"node"}, nil)
 	descLedCount      = prometheus.NewDesc("strand_partitions_led", "Partitions this node leads.", []string{"node"}, nil)
@@ -255,6 +260,9 @@ func collectReplicas(ch chan<- prometheus.Metric, id string, v node.AdminView) {
 			ch <- gauge(descFollowerLag, float64(lag), id, r.Topic, p, strconv.FormatUint(uint64(f.Node), 10))
 			isUnder = isUnder || f.Lagging(r.LastIndex, adminReplicaLagMax)
 		}
+		if r.IsLeader && moving(v, r.TopicPartition) {
+			ch <- gauge(descMoveProgress, node.MoveRatio(r.Move), id, r.Topic, p)
+		}
 		ch <- gauge(descPartUnder, boolValue(isUnder), id, r.Topic, p)
 		ch <- gauge(descPartOffline, boolValue(r.Leader == 0), id, r.Topic, p)
 		under += int(boolValue(isUnder))
@@ -267,6 +275,14 @@ func collectReplicas(ch chan<- prometheus.Metric, id string, v node.AdminView) {
 	ch <- gauge(descLedCount, float64(led), id)
 	ch <- gauge(descReplicaCount, float64(len(v.Replicas)), id)
 	ch <- gauge(descRejoining, float64(rejoining), id)
+	ch <- gauge(descMovesCount, float64(len(v.Moves)), id)
+}
+
+// moving reports whether v's metadata records a move of tp in progress.
+func moving(v node.AdminView, tp node.TopicPartition) bool {
+	return slices.ContainsFunc(v.Moves, func(m metadata.MoveInProgress) bool {
+		return m.Topic == tp.Topic && m.Partition == tp.Partition
+	})
 }
 
 // collectGroups sends the groups this node coordinates; lag only for the

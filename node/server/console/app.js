@@ -67,12 +67,18 @@ function renderNodes(cluster) {
   const moves = document.getElementById("moves");
   moves.replaceChildren();
   if (!cluster.moves || cluster.moves.length === 0) {
-    moves.append(el("p", { class: "muted" }, "No moves in progress. " + (cluster.moves_note || "")));
+    moves.append(el("p", { class: "muted" }, "No moves in progress."));
   } else {
-    const t = el("table", {}, el("tr", {}, el("th", {}, "partition"), el("th", {}, "from"), el("th", {}, "to"), el("th", {}, "done")));
+    const t = el("table", {}, el("tr", {}, el("th", {}, "partition"), el("th", {}, "from"), el("th", {}, "to"),
+      el("th", {}, "leader"), el("th", {}, "done"), el("th", {}, "adding")));
     for (const m of cluster.moves) {
-      t.append(el("tr", {}, el("td", {}, m.topic + "/" + m.partition), el("td", {}, m.from.join(",")),
-        el("td", {}, m.to.join(",")), el("td", {}, m.percent.toFixed(0) + "%")));
+      const known = m.percent >= 0;
+      const adding = (m.adding || []).map(a => "node " + a.node + " " + a.percent.toFixed(0) + "% (" +
+        (a.voter ? "voter" : "learner") + ")").join(", ");
+      t.append(el("tr", { class: "move" }, el("td", {}, m.topic + "/" + m.partition), el("td", {}, m.from.join(",")),
+        el("td", {}, m.to.join(",")), el("td", {}, m.leader ? "node " + m.leader : "?"),
+        el("td", { class: "move-percent" }, known ? m.percent.toFixed(0) + "%" : "?"),
+        el("td", {}, known ? adding : "leader not served by this listener")));
     }
     moves.append(t);
   }
