@@ -49,6 +49,12 @@ func cmdClusterSub(sub string, args []string, stdout io.Writer) error {
 	if fs.NArg() != 0 {
 		return usageError("cluster %s takes no arguments, got %q", sub, fs.Args())
 	}
+	switch {
+	case sub == "leaders" && *dryRun:
+		return usageError("cluster leaders has no --dry-run: without --balance it only lists what --balance would move")
+	case sub == "rebalance" && *balance:
+		return usageError("--balance is for cluster leaders; cluster rebalance moves replicas and preferred leaders (--dry-run prints the plan)")
+	}
 	c, err := cf.client()
 	if err != nil {
 		return err

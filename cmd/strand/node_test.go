@@ -23,6 +23,10 @@ func TestMembershipCommandsRefuseBadUsage(t *testing.T) {
 		{[]string{"serve", "--id", "4", "--data-dir", "d", "--join", "127.0.0.1:1", "--listen", "127.0.0.1:2",
 			"--peers", "4=127.0.0.1:2"}, "--join needs --listen or --advertise (the address the others reach this node at) and no --peers"},
 		{[]string{"cluster", "rebalance", "extra"}, "takes no arguments"},
+		// A dry run that would apply (it balanced leaders) or a flag of the
+		// other subcommand (ignored) was accepted before.
+		{[]string{"cluster", "leaders", "--balance", "--dry-run"}, "cluster leaders has no --dry-run"},
+		{[]string{"cluster", "rebalance", "--balance"}, "--balance is for cluster leaders"},
 	} {
 		var out, errOut bytes.Buffer
 		code := run(tc.args, strings.NewReader(""), &out, &errOut)
