@@ -99,26 +99,35 @@ func (c *Core) metaConfApplied(cc raftpb.ConfChangeI) {
 func saneMetaConfChange(e *raftpb.Entry) bool {
 	switch e.GetType() {
 	case raftpb.EntryConfChange:
-		var cc raftpb.ConfChange
-		return proto.Unmarshal(e.GetData(), &cc) == nil && cc.GetType() == raftpb.ConfChangeAddNode && cc.GetNodeId() != 0
+		return saneBootstrapConfChange(e.GetData())
 	case raftpb.EntryConfChangeV2:
 		var cc raftpb.ConfChangeV2
-		if proto.Unmarshal(e.GetData(), &cc) != nil || len(cc.GetChanges()) == 0 {
-			return false
-		}
-		for _, ch := range cc.GetChanges() {
-			switch ch.GetType() {
-			case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode, raftpb.ConfChangeRemoveNode:
-			default:
-				return false
-			}
-			if ch.GetNodeId() == 0 {
-				return false
-			}
-		}
-		return true
+		return proto.Unmarshal(e.GetData(), &cc) == nil && len(cc.GetChanges()) > 0 && saneConfChanges(cc.GetChanges())
 	}
 	return false
+}
+
+// saneBootstrapConfChange checks a ConfChange entry's data is what a
+// group's bootstrap writes: a nonzero node added as a voter.
+func saneBootstrapConfChange(data []byte) bool {
+	var cc raftpb.ConfChange
+	return proto.Unmarshal(data, &cc) == nil && cc.GetType() == raftpb.ConfChangeAddNode && cc.GetNodeId() != 0
+}
+
+// saneConfChanges checks each change adds a voter or a learner, or
+// removes a node, by a nonzero id: the only changes Strand proposes.
+func saneConfChanges(changes []*raftpb.ConfChangeSingle) bool {
+	for _, ch := range changes {
+		switch ch.GetType() {
+		case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode, raftpb.ConfChangeRemoveNode:
+		default:
+			return false
+		}
+		if ch.GetNodeId() == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // maybeChangeMembership runs on Tick: the metadata leader proposes the

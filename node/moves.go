@@ -404,20 +404,7 @@ func (c *Core) deletedBefore(dir string) bool {
 // change (leave a joint configuration).
 func saneConfChangeV2(data []byte) bool {
 	var cc raftpb.ConfChangeV2
-	if proto.Unmarshal(data, &cc) != nil || len(cc.GetChanges()) > 2*metadata.MoveReplicasMax {
-		return false
-	}
-	for _, ch := range cc.GetChanges() {
-		switch ch.GetType() {
-		case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode, raftpb.ConfChangeRemoveNode:
-		default:
-			return false
-		}
-		if ch.GetNodeId() == 0 {
-			return false
-		}
-	}
-	return true
+	return proto.Unmarshal(data, &cc) == nil && len(cc.GetChanges()) <= 2*metadata.MoveReplicasMax && saneConfChanges(cc.GetChanges())
 }
 
 // saneConfState checks a snapshot's configuration: some voters, every id

@@ -210,8 +210,7 @@ func saneEntries(g *group, m *raftpb.Message) bool {
 			}
 			// A bootstrap entry: over the bootstrap set, which a later
 			// move may have left.
-			var cc raftpb.ConfChange
-			if proto.Unmarshal(e.GetData(), &cc) != nil || cc.GetType() != raftpb.ConfChangeAddNode || cc.GetNodeId() == 0 {
+			if !saneBootstrapConfChange(e.GetData()) {
 				return false
 			}
 		default:
