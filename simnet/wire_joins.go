@@ -82,17 +82,74 @@ func newJoinPlan(ww *wireWorkload) *joinPlan {
 	return jp
 }
 
-// configureJoin gives a node's config the first joinVoters nodes, and a
-// spare's also itself and Join (as serve --join does on every start).
+// configureJoin gives a node's config the first joinVoters nodes; a
+// spare's gets Join and, as serve --join takes them, itself and every node
+// the newest metadata registered (not removed) when it opens.
 func (ww *wireWorkload) configureJoin(cfg *node.Config) {
 	if ww.joins == nil {
 		return
 	}
 	cfg.Nodes = ww.peers[:joinVoters:joinVoters]
-	if int(cfg.ID) > joinVoters {
-		cfg.Nodes = append(cfg.Nodes, ww.peers[cfg.ID-1])
-		cfg.Join = true
+	if int(cfg.ID) <= joinVoters {
+		return
 	}
+	cfg.Join = true
+	ids := []uint64{uint64(cfg.ID)}
+	nodes, _ := ww.w.newestMetadata()
+	for _, m := range nodes {
+		if m.State != metadata.NodeRemoved && m.ID >= 1 && int(m.ID) <= len(ww.peers) {
+			ids = append(ids, m.ID)
+		}
+	}
+	if len(ids) == 1 {
+		ids = append(ids, 1, 2, 3) // no live node to ask: the first nodes
+	}
+	slices.Sort(ids)
+	cfg.Nodes = nil
+	for _, id := range slices.Compact(ids) {
+		cfg.Nodes = append(cfg.Nodes, ww.peers[id-1])
+	}
+}
+
+// metaVoter reports whether live node n may vote in the metadata group: a
+// voter of the configuration the newest metadata applied (always true
+// without Options.Joins, where the group runs over every node).
+func (w *world) metaVoter(n *simNode) bool {
+	if w.wire.joins == nil {
+		return true
+	}
+	return roleOf(w.newestMetaNode(), n.id) == node.MetaRoleVoter
+}
+
+// metaVoters is the metadata group's voter count as the newest metadata
+// applied it (every node without Options.Joins).
+func (w *world) metaVoters() int {
+	if w.wire.joins == nil {
+		return len(w.nodes)
+	}
+	newest, voters := w.newestMetaNode(), 0
+	for _, n := range w.nodes {
+		if roleOf(newest, n.id) == node.MetaRoleVoter {
+			voters++
+		}
+	}
+	return voters
+}
+
+// newestMetaNode is the live node that applied the most of the metadata
+// log (nil: none).
+func (w *world) newestMetaNode() *simNode {
+	var best *simNode
+	var bestIndex uint64
+	for _, n := range w.nodes {
+		if !n.up {
+			continue
+		}
+		if st, ok := n.core.MetadataStatus(); ok && (best == nil || st.AppliedIndex > bestIndex) {
+			best, bestIndex = n, st.AppliedIndex
+		}
+	}
+	return best
 }
 
 // startJoins starts the joining admin once the topics exist.
@@ -200,6 +257,9 @@ func (w *world) metaLeader() int {
 
 // roleOf is node id's role in live node n's applied metadata configuration.
 func roleOf(n *simNode, id node.NodeID) node.MetaRole {
+	if n == nil {
+		return node.MetaRoleNone
+	}
 	if mc, ok := n.core.(interface {
 		MetadataRole(node.NodeID) node.MetaRole
 	}); ok {
