@@ -54,3 +54,4 @@ func (c *Core) bugReplayEmpty() bool                                     { retur
 func (c *Core) bugSkipTopicID() bool                                     { return false }
 func (c *Core) bugBatchCRC(batch []byte) []byte                          { return batch }
 func (c *Core) bugMoveDropsEarly() bool                                  { return false }
+func (c *Core) bugRemoveBeforeCaughtUp() bool                            { return false }

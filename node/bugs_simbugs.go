@@ -92,7 +92,15 @@ type Bugs struct {
 	// (moves.go): an old voter's copy goes before the new replicas hold
 	// the log and before the configuration that removes it committed.
 	MoveDropsOldReplicaEarly bool
+	// RemoveBeforeCaughtUp: the metadata leader takes a removed node out
+	// of the metadata group at once, not once its log holds everything
+	// committed (members.go removalDue): a node down through its
+	// decommission never learns its replicas moved and keeps hosting them.
+	RemoveBeforeCaughtUp bool
 }
+
+// bugRemoveBeforeCaughtUp (RemoveBeforeCaughtUp) makes every removal due.
+func (c *Core) bugRemoveBeforeCaughtUp() bool { return c.cfg.Bugs.RemoveBeforeCaughtUp }
 
 // bugMoveDropsEarly (MoveDropsOldReplicaEarly) hosts a moving partition
 // only when this node is in the move's target.

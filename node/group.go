@@ -174,14 +174,24 @@ func (g *group) leadership() (lead NodeID, term uint64, leading bool) {
 	return NodeID(st.Lead), st.GetTerm(), st.RaftState == raft.StateLeader
 }
 
-// isReplica tells whether id is one of the group's voters.
+// isReplica tells whether id is one of the group's peers: a replica, or
+// for the metadata group also any registered node not removed. A member
+// that applied a node's registration but not yet the configuration
+// change adding it (it was down or cut off meanwhile) must exchange
+// messages with that node once it leads, or it never catches up while it
+// does (TestSimJoinsStaleMember). A member that never applied the
+// registration still cannot (notes/simjoin.md: open).
 func (g *group) isReplica(id NodeID) bool {
 	for _, r := range g.replicas {
 		if r == id {
 			return true
 		}
 	}
-	return false
+	if g.meta == nil || id == 0 {
+		return false
+	}
+	n, ok := g.meta.Node(uint64(id))
+	return ok && n.State != metadata.NodeRemoved
 }
 
 // trimWaits drops finished waits from the front of both queues, and

@@ -247,7 +247,7 @@ const removalGraceElections = 30
 // kept their data and kept believing it hosts them (found by
 // TestOperateClusterUnderKill, cmd/strand).
 func (c *Core) removalDue(st raft.Status, id NodeID) bool {
-	if pr, ok := st.Progress[uint64(id)]; id == c.cfg.ID || (ok && pr.Match >= st.GetCommit()) {
+	if pr, ok := st.Progress[uint64(id)]; id == c.cfg.ID || (ok && pr.Match >= st.GetCommit()) || c.bugRemoveBeforeCaughtUp() {
 		delete(c.removalSeen, id)
 		return true
 	}

@@ -23,7 +23,8 @@ var GroupBugNames = []string{"GroupAssignBeforeRevoke", "GroupCommitSkipsEpoch"}
 
 // ParseBug checks a planted bug's name; "" plants none.
 func ParseBug(name string) (string, error) {
-	if name != "" && !slices.Contains(BugNames, name) && !slices.Contains(GroupBugNames, name) && !slices.Contains(MoveBugNames, name) {
+	if name != "" && !slices.Contains(BugNames, name) && !slices.Contains(GroupBugNames, name) && !slices.Contains(MoveBugNames, name) &&
+		!slices.Contains(JoinBugNames, name) {
 		return "", fmt.Errorf("simnet: unknown bug %q", name)
 	}
 	return name, nil
@@ -79,5 +80,7 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.QuiescedNeverWake = true
 	case "MoveDropsOldReplicaEarly":
 		cfg.Bugs.MoveDropsOldReplicaEarly = true
+	case "RemoveBeforeCaughtUp":
+		cfg.Bugs.RemoveBeforeCaughtUp = true
 	}
 }

@@ -205,6 +205,11 @@ type Options struct {
 	// aimed at the moves (wire_moves.go); needs Nodes > Replication. Off
 	// in Standard.
 	Moves bool
+	// Joins starts 3 nodes and joins the others mid-run (NodeAdmin ADD,
+	// Config.Join), then in some seeds decommissions one, with crashes
+	// aimed at the changes (wire_joins.go); needs Nodes > 3. Off in
+	// Standard.
+	Joins bool
 	// StopAtFailure ends the run at its first failed check, skipping the
 	// rest and the final checks: for catch-rate sweeps of planted bugs
 	// (TestSimCatchRate), where only "caught or not" matters.

@@ -142,7 +142,7 @@ func (w *world) probeGroups() int {
 func (w *world) probeGroup(g int) string {
 	replicas := min(w.opts.Replication, len(w.nodes))
 	if g == w.opts.Partitions {
-		replicas = len(w.nodes) // the metadata group runs over every node
+		replicas = w.metaVoters() // every node, or its voters with Options.Joins (wire_joins.go)
 	}
 	majority := replicas/2 + 1
 	var live []probeReplica

@@ -42,6 +42,9 @@ func (w *world) traceNote(kind uint64, nodeIndex int, a, b uint64) {
 // time limit passes.
 func (w *world) run() {
 	for _, n := range w.nodes {
+		if n.spare {
+			continue // opened when it joins (wire_joins.go)
+		}
 		w.startNode(n)
 	}
 	w.wire.start()

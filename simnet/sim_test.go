@@ -29,6 +29,7 @@ var (
 	flagRecreate  = flag.Bool("sim.recreate", true, "delete and re-create the second topic mid-run")
 	flagWipeJoin  = flag.Bool("sim.wipe-rejoin", true, "let a node whose disk was wiped restart empty (false: it stays down)")
 	flagWAL       = flag.Bool("sim.wal", false, "run the nodes with the node-wide write-ahead log (node.Config.WAL)")
+	flagJoins     = flag.Bool("sim.joins", false, "5 nodes, 3 in Config.Nodes: the others join mid-run, some seeds decommission one (Options.Joins)")
 )
 
 // seedOptions builds seed's options: the standard scenario, the profile
@@ -54,6 +55,9 @@ func seedOptions(t *testing.T, seed uint64, profile, bug string) Options {
 	if !*flagCorrupt {
 		o.Faults.ClientCorrupt = 0
 	}
+	if *flagJoins {
+		o.Nodes, o.Joins = 5, true // as joinsOptions (joins_test.go)
+	}
 	return o
 }
 
@@ -76,6 +80,9 @@ func replayCommand(seed uint64, profile, bug string) string {
 		seed, profile)
 	if *flagNodes != 3 || *flagParts != 8 {
 		cmd += fmt.Sprintf(" -sim.nodes=%d -sim.partitions=%d", *flagNodes, *flagParts)
+	}
+	if *flagJoins {
+		cmd += " -sim.joins"
 	}
 	if bug != "" {
 		cmd = strings.Replace(cmd, "go test ", "go test -tags simbugs ", 1) + " -sim.bug=" + bug

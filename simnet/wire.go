@@ -47,6 +47,7 @@ type wireWorkload struct {
 	drained  []linearizability.TopicPartition // the incarnations the final drain read whole
 	grow     *growPlan                        // the main topic's partition grow; nil: none (wire_partitions.go)
 	moves    *movePlan                        // the run's partition moves; nil: none (wire_moves.go)
+	joins    *joinPlan                        // the run's node joins; nil: none (wire_joins.go)
 	produced map[string]string                // every value a producer sent, to its key
 }
 
@@ -89,6 +90,7 @@ func newWireWorkload(w *world) *wireWorkload {
 	}
 	ww.grow = newGrowPlan(ww)
 	ww.moves = newMovePlan(ww)
+	ww.joins = newJoinPlan(ww) // wire_joins.go
 	return ww
 }
 
@@ -96,6 +98,7 @@ func newWireWorkload(w *world) *wireWorkload {
 // startNode hook).
 func (ww *wireWorkload) configure(cfg *node.Config) {
 	cfg.Nodes = ww.peers
+	ww.configureJoin(cfg)
 	if ww.groups != nil {
 		ww.groups.configure(cfg)
 	}
@@ -136,6 +139,7 @@ func (ww *wireWorkload) topicCreated() {
 	}
 	ww.startGrow()
 	ww.startMoves()
+	ww.startJoins()
 	for _, c := range ww.clients {
 		ww.active++
 		c.after(c.thinkTime(), c.begin)

@@ -40,7 +40,7 @@ func (c *wireClient) nextPoll() {
 // ends the run.
 func (c *wireClient) drainNext() {
 	if c.nextPartition >= len(c.positions) {
-		if c.ww.awaitMoves(c.drainNext) { // wire_moves.go
+		if c.ww.awaitMoves(c.drainNext) || c.ww.awaitJoins(c.drainNext) { // wire_moves.go, wire_joins.go
 			return
 		}
 		c.ww.w.work.drained = true

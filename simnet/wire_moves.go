@@ -379,6 +379,9 @@ func (c *wireClient) currentReplicas(g int) []uint64 {
 // voter of its own applied raft configuration (true for the metadata
 // group and when it cannot tell).
 func (w *world) votesIn(n *simNode, g int) bool {
+	if g == w.opts.Partitions {
+		return w.metaVoter(n) // wire_joins.go
+	}
 	if g >= w.opts.Partitions || g >= len(w.wire.tps) {
 		return true
 	}

@@ -41,6 +41,7 @@ type simNode struct {
 	core        core
 	up          bool
 	dead        bool   // its disk refuses to open: never restarts
+	spare       bool   // outside Config.Nodes: down until it joins (wire_joins.go)
 	incarnation uint32 // bumped at every crash and restart
 	tickPhase   time.Duration
 	// tickInterval is the node's tick period: Options.TickInterval, off by
