@@ -56,13 +56,7 @@ func TestSimJoins(t *testing.T) {
 // knownJoinBugs are seeds of TestSimJoins that fail on the correct code
 // by a bug found and not yet fixed (notes/simjoin.md); they run and log
 // their result. Replay: make sim JOINS=1 SEEDS=1 SEED_START=N.
-var knownJoinBugs = map[uint64]string{ // lookup only
-	// Node 3, wiped and restarted empty, bootstraps over Config.Nodes
-	// (1-3) and never learns of node 5, which joined meanwhile and now
-	// leads the metadata group: it drops node 5's heartbeats (not a
-	// peer) and has no way to learn its address.
-	2: "a member that never applied a joiner's registration drops the messages of that joiner once it leads",
-}
+var knownJoinBugs = map[uint64]string{} // lookup only; none open
 
 // A metadata member that applied a joiner's registration but not the
 // configuration change adding it takes the joiner's messages once the

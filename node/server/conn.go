@@ -423,6 +423,9 @@ func (c *runtimeConn) handshake(br *bufio.Reader) error {
 		c.logRefusal("refusing peer", refused)
 	default:
 		c.peer = node.NodeID(hello.GetPeerNodeId())
+		if c.peer != 0 {
+			c.r.net.learnPeer(c.peer, hello.GetPeerAddress())
+		}
 		resp.Body = &strandpb.Response_Hello{Hello: &strandpb.HelloResponse{
 			Version: runtimeProtocolVersion, NodeId: uint64(c.r.cfg.Core.ID), FrameBytesMax: frame.BytesMaxDefault,
 			ClusterId: c.r.ClusterID()}}

@@ -25,6 +25,7 @@ import (
 // Request{raft} after a Hello naming this node (see runtimeConn).
 type runtimeNetwork struct {
 	self   node.NodeID
+	addr   string // this node's own address, named in its peer Hellos
 	logger *slog.Logger
 	// peers is replaced whole (copy on write) when a node joins, so Send
 	// reads it without a lock; mu orders the writers and close.
@@ -54,7 +55,7 @@ var _ node.Network = (*runtimeNetwork)(nil)
 // newRuntimeNetwork starts one sender goroutine per peer (self excluded);
 // with tls non-nil every peer connection is mutual TLS.
 func newRuntimeNetwork(self node.NodeID, addrs map[node.NodeID]string, logger *slog.Logger, tls *tlsState) *runtimeNetwork {
-	n := &runtimeNetwork{self: self, logger: logger, stop: make(chan struct{}), tls: tls}
+	n := &runtimeNetwork{self: self, addr: addrs[self], logger: logger, stop: make(chan struct{}), tls: tls}
 	n.peers.Store(&map[node.NodeID]*runtimePeer{})
 	n.faults.start(n.stop)
 	n.addPeers(addrs)
@@ -67,12 +68,27 @@ func newRuntimeNetwork(self node.NodeID, addrs map[node.NodeID]string, logger *s
 // node that joined, or re-registered at a new address: its old sender
 // stops, dropping what it had queued).
 func (n *runtimeNetwork) addPeers(addrs map[node.NodeID]string) {
+	n.addPeersIf(addrs, false)
+}
+
+// learnPeer starts a sender for node id at addr, the address its own peer
+// Hello named, when this node knows no address for it: a node that missed
+// id's join (it was wiped and restarted over its static peers) can then
+// answer id while id leads the metadata group, catch up, and learn the
+// registration. A known address is never changed this way: registrations
+// in the metadata move peers.
+func (n *runtimeNetwork) learnPeer(id node.NodeID, addr string) {
+	n.addPeersIf(map[node.NodeID]string{id: addr}, true)
+}
+
+// addPeersIf is addPeers; onlyNew leaves nodes with a sender alone.
+func (n *runtimeNetwork) addPeersIf(addrs map[node.NodeID]string, onlyNew bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	old := *n.peers.Load()
 	ids := make([]node.NodeID, 0, len(addrs))
 	for id := range addrs {
-		if id != n.self && addrs[id] != "" && (old[id] == nil || old[id].addr != addrs[id]) {
+		if id != n.self && addrs[id] != "" && (old[id] == nil || !onlyNew && old[id].addr != addrs[id]) {
 			ids = append(ids, id)
 		}
 	}
@@ -221,7 +237,7 @@ func (p *runtimePeer) dial() (net.Conn, error) {
 	nc.SetDeadline(time.Now().Add(runtimeDialTimeout))
 	hello := &strandpb.Request{Body: &strandpb.Request_Hello{Hello: &strandpb.HelloRequest{
 		VersionMin: runtimeProtocolVersion, VersionMax: runtimeProtocolVersion,
-		ClientId: fmt.Sprintf("strand-node-%d", p.net.self), PeerNodeId: uint64(p.net.self)}}}
+		ClientId: fmt.Sprintf("strand-node-%d", p.net.self), PeerNodeId: uint64(p.net.self), PeerAddress: p.net.addr}}}
 	out, err := frame.Append(nil, hello)
 	if err == nil {
 		_, err = nc.Write(out)

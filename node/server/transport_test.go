@@ -60,3 +60,26 @@ func TestTransportLearnsPeers(t *testing.T) {
 		t.Fatalf("the old sender of peer 2 was not stopped")
 	}
 }
+
+// TestTransportLearnsPeerFromHello: a peer Hello naming a node this node
+// has no address for starts a sender to the address the Hello gives (a
+// node that missed a join must answer the joined node once it leads the
+// metadata group); a known node's address is never changed by a Hello.
+func TestTransportLearnsPeerFromHello(t *testing.T) {
+	n := newRuntimeNetwork(1, map[node.NodeID]string{1: "127.0.0.1:1", 2: "127.0.0.1:2"}, slog.New(slog.DiscardHandler), nil)
+	defer n.close()
+	if n.addr != "127.0.0.1:1" {
+		t.Fatalf("own address %q, want the configuration's", n.addr)
+	}
+	known := (*n.peers.Load())[2]
+	n.learnPeer(5, "127.0.0.1:5")
+	n.learnPeer(2, "127.0.0.1:9")
+	n.learnPeer(6, "")
+	peers := *n.peers.Load()
+	if peers[5] == nil || peers[5].addr != "127.0.0.1:5" {
+		t.Fatalf("peer 5 not learned from its Hello: %v", peers)
+	}
+	if peers[2] != known || peers[2].addr != "127.0.0.1:2" || peers[6] != nil {
+		t.Fatalf("a Hello changed a known peer or added one without an address: %v", peers)
+	}
+}

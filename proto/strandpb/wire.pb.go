@@ -1670,7 +1670,10 @@ type HelloRequest struct {
 	VersionMax uint32                 `protobuf:"varint,2,opt,name=version_max,json=versionMax,proto3" json:"version_max,omitempty"`
 	ClientId   string                 `protobuf:"bytes,3,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
 	// Set when the sender is a peer node that will send raft frames.
-	PeerNodeId    uint64 `protobuf:"varint,4,opt,name=peer_node_id,json=peerNodeId,proto3" json:"peer_node_id,omitempty"`
+	PeerNodeId uint64 `protobuf:"varint,4,opt,name=peer_node_id,json=peerNodeId,proto3" json:"peer_node_id,omitempty"`
+	// A peer's own address (host:port): the receiving node dials it back if
+	// it knows no address for peer_node_id (it missed that node's join).
+	PeerAddress   string `protobuf:"bytes,290,opt,name=peer_address,json=peerAddress,proto3" json:"peer_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1731,6 +1734,13 @@ func (x *HelloRequest) GetPeerNodeId() uint64 {
 		return x.PeerNodeId
 	}
 	return 0
+}
+
+func (x *HelloRequest) GetPeerAddress() string {
+	if x != nil {
+		return x.PeerAddress
+	}
+	return ""
 }
 
 // HelloResponse fixes the version both sides use.
@@ -8061,7 +8071,7 @@ const file_wire_proto_rawDesc = "" +
 	"\relect_leaders\x18H \x01(\v2\x1c.strand.ElectLeadersResponseH\x00R\felectLeaders\x12I\n" +
 	"\x0fcluster_members\x18I \x01(\v2\x1e.strand.ClusterMembersResponseH\x00R\x0eclusterMembers\x12I\n" +
 	"\x0fmove_partitions\x18D \x01(\v2\x1e.strand.MovePartitionsResponseH\x00R\x0emovePartitionsB\x06\n" +
-	"\x04body\"\x8f\x01\n" +
+	"\x04body\"\xb3\x01\n" +
 	"\fHelloRequest\x12\x1f\n" +
 	"\vversion_min\x18\x01 \x01(\rR\n" +
 	"versionMin\x12\x1f\n" +
@@ -8069,7 +8079,8 @@ const file_wire_proto_rawDesc = "" +
 	"versionMax\x12\x1b\n" +
 	"\tclient_id\x18\x03 \x01(\tR\bclientId\x12 \n" +
 	"\fpeer_node_id\x18\x04 \x01(\x04R\n" +
-	"peerNodeId\"\x89\x01\n" +
+	"peerNodeId\x12\"\n" +
+	"\fpeer_address\x18\xa2\x02 \x01(\tR\vpeerAddress\"\x89\x01\n" +
 	"\rHelloResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12\x1d\n" +
