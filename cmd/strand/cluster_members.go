@@ -55,17 +55,12 @@ func cmdClusterSub(sub string, args []string, stdout io.Writer) error {
 	case sub == "rebalance" && *balance:
 		return usageError("--balance is for cluster leaders; cluster rebalance moves replicas and preferred leaders (--dry-run prints the plan)")
 	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-	defer cancel()
-	if sub == "leaders" {
-		return clusterLeaders(ctx, c, stdout, *balance)
-	}
-	return rebalance(ctx, c, stdout, *dryRun)
+	return cf.run(func(ctx context.Context, c *clientlib.Client) error {
+		if sub == "leaders" {
+			return clusterLeaders(ctx, c, stdout, *balance)
+		}
+		return rebalance(ctx, c, stdout, *dryRun)
+	})
 }
 
 // rebalance plans an even spread of replicas and preferred leaders over

@@ -242,6 +242,19 @@ func (c *clientFlags) client(opts ...clientlib.Opt) (*clientlib.Client, error) {
 	return clientlib.NewClient(append(base, opts...)...)
 }
 
+// run connects as the flags say and calls fn with the client and a context
+// bounded by --timeout, closing both after.
+func (c *clientFlags) run(fn func(ctx context.Context, cl *clientlib.Client) error) error {
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	return fn(ctx, cl)
+}
+
 // reachable fails when no broker can be connected to. It asks for
 // metadata with one retry only, through the protocol (a bare TCP probe
 // would make every node log a connection closed before hello); any answer,

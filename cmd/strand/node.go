@@ -57,22 +57,17 @@ func cmdNode(args []string, stdout io.Writer) error {
 			return usageError("node add: --address %q: want HOST:PORT", *address)
 		}
 	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-	defer cancel()
-	if sub == "add" {
-		if err := c.AddNode(ctx, *id, *address, *rack); err != nil {
-			return wrapErr(err, "add node %d", *id)
+	return cf.run(func(ctx context.Context, c *clientlib.Client) error {
+		if sub == "add" {
+			if err := c.AddNode(ctx, *id, *address, *rack); err != nil {
+				return wrapErr(err, "add node %d", *id)
+			}
+			fmt.Fprintf(stdout, "node %d registered at %s; start it with: strand serve --id %d --listen %s --join %s --data-dir DIR\n",
+				*id, *address, *id, *address, strings.Join(cf.brokers, ","))
+			return nil
 		}
-		fmt.Fprintf(stdout, "node %d registered at %s; start it with: strand serve --id %d --listen %s --join %s --data-dir DIR\n",
-			*id, *address, *id, *address, strings.Join(cf.brokers, ","))
-		return nil
-	}
-	return decommission(ctx, c, stdout, *id, *dryRun)
+		return decommission(ctx, c, stdout, *id, *dryRun)
+	})
 }
 
 // decommission drains node id: fences it, moves every replica it holds to

@@ -104,14 +104,7 @@ func securityCommand(group string, subs []string, args []string, register func(s
 	if err := parseFlags(fs, rest); err != nil {
 		return err
 	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-	defer cancel()
-	return run(ctx, c, sub, fs.Args())
+	return cf.run(func(ctx context.Context, c *clientlib.Client) error { return run(ctx, c, sub, fs.Args()) })
 }
 
 // cmdUser runs `strand user create|delete|list`.
