@@ -43,16 +43,38 @@ import (
 
 // classicMember is what the Kafka layer told one classic member.
 type classicMember struct {
-	epoch    int32
-	subs     []string
-	instance string
-	rack     string
+	// epoch is the member's epoch on the coordinator, as last answered;
+	// generation is the one its last JoinGroup answered, which the client
+	// keeps using until it rejoins (epoch moves past it when a heartbeat
+	// only adds partitions).
+	epoch      int32
+	generation int32
+	subs       []string
+	instance   string
+	rack       string
 	// given is the assignment answered at SyncGroup; held is given plus
 	// what the member owned when it joined (until its next join).
 	given, held []*strandpb.GroupTopicPartitions
 	synced      bool
 	rejoin      bool
 	touched     time.Time
+}
+
+// commitEpoch is the coordinator epoch to commit with for a classic
+// member's generation. A member told to rejoin because a heartbeat moved
+// its epoch keeps its generation until it rejoins, and commits with it
+// (an eager member commits everything it consumed as it revokes):
+// Kafka accepts a commit of the current generation while the group
+// prepares a rebalance, and so does Strand. It is safe: the epoch moves
+// without a rejoin only when the member gained partitions, and a
+// partition the member still holds is given to no one else until it
+// reports it no longer owns it, which only its rejoin does.
+func (s *classicState) commitEpoch(group, member string, generation int32) int32 {
+	m, ok := s.get(group, member)
+	if ok && m.synced && generation == m.generation {
+		return m.epoch
+	}
+	return generation
 }
 
 // classicMembersMax bounds the records; beyond it records untouched for
@@ -267,6 +289,7 @@ func (c *conn) joinGroup(req kmsg.Request) func() kmsg.Response {
 		}
 		hb := resp.GetGroupHeartbeat()
 		m.epoch, m.given, m.held = hb.GetMemberEpoch(), hb.GetAssigned(), unionParts(owned, hb.GetAssigned())
+		m.generation = m.epoch
 		c.s.classic.put(r.Group, member, m)
 		c.s.classic.setProtocol(r.Group, proto)
 		out.Generation, out.MemberID, out.Protocol, out.LeaderID = m.epoch, member, &proto, ""
@@ -285,7 +308,7 @@ func (c *conn) syncGroup(req kmsg.Request) func() kmsg.Response {
 	switch {
 	case !ok:
 		out.ErrorCode = kerr.RebalanceInProgress.Code // joined elsewhere, or this node restarted: rejoin
-	case m.epoch != r.Generation:
+	case m.generation != r.Generation:
 		out.ErrorCode = kerr.IllegalGeneration.Code
 	default:
 		m.synced = true
@@ -304,7 +327,7 @@ func (c *conn) heartbeatGroup(req kmsg.Request) func() kmsg.Response {
 	out := kmsg.NewPtrHeartbeatResponse()
 	out.SetVersion(r.Version)
 	m, ok := c.s.classic.get(r.Group, r.MemberID)
-	if !ok || !m.synced || m.epoch != r.Generation && !m.rejoin {
+	if !ok || !m.synced || m.generation != r.Generation {
 		out.ErrorCode = kerr.RebalanceInProgress.Code
 		return ready(out)
 	}

@@ -89,13 +89,17 @@ func coordinatorAddress(co *kmsg.FindCoordinatorResponseCoordinator, id uint64, 
 }
 
 // offsetCommit commits through the coordinator. A classic member's
-// generation is its member epoch; a commit without member id (generation
+// generation is its member epoch as of its last join (commitEpoch); a commit without member id (generation
 // -1: a simple consumer, kadm's CommitOffsets) needs an empty group, as on
 // Strand. The engine's epoch errors are answered as the classic protocol's
 // ILLEGAL_GENERATION, which makes the member rejoin.
 func (c *conn) offsetCommit(req kmsg.Request) func() kmsg.Response {
 	r := req.(*kmsg.OffsetCommitRequest)
-	sreq := &strandpb.OffsetCommitRequest{Group: r.Group, MemberId: r.MemberID, MemberEpoch: r.Generation}
+	epoch := r.Generation
+	if !c.s.classic.isKIP848(r.Group, r.MemberID) {
+		epoch = c.s.classic.commitEpoch(r.Group, r.MemberID, r.Generation)
+	}
+	sreq := &strandpb.OffsetCommitRequest{Group: r.Group, MemberId: r.MemberID, MemberEpoch: epoch}
 	for _, t := range r.Topics {
 		for _, p := range t.Partitions {
 			sreq.Offsets = append(sreq.Offsets, &strandpb.OffsetCommitPartition{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, Metadata: deref(p.Metadata)})
