@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,11 +100,11 @@ func cmdBenchCluster(args []string, stdout io.Writer) error {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	cl, err := cb.start(ctx, stdout)
+	cl, err := cb.start(ctx, stdout, "")
 	if err != nil {
 		return err
 	}
-	rows, runErr := cb.runPhases(ctx, cl, stdout)
+	rows, cl, runErr := cb.runPhases(ctx, cl, stdout)
 	closeErr := cl.close()
 	printClusterTable(stdout, cl, rows)
 	if runErr != nil {
@@ -201,7 +202,7 @@ func (cb *clusterBench) benchFlagsFor(cl *benchCluster, topic string, partitions
 
 // runPhases runs the phases asked for, returning the rows measured so
 // far even when one fails.
-func (cb *clusterBench) runPhases(ctx context.Context, cl *benchCluster, w io.Writer) ([]clusterRow, error) {
+func (cb *clusterBench) runPhases(ctx context.Context, cl *benchCluster, w io.Writer) ([]clusterRow, *benchCluster, error) {
 	var rows []clusterRow
 	add := func(row clusterRow, err error) error {
 		rows = append(rows, row)
@@ -221,15 +222,29 @@ func (cb *clusterBench) runPhases(ctx context.Context, cl *benchCluster, w io.Wr
 		case "e2e":
 			err = cb.e2ePhases(ctx, cl, add)
 		case "many":
+			// On a fresh cluster when other phases ran: their logs,
+			// tail caches and buffers would blur the memory an idle
+			// replica costs (the new replicas' share of the cache
+			// budget evicts them, which read as negative growth).
+			if len(rows) > 0 {
+				if err := cl.close(); err != nil {
+					return rows, cl, err
+				}
+				fresh, err := cb.start(ctx, w, "many")
+				if err != nil {
+					return rows, cl, err
+				}
+				cl = fresh
+			}
 			err = cb.manyPhases(ctx, cl, add)
 		case "fanout":
 			err = cb.fanoutPhases(ctx, cl, add)
 		}
 		if err != nil {
-			return rows, err
+			return rows, cl, err
 		}
 	}
-	return rows, nil
+	return rows, cl, nil
 }
 
 // benchPhase runs one bench of kind on topic (created with partitions).
@@ -276,7 +291,7 @@ func (cb *clusterBench) manyPhases(ctx context.Context, cl *benchCluster, add fu
 	parts := cb.manyPartitions
 	b := cb.benchFlagsFor(cl, fmt.Sprintf("bench-many-%d", parts), parts)
 	b.keys = cb.manyKeys
-	rssBefore := cl.sample()
+	rssBefore, liveBefore := cl.sample(), cl.liveBytes(ctx)
 	var replicas []int
 	err := add(measured(cl, "create topic", parts, func() (*benchResult, string, error) {
 		var err error
@@ -297,7 +312,13 @@ func (cb *clusterBench) manyPhases(ctx context.Context, cl *benchCluster, add fu
 	if err != nil {
 		return err
 	}
-	cl.replicaMemory = perReplica(rssBefore, cl.sample(), replicas)
+	if liveAfter := cl.liveBytes(ctx); liveBefore != nil && liveAfter != nil {
+		cl.replicaMemory, cl.memoryBasis = perReplica(liveBefore, liveAfter, replicas), "live Go heap and stacks after GCs"
+	} else {
+		// RSS keeps what earlier phases' heaps left, so the growth may
+		// read low, even negative: the table's line says which it is.
+		cl.replicaMemory, cl.memoryBasis = perReplica(rssBefore, cl.sample(), replicas), "RSS, which earlier phases' heaps inflate"
+	}
 	if !cb.manyProduce {
 		return nil
 	}
@@ -360,7 +381,7 @@ func printClusterTable(w io.Writer, cl *benchCluster, rows []clusterRow) {
 		for _, m := range cl.replicaMemory {
 			parts = append(parts, fmt.Sprintf("%.1f", m/1024))
 		}
-		fmt.Fprintf(w, "memory per idle replica (RSS growth / replicas gained, per node): %s KiB\n", strings.Join(parts, " / "))
+		fmt.Fprintf(w, "memory per idle replica (growth of the %s / replicas gained, per node): %s KiB\n", cl.memoryBasis, strings.Join(parts, " / "))
 	}
 	fmt.Fprintf(w, `servers: %s (%d nodes, fsync before ack); records %d bytes, RF 3, acks=all
 latency: produce = %s;
@@ -387,6 +408,8 @@ type benchCluster struct {
 	addrs         []string
 	procs         []*serverProc
 	replicaMemory []float64      // bytes per idle replica, per node
+	memoryBasis   string         // what replicaMemory counts
+	admins        []string       // the servers' admin listeners (live heap)
 	tls           clientTLSFlags // the clients' TLS flags (--tls)
 }
 
@@ -400,8 +423,11 @@ type serverProc struct {
 }
 
 // start launches the servers and waits until every node is registered.
-func (cb *clusterBench) start(ctx context.Context, w io.Writer) (*benchCluster, error) {
+func (cb *clusterBench) start(ctx context.Context, w io.Writer, sub string) (*benchCluster, error) {
 	dir := cb.dataDir
+	if dir != "" && sub != "" {
+		dir = filepath.Join(dir, sub)
+	}
 	cl := &benchCluster{binary: cb.binary, recordBytes: cb.recordBytes}
 	if dir == "" {
 		var err error
@@ -411,10 +437,14 @@ func (cb *clusterBench) start(ctx context.Context, w io.Writer) (*benchCluster, 
 		cl.removeDir = !cb.keep
 	}
 	cl.dir = dir
-	ports, err := benchPorts(cb.nodes)
+	ports, err := benchPorts(2 * cb.nodes) // the native listeners, then the admin ones
 	if err != nil {
 		return nil, err
 	}
+	for _, p := range ports[cb.nodes:] {
+		cl.admins = append(cl.admins, "127.0.0.1:"+strconv.Itoa(p))
+	}
+	ports = ports[:cb.nodes]
 	var peers []string
 	for i, p := range ports {
 		cl.addrs = append(cl.addrs, "127.0.0.1:"+strconv.Itoa(p))
@@ -429,7 +459,7 @@ func (cb *clusterBench) start(ctx context.Context, w io.Writer) (*benchCluster, 
 	for i := range ports {
 		id := i + 1
 		args := []string{"serve", "--id", strconv.Itoa(id), "--peers", strings.Join(peers, ","),
-			"--data-dir", filepath.Join(dir, fmt.Sprintf("node%d", id))}
+			"--data-dir", filepath.Join(dir, fmt.Sprintf("node%d", id)), "--admin-listen", cl.admins[i]}
 		if certs != nil {
 			n := certs.nodes[node.NodeID(id)]
 			args = append(args, "--tls-cert", n.CertFile, "--tls-key", n.KeyFile, "--tls-ca", n.CAFile)
@@ -713,4 +743,57 @@ func readProcSample(pid int) procSample {
 		}
 	}
 	return s
+}
+
+// liveBytes is each server's live memory, Go heap objects plus goroutine
+// stacks, right after garbage collections its admin listener ran
+// (/debug/pprof/heap?gc=1, then go_memstats_heap_alloc_bytes and
+// go_memstats_stack_inuse_bytes from /metrics); nil when any server
+// cannot say. Unlike RSS it does not keep what earlier phases freed.
+func (cl *benchCluster) liveBytes(ctx context.Context) []procSample {
+	out := make([]procSample, len(cl.admins))
+	hc := &http.Client{Timeout: 10 * time.Second}
+	get := func(url string) ([]byte, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("%s: %s", url, resp.Status)
+		}
+		return io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	}
+	for i, a := range cl.admins {
+		for range 2 { // twice: sync.Pool keeps a victim cache across one GC
+			if _, err := get("http://" + a + "/debug/pprof/heap?gc=1"); err != nil {
+				return nil
+			}
+		}
+		body, err := get("http://" + a + "/metrics")
+		if err != nil {
+			return nil
+		}
+		var found int
+		for _, line := range strings.Split(string(body), "\n") {
+			for _, name := range []string{"go_memstats_heap_alloc_bytes ", "go_memstats_stack_inuse_bytes "} {
+				if v, ok := strings.CutPrefix(line, name); ok {
+					f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+					if err != nil {
+						return nil
+					}
+					out[i].rssBytes += int64(f)
+					found++
+				}
+			}
+		}
+		if found != 2 {
+			return nil
+		}
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,31 @@ func TestBenchClusterSmoke(t *testing.T) {
 	for _, line := range strings.Split(out, "\n") {
 		if strings.HasPrefix(line, "produce ") && strings.Contains(line, "errors") {
 			t.Errorf("produce had errors: %s", line)
+		}
+	}
+}
+
+// The many-partition phase after another phase runs on a fresh cluster
+// and states the memory an idle replica costs from the servers' live heap
+// (forced GCs through their admin listeners), not from RSS, which the
+// earlier phase's freed heap inflates: a positive figure for every node.
+func TestBenchClusterManyMemory(t *testing.T) {
+	skipShort(t)
+	bin := strandBinary(t)
+	out := runCLI(t, nil, "", "bench", "cluster", "--binary", bin, "--data-dir", t.TempDir(),
+		"--phases", "produce,many", "--duration", "1s", "--many-partitions", "100", "--idle", "1s", "--many-produce=false")
+	if n := strings.Count(out, "bench cluster: 3 servers"); n != 2 {
+		t.Errorf("%d clusters started, want a fresh one for the many-partition phase:\n%s", n, out)
+	}
+	const prefix = "memory per idle replica (growth of the live Go heap and stacks after GCs / replicas gained, per node): "
+	i := strings.Index(out, prefix)
+	if i < 0 {
+		t.Fatalf("no live-heap memory line:\n%s", out)
+	}
+	line, _, _ := strings.Cut(out[i+len(prefix):], "\n")
+	for _, f := range strings.Split(strings.TrimSuffix(line, " KiB"), " / ") {
+		if v, err := strconv.ParseFloat(f, 64); err != nil || v <= 0 {
+			t.Errorf("memory per idle replica %q in %q: want positive KiB", f, line)
 		}
 	}
 }
