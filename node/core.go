@@ -160,6 +160,12 @@ type Config struct {
 	// WALBytesMax is the write-ahead log's size past which every log is
 	// synced and its old segments removed; 0 takes walBytesMaxDefault.
 	WALBytesMax int64
+	// WALLogFlushBytes is how much a log may be written, in WAL mode,
+	// before it is fsynced in the background on its own (0 takes
+	// walLogFlushBytesDefault): a log's writes reach the device in
+	// steady pieces instead of all at once when the write-ahead log
+	// rotates, which would hold every acknowledgement behind them.
+	WALLogFlushBytes int64
 	// plantedBugs is empty in production builds; with -tags simbugs it
 	// holds Bugs, the simulator's planted-bug switches (bugs_simbugs.go).
 	//lint:ignore U1000 empty without -tags simbugs

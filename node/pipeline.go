@@ -46,6 +46,10 @@ type groupPipe struct {
 	hard        raftpb.HardState
 	durableTerm uint64
 	heldTerm    uint64
+	// unflushed counts the entry bytes written to the log (WAL mode) since
+	// its last background flush started; flushing says one is in flight.
+	unflushed int64
+	flushing  bool
 }
 
 // SyncJob is the fsync work of one log that the Core hands its host when
@@ -68,8 +72,11 @@ type syncJob struct {
 	// groups are those a sync of the write-ahead log covers (wal.go); g
 	// is then nil.
 	groups []*group
-	// flush: the sync of g's log for a write-ahead log rotation (wal.go).
-	flush bool
+	// flush: the sync of g's log for a write-ahead log rotation (wal.go);
+	// early: for its background flush (walFlushEarly), which no rotation
+	// waits for; walRemove: the removal of a rotation's retired segments
+	// (g nil).
+	flush, early, walRemove bool
 }
 
 // TakeSyncJobs appends the sync jobs started since the last call to dst and
@@ -104,6 +111,10 @@ func (c *Core) SyncDone(token uint64, err error) {
 // finishSync ends the group's sync in flight with err. The sync of a
 // replica removed meanwhile ends silently (its files are closed).
 func (c *Core) finishSync(token uint64, job syncJob, err error) {
+	if job.walRemove {
+		c.finishWALRemove(err)
+		return
+	}
 	if job.g == nil {
 		c.finishWALSync(token, job, err)
 		return
@@ -251,6 +262,9 @@ func (c *Core) writeGroup(g *group) (bool, error) {
 				if err := c.walAppend(g, wal.Prepare(g.log, entries, hs)); err != nil {
 					return false, err
 				}
+				for _, e := range entries {
+					p.unflushed += int64(len(e.Data))
+				}
 			}
 			if err := g.log.Save(entries, hs); err != nil {
 				g.logs.log(slog.LevelError, "raft log write failed; the node stops (fail-stop)", slog.Any("err", err))
@@ -294,24 +308,24 @@ func (c *Core) startSync(g *group) {
 // runSyncs runs the round's sync jobs through Config.SyncLogs when the host
 // does not run them (Config.AsyncSyncs unset), and completes them.
 func (c *Core) runSyncs() {
-	if c.cfg.AsyncSyncs || len(c.syncQueue) == 0 {
-		return
-	}
-	jobs := c.syncQueue
-	errs := make([]error, len(jobs))
-	c.syncs = c.syncs[:0]
-	for i, j := range jobs {
-		c.syncs = append(c.syncs, func() error { errs[i] = j.run(); return errs[i] })
-	}
-	_ = c.cfg.SyncLogs(c.syncs)
-	clear(c.syncs)
-	for i, j := range jobs {
-		job := c.syncsInFlight[j.Token]
-		delete(c.syncsInFlight, j.Token)
-		if c.fatal == nil {
-			c.finishSync(j.Token, job, errs[i])
+	// A finished job may queue the next (a rotation's flushes run in
+	// turn): run until none is left.
+	for !c.cfg.AsyncSyncs && len(c.syncQueue) > 0 {
+		jobs := c.syncQueue
+		c.syncQueue = nil
+		errs := make([]error, len(jobs))
+		c.syncs = c.syncs[:0]
+		for i, j := range jobs {
+			c.syncs = append(c.syncs, func() error { errs[i] = j.run(); return errs[i] })
+		}
+		_ = c.cfg.SyncLogs(c.syncs)
+		clear(c.syncs)
+		for i, j := range jobs {
+			job := c.syncsInFlight[j.Token]
+			delete(c.syncsInFlight, j.Token)
+			if c.fatal == nil {
+				c.finishSync(j.Token, job, errs[i])
+			}
 		}
 	}
-	clear(c.syncQueue)
-	c.syncQueue = c.syncQueue[:0]
 }

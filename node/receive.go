@@ -22,6 +22,7 @@ type Stats struct {
 	FramesSent           uint64
 	Syncs                uint64 // log syncs of the Ready cycle
 	WALRotations         uint64 // write-ahead log rotations (wal.go)
+	WALEarlyFlushes      uint64 // background fsyncs of logs in WAL mode (walFlushEarly)
 	Checkpoints          uint64 // engine checkpoints written
 	ReadyPolls           uint64 // groups asked HasReady by the Ready rounds (ready.go)
 	Quiesced             uint64 // times a leader quiesced its group (quiesce.go)

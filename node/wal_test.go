@@ -124,9 +124,17 @@ func holdsTag(t *testing.T, batches []FetchedBatch, tag string) bool {
 }
 
 // Past Config.WALBytesMax the node syncs its logs and rotates: one segment
-// remains, and after a power loss every acknowledged batch is there.
+// remains, and after a power loss every acknowledged batch is there — also
+// when logs are flushed early in the background (Config.WALLogFlushBytes)
+// between rotations.
 func TestWALRotationKeepsAcknowledged(t *testing.T) {
-	c := walSingleNode(t, 2, true, func(cfg *Config) { cfg.WALBytesMax = 4 << 10 })
+	for _, early := range []int64{0, 600} {
+		t.Run(fmt.Sprintf("early=%d", early), func(t *testing.T) { testWALRotation(t, early) })
+	}
+}
+
+func testWALRotation(t *testing.T, early int64) {
+	c := walSingleNode(t, 2, true, func(cfg *Config) { cfg.WALBytesMax, cfg.WALLogFlushBytes = 4<<10, early })
 	for i := range 40 {
 		tp := TopicPartition{Topic: "orders", Partition: int32(i % 2)}
 		if res := c.produce(1, ProduceRequest{TopicPartition: tp, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, fmt.Sprintf("r%d", i), 4)}); res.Err != nil {
@@ -135,6 +143,9 @@ func TestWALRotationKeepsAcknowledged(t *testing.T) {
 	}
 	if n := c.cores[1].Stats().WALRotations; n == 0 {
 		t.Fatal("no rotation past WALBytesMax")
+	}
+	if n := c.cores[1].Stats().WALEarlyFlushes; (n > 0) != (early > 0) {
+		t.Fatalf("%d early flushes with WALLogFlushBytes %d", n, early)
 	}
 	if names, _ := c.disks[1].List(walDir); len(names) != 1 {
 		t.Fatalf("write-ahead log segments after rotation: %v", names)

@@ -13,7 +13,7 @@ import "github.com/strandlog/strand/node"
 type rejoinSeen struct {
 	started, done, withheld, repaired uint64
 	full, throttled                   uint64
-	walRotations                      uint64
+	walRotations, walEarlyFlushes     uint64
 }
 
 // countRejoins adds to the coverage what n's core did for disk-loss
@@ -31,6 +31,7 @@ func (w *world) countRejoins(n *simNode) {
 	w.coverage.Add("event/disk-full", int64(st.DiskFullEntered-n.rejoins.full))
 	w.coverage.Add("event/catchup-throttled", int64(st.CatchUpThrottled-n.rejoins.throttled))
 	w.coverage.Add("event/wal-rotation", int64(st.WALRotations-n.rejoins.walRotations))
+	w.coverage.Add("event/wal-early-flush", int64(st.WALEarlyFlushes-n.rejoins.walEarlyFlushes))
 	n.rejoins = rejoinSeen{full: st.DiskFullEntered, throttled: st.CatchUpThrottled, started: st.RejoinsStarted, done: st.RejoinsDone, withheld: st.VotesWithheld, repaired: st.ReplicasRepaired,
-		walRotations: st.WALRotations}
+		walRotations: st.WALRotations, walEarlyFlushes: st.WALEarlyFlushes}
 }

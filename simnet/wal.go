@@ -15,6 +15,11 @@ import "github.com/strandlog/strand/raftlog/audit"
 // writes a few MB), so lazy log syncs and segment removal are exercised.
 const walBytesMaxSim = 256 << 10
 
+// walLogFlushBytesSim starts a log's background flush (node's
+// walFlushEarly) every 32 KiB written, so seeds crash with those fsyncs in
+// flight and between them and a rotation.
+const walLogFlushBytesSim = 32 << 10
+
 // walDirSim is the write-ahead log's directory (node's walDir).
 const walDirSim = "wal"
 

@@ -31,7 +31,7 @@ func TestSimWAL(t *testing.T) {
 				strings.Join(res.Failures, "\n  "), replayCommand(seed, "mixed", ""))
 		}
 	}
-	names := []string{"event/wal-rotation"}
+	names := []string{"event/wal-rotation", "event/wal-early-flush"}
 	if !testing.Short() {
 		names = append(names, "fault/crash-before-fsync", "fault/crash-after-fsync")
 	}

@@ -286,6 +286,7 @@ func (w *world) startNode(n *simNode) {
 		AsyncSyncs:           true,
 		WAL:                  w.opts.WAL,
 		WALBytesMax:          walBytesMaxSim,
+		WALLogFlushBytes:     walLogFlushBytesSim,
 		MinFreeBytes:         simMinFreeBytes,
 		CatchUpBytesPerSec:   w.opts.CatchUpBytesPerSec,
 		RetentionCheckTicks:  w.opts.RetentionCheckTicks,

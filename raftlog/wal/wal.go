@@ -19,6 +19,7 @@ import (
 	"hash/crc32"
 	"io"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -269,19 +270,45 @@ func (w *WAL) RemoveOld() error {
 	if w.failed != nil {
 		return w.failed
 	}
-	old := w.segs[:len(w.segs)-1]
-	if len(old) == 0 {
-		return nil
+	return w.finish(w.StartRemoveOld()())
+}
+
+// StartRemoveOld forgets every segment but the last and returns run, which
+// removes their files oldest first and syncs the directory, on any
+// goroutine while appends and syncs of the last segment go on (unlinking
+// a 64 MiB segment took ~100 ms on the node's loop). Until run returns, a
+// crash may leave some of them: recovery replays them, which is harmless
+// (their writes are durable in the logs, and replay folds every record of
+// a log into the tail the newest describe). Remove the old segments of one
+// Roll before the next Roll, so the files left always follow each other.
+// An error from run is the caller's to treat as fatal.
+func (w *WAL) StartRemoveOld() (run func() error) {
+	if w.failed != nil {
+		err := w.failed
+		return func() error { return err }
 	}
-	for _, s := range old {
-		if err := w.disk.Remove(w.path(s.name)); err != nil {
-			return w.fail(fmt.Errorf("wal: remove %s: %w", s.name, err))
-		}
-	}
+	old := slices.Clone(w.segs[:len(w.segs)-1])
 	w.segs = w.segs[len(old):]
 	w.bytes = w.size
-	w.dirDirty = true
-	return w.Sync()
+	disk, dir := w.disk, w.dir
+	paths := make([]string, len(old))
+	for i, s := range old {
+		paths[i] = w.path(s.name)
+	}
+	return func() error {
+		if len(paths) == 0 {
+			return nil
+		}
+		for _, p := range paths {
+			if err := disk.Remove(p); err != nil {
+				return fmt.Errorf("wal: remove %s: %w", p, err)
+			}
+		}
+		if err := disk.SyncDir(dir); err != nil {
+			return fmt.Errorf("wal: sync dir %s: %w", dir, err)
+		}
+		return nil
+	}
 }
 
 // create starts segment seq as the active one, with its header record (not

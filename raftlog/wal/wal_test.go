@@ -172,6 +172,41 @@ func TestRotateRemovesOldSegments(t *testing.T) {
 	}
 }
 
+// TestStartRemoveOldOffTheCaller shows the removal StartRemoveOld hands
+// out: the retired segments leave the log's accounting at once, appends
+// and syncs go on before run, a power loss before run leaves them to be
+// replayed (with the newer records after them), and after run and another
+// power loss only the last segment's records remain.
+func TestStartRemoveOldOffTheCaller(t *testing.T) {
+	disk := memdisk.New()
+	w, _, err := wal.Open(disk, "wal")
+	must(t, err)
+	recs := sampleRecords()
+	must(t, w.Append(recs[:2]...))
+	must(t, w.Roll())
+	before := w.Bytes()
+	run := w.StartRemoveOld()
+	if w.Segments() != 1 || w.Bytes() >= before {
+		t.Fatalf("after StartRemoveOld: %d segments, %d bytes (was %d)", w.Segments(), w.Bytes(), before)
+	}
+	must(t, w.Append(recs[2:]...))
+	must(t, w.Sync())
+	snapshot := disk.Clone()
+	snapshot.Crash(nil)
+	_, got, err := wal.Open(snapshot, "wal")
+	must(t, err)
+	if describe(got) != describe(recs) {
+		t.Fatalf("power loss before the removal ran: recovered\n%s", describe(got))
+	}
+	must(t, run())
+	disk.Crash(nil)
+	_, got, err = wal.Open(disk, "wal")
+	must(t, err)
+	if describe(got) != describe(recs[2:]) {
+		t.Fatalf("power loss after the removal: recovered\n%s", describe(got))
+	}
+}
+
 // FuzzOpenWAL feeds arbitrary bytes as the last segment after a valid first
 // one: Open must not panic, and either fails with ErrCorrupt or recovers
 // records that a second Open returns again (recovery is idempotent) and
