@@ -21,10 +21,13 @@ type group struct {
 	// of a move in progress (nil: none) and the bootstrap set, sorted
 	// (moves.go); nil for the metadata group.
 	current, target, boot, leaving []NodeID
-	move                           moveState
-	dir                            string
-	wire                           string  // the topic its raft messages carry (see wireTopic)
-	logs                           coreLog // records carry node and the group's topic and partition
+	// targetOrder is the target in the operator's order (its first is
+	// the preferred leader), for describing the move.
+	targetOrder []NodeID
+	move        moveState
+	dir         string
+	wire        string  // the topic its raft messages carry (see wireTopic)
+	logs        coreLog // records carry node and the group's topic and partition
 
 	log       *raftlog.Log
 	storage   *groupStorage

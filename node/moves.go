@@ -71,6 +71,7 @@ type moveState struct {
 func (g *group) setPlacement(spec PartitionSpec) {
 	g.current = sortedIDs(spec.Replicas)
 	g.target = sortedIDs(spec.Target)
+	g.targetOrder = slices.Clone(spec.Target)
 	g.boot = sortedIDs(spec.Bootstrap)
 	g.leaving = sortedIDs(spec.Leaving)
 	all := append(append(slices.Clone(spec.Replicas), spec.Target...), spec.Leaving...)

@@ -184,7 +184,7 @@ func (c *Core) describePartition(g *group) *strandpb.DescribePartitionsResponse_
 		OldestTimestampMs: g.part.OldestTimestampMs(),
 		Segments:          int32(len(g.log.Segments(nil))),
 		SnapshotIndex:     snap.GetMetadata().GetIndex(),
-		MoveTarget:        idsUint64(g.target),
+		MoveTarget:        idsUint64(g.targetOrder),
 		MoveProgress:      wireMoveProgress(c.moveProgress(g)),
 	}
 }
