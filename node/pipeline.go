@@ -75,8 +75,8 @@ type syncJob struct {
 	// flush: the sync of g's log for a write-ahead log rotation (wal.go);
 	// early: for its background flush (walFlushEarly), which no rotation
 	// waits for; walRemove: the removal of a rotation's retired segments
-	// (g nil).
-	flush, early, walRemove bool
+	// (g nil); trash: the unlink of g's compacted segments (startTrash).
+	flush, early, walRemove, trash bool
 }
 
 // TakeSyncJobs appends the sync jobs started since the last call to dst and
@@ -113,6 +113,10 @@ func (c *Core) SyncDone(token uint64, err error) {
 func (c *Core) finishSync(token uint64, job syncJob, err error) {
 	if job.walRemove {
 		c.finishWALRemove(err)
+		return
+	}
+	if job.trash {
+		c.finishTrash(job, err)
 		return
 	}
 	if job.g == nil {

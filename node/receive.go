@@ -23,6 +23,7 @@ type Stats struct {
 	Syncs                uint64 // log syncs of the Ready cycle
 	WALRotations         uint64 // write-ahead log rotations (wal.go)
 	WALEarlyFlushes      uint64 // background fsyncs of logs in WAL mode (walFlushEarly)
+	TrashJobs            uint64 // unlinks of compacted segments handed off the loop (startTrash)
 	Checkpoints          uint64 // engine checkpoints written
 	ReadyPolls           uint64 // groups asked HasReady by the Ready rounds (ready.go)
 	Quiesced             uint64 // times a leader quiesced its group (quiesce.go)

@@ -96,7 +96,7 @@ func TestBitFlipsInSyncedData(t *testing.T) {
 	wantTorn := want
 	wantTorn.last--
 	wantTorn.entries = want.entries[:len(want.entries)-1]
-	files := base.Files()
+	files := liveFiles(base)
 	lastSegment := ""
 	for _, name := range files {
 		if strings.HasSuffix(name, ".log") {

@@ -16,6 +16,10 @@ type Disk interface {
 	Open(name string) (File, error)
 	// Remove deletes the named file. Removing a missing file is an error.
 	Remove(name string) error
+	// Rename gives the file from the name to (same directory), replacing a
+	// file of that name. Like a removal, durable once SyncDir covers the
+	// directory.
+	Rename(from, to string) error
 	// List returns the names (base names, not paths) of the files in dir,
 	// sorted, so that directory order never leaks into behaviour. A missing
 	// directory lists as empty.

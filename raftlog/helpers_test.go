@@ -1,6 +1,7 @@
 package raftlog_test
 
 import (
+	"strings"
 	"testing"
 
 	"go.etcd.io/raft/v3/raftpb"
@@ -78,3 +79,15 @@ func (d noSyncDisk) Open(name string) (raftlog.File, error) {
 type noSyncFile struct{ raftlog.File }
 
 func (noSyncFile) Sync() error { return nil }
+
+// liveFiles is disk's files but the segments compaction retired (".del",
+// which recovery removes unread), as a node's trash job leaves them.
+func liveFiles(disk *memdisk.Disk) []string {
+	var out []string
+	for _, name := range disk.Files() {
+		if !strings.HasSuffix(name, ".del") {
+			out = append(out, name)
+		}
+	}
+	return out
+}

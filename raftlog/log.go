@@ -119,7 +119,8 @@ type Log struct {
 	terms        []termRun // covers [firstIndex-1, lastIndex]
 	tail         []*raftpb.Entry
 	tailBytes    int64
-	dirDirty     bool // files created or removed since the last SyncDir
+	dirDirty     bool     // files created or removed since the last SyncDir
+	trash        []string // retired segments' paths, for TakeTrash
 
 	side        File  // hard-state side file, opened on first use
 	sideSlot    int64 // slot the next side write goes to (0 or 1)

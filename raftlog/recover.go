@@ -153,6 +153,8 @@ func (r *recovery) list() error {
 			r.snaps = append(r.snaps, namedBase{name, index})
 		} else if name == sideFileName {
 			r.hasSide = true
+		} else if _, ok := parseName(name, ".log"+trashSuffix); ok {
+			r.obsolete = append(r.obsolete, name) // compaction retired it
 		}
 	}
 	sort.Slice(r.segments, func(a, b int) bool { return r.segments[a].base < r.segments[b].base })

@@ -87,3 +87,62 @@ func TestRecoverySyncsSideFile(t *testing.T) {
 		t.Fatal("after Open a power loss would change the recovered log: a file holds unsynced data")
 	}
 }
+
+// Compaction retires the segments below the snapshot by renaming them to
+// ".del" (no unlink on the caller's path); TakeTrash's job removes them,
+// and a power loss before it ran, or before the directory was synced,
+// leaves files that recovery removes without changing what the log holds.
+func TestCompactionRetiresSegmentsForTakeTrash(t *testing.T) {
+	build := func() (*memdisk.Disk, *raftlog.Log) {
+		d := memdisk.New()
+		l := mustOpen(t, d, raftlog.Options{SegmentBytesMax: 256})
+		for i := uint64(1); i <= 40; i++ {
+			must(t, l.Save(entriesOf(entry(i, 1, strings.Repeat("x", 40))), hardState(1, 1, i)))
+		}
+		must(t, l.Sync())
+		must(t, l.CreateSnapshot(30, &raftpb.ConfState{Voters: []uint64{1}}, []byte("s")))
+		return d, l
+	}
+	count := func(d *memdisk.Disk, suffix string) int {
+		n := 0
+		for _, f := range d.Files() {
+			if strings.HasSuffix(f, suffix) {
+				n++
+			}
+		}
+		return n
+	}
+	d, l := build()
+	retired := count(d, ".log.del")
+	if retired == 0 {
+		t.Fatal("compaction retired no segment")
+	}
+	if first, _ := l.FirstIndex(); first != 31 {
+		t.Fatalf("first index %d after compaction, want 31", first)
+	}
+	run := l.TakeTrash()
+	if run == nil || l.TakeTrash() != nil {
+		t.Fatal("TakeTrash: want one job, then none")
+	}
+	must(t, run())
+	if n := count(d, ".del"); n != 0 {
+		t.Fatalf("%d retired files left after the job", n)
+	}
+
+	for _, synced := range []bool{false, true} {
+		d, l := build()
+		if synced {
+			must(t, l.Sync()) // the renames durable, the job never ran
+		}
+		want := stateOf(t, l)
+		must(t, l.Close())
+		d.Crash(nil)
+		l = mustOpen(t, d, raftlog.Options{SegmentBytesMax: 256})
+		if got := stateOf(t, l); !got.equal(want) {
+			t.Fatalf("synced=%v: recovered state differs", synced)
+		}
+		if n := count(d, ".del"); n != 0 {
+			t.Fatalf("synced=%v: recovery left %d retired files", synced, n)
+		}
+	}
+}

@@ -128,7 +128,7 @@ func TestSegmentsWithoutSealsOpen(t *testing.T) {
 	}
 	must(t, l.VerifyFrom(0))
 
-	files := damaged.Files()
+	files := liveFiles(damaged)
 	buf, _ := damaged.ReadFile(files[2]) // a segment after the snapshot, not the last
 	damaged.FlipBit(files[2], int64(len(buf))-3, 1)
 	if _, err := raftlog.Open(damaged, "log", raftlog.Options{}); !errors.Is(err, raftlog.ErrCorrupt) {

@@ -122,6 +122,14 @@ func (c *cutDisk) Remove(name string) error {
 	return c.d.Remove(name)
 }
 
+// Rename implements raftlog.Disk.
+func (c *cutDisk) Rename(from, to string) error {
+	if c.op() {
+		return errPowerCut
+	}
+	return c.d.Rename(from, to)
+}
+
 // List implements raftlog.Disk.
 func (c *cutDisk) List(dir string) ([]string, error) {
 	if c.cut {

@@ -14,6 +14,7 @@ type rejoinSeen struct {
 	started, done, withheld, repaired uint64
 	full, throttled                   uint64
 	walRotations, walEarlyFlushes     uint64
+	trashJobs                         uint64
 }
 
 // countRejoins adds to the coverage what n's core did for disk-loss
@@ -32,6 +33,7 @@ func (w *world) countRejoins(n *simNode) {
 	w.coverage.Add("event/catchup-throttled", int64(st.CatchUpThrottled-n.rejoins.throttled))
 	w.coverage.Add("event/wal-rotation", int64(st.WALRotations-n.rejoins.walRotations))
 	w.coverage.Add("event/wal-early-flush", int64(st.WALEarlyFlushes-n.rejoins.walEarlyFlushes))
+	w.coverage.Add("event/compaction-trash", int64(st.TrashJobs-n.rejoins.trashJobs))
 	n.rejoins = rejoinSeen{full: st.DiskFullEntered, throttled: st.CatchUpThrottled, started: st.RejoinsStarted, done: st.RejoinsDone, withheld: st.VotesWithheld, repaired: st.ReplicasRepaired,
-		walRotations: st.WALRotations, walEarlyFlushes: st.WALEarlyFlushes}
+		walRotations: st.WALRotations, walEarlyFlushes: st.WALEarlyFlushes, trashJobs: st.TrashJobs}
 }

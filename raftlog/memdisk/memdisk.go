@@ -109,6 +109,21 @@ func (d *Disk) Remove(name string) error {
 	return nil
 }
 
+// Rename moves from's file to the name to in the current namespace,
+// replacing what was there; the durable namespace follows at SyncDir.
+func (d *Disk) Rename(from, to string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	from, to = path.Clean(from), path.Clean(to)
+	node, ok := d.names[from]
+	if !ok {
+		return &fs.PathError{Op: "rename", Path: from, Err: fs.ErrNotExist}
+	}
+	delete(d.names, from)
+	d.names[to] = node
+	return nil
+}
+
 // List returns the sorted base names of the files in dir.
 func (d *Disk) List(dir string) ([]string, error) {
 	d.mu.Lock()

@@ -206,3 +206,53 @@ func TestSyncMakesCurrentContentsDurable(t *testing.T) {
 		must(t, err)
 	}
 }
+
+// A rename is durable only once SyncDir covers its directory: a crash
+// before brings the old name back (with its durable bytes), after it the
+// new name stays; renaming onto a name replaces that file.
+func TestRenameDurableAtSyncDir(t *testing.T) {
+	d := New()
+	f, err := d.Open("log/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("aaa"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := d.Open("log/b")
+	g.WriteAt([]byte("bbb"), 0)
+	g.Sync()
+	if err := d.SyncDir("log"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Rename("log/a", "log/b"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := d.List("log"); len(got) != 1 || got[0] != "b" {
+		t.Fatalf("after rename: %v", got)
+	}
+	if b, _ := d.ReadFile("log/b"); string(b) != "aaa" {
+		t.Fatalf("renamed-over file reads %q", b)
+	}
+	c := d.Clone()
+	c.Crash(nil)
+	if a, _ := c.ReadFile("log/a"); string(a) != "aaa" {
+		t.Fatalf("crash before SyncDir: log/a reads %q, want it back", a)
+	}
+	if b, _ := c.ReadFile("log/b"); string(b) != "bbb" {
+		t.Fatalf("crash before SyncDir: log/b reads %q, want the old file", b)
+	}
+	if err := d.SyncDir("log"); err != nil {
+		t.Fatal(err)
+	}
+	d.Crash(nil)
+	if got, _ := d.List("log"); len(got) != 1 || got[0] != "b" {
+		t.Fatalf("crash after SyncDir: %v", got)
+	}
+	if err := d.Rename("log/missing", "log/x"); err == nil {
+		t.Fatal("rename of a missing file succeeded")
+	}
+}

@@ -49,6 +49,9 @@ func (d *Disk) Open(name string) (raftlog.File, error) {
 // Remove deletes name.
 func (d *Disk) Remove(name string) error { return os.Remove(d.path(name)) }
 
+// Rename renames from to to (rename(2): replaces to atomically).
+func (d *Disk) Rename(from, to string) error { return os.Rename(d.path(from), d.path(to)) }
+
 // List returns the sorted names of the regular files in dir.
 func (d *Disk) List(dir string) ([]string, error) {
 	entries, err := os.ReadDir(d.path(dir))
