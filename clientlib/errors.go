@@ -30,6 +30,9 @@ type Error struct {
 	// OFFSET_OUT_OF_RANGE.
 	LogStartOffset int64
 	HighWatermark  int64
+	// Cause is the last error of a request given up at its delivery
+	// timeout (Code TIMEOUT), nil otherwise; errors.Is and As see it.
+	Cause error
 }
 
 // Sentinels for errors.Is; each matches every *Error with its Code.
@@ -92,8 +95,15 @@ func (e *Error) Error() string {
 	case strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE:
 		fmt.Fprintf(&b, " (log start %d, high-water mark %d)", e.LogStartOffset, e.HighWatermark)
 	}
+	if e.Cause != nil {
+		b.WriteString("; last error: ")
+		b.WriteString(e.Cause.Error())
+	}
 	return b.String()
 }
+
+// Unwrap gives Cause (nil for an error straight from a node).
+func (e *Error) Unwrap() error { return e.Cause }
 
 // Is matches sentinels by Code; ErrUnknownTopic also matches
 // TOPIC_NOT_FOUND (a topic that does not exist is unknown everywhere).

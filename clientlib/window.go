@@ -325,11 +325,7 @@ func (w *Window) fail(e *windowEntry, err error, retriable bool) {
 func (w *Window) Expire(now time.Duration) {
 	for _, e := range w.entries {
 		if e.state == entryQueued && w.expired(e, now) {
-			msg := "delivery timeout"
-			if e.lastErr != nil {
-				msg += "; last error: " + e.lastErr.Error()
-			}
-			w.fail(e, &Error{Code: strandpb.ErrorCode_ERROR_CODE_TIMEOUT, Message: msg}, true)
+			w.fail(e, &Error{Code: strandpb.ErrorCode_ERROR_CODE_TIMEOUT, Message: "delivery timeout", Cause: e.lastErr}, true)
 		}
 	}
 }

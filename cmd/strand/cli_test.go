@@ -165,6 +165,7 @@ func TestUserMessage(t *testing.T) {
 	refused := &clientlib.ConnError{Addr: "127.0.0.1:1", Err: &net.OpError{Op: "dial", Net: "tcp",
 		Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}}
 	tooLarge := &clientlib.Error{Code: strandpb.ErrorCode_ERROR_CODE_RECORD_TOO_LARGE}
+	noSpace := &clientlib.Error{Code: strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_SPACE, Message: "node: not enough disk space"}
 	for _, tc := range []struct {
 		err  error
 		want string
@@ -179,6 +180,9 @@ func TestUserMessage(t *testing.T) {
 			Err: &os.SyscallError{Syscall: "bind", Err: syscall.EADDRINUSE}}),
 			"cannot listen on 127.0.0.1:9092: address already in use (is another strand running there?)"},
 		{&clientlib.RetriesExhaustedError{Attempts: 3, Err: refused}, "cannot reach 127.0.0.1:1: connection refused (gave up after 3 attempts)"},
+		{&clientlib.RetriesExhaustedError{Attempts: 8, Err: noSpace}, "not enough disk space (not_enough_space, gave up after 8 attempts)"},
+		{&clientlib.RetriesExhaustedError{Attempts: 6, Err: &clientlib.Error{Code: strandpb.ErrorCode_ERROR_CODE_TIMEOUT, Message: "delivery timeout", Cause: noSpace}},
+			"delivery timeout; last error: not enough disk space (not_enough_space) (gave up after 6 attempts)"},
 		{&clientlib.ConnError{Addr: "h:80", Err: errors.New("frame: frame larger than the limit: 1008813135 bytes")},
 			"h:80 answered, but not as a strand node (frame larger than the limit: 1008813135 bytes)"},
 		{wrapErr(&clientlib.OffsetOutOfRangeError{Topic: "hello", Partition: 0, Offset: 120, HighWatermark: 100}, "hello/0"),

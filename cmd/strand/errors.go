@@ -56,6 +56,10 @@ func userMessage(err error) string {
 		return use.msg
 	case errors.As(err, &re):
 		s := userMessage(re.Err) + fmt.Sprintf(" (gave up after %d attempts)", re.Attempts)
+		if errors.As(re.Err, &we) && we.Cause == nil {
+			// Name the refusal's code, as for a delivery timeout's cause.
+			s = userMessage(re.Err) + fmt.Sprintf(" (%s, gave up after %d attempts)", we.Code.Name(), re.Attempts)
+		}
 		if re.MaybeWritten {
 			s += "; the record may have been written"
 		}
@@ -69,10 +73,18 @@ func userMessage(err error) string {
 	case errors.As(err, &ce):
 		return connMessage(ce.Addr, ce.Err)
 	case errors.As(err, &we):
-		if msg := trimPackagePrefixes(we.Message); msg != "" {
-			return msg
+		msg := trimPackagePrefixes(we.Message)
+		if msg == "" {
+			msg = strings.ReplaceAll(we.Code.Name(), "_", " ")
 		}
-		return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(we.Code.String(), "ERROR_CODE_")), "_", " ")
+		var cause *clientlib.Error
+		if errors.As(we.Cause, &cause) {
+			return msg + "; last error: " + userMessage(cause) + " (" + cause.Code.Name() + ")"
+		}
+		if we.Cause != nil {
+			return msg + "; last error: " + userMessage(we.Cause)
+		}
+		return msg
 	case errors.Is(err, syscall.EADDRINUSE):
 		var op *net.OpError
 		if errors.As(err, &op) && op.Addr != nil {
