@@ -752,7 +752,12 @@ func readProcSample(pid int) procSample {
 // cannot say. Unlike RSS it does not keep what earlier phases freed.
 func (cl *benchCluster) liveBytes(ctx context.Context) []procSample {
 	out := make([]procSample, len(cl.admins))
-	hc := &http.Client{Timeout: 10 * time.Second}
+	hc, scheme := &http.Client{Timeout: 10 * time.Second}, "http://"
+	if tc, err := cl.tls.config(); err != nil {
+		return nil
+	} else if tc != nil { // --tls: the admin listeners serve TLS too
+		hc.Transport, scheme = &http.Transport{TLSClientConfig: tc}, "https://"
+	}
 	get := func(url string) ([]byte, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
@@ -770,11 +775,11 @@ func (cl *benchCluster) liveBytes(ctx context.Context) []procSample {
 	}
 	for i, a := range cl.admins {
 		for range 2 { // twice: sync.Pool keeps a victim cache across one GC
-			if _, err := get("http://" + a + "/debug/pprof/heap?gc=1"); err != nil {
+			if _, err := get(scheme + a + "/debug/pprof/heap?gc=1"); err != nil {
 				return nil
 			}
 		}
-		body, err := get("http://" + a + "/metrics")
+		body, err := get(scheme + a + "/metrics")
 		if err != nil {
 			return nil
 		}

@@ -190,6 +190,10 @@ func cmdServe(args []string, stderr io.Writer) error {
 		}
 		defer admin.Close()
 		attrs = append(attrs, slog.String("admin", admin.URL()))
+		if tlsCfg == nil && !loopbackAddr(*adminListen) {
+			logger.Warn("the admin API (metrics, profiles, console) has no TLS or authentication and listens beyond this host: bind --admin-listen to 127.0.0.1 or a management network, or serve with --tls-cert (it then uses TLS and --tls-client-auth)",
+				slog.String("admin", admin.URL()))
+		}
 	}
 	logger.Info("node started", attrs...)
 	return serveUntilStopped(rt, logger, tlsCfg != nil)
@@ -227,6 +231,20 @@ func checkKafkaFlags(listen, advertise string) error {
 		}
 	}
 	return nil
+}
+
+// loopbackAddr tells whether HOST:PORT names this host only (a loopback
+// IP or "localhost").
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // checkAdminListen refuses an --admin-listen that is not HOST:PORT.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -77,6 +78,7 @@ func (r *Server) ID() node.NodeID { return r.cfg.Core.ID }
 type Admin struct {
 	nodes  []*Server
 	ln     net.Listener
+	scheme string // "https" when the first node serves TLS
 	http   *http.Server
 	lag    *lagHistory
 	logger *slog.Logger
@@ -123,19 +125,39 @@ func ServeAdmin(ln net.Listener, logger *slog.Logger, nodes ...*Server) *Admin {
 }
 
 // ListenAdmin listens on addr and serves the admin API of nodes there.
+//
+// When the first node serves TLS the admin API does too, with that node's
+// certificate (reloaded with it on SIGHUP) and its --tls-client-auth: with
+// "require" only holders of a certificate the CA signed read metrics,
+// profiles and the console. Without TLS it is plain HTTP and open to
+// whoever reaches it, which serve warns about unless it is bound to a
+// loopback address.
 func ListenAdmin(addr string, logger *slog.Logger, nodes ...*Server) (*Admin, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("node: admin listen on %s: %w", addr, err)
 	}
-	return ServeAdmin(ln, logger, nodes...), nil
+	scheme := "http"
+	if len(nodes) > 0 && nodes[0].tls != nil {
+		ln = tls.NewListener(ln, nodes[0].tls.listenerConfig(nodes[0].cfg.TLS.ClientAuth, false))
+		scheme = "https"
+	}
+	a := ServeAdmin(ln, logger, nodes...)
+	a.scheme = scheme
+	return a, nil
 }
 
 // Addr is the address the admin API listens on.
 func (a *Admin) Addr() net.Addr { return a.ln.Addr() }
 
-// URL is the console's address, http://HOST:PORT/.
-func (a *Admin) URL() string { return "http://" + a.ln.Addr().String() + "/" }
+// URL is the console's address, http(s)://HOST:PORT/.
+func (a *Admin) URL() string {
+	scheme := a.scheme
+	if scheme == "" {
+		scheme = "http"
+	}
+	return scheme + "://" + a.ln.Addr().String() + "/"
+}
 
 // Close stops the listener (answers in progress get adminShutdownBudget)
 // and the lag sampler.

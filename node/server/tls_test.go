@@ -8,8 +8,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -523,5 +525,48 @@ func TestTLSRefusalsLoggedOncePerHost(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "refusing connection"); n != 1 {
 		t.Fatalf("%d warnings for 5 refusals of one host, want 1:\n%s", n, logs)
+	}
+}
+
+// The admin listener of a node serving TLS serves HTTPS with the node's
+// certificate and its client-auth mode: with "require", plain HTTP and a
+// client without a certificate the CA signed are refused, one with it
+// reads /healthz; URL says https.
+func TestAdminServesTLS(t *testing.T) {
+	pki := newTestPKI(t, "admin")
+	rts, _ := startTLSCluster(t, 1, func(id node.NodeID) *TLSConfig {
+		c := pki.nodeConfig(id)
+		c.ClientAuth = ClientAuthRequire
+		return c
+	})
+	admin, err := ListenAdmin("127.0.0.1:0", nil, rts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	if !strings.HasPrefix(admin.URL(), "https://") {
+		t.Fatalf("URL %s, want https", admin.URL())
+	}
+	get := func(client *http.Client, url string) (int, error) {
+		resp, err := client.Get(url)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, nil
+	}
+	addr := admin.Addr().String()
+	if code, err := get(&http.Client{Timeout: 5 * time.Second}, "http://"+addr+"/healthz"); err == nil && code == http.StatusOK {
+		t.Fatal("plain HTTP read /healthz from a TLS admin listener")
+	}
+	anon := pki.clientConfig("anyone")
+	anon.Certificates = nil
+	if _, err := get(&http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: anon}}, "https://"+addr+"/healthz"); err == nil {
+		t.Fatal("a client without a certificate read /healthz with --tls-client-auth require")
+	}
+	code, err := get(&http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: pki.clientConfig("ops")}}, "https://"+addr+"/healthz")
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("with a client certificate: %d %v", code, err)
 	}
 }
