@@ -31,9 +31,9 @@ func TestSimWAL(t *testing.T) {
 				strings.Join(res.Failures, "\n  "), replayCommand(seed, "mixed", ""))
 		}
 	}
-	names := []string{"event/wal-rotation", "event/wal-early-flush"}
-	if !testing.Short() {
-		names = append(names, "fault/crash-before-fsync", "fault/crash-after-fsync")
+	names := []string{"event/wal-rotation"}
+	if !testing.Short() { // 5 seeds may write no log past walLogFlushBytesSim
+		names = append(names, "event/wal-early-flush", "fault/crash-before-fsync", "fault/crash-after-fsync")
 	}
 	for _, name := range names {
 		if coverage.Count(name) == 0 {
