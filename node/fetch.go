@@ -85,6 +85,7 @@ func (c *Core) readIndexShared(g *group, term uint64, serve func(g *group), fail
 		}
 		s.joined = append(s.joined, r)
 		g.reads = append(g.reads, r)
+		c.noteWait(r.deadline)
 		g.live++
 		return
 	}
@@ -100,6 +101,7 @@ func (c *Core) readIndex(g *group, term uint64, serve func(g *group), fail func(
 		deadline: c.ticks + uint64(c.cfg.RequestTimeoutTicks),
 	}
 	g.reads = append(g.reads, r)
+	c.noteWait(r.deadline)
 	g.readBy[r.id] = r
 	g.live++
 	g.raw.ReadIndex(readContext(r.id))

@@ -84,6 +84,7 @@ func (c *Core) produce(req ProduceRequest, done func(ProduceResult)) {
 		proposedAt: c.cfg.Clock.Monotonic(),
 	}
 	g.produces = append(g.produces, w)
+	c.noteWait(w.deadline)
 	g.byProposal[id] = w
 	g.unindexed++
 	g.live++

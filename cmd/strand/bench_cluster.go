@@ -39,6 +39,7 @@ type clusterBench struct {
 	e2eDuration    time.Duration
 	rates          []int
 	idle           time.Duration
+	idleSettle     time.Duration
 	manyPartitions int32
 	manyKeys       int
 	manyProduce    bool
@@ -70,6 +71,7 @@ func (cb *clusterBench) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&cb.e2eDuration, "e2e-duration", 8*time.Second, "length of each e2e run")
 	fs.IntSliceVar(&cb.rates, "rates", []int{1000, 5000}, "e2e rates in msgs/s (each on 1 and 6 partitions)")
 	fs.DurationVar(&cb.idle, "idle", 10*time.Second, "how long to measure the idle cluster with the many-partition topic")
+	fs.DurationVar(&cb.idleSettle, "idle-settle", 15*time.Second, "wait this long after the many-partition topic has its leaders before measuring the idle cluster (its replicas catch up and go quiet)")
 	fs.Int32Var(&cb.manyPartitions, "many-partitions", 2000, "partitions of the many-partition topic (RF 3)")
 	fs.IntVar(&cb.manyKeys, "many-keys", 0, "produce to the many-partition topic with this many distinct keys (0: keyless, sticky batches)")
 	fs.BoolVar(&cb.manyProduce, "many-produce", true, "produce across the many-partition topic after the idle phase")
@@ -301,13 +303,18 @@ func (cb *clusterBench) manyPhases(ctx context.Context, cl *benchCluster, add fu
 	if err != nil {
 		return err
 	}
+	select {
+	case <-time.After(cb.idleSettle):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	err = add(measured(cl, "idle", parts, func() (*benchResult, string, error) {
 		select {
 		case <-time.After(cb.idle):
 		case <-ctx.Done():
 			return nil, "", ctx.Err()
 		}
-		return nil, fmt.Sprintf("no clients for %s", cb.idle), nil
+		return nil, fmt.Sprintf("no clients for %s, after %s to settle", cb.idle, cb.idleSettle), nil
 	}))
 	if err != nil {
 		return err

@@ -38,7 +38,7 @@ func TestBenchClusterManyMemory(t *testing.T) {
 	skipShort(t)
 	bin := strandBinary(t)
 	out := runCLI(t, nil, "", "bench", "cluster", "--binary", bin, "--data-dir", t.TempDir(),
-		"--phases", "produce,many", "--duration", "1s", "--many-partitions", "100", "--idle", "1s", "--many-produce=false")
+		"--phases", "produce,many", "--duration", "1s", "--many-partitions", "100", "--idle", "1s", "--idle-settle", "0s", "--many-produce=false")
 	if n := strings.Count(out, "bench cluster: 3 servers"); n != 2 {
 		t.Errorf("%d clusters started, want a fresh one for the many-partition phase:\n%s", n, out)
 	}
