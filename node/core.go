@@ -403,7 +403,7 @@ type Core struct {
 
 	log coreLog // records carry node=ID
 
-	ticks          uint64 // Tick calls so far: the clock of request timeouts
+	ticks uint64 // Tick calls so far: the clock of request timeouts
 	// nextWaitExpiry is at most the earliest deadline of a produce or read
 	// wait still pending (0: none), so a Tick before it skips the scan of
 	// every group's waits (noteWait).
