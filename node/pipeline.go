@@ -292,20 +292,31 @@ func orHard(hs, prev *raftpb.HardState) *raftpb.HardState {
 	return hs
 }
 
+// newJob registers job as in flight under a new token and returns the
+// SyncJob to hand the host (queueJob queues it at once).
+func (c *Core) newJob(job syncJob) SyncJob {
+	c.nextSyncToken++
+	c.syncsInFlight[c.nextSyncToken] = job
+	return SyncJob{Token: c.nextSyncToken, run: job.run}
+}
+
+// queueJob registers job and queues it for the host; it returns its token.
+func (c *Core) queueJob(job syncJob) uint64 {
+	j := c.newJob(job)
+	c.syncQueue = append(c.syncQueue, j)
+	return j.Token
+}
+
 // startSync starts the sync of g's log covering everything written: with
 // Config.AsyncSyncs as a job for the host, else run by Process at the end
 // of the round.
 func (c *Core) startSync(g *group) {
-	c.nextSyncToken++
-	token := c.nextSyncToken
 	run := g.log.StartSync()
 	if c.bugSkipFsync() {
 		run = func() error { return nil }
 	}
-	g.pipe.syncing = token
+	g.pipe.syncing = c.queueJob(syncJob{g: g, run: run})
 	g.pipe.heldTerm = g.pipe.hard.GetTerm()
-	c.syncsInFlight[token] = syncJob{g: g, run: run}
-	c.syncQueue = append(c.syncQueue, SyncJob{Token: token, run: run})
 	c.bugReleaseBeforeSync(g)
 }
 

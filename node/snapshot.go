@@ -246,10 +246,7 @@ func saneSnapshot(g *group, m *raftpb.Message) bool {
 // node would otherwise wait for each time retention deletes one. Nothing
 // waits for it.
 func (c *Core) startTrash(g *group, run func() error) {
-	c.nextSyncToken++
-	token := c.nextSyncToken
-	c.syncsInFlight[token] = syncJob{g: g, run: run, trash: true}
-	c.syncQueue = append(c.syncQueue, SyncJob{Token: token, run: run})
+	c.queueJob(syncJob{g: g, run: run, trash: true})
 	c.stats.TrashJobs++
 }
 

@@ -231,12 +231,8 @@ func (c *Core) writeAppendsWAL() (int, error) {
 // once the pages are clean). A failed fsync stops the node, as every
 // other (fsyncgate).
 func (c *Core) walFlushEarly(g *group) {
-	c.nextSyncToken++
-	token := c.nextSyncToken
-	run := g.log.Flush()
 	g.pipe.unflushed, g.pipe.flushing = 0, true
-	c.syncsInFlight[token] = syncJob{g: g, run: run, flush: true, early: true}
-	c.syncQueue = append(c.syncQueue, SyncJob{Token: token, run: run})
+	c.queueJob(syncJob{g: g, run: g.log.Flush(), flush: true, early: true})
 	c.stats.WALEarlyFlushes++
 }
 
@@ -282,11 +278,7 @@ func (c *Core) rotateWAL() error {
 // time, each started as the previous completes, so they reach the device
 // in turn rather than together ahead of the write-ahead log's fsyncs.
 func (c *Core) startFlush(g *group) {
-	c.nextSyncToken++
-	token := c.nextSyncToken
-	run := g.log.Flush()
-	c.syncsInFlight[token] = syncJob{g: g, run: run, flush: true}
-	c.walFlushQueue = append(c.walFlushQueue, SyncJob{Token: token, run: run})
+	c.walFlushQueue = append(c.walFlushQueue, c.newJob(syncJob{g: g, run: g.log.Flush(), flush: true}))
 	c.walFlushing++
 }
 
@@ -326,12 +318,7 @@ func (c *Core) flushDone() {
 // starts the job that removes their files (off the loop: an unlink of a
 // 64 MiB segment and the directory's fsync held every round ~100 ms).
 func (c *Core) removeOldWAL() {
-	c.nextSyncToken++
-	token := c.nextSyncToken
-	run := c.wal.StartRemoveOld()
-	c.walRemoving = token
-	c.syncsInFlight[token] = syncJob{run: run, walRemove: true}
-	c.syncQueue = append(c.syncQueue, SyncJob{Token: token, run: run})
+	c.walRemoving = c.queueJob(syncJob{run: c.wal.StartRemoveOld(), walRemove: true})
 }
 
 // finishWALRemove ends the removal of retired segments: an error stops
@@ -347,19 +334,16 @@ func (c *Core) finishWALRemove(err error) {
 // startWALSync starts the sync of the write-ahead log that makes the
 // round's writes of groups durable, holding their responses for it.
 func (c *Core) startWALSync(groups []*group) {
-	c.nextSyncToken++
-	token := c.nextSyncToken
 	run := c.wal.StartSync()
 	if c.bugSkipFsync() {
 		run = func() error { return nil }
 	}
+	token := c.queueJob(syncJob{groups: groups, run: run})
 	c.walSyncing = token
 	for _, g := range groups {
 		g.pipe.syncing = token
 		g.pipe.heldTerm = g.pipe.hard.GetTerm()
 	}
-	c.syncsInFlight[token] = syncJob{groups: groups, run: run}
-	c.syncQueue = append(c.syncQueue, SyncJob{Token: token, run: run})
 	for _, g := range groups {
 		c.bugReleaseBeforeSync(g)
 		c.bugWALAckEarly(g)
