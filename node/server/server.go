@@ -591,12 +591,20 @@ func (r *Server) handle(q runtimeRequest) {
 	if q.caller.Principal == "" {
 		q.caller.Principal = node.Anonymous
 	}
-	if q.reply != nil {
-		r.core.HandleAs(q.caller, q.req, r.metrics.observe(q.req, r.metered(q, q.reply)))
-		return
+	deliver := q.reply
+	if deliver == nil {
+		conn := q.conn
+		deliver = func(resp *strandpb.Response) { conn.answer(resp) }
 	}
-	conn := q.conn
-	r.core.HandleAs(q.caller, q.req, r.metrics.observe(q.req, r.metered(q, func(resp *strandpb.Response) { conn.answer(resp) })))
+	// The security view is brought up to date before any answer leaves: a
+	// client told its CreateUser (or quota) applied may authenticate at
+	// once on the Kafka listener, which reads only the view (it was
+	// refreshed after Process returned, and such a SCRAM exchange failed).
+	reply := func(resp *strandpb.Response) {
+		r.noteSecurity()
+		deliver(resp)
+	}
+	r.core.HandleAs(q.caller, q.req, r.metrics.observe(q.req, r.metered(q, reply)))
 }
 
 // receive gives one peer frame to the Core.
