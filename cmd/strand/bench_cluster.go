@@ -765,20 +765,16 @@ func (cl *benchCluster) liveBytes(ctx context.Context) []procSample {
 	} else if tc != nil { // --tls: the admin listeners serve TLS too
 		hc.Transport, scheme = &http.Transport{TLSClientConfig: tc}, "https://"
 	}
-	get := func(url string) ([]byte, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return nil, err
+	get := func(url string) (body []byte, err error) {
+		// The admin listener opens just after a node's native one (which
+		// the cluster's start waited for): retry, bounded, ~5 s.
+		for range 50 {
+			if body, err = getOnce(ctx, hc, url); err == nil || ctx.Err() != nil {
+				return body, err
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("%s: %s", url, resp.Status)
-		}
-		return io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+		return nil, err
 	}
 	for i, a := range cl.admins {
 		for range 2 { // twice: sync.Pool keeps a victim cache across one GC
@@ -808,4 +804,22 @@ func (cl *benchCluster) liveBytes(ctx context.Context) []procSample {
 		}
 	}
 	return out
+}
+
+// getOnce GETs url and returns its body (64 MiB at most); a status other
+// than 200 is an error.
+func getOnce(ctx context.Context, hc *http.Client, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 }
