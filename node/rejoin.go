@@ -7,6 +7,8 @@ import (
 	"hash/crc32"
 	"log/slog"
 	"slices"
+	"strconv"
+	"strings"
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -426,7 +428,11 @@ func (c *Core) answerProbes(from NodeID, probes []*strandpb.RejoinProbe) {
 			c.touch(g)
 			a.State, a.Term, a.LastIndex = c.vouch(g)
 			c.handOnLeadership(g, from, p.GetLastIndex())
-		case p.GetTopic() == metaTopic || !c.trustedNode():
+		case p.GetTopic() == metaTopic || !c.trustedNode() || c.holdsUnopened(p.GetTopic(), p.GetPartition()):
+			// Not opened is not "not hosted": a node that just restarted
+			// answers before its metadata replay reopens its replicas,
+			// and the replica on its disk may have voted and acknowledged
+			// entries. Its answer must not count.
 			a.State = strandpb.RejoinState_REJOIN_STATE_RECOVERING
 		default:
 			// A node that never lost its state and hosts no such replica
@@ -438,6 +444,37 @@ func (c *Core) answerProbes(from NodeID, probes []*strandpb.RejoinProbe) {
 	if len(f.RejoinAnswers) > 0 {
 		c.sendRejoinFrame(from, f)
 	}
+}
+
+// holdsUnopened tells whether this node may hold a replica of the group a
+// probe names (wire topic name@topicID) that is not open here: the
+// metadata state places one here, or the replica's directory holds files
+// other than a deletion tombstone. Judged from the placement and the disk,
+// never from the open groups, which a restart empties until reconcile.
+func (c *Core) holdsUnopened(wire string, partition int32) bool {
+	i := strings.LastIndexByte(wire, '@')
+	if i < 0 {
+		return true // not a partition's wire name: vouch for nothing
+	}
+	name := wire[:i]
+	topicID, err := strconv.ParseUint(wire[i+1:], 10, 64)
+	if err != nil || topicID == 0 {
+		return true
+	}
+	if c.meta != nil {
+		if t, ok := c.meta.meta.Topic(name); ok && t.ID == topicID && partition >= 0 && int(partition) < len(t.Replicas) &&
+			(slices.Contains(t.Replicas[partition], uint64(c.cfg.ID)) || slices.Contains(t.Targets[partition], uint64(c.cfg.ID))) {
+			return true
+		}
+	}
+	dir := managedDir(name, topicID, partition)
+	for _, d := range []string{dir, dir + "/log"} {
+		names, err := c.cfg.Disk.List(d)
+		if err != nil || slices.ContainsFunc(names, func(n string) bool { return n != deletedName }) {
+			return true
+		}
+	}
+	return false
 }
 
 // vouch is what g can answer a probe with.

@@ -5,6 +5,9 @@ import (
 	"slices"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog/memdisk"
 )
 
@@ -166,4 +169,57 @@ func TestRejoinFileRoundTrip(t *testing.T) {
 	if got, err := c.loadRejoin("p/x"); err != nil || got == nil || got.phase != rejoinProbing {
 		t.Fatalf("both slots damaged, a log: loaded %+v, %v; want probing (recover from the start)", got, err)
 	}
+}
+
+// A node that just restarted answers probes before its metadata replay has
+// reopened its replicas. It must not vouch "trusted, term 0, last index 0"
+// for a replica its disk holds at a higher term: a probing replica that
+// counted that answer would vote again in an old term and could elect a
+// second leader of it (found by the simulator's review run). Node X is
+// restarted and, before it processes anything, answers a probe for the
+// partition it holds; the answer must not be a trusted one.
+func TestRestartedNodeDoesNotVouchForUnopenedReplica(t *testing.T) {
+	c := newMetaCluster(t, 14, 3, nil)
+	c.createTopic(c.metaLeaderOf(), "t", 1, 3)
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	lead := c.leader(tp)
+	for i := range 5 {
+		batch := testBatch(t, fmt.Sprintf("b%d", i), 2)
+		if res := c.produce(lead, ProduceRequest{TopicPartition: tp, Acks: AcksAll, ProducerID: -1, Batch: batch}); res.Err != nil {
+			t.Fatalf("produce %d: %v", i, res.Err)
+		}
+	}
+	wire := c.cores[lead].byTP[tp].wire
+	x := c.ids[(slices.Index(c.ids, lead)+1)%len(c.ids)]
+	prober := c.ids[(slices.Index(c.ids, lead)+2)%len(c.ids)]
+	c.settle()
+	c.crash(x)
+	c.start(x)
+	core := c.cores[x]
+	if core.byTP[tp] != nil {
+		t.Fatalf("precondition: node %d reopened %v at Open (metadata checkpoint covers the topic); the test needs it unopened", x, tp)
+	}
+	if !core.trustedNode() {
+		t.Fatalf("precondition: restarted node %d is not trusted", x)
+	}
+	c.queue = nil
+	core.answerProbes(prober, []*strandpb.RejoinProbe{{Topic: wire, Partition: 0}})
+	var answered int
+	for _, e := range c.queue {
+		f := &strandpb.RaftFrame{}
+		if err := proto.Unmarshal(e.frame, f); err != nil {
+			t.Fatalf("decode answer frame: %v", err)
+		}
+		for _, a := range f.GetRejoinAnswers() {
+			answered++
+			if a.GetState() == strandpb.RejoinState_REJOIN_STATE_TRUSTED {
+				t.Fatalf("restarted node %d vouched trusted (term %d, last index %d) for %v, which its disk holds", x, a.GetTerm(), a.GetLastIndex(), tp)
+			}
+		}
+	}
+	if answered != 1 {
+		t.Fatalf("%d answers, want 1", answered)
+	}
+	c.queue = nil
+	c.settle()
 }
