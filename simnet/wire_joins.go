@@ -208,7 +208,15 @@ func (c *wireClient) adminStep(req *strandpb.NodeAdminRequest, accept []strandpb
 					done()
 				case c.attempts < joinAttemptsMax && (a.Retriable || code == strandpb.ErrorCode_ERROR_CODE_MEMBERSHIP_REFUSED):
 					c.maybeDone = c.maybeDone || a.MaybeWritten
-					c.after(wireBackoff.Delay(c.attempts, c.rng), func() { attempt(c.controllerTarget(err)) })
+					target := c.controllerTarget(err)
+					if _, unreachable := errors.AsType[*clientlib.ConnError](err); unreachable {
+						// As clientlib's controllerRequest: a controller that
+						// does not answer is skipped for any node (which
+						// forwards), or a dead node cached as the metadata
+						// leader holds the admin forever (seed 27 of -sim.joins).
+						target = c.randomNode()
+					}
+					c.after(wireBackoff.Delay(c.attempts, c.rng), func() { attempt(target) })
 				default:
 					c.ww.w.fail("node admin %v of node %d: %v (%d attempts)", req.GetAction(), req.GetNodeId(), err, c.attempts)
 					c.finished = true
