@@ -251,7 +251,7 @@ func (c *Core) stopGroup(g *group) {
 	// The tombstone is durable before any file goes: a replica whose
 	// files are gone but whose delete a restarted node has not replayed
 	// yet must not come back empty (reconcile, deletedHere).
-	if err := markDeleted(c.cfg, g.dir, c.meta.meta.Version()); err != nil {
+	if err := markDeleted(c.cfg, g.dir, c.meta.meta.Version(), voteFloor(g)); err != nil {
 		g.logs.log(slog.LevelWarn, "mark replica deleted; its files stay", slog.String("dir", g.dir), slog.Any("err", err))
 		return
 	}
@@ -270,12 +270,36 @@ const deletedName = "deleted"
 
 // markDeleted writes dir's tombstone, carrying the metadata version that
 // stopped the replica (a later move may place it here again:
-// deletedBefore), and makes it durable.
-func markDeleted(cfg Config, dir string, version uint64) error {
-	if err := writeFile(cfg.Disk, dir+"/"+deletedName, binary.LittleEndian.AppendUint64(nil, version)); err != nil {
+// deletedBefore) and, when known, the highest term it may have voted in
+// (floor+1; 0: unknown), and makes it durable: u64 version, then u64
+// floor+1, little-endian (older tombstones hold the version alone).
+func markDeleted(cfg Config, dir string, version, floorPlusOne uint64) error {
+	data := binary.LittleEndian.AppendUint64(nil, version)
+	data = binary.LittleEndian.AppendUint64(data, floorPlusOne)
+	if err := writeFile(cfg.Disk, dir+"/"+deletedName, data); err != nil {
 		return err
 	}
 	return cfg.Disk.SyncDir(dir)
+}
+
+// voteFloor is the highest term a stopped replica may ever have voted in,
+// plus one (0: unknown). Raft persists its term before it votes and votes
+// only in its current term, so the replica's term bounds every vote of
+// this incarnation; a replica rebuilt earlier (rejoin done) also voted,
+// before its loss, in terms up to its floor. A replica still recovering
+// does not know its floor: unknown.
+func voteFloor(g *group) uint64 {
+	if g.raw == nil {
+		return 0
+	}
+	term := g.raw.BasicStatus().GetTerm()
+	switch r := g.rejoin; {
+	case r == nil:
+		return term + 1
+	case r.phase == rejoinDone:
+		return max(term, r.floor) + 1
+	}
+	return 0
 }
 
 // deletedHere reports whether dir holds a replica tombstone.

@@ -378,19 +378,35 @@ func (c *Core) moveProgress(g *group) []MoveProgress {
 // respect: one without a version (a deleted topic), or one written at a
 // metadata version at or above the applied one (a replay from an older
 // checkpoint still places the replica here). A replica a newer move placed
-// here again starts afresh, recovering (rejoin.go): it once voted in this
-// group and forgot what, so it votes only once caught up, as a wiped
-// replica does. Its rejoin file is durable before the tombstone goes.
+// here again starts afresh: it once voted in this group, so it votes only
+// in terms above the highest term it may have voted in. The tombstone
+// carries that floor (markDeleted): the replica starts recovered (rejoin
+// done) with it, and needs no peer. Its entries need no rebuilding: every
+// entry committed while it was away, or with its help before, is held by
+// a majority of the configuration that adds it back, and it catches up as
+// a learner before it votes in a commit. Without a floor (an older
+// tombstone, or one of a replica that was itself still recovering) it
+// recovers as a wiped replica does, probing its peers. Its rejoin file is
+// durable before the tombstone goes. (Rejected: always probing. With a
+// second replica of the group rebuilding at the same time, the two wait
+// for each other's trusted answer and the group never elects a leader
+// again: the moves simulator's seed 5.)
 func (c *Core) deletedBefore(dir string) bool {
 	if !deletedHere(c.cfg, dir) {
 		return false
 	}
 	data, err := readFile(c.cfg.Disk, dir+"/"+deletedName)
-	if err != nil || len(data) != 8 || binary.LittleEndian.Uint64(data) >= c.meta.meta.Version() {
+	if err != nil || (len(data) != 8 && len(data) != 16) || binary.LittleEndian.Uint64(data) >= c.meta.meta.Version() {
 		return true
 	}
+	r := &rejoin{phase: rejoinProbing}
+	if len(data) == 16 {
+		if floorPlusOne := binary.LittleEndian.Uint64(data[8:]); floorPlusOne > 0 {
+			r = &rejoin{phase: rejoinDone, floor: floorPlusOne - 1}
+		}
+	}
 	if !c.bugWipedNodeVotes() {
-		if err := c.saveRejoin(dir, &rejoin{phase: rejoinProbing}); err != nil {
+		if err := c.saveRejoin(dir, r); err != nil {
 			return true
 		}
 	}

@@ -6,11 +6,11 @@ import (
 	"testing"
 
 	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/engine/recordbatch"
-	"github.com/strandlog/strand/raftlog/memdisk"
-
 	"github.com/strandlog/strand/proto/strandpb"
+	"github.com/strandlog/strand/raftlog/memdisk"
 )
 
 // moveReq asks to move tp to replicas.
@@ -306,23 +306,82 @@ func (c *cluster) moveConfIndex(id NodeID, tp TopicPartition) uint64 {
 
 // A node a move removed and a later move adds back starts the replica
 // afresh (its tombstone carries the metadata version that removed it) and
-// recovering, as a wiped replica: it votes only once caught up.
+// recovered with a vote floor: it votes only in terms above the highest
+// term its removed replica had, so it can never vote twice in one term,
+// and it needs no peer's answer to start voting.
 func TestMoveBackToRemovedNode(t *testing.T) {
 	c, tp, current, spare := moveFixture(t, 59)
+	removed := current[0]
 	target := append([]uint64{spare}, current[1:]...)
 	if resp, _ := c.handle(1, moveReq(9, tp, target...)); resp.GetMovePartitions().GetMoves()[0].GetError() != nil {
 		t.Fatalf("move: %v", resp)
 	}
 	c.waitMoved(tp, target)
-	removed := current[0]
+	var termAway uint64
+	for _, id := range target {
+		termAway = max(termAway, statusOf(c.cores[NodeID(id)], tp).Term)
+	}
 	if resp, _ := c.handle(1, moveReq(10, tp, current...)); resp.GetMovePartitions().GetMoves()[0].GetError() != nil {
 		t.Fatalf("move back: %v", resp)
 	}
 	c.waitMoved(tp, current)
-	if c.cores[NodeID(removed)].Stats().RejoinsStarted == 0 {
-		t.Fatalf("node %d re-hosted the replica without recovering: %+v", removed, c.cores[NodeID(removed)].Stats())
+	g := c.cores[NodeID(removed)].byTP[tp]
+	if g == nil || g.rejoin == nil || g.rejoin.phase != rejoinDone {
+		t.Fatalf("node %d re-hosted the replica without a vote floor: %+v", removed, g.rejoin)
+	}
+	if g.rejoin.floor == 0 || g.rejoin.floor > termAway {
+		t.Fatalf("node %d's vote floor %d: want the removed replica's term (>0, <= %d)", removed, g.rejoin.floor, termAway)
 	}
 	checkMovedGroup(t, c, tp, current, 15)
+}
+
+// A replica moved back while another replica of its group rebuilds after
+// a disk loss: the moved-back one votes at once (above its floor), so
+// when the leader restarts the group elects again and the wiped replica
+// finishes its recovery. When a moved-back replica probed its peers like
+// a wiped one, each of the two waited for the other's trusted answer and
+// the group stayed leaderless for good (the moves simulator's seed 5).
+func TestMovedBackAndWipedReplicasElect(t *testing.T) {
+	c, tp, current, spare := moveFixture(t, 63)
+	removed := current[0]
+	target := append([]uint64{spare}, current[1:]...)
+	if resp, _ := c.handle(1, moveReq(9, tp, target...)); resp.GetMovePartitions().GetMoves()[0].GetError() != nil {
+		t.Fatalf("move: %v", resp)
+	}
+	c.waitMoved(tp, target)
+	// The moved-back replica hears no probe answer until the wipe: it is
+	// still asking when the second replica loses its state.
+	c.drop = func(e envelope) bool {
+		f := &strandpb.RaftFrame{}
+		return e.to == NodeID(removed) && proto.Unmarshal(e.frame, f) == nil && len(f.GetRejoinAnswers()) > 0
+	}
+	if resp, _ := c.handle(1, moveReq(10, tp, current...)); resp.GetMovePartitions().GetMoves()[0].GetError() != nil {
+		t.Fatalf("move back: %v", resp)
+	}
+	c.waitMoved(tp, current)
+	lead := c.leader(tp)
+	var wiped NodeID
+	for _, id := range current {
+		if NodeID(id) != lead && id != removed {
+			wiped = NodeID(id)
+		}
+	}
+	if wiped == 0 {
+		t.Fatalf("precondition: the moved-back node %d leads; pick another seed", removed)
+	}
+	c.wipe(wiped)
+	c.crash(lead)
+	c.start(lead)
+	c.drop = nil
+	for i := 0; i < 1000 && (len(c.cores[wiped].rejoining) > 0 || !c.hasLeader(tp)); i++ {
+		c.tick(1)
+	}
+	if !c.hasLeader(tp) {
+		t.Fatalf("%v has no leader after the restart: moved-back node %d and wiped node %d wait for each other", tp, removed, wiped)
+	}
+	if n := len(c.cores[wiped].rejoining); n > 0 {
+		t.Fatalf("wiped node %d still recovering %d replicas", wiped, n)
+	}
 }
 
 // A learner's catch-up goes through the catch-up throttle
@@ -417,4 +476,14 @@ func TestCancelMove(t *testing.T) {
 	c.drop = nil
 	c.waitMoved(tp, current)
 	checkMovedGroup(t, c, tp, current, 15)
+}
+
+// hasLeader reports whether a live node leads tp.
+func (c *cluster) hasLeader(tp TopicPartition) bool {
+	for _, id := range c.ids {
+		if core := c.cores[id]; core != nil && statusOf(core, tp).IsLeader {
+			return true
+		}
+	}
+	return false
 }
