@@ -144,3 +144,50 @@ func TestFormatHeadersNullsJSON(t *testing.T) {
 		t.Errorf("json of binary:\ngot  %s\nwant %s", got, want)
 	}
 }
+
+// consume's -D and -K build kcat's default output (key, -K, value, -D);
+// with --format or --json they are refused, as is --json beside another
+// --format.
+func TestConsumeDelimiters(t *testing.T) {
+	run := func(args ...string) (string, error) {
+		t.Helper()
+		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+		format := fs.StringP("format", "f", `%v\n`, "")
+		asJSON := fs.BoolP("json", "J", false, "")
+		null := fs.BoolP("null", "Z", false, "")
+		delim := fs.StringP("delimiter", "D", `\n`, "")
+		keyDelim := fs.StringP("key-delimiter", "K", "", "")
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		f, err := consumeFormat(fs, *format, *asJSON, *null, *delim, *keyDelim)
+		if err != nil {
+			return "", err
+		}
+		var b bytes.Buffer
+		w := bufio.NewWriter(&b)
+		writeRecord(w, f, &clientlib.Record{Key: []byte("k"), Value: []byte("v%n")})
+		writeRecord(w, f, &clientlib.Record{Value: nil})
+		w.Flush()
+		return b.String(), nil
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "v%n\n\n"},
+		{[]string{"-D", `\x00`}, "v%n\x00\x00"},
+		{[]string{"-K", `\t`, "-D", "|", "-Z"}, "k\tv%n|NULL\tNULL|"},
+		{[]string{"-J", "-f", "json"}, `{"topic":"","partition":0,"offset":0,"tstype":"create","ts":-62135596800000,"headers":[],"key":"k","payload":"v%n"}` + "\n" +
+			`{"topic":"","partition":0,"offset":0,"tstype":"create","ts":-62135596800000,"headers":[],"key":null,"payload":null}` + "\n"},
+	} {
+		if got, err := run(c.args...); err != nil || got != c.want {
+			t.Errorf("%v: %q, %v; want %q", c.args, got, err, c.want)
+		}
+	}
+	for _, bad := range [][]string{{"-J", "-f", "%v"}, {"-D", ";", "-f", "%v"}, {"-K", ":", "-J"}, {"-D", ""}} {
+		if _, err := run(bad...); err == nil || !isUsageError(err) {
+			t.Errorf("%v: %v, want a usage error", bad, err)
+		}
+	}
+}
