@@ -79,6 +79,12 @@ func TestKcatProduceConsume(t *testing.T) {
 		}
 	}
 	checkKcatPartition2(t, b, bin)
+	if got, _ := lines("--group", "g", "-o", "beginning", "-f", `%p/%o\n`); len(got) != 16 || got[0] != "0/0" || got[15] != "2/2" {
+		t.Errorf("--group g -o beginning: %q", got)
+	}
+	if o := runOutcome(t, "", "consume", "kc", "--group", "g", "-o", "+9", b); o.code != 2 || !strings.Contains(o.stderr, "relative offset applies only without --group") {
+		t.Errorf("--group with -o +9: %+v", o)
+	}
 }
 
 // checkKcatPartition2 reads kc/2 back with %h and -Z, and with -J.
