@@ -194,14 +194,15 @@ func TestUserMessage(t *testing.T) {
 	}
 }
 
-// readLine keeps lines up to the limit, strips "\n" and "\r\n", and for a
+// readLine keeps lines up to the limit, strips "\n" only (a "\r" before it
+// is the line's own byte), and for a
 // longer line (even one far over bufio's buffer, which made
 // bufio.Scanner fail with "token too long") reports its whole size
 // without keeping it.
 func TestReadLines(t *testing.T) {
 	const limit = 100
 	in := "a\r\n\n" + strings.Repeat("x", limit) + "\n" + strings.Repeat("y", 300<<10) + "\nnot read\n"
-	lines, errc := readLines(strings.NewReader(in), limit)
+	lines, errc := readLines(strings.NewReader(in), []byte("\n"), limit)
 	var got []line
 	for l := range lines {
 		got = append(got, l)
@@ -209,11 +210,11 @@ func TestReadLines(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
-	want := []line{{1, 1, "a"}, {2, 0, ""}, {3, limit, strings.Repeat("x", limit)}, {4, 300 << 10, ""}}
+	want := []line{{1, 2, "a\r"}, {2, 0, ""}, {3, limit, strings.Repeat("x", limit)}, {4, 300 << 10, ""}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %d lines %.80v, want %.80v", len(got), got, want)
 	}
-	lines, errc = readLines(strings.NewReader("last"), limit)
+	lines, errc = readLines(strings.NewReader("last"), []byte("\n"), limit)
 	if l := <-lines; l != (line{1, 4, "last"}) {
 		t.Fatalf("unterminated last line: %+v", l)
 	}
@@ -224,7 +225,7 @@ func TestReadLines(t *testing.T) {
 
 // --format expands fields and escapes; an unknown field is refused.
 func TestFormat(t *testing.T) {
-	f, err := parseFormat(`%T/%p@%o %k=%v %% \t|\n`)
+	f, err := parseFormat(`%T/%p@%o %k=%v %% \t|\n`, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,20 +237,21 @@ func TestFormat(t *testing.T) {
 	if got, want := b.String(), "t/2@7 k=v % \t|\n"; got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
-	if _, err := parseFormat("%x"); err == nil {
+	if _, err := parseFormat("%x", ""); err == nil {
 		t.Fatalf("unknown field %%x accepted")
 	}
 }
 
-// --from accepts earliest, latest, an offset and an RFC3339 time.
+// --from accepts earliest, latest, an offset and an RFC3339 time (the
+// other forms: TestParseOffsets).
 func TestParseFrom(t *testing.T) {
 	for _, ok := range []string{"earliest", "latest", "0", "42", "2026-11-29T10:00:00Z"} {
-		if _, err := parseFrom(ok); err != nil {
+		if _, err := parseOffsets([]string{ok}, time.Now()); err != nil {
 			t.Errorf("--from %s: %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"", "-1", "yesterday"} {
-		if _, err := parseFrom(bad); err == nil {
+	for _, bad := range []string{"", "--1", "yesterday"} {
+		if _, err := parseOffsets([]string{bad}, time.Now()); err == nil {
 			t.Errorf("--from %q accepted", bad)
 		}
 	}

@@ -4,25 +4,32 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/strandlog/strand/clientlib"
 )
 
 // cmdConsume prints a topic's records, by default from the earliest, until
 // Ctrl-C, or with --until-end until it reaches the high-water marks it saw
-// at start. Short flags follow kcat: -t topic, -p partition, -o offset,
-// -e exit at end, -f format, -c count.
+// at start, or until the end --from names. Short flags follow kcat: -t
+// topic, -p partition, -o offset (twice: a start and an e@ end), -e exit
+// at end, -f format, -J JSON, -Z print nulls as NULL, -D and -K
+// delimiters, -c count.
 func cmdConsume(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("consume")
 	var cf clientFlags
 	cf.register(fs, 30*time.Second)
 	topicFlag := fs.StringP("topic", "t", "", "topic to read (instead of the TOPIC argument)")
-	from := fs.StringP("from", "o", "earliest", "where to start: earliest, latest, an offset, or a time (RFC3339)")
-	format := fs.StringP("format", "f", `%v\n`, `output per record: %k key, %v value, %p partition, %o offset, %t timestamp, %T topic, %% and \n \t`)
+	from := fs.StringArrayP("from", "o", []string{"earliest"}, "where to start, and optionally stop (repeatable: a start and an end): "+offsetHelp)
+	format := fs.StringP("format", "f", `%v\n`, formatHelp)
+	asJSON := fs.BoolP("json", "J", false, "print each record as one JSON object (kcat's -J; same as --format json)")
+	null := fs.BoolP("null", "Z", false, "print a null key or value as NULL (else as nothing), as kcat's -Z")
+	delim := fs.StringP("delimiter", "D", `\n`, `without --format: what follows each value (kcat's -D; escapes \n \r \t \\ \xNN)`)
+	keyDelim := fs.StringP("key-delimiter", "K", "", "without --format: print the key and this before each value")
 	untilEnd := fs.BoolP("until-end", "e", false, "exit once the high-water marks seen at start are reached")
 	partition := fs.Int32P("partition", "p", -1, "read only this partition (-1: all)")
 	count := fs.Int64P("count", "c", 0, "exit after this many records (0: no limit)")
@@ -41,7 +48,7 @@ func cmdConsume(args []string, stdout, stderr io.Writer) error {
 	if *count < 0 {
 		return usageError("--count %d: want 0 (no limit) or more", *count)
 	}
-	start, err := parseFrom(*from)
+	rng, err := parseOffsets(*from, time.Now())
 	if err != nil {
 		return err
 	}
@@ -51,9 +58,15 @@ func cmdConsume(args []string, stdout, stderr io.Writer) error {
 	if *group != "" && fs.Changed("partition") {
 		return usageError("--partition and --group: the group assigns the partitions; drop one")
 	}
-	f, err := parseFormat(*format)
+	f, err := consumeFormat(fs, *format, *asJSON, *null, *delim, *keyDelim)
 	if err != nil {
 		return err
+	}
+	var groupFrom clientlib.Offset
+	if *group != "" {
+		if groupFrom, err = groupStart(rng, *from); err != nil {
+			return err
+		}
 	}
 	c, err := cf.client()
 	if err != nil {
@@ -63,15 +76,56 @@ func cmdConsume(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signalContext()
 	defer stop()
 	cs := &consumeSession{c: c, k: clientlib.NewConsumer(c), topic: topic, format: f,
-		out: bufio.NewWriter(stdout), limit: *count, timeout: cf.timeout}
+		out: bufio.NewWriter(stdout), limit: *count, timeout: cf.timeout, stderr: stderr}
 	defer cs.out.Flush()
 	if *group != "" {
-		return topicErr(topic, cs.runGroup(ctx, *group, *instance, start, *untilEnd, stderr))
+		return topicErr(topic, cs.runGroup(ctx, *group, *instance, groupFrom, *untilEnd || rng.untilEnd, stderr))
 	}
-	if err := cs.assign(ctx, *partition, start, exactOffset(*from), *untilEnd); err != nil {
+	if err := cs.assign(ctx, *partition, rng, *untilEnd || rng.untilEnd); err != nil {
 		return topicErr(topic, err)
 	}
 	return topicErr(topic, cs.run(ctx))
+}
+
+// offsetHelp is --from's flag help.
+const offsetHelp = "earliest|beginning, latest|end, N (absolute; outside a partition it is clamped to it with a note, " +
+	"or fails with -p), -N (N before the end of each partition, kcat and rpk), +N (N after the start of each partition, rpk; " +
+	"kcat reads +N as the absolute N), s@TIME or @TIME (the first record at or after TIME), e@TIME or @:TIME " +
+	"(stop before the first record at or after TIME), @T1:T2, O1:O2 or :O2 (stop before offset O2), :end (as -e), " +
+	"RFC3339; TIME is Unix ms (kcat), RFC3339, YYYY-MM-DD or a duration before now (-1h)"
+
+// consumeFormat compiles the output format from --format, --json, --null,
+// --delimiter and --key-delimiter.
+func consumeFormat(fs *pflag.FlagSet, format string, asJSON, null bool, delim, keyDelim string) ([]formatPart, error) {
+	nullText := ""
+	if null {
+		nullText = "NULL"
+	}
+	switch {
+	case asJSON && fs.Changed("format") && format != "json":
+		return nil, usageError("--json and --format %q: give one", format)
+	case asJSON:
+		format = "json"
+	}
+	if !fs.Changed("delimiter") && !fs.Changed("key-delimiter") {
+		return parseFormat(format, nullText)
+	}
+	if fs.Changed("format") || asJSON {
+		return nil, usageError("--delimiter and --key-delimiter apply only without --format and --json: put them in the format")
+	}
+	d, err := parseDelimiter(delim, "--delimiter")
+	if err != nil {
+		return nil, err
+	}
+	var parts []formatPart
+	if fs.Changed("key-delimiter") {
+		kd, err := parseDelimiter(keyDelim, "--key-delimiter")
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, formatPart{field: 'k', null: nullText}, formatPart{literal: string(kd)})
+	}
+	return append(parts, formatPart{field: 'v', null: nullText}, formatPart{literal: string(d)}), nil
 }
 
 // consumeSession is one consume command's state.
@@ -81,16 +135,24 @@ type consumeSession struct {
 	topic   string
 	format  []formatPart
 	out     *bufio.Writer
+	stderr  io.Writer
 	limit   int64
 	printed int64
 	timeout time.Duration
-	ends    map[int32]int64 // --until-end: stop offsets; nil: run forever
+	ends    map[int32]int64 // stop offsets (not included); nil: run forever
+	// stopAt, when set, stops each partition before its first record at
+	// or after it (e@); open are the partitions that have not met such a
+	// record yet and have no stop offset.
+	stopAt time.Time
+	open   map[int32]bool
 }
 
-// assign assigns the partitions and, for --until-end, notes their
-// high-water marks. An exact --from outside a partition's readable range
-// fails here, the same with and without --until-end.
-func (cs *consumeSession) assign(ctx context.Context, partition int32, start clientlib.Offset, exact int64, untilEnd bool) error {
+// assign assigns the partitions, each at its start, and notes where each
+// stops: the high-water mark for --until-end, the end offset or the
+// offset of the end time --from names. An absolute --from outside a
+// partition fails with -p, and over every partition is clamped to each
+// with a note on stderr, so one shorter partition does not fail the rest.
+func (cs *consumeSession) assign(ctx context.Context, partition int32, rng offsetRange, untilEnd bool) error {
 	actx, cancel := context.WithTimeout(ctx, cs.timeout)
 	defer cancel()
 	var parts []int32
@@ -104,27 +166,88 @@ func (cs *consumeSession) assign(ctx context.Context, partition int32, start cli
 	if err != nil {
 		return err
 	}
-	for _, o := range offs {
+	var atTime map[int32]int64
+	if !rng.endTime.IsZero() {
+		if atTime, err = cs.endsAtTime(actx, parts, rng.endTime, offs); err != nil {
+			return err
+		}
+	}
+	starts := make([]clientlib.Offset, len(offs))
+	for i, o := range offs {
 		if o.Err != nil {
 			return wrapErr(o.Err, "%s/%d", cs.topic, o.Partition)
 		}
-		if exact >= 0 && (exact > o.HighWatermark || exact < o.LogStartOffset) {
+		s := rng.start
+		if partition >= 0 && s.kind == startExact && (s.n > o.HighWatermark || s.n < o.LogStartOffset) {
 			return userErr(clientlib.ErrOffsetOutOfRange, "%s",
-				offsetOutOfRange(cs.topic, o.Partition, exact, o.LogStartOffset, o.HighWatermark))
+				offsetOutOfRange(cs.topic, o.Partition, s.n, o.LogStartOffset, o.HighWatermark))
+		}
+		var note string
+		if starts[i], note = resolveStart(s, cs.topic, o.Partition, o.LogStartOffset, o.HighWatermark); note != "" {
+			fmt.Fprintf(cs.stderr, "strand: %s\n", note)
 		}
 	}
-	if partition >= 0 {
-		cs.k.Assign(cs.topic, partition, start)
-	} else if err := cs.k.AssignTopic(actx, cs.topic, start); err != nil {
-		return err
+	for i, o := range offs {
+		cs.k.Assign(cs.topic, o.Partition, starts[i])
 	}
-	if untilEnd {
-		cs.ends = map[int32]int64{}
-		for _, o := range offs {
-			cs.ends[o.Partition] = o.HighWatermark
-		}
-	}
+	cs.setEnds(offs, rng, untilEnd, atTime)
 	return nil
+}
+
+// setEnds records where each partition stops: the lowest of the
+// high-water mark (--until-end), the end offset and the end time's
+// offset; a partition with only an end time not reached yet stays open.
+func (cs *consumeSession) setEnds(offs []clientlib.ListedOffset, rng offsetRange, untilEnd bool, atTime map[int32]int64) {
+	if !untilEnd && !rng.hasEnd() {
+		return
+	}
+	cs.ends, cs.open, cs.stopAt = map[int32]int64{}, map[int32]bool{}, rng.endTime
+	for _, o := range offs {
+		end, ok := int64(-1), false
+		lower := func(n int64) {
+			if !ok || n < end {
+				end, ok = n, true
+			}
+		}
+		if untilEnd {
+			lower(o.HighWatermark)
+		}
+		if rng.endOffset >= 0 {
+			lower(rng.endOffset)
+		}
+		if n, found := atTime[o.Partition]; found {
+			lower(n)
+		}
+		if ok {
+			cs.ends[o.Partition] = end
+		} else {
+			cs.open[o.Partition] = true
+		}
+	}
+}
+
+// endsAtTime is, per partition, the offset of its first record at or
+// after t (ListOffsets by timestamp, Kafka's offsetsForTimes); a partition
+// with no such record yet is left out (it stays open until one arrives).
+func (cs *consumeSession) endsAtTime(ctx context.Context, parts []int32, t time.Time, latest []clientlib.ListedOffset) (map[int32]int64, error) {
+	offs, err := cs.c.ListOffsets(ctx, cs.topic, parts, clientlib.OffsetAtTimestamp(t))
+	if err != nil {
+		return nil, err
+	}
+	hwm := map[int32]int64{}
+	for _, o := range latest {
+		hwm[o.Partition] = o.HighWatermark
+	}
+	ends := map[int32]int64{}
+	for _, o := range offs {
+		if o.Err != nil {
+			return nil, wrapErr(o.Err, "%s/%d", cs.topic, o.Partition)
+		}
+		if o.Offset >= 0 && o.Offset < max(o.HighWatermark, hwm[o.Partition]) {
+			ends[o.Partition] = o.Offset
+		}
+	}
+	return ends, nil
 }
 
 // checkPartition fails when topic has no partition p.
@@ -157,7 +280,7 @@ func (cs *consumeSession) run(ctx context.Context) error {
 				return consumeError(cs.topic, fp)
 			}
 			for _, r := range fp.Records {
-				if end, ok := cs.ends[r.Partition]; ok && r.Offset >= end {
+				if cs.stopsAt(r) {
 					break
 				}
 				if cs.limit > 0 && cs.printed >= cs.limit {
@@ -172,6 +295,21 @@ func (cs *consumeSession) run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// stopsAt says whether r is at or past its partition's stop: its stop
+// offset, or, for a partition still open, a timestamp at or after the
+// end time (which then becomes its stop offset).
+func (cs *consumeSession) stopsAt(r *clientlib.Record) bool {
+	if end, ok := cs.ends[r.Partition]; ok {
+		return r.Offset >= end
+	}
+	if cs.open[r.Partition] && !r.Timestamp.Before(cs.stopAt) {
+		delete(cs.open, r.Partition)
+		cs.ends[r.Partition] = r.Offset
+		return true
+	}
+	return false
 }
 
 // consumeError says in plain words why consuming stopped: the topic or
@@ -210,96 +348,5 @@ func (cs *consumeSession) finished() bool {
 			delete(cs.ends, p)
 		}
 	}
-	return len(cs.ends) == 0
-}
-
-// parseFrom reads --from.
-func parseFrom(s string) (clientlib.Offset, error) {
-	switch s {
-	case "earliest", "beginning", "start", "oldest":
-		return clientlib.OffsetEarliest(), nil
-	case "latest", "end", "newest":
-		return clientlib.OffsetLatest(), nil
-	}
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil && n >= 0 {
-		return clientlib.OffsetExact(n), nil
-	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return clientlib.OffsetAtTimestamp(t), nil
-	}
-	return clientlib.Offset{}, usageError("--from %q: want earliest, latest, an offset or an RFC3339 time", s)
-}
-
-// exactOffset is --from as an offset, or -1 when it is not a number.
-func exactOffset(from string) int64 {
-	if n, err := strconv.ParseInt(from, 10, 64); err == nil && n >= 0 {
-		return n
-	}
-	return -1
-}
-
-// formatPart is a literal or one record field of --format.
-type formatPart struct {
-	literal string
-	field   byte // 0: literal
-}
-
-// parseFormat compiles --format: %k %v %p %o %t %T %% and \n \t \r \\.
-func parseFormat(s string) ([]formatPart, error) {
-	var parts []formatPart
-	var lit strings.Builder
-	flush := func() {
-		if lit.Len() > 0 {
-			parts = append(parts, formatPart{literal: lit.String()})
-			lit.Reset()
-		}
-	}
-	for i := 0; i < len(s); i++ {
-		ch := s[i]
-		if (ch != '%' && ch != '\\') || i+1 == len(s) {
-			lit.WriteByte(ch)
-			continue
-		}
-		i++
-		next := s[i]
-		switch {
-		case ch == '\\':
-			lit.WriteString(map[byte]string{'n': "\n", 't': "\t", 'r': "\r", '\\': "\\"}[next])
-			if !strings.ContainsRune("ntr\\", rune(next)) {
-				lit.WriteByte('\\')
-				lit.WriteByte(next)
-			}
-		case next == '%':
-			lit.WriteByte('%')
-		case strings.IndexByte("kvpotT", next) >= 0:
-			flush()
-			parts = append(parts, formatPart{field: next})
-		default:
-			return nil, usageError("--format: unknown %%%c (want %%k %%v %%p %%o %%t %%T %%%%)", next)
-		}
-	}
-	flush()
-	return parts, nil
-}
-
-// writeRecord prints one record in the compiled format.
-func writeRecord(w *bufio.Writer, format []formatPart, r *clientlib.Record) {
-	for _, p := range format {
-		switch p.field {
-		case 0:
-			w.WriteString(p.literal)
-		case 'k':
-			w.Write(r.Key)
-		case 'v':
-			w.Write(r.Value)
-		case 'p':
-			w.WriteString(strconv.FormatInt(int64(r.Partition), 10))
-		case 'o':
-			w.WriteString(strconv.FormatInt(r.Offset, 10))
-		case 't':
-			w.WriteString(r.Timestamp.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
-		case 'T':
-			w.WriteString(r.Topic)
-		}
-	}
+	return len(cs.ends) == 0 && len(cs.open) == 0
 }

@@ -47,12 +47,18 @@ var commands = []command{
 	{"partition move", "TOPIC/PARTITION (--replicas ID,ID,... | --cancel) [--no-wait]",
 		"move a partition's replicas to other nodes (learners catch up, then one joint raft change); waits and prints progress",
 		"strand partition move hello/0 --replicas 1,4,5"},
-	{"produce", "TOPIC [-K SEP] [-p PARTITION] [--acks all|1|0]",
-		"send each line of stdin as one record",
-		"printf 'first\\nsecond\\n' | strand produce hello"},
-	{"consume", "TOPIC [-o earliest|latest|OFFSET|RFC3339] [-p PARTITION] [-e] [-f FORMAT] [-g GROUP [--instance-id ID]]",
-		"print a topic's records (until Ctrl-C, or with -e until the end); with -g, share them among a group",
-		"strand consume hello --group readers"},
+	{"produce", "TOPIC [-K SEP] [-k KEY | --key-file F] [-H KEY=VALUE]... [-Z] [-D DELIM] [--value-file F]... [-p PARTITION] [--acks all|1|0]",
+		"send each line of stdin (or each -D-delimited record, byte for byte) as one record, or each --value-file whole",
+		"printf 'alice:hi\\nbob:\\n' | strand produce hello -K : -H source=cli -Z   # bob's empty value is a null (tombstone)\n" +
+			"  strand produce hello --value-file photo.jpg --key-file photo.id     # one record: the file's bytes\n" +
+			"  printf 'a\\r\\nb\\r\\n' | strand produce hello -D '\\r\\n'                 # CRLF input; without -D the \\r is kept"},
+	{"consume", "TOPIC [-o START] [-o e@TIME] [-p PARTITION] [-e] [-f FORMAT | -J] [-Z] [-D DELIM] [-K DELIM] [-c N] [-g GROUP [--instance-id ID]]",
+		"print a topic's records (until Ctrl-C, with -e until the end, or until the end -o names); with -g, share them among a group",
+		"strand consume hello -o -10 -e                        # the last 10 records of each partition\n" +
+			"  strand consume hello -o s@1764590400000 -o e@1764594000000   # records in that hour (Unix ms, kcat)\n" +
+			"  strand consume hello -o @-1h -J                        # the last hour as kcat -J JSON, then follow\n" +
+			"  strand consume hello -e -f '%p/%o %k=%v [%h]\\n' -Z      # partition/offset key=value [headers], null as NULL\n" +
+			"  strand consume hello --group readers"},
 	{"group list", "", "print every consumer group, its state and member count", "strand group list"},
 	{"group describe", "GROUP", "print a group's members and, per partition, committed offset, lag in records and time, and retention headroom",
 		"strand group describe readers"},

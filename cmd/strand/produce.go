@@ -2,9 +2,12 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,18 +18,27 @@ import (
 	"github.com/strandlog/strand/engine/recordbatch"
 )
 
-// cmdProduce sends each line of stdin as one record, waits until every
-// record is acknowledged, and fails when any record failed. A line over
-// the record limit stops it: the records before are flushed and the error
-// says how many were written.
+// cmdProduce sends each line of stdin (or each -D-delimited piece, byte
+// for byte) as one record, or with --value-file each file whole, waits
+// until every record is acknowledged, and fails when any record failed. A
+// record over the limit stops it: the records before are flushed and the
+// error says how many were written. Short flags follow kcat and rpk: -K
+// key separator, -k key, -H header, -Z null for empty, -D delimiter.
 func cmdProduce(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlags("produce")
 	var cf clientFlags
 	cf.register(fs, 30*time.Second)
 	topicFlag := fs.StringP("topic", "t", "", "topic to write to (instead of the TOPIC argument)")
-	keySep := fs.StringP("key-separator", "K", "", "split each line at the first SEP into key and value (default: no key)")
+	keySep := fs.StringP("key-separator", "K", "", "split each record at the first SEP into key and value (default: no key)")
+	var shape recordShape
+	key := fs.StringP("key", "k", "", "the key of every record (rpk's -k; a key split off by -K wins)")
+	keyFile := fs.String("key-file", "", "the key of every record is this file's bytes, exactly")
+	headers := fs.StringArrayP("header", "H", nil, "add header KEY=VALUE to every record (repeatable; kcat's and rpk's -H)")
+	fs.BoolVarP(&shape.null, "null", "Z", false, "an empty value or key is sent as null (a tombstone), as kcat's -Z")
+	delim := fs.StringP("delimiter", "D", `\n`, `records in stdin end with this (kcat's -D; escapes \n \r \t \\ \xNN; '\r\n' for CRLF input); every other byte is kept`)
+	valueFiles := fs.StringArray("value-file", nil, "send this file's bytes as one record instead of reading stdin (repeatable: one record per file, kcat's file mode)")
 	acksText := fs.String("acks", "all", "all (replicated, with offsets), 1 (leader's log) or 0 (fire and forget)")
-	partition := fs.Int32P("partition", "p", -1, "write every line to this partition (-1: by key hash, else spread over partitions)")
+	partition := fs.Int32P("partition", "p", -1, "write every record to this partition (-1: by key hash, else spread over partitions)")
 	linger := fs.Duration("linger", 5*time.Millisecond, "wait this long to fill a batch")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -39,6 +51,17 @@ func cmdProduce(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 		return usageError("--partition %d: want a partition number, or -1 for any", *partition)
 	}
 	acks, err := parseAcks(*acksText)
+	if err != nil {
+		return err
+	}
+	if err := shape.parse(fs, *keySep, *key, *keyFile, *headers, *valueFiles); err != nil {
+		return err
+	}
+	d, err := parseDelimiter(*delim, "--delimiter")
+	if err != nil {
+		return err
+	}
+	files, err := readValueFiles(*valueFiles, &shape)
 	if err != nil {
 		return err
 	}
@@ -57,8 +80,10 @@ func cmdProduce(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 		return err
 	}
 	p := &lineProducer{c: c, stderr: stderr}
-	tooLarge, err := p.sendLines(ctx, stdin, topic, *partition, *keySep)
-	if err != nil {
+	var tooLarge *line
+	if files != nil {
+		p.sendFiles(ctx, files, topic, *partition, &shape)
+	} else if tooLarge, err = p.sendLines(ctx, stdin, topic, *partition, d, &shape); err != nil {
 		return err
 	}
 	if err := c.Flush(ctx); err != nil {
@@ -83,10 +108,112 @@ func topicArg(fs *pflag.FlagSet, flag string) (string, error) {
 	return "", usageError("want one topic (TOPIC or -t TOPIC)")
 }
 
-// sendLines produces every line of stdin until EOF, Ctrl-C or a line over
-// the record limit, which it returns without sending it.
-func (p *lineProducer) sendLines(ctx context.Context, stdin io.Reader, topic string, partition int32, keySep string) (*line, error) {
-	lines, readErr := readLines(stdin, recordbatch.RecordBytesMax)
+// recordShape is how produce turns input bytes into a record: the key
+// (split off by -K, or fixed), the headers, and -Z's nulls.
+type recordShape struct {
+	keySep  []byte
+	key     []byte // nil: no fixed key
+	headers []clientlib.Header
+	null    bool
+}
+
+// parse checks and reads the key, header and file flags.
+func (s *recordShape) parse(fs *pflag.FlagSet, keySep, key, keyFile string, headers, valueFiles []string) error {
+	switch {
+	case fs.Changed("key") && keyFile != "":
+		return usageError("--key and --key-file: give one")
+	case keySep != "" && len(valueFiles) > 0:
+		return usageError("--key-separator splits records read from stdin; with --value-file give --key or --key-file")
+	}
+	if keySep != "" {
+		s.keySep = []byte(keySep)
+	}
+	if fs.Changed("key") {
+		s.key = []byte(key)
+	}
+	if keyFile != "" {
+		b, err := os.ReadFile(keyFile)
+		if err != nil {
+			return userErr(err, "--key-file: %v", err)
+		}
+		s.key = b
+	}
+	for _, h := range headers {
+		k, v, ok := strings.Cut(h, "=")
+		if !ok || k == "" {
+			return usageError("--header %q: want KEY=VALUE (the value may be empty)", h)
+		}
+		s.headers = append(s.headers, clientlib.Header{Key: k, Value: []byte(v)})
+	}
+	return nil
+}
+
+// record is the record for one input's bytes.
+func (s *recordShape) record(topic string, partition int32, text []byte) *clientlib.Record {
+	r := &clientlib.Record{Topic: topic, Partition: max(partition, 0), Headers: s.headers, Key: s.key}
+	value := text
+	if s.keySep != nil {
+		if k, v, ok := bytes.Cut(value, s.keySep); ok {
+			r.Key, value = k, v
+		}
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	if s.null && len(value) == 0 {
+		value = nil
+	}
+	if s.null && r.Key != nil && len(r.Key) == 0 {
+		r.Key = nil
+	}
+	r.Value = value
+	return r
+}
+
+// recordSize is what the record limit counts: key, value and headers.
+func recordSize(r *clientlib.Record) int {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// valueFile is one --value-file, read whole.
+type valueFile struct {
+	name  string
+	bytes []byte
+}
+
+// readValueFiles reads every --value-file before anything is sent, so a
+// missing or too large file writes nothing; nil when there are none.
+func readValueFiles(names []string, shape *recordShape) ([]valueFile, error) {
+	var files []valueFile
+	for _, name := range names {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return nil, userErr(err, "--value-file: %v; nothing written", err)
+		}
+		if size := recordSize(shape.record("", 0, b)); size > recordbatch.RecordBytesMax {
+			return nil, userErr(nil, "--value-file %s: the record is %d bytes, over the %d-byte (1 MiB) record limit; nothing written",
+				name, size, recordbatch.RecordBytesMax)
+		}
+		files = append(files, valueFile{name, b})
+	}
+	return files, nil
+}
+
+// sendFiles produces one record per file.
+func (p *lineProducer) sendFiles(ctx context.Context, files []valueFile, topic string, partition int32, shape *recordShape) {
+	for _, f := range files {
+		p.produce(ctx, "file "+f.name, shape.record(topic, partition, f.bytes))
+	}
+}
+
+// sendLines produces every delimited record of stdin until EOF, Ctrl-C
+// or a record over the limit, which it returns without sending it.
+func (p *lineProducer) sendLines(ctx context.Context, stdin io.Reader, topic string, partition int32, delim []byte, shape *recordShape) (*line, error) {
+	lines, readErr := readLines(stdin, delim, recordbatch.RecordBytesMax)
 	for {
 		select {
 		case <-ctx.Done():
@@ -101,25 +228,18 @@ func (p *lineProducer) sendLines(ctx context.Context, stdin io.Reader, topic str
 			if l.size > recordbatch.RecordBytesMax {
 				return &l, nil
 			}
-			r := &clientlib.Record{Topic: topic, Partition: max(partition, 0)}
-			value := l.text
-			if keySep != "" {
-				if k, v, ok := strings.Cut(value, keySep); ok {
-					r.Key, value = []byte(k), v
-				}
-			}
-			r.Value = []byte(value)
-			if size := len(r.Key) + len(r.Value); size > recordbatch.RecordBytesMax {
+			r := shape.record(topic, partition, []byte(l.text))
+			if size := recordSize(r); size > recordbatch.RecordBytesMax {
 				l.size = size
 				return &l, nil
 			}
-			p.produce(ctx, l.number, r)
+			p.produce(ctx, "line "+strconv.Itoa(l.number), r)
 		}
 	}
 }
 
-// line is one line of stdin: its text, unless it is over the limit, and
-// its size in bytes without the line end.
+// line is one delimited record of stdin: its text, unless it is over the
+// limit, and its size in bytes without the delimiter.
 type line struct {
 	number int
 	size   int
@@ -129,14 +249,14 @@ type line struct {
 // readLines reads stdin on its own goroutine, so Ctrl-C is noticed while
 // a terminal read blocks; the error (nil at EOF) follows the last line. A
 // line over limit bytes is counted but not kept, and ends the reading.
-func readLines(stdin io.Reader, limit int) (<-chan line, <-chan error) {
+func readLines(stdin io.Reader, delim []byte, limit int) (<-chan line, <-chan error) {
 	lines, errc := make(chan line, 1024), make(chan error, 1)
 	go func() {
 		defer close(errc)
 		defer close(lines)
 		br := bufio.NewReaderSize(stdin, 64<<10)
 		for n := 1; ; n++ {
-			l, err := readLine(br, limit)
+			l, err := readLine(br, delim, limit)
 			l.number = n
 			if err != nil && l.size == 0 && l.text == "" {
 				if err != io.EOF {
@@ -156,38 +276,76 @@ func readLines(stdin io.Reader, limit int) (<-chan line, <-chan error) {
 	return lines, errc
 }
 
-// readLine reads one line without its "\n" or "\r\n", keeping at most
-// limit bytes of it; size is the whole line's length. It returns io.EOF
-// with the last line when that has no line end.
-func readLine(br *bufio.Reader, limit int) (line, error) {
-	var buf []byte
+// readLine reads up to and without the next delim, byte for byte (a "\r"
+// before a "\n" delimiter stays), keeping at most limit bytes; size is the
+// whole line's length. It returns io.EOF with the last line when that has
+// no delimiter.
+func readLine(br *bufio.Reader, delim []byte, limit int) (line, error) {
+	var buf, tail []byte // tail: the last len(delim) bytes, once buf is dropped
 	var l line
+	last := delim[len(delim)-1]
 	for {
-		chunk, err := br.ReadSlice('\n')
+		chunk, err := br.ReadSlice(last)
 		l.size += len(chunk)
-		if l.size <= limit+2 {
+		if l.size <= limit+len(delim) {
 			buf = append(buf, chunk...)
 		} else {
-			buf = nil
+			tail = append(append(tail, buf...), chunk...)
+			tail, buf = tail[max(0, len(tail)-len(delim)):], nil
 		}
 		if err == bufio.ErrBufferFull {
 			continue
 		}
+		if err == nil && !bytes.HasSuffix(buf, delim) && !bytes.HasSuffix(tail, delim) {
+			continue // the last byte of a longer delimiter alone
+		}
 		if err == nil {
-			l.size--
-			if l.size <= limit+1 {
-				buf = buf[:len(buf)-1]
-			}
-			if len(buf) > 0 && buf[len(buf)-1] == '\r' {
-				buf = buf[:len(buf)-1]
-				l.size--
-			}
+			l.size -= len(delim)
 		}
 		if l.size <= limit {
-			l.text = string(buf)
+			l.text = string(buf[:l.size])
 		}
 		return l, err
 	}
+}
+
+// parseDelimiter reads a delimiter flag with kcat's escapes: \n \r \t \\
+// and \xNN.
+func parseDelimiter(s, flag string) ([]byte, error) {
+	var out []byte
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' || i+1 == len(s) {
+			out = append(out, s[i])
+			continue
+		}
+		i++
+		switch s[i] {
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case '\\':
+			out = append(out, '\\')
+		case 'x':
+			if i+3 > len(s) {
+				return nil, usageError("%s %q: \\x wants two hex digits", flag, s)
+			}
+			n, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
+			if err != nil {
+				return nil, usageError("%s %q: \\x wants two hex digits", flag, s)
+			}
+			out = append(out, byte(n))
+			i += 2
+		default:
+			out = append(out, '\\', s[i])
+		}
+	}
+	if len(out) == 0 {
+		return nil, usageError("%s: want at least one byte (default \\n)", flag)
+	}
+	return out, nil
 }
 
 // lineProducer counts outcomes and reports the first failures.
@@ -204,9 +362,10 @@ type lineProducer struct {
 // errorsShownMax bounds the record errors printed.
 const errorsShownMax = 5
 
-// produce sends r, read from line number; a failure is reported by line
-// number and size, never by content (a record may be a megabyte).
-func (p *lineProducer) produce(ctx context.Context, number int, r *clientlib.Record) {
+// produce sends r, read from what (line N, file F); a failure is reported
+// by where it came from and its size, never by content (a record may be a
+// megabyte).
+func (p *lineProducer) produce(ctx context.Context, what string, r *clientlib.Record) {
 	p.mu.Lock()
 	p.sent++
 	p.mu.Unlock()
@@ -219,7 +378,7 @@ func (p *lineProducer) produce(ctx context.Context, number int, r *clientlib.Rec
 		}
 		p.failed++
 		if p.failed <= errorsShownMax {
-			fmt.Fprintf(p.stderr, "strand: line %d (%d bytes): %s\n", number, len(r.Key)+len(r.Value), userMessage(err))
+			fmt.Fprintf(p.stderr, "strand: %s (%d bytes): %s\n", what, recordSize(r), userMessage(err))
 		}
 	})
 }
