@@ -38,7 +38,9 @@ func InstanceID(id string) GroupOpt { return func(c *groupConfig) { c.instanceID
 func GroupRack(rack string) GroupOpt { return func(c *groupConfig) { c.rack = rack } }
 
 // AutoCommitInterval sets how often Poll commits the positions of owned
-// partitions (default 5 s); 0 turns auto-commit off (call Commit).
+// partitions (default 5 s): the offsets after the records earlier Polls
+// returned, never those of the records it is about to return. 0 turns
+// auto-commit off (call Commit).
 func AutoCommitInterval(d time.Duration) GroupOpt { return func(c *groupConfig) { c.autoCommit = d } }
 
 // StartWithoutCommit sets where a partition the group never committed
@@ -54,7 +56,8 @@ func OnAssigned(fn func(ctx context.Context, ps []TopicPartition)) GroupOpt {
 }
 
 // OnRevoked runs inside Poll before partitions move to another member (and
-// in Close): commit what was processed there (auto-commit already did).
+// in Close): commit what was processed there (with auto-commit on, the
+// positions of everything Poll returned there were just committed).
 func OnRevoked(fn func(ctx context.Context, ps []TopicPartition)) GroupOpt {
 	return func(c *groupConfig) { c.onRevoked = fn }
 }
@@ -134,6 +137,13 @@ func (g *GroupConsumer) Assigned() []TopicPartition { return append([]TopicParti
 // Poll heart-beats when due, reconciles the assignment, auto-commits when
 // due, then fetches from the owned partitions (see Consumer.Poll). With
 // nothing owned yet it waits a little and returns no records.
+//
+// Auto-commit runs before the fetch, so it commits only what earlier Polls
+// returned (as Kafka's auto-commit does): calling Poll again says the
+// records it returned last time were processed. A member that dies while
+// processing a batch has not committed it, and the partition's next owner
+// reads it again (at least once). Revocation and Close commit the
+// positions of what was returned, the same way.
 func (g *GroupConsumer) Poll(ctx context.Context) Fetches {
 	if g.closed {
 		return Fetches{{Err: ErrClientClosed}}
@@ -146,13 +156,14 @@ func (g *GroupConsumer) Poll(ctx context.Context) Fetches {
 		g.k.idleWait(ctx)
 		return nil
 	}
-	fs := g.k.Poll(ctx)
 	if g.cfg.autoCommit > 0 && !time.Now().Before(g.nextCommit) {
+		// Positions move only when a Poll hands records out, so here they
+		// are exactly what the previous Polls returned.
 		if err := g.Commit(ctx); err == nil {
 			g.nextCommit = time.Now().Add(g.cfg.autoCommit)
 		}
 	}
-	return fs
+	return g.k.Poll(ctx)
 }
 
 // maintain heart-beats when due (or after a change to report) and drops
