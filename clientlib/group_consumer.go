@@ -1,6 +1,7 @@
 package clientlib
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -63,7 +64,8 @@ func OnRevoked(fn func(ctx context.Context, ps []TopicPartition)) GroupOpt {
 }
 
 // OnLost runs when the member lost its partitions without a chance to
-// commit (fenced, or its session lapsed): their commits would be refused.
+// commit (fenced, its session lapsed, or their topic was deleted or
+// re-created): their commits would be refused.
 func OnLost(fn func(ps []TopicPartition)) GroupOpt { return func(c *groupConfig) { c.onLost = fn } }
 
 // GroupConsumerOpts passes options to the underlying Consumer.
@@ -96,7 +98,11 @@ type GroupConsumer struct {
 	lastOK            time.Time // last successful heartbeat
 	nextCommit        time.Time
 	committed         map[TopicPartition]int64 // last committed by this member
-	closed            bool
+	// gone are the errors of partitions whose topic was deleted (or
+	// re-created) under the member: every later Poll reports them, even
+	// once the coordinator took the partitions away.
+	gone   Fetches
+	closed bool
 }
 
 // NewGroupConsumer returns a member of group subscribed to topics; it joins
@@ -154,7 +160,7 @@ func (g *GroupConsumer) Poll(ctx context.Context) Fetches {
 	}
 	if len(g.owned) == 0 {
 		g.k.idleWait(ctx)
-		return nil
+		return append(Fetches(nil), g.gone...)
 	}
 	if g.cfg.autoCommit > 0 && !time.Now().Before(g.nextCommit) {
 		// Positions move only when a Poll hands records out, so here they
@@ -163,7 +169,11 @@ func (g *GroupConsumer) Poll(ctx context.Context) Fetches {
 			g.nextCommit = time.Now().Add(g.cfg.autoCommit)
 		}
 	}
-	return g.k.Poll(ctx)
+	fs := g.k.Poll(ctx)
+	if len(g.gone) > 0 {
+		fs = mergeFetches(append(fs, g.gone...))
+	}
+	return fs
 }
 
 // maintain heart-beats when due (or after a change to report) and drops
@@ -226,6 +236,7 @@ func (g *GroupConsumer) reconcile(ctx context.Context, assigned []TopicPartition
 	sortPartitions(assigned)
 	revoked, added := minusTP(g.owned, assigned), minusTP(assigned, g.owned)
 	if len(revoked) > 0 {
+		revoked = g.dropGone(ctx, revoked)
 		if g.cfg.autoCommit > 0 {
 			_ = g.commitPartitions(ctx, revoked) // best effort: a refusal means another member's epoch moved on
 		}
@@ -262,6 +273,44 @@ func (g *GroupConsumer) reconcile(ctx context.Context, assigned []TopicPartition
 		}
 	}
 	return len(revoked) > 0 || len(added) > 0
+}
+
+// dropGone takes the partitions of topics deleted or re-created under the
+// member out of revoked: their positions belong to a topic that no longer
+// exists, so they are not committed (a namesake must not inherit them)
+// and their TopicRecreatedError stays for every later Poll. The
+// coordinator revokes a deleted topic's partitions, often before a fetch
+// has seen the topic go, so the topic is asked about by name here.
+func (g *GroupConsumer) dropGone(ctx context.Context, revoked []TopicPartition) []TopicPartition {
+	kept := revoked[:0:0]
+	asked := map[string]bool{}
+	for _, tp := range revoked {
+		id, err := g.k.topicState(tp.Topic, tp.Partition)
+		var re *TopicRecreatedError
+		if !errors.As(err, &re) && len(id) > 0 {
+			if !asked[tp.Topic] {
+				asked[tp.Topic] = true
+				_ = g.c.refreshTopic(ctx, tp.Topic) // on failure the cache decides
+			}
+			if info := g.c.cachedTopic(tp.Topic); info != nil && !bytes.Equal(info.ID, id) &&
+				(len(info.ID) > 0 || info.Err == strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION) {
+				re = &TopicRecreatedError{Topic: tp.Topic, Partition: tp.Partition, OldID: id, NewID: info.ID}
+			}
+		}
+		if re == nil {
+			kept = append(kept, tp)
+			continue
+		}
+		g.gone = append(g.gone, FetchPartition{Topic: tp.Topic, Partition: tp.Partition, Err: re})
+		g.k.Unassign(tp.Topic, tp.Partition)
+		g.owned = minusTP(g.owned, []TopicPartition{tp})
+		delete(g.committed, tp)
+	}
+	sortFetches(g.gone)
+	if lost := minusTP(revoked, kept); len(lost) > 0 && g.cfg.onLost != nil {
+		g.cfg.onLost(lost) // nothing to commit: the topic is gone
+	}
+	return kept
 }
 
 // lose drops every partition without committing (fenced or expired).
