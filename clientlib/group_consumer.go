@@ -256,6 +256,9 @@ func (g *GroupConsumer) reconcile(ctx context.Context, assigned []TopicPartition
 		}
 		at := make(map[TopicPartition]int64, len(committed))
 		for _, o := range committed {
+			if now := g.c.topicID(o.Topic); len(o.TopicID) > 0 && len(now) > 0 && !bytes.Equal(o.TopicID, now) {
+				continue // committed for a deleted namesake: start as without a commit
+			}
 			at[o.TopicPartition] = o.Offset
 		}
 		for _, tp := range added {
@@ -334,6 +337,9 @@ func (g *GroupConsumer) Commit(ctx context.Context) error { return g.commitParti
 func (g *GroupConsumer) commitPartitions(ctx context.Context, ps []TopicPartition) error {
 	offsets := make(map[TopicPartition]int64)
 	for _, tp := range ps {
+		if _, err := g.k.topicState(tp.Topic, tp.Partition); errors.Is(err, ErrUnknownTopicID) {
+			continue // read from a deleted topic: nothing to commit
+		}
 		if pos, ok := g.k.Position(tp.Topic, tp.Partition); ok {
 			if last, done := g.committed[tp]; !done || last != pos {
 				offsets[tp] = pos
@@ -351,7 +357,11 @@ func (g *GroupConsumer) CommitOffsets(ctx context.Context, offsets map[TopicPart
 	if len(offsets) == 0 {
 		return nil
 	}
-	if err := g.c.commitAs(ctx, g.group, g.member, g.epoch, offsets); err != nil {
+	ids := func(tp TopicPartition) []byte {
+		id, _ := g.k.topicState(tp.Topic, tp.Partition)
+		return id
+	}
+	if err := g.c.commitAs(ctx, g.group, g.member, g.epoch, offsets, ids); err != nil {
 		return err
 	}
 	for tp, off := range offsets {
