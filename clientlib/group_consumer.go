@@ -350,10 +350,18 @@ func (g *GroupConsumer) commitPartitions(ctx context.Context, ps []TopicPartitio
 }
 
 // CommitOffsets commits the given offsets (the next offset to read, per
-// partition) in the member's epoch. A refusal (ErrStaleMemberEpoch,
-// ErrFencedMemberEpoch, ErrUnknownMemberID) means the partitions may have
-// moved: nothing was committed.
+// partition) in the member's epoch, tied to the id of the topic each was
+// read from; partitions stopped by a TopicRecreatedError are left out. A
+// refusal (ErrStaleMemberEpoch, ErrFencedMemberEpoch, ErrUnknownMemberID)
+// means the partitions may have moved: nothing was committed.
 func (g *GroupConsumer) CommitOffsets(ctx context.Context, offsets map[TopicPartition]int64) error {
+	live := make(map[TopicPartition]int64, len(offsets))
+	for tp, off := range offsets {
+		if _, err := g.k.topicState(tp.Topic, tp.Partition); !errors.Is(err, ErrUnknownTopicID) {
+			live[tp] = off // else read from a deleted topic: the coordinator would refuse it
+		}
+	}
+	offsets = live
 	if len(offsets) == 0 {
 		return nil
 	}
