@@ -270,6 +270,18 @@ func (k *Consumer) Position(topic string, partition int32) (offset int64, ok boo
 	return cp.next, true
 }
 
+// topicState is a partition's topic id (nil until fixed) and its sticky
+// error (nil when none).
+func (k *Consumer) topicState(topic string, partition int32) ([]byte, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	cp := k.parts[topicPartition{topic, partition}]
+	if cp == nil {
+		return nil, nil
+	}
+	return cp.topicID, cp.err
+}
+
 // Pause stops fetching a partition, keeping its position.
 func (k *Consumer) Pause(topic string, partition int32) { k.setPaused(topic, partition, true) }
 

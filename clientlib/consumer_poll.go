@@ -175,7 +175,9 @@ func (k *Consumer) applyNode(ctx context.Context, l landedFetch) Fetches {
 		f, r := k.applyFetch(t, answers[t.tp])
 		f.FetchedAt = l.sent
 		refresh = refresh || r
-		if errors.Is(f.Err, ErrUnknownTopicID) {
+		if errors.Is(f.Err, ErrUnknownTopicID) || len(t.topicID) > 0 && errors.Is(f.Err, ErrUnknownTopic) {
+			// A fetch that names the topic's id and finds no topic: the
+			// leader no longer hosts it, deleted or not yet applied there.
 			f.Err = k.topicGone(ctx, t)
 		}
 		out = append(out, f)
@@ -367,25 +369,35 @@ func (k *Consumer) resolveStarts(ctx context.Context) Fetches {
 // and stops the partition with a TopicRecreatedError when metadata names
 // another topic under the name. It reports whether to fetch. k.mu held.
 func (k *Consumer) checkTopicIDLocked(cp *consumed) bool {
-	cached := k.c.topicID(cp.tp.topic)
+	info := k.c.cachedTopic(cp.tp.topic)
+	var cached []byte
+	if info != nil {
+		cached = info.ID
+	}
 	switch {
 	case cp.topicID == nil:
 		cp.topicID = cached
 	case cached != nil && !bytes.Equal(cached, cp.topicID):
 		cp.err = &TopicRecreatedError{Topic: cp.tp.topic, Partition: cp.tp.partition, OldID: cp.topicID, NewID: cached}
 		return false
+	case info != nil && info.Err == strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION:
+		// Metadata asked about the topic by name says none exists: it
+		// was deleted under the partition (topicGone's check).
+		cp.err = &TopicRecreatedError{Topic: cp.tp.topic, Partition: cp.tp.partition, OldID: cp.topicID}
+		return false
 	}
 	return true
 }
 
-// topicGone turns a node's UNKNOWN_TOPIC_ID answer into the partition's
-// sticky error: after a metadata refresh, a ClusterChangedError when the
+// topicGone turns a node's UNKNOWN_TOPIC_ID answer (or an unknown-topic
+// answer to a fetch naming the id) into the partition's sticky error:
+// after a metadata refresh of the topic by name, a ClusterChangedError when the
 // cluster behind the address was replaced, else a TopicRecreatedError
 // naming the topic's new id (none: deleted). When fresh metadata still
 // names the partition's id, the answering node lagged (it has not applied
 // the re-create yet): a retriable error, nothing sticky.
 func (k *Consumer) topicGone(ctx context.Context, t pollTarget) error {
-	if err := k.c.RefreshMetadata(ctx); errors.Is(err, ErrClusterIDMismatch) {
+	if err := k.c.refreshTopic(ctx, t.tp.topic); errors.Is(err, ErrClusterIDMismatch) {
 		return err
 	}
 	k.mu.Lock()
@@ -403,4 +415,30 @@ func (k *Consumer) topicGone(ctx context.Context, t pollTarget) error {
 	}
 	cp.err = &TopicRecreatedError{Topic: t.tp.topic, Partition: t.tp.partition, OldID: t.topicID, NewID: now}
 	return cp.err
+}
+
+// refreshTopic asks any node about topic alone. A full metadata listing
+// that leaves a topic out keeps the cached one (and its leaders), so a
+// deleted topic would look alive forever; an answer about the topic by
+// name caches it as unknown when no topic of the name exists.
+func (c *Client) refreshTopic(ctx context.Context, topic string) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.requestTimeout)
+	defer cancel()
+	req := &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{Topics: []string{topic}}}}
+	resp, addr, err := c.anyRequestAt(rctx, req)
+	if err == nil {
+		err = errorFromWire(resp.GetError())
+	}
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.checkClusterLocked(resp.GetMetadata().GetClusterId(), addr); err != nil {
+		return err
+	}
+	if m := resp.GetMetadata(); m != nil {
+		c.meta.ApplyMetadata(m)
+	}
+	return nil
 }

@@ -33,6 +33,10 @@ type CommittedOffset struct {
 	Offset     int64
 	Metadata   string
 	CommitTime time.Time
+	// TopicID is the id of the topic the offset was committed for (nil
+	// when none was recorded). A group member never starts a topic of
+	// another id there: its namesake was deleted and re-created.
+	TopicID []byte
 }
 
 // GroupListing is one group as ListGroups shows it.
@@ -158,11 +162,13 @@ func (c *Client) FetchOffsets(ctx context.Context, group string, partitions ...T
 // operator's reset, or a consumer that manages its own assignment): it
 // fails with ErrGroupNotEmpty while the group has members.
 func (c *Client) CommitOffsets(ctx context.Context, group string, offsets map[TopicPartition]int64) error {
-	return c.commitAs(ctx, group, "", -1, offsets)
+	return c.commitAs(ctx, group, "", -1, offsets, nil)
 }
 
-// commitAs commits offsets as a member (memberID "" for none).
-func (c *Client) commitAs(ctx context.Context, group, memberID string, epoch int32, offsets map[TopicPartition]int64) error {
+// commitAs commits offsets as a member (memberID "" for none); ids gives
+// the topic id a partition's offset was read from (nil: the coordinator
+// stamps its topic's current one).
+func (c *Client) commitAs(ctx context.Context, group, memberID string, epoch int32, offsets map[TopicPartition]int64, ids func(TopicPartition) []byte) error {
 	req := &strandpb.OffsetCommitRequest{Group: group, MemberId: memberID, MemberEpoch: epoch}
 	tps := make([]TopicPartition, 0, len(offsets))
 	for tp := range offsets {
@@ -170,7 +176,11 @@ func (c *Client) commitAs(ctx context.Context, group, memberID string, epoch int
 	}
 	sortPartitions(tps)
 	for _, tp := range tps {
-		req.Offsets = append(req.Offsets, &strandpb.OffsetCommitPartition{Topic: tp.Topic, Partition: tp.Partition, Offset: offsets[tp]})
+		o := &strandpb.OffsetCommitPartition{Topic: tp.Topic, Partition: tp.Partition, Offset: offsets[tp]}
+		if ids != nil {
+			o.TopicId = ids(tp)
+		}
+		req.Offsets = append(req.Offsets, o)
 	}
 	_, err := c.groupCall(ctx, group, &strandpb.Request{Body: &strandpb.Request_OffsetCommit{OffsetCommit: req}})
 	return err
@@ -288,7 +298,7 @@ func offsetsFromWire(in []*strandpb.GroupCommittedOffset) []CommittedOffset {
 	out := make([]CommittedOffset, len(in))
 	for i, o := range in {
 		out[i] = CommittedOffset{TopicPartition: TopicPartition{o.GetTopic(), o.GetPartition()}, Offset: o.GetOffset(),
-			Metadata: o.GetMetadata(), CommitTime: time.UnixMilli(o.GetCommitTimeMs())}
+			Metadata: o.GetMetadata(), CommitTime: time.UnixMilli(o.GetCommitTimeMs()), TopicID: o.GetTopicId()}
 	}
 	return out
 }

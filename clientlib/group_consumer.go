@@ -1,6 +1,7 @@
 package clientlib
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -38,7 +39,9 @@ func InstanceID(id string) GroupOpt { return func(c *groupConfig) { c.instanceID
 func GroupRack(rack string) GroupOpt { return func(c *groupConfig) { c.rack = rack } }
 
 // AutoCommitInterval sets how often Poll commits the positions of owned
-// partitions (default 5 s); 0 turns auto-commit off (call Commit).
+// partitions (default 5 s): the offsets after the records earlier Polls
+// returned, never those of the records it is about to return. 0 turns
+// auto-commit off (call Commit).
 func AutoCommitInterval(d time.Duration) GroupOpt { return func(c *groupConfig) { c.autoCommit = d } }
 
 // StartWithoutCommit sets where a partition the group never committed
@@ -54,13 +57,15 @@ func OnAssigned(fn func(ctx context.Context, ps []TopicPartition)) GroupOpt {
 }
 
 // OnRevoked runs inside Poll before partitions move to another member (and
-// in Close): commit what was processed there (auto-commit already did).
+// in Close): commit what was processed there (with auto-commit on, the
+// positions of everything Poll returned there were just committed).
 func OnRevoked(fn func(ctx context.Context, ps []TopicPartition)) GroupOpt {
 	return func(c *groupConfig) { c.onRevoked = fn }
 }
 
 // OnLost runs when the member lost its partitions without a chance to
-// commit (fenced, or its session lapsed): their commits would be refused.
+// commit (fenced, its session lapsed, or their topic was deleted or
+// re-created): their commits would be refused.
 func OnLost(fn func(ps []TopicPartition)) GroupOpt { return func(c *groupConfig) { c.onLost = fn } }
 
 // GroupConsumerOpts passes options to the underlying Consumer.
@@ -93,7 +98,11 @@ type GroupConsumer struct {
 	lastOK            time.Time // last successful heartbeat
 	nextCommit        time.Time
 	committed         map[TopicPartition]int64 // last committed by this member
-	closed            bool
+	// gone are the errors of partitions whose topic was deleted (or
+	// re-created) under the member: every later Poll reports them, even
+	// once the coordinator took the partitions away.
+	gone   Fetches
+	closed bool
 }
 
 // NewGroupConsumer returns a member of group subscribed to topics; it joins
@@ -134,6 +143,13 @@ func (g *GroupConsumer) Assigned() []TopicPartition { return append([]TopicParti
 // Poll heart-beats when due, reconciles the assignment, auto-commits when
 // due, then fetches from the owned partitions (see Consumer.Poll). With
 // nothing owned yet it waits a little and returns no records.
+//
+// Auto-commit runs before the fetch, so it commits only what earlier Polls
+// returned (as Kafka's auto-commit does): calling Poll again says the
+// records it returned last time were processed. A member that dies while
+// processing a batch has not committed it, and the partition's next owner
+// reads it again (at least once). Revocation and Close commit the
+// positions of what was returned, the same way.
 func (g *GroupConsumer) Poll(ctx context.Context) Fetches {
 	if g.closed {
 		return Fetches{{Err: ErrClientClosed}}
@@ -144,13 +160,18 @@ func (g *GroupConsumer) Poll(ctx context.Context) Fetches {
 	}
 	if len(g.owned) == 0 {
 		g.k.idleWait(ctx)
-		return nil
+		return append(Fetches(nil), g.gone...)
 	}
-	fs := g.k.Poll(ctx)
 	if g.cfg.autoCommit > 0 && !time.Now().Before(g.nextCommit) {
+		// Positions move only when a Poll hands records out, so here they
+		// are exactly what the previous Polls returned.
 		if err := g.Commit(ctx); err == nil {
 			g.nextCommit = time.Now().Add(g.cfg.autoCommit)
 		}
+	}
+	fs := g.k.Poll(ctx)
+	if len(g.gone) > 0 {
+		fs = mergeFetches(append(fs, g.gone...))
 	}
 	return fs
 }
@@ -215,6 +236,7 @@ func (g *GroupConsumer) reconcile(ctx context.Context, assigned []TopicPartition
 	sortPartitions(assigned)
 	revoked, added := minusTP(g.owned, assigned), minusTP(assigned, g.owned)
 	if len(revoked) > 0 {
+		revoked = g.dropGone(ctx, revoked)
 		if g.cfg.autoCommit > 0 {
 			_ = g.commitPartitions(ctx, revoked) // best effort: a refusal means another member's epoch moved on
 		}
@@ -234,6 +256,9 @@ func (g *GroupConsumer) reconcile(ctx context.Context, assigned []TopicPartition
 		}
 		at := make(map[TopicPartition]int64, len(committed))
 		for _, o := range committed {
+			if now := g.c.topicID(o.Topic); len(o.TopicID) > 0 && len(now) > 0 && !bytes.Equal(o.TopicID, now) {
+				continue // committed for a deleted namesake: start as without a commit
+			}
 			at[o.TopicPartition] = o.Offset
 		}
 		for _, tp := range added {
@@ -251,6 +276,44 @@ func (g *GroupConsumer) reconcile(ctx context.Context, assigned []TopicPartition
 		}
 	}
 	return len(revoked) > 0 || len(added) > 0
+}
+
+// dropGone takes the partitions of topics deleted or re-created under the
+// member out of revoked: their positions belong to a topic that no longer
+// exists, so they are not committed (a namesake must not inherit them)
+// and their TopicRecreatedError stays for every later Poll. The
+// coordinator revokes a deleted topic's partitions, often before a fetch
+// has seen the topic go, so the topic is asked about by name here.
+func (g *GroupConsumer) dropGone(ctx context.Context, revoked []TopicPartition) []TopicPartition {
+	kept := revoked[:0:0]
+	asked := map[string]bool{}
+	for _, tp := range revoked {
+		id, err := g.k.topicState(tp.Topic, tp.Partition)
+		var re *TopicRecreatedError
+		if !errors.As(err, &re) && len(id) > 0 {
+			if !asked[tp.Topic] {
+				asked[tp.Topic] = true
+				_ = g.c.refreshTopic(ctx, tp.Topic) // on failure the cache decides
+			}
+			if info := g.c.cachedTopic(tp.Topic); info != nil && !bytes.Equal(info.ID, id) &&
+				(len(info.ID) > 0 || info.Err == strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION) {
+				re = &TopicRecreatedError{Topic: tp.Topic, Partition: tp.Partition, OldID: id, NewID: info.ID}
+			}
+		}
+		if re == nil {
+			kept = append(kept, tp)
+			continue
+		}
+		g.gone = append(g.gone, FetchPartition{Topic: tp.Topic, Partition: tp.Partition, Err: re})
+		g.k.Unassign(tp.Topic, tp.Partition)
+		g.owned = minusTP(g.owned, []TopicPartition{tp})
+		delete(g.committed, tp)
+	}
+	sortFetches(g.gone)
+	if lost := minusTP(revoked, kept); len(lost) > 0 && g.cfg.onLost != nil {
+		g.cfg.onLost(lost) // nothing to commit: the topic is gone
+	}
+	return kept
 }
 
 // lose drops every partition without committing (fenced or expired).
@@ -274,6 +337,9 @@ func (g *GroupConsumer) Commit(ctx context.Context) error { return g.commitParti
 func (g *GroupConsumer) commitPartitions(ctx context.Context, ps []TopicPartition) error {
 	offsets := make(map[TopicPartition]int64)
 	for _, tp := range ps {
+		if _, err := g.k.topicState(tp.Topic, tp.Partition); errors.Is(err, ErrUnknownTopicID) {
+			continue // read from a deleted topic: nothing to commit
+		}
 		if pos, ok := g.k.Position(tp.Topic, tp.Partition); ok {
 			if last, done := g.committed[tp]; !done || last != pos {
 				offsets[tp] = pos
@@ -284,14 +350,26 @@ func (g *GroupConsumer) commitPartitions(ctx context.Context, ps []TopicPartitio
 }
 
 // CommitOffsets commits the given offsets (the next offset to read, per
-// partition) in the member's epoch. A refusal (ErrStaleMemberEpoch,
-// ErrFencedMemberEpoch, ErrUnknownMemberID) means the partitions may have
-// moved: nothing was committed.
+// partition) in the member's epoch, tied to the id of the topic each was
+// read from; partitions stopped by a TopicRecreatedError are left out. A
+// refusal (ErrStaleMemberEpoch, ErrFencedMemberEpoch, ErrUnknownMemberID)
+// means the partitions may have moved: nothing was committed.
 func (g *GroupConsumer) CommitOffsets(ctx context.Context, offsets map[TopicPartition]int64) error {
+	live := make(map[TopicPartition]int64, len(offsets))
+	for tp, off := range offsets {
+		if _, err := g.k.topicState(tp.Topic, tp.Partition); !errors.Is(err, ErrUnknownTopicID) {
+			live[tp] = off // else read from a deleted topic: the coordinator would refuse it
+		}
+	}
+	offsets = live
 	if len(offsets) == 0 {
 		return nil
 	}
-	if err := g.c.commitAs(ctx, g.group, g.member, g.epoch, offsets); err != nil {
+	ids := func(tp TopicPartition) []byte {
+		id, _ := g.k.topicState(tp.Topic, tp.Partition)
+		return id
+	}
+	if err := g.c.commitAs(ctx, g.group, g.member, g.epoch, offsets, ids); err != nil {
 		return err
 	}
 	for tp, off := range offsets {

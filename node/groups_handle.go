@@ -1,7 +1,11 @@
 package node
 
 import (
+	"bytes"
+	"fmt"
 	"slices"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/engine/groups"
 	"github.com/strandlog/strand/engine/metadata"
@@ -157,6 +161,11 @@ func (c *Core) OffsetCommit(req *strandpb.OffsetCommitRequest, done func(*strand
 		done(c.groupError(ErrInvalidRequest))
 		return
 	}
+	req, err = c.stampTopicIDs(req)
+	if err != nil {
+		done(c.groupError(err))
+		return
+	}
 	cmd := &strandpb.GroupCommand{Body: &strandpb.GroupCommand_Commit{Commit: req}}
 	c.proposeGroup(g, co, cmd, func(res groupApplied) {
 		if res.err != nil {
@@ -178,8 +187,54 @@ func (c *Core) OffsetFetch(req *strandpb.OffsetFetchRequest, done func(*strandpb
 				ps = append(ps, groups.TopicPartition{Topic: tp.GetTopic(), Partition: p})
 			}
 		}
-		done(&strandpb.OffsetFetchResponse{Offsets: offsetsToWire(s.Fetch(req.GetGroup(), ps))}, nil)
+		done(&strandpb.OffsetFetchResponse{Offsets: offsetsToWire(c.currentOffsets(s.Fetch(req.GetGroup(), ps)))}, nil)
 	}, func(e *strandpb.Error) { done(nil, e) })
+}
+
+// stampTopicIDs gives every offset of a commit the id its topic has in
+// this node's applied metadata, and refuses (ErrUnknownTopicID) a commit
+// naming another id than that, or an id of a topic that no longer
+// exists: its offsets were read from a deleted topic and must not apply to
+// a namesake. A coordinator whose metadata lags a re-create refuses the
+// new id until it applied it (the committer retries).
+func (c *Core) stampTopicIDs(req *strandpb.OffsetCommitRequest) (*strandpb.OffsetCommitRequest, error) {
+	if c.meta == nil {
+		return req, nil
+	}
+	out := proto.Clone(req).(*strandpb.OffsetCommitRequest)
+	for _, o := range out.GetOffsets() {
+		u, ok := c.meta.meta.TopicUUID(o.GetTopic())
+		switch {
+		case len(o.GetTopicId()) == 0:
+			o.TopicId = u.Bytes() // nil when no topic has the name
+		case !ok || !bytes.Equal(u.Bytes(), o.GetTopicId()):
+			return nil, fmt.Errorf("%w: offsets of topic %q id %x do not apply: the topic was deleted (or re-created, id %s)",
+				ErrUnknownTopicID, o.GetTopic(), o.GetTopicId(), u)
+		}
+	}
+	return out, nil
+}
+
+// currentOffsets leaves out committed offsets recorded for another id
+// than their topic's current one (a deleted topic, re-created or not):
+// Kafka removes a deleted topic's offsets, and a group reading its
+// namesake starts where its reset policy says. The coordinator's sweep
+// removes them for good once the topic is gone.
+func (c *Core) currentOffsets(in []groups.CommittedOffset) []groups.CommittedOffset {
+	if c.meta == nil {
+		return in
+	}
+	out := in[:0]
+	for _, o := range in {
+		if len(o.TopicID) > 0 {
+			u, ok := c.meta.meta.TopicUUID(o.Partition.Topic)
+			if !ok || string(u.Bytes()) != o.TopicID {
+				continue
+			}
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 // readGroups runs serve with the coordinator's state of group once a read
@@ -386,6 +441,7 @@ func commitFromWire(r *strandpb.OffsetCommitRequest, now int64) groups.Commit {
 	for _, o := range r.GetOffsets() {
 		cm.Offsets = append(cm.Offsets, groups.OffsetCommit{
 			Partition: groups.TopicPartition{Topic: o.GetTopic(), Partition: o.GetPartition()}, Offset: o.GetOffset(), Metadata: o.GetMetadata(),
+			TopicID: string(o.GetTopicId()),
 		})
 	}
 	return cm
@@ -419,7 +475,8 @@ func partitionsToWire(ps []groups.TopicPartition) []*strandpb.GroupTopicPartitio
 func offsetsToWire(os []groups.CommittedOffset) []*strandpb.GroupCommittedOffset {
 	out := make([]*strandpb.GroupCommittedOffset, len(os))
 	for i, o := range os {
-		out[i] = &strandpb.GroupCommittedOffset{Topic: o.Partition.Topic, Partition: o.Partition.Partition, Offset: o.Offset, Metadata: o.Metadata, CommitTimeMs: o.CommitMs}
+		out[i] = &strandpb.GroupCommittedOffset{Topic: o.Partition.Topic, Partition: o.Partition.Partition, Offset: o.Offset, Metadata: o.Metadata,
+			CommitTimeMs: o.CommitMs, TopicId: []byte(o.TopicID)}
 	}
 	return out
 }

@@ -37,9 +37,11 @@ func (cs *consumeSession) runGroup(ctx context.Context, group, instance string, 
 		}),
 		clientlib.OnRevoked(func(ctx context.Context, ps []clientlib.TopicPartition) {
 			gs.commit(ctx, ps)
+			gs.forget(ps)
 			fmt.Fprintf(stderr, "strand: group %s: revoked %s\n", group, formatPartitions(ps))
 		}),
 		clientlib.OnLost(func(ps []clientlib.TopicPartition) {
+			gs.forget(ps)
 			fmt.Fprintf(stderr, "strand: group %s: lost %s (fenced or session expired; rejoining)\n", group, formatPartitions(ps))
 		}))
 	if err != nil {
@@ -138,6 +140,16 @@ func (gs *groupSession) commit(ctx context.Context, ps []clientlib.TopicPartitio
 	}
 	for tp, n := range offsets {
 		gs.done[tp] = n
+	}
+}
+
+// forget drops the printed and committed positions of partitions that
+// moved away: if one comes back, another member may have committed past
+// them, and committing the old position would move the group back.
+func (gs *groupSession) forget(ps []clientlib.TopicPartition) {
+	for _, tp := range ps {
+		delete(gs.next, tp)
+		delete(gs.done, tp)
 	}
 }
 

@@ -130,6 +130,11 @@ type Committed struct {
 	// CommitMs is the proposer's wall clock at the commit (for display
 	// and offset expiry).
 	CommitMs int64
+	// TopicID is the id of the topic the offset belongs to (nil: not
+	// recorded). The coordinator never applies it to another topic of
+	// the name (a deleted topic's namesake). Raw bytes in a string, so
+	// Committed stays comparable.
+	TopicID string
 }
 
 // member is one consumer of a group.

@@ -10,7 +10,11 @@ type OffsetCommit struct {
 	Partition TopicPartition
 	Offset    int64
 	Metadata  string
+	TopicID   string // the offset's topic id, raw bytes ("": none recorded)
 }
+
+// topicIDMax bounds a committed offset's topic id (16 bytes in practice).
+const topicIDMax = 16
 
 // Commit stores committed offsets. A member commits in its current epoch
 // only (older: ErrStaleMemberEpoch; newer: ErrFencedMemberEpoch). An empty
@@ -31,7 +35,8 @@ func (s *State) Commit(c Commit) error {
 		return fmt.Errorf("%w: commit names", ErrInvalid)
 	}
 	for _, o := range c.Offsets {
-		if !validName(o.Partition.Topic, false) || o.Partition.Partition < 0 || o.Offset < 0 || len(o.Metadata) > MetadataMax {
+		if !validName(o.Partition.Topic, false) || o.Partition.Partition < 0 || o.Offset < 0 || len(o.Metadata) > MetadataMax ||
+			len(o.TopicID) > topicIDMax {
 			return fmt.Errorf("%w: offset %d of %s/%d", ErrInvalid, o.Offset, o.Partition.Topic, o.Partition.Partition)
 		}
 	}
@@ -40,7 +45,7 @@ func (s *State) Commit(c Commit) error {
 	}
 	g := s.group(c.Group, true)
 	for _, o := range c.Offsets {
-		g.offsets[o.Partition] = Committed{Offset: o.Offset, Metadata: o.Metadata, CommitMs: c.NowMs}
+		g.offsets[o.Partition] = Committed{Offset: o.Offset, Metadata: o.Metadata, CommitMs: c.NowMs, TopicID: o.TopicID}
 	}
 	if len(g.members) == 0 {
 		g.emptySinceMs = max(g.emptySinceMs, c.NowMs)

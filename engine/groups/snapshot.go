@@ -32,7 +32,7 @@ func (s *State) Snapshot(asOf int64) *strandpb.GroupsSnapshot {
 		for _, p := range g.sortedOffsets() {
 			c := g.offsets[p]
 			gs.Offsets = append(gs.Offsets, &strandpb.GroupCommittedOffset{Topic: p.Topic, Partition: p.Partition,
-				Offset: c.Offset, Metadata: c.Metadata, CommitTimeMs: c.CommitMs})
+				Offset: c.Offset, Metadata: c.Metadata, CommitTimeMs: c.CommitMs, TopicId: []byte(c.TopicID)})
 		}
 		out.Groups = append(out.Groups, gs)
 	}
@@ -73,7 +73,7 @@ func Restore(snap *strandpb.GroupsSnapshot) (*State, error) {
 		}
 		for _, o := range gs.GetOffsets() {
 			g.offsets[TopicPartition{Topic: o.GetTopic(), Partition: o.GetPartition()}] = Committed{
-				Offset: o.GetOffset(), Metadata: o.GetMetadata(), CommitMs: o.GetCommitTimeMs()}
+				Offset: o.GetOffset(), Metadata: o.GetMetadata(), CommitMs: o.GetCommitTimeMs(), TopicID: string(o.GetTopicId())}
 		}
 		if len(g.offsets) != len(gs.GetOffsets()) {
 			return nil, fmt.Errorf("%w: snapshot group %q repeats an offset", ErrInvalid, g.id)

@@ -3324,11 +3324,16 @@ func (x *ConsumerGroupHeartbeatResponse) GetSessionTimeoutMs() int32 {
 
 // OffsetCommitPartition is one partition's position to commit.
 type OffsetCommitPartition struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	Offset        int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
-	Metadata      string                 `protobuf:"bytes,4,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset    int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	Metadata  string                 `protobuf:"bytes,4,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// The id of the topic the offset was read from; a coordinator whose
+	// topic of the name has another id (deleted, re-created) refuses the
+	// commit with UNKNOWN_TOPIC_ID. Empty: the coordinator stamps the id
+	// its metadata has.
+	TopicId       []byte `protobuf:"bytes,5,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3389,6 +3394,13 @@ func (x *OffsetCommitPartition) GetMetadata() string {
 		return x.Metadata
 	}
 	return ""
+}
+
+func (x *OffsetCommitPartition) GetTopicId() []byte {
+	if x != nil {
+		return x.TopicId
+	}
+	return nil
 }
 
 // OffsetCommitRequest commits offsets in the member's epoch; an empty
@@ -3554,12 +3566,16 @@ func (x *OffsetFetchRequest) GetPartitions() []*GroupTopicPartitions {
 
 // GroupCommittedOffset is one partition's committed position.
 type GroupCommittedOffset struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	Offset        int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
-	Metadata      string                 `protobuf:"bytes,4,opt,name=metadata,proto3" json:"metadata,omitempty"`
-	CommitTimeMs  int64                  `protobuf:"varint,5,opt,name=commit_time_ms,json=commitTimeMs,proto3" json:"commit_time_ms,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Topic        string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition    int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset       int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	Metadata     string                 `protobuf:"bytes,4,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	CommitTimeMs int64                  `protobuf:"varint,5,opt,name=commit_time_ms,json=commitTimeMs,proto3" json:"commit_time_ms,omitempty"`
+	// The id of the topic the offset belongs to (empty: committed before
+	// ids were recorded, or for a topic that did not exist): an offset of a
+	// deleted topic never applies to a namesake.
+	TopicId       []byte `protobuf:"bytes,6,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3627,6 +3643,13 @@ func (x *GroupCommittedOffset) GetCommitTimeMs() int64 {
 		return x.CommitTimeMs
 	}
 	return 0
+}
+
+func (x *GroupCommittedOffset) GetTopicId() []byte {
+	if x != nil {
+		return x.TopicId
+	}
+	return nil
 }
 
 // OffsetFetchResponse lists the committed offsets found, sorted.
@@ -8311,12 +8334,13 @@ const file_wire_proto_rawDesc = "" +
 	"\fmember_epoch\x18\x02 \x01(\x05R\vmemberEpoch\x128\n" +
 	"\bassigned\x18\x03 \x03(\v2\x1c.strand.GroupTopicPartitionsR\bassigned\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x04 \x01(\x05R\x13heartbeatIntervalMs\x12,\n" +
-	"\x12session_timeout_ms\x18\x05 \x01(\x05R\x10sessionTimeoutMs\"\x7f\n" +
+	"\x12session_timeout_ms\x18\x05 \x01(\x05R\x10sessionTimeoutMs\"\x9a\x01\n" +
 	"\x15OffsetCommitPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1a\n" +
-	"\bmetadata\x18\x04 \x01(\tR\bmetadata\"\xa4\x01\n" +
+	"\bmetadata\x18\x04 \x01(\tR\bmetadata\x12\x19\n" +
+	"\btopic_id\x18\x05 \x01(\fR\atopicId\"\xa4\x01\n" +
 	"\x13OffsetCommitRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12!\n" +
@@ -8327,13 +8351,14 @@ const file_wire_proto_rawDesc = "" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12<\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2\x1c.strand.GroupTopicPartitionsR\n" +
-	"partitions\"\xa4\x01\n" +
+	"partitions\"\xbf\x01\n" +
 	"\x14GroupCommittedOffset\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1a\n" +
 	"\bmetadata\x18\x04 \x01(\tR\bmetadata\x12$\n" +
-	"\x0ecommit_time_ms\x18\x05 \x01(\x03R\fcommitTimeMs\"M\n" +
+	"\x0ecommit_time_ms\x18\x05 \x01(\x03R\fcommitTimeMs\x12\x19\n" +
+	"\btopic_id\x18\x06 \x01(\fR\atopicId\"M\n" +
 	"\x13OffsetFetchResponse\x126\n" +
 	"\aoffsets\x18\x01 \x03(\v2\x1c.strand.GroupCommittedOffsetR\aoffsets\"\x13\n" +
 	"\x11ListGroupsRequest\"\x9d\x01\n" +
