@@ -87,12 +87,30 @@ type FollowerView struct {
 	// says raft streams to it (not probing or sending a snapshot).
 	Match       uint64
 	Replicating bool
+	// Silent: the follower's node has not been heard from for a few
+	// election timeouts (liveness.go): down as this leader sees it.
+	Silent bool
 }
 
 // Lagging reports whether the follower could not take part in the next
-// commit without catching up first (LaggingReplicas' rule).
+// commit without catching up first (LaggingReplicas' rule): raft probes it
+// or sends it a snapshot, it is more than entriesMax entries behind, or
+// its node has been silent long enough to be down, whatever its lag.
 func (f FollowerView) Lagging(last, entriesMax uint64) bool {
-	return !f.Replicating || f.Match+entriesMax < last
+	return !f.Replicating || f.Silent || f.Match+entriesMax < last
+}
+
+// followers is the leader g's view of each other replica, by node id.
+func (c *Core) followers(g *group) []FollowerView {
+	var out []FollowerView
+	g.raw.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if NodeID(id) != c.cfg.ID {
+			out = append(out, FollowerView{Node: NodeID(id), Match: pr.Match, Replicating: pr.State == tracker.StateReplicate,
+				Silent: c.peerDown(NodeID(id))})
+		}
+	})
+	slices.SortFunc(out, func(a, b FollowerView) int { return cmp.Compare(a.Node, b.Node) })
+	return out
 }
 
 // GroupView is one consumer group on its coordinator.
@@ -152,12 +170,7 @@ func (c *Core) replicaView(g *group) ReplicaView {
 	rv := ReplicaView{GroupStatus: st, SizeBytes: g.log.SizeBytes(), OldestTimestampMs: g.part.OldestTimestampMs()}
 	rv.LastIndex, _ = g.log.LastIndex()
 	if st.IsLeader {
-		g.raw.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
-			if NodeID(id) != c.cfg.ID {
-				rv.Followers = append(rv.Followers, FollowerView{Node: NodeID(id), Match: pr.Match, Replicating: pr.State == tracker.StateReplicate})
-			}
-		})
-		slices.SortFunc(rv.Followers, func(a, b FollowerView) int { return cmp.Compare(a.Node, b.Node) })
+		rv.Followers = c.followers(g)
 		rv.Move = c.moveProgress(g)
 	}
 	return rv
