@@ -38,6 +38,9 @@ type AdminView struct {
 	Moves []metadata.MoveInProgress
 	// DiskFull: this node refuses produce for want of space (diskfull.go).
 	DiskFull bool
+	// Liveness is each watched node (this one included) as this node
+	// sees it: down after three election timeouts of silence (liveness.go).
+	Liveness []PeerLiveness
 	Stats    Stats
 	// Replicas are the hosted partition replicas by topic and partition.
 	Replicas []ReplicaView
@@ -147,7 +150,7 @@ const AdminGroupsMax = 4096
 
 // AdminView returns the node's state; see AdminView. It reads only.
 func (c *Core) AdminView() AdminView {
-	v := AdminView{ID: c.cfg.ID, DiskFull: c.space.full, Stats: c.stats, Peers: slices.Clone(c.cfg.Nodes)}
+	v := AdminView{ID: c.cfg.ID, DiskFull: c.space.full, Stats: c.stats, Peers: slices.Clone(c.cfg.Nodes), Liveness: c.Liveness()}
 	if c.meta != nil {
 		v.MetaLeader, v.MetaTerm = c.metaLeader()
 		v.MetaVersion = c.meta.meta.Version()
