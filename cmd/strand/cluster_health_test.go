@@ -1,0 +1,130 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// withAdmin restarts node i+1 of c with an admin listener on a free
+// loopback port and returns its address.
+func (c *testCluster) withAdmin(i int) string {
+	c.t.Helper()
+	c.procs[i].kill()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePorts(c.t, 1)[0]))
+	id := i + 1
+	c.procs[i] = startProc(c.t, filepath.Join(c.dir, fmt.Sprintf("node-%d.log", id)),
+		[]string{"STRAND_DATA_DIR=" + filepath.Join(c.dir, fmt.Sprintf("data-%d", id))},
+		"serve", "--id", strconv.Itoa(id), "--listen", c.addrs[i], "--peers", c.peers, "--admin-listen", addr)
+	return addr
+}
+
+// httpGet fetches url (bounded) and returns the status and body.
+func httpGet(url string) (int, string, error) {
+	client := http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// metricValue is the value of the first sample of series (name with its
+// labels, as /metrics prints them) in body; -1 when absent.
+func metricValue(body, series string) float64 {
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindStringSubmatch(body)
+	if m == nil {
+		return -1
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
+// One of three real nodes killed (issue 19 item 2): the metadata leader's
+// view in `strand cluster` shows it DOWN, `strand cluster health` exits 1
+// naming it and the partitions it held, the survivors' metrics count its
+// replicas under-replicated and it down, and their /readyz stays 200 (a
+// node's readiness is its own). Back up, the cluster is healthy again.
+// Before, the dead node was an "active metadata voter", the metric stayed
+// 0 and nothing said anything was wrong.
+func TestKilledNodeShowsDownAndUnhealthy(t *testing.T) {
+	skipShort(t)
+	c := startCluster(t, 3)
+	admins := []string{c.withAdmin(0), c.withAdmin(1)}
+	waitFor(t, "cluster", 30*time.Second, func() error { return clusterReady(c.addrs, 3) })
+	env := []string{"STRAND_BROKERS=" + strings.Join(c.addrs, ",")}
+	runCLI(t, env, "", "topic", "create", "h", "--partitions", "3", "--replication-factor", "3")
+	waitFor(t, "topic", 30*time.Second, func() error { return topicReady(c.addrs, "h", 3) })
+	runCLI(t, env, "a\nb\nc\n", "produce", "h")
+	waitFor(t, "healthy", 30*time.Second, func() error {
+		out, errOut, err := runCLIResult(t, env, "", "cluster", "health")
+		if err != nil || !strings.HasPrefix(out, "healthy: 3 nodes up") {
+			return fmt.Errorf("%v: %s%s", err, out, errOut)
+		}
+		return nil
+	})
+
+	c.procs[2].kill()
+	var health string
+	waitFor(t, "unhealthy", 40*time.Second, func() error {
+		out, errOut, err := runCLIResult(t, env, "", "cluster", "health")
+		health = out
+		if err == nil || !strings.Contains(out, "node 3 (") || !strings.Contains(out, "3 partitions under-replicated") {
+			return fmt.Errorf("exit %v: %s%s", err, out, errOut)
+		}
+		return nil
+	})
+	for _, want := range []string{"unhealthy: 2 problems", "down: no contact for", "h/0", "h/1", "h/2"} {
+		if !strings.Contains(health, want) {
+			t.Fatalf("cluster health lacks %q:\n%s", want, health)
+		}
+	}
+	out, _, _ := runCLIResult(t, env, "", "cluster", "health", "--format", "json")
+	var h healthReport
+	if err := json.Unmarshal([]byte(out), &h); err != nil || h.Healthy || len(h.NodesDown) != 1 || h.NodesDown[0] != 3 {
+		t.Fatalf("cluster health --format json: %v\n%s", err, out)
+	}
+	cluster := runCLI(t, env, "", "cluster")
+	if !regexp.MustCompile(`(?m)^  3  \S+  active  DOWN since \d\d:\d\d:\d\d UTC \(last contact \S+ ago\)  metadata voter`).MatchString(cluster) ||
+		strings.Count(cluster, "  active  up  ") != 2 {
+		t.Fatalf("strand cluster does not show node 3 down and the others up:\n%s", cluster)
+	}
+	under, down := 0.0, 0.0
+	for i, a := range admins {
+		code, body, err := httpGet("http://" + a + "/readyz")
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("node %d /readyz: %d %v %s (a node's readiness is its own)", i+1, code, err, body)
+		}
+		_, body, err = httpGet("http://" + a + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		under += metricValue(body, fmt.Sprintf(`strand_partitions_under_replicated{node="%d"}`, i+1))
+		down += metricValue(body, fmt.Sprintf(`strand_cluster_nodes_down{node="%d"}`, i+1))
+	}
+	if under != 3 || down != 2 {
+		t.Fatalf("survivors' metrics: %v partitions under-replicated (want 3), %v nodes down summed (want 2)", under, down)
+	}
+
+	c.start(2)
+	waitFor(t, "healthy again", 40*time.Second, func() error {
+		out, errOut, err := runCLIResult(t, env, "", "cluster", "health")
+		if err != nil {
+			return fmt.Errorf("%v: %s%s", err, out, errOut)
+		}
+		return nil
+	})
+}
