@@ -32,7 +32,7 @@ type healthReport struct {
 	Partitions      int      `json:"partitions"`
 	NodesDown       []uint64 `json:"nodes_down"`
 	DisksFull       []uint64 `json:"disks_full"`
-	Leaderless      []string `json:"leaderless_partitions"`      // TOPIC/PARTITION
+	Leaderless      []string `json:"leaderless_partitions"`       // TOPIC/PARTITION
 	UnderReplicated []string `json:"under_replicated_partitions"` // TOPIC/PARTITION
 	Problems        []string `json:"problems"`                    // as the text lines
 	underDetail     []string // UnderReplicated with the replicas out of step
