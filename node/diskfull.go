@@ -3,7 +3,9 @@ package node
 import (
 	"errors"
 	"log/slog"
+	"slices"
 
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/strandlog/strand/raftlog"
@@ -29,10 +31,24 @@ import (
 // a failed sync. The metadata group's write failures stay fatal too (its
 // reopen would need the whole node's state rebuilt).
 //
+// A full node hands its leaderships on (issue 19 item 3): every
+// spaceCheckTicks, each partition it leads transfers its leadership (raft
+// TransferLeader) to a voter whose node has space (its liveness frames say
+// so, liveness.go), is up, and holds the most of the log, preferring the
+// metadata's replica order. While full, and while a replica with space is
+// there to lead instead, it does not take a leadership: its partition
+// followers do not tick (so never time out and campaign) and it drops a
+// MsgTimeoutNow (a transfer to it); healthy leaders do not hand it a
+// preferred leadership (handleElectLeaders). With no replica with space,
+// it keeps leading so reads go on. Once space returns it campaigns and
+// takes transfers again; `strand cluster leaders --balance` hands the
+// preferred leaderships back.
+//
 // Rejected: refusing only the replicas whose write failed (the disk is
 // shared: every replica on it is about to fail the same way); a reserve
 // file deleted when full (hides the problem; the floor does the same
-// openly).
+// openly); leaving the leaderships where they are (the partitions take no
+// writes at all while their other replicas have space).
 
 // ErrNotEnoughSpace: the node's disk is full or below its free-space
 // floor; nothing was written. Retriable: writes resume once space returns.
@@ -80,6 +96,87 @@ func (c *Core) checkSpace() {
 		want = max(want, c.space.want)
 	}
 	c.setFull(free < want || (free <= 0), free)
+	c.handOffForSpace()
+}
+
+// handOffForSpace, on a full node, starts a leadership transfer for each
+// partition it leads to a replica with space (handOffTarget), unless one
+// is in flight.
+func (c *Core) handOffForSpace() {
+	if !c.space.full {
+		return
+	}
+	for _, g := range c.partitionGroups() {
+		st := g.raw.Status()
+		if st.RaftState != raft.StateLeader || st.LeadTransferee != 0 {
+			continue
+		}
+		to := c.handOffTarget(g, st)
+		if to == 0 {
+			continue
+		}
+		c.touch(g)
+		g.raw.TransferLeader(uint64(to))
+		c.stats.SpaceHandOffs++
+		g.logs.log(slog.LevelWarn, "disk full: handing the leadership to a replica with space", slog.Uint64("to", uint64(to)))
+	}
+}
+
+// handOffTarget is the voter of g (status st, this node leading) a full
+// node hands its leadership to: on a node that is up and has space, with
+// the highest match, ties broken by the metadata's replica order; 0 when
+// there is none.
+func (c *Core) handOffTarget(g *group, st raft.Status) NodeID {
+	var best NodeID
+	var bestMatch uint64
+	for _, id := range c.replicaOrder(g, st) {
+		pr := st.Progress[uint64(id)]
+		if id == c.cfg.ID || pr.IsLearner || c.peerDown(id) || c.peerFull(id) {
+			continue
+		}
+		if best == 0 || pr.Match > bestMatch {
+			best, bestMatch = id, pr.Match
+		}
+	}
+	return best
+}
+
+// replicaOrder lists g's raft peers (st.Progress) in the metadata's replica
+// order, peers the metadata does not list after them by id.
+func (c *Core) replicaOrder(g *group, st raft.Status) []NodeID {
+	var order []NodeID
+	if c.meta != nil {
+		if t, ok := c.meta.meta.Topic(g.tp.Topic); ok && t.ID == g.topicID && int(g.tp.Partition) < len(t.Replicas) {
+			for _, id := range t.Replicas[g.tp.Partition] {
+				if _, in := st.Progress[id]; in {
+					order = append(order, NodeID(id))
+				}
+			}
+		}
+	}
+	var rest []NodeID
+	for id := range st.Progress { // sorted below
+		if !slices.Contains(order, NodeID(id)) {
+			rest = append(rest, NodeID(id))
+		}
+	}
+	slices.Sort(rest)
+	return append(order, rest...)
+}
+
+// holdsOffLeadership reports whether g's replica here must not take a
+// leadership now: the node is full and another replica of g is up with
+// space to lead instead (with none, this one may lead, so reads go on).
+func (c *Core) holdsOffLeadership(g *group) bool {
+	if !c.space.full || g.meta != nil {
+		return false
+	}
+	for _, id := range g.replicas {
+		if id != c.cfg.ID && !c.peerDown(id) && !c.peerFull(id) {
+			return true
+		}
+	}
+	return false
 }
 
 // setFull enters or leaves the full state, logging the change.
@@ -107,10 +204,14 @@ func (c *Core) noSpace() {
 }
 
 // dropForSpace tells whether a received raft message must be dropped
-// because the disk is full: appends to a partition replica carrying data.
+// because the disk is full: appends to a partition replica carrying data,
+// and leadership transfers to it while another replica has space.
 // Empty entries pass (a new leader's first entry must commit before it
 // can serve reads), and so does everything of the metadata group.
 func (c *Core) dropForSpace(g *group, m *raftpb.Message) bool {
+	if m.GetType() == raftpb.MsgTimeoutNow && c.holdsOffLeadership(g) {
+		return true // a transfer to a full node: the old leader aborts it
+	}
 	if !c.space.full || g.meta != nil || m.GetType() != raftpb.MsgApp {
 		return false
 	}
@@ -128,9 +229,11 @@ func (c *Core) dropForSpace(g *group, m *raftpb.Message) bool {
 // other failure, and any failure of the metadata group, is left to the
 // caller (fatal).
 func (c *Core) writeRefused(g *group, err error) bool {
-	if g.meta != nil || !errors.Is(err, raftlog.ErrNoSpace) || c.byTP[g.tp] != g {
+	if !c.spaceRefusable(g, err) {
 		return false
 	}
+	g.logs.log(slog.LevelWarn, "disk full: raft log write refused; the replica reopens from its files and the node goes on",
+		slog.Any("err", err))
 	c.noSpace()
 	c.failGroupWaits(g, ErrNotEnoughSpace)
 	if cerr := g.log.Close(); cerr != nil {
@@ -143,6 +246,12 @@ func (c *Core) writeRefused(g *group, err error) bool {
 		}
 	}
 	return true
+}
+
+// spaceRefusable reports whether the failed write err of g is one
+// writeRefused survives: a partition replica's write refused for space.
+func (c *Core) spaceRefusable(g *group, err error) bool {
+	return g.meta == nil && errors.Is(err, raftlog.ErrNoSpace) && c.byTP[g.tp] == g
 }
 
 // reopenReplica opens g's files again as a new group in g's place.

@@ -94,3 +94,67 @@ func TestFreeSpaceFloorRefusesProduce(t *testing.T) {
 		t.Fatalf("produce once space returned: %v", res.Err)
 	}
 }
+
+// A leader whose disk turns full hands its partitions' leaderships to
+// replicas with space and does not take them back while full, so writes
+// go on; once its space returns it accepts a leadership again (issue 19
+// item 3). Before, it kept leading and every produce was refused with
+// NOT_ENOUGH_SPACE although both other replicas had space.
+func TestFullLeaderHandsOffLeadership(t *testing.T) {
+	c := newMetaCluster(t, 33, 3, func(cfg *Config) { cfg.MinFreeBytes = 1 << 20 })
+	c.createTopic(c.metaLeaderOf(), "t", 1, 3)
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	want := c.produceN(tp, 5)
+	full := c.leader(tp)
+	d := c.disks[full]
+	d.SetCapacity(d.UsedBytes() + 512<<10) // below the floor, only there
+	c.tick(3 * spaceCheckTicks)
+	if !c.cores[full].DiskFull() {
+		t.Fatal("node below its floor not full")
+	}
+	lead := c.leader(tp)
+	if lead == full {
+		t.Fatalf("node %d still leads %v on a full disk", full, tp)
+	}
+	if c.cores[full].Stats().SpaceHandOffs == 0 {
+		t.Fatal("no hand-off counted")
+	}
+	// While full it takes no leadership back, though its log is caught up
+	// (nothing written since): not by a transfer, nor by campaigning.
+	c.transferLeader(tp, lead, full)
+	for i := range 100 {
+		if _, _, leading := c.cores[full].byTP[tp].leadership(); leading {
+			t.Fatalf("full node %d took the leadership back (tick %d)", full, i)
+		}
+		c.tick(1)
+	}
+	lead = c.leader(tp)
+	if res := c.produce(lead, ProduceRequest{TopicPartition: tp, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "moved", 2)}); res.Err != nil {
+		t.Fatalf("produce on the new leader %d: %v", lead, res.Err)
+	}
+	want += 2
+	if _, hwm := c.fetchAll(c.leader(tp), tp); hwm != want {
+		t.Fatalf("high-water mark %d, want %d", hwm, want)
+	}
+	d.SetCapacity(0)
+	c.tick(3 * spaceCheckTicks)
+	if c.cores[full].DiskFull() {
+		t.Fatal("still full once space returned")
+	}
+	for i := 0; i < 10 && c.leader(tp) != full; i++ {
+		lead = c.leader(tp)
+		c.transferLeader(tp, lead, full)
+		c.tick(20)
+	}
+	if got := c.leader(tp); got != full {
+		t.Fatalf("node %d with space again does not accept the leadership (leader %d)", full, got)
+	}
+}
+
+// transferLeader asks the leader lead of tp to hand its leadership to to.
+func (c *cluster) transferLeader(tp TopicPartition, lead, to NodeID) {
+	g := c.cores[lead].byTP[tp]
+	c.cores[lead].touch(g)
+	g.raw.TransferLeader(uint64(to))
+	c.settle()
+}

@@ -58,6 +58,9 @@ func (c *Core) raftTickGroup(g *group) {
 	if g.quiesced || c.maybeQuiesce(g) {
 		return
 	}
+	if c.holdsOffLeadership(g) && g.raw.BasicStatus().RaftState != raft.StateLeader {
+		return // full: never time out and campaign while a replica with space can lead (diskfull.go)
+	}
 	g.raw.Tick()
 	c.markReady(g)
 }

@@ -37,8 +37,11 @@ type Stats struct {
 	// ReplicasRepaired counts replicas discarded for corrupt data, to be
 	// rebuilt from their peers (repair.go).
 	ReplicasRepaired uint64
-	// DiskFullEntered counts the times the node turned full (diskfull.go).
+	// DiskFullEntered counts the times the node turned full, and
+	// SpaceHandOffs the leadership transfers a full node started to a
+	// replica with space (diskfull.go).
 	DiskFullEntered uint64
+	SpaceHandOffs   uint64
 	// CatchUpBytes counts entry bytes sent to catching-up followers under
 	// the throttle, CatchUpThrottled the appends it held back (throttle.go).
 	CatchUpBytes       uint64
