@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 
@@ -67,9 +68,12 @@ func (c *Core) DiskFull() bool { return c.space.full }
 
 // spaceState is the node's view of its disk space.
 type spaceState struct {
-	full      bool
-	want      int64  // free bytes needed to leave the full state
-	nextCheck uint64 // tick of the next check
+	full bool
+	// metaRefused: a metadata log write failed for space; until space
+	// returns the metadata replica takes no appends and never campaigns.
+	metaRefused bool
+	want        int64  // free bytes needed to leave the full state
+	nextCheck   uint64 // tick of the next check
 }
 
 // checkSpace re-reads the disk's free space when due and enters or leaves
@@ -168,7 +172,10 @@ func (c *Core) replicaOrder(g *group, st raft.Status) []NodeID {
 // leadership now: the node is full and another replica of g is up with
 // space to lead instead (with none, this one may lead, so reads go on).
 func (c *Core) holdsOffLeadership(g *group) bool {
-	if !c.space.full || g.meta != nil {
+	if g == c.meta {
+		return c.space.full && c.space.metaRefused
+	}
+	if !c.space.full {
 		return false
 	}
 	for _, id := range g.replicas {
@@ -191,7 +198,7 @@ func (c *Core) setFull(full bool, free int64) {
 			slog.Int64("free_bytes", free), slog.Int64("min_free_bytes", c.cfg.MinFreeBytes))
 		return
 	}
-	c.space.want = 0
+	c.space.want, c.space.metaRefused = 0, false
 	c.log.log(slog.LevelInfo, "disk space back: accepting writes again", slog.Int64("free_bytes", free))
 }
 
@@ -212,8 +219,11 @@ func (c *Core) dropForSpace(g *group, m *raftpb.Message) bool {
 	if m.GetType() == raftpb.MsgTimeoutNow && c.holdsOffLeadership(g) {
 		return true // a transfer to a full node: the old leader aborts it
 	}
-	if !c.space.full || g.meta != nil || m.GetType() != raftpb.MsgApp {
+	if !c.space.full || m.GetType() != raftpb.MsgApp || g.meta != nil && !c.space.metaRefused {
 		return false
+	}
+	if g.meta != nil {
+		return len(m.GetEntries()) > 0 // its log write failed: no appends until space returns
 	}
 	for _, e := range m.GetEntries() {
 		if len(e.GetData()) > 0 {
@@ -235,6 +245,16 @@ func (c *Core) writeRefused(g *group, err error) bool {
 	g.logs.log(slog.LevelWarn, "disk full: raft log write refused; the replica reopens from its files and the node goes on",
 		slog.Any("err", err))
 	c.noSpace()
+	if g == c.meta {
+		c.space.metaRefused = true
+		if rerr := c.reopenMeta(g); rerr != nil {
+			g.logs.log(slog.LevelError, "reopen of the metadata log after a full disk failed; the node stops", slog.Any("err", rerr))
+			if c.fatal == nil {
+				c.fatal = rerr
+			}
+		}
+		return true
+	}
 	c.failGroupWaits(g, ErrNotEnoughSpace)
 	if cerr := g.log.Close(); cerr != nil {
 		g.logs.log(slog.LevelWarn, "close replica log", slog.Any("err", cerr))
@@ -249,9 +269,48 @@ func (c *Core) writeRefused(g *group, err error) bool {
 }
 
 // spaceRefusable reports whether the failed write err of g is one
-// writeRefused survives: a partition replica's write refused for space.
+// writeRefused survives: a write refused for space, of a partition replica
+// or of the metadata group.
 func (c *Core) spaceRefusable(g *group, err error) bool {
-	return g.meta == nil && errors.Is(err, raftlog.ErrNoSpace) && c.byTP[g.tp] == g
+	return errors.Is(err, raftlog.ErrNoSpace) && (g == c.meta || c.byTP[g.tp] == g)
+}
+
+// reopenMeta reopens the metadata group's raft log from its files after a
+// write refused for space, keeping the applied metadata state: a new
+// RawNode starts as a follower from the durable hard state with Applied
+// where the state is (everything applied was durable: raft applies only
+// stable entries with asynchronous storage writes), so the replica steps
+// down and rejoins as after a restart, without the node restarting. What
+// the refused write held was never acknowledged (its responses were
+// held until a sync) and comes again from the leader.
+func (c *Core) reopenMeta(g *group) error {
+	if cerr := g.log.Close(); cerr != nil {
+		g.logs.log(slog.LevelWarn, "close metadata log", slog.Any("err", cerr))
+	}
+	log, err := raftlog.Open(c.cfg.Disk, g.dir+"/log", c.logOptions(len(c.groups)))
+	if err != nil {
+		return fmt.Errorf("node: metadata group: reopen after a full disk: %w", err)
+	}
+	if last, _ := log.LastIndex(); last < g.appliedRaft {
+		_ = log.Close()
+		return fmt.Errorf("node: metadata group: reopened log ends at %d, below the applied %d", last, g.appliedRaft)
+	}
+	g.log = log
+	g.storage = &groupStorage{Log: log, confState: g.confState, commitFloor: g.appliedRaft}
+	raw, err := raft.NewRawNode(c.raftConfig(g, g.appliedRaft))
+	if err != nil {
+		_ = log.Close()
+		return fmt.Errorf("node: metadata group: reopen after a full disk: %w", err)
+	}
+	g.raw = raw
+	g.pipe = groupPipe{}
+	if hs, _, err := g.storage.InitialState(); err == nil && hs != nil {
+		g.pipe.hard.Term, g.pipe.hard.Vote, g.pipe.hard.Commit = hs.Term, hs.Vote, hs.Commit
+		g.pipe.durableTerm = hs.GetTerm()
+	}
+	g.quiesced = false
+	c.markAllReady()
+	return nil
 }
 
 // reopenReplica opens g's files again as a new group in g's place.

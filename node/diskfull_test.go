@@ -2,7 +2,10 @@ package node
 
 import (
 	"errors"
+	"fmt"
 	"testing"
+
+	"github.com/strandlog/strand/proto/strandpb"
 )
 
 // A node whose disk fills up refuses produce with ErrNotEnoughSpace (no
@@ -157,4 +160,78 @@ func (c *cluster) transferLeader(tp TopicPartition, lead, to NodeID) {
 	c.cores[lead].touch(g)
 	g.raw.TransferLeader(uint64(to))
 	c.settle()
+}
+
+// A metadata-group write that fails on a full disk does not stop the node,
+// and a node restarted on a full disk comes up (issue 19 item 4): its
+// metadata replica stops appending and steps down, the others go on, it
+// keeps answering from what it applied, and it catches up once space
+// returns. Before, the failed write made Process fail (the node exited),
+// and Open failed again on the boot count's write.
+func TestMetaWriteOnFullDiskKeepsNode(t *testing.T) {
+	c := newMetaCluster(t, 34, 3, nil)
+	full := c.metaLeaderOf()
+	other := c.ids[0]
+	if other == full {
+		other = c.ids[1]
+	}
+	d := c.disks[full]
+	d.SetCapacity(d.UsedBytes() + 1) // every write fails there
+	c.createTopic(other, "t", 1, 3)  // settles: a Process error fails the test
+	c.tick(50)
+	if !c.cores[full].DiskFull() {
+		t.Fatal("a failed metadata write did not turn the node full")
+	}
+	if st, _ := c.cores[full].MetadataStatus(); st.IsLeader {
+		t.Fatal("the full node still leads the metadata group")
+	}
+	if resp, _ := c.handle(full, &strandpb.Request{CorrelationId: 5, Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{}}}); resp.GetMetadata() == nil {
+		t.Fatalf("full node does not answer metadata: %v", resp)
+	}
+
+	d.SetCapacity(0)
+	c.tick(100)
+	if _, topics := c.cores[full].MetadataNodes(); len(topics) != 1 || topics[0].Name != "t" {
+		t.Fatalf("node %d with space again did not catch up the metadata: %v", full, topics)
+	}
+	c.createTopic(other, "u", 1, 3)
+
+	c.crash(full)
+	d.SetCapacity(d.UsedBytes() + 1)
+	c.start(full) // fails the test when Open fails
+	c.tick(100)
+	if _, topics := c.cores[full].MetadataNodes(); len(topics) != 2 {
+		t.Fatalf("restarted on a full disk: %d topics replayed, want 2", len(topics))
+	}
+	// With no byte free it cannot even record a new term: it answers
+	// from what it applied while the others lead and take writes.
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	lead := NodeID(0)
+	for i := 0; i < 200 && lead == 0; i++ {
+		if g := c.cores[other].byTP[tp]; g != nil {
+			if l, _, _ := g.leadership(); l != full {
+				lead = l
+			}
+		}
+		c.tick(1)
+	}
+	if lead == 0 {
+		t.Fatalf("no leader of %v besides the full node", tp)
+	}
+	for i := range 3 {
+		if res := c.produce(lead, ProduceRequest{TopicPartition: tp, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, fmt.Sprint(i), 1)}); res.Err != nil {
+			t.Fatalf("produce while node %d is full: %v", full, res.Err)
+		}
+	}
+	if resp, _ := c.handle(full, &strandpb.Request{CorrelationId: 6, Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{}}}); len(resp.GetMetadata().GetTopics()) != 2 {
+		t.Fatalf("full restarted node's metadata answer: %v", resp)
+	}
+	d.SetCapacity(0)
+	c.tick(100)
+	if _, hwm := c.fetchAll(c.leader(tp), tp); hwm != 3 {
+		t.Fatalf("high-water mark %d, want 3", hwm)
+	}
+	if _, topics := c.cores[full].MetadataNodes(); len(topics) != 2 {
+		t.Fatalf("restarted node has %d topics once space returned, want 2", len(topics))
+	}
 }
