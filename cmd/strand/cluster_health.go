@@ -178,7 +178,11 @@ func checkTopicHealth(ctx context.Context, c *clientlib.Client, t clientlib.Topi
 		if ids := lagging[p.Partition]; len(ids) > 0 {
 			name := fmt.Sprintf("%s/%d", t.Name, p.Partition)
 			h.UnderReplicated = append(h.UnderReplicated, name)
-			h.underDetail = append(h.underDetail, fmt.Sprintf("%s (not in step: %s)", name, plural(len(ids), "replica")+" on "+joinIDs(ids)))
+			nodes := "node"
+			if len(ids) > 1 {
+				nodes = "nodes"
+			}
+			h.underDetail = append(h.underDetail, fmt.Sprintf("%s (%s %s not in step)", name, nodes, joinIDs(ids)))
 		}
 	}
 }

@@ -98,6 +98,7 @@ func TestKilledNodeShowsDownAndUnhealthy(t *testing.T) {
 		t.Fatalf("cluster health --format json: %v\n%s", err, out)
 	}
 	cluster := runCLI(t, env, "", "cluster")
+	t.Logf("strand cluster health:\n%s\nstrand cluster:\n%s", health, cluster)
 	if !regexp.MustCompile(`(?m)^  3  \S+  active  DOWN since \d\d:\d\d:\d\d UTC \(last contact \S+ ago\)  metadata voter`).MatchString(cluster) ||
 		strings.Count(cluster, "  active  up  ") != 2 {
 		t.Fatalf("strand cluster does not show node 3 down and the others up:\n%s", cluster)
