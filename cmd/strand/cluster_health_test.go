@@ -78,16 +78,19 @@ func TestKilledNodeShowsDownAndUnhealthy(t *testing.T) {
 	})
 
 	c.procs[2].kill()
-	var health string
+	var health, healthErr string
 	waitFor(t, "unhealthy", 40*time.Second, func() error {
 		out, errOut, err := runCLIResult(t, env, "", "cluster", "health")
-		health = out
+		health, healthErr = out, errOut
 		if err == nil || !strings.Contains(out, "node 3 (") || !strings.Contains(out, "3 partitions under-replicated") {
 			return fmt.Errorf("exit %v: %s%s", err, out, errOut)
 		}
 		return nil
 	})
-	for _, want := range []string{"unhealthy: 2 problems", "down: no contact for", "h/0", "h/1", "h/2"} {
+	if healthErr != "strand: cluster unhealthy: 2 problems (listed above)\n" {
+		t.Fatalf("cluster health stderr %q", healthErr)
+	}
+	for _, want := range []string{"unhealthy: 2 problems", "down: no contact for", "h/0 (node 3 not in step)", "h/1", "h/2"} {
 		if !strings.Contains(health, want) {
 			t.Fatalf("cluster health lacks %q:\n%s", want, health)
 		}
