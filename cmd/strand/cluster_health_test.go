@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -131,4 +133,89 @@ func TestKilledNodeShowsDownAndUnhealthy(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// leadersOf returns each partition's leader of topic as `strand cluster
+// --format json` prints them, and the nodes it marks disk full.
+func leadersOf(t *testing.T, env []string, topic string, internal bool) (map[int32]uint64, map[uint64]bool, []string) {
+	t.Helper()
+	args := []string{"cluster", "--format", "json"}
+	if internal {
+		args = append(args, "--internal")
+	}
+	var cj clusterJSON
+	if err := json.Unmarshal([]byte(runCLI(t, env, "", args...)), &cj); err != nil {
+		t.Fatalf("strand cluster --format json: %v", err)
+	}
+	leaders, full := map[int32]uint64{}, map[uint64]bool{}
+	var names []string
+	for _, tj := range cj.Topics {
+		names = append(names, tj.Name)
+		if tj.Name == topic {
+			for _, p := range tj.Partitions {
+				leaders[p.Partition] = p.Leader
+			}
+		}
+	}
+	for _, n := range cj.Nodes {
+		full[n.ID] = n.DiskFull
+	}
+	return leaders, full, names
+}
+
+// One of three real nodes below its free-space floor (issue 19 item 3):
+// it hands the leadership of every partition to a node with space, so
+// produce to each partition succeeds, and `strand cluster` and `cluster
+// health` name its full disk. Before, its partitions refused every write
+// while the other replicas had space. Internal topics show only with
+// --internal.
+func TestFullNodeHandsOffLeadership(t *testing.T) {
+	skipShort(t)
+	c := startCluster(t, 3)
+	env := []string{"STRAND_BROKERS=" + strings.Join(c.addrs, ",")}
+	runCLI(t, env, "", "topic", "create", "f", "--partitions", "3", "--replication-factor", "3")
+	waitFor(t, "topic", 30*time.Second, func() error { return topicReady(c.addrs, "f", 3) })
+	runCLI(t, env, "x\n", "produce", "f", "-p", "0")
+	runCLI(t, env, "", "consume", "f", "-g", "readers", "--from", "earliest", "--until-end") // makes __strand_offsets
+	if _, _, names := leadersOf(t, env, "f", false); strings.Contains(strings.Join(names, ","), "__") {
+		t.Fatalf("strand cluster lists internal topics without --internal: %v", names)
+	}
+	if _, _, names := leadersOf(t, env, "f", true); !strings.Contains(strings.Join(names, ","), "__strand_offsets") {
+		t.Fatalf("strand cluster --internal lacks __strand_offsets: %v", names)
+	}
+
+	c.procs[0].kill()
+	c.procs[0] = startProc(t, filepath.Join(c.dir, "node-1.log"),
+		[]string{"STRAND_DATA_DIR=" + filepath.Join(c.dir, "data-1"), "STRAND_MIN_FREE_BYTES=" + fmt.Sprint(int64(1)<<60)},
+		"serve", "--id", "1", "--listen", c.addrs[0], "--peers", c.peers)
+	waitFor(t, "node 1 full and leading nothing", 45*time.Second, func() error {
+		leaders, full, _ := leadersOf(t, env, "f", false)
+		if !full[1] {
+			return fmt.Errorf("node 1 not shown full")
+		}
+		for p, l := range leaders {
+			if l == 1 || l == 0 {
+				return fmt.Errorf("partition %d led by %d", p, l)
+			}
+		}
+		return nil
+	})
+	// Preferred-leader balancing must not hand node 1 its preferred
+	// partition back while it is full.
+	runCLI(t, env, "", "cluster", "leaders", "--balance")
+	for p := range 3 {
+		runCLI(t, env, fmt.Sprintf("to-%d\n", p), "produce", "f", "-p", strconv.Itoa(p), "--timeout", "20s")
+	}
+	if leaders, _, _ := leadersOf(t, env, "f", false); slices.Contains(slices.Collect(maps.Values(leaders)), 1) {
+		t.Fatalf("full node 1 leads again after cluster leaders --balance: %v", leaders)
+	}
+	out, _, err := runCLIResult(t, env, "", "cluster", "health")
+	if err == nil || !strings.Contains(out, "node 1 (") || !strings.Contains(out, "disk full") {
+		t.Fatalf("cluster health with node 1 full: exit %v\n%s", err, out)
+	}
+	select {
+	case <-c.procs[0].done:
+		t.Fatal("the full node exited")
+	default:
+	}
 }
