@@ -105,7 +105,11 @@ type PartitionLog struct {
 	// MoveProgress how far each replica it adds caught up.
 	MoveTarget   []uint64
 	MoveProgress []MoveProgress
-	Err          error
+	// LaggingReplicas are the followers the leader sees out of step:
+	// probing, more than 256 entries behind, or on a node silent for three
+	// election timeouts (under-replicated when not empty).
+	LaggingReplicas []uint64
+	Err             error
 }
 
 // DescribePartitionLogs asks each partition's leader for the state of its
@@ -150,7 +154,7 @@ func (c *Client) describePartitionLog(ctx context.Context, topic string, partiti
 				pl = PartitionLog{Topic: topic, Partition: partition, LogStartOffset: a.GetLogStartOffset(),
 					HighWatermark: a.GetHighWatermark(), SizeBytes: a.GetSizeBytes(), Segments: a.GetSegments(),
 					OldestTimestampMs: a.GetOldestTimestampMs(), MoveTarget: a.GetMoveTarget(),
-					MoveProgress: moveProgressFromWire(a.GetMoveProgress())}
+					MoveProgress: moveProgressFromWire(a.GetMoveProgress()), LaggingReplicas: a.GetLaggingReplicas()}
 				return nil
 			}
 		}

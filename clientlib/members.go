@@ -3,6 +3,7 @@ package clientlib
 import (
 	"context"
 	"sort"
+	"time"
 
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -33,6 +34,13 @@ type Member struct {
 	Fenced           bool
 	Replicas         int32 // partition replicas placed on it
 	PreferredLeaders int32 // partitions it is the first replica of
+	// Down: the answering node (the metadata leader) has not heard from it
+	// for three election timeouts; LastContact is the time since its last
+	// frame there (0 for the answering node); DiskFull: its disk refuses
+	// produce (the node says so in its liveness frames).
+	Down        bool
+	LastContact time.Duration
+	DiskFull    bool
 }
 
 // Members is the cluster's membership as the answering node applied it.
@@ -63,7 +71,8 @@ func (c *Client) ClusterMembers(ctx context.Context) (Members, error) {
 	for _, x := range m.GetMembers() {
 		out.Members = append(out.Members, Member{ID: x.GetId(), Address: x.GetAddress(), Rack: x.GetRack(),
 			State: memberStateName(x.GetState()), Role: metadataRoleName(x.GetRole()), Fenced: x.GetFenced(),
-			Replicas: x.GetReplicas(), PreferredLeaders: x.GetPreferredLeaders()})
+			Replicas: x.GetReplicas(), PreferredLeaders: x.GetPreferredLeaders(),
+			Down: x.GetDown(), LastContact: time.Duration(x.GetLastContactMs()) * time.Millisecond, DiskFull: x.GetDiskFull()})
 	}
 	sort.Slice(out.Members, func(i, j int) bool { return out.Members[i].ID < out.Members[j].ID })
 	return out, nil

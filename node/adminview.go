@@ -38,6 +38,9 @@ type AdminView struct {
 	Moves []metadata.MoveInProgress
 	// DiskFull: this node refuses produce for want of space (diskfull.go).
 	DiskFull bool
+	// Liveness is each watched node (this one included) as this node
+	// sees it: down after three election timeouts of silence (liveness.go).
+	Liveness []PeerLiveness
 	Stats    Stats
 	// Replicas are the hosted partition replicas by topic and partition.
 	Replicas []ReplicaView
@@ -87,12 +90,30 @@ type FollowerView struct {
 	// says raft streams to it (not probing or sending a snapshot).
 	Match       uint64
 	Replicating bool
+	// Silent: the follower's node has not been heard from for a few
+	// election timeouts (liveness.go): down as this leader sees it.
+	Silent bool
 }
 
 // Lagging reports whether the follower could not take part in the next
-// commit without catching up first (LaggingReplicas' rule).
+// commit without catching up first (LaggingReplicas' rule): raft probes it
+// or sends it a snapshot, it is more than entriesMax entries behind, or
+// its node has been silent long enough to be down, whatever its lag.
 func (f FollowerView) Lagging(last, entriesMax uint64) bool {
-	return !f.Replicating || f.Match+entriesMax < last
+	return !f.Replicating || f.Silent || f.Match+entriesMax < last
+}
+
+// followers is the leader g's view of each other replica, by node id.
+func (c *Core) followers(g *group) []FollowerView {
+	var out []FollowerView
+	g.raw.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if NodeID(id) != c.cfg.ID {
+			out = append(out, FollowerView{Node: NodeID(id), Match: pr.Match, Replicating: pr.State == tracker.StateReplicate,
+				Silent: c.peerDown(NodeID(id))})
+		}
+	})
+	slices.SortFunc(out, func(a, b FollowerView) int { return cmp.Compare(a.Node, b.Node) })
+	return out
 }
 
 // GroupView is one consumer group on its coordinator.
@@ -129,7 +150,7 @@ const AdminGroupsMax = 4096
 
 // AdminView returns the node's state; see AdminView. It reads only.
 func (c *Core) AdminView() AdminView {
-	v := AdminView{ID: c.cfg.ID, DiskFull: c.space.full, Stats: c.stats, Peers: slices.Clone(c.cfg.Nodes)}
+	v := AdminView{ID: c.cfg.ID, DiskFull: c.space.full, Stats: c.stats, Peers: slices.Clone(c.cfg.Nodes), Liveness: c.Liveness()}
 	if c.meta != nil {
 		v.MetaLeader, v.MetaTerm = c.metaLeader()
 		v.MetaVersion = c.meta.meta.Version()
@@ -152,12 +173,7 @@ func (c *Core) replicaView(g *group) ReplicaView {
 	rv := ReplicaView{GroupStatus: st, SizeBytes: g.log.SizeBytes(), OldestTimestampMs: g.part.OldestTimestampMs()}
 	rv.LastIndex, _ = g.log.LastIndex()
 	if st.IsLeader {
-		g.raw.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
-			if NodeID(id) != c.cfg.ID {
-				rv.Followers = append(rv.Followers, FollowerView{Node: NodeID(id), Match: pr.Match, Replicating: pr.State == tracker.StateReplicate})
-			}
-		})
-		slices.SortFunc(rv.Followers, func(a, b FollowerView) int { return cmp.Compare(a.Node, b.Node) })
+		rv.Followers = c.followers(g)
 		rv.Move = c.moveProgress(g)
 	}
 	return rv

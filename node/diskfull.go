@@ -2,8 +2,11 @@ package node
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/strandlog/strand/raftlog"
@@ -29,10 +32,24 @@ import (
 // a failed sync. The metadata group's write failures stay fatal too (its
 // reopen would need the whole node's state rebuilt).
 //
+// A full node hands its leaderships on (issue 19 item 3): every
+// spaceCheckTicks, each partition it leads transfers its leadership (raft
+// TransferLeader) to a voter whose node has space (its liveness frames say
+// so, liveness.go), is up, and holds the most of the log, preferring the
+// metadata's replica order. While full, and while a replica with space is
+// there to lead instead, it does not take a leadership: its partition
+// followers do not tick (so never time out and campaign) and it drops a
+// MsgTimeoutNow (a transfer to it); healthy leaders do not hand it a
+// preferred leadership (handleElectLeaders). With no replica with space,
+// it keeps leading so reads go on. Once space returns it campaigns and
+// takes transfers again; `strand cluster leaders --balance` hands the
+// preferred leaderships back.
+//
 // Rejected: refusing only the replicas whose write failed (the disk is
 // shared: every replica on it is about to fail the same way); a reserve
 // file deleted when full (hides the problem; the floor does the same
-// openly).
+// openly); leaving the leaderships where they are (the partitions take no
+// writes at all while their other replicas have space).
 
 // ErrNotEnoughSpace: the node's disk is full or below its free-space
 // floor; nothing was written. Retriable: writes resume once space returns.
@@ -51,9 +68,12 @@ func (c *Core) DiskFull() bool { return c.space.full }
 
 // spaceState is the node's view of its disk space.
 type spaceState struct {
-	full      bool
-	want      int64  // free bytes needed to leave the full state
-	nextCheck uint64 // tick of the next check
+	full bool
+	// metaRefused: a metadata log write failed for space; until space
+	// returns the metadata replica takes no appends and never campaigns.
+	metaRefused bool
+	want        int64  // free bytes needed to leave the full state
+	nextCheck   uint64 // tick of the next check
 }
 
 // checkSpace re-reads the disk's free space when due and enters or leaves
@@ -80,6 +100,90 @@ func (c *Core) checkSpace() {
 		want = max(want, c.space.want)
 	}
 	c.setFull(free < want || (free <= 0), free)
+	c.handOffForSpace()
+}
+
+// handOffForSpace, on a full node, starts a leadership transfer for each
+// partition it leads to a replica with space (handOffTarget), unless one
+// is in flight.
+func (c *Core) handOffForSpace() {
+	if !c.space.full {
+		return
+	}
+	for _, g := range c.partitionGroups() {
+		st := g.raw.Status()
+		if st.RaftState != raft.StateLeader || st.LeadTransferee != 0 {
+			continue
+		}
+		to := c.handOffTarget(g, st)
+		if to == 0 {
+			continue
+		}
+		c.touch(g)
+		g.raw.TransferLeader(uint64(to))
+		c.stats.SpaceHandOffs++
+		g.logs.log(slog.LevelWarn, "disk full: handing the leadership to a replica with space", slog.Uint64("to", uint64(to)))
+	}
+}
+
+// handOffTarget is the voter of g (status st, this node leading) a full
+// node hands its leadership to: on a node that is up and has space, with
+// the highest match, ties broken by the metadata's replica order; 0 when
+// there is none.
+func (c *Core) handOffTarget(g *group, st raft.Status) NodeID {
+	var best NodeID
+	var bestMatch uint64
+	for _, id := range c.replicaOrder(g, st) {
+		pr := st.Progress[uint64(id)]
+		if id == c.cfg.ID || pr.IsLearner || c.peerDown(id) || c.peerFull(id) {
+			continue
+		}
+		if best == 0 || pr.Match > bestMatch {
+			best, bestMatch = id, pr.Match
+		}
+	}
+	return best
+}
+
+// replicaOrder lists g's raft peers (st.Progress) in the metadata's replica
+// order, peers the metadata does not list after them by id.
+func (c *Core) replicaOrder(g *group, st raft.Status) []NodeID {
+	var order []NodeID
+	if c.meta != nil {
+		if t, ok := c.meta.meta.Topic(g.tp.Topic); ok && t.ID == g.topicID && int(g.tp.Partition) < len(t.Replicas) {
+			for _, id := range t.Replicas[g.tp.Partition] {
+				if _, in := st.Progress[id]; in {
+					order = append(order, NodeID(id))
+				}
+			}
+		}
+	}
+	var rest []NodeID
+	for id := range st.Progress { // sorted below
+		if !slices.Contains(order, NodeID(id)) {
+			rest = append(rest, NodeID(id))
+		}
+	}
+	slices.Sort(rest)
+	return append(order, rest...)
+}
+
+// holdsOffLeadership reports whether g's replica here must not take a
+// leadership now: the node is full and another replica of g is up with
+// space to lead instead (with none, this one may lead, so reads go on).
+func (c *Core) holdsOffLeadership(g *group) bool {
+	if g == c.meta {
+		return c.space.full && c.space.metaRefused
+	}
+	if !c.space.full {
+		return false
+	}
+	for _, id := range g.replicas {
+		if id != c.cfg.ID && !c.peerDown(id) && !c.peerFull(id) {
+			return true
+		}
+	}
+	return false
 }
 
 // setFull enters or leaves the full state, logging the change.
@@ -94,7 +198,7 @@ func (c *Core) setFull(full bool, free int64) {
 			slog.Int64("free_bytes", free), slog.Int64("min_free_bytes", c.cfg.MinFreeBytes))
 		return
 	}
-	c.space.want = 0
+	c.space.want, c.space.metaRefused = 0, false
 	c.log.log(slog.LevelInfo, "disk space back: accepting writes again", slog.Int64("free_bytes", free))
 }
 
@@ -107,12 +211,19 @@ func (c *Core) noSpace() {
 }
 
 // dropForSpace tells whether a received raft message must be dropped
-// because the disk is full: appends to a partition replica carrying data.
+// because the disk is full: appends to a partition replica carrying data,
+// and leadership transfers to it while another replica has space.
 // Empty entries pass (a new leader's first entry must commit before it
 // can serve reads), and so does everything of the metadata group.
 func (c *Core) dropForSpace(g *group, m *raftpb.Message) bool {
-	if !c.space.full || g.meta != nil || m.GetType() != raftpb.MsgApp {
+	if m.GetType() == raftpb.MsgTimeoutNow && c.holdsOffLeadership(g) {
+		return true // a transfer to a full node: the old leader aborts it
+	}
+	if !c.space.full || m.GetType() != raftpb.MsgApp || g.meta != nil && !c.space.metaRefused {
 		return false
+	}
+	if g.meta != nil {
+		return len(m.GetEntries()) > 0 // its log write failed: no appends until space returns
 	}
 	for _, e := range m.GetEntries() {
 		if len(e.GetData()) > 0 {
@@ -128,10 +239,22 @@ func (c *Core) dropForSpace(g *group, m *raftpb.Message) bool {
 // other failure, and any failure of the metadata group, is left to the
 // caller (fatal).
 func (c *Core) writeRefused(g *group, err error) bool {
-	if g.meta != nil || !errors.Is(err, raftlog.ErrNoSpace) || c.byTP[g.tp] != g {
+	if !c.spaceRefusable(g, err) {
 		return false
 	}
+	g.logs.log(slog.LevelWarn, "disk full: raft log write refused; the replica reopens from its files and the node goes on",
+		slog.Any("err", err))
 	c.noSpace()
+	if g == c.meta {
+		c.space.metaRefused = true
+		if rerr := c.reopenMeta(g); rerr != nil {
+			g.logs.log(slog.LevelError, "reopen of the metadata log after a full disk failed; the node stops", slog.Any("err", rerr))
+			if c.fatal == nil {
+				c.fatal = rerr
+			}
+		}
+		return true
+	}
 	c.failGroupWaits(g, ErrNotEnoughSpace)
 	if cerr := g.log.Close(); cerr != nil {
 		g.logs.log(slog.LevelWarn, "close replica log", slog.Any("err", cerr))
@@ -143,6 +266,51 @@ func (c *Core) writeRefused(g *group, err error) bool {
 		}
 	}
 	return true
+}
+
+// spaceRefusable reports whether the failed write err of g is one
+// writeRefused survives: a write refused for space, of a partition replica
+// or of the metadata group.
+func (c *Core) spaceRefusable(g *group, err error) bool {
+	return errors.Is(err, raftlog.ErrNoSpace) && (g == c.meta || c.byTP[g.tp] == g)
+}
+
+// reopenMeta reopens the metadata group's raft log from its files after a
+// write refused for space, keeping the applied metadata state: a new
+// RawNode starts as a follower from the durable hard state with Applied
+// where the state is (everything applied was durable: raft applies only
+// stable entries with asynchronous storage writes), so the replica steps
+// down and rejoins as after a restart, without the node restarting. What
+// the refused write held was never acknowledged (its responses were
+// held until a sync) and comes again from the leader.
+func (c *Core) reopenMeta(g *group) error {
+	if cerr := g.log.Close(); cerr != nil {
+		g.logs.log(slog.LevelWarn, "close metadata log", slog.Any("err", cerr))
+	}
+	log, err := raftlog.Open(c.cfg.Disk, g.dir+"/log", c.logOptions(len(c.groups)))
+	if err != nil {
+		return fmt.Errorf("node: metadata group: reopen after a full disk: %w", err)
+	}
+	if last, _ := log.LastIndex(); last < g.appliedRaft {
+		_ = log.Close()
+		return fmt.Errorf("node: metadata group: reopened log ends at %d, below the applied %d", last, g.appliedRaft)
+	}
+	g.log = log
+	g.storage = &groupStorage{Log: log, confState: g.confState, commitFloor: g.appliedRaft}
+	raw, err := raft.NewRawNode(c.raftConfig(g, g.appliedRaft))
+	if err != nil {
+		_ = log.Close()
+		return fmt.Errorf("node: metadata group: reopen after a full disk: %w", err)
+	}
+	g.raw = raw
+	g.pipe = groupPipe{}
+	if hs, _, err := g.storage.InitialState(); err == nil && hs != nil {
+		g.pipe.hard.Term, g.pipe.hard.Vote, g.pipe.hard.Commit = hs.Term, hs.Vote, hs.Commit
+		g.pipe.durableTerm = hs.GetTerm()
+	}
+	g.quiesced = false
+	c.markAllReady()
+	return nil
 }
 
 // reopenReplica opens g's files again as a new group in g's place.

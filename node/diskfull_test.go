@@ -2,7 +2,10 @@ package node
 
 import (
 	"errors"
+	"fmt"
 	"testing"
+
+	"github.com/strandlog/strand/proto/strandpb"
 )
 
 // A node whose disk fills up refuses produce with ErrNotEnoughSpace (no
@@ -92,5 +95,149 @@ func TestFreeSpaceFloorRefusesProduce(t *testing.T) {
 	c.tick(2 * spaceCheckTicks)
 	if res := c.produce(c.leader(tp), ProduceRequest{TopicPartition: tp, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "y", 2)}); res.Err != nil {
 		t.Fatalf("produce once space returned: %v", res.Err)
+	}
+}
+
+// A leader whose disk turns full hands its partitions' leaderships to
+// replicas with space and does not take them back while full, so writes
+// go on; once its space returns it accepts a leadership again (issue 19
+// item 3). Before, it kept leading and every produce was refused with
+// NOT_ENOUGH_SPACE although both other replicas had space.
+func TestFullLeaderHandsOffLeadership(t *testing.T) {
+	c := newMetaCluster(t, 33, 3, func(cfg *Config) { cfg.MinFreeBytes = 1 << 20 })
+	c.createTopic(c.metaLeaderOf(), "t", 1, 3)
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	want := c.produceN(tp, 5)
+	full := c.leader(tp)
+	d := c.disks[full]
+	d.SetCapacity(d.UsedBytes() + 512<<10) // below the floor, only there
+	c.tick(3 * spaceCheckTicks)
+	if !c.cores[full].DiskFull() {
+		t.Fatal("node below its floor not full")
+	}
+	lead := c.leader(tp)
+	if lead == full {
+		t.Fatalf("node %d still leads %v on a full disk", full, tp)
+	}
+	if c.cores[full].Stats().SpaceHandOffs == 0 {
+		t.Fatal("no hand-off counted")
+	}
+	// While full it takes no leadership back, though its log is caught up
+	// (nothing written since): not by a transfer, nor by campaigning.
+	c.transferLeader(tp, lead, full)
+	for i := range 100 {
+		if _, _, leading := c.cores[full].byTP[tp].leadership(); leading {
+			t.Fatalf("full node %d took the leadership back (tick %d)", full, i)
+		}
+		c.tick(1)
+	}
+	lead = c.leader(tp)
+	if res := c.produce(lead, ProduceRequest{TopicPartition: tp, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "moved", 2)}); res.Err != nil {
+		t.Fatalf("produce on the new leader %d: %v", lead, res.Err)
+	}
+	want += 2
+	if _, hwm := c.fetchAll(c.leader(tp), tp); hwm != want {
+		t.Fatalf("high-water mark %d, want %d", hwm, want)
+	}
+	d.SetCapacity(0)
+	c.tick(3 * spaceCheckTicks)
+	if c.cores[full].DiskFull() {
+		t.Fatal("still full once space returned")
+	}
+	for i := 0; i < 10 && c.leader(tp) != full; i++ {
+		lead = c.leader(tp)
+		c.transferLeader(tp, lead, full)
+		c.tick(20)
+	}
+	if got := c.leader(tp); got != full {
+		t.Fatalf("node %d with space again does not accept the leadership (leader %d)", full, got)
+	}
+}
+
+// transferLeader asks the leader lead of tp to hand its leadership to to.
+func (c *cluster) transferLeader(tp TopicPartition, lead, to NodeID) {
+	g := c.cores[lead].byTP[tp]
+	c.cores[lead].touch(g)
+	g.raw.TransferLeader(uint64(to))
+	c.settle()
+}
+
+// A metadata-group write that fails on a full disk does not stop the node,
+// and a node restarted on a full disk comes up (issue 19 item 4): its
+// metadata replica stops appending and steps down, the others go on, it
+// keeps answering from what it applied, and it catches up once space
+// returns. Before, the failed write made Process fail (the node exited),
+// and Open failed again on the boot count's write.
+func TestMetaWriteOnFullDiskKeepsNode(t *testing.T) {
+	c := newMetaCluster(t, 34, 3, nil)
+	full := c.metaLeaderOf()
+	other := c.ids[0]
+	if other == full {
+		other = c.ids[1]
+	}
+	d := c.disks[full]
+	d.SetCapacity(d.UsedBytes() + 1) // every write fails there
+	c.createTopic(other, "t", 1, 3)  // settles: a Process error fails the test
+	c.tick(50)
+	if !c.cores[full].DiskFull() {
+		t.Fatal("a failed metadata write did not turn the node full")
+	}
+	if st, _ := c.cores[full].MetadataStatus(); st.IsLeader {
+		t.Fatal("the full node still leads the metadata group")
+	}
+	if resp, _ := c.handle(full, &strandpb.Request{CorrelationId: 5, Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{}}}); resp.GetMetadata() == nil {
+		t.Fatalf("full node does not answer metadata: %v", resp)
+	}
+
+	d.SetCapacity(0)
+	c.tick(100)
+	if _, topics := c.cores[full].MetadataNodes(); len(topics) != 1 || topics[0].Name != "t" {
+		t.Fatalf("node %d with space again did not catch up the metadata: %v", full, topics)
+	}
+	c.createTopic(other, "u", 1, 3)
+	if *walFlag {
+		// Known gap: Open replays the write-ahead log into the logs,
+		// which needs space (DESIGN.md, full disks).
+		t.Log("WAL mode: restart on a full disk not checked")
+		return
+	}
+
+	c.crash(full)
+	d.SetCapacity(d.UsedBytes() + 1)
+	c.start(full) // fails the test when Open fails
+	c.tick(100)
+	if _, topics := c.cores[full].MetadataNodes(); len(topics) != 2 {
+		t.Fatalf("restarted on a full disk: %d topics replayed, want 2", len(topics))
+	}
+	// With no byte free it cannot even record a new term: it answers
+	// from what it applied while the others lead and take writes.
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	lead := NodeID(0)
+	for i := 0; i < 200 && lead == 0; i++ {
+		if g := c.cores[other].byTP[tp]; g != nil {
+			if l, _, _ := g.leadership(); l != full {
+				lead = l
+			}
+		}
+		c.tick(1)
+	}
+	if lead == 0 {
+		t.Fatalf("no leader of %v besides the full node", tp)
+	}
+	for i := range 3 {
+		if res := c.produce(lead, ProduceRequest{TopicPartition: tp, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, fmt.Sprint(i), 1)}); res.Err != nil {
+			t.Fatalf("produce while node %d is full: %v", full, res.Err)
+		}
+	}
+	if resp, _ := c.handle(full, &strandpb.Request{CorrelationId: 6, Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{}}}); len(resp.GetMetadata().GetTopics()) != 2 {
+		t.Fatalf("full restarted node's metadata answer: %v", resp)
+	}
+	d.SetCapacity(0)
+	c.tick(100)
+	if _, hwm := c.fetchAll(c.leader(tp), tp); hwm != 3 {
+		t.Fatalf("high-water mark %d, want 3", hwm)
+	}
+	if _, topics := c.cores[full].MetadataNodes(); len(topics) != 2 {
+		t.Fatalf("restarted node has %d topics once space returned, want 2", len(topics))
 	}
 }

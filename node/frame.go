@@ -28,6 +28,13 @@ const (
 	raftMessageMessage protowire.Number = 3
 	raftFrameProbes    protowire.Number = 50 // RejoinProbe (rejoin.go)
 	raftFrameAnswers   protowire.Number = 51 // RejoinAnswer
+	raftFrameDisk      protowire.Number = 52 // liveness frames: the sender's disk state
+)
+
+// Values of RaftFrame.disk_state (0, absent: not said).
+const (
+	diskStateOK   = 1
+	diskStateFull = 2
 )
 
 // deterministic marshals raft messages as they always were (map-free
@@ -62,6 +69,18 @@ func sizeRaftMessage(topic string, partition int32, m *raftpb.Message) raftFrame
 
 // frameBytes is the size of a RaftFrame field holding fm.
 func (fm *raftFrameMessage) frameBytes() int { return 1 + protowire.SizeBytes(fm.innerBytes) }
+
+// encodeLivenessFrame builds the liveness frame a node sends every peer on
+// every raft tick (quiesce.go): no messages, its disk state.
+func encodeLivenessFrame(from NodeID, full bool) []byte {
+	state := uint64(diskStateOK)
+	if full {
+		state = diskStateFull
+	}
+	buf := encodeRaftFrame(from, nil)
+	buf = protowire.AppendTag(buf, raftFrameDisk, protowire.VarintType)
+	return protowire.AppendVarint(buf, state)
+}
 
 // encodeRaftFrame builds the bytes of RaftFrame{from, msgs} in one buffer
 // of exactly the right size, marshalling each message in place.
@@ -139,6 +158,12 @@ func parseRaftFrame(b []byte, msgs []rawRaftMessage, rj *rejoinFrame) (from uint
 					return 0, msgs, false
 				}
 				msgs = append(msgs, rm)
+			}
+		case num == raftFrameDisk && typ == protowire.VarintType:
+			var v uint64
+			v, n = protowire.ConsumeVarint(b)
+			if rj != nil {
+				rj.disk = v
 			}
 		case (num == raftFrameProbes || num == raftFrameAnswers) && typ == protowire.BytesType:
 			var v []byte

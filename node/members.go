@@ -372,7 +372,8 @@ func (c *Core) handleNodeAdmin(req *strandpb.NodeAdminRequest, answer func(*stra
 }
 
 // handleClusterMembers answers every registered node's membership as this
-// node applied it.
+// node applied it, with each node's liveness as this node sees it (the
+// client asks the metadata leader).
 func (c *Core) handleClusterMembers(answer func(*strandpb.Response)) {
 	resp := &strandpb.ClusterMembersResponse{AnsweredBy: uint64(c.cfg.ID)}
 	lead, _ := c.metaLeader()
@@ -421,6 +422,7 @@ func (c *Core) handleClusterMembers(answer func(*strandpb.Response)) {
 		default:
 			m.State = strandpb.MemberState_MEMBER_STATE_ACTIVE
 		}
+		c.fillMemberLiveness(m)
 		resp.Members = append(resp.Members, m)
 	}
 	answer(&strandpb.Response{Body: &strandpb.Response_ClusterMembers{ClusterMembers: resp}})
@@ -444,7 +446,9 @@ func (c *Core) handleElectLeaders(answer func(*strandpb.Response)) {
 			continue
 		}
 		st := g.raw.Status()
-		if pr, ok := st.Progress[uint64(want)]; !ok || pr.IsLearner || pr.Match < st.GetCommit() {
+		if pr, ok := st.Progress[uint64(want)]; !ok || pr.IsLearner || pr.Match < st.GetCommit() || c.peerFull(want) {
+			// Lagging, or its disk is full: it would refuse produce and
+			// hand the leadership straight back (diskfull.go).
 			resp.SkippedLagging++
 			continue
 		}

@@ -182,12 +182,7 @@ func (c *Core) openRaft(g *group) error {
 		return err
 	}
 	g.rejoin = rj
-	opts := raftlog.Options{SegmentBytesMax: c.cfg.SegmentBytesMax, TailCacheBytesMax: c.tailCacheShare(len(c.groups) + 1)}
-	if c.wal != nil {
-		opts.BeforeSync = c.walBeforeSync // wal.go
-	}
-	c.bugLogOptions(&opts)
-	log, err := raftlog.Open(c.cfg.Disk, g.dir+"/log", opts)
+	log, err := raftlog.Open(c.cfg.Disk, g.dir+"/log", c.logOptions(len(c.groups)+1))
 	if err != nil {
 		return err
 	}
@@ -242,6 +237,17 @@ func (c *Core) openRaft(g *group) error {
 		return err
 	}
 	return nil
+}
+
+// logOptions are the options a group's raft log opens with, logs being
+// the number of logs sharing the tail cache.
+func (c *Core) logOptions(logs int) raftlog.Options {
+	opts := raftlog.Options{SegmentBytesMax: c.cfg.SegmentBytesMax, TailCacheBytesMax: c.tailCacheShare(logs)}
+	if c.wal != nil {
+		opts.BeforeSync = c.walBeforeSync // wal.go
+	}
+	c.bugLogOptions(&opts)
+	return opts
 }
 
 // raftConfig is the raft configuration of one group; applied is the index
@@ -328,6 +334,9 @@ func (c *Core) restoreEngine(g *group) (uint64, error) {
 type groupStorage struct {
 	*raftlog.Log
 	confState *raftpb.ConfState // of the loaded checkpoint; nil: none
+	// commitFloor: InitialState reports at least this commit (a metadata
+	// log reopened in place after a full disk, diskfull.go).
+	commitFloor uint64
 
 	// corrupt, when set (partition replicas), takes damage raft read in a
 	// sealed segment (sending old entries to a follower): the replica is
@@ -361,6 +370,12 @@ func (s *groupStorage) Snapshot() (*raftpb.Snapshot, error) {
 // InitialState implements raft.Storage.
 func (s *groupStorage) InitialState() (*raftpb.HardState, *raftpb.ConfState, error) {
 	hs, cs, err := s.Log.InitialState()
+	if err == nil && hs != nil && hs.GetCommit() < s.commitFloor {
+		// A metadata log reopened in place (diskfull.go): what was
+		// applied is committed, whatever commit the log last recorded.
+		commit := s.commitFloor
+		hs = &raftpb.HardState{Term: hs.Term, Vote: hs.Vote, Commit: &commit}
+	}
 	if err != nil || s.confState == nil {
 		return hs, cs, err
 	}

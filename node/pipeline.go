@@ -271,7 +271,9 @@ func (c *Core) writeGroup(g *group) (bool, error) {
 				}
 			}
 			if err := g.log.Save(entries, hs); err != nil {
-				g.logs.log(slog.LevelError, "raft log write failed; the node stops (fail-stop)", slog.Any("err", err))
+				if !c.spaceRefusable(g, err) { // else writeRefused logs what happens (diskfull.go)
+					g.logs.log(slog.LevelError, "raft log write failed; the node stops (fail-stop)", slog.Any("err", err))
+				}
 				return false, fmt.Errorf("node: %s/%d: save: %w", g.tp.Topic, g.tp.Partition, err)
 			}
 			if hs != nil {

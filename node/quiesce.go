@@ -58,6 +58,9 @@ func (c *Core) raftTickGroup(g *group) {
 	if g.quiesced || c.maybeQuiesce(g) {
 		return
 	}
+	if c.holdsOffLeadership(g) && g.raw.BasicStatus().RaftState != raft.StateLeader {
+		return // full: never time out and campaign while a replica with space can lead (diskfull.go)
+	}
 	g.raw.Tick()
 	c.markReady(g)
 }
@@ -138,6 +141,7 @@ func (c *Core) steppedQuiesced(g *group, wasQuiesced bool, from NodeID, m *raftp
 type peerLiveness struct {
 	peers []NodeID // sorted: Config.Nodes and the registered nodes not removed
 	heard []uint64 // by position in peers
+	full  []bool   // by position: the peer's last liveness frame said its disk is full
 }
 
 // noteHeard records a frame from node from.
@@ -164,18 +168,19 @@ func (c *Core) refreshLiveness() {
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	heard := make([]uint64, len(ids))
+	heard, full := make([]uint64, len(ids)), make([]bool, len(ids))
 	for i, id := range ids {
 		heard[i] = c.ticks
 		if j, ok := slices.BinarySearch(c.liveness.peers, id); ok {
-			heard[i] = c.liveness.heard[j]
+			heard[i], full[i] = c.liveness.heard[j], c.liveness.full[j]
 		}
 	}
-	c.liveness = peerLiveness{peers: ids, heard: heard}
+	c.liveness = peerLiveness{peers: ids, heard: heard, full: full}
 }
 
 // livenessRaftTick runs on every raft tick: it sends every peer an empty
-// frame (so a node with only quiesced groups still shows it is alive) and
+// frame carrying this node's disk state (so a node with only quiesced
+// groups still shows it is alive, and peers know whether it has space) and
 // wakes the quiesced followers of leaders on nodes silent for longer than
 // an election timeout.
 func (c *Core) livenessRaftTick() {
@@ -185,7 +190,7 @@ func (c *Core) livenessRaftTick() {
 		if id == c.cfg.ID {
 			continue
 		}
-		c.cfg.Network.Send(id, encodeRaftFrame(c.cfg.ID, nil))
+		c.cfg.Network.Send(id, encodeLivenessFrame(c.cfg.ID, c.space.full))
 		c.stats.FramesSent++
 		if c.ticks-c.liveness.heard[i] > silentAfter && !c.bugQuiescedNeverWake() {
 			silent = append(silent, id)

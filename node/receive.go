@@ -3,7 +3,6 @@ package node
 import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
-	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/engine/metadata"
@@ -38,8 +37,11 @@ type Stats struct {
 	// ReplicasRepaired counts replicas discarded for corrupt data, to be
 	// rebuilt from their peers (repair.go).
 	ReplicasRepaired uint64
-	// DiskFullEntered counts the times the node turned full (diskfull.go).
+	// DiskFullEntered counts the times the node turned full, and
+	// SpaceHandOffs the leadership transfers a full node started to a
+	// replica with space (diskfull.go).
 	DiskFullEntered uint64
+	SpaceHandOffs   uint64
 	// CatchUpBytes counts entry bytes sent to catching-up followers under
 	// the throttle, CatchUpThrottled the appends it held back (throttle.go).
 	CatchUpBytes       uint64
@@ -79,6 +81,9 @@ func (c *Core) Receive(frame []byte) {
 		return
 	}
 	c.noteHeard(NodeID(from))
+	if rj.disk != 0 {
+		c.notePeerDisk(NodeID(from), rj.disk == diskStateFull)
+	}
 	var topics topicCache
 	for i := range msgs {
 		c.receiveMessage(NodeID(from), topics.get(msgs[i].topic), &msgs[i])
@@ -335,10 +340,11 @@ func (c *Core) AppendStatus(dst []GroupStatus) []GroupStatus {
 }
 
 // LaggingReplicas counts the followers of the partitions this node leads
-// whose log ends more than entriesMax entries before the leader's, or whose
-// progress raft is still probing: replicas that could not take a share of
-// the next commit without catching up first. It is 0 when every follower
-// is in step; a restarted node stops counting once it has caught up.
+// whose log ends more than entriesMax entries before the leader's, whose
+// progress raft is still probing, or whose node is down (liveness.go):
+// replicas that could not take a share of the next commit without catching
+// up first. It is 0 when every follower is in step; a restarted node stops
+// counting once it has caught up.
 func (c *Core) LaggingReplicas(entriesMax uint64) int {
 	lagging := 0
 	for _, g := range c.partitionGroups() {
@@ -349,11 +355,11 @@ func (c *Core) LaggingReplicas(entriesMax uint64) int {
 		if err != nil {
 			continue // a failing log shows up elsewhere; nothing to compare against
 		}
-		g.raw.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
-			if NodeID(id) != c.cfg.ID && (pr.State != tracker.StateReplicate || pr.Match+entriesMax < last) {
+		for _, f := range c.followers(g) {
+			if f.Lagging(last, entriesMax) {
 				lagging++
 			}
-		})
+		}
 	}
 	return lagging
 }

@@ -536,10 +536,12 @@ func (c *Core) receiveRejoin(from NodeID, rj *rejoinFrame) {
 	}
 }
 
-// rejoinFrame is what a received frame carried for disk-loss recovery.
+// rejoinFrame is what a received frame carried for disk-loss recovery,
+// and the disk state of a liveness frame.
 type rejoinFrame struct {
 	probes  []*strandpb.RejoinProbe
 	answers []*strandpb.RejoinAnswer
+	disk    uint64 // RaftFrame.disk_state of a liveness frame (liveness.go), 0: absent
 }
 
 // parseRejoinField decodes a RaftFrame's probe or answer field.

@@ -186,5 +186,6 @@ func (c *Core) describePartition(g *group) *strandpb.DescribePartitionsResponse_
 		SnapshotIndex:     snap.GetMetadata().GetIndex(),
 		MoveTarget:        idsUint64(g.targetOrder),
 		MoveProgress:      wireMoveProgress(c.moveProgress(g)),
+		LaggingReplicas:   c.laggingFollowers(g),
 	}
 }

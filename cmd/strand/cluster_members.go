@@ -32,8 +32,8 @@ func movePartitions(ctx context.Context, c *clientlib.Client, moves []metadata.M
 	return nil
 }
 
-// clusterSubcommands are the subcommands of `strand cluster` (without
-// one, it prints the cluster).
+// clusterSubcommands are the subcommands of `strand cluster` cmdClusterSub
+// runs (without one, it prints the cluster; health: cluster_health.go).
 var clusterSubcommands = []string{"rebalance", "leaders"}
 
 // cmdClusterSub runs `strand cluster rebalance|leaders`.
@@ -146,24 +146,22 @@ func clusterLeaders(ctx context.Context, c *clientlib.Client, w io.Writer, balan
 	return nil
 }
 
-// printMembers prints the nodes with their membership state and metadata
-// role; false when the cluster does not answer ClusterMembers (then the
-// caller prints the plain node list).
-func printMembers(ctx context.Context, c *clientlib.Client, w io.Writer, full map[uint64]bool) bool {
-	members, err := c.ClusterMembers(ctx)
-	if err != nil {
-		return false
-	}
+// printMembers prints the nodes with their membership state, liveness as
+// the answering node (the metadata leader) sees it, and metadata role.
+func printMembers(w io.Writer, members clientlib.Members, now time.Time) {
 	for _, m := range members.Members {
-		line := fmt.Sprintf("  %d  %s  %s  metadata %s  replicas %d  preferred leaders %d", m.ID, m.Address, m.State,
+		state := m.State
+		if m.State != "removed" { // a removed node is not watched
+			state += "  " + livenessText(m, now)
+		}
+		line := fmt.Sprintf("  %d  %s  %s  metadata %s  replicas %d  preferred leaders %d", m.ID, m.Address, state,
 			m.Role, m.Replicas, m.PreferredLeaders)
 		if m.Rack != "" {
 			line += "  rack " + m.Rack
 		}
-		if full[m.ID] {
-			line += "  DISK FULL: refusing produce (not_enough_space) until space returns"
+		if m.DiskFull {
+			line += "  " + diskFullNote
 		}
 		fmt.Fprintln(w, line)
 	}
-	return true
 }

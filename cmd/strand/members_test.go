@@ -38,7 +38,7 @@ func TestJoinFourthNode(t *testing.T) {
 		if err != nil {
 			return fmt.Errorf("%v: %s", err, errOut)
 		}
-		if !strings.Contains(out, "  4  "+addr4+"  active  metadata voter") {
+		if !strings.Contains(out, "  4  "+addr4+"  active  up  metadata voter") {
 			return fmt.Errorf("node 4 not an active voter:\n%s", out)
 		}
 		return nil

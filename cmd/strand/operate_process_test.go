@@ -67,7 +67,7 @@ func TestOperateClusterUnderKill(t *testing.T) {
 	all := append(slices.Clone(c.addrs), addr4)
 	env = []string{"STRAND_BROKERS=" + strings.Join(all, ",")}
 	waitFor(t, "node 4 a metadata voter", 30*time.Second, func() error {
-		return clusterShows(t, env, "  4  "+addr4+"  active  metadata voter")
+		return clusterShows(t, env, "  4  "+addr4+"  active  up  metadata voter")
 	})
 
 	out := runCLI(t, env, "", "cluster", "rebalance")

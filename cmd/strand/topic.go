@@ -269,63 +269,6 @@ func joinIDs(ids []uint64) string {
 	return strings.Join(parts, ",")
 }
 
-// cmdCluster prints nodes, topics, partitions, leaders and high-water
-// marks; it fails (exit 1) when the cluster cannot be reached.
-func cmdCluster(args []string, stdout io.Writer) error {
-	if len(args) > 0 && slices.Contains(clusterSubcommands, args[0]) {
-		return cmdClusterSub(args[0], args[1:], stdout)
-	}
-	fs := newFlags("cluster")
-	var cf clientFlags
-	cf.register(fs, 10*time.Second)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	c, err := cf.client(clientlib.MaxRetries(3))
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-	defer cancel()
-	info, err := c.Metadata(ctx)
-	var conn *clientlib.ConnError
-	if errors.As(err, &conn) {
-		return err // says itself which address failed and how
-	}
-	if err != nil {
-		return wrapErr(err, "metadata from the cluster at %s", strings.Join(cf.brokers, ","))
-	}
-	fmt.Fprintf(stdout, "nodes (metadata leader: %s):\n", idOrNone(info.ControllerID))
-	full := nodesDiskFull(ctx, info.Nodes)
-	if !printMembers(ctx, c, stdout, full) { // a node without membership requests
-		for _, n := range info.Nodes {
-			rack := ""
-			if n.Rack != "" {
-				rack = "  rack " + n.Rack
-			}
-			if full[n.ID] {
-				rack += "  DISK FULL: refusing produce (not_enough_space) until space returns"
-			}
-			fmt.Fprintf(stdout, "  %d  %s%s\n", n.ID, n.Address, rack)
-		}
-	}
-	if len(info.Topics) == 0 {
-		fmt.Fprintln(stdout, "no topics")
-	}
-	for _, t := range info.Topics {
-		if t.Err != nil {
-			fmt.Fprintf(stdout, "topic %s: %s\n", t.Name, userMessage(t.Err))
-			continue
-		}
-		fmt.Fprintf(stdout, "topic %s: %s\n", t.Name, plural(len(t.Partitions), "partition"))
-		if err := printPartitions(ctx, c, stdout, t); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func idOrNone(id uint64) string {
 	if id == 0 {
 		return "none"

@@ -201,7 +201,12 @@ func (a *Admin) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // readyz answers 200 when every node is ready (see readiness), else 503
-// with each reason, one line per node.
+// with each reason, one line per node. Readiness is each served node's own
+// (can it take its share of the work?), not the cluster's: a peer that is
+// down leaves the others ready, as a load balancer wants. Cluster health
+// is elsewhere: strand_cluster_nodes_down, strand_peer_up and
+// strand_partitions_under_replicated on /metrics, nodes_down and
+// under_replicated_partitions in /api/cluster, and `strand cluster health`.
 func (a *Admin) readyz(w http.ResponseWriter, req *http.Request) {
 	views, errs := a.views(req.Context())
 	var reasons []string

@@ -32,6 +32,12 @@ type apiCluster struct {
 	Moves     []apiMove `json:"moves"`
 	MovesNote string    `json:"moves_note,omitempty"`
 	Time      time.Time `json:"time"`
+	// NodesDown are the nodes the shown node counts down and
+	// UnderReplicated the partitions led by the nodes served here with a
+	// follower not in step: cluster health, where /readyz is each node's
+	// own readiness only (strand cluster health asks the cluster).
+	NodesDown       []uint64 `json:"nodes_down"`
+	UnderReplicated int      `json:"under_replicated_partitions"`
 }
 
 // apiNode is one node: registration from the metadata, health from its
@@ -53,6 +59,12 @@ type apiNode struct {
 	DiskFull bool   `json:"disk_full"`
 	Replicas int    `json:"replicas"` // hosted, -1 when unknown
 	Leading  int    `json:"leading"`  // partitions led, -1 when unknown
+	// Liveness is "up", or "down" once the shown node (Node of
+	// apiCluster) has not heard from it for three election timeouts;
+	// LastContactMs is the time since that node last heard from it (0 for
+	// itself, -1 when it does not watch the node).
+	Liveness      string `json:"liveness"`
+	LastContactMs int64  `json:"last_contact_ms"`
 }
 
 // apiMove is a partition move in progress: its replicas (from), its
@@ -266,6 +278,7 @@ func clusterOf(views []node.AdminView, clusterID []byte) apiCluster {
 		}
 	}
 	slices.SortFunc(out.Nodes, func(a, b apiNode) int { return cmp.Compare(a.ID, b.ID) })
+	fillLiveness(&out, views)
 	for i := range out.Nodes {
 		n := &out.Nodes[i]
 		n.Health, n.Replicas, n.Leading = "unknown", -1, -1
@@ -286,6 +299,39 @@ func clusterOf(views []node.AdminView, clusterID []byte) apiCluster {
 		}
 	}
 	return out
+}
+
+// fillLiveness sets each node's liveness as views[0] sees it, and the
+// cluster's health figures.
+func fillLiveness(out *apiCluster, views []node.AdminView) {
+	out.NodesDown = []uint64{}
+	for i := range out.Nodes {
+		n := &out.Nodes[i]
+		n.Liveness, n.LastContactMs = "unknown", -1
+		j := slices.IndexFunc(views[0].Liveness, func(l node.PeerLiveness) bool { return uint64(l.Node) == n.ID })
+		if j < 0 {
+			continue
+		}
+		l := views[0].Liveness[j]
+		n.Liveness, n.LastContactMs, n.DiskFull = "up", l.SilentFor.Milliseconds(), l.DiskFull
+		if l.Down {
+			n.Liveness = "down"
+			out.NodesDown = append(out.NodesDown, n.ID)
+		}
+	}
+	for _, v := range views {
+		for _, r := range v.Replicas {
+			if !r.IsLeader {
+				continue
+			}
+			for _, f := range r.Followers {
+				if f.Lagging(r.LastIndex, adminReplicaLagMax) {
+					out.UnderReplicated++
+					break
+				}
+			}
+		}
+	}
 }
 
 func hexString(b []byte) string {
@@ -365,6 +411,9 @@ func fillPartition(ap *apiPartition, tp node.TopicPartition, set []uint64, repli
 			for _, f := range src.Followers {
 				if uint64(f.Node) == id && f.Lagging(src.LastIndex, adminReplicaLagMax) {
 					ar.State, ar.Lag, ap.UnderReplicated = "catching up", src.LastIndex-min(f.Match, src.LastIndex), true
+					if f.Silent {
+						ar.State = "not answering"
+					}
 				}
 			}
 		case own != nil && own.Rejoining:

@@ -136,18 +136,22 @@ var (
 	descPartLeader = prometheus.NewDesc("strand_partition_leader", "Node id of the leader the replica knows (0: none).", replicaLabels, nil)
 	descPartTerm   = prometheus.NewDesc("strand_partition_term", "Raft term of the replica.", replicaLabels, nil)
 	descPartUnder  = prometheus.NewDesc("strand_partition_under_replicated",
-		"1 when this node leads the partition and a follower is not in step (probing, snapshot, or more than 256 entries behind).", replicaLabels, nil)
+		"1 when this node leads the partition and a follower is not in step (probing, snapshot, more than 256 entries behind, or its node silent for three election timeouts).", replicaLabels, nil)
 	descPartOffline  = prometheus.NewDesc("strand_partition_offline", "1 when the replica knows no leader.", replicaLabels, nil)
 	descFollowerLag  = prometheus.NewDesc("strand_partition_follower_lag_entries", "On the leader: raft entries a follower lacks (catch-up progress).", append(replicaLabels[:3:3], "follower"), nil)
 	descMoveProgress = prometheus.NewDesc("strand_partition_move_progress_ratio",
 		"On the leader of a partition being moved: the least caught-up added replica's match over the leader's last index (1: catch-up done).", replicaLabels, nil)
-	descMovesCount    = prometheus.NewDesc("strand_partition_moves_in_progress", "Partition moves the applied metadata records as in progress.", []string{"node"}, nil)
-	descUnderCount    = prometheus.NewDesc("strand_partitions_under_replicated", "Partitions this node leads with a follower not in step.", []string{"node"}, nil)
-	descOfflineCount  = prometheus.NewDesc("strand_partitions_offline", "Replicas on this node that know no leader.", []string{"node"}, nil)
-	descLedCount      = prometheus.NewDesc("strand_partitions_led", "Partitions this node leads.", []string{"node"}, nil)
-	descReplicaCount  = prometheus.NewDesc("strand_replicas", "Partition replicas hosted on this node.", []string{"node"}, nil)
-	descRejoining     = prometheus.NewDesc("strand_replicas_rejoining", "Replicas rebuilding lost state from their peers.", []string{"node"}, nil)
-	descReady         = prometheus.NewDesc("strand_node_ready", "1 when /readyz would answer 200 for this node.", []string{"node"}, nil)
+	descMovesCount   = prometheus.NewDesc("strand_partition_moves_in_progress", "Partition moves the applied metadata records as in progress.", []string{"node"}, nil)
+	descUnderCount   = prometheus.NewDesc("strand_partitions_under_replicated", "Partitions this node leads with a follower not in step.", []string{"node"}, nil)
+	descOfflineCount = prometheus.NewDesc("strand_partitions_offline", "Replicas on this node that know no leader.", []string{"node"}, nil)
+	descLedCount     = prometheus.NewDesc("strand_partitions_led", "Partitions this node leads.", []string{"node"}, nil)
+	descReplicaCount = prometheus.NewDesc("strand_replicas", "Partition replicas hosted on this node.", []string{"node"}, nil)
+	descRejoining    = prometheus.NewDesc("strand_replicas_rejoining", "Replicas rebuilding lost state from their peers.", []string{"node"}, nil)
+	descReady        = prometheus.NewDesc("strand_node_ready", "1 when /readyz would answer 200 for this node (its own readiness, not the cluster's).", []string{"node"}, nil)
+	descPeerUp       = prometheus.NewDesc("strand_peer_up",
+		"1 when this node heard from the peer within three election timeouts, 0 when it counts the peer down.", []string{"node", "peer"}, nil)
+	descPeerContact   = prometheus.NewDesc("strand_peer_last_contact_seconds", "Time since this node last heard from the peer.", []string{"node", "peer"}, nil)
+	descNodesDown     = prometheus.NewDesc("strand_cluster_nodes_down", "Nodes this node counts down (silent for three election timeouts): cluster health as it sees it.", []string{"node"}, nil)
 	descMetaLeader    = prometheus.NewDesc("strand_metadata_leader", "Node id of the metadata group's leader (0: none known).", []string{"node"}, nil)
 	descMetaVersion   = prometheus.NewDesc("strand_metadata_version", "Applied metadata version.", []string{"node"}, nil)
 	descDiskFree      = prometheus.NewDesc("strand_disk_free_bytes", "Free bytes of the data directory's file system.", []string{"node"}, nil)
@@ -213,6 +217,17 @@ func collectNode(ch chan<- prometheus.Metric, id string, v node.AdminView, n *Se
 	ch <- gauge(descMetaLeader, float64(v.MetaLeader), id)
 	ch <- gauge(descMetaVersion, float64(v.MetaVersion), id)
 	ch <- gauge(descDiskFull, boolValue(v.DiskFull), id)
+	down := 0
+	for _, l := range v.Liveness {
+		if l.Node == v.ID {
+			continue
+		}
+		peer := strconv.FormatUint(uint64(l.Node), 10)
+		ch <- gauge(descPeerUp, boolValue(!l.Down), id, peer)
+		ch <- gauge(descPeerContact, l.SilentFor.Seconds(), id, peer)
+		down += int(boolValue(l.Down))
+	}
+	ch <- gauge(descNodesDown, float64(down), id)
 	// Only a Disk the server opened itself (osdisk, under the lock) is
 	// known safe to ask off the loop.
 	if sr, ok := n.cfg.Core.Disk.(raftlog.SpaceReporter); ok && n.lock != nil {

@@ -682,6 +682,10 @@ type RaftFrame struct {
 	// its peers for their term and last index before it may vote again.
 	RejoinProbes  []*RejoinProbe  `protobuf:"bytes,50,rep,name=rejoin_probes,json=rejoinProbes,proto3" json:"rejoin_probes,omitempty"`
 	RejoinAnswers []*RejoinAnswer `protobuf:"bytes,51,rep,name=rejoin_answers,json=rejoinAnswers,proto3" json:"rejoin_answers,omitempty"`
+	// Liveness frames (node/liveness.go) carry the sender's disk state:
+	// 1 has space, 2 full (refuses produce, hands its leaderships on); 0 or
+	// absent: not said.
+	DiskState     uint64 `protobuf:"varint,52,opt,name=disk_state,json=diskState,proto3" json:"disk_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -742,6 +746,13 @@ func (x *RaftFrame) GetRejoinAnswers() []*RejoinAnswer {
 		return x.RejoinAnswers
 	}
 	return nil
+}
+
+func (x *RaftFrame) GetDiskState() uint64 {
+	if x != nil {
+		return x.DiskState
+	}
+	return 0
 }
 
 // RejoinProbe asks the receiving node about one group: topic and partition
@@ -941,12 +952,14 @@ const file_strand_proto_rawDesc = "" +
 	"\vRaftMessage\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\fR\amessage\"\xd0\x01\n" +
+	"\amessage\x18\x03 \x01(\fR\amessage\"\xef\x01\n" +
 	"\tRaftFrame\x12\x1b\n" +
 	"\tfrom_node\x18\x01 \x01(\x04R\bfromNode\x12/\n" +
 	"\bmessages\x18\x02 \x03(\v2\x13.strand.RaftMessageR\bmessages\x128\n" +
 	"\rrejoin_probes\x182 \x03(\v2\x13.strand.RejoinProbeR\frejoinProbes\x12;\n" +
-	"\x0erejoin_answers\x183 \x03(\v2\x14.strand.RejoinAnswerR\rrejoinAnswers\"`\n" +
+	"\x0erejoin_answers\x183 \x03(\v2\x14.strand.RejoinAnswerR\rrejoinAnswers\x12\x1d\n" +
+	"\n" +
+	"disk_state\x184 \x01(\x04R\tdiskState\"`\n" +
 	"\vRejoinProbe\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1d\n" +

@@ -7503,10 +7503,13 @@ type DescribePartitionsResponse_Partition struct {
 	// A move in progress: its target replicas (empty: none), and per
 	// replica being added how far it caught up, in permille of the
 	// leader's last index.
-	MoveTarget    []uint64        `protobuf:"varint,180,rep,packed,name=move_target,json=moveTarget,proto3" json:"move_target,omitempty"`
-	MoveProgress  []*MoveProgress `protobuf:"bytes,181,rep,name=move_progress,json=moveProgress,proto3" json:"move_progress,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MoveTarget   []uint64        `protobuf:"varint,180,rep,packed,name=move_target,json=moveTarget,proto3" json:"move_target,omitempty"`
+	MoveProgress []*MoveProgress `protobuf:"bytes,181,rep,name=move_progress,json=moveProgress,proto3" json:"move_progress,omitempty"`
+	// Followers not in step as the leader sees them: probing, behind, or
+	// silent (down) whatever their lag (node/liveness.go).
+	LaggingReplicas []uint64 `protobuf:"varint,182,rep,packed,name=lagging_replicas,json=laggingReplicas,proto3" json:"lagging_replicas,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *DescribePartitionsResponse_Partition) Reset() {
@@ -7612,6 +7615,13 @@ func (x *DescribePartitionsResponse_Partition) GetMoveTarget() []uint64 {
 func (x *DescribePartitionsResponse_Partition) GetMoveProgress() []*MoveProgress {
 	if x != nil {
 		return x.MoveProgress
+	}
+	return nil
+}
+
+func (x *DescribePartitionsResponse_Partition) GetLaggingReplicas() []uint64 {
+	if x != nil {
+		return x.LaggingReplicas
 	}
 	return nil
 }
@@ -7910,8 +7920,14 @@ type ClusterMembersResponse_Member struct {
 	Fenced           bool                   `protobuf:"varint,6,opt,name=fenced,proto3" json:"fenced,omitempty"`
 	Replicas         int32                  `protobuf:"varint,7,opt,name=replicas,proto3" json:"replicas,omitempty"`                                         // partition replicas placed on it
 	PreferredLeaders int32                  `protobuf:"varint,8,opt,name=preferred_leaders,json=preferredLeaders,proto3" json:"preferred_leaders,omitempty"` // partitions it is the first replica of
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Liveness as the answering node (the metadata leader) sees it
+	// (node/liveness.go): down after three election timeouts of silence;
+	// the time since its last frame; its disk refuses produce.
+	Down          bool   `protobuf:"varint,9,opt,name=down,proto3" json:"down,omitempty"`
+	LastContactMs uint64 `protobuf:"varint,10,opt,name=last_contact_ms,json=lastContactMs,proto3" json:"last_contact_ms,omitempty"`
+	DiskFull      bool   `protobuf:"varint,11,opt,name=disk_full,json=diskFull,proto3" json:"disk_full,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClusterMembersResponse_Member) Reset() {
@@ -7998,6 +8014,27 @@ func (x *ClusterMembersResponse_Member) GetPreferredLeaders() int32 {
 		return x.PreferredLeaders
 	}
 	return 0
+}
+
+func (x *ClusterMembersResponse_Member) GetDown() bool {
+	if x != nil {
+		return x.Down
+	}
+	return false
+}
+
+func (x *ClusterMembersResponse_Member) GetLastContactMs() uint64 {
+	if x != nil {
+		return x.LastContactMs
+	}
+	return 0
+}
+
+func (x *ClusterMembersResponse_Member) GetDiskFull() bool {
+	if x != nil {
+		return x.DiskFull
+	}
+	return false
 }
 
 var File_wire_proto protoreflect.FileDescriptor
@@ -8457,11 +8494,11 @@ const file_wire_proto_rawDesc = "" +
 	"partitions\x1a?\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\x92\x04\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\xbe\x04\n" +
 	"\x1aDescribePartitionsResponse\x12L\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2,.strand.DescribePartitionsResponse.PartitionR\n" +
-	"partitions\x1a\xa5\x03\n" +
+	"partitions\x1a\xd1\x03\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
@@ -8475,7 +8512,8 @@ const file_wire_proto_rawDesc = "" +
 	"\x0esnapshot_index\x18\t \x01(\x04R\rsnapshotIndex\x12 \n" +
 	"\vmove_target\x18\xb4\x01 \x03(\x04R\n" +
 	"moveTarget\x12:\n" +
-	"\rmove_progress\x18\xb5\x01 \x03(\v2\x14.strand.MoveProgressR\fmoveProgress\"V\n" +
+	"\rmove_progress\x18\xb5\x01 \x03(\v2\x14.strand.MoveProgressR\fmoveProgress\x12*\n" +
+	"\x10lagging_replicas\x18\xb6\x01 \x03(\x04R\x0flaggingReplicas\"V\n" +
 	"\x17SaslAuthenticateRequest\x12\x1c\n" +
 	"\tmechanism\x18\x01 \x01(\tR\tmechanism\x12\x1d\n" +
 	"\n" +
@@ -8569,12 +8607,12 @@ const file_wire_proto_rawDesc = "" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x12\n" +
 	"\x04from\x18\x03 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x04 \x01(\x04R\x02to\"\x17\n" +
-	"\x15ClusterMembersRequest\"\xa2\x03\n" +
+	"\x15ClusterMembersRequest\"\xfb\x03\n" +
 	"\x16ClusterMembersResponse\x12?\n" +
 	"\amembers\x18\x01 \x03(\v2%.strand.ClusterMembersResponse.MemberR\amembers\x12'\n" +
 	"\x0fmetadata_leader\x18\x02 \x01(\x04R\x0emetadataLeader\x12\x1f\n" +
 	"\vanswered_by\x18\x03 \x01(\x04R\n" +
-	"answeredBy\x1a\xfc\x01\n" +
+	"answeredBy\x1a\xd5\x02\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -8583,7 +8621,11 @@ const file_wire_proto_rawDesc = "" +
 	"\x04role\x18\x05 \x01(\x0e2\x14.strand.MetadataRoleR\x04role\x12\x16\n" +
 	"\x06fenced\x18\x06 \x01(\bR\x06fenced\x12\x1a\n" +
 	"\breplicas\x18\a \x01(\x05R\breplicas\x12+\n" +
-	"\x11preferred_leaders\x18\b \x01(\x05R\x10preferredLeaders*\xa1\f\n" +
+	"\x11preferred_leaders\x18\b \x01(\x05R\x10preferredLeaders\x12\x12\n" +
+	"\x04down\x18\t \x01(\bR\x04down\x12&\n" +
+	"\x0flast_contact_ms\x18\n" +
+	" \x01(\x04R\rlastContactMs\x12\x1b\n" +
+	"\tdisk_full\x18\v \x01(\bR\bdiskFull*\xa1\f\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +
