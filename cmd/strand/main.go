@@ -8,6 +8,7 @@
 //	strand consume TOPIC [--from earliest|latest|OFFSET|TIME] [--until-end] [--group G]
 //	strand group list | describe G | reset G --topic T --to-... [--execute] | delete G
 //	strand cluster                  # nodes, partitions, leaders, high-water marks
+//	strand node list | partition move T/P --replicas ... | profile create|use|list|delete | completion SHELL
 //	strand bench produce|consume|e2e
 //	strand version | help [CMD]
 //
@@ -19,7 +20,13 @@
 // on the command line wins. Client commands default to --brokers
 // 127.0.0.1:9192, where `strand dev` listens, so a new user needs no flags;
 // short flags follow kcat and rpk (-b brokers, -t topic, -p partition(s),
-// -o offset, -e exit at end, -f format).
+// -o offset, -e exit at end, -f format). Client flags may also come
+// before the command (hoistGlobalFlags), and a client flag not given on
+// the command line or in the environment is taken from the selected
+// profile (profile.go): command line > STRAND_<FLAG> > profile > default.
+// List and describe commands take --format json (output.go);
+// `strand completion bash|zsh|fish` prints completion scripts generated
+// from the command table (completion.go).
 package main
 
 import (
