@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/strandlog/strand/clientlib"
 )
 
@@ -37,6 +39,14 @@ type moveFlags struct {
 	allowRF  bool
 }
 
+func (mf *moveFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&mf.replicas, "replicas", "", "the new replica node ids, comma separated; the first is the preferred leader")
+	fs.BoolVar(&mf.noWait, "no-wait", false, "return once the move is recorded, without following it")
+	fs.BoolVar(&mf.cancel, "cancel", false, "cancel the partition's move in progress: its replicas stay where they are (no --replicas)")
+	fs.DurationVar(&mf.wait, "wait", 30*time.Minute, "how long to follow the move before giving up (it goes on in the cluster)")
+	fs.BoolVar(&mf.allowRF, "allow-rf-change", false, "allow --replicas to name more or fewer nodes than the partition has (changes its replication factor)")
+}
+
 // partitionMove parses `strand partition move TOPIC/P --replicas 1,4,5`,
 // records the move and, unless --no-wait, follows it to the end, printing
 // the new replicas' progress.
@@ -45,11 +55,7 @@ func partitionMove(args []string, stdout io.Writer) error {
 	var cf clientFlags
 	cf.register(fs, 30*time.Second)
 	var mf moveFlags
-	fs.StringVar(&mf.replicas, "replicas", "", "the new replica node ids, comma separated; the first is the preferred leader")
-	fs.BoolVar(&mf.noWait, "no-wait", false, "return once the move is recorded, without following it")
-	fs.BoolVar(&mf.cancel, "cancel", false, "cancel the partition's move in progress: its replicas stay where they are (no --replicas)")
-	fs.DurationVar(&mf.wait, "wait", 30*time.Minute, "how long to follow the move before giving up (it goes on in the cluster)")
-	fs.BoolVar(&mf.allowRF, "allow-rf-change", false, "allow --replicas to name more or fewer nodes than the partition has (changes its replication factor)")
+	mf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

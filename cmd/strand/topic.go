@@ -35,27 +35,8 @@ func cmdTopic(args []string, stdout io.Writer) error {
 	fs := newFlags("topic " + sub)
 	var cf clientFlags
 	cf.register(fs, 30*time.Second)
-	var tc topicCreateFlags
-	var ta topicAlterFlags
-	var td deleteRecordsFlags
-	var ap addPartitionsFlags
-	var format outputFormat
-	internal := false
-	switch sub {
-	case "list":
-		format.register(fs)
-		fs.BoolVar(&internal, "internal", false, "list internal topics too (__strand_offsets and any name starting with __)")
-	case "describe":
-		format.register(fs)
-	case "create":
-		tc.register(fs)
-	case "alter":
-		ta.register(fs)
-	case "add-partitions":
-		ap.register(fs)
-	case "delete-records":
-		td.register(fs)
-	}
+	var tf topicFlags
+	tf.register(sub, fs)
 	if err := parseFlags(fs, rest); err != nil {
 		return err
 	}
@@ -63,14 +44,14 @@ func cmdTopic(args []string, stdout io.Writer) error {
 	if (sub == "list") != (len(names) == 0) || len(names) > 1 {
 		return usageError("topic %s: want %s", sub, map[bool]string{true: "no argument", false: "one topic name"}[sub == "list"])
 	}
-	if err := format.validate(); err != nil {
+	if err := tf.format.validate(); err != nil {
 		return err
 	}
-	if err := validateTopicFlags(sub, fs, &tc, &ta, &td); err != nil {
+	if err := validateTopicFlags(sub, fs, &tf.create, &tf.alter, &tf.records); err != nil {
 		return err
 	}
 	if sub == "add-partitions" {
-		if err := ap.validate(fs); err != nil {
+		if err := tf.add.validate(fs); err != nil {
 			return err
 		}
 	}
@@ -83,20 +64,20 @@ func cmdTopic(args []string, stdout io.Writer) error {
 	defer cancel()
 	switch sub {
 	case "create":
-		return topicErr(names[0], topicCreate(ctx, c, stdout, names[0], tc))
+		return topicErr(names[0], topicCreate(ctx, c, stdout, names[0], tf.create))
 	case "list":
-		return topicList(ctx, c, stdout, internal, format)
+		return topicList(ctx, c, stdout, tf.internal, tf.format)
 	case "describe":
-		if format.json() {
+		if tf.format.json() {
 			return topicErr(names[0], topicDescribeJSON(ctx, c, stdout, names[0]))
 		}
 		return topicErr(names[0], topicDescribe(ctx, c, stdout, names[0]))
 	case "alter":
-		return topicErr(names[0], topicAlter(ctx, c, stdout, names[0], ta))
+		return topicErr(names[0], topicAlter(ctx, c, stdout, names[0], tf.alter))
 	case "delete-records":
-		return topicErr(names[0], topicDeleteRecords(ctx, c, stdout, names[0], td))
+		return topicErr(names[0], topicDeleteRecords(ctx, c, stdout, names[0], tf.records))
 	case "add-partitions":
-		return topicAddPartitions(ctx, c, stdout, names[0], ap)
+		return topicAddPartitions(ctx, c, stdout, names[0], tf.add)
 	}
 	if err := checkTopic(ctx, c, names[0], -1, cf.timeout); err != nil {
 		return err
@@ -106,6 +87,35 @@ func cmdTopic(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "deleted topic %s\n", names[0])
 	return nil
+}
+
+// topicFlags are the flags of the topic subcommands; register adds the
+// ones sub takes.
+type topicFlags struct {
+	create   topicCreateFlags
+	alter    topicAlterFlags
+	records  deleteRecordsFlags
+	add      addPartitionsFlags
+	format   outputFormat
+	internal bool
+}
+
+func (f *topicFlags) register(sub string, fs *pflag.FlagSet) {
+	switch sub {
+	case "list":
+		f.format.register(fs)
+		fs.BoolVar(&f.internal, "internal", false, "list internal topics too (__strand_offsets and any name starting with __)")
+	case "describe":
+		f.format.register(fs)
+	case "create":
+		f.create.register(fs)
+	case "alter":
+		f.alter.register(fs)
+	case "add-partitions":
+		f.add.register(fs)
+	case "delete-records":
+		f.records.register(fs)
+	}
 }
 
 // topicCreateFlags are the flags of `strand topic create` (rpk's short
