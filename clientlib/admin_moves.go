@@ -27,6 +27,11 @@ type PartitionMove struct {
 	// with ErrReassignmentInProgress; Replicas = the partition's current
 	// replicas cancels the move.
 	Redirect bool
+	// AllowReplicationChange lets Replicas have another length than the
+	// partition's current replica list; without it the cluster refuses
+	// such a move (ErrInvalidReplicaAssignment) so a typo cannot
+	// silently drop the replication factor.
+	AllowReplicationChange bool
 }
 
 // PartitionMoveResult is the outcome of one PartitionMove: Err nil when the
@@ -54,7 +59,7 @@ func (c *Client) MovePartitions(ctx context.Context, moves []PartitionMove) ([]P
 	req := &strandpb.MovePartitionsRequest{TimeoutMs: int32(c.cfg.requestTimeout.Milliseconds())}
 	for _, m := range moves {
 		req.Moves = append(req.Moves, &strandpb.MovePartitionsRequest_Move{Topic: m.Topic, Partition: m.Partition,
-			Replicas: m.Replicas, Redirect: m.Redirect})
+			Replicas: m.Replicas, Redirect: m.Redirect, AllowReplicationChange: m.AllowReplicationChange})
 	}
 	var resp *strandpb.Response
 	err := c.withRetries(ctx, func() error {

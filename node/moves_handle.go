@@ -12,8 +12,11 @@ import (
 // group, one ReassignPartition command per move, answered once applied
 // here: the move is then recorded and the partition's leader drives it
 // (moves.go). Refused before proposing: a bad topic name, a partition
-// named twice, an empty or repeating replica list. The metadata group
-// refuses the rest (unknown nodes, a move in progress).
+// named twice, an empty or repeating replica list, and a replica list
+// whose length differs from the partition's current one unless the move
+// sets allow_replication_change (a dropped replica would silently lose
+// redundancy). The metadata group refuses the rest (unknown nodes, a move
+// in progress).
 func (c *Core) handleMovePartitions(req *strandpb.MovePartitionsRequest, answer func(*strandpb.Response)) {
 	if !c.adminPreflight(answer) || !c.checkCount(len(req.GetMoves()), answer) {
 		return
@@ -47,6 +50,9 @@ func (c *Core) handleMovePartitions(req *strandpb.MovePartitionsRequest, answer 
 	seen := map[TopicPartition]bool{} // lookup only
 	for i, m := range moves {
 		data, e := moveCommand(m, seen)
+		if e == nil {
+			e = c.checkMoveKeepsReplicas(m)
+		}
 		if e != nil {
 			c.completions = append(c.completions, func() { done(i, e) })
 			continue
@@ -83,6 +89,23 @@ func moveCommand(m *strandpb.MovePartitionsRequest_Move, seen map[TopicPartition
 	}
 	data, err := metadata.EncodeReassignPartition(tp.Topic, 0, tp.Partition, replicas, m.GetRedirect())
 	return data, metaError(err)
+}
+
+// checkMoveKeepsReplicas refuses a move that changes the number of
+// replicas of its partition unless the request allows it. A partition the
+// metadata does not know is left to the metadata group to refuse.
+func (c *Core) checkMoveKeepsReplicas(m *strandpb.MovePartitionsRequest_Move) *strandpb.Error {
+	if m.GetAllowReplicationChange() {
+		return nil
+	}
+	current, err := c.meta.meta.Assignment(m.GetTopic(), m.GetPartition())
+	if err != nil || len(current) == len(m.GetReplicas()) {
+		return nil
+	}
+	return &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REPLICA_ASSIGNMENT,
+		Message: fmt.Sprintf("node: %s/%d has %d replicas, the move names %d: that changes its replication factor; "+
+			"name %d replicas, or allow the change explicitly (strand partition move --allow-rf-change)",
+			m.GetTopic(), m.GetPartition(), len(current), len(m.GetReplicas()), len(current))}
 }
 
 // idsUint64 converts node ids for the wire (nil for none).

@@ -187,6 +187,29 @@ func TestMovePartitionsRefused(t *testing.T) {
 	c.waitMoved(tp, target)
 }
 
+// A move that names fewer (or more) replicas than the partition has is
+// refused unless it sets allow_replication_change: a client that skips
+// the CLI's check cannot silently drop the replication factor (`strand
+// partition move T/0 --replicas 1` took a partition from 3 replicas to 1
+// with no warning). With the flag set, the same move goes through.
+func TestMoveChangingReplicationFactorRefused(t *testing.T) {
+	c, tp, current, _ := moveFixture(t, 53)
+	resp, _ := c.handle(1, moveReq(9, tp, current[0]))
+	e := resp.GetMovePartitions().GetMoves()[0].GetError()
+	if e.GetCode() != strandpb.ErrorCode_ERROR_CODE_INVALID_REPLICA_ASSIGNMENT || !bytes.Contains([]byte(e.GetMessage()), []byte("--allow-rf-change")) {
+		t.Fatalf("move of 3 replicas to 1: %v, want invalid_replica_assignment naming --allow-rf-change", e)
+	}
+	if _, moving := c.cores[1].meta.meta.MoveOf(tp.Topic, tp.Partition); moving {
+		t.Fatal("the refused move was recorded")
+	}
+	req := moveReq(10, tp, current[0])
+	req.GetMovePartitions().GetMoves()[0].AllowReplicationChange = true
+	if resp, _ := c.handle(1, req); resp.GetMovePartitions().GetMoves()[0].GetError() != nil {
+		t.Fatalf("allowed move: %v", resp)
+	}
+	c.waitMoved(tp, current[:1])
+}
+
 // compactedMoveFixture is 4 nodes with topic r (retention.bytes 12 KiB,
 // 4 KiB segments) on 3 of them, filled so that its log was trimmed and
 // compacted behind a raft snapshot; it returns the partition, its

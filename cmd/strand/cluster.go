@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,30 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/strandlog/strand/clientlib"
 )
-
-// clusterFormatFlag adds --format text|json to fs.
-func clusterFormatFlag(fs *pflag.FlagSet) *string {
-	return fs.String("format", "text", "output format: text, or json (one object)")
-}
-
-// checkClusterFormat refuses a --format other than text or json.
-func checkClusterFormat(cmd, format string) error {
-	if format != "text" && format != "json" {
-		return usageError("%s: --format %q: want text or json", cmd, format)
-	}
-	return nil
-}
-
-// printClusterJSON prints v as indented JSON and a newline.
-func printClusterJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
 
 // cmdCluster prints nodes (membership, liveness as the metadata leader
 // sees it, metadata role), topics, partitions, leaders and high-water
@@ -50,14 +27,15 @@ func cmdCluster(args []string, stdout io.Writer) error {
 	var cf clientFlags
 	cf.register(fs, 10*time.Second)
 	internal := fs.Bool("internal", false, "also list internal topics (names starting __, such as __strand_offsets)")
-	format := clusterFormatFlag(fs)
+	var format outputFormat
+	format.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
 		return usageError("cluster takes no arguments, got %q (subcommands: health, %s)", fs.Args(), strings.Join(clusterSubcommands, ", "))
 	}
-	if err := checkClusterFormat("cluster", *format); err != nil {
+	if err := format.validate(); err != nil {
 		return err
 	}
 	c, err := cf.client(clientlib.MaxRetries(3))
@@ -76,11 +54,11 @@ func cmdCluster(args []string, stdout io.Writer) error {
 		return wrapErr(err, "metadata from the cluster at %s", strings.Join(cf.brokers, ","))
 	}
 	if !*internal {
-		info.Topics = slices.DeleteFunc(info.Topics, func(t clientlib.TopicMetadata) bool { return strings.HasPrefix(t.Name, "__") })
+		info.Topics = slices.DeleteFunc(info.Topics, func(t clientlib.TopicMetadata) bool { return isInternalTopic(t.Name) })
 	}
 	members, merr := c.ClusterMembers(ctx)
-	if *format == "json" {
-		return printClusterJSON(stdout, clusterJSONOf(ctx, c, info, members, merr, time.Now()))
+	if format.json() {
+		return writeJSON(stdout, clusterJSONOf(ctx, c, info, members, merr, time.Now()))
 	}
 	fmt.Fprintf(stdout, "nodes (metadata leader: %s):\n", idOrNone(info.ControllerID))
 	if merr == nil {

@@ -47,14 +47,15 @@ func cmdClusterHealth(args []string, stdout io.Writer) error {
 	fs := newFlags("cluster health")
 	var cf clientFlags
 	cf.register(fs, 15*time.Second)
-	format := clusterFormatFlag(fs)
+	var format outputFormat
+	format.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
 		return usageError("cluster health takes no arguments, got %q", fs.Args())
 	}
-	if err := checkClusterFormat("cluster health", *format); err != nil {
+	if err := format.validate(); err != nil {
 		return err
 	}
 	return cf.run(func(ctx context.Context, c *clientlib.Client) error {
@@ -62,8 +63,8 @@ func cmdClusterHealth(args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if *format == "json" {
-			if err := printClusterJSON(stdout, h); err != nil {
+		if format.json() {
+			if err := writeJSON(stdout, h); err != nil {
 				return err
 			}
 		} else {

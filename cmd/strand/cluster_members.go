@@ -43,7 +43,14 @@ func cmdClusterSub(sub string, args []string, stdout io.Writer) error {
 	cf.register(fs, 10*time.Minute)
 	dryRun := fs.Bool("dry-run", false, "rebalance: print the plan, change nothing")
 	balance := fs.Bool("balance", false, "leaders: move each partition's leadership to its preferred replica when caught up")
+	var plan planFlags
+	if sub == "rebalance" {
+		plan.register(fs)
+	}
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := plan.validate(*dryRun); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
@@ -59,14 +66,14 @@ func cmdClusterSub(sub string, args []string, stdout io.Writer) error {
 		if sub == "leaders" {
 			return clusterLeaders(ctx, c, stdout, *balance)
 		}
-		return rebalance(ctx, c, stdout, *dryRun)
+		return rebalance(ctx, c, stdout, *dryRun, plan)
 	})
 }
 
 // rebalance plans an even spread of replicas and preferred leaders over
 // the eligible nodes, prints it, and unless dryRun applies it through the
 // moves and waits for the metadata to show it.
-func rebalance(ctx context.Context, c *clientlib.Client, w io.Writer, dryRun bool) error {
+func rebalance(ctx context.Context, c *clientlib.Client, w io.Writer, dryRun bool, plan planFlags) error {
 	members, err := c.ClusterMembers(ctx)
 	if err != nil {
 		return wrapErr(err, "cluster members")
@@ -77,16 +84,14 @@ func rebalance(ctx context.Context, c *clientlib.Client, w io.Writer, dryRun boo
 	}
 	moves := metadata.PlanRebalance(nodes, parts)
 	switch {
-	case len(moves) == 0:
+	case len(moves) == 0 && !plan.format.json():
 		fmt.Fprintln(w, "balanced: nothing to move")
 		return nil
 	case dryRun:
-		fmt.Fprintf(w, "rebalance (dry run, nothing changed): %s\n", plural(len(moves), "partition move"))
-		printMoves(w, moves)
-		return nil
+		return printPlan(w, fmt.Sprintf("rebalance (dry run, nothing changed): %s", plural(len(moves), "partition move")), moves, plan)
 	}
 	fmt.Fprintf(w, "rebalance: %s\n", plural(len(moves), "partition move"))
-	printMoves(w, moves)
+	listMoves(w, moves, plan.internal)
 	if err := movePartitions(ctx, c, moves); err != nil {
 		return fmt.Errorf("rebalance: %w", err)
 	}

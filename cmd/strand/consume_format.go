@@ -112,7 +112,7 @@ func writeRecord(w *bufio.Writer, format []formatPart, r *clientlib.Record) {
 		case 'T':
 			w.WriteString(r.Topic)
 		case 'J':
-			writeJSON(w, r)
+			writeRecordJSON(w, r)
 		}
 	}
 }
@@ -126,12 +126,12 @@ func writeNullable(w *bufio.Writer, b []byte, null string) {
 	w.Write(b)
 }
 
-// writeJSON writes r as kcat -J does: {"topic", "partition", "offset",
+// writeRecordJSON writes r as kcat -J does: {"topic", "partition", "offset",
 // "tstype", "ts" (Unix ms), "headers" (name, value, name, value...),
 // "key", "payload"}, null for a null key, payload or header value. A key
 // or payload that is not UTF-8 is base64 with "key_encoding" or
 // "payload_encoding": "base64" beside it, so no byte is lost.
-func writeJSON(w *bufio.Writer, r *clientlib.Record) {
+func writeRecordJSON(w *bufio.Writer, r *clientlib.Record) {
 	w.WriteString(`{"topic":`)
 	writeJSONString(w, r.Topic)
 	w.WriteString(`,"partition":` + strconv.FormatInt(int64(r.Partition), 10))

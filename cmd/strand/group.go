@@ -34,8 +34,12 @@ func cmdGroup(args []string, stdout io.Writer) error {
 	var cf clientFlags
 	cf.register(fs, 30*time.Second)
 	var rf resetFlags
-	if sub == "reset" {
+	var format outputFormat
+	switch sub {
+	case "reset":
 		rf.register(fs)
+	case "list", "describe":
+		format.register(fs)
 	}
 	if err := parseFlags(fs, rest); err != nil {
 		return err
@@ -49,6 +53,9 @@ func cmdGroup(args []string, stdout io.Writer) error {
 			return err
 		}
 	}
+	if err := format.validate(); err != nil {
+		return err
+	}
 	c, err := cf.client()
 	if err != nil {
 		return err
@@ -58,8 +65,11 @@ func cmdGroup(args []string, stdout io.Writer) error {
 	defer cancel()
 	switch sub {
 	case "list":
-		return groupList(ctx, c, stdout)
+		return groupList(ctx, c, stdout, format)
 	case "describe":
+		if format.json() {
+			return groupErr(names[0], groupDescribeJSON(ctx, c, stdout, names[0]))
+		}
 		return groupErr(names[0], groupDescribe(ctx, c, stdout, names[0]))
 	case "reset":
 		return groupErr(names[0], groupReset(ctx, c, stdout, names[0], rf))
@@ -89,10 +99,22 @@ func groupErr(group string, err error) error {
 }
 
 // groupList prints every group with its state and member count.
-func groupList(ctx context.Context, c *clientlib.Client, w io.Writer) error {
+func groupList(ctx context.Context, c *clientlib.Client, w io.Writer, format outputFormat) error {
 	gs, err := c.ListGroups(ctx)
 	if err != nil {
 		return err
+	}
+	if format.json() {
+		type groupEntry struct {
+			Group   string `json:"group"`
+			State   string `json:"state"`
+			Members int    `json:"members"`
+		}
+		out := make([]groupEntry, 0, len(gs))
+		for _, g := range gs {
+			out = append(out, groupEntry{Group: g.Group, State: g.State, Members: g.Members})
+		}
+		return writeJSON(w, out)
 	}
 	if len(gs) == 0 {
 		fmt.Fprintln(w, "no groups")
@@ -168,6 +190,65 @@ func groupDescribe(ctx context.Context, c *clientlib.Client, w io.Writer, group 
 		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Topic, l.Partition, committed, hwm, lagN, formatDuration(l.LagTime), headroom, owner)
 	}
 	return tw.Flush()
+}
+
+// groupDescribeJSON prints what groupDescribe prints, as one JSON object
+// (member ids in full; durations in milliseconds, headroom -1 when
+// nothing is at risk; high_watermark and lag null when unknown).
+func groupDescribeJSON(ctx context.Context, c *clientlib.Client, w io.Writer, group string) error {
+	d, err := c.DescribeGroup(ctx, group)
+	if err != nil {
+		return err
+	}
+	type memberJSON struct {
+		MemberID   string   `json:"member_id"`
+		InstanceID string   `json:"instance_id,omitempty"`
+		Restarting bool     `json:"restarting"`
+		Epoch      int32    `json:"epoch"`
+		Assigned   []string `json:"assigned"`
+	}
+	type lagJSON struct {
+		Topic          string `json:"topic"`
+		Partition      int32  `json:"partition"`
+		Committed      int64  `json:"committed"` // -1: none
+		HighWatermark  *int64 `json:"high_watermark"`
+		LogStartOffset int64  `json:"log_start_offset"`
+		Lag            *int64 `json:"lag"`
+		LagTimeMs      int64  `json:"lag_time_ms"`
+		HeadroomMs     int64  `json:"headroom_ms"`
+		AtRisk         bool   `json:"at_risk"`
+		Owner          string `json:"owner,omitempty"`
+	}
+	out := struct {
+		Group   string       `json:"group"`
+		State   string       `json:"state"`
+		Epoch   int32        `json:"epoch"`
+		Members []memberJSON `json:"members"`
+		Offsets []lagJSON    `json:"offsets"`
+	}{Group: d.Group, State: d.State, Epoch: d.Epoch, Members: []memberJSON{}, Offsets: []lagJSON{}}
+	for _, m := range d.Members {
+		mj := memberJSON{MemberID: m.MemberID, InstanceID: m.InstanceID, Restarting: m.LeftStatic, Epoch: m.Epoch, Assigned: []string{}}
+		for _, p := range m.Assigned {
+			mj.Assigned = append(mj.Assigned, fmt.Sprintf("%s/%d", p.Topic, p.Partition))
+		}
+		out.Members = append(out.Members, mj)
+	}
+	lag, err := c.GroupLag(ctx, group, time.Now())
+	if err != nil {
+		return err
+	}
+	for _, l := range lag {
+		lj := lagJSON{Topic: l.Topic, Partition: l.Partition, Committed: l.Committed, LogStartOffset: l.LogStartOffset,
+			LagTimeMs: l.LagTime.Milliseconds(), HeadroomMs: l.Headroom.Milliseconds(), AtRisk: l.AtRisk, Owner: l.Owner}
+		if l.Headroom < 0 {
+			lj.HeadroomMs = -1
+		}
+		if l.Err == nil {
+			lj.HighWatermark, lj.Lag = &l.HighWatermark, &l.Lag
+		}
+		out.Offsets = append(out.Offsets, lj)
+	}
+	return writeJSON(w, out)
 }
 
 // shortID shortens a member id for tables.

@@ -31,8 +31,9 @@ var commands = []command{
 	{"topic create", "NAME [-p PARTITIONS] [-r REPLICATION-FACTOR] [-c KEY=VALUE]...",
 		"create a topic",
 		"strand topic create hello --partitions 3"},
-	{"topic list", "", "print every topic's name", "strand topic list"},
-	{"topic describe", "NAME", "print a topic's settings and its partitions' leaders and offsets",
+	{"topic list", "[--internal] [--format text|json]", "print every topic's name (internal __ topics with --internal)",
+		"strand topic list --format json"},
+	{"topic describe", "NAME [--format text|json]", "print a topic's settings and its partitions' leaders and offsets",
 		"strand topic describe hello"},
 	{"topic alter", "NAME [-c KEY=VALUE]... [--delete-config KEY]...",
 		"change a topic's configuration (retention.ms, retention.bytes, segment.bytes, segment.ms)",
@@ -44,8 +45,8 @@ var commands = []command{
 		"delete a partition's records below OFFSET (-1: all); the log start moves there",
 		"strand topic delete-records hello --partition 0 --before 100"},
 	{"topic delete", "NAME", "delete a topic and all its records", "strand topic delete hello"},
-	{"partition move", "TOPIC/PARTITION (--replicas ID,ID,... | --cancel) [--no-wait]",
-		"move a partition's replicas to other nodes (learners catch up, then one joint raft change); waits and prints progress",
+	{"partition move", "TOPIC/PARTITION (--replicas ID,ID,... | --cancel) [--no-wait] [--allow-rf-change]",
+		"move a partition's replicas to other nodes (learners catch up, then one joint raft change); waits and prints progress; refuses to change the replica count without --allow-rf-change",
 		"strand partition move hello/0 --replicas 1,4,5"},
 	{"produce", "TOPIC [-K SEP] [-k KEY | --key-file F] [-H KEY=VALUE]... [-Z] [-D DELIM] [--value-file F]... [-p PARTITION] [--acks all|1|0]",
 		"send each line of stdin (or each -D-delimited record, byte for byte) as one record, or each --value-file whole",
@@ -59,8 +60,8 @@ var commands = []command{
 			"  strand consume hello -o @-1h -J                        # the last hour as kcat -J JSON, then follow\n" +
 			"  strand consume hello -e -f '%p/%o %k=%v [%h]\\n' -Z      # partition/offset key=value [headers], null as NULL\n" +
 			"  strand consume hello --group readers"},
-	{"group list", "", "print every consumer group, its state and member count", "strand group list"},
-	{"group describe", "GROUP", "print a group's members and, per partition, committed offset, lag in records and time, and retention headroom",
+	{"group list", "[--format text|json]", "print every consumer group, its state and member count", "strand group list"},
+	{"group describe", "GROUP [--format text|json]", "print a group's members and, per partition, committed offset, lag in records and time, and retention headroom",
 		"strand group describe readers"},
 	{"group reset", "GROUP -t TOPIC (--to-earliest|--to-latest|--to-offset N|--to-datetime RFC3339|--shift-by N) [--execute]",
 		"plan (and with --execute apply) new committed offsets for a group without members: replay or skip",
@@ -72,13 +73,15 @@ var commands = []command{
 	{"cluster health", "[--format text|json]",
 		"say what is wrong, one line per problem (nodes down, full disks, partitions under-replicated or without a leader), or healthy; exit 1 when unhealthy",
 		"strand cluster health || echo 'cluster needs attention'"},
-	{"cluster rebalance", "[--dry-run]", "spread replicas and preferred leaders evenly over the active nodes, rack-aware (--dry-run prints the plan)",
+	{"cluster rebalance", "[--dry-run] [--internal] [--format text|json]", "spread replicas and preferred leaders evenly over the active nodes, rack-aware (--dry-run prints the plan; moves of internal __ topics are counted, listed with --internal)",
 		"strand cluster rebalance --dry-run"},
 	{"cluster leaders", "[--balance]", "list partitions not led by their preferred replica; --balance hands leadership back to it",
 		"strand cluster leaders --balance"},
 	{"node add", "--id N --address HOST:PORT [--rack R]", "register a new node; then start it with strand serve --join",
 		"strand node add --id 4 --address node4:9192"},
-	{"node decommission", "ID [--dry-run]", "move every replica off a node, then remove it from the cluster (--dry-run prints the moves)",
+	{"node list", "[--format text|json]", "print every node: address, rack, membership state, metadata role, replica and preferred-leader counts",
+		"strand node list --format json"},
+	{"node decommission", "ID [--dry-run] [--internal] [--format text|json]", "move every replica off a node, then remove it from the cluster (--dry-run prints the moves; internal __ topics' moves are counted, listed with --internal)",
 		"strand node decommission 1 --dry-run"},
 	{"bench produce", "[--duration 10s] [--record-bytes 1024]", "measure producer throughput and latency",
 		"strand bench produce --duration 10s"},
@@ -95,17 +98,25 @@ var commands = []command{
 		"create a SASL/SCRAM user (the password is salted here and never sent)",
 		"echo 's3cret' | strand user create alice --password-stdin --sasl-user admin"},
 	{"user delete", "NAME", "delete a user", "strand user delete alice"},
-	{"user list", "", "print users and their mechanisms (never credentials)", "strand user list"},
+	{"user list", "[--format text|json]", "print users and their mechanisms (never credentials)", "strand user list"},
 	{"acl add", "(--allow-principal P | --deny-principal P) --operation OP (--topic T | --group G | --cluster) [--resource-pattern-type literal|prefixed] [--host IP]",
 		"add ACL bindings (deny wins; nodes check them with --authorization)",
 		"strand acl add --allow-principal User:alice --operation write --topic orders"},
-	{"acl list", "[--principal P] [--resource NAME]", "print ACL bindings", "strand acl list --principal User:alice"},
+	{"acl list", "[--principal P] [--resource NAME] [--format text|json]", "print ACL bindings", "strand acl list --principal User:alice"},
 	{"acl remove", "(--allow-principal P | --deny-principal P) --operation OP (--topic T | --group G | --cluster)",
 		"remove ACL bindings (named exactly as added)", "strand acl remove --allow-principal User:alice --operation write --topic orders"},
 	{"quota set", "PRINCIPAL [--produce-bytes-per-sec N] [--fetch-bytes-per-sec N]",
 		"set a principal's byte rates per node (0: unlimited; both 0 removes the quota)",
 		"strand quota set User:alice --produce-bytes-per-sec 1048576"},
-	{"quota list", "", "print quotas", "strand quota list"},
+	{"quota list", "[--format text|json]", "print quotas", "strand quota list --format json"},
+	{"profile create", "NAME [-b HOST:PORT,...] [--tls-ca F] [--sasl-user U ...]",
+		"save the client flags given as a named profile (in ~/.config/strand/config.yaml, or $STRAND_CONFIG_FILE) and switch to it",
+		"strand profile create prod -b node1:9192,node2:9192 --tls-ca ca.pem --sasl-user admin"},
+	{"profile use", "NAME", "make NAME the current profile: client commands take their unset flags from it", "strand profile use prod"},
+	{"profile list", "[--format text|json]", "print the profiles, the current one marked * (passwords hidden)", "strand profile list"},
+	{"profile delete", "NAME", "delete a profile", "strand profile delete prod"},
+	{"completion", "bash|zsh|fish", "print a shell completion script for strand's commands and flags",
+		"source <(strand completion bash)"},
 	{"version", "", "print strand's version, commit and Go version", "strand version"},
 	{"help", "[COMMAND [SUBCOMMAND]]", "print help for a command", "strand help topic create"},
 }
@@ -118,8 +129,9 @@ var commandGroups = map[string]string{
 	"user":      "create, delete and list SASL/SCRAM users",
 	"acl":       "add, list and remove ACL bindings",
 	"quota":     "set and list per-principal byte rates",
-	"node":      "add nodes to the cluster and decommission them",
+	"node":      "list, add and decommission nodes",
 	"partition": "move partitions between nodes",
+	"profile":   "named sets of client flags (brokers, TLS, SASL): create, use, list and delete them",
 }
 
 // lookupCommand finds name ("topic create") in commands.
@@ -141,8 +153,11 @@ func topUsage() string {
 		fmt.Fprintf(&b, "      %s\n", c.summary)
 	}
 	b.WriteString(`
-Client commands talk to -b/--brokers (default 127.0.0.1:9192, where 'strand dev' listens).
+Client commands talk to -b/--brokers (default 127.0.0.1:9192, where 'strand dev' listens);
+client flags may also come before the command: strand -b HOST:PORT topic list.
 Every flag is also an environment variable STRAND_<FLAG> (--brokers: STRAND_BROKERS).
+A client flag's value comes from the command line, else STRAND_<FLAG>, else the profile
+(--profile NAME, else STRAND_PROFILE, else the current one: see strand profile), else its default.
 'strand CMD --help' or 'strand help CMD' describes a command and its flags.
 `)
 	return b.String()

@@ -8,6 +8,7 @@
 //	strand consume TOPIC [--from earliest|latest|OFFSET|TIME] [--until-end] [--group G]
 //	strand group list | describe G | reset G --topic T --to-... [--execute] | delete G
 //	strand cluster                  # nodes, partitions, leaders, high-water marks
+//	strand node list | partition move T/P --replicas ... | profile create|use|list|delete | completion SHELL
 //	strand bench produce|consume|e2e
 //	strand version | help [CMD]
 //
@@ -19,7 +20,13 @@
 // on the command line wins. Client commands default to --brokers
 // 127.0.0.1:9192, where `strand dev` listens, so a new user needs no flags;
 // short flags follow kcat and rpk (-b brokers, -t topic, -p partition(s),
-// -o offset, -e exit at end, -f format).
+// -o offset, -e exit at end, -f format). Client flags may also come
+// before the command (hoistGlobalFlags), and a client flag not given on
+// the command line or in the environment is taken from the selected
+// profile (profile.go): command line > STRAND_<FLAG> > profile > default.
+// List and describe commands take --format json (output.go);
+// `strand completion bash|zsh|fish` prints completion scripts generated
+// from the command table (completion.go).
 package main
 
 import (
@@ -31,6 +38,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -49,6 +57,11 @@ func main() {
 // error is printed here, once, as "strand: " + userMessage(err).
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
+		io.WriteString(stderr, topUsage())
+		return 2
+	}
+	args = hoistGlobalFlags(args)
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") && args[0] != "-h" && args[0] != "--help" && args[0] != "--version" {
 		io.WriteString(stderr, topUsage())
 		return 2
 	}
@@ -85,6 +98,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdACL(rest, stdout)
 	case "quota":
 		err = cmdQuota(rest, stdout)
+	case "profile":
+		err = cmdProfile(rest, stdout)
+	case "completion":
+		err = cmdCompletion(rest, stdin, stdout, stderr)
 	default:
 		err = usageError("unknown command %q", cmd)
 		cmd = ""
@@ -103,6 +120,49 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "strand: %s\n", userMessage(err))
 	return 1
+}
+
+// hoistGlobalFlags moves the client flags given before the command
+// (`strand -b HOST:PORT topic list`) after it, where the command parses
+// them (before a "--", if any): every command then accepts them in either
+// place without parsing them itself. It stops at the first word that is
+// not a client flag.
+func hoistGlobalFlags(args []string) []string {
+	global := newFlags("")
+	var cf clientFlags
+	cf.register(global, 0)
+	i := 0
+	for i < len(args) && strings.HasPrefix(args[i], "-") && args[i] != "-" && args[i] != "--" {
+		name, hasValue := strings.TrimLeft(args[i], "-"), strings.Contains(args[i], "=")
+		name, _, _ = strings.Cut(name, "=")
+		var f *pflag.Flag
+		switch {
+		case strings.HasPrefix(args[i], "--"):
+			f = global.Lookup(name)
+		case len(name) >= 1:
+			f = global.ShorthandLookup(name[:1])
+			hasValue = hasValue || len(name) > 1
+		}
+		if f == nil {
+			break
+		}
+		i++
+		if !hasValue && f.NoOptDefVal == "" && i < len(args) {
+			i++ // the flag's value
+		}
+	}
+	if i == 0 || i == len(args) {
+		return args
+	}
+	flags, rest := args[:i], args[i:]
+	end := slices.Index(rest, "--")
+	if end < 0 {
+		end = len(rest)
+	}
+	out := make([]string, 0, len(args))
+	out = append(out, rest[:end]...)
+	out = append(out, flags...)
+	return append(out, rest[end:]...)
 }
 
 // helpTarget is the command whose help a usage error points at: cmd, with
@@ -170,8 +230,9 @@ func newFlags(name string) *pflag.FlagSet {
 }
 
 // parseFlags parses args, then fills every flag not given on the command
-// line from its STRAND_<FLAG> environment variable. -h and --help give a
-// *helpShown carrying the command's help.
+// line from its STRAND_<FLAG> environment variable, then (client commands)
+// every flag still unset from the selected profile (profile.go). -h and
+// --help give a *helpShown carrying the command's help.
 func parseFlags(fs *pflag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -191,7 +252,10 @@ func parseFlags(fs *pflag.FlagSet, args []string) error {
 			}
 		}
 	})
-	return envErr
+	if envErr != nil {
+		return envErr
+	}
+	return applyProfile(fs)
 }
 
 // flagSet reports whether flag was given on the command line or through
@@ -215,6 +279,13 @@ type clientFlags struct {
 }
 
 func (c *clientFlags) register(fs *pflag.FlagSet, timeout time.Duration) {
+	c.registerConnection(fs, timeout)
+	fs.String("profile", "", "take unset client flags from this profile (default: STRAND_PROFILE, else the current one; see strand profile)")
+}
+
+// registerConnection registers the connection flags: brokers, timeout,
+// TLS and SASL (what a profile stores).
+func (c *clientFlags) registerConnection(fs *pflag.FlagSet, timeout time.Duration) {
 	fs.StringSliceVarP(&c.brokers, "brokers", "b", []string{"127.0.0.1:9192"}, "cluster addresses to bootstrap from (comma separated)")
 	fs.DurationVar(&c.timeout, "timeout", timeout, "give up on the cluster after this long")
 	c.tls.register(fs)

@@ -8,7 +8,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/strandlog/strand/clientlib"
 	"github.com/strandlog/strand/engine/metadata"
@@ -16,9 +19,9 @@ import (
 )
 
 // nodeSubcommands are the subcommands of `strand node`.
-var nodeSubcommands = []string{"add", "decommission"}
+var nodeSubcommands = []string{"list", "add", "decommission"}
 
-// cmdNode runs `strand node add|decommission`.
+// cmdNode runs `strand node list|add|decommission`.
 func cmdNode(args []string, stdout io.Writer) error {
 	if len(args) == 0 {
 		return usageError("node: want a subcommand: %s", strings.Join(nodeSubcommands, ", "))
@@ -33,11 +36,23 @@ func cmdNode(args []string, stdout io.Writer) error {
 	fs := newFlags("node " + sub)
 	var cf clientFlags
 	cf.register(fs, 10*time.Minute)
+	var format outputFormat
+	if sub == "list" {
+		format.register(fs)
+		return nodeList(fs, &cf, rest, stdout, &format)
+	}
 	id := fs.Uint64("id", 0, "the node's id")
 	address := fs.String("address", "", "add: HOST:PORT the node listens on for clients and peers")
 	rack := fs.String("rack", "", "add: the node's failure domain")
 	dryRun := fs.Bool("dry-run", false, "decommission: print the moves, change nothing")
+	var plan planFlags
+	if sub == "decommission" {
+		plan.register(fs)
+	}
 	if err := parseFlags(fs, rest); err != nil {
+		return err
+	}
+	if err := plan.validate(*dryRun); err != nil {
 		return err
 	}
 	if sub == "decommission" && fs.NArg() == 1 && *id == 0 {
@@ -66,15 +81,117 @@ func cmdNode(args []string, stdout io.Writer) error {
 				*id, *address, *id, *address, strings.Join(cf.brokers, ","))
 			return nil
 		}
-		return decommission(ctx, c, stdout, *id, *dryRun)
+		return decommission(ctx, c, stdout, *id, *dryRun, plan)
 	})
+}
+
+// nodeList runs `strand node list`: every registered node with its
+// address, rack, membership state, metadata role and replica counts.
+func nodeList(fs *pflag.FlagSet, cf *clientFlags, args []string, w io.Writer, format *outputFormat) error {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return usageError("node list takes no arguments, got %q", fs.Args())
+	}
+	if err := format.validate(); err != nil {
+		return err
+	}
+	return cf.run(func(ctx context.Context, c *clientlib.Client) error {
+		members, err := c.ClusterMembers(ctx)
+		if err != nil {
+			return wrapErr(err, "cluster members")
+		}
+		if format.json() {
+			type nodeEntry struct {
+				ID               uint64 `json:"id"`
+				Address          string `json:"address"`
+				Rack             string `json:"rack,omitempty"`
+				State            string `json:"state"`
+				MetadataRole     string `json:"metadata_role"`
+				Fenced           bool   `json:"fenced"`
+				Replicas         int32  `json:"replicas"`
+				PreferredLeaders int32  `json:"preferred_leaders"`
+			}
+			out := make([]nodeEntry, 0, len(members.Members))
+			for _, m := range members.Members {
+				out = append(out, nodeEntry{ID: m.ID, Address: m.Address, Rack: m.Rack, State: m.State, MetadataRole: m.Role,
+					Fenced: m.Fenced, Replicas: m.Replicas, PreferredLeaders: m.PreferredLeaders})
+			}
+			return writeJSON(w, out)
+		}
+		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tADDRESS\tRACK\tSTATE\tMETADATA\tREPLICAS\tPREFERRED LEADERS")
+		for _, m := range members.Members {
+			rack := m.Rack
+			if rack == "" {
+				rack = "-"
+			}
+			state := m.State
+			if m.Fenced && state != "decommissioning" {
+				state += " (fenced)"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\n", m.ID, m.Address, rack, state, m.Role, m.Replicas, m.PreferredLeaders)
+		}
+		return tw.Flush()
+	})
+}
+
+// planFlags are the flags of commands that print a plan of partition
+// moves (cluster rebalance, node decommission).
+type planFlags struct {
+	internal bool
+	format   outputFormat
+}
+
+func (p *planFlags) register(fs *pflag.FlagSet) {
+	fs.BoolVar(&p.internal, "internal", false, "list the moves of internal topics (__strand_offsets) too; they are made either way")
+	p.format.register(fs)
+}
+
+// validate refuses a bad --format, and --format json without --dry-run:
+// JSON is the plan, and a command that applies it prints progress.
+func (p *planFlags) validate(dryRun bool) error {
+	if err := p.format.validate(); err != nil {
+		return err
+	}
+	if p.format.json() && !dryRun {
+		return usageError("--format json prints the plan: add --dry-run")
+	}
+	return nil
+}
+
+// printPlan prints a plan's moves: as JSON (every move, each marked
+// internal or not), or one line per move with the internal topics' moves
+// counted unless p.internal.
+func printPlan(w io.Writer, header string, moves []metadata.Move, p planFlags) error {
+	if p.format.json() {
+		type moveEntry struct {
+			Topic     string   `json:"topic"`
+			Partition int32    `json:"partition"`
+			From      []uint64 `json:"from"`
+			To        []uint64 `json:"to"`
+			Internal  bool     `json:"internal"`
+		}
+		out := make([]moveEntry, 0, len(moves))
+		for _, m := range moves {
+			out = append(out, moveEntry{Topic: m.Topic, Partition: m.Partition, From: m.From, To: m.To, Internal: isInternalTopic(m.Topic)})
+		}
+		return writeJSON(w, struct {
+			DryRun bool        `json:"dry_run"`
+			Moves  []moveEntry `json:"moves"`
+		}{true, out})
+	}
+	fmt.Fprintln(w, header)
+	listMoves(w, moves, p.internal)
+	return nil
 }
 
 // decommission drains node id: fences it, moves every replica it holds to
 // the planned nodes, waits until no partition lists it, then removes it
 // from the cluster (the metadata leader takes it out of the metadata
 // group).
-func decommission(ctx context.Context, c *clientlib.Client, w io.Writer, id uint64, dryRun bool) error {
+func decommission(ctx context.Context, c *clientlib.Client, w io.Writer, id uint64, dryRun bool, plan planFlags) error {
 	members, err := c.ClusterMembers(ctx)
 	if err != nil {
 		return wrapErr(err, "cluster members")
@@ -95,15 +212,13 @@ func decommission(ctx context.Context, c *clientlib.Client, w io.Writer, id uint
 		return fmt.Errorf("plan decommission of node %d: %w (add a node first)", id, err)
 	}
 	if dryRun {
-		fmt.Fprintf(w, "decommission node %d (dry run, nothing changed): %s\n", id, plural(len(moves), "partition move"))
-		printMoves(w, moves)
-		return nil
+		return printPlan(w, fmt.Sprintf("decommission node %d (dry run, nothing changed): %s", id, plural(len(moves), "partition move")), moves, plan)
 	}
 	if err := c.SetNodeDecommissioning(ctx, id); err != nil {
 		return wrapErr(err, "mark node %d decommissioning", id)
 	}
 	fmt.Fprintf(w, "node %d decommissioning (fenced: no new replicas); %s\n", id, plural(len(moves), "partition move"))
-	printMoves(w, moves)
+	listMoves(w, moves, plan.internal)
 	if len(moves) > 0 {
 		if err := movePartitions(ctx, c, moves); err != nil {
 			return fmt.Errorf("move the replicas off node %d: %w (node %d stays decommissioning; rerun to resume)", id, err, id)
@@ -144,10 +259,23 @@ func planInput(ctx context.Context, c *clientlib.Client, members clientlib.Membe
 	return nodes, parts, nil
 }
 
-// printMoves prints one line per move: topic/partition, from, to.
-func printMoves(w io.Writer, moves []metadata.Move) {
+// printMoves prints one line per move: topic/partition, from, to; the
+// moves of internal topics (__strand_offsets) are only counted.
+func printMoves(w io.Writer, moves []metadata.Move) { listMoves(w, moves, false) }
+
+// listMoves is printMoves, listing the internal topics' moves too when
+// internal.
+func listMoves(w io.Writer, moves []metadata.Move, internal bool) {
+	hidden := 0
 	for _, m := range moves {
+		if !internal && isInternalTopic(m.Topic) {
+			hidden++
+			continue
+		}
 		fmt.Fprintf(w, "  %s/%d  [%s] -> [%s]\n", m.Topic, m.Partition, joinIDs(m.From), joinIDs(m.To))
+	}
+	if hidden > 0 {
+		fmt.Fprintf(w, "  and %s of internal topics (--internal lists them)\n", plural(hidden, "move"))
 	}
 }
 

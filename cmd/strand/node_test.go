@@ -14,7 +14,7 @@ func TestMembershipCommandsRefuseBadUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"node"}, "want a subcommand: add, decommission"},
+		{[]string{"node"}, "want a subcommand: list, add, decommission"},
 		{[]string{"node", "remove"}, `unknown subcommand "remove"`},
 		{[]string{"node", "decommission"}, "give the node's id"},
 		{[]string{"node", "decommission", "x"}, `"x" is not a node id`},

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/strandlog/strand/clientlib"
 )
 
@@ -34,6 +36,15 @@ type moveFlags struct {
 	noWait   bool
 	cancel   bool
 	wait     time.Duration
+	allowRF  bool
+}
+
+func (mf *moveFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&mf.replicas, "replicas", "", "the new replica node ids, comma separated; the first is the preferred leader")
+	fs.BoolVar(&mf.noWait, "no-wait", false, "return once the move is recorded, without following it")
+	fs.BoolVar(&mf.cancel, "cancel", false, "cancel the partition's move in progress: its replicas stay where they are (no --replicas)")
+	fs.DurationVar(&mf.wait, "wait", 30*time.Minute, "how long to follow the move before giving up (it goes on in the cluster)")
+	fs.BoolVar(&mf.allowRF, "allow-rf-change", false, "allow --replicas to name more or fewer nodes than the partition has (changes its replication factor)")
 }
 
 // partitionMove parses `strand partition move TOPIC/P --replicas 1,4,5`,
@@ -44,10 +55,7 @@ func partitionMove(args []string, stdout io.Writer) error {
 	var cf clientFlags
 	cf.register(fs, 30*time.Second)
 	var mf moveFlags
-	fs.StringVar(&mf.replicas, "replicas", "", "the new replica node ids, comma separated; the first is the preferred leader")
-	fs.BoolVar(&mf.noWait, "no-wait", false, "return once the move is recorded, without following it")
-	fs.BoolVar(&mf.cancel, "cancel", false, "cancel the partition's move in progress: its replicas stay where they are (no --replicas)")
-	fs.DurationVar(&mf.wait, "wait", 30*time.Minute, "how long to follow the move before giving up (it goes on in the cluster)")
+	mf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -81,7 +89,10 @@ func partitionMove(args []string, stdout io.Writer) error {
 		if move, err = cancelMove(ctx, c, move); err != nil {
 			return err
 		}
+	} else if err := checkRFChange(ctx, c, stdout, move, mf.allowRF); err != nil {
+		return err
 	}
+	move.AllowReplicationChange = mf.allowRF
 	res, err := c.MovePartitions(ctx, []clientlib.PartitionMove{move})
 	if err != nil {
 		return err
@@ -108,6 +119,32 @@ func partitionMove(args []string, stdout io.Writer) error {
 	wctx, wcancel := context.WithTimeout(context.Background(), mf.wait)
 	defer wcancel()
 	return followMove(wctx, c, stdout, move)
+}
+
+// checkRFChange refuses a move whose replica list is longer or shorter
+// than the partition's, unless allow: `--replicas 1` on a partition of
+// three replicas used to drop it to one without a word. With allow it
+// says what the factor becomes. The cluster checks the same (a client
+// that skips this is refused too).
+func checkRFChange(ctx context.Context, c *clientlib.Client, w io.Writer, move clientlib.PartitionMove, allow bool) error {
+	info, err := c.Metadata(ctx)
+	if err != nil {
+		return err
+	}
+	p, ok := findPartition(info, move.Topic, move.Partition)
+	if !ok || len(p.Replicas) == len(move.Replicas) {
+		return nil
+	}
+	if !allow {
+		return userErr(clientlib.ErrInvalidReplicaAssignment,
+			"%s/%d has %s (%s); --replicas %s names %d: that would change its replication factor from %d to %d. "+
+				"Name %d nodes to move it, or add --allow-rf-change to change the factor",
+			move.Topic, move.Partition, plural(len(p.Replicas), "replica"), joinIDs(p.Replicas), joinIDs(move.Replicas),
+			len(move.Replicas), len(p.Replicas), len(move.Replicas), len(p.Replicas))
+	}
+	fmt.Fprintf(w, "changing the replication factor of %s/%d from %d to %d (--allow-rf-change)\n",
+		move.Topic, move.Partition, len(p.Replicas), len(move.Replicas))
+	return nil
 }
 
 // cancelMove turns move into the cancel of the partition's move in

@@ -37,10 +37,21 @@ var (
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	// A developer's own profile file (~/.config/strand/config.yaml) must
+	// not reach the commands tests run, in process or as children: the
+	// tests see a profile file of their own that does not exist.
+	profiles, err := os.MkdirTemp("", "strand-test-profiles-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv(configFileEnv, filepath.Join(profiles, "config.yaml"))
+	os.Unsetenv("STRAND_PROFILE")
 	code := m.Run()
 	if binaryDir != "" {
 		os.RemoveAll(binaryDir)
 	}
+	os.RemoveAll(profiles)
 	os.Exit(code)
 }
 

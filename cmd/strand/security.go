@@ -104,6 +104,11 @@ func securityCommand(group string, subs []string, args []string, register func(s
 	if err := parseFlags(fs, rest); err != nil {
 		return err
 	}
+	if f := fs.Lookup("format"); f != nil { // refused before connecting
+		if err := (&outputFormat{value: f.Value.String()}).validate(); err != nil {
+			return err
+		}
+	}
 	return cf.run(func(ctx context.Context, c *clientlib.Client) error { return run(ctx, c, sub, fs.Args()) })
 }
 
@@ -111,7 +116,11 @@ func securityCommand(group string, subs []string, args []string, register func(s
 func cmdUser(args []string, stdin io.Reader, stdout io.Writer) error {
 	var password, mechanism string
 	var fromStdin bool
+	var format outputFormat
 	return securityCommand("user", userSubcommands, args, func(sub string, fs *pflag.FlagSet) {
+		if sub == "list" {
+			format.register(fs)
+		}
 		if sub == "create" {
 			fs.StringVar(&password, "password", "", "the user's password (better: --password-stdin)")
 			fs.BoolVar(&fromStdin, "password-stdin", false, "read the password from the first line of stdin")
@@ -121,9 +130,12 @@ func cmdUser(args []string, stdin io.Reader, stdout io.Writer) error {
 		if (sub == "list") != (len(names) == 0) || len(names) > 1 {
 			return usageError("user %s: want %s", sub, map[bool]string{true: "no argument", false: "one user name"}[sub == "list"])
 		}
+		if err := format.validate(); err != nil {
+			return err
+		}
 		switch sub {
 		case "list":
-			return userList(ctx, c, stdout)
+			return userList(ctx, c, stdout, format)
 		case "delete":
 			if err := c.DeleteUser(ctx, names[0]); err != nil {
 				return err
@@ -164,10 +176,21 @@ func userCreate(ctx context.Context, c *clientlib.Client, stdin io.Reader, stdou
 }
 
 // userList prints users and their mechanisms.
-func userList(ctx context.Context, c *clientlib.Client, stdout io.Writer) error {
+func userList(ctx context.Context, c *clientlib.Client, stdout io.Writer, format outputFormat) error {
 	users, err := c.ListUsers(ctx)
 	if err != nil {
 		return err
+	}
+	if format.json() {
+		type userEntry struct {
+			Name       string   `json:"name"`
+			Mechanisms []string `json:"mechanisms"`
+		}
+		out := make([]userEntry, 0, len(users))
+		for _, u := range users {
+			out = append(out, userEntry{Name: u.Name, Mechanisms: u.Mechanisms})
+		}
+		return writeJSON(stdout, out)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "USER\tMECHANISMS")
@@ -187,12 +210,14 @@ type aclFlags struct {
 	host             string
 	principal        string // list filter
 	resourceNameOnly string
+	format           outputFormat
 }
 
 func (a *aclFlags) register(sub string, fs *pflag.FlagSet) {
 	if sub == "list" {
 		fs.StringVar(&a.principal, "principal", "", "only this principal's bindings")
 		fs.StringVar(&a.resourceNameOnly, "resource", "", "only bindings on this resource name")
+		a.format.register(fs)
 		return
 	}
 	fs.StringSliceVar(&a.allow, "allow-principal", nil, "allow these principals (User:NAME, User:*)")
@@ -245,7 +270,10 @@ func cmdACL(args []string, stdout io.Writer) error {
 			return usageError("acl %s takes no arguments, got %q", sub, names)
 		}
 		if sub == "list" {
-			return aclList(ctx, c, stdout, af.principal, af.resourceNameOnly)
+			if err := af.format.validate(); err != nil {
+				return err
+			}
+			return aclList(ctx, c, stdout, af.principal, af.resourceNameOnly, af.format)
 		}
 		bs, err := af.bindings()
 		if err != nil {
@@ -270,10 +298,27 @@ func cmdACL(args []string, stdout io.Writer) error {
 }
 
 // aclList prints the bindings and quotas.
-func aclList(ctx context.Context, c *clientlib.Client, stdout io.Writer, principal, resource string) error {
+func aclList(ctx context.Context, c *clientlib.Client, stdout io.Writer, principal, resource string, format outputFormat) error {
 	d, err := c.DescribeACLs(ctx, principal, resource)
 	if err != nil {
 		return err
+	}
+	if format.json() {
+		type bindingEntry struct {
+			Principal    string `json:"principal"`
+			Permission   string `json:"permission"`
+			Operation    string `json:"operation"`
+			ResourceType string `json:"resource_type"`
+			ResourceName string `json:"resource_name"`
+			PatternType  string `json:"pattern_type"`
+			Host         string `json:"host"`
+		}
+		out := make([]bindingEntry, 0, len(d.GetBindings()))
+		for _, b := range d.GetBindings() {
+			out = append(out, bindingEntry{Principal: b.GetPrincipal(), Permission: b.GetPermission(), Operation: b.GetOperation(),
+				ResourceType: b.GetResourceType(), ResourceName: b.GetResourceName(), PatternType: b.GetPatternType(), Host: b.GetHost()})
+		}
+		return writeJSON(stdout, out)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "PRINCIPAL\tPERMISSION\tOPERATION\tRESOURCE\tNAME\tPATTERN\tHOST")
@@ -288,23 +333,21 @@ func aclList(ctx context.Context, c *clientlib.Client, stdout io.Writer, princip
 // --fetch-bytes-per-sec N` and `strand quota list`.
 func cmdQuota(args []string, stdout io.Writer) error {
 	var produce, fetch int64
+	var format outputFormat
 	return securityCommand("quota", quotaSubcommands, args, func(sub string, fs *pflag.FlagSet) {
+		if sub == "list" {
+			format.register(fs)
+		}
 		if sub == "set" {
 			fs.Int64Var(&produce, "produce-bytes-per-sec", 0, "produce bytes per second per node (0: unlimited)")
 			fs.Int64Var(&fetch, "fetch-bytes-per-sec", 0, "fetch bytes per second per node (0: unlimited)")
 		}
 	}, func(ctx context.Context, c *clientlib.Client, sub string, names []string) error {
 		if sub == "list" {
-			d, err := c.DescribeACLs(ctx, "", "")
-			if err != nil {
+			if err := format.validate(); err != nil {
 				return err
 			}
-			tw := tabwriter.NewWriter(stdout, 0, 8, 2, ' ', 0)
-			fmt.Fprintln(tw, "PRINCIPAL\tPRODUCE_BYTES_PER_SEC\tFETCH_BYTES_PER_SEC")
-			for _, q := range d.GetQuotas() {
-				fmt.Fprintf(tw, "%s\t%d\t%d\n", q.GetPrincipal(), q.GetProduceBytesPerSec(), q.GetFetchBytesPerSec())
-			}
-			return tw.Flush()
+			return quotaList(ctx, c, stdout, format)
 		}
 		if len(names) != 1 || produce < 0 || fetch < 0 {
 			return usageError("quota set: want one principal (User:NAME) and rates >= 0")
@@ -315,4 +358,30 @@ func cmdQuota(args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "quota of %s: produce %d B/s, fetch %d B/s per node (0: unlimited)\n", names[0], produce, fetch)
 		return nil
 	})
+}
+
+// quotaList prints the quotas, as a table or JSON.
+func quotaList(ctx context.Context, c *clientlib.Client, stdout io.Writer, format outputFormat) error {
+	d, err := c.DescribeACLs(ctx, "", "")
+	if err != nil {
+		return err
+	}
+	if format.json() {
+		type quotaEntry struct {
+			Principal          string `json:"principal"`
+			ProduceBytesPerSec int64  `json:"produce_bytes_per_sec"`
+			FetchBytesPerSec   int64  `json:"fetch_bytes_per_sec"`
+		}
+		out := make([]quotaEntry, 0, len(d.GetQuotas()))
+		for _, q := range d.GetQuotas() {
+			out = append(out, quotaEntry{Principal: q.GetPrincipal(), ProduceBytesPerSec: q.GetProduceBytesPerSec(), FetchBytesPerSec: q.GetFetchBytesPerSec()})
+		}
+		return writeJSON(stdout, out)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "PRINCIPAL\tPRODUCE_BYTES_PER_SEC\tFETCH_BYTES_PER_SEC")
+	for _, q := range d.GetQuotas() {
+		fmt.Fprintf(tw, "%s\t%d\t%d\n", q.GetPrincipal(), q.GetProduceBytesPerSec(), q.GetFetchBytesPerSec())
+	}
+	return tw.Flush()
 }

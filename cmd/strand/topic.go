@@ -35,20 +35,8 @@ func cmdTopic(args []string, stdout io.Writer) error {
 	fs := newFlags("topic " + sub)
 	var cf clientFlags
 	cf.register(fs, 30*time.Second)
-	var tc topicCreateFlags
-	var ta topicAlterFlags
-	var td deleteRecordsFlags
-	var ap addPartitionsFlags
-	switch sub {
-	case "create":
-		tc.register(fs)
-	case "alter":
-		ta.register(fs)
-	case "add-partitions":
-		ap.register(fs)
-	case "delete-records":
-		td.register(fs)
-	}
+	var tf topicFlags
+	tf.register(sub, fs)
 	if err := parseFlags(fs, rest); err != nil {
 		return err
 	}
@@ -56,11 +44,14 @@ func cmdTopic(args []string, stdout io.Writer) error {
 	if (sub == "list") != (len(names) == 0) || len(names) > 1 {
 		return usageError("topic %s: want %s", sub, map[bool]string{true: "no argument", false: "one topic name"}[sub == "list"])
 	}
-	if err := validateTopicFlags(sub, fs, &tc, &ta, &td); err != nil {
+	if err := tf.format.validate(); err != nil {
+		return err
+	}
+	if err := validateTopicFlags(sub, fs, &tf.create, &tf.alter, &tf.records); err != nil {
 		return err
 	}
 	if sub == "add-partitions" {
-		if err := ap.validate(fs); err != nil {
+		if err := tf.add.validate(fs); err != nil {
 			return err
 		}
 	}
@@ -73,17 +64,20 @@ func cmdTopic(args []string, stdout io.Writer) error {
 	defer cancel()
 	switch sub {
 	case "create":
-		return topicErr(names[0], topicCreate(ctx, c, stdout, names[0], tc))
+		return topicErr(names[0], topicCreate(ctx, c, stdout, names[0], tf.create))
 	case "list":
-		return topicList(ctx, c, stdout)
+		return topicList(ctx, c, stdout, tf.internal, tf.format)
 	case "describe":
+		if tf.format.json() {
+			return topicErr(names[0], topicDescribeJSON(ctx, c, stdout, names[0]))
+		}
 		return topicErr(names[0], topicDescribe(ctx, c, stdout, names[0]))
 	case "alter":
-		return topicErr(names[0], topicAlter(ctx, c, stdout, names[0], ta))
+		return topicErr(names[0], topicAlter(ctx, c, stdout, names[0], tf.alter))
 	case "delete-records":
-		return topicErr(names[0], topicDeleteRecords(ctx, c, stdout, names[0], td))
+		return topicErr(names[0], topicDeleteRecords(ctx, c, stdout, names[0], tf.records))
 	case "add-partitions":
-		return topicAddPartitions(ctx, c, stdout, names[0], ap)
+		return topicAddPartitions(ctx, c, stdout, names[0], tf.add)
 	}
 	if err := checkTopic(ctx, c, names[0], -1, cf.timeout); err != nil {
 		return err
@@ -93,6 +87,35 @@ func cmdTopic(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "deleted topic %s\n", names[0])
 	return nil
+}
+
+// topicFlags are the flags of the topic subcommands; register adds the
+// ones sub takes.
+type topicFlags struct {
+	create   topicCreateFlags
+	alter    topicAlterFlags
+	records  deleteRecordsFlags
+	add      addPartitionsFlags
+	format   outputFormat
+	internal bool
+}
+
+func (f *topicFlags) register(sub string, fs *pflag.FlagSet) {
+	switch sub {
+	case "list":
+		f.format.register(fs)
+		fs.BoolVar(&f.internal, "internal", false, "list internal topics too (__strand_offsets and any name starting with __)")
+	case "describe":
+		f.format.register(fs)
+	case "create":
+		f.create.register(fs)
+	case "alter":
+		f.alter.register(fs)
+	case "add-partitions":
+		f.add.register(fs)
+	case "delete-records":
+		f.records.register(fs)
+	}
 }
 
 // topicCreateFlags are the flags of `strand topic create` (rpk's short
@@ -166,15 +189,105 @@ func topicCreate(ctx context.Context, c *clientlib.Client, w io.Writer, name str
 	return userErr(nil, "created topic %s, but it is missing from describe", name)
 }
 
-func topicList(ctx context.Context, c *clientlib.Client, w io.Writer) error {
-	names, err := c.ListTopics(ctx)
+// topicList prints the topics' names, one a line, or as JSON each
+// topic's name, partition count and replication factor; internal topics
+// (__strand_offsets) only with internal.
+func topicList(ctx context.Context, c *clientlib.Client, w io.Writer, internal bool, format outputFormat) error {
+	info, err := c.Metadata(ctx)
 	if err != nil {
 		return err
 	}
-	for _, n := range names {
-		fmt.Fprintln(w, n)
+	type topicEntry struct {
+		Name              string `json:"name"`
+		Partitions        int    `json:"partitions"`
+		ReplicationFactor int    `json:"replication_factor"`
+		Internal          bool   `json:"internal"`
+	}
+	out := []topicEntry{}
+	for _, t := range info.Topics {
+		if t.Err != nil || (!internal && isInternalTopic(t.Name)) {
+			continue
+		}
+		e := topicEntry{Name: t.Name, Partitions: len(t.Partitions), Internal: isInternalTopic(t.Name)}
+		if len(t.Partitions) > 0 {
+			e.ReplicationFactor = len(t.Partitions[0].Replicas)
+		}
+		out = append(out, e)
+	}
+	if format.json() {
+		return writeJSON(w, out)
+	}
+	for _, e := range out {
+		fmt.Fprintln(w, e.Name)
 	}
 	return nil
+}
+
+// topicJSON is `strand topic describe --format json`.
+type topicJSON struct {
+	Name              string            `json:"name"`
+	Partitions        int32             `json:"partitions"`
+	ReplicationFactor int32             `json:"replication_factor"`
+	Configs           map[string]string `json:"configs"`
+	NodeCaps          map[string]string `json:"node_caps,omitempty"`
+	PartitionList     []partitionJSON   `json:"partition_list"`
+}
+
+// partitionJSON is one partition of topicJSON; fields the leader could
+// not be asked for are null.
+type partitionJSON struct {
+	Partition         int32    `json:"partition"`
+	Leader            uint64   `json:"leader"` // 0: none
+	Replicas          []uint64 `json:"replicas"`
+	TargetReplicas    []uint64 `json:"target_replicas,omitempty"`
+	LogStartOffset    *int64   `json:"log_start_offset"`
+	HighWatermark     *int64   `json:"high_watermark"`
+	SizeBytes         *int64   `json:"size_bytes"`
+	OldestTimestampMs *int64   `json:"oldest_timestamp_ms"`
+}
+
+// topicDescribeJSON prints what topicDescribe prints, as one JSON object.
+func topicDescribeJSON(ctx context.Context, c *clientlib.Client, w io.Writer, name string) error {
+	details, err := c.DescribeTopics(ctx, name)
+	if err != nil {
+		return err
+	}
+	if len(details) != 1 {
+		return userErr(nil, "describe %s: %d answers", name, len(details))
+	}
+	d := details[0]
+	if d.Err != nil {
+		return d.Err
+	}
+	out := topicJSON{Name: d.Name, Partitions: d.Partitions, ReplicationFactor: d.ReplicationFactor, Configs: d.Configs,
+		NodeCaps: d.NodeCaps, PartitionList: []partitionJSON{}}
+	info, err := c.Metadata(ctx)
+	if err != nil {
+		return err
+	}
+	for _, t := range info.Topics {
+		if t.Name != name {
+			continue
+		}
+		byPartition := map[int32]clientlib.ListedOffset{}
+		if offsets, err := c.ListOffsets(ctx, t.Name, nil, clientlib.OffsetLatest()); err == nil {
+			for _, o := range offsets {
+				byPartition[o.Partition] = o
+			}
+		}
+		logs := partitionLogs(ctx, c, t)
+		for _, p := range t.Partitions {
+			pj := partitionJSON{Partition: p.Partition, Leader: p.LeaderID, Replicas: p.Replicas, TargetReplicas: p.TargetReplicas}
+			if o, ok := byPartition[p.Partition]; ok && o.Err == nil {
+				pj.LogStartOffset, pj.HighWatermark = &o.LogStartOffset, &o.HighWatermark
+			}
+			if l, ok := logs[p.Partition]; ok && l.Err == nil {
+				pj.SizeBytes, pj.OldestTimestampMs = &l.SizeBytes, &l.OldestTimestampMs
+			}
+			out.PartitionList = append(out.PartitionList, pj)
+		}
+	}
+	return writeJSON(w, out)
 }
 
 // topicDescribe prints a topic's settings and each partition's leader,

@@ -6696,9 +6696,14 @@ type MovePartitionsRequest_Move struct {
 	Replicas []uint64 `protobuf:"varint,3,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
 	// Point a move in progress at replicas instead of being refused
 	// REASSIGNMENT_IN_PROGRESS (the current replicas: cancel it).
-	Redirect      bool `protobuf:"varint,4,opt,name=redirect,proto3" json:"redirect,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Redirect bool `protobuf:"varint,4,opt,name=redirect,proto3" json:"redirect,omitempty"`
+	// Allow replicas to have a different length than the partition's
+	// current replica list (a replication factor change). Without it such
+	// a move is refused INVALID_REPLICA_ASSIGNMENT: dropping a replica
+	// silently loses redundancy.
+	AllowReplicationChange bool `protobuf:"varint,5,opt,name=allow_replication_change,json=allowReplicationChange,proto3" json:"allow_replication_change,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *MovePartitionsRequest_Move) Reset() {
@@ -6755,6 +6760,13 @@ func (x *MovePartitionsRequest_Move) GetReplicas() []uint64 {
 func (x *MovePartitionsRequest_Move) GetRedirect() bool {
 	if x != nil {
 		return x.Redirect
+	}
+	return false
+}
+
+func (x *MovePartitionsRequest_Move) GetAllowReplicationChange() bool {
+	if x != nil {
+		return x.AllowReplicationChange
 	}
 	return false
 }
@@ -8310,16 +8322,17 @@ const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x03 \x01(\x05R\n" +
 	"partitions\x12\x14\n" +
-	"\x05added\x18\x04 \x01(\x05R\x05added\"\xe4\x01\n" +
+	"\x05added\x18\x04 \x01(\x05R\x05added\"\x9f\x02\n" +
 	"\x15MovePartitionsRequest\x128\n" +
 	"\x05moves\x18\x01 \x03(\v2\".strand.MovePartitionsRequest.MoveR\x05moves\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\x1ar\n" +
+	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\x1a\xac\x01\n" +
 	"\x04Move\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
 	"\breplicas\x18\x03 \x03(\x04R\breplicas\x12\x1a\n" +
-	"\bredirect\x18\x04 \x01(\bR\bredirect\"\xfa\x01\n" +
+	"\bredirect\x18\x04 \x01(\bR\bredirect\x128\n" +
+	"\x18allow_replication_change\x18\x05 \x01(\bR\x16allowReplicationChange\"\xfa\x01\n" +
 	"\x16MovePartitionsResponse\x129\n" +
 	"\x05moves\x18\x01 \x03(\v2#.strand.MovePartitionsResponse.MoveR\x05moves\x1a\xa4\x01\n" +
 	"\x04Move\x12\x14\n" +
