@@ -131,7 +131,7 @@ func parseStart(s string, now time.Time) (startSpec, bool) {
 		t, ok := parseTime(rest, now)
 		return startSpec{kind: startTime, at: t}, ok
 	}
-	if n, err := strconv.ParseUint(strings.TrimLeft(s, "+-"), 10, 63); err == nil && len(s) > 0 && strings.IndexAny(s[1:], "+-") < 0 {
+	if n, err := strconv.ParseUint(strings.TrimLeft(s, "+-"), 10, 63); err == nil && len(s) > 0 && !strings.ContainsAny(s[1:], "+-") {
 		switch s[0] {
 		case '-':
 			return startSpec{kind: startFromEnd, n: int64(n)}, true

@@ -259,11 +259,8 @@ func planInput(ctx context.Context, c *clientlib.Client, members clientlib.Membe
 	return nodes, parts, nil
 }
 
-// printMoves prints one line per move: topic/partition, from, to; the
-// moves of internal topics (__strand_offsets) are only counted.
-func printMoves(w io.Writer, moves []metadata.Move) { listMoves(w, moves, false) }
-
-// listMoves is printMoves, listing the internal topics' moves too when
+// listMoves prints one line per move: topic/partition, from, to; the
+// moves of internal topics (__strand_offsets) are only counted unless
 // internal.
 func listMoves(w io.Writer, moves []metadata.Move, internal bool) {
 	hidden := 0
