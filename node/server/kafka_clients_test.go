@@ -1,0 +1,153 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Tests of clients nobody here wrote, unchanged, against the Kafka
+// listener (issue 20): each pins an answer a client turned into a failure.
+
+// kafkaTopic creates topic with partitions over addr once the metadata
+// group has a leader, and returns an admin client.
+func kafkaTopic(ctx context.Context, t *testing.T, addr, topic string, partitions int32, configs map[string]*string) *kadm.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
+	var created kadm.CreateTopicResponse
+	for ctx.Err() == nil { // the metadata group elects its leader first: retriable until then
+		created, err = adm.CreateTopic(ctx, partitions, 1, configs, topic)
+		if err == nil && (created.Err == nil || !kerr.IsRetriable(created.Err)) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // polling a readiness condition, bounded by ctx
+	}
+	if err != nil || created.Err != nil {
+		t.Fatalf("create %s: %v / %v", topic, err, created.Err)
+	}
+	return adm
+}
+
+// kafkaGoWrite writes msgs with a segmentio/kafka-go writer, retrying
+// for up to 20s while the partitions elect their leaders.
+func kafkaGoWrite(ctx context.Context, t *testing.T, w *kafka.Writer, msgs []kafka.Message) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	var err error
+	for ctx.Err() == nil {
+		if err = w.WriteMessages(ctx, msgs...); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // polling a readiness condition, bounded by ctx
+	}
+	t.Fatalf("kafka-go write: %v", err)
+}
+
+// segmentio/kafka-go's consumer group joins (its subscription metadata
+// declares v1 but carries no owned partitions, which a strict reading
+// refused with INCONSISTENT_GROUP_PROTOCOL), reads every record of a
+// three-partition topic once, and commits: a second reader of the group
+// finds the committed offsets.
+func TestKafkaGoConsumerGroup(t *testing.T) {
+	rt := startKafkaRuntime(t)
+	addr := rt.KafkaAddr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := kafkaTopic(ctx, t, addr, "kg", 3, nil)
+	w := &kafka.Writer{Addr: kafka.TCP(addr), Topic: "kg", Balancer: &kafka.RoundRobin{}, RequiredAcks: kafka.RequireAll}
+	defer w.Close()
+	const n = 30
+	var msgs []kafka.Message
+	for i := range n {
+		msgs = append(msgs, kafka.Message{Value: fmt.Appendf(nil, "r%d", i)})
+	}
+	kafkaGoWrite(ctx, t, w, msgs)
+
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, GroupID: "kgg", Topic: "kg",
+		StartOffset: kafka.FirstOffset, MaxWait: 200 * time.Millisecond, HeartbeatInterval: time.Second,
+		Logger: kafka.LoggerFunc(t.Logf), ErrorLogger: kafka.LoggerFunc(t.Logf)})
+	defer r.Close()
+	seen := map[string]int{}
+	for len(seen) < n && ctx.Err() == nil {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			t.Fatalf("kafka-go group fetch after %d records: %v", len(seen), err)
+		}
+		seen[string(m.Value)]++
+		if err := r.CommitMessages(ctx, m); err != nil {
+			t.Fatalf("kafka-go commit: %v", err)
+		}
+	}
+	for v, c := range seen {
+		if c != 1 {
+			t.Fatalf("record %s read %d times", v, c)
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("kafka-go group read %d of %d records", len(seen), n)
+	}
+	offs, err := adm.FetchOffsets(ctx, "kgg")
+	if err != nil || offs.Error() != nil {
+		t.Fatalf("fetch offsets: %v / %v", err, offs.Error())
+	}
+	var committed int64
+	offs.Each(func(o kadm.OffsetResponse) { committed += o.At })
+	if committed != n {
+		t.Fatalf("committed offsets add up to %d, want %d", committed, n)
+	}
+}
+
+// segmentio/kafka-go's zstd batches declare an 8 MiB window whatever they
+// hold; they are accepted by what they inflate to (a strict window bound
+// refused them MESSAGE_TOO_LARGE), and read back byte for byte.
+func TestKafkaGoZstdBatches(t *testing.T) {
+	rt := startKafkaRuntime(t)
+	addr := rt.KafkaAddr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	kafkaTopic(ctx, t, addr, "kz", 1, nil)
+	w := &kafka.Writer{Addr: kafka.TCP(addr), Topic: "kz", Compression: kafka.Zstd, BatchSize: 100,
+		BatchBytes: 4 << 20, RequiredAcks: kafka.RequireAll}
+	defer w.Close()
+	const batches, per = 5, 100
+	for b := range batches {
+		var msgs []kafka.Message
+		for i := range per {
+			msgs = append(msgs, kafka.Message{Value: fmt.Appendf(nil, "%02d-%03d-%01990d", b, i, i)}) // 2 KB each
+		}
+		kafkaGoWrite(ctx, t, w, msgs)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("kz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	got := 0
+	for got < batches*per && ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatalf("fetch: %v", err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if want := fmt.Sprintf("%02d-%03d-%01990d", got/per, got%per, got%per); string(r.Value) != want {
+				t.Fatalf("record %d: %.20q, want %.20q", got, r.Value, want)
+			}
+			got++
+		})
+	}
+	if got != batches*per {
+		t.Fatalf("read %d of %d records", got, batches*per)
+	}
+}
