@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
@@ -42,6 +43,35 @@ var zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
 	}
 	return d
 })
+
+// zstdWideDecoder inflates frames whose declared window is past
+// InflatedBytesMax (segmentio/kafka-go's encoder declares 8 MiB for any
+// batch). The window an encoder declares bounds how far back it may
+// refer, not what the frame inflates to, and DecodeAll keeps its history
+// in the output, so any window is accepted and the output is bounded
+// instead, by the capacity of the buffer it decodes into (zstdWide).
+var zstdWideDecoder = sync.OnceValue(func() *zstd.Decoder {
+	d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(zstd.MaxWindowSize),
+		zstd.WithDecoderMaxWindow(zstd.MaxWindowSize), zstd.WithDecodeAllCapLimit(true))
+	if err != nil {
+		panic(err) // only for invalid options
+	}
+	return d
+})
+
+// zstdWide inflates b after dst with zstdWideDecoder, at most
+// InflatedBytesMax.
+func zstdWide(dst, b []byte) ([]byte, error) {
+	dst = slices.Grow(dst, InflatedBytesMax)
+	out, err := zstdWideDecoder().DecodeAll(b, dst[:len(dst):len(dst)+InflatedBytesMax])
+	switch {
+	case errors.Is(err, zstd.ErrDecoderSizeExceeded):
+		return nil, errInflatedTooLarge
+	case err != nil:
+		return nil, fmt.Errorf("%w: zstd: %v", ErrCorrupt, err)
+	}
+	return out, nil
+}
 
 // Decompressors kept for reuse: each holds buffers a fresh one allocates.
 var (
@@ -89,8 +119,11 @@ func inflate(dst []byte, codec int, b []byte) ([]byte, error) {
 		return readLimited(dst, zr, "lz4", 4*len(b))
 	case CodecZstd:
 		out, err := zstdDecoder().DecodeAll(b, dst)
+		if errors.Is(err, zstd.ErrWindowSizeExceeded) {
+			return zstdWide(dst, b)
+		}
 		if err != nil {
-			if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
+			if errors.Is(err, zstd.ErrDecoderSizeExceeded) {
 				return nil, errInflatedTooLarge
 			}
 			return nil, fmt.Errorf("%w: zstd: %v", ErrCorrupt, err)
