@@ -99,21 +99,41 @@ func (c *conn) offsetCommit(req kmsg.Request) func() kmsg.Response {
 	if !c.s.classic.isKIP848(r.Group, r.MemberID) {
 		epoch = c.s.classic.commitEpoch(r.Group, r.MemberID, r.Generation)
 	}
+	// Checked and submitted before the next request on this connection is
+	// read, so a pipelined OffsetFetch sees the commit, as in Kafka.
+	local, resolved, ok := c.commitChecks(r)
+	if !ok {
+		return func() kmsg.Response { return nil }
+	}
 	sreq := &strandpb.OffsetCommitRequest{Group: r.Group, MemberId: r.MemberID, MemberEpoch: epoch}
 	for _, t := range r.Topics {
 		for _, p := range t.Partitions {
-			sreq.Offsets = append(sreq.Offsets, &strandpb.OffsetCommitPartition{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, Metadata: deref(p.Metadata)})
+			key := tp{t.Topic, p.Partition}
+			if _, refused := local[key]; refused {
+				continue
+			}
+			off := p.Offset
+			if o, ok := resolved[key]; ok {
+				off = o
+			}
+			sreq.Offsets = append(sreq.Offsets, &strandpb.OffsetCommitPartition{Topic: t.Topic, Partition: p.Partition, Offset: off, Metadata: deref(p.Metadata)})
 		}
 	}
-	k := c.submit(&strandpb.Request{Body: &strandpb.Request_OffsetCommit{OffsetCommit: sreq}})
+	var k *call
+	if len(sreq.Offsets) > 0 {
+		k = c.submit(&strandpb.Request{Body: &strandpb.Request_OffsetCommit{OffsetCommit: sreq}})
+	}
 	return func() kmsg.Response {
-		resp := c.wait(k)
-		if resp == nil {
-			return nil
-		}
-		code := classicCode(resp.GetError())
-		if c.s.classic.isKIP848(r.Group, r.MemberID) {
-			code = kafkaCode(resp.GetError())
+		var code int16
+		if k != nil {
+			resp := c.wait(k)
+			if resp == nil {
+				return nil
+			}
+			code = classicCode(resp.GetError())
+			if c.s.classic.isKIP848(r.Group, r.MemberID) {
+				code = kafkaCode(resp.GetError())
+			}
 		}
 		out := kmsg.NewPtrOffsetCommitResponse()
 		out.SetVersion(r.Version)
@@ -123,12 +143,82 @@ func (c *conn) offsetCommit(req kmsg.Request) func() kmsg.Response {
 			for _, p := range t.Partitions {
 				op := kmsg.NewOffsetCommitResponseTopicPartition()
 				op.Partition, op.ErrorCode = p.Partition, code
+				if lc, refused := local[tp{t.Topic, p.Partition}]; refused {
+					op.ErrorCode = lc
+				}
 				ot.Partitions = append(ot.Partitions, op)
 			}
 			out.Topics = append(out.Topics, ot)
 		}
 		return out
 	}
+}
+
+// commitChecks answers what Kafka's coordinator answers before it stores
+// a commit: UNKNOWN_TOPIC_OR_PARTITION for a partition that does not
+// exist (local, by partition). Kafka stores a commit of -1 or -2 as given;
+// Strand's groups keep only real positions, so such a commit is resolved
+// here to the position it names when it is applied — -2 the partition's
+// log start, -1 its end — which is what KafkaJS (whose resetOffsets
+// commits them) and librdkafka read those values as (resolved). ok is
+// false when the connection closed.
+func (c *conn) commitChecks(r *kmsg.OffsetCommitRequest) (local map[tp]int16, resolved map[tp]int64, ok bool) {
+	local, resolved = map[tp]int16{}, map[tp]int64{}
+	mreq := &strandpb.MetadataRequest{}
+	for _, t := range r.Topics {
+		mreq.Topics = append(mreq.Topics, t.Topic)
+	}
+	if len(mreq.Topics) == 0 {
+		return local, resolved, true
+	}
+	m := c.call(&strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: mreq}})
+	if m == nil {
+		return nil, nil, false
+	}
+	parts := map[string]int{}
+	for _, t := range m.GetMetadata().GetTopics() {
+		if t.GetError().GetCode() == strandpb.ErrorCode_ERROR_CODE_NONE {
+			parts[t.GetName()] = len(t.GetPartitions())
+		}
+	}
+	lreq := &strandpb.ListOffsetsRequest{}
+	for _, t := range r.Topics {
+		n, known := parts[t.Topic]
+		for _, p := range t.Partitions {
+			switch {
+			case m.GetError() != nil:
+			case !known || p.Partition < 0 || int(p.Partition) >= n:
+				local[tp{t.Topic, p.Partition}] = kerr.UnknownTopicOrPartition.Code
+			case p.Offset == -1 || p.Offset == -2:
+				lreq.Partitions = append(lreq.Partitions, &strandpb.ListOffsetsRequest_Partition{
+					Topic: t.Topic, Partition: p.Partition, TimestampMs: p.Offset})
+			}
+		}
+	}
+	if len(lreq.Partitions) == 0 {
+		return local, resolved, true
+	}
+	l := c.call(&strandpb.Request{Body: &strandpb.Request_ListOffsets{ListOffsets: lreq}})
+	if l == nil {
+		return nil, nil, false
+	}
+	missing := kafkaCode(l.GetError())
+	if missing == 0 {
+		missing = kerr.UnknownServerError.Code
+	}
+	for _, want := range lreq.Partitions {
+		local[tp{want.GetTopic(), want.GetPartition()}] = missing
+	}
+	for _, a := range l.GetListOffsets().GetPartitions() {
+		key := tp{a.GetTopic(), a.GetPartition()}
+		if code := kafkaCode(partErr(l, a.GetError())); code != 0 {
+			local[key] = code
+			continue
+		}
+		delete(local, key)
+		resolved[key] = a.GetOffset()
+	}
+	return local, resolved, true
 }
 
 // classicCode is kafkaCode for the classic group APIs, whose clients know

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -136,6 +137,9 @@ func metadataTopic(t *strandpb.MetadataResponse_Topic) kmsg.MetadataResponseTopi
 	mt.Topic = &name
 	copy(mt.TopicID[:], t.GetTopicId())
 	mt.ErrorCode = kafkaCode(t.GetError())
+	if mt.ErrorCode == kerr.UnknownTopicOrPartition.Code && metadata.ValidateTopicName(name) != nil {
+		mt.ErrorCode = kerr.InvalidTopicException.Code // as Kafka: no such topic can exist
+	}
 	for _, p := range t.GetPartitions() {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p.GetPartition()
@@ -419,7 +423,13 @@ func (c *conn) listOffsets(req kmsg.Request) func() kmsg.Response {
 					e = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INTERNAL}
 				}
 				op.ErrorCode = kafkaCode(e)
-				if op.ErrorCode == 0 {
+				switch {
+				case op.ErrorCode != 0:
+				case p.Timestamp >= 0 && a.GetTimestampMs() < 0:
+					// No record at or after the timestamp: Kafka answers
+					// offset -1 (and timestamp -1), which clients read as
+					// "no such record", not the end offset.
+				default:
 					op.Offset = a.GetOffset()
 					if p.Timestamp >= 0 && r.Version >= 1 {
 						op.Timestamp = a.GetTimestampMs() // the found record's, as Kafka's
@@ -465,12 +475,22 @@ func (c *conn) initProducerID(req kmsg.Request) func() kmsg.Response {
 func (c *conn) createTopics(req kmsg.Request) func() kmsg.Response {
 	r := req.(*kmsg.CreateTopicsRequest)
 	local := map[string]*strandpb.Error{}
+	invalidName := map[string]bool{}
 	sreq := &strandpb.CreateTopicsRequest{TimeoutMs: r.TimeoutMillis}
 	for _, t := range r.Topics {
 		switch {
 		case r.ValidateOnly:
 			local[t.Topic] = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
 				Message: "Strand cannot validate a create without doing it: send it without validate_only"}
+			continue
+		case metadata.ValidateTopicName(t.Topic) != nil:
+			local[t.Topic] = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
+				Message: metadata.ValidateTopicName(t.Topic).Error() + ": use 1 to 249 of a-z A-Z 0-9 . _ -, not . or .."}
+			invalidName[t.Topic] = true
+			continue
+		case t.NumPartitions == 0 || t.NumPartitions < -1:
+			local[t.Topic] = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_PARTITIONS,
+				Message: fmt.Sprintf("%d partitions: want at least 1, or -1 for the default", t.NumPartitions)}
 			continue
 		case len(t.ReplicaAssignment) > 0:
 			local[t.Topic] = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
@@ -519,6 +539,9 @@ func (c *conn) createTopics(req kmsg.Request) func() kmsg.Response {
 				}
 			}
 			ot.ErrorCode, ot.ErrorMessage = createTopicCode(e), message(e)
+			if invalidName[t.Topic] {
+				ot.ErrorCode = kerr.InvalidTopicException.Code
+			}
 			if m := meta[t.Topic]; m != nil && ot.ErrorCode == 0 {
 				copy(ot.TopicID[:], m.GetTopicId())
 				ot.NumPartitions = int32(len(m.GetPartitions()))

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Tests of clients nobody here wrote, unchanged, against the Kafka
@@ -150,4 +152,111 @@ func TestKafkaGoZstdBatches(t *testing.T) {
 	if got != batches*per {
 		t.Fatalf("read %d of %d records", got, batches*per)
 	}
+}
+
+// Answers that differed from Kafka's and that clients turned into wrong
+// results (issue 20, items 3, 4 and 8), over one node's Kafka listener with
+// franz-go and raw kmsg requests.
+func TestKafkaAnswersAsKafka(t *testing.T) {
+	rt := startKafkaRuntime(t)
+	addr := rt.KafkaAddr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := kafkaTopic(ctx, t, addr, "ak", 1, nil)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var last *kgo.Record
+	for i := 0; i < 3 && ctx.Err() == nil; {
+		r, err := cl.ProduceSync(ctx, &kgo.Record{Topic: "ak", Value: []byte("v")}).First()
+		if err == nil {
+			last, i = r, i+1
+		}
+	}
+	if last == nil {
+		t.Fatal("produce failed")
+	}
+
+	t.Run("ListOffsetsAfterLastRecord", func(t *testing.T) {
+		// Raw: kadm's ListOffsetsAfterMilli itself turns -1 into the end.
+		req := kmsg.NewPtrListOffsetsRequest()
+		lt := kmsg.NewListOffsetsRequestTopic()
+		lt.Topic = "ak"
+		lp := kmsg.NewListOffsetsRequestTopicPartition()
+		lp.Timestamp = last.Timestamp.Add(time.Hour).UnixMilli()
+		lt.Partitions = append(lt.Partitions, lp)
+		req.Topics = append(req.Topics, lt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.Offset != -1 || p.Timestamp != -1 {
+			t.Fatalf("offset after the last record: code %d, %d at %d, want -1 at -1 (no such record)", p.ErrorCode, p.Offset, p.Timestamp)
+		}
+		lp.Timestamp = last.Timestamp.UnixMilli()
+		req.Topics[0].Partitions[0] = lp
+		if resp, err = req.RequestWith(ctx, cl); err != nil || resp.Topics[0].Partitions[0].Offset > last.Offset {
+			t.Fatalf("offset at the last record's timestamp: %v / %+v", err, resp.Topics[0].Partitions[0])
+		}
+	})
+
+	t.Run("CommitEarliestAndLatest", func(t *testing.T) {
+		for _, tc := range []struct{ commit, want int64 }{{-2, 0}, {-1, last.Offset + 1}} {
+			offs := kadm.Offsets{}
+			offs.Add(kadm.Offset{Topic: "ak", Partition: 0, At: tc.commit, LeaderEpoch: -1})
+			resp, err := adm.CommitOffsets(ctx, "reset", offs)
+			if err != nil || resp.Error() != nil {
+				t.Fatalf("commit %d: %v / %v", tc.commit, err, resp.Error())
+			}
+			fetched, err := adm.FetchOffsets(ctx, "reset")
+			if err != nil || fetched.Error() != nil {
+				t.Fatalf("fetch offsets: %v / %v", err, fetched.Error())
+			}
+			if o, _ := fetched.Lookup("ak", 0); o.At != tc.want {
+				t.Fatalf("after committing %d: %d, want %d", tc.commit, o.At, tc.want)
+			}
+		}
+	})
+
+	t.Run("ErrorCodes", func(t *testing.T) {
+		create := kmsg.NewPtrCreateTopicsRequest()
+		for name, n := range map[string]int32{"bad name!": 1, "zero": 0} {
+			ct := kmsg.NewCreateTopicsRequestTopic()
+			ct.Topic, ct.NumPartitions, ct.ReplicationFactor = name, n, 1
+			create.Topics = append(create.Topics, ct)
+		}
+		cr, err := create.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]int16{"bad name!": kerr.InvalidTopicException.Code, "zero": kerr.InvalidPartitions.Code}
+		for _, ot := range cr.Topics {
+			if ot.ErrorCode != want[ot.Topic] {
+				t.Errorf("create %q: code %d, want %d", ot.Topic, ot.ErrorCode, want[ot.Topic])
+			}
+		}
+		meta := kmsg.NewPtrMetadataRequest()
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.Topic = kmsg.StringPtr("bad name!")
+		meta.Topics = append(meta.Topics, mt)
+		mr, err := meta.RequestWith(ctx, cl)
+		if err != nil || len(mr.Topics) != 1 || mr.Topics[0].ErrorCode != kerr.InvalidTopicException.Code {
+			t.Errorf("metadata of an illegal name: %v / %+v", err, mr)
+		}
+		offs := kadm.Offsets{}
+		offs.Add(kadm.Offset{Topic: "missing", Partition: 0, At: 1, LeaderEpoch: -1})
+		offs.Add(kadm.Offset{Topic: "ak", Partition: 0, At: 1, LeaderEpoch: -1})
+		resp, err := adm.CommitOffsets(ctx, "codes", offs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, _ := resp.Lookup("missing", 0); !errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
+			t.Errorf("commit to a missing topic: %v, want UNKNOWN_TOPIC_OR_PARTITION", o.Err)
+		}
+		if o, _ := resp.Lookup("ak", 0); o.Err != nil {
+			t.Errorf("commit beside it to an existing topic: %v", o.Err)
+		}
+	})
 }
