@@ -2,6 +2,7 @@ package kafkaproto
 
 import (
 	"slices"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -16,6 +17,10 @@ import (
 // classic membership protocol (JoinGroup, SyncGroup, Heartbeat,
 // LeaveGroup) is mapped onto the same KIP-848 coordinator in classic.go.
 
+// noTransactions answers a transactional request: transactions are not
+// offered yet.
+const noTransactions = "Strand does not offer transactions yet: produce without a transactional id (an idempotent producer is supported)"
+
 // call submits req and waits for its answer (nil: the connection closed).
 // Used where one Kafka request needs a second Strand request after the
 // first answered; the first submit keeps the connection's order.
@@ -26,7 +31,7 @@ func (c *conn) call(req *strandpb.Request) *strandpb.Response {
 // findCoordinator names the group's coordinator — the leader of the
 // group's __strand_offsets partition — by its Kafka listener. v4+ asks for
 // many keys at once. Transaction coordinators (key type 1) are refused:
-// Strand has no transactions.
+// Strand has no transactions (noTransactions).
 func (c *conn) findCoordinator(req kmsg.Request) func() kmsg.Response {
 	r := req.(*kmsg.FindCoordinatorRequest)
 	keys := r.CoordinatorKeys
@@ -50,8 +55,14 @@ func (c *conn) findCoordinator(req kmsg.Request) func() kmsg.Response {
 		for i, k := range keys {
 			co := kmsg.NewFindCoordinatorResponseCoordinator()
 			co.Key, co.NodeID = k, -1
-			if r.CoordinatorType != 0 {
-				msg := "Strand has no transactions: no transaction coordinator"
+			if r.CoordinatorType == 1 {
+				// Fatal, not retried, in librdkafka, franz-go and KafkaJS:
+				// a transactional client fails at once instead of asking
+				// again every 500 ms until its timeout.
+				msg := noTransactions
+				co.ErrorCode, co.ErrorMessage = kerr.TransactionalIDAuthorizationFailed.Code, &msg
+			} else if r.CoordinatorType != 0 {
+				msg := "Strand has no coordinator of key type " + strconv.Itoa(int(r.CoordinatorType))
 				co.ErrorCode, co.ErrorMessage = kerr.UnsupportedVersion.Code, &msg
 			} else if resp := c.wait(calls[i]); resp == nil {
 				return nil

@@ -452,7 +452,7 @@ func (c *conn) initProducerID(req kmsg.Request) func() kmsg.Response {
 	out.SetVersion(r.Version)
 	out.ProducerID, out.ProducerEpoch = -1, -1
 	if r.TransactionalID != nil {
-		out.ErrorCode = kerr.UnsupportedVersion.Code
+		out.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code // fatal in every client: noTransactions
 		return ready(out)
 	}
 	k := c.submit(&strandpb.Request{Body: &strandpb.Request_InitProducerId{InitProducerId: &strandpb.InitProducerIdRequest{}}})

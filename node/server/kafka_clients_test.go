@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -259,4 +261,51 @@ func TestKafkaAnswersAsKafka(t *testing.T) {
 			t.Errorf("commit beside it to an existing topic: %v", o.Err)
 		}
 	})
+}
+
+// A transactional producer fails at once, with a message that says
+// transactions are not offered: librdkafka (kcat) asked for a transaction
+// coordinator every 500 ms until its timeout, franz-go's InitProducerID
+// got a retriable-looking UNSUPPORTED_VERSION. kcat's part skips when kcat
+// is not installed (.ci/run installs it).
+func TestKafkaTransactionsRefusedFatally(t *testing.T) {
+	rt := startKafkaRuntime(t)
+	addr := rt.KafkaAddr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	kafkaTopic(ctx, t, addr, "tx", 1, nil)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("tid"), kgo.DefaultProduceTopic("tx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	// franz-go initializes its producer id as the transaction begins.
+	err = cl.BeginTransaction()
+	if err == nil {
+		pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
+		defer pcancel()
+		err = cl.ProduceSync(pctx, &kgo.Record{Value: []byte("v")}).FirstErr()
+	}
+	if err == nil || !strings.Contains(err.Error(), kerr.TransactionalIDAuthorizationFailed.Message) { // wrapped with %v
+		t.Fatalf("franz-go transaction: %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", err)
+	}
+
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		t.Skip("kcat not installed: the librdkafka half of this test needs it")
+	}
+	kctx, kcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer kcancel()
+	cmd := exec.CommandContext(kctx, kcat, "-P", "-b", addr, "-t", "tx", "-X", "transactional.id=tid",
+		"-X", "transaction.timeout.ms=20000")
+	cmd.Stdin = strings.NewReader("v\n")
+	out, err := cmd.CombinedOutput()
+	if kctx.Err() != nil {
+		t.Fatalf("kcat with a transactional id still running after 30s:\n%s", out)
+	}
+	t.Logf("kcat: %v\n%s", err, out)
+	if err == nil || !strings.Contains(string(out), "does not offer transactions") {
+		t.Fatalf("kcat with a transactional id: %v, want a fatal error naming transactions:\n%s", err, out)
+	}
 }
