@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -13,6 +14,9 @@ import (
 	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/proto/strandpb"
 )
+
+// internalTopicPrefix starts the names of Strand's own topics.
+const internalTopicPrefix = "__strand_"
 
 // tp names one topic partition (map key).
 type tp struct {
@@ -137,6 +141,12 @@ func metadataTopic(t *strandpb.MetadataResponse_Topic) kmsg.MetadataResponseTopi
 	mt.Topic = &name
 	copy(mt.TopicID[:], t.GetTopicId())
 	mt.ErrorCode = kafkaCode(t.GetError())
+	// Strand's own topics (the offsets topic __strand_offsets) are internal,
+	// as Kafka's __consumer_offsets is: clients' regex subscriptions skip
+	// them. The offsets topic keeps Strand's name: its records are not
+	// Kafka's offset-commit format, so tools that read __consumer_offsets
+	// (Burrow) would misread it (README, Kafka clients).
+	mt.IsInternal = strings.HasPrefix(name, internalTopicPrefix)
 	if mt.ErrorCode == kerr.UnknownTopicOrPartition.Code && metadata.ValidateTopicName(name) != nil {
 		mt.ErrorCode = kerr.InvalidTopicException.Code // as Kafka: no such topic can exist
 	}

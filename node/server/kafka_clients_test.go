@@ -222,6 +222,20 @@ func TestKafkaAnswersAsKafka(t *testing.T) {
 		}
 	})
 
+	t.Run("OffsetsTopicInternal", func(t *testing.T) {
+		meta, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl) // all topics
+		if err != nil {
+			t.Fatal(err)
+		}
+		internal := map[string]bool{}
+		for _, mt := range meta.Topics {
+			internal[*mt.Topic] = mt.IsInternal
+		}
+		if in, ok := internal["__strand_offsets"]; !ok || !in || internal["ak"] {
+			t.Fatalf("metadata's internal flags %v, want __strand_offsets internal and ak not", internal)
+		}
+	})
+
 	t.Run("ErrorCodes", func(t *testing.T) {
 		create := kmsg.NewPtrCreateTopicsRequest()
 		for name, n := range map[string]int32{"bad name!": 1, "zero": 0} {
