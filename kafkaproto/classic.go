@@ -52,6 +52,8 @@ type classicMember struct {
 	subs       []string
 	instance   string
 	rack       string
+	// clientID and host are the member's, as DescribeGroups reports them.
+	clientID, host string
 	// given is the assignment answered at SyncGroup; held is given plus
 	// what the member owned when it joined (until its next join).
 	given, held []*strandpb.GroupTopicPartitions
@@ -260,7 +262,8 @@ func (c *conn) joinGroup(req kmsg.Request) func() kmsg.Response {
 	if member == "" {
 		member = newMemberID()
 	}
-	m := classicMember{subs: slices.Clone(md.Topics), instance: deref(r.InstanceID), rack: deref(md.Rack)}
+	m := classicMember{subs: slices.Clone(md.Topics), instance: deref(r.InstanceID), rack: deref(md.Rack),
+		clientID: c.clientID, host: c.clientHost}
 	var owned []*strandpb.GroupTopicPartitions
 	for _, o := range md.OwnedPartitions {
 		owned = append(owned, &strandpb.GroupTopicPartitions{Topic: o.Topic, Partitions: o.Partitions})

@@ -440,7 +440,7 @@ func (c *conn) describeGroups(req kmsg.Request) func() kmsg.Response {
 			case e.GetCode() != strandpb.ErrorCode_ERROR_CODE_NONE:
 				dg.ErrorCode = kafkaCode(e)
 			default:
-				describedGroup(&dg, g, c.s.classic.protocol(name))
+				describedGroup(&dg, g, c.s.classic.protocol(name), c.s.classic.get)
 			}
 			out.Groups = append(out.Groups, dg)
 		}
@@ -449,11 +449,17 @@ func (c *conn) describeGroups(req kmsg.Request) func() kmsg.Response {
 }
 
 // describedGroup fills dg from the coordinator's view of g.
-func describedGroup(dg *kmsg.DescribeGroupsResponseGroup, g *strandpb.DescribeGroupsResponse_Group, protocol string) {
+// Client id and host are known for classic members that joined through
+// this node (the coordinator's, where clients send JoinGroup): classic.
+func describedGroup(dg *kmsg.DescribeGroupsResponseGroup, g *strandpb.DescribeGroupsResponse_Group, protocol string,
+	classic func(group, member string) (classicMember, bool)) {
 	dg.State, dg.ProtocolType, dg.Protocol = kafkaState(g.GetState()), "consumer", protocol
 	for _, m := range g.GetMembers() {
 		dm := kmsg.NewDescribeGroupsResponseGroupMember()
 		dm.MemberID = m.GetMemberId()
+		if cm, ok := classic(dg.Group, dm.MemberID); ok {
+			dm.ClientID, dm.ClientHost = cm.clientID, cm.host
+		}
 		if id := m.GetInstanceId(); id != "" {
 			dm.InstanceID = &id
 		}

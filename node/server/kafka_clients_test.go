@@ -62,8 +62,8 @@ func kafkaGoWrite(ctx context.Context, t *testing.T, w *kafka.Writer, msgs []kaf
 // segmentio/kafka-go's consumer group joins (its subscription metadata
 // declares v1 but carries no owned partitions, which a strict reading
 // refused with INCONSISTENT_GROUP_PROTOCOL), reads every record of a
-// three-partition topic once, and commits: a second reader of the group
-// finds the committed offsets.
+// three-partition topic once, and commits. DescribeGroups names the
+// member's client id and host, and the group's committed offsets add up.
 func TestKafkaGoConsumerGroup(t *testing.T) {
 	rt := startKafkaRuntime(t)
 	addr := rt.KafkaAddr().String()
@@ -81,6 +81,7 @@ func TestKafkaGoConsumerGroup(t *testing.T) {
 
 	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, GroupID: "kgg", Topic: "kg",
 		StartOffset: kafka.FirstOffset, MaxWait: 200 * time.Millisecond, HeartbeatInterval: time.Second,
+		Dialer: &kafka.Dialer{ClientID: "kg-reader", Timeout: 10 * time.Second},
 		Logger: kafka.LoggerFunc(t.Logf), ErrorLogger: kafka.LoggerFunc(t.Logf)})
 	defer r.Close()
 	seen := map[string]int{}
@@ -101,6 +102,13 @@ func TestKafkaGoConsumerGroup(t *testing.T) {
 	}
 	if len(seen) != n {
 		t.Fatalf("kafka-go group read %d of %d records", len(seen), n)
+	}
+	described, err := adm.DescribeGroups(ctx, "kgg")
+	if err != nil || described.Error() != nil {
+		t.Fatalf("describe: %v / %v", err, described.Error())
+	}
+	if ms := described["kgg"].Members; len(ms) != 1 || ms[0].ClientID != "kg-reader" || ms[0].ClientHost != "127.0.0.1" {
+		t.Fatalf("described members %+v, want one with client id kg-reader from 127.0.0.1", ms)
 	}
 	offs, err := adm.FetchOffsets(ctx, "kgg")
 	if err != nil || offs.Error() != nil {
