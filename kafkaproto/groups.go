@@ -171,8 +171,8 @@ func (c *conn) offsetCommit(req kmsg.Request) func() kmsg.Response {
 // Strand's groups keep only real positions, so such a commit is resolved
 // here to the position it names when it is applied — -2 the partition's
 // log start, -1 its end — which is what KafkaJS (whose resetOffsets
-// commits them) and librdkafka read those values as (resolved). ok is
-// false when the connection closed.
+// commits them) reads those values as (resolved). ok is false when the
+// connection closed.
 func (c *conn) commitChecks(r *kmsg.OffsetCommitRequest) (local map[tp]int16, resolved map[tp]int64, ok bool) {
 	local, resolved = map[tp]int16{}, map[tp]int64{}
 	mreq := &strandpb.MetadataRequest{}
