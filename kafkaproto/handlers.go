@@ -508,10 +508,22 @@ func (c *conn) createTopics(req kmsg.Request) func() kmsg.Response {
 			continue
 		}
 		st := &strandpb.CreateTopicsRequest_Topic{Name: t.Topic, Partitions: t.NumPartitions, ReplicationFactor: int32(t.ReplicationFactor)}
+		var refused *strandpb.Error
 		for _, cfg := range t.Configs {
-			if cfg.Value != nil {
-				st.Configs = append(st.Configs, &strandpb.ConfigEntry{Name: cfg.Name, Value: *cfg.Value})
+			if cfg.Value == nil {
+				continue
 			}
+			if held, err := raftHeldConfig(cfg.Name, *cfg.Value, t.ReplicationFactor); held || err != nil {
+				if err != nil && refused == nil {
+					refused = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_CONFIG, Message: err.Error()}
+				}
+				continue
+			}
+			st.Configs = append(st.Configs, &strandpb.ConfigEntry{Name: cfg.Name, Value: *cfg.Value})
+		}
+		if refused != nil {
+			local[t.Topic] = refused
+			continue
 		}
 		sreq.Topics = append(sreq.Topics, st)
 	}
@@ -712,4 +724,40 @@ func describeTopicConfigs(or *kmsg.DescribeConfigsResponseResource, whole *stran
 		}
 		or.Configs = append(or.Configs, describedConfig(e.GetName(), e.GetValue(), version, synonyms))
 	}
+}
+
+// raftHeldConfig reports whether a topic config Kafka accepts at create
+// is one every Strand topic already has, so it is accepted and not
+// stored (describe does not list it):
+//
+//   - compression.type=producer: batches are stored as the producer sent
+//     them (Kafka's default). Another codec would need recompression,
+//     which is not offered: refused.
+//   - min.insync.replicas up to a majority of the replication factor: a
+//     raft log commits (acks=all) only on a majority and refuses writes
+//     while fewer replicas are up, so any value up to that holds. A larger
+//     value is refused (with replication factor -1, the default, only 1).
+//
+// err says what to send instead.
+func raftHeldConfig(name, value string, rf int16) (bool, error) {
+	switch name {
+	case "compression.type":
+		if value != "producer" {
+			return false, fmt.Errorf("compression.type=%s: Strand stores batches as the producer sent them; "+
+				"leave it unset (producer) and compress in the producer", value)
+		}
+		return true, nil
+	case "min.insync.replicas":
+		majority := int64(1)
+		if rf > 0 {
+			majority = int64(rf)/2 + 1
+		}
+		n, err := strconv.ParseInt(value, 10, 32)
+		if err != nil || n < 1 || n > majority {
+			return false, fmt.Errorf("min.insync.replicas=%s: a raft log commits on a majority of its replicas, "+
+				"so at most %d holds for replication factor %d; leave it unset", value, majority, rf)
+		}
+		return true, nil
+	}
+	return false, nil
 }

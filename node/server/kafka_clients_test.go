@@ -230,6 +230,26 @@ func TestKafkaAnswersAsKafka(t *testing.T) {
 		}
 	})
 
+	t.Run("RaftHeldConfigs", func(t *testing.T) {
+		for _, tc := range []struct {
+			name, key, value string
+			want             error
+		}{
+			{"cp", "compression.type", "producer", nil},
+			{"mir", "min.insync.replicas", "1", nil},
+			{"cz", "compression.type", "zstd", kerr.InvalidConfig},
+			{"mir2", "min.insync.replicas", "2", kerr.InvalidConfig}, // replication factor 1
+		} {
+			got, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{tc.key: kmsg.StringPtr(tc.value)}, tc.name)
+			if tc.want != nil && errors.Is(err, tc.want) {
+				err = nil // kadm returns the topic's error too
+			}
+			if err != nil || !errors.Is(got.Err, tc.want) || (tc.want != nil && got.ErrMessage == "") {
+				t.Errorf("create with %s=%s: %v / %v %q, want %v", tc.key, tc.value, err, got.Err, got.ErrMessage, tc.want)
+			}
+		}
+	})
+
 	t.Run("OffsetsTopicInternal", func(t *testing.T) {
 		meta, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl) // all topics
 		if err != nil {
