@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -687,7 +688,9 @@ func (c *conn) describeConfigs(req kmsg.Request) func() kmsg.Response {
 			switch res.ResourceType {
 			case kmsg.ConfigResourceTypeTopic:
 				describeTopicConfigs(&or, whole, answers[res.ResourceName], res.ConfigNames, r.Version, r.IncludeSynonyms)
-			case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
+			case kmsg.ConfigResourceTypeBroker:
+				c.describeBrokerConfigs(&or, res.ConfigNames)
+			case kmsg.ConfigResourceTypeBrokerLogger:
 			default:
 				or.ErrorCode = kerr.InvalidRequest.Code
 				msg := fmt.Sprintf("Strand describes topic and broker configs, not resource type %d", res.ResourceType)
@@ -760,4 +763,50 @@ func raftHeldConfig(name, value string, rf int16) (bool, error) {
 		return true, nil
 	}
 	return false, nil
+}
+
+// brokerConfigs are the settings a node applies, under Kafka's broker
+// names, as DescribeConfigs of a broker resource lists them: the defaults
+// every new topic gets (DEFAULT_CONFIG: Strand's, where they differ from
+// Kafka's) and the node's id (STATIC_BROKER_CONFIG). All are read-only:
+// topic settings change per topic (AlterConfigs on the topic).
+func brokerConfigs(id int32) []kmsg.DescribeConfigsResponseResourceConfig {
+	d := metadata.DefaultTopicConfig()
+	entries := []struct {
+		name, value string
+		source      kmsg.ConfigSource
+	}{
+		{"broker.id", strconv.Itoa(int(id)), kmsg.ConfigSourceStaticBrokerConfig},
+		{"log.cleanup.policy", d.CleanupPolicy.String(), kmsg.ConfigSourceDefaultConfig},
+		{"log.retention.bytes", strconv.FormatInt(d.RetentionBytes, 10), kmsg.ConfigSourceDefaultConfig},
+		{"log.retention.ms", strconv.FormatInt(d.RetentionMs, 10), kmsg.ConfigSourceDefaultConfig},
+		{"message.max.bytes", strconv.Itoa(int(d.MaxMessageBytes)), kmsg.ConfigSourceDefaultConfig},
+	}
+	out := make([]kmsg.DescribeConfigsResponseResourceConfig, 0, len(entries))
+	for _, e := range entries {
+		rc := kmsg.NewDescribeConfigsResponseResourceConfig()
+		rc.Name, rc.Value, rc.ReadOnly, rc.Source = e.name, kmsg.StringPtr(e.value), true, e.source
+		if e.source == kmsg.ConfigSourceDefaultConfig {
+			rc.IsDefault = true
+		}
+		out = append(out, rc)
+	}
+	return out
+}
+
+// describeBrokerConfigs fills a broker resource: this node's configs
+// (only the names asked for, when some are), or INVALID_REQUEST for
+// another broker's id (ask that broker).
+func (c *conn) describeBrokerConfigs(or *kmsg.DescribeConfigsResponseResource, only []string) {
+	id := int(c.s.cfg.NodeID)
+	if or.ResourceName != "" && or.ResourceName != strconv.Itoa(id) {
+		msg := fmt.Sprintf("this is broker %d: send DescribeConfigs for broker %s to that broker", id, or.ResourceName)
+		or.ErrorCode, or.ErrorMessage = kerr.InvalidRequest.Code, &msg
+		return
+	}
+	for _, rc := range brokerConfigs(c.s.cfg.NodeID) {
+		if only == nil || slices.Contains(only, rc.Name) {
+			or.Configs = append(or.Configs, rc)
+		}
+	}
 }

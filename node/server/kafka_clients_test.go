@@ -250,6 +250,23 @@ func TestKafkaAnswersAsKafka(t *testing.T) {
 		}
 	})
 
+	t.Run("BrokerConfigs", func(t *testing.T) {
+		rcs, err := adm.DescribeBrokerConfigs(ctx, 1)
+		if err != nil || len(rcs) != 1 || rcs[0].Err != nil {
+			t.Fatalf("describe broker 1: %v / %+v", err, rcs)
+		}
+		got := map[string]kadm.Config{}
+		for _, c := range rcs[0].Configs {
+			got[c.Key] = c
+		}
+		if c := got["message.max.bytes"]; c.Value == nil || *c.Value != "1048576" || c.Source != kmsg.ConfigSourceDefaultConfig {
+			t.Errorf("message.max.bytes %+v, want 1048576 from DEFAULT_CONFIG", c)
+		}
+		if c := got["broker.id"]; c.Value == nil || *c.Value != "1" || c.Source != kmsg.ConfigSourceStaticBrokerConfig {
+			t.Errorf("broker.id %+v, want 1 from STATIC_BROKER_CONFIG", c)
+		}
+	})
+
 	t.Run("OffsetsTopicInternal", func(t *testing.T) {
 		meta, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl) // all topics
 		if err != nil {
