@@ -32,7 +32,7 @@ func kafkaTopic(ctx context.Context, t *testing.T, addr, topic string, partition
 	var created kadm.CreateTopicResponse
 	for ctx.Err() == nil { // the metadata group elects its leader first: retriable until then
 		created, err = adm.CreateTopic(ctx, partitions, 1, configs, topic)
-		if err == nil && (created.Err == nil || !kerr.IsRetriable(created.Err)) {
+		if err == nil && created.Err == nil || created.Err != nil && !kerr.IsRetriable(created.Err) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond) // polling a readiness condition, bounded by ctx
@@ -264,6 +264,29 @@ func TestKafkaAnswersAsKafka(t *testing.T) {
 		}
 		if c := got["broker.id"]; c.Value == nil || *c.Value != "1" || c.Source != kmsg.ConfigSourceStaticBrokerConfig {
 			t.Errorf("broker.id %+v, want 1 from STATIC_BROKER_CONFIG", c)
+		}
+	})
+
+	t.Run("MaxMessageBytes", func(t *testing.T) {
+		kafkaTopic(ctx, t, addr, "small", 1, map[string]*string{"max.message.bytes": kmsg.StringPtr("51200")})
+		p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("small"), kgo.ProducerBatchMaxBytes(1<<20),
+			kgo.ProducerBatchCompression(kgo.NoCompression()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		var small error
+		for i := 0; i < 50 && ctx.Err() == nil; i++ { // the partition elects its leader
+			if small = p.ProduceSync(ctx, &kgo.Record{Value: make([]byte, 40<<10)}).FirstErr(); small == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond) // polling a readiness condition, bounded by count and ctx
+		}
+		if small != nil {
+			t.Fatalf("40 KiB record under max.message.bytes 51200: %v", small)
+		}
+		if err := p.ProduceSync(ctx, &kgo.Record{Value: make([]byte, 60<<10)}).FirstErr(); !errors.Is(err, kerr.MessageTooLarge) {
+			t.Fatalf("60 KiB record over max.message.bytes 51200: %v, want MESSAGE_TOO_LARGE", err)
 		}
 	})
 
