@@ -24,12 +24,14 @@ const (
 	CodecZstd   = 4
 )
 
-// InflatedBytesMax bounds what one compressed batch may inflate to. A
-// batch holds records of at most RecordBytesMax and is at most
-// BatchBytesMax long when sent; Kafka's record framing is about as dense
-// as Strand's, so a records section past twice that is refused while it
-// is inflated (decompression bombs never reach memory).
-const InflatedBytesMax = 2 * BatchBytesMax
+// InflatedBytesMax bounds what one compressed batch may inflate to: 16
+// MiB. Sizes are checked as Kafka checks them, on the batch as sent (at
+// most BatchBytesMax, and the topic's max.message.bytes) and per record
+// (RecordBytesMax); this is a separate bound on inflation alone, so a
+// batch of highly compressible records (three 1 MiB records of zeros
+// gzip to a few KiB) is taken, while a records section past it is refused
+// as it is inflated (decompression bombs never reach memory).
+const InflatedBytesMax = 16 << 20
 
 // xerialMagic starts the Java client's framed snappy (snappy-java).
 var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
@@ -46,7 +48,7 @@ var zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
 
 // zstdWideDecoder inflates frames whose declared window is past
 // InflatedBytesMax (segmentio/kafka-go's encoder declares 8 MiB for any
-// batch). The window an encoder declares bounds how far back it may
+// batch, which once was past it; another encoder may declare more). The window an encoder declares bounds how far back it may
 // refer, not what the frame inflates to, and DecodeAll keeps its history
 // in the output, so any window is accepted and the output is bounded
 // instead, by the capacity of the buffer it decodes into (zstdWide).
@@ -60,17 +62,23 @@ var zstdWideDecoder = sync.OnceValue(func() *zstd.Decoder {
 })
 
 // zstdWide inflates b after dst with zstdWideDecoder, at most
-// InflatedBytesMax.
+// InflatedBytesMax: first into room for 16 times b (at least 1 MiB), then,
+// when that is too small, into room for the whole bound, so a small batch
+// does not cost a buffer of InflatedBytesMax.
 func zstdWide(dst, b []byte) ([]byte, error) {
-	dst = slices.Grow(dst, InflatedBytesMax)
-	out, err := zstdWideDecoder().DecodeAll(b, dst[:len(dst):len(dst)+InflatedBytesMax])
-	switch {
-	case errors.Is(err, zstd.ErrDecoderSizeExceeded):
-		return nil, errInflatedTooLarge
-	case err != nil:
-		return nil, fmt.Errorf("%w: zstd: %v", ErrCorrupt, err)
+	for room := min(InflatedBytesMax, max(1<<20, 16*len(b))); ; room = InflatedBytesMax {
+		dst = slices.Grow(dst, room)
+		out, err := zstdWideDecoder().DecodeAll(b, dst[:len(dst):len(dst)+room])
+		switch {
+		case errors.Is(err, zstd.ErrDecoderSizeExceeded) && room < InflatedBytesMax:
+			continue
+		case errors.Is(err, zstd.ErrDecoderSizeExceeded):
+			return nil, errInflatedTooLarge
+		case err != nil:
+			return nil, fmt.Errorf("%w: zstd: %v", ErrCorrupt, err)
+		}
+		return out, nil
 	}
-	return out, nil
 }
 
 // Decompressors kept for reuse: each holds buffers a fresh one allocates.

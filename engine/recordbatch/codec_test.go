@@ -5,15 +5,17 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 )
 
 // zstdFrame compresses b the way segmentio/kafka-go's encoder does: a
-// streaming frame declaring an 8 MiB window, whatever b's size.
-func zstdFrame(t *testing.T, b []byte) []byte {
+// streaming frame declaring a window (8 MiB for kafka-go) whatever b's
+// size.
+func zstdFrame(t *testing.T, b []byte, window int) []byte {
 	t.Helper()
 	var out bytes.Buffer
-	w, err := zstd.NewWriter(&out, zstd.WithWindowSize(8<<20), zstd.WithSingleSegment(false))
+	w, err := zstd.NewWriter(&out, zstd.WithWindowSize(window), zstd.WithSingleSegment(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,21 +29,37 @@ func zstdFrame(t *testing.T, b []byte) []byte {
 }
 
 // A zstd frame is bounded by what it inflates to, not by the window its
-// encoder declared: an 8 MiB window over 200 KB inflates, and the same
-// window over more than InflatedBytesMax is refused as too large.
+// encoder declared: windows of 8 MiB (kafka-go) and 64 MiB (past
+// InflatedBytesMax) over 200 KB inflate, and the same windows over more
+// than InflatedBytesMax are refused as too large.
 func TestZstdDeclaredWindowPastBound(t *testing.T) {
 	small := bytes.Repeat([]byte("strand record "), 200_000/14)
-	got, err := inflate(nil, CodecZstd, zstdFrame(t, small))
-	if err != nil || !bytes.Equal(got, small) {
-		t.Fatalf("inflate of 200 KB under an 8 MiB window: %d bytes, %v", len(got), err)
-	}
-	prefix := []byte("kept")
-	got, err = inflate(prefix, CodecZstd, zstdFrame(t, small))
-	if err != nil || !bytes.Equal(got, append([]byte("kept"), small...)) {
-		t.Fatalf("inflate after a prefix: %d bytes, %v", len(got), err)
-	}
 	bomb := make([]byte, InflatedBytesMax+1)
-	if _, err := inflate(nil, CodecZstd, zstdFrame(t, bomb)); !errors.Is(err, ErrBatchTooLarge) {
-		t.Fatalf("inflate past InflatedBytesMax under an 8 MiB window: %v, want ErrBatchTooLarge", err)
+	for _, window := range []int{8 << 20, 64 << 20} {
+		got, err := inflate(nil, CodecZstd, zstdFrame(t, small, window))
+		if err != nil || !bytes.Equal(got, small) {
+			t.Fatalf("inflate of 200 KB under a %d-byte window: %d bytes, %v", window, len(got), err)
+		}
+		got, err = inflate([]byte("kept"), CodecZstd, zstdFrame(t, small, window))
+		if err != nil || !bytes.Equal(got, append([]byte("kept"), small...)) {
+			t.Fatalf("inflate after a prefix: %d bytes, %v", len(got), err)
+		}
+		if _, err := inflate(nil, CodecZstd, zstdFrame(t, bomb, window)); !errors.Is(err, ErrBatchTooLarge) {
+			t.Fatalf("inflate past InflatedBytesMax under a %d-byte window: %v, want ErrBatchTooLarge", window, err)
+		}
+	}
+}
+
+// A gzip batch of three 1 MiB records of zeros (a few KiB as sent)
+// inflates: the inflation bound is separate from the sizes checked on
+// the batch as sent and per record.
+func TestInflateCompressibleBatch(t *testing.T) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(make([]byte, 3<<20+100))
+	zw.Close()
+	got, err := inflate(nil, CodecGzip, buf.Bytes())
+	if err != nil || len(got) != 3<<20+100 {
+		t.Fatalf("inflate of %d gzip bytes: %d bytes, %v", buf.Len(), len(got), err)
 	}
 }

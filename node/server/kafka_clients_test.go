@@ -290,6 +290,22 @@ func TestKafkaAnswersAsKafka(t *testing.T) {
 		}
 	})
 
+	t.Run("CompressedBatchInflates", func(t *testing.T) {
+		// Three 1 MiB records of zeros, gzip'd to a few KiB: sizes are
+		// checked on the batch as sent and per record; inflation has its
+		// own, larger bound (recordbatch.InflatedBytesMax).
+		p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("ak"), kgo.ProducerBatchMaxBytes(4<<20),
+			kgo.ProducerBatchCompression(kgo.GzipCompression()), kgo.ProducerLinger(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		big := make([]byte, 1<<20)
+		if err := p.ProduceSync(ctx, &kgo.Record{Value: big}, &kgo.Record{Value: big}, &kgo.Record{Value: big}).FirstErr(); err != nil {
+			t.Fatalf("gzip batch of 3 MiB of zeros: %v", err)
+		}
+	})
+
 	t.Run("OffsetsTopicInternal", func(t *testing.T) {
 		meta, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl) // all topics
 		if err != nil {
