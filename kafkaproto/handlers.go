@@ -193,7 +193,7 @@ func (c *conn) produce(req kmsg.Request) func() kmsg.Response {
 	r := req.(*kmsg.ProduceRequest)
 	local := map[tp]*strandpb.Error{}
 	var sent []tp // the request partitions sreq carries, in its order
-	sreq := &strandpb.ProduceRequest{Acks: int32(r.Acks), TimeoutMs: r.TimeoutMillis}
+	sreq := &strandpb.ProduceRequest{Acks: kafkaAcks(r.Acks), TimeoutMs: r.TimeoutMillis}
 	if r.TransactionID != nil {
 		e := &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_VERSION,
 			Message: "Strand has no transactions yet: produce without a transactional id"}
@@ -809,4 +809,19 @@ func (c *conn) describeBrokerConfigs(or *kmsg.DescribeConfigsResponseResource, o
 			or.Configs = append(or.Configs, rc)
 		}
 	}
+}
+
+// kafkaAcks is the Strand acks level a Kafka produce's acks runs at.
+// acks=1 waits for the entry to commit and apply, as acks=all does:
+// offsets are assigned at apply, and Kafka's clients need the base offset
+// the leader assigned (franz-go, KafkaJS and kafka-python reported -1,
+// Sarama and librdkafka made offsets up). A leader cannot know that
+// offset when the entry is only in its own log (entries ahead of it may
+// be idempotent duplicates or refused), so acks=1 costs a commit's
+// latency and, unlike Kafka's, loses nothing on a leader change.
+func kafkaAcks(acks int16) int32 {
+	if acks == 1 {
+		return -1
+	}
+	return int32(acks)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -303,6 +304,28 @@ func TestKafkaAnswersAsKafka(t *testing.T) {
 		big := make([]byte, 1<<20)
 		if err := p.ProduceSync(ctx, &kgo.Record{Value: big}, &kgo.Record{Value: big}, &kgo.Record{Value: big}).FirstErr(); err != nil {
 			t.Fatalf("gzip batch of 3 MiB of zeros: %v", err)
+		}
+	})
+
+	t.Run("AcksLeaderOffsets", func(t *testing.T) {
+		kafkaTopic(ctx, t, addr, "a1", 1, nil)
+		p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("a1"), kgo.RequiredAcks(kgo.LeaderAck()),
+			kgo.DisableIdempotentWrite())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		var got []int64
+		for i := 0; len(got) < 3 && i < 100 && ctx.Err() == nil; i++ {
+			r, err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).First()
+			if err != nil {
+				time.Sleep(50 * time.Millisecond) // the partition elects its leader; bounded by count and ctx
+				continue
+			}
+			got = append(got, r.Offset)
+		}
+		if !slices.Equal(got, []int64{0, 1, 2}) {
+			t.Fatalf("acks=1 offsets %v, want [0 1 2]", got)
 		}
 	})
 
