@@ -52,6 +52,8 @@ type classicMember struct {
 	subs       []string
 	instance   string
 	rack       string
+	// clientID and host are the member's, as DescribeGroups reports them.
+	clientID, host string
 	// given is the assignment answered at SyncGroup; held is given plus
 	// what the member owned when it joined (until its next join).
 	given, held []*strandpb.GroupTopicPartitions
@@ -246,8 +248,8 @@ func (c *conn) joinGroup(req kmsg.Request) func() kmsg.Response {
 	var proto string
 	var md kmsg.ConsumerMemberMetadata
 	for _, p := range r.Protocols {
-		md = kmsg.NewConsumerMemberMetadata()
-		if md.ReadFrom(p.Metadata) == nil {
+		var ok bool
+		if md, ok = readMemberMetadata(p.Metadata); ok {
 			proto = p.Name
 			break
 		}
@@ -260,7 +262,8 @@ func (c *conn) joinGroup(req kmsg.Request) func() kmsg.Response {
 	if member == "" {
 		member = newMemberID()
 	}
-	m := classicMember{subs: slices.Clone(md.Topics), instance: deref(r.InstanceID), rack: deref(md.Rack)}
+	m := classicMember{subs: slices.Clone(md.Topics), instance: deref(r.InstanceID), rack: deref(md.Rack),
+		clientID: c.clientID, host: c.clientHost}
 	var owned []*strandpb.GroupTopicPartitions
 	for _, o := range md.OwnedPartitions {
 		owned = append(owned, &strandpb.GroupTopicPartitions{Topic: o.Topic, Partitions: o.Partitions})
@@ -437,4 +440,32 @@ func unionParts(a, b []*strandpb.GroupTopicPartitions) []*strandpb.GroupTopicPar
 		}
 	}
 	return out
+}
+
+// readMemberMetadata reads a consumer protocol subscription the way the
+// clients in the wild write it. Kafka keeps member metadata opaque and
+// only the assignor reads it; Strand's coordinator assigns, so it needs
+// the subscribed topics and uses the owned partitions, generation and rack
+// when they are there. Each version only appends fields, so metadata that
+// declares a version but stops short of its fields (segmentio/kafka-go
+// declares v1 and sends no owned partitions) is read at the highest version
+// its bytes hold; a version past 3 is read as 3, and bytes after the
+// fields read are ignored. It fails only when not even the topic list
+// (v0) can be read.
+func readMemberMetadata(b []byte) (kmsg.ConsumerMemberMetadata, bool) {
+	md := kmsg.NewConsumerMemberMetadata()
+	if len(b) < 2 {
+		return md, false
+	}
+	declared := int16(b[0])<<8 | int16(b[1])
+	buf := slices.Clone(b)
+	for v := min(max(declared, 0), 3); v >= 0; v-- {
+		buf[0], buf[1] = byte(v>>8), byte(v)
+		md = kmsg.NewConsumerMemberMetadata()
+		if md.ReadFrom(buf) == nil {
+			md.Version = declared
+			return md, true
+		}
+	}
+	return md, false
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 
@@ -257,5 +258,43 @@ func TestClassicCommitDuringRebalance(t *testing.T) {
 	}
 	if code := a.commit(a.generation, 1, 50); code != 0 || be.committed("g", 1) != 50 {
 		t.Fatalf("commit at the new generation: %v", kerr.ErrorForCode(code))
+	}
+}
+
+// Subscription metadata is read as the clients in the wild write it: each
+// version v0-v3, a v1 that stops after the user data (segmentio/kafka-go),
+// trailing bytes and a version past 3; only metadata without a readable
+// topic list is refused.
+func TestReadMemberMetadataLayouts(t *testing.T) {
+	full := func(v int16) []byte {
+		md := kmsg.NewConsumerMemberMetadata()
+		md.Version, md.Topics, md.UserData = v, []string{"a", "b"}, []byte("ud")
+		md.OwnedPartitions = []kmsg.ConsumerMemberMetadataOwnedPartition{{Topic: "a", Partitions: []int32{1}}}
+		md.Generation, md.Rack = 7, kmsg.StringPtr("r1")
+		return md.AppendTo(nil)
+	}
+	v0 := full(0)
+	kafkaGo := slices.Clone(v0)
+	kafkaGo[1] = 1 // declares v1, sends the v0 fields only
+	future := append(full(3), 0, 0, 0, 9)
+	future[1] = 5
+	for name, tc := range map[string]struct {
+		b     []byte
+		owned int
+		rack  string
+	}{
+		"v0": {v0, 0, ""}, "v1": {full(1), 1, ""}, "v2": {full(2), 1, ""}, "v3": {full(3), 1, "r1"},
+		"v1 without owned partitions": {kafkaGo, 0, ""}, "v0 with trailing bytes": {append(slices.Clone(v0), 1, 2, 3), 0, ""},
+		"v5": {future, 1, "r1"},
+	} {
+		md, ok := readMemberMetadata(tc.b)
+		if !ok || !slices.Equal(md.Topics, []string{"a", "b"}) || len(md.OwnedPartitions) != tc.owned || deref(md.Rack) != tc.rack {
+			t.Errorf("%s: ok %v, topics %v, owned %v, rack %q", name, ok, md.Topics, md.OwnedPartitions, deref(md.Rack))
+		}
+	}
+	for _, b := range [][]byte{nil, {0}, {0, 0, 0, 0, 0, 9}} {
+		if _, ok := readMemberMetadata(b); ok {
+			t.Errorf("metadata %v read, want refused (no topic list)", b)
+		}
 	}
 }

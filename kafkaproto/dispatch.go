@@ -78,6 +78,7 @@ func apiByKey(key int16) (api, bool) {
 type header struct {
 	key, version int16
 	corr         int32
+	clientID     string
 }
 
 // errMalformed marks a request that cannot be parsed: the connection is
@@ -101,7 +102,7 @@ func parseHeader(b []byte) (header, []byte, error) {
 		if int(idLen) > len(b) {
 			return header{}, nil, fmt.Errorf("%w: client id of %d bytes, %d left", errMalformed, idLen, len(b))
 		}
-		b = b[idLen:]
+		h.clientID, b = string(b[:idLen]), b[idLen:]
 	} else if idLen < -1 {
 		return header{}, nil, fmt.Errorf("%w: client id length %d", errMalformed, idLen)
 	}
@@ -163,6 +164,7 @@ func (c *conn) serve(buf []byte) (*pending, error) {
 		return nil, fmt.Errorf("%w: %s v%d: %v", errMalformed, kmsg.NameForKey(h.key), h.version, err)
 	}
 	p := &pending{corr: h.corr, flexibleHeader: req.IsFlexible()}
+	c.clientID = h.clientID // requests are served in order: the handler below reads it
 	a, ok := apiByKey(h.key)
 	switch {
 	case !ok:

@@ -2,6 +2,7 @@ package kafkaproto
 
 import (
 	"slices"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -16,6 +17,10 @@ import (
 // classic membership protocol (JoinGroup, SyncGroup, Heartbeat,
 // LeaveGroup) is mapped onto the same KIP-848 coordinator in classic.go.
 
+// noTransactions answers a transactional request: transactions are not
+// offered yet.
+const noTransactions = "Strand does not offer transactions yet: produce without a transactional id (an idempotent producer is supported)"
+
 // call submits req and waits for its answer (nil: the connection closed).
 // Used where one Kafka request needs a second Strand request after the
 // first answered; the first submit keeps the connection's order.
@@ -26,7 +31,7 @@ func (c *conn) call(req *strandpb.Request) *strandpb.Response {
 // findCoordinator names the group's coordinator — the leader of the
 // group's __strand_offsets partition — by its Kafka listener. v4+ asks for
 // many keys at once. Transaction coordinators (key type 1) are refused:
-// Strand has no transactions.
+// Strand has no transactions (noTransactions).
 func (c *conn) findCoordinator(req kmsg.Request) func() kmsg.Response {
 	r := req.(*kmsg.FindCoordinatorRequest)
 	keys := r.CoordinatorKeys
@@ -50,8 +55,14 @@ func (c *conn) findCoordinator(req kmsg.Request) func() kmsg.Response {
 		for i, k := range keys {
 			co := kmsg.NewFindCoordinatorResponseCoordinator()
 			co.Key, co.NodeID = k, -1
-			if r.CoordinatorType != 0 {
-				msg := "Strand has no transactions: no transaction coordinator"
+			if r.CoordinatorType == 1 {
+				// Fatal, not retried, in librdkafka, franz-go and KafkaJS:
+				// a transactional client fails at once instead of asking
+				// again every 500 ms until its timeout.
+				msg := noTransactions
+				co.ErrorCode, co.ErrorMessage = kerr.TransactionalIDAuthorizationFailed.Code, &msg
+			} else if r.CoordinatorType != 0 {
+				msg := "Strand has no coordinator of key type " + strconv.Itoa(int(r.CoordinatorType))
 				co.ErrorCode, co.ErrorMessage = kerr.UnsupportedVersion.Code, &msg
 			} else if resp := c.wait(calls[i]); resp == nil {
 				return nil
@@ -99,21 +110,41 @@ func (c *conn) offsetCommit(req kmsg.Request) func() kmsg.Response {
 	if !c.s.classic.isKIP848(r.Group, r.MemberID) {
 		epoch = c.s.classic.commitEpoch(r.Group, r.MemberID, r.Generation)
 	}
+	// Checked and submitted before the next request on this connection is
+	// read, so a pipelined OffsetFetch sees the commit, as in Kafka.
+	local, resolved, ok := c.commitChecks(r)
+	if !ok {
+		return func() kmsg.Response { return nil }
+	}
 	sreq := &strandpb.OffsetCommitRequest{Group: r.Group, MemberId: r.MemberID, MemberEpoch: epoch}
 	for _, t := range r.Topics {
 		for _, p := range t.Partitions {
-			sreq.Offsets = append(sreq.Offsets, &strandpb.OffsetCommitPartition{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, Metadata: deref(p.Metadata)})
+			key := tp{t.Topic, p.Partition}
+			if _, refused := local[key]; refused {
+				continue
+			}
+			off := p.Offset
+			if o, ok := resolved[key]; ok {
+				off = o
+			}
+			sreq.Offsets = append(sreq.Offsets, &strandpb.OffsetCommitPartition{Topic: t.Topic, Partition: p.Partition, Offset: off, Metadata: deref(p.Metadata)})
 		}
 	}
-	k := c.submit(&strandpb.Request{Body: &strandpb.Request_OffsetCommit{OffsetCommit: sreq}})
+	var k *call
+	if len(sreq.Offsets) > 0 {
+		k = c.submit(&strandpb.Request{Body: &strandpb.Request_OffsetCommit{OffsetCommit: sreq}})
+	}
 	return func() kmsg.Response {
-		resp := c.wait(k)
-		if resp == nil {
-			return nil
-		}
-		code := classicCode(resp.GetError())
-		if c.s.classic.isKIP848(r.Group, r.MemberID) {
-			code = kafkaCode(resp.GetError())
+		var code int16
+		if k != nil {
+			resp := c.wait(k)
+			if resp == nil {
+				return nil
+			}
+			code = classicCode(resp.GetError())
+			if c.s.classic.isKIP848(r.Group, r.MemberID) {
+				code = kafkaCode(resp.GetError())
+			}
 		}
 		out := kmsg.NewPtrOffsetCommitResponse()
 		out.SetVersion(r.Version)
@@ -123,12 +154,82 @@ func (c *conn) offsetCommit(req kmsg.Request) func() kmsg.Response {
 			for _, p := range t.Partitions {
 				op := kmsg.NewOffsetCommitResponseTopicPartition()
 				op.Partition, op.ErrorCode = p.Partition, code
+				if lc, refused := local[tp{t.Topic, p.Partition}]; refused {
+					op.ErrorCode = lc
+				}
 				ot.Partitions = append(ot.Partitions, op)
 			}
 			out.Topics = append(out.Topics, ot)
 		}
 		return out
 	}
+}
+
+// commitChecks answers what Kafka's coordinator answers before it stores
+// a commit: UNKNOWN_TOPIC_OR_PARTITION for a partition that does not
+// exist (local, by partition). Kafka stores a commit of -1 or -2 as given;
+// Strand's groups keep only real positions, so such a commit is resolved
+// here to the position it names when it is applied — -2 the partition's
+// log start, -1 its end — which is what KafkaJS (whose resetOffsets
+// commits them) reads those values as (resolved). ok is false when the
+// connection closed.
+func (c *conn) commitChecks(r *kmsg.OffsetCommitRequest) (local map[tp]int16, resolved map[tp]int64, ok bool) {
+	local, resolved = map[tp]int16{}, map[tp]int64{}
+	mreq := &strandpb.MetadataRequest{}
+	for _, t := range r.Topics {
+		mreq.Topics = append(mreq.Topics, t.Topic)
+	}
+	if len(mreq.Topics) == 0 {
+		return local, resolved, true
+	}
+	m := c.call(&strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: mreq}})
+	if m == nil {
+		return nil, nil, false
+	}
+	parts := map[string]int{}
+	for _, t := range m.GetMetadata().GetTopics() {
+		if t.GetError().GetCode() == strandpb.ErrorCode_ERROR_CODE_NONE {
+			parts[t.GetName()] = len(t.GetPartitions())
+		}
+	}
+	lreq := &strandpb.ListOffsetsRequest{}
+	for _, t := range r.Topics {
+		n, known := parts[t.Topic]
+		for _, p := range t.Partitions {
+			switch {
+			case m.GetError() != nil:
+			case !known || p.Partition < 0 || int(p.Partition) >= n:
+				local[tp{t.Topic, p.Partition}] = kerr.UnknownTopicOrPartition.Code
+			case p.Offset == -1 || p.Offset == -2:
+				lreq.Partitions = append(lreq.Partitions, &strandpb.ListOffsetsRequest_Partition{
+					Topic: t.Topic, Partition: p.Partition, TimestampMs: p.Offset})
+			}
+		}
+	}
+	if len(lreq.Partitions) == 0 {
+		return local, resolved, true
+	}
+	l := c.call(&strandpb.Request{Body: &strandpb.Request_ListOffsets{ListOffsets: lreq}})
+	if l == nil {
+		return nil, nil, false
+	}
+	missing := kafkaCode(l.GetError())
+	if missing == 0 {
+		missing = kerr.UnknownServerError.Code
+	}
+	for _, want := range lreq.Partitions {
+		local[tp{want.GetTopic(), want.GetPartition()}] = missing
+	}
+	for _, a := range l.GetListOffsets().GetPartitions() {
+		key := tp{a.GetTopic(), a.GetPartition()}
+		if code := kafkaCode(partErr(l, a.GetError())); code != 0 {
+			local[key] = code
+			continue
+		}
+		delete(local, key)
+		resolved[key] = a.GetOffset()
+	}
+	return local, resolved, true
 }
 
 // classicCode is kafkaCode for the classic group APIs, whose clients know
@@ -339,7 +440,7 @@ func (c *conn) describeGroups(req kmsg.Request) func() kmsg.Response {
 			case e.GetCode() != strandpb.ErrorCode_ERROR_CODE_NONE:
 				dg.ErrorCode = kafkaCode(e)
 			default:
-				describedGroup(&dg, g, c.s.classic.protocol(name))
+				describedGroup(&dg, g, c.s.classic.protocol(name), c.s.classic.get)
 			}
 			out.Groups = append(out.Groups, dg)
 		}
@@ -348,11 +449,17 @@ func (c *conn) describeGroups(req kmsg.Request) func() kmsg.Response {
 }
 
 // describedGroup fills dg from the coordinator's view of g.
-func describedGroup(dg *kmsg.DescribeGroupsResponseGroup, g *strandpb.DescribeGroupsResponse_Group, protocol string) {
+// Client id and host are known for classic members that joined through
+// this node (the coordinator's, where clients send JoinGroup): classic.
+func describedGroup(dg *kmsg.DescribeGroupsResponseGroup, g *strandpb.DescribeGroupsResponse_Group, protocol string,
+	classic func(group, member string) (classicMember, bool)) {
 	dg.State, dg.ProtocolType, dg.Protocol = kafkaState(g.GetState()), "consumer", protocol
 	for _, m := range g.GetMembers() {
 		dm := kmsg.NewDescribeGroupsResponseGroupMember()
 		dm.MemberID = m.GetMemberId()
+		if cm, ok := classic(dg.Group, dm.MemberID); ok {
+			dm.ClientID, dm.ClientHost = cm.clientID, cm.host
+		}
 		if id := m.GetInstanceId(); id != "" {
 			dm.InstanceID = &id
 		}

@@ -5,13 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/proto/strandpb"
 )
+
+// internalTopicPrefix starts the names of Strand's own topics.
+const internalTopicPrefix = "__strand_"
 
 // tp names one topic partition (map key).
 type tp struct {
@@ -136,6 +142,15 @@ func metadataTopic(t *strandpb.MetadataResponse_Topic) kmsg.MetadataResponseTopi
 	mt.Topic = &name
 	copy(mt.TopicID[:], t.GetTopicId())
 	mt.ErrorCode = kafkaCode(t.GetError())
+	// Strand's own topics (the offsets topic __strand_offsets) are internal,
+	// as Kafka's __consumer_offsets is: clients' regex subscriptions skip
+	// them. The offsets topic keeps Strand's name: its records are not
+	// Kafka's offset-commit format, so tools that read __consumer_offsets
+	// (Burrow) would misread it (README, Kafka clients).
+	mt.IsInternal = strings.HasPrefix(name, internalTopicPrefix)
+	if mt.ErrorCode == kerr.UnknownTopicOrPartition.Code && metadata.ValidateTopicName(name) != nil {
+		mt.ErrorCode = kerr.InvalidTopicException.Code // as Kafka: no such topic can exist
+	}
 	for _, p := range t.GetPartitions() {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p.GetPartition()
@@ -178,7 +193,7 @@ func (c *conn) produce(req kmsg.Request) func() kmsg.Response {
 	r := req.(*kmsg.ProduceRequest)
 	local := map[tp]*strandpb.Error{}
 	var sent []tp // the request partitions sreq carries, in its order
-	sreq := &strandpb.ProduceRequest{Acks: int32(r.Acks), TimeoutMs: r.TimeoutMillis}
+	sreq := &strandpb.ProduceRequest{Acks: kafkaAcks(r.Acks), TimeoutMs: r.TimeoutMillis}
 	if r.TransactionID != nil {
 		e := &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_VERSION,
 			Message: "Strand has no transactions yet: produce without a transactional id"}
@@ -419,7 +434,13 @@ func (c *conn) listOffsets(req kmsg.Request) func() kmsg.Response {
 					e = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INTERNAL}
 				}
 				op.ErrorCode = kafkaCode(e)
-				if op.ErrorCode == 0 {
+				switch {
+				case op.ErrorCode != 0:
+				case p.Timestamp >= 0 && a.GetTimestampMs() < 0:
+					// No record at or after the timestamp: Kafka answers
+					// offset -1 (and timestamp -1), which clients read as
+					// "no such record", not the end offset.
+				default:
 					op.Offset = a.GetOffset()
 					if p.Timestamp >= 0 && r.Version >= 1 {
 						op.Timestamp = a.GetTimestampMs() // the found record's, as Kafka's
@@ -442,7 +463,7 @@ func (c *conn) initProducerID(req kmsg.Request) func() kmsg.Response {
 	out.SetVersion(r.Version)
 	out.ProducerID, out.ProducerEpoch = -1, -1
 	if r.TransactionalID != nil {
-		out.ErrorCode = kerr.UnsupportedVersion.Code
+		out.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code // fatal in every client: noTransactions
 		return ready(out)
 	}
 	k := c.submit(&strandpb.Request{Body: &strandpb.Request_InitProducerId{InitProducerId: &strandpb.InitProducerIdRequest{}}})
@@ -465,6 +486,7 @@ func (c *conn) initProducerID(req kmsg.Request) func() kmsg.Response {
 func (c *conn) createTopics(req kmsg.Request) func() kmsg.Response {
 	r := req.(*kmsg.CreateTopicsRequest)
 	local := map[string]*strandpb.Error{}
+	invalidName := map[string]bool{}
 	sreq := &strandpb.CreateTopicsRequest{TimeoutMs: r.TimeoutMillis}
 	for _, t := range r.Topics {
 		switch {
@@ -472,16 +494,37 @@ func (c *conn) createTopics(req kmsg.Request) func() kmsg.Response {
 			local[t.Topic] = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
 				Message: "Strand cannot validate a create without doing it: send it without validate_only"}
 			continue
+		case metadata.ValidateTopicName(t.Topic) != nil:
+			local[t.Topic] = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
+				Message: metadata.ValidateTopicName(t.Topic).Error() + ": use 1 to 249 of a-z A-Z 0-9 . _ -, not . or .."}
+			invalidName[t.Topic] = true
+			continue
+		case t.NumPartitions == 0 || t.NumPartitions < -1:
+			local[t.Topic] = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_PARTITIONS,
+				Message: fmt.Sprintf("%d partitions: want at least 1, or -1 for the default", t.NumPartitions)}
+			continue
 		case len(t.ReplicaAssignment) > 0:
 			local[t.Topic] = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
 				Message: "Strand places replicas itself: send the create without a replica assignment"}
 			continue
 		}
 		st := &strandpb.CreateTopicsRequest_Topic{Name: t.Topic, Partitions: t.NumPartitions, ReplicationFactor: int32(t.ReplicationFactor)}
+		var refused *strandpb.Error
 		for _, cfg := range t.Configs {
-			if cfg.Value != nil {
-				st.Configs = append(st.Configs, &strandpb.ConfigEntry{Name: cfg.Name, Value: *cfg.Value})
+			if cfg.Value == nil {
+				continue
 			}
+			if held, err := raftHeldConfig(cfg.Name, *cfg.Value, t.ReplicationFactor); held || err != nil {
+				if err != nil && refused == nil {
+					refused = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_CONFIG, Message: err.Error()}
+				}
+				continue
+			}
+			st.Configs = append(st.Configs, &strandpb.ConfigEntry{Name: cfg.Name, Value: *cfg.Value})
+		}
+		if refused != nil {
+			local[t.Topic] = refused
+			continue
 		}
 		sreq.Topics = append(sreq.Topics, st)
 	}
@@ -519,6 +562,9 @@ func (c *conn) createTopics(req kmsg.Request) func() kmsg.Response {
 				}
 			}
 			ot.ErrorCode, ot.ErrorMessage = createTopicCode(e), message(e)
+			if invalidName[t.Topic] {
+				ot.ErrorCode = kerr.InvalidTopicException.Code
+			}
 			if m := meta[t.Topic]; m != nil && ot.ErrorCode == 0 {
 				copy(ot.TopicID[:], m.GetTopicId())
 				ot.NumPartitions = int32(len(m.GetPartitions()))
@@ -642,7 +688,9 @@ func (c *conn) describeConfigs(req kmsg.Request) func() kmsg.Response {
 			switch res.ResourceType {
 			case kmsg.ConfigResourceTypeTopic:
 				describeTopicConfigs(&or, whole, answers[res.ResourceName], res.ConfigNames, r.Version, r.IncludeSynonyms)
-			case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
+			case kmsg.ConfigResourceTypeBroker:
+				c.describeBrokerConfigs(&or, res.ConfigNames)
+			case kmsg.ConfigResourceTypeBrokerLogger:
 			default:
 				or.ErrorCode = kerr.InvalidRequest.Code
 				msg := fmt.Sprintf("Strand describes topic and broker configs, not resource type %d", res.ResourceType)
@@ -679,4 +727,101 @@ func describeTopicConfigs(or *kmsg.DescribeConfigsResponseResource, whole *stran
 		}
 		or.Configs = append(or.Configs, describedConfig(e.GetName(), e.GetValue(), version, synonyms))
 	}
+}
+
+// raftHeldConfig reports whether a topic config Kafka accepts at create
+// is one every Strand topic already has, so it is accepted and not
+// stored (describe does not list it):
+//
+//   - compression.type=producer: batches are stored as the producer sent
+//     them (Kafka's default). Another codec would need recompression,
+//     which is not offered: refused.
+//   - min.insync.replicas up to a majority of the replication factor: a
+//     raft log commits (acks=all) only on a majority and refuses writes
+//     while fewer replicas are up, so any value up to that holds. A larger
+//     value is refused (with replication factor -1, the default, only 1).
+//
+// err says what to send instead.
+func raftHeldConfig(name, value string, rf int16) (bool, error) {
+	switch name {
+	case "compression.type":
+		if value != "producer" {
+			return false, fmt.Errorf("compression.type=%s: Strand stores batches as the producer sent them; "+
+				"leave it unset (producer) and compress in the producer", value)
+		}
+		return true, nil
+	case "min.insync.replicas":
+		majority := int64(1)
+		if rf > 0 {
+			majority = int64(rf)/2 + 1
+		}
+		n, err := strconv.ParseInt(value, 10, 32)
+		if err != nil || n < 1 || n > majority {
+			return false, fmt.Errorf("min.insync.replicas=%s: a raft log commits on a majority of its replicas, "+
+				"so at most %d holds for replication factor %d; leave it unset", value, majority, rf)
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+// brokerConfigs are the settings a node applies, under Kafka's broker
+// names, as DescribeConfigs of a broker resource lists them: the defaults
+// every new topic gets (DEFAULT_CONFIG: Strand's, where they differ from
+// Kafka's) and the node's id (STATIC_BROKER_CONFIG). All are read-only:
+// topic settings change per topic (AlterConfigs on the topic).
+func brokerConfigs(id int32) []kmsg.DescribeConfigsResponseResourceConfig {
+	d := metadata.DefaultTopicConfig()
+	entries := []struct {
+		name, value string
+		source      kmsg.ConfigSource
+	}{
+		{"broker.id", strconv.Itoa(int(id)), kmsg.ConfigSourceStaticBrokerConfig},
+		{"log.cleanup.policy", d.CleanupPolicy.String(), kmsg.ConfigSourceDefaultConfig},
+		{"log.retention.bytes", strconv.FormatInt(d.RetentionBytes, 10), kmsg.ConfigSourceDefaultConfig},
+		{"log.retention.ms", strconv.FormatInt(d.RetentionMs, 10), kmsg.ConfigSourceDefaultConfig},
+		{"message.max.bytes", strconv.Itoa(int(d.MaxMessageBytes)), kmsg.ConfigSourceDefaultConfig},
+	}
+	out := make([]kmsg.DescribeConfigsResponseResourceConfig, 0, len(entries))
+	for _, e := range entries {
+		rc := kmsg.NewDescribeConfigsResponseResourceConfig()
+		rc.Name, rc.Value, rc.ReadOnly, rc.Source = e.name, kmsg.StringPtr(e.value), true, e.source
+		if e.source == kmsg.ConfigSourceDefaultConfig {
+			rc.IsDefault = true
+		}
+		out = append(out, rc)
+	}
+	return out
+}
+
+// describeBrokerConfigs fills a broker resource: this node's configs
+// (only the names asked for, when some are), or INVALID_REQUEST for
+// another broker's id (ask that broker).
+func (c *conn) describeBrokerConfigs(or *kmsg.DescribeConfigsResponseResource, only []string) {
+	id := int(c.s.cfg.NodeID)
+	if or.ResourceName != "" && or.ResourceName != strconv.Itoa(id) {
+		msg := fmt.Sprintf("this is broker %d: send DescribeConfigs for broker %s to that broker", id, or.ResourceName)
+		or.ErrorCode, or.ErrorMessage = kerr.InvalidRequest.Code, &msg
+		return
+	}
+	for _, rc := range brokerConfigs(c.s.cfg.NodeID) {
+		if only == nil || slices.Contains(only, rc.Name) {
+			or.Configs = append(or.Configs, rc)
+		}
+	}
+}
+
+// kafkaAcks is the Strand acks level a Kafka produce's acks runs at.
+// acks=1 waits for the entry to commit and apply, as acks=all does:
+// offsets are assigned at apply, and Kafka's clients need the base offset
+// the leader assigned (franz-go, KafkaJS and kafka-python reported -1,
+// Sarama and librdkafka made offsets up). A leader cannot know that
+// offset when the entry is only in its own log (entries ahead of it may
+// be idempotent duplicates or refused), so acks=1 costs a commit's
+// latency and, unlike Kafka's, loses nothing on a leader change.
+func kafkaAcks(acks int16) int32 {
+	if acks == 1 {
+		return -1
+	}
+	return int32(acks)
 }

@@ -200,7 +200,7 @@ func TestUnsupportedAnsweredNotDropped(t *testing.T) {
 	}
 	ir := kmsg.NewPtrInitProducerIDResponse()
 	ir.SetVersion(2)
-	if err := ir.ReadFrom(body); err != nil || ir.ErrorCode != kerr.UnsupportedVersion.Code {
+	if err := ir.ReadFrom(body); err != nil || ir.ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code {
 		t.Fatalf("InitProducerId with a transactional id: %v %+v", err, ir)
 	}
 	lo := kmsg.NewPtrListOffsetsRequest()

@@ -177,6 +177,8 @@ type conn struct {
 	principal string
 	// clientHost is the client's IP, as ACLs name hosts (set at accept).
 	clientHost string
+	// clientID is the client id of the request being served (its header).
+	clientID string
 	// throttleUntil (unix ns): the reader pauses until then, as Kafka mutes
 	// a throttled client's channel (quota.go).
 	throttleUntil atomic.Int64

@@ -7,6 +7,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/engine/recordbatch"
 )
 
@@ -46,6 +47,9 @@ func (c *Core) produce(req ProduceRequest, done func(ProduceResult)) {
 		return
 	}
 	info, err := validateBatch(c.bugBatchCRC(req.Batch))
+	if err == nil {
+		err = c.checkMaxMessageBytes(g, req.Batch)
+	}
 	if err != nil {
 		c.completeProduce(done, ProduceResult{Err: err, BaseOffset: -1, Leader: lead})
 		return
@@ -108,6 +112,23 @@ func validateBatch(batch []byte) (recordbatch.Info, error) {
 	default:
 		return info, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
+}
+
+// checkMaxMessageBytes refuses a batch longer, as sent, than its topic's
+// max.message.bytes when that is below the default (the default is the
+// record limit validateBatch enforces, with the batch framing on top, so
+// it stays as it was).
+func (c *Core) checkMaxMessageBytes(g *group, batch []byte) error {
+	if c.meta == nil {
+		return nil
+	}
+	t, ok := c.meta.meta.Topic(g.tp.Topic)
+	if !ok || t.ID != g.topicID || t.Config.MaxMessageBytes >= metadata.MaxMessageBytesDefault ||
+		len(batch) <= int(t.Config.MaxMessageBytes) {
+		return nil
+	}
+	return fmt.Errorf("%w: batch of %d bytes over the topic's max.message.bytes %d", ErrRecordTooLarge,
+		len(batch), t.Config.MaxMessageBytes)
 }
 
 // produceResult turns the engine's outcome for an applied entry into the

@@ -37,7 +37,8 @@ const (
 	// SegmentMsMin keeps a segment roll from happening on every tick.
 	SegmentMsMin int64 = 100
 	// MaxMessageBytesDefault is 1 MiB (R4); it is also the maximum, since
-	// the partition engine refuses larger records anyway.
+	// the partition engine refuses larger records anyway. A smaller value
+	// bounds a batch as sent (Kafka's max.message.bytes).
 	MaxMessageBytesDefault int32 = 1 << 20
 	// MaxMessageBytesMax is the largest max.message.bytes accepted.
 	MaxMessageBytesMax int32 = 1 << 20
@@ -149,9 +150,10 @@ func (c *TopicConfig) set(key, value string) error {
 var notEnforced = map[string]string{}
 
 // checkEnforced refuses key as just set in c when the nodes would not
-// honour it. max.message.bytes is enforced only at its maximum: every
-// partition refuses records over 1 MiB (recordbatch.RecordBytesMax), and
-// no smaller per-topic limit is checked yet.
+// honour it. max.message.bytes is enforced up to its maximum: a leader
+// refuses a batch (as sent, compressed or not) longer than a smaller
+// value, and every partition refuses records over 1 MiB
+// (recordbatch.RecordBytesMax); a larger value is refused.
 func checkEnforced(key string, c TopicConfig) error {
 	if why, ok := notEnforced[key]; ok {
 		return fmt.Errorf("%w: %s is not enforced yet (%s); leave it unset", ErrInvalidConfig, key, why)
@@ -159,10 +161,6 @@ func checkEnforced(key string, c TopicConfig) error {
 	if key == ConfigCleanupPolicy && c.CleanupPolicy != CleanupDelete {
 		return fmt.Errorf("%w: %s %s is not enforced yet (only delete runs: compaction is not built); leave it unset",
 			ErrInvalidConfig, key, c.CleanupPolicy)
-	}
-	if key == ConfigMaxMessageBytes && c.MaxMessageBytes != MaxMessageBytesMax {
-		return fmt.Errorf("%w: %s below %d is not enforced yet (every topic takes records up to %d bytes); leave it unset",
-			ErrInvalidConfig, key, MaxMessageBytesMax, MaxMessageBytesMax)
 	}
 	return nil
 }

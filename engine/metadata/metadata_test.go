@@ -250,7 +250,7 @@ func TestAlterTopicConfig(t *testing.T) {
 	a.nodes(1)
 	a.ok(EncodeCreateTopic("t", 1, 1, nil))
 	for _, e := range []ConfigEntry{
-		{ConfigCleanupPolicy, "compact"}, {ConfigMaxMessageBytes, "1000"},
+		{ConfigCleanupPolicy, "compact"},
 	} {
 		r := a.do(EncodeAlterTopicConfig("t", []ConfigEntry{e}, nil))
 		if !errors.Is(r.Err, ErrInvalidConfig) || !strings.Contains(r.Err.Error(), e.Name+" ") ||
@@ -295,16 +295,19 @@ func TestAlterTopicConfig(t *testing.T) {
 }
 
 // TestEnforced shows which stored values the nodes honour: every default
-// (cleanup.policy=compact and a smaller max.message.bytes are not);
-// describe marks the others.
+// and a smaller max.message.bytes (cleanup.policy=compact and a larger
+// max.message.bytes are not); describe marks the others.
 func TestEnforced(t *testing.T) {
 	for _, e := range DefaultTopicConfig().Entries() {
 		if got, want := Enforced(e.Name, e.Value), true; got != want {
 			t.Errorf("Enforced(%s, %s) = %v, want %v", e.Name, e.Value, got, want)
 		}
 	}
-	if Enforced(ConfigMaxMessageBytes, "1000") || Enforced(ConfigCleanupPolicy, "compact") || Enforced("nope", "1") {
-		t.Errorf("a smaller max.message.bytes or an unknown key counted as enforced")
+	if Enforced(ConfigMaxMessageBytes, "2000000") || Enforced(ConfigCleanupPolicy, "compact") || Enforced("nope", "1") {
+		t.Errorf("a larger max.message.bytes, compaction or an unknown key counted as enforced")
+	}
+	if !Enforced(ConfigMaxMessageBytes, "1000") {
+		t.Errorf("a smaller max.message.bytes counted as not enforced")
 	}
 }
 

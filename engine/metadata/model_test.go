@@ -55,7 +55,7 @@ var configCases = []configCase{
 	{ConfigEntry{ConfigCleanupPolicy, "compact"}, nil},
 	{ConfigEntry{ConfigCleanupPolicy, "delete"}, func(c *TopicConfig) { c.CleanupPolicy = CleanupDelete }},
 	{ConfigEntry{ConfigCleanupPolicy, "x"}, nil},
-	{ConfigEntry{ConfigMaxMessageBytes, "512"}, nil},
+	{ConfigEntry{ConfigMaxMessageBytes, "512"}, func(c *TopicConfig) { c.MaxMessageBytes = 512 }},
 	{ConfigEntry{ConfigMaxMessageBytes, "1048576"}, func(c *TopicConfig) { c.MaxMessageBytes = MaxMessageBytesMax }},
 	{ConfigEntry{ConfigMaxMessageBytes, "2000000"}, nil},
 	{ConfigEntry{"nope", "1"}, nil},

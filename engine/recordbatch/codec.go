@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
@@ -23,12 +24,14 @@ const (
 	CodecZstd   = 4
 )
 
-// InflatedBytesMax bounds what one compressed batch may inflate to. A
-// batch holds records of at most RecordBytesMax and is at most
-// BatchBytesMax long when sent; Kafka's record framing is about as dense
-// as Strand's, so a records section past twice that is refused while it
-// is inflated (decompression bombs never reach memory).
-const InflatedBytesMax = 2 * BatchBytesMax
+// InflatedBytesMax bounds what one compressed batch may inflate to: 16
+// MiB. Sizes are checked as Kafka checks them, on the batch as sent (at
+// most BatchBytesMax, and the topic's max.message.bytes) and per record
+// (RecordBytesMax); this is a separate bound on inflation alone, so a
+// batch of highly compressible records (three 1 MiB records of zeros
+// gzip to a few KiB) is taken, while a records section past it is refused
+// as it is inflated (decompression bombs never reach memory).
+const InflatedBytesMax = 16 << 20
 
 // xerialMagic starts the Java client's framed snappy (snappy-java).
 var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
@@ -42,6 +45,41 @@ var zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
 	}
 	return d
 })
+
+// zstdWideDecoder inflates frames whose declared window is past
+// InflatedBytesMax (segmentio/kafka-go's encoder declares 8 MiB for any
+// batch, which once was past it; another encoder may declare more). The window an encoder declares bounds how far back it may
+// refer, not what the frame inflates to, and DecodeAll keeps its history
+// in the output, so any window is accepted and the output is bounded
+// instead, by the capacity of the buffer it decodes into (zstdWide).
+var zstdWideDecoder = sync.OnceValue(func() *zstd.Decoder {
+	d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(zstd.MaxWindowSize),
+		zstd.WithDecoderMaxWindow(zstd.MaxWindowSize), zstd.WithDecodeAllCapLimit(true))
+	if err != nil {
+		panic(err) // only for invalid options
+	}
+	return d
+})
+
+// zstdWide inflates b after dst with zstdWideDecoder, at most
+// InflatedBytesMax: first into room for 16 times b (at least 1 MiB), then,
+// when that is too small, into room for the whole bound, so a small batch
+// does not cost a buffer of InflatedBytesMax.
+func zstdWide(dst, b []byte) ([]byte, error) {
+	for room := min(InflatedBytesMax, max(1<<20, 16*len(b))); ; room = InflatedBytesMax {
+		dst = slices.Grow(dst, room)
+		out, err := zstdWideDecoder().DecodeAll(b, dst[:len(dst):len(dst)+room])
+		switch {
+		case errors.Is(err, zstd.ErrDecoderSizeExceeded) && room < InflatedBytesMax:
+			continue
+		case errors.Is(err, zstd.ErrDecoderSizeExceeded):
+			return nil, errInflatedTooLarge
+		case err != nil:
+			return nil, fmt.Errorf("%w: zstd: %v", ErrCorrupt, err)
+		}
+		return out, nil
+	}
+}
 
 // Decompressors kept for reuse: each holds buffers a fresh one allocates.
 var (
@@ -89,8 +127,11 @@ func inflate(dst []byte, codec int, b []byte) ([]byte, error) {
 		return readLimited(dst, zr, "lz4", 4*len(b))
 	case CodecZstd:
 		out, err := zstdDecoder().DecodeAll(b, dst)
+		if errors.Is(err, zstd.ErrWindowSizeExceeded) {
+			return zstdWide(dst, b)
+		}
 		if err != nil {
-			if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
+			if errors.Is(err, zstd.ErrDecoderSizeExceeded) {
 				return nil, errInflatedTooLarge
 			}
 			return nil, fmt.Errorf("%w: zstd: %v", ErrCorrupt, err)
