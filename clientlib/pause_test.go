@@ -17,10 +17,25 @@ import (
 // Before, the sticky partitioner stayed on the paused node's partition once
 // its window filled (no batch sealed, so it never moved on) and nothing was
 // acknowledged until the request timeout (issue 7, finding 11).
+//
+// Records already sent to the paused node hold their buffer slots until
+// their outcome is known (here, since the fake never moves leadership, the
+// delivery timeout): they cannot go to another partition without risking
+// a duplicate. So the paused node's partitions must not be able to absorb
+// the whole buffer before it is seen to stall, or nothing is left to flow
+// elsewhere. With the default 16 KiB batches that took only seven batches
+// of these tiny records, and on a loaded machine (issue 19: "0 of 300",
+// reproduced 3 times in 40 runs with -cpu 1 beside another test) the test's
+// goroutine filled the 10,000-record buffer before the producer loop first
+// ran, all of it on the paused node. With 1 KiB batches a partition holds
+// at most about 6 batches of ~60 records (a full window of 5 makes it
+// unavailable), so even six paused partitions hold ~2,200 of the 10,000
+// and the rest flows however the goroutines are scheduled.
 func TestPausedNodeKeylessRecordsFlowElsewhere(t *testing.T) {
 	cluster, client, ctx := setup(t, []fake.Opt{fake.Nodes(3), fake.Topic("t", 6)},
 		clientlib.StallTimeout(300*time.Millisecond), clientlib.RequestTimeout(30*time.Second),
-		clientlib.DeliveryTimeout(time.Minute), clientlib.Linger(time.Millisecond))
+		clientlib.DeliveryTimeout(time.Minute), clientlib.Linger(time.Millisecond),
+		clientlib.BatchBytes(1<<10), clientlib.MaxBufferedRecords(10000))
 	paused := cluster.Leader("t", 0)
 	resume := make(chan struct{})
 	cluster.Control(func(node uint64, req *strandpb.Request) (fake.Action, bool) {

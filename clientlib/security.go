@@ -53,7 +53,7 @@ func authenticate(nc net.Conn, r *bufio.Reader, s *saslConfig) error {
 			return err
 		}
 		if err := errorFromWire(resp.GetError()); err != nil {
-			return err
+			return authFailed(err, s.user)
 		}
 		a := resp.GetSaslAuthenticate()
 		if a.GetDone() {
@@ -66,6 +66,20 @@ func authenticate(nc net.Conn, r *bufio.Reader, s *saslConfig) error {
 		in = a.GetAuthBytes()
 	}
 	return errors.New("sasl: the exchange did not end")
+}
+
+// authFailed names the user in a refused authentication and says what
+// the node cannot (it never tells whether a user exists): the password may
+// be wrong, or the user not created yet, as a new cluster's bootstrap
+// administrator until the metadata group has applied it.
+func authFailed(err error, user string) error {
+	var e *Error
+	if !errors.As(err, &e) || e.Code != strandpb.ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED {
+		return err
+	}
+	return &Error{Code: e.Code, Message: fmt.Sprintf("sasl: authentication failed for user %s: wrong password, "+
+		"or the user does not exist (yet: a new cluster creates --sasl-bootstrap-user once it is up; "+
+		"strand cluster wait waits for that)", user)}
 }
 
 // securityCall sends an admin request to the metadata group's leader and

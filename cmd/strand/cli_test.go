@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"runtime"
@@ -340,6 +341,27 @@ func TestUnreachableBrokers(t *testing.T) {
 			if code != 1 || !strings.HasPrefix(errOut.String(), tc.want) || strings.Count(errOut.String(), "\n") != 1 {
 				t.Errorf("strand %v --brokers %s: exit %d, stderr %q; want exit 1 and %q", args, tc.brokers, code, errOut.String(), tc.want)
 			}
+		}
+	}
+}
+
+// strand dev refuses a --base-port whose derived ports overflow 65535 at
+// once, naming the port: before, 65400 passed the check (it covered only
+// the Strand ports, base-port+100..) and the admin port base-port+200
+// failed later (issue 19, item 10).
+func TestDevBasePortOverflowRefused(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--base-port", "65400"}, "--base-port 65400: the admin port (base-port+200) would be 65600, over 65535; want 1 to 65335 (or give --admin-listen HOST:PORT)"},
+		{[]string{"--base-port", "65440", "--admin-listen", "127.0.0.1:1"}, "--base-port 65440: node 3's Strand port (base-port+102) would be 65542, over 65535; want 1 to 65433"},
+		{[]string{"--base-port", "0"}, "--base-port 0: want 1 to 65335"},
+	} {
+		err := cmdDev(c.args, io.Discard, io.Discard)
+		var use *errUsage
+		if !errors.As(err, &use) || use.msg != c.want {
+			t.Errorf("dev %v: %v, want the usage error %q", c.args, err, c.want)
 		}
 	}
 }

@@ -34,10 +34,13 @@ func movePartitions(ctx context.Context, c *clientlib.Client, moves []metadata.M
 
 // clusterSubcommands are the subcommands of `strand cluster` cmdClusterSub
 // runs (without one, it prints the cluster; health: cluster_health.go).
-var clusterSubcommands = []string{"rebalance", "leaders"}
+var clusterSubcommands = []string{"rebalance", "leaders", "wait"}
 
 // cmdClusterSub runs `strand cluster rebalance|leaders`.
 func cmdClusterSub(sub string, args []string, stdout io.Writer) error {
+	if sub == "wait" {
+		return cmdClusterWait(args, stdout)
+	}
 	fs := newFlags("cluster " + sub)
 	var cf clientFlags
 	cf.register(fs, 10*time.Minute)

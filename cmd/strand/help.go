@@ -77,6 +77,8 @@ var commands = []command{
 		"strand cluster rebalance --dry-run"},
 	{"cluster leaders", "[--balance]", "list partitions not led by their preferred replica; --balance hands leadership back to it",
 		"strand cluster leaders --balance"},
+	{"cluster wait", "[--timeout 30s]", "wait until the cluster answers these credentials, has a metadata leader and every partition a leader (exit 1 on timeout)",
+		"strand serve --id 1 --data-dir /tmp/s1 --listen 127.0.0.1:9192 & strand cluster wait"},
 	{"node add", "--id N --address HOST:PORT [--rack R]", "register a new node; then start it with strand serve --join",
 		"strand node add --id 4 --address node4:9192"},
 	{"node list", "[--format text|json]", "print every node: address, rack, membership state, metadata role, replica and preferred-leader counts",

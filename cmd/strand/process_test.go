@@ -40,18 +40,14 @@ func TestMain(m *testing.M) {
 	// A developer's own profile file (~/.config/strand/config.yaml) must
 	// not reach the commands tests run, in process or as children: the
 	// tests see a profile file of their own that does not exist.
-	profiles, err := os.MkdirTemp("", "strand-test-profiles-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Setenv(configFileEnv, filepath.Join(profiles, "config.yaml"))
+	// (The file is never created, so its name alone does: children that
+	// re-run this binary inherit it, and a killed child leaves nothing.)
+	os.Setenv(configFileEnv, filepath.Join(os.TempDir(), "strand-tests-have-no-profile", "config.yaml"))
 	os.Unsetenv("STRAND_PROFILE")
 	code := m.Run()
 	if binaryDir != "" {
 		os.RemoveAll(binaryDir)
 	}
-	os.RemoveAll(profiles)
 	os.Exit(code)
 }
 

@@ -359,6 +359,28 @@ func describeNodes(nodes []node.Peer) string {
 	return strings.Join(parts, ",")
 }
 
+// checkBasePort refuses a --base-port whose highest derived port (Strand's
+// of the last node, or the admin port base-port+200 when it is derived)
+// is over 65535, before anything starts.
+func checkBasePort(base, nodes int, adminDerived bool) error {
+	top, what := base+devNativePortOffset+nodes-1, fmt.Sprintf("node %d's Strand port (base-port+%d)", nodes, devNativePortOffset+nodes-1)
+	if adminDerived && base+devAdminPortOffset > top {
+		top, what = base+devAdminPortOffset, fmt.Sprintf("the admin port (base-port+%d)", devAdminPortOffset)
+	}
+	highest := base + 65535 - top
+	switch {
+	case base < 1:
+		return usageError("--base-port %d: want 1 to %d", base, highest)
+	case top > 65535:
+		hint := ""
+		if adminDerived {
+			hint = " (or give --admin-listen HOST:PORT)"
+		}
+		return usageError("--base-port %d: %s would be %d, over 65535; want 1 to %d%s", base, what, top, highest, hint)
+	}
+	return nil
+}
+
 // cmdDev runs a whole cluster in this process on consecutive ports, until
 // Ctrl-C, and prints how to use it.
 func cmdDev(args []string, stdout, stderr io.Writer) error {
@@ -378,6 +400,9 @@ func cmdDev(args []string, stdout, stderr io.Writer) error {
 	if *count < 1 || *count > 9 {
 		return usageError("--nodes %d: want 1 to 9", *count)
 	}
+	if err := checkBasePort(*basePort, *count, *adminListen == ""); err != nil {
+		return err
+	}
 	dir, cleanup, err := devDataDir(*dataDir)
 	if err != nil {
 		return err
@@ -388,9 +413,6 @@ func cmdDev(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer stopProfile()
-	if *basePort < 1 || *basePort+devNativePortOffset+*count-1 > 65535 {
-		return usageError("--base-port %d: want 1 to %d", *basePort, 65535-devNativePortOffset-*count+1)
-	}
 	nodes := make([]node.Peer, *count)
 	for i := range nodes {
 		nodes[i] = node.Peer{ID: node.NodeID(i + 1), Address: net.JoinHostPort(*host, strconv.Itoa(*basePort+devNativePortOffset+i)),
