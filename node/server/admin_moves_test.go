@@ -55,7 +55,8 @@ func TestAdminShowsMoveInProgress(t *testing.T) {
 	}
 	target := append(slices.Clone(p.Replicas), out)
 	c = newTestClient(t, served[0])
-	res, err := c.MovePartitions(ctx, []clientlib.PartitionMove{{Topic: "mv", Partition: 0, Replicas: target}})
+	// Two replicas to three: the move changes the factor, on purpose.
+	res, err := c.MovePartitions(ctx, []clientlib.PartitionMove{{Topic: "mv", Partition: 0, Replicas: target, AllowReplicationChange: true}})
 	if err != nil || res[0].Err != nil {
 		t.Fatalf("move: %v %+v", err, res)
 	}
