@@ -66,7 +66,7 @@ func TestConsoleShowsMoveInBrowser(t *testing.T) {
 			target = append(target, id)
 		}
 	}
-	runCLI(t, env, "", "partition", "move", "mv/0", "--replicas", joinIDs(target), "--no-wait")
+	runCLI(t, env, "", "partition", "move", "mv/0", "--replicas", joinIDs(target), "--no-wait", "--allow-rf-change") // three replicas to four, on purpose
 	url := "http://" + admin + "/"
 	waitFor(t, "the move's progress in /api/cluster", 30*time.Second, func() error { return moveShown(url, "mv") })
 
