@@ -44,12 +44,35 @@ func TestMain(m *testing.M) {
 	// re-run this binary inherit it, and a killed child leaves nothing.)
 	os.Setenv(configFileEnv, filepath.Join(os.TempDir(), "strand-tests-have-no-profile", "config.yaml"))
 	os.Unsetenv("STRAND_PROFILE")
+	// Every temporary file of the run, the processes' own included (a
+	// `strand dev` killed by its test never removes its strand-dev-* data
+	// directory), goes under one directory that the run removes: children
+	// inherit TMPDIR. A child that re-runs this binary (a group member)
+	// finds it set and makes none of its own.
+	own := ""
+	if os.Getenv(testTmpEnv) == "" {
+		dir, err := os.MkdirTemp("", "strand-cmd-tests-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		own = dir
+		os.Setenv(testTmpEnv, dir)
+		os.Setenv("TMPDIR", dir)
+	}
 	code := m.Run()
 	if binaryDir != "" {
 		os.RemoveAll(binaryDir)
 	}
+	if own != "" {
+		os.RemoveAll(own)
+	}
 	os.Exit(code)
 }
+
+// testTmpEnv names the directory a test run keeps its temporary files in
+// (TestMain).
+const testTmpEnv = "STRAND_TEST_TMPDIR"
 
 // strandBinary builds cmd/strand once per test run.
 func strandBinary(t *testing.T) string {
