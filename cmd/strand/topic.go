@@ -246,18 +246,23 @@ type partitionJSON struct {
 	OldestTimestampMs *int64   `json:"oldest_timestamp_ms"`
 }
 
-// topicDescribeJSON prints what topicDescribe prints, as one JSON object.
-func topicDescribeJSON(ctx context.Context, c *clientlib.Client, w io.Writer, name string) error {
+// describeOne describes the one topic name, failing with its error.
+func describeOne(ctx context.Context, c *clientlib.Client, name string) (clientlib.TopicDetail, error) {
 	details, err := c.DescribeTopics(ctx, name)
 	if err != nil {
-		return err
+		return clientlib.TopicDetail{}, err
 	}
 	if len(details) != 1 {
-		return userErr(nil, "describe %s: %d answers", name, len(details))
+		return clientlib.TopicDetail{}, userErr(nil, "describe %s: %d answers", name, len(details))
 	}
-	d := details[0]
-	if d.Err != nil {
-		return d.Err
+	return details[0], details[0].Err
+}
+
+// topicDescribeJSON prints what topicDescribe prints, as one JSON object.
+func topicDescribeJSON(ctx context.Context, c *clientlib.Client, w io.Writer, name string) error {
+	d, err := describeOne(ctx, c, name)
+	if err != nil {
+		return err
 	}
 	out := topicJSON{Name: d.Name, Partitions: d.Partitions, ReplicationFactor: d.ReplicationFactor, Configs: d.Configs,
 		NodeCaps: d.NodeCaps, PartitionList: []partitionJSON{}}
@@ -293,16 +298,9 @@ func topicDescribeJSON(ctx context.Context, c *clientlib.Client, w io.Writer, na
 // topicDescribe prints a topic's settings and each partition's leader,
 // replicas and offsets.
 func topicDescribe(ctx context.Context, c *clientlib.Client, w io.Writer, name string) error {
-	details, err := c.DescribeTopics(ctx, name)
+	d, err := describeOne(ctx, c, name)
 	if err != nil {
 		return err
-	}
-	if len(details) != 1 {
-		return userErr(nil, "describe %s: %d answers", name, len(details))
-	}
-	d := details[0]
-	if d.Err != nil {
-		return d.Err
 	}
 	fmt.Fprintf(w, "topic %s: %s, replication factor %d\n", d.Name, plural(int(d.Partitions), "partition"), d.ReplicationFactor)
 	keys := make([]string, 0, len(d.Configs))
