@@ -362,10 +362,14 @@ type Core struct {
 	// The metadata group, the
 	// proposals waiting for their entry, and the metadata version whose
 	// placement the hosted replicas reflect.
-	meta          *group
-	metaWaits     map[uint64]*metaWait // by proposal id; lookup only
-	metaQueue     []*metaWait          // in proposal order, for timeouts
-	metaVersion   uint64
+	meta        *group
+	metaWaits   map[uint64]*metaWait // by proposal id; lookup only
+	metaQueue   []*metaWait          // in proposal order, for timeouts
+	metaVersion uint64
+	// sweepAt: the metadata group's last log index at Open; once it
+	// applied that far, sweepUnplaced runs (sweep.go). 0: done, or
+	// nothing to do.
+	sweepAt       uint64
 	registerWait  *metaWait // this node's RegisterNode in flight, if any
 	registerAfter uint64    // tick before which no RegisterNode is retried
 	// membershipAfter: tick before which the metadata leader proposes no

@@ -61,7 +61,13 @@ func (c *Core) openMeta() error {
 	c.meta = g
 	c.refreshMetaReplicas(g.confState)
 	c.groups = append(c.groups, g)
-	return c.reconcile()
+	if c.sweepAt, err = g.log.LastIndex(); err != nil {
+		return fmt.Errorf("node: open metadata group: %w", err)
+	}
+	if err := c.reconcile(); err != nil {
+		return err
+	}
+	return c.sweepWhenReplayed()
 }
 
 // bootFile counts the Opens of a dynamic-mode node: u64 count, then u32
@@ -245,6 +251,12 @@ func (c *Core) stopGroup(g *group) {
 		c.sessionGroupGone(s, g)
 	}
 	g.parked = nil
+	c.removeReplica(g)
+}
+
+// removeReplica closes a stopped replica's log and removes its files
+// behind a durable tombstone.
+func (c *Core) removeReplica(g *group) {
 	if err := g.log.Close(); err != nil {
 		g.logs.log(slog.LevelWarn, "close replica log", slog.Any("err", err))
 	}
@@ -255,15 +267,25 @@ func (c *Core) stopGroup(g *group) {
 		g.logs.log(slog.LevelWarn, "mark replica deleted; its files stay", slog.String("dir", g.dir), slog.Any("err", err))
 		return
 	}
-	if err := c.walVoid(g.dir + "/log"); err != nil { // wal.go
-		g.logs.log(slog.LevelWarn, "write-ahead log reset of a deleted replica", slog.Any("err", err))
+	c.removeReplicaFiles(g.dir, g.logs)
+}
+
+// removeReplicaFiles removes the files of a tombstoned replica's
+// directory (all but the tombstone).
+func (c *Core) removeReplicaFiles(dir string, logs coreLog) {
+	if err := c.walVoid(dir + "/log"); err != nil { // wal.go
+		logs.log(slog.LevelWarn, "write-ahead log reset of a deleted replica", slog.Any("err", err))
 	}
-	for _, sub := range []string{"/log", "/checkpoint", "/checkpoint/index", "/rejoin"} {
-		if err := removeDir(c.cfg, g.dir+sub); err != nil {
-			g.logs.log(slog.LevelWarn, "remove replica files", slog.String("dir", g.dir+sub), slog.Any("err", err))
+	for _, sub := range replicaSubdirs {
+		if err := removeDir(c.cfg, dir+sub); err != nil {
+			logs.log(slog.LevelWarn, "remove replica files", slog.String("dir", dir+sub), slog.Any("err", err))
 		}
 	}
 }
+
+// replicaSubdirs are the directories of a replica's files, below its
+// directory.
+var replicaSubdirs = []string{"/log", "/checkpoint", "/checkpoint/index", "/rejoin"}
 
 // deletedName is the tombstone file in a deleted replica's directory.
 const deletedName = "deleted"

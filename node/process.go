@@ -100,6 +100,9 @@ func (c *Core) processRound() (int, error) {
 			return 0, err
 		}
 	}
+	if err := c.sweepWhenReplayed(); err != nil {
+		return 0, err
+	}
 	return n + wrote, nil
 }
 

@@ -24,6 +24,10 @@ type Disk interface {
 	// sorted, so that directory order never leaks into behaviour. A missing
 	// directory lists as empty.
 	List(dir string) ([]string, error)
+	// ListDirs returns the names of the directories in dir, sorted like
+	// List; a missing directory lists as empty. A directory may outlive
+	// its last file (it does on the OS, not in memory).
+	ListDirs(dir string) ([]string, error)
 	// SyncDir makes creations and removals of files in dir durable.
 	SyncDir(dir string) error
 }

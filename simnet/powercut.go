@@ -138,6 +138,14 @@ func (c *cutDisk) List(dir string) ([]string, error) {
 	return c.d.List(dir)
 }
 
+// ListDirs implements raftlog.Disk.
+func (c *cutDisk) ListDirs(dir string) ([]string, error) {
+	if c.cut {
+		return nil, errPowerCut
+	}
+	return c.d.ListDirs(dir)
+}
+
 // SyncDir implements raftlog.Disk.
 func (c *cutDisk) SyncDir(dir string) error {
 	if c.op() {

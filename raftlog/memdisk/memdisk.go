@@ -24,6 +24,7 @@ import (
 	"math/rand/v2"
 	"path"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/strandlog/strand/raftlog"
@@ -133,6 +134,28 @@ func (d *Disk) List(dir string) ([]string, error) {
 	for name := range d.names {
 		if path.Dir(name) == dir {
 			names = append(names, path.Base(name))
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// ListDirs returns the sorted names of the directories in dir: here a
+// directory exists while a file lies somewhere below it.
+func (d *Disk) ListDirs(dir string) ([]string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	prefix := path.Clean(dir) + "/"
+	seen := make(map[string]bool) // lookup only: names are sorted below
+	var names []string
+	for name := range d.names {
+		rest, ok := strings.CutPrefix(name, prefix)
+		if !ok {
+			continue
+		}
+		if sub, _, nested := strings.Cut(rest, "/"); nested && !seen[sub] {
+			seen[sub] = true
+			names = append(names, sub)
 		}
 	}
 	sort.Strings(names)

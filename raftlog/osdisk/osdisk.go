@@ -71,6 +71,25 @@ func (d *Disk) List(dir string) ([]string, error) {
 	return names, nil
 }
 
+// ListDirs returns the sorted names of the directories in dir.
+func (d *Disk) ListDirs(dir string) ([]string, error) {
+	entries, err := os.ReadDir(d.path(dir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
 // SyncDir fsyncs dir, making creations and removals in it durable. A
 // missing dir is created first (as Open would).
 func (d *Disk) SyncDir(dir string) error {
