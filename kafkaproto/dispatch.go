@@ -181,7 +181,9 @@ func (c *conn) serve(buf []byte) (*pending, error) {
 		if pr, ok := req.(*kmsg.ProduceRequest); ok && pr.Acks == 0 {
 			p.noReply = true
 		}
+		c.calls = c.calls[:0]
 		p.resp = a.serve(c, req)
+		p.calls = slices.Clone(c.calls)
 	}
 	return p, nil
 }

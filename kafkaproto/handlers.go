@@ -328,8 +328,15 @@ func (c *conn) fetch(req kmsg.Request) func() kmsg.Response {
 			sreq.Partitions = append(sreq.Partitions, sp)
 		}
 	}
+	release, ok := c.reserveAnswer(answerBytesMax(sreq.MaxBytes))
+	if !ok {
+		return func() kmsg.Response { return nil } // the connection closed
+	}
 	k := c.submit(&strandpb.Request{Body: &strandpb.Request_Fetch{Fetch: sreq}})
 	return func() kmsg.Response {
+		// The writer runs this just before it writes the answer: the room
+		// covered it while it waited in the connection's queue.
+		defer release()
 		whole := c.wait(k)
 		if whole == nil {
 			return nil

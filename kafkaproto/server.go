@@ -182,6 +182,11 @@ type conn struct {
 	// throttleUntil (unix ns): the reader pauses until then, as Kafka mutes
 	// a throttled client's channel (quota.go).
 	throttleUntil atomic.Int64
+	// answers holds the room reserved for fetch answers (answers.go).
+	answers answers
+	// calls collects the backend calls of the request being served, for
+	// its pending answer (owned by the reader, like clientID).
+	calls []*call
 }
 
 // pending is one request's answer to come.
@@ -197,6 +202,18 @@ type pending struct {
 	// closeAfter, when set, closes the connection once the answer is
 	// written, with this reason (a failed SASL exchange).
 	closeAfter string
+	// calls are the backend calls the answer waits for.
+	calls []*call
+}
+
+// answered says whether resp can run without waiting for the backend.
+func (p *pending) answered() bool {
+	for _, k := range p.calls {
+		if k.err == nil && len(k.ch) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // close closes the connection once, logging reason unless empty.
@@ -208,6 +225,7 @@ func (c *conn) close(reason string) {
 		}
 		close(c.done)
 		c.nc.Close()
+		c.answers.releaseAll()
 		c.s.mu.Lock()
 		delete(c.s.conns, c)
 		c.s.mu.Unlock()
@@ -312,6 +330,14 @@ func (c *conn) writeLoop() {
 		if p.noReply {
 			continue
 		}
+		if bw.Buffered() > 0 && !p.answered() {
+			// Answers written so far go out now, not after this one (a
+			// long poll may hold it for its whole max wait).
+			if err := bw.Flush(); err != nil {
+				c.close(fmt.Sprintf("write: %v", err))
+				return
+			}
+		}
 		resp := p.resp()
 		if resp == nil {
 			return
@@ -375,6 +401,7 @@ func (c *conn) submit(req *strandpb.Request) *call {
 	} else {
 		k.err = c.s.cfg.Backend.Submit(c.done, req, reply)
 	}
+	c.calls = append(c.calls, k)
 	return k
 }
 

@@ -114,6 +114,17 @@ func (k *kafkaListener) SubmitAs(done <-chan struct{}, principal, host string, r
 	}
 }
 
+// ReserveAnswer takes room for a Kafka fetch answer of up to n bytes from
+// the node-wide budget native fetch answers reserve from too, so a node's
+// Kafka consumers cannot pin more answer bytes than its native ones.
+func (k *kafkaListener) ReserveAnswer(done <-chan struct{}, n int) (func(), bool) {
+	units, ok := k.r.fetchAnswers.acquire(n, done)
+	if !ok {
+		return nil, false
+	}
+	return func() { k.r.fetchAnswers.release(units) }, true
+}
+
 // KafkaAddr is the address of the Kafka listener, nil without one.
 func (r *Server) KafkaAddr() net.Addr {
 	if r.kafka == nil {
@@ -125,4 +136,5 @@ func (r *Server) KafkaAddr() net.Addr {
 var (
 	_ kafkaproto.Backend       = (*kafkaListener)(nil)
 	_ kafkaproto.CallerBackend = (*kafkaListener)(nil)
+	_ kafkaproto.AnswerBudget  = (*kafkaListener)(nil)
 )
