@@ -7,6 +7,7 @@ import (
 	"github.com/strandlog/strand/node"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"sync"
@@ -186,7 +187,7 @@ func (p *runtimePeer) run() {
 					slog.Duration("for", time.Since(failingSince).Round(time.Second)))
 				warned = true
 			}
-			timer := time.NewTimer(backoff)
+			timer := time.NewTimer(jittered(backoff))
 			select {
 			case <-p.stop:
 				timer.Stop()
@@ -210,6 +211,12 @@ func (p *runtimePeer) run() {
 		log.Debug("peer connection lost; reconnecting", slog.Any("err", err))
 		failingSince = time.Now()
 	}
+}
+
+// jittered is a reconnect delay drawn from [d/2, d] (equal jitter): nodes
+// restarted together would otherwise redial each other in lock-step.
+func jittered(d time.Duration) time.Duration {
+	return d/2 + rand.N(d/2+1)
 }
 
 // discardQueued drops the frames queued for a peer that cannot be reached:

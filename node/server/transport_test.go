@@ -83,3 +83,18 @@ func TestTransportLearnsPeerFromHello(t *testing.T) {
 		t.Fatalf("a Hello changed a known peer or added one without an address: %v", peers)
 	}
 }
+// Reconnect delays fall in [d/2, d] and differ between draws, so nodes
+// restarted together do not redial in lock-step.
+func TestReconnectDelayJittered(t *testing.T) {
+	seen := map[time.Duration]bool{}
+	for range 100 {
+		d := jittered(time.Second)
+		if d < 500*time.Millisecond || d > time.Second {
+			t.Fatalf("delay %v outside [500ms, 1s]", d)
+		}
+		seen[d] = true
+	}
+	if len(seen) < 50 {
+		t.Fatalf("%d distinct delays in 100 draws: not jittered", len(seen))
+	}
+}
