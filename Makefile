@@ -86,7 +86,7 @@ bench-restart:
 ##   BUG=AckBeforeCommit|SkipFsync|FetchBeyondHighMark|ReapplyAfterRestart|LocalRead|RestoreForgetsProducers|
 ##   CheckpointForgetsProducers|FetchRenumbersInsideBatch|AckLeaderEarly|RecoverTrustsPageCache|LeaseReads|
 ##   RestoreIndexTimes|TopicIDUnchecked|ProduceSkipsCRC|AckBeforeSyncDone|WipedNodeVotes|RepairTrustsItself|
-##   CompactPastStart|StaleSnapshot plants a bug; JOINS=1 joins nodes mid-run (3 of 5 start, Options.Joins)
+##   CompactPastStart|StaleSnapshot|FirstBatchMustFit plants a bug; JOINS=1 joins nodes mid-run (3 of 5 start, Options.Joins)
 ##   (built with -tags simbugs: production builds have no bug switch);
 ##   OUT=DIR keeps Porcupine's HTML of failing seeds; V=1 (default) prints each seed's options and figures.
 sim:

@@ -144,7 +144,7 @@ func logOperations(ops []Op, drained func(TopicPartition) bool, stale bool, clie
 	var out []porcupine.Operation
 	for i := range ops {
 		op := &ops[i]
-		in := logInput{op: op.ID, tp: op.TP, kind: op.Kind, offset: op.FetchOffset, maxRecords: op.MaxRecords, spec: op.Spec}
+		in := logInput{op: op.ID, tp: op.TP, kind: op.Kind, offset: op.FetchOffset, maxRecords: op.MaxRecords, alone: op.Alone, spec: op.Spec}
 		var res logOutput
 		switch {
 		case op.Kind == KindProduce && op.Outcome == OutcomeOK:

@@ -123,6 +123,11 @@ type Op struct {
 	FetchOffset  int64      // fetch: the offset asked for
 	MaxRecords   int64      // fetch: upper bound on records returned; 0 = none
 	Poll         bool       // fetch: continues the client's previous fetch of TP (consumer position)
+	// Alone (fetch): the request asked for TP alone, so an answer in range
+	// below its high-water mark carries at least one record (the first
+	// batch is served whole whatever the byte budget); a fetch of several
+	// partitions may leave one out once its budget is spent.
+	Alone bool
 	Spec         OffsetSpec // list offsets
 	CommitOffset int64      // commit: the offset stored
 
@@ -253,6 +258,17 @@ func (h *History) CallFetch(client ClientID, tp TopicPartition, offset, maxRecor
 // the poll checks report a skip or a step back.
 func (h *History) CallPoll(client ClientID, tp TopicPartition, position, maxRecords int64, t int64) OpID {
 	return h.call(Op{Client: client, Kind: KindFetch, TP: tp, FetchOffset: position, MaxRecords: maxRecords, Poll: true, Call: t})
+}
+
+// Alone marks the pending fetch id as one that asked for its partition
+// alone (Op.Alone).
+func (h *History) Alone(id OpID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if id < 0 || int(id) >= len(h.ops) || h.ops[id].Kind != KindFetch {
+		panic(fmt.Sprintf("linearizability: Alone of op %d, not a fetch", id))
+	}
+	h.ops[id].Alone = true
 }
 
 // CallListOffsets records a list-offsets request for the latest or earliest offset.

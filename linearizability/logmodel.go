@@ -16,7 +16,8 @@ import (
 //
 //	produce(vs) ok(base)       base == len(log); log += vs
 //	fetch(o) ok(recs,hwm,ls)   hwm == len(log); ls <= o <= hwm; ls >= start (start = ls);
-//	                           recs == log[o : o+k] with o+k <= hwm, k <= max when max > 0
+//	                           recs == log[o : o+k] with o+k <= hwm, k <= max when max > 0,
+//	                           k >= 1 when o < hwm and the fetch was of this partition alone
 //	fetch(o) out-of-range      hwm == len(log); o < ls or o > hwm; ls >= start (start = ls)
 //	list-offsets latest → x    x == len(log)
 //	list-offsets earliest → x  start <= x <= len(log) (start = x)
@@ -145,6 +146,7 @@ type logInput struct {
 	values     []string // produce
 	offset     int64    // fetch
 	maxRecords int64    // fetch
+	alone      bool     // fetch: of this partition alone (Op.Alone)
 	spec       OffsetSpec
 }
 
@@ -216,6 +218,9 @@ func (m logModel) fetch(s logState, in logInput, out logOutput) (logState, bool)
 	k := int64(len(out.records))
 	if !inRange || in.offset+k > out.hwm || (in.maxRecords > 0 && k > in.maxRecords) {
 		return s, false
+	}
+	if k == 0 && in.alone && in.offset < out.hwm {
+		return s, false // records were there to serve
 	}
 	for i, r := range out.records {
 		o := in.offset + int64(i)

@@ -74,6 +74,12 @@ var notLinearizable = map[string]func(b *builder){
 		id := b.h.CallFetch(2, tp0, 0, 0, 20)
 		b.h.ReturnOutOfRange(id, 0, 1, 30)
 	},
+	"a fetch of the partition alone answered empty below the high-water mark": func(b *builder) {
+		b.produceOK(1, "a", 0, 10, 0)
+		id := b.h.CallFetch(2, tp0, 0, 0, 20)
+		b.h.Alone(id)
+		b.h.ReturnFetch(id, nil, 1, 0, 30)
+	},
 	"more records than asked for": func(b *builder) {
 		b.produceOK(1, "a", 0, 10, 0)
 		b.produceOK(1, "b", 11, 20, 1)
@@ -405,5 +411,18 @@ func TestModelUndrainedPartition(t *testing.T) {
 	var nl *NotLinearizableError
 	if err := CheckLinearizable(h, Options{}); !errors.As(err, &nl) || len(nl.Partitions) != 1 || nl.Partitions[0] != "t/1" {
 		t.Fatalf("want undrained t/1 refused, got %v", err)
+	}
+}
+
+// An empty answer below the high-water mark is accepted for a fetch not
+// marked Alone (a fetch of several partitions may leave one out once its
+// byte budget is spent), and refused once marked (notLinearizable).
+func TestModelEmptyFetchOnlyWhenNotAlone(t *testing.T) {
+	b := newBuilder()
+	b.produceOK(1, "a", 0, 10, 0)
+	id := b.h.CallFetch(2, tp0, 0, 0, 20)
+	b.h.ReturnFetch(id, nil, 1, 0, 30)
+	if err := CheckLinearizable(b.h, Options{}); err != nil {
+		t.Fatalf("empty answer of a fetch of several partitions refused: %v", err)
 	}
 }

@@ -57,6 +57,11 @@ type Bugs struct {
 	// leader's node goes silent (quiesce.go), so a crashed leader's idle
 	// groups stay without a leader until a request arrives.
 	QuiescedNeverWake bool
+	// FirstBatchMustFit: a fetch serves its first batch only if it fits
+	// the fetch's byte budget, as later ones must (KIP-74 serves it
+	// whole), so a reader whose budget is smaller than the next batch is
+	// answered nothing, below the high-water mark, forever.
+	FirstBatchMustFit bool
 	// AckBeforeSyncDone releases what a log write allows (acks=1 answers,
 	// append and vote responses, the leader's own acknowledgement) once
 	// the write's fsync is handed to the storage pipeline, not when it
@@ -109,6 +114,10 @@ func (c *Core) bugMoveDropsEarly() bool { return c.cfg.Bugs.MoveDropsOldReplicaE
 // bugQuiescedNeverWake (QuiescedNeverWake) turns off the wake of quiesced
 // followers whose leader's node went silent.
 func (c *Core) bugQuiescedNeverWake() bool { return c.cfg.Bugs.QuiescedNeverWake }
+
+// bugFirstBatchMustFit (FirstBatchMustFit) holds a fetch's first batch to
+// its byte budget too.
+func (c *Core) bugFirstBatchMustFit() bool { return c.cfg.Bugs.FirstBatchMustFit }
 
 // bugReleaseBeforeSync (AckBeforeSyncDone) releases g's held responses and
 // acks=1 answers as its sync starts.

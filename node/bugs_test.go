@@ -235,3 +235,25 @@ func TestBugAckBeforeSyncDoneLosesAcknowledgedWrite(t *testing.T) {
 		t.Fatalf("leader's log ends at %d after the power loss, want %d (the acknowledged entry lost)", got, last)
 	}
 }
+
+// FirstBatchMustFit: a fetch whose byte budget is smaller than the batch
+// at its offset is answered nothing below the high-water mark (the fix
+// serves the first batch whole).
+func TestBugFirstBatchMustFitAnswersEmpty(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		c := newCluster(t, 13, 3, replicated(3, "orders", 1), func(cfg *Config) { cfg.Bugs.FirstBatchMustFit = bug })
+		lead := c.leader(tp0)
+		if r := c.produce(lead, ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "u", 5)}); r.Err != nil {
+			t.Fatalf("produce: %v", r.Err)
+		}
+		res := c.fetch(lead, FetchRequest{TopicPartition: tp0, Offset: 0, MaxBytes: 1})
+		switch {
+		case res.Err != nil:
+			t.Fatalf("bug=%v: fetch: %v", bug, res.Err)
+		case bug && (len(res.Batches) != 0 || res.HighWatermark != 5):
+			t.Fatalf("bug: fetch served %d batches, high-water mark %d: want none below 5", len(res.Batches), res.HighWatermark)
+		case !bug && len(res.Batches) != 1:
+			t.Fatalf("no bug: fetch of budget 1 served %d batches, want the first whole", len(res.Batches))
+		}
+	}
+}

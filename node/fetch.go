@@ -244,7 +244,7 @@ func (c *Core) readBatches(g *group, locs []engine.BatchLocation, offset, budget
 		if err != nil {
 			return nil, budget, err
 		}
-		if len(out) > 0 && int64(len(batch)) > budget {
+		if (len(out) > 0 || c.bugFirstBatchMustFit()) && int64(len(batch)) > budget {
 			break // the first batch goes out whole; later ones must fit
 		}
 		out = append(out, FetchedBatch{BaseOffset: c.bugBatchBase(loc.BaseOffset, offset), AppendTimeMs: loc.AppendTimeMs,

@@ -15,7 +15,8 @@ var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "
 	"RestoreForgetsProducers", "CheckpointForgetsProducers", "FetchRenumbersInsideBatch", "AckLeaderEarly",
 	"RecoverTrustsPageCache", "LeaseReads", "RestoreIndexTimes",
 	"AckBeforeSyncDone", "WipedNodeVotes", "RepairTrustsItself", "CompactPastStart", "StaleSnapshot",
-	"TopicIDUnchecked", "ProduceSkipsCRC", "QuiescedNeverWake", "WALAckBeforeFsync"}
+	"TopicIDUnchecked", "ProduceSkipsCRC", "QuiescedNeverWake", "WALAckBeforeFsync",
+	"FirstBatchMustFit"}
 
 // GroupBugNames are the consumer-group coordinator's planted bugs
 // (engine/groups): they need the group workload (Options.GroupMembers).
@@ -78,6 +79,8 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.ProduceSkipsCRC = true
 	case "QuiescedNeverWake":
 		cfg.Bugs.QuiescedNeverWake = true
+	case "FirstBatchMustFit":
+		cfg.Bugs.FirstBatchMustFit = true
 	case "MoveDropsOldReplicaEarly":
 		cfg.Bugs.MoveDropsOldReplicaEarly = true
 	case "RemoveBeforeCaughtUp":

@@ -46,11 +46,17 @@ func (hs *history) produceFailed(op *histOp, t time.Duration) { hs.h.Fail(op.id,
 
 // fetchCall records the call of one fetch attempt: a poll from the
 // client's position for consumers and the drain, a seek for readers.
+// Every fetch the workload sends asks for one partition, so an answer
+// below the high-water mark must carry a record (Op.Alone).
 func (hs *history) fetchCall(client, p, inc int, offset int64, poll bool, t time.Duration) *histOp {
+	var id linearizability.OpID
 	if poll {
-		return &histOp{id: hs.h.CallPoll(linearizability.ClientID(client), hs.key(p, inc), offset, 0, ns(t))}
+		id = hs.h.CallPoll(linearizability.ClientID(client), hs.key(p, inc), offset, 0, ns(t))
+	} else {
+		id = hs.h.CallFetch(linearizability.ClientID(client), hs.key(p, inc), offset, 0, ns(t))
 	}
-	return &histOp{id: hs.h.CallFetch(linearizability.ClientID(client), hs.key(p, inc), offset, 0, ns(t))}
+	hs.h.Alone(id)
+	return &histOp{id: id}
 }
 
 // fetchOK records a fetch's records, high-water mark and log start.

@@ -83,6 +83,7 @@ func TestTransportLearnsPeerFromHello(t *testing.T) {
 		t.Fatalf("a Hello changed a known peer or added one without an address: %v", peers)
 	}
 }
+
 // Reconnect delays fall in [d/2, d] and differ between draws, so nodes
 // restarted together do not redial in lock-step.
 func TestReconnectDelayJittered(t *testing.T) {
