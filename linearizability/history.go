@@ -119,15 +119,15 @@ type Op struct {
 	Member      string
 	MemberEpoch int32
 
-	Sent         []Record   // produce: the batch, in order
-	FetchOffset  int64      // fetch: the offset asked for
-	MaxRecords   int64      // fetch: upper bound on records returned; 0 = none
-	Poll         bool       // fetch: continues the client's previous fetch of TP (consumer position)
+	Sent        []Record // produce: the batch, in order
+	FetchOffset int64    // fetch: the offset asked for
+	MaxRecords  int64    // fetch: upper bound on records returned; 0 = none
+	Poll        bool     // fetch: continues the client's previous fetch of TP (consumer position)
 	// Alone (fetch): the request asked for TP alone, so an answer in range
 	// below its high-water mark carries at least one record (the first
 	// batch is served whole whatever the byte budget); a fetch of several
 	// partitions may leave one out once its budget is spent.
-	Alone bool
+	Alone        bool
 	Spec         OffsetSpec // list offsets
 	CommitOffset int64      // commit: the offset stored
 
