@@ -29,13 +29,14 @@
 // # Limits and the Kafka form
 //
 // A record's key + value + headers ≤ 1 MiB (ErrRecordTooLarge, R4); a batch ≤ 1 MiB + 64 KiB
-// (ErrBatchTooLarge); every other defect is ErrCorrupt naming field and record. Canonical form
-// means replicas never accept two spellings of one batch. Validate allocates nothing; Decode yields
-// sub-slices of the batch. The Kafka form (byte 0 = 0: a Kafka RecordBatch v2 with its base offset
-// zeroed, compressed or not) is stored as the Kafka listener received it (package kafkaproto,
-// "Batches: stored as sent"; a Kafka batch inflates to at most 16 MiB, MESSAGE_TOO_LARGE beyond);
-// Validate inflates and walks it with the same limits, and Iterator/Decode read both forms (it is
-// not canonical: Validate and Decode agree, Encode yields Strand's form). Rejected: Kafka's v2 as
-// the only format (its offsets are rewritten by the broker; Strand's come from the entry's
-// position, so the stored bytes stay exactly what the producer sent).
+// (ErrBatchTooLarge); record_count ≤ records_bytes/4 and records_bytes = length − 24; every other
+// defect is ErrCorrupt naming field and record. Canonical form means replicas never accept two
+// spellings of one batch. Validate allocates nothing; Decode yields sub-slices of the batch. The
+// Kafka form (byte 0 = 0: a Kafka RecordBatch v2 with its base offset zeroed, compressed or not) is
+// stored as the Kafka listener received it (package kafkaproto, "Batches: stored as sent"; a Kafka
+// batch inflates to at most 16 MiB, MESSAGE_TOO_LARGE beyond); Validate inflates and walks it with
+// the same limits, and Iterator/Decode read both forms (it is not canonical: Validate and Decode
+// agree, Encode yields Strand's form). Rejected: Kafka's v2 as the only format (its offsets are
+// rewritten by the broker; Strand's come from the entry's position, so the stored bytes stay
+// exactly what the producer sent).
 package recordbatch
