@@ -37,14 +37,15 @@
 //     the loop never blocks on a slow client); a byte budget of 256 MiB for everything queued for
 //     the loop; a fetch reserves its max_bytes until its answer is written, from its connection (32
 //     MiB: past it the reader takes no new request, so TCP pushes back) and the node (512 MiB);
-//     produces reserve nothing; at most 4096 connections. The Kafka listener takes only the
-//     request-byte budget (kafka.go, SubmitAs): Kafka fetches reserve no answer bytes (its own
-//     bound is 64 answers in flight per connection). A malformed or oversized frame closes only its
-//     connection, with a logged reason.
+//     produces reserve nothing; at most 4096 connections. Kafka fetches reserve the same way
+//     (kafkaproto.AnswerBudget: 32 MiB per connection in kafkaproto, the node's 512 MiB through
+//     ReserveAnswer in kafka.go). A malformed or oversized frame closes only its connection, with a
+//     logged reason.
 //   - Peer transport: Send never blocks; per peer a bounded queue (1024 frames, 64 MiB), dropped
-//     when full (raft retransmits); one outbound connection per peer with reconnect backoff 20 ms →
-//     1 s; the Request{raft} envelope is built and parsed by hand around the frame bytes (no
-//     re-marshal).
+//     when full (raft retransmits); one outbound connection per peer with a jittered reconnect
+//     backoff (drawn from [d/2, d], d doubling 20 ms → 1 s, so nodes restarted together do not
+//     redial in lock-step); the Request{raft} envelope is built and parsed by hand around the frame
+//     bytes (no re-marshal).
 //   - Shutdown (SIGTERM/SIGINT): stop inputs, close the listeners, then the Kafka connections
 //     (answers still queued are dropped), then the pool (fsyncs in progress finish), then
 //     Core.Close fails waiters; 2 s to flush answers.
