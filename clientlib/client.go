@@ -1,18 +1,3 @@
-// Package clientlib is Strand's Go client, modeled on franz-go's kgo: one
-// Client with functional options holds the connections (one per node,
-// pipelined), the metadata cache and the producer; a Consumer reads
-// assigned partitions through it; admin calls are Client methods.
-//
-// Blocking: NewClient does not connect; the first request does. Produce
-// blocks only while MaxBufferedRecords records are buffered; ProduceSync,
-// Flush, Poll and admin calls block until done or their context ends.
-//
-// The retry and leader-discovery decisions are pure pieces the simulator
-// drives too: Classify/ClassifyErr (what an error means, by the one table
-// strandpb.ErrorCode.Info), Backoff (how long to wait), LeaderCache (who
-// leads what), Window (what an idempotent partition sends next), Stalled
-// and Suspects (when a silent node is given up on) and AdaptivePartition
-// (where keyless records go). See DESIGN.md, "Client".
 package clientlib
 
 import (

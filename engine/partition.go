@@ -1,6 +1,3 @@
-// Package engine holds Strand's pure state machines: they apply committed
-// raft entries and return state and results, doing no I/O, reading no clock,
-// starting no goroutine and drawing no randomness.
 package engine
 
 import (

@@ -1,18 +1,3 @@
-// Package kafkaproto serves Kafka's wire protocol on a Strand node, so Kafka
-// clients (kcat, librdkafka, franz-go, the Java client) work unchanged.
-//
-// It is a translator at the edge, not a second node: every Kafka request
-// is decoded with franz-go's kmsg (generated from Kafka's own message
-// specs), turned into the strandpb request the native protocol would send,
-// and handed to the node through a Backend — in a real process the same
-// queue and node.Core.Handle that serve native connections. The answer is
-// turned back into the Kafka response of the version the client asked for.
-//
-// Requests of one connection are submitted to the backend in the order they
-// arrive (a pipelining idempotent producer's batches must reach the
-// partition in sequence order) and answered in that order, as Kafka requires;
-// their answers are awaited concurrently, so a long-polling fetch does not
-// hold up the answers queued behind it longer than Kafka itself would.
 package kafkaproto
 
 import (

@@ -1,15 +1,3 @@
-// Package linearizability records client histories of a Strand cluster in
-// virtual time and checks them: a Porcupine model of a partition log (and of
-// committed consumer-group offsets) decides linearizability, and cheap exact
-// Jepsen-style checks name the log anomalies (lost write, duplicate,
-// inconsistent offsets, non-monotonic send and poll, poll skip, G1a, unseen).
-// It depends on nothing in Strand, so the simulator (simnet), the node tests
-// and the real-process tests of clientlib all record and check the same way.
-//
-// Values produced must be unique in a history (e.g. "c3-17"): every check
-// identifies a record by its value. A retry that a client records as a new
-// operation must send a new value; a retry hidden inside one recorded
-// operation is only sound once producers are idempotent.
 package linearizability
 
 import (

@@ -1,9 +1,3 @@
-// Package node is a Strand node: it hosts many partition replicas, one etcd
-// raft group each (multi-raft), drives their Ready cycles and serves produce
-// and fetch. The core does no I/O of its own: it reaches the world through
-// Clock, raftlog.Disk and Network, and draws randomness from a source handed
-// in, so the simulator runs exactly the code production runs. Goroutines,
-// sockets and real time live in package node/server.
 package node
 
 import (

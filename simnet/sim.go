@@ -1,12 +1,3 @@
-// Package simnet is Strand's deterministic simulator: one goroutine runs a
-// cluster of node.Cores, their disks (memdisk), their network and their
-// clients in virtual time, injects the faults a seed chooses, and checks
-// every step and the final history (linearizability). A failing seed
-// replays bit for bit.
-//
-// etcd raft draws election timeouts from crypto/rand, so runs are only
-// deterministic inside go test after testing/cryptotest.SetGlobalRandom
-// (see sim_test.go, which is the entry point: go test ./simnet -run TestSim).
 package simnet
 
 import (

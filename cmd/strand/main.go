@@ -1,32 +1,3 @@
-// Command strand runs Strand nodes and talks to a Strand cluster.
-//
-//	strand dev                      # a local 3-node cluster in one process: Strand on :9192-9194, Kafka on :9092-9094
-//	strand serve --id 1 --peers 1=HOST:PORT,2=...,3=... --data-dir DIR
-//	strand topic create NAME --partitions N [--replication-factor R]
-//	strand topic list | describe NAME | delete NAME
-//	strand produce TOPIC            # lines from stdin
-//	strand consume TOPIC [--from earliest|latest|OFFSET|TIME] [--until-end] [--group G]
-//	strand group list | describe G | reset G --topic T --to-... [--execute] | delete G
-//	strand cluster                  # nodes, partitions, leaders, high-water marks
-//	strand node list | partition move T/P --replicas ... | profile create|use|list|delete | completion SHELL
-//	strand bench produce|consume|e2e
-//	strand version | help [CMD]
-//
-// help.go holds the one table every help text is printed from; errors.go
-// the one function (userMessage) that renders errors for users.
-//
-// Every flag can also be set through an environment variable STRAND_<FLAG>
-// (upper case, dashes as underscores: --data-dir is STRAND_DATA_DIR); a flag
-// on the command line wins. Client commands default to --brokers
-// 127.0.0.1:9192, where `strand dev` listens, so a new user needs no flags;
-// short flags follow kcat and rpk (-b brokers, -t topic, -p partition(s),
-// -o offset, -e exit at end, -f format). Client flags may also come
-// before the command (hoistGlobalFlags), and a client flag not given on
-// the command line or in the environment is taken from the selected
-// profile (profile.go): command line > STRAND_<FLAG> > profile > default.
-// List and describe commands take --format json (output.go);
-// `strand completion bash|zsh|fish` prints completion scripts generated
-// from the command table (completion.go).
 package main
 
 import (

@@ -1,12 +1,3 @@
-// Package groups is the consumer-group coordinator's state machine: groups,
-// members and their epochs, the target assignment, KIP-848 incremental
-// reconciliation and committed offsets. It is pure, like the partition
-// engine: every input is a command taken from a replicated log, applied in
-// log order; it reads no clock (a command carries the proposer's time as
-// data), draws no randomness and never lets map order reach its output.
-//
-// Liveness is not here: which member stopped heart-beating is decided by the
-// coordinator's own clock, which then proposes an Expire command.
 package groups
 
 import (

@@ -1,13 +1,3 @@
-// Package metadata is the pure state machine of Strand's metadata raft
-// group: one group over all nodes (like KRaft) whose committed entries
-// register nodes, create, alter and delete topics, place their replicas and
-// hand out producer ids (R1, R8, R26, R28). Every node applies the same
-// entries and reaches the same state; nodes start and stop their partition
-// replicas by watching it (Version, HostedPartitions).
-//
-// Like the partition engine it does no I/O, reads no clock, starts no
-// goroutine and draws no randomness; map iteration order never reaches a
-// result or a snapshot.
 package metadata
 
 import (

@@ -1,7 +1,3 @@
-// Package server runs a node.Core in a real process: one goroutine (the
-// loop) owns the Core; TCP listeners, connections, the peer transport, the
-// OS disk and the real clock live here, so package node stays pure and
-// `go list` proves what the core imports.
 package server
 
 import (

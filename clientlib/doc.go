@@ -1,0 +1,127 @@
+// Package clientlib is Strand's Go client, modeled on franz-go's kgo: one Client with functional
+// options holds the connections (one per node, pipelined), the metadata cache and the producer; a
+// Consumer reads assigned partitions through it; admin calls are Client methods.
+//
+// Blocking: NewClient does not connect; the first request does. Produce blocks only while
+// MaxBufferedRecords records are buffered; ProduceSync, Flush, Poll and admin calls block until
+// done or their context ends.
+//
+// The retry and leader-discovery decisions are pure pieces the simulator drives too:
+// Classify/ClassifyErr (what an error means, by the one table strandpb.ErrorCode.Info), Backoff
+// (how long to wait), LeaderCache (who leads what), Window (what an idempotent partition sends
+// next), Stalled and Suspects (when a silent node is given up on) and AdaptivePartition (where
+// keyless records go).
+//
+// The client owns goroutines, sockets and real time, but every decision about retries, ordering and
+// leaders lives in pure pieces the simulator drives in virtual time: Classify/ClassifyErr, Backoff,
+// LeaderCache, Window, KeyPartition/Murmur2, Sticky, SaltedKey.
+//
+//	Produce ─► intake chan ─► producer loop (one goroutine owns all producer state: per partition a Builder + Window)
+//	                             ├─► per node: sender goroutine ─► connection (pipelined, correlation ids)
+//	                             ◄── results ◄── one awaiter per request in flight
+//	                             └─► promises chan ─► promise goroutine (callbacks in order)
+//	Consumer.Poll ─► one fetch in flight per leader (a goroutine each) ─► landed answers ─► apply, decode ─► Fetches
+//
+// # Consumer
+//
+// Poll keeps one fetch in flight per leader and returns once any answer brings records or an error,
+// leaving the others in flight; before returning it starts the next fetch to every idle leader, so
+// fetching overlaps the caller's work (franz-go's buffered fetches). An answer moves positions only
+// when a Poll hands it out, and is dropped when its partition was sought, paused or unassigned
+// meanwhile (generations from one counter); a Poll has one entry per partition (answers it waited
+// through are merged). Reads are linearizable from the fetch's send time, FetchPartition.FetchedAt,
+// which may precede the Poll by one call; the real-process histories record each read from then
+// (Kafka consumers prefetch the same way). Rejected: one round to every leader per Poll (a record
+// at one leader waits behind the others' long polls); a goroutine per partition (thousands of long
+// polls).
+//
+// # Guarantees
+//
+// Every promise is called exactly once, in offset order per partition. Produce blocks only while
+// 10,000 records are buffered. Flush seals every open batch and waits; Close flushes then fails the
+// rest.
+//
+// Idempotence and retries (R11, R15), implemented by the pure Window: batches sealed, sent and
+// numbered in order, at most 5 unresolved; a retriable failure drains the window and resends the
+// unresolved batches with the same numbers; a batch that fails for good leaves a hole, and the
+// later batches are renumbered under epoch+1 from sequence 0 (KIP-360 per partition) only once none
+// of them may already be in the log; an OUT_OF_ORDER_SEQUENCE for a batch an earlier attempt of
+// which may be in the log fails it (maybe written) instead of renumbering it. A rapid model test
+// against a server with the engine's dedup rules checks no loss, no duplicate, order kept.
+//
+// # Group consumer
+//
+// NewGroupConsumer(c, group, topics, opts...): Poll/Commit/CommitOffsets/Close on the caller's
+// goroutine, which heartbeats when due (with a growing sequence number) and reconciles — revoke
+// first (auto-commit, OnRevoked, stop fetching), then start new partitions at their committed
+// offsets, else at StartWithoutCommit (earliest); auto-commits every 5 s, at the start of a Poll
+// before it fetches, so only what earlier Polls returned is committed (positions move only when a
+// Poll hands records out); drops everything on FENCED/UNKNOWN or when its own session timer lapsed
+// (OnLost); leaves on Close (static members, InstanceID, leave with epoch −2). A committed offset
+// below the log start is the Consumer's OffsetOutOfRangeError (R22), never a reset. Admin:
+// AlterTopicConfig, DeleteRecords, DescribePartitionLogs, FetchOffsets, CommitOffsets (empty
+// groups), ListGroups (merged over nodes), DescribeGroup, DeleteGroup, GroupLag (committed,
+// high-water mark, lag in records and in time, retention headroom, AtRisk under 10%).
+//
+// # Errors
+//
+// One table, next to the enum (proto/strandpb/errorcode.go), gives every ErrorCode its name and
+// whether it is retriable, may have been written, or calls for a metadata refresh; Definite()
+// follows. The node's mappings (wireErrorCodes, metaErrorCodes, groupErrorCodes: node errors to
+// codes), clientlib.Classify and error texts all read it for a code's meaning; TestErrorCodeTable
+// fails when an enum value has no row. Errors carry data (*Error{Code, Message, LeaderID,
+// LeaderAddress, LogStartOffset, HighWatermark}), match sentinels with errors.Is, and answer
+// Retriable(); callers never match strings. Typed failures a caller acts on: *UnreachableError
+// ("cannot reach the cluster at ADDR", within the dial timeout, not retried), *NotStrandError,
+// *RetriesExhaustedError{MaybeWritten}, *OffsetOutOfRangeError (R22: never a silent seek),
+// *TopicRecreatedError and *ClusterChangedError (sticky until Seek; a lagging node's
+// UNKNOWN_TOPIC_ID is retried while the client's own metadata still names the old id), *OptionError
+// from NewClient. An unknown topic fails after UnknownTopicRetries (4) metadata answers unless the
+// caller asks to wait (-1).
+//
+// # Stalled nodes (a paused leader)
+//
+// Stalled (pure) gives up on a call once its own legitimate wait (a long poll) plus StallTimeout (2
+// s, about an election) has passed with no byte at all on the connection; the connection is dropped
+// (the call is retriable and maybe written), the node marked suspect (Suspects, pure) and requests
+// re-routed through fresh metadata. Each further stall within a minute doubles that node's bound,
+// up to the request timeout, so a slow but live node is not abandoned forever. Rejected: a fixed ~2
+// s deadline per produce (a leader without quorum legitimately holds a produce), a ping request
+// (the bytes on the connection already say the node is alive).
+//
+// # Partitioner (R13, R17)
+//
+// ManualPartitioner() sends to Record.Partition; keyed records go to murmur2(key) & 0x7fffffff % n
+// (Kafka's vectors); SaltedKey(key, n, pick) trades per-key order for spread of hot keys; keyless
+// records are sticky with adaptive partitioning (KIP-794, pure AdaptivePartition): partitions whose
+// leader is unknown or suspect, or whose window is full, are skipped; the rest are weighted by free
+// queue space.
+//
+// # Acks (R12)
+//
+//	acks           promise succeeds when                   Record.Offset
+//	all (default)  a majority committed and applied it     the offset
+//	1              the leader appended it to its raft log  -1 (offsets are assigned at apply)
+//	0              the request was written to the socket   -1
+//
+// Any level but all turns idempotence off.
+//
+// # Limits
+//
+// A record over 1 MiB fails before Produce returns. Batches seal at BatchBytes (16 KiB), after
+// Linger (5 ms) when the window has room, or on Flush. A produce request stops below the node's
+// frame limit (min of the client's 9 MiB and the frame_bytes_max the node announced in Hello;
+// frame.ProduceBytesMax), and each round starts one partition further on so none starves; fetches
+// ask for at most frame.FetchBytesMax (7 MiB), whatever FetchMaxBytes says. NewClient refuses
+// options beyond the limits (BatchBytes over the batch limit, negative timeouts).
+//
+// # The fake cluster (clientlib/fake)
+//
+// fake.New(fake.Nodes(3), fake.Topic("t", 4)) starts real node/server servers on 127.0.0.1 on
+// memdisks, so clientlib's tests run against the real Handle, raft and engine (a second
+// implementation of the server drifts). Each node is fronted by a frame-level proxy whose address
+// is the node's in Config.Nodes; per request a test may inject an error, drop before forwarding,
+// forward then drop the answer, hold, or forward twice. MoveLeader forces a real election;
+// RecreateTopic and Replace (a new cluster id) exercise the identity checks; TrimLogStart answers
+// as if the log start had moved. No hook in a production type; readiness waits are bounded (30 s).
+package clientlib

@@ -1,0 +1,46 @@
+// Package groups is the consumer-group coordinator's state machine: groups, members and their
+// epochs, the target assignment, KIP-848 incremental reconciliation and committed offsets. It is
+// pure, like the partition engine: every input is a command taken from a replicated log, applied in
+// log order; it reads no clock (a command carries the proposer's time as data), draws no randomness
+// and never lets map order reach its output.
+//
+// Liveness is not here: which member stopped heart-beating is decided by the coordinator's own
+// clock, which then proposes an Expire command.
+//
+// Pure, under the same law as engine/ (time only as NowMs data in commands; groups walked through a
+// sorted id slice, members sorted by id; offsets exported through a sorted key list). A group:
+// members (client-chosen id, epoch, instance id, rack, subscriptions, assigned, revoking, target,
+// last heartbeat sequence), a group epoch, the target's epoch, the subscribed topics' partition
+// counts, committed offsets. Commands: Heartbeat, Commit, Expire, DeleteGroup, DeleteTopic,
+// ExpireOffsets; reads Fetch, Describe, GroupIDs, Topics; Check; Snapshot/ Restore
+// (GroupsSnapshot). The node feeds it from __strand_offsets (package node, "Consumer-group
+// coordinators").
+//
+// Target assignment (uniform, sticky): keep each previous target partition with its owner while it
+// subscribes; give unowned ones to the eligible member with fewest; then move from a most-loaded
+// member with at least two more than the least-loaded, so only over-quota members give anything up
+// (an 11th member joining 10 over 100 partitions moves exactly 9). Rack-aware as a tie-break: an
+// unowned partition goes to a least-loaded member in a rack holding a replica; balance always wins.
+// Rejected: range/round-robin (not sticky); min-cost flow (code size).
+//
+// Reconciliation (KIP-848), per member at each heartbeat: what it was asked to revoke stays its own
+// until a heartbeat reports it gone; when the target moved on it is asked to revoke what the new
+// target takes away, and its epoch reaches the target's only with nothing left to revoke; then it
+// gets each target partition no other member holds. So a partition moves only after the old owner
+// revoked it, left, expired, or rejoined at epoch 0. Check: no partition held twice, nothing both
+// assigned and revoking, member epoch ≤ target epoch ≤ group epoch.
+//
+// # Fencing
+//
+// A heartbeat above the member's epoch is FENCED_MEMBER_EPOCH; below, accepted only at the previous
+// epoch owning a subset of its assignment (a lost answer). A commit below is STALE_MEMBER_EPOCH,
+// above fenced, an unknown member UNKNOWN_MEMBER_ID; a memberless commit only while the group is
+// empty (GROUP_NOT_EMPTY). Heartbeat sequence numbers (not in Kafka, where one TCP connection
+// orders a member's requests): a heartbeat not newer than the last applied is STALE_HEARTBEAT,
+// since a resent old heartbeat owning nothing would otherwise count as a revocation. Static
+// members: a join with a known instance id replaces the old member (its epoch and assignment, no
+// rebalance); Kafka's KIP-848 answers UNRELEASED_INSTANCE_ID instead, which defeats "a restarted
+// member gets its partitions back". Empty groups' offsets expire after 7 days. Tests: scenarios,
+// FuzzCommands, a rapid TestModel (no partition owned by two clients following the protocol,
+// commits land in the member's epoch, replay equality, convergence to balance).
+package groups
