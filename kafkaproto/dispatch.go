@@ -22,7 +22,7 @@ type api struct {
 
 // apis lists the served APIs by key; ApiVersions advertises exactly these.
 // Why each version range, and what is left out, is in the package notes
-// (DESIGN: "Kafka protocol").
+// (doc.go).
 var apis = []api{
 	{key: 0, min: 3, max: 13, serve: (*conn).produce},    // Produce: v3+ carries RecordBatch v2; v13 names topics by id
 	{key: 1, min: 4, max: 13, serve: (*conn).fetch},      // Fetch: v4+ RecordBatch v2; v13 names topics by id

@@ -197,7 +197,7 @@ func TestMetaWriteOnFullDiskKeepsNode(t *testing.T) {
 	c.createTopic(other, "u", 1, 3)
 	if *walFlag {
 		// Known gap: Open replays the write-ahead log into the logs,
-		// which needs space (DESIGN.md, full disks).
+		// which needs space (node doc.go, full disks).
 		t.Log("WAL mode: restart on a full disk not checked")
 		return
 	}

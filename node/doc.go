@@ -158,7 +158,9 @@
 // the applied state lacks them. After a round in which the metadata version moved, reconcile stops
 // groups no longer placed here (a synced deleted tombstone first, then the files, so a node
 // replaying an older metadata checkpoint never hosts that incarnation again empty) and opens new
-// ones in order.
+// ones in order. Once a restarted node's metadata group has applied as far as its log reached at
+// Open, the sweep (sweep.go) removes every replica directory the state does not place here: a node
+// stopped between a removal's entry becoming durable and its reconcile left those files behind.
 //
 // # Leaders of every partition
 //

@@ -30,7 +30,7 @@ const (
 //
 // Every wait is bounded in ticks: produces and reads by RequestTimeoutTicks,
 // long polls by max_wait_ms, admin requests by timeout_ms (0: the request
-// timeout). Per request semantics are in DESIGN.md (node: Handle).
+// timeout). Per request semantics are in the package doc (doc.go: Handle, per request).
 func (c *Core) Handle(req *strandpb.Request, respond func(*strandpb.Response)) {
 	c.HandleAs(Caller{Principal: Anonymous}, req, respond)
 }

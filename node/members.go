@@ -13,7 +13,7 @@ import (
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
-// Membership of the metadata group (DESIGN: node, "The metadata group").
+// Membership of the metadata group (doc.go, "The metadata group").
 //
 // The metadata group starts over Config.Nodes, bootstrapped as voters. A
 // node joins by being registered (NodeAdmin ADD, sent to any member by

@@ -161,7 +161,7 @@ func (c *Core) saneMessage(g *group, from NodeID, m *raftpb.Message) bool {
 		return saneSnapshot(g, m)
 	default:
 		// Proposal and read forwarding and leader transfer are not used
-		// between Strand nodes (see DESIGN: left out).
+		// between Strand nodes (left out: doc.go, "Receive and message batching").
 		return false
 	}
 }

@@ -30,7 +30,7 @@ import (
 // group, and node 1's data directory must keep no log file of any
 // partition: only the replica directories' `deleted` tombstones remain
 // (they stop a replay of an old metadata checkpoint from re-creating the
-// replica; see DESIGN's versioned tombstones); node 1 must log that it
+// replica; see node's doc: versioned tombstones); node 1 must log that it
 // was removed.
 func TestOperateClusterUnderKill(t *testing.T) {
 	skipShort(t)
