@@ -143,7 +143,7 @@ var CoverageExpected = []string{
 	"event/topic-delete", "event/topic-recreate", "event/unknown-topic-id",
 	"fault/client-corrupt-produce", "fault/client-corrupt-fetch", "fault/client-truncate",
 	"event/corrupt-batch-refused", "event/corrupt-fetch-refused", "fault/starve-leader",
-	"event/liveness-probe", "event/liveness-probe-crash", "fault/overload",
+	"event/liveness-probe", "event/liveness-probe-crash", "fault/overload", "event/long-poll-tail",
 }
 
 // coverageGaps are names the table lists although the workload cannot make
