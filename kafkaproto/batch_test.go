@@ -263,16 +263,6 @@ func TestBatchRefusals(t *testing.T) {
 	}
 }
 
-// Every Strand error code has a Kafka code in the one table.
-func TestKafkaCodesCoverStrandCodes(t *testing.T) {
-	for v := range strandpb.ErrorCode_name {
-		code := strandpb.ErrorCode(v)
-		if _, ok := kafkaCodes[code]; !ok {
-			t.Errorf("Strand code %v has no Kafka code in kafkaCodes", code)
-		}
-	}
-}
-
 // BenchmarkToStrand measures converting a produced Kafka batch (100
 // records of 100 bytes, uncompressed) into Strand's batch: the produce-side
 // cost of converting at the edge.

@@ -106,12 +106,14 @@
 //
 // # Errors
 //
-// One table (errors.go, kafkaCodes) maps each Strand code to Kafka's (NOT_LEADER →
-// NOT_LEADER_OR_FOLLOWER, TIMEOUT → REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS →
-// NOT_ENOUGH_REPLICAS_AFTER_APPEND, ...); a code without a row becomes UNKNOWN_SERVER_ERROR if
-// definite, else REQUEST_TIMED_OUT — never a false "definite". One row breaks that rule today:
-// INTERNAL (maybe written) maps to UNKNOWN_SERVER_ERROR, which Kafka clients take as definite; and
-// the inverse table (strandCodes, translate.go) has no row for KAFKA_STORAGE_ERROR. Tests:
+// One ordered table (errors.go, kafkaCodeRows) maps each Strand code to Kafka's (NOT_LEADER →
+// NOT_LEADER_OR_FOLLOWER, TIMEOUT and INTERNAL → REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS →
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND, ...) and, read backward (the first row of a Kafka code wins),
+// Kafka's to Strand's for the simulator's Kafka path. Never a false "definite": a code that may
+// have been written maps to one kerr calls retriable. TestKafkaCodeTable round-trips every row
+// and compares each code's Definite flag with kerr.Retriable; the rows that differ are listed
+// there with their reason (OUT_OF_ORDER_SEQUENCE, handled by the idempotent producer;
+// TOPIC_NOT_FOUND and UNKNOWN_TOPIC_ID, Kafka's own codes for those conditions). Tests:
 // translation round trips, exact batch round trip, every codec, refusals, FuzzAnyRequest over every
 // key kmsg knows plus one fuzz target per decoder; real kcat and franz-go against real processes
 // (cmd/strand).

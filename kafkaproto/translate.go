@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/proto/strandpb"
@@ -276,33 +275,9 @@ func decodeFetch(f []byte, corr int32, version int16, names topicNames) (*strand
 	return &strandpb.Response{CorrelationId: uint64(corr), Body: &strandpb.Response_Fetch{Fetch: out}}, nil
 }
 
-// strandCodes maps the Kafka codes the listener answers back to Strand's:
-// the inverse of kafkaCodes where it is one to one; UNKNOWN_TOPIC_OR_PARTITION
-// comes back as Strand's retriable code (not TOPIC_NOT_FOUND).
-var strandCodes = map[int16]strandpb.ErrorCode{
-	kerr.NotLeaderForPartition.Code:        strandpb.ErrorCode_ERROR_CODE_NOT_LEADER,
-	kerr.UnknownTopicOrPartition.Code:      strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION,
-	kerr.MessageTooLarge.Code:              strandpb.ErrorCode_ERROR_CODE_RECORD_TOO_LARGE,
-	kerr.OffsetOutOfRange.Code:             strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE,
-	kerr.NotEnoughReplicasAfterAppend.Code: strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_REPLICAS,
-	kerr.RequestTimedOut.Code:              strandpb.ErrorCode_ERROR_CODE_TIMEOUT,
-	kerr.InvalidRequest.Code:               strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
-	kerr.TopicAlreadyExists.Code:           strandpb.ErrorCode_ERROR_CODE_TOPIC_EXISTS,
-	kerr.OutOfOrderSequenceNumber.Code:     strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE,
-	kerr.InvalidProducerEpoch.Code:         strandpb.ErrorCode_ERROR_CODE_PRODUCER_FENCED,
-	kerr.UnsupportedVersion.Code:           strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_VERSION,
-	kerr.CorruptMessage.Code:               strandpb.ErrorCode_ERROR_CODE_CORRUPT_BATCH,
-	kerr.NotController.Code:                strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER,
-	kerr.UnknownServerError.Code:           strandpb.ErrorCode_ERROR_CODE_INTERNAL,
-	kerr.LeaderNotAvailable.Code:           strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE,
-	kerr.InvalidConfig.Code:                strandpb.ErrorCode_ERROR_CODE_INVALID_CONFIG,
-	kerr.InvalidReplicationFactor.Code:     strandpb.ErrorCode_ERROR_CODE_INVALID_REPLICATION_FACTOR,
-	kerr.UnknownTopicID.Code:               strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID,
-	kerr.InconsistentClusterID.Code:        strandpb.ErrorCode_ERROR_CODE_CLUSTER_ID_MISMATCH,
-}
-
-// strandError is the Strand error for a Kafka code (nil for none); a code
-// the listener never answers is INTERNAL.
+// strandError is the Strand error for a Kafka code (nil for none), by
+// kafkaCodeRows read backward; a code the listener never answers is
+// INTERNAL.
 func strandError(code int16, msg *string) *strandpb.Error {
 	if code == 0 {
 		return nil
