@@ -67,8 +67,8 @@
 //
 // One table, next to the enum (proto/strandpb/errorcode.go), gives every ErrorCode its name and
 // whether it is retriable, may have been written, or calls for a metadata refresh; Definite()
-// follows. The node's mappings (wireErrorCodes, metaErrorCodes, groupErrorCodes: node errors to
-// codes), clientlib.Classify and error texts all read it for a code's meaning; TestErrorCodeTable
+// follows. The node's sentinels carry their code (strandpb.NewSentinel, strandpb.CodeOf), and
+// clientlib.Classify and error texts read this table for a code's meaning; TestErrorCodeTable
 // fails when an enum value has no row. Errors carry data (*Error{Code, Message, LeaderID,
 // LeaderAddress, LogStartOffset, HighWatermark}), match sentinels with errors.Is, and answer
 // Retriable(); callers never match strings. Typed failures a caller acts on: *UnreachableError

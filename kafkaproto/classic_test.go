@@ -1,7 +1,6 @@
 package kafkaproto
 
 import (
-	"errors"
 	"log/slog"
 	"net"
 	"slices"
@@ -24,26 +23,13 @@ type groupsBackend struct {
 	nowMs int64
 }
 
-var groupsBackendCodes = []struct {
-	err  error
-	code strandpb.ErrorCode
-}{
-	{groups.ErrUnknownMember, strandpb.ErrorCode_ERROR_CODE_UNKNOWN_MEMBER_ID},
-	{groups.ErrFencedMemberEpoch, strandpb.ErrorCode_ERROR_CODE_FENCED_MEMBER_EPOCH},
-	{groups.ErrStaleMemberEpoch, strandpb.ErrorCode_ERROR_CODE_STALE_MEMBER_EPOCH},
-	{groups.ErrStaleHeartbeat, strandpb.ErrorCode_ERROR_CODE_STALE_HEARTBEAT},
-}
-
+// groupsBackendError is err on the wire, by the code its engine/groups
+// sentinel carries, as the node sends it.
 func groupsBackendError(err error) *strandpb.Error {
 	if err == nil {
 		return nil
 	}
-	for _, row := range groupsBackendCodes {
-		if errors.Is(err, row.err) {
-			return &strandpb.Error{Code: row.code, Message: err.Error()}
-		}
-	}
-	return &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, Message: err.Error()}
+	return &strandpb.Error{Code: strandpb.CodeOf(err), Message: err.Error()}
 }
 
 func (b *groupsBackend) Submit(_ <-chan struct{}, req *strandpb.Request, reply func(*strandpb.Response)) error {

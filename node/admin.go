@@ -161,49 +161,16 @@ func (c *Core) handleListOffsets(req *strandpb.ListOffsetsRequest, answer func(*
 	}
 }
 
-// metaErrorCodes maps a metadata command's refusal to its wire code,
-// first match wins (INVALID_REQUEST when none does). These answers come
-// from the metadata group itself, so a missing topic is the definite
-// TOPIC_NOT_FOUND, not the UNKNOWN_TOPIC_OR_PARTITION of a node that may
-// lag.
-var metaErrorCodes = []struct {
-	err  error
-	code strandpb.ErrorCode
-}{
-	{metadata.ErrTopicExists, strandpb.ErrorCode_ERROR_CODE_TOPIC_EXISTS},
-	{metadata.ErrUnknownTopic, strandpb.ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND},
-	{metadata.ErrUnknownPartition, strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION},
-	{metadata.ErrInvalidReplicationFactor, strandpb.ErrorCode_ERROR_CODE_INVALID_REPLICATION_FACTOR},
-	// Fewer registered nodes than the factor, which the cluster's size
-	// allows (checkReplicationFactor refused the rest): a node may
-	// register in a moment.
-	{metadata.ErrNotEnoughReplicas, strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_REPLICAS},
-	{metadata.ErrInvalidConfig, strandpb.ErrorCode_ERROR_CODE_INVALID_CONFIG},
-	{metadata.ErrInvalidPartitions, strandpb.ErrorCode_ERROR_CODE_INVALID_PARTITIONS},
-	{metadata.ErrTooManyPartitions, strandpb.ErrorCode_ERROR_CODE_INVALID_PARTITIONS},
-	{metadata.ErrProducerIDsExhausted, strandpb.ErrorCode_ERROR_CODE_INTERNAL},
-	// ErrInvalidUser, ErrUnknownUser, ErrInvalidACL, ErrInvalidQuota and
-	// ErrTooManySecurityEntries are INVALID_REQUEST with the reason.
-	{metadata.ErrNodeRemoved, strandpb.ErrorCode_ERROR_CODE_NODE_REMOVED},
-	{metadata.ErrUnknownNode, strandpb.ErrorCode_ERROR_CODE_UNKNOWN_NODE},
-	{metadata.ErrMembershipRefused, strandpb.ErrorCode_ERROR_CODE_MEMBERSHIP_REFUSED},
-	{metadata.ErrMoveInProgress, strandpb.ErrorCode_ERROR_CODE_REASSIGNMENT_IN_PROGRESS},
-	{metadata.ErrInvalidReplicaAssignment, strandpb.ErrorCode_ERROR_CODE_INVALID_REPLICA_ASSIGNMENT},
-}
-
-// metaError maps a metadata command's refusal to its wire form.
+// metaError maps a metadata command's refusal to its wire form, its code
+// the one the metadata sentinel carries. These answers come from the
+// metadata group itself, so a missing topic is the definite TOPIC_NOT_FOUND
+// (metadata.ErrUnknownTopic's code), not the UNKNOWN_TOPIC_OR_PARTITION of
+// a node that may lag.
 func metaError(err error) *strandpb.Error {
 	if err == nil {
 		return nil
 	}
-	e := &strandpb.Error{Message: err.Error(), Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST}
-	for _, row := range metaErrorCodes {
-		if errors.Is(err, row.err) {
-			e.Code = row.code
-			break
-		}
-	}
-	return e
+	return &strandpb.Error{Message: err.Error(), Code: strandpb.CodeOf(err)}
 }
 
 // checkReplicationFactor refuses, before proposing, a factor the cluster
@@ -223,7 +190,7 @@ func (c *Core) checkReplicationFactor(rf int32) *strandpb.Error {
 // the request may go on.
 func (c *Core) adminPreflight(answer func(*strandpb.Response)) bool {
 	if lead, _ := c.metaLeader(); lead == 0 {
-		answer(requestError(strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER, ErrNotController.Error()))
+		answer(&strandpb.Response{Error: c.wireError(ErrNotController, 0, nil)})
 		return false
 	}
 	return true
@@ -366,7 +333,7 @@ func (c *Core) handleDescribeTopics(req *strandpb.DescribeTopicsRequest, answer 
 	}
 	lead, term := c.metaLeader()
 	if lead == 0 {
-		answer(requestError(strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER, ErrNotController.Error()))
+		answer(&strandpb.Response{Error: c.wireError(ErrNotController, 0, nil)})
 		return
 	}
 	if c.meta.live >= c.cfg.PendingRequestsMax {

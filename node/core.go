@@ -1,13 +1,13 @@
 package node
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
 
 	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog"
 )
 
@@ -191,31 +191,32 @@ const (
 // the way, most likely): refused before anything is written, so a resend
 // of the intact bytes is safe. Such an error also matches
 // ErrInvalidRequest.
-var ErrCorruptBatch = errors.New("node: corrupt batch")
+var ErrCorruptBatch = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_CORRUPT_BATCH, "node: corrupt batch")
 
-// Errors of requests; a request's Err wraps one of these (errors.Is).
+// Errors of requests; a request's Err wraps one of these (errors.Is),
+// and each carries its wire code (strandpb.CodeOf).
 var (
-	ErrNotLeader             = errors.New("node: not leader")
-	ErrUnknownTopicPartition = errors.New("node: unknown topic or partition")
-	ErrRecordTooLarge        = errors.New("node: record too large")
-	ErrInvalidRequest        = errors.New("node: invalid request")
-	ErrOffsetOutOfRange      = errors.New("node: offset out of range")
-	ErrTimeout               = errors.New("node: request timed out")
-	ErrOutOfOrderSequence    = errors.New("node: out of order sequence")
-	ErrProducerFenced        = errors.New("node: producer fenced")
-	ErrStopped               = errors.New("node: stopped")
+	ErrNotLeader             = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_NOT_LEADER, "node: not leader")
+	ErrUnknownTopicPartition = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION, "node: unknown topic or partition")
+	ErrRecordTooLarge        = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_RECORD_TOO_LARGE, "node: record too large")
+	ErrInvalidRequest        = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "node: invalid request")
+	ErrOffsetOutOfRange      = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE, "node: offset out of range")
+	ErrTimeout               = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_TIMEOUT, "node: request timed out")
+	ErrOutOfOrderSequence    = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE, "node: out of order sequence")
+	ErrProducerFenced        = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_PRODUCER_FENCED, "node: producer fenced")
+	ErrStopped               = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, "node: stopped")
 	// ErrUnknownProducer: an idempotent producer the partition has no
 	// record of sent a sequence other than 0; it must start a new epoch.
-	ErrUnknownProducer = errors.New("node: unknown producer")
+	ErrUnknownProducer = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE, "node: unknown producer")
 
 	// ErrBusy: too many requests wait in the partition; retriable.
-	ErrBusy = errors.New("node: too many pending requests")
+	ErrBusy = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, "node: too many pending requests")
 	// ErrStorage: the replica could not read its own log (a failed or
 	// corrupt read); retriable, possibly on another replica.
-	ErrStorage = errors.New("node: storage read failed")
+	ErrStorage = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, "node: storage read failed")
 	// ErrNotController: the metadata group has no leader this node knows
 	// (or the node runs without one); nothing was proposed; retriable.
-	ErrNotController = errors.New("node: no metadata group leader")
+	ErrNotController = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER, "node: no metadata group leader")
 )
 
 // Outcomes of a produce that was already proposed when the node stopped

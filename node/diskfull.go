@@ -9,6 +9,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog"
 )
 
@@ -53,7 +54,7 @@ import (
 
 // ErrNotEnoughSpace: the node's disk is full or below its free-space
 // floor; nothing was written. Retriable: writes resume once space returns.
-var ErrNotEnoughSpace = errors.New("node: not enough disk space")
+var ErrNotEnoughSpace = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_SPACE, "node: not enough disk space")
 
 const (
 	// spaceCheckTicks is the interval between two free-space checks.

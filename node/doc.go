@@ -188,11 +188,12 @@
 //
 // # Handle, per request
 //
-// Handle(req, respond) answers exactly once, through the completion queue. Errors become wire codes
-// through three node tables — wireErrorCodes (handle.go; unmapped: INTERNAL, maybe written),
-// metaErrorCodes (admin.go; unmapped: INVALID_REQUEST, definite) and groupErrorCodes (groups.go) —
-// and each code's meaning (retriable, maybe written, refresh) is the one table in
-// proto/strandpb/errorcode.go (package clientlib, "Errors"). Metadata: from this node's applied
+// Handle(req, respond) answers exactly once, through the completion queue. An error's wire code
+// is the one its sentinel carries (node's, engine/metadata's and engine/groups' sentinels are
+// strandpb.NewSentinel; strandpb.CodeOf finds the code through wrapping), INTERNAL (maybe written)
+// when no sentinel explains it, on every path (wireError, metaError, groupError); each code's
+// meaning (retriable, maybe written, refresh) is the one table in proto/strandpb/errorcode.go
+// (package clientlib, "Errors"). Metadata: from this node's applied
 // state (metadata_version says how far), leaders as above. Produce: per partition, acks 0/1/-1.
 // Fetch: long poll with min_bytes, max_wait_ms, max_bytes (the first batch always whole).
 // ListOffsets (by timestamp: the index finds the batch, then its records are scanned for the first

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
@@ -153,38 +152,19 @@ func liveKey(group, member string) string { return group + "\x00" + member }
 // Errors of the coordinator side.
 var (
 	// ErrNotCoordinator: this node does not lead the group's partition.
-	ErrNotCoordinator = errors.New("node: not the group's coordinator")
+	ErrNotCoordinator = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_NOT_COORDINATOR, "node: not the group's coordinator")
 	// ErrCoordinatorNotAvailable: the internal topic is being created or
 	// the group's partition has no leader yet.
-	ErrCoordinatorNotAvailable = errors.New("node: group coordinator not available yet")
+	ErrCoordinatorNotAvailable = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_COORDINATOR_NOT_AVAILABLE, "node: group coordinator not available yet")
 )
 
-// groupErrorCodes maps coordinator and engine/groups errors to wire codes;
-// anything else goes through wireError.
-var groupErrorCodes = []struct {
-	err  error
-	code strandpb.ErrorCode
-}{
-	{ErrNotCoordinator, strandpb.ErrorCode_ERROR_CODE_NOT_COORDINATOR},
-	{ErrCoordinatorNotAvailable, strandpb.ErrorCode_ERROR_CODE_COORDINATOR_NOT_AVAILABLE},
-	{ErrNotLeader, strandpb.ErrorCode_ERROR_CODE_NOT_COORDINATOR},
-	{ErrUnknownTopicPartition, strandpb.ErrorCode_ERROR_CODE_NOT_COORDINATOR},
-	{groups.ErrUnknownMember, strandpb.ErrorCode_ERROR_CODE_UNKNOWN_MEMBER_ID},
-	{groups.ErrFencedMemberEpoch, strandpb.ErrorCode_ERROR_CODE_FENCED_MEMBER_EPOCH},
-	{groups.ErrStaleMemberEpoch, strandpb.ErrorCode_ERROR_CODE_STALE_MEMBER_EPOCH},
-	{groups.ErrStaleHeartbeat, strandpb.ErrorCode_ERROR_CODE_STALE_HEARTBEAT},
-	{groups.ErrGroupNotEmpty, strandpb.ErrorCode_ERROR_CODE_GROUP_NOT_EMPTY},
-	{groups.ErrGroupNotFound, strandpb.ErrorCode_ERROR_CODE_GROUP_NOT_FOUND},
-	{groups.ErrGroupSubscribedToTopic, strandpb.ErrorCode_ERROR_CODE_GROUP_SUBSCRIBED_TO_TOPIC},
-	{groups.ErrInvalid, strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST},
-}
-
-// groupError is err on the wire.
+// groupError is err on the wire, by its sentinel's code, except that a
+// group's partition led elsewhere or not hosted here means the coordinator
+// moved: NOT_COORDINATOR, so the member finds it again.
 func (c *Core) groupError(err error) *strandpb.Error {
-	for _, row := range groupErrorCodes {
-		if errors.Is(err, row.err) {
-			return &strandpb.Error{Code: row.code, Message: err.Error()}
-		}
+	switch strandpb.CodeOf(err) {
+	case strandpb.ErrorCode_ERROR_CODE_NOT_LEADER, strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION:
+		return &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_NOT_COORDINATOR, Message: err.Error()}
 	}
 	return c.wireError(err, 0, nil)
 }

@@ -2,7 +2,6 @@ package node
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -111,45 +110,8 @@ func (c *Core) msToTicks(ms int32, fallback uint64) uint64 {
 	return uint64((d + c.cfg.TickDuration - 1) / c.cfg.TickDuration)
 }
 
-// wireErrorCodes maps the node's errors to wire codes, first match wins;
-// what each code tells a client (retriable, maybe written, refresh
-// metadata) is strandpb.ErrorCode.Info, the one table of codes. An error
-// matching no row is INTERNAL.
-var wireErrorCodes = []struct {
-	err  error
-	code strandpb.ErrorCode
-}{
-	{ErrNotLeader, strandpb.ErrorCode_ERROR_CODE_NOT_LEADER},
-	{ErrUnknownTopicPartition, strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION},
-	{ErrUnknownTopicID, strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID},
-	{ErrRecordTooLarge, strandpb.ErrorCode_ERROR_CODE_RECORD_TOO_LARGE},
-	{ErrOffsetOutOfRange, strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE},
-	{ErrTimeout, strandpb.ErrorCode_ERROR_CODE_TIMEOUT},
-	{ErrCorruptBatch, strandpb.ErrorCode_ERROR_CODE_CORRUPT_BATCH},
-	{ErrInvalidRequest, strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST},
-	{ErrOutOfOrderSequence, strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE},
-	{ErrUnknownProducer, strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE},
-	{ErrProducerFenced, strandpb.ErrorCode_ERROR_CODE_PRODUCER_FENCED},
-	{ErrNotController, strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER},
-	{ErrStopped, strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE},
-	{ErrBusy, strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE},
-	{ErrReplicaRecovering, strandpb.ErrorCode_ERROR_CODE_REPLICA_RECOVERING},
-	{ErrNotEnoughSpace, strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_SPACE},
-	{ErrStorage, strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE},
-}
-
-// errorCode is err's wire code by wireErrorCodes (INTERNAL when no row
-// matches).
-func errorCode(err error) strandpb.ErrorCode {
-	for _, row := range wireErrorCodes {
-		if errors.Is(err, row.err) {
-			return row.code
-		}
-	}
-	return strandpb.ErrorCode_ERROR_CODE_INTERNAL
-}
-
-// wireError maps a node error to its wire form. lead is the leader this
+// wireError maps a node error to its wire form, its code the one its
+// sentinel carries (strandpb.CodeOf: INTERNAL when none does). lead is the leader this
 // node knows (NOT_LEADER hint); tp, when the partition is not hosted here,
 // decides between UNKNOWN_TOPIC_OR_PARTITION and NOT_LEADER (it exists
 // elsewhere: the client should refresh metadata and go to a replica).
@@ -157,7 +119,7 @@ func (c *Core) wireError(err error, lead NodeID, tp *TopicPartition) *strandpb.E
 	if err == nil {
 		return nil
 	}
-	e := &strandpb.Error{Message: err.Error(), Code: errorCode(err)}
+	e := &strandpb.Error{Message: err.Error(), Code: strandpb.CodeOf(err)}
 	switch e.Code {
 	case strandpb.ErrorCode_ERROR_CODE_NOT_LEADER:
 		if lead == 0 {

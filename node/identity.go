@@ -1,16 +1,16 @@
 package node
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/proto/strandpb"
 )
 
 // ErrUnknownTopicID: the request names a topic id the topic does not have
 // (it was deleted, and maybe created again under the same name). Definite:
 // offsets of the old topic mean nothing in the new one.
-var ErrUnknownTopicID = errors.New("node: unknown topic id")
+var ErrUnknownTopicID = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID, "node: unknown topic id")
 
 // ClusterID is the cluster's id as this node has applied it: zero in
 // static mode and until the metadata group applied its first command. The

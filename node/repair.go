@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 
+	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog"
 )
 
@@ -32,7 +33,7 @@ import (
 
 // ErrReplicaRecovering: the replica is being rebuilt from its peers after
 // its data was found corrupt; retriable, another replica may serve.
-var ErrReplicaRecovering = errors.New("node: replica is rebuilding from its peers")
+var ErrReplicaRecovering = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_REPLICA_RECOVERING, "node: replica is rebuilding from its peers")
 
 // discardReplica marks the partition replica in dir as recovering and
 // removes its raft log and checkpoints, so it reopens empty and rebuilds.

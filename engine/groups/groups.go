@@ -2,9 +2,10 @@ package groups
 
 import (
 	"cmp"
-	"errors"
 	"slices"
 	"strings"
+
+	"github.com/strandlog/strand/proto/strandpb"
 )
 
 // Limits that keep one command's work bounded.
@@ -30,30 +31,31 @@ const (
 	EpochLeaveStatic int32 = -2
 )
 
-// Refusals. Each leaves the state unchanged.
+// Refusals. Each leaves the state unchanged and carries its wire code
+// (strandpb.CodeOf), which the coordinator answers.
 var (
 	// ErrUnknownMember: the member id is not in the group (never joined,
 	// left, expired, or replaced by its instance id): rejoin with epoch 0.
-	ErrUnknownMember = errors.New("unknown member id")
+	ErrUnknownMember = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_UNKNOWN_MEMBER_ID, "unknown member id")
 	// ErrFencedMemberEpoch: the member's epoch is not one the coordinator
 	// handed it (a zombie, or it was fenced): rejoin with epoch 0.
-	ErrFencedMemberEpoch = errors.New("fenced member epoch")
+	ErrFencedMemberEpoch = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_FENCED_MEMBER_EPOCH, "fenced member epoch")
 	// ErrStaleMemberEpoch: a commit carries an epoch older than the
 	// member's: heartbeat first, then commit what it still owns.
-	ErrStaleMemberEpoch = errors.New("stale member epoch")
+	ErrStaleMemberEpoch = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_STALE_MEMBER_EPOCH, "stale member epoch")
 	// ErrStaleHeartbeat: the heartbeat's sequence number is not newer than
 	// one already applied (a duplicate or reordered resend): ignore it.
-	ErrStaleHeartbeat = errors.New("stale heartbeat sequence")
+	ErrStaleHeartbeat = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_STALE_HEARTBEAT, "stale heartbeat sequence")
 	// ErrGroupNotEmpty: the operation needs a group without members.
-	ErrGroupNotEmpty = errors.New("group has active members")
+	ErrGroupNotEmpty = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_GROUP_NOT_EMPTY, "group has active members")
 	// ErrGroupNotFound: no such group.
-	ErrGroupNotFound = errors.New("group not found")
+	ErrGroupNotFound = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_GROUP_NOT_FOUND, "group not found")
 	// ErrGroupSubscribedToTopic: an offset delete of a partition whose
 	// topic a member of the group subscribes to; the offset is kept.
-	ErrGroupSubscribedToTopic = errors.New("group subscribed to topic")
+	ErrGroupSubscribedToTopic = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_GROUP_SUBSCRIBED_TO_TOPIC, "group subscribed to topic")
 	// ErrInvalid: a malformed command (empty or oversized names, a
 	// negative offset, too many members or partitions).
-	ErrInvalid = errors.New("invalid group command")
+	ErrInvalid = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "invalid group command")
 )
 
 // TopicPartition names one partition.

@@ -12,48 +12,52 @@ import (
 
 // Client-visible outcomes of applying a command, carried in Result.Err
 // (match them with errors.Is). They are not bugs: every replica reaches the
-// same outcome for the same entry, and the state is unchanged.
+// same outcome for the same entry, and the state is unchanged. Each carries
+// the wire code the node answers (strandpb.CodeOf), except
+// ErrInvalidSnapshot, which answers no request.
 var (
 	// ErrInvalidCommand: the entry's bytes do not decode or name no command.
-	ErrInvalidCommand = errors.New("metadata: invalid command")
+	ErrInvalidCommand = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "metadata: invalid command")
 	// ErrInvalidNode: node id 0, or an empty or oversized address or rack.
-	ErrInvalidNode = errors.New("metadata: invalid node")
+	ErrInvalidNode = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "metadata: invalid node")
 	// ErrUnknownNode: no registered node has the id.
-	ErrUnknownNode = errors.New("metadata: unknown node")
+	ErrUnknownNode = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_UNKNOWN_NODE, "metadata: unknown node")
 	// ErrTooManyNodes: registering one more node would pass NodesMax.
-	ErrTooManyNodes = errors.New("metadata: too many nodes")
+	ErrTooManyNodes = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "metadata: too many nodes")
 	// ErrInvalidTopicName: not 1..249 characters of [a-zA-Z0-9._-], or "."
 	// or "..".
-	ErrInvalidTopicName = errors.New("metadata: invalid topic name")
+	ErrInvalidTopicName = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "metadata: invalid topic name")
 	// ErrTopicExists: a topic of that name exists already.
-	ErrTopicExists = errors.New("metadata: topic exists")
+	ErrTopicExists = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_TOPIC_EXISTS, "metadata: topic exists")
 	// ErrUnknownTopic: no topic of that name exists.
-	ErrUnknownTopic = errors.New("metadata: unknown topic")
+	ErrUnknownTopic = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND, "metadata: unknown topic")
 	// ErrUnknownPartition: the topic has no partition of that number.
-	ErrUnknownPartition = errors.New("metadata: unknown partition")
+	ErrUnknownPartition = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION, "metadata: unknown partition")
 	// ErrInvalidPartitions: a partition count outside 1..PartitionsMax, or
 	// (CreatePartitions) not above the topic's current count.
-	ErrInvalidPartitions = errors.New("metadata: invalid partition count")
+	ErrInvalidPartitions = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_INVALID_PARTITIONS, "metadata: invalid partition count")
 	// ErrTooManyPartitions: the cluster would hold more than
 	// ClusterPartitionsMax partitions.
-	ErrTooManyPartitions = errors.New("metadata: too many partitions in the cluster")
+	ErrTooManyPartitions = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_INVALID_PARTITIONS, "metadata: too many partitions in the cluster")
 	// ErrInvalidReplicationFactor: a replication factor below 1.
-	ErrInvalidReplicationFactor = errors.New("metadata: invalid replication factor")
+	ErrInvalidReplicationFactor = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_INVALID_REPLICATION_FACTOR, "metadata: invalid replication factor")
 	// ErrNotEnoughReplicas: the replication factor exceeds the number of
-	// registered, unfenced nodes.
-	ErrNotEnoughReplicas = errors.New("metadata: not enough replicas")
+	// registered, unfenced nodes. Retriable on the wire: a node may
+	// register in a moment (the node refuses a factor above the cluster's
+	// size before proposing).
+	ErrNotEnoughReplicas = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_REPLICAS, "metadata: not enough replicas")
 	// ErrInvalidConfig: an unknown configuration key or a value out of range.
-	ErrInvalidConfig = errors.New("metadata: invalid topic config")
+	ErrInvalidConfig = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_INVALID_CONFIG, "metadata: invalid topic config")
 	// ErrInvalidProducerIDCount: a count outside 1..ProducerIDBlockMax.
-	ErrInvalidProducerIDCount = errors.New("metadata: invalid producer id count")
+	ErrInvalidProducerIDCount = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "metadata: invalid producer id count")
 	// ErrProducerIDsExhausted: the int64 producer id space is used up.
-	ErrProducerIDsExhausted = errors.New("metadata: producer ids exhausted")
+	ErrProducerIDsExhausted = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_INTERNAL, "metadata: producer ids exhausted")
 	// ErrNodeRemoved: the node was removed from the cluster; it may not
 	// register or change state again (ids are not reused).
-	ErrNodeRemoved = errors.New("metadata: node removed")
+	ErrNodeRemoved = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_NODE_REMOVED, "metadata: node removed")
 	// ErrMembershipRefused: a node state change out of order (removing an
 	// active node) or removing a node that still holds replicas.
-	ErrMembershipRefused = errors.New("metadata: membership change refused")
+	ErrMembershipRefused = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_MEMBERSHIP_REFUSED, "metadata: membership change refused")
 	// ErrInvalidSnapshot: Restore was given bytes that do not decode, an
 	// unknown version or a state that breaks an invariant.
 	ErrInvalidSnapshot = errors.New("metadata: invalid snapshot")

@@ -1,7 +1,6 @@
 package metadata
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 
@@ -12,14 +11,14 @@ import (
 var (
 	// ErrMoveInProgress: the partition is already moving; a second move
 	// waits for the first to complete.
-	ErrMoveInProgress = errors.New("metadata: a move of the partition is in progress")
+	ErrMoveInProgress = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_REASSIGNMENT_IN_PROGRESS, "metadata: a move of the partition is in progress")
 	// ErrInvalidReplicaAssignment: a move target that is empty, repeats a
 	// node, or names a node that is not registered (or is fenced and not
 	// already a replica).
-	ErrInvalidReplicaAssignment = errors.New("metadata: invalid replica assignment")
+	ErrInvalidReplicaAssignment = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_INVALID_REPLICA_ASSIGNMENT, "metadata: invalid replica assignment")
 	// ErrNoMoveInProgress: a completion for a partition with no move in
 	// progress, or with another target (a late duplicate): nothing changes.
-	ErrNoMoveInProgress = errors.New("metadata: no such move in progress")
+	ErrNoMoveInProgress = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "metadata: no such move in progress")
 )
 
 // MoveReplicasMax bounds a move target's length.

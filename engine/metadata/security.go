@@ -3,7 +3,6 @@ package metadata
 import (
 	"bytes"
 	"cmp"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -24,16 +23,16 @@ import (
 var (
 	// ErrInvalidUser: a bad user name or credential (unknown mechanism,
 	// fewer than ScramIterationsMin iterations, key of the wrong length).
-	ErrInvalidUser = errors.New("metadata: invalid user")
+	ErrInvalidUser = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "metadata: invalid user")
 	// ErrUnknownUser: no such user (or no credential for that mechanism).
-	ErrUnknownUser = errors.New("metadata: unknown user")
+	ErrUnknownUser = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "metadata: unknown user")
 	// ErrInvalidACL: a binding with an unknown field value.
-	ErrInvalidACL = errors.New("metadata: invalid ACL")
+	ErrInvalidACL = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "metadata: invalid ACL")
 	// ErrInvalidQuota: a bad principal or a negative rate.
-	ErrInvalidQuota = errors.New("metadata: invalid quota")
+	ErrInvalidQuota = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "metadata: invalid quota")
 	// ErrTooManySecurityEntries: more than SecurityEntriesMax users, bindings
 	// or quotas.
-	ErrTooManySecurityEntries = errors.New("metadata: too many users, ACLs or quotas")
+	ErrTooManySecurityEntries = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "metadata: too many users, ACLs or quotas")
 )
 
 // Security bounds.

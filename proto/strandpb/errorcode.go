@@ -1,6 +1,9 @@
 package strandpb
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // CodeInfo is what a wire error code means to whoever receives it: the one
 // table the node's mapping, the Go client's classification and the fake
@@ -112,3 +115,36 @@ func (x ErrorCode) Info() CodeInfo {
 
 // Name is code's user-facing name (Info().Name).
 func (x ErrorCode) Name() string { return x.Info().Name }
+
+// sentinel is an error that carries its wire code. Packages make their
+// sentinels with NewSentinel, so mapping an error to the wire needs no
+// table beside them: CodeOf finds the code through any wrapping.
+type sentinel struct {
+	code ErrorCode
+	text string
+}
+
+// NewSentinel returns an error with text whose wire code is code. errors.Is
+// matches it by identity, as it does errors.New's.
+func NewSentinel(code ErrorCode, text string) error {
+	return &sentinel{code: code, text: text}
+}
+
+// Error implements error.
+func (s *sentinel) Error() string { return s.text }
+
+// CodeOf is err's wire code: NONE for nil, else the code of the first
+// sentinel in err's tree (errors.As order: err, then what it wraps, depth
+// first, left to right), else INTERNAL. INTERNAL is the one default, since
+// an error no sentinel explains came after the request was taken and a
+// write may have happened.
+func CodeOf(err error) ErrorCode {
+	if err == nil {
+		return ErrorCode_ERROR_CODE_NONE
+	}
+	var s *sentinel
+	if errors.As(err, &s) {
+		return s.code
+	}
+	return ErrorCode_ERROR_CODE_INTERNAL
+}

@@ -1,6 +1,8 @@
 package strandpb
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -40,5 +42,36 @@ func TestErrorCodeDefinite(t *testing.T) {
 	}
 	if ErrorCode(1000).Name() != "error_code_1000" {
 		t.Errorf("unknown code named %q", ErrorCode(1000).Name())
+	}
+}
+
+// CodeOf finds a sentinel's code through wrapping, takes the first
+// sentinel of a tree (the outermost, then left to right), and gives NONE
+// for nil and INTERNAL (maybe written) for an error no sentinel explains.
+func TestCodeOf(t *testing.T) {
+	notLeader := NewSentinel(ErrorCode_ERROR_CODE_NOT_LEADER, "not leader")
+	invalid := NewSentinel(ErrorCode_ERROR_CODE_INVALID_REQUEST, "invalid")
+	corrupt := NewSentinel(ErrorCode_ERROR_CODE_CORRUPT_BATCH, "corrupt")
+	plain := errors.New("plain")
+	for _, tc := range []struct {
+		err  error
+		want ErrorCode
+	}{
+		{nil, ErrorCode_ERROR_CODE_NONE},
+		{plain, ErrorCode_ERROR_CODE_INTERNAL},
+		{notLeader, ErrorCode_ERROR_CODE_NOT_LEADER},
+		{fmt.Errorf("partition 3: %w", notLeader), ErrorCode_ERROR_CODE_NOT_LEADER},
+		{fmt.Errorf("%w: %w: %w", corrupt, invalid, plain), ErrorCode_ERROR_CODE_CORRUPT_BATCH},
+		{fmt.Errorf("%w: %w", plain, invalid), ErrorCode_ERROR_CODE_INVALID_REQUEST},
+	} {
+		if got := CodeOf(tc.err); got != tc.want {
+			t.Errorf("CodeOf(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+	if wrapped := fmt.Errorf("x: %w", notLeader); !errors.Is(wrapped, notLeader) || errors.Is(wrapped, invalid) {
+		t.Error("errors.Is does not match sentinels by identity")
+	}
+	if notLeader.Error() != "not leader" {
+		t.Errorf("text %q", notLeader.Error())
 	}
 }
