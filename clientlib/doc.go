@@ -45,8 +45,9 @@
 // numbered in order, at most 5 unresolved; a retriable failure drains the window and resends the
 // unresolved batches with the same numbers; a batch that fails for good leaves a hole, and the
 // later batches are renumbered under epoch+1 from sequence 0 (KIP-360 per partition) only once none
-// of them may already be in the log; an OUT_OF_ORDER_SEQUENCE for a batch an earlier attempt of
-// which may be in the log fails it (maybe written) instead of renumbering it. A rapid model test
+// of them may already be in the log; an UNKNOWN_PRODUCER_ID (the partition lost the producer's
+// state) or OUT_OF_ORDER_SEQUENCE for a batch an earlier attempt of which may be in the log fails
+// it (maybe written) instead of renumbering it. A rapid model test
 // against a server with the engine's dedup rules checks no loss, no duplicate, order kept.
 //
 // # Group consumer

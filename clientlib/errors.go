@@ -54,6 +54,10 @@ var (
 	// ErrTopicNotFound: the metadata group has no such topic. ErrUnknownTopic
 	// matches it too.
 	ErrTopicNotFound = &Error{Code: strandpb.ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND}
+	// ErrUnknownProducerID: the partition has no state for the idempotent
+	// producer (retention deleted its batches); the producer renumbers
+	// under a new epoch as after OUT_OF_ORDER_SEQUENCE.
+	ErrUnknownProducerID = &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNKNOWN_PRODUCER_ID}
 )
 
 // Client-side errors that have no wire code.

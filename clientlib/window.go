@@ -99,9 +99,9 @@ type windowEntry struct {
 //     is in flight, every batch before the hole is resolved, and no batch
 //     after it may already be in the log; batches that may be are resent
 //     with their old numbers first to find out.
-//   - OUT_OF_ORDER_SEQUENCE for a batch sent when every earlier batch was
-//     already acked means the server lost the producer state (retention
-//     deleted all its batches): the batch is renumbered the same way,
+//   - UNKNOWN_PRODUCER_ID, or OUT_OF_ORDER_SEQUENCE for a batch sent when
+//     every earlier batch was already acked, means the server lost the
+//     producer state (retention deleted all its batches): the batch is renumbered the same way,
 //     unless an earlier attempt of it may be in the log: then it fails,
 //     maybe written, rather than risk being written twice. Sent while an earlier batch was
 //     unresolved, it only means the attempt overtook its predecessor
@@ -262,7 +262,7 @@ func (w *Window) Report(id BatchID, baseOffset int64, err error, now, retryAt ti
 	if action.MaybeWritten && e.sentAtEpoch == w.epoch {
 		e.maybeWrote = true
 	}
-	if w.cfg.Idempotent && errors.Is(err, ErrOutOfOrderSequence) {
+	if w.cfg.Idempotent && (errors.Is(err, ErrOutOfOrderSequence) || errors.Is(err, ErrUnknownProducerID)) {
 		// Refused: this attempt is not in the log. Resend after the
 		// missing predecessor, or renumber if there is none.
 		if e.predAcked && e.maybeWrote {

@@ -299,11 +299,20 @@ func TestWindowDeliveryTimeout(t *testing.T) {
 
 // When retention deletes a producer's batches the server forgets it, and a
 // resend of a batch that may already be in the log (its first attempt timed
-// out, its successor was accepted) is refused with OUT_OF_ORDER_SEQUENCE.
+// out, its successor was accepted) is refused with UNKNOWN_PRODUCER_ID
+// (OUT_OF_ORDER_SEQUENCE from nodes that folded the two together).
 // Renumbering it would write it a second time, after its successor (found
 // by the simulator with short retention); it fails, maybe written, and only
 // the batches after it are renumbered.
 func TestWindowStateLostAfterMaybeWritten(t *testing.T) {
+	for _, code := range []strandpb.ErrorCode{strandpb.ErrorCode_ERROR_CODE_UNKNOWN_PRODUCER_ID, strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE} {
+		t.Run(code.Name(), func(t *testing.T) { checkStateLostAfterMaybeWritten(t, code) })
+	}
+}
+
+// checkStateLostAfterMaybeWritten is TestWindowStateLostAfterMaybeWritten
+// with the resend refused by code.
+func checkStateLostAfterMaybeWritten(t *testing.T, code strandpb.ErrorCode) {
 	w := NewWindow(WindowConfig{Idempotent: true, InFlightMax: 5, AttemptsMax: 10})
 	a := w.Push(1, 0)
 	b := w.Push(1, 0)
@@ -316,7 +325,7 @@ func TestWindowStateLostAfterMaybeWritten(t *testing.T) {
 	if !ok || resend.ID != b || resend.Epoch != 0 {
 		t.Fatalf("resend %+v %v", resend, ok)
 	}
-	w.Report(b, -1, &Error{Code: strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE}, 0, 0)
+	w.Report(b, -1, &Error{Code: code}, 0, 0)
 	next, ok := w.Next(0)
 	if !ok || next.ID != c || next.Epoch != 1 || next.BaseSequence != 0 {
 		t.Fatalf("after the lost state got %+v %v, want batch %d at epoch 1 sequence 0", next, ok, c)

@@ -112,8 +112,9 @@
 // Kafka's to Strand's for the simulator's Kafka path. Never a false "definite": a code that may
 // have been written maps to one kerr calls retriable. TestKafkaCodeTable round-trips every row
 // and compares each code's Definite flag with kerr.Retriable; the rows that differ are listed
-// there with their reason (OUT_OF_ORDER_SEQUENCE, handled by the idempotent producer;
-// TOPIC_NOT_FOUND and UNKNOWN_TOPIC_ID, Kafka's own codes for those conditions). Tests:
+// there with their reason (OUT_OF_ORDER_SEQUENCE and UNKNOWN_PRODUCER_ID, handled by the
+// idempotent producer; TOPIC_NOT_FOUND and UNKNOWN_TOPIC_ID, Kafka's own codes for those
+// conditions). Tests:
 // translation round trips, exact batch round trip, every codec, refusals, FuzzAnyRequest over every
 // key kmsg knows plus one fuzz target per decoder; real kcat and franz-go against real processes
 // (cmd/strand).

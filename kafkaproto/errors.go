@@ -35,6 +35,7 @@ var kafkaCodeRows = []struct {
 	{strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, kerr.InvalidRequest},
 	{strandpb.ErrorCode_ERROR_CODE_TOPIC_EXISTS, kerr.TopicAlreadyExists},
 	{strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE, kerr.OutOfOrderSequenceNumber},
+	{strandpb.ErrorCode_ERROR_CODE_UNKNOWN_PRODUCER_ID, kerr.UnknownProducerID},
 	{strandpb.ErrorCode_ERROR_CODE_PRODUCER_FENCED, kerr.InvalidProducerEpoch},
 	{strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_VERSION, kerr.UnsupportedVersion},
 	{strandpb.ErrorCode_ERROR_CODE_CORRUPT_BATCH, kerr.CorruptMessage},

@@ -18,6 +18,7 @@ var kerrDisagreements = map[strandpb.ErrorCode]string{
 	// as Strand's clientlib.Window resends or renumbers. Nothing was
 	// written, so failing is never a false definite.
 	strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE: "handled by the idempotent producer, not retried by the flag",
+	strandpb.ErrorCode_ERROR_CODE_UNKNOWN_PRODUCER_ID:   "handled by the idempotent producer, not retried by the flag",
 	// Kafka has one code for a missing topic; its admin clients report it
 	// for a delete of a topic that does not exist.
 	strandpb.ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND: "Kafka's only code for a missing topic",
@@ -114,7 +115,8 @@ func TestStrandErrorDefault(t *testing.T) {
 // or the simulator's Kafka path sees it: INTERNAL may have been written, so
 // a Kafka client must not get the definite UNKNOWN_SERVER_ERROR; and a
 // full-disk refusal (KAFKA_STORAGE_ERROR) comes back as NOT_ENOUGH_SPACE,
-// retriable and not written, not as INTERNAL.
+// retriable and not written, not as INTERNAL; an unknown producer is
+// Kafka's UNKNOWN_PRODUCER_ID, not OUT_OF_ORDER_SEQUENCE_NUMBER.
 func TestKafkaCodesReviewFound(t *testing.T) {
 	internal := &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INTERNAL}
 	if got := kafkaCode(internal); !kerr.IsRetriable(kerr.ErrorForCode(got)) {
@@ -122,5 +124,9 @@ func TestKafkaCodesReviewFound(t *testing.T) {
 	}
 	if got := strandError(kerr.KafkaStorageError.Code, nil).GetCode(); got != strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_SPACE {
 		t.Errorf("KAFKA_STORAGE_ERROR → %v, want NOT_ENOUGH_SPACE", got)
+	}
+	unknownProducer := &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_UNKNOWN_PRODUCER_ID}
+	if got := kafkaCode(unknownProducer); got != kerr.UnknownProducerID.Code {
+		t.Errorf("UNKNOWN_PRODUCER_ID → Kafka code %d, want %d", got, kerr.UnknownProducerID.Code)
 	}
 }

@@ -207,7 +207,7 @@ var (
 	ErrStopped               = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, "node: stopped")
 	// ErrUnknownProducer: an idempotent producer the partition has no
 	// record of sent a sequence other than 0; it must start a new epoch.
-	ErrUnknownProducer = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE, "node: unknown producer")
+	ErrUnknownProducer = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_UNKNOWN_PRODUCER_ID, "node: unknown producer")
 
 	// ErrBusy: too many requests wait in the partition; retriable.
 	ErrBusy = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, "node: too many pending requests")

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"testing"
+
+	"github.com/strandlog/strand/proto/strandpb"
 )
 
 var tp0 = TopicPartition{Topic: "orders", Partition: 0}
@@ -148,6 +150,24 @@ func TestIdempotentRetryWrittenOnce(t *testing.T) {
 	}
 	fetched, hwm := c.fetchAll(lead, tp0)
 	checkFetched(t, fetched, hwm, [][]byte{first, second}, []int64{3, 2})
+}
+
+// A producer the partition has no state for, sending a sequence other
+// than 0, is answered UNKNOWN_PRODUCER_ID (Kafka's code for it), not the
+// OUT_OF_ORDER_SEQUENCE of a gap, and nothing is written.
+func TestUnknownProducerAnswered(t *testing.T) {
+	c := newCluster(t, 4, 3, replicated(3, "orders", 1), nil)
+	lead := c.leader(tp0)
+	res := c.produce(lead, ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: 9, BaseSequence: 5, Batch: testBatch(t, "u", 2)})
+	if !errors.Is(res.Err, ErrUnknownProducer) {
+		t.Fatalf("unknown producer: %+v", res)
+	}
+	if code := c.cores[lead].wireError(res.Err, lead, &tp0).GetCode(); code != strandpb.ErrorCode_ERROR_CODE_UNKNOWN_PRODUCER_ID {
+		t.Errorf("unknown producer answered %v, want UNKNOWN_PRODUCER_ID", code)
+	}
+	if fetched, hwm := c.fetchAll(lead, tp0); len(fetched) != 0 || hwm != 0 {
+		t.Errorf("refused batch written: %d batches, high-water mark %d", len(fetched), hwm)
+	}
 }
 
 // acks=0 completes at once and acks=1 once the leader synced; both report

@@ -46,8 +46,11 @@ var errorCodeInfo = map[ErrorCode]CodeInfo{
 	// Retriable here; the idempotent window decides what it means for a
 	// given batch.
 	ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE: {Name: "out_of_order_sequence", Retriable: true},
-	ErrorCode_ERROR_CODE_PRODUCER_FENCED:       {Name: "producer_fenced"},
-	ErrorCode_ERROR_CODE_UNSUPPORTED_VERSION:   {Name: "unsupported_version"},
+	// The partition lost (or never had) the producer's state: retriable
+	// as OUT_OF_ORDER_SEQUENCE, which the idempotent window treats alike.
+	ErrorCode_ERROR_CODE_UNKNOWN_PRODUCER_ID: {Name: "unknown_producer_id", Retriable: true},
+	ErrorCode_ERROR_CODE_PRODUCER_FENCED:     {Name: "producer_fenced"},
+	ErrorCode_ERROR_CODE_UNSUPPORTED_VERSION: {Name: "unsupported_version"},
 	// Damaged in transit: a resend carries a fresh copy.
 	ErrorCode_ERROR_CODE_CORRUPT_BATCH:  {Name: "corrupt_batch", Retriable: true},
 	ErrorCode_ERROR_CODE_NOT_CONTROLLER: {Name: "not_controller", Retriable: true, RefreshMetadata: true},
