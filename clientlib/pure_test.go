@@ -38,6 +38,7 @@ func TestClassify(t *testing.T) {
 	}{
 		{&Error{Code: strandpb.ErrorCode_ERROR_CODE_NOT_LEADER}, Action{Retriable: true, RefreshMetadata: true}},
 		{&Error{Code: strandpb.ErrorCode_ERROR_CODE_TIMEOUT}, Action{Retriable: true, MaybeWritten: true}},
+		{&Error{Code: strandpb.ErrorCode_ERROR_CODE_BUSY}, Action{Retriable: true}}, // the leader has not moved
 		{&Error{Code: strandpb.ErrorCode_ERROR_CODE_RECORD_TOO_LARGE}, Action{}},
 		{&Error{Code: strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE}, Action{}},
 		{&ConnError{Addr: "a", Sent: true, Err: errors.New("x")}, Action{Retriable: true, RefreshMetadata: true, MaybeWritten: true}},

@@ -45,6 +45,12 @@ var kafkaCodeRows = []struct {
 	// good. REQUEST_TIMED_OUT says "outcome unknown" (it maps back to
 	// TIMEOUT, also maybe written).
 	{strandpb.ErrorCode_ERROR_CODE_INTERNAL, kerr.RequestTimedOut},
+	// Too many requests wait at the leader; nothing was proposed. Of the
+	// retriable codes, only REQUEST_TIMED_OUT and
+	// NOT_ENOUGH_REPLICAS_AFTER_APPEND make franz-go resend after its
+	// backoff without refreshing metadata (kgo's sink.go), as Strand's
+	// client does; both read as maybe written, which is only cautious.
+	{strandpb.ErrorCode_ERROR_CODE_BUSY, kerr.RequestTimedOut},
 	// No leader yet, or the node is stopping: retriable after a metadata
 	// refresh.
 	{strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, kerr.LeaderNotAvailable},

@@ -116,7 +116,8 @@ func TestStrandErrorDefault(t *testing.T) {
 // a Kafka client must not get the definite UNKNOWN_SERVER_ERROR; and a
 // full-disk refusal (KAFKA_STORAGE_ERROR) comes back as NOT_ENOUGH_SPACE,
 // retriable and not written, not as INTERNAL; an unknown producer is
-// Kafka's UNKNOWN_PRODUCER_ID, not OUT_OF_ORDER_SEQUENCE_NUMBER.
+// Kafka's UNKNOWN_PRODUCER_ID, not OUT_OF_ORDER_SEQUENCE_NUMBER; a busy
+// leader is not LEADER_NOT_AVAILABLE (every client would refresh metadata).
 func TestKafkaCodesReviewFound(t *testing.T) {
 	internal := &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INTERNAL}
 	if got := kafkaCode(internal); !kerr.IsRetriable(kerr.ErrorForCode(got)) {
@@ -124,6 +125,10 @@ func TestKafkaCodesReviewFound(t *testing.T) {
 	}
 	if got := strandError(kerr.KafkaStorageError.Code, nil).GetCode(); got != strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_SPACE {
 		t.Errorf("KAFKA_STORAGE_ERROR → %v, want NOT_ENOUGH_SPACE", got)
+	}
+	busy := &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_BUSY}
+	if got := kafkaCode(busy); got != kerr.RequestTimedOut.Code {
+		t.Errorf("BUSY → Kafka code %d, want REQUEST_TIMED_OUT, which franz-go resends without a metadata refresh", got)
 	}
 	unknownProducer := &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_UNKNOWN_PRODUCER_ID}
 	if got := kafkaCode(unknownProducer); got != kerr.UnknownProducerID.Code {

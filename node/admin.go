@@ -337,7 +337,7 @@ func (c *Core) handleDescribeTopics(req *strandpb.DescribeTopicsRequest, answer 
 		return
 	}
 	if c.meta.live >= c.cfg.PendingRequestsMax {
-		answer(requestError(strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, ErrBusy.Error()))
+		answer(&strandpb.Response{Error: c.wireError(ErrBusy, 0, nil)})
 		return
 	}
 	c.readIndex(c.meta, term, func(*group) { describe() }, func(err error, _ NodeID) {

@@ -209,8 +209,9 @@ var (
 	// record of sent a sequence other than 0; it must start a new epoch.
 	ErrUnknownProducer = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_UNKNOWN_PRODUCER_ID, "node: unknown producer")
 
-	// ErrBusy: too many requests wait in the partition; retriable.
-	ErrBusy = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, "node: too many pending requests")
+	// ErrBusy: too many requests wait in the partition; nothing was
+	// proposed; retriable at the same leader.
+	ErrBusy = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_BUSY, "node: too many pending requests")
 	// ErrStorage: the replica could not read its own log (a failed or
 	// corrupt read); retriable, possibly on another replica.
 	ErrStorage = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, "node: storage read failed")

@@ -170,6 +170,32 @@ func TestUnknownProducerAnswered(t *testing.T) {
 	}
 }
 
+// A leader with PendingRequestsMax produces waiting refuses the next with
+// BUSY: retriable, nothing written, and no metadata refresh (the leader has
+// not moved), where it used to answer UNAVAILABLE, which sends every client
+// to refresh metadata. The waiting produce completes.
+func TestBusyLeaderAnswersBusy(t *testing.T) {
+	c := newCluster(t, 4, 3, replicated(3, "orders", 1), nil)
+	lead := c.leader(tp0)
+	c.cores[lead].cfg.PendingRequestsMax = 1 // after setup, which needs more
+	var first, second *ProduceResult
+	c.cores[lead].Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "a", 1)},
+		func(r ProduceResult) { first = &r })
+	c.cores[lead].Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "b", 1)},
+		func(r ProduceResult) { second = &r })
+	c.settle()
+	if first == nil || first.Err != nil || second == nil || !errors.Is(second.Err, ErrBusy) {
+		t.Fatalf("first %+v, second %+v: want the second refused busy", first, second)
+	}
+	code := c.cores[lead].wireError(second.Err, lead, &tp0).GetCode()
+	if info := code.Info(); code != strandpb.ErrorCode_ERROR_CODE_BUSY || !info.Retriable || info.RefreshMetadata || info.MaybeWritten {
+		t.Errorf("busy leader answered %v %+v, want BUSY: retriable, no refresh, not written", code, info)
+	}
+	if _, hwm := c.fetchAll(lead, tp0); hwm != 1 {
+		t.Errorf("high-water mark %d, want 1 (the refused batch not written)", hwm)
+	}
+}
+
 // acks=0 completes at once and acks=1 once the leader synced; both report
 // offset -1 and the records become readable.
 func TestAcksNoneAndLeader(t *testing.T) {

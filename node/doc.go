@@ -90,8 +90,9 @@
 // # Produce and acks (R12)
 //
 // Definite refusals before proposing: unknown partition, not leader (with the leader it knows),
-// invalid or oversized batch, ErrBusy past PendingRequestsMax, a client produce to __strand_offsets
-// (INVALID_REQUEST); retriable: NOT_ENOUGH_SPACE on a full node. acks=0 completes at propose,
+// invalid or oversized batch, a client produce to __strand_offsets (INVALID_REQUEST); retriable:
+// NOT_ENOUGH_SPACE on a full node, BUSY past PendingRequestsMax (resent to the same leader with no
+// metadata refresh; Kafka's REQUEST_TIMED_OUT). acks=0 completes at propose,
 // acks=1 after the leader's synced append, acks=all at apply with the engine's offset (an
 // idempotent duplicate gets the original). A wait is matched by (index, term). A proposal orphaned
 // by a leadership change, Close or the request timeout ends with ErrLeadershipLost,

@@ -47,7 +47,7 @@ func (c *Core) HandleAs(caller Caller, req *strandpb.Request, respond func(*stra
 		c.completions = append(c.completions, func() { respond(resp) })
 	}
 	if c.closed {
-		answer(&strandpb.Response{Error: &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, Message: ErrStopped.Error()}})
+		answer(&strandpb.Response{Error: c.wireError(ErrStopped, 0, nil)})
 		return
 	}
 	if req, answer = c.authorize(caller, req, answer); req == nil {

@@ -40,8 +40,8 @@ func (c *Cluster) CreateTopic(name string, partitions int32) error {
 			case strandpb.ErrorCode_ERROR_CODE_TIMEOUT, strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE:
 				ambiguous = true
 				last = errors.New(e.GetMessage())
-			case strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER, strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_REPLICAS:
-				last = errors.New(e.GetMessage()) // not elected, or nodes not registered yet
+			case strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER, strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_REPLICAS, strandpb.ErrorCode_ERROR_CODE_BUSY:
+				last = errors.New(e.GetMessage()) // not elected, nodes not registered yet, or busy: nothing proposed
 			default:
 				return true, fmt.Errorf("fake: create topic %s: %v: %s", name, e.GetCode(), e.GetMessage())
 			}
@@ -85,7 +85,7 @@ func (c *Cluster) DeleteTopic(name string) error {
 			case e.GetCode() == strandpb.ErrorCode_ERROR_CODE_TIMEOUT, e.GetCode() == strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE:
 				ambiguous = true
 				last = errors.New(e.GetMessage())
-			case e.GetCode() == strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER:
+			case e.GetCode() == strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER, e.GetCode() == strandpb.ErrorCode_ERROR_CODE_BUSY:
 				last = errors.New(e.GetMessage())
 			default:
 				return true, fmt.Errorf("fake: delete topic %s: %v: %s", name, e.GetCode(), e.GetMessage())

@@ -56,6 +56,9 @@ var errorCodeInfo = map[ErrorCode]CodeInfo{
 	ErrorCode_ERROR_CODE_NOT_CONTROLLER: {Name: "not_controller", Retriable: true, RefreshMetadata: true},
 	// A bug or an unexpected failure after the request was taken.
 	ErrorCode_ERROR_CODE_INTERNAL: {Name: "internal", MaybeWritten: true},
+	// The node has too many requests waiting: nothing was proposed, and
+	// the leader has not moved, so the sender backs off without a refresh.
+	ErrorCode_ERROR_CODE_BUSY: {Name: "busy", Retriable: true},
 	// No leader yet, or the node is shutting down: elections take seconds.
 	ErrorCode_ERROR_CODE_UNAVAILABLE:                {Name: "unavailable", Retriable: true, RefreshMetadata: true},
 	ErrorCode_ERROR_CODE_INVALID_CONFIG:             {Name: "invalid_config"},

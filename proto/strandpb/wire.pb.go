@@ -71,6 +71,11 @@ const (
 	// nothing was written; it must start a new epoch at sequence 0 (Kafka's
 	// UNKNOWN_PRODUCER_ID).
 	ErrorCode_ERROR_CODE_UNKNOWN_PRODUCER_ID ErrorCode = 19
+	// Too many requests wait at this node (the partition's or the metadata
+	// group's, past its pending-requests bound): nothing was proposed. The
+	// leader is still the leader: back off and resend to the same node, with
+	// no metadata refresh.
+	ErrorCode_ERROR_CODE_BUSY ErrorCode = 20
 	// The request names a topic id the topic no longer has: the topic was
 	// deleted (and maybe re-created under the same name). Definite: offsets
 	// of the old topic mean nothing in the new one.
@@ -172,6 +177,7 @@ var (
 		17: "ERROR_CODE_INVALID_REPLICATION_FACTOR",
 		18: "ERROR_CODE_TOPIC_NOT_FOUND",
 		19: "ERROR_CODE_UNKNOWN_PRODUCER_ID",
+		20: "ERROR_CODE_BUSY",
 		30: "ERROR_CODE_UNKNOWN_TOPIC_ID",
 		31: "ERROR_CODE_CLUSTER_ID_MISMATCH",
 		50: "ERROR_CODE_NOT_COORDINATOR",
@@ -220,6 +226,7 @@ var (
 		"ERROR_CODE_INVALID_REPLICATION_FACTOR":   17,
 		"ERROR_CODE_TOPIC_NOT_FOUND":              18,
 		"ERROR_CODE_UNKNOWN_PRODUCER_ID":          19,
+		"ERROR_CODE_BUSY":                         20,
 		"ERROR_CODE_UNKNOWN_TOPIC_ID":             30,
 		"ERROR_CODE_CLUSTER_ID_MISMATCH":          31,
 		"ERROR_CODE_NOT_COORDINATOR":              50,
@@ -8645,7 +8652,7 @@ const file_wire_proto_rawDesc = "" +
 	"\x04down\x18\t \x01(\bR\x04down\x12&\n" +
 	"\x0flast_contact_ms\x18\n" +
 	" \x01(\x04R\rlastContactMs\x12\x1b\n" +
-	"\tdisk_full\x18\v \x01(\bR\bdiskFull*\xc5\f\n" +
+	"\tdisk_full\x18\v \x01(\bR\bdiskFull*\xda\f\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +
@@ -8667,7 +8674,8 @@ const file_wire_proto_rawDesc = "" +
 	"\x19ERROR_CODE_INVALID_CONFIG\x10\x10\x12)\n" +
 	"%ERROR_CODE_INVALID_REPLICATION_FACTOR\x10\x11\x12\x1e\n" +
 	"\x1aERROR_CODE_TOPIC_NOT_FOUND\x10\x12\x12\"\n" +
-	"\x1eERROR_CODE_UNKNOWN_PRODUCER_ID\x10\x13\x12\x1f\n" +
+	"\x1eERROR_CODE_UNKNOWN_PRODUCER_ID\x10\x13\x12\x13\n" +
+	"\x0fERROR_CODE_BUSY\x10\x14\x12\x1f\n" +
 	"\x1bERROR_CODE_UNKNOWN_TOPIC_ID\x10\x1e\x12\"\n" +
 	"\x1eERROR_CODE_CLUSTER_ID_MISMATCH\x10\x1f\x12\x1e\n" +
 	"\x1aERROR_CODE_NOT_COORDINATOR\x102\x12(\n" +
