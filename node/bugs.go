@@ -43,10 +43,10 @@ func (c *Core) bugRestoreIndexTimes(*group)                              {}
 func (c *Core) bugQuiescedNeverWake() bool                               { return false }
 func (c *Core) bugFirstBatchMustFit() bool                               { return false }
 func (c *Core) bugCheckpointState(state []byte) []byte                   { return state }
-func (g *group) engineIndex(raftIndex uint64) uint64                     { return raftIndex }
+func (g *group) bugEngineIndex(raftIndex uint64) uint64                  { return raftIndex }
 func (c *Core) bugBatchBase(base, _ int64) int64                         { return base }
 func (c *Core) bugAckLeaderEarly(Acks) bool                              { return false }
-func (g *group) raftIndexOf(engineIndex uint64) uint64                   { return engineIndex }
+func (g *group) bugRaftIndexOf(engineIndex uint64) uint64                { return engineIndex }
 func (c *Core) bugReleaseBeforeSync(*group)                              {}
 func (c *Core) bugWipedNodeVotes() bool                                  { return false }
 func (c *Core) bugRepairTrustsItself() bool                              { return false }

@@ -343,17 +343,17 @@ func (c *Core) bugReapply(g *group) bool {
 // next restart starts again from the clean checkpoint before the bug.
 func (c *Core) bugNoCheckpoint(g *group) bool { return len(g.shifts) > 0 }
 
-// engineIndex is the index under which raft entry index is applied to the
+// bugEngineIndex (ReapplyAfterRestart) is the index under which raft entry index is applied to the
 // engine: the same, unless ReapplyAfterRestart renumbered entries.
-func (g *group) engineIndex(raftIndex uint64) uint64 {
+func (g *group) bugEngineIndex(raftIndex uint64) uint64 {
 	if len(g.shifts) == 0 {
 		return raftIndex
 	}
 	return raftIndex + g.shifts[len(g.shifts)-1].delta
 }
 
-// raftIndexOf inverts engineIndex for the batch locations the engine holds.
-func (g *group) raftIndexOf(engineIndex uint64) uint64 {
+// bugRaftIndexOf (ReapplyAfterRestart) inverts bugEngineIndex for the batch locations the engine holds.
+func (g *group) bugRaftIndexOf(engineIndex uint64) uint64 {
 	for i := len(g.shifts) - 1; i >= 0; i-- {
 		if engineIndex >= g.shifts[i].engineFrom {
 			return engineIndex - g.shifts[i].delta

@@ -226,7 +226,7 @@ const fetchEntryOverheadBytes = 256
 func (c *Core) readBatches(g *group, locs []engine.BatchLocation, offset, budget int64) ([]FetchedBatch, int64, error) {
 	lo, hi := uint64(math.MaxUint64), uint64(0)
 	for _, loc := range locs {
-		i := g.raftIndexOf(loc.RaftIndex)
+		i := g.bugRaftIndexOf(loc.RaftIndex)
 		lo, hi = min(lo, i), max(hi, i+1)
 	}
 	limit := uint64(budget) + (hi-lo)*fetchEntryOverheadBytes
@@ -236,7 +236,7 @@ func (c *Core) readBatches(g *group, locs []engine.BatchLocation, offset, budget
 	}
 	var out []FetchedBatch
 	for _, loc := range locs {
-		index := g.raftIndexOf(loc.RaftIndex)
+		index := g.bugRaftIndexOf(loc.RaftIndex)
 		if index-lo >= uint64(len(entries)) {
 			break // cut by the size limit: the budget is spent
 		}

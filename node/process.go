@@ -237,7 +237,7 @@ func (c *Core) applyEntry(g *group, e *raftpb.Entry) {
 	if index != g.appliedRaft+1 {
 		panic(fmt.Sprintf("node: %s/%d: apply index %d after %d", g.tp.Topic, g.tp.Partition, index, g.appliedRaft))
 	}
-	engineIndex := g.engineIndex(index)
+	engineIndex := g.bugEngineIndex(index)
 	switch e.GetType() {
 	case raftpb.EntryConfChange:
 		var cc raftpb.ConfChange
