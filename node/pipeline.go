@@ -204,6 +204,18 @@ func (c *Core) routeMessages(gr *groupReady) {
 	}
 }
 
+// lastQueuedIndex is the last index of g's log counting the appends queued
+// behind its sync in flight: raft's last index, the entries a leader may
+// already have sent its followers.
+func (g *group) lastQueuedIndex() (uint64, error) {
+	for i := len(g.pipe.appends) - 1; i >= 0; i-- {
+		if ents := g.pipe.appends[i].GetEntries(); len(ents) > 0 {
+			return ents[len(ents)-1].GetIndex(), nil
+		}
+	}
+	return g.log.LastIndex()
+}
+
 // writeAppends writes the queued appends of every group with no sync in
 // flight, and starts a sync where raft requires one. Where none is needed
 // (a commit-only hard state, responses alone) the responses go at once:

@@ -151,8 +151,9 @@ func (c *Core) saneMessage(g *group, from NodeID, m *raftpb.Message) bool {
 		return err == nil && m.GetCommit() <= last
 	case raftpb.MsgAppResp:
 		// A follower acknowledges only entries the leader sent, which
-		// the leader persisted before sending.
-		last, err := g.log.LastIndex()
+		// the leader wrote or queued to write before sending (queued
+		// while a sync is in flight: a hung one holds them there).
+		last, err := g.lastQueuedIndex()
 		return err == nil && m.GetIndex() <= last && m.GetRejectHint() <= last
 	case raftpb.MsgVote, raftpb.MsgVoteResp, raftpb.MsgPreVote, raftpb.MsgPreVoteResp, raftpb.MsgHeartbeatResp,
 		raftpb.MsgTimeoutNow: // leadership handed on for a replica that lost its disk (rejoin.go)
