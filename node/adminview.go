@@ -3,6 +3,7 @@ package node
 import (
 	"cmp"
 	"slices"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/tracker"
@@ -38,6 +39,13 @@ type AdminView struct {
 	Moves []metadata.MoveInProgress
 	// DiskFull: this node refuses produce for want of space (diskfull.go).
 	DiskFull bool
+	// DiskStalled: a storage job has been in flight longer than
+	// Config.DiskStallAfter, so the node does not lead (stall.go);
+	// OldestStorageJob is the age of the oldest job in flight at the last
+	// check, OldestStorageJobFile its file.
+	DiskStalled          bool
+	OldestStorageJob     time.Duration
+	OldestStorageJobFile string
 	// Liveness is each watched node (this one included) as this node
 	// sees it: down after three election timeouts of silence (liveness.go).
 	Liveness []PeerLiveness
@@ -150,7 +158,9 @@ const AdminGroupsMax = 4096
 
 // AdminView returns the node's state; see AdminView. It reads only.
 func (c *Core) AdminView() AdminView {
-	v := AdminView{ID: c.cfg.ID, DiskFull: c.space.full, Stats: c.stats, Peers: slices.Clone(c.cfg.Nodes), Liveness: c.Liveness()}
+	v := AdminView{ID: c.cfg.ID, DiskFull: c.space.full, DiskStalled: c.stall.stalled, Stats: c.stats,
+		Peers: slices.Clone(c.cfg.Nodes), Liveness: c.Liveness()}
+	v.OldestStorageJob, v.OldestStorageJobFile = c.OldestStorageJob()
 	if c.meta != nil {
 		v.MetaLeader, v.MetaTerm = c.metaLeader()
 		v.MetaVersion = c.meta.meta.Version()

@@ -56,3 +56,4 @@ func (c *Core) bugSkipTopicID() bool                                     { retur
 func (c *Core) bugBatchCRC(batch []byte) []byte                          { return batch }
 func (c *Core) bugMoveDropsEarly() bool                                  { return false }
 func (c *Core) bugRemoveBeforeCaughtUp() bool                            { return false }
+func (c *Core) bugIgnoreStall() bool                                     { return false }

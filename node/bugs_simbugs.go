@@ -62,6 +62,10 @@ type Bugs struct {
 	// whole), so a reader whose budget is smaller than the next batch is
 	// answered nothing, below the high-water mark, forever.
 	FirstBatchMustFit bool
+	// StalledLeaderKeepsLeading: the disk watchdog (stall.go) never calls
+	// the node stalled, so a leader whose fsyncs hang keeps its
+	// partitions (they commit on the followers but never apply there).
+	StalledLeaderKeepsLeading bool
 	// AckBeforeSyncDone releases what a log write allows (acks=1 answers,
 	// append and vote responses, the leader's own acknowledgement) once
 	// the write's fsync is handed to the storage pipeline, not when it
@@ -118,6 +122,10 @@ func (c *Core) bugQuiescedNeverWake() bool { return c.cfg.Bugs.QuiescedNeverWake
 // bugFirstBatchMustFit (FirstBatchMustFit) holds a fetch's first batch to
 // its byte budget too.
 func (c *Core) bugFirstBatchMustFit() bool { return c.cfg.Bugs.FirstBatchMustFit }
+
+// bugIgnoreStall (StalledLeaderKeepsLeading) keeps the watchdog from
+// calling the node stalled.
+func (c *Core) bugIgnoreStall() bool { return c.cfg.Bugs.StalledLeaderKeepsLeading }
 
 // bugReleaseBeforeSync (AckBeforeSyncDone) releases g's held responses and
 // acks=1 answers as its sync starts.

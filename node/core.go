@@ -113,6 +113,14 @@ type Config struct {
 	// ErrNotEnoughSpace until space returns (diskfull.go). 0: refuse only
 	// when the disk is full.
 	MinFreeBytes int64
+	// DiskSlowAfter and DiskStallAfter are the disk watchdog's thresholds
+	// (stall.go): a storage job in flight longer than DiskSlowAfter is
+	// logged with its file (default: half of DiskStallAfter); while one is
+	// in flight longer than DiskStallAfter (default: one election timeout)
+	// the node hands its leaderships on and refuses produce with
+	// ErrDiskStalled. Counted in ticks of TickDuration.
+	DiskSlowAfter  time.Duration
+	DiskStallAfter time.Duration
 	// CatchUpBytesPerSec bounds the raft entry bytes per second this node
 	// sends, as a leader, to each follower node far behind (catching up
 	// after an outage, a wipe or a repair), so producers are not starved
@@ -392,6 +400,7 @@ type Core struct {
 	// (repair.go).
 	repairs []*group
 	space   spaceState // free disk space (diskfull.go)
+	stall   stallState // storage jobs that do not return (stall.go)
 	// throttle bounds catch-up bytes per follower node (throttle.go).
 	throttle throttle
 

@@ -44,7 +44,9 @@ import (
 // preferred leadership (handleElectLeaders). With no replica with space,
 // it keeps leading so reads go on. Once space returns it campaigns and
 // takes transfers again; `strand cluster leaders --balance` hands the
-// preferred leaderships back.
+// preferred leaderships back. A node whose disk stalls (stall.go) is, for
+// leadership, a node that cannot write: the same hand-off, hold-off and
+// liveness flag, with the metadata group handed off too.
 //
 // Rejected: refusing only the replicas whose write failed (the disk is
 // shared: every replica on it is about to fail the same way); a reserve
@@ -108,35 +110,61 @@ func (c *Core) checkSpace() {
 // partition it leads to a replica with space (handOffTarget), unless one
 // is in flight.
 func (c *Core) handOffForSpace() {
-	if !c.space.full {
+	if !c.space.full || c.stall.stalled { // stalled: checkStall hands off (stall.go)
 		return
 	}
 	for _, g := range c.partitionGroups() {
-		st := g.raw.Status()
-		if st.RaftState != raft.StateLeader || st.LeadTransferee != 0 {
-			continue
+		if to := c.handOff(g); to != 0 {
+			c.stats.SpaceHandOffs++
+			g.logs.log(slog.LevelWarn, "disk full: handing the leadership to a replica with space", slog.Uint64("to", uint64(to)))
 		}
-		to := c.handOffTarget(g, st)
-		if to == 0 {
-			continue
-		}
-		c.touch(g)
-		g.raw.TransferLeader(uint64(to))
-		c.stats.SpaceHandOffs++
-		g.logs.log(slog.LevelWarn, "disk full: handing the leadership to a replica with space", slog.Uint64("to", uint64(to)))
 	}
 }
 
+// handOffLeaderships, on a stalled node (stall.go), starts a leadership
+// transfer for each group it leads, the metadata group too (its writes
+// stall as well), to a replica whose disk can write, unless one is in
+// flight.
+func (c *Core) handOffLeaderships() {
+	if !c.stall.stalled {
+		return
+	}
+	for _, g := range c.groups {
+		if to := c.handOff(g); to != 0 {
+			c.stats.StallHandOffs++
+			g.logs.log(slog.LevelWarn, "disk stalled: handing the leadership to a replica on a healthy disk",
+				slog.Uint64("to", uint64(to)), slog.String("file", c.stall.oldestJob))
+		}
+	}
+}
+
+// handOff starts a transfer of g's leadership to handOffTarget when this
+// node leads g and no transfer is in flight; it returns the target, 0
+// when it started none.
+func (c *Core) handOff(g *group) NodeID {
+	st := g.raw.Status()
+	if st.RaftState != raft.StateLeader || st.LeadTransferee != 0 {
+		return 0
+	}
+	to := c.handOffTarget(g, st)
+	if to == 0 {
+		return 0
+	}
+	c.touch(g)
+	g.raw.TransferLeader(uint64(to))
+	return to
+}
+
 // handOffTarget is the voter of g (status st, this node leading) a full
-// node hands its leadership to: on a node that is up and has space, with
-// the highest match, ties broken by the metadata's replica order; 0 when
-// there is none.
+// or stalled node hands its leadership to: on a node that is up and can
+// write (neither full nor stalled), with the highest match, ties broken by
+// the metadata's replica order; 0 when there is none.
 func (c *Core) handOffTarget(g *group, st raft.Status) NodeID {
 	var best NodeID
 	var bestMatch uint64
 	for _, id := range c.replicaOrder(g, st) {
 		pr := st.Progress[uint64(id)]
-		if id == c.cfg.ID || pr.IsLearner || c.peerDown(id) || c.peerFull(id) {
+		if id == c.cfg.ID || pr.IsLearner || c.peerDown(id) || c.peerCannotWrite(id) {
 			continue
 		}
 		if best == 0 || pr.Match > bestMatch {
@@ -170,17 +198,19 @@ func (c *Core) replicaOrder(g *group, st raft.Status) []NodeID {
 }
 
 // holdsOffLeadership reports whether g's replica here must not take a
-// leadership now: the node is full and another replica of g is up with
-// space to lead instead (with none, this one may lead, so reads go on).
+// leadership now: the node is full or stalled and another replica of g is
+// up and can write to lead instead (with none, this one may lead, so
+// reads go on). A full node's metadata replica leads on unless its own
+// write was refused.
 func (c *Core) holdsOffLeadership(g *group) bool {
-	if g == c.meta {
+	if g == c.meta && !c.stall.stalled {
 		return c.space.full && c.space.metaRefused
 	}
-	if !c.space.full {
+	if !c.cannotWrite() {
 		return false
 	}
 	for _, id := range g.replicas {
-		if id != c.cfg.ID && !c.peerDown(id) && !c.peerFull(id) {
+		if id != c.cfg.ID && !c.peerDown(id) && !c.peerCannotWrite(id) {
 			return true
 		}
 	}

@@ -35,6 +35,10 @@ const (
 const (
 	diskStateOK   = 1
 	diskStateFull = 2
+	// diskStateStalled: a storage job has not returned (stall.go); a node
+	// that does not know it reads it as not full, and only misses that
+	// the sender should not lead.
+	diskStateStalled = 3
 )
 
 // deterministic marshals raft messages as they always were (map-free
@@ -71,12 +75,8 @@ func sizeRaftMessage(topic string, partition int32, m *raftpb.Message) raftFrame
 func (fm *raftFrameMessage) frameBytes() int { return 1 + protowire.SizeBytes(fm.innerBytes) }
 
 // encodeLivenessFrame builds the liveness frame a node sends every peer on
-// every raft tick (quiesce.go): no messages, its disk state.
-func encodeLivenessFrame(from NodeID, full bool) []byte {
-	state := uint64(diskStateOK)
-	if full {
-		state = diskStateFull
-	}
+// every raft tick (quiesce.go): no messages, its disk state (diskState*).
+func encodeLivenessFrame(from NodeID, state uint64) []byte {
 	buf := encodeRaftFrame(from, nil)
 	buf = protowire.AppendTag(buf, raftFrameDisk, protowire.VarintType)
 	return protowire.AppendVarint(buf, state)

@@ -39,6 +39,9 @@ type PeerLiveness struct {
 	// DiskFull: the peer's last liveness frame said it refuses produce for
 	// want of space (diskfull.go).
 	DiskFull bool
+	// DiskStalled: the peer's last liveness frame said a storage job of
+	// its has not returned for longer than its DiskStallAfter (stall.go).
+	DiskStalled bool
 }
 
 // downAfterTicks is the silence, in Core ticks, after which a peer is down.
@@ -64,15 +67,36 @@ func (c *Core) peerFull(id NodeID) bool {
 	if id == c.cfg.ID {
 		return c.space.full
 	}
-	i, ok := c.peerIndex(id)
-	return ok && c.liveness.full[i]
+	return c.peerDisk(id) == diskStateFull
+}
+
+// peerStalled reports whether the peer's last liveness frame said its disk
+// is stalled (this node: its own state; stall.go).
+func (c *Core) peerStalled(id NodeID) bool {
+	if id == c.cfg.ID {
+		return c.stall.stalled
+	}
+	return c.peerDisk(id) == diskStateStalled
+}
+
+// peerCannotWrite reports whether the peer's disk is full or stalled: it
+// should not lead while a peer that can write is up.
+func (c *Core) peerCannotWrite(id NodeID) bool { return c.peerFull(id) || c.peerStalled(id) }
+
+// peerDisk is the disk state the peer's last liveness frame said
+// (diskState*; 0: none heard or not watched).
+func (c *Core) peerDisk(id NodeID) uint64 {
+	if i, ok := c.peerIndex(id); ok {
+		return c.liveness.disk[i]
+	}
+	return 0
 }
 
 // Liveness lists the watched peers (this node included, never down) by id.
 func (c *Core) Liveness() []PeerLiveness {
 	out := make([]PeerLiveness, 0, len(c.liveness.peers))
 	for i, id := range c.liveness.peers {
-		pl := PeerLiveness{Node: id, DiskFull: c.peerFull(id)}
+		pl := PeerLiveness{Node: id, DiskFull: c.peerFull(id), DiskStalled: c.peerStalled(id)}
 		if id != c.cfg.ID {
 			pl.Down = c.peerDown(id)
 			pl.SilentFor = time.Duration(c.ticks-c.liveness.heard[i]) * c.cfg.TickDuration
@@ -83,9 +107,9 @@ func (c *Core) Liveness() []PeerLiveness {
 }
 
 // notePeerDisk records the disk state a peer's frame carried.
-func (c *Core) notePeerDisk(from NodeID, full bool) {
+func (c *Core) notePeerDisk(from NodeID, state uint64) {
 	if i, ok := c.peerIndex(from); ok {
-		c.liveness.full[i] = full
+		c.liveness.disk[i] = state
 	}
 }
 

@@ -446,9 +446,9 @@ func (c *Core) handleElectLeaders(answer func(*strandpb.Response)) {
 			continue
 		}
 		st := g.raw.Status()
-		if pr, ok := st.Progress[uint64(want)]; !ok || pr.IsLearner || pr.Match < st.GetCommit() || c.peerFull(want) {
-			// Lagging, or its disk is full: it would refuse produce and
-			// hand the leadership straight back (diskfull.go).
+		if pr, ok := st.Progress[uint64(want)]; !ok || pr.IsLearner || pr.Match < st.GetCommit() || c.peerCannotWrite(want) {
+			// Lagging, or its disk is full or stalled: it would refuse
+			// produce and hand the leadership straight back (diskfull.go).
 			resp.SkippedLagging++
 			continue
 		}

@@ -77,12 +77,22 @@ type syncJob struct {
 	// waits for; walRemove: the removal of a rotation's retired segments
 	// (g nil); trash: the unlink of g's compacted segments (startTrash).
 	flush, early, walRemove, trash bool
+	// handed: the host took the job (TakeSyncJobs) at tick handedAt;
+	// slowLogged: the watchdog logged it as slow (stall.go).
+	handed     bool
+	handedAt   uint64
+	slowLogged bool
 }
 
 // TakeSyncJobs appends the sync jobs started since the last call to dst and
 // returns it. With Config.AsyncSyncs the host calls it after every Process
 // and runs each job; without, Process runs them itself and there are none.
 func (c *Core) TakeSyncJobs(dst []SyncJob) []SyncJob {
+	for _, j := range c.syncQueue { // the watchdog times each from now (stall.go)
+		job := c.syncsInFlight[j.Token]
+		job.handed, job.handedAt = true, c.ticks
+		c.syncsInFlight[j.Token] = job
+	}
 	dst = append(dst, c.syncQueue...)
 	clear(c.syncQueue)
 	c.syncQueue = c.syncQueue[:0]

@@ -62,6 +62,10 @@ func (c *Core) produce(req ProduceRequest, done func(ProduceResult)) {
 		c.completeProduce(done, ProduceResult{Err: ErrNotEnoughSpace, BaseOffset: -1, Leader: lead})
 		return
 	}
+	if c.stall.stalled {
+		c.completeProduce(done, ProduceResult{Err: ErrDiskStalled, BaseOffset: -1, Leader: lead})
+		return
+	}
 	c.nextProposalID++
 	id := c.nextProposalID
 	producer := engine.Producer{ID: req.ProducerID, Epoch: req.ProducerEpoch, BaseSequence: req.BaseSequence}

@@ -141,7 +141,7 @@ func (c *Core) steppedQuiesced(g *group, wasQuiesced bool, from NodeID, m *raftp
 type peerLiveness struct {
 	peers []NodeID // sorted: Config.Nodes and the registered nodes not removed
 	heard []uint64 // by position in peers
-	full  []bool   // by position: the peer's last liveness frame said its disk is full
+	disk  []uint64 // by position: the disk state the peer's last liveness frame said (diskState*; 0 none)
 }
 
 // noteHeard records a frame from node from.
@@ -168,14 +168,14 @@ func (c *Core) refreshLiveness() {
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	heard, full := make([]uint64, len(ids)), make([]bool, len(ids))
+	heard, disk := make([]uint64, len(ids)), make([]uint64, len(ids))
 	for i, id := range ids {
 		heard[i] = c.ticks
 		if j, ok := slices.BinarySearch(c.liveness.peers, id); ok {
-			heard[i], full[i] = c.liveness.heard[j], c.liveness.full[j]
+			heard[i], disk[i] = c.liveness.heard[j], c.liveness.disk[j]
 		}
 	}
-	c.liveness = peerLiveness{peers: ids, heard: heard, full: full}
+	c.liveness = peerLiveness{peers: ids, heard: heard, disk: disk}
 }
 
 // livenessRaftTick runs on every raft tick: it sends every peer an empty
@@ -190,7 +190,7 @@ func (c *Core) livenessRaftTick() {
 		if id == c.cfg.ID {
 			continue
 		}
-		c.cfg.Network.Send(id, encodeLivenessFrame(c.cfg.ID, c.space.full))
+		c.cfg.Network.Send(id, encodeLivenessFrame(c.cfg.ID, c.diskState()))
 		c.stats.FramesSent++
 		if c.ticks-c.liveness.heard[i] > silentAfter && !c.bugQuiescedNeverWake() {
 			silent = append(silent, id)

@@ -42,6 +42,13 @@ type Stats struct {
 	// replica with space (diskfull.go).
 	DiskFullEntered uint64
 	SpaceHandOffs   uint64
+	// StorageJobsSlow counts storage jobs in flight past DiskSlowAfter,
+	// DiskStallsEntered the times the node turned stalled, and
+	// StallHandOffs the leadership transfers a stalled node started
+	// (stall.go).
+	StorageJobsSlow   uint64
+	DiskStallsEntered uint64
+	StallHandOffs     uint64
 	// CatchUpBytes counts entry bytes sent to catching-up followers under
 	// the throttle, CatchUpThrottled the appends it held back (throttle.go).
 	CatchUpBytes       uint64
@@ -82,7 +89,7 @@ func (c *Core) Receive(frame []byte) {
 	}
 	c.noteHeard(NodeID(from))
 	if rj.disk != 0 {
-		c.notePeerDisk(NodeID(from), rj.disk == diskStateFull)
+		c.notePeerDisk(NodeID(from), rj.disk)
 	}
 	var topics topicCache
 	for i := range msgs {
@@ -239,6 +246,7 @@ func (c *Core) Tick() {
 	c.ticks++
 	raftTick := c.ticks%uint64(c.cfg.TicksPerRaftTick) == 0
 	if raftTick {
+		c.checkStall() // first: the liveness frames carry its verdict
 		c.livenessRaftTick()
 	}
 	expire := c.nextWaitExpiry != 0 && c.ticks >= c.nextWaitExpiry

@@ -31,6 +31,7 @@ type nodeFlags struct {
 	minFree    int64
 	catchUp    int64
 	wal        bool
+	diskStall  time.Duration
 }
 
 func (n *nodeFlags) register(fs *pflag.FlagSet) {
@@ -44,16 +45,19 @@ func (n *nodeFlags) register(fs *pflag.FlagSet) {
 		"refuse produce (retriable not_enough_space) while the data directory's file system has less free space (0: only when full)")
 	fs.Int64Var(&n.catchUp, "catchup-bytes-per-sec", 0,
 		"bound the replication bytes per second sent to each follower that is catching up (0: unlimited)")
+	fs.DurationVar(&n.diskStall, "disk-stall-after", 0,
+		"a fsync not returned after this long stalls the node: it hands its leaderships on and refuses produce until the disk answers; half of it logs the slow job (0: one election timeout)")
 	fs.BoolVar(&n.wal, "wal", false,
 		"make each round durable with one fsync of a node-wide write-ahead log (DATA_DIR/wal) instead of one per partition log written (turning it off later is safe: the log is replayed)")
 }
 
 // coreConfig is the node.Config of node id under these flags.
 func (n *nodeFlags) coreConfig(id node.NodeID, nodes []node.Peer) (node.Config, error) {
-	if n.minFree < 0 || n.catchUp < 0 {
-		return node.Config{}, usageError("--min-free-bytes and --catchup-bytes-per-sec must not be negative")
+	if n.minFree < 0 || n.catchUp < 0 || n.diskStall < 0 {
+		return node.Config{}, usageError("--min-free-bytes, --catchup-bytes-per-sec and --disk-stall-after must not be negative")
 	}
-	return node.Config{ID: id, Nodes: nodes, MinFreeBytes: n.minFree, CatchUpBytesPerSec: n.catchUp, WAL: n.wal}, nil
+	return node.Config{ID: id, Nodes: nodes, MinFreeBytes: n.minFree, CatchUpBytesPerSec: n.catchUp, WAL: n.wal,
+		DiskStallAfter: n.diskStall}, nil
 }
 
 // logger builds the nodes' logger on w from --log-format and --log-level.

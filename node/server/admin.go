@@ -230,11 +230,15 @@ func (a *Admin) readyz(w http.ResponseWriter, req *http.Request) {
 const readinessExamplesMax = 3
 
 // readiness says whether a node can take its share of the work: its
-// registration is applied, it knows a metadata leader, and every replica
-// it hosts knows a leader, is not rebuilding lost state and has applied
+// disk is not stalled, its registration is applied, it knows a metadata
+// leader, and every replica it hosts knows a leader, is not rebuilding lost state and has applied
 // its commit index to within adminReplicaLagMax entries. Otherwise it
 // says why.
 func readiness(v node.AdminView) (bool, string) {
+	if v.DiskStalled {
+		return false, fmt.Sprintf("disk stalled: a storage job on %s has not returned for %v", v.OldestStorageJobFile,
+			v.OldestStorageJob.Round(time.Millisecond))
+	}
 	if v.MetaLeader == 0 {
 		return false, "no metadata leader known"
 	}

@@ -156,6 +156,10 @@ var (
 	descMetaVersion   = prometheus.NewDesc("strand_metadata_version", "Applied metadata version.", []string{"node"}, nil)
 	descDiskFree      = prometheus.NewDesc("strand_disk_free_bytes", "Free bytes of the data directory's file system.", []string{"node"}, nil)
 	descDiskFull      = prometheus.NewDesc("strand_disk_full", "1 while the node refuses produce for want of space.", []string{"node"}, nil)
+	descDiskStalled   = prometheus.NewDesc("strand_disk_stalled", "1 while a storage job is in flight past the stall threshold: no leading, no produce.", []string{"node"}, nil)
+	descStorageOldest = prometheus.NewDesc("strand_storage_job_oldest_seconds", "Age of the oldest storage job (fsync, unlink) in flight.", []string{"node"}, nil)
+	descStorageSlow   = prometheus.NewDesc("strand_storage_jobs_slow_total", "Storage jobs that ran longer than the slow threshold.", []string{"node"}, nil)
+	descDiskStalls    = prometheus.NewDesc("strand_disk_stalls_total", "Times the node turned stalled.", []string{"node"}, nil)
 	descCommitLatency = prometheus.NewDesc("strand_raft_commit_duration_seconds", "Proposal to apply on the leader of acks=all produces.", []string{"node"}, nil)
 	descCatchUpBytes  = prometheus.NewDesc("strand_catchup_bytes_total", "Entry bytes sent to catching-up followers.", []string{"node"}, nil)
 	descCatchUpHeld   = prometheus.NewDesc("strand_catchup_throttled_total", "Catch-up appends held back by the throttle.", []string{"node"}, nil)
@@ -217,6 +221,10 @@ func collectNode(ch chan<- prometheus.Metric, id string, v node.AdminView, n *Se
 	ch <- gauge(descMetaLeader, float64(v.MetaLeader), id)
 	ch <- gauge(descMetaVersion, float64(v.MetaVersion), id)
 	ch <- gauge(descDiskFull, boolValue(v.DiskFull), id)
+	ch <- gauge(descDiskStalled, boolValue(v.DiskStalled), id)
+	ch <- gauge(descStorageOldest, v.OldestStorageJob.Seconds(), id)
+	ch <- counter(descStorageSlow, v.Stats.StorageJobsSlow, id)
+	ch <- counter(descDiskStalls, v.Stats.DiskStallsEntered, id)
 	down := 0
 	for _, l := range v.Liveness {
 		if l.Node == v.ID {

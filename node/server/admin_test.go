@@ -254,6 +254,10 @@ func TestAdminMetricsScrape(t *testing.T) {
 		{"strand_partitions_offline", dto.MetricType_GAUGE, []string{"node"}},
 		{"strand_node_ready", dto.MetricType_GAUGE, []string{"node"}},
 		{"strand_disk_free_bytes", dto.MetricType_GAUGE, []string{"node"}},
+		{"strand_disk_stalled", dto.MetricType_GAUGE, []string{"node"}},
+		{"strand_storage_job_oldest_seconds", dto.MetricType_GAUGE, []string{"node"}},
+		{"strand_storage_jobs_slow_total", dto.MetricType_COUNTER, []string{"node"}},
+		{"strand_disk_stalls_total", dto.MetricType_COUNTER, []string{"node"}},
 		{"strand_catchup_bytes_total", dto.MetricType_COUNTER, []string{"node"}},
 		{"strand_raft_commit_duration_seconds", dto.MetricType_HISTOGRAM, []string{"node"}},
 		{"strand_fsync_duration_seconds", dto.MetricType_HISTOGRAM, []string{"node"}},
@@ -392,6 +396,10 @@ func TestReadinessReasons(t *testing.T) {
 	v.Replicas = v.Replicas[:1]
 	if ok, why := readiness(v); !ok {
 		t.Errorf("caught up: not ready: %q", why)
+	}
+	v.DiskStalled, v.OldestStorageJob, v.OldestStorageJobFile = true, 3*time.Second, "p/a@1/0/log"
+	if ok, why := readiness(v); ok || !strings.Contains(why, "disk stalled") || !strings.Contains(why, "p/a@1/0/log") {
+		t.Errorf("stalled disk: %v %q", ok, why)
 	}
 }
 

@@ -1,0 +1,228 @@
+package node
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+// stallWorld runs a cluster on the pipelined storage path where one node's
+// storage jobs never return until released: its fsyncs hang.
+type stallWorld struct {
+	t       *testing.T
+	c       *cluster
+	stalled NodeID
+	held    []SyncJob // the stalled node's jobs, not run
+}
+
+// newStallWorld starts a 3-node cluster of one partition (tp0) whose
+// leader's disk stalls from now on; logs go to logs when not nil.
+func newStallWorld(t *testing.T, seed uint64, logs *bytes.Buffer, config func(*Config)) *stallWorld {
+	c := newCluster(t, seed, 3, replicated(3, "orders", 1), func(cfg *Config) {
+		if logs != nil {
+			cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		}
+		if config != nil {
+			config(cfg)
+		}
+	})
+	lead := c.leader(tp0)
+	c.settle()
+	for _, id := range c.ids {
+		c.cores[id].cfg.AsyncSyncs = true
+	}
+	return &stallWorld{t: t, c: c, stalled: lead}
+}
+
+// run processes every node, runs the healthy nodes' jobs and holds the
+// stalled node's, and delivers frames, until nothing moves (bounded).
+func (w *stallWorld) run() {
+	w.t.Helper()
+	c := w.c
+	for range 200 {
+		moved := false
+		for _, id := range c.ids {
+			core := c.cores[id]
+			if err := core.Process(); err != nil {
+				w.t.Fatalf("node %d: process: %v", id, err)
+			}
+			jobs := core.TakeSyncJobs(nil)
+			if id == w.stalled {
+				w.held = append(w.held, jobs...)
+				continue
+			}
+			for _, j := range jobs {
+				core.SyncDone(j.Token, j.Run())
+				moved = true
+			}
+		}
+		queue := c.queue
+		c.queue = nil
+		for _, e := range queue {
+			c.cores[e.to].Receive(e.frame)
+		}
+		if !moved && len(queue) == 0 {
+			return
+		}
+	}
+	w.t.Fatal("stall world did not settle")
+}
+
+// tick ticks every node once and runs.
+func (w *stallWorld) tick() {
+	for _, id := range w.c.ids {
+		w.c.cores[id].Tick()
+	}
+	w.run()
+}
+
+// leaderOf is the node leading tp in the highest term, 0 when none.
+func (w *stallWorld) leaderOf(tp TopicPartition) NodeID {
+	var lead NodeID
+	var term uint64
+	for _, id := range w.c.ids {
+		for _, st := range w.c.cores[id].Status() {
+			if st.TopicPartition == tp && st.IsLeader && st.Term >= term {
+				lead, term = id, st.Term
+			}
+		}
+	}
+	return lead
+}
+
+// release runs the stalled node's held jobs: its disk answers again.
+func (w *stallWorld) release() {
+	core := w.c.cores[w.stalled]
+	for len(w.held) > 0 {
+		held := w.held
+		w.held = nil
+		for _, j := range held {
+			core.SyncDone(j.Token, j.Run())
+		}
+		w.stalled = 0
+		w.run()
+	}
+	w.stalled = 0
+}
+
+// A leader whose fsync hangs turns stalled after DiskStallAfter (one
+// election timeout by default), refuses produce with ErrDiskStalled and
+// hands its leadership to a healthy replica, which then takes writes while
+// the stalled disk still hangs; the produce waiting on the hung fsync is
+// answered as maybe written. Once the disk answers the node leaves the
+// state. Before the watchdog the leader kept its partition and every
+// acks=all produce hung (TestBugStalledLeaderKeepsLeading shows it); and
+// the transfer never completed while a write waited behind the hung sync
+// (the followers' acknowledgements of it were dropped as insane).
+func TestStalledLeaderHandsOffLeadership(t *testing.T) {
+	var logs bytes.Buffer
+	w := newStallWorld(t, 41, &logs, nil)
+	stalled := w.stalled
+	core := w.c.cores[stalled]
+	var hung *ProduceResult
+	core.Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "hung", 1)},
+		func(r ProduceResult) { hung = &r })
+	w.run()
+	if len(w.held) == 0 {
+		t.Fatal("the produce started no sync on the leader")
+	}
+	// A second write comes while the first sync hangs: the leader sends it
+	// to the followers at once but queues its own write behind the sync,
+	// so the followers acknowledge an index its log does not hold yet.
+	core.Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "queued", 1)},
+		func(ProduceResult) {})
+	w.run()
+	limit := int(core.diskStallTicks()) + 3*core.cfg.ElectionTicks
+	var refused error
+	asked, moved := false, 0
+	for i := 0; i < limit && moved == 0; i++ {
+		for _, id := range w.c.ids {
+			w.c.cores[id].Tick()
+		}
+		if core.DiskStalled() && !asked { // it has just started its hand-off: still leading
+			asked = true
+			core.Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "x", 1)},
+				func(r ProduceResult) { refused = r.Err })
+		}
+		w.run()
+		if lead := w.leaderOf(tp0); lead != 0 && lead != stalled {
+			moved = i + 1
+		}
+	}
+	if moved == 0 {
+		t.Fatalf("node %d still leads %v %d ticks into a stalled fsync", stalled, tp0, limit)
+	}
+	if !core.DiskStalled() || core.Stats().StallHandOffs == 0 {
+		t.Fatalf("stalled %v, hand-offs %d", core.DiskStalled(), core.Stats().StallHandOffs)
+	}
+	if !errors.Is(refused, ErrDiskStalled) {
+		t.Fatalf("produce on the stalled leader: %v, want ErrDiskStalled", refused)
+	}
+	if hung == nil || !errors.Is(hung.Err, ErrLeadershipLost) {
+		t.Fatalf("the produce waiting on the hung fsync: %+v, want ErrLeadershipLost (maybe written)", hung)
+	}
+	t.Logf("leadership moved %d ticks into the stall (threshold %d)", moved, core.diskStallTicks())
+	lead := w.leaderOf(tp0)
+	var res *ProduceResult
+	w.c.cores[lead].Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "new", 1)},
+		func(r ProduceResult) { res = &r })
+	for i := 0; i < 20 && res == nil; i++ {
+		w.tick()
+	}
+	if res == nil || res.Err != nil {
+		t.Fatalf("produce on the new leader %d while node %d is stalled: %+v", lead, stalled, res)
+	}
+	if w.leaderOf(tp0) == stalled {
+		t.Fatal("the stalled node took its leadership back")
+	}
+	if !strings.Contains(logs.String(), "slow storage job") || !strings.Contains(logs.String(), "/log") ||
+		!strings.Contains(logs.String(), "disk stalled") {
+		t.Fatalf("no slow-job and stall log lines naming the file:\n%s", logs.String())
+	}
+	w.release()
+	for range 3 {
+		w.tick()
+	}
+	if core.DiskStalled() {
+		t.Fatal("node still stalled after its disk answered")
+	}
+}
+
+// The thresholds are configurable and counted in ticks: with
+// DiskStallAfter at 50 ticks the node is not stalled at 49 and is at 50.
+func TestDiskStallAfterIsConfigurable(t *testing.T) {
+	w := newStallWorld(t, 42, nil, func(cfg *Config) { cfg.DiskStallAfter = 50 * tickDurationDefault })
+	core := w.c.cores[w.stalled]
+	core.Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "a", 1)},
+		func(ProduceResult) {})
+	w.run()
+	if len(w.held) == 0 {
+		t.Fatal("no sync started")
+	}
+	for i := 1; i < 50; i++ {
+		w.tick()
+		if core.DiskStalled() {
+			t.Fatalf("stalled after %d ticks, want 50", i)
+		}
+	}
+	w.tick()
+	if !core.DiskStalled() {
+		age, file := core.OldestStorageJob()
+		t.Fatalf("not stalled after 50 ticks (oldest job %v, %s)", age, file)
+	}
+	if v := core.AdminView(); !v.DiskStalled || v.OldestStorageJob < 50*tickDurationDefault || v.OldestStorageJobFile == "" {
+		t.Fatalf("admin view: stalled %v oldest %v %q", v.DiskStalled, v.OldestStorageJob, v.OldestStorageJobFile)
+	}
+	for _, id := range w.c.ids {
+		if id == w.stalled {
+			continue
+		}
+		for _, pl := range w.c.cores[id].Liveness() {
+			if pl.Node == w.stalled && !pl.DiskStalled {
+				t.Fatalf("node %d does not see node %d stalled: %+v", id, w.stalled, pl)
+			}
+		}
+	}
+}
