@@ -43,9 +43,10 @@ test-invariants:
 	$(GO) test -count=1 -short -tags invariants ./engine/... ./node/ ./simnet/
 
 ## test-faults: real-process tests that need node/server's fault switch, compiled in only
-##   with -tags faultinject (a node cut off from its peers, then healed, under load; about a minute).
+##   with -tags faultinject (a node cut off from its peers, then healed, under load; a node whose
+##   disk stalls hands its leaderships on; about a minute and a half).
 test-faults:
-	$(GO) test -count=1 -tags faultinject -run 'TestHealPartition' ./cmd/strand/
+	$(GO) test -count=1 -tags faultinject -run 'TestHealPartition|TestDiskStall' ./cmd/strand/
 
 ## lint: gofmt, go vet, staticcheck and go mod tidy must all be clean. staticcheck is installed
 ##   at its pinned version into ./bin on first use (needs the module proxy once).

@@ -83,7 +83,8 @@ func TestHealPartitionDoesNotStallWrites(t *testing.T) {
 }
 
 // startFaultCluster starts three serve processes of the faultinject
-// binary, logging to dir, each isolated by its own file in dir; they are
+// binary, logging to dir, each isolated by its own file in dir (and its
+// disk stalled by another); they are
 // stopped with SIGTERM at the end of the test.
 func startFaultCluster(t *testing.T, dir, profDir string) (addrs []string, procs []*exec.Cmd) {
 	bin := faultBinary(t)
@@ -107,7 +108,8 @@ func startFaultCluster(t *testing.T, dir, profDir string) (addrs []string, procs
 		defer out.Close()
 		cmd := exec.Command(bin, args...)
 		cmd.Stdout, cmd.Stderr = out, out
-		cmd.Env = append(os.Environ(), "STRAND_FAULT_ISOLATE_FILE="+isolateFile(dir, i))
+		cmd.Env = append(os.Environ(), "STRAND_FAULT_ISOLATE_FILE="+isolateFile(dir, i),
+			"STRAND_FAULT_DISK_STALL_FILE="+diskStallFile(dir, i)) // diskstall_test.go
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}

@@ -13,3 +13,6 @@ func (*faultState) isolated() bool { return false }
 
 // wait returns at once: connections never stall.
 func (*faultState) wait(<-chan struct{}) {}
+
+// diskWait returns at once: the disk never stalls.
+func (*faultState) diskWait() {}

@@ -22,17 +22,30 @@ import (
 // faultEnvIsolateFile names the file whose existence isolates the node.
 const faultEnvIsolateFile = "STRAND_FAULT_ISOLATE_FILE"
 
+// faultEnvDiskStallFile names the file whose existence stalls the node's
+// disk: while it exists every storage job (fsync, unlink) a sync worker
+// takes waits before it runs, as on a device that stopped answering
+// (node/stall.go's watchdog must then hand the node's leaderships on).
+// The wait ends when the file goes, or after faultDiskStallMax.
+const faultEnvDiskStallFile = "STRAND_FAULT_DISK_STALL_FILE"
+
+// faultDiskStallMax bounds one job's injected stall, so a test that dies
+// with the file in place does not leave a process that never exits.
+const faultDiskStallMax = 2 * time.Minute
+
 // faultPollInterval is how often the isolation file is checked.
 const faultPollInterval = 10 * time.Millisecond
 
 // faultState is whether the node is isolated now, and how.
 type faultState struct {
-	cut   atomic.Bool // frames are dropped
-	stall atomic.Bool // connections stop moving
+	cut      atomic.Bool // frames are dropped
+	stall    atomic.Bool // connections stop moving
+	diskPath string      // STRAND_FAULT_DISK_STALL_FILE
 }
 
 // start polls the isolation file until stop closes.
 func (f *faultState) start(stop <-chan struct{}) {
+	f.diskPath = os.Getenv(faultEnvDiskStallFile)
 	path := os.Getenv(faultEnvIsolateFile)
 	if path == "" {
 		return
@@ -65,6 +78,19 @@ func (f *faultState) wait(done <-chan struct{}) {
 		case <-done:
 			return
 		case <-time.After(faultPollInterval):
+		}
+	}
+}
+
+// diskWait blocks while the disk-stall file exists (at most
+// faultDiskStallMax): the sync pool calls it before each job.
+func (f *faultState) diskWait() {
+	if f.diskPath == "" {
+		return
+	}
+	for start := time.Now(); time.Since(start) < faultDiskStallMax; time.Sleep(faultPollInterval) {
+		if _, err := os.Stat(f.diskPath); err != nil {
+			return
 		}
 	}
 }

@@ -349,7 +349,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	r.core = core
-	r.syncs = newSyncPool(runtimeSyncWorkersMax, r.metrics.fsync.Observe)
+	r.syncs = newSyncPool(runtimeSyncWorkersMax, r.metrics.fsync.Observe, r.net.faults.diskWait)
 	r.wg.Add(1)
 	r.logSecurity()
 	r.noteSecurity()

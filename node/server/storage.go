@@ -34,6 +34,9 @@ type syncPool struct {
 	runTime atomic.Int64 // nanoseconds
 	// observe, when set, sees each job's time (the fsync histogram).
 	observe func(seconds float64)
+	// faultHook, when set, runs before each job: a fault-injection hook
+	// (fault_on.go's disk stall; a no-op in default builds).
+	faultHook func()
 }
 
 // syncResult is one finished job.
@@ -43,9 +46,9 @@ type syncResult struct {
 }
 
 // newSyncPool starts workers goroutines; observe (may be nil) sees each
-// job's time.
-func newSyncPool(workers int, observe func(seconds float64)) *syncPool {
-	p := &syncPool{ready: make(chan struct{}, 1), observe: observe}
+// job's time, faultHook (may be nil) runs before each job.
+func newSyncPool(workers int, observe func(seconds float64), faultHook func()) *syncPool {
+	p := &syncPool{ready: make(chan struct{}, 1), observe: observe, faultHook: faultHook}
 	p.work = sync.NewCond(&p.mu)
 	for range workers {
 		p.wg.Go(p.worker)
@@ -84,6 +87,9 @@ func (p *syncPool) worker() {
 		p.queue = p.queue[1:]
 		p.mu.Unlock()
 		start := time.Now()
+		if p.faultHook != nil {
+			p.faultHook()
+		}
 		err := job.Run()
 		took := time.Since(start)
 		if p.observe != nil {
