@@ -310,6 +310,25 @@
 //     refusing only the replica whose write failed (the disk is shared); a reserve file (hides the
 //     problem); exiting on a metadata write failure (a restart on the same disk fails the same way,
 //     and the node could still serve reads).
+//   - Disk stalls (stall.go; pebble's disk-health checker, CockroachDB's max_sync_duration): with
+//     AsyncSyncs a hung fsync leaves the loop, heartbeats and follower acks healthy, so a stalled
+//     leader kept its partitions while applying nothing (raft applies only entries stable on the
+//     leader), and no election ever fixed that. Each SyncJob is stamped with the tick the host
+//     took it; every raft tick a job older than Config.DiskSlowAfter (default half an election
+//     timeout) is logged once with its file, and while one is older than DiskStallAfter (default
+//     one election timeout; serve --disk-stall-after) the node is stalled: for leadership it is a
+//     node that cannot write (the full-disk path: every group it leads, the metadata group too,
+//     hands off; no campaigning; transfers to it dropped; diskStateStalled in its liveness
+//     frames), and produce is refused with ErrDiskStalled (NOT_ENOUGH_SPACE, Kafka's
+//     KAFKA_STORAGE_ERROR). It leaves the state once no job is that old. Ages are ticks, so a
+//     paused process never blames its disk. Stop leading, not fail-stop: a process stuck in an
+//     uninterruptible fsync may not even exit, a restart meets the same device, and reads and
+//     metadata would go too; /readyz says not ready (strand_disk_stalled,
+//     strand_storage_job_oldest_seconds) for a supervisor. A sync that fails stays fatal. Not
+//     watched: the loop's own synchronous writes (a hang there stops the loop and its heartbeats,
+//     so the followers elect elsewhere anyway). Proven: TestStalledLeaderHandsOffLeadership, the
+//     simulator's disk stalls, TestDiskStallMovesLeaders (real processes, -tags faultinject:
+//     leaders moved 1.05 s after the stall).
 //   - Catch-up throttle (throttle.go): Config.CatchUpBytesPerSec bounds, per destination node, the
 //     entry bytes of appends made only of committed entries (a token bucket refilled each tick,
 //     burst 0.1 s, debt allowed so one message of any size passes); over the rate the append is not

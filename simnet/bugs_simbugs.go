@@ -16,7 +16,7 @@ var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "
 	"RecoverTrustsPageCache", "LeaseReads", "RestoreIndexTimes",
 	"AckBeforeSyncDone", "WipedNodeVotes", "RepairTrustsItself", "CompactPastStart", "StaleSnapshot",
 	"TopicIDUnchecked", "ProduceSkipsCRC", "QuiescedNeverWake", "WALAckBeforeFsync",
-	"FirstBatchMustFit"}
+	"FirstBatchMustFit", "StalledLeaderKeepsLeading"}
 
 // GroupBugNames are the consumer-group coordinator's planted bugs
 // (engine/groups): they need the group workload (Options.GroupMembers).
@@ -81,6 +81,8 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.QuiescedNeverWake = true
 	case "FirstBatchMustFit":
 		cfg.Bugs.FirstBatchMustFit = true
+	case "StalledLeaderKeepsLeading": // needs a disk stall (seedOptions draws one)
+		cfg.Bugs.StalledLeaderKeepsLeading = true
 	case "MoveDropsOldReplicaEarly":
 		cfg.Bugs.MoveDropsOldReplicaEarly = true
 	case "RemoveBeforeCaughtUp":

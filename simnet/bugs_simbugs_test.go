@@ -18,7 +18,8 @@ const catchSearchMax = 200
 // simulator or the node moves the seeds, the test searches seeds 1-200
 // and names the seed to pin instead.
 var pinnedCatch = map[string]uint64{
-	"WALAckBeforeFsync": 1, // with Options.WAL (seedOptions)
+	"WALAckBeforeFsync":         1, // with Options.WAL (seedOptions)
+	"StalledLeaderKeepsLeading": 3, // with disk stalls (seedOptions)
 
 	"AckBeforeCommit": 1, "SkipFsync": 1, "FetchBeyondHighMark": 1, "ReapplyAfterRestart": 1, "LocalRead": 1,
 	"RestoreForgetsProducers": 1, "CheckpointForgetsProducers": 1, "FetchRenumbersInsideBatch": 1,

@@ -144,6 +144,7 @@ var CoverageExpected = []string{
 	"fault/client-corrupt-produce", "fault/client-corrupt-fetch", "fault/client-truncate",
 	"event/corrupt-batch-refused", "event/corrupt-fetch-refused", "fault/starve-leader",
 	"event/liveness-probe", "event/liveness-probe-crash", "fault/overload", "event/long-poll-tail",
+	"fault/disk-stall", "check/disk-stall",
 }
 
 // coverageGaps are names the table lists although the workload cannot make

@@ -74,6 +74,15 @@
 //     served, and no other fault starts meanwhile (the "one overloaded broker" of real clusters;
 //     dense overlapping faults alone almost never let a deposed leader serve a read after a newer
 //     acknowledged write);
+//   - disk stalls (diskstall.go, half the seeds, 1–3 a run once 10–60% of the operations are
+//     issued, a second apart): a partition leader's node whose peers are healthy has every fsync
+//     hang for an election timeout plus 1.5–3 s (or until a heal), with no other fault, overload
+//     or fsync crash point meanwhile; within an election timeout plus 1 s of its first hung fsync
+//     every group it led must be led elsewhere (skipped, and counted, when its peers did not stay
+//     healthy or too few run the group's incarnation to elect without it). Planted
+//     StalledLeaderKeepsLeading (the watchdog blind) is caught by nothing else: 135 of 200 seeds
+//     with its sweeps forcing 3 stalls on (as WALAckBeforeFsync forces the WAL), 63 of 200 with
+//     stalls drawn as in the standard sample, 0 of 100 with stalls off;
 //   - scheduled disk-loss incidents (incidents.go, every seed once 2–8% of the operations are
 //     issued; each heals the faults under way and holds the random mix while its chain runs):
 //     *repair under a concurrent failure* (L cut off so X and A commit what it misses; X loses

@@ -31,6 +31,7 @@ const (
 	faultDiskFull
 	faultIsolateFollower
 	faultStarveLeader
+	faultDiskStall // an episode (diskstall.go), not drawn by weight
 )
 
 // flipMarginBytes keeps bit flips this far before the end of a file, so
@@ -49,6 +50,7 @@ var faultNames = [...]string{
 	faultClockJump: "fault/clock-jump", faultCrashLeader: "fault/crash-leader", faultKill: "fault/kill",
 	faultCutRound: "fault/cut-round", faultCutRecovery: "fault/cut-recovery", faultPause: "fault/pause",
 	faultLeaderChain: "fault/leader-chain", faultDiskFull: "fault/disk-full", faultIsolateFollower: "fault/isolate-follower", faultStarveLeader: "fault/starve-leader",
+	faultDiskStall: "fault/disk-stall",
 }
 
 // healAction is a network fault to undo: the directed links it cut, when
@@ -76,6 +78,7 @@ type planner struct {
 	inc       incidents // the scheduled incidents (incidents.go)
 	// starvedBase[i]: node i's tick period before it was starved.
 	starvedBase []time.Duration
+	stall       diskStall // the disk-stall episodes (diskstall.go)
 }
 
 func newPlanner(w *world) *planner {
@@ -120,6 +123,7 @@ func newPlanner(w *world) *planner {
 func (p *planner) start() {
 	p.scheduleRolling()
 	p.scheduleOverload()
+	p.scheduleDiskStall()
 	p.scheduleIncidents()
 	if p.total == 0 || p.w.opts.Faults.Interval <= 0 {
 		return

@@ -109,8 +109,14 @@ type Faults struct {
 	Overloads     int
 	// Incidents are the run's scheduled fault chains (incidents.go), in
 	// order, the first once IncidentAfter of Ops was issued.
-	Incidents     []Incident
-	IncidentAfter float64
+	// DiskStallAfter, when > 0, stalls the fsyncs of one partition
+	// leader's node once this share of Ops was issued, while its peers are
+	// healthy, and checks its groups move (diskstall.go); DiskStalls
+	// episodes in all, a second apart.
+	DiskStallAfter float64
+	DiskStalls     int
+	Incidents      []Incident
+	IncidentAfter  float64
 	// LongOutage makes the disk replacement's lagging node a broker down
 	// past the retention window (incidents.go brokerOutage).
 	LongOutage      bool
@@ -308,6 +314,10 @@ func Choose(o Options) Options {
 	f.Incidents = drawIncidents()
 	f.IncidentAfter = float64(between(r, 2, 8)) / 100
 	f.LongOutage = r.IntN(8) != 0
+	if r.IntN(2) == 0 { // half the seeds: disk stalls (diskstall.go)
+		f.DiskStallAfter = float64(between(r, 10, 60)) / 100
+		f.DiskStalls = int(between(r, 1, 3))
+	}
 	return o
 }
 
@@ -332,6 +342,9 @@ func (o Options) String() string {
 		f.RollingRestartAfter)
 	fmt.Fprintf(&b, " pause=%d chain=%d drift=%d%% diskfull=%d isolatefollower=%d", f.Pause, f.LeaderChain, f.TickDriftPercent, f.DiskFull, f.IsolateFollower)
 	fmt.Fprintf(&b, " corrupt=%g starve=%d overload=%gx%d", f.ClientCorrupt, f.StarveLeader, f.OverloadAfter, f.Overloads)
+	if f.DiskStallAfter > 0 {
+		fmt.Fprintf(&b, " diskstall=%gx%d", f.DiskStallAfter, f.DiskStalls)
+	}
 	if len(f.Incidents) > 0 {
 		fmt.Fprintf(&b, " incidents=%v@%g", f.Incidents, f.IncidentAfter)
 		if f.LongOutage {

@@ -36,7 +36,7 @@ func (p *planner) pollOverload() {
 		return
 	}
 	i := -1
-	if float64(w.work.issued) >= w.opts.Faults.OverloadAfter*float64(w.opts.Ops) && !p.inc.running {
+	if float64(w.work.issued) >= w.opts.Faults.OverloadAfter*float64(w.opts.Ops) && !p.inc.running && !p.stallActive() {
 		i = p.starvable()
 	}
 	if i < 0 {

@@ -22,6 +22,8 @@ import (
 //   - fault/crash-after-fsync: a power loss or a kill strikes after the
 //     fsync, before the node heard of it (durable but never acknowledged).
 //
+// A disk stall (diskstall.go) parks every fsync of its node until it ends.
+//
 // All draws come from one stream of their own, so a seed replays bit for
 // bit. Rejected: running the fsync at once and delaying only the
 // completion (a power loss inside the window would then keep the data,
@@ -75,9 +77,10 @@ func (w *world) startSyncs(n *simNode) {
 }
 
 // crashPoint draws whether a pipeline crash strikes n now: only in runs
-// with crash faults, while the planner is active, on a healthy node.
+// with crash faults, while the planner is active and no disk stall is
+// under way (diskstall.go), on a healthy node.
 func (w *world) crashPoint(n *simNode) bool {
-	if w.opts.Faults.Crash == 0 || !w.planner.active || n.hasFaults() {
+	if w.opts.Faults.Crash == 0 || !w.planner.active || n.hasFaults() || w.planner.stallActive() {
 		return false
 	}
 	return w.storage.rng.IntN(storageCrashOneIn) == 0
@@ -87,6 +90,10 @@ func (w *world) crashPoint(n *simNode) bool {
 // completion.
 func (w *world) runSync(n *simNode, inc uint32, job node.SyncJob) {
 	if !n.up || n.incarnation != inc {
+		return
+	}
+	if n.diskStalled { // its device hangs (diskstall.go)
+		w.parkSync(n, func() { w.runSync(n, inc, job) })
 		return
 	}
 	if w.crashPoint(n) {

@@ -62,6 +62,10 @@ type simNode struct {
 	// heldDown: an incident keeps the node down until it restarts it
 	// (incidents.go); restarts the fault mix queued earlier wait.
 	heldDown bool
+	// diskStalled: its fsyncs hang (diskstall.go), parked in parkedSyncs
+	// until the stall ends.
+	diskStalled bool
+	parkedSyncs []func()
 	// recoveryCut, when > 0, cuts the power at the recoveryCut-th disk
 	// write of the node's next recovery (Open).
 	recoveryCut int
@@ -261,6 +265,9 @@ func (w *world) fail(format string, args ...any) {
 // failuresKept bounds the step failures a run keeps (the first ones matter).
 const failuresKept = 10
 
+// simElectionTicks is every node's node.Config.ElectionTicks.
+const simElectionTicks = 10
+
 // startNode opens n's core on its disk. An open failure (a corrupt or
 // unreadable disk) leaves the node down; corruption is permanent.
 func (w *world) startNode(n *simNode) {
@@ -278,7 +285,7 @@ func (w *world) startNode(n *simNode) {
 		Network:              n.endpoint,
 		Clock:                n.clock,
 		Rand:                 newStream(w.opts.Seed, streamNode+uint64(n.id)<<16+uint64(inc)),
-		ElectionTicks:        10,
+		ElectionTicks:        simElectionTicks,
 		HeartbeatTicks:       1,
 		SegmentBytesMax:      w.opts.SegmentBytesMax,
 		CheckpointEntries:    w.opts.CheckpointEntries,
@@ -433,6 +440,7 @@ func (w *world) clearDiskFaults(n *simNode) {
 	n.failSync = false
 	n.cut.reset()
 	n.recoveryCut = 0
+	w.endDiskStall(n)
 }
 
 // guard runs fn, a call into n's core. A panic with a disk fault injected

@@ -28,7 +28,8 @@
 // # Commands
 //
 // pflag; every flag is also STRAND_<FLAG>. Exit 0 success, 1 failure, 2 usage. serve (one node;
-// --kafka-listen, --kafka-advertise, --min-free-bytes, --catchup-bytes-per-sec), dev (N nodes in
+// --kafka-listen, --kafka-advertise, --min-free-bytes, --catchup-bytes-per-sec,
+// --disk-stall-after), dev (N nodes in
 // one process, temp data dir), topic
 // create|list|describe|alter|add-partitions|delete-records|delete, produce, consume (--group G
 // [--instance-id ID]: commits exactly what it printed), group list|describe|reset|delete (reset

@@ -29,7 +29,8 @@
 //   - Kafka listener (kafka.go): Config.KafkaListen/KafkaAdvertise start a kafkaproto server whose
 //     backend is the loop's request queue (same byte budget, same Core.Handle); the advertised
 //     address is registered in the metadata group. Node flags fill the Core's node.Config:
-//     --min-free-bytes (MinFreeBytes), --catchup-bytes-per-sec (CatchUpBytesPerSec); strand dev
+//     --min-free-bytes (MinFreeBytes), --catchup-bytes-per-sec (CatchUpBytesPerSec),
+//     --disk-stall-after (DiskStallAfter); strand dev
 //     also sets SegmentBytesMax/SegmentAgeMax.
 //   - Ticks: 10 ms; election 100 ticks, heartbeat 10, request timeout 500. Fail-stop: a Process
 //     error shuts the node down, Done() closes, Err() says why; strand serve exits 1.
