@@ -59,6 +59,9 @@ type apiNode struct {
 	DiskFull bool   `json:"disk_full"`
 	Replicas int    `json:"replicas"` // hosted, -1 when unknown
 	Leading  int    `json:"leading"`  // partitions led, -1 when unknown
+	// DiskStalled: a storage job of the node has not returned for longer
+	// than its stall threshold, so it does not lead (node/stall.go).
+	DiskStalled bool `json:"disk_stalled"`
 	// Liveness is "up", or "down" once the shown node (Node of
 	// apiCluster) has not heard from it for three election timeouts;
 	// LastContactMs is the time since that node last heard from it (0 for
@@ -289,6 +292,7 @@ func clusterOf(views []node.AdminView, clusterID []byte) apiCluster {
 		v := views[j]
 		ready, why := readiness(v)
 		n.Health, n.Reason, n.DiskFull, n.Replicas, n.Leading = "ready", why, v.DiskFull, len(v.Replicas), 0
+		n.DiskStalled = v.DiskStalled
 		if !ready {
 			n.Health = "not ready"
 		}
@@ -313,7 +317,7 @@ func fillLiveness(out *apiCluster, views []node.AdminView) {
 			continue
 		}
 		l := views[0].Liveness[j]
-		n.Liveness, n.LastContactMs, n.DiskFull = "up", l.SilentFor.Milliseconds(), l.DiskFull
+		n.Liveness, n.LastContactMs, n.DiskFull, n.DiskStalled = "up", l.SilentFor.Milliseconds(), l.DiskFull, l.DiskStalled
 		if l.Down {
 			n.Liveness = "down"
 			out.NodesDown = append(out.NodesDown, n.ID)

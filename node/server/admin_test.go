@@ -506,3 +506,22 @@ func TestLagHistoryRing(t *testing.T) {
 		t.Errorf("%d groups tracked, want %d", len(h.rings), lagGroupsMax)
 	}
 }
+
+// The cluster API marks a stalled node, from its own view and from the
+// liveness view of the node answering.
+func TestClusterAPIShowsStalledDisk(t *testing.T) {
+	peers := []node.Peer{{ID: 1, Address: "a:1"}, {ID: 2, Address: "a:2"}}
+	views := []node.AdminView{
+		{ID: 1, Peers: peers, Liveness: []node.PeerLiveness{{Node: 1}, {Node: 2, DiskStalled: true}}},
+		{ID: 2, Peers: peers, DiskStalled: true, OldestStorageJob: 2 * time.Second, OldestStorageJobFile: "p/t@1/0/log"},
+	}
+	out := clusterOf(views, nil)
+	for _, n := range out.Nodes {
+		if n.DiskStalled != (n.ID == 2) {
+			t.Errorf("node %d: disk_stalled %v", n.ID, n.DiskStalled)
+		}
+		if n.ID == 2 && (n.Health != "not ready" || !strings.Contains(n.Reason, "disk stalled")) {
+			t.Errorf("node 2: %s %q", n.Health, n.Reason)
+		}
+	}
+}

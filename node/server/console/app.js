@@ -58,7 +58,8 @@ function renderNodes(cluster) {
       el("td", {}, health, n.registered ? null : el("span", { class: "warn" }, " (not registered)")),
       el("td", {}, n.replicas < 0 ? "?" : n.replicas),
       el("td", {}, n.leading < 0 ? "?" : n.leading),
-      el("td", {}, n.disk_full ? el("span", { class: "bad" }, "FULL") : "ok")));
+      el("td", {}, n.disk_stalled ? el("span", { class: "bad" }, "STALLED")
+        : n.disk_full ? el("span", { class: "bad" }, "FULL") : "ok")));
   }
   const ready = cluster.nodes.filter(n => n.health === "ready").length;
   document.getElementById("summary").textContent =
