@@ -1,0 +1,187 @@
+package clientlib_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/clientlib/fake"
+)
+
+// A dead letter carries the source record and its coordinates in headers
+// that ParseDeadLetter reads back; Redrive restores the source record
+// (its own headers, without the dead-letter ones).
+func TestDeadLetterHeadersRoundTrip(t *testing.T) {
+	src := &clientlib.Record{Topic: "orders", Partition: 3, Offset: 41, Key: []byte("k1"), Value: []byte("v"),
+		Timestamp: time.UnixMilli(1700000000123), Headers: []clientlib.Header{{Key: "trace", Value: []byte("t1")}}}
+	d := clientlib.DeadLetter{Source: src, Group: "billing", Attempts: 3, Err: "parse: bad line"}
+	out := d.Record("orders.dlq")
+	if out.Topic != "orders.dlq" || out.Partition != 3 || string(out.Key) != "k1" || string(out.Value) != "v" {
+		t.Fatalf("dead letter %+v", out)
+	}
+	want := map[string]string{clientlib.HeaderDLQTopic: "orders", clientlib.HeaderDLQPartition: "3",
+		clientlib.HeaderDLQOffset: "41", clientlib.HeaderDLQTimestamp: "1700000000123", clientlib.HeaderDLQKey: "k1",
+		clientlib.HeaderDLQGroup: "billing", clientlib.HeaderDLQAttempts: "3", clientlib.HeaderDLQError: "parse: bad line",
+		"trace": "t1"}
+	got := map[string]string{}
+	for _, h := range out.Headers {
+		got[h.Key] = string(h.Value)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("headers\n got %v\nwant %v", got, want)
+	}
+	info, err := clientlib.ParseDeadLetter(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Source != (clientlib.TopicPartition{Topic: "orders", Partition: 3}) || info.Offset != 41 || info.Attempts != 3 ||
+		info.Group != "billing" || info.Err != "parse: bad line" || !info.Timestamp.Equal(src.Timestamp) {
+		t.Fatalf("parsed %+v", info)
+	}
+	back := info.Redrive(out, "")
+	if back.Topic != "orders" || back.Partition != 3 || len(back.Headers) != 1 || back.Headers[0].Key != "trace" ||
+		string(back.Value) != "v" || !back.Timestamp.Equal(src.Timestamp) {
+		t.Fatalf("redriven %+v", back)
+	}
+	// A redriven record failing again gets fresh dead-letter headers, not two sets.
+	again := clientlib.DeadLetter{Source: &clientlib.Record{Topic: "orders", Headers: out.Headers}, Attempts: 1, Err: "x"}.Record("orders.dlq")
+	n := 0
+	for _, h := range again.Headers {
+		if h.Key == clientlib.HeaderDLQAttempts {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d attempts headers, want 1", n)
+	}
+	if _, err := clientlib.ParseDeadLetter(&clientlib.Record{Value: []byte("plain")}); !errors.Is(err, clientlib.ErrNotDeadLetter) {
+		t.Fatalf("plain record: %v, want ErrNotDeadLetter", err)
+	}
+}
+
+// Handle retries a failing record, dead-letters it to <topic>.dlq
+// (created on first use) with its coordinates, keeps the partition going
+// in order, and commits past everything handled or dead-lettered.
+func TestHandleDeadLettersFailingRecords(t *testing.T) {
+	_, client, ctx := setup(t, []fake.Opt{fake.Topic("t", 2)}, clientlib.ManualPartitioner(), groupRetries)
+	produceSpread(t, ctx, client, "t", 2, 0, 5) // values p-i
+	bad := map[string]bool{"0-3": true, "1-1": true}
+	g, err := clientlib.NewGroupConsumer(client, "g", []string{"t"},
+		clientlib.GroupConsumerOpts(clientlib.FetchMaxWait(20*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hctx, stop := context.WithCancel(ctx)
+	var order []string
+	attempts := map[string]int{}
+	handled, dead := 0, 0
+	pol := clientlib.RetryPolicy{MaxAttempts: 3, Backoff: clientlib.Backoff{Base: time.Millisecond, Max: 2 * time.Millisecond}}
+	err = g.Handle(hctx, func(_ context.Context, r *clientlib.Record) error {
+		attempts[string(r.Value)]++
+		if bad[string(r.Value)] {
+			return fmt.Errorf("cannot parse %q", r.Value)
+		}
+		order = append(order, string(r.Value))
+		if handled++; handled+dead == 10 {
+			stop()
+		}
+		return nil
+	}, clientlib.Handling{Retry: pol, OnDeadLetter: func(clientlib.DeadLetter, *clientlib.Record) {
+		if dead++; handled+dead == 10 {
+			stop()
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if attempts["0-3"] != 3 || attempts["1-1"] != 3 || attempts["0-2"] != 1 {
+		t.Fatalf("attempts %v: want 3 for each bad record, 1 for good ones", attempts)
+	}
+	if err := g.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var letters []*clientlib.Record
+	for p := int32(0); p < 2; p++ {
+		letters = append(letters, consumeAll(t, ctx, client, "t.dlq", p, countIn(bad, p))...)
+	}
+	for _, l := range letters {
+		info, err := clientlib.ParseDeadLetter(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bad[string(l.Value)] || info.Source.Topic != "t" || info.Group != "g" || info.Attempts != 3 ||
+			!strings.Contains(info.Err, "cannot parse") {
+			t.Fatalf("dead letter %q: %+v", l.Value, info)
+		}
+	}
+	offs, err := client.FetchOffsets(ctx, "g", clientlib.TopicPartition{Topic: "t", Partition: 0}, clientlib.TopicPartition{Topic: "t", Partition: 1})
+	if err != nil || len(offs) != 2 || offs[0].Offset != 5 || offs[1].Offset != 5 {
+		t.Fatalf("committed %v, %v; want 5 in both partitions", offs, err)
+	}
+}
+
+// countIn is how many values of bad produceSpread put in partition p.
+func countIn(bad map[string]bool, p int32) int {
+	n := 0
+	for v := range bad {
+		if strings.HasPrefix(v, fmt.Sprintf("%d-", p)) {
+			n++
+		}
+	}
+	return n
+}
+
+// Bad input is refused before anything is read: a dead-letter topic
+// equal to the source, no attempts at all.
+func TestHandleRefusesBadPolicy(t *testing.T) {
+	_, client, ctx := setup(t, []fake.Opt{fake.Topic("t", 1)}, clientlib.ManualPartitioner(), groupRetries)
+	g, err := clientlib.NewGroupConsumer(client, "g", []string{"t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := func(context.Context, *clientlib.Record) error { return nil }
+	var oe *clientlib.OptionError
+	if err := g.Handle(ctx, h, clientlib.Handling{DeadLetterTopic: func(s string) string { return s }}); !errors.As(err, &oe) {
+		t.Fatalf("dead-letter topic = source: %v, want an OptionError", err)
+	}
+	if err := g.Handle(ctx, h, clientlib.Handling{Retry: clientlib.RetryPolicy{MaxAttempts: 0, AttemptTimeout: time.Second}}); !errors.As(err, &oe) {
+		t.Fatalf("MaxAttempts 0: %v, want an OptionError", err)
+	}
+}
+
+// A dead letter that cannot be written (its partition does not exist in
+// the dead-letter topic) stops Handle with a DeadLetterError naming the
+// record, and nothing from that record on is committed.
+func TestHandleUnwritableDeadLetterLosesNothing(t *testing.T) {
+	_, client, ctx := setup(t, []fake.Opt{fake.Topic("t", 2), fake.Topic("t.dlq", 1)}, clientlib.ManualPartitioner(),
+		groupRetries, clientlib.UnknownTopicRetries(2), clientlib.DeliveryTimeout(2*time.Second))
+	produceSpread(t, ctx, client, "t", 2, 0, 3) // partition 1 holds 1-0, 1-1, 1-2
+	g, err := clientlib.NewGroupConsumer(client, "g", []string{"t"},
+		clientlib.GroupConsumerOpts(clientlib.FetchMaxWait(20*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = g.Handle(ctx, func(_ context.Context, r *clientlib.Record) error {
+		if string(r.Value) == "1-1" {
+			return errors.New("poison")
+		}
+		return nil
+	}, clientlib.Handling{Retry: clientlib.RetryPolicy{MaxAttempts: 1}})
+	var de *clientlib.DeadLetterError
+	if !errors.As(err, &de) || de.Source.Partition != 1 || de.Offset != 1 || de.Topic != "t.dlq" {
+		t.Fatalf("err %v, want a DeadLetterError for t/1 offset 1", err)
+	}
+	offs, err := client.FetchOffsets(ctx, "g", clientlib.TopicPartition{Topic: "t", Partition: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range offs {
+		if o.Offset > 1 {
+			t.Fatalf("committed %d in t/1, past the record that was not dead-lettered", o.Offset)
+		}
+	}
+}
