@@ -31,6 +31,9 @@ type Handling struct {
 	// OnDeadLetter, when set, runs after a dead letter is acknowledged and
 	// before the source offset past it is committed (logs, counters).
 	OnDeadLetter func(d DeadLetter, written *Record)
+	// Done, when set, is asked before each Poll: true ends Handle with
+	// nil (everything handed out so far is settled and committed then).
+	Done func() bool
 }
 
 // DeadLetterError is a dead letter that could not be written: nothing
@@ -177,6 +180,9 @@ func (hs *handling) forget(ps []TopicPartition) {
 // or a fatal error.
 func (hs *handling) loop(ctx context.Context, part func(context.Context, FetchPartition) error) error {
 	for ctx.Err() == nil {
+		if hs.how.Done != nil && hs.how.Done() {
+			return nil
+		}
 		fs := hs.g.Poll(ctx)
 		clear(hs.stopped) // Poll's reconcile ran: what it revoked is no longer in its answer
 		for _, fp := range fs {
