@@ -185,3 +185,77 @@ func TestHandleUnwritableDeadLetterLosesNothing(t *testing.T) {
 		}
 	}
 }
+
+// writeDeadLetters puts n dead letters of source partition p into
+// "t.dlq": values p-0..p-(n-1), errors alternating "timeout" and "parse".
+func writeDeadLetters(t *testing.T, ctx context.Context, client *clientlib.Client, p int32, n int) {
+	t.Helper()
+	var rs []*clientlib.Record
+	for i := 0; i < n; i++ {
+		src := &clientlib.Record{Topic: "t", Partition: p, Offset: int64(10 + i), Value: []byte(fmt.Sprintf("%d-%d", p, i)),
+			Timestamp: time.UnixMilli(1700000000000)}
+		why := []string{"timeout", "parse"}[i%2]
+		rs = append(rs, clientlib.DeadLetter{Source: src, Group: "g", Attempts: 2, Err: why}.Record("t.dlq"))
+	}
+	if err := client.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Redrive writes dead letters back to their source partition, filtered,
+// and records them: running it again writes nothing; a redrive that
+// crashed after writing but before recording is finished by the next one
+// without a duplicate (it finds the records by HeaderRedriveFrom).
+func TestRedriveIsIdempotent(t *testing.T) {
+	_, client, ctx := setup(t, []fake.Opt{fake.Topic("t", 2), fake.Topic("t.dlq", 2)}, clientlib.ManualPartitioner(), groupRetries)
+	writeDeadLetters(t, ctx, client, 0, 4)
+	writeDeadLetters(t, ctx, client, 1, 2)
+	onlyParse := func(i clientlib.DeadLetterInfo) bool { return i.Err == "parse" }
+	rep, err := client.Redrive(ctx, "t.dlq", clientlib.RedriveOptions{Filter: onlyParse})
+	if err != nil || rep.Redriven != 3 || rep.Skipped != 3 {
+		t.Fatalf("filtered redrive: %+v, %v; want 3 redriven, 3 skipped", rep, err)
+	}
+	// A crash after the records were written, before they were recorded.
+	func() {
+		defer func() { _ = recover() }()
+		_, _ = client.Redrive(ctx, "t.dlq", clientlib.RedriveOptions{OnEach: func(clientlib.DeadLetterEntry, int64) { panic("crash") }})
+	}()
+	rep, err = client.Redrive(ctx, "t.dlq", clientlib.RedriveOptions{})
+	if err != nil || rep.Redriven != 0 || rep.Recovered != 3 || rep.Already != 3 {
+		t.Fatalf("after the crash: %+v, %v; want the 3 written found (recovered), 3 already done, none written", rep, err)
+	}
+	rep, err = client.Redrive(ctx, "t.dlq", clientlib.RedriveOptions{})
+	if err != nil || rep.Redriven != 0 || rep.Already != 6 {
+		t.Fatalf("again: %+v, %v; want all 6 already redriven", rep, err)
+	}
+	offs, err := client.ListOffsets(ctx, "t", nil, clientlib.OffsetLatest())
+	if err != nil || len(offs) != 2 || offs[0].HighWatermark != 4 || offs[1].HighWatermark != 2 {
+		t.Fatalf("source high-water marks %+v, %v; want 4 and 2 (each dead letter once)", offs, err)
+	}
+	got := map[string]int{}
+	for p := int32(0); p < 2; p++ {
+		for _, r := range consumeAll(t, ctx, client, "t", p, []int{4, 2}[p]) {
+			if !strings.HasPrefix(string(r.Value), fmt.Sprintf("%d-", p)) || r.Timestamp.UnixMilli() != 1700000000000 {
+				t.Fatalf("partition %d got %q at %v", p, r.Value, r.Timestamp)
+			}
+			got[string(r.Value)]++
+		}
+	}
+	if len(got) != 6 {
+		t.Fatalf("redriven %v, want each of the 6 dead letters", got)
+	}
+	for v, n := range got {
+		if n != 1 {
+			t.Fatalf("%s redriven %d times", v, n)
+		}
+	}
+	entries, err := client.ReadDeadLetters(ctx, "t.dlq")
+	if err != nil || len(entries) != 6 {
+		t.Fatalf("ReadDeadLetters: %d, %v", len(entries), err)
+	}
+	for _, e := range entries {
+		if !e.Redriven {
+			t.Fatalf("%+v not marked redriven", e.Info)
+		}
+	}
+}
