@@ -61,12 +61,28 @@ func (c *Client) ReadDeadLetters(ctx context.Context, dlq string) ([]DeadLetterE
 		return nil, err
 	}
 	out := make([]DeadLetterEntry, 0, len(recs))
+	doneSources := map[string]bool{} // source coordinates of letters written back
 	for _, r := range recs {
 		info, perr := ParseDeadLetter(r)
 		e := ledger[fmt.Sprintf("%d/%d", r.Partition, r.Offset)]
 		out = append(out, DeadLetterEntry{Record: r, Info: info, Err: perr, Redriven: e.State == "done"})
+		if perr == nil && e.State == "done" {
+			doneSources[info.sourceKey()] = true
+		}
+	}
+	for i := range out {
+		if out[i].Err == nil && doneSources[out[i].Info.sourceKey()] {
+			out[i].Redriven = true // a second dead letter of a record already written back
+		}
 	}
 	return out, nil
+}
+
+// sourceKey names the source record: at least once, a record may be
+// dead-lettered twice (a member died between the dead letter and its
+// commit), and Redrive writes it back once.
+func (i DeadLetterInfo) sourceKey() string {
+	return fmt.Sprintf("%s/%d/%d", i.Source.Topic, i.Source.Partition, i.Offset)
 }
 
 // RedriveOptions says what Redrive writes back, and where.
@@ -82,7 +98,10 @@ type RedriveReport struct {
 	Recovered int // found written by an earlier redrive that crashed before recording it
 	Already   int // recorded as redriven before
 	Skipped   int // left out by the filter
-	Invalid   int // records without dead-letter headers, left alone
+	// Duplicates are second dead letters of a source record written back
+	// in this run (at least once, a record may be dead-lettered twice).
+	Duplicates int
+	Invalid    int // records without dead-letter headers, left alone
 }
 
 // Redrive writes the dead letters of dlq back to their source topic (or
@@ -91,7 +110,9 @@ type RedriveReport struct {
 // one in the ledger topic dlq+RedriveLedgerSuffix (created on first use):
 // an intent with the destination's high-water mark before the write, then
 // done with its offset. A dead letter recorded done is never written
-// again; one with only an intent (a redrive that crashed mid-batch) is
+// again, nor is a second dead letter of the same source record (same
+// topic, partition and offset; at-least-once handling can write two);
+// one with only an intent (a redrive that crashed mid-batch) is
 // looked for in its destination from that mark and written only if
 // absent, so running Redrive again never duplicates. Two Redrives of one
 // topic must not run at once. The client should use ManualPartitioner so
@@ -114,6 +135,7 @@ func (c *Client) Redrive(ctx context.Context, dlq string, opts RedriveOptions) (
 		return rep, err
 	}
 	var todo []DeadLetterEntry
+	queued := map[string]bool{}
 	for _, e := range entries {
 		switch {
 		case e.Err != nil:
@@ -122,7 +144,10 @@ func (c *Client) Redrive(ctx context.Context, dlq string, opts RedriveOptions) (
 			rep.Already++
 		case opts.Filter != nil && !opts.Filter(e.Info):
 			rep.Skipped++
+		case queued[e.Info.sourceKey()]:
+			rep.Duplicates++
 		default:
+			queued[e.Info.sourceKey()] = true
 			todo = append(todo, e)
 		}
 	}

@@ -189,6 +189,9 @@ func dlqRedrive(ctx context.Context, c *clientlib.Client, stdout, stderr io.Writ
 		fmt.Fprintf(stdout, " (and found %d written by an interrupted redrive)", rep.Recovered)
 	}
 	fmt.Fprintf(stdout, "; %d redriven before, %d left out by --filter-error", rep.Already, rep.Skipped)
+	if rep.Duplicates > 0 {
+		fmt.Fprintf(stdout, ", %d repeated dead letters of records written back once", rep.Duplicates)
+	}
 	if rep.Invalid > 0 {
 		fmt.Fprintf(stdout, ", %d records without dead-letter headers left alone", rep.Invalid)
 	}
