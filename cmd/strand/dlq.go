@@ -134,7 +134,7 @@ func dlqDescribe(ctx context.Context, c *clientlib.Client, w io.Writer, topic st
 	for _, r := range rows {
 		redriven += r.Redriven
 	}
-	fmt.Fprintf(w, "dead-letter topic %s: %d dead letters, %d redriven", topic, len(entries)-invalid, redriven)
+	fmt.Fprintf(w, "dead-letter topic %s: %s, %d redriven", topic, plural(len(entries)-invalid, "dead letter"), redriven)
 	if invalid > 0 {
 		fmt.Fprintf(w, ", %d records without dead-letter headers", invalid)
 	}
@@ -184,7 +184,7 @@ func dlqRedrive(ctx context.Context, c *clientlib.Client, stdout, stderr io.Writ
 			firstNonEmpty(to, e.Info.Source.Topic), e.Info.Source.Partition, at)
 	}
 	rep, err := c.Redrive(ctx, topic, opts)
-	fmt.Fprintf(stdout, "redrove %d dead letters from %s", rep.Redriven, topic)
+	fmt.Fprintf(stdout, "redrove %s from %s", plural(rep.Redriven, "dead letter"), topic)
 	if rep.Recovered > 0 {
 		fmt.Fprintf(stdout, " (and found %d written by an interrupted redrive)", rep.Recovered)
 	}

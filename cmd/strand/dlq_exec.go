@@ -141,8 +141,8 @@ func (cs *consumeSession) runExec(ctx context.Context, group, instance string, s
 	if cerr := g.Close(cctx); err == nil && cerr != nil && ctx.Err() == nil {
 		err = wrapErr(cerr, "leaving group %s", group)
 	}
-	fmt.Fprintf(cs.stderr, "strand: group %s: %d records handled, %d dead-lettered to %s\n",
-		group, es.handled, es.dead, ef.deadLetterTopic(cs.topic))
+	fmt.Fprintf(cs.stderr, "strand: group %s: %s handled, %d dead-lettered to %s\n",
+		group, plural(int(es.handled), "record"), es.dead, ef.deadLetterTopic(cs.topic))
 	return es.explain(err)
 }
 
