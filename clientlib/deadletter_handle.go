@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -71,6 +73,10 @@ type handling struct {
 	done    map[TopicPartition]int64 // offset after the last handled record
 	stopped map[TopicPartition]bool  // revoked or lost since the last Poll
 	created map[string]bool          // dead-letter topics known to exist
+	// deadBase is a partition's dead-letter count in its committed
+	// metadata when this member first committed it (absent: not read
+	// yet); deadNew counts this member's dead letters since.
+	deadBase, deadNew map[TopicPartition]int64
 }
 
 // Handle consumes with h until ctx ends (then it returns nil) or a fatal
@@ -79,7 +85,8 @@ type handling struct {
 // the source offset past a record is committed only after it was handled
 // or its dead letter acknowledged (at least once: a member that dies in
 // between leaves the record to the next owner, which may dead-letter it a
-// second time). Handle turns auto-commit off and commits itself; it calls
+// second time). Handle turns auto-commit off for good (Close then commits
+// nothing Handle did not settle) and commits itself; it calls
 // Poll, so the GroupConsumer's one-goroutine rule holds for it. A dead
 // letter that cannot be written stops Handle with a *DeadLetterError.
 //
@@ -138,16 +145,19 @@ func (g *GroupConsumer) newHandling(how Handling) (*handling, error) {
 	var seed [2]uint64
 	seed[0], seed[1] = uint64(time.Now().UnixNano()), uint64(len(g.member))
 	return &handling{g: g, how: how, rng: rand.New(rand.NewPCG(seed[0], seed[1])),
-		done: map[TopicPartition]int64{}, stopped: map[TopicPartition]bool{}, created: map[string]bool{}}, nil
+		done: map[TopicPartition]int64{}, stopped: map[TopicPartition]bool{}, created: map[string]bool{},
+		deadBase: map[TopicPartition]int64{}, deadNew: map[TopicPartition]int64{}}, nil
 }
 
-// hook turns auto-commit off and wraps OnRevoked and OnLost so a
-// partition that moves while its records are handled stops being handled
-// (committing what was done when it is revoked); it returns the undo.
+// hook turns auto-commit off (for good) and wraps OnRevoked and OnLost so
+// a partition that moves while its records are handled stops being
+// handled (committing what was done when it is revoked); it returns the
+// undo.
 func (hs *handling) hook() func() {
 	g := hs.g
 	saved := g.cfg
 	g.cfg.autoCommit = 0
+	g.commitMeta = func(tp TopicPartition) string { return DeadLetterMetadata(hs.deadBase[tp] + hs.deadNew[tp]) }
 	g.cfg.onRevoked = func(ctx context.Context, ps []TopicPartition) {
 		for _, tp := range ps {
 			hs.commit(ctx, tp)
@@ -164,7 +174,10 @@ func (hs *handling) hook() func() {
 		}
 	}
 	return func() {
-		g.cfg.autoCommit, g.cfg.onRevoked, g.cfg.onLost = saved.autoCommit, saved.onRevoked, saved.onLost
+		// Auto-commit stays off: Poll's position may be past records
+		// Handle left unsettled when it stopped, and Close must not
+		// commit it.
+		g.cfg.onRevoked, g.cfg.onLost = saved.onRevoked, saved.onLost
 	}
 }
 
@@ -173,6 +186,8 @@ func (hs *handling) forget(ps []TopicPartition) {
 	for _, tp := range ps {
 		hs.stopped[tp] = true
 		delete(hs.done, tp)
+		delete(hs.deadBase, tp)
+		delete(hs.deadNew, tp)
 	}
 }
 
@@ -254,6 +269,7 @@ func (hs *handling) deadLetter(ctx context.Context, r *Record, attempts int, cau
 	if err := hs.g.c.ProduceSync(wctx, out).FirstErr(); err != nil {
 		return fail(err)
 	}
+	hs.deadNew[TopicPartition{Topic: r.Topic, Partition: r.Partition}]++
 	if hs.how.OnDeadLetter != nil {
 		hs.how.OnDeadLetter(d, out)
 	}
@@ -306,7 +322,38 @@ func (hs *handling) commit(ctx context.Context, tp TopicPartition) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hs.g.c.cfg.requestTimeout)
 	defer cancel()
+	if _, ok := hs.deadBase[tp]; !ok {
+		committed, err := hs.g.c.FetchOffsets(ctx, hs.g.group, tp)
+		if err != nil {
+			return // the next batch commits; committing now would reset the count
+		}
+		hs.deadBase[tp] = 0
+		for _, o := range committed {
+			hs.deadBase[tp], _ = DeadLetterCount(o.Metadata)
+		}
+	}
 	_ = hs.g.CommitOffsets(ctx, map[TopicPartition]int64{tp: next})
+}
+
+// deadLetterMetaPrefix starts the committed-offset metadata Handle writes:
+// "strand.dlq=N", the source records of the partition the group
+// dead-lettered so far. Kafka clients keep and show metadata as it is;
+// node/server reads the same prefix for /metrics.
+const deadLetterMetaPrefix = "strand.dlq="
+
+// DeadLetterMetadata is the committed-offset metadata for a partition
+// whose records the group dead-lettered n of.
+func DeadLetterMetadata(n int64) string { return deadLetterMetaPrefix + strconv.FormatInt(n, 10) }
+
+// DeadLetterCount reads DeadLetterMetadata back (false: metadata of
+// another kind, or none).
+func DeadLetterCount(metadata string) (int64, bool) {
+	v, ok := strings.CutPrefix(metadata, deadLetterMetaPrefix)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n, err == nil && n >= 0
 }
 
 // wait sleeps d between attempts, heart-beating when due; it returns

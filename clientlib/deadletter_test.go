@@ -122,6 +122,46 @@ func TestHandleDeadLettersFailingRecords(t *testing.T) {
 	if err != nil || len(offs) != 2 || offs[0].Offset != 5 || offs[1].Offset != 5 {
 		t.Fatalf("committed %v, %v; want 5 in both partitions", offs, err)
 	}
+	// Each partition's commit carries its dead-letter count, which GroupLag reads.
+	lag, err := client.GroupLag(ctx, "g", time.Now())
+	if err != nil || len(lag) != 2 || lag[0].DeadLetters != 1 || lag[1].DeadLetters != 1 {
+		t.Fatalf("GroupLag %+v, %v; want 1 dead letter in each partition", lag, err)
+	}
+	if offs[0].Metadata != clientlib.DeadLetterMetadata(1) {
+		t.Fatalf("metadata %q, want %q", offs[0].Metadata, clientlib.DeadLetterMetadata(1))
+	}
+}
+
+// A partition's dead-letter count survives a change of member: the next
+// Handle adds to the count committed before it.
+func TestHandleDeadLetterCountAccumulates(t *testing.T) {
+	_, client, ctx := setup(t, []fake.Opt{fake.Topic("t", 1)}, clientlib.ManualPartitioner(), groupRetries)
+	pol := clientlib.RetryPolicy{MaxAttempts: 1}
+	for round := 1; round <= 2; round++ {
+		produceValues(t, ctx, client, "t", 2*round, 2) // one good, one bad per round
+		g, err := clientlib.NewGroupConsumer(client, "g", []string{"t"}, clientlib.GroupConsumerOpts(clientlib.FetchMaxWait(20*time.Millisecond)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hctx, stop := context.WithCancel(ctx)
+		err = g.Handle(hctx, func(_ context.Context, r *clientlib.Record) error {
+			if r.Offset%2 == 1 {
+				return errors.New("bad")
+			}
+			return nil
+		}, clientlib.Handling{Retry: pol, OnDeadLetter: func(clientlib.DeadLetter, *clientlib.Record) { stop() }})
+		stop()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		lag, err := client.GroupLag(ctx, "g", time.Now())
+		if err != nil || len(lag) != 1 || lag[0].DeadLetters != int64(round) || lag[0].Committed != int64(2*round) {
+			t.Fatalf("round %d: %+v, %v; want %d dead letters, committed %d", round, lag, err, round, 2*round)
+		}
+	}
 }
 
 // countIn is how many values of bad produceSpread put in partition p.
@@ -258,5 +298,35 @@ func TestRedriveIsIdempotent(t *testing.T) {
 		if !e.Redriven {
 			t.Fatalf("%+v not marked redriven", e.Info)
 		}
+	}
+}
+
+// Handle stopped while a record is being retried leaves it uncommitted,
+// and Close afterwards does not commit it either (Handle turned
+// auto-commit off for good: Poll's position is past the record).
+func TestHandleStoppedMidRetryCommitsNothingPastIt(t *testing.T) {
+	_, client, ctx := setup(t, []fake.Opt{fake.Topic("t", 1)}, clientlib.ManualPartitioner(), groupRetries)
+	produceValues(t, ctx, client, "t", 0, 3)
+	g, err := clientlib.NewGroupConsumer(client, "g", []string{"t"}, clientlib.GroupConsumerOpts(clientlib.FetchMaxWait(20*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hctx, stop := context.WithCancel(ctx)
+	err = g.Handle(hctx, func(_ context.Context, r *clientlib.Record) error {
+		if r.Offset == 1 {
+			stop() // shut down while offset 1 fails
+			return errors.New("bad")
+		}
+		return nil
+	}, clientlib.Handling{Retry: clientlib.RetryPolicy{MaxAttempts: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	offs, err := client.FetchOffsets(ctx, "g", clientlib.TopicPartition{Topic: "t", Partition: 0})
+	if err != nil || len(offs) != 1 || offs[0].Offset != 1 {
+		t.Fatalf("committed %+v, %v; want 1 (offset 1 neither handled nor dead-lettered)", offs, err)
 	}
 }

@@ -209,3 +209,20 @@ func firstNonEmpty(a, b string) string {
 	}
 	return b
 }
+
+// writeDeadLetterCounts adds to group describe the records the group
+// dead-lettered, per partition (nothing when none).
+func writeDeadLetterCounts(w io.Writer, lag []clientlib.PartitionLag) {
+	var total int64
+	var parts []string
+	for _, l := range lag {
+		if l.DeadLetters > 0 {
+			total += l.DeadLetters
+			parts = append(parts, fmt.Sprintf("%s/%d: %d", l.Topic, l.Partition, l.DeadLetters))
+		}
+	}
+	if total > 0 {
+		fmt.Fprintf(w, "  dead-lettered: %s (%s); strand dlq describe TOPIC.dlq lists them\n",
+			plural(int(total), "record"), strings.Join(parts, ", "))
+	}
+}

@@ -41,6 +41,8 @@ const dlHandler = `v=$(cat); [ -n "$v" ] || exit 2; case "$v" in *bad) echo "can
 // and the command's error, no good record dead-lettered, every partition
 // committed to its end; `dlq redrive --to` a fresh topic then writes
 // exactly the bad set, each once, and a second redrive writes nothing.
+// group describe counts each bad record once as dead-lettered (the count
+// travels in the committed offsets' metadata).
 func TestDeadLetterMembersAndLeadersKilledMidRetry(t *testing.T) {
 	skipShort(t)
 	c := startCluster(t, 3)
@@ -104,6 +106,9 @@ func TestDeadLetterMembersAndLeadersKilledMidRetry(t *testing.T) {
 	waitFor(t, "the group committed every partition to its end", 60*time.Second, func() error {
 		return committedToEnd(c.addrs, "dlqers", dlTopic)
 	})
+	if out := runCLI(t, env, "", "group", "describe", "dlqers"); !strings.Contains(out, "dead-lettered: "+plural(len(bad), "record")+" (") {
+		t.Fatalf("group describe does not count the %d bad records as dead-lettered:\n%s", len(bad), out)
+	}
 	runCLI(t, env, "", "topic", "create", "redriven", "--partitions", strconv.Itoa(dlPartitions), "--replication-factor", "3")
 	out := runCLI(t, env, "", "dlq", "redrive", dlTopic+".dlq", "--to", "redriven")
 	if !strings.Contains(out, "redrove "+plural(len(bad), "dead letter")+" ") {
