@@ -79,7 +79,10 @@
 // attempts it heart-beats. A dead letter that cannot be written stops Handle with a
 // *DeadLetterError after seeking back to the record, nothing past it committed. At least once: a
 // member killed between the dead letter's ack and the commit leaves the record to the next owner,
-// which may dead-letter it again. With transactions (issue 23) handling.deadLetter and the commit
+// which may dead-letter it again. Each commit carries the partition's dead-letter count as its
+// metadata (DeadLetterMetadata, "strand.dlq=N"; read before the member's first commit of the
+// partition, so it survives member changes), which GroupLag, /metrics and the console show. With
+// transactions (issue 23) handling.deadLetter and the commit
 // after it become one transaction; nothing else changes. Not built: an out-of-order retry topic
 // (the partition keeps flowing while a record waits), asked for only as an option.
 //

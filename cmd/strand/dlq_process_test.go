@@ -276,7 +276,7 @@ func TestReadmeDeadLetterBlock(t *testing.T) {
 	if err != nil {
 		t.Fatalf("README block: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
 	}
-	for _, want := range []string{"booked 10\nbooked 20\nbooked 40\n", "dead-letter topic payments.dlq: 1 dead letter, 0 redriven",
+	for _, want := range []string{"booked 10\nbooked 20\nbooked 40\n", "dead-lettered: 1 record (payments/0: 1)", "dead-letter topic payments.dlq: 1 dead letter, 0 redriven",
 		"payments/0  1      0         ledger  2               exit status 1: not an amount: oops",
 		"redrove 1 dead letter from payments.dlq;", "redrove 0 dead letters from payments.dlq; 1 redriven before"} {
 		if !strings.Contains(out, want) {
