@@ -330,3 +330,50 @@ func TestHandleStoppedMidRetryCommitsNothingPastIt(t *testing.T) {
 		t.Fatalf("committed %+v, %v; want 1 (offset 1 neither handled nor dead-lettered)", offs, err)
 	}
 }
+
+// HandleBatches retries a failing batch whole, then narrows it to its
+// records: only the record that fails alone is dead-lettered, the others
+// are handled, and the partition is committed past all of them.
+func TestHandleBatchesNarrowsToTheBadRecord(t *testing.T) {
+	_, client, ctx := setup(t, []fake.Opt{fake.Topic("t", 1)}, clientlib.ManualPartitioner(), groupRetries)
+	produceValues(t, ctx, client, "t", 0, 6) // values 0..5; "3" is bad
+	g, err := clientlib.NewGroupConsumer(client, "g", []string{"t"}, clientlib.GroupConsumerOpts(clientlib.FetchMaxWait(20*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hctx, stop := context.WithCancel(ctx)
+	handled := map[string]int{}
+	batches := 0
+	err = g.HandleBatches(hctx, func(_ context.Context, rs []*clientlib.Record) error {
+		batches++
+		for _, r := range rs {
+			if string(r.Value) == "3" {
+				return errors.New("bad 3")
+			}
+		}
+		for _, r := range rs {
+			handled[string(r.Value)]++
+			if r.Offset == 5 {
+				stop()
+			}
+		}
+		return nil
+	}, clientlib.Handling{Retry: clientlib.RetryPolicy{MaxAttempts: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(handled) != 5 || handled["3"] != 0 {
+		t.Fatalf("handled %v (in %d batch calls), want every record but 3", handled, batches)
+	}
+	letters := consumeAll(t, ctx, client, "t.dlq", 0, 1)
+	if info, err := clientlib.ParseDeadLetter(letters[0]); err != nil || info.Offset != 3 || info.Attempts != 2 || info.Err != "bad 3" {
+		t.Fatalf("dead letter %+v, %v; want offset 3 after 2 attempts alone", info, err)
+	}
+	offs, err := client.FetchOffsets(ctx, "g", clientlib.TopicPartition{Topic: "t", Partition: 0})
+	if err != nil || len(offs) != 1 || offs[0].Offset != 6 {
+		t.Fatalf("committed %+v, %v; want 6", offs, err)
+	}
+}
