@@ -36,6 +36,16 @@ type Handling struct {
 	// Done, when set, is asked before each Poll: true ends Handle with
 	// nil (everything handed out so far is settled and committed then).
 	Done func() bool
+	// RetryTopic, when set, makes retries out of order (Uber's and
+	// Confluent's retry-topic pattern): a record that fails its first
+	// attempt goes to RetryTopic(source) (created like the source, and
+	// subscribed to) with a due time one backoff later, and its partition
+	// moves on at once; the retry topic's records are tried when due, and
+	// go back to it, or to the dead-letter topic once Retry.MaxAttempts
+	// attempts failed. The handler sees the source record (its topic,
+	// partition and offset). Off by default: order is kept, and a
+	// partition waits at most Retry.MaxDelay for one record.
+	RetryTopic func(source string) string
 }
 
 // DeadLetterError is a dead letter that could not be written: nothing
@@ -77,6 +87,8 @@ type handling struct {
 	// metadata when this member first committed it (absent: not read
 	// yet); deadNew counts this member's dead letters since.
 	deadBase, deadNew map[TopicPartition]int64
+	retrySource       map[string]string            // retry topic → its source topic
+	paused            map[TopicPartition]time.Time // retry partitions waiting for their first record to be due
 }
 
 // Handle consumes with h until ctx ends (then it returns nil) or a fatal
@@ -97,6 +109,9 @@ func (g *GroupConsumer) Handle(ctx context.Context, h RecordHandler, how Handlin
 	if err != nil {
 		return err
 	}
+	if err := hs.subscribeRetries(ctx); err != nil {
+		return err
+	}
 	defer hs.hook()()
 	return hs.loop(ctx, func(ctx context.Context, fp FetchPartition) error { return hs.records(ctx, fp.Records, h) })
 }
@@ -108,11 +123,14 @@ func (g *GroupConsumer) HandleBatches(ctx context.Context, h BatchHandler, how H
 	if err != nil {
 		return err
 	}
+	if err := hs.subscribeRetries(ctx); err != nil {
+		return err
+	}
 	defer hs.hook()()
 	one := func(ctx context.Context, r *Record) error { return h(ctx, []*Record{r}) }
 	return hs.loop(ctx, func(ctx context.Context, fp FetchPartition) error {
-		if len(fp.Records) == 0 {
-			return nil
+		if _, retry := hs.retrySource[fp.Topic]; len(fp.Records) == 0 || retry {
+			return hs.records(ctx, fp.Records, one) // retry records are tried one by one, when due
 		}
 		tp := TopicPartition{Topic: fp.Topic, Partition: fp.Partition}
 		_, err := hs.how.Retry.retry(ctx, hs.rng, hs.wait, func(ctx context.Context) error { return h(ctx, fp.Records) })
@@ -146,7 +164,7 @@ func (g *GroupConsumer) newHandling(how Handling) (*handling, error) {
 	seed[0], seed[1] = uint64(time.Now().UnixNano()), uint64(len(g.member))
 	return &handling{g: g, how: how, rng: rand.New(rand.NewPCG(seed[0], seed[1])),
 		done: map[TopicPartition]int64{}, stopped: map[TopicPartition]bool{}, created: map[string]bool{},
-		deadBase: map[TopicPartition]int64{}, deadNew: map[TopicPartition]int64{}}, nil
+		deadBase: map[TopicPartition]int64{}, deadNew: map[TopicPartition]int64{}, paused: map[TopicPartition]time.Time{}}, nil
 }
 
 // hook turns auto-commit off (for good) and wraps OnRevoked and OnLost so
@@ -186,6 +204,7 @@ func (hs *handling) forget(ps []TopicPartition) {
 	for _, tp := range ps {
 		hs.stopped[tp] = true
 		delete(hs.done, tp)
+		delete(hs.paused, tp)
 		delete(hs.deadBase, tp)
 		delete(hs.deadNew, tp)
 	}
@@ -198,6 +217,7 @@ func (hs *handling) loop(ctx context.Context, part func(context.Context, FetchPa
 		if hs.how.Done != nil && hs.how.Done() {
 			return nil
 		}
+		hs.resumeDue()
 		fs := hs.g.Poll(ctx)
 		clear(hs.stopped) // Poll's reconcile ran: what it revoked is no longer in its answer
 		for _, fp := range fs {
@@ -237,12 +257,23 @@ func (hs *handling) records(ctx context.Context, rs []*Record, h RecordHandler) 
 		if hs.stopped[tp] || ctx.Err() != nil {
 			return nil
 		}
+		if settled, err := hs.outOfOrder(ctx, r, h); settled || err != nil {
+			if err != nil {
+				hs.g.k.Seek(tp.Topic, tp.Partition, OffsetExact(r.Offset))
+				return err
+			}
+			hs.done[tp] = r.Offset + 1
+			continue
+		}
+		if hs.how.RetryTopic != nil {
+			return nil // stopping, moved away, or a retry partition paused until its first record is due
+		}
 		attempts, err := hs.how.Retry.retry(ctx, hs.rng, hs.wait, func(ctx context.Context) error { return h(ctx, r) })
 		if hs.stopped[tp] || (err != nil && ctx.Err() != nil) {
 			return nil // moved away or stopping mid-retry: left uncommitted for whoever reads it next
 		}
 		if err != nil {
-			if derr := hs.deadLetter(ctx, r, attempts, err); derr != nil {
+			if derr := hs.deadLetter(ctx, r, attempts, err, tp); derr != nil {
 				hs.g.k.Seek(tp.Topic, tp.Partition, OffsetExact(r.Offset))
 				return derr
 			}
@@ -252,10 +283,24 @@ func (hs *handling) records(ctx context.Context, rs []*Record, h RecordHandler) 
 	return nil
 }
 
-// deadLetter writes r's dead letter and waits for its acknowledgement.
-// With transactions (issue 23) this and the commit after it become one
-// transaction; until then a crash between them dead-letters r again.
-func (hs *handling) deadLetter(ctx context.Context, r *Record, attempts int, cause error) error {
+// outOfOrder handles r when a retry topic is set (see firstAttempt and
+// retried); without one it settles nothing.
+func (hs *handling) outOfOrder(ctx context.Context, r *Record, h RecordHandler) (bool, error) {
+	switch {
+	case hs.how.RetryTopic == nil:
+		return false, nil
+	case hs.retrySource[r.Topic] != "":
+		return hs.retried(ctx, r, h)
+	}
+	return hs.firstAttempt(ctx, r, h)
+}
+
+// deadLetter writes r's dead letter and waits for its acknowledgement,
+// counting it on partition counted (the one whose commit follows: r's
+// own, or the retry partition r came from). With transactions (issue 23)
+// this and the commit after it become one transaction; until then a
+// crash between them dead-letters r again.
+func (hs *handling) deadLetter(ctx context.Context, r *Record, attempts int, cause error, counted TopicPartition) error {
 	topic := hs.how.DeadLetterTopicFor(r.Topic)
 	fail := func(err error) error {
 		return &DeadLetterError{Source: TopicPartition{Topic: r.Topic, Partition: r.Partition}, Offset: r.Offset, Topic: topic, Err: err}
@@ -269,7 +314,7 @@ func (hs *handling) deadLetter(ctx context.Context, r *Record, attempts int, cau
 	if err := hs.g.c.ProduceSync(wctx, out).FirstErr(); err != nil {
 		return fail(err)
 	}
-	hs.deadNew[TopicPartition{Topic: r.Topic, Partition: r.Partition}]++
+	hs.deadNew[counted]++
 	if hs.how.OnDeadLetter != nil {
 		hs.how.OnDeadLetter(d, out)
 	}

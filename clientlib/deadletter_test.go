@@ -377,3 +377,62 @@ func TestHandleBatchesNarrowsToTheBadRecord(t *testing.T) {
 		t.Fatalf("committed %+v, %v; want 6", offs, err)
 	}
 }
+
+// With a retry topic, a failing record does not hold its partition: the
+// records after it are handled first, the record is retried from
+// t.retry when due (the handler sees its source coordinates), and one
+// that keeps failing is dead-lettered with its source offset after
+// MaxAttempts attempts. Both partitions end up committed to their ends.
+func TestHandleRetryTopicKeepsThePartitionFlowing(t *testing.T) {
+	_, client, ctx := setup(t, []fake.Opt{fake.Topic("t", 1)}, clientlib.ManualPartitioner(), groupRetries)
+	produceValues(t, ctx, client, "t", 0, 6) // "2" fails twice then works; "4" always fails
+	g, err := clientlib.NewGroupConsumer(client, "g", []string{"t"}, clientlib.GroupConsumerOpts(clientlib.FetchMaxWait(20*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hctx, stop := context.WithCancel(ctx)
+	var order []string
+	tries := map[string]int{}
+	dead := 0
+	done := func() {
+		if len(order)+dead == 6 {
+			stop()
+		}
+	}
+	err = g.Handle(hctx, func(_ context.Context, r *clientlib.Record) error {
+		v := string(r.Value)
+		if r.Topic != "t" || r.Offset != int64(v[0]-'0') {
+			t.Errorf("handler saw %s/%d@%d for %q, want the source coordinates", r.Topic, r.Partition, r.Offset, v)
+		}
+		if tries[v]++; v == "4" || (v == "2" && tries[v] < 3) {
+			return errors.New("fails " + v)
+		}
+		order = append(order, v)
+		done()
+		return nil
+	}, clientlib.Handling{Retry: clientlib.RetryPolicy{MaxAttempts: 3, Backoff: clientlib.Backoff{Base: 30 * time.Millisecond, Max: 60 * time.Millisecond}},
+		RetryTopic:   func(s string) string { return s + ".retry" },
+		OnDeadLetter: func(clientlib.DeadLetter, *clientlib.Record) { dead++; done() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(order, ",") != "0,1,3,5,2" || tries["2"] != 3 || tries["4"] != 3 {
+		t.Fatalf("handled %v, tries %v; want 0,1,3,5 first and 2 on its third try, 4 tried 3 times", order, tries)
+	}
+	letters := consumeAll(t, ctx, client, "t.dlq", 0, 1)
+	if info, err := clientlib.ParseDeadLetter(letters[0]); err != nil || info.Offset != 4 || info.Attempts != 3 || info.Source.Topic != "t" {
+		t.Fatalf("dead letter %+v, %v; want t offset 4 after 3 attempts", info, err)
+	}
+	lag, err := client.GroupLag(ctx, "g", time.Now())
+	if err != nil || len(lag) != 2 {
+		t.Fatalf("lag %+v, %v; want t and t.retry", lag, err)
+	}
+	for _, l := range lag {
+		if l.Lag != 0 {
+			t.Fatalf("%s/%d: lag %d, want everything committed", l.Topic, l.Partition, l.Lag)
+		}
+	}
+}
