@@ -113,7 +113,7 @@ func (p RetryPolicy) retry(ctx context.Context, rng *rand.Rand, wait func(contex
 				return n - 1, err
 			}
 		}
-		if err = p.once(ctx, attempt); err == nil {
+		if err = p.once(context.WithValue(ctx, attemptKey{}, attemptBase(ctx)+n), attempt); err == nil {
 			return n, nil
 		}
 		if ctx.Err() != nil {
@@ -121,6 +121,28 @@ func (p RetryPolicy) retry(ctx context.Context, rng *rand.Rand, wait func(contex
 		}
 	}
 	return p.MaxAttempts, err
+}
+
+// attemptKey carries the attempt number in a handler's context;
+// attemptBaseKey the attempts made before this retry call (a record back
+// from a retry topic).
+type (
+	attemptKey     struct{}
+	attemptBaseKey struct{}
+)
+
+// HandlerAttempt is the number of the attempt a handler's ctx belongs to: 1 for
+// the first, counting the attempts a retry topic carried; 0 outside
+// Handle.
+func HandlerAttempt(ctx context.Context) int {
+	n, _ := ctx.Value(attemptKey{}).(int)
+	return n
+}
+
+// attemptBase is the attempts made before the current retry call.
+func attemptBase(ctx context.Context) int {
+	n, _ := ctx.Value(attemptBaseKey{}).(int)
+	return n
 }
 
 // once runs one attempt under AttemptTimeout, turning a panic into an

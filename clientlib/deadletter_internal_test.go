@@ -16,8 +16,11 @@ func TestRetryPolicyAttemptsAndWaits(t *testing.T) {
 	var waits []time.Duration
 	wait := func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }
 	calls := 0
-	n, err := p.retry(context.Background(), rand.New(rand.NewPCG(1, 2)), wait, func(context.Context) error {
+	n, err := p.retry(context.Background(), rand.New(rand.NewPCG(1, 2)), wait, func(ctx context.Context) error {
 		calls++
+		if HandlerAttempt(ctx) != calls {
+			t.Errorf("HandlerAttempt %d on call %d", HandlerAttempt(ctx), calls)
+		}
 		return errors.New("bad record")
 	})
 	if n != 4 || calls != 4 || err == nil || err.Error() != "bad record" {

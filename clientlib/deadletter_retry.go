@@ -75,7 +75,8 @@ func (hs *handling) retried(ctx context.Context, r *Record, h RecordHandler) (bo
 	src := &Record{Topic: info.Source.Topic, Partition: info.Source.Partition, Offset: info.Offset, Key: r.Key, Value: r.Value,
 		Headers: info.Headers, Timestamp: info.Timestamp}
 	once := RetryPolicy{MaxAttempts: 1, AttemptTimeout: hs.how.Retry.AttemptTimeout}
-	_, err = once.retry(ctx, hs.rng, hs.wait, func(ctx context.Context) error { return h(ctx, src) })
+	actx := context.WithValue(ctx, attemptBaseKey{}, info.Attempts)
+	_, err = once.retry(actx, hs.rng, hs.wait, func(ctx context.Context) error { return h(ctx, src) })
 	switch {
 	case hs.stopped[tp] || (err != nil && ctx.Err() != nil):
 		return false, nil

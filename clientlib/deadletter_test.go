@@ -399,10 +399,13 @@ func TestHandleRetryTopicKeepsThePartitionFlowing(t *testing.T) {
 			stop()
 		}
 	}
-	err = g.Handle(hctx, func(_ context.Context, r *clientlib.Record) error {
+	err = g.Handle(hctx, func(ctx context.Context, r *clientlib.Record) error {
 		v := string(r.Value)
 		if r.Topic != "t" || r.Offset != int64(v[0]-'0') {
 			t.Errorf("handler saw %s/%d@%d for %q, want the source coordinates", r.Topic, r.Partition, r.Offset, v)
+		}
+		if n := clientlib.HandlerAttempt(ctx); n != tries[v]+1 {
+			t.Errorf("%q: HandlerAttempt %d on try %d", v, n, tries[v]+1)
 		}
 		if tries[v]++; v == "4" || (v == "2" && tries[v] < 3) {
 			return errors.New("fails " + v)

@@ -83,8 +83,11 @@
 // metadata (DeadLetterMetadata, "strand.dlq=N"; read before the member's first commit of the
 // partition, so it survives member changes), which GroupLag, /metrics and the console show. With
 // transactions (issue 23) handling.deadLetter and the commit
-// after it become one transaction; nothing else changes. Not built: an out-of-order retry topic
-// (the partition keeps flowing while a record waits), asked for only as an option.
+// after it become one transaction; nothing else changes. Handling.RetryTopic (opt-in) retries out of
+// order instead: one attempt in the source partition, then the record goes to the retry topic
+// (subscribed to) with HeaderRetryDue one backoff later and the partition moves on; a retry
+// partition whose first record is not due is sought back and paused until it is; a due record is
+// tried as its source record (HandlerAttempt counts on) and goes back, or to the dead-letter topic.
 //
 // Redrive writes dead letters back (to the source topic or RedriveOptions.To, in the source
 // partition, with HeaderRedriveFrom) and records them in DLQ+".redriven": per batch an intent

@@ -25,10 +25,11 @@ type execFlags struct {
 	backoff        time.Duration
 	attemptTimeout time.Duration
 	dlqTopic       string
+	retryTopic     string
 }
 
 // execFlagNames are the flags that mean something only with --exec.
-var execFlagNames = []string{"max-attempts", "retry-backoff", "exec-timeout", "dlq-topic"}
+var execFlagNames = []string{"max-attempts", "retry-backoff", "exec-timeout", "dlq-topic", "retry-topic"}
 
 // register adds the --exec flags to fs.
 func (ef *execFlags) register(fs *pflag.FlagSet) {
@@ -39,6 +40,7 @@ func (ef *execFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&ef.backoff, "retry-backoff", 200*time.Millisecond, "with --exec: the wait before the first retry, doubling (with jitter) up to 25 times it")
 	fs.DurationVar(&ef.attemptTimeout, "exec-timeout", 30*time.Second, "with --exec: kill an attempt after this long and count it failed (0: no limit)")
 	fs.StringVar(&ef.dlqTopic, "dlq-topic", "", "with --exec: where records that fail every attempt go (default TOPIC.dlq, created on first use like TOPIC)")
+	fs.StringVar(&ef.retryTopic, "retry-topic", "", "with --exec: retry out of order through this topic (created like TOPIC), so a failing record does not hold its partition; default: retry in place, in order")
 }
 
 // validate checks the --exec flags against the rest of the command line.
@@ -62,6 +64,8 @@ func (ef *execFlags) validate(fs *pflag.FlagSet, topic, group string) error {
 		return usageError("--retry-backoff and --exec-timeout: want 0 or a positive duration")
 	case ef.deadLetterTopic(topic) == topic:
 		return usageError("--dlq-topic %s is the topic being consumed: dead letters would be read again; name another topic", topic)
+	case ef.retryTopic != "" && (ef.retryTopic == topic || ef.retryTopic == ef.deadLetterTopic(topic)):
+		return usageError("--retry-topic %s: name a topic other than the one consumed and the dead-letter topic", ef.retryTopic)
 	}
 	return nil
 }
@@ -99,15 +103,12 @@ type execSession struct {
 	stderr  io.Writer
 	handled int64
 	dead    int64
-	last    clientlib.TopicPartition // the record last tried, for STRAND_ATTEMPT
-	lastOff int64
-	attempt int
 }
 
 // runExec joins group and runs the command per record until Ctrl-C, the
 // end (--until-end), --count records settled, or an error.
 func (cs *consumeSession) runExec(ctx context.Context, group, instance string, start clientlib.Offset, untilEnd bool, ef execFlags) error {
-	es := &execSession{cs: cs, group: group, ef: ef, stderr: cs.stderr, lastOff: -1}
+	es := &execSession{cs: cs, group: group, ef: ef, stderr: cs.stderr}
 	g, err := clientlib.NewGroupConsumer(cs.c, group, []string{cs.topic},
 		clientlib.StartWithoutCommit(start), clientlib.InstanceID(instance),
 		clientlib.OnAssigned(func(_ context.Context, ps []clientlib.TopicPartition) {
@@ -133,9 +134,13 @@ func (cs *consumeSession) runExec(ctx context.Context, group, instance string, s
 			cs.ends[o.Partition] = o.HighWatermark
 		}
 	}
-	err = g.Handle(ctx, es.handle, clientlib.Handling{Retry: ef.policy(),
+	how := clientlib.Handling{Retry: ef.policy(),
 		DeadLetterTopic: func(string) string { return ef.deadLetterTopic(cs.topic) },
-		OnDeadLetter:    es.noteDead, Done: es.finished})
+		OnDeadLetter:    es.noteDead, Done: func() bool { return es.finished(ctx) }}
+	if ef.retryTopic != "" {
+		how.RetryTopic = func(string) string { return ef.retryTopic }
+	}
+	err = g.Handle(ctx, es.handle, how)
 	cctx, cancel := context.WithTimeout(context.Background(), cs.timeout)
 	defer cancel()
 	if cerr := g.Close(cctx); err == nil && cerr != nil && ctx.Err() == nil {
@@ -148,12 +153,7 @@ func (cs *consumeSession) runExec(ctx context.Context, group, instance string, s
 
 // handle runs the command once for r.
 func (es *execSession) handle(ctx context.Context, r *clientlib.Record) error {
-	tp := clientlib.TopicPartition{Topic: r.Topic, Partition: r.Partition}
-	if tp == es.last && r.Offset == es.lastOff {
-		es.attempt++
-	} else {
-		es.last, es.lastOff, es.attempt = tp, r.Offset, 1
-	}
+	attempt := clientlib.HandlerAttempt(ctx)
 	cmd := exec.CommandContext(ctx, "sh", "-c", es.ef.cmd)
 	cmd.Stdin = bytes.NewReader(r.Value)
 	cmd.Env = append(os.Environ(),
@@ -163,7 +163,7 @@ func (es *execSession) handle(ctx context.Context, r *clientlib.Record) error {
 		"STRAND_KEY="+string(r.Key),
 		"STRAND_TIMESTAMP="+strconv.FormatInt(r.Timestamp.UnixMilli(), 10),
 		"STRAND_GROUP="+es.group,
-		"STRAND_ATTEMPT="+strconv.Itoa(es.attempt))
+		"STRAND_ATTEMPT="+strconv.Itoa(attempt))
 	var errTail tailBuffer
 	cmd.Stdout, cmd.Stderr = es.cs.out, io.MultiWriter(es.stderr, &errTail)
 	err := cmd.Run()
@@ -176,7 +176,7 @@ func (es *execSession) handle(ctx context.Context, r *clientlib.Record) error {
 			err = fmt.Errorf("%w: %s", err, msg)
 		}
 		fmt.Fprintf(es.stderr, "strand: %s/%d@%d attempt %d of %d failed: %v\n",
-			r.Topic, r.Partition, r.Offset, es.attempt, es.ef.maxAttempts, err)
+			r.Topic, r.Partition, r.Offset, attempt, es.ef.maxAttempts, err)
 		return err
 	}
 	es.handled++
@@ -191,8 +191,10 @@ func (es *execSession) noteDead(d clientlib.DeadLetter, out *clientlib.Record) {
 }
 
 // finished: --count records settled, or with --until-end every owned
-// partition settled up to the high-water mark seen at start.
-func (es *execSession) finished() bool {
+// partition settled up to the high-water mark seen at start and, with
+// --retry-topic, every owned retry partition up to its high-water mark
+// now (nothing left waiting for a retry).
+func (es *execSession) finished(ctx context.Context) bool {
 	cs := es.cs
 	if cs.limit > 0 && es.handled+es.dead >= cs.limit {
 		return true
@@ -201,8 +203,35 @@ func (es *execSession) finished() bool {
 	if cs.ends == nil || len(owned) == 0 {
 		return false
 	}
+	var retries []clientlib.TopicPartition
 	for _, tp := range owned {
+		if tp.Topic != cs.topic {
+			retries = append(retries, tp)
+			continue
+		}
 		if pos, ok := es.g.Position(tp.Topic, tp.Partition); !ok || pos < cs.ends[tp.Partition] {
+			return false
+		}
+	}
+	return es.retriesDone(ctx, retries)
+}
+
+// retriesDone reports whether the owned retry partitions rs are read to
+// their high-water marks.
+func (es *execSession) retriesDone(ctx context.Context, rs []clientlib.TopicPartition) bool {
+	if len(rs) == 0 {
+		return true
+	}
+	offs, err := es.cs.c.ListOffsets(ctx, es.ef.retryTopic, nil, clientlib.OffsetLatest())
+	if err != nil {
+		return false
+	}
+	hwm := map[int32]int64{}
+	for _, o := range offs {
+		hwm[o.Partition] = o.HighWatermark
+	}
+	for _, tp := range rs {
+		if pos, ok := es.g.Position(tp.Topic, tp.Partition); !ok || pos < hwm[tp.Partition] {
 			return false
 		}
 	}

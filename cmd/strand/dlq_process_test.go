@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -291,5 +292,32 @@ func TestReadmeDeadLetterBlock(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)
+	}
+}
+
+// consume --exec --retry-topic keeps the partition flowing: the record
+// after a failing one is handled before the failing one's retries, which
+// come from the retry topic with STRAND_ATTEMPT counting on; after
+// --max-attempts it is dead-lettered, and --until-end waits for that.
+func TestConsumeExecRetryTopic(t *testing.T) {
+	skipShort(t)
+	c := startCluster(t, 1)
+	env := []string{"STRAND_BROKERS=" + strings.Join(c.addrs, ",")}
+	runCLI(t, env, "", "topic", "create", "flow", "--partitions", "1", "--replication-factor", "1")
+	runCLI(t, env, "1\nx\n3\n", "produce", "flow")
+	log := filepath.Join(t.TempDir(), "handled")
+	runCLI(t, append(env, "LOG="+log), "", "consume", "flow", "--group", "g", "--until-end", "--retry-topic", "flow.retry",
+		"--retry-backoff", "200ms", "--exec",
+		`v=$(cat); case "$v" in x) echo "fail $v $STRAND_ATTEMPT" >> "$LOG"; exit 1;; esac; echo "ok $v" >> "$LOG"`)
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "ok 1\nfail x 1\nok 3\nfail x 2\nfail x 3\n"; string(b) != want {
+		t.Fatalf("handled, in order:\n%s\nwant:\n%s", b, want)
+	}
+	out := runCLI(t, env, "", "dlq", "describe", "flow.dlq")
+	if !strings.Contains(out, "1 dead letter, 0 redriven") || !regexp.MustCompile(`flow/0 +1 +0 +g +1 +exit status 1`).MatchString(out) {
+		t.Fatalf("dlq describe:\n%s", out)
 	}
 }

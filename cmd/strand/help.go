@@ -53,7 +53,7 @@ var commands = []command{
 		"printf 'alice:hi\\nbob:\\n' | strand produce hello -K : -H source=cli -Z   # bob's empty value is a null (tombstone)\n" +
 			"  strand produce hello --value-file photo.jpg --key-file photo.id     # one record: the file's bytes\n" +
 			"  printf 'a\\r\\nb\\r\\n' | strand produce hello -D '\\r\\n'                 # CRLF input; without -D the \\r is kept"},
-	{"consume", "TOPIC [-o START] [-o e@TIME] [-p PARTITION] [-e] [-f FORMAT | -J] [-Z] [-D DELIM] [-K DELIM] [-c N] [-g GROUP [--instance-id ID] [--exec CMD [--max-attempts N] [--retry-backoff D] [--dlq-topic T]]]",
+	{"consume", "TOPIC [-o START] [-o e@TIME] [-p PARTITION] [-e] [-f FORMAT | -J] [-Z] [-D DELIM] [-K DELIM] [-c N] [-g GROUP [--instance-id ID] [--exec CMD [--max-attempts N] [--retry-backoff D] [--dlq-topic T] [--retry-topic T]]]",
 		"print a topic's records (until Ctrl-C, with -e until the end, or until the end -o names); with -g, share them among a group; with --exec, run a command per record and dead-letter what keeps failing",
 		"strand consume hello -o -10 -e                        # the last 10 records of each partition\n" +
 			"  strand consume hello -o s@1764590400000 -o e@1764594000000   # records in that hour (Unix ms, kcat)\n" +
