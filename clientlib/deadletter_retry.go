@@ -21,17 +21,27 @@ func (hs *handling) subscribeRetries(ctx context.Context) error {
 		return nil
 	}
 	hs.retrySource = map[string]string{}
-	for _, src := range slices.Clone(hs.g.topics) {
+	subscribed := slices.Clone(hs.g.topics)
+	isRetry := map[string]bool{}
+	for _, t := range subscribed {
+		isRetry[hs.how.RetryTopic(t)] = true
+	}
+	for _, src := range subscribed {
+		if isRetry[src] {
+			continue // subscribed by an earlier Handle as a retry topic
+		}
 		rt := hs.how.RetryTopic(src)
-		if rt == "" || rt == src || rt == hs.how.DeadLetterTopicFor(src) || slices.Contains(hs.g.topics, rt) {
+		if rt == "" || rt == src || rt == hs.how.DeadLetterTopicFor(src) {
 			return &OptionError{Option: "Handling.RetryTopic", Value: rt,
-				Reason: "a retry topic other than the source " + src + ", its dead-letter topic and the other subscribed topics"}
+				Reason: "a retry topic other than the source " + src + " and its dead-letter topic"}
 		}
 		if err := hs.ensureTopic(ctx, rt, src); err != nil {
 			return fmt.Errorf("clientlib: retry topic %s: %w", rt, err)
 		}
 		hs.retrySource[rt] = src
-		hs.g.topics = append(hs.g.topics, rt)
+		if !slices.Contains(hs.g.topics, rt) {
+			hs.g.topics = append(hs.g.topics, rt)
+		}
 	}
 	return nil
 }

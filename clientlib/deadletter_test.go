@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -418,6 +419,15 @@ func TestHandleRetryTopicKeepsThePartitionFlowing(t *testing.T) {
 		OnDeadLetter: func(clientlib.DeadLetter, *clientlib.Record) { dead++; done() }})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A second Handle on the same consumer knows t.retry is a retry topic
+	// (it does not make a t.retry.retry).
+	how := clientlib.Handling{RetryTopic: func(s string) string { return s + ".retry" }, Done: func() bool { return true }}
+	if err := g.Handle(ctx, func(context.Context, *clientlib.Record) error { return nil }, how); err != nil {
+		t.Fatal(err)
+	}
+	if names, err := client.ListTopics(ctx); err != nil || slices.Contains(names, "t.retry.retry") {
+		t.Fatalf("topics %v, %v: a second Handle made a retry topic of the retry topic", names, err)
 	}
 	if err := g.Close(ctx); err != nil {
 		t.Fatal(err)
