@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -63,6 +64,9 @@ func cmdDLQ(args []string, stdout, stderr io.Writer) error {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
+	if err := dlqExists(ctx, c, topic); err != nil {
+		return err
+	}
 	if sub == "describe" {
 		return topicErr(topic, dlqDescribe(ctx, c, stdout, topic, format))
 	}
@@ -225,4 +229,17 @@ func writeDeadLetterCounts(w io.Writer, lag []clientlib.PartitionLag) {
 		fmt.Fprintf(w, "  dead-lettered: %s (%s); strand dlq describe TOPIC.dlq lists them\n",
 			plural(int(total), "record"), strings.Join(parts, ", "))
 	}
+}
+
+// dlqExists fails, saying where dead-letter topics come from, when topic
+// does not exist.
+func dlqExists(ctx context.Context, c *clientlib.Client, topic string) error {
+	ds, err := c.DescribeTopics(ctx, topic)
+	if err != nil {
+		return err
+	}
+	if len(ds) == 1 && errors.Is(ds[0].Err, clientlib.ErrUnknownTopic) {
+		return userErr(ds[0].Err, "dead-letter topic %s does not exist: consume --exec creates TOPIC.dlq (or its --dlq-topic) at its first dead letter; strand topic list shows the topics", topic)
+	}
+	return nil
 }

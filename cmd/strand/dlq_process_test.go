@@ -333,3 +333,31 @@ func TestConsumeExecRetryTopic(t *testing.T) {
 		t.Fatalf("dlq describe:\n%s", out)
 	}
 }
+
+// A dead letter consume --exec cannot write (the --dlq-topic lacks the
+// record's partition) stops it with exit 1 and a message saying what to
+// do, with nothing from that record on committed: after the dead-letter
+// topic gets its partition, the next run dead-letters it.
+func TestConsumeExecUnwritableDeadLetterLosesNothing(t *testing.T) {
+	skipShort(t)
+	c := startCluster(t, 1)
+	env := []string{"STRAND_BROKERS=" + strings.Join(c.addrs, ",")}
+	runCLI(t, env, "", "topic", "create", "src", "--partitions", "2", "--replication-factor", "1")
+	runCLI(t, env, "", "topic", "create", "narrow", "--partitions", "1", "--replication-factor", "1")
+	runCLI(t, env, "ok\nbad\nok\n", "produce", "src", "-p", "1")
+	args := []string{"consume", "src", "--group", "g", "--until-end", "--max-attempts", "1", "--dlq-topic", "narrow",
+		"--exec", `[ "$(cat)" = ok ]`}
+	_, errOut, err := runCLIResult(t, env, "", args...)
+	if err == nil || !strings.Contains(errOut, "could not dead-letter src/1@1 to narrow: it has no partition 1") ||
+		!strings.Contains(errOut, "nothing from that record on was committed") {
+		t.Fatalf("consume: %v\n%s", err, errOut)
+	}
+	if out := runCLI(t, env, "", "group", "describe", "g"); !regexp.MustCompile(`src +1 +1 +3 +2 `).MatchString(out) {
+		t.Fatalf("group describe: want src/1 committed at 1 (the bad record), lag 2:\n%s", out)
+	}
+	runCLI(t, env, "", "topic", "add-partitions", "narrow", "--partitions", "2")
+	runCLI(t, env, "", args...)
+	if out := runCLI(t, env, "", "dlq", "describe", "narrow"); !regexp.MustCompile(`src/1 +1 +0 +g +1 `).MatchString(out) {
+		t.Fatalf("dlq describe:\n%s", out)
+	}
+}
