@@ -103,7 +103,10 @@ type handling struct {
 // letter that cannot be written stops Handle with a *DeadLetterError.
 //
 // Between attempts it heart-beats, so a record may take longer than the
-// session timeout overall, but no single attempt should.
+// session timeout overall, but no single attempt should. Records are
+// handled one at a time on the calling goroutine: while one is retried,
+// the member's other partitions wait too (Handling.RetryTopic, or more
+// members, avoid that).
 func (g *GroupConsumer) Handle(ctx context.Context, h RecordHandler, how Handling) error {
 	hs, err := g.newHandling(how)
 	if err != nil {

@@ -69,7 +69,8 @@
 // partition batch; a batch that fails every attempt is retried record by record). A RetryPolicy
 // bounds each record: MaxAttempts, Backoff (equal jitter) between them, AttemptTimeout on each
 // attempt's context; a panic is a failed attempt; MaxDelay is the most one record holds its
-// partition (records of a partition are handled in order). A record that fails every attempt is
+// partition (records of a partition are handled in order, one record at a time per member, so the
+// member's other partitions wait with it). A record that fails every attempt is
 // written to its dead-letter topic (Handling.DeadLetterTopic, default TOPIC.dlq, created on first
 // use with the source's partition count and replication factor, in the source partition's
 // number) as the source's key, value, timestamp and headers plus HeaderDLQ* headers (topic,
