@@ -16,10 +16,10 @@ import (
 type RecordHandler func(ctx context.Context, r *Record) error
 
 // BatchHandler processes the records one Poll returned for one partition,
-// in offset order. A failed batch is retried whole under the RetryPolicy;
-// when its attempts run out, each record is handled alone (a batch of
-// one) under the policy again, so only the records that fail alone are
-// dead-lettered.
+// in offset order. A failed batch is retried whole under the RetryPolicy
+// (tried once with a retry topic); when its attempts run out, each record
+// is handled alone (a batch of one) under the policy again, so only the
+// records that fail alone are dead-lettered.
 type BatchHandler func(ctx context.Context, rs []*Record) error
 
 // Handling says how Handle retries and where it dead-letters.
@@ -136,7 +136,11 @@ func (g *GroupConsumer) HandleBatches(ctx context.Context, h BatchHandler, how H
 			return hs.records(ctx, fp.Records, one) // retry records are tried one by one, when due
 		}
 		tp := TopicPartition{Topic: fp.Topic, Partition: fp.Partition}
-		_, err := hs.how.Retry.retry(ctx, hs.rng, hs.wait, func(ctx context.Context) error { return h(ctx, fp.Records) })
+		pol := hs.how.Retry
+		if hs.how.RetryTopic != nil {
+			pol.MaxAttempts = 1 // then record by record, through the retry topic: the partition does not wait
+		}
+		_, err := pol.retry(ctx, hs.rng, hs.wait, func(ctx context.Context) error { return h(ctx, fp.Records) })
 		switch {
 		case hs.stopped[tp] || ctx.Err() != nil:
 			return nil
