@@ -449,3 +449,43 @@ func TestHandleRetryTopicKeepsThePartitionFlowing(t *testing.T) {
 		}
 	}
 }
+
+// HandleBatches with a retry topic tries a failed batch once, then record
+// by record through the retry topic: the bad record is dead-lettered
+// after MaxAttempts, the others handled without waiting for it.
+func TestHandleBatchesWithRetryTopic(t *testing.T) {
+	_, client, ctx := setup(t, []fake.Opt{fake.Topic("t", 1)}, clientlib.ManualPartitioner(), groupRetries)
+	produceValues(t, ctx, client, "t", 0, 4) // "1" is bad
+	g, err := clientlib.NewGroupConsumer(client, "g", []string{"t"}, clientlib.GroupConsumerOpts(clientlib.FetchMaxWait(20*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hctx, stop := context.WithCancel(ctx)
+	wholeBatches, handled := 0, []string{}
+	err = g.HandleBatches(hctx, func(_ context.Context, rs []*clientlib.Record) error {
+		if len(rs) > 1 {
+			wholeBatches++
+		}
+		for _, r := range rs {
+			if string(r.Value) == "1" {
+				return errors.New("bad 1")
+			}
+		}
+		for _, r := range rs {
+			handled = append(handled, string(r.Value))
+		}
+		return nil
+	}, clientlib.Handling{Retry: clientlib.RetryPolicy{MaxAttempts: 2, Backoff: clientlib.Backoff{Base: 10 * time.Millisecond}},
+		RetryTopic:   func(s string) string { return s + ".retry" },
+		OnDeadLetter: func(clientlib.DeadLetter, *clientlib.Record) { stop() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wholeBatches != 1 || strings.Join(handled, ",") != "0,2,3" {
+		t.Fatalf("%d whole-batch calls, handled %v; want 1 and 0,2,3", wholeBatches, handled)
+	}
+	letters := consumeAll(t, ctx, client, "t.dlq", 0, 1)
+	if info, err := clientlib.ParseDeadLetter(letters[0]); err != nil || info.Offset != 1 || info.Attempts != 2 {
+		t.Fatalf("dead letter %+v, %v; want offset 1 after 2 attempts", info, err)
+	}
+}
