@@ -64,6 +64,42 @@
 // groups), ListGroups (merged over nodes), DescribeGroup, DeleteGroup, GroupLag (committed,
 // high-water mark, lag in records and in time, retention headroom, AtRisk under 10%).
 //
+// # Poison records (R25)
+//
+// GroupConsumer.Handle(ctx, handler, Handling) consumes with a func per record (HandleBatches: per
+// partition batch; a batch that fails every attempt is retried record by record). A RetryPolicy
+// bounds each record: MaxAttempts, Backoff (equal jitter) between them, AttemptTimeout on each
+// attempt's context; a panic is a failed attempt; MaxDelay is the most one record holds its
+// partition (records of a partition are handled in order, one record at a time per member, so the
+// member's other partitions wait with it). A record that fails every attempt is
+// written to its dead-letter topic (Handling.DeadLetterTopic, default TOPIC.dlq, created on first
+// use with the source's partition count and replication factor, in the source partition's
+// number) as the source's key, value, timestamp and headers plus HeaderDLQ* headers (topic,
+// partition, offset, timestamp, key, group, attempts, error; decimal text), readable by any Kafka
+// client. Handle turns auto-commit off and commits per partition after each batch, and on
+// revocation, only offsets after records handled or whose dead letter was acknowledged; between
+// attempts it heart-beats. A dead letter that cannot be written stops Handle with a
+// *DeadLetterError after seeking back to the record, nothing past it committed. At least once: a
+// member killed between the dead letter's ack and the commit leaves the record to the next owner,
+// which may dead-letter it again. Each commit carries the partition's dead-letter count as its
+// metadata (DeadLetterMetadata, "strand.dlq=N"; read before the member's first commit of the
+// partition, so it survives member changes), which GroupLag, /metrics and the console show. With
+// transactions (issue 23) handling.deadLetter and the commit
+// after it become one transaction; nothing else changes. Handling.RetryTopic (opt-in) retries out of
+// order instead: one attempt in the source partition, then the record goes to the retry topic
+// (subscribed to) with HeaderRetryDue one backoff later and the partition moves on; a retry
+// partition whose first record is not due is sought back and paused until it is; a due record is
+// tried as its source record (HandlerAttempt counts on) and goes back, or to the dead-letter topic.
+//
+// Redrive writes dead letters back (to the source topic or RedriveOptions.To, in the source
+// partition, with HeaderRedriveFrom) and records them in DLQ+".redriven": per batch an intent
+// (destination and its high-water mark), the records, then done entries. A later run skips what
+// is done, skips a second dead letter of a source record already written back, and finishes an
+// interrupted batch by looking for HeaderRedriveFrom in the destination from the intent's mark, so
+// reruns never duplicate. Rejected: a consumer group over the dead-letter topic (a filtered
+// redrive would commit past the letters it left out, or re-drive the ones it wrote on the next
+// unfiltered run). Two redrives of one topic must not run at once.
+//
 // # Errors
 //
 // One table, next to the enum (proto/strandpb/errorcode.go), gives every ErrorCode its name and

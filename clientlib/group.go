@@ -162,13 +162,14 @@ func (c *Client) FetchOffsets(ctx context.Context, group string, partitions ...T
 // operator's reset, or a consumer that manages its own assignment): it
 // fails with ErrGroupNotEmpty while the group has members.
 func (c *Client) CommitOffsets(ctx context.Context, group string, offsets map[TopicPartition]int64) error {
-	return c.commitAs(ctx, group, "", -1, offsets, nil)
+	return c.commitAs(ctx, group, "", -1, offsets, nil, nil)
 }
 
 // commitAs commits offsets as a member (memberID "" for none); ids gives
 // the topic id a partition's offset was read from (nil: the coordinator
-// stamps its topic's current one).
-func (c *Client) commitAs(ctx context.Context, group, memberID string, epoch int32, offsets map[TopicPartition]int64, ids func(TopicPartition) []byte) error {
+// stamps its topic's current one); meta, when set, its metadata string.
+func (c *Client) commitAs(ctx context.Context, group, memberID string, epoch int32, offsets map[TopicPartition]int64,
+	ids func(TopicPartition) []byte, meta func(TopicPartition) string) error {
 	req := &strandpb.OffsetCommitRequest{Group: group, MemberId: memberID, MemberEpoch: epoch}
 	tps := make([]TopicPartition, 0, len(offsets))
 	for tp := range offsets {
@@ -179,6 +180,9 @@ func (c *Client) commitAs(ctx context.Context, group, memberID string, epoch int
 		o := &strandpb.OffsetCommitPartition{Topic: tp.Topic, Partition: tp.Partition, Offset: offsets[tp]}
 		if ids != nil {
 			o.TopicId = ids(tp)
+		}
+		if meta != nil {
+			o.Metadata = meta(tp)
 		}
 		req.Offsets = append(req.Offsets, o)
 	}

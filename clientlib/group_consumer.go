@@ -103,6 +103,9 @@ type GroupConsumer struct {
 	// once the coordinator took the partitions away.
 	gone   Fetches
 	closed bool
+	// commitMeta, set while Handle runs, gives each commit's metadata
+	// (its dead-letter count).
+	commitMeta func(TopicPartition) string
 }
 
 // NewGroupConsumer returns a member of group subscribed to topics; it joins
@@ -369,7 +372,7 @@ func (g *GroupConsumer) CommitOffsets(ctx context.Context, offsets map[TopicPart
 		id, _ := g.k.topicState(tp.Topic, tp.Partition)
 		return id
 	}
-	if err := g.c.commitAs(ctx, g.group, g.member, g.epoch, offsets, ids); err != nil {
+	if err := g.c.commitAs(ctx, g.group, g.member, g.epoch, offsets, ids, g.commitMeta); err != nil {
 		return err
 	}
 	for tp, off := range offsets {

@@ -31,7 +31,11 @@ type PartitionLag struct {
 	AtRisk bool
 	// Owner is the member id the partition is assigned to ("" if none).
 	Owner string
-	Err   error
+	// DeadLetters is how many of the partition's records the group
+	// dead-lettered (GroupConsumer.Handle keeps it in the committed
+	// offset's metadata; 0 for other consumers).
+	DeadLetters int64
+	Err         error
 }
 
 // GroupLag reports every partition the group has a committed offset for
@@ -54,7 +58,9 @@ func (c *Client) GroupLag(ctx context.Context, group string, now time.Time) ([]P
 		return r
 	}
 	for _, o := range d.Offsets {
-		row(o.TopicPartition).Committed = o.Offset
+		r := row(o.TopicPartition)
+		r.Committed = o.Offset
+		r.DeadLetters, _ = DeadLetterCount(o.Metadata)
 	}
 	for _, m := range d.Members {
 		for _, tp := range m.Target {

@@ -142,6 +142,7 @@ type GroupView struct {
 type GroupOffsetView struct {
 	TopicPartition
 	Committed int64
+	Metadata  string // the committed offset's metadata (clientlib's Handle keeps a dead-letter count there)
 	// Hosted: this node hosts a replica of the partition, and the fields
 	// below are that replica's (a follower's may trail its leader's).
 	Hosted         bool
@@ -213,7 +214,8 @@ func (c *Core) appendGroupViews(v *AdminView, g *group, co *coordinator) bool {
 // groupOffsetView is one committed offset with the local replica's bounds.
 func (c *Core) groupOffsetView(o groups.CommittedOffset) GroupOffsetView {
 	tp := TopicPartition{Topic: o.Partition.Topic, Partition: o.Partition.Partition}
-	ov := GroupOffsetView{TopicPartition: tp, Committed: o.Offset, HighWatermark: -1, LogStartOffset: -1, NextAppendTimeMs: -1}
+	ov := GroupOffsetView{TopicPartition: tp, Committed: o.Offset, Metadata: o.Metadata, HighWatermark: -1, LogStartOffset: -1,
+		NextAppendTimeMs: -1}
 	g := c.byTP[tp]
 	if g == nil || g.part == nil {
 		return ov

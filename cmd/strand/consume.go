@@ -35,6 +35,8 @@ func cmdConsume(args []string, stdout, stderr io.Writer) error {
 	count := fs.Int64P("count", "c", 0, "exit after this many records (0: no limit)")
 	group := fs.StringP("group", "g", "", "consume as a member of this consumer group: partitions are shared among its members and what is printed is committed; --from applies only where the group has no committed offset")
 	instance := fs.String("instance-id", "", "with --group: a static member id; restarted with the same id within 45 s, it gets its partitions back without a rebalance")
+	var ef execFlags
+	ef.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -58,6 +60,9 @@ func cmdConsume(args []string, stdout, stderr io.Writer) error {
 	if *group != "" && fs.Changed("partition") {
 		return usageError("--partition and --group: the group assigns the partitions; drop one")
 	}
+	if err := ef.validate(fs, topic, *group); err != nil {
+		return err
+	}
 	f, err := consumeFormat(fs, *format, *asJSON, *null, *delim, *keyDelim)
 	if err != nil {
 		return err
@@ -68,7 +73,7 @@ func cmdConsume(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	c, err := cf.client()
+	c, err := cf.client(ef.clientOpts()...)
 	if err != nil {
 		return err
 	}
@@ -78,6 +83,9 @@ func cmdConsume(args []string, stdout, stderr io.Writer) error {
 	cs := &consumeSession{c: c, k: clientlib.NewConsumer(c), topic: topic, format: f,
 		out: bufio.NewWriter(stdout), limit: *count, timeout: cf.timeout, stderr: stderr}
 	defer cs.out.Flush()
+	if ef.cmd != "" {
+		return topicErr(topic, cs.runExec(ctx, *group, *instance, groupFrom, *untilEnd || rng.untilEnd, ef))
+	}
 	if *group != "" {
 		return topicErr(topic, cs.runGroup(ctx, *group, *instance, groupFrom, *untilEnd || rng.untilEnd, stderr))
 	}

@@ -7,6 +7,8 @@
 //	strand produce TOPIC            # lines from stdin
 //	strand consume TOPIC [--from earliest|latest|OFFSET|TIME] [--until-end] [--group G]
 //	strand group list | describe G | reset G --topic T --to-... [--execute] | delete G
+//	strand consume TOPIC --group G --exec CMD [--max-attempts N] [--retry-backoff D] [--dlq-topic T]
+//	strand dlq describe TOPIC.dlq | redrive TOPIC.dlq [--to T] [--filter-error TEXT]
 //	strand cluster                  # nodes, partitions, leaders, high-water marks
 //	strand node list | partition move T/P --replicas ... | profile create|use|list|delete | completion SHELL
 //	strand bench produce|consume|e2e
@@ -32,7 +34,9 @@
 // --disk-stall-after), dev (N nodes in
 // one process, temp data dir), topic
 // create|list|describe|alter|add-partitions|delete-records|delete, produce, consume (--group G
-// [--instance-id ID]: commits exactly what it printed), group list|describe|reset|delete (reset
+// [--instance-id ID]: commits exactly what it printed; --exec CMD: clientlib's GroupConsumer.Handle
+// runs sh -c CMD per record, retries, dead-letters, dlq_exec.go), dlq describe|redrive (dlq.go:
+// clientlib's ReadDeadLetters and Redrive), group list|describe|reset|delete (reset
 // prints a plan unless --execute, refused while members exist), cluster (nodes with state, up/DOWN
 // and last contact as the metadata leader sees them, metadata role, moves in progress, full disks;
 // internal __ topics only with --internal; --format json), cluster health (one line per problem or

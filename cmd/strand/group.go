@@ -189,7 +189,11 @@ func groupDescribe(ctx context.Context, c *clientlib.Client, w io.Writer, group 
 		}
 		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Topic, l.Partition, committed, hwm, lagN, formatDuration(l.LagTime), headroom, owner)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	writeDeadLetterCounts(w, lag)
+	return nil
 }
 
 // groupDescribeJSON prints what groupDescribe prints, as one JSON object
@@ -218,6 +222,7 @@ func groupDescribeJSON(ctx context.Context, c *clientlib.Client, w io.Writer, gr
 		HeadroomMs     int64  `json:"headroom_ms"`
 		AtRisk         bool   `json:"at_risk"`
 		Owner          string `json:"owner,omitempty"`
+		DeadLetters    int64  `json:"dead_letters"` // records consume --exec (clientlib Handle) dead-lettered
 	}
 	out := struct {
 		Group   string       `json:"group"`
@@ -239,7 +244,8 @@ func groupDescribeJSON(ctx context.Context, c *clientlib.Client, w io.Writer, gr
 	}
 	for _, l := range lag {
 		lj := lagJSON{Topic: l.Topic, Partition: l.Partition, Committed: l.Committed, LogStartOffset: l.LogStartOffset,
-			LagTimeMs: l.LagTime.Milliseconds(), HeadroomMs: l.Headroom.Milliseconds(), AtRisk: l.AtRisk, Owner: l.Owner}
+			LagTimeMs: l.LagTime.Milliseconds(), HeadroomMs: l.Headroom.Milliseconds(), AtRisk: l.AtRisk, Owner: l.Owner,
+			DeadLetters: l.DeadLetters}
 		if l.Headroom < 0 {
 			lj.HeadroomMs = -1
 		}

@@ -53,13 +53,14 @@ var commands = []command{
 		"printf 'alice:hi\\nbob:\\n' | strand produce hello -K : -H source=cli -Z   # bob's empty value is a null (tombstone)\n" +
 			"  strand produce hello --value-file photo.jpg --key-file photo.id     # one record: the file's bytes\n" +
 			"  printf 'a\\r\\nb\\r\\n' | strand produce hello -D '\\r\\n'                 # CRLF input; without -D the \\r is kept"},
-	{"consume", "TOPIC [-o START] [-o e@TIME] [-p PARTITION] [-e] [-f FORMAT | -J] [-Z] [-D DELIM] [-K DELIM] [-c N] [-g GROUP [--instance-id ID]]",
-		"print a topic's records (until Ctrl-C, with -e until the end, or until the end -o names); with -g, share them among a group",
+	{"consume", "TOPIC [-o START] [-o e@TIME] [-p PARTITION] [-e] [-f FORMAT | -J] [-Z] [-D DELIM] [-K DELIM] [-c N] [-g GROUP [--instance-id ID] [--exec CMD [--max-attempts N] [--retry-backoff D] [--dlq-topic T] [--retry-topic T]]]",
+		"print a topic's records (until Ctrl-C, with -e until the end, or until the end -o names); with -g, share them among a group; with --exec, run a command per record and dead-letter what keeps failing",
 		"strand consume hello -o -10 -e                        # the last 10 records of each partition\n" +
 			"  strand consume hello -o s@1764590400000 -o e@1764594000000   # records in that hour (Unix ms, kcat)\n" +
 			"  strand consume hello -o @-1h -J                        # the last hour as kcat -J JSON, then follow\n" +
 			"  strand consume hello -e -f '%p/%o %k=%v [%h]\\n' -Z      # partition/offset key=value [headers], null as NULL\n" +
-			"  strand consume hello --group readers"},
+			"  strand consume hello --group readers\n" +
+			"  strand consume hello --group loaders --exec 'jq -e .id >/dev/null' -e   # what is not JSON with an id goes to hello.dlq"},
 	{"group list", "[--format text|json]", "print every consumer group, its state and member count", "strand group list"},
 	{"group describe", "GROUP [--format text|json]", "print a group's members and, per partition, committed offset, lag in records and time, and retention headroom",
 		"strand group describe readers"},
@@ -67,6 +68,12 @@ var commands = []command{
 		"plan (and with --execute apply) new committed offsets for a group without members: replay or skip",
 		"strand group reset readers -t hello --to-datetime 2026-11-30T18:00:00Z --execute"},
 	{"group delete", "GROUP", "delete a group without members and its committed offsets", "strand group delete readers"},
+	{"dlq describe", "TOPIC [--format text|json]",
+		"print a dead-letter topic's letters grouped by source partition and error, with how many were redriven",
+		"strand dlq describe hello.dlq"},
+	{"dlq redrive", "TOPIC [--to SOURCE] [--filter-error TEXT]",
+		"write dead letters back to their source topic (or --to) and record them, so running it again writes nothing twice",
+		"strand dlq redrive hello.dlq --filter-error timeout"},
 	{"cluster", "[--internal] [--format text|json]",
 		"print nodes (membership state, up or down as the metadata leader sees it, metadata role), topics, partitions, leaders and high-water marks",
 		"strand cluster --format json"},
@@ -128,6 +135,7 @@ var commandGroups = map[string]string{
 	"topic":     "create, list, describe, alter and delete topics; add partitions; delete old records",
 	"bench":     "measure a running cluster",
 	"group":     "list, describe, reset and delete consumer groups",
+	"dlq":       "inspect dead-letter topics (what consume --exec gave up on) and redrive them",
 	"user":      "create, delete and list SASL/SCRAM users",
 	"acl":       "add, list and remove ACL bindings",
 	"quota":     "set and list per-principal byte rates",

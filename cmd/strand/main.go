@@ -55,6 +55,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdConsume(rest, stdout, stderr)
 	case "group":
 		err = cmdGroup(rest, stdout)
+	case "dlq":
+		err = cmdDLQ(rest, stdout, stderr)
 	case "cluster":
 		err = cmdCluster(rest, stdout)
 	case "node":

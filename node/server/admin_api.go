@@ -180,6 +180,7 @@ type apiGroup struct {
 	LagSeconds  float64             `json:"lag_seconds"`  // largest over those partitions
 	AtRisk      bool                `json:"at_risk"`      // some committed offset is below its log start
 	RetentionMs int64               `json:"retention_ms"` // smallest retention.ms of its topics, 0: none known
+	DeadLetters int64               `json:"dead_letters"` // records dead-lettered, summed over partitions
 	Partitions  []apiGroupPartition `json:"partitions"`
 	// History holds the sampled lag over the last hour, oldest first, the
 	// last point taken at this answer.
@@ -199,6 +200,7 @@ type apiGroupPartition struct {
 	LagSeconds     float64 `json:"lag_seconds"`
 	Headroom       int64   `json:"headroom_records"`
 	AtRisk         bool    `json:"at_risk"`
+	DeadLetters    int64   `json:"dead_letters"` // from the committed metadata (clientlib's Handle)
 }
 
 // lagSample is one point of a group's lag history.
@@ -448,6 +450,8 @@ func groupsOf(views []node.AdminView, now time.Time) ([]apiGroup, bool) {
 			for _, o := range g.Offsets {
 				gp := apiGroupPartition{Topic: o.Topic, Partition: o.Partition, Committed: o.Committed, HighWatermark: -1,
 					LogStartOffset: -1, Lag: -1, Headroom: -1, LagSeconds: -1}
+				gp.DeadLetters, _ = deadLetterCount(o.Metadata)
+				ag.DeadLetters += gp.DeadLetters
 				if ms := retention[o.Topic]; ms > 0 && (ag.RetentionMs == 0 || ms < ag.RetentionMs) {
 					ag.RetentionMs = ms
 				}

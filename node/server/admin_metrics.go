@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -173,6 +174,8 @@ var (
 	descGroupLagSec   = prometheus.NewDesc("strand_group_lag_seconds", "Age of the first record the group has not consumed (0 when caught up).", groupLabels, nil)
 	descGroupHeadroom = prometheus.NewDesc("strand_group_retention_headroom_records",
 		"Records between the log start and the committed offset: what retention may delete before the group loses data (0: already lost).", groupLabels, nil)
+	descGroupDeadLetters = prometheus.NewDesc("strand_group_dead_letters",
+		"Records of the partition the group dead-lettered (the count clientlib's Handle and strand consume --exec keep in the committed offset's metadata).", groupLabels, nil)
 	descGroupMembers = prometheus.NewDesc("strand_group_members", "Members of a group, on its coordinator.", []string{"node", "group"}, nil)
 )
 
@@ -316,6 +319,9 @@ func collectGroups(ch chan<- prometheus.Metric, id string, v node.AdminView, now
 		for _, o := range g.Offsets {
 			p := strconv.Itoa(int(o.Partition))
 			ch <- gauge(descGroupOffset, float64(o.Committed), id, g.ID, o.Topic, p)
+			if n, ok := deadLetterCount(o.Metadata); ok {
+				ch <- gauge(descGroupDeadLetters, float64(n), id, g.ID, o.Topic, p)
+			}
 			if !o.Hosted {
 				continue
 			}
@@ -344,4 +350,16 @@ func offsetLag(o node.GroupOffsetView, now time.Time) lagOf {
 		l.Seconds = max(0, now.Sub(time.UnixMilli(o.NextAppendTimeMs)).Seconds())
 	}
 	return l
+}
+
+// deadLetterCount reads the dead-letter count clientlib's Handle commits
+// as an offset's metadata, "strand.dlq=N" (clientlib.DeadLetterMetadata;
+// the server does not import the client). False for other metadata.
+func deadLetterCount(metadata string) (int64, bool) {
+	v, ok := strings.CutPrefix(metadata, "strand.dlq=")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n, err == nil && n >= 0
 }

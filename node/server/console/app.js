@@ -184,7 +184,8 @@ function renderGroups(data) {
       el("h3", {}, g.id, " ", el("span", { class: "muted" }, g.state + " · " + g.members + " members · coordinator node " + g.coordinator)),
       el("p", {}, "lag ", el("b", { class: "lag-records" }, num(g.lag_records)), " records · ",
         el("b", { class: "lag-seconds" }, fmtSeconds(g.lag_seconds)), retention,
-        g.at_risk ? el("span", { class: "bad" }, " · below the log start: records lost") : null),
+        g.at_risk ? el("span", { class: "bad" }, " · below the log start: records lost") : null,
+        g.dead_letters > 0 ? el("span", { class: "dead-letters" }, " · " + num(g.dead_letters) + " dead-lettered") : null),
       table);
     const legend = el("p", { class: "muted" }, "last hour, sampled every " + data.sample_interval_seconds +
       " s: records (solid, left), seconds (dashed, right)");
