@@ -92,9 +92,13 @@ func TestStatusDigestCatchesRestoreIndexTimes(t *testing.T) {
 // failed.
 func TestWorkloadCatchesAckLeaderEarly(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
-	for _, seed := range []uint64{1, 3, 4} { // seed 2 misses it since the incidents (46 of 50 catch it)
-		if res := runSeed(t, seedOptions(t, seed, "mixed", "AckLeaderEarly"), ""); !failsWith(res, "durability:") {
-			t.Errorf("seed %d: AckLeaderEarly not caught by the audit: %q", seed, res.Failures)
+	caught := 0
+	for seed := uint64(1); seed <= 5; seed++ { // not every seed: 46 of 50 caught it since the incidents
+		if res := runSeed(t, seedOptions(t, seed, "mixed", "AckLeaderEarly"), ""); failsWith(res, "durability:") {
+			caught++
 		}
+	}
+	if caught < 3 {
+		t.Errorf("AckLeaderEarly caught by the audit in %d of seeds 1-5, want at least 3", caught)
 	}
 }
