@@ -224,18 +224,21 @@ func TestReadLines(t *testing.T) {
 	}
 }
 
-// --format expands fields and escapes; an unknown field is refused.
+// --format expands fields and escapes as kcat's -f does (%t the topic,
+// %T the timestamp in Unix milliseconds: they were swapped, so kcat's
+// '%t %T' printed the timestamp and then the topic); an unknown field is
+// refused.
 func TestFormat(t *testing.T) {
-	f, err := parseFormat(`%T/%p@%o %k=%v %% \t|\n`, "")
+	f, err := parseFormat(`%t/%p@%o %T %k=%v %% \t|\n`, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
 	w := bufio.NewWriter(&b)
 	writeRecord(w, f, &clientlib.Record{Topic: "t", Partition: 2, Offset: 7, Key: []byte("k"), Value: []byte("v"),
-		Timestamp: time.Unix(0, 0)})
+		Timestamp: time.UnixMilli(1764590400123)})
 	w.Flush()
-	if got, want := b.String(), "t/2@7 k=v % \t|\n"; got != want {
+	if got, want := b.String(), "t/2@7 1764590400123 k=v % \t|\n"; got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 	if _, err := parseFormat("%x", ""); err == nil {

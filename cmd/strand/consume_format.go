@@ -23,10 +23,11 @@ const formatFields = "kvsKShpotT"
 
 // formatHelp is --format's flag help.
 const formatHelp = `output per record: %k key, %v (or %s) value, %K key bytes, %S value bytes, %h headers (k=v,k2=v2), ` +
-	`%p partition, %o offset, %t timestamp, %T topic, %% and \n \t \r \\; "json" is kcat's -J envelope`
+	`%p partition, %o offset, %t topic, %T timestamp (Unix ms), %% and \n \t \r \\ (kcat's fields); "json" is kcat's -J envelope`
 
-// parseFormat compiles --format: %k %v %s %K %S %h %p %o %t %T %% and \n
-// \t \r \\, or "json", one JSON object per line. null is what a null key,
+// parseFormat compiles --format: %k %v %s %K %S %h %p %o %t (topic) %T
+// (timestamp, Unix ms), as kcat's -f, %% and \n \t \r \\, or "json", one
+// JSON object per line. null is what a null key,
 // value or header value prints as.
 func parseFormat(s, null string) ([]formatPart, error) {
 	if s == "json" {
@@ -108,9 +109,9 @@ func writeRecord(w *bufio.Writer, format []formatPart, r *clientlib.Record) {
 		case 'o':
 			w.WriteString(strconv.FormatInt(r.Offset, 10))
 		case 't':
-			w.WriteString(r.Timestamp.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
-		case 'T':
 			w.WriteString(r.Topic)
+		case 'T':
+			w.WriteString(strconv.FormatInt(r.Timestamp.UnixMilli(), 10))
 		case 'J':
 			writeRecordJSON(w, r)
 		}
