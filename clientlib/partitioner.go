@@ -115,7 +115,10 @@ func (s *Sticky) BatchSealed(topic string, partition int32) {
 // current partition is kept while it is available; when it is not (its
 // leader stalled or is unknown, or its window is full so its open batch
 // cannot be sealed) the topic moves on at once instead of piling records
-// onto a partition that cannot send them.
+// onto a partition that cannot send them. When no partition is available
+// (no leader known yet, as right after a topic is created) it stays:
+// moving on would only scatter the records of one batch over every
+// partition, one each.
 func (s *Sticky) PartitionAdaptive(topic string, partitions int32, rng *rand.Rand, load func(int32) PartitionLoad) int32 {
 	if s.current == nil {
 		s.current = make(map[string]int32)
@@ -132,8 +135,13 @@ func (s *Sticky) PartitionAdaptive(topic string, partitions int32, rng *rand.Ran
 		skip = last
 	}
 	loads := make([]PartitionLoad, partitions)
+	anyAvailable := false
 	for p := range partitions {
 		loads[p] = load(p)
+		anyAvailable = anyAvailable || loads[p].Available
+	}
+	if ok && cur < partitions && !anyAvailable {
+		return cur
 	}
 	p := AdaptivePartition(loads, skip, rng)
 	s.current[topic] = p

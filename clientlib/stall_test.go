@@ -129,3 +129,18 @@ func TestStickyAdaptiveLeavesUnavailablePartition(t *testing.T) {
 		}
 	}
 }
+
+// With no partition available (no leader known yet, as right after a
+// topic is created) the sticky partition stays: before, every record
+// moved on, so one produce of 1,000 keyless lines landed on all four
+// partitions of a new topic, a quarter each.
+func TestStickyAdaptiveStaysWhenNoneAvailable(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var s Sticky
+	first := s.PartitionAdaptive("t", 4, rng, func(int32) PartitionLoad { return PartitionLoad{} })
+	for range 100 {
+		if p := s.PartitionAdaptive("t", 4, rng, func(int32) PartitionLoad { return PartitionLoad{} }); p != first {
+			t.Fatalf("sticky moved from %d to %d with no partition available", first, p)
+		}
+	}
+}
