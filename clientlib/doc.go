@@ -132,7 +132,8 @@
 // (Kafka's vectors); SaltedKey(key, n, pick) trades per-key order for spread of hot keys; keyless
 // records are sticky with adaptive partitioning (KIP-794, pure AdaptivePartition): partitions whose
 // leader is unknown or suspect, or whose window is full, are skipped; the rest are weighted by free
-// queue space.
+// queue space. With none available (no leader known yet) the current partition is kept rather than
+// each record drawing anew.
 //
 // # Acks (R12)
 //
