@@ -73,7 +73,10 @@ func kafkaLeadersKnown(ctx context.Context, cl *kgo.Client, topic string) bool {
 }
 
 // kafkaGoWrite writes msgs with a segmentio/kafka-go writer, retrying
-// for up to 20s while the partitions elect their leaders.
+// for up to 20s while the partitions elect their leaders. Only the
+// messages whose write failed are sent again: resending the whole slice
+// after one partition failed wrote the others' twice (the group test then
+// read a record five times).
 func kafkaGoWrite(ctx context.Context, t *testing.T, w *kafka.Writer, msgs []kafka.Message) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -82,6 +85,16 @@ func kafkaGoWrite(ctx context.Context, t *testing.T, w *kafka.Writer, msgs []kaf
 	for ctx.Err() == nil {
 		if err = w.WriteMessages(ctx, msgs...); err == nil {
 			return
+		}
+		var failed kafka.WriteErrors
+		if errors.As(err, &failed) && len(failed) == len(msgs) {
+			var again []kafka.Message
+			for i, e := range failed {
+				if e != nil {
+					again = append(again, msgs[i])
+				}
+			}
+			msgs = again
 		}
 		time.Sleep(100 * time.Millisecond) // polling a readiness condition, bounded by ctx
 	}
