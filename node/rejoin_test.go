@@ -262,3 +262,39 @@ func TestRejoinDuringMoveHearsFromCurrentReplicas(t *testing.T) {
 			g.rejoin.phase, g.rejoin.floor, g.rejoin.until)
 	}
 }
+
+// holdsUnopened judges from the metadata placement as well as the disk: a
+// node the placement names as a replica holds one even when the replica's
+// directory lists nothing (its files are not there, or not yet), and a
+// node neither names nor stores one can vouch for the group.
+func TestHoldsUnopenedJudgesFromPlacementAndDisk(t *testing.T) {
+	c := newMetaCluster(t, 15, 4, nil)
+	c.createTopic(c.metaLeaderOf(), "t", 1, 3)
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	lead := c.leader(tp)
+	wire := c.cores[lead].byTP[tp].wire
+	c.settle()
+	replicas, err := c.cores[lead].meta.meta.Assignment("t", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range c.ids {
+		placed := slices.Contains(replicas, uint64(id))
+		if got := c.cores[id].holdsUnopened(wire, 0); got != placed {
+			t.Fatalf("node %d (placed %v): holdsUnopened %v", id, placed, got)
+		}
+	}
+	x := NodeID(replicas[1])
+	dir := c.replicaDir(x, tp)
+	for _, d := range []string{dir, dir + "/log"} {
+		names, _ := c.disks[x].List(d)
+		for _, n := range names {
+			if err := c.disks[x].Remove(d + "/" + n); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if !c.cores[x].holdsUnopened(wire, 0) {
+		t.Fatalf("node %d, placed but with an empty replica directory: holdsUnopened false", x)
+	}
+}
