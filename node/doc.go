@@ -259,7 +259,8 @@
 // A replica that lost its state ("recovering") stores and acknowledges what a leader sends but
 // sends and grants no vote or pre-vote until (1) probing: ceil(n/2) *other* replicas that never
 // lost state told it the highest term (floor) and last index (until) — any quorum it voted or acked
-// in meets them; (2) catching up: its commit reached until, or it committed an entry of a term
+// in meets them (during a move, ceil(n/2) of each replica set it is in: the current replicas, the
+// target, and all the nodes it talks to; a new learner witnesses nothing); (2) catching up: its commit reached until, or it committed an entry of a term
 // above floor. Then (done) it votes only in terms above floor, forever. Each phase is written
 // durably to <replica>/rejoin/state (two slots, magic SRJ2, sequence number, CRC32C, so a torn
 // write leaves the other slot) before it takes effect, so a crash resumes recovery and such a

@@ -32,7 +32,10 @@ import (
 //     highest last index (until): any quorum that elected a leader or
 //     committed an entry with its help shares a member with those, so every
 //     term it voted in is <= floor and every entry it acknowledged in a
-//     commit is at or below until; and
+//     commit is at or below until. During a move, ceil(n/2) of each
+//     replica set it belongs to (the current replicas, the target, and all
+//     the nodes it talks to; heardFromQuorums): a new learner never voted
+//     with it and witnesses nothing of the current replicas' quorums; and
 //  2. its commit index reached until, or an entry of a term above floor is
 //     committed in its log (catching up): its log then holds every entry
 //     committed before the loss, so its vote cannot elect a leader without
