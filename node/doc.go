@@ -400,7 +400,10 @@
 // starts the replica afresh with a vote floor: the tombstone carries the highest term the removed
 // replica may have voted in, so it votes only above it and needs no peer (probing like a wiped
 // replica made a moved-back and a rebuilding replica of one group wait for each other forever); an
-// older tombstone without a floor still probes. Compaction snapshots carry the group's current
+// older tombstone without a floor still probes. It votes only once its applied configuration, past
+// the bootstrap entries, stops naming it a voter (its removal or its re-adding as a learner): its
+// fresh log starts with the bootstrap configuration, which names a node of the bootstrap set a
+// voter, and two such nodes moved back together elected each other on it. Compaction snapshots carry the group's current
 // configuration. Rejected: a move coordinator in the metadata group (it would need every
 // partition's raft progress); recording the phase in the metadata (the configuration is the phase).
 // Planners (engine/metadata/plan.go, pure, rapid-tested): decommission gives each place to the

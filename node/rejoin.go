@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,6 +77,9 @@ type rejoin struct {
 	answers []rejoinAnswer
 	// nextProbe is the tick at or after which the next probe goes out.
 	nextProbe uint64
+	// outOfBootstrap: a moved-back replica (untilOutOfBootstrap) applied a
+	// configuration that does not name it a voter.
+	outOfBootstrap bool
 }
 
 // rejoinAnswer is one replica's answer to a probe.
@@ -397,22 +401,55 @@ func (r *rejoin) heardFromQuorums(self NodeID, sets ...[]NodeID) bool {
 	return true
 }
 
+// namesVoter tells whether cs names id a voter, incoming or outgoing.
+func namesVoter(cs *raftpb.ConfState, id NodeID) bool {
+	return slices.Contains(cs.GetVoters(), uint64(id)) || slices.Contains(cs.GetVotersOutgoing(), uint64(id))
+}
+
+// leftBootstrap tells whether g's configuration, applied at index, is one
+// its peers' entries made (past the bootstrap entries, one per member of
+// the bootstrap set) and does not name this node a voter.
+func (c *Core) leftBootstrap(g *group, index uint64) bool {
+	return index > uint64(len(g.bootSet())) && !namesVoter(g.confState, c.cfg.ID)
+}
+
+// noteConfApplied records, for a moved-back replica waiting to leave the
+// bootstrap configuration, a configuration applied at index that does not
+// name it a voter (caughtUp): the next tick may find it a voter again,
+// promoted.
+func (c *Core) noteConfApplied(g *group, index uint64) {
+	if r := g.rejoin; r != nil && r.until == untilOutOfBootstrap && c.leftBootstrap(g, index) {
+		r.outOfBootstrap = true
+	}
+}
+
 // setRejoin persists and enters a new phase (answers are kept).
 func (c *Core) setRejoin(g *group, next rejoin) error {
 	if err := c.saveRejoin(g.dir, &next); err != nil {
 		return err
 	}
-	next.answers, next.nextProbe = g.rejoin.answers, g.rejoin.nextProbe
+	next.answers, next.nextProbe, next.outOfBootstrap = g.rejoin.answers, g.rejoin.nextProbe, g.rejoin.outOfBootstrap
 	*g.rejoin = next
 	return nil
 }
+
+// untilOutOfBootstrap is the until of a replica a move placed here again
+// (deletedBefore): it is caught up once its applied configuration has
+// stopped naming it a voter since it reopened (outOfBootstrap), not at an
+// index.
+const untilOutOfBootstrap = math.MaxUint64
 
 // caughtUp tells whether g's committed log holds every entry committed
 // before it lost its state: its commit reached until, or it committed an
 // entry of a term above floor (committed terms only grow along the log).
 // The metadata group is asked only between Process calls, so every replica
 // its applied state placed here was opened (recovering) before it is done.
+// A moved-back replica (untilOutOfBootstrap) lost no entry, only its
+// votes: it waits only to leave the bootstrap configuration.
 func (c *Core) caughtUp(g *group) bool {
+	if g.rejoin.until == untilOutOfBootstrap {
+		return g.rejoin.outOfBootstrap || c.leftBootstrap(g, g.appliedRaft)
+	}
 	commit := g.raw.BasicStatus().GetCommit()
 	if commit >= g.rejoin.until && g.appliedRaft >= g.rejoin.until {
 		return true
