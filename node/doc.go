@@ -259,7 +259,8 @@
 // A replica that lost its state ("recovering") stores and acknowledges what a leader sends but
 // sends and grants no vote or pre-vote until (1) probing: ceil(n/2) *other* replicas that never
 // lost state told it the highest term (floor) and last index (until) — any quorum it voted or acked
-// in meets them; (2) catching up: its commit reached until, or it committed an entry of a term
+// in meets them (during a move, ceil(n/2) of each replica set it is in: the current replicas, the
+// target, and all the nodes it talks to; a new learner witnesses nothing); (2) catching up: its commit reached until, or it committed an entry of a term
 // above floor. Then (done) it votes only in terms above floor, forever. Each phase is written
 // durably to <replica>/rejoin/state (two slots, magic SRJ2, sequence number, CRC32C, so a torn
 // write leaves the other slot) before it takes effect, so a crash resumes recovery and such a
@@ -399,7 +400,10 @@
 // starts the replica afresh with a vote floor: the tombstone carries the highest term the removed
 // replica may have voted in, so it votes only above it and needs no peer (probing like a wiped
 // replica made a moved-back and a rebuilding replica of one group wait for each other forever); an
-// older tombstone without a floor still probes. Compaction snapshots carry the group's current
+// older tombstone without a floor still probes. It votes only once its applied configuration, past
+// the bootstrap entries, stops naming it a voter (its removal or its re-adding as a learner): its
+// fresh log starts with the bootstrap configuration, which names a node of the bootstrap set a
+// voter, and two such nodes moved back together elected each other on it. Compaction snapshots carry the group's current
 // configuration. Rejected: a move coordinator in the metadata group (it would need every
 // partition's raft progress); recording the phase in the metadata (the configuration is the phase).
 // Planners (engine/metadata/plan.go, pure, rapid-tested): decommission gives each place to the

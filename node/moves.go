@@ -380,8 +380,8 @@ func (c *Core) moveProgress(g *group) []MoveProgress {
 // checkpoint still places the replica here). A replica a newer move placed
 // here again starts afresh: it once voted in this group, so it votes only
 // in terms above the highest term it may have voted in. The tombstone
-// carries that floor (markDeleted): the replica starts recovered (rejoin
-// done) with it, and needs no peer. Its entries need no rebuilding: every
+// carries that floor (markDeleted), so the replica needs no peer to learn
+// it (it starts catching up, below). Its entries need no rebuilding: every
 // entry committed while it was away, or with its help before, is held by
 // a majority of the configuration that adds it back, and it catches up as
 // a learner before it votes in a commit. Without a floor (an older
@@ -391,6 +391,18 @@ func (c *Core) moveProgress(g *group) []MoveProgress {
 // second replica of the group rebuilding at the same time, the two wait
 // for each other's trusted answer and the group never elects a leader
 // again: the moves simulator's seed 5.)
+//
+// It does not vote at once: its fresh log starts with the bootstrap
+// configuration, which names it a voter when it was one of the bootstrap
+// set, and until its peers' entries configure it out of that
+// configuration it would campaign and vote in it. Two such nodes moved
+// back together elected each other on a log of three entries and wrote
+// over committed ones (the moves simulator's seed 16 on issue 21's
+// branch: two entries of term 6 at index 4). So it starts catching up
+// with its floor and the until untilOutOfBootstrap: done once an applied
+// configuration past the bootstrap entries does not name it a voter (its
+// removal or its re-adding as a learner applied; for a node outside the
+// bootstrap set, the first entry past them).
 func (c *Core) deletedBefore(dir string) bool {
 	if !deletedHere(c.cfg, dir) {
 		return false
@@ -402,7 +414,7 @@ func (c *Core) deletedBefore(dir string) bool {
 	r := &rejoin{phase: rejoinProbing}
 	if len(data) == 16 {
 		if floorPlusOne := binary.LittleEndian.Uint64(data[8:]); floorPlusOne > 0 {
-			r = &rejoin{phase: rejoinDone, floor: floorPlusOne - 1}
+			r = &rejoin{phase: rejoinCatchingUp, floor: floorPlusOne - 1, until: untilOutOfBootstrap}
 		}
 	}
 	if !c.bugWipedNodeVotes() {

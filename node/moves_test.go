@@ -510,3 +510,41 @@ func (c *cluster) hasLeader(tp TopicPartition) bool {
 	}
 	return false
 }
+
+// A node of the bootstrap set moved back does not vote before its
+// applied configuration stops naming it a voter: its fresh log starts with
+// the bootstrap configuration, which does, and two such nodes moved back
+// together elected each other on that log and wrote over committed
+// entries (the moves simulator's seed 16 on issue 21's branch). Right
+// after it hosts the replica again it is catching up (no votes); once the
+// move back completed it votes above its floor.
+func TestMovedBackBootstrapNodeWaitsToLeaveBootstrap(t *testing.T) {
+	c, tp, current, spare := moveFixture(t, 71)
+	removed := NodeID(current[0])
+	target := append([]uint64{spare}, current[1:]...)
+	if resp, _ := c.handle(1, moveReq(9, tp, target...)); resp.GetMovePartitions().GetMoves()[0].GetError() != nil {
+		t.Fatalf("move: %v", resp)
+	}
+	c.waitMoved(tp, target)
+	if resp, _ := c.handle(1, moveReq(10, tp, current...)); resp.GetMovePartitions().GetMoves()[0].GetError() != nil {
+		t.Fatalf("move back: %v", resp)
+	}
+	for i := 0; i < 1000 && c.cores[removed].byTP[tp] == nil; i++ {
+		c.tick(1)
+	}
+	g := c.cores[removed].byTP[tp]
+	if g == nil {
+		t.Fatalf("node %d never re-hosted %v", removed, tp)
+	}
+	if g.rejoin == nil || g.rejoin.phase == rejoinDone || !namesVoter(g.confState, removed) {
+		t.Fatalf("bootstrap node %d moved back: rejoin %+v, configuration %v; want not done while its bootstrap configuration names it a voter",
+			removed, g.rejoin, g.confState)
+	}
+	c.waitMoved(tp, current)
+	for i := 0; i < 1000 && g.rejoin.phase != rejoinDone; i++ {
+		c.tick(1)
+	}
+	if g.rejoin.phase != rejoinDone || g.rejoin.floor == 0 {
+		t.Fatalf("node %d after the move back completed: rejoin %+v, want done with its floor", removed, g.rejoin)
+	}
+}

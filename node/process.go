@@ -245,6 +245,7 @@ func (c *Core) applyEntry(g *group, e *raftpb.Entry) {
 			panic(fmt.Sprintf("node: committed conf change %d: %v", index, err))
 		}
 		g.confState = g.raw.ApplyConfChange(&cc)
+		c.noteConfApplied(g, index)
 		g.applyEmpty(engineIndex)
 		if g.meta != nil {
 			c.metaConfApplied(&cc)
@@ -255,6 +256,7 @@ func (c *Core) applyEntry(g *group, e *raftpb.Entry) {
 			panic(fmt.Sprintf("node: committed conf change %d: %v", index, err))
 		}
 		g.confState = g.raw.ApplyConfChange(&cc)
+		c.noteConfApplied(g, index)
 		g.applyEmpty(engineIndex)
 		if g.meta != nil {
 			c.metaConfApplied(&cc)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,7 +33,10 @@ import (
 //     highest last index (until): any quorum that elected a leader or
 //     committed an entry with its help shares a member with those, so every
 //     term it voted in is <= floor and every entry it acknowledged in a
-//     commit is at or below until; and
+//     commit is at or below until. During a move, ceil(n/2) of each
+//     replica set it belongs to (the current replicas, the target, and all
+//     the nodes it talks to; heardFromQuorums): a new learner never voted
+//     with it and witnesses nothing of the current replicas' quorums; and
 //  2. its commit index reached until, or an entry of a term above floor is
 //     committed in its log (catching up): its log then holds every entry
 //     committed before the loss, so its vote cannot elect a leader without
@@ -73,6 +77,9 @@ type rejoin struct {
 	answers []rejoinAnswer
 	// nextProbe is the tick at or after which the next probe goes out.
 	nextProbe uint64
+	// outOfBootstrap: a moved-back replica (untilOutOfBootstrap) applied a
+	// configuration that does not name it a voter.
+	outOfBootstrap bool
 }
 
 // rejoinAnswer is one replica's answer to a probe.
@@ -337,21 +344,18 @@ func (c *Core) advanceRejoin(g *group) error {
 		}
 	}
 	if r.phase == rejoinProbing {
-		need := n - n/2 // ceil(n/2): meets every quorum's other members
 		if n == 1 {
 			// No other copy exists: nothing to learn, nothing to break.
 			return c.setRejoin(g, rejoin{phase: rejoinDone})
 		}
+		if !r.heardFromQuorums(c.cfg.ID, g.replicas, g.current, g.target) {
+			return nil
+		}
 		var floor, until uint64
-		got := 0
 		for _, a := range r.answers {
 			if a.state == strandpb.RejoinState_REJOIN_STATE_TRUSTED {
-				got++
 				floor, until = max(floor, a.term), max(until, a.last)
 			}
-		}
-		if got < need {
-			return nil
 		}
 		g.logs.log(slog.LevelInfo, "learned from peers: catching up before voting",
 			slog.Uint64("floor_term", floor), slog.Uint64("until_index", until))
@@ -367,22 +371,85 @@ func (c *Core) advanceRejoin(g *group) error {
 	return nil
 }
 
+// heardFromQuorums tells whether trusted answers came from ceil(n/2) of
+// the other members of each replica set self belongs to: every node the
+// replica talks to, and, on their own, the current replicas and a move's
+// target. Those answers meet every quorum of each set, so every vote and
+// every committed acknowledgement self gave in a configuration it was a
+// voter of has a witness among them. Counting answers over the union
+// alone is not enough during a move: with replicas {3,4,5} moving to
+// {1,2,4}, a rebuilt node 3 that heard 1, 2 and 4 (the new learners, and
+// a node 4 that lagged) learned nothing of the entries {3,5} committed,
+// and with its vote 4 was elected without them (the moves simulator's
+// seed 79: two entries of term 4 at one index).
+func (r *rejoin) heardFromQuorums(self NodeID, sets ...[]NodeID) bool {
+	for _, set := range sets {
+		n := len(set)
+		if n <= 1 || !slices.Contains(set, self) {
+			continue
+		}
+		got := 0
+		for _, id := range set {
+			if id != self && r.trusted(id) {
+				got++
+			}
+		}
+		if got < n-n/2 { // ceil(n/2): meets every quorum's other members
+			return false
+		}
+	}
+	return true
+}
+
+// namesVoter tells whether cs names id a voter, incoming or outgoing.
+func namesVoter(cs *raftpb.ConfState, id NodeID) bool {
+	return slices.Contains(cs.GetVoters(), uint64(id)) || slices.Contains(cs.GetVotersOutgoing(), uint64(id))
+}
+
+// leftBootstrap tells whether g's configuration, applied at index, is one
+// its peers' entries made (past the bootstrap entries, one per member of
+// the bootstrap set) and does not name this node a voter.
+func (c *Core) leftBootstrap(g *group, index uint64) bool {
+	return index > uint64(len(g.bootSet())) && !namesVoter(g.confState, c.cfg.ID)
+}
+
+// noteConfApplied records, for a moved-back replica waiting to leave the
+// bootstrap configuration, a configuration applied at index that does not
+// name it a voter (caughtUp): the next tick may find it a voter again,
+// promoted.
+func (c *Core) noteConfApplied(g *group, index uint64) {
+	if r := g.rejoin; r != nil && r.until == untilOutOfBootstrap && c.leftBootstrap(g, index) {
+		r.outOfBootstrap = true
+	}
+}
+
 // setRejoin persists and enters a new phase (answers are kept).
 func (c *Core) setRejoin(g *group, next rejoin) error {
 	if err := c.saveRejoin(g.dir, &next); err != nil {
 		return err
 	}
-	next.answers, next.nextProbe = g.rejoin.answers, g.rejoin.nextProbe
+	next.answers, next.nextProbe, next.outOfBootstrap = g.rejoin.answers, g.rejoin.nextProbe, g.rejoin.outOfBootstrap
 	*g.rejoin = next
 	return nil
 }
+
+// untilOutOfBootstrap is the until of a replica a move placed here again
+// (deletedBefore): it is caught up once its applied configuration has
+// stopped naming it a voter since it reopened (outOfBootstrap), not at an
+// index.
+const untilOutOfBootstrap = math.MaxUint64
 
 // caughtUp tells whether g's committed log holds every entry committed
 // before it lost its state: its commit reached until, or it committed an
 // entry of a term above floor (committed terms only grow along the log).
 // The metadata group is asked only between Process calls, so every replica
 // its applied state placed here was opened (recovering) before it is done.
+// A moved-back replica (untilOutOfBootstrap) lost no entry, only its
+// votes: it waits only to leave the bootstrap configuration.
 func (c *Core) caughtUp(g *group) bool {
+	if g.rejoin.until == untilOutOfBootstrap {
+		return g.rejoin.outOfBootstrap || c.leftBootstrap(g, g.appliedRaft)
+	}
 	commit := g.raw.BasicStatus().GetCommit()
 	if commit >= g.rejoin.until && g.appliedRaft >= g.rejoin.until {
 		return true

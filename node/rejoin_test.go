@@ -223,3 +223,78 @@ func TestRestartedNodeDoesNotVouchForUnopenedReplica(t *testing.T) {
 	c.queue = nil
 	c.settle()
 }
+
+// A replica rebuilding during a move must hear from a quorum's worth of
+// its current replicas, not just from as many of all the nodes it talks
+// to: with replicas {a,b,c} moving to {d,b,c}, node a's lost
+// acknowledgements may have committed entries with c alone, which neither
+// the new learner d nor a lagging b hold. Counting d and b let a vote for
+// b, which was elected without those entries (the moves simulator's seed
+// 79: two entries of term 4 at one index). Node a hears trusted answers
+// from d and b and must still be probing; c's answer lets it go on.
+func TestRejoinDuringMoveHearsFromCurrentReplicas(t *testing.T) {
+	c, tp, current, spare := moveFixture(t, 67)
+	prober := NodeID(current[0])
+	core := c.cores[prober]
+	g := core.byTP[tp]
+	ids := func(v ...uint64) []NodeID {
+		out := make([]NodeID, len(v))
+		for i, id := range v {
+			out[i] = NodeID(id)
+		}
+		return out
+	}
+	g.setPlacement(PartitionSpec{TopicPartition: tp, Replicas: ids(current...), Target: ids(spare, current[1], current[2])})
+	g.rejoin = &rejoin{phase: rejoinProbing}
+	answer := func(from uint64, term, last uint64) {
+		core.takeAnswers(NodeID(from), []*strandpb.RejoinAnswer{{Topic: g.wire, Partition: tp.Partition,
+			State: strandpb.RejoinState_REJOIN_STATE_TRUSTED, Term: term, LastIndex: last}})
+	}
+	answer(spare, 1, 3)
+	answer(current[1], 1, 3)
+	if g.rejoin.phase != rejoinProbing {
+		t.Fatalf("node %d left probing (phase %d, floor %d, until %d) on the answers of learner %d and replica %d alone; replica %d was not heard",
+			prober, g.rejoin.phase, g.rejoin.floor, g.rejoin.until, spare, current[1], current[2])
+	}
+	answer(current[2], 2, 40)
+	if g.rejoin.phase == rejoinProbing || g.rejoin.floor != 2 || g.rejoin.until != 40 {
+		t.Fatalf("after every current replica answered: phase %d floor %d until %d, want past probing with floor 2, until 40",
+			g.rejoin.phase, g.rejoin.floor, g.rejoin.until)
+	}
+}
+
+// holdsUnopened judges from the metadata placement as well as the disk: a
+// node the placement names as a replica holds one even when the replica's
+// directory lists nothing (its files are not there, or not yet), and a
+// node neither names nor stores one can vouch for the group.
+func TestHoldsUnopenedJudgesFromPlacementAndDisk(t *testing.T) {
+	c := newMetaCluster(t, 15, 4, nil)
+	c.createTopic(c.metaLeaderOf(), "t", 1, 3)
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	lead := c.leader(tp)
+	wire := c.cores[lead].byTP[tp].wire
+	c.settle()
+	replicas, err := c.cores[lead].meta.meta.Assignment("t", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range c.ids {
+		placed := slices.Contains(replicas, uint64(id))
+		if got := c.cores[id].holdsUnopened(wire, 0); got != placed {
+			t.Fatalf("node %d (placed %v): holdsUnopened %v", id, placed, got)
+		}
+	}
+	x := NodeID(replicas[1])
+	dir := c.replicaDir(x, tp)
+	for _, d := range []string{dir, dir + "/log"} {
+		names, _ := c.disks[x].List(d)
+		for _, n := range names {
+			if err := c.disks[x].Remove(d + "/" + n); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if !c.cores[x].holdsUnopened(wire, 0) {
+		t.Fatalf("node %d, placed but with an empty replica directory: holdsUnopened false", x)
+	}
+}

@@ -201,6 +201,7 @@ func (c *Core) restoreFromSnapshot(g *group, part *engine.Partition, conf *raftp
 	g.checkpointIndex = part.AppliedIndex()
 	g.confState = proto.Clone(conf).(*raftpb.ConfState)
 	g.storage.confState = g.confState
+	c.noteConfApplied(g, g.appliedRaft)
 	g.indexKnown, g.indexWritten = false, 0
 	g.ret.compactor = nil
 }

@@ -180,3 +180,36 @@ func TestRedirectAndCancelMove(t *testing.T) {
 		t.Fatal("after the cancelled move completed, the leaving nodes still host p0")
 	}
 }
+
+// A leader reported from a move's target stays recorded when a redirect
+// (or a cancel) leaves its node outside the replicas and the new target
+// (leaving: it may still lead until the move completes), and the state
+// still restores from its snapshot. Restore refused it before ("leader 1
+// in term 4"): a node could not reload its own metadata checkpoint (the
+// moves simulator's seeds 34 and 55).
+func TestRedirectedMoveLeaderRestores(t *testing.T) {
+	a, topic := movesFixture(t)
+	cur := topic.Replicas[0]
+	var outside []uint64
+	for id := uint64(1); id <= 5; id++ {
+		if !containsID(cur, id) {
+			outside = append(outside, id)
+		}
+	}
+	first := append([]uint64{outside[0]}, cur[1:]...)
+	a.ok(EncodeReassignPartition("t", topic.ID, 0, first, false))
+	a.ok(EncodeReportLeaders([]LeaderReport{{Topic: "t", TopicID: topic.ID, Partition: 0, Leader: Leader{Node: outside[0], Term: 7}}}))
+	for _, target := range [][]uint64{append([]uint64{outside[1]}, cur[1:]...), cur} { // a redirect, then a cancel
+		a.ok(EncodeReassignPartition("t", topic.ID, 0, target, true))
+		if l, _ := a.s.Leader("t", 0); l.Node != outside[0] || l.Term != 7 {
+			t.Fatalf("leader after the redirect to %v: %+v, want node %d in term 7", target, l, outside[0])
+		}
+		restored, err := Restore(a.s.Snapshot())
+		if err != nil {
+			t.Fatalf("restore after the redirect to %v: %v", target, err)
+		}
+		if restored.Digest() != a.s.Digest() {
+			t.Fatalf("restored digest %016x, original %016x", restored.Digest(), a.s.Digest())
+		}
+	}
+}

@@ -207,8 +207,11 @@ func (s *State) checkTopic(t *topicState) error {
 			len(t.targets), len(t.bootstrap), len(t.leaving), len(t.replicas))
 	}
 	for p, replicas := range t.replicas {
-		if l := t.leaders[p]; (l.Term == 0) != (l.Node == 0) ||
-			l.Node != 0 && !containsID(replicas, l.Node) && !containsID(t.targets[p], l.Node) {
+		// A leader reported from a move's target stays recorded when a
+		// redirect leaves its node outside the replicas and the new
+		// target: it is leaving, may still lead, and completion clears it.
+		if l := t.leaders[p]; (l.Term == 0) != (l.Node == 0) || l.Node != 0 && !containsID(replicas, l.Node) &&
+			!containsID(t.targets[p], l.Node) && !containsID(t.leaving[p], l.Node) {
 			return fmt.Errorf("partition %d: leader %d in term %d", p, l.Node, l.Term)
 		}
 		// A move may change a partition's replica count (as Kafka's
