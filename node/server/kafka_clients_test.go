@@ -21,7 +21,12 @@ import (
 // listener (issue 20): each pins an answer a client turned into a failure.
 
 // kafkaTopic creates topic with partitions over addr once the metadata
-// group has a leader, and returns an admin client.
+// group has a leader, waits until every partition has a leader, and
+// returns an admin client. (A client that fetched metadata during the
+// election, a few milliseconds since a new partition's preferred replica
+// campaigns at once, may keep that answer: franz-go's sharded requests,
+// such as ListOffsets, reuse it for up to MetadataMinAge and fail
+// LEADER_NOT_AVAILABLE without asking the broker.)
 func kafkaTopic(ctx context.Context, t *testing.T, addr, topic string, partitions int32, configs map[string]*string) *kadm.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
@@ -41,7 +46,30 @@ func kafkaTopic(ctx context.Context, t *testing.T, addr, topic string, partition
 	if err != nil || created.Err != nil {
 		t.Fatalf("create %s: %v / %v", topic, err, created.Err)
 	}
+	for ctx.Err() == nil && !kafkaLeadersKnown(ctx, cl, topic) {
+		time.Sleep(10 * time.Millisecond) // polling a readiness condition, bounded by ctx
+	}
 	return adm
+}
+
+// kafkaLeadersKnown tells whether every partition of topic has a leader
+// in a metadata answer asked of the seed broker itself (the client's own
+// metadata requests may be answered from its cache).
+func kafkaLeadersKnown(ctx context.Context, cl *kgo.Client, topic string) bool {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl.SeedBrokers()[0])
+	if err != nil || len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 || len(resp.Topics[0].Partitions) == 0 {
+		return false
+	}
+	for _, p := range resp.Topics[0].Partitions {
+		if p.ErrorCode != 0 || p.Leader < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // kafkaGoWrite writes msgs with a segmentio/kafka-go writer, retrying
