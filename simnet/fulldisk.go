@@ -29,9 +29,16 @@ func (p *planner) diskFull() {
 }
 
 // fillDisk fills n's disk for d, to its free-space floor plus up to slack.
+// The size counts the larger of the bytes held now and the bytes a crash
+// would leave: removals not yet made durable (compacted segments) come
+// back after a power cut, and a disk sized below them left a node unable
+// to write even its boot count on restart ('cannot open its healthy
+// disk', seed 9 with -sim.kafka) — a disk smaller than files it already
+// held, which no real disk is.
 func (p *planner) fillDisk(n *simNode, d time.Duration, slack int64) {
 	w := p.w
-	n.disk.SetCapacity(n.disk.UsedBytes() + simMinFreeBytes + w.rngFault.Int64N(slack))
+	held := max(n.disk.UsedBytes(), n.disk.DurableBytes())
+	n.disk.SetCapacity(held + simMinFreeBytes + w.rngFault.Int64N(slack))
 	n.fullUntil = w.now() + d
 	w.traceNote(kindFault, n.index, uint64(faultDiskFull), uint64(n.fullUntil))
 }
