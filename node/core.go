@@ -399,8 +399,11 @@ type Core struct {
 	// repairs are the replicas found corrupt, rebuilt at the next Tick
 	// (repair.go).
 	repairs []*group
-	space   spaceState // free disk space (diskfull.go)
-	stall   stallState // storage jobs that do not return (stall.go)
+	// freshLeads are new partitions' preferred replicas waiting to
+	// campaign early (elect.go), in the order they were opened.
+	freshLeads []*group
+	space      spaceState // free disk space (diskfull.go)
+	stall      stallState // storage jobs that do not return (stall.go)
 	// throttle bounds catch-up bytes per follower node (throttle.go).
 	throttle throttle
 

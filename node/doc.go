@@ -459,6 +459,13 @@
 //   - Raft ticks every TicksPerRaftTick Core ticks (the server: 10 ms ticks, raft every 100 ms,
 //     election 10 and heartbeat 1 raft ticks — the same ~1 s and 100 ms; the simulator ticks raft
 //     every tick).
+//   - A new partition elects at once (elect.go): its preferred replica (the metadata's first),
+//     having seen no election (term 1) on a node that never lost its state, campaigns at the first
+//     Core tick after its bootstrap configuration applies and again each raft tick while it knows
+//     no leader (at most 5 times: peers drop votes for a replica they have not opened yet),
+//     instead of every replica waiting out a randomized election timeout. The first produce after
+//     topic create went from 1.0–1.3 s to 20–35 ms on strand dev, and new partitions start on
+//     their preferred leaders.
 //   - Quiescence (CockroachDB's): a leader whose followers all match its log, with nothing waiting
 //     or to send, sends a last heartbeat whose context is eight zero bytes (etcd raft reads a
 //     heartbeat context as a ReadIndex count: zero confirms nothing) and stops ticking the group; a

@@ -88,6 +88,11 @@ type group struct {
 	leaderTerm uint64
 	// loggedLeading: this replica led at the last leadership log record.
 	loggedLeading bool
+	// freshCampaigns is the early campaigns left to a new partition's
+	// preferred replica, freshCampaignAt the tick before which it makes
+	// none (elect.go).
+	freshCampaigns  int
+	freshCampaignAt uint64
 
 	// Produces waiting, in proposal order; byProposal finds one whose index
 	// is not known yet, byIndex one whose entry's index is known (acks=all).

@@ -79,6 +79,25 @@ func (c *cluster) waitLeadersNamed(topic string, partitions int) {
 	}
 }
 
+// waitLeadersRecorded ticks until node id's metadata state records a
+// leader for every partition of topic, as leader reports deliver them.
+func (c *cluster) waitLeadersRecorded(id NodeID, topic string, partitions int) {
+	c.t.Helper()
+	for range 300 {
+		recorded := 0
+		for p := range partitions {
+			if rec, ok := c.cores[id].meta.meta.Leader(topic, int32(p)); ok && rec.Node != 0 {
+				recorded++
+			}
+		}
+		if recorded == partitions {
+			return
+		}
+		c.tick(1)
+	}
+	c.t.Fatalf("node %d: the metadata does not record every leader of %s", id, topic)
+}
+
 // In a 5-node cluster with replication factor 3, each node hosts only some
 // partitions; yet every node's metadata answer names the current leader
 // of every partition, because leaders report to the metadata group (issue
@@ -253,10 +272,12 @@ func TestTopicNamedByIDAlone(t *testing.T) {
 	}
 }
 
-// Leader reports are batched: with 600 partitions over three nodes, every
-// node's metadata answer names every partition's leader after a few
+// Leader reports are batched: with 600 partitions over three nodes, the
+// metadata state records every partition's leader after a few
 // ReportLeaders entries (one per node per tick at most, never one per
-// partition).
+// partition). (The nodes host every partition, so their metadata answers
+// name the leaders before the reports land: the test waits for the
+// records themselves.)
 func TestLeaderReportsBatchManyPartitions(t *testing.T) {
 	const partitions = 600
 	reports := 0
@@ -270,6 +291,7 @@ func TestLeaderReportsBatchManyPartitions(t *testing.T) {
 	})
 	c.createTopic(1, "many", partitions, 3)
 	c.waitLeadersNamed("many", partitions)
+	c.waitLeadersRecorded(1, "many", partitions)
 	if reports == 0 || reports > partitions/10 {
 		t.Fatalf("%d ReportLeaders entries for %d partitions: want a few batches", reports, partitions)
 	}

@@ -170,6 +170,7 @@ func (c *Core) openGroup(spec PartitionSpec, dir string, topicID uint64) (*group
 	if err := c.openRaft(g); err != nil {
 		return nil, err
 	}
+	c.noteFreshLead(g, spec)
 	return g, nil
 }
 

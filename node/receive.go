@@ -62,6 +62,9 @@ type Stats struct {
 	// the acks=all produces that applied successfully (latency.go).
 	CommitLatency LatencyHistogram
 	MoveSteps     uint64 // conf changes proposed to move partitions (moves.go)
+	// FreshCampaigns counts the early campaigns of new partitions'
+	// preferred replicas (elect.go).
+	FreshCampaigns uint64
 }
 
 // Stats returns the counters so far.
@@ -276,6 +279,7 @@ func (c *Core) Tick() {
 	c.expireSessions()
 	c.sweepGroups()
 	c.rejoinTick()
+	c.campaignFresh()
 	c.moveTick()
 	c.runRepairs()
 	c.checkSpace()

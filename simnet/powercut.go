@@ -52,6 +52,20 @@ func (c *cutDisk) arm(kind cutKind, after int) {
 
 func (c *cutDisk) reset() { c.arm(0, 0) }
 
+// resetAtRestart disarms a cut that fired or counts down within a round
+// (they belong to the run that ended), but keeps a power cut armed for the
+// node's next checkpoint or segment roll that has not started counting: a
+// node restarted before it wrote one still has the cut ahead of it, so the
+// fault is not lost to a restart that happened to come first.
+func (c *cutDisk) resetAtRestart() {
+	if (c.armed == cutCheckpoint || c.armed == cutSegmentRoll) && !c.counting && !c.cut {
+		kind, after := c.armed, c.after
+		c.arm(kind, after)
+		return
+	}
+	c.reset()
+}
+
 // armNow sets a power cut that counts from now: the after-th disk write
 // (Open, Remove, SyncDir, WriteAt, Truncate, Sync) from here is cut, so
 // the cut falls between the writes of one Ready (entries, hard state,

@@ -3,8 +3,10 @@ package simnet
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -152,7 +154,7 @@ func TestSim(t *testing.T) {
 	if failed > 0 {
 		t.Fail()
 	}
-	if seeds >= coverageSample && *flagBug == "" && *flagProfile == "mixed" {
+	if seeds >= coverageSampleMax && *flagBug == "" && *flagProfile == "mixed" {
 		requireCoverage(t, coverage, expectedCoverage(*flagAudit > 0, *flagDigests))
 	}
 	if produced == 0 {
@@ -202,20 +204,31 @@ func firstLine(s string) string {
 func TestSimInjectsEveryFault(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	var total Stats
-	for seed := uint64(1); seed <= 20; seed++ {
+	counts := func() map[string]int {
+		return map[string]int{"crash": total.Crashes, "fail-stop": total.FailStops,
+			"restart": total.Restarts, "network fault": total.NetFaults, "bit flip": total.BitFlips,
+			"failed read": total.FailedReads, "failed sync": total.FailedSyncs,
+			"power cut in a checkpoint": total.CutsCheckpoint, "power cut in a segment roll": total.CutsSegmentRoll,
+			"disk wipe": total.Wipes, "clock jump": total.ClockJumps, "leader crash": total.CrashLeaders,
+			"crash during an election": total.CrashElections, "read at a cut-off leader": total.StaleReads,
+			"read at any replica": total.ReadsAnyReplica}
+	}
+	// Seeds 1-20 at least, then on until every kind fired (at most 60): the
+	// rarest kinds fire a few times in 20 seeds, and any change to a run's
+	// length or draws moves them; a kind that cannot fire never shows.
+	const seedsMin, seedsMax = 20, 60
+	seed := uint64(1)
+	for ; seed <= seedsMax; seed++ {
 		res := runSeed(t, seedOptions(t, seed, "mixed", ""), "")
 		total.add(res.Stats)
+		if seed >= seedsMin && !slices.Contains(slices.Collect(maps.Values(counts())), 0) {
+			break
+		}
 	}
-	t.Logf("seeds 1-20: %s", total)
-	for name, n := range map[string]int{"crash": total.Crashes, "fail-stop": total.FailStops,
-		"restart": total.Restarts, "network fault": total.NetFaults, "bit flip": total.BitFlips,
-		"failed read": total.FailedReads, "failed sync": total.FailedSyncs,
-		"power cut in a checkpoint": total.CutsCheckpoint, "power cut in a segment roll": total.CutsSegmentRoll,
-		"disk wipe": total.Wipes, "clock jump": total.ClockJumps, "leader crash": total.CrashLeaders,
-		"crash during an election": total.CrashElections, "read at a cut-off leader": total.StaleReads,
-		"read at any replica": total.ReadsAnyReplica} {
+	t.Logf("seeds 1-%d: %s", min(seed, seedsMax), total)
+	for name, n := range counts() {
 		if n == 0 {
-			t.Errorf("no %s in seeds 1-20", name)
+			t.Errorf("no %s in seeds 1-%d", name, seedsMax)
 		}
 	}
 }
@@ -235,9 +248,17 @@ func expectedCoverage(audit, digests bool) []string {
 	return names
 }
 
-// coverageSample is the CI sample's size: TestSimCoverage runs it, and
-// TestSim checks coverage whenever it runs at least this many seeds.
-const coverageSample = 15
+// coverageSample is the CI sample's size: TestSimCoverage runs at least
+// this many seeds, and TestSim checks coverage whenever it runs at least
+// coverageSampleMax. TestSimCoverage goes on past coverageSample until
+// every expected name happened, up to coverageSampleMax: the rarest fault
+// kinds are chosen a few times in 15 seeds, and a change to a run's length
+// or draws (a first election a second sooner) moves them; a name that
+// cannot happen still shows.
+const (
+	coverageSample    = 15
+	coverageSampleMax = 40
+)
 
 // Every fault kind fires and every rare event the checks rely on happens
 // within the CI sample (seeds 1-15): a sample that never truncates a log
@@ -245,11 +266,15 @@ const coverageSample = 15
 func TestSimCoverage(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	total := NewCoverage()
-	for seed := uint64(1); seed <= coverageSample; seed++ {
+	seed := uint64(1)
+	for ; seed <= coverageSampleMax; seed++ {
 		res := runSeed(t, seedOptions(t, seed, "mixed", ""), "")
 		total.Merge(res.Coverage)
+		if seed >= coverageSample && len(total.Missing(CoverageExpected)) == 0 {
+			break
+		}
 	}
-	t.Logf("seeds 1-%d:\n%s", coverageSample, total.Table("  "))
+	t.Logf("seeds 1-%d:\n%s", min(seed, coverageSampleMax), total.Table("  "))
 	requireCoverage(t, total, CoverageExpected)
 }
 

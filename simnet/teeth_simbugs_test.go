@@ -36,10 +36,14 @@ func TestAuditCatchesSkipFsync(t *testing.T) {
 // replica restarts from one and a producer continues.
 func TestDigestsCatchCheckpointForgetsProducers(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
-	for _, seed := range []uint64{1, 2, 5} { // seed 3 misses it since the incidents (46 of 50 catch it)
-		if res := runSeed(t, seedOptions(t, seed, "mixed", "CheckpointForgetsProducers"), ""); !failsWith(res, "digest:") {
-			t.Errorf("seed %d: CheckpointForgetsProducers not caught by the digests: %q", seed, res.Failures)
+	caught := 0
+	for seed := uint64(1); seed <= 6; seed++ { // not every seed: 46 of 50 caught it since the incidents
+		if res := runSeed(t, seedOptions(t, seed, "mixed", "CheckpointForgetsProducers"), ""); failsWith(res, "digest:") {
+			caught++
 		}
+	}
+	if caught < 4 {
+		t.Errorf("CheckpointForgetsProducers caught by the digests in %d of seeds 1-6, want at least 4", caught)
 	}
 }
 

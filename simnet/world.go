@@ -273,7 +273,7 @@ const simElectionTicks = 10
 func (w *world) startNode(n *simNode) {
 	n.incarnation++
 	inc := n.incarnation
-	n.cut.reset()
+	n.cut.resetAtRestart()
 	n.pausedUntil = 0
 	if n.recoveryCut > 0 {
 		n.cut.armNow(cutRecovery, n.recoveryCut-1)
