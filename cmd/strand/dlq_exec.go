@@ -124,15 +124,8 @@ func (cs *consumeSession) runExec(ctx context.Context, group, instance string, s
 		return err
 	}
 	es.g = g
-	offs, err := cs.c.ListOffsets(ctx, cs.topic, nil, clientlib.OffsetLatest()) // fails fast on an unknown topic
-	if err != nil {
+	if err := cs.readEnds(ctx, untilEnd); err != nil {
 		return err
-	}
-	if untilEnd {
-		cs.ends = map[int32]int64{}
-		for _, o := range offs {
-			cs.ends[o.Partition] = o.HighWatermark
-		}
 	}
 	how := clientlib.Handling{Retry: ef.policy(),
 		DeadLetterTopic: func(string) string { return ef.deadLetterTopic(cs.topic) },

@@ -25,6 +25,20 @@ type groupSession struct {
 	done   map[clientlib.TopicPartition]int64 // last committed
 }
 
+// readEnds fails fast on an unknown topic and, with --until-end, records
+// each partition's high-water mark as the end to read to.
+func (cs *consumeSession) readEnds(ctx context.Context, untilEnd bool) error {
+	offs, err := cs.c.ListOffsets(ctx, cs.topic, nil, clientlib.OffsetLatest())
+	if err != nil || !untilEnd {
+		return err
+	}
+	cs.ends = map[int32]int64{}
+	for _, o := range offs {
+		cs.ends[o.Partition] = o.HighWatermark
+	}
+	return nil
+}
+
 // runGroup joins group and prints until done, Ctrl-C or an error; it
 // commits and leaves the group on the way out.
 func (cs *consumeSession) runGroup(ctx context.Context, group, instance string, start clientlib.Offset, untilEnd bool, stderr io.Writer) error {
@@ -48,15 +62,8 @@ func (cs *consumeSession) runGroup(ctx context.Context, group, instance string, 
 		return err
 	}
 	gs.g = g
-	offs, err := cs.c.ListOffsets(ctx, cs.topic, nil, clientlib.OffsetLatest()) // fails fast on an unknown topic
-	if err != nil {
+	if err := cs.readEnds(ctx, untilEnd); err != nil {
 		return err
-	}
-	if untilEnd {
-		cs.ends = map[int32]int64{}
-		for _, o := range offs {
-			cs.ends[o.Partition] = o.HighWatermark
-		}
 	}
 	err = gs.loop(ctx)
 	cctx, cancel := context.WithTimeout(context.Background(), cs.timeout)
