@@ -317,7 +317,10 @@ func checkKgCommitted(ctx context.Context, t *testing.T, adm *kadm.Client) {
 		}
 		var behind error
 		ends.Each(func(e kadm.ListedOffset) {
-			if got, ok := committed.Lookup(kgTopic, e.Partition); (!ok || got.At != e.Offset) && behind == nil {
+			// A partition the producer left empty has nothing to commit
+			// (Kafka clients commit only what they consumed).
+			got, ok := committed.Lookup(kgTopic, e.Partition)
+			if (!ok && e.Offset != 0 || ok && got.At != e.Offset) && behind == nil {
 				behind = fmt.Errorf("partition %d: committed %+v, end offset %d", e.Partition, got, e.Offset)
 			}
 		})
