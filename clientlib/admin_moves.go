@@ -53,37 +53,71 @@ type PartitionMoveResult struct {
 // the old replicas (follow with DescribePartitionLogs or Metadata). Asking
 // again for the move in progress succeeds (so a resend after a lost answer
 // is safe); another move of a partition already moving is
-// ErrReassignmentInProgress. Errors are per move; the call fails as a
-// whole only when no answer came.
+// ErrReassignmentInProgress. A move refused with a retriable error (the
+// metadata leader changing hands, a timeout) is resent, alone with the
+// others so refused, as the request is for any other admin call. Errors
+// are per move; the call fails as a whole only when no answer came.
 func (c *Client) MovePartitions(ctx context.Context, moves []PartitionMove) ([]PartitionMoveResult, error) {
+	out := make([]PartitionMoveResult, len(moves))
+	pending := make([]int, len(moves)) // indexes of moves without a final answer
+	answered := false                  // some answer came
+	for i := range moves {
+		pending[i] = i
+	}
+	err := c.withRetries(ctx, func() error {
+		answers, err := c.sendMoves(ctx, moves, pending)
+		if err != nil {
+			return err
+		}
+		answered = true
+		var retry error
+		var left []int
+		for k, a := range answers {
+			i := pending[k]
+			m := moves[i]
+			out[i] = PartitionMoveResult{Topic: m.Topic, Partition: m.Partition, Replicas: a.GetReplicas(),
+				Target: a.GetTargetReplicas(), Err: errorFromWire(a.GetError())}
+			if IsRetriable(out[i].Err) {
+				left = append(left, i)
+				retry = out[i].Err
+			}
+		}
+		pending = left
+		return retry
+	})
+	if err != nil {
+		if !answered {
+			return nil, err
+		}
+		for _, i := range pending {
+			out[i] = PartitionMoveResult{Topic: moves[i].Topic, Partition: moves[i].Partition, Err: err}
+		}
+	}
+	return out, nil
+}
+
+// sendMoves sends the moves at indexes pending in one request to the
+// metadata leader and returns one answer per index.
+func (c *Client) sendMoves(ctx context.Context, moves []PartitionMove, pending []int) ([]*strandpb.MovePartitionsResponse_Move, error) {
 	req := &strandpb.MovePartitionsRequest{TimeoutMs: int32(c.cfg.requestTimeout.Milliseconds())}
-	for _, m := range moves {
+	for _, i := range pending {
+		m := moves[i]
 		req.Moves = append(req.Moves, &strandpb.MovePartitionsRequest_Move{Topic: m.Topic, Partition: m.Partition,
 			Replicas: m.Replicas, Redirect: m.Redirect, AllowReplicationChange: m.AllowReplicationChange})
 	}
-	var resp *strandpb.Response
-	err := c.withRetries(ctx, func() error {
-		var err error
-		resp, err = c.controllerRequest(ctx, &strandpb.Request{Body: &strandpb.Request_MovePartitions{MovePartitions: req}})
-		if err == nil {
-			err = errorFromWire(resp.GetError())
-		}
-		return err
-	})
+	resp, err := c.controllerRequest(ctx, &strandpb.Request{Body: &strandpb.Request_MovePartitions{MovePartitions: req}})
+	if err == nil {
+		err = errorFromWire(resp.GetError())
+	}
 	if err != nil {
 		return nil, err
 	}
 	answers := resp.GetMovePartitions().GetMoves()
-	if len(answers) != len(moves) {
+	if len(answers) != len(pending) {
 		return nil, &Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
-			Message: fmt.Sprintf("%d answers for %d moves", len(answers), len(moves))}
+			Message: fmt.Sprintf("%d answers for %d moves", len(answers), len(pending))}
 	}
-	out := make([]PartitionMoveResult, len(moves))
-	for i, a := range answers {
-		out[i] = PartitionMoveResult{Topic: moves[i].Topic, Partition: moves[i].Partition, Replicas: a.GetReplicas(),
-			Target: a.GetTargetReplicas(), Err: errorFromWire(a.GetError())}
-	}
-	return out, nil
+	return answers, nil
 }
 
 // MoveProgress is how far one replica a move adds has caught up, as the

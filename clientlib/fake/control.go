@@ -9,8 +9,9 @@ import (
 // Action is what a control does to one request.
 type Action struct {
 	// Error answers the request with this error and applies nothing: in
-	// every partition of a produce, fetch or list-offsets request, else as
-	// the response's error.
+	// every partition of a produce, fetch or list-offsets request and in
+	// every move of a move-partitions request, else as the response's
+	// error.
 	Error *strandpb.Error
 	// DropBefore closes the connection without applying or answering.
 	DropBefore bool
@@ -92,6 +93,9 @@ func FailTimes(n int, code strandpb.ErrorCode, match func(nodeID uint64, req *st
 
 // IsProduce matches produce requests.
 func IsProduce(_ uint64, req *strandpb.Request) bool { return req.GetProduce() != nil }
+
+// IsMovePartitions matches partition-move requests.
+func IsMovePartitions(_ uint64, req *strandpb.Request) bool { return req.GetMovePartitions() != nil }
 
 // IsFetch matches fetch requests.
 func IsFetch(_ uint64, req *strandpb.Request) bool { return req.GetFetch() != nil }

@@ -401,6 +401,14 @@ func errorResponse(req *strandpb.Request, e *strandpb.Error) *strandpb.Response 
 			out.Partitions = append(out.Partitions, &strandpb.ListOffsetsResponse_Partition{Topic: p.GetTopic(), Partition: p.GetPartition(), Error: e})
 		}
 		resp.Body = &strandpb.Response_ListOffsets{ListOffsets: out}
+	case *strandpb.Request_MovePartitions:
+		// A node answers each move on its own (each is its own metadata
+		// proposal), so a refusal such as NOT_CONTROLLER comes per move.
+		out := &strandpb.MovePartitionsResponse{}
+		for _, m := range b.MovePartitions.GetMoves() {
+			out.Moves = append(out.Moves, &strandpb.MovePartitionsResponse_Move{Topic: m.GetTopic(), Partition: m.GetPartition(), Error: e})
+		}
+		resp.Body = &strandpb.Response_MovePartitions{MovePartitions: out}
 	default:
 		resp.Error = e
 	}

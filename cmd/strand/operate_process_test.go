@@ -93,6 +93,11 @@ func TestOperateClusterUnderKill(t *testing.T) {
 	}()
 	var moving string
 	waitFor(t, "a move off node 1 in progress", 30*time.Second, func() error {
+		select {
+		case res := <-done: // it ended before any move was seen in progress
+			t.Fatalf("strand node decommission 1 ended before a move off node 1 was seen: %v\nstdout:\n%s\nstderr:\n%s", res.err, res.out, res.errOut)
+		default:
+		}
 		moving = moveOffNode(admin, 1)
 		if moving == "" {
 			return fmt.Errorf("no move off node 1 in progress")
