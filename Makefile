@@ -47,7 +47,8 @@ test-invariants:
 
 ## test-faults: real-process tests that need node/server's fault switch, compiled in only
 ##   with -tags faultinject (a node cut off from its peers, then healed, under load; a node whose
-##   disk stalls hands its leaderships on; about a minute and a half).
+##   disk stalls, through the switch and through a FUSE device the test freezes, hands its
+##   leaderships on; about two minutes).
 test-faults:
 	$(GO) test -count=1 -tags faultinject -run 'TestHealPartition|TestDiskStall' ./cmd/strand/
 

@@ -42,7 +42,8 @@ type AdminView struct {
 	// DiskStalled: a storage job has been in flight longer than
 	// Config.DiskStallAfter, so the node does not lead (stall.go);
 	// OldestStorageJob is the age of the oldest job in flight at the last
-	// check, OldestStorageJobFile its file.
+	// check, OldestStorageJobFile its file (relative to the Disk's root;
+	// node/server's View joins the data directory).
 	DiskStalled          bool
 	OldestStorageJob     time.Duration
 	OldestStorageJobFile string

@@ -329,7 +329,9 @@
 //     watched: the loop's own synchronous writes (a hang there stops the loop and its heartbeats,
 //     so the followers elect elsewhere anyway). Proven: TestStalledLeaderHandsOffLeadership, the
 //     simulator's disk stalls, TestDiskStallMovesLeaders (real processes, -tags faultinject:
-//     leaders moved 1.05 s after the stall).
+//     leaders moved 1.05 s after the stall) and TestDiskStallFrozenDevice (the data directory on a
+//     FUSE device whose writes and fsyncs the test freezes in the kernel: leaders moved 1.10 s
+//     after, /readyz 503 naming the file; with --disk-stall-after 1h none moved in 15 s).
 //   - Catch-up throttle (throttle.go): Config.CatchUpBytesPerSec bounds, per destination node, the
 //     entry bytes of appends made only of committed entries (a token bucket refilled each tick,
 //     burst 0.1 s, debt allowed so one message of any size passes); over the rate the append is not

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -57,6 +58,9 @@ func (r *Server) View(ctx context.Context) (node.AdminView, error) {
 	}
 	select {
 	case v := <-q.answer:
+		if v.OldestStorageJobFile != "" && r.dataDir != "" {
+			v.OldestStorageJobFile = filepath.Join(r.dataDir, v.OldestStorageJobFile)
+		}
 		return v, nil
 	case <-r.done:
 		return node.AdminView{}, errAdminStopped

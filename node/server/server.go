@@ -112,6 +112,10 @@ type Server struct {
 	ln     net.Listener
 	net    *runtimeNetwork
 	lock   *dirLock // the data directory's lock; nil when Core.Disk was given
+	// dataDir is DataDir made absolute; "" when Core.Disk was given. The
+	// admin view names a stalled file under it, so an operator reading
+	// /readyz alone learns which disk.
+	dataDir string
 
 	frames   chan runtimeFrame
 	requests chan runtimeRequest
@@ -376,6 +380,7 @@ func (r *Server) fillCoreConfig() error {
 		if r.lock, err = lockDataDir(dir); err != nil {
 			return err
 		}
+		r.dataDir = dir
 	}
 	if c.Clock == nil {
 		c.Clock = runtimeClock{start: time.Now()}
