@@ -4,9 +4,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -124,6 +126,43 @@ func TestDiskStallFrozenDevice(t *testing.T) {
 		}
 		return nil
 	})
+
+	// SIGTERM with the disk frozen again: the clean close waits on a write
+	// or fsync that does not return, and says so; a second SIGTERM ends the
+	// wait (the process exits once the kernel lets its threads go: when the
+	// device answers); exit 1, saying why.
+	gate.freeze()
+	waitFor(t, "a write or fsync held by the frozen device", 10*time.Second, func() error {
+		if gate.held() == 0 {
+			return fmt.Errorf("none yet")
+		}
+		return nil
+	})
+	victimProc := procs[victim-1]
+	victimProc.cmd.Process.Signal(syscall.SIGTERM)
+	waitFor(t, "the shutdown to say it waits", 15*time.Second, func() error {
+		if b, _ := os.ReadFile(log); !strings.Contains(string(b), "shutdown still waiting for the clean close") {
+			return fmt.Errorf("no word of the wait in node %d's log", victim)
+		}
+		return nil
+	})
+	victimProc.cmd.Process.Signal(syscall.SIGTERM)
+	waitFor(t, "the forced exit to be said", 15*time.Second, func() error {
+		if b, _ := os.ReadFile(log); !strings.Contains(string(b), "exit forced by a second signal") {
+			return fmt.Errorf("no word of the forced exit in node %d's log", victim)
+		}
+		return nil
+	})
+	gate.thaw()
+	select {
+	case <-victimProc.done:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("node %d did not exit within 15 s of its disk answering again", victim)
+	}
+	var exit *exec.ExitError
+	if !errors.As(victimProc.err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("node %d forced out of its shutdown: %v, want exit status 1", victim, victimProc.err)
+	}
 }
 
 // requireFUSE skips the test when this process cannot serve a FUSE mount.

@@ -213,10 +213,50 @@ func serveUntilStopped(rt *server.Server, logger *slog.Logger, withTLS bool) err
 	}
 	select {
 	case <-ctx.Done():
-		logger.Debug("signal: shutting down")
-		return rt.Close()
+		stop()
+		logger.Info("signal: shutting down")
+		return closeOrForce([]*server.Server{rt}, logger)
 	case <-rt.Done():
 		return rt.Err()
+	}
+}
+
+// shutdownWaitLog is how often a shutdown that has not finished says so.
+const shutdownWaitLog = 3 * time.Second
+
+// closeOrForce closes the nodes, saying every shutdownWaitLog that it
+// still waits, until they are closed or a second SIGTERM or SIGINT ends
+// the wait. A clean close can wait forever on a hung disk: its last write
+// or fsync never returns (the kernel holds the thread, so even the forced
+// exit completes only once the device answers or is torn down). Forcing
+// loses nothing acknowledged: a write is acknowledged only after the
+// fsyncs it needs returned.
+func closeOrForce(rts []*server.Server, logger *slog.Logger) error {
+	again, stop := signalContext()
+	defer stop()
+	closed := make(chan error, 1)
+	go func() {
+		var first error
+		for _, rt := range rts {
+			if err := rt.Close(); err != nil && first == nil {
+				first = err
+			}
+		}
+		closed <- first
+	}()
+	ticker := time.NewTicker(shutdownWaitLog)
+	defer ticker.Stop()
+	begun := time.Now()
+	for {
+		select {
+		case err := <-closed:
+			return err
+		case <-ticker.C:
+			logger.Warn("shutdown still waiting for the clean close: a disk write or fsync has not returned (a stalled disk?); a second SIGTERM or SIGINT exits without it",
+				slog.Duration("waited", time.Since(begun).Round(time.Second)))
+		case <-again.Done():
+			return errors.New("exit forced by a second signal before the clean close finished (nothing acknowledged is lost; a restart recovers)")
+		}
 	}
 }
 
@@ -462,12 +502,12 @@ func cmdDev(args []string, stdout, stderr io.Writer) error {
 	} else {
 		printDevHelp(stdout, nodes, certs)
 	}
-	return runDevUntilStopped(ctx, stdout, rts)
+	return runDevUntilStopped(ctx, stdout, logger, rts)
 }
 
 // runDevUntilStopped waits for ctx (Ctrl-C) or a node's failure, then
 // closes every node.
-func runDevUntilStopped(ctx context.Context, stdout io.Writer, rts []*server.Server) error {
+func runDevUntilStopped(ctx context.Context, stdout io.Writer, logger *slog.Logger, rts []*server.Server) error {
 	failed := make(chan *server.Server, len(rts))
 	for _, rt := range rts {
 		go func() { <-rt.Done(); failed <- rt }()
@@ -479,10 +519,8 @@ func runDevUntilStopped(ctx context.Context, stdout io.Writer, rts []*server.Ser
 	case rt := <-failed:
 		runErr = fmt.Errorf("a node stopped: %v", rt.Err())
 	}
-	for _, rt := range rts {
-		if err := rt.Close(); err != nil && runErr == nil {
-			runErr = err
-		}
+	if err := closeOrForce(rts, logger); err != nil && runErr == nil {
+		runErr = err
 	}
 	return runErr
 }
