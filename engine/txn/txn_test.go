@@ -374,3 +374,26 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		t.Fatalf("inconsistent: %v", err)
 	}
 }
+
+// A coordinator restored from a snapshot answers a resent EndTxn as the
+// one that decided it would (the snapshot keeps who ended it).
+func TestRestoreKeepsResendAnswer(t *testing.T) {
+	f := newFixture(t)
+	p := f.init("a")
+	f.ok(f.add("a", p, 0))
+	f.ok(f.s.EndTxn(EndTxn{ID: "a", Producer: p, Commit: true}))
+	for _, complete := range []bool{false, true} {
+		if complete {
+			f.markAll("a")
+		}
+		r, err := Restore(f.s.Snapshot(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := f.s.EndTxn(EndTxn{ID: "a", Producer: p, Commit: true})
+		got := r.EndTxn(EndTxn{ID: "a", Producer: p, Commit: true})
+		if strandpb.CodeOf(got.Err) != strandpb.CodeOf(want.Err) || got.Producer != want.Producer {
+			t.Fatalf("complete=%v: restored answers %+v, original %+v", complete, got, want)
+		}
+	}
+}
