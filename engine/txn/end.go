@@ -142,6 +142,9 @@ func (s *State) GrantProducerIDs(first, count int64) Result {
 // last change is at least retentionMs old (Kafka's Dead state and
 // transactional.id.expiration.ms).
 func (s *State) ExpireIDs(nowMs, retentionMs int64) Result {
+	if retentionMs < 1 {
+		return refuse(fmt.Errorf("%w: id retention %d ms", ErrInvalid, retentionMs))
+	}
 	var gone []string
 	for _, id := range s.names {
 		t := s.ids[id]

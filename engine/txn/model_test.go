@@ -22,7 +22,10 @@ type modelID struct {
 	open    bool             // a transaction is open
 	start   int64            // when it opened
 	timeout int32            // transaction.timeout.ms
-	parts   []TopicPartition // the open transaction's
+	parts   []TopicPartition // the open transaction's (a group as topic "\x00group NAME")
+	// unmarked: the decided transaction's targets whose marker is not yet
+	// reported, sorted.
+	unmarked []TopicPartition
 	// deciding: the decided transaction's markers are being written.
 	deciding, commit bool
 	handles          []Producer // every producer ever handed out for the id
@@ -67,12 +70,22 @@ func (m *modelRun) apply(cmd *strandpb.TxnCommand) Result {
 	return r
 }
 
+// decide notes that md's open transaction was decided: every target
+// awaits its marker.
+func (md *modelID) decide(commit bool) {
+	md.open, md.deciding, md.commit = false, true, commit
+	md.unmarked = slices.SortedFunc(slices.Values(md.parts), compareTP)
+}
+
+// groupTarget is the model's stand-in for a group among partitions.
+func groupTarget(g string) TopicPartition { return TopicPartition{Topic: "\x00group " + g} }
+
 func wireP(p Producer) *strandpb.TxnProducer { return producerToWire(p) }
 
 // pickHandle draws a producer of id: usually the current one, sometimes a
 // zombie (an older one) or a made-up epoch.
 func (m *modelRun) pickHandle(md *modelID) Producer {
-	if md.hasCur && rapid.IntRange(0, 3).Draw(m.rt, "current") > 0 {
+	if md.hasCur && rapid.IntRange(0, 7).Draw(m.rt, "current") > 0 {
 		return md.cur
 	}
 	if len(md.handles) > 0 && rapid.Bool().Draw(m.rt, "zombie") {
@@ -90,11 +103,11 @@ func isCurrent(md *modelID, p Producer) bool { return md.hasCur && md.cur == p }
 
 func (m *modelRun) init(id string) {
 	md := m.ids[id]
-	timeout := int32(rapid.IntRange(1, 50).Draw(m.rt, "timeout"))
+	timeout := int32(rapid.IntRange(1, 300).Draw(m.rt, "timeout"))
 	r := m.apply(&strandpb.TxnCommand{Body: &strandpb.TxnCommand_InitProducerId{InitProducerId: &strandpb.TxnInitProducerId{
-		TransactionalId: id, TimeoutMs: timeout, MaxTimeoutMs: 40}}})
+		TransactionalId: id, TimeoutMs: timeout, MaxTimeoutMs: 250}}})
 	switch {
-	case timeout > 40:
+	case timeout > 250:
 		if !errors.Is(r.Err, ErrInvalidTimeout) {
 			m.rt.Fatalf("timeout %d above max: %v", timeout, r.Err)
 		}
@@ -107,7 +120,7 @@ func (m *modelRun) init(id string) {
 			m.rt.Fatalf("init on an open transaction did not fence: %+v", r)
 		}
 		// The fence's epoch, never handed out: held by no client.
-		md.open, md.deciding, md.commit = false, true, false
+		md.decide(false)
 		md.cur.Epoch++
 	case r.Err != nil:
 		if !errors.Is(r.Err, ErrProducerIDsNeeded) {
@@ -124,12 +137,25 @@ func (m *modelRun) init(id string) {
 	}
 }
 
+// add is AddPartitions of one partition or, sometimes, AddOffsets of a
+// group; before it, Verify of the partition must agree with the model.
 func (m *modelRun) add(id string) {
 	md := m.ids[id]
 	p := m.pickHandle(md)
 	tp := TopicPartition{Topic: "t", Partition: int32(rapid.IntRange(0, 3).Draw(m.rt, "partition"))}
-	r := m.apply(&strandpb.TxnCommand{Body: &strandpb.TxnCommand_AddPartitions{AddPartitions: &strandpb.TxnAddPartitions{
-		TransactionalId: id, Producer: wireP(p), Topics: []*strandpb.TxnPartitions{{Topic: "t", Partitions: []int32{tp.Partition}}}}}})
+	inTxn := isCurrent(md, p) && md.open && !md.deciding && slices.Contains(md.parts, tp)
+	if verr := m.s.Verify(id, p, []TopicPartition{tp})[0]; (verr == nil) != inTxn {
+		m.rt.Fatalf("Verify %s %+v by %+v: %v, model in transaction %v", id, tp, p, verr, inTxn)
+	}
+	var r Result
+	if rapid.IntRange(0, 4).Draw(m.rt, "offsets") == 0 {
+		r = m.apply(&strandpb.TxnCommand{Body: &strandpb.TxnCommand_AddOffsets{AddOffsets: &strandpb.TxnAddOffsets{
+			TransactionalId: id, Producer: wireP(p), Group: "g"}}})
+		tp = groupTarget("g")
+	} else {
+		r = m.apply(&strandpb.TxnCommand{Body: &strandpb.TxnCommand_AddPartitions{AddPartitions: &strandpb.TxnAddPartitions{
+			TransactionalId: id, Producer: wireP(p), Topics: []*strandpb.TxnPartitions{{Topic: "t", Partitions: []int32{tp.Partition}}}}}})
+	}
 	ok := isCurrent(md, p) && !md.deciding
 	if (r.Err == nil) != ok {
 		m.rt.Fatalf("add by %+v (current %+v %v, deciding %v): %v", p, md.cur, md.hasCur, md.deciding, r.Err)
@@ -148,7 +174,7 @@ func (m *modelRun) add(id string) {
 func (m *modelRun) end(id string) {
 	md := m.ids[id]
 	p := m.pickHandle(md)
-	commit := rapid.Bool().Draw(m.rt, "commit")
+	commit := rapid.IntRange(0, 3).Draw(m.rt, "commit") > 0
 	before := m.s.Digest()
 	r := m.apply(&strandpb.TxnCommand{Body: &strandpb.TxnCommand_EndTxn{EndTxn: &strandpb.TxnEnd{
 		TransactionalId: id, Producer: wireP(p), Commit: commit}}})
@@ -165,12 +191,13 @@ func (m *modelRun) end(id string) {
 		}
 		m.rt.Fatalf("EndTxn by the current producer refused: %v", r.Err)
 	}
-	md.open, md.deciding, md.commit = false, true, commit
+	md.decide(commit)
 	md.cur = r.Producer
 	md.handles = append(md.handles, r.Producer)
 }
 
-// marker reports one pending marker, or a stale one.
+// marker reports one pending marker (sometimes a stale one), or every
+// marker of one prepared transaction, which must complete it.
 func (m *modelRun) marker() {
 	pend := m.s.Pending()
 	if len(pend) == 0 {
@@ -178,24 +205,37 @@ func (m *modelRun) marker() {
 	}
 	p := rapid.SampledFrom(pend).Draw(m.rt, "prepared")
 	md := m.ids[p.ID]
-	if !md.deciding || p.Commit != md.commit {
-		m.rt.Fatalf("pending %+v, model deciding %v commit %v", p, md.deciding, md.commit)
+	targets := slices.Clone(p.Partitions)
+	for _, g := range p.Groups {
+		targets = append(targets, groupTarget(g))
 	}
-	marker := p.Marker
-	if rapid.IntRange(0, 5).Draw(m.rt, "stale marker") == 0 {
-		marker.Epoch--
+	slices.SortFunc(targets, compareTP)
+	if !md.deciding || p.Commit != md.commit || !slices.Equal(targets, md.unmarked) {
+		m.rt.Fatalf("pending %+v, model deciding %v commit %v unmarked %v", p, md.deciding, md.commit, md.unmarked)
 	}
 	var r Result
-	if len(p.Partitions) > 0 {
-		tp := rapid.SampledFrom(p.Partitions).Draw(m.rt, "marker partition")
-		r = m.apply(&strandpb.TxnCommand{Body: &strandpb.TxnCommand_MarkerWritten{MarkerWritten: &strandpb.TxnMarkerWritten{
-			TransactionalId: p.ID, Marker: wireP(marker), Topic: tp.Topic, Partition: tp.Partition}}})
-	}
-	if marker != p.Marker {
-		if !errors.Is(r.Err, ErrStale) {
+	switch rapid.IntRange(0, 5).Draw(m.rt, "marker kind") {
+	case 0:
+		stale := Producer{ID: p.Marker.ID, Epoch: p.Marker.Epoch - 1}
+		if r = m.reportMarker(p, stale, 0); !errors.Is(r.Err, ErrStale) {
 			m.rt.Fatalf("stale marker accepted: %+v", r)
 		}
 		return
+	case 1, 2:
+		for i := range len(p.Partitions) + len(p.Groups) {
+			r = m.reportMarker(p, p.Marker, i)
+		}
+		if !r.Completed {
+			m.rt.Fatalf("every marker of %+v reported, not completed", p)
+		}
+	default:
+		r = m.reportMarker(p, p.Marker, rapid.IntRange(0, len(p.Partitions)+len(p.Groups)-1).Draw(m.rt, "which"))
+	}
+	if r.Err != nil {
+		m.rt.Fatalf("marker of %+v refused: %v", p, r.Err)
+	}
+	if r.Completed != (len(md.unmarked) == 0) {
+		m.rt.Fatalf("completed %v with %v unmarked", r.Completed, md.unmarked)
 	}
 	if r.Completed {
 		md.deciding = false
@@ -205,9 +245,28 @@ func (m *modelRun) marker() {
 	}
 }
 
+// reportMarker reports p's i-th target (partitions, then groups) written
+// with marker.
+func (m *modelRun) reportMarker(p Prepared, marker Producer, i int) Result {
+	mw := &strandpb.TxnMarkerWritten{TransactionalId: p.ID, Marker: wireP(marker)}
+	target := groupTarget("")
+	if i < len(p.Partitions) {
+		mw.Topic, mw.Partition = p.Partitions[i].Topic, p.Partitions[i].Partition
+		target = p.Partitions[i]
+	} else {
+		mw.Group = p.Groups[i-len(p.Partitions)]
+		target = groupTarget(mw.Group)
+	}
+	r := m.apply(&strandpb.TxnCommand{Body: &strandpb.TxnCommand_MarkerWritten{MarkerWritten: mw}})
+	if md := m.ids[p.ID]; r.Err == nil {
+		md.unmarked = slices.DeleteFunc(md.unmarked, func(x TopicPartition) bool { return x == target })
+	}
+	return r
+}
+
 // tick moves time on and aborts what Expired lists.
 func (m *modelRun) tick() {
-	m.now += int64(rapid.IntRange(1, 30).Draw(m.rt, "ms"))
+	m.now += int64(rapid.IntRange(1, 40).Draw(m.rt, "ms"))
 	exp := m.s.Expired(m.now)
 	var want []string
 	for _, id := range sortedKeys(m.ids) {
@@ -229,7 +288,7 @@ func (m *modelRun) tick() {
 			m.rt.Fatalf("timeout abort of %s: %+v", e.ID, r)
 		}
 		md := m.ids[e.ID]
-		md.open, md.deciding, md.commit = false, true, false
+		md.decide(false)
 		md.cur = Producer{ID: e.Producer.ID, Epoch: e.Producer.Epoch + 1} // the abort's epoch, held by no client
 	}
 }
@@ -255,15 +314,15 @@ func sortedKeys(m map[string]*modelID) []string {
 func TestModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		m := &modelRun{rt: rt, s: New(), ids: map[string]*modelID{}}
-		ids := []string{"a", "b", "c"}
+		ids := []string{"a", "b"}
 		for _, id := range ids {
 			m.ids[id] = &modelID{}
 		}
 		m.apply(&strandpb.TxnCommand{Body: &strandpb.TxnCommand_GrantProducerIds{GrantProducerIds: &strandpb.TxnProducerIdBlock{First: 1, Count: 4}}})
-		for step := range rapid.IntRange(1, 120).Draw(rt, "steps") {
+		for step := range rapid.IntRange(40, 300).Draw(rt, "steps") {
 			id := rapid.SampledFrom(ids).Draw(rt, "id")
-			switch rapid.IntRange(0, 11).Draw(rt, "op") {
-			case 11: // a fail-over: the follower restores the newest snapshot
+			switch rapid.IntRange(0, 13).Draw(rt, "op") {
+			case 13: // a fail-over: the follower restores the newest snapshot
 				r, err := Restore(m.s.Snapshot(int64(step)))
 				if err != nil {
 					rt.Fatalf("restore: %v", err)
@@ -271,19 +330,20 @@ func TestModel(t *testing.T) {
 				m.restored = r
 			case 0, 1:
 				m.init(id)
-			case 2, 3, 4:
+			case 2, 3, 4, 5:
 				m.add(id)
-			case 5, 6:
+			case 6, 7:
 				m.end(id)
-			case 7, 8:
+			case 8, 9, 10:
 				m.marker()
-			case 9:
+			case 11:
 				m.tick()
-			case 10:
+			case 12:
 				m.apply(&strandpb.TxnCommand{Body: &strandpb.TxnCommand_GrantProducerIds{GrantProducerIds: &strandpb.TxnProducerIdBlock{
 					First: m.s.grantedEnd + int64(rapid.IntRange(0, 3).Draw(rt, "gap")), Count: 2}}})
 			}
 		}
+		testModelCommitted += m.committed
 		replay := New()
 		for _, b := range m.log {
 			cmd, err := DecodeCommand(b)
@@ -296,6 +356,21 @@ func TestModel(t *testing.T) {
 			rt.Fatal("replaying the log gave another state")
 		}
 	})
+}
+
+// testModelCommitted counts the transactions TestModel saw commit, so a
+// test can show the runs reach commits at all.
+var testModelCommitted int
+
+// TestModelReachesCommits shows the random runs are not vacuous: they
+// complete many commits.
+func TestModelReachesCommits(t *testing.T) {
+	testModelCommitted = 0
+	TestModel(t)
+	if testModelCommitted < 50 {
+		t.Fatalf("%d commits in TestModel's runs", testModelCommitted)
+	}
+	t.Logf("%d commits", testModelCommitted)
 }
 
 // TestModelCatchesSkippedFence shows the model has teeth: with the epoch
