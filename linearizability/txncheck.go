@@ -340,9 +340,10 @@ func (v *txnView) visible(i int) bool {
 // offset that skipped it, and a visible transaction with a write on a
 // drained partition no one read.
 func (v *txnView) nonAtomic() {
+	known := v.visibleOffsets()
 	for _, p := range v.h.Polls {
 		if p.ReadCommitted && len(p.Records) > 1 {
-			v.pollSkips(p)
+			v.pollSkips(p, known[p.TP])
 		}
 	}
 	for i, t := range v.h.Txns {
@@ -357,23 +358,45 @@ func (v *txnView) nonAtomic() {
 	}
 }
 
-// pollSkips reports visible writes whose offset lies inside p's records
-// but that p did not return.
-func (v *txnView) pollSkips(p TxnPoll) {
-	lo, hi := p.Records[0].Offset, p.Records[len(p.Records)-1].Offset
-	returned := map[int64]bool{}
-	for _, r := range p.Records {
-		returned[r.Offset] = true
-	}
+// offsetWrite is a visible write at a known offset.
+type offsetWrite struct {
+	offset int64
+	txn    int
+	value  string
+}
+
+// visibleOffsets lists, per partition and sorted by offset, the visible
+// writes whose offset some answer gave.
+func (v *txnView) visibleOffsets() map[TopicPartition][]offsetWrite {
+	out := map[TopicPartition][]offsetWrite{}
 	for i, t := range v.h.Txns {
 		if !v.visible(i) {
 			continue
 		}
 		for _, w := range t.Writes {
-			o, known := v.offsets[w.Value]
-			if w.TP == p.TP && known && o > lo && o < hi && !returned[o] {
-				v.report(TxnNonAtomic, w.TP, []int{i}, []string{w.Value}, "a read_committed poll of offsets %d..%d skipped offset %d", lo, hi, o)
+			if o, ok := v.offsets[w.Value]; ok {
+				out[w.TP] = append(out[w.TP], offsetWrite{o, i, w.Value})
 			}
+		}
+	}
+	for _, ws := range out { // each list sorted on its own: map order does not matter
+		slices.SortFunc(ws, func(a, b offsetWrite) int { return cmp.Compare(a.offset, b.offset) })
+	}
+	return out
+}
+
+// pollSkips reports visible writes (known, sorted by offset) whose offset
+// lies inside p's records but that p did not return.
+func (v *txnView) pollSkips(p TxnPoll, known []offsetWrite) {
+	lo, hi := p.Records[0].Offset, p.Records[len(p.Records)-1].Offset
+	returned := map[int64]bool{}
+	for _, r := range p.Records {
+		returned[r.Offset] = true
+	}
+	i, _ := slices.BinarySearchFunc(known, lo+1, func(w offsetWrite, o int64) int { return cmp.Compare(w.offset, o) })
+	for ; i < len(known) && known[i].offset < hi; i++ {
+		if w := known[i]; !returned[w.offset] {
+			v.report(TxnNonAtomic, p.TP, []int{w.txn}, []string{w.value}, "a read_committed poll of offsets %d..%d skipped offset %d", lo, hi, w.offset)
 		}
 	}
 }
@@ -435,23 +458,7 @@ func (v *txnView) cycles() {
 // writeEdges adds, per partition, an edge from each visible transaction's
 // write to the next visible write of another transaction in offset order.
 func (v *txnView) writeEdges(adj [][]txnEdge) {
-	type at struct {
-		offset int64
-		txn    int
-	}
-	per := map[TopicPartition][]at{}
-	for i, t := range v.h.Txns {
-		if !v.visible(i) {
-			continue
-		}
-		for _, w := range t.Writes {
-			if o, ok := v.offsets[w.Value]; ok {
-				per[w.TP] = append(per[w.TP], at{o, i})
-			}
-		}
-	}
-	for _, ws := range per { // edges are sets: map order does not matter
-		slices.SortFunc(ws, func(a, b at) int { return cmp.Compare(a.offset, b.offset) })
+	for _, ws := range v.visibleOffsets() { // edges are sets: map order does not matter
 		for k := 1; k < len(ws); k++ {
 			if ws[k-1].txn != ws[k].txn {
 				adj[ws[k-1].txn] = append(adj[ws[k-1].txn], txnEdge{to: ws[k].txn})

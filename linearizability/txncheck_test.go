@@ -1,8 +1,11 @@
 package linearizability
 
 import (
+	"fmt"
 	"slices"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 var (
@@ -154,4 +157,132 @@ func TestCheckTxnReadUncommitted(t *testing.T) {
 	if as := CheckTxn(h, TxnOptions{}); len(as) != 0 {
 		t.Fatal(as)
 	}
+}
+
+// CheckTxn's answer does not depend on map order: the same history gives
+// the same anomalies, in the same order, every time.
+func TestCheckTxnDeterministic(t *testing.T) {
+	h := cleanTxnHistory()
+	h.Polls[0].Records = append(h.Polls[0].Records, TxnRead{txnP0, 1, "c"})
+	h.Polls[1].Records = h.Polls[1].Records[:1]
+	h.Fences = append(h.Fences, TxnFence{"x", TxnProducerEpoch{1, 5}, 4})
+	want := fmt.Sprint(CheckTxn(h, TxnOptions{WriteCycles: true}))
+	for range 20 {
+		if got := fmt.Sprint(CheckTxn(h, TxnOptions{WriteCycles: true})); got != want {
+			t.Fatalf("second answer differs:\n%s\n%s", got, want)
+		}
+	}
+}
+
+// TestCheckTxnCorrectRuns generates histories of a correct transactional
+// log (producers with interleaved open transactions over shared partitions,
+// commits and aborts with markers taking offsets, consume-transform-produce
+// reads of committed output, read_committed drains) and checks CheckTxn
+// finds nothing: no false alarm on what the simulator will record.
+func TestCheckTxnCorrectRuns(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		h := correctTxnRun(rt)
+		if as := CheckTxn(h, TxnOptions{}); len(as) != 0 {
+			rt.Fatalf("false alarm: %v", as)
+		}
+	})
+}
+
+// correctTxnRun simulates a correct broker: writes take the partition's
+// next offset, a decision appends a marker to each partition the
+// transaction wrote, a read_committed reader sees exactly the committed
+// records.
+func correctTxnRun(rt *rapid.T) *TxnHistory {
+	tps := []TopicPartition{txnP0, txnP1, {Topic: "out", Partition: 2}}
+	next := make([]int64, len(tps))
+	type rec struct {
+		off   int64
+		value string
+		txn   int
+	}
+	logs := make([][]rec, len(tps))
+	h := &TxnHistory{Drained: tps}
+	open := map[int]int{} // producer → index of its open transaction
+	now, values := int64(0), 0
+	committedOut := []TxnRead{}
+	for range rapid.IntRange(1, 60).Draw(rt, "steps") {
+		now++
+		prod := rapid.IntRange(0, 2).Draw(rt, "producer")
+		i, isOpen := open[prod]
+		if !isOpen {
+			h.Txns = append(h.Txns, Txn{Client: ClientID(prod), TransactionalID: fmt.Sprint("p", prod),
+				Producer: TxnProducerEpoch{int64(prod + 1), int16(len(h.Txns))}, Begin: now})
+			i = len(h.Txns) - 1
+			open[prod] = i
+			if len(committedOut) > 0 && rapid.Bool().Draw(rt, "consume") {
+				h.Txns[i].Reads = append(h.Txns[i].Reads, rapid.SampledFrom(committedOut).Draw(rt, "input"))
+			}
+		}
+		if rapid.IntRange(0, 2).Draw(rt, "end") > 0 || len(h.Txns[i].Writes) == 0 {
+			p := rapid.IntRange(0, len(tps)-1).Draw(rt, "partition")
+			values++
+			v := fmt.Sprint("v", values)
+			h.Txns[i].Writes = append(h.Txns[i].Writes, TxnWrite{tps[p], v, next[p]})
+			logs[p] = append(logs[p], rec{next[p], v, i})
+			next[p]++
+			continue
+		}
+		commit := rapid.Bool().Draw(rt, "commit")
+		h.Txns[i].EndCall, h.Txns[i].EndReturn = now, now+1
+		h.Txns[i].Outcome = TxnAborted
+		if commit {
+			h.Txns[i].Outcome = TxnCommitted
+		}
+		for p := range tps {
+			if slices.ContainsFunc(h.Txns[i].Writes, func(w TxnWrite) bool { return w.TP == tps[p] }) {
+				next[p]++ // the marker
+			}
+		}
+		if commit {
+			for _, w := range h.Txns[i].Writes {
+				committedOut = append(committedOut, TxnRead{w.TP, w.Offset, w.Value})
+			}
+		}
+		delete(open, prod)
+	}
+	for _, i := range open { // still open at the end: aborted by the coordinator
+		h.Txns[i].Outcome, h.Txns[i].EndCall = TxnAborted, now+1
+	}
+	for p, tp := range tps {
+		poll := TxnPoll{TP: tp, ReadCommitted: true, Call: now + 2, Return: now + 3}
+		for _, r := range logs[p] {
+			if h.Txns[r.txn].Outcome == TxnCommitted {
+				poll.Records = append(poll.Records, TxnRead{tp, r.off, r.value})
+			}
+		}
+		h.Polls = append(h.Polls, poll)
+	}
+	return h
+}
+
+// TestCheckTxnCorrectRunsPlanted plants an aborted transaction's write
+// into a generated correct run's drain: CheckTxn reports G1a, so the
+// correct-run test above is not passing for want of reads.
+func TestCheckTxnCorrectRunsPlanted(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		h := correctTxnRun(rt)
+		var aborted []TxnWrite
+		for _, tx := range h.Txns {
+			if tx.Outcome == TxnAborted {
+				aborted = append(aborted, tx.Writes...)
+			}
+		}
+		if len(aborted) == 0 {
+			return
+		}
+		w := rapid.SampledFrom(aborted).Draw(rt, "planted")
+		for i := range h.Polls {
+			if h.Polls[i].TP == w.TP {
+				h.Polls[i].Records = append(h.Polls[i].Records, TxnRead{w.TP, w.Offset, w.Value})
+			}
+		}
+		if !slices.Contains(kinds(CheckTxn(h, TxnOptions{})), TxnAbortedRead) {
+			rt.Fatalf("planted aborted read of %+v not found", w)
+		}
+	})
 }
