@@ -139,6 +139,7 @@ type TxnAnomaly struct {
 	Detail string
 }
 
+// String renders the anomaly on one line.
 func (a TxnAnomaly) String() string {
 	return fmt.Sprintf("%s %s txns=%v values=%v: %s", a.Kind, a.TP, a.Txns, a.Values, a.Detail)
 }
