@@ -98,6 +98,11 @@ var kafkaCodeRows = []struct {
 	// Partition moves (Kafka's reassignment codes).
 	{strandpb.ErrorCode_ERROR_CODE_REASSIGNMENT_IN_PROGRESS, kerr.ReassignmentInProgress},
 	{strandpb.ErrorCode_ERROR_CODE_INVALID_REPLICA_ASSIGNMENT, kerr.InvalidReplicaAssignment},
+	{strandpb.ErrorCode_ERROR_CODE_INVALID_TXN_STATE, kerr.InvalidTxnState},
+	{strandpb.ErrorCode_ERROR_CODE_INVALID_PRODUCER_ID_MAPPING, kerr.InvalidProducerIDMapping},
+	{strandpb.ErrorCode_ERROR_CODE_INVALID_TRANSACTION_TIMEOUT, kerr.InvalidTransactionTimeout},
+	{strandpb.ErrorCode_ERROR_CODE_CONCURRENT_TRANSACTIONS, kerr.ConcurrentTransactions},
+	{strandpb.ErrorCode_ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND, kerr.TransactionalIDNotFound},
 }
 
 // kafkaCodes and strandCodes are kafkaCodeRows as lookups, forward and

@@ -22,6 +22,9 @@ var kerrDisagreements = map[strandpb.ErrorCode]string{
 	// Kafka has one code for a missing topic; its admin clients report it
 	// for a delete of a topic that does not exist.
 	strandpb.ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND: "Kafka's only code for a missing topic",
+	// Kafka's transactional producers back off and resend on it by name
+	// (franz-go and librdkafka), not by the flag.
+	strandpb.ErrorCode_ERROR_CODE_CONCURRENT_TRANSACTIONS: "retried by transactional producers by name",
 	// Kafka's own answer for a topic id the topic no longer has; franz-go
 	// counts it toward its unknown-topic limit rather than retrying
 	// forever.

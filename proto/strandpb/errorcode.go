@@ -108,6 +108,13 @@ var errorCodeInfo = map[ErrorCode]CodeInfo{
 	ErrorCode_ERROR_CODE_REASSIGNMENT_IN_PROGRESS: {Name: "reassignment_in_progress"},
 	// A move target that repeats, or names unknown or fenced nodes.
 	ErrorCode_ERROR_CODE_INVALID_REPLICA_ASSIGNMENT: {Name: "invalid_replica_assignment"},
+	// Transactions: the coordinator refused the operation; nothing changed.
+	ErrorCode_ERROR_CODE_INVALID_TXN_STATE:           {Name: "invalid_txn_state"},
+	ErrorCode_ERROR_CODE_INVALID_PRODUCER_ID_MAPPING: {Name: "invalid_producer_id_mapping"},
+	ErrorCode_ERROR_CODE_INVALID_TRANSACTION_TIMEOUT: {Name: "invalid_transaction_timeout"},
+	// The previous transaction's markers are still being written.
+	ErrorCode_ERROR_CODE_CONCURRENT_TRANSACTIONS:    {Name: "concurrent_transactions", Retriable: true},
+	ErrorCode_ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND: {Name: "transactional_id_not_found"},
 }
 
 // Info is code's row of the table. A code this build does not know (a newer

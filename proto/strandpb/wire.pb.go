@@ -152,6 +152,22 @@ const (
 	// names a node that is not registered or is fenced. Definite (Kafka's
 	// INVALID_REPLICA_ASSIGNMENT).
 	ErrorCode_ERROR_CODE_INVALID_REPLICA_ASSIGNMENT ErrorCode = 73
+	// Transactions (engine/txn). The transactional operation is not allowed
+	// in the transaction's state (an EndTxn without a transaction, a commit
+	// of one being aborted). Definite (Kafka's INVALID_TXN_STATE).
+	ErrorCode_ERROR_CODE_INVALID_TXN_STATE ErrorCode = 90
+	// The producer id is not the one the transactional id holds. Definite
+	// (Kafka's INVALID_PRODUCER_ID_MAPPING).
+	ErrorCode_ERROR_CODE_INVALID_PRODUCER_ID_MAPPING ErrorCode = 91
+	// transaction.timeout.ms outside 1..transaction.max.timeout.ms. Definite
+	// (Kafka's INVALID_TRANSACTION_TIMEOUT).
+	ErrorCode_ERROR_CODE_INVALID_TRANSACTION_TIMEOUT ErrorCode = 92
+	// The transactional id's previous transaction is still being completed
+	// (its markers are being written): retry after a backoff (Kafka's
+	// CONCURRENT_TRANSACTIONS).
+	ErrorCode_ERROR_CODE_CONCURRENT_TRANSACTIONS ErrorCode = 93
+	// No such transactional id. Definite (Kafka's TRANSACTIONAL_ID_NOT_FOUND).
+	ErrorCode_ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND ErrorCode = 94
 )
 
 // Enum value maps for ErrorCode.
@@ -204,6 +220,11 @@ var (
 		77: "ERROR_CODE_MEMBERSHIP_REFUSED",
 		72: "ERROR_CODE_REASSIGNMENT_IN_PROGRESS",
 		73: "ERROR_CODE_INVALID_REPLICA_ASSIGNMENT",
+		90: "ERROR_CODE_INVALID_TXN_STATE",
+		91: "ERROR_CODE_INVALID_PRODUCER_ID_MAPPING",
+		92: "ERROR_CODE_INVALID_TRANSACTION_TIMEOUT",
+		93: "ERROR_CODE_CONCURRENT_TRANSACTIONS",
+		94: "ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_NONE":                         0,
@@ -253,6 +274,11 @@ var (
 		"ERROR_CODE_MEMBERSHIP_REFUSED":           77,
 		"ERROR_CODE_REASSIGNMENT_IN_PROGRESS":     72,
 		"ERROR_CODE_INVALID_REPLICA_ASSIGNMENT":   73,
+		"ERROR_CODE_INVALID_TXN_STATE":            90,
+		"ERROR_CODE_INVALID_PRODUCER_ID_MAPPING":  91,
+		"ERROR_CODE_INVALID_TRANSACTION_TIMEOUT":  92,
+		"ERROR_CODE_CONCURRENT_TRANSACTIONS":      93,
+		"ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND":   94,
 	}
 )
 
@@ -8652,7 +8678,7 @@ const file_wire_proto_rawDesc = "" +
 	"\x04down\x18\t \x01(\bR\x04down\x12&\n" +
 	"\x0flast_contact_ms\x18\n" +
 	" \x01(\x04R\rlastContactMs\x12\x1b\n" +
-	"\tdisk_full\x18\v \x01(\bR\bdiskFull*\xda\f\n" +
+	"\tdisk_full\x18\v \x01(\bR\bdiskFull*\xa7\x0e\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +
@@ -8701,7 +8727,12 @@ const file_wire_proto_rawDesc = "" +
 	"\x17ERROR_CODE_UNKNOWN_NODE\x10L\x12!\n" +
 	"\x1dERROR_CODE_MEMBERSHIP_REFUSED\x10M\x12'\n" +
 	"#ERROR_CODE_REASSIGNMENT_IN_PROGRESS\x10H\x12)\n" +
-	"%ERROR_CODE_INVALID_REPLICA_ASSIGNMENT\x10I*\x8e\x01\n" +
+	"%ERROR_CODE_INVALID_REPLICA_ASSIGNMENT\x10I\x12 \n" +
+	"\x1cERROR_CODE_INVALID_TXN_STATE\x10Z\x12*\n" +
+	"&ERROR_CODE_INVALID_PRODUCER_ID_MAPPING\x10[\x12*\n" +
+	"&ERROR_CODE_INVALID_TRANSACTION_TIMEOUT\x10\\\x12&\n" +
+	"\"ERROR_CODE_CONCURRENT_TRANSACTIONS\x10]\x12)\n" +
+	"%ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND\x10^*\x8e\x01\n" +
 	"\n" +
 	"NodeAction\x12\x1b\n" +
 	"\x17NODE_ACTION_UNSPECIFIED\x10\x00\x12\x13\n" +
