@@ -28,9 +28,13 @@ func TestClassicStepsRoundTrip(t *testing.T) {
 		check  func(*strandpb.Response) bool
 	}{
 		{join, &strandpb.Response{Body: &strandpb.Response_GroupHeartbeat{GroupHeartbeat: &strandpb.ConsumerGroupHeartbeatResponse{Generation: 4, Protocol: "range"}}},
-			func(r *strandpb.Response) bool { return r.GetGroupHeartbeat().GetGeneration() == 4 && r.GetError() == nil }},
+			func(r *strandpb.Response) bool {
+				return r.GetGroupHeartbeat().GetGeneration() == 4 && r.GetError() == nil
+			}},
 		{sync, &strandpb.Response{Body: &strandpb.Response_GroupHeartbeat{GroupHeartbeat: &strandpb.ConsumerGroupHeartbeatResponse{Assigned: assigned, Protocol: "range"}}},
-			func(r *strandpb.Response) bool { return proto.Equal(r.GetGroupHeartbeat().GetAssigned()[0], assigned[0]) }},
+			func(r *strandpb.Response) bool {
+				return proto.Equal(r.GetGroupHeartbeat().GetAssigned()[0], assigned[0])
+			}},
 		{beat, &strandpb.Response{Body: &strandpb.Response_GroupHeartbeat{GroupHeartbeat: &strandpb.ConsumerGroupHeartbeatResponse{Rejoin: true}}},
 			func(r *strandpb.Response) bool { return r.GetGroupHeartbeat().GetRejoin() && r.GetError() == nil }},
 		{beat, &strandpb.Response{Error: &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_FENCED_MEMBER_EPOCH}},
