@@ -94,7 +94,9 @@
 // heartbeat sequence numbers (wall-clock nanoseconds, above any earlier node's) and KIP-848
 // members' last subscription for null heartbeat fields (read back from the coordinator when
 // missing). There is no join/sync waiting to rebuild: without a client-side leader every answer is
-// immediate. Rejected: Kafka's JoinGroup barrier with client-side assignment (a second coordinator
+// immediate. A node older than this reads a classic step in the group log as a plain KIP-848
+// heartbeat (the field is unknown to it) and would build another state: upgrade every node before
+// classic clients join. Rejected: Kafka's JoinGroup barrier with client-side assignment (a second coordinator
 // beside the replicated one); the classic view in the answering node's memory (a fail-over made
 // every classic member rejoin, and a lost view could not be told from an expelled member).
 //
