@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/engine/groups"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -18,87 +19,50 @@ import (
 // is served the way Kafka 4's coordinator serves classic members of a
 // consumer group: the server computes the assignment (Strand's KIP-848
 // coordinator), so there is no rebalance barrier and no client-side
-// leader.
+// leader. Each request is one request to the coordinator, whose state
+// holds what every classic member was told (engine/groups, classic.go:
+// generation, assignment given, partitions held, synced, protocol, client
+// id and host), replicated with the member:
 //
-//   - JoinGroup is a KIP-848 heartbeat: the member's epoch (read from the
-//     coordinator with DescribeGroups; 0 for a new member), its
-//     subscription and owned partitions decoded from the consumer
-//     protocol's metadata. The answer's generation is the member epoch;
-//     the leader is nobody, so no member computes an assignment.
-//   - SyncGroup answers the assignment the join got (any assignment a
+//   - JoinGroup is a classic join step: a KIP-848 heartbeat at the
+//     member's current epoch (0 for a new member), with the subscription
+//     and owned partitions decoded from the consumer protocol's metadata.
+//     The answer's generation is the member epoch; the leader is nobody,
+//     so no member computes an assignment.
+//   - SyncGroup answers the assignment the join recorded (any assignment a
 //     client sends is ignored), encoded as a ConsumerProtocolAssignment.
 //   - Heartbeat is a KIP-848 heartbeat reporting as owned what the member
-//     was given plus what it held when it joined (it may still hold those
-//     until it rejoins: a cooperative member revokes after SyncGroup). It
-//     answers REBALANCE_IN_PROGRESS — rejoin — when the member's epoch or
-//     assignment moved, or the member still holds something it must give
-//     up. The member's rejoin reports what it really owns, which is how the
-//     coordinator learns a revocation finished.
+//     was given plus what it held when it joined (a cooperative member
+//     revokes after SyncGroup). It answers REBALANCE_IN_PROGRESS — rejoin —
+//     when the member's epoch or assignment moved, or the member still
+//     holds something it must give up. The member's rejoin reports what it
+//     really owns, which is how the coordinator learns a revocation
+//     finished.
 //   - LeaveGroup is a leave heartbeat (epoch -1).
 //
-// What a member was told is kept here, in the Kafka layer of the node
-// that told it (classicState); a member whose record is missing (its
-// coordinator moved, the node restarted) is asked to rejoin, which is
-// always safe: the rejoin carries its owned partitions.
+// Nothing of a classic member lives on the answering node, so a
+// coordinator fail-over keeps its generation and membership: the new
+// coordinator answers its next Heartbeat and OffsetCommit as the old one
+// would have. Kafka's own join/sync wait (requests parked until the
+// rebalance completes) does not exist here: every answer is immediate.
 
-// classicMember is what the Kafka layer told one classic member.
-type classicMember struct {
-	// epoch is the member's epoch on the coordinator, as last answered;
-	// generation is the one its last JoinGroup answered, which the client
-	// keeps using until it rejoins (epoch moves past it when a heartbeat
-	// only adds partitions).
-	epoch      int32
-	generation int32
-	subs       []string
-	instance   string
-	rack       string
-	// clientID and host are the member's, as DescribeGroups reports them.
-	clientID, host string
-	// given is the assignment answered at SyncGroup; held is given plus
-	// what the member owned when it joined (until its next join).
-	given, held []*strandpb.GroupTopicPartitions
-	synced      bool
-	rejoin      bool
-	touched     time.Time
-}
-
-// commitEpoch is the coordinator epoch to commit with for a classic
-// member's generation. A member told to rejoin because a heartbeat moved
-// its epoch keeps its generation until it rejoins, and commits with it
-// (an eager member commits everything it consumed as it revokes):
-// Kafka accepts a commit of the current generation while the group
-// prepares a rebalance, and so does Strand. It is safe: the epoch moves
-// without a rejoin only when the member gained partitions, and a
-// partition the member still holds is given to no one else until it
-// reports it no longer owns it, which only its rejoin does.
-func (s *classicState) commitEpoch(group, member string, generation int32) int32 {
-	m, ok := s.get(group, member)
-	if ok && m.synced && generation == m.generation {
-		return m.epoch
-	}
-	return generation
-}
-
-// classicMembersMax bounds the records; beyond it records untouched for
-// classicIdle are dropped (their members, if alive, rejoin).
-const (
-	classicMembersMax = 100000
-	classicIdle       = 10 * time.Minute
-)
-
-// classicState is the Kafka layer's record of classic members, and the
-// source of heartbeat sequence numbers.
+// classicState is the Kafka layer's soft state: the source of heartbeat
+// sequence numbers, and KIP-848 members' last subscription and owned
+// partitions (for their heartbeats' null fields; rebuilt from the
+// coordinator when missing).
 type classicState struct {
-	mu        sync.Mutex
-	seq       uint64
-	members   map[string]*classicMember
-	protocols map[string]string // group -> the protocol name last answered
-	kip848    map[string]kip848Member
+	mu     sync.Mutex
+	seq    uint64
+	clock  func() uint64 // nanoseconds: sequence numbers start above it
+	kip848 map[string]kip848Member
 }
 
 func newClassicState() *classicState {
-	return &classicState{members: map[string]*classicMember{}, protocols: map[string]string{}, kip848: map[string]kip848Member{}}
+	return &classicState{kip848: map[string]kip848Member{}, clock: func() uint64 { return uint64(time.Now().UnixNano()) }}
 }
+
+// classicMembersMax bounds the KIP-848 records.
+const classicMembersMax = 100000
 
 func memberKey(group, member string) string { return group + "\x00" + member }
 
@@ -109,36 +73,8 @@ func memberKey(group, member string) string { return group + "\x00" + member }
 func (s *classicState) nextSeq() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.seq = max(s.seq+1, uint64(time.Now().UnixNano()))
+	s.seq = max(s.seq+1, s.clock())
 	return s.seq
-}
-
-func (s *classicState) get(group, member string) (classicMember, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m, ok := s.members[memberKey(group, member)]
-	if !ok {
-		return classicMember{}, false
-	}
-	return *m, true
-}
-
-func (s *classicState) put(group, member string, m classicMember) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := time.Now()
-	m.touched = now
-	if len(s.members) >= classicMembersMax {
-		for k, old := range s.members {
-			if now.Sub(old.touched) > classicIdle {
-				delete(s.members, k)
-			}
-		}
-	}
-	if len(s.protocols) >= classicMembersMax {
-		clear(s.protocols)
-	}
-	s.members[memberKey(group, member)] = &m
 }
 
 func (s *classicState) getKIP848(group, member string) (kip848Member, bool) {
@@ -173,29 +109,6 @@ func (s *classicState) isKIP848(group, member string) bool {
 	return ok
 }
 
-func (s *classicState) drop(group, member string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.members, memberKey(group, member))
-}
-
-func (s *classicState) setProtocol(group, name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.protocols[group] = name
-}
-
-// protocol is the protocol name to describe group with: the one last
-// answered to its members here, else the server assignor's.
-func (s *classicState) protocol(group string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if p, ok := s.protocols[group]; ok {
-		return p
-	}
-	return "uniform"
-}
-
 // newMemberID is a member id for a client that has none (Kafka's
 // coordinator chooses it; Strand's engine expects the client to).
 func newMemberID() string {
@@ -204,36 +117,22 @@ func newMemberID() string {
 	return "kafka-" + hex.EncodeToString(b[:])
 }
 
-// memberEpoch reads member's epoch from the coordinator (0: not a member,
-// or left for a restart). The error answer is returned as is.
-func (c *conn) memberEpoch(group, member string) (int32, *strandpb.Error, bool) {
-	resp := c.call(&strandpb.Request{Body: &strandpb.Request_DescribeGroups{DescribeGroups: &strandpb.DescribeGroupsRequest{Groups: []string{group}}}})
-	if resp == nil {
-		return 0, nil, false
-	}
-	if e := resp.GetError(); e.GetCode() != strandpb.ErrorCode_ERROR_CODE_NONE {
-		return 0, e, true
-	}
-	for _, g := range resp.GetDescribeGroups().GetGroups() {
-		if e := g.GetError(); e.GetCode() != strandpb.ErrorCode_ERROR_CODE_NONE && e.GetCode() != strandpb.ErrorCode_ERROR_CODE_GROUP_NOT_FOUND {
-			return 0, e, true
-		}
-		for _, m := range g.GetMembers() {
-			if m.GetMemberId() == member && !m.GetLeftStatic() {
-				return m.GetMemberEpoch(), nil, true
-			}
-		}
-	}
-	return 0, nil, true
-}
-
-// heartbeat sends one KIP-848 heartbeat for a classic member.
-func (c *conn) heartbeat(group, member string, epoch int32, m classicMember, owned []*strandpb.GroupTopicPartitions) *strandpb.Response {
+// heartbeat sends one KIP-848 heartbeat (a leave) for a classic member.
+func (c *conn) heartbeat(group, member string, epoch int32) *strandpb.Response {
 	return c.call(&strandpb.Request{Body: &strandpb.Request_GroupHeartbeat{GroupHeartbeat: &strandpb.ConsumerGroupHeartbeatRequest{
-		Group: group, MemberId: member, InstanceId: m.instance, Rack: m.rack, MemberEpoch: epoch,
-		Seq: c.s.classic.nextSeq(), Subscriptions: m.subs, Owned: owned,
+		Group: group, MemberId: member, MemberEpoch: epoch, Seq: c.s.classic.nextSeq(),
 	}}})
 }
+
+// submitClassic submits one classic step for member.
+func (c *conn) submitClassic(hb *strandpb.ConsumerGroupHeartbeatRequest, step *strandpb.ClassicGroupStep) *call {
+	hb.Seq, hb.Classic = c.s.classic.nextSeq(), step
+	return c.submit(&strandpb.Request{Body: &strandpb.Request_GroupHeartbeat{GroupHeartbeat: hb}})
+}
+
+// clipName bounds a name the coordinator keeps (client id, host) to what it
+// accepts.
+func clipName(s string) string { return s[:min(len(s), groups.NameMax)] }
 
 // joinGroup joins or rejoins a classic member (see the comment above).
 func (c *conn) joinGroup(req kmsg.Request) func() kmsg.Response {
@@ -241,20 +140,8 @@ func (c *conn) joinGroup(req kmsg.Request) func() kmsg.Response {
 	out := kmsg.NewPtrJoinGroupResponse()
 	out.SetVersion(r.Version)
 	out.Generation, out.MemberID = -1, r.MemberID
-	if r.ProtocolType != "consumer" {
-		out.ErrorCode = kerr.InconsistentGroupProtocol.Code
-		return ready(out)
-	}
-	var proto string
-	var md kmsg.ConsumerMemberMetadata
-	for _, p := range r.Protocols {
-		var ok bool
-		if md, ok = readMemberMetadata(p.Metadata); ok {
-			proto = p.Name
-			break
-		}
-	}
-	if proto == "" {
+	proto, md, ok := classicProtocol(r)
+	if !ok {
 		out.ErrorCode = kerr.InconsistentGroupProtocol.Code
 		return ready(out)
 	}
@@ -262,80 +149,15 @@ func (c *conn) joinGroup(req kmsg.Request) func() kmsg.Response {
 	if member == "" {
 		member = newMemberID()
 	}
-	m := classicMember{subs: slices.Clone(md.Topics), instance: deref(r.InstanceID), rack: deref(md.Rack),
-		clientID: c.clientID, host: c.clientHost}
-	var owned []*strandpb.GroupTopicPartitions
+	hb := &strandpb.ConsumerGroupHeartbeatRequest{Group: r.Group, MemberId: member, InstanceId: deref(r.InstanceID), Rack: deref(md.Rack),
+		Subscriptions: slices.Clone(md.Topics)}
 	for _, o := range md.OwnedPartitions {
-		owned = append(owned, &strandpb.GroupTopicPartitions{Topic: o.Topic, Partitions: o.Partitions})
+		hb.Owned = append(hb.Owned, &strandpb.GroupTopicPartitions{Topic: o.Topic, Partitions: o.Partitions})
 	}
+	k := c.submitClassic(hb, &strandpb.ClassicGroupStep{Step: strandpb.ClassicStep_CLASSIC_STEP_JOIN, Protocol: proto,
+		ClientId: clipName(c.clientID), Host: clipName(c.clientHost)})
 	return func() kmsg.Response {
-		var resp *strandpb.Response
-		for range 2 { // once more when the epoch moved between the read and the heartbeat
-			epoch, e, ok := c.memberEpoch(r.Group, member)
-			if !ok {
-				return nil
-			}
-			if e != nil {
-				out.ErrorCode = kafkaCode(e)
-				return out
-			}
-			if resp = c.heartbeat(r.Group, member, epoch, m, owned); resp == nil {
-				return nil
-			}
-			if resp.GetError().GetCode() != strandpb.ErrorCode_ERROR_CODE_FENCED_MEMBER_EPOCH {
-				break
-			}
-		}
-		if e := resp.GetError(); e.GetCode() != strandpb.ErrorCode_ERROR_CODE_NONE {
-			out.ErrorCode = classicCode(e)
-			return out
-		}
-		hb := resp.GetGroupHeartbeat()
-		m.epoch, m.given, m.held = hb.GetMemberEpoch(), hb.GetAssigned(), unionParts(owned, hb.GetAssigned())
-		m.generation = m.epoch
-		c.s.classic.put(r.Group, member, m)
-		c.s.classic.setProtocol(r.Group, proto)
-		out.Generation, out.MemberID, out.Protocol, out.LeaderID = m.epoch, member, &proto, ""
-		pt := "consumer"
-		out.ProtocolType = &pt
-		return out
-	}
-}
-
-// syncGroup answers the assignment the member's join got.
-func (c *conn) syncGroup(req kmsg.Request) func() kmsg.Response {
-	r := req.(*kmsg.SyncGroupRequest)
-	out := kmsg.NewPtrSyncGroupResponse()
-	out.SetVersion(r.Version)
-	m, ok := c.s.classic.get(r.Group, r.MemberID)
-	switch {
-	case !ok:
-		out.ErrorCode = kerr.RebalanceInProgress.Code // joined elsewhere, or this node restarted: rejoin
-	case m.generation != r.Generation:
-		out.ErrorCode = kerr.IllegalGeneration.Code
-	default:
-		m.synced = true
-		c.s.classic.put(r.Group, r.MemberID, m)
-		pt, proto := "consumer", c.s.classic.protocol(r.Group)
-		out.ProtocolType, out.Protocol = &pt, &proto
-		out.MemberAssignment = encodeAssignment(m.given)
-	}
-	return ready(out)
-}
-
-// heartbeatGroup keeps a classic member alive and tells it to rejoin when
-// anything about its assignment moved.
-func (c *conn) heartbeatGroup(req kmsg.Request) func() kmsg.Response {
-	r := req.(*kmsg.HeartbeatRequest)
-	out := kmsg.NewPtrHeartbeatResponse()
-	out.SetVersion(r.Version)
-	m, ok := c.s.classic.get(r.Group, r.MemberID)
-	if !ok || !m.synced || m.generation != r.Generation {
-		out.ErrorCode = kerr.RebalanceInProgress.Code
-		return ready(out)
-	}
-	return func() kmsg.Response {
-		resp := c.heartbeat(r.Group, r.MemberID, m.epoch, m, m.held)
+		resp := c.wait(k)
 		if resp == nil {
 			return nil
 		}
@@ -343,11 +165,71 @@ func (c *conn) heartbeatGroup(req kmsg.Request) func() kmsg.Response {
 			out.ErrorCode = classicCode(e)
 			return out
 		}
-		hb := resp.GetGroupHeartbeat()
-		moved := hb.GetMemberEpoch() != r.Generation || !sameParts(hb.GetAssigned(), m.given) || !sameParts(m.held, m.given)
-		if moved {
-			m.epoch, m.rejoin = hb.GetMemberEpoch(), true
-			c.s.classic.put(r.Group, r.MemberID, m)
+		a := resp.GetGroupHeartbeat()
+		pt, name := "consumer", a.GetProtocol()
+		out.Generation, out.MemberID, out.Protocol, out.LeaderID, out.ProtocolType = a.GetGeneration(), member, &name, "", &pt
+		return out
+	}
+}
+
+// classicProtocol is the first protocol of a consumer JoinGroup whose
+// metadata reads as a consumer subscription.
+func classicProtocol(r *kmsg.JoinGroupRequest) (string, kmsg.ConsumerMemberMetadata, bool) {
+	if r.ProtocolType != "consumer" {
+		return "", kmsg.ConsumerMemberMetadata{}, false
+	}
+	for _, p := range r.Protocols {
+		if md, ok := readMemberMetadata(p.Metadata); ok {
+			return p.Name, md, true
+		}
+	}
+	return "", kmsg.ConsumerMemberMetadata{}, false
+}
+
+// syncGroup answers the assignment the member's join got.
+func (c *conn) syncGroup(req kmsg.Request) func() kmsg.Response {
+	r := req.(*kmsg.SyncGroupRequest)
+	k := c.submitClassic(&strandpb.ConsumerGroupHeartbeatRequest{Group: r.Group, MemberId: r.MemberID},
+		&strandpb.ClassicGroupStep{Step: strandpb.ClassicStep_CLASSIC_STEP_SYNC, Generation: r.Generation})
+	return func() kmsg.Response {
+		resp := c.wait(k)
+		if resp == nil {
+			return nil
+		}
+		out := kmsg.NewPtrSyncGroupResponse()
+		out.SetVersion(r.Version)
+		a := resp.GetGroupHeartbeat()
+		switch e := resp.GetError(); {
+		case e.GetCode() != strandpb.ErrorCode_ERROR_CODE_NONE:
+			out.ErrorCode = classicCode(e)
+		case a.GetRejoin():
+			out.ErrorCode = kerr.RebalanceInProgress.Code // not joined in this generation (or before a restore that lacks it)
+		default:
+			pt, proto := "consumer", a.GetProtocol()
+			out.ProtocolType, out.Protocol = &pt, &proto
+			out.MemberAssignment = encodeAssignment(a.GetAssigned())
+		}
+		return out
+	}
+}
+
+// heartbeatGroup keeps a classic member alive and tells it to rejoin when
+// anything about its assignment moved.
+func (c *conn) heartbeatGroup(req kmsg.Request) func() kmsg.Response {
+	r := req.(*kmsg.HeartbeatRequest)
+	k := c.submitClassic(&strandpb.ConsumerGroupHeartbeatRequest{Group: r.Group, MemberId: r.MemberID},
+		&strandpb.ClassicGroupStep{Step: strandpb.ClassicStep_CLASSIC_STEP_HEARTBEAT, Generation: r.Generation})
+	return func() kmsg.Response {
+		resp := c.wait(k)
+		if resp == nil {
+			return nil
+		}
+		out := kmsg.NewPtrHeartbeatResponse()
+		out.SetVersion(r.Version)
+		switch e := resp.GetError(); {
+		case e.GetCode() != strandpb.ErrorCode_ERROR_CODE_NONE:
+			out.ErrorCode = classicCode(e)
+		case resp.GetGroupHeartbeat().GetRejoin():
 			out.ErrorCode = kerr.RebalanceInProgress.Code
 		}
 		return out
@@ -372,11 +254,10 @@ func (c *conn) leaveGroup(req kmsg.Request) func() kmsg.Response {
 			if id == "" && lm.InstanceID != nil {
 				id = c.memberOfInstance(r.Group, *lm.InstanceID)
 			}
-			resp := c.heartbeat(r.Group, id, -1, classicMember{}, nil)
+			resp := c.heartbeat(r.Group, id, -1)
 			if resp == nil {
 				return nil
 			}
-			c.s.classic.drop(r.Group, id)
 			code := classicCode(resp.GetError())
 			if r.Version < 3 {
 				out.ErrorCode = code
@@ -401,22 +282,6 @@ func (c *conn) memberOfInstance(group, instance string) string {
 		}
 	}
 	return fmt.Sprintf("unknown-instance-%s", instance)
-}
-
-// flatParts flattens and sorts topic partitions.
-func flatParts(ps []*strandpb.GroupTopicPartitions) []string {
-	var out []string
-	for _, tp := range ps {
-		for _, p := range tp.GetPartitions() {
-			out = append(out, fmt.Sprintf("%s\x00%d", tp.GetTopic(), p))
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
-func sameParts(a, b []*strandpb.GroupTopicPartitions) bool {
-	return slices.Equal(flatParts(a), flatParts(b))
 }
 
 // unionParts is a ∪ b, grouped by topic in first-seen order.

@@ -41,14 +41,16 @@ func (b *groupsBackend) Submit(_ <-chan struct{}, req *strandpb.Request, reply f
 	case *strandpb.Request_GroupHeartbeat:
 		hb := body.GroupHeartbeat
 		in := groups.Heartbeat{Group: hb.GetGroup(), MemberID: hb.GetMemberId(), MemberEpoch: hb.GetMemberEpoch(), Seq: hb.GetSeq(),
-			Subscriptions: hb.GetSubscriptions(), Topics: []groups.TopicInfo{{Name: "t", Partitions: 2}}, NowMs: b.nowMs}
+			Subscriptions: hb.GetSubscriptions(), Topics: []groups.TopicInfo{{Name: "t", Partitions: 2}}, NowMs: b.nowMs,
+			Classic: groups.ClassicFromWire(hb.GetClassic())}
 		for _, o := range hb.GetOwned() {
 			for _, p := range o.GetPartitions() {
 				in.Owned = append(in.Owned, groups.TopicPartition{Topic: o.GetTopic(), Partition: p})
 			}
 		}
 		res, err := b.state.Heartbeat(in)
-		out := &strandpb.ConsumerGroupHeartbeatResponse{MemberId: hb.GetMemberId(), MemberEpoch: res.MemberEpoch}
+		out := &strandpb.ConsumerGroupHeartbeatResponse{MemberId: hb.GetMemberId(), MemberEpoch: res.MemberEpoch,
+			Rejoin: res.Rejoin, Generation: res.Generation, Protocol: res.Protocol}
 		for _, p := range res.Assigned {
 			out.Assigned = append(out.Assigned, &strandpb.GroupTopicPartitions{Topic: p.Topic, Partitions: []int32{p.Partition}})
 		}
@@ -59,14 +61,16 @@ func (b *groupsBackend) Submit(_ <-chan struct{}, req *strandpb.Request, reply f
 			g := &strandpb.DescribeGroupsResponse_Group{Group: id}
 			v, _ := b.state.Describe(id)
 			for _, m := range v.Members {
-				g.Members = append(g.Members, &strandpb.GroupMember{MemberId: m.ID, MemberEpoch: m.Epoch, LeftStatic: m.LeftStatic})
+				g.Members = append(g.Members, &strandpb.GroupMember{MemberId: m.ID, MemberEpoch: m.Epoch, LeftStatic: m.LeftStatic,
+					Classic: groups.ClassicToWire(m.Classic)})
 			}
 			out.Groups = append(out.Groups, g)
 		}
 		resp.Body = &strandpb.Response_DescribeGroups{DescribeGroups: out}
 	case *strandpb.Request_OffsetCommit:
 		oc := body.OffsetCommit
-		c := groups.Commit{Group: oc.GetGroup(), MemberID: oc.GetMemberId(), MemberEpoch: oc.GetMemberEpoch(), NowMs: b.nowMs}
+		c := groups.Commit{Group: oc.GetGroup(), MemberID: oc.GetMemberId(), MemberEpoch: oc.GetMemberEpoch(), NowMs: b.nowMs,
+			ClassicGeneration: oc.GetClassicGeneration()}
 		for _, o := range oc.GetOffsets() {
 			c.Offsets = append(c.Offsets, groups.OffsetCommit{Partition: groups.TopicPartition{Topic: o.GetTopic(), Partition: o.GetPartition()}, Offset: o.GetOffset()})
 		}
@@ -244,6 +248,53 @@ func TestClassicCommitDuringRebalance(t *testing.T) {
 	}
 	if code := a.commit(a.generation, 1, 50); code != 0 || be.committed("g", 1) != 50 {
 		t.Fatalf("commit at the new generation: %v", kerr.ErrorForCode(code))
+	}
+}
+
+// A classic group survives a coordinator fail-over: members that joined
+// and synced through one node keep heartbeating, committing and syncing
+// through another (a second Server on the same coordinator state, as a
+// new coordinator restores it from the log) in the same generation,
+// without a rejoin. Before the classic state was replicated, the second
+// node knew nothing of them and answered REBALANCE_IN_PROGRESS.
+func TestClassicGroupSurvivesFailover(t *testing.T) {
+	be := &groupsBackend{state: groups.New()}
+	serve := func() *Server {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := Serve(ln, Config{Backend: be, NodeID: 1, Logger: slog.New(slog.DiscardHandler)})
+		t.Cleanup(s.Close)
+		return s
+	}
+	first := serve()
+	a, b := &classicClient{t: t, c: dialRaw(t, first)}, &classicClient{t: t, c: dialRaw(t, first)}
+	a.join()
+	b.join()
+	settle(t, a, b)
+	gen := a.generation
+	restored, err := groups.Restore(be.state.Snapshot(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	be.mu.Lock()
+	be.state = restored
+	be.mu.Unlock()
+	second := serve()
+	a.c, b.c = dialRaw(t, second), dialRaw(t, second)
+	for _, m := range []*classicClient{a, b} {
+		if code := m.heartbeat(); code != 0 {
+			t.Fatalf("member %s's heartbeat on the new coordinator: %v, want none", m.member, kerr.ErrorForCode(code))
+		}
+	}
+	if code := a.commit(gen, a.given[0], 7); code != 0 || be.committed("g", a.given[0]) != 7 {
+		t.Fatalf("commit in generation %d on the new coordinator: %v", gen, kerr.ErrorForCode(code))
+	}
+	sr := kmsg.NewPtrSyncGroupRequest()
+	sr.Group, sr.MemberID, sr.Generation = "g", b.member, b.generation
+	if s := b.roundTrip(sr, 3).(*kmsg.SyncGroupResponse); s.ErrorCode != 0 {
+		t.Fatalf("sync resent to the new coordinator: %v", kerr.ErrorForCode(s.ErrorCode))
 	}
 }
 

@@ -81,10 +81,24 @@
 // ConsumerProtocolAssignment (client-computed assignments ignored); Heartbeat answers
 // REBALANCE_IN_PROGRESS when the assignment moved, and a partition counts as held until the member
 // rejoins without it, so a cooperative client inside its revoke callback never sees it handed on;
-// LeaveGroup leaves; static membership by instance id. What each member was told lives in memory on
-// the answering node; after a coordinator move the member is asked to rejoin, carrying what it
-// owns. Rejected: Kafka's JoinGroup barrier with client-side assignment (a second coordinator
-// beside the replicated one).
+// LeaveGroup leaves; static membership by instance id; OffsetCommit's generation is translated to
+// the member epoch by the coordinator.
+//
+// Replicated, and why: everything a classic member was told — generation, the assignment given,
+// the partitions it may still hold, whether it synced, protocol name, client id and host — is state
+// of the replicated coordinator (engine/groups, classic.go), written by the join and sync steps
+// as Kafka's coordinator writes group metadata to __consumer_offsets. Each Kafka request is one
+// coordinator request, so after a coordinator fail-over (or a restart of the node that answered)
+// the new coordinator answers the member's Heartbeat, SyncGroup and OffsetCommit in the same
+// generation: a fail-over alone neither expels a member nor makes it rejoin. Soft, per node:
+// heartbeat sequence numbers (wall-clock nanoseconds, above any earlier node's) and KIP-848
+// members' last subscription for null heartbeat fields (read back from the coordinator when
+// missing). There is no join/sync waiting to rebuild: without a client-side leader every answer is
+// immediate. A node older than this reads a classic step in the group log as a plain KIP-848
+// heartbeat (the field is unknown to it) and would build another state: upgrade every node before
+// classic clients join. Rejected: Kafka's JoinGroup barrier with client-side assignment (a second coordinator
+// beside the replicated one); the classic view in the answering node's memory (a fail-over made
+// every classic member rejoin, and a lost view could not be told from an expelled member).
 //
 // # Batches: stored as sent
 //

@@ -100,23 +100,21 @@ func coordinatorAddress(co *kmsg.FindCoordinatorResponseCoordinator, id uint64, 
 }
 
 // offsetCommit commits through the coordinator. A classic member's
-// generation is its member epoch as of its last join (commitEpoch); a commit without member id (generation
+// generation is translated to its member epoch by the coordinator
+// (classic_generation: engine/groups' classicEpoch); a commit without member id (generation
 // -1: a simple consumer, kadm's CommitOffsets) needs an empty group, as on
 // Strand. The engine's epoch errors are answered as the classic protocol's
 // ILLEGAL_GENERATION, which makes the member rejoin.
 func (c *conn) offsetCommit(req kmsg.Request) func() kmsg.Response {
 	r := req.(*kmsg.OffsetCommitRequest)
-	epoch := r.Generation
-	if !c.s.classic.isKIP848(r.Group, r.MemberID) {
-		epoch = c.s.classic.commitEpoch(r.Group, r.MemberID, r.Generation)
-	}
+	classic := !c.s.classic.isKIP848(r.Group, r.MemberID)
 	// Checked and submitted before the next request on this connection is
 	// read, so a pipelined OffsetFetch sees the commit, as in Kafka.
 	local, resolved, ok := c.commitChecks(r)
 	if !ok {
 		return func() kmsg.Response { return nil }
 	}
-	sreq := &strandpb.OffsetCommitRequest{Group: r.Group, MemberId: r.MemberID, MemberEpoch: epoch}
+	sreq := &strandpb.OffsetCommitRequest{Group: r.Group, MemberId: r.MemberID, MemberEpoch: r.Generation, ClassicGeneration: classic}
 	for _, t := range r.Topics {
 		for _, p := range t.Partitions {
 			key := tp{t.Topic, p.Partition}
@@ -440,7 +438,7 @@ func (c *conn) describeGroups(req kmsg.Request) func() kmsg.Response {
 			case e.GetCode() != strandpb.ErrorCode_ERROR_CODE_NONE:
 				dg.ErrorCode = kafkaCode(e)
 			default:
-				describedGroup(&dg, g, c.s.classic.protocol(name), c.s.classic.get)
+				describedGroup(&dg, g)
 			}
 			out.Groups = append(out.Groups, dg)
 		}
@@ -448,17 +446,23 @@ func (c *conn) describeGroups(req kmsg.Request) func() kmsg.Response {
 	}
 }
 
-// describedGroup fills dg from the coordinator's view of g.
-// Client id and host are known for classic members that joined through
-// this node (the coordinator's, where clients send JoinGroup): classic.
-func describedGroup(dg *kmsg.DescribeGroupsResponseGroup, g *strandpb.DescribeGroupsResponse_Group, protocol string,
-	classic func(group, member string) (classicMember, bool)) {
-	dg.State, dg.ProtocolType, dg.Protocol = kafkaState(g.GetState()), "consumer", protocol
+// describedGroup fills dg from the coordinator's view of g. Client id,
+// host and the protocol name are the classic members' (replicated with
+// them); the protocol is the server assignor's when no member joined
+// through the classic protocol.
+func describedGroup(dg *kmsg.DescribeGroupsResponseGroup, g *strandpb.DescribeGroupsResponse_Group) {
+	dg.State, dg.ProtocolType, dg.Protocol = kafkaState(g.GetState()), "consumer", "uniform"
+	for _, m := range g.GetMembers() {
+		if p := m.GetClassic().GetProtocol(); p != "" {
+			dg.Protocol = p
+			break
+		}
+	}
 	for _, m := range g.GetMembers() {
 		dm := kmsg.NewDescribeGroupsResponseGroupMember()
 		dm.MemberID = m.GetMemberId()
-		if cm, ok := classic(dg.Group, dm.MemberID); ok {
-			dm.ClientID, dm.ClientHost = cm.clientID, cm.host
+		if cm := m.GetClassic(); cm != nil {
+			dm.ClientID, dm.ClientHost = cm.GetClientId(), cm.GetHost()
 		}
 		if id := m.GetInstanceId(); id != "" {
 			dm.InstanceID = &id

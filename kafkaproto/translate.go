@@ -50,8 +50,21 @@ var translateLogger = slog.New(slog.DiscardHandler)
 // An error means the request is malformed: a listener would close the
 // connection.
 func Translate(frame []byte) (*Translation, error) {
+	return translate(frame, newClassicState())
+}
+
+// TranslateSeq is Translate for a caller in virtual time (the simulator):
+// a classic group step carries seq as its heartbeat sequence number
+// instead of the wall clock's nanoseconds. seq must grow with every call.
+func TranslateSeq(frame []byte, seq uint64) (*Translation, error) {
+	s := newClassicState()
+	s.clock = func() uint64 { return seq }
+	return translate(frame, s)
+}
+
+func translate(frame []byte, classic *classicState) (*Translation, error) {
 	b := &captureBackend{}
-	c := &conn{s: &Server{cfg: Config{Backend: b}, logger: translateLogger, classic: newClassicState()}, done: make(chan struct{})}
+	c := &conn{s: &Server{cfg: Config{Backend: b}, logger: translateLogger, classic: classic}, done: make(chan struct{})}
 	p, err := c.serve(frame)
 	if err != nil {
 		return nil, err
@@ -118,7 +131,9 @@ func (n topicNames) add(id []byte, name string) [16]byte {
 // request a Kafka client would send for it (size prefix included; batches
 // as RecordBatch v2 with the producer fields), and returns how to decode
 // the Kafka response back into the Strand response the caller expects.
-// ok is false for any other request.
+// A group heartbeat with a classic step is sent as the JoinGroup,
+// SyncGroup or Heartbeat it stands for (classicRequest). ok is false for
+// any other request.
 func EncodeRequest(req *strandpb.Request, corr int32) (frame []byte, decode func([]byte) (*strandpb.Response, error), ok bool) {
 	var kreq kmsg.Request
 	switch b := req.GetBody().(type) {
@@ -130,6 +145,10 @@ func EncodeRequest(req *strandpb.Request, corr int32) (frame []byte, decode func
 		r, names := fetchRequest(b.Fetch)
 		kreq = r
 		decode = func(f []byte) (*strandpb.Response, error) { return decodeFetch(f, corr, r.Version, names) }
+	case *strandpb.Request_GroupHeartbeat:
+		if kreq, decode = classicRequest(b.GroupHeartbeat, corr); kreq == nil {
+			return nil, nil, false
+		}
 	default:
 		return nil, nil, false
 	}

@@ -84,14 +84,7 @@ func (c *Core) GroupHeartbeat(req *strandpb.ConsumerGroupHeartbeatRequest, done 
 		done(nil, c.groupError(err))
 		return
 	}
-	var topics []*strandpb.GroupTopicInfo
-	subs := slices.Compact(slices.Sorted(slices.Values(req.GetSubscriptions())))
-	for _, name := range subs[:min(len(subs), handlePartitionsMax)] {
-		if t, ok := c.meta.meta.Topic(name); ok && name != OffsetsTopic {
-			topics = append(topics, c.groupTopicInfo(t))
-		}
-	}
-	hbCmd := &strandpb.GroupHeartbeatCommand{Request: req, Topics: topics}
+	hbCmd := &strandpb.GroupHeartbeatCommand{Request: req, Topics: c.subscribedTopics(req.GetSubscriptions())}
 	cmd := &strandpb.GroupCommand{Body: &strandpb.GroupCommand_Heartbeat{Heartbeat: hbCmd}}
 	cfg := c.groupsConfig()
 	answer := func(res groupApplied) {
@@ -108,7 +101,17 @@ func (c *Core) GroupHeartbeat(req *strandpb.ConsumerGroupHeartbeatRequest, done 
 		done(&strandpb.ConsumerGroupHeartbeatResponse{
 			MemberId: req.GetMemberId(), MemberEpoch: res.hb.MemberEpoch, Assigned: partitionsToWire(res.hb.Assigned),
 			HeartbeatIntervalMs: int32(cfg.HeartbeatInterval.Milliseconds()), SessionTimeoutMs: int32(cfg.SessionTimeout.Milliseconds()),
+			Rejoin: res.hb.Rejoin, Generation: res.hb.Generation, Protocol: res.hb.Protocol,
 		}, nil)
+	}
+	switch req.GetClassic().GetStep() {
+	case strandpb.ClassicStep_CLASSIC_STEP_HEARTBEAT:
+		c.classicHeartbeat(g, co, hbCmd, cmd, answer, func(e *strandpb.Error) { done(nil, e) })
+		return
+	case strandpb.ClassicStep_CLASSIC_STEP_NONE:
+	default:
+		c.proposeGroup(g, co, cmd, answer)
+		return
 	}
 	if req.GetMemberEpoch() <= 0 {
 		c.proposeGroup(g, co, cmd, answer)
@@ -124,6 +127,38 @@ func (c *Core) GroupHeartbeat(req *strandpb.ConsumerGroupHeartbeatRequest, done 
 		}
 		c.proposeGroup(g, co, cmd, answer)
 	}, func(e *strandpb.Error) { done(nil, e) })
+}
+
+// classicHeartbeat serves a classic member's Heartbeat: it names no
+// topics, so its member's subscriptions are read from the state (after a
+// linearizable read) and resolved here; a heartbeat that would change
+// nothing is answered from the state, anything else is proposed (and
+// applied against the state the log then holds).
+func (c *Core) classicHeartbeat(g *group, co *coordinator, hbCmd *strandpb.GroupHeartbeatCommand, cmd *strandpb.GroupCommand,
+	answer func(groupApplied), fail func(*strandpb.Error)) {
+	req := hbCmd.GetRequest()
+	c.readCoordinator(g, co, func(s *groups.State) {
+		hbCmd.Topics = c.subscribedTopics(s.Subscriptions(req.GetGroup(), req.GetMemberId()))
+		if r, unchanged := s.ClassicHeartbeatUnchanged(heartbeatFromWire(hbCmd, 0)); unchanged {
+			answer(groupApplied{hb: r})
+			return
+		}
+		c.proposeGroup(g, co, cmd, answer)
+	}, fail)
+}
+
+// subscribedTopics resolves subscribed topic names to their partition
+// counts (and racks) from this node's applied metadata; unknown ones and
+// the coordinators' own topic are left out.
+func (c *Core) subscribedTopics(names []string) []*strandpb.GroupTopicInfo {
+	var topics []*strandpb.GroupTopicInfo
+	subs := slices.Compact(slices.Sorted(slices.Values(names)))
+	for _, name := range subs[:min(len(subs), handlePartitionsMax)] {
+		if t, ok := c.meta.meta.Topic(name); ok && name != OffsetsTopic {
+			topics = append(topics, c.groupTopicInfo(t))
+		}
+	}
+	return topics
 }
 
 // groupTopicInfo is t's partition count and, per partition, its replicas'
@@ -423,7 +458,7 @@ func heartbeatFromWire(cmd *strandpb.GroupHeartbeatCommand, now int64) groups.He
 	hb := groups.Heartbeat{
 		Group: r.GetGroup(), MemberID: r.GetMemberId(), InstanceID: r.GetInstanceId(), Rack: r.GetRack(),
 		MemberEpoch: r.GetMemberEpoch(), Seq: r.GetSeq(), Subscriptions: r.GetSubscriptions(),
-		Owned: partitionsFromWire(r.GetOwned()), NowMs: now,
+		Owned: partitionsFromWire(r.GetOwned()), NowMs: now, Classic: groups.ClassicFromWire(r.GetClassic()),
 	}
 	for _, t := range cmd.GetTopics() {
 		info := groups.TopicInfo{Name: t.GetName(), Partitions: t.GetPartitions()}
@@ -437,7 +472,8 @@ func heartbeatFromWire(cmd *strandpb.GroupHeartbeatCommand, now int64) groups.He
 
 // commitFromWire is a commit command in engine/groups' terms.
 func commitFromWire(r *strandpb.OffsetCommitRequest, now int64) groups.Commit {
-	cm := groups.Commit{Group: r.GetGroup(), MemberID: r.GetMemberId(), MemberEpoch: r.GetMemberEpoch(), NowMs: now}
+	cm := groups.Commit{Group: r.GetGroup(), MemberID: r.GetMemberId(), MemberEpoch: r.GetMemberEpoch(), NowMs: now,
+		ClassicGeneration: r.GetClassicGeneration()}
 	for _, o := range r.GetOffsets() {
 		cm.Offsets = append(cm.Offsets, groups.OffsetCommit{
 			Partition: groups.TopicPartition{Topic: o.GetTopic(), Partition: o.GetPartition()}, Offset: o.GetOffset(), Metadata: o.GetMetadata(),
@@ -488,6 +524,7 @@ func groupToWire(v groups.GroupView) *strandpb.DescribeGroupsResponse_Group {
 		out.Members = append(out.Members, &strandpb.GroupMember{
 			MemberId: m.ID, InstanceId: m.InstanceID, Rack: m.Rack, MemberEpoch: m.Epoch, Subscriptions: m.Subscriptions,
 			Assigned: partitionsToWire(m.Assigned), Revoking: partitionsToWire(m.Revoking), Target: partitionsToWire(m.Target), LeftStatic: m.LeftStatic,
+			Classic: groups.ClassicToWire(m.Classic),
 		})
 	}
 	return out

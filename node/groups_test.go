@@ -310,3 +310,52 @@ func TestGroupsRestartFromSnapshot(t *testing.T) {
 		t.Fatalf("member after the restore: %v", r.GetError())
 	}
 }
+
+// classicReq is a classic member's step as kafkaproto sends it.
+func classicReq(member string, step strandpb.ClassicStep, generation int32, seq uint64) *strandpb.Request {
+	req := heartbeatReq(member, 0, seq, nil)
+	req.GetGroupHeartbeat().Classic = &strandpb.ClassicGroupStep{Step: step, Generation: generation, Protocol: "range", ClientId: "cl"}
+	if step != strandpb.ClassicStep_CLASSIC_STEP_JOIN {
+		req.GetGroupHeartbeat().Subscriptions = nil // sync and heartbeat name none
+	}
+	return req
+}
+
+// TestClassicGroupSurvivesFailover shows a classic member's state (its
+// generation, assignment, synced) is replicated: after the coordinator's
+// node crashes, the new coordinator answers the member's heartbeat in
+// the same generation without asking it to rejoin, takes its commit in
+// that generation, and describes it with its protocol and client id.
+func TestClassicGroupSurvivesFailover(t *testing.T) {
+	c := newCluster(t, 9, 3, replicated(3, "t", 4), groupsTestConfig)
+	join := c.groupCall("g", classicReq("a", strandpb.ClassicStep_CLASSIC_STEP_JOIN, 0, 1))
+	gen := join.GetGroupHeartbeat().GetGeneration()
+	if join.GetError() != nil || gen != 1 {
+		t.Fatalf("join: %v", join)
+	}
+	sync := c.groupCall("g", classicReq("a", strandpb.ClassicStep_CLASSIC_STEP_SYNC, gen, 2))
+	if sync.GetError() != nil || sync.GetGroupHeartbeat().GetRejoin() || countPartitions(sync.GetGroupHeartbeat().GetAssigned()) != 4 {
+		t.Fatalf("sync: %v", sync)
+	}
+	old := c.findCoordinator("g")
+	c.crash(old)
+	if now := c.findCoordinator("g"); now == old {
+		t.Fatalf("coordinator still %d after its crash", old)
+	}
+	hb := c.groupCall("g", classicReq("a", strandpb.ClassicStep_CLASSIC_STEP_HEARTBEAT, gen, 3))
+	if hb.GetError() != nil || hb.GetGroupHeartbeat().GetRejoin() || hb.GetGroupHeartbeat().GetGeneration() != gen {
+		t.Fatalf("heartbeat on the new coordinator: %v", hb)
+	}
+	commit := &strandpb.Request{CorrelationId: 100, Body: &strandpb.Request_OffsetCommit{OffsetCommit: &strandpb.OffsetCommitRequest{
+		Group: "g", MemberId: "a", MemberEpoch: gen, ClassicGeneration: true,
+		Offsets: []*strandpb.OffsetCommitPartition{{Topic: "t", Partition: 1, Offset: 9}}}}}
+	if r := c.groupCall("g", commit); r.GetError() != nil {
+		t.Fatalf("commit in generation %d on the new coordinator: %v", gen, r.GetError())
+	}
+	describe := &strandpb.Request{CorrelationId: 101, Body: &strandpb.Request_DescribeGroups{DescribeGroups: &strandpb.DescribeGroupsRequest{Groups: []string{"g"}}}}
+	d := c.groupCall("g", describe).GetDescribeGroups().GetGroups()
+	if len(d) != 1 || len(d[0].GetMembers()) != 1 || d[0].GetMembers()[0].GetClassic().GetProtocol() != "range" ||
+		d[0].GetMembers()[0].GetClassic().GetClientId() != "cl" {
+		t.Fatalf("describe after failover: %v", d)
+	}
+}

@@ -20,7 +20,7 @@ var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "
 
 // GroupBugNames are the consumer-group coordinator's planted bugs
 // (engine/groups): they need the group workload (Options.GroupMembers).
-var GroupBugNames = []string{"GroupAssignBeforeRevoke", "GroupCommitSkipsEpoch"}
+var GroupBugNames = []string{"GroupAssignBeforeRevoke", "GroupCommitSkipsEpoch", "GroupClassicForgotten"}
 
 // ParseBug checks a planted bug's name; "" plants none.
 func ParseBug(name string) (string, error) {
@@ -36,6 +36,7 @@ func plantBug(cfg *node.Config, name string) {
 	// The coordinator's bugs are package switches of engine/groups: set
 	// (or cleared) at every node start of the run.
 	groups.SetBugs(name == "GroupAssignBeforeRevoke", name == "GroupCommitSkipsEpoch")
+	groups.SetClassicBug(name == "GroupClassicForgotten") // needs Options.ClassicMembers
 	switch name {
 	case "AckBeforeCommit":
 		cfg.Bugs.AckBeforeCommit = true

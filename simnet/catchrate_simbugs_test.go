@@ -64,6 +64,9 @@ func TestSimCatchRate(t *testing.T) {
 			if slices.Contains(GroupBugNames, bug) {
 				o.GroupMembers = 4
 			}
+			if bug == "GroupClassicForgotten" {
+				o.ClassicMembers = 3
+			}
 			o.StopAtFailure = true
 			if res := runSeed(t, o, ""); res.Failed() {
 				if len(row.caught) == 0 {

@@ -39,7 +39,10 @@
 // Core.Handle; with -sim.kafka every other client's produces and fetches go through kafkaproto's
 // encoder and handlers instead (acks=0 stays native). Options.GroupMembers (TestSimGroups: 4
 // members, two static) runs the group workload: members join, heartbeat, commit, crash and restart,
-// pause past the session and leave, under the seed's faults. Storage is asynchronous as in the
+// pause past the session and leave, under the seed's faults; Options.ClassicMembers (TestSimClassicGroups:
+// 3) adds members of a second group speaking Kafka's classic protocol (JoinGroup, SyncGroup,
+// Heartbeat through kafkaproto; commits in their generation) checked across coordinator fail-overs
+// (wire_classic.go). Storage is asynchronous as in the
 // server: each sync job runs as an event after a drawn device delay (0.1–1.5 ms; one in 50 up to 20
 // ms, so logs complete out of order) — the memdisk makes the writes durable only then — and
 // SyncDone a hand-off later; draws from their own stream. Rejected: fsync at once with only the

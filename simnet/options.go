@@ -142,6 +142,10 @@ type Options struct {
 	// GroupMembers runs the consumer-group workload (wire_group.go) with
 	// this many members; 0: none.
 	GroupMembers int
+	// ClassicMembers runs, beside the group workload, this many members of
+	// a second group speaking Kafka's classic protocol (wire_classic.go);
+	// 0: none.
+	ClassicMembers int
 	// Bug names a planted bug (BugNames; only in -tags simbugs builds).
 	Bug string
 

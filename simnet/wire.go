@@ -41,6 +41,11 @@ type wireWorkload struct {
 	created  bool // the topics exist: every node registered and hosts its replicas
 
 	groups *groupSim // the group workload; nil without Options.GroupMembers
+	// classic is the classic group workload (wire_classic.go); nil
+	// without Options.ClassicMembers. kafkaSeq numbers the Kafka
+	// translations' classic heartbeats (wire_kafka.go).
+	classic  *classicSim
+	kafkaSeq uint64
 	// topicIDs lists, per topic name, the ids clients saw, in the order
 	// first seen: the index is the incarnation (wire_recreate.go).
 	topicIDs map[string][][]byte
@@ -87,6 +92,9 @@ func newWireWorkload(w *world) *wireWorkload {
 	ww.drain = newWireClient(ww, last, kindDrain)
 	if o.GroupMembers > 0 {
 		ww.groups = newGroupSim(ww, last+1)
+		if o.ClassicMembers > 0 {
+			ww.classic = newClassicSim(ww, last+1+o.GroupMembers)
+		}
 	}
 	ww.grow = newGrowPlan(ww)
 	ww.moves = newMovePlan(ww)
@@ -146,6 +154,9 @@ func (ww *wireWorkload) topicCreated() {
 	}
 	if ww.groups != nil {
 		ww.groups.start()
+	}
+	if ww.classic != nil {
+		ww.classic.start()
 	}
 }
 

@@ -19,9 +19,11 @@ type kafkaCall struct {
 
 // kafkaEncode encodes req in Kafka's protocol when the run asks for it and
 // c is one of the clients that speak it (every other one, by index, so no
-// random draw shifts); ok is false otherwise.
+// random draw shifts), and always for a classic member's group step
+// (wire_classic.go); ok is false otherwise.
 func (ww *wireWorkload) kafkaEncode(c *wireClient, req *strandpb.Request) (*kafkaCall, []byte, bool) {
-	if !ww.w.opts.KafkaCodec || c.index%2 == 0 {
+	classic := req.GetGroupHeartbeat().GetClassic() != nil // a classic member speaks only Kafka
+	if !classic && (!ww.w.opts.KafkaCodec || c.index%2 == 0) {
 		return nil, nil, false
 	}
 	if req.GetProduce() != nil && req.GetProduce().GetAcks() == 0 {
@@ -32,6 +34,9 @@ func (ww *wireWorkload) kafkaEncode(c *wireClient, req *strandpb.Request) (*kafk
 		return nil, nil, false
 	}
 	ww.w.coverage.Inc("event/kafka-request")
+	if classic {
+		ww.w.coverage.Inc("event/kafka-classic-request")
+	}
 	if ww.namesTopicSecond(req) {
 		// Produce and Fetch v13 name the topic by id (the client's
 		// requests for the re-created topic always carry one), so the
@@ -42,9 +47,11 @@ func (ww *wireWorkload) kafkaEncode(c *wireClient, req *strandpb.Request) (*kafk
 }
 
 // kafkaTranslate decodes a Kafka request that reached its node into the
-// Strand request Handle takes.
+// Strand request Handle takes. Classic heartbeats are numbered by the
+// run's counter, not the wall clock, so a seed replays.
 func (ww *wireWorkload) kafkaTranslate(call *wireCall, frame []byte) *strandpb.Request {
-	tr, err := kafkaproto.Translate(frame[4:])
+	ww.kafkaSeq++
+	tr, err := kafkaproto.TranslateSeq(frame[4:], ww.kafkaSeq)
 	if err != nil || tr.Request == nil {
 		panic(fmt.Sprintf("simnet: Kafka request not translated: %v", err))
 	}

@@ -82,6 +82,8 @@ type MemberView struct {
 	Revoking             []TopicPartition
 	Target               []TopicPartition
 	LeftStatic           bool
+	// Classic is what a classic member was told (nil: a KIP-848 member).
+	Classic *ClassicView
 }
 
 // Describe returns a copy of the group, or false.
@@ -99,6 +101,7 @@ func (s *State) Describe(group string) (GroupView, bool) {
 			ID: m.id, InstanceID: m.instanceID, Rack: m.rack, Epoch: m.epoch,
 			Subscriptions: slices.Clone(m.subs), Assigned: slices.Clone(m.assigned),
 			Revoking: slices.Clone(m.revoking), Target: slices.Clone(m.target), LeftStatic: m.leftStatic,
+			Classic: m.classic.clone(),
 		})
 		if m.epoch != g.targetEpoch || len(m.revoking) > 0 || !slices.Equal(m.assigned, m.target) {
 			v.State = StateReconciling

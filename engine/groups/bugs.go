@@ -7,4 +7,5 @@ package groups
 const (
 	bugAssignBeforeRevoke = false
 	bugCommitSkipsEpoch   = false
+	bugClassicForgotten   = false
 )

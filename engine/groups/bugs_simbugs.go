@@ -10,7 +10,15 @@ var (
 	bugAssignBeforeRevoke = false
 	// bugCommitSkipsEpoch accepts an offset commit whatever its member epoch.
 	bugCommitSkipsEpoch = false
+	// bugClassicForgotten drops classic members when a new coordinator
+	// restores a snapshot: a classic group loses its members on
+	// coordinator fail-over, as if their state were the old
+	// coordinator's memory.
+	bugClassicForgotten = false
 )
+
+// SetClassicBug switches bugClassicForgotten on or off.
+func SetClassicBug(on bool) { bugClassicForgotten = on }
 
 // SetBugs switches the planted bugs on or off.
 func SetBugs(assignBeforeRevoke, commitSkipsEpoch bool) {

@@ -39,3 +39,21 @@ func TestBugCommitSkipsEpoch(t *testing.T) {
 		t.Fatalf("bug not effective: %v", err)
 	}
 }
+
+// TestBugClassicForgotten shows the planted bug: a state restored from a
+// snapshot has lost its classic members (what a new coordinator restores
+// on fail-over), so their next heartbeat is UNKNOWN_MEMBER_ID.
+func TestBugClassicForgotten(t *testing.T) {
+	SetClassicBug(true)
+	defer SetClassicBug(false)
+	s := New()
+	a := &classicMember{id: "a"}
+	a.join(t, s)
+	r, err := Restore(s.Snapshot(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Heartbeat(Heartbeat{Group: "g", MemberID: "a", Seq: 9, Classic: Classic{Step: ClassicHeartbeat, Generation: a.generation}}); err != ErrUnknownMember {
+		t.Fatalf("bug not effective: heartbeat after restore: %v", err)
+	}
+}

@@ -13,7 +13,23 @@
 // last heartbeat sequence), a group epoch, the target's epoch, the subscribed topics' partition
 // counts, committed offsets. Commands: Heartbeat, Commit, Expire, DeleteGroup, DeleteTopic,
 // ExpireOffsets; reads Fetch, Describe, GroupIDs, Topics; Check; Snapshot/ Restore
-// (GroupsSnapshot). The node feeds it from __strand_offsets (package node, "Consumer-group
+// (GroupsSnapshot).
+//
+// # Classic members
+//
+// A Heartbeat with a Classic step is a classic member's JoinGroup, SyncGroup or Heartbeat
+// (kafkaproto, classic.go here). The member is an ordinary member plus a ClassicView: the
+// generation its last join answered, the assignment the join gave, what it may still hold (given ∪
+// owned at the join), synced, protocol, client id and host. Join heartbeats at the member's
+// current epoch in one command and records the view; Sync answers the view's assignment (Rejoin
+// without a view, ErrFencedMemberEpoch in another generation) and marks it synced; Heartbeat is the
+// KIP-848 heartbeat the view stands for (at the member's epoch, owning what it holds, its own
+// subscriptions) and answers Rejoin when the epoch or assignment moved. A commit with
+// ClassicGeneration commits in the member's epoch when its generation is the view's. The view is
+// replicated state, in snapshots (MemberSnapshot.classic; a snapshot without it restores the member
+// without a view, which a classic client's next step answers with Rejoin): a coordinator fail-over
+// keeps classic members and their generations. Session and rebalance deadlines stay the
+// coordinator's own clock (node's sweep), restarted by a new coordinator, never early. The node feeds it from __strand_offsets (package node, "Consumer-group
 // coordinators").
 //
 // Target assignment (uniform, sticky): keep each previous target partition with its owner while it

@@ -5,10 +5,10 @@ import (
 	"testing"
 )
 
-// FuzzCommands applies an arbitrary command sequence (one byte picks the
-// command, the next ones its arguments) and checks that nothing panics
-// and Check's invariants hold after every command, as the coordinator
-// applies whatever its log holds.
+// FuzzCommands applies an arbitrary command sequence, classic steps among
+// them (one byte picks the command, the next ones its arguments), and
+// checks that nothing panics and Check's invariants hold after every
+// command, as the coordinator applies whatever its log holds.
 func FuzzCommands(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 0, 0, 3, 1, 1, 2, 4, 5, 6})
 	f.Add([]byte{0, 0, 0, 0, 1, 0, 0, 0, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6})
@@ -23,7 +23,7 @@ func FuzzCommands(f *testing.F) {
 			return int(b)
 		}
 		for step := 0; len(data) > 0 && step < 500; step++ {
-			op, member := next()%7, fmt.Sprintf("m%d", next()%4)
+			op, member := next()%8, fmt.Sprintf("m%d", next()%4)
 			switch op {
 			case 0, 1, 2:
 				var owned []TopicPartition
@@ -48,6 +48,16 @@ func FuzzCommands(f *testing.F) {
 				s.DeleteTopic([]string{"t", "u"}[next()%2])
 			case 6:
 				s.ExpireOffsets(int64(step), int64(next()))
+			case 7:
+				var owned []TopicPartition
+				for p := range next() % 3 {
+					owned = append(owned, TopicPartition{Topic: "t", Partition: int32(p)})
+				}
+				_, _ = s.Heartbeat(Heartbeat{Group: "g", MemberID: member, Seq: uint64(next()), Subscriptions: []string{"t"}, Owned: owned,
+					Topics: []TopicInfo{{Name: "t", Partitions: int32(next() % 6)}}, NowMs: int64(step),
+					Classic: Classic{Step: ClassicStep(1 + next()%4), Generation: int32(next() % 5), Protocol: "range"}})
+				_ = s.Commit(Commit{Group: "g", MemberID: member, MemberEpoch: int32(next() % 5), ClassicGeneration: true,
+					Offsets: []OffsetCommit{{Partition: TopicPartition{Topic: "t", Partition: 0}, Offset: int64(step)}}, NowMs: int64(step)})
 			}
 			if err := s.Check(); err != nil {
 				t.Fatalf("step %d (op %d): %v", step, op, err)

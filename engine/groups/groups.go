@@ -140,6 +140,7 @@ type member struct {
 	target               []TopicPartition // sorted: its share of the target assignment
 	leftStatic           bool             // a static member away for a restart
 	lastSeq              uint64           // newest heartbeat sequence applied
+	classic              *ClassicView     // what a classic member was told; nil for a KIP-848 member
 }
 
 // group is one consumer group.

@@ -27,6 +27,10 @@ type Heartbeat struct {
 	// metadata saw them (a topic missing here does not exist).
 	Topics []TopicInfo
 	NowMs  int64
+	// Classic, when its Step is set, makes this a classic member's
+	// JoinGroup, SyncGroup or Heartbeat (classic.go); MemberEpoch is then
+	// ignored.
+	Classic Classic
 }
 
 // HeartbeatResult is what the member is told: its epoch and the partitions
@@ -34,12 +38,20 @@ type Heartbeat struct {
 type HeartbeatResult struct {
 	MemberEpoch int32
 	Assigned    []TopicPartition
+	// Classic steps only: Rejoin asks the member to join again
+	// (REBALANCE_IN_PROGRESS); Generation and Protocol are its view's.
+	Rejoin     bool
+	Generation int32
+	Protocol   string
 }
 
 // Heartbeat applies one heartbeat.
 func (s *State) Heartbeat(hb Heartbeat) (HeartbeatResult, error) {
 	if err := validHeartbeat(hb); err != nil {
 		return HeartbeatResult{}, err
+	}
+	if hb.Classic.Step != ClassicNone {
+		return s.classic(hb)
 	}
 	switch hb.MemberEpoch {
 	case EpochLeave:
@@ -272,7 +284,7 @@ func (g *group) reconcile(m *member, owned []TopicPartition) {
 // later heartbeat accepted by sequence is newer than every logged one, and
 // only logged heartbeats change what a member owns.
 func (s *State) HeartbeatUnchanged(hb Heartbeat) (HeartbeatResult, bool) {
-	if hb.MemberEpoch <= 0 || validHeartbeat(hb) != nil {
+	if hb.MemberEpoch <= 0 || hb.Classic.Step != ClassicNone || validHeartbeat(hb) != nil {
 		return HeartbeatResult{}, false
 	}
 	g := s.group(hb.Group, false)

@@ -27,6 +27,9 @@ type Commit struct {
 	MemberEpoch int32
 	Offsets     []OffsetCommit
 	NowMs       int64
+	// ClassicGeneration: MemberEpoch is a classic member's generation,
+	// committed in the member's epoch when it is its view's (classicEpoch).
+	ClassicGeneration bool
 }
 
 // Commit applies one commit: all of its offsets, or none.
@@ -66,14 +69,18 @@ func (s *State) checkCommitter(c Commit) error {
 	if g != nil {
 		m = g.find(c.MemberID)
 	}
+	epoch := c.MemberEpoch
+	if c.ClassicGeneration {
+		epoch = m.classicEpoch(epoch)
+	}
 	switch {
 	case m == nil:
 		return ErrUnknownMember
 	case bugCommitSkipsEpoch:
 		return nil
-	case m.leftStatic || c.MemberEpoch > m.epoch:
+	case m.leftStatic || epoch > m.epoch:
 		return ErrFencedMemberEpoch
-	case c.MemberEpoch < m.epoch:
+	case epoch < m.epoch:
 		return ErrStaleMemberEpoch
 	}
 	return nil

@@ -388,6 +388,10 @@ type MemberSnapshot struct {
 	Target        []*GroupTopicPartitions `protobuf:"bytes,9,rep,name=target,proto3" json:"target,omitempty"`
 	LeftStatic    bool                    `protobuf:"varint,10,opt,name=left_static,json=leftStatic,proto3" json:"left_static,omitempty"`
 	LastSeq       uint64                  `protobuf:"varint,11,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	// Set for a classic member (absent in snapshots written before classic
+	// members were replicated: those restore as members without it, which a
+	// classic client's next heartbeat answers with a rejoin).
+	Classic       *ClassicMemberState `protobuf:"bytes,12,opt,name=classic,proto3" json:"classic,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -497,6 +501,13 @@ func (x *MemberSnapshot) GetLastSeq() uint64 {
 		return x.LastSeq
 	}
 	return 0
+}
+
+func (x *MemberSnapshot) GetClassic() *ClassicMemberState {
+	if x != nil {
+		return x.Classic
+	}
+	return nil
 }
 
 // GroupTopicInfo is a topic's partition count as the proposer saw it, and
@@ -751,7 +762,7 @@ const file_groups_proto_rawDesc = "" +
 	"\x0eempty_since_ms\x18\x04 \x01(\x03R\femptySinceMs\x120\n" +
 	"\amembers\x18\x05 \x03(\v2\x16.strand.MemberSnapshotR\amembers\x12.\n" +
 	"\x06topics\x18\x06 \x03(\v2\x16.strand.GroupTopicInfoR\x06topics\x126\n" +
-	"\aoffsets\x18\a \x03(\v2\x1c.strand.GroupCommittedOffsetR\aoffsets\"\x96\x03\n" +
+	"\aoffsets\x18\a \x03(\v2\x1c.strand.GroupCommittedOffsetR\aoffsets\"\xcc\x03\n" +
 	"\x0eMemberSnapshot\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vinstance_id\x18\x02 \x01(\tR\n" +
@@ -767,7 +778,8 @@ const file_groups_proto_rawDesc = "" +
 	"\vleft_static\x18\n" +
 	" \x01(\bR\n" +
 	"leftStatic\x12\x19\n" +
-	"\blast_seq\x18\v \x01(\x04R\alastSeq\"\x8a\x01\n" +
+	"\blast_seq\x18\v \x01(\x04R\alastSeq\x124\n" +
+	"\aclassic\x18\f \x01(\v2\x1a.strand.ClassicMemberStateR\aclassic\"\x8a\x01\n" +
 	"\x0eGroupTopicInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -810,7 +822,8 @@ var file_groups_proto_goTypes = []any{
 	(*OffsetDeleteRequest)(nil),           // 9: strand.OffsetDeleteRequest
 	(*GroupCommittedOffset)(nil),          // 10: strand.GroupCommittedOffset
 	(*GroupTopicPartitions)(nil),          // 11: strand.GroupTopicPartitions
-	(*ConsumerGroupHeartbeatRequest)(nil), // 12: strand.ConsumerGroupHeartbeatRequest
+	(*ClassicMemberState)(nil),            // 12: strand.ClassicMemberState
+	(*ConsumerGroupHeartbeatRequest)(nil), // 13: strand.ConsumerGroupHeartbeatRequest
 }
 var file_groups_proto_depIdxs = []int32{
 	6,  // 0: strand.GroupCommand.heartbeat:type_name -> strand.GroupHeartbeatCommand
@@ -825,14 +838,15 @@ var file_groups_proto_depIdxs = []int32{
 	11, // 9: strand.MemberSnapshot.assigned:type_name -> strand.GroupTopicPartitions
 	11, // 10: strand.MemberSnapshot.revoking:type_name -> strand.GroupTopicPartitions
 	11, // 11: strand.MemberSnapshot.target:type_name -> strand.GroupTopicPartitions
-	5,  // 12: strand.GroupTopicInfo.partition_racks:type_name -> strand.GroupPartitionRacks
-	12, // 13: strand.GroupHeartbeatCommand.request:type_name -> strand.ConsumerGroupHeartbeatRequest
-	4,  // 14: strand.GroupHeartbeatCommand.topics:type_name -> strand.GroupTopicInfo
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	12, // 12: strand.MemberSnapshot.classic:type_name -> strand.ClassicMemberState
+	5,  // 13: strand.GroupTopicInfo.partition_racks:type_name -> strand.GroupPartitionRacks
+	13, // 14: strand.GroupHeartbeatCommand.request:type_name -> strand.ConsumerGroupHeartbeatRequest
+	4,  // 15: strand.GroupHeartbeatCommand.topics:type_name -> strand.GroupTopicInfo
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_groups_proto_init() }

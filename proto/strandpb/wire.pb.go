@@ -309,6 +309,59 @@ func (ErrorCode) EnumDescriptor() ([]byte, []int) {
 	return file_wire_proto_rawDescGZIP(), []int{0}
 }
 
+// ClassicStep is the classic group protocol request a step stands for.
+type ClassicStep int32
+
+const (
+	ClassicStep_CLASSIC_STEP_NONE      ClassicStep = 0
+	ClassicStep_CLASSIC_STEP_JOIN      ClassicStep = 1
+	ClassicStep_CLASSIC_STEP_SYNC      ClassicStep = 2
+	ClassicStep_CLASSIC_STEP_HEARTBEAT ClassicStep = 3
+)
+
+// Enum value maps for ClassicStep.
+var (
+	ClassicStep_name = map[int32]string{
+		0: "CLASSIC_STEP_NONE",
+		1: "CLASSIC_STEP_JOIN",
+		2: "CLASSIC_STEP_SYNC",
+		3: "CLASSIC_STEP_HEARTBEAT",
+	}
+	ClassicStep_value = map[string]int32{
+		"CLASSIC_STEP_NONE":      0,
+		"CLASSIC_STEP_JOIN":      1,
+		"CLASSIC_STEP_SYNC":      2,
+		"CLASSIC_STEP_HEARTBEAT": 3,
+	}
+)
+
+func (x ClassicStep) Enum() *ClassicStep {
+	p := new(ClassicStep)
+	*p = x
+	return p
+}
+
+func (x ClassicStep) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ClassicStep) Descriptor() protoreflect.EnumDescriptor {
+	return file_wire_proto_enumTypes[1].Descriptor()
+}
+
+func (ClassicStep) Type() protoreflect.EnumType {
+	return &file_wire_proto_enumTypes[1]
+}
+
+func (x ClassicStep) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ClassicStep.Descriptor instead.
+func (ClassicStep) EnumDescriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{1}
+}
+
 // NodeAction is a membership change an operator asks for.
 type NodeAction int32
 
@@ -355,11 +408,11 @@ func (x NodeAction) String() string {
 }
 
 func (NodeAction) Descriptor() protoreflect.EnumDescriptor {
-	return file_wire_proto_enumTypes[1].Descriptor()
+	return file_wire_proto_enumTypes[2].Descriptor()
 }
 
 func (NodeAction) Type() protoreflect.EnumType {
-	return &file_wire_proto_enumTypes[1]
+	return &file_wire_proto_enumTypes[2]
 }
 
 func (x NodeAction) Number() protoreflect.EnumNumber {
@@ -368,7 +421,7 @@ func (x NodeAction) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use NodeAction.Descriptor instead.
 func (NodeAction) EnumDescriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{1}
+	return file_wire_proto_rawDescGZIP(), []int{2}
 }
 
 // MemberState is a node's membership state as shown to operators.
@@ -414,11 +467,11 @@ func (x MemberState) String() string {
 }
 
 func (MemberState) Descriptor() protoreflect.EnumDescriptor {
-	return file_wire_proto_enumTypes[2].Descriptor()
+	return file_wire_proto_enumTypes[3].Descriptor()
 }
 
 func (MemberState) Type() protoreflect.EnumType {
-	return &file_wire_proto_enumTypes[2]
+	return &file_wire_proto_enumTypes[3]
 }
 
 func (x MemberState) Number() protoreflect.EnumNumber {
@@ -427,7 +480,7 @@ func (x MemberState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MemberState.Descriptor instead.
 func (MemberState) EnumDescriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{2}
+	return file_wire_proto_rawDescGZIP(), []int{3}
 }
 
 // MetadataRole is a node's role in the metadata raft group.
@@ -464,11 +517,11 @@ func (x MetadataRole) String() string {
 }
 
 func (MetadataRole) Descriptor() protoreflect.EnumDescriptor {
-	return file_wire_proto_enumTypes[3].Descriptor()
+	return file_wire_proto_enumTypes[4].Descriptor()
 }
 
 func (MetadataRole) Type() protoreflect.EnumType {
-	return &file_wire_proto_enumTypes[3]
+	return &file_wire_proto_enumTypes[4]
 }
 
 func (x MetadataRole) Number() protoreflect.EnumNumber {
@@ -477,7 +530,7 @@ func (x MetadataRole) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MetadataRole.Descriptor instead.
 func (MetadataRole) EnumDescriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{3}
+	return file_wire_proto_rawDescGZIP(), []int{4}
 }
 
 // Error is a typed error with a message and the data a client needs to act.
@@ -3194,6 +3247,10 @@ type ConsumerGroupHeartbeatRequest struct {
 	Seq           uint64                  `protobuf:"varint,6,opt,name=seq,proto3" json:"seq,omitempty"`
 	Subscriptions []string                `protobuf:"bytes,7,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
 	Owned         []*GroupTopicPartitions `protobuf:"bytes,8,rep,name=owned,proto3" json:"owned,omitempty"`
+	// Set: the request is a classic member's JoinGroup, SyncGroup or
+	// Heartbeat (kafkaproto), served on the same coordinator; the classic
+	// state it keeps is replicated with the member (engine/groups).
+	Classic       *ClassicGroupStep `protobuf:"bytes,9,opt,name=classic,proto3" json:"classic,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3284,6 +3341,95 @@ func (x *ConsumerGroupHeartbeatRequest) GetOwned() []*GroupTopicPartitions {
 	return nil
 }
 
+func (x *ConsumerGroupHeartbeatRequest) GetClassic() *ClassicGroupStep {
+	if x != nil {
+		return x.Classic
+	}
+	return nil
+}
+
+// ClassicGroupStep is one classic member request. A join carries the
+// member's subscriptions and owned partitions in the heartbeat beside it
+// (its epoch is the coordinator's business); sync and heartbeat carry the
+// generation the client speaks.
+type ClassicGroupStep struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Step       ClassicStep            `protobuf:"varint,1,opt,name=step,proto3,enum=strand.ClassicStep" json:"step,omitempty"`
+	Generation int32                  `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	// Join only: the protocol (assignor) name chosen, and the client's id
+	// and host as DescribeGroups reports them.
+	Protocol      string `protobuf:"bytes,3,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	ClientId      string `protobuf:"bytes,4,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Host          string `protobuf:"bytes,5,opt,name=host,proto3" json:"host,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClassicGroupStep) Reset() {
+	*x = ClassicGroupStep{}
+	mi := &file_wire_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClassicGroupStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClassicGroupStep) ProtoMessage() {}
+
+func (x *ClassicGroupStep) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClassicGroupStep.ProtoReflect.Descriptor instead.
+func (*ClassicGroupStep) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ClassicGroupStep) GetStep() ClassicStep {
+	if x != nil {
+		return x.Step
+	}
+	return ClassicStep_CLASSIC_STEP_NONE
+}
+
+func (x *ClassicGroupStep) GetGeneration() int32 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *ClassicGroupStep) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
+func (x *ClassicGroupStep) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *ClassicGroupStep) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
 // ConsumerGroupHeartbeatResponse is the member's epoch and the partitions it
 // may own now; it revokes anything else it owns before its next heartbeat.
 type ConsumerGroupHeartbeatResponse struct {
@@ -3293,13 +3439,18 @@ type ConsumerGroupHeartbeatResponse struct {
 	Assigned            []*GroupTopicPartitions `protobuf:"bytes,3,rep,name=assigned,proto3" json:"assigned,omitempty"`
 	HeartbeatIntervalMs int32                   `protobuf:"varint,4,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
 	SessionTimeoutMs    int32                   `protobuf:"varint,5,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3" json:"session_timeout_ms,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Classic steps only: rejoin (REBALANCE_IN_PROGRESS) instead of the
+	// answer; the generation a join answers; the protocol name chosen.
+	Rejoin        bool   `protobuf:"varint,6,opt,name=rejoin,proto3" json:"rejoin,omitempty"`
+	Generation    int32  `protobuf:"varint,7,opt,name=generation,proto3" json:"generation,omitempty"`
+	Protocol      string `protobuf:"bytes,8,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConsumerGroupHeartbeatResponse) Reset() {
 	*x = ConsumerGroupHeartbeatResponse{}
-	mi := &file_wire_proto_msgTypes[31]
+	mi := &file_wire_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3311,7 +3462,7 @@ func (x *ConsumerGroupHeartbeatResponse) String() string {
 func (*ConsumerGroupHeartbeatResponse) ProtoMessage() {}
 
 func (x *ConsumerGroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[31]
+	mi := &file_wire_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3324,7 +3475,7 @@ func (x *ConsumerGroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerGroupHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*ConsumerGroupHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{31}
+	return file_wire_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ConsumerGroupHeartbeatResponse) GetMemberId() string {
@@ -3362,6 +3513,27 @@ func (x *ConsumerGroupHeartbeatResponse) GetSessionTimeoutMs() int32 {
 	return 0
 }
 
+func (x *ConsumerGroupHeartbeatResponse) GetRejoin() bool {
+	if x != nil {
+		return x.Rejoin
+	}
+	return false
+}
+
+func (x *ConsumerGroupHeartbeatResponse) GetGeneration() int32 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *ConsumerGroupHeartbeatResponse) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
 // OffsetCommitPartition is one partition's position to commit.
 type OffsetCommitPartition struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -3380,7 +3552,7 @@ type OffsetCommitPartition struct {
 
 func (x *OffsetCommitPartition) Reset() {
 	*x = OffsetCommitPartition{}
-	mi := &file_wire_proto_msgTypes[32]
+	mi := &file_wire_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3392,7 +3564,7 @@ func (x *OffsetCommitPartition) String() string {
 func (*OffsetCommitPartition) ProtoMessage() {}
 
 func (x *OffsetCommitPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[32]
+	mi := &file_wire_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3405,7 +3577,7 @@ func (x *OffsetCommitPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommitPartition.ProtoReflect.Descriptor instead.
 func (*OffsetCommitPartition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{32}
+	return file_wire_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *OffsetCommitPartition) GetTopic() string {
@@ -3446,18 +3618,22 @@ func (x *OffsetCommitPartition) GetTopicId() []byte {
 // OffsetCommitRequest commits offsets in the member's epoch; an empty
 // member_id commits for an empty group (a simple consumer, or a reset).
 type OffsetCommitRequest struct {
-	state         protoimpl.MessageState   `protogen:"open.v1"`
-	Group         string                   `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	MemberId      string                   `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
-	MemberEpoch   int32                    `protobuf:"varint,3,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
-	Offsets       []*OffsetCommitPartition `protobuf:"bytes,4,rep,name=offsets,proto3" json:"offsets,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState   `protogen:"open.v1"`
+	Group       string                   `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	MemberId    string                   `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberEpoch int32                    `protobuf:"varint,3,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	Offsets     []*OffsetCommitPartition `protobuf:"bytes,4,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	// member_epoch is a classic member's generation: the coordinator
+	// commits in the member's epoch when it is the generation its last
+	// join answered (kafkaproto's OffsetCommit).
+	ClassicGeneration bool `protobuf:"varint,5,opt,name=classic_generation,json=classicGeneration,proto3" json:"classic_generation,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *OffsetCommitRequest) Reset() {
 	*x = OffsetCommitRequest{}
-	mi := &file_wire_proto_msgTypes[33]
+	mi := &file_wire_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3469,7 +3645,7 @@ func (x *OffsetCommitRequest) String() string {
 func (*OffsetCommitRequest) ProtoMessage() {}
 
 func (x *OffsetCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[33]
+	mi := &file_wire_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3482,7 +3658,7 @@ func (x *OffsetCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommitRequest.ProtoReflect.Descriptor instead.
 func (*OffsetCommitRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{33}
+	return file_wire_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *OffsetCommitRequest) GetGroup() string {
@@ -3513,6 +3689,13 @@ func (x *OffsetCommitRequest) GetOffsets() []*OffsetCommitPartition {
 	return nil
 }
 
+func (x *OffsetCommitRequest) GetClassicGeneration() bool {
+	if x != nil {
+		return x.ClassicGeneration
+	}
+	return false
+}
+
 // OffsetCommitResponse: all offsets committed (errors fail the whole request).
 type OffsetCommitResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3522,7 +3705,7 @@ type OffsetCommitResponse struct {
 
 func (x *OffsetCommitResponse) Reset() {
 	*x = OffsetCommitResponse{}
-	mi := &file_wire_proto_msgTypes[34]
+	mi := &file_wire_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3534,7 +3717,7 @@ func (x *OffsetCommitResponse) String() string {
 func (*OffsetCommitResponse) ProtoMessage() {}
 
 func (x *OffsetCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[34]
+	mi := &file_wire_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3547,7 +3730,7 @@ func (x *OffsetCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommitResponse.ProtoReflect.Descriptor instead.
 func (*OffsetCommitResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{34}
+	return file_wire_proto_rawDescGZIP(), []int{35}
 }
 
 // OffsetFetchRequest reads committed offsets (all of the group's when
@@ -3562,7 +3745,7 @@ type OffsetFetchRequest struct {
 
 func (x *OffsetFetchRequest) Reset() {
 	*x = OffsetFetchRequest{}
-	mi := &file_wire_proto_msgTypes[35]
+	mi := &file_wire_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3574,7 +3757,7 @@ func (x *OffsetFetchRequest) String() string {
 func (*OffsetFetchRequest) ProtoMessage() {}
 
 func (x *OffsetFetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[35]
+	mi := &file_wire_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3587,7 +3770,7 @@ func (x *OffsetFetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetFetchRequest.ProtoReflect.Descriptor instead.
 func (*OffsetFetchRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{35}
+	return file_wire_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *OffsetFetchRequest) GetGroup() string {
@@ -3622,7 +3805,7 @@ type GroupCommittedOffset struct {
 
 func (x *GroupCommittedOffset) Reset() {
 	*x = GroupCommittedOffset{}
-	mi := &file_wire_proto_msgTypes[36]
+	mi := &file_wire_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3634,7 +3817,7 @@ func (x *GroupCommittedOffset) String() string {
 func (*GroupCommittedOffset) ProtoMessage() {}
 
 func (x *GroupCommittedOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[36]
+	mi := &file_wire_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3647,7 +3830,7 @@ func (x *GroupCommittedOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupCommittedOffset.ProtoReflect.Descriptor instead.
 func (*GroupCommittedOffset) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{36}
+	return file_wire_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GroupCommittedOffset) GetTopic() string {
@@ -3702,7 +3885,7 @@ type OffsetFetchResponse struct {
 
 func (x *OffsetFetchResponse) Reset() {
 	*x = OffsetFetchResponse{}
-	mi := &file_wire_proto_msgTypes[37]
+	mi := &file_wire_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3714,7 +3897,7 @@ func (x *OffsetFetchResponse) String() string {
 func (*OffsetFetchResponse) ProtoMessage() {}
 
 func (x *OffsetFetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[37]
+	mi := &file_wire_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3727,7 +3910,7 @@ func (x *OffsetFetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetFetchResponse.ProtoReflect.Descriptor instead.
 func (*OffsetFetchResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{37}
+	return file_wire_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *OffsetFetchResponse) GetOffsets() []*GroupCommittedOffset {
@@ -3747,7 +3930,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_wire_proto_msgTypes[38]
+	mi := &file_wire_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3759,7 +3942,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[38]
+	mi := &file_wire_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3772,7 +3955,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{38}
+	return file_wire_proto_rawDescGZIP(), []int{39}
 }
 
 // ListGroupsResponse lists this node's groups.
@@ -3785,7 +3968,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_wire_proto_msgTypes[39]
+	mi := &file_wire_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3797,7 +3980,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[39]
+	mi := &file_wire_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3810,7 +3993,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{39}
+	return file_wire_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*ListGroupsResponse_Group {
@@ -3830,7 +4013,7 @@ type DescribeGroupsRequest struct {
 
 func (x *DescribeGroupsRequest) Reset() {
 	*x = DescribeGroupsRequest{}
-	mi := &file_wire_proto_msgTypes[40]
+	mi := &file_wire_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3842,7 +4025,7 @@ func (x *DescribeGroupsRequest) String() string {
 func (*DescribeGroupsRequest) ProtoMessage() {}
 
 func (x *DescribeGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[40]
+	mi := &file_wire_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3855,7 +4038,7 @@ func (x *DescribeGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{40}
+	return file_wire_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DescribeGroupsRequest) GetGroups() []string {
@@ -3877,13 +4060,15 @@ type GroupMember struct {
 	Revoking      []*GroupTopicPartitions `protobuf:"bytes,7,rep,name=revoking,proto3" json:"revoking,omitempty"`
 	Target        []*GroupTopicPartitions `protobuf:"bytes,8,rep,name=target,proto3" json:"target,omitempty"`
 	LeftStatic    bool                    `protobuf:"varint,9,opt,name=left_static,json=leftStatic,proto3" json:"left_static,omitempty"`
+	// Set for a member that joined through the classic protocol.
+	Classic       *ClassicMemberState `protobuf:"bytes,10,opt,name=classic,proto3" json:"classic,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_wire_proto_msgTypes[41]
+	mi := &file_wire_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3895,7 +4080,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[41]
+	mi := &file_wire_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3908,7 +4093,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{41}
+	return file_wire_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GroupMember) GetMemberId() string {
@@ -3974,6 +4159,111 @@ func (x *GroupMember) GetLeftStatic() bool {
 	return false
 }
 
+func (x *GroupMember) GetClassic() *ClassicMemberState {
+	if x != nil {
+		return x.Classic
+	}
+	return nil
+}
+
+// ClassicMemberState is what the coordinator told a classic member, kept
+// with the member in the replicated state (and its snapshots), so a new
+// coordinator answers its SyncGroup and Heartbeat as the old one would.
+type ClassicMemberState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The generation its last JoinGroup answered (the member epoch then).
+	Generation int32 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	// What the join gave it, and that plus what it owned when it joined
+	// (it may hold those until its next join).
+	Given         []*GroupTopicPartitions `protobuf:"bytes,2,rep,name=given,proto3" json:"given,omitempty"`
+	Held          []*GroupTopicPartitions `protobuf:"bytes,3,rep,name=held,proto3" json:"held,omitempty"`
+	Synced        bool                    `protobuf:"varint,4,opt,name=synced,proto3" json:"synced,omitempty"`
+	Protocol      string                  `protobuf:"bytes,5,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	ClientId      string                  `protobuf:"bytes,6,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Host          string                  `protobuf:"bytes,7,opt,name=host,proto3" json:"host,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClassicMemberState) Reset() {
+	*x = ClassicMemberState{}
+	mi := &file_wire_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClassicMemberState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClassicMemberState) ProtoMessage() {}
+
+func (x *ClassicMemberState) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClassicMemberState.ProtoReflect.Descriptor instead.
+func (*ClassicMemberState) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ClassicMemberState) GetGeneration() int32 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *ClassicMemberState) GetGiven() []*GroupTopicPartitions {
+	if x != nil {
+		return x.Given
+	}
+	return nil
+}
+
+func (x *ClassicMemberState) GetHeld() []*GroupTopicPartitions {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
+func (x *ClassicMemberState) GetSynced() bool {
+	if x != nil {
+		return x.Synced
+	}
+	return false
+}
+
+func (x *ClassicMemberState) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
+func (x *ClassicMemberState) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *ClassicMemberState) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
 // DescribeGroupsResponse describes each group asked for, in order.
 type DescribeGroupsResponse struct {
 	state         protoimpl.MessageState          `protogen:"open.v1"`
@@ -3984,7 +4274,7 @@ type DescribeGroupsResponse struct {
 
 func (x *DescribeGroupsResponse) Reset() {
 	*x = DescribeGroupsResponse{}
-	mi := &file_wire_proto_msgTypes[42]
+	mi := &file_wire_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3996,7 +4286,7 @@ func (x *DescribeGroupsResponse) String() string {
 func (*DescribeGroupsResponse) ProtoMessage() {}
 
 func (x *DescribeGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[42]
+	mi := &file_wire_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4009,7 +4299,7 @@ func (x *DescribeGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{42}
+	return file_wire_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DescribeGroupsResponse) GetGroups() []*DescribeGroupsResponse_Group {
@@ -4029,7 +4319,7 @@ type DeleteGroupsRequest struct {
 
 func (x *DeleteGroupsRequest) Reset() {
 	*x = DeleteGroupsRequest{}
-	mi := &file_wire_proto_msgTypes[43]
+	mi := &file_wire_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4041,7 +4331,7 @@ func (x *DeleteGroupsRequest) String() string {
 func (*DeleteGroupsRequest) ProtoMessage() {}
 
 func (x *DeleteGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[43]
+	mi := &file_wire_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4054,7 +4344,7 @@ func (x *DeleteGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{43}
+	return file_wire_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DeleteGroupsRequest) GetGroups() []string {
@@ -4077,7 +4367,7 @@ type OffsetDeleteRequest struct {
 
 func (x *OffsetDeleteRequest) Reset() {
 	*x = OffsetDeleteRequest{}
-	mi := &file_wire_proto_msgTypes[44]
+	mi := &file_wire_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4089,7 +4379,7 @@ func (x *OffsetDeleteRequest) String() string {
 func (*OffsetDeleteRequest) ProtoMessage() {}
 
 func (x *OffsetDeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[44]
+	mi := &file_wire_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4102,7 +4392,7 @@ func (x *OffsetDeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetDeleteRequest.ProtoReflect.Descriptor instead.
 func (*OffsetDeleteRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{44}
+	return file_wire_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *OffsetDeleteRequest) GetGroup() string {
@@ -4131,7 +4421,7 @@ type OffsetDeleteResponse struct {
 
 func (x *OffsetDeleteResponse) Reset() {
 	*x = OffsetDeleteResponse{}
-	mi := &file_wire_proto_msgTypes[45]
+	mi := &file_wire_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4143,7 +4433,7 @@ func (x *OffsetDeleteResponse) String() string {
 func (*OffsetDeleteResponse) ProtoMessage() {}
 
 func (x *OffsetDeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[45]
+	mi := &file_wire_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4156,7 +4446,7 @@ func (x *OffsetDeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetDeleteResponse.ProtoReflect.Descriptor instead.
 func (*OffsetDeleteResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{45}
+	return file_wire_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *OffsetDeleteResponse) GetResults() []*OffsetDeleteResponse_Result {
@@ -4176,7 +4466,7 @@ type DeleteGroupsResponse struct {
 
 func (x *DeleteGroupsResponse) Reset() {
 	*x = DeleteGroupsResponse{}
-	mi := &file_wire_proto_msgTypes[46]
+	mi := &file_wire_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4188,7 +4478,7 @@ func (x *DeleteGroupsResponse) String() string {
 func (*DeleteGroupsResponse) ProtoMessage() {}
 
 func (x *DeleteGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[46]
+	mi := &file_wire_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4201,7 +4491,7 @@ func (x *DeleteGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{46}
+	return file_wire_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DeleteGroupsResponse) GetResults() []*DeleteGroupsResponse_Result {
@@ -4224,7 +4514,7 @@ type AlterConfigsRequest struct {
 
 func (x *AlterConfigsRequest) Reset() {
 	*x = AlterConfigsRequest{}
-	mi := &file_wire_proto_msgTypes[47]
+	mi := &file_wire_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4236,7 +4526,7 @@ func (x *AlterConfigsRequest) String() string {
 func (*AlterConfigsRequest) ProtoMessage() {}
 
 func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[47]
+	mi := &file_wire_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4249,7 +4539,7 @@ func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{47}
+	return file_wire_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *AlterConfigsRequest) GetTopics() []*AlterConfigsRequest_Topic {
@@ -4277,7 +4567,7 @@ type AlterConfigsResponse struct {
 
 func (x *AlterConfigsResponse) Reset() {
 	*x = AlterConfigsResponse{}
-	mi := &file_wire_proto_msgTypes[48]
+	mi := &file_wire_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4289,7 +4579,7 @@ func (x *AlterConfigsResponse) String() string {
 func (*AlterConfigsResponse) ProtoMessage() {}
 
 func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[48]
+	mi := &file_wire_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4302,7 +4592,7 @@ func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{48}
+	return file_wire_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *AlterConfigsResponse) GetTopics() []*AlterConfigsResponse_Topic {
@@ -4325,7 +4615,7 @@ type DeleteRecordsRequest struct {
 
 func (x *DeleteRecordsRequest) Reset() {
 	*x = DeleteRecordsRequest{}
-	mi := &file_wire_proto_msgTypes[49]
+	mi := &file_wire_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4337,7 +4627,7 @@ func (x *DeleteRecordsRequest) String() string {
 func (*DeleteRecordsRequest) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[49]
+	mi := &file_wire_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4350,7 +4640,7 @@ func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{49}
+	return file_wire_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DeleteRecordsRequest) GetPartitions() []*DeleteRecordsRequest_Partition {
@@ -4377,7 +4667,7 @@ type DeleteRecordsResponse struct {
 
 func (x *DeleteRecordsResponse) Reset() {
 	*x = DeleteRecordsResponse{}
-	mi := &file_wire_proto_msgTypes[50]
+	mi := &file_wire_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4389,7 +4679,7 @@ func (x *DeleteRecordsResponse) String() string {
 func (*DeleteRecordsResponse) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[50]
+	mi := &file_wire_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4402,7 +4692,7 @@ func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{50}
+	return file_wire_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DeleteRecordsResponse) GetPartitions() []*DeleteRecordsResponse_Partition {
@@ -4427,7 +4717,7 @@ type MoveProgress struct {
 
 func (x *MoveProgress) Reset() {
 	*x = MoveProgress{}
-	mi := &file_wire_proto_msgTypes[51]
+	mi := &file_wire_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4439,7 +4729,7 @@ func (x *MoveProgress) String() string {
 func (*MoveProgress) ProtoMessage() {}
 
 func (x *MoveProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[51]
+	mi := &file_wire_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4452,7 +4742,7 @@ func (x *MoveProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveProgress.ProtoReflect.Descriptor instead.
 func (*MoveProgress) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{51}
+	return file_wire_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *MoveProgress) GetNodeId() uint64 {
@@ -4494,7 +4784,7 @@ type DescribePartitionsRequest struct {
 
 func (x *DescribePartitionsRequest) Reset() {
 	*x = DescribePartitionsRequest{}
-	mi := &file_wire_proto_msgTypes[52]
+	mi := &file_wire_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4506,7 +4796,7 @@ func (x *DescribePartitionsRequest) String() string {
 func (*DescribePartitionsRequest) ProtoMessage() {}
 
 func (x *DescribePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[52]
+	mi := &file_wire_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4519,7 +4809,7 @@ func (x *DescribePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*DescribePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{52}
+	return file_wire_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DescribePartitionsRequest) GetPartitions() []*DescribePartitionsRequest_Partition {
@@ -4540,7 +4830,7 @@ type DescribePartitionsResponse struct {
 
 func (x *DescribePartitionsResponse) Reset() {
 	*x = DescribePartitionsResponse{}
-	mi := &file_wire_proto_msgTypes[53]
+	mi := &file_wire_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4552,7 +4842,7 @@ func (x *DescribePartitionsResponse) String() string {
 func (*DescribePartitionsResponse) ProtoMessage() {}
 
 func (x *DescribePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[53]
+	mi := &file_wire_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4565,7 +4855,7 @@ func (x *DescribePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*DescribePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{53}
+	return file_wire_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *DescribePartitionsResponse) GetPartitions() []*DescribePartitionsResponse_Partition {
@@ -4588,7 +4878,7 @@ type SaslAuthenticateRequest struct {
 
 func (x *SaslAuthenticateRequest) Reset() {
 	*x = SaslAuthenticateRequest{}
-	mi := &file_wire_proto_msgTypes[54]
+	mi := &file_wire_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4600,7 +4890,7 @@ func (x *SaslAuthenticateRequest) String() string {
 func (*SaslAuthenticateRequest) ProtoMessage() {}
 
 func (x *SaslAuthenticateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[54]
+	mi := &file_wire_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4613,7 +4903,7 @@ func (x *SaslAuthenticateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaslAuthenticateRequest.ProtoReflect.Descriptor instead.
 func (*SaslAuthenticateRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{54}
+	return file_wire_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SaslAuthenticateRequest) GetMechanism() string {
@@ -4643,7 +4933,7 @@ type SaslAuthenticateResponse struct {
 
 func (x *SaslAuthenticateResponse) Reset() {
 	*x = SaslAuthenticateResponse{}
-	mi := &file_wire_proto_msgTypes[55]
+	mi := &file_wire_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4655,7 +4945,7 @@ func (x *SaslAuthenticateResponse) String() string {
 func (*SaslAuthenticateResponse) ProtoMessage() {}
 
 func (x *SaslAuthenticateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[55]
+	mi := &file_wire_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4668,7 +4958,7 @@ func (x *SaslAuthenticateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaslAuthenticateResponse.ProtoReflect.Descriptor instead.
 func (*SaslAuthenticateResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{55}
+	return file_wire_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SaslAuthenticateResponse) GetAuthBytes() []byte {
@@ -4707,7 +4997,7 @@ type UserCredential struct {
 
 func (x *UserCredential) Reset() {
 	*x = UserCredential{}
-	mi := &file_wire_proto_msgTypes[56]
+	mi := &file_wire_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4719,7 +5009,7 @@ func (x *UserCredential) String() string {
 func (*UserCredential) ProtoMessage() {}
 
 func (x *UserCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[56]
+	mi := &file_wire_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4732,7 +5022,7 @@ func (x *UserCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserCredential.ProtoReflect.Descriptor instead.
 func (*UserCredential) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{56}
+	return file_wire_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *UserCredential) GetMechanism() string {
@@ -4782,7 +5072,7 @@ type AlterUsersRequest struct {
 
 func (x *AlterUsersRequest) Reset() {
 	*x = AlterUsersRequest{}
-	mi := &file_wire_proto_msgTypes[57]
+	mi := &file_wire_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4794,7 +5084,7 @@ func (x *AlterUsersRequest) String() string {
 func (*AlterUsersRequest) ProtoMessage() {}
 
 func (x *AlterUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[57]
+	mi := &file_wire_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4807,7 +5097,7 @@ func (x *AlterUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterUsersRequest.ProtoReflect.Descriptor instead.
 func (*AlterUsersRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{57}
+	return file_wire_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *AlterUsersRequest) GetUpserts() []*AlterUsersRequest_Upsert {
@@ -4834,7 +5124,7 @@ type AlterUsersResponse struct {
 
 func (x *AlterUsersResponse) Reset() {
 	*x = AlterUsersResponse{}
-	mi := &file_wire_proto_msgTypes[58]
+	mi := &file_wire_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4846,7 +5136,7 @@ func (x *AlterUsersResponse) String() string {
 func (*AlterUsersResponse) ProtoMessage() {}
 
 func (x *AlterUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[58]
+	mi := &file_wire_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4859,7 +5149,7 @@ func (x *AlterUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterUsersResponse.ProtoReflect.Descriptor instead.
 func (*AlterUsersResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{58}
+	return file_wire_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *AlterUsersResponse) GetResults() []*AlterUsersResponse_Result {
@@ -4879,7 +5169,7 @@ type ListUsersRequest struct {
 
 func (x *ListUsersRequest) Reset() {
 	*x = ListUsersRequest{}
-	mi := &file_wire_proto_msgTypes[59]
+	mi := &file_wire_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4891,7 +5181,7 @@ func (x *ListUsersRequest) String() string {
 func (*ListUsersRequest) ProtoMessage() {}
 
 func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[59]
+	mi := &file_wire_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4904,7 +5194,7 @@ func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
 func (*ListUsersRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{59}
+	return file_wire_proto_rawDescGZIP(), []int{61}
 }
 
 // ListUsersResponse lists users sorted by name.
@@ -4917,7 +5207,7 @@ type ListUsersResponse struct {
 
 func (x *ListUsersResponse) Reset() {
 	*x = ListUsersResponse{}
-	mi := &file_wire_proto_msgTypes[60]
+	mi := &file_wire_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4929,7 +5219,7 @@ func (x *ListUsersResponse) String() string {
 func (*ListUsersResponse) ProtoMessage() {}
 
 func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[60]
+	mi := &file_wire_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4942,7 +5232,7 @@ func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
 func (*ListUsersResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{60}
+	return file_wire_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListUsersResponse) GetUsers() []*ListUsersResponse_User {
@@ -4971,7 +5261,7 @@ type AclBinding struct {
 
 func (x *AclBinding) Reset() {
 	*x = AclBinding{}
-	mi := &file_wire_proto_msgTypes[61]
+	mi := &file_wire_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4983,7 +5273,7 @@ func (x *AclBinding) String() string {
 func (*AclBinding) ProtoMessage() {}
 
 func (x *AclBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[61]
+	mi := &file_wire_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4996,7 +5286,7 @@ func (x *AclBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclBinding.ProtoReflect.Descriptor instead.
 func (*AclBinding) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{61}
+	return file_wire_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *AclBinding) GetPrincipal() string {
@@ -5060,7 +5350,7 @@ type AlterAclsRequest struct {
 
 func (x *AlterAclsRequest) Reset() {
 	*x = AlterAclsRequest{}
-	mi := &file_wire_proto_msgTypes[62]
+	mi := &file_wire_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5072,7 +5362,7 @@ func (x *AlterAclsRequest) String() string {
 func (*AlterAclsRequest) ProtoMessage() {}
 
 func (x *AlterAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[62]
+	mi := &file_wire_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5085,7 +5375,7 @@ func (x *AlterAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterAclsRequest.ProtoReflect.Descriptor instead.
 func (*AlterAclsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{62}
+	return file_wire_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *AlterAclsRequest) GetAdd() []*AclBinding {
@@ -5113,7 +5403,7 @@ type AlterAclsResponse struct {
 
 func (x *AlterAclsResponse) Reset() {
 	*x = AlterAclsResponse{}
-	mi := &file_wire_proto_msgTypes[63]
+	mi := &file_wire_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5125,7 +5415,7 @@ func (x *AlterAclsResponse) String() string {
 func (*AlterAclsResponse) ProtoMessage() {}
 
 func (x *AlterAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[63]
+	mi := &file_wire_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5138,7 +5428,7 @@ func (x *AlterAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterAclsResponse.ProtoReflect.Descriptor instead.
 func (*AlterAclsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{63}
+	return file_wire_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *AlterAclsResponse) GetAdded() int32 {
@@ -5167,7 +5457,7 @@ type DescribeAclsRequest struct {
 
 func (x *DescribeAclsRequest) Reset() {
 	*x = DescribeAclsRequest{}
-	mi := &file_wire_proto_msgTypes[64]
+	mi := &file_wire_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5179,7 +5469,7 @@ func (x *DescribeAclsRequest) String() string {
 func (*DescribeAclsRequest) ProtoMessage() {}
 
 func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[64]
+	mi := &file_wire_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5192,7 +5482,7 @@ func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeAclsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{64}
+	return file_wire_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *DescribeAclsRequest) GetPrincipal() string {
@@ -5221,7 +5511,7 @@ type DescribeAclsResponse struct {
 
 func (x *DescribeAclsResponse) Reset() {
 	*x = DescribeAclsResponse{}
-	mi := &file_wire_proto_msgTypes[65]
+	mi := &file_wire_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5233,7 +5523,7 @@ func (x *DescribeAclsResponse) String() string {
 func (*DescribeAclsResponse) ProtoMessage() {}
 
 func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[65]
+	mi := &file_wire_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5246,7 +5536,7 @@ func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeAclsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{65}
+	return file_wire_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *DescribeAclsResponse) GetBindings() []*AclBinding {
@@ -5275,7 +5565,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_wire_proto_msgTypes[66]
+	mi := &file_wire_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5287,7 +5577,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[66]
+	mi := &file_wire_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5300,7 +5590,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{66}
+	return file_wire_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *Quota) GetPrincipal() string {
@@ -5335,7 +5625,7 @@ type AlterQuotasRequest struct {
 
 func (x *AlterQuotasRequest) Reset() {
 	*x = AlterQuotasRequest{}
-	mi := &file_wire_proto_msgTypes[67]
+	mi := &file_wire_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5347,7 +5637,7 @@ func (x *AlterQuotasRequest) String() string {
 func (*AlterQuotasRequest) ProtoMessage() {}
 
 func (x *AlterQuotasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[67]
+	mi := &file_wire_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5360,7 +5650,7 @@ func (x *AlterQuotasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterQuotasRequest.ProtoReflect.Descriptor instead.
 func (*AlterQuotasRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{67}
+	return file_wire_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *AlterQuotasRequest) GetQuotas() []*Quota {
@@ -5379,7 +5669,7 @@ type AlterQuotasResponse struct {
 
 func (x *AlterQuotasResponse) Reset() {
 	*x = AlterQuotasResponse{}
-	mi := &file_wire_proto_msgTypes[68]
+	mi := &file_wire_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5391,7 +5681,7 @@ func (x *AlterQuotasResponse) String() string {
 func (*AlterQuotasResponse) ProtoMessage() {}
 
 func (x *AlterQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[68]
+	mi := &file_wire_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5404,7 +5694,7 @@ func (x *AlterQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterQuotasResponse.ProtoReflect.Descriptor instead.
 func (*AlterQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{68}
+	return file_wire_proto_rawDescGZIP(), []int{70}
 }
 
 // NodeAdminRequest changes one node's membership through the metadata
@@ -5422,7 +5712,7 @@ type NodeAdminRequest struct {
 
 func (x *NodeAdminRequest) Reset() {
 	*x = NodeAdminRequest{}
-	mi := &file_wire_proto_msgTypes[69]
+	mi := &file_wire_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5434,7 +5724,7 @@ func (x *NodeAdminRequest) String() string {
 func (*NodeAdminRequest) ProtoMessage() {}
 
 func (x *NodeAdminRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[69]
+	mi := &file_wire_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5447,7 +5737,7 @@ func (x *NodeAdminRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAdminRequest.ProtoReflect.Descriptor instead.
 func (*NodeAdminRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{69}
+	return file_wire_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *NodeAdminRequest) GetAction() NodeAction {
@@ -5494,7 +5784,7 @@ type NodeAdminResponse struct {
 
 func (x *NodeAdminResponse) Reset() {
 	*x = NodeAdminResponse{}
-	mi := &file_wire_proto_msgTypes[70]
+	mi := &file_wire_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5506,7 +5796,7 @@ func (x *NodeAdminResponse) String() string {
 func (*NodeAdminResponse) ProtoMessage() {}
 
 func (x *NodeAdminResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[70]
+	mi := &file_wire_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5519,7 +5809,7 @@ func (x *NodeAdminResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAdminResponse.ProtoReflect.Descriptor instead.
 func (*NodeAdminResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{70}
+	return file_wire_proto_rawDescGZIP(), []int{72}
 }
 
 // ElectLeadersRequest asks the answering node to hand each partition it
@@ -5533,7 +5823,7 @@ type ElectLeadersRequest struct {
 
 func (x *ElectLeadersRequest) Reset() {
 	*x = ElectLeadersRequest{}
-	mi := &file_wire_proto_msgTypes[71]
+	mi := &file_wire_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5545,7 +5835,7 @@ func (x *ElectLeadersRequest) String() string {
 func (*ElectLeadersRequest) ProtoMessage() {}
 
 func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[71]
+	mi := &file_wire_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5558,7 +5848,7 @@ func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{71}
+	return file_wire_proto_rawDescGZIP(), []int{73}
 }
 
 // ElectLeadersResponse lists the transfers the node started.
@@ -5573,7 +5863,7 @@ type ElectLeadersResponse struct {
 
 func (x *ElectLeadersResponse) Reset() {
 	*x = ElectLeadersResponse{}
-	mi := &file_wire_proto_msgTypes[72]
+	mi := &file_wire_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5585,7 +5875,7 @@ func (x *ElectLeadersResponse) String() string {
 func (*ElectLeadersResponse) ProtoMessage() {}
 
 func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[72]
+	mi := &file_wire_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5598,7 +5888,7 @@ func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{72}
+	return file_wire_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ElectLeadersResponse) GetTransfers() []*ElectLeadersResponse_Transfer {
@@ -5624,7 +5914,7 @@ type ClusterMembersRequest struct {
 
 func (x *ClusterMembersRequest) Reset() {
 	*x = ClusterMembersRequest{}
-	mi := &file_wire_proto_msgTypes[73]
+	mi := &file_wire_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5636,7 +5926,7 @@ func (x *ClusterMembersRequest) String() string {
 func (*ClusterMembersRequest) ProtoMessage() {}
 
 func (x *ClusterMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[73]
+	mi := &file_wire_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5649,7 +5939,7 @@ func (x *ClusterMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMembersRequest.ProtoReflect.Descriptor instead.
 func (*ClusterMembersRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{73}
+	return file_wire_proto_rawDescGZIP(), []int{75}
 }
 
 // ClusterMembersResponse is the membership as the answering node applied it.
@@ -5664,7 +5954,7 @@ type ClusterMembersResponse struct {
 
 func (x *ClusterMembersResponse) Reset() {
 	*x = ClusterMembersResponse{}
-	mi := &file_wire_proto_msgTypes[74]
+	mi := &file_wire_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5676,7 +5966,7 @@ func (x *ClusterMembersResponse) String() string {
 func (*ClusterMembersResponse) ProtoMessage() {}
 
 func (x *ClusterMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[74]
+	mi := &file_wire_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5689,7 +5979,7 @@ func (x *ClusterMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMembersResponse.ProtoReflect.Descriptor instead.
 func (*ClusterMembersResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{74}
+	return file_wire_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ClusterMembersResponse) GetMembers() []*ClusterMembersResponse_Member {
@@ -5732,7 +6022,7 @@ type MetadataResponse_Node struct {
 
 func (x *MetadataResponse_Node) Reset() {
 	*x = MetadataResponse_Node{}
-	mi := &file_wire_proto_msgTypes[75]
+	mi := &file_wire_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5744,7 +6034,7 @@ func (x *MetadataResponse_Node) String() string {
 func (*MetadataResponse_Node) ProtoMessage() {}
 
 func (x *MetadataResponse_Node) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[75]
+	mi := &file_wire_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5817,7 +6107,7 @@ type MetadataResponse_Partition struct {
 
 func (x *MetadataResponse_Partition) Reset() {
 	*x = MetadataResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[76]
+	mi := &file_wire_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5829,7 +6119,7 @@ func (x *MetadataResponse_Partition) String() string {
 func (*MetadataResponse_Partition) ProtoMessage() {}
 
 func (x *MetadataResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[76]
+	mi := &file_wire_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5901,7 +6191,7 @@ type MetadataResponse_Topic struct {
 
 func (x *MetadataResponse_Topic) Reset() {
 	*x = MetadataResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[77]
+	mi := &file_wire_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5913,7 +6203,7 @@ func (x *MetadataResponse_Topic) String() string {
 func (*MetadataResponse_Topic) ProtoMessage() {}
 
 func (x *MetadataResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[77]
+	mi := &file_wire_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5974,7 +6264,7 @@ type ProduceRequest_Partition struct {
 
 func (x *ProduceRequest_Partition) Reset() {
 	*x = ProduceRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[78]
+	mi := &file_wire_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5986,7 +6276,7 @@ func (x *ProduceRequest_Partition) String() string {
 func (*ProduceRequest_Partition) ProtoMessage() {}
 
 func (x *ProduceRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[78]
+	mi := &file_wire_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6064,7 +6354,7 @@ type ProduceResponse_Partition struct {
 
 func (x *ProduceResponse_Partition) Reset() {
 	*x = ProduceResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[79]
+	mi := &file_wire_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6076,7 +6366,7 @@ func (x *ProduceResponse_Partition) String() string {
 func (*ProduceResponse_Partition) ProtoMessage() {}
 
 func (x *ProduceResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[79]
+	mi := &file_wire_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6142,7 +6432,7 @@ type FetchRequest_Partition struct {
 
 func (x *FetchRequest_Partition) Reset() {
 	*x = FetchRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[80]
+	mi := &file_wire_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6154,7 +6444,7 @@ func (x *FetchRequest_Partition) String() string {
 func (*FetchRequest_Partition) ProtoMessage() {}
 
 func (x *FetchRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[80]
+	mi := &file_wire_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6222,7 +6512,7 @@ type FetchResponse_Batch struct {
 
 func (x *FetchResponse_Batch) Reset() {
 	*x = FetchResponse_Batch{}
-	mi := &file_wire_proto_msgTypes[81]
+	mi := &file_wire_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6234,7 +6524,7 @@ func (x *FetchResponse_Batch) String() string {
 func (*FetchResponse_Batch) ProtoMessage() {}
 
 func (x *FetchResponse_Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[81]
+	mi := &file_wire_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6306,7 +6596,7 @@ type FetchResponse_Partition struct {
 
 func (x *FetchResponse_Partition) Reset() {
 	*x = FetchResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[82]
+	mi := &file_wire_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6318,7 +6608,7 @@ func (x *FetchResponse_Partition) String() string {
 func (*FetchResponse_Partition) ProtoMessage() {}
 
 func (x *FetchResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[82]
+	mi := &file_wire_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6389,7 +6679,7 @@ type ListOffsetsRequest_Partition struct {
 
 func (x *ListOffsetsRequest_Partition) Reset() {
 	*x = ListOffsetsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[83]
+	mi := &file_wire_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6401,7 +6691,7 @@ func (x *ListOffsetsRequest_Partition) String() string {
 func (*ListOffsetsRequest_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[83]
+	mi := &file_wire_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6462,7 +6752,7 @@ type ListOffsetsResponse_Partition struct {
 
 func (x *ListOffsetsResponse_Partition) Reset() {
 	*x = ListOffsetsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[84]
+	mi := &file_wire_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6474,7 +6764,7 @@ func (x *ListOffsetsResponse_Partition) String() string {
 func (*ListOffsetsResponse_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[84]
+	mi := &file_wire_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6551,7 +6841,7 @@ type CreateTopicsRequest_Topic struct {
 
 func (x *CreateTopicsRequest_Topic) Reset() {
 	*x = CreateTopicsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[85]
+	mi := &file_wire_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6563,7 +6853,7 @@ func (x *CreateTopicsRequest_Topic) String() string {
 func (*CreateTopicsRequest_Topic) ProtoMessage() {}
 
 func (x *CreateTopicsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[85]
+	mi := &file_wire_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6618,7 +6908,7 @@ type CreatePartitionsRequest_Topic struct {
 
 func (x *CreatePartitionsRequest_Topic) Reset() {
 	*x = CreatePartitionsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[86]
+	mi := &file_wire_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6630,7 +6920,7 @@ func (x *CreatePartitionsRequest_Topic) String() string {
 func (*CreatePartitionsRequest_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[86]
+	mi := &file_wire_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6672,7 +6962,7 @@ type CreatePartitionsResponse_Topic struct {
 
 func (x *CreatePartitionsResponse_Topic) Reset() {
 	*x = CreatePartitionsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[87]
+	mi := &file_wire_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6684,7 +6974,7 @@ func (x *CreatePartitionsResponse_Topic) String() string {
 func (*CreatePartitionsResponse_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[87]
+	mi := &file_wire_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6748,7 +7038,7 @@ type MovePartitionsRequest_Move struct {
 
 func (x *MovePartitionsRequest_Move) Reset() {
 	*x = MovePartitionsRequest_Move{}
-	mi := &file_wire_proto_msgTypes[88]
+	mi := &file_wire_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6760,7 +7050,7 @@ func (x *MovePartitionsRequest_Move) String() string {
 func (*MovePartitionsRequest_Move) ProtoMessage() {}
 
 func (x *MovePartitionsRequest_Move) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[88]
+	mi := &file_wire_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6825,7 +7115,7 @@ type MovePartitionsResponse_Move struct {
 
 func (x *MovePartitionsResponse_Move) Reset() {
 	*x = MovePartitionsResponse_Move{}
-	mi := &file_wire_proto_msgTypes[89]
+	mi := &file_wire_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6837,7 +7127,7 @@ func (x *MovePartitionsResponse_Move) String() string {
 func (*MovePartitionsResponse_Move) ProtoMessage() {}
 
 func (x *MovePartitionsResponse_Move) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[89]
+	mi := &file_wire_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6901,7 +7191,7 @@ type DescribeTopicsResponse_Topic struct {
 
 func (x *DescribeTopicsResponse_Topic) Reset() {
 	*x = DescribeTopicsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[90]
+	mi := &file_wire_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6913,7 +7203,7 @@ func (x *DescribeTopicsResponse_Topic) String() string {
 func (*DescribeTopicsResponse_Topic) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[90]
+	mi := &file_wire_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6975,7 +7265,7 @@ type ListGroupsResponse_Group struct {
 
 func (x *ListGroupsResponse_Group) Reset() {
 	*x = ListGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[91]
+	mi := &file_wire_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6987,7 +7277,7 @@ func (x *ListGroupsResponse_Group) String() string {
 func (*ListGroupsResponse_Group) ProtoMessage() {}
 
 func (x *ListGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[91]
+	mi := &file_wire_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7000,7 +7290,7 @@ func (x *ListGroupsResponse_Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse_Group.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse_Group) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{39, 0}
+	return file_wire_proto_rawDescGZIP(), []int{40, 0}
 }
 
 func (x *ListGroupsResponse_Group) GetGroup() string {
@@ -7039,7 +7329,7 @@ type DescribeGroupsResponse_Group struct {
 
 func (x *DescribeGroupsResponse_Group) Reset() {
 	*x = DescribeGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[92]
+	mi := &file_wire_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7051,7 +7341,7 @@ func (x *DescribeGroupsResponse_Group) String() string {
 func (*DescribeGroupsResponse_Group) ProtoMessage() {}
 
 func (x *DescribeGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[92]
+	mi := &file_wire_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7064,7 +7354,7 @@ func (x *DescribeGroupsResponse_Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupsResponse_Group.ProtoReflect.Descriptor instead.
 func (*DescribeGroupsResponse_Group) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{42, 0}
+	return file_wire_proto_rawDescGZIP(), []int{44, 0}
 }
 
 func (x *DescribeGroupsResponse_Group) GetGroup() string {
@@ -7127,7 +7417,7 @@ type OffsetDeleteResponse_Result struct {
 
 func (x *OffsetDeleteResponse_Result) Reset() {
 	*x = OffsetDeleteResponse_Result{}
-	mi := &file_wire_proto_msgTypes[93]
+	mi := &file_wire_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7139,7 +7429,7 @@ func (x *OffsetDeleteResponse_Result) String() string {
 func (*OffsetDeleteResponse_Result) ProtoMessage() {}
 
 func (x *OffsetDeleteResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[93]
+	mi := &file_wire_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7152,7 +7442,7 @@ func (x *OffsetDeleteResponse_Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetDeleteResponse_Result.ProtoReflect.Descriptor instead.
 func (*OffsetDeleteResponse_Result) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{45, 0}
+	return file_wire_proto_rawDescGZIP(), []int{47, 0}
 }
 
 func (x *OffsetDeleteResponse_Result) GetTopic() string {
@@ -7186,7 +7476,7 @@ type DeleteGroupsResponse_Result struct {
 
 func (x *DeleteGroupsResponse_Result) Reset() {
 	*x = DeleteGroupsResponse_Result{}
-	mi := &file_wire_proto_msgTypes[94]
+	mi := &file_wire_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7198,7 +7488,7 @@ func (x *DeleteGroupsResponse_Result) String() string {
 func (*DeleteGroupsResponse_Result) ProtoMessage() {}
 
 func (x *DeleteGroupsResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[94]
+	mi := &file_wire_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7211,7 +7501,7 @@ func (x *DeleteGroupsResponse_Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupsResponse_Result.ProtoReflect.Descriptor instead.
 func (*DeleteGroupsResponse_Result) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{46, 0}
+	return file_wire_proto_rawDescGZIP(), []int{48, 0}
 }
 
 func (x *DeleteGroupsResponse_Result) GetGroup() string {
@@ -7239,7 +7529,7 @@ type AlterConfigsRequest_Topic struct {
 
 func (x *AlterConfigsRequest_Topic) Reset() {
 	*x = AlterConfigsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[95]
+	mi := &file_wire_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7251,7 +7541,7 @@ func (x *AlterConfigsRequest_Topic) String() string {
 func (*AlterConfigsRequest_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[95]
+	mi := &file_wire_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7264,7 +7554,7 @@ func (x *AlterConfigsRequest_Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest_Topic.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest_Topic) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{47, 0}
+	return file_wire_proto_rawDescGZIP(), []int{49, 0}
 }
 
 func (x *AlterConfigsRequest_Topic) GetName() string {
@@ -7299,7 +7589,7 @@ type AlterConfigsResponse_Topic struct {
 
 func (x *AlterConfigsResponse_Topic) Reset() {
 	*x = AlterConfigsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[96]
+	mi := &file_wire_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7311,7 +7601,7 @@ func (x *AlterConfigsResponse_Topic) String() string {
 func (*AlterConfigsResponse_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[96]
+	mi := &file_wire_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7324,7 +7614,7 @@ func (x *AlterConfigsResponse_Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse_Topic.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse_Topic) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{48, 0}
+	return file_wire_proto_rawDescGZIP(), []int{50, 0}
 }
 
 func (x *AlterConfigsResponse_Topic) GetName() string {
@@ -7361,7 +7651,7 @@ type DeleteRecordsRequest_Partition struct {
 
 func (x *DeleteRecordsRequest_Partition) Reset() {
 	*x = DeleteRecordsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[97]
+	mi := &file_wire_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7373,7 +7663,7 @@ func (x *DeleteRecordsRequest_Partition) String() string {
 func (*DeleteRecordsRequest_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[97]
+	mi := &file_wire_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7386,7 +7676,7 @@ func (x *DeleteRecordsRequest_Partition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsRequest_Partition.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsRequest_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{49, 0}
+	return file_wire_proto_rawDescGZIP(), []int{51, 0}
 }
 
 func (x *DeleteRecordsRequest_Partition) GetTopic() string {
@@ -7429,7 +7719,7 @@ type DeleteRecordsResponse_Partition struct {
 
 func (x *DeleteRecordsResponse_Partition) Reset() {
 	*x = DeleteRecordsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[98]
+	mi := &file_wire_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7441,7 +7731,7 @@ func (x *DeleteRecordsResponse_Partition) String() string {
 func (*DeleteRecordsResponse_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[98]
+	mi := &file_wire_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7454,7 +7744,7 @@ func (x *DeleteRecordsResponse_Partition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsResponse_Partition.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsResponse_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{50, 0}
+	return file_wire_proto_rawDescGZIP(), []int{52, 0}
 }
 
 func (x *DeleteRecordsResponse_Partition) GetTopic() string {
@@ -7495,7 +7785,7 @@ type DescribePartitionsRequest_Partition struct {
 
 func (x *DescribePartitionsRequest_Partition) Reset() {
 	*x = DescribePartitionsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[99]
+	mi := &file_wire_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7507,7 +7797,7 @@ func (x *DescribePartitionsRequest_Partition) String() string {
 func (*DescribePartitionsRequest_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[99]
+	mi := &file_wire_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7520,7 +7810,7 @@ func (x *DescribePartitionsRequest_Partition) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use DescribePartitionsRequest_Partition.ProtoReflect.Descriptor instead.
 func (*DescribePartitionsRequest_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{52, 0}
+	return file_wire_proto_rawDescGZIP(), []int{54, 0}
 }
 
 func (x *DescribePartitionsRequest_Partition) GetTopic() string {
@@ -7566,7 +7856,7 @@ type DescribePartitionsResponse_Partition struct {
 
 func (x *DescribePartitionsResponse_Partition) Reset() {
 	*x = DescribePartitionsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[100]
+	mi := &file_wire_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7578,7 +7868,7 @@ func (x *DescribePartitionsResponse_Partition) String() string {
 func (*DescribePartitionsResponse_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[100]
+	mi := &file_wire_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7591,7 +7881,7 @@ func (x *DescribePartitionsResponse_Partition) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use DescribePartitionsResponse_Partition.ProtoReflect.Descriptor instead.
 func (*DescribePartitionsResponse_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{53, 0}
+	return file_wire_proto_rawDescGZIP(), []int{55, 0}
 }
 
 func (x *DescribePartitionsResponse_Partition) GetTopic() string {
@@ -7688,7 +7978,7 @@ type AlterUsersRequest_Upsert struct {
 
 func (x *AlterUsersRequest_Upsert) Reset() {
 	*x = AlterUsersRequest_Upsert{}
-	mi := &file_wire_proto_msgTypes[101]
+	mi := &file_wire_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7700,7 +7990,7 @@ func (x *AlterUsersRequest_Upsert) String() string {
 func (*AlterUsersRequest_Upsert) ProtoMessage() {}
 
 func (x *AlterUsersRequest_Upsert) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[101]
+	mi := &file_wire_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7713,7 +8003,7 @@ func (x *AlterUsersRequest_Upsert) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterUsersRequest_Upsert.ProtoReflect.Descriptor instead.
 func (*AlterUsersRequest_Upsert) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{57, 0}
+	return file_wire_proto_rawDescGZIP(), []int{59, 0}
 }
 
 func (x *AlterUsersRequest_Upsert) GetName() string {
@@ -7740,7 +8030,7 @@ type AlterUsersRequest_Delete struct {
 
 func (x *AlterUsersRequest_Delete) Reset() {
 	*x = AlterUsersRequest_Delete{}
-	mi := &file_wire_proto_msgTypes[102]
+	mi := &file_wire_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7752,7 +8042,7 @@ func (x *AlterUsersRequest_Delete) String() string {
 func (*AlterUsersRequest_Delete) ProtoMessage() {}
 
 func (x *AlterUsersRequest_Delete) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[102]
+	mi := &file_wire_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7765,7 +8055,7 @@ func (x *AlterUsersRequest_Delete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterUsersRequest_Delete.ProtoReflect.Descriptor instead.
 func (*AlterUsersRequest_Delete) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{57, 1}
+	return file_wire_proto_rawDescGZIP(), []int{59, 1}
 }
 
 func (x *AlterUsersRequest_Delete) GetName() string {
@@ -7792,7 +8082,7 @@ type AlterUsersResponse_Result struct {
 
 func (x *AlterUsersResponse_Result) Reset() {
 	*x = AlterUsersResponse_Result{}
-	mi := &file_wire_proto_msgTypes[103]
+	mi := &file_wire_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7804,7 +8094,7 @@ func (x *AlterUsersResponse_Result) String() string {
 func (*AlterUsersResponse_Result) ProtoMessage() {}
 
 func (x *AlterUsersResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[103]
+	mi := &file_wire_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7817,7 +8107,7 @@ func (x *AlterUsersResponse_Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterUsersResponse_Result.ProtoReflect.Descriptor instead.
 func (*AlterUsersResponse_Result) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{58, 0}
+	return file_wire_proto_rawDescGZIP(), []int{60, 0}
 }
 
 func (x *AlterUsersResponse_Result) GetName() string {
@@ -7845,7 +8135,7 @@ type ListUsersResponse_User struct {
 
 func (x *ListUsersResponse_User) Reset() {
 	*x = ListUsersResponse_User{}
-	mi := &file_wire_proto_msgTypes[104]
+	mi := &file_wire_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7857,7 +8147,7 @@ func (x *ListUsersResponse_User) String() string {
 func (*ListUsersResponse_User) ProtoMessage() {}
 
 func (x *ListUsersResponse_User) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[104]
+	mi := &file_wire_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7870,7 +8160,7 @@ func (x *ListUsersResponse_User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersResponse_User.ProtoReflect.Descriptor instead.
 func (*ListUsersResponse_User) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{60, 0}
+	return file_wire_proto_rawDescGZIP(), []int{62, 0}
 }
 
 func (x *ListUsersResponse_User) GetName() string {
@@ -7906,7 +8196,7 @@ type ElectLeadersResponse_Transfer struct {
 
 func (x *ElectLeadersResponse_Transfer) Reset() {
 	*x = ElectLeadersResponse_Transfer{}
-	mi := &file_wire_proto_msgTypes[105]
+	mi := &file_wire_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7918,7 +8208,7 @@ func (x *ElectLeadersResponse_Transfer) String() string {
 func (*ElectLeadersResponse_Transfer) ProtoMessage() {}
 
 func (x *ElectLeadersResponse_Transfer) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[105]
+	mi := &file_wire_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7931,7 +8221,7 @@ func (x *ElectLeadersResponse_Transfer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse_Transfer.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse_Transfer) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{72, 0}
+	return file_wire_proto_rawDescGZIP(), []int{74, 0}
 }
 
 func (x *ElectLeadersResponse_Transfer) GetTopic() string {
@@ -7984,7 +8274,7 @@ type ClusterMembersResponse_Member struct {
 
 func (x *ClusterMembersResponse_Member) Reset() {
 	*x = ClusterMembersResponse_Member{}
-	mi := &file_wire_proto_msgTypes[106]
+	mi := &file_wire_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7996,7 +8286,7 @@ func (x *ClusterMembersResponse_Member) String() string {
 func (*ClusterMembersResponse_Member) ProtoMessage() {}
 
 func (x *ClusterMembersResponse_Member) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[106]
+	mi := &file_wire_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8009,7 +8299,7 @@ func (x *ClusterMembersResponse_Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMembersResponse_Member.ProtoReflect.Descriptor instead.
 func (*ClusterMembersResponse_Member) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{74, 0}
+	return file_wire_proto_rawDescGZIP(), []int{76, 0}
 }
 
 func (x *ClusterMembersResponse_Member) GetId() uint64 {
@@ -8408,7 +8698,7 @@ const file_wire_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\x05R\n" +
-	"partitions\"\x96\x02\n" +
+	"partitions\"\xca\x02\n" +
 	"\x1dConsumerGroupHeartbeatRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x1f\n" +
@@ -8418,24 +8708,39 @@ const file_wire_proto_rawDesc = "" +
 	"\fmember_epoch\x18\x05 \x01(\x05R\vmemberEpoch\x12\x10\n" +
 	"\x03seq\x18\x06 \x01(\x04R\x03seq\x12$\n" +
 	"\rsubscriptions\x18\a \x03(\tR\rsubscriptions\x122\n" +
-	"\x05owned\x18\b \x03(\v2\x1c.strand.GroupTopicPartitionsR\x05owned\"\xfc\x01\n" +
+	"\x05owned\x18\b \x03(\v2\x1c.strand.GroupTopicPartitionsR\x05owned\x122\n" +
+	"\aclassic\x18\t \x01(\v2\x18.strand.ClassicGroupStepR\aclassic\"\xa8\x01\n" +
+	"\x10ClassicGroupStep\x12'\n" +
+	"\x04step\x18\x01 \x01(\x0e2\x13.strand.ClassicStepR\x04step\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x05R\n" +
+	"generation\x12\x1a\n" +
+	"\bprotocol\x18\x03 \x01(\tR\bprotocol\x12\x1b\n" +
+	"\tclient_id\x18\x04 \x01(\tR\bclientId\x12\x12\n" +
+	"\x04host\x18\x05 \x01(\tR\x04host\"\xd0\x02\n" +
 	"\x1eConsumerGroupHeartbeatResponse\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12!\n" +
 	"\fmember_epoch\x18\x02 \x01(\x05R\vmemberEpoch\x128\n" +
 	"\bassigned\x18\x03 \x03(\v2\x1c.strand.GroupTopicPartitionsR\bassigned\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x04 \x01(\x05R\x13heartbeatIntervalMs\x12,\n" +
-	"\x12session_timeout_ms\x18\x05 \x01(\x05R\x10sessionTimeoutMs\"\x9a\x01\n" +
+	"\x12session_timeout_ms\x18\x05 \x01(\x05R\x10sessionTimeoutMs\x12\x16\n" +
+	"\x06rejoin\x18\x06 \x01(\bR\x06rejoin\x12\x1e\n" +
+	"\n" +
+	"generation\x18\a \x01(\x05R\n" +
+	"generation\x12\x1a\n" +
+	"\bprotocol\x18\b \x01(\tR\bprotocol\"\x9a\x01\n" +
 	"\x15OffsetCommitPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1a\n" +
 	"\bmetadata\x18\x04 \x01(\tR\bmetadata\x12\x19\n" +
-	"\btopic_id\x18\x05 \x01(\fR\atopicId\"\xa4\x01\n" +
+	"\btopic_id\x18\x05 \x01(\fR\atopicId\"\xd3\x01\n" +
 	"\x13OffsetCommitRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12!\n" +
 	"\fmember_epoch\x18\x03 \x01(\x05R\vmemberEpoch\x127\n" +
-	"\aoffsets\x18\x04 \x03(\v2\x1d.strand.OffsetCommitPartitionR\aoffsets\"\x16\n" +
+	"\aoffsets\x18\x04 \x03(\v2\x1d.strand.OffsetCommitPartitionR\aoffsets\x12-\n" +
+	"\x12classic_generation\x18\x05 \x01(\bR\x11classicGeneration\"\x16\n" +
 	"\x14OffsetCommitResponse\"h\n" +
 	"\x12OffsetFetchRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12<\n" +
@@ -8459,7 +8764,7 @@ const file_wire_proto_rawDesc = "" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x18\n" +
 	"\amembers\x18\x03 \x01(\x05R\amembers\"/\n" +
 	"\x15DescribeGroupsRequest\x12\x16\n" +
-	"\x06groups\x18\x01 \x03(\tR\x06groups\"\xf3\x02\n" +
+	"\x06groups\x18\x01 \x03(\tR\x06groups\"\xa9\x03\n" +
 	"\vGroupMember\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1f\n" +
 	"\vinstance_id\x18\x02 \x01(\tR\n" +
@@ -8471,7 +8776,19 @@ const file_wire_proto_rawDesc = "" +
 	"\brevoking\x18\a \x03(\v2\x1c.strand.GroupTopicPartitionsR\brevoking\x124\n" +
 	"\x06target\x18\b \x03(\v2\x1c.strand.GroupTopicPartitionsR\x06target\x12\x1f\n" +
 	"\vleft_static\x18\t \x01(\bR\n" +
-	"leftStatic\"\xd1\x02\n" +
+	"leftStatic\x124\n" +
+	"\aclassic\x18\n" +
+	" \x01(\v2\x1a.strand.ClassicMemberStateR\aclassic\"\xff\x01\n" +
+	"\x12ClassicMemberState\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x05R\n" +
+	"generation\x122\n" +
+	"\x05given\x18\x02 \x03(\v2\x1c.strand.GroupTopicPartitionsR\x05given\x120\n" +
+	"\x04held\x18\x03 \x03(\v2\x1c.strand.GroupTopicPartitionsR\x04held\x12\x16\n" +
+	"\x06synced\x18\x04 \x01(\bR\x06synced\x12\x1a\n" +
+	"\bprotocol\x18\x05 \x01(\tR\bprotocol\x12\x1b\n" +
+	"\tclient_id\x18\x06 \x01(\tR\bclientId\x12\x12\n" +
+	"\x04host\x18\a \x01(\tR\x04host\"\xd1\x02\n" +
 	"\x16DescribeGroupsResponse\x12<\n" +
 	"\x06groups\x18\x01 \x03(\v2$.strand.DescribeGroupsResponse.GroupR\x06groups\x1a\xf8\x01\n" +
 	"\x05Group\x12\x14\n" +
@@ -8732,7 +9049,12 @@ const file_wire_proto_rawDesc = "" +
 	"&ERROR_CODE_INVALID_PRODUCER_ID_MAPPING\x10[\x12*\n" +
 	"&ERROR_CODE_INVALID_TRANSACTION_TIMEOUT\x10\\\x12&\n" +
 	"\"ERROR_CODE_CONCURRENT_TRANSACTIONS\x10]\x12)\n" +
-	"%ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND\x10^*\x8e\x01\n" +
+	"%ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND\x10^*n\n" +
+	"\vClassicStep\x12\x15\n" +
+	"\x11CLASSIC_STEP_NONE\x10\x00\x12\x15\n" +
+	"\x11CLASSIC_STEP_JOIN\x10\x01\x12\x15\n" +
+	"\x11CLASSIC_STEP_SYNC\x10\x02\x12\x1a\n" +
+	"\x16CLASSIC_STEP_HEARTBEAT\x10\x03*\x8e\x01\n" +
 	"\n" +
 	"NodeAction\x12\x1b\n" +
 	"\x17NODE_ACTION_UNSPECIFIED\x10\x00\x12\x13\n" +
@@ -8763,268 +9085,276 @@ func file_wire_proto_rawDescGZIP() []byte {
 	return file_wire_proto_rawDescData
 }
 
-var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 107)
+var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 109)
 var file_wire_proto_goTypes = []any{
 	(ErrorCode)(0),                               // 0: strand.ErrorCode
-	(NodeAction)(0),                              // 1: strand.NodeAction
-	(MemberState)(0),                             // 2: strand.MemberState
-	(MetadataRole)(0),                            // 3: strand.MetadataRole
-	(*Error)(nil),                                // 4: strand.Error
-	(*Request)(nil),                              // 5: strand.Request
-	(*Response)(nil),                             // 6: strand.Response
-	(*HelloRequest)(nil),                         // 7: strand.HelloRequest
-	(*HelloResponse)(nil),                        // 8: strand.HelloResponse
-	(*MetadataRequest)(nil),                      // 9: strand.MetadataRequest
-	(*MetadataResponse)(nil),                     // 10: strand.MetadataResponse
-	(*ProduceRequest)(nil),                       // 11: strand.ProduceRequest
-	(*ProduceResponse)(nil),                      // 12: strand.ProduceResponse
-	(*FetchRequest)(nil),                         // 13: strand.FetchRequest
-	(*FetchResponse)(nil),                        // 14: strand.FetchResponse
-	(*ListOffsetsRequest)(nil),                   // 15: strand.ListOffsetsRequest
-	(*ListOffsetsResponse)(nil),                  // 16: strand.ListOffsetsResponse
-	(*ConfigEntry)(nil),                          // 17: strand.ConfigEntry
-	(*CreateTopicsRequest)(nil),                  // 18: strand.CreateTopicsRequest
-	(*TopicResult)(nil),                          // 19: strand.TopicResult
-	(*CreateTopicsResponse)(nil),                 // 20: strand.CreateTopicsResponse
-	(*DeleteTopicsRequest)(nil),                  // 21: strand.DeleteTopicsRequest
-	(*DeleteTopicsResponse)(nil),                 // 22: strand.DeleteTopicsResponse
-	(*CreatePartitionsRequest)(nil),              // 23: strand.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),             // 24: strand.CreatePartitionsResponse
-	(*MovePartitionsRequest)(nil),                // 25: strand.MovePartitionsRequest
-	(*MovePartitionsResponse)(nil),               // 26: strand.MovePartitionsResponse
-	(*DescribeTopicsRequest)(nil),                // 27: strand.DescribeTopicsRequest
-	(*DescribeTopicsResponse)(nil),               // 28: strand.DescribeTopicsResponse
-	(*InitProducerIdRequest)(nil),                // 29: strand.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil),               // 30: strand.InitProducerIdResponse
-	(*FindCoordinatorRequest)(nil),               // 31: strand.FindCoordinatorRequest
-	(*FindCoordinatorResponse)(nil),              // 32: strand.FindCoordinatorResponse
-	(*GroupTopicPartitions)(nil),                 // 33: strand.GroupTopicPartitions
-	(*ConsumerGroupHeartbeatRequest)(nil),        // 34: strand.ConsumerGroupHeartbeatRequest
-	(*ConsumerGroupHeartbeatResponse)(nil),       // 35: strand.ConsumerGroupHeartbeatResponse
-	(*OffsetCommitPartition)(nil),                // 36: strand.OffsetCommitPartition
-	(*OffsetCommitRequest)(nil),                  // 37: strand.OffsetCommitRequest
-	(*OffsetCommitResponse)(nil),                 // 38: strand.OffsetCommitResponse
-	(*OffsetFetchRequest)(nil),                   // 39: strand.OffsetFetchRequest
-	(*GroupCommittedOffset)(nil),                 // 40: strand.GroupCommittedOffset
-	(*OffsetFetchResponse)(nil),                  // 41: strand.OffsetFetchResponse
-	(*ListGroupsRequest)(nil),                    // 42: strand.ListGroupsRequest
-	(*ListGroupsResponse)(nil),                   // 43: strand.ListGroupsResponse
-	(*DescribeGroupsRequest)(nil),                // 44: strand.DescribeGroupsRequest
-	(*GroupMember)(nil),                          // 45: strand.GroupMember
-	(*DescribeGroupsResponse)(nil),               // 46: strand.DescribeGroupsResponse
-	(*DeleteGroupsRequest)(nil),                  // 47: strand.DeleteGroupsRequest
-	(*OffsetDeleteRequest)(nil),                  // 48: strand.OffsetDeleteRequest
-	(*OffsetDeleteResponse)(nil),                 // 49: strand.OffsetDeleteResponse
-	(*DeleteGroupsResponse)(nil),                 // 50: strand.DeleteGroupsResponse
-	(*AlterConfigsRequest)(nil),                  // 51: strand.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),                 // 52: strand.AlterConfigsResponse
-	(*DeleteRecordsRequest)(nil),                 // 53: strand.DeleteRecordsRequest
-	(*DeleteRecordsResponse)(nil),                // 54: strand.DeleteRecordsResponse
-	(*MoveProgress)(nil),                         // 55: strand.MoveProgress
-	(*DescribePartitionsRequest)(nil),            // 56: strand.DescribePartitionsRequest
-	(*DescribePartitionsResponse)(nil),           // 57: strand.DescribePartitionsResponse
-	(*SaslAuthenticateRequest)(nil),              // 58: strand.SaslAuthenticateRequest
-	(*SaslAuthenticateResponse)(nil),             // 59: strand.SaslAuthenticateResponse
-	(*UserCredential)(nil),                       // 60: strand.UserCredential
-	(*AlterUsersRequest)(nil),                    // 61: strand.AlterUsersRequest
-	(*AlterUsersResponse)(nil),                   // 62: strand.AlterUsersResponse
-	(*ListUsersRequest)(nil),                     // 63: strand.ListUsersRequest
-	(*ListUsersResponse)(nil),                    // 64: strand.ListUsersResponse
-	(*AclBinding)(nil),                           // 65: strand.AclBinding
-	(*AlterAclsRequest)(nil),                     // 66: strand.AlterAclsRequest
-	(*AlterAclsResponse)(nil),                    // 67: strand.AlterAclsResponse
-	(*DescribeAclsRequest)(nil),                  // 68: strand.DescribeAclsRequest
-	(*DescribeAclsResponse)(nil),                 // 69: strand.DescribeAclsResponse
-	(*Quota)(nil),                                // 70: strand.Quota
-	(*AlterQuotasRequest)(nil),                   // 71: strand.AlterQuotasRequest
-	(*AlterQuotasResponse)(nil),                  // 72: strand.AlterQuotasResponse
-	(*NodeAdminRequest)(nil),                     // 73: strand.NodeAdminRequest
-	(*NodeAdminResponse)(nil),                    // 74: strand.NodeAdminResponse
-	(*ElectLeadersRequest)(nil),                  // 75: strand.ElectLeadersRequest
-	(*ElectLeadersResponse)(nil),                 // 76: strand.ElectLeadersResponse
-	(*ClusterMembersRequest)(nil),                // 77: strand.ClusterMembersRequest
-	(*ClusterMembersResponse)(nil),               // 78: strand.ClusterMembersResponse
-	(*MetadataResponse_Node)(nil),                // 79: strand.MetadataResponse.Node
-	(*MetadataResponse_Partition)(nil),           // 80: strand.MetadataResponse.Partition
-	(*MetadataResponse_Topic)(nil),               // 81: strand.MetadataResponse.Topic
-	(*ProduceRequest_Partition)(nil),             // 82: strand.ProduceRequest.Partition
-	(*ProduceResponse_Partition)(nil),            // 83: strand.ProduceResponse.Partition
-	(*FetchRequest_Partition)(nil),               // 84: strand.FetchRequest.Partition
-	(*FetchResponse_Batch)(nil),                  // 85: strand.FetchResponse.Batch
-	(*FetchResponse_Partition)(nil),              // 86: strand.FetchResponse.Partition
-	(*ListOffsetsRequest_Partition)(nil),         // 87: strand.ListOffsetsRequest.Partition
-	(*ListOffsetsResponse_Partition)(nil),        // 88: strand.ListOffsetsResponse.Partition
-	(*CreateTopicsRequest_Topic)(nil),            // 89: strand.CreateTopicsRequest.Topic
-	(*CreatePartitionsRequest_Topic)(nil),        // 90: strand.CreatePartitionsRequest.Topic
-	(*CreatePartitionsResponse_Topic)(nil),       // 91: strand.CreatePartitionsResponse.Topic
-	(*MovePartitionsRequest_Move)(nil),           // 92: strand.MovePartitionsRequest.Move
-	(*MovePartitionsResponse_Move)(nil),          // 93: strand.MovePartitionsResponse.Move
-	(*DescribeTopicsResponse_Topic)(nil),         // 94: strand.DescribeTopicsResponse.Topic
-	(*ListGroupsResponse_Group)(nil),             // 95: strand.ListGroupsResponse.Group
-	(*DescribeGroupsResponse_Group)(nil),         // 96: strand.DescribeGroupsResponse.Group
-	(*OffsetDeleteResponse_Result)(nil),          // 97: strand.OffsetDeleteResponse.Result
-	(*DeleteGroupsResponse_Result)(nil),          // 98: strand.DeleteGroupsResponse.Result
-	(*AlterConfigsRequest_Topic)(nil),            // 99: strand.AlterConfigsRequest.Topic
-	(*AlterConfigsResponse_Topic)(nil),           // 100: strand.AlterConfigsResponse.Topic
-	(*DeleteRecordsRequest_Partition)(nil),       // 101: strand.DeleteRecordsRequest.Partition
-	(*DeleteRecordsResponse_Partition)(nil),      // 102: strand.DeleteRecordsResponse.Partition
-	(*DescribePartitionsRequest_Partition)(nil),  // 103: strand.DescribePartitionsRequest.Partition
-	(*DescribePartitionsResponse_Partition)(nil), // 104: strand.DescribePartitionsResponse.Partition
-	(*AlterUsersRequest_Upsert)(nil),             // 105: strand.AlterUsersRequest.Upsert
-	(*AlterUsersRequest_Delete)(nil),             // 106: strand.AlterUsersRequest.Delete
-	(*AlterUsersResponse_Result)(nil),            // 107: strand.AlterUsersResponse.Result
-	(*ListUsersResponse_User)(nil),               // 108: strand.ListUsersResponse.User
-	(*ElectLeadersResponse_Transfer)(nil),        // 109: strand.ElectLeadersResponse.Transfer
-	(*ClusterMembersResponse_Member)(nil),        // 110: strand.ClusterMembersResponse.Member
-	(*RaftFrame)(nil),                            // 111: strand.RaftFrame
+	(ClassicStep)(0),                             // 1: strand.ClassicStep
+	(NodeAction)(0),                              // 2: strand.NodeAction
+	(MemberState)(0),                             // 3: strand.MemberState
+	(MetadataRole)(0),                            // 4: strand.MetadataRole
+	(*Error)(nil),                                // 5: strand.Error
+	(*Request)(nil),                              // 6: strand.Request
+	(*Response)(nil),                             // 7: strand.Response
+	(*HelloRequest)(nil),                         // 8: strand.HelloRequest
+	(*HelloResponse)(nil),                        // 9: strand.HelloResponse
+	(*MetadataRequest)(nil),                      // 10: strand.MetadataRequest
+	(*MetadataResponse)(nil),                     // 11: strand.MetadataResponse
+	(*ProduceRequest)(nil),                       // 12: strand.ProduceRequest
+	(*ProduceResponse)(nil),                      // 13: strand.ProduceResponse
+	(*FetchRequest)(nil),                         // 14: strand.FetchRequest
+	(*FetchResponse)(nil),                        // 15: strand.FetchResponse
+	(*ListOffsetsRequest)(nil),                   // 16: strand.ListOffsetsRequest
+	(*ListOffsetsResponse)(nil),                  // 17: strand.ListOffsetsResponse
+	(*ConfigEntry)(nil),                          // 18: strand.ConfigEntry
+	(*CreateTopicsRequest)(nil),                  // 19: strand.CreateTopicsRequest
+	(*TopicResult)(nil),                          // 20: strand.TopicResult
+	(*CreateTopicsResponse)(nil),                 // 21: strand.CreateTopicsResponse
+	(*DeleteTopicsRequest)(nil),                  // 22: strand.DeleteTopicsRequest
+	(*DeleteTopicsResponse)(nil),                 // 23: strand.DeleteTopicsResponse
+	(*CreatePartitionsRequest)(nil),              // 24: strand.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),             // 25: strand.CreatePartitionsResponse
+	(*MovePartitionsRequest)(nil),                // 26: strand.MovePartitionsRequest
+	(*MovePartitionsResponse)(nil),               // 27: strand.MovePartitionsResponse
+	(*DescribeTopicsRequest)(nil),                // 28: strand.DescribeTopicsRequest
+	(*DescribeTopicsResponse)(nil),               // 29: strand.DescribeTopicsResponse
+	(*InitProducerIdRequest)(nil),                // 30: strand.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil),               // 31: strand.InitProducerIdResponse
+	(*FindCoordinatorRequest)(nil),               // 32: strand.FindCoordinatorRequest
+	(*FindCoordinatorResponse)(nil),              // 33: strand.FindCoordinatorResponse
+	(*GroupTopicPartitions)(nil),                 // 34: strand.GroupTopicPartitions
+	(*ConsumerGroupHeartbeatRequest)(nil),        // 35: strand.ConsumerGroupHeartbeatRequest
+	(*ClassicGroupStep)(nil),                     // 36: strand.ClassicGroupStep
+	(*ConsumerGroupHeartbeatResponse)(nil),       // 37: strand.ConsumerGroupHeartbeatResponse
+	(*OffsetCommitPartition)(nil),                // 38: strand.OffsetCommitPartition
+	(*OffsetCommitRequest)(nil),                  // 39: strand.OffsetCommitRequest
+	(*OffsetCommitResponse)(nil),                 // 40: strand.OffsetCommitResponse
+	(*OffsetFetchRequest)(nil),                   // 41: strand.OffsetFetchRequest
+	(*GroupCommittedOffset)(nil),                 // 42: strand.GroupCommittedOffset
+	(*OffsetFetchResponse)(nil),                  // 43: strand.OffsetFetchResponse
+	(*ListGroupsRequest)(nil),                    // 44: strand.ListGroupsRequest
+	(*ListGroupsResponse)(nil),                   // 45: strand.ListGroupsResponse
+	(*DescribeGroupsRequest)(nil),                // 46: strand.DescribeGroupsRequest
+	(*GroupMember)(nil),                          // 47: strand.GroupMember
+	(*ClassicMemberState)(nil),                   // 48: strand.ClassicMemberState
+	(*DescribeGroupsResponse)(nil),               // 49: strand.DescribeGroupsResponse
+	(*DeleteGroupsRequest)(nil),                  // 50: strand.DeleteGroupsRequest
+	(*OffsetDeleteRequest)(nil),                  // 51: strand.OffsetDeleteRequest
+	(*OffsetDeleteResponse)(nil),                 // 52: strand.OffsetDeleteResponse
+	(*DeleteGroupsResponse)(nil),                 // 53: strand.DeleteGroupsResponse
+	(*AlterConfigsRequest)(nil),                  // 54: strand.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),                 // 55: strand.AlterConfigsResponse
+	(*DeleteRecordsRequest)(nil),                 // 56: strand.DeleteRecordsRequest
+	(*DeleteRecordsResponse)(nil),                // 57: strand.DeleteRecordsResponse
+	(*MoveProgress)(nil),                         // 58: strand.MoveProgress
+	(*DescribePartitionsRequest)(nil),            // 59: strand.DescribePartitionsRequest
+	(*DescribePartitionsResponse)(nil),           // 60: strand.DescribePartitionsResponse
+	(*SaslAuthenticateRequest)(nil),              // 61: strand.SaslAuthenticateRequest
+	(*SaslAuthenticateResponse)(nil),             // 62: strand.SaslAuthenticateResponse
+	(*UserCredential)(nil),                       // 63: strand.UserCredential
+	(*AlterUsersRequest)(nil),                    // 64: strand.AlterUsersRequest
+	(*AlterUsersResponse)(nil),                   // 65: strand.AlterUsersResponse
+	(*ListUsersRequest)(nil),                     // 66: strand.ListUsersRequest
+	(*ListUsersResponse)(nil),                    // 67: strand.ListUsersResponse
+	(*AclBinding)(nil),                           // 68: strand.AclBinding
+	(*AlterAclsRequest)(nil),                     // 69: strand.AlterAclsRequest
+	(*AlterAclsResponse)(nil),                    // 70: strand.AlterAclsResponse
+	(*DescribeAclsRequest)(nil),                  // 71: strand.DescribeAclsRequest
+	(*DescribeAclsResponse)(nil),                 // 72: strand.DescribeAclsResponse
+	(*Quota)(nil),                                // 73: strand.Quota
+	(*AlterQuotasRequest)(nil),                   // 74: strand.AlterQuotasRequest
+	(*AlterQuotasResponse)(nil),                  // 75: strand.AlterQuotasResponse
+	(*NodeAdminRequest)(nil),                     // 76: strand.NodeAdminRequest
+	(*NodeAdminResponse)(nil),                    // 77: strand.NodeAdminResponse
+	(*ElectLeadersRequest)(nil),                  // 78: strand.ElectLeadersRequest
+	(*ElectLeadersResponse)(nil),                 // 79: strand.ElectLeadersResponse
+	(*ClusterMembersRequest)(nil),                // 80: strand.ClusterMembersRequest
+	(*ClusterMembersResponse)(nil),               // 81: strand.ClusterMembersResponse
+	(*MetadataResponse_Node)(nil),                // 82: strand.MetadataResponse.Node
+	(*MetadataResponse_Partition)(nil),           // 83: strand.MetadataResponse.Partition
+	(*MetadataResponse_Topic)(nil),               // 84: strand.MetadataResponse.Topic
+	(*ProduceRequest_Partition)(nil),             // 85: strand.ProduceRequest.Partition
+	(*ProduceResponse_Partition)(nil),            // 86: strand.ProduceResponse.Partition
+	(*FetchRequest_Partition)(nil),               // 87: strand.FetchRequest.Partition
+	(*FetchResponse_Batch)(nil),                  // 88: strand.FetchResponse.Batch
+	(*FetchResponse_Partition)(nil),              // 89: strand.FetchResponse.Partition
+	(*ListOffsetsRequest_Partition)(nil),         // 90: strand.ListOffsetsRequest.Partition
+	(*ListOffsetsResponse_Partition)(nil),        // 91: strand.ListOffsetsResponse.Partition
+	(*CreateTopicsRequest_Topic)(nil),            // 92: strand.CreateTopicsRequest.Topic
+	(*CreatePartitionsRequest_Topic)(nil),        // 93: strand.CreatePartitionsRequest.Topic
+	(*CreatePartitionsResponse_Topic)(nil),       // 94: strand.CreatePartitionsResponse.Topic
+	(*MovePartitionsRequest_Move)(nil),           // 95: strand.MovePartitionsRequest.Move
+	(*MovePartitionsResponse_Move)(nil),          // 96: strand.MovePartitionsResponse.Move
+	(*DescribeTopicsResponse_Topic)(nil),         // 97: strand.DescribeTopicsResponse.Topic
+	(*ListGroupsResponse_Group)(nil),             // 98: strand.ListGroupsResponse.Group
+	(*DescribeGroupsResponse_Group)(nil),         // 99: strand.DescribeGroupsResponse.Group
+	(*OffsetDeleteResponse_Result)(nil),          // 100: strand.OffsetDeleteResponse.Result
+	(*DeleteGroupsResponse_Result)(nil),          // 101: strand.DeleteGroupsResponse.Result
+	(*AlterConfigsRequest_Topic)(nil),            // 102: strand.AlterConfigsRequest.Topic
+	(*AlterConfigsResponse_Topic)(nil),           // 103: strand.AlterConfigsResponse.Topic
+	(*DeleteRecordsRequest_Partition)(nil),       // 104: strand.DeleteRecordsRequest.Partition
+	(*DeleteRecordsResponse_Partition)(nil),      // 105: strand.DeleteRecordsResponse.Partition
+	(*DescribePartitionsRequest_Partition)(nil),  // 106: strand.DescribePartitionsRequest.Partition
+	(*DescribePartitionsResponse_Partition)(nil), // 107: strand.DescribePartitionsResponse.Partition
+	(*AlterUsersRequest_Upsert)(nil),             // 108: strand.AlterUsersRequest.Upsert
+	(*AlterUsersRequest_Delete)(nil),             // 109: strand.AlterUsersRequest.Delete
+	(*AlterUsersResponse_Result)(nil),            // 110: strand.AlterUsersResponse.Result
+	(*ListUsersResponse_User)(nil),               // 111: strand.ListUsersResponse.User
+	(*ElectLeadersResponse_Transfer)(nil),        // 112: strand.ElectLeadersResponse.Transfer
+	(*ClusterMembersResponse_Member)(nil),        // 113: strand.ClusterMembersResponse.Member
+	(*RaftFrame)(nil),                            // 114: strand.RaftFrame
 }
 var file_wire_proto_depIdxs = []int32{
 	0,   // 0: strand.Error.code:type_name -> strand.ErrorCode
-	7,   // 1: strand.Request.hello:type_name -> strand.HelloRequest
-	9,   // 2: strand.Request.metadata:type_name -> strand.MetadataRequest
-	11,  // 3: strand.Request.produce:type_name -> strand.ProduceRequest
-	13,  // 4: strand.Request.fetch:type_name -> strand.FetchRequest
-	15,  // 5: strand.Request.list_offsets:type_name -> strand.ListOffsetsRequest
-	18,  // 6: strand.Request.create_topics:type_name -> strand.CreateTopicsRequest
-	21,  // 7: strand.Request.delete_topics:type_name -> strand.DeleteTopicsRequest
-	27,  // 8: strand.Request.describe_topics:type_name -> strand.DescribeTopicsRequest
-	29,  // 9: strand.Request.init_producer_id:type_name -> strand.InitProducerIdRequest
-	51,  // 10: strand.Request.alter_configs:type_name -> strand.AlterConfigsRequest
-	53,  // 11: strand.Request.delete_records:type_name -> strand.DeleteRecordsRequest
-	56,  // 12: strand.Request.describe_partitions:type_name -> strand.DescribePartitionsRequest
-	31,  // 13: strand.Request.find_coordinator:type_name -> strand.FindCoordinatorRequest
-	34,  // 14: strand.Request.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatRequest
-	37,  // 15: strand.Request.offset_commit:type_name -> strand.OffsetCommitRequest
-	39,  // 16: strand.Request.offset_fetch:type_name -> strand.OffsetFetchRequest
-	42,  // 17: strand.Request.list_groups:type_name -> strand.ListGroupsRequest
-	44,  // 18: strand.Request.describe_groups:type_name -> strand.DescribeGroupsRequest
-	47,  // 19: strand.Request.delete_groups:type_name -> strand.DeleteGroupsRequest
-	48,  // 20: strand.Request.offset_delete:type_name -> strand.OffsetDeleteRequest
-	23,  // 21: strand.Request.create_partitions:type_name -> strand.CreatePartitionsRequest
-	61,  // 22: strand.Request.alter_users:type_name -> strand.AlterUsersRequest
-	63,  // 23: strand.Request.list_users:type_name -> strand.ListUsersRequest
-	66,  // 24: strand.Request.alter_acls:type_name -> strand.AlterAclsRequest
-	68,  // 25: strand.Request.describe_acls:type_name -> strand.DescribeAclsRequest
-	58,  // 26: strand.Request.sasl_authenticate:type_name -> strand.SaslAuthenticateRequest
-	71,  // 27: strand.Request.alter_quotas:type_name -> strand.AlterQuotasRequest
-	73,  // 28: strand.Request.node_admin:type_name -> strand.NodeAdminRequest
-	75,  // 29: strand.Request.elect_leaders:type_name -> strand.ElectLeadersRequest
-	77,  // 30: strand.Request.cluster_members:type_name -> strand.ClusterMembersRequest
-	25,  // 31: strand.Request.move_partitions:type_name -> strand.MovePartitionsRequest
-	111, // 32: strand.Request.raft:type_name -> strand.RaftFrame
-	4,   // 33: strand.Response.error:type_name -> strand.Error
-	8,   // 34: strand.Response.hello:type_name -> strand.HelloResponse
-	10,  // 35: strand.Response.metadata:type_name -> strand.MetadataResponse
-	12,  // 36: strand.Response.produce:type_name -> strand.ProduceResponse
-	14,  // 37: strand.Response.fetch:type_name -> strand.FetchResponse
-	16,  // 38: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
-	20,  // 39: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
-	22,  // 40: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
-	28,  // 41: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
-	30,  // 42: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
-	52,  // 43: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
-	54,  // 44: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
-	57,  // 45: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
-	32,  // 46: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
-	35,  // 47: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
-	38,  // 48: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
-	41,  // 49: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
-	43,  // 50: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
-	46,  // 51: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
-	50,  // 52: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
-	49,  // 53: strand.Response.offset_delete:type_name -> strand.OffsetDeleteResponse
-	24,  // 54: strand.Response.create_partitions:type_name -> strand.CreatePartitionsResponse
-	62,  // 55: strand.Response.alter_users:type_name -> strand.AlterUsersResponse
-	64,  // 56: strand.Response.list_users:type_name -> strand.ListUsersResponse
-	67,  // 57: strand.Response.alter_acls:type_name -> strand.AlterAclsResponse
-	69,  // 58: strand.Response.describe_acls:type_name -> strand.DescribeAclsResponse
-	59,  // 59: strand.Response.sasl_authenticate:type_name -> strand.SaslAuthenticateResponse
-	72,  // 60: strand.Response.alter_quotas:type_name -> strand.AlterQuotasResponse
-	74,  // 61: strand.Response.node_admin:type_name -> strand.NodeAdminResponse
-	76,  // 62: strand.Response.elect_leaders:type_name -> strand.ElectLeadersResponse
-	78,  // 63: strand.Response.cluster_members:type_name -> strand.ClusterMembersResponse
-	26,  // 64: strand.Response.move_partitions:type_name -> strand.MovePartitionsResponse
-	79,  // 65: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
-	81,  // 66: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
-	82,  // 67: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
-	83,  // 68: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
-	84,  // 69: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
-	86,  // 70: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
-	87,  // 71: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
-	88,  // 72: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
-	89,  // 73: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
-	4,   // 74: strand.TopicResult.error:type_name -> strand.Error
-	19,  // 75: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
-	19,  // 76: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
-	90,  // 77: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
-	91,  // 78: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
-	92,  // 79: strand.MovePartitionsRequest.moves:type_name -> strand.MovePartitionsRequest.Move
-	93,  // 80: strand.MovePartitionsResponse.moves:type_name -> strand.MovePartitionsResponse.Move
-	94,  // 81: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
-	33,  // 82: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
-	33,  // 83: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
-	36,  // 84: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
-	33,  // 85: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
-	40,  // 86: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
-	95,  // 87: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
-	33,  // 88: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
-	33,  // 89: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
-	33,  // 90: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
-	96,  // 91: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
-	33,  // 92: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
-	97,  // 93: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
-	98,  // 94: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
-	99,  // 95: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
-	100, // 96: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
-	101, // 97: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
-	102, // 98: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
-	103, // 99: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
-	104, // 100: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
-	105, // 101: strand.AlterUsersRequest.upserts:type_name -> strand.AlterUsersRequest.Upsert
-	106, // 102: strand.AlterUsersRequest.deletes:type_name -> strand.AlterUsersRequest.Delete
-	107, // 103: strand.AlterUsersResponse.results:type_name -> strand.AlterUsersResponse.Result
-	108, // 104: strand.ListUsersResponse.users:type_name -> strand.ListUsersResponse.User
-	65,  // 105: strand.AlterAclsRequest.add:type_name -> strand.AclBinding
-	65,  // 106: strand.AlterAclsRequest.remove:type_name -> strand.AclBinding
-	65,  // 107: strand.DescribeAclsResponse.bindings:type_name -> strand.AclBinding
-	70,  // 108: strand.DescribeAclsResponse.quotas:type_name -> strand.Quota
-	70,  // 109: strand.AlterQuotasRequest.quotas:type_name -> strand.Quota
-	1,   // 110: strand.NodeAdminRequest.action:type_name -> strand.NodeAction
-	109, // 111: strand.ElectLeadersResponse.transfers:type_name -> strand.ElectLeadersResponse.Transfer
-	110, // 112: strand.ClusterMembersResponse.members:type_name -> strand.ClusterMembersResponse.Member
-	4,   // 113: strand.MetadataResponse.Partition.error:type_name -> strand.Error
-	4,   // 114: strand.MetadataResponse.Topic.error:type_name -> strand.Error
-	80,  // 115: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
-	4,   // 116: strand.ProduceResponse.Partition.error:type_name -> strand.Error
-	4,   // 117: strand.FetchResponse.Partition.error:type_name -> strand.Error
-	85,  // 118: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
-	4,   // 119: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
-	17,  // 120: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
-	4,   // 121: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
-	4,   // 122: strand.MovePartitionsResponse.Move.error:type_name -> strand.Error
-	4,   // 123: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
-	17,  // 124: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	4,   // 125: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
-	45,  // 126: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
-	40,  // 127: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
-	4,   // 128: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
-	4,   // 129: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
-	17,  // 130: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
-	4,   // 131: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
-	17,  // 132: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	4,   // 133: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
-	4,   // 134: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
-	55,  // 135: strand.DescribePartitionsResponse.Partition.move_progress:type_name -> strand.MoveProgress
-	60,  // 136: strand.AlterUsersRequest.Upsert.credential:type_name -> strand.UserCredential
-	4,   // 137: strand.AlterUsersResponse.Result.error:type_name -> strand.Error
-	2,   // 138: strand.ClusterMembersResponse.Member.state:type_name -> strand.MemberState
-	3,   // 139: strand.ClusterMembersResponse.Member.role:type_name -> strand.MetadataRole
-	140, // [140:140] is the sub-list for method output_type
-	140, // [140:140] is the sub-list for method input_type
-	140, // [140:140] is the sub-list for extension type_name
-	140, // [140:140] is the sub-list for extension extendee
-	0,   // [0:140] is the sub-list for field type_name
+	8,   // 1: strand.Request.hello:type_name -> strand.HelloRequest
+	10,  // 2: strand.Request.metadata:type_name -> strand.MetadataRequest
+	12,  // 3: strand.Request.produce:type_name -> strand.ProduceRequest
+	14,  // 4: strand.Request.fetch:type_name -> strand.FetchRequest
+	16,  // 5: strand.Request.list_offsets:type_name -> strand.ListOffsetsRequest
+	19,  // 6: strand.Request.create_topics:type_name -> strand.CreateTopicsRequest
+	22,  // 7: strand.Request.delete_topics:type_name -> strand.DeleteTopicsRequest
+	28,  // 8: strand.Request.describe_topics:type_name -> strand.DescribeTopicsRequest
+	30,  // 9: strand.Request.init_producer_id:type_name -> strand.InitProducerIdRequest
+	54,  // 10: strand.Request.alter_configs:type_name -> strand.AlterConfigsRequest
+	56,  // 11: strand.Request.delete_records:type_name -> strand.DeleteRecordsRequest
+	59,  // 12: strand.Request.describe_partitions:type_name -> strand.DescribePartitionsRequest
+	32,  // 13: strand.Request.find_coordinator:type_name -> strand.FindCoordinatorRequest
+	35,  // 14: strand.Request.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatRequest
+	39,  // 15: strand.Request.offset_commit:type_name -> strand.OffsetCommitRequest
+	41,  // 16: strand.Request.offset_fetch:type_name -> strand.OffsetFetchRequest
+	44,  // 17: strand.Request.list_groups:type_name -> strand.ListGroupsRequest
+	46,  // 18: strand.Request.describe_groups:type_name -> strand.DescribeGroupsRequest
+	50,  // 19: strand.Request.delete_groups:type_name -> strand.DeleteGroupsRequest
+	51,  // 20: strand.Request.offset_delete:type_name -> strand.OffsetDeleteRequest
+	24,  // 21: strand.Request.create_partitions:type_name -> strand.CreatePartitionsRequest
+	64,  // 22: strand.Request.alter_users:type_name -> strand.AlterUsersRequest
+	66,  // 23: strand.Request.list_users:type_name -> strand.ListUsersRequest
+	69,  // 24: strand.Request.alter_acls:type_name -> strand.AlterAclsRequest
+	71,  // 25: strand.Request.describe_acls:type_name -> strand.DescribeAclsRequest
+	61,  // 26: strand.Request.sasl_authenticate:type_name -> strand.SaslAuthenticateRequest
+	74,  // 27: strand.Request.alter_quotas:type_name -> strand.AlterQuotasRequest
+	76,  // 28: strand.Request.node_admin:type_name -> strand.NodeAdminRequest
+	78,  // 29: strand.Request.elect_leaders:type_name -> strand.ElectLeadersRequest
+	80,  // 30: strand.Request.cluster_members:type_name -> strand.ClusterMembersRequest
+	26,  // 31: strand.Request.move_partitions:type_name -> strand.MovePartitionsRequest
+	114, // 32: strand.Request.raft:type_name -> strand.RaftFrame
+	5,   // 33: strand.Response.error:type_name -> strand.Error
+	9,   // 34: strand.Response.hello:type_name -> strand.HelloResponse
+	11,  // 35: strand.Response.metadata:type_name -> strand.MetadataResponse
+	13,  // 36: strand.Response.produce:type_name -> strand.ProduceResponse
+	15,  // 37: strand.Response.fetch:type_name -> strand.FetchResponse
+	17,  // 38: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
+	21,  // 39: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
+	23,  // 40: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
+	29,  // 41: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
+	31,  // 42: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
+	55,  // 43: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
+	57,  // 44: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
+	60,  // 45: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
+	33,  // 46: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
+	37,  // 47: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
+	40,  // 48: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
+	43,  // 49: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
+	45,  // 50: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
+	49,  // 51: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
+	53,  // 52: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
+	52,  // 53: strand.Response.offset_delete:type_name -> strand.OffsetDeleteResponse
+	25,  // 54: strand.Response.create_partitions:type_name -> strand.CreatePartitionsResponse
+	65,  // 55: strand.Response.alter_users:type_name -> strand.AlterUsersResponse
+	67,  // 56: strand.Response.list_users:type_name -> strand.ListUsersResponse
+	70,  // 57: strand.Response.alter_acls:type_name -> strand.AlterAclsResponse
+	72,  // 58: strand.Response.describe_acls:type_name -> strand.DescribeAclsResponse
+	62,  // 59: strand.Response.sasl_authenticate:type_name -> strand.SaslAuthenticateResponse
+	75,  // 60: strand.Response.alter_quotas:type_name -> strand.AlterQuotasResponse
+	77,  // 61: strand.Response.node_admin:type_name -> strand.NodeAdminResponse
+	79,  // 62: strand.Response.elect_leaders:type_name -> strand.ElectLeadersResponse
+	81,  // 63: strand.Response.cluster_members:type_name -> strand.ClusterMembersResponse
+	27,  // 64: strand.Response.move_partitions:type_name -> strand.MovePartitionsResponse
+	82,  // 65: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
+	84,  // 66: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
+	85,  // 67: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
+	86,  // 68: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
+	87,  // 69: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
+	89,  // 70: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
+	90,  // 71: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
+	91,  // 72: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
+	92,  // 73: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
+	5,   // 74: strand.TopicResult.error:type_name -> strand.Error
+	20,  // 75: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
+	20,  // 76: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
+	93,  // 77: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
+	94,  // 78: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
+	95,  // 79: strand.MovePartitionsRequest.moves:type_name -> strand.MovePartitionsRequest.Move
+	96,  // 80: strand.MovePartitionsResponse.moves:type_name -> strand.MovePartitionsResponse.Move
+	97,  // 81: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
+	34,  // 82: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
+	36,  // 83: strand.ConsumerGroupHeartbeatRequest.classic:type_name -> strand.ClassicGroupStep
+	1,   // 84: strand.ClassicGroupStep.step:type_name -> strand.ClassicStep
+	34,  // 85: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
+	38,  // 86: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
+	34,  // 87: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
+	42,  // 88: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
+	98,  // 89: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
+	34,  // 90: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
+	34,  // 91: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
+	34,  // 92: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
+	48,  // 93: strand.GroupMember.classic:type_name -> strand.ClassicMemberState
+	34,  // 94: strand.ClassicMemberState.given:type_name -> strand.GroupTopicPartitions
+	34,  // 95: strand.ClassicMemberState.held:type_name -> strand.GroupTopicPartitions
+	99,  // 96: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
+	34,  // 97: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
+	100, // 98: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
+	101, // 99: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
+	102, // 100: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
+	103, // 101: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
+	104, // 102: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
+	105, // 103: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
+	106, // 104: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
+	107, // 105: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
+	108, // 106: strand.AlterUsersRequest.upserts:type_name -> strand.AlterUsersRequest.Upsert
+	109, // 107: strand.AlterUsersRequest.deletes:type_name -> strand.AlterUsersRequest.Delete
+	110, // 108: strand.AlterUsersResponse.results:type_name -> strand.AlterUsersResponse.Result
+	111, // 109: strand.ListUsersResponse.users:type_name -> strand.ListUsersResponse.User
+	68,  // 110: strand.AlterAclsRequest.add:type_name -> strand.AclBinding
+	68,  // 111: strand.AlterAclsRequest.remove:type_name -> strand.AclBinding
+	68,  // 112: strand.DescribeAclsResponse.bindings:type_name -> strand.AclBinding
+	73,  // 113: strand.DescribeAclsResponse.quotas:type_name -> strand.Quota
+	73,  // 114: strand.AlterQuotasRequest.quotas:type_name -> strand.Quota
+	2,   // 115: strand.NodeAdminRequest.action:type_name -> strand.NodeAction
+	112, // 116: strand.ElectLeadersResponse.transfers:type_name -> strand.ElectLeadersResponse.Transfer
+	113, // 117: strand.ClusterMembersResponse.members:type_name -> strand.ClusterMembersResponse.Member
+	5,   // 118: strand.MetadataResponse.Partition.error:type_name -> strand.Error
+	5,   // 119: strand.MetadataResponse.Topic.error:type_name -> strand.Error
+	83,  // 120: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
+	5,   // 121: strand.ProduceResponse.Partition.error:type_name -> strand.Error
+	5,   // 122: strand.FetchResponse.Partition.error:type_name -> strand.Error
+	88,  // 123: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
+	5,   // 124: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
+	18,  // 125: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
+	5,   // 126: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
+	5,   // 127: strand.MovePartitionsResponse.Move.error:type_name -> strand.Error
+	5,   // 128: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
+	18,  // 129: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	5,   // 130: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
+	47,  // 131: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
+	42,  // 132: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
+	5,   // 133: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
+	5,   // 134: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
+	18,  // 135: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
+	5,   // 136: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
+	18,  // 137: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	5,   // 138: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
+	5,   // 139: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
+	58,  // 140: strand.DescribePartitionsResponse.Partition.move_progress:type_name -> strand.MoveProgress
+	63,  // 141: strand.AlterUsersRequest.Upsert.credential:type_name -> strand.UserCredential
+	5,   // 142: strand.AlterUsersResponse.Result.error:type_name -> strand.Error
+	3,   // 143: strand.ClusterMembersResponse.Member.state:type_name -> strand.MemberState
+	4,   // 144: strand.ClusterMembersResponse.Member.role:type_name -> strand.MetadataRole
+	145, // [145:145] is the sub-list for method output_type
+	145, // [145:145] is the sub-list for method input_type
+	145, // [145:145] is the sub-list for extension type_name
+	145, // [145:145] is the sub-list for extension extendee
+	0,   // [0:145] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -9100,14 +9430,14 @@ func file_wire_proto_init() {
 		(*Response_ClusterMembers)(nil),
 		(*Response_MovePartitions)(nil),
 	}
-	file_wire_proto_msgTypes[81].OneofWrappers = []any{}
+	file_wire_proto_msgTypes[83].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   107,
+			NumEnums:      5,
+			NumMessages:   109,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
