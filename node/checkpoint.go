@@ -350,7 +350,7 @@ func readFile(disk raftlog.Disk, name string) ([]byte, error) {
 // removes older checkpoints. Errors are fatal like any failed write.
 func (c *Core) writeCheckpoint(g *group) error {
 	if err := c.checkpoint(g); err != nil {
-		if errors.Is(err, raftlog.ErrNoSpace) && g.meta == nil {
+		if errors.Is(err, raftlog.ErrNoSpace) && g.sm.policy().skipCheckpointOnFull {
 			// A checkpoint is an optimisation: skipped on a full disk
 			// (diskfull.go), tried again CheckpointEntries later.
 			g.logs.log(slog.LevelWarn, "checkpoint skipped: disk full", slog.Any("err", err))
@@ -378,16 +378,9 @@ func (c *Core) checkpoint(g *group) error {
 	}
 	dir := g.dir + "/checkpoint"
 	ck := &checkpoint{raftIndex: g.appliedRaft, confState: g.confState}
-	var state []byte
-	if g.meta != nil {
-		state = g.meta.Snapshot()
-	} else {
-		if err := c.appendIndex(g); err != nil {
-			return err
-		}
-		ck.indexed = true
-		ck.indexStart, ck.indexEnd = g.part.IndexOrdinals()
-		state = c.bugCheckpointState(g.part.StateSnapshot())
+	state, err := g.sm.checkpointState(c, g, ck)
+	if err != nil {
+		return err
 	}
 	name := fmt.Sprintf("%020d", g.appliedRaft)
 	if err := writeFile(c.cfg.Disk, dir+"/"+name, encodeCheckpoint(ck, state)); err != nil {
@@ -403,10 +396,7 @@ func (c *Core) checkpoint(g *group) error {
 	if err := removeFiles(c.cfg.Disk, dir, names, func(n string) bool { return n != name }); err != nil {
 		return err
 	}
-	if g.meta == nil {
-		return c.freeIndex(g, ck.indexStart)
-	}
-	return nil
+	return g.sm.checkpointWritten(c, g, ck)
 }
 
 // appendIndex writes the index records g's chunks lack: those of ordinals

@@ -366,7 +366,7 @@ type Core struct {
 	// The metadata group, the
 	// proposals waiting for their entry, and the metadata version whose
 	// placement the hosted replicas reflect.
-	meta        *group
+	meta        *metaGroup
 	metaWaits   map[uint64]*metaWait // by proposal id; lookup only
 	metaQueue   []*metaWait          // in proposal order, for timeouts
 	metaVersion uint64

@@ -136,7 +136,7 @@ func (c *Core) saneMessage(g *group, from NodeID, m *raftpb.Message) bool {
 	if NodeID(m.GetTo()) != c.cfg.ID || NodeID(m.GetFrom()) != from || !g.isReplica(from) {
 		return false
 	}
-	if g.meta != nil {
+	if g.sm.policy().forwardsProposals {
 		// The metadata group forwards followers' proposals and reads to
 		// the leader (raft sends both without a term).
 		switch m.GetType() {
@@ -214,21 +214,7 @@ func saneEntries(g *group, m *raftpb.Message) bool {
 		switch e.GetType() {
 		case raftpb.EntryNormal:
 		case raftpb.EntryConfChange, raftpb.EntryConfChangeV2:
-			if g.meta != nil {
-				if !saneMetaConfChange(e) { // the metadata group's membership changes (members.go)
-					return false
-				}
-				break
-			}
-			if e.GetType() == raftpb.EntryConfChangeV2 {
-				if !saneConfChangeV2(e.GetData()) { // a partition move's steps (moves.go)
-					return false
-				}
-				break
-			}
-			// A bootstrap entry: over the bootstrap set, which a later
-			// move may have left.
-			if !saneBootstrapConfChange(e.GetData()) {
+			if !g.sm.saneConfChange(e) { // membership changes, moves, the bootstrap
 				return false
 			}
 		default:
