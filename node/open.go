@@ -53,6 +53,7 @@ func Open(cfg Config) (*Core, error) {
 	c := &Core{cfg: cfg, byTP: make(map[TopicPartition]*group), metaWaits: make(map[uint64]*metaWait),
 		syncsInFlight: make(map[uint64]syncJob), ready: readyMarks{all: true},
 	}
+	c.registerServices()
 	c.rand = cfg.Rand
 	c.log = coreLog{h: cfg.Logger.Handler()}.with(slog.Uint64("node", uint64(cfg.ID)))
 	if c.rand == nil {

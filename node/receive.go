@@ -225,8 +225,9 @@ func saneEntries(g *group, m *raftpb.Message) bool {
 	return true
 }
 
-// Tick advances every group's raft clock by one tick, in order, and fails
-// requests that waited RequestTimeoutTicks.
+// Tick advances every group's raft clock by one tick, in order, fails
+// requests that waited RequestTimeoutTicks, and runs the registered
+// services (services.go).
 func (c *Core) Tick() {
 	defer c.flush()
 	if c.closed {
@@ -235,8 +236,7 @@ func (c *Core) Tick() {
 	c.ticks++
 	raftTick := c.ticks%uint64(c.cfg.TicksPerRaftTick) == 0
 	if raftTick {
-		c.checkStall() // first: the liveness frames carry its verdict
-		c.livenessRaftTick()
+		c.tickServices(true) // services.go
 	}
 	expire := c.nextWaitExpiry != 0 && c.ticks >= c.nextWaitExpiry
 	if expire {
@@ -255,21 +255,7 @@ func (c *Core) Tick() {
 	if len(c.outbox) > 0 {
 		c.sendFrames() // quiesce heartbeats
 	}
-	if c.meta != nil {
-		c.expireMetaWaits()
-		c.maybeRegister()
-		c.maybeChangeMembership()
-		c.maybeReportLeaders()
-	}
-	c.retentionTick()
-	c.expireSessions()
-	c.sweepGroups()
-	c.rejoinTick()
-	c.campaignFresh()
-	c.moveTick()
-	c.runRepairs()
-	c.checkSpace()
-	c.refillThrottle()
+	c.tickServices(false)
 }
 
 // noteWait keeps nextWaitExpiry at most a new wait's deadline.

@@ -249,3 +249,9 @@ func (m *metadataSM) logAttrs(tp TopicPartition) []slog.Attr { return groupAttrs
 func (m *metadataSM) policy() replicaPolicy {
 	return replicaPolicy{forwardsProposals: true, control: true}
 }
+
+// The two state machines the host runs today.
+var (
+	_ stateMachine = partitionSM{}
+	_ stateMachine = (*metadataSM)(nil)
+)
