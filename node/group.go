@@ -67,14 +67,6 @@ type group struct {
 
 	appliedRaft     uint64 // last raft index applied to the engine
 	checkpointIndex uint64 // raft index of the last checkpoint written
-	// The offset index chunks of the partition's checkpoints: indexKnown
-	// when they match the engine's ordinals (its state came from an SCK2
-	// checkpoint or a previous checkpoint cleared them), indexWritten the
-	// ordinal below which they hold every record, indexFreed the ordinal
-	// below which no chunk is left.
-	indexKnown   bool
-	indexWritten int64
-	indexFreed   int64
 	// rejoin is the replica's disk-loss recovery (rejoin.go); nil when it
 	// never lost its state.
 	rejoin *rejoin
@@ -155,7 +147,7 @@ func newGroup(tp TopicPartition, replicas []NodeID, dir string) *group {
 		byIndex:    make(map[uint64]*produceWait),
 		readBy:     make(map[uint64]*readWait),
 	}
-	g.sm = partitionSM{g}
+	g.sm = &partitionSM{g: g}
 	return g
 }
 

@@ -490,7 +490,7 @@ func (c *Core) MetadataStatus() (GroupStatus, bool) {
 	}
 	st := c.groupStatus(c.meta.group)
 	st.HighWatermark = int64(c.meta.meta.Version())
-	st.Digest = c.meta.metadataDigest()
+	st.Digest = c.meta.digest()
 	return st, true
 }
 

@@ -317,7 +317,7 @@ func (c *Core) AppendStatus(dst []GroupStatus) []GroupStatus {
 		st := c.groupStatus(g)
 		st.HighWatermark = g.part.HighWatermark()
 		st.LogStartOffset = g.part.LogStartOffset()
-		st.Digest = g.part.Digest()
+		st.Digest = g.sm.digest()
 		st.TailDigest = g.part.TailDigest()
 		out = append(out, st)
 	}

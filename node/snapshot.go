@@ -202,7 +202,7 @@ func (c *Core) restoreFromSnapshot(g *group, part *engine.Partition, conf *raftp
 	g.confState = proto.Clone(conf).(*raftpb.ConfState)
 	g.storage.confState = g.confState
 	c.noteConfApplied(g, g.appliedRaft)
-	g.indexKnown, g.indexWritten = false, 0
+	g.sm.replacedBySnapshot()
 	g.ret.compactor = nil
 }
 

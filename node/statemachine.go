@@ -44,6 +44,12 @@ type stateMachine interface {
 	// checkpointWritten runs once the header ck is durable and older
 	// headers are gone.
 	checkpointWritten(c *Core, g *group, ck *checkpoint) error
+	// replacedBySnapshot follows the host's replacing the state with a raft
+	// snapshot's (snapshot.go; only with policy().raftSnapshots).
+	replacedBySnapshot()
+	// digest is a hash of the replicated state, equal on replicas at the
+	// same applied index (GroupStatus.Digest).
+	digest() uint64
 	// knownPeer reports whether id, not among g's replicas, is a peer
 	// anyway (see group.isReplica).
 	knownPeer(id NodeID) bool
@@ -94,11 +100,21 @@ type replicaPolicy struct {
 
 // partitionSM is a topic partition's state machine: g.part, the engine,
 // which the partition services (produce, fetch, retention, groups) also
-// read directly.
-type partitionSM struct{ g *group }
+// read directly, and the bookkeeping of its checkpoints' index chunks.
+type partitionSM struct {
+	g *group
+	// The offset index chunks of the partition's checkpoints
+	// (checkpoint.go): indexKnown when they match the engine's ordinals
+	// (its state came from an SCK2 checkpoint or a previous checkpoint
+	// cleared them), indexWritten the ordinal below which they hold every
+	// record, indexFreed the ordinal below which no chunk is left.
+	indexKnown   bool
+	indexWritten int64
+	indexFreed   int64
+}
 
 // applyCommand applies a produce and completes its acks=all wait.
-func (p partitionSM) applyCommand(c *Core, g *group, e *raftpb.Entry, engineIndex uint64) {
+func (p *partitionSM) applyCommand(c *Core, g *group, e *raftpb.Entry, engineIndex uint64) {
 	res := g.part.Apply(engineIndex, e.GetData())
 	w := g.byIndex[e.GetIndex()]
 	if w == nil {
@@ -114,29 +130,29 @@ func (p partitionSM) applyCommand(c *Core, g *group, e *raftpb.Entry, engineInde
 	c.finishProduce(g, w, produceResult(res, c.cfg.ID))
 }
 
-func (p partitionSM) applyEmpty(index uint64) { p.g.part.ApplyEmpty(index) }
+func (p *partitionSM) applyEmpty(index uint64) { p.g.part.ApplyEmpty(index) }
 
-func (partitionSM) confApplied(*Core, raftpb.ConfChangeI) {}
+func (p *partitionSM) confApplied(*Core, raftpb.ConfChangeI) {}
 
-func (partitionSM) loadCheckpoint(disk raftlog.Disk, dir string, indexMax uint64) (*checkpoint, error) {
+func (p *partitionSM) loadCheckpoint(disk raftlog.Disk, dir string, indexMax uint64) (*checkpoint, error) {
 	return loadCheckpoint(disk, dir, indexMax, false)
 }
 
-func (partitionSM) restoreCheckpoint(c *Core, g *group, ck *checkpoint) bool {
+func (p *partitionSM) restoreCheckpoint(c *Core, g *group, ck *checkpoint) bool {
 	g.part = ck.partition
 	c.bugForgetProducers(g)
 	c.bugRestoreIndexTimes(g)
-	g.indexKnown, g.indexWritten = ck.indexed, ck.indexEnd
+	p.indexKnown, p.indexWritten = ck.indexed, ck.indexEnd
 	g.checkpointIndex = ck.raftIndex
 	return c.bugReapply(g)
 }
 
-func (partitionSM) startEmpty(g *group) { g.part = engine.NewPartition() }
+func (p *partitionSM) startEmpty(g *group) { g.part = engine.NewPartition() }
 
 // checkpointState writes the index chunks first and returns an SCK2
 // header's state (checkpoint.go).
-func (partitionSM) checkpointState(c *Core, g *group, ck *checkpoint) ([]byte, error) {
-	if err := c.appendIndex(g); err != nil {
+func (p *partitionSM) checkpointState(c *Core, g *group, ck *checkpoint) ([]byte, error) {
+	if err := p.appendIndex(c.cfg.Disk, g.dir+"/checkpoint/index"); err != nil {
 		return nil, err
 	}
 	ck.indexed = true
@@ -144,25 +160,31 @@ func (partitionSM) checkpointState(c *Core, g *group, ck *checkpoint) ([]byte, e
 	return c.bugCheckpointState(g.part.StateSnapshot()), nil
 }
 
-func (partitionSM) checkpointWritten(c *Core, g *group, ck *checkpoint) error {
-	return c.freeIndex(g, ck.indexStart)
+func (p *partitionSM) checkpointWritten(c *Core, g *group, ck *checkpoint) error {
+	return p.freeIndex(c.cfg.Disk, g.dir+"/checkpoint/index", ck.indexStart)
 }
 
-func (partitionSM) knownPeer(NodeID) bool { return false }
+// replacedBySnapshot: the index chunks no longer match the engine's
+// ordinals; the next checkpoint rewrites them.
+func (p *partitionSM) replacedBySnapshot() { p.indexKnown, p.indexWritten = false, 0 }
+
+func (p *partitionSM) digest() uint64 { return p.g.part.Digest() }
+
+func (p *partitionSM) knownPeer(NodeID) bool { return false }
 
 // saneConfChange accepts a partition move's steps (moves.go) and the
 // bootstrap entry, over the bootstrap set, which a later move may have
 // left.
-func (partitionSM) saneConfChange(e *raftpb.Entry) bool {
+func (p *partitionSM) saneConfChange(e *raftpb.Entry) bool {
 	if e.GetType() == raftpb.EntryConfChangeV2 {
 		return saneConfChangeV2(e.GetData())
 	}
 	return saneBootstrapConfChange(e.GetData())
 }
 
-func (partitionSM) logAttrs(tp TopicPartition) []slog.Attr { return groupAttrs(tp, false) }
+func (p *partitionSM) logAttrs(tp TopicPartition) []slog.Attr { return groupAttrs(tp, false) }
 
-func (partitionSM) policy() replicaPolicy {
+func (p *partitionSM) policy() replicaPolicy {
 	return replicaPolicy{raftSnapshots: true, leaderBoundWaits: true, quiesces: true, readBudgeted: true,
 		reportsLeadership: true, freshCampaigns: true, repairable: true, skipCheckpointOnFull: true}
 }
@@ -171,13 +193,13 @@ func (partitionSM) policy() replicaPolicy {
 // so the metadata services read the state as c.meta.meta.
 type metadataSM struct {
 	meta *metadata.State
-	// digest caches meta.Digest() (which rehashes the state) for the
+	// digestCache caches meta.Digest() (which rehashes the state) for the
 	// state digestOf at its applied index digestAt: the metadata state
 	// changes only in Apply, and every Apply advances the index. (Version
 	// is no key: some commands change the state without a bump.)
-	digest   uint64
-	digestOf *metadata.State
-	digestAt uint64
+	digestCache uint64
+	digestOf    *metadata.State
+	digestAt    uint64
 }
 
 // metaGroup is the metadata group: its replica and its state machine.
@@ -186,12 +208,12 @@ type metaGroup struct {
 	*metadataSM
 }
 
-// metadataDigest is meta.Digest(), computed once per applied index.
-func (m *metadataSM) metadataDigest() uint64 {
+// digest is meta.Digest(), computed once per applied index.
+func (m *metadataSM) digest() uint64 {
 	if m.digestOf != m.meta || m.digestAt != m.meta.AppliedIndex() {
-		m.digest, m.digestOf, m.digestAt = m.meta.Digest(), m.meta, m.meta.AppliedIndex()
+		m.digestCache, m.digestOf, m.digestAt = m.meta.Digest(), m.meta, m.meta.AppliedIndex()
 	}
-	return m.digest
+	return m.digestCache
 }
 
 // applyCommand applies a metadata command and ends its wait (meta.go).
@@ -232,6 +254,10 @@ func (m *metadataSM) checkpointWritten(*Core, *group, *checkpoint) error { retur
 // in its configuration. Seeds 37 (the registration applied, the
 // configuration change not) and 2 (neither: wiped) of TestSimJoins failed
 // before.
+// replacedBySnapshot is never called: the metadata group takes no raft
+// snapshots (policy).
+func (m *metadataSM) replacedBySnapshot() {}
+
 func (m *metadataSM) knownPeer(id NodeID) bool {
 	if id == 0 {
 		return false
@@ -252,6 +278,6 @@ func (m *metadataSM) policy() replicaPolicy {
 
 // The two state machines the host runs today.
 var (
-	_ stateMachine = partitionSM{}
+	_ stateMachine = (*partitionSM)(nil)
 	_ stateMachine = (*metadataSM)(nil)
 )
