@@ -340,7 +340,7 @@ func (c *Core) handleDescribeTopics(req *strandpb.DescribeTopicsRequest, answer 
 		answer(&strandpb.Response{Error: c.wireError(ErrBusy, 0, nil)})
 		return
 	}
-	c.readIndex(c.meta, term, func(*group) { describe() }, func(err error, _ NodeID) {
+	c.readIndex(c.meta.group, term, func(*group) { describe() }, func(err error, _ NodeID) {
 		if errors.Is(err, ErrTimeout) {
 			err = fmt.Errorf("%w (metadata read)", ErrTimeout)
 		}

@@ -350,7 +350,7 @@ func readFile(disk raftlog.Disk, name string) ([]byte, error) {
 // removes older checkpoints. Errors are fatal like any failed write.
 func (c *Core) writeCheckpoint(g *group) error {
 	if err := c.checkpoint(g); err != nil {
-		if errors.Is(err, raftlog.ErrNoSpace) && g.meta == nil {
+		if errors.Is(err, raftlog.ErrNoSpace) && g.sm.policy().skipCheckpointOnFull {
 			// A checkpoint is an optimisation: skipped on a full disk
 			// (diskfull.go), tried again CheckpointEntries later.
 			g.logs.log(slog.LevelWarn, "checkpoint skipped: disk full", slog.Any("err", err))
@@ -378,16 +378,9 @@ func (c *Core) checkpoint(g *group) error {
 	}
 	dir := g.dir + "/checkpoint"
 	ck := &checkpoint{raftIndex: g.appliedRaft, confState: g.confState}
-	var state []byte
-	if g.meta != nil {
-		state = g.meta.Snapshot()
-	} else {
-		if err := c.appendIndex(g); err != nil {
-			return err
-		}
-		ck.indexed = true
-		ck.indexStart, ck.indexEnd = g.part.IndexOrdinals()
-		state = c.bugCheckpointState(g.part.StateSnapshot())
+	state, err := g.sm.checkpointState(c, g, ck)
+	if err != nil {
+		return err
 	}
 	name := fmt.Sprintf("%020d", g.appliedRaft)
 	if err := writeFile(c.cfg.Disk, dir+"/"+name, encodeCheckpoint(ck, state)); err != nil {
@@ -403,31 +396,29 @@ func (c *Core) checkpoint(g *group) error {
 	if err := removeFiles(c.cfg.Disk, dir, names, func(n string) bool { return n != name }); err != nil {
 		return err
 	}
-	if g.meta == nil {
-		return c.freeIndex(g, ck.indexStart)
-	}
-	return nil
+	return g.sm.checkpointWritten(c, g, ck)
 }
 
-// appendIndex writes the index records g's chunks lack: those of ordinals
-// from g.indexWritten (or the index start) to the index end. When g's engine
-// did not come from an SCK2 checkpoint, the ordinals may differ from the
-// chunks' (an SCK1 restore numbers from 0), so the chunks are cleared first.
-func (c *Core) appendIndex(g *group) error {
-	dir := g.dir + "/checkpoint/index"
-	if !g.indexKnown {
-		names, err := c.cfg.Disk.List(dir)
+// appendIndex writes the index records the chunks in dir lack: those of
+// ordinals from indexWritten (or the index start) to the index end. When
+// the engine did not come from an SCK2 checkpoint, the ordinals may differ
+// from the chunks' (an SCK1 restore numbers from 0), so the chunks are
+// cleared first.
+func (p *partitionSM) appendIndex(disk raftlog.Disk, dir string) error {
+	if !p.indexKnown {
+		names, err := disk.List(dir)
 		if err != nil {
 			return err
 		}
-		if err := removeFiles(c.cfg.Disk, dir, names, func(string) bool { return true }); err != nil {
+		if err := removeFiles(disk, dir, names, func(string) bool { return true }); err != nil {
 			return err
 		}
-		g.indexKnown, g.indexWritten = true, 0
+		p.indexKnown, p.indexWritten = true, 0
 	}
-	start, end := g.part.IndexOrdinals()
-	from := max(g.indexWritten, start)
-	batches := g.part.IndexSince(from)
+	part := p.g.part
+	start, end := part.IndexOrdinals()
+	from := max(p.indexWritten, start)
+	batches := part.IndexSince(from)
 	created := false
 	var buf []byte
 	for from < end {
@@ -437,38 +428,37 @@ func (c *Core) appendIndex(g *group) error {
 		for i := range n {
 			buf = appendIndexRecord(buf, &batches[i])
 		}
-		if err := writeAtSync(c.cfg.Disk, dir+"/"+indexChunkName(from), buf, (from-first)*indexRecordBytes); err != nil {
+		if err := writeAtSync(disk, dir+"/"+indexChunkName(from), buf, (from-first)*indexRecordBytes); err != nil {
 			return err
 		}
 		created = created || from == first
 		batches, from = batches[n:], from+n
 	}
 	if created {
-		if err := c.cfg.Disk.SyncDir(dir); err != nil {
+		if err := disk.SyncDir(dir); err != nil {
 			return err
 		}
 	}
-	g.indexWritten = end
+	p.indexWritten = end
 	return nil
 }
 
 // freeIndex removes the chunks wholly below ordinal start, which no durable
 // checkpoint names any more. It lists the directory only when start crossed
 // a chunk boundary since the last call, so it is O(1) amortized.
-func (c *Core) freeIndex(g *group, start int64) error {
+func (p *partitionSM) freeIndex(disk raftlog.Disk, dir string, start int64) error {
 	keep := start - start%indexChunkRecords
-	if keep <= g.indexFreed {
+	if keep <= p.indexFreed {
 		return nil
 	}
-	dir := g.dir + "/checkpoint/index"
-	names, err := c.cfg.Disk.List(dir)
+	names, err := disk.List(dir)
 	if err != nil {
 		return err
 	}
-	if err := removeFiles(c.cfg.Disk, dir, names, func(n string) bool { return n < indexChunkName(keep) }); err != nil {
+	if err := removeFiles(disk, dir, names, func(n string) bool { return n < indexChunkName(keep) }); err != nil {
 		return err
 	}
-	g.indexFreed = keep
+	p.indexFreed = keep
 	return nil
 }
 

@@ -363,10 +363,12 @@ type Core struct {
 	byTP   map[TopicPartition]*group // partition replicas only
 	rand   *rand.Rand                // metadata proposal ids: seeded from Config.Rand and the boot count
 
+	services []tickService // what Tick runs, in order (services.go)
+
 	// The metadata group, the
 	// proposals waiting for their entry, and the metadata version whose
 	// placement the hosted replicas reflect.
-	meta        *group
+	meta        *metaGroup
 	metaWaits   map[uint64]*metaWait // by proposal id; lookup only
 	metaQueue   []*metaWait          // in proposal order, for timeouts
 	metaVersion uint64

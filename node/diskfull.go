@@ -203,7 +203,7 @@ func (c *Core) replicaOrder(g *group, st raft.Status) []NodeID {
 // reads go on). A full node's metadata replica leads on unless its own
 // write was refused.
 func (c *Core) holdsOffLeadership(g *group) bool {
-	if g == c.meta && !c.stall.stalled {
+	if g.sm.policy().control && !c.stall.stalled {
 		return c.space.full && c.space.metaRefused
 	}
 	if !c.cannotWrite() {
@@ -250,10 +250,10 @@ func (c *Core) dropForSpace(g *group, m *raftpb.Message) bool {
 	if m.GetType() == raftpb.MsgTimeoutNow && c.holdsOffLeadership(g) {
 		return true // a transfer to a full node: the old leader aborts it
 	}
-	if !c.space.full || m.GetType() != raftpb.MsgApp || g.meta != nil && !c.space.metaRefused {
+	if !c.space.full || m.GetType() != raftpb.MsgApp || g.sm.policy().control && !c.space.metaRefused {
 		return false
 	}
-	if g.meta != nil {
+	if g.sm.policy().control {
 		return len(m.GetEntries()) > 0 // its log write failed: no appends until space returns
 	}
 	for _, e := range m.GetEntries() {
@@ -276,7 +276,7 @@ func (c *Core) writeRefused(g *group, err error) bool {
 	g.logs.log(slog.LevelWarn, "disk full: raft log write refused; the replica reopens from its files and the node goes on",
 		slog.Any("err", err))
 	c.noSpace()
-	if g == c.meta {
+	if g.sm.policy().control {
 		c.space.metaRefused = true
 		if rerr := c.reopenMeta(g); rerr != nil {
 			g.logs.log(slog.LevelError, "reopen of the metadata log after a full disk failed; the node stops", slog.Any("err", rerr))
@@ -303,7 +303,7 @@ func (c *Core) writeRefused(g *group, err error) bool {
 // writeRefused survives: a write refused for space, of a partition replica
 // or of the metadata group.
 func (c *Core) spaceRefusable(g *group, err error) bool {
-	return errors.Is(err, raftlog.ErrNoSpace) && (g == c.meta || c.byTP[g.tp] == g)
+	return errors.Is(err, raftlog.ErrNoSpace) && c.hosted(g)
 }
 
 // reopenMeta reopens the metadata group's raft log from its files after a

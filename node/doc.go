@@ -12,6 +12,17 @@
 // hosts what it places here, in tests and the simulator too. Rejected: a static mode for tests (two
 // paths drift).
 //
+// # State machines and services
+//
+// Each group (a replica: raft log, RawNode, waits, pipeline state) hosts one stateMachine
+// (statemachine.go): partitionSM, a partition's engine, or metadataSM, the cluster metadata. The
+// host (open, process, checkpoint, snapshot, receive) applies entries, checkpoints and restores
+// through it and never asks which kind a group holds; where the host's behaviour differs it reads a
+// named field of the state machine's replicaPolicy (quiesces, repairable, raftSnapshots, control,
+// ...). The next state machines (transaction coordinator, tiered-storage metadata) implement the
+// same interface. Tick advances the groups' raft clocks and runs the subsystems registered in
+// services.go, in their fixed order.
+//
 // # Replicas and raft configuration
 //
 // A replica lives in p/<topic>@<topicID>/<partition>/ (raft log in log/, checkpoints in

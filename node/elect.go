@@ -33,7 +33,7 @@ const freshCampaignsMax = 5
 // noteFreshLead queues g for an early campaign when it is a new
 // partition's preferred replica (see above).
 func (c *Core) noteFreshLead(g *group, spec PartitionSpec) {
-	if g.meta != nil || g.rejoin != nil || len(spec.Replicas) == 0 || spec.Replicas[0] != c.cfg.ID ||
+	if !g.sm.policy().freshCampaigns || g.rejoin != nil || len(spec.Replicas) == 0 || spec.Replicas[0] != c.cfg.ID ||
 		len(spec.Target) > 0 || len(spec.Leaving) > 0 ||
 		(len(spec.Bootstrap) > 0 && !slices.Equal(sortedIDs(spec.Bootstrap), sortedIDs(spec.Replicas))) {
 		return

@@ -51,7 +51,7 @@ func (c *Core) serveDeferredReads() {
 // fetchBudgetSpent tells whether reads of g must wait for the next Process
 // call, and if so queues g for it.
 func (c *Core) fetchBudgetSpent(g *group) bool {
-	if g.meta != nil || c.fetchBudget.left > 0 {
+	if !g.sm.policy().readBudgeted || c.fetchBudget.left > 0 {
 		return false
 	}
 	if !g.readsDeferred {

@@ -29,19 +29,16 @@ type group struct {
 	wire        string  // the topic its raft messages carry (see wireTopic)
 	logs        coreLog // records carry node and the group's topic and partition
 
-	log       *raftlog.Log
-	storage   *groupStorage
-	raw       *raft.RawNode
-	part      *engine.Partition // nil for the metadata group
-	meta      *metadata.State   // the metadata group's state; nil for a partition
+	log     *raftlog.Log
+	storage *groupStorage
+	raw     *raft.RawNode
+	// sm is the replicated state: the partition's engine or the cluster
+	// metadata (statemachine.go). The host reaches it only through sm.
+	sm stateMachine
+	// part is the partition state machine's engine, which the partition
+	// services read; nil in the metadata group.
+	part      *engine.Partition
 	confState *raftpb.ConfState // as of appliedRaft, for checkpoints
-	// metaDigest caches meta.Digest() (which rehashes the state) for the
-	// state metaDigestOf at its applied index metaDigestAt: the metadata
-	// state changes only in Apply, and every Apply advances the index.
-	// (Version is no key: some commands change the state without a bump.)
-	metaDigest   uint64
-	metaDigestOf *metadata.State
-	metaDigestAt uint64
 
 	// topicID is the metadata topic id of a replica started by the
 	// metadata group. It is part of the
@@ -70,14 +67,6 @@ type group struct {
 
 	appliedRaft     uint64 // last raft index applied to the engine
 	checkpointIndex uint64 // raft index of the last checkpoint written
-	// The offset index chunks of the partition's checkpoints: indexKnown
-	// when they match the engine's ordinals (its state came from an SCK2
-	// checkpoint or a previous checkpoint cleared them), indexWritten the
-	// ordinal below which they hold every record, indexFreed the ordinal
-	// below which no chunk is left.
-	indexKnown   bool
-	indexWritten int64
-	indexFreed   int64
 	// rejoin is the replica's disk-loss recovery (rejoin.go); nil when it
 	// never lost its state.
 	rejoin *rejoin
@@ -114,23 +103,6 @@ type group struct {
 	pipe groupPipe // the storage pipeline's state (pipeline.go)
 }
 
-// metadataDigest is meta.Digest(), computed once per applied index.
-func (g *group) metadataDigest() uint64 {
-	if g.metaDigestOf != g.meta || g.metaDigestAt != g.meta.AppliedIndex() {
-		g.metaDigest, g.metaDigestOf, g.metaDigestAt = g.meta.Digest(), g.meta, g.meta.AppliedIndex()
-	}
-	return g.metaDigest
-}
-
-// applyEmpty consumes an index that carries no command.
-func (g *group) applyEmpty(index uint64) {
-	if g.meta != nil {
-		g.meta.ApplyEmpty(index)
-		return
-	}
-	g.part.ApplyEmpty(index)
-}
-
 // produceWait is a produce waiting for its entry to be synced or applied.
 type produceWait struct {
 	//lint:ignore U1000 empty without -tags simbugs
@@ -163,8 +135,10 @@ type readWait struct {
 	joined []*readWait
 }
 
+// newGroup returns a partition replica's group; the metadata group replaces
+// its state machine (meta.go).
 func newGroup(tp TopicPartition, replicas []NodeID, dir string) *group {
-	return &group{
+	g := &group{
 		tp:         tp,
 		replicas:   replicas,
 		dir:        dir,
@@ -173,6 +147,8 @@ func newGroup(tp TopicPartition, replicas []NodeID, dir string) *group {
 		byIndex:    make(map[uint64]*produceWait),
 		readBy:     make(map[uint64]*readWait),
 	}
+	g.sm = &partitionSM{g: g}
+	return g
 }
 
 // leadership reports the leader this replica knows, the term, and whether
@@ -182,25 +158,15 @@ func (g *group) leadership() (lead NodeID, term uint64, leading bool) {
 	return NodeID(st.Lead), st.GetTerm(), st.RaftState == raft.StateLeader
 }
 
-// isReplica tells whether id is one of the group's peers: a replica, or
-// for the metadata group any node this node does not know as removed. A
-// member that missed a node's join (it was down, cut off, or wiped and
-// restarted over its static peers) must exchange messages with that node
-// once it leads, or it never catches up while it does; raft itself does
-// not ask whether a leader is in its configuration. Seeds 37 (the
-// registration applied, the configuration change not) and 2 (neither:
-// wiped) of TestSimJoins failed before.
+// isReplica tells whether id is one of the group's peers: a replica, or one
+// its state machine knows (metadataSM.knownPeer).
 func (g *group) isReplica(id NodeID) bool {
 	for _, r := range g.replicas {
 		if r == id {
 			return true
 		}
 	}
-	if g.meta == nil || id == 0 {
-		return false
-	}
-	n, ok := g.meta.Node(uint64(id))
-	return !ok || n.State != metadata.NodeRemoved
+	return g.sm.knownPeer(id)
 }
 
 // trimWaits drops finished waits from the front of both queues, and

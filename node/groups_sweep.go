@@ -146,7 +146,7 @@ func (c *Core) confirmTopicGone(topic string, done func(gone bool)) {
 		done(false)
 		return
 	}
-	c.readIndex(c.meta, term, func(*group) {
+	c.readIndex(c.meta.group, term, func(*group) {
 		c.completions = append(c.completions, func() {
 			_, exists := c.meta.meta.Topic(topic)
 			done(!exists)

@@ -97,7 +97,7 @@ func (c *Core) partitionLeader(t metadata.Topic, p int32) (NodeID, uint64) {
 // queueLeaderReport queues g for a leader report if it leads and is not
 // queued yet; maybeReportLeaders decides whether the report is needed.
 func (c *Core) queueLeaderReport(g *group) {
-	if c.meta == nil || g.meta != nil || g.reportQueued {
+	if c.meta == nil || !g.sm.policy().reportsLeadership || g.reportQueued {
 		return
 	}
 	if _, _, leading := g.leadership(); !leading {

@@ -152,7 +152,7 @@ func (c *Core) maybeChangeMembership() {
 	}
 	c.membershipAfter = c.ticks + uint64(c.cfg.RequestTimeoutTicks)
 	attrs := []slog.Attr{slog.String("group", "metadata"), slog.Uint64("member", uint64(step.id)), slog.String("why", step.why)}
-	c.markReady(g)
+	c.markReady(g.group)
 	if step.transferTo != 0 {
 		c.log.log(slog.LevelInfo, "metadata leader hands off leadership before its own membership change",
 			append(attrs, slog.Uint64("to", uint64(step.transferTo)))...)

@@ -54,11 +54,12 @@ func (c *Core) openMeta() error {
 	// when the driver hands in an identically seeded Rand.
 	c.rand = rand.New(rand.NewPCG(c.rand.Uint64(), boot))
 	g := newGroup(TopicPartition{Topic: metaTopic}, replicas, metaDir)
-	g.meta = metadata.New()
+	sm := &metadataSM{meta: metadata.New()}
+	g.sm = sm
 	if err := c.openRaft(g); err != nil {
 		return fmt.Errorf("node: open metadata group: %w", err)
 	}
-	c.meta = g
+	c.meta = &metaGroup{group: g, metadataSM: sm}
 	c.refreshMetaReplicas(g.confState)
 	c.groups = append(c.groups, g)
 	if c.sweepAt, err = g.log.LastIndex(); err != nil {
@@ -118,7 +119,7 @@ func (c *Core) routeMessage(topic string, partition int32) *group {
 		if partition != 0 || c.meta == nil {
 			return nil
 		}
-		return c.meta
+		return c.meta.group
 	}
 	name, topicID := topic, uint64(0)
 	if i := strings.LastIndexByte(topic, '@'); i >= 0 {
@@ -154,7 +155,7 @@ func (c *Core) reconcile() error {
 	for _, ref := range hosted {
 		want[TopicPartition{Topic: ref.Topic, Partition: ref.Partition}] = ref
 	}
-	kept := []*group{c.meta}
+	kept := []*group{c.meta.group}
 	for _, g := range c.partitionGroups() {
 		if ref, ok := want[g.tp]; ok && ref.TopicID == g.topicID {
 			g.setPlacement(refSpec(ref))
@@ -389,7 +390,7 @@ func (c *Core) proposeMeta(data []byte, timeoutTicks uint64, done func(metadata.
 		}
 		data = metadata.WithClusterSeed(data, seed)
 	}
-	c.markReady(c.meta)
+	c.markReady(c.meta.group)
 	if err := c.meta.raw.Propose(data); err != nil {
 		return fail(ErrNotController)
 	}
@@ -487,9 +488,9 @@ func (c *Core) MetadataStatus() (GroupStatus, bool) {
 	if c.meta == nil {
 		return GroupStatus{}, false
 	}
-	st := c.groupStatus(c.meta)
+	st := c.groupStatus(c.meta.group)
 	st.HighWatermark = int64(c.meta.meta.Version())
-	st.Digest = c.meta.metadataDigest()
+	st.Digest = c.meta.digest()
 	return st, true
 }
 

@@ -12,7 +12,6 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
-	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/raftlog"
 )
 
@@ -54,6 +53,7 @@ func Open(cfg Config) (*Core, error) {
 	c := &Core{cfg: cfg, byTP: make(map[TopicPartition]*group), metaWaits: make(map[uint64]*metaWait),
 		syncsInFlight: make(map[uint64]syncJob), ready: readyMarks{all: true},
 	}
+	c.registerServices()
 	c.rand = cfg.Rand
 	c.log = coreLog{h: cfg.Logger.Handler()}.with(slog.Uint64("node", uint64(cfg.ID)))
 	if c.rand == nil {
@@ -174,11 +174,18 @@ func (c *Core) openGroup(spec PartitionSpec, dir string, topicID uint64) (*group
 	return g, nil
 }
 
+// hosted reports whether g is still one of this node's groups: the
+// metadata group, or the partition replica Core.byTP holds (a removed or
+// reopened replica's finished jobs are ignored).
+func (c *Core) hosted(g *group) bool {
+	return (c.meta != nil && g == c.meta.group) || c.byTP[g.tp] == g
+}
+
 // openRaft opens g's log, restores its state machine and starts its
 // RawNode, bootstrapping an empty log over g.replicas.
 func (c *Core) openRaft(g *group) error {
 	replicas := g.bootSet()
-	rj, err := c.prepareRejoin(g.dir, g.meta != nil)
+	rj, err := c.prepareRejoin(g.dir, g.sm.policy().control)
 	if err != nil {
 		return err
 	}
@@ -189,7 +196,7 @@ func (c *Core) openRaft(g *group) error {
 	}
 	g.log = log
 	g.storage = &groupStorage{Log: log}
-	if g.meta == nil {
+	if g.sm.policy().repairable {
 		g.storage.corrupt = func(err error) { c.corruptFound(g, err) }
 	}
 	applied, err := c.restoreEngine(g)
@@ -204,7 +211,7 @@ func (c *Core) openRaft(g *group) error {
 		_ = log.Close()
 		return err
 	}
-	g.logs = c.log.with(groupAttrs(g.tp, g.meta != nil)...)
+	g.logs = c.log.with(g.sm.logAttrs(g.tp)...)
 	raw, err := raft.NewRawNode(c.raftConfig(g, applied))
 	if err != nil {
 		_ = log.Close()
@@ -289,7 +296,7 @@ func (c *Core) restoreEngine(g *group) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	ck, err := loadCheckpoint(c.cfg.Disk, g.dir+"/checkpoint", min(hs.GetCommit(), last), g.meta != nil)
+	ck, err := g.sm.loadCheckpoint(c.cfg.Disk, g.dir+"/checkpoint", min(hs.GetCommit(), last))
 	if err != nil {
 		return 0, err
 	}
@@ -301,25 +308,10 @@ func (c *Core) restoreEngine(g *group) (uint64, error) {
 		return applied, err
 	}
 	if ck == nil {
-		if g.meta == nil {
-			g.part = engine.NewPartition()
-		}
+		g.sm.startEmpty(g)
 		return 0, nil
 	}
-	if g.meta != nil {
-		g.meta = ck.meta
-		g.checkpointIndex = ck.raftIndex
-		g.storage.confState = ck.confState
-		g.confState = ck.confState
-		g.appliedRaft = ck.raftIndex
-		return ck.raftIndex, nil
-	}
-	g.part = ck.partition
-	c.bugForgetProducers(g)
-	c.bugRestoreIndexTimes(g)
-	g.indexKnown, g.indexWritten = ck.indexed, ck.indexEnd
-	g.checkpointIndex = ck.raftIndex
-	if c.bugReapply(g) {
+	if g.sm.restoreCheckpoint(c, g, ck) {
 		return 0, nil
 	}
 	g.storage.confState = ck.confState

@@ -138,7 +138,7 @@ func (c *Core) finishSync(token uint64, job syncJob, err error) {
 		return
 	}
 	g := job.g
-	if g != c.meta && c.byTP[g.tp] != g {
+	if !c.hosted(g) {
 		return
 	}
 	if g.pipe.syncing != token {

@@ -231,7 +231,7 @@ func (c *Core) checkpointNow(g *group) error {
 }
 
 // applyEntry applies one committed entry to raft's configuration or to the
-// engine, and completes the acks=all produce waiting for it.
+// group's state machine, which completes the wait for it.
 func (c *Core) applyEntry(g *group, e *raftpb.Entry) {
 	index := e.GetIndex()
 	if index != g.appliedRaft+1 {
@@ -246,10 +246,8 @@ func (c *Core) applyEntry(g *group, e *raftpb.Entry) {
 		}
 		g.confState = g.raw.ApplyConfChange(&cc)
 		c.noteConfApplied(g, index)
-		g.applyEmpty(engineIndex)
-		if g.meta != nil {
-			c.metaConfApplied(&cc)
-		}
+		g.sm.applyEmpty(engineIndex)
+		g.sm.confApplied(c, &cc)
 	case raftpb.EntryConfChangeV2:
 		var cc raftpb.ConfChangeV2
 		if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
@@ -257,30 +255,14 @@ func (c *Core) applyEntry(g *group, e *raftpb.Entry) {
 		}
 		g.confState = g.raw.ApplyConfChange(&cc)
 		c.noteConfApplied(g, index)
-		g.applyEmpty(engineIndex)
-		if g.meta != nil {
-			c.metaConfApplied(&cc)
-		}
+		g.sm.applyEmpty(engineIndex)
+		g.sm.confApplied(c, &cc)
 	default:
 		if len(e.GetData()) == 0 {
-			g.applyEmpty(engineIndex)
+			g.sm.applyEmpty(engineIndex)
 			break
 		}
-		if g.meta != nil {
-			c.metaApplied(g.meta.Apply(index, e.GetData()))
-			break
-		}
-		res := g.part.Apply(engineIndex, e.GetData())
-		if w := g.byIndex[index]; w != nil {
-			if w.term == e.GetTerm() {
-				if res.Err == nil {
-					c.noteCommitted(w)
-				}
-				c.finishProduce(g, w, produceResult(res, c.cfg.ID))
-			} else {
-				c.finishProduce(g, w, ProduceResult{Err: ErrNotLeader, BaseOffset: -1})
-			}
-		}
+		g.sm.applyCommand(c, g, e, engineIndex)
 	}
 	g.appliedRaft = index
 	if c.cfg.Observer != nil {
@@ -309,8 +291,8 @@ func (c *Core) logLeadership(g *group, ss *raft.SoftState) {
 // of an older term when it leads in a new one. Their entries may still
 // commit, so ErrNotLeader is indefinite for produces.
 func (c *Core) checkLeadership(g *group) {
-	if g.meta != nil {
-		return // metadata waits and reads end by apply or timeout
+	if !g.sm.policy().leaderBoundWaits {
+		return // the metadata group's waits and reads end by apply or timeout
 	}
 	lead, term, leading := g.leadership()
 	if leading && term == g.leaderTerm {

@@ -69,7 +69,7 @@ func (c *Core) raftTickGroup(g *group) {
 // match its log, sending each the quiesce heartbeat; it reports whether it
 // did.
 func (c *Core) maybeQuiesce(g *group) bool {
-	if g == c.meta || g.live > 0 || g.pipe.syncing != 0 || len(g.pipe.appends) > 0 || len(g.pipe.held) > 0 {
+	if !g.sm.policy().quiesces || g.live > 0 || g.pipe.syncing != 0 || len(g.pipe.appends) > 0 || len(g.pipe.held) > 0 {
 		return false
 	}
 	st := g.raw.BasicStatus()
@@ -114,7 +114,7 @@ func ptr[T any](v T) *T { return &v }
 // responses; a follower quiesces on its leader's quiesce heartbeat when it
 // holds exactly the leader's committed log; anything else wakes the group.
 func (c *Core) steppedQuiesced(g *group, wasQuiesced bool, from NodeID, m *raftpb.Message) bool {
-	if g == c.meta {
+	if !g.sm.policy().quiesces {
 		return false
 	}
 	switch m.GetType() {

@@ -65,9 +65,9 @@ func (c *Core) readyCandidates() (out []*group) {
 	r.marked = r.marked[:0]
 	slices.SortFunc(r.candidates, func(a, b *group) int {
 		switch {
-		case a == c.meta:
+		case a.sm.policy().control: // the control plane first
 			return -1
-		case b == c.meta:
+		case b.sm.policy().control:
 			return 1
 		}
 		return compareTP(a.tp, b.tp)

@@ -136,7 +136,7 @@ func (c *Core) saneMessage(g *group, from NodeID, m *raftpb.Message) bool {
 	if NodeID(m.GetTo()) != c.cfg.ID || NodeID(m.GetFrom()) != from || !g.isReplica(from) {
 		return false
 	}
-	if g.meta != nil {
+	if g.sm.policy().forwardsProposals {
 		// The metadata group forwards followers' proposals and reads to
 		// the leader (raft sends both without a term).
 		switch m.GetType() {
@@ -214,21 +214,7 @@ func saneEntries(g *group, m *raftpb.Message) bool {
 		switch e.GetType() {
 		case raftpb.EntryNormal:
 		case raftpb.EntryConfChange, raftpb.EntryConfChangeV2:
-			if g.meta != nil {
-				if !saneMetaConfChange(e) { // the metadata group's membership changes (members.go)
-					return false
-				}
-				break
-			}
-			if e.GetType() == raftpb.EntryConfChangeV2 {
-				if !saneConfChangeV2(e.GetData()) { // a partition move's steps (moves.go)
-					return false
-				}
-				break
-			}
-			// A bootstrap entry: over the bootstrap set, which a later
-			// move may have left.
-			if !saneBootstrapConfChange(e.GetData()) {
+			if !g.sm.saneConfChange(e) { // membership changes, moves, the bootstrap
 				return false
 			}
 		default:
@@ -239,8 +225,9 @@ func saneEntries(g *group, m *raftpb.Message) bool {
 	return true
 }
 
-// Tick advances every group's raft clock by one tick, in order, and fails
-// requests that waited RequestTimeoutTicks.
+// Tick advances every group's raft clock by one tick, in order, fails
+// requests that waited RequestTimeoutTicks, and runs the registered
+// services (services.go).
 func (c *Core) Tick() {
 	defer c.flush()
 	if c.closed {
@@ -249,8 +236,7 @@ func (c *Core) Tick() {
 	c.ticks++
 	raftTick := c.ticks%uint64(c.cfg.TicksPerRaftTick) == 0
 	if raftTick {
-		c.checkStall() // first: the liveness frames carry its verdict
-		c.livenessRaftTick()
+		c.tickServices(true) // services.go
 	}
 	expire := c.nextWaitExpiry != 0 && c.ticks >= c.nextWaitExpiry
 	if expire {
@@ -269,21 +255,7 @@ func (c *Core) Tick() {
 	if len(c.outbox) > 0 {
 		c.sendFrames() // quiesce heartbeats
 	}
-	if c.meta != nil {
-		c.expireMetaWaits()
-		c.maybeRegister()
-		c.maybeChangeMembership()
-		c.maybeReportLeaders()
-	}
-	c.retentionTick()
-	c.expireSessions()
-	c.sweepGroups()
-	c.rejoinTick()
-	c.campaignFresh()
-	c.moveTick()
-	c.runRepairs()
-	c.checkSpace()
-	c.refillThrottle()
+	c.tickServices(false)
 }
 
 // noteWait keeps nextWaitExpiry at most a new wait's deadline.
@@ -345,7 +317,7 @@ func (c *Core) AppendStatus(dst []GroupStatus) []GroupStatus {
 		st := c.groupStatus(g)
 		st.HighWatermark = g.part.HighWatermark()
 		st.LogStartOffset = g.part.LogStartOffset()
-		st.Digest = g.part.Digest()
+		st.Digest = g.sm.digest()
 		st.TailDigest = g.part.TailDigest()
 		out = append(out, st)
 	}

@@ -253,7 +253,7 @@ func (c *Core) rejoinTick() {
 			}
 		}
 		r := g.rejoin
-		if r.phase == rejoinDone || (g.meta == nil && c.byTP[g.tp] != g) { // done, or stopped
+		if r.phase == rejoinDone || !c.hosted(g) { // done, or stopped
 			continue
 		}
 		kept = append(kept, g)

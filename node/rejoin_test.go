@@ -25,9 +25,9 @@ func (c *cluster) wipe(id NodeID) {
 
 // rejoinPhase is g's recovery phase (0: it never lost its state).
 func rejoinPhase(core *Core, tp TopicPartition) uint8 {
-	g := core.meta
-	if tp.Topic != metaTopic {
-		g = core.byTP[tp]
+	g := core.byTP[tp]
+	if tp.Topic == metaTopic && core.meta != nil {
+		g = core.meta.group
 	}
 	if g == nil || g.rejoin == nil {
 		return 0

@@ -74,7 +74,7 @@ func (c *Core) openGroupRepairing(spec PartitionSpec, dir string, topicID uint64
 // time; the replica is rebuilt at the next Tick. It reports whether g can
 // be repaired (a partition replica: the metadata group cannot).
 func (c *Core) corruptFound(g *group, err error) bool {
-	if g.meta != nil || !errors.Is(err, raftlog.ErrCorrupt) {
+	if !g.sm.policy().repairable || !errors.Is(err, raftlog.ErrCorrupt) {
 		return false
 	}
 	if !slices.Contains(c.repairs, g) {

@@ -168,7 +168,7 @@ func (c *Core) sentSnapshot(g *group, to NodeID) {
 func (c *Core) installSnapshot(g *group, snap *raftpb.Snapshot) error {
 	index := snap.GetMetadata().GetIndex()
 	part, err := engine.RestorePartitionIndexed(snap.GetData(), nil)
-	if err != nil || part.AppliedIndex() != index || g.meta != nil {
+	if err != nil || part.AppliedIndex() != index || !g.sm.policy().raftSnapshots {
 		panic(fmt.Sprintf("node: %s/%d: raft snapshot %d not checked: %v", g.tp.Topic, g.tp.Partition, index, err))
 	}
 	if c.wal != nil {
@@ -202,7 +202,7 @@ func (c *Core) restoreFromSnapshot(g *group, part *engine.Partition, conf *raftp
 	g.confState = proto.Clone(conf).(*raftpb.ConfState)
 	g.storage.confState = g.confState
 	c.noteConfApplied(g, g.appliedRaft)
-	g.indexKnown, g.indexWritten = false, 0
+	g.sm.replacedBySnapshot()
 	g.ret.compactor = nil
 }
 
@@ -215,7 +215,7 @@ func (c *Core) restoreSnapshotAtOpen(g *group, ckIndex uint64) (uint64, bool, er
 		return 0, false, err
 	}
 	index := snap.GetMetadata().GetIndex()
-	if g.meta != nil || index == 0 || index <= ckIndex {
+	if !g.sm.policy().raftSnapshots || index == 0 || index <= ckIndex {
 		return 0, false, nil
 	}
 	part, err := engine.RestorePartitionIndexed(snap.GetData(), nil)
@@ -231,7 +231,7 @@ func (c *Core) restoreSnapshotAtOpen(g *group, ckIndex uint64) (uint64, bool, er
 // index. A snapshot raft accepts is installed; it must never fail later.
 func saneSnapshot(g *group, m *raftpb.Message) bool {
 	snap := m.GetSnapshot()
-	if g.meta != nil || snap == nil || len(m.GetEntries()) != 0 || snap.GetMetadata().GetIndex() == 0 {
+	if !g.sm.policy().raftSnapshots || snap == nil || len(m.GetEntries()) != 0 || snap.GetMetadata().GetIndex() == 0 {
 		return false
 	}
 	if !saneConfState(snap.GetMetadata().GetConfState()) {

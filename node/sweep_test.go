@@ -32,7 +32,7 @@ func TestRestartRemovesReplicaItNoLongerHosts(t *testing.T) {
 	// Node 3's metadata checkpoint now follows the delete, so its replay
 	// at restart never passes through a state that places gone here; the
 	// topic kept comes after the checkpoint.
-	if err := c.cores[3].checkpointNow(c.cores[3].meta); err != nil {
+	if err := c.cores[3].checkpointNow(c.cores[3].meta.group); err != nil {
 		t.Fatal(err)
 	}
 	c.createSpecs(replicated(3, "kept", 1))

@@ -365,7 +365,7 @@ func (c *Core) finishWALSync(token uint64, job syncJob, err error) {
 	}
 	c.stats.Syncs++
 	for _, g := range job.groups {
-		if (g != c.meta && c.byTP[g.tp] != g) || g.pipe.syncing != token {
+		if !c.hosted(g) || g.pipe.syncing != token {
 			continue // removed or reopened meanwhile
 		}
 		g.pipe.syncing = 0
