@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -296,5 +297,59 @@ func TestHoldsUnopenedJudgesFromPlacementAndDisk(t *testing.T) {
 	}
 	if !c.cores[x].holdsUnopened(wire, 0) {
 		t.Fatalf("node %d, placed but with an empty replica directory: holdsUnopened false", x)
+	}
+}
+
+// A wiped node restarted after its metadata group applied every entry it
+// must catch up to, but before it opened a replica those entries place on
+// it, must still open that replica recovering: the replica lost its state
+// too. Open advanced the metadata group's rejoin to done before it opened
+// the partitions, so the replica opened on its empty log as a new one and
+// voted at once, a second time in a term it had voted in before the wipe
+// (simulator seed 108 with clientlib's producers: two leaders in term 6).
+// The state is built by rewinding the finished rejoin: the metadata group
+// back to catching up (its checkpoint already past until) and the
+// replica's directory gone, as a crash before its open leaves them.
+func TestRestartBeforeReplicaOpenedStillRecoversIt(t *testing.T) {
+	c := newMetaCluster(t, 14, 3, func(cfg *Config) { cfg.CheckpointEntries = 2 })
+	c.createTopic(c.metaLeaderOf(), "t", 1, 3)
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	lead := c.leader(tp)
+	for i := range 5 {
+		if res := c.produce(lead, ProduceRequest{TopicPartition: tp, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, fmt.Sprintf("b%d", i), 2)}); res.Err != nil {
+			t.Fatalf("produce %d: %v", i, res.Err)
+		}
+	}
+	wiped := c.ids[(slices.Index(c.ids, lead)+1)%len(c.ids)]
+	c.wipe(wiped)
+	for i := 0; i < 500 && (len(c.hosted(wiped)) < 1 || len(c.cores[wiped].rejoining) > 0); i++ {
+		c.tick(1)
+	}
+	core := c.cores[wiped]
+	meta := core.meta.rejoin
+	if meta == nil || meta.phase != rejoinDone || rejoinPhase(core, tp) != rejoinDone {
+		t.Fatalf("wiped node did not finish recovering: metadata %+v, %v phase %d", meta, tp, rejoinPhase(core, tp))
+	}
+	dir := core.byTP[tp].dir
+	c.settle()
+	_ = core.Close()
+	c.cores[wiped] = nil
+	if err := core.saveRejoin(metaDir, &rejoin{phase: rejoinCatchingUp, floor: meta.floor, until: meta.until}); err != nil {
+		t.Fatal(err)
+	}
+	disk := c.disks[wiped]
+	for _, name := range disk.Files() {
+		if strings.HasPrefix(name, dir+"/") {
+			if err := disk.Remove(name); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	c.start(wiped)
+	if got := rejoinPhase(c.cores[wiped], TopicPartition{Topic: metaTopic}); got != rejoinDone {
+		t.Fatalf("metadata group reopened in phase %d, want done (its checkpoint is past until %d)", got, meta.until)
+	}
+	if got := rejoinPhase(c.cores[wiped], tp); got != rejoinProbing {
+		t.Fatalf("%v reopened on an empty log in phase %d after the metadata group caught up; want %d (recovering)", tp, got, rejoinProbing)
 	}
 }
