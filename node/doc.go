@@ -325,7 +325,8 @@
 //     paused process never blames its disk. Stop leading, not fail-stop: a process stuck in an
 //     uninterruptible fsync may not even exit, a restart meets the same device, and reads and
 //     metadata would go too; /readyz says not ready (strand_disk_stalled,
-//     strand_storage_job_oldest_seconds) for a supervisor. A sync that fails stays fatal. Not
+//     strand_storage_job_oldest_seconds) for a supervisor, and the metadata and members answers
+//     carry disk_stalled (`strand cluster` prints DISK STALLED, as /api/cluster and the console). A sync that fails stays fatal. Not
 //     watched: the loop's own synchronous writes (a hang there stops the loop and its heartbeats,
 //     so the followers elect elsewhere anyway). Proven: TestStalledLeaderHandsOffLeadership, the
 //     simulator's disk stalls, TestDiskStallMovesLeaders (real processes, -tags faultinject:
