@@ -332,7 +332,7 @@
 //     simulator's disk stalls, TestDiskStallMovesLeaders (real processes, -tags faultinject:
 //     leaders moved 1.05 s after the stall).
 //   - Catch-up throttle (throttle.go): Config.CatchUpBytesPerSec bounds, per destination node, the
-//     entry bytes of appends made only of committed entries (a token bucket refilled each tick,
+//     entry bytes of appends made only of committed entries (an x/time/rate bucket on tick time,
 //     burst 0.1 s, debt allowed so one message of any size passes); over the rate the append is not
 //     sent and raft is told the follower is unreachable. Appends with uncommitted entries are never
 //     throttled, so no commit waits on it. Rejected: MaxInflightBytes alone (a window, not a rate);

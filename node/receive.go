@@ -283,7 +283,6 @@ func (c *Core) Tick() {
 	c.moveTick()
 	c.runRepairs()
 	c.checkSpace()
-	c.refillThrottle()
 }
 
 // noteWait keeps nextWaitExpiry at most a new wait's deadline.

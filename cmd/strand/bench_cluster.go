@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/procfs"
 	"github.com/spf13/pflag"
 
 	"github.com/strandlog/strand/clientlib"
@@ -713,8 +717,8 @@ type procSample struct {
 	rssBytes int64
 }
 
-// sample reads every server's /proc/PID/stat (utime, stime) and
-// /proc/PID/status (VmRSS); a server it cannot read samples as zero.
+// sample reads every server's CPU time (utime + stime) and resident
+// memory from /proc/PID/stat; a server it cannot read samples as zero.
 func (cl *benchCluster) sample() []procSample {
 	out := make([]procSample, len(cl.procs))
 	for i, p := range cl.procs {
@@ -723,33 +727,18 @@ func (cl *benchCluster) sample() []procSample {
 	return out
 }
 
-// clockTicksPerSecond is Linux's USER_HZ, the unit of /proc/PID/stat's
-// utime and stime: 100 on every architecture Go supports.
-const clockTicksPerSecond = 100
-
+// readProcSample is process pid's CPU time and resident memory (zero when
+// /proc cannot say).
 func readProcSample(pid int) procSample {
-	var s procSample
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-		// The command name (field 2) may hold spaces: fields count from
-		// after its closing parenthesis; utime and stime are fields 14, 15.
-		if i := strings.LastIndexByte(string(b), ')'); i >= 0 {
-			f := strings.Fields(string(b[i+1:]))
-			if len(f) > 12 {
-				u, _ := strconv.ParseInt(f[11], 10, 64)
-				st, _ := strconv.ParseInt(f[12], 10, 64)
-				s.cpu = time.Duration(u+st) * time.Second / clockTicksPerSecond
-			}
-		}
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return procSample{}
 	}
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-				s.rssBytes = kb << 10
-			}
-		}
+	st, err := p.Stat()
+	if err != nil {
+		return procSample{}
 	}
-	return s
+	return procSample{cpu: time.Duration(st.CPUTime() * float64(time.Second)), rssBytes: int64(st.ResidentMemory())}
 }
 
 // liveBytes is each server's live memory, Go heap objects plus goroutine
@@ -786,24 +775,33 @@ func (cl *benchCluster) liveBytes(ctx context.Context) []procSample {
 		if err != nil {
 			return nil
 		}
-		var found int
-		for _, line := range strings.Split(string(body), "\n") {
-			for _, name := range []string{"go_memstats_heap_alloc_bytes ", "go_memstats_stack_inuse_bytes "} {
-				if v, ok := strings.CutPrefix(line, name); ok {
-					f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-					if err != nil {
-						return nil
-					}
-					out[i].rssBytes += int64(f)
-					found++
-				}
-			}
-		}
-		if found != 2 {
+		live, ok := liveBytesOf(body)
+		if !ok {
 			return nil
 		}
+		out[i].rssBytes = live
 	}
 	return out
+}
+
+// liveBytesOf sums go_memstats_heap_alloc_bytes and
+// go_memstats_stack_inuse_bytes of a /metrics answer; false when either is
+// missing or the text does not parse.
+func liveBytesOf(metrics []byte) (int64, bool) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(metrics))
+	if err != nil {
+		return 0, false
+	}
+	var live int64
+	for _, name := range []string{"go_memstats_heap_alloc_bytes", "go_memstats_stack_inuse_bytes"} {
+		f := families[name]
+		if f == nil || len(f.GetMetric()) != 1 || f.GetMetric()[0].GetGauge() == nil {
+			return 0, false
+		}
+		live += int64(f.GetMetric()[0].GetGauge().GetValue())
+	}
+	return live, true
 }
 
 // getOnce GETs url and returns its body (64 MiB at most); a status other

@@ -1,11 +1,10 @@
 package server
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/strandlog/strand/engine/metadata"
-	"github.com/strandlog/strand/node"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -15,6 +14,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
+	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog/osdisk"
 )
@@ -199,43 +202,48 @@ type runtimeRequest struct {
 // runtimeBudget bounds the bytes waiting for the loop, in units of
 // runtimeQueuedBytesUnit: a reader takes the units of a frame before
 // queueing it and the loop gives them back once it has taken the frame.
-// Readers take units one at a time under mu, so two half-served readers
-// can never hold the whole budget between them.
+// A weighted semaphore takes a reader's units all at once and serves
+// waiters in order, so two half-served readers can never hold the whole
+// budget between them, and a large frame is not starved by small ones.
 type runtimeBudget struct {
-	mu     sync.Mutex
-	tokens chan struct{}
+	units int64
+	sem   *semaphore.Weighted
 }
 
 func newRuntimeBudget() *runtimeBudget { return newRuntimeBudgetOf(runtimeQueuedBytesMax) }
 
 // newRuntimeBudgetOf is a budget of max bytes.
 func newRuntimeBudgetOf(max int) *runtimeBudget {
-	return &runtimeBudget{tokens: make(chan struct{}, max/runtimeQueuedBytesUnit)}
+	units := int64(max / runtimeQueuedBytesUnit)
+	return &runtimeBudget{units: units, sem: semaphore.NewWeighted(units)}
 }
 
-// acquire takes the units for n bytes, or gives up (returning them) when
-// done closes; it says how many it holds.
+// acquire takes the units for n bytes (at most the whole budget), or
+// gives up, holding none, when done closes; it says how many it holds.
 func (b *runtimeBudget) acquire(n int, done <-chan struct{}) (int, bool) {
-	want := 1 + n/runtimeQueuedBytesUnit
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for held := 0; held < want; held++ {
-		select {
-		case b.tokens <- struct{}{}:
-		case <-done:
-			b.release(held)
-			return 0, false
-		}
+	want := min(1+int64(n/runtimeQueuedBytesUnit), b.units)
+	if b.sem.TryAcquire(want) {
+		return int(want), true
 	}
-	return want, true
+	// The budget is full: wait, until done closes. A context for done is
+	// made only here, off the fast path.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := b.sem.Acquire(ctx, want); err != nil {
+		return 0, false
+	}
+	return int(want), true
 }
 
 // release gives back units taken by acquire.
-func (b *runtimeBudget) release(units int) {
-	for range units {
-		<-b.tokens
-	}
-}
+func (b *runtimeBudget) release(units int) { b.sem.Release(int64(units)) }
 
 // runtimeClock is the real Clock: monotonic time since the runtime started.
 type runtimeClock struct{ start time.Time }

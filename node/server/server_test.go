@@ -345,12 +345,29 @@ func TestRuntimeBudget(t *testing.T) {
 	if _, ok := b.acquire(10, closed); ok {
 		t.Fatal("acquire beyond the budget succeeded")
 	}
-	if len(b.tokens) != held {
-		t.Fatalf("a refused acquire kept units: %d held, want %d", len(b.tokens), held)
-	}
 	b.release(held)
+	if !b.sem.TryAcquire(b.units) {
+		t.Fatal("a refused acquire kept units: the whole budget is not free after the release")
+	}
+	b.release(int(b.units))
 	if got, ok := b.acquire(3*runtimeQueuedBytesUnit, never); !ok || got != 4 {
 		t.Fatalf("acquire after release: %d units, ok %v", got, ok)
+	}
+	// A reader waiting on a full budget is served once units come back.
+	rest, _ := b.acquire(runtimeQueuedBytesMax-5*runtimeQueuedBytesUnit, never)
+	got := make(chan int, 1)
+	go func() {
+		n, _ := b.acquire(runtimeQueuedBytesUnit, never) // 2 units: waits
+		got <- n
+	}()
+	b.release(rest)
+	select {
+	case n := <-got:
+		if n != 2 {
+			t.Fatalf("the waiting reader got %d units, want 2", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a waiting reader was not served after units came back")
 	}
 }
 
