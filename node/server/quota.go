@@ -80,7 +80,7 @@ func (m *quotaMeters) charge(principal node.Principal, fetch bool, rate int64, n
 // metered wraps reply so a produce or fetch answer of a principal with a
 // quota is charged and carries its throttle; a native connection then
 // pauses its reads (the Kafka listener reads throttle_ms itself).
-func (r *Server) metered(q runtimeRequest, reply func(*strandpb.Response)) func(*strandpb.Response) {
+func (r *Server) metered(q loopRequest, reply func(*strandpb.Response)) func(*strandpb.Response) {
 	view := r.security.Load()
 	if view == nil || len(view.quotas) == 0 {
 		return reply
@@ -129,7 +129,7 @@ func (r *Server) metered(q runtimeRequest, reply func(*strandpb.Response)) func(
 }
 
 // waitThrottle pauses the reader while the connection is throttled.
-func (c *runtimeConn) waitThrottle() {
+func (c *nativeConn) waitThrottle() {
 	until := c.throttleUntil.Load()
 	if until == 0 {
 		return

@@ -40,7 +40,7 @@ func TestTokenBucket(t *testing.T) {
 // principal (a node without SASL) and shows a produce past it answered
 // with throttle_ms, while a principal without a quota is not throttled.
 func TestProduceQuotaThrottles(t *testing.T) {
-	rt := startTestRuntime(t)
+	rt := startTestServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl, err := clientlib.NewClient(clientlib.SeedAddresses(rt.Addr().String()))
