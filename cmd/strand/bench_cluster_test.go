@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestBenchClusterSmoke runs `strand bench cluster` briefly against the
@@ -55,25 +54,6 @@ func TestBenchClusterManyMemory(t *testing.T) {
 	}
 }
 
-// TestReadProcSample reads this process's CPU time and resident memory
-// the way bench cluster reads its servers'.
-func TestReadProcSample(t *testing.T) {
-	if _, err := os.Stat("/proc/self/stat"); err != nil {
-		t.Skip("no /proc")
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	s := readProcSample(os.Getpid())
-	for s.cpu == 0 && time.Now().Before(deadline) { // burn a little CPU until a clock tick is counted
-		for i := 0; i < 1e6; i++ {
-			_ = strings.Repeat("x", i%3)
-		}
-		s = readProcSample(os.Getpid())
-	}
-	if s.cpu <= 0 || s.rssBytes <= 0 {
-		t.Fatalf("readProcSample(self) = %+v: want positive CPU time and RSS", s)
-	}
-}
-
 // TestBenchClusterFanoutSmoke runs the fan-out phase briefly: produce with
 // no group and with two groups tailing, the readers' line under the
 // second.
@@ -103,26 +83,5 @@ func TestBenchClusterTLSSmoke(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "node1.log")); !strings.Contains(string(b), "tls=true") {
 		t.Errorf("node 1 did not start with TLS:\n%s", b)
-	}
-}
-
-// TestLiveBytesOf reads the live heap and stacks out of a /metrics answer
-// with Prometheus' own text parser, and refuses an answer lacking either.
-func TestLiveBytesOf(t *testing.T) {
-	const metrics = `# HELP go_memstats_heap_alloc_bytes Number of heap bytes allocated and currently in use.
-# TYPE go_memstats_heap_alloc_bytes gauge
-go_memstats_heap_alloc_bytes 1.2345e+06
-# HELP go_memstats_stack_inuse_bytes Number of bytes obtained from system for stack allocator.
-# TYPE go_memstats_stack_inuse_bytes gauge
-go_memstats_stack_inuse_bytes 65536
-# TYPE strand_partition_high_watermark gauge
-strand_partition_high_watermark{partition="0",topic="a"} 7
-`
-	if got, ok := liveBytesOf([]byte(metrics)); !ok || got != 1234500+65536 {
-		t.Fatalf("liveBytesOf = %d, %v; want %d", got, ok, 1234500+65536)
-	}
-	lacking := strings.ReplaceAll(metrics, "go_memstats_stack_inuse_bytes", "go_memstats_other")
-	if got, ok := liveBytesOf([]byte(lacking)); ok {
-		t.Fatalf("liveBytesOf without the stack gauge = %d, want refused", got)
 	}
 }
