@@ -64,17 +64,7 @@ func cmdCluster(args []string, stdout io.Writer) error {
 	if merr == nil {
 		printMembers(stdout, members, time.Now())
 	} else { // a node without membership requests
-		notes := nodesDiskNotes(ctx, info.Nodes)
-		for _, n := range info.Nodes {
-			rack := ""
-			if n.Rack != "" {
-				rack = "  rack " + n.Rack
-			}
-			if note := notes[n.ID]; note != "" {
-				rack += "  " + note
-			}
-			fmt.Fprintf(stdout, "  %d  %s%s\n", n.ID, n.Address, rack)
-		}
+		printNodes(ctx, stdout, info.Nodes)
 	}
 	if len(info.Topics) == 0 {
 		fmt.Fprintln(stdout, "no topics")
@@ -90,6 +80,23 @@ func cmdCluster(args []string, stdout io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// printNodes prints the nodes of a metadata answer, each with its rack and
+// the disk state it says of itself: what `strand cluster` shows of a
+// cluster that does not answer membership requests.
+func printNodes(ctx context.Context, w io.Writer, nodes []clientlib.Node) {
+	notes := nodesDiskNotes(ctx, nodes)
+	for _, n := range nodes {
+		rack := ""
+		if n.Rack != "" {
+			rack = "  rack " + n.Rack
+		}
+		if note := notes[n.ID]; note != "" {
+			rack += "  " + note
+		}
+		fmt.Fprintf(w, "  %d  %s%s\n", n.ID, n.Address, rack)
+	}
 }
 
 // livenessText is a member's liveness as `strand cluster` prints it: "up",

@@ -289,6 +289,43 @@ func syncLogsParallel(syncs []func() error) error {
 	return nil
 }
 
+// applyDefaults sets the loggers (the Core's is the server's, with times
+// stamped, unless the caller gave it its own), the bootstrap user's
+// super-user rights and the default tick.
+func (r *Server) applyDefaults() {
+	base := slog.New(slog.DiscardHandler)
+	if r.cfg.Logger != nil {
+		base = slog.New(stampTime{r.cfg.Logger.Handler()})
+	}
+	if r.cfg.Core.Logger == nil {
+		r.cfg.Core.Logger = base
+	}
+	r.logger = base.With(slog.Uint64("node", uint64(r.cfg.Core.ID)))
+	if u := r.cfg.SASLBootstrapUser; u != "" {
+		r.cfg.Core.SuperUsers = append(slices.Clone(r.cfg.Core.SuperUsers), node.Principal("User:"+u))
+	}
+	if r.cfg.Tick <= 0 {
+		r.cfg.Tick = TickDefault
+	}
+}
+
+// listenNative is Config.Listener, else a listener on Config.Listen
+// (default 127.0.0.1:9192).
+func (r *Server) listenNative() (net.Listener, error) {
+	if r.cfg.Listener != nil {
+		return r.cfg.Listener, nil
+	}
+	addr := r.cfg.Listen
+	if addr == "" {
+		addr = "127.0.0.1:9192"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("node: listen on %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
 // Start opens the Core on the data directory, starts listening and
 // starts the loop. The caller stops it with Close, and watches Done for a
 // fatal error.
@@ -305,20 +342,7 @@ func Start(cfg Config) (*Server, error) {
 		adminQueries: make(chan adminQuery, adminQueriesMax),
 		metrics:      newServerMetrics(cfg.Core.ID),
 	}
-	base := slog.New(slog.DiscardHandler)
-	if cfg.Logger != nil {
-		base = slog.New(stampTime{cfg.Logger.Handler()})
-	}
-	if r.cfg.Core.Logger == nil {
-		r.cfg.Core.Logger = base
-	}
-	r.logger = base.With(slog.Uint64("node", uint64(cfg.Core.ID)))
-	if u := r.cfg.SASLBootstrapUser; u != "" {
-		r.cfg.Core.SuperUsers = append(slices.Clone(r.cfg.Core.SuperUsers), node.Principal("User:"+u))
-	}
-	if r.cfg.Tick <= 0 {
-		r.cfg.Tick = TickDefault
-	}
+	r.applyDefaults()
 	var err error
 	if r.tls, err = newTLSState(cfg.TLS, cfg.Core.ID, r.logger); err != nil {
 		return nil, err
@@ -329,17 +353,11 @@ func Start(cfg Config) (*Server, error) {
 	if err := r.fillCoreConfig(); err != nil {
 		return nil, err
 	}
-	ln := cfg.Listener
-	if ln == nil {
-		addr := cfg.Listen
-		if addr == "" {
-			addr = "127.0.0.1:9192"
-		}
-		if ln, err = net.Listen("tcp", addr); err != nil {
-			r.net.close()
-			r.lock.unlock()
-			return nil, fmt.Errorf("node: listen on %s: %w", addr, err)
-		}
+	ln, err := r.listenNative()
+	if err != nil {
+		r.net.close()
+		r.lock.unlock()
+		return nil, err
 	}
 	r.ln = ln
 	if err := r.listenKafka(); err != nil {
