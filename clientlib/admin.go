@@ -17,6 +17,10 @@ type Node struct {
 	// free-space floor (it refuses produce). Only the answering node's
 	// entry can say so.
 	DiskFull bool
+	// DiskStalled: the node answering said a storage job of its own disk
+	// has hung past its stall threshold (it leads nothing and refuses
+	// produce). Only the answering node's entry can say so.
+	DiskStalled bool
 }
 
 // TopicMetadata is one topic's partitions and leaders.
@@ -122,7 +126,8 @@ func (c *Client) Metadata(ctx context.Context) (ClusterInfo, error) {
 	}
 	info := ClusterInfo{ClusterID: m.GetClusterId(), ControllerID: m.GetControllerId()}
 	for _, n := range m.GetNodes() {
-		info.Nodes = append(info.Nodes, Node{ID: n.GetId(), Address: n.GetAddress(), Rack: n.GetRack(), DiskFull: n.GetDiskFull()})
+		info.Nodes = append(info.Nodes, Node{ID: n.GetId(), Address: n.GetAddress(), Rack: n.GetRack(), DiskFull: n.GetDiskFull(),
+			DiskStalled: n.GetDiskStalled()})
 	}
 	sort.Slice(info.Nodes, func(i, j int) bool { return info.Nodes[i].ID < info.Nodes[j].ID })
 	for _, t := range m.GetTopics() {

@@ -37,10 +37,13 @@ type Member struct {
 	// Down: the answering node (the metadata leader) has not heard from it
 	// for three election timeouts; LastContact is the time since its last
 	// frame there (0 for the answering node); DiskFull: its disk refuses
-	// produce (the node says so in its liveness frames).
+	// produce; DiskStalled: a storage job of its disk hangs, so it leads
+	// nothing and refuses produce (the node says both in its liveness
+	// frames).
 	Down        bool
 	LastContact time.Duration
 	DiskFull    bool
+	DiskStalled bool
 }
 
 // Members is the cluster's membership as the answering node applied it.
@@ -72,7 +75,8 @@ func (c *Client) ClusterMembers(ctx context.Context) (Members, error) {
 		out.Members = append(out.Members, Member{ID: x.GetId(), Address: x.GetAddress(), Rack: x.GetRack(),
 			State: memberStateName(x.GetState()), Role: metadataRoleName(x.GetRole()), Fenced: x.GetFenced(),
 			Replicas: x.GetReplicas(), PreferredLeaders: x.GetPreferredLeaders(),
-			Down: x.GetDown(), LastContact: time.Duration(x.GetLastContactMs()) * time.Millisecond, DiskFull: x.GetDiskFull()})
+			Down: x.GetDown(), LastContact: time.Duration(x.GetLastContactMs()) * time.Millisecond, DiskFull: x.GetDiskFull(),
+			DiskStalled: x.GetDiskStalled()})
 	}
 	sort.Slice(out.Members, func(i, j int) bool { return out.Members[i].ID < out.Members[j].ID })
 	return out, nil

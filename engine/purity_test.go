@@ -90,6 +90,14 @@ var forbiddenTime = map[string]bool{
 	"NewTimer": true, "NewTicker": true, "Sleep": true, "AfterFunc": true,
 }
 
+// rateClockMethods are golang.org/x/time/rate's Limiter methods that read
+// time.Now themselves; the core calls the ones that take the time (AllowN,
+// ReserveN, TokensAt, ...). Without types, any call of these names in a
+// file that imports rate counts.
+var rateClockMethods = map[string]bool{
+	"Allow": true, "Reserve": true, "Wait": true, "WaitN": true, "Tokens": true, "SetLimit": true, "SetBurst": true,
+}
+
 // allowedRand are math/rand/v2's names that do not touch the global
 // source: the types and the seeded constructors.
 var allowedRand = map[string]bool{
@@ -125,11 +133,13 @@ func checkPurity(filename string, src any, allowImports map[string]bool) ([]stri
 		findings = append(findings, fmt.Sprintf("%s: %s", fset.Position(pos), fmt.Sprintf(format, args...)))
 	}
 	watched := map[string]string{} // local name -> "time" or "math/rand/v2"
+	usesRate := false
 	for _, spec := range file.Imports {
 		path, _ := strconv.Unquote(spec.Path.Value)
 		if forbiddenImport(path) && !allowImports[path] {
 			report(spec.Pos(), "imports %q", path)
 		}
+		usesRate = usesRate || path == "golang.org/x/time/rate"
 		if path == "time" || path == "math/rand/v2" {
 			name := importName(spec, path)
 			if name == "." {
@@ -143,6 +153,9 @@ func checkPurity(filename string, src any, allowImports map[string]bool) ([]stri
 		case *ast.GoStmt:
 			report(n.Pos(), "starts a goroutine")
 		case *ast.SelectorExpr:
+			if usesRate && rateClockMethods[n.Sel.Name] {
+				report(n.Pos(), "calls rate's %s, which reads time.Now", n.Sel.Name)
+			}
 			x, ok := n.X.(*ast.Ident)
 			if !ok {
 				break
@@ -229,9 +242,12 @@ import (
 	clock "time"
 	"math/rand/v2"
 	crand "crypto/rand"
+	"golang.org/x/time/rate"
 )
 
-func f() {
+func f(l *rate.Limiter) {
+	_ = l.Allow()
+	_ = l.AllowN(clock.Time{}, 1)
 	_ = clock.Now()
 	_ = clock.Since(clock.Time{})
 	go f()
@@ -244,7 +260,7 @@ func f() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{`imports "os"`, `imports "crypto/rand"`, "uses time.Now", "uses time.Since", "starts a goroutine", "rand.IntN"}
+	want := []string{`imports "os"`, `imports "crypto/rand"`, "uses time.Now", "uses time.Since", "starts a goroutine", "rand.IntN", "rate's Allow"}
 	joined := strings.Join(findings, "\n")
 	for _, w := range want {
 		if !strings.Contains(joined, w) {

@@ -487,6 +487,43 @@ func (c *conn) initProducerID(req kmsg.Request) func() kmsg.Response {
 	}
 }
 
+// translateCreateTopic is one topic of a Kafka create as Strand's, or the
+// error that refuses it here (badName: Kafka has its own code for a bad
+// name).
+func translateCreateTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool) (st *strandpb.CreateTopicsRequest_Topic, refused *strandpb.Error, badName bool) {
+	switch {
+	case validateOnly:
+		return nil, &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
+			Message: "Strand cannot validate a create without doing it: send it without validate_only"}, false
+	case metadata.ValidateTopicName(t.Topic) != nil:
+		return nil, &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
+			Message: metadata.ValidateTopicName(t.Topic).Error() + ": use 1 to 249 of a-z A-Z 0-9 . _ -, not . or .."}, true
+	case t.NumPartitions == 0 || t.NumPartitions < -1:
+		return nil, &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_PARTITIONS,
+			Message: fmt.Sprintf("%d partitions: want at least 1, or -1 for the default", t.NumPartitions)}, false
+	case len(t.ReplicaAssignment) > 0:
+		return nil, &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
+			Message: "Strand places replicas itself: send the create without a replica assignment"}, false
+	}
+	st = &strandpb.CreateTopicsRequest_Topic{Name: t.Topic, Partitions: t.NumPartitions, ReplicationFactor: int32(t.ReplicationFactor)}
+	for _, cfg := range t.Configs {
+		if cfg.Value == nil {
+			continue
+		}
+		if held, err := raftHeldConfig(cfg.Name, *cfg.Value, t.ReplicationFactor); held || err != nil {
+			if err != nil && refused == nil {
+				refused = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_CONFIG, Message: err.Error()}
+			}
+			continue
+		}
+		st.Configs = append(st.Configs, &strandpb.ConfigEntry{Name: cfg.Name, Value: *cfg.Value})
+	}
+	if refused != nil {
+		return nil, refused, false
+	}
+	return st, nil, false
+}
+
 // createTopics creates topics through the metadata group; the answer's
 // partition count, replication factor and topic id (v5+, v7+) come from the
 // node's metadata once the creates applied.
@@ -496,41 +533,12 @@ func (c *conn) createTopics(req kmsg.Request) func() kmsg.Response {
 	invalidName := map[string]bool{}
 	sreq := &strandpb.CreateTopicsRequest{TimeoutMs: r.TimeoutMillis}
 	for _, t := range r.Topics {
-		switch {
-		case r.ValidateOnly:
-			local[t.Topic] = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
-				Message: "Strand cannot validate a create without doing it: send it without validate_only"}
-			continue
-		case metadata.ValidateTopicName(t.Topic) != nil:
-			local[t.Topic] = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
-				Message: metadata.ValidateTopicName(t.Topic).Error() + ": use 1 to 249 of a-z A-Z 0-9 . _ -, not . or .."}
-			invalidName[t.Topic] = true
-			continue
-		case t.NumPartitions == 0 || t.NumPartitions < -1:
-			local[t.Topic] = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_PARTITIONS,
-				Message: fmt.Sprintf("%d partitions: want at least 1, or -1 for the default", t.NumPartitions)}
-			continue
-		case len(t.ReplicaAssignment) > 0:
-			local[t.Topic] = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
-				Message: "Strand places replicas itself: send the create without a replica assignment"}
-			continue
-		}
-		st := &strandpb.CreateTopicsRequest_Topic{Name: t.Topic, Partitions: t.NumPartitions, ReplicationFactor: int32(t.ReplicationFactor)}
-		var refused *strandpb.Error
-		for _, cfg := range t.Configs {
-			if cfg.Value == nil {
-				continue
-			}
-			if held, err := raftHeldConfig(cfg.Name, *cfg.Value, t.ReplicationFactor); held || err != nil {
-				if err != nil && refused == nil {
-					refused = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_CONFIG, Message: err.Error()}
-				}
-				continue
-			}
-			st.Configs = append(st.Configs, &strandpb.ConfigEntry{Name: cfg.Name, Value: *cfg.Value})
-		}
+		st, refused, badName := translateCreateTopic(t, r.ValidateOnly)
 		if refused != nil {
 			local[t.Topic] = refused
+			if badName {
+				invalidName[t.Topic] = true
+			}
 			continue
 		}
 		sreq.Topics = append(sreq.Topics, st)

@@ -336,7 +336,8 @@
 //     paused process never blames its disk. Stop leading, not fail-stop: a process stuck in an
 //     uninterruptible fsync may not even exit, a restart meets the same device, and reads and
 //     metadata would go too; /readyz says not ready (strand_disk_stalled,
-//     strand_storage_job_oldest_seconds) for a supervisor. A sync that fails stays fatal. Not
+//     strand_storage_job_oldest_seconds) for a supervisor, and the metadata and members answers
+//     carry disk_stalled (`strand cluster` prints DISK STALLED, as /api/cluster and the console). A sync that fails stays fatal. Not
 //     watched: the loop's own synchronous writes (a hang there stops the loop and its heartbeats,
 //     so the followers elect elsewhere anyway). Proven: TestStalledLeaderHandsOffLeadership, the
 //     simulator's disk stalls, TestDiskStallMovesLeaders (real processes, -tags faultinject:
@@ -344,7 +345,7 @@
 //     FUSE device whose writes and fsyncs the test freezes in the kernel: leaders moved 1.10 s
 //     after, /readyz 503 naming the file; with --disk-stall-after 1h none moved in 15 s).
 //   - Catch-up throttle (throttle.go): Config.CatchUpBytesPerSec bounds, per destination node, the
-//     entry bytes of appends made only of committed entries (a token bucket refilled each tick,
+//     entry bytes of appends made only of committed entries (an x/time/rate bucket on tick time,
 //     burst 0.1 s, debt allowed so one message of any size passes); over the rate the append is not
 //     sent and raft is told the follower is unreachable. Appends with uncommitted entries are never
 //     throttled, so no commit waits on it. Rejected: MaxInflightBytes alone (a window, not a rate);

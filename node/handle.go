@@ -268,6 +268,7 @@ func (c *Core) wireNodes() []*strandpb.MetadataResponse_Node {
 	for _, n := range out {
 		if n.GetId() == uint64(c.cfg.ID) {
 			n.DiskFull = c.space.full // only this node knows (diskfull.go)
+			n.DiskStalled = c.stall.stalled
 		}
 	}
 	return out

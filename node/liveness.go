@@ -136,7 +136,7 @@ func (c *Core) laggingFollowers(g *group) []uint64 {
 // fillMemberLiveness sets m's liveness fields from this node's view.
 func (c *Core) fillMemberLiveness(m *strandpb.ClusterMembersResponse_Member) {
 	id := NodeID(m.GetId())
-	m.DiskFull = c.peerFull(id)
+	m.DiskFull, m.DiskStalled = c.peerFull(id), c.peerStalled(id)
 	if i, ok := c.peerIndex(id); ok && id != c.cfg.ID {
 		m.Down = c.peerDown(id)
 		m.LastContactMs = uint64((time.Duration(c.ticks-c.liveness.heard[i]) * c.cfg.TickDuration).Milliseconds())

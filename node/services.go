@@ -30,7 +30,6 @@ func (c *Core) registerServices() {
 		{tick: c.moveTick},                            // moves.go
 		{tick: c.runRepairs},                          // repair.go
 		{tick: c.checkSpace},                          // diskfull.go
-		{tick: c.refillThrottle},                      // throttle.go
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/strandlog/strand/proto/strandpb"
 )
 
 // stallWorld runs a cluster on the pipelined storage path where one node's
@@ -222,6 +224,58 @@ func TestDiskStallAfterIsConfigurable(t *testing.T) {
 		for _, pl := range w.c.cores[id].Liveness() {
 			if pl.Node == w.stalled && !pl.DiskStalled {
 				t.Fatalf("node %d does not see node %d stalled: %+v", id, w.stalled, pl)
+			}
+		}
+	}
+}
+
+// ask sends req to node id and ticks until it is answered (bounded).
+func (w *stallWorld) ask(id NodeID, req *strandpb.Request) *strandpb.Response {
+	w.t.Helper()
+	var resp *strandpb.Response
+	w.c.cores[id].Handle(req, func(r *strandpb.Response) { resp = r })
+	for range 50 {
+		w.run()
+		if resp != nil {
+			return resp
+		}
+		w.tick()
+	}
+	w.t.Fatalf("node %d never answered %v", id, req)
+	return nil
+}
+
+// A stalled node is named stalled to clients, not only to its peers and
+// its own admin listener: in the stalled node's own metadata entry and in
+// the members list of every node (the answer `strand cluster` prints).
+// Before, the wire carried only disk_full, so `strand cluster` showed a
+// stalled node as healthy.
+func TestStalledNodeShownToClients(t *testing.T) {
+	w := newStallWorld(t, 43, nil, nil)
+	core := w.c.cores[w.stalled]
+	core.Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "a", 1)},
+		func(ProduceResult) {})
+	w.run()
+	for i := 0; !core.DiskStalled(); i++ {
+		if i > int(core.diskStallTicks())+1 {
+			t.Fatalf("not stalled %d ticks into a hung fsync", i)
+		}
+		w.tick()
+	}
+	meta := w.ask(w.stalled, &strandpb.Request{CorrelationId: 1, Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{}}})
+	for _, n := range meta.GetMetadata().GetNodes() {
+		if got, want := n.GetDiskStalled(), NodeID(n.GetId()) == w.stalled; got != want {
+			t.Errorf("metadata from node %d: node %d disk_stalled %v, want %v", w.stalled, n.GetId(), got, want)
+		}
+	}
+	for _, id := range w.c.ids {
+		members := w.ask(id, &strandpb.Request{CorrelationId: 2, Body: &strandpb.Request_ClusterMembers{ClusterMembers: &strandpb.ClusterMembersRequest{}}})
+		if len(members.GetClusterMembers().GetMembers()) == 0 {
+			t.Fatalf("node %d lists no members: %v", id, members)
+		}
+		for _, m := range members.GetClusterMembers().GetMembers() {
+			if got, want := m.GetDiskStalled(), NodeID(m.GetId()) == w.stalled; got != want {
+				t.Errorf("members from node %d: node %d disk_stalled %v, want %v", id, m.GetId(), got, want)
 			}
 		}
 	}

@@ -2,8 +2,10 @@ package node
 
 import (
 	"log/slog"
+	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
+	"golang.org/x/time/rate"
 )
 
 // The catch-up throttle (issue 9 item 3). A follower far behind (back from
@@ -12,7 +14,7 @@ import (
 // replication for the leader's disk reads, the network and the follower's
 // fsyncs. Config.CatchUpBytesPerSec bounds the bytes of appends a node
 // sends to each catching-up follower node: a token bucket per destination
-// node, refilled every tick. An append made only of entries already
+// node, filling as the node ticks. An append made only of entries already
 // committed (the follower lacks what a majority holds: catch-up) spends
 // its entry bytes from the bucket; when the bucket is empty the append is
 // not sent and raft is told the follower is unreachable (it goes back to
@@ -25,10 +27,11 @@ import (
 // tell catch-up from live replication, and dropping there makes raft wait
 // for a timeout instead of reprobing).
 
-// throttle is the per-destination token buckets, in bytes.
+// throttle is the per-destination token buckets, in bytes: x/time/rate
+// limiters driven by throttleNow, the ticks so far (never their own
+// time.Now methods: engine/purity_test.go refuses those in the core).
 type throttle struct {
-	tokens map[NodeID]int64 // lookup only
-	tick   uint64           // the tick of the last refill
+	limiters map[NodeID]*rate.Limiter // lookup only
 	// logs is, per destination, the throttle's decisions since it last
 	// logged them (lookup only).
 	logs map[NodeID]throttleLog
@@ -76,25 +79,18 @@ func (c *Core) noteThrottle(g *group, to NodeID, held bool, bytes int64) {
 	c.throttle.logs[to] = throttleLog{at: max(c.ticks, 1)}
 }
 
-// burst is a bucket's capacity: a tenth of a second's worth. An append
-// goes out whenever the bucket is not empty, even past it (the bucket
-// goes into debt), so one message of any size always passes eventually.
+// throttleBurst is a bucket's capacity: a tenth of a second's worth. An
+// append goes out whenever the bucket is not empty, even past it (the
+// bucket goes into debt), so one message of any size always passes
+// eventually.
 func (c *Core) throttleBurst() int64 { return max(c.cfg.CatchUpBytesPerSec/10, 4096) }
 
-// refill adds the bytes of the ticks since the last refill to every
-// bucket, up to the burst.
-func (c *Core) refillThrottle() {
-	rate := c.cfg.CatchUpBytesPerSec
-	if rate <= 0 || c.throttle.tick == c.ticks {
-		return
-	}
-	perTick := max(1, rate*int64(c.cfg.TickDuration)/1e9)
-	ticks := int64(c.ticks - c.throttle.tick)
-	c.throttle.tick = c.ticks
-	burst := c.throttleBurst()
-	for id, n := range c.throttle.tokens {
-		c.throttle.tokens[id] = min(burst, n+ticks*perTick)
-	}
+// throttleNow is the throttle's time: the ticks so far, in TickDuration,
+// from a fixed origin. The core reads no clock for its timeouts; a node
+// that does not tick (paused, starved) fills its buckets no faster than it
+// ticks, as its other timeouts run.
+func (c *Core) throttleNow() time.Time {
+	return time.Unix(0, 0).Add(time.Duration(c.ticks) * c.cfg.TickDuration)
 }
 
 // throttleAllows tells whether append m of g may go out now, spending its
@@ -108,15 +104,16 @@ func (c *Core) throttleAllows(g *group, m *raftpb.Message) bool {
 	if last > g.raw.BasicStatus().GetCommit() {
 		return true // carries entries a commit may wait for
 	}
-	if c.throttle.tokens == nil {
-		c.throttle.tokens = make(map[NodeID]int64)
+	if c.throttle.limiters == nil {
+		c.throttle.limiters = make(map[NodeID]*rate.Limiter)
 	}
-	tokens, seen := c.throttle.tokens[to]
-	if !seen {
-		tokens = c.throttleBurst()
+	limiter := c.throttle.limiters[to]
+	if limiter == nil { // starts full
+		limiter = rate.NewLimiter(rate.Limit(c.cfg.CatchUpBytesPerSec), int(c.throttleBurst()))
+		c.throttle.limiters[to] = limiter
 	}
-	if tokens <= 0 {
-		c.throttle.tokens[to] = tokens
+	now := c.throttleNow()
+	if limiter.TokensAt(now) <= 0 {
 		c.stats.CatchUpThrottled++
 		c.noteThrottle(g, to, true, 0)
 		c.markReady(g) // ready.go
@@ -127,7 +124,13 @@ func (c *Core) throttleAllows(g *group, m *raftpb.Message) bool {
 	for _, e := range m.GetEntries() {
 		bytes += int64(len(e.GetData()))
 	}
-	c.throttle.tokens[to] = tokens - bytes
+	// A reservation holds at most the burst: a larger append goes into
+	// debt a burst at a time (at most raftMessageBytesMax/4096 steps).
+	for left := int(bytes); left > 0; {
+		step := min(left, limiter.Burst())
+		limiter.ReserveN(now, step)
+		left -= step
+	}
 	c.stats.CatchUpBytes += uint64(bytes)
 	c.noteThrottle(g, to, false, bytes)
 	return true

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestBenchClusterSmoke runs `strand bench cluster` briefly against the
@@ -52,25 +51,6 @@ func TestBenchClusterManyMemory(t *testing.T) {
 		if v, err := strconv.ParseFloat(f, 64); err != nil || v <= 0 {
 			t.Errorf("memory per idle replica %q in %q: want positive KiB", f, line)
 		}
-	}
-}
-
-// TestReadProcSample reads this process's CPU time and resident memory
-// the way bench cluster reads its servers'.
-func TestReadProcSample(t *testing.T) {
-	if _, err := os.Stat("/proc/self/stat"); err != nil {
-		t.Skip("no /proc")
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	s := readProcSample(os.Getpid())
-	for s.cpu == 0 && time.Now().Before(deadline) { // burn a little CPU until a clock tick is counted
-		for i := 0; i < 1e6; i++ {
-			_ = strings.Repeat("x", i%3)
-		}
-		s = readProcSample(os.Getpid())
-	}
-	if s.cpu <= 0 || s.rssBytes <= 0 {
-		t.Fatalf("readProcSample(self) = %+v: want positive CPU time and RSS", s)
 	}
 }
 

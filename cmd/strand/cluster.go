@@ -64,17 +64,7 @@ func cmdCluster(args []string, stdout io.Writer) error {
 	if merr == nil {
 		printMembers(stdout, members, time.Now())
 	} else { // a node without membership requests
-		full := nodesDiskFull(ctx, info.Nodes)
-		for _, n := range info.Nodes {
-			rack := ""
-			if n.Rack != "" {
-				rack = "  rack " + n.Rack
-			}
-			if full[n.ID] {
-				rack += "  " + diskFullNote
-			}
-			fmt.Fprintf(stdout, "  %d  %s%s\n", n.ID, n.Address, rack)
-		}
+		printNodes(ctx, stdout, info.Nodes)
 	}
 	if len(info.Topics) == 0 {
 		fmt.Fprintln(stdout, "no topics")
@@ -92,8 +82,22 @@ func cmdCluster(args []string, stdout io.Writer) error {
 	return nil
 }
 
-// diskFullNote marks a full node in `strand cluster`.
-const diskFullNote = "DISK FULL: refusing produce (not_enough_space) until space returns"
+// printNodes prints the nodes of a metadata answer, each with its rack and
+// the disk state it says of itself: what `strand cluster` shows of a
+// cluster that does not answer membership requests.
+func printNodes(ctx context.Context, w io.Writer, nodes []clientlib.Node) {
+	notes := nodesDiskNotes(ctx, nodes)
+	for _, n := range nodes {
+		rack := ""
+		if n.Rack != "" {
+			rack = "  rack " + n.Rack
+		}
+		if note := notes[n.ID]; note != "" {
+			rack += "  " + note
+		}
+		fmt.Fprintf(w, "  %d  %s%s\n", n.ID, n.Address, rack)
+	}
+}
 
 // livenessText is a member's liveness as `strand cluster` prints it: "up",
 // or "DOWN since 21:40:01 UTC (last contact 1m12s ago)".
@@ -128,6 +132,7 @@ type clusterNodeJSON struct {
 	Replicas      int32      `json:"replicas"`
 	Preferred     int32      `json:"preferred_leaders"`
 	DiskFull      bool       `json:"disk_full"`
+	DiskStalled   bool       `json:"disk_stalled"`
 }
 
 type clusterTopic struct {
@@ -154,7 +159,7 @@ func clusterJSONOf(ctx context.Context, c *clientlib.Client, info clientlib.Clus
 		for _, m := range members.Members {
 			n := clusterNodeJSON{ID: m.ID, Address: m.Address, Rack: m.Rack, State: m.State, Liveness: "up",
 				LastContactMs: m.LastContact.Milliseconds(), MetadataRole: m.Role, Replicas: m.Replicas,
-				Preferred: m.PreferredLeaders, DiskFull: m.DiskFull}
+				Preferred: m.PreferredLeaders, DiskFull: m.DiskFull, DiskStalled: m.DiskStalled}
 			if m.Down {
 				since := now.Add(-m.LastContact).UTC().Truncate(time.Millisecond)
 				n.Liveness, n.DownSince = "down", &since

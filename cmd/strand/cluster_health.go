@@ -32,6 +32,7 @@ type healthReport struct {
 	Partitions      int      `json:"partitions"`
 	NodesDown       []uint64 `json:"nodes_down"`
 	DisksFull       []uint64 `json:"disks_full"`
+	DisksStalled    []uint64 `json:"disks_stalled"`
 	Leaderless      []string `json:"leaderless_partitions"`       // TOPIC/PARTITION
 	UnderReplicated []string `json:"under_replicated_partitions"` // TOPIC/PARTITION
 	Problems        []string `json:"problems"`                    // as the text lines
@@ -94,7 +95,7 @@ func printHealth(w io.Writer, h healthReport) {
 // clusterHealth asks the metadata leader for the members and metadata and
 // every partition's leader for its followers, and lists the problems.
 func clusterHealth(ctx context.Context, c *clientlib.Client, now time.Time) (healthReport, error) {
-	h := healthReport{NodesDown: []uint64{}, DisksFull: []uint64{}, Leaderless: []string{}, UnderReplicated: []string{},
+	h := healthReport{NodesDown: []uint64{}, DisksFull: []uint64{}, DisksStalled: []uint64{}, Leaderless: []string{}, UnderReplicated: []string{},
 		Problems: []string{}}
 	info, err := c.Metadata(ctx)
 	if err != nil {
@@ -123,6 +124,11 @@ func clusterHealth(ctx context.Context, c *clientlib.Client, now time.Time) (hea
 		if m.DiskFull {
 			h.DisksFull = append(h.DisksFull, m.ID)
 			h.Problems = append(h.Problems, fmt.Sprintf("node %d (%s) disk full: refusing produce (not_enough_space) until space returns",
+				m.ID, m.Address))
+		}
+		if m.DiskStalled {
+			h.DisksStalled = append(h.DisksStalled, m.ID)
+			h.Problems = append(h.Problems, fmt.Sprintf("node %d (%s) disk stalled: a storage job hangs; leading nothing, refusing produce until the disk answers",
 				m.ID, m.Address))
 		}
 	}

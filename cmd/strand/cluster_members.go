@@ -167,8 +167,8 @@ func printMembers(w io.Writer, members clientlib.Members, now time.Time) {
 		if m.Rack != "" {
 			line += "  rack " + m.Rack
 		}
-		if m.DiskFull {
-			line += "  " + diskFullNote
+		if note := diskNote(m.DiskFull, m.DiskStalled); note != "" {
+			line += "  " + note
 		}
 		fmt.Fprintln(w, line)
 	}

@@ -13,6 +13,22 @@ import (
 	"github.com/strandlog/strand/clientlib"
 )
 
+// checkConsumeFlags refuses consume's flag values and combinations that
+// cannot run (partitionGiven: --partition was on the command line).
+func checkConsumeFlags(partition int32, count int64, group, instance string, partitionGiven bool) error {
+	switch {
+	case partition < -1:
+		return usageError("--partition %d: want a partition number, or -1 for all", partition)
+	case count < 0:
+		return usageError("--count %d: want 0 (no limit) or more", count)
+	case group == "" && instance != "":
+		return usageError("--instance-id needs --group")
+	case group != "" && partitionGiven:
+		return usageError("--partition and --group: the group assigns the partitions; drop one")
+	}
+	return nil
+}
+
 // cmdConsume prints a topic's records, by default from the earliest, until
 // Ctrl-C, or with --until-end until it reaches the high-water marks it saw
 // at start, or until the end --from names. Short flags follow kcat: -t
@@ -44,21 +60,12 @@ func cmdConsume(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *partition < -1 {
-		return usageError("--partition %d: want a partition number, or -1 for all", *partition)
-	}
-	if *count < 0 {
-		return usageError("--count %d: want 0 (no limit) or more", *count)
+	if err := checkConsumeFlags(*partition, *count, *group, *instance, fs.Changed("partition")); err != nil {
+		return err
 	}
 	rng, err := parseOffsets(*from, time.Now())
 	if err != nil {
 		return err
-	}
-	if *group == "" && *instance != "" {
-		return usageError("--instance-id needs --group")
-	}
-	if *group != "" && fs.Changed("partition") {
-		return usageError("--partition and --group: the group assigns the partitions; drop one")
 	}
 	if err := ef.validate(fs, topic, *group); err != nil {
 		return err

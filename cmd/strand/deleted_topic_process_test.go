@@ -45,8 +45,8 @@ func TestConsumersOfDeletedTopicExit(t *testing.T) {
 			t.Fatalf("%s still running 20 s after the delete:\n%s", filepath.Base(p.log), b)
 		}
 		b, _ := os.ReadFile(p.log)
-		if p.err == nil || !strings.Contains(string(b), "was deleted while consuming") {
-			t.Fatalf("%s exited with %v, output:\n%s", filepath.Base(p.log), p.err, b)
+		if p.Err() == nil || !strings.Contains(string(b), "was deleted while consuming") {
+			t.Fatalf("%s exited with %v, output:\n%s", filepath.Base(p.log), p.Err(), b)
 		}
 	}
 	runCLI(t, env, "", "topic", "create", "doomed", "--partitions", "2", "--replication-factor", "1")

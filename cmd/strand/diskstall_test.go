@@ -77,6 +77,17 @@ func TestDiskStallMovesLeaders(t *testing.T) {
 	if gap := acks.longestGap(time.Now().Add(-time.Second), time.Now()); gap > 500*time.Millisecond {
 		t.Errorf("writes stopped for %v after the move, the disk still stalled", gap)
 	}
+	// `strand cluster` names the stalled disk (the members answer carries it).
+	env := []string{"STRAND_BROKERS=" + strings.Join(addrs, ",")}
+	waitFor(t, "strand cluster to show the stall", 5*time.Second, func() error {
+		out := runCLI(t, env, "", "cluster")
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), strconv.FormatUint(victim, 10)+" ") && strings.Contains(line, "DISK STALLED") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no DISK STALLED on node %d's line:\n%s", victim, out)
+	})
 	os.Remove(file)
 	log := filepath.Join(dir, fmt.Sprintf("node-%d.log", victim))
 	waitFor(t, "the node to see its disk again", 10*time.Second, func() error {

@@ -38,12 +38,14 @@
 // runs sh -c CMD per record, retries, dead-letters, dlq_exec.go), dlq describe|redrive (dlq.go:
 // clientlib's ReadDeadLetters and Redrive), group list|describe|reset|delete (reset
 // prints a plan unless --execute, refused while members exist), cluster (nodes with state, up/DOWN
-// and last contact as the metadata leader sees them, metadata role, moves in progress, full disks;
+// and last contact as the metadata leader sees them, metadata role, moves in progress, full and
+// stalled disks;
 // internal __ topics only with --internal; --format json), cluster health (one line per problem or
 // healthy, exit 1 when unhealthy; --format json), cluster rebalance|leaders, node add|decommission,
 // partition move, user create|delete|list, acl add|list|remove, quota set|list, bench
 // produce|consume|e2e|cluster (cluster --phases fanout runs produce beside 1, 100 and 1,000 tailing
-// groups read by a bench readers child; --tls), version. serve also takes --join, --admin-listen,
+// groups read by a bench readers child; --tls; the benches are cmd/strand/internal/bench, this
+// package parses their client flags), version. serve also takes --join, --admin-listen,
 // --tls-*, --sasl-enabled, --authorization, --super-users, --sasl-bootstrap-user, --wal; dev --tls;
 // every client command --tls* and --sasl-user/--sasl-password/--sasl-mechanism. Ports: native 9192;
 // strand dev serves Kafka on 9092.. (every Kafka tool's default) and the native protocol on
@@ -87,6 +89,7 @@
 // node killed mid-move; checker), TestJoinFourthNode, TestSecureClusterCommands,
 // TestKcatSCRAMOverTLS, TestDevTLS, TestServeReloadsTLSOnSIGHUP, TestConsoleInBrowser,
 // TestConsoleShowsMoveInBrowser, and behind -tags faultinject TestHealPartitionDoesNotStallWrites
-// (no write gap over 2.5 s after a heal). Ports come from freePorts (probe-then-listen: a rare
-// "address already in use" is that race).
+// (no write gap over 2.5 s after a heal). Processes, ports and peer lists come from
+// internal/localcluster, which bench cluster starts its servers with too (ports probed then
+// listened on: a rare "address already in use" is that race).
 package main

@@ -51,8 +51,8 @@ func TestConsumeStopsWhenTopicRecreated(t *testing.T) {
 	b, _ := os.ReadFile(logPath)
 	out := string(b)
 	var exit *exec.ExitError
-	if !errors.As(consumer.err, &exit) || exit.ExitCode() == 0 {
-		t.Fatalf("strand consume ended with %v, want a non-zero exit; output:\n%s", consumer.err, out)
+	if !errors.As(consumer.Err(), &exit) || exit.ExitCode() == 0 {
+		t.Fatalf("strand consume ended with %v, want a non-zero exit; output:\n%s", consumer.Err(), out)
 	}
 	if strings.Contains(out, "new-") {
 		t.Fatalf("strand consume printed records of the new topic as a continuation:\n%s", out)

@@ -118,7 +118,7 @@ func partitionMove(args []string, stdout io.Writer) error {
 	}
 	wctx, wcancel := context.WithTimeout(context.Background(), mf.wait)
 	defer wcancel()
-	return followMove(wctx, c, stdout, move)
+	return followMove(wctx, c, stdout, move, r.Replicas)
 }
 
 // checkRFChange refuses a move whose replica list is longer or shorter
@@ -199,17 +199,19 @@ func parseMove(arg, replicas string) (clientlib.PartitionMove, error) {
 }
 
 // followMove polls the metadata and the partition's leader until the
-// move completed, printing progress when it changes.
-func followMove(ctx context.Context, c *clientlib.Client, w io.Writer, move clientlib.PartitionMove) error {
-	last := ""
+// move from replicas from completed, printing progress when it changes.
+func followMove(ctx context.Context, c *clientlib.Client, w io.Writer, move clientlib.PartitionMove, from []uint64) error {
+	last, seen := "", false
 	for {
 		info, err := c.Metadata(ctx)
-		if err == nil {
-			if p, ok := findPartition(info, move.Topic, move.Partition); ok && p.TargetReplicas == nil {
-				if !slices.Equal(p.Replicas, move.Replicas) {
-					return userErr(nil, "%s/%d is on replicas %s, not %s: another move replaced it", move.Topic, move.Partition,
-						joinIDs(p.Replicas), joinIDs(move.Replicas))
-				}
+		if p, ok := findPartition(info, move.Topic, move.Partition); err == nil && ok {
+			var settled bool
+			settled, seen = moveSettled(p, from, move.Replicas, seen)
+			switch {
+			case settled && !slices.Equal(p.Replicas, move.Replicas):
+				return userErr(nil, "%s/%d is on replicas %s, not %s: another move replaced it", move.Topic, move.Partition,
+					joinIDs(p.Replicas), joinIDs(move.Replicas))
+			case settled:
 				fmt.Fprintf(w, "moved %s/%d: replicas %s\n", move.Topic, move.Partition, joinIDs(p.Replicas))
 				return nil
 			}
@@ -225,6 +227,25 @@ func followMove(ctx context.Context, c *clientlib.Client, w io.Writer, move clie
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// moveSettled judges one metadata answer about a partition moving from
+// replicas from to target: settled once no move is in progress (on target,
+// or elsewhere: another move replaced it). An answer still showing from
+// with no move comes from a node that has not applied the move yet
+// (metadata is read from any node, and followers learn a commit a
+// heartbeat later): not settled, until an answer has shown the move
+// (seen); after that it means the move rolled back.
+func moveSettled(p clientlib.PartitionInfo, from, target []uint64, seen bool) (settled, seenNow bool) {
+	switch {
+	case p.TargetReplicas != nil:
+		return false, true
+	case slices.Equal(p.Replicas, target):
+		return true, true
+	case slices.Equal(p.Replicas, from) && !seen:
+		return false, false
+	}
+	return true, seen
 }
 
 // findPartition finds one partition in a metadata answer.

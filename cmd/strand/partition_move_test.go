@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/strandlog/strand/clientlib"
 )
 
 // parseMove takes TOPIC/PARTITION and a replica list and refuses, as a
@@ -38,6 +40,35 @@ func TestPartitionMoveHelp(t *testing.T) {
 	for _, want := range []string{"strand partition move TOPIC/PARTITION (--replicas", "Example:", "--no-wait", "--cancel"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// A metadata answer that still shows the replicas from before the move,
+// with no move in progress, comes from a node that has not applied the
+// move: following goes on (before, it reported "another move replaced
+// it", seen in TestAdminOutputAndRFGuard under load, the move completing
+// a moment later). Once the move has been seen, the same answer is a
+// roll-back; other replicas are another move; the target is done.
+func TestMoveSettledWaitsForALaggingNode(t *testing.T) {
+	from, target := []uint64{3, 2, 1}, []uint64{3, 2}
+	moving := clientlib.PartitionInfo{Replicas: []uint64{3, 2, 1}, TargetReplicas: target}
+	cases := []struct {
+		name           string
+		p              clientlib.PartitionInfo
+		seen           bool
+		settled, seen2 bool
+	}{
+		{"stale answer before the move shows", clientlib.PartitionInfo{Replicas: from}, false, false, false},
+		{"move in progress", moving, false, false, true},
+		{"rolled back after it showed", clientlib.PartitionInfo{Replicas: from}, true, true, true},
+		{"done", clientlib.PartitionInfo{Replicas: target}, false, true, true},
+		{"replaced", clientlib.PartitionInfo{Replicas: []uint64{4, 2}}, false, true, false},
+	}
+	for _, tc := range cases {
+		settled, seen := moveSettled(tc.p, from, target, tc.seen)
+		if settled != tc.settled || seen != tc.seen2 {
+			t.Errorf("%s: settled %v seen %v, want %v %v", tc.name, settled, seen, tc.settled, tc.seen2)
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -15,11 +14,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/internal/localcluster"
 	"github.com/strandlog/strand/linearizability"
 	"github.com/strandlog/strand/proto/frame"
 	"github.com/strandlog/strand/proto/strandpb"
@@ -101,90 +100,43 @@ func skipShort(t *testing.T) {
 	}
 }
 
-// Ports for the processes tests start are drawn below Linux's ephemeral
-// range (32768-60999 by default): a port the kernel hands to some other
-// process's connect or listen(:0) comes from that range, so it cannot take
-// one of ours between the probe here and the process's own listen (seen
-// as "address already in use" with ports from listen(:0)).
-const (
-	testPortMin  = 20000
-	testPortSpan = 12000
-)
-
-// freePorts returns n distinct ports free on 127.0.0.1 right now, outside
-// the ephemeral range, tried in a seeded random order.
+// freePorts returns n distinct ports free on 127.0.0.1 right now, below
+// the ephemeral range (localcluster.FreePorts says why).
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid())))
-	var lns []net.Listener
-	var ports []int
-	for attempt := 0; len(ports) < n; attempt++ {
-		if attempt == 1000 {
-			t.Fatalf("no %d free ports in %d..%d", n, testPortMin, testPortMin+testPortSpan)
-		}
-		port := testPortMin + rng.IntN(testPortSpan)
-		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		if err != nil {
-			continue // taken
-		}
-		lns = append(lns, ln)
-		ports = append(ports, port)
-	}
-	for _, ln := range lns {
-		ln.Close()
+	ports, err := localcluster.FreePorts(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ports
 }
 
-// proc is one running strand process with its output captured to a file.
+// proc is one running strand process (localcluster.Proc, which bench
+// cluster starts its servers with too) under the tests' names.
 type proc struct {
+	*localcluster.Proc
 	cmd  *exec.Cmd
 	log  string
-	done chan struct{}
-	err  error
+	done <-chan struct{}
 }
 
-// startProc starts the binary with args and extra environment.
+// startProc starts the binary with args and extra environment, its
+// output appended to logPath.
 func startProc(t *testing.T, logPath string, env []string, args ...string) *proc {
 	t.Helper()
-	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	p, err := localcluster.Start(strandBinary(t), logPath, env, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(strandBinary(t), args...)
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.Env = append(os.Environ(), env...)
-	if err := cmd.Start(); err != nil {
-		out.Close()
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		out.Close()
-		close(p.done)
-	}()
-	return p
+	return &proc{Proc: p, cmd: p.Cmd, log: p.Log, done: p.Done()}
 }
 
 // kill sends SIGKILL and waits for the process to exit.
-func (p *proc) kill() {
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
+func (p *proc) kill() { p.Kill() }
 
 // stop sends sig and waits (bounded) for the exit; it returns the exit
 // error, or an error when the process did not exit in time.
-func (p *proc) stop(sig os.Signal, within time.Duration) error {
-	p.cmd.Process.Signal(sig)
-	select {
-	case <-p.done:
-		return p.err
-	case <-time.After(within):
-		p.kill()
-		return fmt.Errorf("no exit within %v of %v", within, sig)
-	}
-}
+func (p *proc) stop(sig os.Signal, within time.Duration) error { return p.Stop(sig, within) }
 
 // runCLI runs one client command to completion (bounded) and returns its
 // stdout; a non-zero exit fails the test with the output.
@@ -324,13 +276,8 @@ type testCluster struct {
 func startCluster(t *testing.T, n int) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, dir: t.TempDir(), procs: make([]*proc, n)}
-	var parts []string
-	for i, port := range freePorts(t, n) {
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		c.addrs = append(c.addrs, addr)
-		parts = append(parts, fmt.Sprintf("%d=%s", i+1, addr))
-	}
-	c.peers = strings.Join(parts, ",")
+	c.addrs = localcluster.Addrs(freePorts(t, n))
+	c.peers = localcluster.Peers(c.addrs)
 	for i := range n {
 		c.start(i)
 	}

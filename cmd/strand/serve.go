@@ -101,20 +101,68 @@ func (n *nodeFlags) startProfile() (func(), error) {
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
+// serveFlags are `strand serve`'s own flags (beside nodeFlags and the
+// TLS and security ones).
+type serveFlags struct {
+	id                          uint64
+	listen, advertise, peers    string
+	join, dataDir, rack         string
+	kafkaListen, kafkaAdvertise string
+	adminListen                 string
+}
+
+func (f *serveFlags) register(fs *pflag.FlagSet) {
+	fs.Uint64Var(&f.id, "id", 0, "this node's id (1, 2, ...), unique in the cluster")
+	fs.StringVar(&f.listen, "listen", "", "address to listen on, for clients and peers (default: this node's --peers entry; 127.0.0.1:9192 without --peers)")
+	fs.StringVar(&f.advertise, "advertise", "", "address others reach this node at (default: this node's --peers entry, else --listen)")
+	fs.StringVar(&f.peers, "peers", "", "every node of the cluster, this one included: 1=HOST:PORT,2=HOST:PORT,... (default: this node alone)")
+	fs.StringVar(&f.join, "join", "", "join a running cluster through any of its nodes (HOST:PORT,...): registers this node at --advertise/--listen; a restart needs no --join")
+	fs.StringVar(&f.dataDir, "data-dir", "", "directory of this node's logs (created when missing)")
+	fs.StringVar(&f.rack, "rack", "", "this node's failure domain, for replica placement")
+	fs.StringVar(&f.kafkaListen, "kafka-listen", "", "also serve Kafka's protocol here, e.g. 0.0.0.0:9092 (default: no Kafka listener)")
+	fs.StringVar(&f.kafkaAdvertise, "kafka-advertise", "", "host:port Kafka clients reach this node at (default: --kafka-listen)")
+	fs.StringVar(&f.adminListen, "admin-listen", "", "serve the admin HTTP API here: /metrics, /healthz, /readyz, /debug/pprof/, the console at / (default: off)")
+}
+
+// check refuses what cannot run; args are the arguments left after the
+// flags.
+func (f *serveFlags) check(args []string) error {
+	if f.id == 0 || f.dataDir == "" {
+		return usageError("--id and --data-dir are required")
+	}
+	if len(args) != 0 {
+		return usageError("serve takes no arguments, got %q", args)
+	}
+	if err := checkKafkaFlags(f.kafkaListen, f.kafkaAdvertise); err != nil {
+		return err
+	}
+	if f.join != "" && (f.peers != "" || f.listen == "" && f.advertise == "") {
+		return usageError("--join needs --listen or --advertise (the address the others reach this node at) and no --peers")
+	}
+	return checkAdminListen(f.adminListen)
+}
+
+// nodes is the cluster as --peers (or --join, which registers this node
+// through a running one) says.
+func (f *serveFlags) nodes(logger *slog.Logger) ([]node.Peer, error) {
+	nodes, err := resolvePeers(node.NodeID(f.id), f.peers, &f.listen, &f.advertise, f.rack)
+	if err != nil || f.join == "" {
+		return nodes, err
+	}
+	if nodes, err = joinCluster(f.join, f.id, f.advertise, f.rack); err != nil {
+		return nil, err
+	}
+	logger.Info("registered with the cluster; joining the metadata group", slog.Uint64("node", f.id),
+		slog.String("address", f.advertise), slog.String("via", f.join))
+	return nodes, nil
+}
+
 // cmdServe runs one node until SIGTERM or SIGINT (clean shutdown) or a
 // fatal error (exit 1). A restart on the same --data-dir recovers.
 func cmdServe(args []string, stderr io.Writer) error {
 	fs := newFlags("serve")
-	id := fs.Uint64("id", 0, "this node's id (1, 2, ...), unique in the cluster")
-	listen := fs.String("listen", "", "address to listen on, for clients and peers (default: this node's --peers entry; 127.0.0.1:9192 without --peers)")
-	advertise := fs.String("advertise", "", "address others reach this node at (default: this node's --peers entry, else --listen)")
-	peers := fs.String("peers", "", "every node of the cluster, this one included: 1=HOST:PORT,2=HOST:PORT,... (default: this node alone)")
-	join := fs.String("join", "", "join a running cluster through any of its nodes (HOST:PORT,...): registers this node at --advertise/--listen; a restart needs no --join")
-	dataDir := fs.String("data-dir", "", "directory of this node's logs (created when missing)")
-	rack := fs.String("rack", "", "this node's failure domain, for replica placement")
-	kafkaListen := fs.String("kafka-listen", "", "also serve Kafka's protocol here, e.g. 0.0.0.0:9092 (default: no Kafka listener)")
-	kafkaAdvertise := fs.String("kafka-advertise", "", "host:port Kafka clients reach this node at (default: --kafka-listen)")
-	adminListen := fs.String("admin-listen", "", "serve the admin HTTP API here: /metrics, /healthz, /readyz, /debug/pprof/, the console at / (default: off)")
+	var f serveFlags
+	f.register(fs)
 	var nf nodeFlags
 	nf.register(fs)
 	var tf serveTLSFlags
@@ -128,50 +176,31 @@ func cmdServe(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *id == 0 || *dataDir == "" {
-		return usageError("--id and --data-dir are required")
-	}
-	if fs.NArg() != 0 {
-		return usageError("serve takes no arguments, got %q", fs.Args())
-	}
-	if err := checkKafkaFlags(*kafkaListen, *kafkaAdvertise); err != nil {
-		return err
-	}
-	if *join != "" && (*peers != "" || *listen == "" && *advertise == "") {
-		return usageError("--join needs --listen or --advertise (the address the others reach this node at) and no --peers")
-	}
-	if err := checkAdminListen(*adminListen); err != nil {
-		return err
-	}
-	nodes, err := resolvePeers(node.NodeID(*id), *peers, listen, advertise, *rack)
-	if err != nil {
+	if err := f.check(fs.Args()); err != nil {
 		return err
 	}
 	logger, err := nf.logger(stderr)
 	if err != nil {
 		return err
 	}
-	if *join != "" {
-		if nodes, err = joinCluster(*join, *id, *advertise, *rack); err != nil {
-			return err
-		}
-		logger.Info("registered with the cluster; joining the metadata group", slog.Uint64("node", *id),
-			slog.String("address", *advertise), slog.String("via", *join))
+	nodes, err := f.nodes(logger)
+	if err != nil {
+		return err
 	}
 	stopProfile, err := nf.startProfile()
 	if err != nil {
 		return err
 	}
 	defer stopProfile()
-	core, err := nf.coreConfig(node.NodeID(*id), nodes)
+	core, err := nf.coreConfig(node.NodeID(f.id), nodes)
 	if err != nil {
 		return err
 	}
-	core.Join = *join != ""
+	core.Join = f.join != ""
 	scfg := server.Config{
 		Core:    core,
-		DataDir: *dataDir, Listen: *listen, Tick: nf.tick, Logger: logger, StatsInterval: nf.stats,
-		KafkaListen: *kafkaListen, KafkaAdvertise: *kafkaAdvertise, TLS: tlsCfg,
+		DataDir: f.dataDir, Listen: f.listen, Tick: nf.tick, Logger: logger, StatsInterval: nf.stats,
+		KafkaListen: f.kafkaListen, KafkaAdvertise: f.kafkaAdvertise, TLS: tlsCfg,
 	}
 	if err := sf.apply(&scfg); err != nil {
 		return err
@@ -180,27 +209,37 @@ func cmdServe(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	attrs := []any{slog.Uint64("node", *id), slog.String("listen", rt.Addr().String()),
-		slog.String("data_dir", *dataDir), slog.String("cluster", describeNodes(nodes))}
+	attrs := []any{slog.Uint64("node", f.id), slog.String("listen", rt.Addr().String()),
+		slog.String("data_dir", f.dataDir), slog.String("cluster", describeNodes(nodes))}
 	if a := rt.KafkaAddr(); a != nil {
 		attrs = append(attrs, slog.String("kafka_listen", a.String()))
 	}
 	attrs = append(attrs, slog.Bool("tls", tlsCfg != nil))
-	if *adminListen != "" {
-		admin, err := server.ListenAdmin(*adminListen, logger, rt)
+	if f.adminListen != "" {
+		admin, err := serveAdmin(rt, f.adminListen, logger, tlsCfg != nil)
 		if err != nil {
 			rt.Close()
-			return userErr(err, "cannot serve the admin API on %s: %v", *adminListen, errors.Unwrap(err))
+			return err
 		}
 		defer admin.Close()
 		attrs = append(attrs, slog.String("admin", admin.URL()))
-		if tlsCfg == nil && !loopbackAddr(*adminListen) {
-			logger.Warn("the admin API (metrics, profiles, console) has no TLS or authentication and listens beyond this host: bind --admin-listen to 127.0.0.1 or a management network, or serve with --tls-cert (it then uses TLS and --tls-client-auth)",
-				slog.String("admin", admin.URL()))
-		}
 	}
 	logger.Info("node started", attrs...)
 	return serveUntilStopped(rt, logger, tlsCfg != nil)
+}
+
+// serveAdmin serves rt's admin API on addr, warning when it is reachable
+// beyond this host without TLS.
+func serveAdmin(rt *server.Server, addr string, logger *slog.Logger, withTLS bool) (*server.Admin, error) {
+	admin, err := server.ListenAdmin(addr, logger, rt)
+	if err != nil {
+		return nil, userErr(err, "cannot serve the admin API on %s: %v", addr, errors.Unwrap(err))
+	}
+	if !withTLS && !loopbackAddr(addr) {
+		logger.Warn("the admin API (metrics, profiles, console) has no TLS or authentication and listens beyond this host: bind --admin-listen to 127.0.0.1 or a management network, or serve with --tls-cert (it then uses TLS and --tls-client-auth)",
+			slog.String("admin", admin.URL()))
+	}
+	return admin, nil
 }
 
 // serveUntilStopped runs rt until SIGTERM or SIGINT (a clean Close) or a
@@ -425,6 +464,30 @@ func checkBasePort(base, nodes int, adminDerived bool) error {
 	return nil
 }
 
+// devPeers are the dev cluster's count nodes on host: node i serves
+// Kafka on basePort+i-1 and the native protocol devNativePortOffset above.
+func devPeers(count int, host string, basePort int) []node.Peer {
+	nodes := make([]node.Peer, count)
+	for i := range nodes {
+		nodes[i] = node.Peer{ID: node.NodeID(i + 1), Address: net.JoinHostPort(host, strconv.Itoa(basePort+devNativePortOffset+i)),
+			KafkaAddress: net.JoinHostPort(host, strconv.Itoa(basePort+i))}
+	}
+	return nodes
+}
+
+// devAdmin serves every dev node's admin API and console on addr; when
+// it cannot, it stops the nodes and says what to try.
+func devAdmin(addr string, logger *slog.Logger, rts []*server.Server) (*server.Admin, error) {
+	admin, err := server.ListenAdmin(addr, logger, rts...)
+	if err != nil {
+		for _, rt := range rts {
+			rt.Close()
+		}
+		return nil, userErr(err, "cannot serve the admin API on %s: %v (try --admin-listen or --base-port)", addr, errors.Unwrap(err))
+	}
+	return admin, nil
+}
+
 // cmdDev runs a whole cluster in this process on consecutive ports, until
 // Ctrl-C, and prints how to use it.
 func cmdDev(args []string, stdout, stderr io.Writer) error {
@@ -457,11 +520,7 @@ func cmdDev(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer stopProfile()
-	nodes := make([]node.Peer, *count)
-	for i := range nodes {
-		nodes[i] = node.Peer{ID: node.NodeID(i + 1), Address: net.JoinHostPort(*host, strconv.Itoa(*basePort+devNativePortOffset+i)),
-			KafkaAddress: net.JoinHostPort(*host, strconv.Itoa(*basePort+i))}
-	}
+	nodes := devPeers(*count, *host, *basePort)
 	logger, err := nf.logger(stderr)
 	if err != nil {
 		return err
@@ -483,12 +542,9 @@ func cmdDev(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	admin, err := server.ListenAdmin(*adminListen, logger, rts...)
+	admin, err := devAdmin(*adminListen, logger, rts)
 	if err != nil {
-		for _, rt := range rts {
-			rt.Close()
-		}
-		return userErr(err, "cannot serve the admin API on %s: %v (try --admin-listen or --base-port)", *adminListen, errors.Unwrap(err))
+		return err
 	}
 	defer admin.Close()
 	ctx, stop := signalContext()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -386,9 +385,6 @@ func idOrNone(id uint64) string {
 	}
 	return fmt.Sprint(id)
 }
-
-// errTopicExists reports whether err says the topic already exists.
-func errTopicExists(err error) bool { return errors.Is(err, clientlib.ErrTopicExists) }
 
 // validateTopicFlags checks the flags of the subcommands that take some.
 func validateTopicFlags(sub string, fs *pflag.FlagSet, tc *topicCreateFlags, ta *topicAlterFlags, td *deleteRecordsFlags) error {

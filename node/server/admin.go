@@ -27,7 +27,7 @@ const (
 	adminViewTimeout    = 5 * time.Second  // one view, queueing included
 	adminReadTimeout    = 10 * time.Second // an HTTP request's headers and body
 	adminWriteTimeout   = 60 * time.Second // an answer (pprof's CPU profile takes 30 s)
-	adminReplicaLagMax  = runtimeReplicaLagEntries
+	adminReplicaLagMax  = replicaLagEntries
 	adminShutdownBudget = 2 * time.Second
 )
 

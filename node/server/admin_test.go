@@ -368,7 +368,7 @@ func TestAdminHealthAndReadiness(t *testing.T) {
 		t.Errorf("/readyz of a stopped node: %d, want 503", code)
 	}
 
-	one := startTestRuntime(t)
+	one := startTestServer(t)
 	b := startTestAdmin(t, one)
 	waitReady(t, b)
 	if code, body := httpGet(t, b.URL()+"debug/pprof/"); code != http.StatusOK || !strings.Contains(body, "goroutine") {

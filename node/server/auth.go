@@ -93,7 +93,7 @@ func hostOf(a net.Addr) string {
 
 // caller is who the connection's requests come from: the SASL principal,
 // else the TLS one (set by the TLS listener), else anonymous.
-func (c *runtimeConn) caller() node.Caller {
+func (c *nativeConn) caller() node.Caller {
 	p := c.principal
 	if p == "" {
 		p = node.Anonymous
@@ -111,12 +111,12 @@ var errSASLRequired = errors.New("the node requires SASL authentication (SCRAM-S
 // connection closes. A peer's connection (Hello with a peer id) skips it
 // (peers are authenticated by mutual TLS), and so does one whose TLS
 // client certificate already named its principal.
-func (c *runtimeConn) authenticate(br *bufio.Reader) error {
+func (c *nativeConn) authenticate(br *bufio.Reader) error {
 	c.host = hostOf(c.nc.RemoteAddr())
 	if !c.r.cfg.SASL || c.peer != 0 || c.principal != "" {
 		return nil // off, a peer, or authenticated by its TLS certificate
 	}
-	c.nc.SetReadDeadline(time.Now().Add(runtimeHelloTimeout))
+	c.nc.SetReadDeadline(time.Now().Add(helloTimeout))
 	defer c.nc.SetReadDeadline(time.Time{})
 	var ex *sasl.Exchange
 	for range 4 {
@@ -162,7 +162,7 @@ func (c *runtimeConn) authenticate(br *bufio.Reader) error {
 // refuseSASL answers a failed authentication with its typed error and
 // returns the reason the connection closes with. The answer never says
 // whether the user exists.
-func (c *runtimeConn) refuseSASL(resp *strandpb.Response, code strandpb.ErrorCode, why error) error {
+func (c *nativeConn) refuseSASL(resp *strandpb.Response, code strandpb.ErrorCode, why error) error {
 	msg := "sasl: authentication failed (unknown user, wrong password, or an exchange out of order)"
 	switch {
 	case code == strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_SASL_MECHANISM:
@@ -178,12 +178,12 @@ func (c *runtimeConn) refuseSASL(resp *strandpb.Response, code strandpb.ErrorCod
 
 // writeNow writes one answer before the writer runs (the Hello and SASL
 // steps).
-func (c *runtimeConn) writeNow(resp *strandpb.Response) error {
+func (c *nativeConn) writeNow(resp *strandpb.Response) error {
 	out, err := frame.Append(nil, resp)
 	if err != nil {
 		return err
 	}
-	c.nc.SetWriteDeadline(time.Now().Add(runtimeHelloTimeout))
+	c.nc.SetWriteDeadline(time.Now().Add(helloTimeout))
 	defer c.nc.SetWriteDeadline(time.Time{})
 	if _, err := c.nc.Write(out); err != nil {
 		return fmt.Errorf("sasl answer: %v", err)

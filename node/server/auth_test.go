@@ -21,9 +21,9 @@ import (
 	"github.com/strandlog/strand/sasl"
 )
 
-// startSecureRuntime starts a one-node runtime requiring SASL and ACLs,
+// startSecureServer starts a one-node runtime requiring SASL and ACLs,
 // with admin (password admin-secret) as its bootstrap super user.
-func startSecureRuntime(t *testing.T) *Server {
+func startSecureServer(t *testing.T) *Server {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -97,7 +97,7 @@ func binding(principal, rtype, name, op, perm string) *strandpb.AclBinding {
 // to the topic her ACL names, bob (no ACL) and carol (denied) get
 // TOPIC_AUTHORIZATION_FAILED, and bob's metadata lists no topic.
 func TestSecureClusterRefusesAndAllows(t *testing.T) {
-	rt := startSecureRuntime(t)
+	rt := startSecureServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	admin := nativeAs(t, rt, "admin", "admin-secret")
@@ -272,7 +272,7 @@ func scramOverKafka(t *testing.T, rt *Server, user, password string, msgs [][]by
 // closes the connection unanswered, as Kafka does; ApiVersions advertises
 // keys 17 and 36.
 func TestKafkaSASLExchanges(t *testing.T) {
-	rt := startSecureRuntime(t)
+	rt := startSecureServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	admin := nativeAs(t, rt, "admin", "admin-secret")
@@ -334,7 +334,7 @@ func TestKafkaSASLExchanges(t *testing.T) {
 // bob, without ALTER on the cluster, is refused
 // CLUSTER_AUTHORIZATION_FAILED and adds nothing.
 func TestKafkaACLAdmin(t *testing.T) {
-	rt := startSecureRuntime(t)
+	rt := startSecureServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	admin := nativeAs(t, rt, "admin", "admin-secret")

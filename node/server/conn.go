@@ -21,17 +21,17 @@ import (
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
-// runtimeRaftField is the field number of Request.raft (wire.proto).
-const runtimeRaftField = 30
+// raftField is the field number of Request.raft (wire.proto).
+const raftField = 30
 
-// runtimeConnAnswerBytesMax bounds the fetch answer bytes reserved for one
+// connAnswerBytesMax bounds the fetch answer bytes reserved for one
 // connection before its reader stops taking requests;
-// runtimeFetchAnswerBytesMax bounds them over all connections (a fetch
+// fetchAnswerBytesMax bounds them over all connections (a fetch
 // waits for room; other requests never do, so producers are not held up
 // by slow readers).
 const (
-	runtimeConnAnswerBytesMax  = 32 << 20
-	runtimeFetchAnswerBytesMax = 512 << 20
+	connAnswerBytesMax  = 32 << 20
+	fetchAnswerBytesMax = 512 << 20
 )
 
 // reservation is what one fetch holds until its answer is written: bytes
@@ -45,12 +45,12 @@ type reservation struct {
 // connection's and the node's bounds: a fetch's max_bytes (at most what
 // one answer can carry); other requests take nothing. False when the
 // connection closed meanwhile.
-func (c *runtimeConn) reserve(req *strandpb.Request) bool {
+func (c *nativeConn) reserve(req *strandpb.Request) bool {
 	f := req.GetFetch()
 	if f == nil {
 		return true
 	}
-	for c.queued.Load() > runtimeConnAnswerBytesMax {
+	for c.queued.Load() > connAnswerBytesMax {
 		select {
 		case <-c.drained:
 		case <-c.done:
@@ -82,7 +82,7 @@ func (c *runtimeConn) reserve(req *strandpb.Request) bool {
 
 // release gives back what the request answered by resp reserved, once the
 // answer is written.
-func (c *runtimeConn) release(resp *strandpb.Response) {
+func (c *nativeConn) release(resp *strandpb.Response) {
 	c.reservedMu.Lock()
 	res, ok := c.reserved[resp.GetCorrelationId()]
 	delete(c.reserved, resp.GetCorrelationId())
@@ -91,7 +91,7 @@ func (c *runtimeConn) release(resp *strandpb.Response) {
 		return
 	}
 	c.r.fetchAnswers.release(res.units)
-	if c.queued.Add(-res.bytes) <= runtimeConnAnswerBytesMax {
+	if c.queued.Add(-res.bytes) <= connAnswerBytesMax {
 		select {
 		case c.drained <- struct{}{}:
 		default:
@@ -100,7 +100,7 @@ func (c *runtimeConn) release(resp *strandpb.Response) {
 }
 
 // releaseAll gives back every reservation of a closed connection.
-func (c *runtimeConn) releaseAll() {
+func (c *nativeConn) releaseAll() {
 	c.reservedMu.Lock()
 	defer c.reservedMu.Unlock()
 	c.reservedClosed = true
@@ -111,18 +111,18 @@ func (c *runtimeConn) releaseAll() {
 	}
 }
 
-// runtimeConn is one accepted connection, from a client or a peer node. Its
+// nativeConn is one accepted connection, from a client or a peer node. Its
 // reader decodes frames and hands them to the loop; its writer sends the
 // answers the loop queues. slots bounds the requests awaiting an answer, so
 // the answer queue (of the same capacity) never fills and the loop never
 // blocks on a slow client: a client that does not read stops being read.
 // queued bounds the bytes of those answers too: each fetch taken reserves
 // its max_bytes until its answer is written, and past
-// runtimeConnAnswerBytesMax reserved the reader takes no new request until
+// connAnswerBytesMax reserved the reader takes no new request until
 // the writer drained below it (fetch answers are up to 7 MiB each, and
 // 1,024 of them queued for a slow reader pinned gigabytes; fan-out bench,
 // 1,000 groups: 3-6 GB per node).
-type runtimeConn struct {
+type nativeConn struct {
 	r       *Server
 	nc      net.Conn
 	out     chan *strandpb.Response
@@ -166,10 +166,10 @@ func (r *Server) acceptLoop() {
 		if r.tls != nil {
 			nc = tls.Server(nc, r.tlsListen)
 		}
-		c := &runtimeConn{
+		c := &nativeConn{
 			r: r, nc: nc,
-			out:      make(chan *strandpb.Response, runtimeConnInFlightMax),
-			slots:    make(chan struct{}, runtimeConnInFlightMax),
+			out:      make(chan *strandpb.Response, connInFlightMax),
+			slots:    make(chan struct{}, connInFlightMax),
 			drained:  make(chan struct{}, 1),
 			done:     make(chan struct{}),
 			draining: make(chan struct{}),
@@ -177,7 +177,7 @@ func (r *Server) acceptLoop() {
 		}
 		if !r.register(c) {
 			r.logger.Warn("refusing connection: too many open", slog.String("remote", nc.RemoteAddr().String()),
-				slog.Int("open", runtimeConnsMax))
+				slog.Int("open", connsMax))
 			nc.Close()
 			continue
 		}
@@ -187,8 +187,8 @@ func (r *Server) acceptLoop() {
 	}
 }
 
-// register records c unless the runtime is stopping or full.
-func (r *Server) register(c *runtimeConn) bool {
+// register records c unless the server is stopping or full.
+func (r *Server) register(c *nativeConn) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	select {
@@ -196,7 +196,7 @@ func (r *Server) register(c *runtimeConn) bool {
 		return false
 	default:
 	}
-	if len(r.conns) >= runtimeConnsMax {
+	if len(r.conns) >= connsMax {
 		return false
 	}
 	r.conns[c] = struct{}{}
@@ -206,7 +206,7 @@ func (r *Server) register(c *runtimeConn) bool {
 // close closes the connection once, logging why unless reason is "": at
 // warn for a peer node's connection (its raft traffic stops until it
 // reconnects), at debug for a client's (the client sees it and retries).
-func (c *runtimeConn) close(reason string) {
+func (c *nativeConn) close(reason string) {
 	c.closeOnce.Do(func() {
 		if reason != "" {
 			level := slog.LevelDebug
@@ -227,7 +227,7 @@ func (c *runtimeConn) close(reason string) {
 
 // closeAfterFlush waits until the writer has sent what is queued, or the
 // deadline passes.
-func (c *runtimeConn) closeAfterFlush(deadline time.Time) {
+func (c *nativeConn) closeAfterFlush(deadline time.Time) {
 	c.drainOnce.Do(func() { close(c.draining) })
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
@@ -240,7 +240,7 @@ func (c *runtimeConn) closeAfterFlush(deadline time.Time) {
 
 // answer queues resp for the writer. Called on the loop; never blocks: the
 // slot taken by the request guarantees room.
-func (c *runtimeConn) answer(resp *strandpb.Response) {
+func (c *nativeConn) answer(resp *strandpb.Response) {
 	select {
 	case c.out <- resp:
 	default:
@@ -249,8 +249,8 @@ func (c *runtimeConn) answer(resp *strandpb.Response) {
 }
 
 // readLoop performs the handshake, then decodes frames until the
-// connection fails or the runtime stops.
-func (c *runtimeConn) readLoop() {
+// connection fails or the server stops.
+func (c *nativeConn) readLoop() {
 	defer c.r.wg.Done()
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	if err := c.handshake(br); err != nil {
@@ -266,7 +266,7 @@ func (c *runtimeConn) readLoop() {
 		if c.peer != 0 {
 			// A peer's frame goes to the loop as is, so each is read into
 			// a buffer of its own, which the loop gives back to
-			// runtimePeerBufs once Core.Receive returned.
+			// peerBufs once Core.Receive returned.
 			buf = getPeerBuf()
 		}
 		c.waitThrottle()
@@ -283,18 +283,18 @@ func (c *runtimeConn) readLoop() {
 	}
 }
 
-// runtimePeerBufs recycles the buffers peer frames are read into: the loop
+// peerBufs recycles the buffers peer frames are read into: the loop
 // returns each after Core.Receive (which keeps no reference to a frame), so
 // a busy peer link does not allocate and zero a fresh buffer per frame.
-// Buffers above runtimePeerBufBytesMax are left to the GC.
-var runtimePeerBufs sync.Pool
+// Buffers above peerBufBytesMax are left to the GC.
+var peerBufs sync.Pool
 
-// runtimePeerBufBytesMax bounds the capacity of a pooled peer buffer.
-const runtimePeerBufBytesMax = 4 << 20
+// peerBufBytesMax bounds the capacity of a pooled peer buffer.
+const peerBufBytesMax = 4 << 20
 
 // getPeerBuf returns a pooled buffer (length 0), or nil.
 func getPeerBuf() []byte {
-	if p, ok := runtimePeerBufs.Get().(*[]byte); ok {
+	if p, ok := peerBufs.Get().(*[]byte); ok {
 		return (*p)[:0]
 	}
 	return nil
@@ -302,10 +302,10 @@ func getPeerBuf() []byte {
 
 // putPeerBuf gives a peer frame's buffer back once nothing refers to it.
 func putPeerBuf(buf []byte) {
-	if cap(buf) == 0 || cap(buf) > runtimePeerBufBytesMax {
+	if cap(buf) == 0 || cap(buf) > peerBufBytesMax {
 		return
 	}
-	runtimePeerBufs.Put(&buf)
+	peerBufs.Put(&buf)
 }
 
 // readFailure is the reason logged for a failed read: nothing for a clean
@@ -320,8 +320,8 @@ func readFailure(err error) string {
 // dispatch hands one frame to the loop: a raft frame from a peer, else a
 // client request (which takes a slot until answered). It blocks while the
 // loop's queue or the connection's slots are full: backpressure.
-func (c *runtimeConn) dispatch(payload []byte) error {
-	if raftFrame, ok := runtimeRaftBytes(payload); ok {
+func (c *nativeConn) dispatch(payload []byte) error {
+	if raftFrame, ok := raftFrameOf(payload); ok {
 		if c.peer == 0 {
 			return errors.New("raft frame on a connection that is not from a peer")
 		}
@@ -335,7 +335,7 @@ func (c *runtimeConn) dispatch(payload []byte) error {
 			return nil
 		}
 		select {
-		case c.r.frames <- runtimeFrame{frame: raftFrame, buf: payload, tokens: tokens}: // payload is the loop's now: see readLoop
+		case c.r.frames <- peerFrame{frame: raftFrame, buf: payload, tokens: tokens}: // payload is the loop's now: see readLoop
 		case <-c.done:
 			c.r.budget.release(tokens)
 			putPeerBuf(payload)
@@ -362,23 +362,23 @@ func (c *runtimeConn) dispatch(payload []byte) error {
 		return nil
 	}
 	select {
-	case c.r.requests <- runtimeRequest{req: req, conn: c, tokens: tokens, caller: c.caller()}:
+	case c.r.requests <- loopRequest{req: req, conn: c, tokens: tokens, caller: c.caller()}:
 	case <-c.done:
 		c.r.budget.release(tokens)
 	}
 	return nil
 }
 
-// runtimeRaftBytes finds the RaftFrame bytes of a Request{raft} without
+// raftFrameOf finds the RaftFrame bytes of a Request{raft} without
 // decoding them (the Core decodes them once, in Receive).
-func runtimeRaftBytes(b []byte) ([]byte, bool) {
+func raftFrameOf(b []byte) ([]byte, bool) {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
 			return nil, false
 		}
 		b = b[n:]
-		if num == runtimeRaftField && typ == protowire.BytesType {
+		if num == raftField && typ == protowire.BytesType {
 			v, m := protowire.ConsumeBytes(b)
 			return v, m >= 0
 		}
@@ -393,8 +393,8 @@ func runtimeRaftBytes(b []byte) ([]byte, bool) {
 
 // handshake reads the Hello and answers it; an unsupported version or a
 // first frame that is not a Hello is answered with an error, then closed.
-func (c *runtimeConn) handshake(br *bufio.Reader) error {
-	c.nc.SetReadDeadline(time.Now().Add(runtimeHelloTimeout))
+func (c *nativeConn) handshake(br *bufio.Reader) error {
+	c.nc.SetReadDeadline(time.Now().Add(helloTimeout))
 	if err := c.tlsHandshake(br); err != nil {
 		return err
 	}
@@ -413,9 +413,9 @@ func (c *runtimeConn) handshake(br *bufio.Reader) error {
 	case hello == nil:
 		refused = errors.New("first frame is not a hello")
 		resp.Error = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, Message: refused.Error()}
-	case hello.GetVersionMin() > runtimeProtocolVersion || hello.GetVersionMax() < runtimeProtocolVersion:
+	case hello.GetVersionMin() > protocolVersion || hello.GetVersionMax() < protocolVersion:
 		refused = fmt.Errorf("unsupported protocol versions %d..%d (node speaks %d)",
-			hello.GetVersionMin(), hello.GetVersionMax(), runtimeProtocolVersion)
+			hello.GetVersionMin(), hello.GetVersionMax(), protocolVersion)
 		resp.Error = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_VERSION, Message: refused.Error()}
 	case hello.GetPeerNodeId() != 0 && c.r.tls != nil && node.NodeID(hello.GetPeerNodeId()) != c.certNode:
 		refused = peerRefusal(node.NodeID(hello.GetPeerNodeId()), c.certNode, string(c.principal))
@@ -427,14 +427,14 @@ func (c *runtimeConn) handshake(br *bufio.Reader) error {
 			c.r.net.learnPeer(c.peer, hello.GetPeerAddress())
 		}
 		resp.Body = &strandpb.Response_Hello{Hello: &strandpb.HelloResponse{
-			Version: runtimeProtocolVersion, NodeId: uint64(c.r.cfg.Core.ID), FrameBytesMax: frame.BytesMaxDefault,
+			Version: protocolVersion, NodeId: uint64(c.r.cfg.Core.ID), FrameBytesMax: frame.BytesMaxDefault,
 			ClusterId: c.r.ClusterID()}}
 	}
 	out, err := frame.Append(nil, resp)
 	if err != nil {
 		return err
 	}
-	c.nc.SetWriteDeadline(time.Now().Add(runtimeHelloTimeout))
+	c.nc.SetWriteDeadline(time.Now().Add(helloTimeout))
 	if _, err := c.nc.Write(out); err != nil {
 		return fmt.Errorf("hello answer: %v", err)
 	}
@@ -444,7 +444,7 @@ func (c *runtimeConn) handshake(br *bufio.Reader) error {
 
 // writeLoop sends queued answers, flushing whenever the queue runs empty,
 // so pipelined answers share writes.
-func (c *runtimeConn) writeLoop() {
+func (c *nativeConn) writeLoop() {
 	defer c.r.wg.Done()
 	bw := bufio.NewWriterSize(c.nc, 64<<10)
 	var buf []byte
@@ -466,13 +466,13 @@ func (c *runtimeConn) writeLoop() {
 }
 
 // write frames one answer and frees its slot; flushes when nothing else waits.
-func (c *runtimeConn) write(bw *bufio.Writer, buf []byte, resp *strandpb.Response) ([]byte, error) {
+func (c *nativeConn) write(bw *bufio.Writer, buf []byte, resp *strandpb.Response) ([]byte, error) {
 	buf, err := frame.Append(buf[:0], resp)
 	if err != nil {
 		return buf, fmt.Errorf("cannot frame answer %d: %v", resp.GetCorrelationId(), err)
 	}
 	<-c.slots
-	c.nc.SetWriteDeadline(time.Now().Add(runtimeResponseWriteTimeout))
+	c.nc.SetWriteDeadline(time.Now().Add(responseWriteTimeout))
 	if _, err := bw.Write(buf); err != nil {
 		return buf, fmt.Errorf("write: %v", err)
 	}
@@ -486,7 +486,7 @@ func (c *runtimeConn) write(bw *bufio.Writer, buf []byte, resp *strandpb.Respons
 }
 
 // drain writes what is queued at shutdown, then signals flushed.
-func (c *runtimeConn) drain(bw *bufio.Writer, buf []byte) {
+func (c *nativeConn) drain(bw *bufio.Writer, buf []byte) {
 	defer close(c.flushed)
 	for {
 		select {

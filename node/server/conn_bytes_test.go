@@ -10,14 +10,14 @@ import (
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
-// TestRuntimeConnBoundsQueuedAnswerBytes pipelines 200 fetches of a 512 KiB
+// TestServerConnBoundsQueuedAnswerBytes pipelines 200 fetches of a 512 KiB
 // batch on one connection without reading the answers: the bytes queued
-// for its writer stay within twice runtimeConnAnswerBytesMax (the reader
+// for its writer stay within twice connAnswerBytesMax (the reader
 // stops taking requests past it; the requests taken before answer later)
 // where before all 200 answers, 100 MiB, were queued; and once read, every
 // answer arrives.
-func TestRuntimeConnBoundsQueuedAnswerBytes(t *testing.T) {
-	rt := startTestRuntime(t)
+func TestServerConnBoundsQueuedAnswerBytes(t *testing.T) {
+	rt := startTestServer(t)
 	c := dialTest(t, rt)
 	c.hello(1, 1)
 	for id := uint64(1); ; id++ { // until the node registered and the topic exists
@@ -66,7 +66,7 @@ func TestRuntimeConnBoundsQueuedAnswerBytes(t *testing.T) {
 		}
 		c.nc.Write(buf)
 	}()
-	limit := int64(2 * runtimeConnAnswerBytesMax)
+	limit := int64(2 * connAnswerBytesMax)
 	var most int64
 	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
 		most = max(most, rt.connQueuedMax())

@@ -20,7 +20,7 @@
 //   - One goroutine owns the Core; everything else talks to it through bounded channels, so the
 //     Core needs no lock.
 //   - Storage pool: AsyncSyncs is always on; after each Process the loop submits the Core's sync
-//     jobs to runtimeSyncWorkersMax (8) workers; a finished job queues its result and wakes the
+//     jobs to syncWorkersMax (8) workers; a finished job queues its result and wakes the
 //     loop through a capacity-1 channel. Job and result queues are slices under a mutex, so neither
 //     side blocks on the other (bounded by one job per log). A job has no deadline: an fsync that
 //     never returns stalls its group's appends (and, on a leader, its acknowledgements) while
@@ -36,7 +36,7 @@
 //     error shuts the node down, Done() closes, Err() says why; strand serve exits 1.
 //   - Backpressure: 1024 request slots per connection (the answer channel has the same capacity, so
 //     the loop never blocks on a slow client); a byte budget of 256 MiB for everything queued for
-//     the loop; a fetch reserves its max_bytes until its answer is written, from its connection (32
+//     the loop (a weighted semaphore: a frame's units taken at once, waiters in order); a fetch reserves its max_bytes until its answer is written, from its connection (32
 //     MiB: past it the reader takes no new request, so TCP pushes back) and the node (512 MiB);
 //     produces reserve nothing; at most 4096 connections. Kafka fetches reserve the same way
 //     (kafkaproto.AnswerBudget: 32 MiB per connection in kafkaproto, the node's 512 MiB through
@@ -139,9 +139,10 @@
 //     needs ALTER on the cluster. Kafka CreateAcls/DescribeAcls/DeleteAcls (30, 29, 31) map onto
 //     the same bindings.
 //   - Quotas: per principal produce and fetch byte rates in the metadata group; each node meters
-//     its own traffic with a token bucket (real time, in node/server); an overdraft is served,
-//     answered with throttle_ms (Kafka ThrottleMillis), and the connection's reader pauses that
-//     long, as Kafka mutes a channel. Rejected: holding the answer (the client times out and
+//     its own traffic with a token bucket (an x/time/rate limiter of one second's burst, real
+//     time); an overdraft is served, answered with throttle_ms (Kafka ThrottleMillis, at most
+//     30 s; debt past that is forgiven), and the connection's reader pauses that long, as Kafka
+//     mutes a channel. Rejected: holding the answer (the client times out and
 //     resends).
 //
 // Negative tests (authorization on; anonymous / authenticated without ACL / denied; every row also

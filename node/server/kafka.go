@@ -106,7 +106,7 @@ func (k *kafkaListener) SubmitAs(done <-chan struct{}, principal, host string, r
 		return errKafkaStopped
 	}
 	select {
-	case r.requests <- runtimeRequest{req: req, tokens: tokens, reply: reply, caller: node.Caller{Principal: node.Principal(principal), Host: host}}:
+	case r.requests <- loopRequest{req: req, tokens: tokens, reply: reply, caller: node.Caller{Principal: node.Principal(principal), Host: host}}:
 		return nil
 	case <-done:
 		r.budget.release(tokens)

@@ -107,7 +107,7 @@ func kafkaGoWrite(ctx context.Context, t *testing.T, w *kafka.Writer, msgs []kaf
 // three-partition topic once, and commits. DescribeGroups names the
 // member's client id and host, and the group's committed offsets add up.
 func TestKafkaGoConsumerGroup(t *testing.T) {
-	rt := startKafkaRuntime(t)
+	rt := startKafkaServer(t)
 	addr := rt.KafkaAddr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -167,7 +167,7 @@ func TestKafkaGoConsumerGroup(t *testing.T) {
 // hold; they are accepted by what they inflate to (a strict window bound
 // refused them MESSAGE_TOO_LARGE), and read back byte for byte.
 func TestKafkaGoZstdBatches(t *testing.T) {
-	rt := startKafkaRuntime(t)
+	rt := startKafkaServer(t)
 	addr := rt.KafkaAddr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -210,7 +210,7 @@ func TestKafkaGoZstdBatches(t *testing.T) {
 // results (issue 20, items 3, 4 and 8), over one node's Kafka listener with
 // franz-go and raw kmsg requests.
 func TestKafkaAnswersAsKafka(t *testing.T) {
-	rt := startKafkaRuntime(t)
+	rt := startKafkaServer(t)
 	addr := rt.KafkaAddr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -431,7 +431,7 @@ func TestKafkaAnswersAsKafka(t *testing.T) {
 // got a retriable-looking UNSUPPORTED_VERSION. kcat's part skips when kcat
 // is not installed (.ci/run installs it).
 func TestKafkaTransactionsRefusedFatally(t *testing.T) {
-	rt := startKafkaRuntime(t)
+	rt := startKafkaServer(t)
 	addr := rt.KafkaAddr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -98,7 +98,7 @@ func (c *classicClient) heartbeat() int16 {
 // names the members; DeleteGroups refuses the non-empty group and deletes
 // it once both left.
 func TestKafkaClassicGroupHandOver(t *testing.T) {
-	rt := startKafkaRuntime(t)
+	rt := startKafkaServer(t)
 	addr := rt.KafkaAddr().String()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RetryTimeout(20*time.Second))
 	if err != nil {

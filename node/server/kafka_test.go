@@ -16,9 +16,9 @@ import (
 	"github.com/strandlog/strand/node"
 )
 
-// startKafkaRuntime starts a one-node runtime with a Kafka listener, both
+// startKafkaServer starts a one-node runtime with a Kafka listener, both
 // on free loopback ports.
-func startKafkaRuntime(t *testing.T) *Server {
+func startKafkaServer(t *testing.T) *Server {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -46,7 +46,7 @@ func startKafkaRuntime(t *testing.T) *Server {
 // travel in the raft entry beside Strand's batch), and the node's Metadata
 // names its own Kafka listener as the broker, with the topic's id.
 func TestKafkaFetchServesProducerFields(t *testing.T) {
-	rt := startKafkaRuntime(t)
+	rt := startKafkaServer(t)
 	addr := rt.KafkaAddr().String()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
@@ -115,7 +115,7 @@ func TestKafkaFetchServesProducerFields(t *testing.T) {
 // a second delete is UNKNOWN_TOPIC_OR_PARTITION. A consumer group reads
 // the produced record.
 func TestKafkaAdminCalls(t *testing.T) {
-	rt := startKafkaRuntime(t)
+	rt := startKafkaServer(t)
 	addr := rt.KafkaAddr().String()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {

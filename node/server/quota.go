@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -23,26 +25,30 @@ import (
 // times 11 samples; a client waits at most this long).
 const throttleMax = 30 * time.Second
 
-// tokenBucket meters one principal's bytes in one direction.
+// tokenBucket meters one principal's bytes in one direction: a
+// x/time/rate limiter holding one second of the rate, into whose debt a
+// request may go (the debt is the throttle).
 type tokenBucket struct {
-	rate   float64 // bytes per second
-	tokens float64 // may go negative: the debt that is the throttle
-	last   time.Time
+	bytesPerSec int64
+	limiter     *rate.Limiter
 }
 
 // charge takes n bytes at now and returns how long the client must wait
-// until the bucket is out of debt (0: not throttled).
-func (b *tokenBucket) charge(rate int64, n int, now time.Time) time.Duration {
-	if b.rate != float64(rate) || b.last.IsZero() {
-		*b = tokenBucket{rate: float64(rate), tokens: float64(rate), last: now}
+// until the bucket is out of debt (0: not throttled), at most throttleMax.
+// A reservation holds at most the burst, so a larger charge goes into debt
+// a second's worth at a time, and no further than throttleMax: a client
+// waits no longer than that anyway.
+func (b *tokenBucket) charge(bytesPerSec int64, n int, now time.Time) time.Duration {
+	if b.limiter == nil || b.bytesPerSec != bytesPerSec { // new, or the quota changed: start full
+		b.bytesPerSec, b.limiter = bytesPerSec, rate.NewLimiter(rate.Limit(bytesPerSec), int(bytesPerSec))
 	}
-	b.tokens = min(b.rate, b.tokens+now.Sub(b.last).Seconds()*b.rate)
-	b.last = now
-	b.tokens -= float64(n)
-	if b.tokens >= 0 {
-		return 0
+	var wait time.Duration
+	for n > 0 && wait < throttleMax {
+		step := min(n, b.limiter.Burst())
+		wait = b.limiter.ReserveN(now, step).DelayFrom(now)
+		n -= step
 	}
-	return min(throttleMax, time.Duration(-b.tokens/b.rate*float64(time.Second)))
+	return min(wait, throttleMax)
 }
 
 // quotaMeters holds the buckets of every principal with a quota.
@@ -74,7 +80,7 @@ func (m *quotaMeters) charge(principal node.Principal, fetch bool, rate int64, n
 // metered wraps reply so a produce or fetch answer of a principal with a
 // quota is charged and carries its throttle; a native connection then
 // pauses its reads (the Kafka listener reads throttle_ms itself).
-func (r *Server) metered(q runtimeRequest, reply func(*strandpb.Response)) func(*strandpb.Response) {
+func (r *Server) metered(q loopRequest, reply func(*strandpb.Response)) func(*strandpb.Response) {
 	view := r.security.Load()
 	if view == nil || len(view.quotas) == 0 {
 		return reply
@@ -123,7 +129,7 @@ func (r *Server) metered(q runtimeRequest, reply func(*strandpb.Response)) func(
 }
 
 // waitThrottle pauses the reader while the connection is throttled.
-func (c *runtimeConn) waitThrottle() {
+func (c *nativeConn) waitThrottle() {
 	until := c.throttleUntil.Load()
 	if until == 0 {
 		return

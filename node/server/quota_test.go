@@ -12,7 +12,8 @@ import (
 )
 
 // TestTokenBucket shows the bucket: a second's worth passes unthrottled,
-// the overdraft is the throttle, and time pays it back.
+// the overdraft is the throttle, and time pays it back; an overdraft is
+// throttled at most throttleMax.
 func TestTokenBucket(t *testing.T) {
 	var b tokenBucket
 	t0 := time.Unix(1000, 0)
@@ -28,13 +29,18 @@ func TestTokenBucket(t *testing.T) {
 	if d := b.charge(1000, 1<<30, t0.Add(2*time.Second)); d != throttleMax {
 		t.Fatalf("huge overdraft: throttle %v, want the cap %v", d, throttleMax)
 	}
+	// The debt past the cap is forgiven: once the client has waited the
+	// cap out (and a second has refilled), it is not throttled again.
+	if d := b.charge(1000, 100, t0.Add(2*time.Second+throttleMax+time.Second)); d != 0 {
+		t.Fatalf("after waiting the cap out: throttle %v, want none", d)
+	}
 }
 
 // TestProduceQuotaThrottles sets a produce quota for the anonymous
 // principal (a node without SASL) and shows a produce past it answered
 // with throttle_ms, while a principal without a quota is not throttled.
 func TestProduceQuotaThrottles(t *testing.T) {
-	rt := startTestRuntime(t)
+	rt := startTestServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl, err := clientlib.NewClient(clientlib.SeedAddresses(rt.Addr().String()))

@@ -1,11 +1,10 @@
 package server
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/strandlog/strand/engine/metadata"
-	"github.com/strandlog/strand/node"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -15,6 +14,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
+	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog/osdisk"
 )
@@ -26,37 +29,37 @@ import (
 // for a Ready after each tick, was much of an idle node's CPU, while
 // request deadlines and long polls keep their 10 ms grain.
 const (
-	TickDefault                 = 10 * time.Millisecond // real time between two node.Core.Tick calls
-	ElectionTicksDefault        = 10                    // raft ticks: ≈ 1 s election timeout
-	HeartbeatTicksDefault       = 1                     // raft ticks: ≈ 100 ms heartbeats
-	TicksPerRaftTickDefault     = 10                    // raft ticks every 100 ms, as etcd's
-	RequestTimeoutTicksDefault  = 500                   // ≈ 5 s before a waiting request times out
-	runtimeFramesQueueMax       = 4096                  // raft frames waiting for the loop
-	runtimeRequestsQueueMax     = 8192                  // client requests waiting for the loop
-	runtimeInputsPerProcessMax  = 4096                  // inputs taken before Process runs
-	runtimeConnInFlightMax      = 1024                  // requests of one connection awaiting their answer
-	runtimePeerQueueFramesMax   = 1024                  // outbound frames queued per peer
-	runtimePeerQueueBytesMax    = 64 << 20
-	runtimeConnsMax             = 4096      // open connections, clients and peers
-	runtimeQueuedBytesMax       = 256 << 20 // request and frame bytes waiting for the loop
-	runtimeQueuedBytesUnit      = 64 << 10  // granularity of that budget
-	runtimeShutdownFlushTimeout = 2 * time.Second
-	runtimeProtocolVersion      = 1
-	runtimeHelloTimeout         = 10 * time.Second
-	runtimeReconnectBackoffMin  = 20 * time.Millisecond
-	runtimeReconnectBackoffMax  = time.Second
-	runtimePeerUnreachableWarn  = 10 * time.Second // a peer down this long is logged at warn
-	runtimeReplicaLagEntries    = 256              // a follower further behind its leader counts as lagging in stats
-	runtimeDialTimeout          = time.Second
-	runtimeOutboundWriteTimeout = 5 * time.Second
-	runtimeResponseWriteTimeout = 30 * time.Second
+	TickDefault                = 10 * time.Millisecond // real time between two node.Core.Tick calls
+	ElectionTicksDefault       = 10                    // raft ticks: ≈ 1 s election timeout
+	HeartbeatTicksDefault      = 1                     // raft ticks: ≈ 100 ms heartbeats
+	TicksPerRaftTickDefault    = 10                    // raft ticks every 100 ms, as etcd's
+	RequestTimeoutTicksDefault = 500                   // ≈ 5 s before a waiting request times out
+	framesQueueMax             = 4096                  // raft frames waiting for the loop
+	requestsQueueMax           = 8192                  // client requests waiting for the loop
+	inputsPerProcessMax        = 4096                  // inputs taken before Process runs
+	connInFlightMax            = 1024                  // requests of one connection awaiting their answer
+	peerQueueFramesMax         = 1024                  // outbound frames queued per peer
+	peerQueueBytesMax          = 64 << 20
+	connsMax                   = 4096      // open connections, clients and peers
+	queuedBytesMax             = 256 << 20 // request and frame bytes waiting for the loop
+	queuedBytesUnit            = 64 << 10  // granularity of that budget
+	shutdownFlushTimeout       = 2 * time.Second
+	protocolVersion            = 1
+	helloTimeout               = 10 * time.Second
+	reconnectBackoffMin        = 20 * time.Millisecond
+	reconnectBackoffMax        = time.Second
+	peerUnreachableWarn        = 10 * time.Second // a peer down this long is logged at warn
+	replicaLagEntries          = 256              // a follower further behind its leader counts as lagging in stats
+	dialTimeout                = time.Second
+	outboundWriteTimeout       = 5 * time.Second
+	responseWriteTimeout       = 30 * time.Second
 )
 
-// Config configures a Runtime: the Core's Config plus what only a
+// Config configures a Server: the Core's Config plus what only a
 // real process has (a data directory, sockets, a tick interval).
 type Config struct {
 	// Core configures the Core. Disk, Network and Clock are filled in by
-	// the runtime when nil; zero tick counts get the Runtime defaults above.
+	// the server when nil; zero tick counts get the defaults above.
 	// Core.Nodes gives the peers' addresses: the transport dials them.
 	Core node.Config
 	// DataDir holds the node's raft logs and checkpoints (osdisk).
@@ -110,33 +113,33 @@ type Server struct {
 	core   *node.Core
 	logger *slog.Logger // records carry node=ID
 	ln     net.Listener
-	net    *runtimeNetwork
+	net    *peerTransport
 	lock   *dirLock // the data directory's lock; nil when Core.Disk was given
 	// dataDir is DataDir made absolute; "" when Core.Disk was given. The
 	// admin view names a stalled file under it, so an operator reading
 	// /readyz alone learns which disk.
 	dataDir string
 
-	frames   chan runtimeFrame
-	requests chan runtimeRequest
+	frames   chan peerFrame
+	requests chan loopRequest
 	syncs    *syncPool      // runs the Core's fsyncs (storage.go)
 	jobs     []node.SyncJob // reused by the loop
 	synced   []syncResult   // reused by the loop
-	budget   *runtimeBudget // bytes of frames and requests queued for the loop
+	budget   *byteBudget    // bytes of frames and requests queued for the loop
 	// fetchAnswers bounds the fetch answer bytes reserved over all
 	// connections (conn.go, reserve).
-	fetchAnswers *runtimeBudget
+	fetchAnswers *byteBudget
 	stop         chan struct{} // closed by Close: the loop exits
 	done         chan struct{} // closed when the loop has exited and all is shut
 	stopOnce     sync.Once
 
 	mu    sync.Mutex
-	conns map[*runtimeConn]struct{}
+	conns map[*nativeConn]struct{}
 	err   error // the fatal error, if any
 
 	wg sync.WaitGroup // accept loop and connection goroutines
 
-	loopStats runtimeLoopStats // owned by the loop
+	loopStats loopCounters // owned by the loop
 	// metaLeader is the metadata group leader the Core knows, 0 for none,
 	// and metaNodes the nodes registered in the metadata state it applied;
 	// the loop stores them after Process for MetadataLeader.
@@ -170,8 +173,8 @@ type Server struct {
 // reasonShutdown is why connections close when the server stops.
 const reasonShutdown = "node shutting down"
 
-// runtimeLoopStats counts what the loop did since the last stats line.
-type runtimeLoopStats struct {
+// loopCounters counts what the loop did since the last stats line.
+type loopCounters struct {
 	processCalls uint64
 	inputs       uint64
 	processTime  time.Duration
@@ -181,17 +184,17 @@ type runtimeLoopStats struct {
 	syncTime     time.Duration // and their time
 }
 
-// runtimeFrame is a peer's raft frame and the budget units it holds.
-type runtimeFrame struct {
+// peerFrame is a peer's raft frame and the budget units it holds.
+type peerFrame struct {
 	frame  []byte
 	buf    []byte // the buffer frame lies in, recycled after Receive
 	tokens int
 }
 
-// runtimeRequest is a decoded client request and the connection to answer on.
-type runtimeRequest struct {
+// loopRequest is a decoded client request and the connection to answer on.
+type loopRequest struct {
 	req    *strandpb.Request
-	conn   *runtimeConn
+	conn   *nativeConn
 	tokens int // budget units held until the loop takes it
 	// reply, when set, takes the answer instead of conn (the Kafka
 	// listener's requests); called on the loop, it must not block.
@@ -200,63 +203,68 @@ type runtimeRequest struct {
 	caller node.Caller
 }
 
-// runtimeBudget bounds the bytes waiting for the loop, in units of
-// runtimeQueuedBytesUnit: a reader takes the units of a frame before
+// byteBudget bounds the bytes waiting for the loop, in units of
+// queuedBytesUnit: a reader takes the units of a frame before
 // queueing it and the loop gives them back once it has taken the frame.
-// Readers take units one at a time under mu, so two half-served readers
-// can never hold the whole budget between them.
-type runtimeBudget struct {
-	mu     sync.Mutex
-	tokens chan struct{}
+// A weighted semaphore takes a reader's units all at once and serves
+// waiters in order, so two half-served readers can never hold the whole
+// budget between them, and a large frame is not starved by small ones.
+type byteBudget struct {
+	units int64
+	sem   *semaphore.Weighted
 }
 
-func newRuntimeBudget() *runtimeBudget { return newRuntimeBudgetOf(runtimeQueuedBytesMax) }
+func newQueueBudget() *byteBudget { return newByteBudget(queuedBytesMax) }
 
-// newRuntimeBudgetOf is a budget of max bytes.
-func newRuntimeBudgetOf(max int) *runtimeBudget {
-	return &runtimeBudget{tokens: make(chan struct{}, max/runtimeQueuedBytesUnit)}
+// newByteBudget is a budget of max bytes.
+func newByteBudget(max int) *byteBudget {
+	units := int64(max / queuedBytesUnit)
+	return &byteBudget{units: units, sem: semaphore.NewWeighted(units)}
 }
 
-// acquire takes the units for n bytes, or gives up (returning them) when
-// done closes; it says how many it holds.
-func (b *runtimeBudget) acquire(n int, done <-chan struct{}) (int, bool) {
-	want := 1 + n/runtimeQueuedBytesUnit
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for held := 0; held < want; held++ {
-		select {
-		case b.tokens <- struct{}{}:
-		case <-done:
-			b.release(held)
-			return 0, false
-		}
+// acquire takes the units for n bytes (at most the whole budget), or
+// gives up, holding none, when done closes; it says how many it holds.
+func (b *byteBudget) acquire(n int, done <-chan struct{}) (int, bool) {
+	want := min(1+int64(n/queuedBytesUnit), b.units)
+	if b.sem.TryAcquire(want) {
+		return int(want), true
 	}
-	return want, true
+	// The budget is full: wait, until done closes. A context for done is
+	// made only here, off the fast path.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := b.sem.Acquire(ctx, want); err != nil {
+		return 0, false
+	}
+	return int(want), true
 }
 
 // release gives back units taken by acquire.
-func (b *runtimeBudget) release(units int) {
-	for range units {
-		<-b.tokens
-	}
-}
+func (b *byteBudget) release(units int) { b.sem.Release(int64(units)) }
 
-// runtimeClock is the real Clock: monotonic time since the runtime started.
-type runtimeClock struct{ start time.Time }
+// realClock is the real Clock: monotonic time since the server started.
+type realClock struct{ start time.Time }
 
-func (c runtimeClock) Monotonic() time.Duration { return time.Since(c.start) }
-func (c runtimeClock) Realtime() time.Time      { return time.Now() }
+func (c realClock) Monotonic() time.Duration { return time.Since(c.start) }
+func (c realClock) Realtime() time.Time      { return time.Now() }
 
-// runtimeSyncWorkersMax bounds the goroutines the log syncs run on: the
-// storage pool's workers, and a round's syncs under runtimeSyncLogs.
-const runtimeSyncWorkersMax = 8
+// syncWorkersMax bounds the goroutines the log syncs run on: the
+// storage pool's workers, and a round's syncs under syncLogsParallel.
+const syncWorkersMax = 8
 
-// runtimeSyncLogs is the runtime's Config.SyncLogs: the syncs of a round run
-// concurrently on at most runtimeSyncWorkersMax goroutines (the loop is one
+// syncLogsParallel is the server's Config.SyncLogs: the syncs of a round run
+// concurrently on at most syncWorkersMax goroutines (the loop is one
 // of them), so the fsyncs of different partition logs overlap and the file
 // system can share journal commits between them. It returns once every sync
 // has returned, with the error of the lowest-indexed failed sync.
-func runtimeSyncLogs(syncs []func() error) error {
+func syncLogsParallel(syncs []func() error) error {
 	if len(syncs) == 1 {
 		return syncs[0]()
 	}
@@ -272,7 +280,7 @@ func runtimeSyncLogs(syncs []func() error) error {
 		}
 	}
 	var wg sync.WaitGroup
-	for range min(len(syncs), runtimeSyncWorkersMax) - 1 {
+	for range min(len(syncs), syncWorkersMax) - 1 {
 		wg.Go(work)
 	}
 	work()
@@ -285,36 +293,60 @@ func runtimeSyncLogs(syncs []func() error) error {
 	return nil
 }
 
-// Start opens the Core on the data directory, starts listening and
-// starts the loop. The caller stops it with Close, and watches Done for a
-// fatal error.
-func Start(cfg Config) (*Server, error) {
-	r := &Server{
-		cfg:          cfg,
-		frames:       make(chan runtimeFrame, runtimeFramesQueueMax),
-		requests:     make(chan runtimeRequest, runtimeRequestsQueueMax),
-		budget:       newRuntimeBudget(),
-		fetchAnswers: newRuntimeBudgetOf(runtimeFetchAnswerBytesMax),
-		stop:         make(chan struct{}),
-		done:         make(chan struct{}),
-		conns:        make(map[*runtimeConn]struct{}),
-		adminQueries: make(chan adminQuery, adminQueriesMax),
-		metrics:      newServerMetrics(cfg.Core.ID),
-	}
+// applyDefaults sets the loggers (the Core's is the server's, with times
+// stamped, unless the caller gave it its own), the bootstrap user's
+// super-user rights and the default tick.
+func (r *Server) applyDefaults() {
 	base := slog.New(slog.DiscardHandler)
-	if cfg.Logger != nil {
-		base = slog.New(stampTime{cfg.Logger.Handler()})
+	if r.cfg.Logger != nil {
+		base = slog.New(stampTime{r.cfg.Logger.Handler()})
 	}
 	if r.cfg.Core.Logger == nil {
 		r.cfg.Core.Logger = base
 	}
-	r.logger = base.With(slog.Uint64("node", uint64(cfg.Core.ID)))
+	r.logger = base.With(slog.Uint64("node", uint64(r.cfg.Core.ID)))
 	if u := r.cfg.SASLBootstrapUser; u != "" {
 		r.cfg.Core.SuperUsers = append(slices.Clone(r.cfg.Core.SuperUsers), node.Principal("User:"+u))
 	}
 	if r.cfg.Tick <= 0 {
 		r.cfg.Tick = TickDefault
 	}
+}
+
+// listenNative is Config.Listener, else a listener on Config.Listen
+// (default 127.0.0.1:9192).
+func (r *Server) listenNative() (net.Listener, error) {
+	if r.cfg.Listener != nil {
+		return r.cfg.Listener, nil
+	}
+	addr := r.cfg.Listen
+	if addr == "" {
+		addr = "127.0.0.1:9192"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("node: listen on %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// Start opens the Core on the data directory, starts listening and
+// starts the loop. The caller stops it with Close, and watches Done for a
+// fatal error.
+func Start(cfg Config) (*Server, error) {
+	r := &Server{
+		cfg:          cfg,
+		frames:       make(chan peerFrame, framesQueueMax),
+		requests:     make(chan loopRequest, requestsQueueMax),
+		budget:       newQueueBudget(),
+		fetchAnswers: newByteBudget(fetchAnswerBytesMax),
+		stop:         make(chan struct{}),
+		done:         make(chan struct{}),
+		conns:        make(map[*nativeConn]struct{}),
+		adminQueries: make(chan adminQuery, adminQueriesMax),
+		metrics:      newServerMetrics(cfg.Core.ID),
+	}
+	r.applyDefaults()
 	var err error
 	if r.tls, err = newTLSState(cfg.TLS, cfg.Core.ID, r.logger); err != nil {
 		return nil, err
@@ -325,17 +357,11 @@ func Start(cfg Config) (*Server, error) {
 	if err := r.fillCoreConfig(); err != nil {
 		return nil, err
 	}
-	ln := cfg.Listener
-	if ln == nil {
-		addr := cfg.Listen
-		if addr == "" {
-			addr = "127.0.0.1:9192"
-		}
-		if ln, err = net.Listen("tcp", addr); err != nil {
-			r.net.close()
-			r.lock.unlock()
-			return nil, fmt.Errorf("node: listen on %s: %w", addr, err)
-		}
+	ln, err := r.listenNative()
+	if err != nil {
+		r.net.close()
+		r.lock.unlock()
+		return nil, err
 	}
 	r.ln = ln
 	if err := r.listenKafka(); err != nil {
@@ -353,7 +379,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	r.core = core
-	r.syncs = newSyncPool(runtimeSyncWorkersMax, r.metrics.fsync.Observe, r.net.faults.diskWait)
+	r.syncs = newSyncPool(syncWorkersMax, r.metrics.fsync.Observe, r.net.faults.diskWait)
 	r.wg.Add(1)
 	r.logSecurity()
 	r.noteSecurity()
@@ -368,7 +394,7 @@ func (r *Server) fillCoreConfig() error {
 	c := &r.cfg.Core
 	if c.Disk == nil {
 		if r.cfg.DataDir == "" {
-			return errors.New("node: runtime: DataDir is required")
+			return errors.New("node/server: DataDir is required")
 		}
 		dir, err := filepath.Abs(r.cfg.DataDir)
 		if err != nil {
@@ -383,13 +409,13 @@ func (r *Server) fillCoreConfig() error {
 		r.dataDir = dir
 	}
 	if c.Clock == nil {
-		c.Clock = runtimeClock{start: time.Now()}
+		c.Clock = realClock{start: time.Now()}
 	}
 	if c.Rand == nil {
 		c.Rand = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(c.ID)))
 	}
 	if c.SyncLogs == nil {
-		c.SyncLogs = runtimeSyncLogs
+		c.SyncLogs = syncLogsParallel
 	}
 	c.AsyncSyncs = true
 	if c.ElectionTicks == 0 && c.HeartbeatTicks == 0 && c.TicksPerRaftTick == 0 {
@@ -406,14 +432,14 @@ func (r *Server) fillCoreConfig() error {
 	for _, p := range c.Nodes {
 		addrs[p.ID] = p.Address
 	}
-	r.net = newRuntimeNetwork(c.ID, addrs, r.logger, r.tls)
+	r.net = newPeerTransport(c.ID, addrs, r.logger, r.tls)
 	if c.Network == nil {
 		c.Network = r.net
 	}
 	return nil
 }
 
-// Addr is the address the runtime listens on.
+// Addr is the address the server listens on.
 func (r *Server) Addr() net.Addr { return r.ln.Addr() }
 
 // MetadataLeader is the metadata group leader this node knows as of the
@@ -424,10 +450,10 @@ func (r *Server) MetadataLeader() (leader node.NodeID, registered int) {
 	return node.NodeID(r.metaLeader.Load()), int(r.metaNodes.Load())
 }
 
-// Done is closed once the runtime has stopped, by Close or a fatal error.
+// Done is closed once the server has stopped, by Close or a fatal error.
 func (r *Server) Done() <-chan struct{} { return r.done }
 
-// Err is the fatal error that stopped the runtime; nil after a clean Close.
+// Err is the fatal error that stopped the server; nil after a clean Close.
 func (r *Server) Err() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -436,7 +462,7 @@ func (r *Server) Err() error {
 
 // Close stops accepting, fails the requests still waiting (ErrStopped),
 // closes the Core and every connection, and waits for all of it. It returns
-// the fatal error if the runtime had already failed.
+// the fatal error if the server had already failed.
 func (r *Server) Close() error {
 	r.stopOnce.Do(func() { close(r.stop) })
 	<-r.done
@@ -536,9 +562,9 @@ func (r *Server) ClusterID() []byte {
 }
 
 // drainInputs takes the inputs already waiting, at most
-// runtimeInputsPerProcessMax, without blocking.
+// inputsPerProcessMax, without blocking.
 func (r *Server) drainInputs(ticks <-chan time.Time) {
-	for range runtimeInputsPerProcessMax {
+	for range inputsPerProcessMax {
 		select {
 		case <-ticks:
 			r.core.Tick()
@@ -581,13 +607,13 @@ func (r *Server) logStats() {
 		slog.Uint64("frames_sent", core.FramesSent-s.core.FramesSent),
 		slog.Uint64("frames_received", core.FramesReceived-s.core.FramesReceived),
 		slog.Uint64("peer_frames_dropped_total", r.net.droppedTotal()),
-		slog.Int("replicas_lagging", r.core.LaggingReplicas(runtimeReplicaLagEntries)))
-	*s = runtimeLoopStats{since: now, core: core, syncRuns: runs, syncTime: runTime}
+		slog.Int("replicas_lagging", r.core.LaggingReplicas(replicaLagEntries)))
+	*s = loopCounters{since: now, core: core, syncRuns: runs, syncTime: runTime}
 }
 
 // handle gives one client request to the Core; the answer goes to the
 // connection's writer.
-func (r *Server) handle(q runtimeRequest) {
+func (r *Server) handle(q loopRequest) {
 	r.budget.release(q.tokens)
 	if q.caller.Principal == "" {
 		q.caller.Principal = node.Anonymous
@@ -609,7 +635,7 @@ func (r *Server) handle(q runtimeRequest) {
 }
 
 // receive gives one peer frame to the Core.
-func (r *Server) receive(f runtimeFrame) {
+func (r *Server) receive(f peerFrame) {
 	r.budget.release(f.tokens)
 	r.core.Receive(f.frame)
 	putPeerBuf(f.buf)
@@ -659,15 +685,15 @@ func (r *Server) failQueued() {
 }
 
 // closeConns lets each connection's writer flush what is queued (bounded
-// by runtimeShutdownFlushTimeout in all), then closes every connection.
+// by shutdownFlushTimeout in all), then closes every connection.
 func (r *Server) closeConns() {
 	r.mu.Lock()
-	conns := make([]*runtimeConn, 0, len(r.conns))
+	conns := make([]*nativeConn, 0, len(r.conns))
 	for c := range r.conns {
 		conns = append(conns, c)
 	}
 	r.mu.Unlock()
-	deadline := time.Now().Add(runtimeShutdownFlushTimeout)
+	deadline := time.Now().Add(shutdownFlushTimeout)
 	for _, c := range conns {
 		c.closeAfterFlush(deadline)
 	}

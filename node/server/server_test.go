@@ -21,12 +21,12 @@ import (
 	"github.com/strandlog/strand/raftlog/memdisk"
 )
 
-// runtimeTestConnDeadline bounds every read and write of a test connection,
+// testConnDeadline bounds every read and write of a test connection,
 // so a broken runtime fails the test instead of hanging it.
-const runtimeTestConnDeadline = 20 * time.Second
+const testConnDeadline = 20 * time.Second
 
-// startTestRuntime starts a one-node runtime on a free loopback port.
-func startTestRuntime(t *testing.T) *Server {
+// startTestServer starts a one-node runtime on a free loopback port.
+func startTestServer(t *testing.T) *Server {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -61,7 +61,7 @@ func dialTest(t *testing.T, rt *Server) *testConn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc.SetDeadline(time.Now().Add(runtimeTestConnDeadline))
+	nc.SetDeadline(time.Now().Add(testConnDeadline))
 	t.Cleanup(func() { nc.Close() })
 	return &testConn{t: t, nc: nc, br: bufio.NewReader(nc)}
 }
@@ -93,7 +93,7 @@ func (c *testConn) hello(min, max uint32) *strandpb.Response {
 	return resp
 }
 
-// expectClosed checks that the runtime closed the connection.
+// expectClosed checks that the server closed the connection.
 func (c *testConn) expectClosed(what string) {
 	c.t.Helper()
 	if _, err := c.receive(); !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
@@ -117,8 +117,8 @@ func (c *testConn) roundTrip(id uint64) {
 // A malformed frame, an oversized frame, a raft frame from a client and an
 // unsupported protocol version each close only their own connection: a
 // healthy connection opened before keeps being answered.
-func TestRuntimeBadClientsCloseOnlyTheirConnection(t *testing.T) {
-	rt := startTestRuntime(t)
+func TestServerBadClientsCloseOnlyTheirConnection(t *testing.T) {
+	rt := startTestServer(t)
 	good := dialTest(t, rt)
 	if h := good.hello(1, 1).GetHello(); h.GetVersion() != 1 || h.GetNodeId() != 1 || h.GetFrameBytesMax() != frame.BytesMaxDefault {
 		t.Fatalf("hello answered %v", h)
@@ -162,8 +162,8 @@ func TestRuntimeBadClientsCloseOnlyTheirConnection(t *testing.T) {
 // carries it, and it is the id Metadata names: a client that reconnects to
 // a replaced cluster behind the same address sees the change at once.
 func TestHelloCarriesClusterID(t *testing.T) {
-	rt := startTestRuntime(t)
-	deadline := time.Now().Add(runtimeTestConnDeadline)
+	rt := startTestServer(t)
+	deadline := time.Now().Add(testConnDeadline)
 	for rt.ClusterID() == nil {
 		if time.Now().After(deadline) {
 			t.Fatal("no cluster id after the metadata group started")
@@ -187,11 +187,11 @@ func TestHelloCarriesClusterID(t *testing.T) {
 
 // Many pipelined requests on one connection are all answered, each once,
 // with its own correlation id.
-func TestRuntimePipelinedRequestsAnswered(t *testing.T) {
-	rt := startTestRuntime(t)
+func TestServerPipelinedRequestsAnswered(t *testing.T) {
+	rt := startTestServer(t)
 	c := dialTest(t, rt)
 	c.hello(1, 1)
-	const n = 3 * runtimeConnInFlightMax
+	const n = 3 * connInFlightMax
 	go func() {
 		var buf []byte
 		for id := uint64(1); id <= n; id++ {
@@ -217,13 +217,13 @@ func TestRuntimePipelinedRequestsAnswered(t *testing.T) {
 // The raft envelope the transport writes by hand is a framed
 // Request{raft} carrying the frame's bytes unchanged, and the server finds
 // those bytes again without decoding the frame.
-func TestRuntimeRaftEnvelope(t *testing.T) {
+func TestServerRaftEnvelope(t *testing.T) {
 	rf := &strandpb.RaftFrame{FromNode: 3, Messages: []*strandpb.RaftMessage{{Topic: "t", Partition: 2, Message: bytes.Repeat([]byte{7}, 300)}}}
 	payload, err := proto.Marshal(rf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stream := append(runtimeRaftEnvelope(nil, len(payload)), payload...)
+	stream := append(raftEnvelope(nil, len(payload)), payload...)
 	got, err := frame.Read(bytes.NewReader(stream), nil, frame.BytesMaxDefault)
 	if err != nil {
 		t.Fatal(err)
@@ -232,12 +232,12 @@ func TestRuntimeRaftEnvelope(t *testing.T) {
 	if err := proto.Unmarshal(got, &req); err != nil || !proto.Equal(req.GetRaft(), rf) {
 		t.Fatalf("envelope decodes as %v, %v", &req, err)
 	}
-	inner, ok := runtimeRaftBytes(got)
+	inner, ok := raftFrameOf(got)
 	if !ok || !bytes.Equal(inner, payload) {
-		t.Fatalf("runtimeRaftBytes found %d bytes, ok %v", len(inner), ok)
+		t.Fatalf("raftFrameOf found %d bytes, ok %v", len(inner), ok)
 	}
 	meta, _ := proto.Marshal(&strandpb.Request{CorrelationId: 4, Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{Topics: []string{"x"}}}})
-	if _, ok := runtimeRaftBytes(meta); ok {
+	if _, ok := raftFrameOf(meta); ok {
 		t.Fatal("a metadata request taken for a raft frame")
 	}
 }
@@ -268,9 +268,9 @@ func (f failingFile) Sync() error {
 	return f.File.Sync()
 }
 
-// A failed sync inside Process stops the node (fail-stop): the runtime
+// A failed sync inside Process stops the node (fail-stop): the server
 // closes, Done fires and Err names the failure, and the listener is closed.
-func TestRuntimeFailStopOnSyncError(t *testing.T) {
+func TestServerFailStopOnSyncError(t *testing.T) {
 	var fail atomic.Bool
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -296,7 +296,7 @@ func TestRuntimeFailStopOnSyncError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(runtimeTestConnDeadline))
+	nc.SetDeadline(time.Now().Add(testConnDeadline))
 	br := bufio.NewReader(nc)
 	requests := []*strandpb.Request{{Body: &strandpb.Request_Hello{Hello: &strandpb.HelloRequest{VersionMin: 1, VersionMax: 1}}}}
 	for id := uint64(1); id <= 1000; id++ {
@@ -318,7 +318,7 @@ func TestRuntimeFailStopOnSyncError(t *testing.T) {
 	}
 	select {
 	case <-rt.Done():
-	case <-time.After(runtimeTestConnDeadline):
+	case <-time.After(testConnDeadline):
 		t.Fatal("runtime did not stop after a sync failure")
 	}
 	if err := rt.Err(); err == nil || !strings.Contains(err.Error(), "injected sync failure") {
@@ -333,11 +333,11 @@ func TestRuntimeFailStopOnSyncError(t *testing.T) {
 // The queued-bytes budget refuses more than its size: a reader whose
 // connection closes while waiting gives back what it took, and released
 // units can be taken again.
-func TestRuntimeBudget(t *testing.T) {
-	b := newRuntimeBudget()
+func TestServerBudget(t *testing.T) {
+	b := newQueueBudget()
 	never := make(chan struct{})
-	held, ok := b.acquire(runtimeQueuedBytesMax-runtimeQueuedBytesUnit, never)
-	if !ok || held != runtimeQueuedBytesMax/runtimeQueuedBytesUnit {
+	held, ok := b.acquire(queuedBytesMax-queuedBytesUnit, never)
+	if !ok || held != queuedBytesMax/queuedBytesUnit {
 		t.Fatalf("acquire of the whole budget: %d units, ok %v", held, ok)
 	}
 	closed := make(chan struct{})
@@ -345,18 +345,35 @@ func TestRuntimeBudget(t *testing.T) {
 	if _, ok := b.acquire(10, closed); ok {
 		t.Fatal("acquire beyond the budget succeeded")
 	}
-	if len(b.tokens) != held {
-		t.Fatalf("a refused acquire kept units: %d held, want %d", len(b.tokens), held)
-	}
 	b.release(held)
-	if got, ok := b.acquire(3*runtimeQueuedBytesUnit, never); !ok || got != 4 {
+	if !b.sem.TryAcquire(b.units) {
+		t.Fatal("a refused acquire kept units: the whole budget is not free after the release")
+	}
+	b.release(int(b.units))
+	if got, ok := b.acquire(3*queuedBytesUnit, never); !ok || got != 4 {
 		t.Fatalf("acquire after release: %d units, ok %v", got, ok)
+	}
+	// A reader waiting on a full budget is served once units come back.
+	rest, _ := b.acquire(queuedBytesMax-5*queuedBytesUnit, never)
+	got := make(chan int, 1)
+	go func() {
+		n, _ := b.acquire(queuedBytesUnit, never) // 2 units: waits
+		got <- n
+	}()
+	b.release(rest)
+	select {
+	case n := <-got:
+		if n != 2 {
+			t.Fatalf("the waiting reader got %d units, want 2", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a waiting reader was not served after units came back")
 	}
 }
 
-// TestRuntimeSyncLogsRunsEverySyncAndReportsLowestError shows the runtime's
+// TestServerSyncLogsRunsEverySyncAndReportsLowestError shows the server's
 // parallel SyncLogs runs every sync once and picks the lowest-indexed error.
-func TestRuntimeSyncLogsRunsEverySyncAndReportsLowestError(t *testing.T) {
+func TestServerSyncLogsRunsEverySyncAndReportsLowestError(t *testing.T) {
 	for _, n := range []int{1, 2, 7, 8, 9, 40} {
 		var ran atomic.Int64
 		syncs := make([]func() error, n)
@@ -369,7 +386,7 @@ func TestRuntimeSyncLogsRunsEverySyncAndReportsLowestError(t *testing.T) {
 				return nil
 			}
 		}
-		err := runtimeSyncLogs(syncs)
+		err := syncLogsParallel(syncs)
 		if got := ran.Load(); got != int64(n) {
 			t.Fatalf("n=%d: %d syncs ran, want all", n, got)
 		}

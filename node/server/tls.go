@@ -267,13 +267,13 @@ func (r *Server) ReloadTLS() error {
 
 // dialPeer connects to peer at addr: plain TCP, or with TLS a completed
 // mutual handshake that verified the peer's certificate names peer.
-func (n *runtimeNetwork) dialPeer(peer node.NodeID, addr string) (net.Conn, error) {
-	nc, err := net.DialTimeout("tcp", addr, runtimeDialTimeout)
+func (n *peerTransport) dialPeer(peer node.NodeID, addr string) (net.Conn, error) {
+	nc, err := net.DialTimeout("tcp", addr, dialTimeout)
 	if err != nil || n.tls == nil {
 		return nc, err
 	}
 	tc := tls.Client(nc, n.tls.peerDialConfig(peer))
-	tc.SetDeadline(time.Now().Add(runtimeDialTimeout))
+	tc.SetDeadline(time.Now().Add(dialTimeout))
 	if err := tc.Handshake(); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("TLS handshake with peer %d: %w", peer, err)
@@ -288,7 +288,7 @@ func (n *runtimeNetwork) dialPeer(peer node.NodeID, addr string) (net.Conn, erro
 // way the client is answered in the clear with a Strand error frame: a TLS
 // client then fails its handshake on a record that is no TLS (definite), a
 // plaintext one reads TLS_REQUIRED. br reads c.nc; the read deadline is set.
-func (c *runtimeConn) tlsHandshake(br *bufio.Reader) error {
+func (c *nativeConn) tlsHandshake(br *bufio.Reader) error {
 	tc, ok := c.nc.(*tls.Conn)
 	if !ok {
 		if b, _ := br.Peek(3); frame.LooksLikeTLS(b) {
@@ -296,7 +296,7 @@ func (c *runtimeConn) tlsHandshake(br *bufio.Reader) error {
 		}
 		return nil
 	}
-	tc.SetWriteDeadline(time.Now().Add(runtimeHelloTimeout))
+	tc.SetWriteDeadline(time.Now().Add(helloTimeout))
 	err := tc.Handshake()
 	if err == nil {
 		var subject string
@@ -324,11 +324,11 @@ var errPlaintextOnTLS = errors.New("client speaks plaintext; this listener is TL
 
 // refuseMismatch logs reason, answers it on raw (in the clear) as a Strand
 // error frame with code, and returns it.
-func (c *runtimeConn) refuseMismatch(raw net.Conn, code strandpb.ErrorCode, reason error) error {
+func (c *nativeConn) refuseMismatch(raw net.Conn, code strandpb.ErrorCode, reason error) error {
 	c.logRefusal("refusing connection", reason)
 	out, err := frame.Append(nil, &strandpb.Response{Error: &strandpb.Error{Code: code, Message: reason.Error()}})
 	if err == nil {
-		raw.SetWriteDeadline(time.Now().Add(runtimeHelloTimeout))
+		raw.SetWriteDeadline(time.Now().Add(helloTimeout))
 		raw.Write(out)
 	}
 	return reason
@@ -349,7 +349,7 @@ func peerRefusal(claims, named node.NodeID, principal string) error {
 
 // Principal is who the connection authenticated as ("" for nobody):
 // User:<subject> of its verified client certificate, or its SASL user.
-func (c *runtimeConn) Principal() string { return string(c.principal) }
+func (c *nativeConn) Principal() string { return string(c.principal) }
 
 // refusalLogEvery bounds how often one remote host's refusals are logged
 // at warn: a misconfigured peer redials every second; later refusals
@@ -367,7 +367,7 @@ const refusalLogHostsMax = 1024
 
 // logRefusal logs why the connection is refused: at warn the first time
 // in refusalLogEvery for its remote host, else at debug.
-func (c *runtimeConn) logRefusal(msg string, reason error) {
+func (c *nativeConn) logRefusal(msg string, reason error) {
 	remote := c.nc.RemoteAddr().String()
 	host, _, _ := net.SplitHostPort(remote)
 	level := slog.LevelDebug

@@ -264,9 +264,9 @@ func dialPeerAs(t *testing.T, addr string, roots *x509.CertPool, cert *tls.Certi
 		return nil, nil, err
 	}
 	t.Cleanup(func() { nc.Close() })
-	nc.SetDeadline(time.Now().Add(runtimeTestConnDeadline))
+	nc.SetDeadline(time.Now().Add(testConnDeadline))
 	hello := &strandpb.Request{Body: &strandpb.Request_Hello{Hello: &strandpb.HelloRequest{
-		VersionMin: runtimeProtocolVersion, VersionMax: runtimeProtocolVersion, PeerNodeId: uint64(claims)}}}
+		VersionMin: protocolVersion, VersionMax: protocolVersion, PeerNodeId: uint64(claims)}}}
 	out, _ := frame.Append(nil, hello)
 	if _, err := nc.Write(out); err != nil {
 		return nil, nc, err
@@ -317,7 +317,7 @@ func TestTLSPeerWithWrongCertificateRefused(t *testing.T) {
 			t.Fatalf("%s: hello answered %v, want PEER_NOT_AUTHENTICATED", tc.name, resp)
 		}
 		// A raft frame after the refusal finds the connection closed.
-		nc.Write(runtimeRaftEnvelope(nil, 0))
+		nc.Write(raftEnvelope(nil, 0))
 		if _, err := nc.Read(make([]byte, 1)); err == nil {
 			t.Fatalf("%s: connection still open after the refused hello", tc.name)
 		}
@@ -519,7 +519,7 @@ func TestTLSRefusalsLoggedOncePerHost(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
-	c := &runtimeConn{r: r, nc: a}
+	c := &nativeConn{r: r, nc: a}
 	for range 5 {
 		c.logRefusal("refusing connection", errPlaintextOnTLS)
 	}

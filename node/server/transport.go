@@ -20,17 +20,17 @@ import (
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
-// runtimeNetwork is the real Network: per peer one outbound TCP connection
+// peerTransport is the real Network: per peer one outbound TCP connection
 // fed by a bounded queue. Send never blocks: a full queue drops the frame
 // (raft retransmits). Frames arrive at peers through their listener, as
-// Request{raft} after a Hello naming this node (see runtimeConn).
-type runtimeNetwork struct {
+// Request{raft} after a Hello naming this node (see nativeConn).
+type peerTransport struct {
 	self   node.NodeID
 	addr   string // this node's own address, named in its peer Hellos
 	logger *slog.Logger
 	// peers is replaced whole (copy on write) when a node joins, so Send
 	// reads it without a lock; mu orders the writers and close.
-	peers  atomic.Pointer[map[node.NodeID]*runtimePeer]
+	peers  atomic.Pointer[map[node.NodeID]*peerLink]
 	mu     sync.Mutex
 	closed bool
 	wg     sync.WaitGroup
@@ -40,9 +40,9 @@ type runtimeNetwork struct {
 	tls    *tlsState     // nil: plaintext peers; else mutual TLS by node id (tls.go)
 }
 
-// runtimePeer is the outbound side towards one peer.
-type runtimePeer struct {
-	net         *runtimeNetwork
+// peerLink is the outbound side towards one peer.
+type peerLink struct {
+	net         *peerTransport
 	id          node.NodeID
 	addr        string
 	queue       chan []byte
@@ -51,13 +51,13 @@ type runtimePeer struct {
 	stop        chan struct{}
 }
 
-var _ node.Network = (*runtimeNetwork)(nil)
+var _ node.Network = (*peerTransport)(nil)
 
-// newRuntimeNetwork starts one sender goroutine per peer (self excluded);
+// newPeerTransport starts one sender goroutine per peer (self excluded);
 // with tls non-nil every peer connection is mutual TLS.
-func newRuntimeNetwork(self node.NodeID, addrs map[node.NodeID]string, logger *slog.Logger, tls *tlsState) *runtimeNetwork {
-	n := &runtimeNetwork{self: self, addr: addrs[self], logger: logger, stop: make(chan struct{}), tls: tls}
-	n.peers.Store(&map[node.NodeID]*runtimePeer{})
+func newPeerTransport(self node.NodeID, addrs map[node.NodeID]string, logger *slog.Logger, tls *tlsState) *peerTransport {
+	n := &peerTransport{self: self, addr: addrs[self], logger: logger, stop: make(chan struct{}), tls: tls}
+	n.peers.Store(&map[node.NodeID]*peerLink{})
 	n.faults.start(n.stop)
 	n.addPeers(addrs)
 	return n
@@ -68,7 +68,7 @@ func newRuntimeNetwork(self node.NodeID, addrs map[node.NodeID]string, logger *s
 // configuration at start, then the nodes the metadata group registers (a
 // node that joined, or re-registered at a new address: its old sender
 // stops, dropping what it had queued).
-func (n *runtimeNetwork) addPeers(addrs map[node.NodeID]string) {
+func (n *peerTransport) addPeers(addrs map[node.NodeID]string) {
 	n.addPeersIf(addrs, false)
 }
 
@@ -78,12 +78,12 @@ func (n *runtimeNetwork) addPeers(addrs map[node.NodeID]string) {
 // answer id while id leads the metadata group, catch up, and learn the
 // registration. A known address is never changed this way: registrations
 // in the metadata move peers.
-func (n *runtimeNetwork) learnPeer(id node.NodeID, addr string) {
+func (n *peerTransport) learnPeer(id node.NodeID, addr string) {
 	n.addPeersIf(map[node.NodeID]string{id: addr}, true)
 }
 
 // addPeersIf is addPeers; onlyNew leaves nodes with a sender alone.
-func (n *runtimeNetwork) addPeersIf(addrs map[node.NodeID]string, onlyNew bool) {
+func (n *peerTransport) addPeersIf(addrs map[node.NodeID]string, onlyNew bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	old := *n.peers.Load()
@@ -97,14 +97,14 @@ func (n *runtimeNetwork) addPeersIf(addrs map[node.NodeID]string, onlyNew bool) 
 		return
 	}
 	slices.Sort(ids)
-	peers := make(map[node.NodeID]*runtimePeer, len(old)+len(ids))
+	peers := make(map[node.NodeID]*peerLink, len(old)+len(ids))
 	for id, p := range old {
 		peers[id] = p
 	}
-	var stopped []*runtimePeer
+	var stopped []*peerLink
 	for _, id := range ids {
-		p := &runtimePeer{net: n, id: id, addr: addrs[id],
-			queue: make(chan []byte, runtimePeerQueueFramesMax), stop: make(chan struct{})}
+		p := &peerLink{net: n, id: id, addr: addrs[id],
+			queue: make(chan []byte, peerQueueFramesMax), stop: make(chan struct{})}
 		if prev := old[id]; prev != nil {
 			stopped = append(stopped, prev)
 			n.logger.Info("peer address changed", slog.Uint64("peer", uint64(id)), slog.String("from", prev.addr),
@@ -124,12 +124,12 @@ func (n *runtimeNetwork) addPeersIf(addrs map[node.NodeID]string, onlyNew bool) 
 
 // Send queues frame for the peer, or drops it when the queue is full or
 // the peer unknown.
-func (n *runtimeNetwork) Send(to node.NodeID, frame []byte) {
+func (n *peerTransport) Send(to node.NodeID, frame []byte) {
 	p := (*n.peers.Load())[to]
 	if p == nil || n.faults.isolated() {
 		return
 	}
-	if p.queuedBytes.Load()+int64(len(frame)) > runtimePeerQueueBytesMax {
+	if p.queuedBytes.Load()+int64(len(frame)) > peerQueueBytesMax {
 		p.dropped.Add(1)
 		return
 	}
@@ -142,7 +142,7 @@ func (n *runtimeNetwork) Send(to node.NodeID, frame []byte) {
 }
 
 // droppedTotal is the number of frames dropped on full queues so far.
-func (n *runtimeNetwork) droppedTotal() uint64 {
+func (n *peerTransport) droppedTotal() uint64 {
 	var total uint64
 	for _, p := range *n.peers.Load() {
 		total += p.dropped.Load()
@@ -151,7 +151,7 @@ func (n *runtimeNetwork) droppedTotal() uint64 {
 }
 
 // close stops every sender and waits for them.
-func (n *runtimeNetwork) close() {
+func (n *peerTransport) close() {
 	n.once.Do(func() {
 		close(n.stop)
 		n.mu.Lock()
@@ -167,10 +167,10 @@ func (n *runtimeNetwork) close() {
 // run connects, sends, and reconnects with backoff until stopped. A peer
 // that cannot be reached is logged at debug (peers start and stop in any
 // order), and at warn once it has been unreachable for
-// runtimePeerUnreachableWarn.
-func (p *runtimePeer) run() {
+// peerUnreachableWarn.
+func (p *peerLink) run() {
 	defer p.net.wg.Done()
-	backoff := runtimeReconnectBackoffMin
+	backoff := reconnectBackoffMin
 	var failingSince time.Time // zero while connected
 	warned := false
 	log := p.net.logger.With(slog.Uint64("peer", uint64(p.id)), slog.String("address", p.addr))
@@ -182,7 +182,7 @@ func (p *runtimePeer) run() {
 			case failingSince.IsZero():
 				log.Debug("peer unreachable; retrying", slog.Any("err", err))
 				failingSince = time.Now()
-			case !warned && time.Since(failingSince) > runtimePeerUnreachableWarn:
+			case !warned && time.Since(failingSince) > peerUnreachableWarn:
 				log.Warn("peer unreachable; retrying", slog.Any("err", err),
 					slog.Duration("for", time.Since(failingSince).Round(time.Second)))
 				warned = true
@@ -194,7 +194,7 @@ func (p *runtimePeer) run() {
 				return
 			case <-timer.C:
 			}
-			backoff = min(2*backoff, runtimeReconnectBackoffMax)
+			backoff = min(2*backoff, reconnectBackoffMax)
 			continue
 		}
 		if warned {
@@ -202,7 +202,7 @@ func (p *runtimePeer) run() {
 		} else {
 			log.Debug("peer connected")
 		}
-		failingSince, warned, backoff = time.Time{}, false, runtimeReconnectBackoffMin
+		failingSince, warned, backoff = time.Time{}, false, reconnectBackoffMin
 		err = p.pump(nc)
 		nc.Close()
 		if err == nil {
@@ -223,7 +223,7 @@ func jittered(d time.Duration) time.Duration {
 // by the time it is back they are stale (heartbeats, probes of old rounds;
 // raft re-sends what still matters), and a queue full of them would hold
 // back, or push out at its bounds, the catch-up the peer needs first.
-func (p *runtimePeer) discardQueued() {
+func (p *peerLink) discardQueued() {
 	for range cap(p.queue) {
 		select {
 		case f := <-p.queue:
@@ -236,14 +236,14 @@ func (p *runtimePeer) discardQueued() {
 }
 
 // dial connects and performs the Hello, naming this node as a peer.
-func (p *runtimePeer) dial() (net.Conn, error) {
+func (p *peerLink) dial() (net.Conn, error) {
 	nc, err := p.net.dialPeer(p.id, p.addr)
 	if err != nil {
 		return nil, err
 	}
-	nc.SetDeadline(time.Now().Add(runtimeDialTimeout))
+	nc.SetDeadline(time.Now().Add(dialTimeout))
 	hello := &strandpb.Request{Body: &strandpb.Request_Hello{Hello: &strandpb.HelloRequest{
-		VersionMin: runtimeProtocolVersion, VersionMax: runtimeProtocolVersion,
+		VersionMin: protocolVersion, VersionMax: protocolVersion,
 		ClientId: fmt.Sprintf("strand-node-%d", p.net.self), PeerNodeId: uint64(p.net.self), PeerAddress: p.net.addr}}}
 	out, err := frame.Append(nil, hello)
 	if err == nil {
@@ -267,7 +267,7 @@ func (p *runtimePeer) dial() (net.Conn, error) {
 // pump writes queued frames until a write fails (returned) or the network
 // stops (nil). A reader discards anything the peer sends and notices a
 // closed connection.
-func (p *runtimePeer) pump(nc net.Conn) error {
+func (p *peerLink) pump(nc net.Conn) error {
 	broken := make(chan struct{})
 	go func() {
 		io.Copy(io.Discard, nc)
@@ -284,8 +284,8 @@ func (p *runtimePeer) pump(nc net.Conn) error {
 		case f := <-p.queue:
 			p.net.faults.wait(p.stop)
 			p.queuedBytes.Add(-int64(len(f)))
-			header = runtimeRaftEnvelope(header[:0], len(f))
-			nc.SetWriteDeadline(time.Now().Add(runtimeOutboundWriteTimeout))
+			header = raftEnvelope(header[:0], len(f))
+			nc.SetWriteDeadline(time.Now().Add(outboundWriteTimeout))
 			bw.Write(header)
 			if _, err := bw.Write(f); err != nil {
 				return err
@@ -299,13 +299,13 @@ func (p *runtimePeer) pump(nc net.Conn) error {
 	}
 }
 
-// runtimeRaftEnvelope appends the frame length prefix and the
+// raftEnvelope appends the frame length prefix and the
 // Request.raft field header for a RaftFrame of frameBytes bytes: followed
 // by the frame itself this is a framed Request{raft: frame}, built without
 // re-marshalling the frame.
-func runtimeRaftEnvelope(dst []byte, frameBytes int) []byte {
+func raftEnvelope(dst []byte, frameBytes int) []byte {
 	var field []byte
-	field = protowire.AppendTag(field, runtimeRaftField, protowire.BytesType)
+	field = protowire.AppendTag(field, raftField, protowire.BytesType)
 	field = protowire.AppendVarint(field, uint64(frameBytes))
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(field)+frameBytes))
 	return append(dst, field...)

@@ -19,7 +19,7 @@ func TestUnreachablePeerQueueIsDiscarded(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now: every dial is refused
-	n := newRuntimeNetwork(1, map[node.NodeID]string{1: "127.0.0.1:0", 2: addr}, slog.New(slog.DiscardHandler), nil)
+	n := newPeerTransport(1, map[node.NodeID]string{1: "127.0.0.1:0", 2: addr}, slog.New(slog.DiscardHandler), nil)
 	defer n.close()
 	const frames = 100
 	for range frames {
@@ -42,7 +42,7 @@ func TestUnreachablePeerQueueIsDiscarded(t *testing.T) {
 // joined after start and replaces the sender of a node registered again
 // at a new address (the old one stops); a known address changes nothing.
 func TestTransportLearnsPeers(t *testing.T) {
-	n := newRuntimeNetwork(1, map[node.NodeID]string{1: "127.0.0.1:1", 2: "127.0.0.1:2"}, slog.New(slog.DiscardHandler), nil)
+	n := newPeerTransport(1, map[node.NodeID]string{1: "127.0.0.1:1", 2: "127.0.0.1:2"}, slog.New(slog.DiscardHandler), nil)
 	defer n.close()
 	first := (*n.peers.Load())[2]
 	n.addPeers(map[node.NodeID]string{2: "127.0.0.1:2", 4: "127.0.0.1:4"})
@@ -66,7 +66,7 @@ func TestTransportLearnsPeers(t *testing.T) {
 // node that missed a join must answer the joined node once it leads the
 // metadata group); a known node's address is never changed by a Hello.
 func TestTransportLearnsPeerFromHello(t *testing.T) {
-	n := newRuntimeNetwork(1, map[node.NodeID]string{1: "127.0.0.1:1", 2: "127.0.0.1:2"}, slog.New(slog.DiscardHandler), nil)
+	n := newPeerTransport(1, map[node.NodeID]string{1: "127.0.0.1:1", 2: "127.0.0.1:2"}, slog.New(slog.DiscardHandler), nil)
 	defer n.close()
 	if n.addr != "127.0.0.1:1" {
 		t.Fatalf("own address %q, want the configuration's", n.addr)

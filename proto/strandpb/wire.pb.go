@@ -6012,6 +6012,10 @@ type MetadataResponse_Node struct {
 	// Set by the answering node on its own entry only: its disk is below
 	// its free-space floor, so it refuses produce (NOT_ENOUGH_SPACE).
 	DiskFull bool `protobuf:"varint,50,opt,name=disk_full,json=diskFull,proto3" json:"disk_full,omitempty"`
+	// Set by the answering node on its own entry only: a storage job of
+	// its disk has not returned for longer than its stall threshold, so it
+	// leads nothing and refuses produce (node/stall.go).
+	DiskStalled bool `protobuf:"varint,51,opt,name=disk_stalled,json=diskStalled,proto3" json:"disk_stalled,omitempty"`
 	// The node has registered itself with the metadata group (its address
 	// came from the state, not only from the answering node's peer list):
 	// only registered nodes receive replicas of new topics.
@@ -6081,6 +6085,13 @@ func (x *MetadataResponse_Node) GetKafkaAddress() string {
 func (x *MetadataResponse_Node) GetDiskFull() bool {
 	if x != nil {
 		return x.DiskFull
+	}
+	return false
+}
+
+func (x *MetadataResponse_Node) GetDiskStalled() bool {
+	if x != nil {
+		return x.DiskStalled
 	}
 	return false
 }
@@ -8264,10 +8275,12 @@ type ClusterMembersResponse_Member struct {
 	PreferredLeaders int32                  `protobuf:"varint,8,opt,name=preferred_leaders,json=preferredLeaders,proto3" json:"preferred_leaders,omitempty"` // partitions it is the first replica of
 	// Liveness as the answering node (the metadata leader) sees it
 	// (node/liveness.go): down after three election timeouts of silence;
-	// the time since its last frame; its disk refuses produce.
+	// the time since its last frame; its disk refuses produce; its disk
+	// is stalled (a storage job hangs: it leads nothing, refuses produce).
 	Down          bool   `protobuf:"varint,9,opt,name=down,proto3" json:"down,omitempty"`
 	LastContactMs uint64 `protobuf:"varint,10,opt,name=last_contact_ms,json=lastContactMs,proto3" json:"last_contact_ms,omitempty"`
 	DiskFull      bool   `protobuf:"varint,11,opt,name=disk_full,json=diskFull,proto3" json:"disk_full,omitempty"`
+	DiskStalled   bool   `protobuf:"varint,12,opt,name=disk_stalled,json=diskStalled,proto3" json:"disk_stalled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -8375,6 +8388,13 @@ func (x *ClusterMembersResponse_Member) GetLastContactMs() uint64 {
 func (x *ClusterMembersResponse_Member) GetDiskFull() bool {
 	if x != nil {
 		return x.DiskFull
+	}
+	return false
+}
+
+func (x *ClusterMembersResponse_Member) GetDiskStalled() bool {
+	if x != nil {
+		return x.DiskStalled
 	}
 	return false
 }
@@ -8490,20 +8510,21 @@ const file_wire_proto_rawDesc = "" +
 	"cluster_id\x18\x14 \x01(\fR\tclusterId\x12&\n" +
 	"\x0fframe_bytes_max\x18\x1e \x01(\rR\rframeBytesMax\")\n" +
 	"\x0fMetadataRequest\x12\x16\n" +
-	"\x06topics\x18\x01 \x03(\tR\x06topics\"\x8e\x06\n" +
+	"\x06topics\x18\x01 \x03(\tR\x06topics\"\xb1\x06\n" +
 	"\x10MetadataResponse\x123\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x1d.strand.MetadataResponse.NodeR\x05nodes\x126\n" +
 	"\x06topics\x18\x02 \x03(\v2\x1e.strand.MetadataResponse.TopicR\x06topics\x12#\n" +
 	"\rcontroller_id\x18\x03 \x01(\x04R\fcontrollerId\x12)\n" +
 	"\x10metadata_version\x18\x04 \x01(\x04R\x0fmetadataVersion\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x14 \x01(\fR\tclusterId\x1a\xa6\x01\n" +
+	"cluster_id\x18\x14 \x01(\fR\tclusterId\x1a\xc9\x01\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12#\n" +
 	"\rkafka_address\x18F \x01(\tR\fkafkaAddress\x12\x1b\n" +
-	"\tdisk_full\x182 \x01(\bR\bdiskFull\x12\x1e\n" +
+	"\tdisk_full\x182 \x01(\bR\bdiskFull\x12!\n" +
+	"\fdisk_stalled\x183 \x01(\bR\vdiskStalled\x12\x1e\n" +
 	"\n" +
 	"registered\x18\x05 \x01(\bR\n" +
 	"registered\x1a\xd2\x01\n" +
@@ -8977,12 +8998,12 @@ const file_wire_proto_rawDesc = "" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x12\n" +
 	"\x04from\x18\x03 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x04 \x01(\x04R\x02to\"\x17\n" +
-	"\x15ClusterMembersRequest\"\xfb\x03\n" +
+	"\x15ClusterMembersRequest\"\x9e\x04\n" +
 	"\x16ClusterMembersResponse\x12?\n" +
 	"\amembers\x18\x01 \x03(\v2%.strand.ClusterMembersResponse.MemberR\amembers\x12'\n" +
 	"\x0fmetadata_leader\x18\x02 \x01(\x04R\x0emetadataLeader\x12\x1f\n" +
 	"\vanswered_by\x18\x03 \x01(\x04R\n" +
-	"answeredBy\x1a\xd5\x02\n" +
+	"answeredBy\x1a\xf8\x02\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -8995,7 +9016,8 @@ const file_wire_proto_rawDesc = "" +
 	"\x04down\x18\t \x01(\bR\x04down\x12&\n" +
 	"\x0flast_contact_ms\x18\n" +
 	" \x01(\x04R\rlastContactMs\x12\x1b\n" +
-	"\tdisk_full\x18\v \x01(\bR\bdiskFull*\xa7\x0e\n" +
+	"\tdisk_full\x18\v \x01(\bR\bdiskFull\x12!\n" +
+	"\fdisk_stalled\x18\f \x01(\bR\vdiskStalled*\xa7\x0e\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/internal/localcluster"
 )
 
 // The fan-out phase of `strand bench cluster` (issue 8, R3): produce
@@ -32,8 +33,8 @@ const fanoutTopic = "bench-fanout"
 // fanoutPhases runs the produce bench once per group count and round,
 // alternating the order of the counts between rounds (1,100,1000 then
 // 1000,100,1): a machine that slows down over the run hits both ends.
-func (cb *clusterBench) fanoutPhases(ctx context.Context, cl *benchCluster, add func(clusterRow, error) error) error {
-	b := cb.benchFlagsFor(cl, fanoutTopic, 6)
+func (cb *Cluster) fanoutPhases(ctx context.Context, cl *benchCluster, add func(clusterRow, error) error) error {
+	b := cb.SettingsFor(cl, fanoutTopic, 6)
 	if err := cl.ensureTopic(ctx, &b); err != nil {
 		return err
 	}
@@ -55,7 +56,7 @@ func (cb *clusterBench) fanoutPhases(ctx context.Context, cl *benchCluster, add 
 }
 
 // fanoutRun produces for --duration while n groups tail the topic.
-func (cb *clusterBench) fanoutRun(ctx context.Context, cl *benchCluster, b *benchFlags, n int) (clusterRow, error) {
+func (cb *Cluster) fanoutRun(ctx context.Context, cl *benchCluster, b *Settings, n int) (clusterRow, error) {
 	phase := fmt.Sprintf("fanout %d", n)
 	var rd *readersProc
 	if n > 0 {
@@ -65,9 +66,9 @@ func (cb *clusterBench) fanoutRun(ctx context.Context, cl *benchCluster, b *benc
 		}
 		defer rd.stop()
 	}
-	var rdBefore procSample
+	var rdBefore localcluster.Sample
 	if rd != nil {
-		rdBefore = readProcSample(rd.cmd.Process.Pid)
+		rdBefore = localcluster.SampleOf(rd.cmd.Process.Pid)
 		if err := rd.begin(); err != nil {
 			return clusterRow{phase: phase, partitions: b.partitions}, err
 		}
@@ -78,12 +79,12 @@ func (cb *clusterBench) fanoutRun(ctx context.Context, cl *benchCluster, b *benc
 	})
 	row.fanout = &fanoutFigures{groups: n}
 	if rd != nil {
-		rdAfter := readProcSample(rd.cmd.Process.Pid)
+		rdAfter := localcluster.SampleOf(rd.cmd.Process.Pid)
 		got, rerr := rd.end()
 		if err == nil {
 			err = rerr
 		}
-		row.fanout.readerCPU = (rdAfter.cpu - rdBefore.cpu).Seconds() / got.elapsed.Seconds()
+		row.fanout.readerCPU = (rdAfter.CPU - rdBefore.CPU).Seconds() / got.elapsed.Seconds()
 		row.fanout.delivered = got
 	}
 	return row, err
@@ -113,7 +114,7 @@ type readersProc struct {
 
 // startReaders starts the readers for n groups and waits until every
 // group has polled once (its positions known).
-func startReaders(ctx context.Context, cb *clusterBench, cl *benchCluster, n int) (*readersProc, error) {
+func startReaders(ctx context.Context, cb *Cluster, cl *benchCluster, n int) (*readersProc, error) {
 	exe := cb.readersBinary
 	if exe == "" {
 		var err error
@@ -200,9 +201,10 @@ func (rd *readersProc) stop() {
 	}
 }
 
-// readersFlags are the flags of `strand bench readers`.
-type readersFlags struct {
-	cf       clientFlags
+// Readers is `strand bench readers`, the fan-out phase's child: its
+// flags; Conn is set by the caller.
+type Readers struct {
+	Conn     Conn
 	topic    string
 	groups   int
 	perConn  int
@@ -210,8 +212,9 @@ type readersFlags struct {
 	maxWait  time.Duration
 }
 
-func (r *readersFlags) register(fs *pflag.FlagSet) {
-	r.cf.register(fs, 30*time.Second)
+// Register registers the flags of `bench readers`, after the caller's
+// client flags.
+func (r *Readers) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&r.topic, "topic", fanoutTopic, "topic to tail")
 	fs.IntVar(&r.groups, "groups", 1, "groups tailing the topic, each one Consumer with its own positions")
 	fs.IntVar(&r.perConn, "groups-per-conn", 8, "groups sharing one client (one connection per node; a connection holds at most 32 MiB of fetches, 8 of 4 MiB)")
@@ -219,36 +222,35 @@ func (r *readersFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&r.maxWait, "fetch-max-wait", 500*time.Millisecond, "each fetch's max wait")
 }
 
-// cmdBenchReaders runs `strand bench readers`: n groups tail the topic
-// from its end. It prints "ready" once every group polled once; a line
-// on stdin starts the count; end of stdin prints the totals since and
-// exits.
-func cmdBenchReaders(args []string, stdout io.Writer) error {
-	fs := newFlags("bench readers")
-	var r readersFlags
-	r.register(fs)
-	if err := parseFlags(fs, args); err != nil {
+// Run runs `strand bench readers`: n groups tail the topic from its end.
+// It prints "ready" once every group polled once; a line on in starts the
+// count; the end of in prints the totals since and returns.
+func (r *Readers) Run(ctx context.Context, in io.Reader, out io.Writer) error {
+	if err := r.Check(); err != nil {
 		return err
 	}
-	if r.groups < 1 || r.perConn < 1 || r.minBytes < 0 || r.maxWait < 0 {
-		return usageError("--groups ≥ 1, --groups-per-conn ≥ 1, --fetch-min-bytes ≥ 0 and --fetch-max-wait ≥ 0 please")
-	}
-	ctx, stop := signalContext()
-	defer stop()
 	clients, consumers, err := r.consumers(ctx)
 	defer closeAll(clients)
 	if err != nil {
 		return err
 	}
-	return r.tail(ctx, consumers, os.Stdin, stdout)
+	return r.tail(ctx, consumers, in, out)
+}
+
+// Check refuses flags that cannot run (*UsageError).
+func (r *Readers) Check() error {
+	if r.groups < 1 || r.perConn < 1 || r.minBytes < 0 || r.maxWait < 0 {
+		return usageError("--groups ≥ 1, --groups-per-conn ≥ 1, --fetch-min-bytes ≥ 0 and --fetch-max-wait ≥ 0 please")
+	}
+	return nil
 }
 
 // consumers connects the clients and makes one Consumer per group, each
 // assigned every partition at its current end.
-func (r *readersFlags) consumers(ctx context.Context) ([]*clientlib.Client, []*clientlib.Consumer, error) {
+func (r *Readers) consumers(ctx context.Context) ([]*clientlib.Client, []*clientlib.Consumer, error) {
 	var clients []*clientlib.Client
 	for i := 0; i < r.groups; i += r.perConn {
-		c, err := r.cf.client(clientlib.MaxInFlightPerConn(min(r.perConn, r.groups) + 8))
+		c, err := r.Conn.client(clientlib.MaxInFlightPerConn(min(r.perConn, r.groups) + 8))
 		if err != nil {
 			return clients, nil, err
 		}
@@ -264,7 +266,7 @@ func (r *readersFlags) consumers(ctx context.Context) ([]*clientlib.Client, []*c
 			clientlib.FetchMaxWait(r.maxWait))
 		for _, o := range offs {
 			if o.Err != nil {
-				return clients, nil, wrapErr(o.Err, "partition %d", o.Partition)
+				return clients, nil, fmt.Errorf("partition %d: %w", o.Partition, o.Err)
 			}
 			k.Assign(r.topic, o.Partition, clientlib.OffsetExact(o.HighWatermark))
 		}
@@ -275,7 +277,7 @@ func (r *readersFlags) consumers(ctx context.Context) ([]*clientlib.Client, []*c
 
 // tail polls every consumer on its own goroutine until in ends, counting
 // what arrives after the first line of in.
-func (r *readersFlags) tail(ctx context.Context, consumers []*clientlib.Consumer, in io.Reader, out io.Writer) error {
+func (r *Readers) tail(ctx context.Context, consumers []*clientlib.Consumer, in io.Reader, out io.Writer) error {
 	var counting atomic.Bool
 	var records, bytes, polls, errs atomic.Int64
 	var firstErr atomic.Pointer[string]

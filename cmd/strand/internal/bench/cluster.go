@@ -1,25 +1,27 @@
-package main
+package bench
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/spf13/pflag"
 
 	"github.com/strandlog/strand/clientlib"
-	"github.com/strandlog/strand/node"
+	"github.com/strandlog/strand/internal/localcluster"
 )
 
 // `strand bench cluster` starts three real `strand serve` processes on
@@ -28,8 +30,13 @@ import (
 // names the server binary, so two builds can be compared side by side with
 // the same driver.
 
-// clusterBench holds the flags of `strand bench cluster`.
-type clusterBench struct {
+// Cluster is `strand bench cluster`: its flags, and MakeTLS, which the
+// caller sets for --tls.
+type Cluster struct {
+	// MakeTLS writes a throwaway CA and certificates for servers at addrs
+	// (node i+1 at addrs[i]) into dir: --tls.
+	MakeTLS func(dir string, addrs []string) (*ServerTLS, error)
+
 	binary         string
 	dataDir        string
 	keep           bool
@@ -61,7 +68,15 @@ var clusterPhases = []string{"produce", "consume", "e2e", "many"}
 // ones and fanout (minutes long: run on request).
 var clusterPhasesKnown = append(append([]string(nil), clusterPhases...), "fanout")
 
-func (cb *clusterBench) register(fs *pflag.FlagSet) {
+// ServerTLS is what --tls made: each node's serve flags (by node id) and
+// the clients' TLS configuration.
+type ServerTLS struct {
+	NodeArgs map[int][]string
+	Client   *tls.Config
+}
+
+// Register registers the flags of `bench cluster`.
+func (cb *Cluster) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&cb.binary, "binary", "", "strand binary to run the servers with (default: this one)")
 	fs.StringVar(&cb.dataDir, "data-dir", "", "directory for the servers' data and logs (default: a new temporary one)")
 	fs.BoolVar(&cb.keep, "keep", false, "keep the data directory afterwards (servers' logs are in it)")
@@ -86,22 +101,12 @@ func (cb *clusterBench) register(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&cb.serverArgs, "server-arg", nil, "extra flag for every server, e.g. --server-arg=--cpuprofile=prof (NODE in it becomes the node id)")
 }
 
-// cmdBenchCluster runs `strand bench cluster`.
-func cmdBenchCluster(args []string, stdout io.Writer) error {
-	fs := newFlags("bench cluster")
-	var cb clusterBench
-	cb.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 0 {
-		return usageError("bench cluster takes no arguments, got %q", fs.Args())
-	}
+// Run starts the servers, runs the phases asked for and prints the table
+// (what was measured, also when a phase failed), then stops the servers.
+func (cb *Cluster) Run(ctx context.Context, stdout io.Writer) error {
 	if err := cb.check(); err != nil {
 		return err
 	}
-	ctx, stop := signalContext()
-	defer stop()
 	cl, err := cb.start(ctx, stdout, "")
 	if err != nil {
 		return err
@@ -116,9 +121,9 @@ func cmdBenchCluster(args []string, stdout io.Writer) error {
 }
 
 // check refuses settings that cannot run.
-func (cb *clusterBench) check() error {
+func (cb *Cluster) check() error {
 	for _, p := range cb.phases {
-		if !containsString(clusterPhasesKnown, p) {
+		if !slices.Contains(clusterPhasesKnown, p) {
 			return usageError("--phases: unknown %q: want some of %s", p, strings.Join(clusterPhasesKnown, ","))
 		}
 	}
@@ -136,7 +141,7 @@ func (cb *clusterBench) check() error {
 	if cb.fanoutRounds < 1 || cb.fanoutMinBytes < 0 || cb.fanoutMaxWait < 0 || cb.fanoutNice < 0 || cb.fanoutNice > 19 {
 		return usageError("--fanout-rounds ≥ 1, --fanout-min-bytes ≥ 0, --fanout-max-wait ≥ 0, --fanout-nice 0..19 please")
 	}
-	if cb.tls && containsString(cb.phases, "fanout") {
+	if cb.tls && slices.Contains(cb.phases, "fanout") {
 		return usageError("--tls does not reach the fanout readers yet: drop fanout from --phases")
 	}
 	for _, r := range cb.rates {
@@ -147,33 +152,24 @@ func (cb *clusterBench) check() error {
 	if cb.binary == "" {
 		exe, err := os.Executable()
 		if err != nil {
-			return userErr(err, "cannot find this binary (%v): pass --binary", err)
+			return fmt.Errorf("cannot find this binary (%w): pass --binary", err)
 		}
 		cb.binary = exe
 	}
 	if _, err := os.Stat(cb.binary); err != nil {
-		return userErr(err, "--binary %s: %v", cb.binary, err)
+		return fmt.Errorf("--binary %s: %w", cb.binary, err)
 	}
 	return nil
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // clusterRow is one line of the table.
 type clusterRow struct {
 	phase      string
 	partitions int32
-	result     *benchResult // nil for phases without records
-	note       string       // for rows without a result: what was measured
-	servers    []procSample // at the end of the phase
-	serverCPU  float64      // cores, all servers together, over the phase
+	result     *benchResult          // nil for phases without records
+	note       string                // for rows without a result: what was measured
+	servers    []localcluster.Sample // at the end of the phase
+	serverCPU  float64               // cores, all servers together, over the phase
 	span       time.Duration
 	fanout     *fanoutFigures // fanout rows only
 }
@@ -187,15 +183,15 @@ func measured(cl *benchCluster, phase string, partitions int32, f func() (*bench
 	after := cl.sample()
 	row := clusterRow{phase: phase, partitions: partitions, result: r, note: note, servers: after, span: span}
 	for i := range after {
-		row.serverCPU += (after[i].cpu - before[i].cpu).Seconds() / span.Seconds()
+		row.serverCPU += (after[i].CPU - before[i].CPU).Seconds() / span.Seconds()
 	}
 	return row, err
 }
 
-// benchFlagsFor is the settings of one bench against cl.
-func (cb *clusterBench) benchFlagsFor(cl *benchCluster, topic string, partitions int32) benchFlags {
-	return benchFlags{
-		cf:    clientFlags{brokers: cl.addrs, timeout: 60 * time.Second, tls: cl.tls},
+// SettingsFor is the settings of one bench against cl.
+func (cb *Cluster) SettingsFor(cl *benchCluster, topic string, partitions int32) Settings {
+	return Settings{
+		Conn:  cl.conn(60 * time.Second),
 		topic: topic, partitions: partitions, replication: 3, recordBytes: cb.recordBytes,
 		acks: "all", inFlight: 5, clients: 1, batchBytes: 256 << 10, linger: 2 * time.Millisecond,
 		duration: cb.duration, bufferedMax: 20000, fetchBytesMax: 8 << 20,
@@ -204,7 +200,7 @@ func (cb *clusterBench) benchFlagsFor(cl *benchCluster, topic string, partitions
 
 // runPhases runs the phases asked for, returning the rows measured so
 // far even when one fails.
-func (cb *clusterBench) runPhases(ctx context.Context, cl *benchCluster, w io.Writer) ([]clusterRow, *benchCluster, error) {
+func (cb *Cluster) runPhases(ctx context.Context, cl *benchCluster, w io.Writer) ([]clusterRow, *benchCluster, error) {
 	var rows []clusterRow
 	add := func(row clusterRow, err error) error {
 		rows = append(rows, row)
@@ -250,8 +246,8 @@ func (cb *clusterBench) runPhases(ctx context.Context, cl *benchCluster, w io.Wr
 }
 
 // benchPhase runs one bench of kind on topic (created with partitions).
-func (cb *clusterBench) benchPhase(ctx context.Context, cl *benchCluster, phase, topic string, partitions int32, kind string) (clusterRow, error) {
-	b := cb.benchFlagsFor(cl, topic, partitions)
+func (cb *Cluster) benchPhase(ctx context.Context, cl *benchCluster, phase, topic string, partitions int32, kind string) (clusterRow, error) {
+	b := cb.SettingsFor(cl, topic, partitions)
 	if kind == "e2e" {
 		b.linger = 0
 		b.duration = cb.e2eDuration
@@ -266,10 +262,10 @@ func (cb *clusterBench) benchPhase(ctx context.Context, cl *benchCluster, phase,
 }
 
 // e2ePhases runs e2e at every rate on 1 and 6 partitions.
-func (cb *clusterBench) e2ePhases(ctx context.Context, cl *benchCluster, add func(clusterRow, error) error) error {
+func (cb *Cluster) e2ePhases(ctx context.Context, cl *benchCluster, add func(clusterRow, error) error) error {
 	for _, rate := range cb.rates {
 		for _, parts := range []int32{1, 6} {
-			b := cb.benchFlagsFor(cl, fmt.Sprintf("bench-e2e-%d", parts), parts)
+			b := cb.SettingsFor(cl, fmt.Sprintf("bench-e2e-%d", parts), parts)
 			b.linger, b.duration, b.rate = 0, cb.e2eDuration, rate
 			if err := cl.ensureTopic(ctx, &b); err != nil {
 				return err
@@ -289,9 +285,9 @@ func (cb *clusterBench) e2ePhases(ctx context.Context, cl *benchCluster, add fun
 // manyPhases creates the many-partition topic (timing it until every
 // partition has a leader), measures the idle cluster, then produces
 // across it.
-func (cb *clusterBench) manyPhases(ctx context.Context, cl *benchCluster, add func(clusterRow, error) error) error {
+func (cb *Cluster) manyPhases(ctx context.Context, cl *benchCluster, add func(clusterRow, error) error) error {
 	parts := cb.manyPartitions
-	b := cb.benchFlagsFor(cl, fmt.Sprintf("bench-many-%d", parts), parts)
+	b := cb.SettingsFor(cl, fmt.Sprintf("bench-many-%d", parts), parts)
 	b.keys = cb.manyKeys
 	rssBefore, liveBefore := cl.sample(), cl.liveBytes(ctx)
 	var replicas []int
@@ -336,11 +332,11 @@ func (cb *clusterBench) manyPhases(ctx context.Context, cl *benchCluster, add fu
 }
 
 // perReplica is each node's RSS growth per replica it gained.
-func perReplica(before, after []procSample, replicas []int) []float64 {
+func perReplica(before, after []localcluster.Sample, replicas []int) []float64 {
 	out := make([]float64, len(after))
 	for i := range after {
 		if i < len(replicas) && replicas[i] > 0 && i < len(before) {
-			out[i] = float64(after[i].rssBytes-before[i].rssBytes) / float64(replicas[i])
+			out[i] = float64(after[i].RSSBytes-before[i].RSSBytes) / float64(replicas[i])
 		}
 	}
 	return out
@@ -398,10 +394,10 @@ cli: this bench process's CPU in cores (it shares the machine with the servers)
 `, cl.binary, len(cl.procs), cl.recordBytes, latencyProduce, latencyConsume, latencyE2E)
 }
 
-func rssList(s []procSample) string {
+func rssList(s []localcluster.Sample) string {
 	var parts []string
 	for _, p := range s {
-		parts = append(parts, strconv.FormatInt(p.rssBytes>>20, 10))
+		parts = append(parts, strconv.FormatInt(p.RSSBytes>>20, 10))
 	}
 	return strings.Join(parts, "/")
 }
@@ -413,71 +409,49 @@ type benchCluster struct {
 	removeDir     bool
 	recordBytes   int
 	addrs         []string
-	procs         []*serverProc
-	replicaMemory []float64      // bytes per idle replica, per node
-	memoryBasis   string         // what replicaMemory counts
-	admins        []string       // the servers' admin listeners (live heap)
-	tls           clientTLSFlags // the clients' TLS flags (--tls)
+	procs         []*localcluster.Proc
+	replicaMemory []float64   // bytes per idle replica, per node
+	memoryBasis   string      // what replicaMemory counts
+	admins        []string    // the servers' admin listeners (live heap)
+	tls           *tls.Config // the clients' TLS (--tls; nil: plain)
 }
 
-// serverProc is one `strand serve` process.
-type serverProc struct {
-	id   int
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	err  error
+// conn is how a bench reaches the servers, giving up after timeout.
+func (cl *benchCluster) conn(timeout time.Duration) Conn {
+	c := Conn{Brokers: cl.addrs, Timeout: timeout, TLS: cl.tls}
+	if cl.tls != nil {
+		c.Opts = []clientlib.Opt{clientlib.WithTLS(cl.tls)}
+	}
+	return c
 }
 
 // start launches the servers and waits until every node is registered.
-func (cb *clusterBench) start(ctx context.Context, w io.Writer, sub string) (*benchCluster, error) {
-	dir := cb.dataDir
-	if dir != "" && sub != "" {
-		dir = filepath.Join(dir, sub)
-	}
-	cl := &benchCluster{binary: cb.binary, recordBytes: cb.recordBytes}
-	if dir == "" {
-		var err error
-		if dir, err = os.MkdirTemp("", "strand-bench-cluster-"); err != nil {
-			return nil, err
-		}
-		cl.removeDir = !cb.keep
-	}
-	cl.dir = dir
-	ports, err := benchPorts(2 * cb.nodes) // the native listeners, then the admin ones
+func (cb *Cluster) start(ctx context.Context, w io.Writer, sub string) (*benchCluster, error) {
+	cl, err := cb.newBenchCluster(sub)
 	if err != nil {
 		return nil, err
-	}
-	for _, p := range ports[cb.nodes:] {
-		cl.admins = append(cl.admins, "127.0.0.1:"+strconv.Itoa(p))
-	}
-	ports = ports[:cb.nodes]
-	var peers []string
-	for i, p := range ports {
-		cl.addrs = append(cl.addrs, "127.0.0.1:"+strconv.Itoa(p))
-		peers = append(peers, fmt.Sprintf("%d=%s", i+1, cl.addrs[i]))
 	}
 	fmt.Fprintf(w, "bench cluster: %d servers from %s on %s, data in %s\n", cb.nodes, cb.binary,
-		strings.Join(cl.addrs, ","), dir)
-	certs, err := cb.makeTLS(cl, dir)
+		strings.Join(cl.addrs, ","), cl.dir)
+	certs, err := cb.makeTLS(cl)
 	if err != nil {
 		return nil, err
 	}
-	for i := range ports {
+	peers := localcluster.Peers(cl.addrs)
+	for i := range cl.addrs {
 		id := i + 1
-		args := []string{"serve", "--id", strconv.Itoa(id), "--peers", strings.Join(peers, ","),
-			"--data-dir", filepath.Join(dir, fmt.Sprintf("node%d", id)), "--admin-listen", cl.admins[i]}
+		args := []string{"serve", "--id", strconv.Itoa(id), "--peers", peers,
+			"--data-dir", filepath.Join(cl.dir, fmt.Sprintf("node%d", id)), "--admin-listen", cl.admins[i]}
 		if certs != nil {
-			n := certs.nodes[node.NodeID(id)]
-			args = append(args, "--tls-cert", n.CertFile, "--tls-key", n.KeyFile, "--tls-ca", n.CAFile)
+			args = append(args, certs.NodeArgs[id]...)
 		}
 		for _, a := range cb.serverArgs {
 			args = append(args, strings.ReplaceAll(a, "NODE", strconv.Itoa(id)))
 		}
-		p, err := startServer(id, cb.binary, filepath.Join(dir, fmt.Sprintf("node%d.log", id)), args)
+		p, err := localcluster.Start(cb.binary, filepath.Join(cl.dir, fmt.Sprintf("node%d.log", id)), nil, args...)
 		if err != nil {
 			cl.close()
-			return nil, err
+			return nil, fmt.Errorf("bench cluster: %w", err)
 		}
 		cl.procs = append(cl.procs, p)
 	}
@@ -488,123 +462,73 @@ func (cb *clusterBench) start(ctx context.Context, w io.Writer, sub string) (*be
 	return cl, nil
 }
 
-// makeTLS writes the certificates of --tls into dir and sets the
-// clients' TLS flags; nil without --tls.
-func (cb *clusterBench) makeTLS(cl *benchCluster, dir string) (*devTLS, error) {
+// newBenchCluster picks the servers' data directory (sub under --data-dir,
+// else a new temporary one) and their native and admin ports.
+func (cb *Cluster) newBenchCluster(sub string) (*benchCluster, error) {
+	cl := &benchCluster{binary: cb.binary, recordBytes: cb.recordBytes, dir: cb.dataDir}
+	if cl.dir != "" && sub != "" {
+		cl.dir = filepath.Join(cl.dir, sub)
+	}
+	if cl.dir == "" {
+		var err error
+		if cl.dir, err = os.MkdirTemp("", "strand-bench-cluster-"); err != nil {
+			return nil, err
+		}
+		cl.removeDir = !cb.keep
+	}
+	ports, err := localcluster.FreePorts(2 * cb.nodes) // the native listeners, then the admin ones
+	if err != nil {
+		return nil, fmt.Errorf("bench cluster: %w", err)
+	}
+	cl.addrs, cl.admins = localcluster.Addrs(ports[:cb.nodes]), localcluster.Addrs(ports[cb.nodes:])
+	return cl, nil
+}
+
+// makeTLS writes the certificates of --tls into the cluster's directory
+// and sets the clients' TLS; nil without --tls.
+func (cb *Cluster) makeTLS(cl *benchCluster) (*ServerTLS, error) {
 	if !cb.tls {
 		return nil, nil
 	}
-	peers := make([]node.Peer, len(cl.addrs))
-	for i := range peers {
-		peers[i] = node.Peer{ID: node.NodeID(i + 1), Address: cl.addrs[i]}
+	if cb.MakeTLS == nil {
+		return nil, errors.New("bench cluster: --tls: no certificate maker")
 	}
-	certs, err := makeDevTLS(dir, peers, "127.0.0.1")
+	certs, err := cb.MakeTLS(cl.dir, cl.addrs)
 	if err != nil {
 		return nil, fmt.Errorf("bench cluster: TLS certificates: %w", err)
 	}
-	cl.tls = clientTLSFlags{ca: certs.ca, cert: certs.clientCert, key: certs.clientKey}
+	cl.tls = certs.Client
 	return certs, nil
-}
-
-// benchPorts picks n free ports on 127.0.0.1 below the ephemeral range
-// (see the tests' freePorts for why), in random order.
-func benchPorts(n int) ([]int, error) {
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	var ports []int
-	for attempt := 0; len(ports) < n; attempt++ {
-		if attempt == 1000 {
-			return nil, fmt.Errorf("bench cluster: no %d free ports on 127.0.0.1 in 20000..32000", n)
-		}
-		port := 20000 + rand.IntN(12000)
-		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		if err != nil {
-			continue
-		}
-		lns = append(lns, ln)
-		ports = append(ports, port)
-	}
-	return ports, nil
-}
-
-func startServer(id int, binary, logPath string, args []string) (*serverProc, error) {
-	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
-		return nil, err
-	}
-	out, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(binary, args...)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		out.Close()
-		return nil, fmt.Errorf("bench cluster: start %s: %w", binary, err)
-	}
-	p := &serverProc{id: id, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		out.Close()
-		close(p.done)
-	}()
-	return p, nil
 }
 
 // exited reports a server that stopped on its own, with its log's tail.
 func (cl *benchCluster) exited() error {
-	for _, p := range cl.procs {
-		select {
-		case <-p.done:
-			return fmt.Errorf("bench cluster: server %d exited (%v); its log %s ends:\n%s", p.id, p.err, p.log, logTail(p.log))
-		default:
+	for i, p := range cl.procs {
+		if p.Exited() {
+			return fmt.Errorf("bench cluster: server %d exited (%v); its log %s ends:\n%s", i+1, p.Err(), p.Log,
+				localcluster.LogTail(p.Log, 2000))
 		}
 	}
 	return nil
 }
 
-func logTail(path string) string {
-	b, _ := os.ReadFile(path)
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return string(b)
-}
-
 // close stops every server (SIGTERM, then SIGKILL after 20 s) and removes
 // the data directory unless it is kept.
 func (cl *benchCluster) close() error {
-	var errs []error
-	for _, p := range cl.procs {
-		p.cmd.Process.Signal(syscall.SIGTERM)
-	}
-	for _, p := range cl.procs {
-		select {
-		case <-p.done:
-		case <-time.After(20 * time.Second):
-			p.cmd.Process.Kill()
-			<-p.done
-			errs = append(errs, fmt.Errorf("bench cluster: server %d did not stop within 20 s of SIGTERM", p.id))
-		}
-	}
+	err := localcluster.StopAll(cl.procs, syscall.SIGTERM, 20*time.Second)
 	if cl.removeDir {
 		os.RemoveAll(cl.dir)
 	}
-	return errors.Join(errs...)
+	if err != nil {
+		return fmt.Errorf("bench cluster: %w", err)
+	}
+	return nil
 }
 
 // waitRegistered polls metadata until every node is registered.
 func (cl *benchCluster) waitRegistered(ctx context.Context, within time.Duration) error {
-	cf := clientFlags{tls: cl.tls}
-	tlsOpts, err := cf.tlsOpts()
-	if err != nil {
-		return err
-	}
-	c, err := clientlib.NewClient(append([]clientlib.Opt{clientlib.SeedAddresses(cl.addrs...), clientlib.ClientID("strand-bench"),
-		clientlib.DialTimeout(brokerDialTimeout), clientlib.RequestTimeout(2 * time.Second), clientlib.MaxRetries(1)}, tlsOpts...)...)
+	c, err := cl.conn(within).client(clientlib.ClientID("strand-bench"), clientlib.RequestTimeout(2*time.Second),
+		clientlib.MaxRetries(1))
 	if err != nil {
 		return err
 	}
@@ -655,7 +579,7 @@ func pollUntil(ctx context.Context, within time.Duration, what string, f func() 
 }
 
 // ensureTopic creates b's topic unless it exists and waits for its leaders.
-func (cl *benchCluster) ensureTopic(ctx context.Context, b *benchFlags) error {
+func (cl *benchCluster) ensureTopic(ctx context.Context, b *Settings) error {
 	_, err := cl.createAndWaitLeaders(ctx, b)
 	return err
 }
@@ -663,11 +587,11 @@ func (cl *benchCluster) ensureTopic(ctx context.Context, b *benchFlags) error {
 // createAndWaitLeaders creates b's topic (unless it exists) and waits
 // until every partition has a leader; it returns the replicas each node
 // holds of the topic.
-func (cl *benchCluster) createAndWaitLeaders(ctx context.Context, b *benchFlags) ([]int, error) {
+func (cl *benchCluster) createAndWaitLeaders(ctx context.Context, b *Settings) ([]int, error) {
 	if err := b.ensureTopic(ctx); err != nil {
 		return nil, err
 	}
-	c, err := b.cf.client()
+	c, err := b.Conn.client()
 	if err != nil {
 		return nil, err
 	}
@@ -707,49 +631,14 @@ func (cl *benchCluster) createAndWaitLeaders(ctx context.Context, b *benchFlags)
 	return replicas, err
 }
 
-// procSample is one server's CPU time so far and resident memory.
-type procSample struct {
-	cpu      time.Duration
-	rssBytes int64
-}
-
-// sample reads every server's /proc/PID/stat (utime, stime) and
-// /proc/PID/status (VmRSS); a server it cannot read samples as zero.
-func (cl *benchCluster) sample() []procSample {
-	out := make([]procSample, len(cl.procs))
+// sample reads every server's CPU time and resident memory; a server it
+// cannot read samples as zero.
+func (cl *benchCluster) sample() []localcluster.Sample {
+	out := make([]localcluster.Sample, len(cl.procs))
 	for i, p := range cl.procs {
-		out[i] = readProcSample(p.cmd.Process.Pid)
+		out[i] = localcluster.SampleOf(p.Cmd.Process.Pid)
 	}
 	return out
-}
-
-// clockTicksPerSecond is Linux's USER_HZ, the unit of /proc/PID/stat's
-// utime and stime: 100 on every architecture Go supports.
-const clockTicksPerSecond = 100
-
-func readProcSample(pid int) procSample {
-	var s procSample
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-		// The command name (field 2) may hold spaces: fields count from
-		// after its closing parenthesis; utime and stime are fields 14, 15.
-		if i := strings.LastIndexByte(string(b), ')'); i >= 0 {
-			f := strings.Fields(string(b[i+1:]))
-			if len(f) > 12 {
-				u, _ := strconv.ParseInt(f[11], 10, 64)
-				st, _ := strconv.ParseInt(f[12], 10, 64)
-				s.cpu = time.Duration(u+st) * time.Second / clockTicksPerSecond
-			}
-		}
-	}
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-				s.rssBytes = kb << 10
-			}
-		}
-	}
-	return s
 }
 
 // liveBytes is each server's live memory, Go heap objects plus goroutine
@@ -757,13 +646,11 @@ func readProcSample(pid int) procSample {
 // (/debug/pprof/heap?gc=1, then go_memstats_heap_alloc_bytes and
 // go_memstats_stack_inuse_bytes from /metrics); nil when any server
 // cannot say. Unlike RSS it does not keep what earlier phases freed.
-func (cl *benchCluster) liveBytes(ctx context.Context) []procSample {
-	out := make([]procSample, len(cl.admins))
+func (cl *benchCluster) liveBytes(ctx context.Context) []localcluster.Sample {
+	out := make([]localcluster.Sample, len(cl.admins))
 	hc, scheme := &http.Client{Timeout: 10 * time.Second}, "http://"
-	if tc, err := cl.tls.config(); err != nil {
-		return nil
-	} else if tc != nil { // --tls: the admin listeners serve TLS too
-		hc.Transport, scheme = &http.Transport{TLSClientConfig: tc}, "https://"
+	if cl.tls != nil { // --tls: the admin listeners serve TLS too
+		hc.Transport, scheme = &http.Transport{TLSClientConfig: cl.tls}, "https://"
 	}
 	get := func(url string) (body []byte, err error) {
 		// The admin listener opens just after a node's native one (which
@@ -786,24 +673,33 @@ func (cl *benchCluster) liveBytes(ctx context.Context) []procSample {
 		if err != nil {
 			return nil
 		}
-		var found int
-		for _, line := range strings.Split(string(body), "\n") {
-			for _, name := range []string{"go_memstats_heap_alloc_bytes ", "go_memstats_stack_inuse_bytes "} {
-				if v, ok := strings.CutPrefix(line, name); ok {
-					f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-					if err != nil {
-						return nil
-					}
-					out[i].rssBytes += int64(f)
-					found++
-				}
-			}
-		}
-		if found != 2 {
+		live, ok := liveBytesOf(body)
+		if !ok {
 			return nil
 		}
+		out[i].RSSBytes = live
 	}
 	return out
+}
+
+// liveBytesOf sums go_memstats_heap_alloc_bytes and
+// go_memstats_stack_inuse_bytes of a /metrics answer; false when either is
+// missing or the text does not parse.
+func liveBytesOf(metrics []byte) (int64, bool) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(metrics))
+	if err != nil {
+		return 0, false
+	}
+	var live int64
+	for _, name := range []string{"go_memstats_heap_alloc_bytes", "go_memstats_stack_inuse_bytes"} {
+		f := families[name]
+		if f == nil || len(f.GetMetric()) != 1 || f.GetMetric()[0].GetGauge() == nil {
+			return 0, false
+		}
+		live += int64(f.GetMetric()[0].GetGauge().GetValue())
+	}
+	return live, true
 }
 
 // getOnce GETs url and returns its body (64 MiB at most); a status other
