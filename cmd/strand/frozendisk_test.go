@@ -160,8 +160,8 @@ func TestDiskStallFrozenDevice(t *testing.T) {
 		t.Fatalf("node %d did not exit within 15 s of its disk answering again", victim)
 	}
 	var exit *exec.ExitError
-	if !errors.As(victimProc.err, &exit) || exit.ExitCode() != 1 {
-		t.Fatalf("node %d forced out of its shutdown: %v, want exit status 1", victim, victimProc.err)
+	if !errors.As(victimProc.Err(), &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("node %d forced out of its shutdown: %v, want exit status 1", victim, victimProc.Err())
 	}
 }
 
