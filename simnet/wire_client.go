@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/internal/clientcore"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -27,13 +28,13 @@ var (
 var wireBackoff = clientlib.Backoff{Base: 5 * time.Millisecond, Max: 160 * time.Millisecond}
 
 // wireClient is one wire-mode client: the admin, a producer, a consumer or
-// the drain. Its view of the cluster is a clientlib.LeaderCache.
+// the drain. Its view of the cluster is a clientcore.LeaderCache.
 type wireClient struct {
 	ww          *wireWorkload
 	index       int
 	kind        clientKind // 0: the admin
 	rng         *rand.Rand
-	cache       *clientlib.LeaderCache
+	cache       *clientcore.LeaderCache
 	metaPending bool
 	// topicPending: a metadata request for that topic alone is in flight.
 	topicPending map[string]bool
@@ -107,7 +108,7 @@ func newWireClient(ww *wireWorkload, index int, kind clientKind) *wireClient {
 		stream = streamWorkload + 0xad00
 	}
 	c := &wireClient{ww: ww, index: index, kind: kind, rng: newStream(o.Seed, stream),
-		cache: clientlib.NewLeaderCache(), positions: make([]int64, o.Partitions), positionInc: make([]int, o.Partitions),
+		cache: clientcore.NewLeaderCache(), positions: make([]int64, o.Partitions), positionInc: make([]int, o.Partitions),
 		nextPartition: index % o.Partitions}
 	if kind == kindProducer {
 		c.keyed = index%2 == 0
@@ -213,7 +214,7 @@ func (c *wireClient) react(p int, err error) clientlib.Action {
 	var e *clientlib.Error
 	switch {
 	case asWireError(err, &e) && e.Code == strandpb.ErrorCode_ERROR_CODE_NOT_LEADER && e.LeaderID != 0:
-		c.cache.ApplyNotLeader(c.ww.tps[p].Topic, c.ww.tps[p].Partition, e)
+		c.cache.ApplyNotLeader(c.ww.tps[p].Topic, c.ww.tps[p].Partition, e.LeaderID, e.LeaderAddress)
 	case !asWireError(err, &e):
 		c.cache.ForgetLeader(c.ww.tps[p].Topic, c.ww.tps[p].Partition)
 	case e.Code == strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID:
