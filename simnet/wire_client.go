@@ -59,8 +59,12 @@ type wireClient struct {
 	outstanding  int
 	values       int
 	recordTimer  bool // a nextRecord is scheduled
-	budgetDone   bool
-	finished     bool
+	// lib: the clientlib.Client whose producer this one runs on; nil:
+	// the private producer (wire_libproducer.go).
+	lib        *clientlib.Client
+	libPushes  map[*libPush]bool // pushes not yet completed
+	budgetDone bool
+	finished   bool
 
 	// Consumers and the drain.
 	positions   []int64
@@ -91,6 +95,11 @@ type wireBatch struct {
 // operation, for the liveness bound.
 func (c *wireClient) pendingSince() (time.Duration, bool) {
 	start, pending := c.opStart, c.fetching
+	for push := range c.libPushes { // the minimum does not depend on map order
+		if !pending || push.start < start {
+			start, pending = push.start, true
+		}
+	}
 	for _, m := range c.batches {
 		for _, b := range m { // the minimum does not depend on map order
 			if !pending || b.start < start {
@@ -124,6 +133,9 @@ func newWireClient(ww *wireWorkload, index int, kind clientKind) *wireClient {
 			c.inFlightMax = 1
 			c.producerID = -1
 			cfg = clientlib.WindowConfig{InFlightMax: 1, AttemptsMax: 1, DeliveryTimeout: o.OpDeadline}
+		}
+		if c.idempotent && index >= libProducerFirst {
+			c.lib, c.libPushes = newLibClient(c), map[*libPush]bool{}
 		}
 		c.windowCfg, c.windowIDs = cfg, make([][]byte, o.Partitions)
 		for p := 0; p < o.Partitions; p++ {
@@ -321,7 +333,7 @@ func (c *wireClient) begin() {
 	c.refresh()
 	switch c.kind {
 	case kindProducer:
-		if !c.idempotent {
+		if !c.idempotent || c.lib != nil { // clientlib's producer gets its own id
 			c.recordTimer = true
 			c.after(c.thinkTime(), c.nextRecord)
 			return

@@ -35,7 +35,7 @@ func (c *wireClient) nextRecord() {
 		p = t.first + int(clientlib.KeyPartition([]byte(first), int32(t.partitions)))
 	}
 	topicID, inc, ok := c.topicID(p)
-	if c.ww.recreatable(p) && (!ok || !c.bindWindow(p, topicID)) {
+	if c.ww.recreatable(p) && (c.lib != nil || !ok || !c.bindWindow(p, topicID)) {
 		// The main topic instead: an unknown id cannot be named, and a
 		// window does not span incarnations.
 		t := c.ww.topics[0]
@@ -75,6 +75,12 @@ func (c *wireClient) nextRecord() {
 	}
 	if n > 1 {
 		w.coverage.Inc("event/multi-record-batch")
+	}
+	if c.lib != nil {
+		c.recordTimer = true
+		c.libProduce(p, inc, recs, sent)
+		c.after(c.thinkTime(), c.nextRecord)
+		return
 	}
 	batch, err := recordbatch.Encode(nil, recs)
 	if err != nil {
