@@ -7,10 +7,11 @@
 // done or their context ends.
 //
 // The retry and leader-discovery decisions are pure pieces: Classify/ClassifyErr (what an error
-// means, by the one table strandpb.ErrorCode.Info), Backoff (how long to wait), LeaderCache (who
-// leads what), Window (what an idempotent partition sends next), KeyPartition/Murmur2, SaltedKey;
-// and, internal to the module (internal/clientcore), Stalled and Suspects (when a silent node is
-// given up on) and Sticky/AdaptivePartition (where keyless records go).
+// means, by the one table strandpb.ErrorCode.Info), Backoff (how long to wait), KeyPartition/Murmur2,
+// SaltedKey; and, internal to the module (internal/clientcore, shared with the simulator),
+// LeaderCache (who leads what), Window (what an idempotent partition sends next, told what errors
+// mean by window.go), Stalled and Suspects (when a silent node is given up on) and
+// Sticky/AdaptivePartition (where keyless records go).
 //
 // The client owns goroutines, sockets and real time in a real process. The simulator (simnet) runs
 // this package's own producer instead, on a Client built with Simulated: the producer loop is a

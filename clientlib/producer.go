@@ -129,11 +129,11 @@ type sealedBatch struct {
 // sink is one partition's producer state, owned by the producer loop.
 type sink struct {
 	tp        topicPartition
-	w         *Window
+	w         *clientcore.Window
 	open      []pendingRecord
 	builder   recordbatch.Builder
 	openSince time.Duration
-	sealed    map[BatchID]*sealedBatch
+	sealed    map[clientcore.BatchID]*sealedBatch
 }
 
 // sentBatch is one partition's attempt inside a request. bytes and
@@ -141,7 +141,7 @@ type sink struct {
 // sender goroutines never read the loop's maps.
 type sentBatch struct {
 	s          *sink
-	attempt    Attempt
+	attempt    clientcore.Attempt
 	bytes      []byte
 	producerID int64
 }
@@ -440,11 +440,12 @@ func (p *producer) sink(tp topicPartition) *sink {
 		if cfg.acks == AcksNone {
 			attempts = 1
 		}
-		s = &sink{tp: tp, sealed: make(map[BatchID]*sealedBatch), w: NewWindow(WindowConfig{
+		s = &sink{tp: tp, sealed: make(map[clientcore.BatchID]*sealedBatch), w: clientcore.NewWindow(clientcore.WindowConfig{
 			Idempotent:      cfg.idempotent,
 			InFlightMax:     cfg.inFlightBatchesMax,
 			AttemptsMax:     attempts,
 			DeliveryTimeout: cfg.deliveryTimeout,
+			Errors:          windowErrors(),
 		})}
 		p.sinks[tp] = s
 	}

@@ -28,8 +28,8 @@
 // older draw). Producers (6: 3 keyed through murmur2, 3 keyless): producers 2–4 run clientlib's own
 // producer on a simulated Client (clientlib.Simulated: batching, sequences, resends, leader cache,
 // InitProducerId in virtual time; wire_libproducer.go), producers 0–1 a private one (the re-created
-// topic names topic ids) with clientcore's LeaderCache, ClassifyErr, Backoff and one Window per
-// partition; 1–4 records per push, 1–5 batches in flight, one record in 24 of 1–2 KiB, records
+// topic names topic ids) with clientcore's LeaderCache and one Window per partition, clientlib's
+// ClassifyErr and Backoff; 1–4 records per push, 1–5 batches in flight, one record in 24 of 1–2 KiB, records
 // stamped on the nodes' epoch.
 // One producer is not idempotent and sends acks −1, 1 or 0; an acks=0/1 success is indefinite.
 // Consumers poll round robin and, after OFFSET_OUT_OF_RANGE below the log start, continue from the

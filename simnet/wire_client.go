@@ -50,12 +50,12 @@ type wireClient struct {
 	keyed       bool
 	inFlightMax int // batches in flight per partition window
 	batchMax    int // records per batch at most
-	windows     []*clientlib.Window
-	windowCfg   clientlib.WindowConfig
+	windows     []*clientcore.Window
+	windowCfg   clientcore.WindowConfig
 	windowIDs   [][]byte // the topic id windows[p] sends under (wire_recreate.go)
 	// savedWindows keeps windows of other topic ids, by windowKey.
-	savedWindows map[string]*clientlib.Window
-	batches      []map[clientlib.BatchID]*wireBatch
+	savedWindows map[string]*clientcore.Window
+	batches      []map[clientcore.BatchID]*wireBatch
 	outstanding  int
 	values       int
 	recordTimer  bool // a nextRecord is scheduled
@@ -127,20 +127,21 @@ func newWireClient(ww *wireWorkload, index int, kind clientKind) *wireClient {
 		c.idempotent = index != o.Producers-1
 		c.inFlightMax = wireInFlightChoices[c.rng.IntN(len(wireInFlightChoices))]
 		c.batchMax = wireBatchChoices[c.rng.IntN(len(wireBatchChoices))]
-		cfg := clientlib.WindowConfig{Idempotent: true, InFlightMax: c.inFlightMax, AttemptsMax: attemptsMax,
-			DeliveryTimeout: o.OpDeadline}
+		cfg := clientcore.WindowConfig{Idempotent: true, InFlightMax: c.inFlightMax, AttemptsMax: attemptsMax,
+			DeliveryTimeout: o.OpDeadline, Errors: wireWindowErrors()}
 		if !c.idempotent {
 			c.inFlightMax = 1
 			c.producerID = -1
-			cfg = clientlib.WindowConfig{InFlightMax: 1, AttemptsMax: 1, DeliveryTimeout: o.OpDeadline}
+			cfg = clientcore.WindowConfig{InFlightMax: 1, AttemptsMax: 1, DeliveryTimeout: o.OpDeadline,
+				Errors: wireWindowErrors()}
 		}
 		if c.idempotent && index >= libProducerFirst {
 			c.lib, c.libPushes = newLibClient(c), map[*libPush]bool{}
 		}
 		c.windowCfg, c.windowIDs = cfg, make([][]byte, o.Partitions)
 		for p := 0; p < o.Partitions; p++ {
-			c.windows = append(c.windows, clientlib.NewWindow(cfg))
-			c.batches = append(c.batches, make(map[clientlib.BatchID]*wireBatch))
+			c.windows = append(c.windows, clientcore.NewWindow(cfg))
+			c.batches = append(c.batches, make(map[clientcore.BatchID]*wireBatch))
 		}
 	}
 	return c

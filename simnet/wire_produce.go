@@ -8,6 +8,7 @@ import (
 
 	"github.com/strandlog/strand/clientlib"
 	"github.com/strandlog/strand/engine/recordbatch"
+	"github.com/strandlog/strand/internal/clientcore"
 	"github.com/strandlog/strand/linearizability"
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -145,7 +146,7 @@ func (c *wireClient) pump(p int) {
 }
 
 // sendBatch sends one attempt of a batch to the partition's leader.
-func (c *wireClient) sendBatch(p int, a clientlib.Attempt) {
+func (c *wireClient) sendBatch(p int, a clientcore.Attempt) {
 	b := c.batches[p][a.ID]
 	req := &strandpb.Request{Body: &strandpb.Request_Produce{Produce: &strandpb.ProduceRequest{
 		Acks:      b.acks,
@@ -174,7 +175,7 @@ func (c *wireClient) sendBatch(p int, a clientlib.Attempt) {
 }
 
 // onProduce reports an attempt's outcome to the window and acts on it.
-func (c *wireClient) onProduce(p int, a clientlib.Attempt, offset int64, err error) {
+func (c *wireClient) onProduce(p int, a clientcore.Attempt, offset int64, err error) {
 	w := c.ww.w
 	if err != nil {
 		switch errCode(err) {
