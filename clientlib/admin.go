@@ -23,6 +23,17 @@ type Node struct {
 	DiskStalled bool
 }
 
+// PartitionInfo is one partition's leadership, as Metadata reports it.
+type PartitionInfo struct {
+	Partition  int32
+	LeaderID   uint64 // 0: no leader known
+	LeaderTerm uint64
+	Replicas   []uint64
+	// TargetReplicas is the target of a move in progress (nil: none).
+	TargetReplicas []uint64
+	Err            strandpb.ErrorCode
+}
+
 // TopicMetadata is one topic's partitions and leaders.
 type TopicMetadata struct {
 	Name string

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strandlog/strand/internal/clientcore"
 	"github.com/strandlog/strand/proto/frame"
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -19,10 +20,12 @@ type Client struct {
 	mu      sync.Mutex
 	conns   map[string]*brokerConn
 	dialing map[string]chan struct{} // closed when the dial ends
-	meta    *LeaderCache
-	metaAt  time.Time // when meta was last refreshed; zero: never
-	refresh chan struct{}
-	metaErr error
+	meta    *clientcore.LeaderCache
+	metaAt  time.Duration // when meta was last refreshed (monotonic); see metaKnown
+	// metaKnown: a metadata refresh succeeded once.
+	metaKnown bool
+	refresh   chan struct{}
+	metaErr   error
 	// clusterID is the first cluster id a node named (checkClusterLocked).
 	clusterID []byte
 	// clusterErr is sticky once a node of another cluster answered: every
@@ -30,7 +33,7 @@ type Client struct {
 	clusterErr error
 	rng        *rand.Rand
 	closed     bool
-	suspects   Suspects // nodes that stalled recently
+	suspects   clientcore.Suspects // nodes that stalled recently
 
 	groupCoords coordinators // each group's coordinator (group.go)
 
@@ -65,7 +68,7 @@ func NewClient(opts ...Opt) (*Client, error) {
 		start:   start,
 		conns:   make(map[string]*brokerConn),
 		dialing: make(map[string]chan struct{}),
-		meta:    NewLeaderCache(),
+		meta:    clientcore.NewLeaderCache(),
 		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 	}, nil
 }
@@ -106,7 +109,12 @@ func (c *Client) suspectUntil(node uint64) time.Duration {
 }
 
 // monotonic is the client's clock for the pure pieces: time since start.
-func (c *Client) monotonic() time.Duration { return time.Since(c.start) }
+func (c *Client) monotonic() time.Duration {
+	if t := c.cfg.simulated; t != nil {
+		return t.Now()
+	}
+	return time.Since(c.start)
+}
 
 // backoffDelay draws a retry delay from the client's random source.
 func (c *Client) backoffDelay(attempt int) time.Duration {
@@ -339,17 +347,8 @@ func (c *Client) RefreshMetadata(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.requestTimeout)
 	defer cancel()
 	resp, addr, err := c.anyRequestAt(rctx, &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{}}})
-	if err == nil {
-		err = errorFromWire(resp.GetError())
-	}
 	c.mu.Lock()
-	if err == nil {
-		err = c.checkClusterLocked(resp.GetMetadata().GetClusterId(), addr)
-	}
-	if err == nil && resp.GetMetadata() != nil {
-		c.meta.ApplyMetadata(resp.GetMetadata())
-		c.metaAt = time.Now()
-	}
+	err = c.applyMetadataLocked(resp, addr, err)
 	c.metaErr = err
 	c.refresh = nil
 	close(ch)
@@ -357,11 +356,29 @@ func (c *Client) RefreshMetadata(ctx context.Context) error {
 	return err
 }
 
+// applyMetadataLocked takes a metadata answer from addr (err: the
+// request's failure) into the cache and returns the refresh's outcome.
+// The caller holds c.mu.
+func (c *Client) applyMetadataLocked(resp *strandpb.Response, addr string, err error) error {
+	if err == nil {
+		err = errorFromWire(resp.GetError())
+	}
+	if err == nil {
+		err = c.checkClusterLocked(resp.GetMetadata().GetClusterId(), addr)
+	}
+	if err == nil && resp.GetMetadata() != nil {
+		c.meta.ApplyMetadata(resp.GetMetadata())
+		c.metaAt, c.metaKnown = c.monotonic(), true
+	}
+	return err
+}
+
 // metadataStale reports whether the cache needs a refresh before use.
 func (c *Client) metadataStale() bool {
+	now := c.monotonic()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.metaAt.IsZero() || time.Since(c.metaAt) > c.cfg.metadataMaxAge
+	return !c.metaKnown || now-c.metaAt > c.cfg.metadataMaxAge
 }
 
 // ensureMetadata refreshes when the cache is empty or too old.
@@ -386,7 +403,7 @@ func (c *Client) applyNotLeader(topic string, partition int32, err error) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.meta.ApplyNotLeader(topic, partition, se)
+	return c.meta.ApplyNotLeader(topic, partition, se.LeaderID, se.LeaderAddress)
 }
 
 // leader looks up a partition's leader in the cache.

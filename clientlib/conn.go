@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/strandlog/strand/internal/clientcore"
 	"github.com/strandlog/strand/proto/frame"
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -362,7 +363,7 @@ func (c *brokerConn) await(ctx context.Context, cl *call, timeout, wait time.Dur
 				sentAt = begun // still queued behind the writer: count from the call
 			}
 			now := time.Since(c.born)
-			if !Stalled(now, sentAt, time.Duration(c.lastRead.Load()), wait, c.stall) {
+			if !clientcore.Stalled(now, sentAt, time.Duration(c.lastRead.Load()), wait, c.stall) {
 				continue
 			}
 			c.kill(fmt.Errorf("%w: nothing received for %v", errStalled, c.stall))

@@ -6,15 +6,17 @@
 // MaxBufferedRecords records are buffered; ProduceSync, Flush, Poll and admin calls block until
 // done or their context ends.
 //
-// The retry and leader-discovery decisions are pure pieces the simulator drives too:
-// Classify/ClassifyErr (what an error means, by the one table strandpb.ErrorCode.Info), Backoff
-// (how long to wait), LeaderCache (who leads what), Window (what an idempotent partition sends
-// next), Stalled and Suspects (when a silent node is given up on) and AdaptivePartition (where
-// keyless records go).
+// The retry and leader-discovery decisions are pure pieces: Classify/ClassifyErr (what an error
+// means, by the one table strandpb.ErrorCode.Info), Backoff (how long to wait), KeyPartition/Murmur2,
+// SaltedKey; and, internal to the module (internal/clientcore, shared with the simulator),
+// LeaderCache (who leads what), Window (what an idempotent partition sends next, told what errors
+// mean by window.go), Stalled and Suspects (when a silent node is given up on) and
+// Sticky/AdaptivePartition (where keyless records go).
 //
-// The client owns goroutines, sockets and real time, but every decision about retries, ordering and
-// leaders lives in pure pieces the simulator drives in virtual time: Classify/ClassifyErr, Backoff,
-// LeaderCache, Window, KeyPartition/Murmur2, Sticky, SaltedKey.
+// The client owns goroutines, sockets and real time in a real process. The simulator (simnet) runs
+// this package's own producer instead, on a Client built with Simulated: the producer loop is a
+// step function of the time (producer.drive), its requests, timers and promises go through a
+// clientcore.Transport in virtual time (sim.go), and no goroutine starts.
 //
 //	Produce ─► intake chan ─► producer loop (one goroutine owns all producer state: per partition a Builder + Window)
 //	                             ├─► per node: sender goroutine ─► connection (pipelined, correlation ids)
@@ -118,9 +120,9 @@
 //
 // # Stalled nodes (a paused leader)
 //
-// Stalled (pure) gives up on a call once its own legitimate wait (a long poll) plus StallTimeout (2
+// Stalled (pure, internal/clientcore) gives up on a call once its own legitimate wait (a long poll) plus StallTimeout (2
 // s, about an election) has passed with no byte at all on the connection; the connection is dropped
-// (the call is retriable and maybe written), the node marked suspect (Suspects, pure) and requests
+// (the call is retriable and maybe written), the node marked suspect (Suspects, pure, internal/clientcore) and requests
 // re-routed through fresh metadata. Each further stall within a minute doubles that node's bound,
 // up to the request timeout, so a slow but live node is not abandoned forever. Rejected: a fixed ~2
 // s deadline per produce (a leader without quorum legitimately holds a produce), a ping request
@@ -130,7 +132,7 @@
 //
 // ManualPartitioner() sends to Record.Partition; keyed records go to murmur2(key) & 0x7fffffff % n
 // (Kafka's vectors); SaltedKey(key, n, pick) trades per-key order for spread of hot keys; keyless
-// records are sticky with adaptive partitioning (KIP-794, pure AdaptivePartition): partitions whose
+// records are sticky with adaptive partitioning (KIP-794, pure AdaptivePartition in internal/clientcore): partitions whose
 // leader is unknown or suspect, or whose window is full, are skipped; the rest are weighted by free
 // queue space. With none available (no leader known yet) the current partition is kept rather than
 // each record drawing anew.

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 
+	"github.com/strandlog/strand/internal/clientcore"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -115,7 +116,7 @@ func (c *Client) topicID(topic string) []byte {
 }
 
 // cachedTopic is the cache's view of topic, nil when never seen.
-func (c *Client) cachedTopic(topic string) *TopicInfo {
+func (c *Client) cachedTopic(topic string) *clientcore.TopicInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.meta.Topic(topic)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/engine/recordbatch"
+	"github.com/strandlog/strand/internal/clientcore"
 )
 
 // Opt configures a Client (NewClient). Options are applied in order; a
@@ -61,6 +62,9 @@ type config struct {
 	bufferedRecordsMax int
 	inFlightBatchesMax int
 	sasl               *saslConfig // nil: no SASL (security.go)
+	// simulated: the Client runs on the simulator's transport, clock and
+	// thread (sim.go); nil in every real process.
+	simulated clientcore.Transport
 }
 
 func defaultConfig() config {
@@ -115,6 +119,12 @@ func (c *config) validate() error {
 	}
 	return nil
 }
+
+// Simulated runs the Client inside the simulator (simnet): requests go
+// through t, time is t's virtual time, and the producer runs as a step
+// function on the caller's thread instead of on goroutines (sim.go). Its
+// type is internal to this module: no program outside it can build one.
+func Simulated(t clientcore.Transport) Opt { return func(c *config) { c.simulated = t } }
 
 // SeedAddresses sets the host:port addresses tried first for metadata
 // (default 127.0.0.1:9192, where `strand dev` listens).

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/engine/recordbatch"
+	"github.com/strandlog/strand/internal/clientcore"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -36,6 +37,10 @@ func (c *Client) Produce(ctx context.Context, r *Record, promise func(*Record, e
 	p := c.getProducer()
 	if p == nil {
 		promise(r, ErrClientClosed)
+		return
+	}
+	if io, ok := p.io.(*simIO); ok {
+		p.simProduce(io, pendingRecord{r: r, promise: promise})
 		return
 	}
 	if err := p.acquire(ctx); err != nil {
@@ -87,6 +92,10 @@ func (c *Client) getProducer() *producer {
 		c.mu.Lock()
 		c.producer = p
 		c.mu.Unlock()
+		if t := c.cfg.simulated; t != nil {
+			p.io = newSimIO(p, t) // no goroutines: the simulator steps it
+			return
+		}
 		go p.run()
 		go p.runPromises()
 	})
@@ -120,11 +129,11 @@ type sealedBatch struct {
 // sink is one partition's producer state, owned by the producer loop.
 type sink struct {
 	tp        topicPartition
-	w         *Window
+	w         *clientcore.Window
 	open      []pendingRecord
 	builder   recordbatch.Builder
 	openSince time.Duration
-	sealed    map[BatchID]*sealedBatch
+	sealed    map[clientcore.BatchID]*sealedBatch
 }
 
 // sentBatch is one partition's attempt inside a request. bytes and
@@ -132,7 +141,7 @@ type sink struct {
 // sender goroutines never read the loop's maps.
 type sentBatch struct {
 	s          *sink
-	attempt    Attempt
+	attempt    clientcore.Attempt
 	bytes      []byte
 	producerID int64
 }
@@ -151,6 +160,7 @@ type requestResult struct {
 // channels.
 type producer struct {
 	c        *Client
+	io       producerIO
 	budget   chan struct{}
 	intake   chan pendingRecord
 	results  chan requestResult
@@ -172,7 +182,7 @@ type producer struct {
 	waitingSince   map[string]time.Duration
 	unknownAnswers map[string]int // metadata answers that lacked a waiting topic
 	rotation       int            // which partition a request starts with
-	sticky         Sticky
+	sticky         clientcore.Sticky
 	nodeInFlight   map[uint64]int
 	senders        map[uint64]chan []sentBatch
 	producerID     int64
@@ -188,7 +198,7 @@ func newProducer(c *Client) *producer {
 	n := c.cfg.bufferedRecordsMax
 	idle := make(chan struct{})
 	close(idle)
-	return &producer{
+	p := &producer{
 		c:              c,
 		budget:         make(chan struct{}, n),
 		intake:         make(chan pendingRecord, n),
@@ -206,6 +216,8 @@ func newProducer(c *Client) *producer {
 		senders:        make(map[uint64]chan []sentBatch),
 		producerID:     -1,
 	}
+	p.io = liveIO{p}
+	return p
 }
 
 // acquire takes a buffer slot, blocking while none is free.
@@ -287,8 +299,17 @@ func (p *producer) flush(ctx context.Context) error {
 	}
 }
 
-// close stops intake, flushes and stops the loops.
+// close stops intake, flushes and stops the loops. A simulated producer
+// fails what it holds at once: nothing may wait on the simulator's thread.
 func (p *producer) close() {
+	if io, ok := p.io.(*simIO); ok {
+		p.mu.Lock()
+		p.closing = true
+		p.mu.Unlock()
+		p.failEverything(ErrClientClosed)
+		io.settle()
+		return
+	}
 	p.mu.Lock()
 	p.closing = true
 	p.mu.Unlock()
@@ -305,11 +326,10 @@ func (p *producer) runPromises() {
 	}
 }
 
-// complete hands a record to the promise goroutine; never blocks, since
-// the channel holds as many records as can be buffered.
+// complete hands a record to its promise (by the producer's IO).
 func (p *producer) complete(pr pendingRecord, err error) {
 	pr.err = err
-	p.promises <- pr
+	p.io.complete(pr)
 }
 
 // run is the producer loop.
@@ -391,7 +411,7 @@ func (p *producer) assign(pr pendingRecord, now time.Duration) bool {
 	default:
 		p.c.mu.Lock()
 		r.Partition = p.sticky.PartitionAdaptive(r.Topic, partitions, p.c.rng,
-			func(q int32) PartitionLoad { return p.load(topicPartition{r.Topic, q}, now) })
+			func(q int32) clientcore.PartitionLoad { return p.load(topicPartition{r.Topic, q}, now) })
 		p.c.mu.Unlock()
 	}
 	s := p.sink(topicPartition{r.Topic, r.Partition})
@@ -402,8 +422,8 @@ func (p *producer) assign(pr pendingRecord, now time.Duration) bool {
 // load describes a partition to the adaptive partitioner: available when
 // its leader is known and not suspect and its window has room to seal the
 // open batch. The caller holds p.c.mu.
-func (p *producer) load(tp topicPartition, now time.Duration) PartitionLoad {
-	var l PartitionLoad
+func (p *producer) load(tp topicPartition, now time.Duration) clientcore.PartitionLoad {
+	var l clientcore.PartitionLoad
 	if s := p.sinks[tp]; s != nil {
 		l.Queued = s.w.Len()
 	}
@@ -420,11 +440,12 @@ func (p *producer) sink(tp topicPartition) *sink {
 		if cfg.acks == AcksNone {
 			attempts = 1
 		}
-		s = &sink{tp: tp, sealed: make(map[BatchID]*sealedBatch), w: NewWindow(WindowConfig{
+		s = &sink{tp: tp, sealed: make(map[clientcore.BatchID]*sealedBatch), w: clientcore.NewWindow(clientcore.WindowConfig{
 			Idempotent:      cfg.idempotent,
 			InFlightMax:     cfg.inFlightBatchesMax,
 			AttemptsMax:     attempts,
 			DeliveryTimeout: cfg.deliveryTimeout,
+			Errors:          windowErrors(),
 		})}
 		p.sinks[tp] = s
 	}

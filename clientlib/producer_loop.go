@@ -1,9 +1,9 @@
 package clientlib
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/strandlog/strand/proto/frame"
@@ -100,7 +100,13 @@ func (p *producer) maybeSeal(s *sink, now time.Duration, flushing bool) time.Dur
 // for the next round. Each round starts one partition further on, so a
 // partition at the end of the list is not starved by full requests.
 func (p *producer) send(requests map[uint64][]sentBatch, now time.Duration) {
-	for node, sinks := range requests {
+	nodes := make([]uint64, 0, len(requests))
+	for node := range requests {
+		nodes = append(nodes, node)
+	}
+	slices.Sort(nodes) // the same requests in the same order every time
+	for _, node := range nodes {
+		sinks := requests[node]
 		limit := frame.ProduceBytesMax(p.c.frameMaxNode(node))
 		for p.nodeInFlight[node] < p.c.cfg.inFlightPerConn {
 			start := p.rotation % len(sinks)
@@ -110,7 +116,7 @@ func (p *producer) send(requests map[uint64][]sentBatch, now time.Duration) {
 				break
 			}
 			p.nodeInFlight[node]++
-			p.sender(node) <- batch // never blocks: nodeInFlight bounds it
+			p.io.send(node, batch)
 		}
 	}
 }
@@ -137,70 +143,6 @@ func (p *producer) fill(sinks []sentBatch, start int, limit int, now time.Durati
 		size += n
 	}
 	return batch
-}
-
-// sender returns the node's sender queue, starting its goroutine.
-func (p *producer) sender(node uint64) chan<- []sentBatch {
-	ch := p.senders[node]
-	if ch == nil {
-		ch = make(chan []sentBatch, p.c.cfg.inFlightPerConn)
-		p.senders[node] = ch
-		go p.senderLoop(node, ch)
-	}
-	return ch
-}
-
-// senderLoop begins a node's requests one after another, so they reach
-// the wire in the order the loop built them (a partition's batches in
-// sequence order); a goroutine per request awaits each answer.
-func (p *producer) senderLoop(node uint64, ch <-chan []sentBatch) {
-	for {
-		select {
-		case batches := <-ch:
-			p.begin(node, batches)
-		case <-p.stop:
-			return
-		}
-	}
-}
-
-// begin sends one produce request and starts the wait for its answer.
-func (p *producer) begin(node uint64, batches []sentBatch) {
-	cfg := &p.c.cfg
-	req := &strandpb.ProduceRequest{Acks: int32(cfg.acks), TimeoutMs: int32(cfg.requestTimeout / time.Millisecond)}
-	for _, sb := range batches {
-		req.Partitions = append(req.Partitions, &strandpb.ProduceRequest_Partition{
-			Topic: sb.s.tp.topic, Partition: sb.s.tp.partition,
-			ProducerId: sb.producerID, ProducerEpoch: sb.attempt.Epoch, BaseSequence: sb.attempt.BaseSequence,
-			Batch: sb.bytes,
-		})
-	}
-	envelope := &strandpb.Request{Body: &strandpb.Request_Produce{Produce: req}}
-	fail := func(err error) { p.report(requestResult{node: node, batches: batches, err: err}) }
-	c := p.c
-	c.mu.Lock()
-	addr, ok := c.meta.Address(node)
-	c.mu.Unlock()
-	if !ok {
-		fail(&ConnError{Addr: "node " + itoa(node), Err: errUnknownNode})
-		return
-	}
-	ctx := context.Background()
-	bc, err := c.conn(ctx, addr)
-	if err != nil {
-		fail(err)
-		return
-	}
-	cl, err := bc.begin(ctx, envelope, cfg.acks == AcksNone)
-	if err != nil {
-		fail(err)
-		return
-	}
-	go func() {
-		// The node gives up at timeout_ms; wait a little longer for its answer.
-		resp, err := bc.await(ctx, cl, cfg.requestTimeout+time.Second, 0)
-		p.report(requestResult{node: node, batches: batches, resp: resp, err: err})
-	}()
 }
 
 // handle applies a request's outcome to each partition's window.
@@ -263,7 +205,8 @@ func (p *producer) pop(s *sink) {
 // again.
 func (p *producer) placeWaiting(now time.Duration) time.Duration {
 	var next time.Duration
-	for topic, prs := range p.waiting {
+	for _, topic := range p.waitingTopics() {
+		prs := p.waiting[topic]
 		p.c.mu.Lock()
 		info := p.c.meta.Topic(topic)
 		p.c.mu.Unlock()
@@ -298,18 +241,30 @@ func (p *producer) placeWaiting(now time.Duration) time.Duration {
 	return next
 }
 
+// waitingTopics lists the topics with waiting records, sorted, so they are
+// placed and failed in the same order every time.
+func (p *producer) waitingTopics() []string {
+	topics := make([]string, 0, len(p.waiting))
+	for topic := range p.waiting {
+		topics = append(topics, topic)
+	}
+	slices.Sort(topics)
+	return topics
+}
+
 // judgeWaiting fails waiting records at once when a metadata refresh
 // settles their fate: the client never reached the cluster (every address
 // refused, or is not a Strand node), or the cluster answered and their
 // topic is still unknown after UnknownTopicRetries answers.
 func (p *producer) judgeWaiting(refreshErr error) {
 	p.c.mu.Lock()
-	reached := !p.c.metaAt.IsZero()
+	reached := p.c.metaKnown
 	p.c.mu.Unlock()
 	var ue *UnreachableError
 	var ns *NotStrandError
 	definite := errors.As(refreshErr, &ue) || errors.As(refreshErr, &ns)
-	for topic, prs := range p.waiting {
+	for _, topic := range p.waitingTopics() {
+		prs := p.waiting[topic]
 		p.c.mu.Lock()
 		info := p.c.meta.Topic(topic)
 		p.c.mu.Unlock()
@@ -340,14 +295,6 @@ func (p *producer) judgeWaiting(refreshErr error) {
 	}
 }
 
-// report hands a result to the loop, or drops it once the loop stopped.
-func (p *producer) report(res requestResult) {
-	select {
-	case p.results <- res:
-	case <-p.stop:
-	}
-}
-
 // maybeRefresh starts a metadata refresh when one is wanted (or the cache
 // is older than MetadataMaxAge), at most one at a time and one per backoff
 // base. It returns when it may start one.
@@ -363,10 +310,7 @@ func (p *producer) maybeRefresh(now time.Duration) time.Duration {
 	}
 	p.refreshWanted, p.refreshing = false, true
 	p.refreshAt = now + max(p.c.cfg.backoff.Base, time.Millisecond)
-	go func() {
-		err := p.c.RefreshMetadata(context.Background())
-		p.report(requestResult{node: uint64(eventMetadata), err: err})
-	}()
+	p.io.refresh()
 	return 0
 }
 
@@ -377,15 +321,7 @@ func (p *producer) startInit(now time.Duration) {
 	}
 	p.initInFlight = true
 	p.initAttempts++
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), p.c.cfg.requestTimeout)
-		defer cancel()
-		resp, err := p.c.anyRequest(ctx, &strandpb.Request{Body: &strandpb.Request_InitProducerId{InitProducerId: &strandpb.InitProducerIdRequest{}}})
-		if err == nil {
-			err = errorFromWire(resp.GetError())
-		}
-		p.report(requestResult{node: uint64(eventInitProducer), resp: resp, err: err})
-	}()
+	p.io.initProducerID()
 }
 
 // handleEvent takes a metadata refresh or InitProducerId outcome.
@@ -410,7 +346,7 @@ func (p *producer) handleEvent(res requestResult, now time.Duration) {
 
 // failUnsent fails every record not yet sent (no producer id to send with).
 func (p *producer) failUnsent(err error) {
-	for _, s := range p.sinks {
+	for _, s := range p.sortedSinks() {
 		p.seal(s, 0)
 		s.w.FailQueued(err)
 		p.pop(s)
@@ -419,7 +355,8 @@ func (p *producer) failUnsent(err error) {
 
 // failEverything fails every buffered record at shutdown.
 func (p *producer) failEverything(err error) {
-	for topic, prs := range p.waiting {
+	for _, topic := range p.waitingTopics() {
+		prs := p.waiting[topic]
 		for _, pr := range prs {
 			p.complete(pr, err)
 		}

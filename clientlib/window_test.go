@@ -3,14 +3,34 @@ package clientlib
 import (
 	"errors"
 	"fmt"
-	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
 	"pgregory.net/rapid"
 
+	"github.com/strandlog/strand/internal/clientcore"
 	"github.com/strandlog/strand/proto/strandpb"
 )
+
+// The tests drive clientcore's Window with the producer's own error
+// vocabulary (windowErrors): they check the two together.
+type (
+	BatchID      = clientcore.BatchID
+	Attempt      = clientcore.Attempt
+	Completion   = clientcore.Completion
+	Window       = clientcore.Window
+	WindowConfig = clientcore.WindowConfig
+)
+
+// addSequence is the Window's sequence arithmetic, for the model server.
+func addSequence(seq, n int32) int32 { return clientcore.AddSequence(seq, n) }
+
+// NewWindow is clientcore.NewWindow with the producer's vocabulary.
+func NewWindow(cfg WindowConfig) *Window {
+	cfg.Errors = windowErrors()
+	return clientcore.NewWindow(cfg)
+}
 
 // modelServer is one partition of a server with the engine's idempotence
 // rules: per producer epoch, the last 5 batches; a retry of one of them is
@@ -266,17 +286,6 @@ func TestWindowRenumbersAfterHole(t *testing.T) {
 	}
 }
 
-// Sequence numbers wrap to 0 after math.MaxInt32, as Kafka's do.
-func TestAddSequenceWraps(t *testing.T) {
-	if got := addSequence(math.MaxInt32, 1); got != 0 {
-		t.Fatalf("MaxInt32+1 = %d", got)
-	}
-	if got := addSequence(math.MaxInt32-1, 3); got != 1 {
-		t.Fatalf("MaxInt32-1+3 = %d", got)
-	}
-	_ = fmt.Sprint()
-}
-
 // A batch waiting past its delivery timeout fails at Expire with a
 // RetriesExhaustedError that wraps a TIMEOUT; one in flight is left alone.
 func TestWindowDeliveryTimeout(t *testing.T) {
@@ -337,5 +346,37 @@ func checkStateLostAfterMaybeWritten(t *testing.T, code strandpb.ErrorCode) {
 	cc, _ := w.Pop()
 	if ca.ID != a || cb.ID != b || !errors.As(cb.Err, &re) || !re.MaybeWritten || cc.Err != nil || cc.BaseOffset != 5 {
 		t.Fatalf("completions %+v %+v %+v", ca, cb, cc)
+	}
+}
+
+// A window's resend after a NOT_LEADER, with the batch that overtook it
+// refused as out of order, in virtual time: both go again in order, each
+// on its second attempt, and complete at the offsets the resends got.
+func TestWindowResendsInOrderAfterNotLeader(t *testing.T) {
+	backoff := Backoff{Base: 10 * time.Millisecond, Max: 100 * time.Millisecond}
+	w := NewWindow(WindowConfig{Idempotent: true, InFlightMax: 5, AttemptsMax: 10})
+	now := time.Duration(0)
+	w.Push(3, now)
+	w.Push(2, now)
+	first, _ := w.Next(now)
+	second, _ := w.Next(now)
+	if first.BaseSequence != 0 || second.BaseSequence != 3 {
+		t.Fatalf("sequences %d %d, want 0 3", first.BaseSequence, second.BaseSequence)
+	}
+	notLeader := &Error{Code: strandpb.ErrorCode_ERROR_CODE_NOT_LEADER, LeaderID: 2}
+	w.Report(first.ID, -1, notLeader, now, now+backoff.Delay(first.Number, rand.New(rand.NewPCG(42, 42))))
+	w.Report(second.ID, -1, &Error{Code: strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE}, now, now)
+	now = w.ReadyAt()
+	var resent []string
+	for a, ok := w.Next(now); ok; a, ok = w.Next(now) {
+		resent = append(resent, fmt.Sprintf("%d@%d", a.BaseSequence, a.Number))
+		w.Report(a.ID, int64(100+a.BaseSequence), nil, now, now)
+	}
+	var done []string
+	for c, ok := w.Pop(); ok; c, ok = w.Pop() {
+		done = append(done, fmt.Sprintf("%d:%d", c.ID, c.BaseOffset))
+	}
+	if fmt.Sprint(resent) != "[0@2 3@2]" || fmt.Sprint(done) != "[1:100 2:103]" {
+		t.Fatalf("resent %v, done %v; want [0@2 3@2] and [1:100 2:103]", resent, done)
 	}
 }

@@ -49,9 +49,12 @@ const (
 
 // corrupter damages client frames at the seed's rate.
 type corrupter struct {
-	w    *world
-	rng  *rand.Rand
-	rate float64
+	// damaged is the partition of the last request damaged by a bit flip
+	// (a request of clientlib's producer may carry several).
+	damaged *strandpb.ProduceRequest_Partition
+	w       *world
+	rng     *rand.Rand
+	rate    float64
 }
 
 func newCorrupter(w *world) *corrupter {
@@ -67,6 +70,7 @@ func (cr *corrupter) request(req *strandpb.Request) ([]byte, corruptKind) {
 		ps := damaged.GetProduce().GetPartitions()
 		p := ps[cr.rng.IntN(len(ps))]
 		p.Batch = cr.flip(p.GetBatch())
+		cr.damaged = p
 		cr.w.coverage.Inc("fault/client-corrupt-produce")
 		return marshalWire(damaged), kind
 	case corruptTruncate:
@@ -146,12 +150,13 @@ func (ww *wireWorkload) closedConn(target int) error {
 // whose batch was damaged in flight must be refused before it is written
 // (CORRUPT_BATCH, or an error the node gives before looking at the
 // batch), one that was not damaged must never be called corrupt.
-func (w *world) checkCorruptProduce(n *simNode, damaged bool, resp *strandpb.ProduceResponse) {
+func (w *world) checkCorruptProduce(n *simNode, damagedPart *strandpb.ProduceRequest_Partition, resp *strandpb.ProduceResponse) {
 	if resp == nil {
 		return
 	}
 	for _, p := range resp.GetPartitions() {
 		code := p.GetError().GetCode()
+		damaged := damagedPart != nil && damagedPart.GetTopic() == p.GetTopic() && damagedPart.GetPartition() == p.GetPartition()
 		switch {
 		case !damaged && code == strandpb.ErrorCode_ERROR_CODE_CORRUPT_BATCH:
 			w.fail("node %d refused an intact produce batch to %s/%d as corrupt: %s", n.id, p.GetTopic(),

@@ -134,6 +134,7 @@ var CoverageExpected = []string{
 	"event/leader-elected", "event/vote-granted", "event/append-rejected", "event/log-truncate",
 	"event/recovery-truncate", "event/checkpoint", "event/checkpoint-restore", "event/produce-duplicate",
 	"audit/promises", "audit/produce-acks", "digest/compared",
+	"event/lib-produce-ok", "event/lib-produce-failed", // clientlib's own producer (wire_libproducer.go)
 	"event/multi-record-batch", "event/fetch-inside-batch", "event/fetch-over-budget", "event/large-record",
 	"event/produce-acks0", "event/produce-acks1", "event/list-offsets", "event/list-offsets-time",
 	"event/describe-topics", "event/rejoin-started", "event/rejoin-done", "event/vote-withheld",

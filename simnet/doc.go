@@ -25,9 +25,12 @@
 //
 // At time 0 an admin client creates topics sim and sim2, RF 3, through CreateTopics (retention.ms
 // 8–16 s, retention.bytes unlimited or 96/192 KiB, segment.ms 0.3–1.5 s, drawn per seed after every
-// older draw). Producers (6: 3 keyed through murmur2, 3 keyless) get ids through InitProducerId and
-// run clientlib's LeaderCache, ClassifyErr, Backoff and one Window per partition, 1–4 records per
-// batch, 1–5 batches in flight, one record in 24 of 1–2 KiB, records stamped on the nodes' epoch.
+// older draw). Producers (6: 3 keyed through murmur2, 3 keyless): producers 2–4 run clientlib's own
+// producer on a simulated Client (clientlib.Simulated: batching, sequences, resends, leader cache,
+// InitProducerId in virtual time; wire_libproducer.go), producers 0–1 a private one (the re-created
+// topic names topic ids) with clientcore's LeaderCache and one Window per partition, clientlib's
+// ClassifyErr and Backoff; 1–4 records per push, 1–5 batches in flight, one record in 24 of 1–2 KiB, records
+// stamped on the nodes' epoch.
 // One producer is not idempotent and sends acks −1, 1 or 0; an acks=0/1 success is indefinite.
 // Consumers poll round robin and, after OFFSET_OUT_OF_RANGE below the log start, continue from the
 // log start it names; random readers seek to random offsets (also below the log start, which must
@@ -199,8 +202,9 @@
 // server's timing configuration (TicksPerRaftTick 10, RequestTimeoutTicks 500: the simulator ticks
 // raft every tick), authorization, about half the request types (AlterConfigs, DeleteRecords,
 // DescribePartitions, the group listings and deletes, users, ACLs, quotas, ElectLeaders,
-// ClusterMembers), clientlib's stateful client (producer loop, Consumer, GroupConsumer: the
-// simulator drives its own client around the pure pieces), anything of node/server (loop batching,
+// ClusterMembers), clientlib's Consumer and GroupConsumer and its connections and stall
+// detection (the simulator's consumers and group members are its own; only producers 2–4 run
+// clientlib's producer loop), anything of node/server (loop batching,
 // storage pool, budgets, transport), and the kafkaproto server (per-connection ordering, classic
 // groups). Groups, moves, joins, the WAL and the Kafka codec run only in their own 4–20-seed side
 // runs, not in the 200-seed sample.

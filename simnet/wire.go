@@ -62,9 +62,10 @@ type wireCall struct {
 	done   bool
 	onDone func(resp *strandpb.Response, err error)
 	kafka  *kafkaCall // non-nil: the request travels in Kafka's protocol (wire_kafka.go)
-	// reqDamaged, respDamaged: a batch in the request or in the answer
-	// had a bit flipped in flight (corrupt.go).
-	reqDamaged, respDamaged bool
+	// reqDamaged: the request's partition whose batch had a bit flipped
+	// in flight; respDamaged: a batch in the answer had (corrupt.go).
+	reqDamaged  *strandpb.ProduceRequest_Partition
+	respDamaged bool
 }
 
 // newWireWorkload names the nodes n1..nN and creates the clients.
@@ -206,7 +207,9 @@ func (ww *wireWorkload) call(c *wireClient, target int, req *strandpb.Request, o
 		call.kafka, frame = k, kframe
 	} else {
 		frame, damage = w.corrupter.request(req)
-		call.reqDamaged = damage == corruptBatchBit
+		if damage == corruptBatchBit {
+			call.reqDamaged = w.corrupter.damaged
+		}
 	}
 	if !w.net.lost() {
 		w.sched.schedule(w.net.clientDelay(c.index, target), &event{kind: evCall, node: target, from: c.index,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/internal/clientcore"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -27,13 +28,13 @@ var (
 var wireBackoff = clientlib.Backoff{Base: 5 * time.Millisecond, Max: 160 * time.Millisecond}
 
 // wireClient is one wire-mode client: the admin, a producer, a consumer or
-// the drain. Its view of the cluster is a clientlib.LeaderCache.
+// the drain. Its view of the cluster is a clientcore.LeaderCache.
 type wireClient struct {
 	ww          *wireWorkload
 	index       int
 	kind        clientKind // 0: the admin
 	rng         *rand.Rand
-	cache       *clientlib.LeaderCache
+	cache       *clientcore.LeaderCache
 	metaPending bool
 	// topicPending: a metadata request for that topic alone is in flight.
 	topicPending map[string]bool
@@ -49,17 +50,21 @@ type wireClient struct {
 	keyed       bool
 	inFlightMax int // batches in flight per partition window
 	batchMax    int // records per batch at most
-	windows     []*clientlib.Window
-	windowCfg   clientlib.WindowConfig
+	windows     []*clientcore.Window
+	windowCfg   clientcore.WindowConfig
 	windowIDs   [][]byte // the topic id windows[p] sends under (wire_recreate.go)
 	// savedWindows keeps windows of other topic ids, by windowKey.
-	savedWindows map[string]*clientlib.Window
-	batches      []map[clientlib.BatchID]*wireBatch
+	savedWindows map[string]*clientcore.Window
+	batches      []map[clientcore.BatchID]*wireBatch
 	outstanding  int
 	values       int
 	recordTimer  bool // a nextRecord is scheduled
-	budgetDone   bool
-	finished     bool
+	// lib: the clientlib.Client whose producer this one runs on; nil:
+	// the private producer (wire_libproducer.go).
+	lib        *clientlib.Client
+	libPushes  map[*libPush]bool // pushes not yet completed
+	budgetDone bool
+	finished   bool
 
 	// Consumers and the drain.
 	positions   []int64
@@ -90,6 +95,11 @@ type wireBatch struct {
 // operation, for the liveness bound.
 func (c *wireClient) pendingSince() (time.Duration, bool) {
 	start, pending := c.opStart, c.fetching
+	for push := range c.libPushes { // the minimum does not depend on map order
+		if !pending || push.start < start {
+			start, pending = push.start, true
+		}
+	}
 	for _, m := range c.batches {
 		for _, b := range m { // the minimum does not depend on map order
 			if !pending || b.start < start {
@@ -107,7 +117,7 @@ func newWireClient(ww *wireWorkload, index int, kind clientKind) *wireClient {
 		stream = streamWorkload + 0xad00
 	}
 	c := &wireClient{ww: ww, index: index, kind: kind, rng: newStream(o.Seed, stream),
-		cache: clientlib.NewLeaderCache(), positions: make([]int64, o.Partitions), positionInc: make([]int, o.Partitions),
+		cache: clientcore.NewLeaderCache(), positions: make([]int64, o.Partitions), positionInc: make([]int, o.Partitions),
 		nextPartition: index % o.Partitions}
 	if kind == kindProducer {
 		c.keyed = index%2 == 0
@@ -117,17 +127,21 @@ func newWireClient(ww *wireWorkload, index int, kind clientKind) *wireClient {
 		c.idempotent = index != o.Producers-1
 		c.inFlightMax = wireInFlightChoices[c.rng.IntN(len(wireInFlightChoices))]
 		c.batchMax = wireBatchChoices[c.rng.IntN(len(wireBatchChoices))]
-		cfg := clientlib.WindowConfig{Idempotent: true, InFlightMax: c.inFlightMax, AttemptsMax: attemptsMax,
-			DeliveryTimeout: o.OpDeadline}
+		cfg := clientcore.WindowConfig{Idempotent: true, InFlightMax: c.inFlightMax, AttemptsMax: attemptsMax,
+			DeliveryTimeout: o.OpDeadline, Errors: wireWindowErrors()}
 		if !c.idempotent {
 			c.inFlightMax = 1
 			c.producerID = -1
-			cfg = clientlib.WindowConfig{InFlightMax: 1, AttemptsMax: 1, DeliveryTimeout: o.OpDeadline}
+			cfg = clientcore.WindowConfig{InFlightMax: 1, AttemptsMax: 1, DeliveryTimeout: o.OpDeadline,
+				Errors: wireWindowErrors()}
+		}
+		if c.idempotent && index >= libProducerFirst {
+			c.lib, c.libPushes = newLibClient(c), map[*libPush]bool{}
 		}
 		c.windowCfg, c.windowIDs = cfg, make([][]byte, o.Partitions)
 		for p := 0; p < o.Partitions; p++ {
-			c.windows = append(c.windows, clientlib.NewWindow(cfg))
-			c.batches = append(c.batches, make(map[clientlib.BatchID]*wireBatch))
+			c.windows = append(c.windows, clientcore.NewWindow(cfg))
+			c.batches = append(c.batches, make(map[clientcore.BatchID]*wireBatch))
 		}
 	}
 	return c
@@ -213,7 +227,7 @@ func (c *wireClient) react(p int, err error) clientlib.Action {
 	var e *clientlib.Error
 	switch {
 	case asWireError(err, &e) && e.Code == strandpb.ErrorCode_ERROR_CODE_NOT_LEADER && e.LeaderID != 0:
-		c.cache.ApplyNotLeader(c.ww.tps[p].Topic, c.ww.tps[p].Partition, e)
+		c.cache.ApplyNotLeader(c.ww.tps[p].Topic, c.ww.tps[p].Partition, e.LeaderID, e.LeaderAddress)
 	case !asWireError(err, &e):
 		c.cache.ForgetLeader(c.ww.tps[p].Topic, c.ww.tps[p].Partition)
 	case e.Code == strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID:
@@ -320,7 +334,7 @@ func (c *wireClient) begin() {
 	c.refresh()
 	switch c.kind {
 	case kindProducer:
-		if !c.idempotent {
+		if !c.idempotent || c.lib != nil { // clientlib's producer gets its own id
 			c.recordTimer = true
 			c.after(c.thinkTime(), c.nextRecord)
 			return

@@ -8,6 +8,7 @@ import (
 
 	"github.com/strandlog/strand/clientlib"
 	"github.com/strandlog/strand/engine/recordbatch"
+	"github.com/strandlog/strand/internal/clientcore"
 	"github.com/strandlog/strand/linearizability"
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -35,7 +36,7 @@ func (c *wireClient) nextRecord() {
 		p = t.first + int(clientlib.KeyPartition([]byte(first), int32(t.partitions)))
 	}
 	topicID, inc, ok := c.topicID(p)
-	if c.ww.recreatable(p) && (!ok || !c.bindWindow(p, topicID)) {
+	if c.ww.recreatable(p) && (c.lib != nil || !ok || !c.bindWindow(p, topicID)) {
 		// The main topic instead: an unknown id cannot be named, and a
 		// window does not span incarnations.
 		t := c.ww.topics[0]
@@ -75,6 +76,12 @@ func (c *wireClient) nextRecord() {
 	}
 	if n > 1 {
 		w.coverage.Inc("event/multi-record-batch")
+	}
+	if c.lib != nil {
+		c.recordTimer = true
+		c.libProduce(p, inc, recs, sent)
+		c.after(c.thinkTime(), c.nextRecord)
+		return
 	}
 	batch, err := recordbatch.Encode(nil, recs)
 	if err != nil {
@@ -139,7 +146,7 @@ func (c *wireClient) pump(p int) {
 }
 
 // sendBatch sends one attempt of a batch to the partition's leader.
-func (c *wireClient) sendBatch(p int, a clientlib.Attempt) {
+func (c *wireClient) sendBatch(p int, a clientcore.Attempt) {
 	b := c.batches[p][a.ID]
 	req := &strandpb.Request{Body: &strandpb.Request_Produce{Produce: &strandpb.ProduceRequest{
 		Acks:      b.acks,
@@ -168,7 +175,7 @@ func (c *wireClient) sendBatch(p int, a clientlib.Attempt) {
 }
 
 // onProduce reports an attempt's outcome to the window and acts on it.
-func (c *wireClient) onProduce(p int, a clientlib.Attempt, offset int64, err error) {
+func (c *wireClient) onProduce(p int, a clientcore.Attempt, offset int64, err error) {
 	w := c.ww.w
 	if err != nil {
 		switch errCode(err) {

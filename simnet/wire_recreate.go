@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/internal/clientcore"
 	"github.com/strandlog/strand/linearizability"
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -150,12 +151,12 @@ func (c *wireClient) bindWindow(p int, id []byte) bool {
 	}
 	if c.windowIDs[p] != nil {
 		if c.savedWindows == nil {
-			c.savedWindows = map[string]*clientlib.Window{}
+			c.savedWindows = map[string]*clientcore.Window{}
 		}
 		c.savedWindows[windowKey(p, c.windowIDs[p])] = c.windows[p]
 		win, ok := c.savedWindows[windowKey(p, id)]
 		if !ok {
-			win = clientlib.NewWindow(c.windowCfg)
+			win = clientcore.NewWindow(c.windowCfg)
 		}
 		c.windows[p] = win
 		c.ww.w.coverage.Inc("event/window-rebound")

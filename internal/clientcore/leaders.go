@@ -1,4 +1,4 @@
-package clientlib
+package clientcore
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 
 // LeaderCache is the client's view of the cluster: nodes, topics, and each
 // partition's leader. It is sans-IO (no locks, clock or network): the
-// Client guards it with a mutex, and the simulator's client workload drives
+// Client guards it with a mutex, and the simulator's private clients drive
 // it directly with metadata answers and NOT_LEADER hints.
 //
 // Metadata for a partition replaces the cached leader only when its
@@ -106,20 +106,21 @@ func (c *LeaderCache) applyTopic(t *strandpb.MetadataResponse_Topic) {
 }
 
 // ApplyNotLeader applies a NOT_LEADER answer for a partition: the hinted
-// leader (and its address, if new) when the error names one, else no
-// leader. It reports whether the partition's leader changed.
-func (c *LeaderCache) ApplyNotLeader(topic string, partition int32, e *Error) bool {
+// leader (and its address, if new) when the error names one (leaderID 0:
+// none), else no leader. It reports whether the partition's leader
+// changed.
+func (c *LeaderCache) ApplyNotLeader(topic string, partition int32, leaderID uint64, leaderAddress string) bool {
 	p := c.partition(topic, partition)
 	if p == nil {
 		return false
 	}
-	if e.LeaderID != 0 && e.LeaderAddress != "" {
-		c.nodes[e.LeaderID] = e.LeaderAddress
+	if leaderID != 0 && leaderAddress != "" {
+		c.nodes[leaderID] = leaderAddress
 	}
-	if p.LeaderID == e.LeaderID {
+	if p.LeaderID == leaderID {
 		return false
 	}
-	p.LeaderID = e.LeaderID
+	p.LeaderID = leaderID
 	return true
 }
 

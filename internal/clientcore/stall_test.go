@@ -1,4 +1,4 @@
-package clientlib
+package clientcore
 
 import (
 	"math/rand/v2"

@@ -1,0 +1,142 @@
+package clientlib
+
+import (
+	"context"
+	"time"
+
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// producerIO is everything the producer core (drive, handle) does to the
+// world: the core decides, an IO carries out and reports back. liveIO runs
+// requests and promises on goroutines over real connections; simIO
+// (sim.go) runs them on the simulator's transport, in virtual time.
+type producerIO interface {
+	// send begins one produce request to node; its outcome reaches
+	// handle later.
+	send(node uint64, batches []sentBatch)
+	// refresh begins a metadata refresh; its outcome reaches handle as an
+	// eventMetadata result.
+	refresh()
+	// initProducerID asks any node for a producer id; the outcome reaches
+	// handle as an eventInitProducer result.
+	initProducerID()
+	// complete hands a finished record to its promise, in order.
+	complete(pr pendingRecord)
+}
+
+// liveIO is the real process's producerIO: a sender goroutine per node,
+// a goroutine per request awaiting its answer, the promise goroutine.
+type liveIO struct{ p *producer }
+
+func (io liveIO) send(node uint64, batches []sentBatch) {
+	io.p.sender(node) <- batches // never blocks: nodeInFlight bounds it
+}
+
+func (io liveIO) refresh() {
+	p := io.p
+	go func() {
+		err := p.c.RefreshMetadata(context.Background())
+		p.report(requestResult{node: uint64(eventMetadata), err: err})
+	}()
+}
+
+func (io liveIO) initProducerID() {
+	p := io.p
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), p.c.cfg.requestTimeout)
+		defer cancel()
+		resp, err := p.c.anyRequest(ctx, initProducerIDRequest())
+		if err == nil {
+			err = errorFromWire(resp.GetError())
+		}
+		p.report(requestResult{node: uint64(eventInitProducer), resp: resp, err: err})
+	}()
+}
+
+// complete never blocks: the channel holds as many records as can be
+// buffered.
+func (io liveIO) complete(pr pendingRecord) { io.p.promises <- pr }
+
+// initProducerIDRequest asks for a producer id.
+func initProducerIDRequest() *strandpb.Request {
+	return &strandpb.Request{Body: &strandpb.Request_InitProducerId{InitProducerId: &strandpb.InitProducerIdRequest{}}}
+}
+
+// produceRequest is one produce request carrying batches.
+func (p *producer) produceRequest(batches []sentBatch) *strandpb.Request {
+	cfg := &p.c.cfg
+	req := &strandpb.ProduceRequest{Acks: int32(cfg.acks), TimeoutMs: int32(cfg.requestTimeout / time.Millisecond)}
+	for _, sb := range batches {
+		req.Partitions = append(req.Partitions, &strandpb.ProduceRequest_Partition{
+			Topic: sb.s.tp.topic, Partition: sb.s.tp.partition,
+			ProducerId: sb.producerID, ProducerEpoch: sb.attempt.Epoch, BaseSequence: sb.attempt.BaseSequence,
+			Batch: sb.bytes,
+		})
+	}
+	return &strandpb.Request{Body: &strandpb.Request_Produce{Produce: req}}
+}
+
+// report hands a result to the loop, or drops it once the loop stopped.
+func (p *producer) report(res requestResult) {
+	select {
+	case p.results <- res:
+	case <-p.stop:
+	}
+}
+
+// sender returns the node's sender queue, starting its goroutine.
+func (p *producer) sender(node uint64) chan<- []sentBatch {
+	ch := p.senders[node]
+	if ch == nil {
+		ch = make(chan []sentBatch, p.c.cfg.inFlightPerConn)
+		p.senders[node] = ch
+		go p.senderLoop(node, ch)
+	}
+	return ch
+}
+
+// senderLoop begins a node's requests one after another, so they reach
+// the wire in the order the loop built them (a partition's batches in
+// sequence order); a goroutine per request awaits each answer.
+func (p *producer) senderLoop(node uint64, ch <-chan []sentBatch) {
+	for {
+		select {
+		case batches := <-ch:
+			p.begin(node, batches)
+		case <-p.stop:
+			return
+		}
+	}
+}
+
+// begin sends one produce request and starts the wait for its answer.
+func (p *producer) begin(node uint64, batches []sentBatch) {
+	cfg := &p.c.cfg
+	envelope := p.produceRequest(batches)
+	fail := func(err error) { p.report(requestResult{node: node, batches: batches, err: err}) }
+	c := p.c
+	c.mu.Lock()
+	addr, ok := c.meta.Address(node)
+	c.mu.Unlock()
+	if !ok {
+		fail(&ConnError{Addr: "node " + itoa(node), Err: errUnknownNode})
+		return
+	}
+	ctx := context.Background()
+	bc, err := c.conn(ctx, addr)
+	if err != nil {
+		fail(err)
+		return
+	}
+	cl, err := bc.begin(ctx, envelope, cfg.acks == AcksNone)
+	if err != nil {
+		fail(err)
+		return
+	}
+	go func() {
+		// The node gives up at timeout_ms; wait a little longer for its answer.
+		resp, err := bc.await(ctx, cl, cfg.requestTimeout+time.Second, 0)
+		p.report(requestResult{node: node, batches: batches, resp: resp, err: err})
+	}()
+}

@@ -1,0 +1,174 @@
+package clientlib
+
+import (
+	"errors"
+	"time"
+
+	"github.com/strandlog/strand/internal/clientcore"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// A simulated Client (the Simulated option) runs its producer on the
+// simulator's thread: Produce places the record and asks for a step at the
+// current virtual time; a step is producer.drive followed by the promises
+// it completed, and arms a timer for the time drive asks to run again;
+// every request goes through the Transport and its outcome runs handle
+// then a step. So the simulator runs the very batching, sequencing, retry,
+// leader-cache and metadata code a real process runs; only the goroutines,
+// sockets, stall detection and wall clock of liveIO and conn.go stay out.
+
+// errSimBufferFull fails a record produced on a simulated Client while
+// MaxBufferedRecords are buffered.
+var errSimBufferFull = errors.New("clientlib: the simulated producer's buffer is full")
+
+// simIO is the simulated Client's producerIO.
+type simIO struct {
+	p *producer
+	t clientcore.Transport
+	// timers are the virtual times a step is already scheduled for.
+	timers map[time.Duration]bool
+	// done are the completed records whose promises the current step
+	// runs once drive or handle returned.
+	done []pendingRecord
+}
+
+func newSimIO(p *producer, t clientcore.Transport) *simIO {
+	return &simIO{p: p, t: t, timers: map[time.Duration]bool{}}
+}
+
+// wakeAt schedules a step at time at, unless one is due no later.
+func (io *simIO) wakeAt(at time.Duration) {
+	for t := range io.timers { // a yes/no answer: map order does not leak
+		if t <= at {
+			return
+		}
+	}
+	io.timers[at] = true
+	io.t.After(max(at-io.t.Now(), 0), func() {
+		delete(io.timers, at)
+		io.step()
+	})
+}
+
+// step runs the producer loop once at the current virtual time.
+func (io *simIO) step() {
+	now := io.t.Now()
+	next := io.p.drive(now)
+	io.settle()
+	if next > 0 {
+		io.wakeAt(next)
+	}
+}
+
+// settle runs the promises of completed records in completion order.
+func (io *simIO) settle() {
+	for len(io.done) > 0 {
+		pr := io.done[0]
+		io.done = io.done[1:]
+		pr.promise(pr.r, pr.err)
+		io.p.release()
+	}
+}
+
+// result takes a request's outcome into the loop and steps it.
+func (io *simIO) result(res requestResult) {
+	io.p.handle(res, io.t.Now())
+	io.step()
+}
+
+func (io *simIO) complete(pr pendingRecord) { io.done = append(io.done, pr) }
+
+func (io *simIO) send(node uint64, batches []sentBatch) {
+	c := io.p.c
+	req := io.p.produceRequest(batches)
+	c.mu.Lock()
+	addr, ok := c.meta.Address(node)
+	c.mu.Unlock()
+	if !ok {
+		err := &ConnError{Addr: "node " + itoa(node), Err: errUnknownNode}
+		io.t.After(0, func() { io.result(requestResult{node: node, batches: batches, err: err}) })
+		return
+	}
+	io.t.Call(addr, req, func(resp *strandpb.Response, err error) {
+		io.result(requestResult{node: node, batches: batches, resp: resp, err: err})
+	})
+}
+
+func (io *simIO) refresh() {
+	c := io.p.c
+	req := &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{}}}
+	io.anyCall(req, func(resp *strandpb.Response, addr string, err error) {
+		c.mu.Lock()
+		err = c.applyMetadataLocked(resp, addr, err)
+		c.mu.Unlock()
+		io.result(requestResult{node: uint64(eventMetadata), err: err})
+	})
+}
+
+func (io *simIO) initProducerID() {
+	io.anyCall(initProducerIDRequest(), func(resp *strandpb.Response, _ string, err error) {
+		if err == nil {
+			err = errorFromWire(resp.GetError())
+		}
+		io.result(requestResult{node: uint64(eventInitProducer), resp: resp, err: err})
+	})
+}
+
+// anyCall is anyRequestAt on the transport: the candidates one after
+// another until one answers, with the same verdicts when none does.
+func (io *simIO) anyCall(req *strandpb.Request, done func(*strandpb.Response, string, error)) {
+	addrs := io.p.c.candidates()
+	unreached := 0
+	var try func(i int, last error)
+	try = func(i int, last error) {
+		if i == len(addrs) {
+			if unreached == len(addrs) && len(addrs) > 0 {
+				last = &UnreachableError{Addrs: addrs, Err: last}
+			}
+			done(nil, "", last)
+			return
+		}
+		io.t.Call(addrs[i], req, func(resp *strandpb.Response, err error) {
+			var ns *NotStrandError
+			var ce *ConnError
+			switch {
+			case err == nil:
+				done(resp, addrs[i], nil)
+			case errors.As(err, &ns):
+				done(nil, "", err)
+			case errors.As(err, &ce) && !ce.Sent:
+				unreached++
+				try(i+1, err)
+			default:
+				try(i+1, err)
+			}
+		})
+	}
+	try(0, nil)
+}
+
+// simProduce is Produce on a simulated Client: the record is placed at
+// once and a step is due now, so records produced at one instant share
+// batches as a real loop's intake does. A full buffer fails the record
+// (nothing may block the simulator's thread).
+func (p *producer) simProduce(io *simIO, pr pendingRecord) {
+	select {
+	case p.budget <- struct{}{}:
+	default:
+		pr.promise(pr.r, errSimBufferFull)
+		return
+	}
+	p.mu.Lock()
+	if p.buffered == 0 {
+		p.idle = make(chan struct{})
+	}
+	p.buffered++
+	p.mu.Unlock()
+	if pr.r.Timestamp.IsZero() {
+		pr.r.Timestamp = time.Unix(0, 0).Add(io.t.Now()) // virtual: no wall clock
+	}
+	pr.r.Offset = -1
+	p.add(pr, io.t.Now())
+	io.settle()
+	io.wakeAt(io.t.Now())
+}

@@ -1,0 +1,207 @@
+package clientlib
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/strandlog/strand/engine/recordbatch"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// scriptedWorld is a clientcore.Transport over a one-partition cluster of
+// two nodes played by a function: a virtual clock, a timer queue, and a
+// one-millisecond trip each way.
+type scriptedWorld struct {
+	now    time.Duration
+	seq    int
+	events []scriptedEvent
+	// answer plays the node at addr; nil: the answer is lost and the call
+	// ends with a timeout error after a second.
+	answer func(addr string, req *strandpb.Request) *strandpb.Response
+}
+
+type scriptedEvent struct {
+	at  time.Duration
+	seq int
+	fn  func()
+}
+
+func (w *scriptedWorld) Now() time.Duration { return w.now }
+
+func (w *scriptedWorld) After(d time.Duration, fn func()) {
+	w.seq++
+	w.events = append(w.events, scriptedEvent{at: w.now + d, seq: w.seq, fn: fn})
+}
+
+func (w *scriptedWorld) Call(addr string, req *strandpb.Request, done func(*strandpb.Response, error)) {
+	resp := w.answer(addr, req)
+	if resp == nil {
+		w.After(time.Second, func() { done(nil, &ConnError{Addr: addr, Sent: true, Err: errors.New("timeout")}) })
+		return
+	}
+	w.After(2*time.Millisecond, func() { done(resp, nil) })
+}
+
+// run fires events in time order until none is left or limit passed.
+func (w *scriptedWorld) run(t *testing.T, limit int) {
+	for i := 0; len(w.events) > 0; i++ {
+		if i == limit {
+			t.Fatalf("still %d events after %d", len(w.events), limit)
+		}
+		sort.Slice(w.events, func(a, b int) bool {
+			if w.events[a].at != w.events[b].at {
+				return w.events[a].at < w.events[b].at
+			}
+			return w.events[a].seq < w.events[b].seq
+		})
+		e := w.events[0]
+		w.events = w.events[1:]
+		w.now = e.at
+		e.fn()
+	}
+}
+
+// twoNodeMetadata names n1 the leader of t/0 (stale once n2 leads).
+func twoNodeMetadata() *strandpb.Response {
+	return &strandpb.Response{Body: &strandpb.Response_Metadata{Metadata: &strandpb.MetadataResponse{
+		Nodes: []*strandpb.MetadataResponse_Node{{Id: 1, Address: "n1"}, {Id: 2, Address: "n2"}},
+		Topics: []*strandpb.MetadataResponse_Topic{{Name: "t",
+			Partitions: []*strandpb.MetadataResponse_Partition{{Partition: 0, LeaderId: 1}}}},
+	}}}
+}
+
+// TestSimulatedProducerRunsOnTransport: a simulated Client's producer
+// sends every request through the Transport and runs without goroutines
+// in virtual time: it takes a NOT_LEADER hint to the other node, resends
+// a batch whose answer was lost with the same sequence (the node
+// deduplicates), and completes every record in order with its offset.
+func TestSimulatedProducerRunsOnTransport(t *testing.T) {
+	w := &scriptedWorld{}
+	next := int64(0)          // the log's end
+	seen := map[int32]int64{} // base sequence -> base offset written
+	lost := false
+	var sentTo []string
+	w.answer = func(addr string, req *strandpb.Request) *strandpb.Response {
+		switch {
+		case req.GetMetadata() != nil:
+			return twoNodeMetadata()
+		case req.GetInitProducerId() != nil:
+			return &strandpb.Response{Body: &strandpb.Response_InitProducerId{InitProducerId: &strandpb.InitProducerIdResponse{ProducerId: 7}}}
+		}
+		sentTo = append(sentTo, addr)
+		if addr == "n1" {
+			return &strandpb.Response{Error: &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_NOT_LEADER, LeaderId: 2, LeaderAddress: "n2"}}
+		}
+		out := &strandpb.ProduceResponse{}
+		for _, p := range req.GetProduce().GetPartitions() {
+			if p.GetProducerId() != 7 {
+				t.Errorf("produce with producer id %d, want 7", p.GetProducerId())
+			}
+			base, dup := seen[p.GetBaseSequence()]
+			if !dup {
+				info, err := recordbatch.Validate(p.GetBatch())
+				if err != nil {
+					t.Fatalf("batch: %v", err)
+				}
+				base = next
+				seen[p.GetBaseSequence()] = base
+				next += int64(info.RecordCount)
+			}
+			out.Partitions = append(out.Partitions, &strandpb.ProduceResponse_Partition{Topic: p.GetTopic(),
+				Partition: p.GetPartition(), BaseOffset: base, Duplicate: dup})
+		}
+		if !lost {
+			lost = true
+			return nil // written, answer lost: the resend must be a duplicate
+		}
+		return &strandpb.Response{Body: &strandpb.Response_Produce{Produce: out}}
+	}
+	c, err := NewClient(Simulated(w), SeedAddresses("n1"), RandSeed(1), Linger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for i := 0; i < 5; i++ {
+		c.Produce(context.Background(), &Record{Topic: "t", Value: []byte{byte(i)}}, func(r *Record, err error) {
+			if err != nil {
+				t.Errorf("record %d: %v", i, err)
+			}
+			got = append(got, r.Offset)
+		})
+	}
+	w.run(t, 10000)
+	if len(got) != 5 || next != 5 {
+		t.Fatalf("offsets %v, log end %d; want 0..4 written once", got, next)
+	}
+	for i, o := range got {
+		if o != int64(i) {
+			t.Fatalf("offsets %v, want 0..4 in order", got)
+		}
+	}
+	if len(sentTo) < 3 || sentTo[0] != "n1" || sentTo[1] != "n2" {
+		t.Fatalf("produce requests went to %v; want n1, then n2 (the hint), then the resend", sentTo)
+	}
+}
+
+// TestSimulatedProducerIsDeterministic: the same records on the same
+// simulated world make the same requests in the same order, run after
+// run (requests to several nodes are begun in node order, waiting topics
+// placed in name order: no map order leaks out of the producer loop).
+func TestSimulatedProducerIsDeterministic(t *testing.T) {
+	run := func() []string {
+		w := &scriptedWorld{}
+		var calls []string
+		next := map[string]int64{}
+		w.answer = func(addr string, req *strandpb.Request) *strandpb.Response {
+			switch {
+			case req.GetMetadata() != nil:
+				return spreadMetadata()
+			case req.GetInitProducerId() != nil:
+				return &strandpb.Response{Body: &strandpb.Response_InitProducerId{InitProducerId: &strandpb.InitProducerIdResponse{ProducerId: 3}}}
+			}
+			out := &strandpb.ProduceResponse{}
+			for _, p := range req.GetProduce().GetPartitions() {
+				calls = append(calls, addr+"/"+p.GetTopic())
+				out.Partitions = append(out.Partitions, &strandpb.ProduceResponse_Partition{Topic: p.GetTopic(),
+					Partition: p.GetPartition(), BaseOffset: next[p.GetTopic()]})
+				next[p.GetTopic()]++
+			}
+			return &strandpb.Response{Body: &strandpb.Response_Produce{Produce: out}}
+		}
+		c, err := NewClient(Simulated(w), SeedAddresses("n1"), RandSeed(1), Linger(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 3; i++ {
+			for _, topic := range []string{"a", "b", "c", "d", "e", "f"} {
+				c.Produce(context.Background(), &Record{Topic: topic, Value: []byte{byte(i)}}, nil)
+			}
+		}
+		w.run(t, 10000)
+		return calls
+	}
+	first := run()
+	if len(first) != 6 {
+		t.Fatalf("%d batches sent, want 6 (one per topic): %v", len(first), first)
+	}
+	for i := 0; i < 20; i++ {
+		if again := run(); !slices.Equal(again, first) {
+			t.Fatalf("run %d sent\n%v\nfirst run sent\n%v", i, again, first)
+		}
+	}
+}
+
+// spreadMetadata: six one-partition topics led by three nodes.
+func spreadMetadata() *strandpb.Response {
+	m := &strandpb.MetadataResponse{Nodes: []*strandpb.MetadataResponse_Node{{Id: 1, Address: "n1"},
+		{Id: 2, Address: "n2"}, {Id: 3, Address: "n3"}}}
+	for i, topic := range []string{"a", "b", "c", "d", "e", "f"} {
+		m.Topics = append(m.Topics, &strandpb.MetadataResponse_Topic{Name: topic,
+			Partitions: []*strandpb.MetadataResponse_Partition{{Partition: 0, LeaderId: uint64(1 + i%3)}}})
+	}
+	return &strandpb.Response{Body: &strandpb.Response_Metadata{Metadata: &strandpb.MetadataResponse{Nodes: m.Nodes, Topics: m.Topics}}}
+}

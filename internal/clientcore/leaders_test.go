@@ -1,0 +1,43 @@
+package clientcore
+
+import (
+	"testing"
+
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+func metadata(leader, term uint64) *strandpb.MetadataResponse {
+	return &strandpb.MetadataResponse{
+		Nodes: []*strandpb.MetadataResponse_Node{{Id: 1, Address: "a1"}, {Id: 2, Address: "a2"}, {Id: 3, Address: "a3"}},
+		Topics: []*strandpb.MetadataResponse_Topic{{Name: "t", Partitions: []*strandpb.MetadataResponse_Partition{
+			{Partition: 0, LeaderId: leader, LeaderTerm: term}}}},
+	}
+}
+
+// The leader cache applies newer metadata, ignores an older term from a
+// lagging node, and applies NOT_LEADER hints at once.
+func TestLeaderCache(t *testing.T) {
+	c := NewLeaderCache()
+	c.ApplyMetadata(metadata(1, 5))
+	if id, addr, ok := c.Leader("t", 0); !ok || id != 1 || addr != "a1" {
+		t.Fatalf("leader %d %q %v", id, addr, ok)
+	}
+	c.ApplyMetadata(metadata(2, 4)) // stale answer
+	if id, _, _ := c.Leader("t", 0); id != 1 {
+		t.Fatalf("stale metadata moved the leader to %d", id)
+	}
+	if !c.ApplyNotLeader("t", 0, 4, "a4") {
+		t.Fatal("hint not applied")
+	}
+	if id, addr, ok := c.Leader("t", 0); !ok || id != 4 || addr != "a4" {
+		t.Fatalf("after hint: %d %q %v", id, addr, ok)
+	}
+	c.ApplyMetadata(metadata(3, 6))
+	if id, _, _ := c.Leader("t", 0); id != 3 {
+		t.Fatalf("newer term did not apply: leader %d", id)
+	}
+	c.ForgetLeader("t", 0)
+	if _, _, ok := c.Leader("t", 0); ok {
+		t.Fatal("forgotten leader still known")
+	}
+}

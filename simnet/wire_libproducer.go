@@ -1,0 +1,134 @@
+package simnet
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/engine/recordbatch"
+	"github.com/strandlog/strand/linearizability"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// Producers on clientlib's own producer.
+//
+// The idempotent producers from index libProducerFirst on (all but the
+// last, which stays non-idempotent and private to keep its duplicate
+// check) run a clientlib.Client built with clientlib.Simulated: its
+// producer core (batching, sequence numbers and resends in its Windows,
+// NOT_LEADER hints and metadata refreshes through its LeaderCache,
+// InitProducerId, delivery timeout) runs on the simulator's thread in
+// virtual time, every request travelling the simulated network through
+// libTransport. The simulator still draws what to produce (partition,
+// keys, values, records per push) and records every record as its own
+// history operation, acknowledged with the offset its promise returns;
+// a failed record is indefinite (the promise cannot say whether an
+// earlier attempt was written).
+//
+// What the private producer (wire_produce.go) keeps: producers 0 and
+// 1 write the re-created topic (clientlib's producer does not name topic
+// ids, so its records go to the main topic), and the non-idempotent
+// producer sends acks=0 and 1.
+const libProducerFirst = 2
+
+// errUnknownAddr fails a library client's call to an address that names no
+// node of the run.
+var errUnknownAddr = errors.New("simnet: no node at that address")
+
+// libPush is one push of a library producer: records of one partition
+// produced together, one operation of the budget.
+type libPush struct {
+	left  int // records whose promise has not run
+	start time.Duration
+	ok    bool // every record acknowledged so far
+}
+
+// libTransport is the simulated network as client c's clientlib.Client
+// sees it (clientcore.Transport).
+type libTransport struct{ c *wireClient }
+
+func (t libTransport) Now() time.Duration               { return t.c.ww.w.now() }
+func (t libTransport) After(d time.Duration, fn func()) { t.c.after(d, fn) }
+
+func (t libTransport) Call(addr string, req *strandpb.Request, done func(*strandpb.Response, error)) {
+	target, ok := t.c.ww.indexOf[addr]
+	if !ok {
+		t.c.after(0, func() { done(nil, &clientlib.ConnError{Addr: addr, Err: errUnknownAddr}) })
+		return
+	}
+	t.c.ww.call(t.c, target, req, done)
+}
+
+// newLibClient builds producer c's simulated clientlib.Client with the
+// producer's drawn shape.
+func newLibClient(c *wireClient) *clientlib.Client {
+	o := c.ww.w.opts
+	seeds := make([]string, len(c.ww.peers))
+	for i, p := range c.ww.peers {
+		seeds[i] = p.Address
+	}
+	lingers := []time.Duration{0, time.Millisecond, 5 * time.Millisecond}
+	cl, err := clientlib.NewClient(clientlib.Simulated(libTransport{c}), clientlib.SeedAddresses(seeds...),
+		clientlib.RandSeed(c.rng.Uint64()), clientlib.ManualPartitioner(),
+		clientlib.Linger(lingers[c.rng.IntN(len(lingers))]),
+		clientlib.MaxInFlightBatches(c.inFlightMax), clientlib.RequestTimeout(o.ClientTimeout),
+		clientlib.DeliveryTimeout(o.OpDeadline), clientlib.MaxRetries(attemptsMax),
+		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(libMetadataMaxAge))
+	if err != nil {
+		panic("simnet: library producer options: " + err.Error())
+	}
+	return cl
+}
+
+// libMetadataMaxAge bounds how long a library producer trusts its
+// metadata without an error: long enough that errors drive most refreshes.
+const libMetadataMaxAge = 2 * time.Second
+
+// libProduce hands one push (records recs of group p's incarnation inc)
+// to the client's clientlib producer, one history operation per record.
+func (c *wireClient) libProduce(p, inc int, recs []recordbatch.Record, sent []linearizability.Record) {
+	w := c.ww.w
+	push := &libPush{left: len(recs), start: w.now(), ok: true}
+	c.libPushes[push] = true
+	c.outstanding++
+	tp := c.ww.tps[p]
+	for i := range recs {
+		op := w.hist.produceCall(c.index, p, inc, sent[i:i+1], w.now())
+		r := &clientlib.Record{Topic: tp.Topic, Partition: tp.Partition, Key: recs[i].Key, Value: recs[i].Value,
+			Timestamp: time.UnixMilli(recs[i].TimestampMs)}
+		c.lib.Produce(context.Background(), r, func(r *clientlib.Record, err error) {
+			c.libDone(push, op, r, err)
+		})
+	}
+}
+
+// libDone records one record's outcome; the push's last one ends it.
+func (c *wireClient) libDone(push *libPush, op *histOp, r *clientlib.Record, err error) {
+	w := c.ww.w
+	if err == nil && r.Offset >= 0 {
+		w.hist.produceOK(op, r.Offset, w.now())
+		w.coverage.Inc("event/lib-produce-ok")
+	} else {
+		w.hist.produceUnknown(op, w.now())
+		w.coverage.Inc("event/lib-produce-failed")
+		push.ok = false
+	}
+	push.left--
+	if push.left > 0 {
+		return
+	}
+	delete(c.libPushes, push)
+	c.outstanding--
+	w.checker.onOpDone(push.start, w.now())
+	if push.ok {
+		w.stats.ProducesOK++
+	} else {
+		w.stats.ProducesLost++
+	}
+	if !c.recordTimer && !c.budgetDone {
+		c.recordTimer = true
+		c.after(c.thinkTime(), c.nextRecord)
+	}
+	c.checkFinished()
+}
