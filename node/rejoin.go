@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/proto/strandpb"
+	"github.com/strandlog/strand/raftlog"
 )
 
 // Disk-loss recovery (issue 9 item 3; "Protocol-Aware Recovery for
@@ -150,6 +151,20 @@ func (c *Core) readRejoin(dir string) (seq uint64, r rejoin, exists, valid bool,
 func (c *Core) loadRejoin(dir string) (*rejoin, error) {
 	_, r, exists, valid, err := c.readRejoin(dir)
 	if err != nil || !exists {
+		return nil, err
+	}
+	// What was read may not be durable: a crash in saveRejoin, after its
+	// write and before its syncs, leaves a file that a restart reads and
+	// the next power loss takes back. Sync it before acting on it, as a
+	// raft log syncs what it recovers: a replica trusted its probing phase
+	// from such a file, opened its raft log, lost the file at the next
+	// power cut, and came back with a log and no rejoin file, so voting
+	// as a replica that never lost its state (simulator seed 290 with
+	// clientlib's producers).
+	if err := syncedWrite(c.cfg.Disk, rejoinFile(dir), func(raftlog.File) error { return nil }); err != nil {
+		return nil, err
+	}
+	if err := c.cfg.Disk.SyncDir(rejoinDirOf(dir)); err != nil {
 		return nil, err
 	}
 	if valid {

@@ -1,7 +1,9 @@
 package node
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"slices"
 	"strings"
 	"testing"
@@ -351,5 +353,42 @@ func TestRestartBeforeReplicaOpenedStillRecoversIt(t *testing.T) {
 	}
 	if got := rejoinPhase(c.cores[wiped], tp); got != rejoinProbing {
 		t.Fatalf("%v reopened on an empty log in phase %d after the metadata group caught up; want %d (recovering)", tp, got, rejoinProbing)
+	}
+}
+
+// A rejoin file a restart reads is made durable before it is acted on. A
+// crash inside saveRejoin, after the write and before the directory sync,
+// leaves a file the next start reads but a power loss would take back;
+// trusted as read, the replica opened its raft log, lost the file at the
+// next power cut, and came back with a log and no rejoin file: a replica
+// that lost its state voting as one that never did (simulator seed 290
+// with clientlib's producers).
+func TestRejoinFileReadIsMadeDurable(t *testing.T) {
+	disk := memdisk.New()
+	c := &Core{cfg: Config{Disk: disk}}
+	const dir = "p/t@1/0"
+	f, err := disk.Open(rejoinFile(dir)) // as saveRejoin leaves it when its SyncDir never ran
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := binary.LittleEndian.AppendUint64([]byte("SRJ2"), 1)
+	slot = append(slot, rejoinProbing)
+	slot = binary.LittleEndian.AppendUint64(slot, 0)
+	slot = binary.LittleEndian.AppendUint64(slot, 0)
+	slot = binary.LittleEndian.AppendUint32(slot, crc32.Checksum(slot, castagnoli))
+	if _, err := f.WriteAt(slot, rejoinSlotBytes); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	r, err := c.loadRejoin(dir)
+	if err != nil || r == nil || r.phase != rejoinProbing {
+		t.Fatalf("loadRejoin: %+v, %v; want probing", r, err)
+	}
+	disk.Crash(nil) // a power loss: everything not synced goes
+	if r, err := c.loadRejoin(dir); err != nil || r == nil || r.phase != rejoinProbing {
+		t.Fatalf("after a power loss the rejoin file read before is %+v, %v; want it still probing", r, err)
 	}
 }
