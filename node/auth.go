@@ -58,8 +58,36 @@ func (c *Core) allowed(caller Caller, a access) bool {
 	return c.meta.meta.Allowed(string(caller.Principal), caller.Host, a.res.typ, a.res.name, a.op)
 }
 
-// refusal is the typed error for a refused access.
-func refusal(caller Caller, a access) *strandpb.Response {
+// refusal is the typed error for a refused access. A node whose metadata
+// is behind (metadataBehind) answers UNAVAILABLE instead, which clients
+// retry: the ACLs that allow the caller may be among what it has yet to
+// apply, and a definite refusal decided on an empty or replaying state
+// would stop a client that is allowed.
+func (c *Core) refusal(caller Caller, a access) *strandpb.Response {
+	if c.metadataBehind() {
+		return requestError(strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE,
+			fmt.Sprintf("node: cannot authorize %s yet: this node's metadata is still being replayed or rebuilt", caller.Principal))
+	}
+	return authRefusal(caller, a)
+}
+
+// metadataBehind reports whether this node's applied metadata cannot
+// decide a refusal: its metadata replica is rebuilding from its peers (a
+// lost disk), has not applied all it knows committed (a restart replays
+// it), or knows no leader (after a restart or in an election: what it
+// knows committed may be far behind the cluster, as a KRaft broker stays
+// fenced until it caught up with the controller).
+func (c *Core) metadataBehind() bool {
+	g := c.meta
+	if g == nil {
+		return false
+	}
+	st := g.raw.BasicStatus()
+	return g.rejoin != nil && g.rejoin.phase != rejoinDone || g.appliedRaft < st.GetCommit() || st.Lead == 0
+}
+
+// authRefusal is the authorization error for a refused access.
+func authRefusal(caller Caller, a access) *strandpb.Response {
 	code := strandpb.ErrorCode_ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED
 	switch a.res.typ {
 	case "topic":
@@ -87,7 +115,7 @@ func (c *Core) authorize(caller Caller, req *strandpb.Request, answer func(*stra
 	}
 	for _, a := range requestAccesses(c, caller, req) {
 		if !c.allowed(caller, a) {
-			answer(refusal(caller, a))
+			answer(c.refusal(caller, a))
 			return nil, nil
 		}
 	}

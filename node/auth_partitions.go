@@ -44,7 +44,7 @@ func (c *Core) splitPartitions(caller Caller, req *strandpb.Request, answer func
 	n := 0
 	for i := range parts {
 		if a := topicAccess(parts[i].name, op); !c.allowed(caller, a) {
-			parts[i].err = refusal(caller, a).GetError()
+			parts[i].err = c.refusal(caller, a).GetError()
 			n++
 		}
 	}
