@@ -177,18 +177,22 @@ func requestAccesses(c *Core, caller Caller, req *strandpb.Request) []access {
 }
 
 // topicNamed is the name ACLs check for a partition named by name or (Kafka
-// v13 requests) only by topic id: the applied topic with that id, else
-// the id itself in hex, which no binding but a wildcard matches.
-func (c *Core) topicNamed(name string, id []byte) string {
+// v13 requests) only by topic id: the applied topic with that id. An id
+// no applied topic has reports false: nothing to authorize, and the
+// request's handler answers UNKNOWN_TOPIC_ID, as Kafka does (the id of a
+// deleted incarnation, or of one this node has not applied yet: the
+// client refreshes and follows the topic; a definite refusal would stop
+// it). An unknown random id reveals nothing.
+func (c *Core) topicNamed(name string, id []byte) (string, bool) {
 	if name != "" || len(id) == 0 {
-		return name
+		return name, true
 	}
 	if u, ok := metadata.UUIDFromBytes(id); ok {
 		if n, ok := c.meta.meta.TopicByUUID(u); ok {
-			return n
+			return n, true
 		}
 	}
-	return fmt.Sprintf("%x", id)
+	return "", false
 }
 
 // groupAccesses lists what group and security requests need.
