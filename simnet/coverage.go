@@ -156,6 +156,7 @@ var coverageGaps = []string{}
 func newRunCoverage() *Coverage {
 	c := NewCoverage(CoverageExpected...)
 	c.Declare(coverageGaps...)
+	c.Declare(RequestCoverageNames()...)
 	return c
 }
 
