@@ -102,8 +102,9 @@ sim:
 	  $(if $(filter 1,$(JOINS)),-sim.joins)
 
 ## sim-bugs: the planted bugs' catch rates: each bug (BUGS=a,b,...; default every bug of simnet's
-##   BugNames and GroupBugNames) runs SEEDS seeds from SEED_START, each seed stopping at its first failed
-##   check, and one table prints bug, caught/SEEDS, the first catching seed and the catching seeds.
+##   BugNames, GroupBugNames and OperatorBugNames) runs SEEDS seeds from SEED_START, each seed stopping
+##   at its first failed check, and one table prints bug, caught/SEEDS, the first catching seed and the
+##   catching seeds.
 ##   Issue 14 asks each bug to be caught in at least half the seeds (rows below half are marked).
 BUGS ?=
 sim-bugs:

@@ -58,8 +58,36 @@ func (c *Core) allowed(caller Caller, a access) bool {
 	return c.meta.meta.Allowed(string(caller.Principal), caller.Host, a.res.typ, a.res.name, a.op)
 }
 
-// refusal is the typed error for a refused access.
-func refusal(caller Caller, a access) *strandpb.Response {
+// refusal is the typed error for a refused access. A node whose metadata
+// is behind (metadataBehind) answers UNAVAILABLE instead, which clients
+// retry: the ACLs that allow the caller may be among what it has yet to
+// apply, and a definite refusal decided on an empty or replaying state
+// would stop a client that is allowed.
+func (c *Core) refusal(caller Caller, a access) *strandpb.Response {
+	if c.metadataBehind() {
+		return requestError(strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE,
+			fmt.Sprintf("node: cannot authorize %s yet: this node's metadata is still being replayed or rebuilt", caller.Principal))
+	}
+	return authRefusal(caller, a)
+}
+
+// metadataBehind reports whether this node's applied metadata cannot
+// decide a refusal: its metadata replica is rebuilding from its peers (a
+// lost disk), has not applied all it knows committed (a restart replays
+// it), or knows no leader (after a restart or in an election: what it
+// knows committed may be far behind the cluster, as a KRaft broker stays
+// fenced until it caught up with the controller).
+func (c *Core) metadataBehind() bool {
+	g := c.meta
+	if g == nil {
+		return false
+	}
+	st := g.raw.BasicStatus()
+	return g.rejoin != nil && g.rejoin.phase != rejoinDone || g.appliedRaft < st.GetCommit() || st.Lead == 0
+}
+
+// authRefusal is the authorization error for a refused access.
+func authRefusal(caller Caller, a access) *strandpb.Response {
 	code := strandpb.ErrorCode_ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED
 	switch a.res.typ {
 	case "topic":
@@ -82,12 +110,12 @@ func refusal(caller Caller, a access) *strandpb.Response {
 // Requests that list everything (Metadata without topics, DescribeTopics
 // without names, ListGroups) are filtered, in filterAnswer.
 func (c *Core) authorize(caller Caller, req *strandpb.Request, answer func(*strandpb.Response)) (*strandpb.Request, func(*strandpb.Response)) {
-	if !c.authorizing() {
+	if !c.authorizing() || c.bugSkipAuthorization(req) {
 		return req, answer
 	}
 	for _, a := range requestAccesses(c, caller, req) {
 		if !c.allowed(caller, a) {
-			answer(refusal(caller, a))
+			answer(c.refusal(caller, a))
 			return nil, nil
 		}
 	}
@@ -149,18 +177,22 @@ func requestAccesses(c *Core, caller Caller, req *strandpb.Request) []access {
 }
 
 // topicNamed is the name ACLs check for a partition named by name or (Kafka
-// v13 requests) only by topic id: the applied topic with that id, else
-// the id itself in hex, which no binding but a wildcard matches.
-func (c *Core) topicNamed(name string, id []byte) string {
+// v13 requests) only by topic id: the applied topic with that id. An id
+// no applied topic has reports false: nothing to authorize, and the
+// request's handler answers UNKNOWN_TOPIC_ID, as Kafka does (the id of a
+// deleted incarnation, or of one this node has not applied yet: the
+// client refreshes and follows the topic; a definite refusal would stop
+// it). An unknown random id reveals nothing.
+func (c *Core) topicNamed(name string, id []byte) (string, bool) {
 	if name != "" || len(id) == 0 {
-		return name
+		return name, true
 	}
 	if u, ok := metadata.UUIDFromBytes(id); ok {
 		if n, ok := c.meta.meta.TopicByUUID(u); ok {
-			return n
+			return n, true
 		}
 	}
-	return fmt.Sprintf("%x", id)
+	return "", false
 }
 
 // groupAccesses lists what group and security requests need.

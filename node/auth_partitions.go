@@ -20,7 +20,8 @@ func (c *Core) splitPartitions(caller Caller, req *strandpb.Request, answer func
 	var parts []refusedPart
 	var op string
 	add := func(topic string, id []byte, partition int32) {
-		parts = append(parts, refusedPart{topic: topic, name: c.topicNamed(topic, id), partition: partition})
+		name, known := c.topicNamed(topic, id)
+		parts = append(parts, refusedPart{topic: topic, name: name, partition: partition, unknownID: !known})
 	}
 	switch b := req.GetBody().(type) {
 	case *strandpb.Request_Produce:
@@ -43,8 +44,8 @@ func (c *Core) splitPartitions(caller Caller, req *strandpb.Request, answer func
 	}
 	n := 0
 	for i := range parts {
-		if a := topicAccess(parts[i].name, op); !c.allowed(caller, a) {
-			parts[i].err = refusal(caller, a).GetError()
+		if a := topicAccess(parts[i].name, op); !parts[i].unknownID && !c.allowed(caller, a) {
+			parts[i].err = c.refusal(caller, a).GetError()
 			n++
 		}
 	}
@@ -69,6 +70,7 @@ func (c *Core) splitPartitions(caller Caller, req *strandpb.Request, answer func
 type refusedPart struct {
 	topic, name string // as the request named it, and the name ACLs checked
 	partition   int32
+	unknownID   bool // named by a topic id no applied topic has: not authorized here
 	err         *strandpb.Error
 }
 

@@ -5,6 +5,7 @@ package node
 import (
 	"go.etcd.io/raft/v3"
 
+	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog"
 )
 
@@ -57,3 +58,4 @@ func (c *Core) bugBatchCRC(batch []byte) []byte                          { retur
 func (c *Core) bugMoveDropsEarly() bool                                  { return false }
 func (c *Core) bugRemoveBeforeCaughtUp() bool                            { return false }
 func (c *Core) bugIgnoreStall() bool                                     { return false }
+func (c *Core) bugSkipAuthorization(*strandpb.Request) bool              { return false }

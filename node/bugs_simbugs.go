@@ -106,6 +106,17 @@ type Bugs struct {
 	// committed (members.go removalDue): a node down through its
 	// decommission never learns its replicas moved and keeps hosting them.
 	RemoveBeforeCaughtUp bool
+	// AuthSkipsAlterQuotas: HandleAs runs an AlterQuotas request without
+	// asking the ACLs (as if the request type were missing from
+	// requestAccesses' switch and fell through unchecked), so any
+	// principal may change anyone's quotas.
+	AuthSkipsAlterQuotas bool
+}
+
+// bugSkipAuthorization (AuthSkipsAlterQuotas) lets an AlterQuotas request
+// past the authorization check.
+func (c *Core) bugSkipAuthorization(req *strandpb.Request) bool {
+	return c.cfg.Bugs.AuthSkipsAlterQuotas && req.GetAlterQuotas() != nil
 }
 
 // bugRemoveBeforeCaughtUp (RemoveBeforeCaughtUp) makes every removal due.

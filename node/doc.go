@@ -450,8 +450,14 @@
 // StandardAuthorizer rules; bindings, credentials and quotas live in the metadata group); Handle is
 // User:ANONYMOUS. Produce, Fetch and ListOffsets are refused per partition, every other request
 // whole; listings drop what the caller may not describe; a request type with no mapping needs ALTER
-// on the cluster. The whole security design (TLS, SASL, ACLs, quotas, negative tests) is in package
-// node/server's doc; the simulator never turns authorization on.
+// on the cluster. A refusal is decided only on a metadata state this node has caught up: while its
+// metadata replica replays what it knows committed (a restart) or rebuilds from its peers (a lost
+// disk), a request the applied ACLs would refuse is answered UNAVAILABLE (retriable) instead, since
+// the bindings that allow it may be among what is not applied yet. A partition named only by a topic
+// id no applied topic has is not authorized but answered UNKNOWN_TOPIC_ID, as Kafka does, so a client
+// follows a re-created topic. The whole security design (TLS, SASL, ACLs, quotas, negative tests)
+// is in package node/server's doc; the simulator turns authorization on in two seeds of three
+// (simnet's operator actor).
 //
 // # Planted bugs
 //

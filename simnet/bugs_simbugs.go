@@ -25,7 +25,7 @@ var GroupBugNames = []string{"GroupAssignBeforeRevoke", "GroupCommitSkipsEpoch",
 // ParseBug checks a planted bug's name; "" plants none.
 func ParseBug(name string) (string, error) {
 	if name != "" && !slices.Contains(BugNames, name) && !slices.Contains(GroupBugNames, name) && !slices.Contains(MoveBugNames, name) &&
-		!slices.Contains(JoinBugNames, name) {
+		!slices.Contains(JoinBugNames, name) && !slices.Contains(OperatorBugNames, name) {
 		return "", fmt.Errorf("simnet: unknown bug %q", name)
 	}
 	return name, nil
@@ -88,5 +88,7 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.MoveDropsOldReplicaEarly = true
 	case "RemoveBeforeCaughtUp":
 		cfg.Bugs.RemoveBeforeCaughtUp = true
+	case "AuthSkipsAlterQuotas": // needs authorization on (the operator draws it)
+		cfg.Bugs.AuthSkipsAlterQuotas = true
 	}
 }

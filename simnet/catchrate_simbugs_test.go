@@ -47,7 +47,7 @@ func TestSimCatchRate(t *testing.T) {
 		t.Skip("set -sim.catchrate=N (make sim-bugs SEEDS=N)")
 	}
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
-	bugs := append(slices.Clone(BugNames), GroupBugNames...)
+	bugs := append(append(slices.Clone(BugNames), GroupBugNames...), OperatorBugNames...)
 	if *flagBugs != "" {
 		bugs = strings.Split(*flagBugs, ",")
 	}

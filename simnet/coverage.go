@@ -157,6 +157,7 @@ var coverageGaps = []string{}
 func newRunCoverage() *Coverage {
 	c := NewCoverage(CoverageExpected...)
 	c.Declare(coverageGaps...)
+	c.Declare(RequestCoverageNames()...)
 	return c
 }
 

@@ -39,7 +39,7 @@
 // (-sim.recreate): clients name the topic id on every request and react to UNKNOWN_TOPIC_ID as
 // clientlib does; the history and every per-replica check key on the incarnation (slots by topic
 // id). Every request is a marshalled strandpb.Request over the simulated client link to
-// Core.Handle; with -sim.kafka every other client's produces and fetches go through kafkaproto's
+// Core.HandleAs; with -sim.kafka every other client's produces and fetches go through kafkaproto's
 // encoder and handlers instead (acks=0 stays native). Options.GroupMembers (TestSimGroups: 4
 // members, two static) runs the group workload: members join, heartbeat, commit, crash and restart,
 // pause past the session and leave, under the seed's faults; Options.ClassicMembers (TestSimClassicGroups:
@@ -51,6 +51,31 @@
 // SyncDone a hand-off later; draws from their own stream. Rejected: fsync at once with only the
 // completion delayed (a crash in the window would keep the data, hiding an acknowledgement given
 // before the fsync).
+//
+// # The operator and authorization
+//
+// An operator actor (operator.go, Options.Operator, on in Standard) sends every request type of the
+// wire protocol once, in a drawn order spread over the run, plus 24 further changes: AlterConfigs
+// (the main topic's max.message.bytes), DeleteRecords, committed offsets, OffsetDelete and
+// DeleteGroups of its own group (one partition of __strand_offsets), users, ACLs and quotas of its
+// own principals, ElectLeaders, and the reads of each; requests that must be refused (a NodeAdmin
+// REMOVE of an unknown node, a move onto one, CreatePartitions not above the count, hello and raft
+// frames). One attempt each: it records what each acknowledged, what stayed ambiguous (timeouts,
+// codes that may have written) and what was refused. After the final drain it reads the state back
+// through the API (each part retried until it matches or LivenessBound passed): every cell must
+// hold its last acknowledged value or an ambiguous one, a trimmed partition's log start at least the
+// acknowledged one, the main topic its first id, every node active. In two seeds of three (its own
+// stream; not in the group, moves and joins runs) authorization is on: the admin is a super user and
+// creates users and ACLs through AlterUsers and AlterAcls before the topics; the workload sends as
+// User:app and the operator as User:ops (HandleAs, with the principal a SASL exchange would give:
+// SASL itself is node/server's), each with the ACLs it needs; an intruder (no ACL) sends every
+// request type twice and each answer must be an authorization refusal (per partition for produce,
+// fetch and list offsets; listings list nothing; UNAVAILABLE from a node still replaying its
+// metadata), and nothing it asked for may show in the read-back. Every request that reaches a
+// node counts in a request/<type> coverage row, one per field of strandpb.Request's body read from
+// the descriptor; TestSimRequestCoverage fails on a zero. Planted AuthSkipsAlterQuotas (one request
+// type's authorization check skipped) is caught in 123 of 200 seeds (authorization is on in 125), in
+// 0 of 200 without the operator (TestSimAuthCatchRate).
 //
 // # Faults
 //
@@ -172,7 +197,7 @@
 //
 // # Figures
 //
-// On 2 shared cores: make sim SEEDS=200 failed=0 inconclusive=0, same hash twice; 174 seeds per
+// On 2 shared cores: make sim SEEDS=200 failed=0 inconclusive=0, same hash twice; 176 seeds per
 // CPU-minute at load 2 (frames and applied entries hashed by length and CRC-32C; the profile is
 // flat: Process 33%, wire workload 14%, audit 7%). Catch rates (make sim-bugs SEEDS=N,
 // TestSimCatchRate with StopAtFailure): every planted bug of the standard run in 30–50 of 50 seeds;
@@ -200,11 +225,11 @@
 // made short); clients that refresh metadata unprompted; chains of faults beyond the scheduled
 // incidents; moves and joins together in one run; TLS and SASL (they live in node/server). Nor: the
 // server's timing configuration (TicksPerRaftTick 10, RequestTimeoutTicks 500: the simulator ticks
-// raft every tick), authorization, about half the request types (AlterConfigs, DeleteRecords,
-// DescribePartitions, the group listings and deletes, users, ACLs, quotas, ElectLeaders,
-// ClusterMembers), clientlib's Consumer and GroupConsumer and its connections and stall
-// detection (the simulator's consumers and group members are its own; only producers 2–4 run
-// clientlib's producer loop), anything of node/server (loop batching,
+// raft every tick), authorization in the side runs (groups, moves, joins), the effect of quotas
+// (node/server throttles) and of elections asked for (answered, not checked), concurrent admin
+// requests (the operator sends one at a time), clientlib's Consumer and GroupConsumer and its
+// connections and stall detection (the simulator's consumers and group members are its own; only
+// producers 2–4 run clientlib's producer loop), anything of node/server (loop batching,
 // storage pool, budgets, transport), and the kafkaproto server (per-connection ordering, classic
 // groups). Groups, moves, joins, the WAL and the Kafka codec run only in their own 4–20-seed side
 // runs, not in the 200-seed sample.

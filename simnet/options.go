@@ -220,6 +220,10 @@ type Options struct {
 	// aimed at the changes (wire_joins.go); needs Nodes > 3. Off in
 	// Standard.
 	Joins bool
+	// Operator runs the operator actor (operator.go): every request type
+	// sent and its outcome read back after the run, and authorization on
+	// with ACLs in two seeds of three. On in Standard.
+	Operator bool
 	// StopAtFailure ends the run at its first failed check, skipping the
 	// rest and the final checks: for catch-rate sweeps of planted bugs
 	// (TestSimCatchRate), where only "caught or not" matters.
@@ -248,6 +252,7 @@ func Standard(seed uint64, profile Profile) Options {
 		AuditOneIn:    DefaultAuditOneIn,
 		DigestChecks:  true,
 		RecreateTopic: true,
+		Operator:      true,
 	}
 }
 

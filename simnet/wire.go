@@ -54,6 +54,7 @@ type wireWorkload struct {
 	moves    *movePlan                        // the run's partition moves; nil: none (wire_moves.go)
 	joins    *joinPlan                        // the run's node joins; nil: none (wire_joins.go)
 	produced map[string]string                // every value a producer sent, to its key
+	ops      *operator                        // the operator actor; nil: none (operator.go)
 }
 
 // wireCall is one request in flight: it ends once, by its answer or by
@@ -80,6 +81,7 @@ func newWireWorkload(w *world) *wireWorkload {
 	}
 	o := w.opts
 	ww.admin = newWireClient(ww, 0, 0)
+	ww.ops = newOperator(ww)
 	for i := 0; i < o.Producers; i++ {
 		ww.clients = append(ww.clients, newWireClient(ww, i, kindProducer))
 	}
@@ -111,11 +113,12 @@ func (ww *wireWorkload) configure(cfg *node.Config) {
 	if ww.groups != nil {
 		ww.groups.configure(cfg)
 	}
+	ww.configureOperator(cfg)
 }
 
 // start begins the run: the admin client creates the topics.
 func (ww *wireWorkload) start() {
-	ww.admin.after(0, ww.admin.createTopic)
+	ww.admin.after(0, func() { ww.ops.bootstrap(ww.admin.createTopic) })
 }
 
 // topicOf is group p's topic.
@@ -159,6 +162,7 @@ func (ww *wireWorkload) topicCreated() {
 	if ww.classic != nil {
 		ww.classic.start()
 	}
+	ww.ops.start()
 }
 
 // clientDone counts a client out; the last one heals everything and
@@ -264,8 +268,9 @@ func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *w
 		w.stats.StaleReads++
 	}
 	inc := n.incarnation
+	w.coverRequest(req)
 	w.guardCall(n, func() {
-		n.core.Handle(req, func(resp *strandpb.Response) {
+		n.core.HandleAs(ww.caller(c), req, func(resp *strandpb.Response) {
 			if n.up && n.incarnation == inc {
 				if req.GetProduce() != nil {
 					w.checkCorruptProduce(n, call.reqDamaged, resp.GetProduce())

@@ -41,7 +41,7 @@ func (c *wireClient) nextPoll() {
 // ends the run.
 func (c *wireClient) drainNext() {
 	if c.nextPartition >= len(c.positions) {
-		if c.ww.awaitMoves(c.drainNext) || c.ww.awaitJoins(c.drainNext) { // wire_moves.go, wire_joins.go
+		if c.ww.awaitMoves(c.drainNext) || c.ww.awaitJoins(c.drainNext) || c.ww.awaitOperator(c.drainNext) { // wire_moves.go, wire_joins.go, operator_verify.go
 			return
 		}
 		c.ww.w.work.drained = true

@@ -37,7 +37,7 @@ const (
 // run (0 without the group workload): groups Partitions+1 on in the checks.
 func groupOffsetsPartitions(o Options) int {
 	if o.GroupMembers == 0 {
-		return 0
+		return operatorOffsetsPartitions(o)
 	}
 	return 2
 }

@@ -18,6 +18,7 @@ type core interface {
 	Receive(frame []byte)
 	Process() error
 	Handle(req *strandpb.Request, respond func(*strandpb.Response))
+	HandleAs(caller node.Caller, req *strandpb.Request, respond func(*strandpb.Response))
 	Status() []node.GroupStatus
 	AppendStatus(dst []node.GroupStatus) []node.GroupStatus
 	MetadataStatus() (node.GroupStatus, bool)

@@ -1,0 +1,455 @@
+package simnet
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/node"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// The operator actor (Options.Operator): an administrator who, while the
+// workload runs under the seed's faults, sends every request type of the
+// wire protocol at moments spread over the run (alter configs, delete
+// records, group admin, users, ACLs, quotas, leader elections, membership
+// and move requests, the reads of each), and in the seeds with
+// authorization on an intruder who sends every request type too. Every
+// request is one attempt; the operator records what each acknowledged,
+// what each refused definitely and what stayed ambiguous (a timeout, a
+// lost connection, a code that may have written). Checks:
+//   - every request of the intruder (a principal no ACL names) is refused
+//     with an authorization error, per partition for produce, fetch and
+//     list offsets; the answers that list everything list nothing;
+//   - after the final drain, the state read back through the API (users,
+//     ACLs, quotas, the topic's configs, log starts, committed offsets,
+//     the members, the topics) shows each acknowledged change exactly as
+//     acknowledged, or a change still ambiguous, and nothing an intruder
+//     asked for or a definite refusal named (operator_verify.go).
+//
+// Authorization is on in two seeds of three of the standard run (drawn from
+// the operator's own stream): the admin (a super user) creates the users
+// and ACLs through AlterUsers and AlterAcls before the topics, and every
+// client sends as a principal — the workload as User:app (ALL on topics
+// prefixed "sim" and groups prefixed "simgroup"), the operator as User:ops
+// (ALL on the cluster, topics prefixed "sim", groups prefixed "ops"). SASL
+// itself lives in node/server: the simulator hands each client's principal
+// to HandleAs as the server does after the exchange.
+
+// streamOperator is the operator's random stream.
+const streamOperator uint64 = 6
+
+// The principals of the simulated clients.
+const (
+	principalAdmin    node.Principal = "User:admin"    // super user: topics, users, ACLs
+	principalApp      node.Principal = "User:app"      // the workload's clients
+	principalOperator node.Principal = "User:ops"      // the operator's requests
+	principalIntruder node.Principal = "User:intruder" // named by no ACL
+)
+
+// operatorExtraActions is how many operator requests follow the sweep of
+// every type, drawn among the ones that change state.
+const operatorExtraActions = 24
+
+// intruderSweeps is how many requests of each type the intruder sends:
+// one can time out (its outcome then shows only in the read-back).
+const intruderSweeps = 2
+
+// b2i is 1 for true.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// operatorVerifyRetry spaces the final read-backs of a state still
+// converging (a node that applied less of the metadata log).
+const operatorVerifyRetry = 100 * time.Millisecond
+
+// opAction is one planned request: its type and who sends it.
+type opAction struct {
+	kind     string // strandpb.Request body field name
+	intruder bool
+}
+
+// operator is the operator actor of a run.
+type operator struct {
+	ww       *wireWorkload
+	rng      *rand.Rand
+	auth     bool        // authorization on in this run
+	ops      *wireClient // sends as principalOperator
+	intruder *wireClient // sends as principalIntruder
+	plan     []opAction
+	next     int  // plan index of the next action
+	busy     bool // an action is in flight
+	started  bool
+	done     bool // every action ended
+	verified bool // the final read-back ended
+	ledger   *opLedger
+	// trims is each partition's highest log start a DeleteRecords
+	// acknowledged, by group index.
+	trims map[int]int64
+	// coordinator is the node index last named for each operator group.
+	coordinator map[string]int
+	values      int64 // distinct values for the requests
+	verify      *opVerify
+}
+
+// newOperator draws the run's authorization and plans the requests; nil
+// when Options.Operator is off.
+func newOperator(ww *wireWorkload) *operator {
+	o := ww.w.opts
+	if !o.Operator {
+		return nil
+	}
+	op := &operator{ww: ww, rng: newStream(o.Seed, streamOperator), ledger: newOpLedger(), trims: map[int]int64{},
+		coordinator: map[string]int{}}
+	// The side runs' clients (group members, moves, joins) send requests
+	// the workload principal has no ACL for: authorization stays off there.
+	op.auth = op.rng.IntN(3) != 0 && o.GroupMembers == 0 && !o.Moves && !o.Joins
+	op.ops = newWireClient(ww, 0, kindOperator)
+	op.ops.rng = newStream(o.Seed, streamOperator+1)
+	op.intruder = newWireClient(ww, 0, kindOperator)
+	op.intruder.rng = newStream(o.Seed, streamOperator+2)
+	op.plan = op.drawPlan()
+	return op
+}
+
+// kindOperator marks the operator's transport clients.
+const kindOperator clientKind = 101
+
+// drawPlan shuffles one request of every type by the operator,
+// intruderSweeps of every type by the intruder when authorization is on,
+// and extra operator changes.
+func (op *operator) drawPlan() []opAction {
+	var plan []opAction
+	for _, t := range requestTypes() {
+		plan = append(plan, opAction{kind: t})
+		for range intruderSweeps * b2i(op.auth) {
+			plan = append(plan, opAction{kind: t, intruder: true})
+		}
+	}
+	changes := []string{"alter_configs", "delete_records", "offset_commit", "offset_delete", "delete_groups",
+		"alter_users", "alter_acls", "alter_quotas", "elect_leaders"}
+	for range operatorExtraActions {
+		plan = append(plan, opAction{kind: changes[op.rng.IntN(len(changes))]})
+	}
+	op.rng.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
+	return plan
+}
+
+// caller is who client c sends as.
+func (ww *wireWorkload) caller(c *wireClient) node.Caller {
+	op := ww.ops
+	switch {
+	case op == nil || !op.auth:
+		return node.Caller{Principal: node.Anonymous}
+	case c == ww.admin:
+		return node.Caller{Principal: principalAdmin, Host: "admin"}
+	case c == op.ops:
+		return node.Caller{Principal: principalOperator, Host: "ops"}
+	case c == op.intruder:
+		return node.Caller{Principal: principalIntruder, Host: "intruder"}
+	}
+	return node.Caller{Principal: principalApp, Host: "app"}
+}
+
+// configure turns authorization on in a node's config.
+func (op *operator) configure(cfg *node.Config) {
+	if op.auth {
+		cfg.Authorization = true
+		cfg.SuperUsers = []node.Principal{principalAdmin}
+	}
+}
+
+// bootstrap runs the admin's set-up of authorization (users and ACLs),
+// then then; at once without authorization.
+func (op *operator) bootstrap(then func()) {
+	if op == nil || !op.auth {
+		then()
+		return
+	}
+	op.ww.w.coverage.Inc("auth/run")
+	a := op.ww.admin
+	a.attempts = 0
+	op.bootstrapStep(a, op.bootstrapRequests(), a.randomNode(), then)
+}
+
+// bootstrapRequests are the admin's requests that set up authorization.
+func (op *operator) bootstrapRequests() []*strandpb.Request {
+	users := &strandpb.AlterUsersRequest{}
+	for _, name := range []string{"app", "ops"} {
+		users.Upserts = append(users.Upserts, &strandpb.AlterUsersRequest_Upsert{Name: name, Credential: op.credential(4096)})
+	}
+	acls := &strandpb.AlterAclsRequest{Add: bootstrapACLs()}
+	return []*strandpb.Request{
+		{Body: &strandpb.Request_AlterUsers{AlterUsers: users}},
+		{Body: &strandpb.Request_AlterAcls{AlterAcls: acls}},
+	}
+}
+
+// bootstrapStep sends reqs[0] to target until acknowledged (upserts and
+// additions are idempotent), then the rest.
+func (op *operator) bootstrapStep(a *wireClient, reqs []*strandpb.Request, target int, then func()) {
+	if len(reqs) == 0 {
+		then()
+		return
+	}
+	a.attempts++
+	op.ww.call(a, target, reqs[0], func(resp *strandpb.Response, err error) {
+		if err == nil {
+			err = wireErr(resp.GetError())
+		}
+		for _, r := range resp.GetAlterUsers().GetResults() {
+			if err == nil {
+				err = wireErr(r.GetError())
+			}
+		}
+		if err == nil {
+			a.attempts = 0
+			op.bootstrapStep(a, reqs[1:], target, then)
+			return
+		}
+		if act := clientlib.ClassifyErr(err); !act.Retriable {
+			op.ww.w.fail("operator: bootstrap request %s refused: %v", requestType(reqs[0]), err)
+			op.ww.w.stop()
+			return
+		}
+		a.refresh()
+		next := a.controllerTarget(err)
+		a.after(wireBackoff.Delay(a.attempts, a.rng), func() { op.bootstrapStep(a, reqs, next, then) })
+	})
+}
+
+// bootstrapACLs are the bindings authorization runs with: the workload's
+// and the operator's.
+func bootstrapACLs() []*strandpb.AclBinding {
+	return []*strandpb.AclBinding{
+		aclBinding(principalApp, "topic", "sim", "prefixed", "all"),
+		aclBinding(principalApp, "group", "simgroup", "prefixed", "all"),
+		aclBinding(principalOperator, "cluster", "kafka-cluster", "literal", "all"),
+		aclBinding(principalOperator, "topic", "sim", "prefixed", "all"),
+		aclBinding(principalOperator, "group", "ops", "prefixed", "all"),
+	}
+}
+
+// aclBinding is an allow binding for any host.
+func aclBinding(p node.Principal, typ, name, pattern, operation string) *strandpb.AclBinding {
+	return &strandpb.AclBinding{Principal: string(p), ResourceType: typ, ResourceName: name, PatternType: pattern,
+		Operation: operation, Permission: "allow", Host: "*"}
+}
+
+// credential is a well-formed SCRAM-SHA-256 credential of random bytes
+// (the simulator never authenticates with it: PBKDF2 would cost more CPU
+// than the rest of a request's path).
+func (op *operator) credential(iterations int32) *strandpb.UserCredential {
+	b := make([]byte, 96)
+	for i := range b {
+		b[i] = byte(op.rng.Uint32())
+	}
+	return &strandpb.UserCredential{Mechanism: "SCRAM-SHA-256", Salt: b[:32], Iterations: iterations,
+		StoredKey: b[32:64], ServerKey: b[64:]}
+}
+
+// start begins the actions once the topics exist.
+func (op *operator) start() {
+	if op == nil {
+		return
+	}
+	op.started = true
+	op.ops.refresh()
+	op.ops.after(op.pace(), op.step)
+}
+
+// pace spaces the actions over the run: the workload issues its
+// operations in about a tenth of a virtual minute; once it finished, the
+// remaining actions follow each other.
+func (op *operator) pace() time.Duration {
+	if op.ww.active == 0 {
+		return time.Duration(op.rng.Int64N(int64(20 * time.Millisecond)))
+	}
+	return time.Duration(20+op.rng.Int64N(180)) * time.Millisecond
+}
+
+// step sends the next planned action, if no other is in flight.
+func (op *operator) step() {
+	if op.busy {
+		return
+	}
+	if op.next == len(op.plan) {
+		op.done = true
+		return
+	}
+	a := op.plan[op.next]
+	op.next++
+	op.busy = true
+	op.send(a, func() {
+		op.busy = false
+		op.ops.after(op.pace(), op.step)
+	})
+}
+
+// send sends one action and judges its answer; done runs once it ended.
+func (op *operator) send(a opAction, done func()) {
+	c := op.ops
+	if a.intruder {
+		c = op.intruder
+	}
+	r := op.request(a)
+	op.ww.w.coverage.Inc("operator/sent")
+	op.ww.call(c, r.target, r.req, func(resp *strandpb.Response, err error) {
+		if a.intruder {
+			op.judgeIntruder(a, r, resp, err)
+		} else {
+			op.judge(a, r, resp, err)
+		}
+		done()
+	})
+}
+
+// judge records an operator request's outcome in the ledger.
+func (op *operator) judge(a opAction, r *opRequest, resp *strandpb.Response, err error) {
+	w := op.ww.w
+	if err == nil {
+		err = wireErr(resp.GetError())
+	}
+	if err == nil && r.itemErr != nil {
+		err = r.itemErr(resp)
+	}
+	if err != nil {
+		op.ops.react(0, err)
+	}
+	act := clientlib.ClassifyErr(err)
+	switch {
+	case err == nil:
+		w.coverage.Inc("operator/acked")
+		op.ledger.acked(r.writes)
+		if r.onAck != nil {
+			r.onAck(resp)
+		}
+	case act.MaybeWritten || act.RefreshMetadata:
+		w.coverage.Inc("operator/ambiguous")
+		op.ledger.ambiguous(r.writes)
+	default:
+		w.coverage.Inc("operator/refused")
+		if r.mustSucceed {
+			w.fail("operator: %s refused: %v", a.kind, err)
+		}
+	}
+}
+
+// judgeIntruder checks that an intruder's request was refused for want of
+// authorization (a lost answer proves nothing; its change must still never
+// show, operator_verify.go).
+func (op *operator) judgeIntruder(a opAction, r *opRequest, resp *strandpb.Response, err error) {
+	w := op.ww.w
+	if err != nil {
+		return
+	}
+	if resp.GetError().GetCode() == strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE {
+		// A node still replaying or rebuilding its metadata decides no
+		// refusal (node's metadataBehind): retriable, nothing done.
+		w.coverage.Inc("auth/undecided")
+		return
+	}
+	if why := intruderAnswerWrong(a.kind, resp); why != "" {
+		w.fail("authorization: %s by %s (no ACL names it): %s", a.kind, principalIntruder, why)
+		return
+	}
+	w.coverage.Inc("auth/refused")
+}
+
+// authRefusal reports whether e is an authorization refusal.
+func authRefusal(e *strandpb.Error) bool {
+	switch e.GetCode() {
+	case strandpb.ErrorCode_ERROR_CODE_TOPIC_AUTHORIZATION_FAILED, strandpb.ErrorCode_ERROR_CODE_GROUP_AUTHORIZATION_FAILED,
+		strandpb.ErrorCode_ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED:
+		return true
+	}
+	return false
+}
+
+// intruderAnswerWrong says what is wrong with the answer to an intruder's
+// request of type kind ("" when it is a proper refusal).
+func intruderAnswerWrong(kind string, resp *strandpb.Response) string {
+	e := resp.GetError()
+	switch kind {
+	case "hello", "raft": // the runtime's, never Handle's: refused whoever asks
+		if e.GetCode() == strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST || authRefusal(e) {
+			return ""
+		}
+	case "metadata", "describe_topics", "list_groups": // filtered: lists nothing the intruder may not describe
+		if e != nil || len(resp.GetMetadata().GetTopics())+len(resp.GetDescribeTopics().GetTopics())+len(resp.GetListGroups().GetGroups()) == 0 {
+			return "" // an error reveals nothing either
+		}
+		return "the answer lists what the caller may not describe"
+	case "produce", "fetch", "list_offsets": // refused as a whole, or per partition
+		if authRefusal(e) || e == nil && partitionsRefused(resp) {
+			return ""
+		}
+	default:
+		if authRefusal(e) {
+			return ""
+		}
+	}
+	if e == nil {
+		return "answered as if allowed"
+	}
+	return "answered " + e.GetCode().String() + " (" + e.GetMessage() + "), not an authorization refusal"
+}
+
+// partitionsRefused reports whether a produce, fetch or list offsets answer
+// refused every partition it names for want of authorization (and names
+// at least one).
+func partitionsRefused(resp *strandpb.Response) bool {
+	var errs []*strandpb.Error
+	for _, p := range resp.GetProduce().GetPartitions() {
+		errs = append(errs, p.GetError())
+	}
+	for _, p := range resp.GetFetch().GetPartitions() {
+		errs = append(errs, p.GetError())
+	}
+	for _, p := range resp.GetListOffsets().GetPartitions() {
+		errs = append(errs, p.GetError())
+	}
+	return len(errs) > 0 && !slices.ContainsFunc(errs, func(e *strandpb.Error) bool { return !authRefusal(e) })
+}
+
+// nextValue is a fresh value for a request.
+func (op *operator) nextValue() int64 {
+	op.values++
+	return op.values
+}
+
+// intruderName marks what an intruder asks to create or set: the final
+// read-back fails on any name holding it.
+const intruderName = "intruder"
+
+// namesIntruder reports whether s names something an intruder asked for.
+func namesIntruder(s string) bool { return strings.Contains(s, intruderName+"-") }
+
+// configureOperator gives a node's config the operator's settings:
+// authorization, and one partition of __strand_offsets for the operator's
+// groups when the group workload does not size it.
+func (ww *wireWorkload) configureOperator(cfg *node.Config) {
+	if ww.ops == nil {
+		return
+	}
+	ww.ops.configure(cfg)
+	if ww.groups == nil {
+		cfg.Groups.OffsetsPartitions = int32(operatorOffsetsPartitions(ww.w.opts))
+	}
+}
+
+// operatorOffsetsPartitions is the partition count of __strand_offsets in
+// a run without the group workload: one for the operator's groups, none
+// without the operator.
+func operatorOffsetsPartitions(o Options) int {
+	if o.Operator {
+		return 1
+	}
+	return 0
+}

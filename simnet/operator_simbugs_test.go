@@ -1,0 +1,51 @@
+//go:build simbugs
+
+package simnet
+
+import (
+	"fmt"
+	"runtime/debug"
+	"testing"
+)
+
+// An authorization check skipped for one request type (AlterQuotas) is
+// caught by the operator actor: its intruder's AlterQuotas is answered as
+// if allowed, or its quota shows in the read-back. Without the operator
+// (the simulator before it: authorization never on) the same seed passes.
+// Catch rates: TestSimAuthCatchRate.
+func TestSimCatchesAuthSkipsAlterQuotas(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	const seed = 1 // authorization on; the first catching seed of 1-200
+	o := seedOptions(t, seed, "mixed", "AuthSkipsAlterQuotas")
+	o.StopAtFailure = true
+	if res := runSeed(t, o, ""); !failsWith(res, "authorization:") && !failsWith(res, "operator:") {
+		t.Errorf("seed %d: AuthSkipsAlterQuotas not caught by the operator: %q", seed, res.Failures)
+	}
+	o = seedOptions(t, seed, "mixed", "AuthSkipsAlterQuotas")
+	o.Operator = false
+	if res := runSeed(t, o, ""); res.Failed() {
+		t.Errorf("seed %d without the operator failed (it should not see the bug): %s", seed, firstLine(res.Failures[0]))
+	}
+}
+
+// TestSimAuthCatchRate prints how often AuthSkipsAlterQuotas is caught
+// over -sim.catchrate seeds with the operator and without it (make
+// sim-bugs prints the first only). For humans; skipped unless
+// -sim.catchrate is set.
+func TestSimAuthCatchRate(t *testing.T) {
+	if *flagCatchRate <= 0 {
+		t.Skip("set -sim.catchrate=N")
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	for _, operatorOn := range []bool{false, true} {
+		caught := 0
+		for i := range *flagCatchRate {
+			o := seedOptions(t, *flagSeedStart+uint64(i), *flagProfile, "AuthSkipsAlterQuotas")
+			o.Operator, o.StopAtFailure = operatorOn, true
+			if runSeed(t, o, "").Failed() {
+				caught++
+			}
+		}
+		fmt.Printf("catchrate: AuthSkipsAlterQuotas operator=%v caught %d/%d\n", operatorOn, caught, *flagCatchRate)
+	}
+}
