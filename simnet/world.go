@@ -239,6 +239,7 @@ func newWorld(o Options) *world {
 	if o.LogTailCacheBytesMax < 0 {
 		w.coverage.Inc("run/tail-cache-off")
 	}
+	w.countKnobs()
 	w.incarnations = newIncarnations(w)
 	w.corrupter = newCorrupter(w)
 	w.durability = newDurability(w)
@@ -265,9 +266,6 @@ func (w *world) fail(format string, args ...any) {
 // failuresKept bounds the step failures a run keeps (the first ones matter).
 const failuresKept = 10
 
-// simElectionTicks is every node's node.Config.ElectionTicks.
-const simElectionTicks = 10
-
 // startNode opens n's core on its disk. An open failure (a corrupt or
 // unreadable disk) leaves the node down; corruption is permanent.
 func (w *world) startNode(n *simNode) {
@@ -285,8 +283,6 @@ func (w *world) startNode(n *simNode) {
 		Network:              n.endpoint,
 		Clock:                n.clock,
 		Rand:                 newStream(w.opts.Seed, streamNode+uint64(n.id)<<16+uint64(inc)),
-		ElectionTicks:        simElectionTicks,
-		HeartbeatTicks:       1,
 		SegmentBytesMax:      w.opts.SegmentBytesMax,
 		CheckpointEntries:    w.opts.CheckpointEntries,
 		LogTailCacheBytesMax: w.opts.LogTailCacheBytesMax,
@@ -301,6 +297,7 @@ func (w *world) startNode(n *simNode) {
 			w.checker.onApply(n, tp, topicID, index, term, data)
 		},
 	}
+	w.opts.Knobs.configure(&cfg, w.opts)
 	w.wire.configure(&cfg)
 	plantBug(&cfg, w.opts.Bug)
 	truncates := n.disk.Truncates("log")
