@@ -9,7 +9,7 @@ import (
 // Faults.DiskStallAfter of the operations were issued, while the cluster
 // is healthy, the disk of a partition leader's node stalls for the
 // watchdog's threshold (Knobs.DiskStallAfter, else an election timeout)
-// plus 1.5 to 3 s: every fsync it starts (a node.SyncJob: the
+// plus two election timeouts plus 1.5 to 3 s: every fsync it starts (a node.SyncJob: the
 // storage pipeline of storage.go) hangs, parked, until the stall ends or a
 // heal clears the node's disk faults; writes still reach its page cache.
 // Faults.DiskStalls such episodes run, each a second after the previous
@@ -17,7 +17,8 @@ import (
 // begins.
 //
 // The check: counting from the victim's first fsync that hangs, within the
-// watchdog's threshold plus a second of virtual time, every group the node led
+// watchdog's threshold plus two election timeouts plus a second of virtual
+// time (stallBound), every group the node led
 // then (partitions and the metadata group) is led by another node —
 // provided the node is still stalled then, its peers stayed up,
 // unrestarted, connected, with space and ticking at their rate, and enough
@@ -104,12 +105,20 @@ func (w *world) stallAfter() time.Duration {
 	return w.electionTimeout()
 }
 
-// stallDisk stalls node i's fsyncs for the watchdog's threshold plus 1.5
-// to 3 s, holding other faults meanwhile.
+// stallBound is how long after the first hung fsync the victim's groups
+// must be led elsewhere: the watchdog's threshold, then up to two
+// election timeouts for the handover (a transfer that times out, an
+// election) and a second.
+func (w *world) stallBound() time.Duration {
+	return w.stallAfter() + 2*w.electionTimeout() + time.Second
+}
+
+// stallDisk stalls node i's fsyncs for the watchdog's threshold plus two
+// election timeouts plus 1.5 to 3 s, holding other faults meanwhile.
 func (p *planner) stallDisk(i int) {
 	w := p.w
 	n := w.nodes[i]
-	d := w.stallAfter() + time.Duration(between(w.rngFault, 1500, 3000))*time.Millisecond
+	d := w.stallAfter() + 2*w.electionTimeout() + time.Duration(between(w.rngFault, 1500, 3000))*time.Millisecond
 	w.coverage.Inc("fault/disk-stall")
 	w.traceNote(kindFault, n.index, uint64(faultDiskStall), uint64(d))
 	p.stall = diskStall{episodes: p.stall.episodes + 1, active: true, victim: i}
@@ -152,7 +161,7 @@ func (w *world) parkSync(n *simNode, run func()) {
 		p.stall.peers = append(p.stall.peers, m.incarnation)
 	}
 	episode := p.stall.episodes
-	w.sched.schedule(w.stallAfter()+time.Second, &event{kind: evCall, node: -1, call: func() { p.checkDiskStall(episode) }})
+	w.sched.schedule(w.stallBound(), &event{kind: evCall, node: -1, call: func() { p.checkDiskStall(episode) }})
 }
 
 // endDiskStall ends n's stall: its parked fsyncs run now, in the order
@@ -169,7 +178,7 @@ func (w *world) endDiskStall(n *simNode) {
 	}
 }
 
-// checkDiskStall checks, the watchdog's threshold and a second after the
+// checkDiskStall checks, stallBound after the
 // victim's first fsync of the episode hung, that every group it led then
 // has another leader.
 func (p *planner) checkDiskStall(episode int) {

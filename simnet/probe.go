@@ -21,7 +21,7 @@ const (
 	// election (a quiesced follower wakes after one election timeout of
 	// silence, then times out in one to two, perhaps twice).
 	probeBoundBase = 3 * time.Second
-	probePoll   = 100 * time.Millisecond
+	probePoll      = 100 * time.Millisecond
 )
 
 // kindProbe is the probe's start in the trace.

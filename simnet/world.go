@@ -266,17 +266,9 @@ func (w *world) fail(format string, args ...any) {
 // failuresKept bounds the step failures a run keeps (the first ones matter).
 const failuresKept = 10
 
-// startNode opens n's core on its disk. An open failure (a corrupt or
-// unreadable disk) leaves the node down; corruption is permanent.
-func (w *world) startNode(n *simNode) {
-	n.incarnation++
-	inc := n.incarnation
-	n.cut.resetAtRestart()
-	n.pausedUntil = 0
-	if n.recoveryCut > 0 {
-		n.cut.armNow(cutRecovery, n.recoveryCut-1)
-		n.recoveryCut = 0
-	}
+// nodeConfig is node n's config in incarnation inc: the run's knobs and
+// the simulator's disk, network, clock and hooks.
+func (w *world) nodeConfig(n *simNode, inc uint32) node.Config {
 	cfg := node.Config{
 		ID:                   n.id,
 		Disk:                 n.cut,
@@ -288,8 +280,6 @@ func (w *world) startNode(n *simNode) {
 		LogTailCacheBytesMax: w.opts.LogTailCacheBytesMax,
 		AsyncSyncs:           true,
 		WAL:                  w.opts.WAL,
-		WALBytesMax:          walBytesMaxSim,
-		WALLogFlushBytes:     walLogFlushBytesSim,
 		MinFreeBytes:         simMinFreeBytes,
 		CatchUpBytesPerSec:   w.opts.CatchUpBytesPerSec,
 		RetentionCheckTicks:  w.opts.RetentionCheckTicks,
@@ -300,6 +290,21 @@ func (w *world) startNode(n *simNode) {
 	w.opts.Knobs.configure(&cfg, w.opts)
 	w.wire.configure(&cfg)
 	plantBug(&cfg, w.opts.Bug)
+	return cfg
+}
+
+// startNode opens n's core on its disk. An open failure (a corrupt or
+// unreadable disk) leaves the node down; corruption is permanent.
+func (w *world) startNode(n *simNode) {
+	n.incarnation++
+	inc := n.incarnation
+	n.cut.resetAtRestart()
+	n.pausedUntil = 0
+	if n.recoveryCut > 0 {
+		n.cut.armNow(cutRecovery, n.recoveryCut-1)
+		n.recoveryCut = 0
+	}
+	cfg := w.nodeConfig(n, inc)
 	truncates := n.disk.Truncates("log")
 	c, err := w.callOpen(n, cfg)
 	w.coverage.Add("event/recovery-truncate", int64(n.disk.Truncates("log")-truncates))
