@@ -57,3 +57,4 @@ func (c *Core) bugBatchCRC(batch []byte) []byte                          { retur
 func (c *Core) bugMoveDropsEarly() bool                                  { return false }
 func (c *Core) bugRemoveBeforeCaughtUp() bool                            { return false }
 func (c *Core) bugIgnoreStall() bool                                     { return false }
+func (c *Core) bugElectionTick() int                                     { return c.cfg.ElectionTicks }

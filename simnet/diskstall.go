@@ -133,6 +133,13 @@ func (p *planner) endStallEpisode(n *simNode) {
 	w := p.w
 	w.endDiskStall(n)
 	p.stall.active = false
+	if w.work.healed {
+		// The liveness bounds count from the end of a stall that ran
+		// after the heal: with production's ticks a stall lasts up to
+		// 8 s (DiskStallAfter 3 s, two 1 s election timeouts, 3 s).
+		w.work.healAt = w.now()
+		w.checker.leadersChecked = false
+	}
 	if p.stall.episodes < w.opts.Faults.DiskStalls {
 		w.sched.schedule(time.Second, &event{kind: evCall, node: -1, call: p.pollDiskStall})
 	}
