@@ -233,6 +233,13 @@ func (c *Core) startRejoin(g *group) error {
 		g.logs.log(slog.LevelWarn, "replica lost its state: it rebuilds from its peers and votes only once caught up",
 			slog.Int("phase", int(g.rejoin.phase)))
 	}
+	if g.rejoin.phase == rejoinCatchingUp {
+		// Not at open: a metadata group whose replay reaches until would
+		// be done before the partition replicas its state places here
+		// open (recovering), which would then open as new and vote at
+		// once. rejoinTick decides, between Process calls.
+		return nil
+	}
 	return c.advanceRejoin(g)
 }
 
