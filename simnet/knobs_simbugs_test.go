@@ -41,3 +41,14 @@ func TestSimCatchesElectionInCoreTicksWithKnobs(t *testing.T) {
 		t.Errorf("caught in %d of %d seeds with drawn knobs, below half", drawn, seeds)
 	}
 }
+
+// fixedKnobsOptions is seedOptions with FixedKnobs: for tests of a
+// checker's teeth calibrated on seeds of the old fixed configuration, whose
+// bugs need its small checkpoint interval and segments to show at all.
+func fixedKnobsOptions(t *testing.T, seed uint64, profile, bug string) Options {
+	t.Helper()
+	was := *flagFixedKnobs
+	*flagFixedKnobs = true
+	defer func() { *flagFixedKnobs = was }()
+	return seedOptions(t, seed, profile, bug)
+}

@@ -32,13 +32,14 @@ func TestAuditCatchesSkipFsync(t *testing.T) {
 }
 
 // The digest comparison catches checkpoints written without the producer
-// table at the first checkpoint; the older checks see it only when a
+// table at the first checkpoint (fixed knobs: production's 1,024-entry
+// checkpoint interval writes none in a run); the older checks see it only when a
 // replica restarts from one and a producer continues.
 func TestDigestsCatchCheckpointForgetsProducers(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	caught := 0
 	for seed := uint64(1); seed <= 6; seed++ { // not every seed: 46 of 50 caught it since the incidents
-		if res := runSeed(t, seedOptions(t, seed, "mixed", "CheckpointForgetsProducers"), ""); failsWith(res, "digest:") {
+		if res := runSeed(t, fixedKnobsOptions(t, seed, "mixed", "CheckpointForgetsProducers"), ""); failsWith(res, "digest:") {
 			caught++
 		}
 	}
@@ -54,7 +55,7 @@ func TestDigestsCatchCheckpointForgetsProducers(t *testing.T) {
 func TestRecoveryCheckCatchesRecoverTrustsPageCache(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	for seed := uint64(4); seed <= 6; seed++ {
-		res := runSeed(t, seedOptions(t, seed, "mixed", "RecoverTrustsPageCache"), "")
+		res := runSeed(t, fixedKnobsOptions(t, seed, "mixed", "RecoverTrustsPageCache"), "")
 		if !failsWith(res, "recovery reported unsynced data as stable") {
 			t.Errorf("seed %d: RecoverTrustsPageCache not caught by the recovery check: %q", seed, res.Failures)
 		}
@@ -81,7 +82,7 @@ func TestStatusDigestCatchesRestoreIndexTimes(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	caught := 0
 	for seed := uint64(9); seed <= 12; seed++ {
-		if res := runSeed(t, seedOptions(t, seed, "mixed", "RestoreIndexTimes"), ""); failsWith(res, "at applied index") {
+		if res := runSeed(t, fixedKnobsOptions(t, seed, "mixed", "RestoreIndexTimes"), ""); failsWith(res, "at applied index") {
 			caught++
 		}
 	}
