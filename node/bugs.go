@@ -59,3 +59,4 @@ func (c *Core) bugMoveDropsEarly() bool                                  { retur
 func (c *Core) bugRemoveBeforeCaughtUp() bool                            { return false }
 func (c *Core) bugIgnoreStall() bool                                     { return false }
 func (c *Core) bugSkipAuthorization(*strandpb.Request) bool              { return false }
+func (c *Core) bugElectionTick() int                                     { return c.cfg.ElectionTicks }

@@ -66,6 +66,12 @@ type Bugs struct {
 	// the node stalled, so a leader whose fsyncs hang keeps its
 	// partitions (they commit on the followers but never apply there).
 	StalledLeaderKeepsLeading bool
+	// ElectionInCoreTicks: raft's ElectionTick gets the election timeout
+	// in Core ticks (ElectionTicks × TicksPerRaftTick, as liveness.go and
+	// stall.go count it) where raft counts raft ticks: elections take
+	// TicksPerRaftTick times too long. Invisible while raft ticks every
+	// Core tick (TicksPerRaftTick 1, the simulator's old configuration).
+	ElectionInCoreTicks bool
 	// AckBeforeSyncDone releases what a log write allows (acks=1 answers,
 	// append and vote responses, the leader's own acknowledgement) once
 	// the write's fsync is handed to the storage pipeline, not when it
@@ -133,6 +139,14 @@ func (c *Core) bugQuiescedNeverWake() bool { return c.cfg.Bugs.QuiescedNeverWake
 // bugFirstBatchMustFit (FirstBatchMustFit) holds a fetch's first batch to
 // its byte budget too.
 func (c *Core) bugFirstBatchMustFit() bool { return c.cfg.Bugs.FirstBatchMustFit }
+
+// bugElectionTick (ElectionInCoreTicks) is raft's ElectionTick.
+func (c *Core) bugElectionTick() int {
+	if c.cfg.Bugs.ElectionInCoreTicks {
+		return c.cfg.ElectionTicks * c.cfg.TicksPerRaftTick
+	}
+	return c.cfg.ElectionTicks
+}
 
 // bugIgnoreStall (StalledLeaderKeepsLeading) keeps the watchdog from
 // calling the node stalled.

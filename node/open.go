@@ -266,7 +266,7 @@ func (c *Core) logOptions(logs int) raftlog.Options {
 func (c *Core) raftConfig(g *group, applied uint64) *raft.Config {
 	return &raft.Config{
 		ID:                        uint64(c.cfg.ID),
-		ElectionTick:              c.cfg.ElectionTicks,
+		ElectionTick:              c.bugElectionTick(), // ElectionTicks (planted ElectionInCoreTicks)
 		HeartbeatTick:             c.cfg.HeartbeatTicks,
 		Storage:                   g.storage,
 		Applied:                   applied,

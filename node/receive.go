@@ -114,7 +114,7 @@ func (c *Core) receiveMessage(from NodeID, topic string, rm *rawRaftMessage) {
 		c.stats.MessagesDropped++
 		return
 	}
-	if !g.voteAllowed(&m) || g.staleReject(&m) || c.dropForSpace(g, &m) {
+	if !g.voteAllowed(&m) || !g.leaderMessageAllowed(&m) || g.staleReject(&m) || c.dropForSpace(g, &m) {
 		c.stats.VotesWithheld++ // recovering from a lost disk (rejoin.go)
 		return
 	}

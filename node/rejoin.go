@@ -248,6 +248,13 @@ func (c *Core) startRejoin(g *group) error {
 		g.logs.log(slog.LevelWarn, "replica lost its state: it rebuilds from its peers and votes only once caught up",
 			slog.Int("phase", int(g.rejoin.phase)))
 	}
+	if g.rejoin.phase == rejoinCatchingUp {
+		// Not at open: a metadata group whose replay reaches until would
+		// be done before the partition replicas its state places here
+		// open (recovering), which would then open as new and vote at
+		// once. rejoinTick decides, between Process calls.
+		return nil
+	}
 	return c.advanceRejoin(g)
 }
 
@@ -493,6 +500,34 @@ func (g *group) voteAllowed(m *raftpb.Message) bool {
 	}
 	r := g.rejoin
 	return r == nil || (r.phase == rejoinDone && m.GetTerm() > r.floor)
+}
+
+// leaderMessageAllowed tells whether a leader's append, snapshot or
+// heartbeat may reach g: while g recovers without knowing its floor
+// (undecided, probing), none may, and after only those of terms at or
+// above floor. The replica lost its term with its state, so raft would
+// take any leader's term, and its acknowledgements count toward commits
+// and read confirmations: a leader deposed, unawares, while this replica
+// helped a newer term commit (its host stalled, its idle group quiesced
+// past CheckQuorum) could then commit, with it, entries at the indexes
+// the newer term committed (TestRepairedReplicaDoesNotAckStaleLeader; the
+// simulator's seed 46 at production's ticks). A leader of a term at or
+// above floor was elected after every term this replica helped commit
+// in, so it holds their entries. Other messages always pass.
+func (g *group) leaderMessageAllowed(m *raftpb.Message) bool {
+	switch m.GetType() {
+	case raftpb.MsgApp, raftpb.MsgSnap, raftpb.MsgHeartbeat:
+	default:
+		return true
+	}
+	r := g.rejoin
+	switch {
+	case r == nil:
+		return true
+	case r.phase == rejoinUndecided || r.phase == rejoinProbing:
+		return false
+	}
+	return m.GetTerm() >= r.floor
 }
 
 // answerProbes answers a peer's probes in one frame.

@@ -392,3 +392,99 @@ func TestRejoinFileReadIsMadeDurable(t *testing.T) {
 		t.Fatalf("after a power loss the rejoin file read before is %+v, %v; want it still probing", r, err)
 	}
 }
+
+// The stale-leader trap of a repaired replica (found by the simulator at
+// production's tick settings, seed 46 of make sim): leader L commits with
+// N while F is cut off from it; then L's host stalls (it neither ticks
+// nor hears anyone, so CheckQuorum does not depose it) and N and F elect
+// N, which commits entries L lacks, with F's acknowledgement. N goes down
+// and F repairs a corrupt replica, losing those entries and its term.
+// L's host resumes and appends, in its old term, at the indexes N's term
+// committed: if F acknowledges (it cannot tell the term is stale before
+// it probed), L commits over committed data.
+func TestRepairedReplicaDoesNotAckStaleLeader(t *testing.T) {
+	c := newMetaCluster(t, 23, 3, nil)
+	// The partition's preferred replica, 2, leads it from the start (as
+	// this seed places it); 1 never hears from it.
+	stale, n, f := NodeID(2), NodeID(3), NodeID(1)
+	c.drop = func(e envelope) bool { return e.from == stale && e.to == f || e.from == f && e.to == stale }
+	c.createTopic(c.metaLeaderOf(), "t", 1, 3)
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	for i := 0; i < 300 && c.leaderWithout(tp, 0) != stale; i++ {
+		c.tick(1)
+	}
+	if got := c.leaderWithout(tp, 0); got != stale {
+		t.Fatalf("partition led by %d, want %d (the seed's placement changed: pick the nodes anew)", got, stale)
+	}
+	for i := range 3 {
+		if res := c.produce(stale, ProduceRequest{TopicPartition: tp, Acks: AcksAll, ProducerID: -1,
+			Batch: testBatch(t, fmt.Sprintf("old-%d", i), 2)}); res.Err != nil {
+			t.Fatalf("produce on %d: %v", stale, res.Err)
+		}
+	}
+	c.drop = func(e envelope) bool { return e.from == stale || e.to == stale }
+	tickOthers := func() {
+		for _, id := range c.ids {
+			if core := c.cores[id]; core != nil && id != stale {
+				core.Tick()
+			}
+		}
+		c.settle()
+	}
+	for i := 0; i < 500 && c.leaderWithout(tp, stale) != n; i++ {
+		tickOthers()
+	}
+	if c.leaderWithout(tp, stale) != n {
+		t.Fatalf("node %d did not take the lead from %d", n, stale)
+	}
+	for i := range 5 {
+		var res *ProduceResult
+		c.cores[n].Produce(ProduceRequest{TopicPartition: tp, Acks: AcksAll, ProducerID: -1,
+			Batch: testBatch(t, fmt.Sprintf("new-%d", i), 2)}, func(r ProduceResult) { res = &r })
+		for j := 0; j < 100 && res == nil; j++ {
+			tickOthers()
+		}
+		if res == nil || res.Err != nil {
+			t.Fatalf("produce on the new leader %d: %v", n, res)
+		}
+	}
+	dir := c.replicaDir(f, tp)
+	c.crash(n)
+	c.crash(f)
+	c.flipMiddle(f, dir)
+	c.start(f)
+	c.drop = nil
+	for i := 0; i < 300 && c.cores[f].Stats().ReplicasRepaired == 0; i++ {
+		tickOthers()
+	}
+	if c.cores[f].Stats().ReplicasRepaired != 1 {
+		t.Fatalf("node %d did not repair its replica", f)
+	}
+	var res *ProduceResult
+	c.cores[stale].Produce(ProduceRequest{TopicPartition: tp, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "stale", 2)},
+		func(r ProduceResult) { res = &r })
+	for i := 0; i < 300 && res == nil; i++ {
+		if i%3 == 0 {
+			c.cores[stale].Tick() // its host runs again, slowly
+		}
+		tickOthers()
+	}
+	if res != nil && res.Err == nil {
+		t.Fatalf("stale leader %d (term of its lead) committed at offset %d with repaired node %d's acknowledgement, over entries node %d committed in a newer term",
+			stale, res.BaseOffset, f, n)
+	}
+}
+
+// leaderWithout is a node but excluded that leads tp (0: none).
+func (c *cluster) leaderWithout(tp TopicPartition, excluded NodeID) NodeID {
+	for _, id := range c.ids {
+		if core := c.cores[id]; core != nil && id != excluded {
+			for _, st := range core.Status() {
+				if st.TopicPartition == tp && st.IsLeader {
+					return id
+				}
+			}
+		}
+	}
+	return 0
+}

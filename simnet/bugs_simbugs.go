@@ -16,7 +16,7 @@ var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "
 	"RecoverTrustsPageCache", "LeaseReads", "RestoreIndexTimes",
 	"AckBeforeSyncDone", "WipedNodeVotes", "RepairTrustsItself", "CompactPastStart", "StaleSnapshot",
 	"TopicIDUnchecked", "ProduceSkipsCRC", "QuiescedNeverWake", "WALAckBeforeFsync",
-	"FirstBatchMustFit", "StalledLeaderKeepsLeading"}
+	"FirstBatchMustFit", "StalledLeaderKeepsLeading", "ElectionInCoreTicks"}
 
 // GroupBugNames are the consumer-group coordinator's planted bugs
 // (engine/groups): they need the group workload (Options.GroupMembers).
@@ -90,5 +90,7 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.RemoveBeforeCaughtUp = true
 	case "AuthSkipsAlterQuotas": // needs authorization on (the operator draws it)
 		cfg.Bugs.AuthSkipsAlterQuotas = true
+	case "ElectionInCoreTicks":
+		cfg.Bugs.ElectionInCoreTicks = true
 	}
 }

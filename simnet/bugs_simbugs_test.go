@@ -20,6 +20,7 @@ const catchSearchMax = 200
 var pinnedCatch = map[string]uint64{
 	"WALAckBeforeFsync":         1, // with Options.WAL (seedOptions)
 	"StalledLeaderKeepsLeading": 3, // with disk stalls (seedOptions)
+	"ElectionInCoreTicks":       1, // with the drawn knobs (knobs.go); never with FixedKnobs
 
 	"AckBeforeCommit": 1, "SkipFsync": 1, "FetchBeyondHighMark": 1, "ReapplyAfterRestart": 1, "LocalRead": 1,
 	"RestoreForgetsProducers": 1, "CheckpointForgetsProducers": 1, "FetchRenumbersInsideBatch": 1,

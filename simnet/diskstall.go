@@ -7,16 +7,18 @@ import (
 
 // Disk stalls in the simulator (node/stall.go; issue 21 item 6). Once
 // Faults.DiskStallAfter of the operations were issued, while the cluster
-// is healthy, the disk of a partition leader's node stalls for an election
-// timeout plus 1.5 to 3 s: every fsync it starts (a node.SyncJob: the
+// is healthy, the disk of a partition leader's node stalls for the
+// watchdog's threshold (Knobs.DiskStallAfter, else an election timeout)
+// plus two election timeouts plus 1.5 to 3 s: every fsync it starts (a node.SyncJob: the
 // storage pipeline of storage.go) hangs, parked, until the stall ends or a
 // heal clears the node's disk faults; writes still reach its page cache.
 // Faults.DiskStalls such episodes run, each a second after the previous
 // one ended. Meanwhile no random fault, overload or fsync crash point
 // begins.
 //
-// The check: counting from the victim's first fsync that hangs, within an
-// election timeout plus a second of virtual time, every group the node led
+// The check: counting from the victim's first fsync that hangs, within the
+// watchdog's threshold plus two election timeouts plus a second of virtual
+// time (stallBound), every group the node led
 // then (partitions and the metadata group) is led by another node —
 // provided the node is still stalled then, its peers stayed up,
 // unrestarted, connected, with space and ticking at their rate, and enough
@@ -91,15 +93,32 @@ func (p *planner) pollDiskStall() {
 
 // electionTimeout is the nodes' election timeout in virtual time.
 func (w *world) electionTimeout() time.Duration {
-	return simElectionTicks * w.opts.TickInterval
+	return w.opts.Knobs.electionTimeout(w.opts)
 }
 
-// stallDisk stalls node i's fsyncs for an election timeout plus 1.5 to
-// 3 s, holding other faults meanwhile.
+// stallAfter is the nodes' disk watchdog threshold in virtual time
+// (node.Config.DiskStallAfter; by default one election timeout).
+func (w *world) stallAfter() time.Duration {
+	if d := w.opts.Knobs.DiskStallAfter; d > 0 {
+		return d
+	}
+	return w.electionTimeout()
+}
+
+// stallBound is how long after the first hung fsync the victim's groups
+// must be led elsewhere: the watchdog's threshold, then up to two
+// election timeouts for the handover (a transfer that times out, an
+// election) and a second.
+func (w *world) stallBound() time.Duration {
+	return w.stallAfter() + 2*w.electionTimeout() + time.Second
+}
+
+// stallDisk stalls node i's fsyncs for the watchdog's threshold plus two
+// election timeouts plus 1.5 to 3 s, holding other faults meanwhile.
 func (p *planner) stallDisk(i int) {
 	w := p.w
 	n := w.nodes[i]
-	d := w.electionTimeout() + time.Duration(between(w.rngFault, 1500, 3000))*time.Millisecond
+	d := w.stallAfter() + 2*w.electionTimeout() + time.Duration(between(w.rngFault, 1500, 3000))*time.Millisecond
 	w.coverage.Inc("fault/disk-stall")
 	w.traceNote(kindFault, n.index, uint64(faultDiskStall), uint64(d))
 	p.stall = diskStall{episodes: p.stall.episodes + 1, active: true, victim: i}
@@ -114,6 +133,13 @@ func (p *planner) endStallEpisode(n *simNode) {
 	w := p.w
 	w.endDiskStall(n)
 	p.stall.active = false
+	if w.work.healed {
+		// The liveness bounds count from the end of a stall that ran
+		// after the heal: with production's ticks a stall lasts up to
+		// 8 s (DiskStallAfter 3 s, two 1 s election timeouts, 3 s).
+		w.work.healAt = w.now()
+		w.checker.leadersChecked = false
+	}
 	if p.stall.episodes < w.opts.Faults.DiskStalls {
 		w.sched.schedule(time.Second, &event{kind: evCall, node: -1, call: p.pollDiskStall})
 	}
@@ -142,7 +168,7 @@ func (w *world) parkSync(n *simNode, run func()) {
 		p.stall.peers = append(p.stall.peers, m.incarnation)
 	}
 	episode := p.stall.episodes
-	w.sched.schedule(w.electionTimeout()+time.Second, &event{kind: evCall, node: -1, call: func() { p.checkDiskStall(episode) }})
+	w.sched.schedule(w.stallBound(), &event{kind: evCall, node: -1, call: func() { p.checkDiskStall(episode) }})
 }
 
 // endDiskStall ends n's stall: its parked fsyncs run now, in the order
@@ -159,7 +185,7 @@ func (w *world) endDiskStall(n *simNode) {
 	}
 }
 
-// checkDiskStall checks, an election timeout and a second after the
+// checkDiskStall checks, stallBound after the
 // victim's first fsync of the episode hung, that every group it led then
 // has another leader.
 func (p *planner) checkDiskStall(episode int) {

@@ -21,6 +21,26 @@
 // drops, duplicates and partitions, counted per directed link so overlapping faults heal
 // independently. Clients cross the same network.
 //
+// Configuration knobs (knobs.go), FoundationDB style: each seed draws its nodes' node.Config from
+// its own stream, production's value the most common draw of each knob: node/server's timing (raft
+// ticked every 10th tick, 1 s elections, 5 s request timeouts) in half the seeds, raft ticked
+// every tick (the simulator's old timing) in a fifth, other ticks (2, 5 or 10 per raft tick,
+// elections of 6–15 raft ticks, heartbeats of 1–2, request timeouts of 0.5–10 s) in the rest;
+// node's default checkpoint interval, segment size, retention check, tail-cache total, fetch read
+// budget, pending-request bound, disk-stall threshold and segment-age cap in 40–60% of the seeds,
+// small ones otherwise. TestKnobsCoverEveryConfigField lists node.Config's fields by reflection
+// and fails on one no seed varies or sets to production's value, unless knobExempt says why
+// (identity, seams, hooks; authorization is the operator actor's). -sim.fixed-knobs
+// (Options.FixedKnobs) runs the old fixed configuration. Fault timing that is about elections
+// scales with the drawn election timeout: pauses, the quiet probe's bound and the disk-stall
+// check. Planted ElectionInCoreTicks (raft handed the election timeout in Core ticks) shows only
+// when raft ticks less often than the node: of seeds 1–200, caught in 0 with fixed knobs, 103
+// with drawn ones (TestSimCatchesElectionInCoreTicksWithKnobs -sim.knob-catch-seeds=200). Production's
+// ticks found two rejoin bugs (node/rejoin.go: a recovering replica acknowledged a stale leader's
+// appends; a metadata group finished recovering at open, before its partition replicas opened).
+// Cost: 192 seeds per CPU-minute drawn against 160 for the old fixed configuration, on 2 shared
+// cores at load 3 (fewer checkpoints, segment rolls and raft ticks outweigh the longer virtual time).
+//
 // # The path
 //
 // At time 0 an admin client creates topics sim and sim2, RF 3, through CreateTopics (retention.ms
@@ -107,8 +127,10 @@
 //     acknowledged write);
 //   - disk stalls (diskstall.go, half the seeds, 1–3 a run once 10–60% of the operations are
 //     issued, a second apart): a partition leader's node whose peers are healthy has every fsync
-//     hang for an election timeout plus 1.5–3 s (or until a heal), with no other fault, overload
-//     or fsync crash point meanwhile; within an election timeout plus 1 s of its first hung fsync
+//     hang for the stall threshold (Config.DiskStallAfter, else an election timeout) plus two
+//     election timeouts plus 1.5–3 s (or until a heal), with no other fault, overload or fsync
+//     crash point meanwhile; within the threshold plus two election timeouts plus 1 s of its first
+//     hung fsync
 //     every group it led must be led elsewhere (skipped, and counted, when its peers did not stay
 //     healthy or too few run the group's incarnation to elect without it). Planted
 //     StalledLeaderKeepsLeading (the watchdog blind) is caught by nothing else: 135 of 200 seeds
@@ -157,11 +179,14 @@
 //
 // # Profiles
 //
-// Safety: faults throughout. Liveness: after half the operations everything heals, and every
-// partition must have a leader and every operation finish within 10 s virtual. Mixed picks per
+// Safety: faults throughout; a run that reaches the 60 s time limit without one successful produce
+// fails (the cluster never came up). Liveness: after half the operations everything heals, and every
+// partition must have a leader and every operation finish within 10 s virtual (not counted while the
+// quiet probe runs: it crashes a leader on purpose and bounds the election itself). Mixed picks per
 // seed. Quiet probe (every seed, once the clients finish): faults stop and the network heals but no
 // node restarts (a restart's fresh campaign would wake what quiescence put to sleep); after 500 ms
-// idle the node leading most groups crashes in two seeds of three, and within 3 s every group with
+// idle the node leading most groups crashes in two seeds of three, and within 3 s plus 8 election
+// timeouts every group with
 // a live majority must have a leader a majority names. The final heal then restarts every node that
 // can, and the liveness bounds count again from that restart. A final drain reads every partition
 // to its high-water mark. A Porcupine check that runs out of time fails the seed (counted apart as
@@ -223,13 +248,12 @@
 // only produce and fetch); slow disks beyond the drawn fsync delay; memory pressure; clocks that
 // run fast (ticks are slowed and stopped, never sped up, so a lease outliving an election is never
 // made short); clients that refresh metadata unprompted; chains of faults beyond the scheduled
-// incidents; moves and joins together in one run; TLS and SASL (they live in node/server). Nor: the
-// server's timing configuration (TicksPerRaftTick 10, RequestTimeoutTicks 500: the simulator ticks
-// raft every tick), authorization in the side runs (groups, moves, joins), the effect of quotas
-// (node/server throttles) and of elections asked for (answered, not checked), concurrent admin
-// requests (the operator sends one at a time), clientlib's Consumer and GroupConsumer and its
-// connections and stall detection (the simulator's consumers and group members are its own; only
-// producers 2–4 run clientlib's producer loop), anything of node/server (loop batching,
+// incidents; moves and joins together in one run; TLS and SASL (they live in node/server). Nor:
+// authorization in the side runs (groups, moves, joins), the effect of quotas (node/server
+// throttles) and of elections asked for (answered, not checked), concurrent admin requests (the
+// operator sends one at a time), clientlib's Consumer and GroupConsumer and its connections and
+// stall detection (the simulator's consumers and group members are its own; only producers 2–4
+// run clientlib's producer loop), anything of node/server (loop batching,
 // storage pool, budgets, transport), and the kafkaproto server (per-connection ordering, classic
 // groups). Groups, moves, joins, the WAL and the Kafka codec run only in their own 4–20-seed side
 // runs, not in the 200-seed sample.

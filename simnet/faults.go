@@ -721,7 +721,7 @@ func (p *planner) rollingKill(n *simNode) {
 }
 
 // pause stops a live node's process (3 times in 4 a partition leader's)
-// for 3 to 8 election timeouts (10 ticks each): it neither ticks nor reads its input, then resumes with
+// for 3 to 8 election timeouts (of 10 raft ticks): it neither ticks nor reads its input, then resumes with
 // every frame, client request and tick queued meanwhile. A leader paused
 // mid-term resumes believing it still leads, with its lease and timeout
 // state as it was: the read and lease logic must not trust it.
@@ -734,7 +734,7 @@ func (p *planner) pause() {
 	if n == nil || n.pausedUntil > p.w.now() {
 		return
 	}
-	d := time.Duration(between(p.w.rngFault, 30, 80)) * p.w.opts.TickInterval
+	d := time.Duration(between(p.w.rngFault, 30, 80)) * p.w.opts.Knobs.raftTick(p.w.opts)
 	n.pausedUntil = p.w.now() + d
 	p.w.traceNote(kindFault, n.index, uint64(faultPause), uint64(d))
 }

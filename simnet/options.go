@@ -224,6 +224,10 @@ type Options struct {
 	// sent and its outcome read back after the run, and authorization on
 	// with ACLs in two seeds of three. On in Standard.
 	Operator bool
+	// Knobs are the nodes' timing and budgets, drawn per seed by Choose
+	// (knobs.go) unless FixedKnobs, which keeps the simulator's old ones.
+	Knobs      Knobs
+	FixedKnobs bool
 	// StopAtFailure ends the run at its first failed check, skipping the
 	// rest and the final checks: for catch-rate sweeps of planted bugs
 	// (TestSimCatchRate), where only "caught or not" matters.
@@ -327,6 +331,7 @@ func Choose(o Options) Options {
 		f.DiskStallAfter = float64(between(r, 10, 60)) / 100
 		f.DiskStalls = int(between(r, 1, 3))
 	}
+	o.drawKnobs() // from its own stream
 	return o
 }
 
@@ -338,7 +343,7 @@ func (o Options) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed=%d profile=%s nodes=%d partitions=%d rf=%d ops=%d", o.Seed, o.Profile,
 		o.Nodes, o.Partitions, o.Replication, o.Ops)
-	fmt.Fprintf(&b, " checkpoint=%d segment=%d", o.CheckpointEntries, o.SegmentBytesMax)
+	fmt.Fprintf(&b, " checkpoint=%d segment=%d %v", o.CheckpointEntries, o.SegmentBytesMax, o.Knobs)
 	fmt.Fprintf(&b, " retention{ms=%d bytes=%d segment.ms=%d check=%d}", o.RetentionMs, o.RetentionBytes, o.SegmentMs,
 		o.RetentionCheckTicks)
 	fmt.Fprintf(&b, " latency=%v..%v jitter=%v drop=%g dup=%g", o.LatencyMin, o.LatencyMax, o.Jitter,

@@ -58,6 +58,11 @@ func (w *world) run() {
 			w.stats.TimeLimited = true
 			if w.opts.Profile == Liveness {
 				w.fail("time limit %v reached with work pending", w.opts.TimeLimit)
+			} else if w.stats.ProducesOK == 0 {
+				// Faults throughout excuse slow progress, not none: a
+				// cluster that never acknowledged a write in the whole
+				// run never came up (elections that never end).
+				w.fail("time limit %v reached and no produce ever succeeded", w.opts.TimeLimit)
 			}
 			break
 		}

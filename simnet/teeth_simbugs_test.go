@@ -23,12 +23,12 @@ func failsWith(res Result, marker string) bool {
 // failure). It counts over a range rather than pinning seeds: every
 // change to the workload's or the faults' draws moves which seeds catch a
 // bug, never how often.
-func requireCatches(t *testing.T, bug string, from, to uint64, want int, marker string, adjust func(*Options)) {
+func requireCatches(t *testing.T, bug string, from, to uint64, want int, marker string, build func(*testing.T, uint64, string, string) Options, adjust func(*Options)) {
 	t.Helper()
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	var caught []uint64
 	for seed := from; seed <= to; seed++ {
-		o := seedOptions(t, seed, "mixed", bug)
+		o := build(t, seed, "mixed", bug)
 		if adjust != nil {
 			adjust(&o)
 		}
@@ -44,16 +44,17 @@ func requireCatches(t *testing.T, bug string, from, to uint64, want int, marker 
 // The durability audit catches SkipFsync at the first promise it breaks
 // (12 of seeds 1-12); without it most seeds pass (5 of seeds 1-20 fail).
 func TestAuditCatchesSkipFsync(t *testing.T) {
-	requireCatches(t, "SkipFsync", 1, 6, 4, "durability:", func(o *Options) {
+	requireCatches(t, "SkipFsync", 1, 6, 4, "durability:", seedOptions, func(o *Options) {
 		o.EventsMax = 5_000 // the first broken promise comes early; skip the event storm after it
 	})
 }
 
 // The digest comparison catches checkpoints written without the producer
-// table at the first checkpoint; the older checks see it only when a
+// table at the first checkpoint (fixed knobs: production's 1,024-entry
+// checkpoint interval writes none in a run); the older checks see it only when a
 // replica restarts from one and a producer continues.
 func TestDigestsCatchCheckpointForgetsProducers(t *testing.T) {
-	requireCatches(t, "CheckpointForgetsProducers", 1, 6, 4, "digest:", nil) // 46 of 50 since the incidents
+	requireCatches(t, "CheckpointForgetsProducers", 1, 6, 4, "digest:", fixedKnobsOptions, nil) // 46 of 50 since the incidents
 }
 
 // A kill inside a round leaves that round's unsynced writes in the page
@@ -61,7 +62,7 @@ func TestDigestsCatchCheckpointForgetsProducers(t *testing.T) {
 // reports them stable at the restart (9 of seeds 1-12). Without kills
 // inside rounds (the old fault mix) seeds 1-50 all pass.
 func TestRecoveryCheckCatchesRecoverTrustsPageCache(t *testing.T) {
-	requireCatches(t, "RecoverTrustsPageCache", 1, 8, 4, "recovery reported unsynced data as stable", nil)
+	requireCatches(t, "RecoverTrustsPageCache", 1, 8, 4, "recovery reported unsynced data as stable", fixedKnobsOptions, nil)
 }
 
 // Multi-record batches and random readers make fetches start inside a
@@ -69,7 +70,7 @@ func TestRecoveryCheckCatchesRecoverTrustsPageCache(t *testing.T) {
 // caught (12 of seeds 1-12); with one record per batch no fetch starts
 // inside one and 0 of seeds 1-50 failed.
 func TestWorkloadCatchesFetchRenumbersInsideBatch(t *testing.T) {
-	requireCatches(t, "FetchRenumbersInsideBatch", 1, 6, 4, "", nil)
+	requireCatches(t, "FetchRenumbersInsideBatch", 1, 6, 4, "", seedOptions, nil)
 }
 
 // The per-index status digest catches a restore that got the offset
@@ -77,7 +78,7 @@ func TestWorkloadCatchesFetchRenumbersInsideBatch(t *testing.T) {
 // seeds 1-12); nothing else in the run sees it (0 of seeds 1-50 with the
 // digests off).
 func TestStatusDigestCatchesRestoreIndexTimes(t *testing.T) {
-	requireCatches(t, "RestoreIndexTimes", 1, 8, 4, "at applied index", nil)
+	requireCatches(t, "RestoreIndexTimes", 1, 8, 4, "at applied index", fixedKnobsOptions, nil)
 }
 
 // Acks=1 produces (the non-idempotent producer's mix) let the durability
@@ -85,5 +86,5 @@ func TestStatusDigestCatchesRestoreIndexTimes(t *testing.T) {
 // a workload of acks=all produces never sends one, and 0 of seeds 1-50
 // failed.
 func TestWorkloadCatchesAckLeaderEarly(t *testing.T) {
-	requireCatches(t, "AckLeaderEarly", 1, 5, 3, "durability:", nil) // 46 of 50 since the incidents
+	requireCatches(t, "AckLeaderEarly", 1, 5, 3, "durability:", seedOptions, nil) // 46 of 50 since the incidents
 }

@@ -240,6 +240,7 @@ func newWorld(o Options) *world {
 	if o.LogTailCacheBytesMax < 0 {
 		w.coverage.Inc("run/tail-cache-off")
 	}
+	w.countKnobs()
 	w.incarnations = newIncarnations(w)
 	w.corrupter = newCorrupter(w)
 	w.durability = newDurability(w)
@@ -266,8 +267,32 @@ func (w *world) fail(format string, args ...any) {
 // failuresKept bounds the step failures a run keeps (the first ones matter).
 const failuresKept = 10
 
-// simElectionTicks is every node's node.Config.ElectionTicks.
-const simElectionTicks = 10
+// nodeConfig is node n's config in incarnation inc: the run's knobs and
+// the simulator's disk, network, clock and hooks.
+func (w *world) nodeConfig(n *simNode, inc uint32) node.Config {
+	cfg := node.Config{
+		ID:                   n.id,
+		Disk:                 n.cut,
+		Network:              n.endpoint,
+		Clock:                n.clock,
+		Rand:                 newStream(w.opts.Seed, streamNode+uint64(n.id)<<16+uint64(inc)),
+		SegmentBytesMax:      w.opts.SegmentBytesMax,
+		CheckpointEntries:    w.opts.CheckpointEntries,
+		LogTailCacheBytesMax: w.opts.LogTailCacheBytesMax,
+		AsyncSyncs:           true,
+		WAL:                  w.opts.WAL,
+		MinFreeBytes:         simMinFreeBytes,
+		CatchUpBytesPerSec:   w.opts.CatchUpBytesPerSec,
+		RetentionCheckTicks:  w.opts.RetentionCheckTicks,
+		Observer: func(tp node.TopicPartition, topicID, index, term uint64, data []byte) {
+			w.checker.onApply(n, tp, topicID, index, term, data)
+		},
+	}
+	w.opts.Knobs.configure(&cfg, w.opts)
+	w.wire.configure(&cfg)
+	plantBug(&cfg, w.opts.Bug)
+	return cfg
+}
 
 // startNode opens n's core on its disk. An open failure (a corrupt or
 // unreadable disk) leaves the node down; corruption is permanent.
@@ -280,30 +305,7 @@ func (w *world) startNode(n *simNode) {
 		n.cut.armNow(cutRecovery, n.recoveryCut-1)
 		n.recoveryCut = 0
 	}
-	cfg := node.Config{
-		ID:                   n.id,
-		Disk:                 n.cut,
-		Network:              n.endpoint,
-		Clock:                n.clock,
-		Rand:                 newStream(w.opts.Seed, streamNode+uint64(n.id)<<16+uint64(inc)),
-		ElectionTicks:        simElectionTicks,
-		HeartbeatTicks:       1,
-		SegmentBytesMax:      w.opts.SegmentBytesMax,
-		CheckpointEntries:    w.opts.CheckpointEntries,
-		LogTailCacheBytesMax: w.opts.LogTailCacheBytesMax,
-		AsyncSyncs:           true,
-		WAL:                  w.opts.WAL,
-		WALBytesMax:          walBytesMaxSim,
-		WALLogFlushBytes:     walLogFlushBytesSim,
-		MinFreeBytes:         simMinFreeBytes,
-		CatchUpBytesPerSec:   w.opts.CatchUpBytesPerSec,
-		RetentionCheckTicks:  w.opts.RetentionCheckTicks,
-		Observer: func(tp node.TopicPartition, topicID, index, term uint64, data []byte) {
-			w.checker.onApply(n, tp, topicID, index, term, data)
-		},
-	}
-	w.wire.configure(&cfg)
-	plantBug(&cfg, w.opts.Bug)
+	cfg := w.nodeConfig(n, inc)
 	truncates := n.disk.Truncates("log")
 	c, err := w.callOpen(n, cfg)
 	w.coverage.Add("event/recovery-truncate", int64(n.disk.Truncates("log")-truncates))

@@ -1,0 +1,54 @@
+//go:build simbugs
+
+package simnet
+
+import (
+	"flag"
+	"runtime/debug"
+	"testing"
+)
+
+// flagKnobCatchSeeds is how many seeds TestSimCatchesElectionInCoreTicksWithKnobs
+// runs each way (make sim-bugs measures 200: see knobs.go's figures).
+var flagKnobCatchSeeds = flag.Int("sim.knob-catch-seeds", 20, "TestSimCatchesElectionInCoreTicksWithKnobs: seeds per configuration")
+
+// ElectionInCoreTicks (raft's election timeout counted in Core ticks) is a
+// bug only production's tick settings show: with the simulator's old fixed
+// configuration (raft ticked every Core tick) no seed can catch it, with
+// the drawn knobs at least half the seeds do.
+func TestSimCatchesElectionInCoreTicksWithKnobs(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	caught := func(fixed bool) int {
+		n := 0
+		for seed := uint64(1); seed <= uint64(*flagKnobCatchSeeds); seed++ {
+			base := Standard(seed, Mixed)
+			base.FixedKnobs = fixed
+			o := Choose(base)
+			o.Bug, o.Faults.WipeRejoin, o.StopAtFailure = "ElectionInCoreTicks", true, true
+			if runSeed(t, o, "").Failed() {
+				n++
+			}
+		}
+		return n
+	}
+	seeds := *flagKnobCatchSeeds
+	fixed, drawn := caught(true), caught(false)
+	t.Logf("ElectionInCoreTicks caught in %d of %d seeds with fixed knobs, %d of %d with drawn knobs", fixed, seeds, drawn, seeds)
+	if fixed != 0 {
+		t.Errorf("caught in %d seeds with fixed knobs: the bug should be invisible when raft ticks every Core tick", fixed)
+	}
+	if 2*drawn < seeds {
+		t.Errorf("caught in %d of %d seeds with drawn knobs, below half", drawn, seeds)
+	}
+}
+
+// fixedKnobsOptions is seedOptions with FixedKnobs: for tests of a
+// checker's teeth calibrated on seeds of the old fixed configuration, whose
+// bugs need its small checkpoint interval and segments to show at all.
+func fixedKnobsOptions(t *testing.T, seed uint64, profile, bug string) Options {
+	t.Helper()
+	was := *flagFixedKnobs
+	*flagFixedKnobs = true
+	defer func() { *flagFixedKnobs = was }()
+	return seedOptions(t, seed, profile, bug)
+}

@@ -1,0 +1,163 @@
+package simnet
+
+import (
+	"flag"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/strandlog/strand/node"
+	"github.com/strandlog/strand/node/server"
+)
+
+// flagFixedKnobs runs the seeds with FixedKnobs: the node configuration
+// the simulator ran before it drew one per seed (knobs.go).
+var flagFixedKnobs = flag.Bool("sim.fixed-knobs", false, "run every node with the simulator's old fixed configuration (raft ticked every tick) instead of drawing it per seed")
+
+// knobExempt are node.Config's fields the draw leaves alone, each with the
+// reason it cannot sensibly vary in the simulator.
+var knobExempt = map[string]string{
+	"ID": "the node's identity", "Nodes": "the cluster's membership (the scenario's)",
+	"Disk": "the simulated disk", "Network": "the simulated network", "Clock": "the virtual clock",
+	"Rand": "the node's seeded stream", "Logger": "output only",
+	"Observer":      "the checker's apply hook",
+	"SyncLogs":      "unused with AsyncSyncs (the simulator's storage pipeline runs the syncs)",
+	"MinFreeBytes":  "the disk-full fault's floor (fulldisk.go): at 0 a full disk fails a write and fail-stops the node",
+	"Authorization": "drawn by the operator actor, which sets up users and ACLs",
+	"SuperUsers":    "drawn by the operator actor, with Authorization",
+	"plantedBugs":   "the planted-bug switches (-tags simbugs)",
+}
+
+// productionConfig is node.Config as node/server runs it under cmd/strand's
+// defaults (fillCoreConfig): its knobs' production values.
+func productionConfig() node.Config {
+	return node.Config{TickDuration: server.TickDefault, ElectionTicks: server.ElectionTicksDefault,
+		HeartbeatTicks: server.HeartbeatTicksDefault, TicksPerRaftTick: server.TicksPerRaftTickDefault,
+		RequestTimeoutTicks: server.RequestTimeoutTicksDefault, RetentionCheckTicks: prodRetentionCheckTicks,
+		AsyncSyncs: true}
+}
+
+// sampleConfigs is the node config of node 1 in each seed of the standard
+// sample, as startNode builds it.
+func sampleConfigs(seeds int) []node.Config {
+	var cfgs []node.Config
+	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+		w := newWorld(Choose(Standard(seed, Mixed)))
+		cfgs = append(cfgs, w.nodeConfig(w.nodes[0], 1))
+	}
+	return cfgs
+}
+
+// configFields flattens cfg's fields (nested structs by their path) to
+// printed values, for comparison.
+func configFields(v reflect.Value, prefix string, out map[string]string) {
+	for i := range v.NumField() {
+		f, name := v.Type().Field(i), prefix+v.Type().Field(i).Name
+		if _, ok := knobExempt[name]; ok {
+			continue
+		}
+		fv := v.Field(i)
+		if fv.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)) {
+			configFields(fv, name+".", out)
+			continue
+		}
+		if fv.Kind() == reflect.Func {
+			out[name] = fmt.Sprint(!fv.IsNil())
+			continue
+		}
+		out[name] = fmt.Sprint(fv.Interface())
+	}
+}
+
+// Every field of node.Config (and its nested configs) is varied by the
+// seeds' draw or set to production's value in some seed, unless
+// knobExempt names it with a reason: a field added later without a draw
+// fails here.
+func TestKnobsCoverEveryConfigField(t *testing.T) {
+	prod := map[string]string{}
+	configFields(reflect.ValueOf(productionConfig()), "", prod)
+	values := map[string]map[string]int{}
+	for _, cfg := range sampleConfigs(200) {
+		fields := map[string]string{}
+		configFields(reflect.ValueOf(cfg), "", fields)
+		for name, v := range fields {
+			if values[name] == nil {
+				values[name] = map[string]int{}
+			}
+			values[name][v]++
+		}
+	}
+	for name, seen := range values {
+		if len(seen) < 2 && seen[prod[name]] == 0 {
+			t.Errorf("node.Config.%s is %v in every seed, never production's %s: draw it in knobs.go or exempt it in knobExempt with a reason",
+				name, seen, prod[name])
+		}
+	}
+}
+
+// The timing knobs take production's value more often than any other.
+func TestKnobsProductionMostCommon(t *testing.T) {
+	counts := map[string]map[int64]int{}
+	for _, cfg := range sampleConfigs(200) {
+		for name, v := range map[string]int64{"TicksPerRaftTick": int64(cfg.TicksPerRaftTick),
+			"RequestTimeoutTicks": int64(cfg.RequestTimeoutTicks), "ElectionTicks": int64(cfg.ElectionTicks),
+			"CheckpointEntries": int64(cfg.CheckpointEntries), "SegmentBytesMax": cfg.SegmentBytesMax,
+			"FetchReadBytesPerProcess": cfg.FetchReadBytesPerProcess, "PendingRequestsMax": int64(cfg.PendingRequestsMax)} {
+			if counts[name] == nil {
+				counts[name] = map[int64]int{}
+			}
+			counts[name][v]++
+		}
+	}
+	prod := productionConfig()
+	want := map[string]int64{"TicksPerRaftTick": int64(prod.TicksPerRaftTick), "RequestTimeoutTicks": int64(prod.RequestTimeoutTicks),
+		"ElectionTicks": int64(prod.ElectionTicks)}
+	for name, seen := range counts {
+		p := want[name] // 0 (node's default) for the others
+		for v, n := range seen {
+			if v != p && n >= seen[p] {
+				t.Errorf("%s: %d seeds drew %d, production's %d only %d: %v", name, n, v, p, seen[p], seen)
+			}
+		}
+	}
+}
+
+// FixedKnobs, and the draw's production values, are the simulator's old
+// configuration and node/server's defaults.
+func TestKnobsProductionMatchesServer(t *testing.T) {
+	if prodTickDuration != server.TickDefault || prodElectionTicks != server.ElectionTicksDefault ||
+		prodHeartbeatTicks != server.HeartbeatTicksDefault || prodTicksPerRaftTick != server.TicksPerRaftTickDefault ||
+		prodRequestTimeoutTicks != server.RequestTimeoutTicksDefault {
+		t.Errorf("knobs.go's production constants differ from node/server's defaults")
+	}
+	if Standard(1, Mixed).TickInterval != server.TickDefault {
+		t.Errorf("Standard's tick %v is not production's %v", Standard(1, Mixed).TickInterval, server.TickDefault)
+	}
+}
+
+// The same seed draws the same knobs.
+func TestKnobsDeterministic(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		a, b := Choose(Standard(seed, Mixed)), Choose(Standard(seed, Mixed))
+		if a.String() != b.String() {
+			t.Fatalf("seed %d drew %v then %v", seed, a, b)
+		}
+	}
+}
+
+// Seed 30 with FixedKnobs: a wiped node killed while its metadata group
+// caught up (its log past until, not yet applied) reopened, replayed past
+// until and finished recovering before reconcile opened its partition
+// replicas, which then opened as new and voted with empty logs: an entry
+// of term 6 at index 51 overwrote a committed one. Pinned: a change to
+// the draws moves the schedule (node/rejoin.go startRejoin).
+func TestSimRejoinDoneOnlyAfterReplicasOpen(t *testing.T) {
+	base := Standard(30, Mixed)
+	base.FixedKnobs = true
+	o := Choose(base)
+	o.Faults.WipeRejoin = true
+	if res := runSeed(t, o, ""); res.Failed() {
+		t.Fatalf("seed 30 with fixed knobs: %s", res.Failures[0])
+	}
+}
