@@ -68,17 +68,6 @@ func (c *Core) openMeta() error {
 	if err := c.reconcile(); err != nil {
 		return err
 	}
-	// The metadata group's rejoin advances only now, after reconcile opened
-	// every replica its state places here: a replica that opens on an empty
-	// log while that rejoin is unfinished recovers (prepareRejoin), and one
-	// opened after it finished is taken for a new replica. Advanced before
-	// reconcile, a node restarted after its metadata caught up but before
-	// it opened a replica placed on it before the wipe took that replica
-	// for new, and it voted a second time in a term (simulator seed 108
-	// with clientlib's producers).
-	if err := c.startRejoin(g); err != nil {
-		return fmt.Errorf("node: open metadata group: %w", err)
-	}
 	return c.sweepWhenReplayed()
 }
 

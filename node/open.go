@@ -240,9 +240,6 @@ func (c *Core) openRaft(g *group) error {
 			return err
 		}
 	}
-	if g.sm.policy().control {
-		return nil // openMeta starts its rejoin once the partitions are open
-	}
 	if err := c.startRejoin(g); err != nil {
 		_ = log.Close()
 		return err
