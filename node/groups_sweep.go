@@ -36,7 +36,9 @@ func (c *Core) sweepGroups() {
 			continue
 		}
 		if _, _, leading := g.leadership(); !leading {
-			delete(c.coord.coords, g.tp) // lookup-only map: deletion order does not leak
+			if !c.bugKeepMovedCoordinator(g) {
+				delete(c.coord.coords, g.tp) // lookup-only map: deletion order does not leak
+			}
 			continue
 		}
 		co, err := c.coordinatorFor(g)

@@ -17,3 +17,16 @@ func TestSimCatchesMoveBugs(t *testing.T) {
 		})
 	}
 }
+
+// A coordinator that a move took away and that still serves its group's
+// reads and unchanged heartbeats (MoveRacesRebalance) is caught by the
+// standard sample, which runs groups and moves of the group's
+// __strand_offsets partition together; neither side run combines them.
+func TestSimCatchesMoveRacesRebalance(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	for _, bug := range SampleBugNames {
+		t.Run(bug, func(t *testing.T) {
+			requireCaught(t, bug, func(seed uint64) Options { return sampleOptions(t, seed, "mixed", bug) })
+		})
+	}
+}

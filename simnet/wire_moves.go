@@ -118,6 +118,15 @@ func (c *wireClient) onCancel(err error) {
 	case err == nil:
 		mv.cancel = cancelDone
 		w.coverage.Inc("event/partition-move-cancelled")
+	case c.ww.membershipRefusal(err):
+		// The decommission fenced a node the cancel moves back to, or
+		// moved the partition itself: the move stands, unless an earlier
+		// attempt applied the cancel.
+		w.coverage.Inc("event/partition-move-refused-membership")
+		mv.cancel = cancelNone
+		if c.maybeDone || a.MaybeWritten {
+			mv.cancel = cancelMaybe
+		}
 	case !a.Retriable:
 		w.fail("cancel of the move of %s to %v refused: %v", w.incarnations.label(mv.group), mv.target, err)
 		mv.cancel = cancelMaybe
@@ -250,6 +259,13 @@ func (c *wireClient) drawMove() (simMove, bool) {
 	replace := 1 + c.rng.IntN(min(2, len(outside), len(current)))
 	target := slices.Clone(current)
 	c.rng.Shuffle(len(target), func(i, j int) { target[i], target[j] = target[j], target[i] })
+	if l := c.ww.w.leaderOf(g); g > c.ww.w.opts.Partitions && l >= 0 {
+		// The coordinator's partition moves off the coordinator, as a
+		// drained node's would: members must follow it mid-rebalance.
+		if i := slices.Index(target, uint64(c.ww.w.nodes[l].id)); i >= 0 {
+			target[i], target[len(target)-1] = target[len(target)-1], target[i]
+		}
+	}
 	c.rng.Shuffle(len(outside), func(i, j int) { outside[i], outside[j] = outside[j], outside[i] })
 	copy(target[len(target)-replace:], outside[:replace])
 	c.rng.Shuffle(len(target), func(i, j int) { target[i], target[j] = target[j], target[i] })
@@ -355,7 +371,13 @@ func (c *wireClient) moveFault(mv simMove) {
 	if w.work.healed || w.probe.active {
 		return
 	}
-	switch c.rng.IntN(4) {
+	draw := c.rng.IntN(4)
+	if mv.group > w.opts.Partitions && draw < 2 {
+		// Not the coordinator's node: its crash would turn the hand-off
+		// into a plain failover, which the group runs test already.
+		draw = 2
+	}
+	switch draw {
 	case 0:
 		if i := w.leaderOf(mv.group); i >= 0 {
 			c.crashForMove(w.nodes[i], "fault/move-crash-leader")
@@ -606,6 +628,11 @@ func (ww *wireWorkload) rollBackStranded(i int) {
 			case err == nil:
 				mv.cancel = cancelDone
 				ww.w.coverage.Inc("event/partition-move-rolled-back")
+			case ww.membershipRefusal(err):
+				ww.w.coverage.Inc("event/partition-move-refused-membership") // as onCancel
+				if c.attempts > 1 {
+					mv.cancel = cancelMaybe // an earlier attempt may have applied it
+				}
 			case a.Retriable && ww.w.now() <= start+ww.w.opts.OpDeadline:
 				c.after(wireBackoff.Delay(c.attempts, c.rng), func() { attempt(c.controllerTarget(err)) })
 				return
