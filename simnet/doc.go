@@ -136,6 +136,22 @@
 // to its high-water mark. A Porcupine check that runs out of time fails the seed (counted apart as
 // inconclusive=); with the layout-bounded model none does in 200 seeds.
 //
+// # The standard sample's features
+//
+// TestSim and make sim draw each seed's workload features from a stream of their own (features.go,
+// DrawFeatures; -sim.features=false, make sim FEATURES=0, runs without): the group workload in half
+// the seeds; 5 nodes with moves, with joins (half of them then decommission a node) or with both in
+// half; topic growth wherever groups do not run; the WAL in a quarter; the Kafka codec in half. So a
+// seed sees a move of the group's __strand_offsets partition off its coordinator (one move in two
+// with groups) during a rebalance, a join during a disk replacement, a decommission racing the
+// mover. The coverage table has a feature/... row per feature, and TestSim (40 seeds or more)
+// requires each feature and its main event. Moves and joins together: a move adds only active
+// unfenced nodes; a move or cancel refused because the membership changed under it (a node fenced,
+// the decommission's own move) is the operator's race, not a finding; a move the decommission moved
+// on must be settled where the metadata puts it; a removed node's metadata is not consulted. The
+// side runs (TestSimGroups, TestSimMoves, TestSimJoins, TestSimWAL, TestSimKafkaCodec,
+// TestSimAddPartitions) stay as focused extras on seedOptions, which draws none of these.
+//
 // # Invariants
 //
 //   - at most one leader per term per group (metadata group included): checker.onStatus, after
@@ -192,13 +208,13 @@
 // only produce and fetch); slow disks beyond the drawn fsync delay; memory pressure; clocks that
 // run fast (ticks are slowed and stopped, never sped up, so a lease outliving an election is never
 // made short); clients that refresh metadata unprompted; chains of faults beyond the scheduled
-// incidents; moves and joins together in one run; TLS and SASL (they live in node/server). Nor: the
+// incidents; the decommission of several nodes, or one started during a join; TLS and SASL (they live
+// in node/server). Nor: the
 // server's timing configuration (TicksPerRaftTick 10, RequestTimeoutTicks 500: the simulator ticks
 // raft every tick), authorization, about half the request types (AlterConfigs, DeleteRecords,
 // DescribePartitions, the group listings and deletes, users, ACLs, quotas, ElectLeaders,
 // ClusterMembers), clientlib's stateful client (producer loop, Consumer, GroupConsumer: the
 // simulator drives its own client around the pure pieces), anything of node/server (loop batching,
 // storage pool, budgets, transport), and the kafkaproto server (per-connection ordering, classic
-// groups). Groups, moves, joins, the WAL and the Kafka codec run only in their own 4–20-seed side
-// runs, not in the 200-seed sample.
+// groups).
 package simnet
