@@ -5,8 +5,6 @@ package node
 import (
 	"go.etcd.io/raft/v3"
 
-	"github.com/strandlog/strand/engine/groups"
-	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog"
 )
 
@@ -57,11 +55,6 @@ func (c *Core) bugReplayEmpty() bool                                     { retur
 func (c *Core) bugSkipTopicID() bool                                     { return false }
 func (c *Core) bugBatchCRC(batch []byte) []byte                          { return batch }
 func (c *Core) bugMoveDropsEarly() bool                                  { return false }
-func (c *Core) bugKeepMovedCoordinator(*group) bool                      { return false }
-func (c *Core) bugMovedCoordinator(string) *coordinator                  { return nil }
-func (c *Core) bugServeMovedRead(string, func(*groups.State)) bool       { return false }
-func (c *Core) bugServeMovedHeartbeat(*strandpb.ConsumerGroupHeartbeatRequest, func(*strandpb.ConsumerGroupHeartbeatResponse, *strandpb.Error)) bool {
-	return false
-}
-func (c *Core) bugRemoveBeforeCaughtUp() bool { return false }
-func (c *Core) bugIgnoreStall() bool          { return false }
+func (c *Core) bugCoordinatorFromEnd(*group, *coordinator)               {}
+func (c *Core) bugRemoveBeforeCaughtUp() bool                            { return false }
+func (c *Core) bugIgnoreStall() bool                                     { return false }

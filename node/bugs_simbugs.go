@@ -14,7 +14,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/engine"
-	"github.com/strandlog/strand/engine/groups"
 	"github.com/strandlog/strand/engine/recordbatch"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog"
@@ -108,80 +107,22 @@ type Bugs struct {
 	// committed (members.go removalDue): a node down through its
 	// decommission never learns its replicas moved and keeps hosting them.
 	RemoveBeforeCaughtUp bool
-	// MoveRacesRebalance: a node that a move took a group's
-	// __strand_offsets partition from (its replica gone, or leaving the
-	// move's target) keeps the coordinator it had, names itself in
-	// FindCoordinator while it does, and serves the group's reads and
-	// unchanged heartbeats from it: members that call it keep their
-	// assignment and read offsets frozen at the move while the new
-	// coordinator rebalances the group and takes commits.
+	// MoveRacesRebalance: a coordinator built on a replica that a move
+	// added (this node outside the partition's bootstrap set) starts at
+	// the high-water mark, as if a replica new to the partition had no
+	// group history to replay: when a move hands the group partition's
+	// lead to it during a rebalance, it knows no member and no committed
+	// offset.
 	MoveRacesRebalance bool
 }
 
-// bugMovedCoordinator (MoveRacesRebalance) is the coordinator this node
-// kept for group after a move took the group's partition from it; nil
-// without the bug or when it still coordinates (or never did).
-func (c *Core) bugMovedCoordinator(group string) *coordinator {
-	if !c.cfg.Bugs.MoveRacesRebalance || c.meta == nil {
-		return nil
+// bugCoordinatorFromEnd (MoveRacesRebalance) starts co at the
+// high-water mark when g is a replica a move added.
+func (c *Core) bugCoordinatorFromEnd(g *group, co *coordinator) {
+	if !c.cfg.Bugs.MoveRacesRebalance || slices.Contains(g.bootSet(), c.cfg.ID) {
+		return
 	}
-	t, ok := c.meta.meta.Topic(OffsetsTopic)
-	if !ok {
-		return nil
-	}
-	tp := TopicPartition{Topic: OffsetsTopic, Partition: GroupPartition(group, t.Partitions())}
-	co := c.coord.coords[tp]
-	if co == nil || co.topicID != t.ID {
-		return nil
-	}
-	if g := c.byTP[tp]; g != nil && (len(g.target) == 0 || slices.Contains(g.target, c.cfg.ID)) {
-		return nil // still a replica the move keeps (or no move)
-	}
-	return co
-}
-
-// bugKeepMovedCoordinator (MoveRacesRebalance) keeps the coordinator of
-// a replica the current move leaves out once it no longer leads.
-func (c *Core) bugKeepMovedCoordinator(g *group) bool {
-	return c.cfg.Bugs.MoveRacesRebalance && len(g.target) > 0 && !slices.Contains(g.target, c.cfg.ID)
-}
-
-// bugServeMovedRead (MoveRacesRebalance) serves a group read from the
-// coordinator a move took away, without a read index; false: not planted
-// or nothing kept.
-func (c *Core) bugServeMovedRead(group string, serve func(*groups.State)) bool {
-	co := c.bugMovedCoordinator(group)
-	if co == nil {
-		return false
-	}
-	serve(co.state)
-	return true
-}
-
-// bugServeMovedHeartbeat (MoveRacesRebalance) answers a member's
-// heartbeat that changes nothing from the coordinator a move took away.
-func (c *Core) bugServeMovedHeartbeat(req *strandpb.ConsumerGroupHeartbeatRequest,
-	done func(*strandpb.ConsumerGroupHeartbeatResponse, *strandpb.Error)) bool {
-	co := c.bugMovedCoordinator(req.GetGroup())
-	if co == nil || req.GetMemberEpoch() <= 0 {
-		return false
-	}
-	var topics []*strandpb.GroupTopicInfo
-	for _, name := range slices.Compact(slices.Sorted(slices.Values(req.GetSubscriptions()))) {
-		if t, ok := c.meta.meta.Topic(name); ok && name != OffsetsTopic {
-			topics = append(topics, c.groupTopicInfo(t))
-		}
-	}
-	r, unchanged := co.state.HeartbeatUnchanged(heartbeatFromWire(&strandpb.GroupHeartbeatCommand{Request: req, Topics: topics}, 0))
-	if !unchanged {
-		return false
-	}
-	cfg := c.groupsConfig()
-	done(&strandpb.ConsumerGroupHeartbeatResponse{
-		MemberId: req.GetMemberId(), MemberEpoch: r.MemberEpoch, Assigned: partitionsToWire(r.Assigned),
-		HeartbeatIntervalMs: int32(cfg.HeartbeatInterval.Milliseconds()), SessionTimeoutMs: int32(cfg.SessionTimeout.Milliseconds()),
-	}, nil)
-	return true
+	co.next, co.fresh = g.part.HighWatermark(), false
 }
 
 // bugRemoveBeforeCaughtUp (RemoveBeforeCaughtUp) makes every removal due.

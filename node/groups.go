@@ -233,6 +233,7 @@ func (c *Core) coordinatorFor(g *group) (*coordinator, error) {
 			waits: make(map[uint64]func(groupApplied)), live: make(map[string]uint64), inFlight: make(map[string]bool),
 			revokingSince: make(map[string]uint64),
 		}
+		c.bugCoordinatorFromEnd(g, co) // planted MoveRacesRebalance (simbugs builds only)
 		c.coord.coords[g.tp] = co
 	}
 	return co, nil

@@ -63,9 +63,6 @@ func (c *Core) handleFindCoordinator(req *strandpb.FindCoordinatorRequest, answe
 	}
 	p := GroupPartition(req.GetGroup(), t.Partitions())
 	lead, _ := c.partitionLeader(t, p)
-	if c.bugMovedCoordinator(req.GetGroup()) != nil {
-		lead = c.cfg.ID // planted MoveRacesRebalance: names itself
-	}
 	if lead == 0 {
 		fail(ErrCoordinatorNotAvailable)
 		return
@@ -83,9 +80,6 @@ func (c *Core) handleFindCoordinator(req *strandpb.FindCoordinatorRequest, answe
 func (c *Core) GroupHeartbeat(req *strandpb.ConsumerGroupHeartbeatRequest, done func(*strandpb.ConsumerGroupHeartbeatResponse, *strandpb.Error)) {
 	defer c.flush()
 	g, co, err := c.coordinatorOf(req.GetGroup())
-	if err != nil && c.bugServeMovedHeartbeat(req, done) {
-		return
-	}
 	if err != nil {
 		done(nil, c.groupError(err))
 		return
@@ -247,9 +241,6 @@ func (c *Core) currentOffsets(in []groups.CommittedOffset) []groups.CommittedOff
 // index of its partition is applied and read back, or fail.
 func (c *Core) readGroups(group string, serve func(*groups.State), fail func(*strandpb.Error)) {
 	g, co, err := c.coordinatorOf(group)
-	if err != nil && c.bugServeMovedRead(group, serve) {
-		return
-	}
 	if err != nil {
 		fail(c.groupError(err))
 		return

@@ -36,9 +36,7 @@ func (c *Core) sweepGroups() {
 			continue
 		}
 		if _, _, leading := g.leadership(); !leading {
-			if !c.bugKeepMovedCoordinator(g) {
-				delete(c.coord.coords, g.tp) // lookup-only map: deletion order does not leak
-			}
+			delete(c.coord.coords, g.tp) // lookup-only map: deletion order does not leak
 			continue
 		}
 		co, err := c.coordinatorFor(g)

@@ -18,10 +18,10 @@ func TestSimCatchesMoveBugs(t *testing.T) {
 	}
 }
 
-// A coordinator that a move took away and that still serves its group's
-// reads and unchanged heartbeats (MoveRacesRebalance) is caught by the
-// standard sample, which runs groups and moves of the group's
-// __strand_offsets partition together; neither side run combines them.
+// A coordinator built on a replica a move added that starts at the log's
+// end (MoveRacesRebalance) is caught by the standard sample, which moves
+// the group's __strand_offsets partition off its coordinator while the
+// members rebalance; neither side run combines groups and moves.
 func TestSimCatchesMoveRacesRebalance(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	for _, bug := range SampleBugNames {
