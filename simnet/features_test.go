@@ -15,9 +15,6 @@ func TestDrawFeaturesSpreads(t *testing.T) {
 		for _, name := range featureNames(o) {
 			counts[name]++
 		}
-		if o.Moves && !o.Joins || o.Joins && !o.Moves {
-			counts["alone"]++
-		}
 	}
 	for _, name := range []string{"groups", "moves", "joins", "moves+joins", "groups+membership", "wal", "kafka", "nodes-5"} {
 		if counts[name] < 200/10 {
