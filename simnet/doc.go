@@ -141,7 +141,7 @@
 // TestSim and make sim draw each seed's workload features from a stream of their own (features.go,
 // DrawFeatures; -sim.features=false, make sim FEATURES=0, runs without): the group workload in half
 // the seeds; 5 nodes with moves, with joins (half of them then decommission a node) or with both in
-// half; topic growth wherever groups do not run; the WAL in a quarter; the Kafka codec in half. So a
+// half; topic growth wherever groups do not run; the WAL in one in eight; the Kafka codec in half. So a
 // seed sees a move of the group's __strand_offsets partition off its coordinator (one move in two
 // with groups) during a rebalance, a join during a disk replacement, a decommission racing the
 // mover. The coverage table has a feature/... row per feature, and TestSim (40 seeds or more)
