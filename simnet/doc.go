@@ -184,8 +184,8 @@
 //
 // On 2 shared cores: make sim SEEDS=200 failed=0 inconclusive=0, same hash twice; FEATURES=0 ran 174
 // seeds per CPU-minute at load 2 (frames and applied entries hashed by length and CRC-32C; the
-// profile is flat: Process 33%, wire workload 14%, audit 7%); with the feature draw 145 against 156
-// for FEATURES=0 side by side at load 10. Planted MoveRacesRebalance (a coordinator on a moved-in
+// profile is flat: Process 33%, wire workload 14%, audit 7%); with the feature draw 175 against 191
+// for FEATURES=0 side by side at load 2 (145 against 156 at load 10). Planted MoveRacesRebalance (a coordinator on a moved-in
 // replica starts at the log's end): 0 of 200 seeds with FEATURES=0, 102 of 200 with the draw and
 // groups and moves forced (sampleOptions). Catch rates (make sim-bugs SEEDS=N,
 // TestSimCatchRate with StopAtFailure): every planted bug of the standard run in 30–50 of 50 seeds;

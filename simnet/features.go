@@ -24,8 +24,9 @@ import "strings"
 //
 // A costly feature shortens its seed (featureOps: 5 nodes 4/5 of the
 // operations, the WAL 3/5, groups 9/10), so the sample costs about what
-// the old one did: 145 seeds per CPU-minute against 156 for
-// -sim.features=false side by side at load 10 (123 at full length).
+// the old one did: 175 seeds per CPU-minute against 191 for
+// -sim.features=false side by side at load 2, 145 against 156 at load
+// 10 (123 at full length).
 //
 // Rejected: every feature in every seed, or every seed at full length
 // (the sample must keep 150 seeds per CPU-minute), and drawing from the
