@@ -56,6 +56,7 @@ func (c *Core) bugReplayEmpty() bool                                     { retur
 func (c *Core) bugSkipTopicID() bool                                     { return false }
 func (c *Core) bugBatchCRC(batch []byte) []byte                          { return batch }
 func (c *Core) bugMoveDropsEarly() bool                                  { return false }
+func (c *Core) bugCoordinatorFromEnd(*group, *coordinator)               {}
 func (c *Core) bugRemoveBeforeCaughtUp() bool                            { return false }
 func (c *Core) bugIgnoreStall() bool                                     { return false }
 func (c *Core) bugSkipAuthorization(*strandpb.Request) bool              { return false }

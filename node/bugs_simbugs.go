@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"slices"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -117,6 +118,22 @@ type Bugs struct {
 	// requestAccesses' switch and fell through unchecked), so any
 	// principal may change anyone's quotas.
 	AuthSkipsAlterQuotas bool
+	// MoveRacesRebalance: a coordinator built on a replica that a move
+	// added (this node outside the partition's bootstrap set) starts at
+	// the high-water mark, as if a replica new to the partition had no
+	// group history to replay: when a move hands the group partition's
+	// lead to it during a rebalance, it knows no member and no committed
+	// offset.
+	MoveRacesRebalance bool
+}
+
+// bugCoordinatorFromEnd (MoveRacesRebalance) starts co at the
+// high-water mark when g is a replica a move added.
+func (c *Core) bugCoordinatorFromEnd(g *group, co *coordinator) {
+	if !c.cfg.Bugs.MoveRacesRebalance || slices.Contains(g.bootSet(), c.cfg.ID) {
+		return
+	}
+	co.next, co.fresh = g.part.HighWatermark(), false
 }
 
 // bugSkipAuthorization (AuthSkipsAlterQuotas) lets an AlterQuotas request

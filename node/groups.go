@@ -233,6 +233,7 @@ func (c *Core) coordinatorFor(g *group) (*coordinator, error) {
 			waits: make(map[uint64]func(groupApplied)), live: make(map[string]uint64), inFlight: make(map[string]bool),
 			revokingSince: make(map[string]uint64),
 		}
+		c.bugCoordinatorFromEnd(g, co) // planted MoveRacesRebalance (simbugs builds only)
 		c.coord.coords[g.tp] = co
 	}
 	return co, nil
@@ -367,7 +368,12 @@ func (c *Core) proposeGroup(g *group, co *coordinator, cmd *strandpb.GroupComman
 			return // answered by a catch-up or a replacement
 		}
 		if res.Err == nil && c.coord.coords[g.tp] == co {
-			res.Err = c.catchUp(g, co)
+			if err := c.catchUp(g, co); err != nil {
+				// Committed, so it applies whatever this read says: the
+				// outcome is unknown here, never a refusal (a member told
+				// "unavailable" takes its commit as not made).
+				res.Err = fmt.Errorf("%w: committed, then reading the group log back failed: %v", ErrTimeout, err)
+			}
 		}
 		if w = co.waits[id]; w == nil {
 			return

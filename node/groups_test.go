@@ -359,3 +359,69 @@ func TestClassicGroupSurvivesFailover(t *testing.T) {
 		t.Fatalf("describe after failover: %v", d)
 	}
 }
+
+// A commit whose command committed but which a new coordinator then cannot
+// read back from its log (a failed disk read: the node fail-stops) is
+// answered TIMEOUT, maybe written: the command is in the log and applies
+// on the next coordinator. Before, the read's UNAVAILABLE reached the
+// member, which took the commit as not made; seed 72 of the standard
+// sample (groups and the write-ahead log, a power cut inside a round)
+// then fetched the offset the "failed" commit wrote.
+func TestGroupCommitUnreadAfterCommitIsMaybeWritten(t *testing.T) {
+	c := newCluster(t, 9, 3, replicated(3, "t", 2), groupsTestConfig)
+	join := c.groupCall("g", heartbeatReq("a", 0, 1, nil)).GetGroupHeartbeat()
+	if join.GetMemberEpoch() != 1 {
+		t.Fatalf("join: %v", join)
+	}
+	for _, id := range c.ids { // restart everyone: the new coordinator reads its log from the disk
+		c.crash(id)
+		c.start(id)
+	}
+	lead := c.findCoordinator("g")
+	tp := TopicPartition{Topic: OffsetsTopic, Partition: GroupPartition("g", 2)}
+	logDir := c.replicaDir(lead, tp) + "/log"
+	names, err := c.disks[lead].List(logDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		c.disks[lead].FailReads(logDir+"/"+name, true)
+	}
+	var got *strandpb.Error
+	answered := false
+	c.cores[lead].OffsetCommit(&strandpb.OffsetCommitRequest{Group: "g", MemberId: "a", MemberEpoch: 1,
+		Offsets: []*strandpb.OffsetCommitPartition{{Topic: "t", Partition: 0, Offset: 5}}},
+		func(e *strandpb.Error) { got, answered = e, true })
+	stopped := false
+	for i := 0; i < 300 && !answered; i++ {
+		for _, id := range c.ids {
+			if id == lead && stopped {
+				continue
+			}
+			if err := c.cores[id].Process(); err != nil {
+				if id != lead {
+					t.Fatalf("node %d: process: %v", id, err)
+				}
+				stopped = true // fail-stopped on the unreadable log
+			}
+		}
+		queue := c.queue
+		c.queue = nil
+		for _, e := range queue {
+			if e.to != lead || !stopped {
+				c.cores[e.to].Receive(e.frame)
+			}
+		}
+		for _, id := range c.ids {
+			if id != lead || !stopped {
+				c.cores[id].Tick()
+			}
+		}
+	}
+	if !answered {
+		t.Fatal("the commit was never answered")
+	}
+	if got.GetCode() != strandpb.ErrorCode_ERROR_CODE_TIMEOUT {
+		t.Fatalf("commit answered %v, want TIMEOUT (committed, maybe written)", got)
+	}
+}

@@ -25,7 +25,7 @@ var GroupBugNames = []string{"GroupAssignBeforeRevoke", "GroupCommitSkipsEpoch",
 // ParseBug checks a planted bug's name; "" plants none.
 func ParseBug(name string) (string, error) {
 	if name != "" && !slices.Contains(BugNames, name) && !slices.Contains(GroupBugNames, name) && !slices.Contains(MoveBugNames, name) &&
-		!slices.Contains(JoinBugNames, name) && !slices.Contains(OperatorBugNames, name) {
+		!slices.Contains(JoinBugNames, name) && !slices.Contains(OperatorBugNames, name) && !slices.Contains(SampleBugNames, name) {
 		return "", fmt.Errorf("simnet: unknown bug %q", name)
 	}
 	return name, nil
@@ -86,6 +86,8 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.StalledLeaderKeepsLeading = true
 	case "MoveDropsOldReplicaEarly":
 		cfg.Bugs.MoveDropsOldReplicaEarly = true
+	case "MoveRacesRebalance":
+		cfg.Bugs.MoveRacesRebalance = true
 	case "RemoveBeforeCaughtUp":
 		cfg.Bugs.RemoveBeforeCaughtUp = true
 	case "AuthSkipsAlterQuotas": // needs authorization on (the operator draws it)

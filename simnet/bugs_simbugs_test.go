@@ -32,6 +32,7 @@ var pinnedCatch = map[string]uint64{
 	"GroupClassicForgotten":    1,  // with Options.ClassicMembers (classic_sim_simbugs_test.go)
 	"MoveDropsOldReplicaEarly": 1,  // with Options.Moves over 5 nodes (moves_simbugs_test.go)
 	"RemoveBeforeCaughtUp":     24, // with Options.Joins (joins_simbugs_test.go); its own failure in 2 of seeds 1-50 (24, 50)
+	"MoveRacesRebalance":       2,  // the standard sample with groups and moves forced (moves_simbugs_test.go)
 }
 
 // requireCaught fails t unless some seed catches bug: its pinned seed

@@ -60,7 +60,7 @@ func TestSimCatchRate(t *testing.T) {
 		cpu := cpuTime()
 		for i := 0; i < *flagCatchRate; i++ {
 			seed := *flagSeedStart + uint64(i)
-			o := seedOptions(t, seed, *flagProfile, bug)
+			o := sampleOptions(t, seed, *flagProfile, bug)
 			if slices.Contains(GroupBugNames, bug) {
 				o.GroupMembers = 4
 			}

@@ -192,6 +192,22 @@
 // to its high-water mark. A Porcupine check that runs out of time fails the seed (counted apart as
 // inconclusive=); with the layout-bounded model none does in 200 seeds.
 //
+// # The standard sample's features
+//
+// TestSim and make sim draw each seed's workload features from a stream of their own (features.go,
+// DrawFeatures; -sim.features=false, make sim FEATURES=0, runs without): the group workload in half
+// the seeds; 5 nodes with moves, with joins (half of them then decommission a node) or with both in
+// half; topic growth wherever groups do not run; the WAL in one in eight; the Kafka codec in half. So a
+// seed sees a move of the group's __strand_offsets partition off its coordinator (one move in two
+// with groups) during a rebalance, a join during a disk replacement, a decommission racing the
+// mover. The coverage table has a feature/... row per feature, and TestSim (40 seeds or more)
+// requires each feature and its main event. Moves and joins together: a move adds only active
+// unfenced nodes; a move or cancel refused because the membership changed under it (a node fenced,
+// the decommission's own move) is the operator's race, not a finding; a move the decommission moved
+// on must be settled where the metadata puts it; a removed node's metadata is not consulted. The
+// side runs (TestSimGroups, TestSimMoves, TestSimJoins, TestSimWAL, TestSimKafkaCodec,
+// TestSimAddPartitions) stay as focused extras on seedOptions, which draws none of these.
+//
 // # Invariants
 //
 //   - at most one leader per term per group (metadata group included): checker.onStatus, after
@@ -222,9 +238,12 @@
 //
 // # Figures
 //
-// On 2 shared cores: make sim SEEDS=200 failed=0 inconclusive=0, same hash twice; 176 seeds per
-// CPU-minute at load 2 (frames and applied entries hashed by length and CRC-32C; the profile is
-// flat: Process 33%, wire workload 14%, audit 7%). Catch rates (make sim-bugs SEEDS=N,
+// On 2 shared cores: make sim SEEDS=200 failed=0 inconclusive=0, same hash twice; FEATURES=0 ran 174
+// seeds per CPU-minute at load 2 (frames and applied entries hashed by length and CRC-32C; the
+// profile is flat: Process 33%, wire workload 14%, audit 7%); with the feature draw 175 against 191
+// for FEATURES=0 side by side at load 2 (145 against 156 at load 10). Planted MoveRacesRebalance (a coordinator on a moved-in
+// replica starts at the log's end): 0 of 200 seeds with FEATURES=0, 102 of 200 with the draw and
+// groups and moves forced (sampleOptions). Catch rates (make sim-bugs SEEDS=N,
 // TestSimCatchRate with StopAtFailure): every planted bug of the standard run in 30–50 of 50 seeds;
 // the three that need an incident's chain, of 200 seeds: RepairTrustsItself 113, WipedNodeVotes
 // 127, StaleSnapshot 138. TestSimCatchesPlantedBugs runs each bug's pinned first catching seed and
@@ -248,13 +267,12 @@
 // only produce and fetch); slow disks beyond the drawn fsync delay; memory pressure; clocks that
 // run fast (ticks are slowed and stopped, never sped up, so a lease outliving an election is never
 // made short); clients that refresh metadata unprompted; chains of faults beyond the scheduled
-// incidents; moves and joins together in one run; TLS and SASL (they live in node/server). Nor:
-// authorization in the side runs (groups, moves, joins), the effect of quotas (node/server
-// throttles) and of elections asked for (answered, not checked), concurrent admin requests (the
-// operator sends one at a time), clientlib's Consumer and GroupConsumer and its connections and
-// stall detection (the simulator's consumers and group members are its own; only producers 2–4
-// run clientlib's producer loop), anything of node/server (loop batching,
+// incidents; the decommission of several nodes, or one started during a join; TLS and SASL (they
+// live in node/server). Nor: authorization in the side runs (groups, moves, joins), the effect of
+// quotas (node/server throttles) and of elections asked for (answered, not checked), concurrent
+// admin requests (the operator sends one at a time), clientlib's Consumer and GroupConsumer and its
+// connections and stall detection (the simulator's consumers and group members are its own; only
+// producers 2–4 run clientlib's producer loop), anything of node/server (loop batching,
 // storage pool, budgets, transport), and the kafkaproto server (per-connection ordering, classic
-// groups). Groups, moves, joins, the WAL and the Kafka codec run only in their own 4–20-seed side
-// runs, not in the 200-seed sample.
+// groups).
 package simnet

@@ -380,6 +380,9 @@ func (o Options) String() string {
 	if o.KafkaCodec {
 		b.WriteString(" kafka")
 	}
+	if fs := featuresString(o); fs != "" {
+		b.WriteString(" features=" + fs) // features.go
+	}
 	fmt.Fprintf(&b, " restart=%v..%v net=%v..%v skew=%v}", f.RestartMin, f.RestartMax, f.NetFaultMin,
 		f.NetFaultMax, f.ClockSkewMax)
 	if bug := o.BugName(); bug != "" {

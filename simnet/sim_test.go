@@ -32,6 +32,7 @@ var (
 	flagWipeJoin  = flag.Bool("sim.wipe-rejoin", true, "let a node whose disk was wiped restart empty (false: it stays down)")
 	flagWAL       = flag.Bool("sim.wal", false, "run the nodes with the node-wide write-ahead log (node.Config.WAL)")
 	flagJoins     = flag.Bool("sim.joins", false, "5 nodes, 3 in Config.Nodes: the others join mid-run, some seeds decommission one (Options.Joins)")
+	flagFeatures  = flag.Bool("sim.features", true, "draw the workload features per seed (groups, moves, joins, growth, WAL, Kafka codec: features.go)")
 )
 
 // seedOptions builds seed's options: the standard scenario, the profile
@@ -68,6 +69,22 @@ func seedOptions(t *testing.T, seed uint64, profile, bug string) Options {
 	return o
 }
 
+// sampleOptions is seed's options in the standard sample (TestSim, make
+// sim): seedOptions with the workload features drawn per seed
+// (DrawFeatures), unless -sim.features=false.
+func sampleOptions(t *testing.T, seed uint64, profile, bug string) Options {
+	o := seedOptions(t, seed, profile, bug)
+	if *flagFeatures {
+		o = DrawFeatures(o)
+		if bug == "MoveRacesRebalance" {
+			// The bug shows only when a group's coordinator moves: as in a
+			// seed that drew groups and moves.
+			o.GroupMembers, o.Nodes, o.Moves = 4, 5, true
+		}
+	}
+	return o
+}
+
 // runSeed runs one seed in its own subtest with crypto/rand seeded, so
 // raft's election timeouts replay.
 func runSeed(t *testing.T, o Options, vizDir string) Result {
@@ -90,6 +107,9 @@ func replayCommand(seed uint64, profile, bug string) string {
 	}
 	if *flagJoins {
 		cmd += " -sim.joins"
+	}
+	if !*flagFeatures {
+		cmd += " -sim.features=false"
 	}
 	if bug != "" {
 		cmd = strings.Replace(cmd, "go test ", "go test -tags simbugs ", 1) + " -sim.bug=" + bug
@@ -116,11 +136,14 @@ func TestSim(t *testing.T) {
 	}
 	combined := newTraceHash()
 	coverage := newRunCoverage()
+	if *flagFeatures {
+		coverage.Declare(FeatureCoverage...)
+	}
 	failed, inconclusive, ops, events, produced := 0, 0, int64(0), int64(0), 0
 	var stats Stats
 	start, cpuStart := time.Now(), cpuTime()
 	for i := 0; i < seeds; i++ {
-		o := seedOptions(t, *flagSeedStart+uint64(i), *flagProfile, *flagBug)
+		o := sampleOptions(t, *flagSeedStart+uint64(i), *flagProfile, *flagBug)
 		res := runSeed(t, o, *flagOut)
 		combined.u64(res.Hash)
 		ops += int64(res.Ops)
@@ -157,6 +180,9 @@ func TestSim(t *testing.T) {
 	}
 	if seeds >= coverageSampleMax && *flagBug == "" && *flagProfile == "mixed" {
 		requireCoverage(t, coverage, expectedCoverage(*flagAudit > 0, *flagDigests))
+		if *flagFeatures {
+			requireCoverage(t, coverage, FeatureCoverage)
+		}
 	}
 	if produced == 0 {
 		t.Error("no record was acknowledged in any seed: the workload never ran")
@@ -181,9 +207,9 @@ func flagSet(name string) bool {
 
 // The same seed gives the same trace hash twice; different seeds differ.
 func TestSimDeterministic(t *testing.T) {
-	a := runSeed(t, seedOptions(t, 11, "mixed", ""), "")
-	b := runSeed(t, seedOptions(t, 11, "mixed", ""), "")
-	c := runSeed(t, seedOptions(t, 12, "mixed", ""), "")
+	a := runSeed(t, sampleOptions(t, 11, "mixed", ""), "")
+	b := runSeed(t, sampleOptions(t, 11, "mixed", ""), "")
+	c := runSeed(t, sampleOptions(t, 12, "mixed", ""), "")
 	if a.Hash != b.Hash || a.Events != b.Events || a.Ops != b.Ops {
 		t.Fatalf("seed 11 twice: hash %016x/%016x events %d/%d ops %d/%d", a.Hash, b.Hash, a.Events, b.Events, a.Ops, b.Ops)
 	}

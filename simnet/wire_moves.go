@@ -3,6 +3,7 @@ package simnet
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/strandlog/strand/clientlib"
@@ -39,6 +40,9 @@ const (
 	moveCancelOneIn = 4 // a recorded move is cancelled (redirected back) once in this many
 	moveWatchEvery  = 5 * time.Millisecond
 	moveWatchChecks = 400 // bounds the joint-configuration watch (2 s)
+	// offsetsMoveOneIn: with the group workload, a move picks the group's
+	// __strand_offsets partition once in this many.
+	offsetsMoveOneIn = 2
 )
 
 // movePlan is the run's partition moves.
@@ -83,7 +87,7 @@ func (mp *movePlan) startCancel(i int, d time.Duration) {
 func (c *wireClient) cancelAttempt(target int) {
 	mp := c.ww.moves
 	mv := mp.moves[mp.cancelling]
-	tp := c.ww.tps[mv.group]
+	tp := c.ww.moveTP(mv.group)
 	c.attempts++
 	req := &strandpb.Request{Body: &strandpb.Request_MovePartitions{MovePartitions: &strandpb.MovePartitionsRequest{
 		Moves: []*strandpb.MovePartitionsRequest_Move{{Topic: tp.Topic, Partition: tp.Partition, Replicas: mv.from,
@@ -114,6 +118,15 @@ func (c *wireClient) onCancel(err error) {
 	case err == nil:
 		mv.cancel = cancelDone
 		w.coverage.Inc("event/partition-move-cancelled")
+	case c.ww.membershipRefusal(err):
+		// The decommission fenced a node the cancel moves back to, or
+		// moved the partition itself: the move stands, unless an earlier
+		// attempt applied the cancel.
+		w.coverage.Inc("event/partition-move-refused-membership")
+		mv.cancel = cancelNone
+		if c.maybeDone || a.MaybeWritten {
+			mv.cancel = cancelMaybe
+		}
 	case !a.Retriable:
 		w.fail("cancel of the move of %s to %v refused: %v", w.incarnations.label(mv.group), mv.target, err)
 		mv.cancel = cancelMaybe
@@ -206,20 +219,35 @@ func (c *wireClient) awaitMove() {
 
 // drawMove picks a partition of the main topic not moved yet in this run
 // and a target: its replicas as the client's metadata lists them, one or
-// two replaced by other nodes, in a drawn order.
+// two replaced by other nodes, in a drawn order. With the group workload
+// one move in offsetsMoveOneIn picks the group's __strand_offsets
+// partition instead: its coordinator moves while members rebalance.
 func (c *wireClient) drawMove() (simMove, bool) {
 	main := c.ww.topics[0]
-	info := c.cache.Topic(main.name)
-	p := c.rng.IntN(main.partitions)
-	g := main.first + p
-	if info == nil || p >= len(info.Partitions) || len(info.Partitions[p].Replicas) == 0 ||
-		info.Partitions[p].TargetReplicas != nil || slices.ContainsFunc(c.ww.moves.moves, func(m simMove) bool { return m.group == g }) ||
+	p, g := 0, 0
+	var current []uint64
+	moving := false
+	if c.ww.groups != nil && c.rng.IntN(offsetsMoveOneIn) == 0 {
+		// The internal topic, as the operator's admin view shows it (the
+		// clients' metadata cache holds the scenario's topics only).
+		p = int(node.GroupPartition(groupID, int32(groupOffsetsPartitions(c.ww.w.opts))))
+		g = c.ww.w.opts.Partitions + 1 + p
+		if t, ok := c.ww.w.newestTopic(node.OffsetsTopic); ok && p < len(t.Replicas) {
+			current, moving = t.Replicas[p], p < len(t.Targets) && t.Targets[p] != nil
+		}
+	} else {
+		p = c.rng.IntN(main.partitions)
+		g = main.first + p
+		if info := c.cache.Topic(main.name); info != nil && p < len(info.Partitions) {
+			current, moving = info.Partitions[p].Replicas, info.Partitions[p].TargetReplicas != nil
+		}
+	}
+	if len(current) == 0 || moving || slices.ContainsFunc(c.ww.moves.moves, func(m simMove) bool { return m.group == g }) ||
 		slices.ContainsFunc(c.ww.moves.maybe, func(m simMove) bool { return m.group == g }) {
 		return simMove{}, false
 	}
-	current := info.Partitions[p].Replicas
 	var outside []uint64
-	registered := c.ww.w.registeredNodes()
+	registered := c.ww.w.eligibleNodes()
 	for _, n := range c.ww.w.nodes {
 		if !slices.Contains(current, uint64(n.id)) && slices.Contains(registered, uint64(n.id)) {
 			outside = append(outside, uint64(n.id))
@@ -231,17 +259,34 @@ func (c *wireClient) drawMove() (simMove, bool) {
 	replace := 1 + c.rng.IntN(min(2, len(outside), len(current)))
 	target := slices.Clone(current)
 	c.rng.Shuffle(len(target), func(i, j int) { target[i], target[j] = target[j], target[i] })
+	if l := c.ww.w.leaderOf(g); g > c.ww.w.opts.Partitions && l >= 0 {
+		// The coordinator's partition moves off the coordinator, as a
+		// drained node's would: members must follow it mid-rebalance.
+		if i := slices.Index(target, uint64(c.ww.w.nodes[l].id)); i >= 0 {
+			target[i], target[len(target)-1] = target[len(target)-1], target[i]
+		}
+	}
 	c.rng.Shuffle(len(outside), func(i, j int) { outside[i], outside[j] = outside[j], outside[i] })
 	copy(target[len(target)-replace:], outside[:replace])
 	c.rng.Shuffle(len(target), func(i, j int) { target[i], target[j] = target[j], target[i] })
 	return simMove{group: g, target: target, from: slices.Clone(current)}, true
 }
 
+// moveTP is the partition of group g: one of the scenario's topics, or
+// a __strand_offsets partition (groups Partitions+1 on, as the checks
+// number them).
+func (ww *wireWorkload) moveTP(g int) node.TopicPartition {
+	if g < len(ww.tps) {
+		return ww.tps[g]
+	}
+	return node.TopicPartition{Topic: node.OffsetsTopic, Partition: int32(g - ww.w.opts.Partitions - 1)}
+}
+
 // moveAttempt sends one MovePartitions of the current move.
 func (c *wireClient) moveAttempt(target int) {
 	o := c.ww.w.opts
 	mv := c.ww.moves.current
-	tp := c.ww.tps[mv.group]
+	tp := c.ww.moveTP(mv.group)
 	c.attempts++
 	req := &strandpb.Request{Body: &strandpb.Request_MovePartitions{MovePartitions: &strandpb.MovePartitionsRequest{
 		Moves:     []*strandpb.MovePartitionsRequest_Move{{Topic: tp.Topic, Partition: tp.Partition, Replicas: mv.target}},
@@ -271,6 +316,15 @@ func (c *wireClient) onMove(err error) {
 	switch {
 	case err == nil:
 	case inProgress && c.maybeDone:
+	case c.ww.membershipRefusal(err):
+		// A joiner not unfenced yet, a node fenced by a decommission, or
+		// the decommission's own move of the partition: the operator
+		// picks again (not a finding).
+		w.coverage.Inc("event/partition-move-refused-membership")
+		mp.ats = mp.ats[1:]
+		c.refresh()
+		c.after(0, c.awaitMove)
+		return
 	case !a.Retriable:
 		w.fail("move of %s to %v refused: %v", w.incarnations.label(mp.current.group), mp.current.target, err)
 		mp.ats = mp.ats[1:]
@@ -297,6 +351,9 @@ func (c *wireClient) onMove(err error) {
 		return
 	}
 	w.coverage.Inc("event/partition-move")
+	if mp.current.group > w.opts.Partitions {
+		w.coverage.Inc("event/partition-move-offsets") // the group coordinator's partition
+	}
 	mp.moves = append(mp.moves, mp.current)
 	mp.ats = mp.ats[1:]
 	if c.rng.IntN(moveCancelOneIn) == 0 {
@@ -314,7 +371,13 @@ func (c *wireClient) moveFault(mv simMove) {
 	if w.work.healed || w.probe.active {
 		return
 	}
-	switch c.rng.IntN(4) {
+	draw := c.rng.IntN(4)
+	if mv.group > w.opts.Partitions && draw < 2 {
+		// Not the coordinator's node: its crash would turn the hand-off
+		// into a plain failover, which the group runs test already.
+		draw = 2
+	}
+	switch draw {
 	case 0:
 		if i := w.leaderOf(mv.group); i >= 0 {
 			c.crashForMove(w.nodes[i], "fault/move-crash-leader")
@@ -343,7 +406,7 @@ func (c *wireClient) watchJoint(mv simMove, checks int) {
 		if pc, ok := w.nodes[i].core.(interface {
 			PartitionConfig(node.TopicPartition) (node.ReplicaConfig, bool)
 		}); ok {
-			if cfg, ok := pc.PartitionConfig(c.ww.tps[mv.group]); ok && len(cfg.VotersOutgoing) > 0 {
+			if cfg, ok := pc.PartitionConfig(c.ww.moveTP(mv.group)); ok && len(cfg.VotersOutgoing) > 0 {
 				c.crashForMove(w.nodes[i], "fault/move-crash-joint")
 				return
 			}
@@ -367,8 +430,9 @@ func (c *wireClient) crashForMove(n *simNode, name string) {
 // currentReplicas is group g's replica list as the newest metadata state
 // among the live nodes records it.
 func (c *wireClient) currentReplicas(g int) []uint64 {
-	t, _ := c.ww.w.newestTopic(c.ww.tps[g].Topic)
-	p := int(c.ww.tps[g].Partition)
+	tp := c.ww.moveTP(g)
+	t, _ := c.ww.w.newestTopic(tp.Topic)
+	p := int(tp.Partition)
 	if p < len(t.Replicas) {
 		return t.Replicas[p]
 	}
@@ -419,6 +483,42 @@ func (w *world) registeredNodes() []uint64 {
 		}
 	}
 	return ids
+}
+
+// eligibleNodes lists the nodes a move may add as the newest metadata
+// state among the live nodes records them: active and unfenced (a joiner
+// is fenced until it caught up, a decommissioned node for good; a move to
+// either is refused). Every registered node without Options.Joins.
+func (w *world) eligibleNodes() []uint64 {
+	if w.wire.joins == nil {
+		return w.registeredNodes()
+	}
+	nodes, _ := w.newestMetadata()
+	var ids []uint64
+	for _, m := range nodes {
+		if m.State == metadata.NodeActive && !m.Fenced {
+			ids = append(ids, m.ID)
+		}
+	}
+	return ids
+}
+
+// membershipRefusal reports whether err refused a move only because the
+// membership changed under the mover (Options.Joins): a node of the
+// target fenced (a joiner still catching up, the decommissioned node) or
+// the partition already moving (the
+// decommission's move). Without joins neither can happen.
+func (ww *wireWorkload) membershipRefusal(err error) bool {
+	if ww.joins == nil {
+		return false
+	}
+	switch errCode(err) {
+	case strandpb.ErrorCode_ERROR_CODE_INVALID_REPLICA_ASSIGNMENT:
+		return strings.Contains(err.Error(), "is fenced") // metadata.State.validateTarget
+	case strandpb.ErrorCode_ERROR_CODE_REASSIGNMENT_IN_PROGRESS:
+		return ww.joins.decom != 0
+	}
+	return false
 }
 
 // newestTopic is topic name in the metadata state of the live node that
@@ -510,7 +610,7 @@ func (ww *wireWorkload) rollBackStranded(i int) {
 	var attempt func(target int)
 	attempt = func(target int) {
 		mv := &mp.moves[i]
-		tp := ww.tps[mv.group]
+		tp := ww.moveTP(mv.group)
 		c.attempts++
 		req := &strandpb.Request{Body: &strandpb.Request_MovePartitions{MovePartitions: &strandpb.MovePartitionsRequest{
 			Moves: []*strandpb.MovePartitionsRequest_Move{{Topic: tp.Topic, Partition: tp.Partition, Replicas: mv.from,
@@ -528,6 +628,11 @@ func (ww *wireWorkload) rollBackStranded(i int) {
 			case err == nil:
 				mv.cancel = cancelDone
 				ww.w.coverage.Inc("event/partition-move-rolled-back")
+			case ww.membershipRefusal(err):
+				ww.w.coverage.Inc("event/partition-move-refused-membership") // as onCancel
+				if c.attempts > 1 {
+					mv.cancel = cancelMaybe // an earlier attempt may have applied it
+				}
 			case a.Retriable && ww.w.now() <= start+ww.w.opts.OpDeadline:
 				c.after(wireBackoff.Delay(c.attempts, c.rng), func() { attempt(c.controllerTarget(err)) })
 				return
@@ -561,8 +666,8 @@ func (ww *wireWorkload) viable(set, other []uint64) bool {
 func (ww *wireWorkload) recordedMaybe() []simMove {
 	var out []simMove
 	for _, mv := range ww.moves.maybe {
-		t, ok := ww.w.newestTopic(ww.tps[mv.group].Topic)
-		p := int(ww.tps[mv.group].Partition)
+		t, ok := ww.w.newestTopic(ww.moveTP(mv.group).Topic)
+		p := int(ww.moveTP(mv.group).Partition)
 		if ok && p < len(t.Replicas) && (sameIDSet(t.Targets[p], mv.target) || sameIDSet(t.Replicas[p], mv.target)) {
 			out = append(out, mv)
 		}
@@ -597,9 +702,18 @@ func (ww *wireWorkload) unfinishedMove() string {
 		if ww.stranded(mv) {
 			continue
 		}
-		tp := ww.tps[mv.group]
+		tp := ww.moveTP(mv.group)
 		for _, n := range w.nodes {
-			if !n.up {
+			if !n.up || ww.removedNode(n) {
+				continue // a removed node's metadata stays where it left
+			}
+			if ww.decomMoved(mv) {
+				// The decommission moved it on from where the move ended:
+				// it must be settled where the metadata puts it.
+				if why := movedOn(n, tp, replicasOn(n, tp)); why != "" {
+					return fmt.Sprintf("move of %s to %v, then the decommission's: node %d: %s",
+						w.incarnations.label(mv.group), mv.target, n.id, why)
+				}
 				continue
 			}
 			why := movedOn(n, tp, mv.final())
@@ -613,6 +727,40 @@ func (ww *wireWorkload) unfinishedMove() string {
 		}
 	}
 	return ""
+}
+
+// decomMoved reports whether the run's decommission may have moved mv's
+// partition on: the decommissioned node is in a set the move may end at.
+func (ww *wireWorkload) decomMoved(mv simMove) bool {
+	jp := ww.joins
+	if jp == nil || jp.decom == 0 {
+		return false
+	}
+	return slices.Contains(mv.target, jp.decom) || slices.Contains(mv.from, jp.decom)
+}
+
+// removedNode reports whether the run's decommission removed n from the
+// cluster (its REMOVE answered).
+func (ww *wireWorkload) removedNode(n *simNode) bool {
+	return ww.joins != nil && ww.joins.removed && uint64(n.id) == ww.joins.decom
+}
+
+// replicasOn is tp's replica set in live node n's applied metadata (nil:
+// unknown).
+func replicasOn(n *simNode, tp node.TopicPartition) []uint64 {
+	mc, ok := n.core.(interface {
+		MetadataNodes() ([]metadata.Node, []metadata.Topic)
+	})
+	if !ok {
+		return nil
+	}
+	_, topics := mc.MetadataNodes()
+	for _, t := range topics {
+		if t.Name == tp.Topic && int(tp.Partition) < len(t.Replicas) {
+			return t.Replicas[tp.Partition]
+		}
+	}
+	return nil
 }
 
 // movedOn says why node n does not show tp moved to target ("" if it does).

@@ -233,6 +233,7 @@ func newWorld(o Options) *world {
 		w.nodes = append(w.nodes, n)
 	}
 	w.coverage = newRunCoverage()
+	countFeatures(w.coverage, o) // features.go
 	w.storage = newStorage(o.Seed)
 	if o.Faults.TickDriftPercent > 0 {
 		w.coverage.Inc("run/tick-drift")
