@@ -337,7 +337,7 @@ func (c *Core) reopenMeta(g *group) error {
 	g.pipe = groupPipe{}
 	if hs, _, err := g.storage.InitialState(); err == nil && hs != nil {
 		g.pipe.hard.Term, g.pipe.hard.Vote, g.pipe.hard.Commit = hs.Term, hs.Vote, hs.Commit
-		g.pipe.durableTerm = hs.GetTerm()
+		g.pipe.durableTerm, g.pipe.durableCommit = hs.GetTerm(), hs.GetCommit()
 	}
 	g.quiesced = false
 	c.markAllReady()

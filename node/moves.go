@@ -322,6 +322,20 @@ func (c *Core) completeMove(g *group, st raft.Status) {
 	if g.appliedRaft < m.completeAt {
 		return
 	}
+	if g.pipe.durableCommit < m.completeAt {
+		// The completion lets the leavers delete their replicas, so this
+		// leader must first know durably that the configuration without
+		// them committed: restarted on a commit index short of it, it
+		// would be back in the joint configuration, needing the deleted
+		// leavers' votes (simulator seed 59: the leader restarted at
+		// commit 10 with the leave at 11, one new replica wiped, and the
+		// partition never elected again). A commit-only hard state is
+		// written without a sync, so one is asked for here.
+		if g.pipe.syncing == 0 && len(g.pipe.appends) == 0 && g.log.Dirty() {
+			c.startSync(g)
+		}
+		return
+	}
 	target := make([]uint64, len(g.target))
 	for i, id := range g.target {
 		target[i] = uint64(id)

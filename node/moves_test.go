@@ -10,6 +10,7 @@ import (
 
 	"github.com/strandlog/strand/engine/recordbatch"
 	"github.com/strandlog/strand/proto/strandpb"
+	"github.com/strandlog/strand/raftlog"
 	"github.com/strandlog/strand/raftlog/memdisk"
 )
 
@@ -546,5 +547,54 @@ func TestMovedBackBootstrapNodeWaitsToLeaveBootstrap(t *testing.T) {
 	}
 	if g.rejoin.phase != rejoinDone || g.rejoin.floor == 0 {
 		t.Fatalf("node %d after the move back completed: rejoin %+v, want done with its floor", removed, g.rejoin)
+	}
+}
+
+// A leader reports a move completed (which lets the leavers delete their
+// replicas) only once it knows durably that the configuration without them
+// committed. A commit-only hard state is written without a sync, so a
+// leader that reported at once and then lost power came back at a commit
+// index short of the leave: in the joint configuration again, needing the
+// votes of replicas already deleted (simulator seed 59: one new replica
+// then wiped, and the partition never elected again).
+func TestMoveCompletedOnlyOnceLeaveIsDurable(t *testing.T) {
+	c, tp, current, spare := moveFixture(t, 41)
+	lead := c.leader(tp)
+	target := []uint64{uint64(lead)}
+	for _, id := range current {
+		if len(target) < 2 && id != uint64(lead) {
+			target = append(target, id)
+		}
+	}
+	target = append(target, spare)
+	resp, _ := c.handle(lead, moveReq(9, tp, target...))
+	if m := resp.GetMovePartitions().GetMoves(); len(m) != 1 || m[0].GetError() != nil {
+		t.Fatalf("move answered %v", resp)
+	}
+	c.waitMoved(tp, target)
+	g := c.cores[lead].byTP[tp]
+	first, _ := g.log.FirstIndex()
+	last, _ := g.log.LastIndex()
+	ents, err := g.log.Entries(first, last+1, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leave uint64 // the last configuration change: the joint one's leave
+	for _, e := range ents {
+		if e.GetType() == raftpb.EntryConfChangeV2 {
+			leave = e.GetIndex()
+		}
+	}
+	_ = c.cores[lead].Close() // a power loss: nothing unsynced survives
+	c.cores[lead] = nil
+	c.disks[lead].Crash(nil)
+	l, err := raftlog.Open(c.disks[lead], g.dir+"/log", raftlog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if hs, _, err := l.InitialState(); err != nil || leave == 0 || hs.GetCommit() < leave {
+		t.Fatalf("the leader reported the move completed, then lost power: durable commit %d, the leave at %d (%v); it would restart in the joint configuration",
+			hs.GetCommit(), leave, err)
 	}
 }

@@ -221,7 +221,7 @@ func (c *Core) openRaft(g *group) error {
 	if hs, _, err := log.InitialState(); err == nil && hs != nil {
 		// Recovered state is durable: Open synced what it recovered.
 		g.pipe.hard.Term, g.pipe.hard.Vote, g.pipe.hard.Commit = hs.Term, hs.Vote, hs.Commit
-		g.pipe.durableTerm = hs.GetTerm()
+		g.pipe.durableTerm, g.pipe.durableCommit = hs.GetTerm(), hs.GetCommit()
 	}
 	last, err := log.LastIndex()
 	if err != nil {

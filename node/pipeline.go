@@ -41,11 +41,15 @@ type groupPipe struct {
 	// acks=1 waits whose entries it makes durable.
 	held  []*raftpb.Message
 	acked []*produceWait
-	// hard is the last hard state written; durableTerm the term of the last
-	// one synced, and heldTerm the one the sync in flight makes durable.
-	hard        raftpb.HardState
-	durableTerm uint64
-	heldTerm    uint64
+	// hard is the last hard state written; durableTerm and durableCommit
+	// the term and commit index of the last one synced, heldTerm and
+	// heldCommit the ones the sync in flight makes durable. (A commit-only
+	// hard state is written without a sync: durableCommit may trail.)
+	hard          raftpb.HardState
+	durableTerm   uint64
+	heldTerm      uint64
+	durableCommit uint64
+	heldCommit    uint64
 	// unflushed counts the entry bytes written to the log (WAL mode) since
 	// its last background flush started; flushing says one is in flight.
 	unflushed int64
@@ -152,6 +156,7 @@ func (c *Core) finishSync(token uint64, job syncJob, err error) {
 	}
 	c.stats.Syncs++
 	g.pipe.durableTerm = max(g.pipe.durableTerm, g.pipe.heldTerm)
+	g.pipe.durableCommit = max(g.pipe.durableCommit, g.pipe.heldCommit)
 	c.release(g)
 }
 
@@ -340,7 +345,7 @@ func (c *Core) startSync(g *group) {
 		run = func() error { return nil }
 	}
 	g.pipe.syncing = c.queueJob(syncJob{g: g, run: run})
-	g.pipe.heldTerm = g.pipe.hard.GetTerm()
+	g.pipe.heldTerm, g.pipe.heldCommit = g.pipe.hard.GetTerm(), g.pipe.hard.GetCommit()
 	c.bugReleaseBeforeSync(g)
 }
 

@@ -225,6 +225,7 @@ func (c *Core) checkpointNow(g *group) error {
 	}
 	if queued {
 		g.pipe.durableTerm = max(g.pipe.durableTerm, g.pipe.hard.GetTerm())
+		g.pipe.durableCommit = max(g.pipe.durableCommit, g.pipe.hard.GetCommit())
 		c.release(g)
 	}
 	return nil

@@ -342,7 +342,7 @@ func (c *Core) startWALSync(groups []*group) {
 	c.walSyncing = token
 	for _, g := range groups {
 		g.pipe.syncing = token
-		g.pipe.heldTerm = g.pipe.hard.GetTerm()
+		g.pipe.heldTerm, g.pipe.heldCommit = g.pipe.hard.GetTerm(), g.pipe.hard.GetCommit()
 	}
 	for _, g := range groups {
 		c.bugReleaseBeforeSync(g)
@@ -370,6 +370,7 @@ func (c *Core) finishWALSync(token uint64, job syncJob, err error) {
 		}
 		g.pipe.syncing = 0
 		g.pipe.durableTerm = max(g.pipe.durableTerm, g.pipe.heldTerm)
+		g.pipe.durableCommit = max(g.pipe.durableCommit, g.pipe.heldCommit)
 		c.release(g)
 	}
 }
