@@ -9,7 +9,8 @@ import (
 // Faults.DiskStallAfter of the operations were issued, while the cluster
 // is healthy, the disk of a partition leader's node stalls for the
 // watchdog's threshold (Knobs.DiskStallAfter, else an election timeout)
-// plus two election timeouts plus 1.5 to 3 s: every fsync it starts (a node.SyncJob: the
+// plus two election timeouts, each counted in ticks (stallHandover), plus
+// 1.5 to 3 s: every fsync it starts (a node.SyncJob: the
 // storage pipeline of storage.go) hangs, parked, until the stall ends or a
 // heal clears the node's disk faults; writes still reach its page cache.
 // Faults.DiskStalls such episodes run, each a second after the previous
@@ -17,8 +18,9 @@ import (
 // begins.
 //
 // The check: counting from the victim's first fsync that hangs, within the
-// watchdog's threshold plus two election timeouts plus a second of virtual
-// time (stallBound), every group the node led
+// watchdog's threshold in the victim's ticks plus two election timeouts in
+// the slowest node's ticks plus a second of virtual time (stallBound),
+// every group the node led
 // then (partitions and the metadata group) is led by another node —
 // provided the node is still stalled then, its peers stayed up,
 // unrestarted, connected, with space and ticking at their rate, and enough
@@ -105,20 +107,44 @@ func (w *world) stallAfter() time.Duration {
 	return w.electionTimeout()
 }
 
-// stallBound is how long after the first hung fsync the victim's groups
-// must be led elsewhere: the watchdog's threshold, then up to two
-// election timeouts for the handover (a transfer that times out, an
-// election) and a second.
-func (w *world) stallBound() time.Duration {
-	return w.stallAfter() + 2*w.electionTimeout() + time.Second
+// stallBound is how long after the first hung fsync node i's groups must
+// be led elsewhere: the handover's span (stallHandover) and a second.
+func (w *world) stallBound(i int) time.Duration {
+	return w.stallHandover(i) + time.Second
 }
 
-// stallDisk stalls node i's fsyncs for the watchdog's threshold plus two
-// election timeouts plus 1.5 to 3 s, holding other faults meanwhile.
+// stallHandover is how long node i's disk may stall before its groups
+// are led elsewhere: the watchdog's threshold, counted in node i's ticks,
+// then up to two election timeouts (a transfer that times out, an
+// election), counted in the slowest node's ticks. The watchdog and raft
+// count ticks, not time (node/stall.go): a node whose timer drifts slow
+// (Faults.TickDriftPercent, up to 50%) sees the threshold that much later
+// in virtual time, 4.5 s for a 3 s threshold, past the bound's second of
+// slack; a node that ticks fast sees it early, within the nominal bound.
+func (w *world) stallHandover(i int) time.Duration {
+	slowest := w.opts.TickInterval
+	for _, m := range w.nodes {
+		slowest = max(slowest, m.tickInterval)
+	}
+	return w.inTicksOf(w.stallAfter(), w.nodes[i].tickInterval) + 2*w.inTicksOf(w.electionTimeout(), slowest)
+}
+
+// inTicksOf is d, a span counted in ticks of Options.TickInterval, on a
+// node whose ticks come tick apart: stretched if it ticks slower, never
+// shortened.
+func (w *world) inTicksOf(d, tick time.Duration) time.Duration {
+	if tick <= w.opts.TickInterval {
+		return d
+	}
+	return d * tick / w.opts.TickInterval
+}
+
+// stallDisk stalls node i's fsyncs for the handover's span plus 1.5 to
+// 3 s, past the check's bound, holding other faults meanwhile.
 func (p *planner) stallDisk(i int) {
 	w := p.w
 	n := w.nodes[i]
-	d := w.stallAfter() + 2*w.electionTimeout() + time.Duration(between(w.rngFault, 1500, 3000))*time.Millisecond
+	d := w.stallHandover(i) + time.Duration(between(w.rngFault, 1500, 3000))*time.Millisecond
 	w.coverage.Inc("fault/disk-stall")
 	w.traceNote(kindFault, n.index, uint64(faultDiskStall), uint64(d))
 	p.stall = diskStall{episodes: p.stall.episodes + 1, active: true, victim: i}
@@ -136,7 +162,8 @@ func (p *planner) endStallEpisode(n *simNode) {
 	if w.work.healed {
 		// The liveness bounds count from the end of a stall that ran
 		// after the heal: with production's ticks a stall lasts up to
-		// 8 s (DiskStallAfter 3 s, two 1 s election timeouts, 3 s).
+		// 8 s (DiskStallAfter 3 s, two 1 s election timeouts, 3 s), 1.5
+		// times that on a node whose ticks drift 50% slow.
 		w.work.healAt = w.now()
 		w.checker.leadersChecked = false
 	}
@@ -168,7 +195,7 @@ func (w *world) parkSync(n *simNode, run func()) {
 		p.stall.peers = append(p.stall.peers, m.incarnation)
 	}
 	episode := p.stall.episodes
-	w.sched.schedule(w.stallBound(), &event{kind: evCall, node: -1, call: func() { p.checkDiskStall(episode) }})
+	w.sched.schedule(w.stallBound(n.index), &event{kind: evCall, node: -1, call: func() { p.checkDiskStall(episode) }})
 }
 
 // endDiskStall ends n's stall: its parked fsyncs run now, in the order
