@@ -27,6 +27,8 @@ var knobExempt = map[string]string{
 	"Authorization": "drawn by the operator actor, which sets up users and ACLs",
 	"SuperUsers":    "drawn by the operator actor, with Authorization",
 	"plantedBugs":   "the planted-bug switches (-tags simbugs)",
+	"Groups.OffsetsPartitions": "sized by the workloads (operator.go, wire_group.go): one or two partitions of " +
+		"__strand_offsets, where production's default of 50 would add 150 raft groups to every seed",
 }
 
 // productionConfig is node.Config as node/server runs it under cmd/strand's
