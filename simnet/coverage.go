@@ -139,7 +139,6 @@ var CoverageExpected = []string{
 	"event/produce-acks0", "event/produce-acks1", "event/list-offsets", "event/list-offsets-time",
 	"event/describe-topics", "event/rejoin-started", "event/rejoin-done", "event/vote-withheld",
 	"event/replica-repaired", "fault/disk-full", "event/disk-full", "event/catchup-throttled",
-	"config/ticks-production", "config/ticks-every-raft", "config/ticks-other",
 	"event/trim-proposed", "event/compaction", "event/compaction-trash", "event/snapshot-sent", "event/snapshot-installed",
 	"event/segment-roll-age", "event/fetch-below-log-start", "digest/snapshot-window",
 	"event/topic-delete", "event/topic-recreate", "event/unknown-topic-id",

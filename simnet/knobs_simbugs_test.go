@@ -47,8 +47,14 @@ func TestSimCatchesElectionInCoreTicksWithKnobs(t *testing.T) {
 // bugs need its small checkpoint interval and segments to show at all.
 func fixedKnobsOptions(t *testing.T, seed uint64, profile, bug string) Options {
 	t.Helper()
-	was := *flagFixedKnobs
-	*flagFixedKnobs = true
-	defer func() { *flagFixedKnobs = was }()
+	return knobOptions(t, seed, profile, bug, false)
+}
+
+// knobOptions is seedOptions with the knobs drawn (draw) or fixed.
+func knobOptions(t *testing.T, seed uint64, profile, bug string, draw bool) Options {
+	t.Helper()
+	was := *flagKnobs
+	*flagKnobs = draw
+	defer func() { *flagKnobs = was }()
 	return seedOptions(t, seed, profile, bug)
 }

@@ -49,7 +49,7 @@ func seedOptions(t *testing.T, seed uint64, profile, bug string) Options {
 	base := Standard(seed, p)
 	base.Nodes, base.Partitions = *flagNodes, *flagParts
 	base.AuditOneIn, base.DigestChecks = *flagAudit, *flagDigests
-	base.FixedKnobs = *flagFixedKnobs
+	base.FixedKnobs = !*flagKnobs
 	o := Choose(base)
 	o.Bug = bugName
 	o.Faults.WipeRejoin = *flagWipeJoin
