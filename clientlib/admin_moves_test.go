@@ -1,6 +1,7 @@
 package clientlib_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,11 +13,10 @@ import (
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
-// MovePartitions records a move and returns; the partition then moves to
-// the new replicas (Metadata shows the target until it has); a repeated
-// node is ErrInvalidReplicaAssignment at once.
-func TestAdminMovePartitions(t *testing.T) {
-	_, client, ctx := setup(t, []fake.Opt{fake.Nodes(4), fake.Topic("t", 2)})
+// moveTargetOfT0 waits for t/0 of a 4-node fake cluster to have a leader
+// and returns a target that swaps its first replica for the node outside it.
+func moveTargetOfT0(t *testing.T, client *clientlib.Client, ctx context.Context) []uint64 {
+	t.Helper()
 	var current []uint64
 	eventually(t, "replicas of t/0", func() error {
 		info, err := client.Metadata(ctx)
@@ -37,6 +37,15 @@ func TestAdminMovePartitions(t *testing.T) {
 			target = append([]uint64{id}, target...)
 		}
 	}
+	return target
+}
+
+// MovePartitions records a move and returns; the partition then moves to
+// the new replicas (Metadata shows the target until it has); a repeated
+// node is ErrInvalidReplicaAssignment at once.
+func TestAdminMovePartitions(t *testing.T) {
+	_, client, ctx := setup(t, []fake.Opt{fake.Nodes(4), fake.Topic("t", 2)})
+	target := moveTargetOfT0(t, client, ctx)
 	res, err := client.MovePartitions(ctx, []clientlib.PartitionMove{
 		{Topic: "t", Partition: 0, Replicas: target},
 		{Topic: "t", Partition: 1, Replicas: []uint64{1, 1}},
@@ -71,26 +80,7 @@ func TestAdminMovePartitions(t *testing.T) {
 // The move answered at once is not sent again.
 func TestAdminMovePartitionsResendsRetriableRefusals(t *testing.T) {
 	cluster, client, ctx := setup(t, []fake.Opt{fake.Nodes(4), fake.Topic("t", 2)})
-	var current []uint64
-	eventually(t, "replicas of t/0", func() error {
-		info, err := client.Metadata(ctx)
-		if err != nil {
-			return err
-		}
-		for _, tm := range info.Topics {
-			if tm.Name == "t" && len(tm.Partitions) == 2 && tm.Partitions[0].LeaderID != 0 {
-				current = tm.Partitions[0].Replicas
-				return nil
-			}
-		}
-		return fmt.Errorf("no leader of t/0 yet")
-	})
-	target := slices.Clone(current[1:])
-	for id := uint64(1); id <= 4; id++ {
-		if !slices.Contains(current, id) {
-			target = append([]uint64{id}, target...)
-		}
-	}
+	target := moveTargetOfT0(t, client, ctx)
 	var sent []int // moves per request
 	var mu sync.Mutex
 	cluster.Control(func(_ uint64, req *strandpb.Request) (fake.Action, bool) {

@@ -37,21 +37,8 @@ func TestDiskStallMovesLeaders(t *testing.T) {
 	skipShort(t)
 	dir := t.TempDir()
 	addrs, _ := startFaultCluster(t, dir, "")
-	runCLI(t, []string{"STRAND_BROKERS=" + strings.Join(addrs, ",")}, "",
-		"topic", "create", stallTopic, "--partitions", strconv.Itoa(stallPartitions), "--replication-factor", "3")
-	waitFor(t, "topic", 30*time.Second, func() error { return topicReady(addrs, stallTopic, stallPartitions) })
-	var victim uint64
-	waitFor(t, "a leader of partition 0", 10*time.Second, func() error {
-		leaders, err := stallLeaders(addrs)
-		victim = leaders[0]
-		return err
-	})
-	acks := &ackTimes{}
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { produceSlowly(t, ctx, addrs, acks) })
-	defer func() { stop(); wg.Wait() }()
-	time.Sleep(time.Second) // writes flowing, so fsyncs are in flight
+	victim, acks, stop := startStallWorkload(t, addrs)
+	defer stop()
 
 	file := diskStallFile(dir, int(victim-1))
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
@@ -99,6 +86,27 @@ func TestDiskStallMovesLeaders(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// startStallWorkload creates the stall topic, finds partition 0's leader
+// (the node whose disk the test stalls) and starts writing to the topic,
+// noting each acknowledgement; stop ends the writes.
+func startStallWorkload(t *testing.T, addrs []string) (victim uint64, acks *ackTimes, stop func()) {
+	t.Helper()
+	runCLI(t, []string{"STRAND_BROKERS=" + strings.Join(addrs, ",")}, "",
+		"topic", "create", stallTopic, "--partitions", strconv.Itoa(stallPartitions), "--replication-factor", "3")
+	waitFor(t, "topic", 30*time.Second, func() error { return topicReady(addrs, stallTopic, stallPartitions) })
+	waitFor(t, "a leader of partition 0", 10*time.Second, func() error {
+		leaders, err := stallLeaders(addrs)
+		victim = leaders[0]
+		return err
+	})
+	acks = &ackTimes{}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { produceSlowly(t, ctx, addrs, acks) })
+	time.Sleep(time.Second) // writes flowing, so fsyncs are in flight
+	return victim, acks, func() { cancel(); wg.Wait() }
 }
 
 // diskStallFile is the file whose existence stalls node i's disk (0-based).

@@ -65,21 +65,8 @@ func TestDiskStallFrozenDevice(t *testing.T) {
 		}
 	})
 	waitFor(t, "cluster", 30*time.Second, func() error { return clusterReady(addrs, 3) })
-	runCLI(t, []string{"STRAND_BROKERS=" + strings.Join(addrs, ",")}, "",
-		"topic", "create", stallTopic, "--partitions", strconv.Itoa(stallPartitions), "--replication-factor", "3")
-	waitFor(t, "topic", 30*time.Second, func() error { return topicReady(addrs, stallTopic, stallPartitions) })
-	var victim uint64
-	waitFor(t, "a leader of partition 0", 10*time.Second, func() error {
-		leaders, err := stallLeaders(addrs)
-		victim = leaders[0]
-		return err
-	})
-	acks := &ackTimes{}
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { produceSlowly(t, ctx, addrs, acks) })
-	defer func() { stop(); wg.Wait() }()
-	time.Sleep(time.Second) // writes flowing, so fsyncs are in flight
+	victim, acks, stop := startStallWorkload(t, addrs)
+	defer stop()
 
 	gate := gates[victim-1]
 	gate.freeze()
