@@ -185,7 +185,8 @@
 // # Profiles
 //
 // Safety: faults throughout; a run that reaches the 60 s time limit without one successful produce
-// fails (the cluster never came up). Liveness: after half the operations everything heals, and every
+// fails (the cluster never came up). Liveness: after half the operations (or 10 s virtual) everything
+// heals once the incidents ran (a set-up not done by then gets a pause of the faults), and every
 // partition must have a leader and every operation finish within 10 s virtual (not counted while the
 // quiet probe runs: it crashes a leader on purpose and bounds the election itself). Mixed picks per
 // seed. Quiet probe (every seed, once the clients finish): faults stop and the network heals but no
