@@ -154,7 +154,7 @@
 //     finds nothing to damage);
 //   - clock jumps (±1 s, 1 min, 1 h), per-node skew, tick drift (10% or 50%, half the seeds);
 //     crashes in a leadership change; pauses of 3–8 election timeouts (input delivered out of order
-//     on resume); leader chains (uncommitted tails of several terms); raftlog's tail cache off in a
+//     on resume, lost if the node crashes meanwhile); leader chains (uncommitted tails of several terms); raftlog's tail cache off in a
 //     third of the seeds.
 //
 // # Teeth beyond the history

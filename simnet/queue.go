@@ -29,8 +29,11 @@ type event struct {
 	from  int // sending node index (frames), client index (requests)
 	frame []byte
 	// incarnation of the target node when scheduled: a tick or reply
-	// meant for an earlier incarnation is discarded.
+	// meant for an earlier incarnation is discarded. For a frame or
+	// request held for a paused node (held), the incarnation it was
+	// held for.
 	incarnation uint32
+	held        bool
 	heal        *healAction
 	call        func() // evCall: what to run
 }

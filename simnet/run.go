@@ -78,7 +78,7 @@ func (w *world) run() {
 
 // dispatch performs one event.
 func (w *world) dispatch(e *event) {
-	if w.deferPaused(e) {
+	if w.heldInputLost(e) || w.deferPaused(e) {
 		return
 	}
 	switch e.kind {
@@ -160,6 +160,25 @@ func (w *world) deferPaused(e *event) bool {
 		return false
 	}
 	spread := time.Duration(w.rngFault.Int64N(int64(w.opts.TickInterval)))
+	if e.kind != evTick { // a tick carries its incarnation already
+		e.held, e.incarnation = true, n.incarnation
+	}
 	w.sched.schedule(n.pausedUntil-w.now()+spread, e)
 	return true
+}
+
+// heldInputLost reports whether e is a frame or client request that
+// deferPaused held for a process that has since crashed: it sat in that
+// process's socket buffers, which die with it, so the next incarnation
+// never reads it (over TCP the sender's connection was reset). Delivered
+// to a later incarnation, a request the client had long given up on took
+// effect after the client's next attempt succeeded (seed 126: three
+// DeleteTopics held through a 4.8 s pause and two restarts deleted the
+// topic the admin had re-created since).
+func (w *world) heldInputLost(e *event) bool {
+	if !e.held {
+		return false
+	}
+	n := w.nodes[e.node]
+	return !n.up || n.incarnation != e.incarnation
 }
