@@ -74,13 +74,12 @@ type classicMember struct {
 	// chainStart is the send time of the first answer of the current
 	// chain (answers each within half a session of the one before);
 	// chainFresh: the chain began at the first join of this member id.
-	chainStart time.Duration
-	chainFresh bool
-	coord      int
-	busy       bool
-	paused     bool
-	ops        int
-	gen        int // bumped on crash: timers of an older process do nothing
+	chainStart      time.Duration
+	chainFresh      bool
+	coordinatorLink // the coordinator found and a call in flight
+	paused          bool
+	ops             int
+	gen             int // bumped on crash: timers of an older process do nothing
 }
 
 // newClassicSim creates the members on client indexes from first on.
@@ -92,7 +91,7 @@ func newClassicSim(ww *wireWorkload, first int) *classicSim {
 		cs.commits = append(cs.commits, map[int64]*classicCommit{})
 	}
 	for i := range ww.w.opts.ClassicMembers {
-		m := &classicMember{cs: cs, c: newWireClient(ww, first+i, kindClassic), idx: i, coord: -1}
+		m := &classicMember{cs: cs, c: newWireClient(ww, first+i, kindClassic), idx: i, coordinatorLink: coordinatorLink{coord: -1}}
 		m.id = fmt.Sprintf("c%d.0", i)
 		cs.members = append(cs.members, m)
 	}
@@ -221,44 +220,8 @@ func (m *classicMember) expelled(sent time.Duration, what string) {
 // call sends req to the coordinator (finding it first); the member is busy
 // meanwhile.
 func (m *classicMember) call(req *strandpb.Request, done func(*strandpb.Response, error)) {
-	m.busy = true
 	gen := m.gen
-	finish := func(resp *strandpb.Response, err error) {
-		if gen != m.gen {
-			return
-		}
-		m.busy = false
-		if err == nil {
-			err = wireErr(resp.GetError())
-		}
-		if err != nil {
-			if a := clientlib.ClassifyErr(err); a.RefreshMetadata || errCode(err) == strandpb.ErrorCode_ERROR_CODE_NONE {
-				m.coord = -1
-			}
-		}
-		done(resp, err)
-	}
-	if m.coord >= 0 {
-		m.cs.ww.call(m.c, m.coord, req, finish)
-		return
-	}
-	find := &strandpb.Request{Body: &strandpb.Request_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorRequest{Group: classicGroupID}}}
-	m.cs.ww.call(m.c, m.c.randomNode(), find, func(resp *strandpb.Response, err error) {
-		if gen != m.gen {
-			return
-		}
-		if err == nil {
-			err = wireErr(resp.GetError())
-		}
-		i, ok := m.cs.ww.indexOf[resp.GetFindCoordinator().GetAddress()]
-		if err != nil || !ok {
-			m.busy = false
-			done(nil, fmt.Errorf("find coordinator: %w", err))
-			return
-		}
-		m.coord = i
-		m.cs.ww.call(m.c, i, req, finish)
-	})
+	m.cs.ww.callCoordinator(m.c, classicGroupID, &m.coordinatorLink, func() bool { return gen == m.gen }, req, done)
 }
 
 // classicStep is a classic step request for the member.

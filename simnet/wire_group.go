@@ -61,22 +61,21 @@ type groupSim struct {
 
 // groupMember is one member process of the group.
 type groupMember struct {
-	gs       *groupSim
-	c        *wireClient // transport, stream and timers
-	idx      int
-	instance string // "" for a dynamic member
-	incarn   int
-	id       string
-	epoch    int32
-	oldEpoch int32 // an epoch before the current one, for the zombie commit
-	seq      uint64
-	owned    []int // sorted partitions
-	lastOK   time.Duration
-	coord    int // node index of the coordinator, -1 unknown
-	busy     bool
-	paused   bool
-	ops      int
-	gen      int // bumped on crash: timers of an older process do nothing
+	gs              *groupSim
+	c               *wireClient // transport, stream and timers
+	idx             int
+	instance        string // "" for a dynamic member
+	incarn          int
+	id              string
+	epoch           int32
+	oldEpoch        int32 // an epoch before the current one, for the zombie commit
+	seq             uint64
+	owned           []int // sorted partitions
+	lastOK          time.Duration
+	coordinatorLink // the coordinator found and a call in flight
+	paused          bool
+	ops             int
+	gen             int // bumped on crash: timers of an older process do nothing
 	// pending ends the history op in flight as indefinite at a crash.
 	pending func()
 }
@@ -88,7 +87,7 @@ func newGroupSim(ww *wireWorkload, first int) *groupSim {
 	gs.holder = slices.Repeat([]int{-1}, gs.parts)
 	gs.last = slices.Repeat([]int{-1}, gs.parts)
 	for i := 0; i < o.GroupMembers; i++ {
-		m := &groupMember{gs: gs, c: newWireClient(ww, first+i, kindMember), idx: i, coord: -1}
+		m := &groupMember{gs: gs, c: newWireClient(ww, first+i, kindMember), idx: i, coordinatorLink: coordinatorLink{coord: -1}}
 		if i%2 == 0 {
 			m.instance = fmt.Sprintf("inst-%d", i)
 		}
@@ -265,44 +264,8 @@ func (m *groupMember) acquire(p int) {
 // call sends req to the coordinator (finding it first) and hands the
 // answer or error to done; the member is busy meanwhile.
 func (m *groupMember) call(req *strandpb.Request, done func(*strandpb.Response, error)) {
-	m.busy = true
 	gen := m.gen
-	finish := func(resp *strandpb.Response, err error) {
-		if gen != m.gen {
-			return // the process crashed since
-		}
-		m.busy = false
-		if err == nil {
-			err = wireErr(resp.GetError())
-		}
-		if err != nil {
-			if a := clientlib.ClassifyErr(err); a.RefreshMetadata || errCode(err) == strandpb.ErrorCode_ERROR_CODE_NONE {
-				m.coord = -1
-			}
-		}
-		done(resp, err)
-	}
-	if m.coord >= 0 {
-		m.gs.ww.call(m.c, m.coord, req, finish)
-		return
-	}
-	find := &strandpb.Request{Body: &strandpb.Request_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorRequest{Group: groupID}}}
-	m.gs.ww.call(m.c, m.c.randomNode(), find, func(resp *strandpb.Response, err error) {
-		if gen != m.gen {
-			return
-		}
-		if err == nil {
-			err = wireErr(resp.GetError())
-		}
-		i, ok := m.gs.ww.indexOf[resp.GetFindCoordinator().GetAddress()]
-		if err != nil || !ok {
-			m.busy = false
-			done(nil, fmt.Errorf("find coordinator: %w", err))
-			return
-		}
-		m.coord = i
-		m.gs.ww.call(m.c, i, req, finish)
-	})
+	m.gs.ww.callCoordinator(m.c, groupID, &m.coordinatorLink, func() bool { return gen == m.gen }, req, done)
 }
 
 // heartbeat sends one heartbeat at epoch and reconciles with the answer.
@@ -441,5 +404,58 @@ func (m *groupMember) fetchCommitted() {
 			}
 		}
 		w.hist.h.ReturnOffset(id, off, ns(w.now()))
+	})
+}
+
+// coordinatorLink is a simulated group member's route to its coordinator:
+// the node it last found (-1: unknown) and whether a call is in flight.
+type coordinatorLink struct {
+	coord int
+	busy  bool
+}
+
+// callCoordinator sends req from c to group's coordinator, asking a random
+// node's FindCoordinator first when link knows none, and hands the answer
+// or error to done. live reports whether the calling member's process is
+// still the one that sent (a crash since drops the answer); an error that
+// asks for fresh metadata, or a lost answer, forgets the coordinator.
+func (ww *wireWorkload) callCoordinator(c *wireClient, group string, link *coordinatorLink, live func() bool,
+	req *strandpb.Request, done func(*strandpb.Response, error)) {
+	link.busy = true
+	finish := func(resp *strandpb.Response, err error) {
+		if !live() {
+			return
+		}
+		link.busy = false
+		if err == nil {
+			err = wireErr(resp.GetError())
+		}
+		if err != nil {
+			if a := clientlib.ClassifyErr(err); a.RefreshMetadata || errCode(err) == strandpb.ErrorCode_ERROR_CODE_NONE {
+				link.coord = -1
+			}
+		}
+		done(resp, err)
+	}
+	if link.coord >= 0 {
+		ww.call(c, link.coord, req, finish)
+		return
+	}
+	find := &strandpb.Request{Body: &strandpb.Request_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorRequest{Group: group}}}
+	ww.call(c, c.randomNode(), find, func(resp *strandpb.Response, err error) {
+		if !live() {
+			return
+		}
+		if err == nil {
+			err = wireErr(resp.GetError())
+		}
+		i, ok := ww.indexOf[resp.GetFindCoordinator().GetAddress()]
+		if err != nil || !ok {
+			link.busy = false
+			done(nil, fmt.Errorf("find coordinator: %w", err))
+			return
+		}
+		link.coord = i
+		ww.call(c, i, req, finish)
 	})
 }
