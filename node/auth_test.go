@@ -232,18 +232,8 @@ func TestAuthorizationOffAllowsAll(t *testing.T) {
 // TOPIC_AUTHORIZATION_FAILED in its place and public's is served; only
 // public is written.
 func TestAuthorizationPerPartition(t *testing.T) {
-	admin := Caller{Principal: "User:admin", Host: "127.0.0.1"}
-	bob := Caller{Principal: "User:bob", Host: "127.0.0.1"}
-	c := newCluster(t, 1, 1, nil, func(cfg *Config) {
-		cfg.Authorization = true
-		cfg.SuperUsers = []Principal{admin.Principal}
-	})
-	c.waitRegistered(1)
-	for _, name := range []string{"orders", "public"} {
-		c.handleAs(1, admin, wrap(&strandpb.CreateTopicsRequest{Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: name, Partitions: 1, ReplicationFactor: 1}}})(t))
-	}
-	c.handleAs(1, admin, wrap(&strandpb.AlterAclsRequest{Add: []*strandpb.AclBinding{
-		aclAllow("User:bob", "topic", "public", "write", "allow"), aclAllow("User:bob", "topic", "public", "read", "allow")}})(t))
+	c, admin, bob := publicAndOrders(t, aclAllow("User:bob", "topic", "public", "write", "allow"),
+		aclAllow("User:bob", "topic", "public", "read", "allow"))
 	var resp *strandpb.Response
 	for range 200 { // the partitions elect their leaders
 		resp = c.handleAs(1, bob, &strandpb.Request{Body: &strandpb.Request_Produce{Produce: &strandpb.ProduceRequest{Acks: -1,
@@ -326,17 +316,7 @@ func TestAuthorizationWaitsForMetadataReplay(t *testing.T) {
 // re-created topic). A known id of a topic bob may not read is still
 // refused.
 func TestAuthorizationUnknownTopicID(t *testing.T) {
-	admin := Caller{Principal: "User:admin", Host: "127.0.0.1"}
-	bob := Caller{Principal: "User:bob", Host: "127.0.0.1"}
-	c := newCluster(t, 1, 1, nil, func(cfg *Config) {
-		cfg.Authorization = true
-		cfg.SuperUsers = []Principal{admin.Principal}
-	})
-	c.waitRegistered(1)
-	for _, name := range []string{"public", "orders"} {
-		c.handleAs(1, admin, wrap(&strandpb.CreateTopicsRequest{Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: name, Partitions: 1, ReplicationFactor: 1}}})(t))
-	}
-	c.handleAs(1, admin, wrap(&strandpb.AlterAclsRequest{Add: []*strandpb.AclBinding{aclAllow("User:bob", "topic", "public", "all", "allow")}})(t))
+	c, admin, bob := publicAndOrders(t, aclAllow("User:bob", "topic", "public", "all", "allow"))
 	md := c.handleAs(1, admin, wrap(&strandpb.MetadataRequest{Topics: []string{"orders"}})(t)).GetMetadata()
 	ordersID := md.GetTopics()[0].GetTopicId()
 	fetchByID := func(id []byte) strandpb.ErrorCode {
@@ -408,4 +388,23 @@ func TestAuthorizationWaitsForMetadataLeader(t *testing.T) {
 		c.tick(1)
 	}
 	t.Fatalf("bob's describe on node 3 after catching up: %v", resp)
+}
+
+// publicAndOrders starts one node with authorization on and User:admin a
+// super user, creates topics "public" and "orders" (one partition each)
+// and grants bob the given ACLs.
+func publicAndOrders(t *testing.T, bobACLs ...*strandpb.AclBinding) (c *cluster, admin, bob Caller) {
+	t.Helper()
+	admin = Caller{Principal: "User:admin", Host: "127.0.0.1"}
+	bob = Caller{Principal: "User:bob", Host: "127.0.0.1"}
+	c = newCluster(t, 1, 1, nil, func(cfg *Config) {
+		cfg.Authorization = true
+		cfg.SuperUsers = []Principal{admin.Principal}
+	})
+	c.waitRegistered(1)
+	for _, name := range []string{"orders", "public"} {
+		c.handleAs(1, admin, wrap(&strandpb.CreateTopicsRequest{Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: name, Partitions: 1, ReplicationFactor: 1}}})(t))
+	}
+	c.handleAs(1, admin, wrap(&strandpb.AlterAclsRequest{Add: bobACLs})(t))
+	return c, admin, bob
 }
