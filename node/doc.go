@@ -407,8 +407,9 @@
 // replicates with match ≥ commit (through the catch-up throttle), one joint ConfChangeV2 promoting
 // them and removing the others (explicit leave); a leader outside the target first transfers
 // leadership to the most caught-up incoming voter (StepDownOnRemoval as backstop); once the applied
-// configuration is exactly the target and no earlier conf change can still land, propose
-// CompletePartitionMove (the target in the operator's order becomes the replica list), after which
+// configuration is exactly the target, no earlier conf change can still land and the leader's
+// synced hard state commits the leave (a leader restarted short of it would be back in the joint
+// configuration, needing the leavers it let go), propose CompletePartitionMove (the target in the operator's order becomes the replica list), after which
 // the nodes left out stop the replica (tombstone first). Nothing lives outside raft's configuration
 // and the metadata record, so a new leader after any crash continues. A node moved back later
 // starts the replica afresh with a vote floor: the tombstone carries the highest term the removed
