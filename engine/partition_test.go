@@ -39,6 +39,10 @@ func outcome(r Result) string {
 		return "fenced"
 	case errors.Is(r.Err, ErrUnknownProducer):
 		return "unknown-producer"
+	case errors.Is(r.Err, ErrInvalidTxnState):
+		return "invalid-txn-state"
+	case errors.Is(r.Err, ErrCoordinatorFenced):
+		return "coordinator-fenced"
 	case r.Err != nil:
 		return "error " + r.Err.Error()
 	case r.Duplicate:
