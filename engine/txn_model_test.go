@@ -18,11 +18,10 @@ type txnModelProducer struct {
 	nextSeq           int32
 	idemEnd, idemLast int64
 	// Transactional record (hasTxn).
-	hasTxn               bool
-	txnEpoch, coord      int32
-	open                 bool
-	first, txnLastMs     int64
-	lastWasTransactional bool
+	hasTxn           bool
+	txnEpoch, coord  int32
+	open             bool
+	first, txnLastMs int64
 }
 
 // txnModelBatch is one batch or marker ever appended.
