@@ -72,6 +72,10 @@ func TestTxnWriteNeedsBegin(t *testing.T) {
 	if epoch, open := f.p.TxnOpen(1); !open || epoch != 0 {
 		t.Fatalf("TxnOpen = %d, %v", epoch, open)
 	}
+	f.want(f.marker(1, 1, 0, true), "ok base=3 count=1")
+	f.want(f.write(1, 1, 1, true), "invalid-txn-state") // the next transaction needs its own begin
+	f.want(f.begin(1, 1), "ok base=0 count=0")
+	f.want(f.write(1, 1, 1, true), "ok base=4 count=1")
 	if r := applyNext(f.p, EncodeTransactionalProduceEntry(nil, 1, 0, NoProducer, batchOf(t, 1, 0))); !errors.Is(r.Err, ErrInvalidEntry) {
 		t.Fatalf("transactional batch without a producer id: %v", r.Err)
 	}
