@@ -71,6 +71,9 @@
 //     path tells it from a batch by the entry's kind and reads it with EntryMarker) and an abort
 //     enters the aborted index; otherwise (begun without writes, a resend, no transaction) it takes
 //     no offset.
+//     The coordinator epoch is the host's to choose (say the coordinator partition leader's raft
+//     term); it must never decrease for a producer id. An operator's abort of a hanging transaction
+//     (KIP-664, `strand txn abort`) is a marker like any other.
 //
 // Every replica reaches the same outcome; a refused entry changes nothing but the applied index.
 // A producer's transactional record (epoch, coordinator epoch, open, first offset, last append
