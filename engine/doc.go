@@ -126,7 +126,7 @@
 //
 // # Tests
 //
-// Scripted scenarios (engine/testdata/partition/*.txt), TestPartitionModel (rapid, against a
+// Scripted scenarios (engine/testdata/partition/*.txt, transactions.txt the transactional story), TestPartitionModel (rapid, against a
 // trivial model that knows trims, the timestamp seed and producer expiry; replay-without-compaction
 // equivalence), transactions_test.go (one test per transactional rule), TestTxnModel (rapid: begins,
 // transactional and plain writes, markers, trims, compactions and both snapshot-restores against a
