@@ -126,15 +126,16 @@
 //
 // # Tests
 //
-// Scripted scenarios (engine/testdata/partition/*.txt, transactions.txt the transactional story), TestPartitionModel (rapid, against a
-// trivial model that knows trims, the timestamp seed and producer expiry; replay-without-compaction
-// equivalence), transactions_test.go (one test per transactional rule), TestTxnModel (rapid: begins,
-// transactional and plain writes, markers, trims, compactions and both snapshot-restores against a
-// linear model of open transactions, LSO and aborted list; replay equivalence), FuzzValidate,
-// FuzzDecode, FuzzApply (from a partition with transactions), FuzzRestore, FuzzDecodeEntry. Planted
-// bugs (-tags simbugs, SetTxnBugs): bugLSOPassesOpenTxn (the LSO from the newest open transaction)
-// and bugDropAbortOnRestore (a restore loses the newest abort), each required to make TestTxnModel
-// fail by TestBugLSOPassesOpenTxn and TestBugDropAbortOnRestore. Benchmarks (make
-// bench): apply ≈ 15 M records/s (100 × 100 B), ≈ 3.4 M records/s (100 × 1 KiB, CRC-bound), 0
-// allocations; Locate over 1 M batches ≈ 1–3 µs.
+// Scripted scenarios (engine/testdata/partition/*.txt; transactions.txt tells the transactional
+// story), TestPartitionModel (rapid, against a trivial model that knows trims, the timestamp seed
+// and producer expiry; replay-without-compaction equivalence), transactions_test.go (one test per
+// transactional rule), TestTxnModel (rapid: begins, transactional and plain writes, markers, trims,
+// compactions and both snapshot-restores against a linear model of open transactions, LSO and
+// aborted list; replay equivalence), FuzzValidate, FuzzDecode, FuzzApply (from a partition with
+// transactions), FuzzRestore, FuzzDecodeEntry. Planted bugs (-tags simbugs, SetTxnBugs):
+// bugLSOPassesOpenTxn (the LSO from the newest open transaction) and bugDropAbortOnRestore (a
+// restore loses the newest abort), each required to make TestTxnModel fail by
+// TestBugLSOPassesOpenTxn and TestBugDropAbortOnRestore. Benchmarks (make bench): apply ≈ 15 M
+// records/s (100 × 100 B), ≈ 3.4 M records/s (100 × 1 KiB, CRC-bound), 0 allocations; Locate over
+// 1 M batches ≈ 1–3 µs.
 package engine
