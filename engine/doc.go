@@ -114,8 +114,9 @@
 // seed, the transactional records sorted by id and the retained aborted index in marker order
 // (proto/txnpart.proto; the open-transaction list is rebuilt from the records). StateSnapshot
 // carries the transactional state too: its size grows with the retained aborted transactions
-// (rare; an append-only form like the index's is the step if they ever dominate). RestorePartition runs the full invariant check, so a bad snapshot is ErrInvalidSnapshot,
-// never a later panic. New zero-defaulting fields need no version bump; a change of meaning does.
+// (rare; an append-only form like the index's is the step if they ever dominate).
+// RestorePartition runs the full invariant check, so a bad snapshot is ErrInvalidSnapshot, never a
+// later panic. New zero-defaulting fields need no version bump; a change of meaning does.
 //
 // # Index ordinals
 //
