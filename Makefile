@@ -34,7 +34,7 @@ test:
 	@failed=(); \
 	$(GO) test -count=1 -timeout 15m $$($(GO) list ./... | grep -v '/cmd/strand$$') || failed+=("packages other than cmd/strand"); \
 	$(GO) test -count=1 -timeout 15m ./cmd/strand/ || failed+=("cmd/strand"); \
-	$(GO) test -count=1 -timeout 15m -tags simbugs -run '$(PLANTED_BUG_TESTS)' ./node/ ./simnet/ ./engine/groups/ ./engine/txn/ || failed+=("planted bugs (-tags simbugs)"); \
+	$(GO) test -count=1 -timeout 15m -tags simbugs -run '$(PLANTED_BUG_TESTS)' ./node/ ./simnet/ ./engine/ ./engine/groups/ ./engine/txn/ || failed+=("planted bugs (-tags simbugs)"); \
 	if [ $${#failed[@]} -gt 0 ]; then \
 	  echo "make test: $${#failed[@]} of 3 suites failed:"; printf '  %s\n' "$${failed[@]}"; exit 1; \
 	fi; \

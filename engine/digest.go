@@ -42,6 +42,8 @@ const (
 	digestTagPartition uint64 = 0x5061727469 // "Parti"
 	digestTagBatch     uint64 = 0x4261746368 // "Batch"
 	digestTagProducer  uint64 = 0x50726f64   // "Prod"
+	digestTagTxn       uint64 = 0x54786e     // "Txn"
+	digestTagAborted   uint64 = 0x41626f7274 // "Abort"
 )
 
 // batchDigest is one offset index entry's hash.
@@ -60,42 +62,76 @@ func producerDigest(id int64, st *producerState) uint64 {
 	return h
 }
 
-// Digest is a deterministic 64-bit hash of the whole state: applied index,
-// log start, high-water mark, the offset index and the producer table.
-// Replicas at the same applied index have equal digests; O(1).
-func (p *Partition) Digest() uint64 {
-	return digestChain(digestTagPartition, p.appliedIndex, uint64(p.logStartOffset), uint64(p.nextOffset),
-		uint64(len(p.batches)-p.head), p.indexSum, uint64(len(p.producers)), p.producerSum)
+// txnDigest is one transactional record's hash.
+func txnDigest(id int64, rec *txnProducer) uint64 {
+	open := uint64(0)
+	if rec.open {
+		open = 1
+	}
+	return digestChain(digestTagTxn, uint64(id), uint64(int64(rec.epoch)), uint64(int64(rec.coordinatorEpoch)),
+		open, uint64(rec.firstOffset), uint64(rec.lastAppendMs))
 }
 
-// digestSums recomputes the offset index and producer table sums from the
-// state (map order does not matter to a sum).
-func (p *Partition) digestSums() (index, producers uint64) {
+// abortedDigest is one aborted-transaction index entry's hash.
+func abortedDigest(a *AbortedTxn) uint64 {
+	return digestChain(digestTagAborted, uint64(a.ProducerID), uint64(a.FirstOffset), uint64(a.LastOffset))
+}
+
+// Digest is a deterministic 64-bit hash of the whole state: applied index,
+// log start, high-water mark, the offset index, the producer table and the
+// transactional state. Replicas at the same applied index have equal
+// digests; O(1).
+func (p *Partition) Digest() uint64 {
+	h := digestChain(digestTagPartition, p.appliedIndex, uint64(p.logStartOffset), uint64(p.nextOffset),
+		uint64(len(p.batches)-p.head), p.indexSum, uint64(len(p.producers)), p.producerSum)
+	return p.chainTxns(h)
+}
+
+// chainTxns folds the transactional state into h; without any it leaves
+// h alone, so a partition that never saw a transaction keeps the digest
+// it had before transactions existed.
+func (p *Partition) chainTxns(h uint64) uint64 {
+	if len(p.txns) == 0 && len(p.aborted) == p.abortedHead {
+		return h
+	}
+	return digestChain(h, uint64(len(p.txns)), uint64(len(p.aborted)-p.abortedHead), p.txnSum)
+}
+
+// digestSums recomputes the offset index, producer table and transactional
+// sums from the state (map order does not matter to a sum).
+func (p *Partition) digestSums() (index, producers, txns uint64) {
 	for i := p.head; i < len(p.batches); i++ {
 		index += batchDigest(&p.batches[i])
 	}
 	for id, st := range p.producers {
 		producers += producerDigest(id, st)
 	}
-	return index, producers
+	for id, rec := range p.txns {
+		txns += txnDigest(id, rec)
+	}
+	for i := p.abortedHead; i < len(p.aborted); i++ {
+		txns += abortedDigest(&p.aborted[i])
+	}
+	return index, producers, txns
 }
 
 // checkDigest verifies the incrementally kept sums against the state.
 func (p *Partition) checkDigest() error {
-	index, producers := p.digestSums()
-	if index != p.indexSum || producers != p.producerSum {
-		return fmt.Errorf("digest sums index %016x producers %016x, state gives %016x %016x",
-			p.indexSum, p.producerSum, index, producers)
+	index, producers, txns := p.digestSums()
+	if index != p.indexSum || producers != p.producerSum || txns != p.txnSum {
+		return fmt.Errorf("digest sums index %016x producers %016x txns %016x, state gives %016x %016x %016x",
+			p.indexSum, p.producerSum, p.txnSum, index, producers, txns)
 	}
 	return nil
 }
 
 // TailDigest hashes the state but the log start and the offset index: the
-// applied index, the high-water mark and the producer table. A replica
+// applied index, the high-water mark, the producer table and the
+// transactional state (trimmed only by TRIM entries, like producers). A replica
 // restored from a raft snapshot differs from the others only in the
 // batches below a log start they have agreed on through a TRIM it has not
 // applied yet (node/snapshot.go); the simulator compares it by this digest
 // until then. O(1).
 func (p *Partition) TailDigest() uint64 {
-	return digestChain(digestTagPartition^1, p.appliedIndex, uint64(p.nextOffset), uint64(len(p.producers)), p.producerSum)
+	return p.chainTxns(digestChain(digestTagPartition^1, p.appliedIndex, uint64(p.nextOffset), uint64(len(p.producers)), p.producerSum))
 }

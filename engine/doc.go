@@ -5,8 +5,9 @@
 //
 // # Raft entry
 //
-// strandpb.Entry (flat): kind (PRODUCE, TRIM), append_time_ms (the leader's clock: the only time
-// the engine sees), producer id/epoch/base sequence, trim offset, node-local proposal id, batch.
+// strandpb.Entry (flat): kind (PRODUCE, TRIM, TXN_BEGIN, TXN_MARKER), append_time_ms (the leader's
+// clock: the only time the engine sees), producer id/epoch/base sequence, trim offset, node-local
+// proposal id, transactional, commit, coordinator epoch, batch.
 // engine.DecodeEntry reads it with protowire without copying (differentially fuzzed against
 // proto.Unmarshal).
 //
@@ -45,12 +46,77 @@
 //
 // Sequences wrap modulo 2^31. Five batches, as Kafka, because a producer pipelines five requests.
 //
+// # Transactions (issue 23, partition side; the coordinator is engine/txn)
+//
+// Commands (entries the node proposes; encoders in entry.go):
+//
+//   - EncodeTxnBeginEntry(producer id, epoch): the producer joined a transaction that includes this
+//     partition. KIP-890's verification made a replicated fact: the leader proposes it once the
+//     coordinator's Verify (AddPartitionsToTxn verify-only) said yes, before the transaction's first
+//     write here, pipelined with it. Refused: an epoch older than the partition knows
+//     (ErrProducerFenced), a transaction of another epoch still open (ErrInvalidTxnState). A resend
+//     at the open transaction's epoch is a no-op. It takes no offset.
+//   - EncodeTransactionalProduceEntry: a produce entry flagged transactional (Kafka's transactional
+//     attribute bit; Entry.transactional). Accepted only with a transaction begun here at exactly its
+//     epoch, else ErrInvalidTxnState (no hanging transaction can form); an older epoch is
+//     ErrProducerFenced; then the idempotence rules below apply as to any producer. The first
+//     accepted batch opens the transaction for the LSO. A plain batch from a producer whose
+//     transaction is open is ErrInvalidTxnState.
+//   - EncodeTxnMarkerEntry(Marker{producer id, epoch, coordinator epoch, commit}): the coordinator's
+//     commit or abort (WriteTxnMarkers). Refused: an epoch below the partition's
+//     (ErrProducerFenced), a coordinator epoch below the producer's last marker's
+//     (ErrCoordinatorFenced). It ends the open transaction and records the marker's epochs (KIP-890:
+//     the marker's bumped epoch fences the transaction's own). If the transaction wrote here the
+//     marker takes one offset (a control record, indexed as a one-record BatchLocation; the fetch
+//     path tells it from a batch by the entry's kind and reads it with EntryMarker) and an abort
+//     enters the aborted index; otherwise (begun without writes, a resend, no transaction) it takes
+//     no offset.
+//     The coordinator epoch is the host's to choose (say the coordinator partition leader's raft
+//     term); it must never decrease for a producer id. An operator's abort of a hanging transaction
+//     (KIP-664, `strand txn abort`) is a marker like any other.
+//
+// Every replica reaches the same outcome; a refused entry changes nothing but the applied index.
+// A producer's transactional record (epoch, coordinator epoch, open, first offset, last append
+// time) exists only once it sent a begin or a marker, so producers without transactions behave,
+// snapshot and digest byte for byte as before.
+//
+// Queries: LastStableOffset (the first offset of the oldest open transaction that wrote here, else
+// the high-water mark, never below the log start); ReadLimit(iso) and AppendReadable(dst, offset,
+// max, iso), a read that stops at the LSO for ReadCommitted (an offset in (LSO, high-water mark] is
+// valid and gets no batches, as in Kafka; the LSO is always a batch boundary);
+// AppendAbortedTxns(dst, from, to), the aborted transactions (producer id, first offset, marker
+// offset) overlapping [from, to) in marker order: a Kafka fetch's AbortedTransactions for the
+// batches it returned; AppendOpenTxns (first-offset order: DescribeProducers, metrics, LSO lag);
+// TxnOpen(producer id) (whether a leader must propose a begin before a transactional write).
+// read_committed readers get aborted batches with the list and skip them, as Kafka consumers do;
+// the engine does not filter.
+//
+// Retention and delete-records, as Kafka: a TRIM may pass an open transaction's first offset; the
+// transaction stays open and its marker still ends it, and the LSO is then the log start (Kafka's
+// first unstable offset is bounded below by the log start). A TRIM drops the aborted entries whose
+// marker lies below its offset (Kafka deletes them with the segment holding the marker), forgets a
+// transactional record idle a day (ProducerExpirationMs) with no open transaction and no
+// idempotence record, and never forgets the idempotence record of a producer whose transaction is
+// open. All three depend on the TRIM entry alone, never on the replica-local log start that
+// Compacted moves, so replicas agree and TailDigest covers the transactional state.
+//
+// Not here: building a Kafka control batch for a marker (kafkaproto), accepting Kafka batches with
+// the transactional attribute (recordbatch refuses them today with ErrUnsupported; the node must
+// set Entry.transactional from the produce request, and the Kafka form needs recordbatch to accept
+// the bit), mapping ErrInvalidTxnState / ErrCoordinatorFenced to wire codes (node/errors), and the
+// node's own append-only checkpoint of the offset index, which needs no change (markers are
+// ordinary BatchLocations).
+//
 // # Snapshot
 //
 // strandpb.PartitionSnapshot, deterministic marshal, version 1: applied index, high-water mark, log
 // start, the retained index, producers sorted by id (with their last append time), the timestamp
-// seed. RestorePartition runs the full invariant check, so a bad snapshot is ErrInvalidSnapshot,
-// never a later panic. New zero-defaulting fields need no version bump; a change of meaning does.
+// seed, the transactional records sorted by id and the retained aborted index in marker order
+// (proto/txnpart.proto; the open-transaction list is rebuilt from the records). StateSnapshot
+// carries the transactional state too: its size grows with the retained aborted transactions
+// (rare; an append-only form like the index's is the step if they ever dominate).
+// RestorePartition runs the full invariant check, so a bad snapshot is ErrInvalidSnapshot, never a
+// later panic. New zero-defaulting fields need no version bump; a change of meaning does.
 //
 // # Index ordinals
 //
@@ -61,9 +127,16 @@
 //
 // # Tests
 //
-// Scripted scenarios (engine/testdata/partition/*.txt), TestPartitionModel (rapid, against a
-// trivial model that knows trims, the timestamp seed and producer expiry; replay-without-compaction
-// equivalence), FuzzValidate, FuzzDecode, FuzzApply, FuzzRestore, FuzzDecodeEntry. Benchmarks (make
-// bench): apply ≈ 15 M records/s (100 × 100 B), ≈ 3.4 M records/s (100 × 1 KiB, CRC-bound), 0
-// allocations; Locate over 1 M batches ≈ 1–3 µs.
+// Scripted scenarios (engine/testdata/partition/*.txt; transactions.txt tells the transactional
+// story), TestPartitionModel (rapid, against a trivial model that knows trims, the timestamp seed
+// and producer expiry; replay-without-compaction equivalence), transactions_test.go (one test per
+// transactional rule), TestTxnModel (rapid: begins, transactional and plain writes, markers, trims,
+// compactions and both snapshot-restores against a linear model of open transactions, LSO and
+// aborted list; replay equivalence), FuzzValidate, FuzzDecode, FuzzApply (from a partition with
+// transactions), FuzzRestore, FuzzDecodeEntry. Planted bugs (-tags simbugs, SetTxnBugs):
+// bugLSOPassesOpenTxn (the LSO from the newest open transaction) and bugDropAbortOnRestore (a
+// restore loses the newest abort), each required to make TestTxnModel fail by
+// TestBugLSOPassesOpenTxn and TestBugDropAbortOnRestore. Benchmarks (make bench): apply ≈ 15 M
+// records/s (100 × 100 B), ≈ 3.4 M records/s (100 × 1 KiB, CRC-bound), 0 allocations; Locate over
+// 1 M batches ≈ 1–3 µs.
 package engine

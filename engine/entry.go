@@ -19,7 +19,13 @@ type EntryFields struct {
 	BaseSequence  int32
 	TrimOffset    int64
 	ProposalID    uint64
-	Batch         []byte
+	// Transactional marks a produce entry's batch as part of the
+	// producer's open transaction.
+	Transactional bool
+	// Commit and CoordinatorEpoch belong to a transaction marker.
+	Commit           bool
+	CoordinatorEpoch int32
+	Batch            []byte
 }
 
 // Producer names an idempotent producer's batch: its id, epoch and the
@@ -42,6 +48,9 @@ const (
 	fieldBaseSequence  = 5
 	fieldTrimOffset    = 6
 	fieldProposalID    = 7
+	fieldTransactional = 8
+	fieldCommit        = 9
+	fieldCoordEpoch    = 10
 	fieldBatch         = 15
 )
 
@@ -66,7 +75,7 @@ func DecodeEntry(data []byte) (EntryFields, error) {
 			data = data[m:]
 			continue
 		}
-		if typ == protowire.VarintType && num >= fieldKind && num <= fieldProposalID {
+		if typ == protowire.VarintType && num >= fieldKind && num <= fieldCoordEpoch {
 			v, m := protowire.ConsumeVarint(data)
 			if m < 0 {
 				return EntryFields{}, fmt.Errorf("%w: field %d: %v", ErrInvalidEntry, num, protowire.ParseError(m))
@@ -101,6 +110,12 @@ func (e *EntryFields) setVarint(num protowire.Number, v uint64) {
 		e.TrimOffset = int64(v)
 	case fieldProposalID:
 		e.ProposalID = v
+	case fieldTransactional:
+		e.Transactional = v != 0
+	case fieldCommit:
+		e.Commit = v != 0
+	case fieldCoordEpoch:
+		e.CoordinatorEpoch = int32(v)
 	}
 }
 
@@ -128,11 +143,22 @@ func AppendEntry(dst []byte, e *EntryFields) []byte {
 	dst = appendVarintField(dst, fieldBaseSequence, uint64(int64(e.BaseSequence)))
 	dst = appendVarintField(dst, fieldTrimOffset, uint64(e.TrimOffset))
 	dst = appendVarintField(dst, fieldProposalID, e.ProposalID)
+	dst = appendVarintField(dst, fieldTransactional, boolVarint(e.Transactional))
+	dst = appendVarintField(dst, fieldCommit, boolVarint(e.Commit))
+	dst = appendVarintField(dst, fieldCoordEpoch, uint64(int64(e.CoordinatorEpoch)))
 	if len(e.Batch) > 0 {
 		dst = protowire.AppendTag(dst, fieldBatch, protowire.BytesType)
 		dst = protowire.AppendBytes(dst, e.Batch)
 	}
 	return dst
+}
+
+// boolVarint is a bool's varint value, as proto encodes it.
+func boolVarint(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // appendVarintField appends a non-zero varint field; proto3 omits zeros.
@@ -168,4 +194,77 @@ func EncodeTrimEntry(dst []byte, appendTimeMs int64, proposalID uint64, trimOffs
 		TrimOffset:   trimOffset,
 		ProposalID:   proposalID,
 	})
+}
+
+// EncodeTransactionalProduceEntry appends the Data of a produce entry whose
+// batch belongs to the producer's open transaction on this partition (Kafka's
+// transactional attribute bit): accepted only after a TXN_BEGIN entry of the
+// same producer id and epoch, and held back from read_committed readers
+// until the transaction's marker.
+func EncodeTransactionalProduceEntry(dst []byte, appendTimeMs int64, proposalID uint64, producer Producer, batch []byte) []byte {
+	return AppendEntry(dst, &EntryFields{
+		Kind:          strandpb.EntryKind_ENTRY_KIND_PRODUCE,
+		AppendTimeMs:  appendTimeMs,
+		ProducerID:    producer.ID,
+		ProducerEpoch: producer.Epoch,
+		BaseSequence:  producer.BaseSequence,
+		ProposalID:    proposalID,
+		Transactional: true,
+		Batch:         batch,
+	})
+}
+
+// EncodeTxnBeginEntry appends the Data of a TXN_BEGIN entry: producerID at
+// epoch joined a transaction that includes this partition (KIP-890's
+// verification, made a replicated fact). The partition leader proposes it
+// once the coordinator has verified the partition is in the producer's
+// transaction, before the transaction's first write.
+func EncodeTxnBeginEntry(dst []byte, appendTimeMs int64, proposalID uint64, producerID int64, epoch int32) []byte {
+	return AppendEntry(dst, &EntryFields{
+		Kind:          strandpb.EntryKind_ENTRY_KIND_TXN_BEGIN,
+		AppendTimeMs:  appendTimeMs,
+		ProducerID:    producerID,
+		ProducerEpoch: epoch,
+		ProposalID:    proposalID,
+	})
+}
+
+// Marker is a transaction coordinator's commit or abort marker for one
+// partition: Kafka's control record (WriteTxnMarkers).
+type Marker struct {
+	ProducerID int64
+	// ProducerEpoch is the marker's epoch: with KIP-890 the epoch EndTxn
+	// bumped to, which fences the transaction's own epoch.
+	ProducerEpoch    int32
+	CoordinatorEpoch int32
+	Commit           bool
+}
+
+// EncodeTxnMarkerEntry appends the Data of a TXN_MARKER entry: it ends the
+// producer's open transaction on this partition.
+func EncodeTxnMarkerEntry(dst []byte, appendTimeMs int64, proposalID uint64, m Marker) []byte {
+	return AppendEntry(dst, &EntryFields{
+		Kind:             strandpb.EntryKind_ENTRY_KIND_TXN_MARKER,
+		AppendTimeMs:     appendTimeMs,
+		ProducerID:       m.ProducerID,
+		ProducerEpoch:    m.ProducerEpoch,
+		ProposalID:       proposalID,
+		Commit:           m.Commit,
+		CoordinatorEpoch: m.CoordinatorEpoch,
+	})
+}
+
+// EntryMarker returns the marker of a stored TXN_MARKER entry's Data: what
+// the fetch path serves as a control record where the offset index holds
+// the marker's one-offset location.
+func EntryMarker(data []byte) (Marker, error) {
+	e, err := DecodeEntry(data)
+	if err != nil {
+		return Marker{}, err
+	}
+	if e.Kind != strandpb.EntryKind_ENTRY_KIND_TXN_MARKER {
+		return Marker{}, fmt.Errorf("%w: kind %v is not a transaction marker", ErrInvalidEntry, e.Kind)
+	}
+	return Marker{ProducerID: e.ProducerID, ProducerEpoch: e.ProducerEpoch,
+		CoordinatorEpoch: e.CoordinatorEpoch, Commit: e.Commit}, nil
 }

@@ -13,28 +13,34 @@ import (
 // toProto converts EntryFields into the generated message.
 func toProto(e *EntryFields) *strandpb.Entry {
 	return &strandpb.Entry{
-		Kind:          e.Kind,
-		AppendTimeMs:  e.AppendTimeMs,
-		ProducerId:    e.ProducerID,
-		ProducerEpoch: e.ProducerEpoch,
-		BaseSequence:  e.BaseSequence,
-		TrimOffset:    e.TrimOffset,
-		ProposalId:    e.ProposalID,
-		Batch:         e.Batch,
+		Kind:             e.Kind,
+		AppendTimeMs:     e.AppendTimeMs,
+		ProducerId:       e.ProducerID,
+		ProducerEpoch:    e.ProducerEpoch,
+		BaseSequence:     e.BaseSequence,
+		TrimOffset:       e.TrimOffset,
+		ProposalId:       e.ProposalID,
+		Transactional:    e.Transactional,
+		Commit:           e.Commit,
+		CoordinatorEpoch: e.CoordinatorEpoch,
+		Batch:            e.Batch,
 	}
 }
 
 // fromProto converts the generated message into EntryFields.
 func fromProto(m *strandpb.Entry) EntryFields {
 	return EntryFields{
-		Kind:          m.GetKind(),
-		AppendTimeMs:  m.GetAppendTimeMs(),
-		ProducerID:    m.GetProducerId(),
-		ProducerEpoch: m.GetProducerEpoch(),
-		BaseSequence:  m.GetBaseSequence(),
-		TrimOffset:    m.GetTrimOffset(),
-		ProposalID:    m.GetProposalId(),
-		Batch:         m.GetBatch(),
+		Kind:             m.GetKind(),
+		AppendTimeMs:     m.GetAppendTimeMs(),
+		ProducerID:       m.GetProducerId(),
+		ProducerEpoch:    m.GetProducerEpoch(),
+		BaseSequence:     m.GetBaseSequence(),
+		TrimOffset:       m.GetTrimOffset(),
+		ProposalID:       m.GetProposalId(),
+		Transactional:    m.GetTransactional(),
+		Commit:           m.GetCommit(),
+		CoordinatorEpoch: m.GetCoordinatorEpoch(),
+		Batch:            m.GetBatch(),
 	}
 }
 
@@ -45,7 +51,8 @@ func sameFields(a, b EntryFields) bool {
 	}
 	return a.Kind == b.Kind && a.AppendTimeMs == b.AppendTimeMs && a.ProducerID == b.ProducerID &&
 		a.ProducerEpoch == b.ProducerEpoch && a.BaseSequence == b.BaseSequence &&
-		a.TrimOffset == b.TrimOffset && a.ProposalID == b.ProposalID
+		a.TrimOffset == b.TrimOffset && a.ProposalID == b.ProposalID && a.Transactional == b.Transactional &&
+		a.Commit == b.Commit && a.CoordinatorEpoch == b.CoordinatorEpoch
 }
 
 // TestEntryCodecMatchesProto shows AppendEntry writes exactly the bytes of
@@ -56,14 +63,17 @@ func TestEntryCodecMatchesProto(t *testing.T) {
 		pick64 := rapid.OneOf(rapid.Just(int64(0)), rapid.Just(int64(-1)), rapid.Int64())
 		pick32 := rapid.OneOf(rapid.Just(int32(0)), rapid.Just(int32(-1)), rapid.Int32())
 		e := EntryFields{
-			Kind:          strandpb.EntryKind(pick32.Draw(t, "kind")),
-			AppendTimeMs:  pick64.Draw(t, "time"),
-			ProducerID:    pick64.Draw(t, "producer"),
-			ProducerEpoch: pick32.Draw(t, "epoch"),
-			BaseSequence:  pick32.Draw(t, "sequence"),
-			TrimOffset:    pick64.Draw(t, "trim"),
-			ProposalID:    rapid.Uint64().Draw(t, "proposal"),
-			Batch:         rapid.SliceOfN(rapid.Byte(), 0, 50).Draw(t, "batch"),
+			Kind:             strandpb.EntryKind(pick32.Draw(t, "kind")),
+			AppendTimeMs:     pick64.Draw(t, "time"),
+			ProducerID:       pick64.Draw(t, "producer"),
+			ProducerEpoch:    pick32.Draw(t, "epoch"),
+			BaseSequence:     pick32.Draw(t, "sequence"),
+			TrimOffset:       pick64.Draw(t, "trim"),
+			ProposalID:       rapid.Uint64().Draw(t, "proposal"),
+			Transactional:    rapid.Bool().Draw(t, "transactional"),
+			Commit:           rapid.Bool().Draw(t, "commit"),
+			CoordinatorEpoch: pick32.Draw(t, "coordinatorEpoch"),
+			Batch:            rapid.SliceOfN(rapid.Byte(), 0, 50).Draw(t, "batch"),
 		}
 		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(toProto(&e))
 		if err != nil {
@@ -101,6 +111,10 @@ func TestEntryBatchIsAView(t *testing.T) {
 func FuzzDecodeEntry(f *testing.F) {
 	f.Add(EncodeProduceEntry(nil, 1, 2, Producer{3, 4, 5}, []byte("x")))
 	f.Add(EncodeTrimEntry(nil, 1, 2, 3))
+	f.Add(EncodeTxnBeginEntry(nil, 1, 2, 3, 4))
+	f.Add(EncodeTxnMarkerEntry(nil, 1, 2, Marker{ProducerID: 3, ProducerEpoch: 4, CoordinatorEpoch: -5, Commit: true}))
+	f.Add(EncodeTransactionalProduceEntry(nil, 1, 2, Producer{3, 4, 5}, []byte("x")))
+	f.Add([]byte{0x40, 0x02, 0x48, 0x80, 0x01})
 	f.Add([]byte{0x08, 0x01, 0x08, 0x02, 0x7a, 0x00})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var m strandpb.Entry

@@ -18,6 +18,19 @@ func fuzzBase(t testing.TB) *Partition {
 	return p
 }
 
+// fuzzTxnBase is fuzzBase with transactions: an aborted one in the index,
+// one open that wrote, one begun that did not.
+func fuzzTxnBase(t testing.TB) *Partition {
+	p := fuzzBase(t)
+	applyNext(p, EncodeTxnBeginEntry(nil, 15, 6, 5, 0))
+	applyNext(p, EncodeTransactionalProduceEntry(nil, 16, 7, Producer{5, 0, 0}, batchOf(t, 2, 400)))
+	applyNext(p, EncodeTxnMarkerEntry(nil, 17, 8, Marker{ProducerID: 5, ProducerEpoch: 1, CoordinatorEpoch: 2}))
+	applyNext(p, EncodeTxnBeginEntry(nil, 18, 9, 6, 3))
+	applyNext(p, EncodeTransactionalProduceEntry(nil, 19, 10, Producer{6, 3, 0}, batchOf(t, 1, 500)))
+	applyNext(p, EncodeTxnBeginEntry(nil, 20, 11, 5, 1))
+	return p
+}
+
 // fuzzApplySeeds are entries worth starting from: the next batch of each
 // producer, retries, a fenced epoch, trims and near-garbage.
 func fuzzApplySeeds(t testing.TB) [][2][]byte {
@@ -29,11 +42,15 @@ func fuzzApplySeeds(t testing.TB) [][2][]byte {
 		{EncodeTrimEntry(nil, 0, 0, 1000), next},
 		{next[:len(next)-3], {0x08, 0x02, 0x30, 0x7f}},
 		{{}, {0xff}},
+		{EncodeTxnBeginEntry(nil, 20, 6, 0, 0), EncodeTransactionalProduceEntry(nil, 21, 7, Producer{0, 0, 5}, batchOf(t, 1, 0))},
+		{EncodeTransactionalProduceEntry(nil, 21, 7, Producer{6, 3, 1}, batchOf(t, 1, 0)), EncodeTxnMarkerEntry(nil, 22, 8, Marker{ProducerID: 6, ProducerEpoch: 4, CoordinatorEpoch: 1})},
+		{EncodeTxnMarkerEntry(nil, 22, 8, Marker{ProducerID: 6, ProducerEpoch: 3, CoordinatorEpoch: 0, Commit: true}), EncodeTrimEntry(nil, 0, 0, 9)},
+		{EncodeTransactionalProduceEntry(nil, 21, 7, Producer{5, 1, 0}, batchOf(t, 1, 0)), EncodeTxnMarkerEntry(nil, 22, 8, Marker{ProducerID: 5, ProducerEpoch: 1, CoordinatorEpoch: 1})},
 	}
 }
 
-// FuzzApply feeds two arbitrary entries to a partition holding producers
-// and a trimmed log: no panic, every invariant holds after each, a refused
+// FuzzApply feeds two arbitrary entries to a partition holding producers,
+// a trimmed log and transactions (open, begun, aborted): no panic, every invariant holds after each, a refused
 // entry changes nothing but the applied index, and the state survives a
 // snapshot round trip byte for byte.
 func FuzzApply(f *testing.F) {
@@ -41,7 +58,7 @@ func FuzzApply(f *testing.F) {
 		f.Add(s[0], s[1])
 	}
 	f.Fuzz(func(t *testing.T, first, second []byte) {
-		p := fuzzBase(t)
+		p := fuzzTxnBase(t)
 		for _, data := range [][]byte{first, second} {
 			before := p.Snapshot()
 			r := applyNext(p, data)
@@ -49,7 +66,8 @@ func FuzzApply(f *testing.F) {
 				t.Fatalf("invariant after %x: %v", data, err)
 			}
 			if r.Err != nil {
-				if !errors.Is(r.Err, ErrInvalidEntry) && !errors.Is(r.Err, ErrOutOfOrderSequence) && !errors.Is(r.Err, ErrProducerFenced) && !errors.Is(r.Err, ErrUnknownProducer) {
+				if !errors.Is(r.Err, ErrInvalidEntry) && !errors.Is(r.Err, ErrOutOfOrderSequence) && !errors.Is(r.Err, ErrProducerFenced) && !errors.Is(r.Err, ErrUnknownProducer) &&
+					!errors.Is(r.Err, ErrInvalidTxnState) && !errors.Is(r.Err, ErrCoordinatorFenced) {
 					t.Fatalf("error %v wraps no sentinel", r.Err)
 				}
 				q, err := RestorePartition(before)
@@ -77,6 +95,8 @@ func FuzzApply(f *testing.F) {
 // it accepts satisfies every invariant and snapshots to an equal state.
 func FuzzRestore(f *testing.F) {
 	f.Add(fuzzBase(f).Snapshot())
+	f.Add(fuzzTxnBase(f).Snapshot())
+	f.Add(fuzzTxnBase(f).StateSnapshot())
 	f.Add(NewPartition().Snapshot())
 	f.Fuzz(func(t *testing.T, snap []byte) {
 		p, err := RestorePartition(snap)

@@ -30,6 +30,9 @@ func (p *Partition) check() error {
 			return fmt.Errorf("producer %d: batch at %d beyond high-water mark %d", id, last.baseOffset, p.nextOffset)
 		}
 	}
+	if err := p.checkTxns(); err != nil {
+		return err
+	}
 	return p.checkDigest()
 }
 

@@ -95,11 +95,23 @@ type Partition struct {
 	// offset index and the producer table (digest.go), kept up to date by
 	// every change.
 	indexSum, producerSum uint64
+	// Transactions (transactions.go): each producer's transactional
+	// record, the open transactions that wrote here in first-offset order
+	// (derived from txns), and the aborted-transaction index
+	// aborted[abortedHead:] in marker order. txnSum sums the digests of
+	// the records and the index entries. abortedSpanMax bounds every
+	// retained entry's LastOffset-FirstOffset (a scan bound, not state).
+	txns           map[int64]*txnProducer
+	openTxns       []OpenTxn
+	aborted        []AbortedTxn
+	abortedHead    int
+	abortedSpanMax int64
+	txnSum         uint64
 }
 
 // NewPartition returns the state of an empty partition before raft index 1.
 func NewPartition() *Partition {
-	return &Partition{producers: make(map[int64]*producerState)}
+	return &Partition{producers: make(map[int64]*producerState), txns: make(map[int64]*txnProducer)}
 }
 
 // AppliedIndex is the raft index of the last applied entry.
@@ -143,6 +155,10 @@ func (p *Partition) apply(index uint64, data []byte) Result {
 	case strandpb.EntryKind_ENTRY_KIND_TRIM:
 		p.trim(e.TrimOffset, e.AppendTimeMs)
 		return Result{}
+	case strandpb.EntryKind_ENTRY_KIND_TXN_BEGIN:
+		return p.applyTxnBegin(&e)
+	case strandpb.EntryKind_ENTRY_KIND_TXN_MARKER:
+		return p.applyTxnMarker(index, &e)
 	default:
 		return Result{Err: fmt.Errorf("%w: unknown entry kind %d", ErrInvalidEntry, int32(e.Kind))}
 	}
@@ -160,8 +176,14 @@ func (p *Partition) applyProduce(index uint64, e *EntryFields) Result {
 	if err != nil {
 		return Result{Err: fmt.Errorf("%w: %w", ErrInvalidEntry, err)}
 	}
+	if e.Transactional && e.ProducerID < 0 {
+		return Result{Err: fmt.Errorf("%w: a transactional batch without a producer id", ErrInvalidEntry)}
+	}
 	var st *producerState
 	if e.ProducerID >= 0 {
+		if err := p.screenTxnWrite(e); err != nil {
+			return Result{Err: err}
+		}
 		var dup *producerBatch
 		st, dup, err = p.screenProducer(e, info.RecordCount)
 		if err != nil {
@@ -171,25 +193,7 @@ func (p *Partition) applyProduce(index uint64, e *EntryFields) Result {
 			return Result{BaseOffset: dup.baseOffset, RecordCount: dup.recordCount, Duplicate: true}
 		}
 	}
-	if p.nextOffset > math.MaxInt64-int64(info.RecordCount) {
-		panic(fmt.Sprintf("engine: offset overflow at %d", p.nextOffset))
-	}
-	loc := BatchLocation{
-		BaseOffset:     p.nextOffset,
-		RecordCount:    info.RecordCount,
-		RaftIndex:      index,
-		AppendTimeMs:   e.AppendTimeMs,
-		MaxTimestampMs: info.MaxTimestampMs,
-	}
-	if n := len(p.batches); n > p.head {
-		loc.MaxTimestampMs = max(loc.MaxTimestampMs, p.batches[n-1].MaxTimestampMs)
-	} else if p.hasTimestampSeed {
-		loc.MaxTimestampMs = max(loc.MaxTimestampMs, p.timestampSeed)
-	}
-	p.hasTimestampSeed = false
-	p.batches = append(p.batches, loc)
-	p.indexSum += batchDigest(&loc)
-	p.nextOffset += int64(info.RecordCount)
+	loc := p.appendLocation(index, info.RecordCount, e.AppendTimeMs, info.MaxTimestampMs)
 	if st != nil {
 		if old, ok := p.producers[e.ProducerID]; ok {
 			p.producerSum -= producerDigest(e.ProducerID, old)
@@ -203,14 +207,43 @@ func (p *Partition) applyProduce(index uint64, e *EntryFields) Result {
 		p.producers[e.ProducerID] = st
 		p.producerSum += producerDigest(e.ProducerID, st)
 	}
+	if e.Transactional {
+		p.noteTxnWrite(e.ProducerID, loc.BaseOffset, e.AppendTimeMs)
+	}
 	return Result{BaseOffset: loc.BaseOffset, RecordCount: loc.RecordCount}
+}
+
+// appendLocation gives the entry at raft index index the next count
+// offsets and indexes it, with maxTimestampMs folded into the running
+// maximum: a produce entry's batch or a marker's control record.
+func (p *Partition) appendLocation(index uint64, count int32, appendTimeMs, maxTimestampMs int64) BatchLocation {
+	if p.nextOffset > math.MaxInt64-int64(count) {
+		panic(fmt.Sprintf("engine: offset overflow at %d", p.nextOffset))
+	}
+	loc := BatchLocation{
+		BaseOffset:     p.nextOffset,
+		RecordCount:    count,
+		RaftIndex:      index,
+		AppendTimeMs:   appendTimeMs,
+		MaxTimestampMs: maxTimestampMs,
+	}
+	if n := len(p.batches); n > p.head {
+		loc.MaxTimestampMs = max(loc.MaxTimestampMs, p.batches[n-1].MaxTimestampMs)
+	} else if p.hasTimestampSeed {
+		loc.MaxTimestampMs = max(loc.MaxTimestampMs, p.timestampSeed)
+	}
+	p.hasTimestampSeed = false
+	p.batches = append(p.batches, loc)
+	p.indexSum += batchDigest(&loc)
+	p.nextOffset += int64(count)
+	return loc
 }
 
 // trim applies a trim entry stamped nowMs: the log start offset moves
 // forward to offset, clamped to the high-water mark, dropping the batches
 // wholly below it, and the producers whose batches all lie below offset
 // and whose last batch is ProducerExpirationMs older than the trim are
-// forgotten.
+// forgotten (never one with a transaction open here).
 func (p *Partition) trim(offset, nowMs int64) {
 	offset = min(offset, p.nextOffset)
 	if offset == p.nextOffset {
@@ -219,6 +252,7 @@ func (p *Partition) trim(offset, nowMs int64) {
 		p.hasTimestampSeed = false
 	}
 	p.evictProducers(offset, nowMs)
+	p.trimTxns(offset, nowMs)
 	if offset <= p.logStartOffset {
 		return
 	}
@@ -235,7 +269,7 @@ func (p *Partition) trim(offset, nowMs int64) {
 // is fine: only the resulting set matters.
 func (p *Partition) evictProducers(offset, nowMs int64) {
 	for id, st := range p.producers {
-		if st.newest().endOffset() <= offset && st.lastAppendMs <= nowMs-ProducerExpirationMs {
+		if st.newest().endOffset() <= offset && st.lastAppendMs <= nowMs-ProducerExpirationMs && !p.txnOpen(id) {
 			p.producerSum -= producerDigest(id, st)
 			delete(p.producers, id)
 		}

@@ -39,6 +39,10 @@ func outcome(r Result) string {
 		return "fenced"
 	case errors.Is(r.Err, ErrUnknownProducer):
 		return "unknown-producer"
+	case errors.Is(r.Err, ErrInvalidTxnState):
+		return "invalid-txn-state"
+	case errors.Is(r.Err, ErrCoordinatorFenced):
+		return "coordinator-fenced"
 	case r.Err != nil:
 		return "error " + r.Err.Error()
 	case r.Duplicate:
@@ -215,7 +219,7 @@ func TestSequenceWraps(t *testing.T) {
 	// Pretend the producer already wrote up to MaxInt32-2.
 	st := p.producers[3]
 	st.batches[0].baseSequence = math.MaxInt32 - 2
-	p.indexSum, p.producerSum = p.digestSums()
+	p.indexSum, p.producerSum, p.txnSum = p.digestSums()
 	mustCheck(t, p)
 	r := p.Apply(2, EncodeProduceEntry(nil, 0, 0, Producer{3, 0, math.MaxInt32 - 1}, batchOf(t, 3, 0)))
 	if outcome(r) != "ok base=1 count=3" {

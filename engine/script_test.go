@@ -39,7 +39,11 @@ func runScriptCommand(t *testing.T, p **Partition, d *datadriven.TestData) strin
 			producer = Producer{ID: id, Epoch: int32(args["epoch"]), BaseSequence: int32(args["seq"])}
 		}
 		records := int(max(args["records"], 1))
-		r := part.Apply(next, EncodeProduceEntry(nil, args["time"], 0, producer, batchOf(t, records, args["ts"])))
+		encode := EncodeProduceEntry
+		if args["txn"] == 1 {
+			encode = EncodeTransactionalProduceEntry
+		}
+		r := part.Apply(next, encode(nil, args["time"], 0, producer, batchOf(t, records, args["ts"])))
 		return fmt.Sprintf("%s next=%d", strings.Replace(outcome(r), " count=", " records=", 1), part.HighWatermark())
 	case "trim":
 		part.Apply(next, EncodeTrimEntry(nil, args["time"], 0, args["offset"]))
@@ -69,6 +73,38 @@ func runScriptCommand(t *testing.T, p **Partition, d *datadriven.TestData) strin
 		}
 		*p = q
 		return fmt.Sprintf("applied=%d log-start=%d next=%d producers=%d", q.AppliedIndex(), q.LogStartOffset(), q.HighWatermark(), len(q.producers))
+	}
+	return runTxnScriptCommand(t, part, d, args)
+}
+
+// runTxnScriptCommand runs one transaction command and renders its outcome.
+func runTxnScriptCommand(t *testing.T, part *Partition, d *datadriven.TestData, args map[string]int64) string {
+	next := part.AppliedIndex() + 1
+	switch d.Cmd {
+	case "begin":
+		r := part.Apply(next, EncodeTxnBeginEntry(nil, args["time"], 0, args["producer"], int32(args["epoch"])))
+		return fmt.Sprintf("%s lso=%d", strings.Replace(outcome(r), "ok base=0 count=0", "ok", 1), part.LastStableOffset())
+	case "marker":
+		m := Marker{ProducerID: args["producer"], ProducerEpoch: int32(args["epoch"]),
+			CoordinatorEpoch: int32(args["coord"]), Commit: args["commit"] == 1}
+		r := part.Apply(next, EncodeTxnMarkerEntry(nil, args["time"], 0, m))
+		return fmt.Sprintf("%s lso=%d next=%d", strings.Replace(outcome(r), " count=", " records=", 1),
+			part.LastStableOffset(), part.HighWatermark())
+	case "stable":
+		return fmt.Sprintf("lso=%d next=%d log-start=%d open=%v", part.LastStableOffset(), part.HighWatermark(),
+			part.LogStartOffset(), part.AppendOpenTxns(nil))
+	case "aborted":
+		return fmt.Sprintf("aborted=%v", part.AppendAbortedTxns(nil, args["from"], args["to"]))
+	case "read-committed":
+		locs, err := part.AppendReadable(nil, args["offset"], 10, ReadCommitted)
+		if err != nil {
+			return "error " + err.Error()
+		}
+		out := fmt.Sprintf("batches=%d", len(locs))
+		for _, l := range locs {
+			out += fmt.Sprintf(" %d+%d", l.BaseOffset, l.RecordCount)
+		}
+		return out
 	}
 	d.Fatalf(t, "unknown command %q", d.Cmd)
 	return ""

@@ -70,6 +70,7 @@ func (p *Partition) snapshotProto(version uint32) *strandpb.PartitionSnapshot {
 	for _, id := range ids {
 		snap.Producers = append(snap.Producers, producerToProto(id, p.producers[id]))
 	}
+	p.txnsToProto(snap)
 	return snap
 }
 
@@ -143,6 +144,7 @@ func restore(snap *strandpb.PartitionSnapshot, indexBase int64, index []BatchLoc
 		batches:        index,
 		indexBase:      indexBase,
 		producers:      make(map[int64]*producerState, len(snap.GetProducers())),
+		txns:           make(map[int64]*txnProducer, len(snap.GetTxnProducers())),
 	}
 	if snap.GetHasTimestampSeed() {
 		if len(index) != 0 {
@@ -163,7 +165,10 @@ func restore(snap *strandpb.PartitionSnapshot, indexBase int64, index []BatchLoc
 		}
 		p.producers[lastID] = st
 	}
-	p.indexSum, p.producerSum = p.digestSums()
+	if err := p.txnsFromProto(snap); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidSnapshot, err)
+	}
+	p.indexSum, p.producerSum, p.txnSum = p.digestSums()
 	if err := p.check(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidSnapshot, err)
 	}

@@ -34,6 +34,12 @@ const (
 	// Moves the log start offset forward (retention or delete-records);
 	// consumes no offset.
 	EntryKind_ENTRY_KIND_TRIM EntryKind = 2
+	// A producer joined a transaction on this partition (KIP-890: proposed
+	// once the coordinator verified it); consumes no offset.
+	EntryKind_ENTRY_KIND_TXN_BEGIN EntryKind = 3
+	// A transaction coordinator's commit or abort marker (a control record);
+	// consumes one offset when it ends a transaction that wrote here.
+	EntryKind_ENTRY_KIND_TXN_MARKER EntryKind = 4
 )
 
 // Enum value maps for EntryKind.
@@ -42,11 +48,15 @@ var (
 		0: "ENTRY_KIND_UNSPECIFIED",
 		1: "ENTRY_KIND_PRODUCE",
 		2: "ENTRY_KIND_TRIM",
+		3: "ENTRY_KIND_TXN_BEGIN",
+		4: "ENTRY_KIND_TXN_MARKER",
 	}
 	EntryKind_value = map[string]int32{
 		"ENTRY_KIND_UNSPECIFIED": 0,
 		"ENTRY_KIND_PRODUCE":     1,
 		"ENTRY_KIND_TRIM":        2,
+		"ENTRY_KIND_TXN_BEGIN":   3,
+		"ENTRY_KIND_TXN_MARKER":  4,
 	}
 )
 
@@ -153,6 +163,13 @@ type Entry struct {
 	// Node-local id of the proposal, so the proposing node can match the
 	// applied entry to the request waiting for it. The engine ignores it.
 	ProposalId uint64 `protobuf:"varint,7,opt,name=proposal_id,json=proposalId,proto3" json:"proposal_id,omitempty"`
+	// For ENTRY_KIND_PRODUCE: the batch belongs to the producer's open
+	// transaction (Kafka's transactional attribute bit).
+	Transactional bool `protobuf:"varint,8,opt,name=transactional,proto3" json:"transactional,omitempty"`
+	// For ENTRY_KIND_TXN_MARKER: commit (true) or abort, and the epoch of the
+	// coordinator that wrote it (a lower one than last seen is fenced).
+	Commit           bool  `protobuf:"varint,9,opt,name=commit,proto3" json:"commit,omitempty"`
+	CoordinatorEpoch int32 `protobuf:"varint,10,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
 	// For ENTRY_KIND_PRODUCE: a record batch in engine/recordbatch format,
 	// stored and served as is.
 	Batch         []byte `protobuf:"bytes,15,opt,name=batch,proto3" json:"batch,omitempty"`
@@ -235,6 +252,27 @@ func (x *Entry) GetTrimOffset() int64 {
 func (x *Entry) GetProposalId() uint64 {
 	if x != nil {
 		return x.ProposalId
+	}
+	return 0
+}
+
+func (x *Entry) GetTransactional() bool {
+	if x != nil {
+		return x.Transactional
+	}
+	return false
+}
+
+func (x *Entry) GetCommit() bool {
+	if x != nil {
+		return x.Commit
+	}
+	return false
+}
+
+func (x *Entry) GetCoordinatorEpoch() int32 {
+	if x != nil {
+		return x.CoordinatorEpoch
 	}
 	return 0
 }
@@ -506,8 +544,13 @@ type PartitionSnapshot struct {
 	// the last batch dropped, as on a replica that still indexes it.
 	HasTimestampSeed bool  `protobuf:"varint,42,opt,name=has_timestamp_seed,json=hasTimestampSeed,proto3" json:"has_timestamp_seed,omitempty"`
 	TimestampSeedMs  int64 `protobuf:"varint,43,opt,name=timestamp_seed_ms,json=timestampSeedMs,proto3" json:"timestamp_seed_ms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Transactions (engine/doc.go, "Transactions"): the producers with a
+	// transactional record, sorted by id, and the retained aborted
+	// transactions in marker order. Both empty without transactions.
+	TxnProducers  []*TxnPartitionProducer `protobuf:"bytes,44,rep,name=txn_producers,json=txnProducers,proto3" json:"txn_producers,omitempty"`
+	AbortedTxns   []*AbortedTxn           `protobuf:"bytes,45,rep,name=aborted_txns,json=abortedTxns,proto3" json:"aborted_txns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartitionSnapshot) Reset() {
@@ -608,6 +651,20 @@ func (x *PartitionSnapshot) GetTimestampSeedMs() int64 {
 		return x.TimestampSeedMs
 	}
 	return 0
+}
+
+func (x *PartitionSnapshot) GetTxnProducers() []*TxnPartitionProducer {
+	if x != nil {
+		return x.TxnProducers
+	}
+	return nil
+}
+
+func (x *PartitionSnapshot) GetAbortedTxns() []*AbortedTxn {
+	if x != nil {
+		return x.AbortedTxns
+	}
+	return nil
 }
 
 // RaftMessage is one raft message of one partition group, addressed by
@@ -901,7 +958,7 @@ var File_strand_proto protoreflect.FileDescriptor
 
 const file_strand_proto_rawDesc = "" +
 	"\n" +
-	"\fstrand.proto\x12\x06strand\"\x99\x02\n" +
+	"\fstrand.proto\x12\x06strand\x1a\rtxnpart.proto\"\x84\x03\n" +
 	"\x05Entry\x12%\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x11.strand.EntryKindR\x04kind\x12$\n" +
 	"\x0eappend_time_ms\x18\x02 \x01(\x03R\fappendTimeMs\x12\x1f\n" +
@@ -912,7 +969,11 @@ const file_strand_proto_rawDesc = "" +
 	"\vtrim_offset\x18\x06 \x01(\x03R\n" +
 	"trimOffset\x12\x1f\n" +
 	"\vproposal_id\x18\a \x01(\x04R\n" +
-	"proposalId\x12\x14\n" +
+	"proposalId\x12$\n" +
+	"\rtransactional\x18\b \x01(\bR\rtransactional\x12\x16\n" +
+	"\x06commit\x18\t \x01(\bR\x06commit\x12+\n" +
+	"\x11coordinator_epoch\x18\n" +
+	" \x01(\x05R\x10coordinatorEpoch\x12\x14\n" +
 	"\x05batch\x18\x0f \x01(\fR\x05batch\"\xc2\x01\n" +
 	"\rBatchLocation\x12\x1f\n" +
 	"\vbase_offset\x18\x01 \x01(\x03R\n" +
@@ -935,7 +996,7 @@ const file_strand_proto_rawDesc = "" +
 	"\rbase_sequence\x18\x01 \x01(\x05R\fbaseSequence\x12!\n" +
 	"\frecord_count\x18\x02 \x01(\x05R\vrecordCount\x12\x1f\n" +
 	"\vbase_offset\x18\x03 \x01(\x03R\n" +
-	"baseOffset\"\x9b\x03\n" +
+	"baseOffset\"\x95\x04\n" +
 	"\x11PartitionSnapshot\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1f\n" +
@@ -948,7 +1009,9 @@ const file_strand_proto_rawDesc = "" +
 	"indexStart\x12\x1b\n" +
 	"\tindex_end\x18) \x01(\x03R\bindexEnd\x12,\n" +
 	"\x12has_timestamp_seed\x18* \x01(\bR\x10hasTimestampSeed\x12*\n" +
-	"\x11timestamp_seed_ms\x18+ \x01(\x03R\x0ftimestampSeedMs\"[\n" +
+	"\x11timestamp_seed_ms\x18+ \x01(\x03R\x0ftimestampSeedMs\x12A\n" +
+	"\rtxn_producers\x18, \x03(\v2\x1c.strand.TxnPartitionProducerR\ftxnProducers\x125\n" +
+	"\faborted_txns\x18- \x03(\v2\x12.strand.AbortedTxnR\vabortedTxns\"[\n" +
 	"\vRaftMessage\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +
@@ -971,11 +1034,13 @@ const file_strand_proto_rawDesc = "" +
 	"\x05state\x18\x03 \x01(\x0e2\x13.strand.RejoinStateR\x05state\x12\x12\n" +
 	"\x04term\x18\x04 \x01(\x04R\x04term\x12\x1d\n" +
 	"\n" +
-	"last_index\x18\x05 \x01(\x04R\tlastIndex*T\n" +
+	"last_index\x18\x05 \x01(\x04R\tlastIndex*\x89\x01\n" +
 	"\tEntryKind\x12\x1a\n" +
 	"\x16ENTRY_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12ENTRY_KIND_PRODUCE\x10\x01\x12\x13\n" +
-	"\x0fENTRY_KIND_TRIM\x10\x02*z\n" +
+	"\x0fENTRY_KIND_TRIM\x10\x02\x12\x18\n" +
+	"\x14ENTRY_KIND_TXN_BEGIN\x10\x03\x12\x19\n" +
+	"\x15ENTRY_KIND_TXN_MARKER\x10\x04*z\n" +
 	"\vRejoinState\x12\x1c\n" +
 	"\x18REJOIN_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14REJOIN_STATE_TRUSTED\x10\x01\x12\x1b\n" +
@@ -997,32 +1062,36 @@ func file_strand_proto_rawDescGZIP() []byte {
 var file_strand_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_strand_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_strand_proto_goTypes = []any{
-	(EntryKind)(0),            // 0: strand.EntryKind
-	(RejoinState)(0),          // 1: strand.RejoinState
-	(*Entry)(nil),             // 2: strand.Entry
-	(*BatchLocation)(nil),     // 3: strand.BatchLocation
-	(*ProducerState)(nil),     // 4: strand.ProducerState
-	(*ProducerBatch)(nil),     // 5: strand.ProducerBatch
-	(*PartitionSnapshot)(nil), // 6: strand.PartitionSnapshot
-	(*RaftMessage)(nil),       // 7: strand.RaftMessage
-	(*RaftFrame)(nil),         // 8: strand.RaftFrame
-	(*RejoinProbe)(nil),       // 9: strand.RejoinProbe
-	(*RejoinAnswer)(nil),      // 10: strand.RejoinAnswer
+	(EntryKind)(0),               // 0: strand.EntryKind
+	(RejoinState)(0),             // 1: strand.RejoinState
+	(*Entry)(nil),                // 2: strand.Entry
+	(*BatchLocation)(nil),        // 3: strand.BatchLocation
+	(*ProducerState)(nil),        // 4: strand.ProducerState
+	(*ProducerBatch)(nil),        // 5: strand.ProducerBatch
+	(*PartitionSnapshot)(nil),    // 6: strand.PartitionSnapshot
+	(*RaftMessage)(nil),          // 7: strand.RaftMessage
+	(*RaftFrame)(nil),            // 8: strand.RaftFrame
+	(*RejoinProbe)(nil),          // 9: strand.RejoinProbe
+	(*RejoinAnswer)(nil),         // 10: strand.RejoinAnswer
+	(*TxnPartitionProducer)(nil), // 11: strand.TxnPartitionProducer
+	(*AbortedTxn)(nil),           // 12: strand.AbortedTxn
 }
 var file_strand_proto_depIdxs = []int32{
 	0,  // 0: strand.Entry.kind:type_name -> strand.EntryKind
 	5,  // 1: strand.ProducerState.earlier_batches:type_name -> strand.ProducerBatch
 	3,  // 2: strand.PartitionSnapshot.batches:type_name -> strand.BatchLocation
 	4,  // 3: strand.PartitionSnapshot.producers:type_name -> strand.ProducerState
-	7,  // 4: strand.RaftFrame.messages:type_name -> strand.RaftMessage
-	9,  // 5: strand.RaftFrame.rejoin_probes:type_name -> strand.RejoinProbe
-	10, // 6: strand.RaftFrame.rejoin_answers:type_name -> strand.RejoinAnswer
-	1,  // 7: strand.RejoinAnswer.state:type_name -> strand.RejoinState
-	8,  // [8:8] is the sub-list for method output_type
-	8,  // [8:8] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	11, // 4: strand.PartitionSnapshot.txn_producers:type_name -> strand.TxnPartitionProducer
+	12, // 5: strand.PartitionSnapshot.aborted_txns:type_name -> strand.AbortedTxn
+	7,  // 6: strand.RaftFrame.messages:type_name -> strand.RaftMessage
+	9,  // 7: strand.RaftFrame.rejoin_probes:type_name -> strand.RejoinProbe
+	10, // 8: strand.RaftFrame.rejoin_answers:type_name -> strand.RejoinAnswer
+	1,  // 9: strand.RejoinAnswer.state:type_name -> strand.RejoinState
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_strand_proto_init() }
@@ -1030,6 +1099,7 @@ func file_strand_proto_init() {
 	if File_strand_proto != nil {
 		return
 	}
+	file_txnpart_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
