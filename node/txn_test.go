@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strandlog/strand/engine/recordbatch"
 	"github.com/strandlog/strand/engine/txn"
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -199,4 +200,187 @@ func TestTxnNotEnabledWithoutMarkerWriter(t *testing.T) {
 	if got := c.describeTxn("app"); got.GetState() != "Empty" {
 		t.Fatalf("after the refusals: %v", got)
 	}
+}
+
+func addOffsetsReq(id string, p txn.Producer, group string) *strandpb.Request {
+	return &strandpb.Request{CorrelationId: 5, Body: &strandpb.Request_AddOffsetsToTxn{AddOffsetsToTxn: &strandpb.AddOffsetsToTxnRequest{
+		TransactionalId: id, Producer: wireProducer(p), Group: group}}}
+}
+
+// TestTxnEndResumesAfterCoordinatorCrash shows the two-phase end survives
+// its coordinator: EndTxn is answered once PrepareCommit is durable, the
+// markers asked of the writer are not reported before the coordinator
+// crashes, the new coordinator (another replica of the id's partition)
+// asks for the same markers again from Pending and completes the commit,
+// and the producer's next transaction runs at the epoch EndTxn answered.
+func TestTxnEndResumesAfterCoordinatorCrash(t *testing.T) {
+	w := newTestMarkers()
+	c := newCluster(t, 23, 3, replicated(3, "t", 2), txnTestConfig(w))
+	p := c.initTxn("app")
+	if r := c.txnCall("app", addPartitionsReq("app", p, "t", 0, 1)); r.GetError() != nil {
+		t.Fatalf("add partitions: %v", r.GetError())
+	}
+	if r := c.txnCall("app", addOffsetsReq("app", p, "g")); r.GetError() != nil {
+		t.Fatalf("add offsets: %v", r.GetError())
+	}
+	w.hold = true
+	r := c.txnCall("app", endTxnReq("app", p, true))
+	next := txn.Producer{ID: r.GetEndTxn().GetProducerId(), Epoch: int16(r.GetEndTxn().GetProducerEpoch())}
+	if r.GetError() != nil || next != (txn.Producer{ID: p.ID, Epoch: p.Epoch + 1}) {
+		t.Fatalf("end: %v", r)
+	}
+	old := c.findTxnCoordinator("app")
+	if len(w.asked[old]) != 3 {
+		t.Fatalf("coordinator %d asked for markers %v, want two partitions and a group", old, w.asked[old])
+	}
+	if d := c.describeTxn("app"); d.GetState() != "PrepareCommit" {
+		t.Fatalf("before the markers: %v", d)
+	}
+	wantCode(t, "next transaction while completing", c.txnCall("app", addPartitionsReq("app", next, "t", 0)),
+		strandpb.ErrorCode_ERROR_CODE_CONCURRENT_TRANSACTIONS)
+
+	c.crash(old)
+	w.hold = false
+	var d *strandpb.DescribeTransactionsResponse_Transaction
+	for range 40 {
+		if d = c.describeTxn("app"); d.GetState() == "CompleteCommit" {
+			break
+		}
+		c.tick(10)
+	}
+	if d.GetState() != "CompleteCommit" || d.GetProducerEpoch() != int32(next.Epoch) {
+		t.Fatalf("after the fail-over: %v", d)
+	}
+	now := c.findTxnCoordinator("app")
+	if now == old || len(w.asked[now]) != 3 {
+		t.Fatalf("new coordinator %d (old %d) asked for markers %v", now, old, w.asked[now])
+	}
+	for _, m := range w.asked[now] {
+		if !m.Commit || m.Producer != next {
+			t.Fatalf("resumed marker %+v, want a commit at %+v", m, next)
+		}
+	}
+	if r := c.txnCall("app", addPartitionsReq("app", next, "t", 1)); r.GetError() != nil {
+		t.Fatalf("next transaction: %v", r.GetError())
+	}
+}
+
+// TestTxnTimeoutAborts shows the coordinator's sweep aborts a transaction
+// past its transaction.timeout.ms on the leader's clock: its abort markers
+// are written, the id completes the abort at the next epoch, and the
+// producer that let it time out is fenced.
+func TestTxnTimeoutAborts(t *testing.T) {
+	ms := int64(1_700_000_000_000)
+	clock := stepClock{ms: &ms}
+	w := newTestMarkers()
+	c := newCluster(t, 24, 3, replicated(3, "t", 2), func(cfg *Config) {
+		txnTestConfig(w)(cfg)
+		cfg.Clock = clock
+	})
+	r := c.txnCall("app", initTxnReq("app", 1000))
+	p := txn.Producer{ID: r.GetTxnInitProducerId().GetProducerId(), Epoch: int16(r.GetTxnInitProducerId().GetProducerEpoch())}
+	if r := c.txnCall("app", addPartitionsReq("app", p, "t", 1)); r.GetError() != nil {
+		t.Fatalf("add partitions: %v", r.GetError())
+	}
+	c.tick(150)
+	if d := c.describeTxn("app"); d.GetState() != "Ongoing" {
+		t.Fatalf("within the timeout: %v", d)
+	}
+	clock.advance(2 * time.Second)
+	var d *strandpb.DescribeTransactionsResponse_Transaction
+	for range 40 {
+		if d = c.describeTxn("app"); d.GetState() == "CompleteAbort" {
+			break
+		}
+		c.tick(10)
+	}
+	if d.GetState() != "CompleteAbort" || d.GetProducerEpoch() != int32(p.Epoch+1) {
+		t.Fatalf("after the timeout: %v", d)
+	}
+	lead := c.findTxnCoordinator("app")
+	if got := w.asked[lead]; len(got) != 1 || got[0].Commit || got[0].Partition != (TopicPartition{"t", 1}) {
+		t.Fatalf("markers asked: %v", got)
+	}
+	wantCode(t, "the timed-out producer", c.txnCall("app", addPartitionsReq("app", p, "t", 0)), strandpb.ErrorCode_ERROR_CODE_PRODUCER_FENCED)
+}
+
+// TestTxnRestoreFromSnapshotEqualsReplay shows a new coordinator that
+// starts from a snapshot record of its log builds the state a replay of
+// the whole log builds (equal digests), after transactions of several ids,
+// committed and aborted, and producer id refills.
+func TestTxnRestoreFromSnapshotEqualsReplay(t *testing.T) {
+	w := newTestMarkers()
+	c := newCluster(t, 25, 3, replicated(3, "t", 2), func(cfg *Config) {
+		txnTestConfig(w)(cfg)
+		cfg.Txn.Partitions = 1
+	})
+	ids := []string{"a", "b", "c", "d", "e"}
+	for round := range 3 {
+		for i, id := range ids {
+			p := c.initTxn(id)
+			if r := c.txnCall(id, addPartitionsReq(id, p, "t", int32(i%2))); r.GetError() != nil {
+				t.Fatalf("add %q: %v", id, r.GetError())
+			}
+			if r := c.txnCall(id, endTxnReq(id, p, (round+i)%2 == 0)); r.GetError() != nil {
+				t.Fatalf("end %q: %v", id, r.GetError())
+			}
+		}
+		c.tick(120) // sweeps: snapshots get written
+	}
+	// A tail after the last snapshot: the restored coordinator replays it.
+	for _, id := range ids[:2] {
+		p := c.initTxn(id)
+		if r := c.txnCall(id, addPartitionsReq(id, p, "t", 0, 1)); r.GetError() != nil {
+			t.Fatalf("add %q: %v", id, r.GetError())
+		}
+	}
+	old := c.findTxnCoordinator("a")
+	c.crash(old)
+	for i, id := range ids {
+		d := c.describeTxn(id)
+		if done := d.GetState() == "CompleteCommit" || d.GetState() == "CompleteAbort"; (i < 2) != (d.GetState() == "Ongoing") || (i >= 2 && !done) {
+			t.Fatalf("%q after the fail-over: %v", id, d)
+		}
+	}
+	now := c.findTxnCoordinator("a")
+	tp := TopicPartition{TransactionsTopic, 0}
+	co := c.cores[now].txn.coords[tp]
+	if co == nil || co.restoredFrom < 0 {
+		t.Fatalf("the new coordinator (node %d) did not start from a snapshot", now)
+	}
+	if err := c.cores[now].txnCatchUp(c.cores[now].byTP[tp], co); err != nil {
+		t.Fatal(err)
+	}
+	batches, _ := c.fetchAll(now, tp)
+	replay := txn.New()
+	for _, b := range batches {
+		for i, v := range recordValues(t, b.Batch) {
+			if b.BaseOffset+int64(i) >= co.next {
+				break
+			}
+			cmd, err := txn.DecodeCommand(v)
+			if err != nil {
+				t.Fatalf("record %d: %v", b.BaseOffset+int64(i), err)
+			}
+			replay.Apply(cmd)
+		}
+	}
+	if len(replay.IDs()) != len(ids) || replay.Digest() != co.state.Digest() {
+		t.Fatalf("restored state differs from the replay of %d records (restored from %d): %v vs %v",
+			co.next, co.restoredFrom, co.state.Snapshot(0), replay.Snapshot(0))
+	}
+}
+
+// recordValues returns the values of a batch's records.
+func recordValues(t *testing.T, batch []byte) [][]byte {
+	t.Helper()
+	var out [][]byte
+	it := recordbatch.NewIterator(batch)
+	for it.Next() {
+		out = append(out, it.Record().Value)
+	}
+	if it.Err() != nil {
+		t.Fatal(it.Err())
+	}
+	return out
 }
