@@ -173,6 +173,19 @@ func TestTxnInitFencesOlderEpochs(t *testing.T) {
 	if got := c.describeTxn("app"); got.GetState() != "Ongoing" || len(got.GetTopics()) != 1 || len(got.GetTopics()[0].GetPartitions()) != 2 {
 		t.Fatalf("after add: %v", got)
 	}
+	// Verify-only (KIP-890): a read naming the partitions of the open
+	// transaction; an older epoch is fenced partition by partition.
+	for _, tc := range []struct {
+		p    txn.Producer
+		want strandpb.ErrorCode
+	}{{second, strandpb.ErrorCode_ERROR_CODE_NONE}, {first, strandpb.ErrorCode_ERROR_CODE_PRODUCER_FENCED}} {
+		req := addPartitionsReq("app", tc.p, "t", 1)
+		req.GetAddPartitionsToTxn().VerifyOnly = true
+		r := c.txnCall("app", req)
+		if rs := r.GetAddPartitionsToTxn().GetResults(); r.GetError() != nil || len(rs) != 1 || rs[0].GetError().GetCode() != tc.want {
+			t.Fatalf("verify at %+v: %v, want %v", tc.p, r, tc.want)
+		}
+	}
 	// A new producer takes the id: the open transaction is aborted and the
 	// old epoch fenced; once its markers are written the new one gets its
 	// epoch (the abort's bump, then its own).
