@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -396,4 +397,91 @@ func recordValues(t *testing.T, batch []byte) [][]byte {
 		t.Fatal(it.Err())
 	}
 	return out
+}
+
+// txnRetry is txnCall that also backs off and resends on
+// CONCURRENT_TRANSACTIONS (the previous transaction still completing).
+func (c *cluster) txnRetry(id string, req *strandpb.Request) *strandpb.Response {
+	c.t.Helper()
+	for range 20 {
+		r := c.txnCall(id, req)
+		if r.GetError().GetCode() != strandpb.ErrorCode_ERROR_CODE_CONCURRENT_TRANSACTIONS {
+			return r
+		}
+		c.tick(20)
+	}
+	c.t.Fatalf("transaction request %v kept meeting a transaction completing", req)
+	return nil
+}
+
+// TestTxnDecisionsSurviveRepeatedFailovers runs transactions of several
+// ids while the coordinator's node crashes after every round (the previous
+// victim restarting; in odd rounds the crashed coordinator had decided a
+// transaction whose markers it never reported): every decision EndTxn
+// acknowledged is the one the id
+// completes with, at the epoch EndTxn answered (ten seeds).
+func TestTxnDecisionsSurviveRepeatedFailovers(t *testing.T) {
+	for seed := uint64(26); seed < 36; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { txnFailovers(t, seed) })
+	}
+}
+
+// txnFailovers is one seed of TestTxnDecisionsSurviveRepeatedFailovers.
+func txnFailovers(t *testing.T, seed uint64) {
+	w := newTestMarkers()
+	c := newCluster(t, seed, 3, replicated(3, "t", 2), txnTestConfig(w))
+	ids := []string{"a", "b", "c"}
+	type decided struct {
+		commit bool
+		next   txn.Producer
+	}
+	last := map[string]decided{}
+	var down NodeID
+	for round := range 6 {
+		for i, id := range ids {
+			r := c.txnRetry(id, initTxnReq(id, 60_000))
+			if r.GetError() != nil {
+				t.Fatalf("round %d: init %q: %v", round, id, r.GetError())
+			}
+			p := txn.Producer{ID: r.GetTxnInitProducerId().GetProducerId(), Epoch: int16(r.GetTxnInitProducerId().GetProducerEpoch())}
+			if r := c.txnRetry(id, addPartitionsReq(id, p, "t", int32(i%2))); r.GetError() != nil {
+				t.Fatalf("round %d: add %q: %v", round, id, r.GetError())
+			}
+			commit := (round+i)%3 != 0
+			// Odd rounds: the last EndTxn's markers are never reported by
+			// its coordinator, which crashes next.
+			w.hold = round%2 == 1 && i == len(ids)-1
+			r = c.txnRetry(id, endTxnReq(id, p, commit))
+			if r.GetError() != nil {
+				t.Fatalf("round %d: end %q: %v", round, id, r.GetError())
+			}
+			last[id] = decided{commit: commit, next: txn.Producer{ID: r.GetEndTxn().GetProducerId(), Epoch: int16(r.GetEndTxn().GetProducerEpoch())}}
+		}
+		if down != 0 {
+			c.start(down)
+		}
+		victim := ids[round%len(ids)]
+		if w.hold {
+			victim = ids[len(ids)-1]
+		}
+		down = c.findTxnCoordinator(victim)
+		c.crash(down)
+		w.hold = false
+	}
+	for _, id := range ids {
+		want := "CompleteAbort"
+		if last[id].commit {
+			want = "CompleteCommit"
+		}
+		var d *strandpb.DescribeTransactionsResponse_Transaction
+		for range 40 {
+			if d = c.describeTxn(id); d.GetState() == want {
+				break
+			}
+			c.tick(10)
+		}
+		if d.GetState() != want || d.GetProducerId() != last[id].next.ID || d.GetProducerEpoch() != int32(last[id].next.Epoch) {
+			t.Fatalf("%q ended %v, want %s at %+v", id, d, want, last[id].next)
+		}
+	}
 }
