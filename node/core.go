@@ -148,6 +148,8 @@ type Config struct {
 	SyncLogs func(syncs []func() error) error
 	// Groups configures the consumer-group coordinators (groups.go).
 	Groups GroupsConfig
+	// Txn configures the transaction coordinators (txn.go).
+	Txn TxnConfig
 	// AsyncSyncs pipelines the storage path: Process never waits for an
 	// fsync; it queues each log's sync as a SyncJob (TakeSyncJobs), which
 	// the host runs on any goroutine and reports with SyncDone, while the
@@ -414,6 +416,7 @@ type Core struct {
 	fetchBudget    fetchBudget // fetch bytes read per Process call (fetchbudget.go)
 
 	coord coordHost // consumer-group coordinators (groups.go)
+	txn   txnHost   // transaction coordinators (txn.go)
 
 	log coreLog // records carry node=ID
 

@@ -375,6 +375,34 @@
 // through Ready, checkpoints and placement); groups in the metadata group (one log for every
 // heartbeat); replicated liveness (a write per heartbeat for a timer only the leader reads).
 //
+// # Transaction coordinators (txn*.go)
+//
+// engine/txn is hosted exactly as groups are: __strand_transactions is created on first use
+// (Config.Txn.Partitions, default 8; RF min(3, nodes); retention off, produce and CreatePartitions
+// refused as for __strand_offsets: isCoordinatorTopic); a transactional id maps to FNV-1a(id) mod
+// partitions and the leader of that partition is its coordinator (FindCoordinator with
+// transactional_id). Every write is a TxnCommand record at acks=all, applied by the leader when read
+// back (txnCatchUp), so it is linearizable and survives failover; a new leader starts from the
+// newest TxnSnapshot record (every SnapshotEvery commands), else the log start. Requests (Request
+// arms 90–95): TxnInitProducerId (timeout 1..Config.Txn.MaxTimeout, 15 min, else
+// INVALID_TRANSACTION_TIMEOUT before any write; an empty producer-id pool takes a block of
+// ProducerIDBlock ids from the metadata group, grants it through the log and proposes once more),
+// AddPartitionsToTxn (partitions must exist; verify_only is a read: engine/txn Verify),
+// AddOffsetsToTxn, EndTxn (answered once PrepareCommit/PrepareAbort is durable, with the next
+// epoch), ListTransactions (the partitions this node leads), DescribeTransactions; reads after a
+// ReadIndex. Markers: a TxnMarkerWriter (Config.Txn.Markers; txn_markers.go) is asked for each
+// partition and group of every Pending transaction not in flight, after the decision and on every
+// sweep, so a new leader finishes what its predecessor decided; each reported marker is proposed as
+// MarkerWritten and the last completes the transaction. Without a writer the node opens and
+// decides no transaction (AddPartitions, AddOffsets and EndTxn refused TRANSACTIONS_NOT_ENABLED,
+// code 99), so none can hang in Prepare*. The sweep (once a second on the tick clock) proposes
+// TimeoutAbort for Expired(leader's wall clock), a snapshot, a producer-id refill below half a
+// block, and (hourly) ExpireIDs. Proven: TestTxnInitFencesOlderEpochs, TestTxnEndResumesAfter
+// CoordinatorCrash, TestTxnTimeoutAborts, TestTxnRestoreFromSnapshotEqualsReplay,
+// TestTxnNotEnabledWithoutMarkerWriter. Not yet: the marker writer itself (partition side),
+// TxnOffsetCommit, the Kafka handlers, a transactional-id ACL resource (the new requests need
+// cluster ALTER when authorizing; FindCoordinator checks group "" DESCRIBE).
+//
 // # Membership and partition moves (members.go, moves.go; R28)
 //
 // # Nodes

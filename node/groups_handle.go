@@ -51,6 +51,10 @@ func (c *Core) handleGroupRequest(req *strandpb.Request, answer func(*strandpb.R
 // handleFindCoordinator names the leader of the group's partition of
 // __strand_offsets, creating the topic on first use.
 func (c *Core) handleFindCoordinator(req *strandpb.FindCoordinatorRequest, answer func(*strandpb.Response)) {
+	if req.GetTransactionalId() != "" {
+		c.handleFindTxnCoordinator(req, answer) // txn_handle.go
+		return
+	}
 	fail := func(err error) { answer(&strandpb.Response{Error: c.groupError(err)}) }
 	if g := req.GetGroup(); g == "" || len(g) > groups.NameMax {
 		fail(ErrInvalidRequest)

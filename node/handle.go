@@ -88,7 +88,7 @@ func (c *Core) HandleAs(caller Caller, req *strandpb.Request, respond func(*stra
 	case *strandpb.Request_MovePartitions:
 		c.handleMovePartitions(body.MovePartitions, answer)
 	default:
-		if c.handleGroupRequest(req, answer) || c.handleSecurityRequest(req, answer) {
+		if c.handleGroupRequest(req, answer) || c.handleTxnRequest(req, answer) || c.handleSecurityRequest(req, answer) {
 			return
 		}
 		answer(requestError(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "node: Handle serves no hello, raft frame or empty request"))
@@ -188,8 +188,8 @@ func (c *Core) handleProduce(req *strandpb.ProduceRequest, answer func(*strandpb
 				finish()
 			}
 		}
-		if tp.Topic == OffsetsTopic { // internal: only the group coordinators write it (groups.go)
-			res := ProduceResult{Err: fmt.Errorf("%w: %s is internal to consumer groups", ErrInvalidRequest, OffsetsTopic), BaseOffset: -1}
+		if isCoordinatorTopic(tp.Topic) { // internal: only the coordinators write it (groups.go, txn.go)
+			res := ProduceResult{Err: fmt.Errorf("%w: %s is internal to the coordinators", ErrInvalidRequest, tp.Topic), BaseOffset: -1}
 			c.completions = append(c.completions, func() { done(res) })
 			continue
 		}

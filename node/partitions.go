@@ -64,9 +64,9 @@ func createPartitionsCommand(t *strandpb.CreatePartitionsRequest_Topic, validate
 	if e := checkTopicName(name, seen); e != nil {
 		return nil, e
 	}
-	if name == OffsetsTopic {
+	if isCoordinatorTopic(name) {
 		return nil, &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
-			Message: fmt.Sprintf("node: %s is internal: its partition count maps every group to its coordinator and cannot change", name)}
+			Message: fmt.Sprintf("node: %s is internal: its partition count maps every group or transactional id to its coordinator and cannot change", name)}
 	}
 	if partitions < 1 {
 		return nil, &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_PARTITIONS,

@@ -131,7 +131,7 @@ func (c *Core) retentionDue(g *group) bool {
 		return true
 	}
 	cfg := g.ret.config
-	if !g.ret.configKnown || cfg.RetentionBytes < 0 || cfg.CleanupPolicy != metadata.CleanupDelete || g.tp.Topic == OffsetsTopic {
+	if !g.ret.configKnown || cfg.RetentionBytes < 0 || cfg.CleanupPolicy != metadata.CleanupDelete || isCoordinatorTopic(g.tp.Topic) {
 		return false
 	}
 	if g.ret.trimOffset != 0 && g.part.LogStartOffset() < g.ret.trimOffset && c.ticks < g.ret.trimDeadline {
@@ -214,8 +214,8 @@ func (c *Core) maybeTrim(g *group) {
 	if !g.ret.configKnown || g.ret.config.CleanupPolicy != metadata.CleanupDelete {
 		return
 	}
-	if g.tp.Topic == OffsetsTopic {
-		return // the group coordinators' log is their state (groups.go), even if altered
+	if isCoordinatorTopic(g.tp.Topic) {
+		return // the coordinators' log is their state (groups.go, txn.go), even if altered
 	}
 	if _, _, leading := g.leadership(); !leading {
 		return

@@ -25,6 +25,7 @@ func (c *Core) registerServices() {
 		{tick: c.retentionTick},                       // retention.go
 		{tick: c.expireSessions},                      // longpoll.go
 		{tick: c.sweepGroups},                         // groups_sweep.go
+		{tick: c.sweepTxn},                            // txn_sweep.go
 		{tick: c.rejoinTick},                          // rejoin.go
 		{tick: c.campaignFresh},                       // elect.go
 		{tick: c.moveTick},                            // moves.go

@@ -41,7 +41,7 @@ type opRequest struct {
 // request builds the request of action a.
 func (op *operator) request(a opAction) *opRequest {
 	for _, build := range []func(opAction) *opRequest{op.topicRequest, op.logRequest, op.groupRequest,
-		op.securityRequest, op.clusterRequest} {
+		op.securityRequest, op.clusterRequest, op.txnRequest} {
 		if r := build(a); r != nil {
 			return r
 		}

@@ -74,10 +74,10 @@
 //
 // # Not here
 //
-// The host (node: hosting the coordinator on an internal topic's partitions, proposing commands,
-// writing markers and reporting them), the partition side (control records, last stable offset,
-// aborted-transaction index), TxnOffsetCommit in the group coordinator, the Kafka handlers and the
-// client. Tests: txn_test.go (one per transition and refusal), TestModel (rapid, against a reference
+// The host (node/txn*.go: the coordinator on __strand_transactions' partitions, proposing
+// commands, driving markers through node.TxnMarkerWriter and reporting them), the partition side
+// (control records, last stable offset, aborted-transaction index), TxnOffsetCommit in the group
+// coordinator, the Kafka handlers and the client. Tests: txn_test.go (one per transition and refusal), TestModel (rapid, against a reference
 // model, with fail-overs and replay), FuzzApply, FuzzRestore. Planted bug (-tags simbugs):
 // bugSkipFence, authorize's epoch check skipped (TestBugSkipFence).
 package txn

@@ -168,6 +168,10 @@ const (
 	ErrorCode_ERROR_CODE_CONCURRENT_TRANSACTIONS ErrorCode = 93
 	// No such transactional id. Definite (Kafka's TRANSACTIONAL_ID_NOT_FOUND).
 	ErrorCode_ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND ErrorCode = 94
+	// The node runs no transaction marker writer, so it cannot complete a
+	// transaction: EndTxn is refused rather than faking the outcome.
+	// Definite: nothing was decided.
+	ErrorCode_ERROR_CODE_TRANSACTIONS_NOT_ENABLED ErrorCode = 99
 )
 
 // Enum value maps for ErrorCode.
@@ -225,6 +229,7 @@ var (
 		92: "ERROR_CODE_INVALID_TRANSACTION_TIMEOUT",
 		93: "ERROR_CODE_CONCURRENT_TRANSACTIONS",
 		94: "ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND",
+		99: "ERROR_CODE_TRANSACTIONS_NOT_ENABLED",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_NONE":                         0,
@@ -279,6 +284,7 @@ var (
 		"ERROR_CODE_INVALID_TRANSACTION_TIMEOUT":  92,
 		"ERROR_CODE_CONCURRENT_TRANSACTIONS":      93,
 		"ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND":   94,
+		"ERROR_CODE_TRANSACTIONS_NOT_ENABLED":     99,
 	}
 )
 
@@ -657,6 +663,12 @@ type Request struct {
 	//	*Request_ElectLeaders
 	//	*Request_ClusterMembers
 	//	*Request_MovePartitions
+	//	*Request_TxnInitProducerId
+	//	*Request_AddPartitionsToTxn
+	//	*Request_AddOffsetsToTxn
+	//	*Request_EndTxn
+	//	*Request_ListTransactions
+	//	*Request_DescribeTransactions
 	//	*Request_Raft
 	Body          isRequest_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
@@ -986,6 +998,60 @@ func (x *Request) GetMovePartitions() *MovePartitionsRequest {
 	return nil
 }
 
+func (x *Request) GetTxnInitProducerId() *TxnInitProducerIdRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_TxnInitProducerId); ok {
+			return x.TxnInitProducerId
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetAddPartitionsToTxn() *AddPartitionsToTxnRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_AddPartitionsToTxn); ok {
+			return x.AddPartitionsToTxn
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetAddOffsetsToTxn() *AddOffsetsToTxnRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_AddOffsetsToTxn); ok {
+			return x.AddOffsetsToTxn
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetEndTxn() *EndTxnRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_EndTxn); ok {
+			return x.EndTxn
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetListTransactions() *ListTransactionsRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_ListTransactions); ok {
+			return x.ListTransactions
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetDescribeTransactions() *DescribeTransactionsRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_DescribeTransactions); ok {
+			return x.DescribeTransactions
+		}
+	}
+	return nil
+}
+
 func (x *Request) GetRaft() *RaftFrame {
 	if x != nil {
 		if x, ok := x.Body.(*Request_Raft); ok {
@@ -1123,6 +1189,31 @@ type Request_MovePartitions struct {
 	MovePartitions *MovePartitionsRequest `protobuf:"bytes,68,opt,name=move_partitions,json=movePartitions,proto3,oneof"`
 }
 
+type Request_TxnInitProducerId struct {
+	// Transactions (node/txn*.go).
+	TxnInitProducerId *TxnInitProducerIdRequest `protobuf:"bytes,90,opt,name=txn_init_producer_id,json=txnInitProducerId,proto3,oneof"`
+}
+
+type Request_AddPartitionsToTxn struct {
+	AddPartitionsToTxn *AddPartitionsToTxnRequest `protobuf:"bytes,91,opt,name=add_partitions_to_txn,json=addPartitionsToTxn,proto3,oneof"`
+}
+
+type Request_AddOffsetsToTxn struct {
+	AddOffsetsToTxn *AddOffsetsToTxnRequest `protobuf:"bytes,92,opt,name=add_offsets_to_txn,json=addOffsetsToTxn,proto3,oneof"`
+}
+
+type Request_EndTxn struct {
+	EndTxn *EndTxnRequest `protobuf:"bytes,93,opt,name=end_txn,json=endTxn,proto3,oneof"`
+}
+
+type Request_ListTransactions struct {
+	ListTransactions *ListTransactionsRequest `protobuf:"bytes,94,opt,name=list_transactions,json=listTransactions,proto3,oneof"`
+}
+
+type Request_DescribeTransactions struct {
+	DescribeTransactions *DescribeTransactionsRequest `protobuf:"bytes,95,opt,name=describe_transactions,json=describeTransactions,proto3,oneof"`
+}
+
 type Request_Raft struct {
 	// Raft traffic from a peer node; never answered.
 	Raft *RaftFrame `protobuf:"bytes,30,opt,name=raft,proto3,oneof"`
@@ -1190,6 +1281,18 @@ func (*Request_ClusterMembers) isRequest_Body() {}
 
 func (*Request_MovePartitions) isRequest_Body() {}
 
+func (*Request_TxnInitProducerId) isRequest_Body() {}
+
+func (*Request_AddPartitionsToTxn) isRequest_Body() {}
+
+func (*Request_AddOffsetsToTxn) isRequest_Body() {}
+
+func (*Request_EndTxn) isRequest_Body() {}
+
+func (*Request_ListTransactions) isRequest_Body() {}
+
+func (*Request_DescribeTransactions) isRequest_Body() {}
+
 func (*Request_Raft) isRequest_Body() {}
 
 // Response answers the Request with the same correlation_id. error is set
@@ -1231,6 +1334,12 @@ type Response struct {
 	//	*Response_ElectLeaders
 	//	*Response_ClusterMembers
 	//	*Response_MovePartitions
+	//	*Response_TxnInitProducerId
+	//	*Response_AddPartitionsToTxn
+	//	*Response_AddOffsetsToTxn
+	//	*Response_EndTxn
+	//	*Response_ListTransactions
+	//	*Response_DescribeTransactions
 	Body          isResponse_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1566,6 +1675,60 @@ func (x *Response) GetMovePartitions() *MovePartitionsResponse {
 	return nil
 }
 
+func (x *Response) GetTxnInitProducerId() *TxnInitProducerIdResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_TxnInitProducerId); ok {
+			return x.TxnInitProducerId
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetAddPartitionsToTxn() *AddPartitionsToTxnResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_AddPartitionsToTxn); ok {
+			return x.AddPartitionsToTxn
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetAddOffsetsToTxn() *AddOffsetsToTxnResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_AddOffsetsToTxn); ok {
+			return x.AddOffsetsToTxn
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetEndTxn() *EndTxnResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_EndTxn); ok {
+			return x.EndTxn
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetListTransactions() *ListTransactionsResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_ListTransactions); ok {
+			return x.ListTransactions
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetDescribeTransactions() *DescribeTransactionsResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_DescribeTransactions); ok {
+			return x.DescribeTransactions
+		}
+	}
+	return nil
+}
+
 type isResponse_Body interface {
 	isResponse_Body()
 }
@@ -1694,6 +1857,30 @@ type Response_MovePartitions struct {
 	MovePartitions *MovePartitionsResponse `protobuf:"bytes,68,opt,name=move_partitions,json=movePartitions,proto3,oneof"`
 }
 
+type Response_TxnInitProducerId struct {
+	TxnInitProducerId *TxnInitProducerIdResponse `protobuf:"bytes,90,opt,name=txn_init_producer_id,json=txnInitProducerId,proto3,oneof"`
+}
+
+type Response_AddPartitionsToTxn struct {
+	AddPartitionsToTxn *AddPartitionsToTxnResponse `protobuf:"bytes,91,opt,name=add_partitions_to_txn,json=addPartitionsToTxn,proto3,oneof"`
+}
+
+type Response_AddOffsetsToTxn struct {
+	AddOffsetsToTxn *AddOffsetsToTxnResponse `protobuf:"bytes,92,opt,name=add_offsets_to_txn,json=addOffsetsToTxn,proto3,oneof"`
+}
+
+type Response_EndTxn struct {
+	EndTxn *EndTxnResponse `protobuf:"bytes,93,opt,name=end_txn,json=endTxn,proto3,oneof"`
+}
+
+type Response_ListTransactions struct {
+	ListTransactions *ListTransactionsResponse `protobuf:"bytes,94,opt,name=list_transactions,json=listTransactions,proto3,oneof"`
+}
+
+type Response_DescribeTransactions struct {
+	DescribeTransactions *DescribeTransactionsResponse `protobuf:"bytes,95,opt,name=describe_transactions,json=describeTransactions,proto3,oneof"`
+}
+
 func (*Response_Hello) isResponse_Body() {}
 
 func (*Response_Metadata) isResponse_Body() {}
@@ -1755,6 +1942,18 @@ func (*Response_ElectLeaders) isResponse_Body() {}
 func (*Response_ClusterMembers) isResponse_Body() {}
 
 func (*Response_MovePartitions) isResponse_Body() {}
+
+func (*Response_TxnInitProducerId) isResponse_Body() {}
+
+func (*Response_AddPartitionsToTxn) isResponse_Body() {}
+
+func (*Response_AddOffsetsToTxn) isResponse_Body() {}
+
+func (*Response_EndTxn) isResponse_Body() {}
+
+func (*Response_ListTransactions) isResponse_Body() {}
+
+func (*Response_DescribeTransactions) isResponse_Body() {}
 
 // HelloRequest opens a connection: the protocol versions the sender speaks.
 type HelloRequest struct {
@@ -3075,10 +3274,14 @@ func (x *InitProducerIdResponse) GetProducerEpoch() int32 {
 
 // FindCoordinatorRequest asks which node coordinates a group; any node answers.
 type FindCoordinatorRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// Set (group empty): the transaction coordinator of this transactional
+	// id (Kafka's key type 1), the leader of its __strand_transactions
+	// partition.
+	TransactionalId string `protobuf:"bytes,2,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *FindCoordinatorRequest) Reset() {
@@ -3114,6 +3317,13 @@ func (*FindCoordinatorRequest) Descriptor() ([]byte, []int) {
 func (x *FindCoordinatorRequest) GetGroup() string {
 	if x != nil {
 		return x.Group
+	}
+	return ""
+}
+
+func (x *FindCoordinatorRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
 	}
 	return ""
 }
@@ -6003,6 +6213,636 @@ func (x *ClusterMembersResponse) GetAnsweredBy() uint64 {
 	return 0
 }
 
+// TxnInitProducerIdRequest is Kafka's InitProducerId with a transactional
+// id: the id's producer id at a new epoch, fencing every older one.
+type TxnInitProducerIdRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	// transaction.timeout.ms: 1..the node's transaction.max.timeout.ms.
+	TransactionTimeoutMs int32 `protobuf:"varint,2,opt,name=transaction_timeout_ms,json=transactionTimeoutMs,proto3" json:"transaction_timeout_ms,omitempty"`
+	// KIP-360: the producer id and epoch the client holds (unset: none).
+	Expected      *TxnProducer `protobuf:"bytes,3,opt,name=expected,proto3" json:"expected,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnInitProducerIdRequest) Reset() {
+	*x = TxnInitProducerIdRequest{}
+	mi := &file_wire_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnInitProducerIdRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnInitProducerIdRequest) ProtoMessage() {}
+
+func (x *TxnInitProducerIdRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnInitProducerIdRequest.ProtoReflect.Descriptor instead.
+func (*TxnInitProducerIdRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *TxnInitProducerIdRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *TxnInitProducerIdRequest) GetTransactionTimeoutMs() int32 {
+	if x != nil {
+		return x.TransactionTimeoutMs
+	}
+	return 0
+}
+
+func (x *TxnInitProducerIdRequest) GetExpected() *TxnProducer {
+	if x != nil {
+		return x.Expected
+	}
+	return nil
+}
+
+// TxnInitProducerIdResponse is the producer id and epoch to write with.
+type TxnInitProducerIdResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProducerId    int64                  `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32                  `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnInitProducerIdResponse) Reset() {
+	*x = TxnInitProducerIdResponse{}
+	mi := &file_wire_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnInitProducerIdResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnInitProducerIdResponse) ProtoMessage() {}
+
+func (x *TxnInitProducerIdResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnInitProducerIdResponse.ProtoReflect.Descriptor instead.
+func (*TxnInitProducerIdResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *TxnInitProducerIdResponse) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *TxnInitProducerIdResponse) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+// AddPartitionsToTxnRequest adds partitions to the producer's transaction
+// (starting one). verify_only (KIP-890) changes nothing: each partition is
+// answered nil only when it is in the open transaction.
+type AddPartitionsToTxnRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	Producer        *TxnProducer           `protobuf:"bytes,2,opt,name=producer,proto3" json:"producer,omitempty"`
+	Topics          []*TxnPartitions       `protobuf:"bytes,3,rep,name=topics,proto3" json:"topics,omitempty"`
+	VerifyOnly      bool                   `protobuf:"varint,4,opt,name=verify_only,json=verifyOnly,proto3" json:"verify_only,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *AddPartitionsToTxnRequest) Reset() {
+	*x = AddPartitionsToTxnRequest{}
+	mi := &file_wire_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddPartitionsToTxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddPartitionsToTxnRequest) ProtoMessage() {}
+
+func (x *AddPartitionsToTxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddPartitionsToTxnRequest.ProtoReflect.Descriptor instead.
+func (*AddPartitionsToTxnRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *AddPartitionsToTxnRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *AddPartitionsToTxnRequest) GetProducer() *TxnProducer {
+	if x != nil {
+		return x.Producer
+	}
+	return nil
+}
+
+func (x *AddPartitionsToTxnRequest) GetTopics() []*TxnPartitions {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *AddPartitionsToTxnRequest) GetVerifyOnly() bool {
+	if x != nil {
+		return x.VerifyOnly
+	}
+	return false
+}
+
+// AddPartitionsToTxnResponse answers per partition (the whole request's
+// error, when set, applies to all).
+type AddPartitionsToTxnResponse struct {
+	state         protoimpl.MessageState               `protogen:"open.v1"`
+	Results       []*AddPartitionsToTxnResponse_Result `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddPartitionsToTxnResponse) Reset() {
+	*x = AddPartitionsToTxnResponse{}
+	mi := &file_wire_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddPartitionsToTxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddPartitionsToTxnResponse) ProtoMessage() {}
+
+func (x *AddPartitionsToTxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddPartitionsToTxnResponse.ProtoReflect.Descriptor instead.
+func (*AddPartitionsToTxnResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *AddPartitionsToTxnResponse) GetResults() []*AddPartitionsToTxnResponse_Result {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// AddOffsetsToTxnRequest adds a group's offsets to the transaction.
+type AddOffsetsToTxnRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	Producer        *TxnProducer           `protobuf:"bytes,2,opt,name=producer,proto3" json:"producer,omitempty"`
+	Group           string                 `protobuf:"bytes,3,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *AddOffsetsToTxnRequest) Reset() {
+	*x = AddOffsetsToTxnRequest{}
+	mi := &file_wire_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddOffsetsToTxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddOffsetsToTxnRequest) ProtoMessage() {}
+
+func (x *AddOffsetsToTxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddOffsetsToTxnRequest.ProtoReflect.Descriptor instead.
+func (*AddOffsetsToTxnRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *AddOffsetsToTxnRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *AddOffsetsToTxnRequest) GetProducer() *TxnProducer {
+	if x != nil {
+		return x.Producer
+	}
+	return nil
+}
+
+func (x *AddOffsetsToTxnRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+// AddOffsetsToTxnResponse is empty: the Response's error says it all.
+type AddOffsetsToTxnResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddOffsetsToTxnResponse) Reset() {
+	*x = AddOffsetsToTxnResponse{}
+	mi := &file_wire_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddOffsetsToTxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddOffsetsToTxnResponse) ProtoMessage() {}
+
+func (x *AddOffsetsToTxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddOffsetsToTxnResponse.ProtoReflect.Descriptor instead.
+func (*AddOffsetsToTxnResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{82}
+}
+
+// EndTxnRequest commits or aborts the open transaction.
+type EndTxnRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	Producer        *TxnProducer           `protobuf:"bytes,2,opt,name=producer,proto3" json:"producer,omitempty"`
+	Commit          bool                   `protobuf:"varint,3,opt,name=commit,proto3" json:"commit,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *EndTxnRequest) Reset() {
+	*x = EndTxnRequest{}
+	mi := &file_wire_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndTxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndTxnRequest) ProtoMessage() {}
+
+func (x *EndTxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndTxnRequest.ProtoReflect.Descriptor instead.
+func (*EndTxnRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *EndTxnRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *EndTxnRequest) GetProducer() *TxnProducer {
+	if x != nil {
+		return x.Producer
+	}
+	return nil
+}
+
+func (x *EndTxnRequest) GetCommit() bool {
+	if x != nil {
+		return x.Commit
+	}
+	return false
+}
+
+// EndTxnResponse is the producer id and epoch of the next transaction
+// (KIP-890: every EndTxn bumps the epoch). It is answered once the
+// decision is durable in the coordinator's log; markers follow.
+type EndTxnResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProducerId    int64                  `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32                  `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndTxnResponse) Reset() {
+	*x = EndTxnResponse{}
+	mi := &file_wire_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndTxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndTxnResponse) ProtoMessage() {}
+
+func (x *EndTxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndTxnResponse.ProtoReflect.Descriptor instead.
+func (*EndTxnResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *EndTxnResponse) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *EndTxnResponse) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+// ListTransactionsRequest lists the transactional ids of every coordinator
+// partition the answering node leads (a client asks every node and merges).
+// An empty filter matches every state.
+type ListTransactionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	States        []string               `protobuf:"bytes,1,rep,name=states,proto3" json:"states,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTransactionsRequest) Reset() {
+	*x = ListTransactionsRequest{}
+	mi := &file_wire_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTransactionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTransactionsRequest) ProtoMessage() {}
+
+func (x *ListTransactionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTransactionsRequest.ProtoReflect.Descriptor instead.
+func (*ListTransactionsRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *ListTransactionsRequest) GetStates() []string {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+// ListTransactionsResponse lists ids, sorted.
+type ListTransactionsResponse struct {
+	state         protoimpl.MessageState                  `protogen:"open.v1"`
+	Transactions  []*ListTransactionsResponse_Transaction `protobuf:"bytes,1,rep,name=transactions,proto3" json:"transactions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTransactionsResponse) Reset() {
+	*x = ListTransactionsResponse{}
+	mi := &file_wire_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTransactionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTransactionsResponse) ProtoMessage() {}
+
+func (x *ListTransactionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTransactionsResponse.ProtoReflect.Descriptor instead.
+func (*ListTransactionsResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *ListTransactionsResponse) GetTransactions() []*ListTransactionsResponse_Transaction {
+	if x != nil {
+		return x.Transactions
+	}
+	return nil
+}
+
+// DescribeTransactionsRequest describes ids on their coordinators.
+type DescribeTransactionsRequest struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalIds []string               `protobuf:"bytes,1,rep,name=transactional_ids,json=transactionalIds,proto3" json:"transactional_ids,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *DescribeTransactionsRequest) Reset() {
+	*x = DescribeTransactionsRequest{}
+	mi := &file_wire_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeTransactionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeTransactionsRequest) ProtoMessage() {}
+
+func (x *DescribeTransactionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeTransactionsRequest.ProtoReflect.Descriptor instead.
+func (*DescribeTransactionsRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *DescribeTransactionsRequest) GetTransactionalIds() []string {
+	if x != nil {
+		return x.TransactionalIds
+	}
+	return nil
+}
+
+// DescribeTransactionsResponse describes each id asked, in order.
+type DescribeTransactionsResponse struct {
+	state         protoimpl.MessageState                      `protogen:"open.v1"`
+	Transactions  []*DescribeTransactionsResponse_Transaction `protobuf:"bytes,1,rep,name=transactions,proto3" json:"transactions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeTransactionsResponse) Reset() {
+	*x = DescribeTransactionsResponse{}
+	mi := &file_wire_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeTransactionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeTransactionsResponse) ProtoMessage() {}
+
+func (x *DescribeTransactionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeTransactionsResponse.ProtoReflect.Descriptor instead.
+func (*DescribeTransactionsResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *DescribeTransactionsResponse) GetTransactions() []*DescribeTransactionsResponse_Transaction {
+	if x != nil {
+		return x.Transactions
+	}
+	return nil
+}
+
 type MetadataResponse_Node struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Id           uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -6026,7 +6866,7 @@ type MetadataResponse_Node struct {
 
 func (x *MetadataResponse_Node) Reset() {
 	*x = MetadataResponse_Node{}
-	mi := &file_wire_proto_msgTypes[77]
+	mi := &file_wire_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6038,7 +6878,7 @@ func (x *MetadataResponse_Node) String() string {
 func (*MetadataResponse_Node) ProtoMessage() {}
 
 func (x *MetadataResponse_Node) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[77]
+	mi := &file_wire_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6118,7 +6958,7 @@ type MetadataResponse_Partition struct {
 
 func (x *MetadataResponse_Partition) Reset() {
 	*x = MetadataResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[78]
+	mi := &file_wire_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6130,7 +6970,7 @@ func (x *MetadataResponse_Partition) String() string {
 func (*MetadataResponse_Partition) ProtoMessage() {}
 
 func (x *MetadataResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[78]
+	mi := &file_wire_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6202,7 +7042,7 @@ type MetadataResponse_Topic struct {
 
 func (x *MetadataResponse_Topic) Reset() {
 	*x = MetadataResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[79]
+	mi := &file_wire_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6214,7 +7054,7 @@ func (x *MetadataResponse_Topic) String() string {
 func (*MetadataResponse_Topic) ProtoMessage() {}
 
 func (x *MetadataResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[79]
+	mi := &file_wire_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6275,7 +7115,7 @@ type ProduceRequest_Partition struct {
 
 func (x *ProduceRequest_Partition) Reset() {
 	*x = ProduceRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[80]
+	mi := &file_wire_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6287,7 +7127,7 @@ func (x *ProduceRequest_Partition) String() string {
 func (*ProduceRequest_Partition) ProtoMessage() {}
 
 func (x *ProduceRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[80]
+	mi := &file_wire_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6365,7 +7205,7 @@ type ProduceResponse_Partition struct {
 
 func (x *ProduceResponse_Partition) Reset() {
 	*x = ProduceResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[81]
+	mi := &file_wire_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6377,7 +7217,7 @@ func (x *ProduceResponse_Partition) String() string {
 func (*ProduceResponse_Partition) ProtoMessage() {}
 
 func (x *ProduceResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[81]
+	mi := &file_wire_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6443,7 +7283,7 @@ type FetchRequest_Partition struct {
 
 func (x *FetchRequest_Partition) Reset() {
 	*x = FetchRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[82]
+	mi := &file_wire_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6455,7 +7295,7 @@ func (x *FetchRequest_Partition) String() string {
 func (*FetchRequest_Partition) ProtoMessage() {}
 
 func (x *FetchRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[82]
+	mi := &file_wire_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6523,7 +7363,7 @@ type FetchResponse_Batch struct {
 
 func (x *FetchResponse_Batch) Reset() {
 	*x = FetchResponse_Batch{}
-	mi := &file_wire_proto_msgTypes[83]
+	mi := &file_wire_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6535,7 +7375,7 @@ func (x *FetchResponse_Batch) String() string {
 func (*FetchResponse_Batch) ProtoMessage() {}
 
 func (x *FetchResponse_Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[83]
+	mi := &file_wire_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6607,7 +7447,7 @@ type FetchResponse_Partition struct {
 
 func (x *FetchResponse_Partition) Reset() {
 	*x = FetchResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[84]
+	mi := &file_wire_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6619,7 +7459,7 @@ func (x *FetchResponse_Partition) String() string {
 func (*FetchResponse_Partition) ProtoMessage() {}
 
 func (x *FetchResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[84]
+	mi := &file_wire_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6690,7 +7530,7 @@ type ListOffsetsRequest_Partition struct {
 
 func (x *ListOffsetsRequest_Partition) Reset() {
 	*x = ListOffsetsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[85]
+	mi := &file_wire_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6702,7 +7542,7 @@ func (x *ListOffsetsRequest_Partition) String() string {
 func (*ListOffsetsRequest_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[85]
+	mi := &file_wire_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6763,7 +7603,7 @@ type ListOffsetsResponse_Partition struct {
 
 func (x *ListOffsetsResponse_Partition) Reset() {
 	*x = ListOffsetsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[86]
+	mi := &file_wire_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6775,7 +7615,7 @@ func (x *ListOffsetsResponse_Partition) String() string {
 func (*ListOffsetsResponse_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[86]
+	mi := &file_wire_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6852,7 +7692,7 @@ type CreateTopicsRequest_Topic struct {
 
 func (x *CreateTopicsRequest_Topic) Reset() {
 	*x = CreateTopicsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[87]
+	mi := &file_wire_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6864,7 +7704,7 @@ func (x *CreateTopicsRequest_Topic) String() string {
 func (*CreateTopicsRequest_Topic) ProtoMessage() {}
 
 func (x *CreateTopicsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[87]
+	mi := &file_wire_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6919,7 +7759,7 @@ type CreatePartitionsRequest_Topic struct {
 
 func (x *CreatePartitionsRequest_Topic) Reset() {
 	*x = CreatePartitionsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[88]
+	mi := &file_wire_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6931,7 +7771,7 @@ func (x *CreatePartitionsRequest_Topic) String() string {
 func (*CreatePartitionsRequest_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[88]
+	mi := &file_wire_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6973,7 +7813,7 @@ type CreatePartitionsResponse_Topic struct {
 
 func (x *CreatePartitionsResponse_Topic) Reset() {
 	*x = CreatePartitionsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[89]
+	mi := &file_wire_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6985,7 +7825,7 @@ func (x *CreatePartitionsResponse_Topic) String() string {
 func (*CreatePartitionsResponse_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[89]
+	mi := &file_wire_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7049,7 +7889,7 @@ type MovePartitionsRequest_Move struct {
 
 func (x *MovePartitionsRequest_Move) Reset() {
 	*x = MovePartitionsRequest_Move{}
-	mi := &file_wire_proto_msgTypes[90]
+	mi := &file_wire_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7061,7 +7901,7 @@ func (x *MovePartitionsRequest_Move) String() string {
 func (*MovePartitionsRequest_Move) ProtoMessage() {}
 
 func (x *MovePartitionsRequest_Move) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[90]
+	mi := &file_wire_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7126,7 +7966,7 @@ type MovePartitionsResponse_Move struct {
 
 func (x *MovePartitionsResponse_Move) Reset() {
 	*x = MovePartitionsResponse_Move{}
-	mi := &file_wire_proto_msgTypes[91]
+	mi := &file_wire_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7138,7 +7978,7 @@ func (x *MovePartitionsResponse_Move) String() string {
 func (*MovePartitionsResponse_Move) ProtoMessage() {}
 
 func (x *MovePartitionsResponse_Move) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[91]
+	mi := &file_wire_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7202,7 +8042,7 @@ type DescribeTopicsResponse_Topic struct {
 
 func (x *DescribeTopicsResponse_Topic) Reset() {
 	*x = DescribeTopicsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[92]
+	mi := &file_wire_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7214,7 +8054,7 @@ func (x *DescribeTopicsResponse_Topic) String() string {
 func (*DescribeTopicsResponse_Topic) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[92]
+	mi := &file_wire_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7276,7 +8116,7 @@ type ListGroupsResponse_Group struct {
 
 func (x *ListGroupsResponse_Group) Reset() {
 	*x = ListGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[93]
+	mi := &file_wire_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7288,7 +8128,7 @@ func (x *ListGroupsResponse_Group) String() string {
 func (*ListGroupsResponse_Group) ProtoMessage() {}
 
 func (x *ListGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[93]
+	mi := &file_wire_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7340,7 +8180,7 @@ type DescribeGroupsResponse_Group struct {
 
 func (x *DescribeGroupsResponse_Group) Reset() {
 	*x = DescribeGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[94]
+	mi := &file_wire_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7352,7 +8192,7 @@ func (x *DescribeGroupsResponse_Group) String() string {
 func (*DescribeGroupsResponse_Group) ProtoMessage() {}
 
 func (x *DescribeGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[94]
+	mi := &file_wire_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7428,7 +8268,7 @@ type OffsetDeleteResponse_Result struct {
 
 func (x *OffsetDeleteResponse_Result) Reset() {
 	*x = OffsetDeleteResponse_Result{}
-	mi := &file_wire_proto_msgTypes[95]
+	mi := &file_wire_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7440,7 +8280,7 @@ func (x *OffsetDeleteResponse_Result) String() string {
 func (*OffsetDeleteResponse_Result) ProtoMessage() {}
 
 func (x *OffsetDeleteResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[95]
+	mi := &file_wire_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7487,7 +8327,7 @@ type DeleteGroupsResponse_Result struct {
 
 func (x *DeleteGroupsResponse_Result) Reset() {
 	*x = DeleteGroupsResponse_Result{}
-	mi := &file_wire_proto_msgTypes[96]
+	mi := &file_wire_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7499,7 +8339,7 @@ func (x *DeleteGroupsResponse_Result) String() string {
 func (*DeleteGroupsResponse_Result) ProtoMessage() {}
 
 func (x *DeleteGroupsResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[96]
+	mi := &file_wire_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7540,7 +8380,7 @@ type AlterConfigsRequest_Topic struct {
 
 func (x *AlterConfigsRequest_Topic) Reset() {
 	*x = AlterConfigsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[97]
+	mi := &file_wire_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7552,7 +8392,7 @@ func (x *AlterConfigsRequest_Topic) String() string {
 func (*AlterConfigsRequest_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[97]
+	mi := &file_wire_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7600,7 +8440,7 @@ type AlterConfigsResponse_Topic struct {
 
 func (x *AlterConfigsResponse_Topic) Reset() {
 	*x = AlterConfigsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[98]
+	mi := &file_wire_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7612,7 +8452,7 @@ func (x *AlterConfigsResponse_Topic) String() string {
 func (*AlterConfigsResponse_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[98]
+	mi := &file_wire_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7662,7 +8502,7 @@ type DeleteRecordsRequest_Partition struct {
 
 func (x *DeleteRecordsRequest_Partition) Reset() {
 	*x = DeleteRecordsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[99]
+	mi := &file_wire_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7674,7 +8514,7 @@ func (x *DeleteRecordsRequest_Partition) String() string {
 func (*DeleteRecordsRequest_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[99]
+	mi := &file_wire_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7730,7 +8570,7 @@ type DeleteRecordsResponse_Partition struct {
 
 func (x *DeleteRecordsResponse_Partition) Reset() {
 	*x = DeleteRecordsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[100]
+	mi := &file_wire_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7742,7 +8582,7 @@ func (x *DeleteRecordsResponse_Partition) String() string {
 func (*DeleteRecordsResponse_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[100]
+	mi := &file_wire_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7796,7 +8636,7 @@ type DescribePartitionsRequest_Partition struct {
 
 func (x *DescribePartitionsRequest_Partition) Reset() {
 	*x = DescribePartitionsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[101]
+	mi := &file_wire_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7808,7 +8648,7 @@ func (x *DescribePartitionsRequest_Partition) String() string {
 func (*DescribePartitionsRequest_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[101]
+	mi := &file_wire_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7867,7 +8707,7 @@ type DescribePartitionsResponse_Partition struct {
 
 func (x *DescribePartitionsResponse_Partition) Reset() {
 	*x = DescribePartitionsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[102]
+	mi := &file_wire_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7879,7 +8719,7 @@ func (x *DescribePartitionsResponse_Partition) String() string {
 func (*DescribePartitionsResponse_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[102]
+	mi := &file_wire_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7989,7 +8829,7 @@ type AlterUsersRequest_Upsert struct {
 
 func (x *AlterUsersRequest_Upsert) Reset() {
 	*x = AlterUsersRequest_Upsert{}
-	mi := &file_wire_proto_msgTypes[103]
+	mi := &file_wire_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8001,7 +8841,7 @@ func (x *AlterUsersRequest_Upsert) String() string {
 func (*AlterUsersRequest_Upsert) ProtoMessage() {}
 
 func (x *AlterUsersRequest_Upsert) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[103]
+	mi := &file_wire_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8041,7 +8881,7 @@ type AlterUsersRequest_Delete struct {
 
 func (x *AlterUsersRequest_Delete) Reset() {
 	*x = AlterUsersRequest_Delete{}
-	mi := &file_wire_proto_msgTypes[104]
+	mi := &file_wire_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8053,7 +8893,7 @@ func (x *AlterUsersRequest_Delete) String() string {
 func (*AlterUsersRequest_Delete) ProtoMessage() {}
 
 func (x *AlterUsersRequest_Delete) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[104]
+	mi := &file_wire_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8093,7 +8933,7 @@ type AlterUsersResponse_Result struct {
 
 func (x *AlterUsersResponse_Result) Reset() {
 	*x = AlterUsersResponse_Result{}
-	mi := &file_wire_proto_msgTypes[105]
+	mi := &file_wire_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8105,7 +8945,7 @@ func (x *AlterUsersResponse_Result) String() string {
 func (*AlterUsersResponse_Result) ProtoMessage() {}
 
 func (x *AlterUsersResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[105]
+	mi := &file_wire_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8146,7 +8986,7 @@ type ListUsersResponse_User struct {
 
 func (x *ListUsersResponse_User) Reset() {
 	*x = ListUsersResponse_User{}
-	mi := &file_wire_proto_msgTypes[106]
+	mi := &file_wire_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8158,7 +8998,7 @@ func (x *ListUsersResponse_User) String() string {
 func (*ListUsersResponse_User) ProtoMessage() {}
 
 func (x *ListUsersResponse_User) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[106]
+	mi := &file_wire_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8207,7 +9047,7 @@ type ElectLeadersResponse_Transfer struct {
 
 func (x *ElectLeadersResponse_Transfer) Reset() {
 	*x = ElectLeadersResponse_Transfer{}
-	mi := &file_wire_proto_msgTypes[107]
+	mi := &file_wire_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8219,7 +9059,7 @@ func (x *ElectLeadersResponse_Transfer) String() string {
 func (*ElectLeadersResponse_Transfer) ProtoMessage() {}
 
 func (x *ElectLeadersResponse_Transfer) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[107]
+	mi := &file_wire_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8287,7 +9127,7 @@ type ClusterMembersResponse_Member struct {
 
 func (x *ClusterMembersResponse_Member) Reset() {
 	*x = ClusterMembersResponse_Member{}
-	mi := &file_wire_proto_msgTypes[108]
+	mi := &file_wire_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8299,7 +9139,7 @@ func (x *ClusterMembersResponse_Member) String() string {
 func (*ClusterMembersResponse_Member) ProtoMessage() {}
 
 func (x *ClusterMembersResponse_Member) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[108]
+	mi := &file_wire_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8399,19 +9239,248 @@ func (x *ClusterMembersResponse_Member) GetDiskStalled() bool {
 	return false
 }
 
+type AddPartitionsToTxnResponse_Result struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Error         *Error                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddPartitionsToTxnResponse_Result) Reset() {
+	*x = AddPartitionsToTxnResponse_Result{}
+	mi := &file_wire_proto_msgTypes[121]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddPartitionsToTxnResponse_Result) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddPartitionsToTxnResponse_Result) ProtoMessage() {}
+
+func (x *AddPartitionsToTxnResponse_Result) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[121]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddPartitionsToTxnResponse_Result.ProtoReflect.Descriptor instead.
+func (*AddPartitionsToTxnResponse_Result) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{80, 0}
+}
+
+func (x *AddPartitionsToTxnResponse_Result) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *AddPartitionsToTxnResponse_Result) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *AddPartitionsToTxnResponse_Result) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type ListTransactionsResponse_Transaction struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	ProducerId      int64                  `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	State           string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ListTransactionsResponse_Transaction) Reset() {
+	*x = ListTransactionsResponse_Transaction{}
+	mi := &file_wire_proto_msgTypes[122]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTransactionsResponse_Transaction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTransactionsResponse_Transaction) ProtoMessage() {}
+
+func (x *ListTransactionsResponse_Transaction) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[122]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTransactionsResponse_Transaction.ProtoReflect.Descriptor instead.
+func (*ListTransactionsResponse_Transaction) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{86, 0}
+}
+
+func (x *ListTransactionsResponse_Transaction) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *ListTransactionsResponse_Transaction) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *ListTransactionsResponse_Transaction) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+type DescribeTransactionsResponse_Transaction struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	Error           *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	State           string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	ProducerId      int64                  `protobuf:"varint,4,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch   int32                  `protobuf:"varint,5,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	TimeoutMs       int32                  `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// -1: no transaction open.
+	StartMs       int64            `protobuf:"varint,7,opt,name=start_ms,json=startMs,proto3" json:"start_ms,omitempty"`
+	Topics        []*TxnPartitions `protobuf:"bytes,8,rep,name=topics,proto3" json:"topics,omitempty"`
+	Groups        []string         `protobuf:"bytes,9,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeTransactionsResponse_Transaction) Reset() {
+	*x = DescribeTransactionsResponse_Transaction{}
+	mi := &file_wire_proto_msgTypes[123]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeTransactionsResponse_Transaction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeTransactionsResponse_Transaction) ProtoMessage() {}
+
+func (x *DescribeTransactionsResponse_Transaction) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[123]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeTransactionsResponse_Transaction.ProtoReflect.Descriptor instead.
+func (*DescribeTransactionsResponse_Transaction) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{88, 0}
+}
+
+func (x *DescribeTransactionsResponse_Transaction) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *DescribeTransactionsResponse_Transaction) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *DescribeTransactionsResponse_Transaction) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *DescribeTransactionsResponse_Transaction) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *DescribeTransactionsResponse_Transaction) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *DescribeTransactionsResponse_Transaction) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *DescribeTransactionsResponse_Transaction) GetStartMs() int64 {
+	if x != nil {
+		return x.StartMs
+	}
+	return 0
+}
+
+func (x *DescribeTransactionsResponse_Transaction) GetTopics() []*TxnPartitions {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *DescribeTransactionsResponse_Transaction) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
 var File_wire_proto protoreflect.FileDescriptor
 
 const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"wire.proto\x12\x06strand\x1a\fstrand.proto\"\xdd\x01\n" +
+	"wire.proto\x12\x06strand\x1a\fstrand.proto\x1a\ttxn.proto\"\xdd\x01\n" +
 	"\x05Error\x12%\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x11.strand.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1b\n" +
 	"\tleader_id\x18\x03 \x01(\x04R\bleaderId\x12%\n" +
 	"\x0eleader_address\x18\x04 \x01(\tR\rleaderAddress\x12(\n" +
 	"\x10log_start_offset\x18\x05 \x01(\x03R\x0elogStartOffset\x12%\n" +
-	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\x87\x11\n" +
+	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xe1\x14\n" +
 	"\aRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12,\n" +
 	"\x05hello\x18\n" +
@@ -8450,9 +9519,15 @@ const file_wire_proto_rawDesc = "" +
 	"node_admin\x18G \x01(\v2\x18.strand.NodeAdminRequestH\x00R\tnodeAdmin\x12B\n" +
 	"\relect_leaders\x18H \x01(\v2\x1b.strand.ElectLeadersRequestH\x00R\felectLeaders\x12H\n" +
 	"\x0fcluster_members\x18I \x01(\v2\x1d.strand.ClusterMembersRequestH\x00R\x0eclusterMembers\x12H\n" +
-	"\x0fmove_partitions\x18D \x01(\v2\x1d.strand.MovePartitionsRequestH\x00R\x0emovePartitions\x12'\n" +
+	"\x0fmove_partitions\x18D \x01(\v2\x1d.strand.MovePartitionsRequestH\x00R\x0emovePartitions\x12S\n" +
+	"\x14txn_init_producer_id\x18Z \x01(\v2 .strand.TxnInitProducerIdRequestH\x00R\x11txnInitProducerId\x12V\n" +
+	"\x15add_partitions_to_txn\x18[ \x01(\v2!.strand.AddPartitionsToTxnRequestH\x00R\x12addPartitionsToTxn\x12M\n" +
+	"\x12add_offsets_to_txn\x18\\ \x01(\v2\x1e.strand.AddOffsetsToTxnRequestH\x00R\x0faddOffsetsToTxn\x120\n" +
+	"\aend_txn\x18] \x01(\v2\x15.strand.EndTxnRequestH\x00R\x06endTxn\x12N\n" +
+	"\x11list_transactions\x18^ \x01(\v2\x1f.strand.ListTransactionsRequestH\x00R\x10listTransactions\x12Z\n" +
+	"\x15describe_transactions\x18_ \x01(\v2#.strand.DescribeTransactionsRequestH\x00R\x14describeTransactions\x12'\n" +
 	"\x04raft\x18\x1e \x01(\v2\x11.strand.RaftFrameH\x00R\x04raftB\x06\n" +
-	"\x04body\"\xa3\x11\n" +
+	"\x04body\"\x83\x15\n" +
 	"\bResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12#\n" +
 	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\x12-\n" +
@@ -8492,7 +9567,13 @@ const file_wire_proto_rawDesc = "" +
 	"node_admin\x18G \x01(\v2\x19.strand.NodeAdminResponseH\x00R\tnodeAdmin\x12C\n" +
 	"\relect_leaders\x18H \x01(\v2\x1c.strand.ElectLeadersResponseH\x00R\felectLeaders\x12I\n" +
 	"\x0fcluster_members\x18I \x01(\v2\x1e.strand.ClusterMembersResponseH\x00R\x0eclusterMembers\x12I\n" +
-	"\x0fmove_partitions\x18D \x01(\v2\x1e.strand.MovePartitionsResponseH\x00R\x0emovePartitionsB\x06\n" +
+	"\x0fmove_partitions\x18D \x01(\v2\x1e.strand.MovePartitionsResponseH\x00R\x0emovePartitions\x12T\n" +
+	"\x14txn_init_producer_id\x18Z \x01(\v2!.strand.TxnInitProducerIdResponseH\x00R\x11txnInitProducerId\x12W\n" +
+	"\x15add_partitions_to_txn\x18[ \x01(\v2\".strand.AddPartitionsToTxnResponseH\x00R\x12addPartitionsToTxn\x12N\n" +
+	"\x12add_offsets_to_txn\x18\\ \x01(\v2\x1f.strand.AddOffsetsToTxnResponseH\x00R\x0faddOffsetsToTxn\x121\n" +
+	"\aend_txn\x18] \x01(\v2\x16.strand.EndTxnResponseH\x00R\x06endTxn\x12O\n" +
+	"\x11list_transactions\x18^ \x01(\v2 .strand.ListTransactionsResponseH\x00R\x10listTransactions\x12[\n" +
+	"\x15describe_transactions\x18_ \x01(\v2$.strand.DescribeTransactionsResponseH\x00R\x14describeTransactionsB\x06\n" +
 	"\x04body\"\xb3\x01\n" +
 	"\fHelloRequest\x12\x1f\n" +
 	"\vversion_min\x18\x01 \x01(\rR\n" +
@@ -8708,9 +9789,10 @@ const file_wire_proto_rawDesc = "" +
 	"\x16InitProducerIdResponse\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\".\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\"Y\n" +
 	"\x16FindCoordinatorRequest\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\"j\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12)\n" +
+	"\x10transactional_id\x18\x02 \x01(\tR\x0ftransactionalId\"j\n" +
 	"\x17FindCoordinatorResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1c\n" +
@@ -9017,7 +10099,65 @@ const file_wire_proto_rawDesc = "" +
 	"\x0flast_contact_ms\x18\n" +
 	" \x01(\x04R\rlastContactMs\x12\x1b\n" +
 	"\tdisk_full\x18\v \x01(\bR\bdiskFull\x12!\n" +
-	"\fdisk_stalled\x18\f \x01(\bR\vdiskStalled*\xa7\x0e\n" +
+	"\fdisk_stalled\x18\f \x01(\bR\vdiskStalled\"\xac\x01\n" +
+	"\x18TxnInitProducerIdRequest\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x124\n" +
+	"\x16transaction_timeout_ms\x18\x02 \x01(\x05R\x14transactionTimeoutMs\x12/\n" +
+	"\bexpected\x18\x03 \x01(\v2\x13.strand.TxnProducerR\bexpected\"c\n" +
+	"\x19TxnInitProducerIdResponse\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\"\xc7\x01\n" +
+	"\x19AddPartitionsToTxnRequest\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12/\n" +
+	"\bproducer\x18\x02 \x01(\v2\x13.strand.TxnProducerR\bproducer\x12-\n" +
+	"\x06topics\x18\x03 \x03(\v2\x15.strand.TxnPartitionsR\x06topics\x12\x1f\n" +
+	"\vverify_only\x18\x04 \x01(\bR\n" +
+	"verifyOnly\"\xc4\x01\n" +
+	"\x1aAddPartitionsToTxnResponse\x12C\n" +
+	"\aresults\x18\x01 \x03(\v2).strand.AddPartitionsToTxnResponse.ResultR\aresults\x1aa\n" +
+	"\x06Result\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
+	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error\"\x8a\x01\n" +
+	"\x16AddOffsetsToTxnRequest\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12/\n" +
+	"\bproducer\x18\x02 \x01(\v2\x13.strand.TxnProducerR\bproducer\x12\x14\n" +
+	"\x05group\x18\x03 \x01(\tR\x05group\"\x19\n" +
+	"\x17AddOffsetsToTxnResponse\"\x83\x01\n" +
+	"\rEndTxnRequest\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12/\n" +
+	"\bproducer\x18\x02 \x01(\v2\x13.strand.TxnProducerR\bproducer\x12\x16\n" +
+	"\x06commit\x18\x03 \x01(\bR\x06commit\"X\n" +
+	"\x0eEndTxnResponse\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\"1\n" +
+	"\x17ListTransactionsRequest\x12\x16\n" +
+	"\x06states\x18\x01 \x03(\tR\x06states\"\xdd\x01\n" +
+	"\x18ListTransactionsResponse\x12P\n" +
+	"\ftransactions\x18\x01 \x03(\v2,.strand.ListTransactionsResponse.TransactionR\ftransactions\x1ao\n" +
+	"\vTransaction\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x01(\x03R\n" +
+	"producerId\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\"J\n" +
+	"\x1bDescribeTransactionsRequest\x12+\n" +
+	"\x11transactional_ids\x18\x01 \x03(\tR\x10transactionalIds\"\xb3\x03\n" +
+	"\x1cDescribeTransactionsResponse\x12T\n" +
+	"\ftransactions\x18\x01 \x03(\v20.strand.DescribeTransactionsResponse.TransactionR\ftransactions\x1a\xbc\x02\n" +
+	"\vTransaction\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12#\n" +
+	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x1f\n" +
+	"\vproducer_id\x18\x04 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x05 \x01(\x05R\rproducerEpoch\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x06 \x01(\x05R\ttimeoutMs\x12\x19\n" +
+	"\bstart_ms\x18\a \x01(\x03R\astartMs\x12-\n" +
+	"\x06topics\x18\b \x03(\v2\x15.strand.TxnPartitionsR\x06topics\x12\x16\n" +
+	"\x06groups\x18\t \x03(\tR\x06groups*\xd0\x0e\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +
@@ -9071,7 +10211,8 @@ const file_wire_proto_rawDesc = "" +
 	"&ERROR_CODE_INVALID_PRODUCER_ID_MAPPING\x10[\x12*\n" +
 	"&ERROR_CODE_INVALID_TRANSACTION_TIMEOUT\x10\\\x12&\n" +
 	"\"ERROR_CODE_CONCURRENT_TRANSACTIONS\x10]\x12)\n" +
-	"%ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND\x10^*n\n" +
+	"%ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND\x10^\x12'\n" +
+	"#ERROR_CODE_TRANSACTIONS_NOT_ENABLED\x10c*n\n" +
 	"\vClassicStep\x12\x15\n" +
 	"\x11CLASSIC_STEP_NONE\x10\x00\x12\x15\n" +
 	"\x11CLASSIC_STEP_JOIN\x10\x01\x12\x15\n" +
@@ -9108,123 +10249,140 @@ func file_wire_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 109)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 124)
 var file_wire_proto_goTypes = []any{
-	(ErrorCode)(0),                               // 0: strand.ErrorCode
-	(ClassicStep)(0),                             // 1: strand.ClassicStep
-	(NodeAction)(0),                              // 2: strand.NodeAction
-	(MemberState)(0),                             // 3: strand.MemberState
-	(MetadataRole)(0),                            // 4: strand.MetadataRole
-	(*Error)(nil),                                // 5: strand.Error
-	(*Request)(nil),                              // 6: strand.Request
-	(*Response)(nil),                             // 7: strand.Response
-	(*HelloRequest)(nil),                         // 8: strand.HelloRequest
-	(*HelloResponse)(nil),                        // 9: strand.HelloResponse
-	(*MetadataRequest)(nil),                      // 10: strand.MetadataRequest
-	(*MetadataResponse)(nil),                     // 11: strand.MetadataResponse
-	(*ProduceRequest)(nil),                       // 12: strand.ProduceRequest
-	(*ProduceResponse)(nil),                      // 13: strand.ProduceResponse
-	(*FetchRequest)(nil),                         // 14: strand.FetchRequest
-	(*FetchResponse)(nil),                        // 15: strand.FetchResponse
-	(*ListOffsetsRequest)(nil),                   // 16: strand.ListOffsetsRequest
-	(*ListOffsetsResponse)(nil),                  // 17: strand.ListOffsetsResponse
-	(*ConfigEntry)(nil),                          // 18: strand.ConfigEntry
-	(*CreateTopicsRequest)(nil),                  // 19: strand.CreateTopicsRequest
-	(*TopicResult)(nil),                          // 20: strand.TopicResult
-	(*CreateTopicsResponse)(nil),                 // 21: strand.CreateTopicsResponse
-	(*DeleteTopicsRequest)(nil),                  // 22: strand.DeleteTopicsRequest
-	(*DeleteTopicsResponse)(nil),                 // 23: strand.DeleteTopicsResponse
-	(*CreatePartitionsRequest)(nil),              // 24: strand.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),             // 25: strand.CreatePartitionsResponse
-	(*MovePartitionsRequest)(nil),                // 26: strand.MovePartitionsRequest
-	(*MovePartitionsResponse)(nil),               // 27: strand.MovePartitionsResponse
-	(*DescribeTopicsRequest)(nil),                // 28: strand.DescribeTopicsRequest
-	(*DescribeTopicsResponse)(nil),               // 29: strand.DescribeTopicsResponse
-	(*InitProducerIdRequest)(nil),                // 30: strand.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil),               // 31: strand.InitProducerIdResponse
-	(*FindCoordinatorRequest)(nil),               // 32: strand.FindCoordinatorRequest
-	(*FindCoordinatorResponse)(nil),              // 33: strand.FindCoordinatorResponse
-	(*GroupTopicPartitions)(nil),                 // 34: strand.GroupTopicPartitions
-	(*ConsumerGroupHeartbeatRequest)(nil),        // 35: strand.ConsumerGroupHeartbeatRequest
-	(*ClassicGroupStep)(nil),                     // 36: strand.ClassicGroupStep
-	(*ConsumerGroupHeartbeatResponse)(nil),       // 37: strand.ConsumerGroupHeartbeatResponse
-	(*OffsetCommitPartition)(nil),                // 38: strand.OffsetCommitPartition
-	(*OffsetCommitRequest)(nil),                  // 39: strand.OffsetCommitRequest
-	(*OffsetCommitResponse)(nil),                 // 40: strand.OffsetCommitResponse
-	(*OffsetFetchRequest)(nil),                   // 41: strand.OffsetFetchRequest
-	(*GroupCommittedOffset)(nil),                 // 42: strand.GroupCommittedOffset
-	(*OffsetFetchResponse)(nil),                  // 43: strand.OffsetFetchResponse
-	(*ListGroupsRequest)(nil),                    // 44: strand.ListGroupsRequest
-	(*ListGroupsResponse)(nil),                   // 45: strand.ListGroupsResponse
-	(*DescribeGroupsRequest)(nil),                // 46: strand.DescribeGroupsRequest
-	(*GroupMember)(nil),                          // 47: strand.GroupMember
-	(*ClassicMemberState)(nil),                   // 48: strand.ClassicMemberState
-	(*DescribeGroupsResponse)(nil),               // 49: strand.DescribeGroupsResponse
-	(*DeleteGroupsRequest)(nil),                  // 50: strand.DeleteGroupsRequest
-	(*OffsetDeleteRequest)(nil),                  // 51: strand.OffsetDeleteRequest
-	(*OffsetDeleteResponse)(nil),                 // 52: strand.OffsetDeleteResponse
-	(*DeleteGroupsResponse)(nil),                 // 53: strand.DeleteGroupsResponse
-	(*AlterConfigsRequest)(nil),                  // 54: strand.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),                 // 55: strand.AlterConfigsResponse
-	(*DeleteRecordsRequest)(nil),                 // 56: strand.DeleteRecordsRequest
-	(*DeleteRecordsResponse)(nil),                // 57: strand.DeleteRecordsResponse
-	(*MoveProgress)(nil),                         // 58: strand.MoveProgress
-	(*DescribePartitionsRequest)(nil),            // 59: strand.DescribePartitionsRequest
-	(*DescribePartitionsResponse)(nil),           // 60: strand.DescribePartitionsResponse
-	(*SaslAuthenticateRequest)(nil),              // 61: strand.SaslAuthenticateRequest
-	(*SaslAuthenticateResponse)(nil),             // 62: strand.SaslAuthenticateResponse
-	(*UserCredential)(nil),                       // 63: strand.UserCredential
-	(*AlterUsersRequest)(nil),                    // 64: strand.AlterUsersRequest
-	(*AlterUsersResponse)(nil),                   // 65: strand.AlterUsersResponse
-	(*ListUsersRequest)(nil),                     // 66: strand.ListUsersRequest
-	(*ListUsersResponse)(nil),                    // 67: strand.ListUsersResponse
-	(*AclBinding)(nil),                           // 68: strand.AclBinding
-	(*AlterAclsRequest)(nil),                     // 69: strand.AlterAclsRequest
-	(*AlterAclsResponse)(nil),                    // 70: strand.AlterAclsResponse
-	(*DescribeAclsRequest)(nil),                  // 71: strand.DescribeAclsRequest
-	(*DescribeAclsResponse)(nil),                 // 72: strand.DescribeAclsResponse
-	(*Quota)(nil),                                // 73: strand.Quota
-	(*AlterQuotasRequest)(nil),                   // 74: strand.AlterQuotasRequest
-	(*AlterQuotasResponse)(nil),                  // 75: strand.AlterQuotasResponse
-	(*NodeAdminRequest)(nil),                     // 76: strand.NodeAdminRequest
-	(*NodeAdminResponse)(nil),                    // 77: strand.NodeAdminResponse
-	(*ElectLeadersRequest)(nil),                  // 78: strand.ElectLeadersRequest
-	(*ElectLeadersResponse)(nil),                 // 79: strand.ElectLeadersResponse
-	(*ClusterMembersRequest)(nil),                // 80: strand.ClusterMembersRequest
-	(*ClusterMembersResponse)(nil),               // 81: strand.ClusterMembersResponse
-	(*MetadataResponse_Node)(nil),                // 82: strand.MetadataResponse.Node
-	(*MetadataResponse_Partition)(nil),           // 83: strand.MetadataResponse.Partition
-	(*MetadataResponse_Topic)(nil),               // 84: strand.MetadataResponse.Topic
-	(*ProduceRequest_Partition)(nil),             // 85: strand.ProduceRequest.Partition
-	(*ProduceResponse_Partition)(nil),            // 86: strand.ProduceResponse.Partition
-	(*FetchRequest_Partition)(nil),               // 87: strand.FetchRequest.Partition
-	(*FetchResponse_Batch)(nil),                  // 88: strand.FetchResponse.Batch
-	(*FetchResponse_Partition)(nil),              // 89: strand.FetchResponse.Partition
-	(*ListOffsetsRequest_Partition)(nil),         // 90: strand.ListOffsetsRequest.Partition
-	(*ListOffsetsResponse_Partition)(nil),        // 91: strand.ListOffsetsResponse.Partition
-	(*CreateTopicsRequest_Topic)(nil),            // 92: strand.CreateTopicsRequest.Topic
-	(*CreatePartitionsRequest_Topic)(nil),        // 93: strand.CreatePartitionsRequest.Topic
-	(*CreatePartitionsResponse_Topic)(nil),       // 94: strand.CreatePartitionsResponse.Topic
-	(*MovePartitionsRequest_Move)(nil),           // 95: strand.MovePartitionsRequest.Move
-	(*MovePartitionsResponse_Move)(nil),          // 96: strand.MovePartitionsResponse.Move
-	(*DescribeTopicsResponse_Topic)(nil),         // 97: strand.DescribeTopicsResponse.Topic
-	(*ListGroupsResponse_Group)(nil),             // 98: strand.ListGroupsResponse.Group
-	(*DescribeGroupsResponse_Group)(nil),         // 99: strand.DescribeGroupsResponse.Group
-	(*OffsetDeleteResponse_Result)(nil),          // 100: strand.OffsetDeleteResponse.Result
-	(*DeleteGroupsResponse_Result)(nil),          // 101: strand.DeleteGroupsResponse.Result
-	(*AlterConfigsRequest_Topic)(nil),            // 102: strand.AlterConfigsRequest.Topic
-	(*AlterConfigsResponse_Topic)(nil),           // 103: strand.AlterConfigsResponse.Topic
-	(*DeleteRecordsRequest_Partition)(nil),       // 104: strand.DeleteRecordsRequest.Partition
-	(*DeleteRecordsResponse_Partition)(nil),      // 105: strand.DeleteRecordsResponse.Partition
-	(*DescribePartitionsRequest_Partition)(nil),  // 106: strand.DescribePartitionsRequest.Partition
-	(*DescribePartitionsResponse_Partition)(nil), // 107: strand.DescribePartitionsResponse.Partition
-	(*AlterUsersRequest_Upsert)(nil),             // 108: strand.AlterUsersRequest.Upsert
-	(*AlterUsersRequest_Delete)(nil),             // 109: strand.AlterUsersRequest.Delete
-	(*AlterUsersResponse_Result)(nil),            // 110: strand.AlterUsersResponse.Result
-	(*ListUsersResponse_User)(nil),               // 111: strand.ListUsersResponse.User
-	(*ElectLeadersResponse_Transfer)(nil),        // 112: strand.ElectLeadersResponse.Transfer
-	(*ClusterMembersResponse_Member)(nil),        // 113: strand.ClusterMembersResponse.Member
-	(*RaftFrame)(nil),                            // 114: strand.RaftFrame
+	(ErrorCode)(0),                                   // 0: strand.ErrorCode
+	(ClassicStep)(0),                                 // 1: strand.ClassicStep
+	(NodeAction)(0),                                  // 2: strand.NodeAction
+	(MemberState)(0),                                 // 3: strand.MemberState
+	(MetadataRole)(0),                                // 4: strand.MetadataRole
+	(*Error)(nil),                                    // 5: strand.Error
+	(*Request)(nil),                                  // 6: strand.Request
+	(*Response)(nil),                                 // 7: strand.Response
+	(*HelloRequest)(nil),                             // 8: strand.HelloRequest
+	(*HelloResponse)(nil),                            // 9: strand.HelloResponse
+	(*MetadataRequest)(nil),                          // 10: strand.MetadataRequest
+	(*MetadataResponse)(nil),                         // 11: strand.MetadataResponse
+	(*ProduceRequest)(nil),                           // 12: strand.ProduceRequest
+	(*ProduceResponse)(nil),                          // 13: strand.ProduceResponse
+	(*FetchRequest)(nil),                             // 14: strand.FetchRequest
+	(*FetchResponse)(nil),                            // 15: strand.FetchResponse
+	(*ListOffsetsRequest)(nil),                       // 16: strand.ListOffsetsRequest
+	(*ListOffsetsResponse)(nil),                      // 17: strand.ListOffsetsResponse
+	(*ConfigEntry)(nil),                              // 18: strand.ConfigEntry
+	(*CreateTopicsRequest)(nil),                      // 19: strand.CreateTopicsRequest
+	(*TopicResult)(nil),                              // 20: strand.TopicResult
+	(*CreateTopicsResponse)(nil),                     // 21: strand.CreateTopicsResponse
+	(*DeleteTopicsRequest)(nil),                      // 22: strand.DeleteTopicsRequest
+	(*DeleteTopicsResponse)(nil),                     // 23: strand.DeleteTopicsResponse
+	(*CreatePartitionsRequest)(nil),                  // 24: strand.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),                 // 25: strand.CreatePartitionsResponse
+	(*MovePartitionsRequest)(nil),                    // 26: strand.MovePartitionsRequest
+	(*MovePartitionsResponse)(nil),                   // 27: strand.MovePartitionsResponse
+	(*DescribeTopicsRequest)(nil),                    // 28: strand.DescribeTopicsRequest
+	(*DescribeTopicsResponse)(nil),                   // 29: strand.DescribeTopicsResponse
+	(*InitProducerIdRequest)(nil),                    // 30: strand.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil),                   // 31: strand.InitProducerIdResponse
+	(*FindCoordinatorRequest)(nil),                   // 32: strand.FindCoordinatorRequest
+	(*FindCoordinatorResponse)(nil),                  // 33: strand.FindCoordinatorResponse
+	(*GroupTopicPartitions)(nil),                     // 34: strand.GroupTopicPartitions
+	(*ConsumerGroupHeartbeatRequest)(nil),            // 35: strand.ConsumerGroupHeartbeatRequest
+	(*ClassicGroupStep)(nil),                         // 36: strand.ClassicGroupStep
+	(*ConsumerGroupHeartbeatResponse)(nil),           // 37: strand.ConsumerGroupHeartbeatResponse
+	(*OffsetCommitPartition)(nil),                    // 38: strand.OffsetCommitPartition
+	(*OffsetCommitRequest)(nil),                      // 39: strand.OffsetCommitRequest
+	(*OffsetCommitResponse)(nil),                     // 40: strand.OffsetCommitResponse
+	(*OffsetFetchRequest)(nil),                       // 41: strand.OffsetFetchRequest
+	(*GroupCommittedOffset)(nil),                     // 42: strand.GroupCommittedOffset
+	(*OffsetFetchResponse)(nil),                      // 43: strand.OffsetFetchResponse
+	(*ListGroupsRequest)(nil),                        // 44: strand.ListGroupsRequest
+	(*ListGroupsResponse)(nil),                       // 45: strand.ListGroupsResponse
+	(*DescribeGroupsRequest)(nil),                    // 46: strand.DescribeGroupsRequest
+	(*GroupMember)(nil),                              // 47: strand.GroupMember
+	(*ClassicMemberState)(nil),                       // 48: strand.ClassicMemberState
+	(*DescribeGroupsResponse)(nil),                   // 49: strand.DescribeGroupsResponse
+	(*DeleteGroupsRequest)(nil),                      // 50: strand.DeleteGroupsRequest
+	(*OffsetDeleteRequest)(nil),                      // 51: strand.OffsetDeleteRequest
+	(*OffsetDeleteResponse)(nil),                     // 52: strand.OffsetDeleteResponse
+	(*DeleteGroupsResponse)(nil),                     // 53: strand.DeleteGroupsResponse
+	(*AlterConfigsRequest)(nil),                      // 54: strand.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),                     // 55: strand.AlterConfigsResponse
+	(*DeleteRecordsRequest)(nil),                     // 56: strand.DeleteRecordsRequest
+	(*DeleteRecordsResponse)(nil),                    // 57: strand.DeleteRecordsResponse
+	(*MoveProgress)(nil),                             // 58: strand.MoveProgress
+	(*DescribePartitionsRequest)(nil),                // 59: strand.DescribePartitionsRequest
+	(*DescribePartitionsResponse)(nil),               // 60: strand.DescribePartitionsResponse
+	(*SaslAuthenticateRequest)(nil),                  // 61: strand.SaslAuthenticateRequest
+	(*SaslAuthenticateResponse)(nil),                 // 62: strand.SaslAuthenticateResponse
+	(*UserCredential)(nil),                           // 63: strand.UserCredential
+	(*AlterUsersRequest)(nil),                        // 64: strand.AlterUsersRequest
+	(*AlterUsersResponse)(nil),                       // 65: strand.AlterUsersResponse
+	(*ListUsersRequest)(nil),                         // 66: strand.ListUsersRequest
+	(*ListUsersResponse)(nil),                        // 67: strand.ListUsersResponse
+	(*AclBinding)(nil),                               // 68: strand.AclBinding
+	(*AlterAclsRequest)(nil),                         // 69: strand.AlterAclsRequest
+	(*AlterAclsResponse)(nil),                        // 70: strand.AlterAclsResponse
+	(*DescribeAclsRequest)(nil),                      // 71: strand.DescribeAclsRequest
+	(*DescribeAclsResponse)(nil),                     // 72: strand.DescribeAclsResponse
+	(*Quota)(nil),                                    // 73: strand.Quota
+	(*AlterQuotasRequest)(nil),                       // 74: strand.AlterQuotasRequest
+	(*AlterQuotasResponse)(nil),                      // 75: strand.AlterQuotasResponse
+	(*NodeAdminRequest)(nil),                         // 76: strand.NodeAdminRequest
+	(*NodeAdminResponse)(nil),                        // 77: strand.NodeAdminResponse
+	(*ElectLeadersRequest)(nil),                      // 78: strand.ElectLeadersRequest
+	(*ElectLeadersResponse)(nil),                     // 79: strand.ElectLeadersResponse
+	(*ClusterMembersRequest)(nil),                    // 80: strand.ClusterMembersRequest
+	(*ClusterMembersResponse)(nil),                   // 81: strand.ClusterMembersResponse
+	(*TxnInitProducerIdRequest)(nil),                 // 82: strand.TxnInitProducerIdRequest
+	(*TxnInitProducerIdResponse)(nil),                // 83: strand.TxnInitProducerIdResponse
+	(*AddPartitionsToTxnRequest)(nil),                // 84: strand.AddPartitionsToTxnRequest
+	(*AddPartitionsToTxnResponse)(nil),               // 85: strand.AddPartitionsToTxnResponse
+	(*AddOffsetsToTxnRequest)(nil),                   // 86: strand.AddOffsetsToTxnRequest
+	(*AddOffsetsToTxnResponse)(nil),                  // 87: strand.AddOffsetsToTxnResponse
+	(*EndTxnRequest)(nil),                            // 88: strand.EndTxnRequest
+	(*EndTxnResponse)(nil),                           // 89: strand.EndTxnResponse
+	(*ListTransactionsRequest)(nil),                  // 90: strand.ListTransactionsRequest
+	(*ListTransactionsResponse)(nil),                 // 91: strand.ListTransactionsResponse
+	(*DescribeTransactionsRequest)(nil),              // 92: strand.DescribeTransactionsRequest
+	(*DescribeTransactionsResponse)(nil),             // 93: strand.DescribeTransactionsResponse
+	(*MetadataResponse_Node)(nil),                    // 94: strand.MetadataResponse.Node
+	(*MetadataResponse_Partition)(nil),               // 95: strand.MetadataResponse.Partition
+	(*MetadataResponse_Topic)(nil),                   // 96: strand.MetadataResponse.Topic
+	(*ProduceRequest_Partition)(nil),                 // 97: strand.ProduceRequest.Partition
+	(*ProduceResponse_Partition)(nil),                // 98: strand.ProduceResponse.Partition
+	(*FetchRequest_Partition)(nil),                   // 99: strand.FetchRequest.Partition
+	(*FetchResponse_Batch)(nil),                      // 100: strand.FetchResponse.Batch
+	(*FetchResponse_Partition)(nil),                  // 101: strand.FetchResponse.Partition
+	(*ListOffsetsRequest_Partition)(nil),             // 102: strand.ListOffsetsRequest.Partition
+	(*ListOffsetsResponse_Partition)(nil),            // 103: strand.ListOffsetsResponse.Partition
+	(*CreateTopicsRequest_Topic)(nil),                // 104: strand.CreateTopicsRequest.Topic
+	(*CreatePartitionsRequest_Topic)(nil),            // 105: strand.CreatePartitionsRequest.Topic
+	(*CreatePartitionsResponse_Topic)(nil),           // 106: strand.CreatePartitionsResponse.Topic
+	(*MovePartitionsRequest_Move)(nil),               // 107: strand.MovePartitionsRequest.Move
+	(*MovePartitionsResponse_Move)(nil),              // 108: strand.MovePartitionsResponse.Move
+	(*DescribeTopicsResponse_Topic)(nil),             // 109: strand.DescribeTopicsResponse.Topic
+	(*ListGroupsResponse_Group)(nil),                 // 110: strand.ListGroupsResponse.Group
+	(*DescribeGroupsResponse_Group)(nil),             // 111: strand.DescribeGroupsResponse.Group
+	(*OffsetDeleteResponse_Result)(nil),              // 112: strand.OffsetDeleteResponse.Result
+	(*DeleteGroupsResponse_Result)(nil),              // 113: strand.DeleteGroupsResponse.Result
+	(*AlterConfigsRequest_Topic)(nil),                // 114: strand.AlterConfigsRequest.Topic
+	(*AlterConfigsResponse_Topic)(nil),               // 115: strand.AlterConfigsResponse.Topic
+	(*DeleteRecordsRequest_Partition)(nil),           // 116: strand.DeleteRecordsRequest.Partition
+	(*DeleteRecordsResponse_Partition)(nil),          // 117: strand.DeleteRecordsResponse.Partition
+	(*DescribePartitionsRequest_Partition)(nil),      // 118: strand.DescribePartitionsRequest.Partition
+	(*DescribePartitionsResponse_Partition)(nil),     // 119: strand.DescribePartitionsResponse.Partition
+	(*AlterUsersRequest_Upsert)(nil),                 // 120: strand.AlterUsersRequest.Upsert
+	(*AlterUsersRequest_Delete)(nil),                 // 121: strand.AlterUsersRequest.Delete
+	(*AlterUsersResponse_Result)(nil),                // 122: strand.AlterUsersResponse.Result
+	(*ListUsersResponse_User)(nil),                   // 123: strand.ListUsersResponse.User
+	(*ElectLeadersResponse_Transfer)(nil),            // 124: strand.ElectLeadersResponse.Transfer
+	(*ClusterMembersResponse_Member)(nil),            // 125: strand.ClusterMembersResponse.Member
+	(*AddPartitionsToTxnResponse_Result)(nil),        // 126: strand.AddPartitionsToTxnResponse.Result
+	(*ListTransactionsResponse_Transaction)(nil),     // 127: strand.ListTransactionsResponse.Transaction
+	(*DescribeTransactionsResponse_Transaction)(nil), // 128: strand.DescribeTransactionsResponse.Transaction
+	(*RaftFrame)(nil),                                // 129: strand.RaftFrame
+	(*TxnProducer)(nil),                              // 130: strand.TxnProducer
+	(*TxnPartitions)(nil),                            // 131: strand.TxnPartitions
 }
 var file_wire_proto_depIdxs = []int32{
 	0,   // 0: strand.Error.code:type_name -> strand.ErrorCode
@@ -9259,124 +10417,147 @@ var file_wire_proto_depIdxs = []int32{
 	78,  // 29: strand.Request.elect_leaders:type_name -> strand.ElectLeadersRequest
 	80,  // 30: strand.Request.cluster_members:type_name -> strand.ClusterMembersRequest
 	26,  // 31: strand.Request.move_partitions:type_name -> strand.MovePartitionsRequest
-	114, // 32: strand.Request.raft:type_name -> strand.RaftFrame
-	5,   // 33: strand.Response.error:type_name -> strand.Error
-	9,   // 34: strand.Response.hello:type_name -> strand.HelloResponse
-	11,  // 35: strand.Response.metadata:type_name -> strand.MetadataResponse
-	13,  // 36: strand.Response.produce:type_name -> strand.ProduceResponse
-	15,  // 37: strand.Response.fetch:type_name -> strand.FetchResponse
-	17,  // 38: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
-	21,  // 39: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
-	23,  // 40: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
-	29,  // 41: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
-	31,  // 42: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
-	55,  // 43: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
-	57,  // 44: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
-	60,  // 45: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
-	33,  // 46: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
-	37,  // 47: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
-	40,  // 48: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
-	43,  // 49: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
-	45,  // 50: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
-	49,  // 51: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
-	53,  // 52: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
-	52,  // 53: strand.Response.offset_delete:type_name -> strand.OffsetDeleteResponse
-	25,  // 54: strand.Response.create_partitions:type_name -> strand.CreatePartitionsResponse
-	65,  // 55: strand.Response.alter_users:type_name -> strand.AlterUsersResponse
-	67,  // 56: strand.Response.list_users:type_name -> strand.ListUsersResponse
-	70,  // 57: strand.Response.alter_acls:type_name -> strand.AlterAclsResponse
-	72,  // 58: strand.Response.describe_acls:type_name -> strand.DescribeAclsResponse
-	62,  // 59: strand.Response.sasl_authenticate:type_name -> strand.SaslAuthenticateResponse
-	75,  // 60: strand.Response.alter_quotas:type_name -> strand.AlterQuotasResponse
-	77,  // 61: strand.Response.node_admin:type_name -> strand.NodeAdminResponse
-	79,  // 62: strand.Response.elect_leaders:type_name -> strand.ElectLeadersResponse
-	81,  // 63: strand.Response.cluster_members:type_name -> strand.ClusterMembersResponse
-	27,  // 64: strand.Response.move_partitions:type_name -> strand.MovePartitionsResponse
-	82,  // 65: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
-	84,  // 66: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
-	85,  // 67: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
-	86,  // 68: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
-	87,  // 69: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
-	89,  // 70: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
-	90,  // 71: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
-	91,  // 72: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
-	92,  // 73: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
-	5,   // 74: strand.TopicResult.error:type_name -> strand.Error
-	20,  // 75: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
-	20,  // 76: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
-	93,  // 77: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
-	94,  // 78: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
-	95,  // 79: strand.MovePartitionsRequest.moves:type_name -> strand.MovePartitionsRequest.Move
-	96,  // 80: strand.MovePartitionsResponse.moves:type_name -> strand.MovePartitionsResponse.Move
-	97,  // 81: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
-	34,  // 82: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
-	36,  // 83: strand.ConsumerGroupHeartbeatRequest.classic:type_name -> strand.ClassicGroupStep
-	1,   // 84: strand.ClassicGroupStep.step:type_name -> strand.ClassicStep
-	34,  // 85: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
-	38,  // 86: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
-	34,  // 87: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
-	42,  // 88: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
-	98,  // 89: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
-	34,  // 90: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
-	34,  // 91: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
-	34,  // 92: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
-	48,  // 93: strand.GroupMember.classic:type_name -> strand.ClassicMemberState
-	34,  // 94: strand.ClassicMemberState.given:type_name -> strand.GroupTopicPartitions
-	34,  // 95: strand.ClassicMemberState.held:type_name -> strand.GroupTopicPartitions
-	99,  // 96: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
-	34,  // 97: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
-	100, // 98: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
-	101, // 99: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
-	102, // 100: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
-	103, // 101: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
-	104, // 102: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
-	105, // 103: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
-	106, // 104: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
-	107, // 105: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
-	108, // 106: strand.AlterUsersRequest.upserts:type_name -> strand.AlterUsersRequest.Upsert
-	109, // 107: strand.AlterUsersRequest.deletes:type_name -> strand.AlterUsersRequest.Delete
-	110, // 108: strand.AlterUsersResponse.results:type_name -> strand.AlterUsersResponse.Result
-	111, // 109: strand.ListUsersResponse.users:type_name -> strand.ListUsersResponse.User
-	68,  // 110: strand.AlterAclsRequest.add:type_name -> strand.AclBinding
-	68,  // 111: strand.AlterAclsRequest.remove:type_name -> strand.AclBinding
-	68,  // 112: strand.DescribeAclsResponse.bindings:type_name -> strand.AclBinding
-	73,  // 113: strand.DescribeAclsResponse.quotas:type_name -> strand.Quota
-	73,  // 114: strand.AlterQuotasRequest.quotas:type_name -> strand.Quota
-	2,   // 115: strand.NodeAdminRequest.action:type_name -> strand.NodeAction
-	112, // 116: strand.ElectLeadersResponse.transfers:type_name -> strand.ElectLeadersResponse.Transfer
-	113, // 117: strand.ClusterMembersResponse.members:type_name -> strand.ClusterMembersResponse.Member
-	5,   // 118: strand.MetadataResponse.Partition.error:type_name -> strand.Error
-	5,   // 119: strand.MetadataResponse.Topic.error:type_name -> strand.Error
-	83,  // 120: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
-	5,   // 121: strand.ProduceResponse.Partition.error:type_name -> strand.Error
-	5,   // 122: strand.FetchResponse.Partition.error:type_name -> strand.Error
-	88,  // 123: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
-	5,   // 124: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
-	18,  // 125: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
-	5,   // 126: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
-	5,   // 127: strand.MovePartitionsResponse.Move.error:type_name -> strand.Error
-	5,   // 128: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
-	18,  // 129: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	5,   // 130: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
-	47,  // 131: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
-	42,  // 132: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
-	5,   // 133: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
-	5,   // 134: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
-	18,  // 135: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
-	5,   // 136: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
-	18,  // 137: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	5,   // 138: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
-	5,   // 139: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
-	58,  // 140: strand.DescribePartitionsResponse.Partition.move_progress:type_name -> strand.MoveProgress
-	63,  // 141: strand.AlterUsersRequest.Upsert.credential:type_name -> strand.UserCredential
-	5,   // 142: strand.AlterUsersResponse.Result.error:type_name -> strand.Error
-	3,   // 143: strand.ClusterMembersResponse.Member.state:type_name -> strand.MemberState
-	4,   // 144: strand.ClusterMembersResponse.Member.role:type_name -> strand.MetadataRole
-	145, // [145:145] is the sub-list for method output_type
-	145, // [145:145] is the sub-list for method input_type
-	145, // [145:145] is the sub-list for extension type_name
-	145, // [145:145] is the sub-list for extension extendee
-	0,   // [0:145] is the sub-list for field type_name
+	82,  // 32: strand.Request.txn_init_producer_id:type_name -> strand.TxnInitProducerIdRequest
+	84,  // 33: strand.Request.add_partitions_to_txn:type_name -> strand.AddPartitionsToTxnRequest
+	86,  // 34: strand.Request.add_offsets_to_txn:type_name -> strand.AddOffsetsToTxnRequest
+	88,  // 35: strand.Request.end_txn:type_name -> strand.EndTxnRequest
+	90,  // 36: strand.Request.list_transactions:type_name -> strand.ListTransactionsRequest
+	92,  // 37: strand.Request.describe_transactions:type_name -> strand.DescribeTransactionsRequest
+	129, // 38: strand.Request.raft:type_name -> strand.RaftFrame
+	5,   // 39: strand.Response.error:type_name -> strand.Error
+	9,   // 40: strand.Response.hello:type_name -> strand.HelloResponse
+	11,  // 41: strand.Response.metadata:type_name -> strand.MetadataResponse
+	13,  // 42: strand.Response.produce:type_name -> strand.ProduceResponse
+	15,  // 43: strand.Response.fetch:type_name -> strand.FetchResponse
+	17,  // 44: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
+	21,  // 45: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
+	23,  // 46: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
+	29,  // 47: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
+	31,  // 48: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
+	55,  // 49: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
+	57,  // 50: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
+	60,  // 51: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
+	33,  // 52: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
+	37,  // 53: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
+	40,  // 54: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
+	43,  // 55: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
+	45,  // 56: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
+	49,  // 57: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
+	53,  // 58: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
+	52,  // 59: strand.Response.offset_delete:type_name -> strand.OffsetDeleteResponse
+	25,  // 60: strand.Response.create_partitions:type_name -> strand.CreatePartitionsResponse
+	65,  // 61: strand.Response.alter_users:type_name -> strand.AlterUsersResponse
+	67,  // 62: strand.Response.list_users:type_name -> strand.ListUsersResponse
+	70,  // 63: strand.Response.alter_acls:type_name -> strand.AlterAclsResponse
+	72,  // 64: strand.Response.describe_acls:type_name -> strand.DescribeAclsResponse
+	62,  // 65: strand.Response.sasl_authenticate:type_name -> strand.SaslAuthenticateResponse
+	75,  // 66: strand.Response.alter_quotas:type_name -> strand.AlterQuotasResponse
+	77,  // 67: strand.Response.node_admin:type_name -> strand.NodeAdminResponse
+	79,  // 68: strand.Response.elect_leaders:type_name -> strand.ElectLeadersResponse
+	81,  // 69: strand.Response.cluster_members:type_name -> strand.ClusterMembersResponse
+	27,  // 70: strand.Response.move_partitions:type_name -> strand.MovePartitionsResponse
+	83,  // 71: strand.Response.txn_init_producer_id:type_name -> strand.TxnInitProducerIdResponse
+	85,  // 72: strand.Response.add_partitions_to_txn:type_name -> strand.AddPartitionsToTxnResponse
+	87,  // 73: strand.Response.add_offsets_to_txn:type_name -> strand.AddOffsetsToTxnResponse
+	89,  // 74: strand.Response.end_txn:type_name -> strand.EndTxnResponse
+	91,  // 75: strand.Response.list_transactions:type_name -> strand.ListTransactionsResponse
+	93,  // 76: strand.Response.describe_transactions:type_name -> strand.DescribeTransactionsResponse
+	94,  // 77: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
+	96,  // 78: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
+	97,  // 79: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
+	98,  // 80: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
+	99,  // 81: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
+	101, // 82: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
+	102, // 83: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
+	103, // 84: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
+	104, // 85: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
+	5,   // 86: strand.TopicResult.error:type_name -> strand.Error
+	20,  // 87: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
+	20,  // 88: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
+	105, // 89: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
+	106, // 90: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
+	107, // 91: strand.MovePartitionsRequest.moves:type_name -> strand.MovePartitionsRequest.Move
+	108, // 92: strand.MovePartitionsResponse.moves:type_name -> strand.MovePartitionsResponse.Move
+	109, // 93: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
+	34,  // 94: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
+	36,  // 95: strand.ConsumerGroupHeartbeatRequest.classic:type_name -> strand.ClassicGroupStep
+	1,   // 96: strand.ClassicGroupStep.step:type_name -> strand.ClassicStep
+	34,  // 97: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
+	38,  // 98: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
+	34,  // 99: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
+	42,  // 100: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
+	110, // 101: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
+	34,  // 102: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
+	34,  // 103: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
+	34,  // 104: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
+	48,  // 105: strand.GroupMember.classic:type_name -> strand.ClassicMemberState
+	34,  // 106: strand.ClassicMemberState.given:type_name -> strand.GroupTopicPartitions
+	34,  // 107: strand.ClassicMemberState.held:type_name -> strand.GroupTopicPartitions
+	111, // 108: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
+	34,  // 109: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
+	112, // 110: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
+	113, // 111: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
+	114, // 112: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
+	115, // 113: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
+	116, // 114: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
+	117, // 115: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
+	118, // 116: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
+	119, // 117: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
+	120, // 118: strand.AlterUsersRequest.upserts:type_name -> strand.AlterUsersRequest.Upsert
+	121, // 119: strand.AlterUsersRequest.deletes:type_name -> strand.AlterUsersRequest.Delete
+	122, // 120: strand.AlterUsersResponse.results:type_name -> strand.AlterUsersResponse.Result
+	123, // 121: strand.ListUsersResponse.users:type_name -> strand.ListUsersResponse.User
+	68,  // 122: strand.AlterAclsRequest.add:type_name -> strand.AclBinding
+	68,  // 123: strand.AlterAclsRequest.remove:type_name -> strand.AclBinding
+	68,  // 124: strand.DescribeAclsResponse.bindings:type_name -> strand.AclBinding
+	73,  // 125: strand.DescribeAclsResponse.quotas:type_name -> strand.Quota
+	73,  // 126: strand.AlterQuotasRequest.quotas:type_name -> strand.Quota
+	2,   // 127: strand.NodeAdminRequest.action:type_name -> strand.NodeAction
+	124, // 128: strand.ElectLeadersResponse.transfers:type_name -> strand.ElectLeadersResponse.Transfer
+	125, // 129: strand.ClusterMembersResponse.members:type_name -> strand.ClusterMembersResponse.Member
+	130, // 130: strand.TxnInitProducerIdRequest.expected:type_name -> strand.TxnProducer
+	130, // 131: strand.AddPartitionsToTxnRequest.producer:type_name -> strand.TxnProducer
+	131, // 132: strand.AddPartitionsToTxnRequest.topics:type_name -> strand.TxnPartitions
+	126, // 133: strand.AddPartitionsToTxnResponse.results:type_name -> strand.AddPartitionsToTxnResponse.Result
+	130, // 134: strand.AddOffsetsToTxnRequest.producer:type_name -> strand.TxnProducer
+	130, // 135: strand.EndTxnRequest.producer:type_name -> strand.TxnProducer
+	127, // 136: strand.ListTransactionsResponse.transactions:type_name -> strand.ListTransactionsResponse.Transaction
+	128, // 137: strand.DescribeTransactionsResponse.transactions:type_name -> strand.DescribeTransactionsResponse.Transaction
+	5,   // 138: strand.MetadataResponse.Partition.error:type_name -> strand.Error
+	5,   // 139: strand.MetadataResponse.Topic.error:type_name -> strand.Error
+	95,  // 140: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
+	5,   // 141: strand.ProduceResponse.Partition.error:type_name -> strand.Error
+	5,   // 142: strand.FetchResponse.Partition.error:type_name -> strand.Error
+	100, // 143: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
+	5,   // 144: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
+	18,  // 145: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
+	5,   // 146: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
+	5,   // 147: strand.MovePartitionsResponse.Move.error:type_name -> strand.Error
+	5,   // 148: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
+	18,  // 149: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	5,   // 150: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
+	47,  // 151: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
+	42,  // 152: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
+	5,   // 153: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
+	5,   // 154: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
+	18,  // 155: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
+	5,   // 156: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
+	18,  // 157: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	5,   // 158: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
+	5,   // 159: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
+	58,  // 160: strand.DescribePartitionsResponse.Partition.move_progress:type_name -> strand.MoveProgress
+	63,  // 161: strand.AlterUsersRequest.Upsert.credential:type_name -> strand.UserCredential
+	5,   // 162: strand.AlterUsersResponse.Result.error:type_name -> strand.Error
+	3,   // 163: strand.ClusterMembersResponse.Member.state:type_name -> strand.MemberState
+	4,   // 164: strand.ClusterMembersResponse.Member.role:type_name -> strand.MetadataRole
+	5,   // 165: strand.AddPartitionsToTxnResponse.Result.error:type_name -> strand.Error
+	5,   // 166: strand.DescribeTransactionsResponse.Transaction.error:type_name -> strand.Error
+	131, // 167: strand.DescribeTransactionsResponse.Transaction.topics:type_name -> strand.TxnPartitions
+	168, // [168:168] is the sub-list for method output_type
+	168, // [168:168] is the sub-list for method input_type
+	168, // [168:168] is the sub-list for extension type_name
+	168, // [168:168] is the sub-list for extension extendee
+	0,   // [0:168] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -9385,6 +10566,7 @@ func file_wire_proto_init() {
 		return
 	}
 	file_strand_proto_init()
+	file_txn_proto_init()
 	file_wire_proto_msgTypes[1].OneofWrappers = []any{
 		(*Request_Hello)(nil),
 		(*Request_Metadata)(nil),
@@ -9417,6 +10599,12 @@ func file_wire_proto_init() {
 		(*Request_ElectLeaders)(nil),
 		(*Request_ClusterMembers)(nil),
 		(*Request_MovePartitions)(nil),
+		(*Request_TxnInitProducerId)(nil),
+		(*Request_AddPartitionsToTxn)(nil),
+		(*Request_AddOffsetsToTxn)(nil),
+		(*Request_EndTxn)(nil),
+		(*Request_ListTransactions)(nil),
+		(*Request_DescribeTransactions)(nil),
 		(*Request_Raft)(nil),
 	}
 	file_wire_proto_msgTypes[2].OneofWrappers = []any{
@@ -9451,15 +10639,21 @@ func file_wire_proto_init() {
 		(*Response_ElectLeaders)(nil),
 		(*Response_ClusterMembers)(nil),
 		(*Response_MovePartitions)(nil),
+		(*Response_TxnInitProducerId)(nil),
+		(*Response_AddPartitionsToTxn)(nil),
+		(*Response_AddOffsetsToTxn)(nil),
+		(*Response_EndTxn)(nil),
+		(*Response_ListTransactions)(nil),
+		(*Response_DescribeTransactions)(nil),
 	}
-	file_wire_proto_msgTypes[83].OneofWrappers = []any{}
+	file_wire_proto_msgTypes[95].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   109,
+			NumMessages:   124,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,39 @@
+package simnet
+
+import "github.com/strandlog/strand/proto/strandpb"
+
+// opTxnID is the operator's transactional id.
+const opTxnID = "ops-txn"
+
+// txnRequest builds the transaction coordinator's requests. The simulator
+// runs no transaction marker writer, so its nodes open and decide no
+// transaction, and the simulator does not drive transactions yet: the
+// operator's requests are answered without creating __strand_transactions
+// (a timeout above transaction.max.timeout.ms, TRANSACTIONS_NOT_ENABLED,
+// an empty list or describe), so they change nothing and the refusals are
+// definite.
+func (op *operator) txnRequest(a opAction) *opRequest {
+	target := op.ops.randomNode()
+	producer := &strandpb.TxnProducer{ProducerId: 1}
+	var req *strandpb.Request
+	switch a.kind {
+	case "txn_init_producer_id":
+		req = &strandpb.Request{Body: &strandpb.Request_TxnInitProducerId{TxnInitProducerId: &strandpb.TxnInitProducerIdRequest{
+			TransactionalId: opTxnID, TransactionTimeoutMs: 1 << 30}}}
+	case "add_partitions_to_txn":
+		req = &strandpb.Request{Body: &strandpb.Request_AddPartitionsToTxn{AddPartitionsToTxn: &strandpb.AddPartitionsToTxnRequest{
+			TransactionalId: opTxnID, Producer: producer, Topics: []*strandpb.TxnPartitions{{Topic: topicMain, Partitions: []int32{0}}}}}}
+	case "add_offsets_to_txn":
+		req = &strandpb.Request{Body: &strandpb.Request_AddOffsetsToTxn{AddOffsetsToTxn: &strandpb.AddOffsetsToTxnRequest{
+			TransactionalId: opTxnID, Producer: producer, Group: opGroup}}}
+	case "end_txn":
+		req = &strandpb.Request{Body: &strandpb.Request_EndTxn{EndTxn: &strandpb.EndTxnRequest{TransactionalId: opTxnID, Producer: producer, Commit: true}}}
+	case "list_transactions":
+		req = &strandpb.Request{Body: &strandpb.Request_ListTransactions{ListTransactions: &strandpb.ListTransactionsRequest{}}}
+	case "describe_transactions":
+		req = &strandpb.Request{Body: &strandpb.Request_DescribeTransactions{DescribeTransactions: &strandpb.DescribeTransactionsRequest{}}}
+	default:
+		return nil
+	}
+	return &opRequest{target: target, req: req}
+}
