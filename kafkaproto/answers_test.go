@@ -9,15 +9,15 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/node/server/listener"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
 // heldBackend holds every fetch unanswered (a long poll that never ends)
-// and counts the answer bytes reserved from it.
+// (the answer bytes reserved are read from the connections).
 type heldBackend struct {
-	mu       sync.Mutex
-	fetches  []func(*strandpb.Response)
-	reserved int
+	mu      sync.Mutex
+	fetches []func(*strandpb.Response)
 	// holdOthers: other requests wait in others too (else answered at once).
 	holdOthers bool
 	others     []func(*strandpb.Response)
@@ -38,34 +38,28 @@ func (b *heldBackend) Submit(_ <-chan struct{}, req *strandpb.Request, reply fun
 	return nil
 }
 
-func (b *heldBackend) ReserveAnswer(_ <-chan struct{}, n int) (func(), bool) {
+// state is the fetches submitted and the answer bytes s's connections
+// hold reserved.
+func (b *heldBackend) state(s *Server) (int, int) {
+	var reserved int64
+	for _, c := range s.l.Conns() {
+		reserved += c.AnswerBytes()
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.reserved += n
-	return func() {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		b.reserved -= n
-	}, true
-}
-
-// state is the fetches submitted and the bytes reserved.
-func (b *heldBackend) state() (int, int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.fetches), b.reserved
+	return len(b.fetches), int(reserved)
 }
 
 // waitState polls until ok(fetches, reserved) holds (bounded).
-func (b *heldBackend) waitState(t *testing.T, what string, ok func(fetches, reserved int) bool) {
+func (b *heldBackend) waitState(t *testing.T, s *Server, what string, ok func(fetches, reserved int) bool) {
 	t.Helper()
 	for range 1000 {
-		if ok(b.state()) {
+		if ok(b.state(s)) {
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	f, r := b.state()
+	f, r := b.state(s)
 	t.Fatalf("%s: %d fetches submitted, %d bytes reserved", what, f, r)
 }
 
@@ -80,7 +74,8 @@ func TestKafkaFetchAnswersBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := &heldBackend{}
-	s := Serve(ln, Config{Backend: b, NodeID: 1, Logger: slog.New(slog.DiscardHandler)})
+	budget := listener.NewBudget(512 << 20)
+	s := Serve(ln, Config{Backend: b, NodeID: 1, Logger: slog.New(slog.DiscardHandler), Answers: budget})
 	t.Cleanup(s.Close)
 	c := dialRaw(t, s)
 	req := kmsg.NewPtrFetchRequest()
@@ -96,11 +91,11 @@ func TestKafkaFetchAnswersBounded(t *testing.T) {
 	for i := range 20 {
 		c.send(1, 11, int32(i), false, body)
 	}
-	each := answerBytesMax(req.MaxBytes) // capped at one answer frame
+	each := listener.FetchAnswerBytes(req.MaxBytes) // capped at one answer frame
 	want := connAnswerBytesMax/each + 1
-	b.waitState(t, "fetches before the bound", func(f, _ int) bool { return f >= want })
+	b.waitState(t, s, "fetches before the bound", func(f, _ int) bool { return f >= want })
 	time.Sleep(100 * time.Millisecond) // a reader that ignored the bound would have taken all 20 by now
-	if f, r := b.state(); f != want || r != want*each {
+	if f, r := b.state(s); f != want || r != want*each {
 		t.Fatalf("%d fetches submitted (%d bytes reserved), want %d: the connection's answers are not bounded", f, r, want)
 	}
 	b.mu.Lock()
@@ -110,19 +105,19 @@ func TestKafkaFetchAnswersBounded(t *testing.T) {
 	if corr, _, err := c.recv(); err != nil || corr != 0 {
 		t.Fatalf("first answer: corr %d, %v", corr, err)
 	}
-	b.waitState(t, "a fetch after an answer went out", func(f, _ int) bool { return f == want+1 })
+	b.waitState(t, s, "a fetch after an answer went out", func(f, _ int) bool { return f == want+1 })
 	// The client goes; the node answers each fetch at its max wait. The
 	// requests the client had sent are read and answered too, then the
 	// connection closes with nothing reserved.
 	c.nc.Close()
 	answered := 1
-	b.waitState(t, "reservations after the close", func(f, r int) bool {
+	b.waitState(t, s, "reservations after the close", func(f, r int) bool {
 		b.mu.Lock()
 		for ; answered < len(b.fetches); answered++ {
 			b.fetches[answered](&strandpb.Response{Body: &strandpb.Response_Fetch{Fetch: &strandpb.FetchResponse{}}})
 		}
 		b.mu.Unlock()
-		return r == 0
+		return r == 0 && budget.HeldBytes() == 0
 	})
 }
 
@@ -146,7 +141,7 @@ func TestKafkaAnswerNotHeldBehindLongPoll(t *testing.T) {
 	fetch.MaxWaitMillis, fetch.MaxBytes = 500, 1<<20
 	c.send(2, 1, 1, false, list.AppendTo(nil))
 	c.send(1, 11, 2, false, fetch.AppendTo(nil))
-	b.waitState(t, "the fetch submitted", func(f, _ int) bool { return f == 1 })
+	b.waitState(t, s, "the fetch submitted", func(f, _ int) bool { return f == 1 })
 	b.mu.Lock()
 	b.others[0](&strandpb.Response{Error: &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_TIMEOUT}})
 	b.mu.Unlock()

@@ -13,14 +13,18 @@
 // not hold up the answers queued behind it longer than Kafka itself would.
 //
 // It is a top-level package (it owns sockets and goroutines, so not under the guarded node/); no
-// codec is hand-written. Answers wait in a queue of 64 per connection; the reader stops when it is
-// full. A fetch reserves its max_bytes until its answer is written, against 32 MiB per connection
-// (past it the reader takes no new request) and, through AnswerBudget, the node budget native
-// fetches share (answers.go); the writer flushes before it waits for an answer not yet in, so a
-// ready answer never sits behind a long poll. acks=0 is never answered. A malformed request,
-// unknown key or version kmsg does not know closes only its connection (logged with the reason);
-// requests ≤ 16 MiB, buffers grow as bytes arrive; 4096 connections. Rejected: a proxy process (a
-// second hop and second retries); per-request goroutines (reorders pipelined batches).
+// codec is hand-written. Connections run on the node's connection stack (node/server/listener):
+// accept, TLS, the ordered writer, slots, answer budgets, throttle, close and drain are the native
+// listener's code; this package adds the Kafka framing, handshake refusals and the API table.
+// Answers wait in a queue of 64 per connection; the reader stops when it is full. A fetch reserves
+// its max_bytes until its answer is written, against 32 MiB per connection (past it the reader
+// takes no new request) and Config.Answers, the node budget native fetches share; the writer
+// flushes before it waits for an answer not yet in, so a ready answer never sits behind a long
+// poll. At shutdown the answers that are in are written before the connection closes. acks=0 is
+// never answered. A malformed request, unknown key or version kmsg does not know closes only its
+// connection (logged with the reason); requests ≤ 16 MiB, buffers grow as bytes arrive; 4096
+// connections. Rejected: a proxy process (a second hop and second retries); per-request goroutines
+// (reorders pipelined batches).
 //
 // # APIs served
 //

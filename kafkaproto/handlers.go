@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/node/server/listener"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -328,15 +329,13 @@ func (c *conn) fetch(req kmsg.Request) func() kmsg.Response {
 			sreq.Partitions = append(sreq.Partitions, sp)
 		}
 	}
-	release, ok := c.reserveAnswer(answerBytesMax(sreq.MaxBytes))
-	if !ok {
+	if !c.reserveAnswer(sreq.MaxBytes) {
 		return func() kmsg.Response { return nil } // the connection closed
 	}
 	k := c.submit(&strandpb.Request{Body: &strandpb.Request_Fetch{Fetch: sreq}})
 	return func() kmsg.Response {
-		// The writer runs this just before it writes the answer: the room
-		// covered it while it waited in the connection's queue.
-		defer release()
+		// The writer runs this just before it writes the answer; the room
+		// reserved covers it until written (listener.Conn's writer).
 		whole := c.wait(k)
 		if whole == nil {
 			return nil
@@ -361,6 +360,19 @@ func (c *conn) fetch(req kmsg.Request) func() kmsg.Response {
 		}
 		return out
 	}
+}
+
+// reserveAnswer adds room for the answer of a fetch with max_bytes m to the
+// slot of the request being served, from the connection's bound and the
+// node's Config.Answers budget (listener.Conn.Reserve), as a native fetch
+// does; the writer gives it back once the answer is written. False when
+// the connection closed first. Translate's conn (no connection) reserves
+// nothing.
+func (c *conn) reserveAnswer(m int32) bool {
+	if c.lc == nil {
+		return true
+	}
+	return c.lc.Reserve(&c.slot, listener.FetchAnswerBytes(m))
 }
 
 // fetchPartition converts one partition's fetch answer.

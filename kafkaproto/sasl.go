@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -44,14 +43,6 @@ type CallerBackend interface {
 
 // host is the client's IP, as ACLs name hosts.
 func (c *conn) host() string { return c.clientHost }
-
-// hostOf is the IP of a remote address.
-func hostOf(a net.Addr) string {
-	if tcp, ok := a.(*net.TCPAddr); ok {
-		return tcp.IP.String()
-	}
-	return a.String()
-}
 
 // serveSASL answers keys 17 and 36, and refuses every other request of a
 // connection that has not authenticated yet on a listener that requires
@@ -142,6 +133,9 @@ func (c *conn) saslAuthenticate(r *kmsg.SASLAuthenticateRequest, p *pending) *km
 	resp.SASLAuthBytes = out
 	if done {
 		c.principal = c.exchange.Principal()
+		if c.lc != nil {
+			c.lc.SetPrincipal(c.principal)
+		}
 		c.s.logger.Debug("Kafka connection authenticated", slog.String("principal", c.principal), slog.String("remote", c.host()))
 	}
 	return resp

@@ -10,13 +10,11 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/strandlog/strand/proto/frame"
+	"github.com/strandlog/strand/node/server/listener"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/sasl"
 )
@@ -44,6 +42,10 @@ type Config struct {
 	// SASL, when set, requires SASL/SCRAM on every connection and looks
 	// credentials up with it (sasl.go).
 	SASL sasl.Lookup
+	// Answers, when set, bounds the fetch answer bytes reserved over every
+	// connection: the node passes the budget its native fetches reserve
+	// from, so Kafka consumers are bounded as native ones are.
+	Answers *listener.Budget
 }
 
 // Limits of the listener.
@@ -59,8 +61,12 @@ const (
 	inFlightMax = 64
 	// connsMax bounds the open Kafka connections of a node.
 	connsMax = 4096
-	// writeTimeout bounds one response write to a slow client.
-	writeTimeout = 30 * time.Second
+	// connAnswerBytesMax bounds the fetch answer bytes one connection
+	// holds reserved: past it the reader takes no new request until
+	// answers went out. Without it, 64 long-polling fetches of up to
+	// 7 MiB each could pin 448 MiB per connection (the native listener's
+	// bound is the same).
+	connAnswerBytesMax = 32 << 20
 	// handshakeTimeout bounds a TLS handshake.
 	handshakeTimeout = 10 * time.Second
 )
@@ -68,91 +74,53 @@ const (
 // Server accepts Kafka connections on a listener until Close.
 type Server struct {
 	cfg     Config
-	ln      net.Listener
+	l       *listener.Listener
 	logger  *slog.Logger
 	classic *classicState
-
-	mu     sync.Mutex
-	conns  map[*conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
 }
 
-// Serve starts accepting Kafka connections on ln.
+// Serve starts accepting Kafka connections on ln, on the connection stack
+// the node's native listener runs on too (node/server/listener).
 func Serve(ln net.Listener, cfg Config) *Server {
-	s := &Server{cfg: cfg, ln: ln, conns: make(map[*conn]struct{}), logger: cfg.Logger, classic: newClassicState()}
+	s := &Server{cfg: cfg, logger: cfg.Logger, classic: newClassicState()}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
 	s.logger = s.logger.With(slog.String("listener", "kafka"))
-	s.wg.Add(1)
-	go s.acceptLoop()
+	s.l = listener.Serve(ln, listener.Config{
+		Serve: s.serveConn, TLS: cfg.TLS, ConnsMax: connsMax, InFlightMax: inFlightMax,
+		ConnAnswerBytesMax: connAnswerBytesMax, Answers: cfg.Answers, Logger: s.logger,
+		CloseMessage: "closing Kafka connection", CloseLevel: slog.LevelWarn,
+	})
 	return s
 }
 
 // Addr is the listener's address.
-func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+func (s *Server) Addr() net.Addr { return s.l.Addr() }
 
 // Close stops accepting, closes every connection and waits for their
 // goroutines.
-func (s *Server) Close() {
-	s.mu.Lock()
-	s.closed = true
-	conns := make([]*conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
-	s.ln.Close()
-	for _, c := range conns {
-		c.close("")
-	}
-	s.wg.Wait()
-}
+func (s *Server) Close() { s.l.Shutdown(time.Now(), "") }
 
-func (s *Server) acceptLoop() {
-	defer s.wg.Done()
-	for {
-		nc, err := s.ln.Accept()
-		if err != nil {
-			if !errors.Is(err, net.ErrClosed) {
-				s.logger.Error("accept failed; no longer accepting Kafka connections", slog.Any("err", err))
-			}
-			return
-		}
-		if s.cfg.TLS != nil {
-			nc = tls.Server(nc, s.cfg.TLS)
-		}
-		c := &conn{s: s, nc: nc, done: make(chan struct{}), queue: make(chan *pending, inFlightMax), clientHost: hostOf(nc.RemoteAddr())}
-		s.mu.Lock()
-		full := len(s.conns) >= connsMax
-		if !s.closed && !full {
-			s.conns[c] = struct{}{}
-		}
-		refused := s.closed || full
-		s.mu.Unlock()
-		if refused {
-			if full {
-				s.logger.Warn("refusing Kafka connection: too many open", slog.Int("open", connsMax))
-			}
-			nc.Close()
-			continue
-		}
-		s.wg.Add(2)
-		go c.readLoop()
-		go c.writeLoop()
-	}
-}
+// StopAccepting closes the listener; open connections carry on.
+func (s *Server) StopAccepting() { s.l.StopAccepting() }
+
+// Shutdown stops accepting, lets each connection write the answers that
+// are in until deadline, then closes every connection and waits for their
+// goroutines.
+func (s *Server) Shutdown(deadline time.Time) { s.l.Shutdown(deadline, "") }
 
 // conn is one Kafka client connection: the reader decodes and submits
-// requests in order and queues their pending answers; the writer writes
-// the answers in the same order.
+// requests in order and sends their pending answers; the connection
+// stack's writer writes them in the same order.
 type conn struct {
-	s         *Server
-	nc        net.Conn
-	done      chan struct{}
-	closeOnce sync.Once
-	queue     chan *pending
+	s *Server
+	// lc is the connection in the stack (nil for Translate's conn).
+	lc   *listener.Conn
+	done <-chan struct{}
+	// draining closes when the connection drains at shutdown (nil for
+	// Translate's conn: never).
+	draining <-chan struct{}
 	// SASL state (sasl.go), owned by the reader: the mechanism named by
 	// SaslHandshake, the exchange in progress, and the principal once it
 	// succeeded (a TLS listener may set principal from the client's
@@ -164,17 +132,17 @@ type conn struct {
 	clientHost string
 	// clientID is the client id of the request being served (its header).
 	clientID string
-	// throttleUntil (unix ns): the reader pauses until then, as Kafka mutes
-	// a throttled client's channel (quota.go).
-	throttleUntil atomic.Int64
-	// answers holds the room reserved for fetch answers (answers.go).
-	answers answers
+	// slot is what the request being served holds until its answer is
+	// written: its place in flight and, for a fetch, its answer bytes
+	// (owned by the reader, like clientID).
+	slot listener.Slot
 	// calls collects the backend calls of the request being served, for
 	// its pending answer (owned by the reader, like clientID).
 	calls []*call
 }
 
-// pending is one request's answer to come.
+// pending is one request's answer to come: the Answer the connection's
+// writer writes.
 type pending struct {
 	corr int32
 	// flexibleHeader: the response header carries a tag section (v1
@@ -191,8 +159,11 @@ type pending struct {
 	calls []*call
 }
 
-// answered says whether resp can run without waiting for the backend.
-func (p *pending) answered() bool {
+// Ready says whether AppendTo can run without waiting for the backend.
+func (p *pending) Ready() bool {
+	if p.noReply {
+		return true
+	}
 	for _, k := range p.calls {
 		if k.err == nil && len(k.ch) == 0 {
 			return false
@@ -201,63 +172,55 @@ func (p *pending) answered() bool {
 	return true
 }
 
-// close closes the connection once, logging reason unless empty.
-func (c *conn) close(reason string) {
-	c.closeOnce.Do(func() {
-		if reason != "" {
-			c.s.logger.Warn("closing Kafka connection", slog.String("remote", c.nc.RemoteAddr().String()),
-				slog.String("reason", reason))
-		}
-		close(c.done)
-		c.nc.Close()
-		c.answers.releaseAll()
-		c.s.mu.Lock()
-		delete(c.s.conns, c)
-		c.s.mu.Unlock()
-	})
+// AppendTo appends the framed answer, once it came; nothing for acks=0.
+func (p *pending) AppendTo(dst []byte) ([]byte, error) {
+	if p.noReply {
+		return dst, nil
+	}
+	resp := p.resp()
+	if resp == nil {
+		return dst, listener.ErrStopped // the connection closed or drains first
+	}
+	return appendResponse(dst, p, resp), nil
 }
 
-// readLoop reads size-prefixed requests until the connection fails.
-func (c *conn) readLoop() {
-	defer c.s.wg.Done()
-	br := bufio.NewReaderSize(c.nc, 64<<10)
+// serveConn is the reader of one accepted connection: the TLS handshake,
+// then size-prefixed requests until the connection fails.
+func (s *Server) serveConn(lc *listener.Conn, br *bufio.Reader) error {
+	c := &conn{s: s, lc: lc, done: lc.Done(), draining: lc.Draining(), clientHost: lc.Host()}
 	if err := c.handshake(br); err != nil {
-		c.close(err.Error())
-		return
+		return err
 	}
 	var size [4]byte
 	for {
-		c.waitThrottle()
+		lc.WaitThrottle()
 		if _, err := io.ReadFull(br, size[:]); err != nil {
-			c.close(readFailure(err))
-			return
+			return listener.ReadFailure(err)
 		}
 		n := int32(binary.BigEndian.Uint32(size[:]))
 		if n < 8 || n > RequestBytesMax {
-			c.close(fmt.Sprintf("request size %d outside [8, %d]", n, RequestBytesMax))
-			return
+			return fmt.Errorf("request size %d outside [8, %d]", n, RequestBytesMax)
 		}
 		// Grown as bytes arrive, so a size prefix alone cannot make the
 		// node allocate RequestBytesMax.
 		var req bytes.Buffer
 		req.Grow(int(min(n, 64<<10)))
 		if _, err := io.CopyN(&req, br, int64(n)); err != nil {
-			c.close(readFailure(err))
-			return
+			return listener.ReadFailure(err)
+		}
+		var ok bool
+		if c.slot, ok = lc.Take(); !ok {
+			return nil
 		}
 		p, err := c.serve(req.Bytes())
 		if err != nil {
-			c.close(err.Error())
-			return
-		}
-		select {
-		case c.queue <- p:
-		case <-c.done:
-			return
+			return err
 		}
 		if p.closeAfter != "" {
-			return // the writer closes once the answer is out
+			lc.SendLast(c.slot, p, p.closeAfter)
+			return nil // the writer closes once the answer is out
 		}
+		lc.Send(c.slot, p)
 	}
 }
 
@@ -265,85 +228,16 @@ func (c *conn) readLoop() {
 // principal. On a plaintext connection it refuses a client whose first
 // bytes are a TLS ClientHello, saying so (read as a size they are ≥ 369 MB).
 func (c *conn) handshake(br *bufio.Reader) error {
-	tc, ok := c.nc.(*tls.Conn)
-	if !ok {
-		if b, _ := br.Peek(3); frame.LooksLikeTLS(b) {
-			return frame.ErrTLSOnPlaintext
-		}
-		return nil
+	_, err := c.lc.HandshakeTLS(br, handshakeTimeout)
+	var plain *listener.PlaintextOnTLSError
+	switch {
+	case errors.As(err, &plain):
+		return errors.New("client speaks plaintext; this listener is TLS (connect with security.protocol=SSL)")
+	case err != nil:
+		return err
 	}
-	tc.SetDeadline(time.Now().Add(handshakeTimeout))
-	defer tc.SetDeadline(time.Time{})
-	if err := tc.Handshake(); err != nil {
-		var rh tls.RecordHeaderError
-		switch {
-		case errors.As(err, &rh):
-			return errors.New("client speaks plaintext; this listener is TLS (connect with security.protocol=SSL)")
-		case readFailure(err) == "":
-			return errors.New("closed during the TLS handshake")
-		}
-		return fmt.Errorf("TLS handshake: %v", err)
-	}
-	if cs := tc.ConnectionState(); len(cs.VerifiedChains) > 0 {
-		c.principal = "User:" + cs.VerifiedChains[0][0].Subject.String()
-	}
+	c.principal = c.lc.Principal()
 	return nil
-}
-
-// readFailure is the reason logged for a failed read: nothing for a clean
-// close by the other side.
-func readFailure(err error) string {
-	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
-		return ""
-	}
-	return fmt.Sprintf("read: %v", err)
-}
-
-// writeLoop writes the answers in request order, flushing whenever no
-// further answer is queued.
-func (c *conn) writeLoop() {
-	defer c.s.wg.Done()
-	bw := bufio.NewWriterSize(c.nc, 64<<10)
-	var buf []byte
-	for {
-		var p *pending
-		select {
-		case p = <-c.queue:
-		case <-c.done:
-			return
-		}
-		if p.noReply {
-			continue
-		}
-		if bw.Buffered() > 0 && !p.answered() {
-			// Answers written so far go out now, not after this one (a
-			// long poll may hold it for its whole max wait).
-			if err := bw.Flush(); err != nil {
-				c.close(fmt.Sprintf("write: %v", err))
-				return
-			}
-		}
-		resp := p.resp()
-		if resp == nil {
-			return
-		}
-		buf = appendResponse(buf[:0], p, resp)
-		c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-		if _, err := bw.Write(buf); err != nil {
-			c.close(fmt.Sprintf("write: %v", err))
-			return
-		}
-		if len(c.queue) == 0 || p.closeAfter != "" {
-			if err := bw.Flush(); err != nil {
-				c.close(fmt.Sprintf("write: %v", err))
-				return
-			}
-		}
-		if p.closeAfter != "" {
-			c.close(p.closeAfter)
-			return
-		}
-	}
 }
 
 // appendResponse frames resp: size, correlation id, the header's empty tag
@@ -391,7 +285,8 @@ func (c *conn) submit(req *strandpb.Request) *call {
 }
 
 // wait returns the backend's answer, an UNAVAILABLE error answer when the
-// submit failed, or nil when the connection closed first.
+// submit failed, or nil when the connection closed first (or drains at
+// shutdown without the answer in).
 func (c *conn) wait(k *call) *strandpb.Response {
 	if k.err != nil {
 		return &strandpb.Response{Error: &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, Message: k.err.Error()}}
@@ -402,5 +297,14 @@ func (c *conn) wait(k *call) *strandpb.Response {
 		return resp
 	case <-c.done:
 		return nil
+	case <-c.draining:
+		// The node is stopping: it answered what it had before the
+		// connections drain, so an answer not in now never comes.
+		select {
+		case resp := <-k.ch:
+			return resp
+		default:
+			return nil
+		}
 	}
 }

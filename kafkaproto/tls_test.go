@@ -67,14 +67,13 @@ func TestTLSConnectionKeepsPrincipal(t *testing.T) {
 	if corr, _, err := c.recv(); err != nil || corr != 7 {
 		t.Fatalf("ApiVersions over TLS: corr %d, %v", corr, err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for conn := range s.conns {
-		if conn.principal != "User:CN=carol" {
-			t.Errorf("principal %q, want User:CN=carol", conn.principal)
+	conns := s.l.Conns()
+	for _, conn := range conns {
+		if p := conn.Principal(); p != "User:CN=carol" {
+			t.Errorf("principal %q, want User:CN=carol", p)
 		}
 	}
-	if len(s.conns) != 1 {
-		t.Errorf("%d connections, want 1", len(s.conns))
+	if len(conns) != 1 {
+		t.Errorf("%d connections, want 1", len(conns))
 	}
 }

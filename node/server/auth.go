@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"time"
 
@@ -79,18 +78,6 @@ func (r *Server) logSecurity() {
 	}
 }
 
-// hostOf is the IP of a connection's remote address, as ACLs name hosts.
-func hostOf(a net.Addr) string {
-	if tcp, ok := a.(*net.TCPAddr); ok {
-		return tcp.IP.String()
-	}
-	host, _, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return a.String()
-	}
-	return host
-}
-
 // caller is who the connection's requests come from: the SASL principal,
 // else the TLS one (set by the TLS listener), else anonymous.
 func (c *nativeConn) caller() node.Caller {
@@ -112,12 +99,11 @@ var errSASLRequired = errors.New("the node requires SASL authentication (SCRAM-S
 // (peers are authenticated by mutual TLS), and so does one whose TLS
 // client certificate already named its principal.
 func (c *nativeConn) authenticate(br *bufio.Reader) error {
-	c.host = hostOf(c.nc.RemoteAddr())
 	if !c.r.cfg.SASL || c.peer != 0 || c.principal != "" {
 		return nil // off, a peer, or authenticated by its TLS certificate
 	}
-	c.nc.SetReadDeadline(time.Now().Add(helloTimeout))
-	defer c.nc.SetReadDeadline(time.Time{})
+	c.lc.Net().SetReadDeadline(time.Now().Add(helloTimeout))
+	defer c.lc.Net().SetReadDeadline(time.Time{})
 	var ex *sasl.Exchange
 	for range 4 {
 		var req strandpb.Request
@@ -146,6 +132,7 @@ func (c *nativeConn) authenticate(br *bufio.Reader) error {
 		body := &strandpb.SaslAuthenticateResponse{AuthBytes: out, Done: done}
 		if done {
 			c.principal = node.Principal(ex.Principal())
+			c.lc.SetPrincipal(ex.Principal())
 			body.Principal = ex.Principal()
 		}
 		resp.Body = &strandpb.Response_SaslAuthenticate{SaslAuthenticate: body}
@@ -183,9 +170,10 @@ func (c *nativeConn) writeNow(resp *strandpb.Response) error {
 	if err != nil {
 		return err
 	}
-	c.nc.SetWriteDeadline(time.Now().Add(helloTimeout))
-	defer c.nc.SetWriteDeadline(time.Time{})
-	if _, err := c.nc.Write(out); err != nil {
+	nc := c.lc.Net()
+	nc.SetWriteDeadline(time.Now().Add(helloTimeout))
+	defer nc.SetWriteDeadline(time.Time{})
+	if _, err := nc.Write(out); err != nil {
 		return fmt.Errorf("sasl answer: %v", err)
 	}
 	return nil

@@ -91,11 +91,9 @@ func TestServerConnBoundsQueuedAnswerBytes(t *testing.T) {
 
 // connQueuedMax is the most answer bytes queued for one connection now.
 func (r *Server) connQueuedMax() int64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	var most int64
-	for c := range r.conns {
-		most = max(most, c.queued.Load())
+	for _, c := range r.native.Conns() {
+		most = max(most, c.AnswerBytes())
 	}
 	return most
 }

@@ -38,18 +38,19 @@
 //     the loop never blocks on a slow client); a byte budget of 256 MiB for everything queued for
 //     the loop (a weighted semaphore: a frame's units taken at once, waiters in order); a fetch reserves its max_bytes until its answer is written, from its connection (32
 //     MiB: past it the reader takes no new request, so TCP pushes back) and the node (512 MiB);
-//     produces reserve nothing; at most 4096 connections. Kafka fetches reserve the same way
-//     (kafkaproto.AnswerBudget: 32 MiB per connection in kafkaproto, the node's 512 MiB through
-//     ReserveAnswer in kafka.go). A malformed or oversized frame closes only its connection, with a
-//     logged reason.
+//     produces reserve nothing; at most 4096 connections. Both listeners run on one connection
+//     stack (package listener: accept, TLS, reader and ordered writer, slots, answer budgets,
+//     throttle, close, drain), so Kafka fetches reserve the same way, from the same 512 MiB, and
+//     give the room back only once their answer is written. A malformed or oversized frame closes
+//     only its connection, with a logged reason.
 //   - Peer transport: Send never blocks; per peer a bounded queue (1024 frames, 64 MiB), dropped
 //     when full (raft retransmits); one outbound connection per peer with a jittered reconnect
 //     backoff (drawn from [d/2, d], d doubling 20 ms → 1 s, so nodes restarted together do not
 //     redial in lock-step); the Request{raft} envelope is built and parsed by hand around the frame
 //     bytes (no re-marshal).
-//   - Shutdown (SIGTERM/SIGINT): stop inputs, close the listeners, then the Kafka connections
-//     (answers still queued are dropped), then the pool (fsyncs in progress finish), then
-//     Core.Close fails waiters; 2 s to flush answers.
+//   - Shutdown (SIGTERM/SIGINT): stop inputs, close both listeners, then the pool (fsyncs in
+//     progress finish), then Core.Close fails waiters; then every connection of both listeners has
+//     2 s in all to write the answers that are in (one not in is not waited for) before it closes.
 //   - Data-directory lock: Start takes an exclusive non-blocking flock on DATA_DIR/LOCK and writes
 //     its pid there; a second holder (another process, or another server in this process: flock
 //     belongs to the open file description) gets *DataDirLockedError naming the pid. The kernel

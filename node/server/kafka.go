@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -60,7 +61,7 @@ func (k *kafkaListener) start() {
 	if k == nil {
 		return
 	}
-	cfg := kafkaproto.Config{Backend: k, NodeID: int32(k.r.cfg.Core.ID), Logger: k.r.logger}
+	cfg := kafkaproto.Config{Backend: k, NodeID: int32(k.r.cfg.Core.ID), Logger: k.r.logger, Answers: k.r.fetchAnswers}
 	if k.r.tls != nil {
 		cfg.TLS = k.r.tls.listenerConfig(k.r.cfg.TLS.ClientAuth, false)
 	}
@@ -77,16 +78,24 @@ func (k *kafkaListener) closeListener() {
 	}
 }
 
-// close stops accepting and closes every Kafka connection.
-func (k *kafkaListener) close() {
-	if k == nil {
-		return
-	}
-	if k.srv == nil {
+// stopAccepting closes the Kafka listener; its connections carry on until
+// shutdown.
+func (k *kafkaListener) stopAccepting() {
+	switch {
+	case k == nil:
+	case k.srv == nil:
 		k.ln.Close()
-		return
+	default:
+		k.srv.StopAccepting()
 	}
-	k.srv.Close()
+}
+
+// shutdown lets each Kafka connection write the answers that are in until
+// deadline, then closes them all.
+func (k *kafkaListener) shutdown(deadline time.Time) {
+	if k != nil && k.srv != nil {
+		k.srv.Shutdown(deadline)
+	}
 }
 
 // Submit queues req for the loop, blocking while the loop's queue or byte
@@ -101,7 +110,7 @@ func (k *kafkaListener) SubmitAs(done <-chan struct{}, principal, host string, r
 	r := k.r
 	// done closes when the connection does; the server closes every Kafka
 	// connection as it stops, so nothing waits on a loop that has exited.
-	tokens, ok := r.budget.acquire(proto.Size(req), done)
+	tokens, ok := r.budget.Acquire(proto.Size(req), done)
 	if !ok {
 		return errKafkaStopped
 	}
@@ -109,20 +118,9 @@ func (k *kafkaListener) SubmitAs(done <-chan struct{}, principal, host string, r
 	case r.requests <- loopRequest{req: req, tokens: tokens, reply: reply, caller: node.Caller{Principal: node.Principal(principal), Host: host}}:
 		return nil
 	case <-done:
-		r.budget.release(tokens)
+		r.budget.Release(tokens)
 		return errKafkaStopped
 	}
-}
-
-// ReserveAnswer takes room for a Kafka fetch answer of up to n bytes from
-// the node-wide budget native fetch answers reserve from too, so a node's
-// Kafka consumers cannot pin more answer bytes than its native ones.
-func (k *kafkaListener) ReserveAnswer(done <-chan struct{}, n int) (func(), bool) {
-	units, ok := k.r.fetchAnswers.acquire(n, done)
-	if !ok {
-		return nil, false
-	}
-	return func() { k.r.fetchAnswers.release(units) }, true
 }
 
 // KafkaAddr is the address of the Kafka listener, nil without one.
@@ -136,5 +134,4 @@ func (r *Server) KafkaAddr() net.Addr {
 var (
 	_ kafkaproto.Backend       = (*kafkaListener)(nil)
 	_ kafkaproto.CallerBackend = (*kafkaListener)(nil)
-	_ kafkaproto.AnswerBudget  = (*kafkaListener)(nil)
 )

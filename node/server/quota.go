@@ -7,6 +7,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/strandlog/strand/node"
+	"github.com/strandlog/strand/node/server/listener"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -22,8 +23,9 @@ import (
 // through raft per request).
 
 // throttleMax bounds one throttle (Kafka's default quota window is 1 s
-// times 11 samples; a client waits at most this long).
-const throttleMax = 30 * time.Second
+// times 11 samples; a client waits at most this long): the connection
+// stack's bound on a reader's pause.
+const throttleMax = listener.ThrottleMax
 
 // tokenBucket meters one principal's bytes in one direction: a
 // x/time/rate limiter holding one second of the rate, into whose debt a
@@ -121,25 +123,9 @@ func (r *Server) metered(q loopRequest, reply func(*strandpb.Response)) func(*st
 			wait = r.quotas.charge(q.caller.Principal, true, quota.FetchBytesPerSec, n, now)
 			f.ThrottleMs = int32(wait / time.Millisecond)
 		}
-		if wait > 0 && q.conn != nil {
-			q.conn.throttleUntil.Store(now.Add(wait).UnixNano())
+		if q.conn != nil {
+			q.conn.lc.ThrottleFor(wait)
 		}
 		reply(resp)
-	}
-}
-
-// waitThrottle pauses the reader while the connection is throttled.
-func (c *nativeConn) waitThrottle() {
-	until := c.throttleUntil.Load()
-	if until == 0 {
-		return
-	}
-	if d := time.Until(time.Unix(0, until)); d > 0 {
-		t := time.NewTimer(min(d, throttleMax))
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-c.done:
-		}
 	}
 }

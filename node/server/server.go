@@ -1,7 +1,7 @@
 package server
 
 import (
-	"context"
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -14,10 +14,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/semaphore"
-
 	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/node"
+	"github.com/strandlog/strand/node/server/listener"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog/osdisk"
 )
@@ -42,7 +41,6 @@ const (
 	peerQueueBytesMax          = 64 << 20
 	connsMax                   = 4096      // open connections, clients and peers
 	queuedBytesMax             = 256 << 20 // request and frame bytes waiting for the loop
-	queuedBytesUnit            = 64 << 10  // granularity of that budget
 	shutdownFlushTimeout       = 2 * time.Second
 	protocolVersion            = 1
 	helloTimeout               = 10 * time.Second
@@ -102,6 +100,9 @@ type Config struct {
 	// SecurityNoticeInBanner: the caller (strand dev) says once, in its
 	// banner, that security is off, so the node logs it at debug level.
 	SecurityNoticeInBanner bool
+
+	// answerBytesMax, when positive, replaces fetchAnswerBytesMax (tests).
+	answerBytesMax int
 }
 
 // Server runs one Core in a real process: one goroutine (the loop) owns
@@ -113,6 +114,7 @@ type Server struct {
 	core   *node.Core
 	logger *slog.Logger // records carry node=ID
 	ln     net.Listener
+	native *listener.Listener // serves ln; nil until started
 	net    *peerTransport
 	lock   *dirLock // the data directory's lock; nil when Core.Disk was given
 	// dataDir is DataDir made absolute; "" when Core.Disk was given. The
@@ -122,22 +124,19 @@ type Server struct {
 
 	frames   chan peerFrame
 	requests chan loopRequest
-	syncs    *syncPool      // runs the Core's fsyncs (storage.go)
-	jobs     []node.SyncJob // reused by the loop
-	synced   []syncResult   // reused by the loop
-	budget   *byteBudget    // bytes of frames and requests queued for the loop
+	syncs    *syncPool        // runs the Core's fsyncs (storage.go)
+	jobs     []node.SyncJob   // reused by the loop
+	synced   []syncResult     // reused by the loop
+	budget   *listener.Budget // bytes of frames and requests queued for the loop
 	// fetchAnswers bounds the fetch answer bytes reserved over all
-	// connections (conn.go, reserve).
-	fetchAnswers *byteBudget
+	// connections of both listeners until written (listener.Conn.Reserve).
+	fetchAnswers *listener.Budget
 	stop         chan struct{} // closed by Close: the loop exits
 	done         chan struct{} // closed when the loop has exited and all is shut
 	stopOnce     sync.Once
 
-	mu    sync.Mutex
-	conns map[*nativeConn]struct{}
-	err   error // the fatal error, if any
-
-	wg sync.WaitGroup // accept loop and connection goroutines
+	mu  sync.Mutex
+	err error // the fatal error, if any
 
 	loopStats loopCounters // owned by the loop
 	// metaLeader is the metadata group leader the Core knows, 0 for none,
@@ -193,8 +192,10 @@ type peerFrame struct {
 
 // loopRequest is a decoded client request and the connection to answer on.
 type loopRequest struct {
-	req    *strandpb.Request
-	conn   *nativeConn
+	req  *strandpb.Request
+	conn *nativeConn
+	// slot is what the request holds on conn until its answer is written.
+	slot   listener.Slot
 	tokens int // budget units held until the loop takes it
 	// reply, when set, takes the answer instead of conn (the Kafka
 	// listener's requests); called on the loop, it must not block.
@@ -202,52 +203,6 @@ type loopRequest struct {
 	// caller is who sent it (HandleAs).
 	caller node.Caller
 }
-
-// byteBudget bounds the bytes waiting for the loop, in units of
-// queuedBytesUnit: a reader takes the units of a frame before
-// queueing it and the loop gives them back once it has taken the frame.
-// A weighted semaphore takes a reader's units all at once and serves
-// waiters in order, so two half-served readers can never hold the whole
-// budget between them, and a large frame is not starved by small ones.
-type byteBudget struct {
-	units int64
-	sem   *semaphore.Weighted
-}
-
-func newQueueBudget() *byteBudget { return newByteBudget(queuedBytesMax) }
-
-// newByteBudget is a budget of max bytes.
-func newByteBudget(max int) *byteBudget {
-	units := int64(max / queuedBytesUnit)
-	return &byteBudget{units: units, sem: semaphore.NewWeighted(units)}
-}
-
-// acquire takes the units for n bytes (at most the whole budget), or
-// gives up, holding none, when done closes; it says how many it holds.
-func (b *byteBudget) acquire(n int, done <-chan struct{}) (int, bool) {
-	want := min(1+int64(n/queuedBytesUnit), b.units)
-	if b.sem.TryAcquire(want) {
-		return int(want), true
-	}
-	// The budget is full: wait, until done closes. A context for done is
-	// made only here, off the fast path.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	if err := b.sem.Acquire(ctx, want); err != nil {
-		return 0, false
-	}
-	return int(want), true
-}
-
-// release gives back units taken by acquire.
-func (b *byteBudget) release(units int) { b.sem.Release(int64(units)) }
 
 // realClock is the real Clock: monotonic time since the server started.
 type realClock struct{ start time.Time }
@@ -338,11 +293,10 @@ func Start(cfg Config) (*Server, error) {
 		cfg:          cfg,
 		frames:       make(chan peerFrame, framesQueueMax),
 		requests:     make(chan loopRequest, requestsQueueMax),
-		budget:       newQueueBudget(),
-		fetchAnswers: newByteBudget(fetchAnswerBytesMax),
+		budget:       listener.NewBudget(queuedBytesMax),
+		fetchAnswers: listener.NewBudget(cmp.Or(cfg.answerBytesMax, fetchAnswerBytesMax)),
 		stop:         make(chan struct{}),
 		done:         make(chan struct{}),
-		conns:        make(map[*nativeConn]struct{}),
 		adminQueries: make(chan adminQuery, adminQueriesMax),
 		metrics:      newServerMetrics(cfg.Core.ID),
 	}
@@ -380,10 +334,12 @@ func Start(cfg Config) (*Server, error) {
 	}
 	r.core = core
 	r.syncs = newSyncPool(syncWorkersMax, r.metrics.fsync.Observe, r.net.faults.diskWait)
-	r.wg.Add(1)
 	r.logSecurity()
 	r.noteSecurity()
-	go r.acceptLoop()
+	r.native = listener.Serve(ln, listener.Config{
+		Serve: r.serveNative, TLS: r.tlsListen, ConnsMax: connsMax, InFlightMax: connInFlightMax,
+		ConnAnswerBytesMax: connAnswerBytesMax, Answers: r.fetchAnswers, Logger: r.logger,
+	})
 	r.kafka.start()
 	go r.loop()
 	return r, nil
@@ -614,14 +570,14 @@ func (r *Server) logStats() {
 // handle gives one client request to the Core; the answer goes to the
 // connection's writer.
 func (r *Server) handle(q loopRequest) {
-	r.budget.release(q.tokens)
+	r.budget.Release(q.tokens)
 	if q.caller.Principal == "" {
 		q.caller.Principal = node.Anonymous
 	}
 	deliver := q.reply
 	if deliver == nil {
-		conn := q.conn
-		deliver = func(resp *strandpb.Response) { conn.answer(resp) }
+		conn, slot := q.conn, q.slot
+		deliver = func(resp *strandpb.Response) { conn.answer(slot, resp) }
 	}
 	// The security view is brought up to date before any answer leaves: a
 	// client told its CreateUser (or quota) applied may authenticate at
@@ -636,29 +592,31 @@ func (r *Server) handle(q loopRequest) {
 
 // receive gives one peer frame to the Core.
 func (r *Server) receive(f peerFrame) {
-	r.budget.release(f.tokens)
+	r.budget.Release(f.tokens)
 	r.core.Receive(f.frame)
 	putPeerBuf(f.buf)
 }
 
-// shutdown runs on the loop: stop accepting, close the Core (failing what
-// waits, whose answers are queued to their connections), let writers flush
-// for a bounded time, close connections and the peer transport.
+// shutdown runs on the loop: stop accepting on both listeners, close the
+// Core (failing what waits, whose answers are queued to their
+// connections), let the writers of both listeners send the answers that
+// are in for a bounded time, close connections and the peer transport.
 func (r *Server) shutdown(fatal error) {
 	r.stopOnce.Do(func() { close(r.stop) }) // from here on register refuses connections
 	r.mu.Lock()
 	r.err = fatal
 	r.mu.Unlock()
-	r.ln.Close()
-	r.kafka.close()
+	r.native.StopAccepting()
+	r.kafka.stopAccepting()
 	r.syncs.close()
 	if err := r.core.Close(); err != nil && fatal == nil {
 		r.logger.Warn("close", slog.Any("err", err))
 	}
 	r.failQueued()
-	r.closeConns()
+	deadline := time.Now().Add(shutdownFlushTimeout)
+	r.native.Shutdown(deadline, reasonShutdown)
+	r.kafka.shutdown(deadline)
 	r.net.close()
-	r.wg.Wait()
 	if err := r.lock.unlock(); err != nil {
 		r.logger.Warn("unlock data dir", slog.Any("err", err))
 	}
@@ -670,34 +628,16 @@ func (r *Server) failQueued() {
 	for {
 		select {
 		case q := <-r.requests:
-			r.budget.release(q.tokens)
+			r.budget.Release(q.tokens)
 			resp := &strandpb.Response{CorrelationId: q.req.GetCorrelationId(), Error: &strandpb.Error{
 				Code: strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, Message: "node: shutting down"}}
 			if q.reply != nil {
 				q.reply(resp)
 				continue
 			}
-			q.conn.answer(resp)
+			q.conn.answer(q.slot, resp)
 		default:
 			return
 		}
-	}
-}
-
-// closeConns lets each connection's writer flush what is queued (bounded
-// by shutdownFlushTimeout in all), then closes every connection.
-func (r *Server) closeConns() {
-	r.mu.Lock()
-	conns := make([]*nativeConn, 0, len(r.conns))
-	for c := range r.conns {
-		conns = append(conns, c)
-	}
-	r.mu.Unlock()
-	deadline := time.Now().Add(shutdownFlushTimeout)
-	for _, c := range conns {
-		c.closeAfterFlush(deadline)
-	}
-	for _, c := range conns {
-		c.close(reasonShutdown)
 	}
 }

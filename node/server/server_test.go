@@ -330,47 +330,6 @@ func TestServerFailStopOnSyncError(t *testing.T) {
 	}
 }
 
-// The queued-bytes budget refuses more than its size: a reader whose
-// connection closes while waiting gives back what it took, and released
-// units can be taken again.
-func TestServerBudget(t *testing.T) {
-	b := newQueueBudget()
-	never := make(chan struct{})
-	held, ok := b.acquire(queuedBytesMax-queuedBytesUnit, never)
-	if !ok || held != queuedBytesMax/queuedBytesUnit {
-		t.Fatalf("acquire of the whole budget: %d units, ok %v", held, ok)
-	}
-	closed := make(chan struct{})
-	close(closed)
-	if _, ok := b.acquire(10, closed); ok {
-		t.Fatal("acquire beyond the budget succeeded")
-	}
-	b.release(held)
-	if !b.sem.TryAcquire(b.units) {
-		t.Fatal("a refused acquire kept units: the whole budget is not free after the release")
-	}
-	b.release(int(b.units))
-	if got, ok := b.acquire(3*queuedBytesUnit, never); !ok || got != 4 {
-		t.Fatalf("acquire after release: %d units, ok %v", got, ok)
-	}
-	// A reader waiting on a full budget is served once units come back.
-	rest, _ := b.acquire(queuedBytesMax-5*queuedBytesUnit, never)
-	got := make(chan int, 1)
-	go func() {
-		n, _ := b.acquire(queuedBytesUnit, never) // 2 units: waits
-		got <- n
-	}()
-	b.release(rest)
-	select {
-	case n := <-got:
-		if n != 2 {
-			t.Fatalf("the waiting reader got %d units, want 2", n)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a waiting reader was not served after units came back")
-	}
-}
-
 // TestServerSyncLogsRunsEverySyncAndReportsLowestError shows the server's
 // parallel SyncLogs runs every sync once and picks the lowest-indexed error.
 func TestServerSyncLogsRunsEverySyncAndReportsLowestError(t *testing.T) {

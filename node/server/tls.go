@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/node"
+	"github.com/strandlog/strand/node/server/listener"
 	"github.com/strandlog/strand/proto/frame"
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -281,41 +282,33 @@ func (n *peerTransport) dialPeer(peer node.NodeID, addr string) (net.Conn, error
 	return tc, nil
 }
 
-// tlsHandshake completes a TLS connection's handshake and records its
-// principal. On a plaintext listener it refuses a client whose first bytes
-// are a TLS ClientHello (read as a frame they would be a 369 MB length);
-// on a TLS listener, a client whose first bytes are no TLS record. Either
-// way the client is answered in the clear with a Strand error frame: a TLS
-// client then fails its handshake on a record that is no TLS (definite), a
-// plaintext one reads TLS_REQUIRED. br reads c.nc; the read deadline is set.
+// tlsHandshake completes a TLS connection's handshake on the connection
+// stack and records its principal and the node its certificate names. On
+// a plaintext listener it refuses a client whose first bytes are a TLS
+// ClientHello (read as a frame they would be a 369 MB length); on a TLS
+// listener, a client whose first bytes are no TLS record. Either way the
+// client is answered in the clear with a Strand error frame: a TLS client
+// then fails its handshake on a record that is no TLS (definite), a
+// plaintext one reads TLS_REQUIRED.
 func (c *nativeConn) tlsHandshake(br *bufio.Reader) error {
-	tc, ok := c.nc.(*tls.Conn)
-	if !ok {
-		if b, _ := br.Peek(3); frame.LooksLikeTLS(b) {
-			return c.refuseMismatch(c.nc, strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, frame.ErrTLSOnPlaintext)
-		}
-		return nil
-	}
-	tc.SetWriteDeadline(time.Now().Add(helloTimeout))
-	err := tc.Handshake()
-	if err == nil {
+	cs, err := c.lc.HandshakeTLS(br, helloTimeout)
+	var plain *listener.PlaintextOnTLSError
+	switch {
+	case err == nil:
 		var subject string
-		subject, c.certNode = connPrincipal(tc.ConnectionState())
+		subject, c.certNode = connPrincipal(cs)
 		if subject != "" {
 			c.principal = node.Principal("User:" + subject)
 		}
 		return nil
+	case errors.Is(err, frame.ErrTLSOnPlaintext):
+		return c.refuseMismatch(c.lc.Net(), strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, frame.ErrTLSOnPlaintext)
+	case errors.As(err, &plain) && plain.Raw != nil:
+		return c.refuseMismatch(plain.Raw, strandpb.ErrorCode_ERROR_CODE_TLS_REQUIRED, errPlaintextOnTLS)
+	case errors.As(err, &plain):
+		err = errPlaintextOnTLS
 	}
-	var rh tls.RecordHeaderError
-	if errors.As(err, &rh) && rh.Conn != nil {
-		return c.refuseMismatch(rh.Conn, strandpb.ErrorCode_ERROR_CODE_TLS_REQUIRED, errPlaintextOnTLS)
-	}
-	if readFailure(err) == "" {
-		err = errors.New("closed during the TLS handshake")
-	} else {
-		err = fmt.Errorf("TLS handshake: %v", err)
-	}
-	c.logRefusal("refusing connection", err)
+	c.r.logRefusal(c.lc.RemoteAddr(), "refusing connection", err)
 	return err
 }
 
@@ -325,7 +318,7 @@ var errPlaintextOnTLS = errors.New("client speaks plaintext; this listener is TL
 // refuseMismatch logs reason, answers it on raw (in the clear) as a Strand
 // error frame with code, and returns it.
 func (c *nativeConn) refuseMismatch(raw net.Conn, code strandpb.ErrorCode, reason error) error {
-	c.logRefusal("refusing connection", reason)
+	c.r.logRefusal(c.lc.RemoteAddr(), "refusing connection", reason)
 	out, err := frame.Append(nil, &strandpb.Response{Error: &strandpb.Error{Code: code, Message: reason.Error()}})
 	if err == nil {
 		raw.SetWriteDeadline(time.Now().Add(helloTimeout))
@@ -347,10 +340,6 @@ func peerRefusal(claims, named node.NodeID, principal string) error {
 	return fmt.Errorf("peer hello claims node %d, but its certificate names node %d", claims, named)
 }
 
-// Principal is who the connection authenticated as ("" for nobody):
-// User:<subject> of its verified client certificate, or its SASL user.
-func (c *nativeConn) Principal() string { return string(c.principal) }
-
 // refusalLogEvery bounds how often one remote host's refusals are logged
 // at warn: a misconfigured peer redials every second; later refusals
 // within the interval are logged at debug.
@@ -365,13 +354,12 @@ type refusalLog struct {
 
 const refusalLogHostsMax = 1024
 
-// logRefusal logs why the connection is refused: at warn the first time
-// in refusalLogEvery for its remote host, else at debug.
-func (c *nativeConn) logRefusal(msg string, reason error) {
-	remote := c.nc.RemoteAddr().String()
+// logRefusal logs why the connection from remote is refused: at warn the
+// first time in refusalLogEvery for its host, else at debug.
+func (r *Server) logRefusal(remote, msg string, reason error) {
 	host, _, _ := net.SplitHostPort(remote)
 	level := slog.LevelDebug
-	l := &c.r.refusals
+	l := &r.refusals
 	l.mu.Lock()
 	if now := time.Now(); now.Sub(l.last[host]) >= refusalLogEvery {
 		if l.last == nil || len(l.last) >= refusalLogHostsMax {
@@ -381,5 +369,5 @@ func (c *nativeConn) logRefusal(msg string, reason error) {
 		level = slog.LevelWarn
 	}
 	l.mu.Unlock()
-	c.r.logger.Log(context.Background(), level, msg, slog.String("remote", remote), slog.String("reason", reason.Error()))
+	r.logger.Log(context.Background(), level, msg, slog.String("remote", remote), slog.String("reason", reason.Error()))
 }

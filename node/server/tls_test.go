@@ -236,14 +236,11 @@ func TestTLSClusterClientAndKafka(t *testing.T) {
 // hasPrincipal reports whether some native connection of rts carries principal.
 func hasPrincipal(rts []*Server, principal string) bool {
 	for _, rt := range rts {
-		rt.mu.Lock()
-		for c := range rt.conns {
+		for _, c := range rt.native.Conns() {
 			if c.Principal() == principal {
-				rt.mu.Unlock()
 				return true
 			}
 		}
-		rt.mu.Unlock()
 	}
 	return false
 }
@@ -516,12 +513,8 @@ func TestTLSMismatchErrors(t *testing.T) {
 func TestTLSRefusalsLoggedOncePerHost(t *testing.T) {
 	logs := &logBuffer{}
 	r := &Server{logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
-	a, b := net.Pipe()
-	defer a.Close()
-	defer b.Close()
-	c := &nativeConn{r: r, nc: a}
 	for range 5 {
-		c.logRefusal("refusing connection", errPlaintextOnTLS)
+		r.logRefusal("192.0.2.1:4000", "refusing connection", errPlaintextOnTLS)
 	}
 	if n := strings.Count(logs.String(), "refusing connection"); n != 1 {
 		t.Fatalf("%d warnings for 5 refusals of one host, want 1:\n%s", n, logs)
