@@ -161,7 +161,7 @@ const AdminGroupsMax = 4096
 // AdminView returns the node's state; see AdminView. It reads only.
 func (c *Core) AdminView() AdminView {
 	v := AdminView{ID: c.cfg.ID, DiskFull: c.space.full, DiskStalled: c.stall.stalled, Stats: c.stats,
-		Peers: slices.Clone(c.cfg.Nodes), Liveness: c.Liveness()}
+		Peers: slices.Clone(c.cfg.Nodes), Liveness: c.livenessView()}
 	v.OldestStorageJob, v.OldestStorageJobFile = c.OldestStorageJob()
 	if c.meta != nil {
 		v.MetaLeader, v.MetaTerm = c.metaLeader()

@@ -12,7 +12,7 @@ func TestBugStalledLeaderKeepsLeading(t *testing.T) {
 	w := newStallWorld(t, 41, nil, func(cfg *Config) { cfg.Bugs.StalledLeaderKeepsLeading = true })
 	core := w.c.cores[w.stalled]
 	var hung *ProduceResult
-	core.Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "hung", 1)},
+	core.produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "hung", 1)},
 		func(r ProduceResult) { hung = &r })
 	w.run()
 	for range 3 * core.diskStallTicks() {

@@ -124,7 +124,7 @@ func TestStalledLeaderHandsOffLeadership(t *testing.T) {
 	stalled := w.stalled
 	core := w.c.cores[stalled]
 	var hung *ProduceResult
-	core.Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "hung", 1)},
+	core.produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "hung", 1)},
 		func(r ProduceResult) { hung = &r })
 	w.run()
 	if len(w.held) == 0 {
@@ -133,7 +133,7 @@ func TestStalledLeaderHandsOffLeadership(t *testing.T) {
 	// A second write comes while the first sync hangs: the leader sends it
 	// to the followers at once but queues its own write behind the sync,
 	// so the followers acknowledge an index its log does not hold yet.
-	core.Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "queued", 1)},
+	core.produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "queued", 1)},
 		func(ProduceResult) {})
 	w.run()
 	limit := int(core.diskStallTicks()) + 3*core.cfg.ElectionTicks
@@ -145,7 +145,7 @@ func TestStalledLeaderHandsOffLeadership(t *testing.T) {
 		}
 		if core.DiskStalled() && !asked { // it has just started its hand-off: still leading
 			asked = true
-			core.Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "x", 1)},
+			core.produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "x", 1)},
 				func(r ProduceResult) { refused = r.Err })
 		}
 		w.run()
@@ -168,7 +168,7 @@ func TestStalledLeaderHandsOffLeadership(t *testing.T) {
 	t.Logf("leadership moved %d ticks into the stall (threshold %d)", moved, core.diskStallTicks())
 	lead := w.leaderOf(tp0)
 	var res *ProduceResult
-	w.c.cores[lead].Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "new", 1)},
+	w.c.cores[lead].produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "new", 1)},
 		func(r ProduceResult) { res = &r })
 	for i := 0; i < 20 && res == nil; i++ {
 		w.tick()
@@ -197,7 +197,7 @@ func TestStalledLeaderHandsOffLeadership(t *testing.T) {
 func TestDiskStallAfterIsConfigurable(t *testing.T) {
 	w := newStallWorld(t, 42, nil, func(cfg *Config) { cfg.DiskStallAfter = 50 * tickDurationDefault })
 	core := w.c.cores[w.stalled]
-	core.Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "a", 1)},
+	core.produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "a", 1)},
 		func(ProduceResult) {})
 	w.run()
 	if len(w.held) == 0 {
@@ -221,7 +221,7 @@ func TestDiskStallAfterIsConfigurable(t *testing.T) {
 		if id == w.stalled {
 			continue
 		}
-		for _, pl := range w.c.cores[id].Liveness() {
+		for _, pl := range w.c.cores[id].livenessView() {
 			if pl.Node == w.stalled && !pl.DiskStalled {
 				t.Fatalf("node %d does not see node %d stalled: %+v", id, w.stalled, pl)
 			}
@@ -233,7 +233,7 @@ func TestDiskStallAfterIsConfigurable(t *testing.T) {
 func (w *stallWorld) ask(id NodeID, req *strandpb.Request) *strandpb.Response {
 	w.t.Helper()
 	var resp *strandpb.Response
-	w.c.cores[id].Handle(req, func(r *strandpb.Response) { resp = r })
+	w.c.cores[id].handleAnonymous(req, func(r *strandpb.Response) { resp = r })
 	for range 50 {
 		w.run()
 		if resp != nil {
@@ -253,7 +253,7 @@ func (w *stallWorld) ask(id NodeID, req *strandpb.Request) *strandpb.Response {
 func TestStalledNodeShownToClients(t *testing.T) {
 	w := newStallWorld(t, 43, nil, nil)
 	core := w.c.cores[w.stalled]
-	core.Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "a", 1)},
+	core.produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "a", 1)},
 		func(ProduceResult) {})
 	w.run()
 	for i := 0; !core.DiskStalled(); i++ {
