@@ -18,8 +18,8 @@ func TestBugStalledLeaderKeepsLeading(t *testing.T) {
 	for range 3 * core.diskStallTicks() {
 		w.tick()
 	}
-	if lead := w.leaderOf(tp0); lead != w.stalled || core.DiskStalled() || hung != nil {
+	if lead := w.leaderOf(tp0); lead != w.stalled || core.diskStalled() || hung != nil {
 		t.Fatalf("bug should keep node %d leading, unstalled, the produce unanswered: leader %d, stalled %v, %+v",
-			w.stalled, lead, core.DiskStalled(), hung)
+			w.stalled, lead, core.diskStalled(), hung)
 	}
 }

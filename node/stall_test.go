@@ -143,7 +143,7 @@ func TestStalledLeaderHandsOffLeadership(t *testing.T) {
 		for _, id := range w.c.ids {
 			w.c.cores[id].Tick()
 		}
-		if core.DiskStalled() && !asked { // it has just started its hand-off: still leading
+		if core.diskStalled() && !asked { // it has just started its hand-off: still leading
 			asked = true
 			core.produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "x", 1)},
 				func(r ProduceResult) { refused = r.Err })
@@ -156,8 +156,8 @@ func TestStalledLeaderHandsOffLeadership(t *testing.T) {
 	if moved == 0 {
 		t.Fatalf("node %d still leads %v %d ticks into a stalled fsync", stalled, tp0, limit)
 	}
-	if !core.DiskStalled() || core.Stats().StallHandOffs == 0 {
-		t.Fatalf("stalled %v, hand-offs %d", core.DiskStalled(), core.Stats().StallHandOffs)
+	if !core.diskStalled() || core.Stats().StallHandOffs == 0 {
+		t.Fatalf("stalled %v, hand-offs %d", core.diskStalled(), core.Stats().StallHandOffs)
 	}
 	if !errors.Is(refused, ErrDiskStalled) {
 		t.Fatalf("produce on the stalled leader: %v, want ErrDiskStalled", refused)
@@ -187,7 +187,7 @@ func TestStalledLeaderHandsOffLeadership(t *testing.T) {
 	for range 3 {
 		w.tick()
 	}
-	if core.DiskStalled() {
+	if core.diskStalled() {
 		t.Fatal("node still stalled after its disk answered")
 	}
 }
@@ -205,13 +205,13 @@ func TestDiskStallAfterIsConfigurable(t *testing.T) {
 	}
 	for i := 1; i < 50; i++ {
 		w.tick()
-		if core.DiskStalled() {
+		if core.diskStalled() {
 			t.Fatalf("stalled after %d ticks, want 50", i)
 		}
 	}
 	w.tick()
-	if !core.DiskStalled() {
-		age, file := core.OldestStorageJob()
+	if !core.diskStalled() {
+		age, file := core.oldestStorageJob()
 		t.Fatalf("not stalled after 50 ticks (oldest job %v, %s)", age, file)
 	}
 	if v := core.AdminView(); !v.DiskStalled || v.OldestStorageJob < 50*tickDurationDefault || v.OldestStorageJobFile == "" {
@@ -256,7 +256,7 @@ func TestStalledNodeShownToClients(t *testing.T) {
 	core.produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "a", 1)},
 		func(ProduceResult) {})
 	w.run()
-	for i := 0; !core.DiskStalled(); i++ {
+	for i := 0; !core.diskStalled(); i++ {
 		if i > int(core.diskStallTicks())+1 {
 			t.Fatalf("not stalled %d ticks into a hung fsync", i)
 		}
