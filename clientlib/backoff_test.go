@@ -70,3 +70,25 @@ func TestBackoffJittered(t *testing.T) {
 		t.Fatalf("%d distinct delays in 100 draws: not jittered", len(seen))
 	}
 }
+
+// A consumer's Poll that failed retriably (or found nothing to fetch)
+// waits a jittered backoff step before the next, not a fixed one.
+func TestConsumerIdleDelayJittered(t *testing.T) {
+	c, err := NewClient(RetryBackoff(100*time.Millisecond, time.Second), RandSeed(9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	k := NewConsumer(c)
+	seen := map[time.Duration]bool{}
+	for range 100 {
+		d := k.idleDelay()
+		if d < 50*time.Millisecond || d > 100*time.Millisecond {
+			t.Fatalf("idle delay %v outside [50ms, 100ms]", d)
+		}
+		seen[d] = true
+	}
+	if len(seen) < 50 {
+		t.Fatalf("%d distinct idle delays in 100: not jittered", len(seen))
+	}
+}
