@@ -197,15 +197,21 @@ func (k *Consumer) current(t pollTarget) bool {
 	return cp != nil && cp.generation == t.generation && !cp.paused
 }
 
-// idleWait waits one backoff step or until ctx ends.
+// idleWait waits idleDelay or until ctx ends.
 func (k *Consumer) idleWait(ctx context.Context) {
-	t := time.NewTimer(k.c.cfg.backoff.Base)
+	t := time.NewTimer(k.idleDelay())
 	defer t.Stop()
 	select {
 	case <-t.C:
 	case <-ctx.Done():
 	}
 }
+
+// idleDelay is the wait of a Poll that found nothing to fetch or failed
+// retriably: one jittered backoff step (the Backoff's first retry, in
+// [Base/2, Base]), so consumers that failed together poll again spread
+// out, not in lock-step.
+func (k *Consumer) idleDelay() time.Duration { return k.c.backoffDelay(1) }
 
 func (k *Consumer) assignedCount() int {
 	k.mu.Lock()

@@ -70,26 +70,9 @@ func (p RetryPolicy) validate() error {
 func (p RetryPolicy) MaxDelay() time.Duration {
 	total := time.Duration(max(p.MaxAttempts, 1)) * p.AttemptTimeout
 	for n := 1; n < p.MaxAttempts; n++ {
-		total += p.Backoff.maxDelay(n)
+		total += p.Backoff.step(n)
 	}
 	return total
-}
-
-// maxDelay is the upper end of Delay(attempt).
-func (b Backoff) maxDelay(attempt int) time.Duration {
-	if b.Base <= 0 {
-		return 0
-	}
-	step := b.Max
-	if attempt <= 30 {
-		if s := b.Base << (attempt - 1); s > 0 && (b.Max <= 0 || s < b.Max) {
-			step = s
-		}
-	}
-	if step <= 0 {
-		step = b.Base
-	}
-	return step
 }
 
 // HandlerPanicError is a handler's panic, turned into a failed attempt so

@@ -4,7 +4,7 @@
 // It is a translator at the edge, not a second node: every Kafka request is decoded with franz-go's
 // kmsg (generated from Kafka's own message specs), turned into the strandpb request the native
 // protocol would send, and handed to the node through a Backend — in a real process the same queue
-// and node.Core.Handle that serve native connections. The answer is turned back into the Kafka
+// and node.Core.HandleAs that serve native connections. The answer is turned back into the Kafka
 // response of the version the client asked for.
 //
 // Requests of one connection are submitted to the backend in the order they arrive (a pipelining

@@ -10,7 +10,7 @@ import (
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
-// The special timestamps of ListOffsets, as Kafka's.
+// The special timestamps of a ListOffsets request, as Kafka's.
 const (
 	TimestampLatest   int64 = -1 // the high-water mark
 	TimestampEarliest int64 = -2 // the log start offset
@@ -24,7 +24,7 @@ type ListOffsetsRequest struct {
 	TimestampMs int64
 }
 
-// ListOffsetsResult is the answer of ListOffsets, with the bounds of the
+// ListOffsetsResult is the answer to a ListOffsetsRequest, with the bounds of the
 // partition at the read.
 type ListOffsetsResult struct {
 	Err    error
@@ -37,15 +37,9 @@ type ListOffsetsResult struct {
 	Leader         NodeID
 }
 
-// ListOffsets answers on the leader through ReadIndex, like Fetch, so the
+// listOffsets answers on the leader through ReadIndex, like fetch, so the
 // latest offset it gives covers every write acknowledged before the call.
-// done runs once, inside this call or a later Process or Tick.
-func (c *Core) ListOffsets(req ListOffsetsRequest, done func(ListOffsetsResult)) {
-	defer c.flush()
-	c.listOffsets(req, done)
-}
-
-// listOffsets is ListOffsets without running the completions.
+// done runs once; it is queued for the caller's flush, as fetch's.
 func (c *Core) listOffsets(req ListOffsetsRequest, done func(ListOffsetsResult)) {
 	complete := func(res ListOffsetsResult) {
 		c.completions = append(c.completions, func() { done(res) })

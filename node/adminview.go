@@ -161,8 +161,8 @@ const AdminGroupsMax = 4096
 // AdminView returns the node's state; see AdminView. It reads only.
 func (c *Core) AdminView() AdminView {
 	v := AdminView{ID: c.cfg.ID, DiskFull: c.space.full, DiskStalled: c.stall.stalled, Stats: c.stats,
-		Peers: slices.Clone(c.cfg.Nodes), Liveness: c.Liveness()}
-	v.OldestStorageJob, v.OldestStorageJobFile = c.OldestStorageJob()
+		Peers: slices.Clone(c.cfg.Nodes), Liveness: c.livenessView()}
+	v.OldestStorageJob, v.OldestStorageJobFile = c.oldestStorageJob()
 	if c.meta != nil {
 		v.MetaLeader, v.MetaTerm = c.metaLeader()
 		v.MetaVersion = c.meta.meta.Version()

@@ -21,7 +21,7 @@ func TestBugAckBeforeCommitLosesAcknowledgedWrite(t *testing.T) {
 	c.drop = func(e envelope) bool { return e.from == old || e.to == old }
 	lost := testBatch(t, "lost", 1)
 	var res *ProduceResult
-	c.cores[old].Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: lost},
+	c.cores[old].produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: lost},
 		func(r ProduceResult) { res = &r })
 	if res == nil || res.Err != nil || res.BaseOffset != 0 {
 		t.Fatalf("bug should acknowledge at once with offset 0, got %+v", res)
@@ -79,13 +79,13 @@ func TestBugFetchBeyondHighMarkServesUncommitted(t *testing.T) {
 		c := newCluster(t, 13, 3, replicated(3, "orders", 1), func(cfg *Config) { cfg.Bugs.FetchBeyondHighMark = bug })
 		lead := c.leader(tp0)
 		c.drop = func(e envelope) bool { return e.from == lead }
-		c.cores[lead].Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksNone, ProducerID: -1, Batch: testBatch(t, "u", 1)},
+		c.cores[lead].produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksNone, ProducerID: -1, Batch: testBatch(t, "u", 1)},
 			func(ProduceResult) {})
 		c.settle() // the append never reaches the followers
 		c.drop = nil
 		var res *FetchResult
 		var committed GroupStatus // the leader's state when the fetch completed
-		c.cores[lead].Fetch(FetchRequest{TopicPartition: tp0, Offset: 0, MaxBytes: 1 << 20}, func(r FetchResult) {
+		c.cores[lead].fetchNow(FetchRequest{TopicPartition: tp0, Offset: 0, MaxBytes: 1 << 20}, func(r FetchResult) {
 			res, committed = &r, c.cores[lead].Status()[0]
 		})
 		for i := 0; res == nil && i < 10; i++ {
@@ -156,7 +156,7 @@ func TestBugLocalReadServesStaleData(t *testing.T) {
 			t.Fatalf("bug=%v: produce at the new leader: %+v", bug, r)
 		}
 		var res *FetchResult
-		c.cores[old].Fetch(FetchRequest{TopicPartition: tp0, Offset: 0, MaxBytes: 1 << 20}, func(r FetchResult) { res = &r })
+		c.cores[old].fetchNow(FetchRequest{TopicPartition: tp0, Offset: 0, MaxBytes: 1 << 20}, func(r FetchResult) { res = &r })
 		c.settle()
 		served := res != nil && res.Err == nil
 		if bug != served {
@@ -216,7 +216,7 @@ func TestBugAckBeforeSyncDoneLosesAcknowledgedWrite(t *testing.T) {
 	core := c.cores[lead]
 	last, _ := core.byTP[tp0].log.LastIndex()
 	var one *ProduceResult
-	core.Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "a", 1)},
+	core.produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "a", 1)},
 		func(r ProduceResult) { one = &r })
 	if err := core.Process(); err != nil {
 		t.Fatal(err)

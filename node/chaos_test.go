@@ -49,7 +49,7 @@ func (ch *chaos) deliver() {
 func (ch *chaos) produceAsync(tp TopicPartition, id NodeID, acks Acks) {
 	ch.sent++
 	batch := testBatch(ch.t, fmt.Sprintf("c%d", ch.sent), 1+ch.sent%3)
-	ch.cores[id].Produce(ProduceRequest{TopicPartition: tp, Acks: acks, ProducerID: -1, Batch: batch}, func(r ProduceResult) {
+	ch.cores[id].produceNow(ProduceRequest{TopicPartition: tp, Acks: acks, ProducerID: -1, Batch: batch}, func(r ProduceResult) {
 		if r.Err != nil || acks != AcksAll {
 			return
 		}
@@ -90,7 +90,7 @@ func TestRapidChaosReplicasAgree(t *testing.T) {
 			case action < 50:
 				tp := specs[rapid.IntRange(0, 1).Draw(rt, "partition")].TopicPartition
 				if id := ch.someLeader(tp); id != 0 {
-					ch.cores[id].Fetch(FetchRequest{TopicPartition: tp, MaxBytes: 64}, func(FetchResult) {})
+					ch.cores[id].fetchNow(FetchRequest{TopicPartition: tp, MaxBytes: 64}, func(FetchResult) {})
 				}
 			case action < 75:
 				ch.deliver()

@@ -34,7 +34,7 @@ type PartitionSpec struct {
 }
 
 // Peer is one node of the cluster as the Config lists it: the voters of the
-// metadata group, and the addresses Handle hands out as leader hints until
+// metadata group, and the addresses HandleAs hands out as leader hints until
 // the metadata group has registered the node.
 type Peer struct {
 	ID      NodeID
@@ -62,7 +62,7 @@ type Config struct {
 	// never bootstraps.
 	Join bool
 	// TickDuration is the real time between two Tick calls (default 10 ms);
-	// the Core reads no clock, so Handle turns wire timeouts in ms (fetch
+	// the Core reads no clock, so HandleAs turns wire timeouts in ms (fetch
 	// max_wait_ms, admin timeout_ms) into ticks with it.
 	TickDuration time.Duration
 	Disk         raftlog.Disk
@@ -343,15 +343,14 @@ type ApplyObserver func(tp TopicPartition, topicID, index, term uint64, data []b
 //	                                        // an error is fatal: the caller fail-stops the node
 //	(c *Core) TakeSyncJobs(dst) []SyncJob   // with Config.AsyncSyncs: the fsyncs the host must run
 //	(c *Core) SyncDone(token, err)          // a job's result: releases what it made durable
-//	(c *Core) Produce(req, done func(ProduceResult))
-//	(c *Core) Fetch(req, done func(FetchResult))  // linearizable: raft ReadIndex
-//	(c *Core) ListOffsets(req, done func(ListOffsetsResult)) // earliest, latest, by timestamp; ReadIndex
-//	(c *Core) Handle(req *strandpb.Request, respond)          // the wire protocol's requests (handle.go)
-//	(c *Core) Status() []GroupStatus        // partition replicas, sorted by topic, partition
-//	(c *Core) MetadataStatus() (GroupStatus, bool)           // the metadata group
-//	(c *Core) MetadataNodes() ([]metadata.Node, []metadata.Topic) // applied metadata, for tools and tests
-//	(c *Core) Stats() Stats                 // counters: frames, messages, syncs, checkpoints
+//	(c *Core) HandleAs(caller, req *strandpb.Request, respond) // the wire protocol's requests (handle.go)
 //	(c *Core) Close() error                 // fails waiting requests with ErrStopped; no sync
+//
+// The runtime (node/server) also reads AdminView, Stats, ClusterID,
+// MetadataStatus, MetadataNodes, MetadataVersion, SecurityState and
+// LaggingReplicas. Status, AppendStatus, PartitionConfig and MetadataRole
+// are the simulator's seam (simnet checks replicas with them); tests in
+// this package drive produce and fetch directly (typed_api_test.go).
 //
 // Callbacks are queued and run at the end of the call that completed them,
 // once the Core's state is consistent, so a callback may call into the Core.
@@ -395,7 +394,7 @@ type Core struct {
 	leaderReports []*group
 	reportWait    *metaWait
 
-	// sessions are the parked long-poll fetches of Handle, in parking
+	// sessions are the parked long-poll fetches of HandleAs, in parking
 	// order; finished ones are dropped at the next Tick.
 	// rejoining are the replicas still recovering from a lost disk
 	// (rejoin.go), in the order they were opened.

@@ -179,9 +179,9 @@ func TestBusyLeaderAnswersBusy(t *testing.T) {
 	lead := c.leader(tp0)
 	c.cores[lead].cfg.PendingRequestsMax = 1 // after setup, which needs more
 	var first, second *ProduceResult
-	c.cores[lead].Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "a", 1)},
+	c.cores[lead].produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "a", 1)},
 		func(r ProduceResult) { first = &r })
-	c.cores[lead].Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "b", 1)},
+	c.cores[lead].produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "b", 1)},
 		func(r ProduceResult) { second = &r })
 	c.settle()
 	if first == nil || first.Err != nil || second == nil || !errors.Is(second.Err, ErrBusy) {
@@ -202,13 +202,13 @@ func TestAcksNoneAndLeader(t *testing.T) {
 	c := newCluster(t, 5, 3, replicated(3, "orders", 1), nil)
 	lead := c.leader(tp0)
 	var none *ProduceResult
-	c.cores[lead].Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksNone, ProducerID: -1, Batch: testBatch(t, "n", 1)},
+	c.cores[lead].produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksNone, ProducerID: -1, Batch: testBatch(t, "n", 1)},
 		func(r ProduceResult) { none = &r })
 	if none == nil || none.Err != nil || none.BaseOffset != -1 {
 		t.Fatalf("acks=0 did not complete at once: %+v", none)
 	}
 	var one *ProduceResult
-	c.cores[lead].Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "l", 2)},
+	c.cores[lead].produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "l", 2)},
 		func(r ProduceResult) { one = &r })
 	if one != nil {
 		t.Fatalf("acks=1 completed before the leader synced")
@@ -332,7 +332,7 @@ func TestDamagedCheckpointFallsBackToReplay(t *testing.T) {
 func TestSyncFailureIsFatal(t *testing.T) {
 	c := newCluster(t, 9, 3, replicated(3, "orders", 1), nil)
 	lead := c.leader(tp0)
-	c.cores[lead].Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "f", 1)},
+	c.cores[lead].produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "f", 1)},
 		func(ProduceResult) {})
 	c.disks[lead].FailSync(true)
 	if err := c.cores[lead].Process(); err == nil {
@@ -391,7 +391,7 @@ func TestUnreadableCommittedEntryIsFatal(t *testing.T) {
 		c.disks[lead].FailReads(logDir+"/"+name, true)
 	}
 	var res *FetchResult
-	c.cores[lead].Fetch(FetchRequest{TopicPartition: tp0, Offset: 0, MaxBytes: 1 << 20}, func(r FetchResult) { res = &r })
+	c.cores[lead].fetchNow(FetchRequest{TopicPartition: tp0, Offset: 0, MaxBytes: 1 << 20}, func(r FetchResult) { res = &r })
 	for range 200 {
 		for _, id := range c.ids {
 			if err := c.cores[id].Process(); err != nil {

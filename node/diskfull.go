@@ -66,8 +66,8 @@ const (
 	spaceAfterFailure = 1 << 20
 )
 
-// DiskFull reports whether the node refuses writes for lack of space.
-func (c *Core) DiskFull() bool { return c.space.full }
+// diskFull reports whether the node refuses writes for lack of space.
+func (c *Core) diskFull() bool { return c.space.full }
 
 // spaceState is the node's view of its disk space.
 type spaceState struct {

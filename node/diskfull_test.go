@@ -41,7 +41,7 @@ func TestFullDiskRefusesProduceThenRecovers(t *testing.T) {
 		t.Fatal("no produce refused with ErrNotEnoughSpace on full disks")
 	}
 	lead := c.leader(tp)
-	if !c.cores[lead].DiskFull() {
+	if !c.cores[lead].diskFull() {
 		t.Fatal("leader not reporting a full disk")
 	}
 	_, hwm := c.fetchAll(lead, tp)
@@ -112,7 +112,7 @@ func TestFullLeaderHandsOffLeadership(t *testing.T) {
 	d := c.disks[full]
 	d.SetCapacity(d.UsedBytes() + 512<<10) // below the floor, only there
 	c.tick(3 * spaceCheckTicks)
-	if !c.cores[full].DiskFull() {
+	if !c.cores[full].diskFull() {
 		t.Fatal("node below its floor not full")
 	}
 	lead := c.leader(tp)
@@ -141,7 +141,7 @@ func TestFullLeaderHandsOffLeadership(t *testing.T) {
 	}
 	d.SetCapacity(0)
 	c.tick(3 * spaceCheckTicks)
-	if c.cores[full].DiskFull() {
+	if c.cores[full].diskFull() {
 		t.Fatal("still full once space returned")
 	}
 	for i := 0; i < 10 && c.leader(tp) != full; i++ {
@@ -179,7 +179,7 @@ func TestMetaWriteOnFullDiskKeepsNode(t *testing.T) {
 	d.SetCapacity(d.UsedBytes() + 1) // every write fails there
 	c.createTopic(other, "t", 1, 3)  // settles: a Process error fails the test
 	c.tick(50)
-	if !c.cores[full].DiskFull() {
+	if !c.cores[full].diskFull() {
 		t.Fatal("a failed metadata write did not turn the node full")
 	}
 	if st, _ := c.cores[full].MetadataStatus(); st.IsLeader {

@@ -6,9 +6,9 @@
 // node/server. Which file holds what is mapped in DESIGN.md.
 //
 // node.Core hosts the metadata group and every partition replica placed on this node, one etcd
-// RawNode each, and answers every client request through Handle. Loops over groups run over a slice
+// RawNode each, and answers every client request through HandleAs. Loops over groups run over a slice
 // sorted by (topic, partition); maps are only looked up. The shape is RawNode's one level up: Tick,
-// Receive, Handle, Process. One mode: Open always runs the metadata group over Config.Nodes and
+// Receive, HandleAs, Process. One mode: Open always runs the metadata group over Config.Nodes and
 // hosts what it places here, in tests and the simulator too. Rejected: a static mode for tests (two
 // paths drift).
 //
@@ -198,9 +198,9 @@
 // member stops with TopicRecreatedError on every later Poll when its topic goes, even after the
 // coordinator took the partitions away, and commits nothing of it.
 //
-// # Handle, per request
+// # HandleAs, per request
 //
-// Handle(req, respond) answers exactly once, through the completion queue. An error's wire code
+// HandleAs answers exactly once, through the completion queue. An error's wire code
 // is the one its sentinel carries (node's, engine/metadata's and engine/groups' sentinels are
 // strandpb.NewSentinel; strandpb.CodeOf finds the code through wrapping), INTERNAL (maybe written)
 // when no sentinel explains it, on every path (wireError, metaError, groupError); each code's
@@ -476,8 +476,8 @@
 // # Authorization (auth.go, auth_partitions.go, security_admin.go)
 //
 // HandleAs(caller, req, respond) checks the caller's ACLs before anything is proposed (Kafka's
-// StandardAuthorizer rules; bindings, credentials and quotas live in the metadata group); Handle is
-// User:ANONYMOUS. Produce, Fetch and ListOffsets are refused per partition, every other request
+// StandardAuthorizer rules; bindings, credentials and quotas live in the metadata group); a caller
+// without authentication is User:ANONYMOUS. Produce, Fetch and ListOffsets are refused per partition, every other request
 // whole; listings drop what the caller may not describe; a request type with no mapping needs ALTER
 // on the cluster. A refusal is decided only on a metadata state this node has caught up: while its
 // metadata replica replays what it knows committed (a restart) or rebuilds from its peers (a lost

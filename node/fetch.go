@@ -15,20 +15,13 @@ import (
 // fetchBatchesMax bounds the batches one fetch locates and serves.
 const fetchBatchesMax = 1024
 
-// Fetch reads committed batches of one partition from req.Offset, on the
+// fetch reads committed batches of one partition from req.Offset, on the
 // leader only. It is linearizable: the leader asks raft for a read index
 // (ReadOnlySafe: a heartbeat round confirms it still leads) and serves once
 // it has applied up to that index, so a fetch sees every write that
-// completed before it began. done runs once, inside this call or a later
-// Process or Tick.
-func (c *Core) Fetch(req FetchRequest, done func(FetchResult)) {
-	defer c.flush()
-	c.fetch(req, done)
-}
-
-// fetch is Fetch without running the completions: for callers inside the
-// Core (Handle, and long polls woken inside Process), whose callbacks must
-// not run in the middle of a Ready round.
+// completed before it began. done runs once; it is queued, not run, so that
+// callers inside the Core (HandleAs, and long polls woken inside Process)
+// never run a callback in the middle of a Ready round.
 func (c *Core) fetch(req FetchRequest, done func(FetchResult)) {
 	fail := func(err error, lead NodeID) {
 		c.completeFetch(done, FetchResult{Err: err, HighWatermark: -1, LogStartOffset: -1, Leader: lead})

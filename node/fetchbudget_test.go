@@ -28,7 +28,7 @@ func TestFetchReadBudgetDefersToNextProcess(t *testing.T) {
 	}
 	var got []FetchResult
 	for range 3 {
-		c.cores[lead].Fetch(FetchRequest{TopicPartition: tp, Offset: 0, MaxBytes: 1 << 20}, func(r FetchResult) { got = append(got, r) })
+		c.cores[lead].fetchNow(FetchRequest{TopicPartition: tp, Offset: 0, MaxBytes: 1 << 20}, func(r FetchResult) { got = append(got, r) })
 	}
 	perCall := map[int]int{} // answers per Process call of the leader
 	for call := 0; len(got) < 3 && call < 200; call++ {
@@ -86,7 +86,7 @@ func TestFetchesShareReadIndex(t *testing.T) {
 	g := core.byTP[tp]
 	var got []FetchResult
 	for range 3 {
-		core.Fetch(FetchRequest{TopicPartition: tp, Offset: 0, MaxBytes: 1 << 20}, func(r FetchResult) { got = append(got, r) })
+		core.fetchNow(FetchRequest{TopicPartition: tp, Offset: 0, MaxBytes: 1 << 20}, func(r FetchResult) { got = append(got, r) })
 	}
 	if n := len(g.readBy); n != 1 {
 		t.Fatalf("three fetches with no apply between them asked for %d read indexes; want 1", n)
@@ -158,7 +158,7 @@ func TestLongPollWakeReadsOnlyNewBatches(t *testing.T) {
 		batches = append(batches, testBatch(t, strings.Repeat(string(rune('a'+i)), 2000), 1))
 	}
 	var resp *strandpb.Response
-	c.cores[1].Handle(fetchReq(100, tp, 0, int32(6*len(batches[0])-10), 60000), func(r *strandpb.Response) { resp = r })
+	c.cores[1].handleAnonymous(fetchReq(100, tp, 0, int32(6*len(batches[0])-10), 60000), func(r *strandpb.Response) { resp = r })
 	c.tick(2)
 	read = 0
 	for i, b := range batches {

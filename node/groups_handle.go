@@ -23,15 +23,15 @@ func (c *Core) handleGroupRequest(req *strandpb.Request, answer func(*strandpb.R
 	case *strandpb.Request_FindCoordinator:
 		c.handleFindCoordinator(body.FindCoordinator, answer)
 	case *strandpb.Request_GroupHeartbeat:
-		c.GroupHeartbeat(body.GroupHeartbeat, func(r *strandpb.ConsumerGroupHeartbeatResponse, e *strandpb.Error) {
+		c.groupHeartbeat(body.GroupHeartbeat, func(r *strandpb.ConsumerGroupHeartbeatResponse, e *strandpb.Error) {
 			answer(&strandpb.Response{Error: e, Body: &strandpb.Response_GroupHeartbeat{GroupHeartbeat: r}})
 		})
 	case *strandpb.Request_OffsetCommit:
-		c.OffsetCommit(body.OffsetCommit, func(e *strandpb.Error) {
+		c.offsetCommit(body.OffsetCommit, func(e *strandpb.Error) {
 			answer(&strandpb.Response{Error: e, Body: &strandpb.Response_OffsetCommit{OffsetCommit: &strandpb.OffsetCommitResponse{}}})
 		})
 	case *strandpb.Request_OffsetFetch:
-		c.OffsetFetch(body.OffsetFetch, func(r *strandpb.OffsetFetchResponse, e *strandpb.Error) {
+		c.offsetFetch(body.OffsetFetch, func(r *strandpb.OffsetFetchResponse, e *strandpb.Error) {
 			answer(&strandpb.Response{Error: e, Body: &strandpb.Response_OffsetFetch{OffsetFetch: r}})
 		})
 	case *strandpb.Request_ListGroups:
@@ -76,12 +76,13 @@ func (c *Core) handleFindCoordinator(req *strandpb.FindCoordinatorRequest, answe
 	}}})
 }
 
-// GroupHeartbeat applies one KIP-848 heartbeat on the group's coordinator
+// groupHeartbeat applies one KIP-848 heartbeat on the group's coordinator
 // (this node, or NOT_COORDINATOR) and calls done once, after the command is
 // applied, with the member's epoch and assignment. The subscribed topics'
 // partition counts are resolved here, from this node's applied metadata.
-// The Kafka layer calls it with requests it built.
-func (c *Core) GroupHeartbeat(req *strandpb.ConsumerGroupHeartbeatRequest, done func(*strandpb.ConsumerGroupHeartbeatResponse, *strandpb.Error)) {
+// HandleAs calls it for native requests and for Kafka's, which kafkaproto
+// translates.
+func (c *Core) groupHeartbeat(req *strandpb.ConsumerGroupHeartbeatRequest, done func(*strandpb.ConsumerGroupHeartbeatResponse, *strandpb.Error)) {
 	defer c.flush()
 	g, co, err := c.coordinatorOf(req.GetGroup())
 	if err != nil {
@@ -187,9 +188,9 @@ func (c *Core) groupTopicInfo(t metadata.Topic) *strandpb.GroupTopicInfo {
 	return info
 }
 
-// OffsetCommit commits offsets on the group's coordinator; done runs once
+// offsetCommit commits offsets on the group's coordinator; done runs once
 // the command applied (nil: committed).
-func (c *Core) OffsetCommit(req *strandpb.OffsetCommitRequest, done func(*strandpb.Error)) {
+func (c *Core) offsetCommit(req *strandpb.OffsetCommitRequest, done func(*strandpb.Error)) {
 	defer c.flush()
 	g, co, err := c.coordinatorOf(req.GetGroup())
 	if err != nil {
@@ -215,9 +216,9 @@ func (c *Core) OffsetCommit(req *strandpb.OffsetCommitRequest, done func(*strand
 	})
 }
 
-// OffsetFetch reads committed offsets on the group's coordinator after a
+// offsetFetch reads committed offsets on the group's coordinator after a
 // ReadIndex, so it sees every commit acknowledged before it began.
-func (c *Core) OffsetFetch(req *strandpb.OffsetFetchRequest, done func(*strandpb.OffsetFetchResponse, *strandpb.Error)) {
+func (c *Core) offsetFetch(req *strandpb.OffsetFetchRequest, done func(*strandpb.OffsetFetchResponse, *strandpb.Error)) {
 	defer c.flush()
 	c.readGroups(req.GetGroup(), func(s *groups.State) {
 		var ps []groups.TopicPartition

@@ -389,7 +389,7 @@ func TestGroupCommitUnreadAfterCommitIsMaybeWritten(t *testing.T) {
 	}
 	var got *strandpb.Error
 	answered := false
-	c.cores[lead].OffsetCommit(&strandpb.OffsetCommitRequest{Group: "g", MemberId: "a", MemberEpoch: 1,
+	c.cores[lead].offsetCommit(&strandpb.OffsetCommitRequest{Group: "g", MemberId: "a", MemberEpoch: 1,
 		Offsets: []*strandpb.OffsetCommitPartition{{Topic: "t", Partition: 0, Offset: 5}}},
 		func(e *strandpb.Error) { got, answered = e, true })
 	stopped := false

@@ -10,7 +10,7 @@ import (
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
-// Bounds of Handle's requests.
+// Bounds of HandleAs's requests.
 const (
 	// handlePartitionsMax bounds the partitions (or topics) of one request.
 	handlePartitionsMax = 10000
@@ -19,26 +19,23 @@ const (
 	waitMsMax = 5 * 60 * 1000
 )
 
-// Handle serves one client request of the wire protocol (proto/wire.proto):
-// metadata, produce, fetch (a long poll bounded by max_wait_ms, counted in
-// ticks), list offsets, create/delete/describe topics and init producer id.
-// respond is called exactly once, on the Core's goroutine, possibly during
-// a later Tick or Process (proposals, long polls); the response carries the
-// request's correlation id. Hello and raft frames are the runtime's, not
-// Handle's: they are answered with ERROR_CODE_INVALID_REQUEST.
+// HandleAs serves one client request of the wire protocol
+// (proto/wire.proto) from caller: metadata, produce, fetch (a long poll
+// bounded by max_wait_ms, counted in ticks), list offsets, the admin and
+// group requests. respond is called exactly once, on the Core's goroutine,
+// possibly during a later Tick or Process (proposals, long polls); the
+// response carries the request's correlation id. Hello and raft frames are
+// the runtime's, not HandleAs's: they are answered with
+// ERROR_CODE_INVALID_REQUEST.
+//
+// With Config.Authorization on, the request runs only if the applied ACLs
+// allow everything it needs (else it is answered TOPIC_, GROUP_ or
+// CLUSTER_AUTHORIZATION_FAILED, and nothing is written or read), and
+// answers that list everything list only what caller may describe.
 //
 // Every wait is bounded in ticks: produces and reads by RequestTimeoutTicks,
 // long polls by max_wait_ms, admin requests by timeout_ms (0: the request
-// timeout). Per request semantics are in the package doc (doc.go: Handle, per request).
-func (c *Core) Handle(req *strandpb.Request, respond func(*strandpb.Response)) {
-	c.HandleAs(Caller{Principal: Anonymous}, req, respond)
-}
-
-// HandleAs is Handle for a request from caller: with Config.Authorization
-// on, the request runs only if the applied ACLs allow everything it needs
-// (else it is answered TOPIC_, GROUP_ or CLUSTER_AUTHORIZATION_FAILED, and
-// nothing is written or read), and answers that list everything list only
-// what caller may describe.
+// timeout). Per request semantics are in the package doc (doc.go: HandleAs, per request).
 func (c *Core) HandleAs(caller Caller, req *strandpb.Request, respond func(*strandpb.Response)) {
 	defer c.flush()
 	corr := req.GetCorrelationId()

@@ -258,7 +258,7 @@ func (c *cluster) agreedLeader(tp TopicPartition) NodeID {
 func (c *cluster) produce(id NodeID, req ProduceRequest) ProduceResult {
 	c.t.Helper()
 	var res *ProduceResult
-	c.cores[id].Produce(req, func(r ProduceResult) { res = &r })
+	c.cores[id].produceNow(req, func(r ProduceResult) { res = &r })
 	for i := 0; res == nil && i < 200; i++ {
 		c.settle()
 		if res == nil {
@@ -275,7 +275,7 @@ func (c *cluster) produce(id NodeID, req ProduceRequest) ProduceResult {
 func (c *cluster) fetch(id NodeID, req FetchRequest) FetchResult {
 	c.t.Helper()
 	var res *FetchResult
-	c.cores[id].Fetch(req, func(r FetchResult) { res = &r })
+	c.cores[id].fetchNow(req, func(r FetchResult) { res = &r })
 	for i := 0; res == nil && i < 200; i++ {
 		c.settle()
 		if res == nil {

@@ -184,7 +184,7 @@ func TestTopicIDRefusesRecreatedTopic(t *testing.T) {
 	parked := fetchReq(2, tp, 3, 1, 5000)
 	parked.GetFetch().GetPartitions()[0].TopicId = oldID
 	var parkedResp *strandpb.Response
-	c.cores[lead].Handle(parked, func(r *strandpb.Response) { parkedResp = r })
+	c.cores[lead].handleAnonymous(parked, func(r *strandpb.Response) { parkedResp = r })
 	c.tick(2)
 	if parkedResp != nil {
 		t.Fatalf("fetch at the high-water mark answered at once: %v", parkedResp)

@@ -92,8 +92,8 @@ func (c *Core) peerDisk(id NodeID) uint64 {
 	return 0
 }
 
-// Liveness lists the watched peers (this node included, never down) by id.
-func (c *Core) Liveness() []PeerLiveness {
+// livenessView lists the watched peers (this node included, never down) by id.
+func (c *Core) livenessView() []PeerLiveness {
 	out := make([]PeerLiveness, 0, len(c.liveness.peers))
 	for i, id := range c.liveness.peers {
 		pl := PeerLiveness{Node: id, DiskFull: c.peerFull(id), DiskStalled: c.peerStalled(id)}

@@ -7,7 +7,7 @@ import (
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
-// fetchSession is one Fetch request of Handle: a long poll over several
+// fetchSession is one Fetch request of HandleAs: a long poll over several
 // partitions. Each partition is read through Fetch (linearizable); when
 // the results hold fewer than min_bytes the session parks on the groups
 // it reads, and a group's apply that moves the high-water mark past what a

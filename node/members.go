@@ -308,7 +308,8 @@ const (
 )
 
 // MetadataRole returns node id's role in the metadata group's applied
-// configuration.
+// configuration. Outside this package only the simulator calls it (simnet's
+// join checks): it is the simulator's seam.
 func (c *Core) MetadataRole(id NodeID) MetaRole {
 	if c.meta == nil || c.meta.confState == nil {
 		return MetaRoleNone

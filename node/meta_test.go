@@ -53,7 +53,7 @@ func (c *cluster) handle(id NodeID, req *strandpb.Request) (*strandpb.Response, 
 	c.t.Helper()
 	var resp *strandpb.Response
 	calls := 0
-	c.cores[id].Handle(req, func(r *strandpb.Response) {
+	c.cores[id].handleAnonymous(req, func(r *strandpb.Response) {
 		calls++
 		resp = r
 	})
@@ -209,7 +209,7 @@ func TestHandleLongPoll(t *testing.T) {
 	lead := c.leader(tp)
 
 	var resp *strandpb.Response
-	c.cores[lead].Handle(fetchReq(31, tp, 0, 1, 1000), func(r *strandpb.Response) { resp = r })
+	c.cores[lead].handleAnonymous(fetchReq(31, tp, 0, 1, 1000), func(r *strandpb.Response) { resp = r })
 	c.tick(5)
 	if resp != nil {
 		t.Fatalf("fetch answered before any data: %v", resp)
@@ -544,7 +544,7 @@ func TestHandleLongPollMinBytesAcrossPartitions(t *testing.T) {
 		},
 	}}}
 	var resp *strandpb.Response
-	c.cores[1].Handle(req, func(r *strandpb.Response) { resp = r })
+	c.cores[1].handleAnonymous(req, func(r *strandpb.Response) { resp = r })
 	c.tick(3)
 	c.handle(1, produceReq(101, tp0, b0))
 	c.tick(3)
@@ -631,7 +631,7 @@ func TestRapidMetaChaos(t *testing.T) {
 			sent++
 			req.CorrelationId = sent
 			sentBy[sent] = sentTo{id, crashes[id], req}
-			ch.cores[id].Handle(req, func(r *strandpb.Response) {
+			ch.cores[id].handleAnonymous(req, func(r *strandpb.Response) {
 				answers[r.GetCorrelationId()]++
 				if pid := r.GetInitProducerId().GetProducerId(); pid != 0 {
 					if pids[pid] {
@@ -754,13 +754,13 @@ func TestHandleLongPollWakeNeedsNoReadIndexRound(t *testing.T) {
 	tp := TopicPartition{Topic: "wake", Partition: 0}
 	lead := c.leader(tp)
 	var fetched, produced *strandpb.Response
-	c.cores[lead].Handle(fetchReq(41, tp, 0, 1, 5000), func(r *strandpb.Response) { fetched = r })
+	c.cores[lead].handleAnonymous(fetchReq(41, tp, 0, 1, 5000), func(r *strandpb.Response) { fetched = r })
 	c.tick(2)
 	if fetched != nil {
 		t.Fatalf("fetch answered before any data: %v", fetched)
 	}
 	batch := testBatch(t, "wake", 2)
-	c.cores[lead].Handle(produceReq(42, tp, batch), func(r *strandpb.Response) { produced = r })
+	c.cores[lead].handleAnonymous(produceReq(42, tp, batch), func(r *strandpb.Response) { produced = r })
 	for range 100 {
 		for _, id := range c.ids {
 			if err := c.cores[id].Process(); err != nil {

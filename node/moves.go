@@ -473,7 +473,8 @@ type ReplicaConfig struct {
 }
 
 // PartitionConfig returns the applied raft configuration of this node's
-// replica of tp, false when it hosts none.
+// replica of tp, false when it hosts none. It is the simulator's seam:
+// simnet's move checks read it; nothing in a real process does.
 func (c *Core) PartitionConfig(tp TopicPartition) (ReplicaConfig, bool) {
 	g := c.byTP[tp]
 	if g == nil || g.confState == nil {

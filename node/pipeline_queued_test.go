@@ -12,7 +12,7 @@ import "testing"
 func TestAckOfQueuedEntryCounts(t *testing.T) {
 	c, lead := pipelineLeader(t, 25, nil)
 	core := c.cores[lead]
-	core.Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "a", 1)},
+	core.produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "a", 1)},
 		func(ProduceResult) {})
 	if err := core.Process(); err != nil {
 		t.Fatal(err)
@@ -20,7 +20,7 @@ func TestAckOfQueuedEntryCounts(t *testing.T) {
 	if jobs := core.TakeSyncJobs(nil); len(jobs) != 1 {
 		t.Fatalf("sync jobs: %d, want 1", len(jobs)) // held: never run
 	}
-	core.Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "b", 1)},
+	core.produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "b", 1)},
 		func(ProduceResult) {})
 	c.settle()
 	g := core.byTP[tp0]

@@ -27,9 +27,9 @@ func TestPipelineAcksWaitForLeaderSync(t *testing.T) {
 	c, lead := pipelineLeader(t, 21, nil)
 	core := c.cores[lead]
 	var one, all *ProduceResult
-	core.Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "a", 1)},
+	core.produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "a", 1)},
 		func(r ProduceResult) { one = &r })
-	core.Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "b", 1)},
+	core.produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "b", 1)},
 		func(r ProduceResult) { all = &r })
 	if err := core.Process(); err != nil {
 		t.Fatal(err)
@@ -69,7 +69,7 @@ func TestPipelineSyncErrorIsFatal(t *testing.T) {
 	c, lead := pipelineLeader(t, 22, nil)
 	core := c.cores[lead]
 	var one *ProduceResult
-	core.Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "a", 1)},
+	core.produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "a", 1)},
 		func(r ProduceResult) { one = &r })
 	if err := core.Process(); err != nil {
 		t.Fatal(err)

@@ -11,8 +11,9 @@ import (
 	"github.com/strandlog/strand/engine/recordbatch"
 )
 
-// Produce appends req.Batch to its partition through raft. done runs once,
-// on the Core's goroutine, inside this call or a later Process or Tick:
+// produce appends req.Batch to its partition through raft. done is queued
+// to run once, on the Core's goroutine, at the flush that ends this call's
+// caller (HandleAs) or a later Process or Tick:
 //
 //   - definite failures (unknown partition, not leader, invalid or too
 //     large batch, ErrBusy) complete at once: nothing was proposed;
@@ -24,13 +25,6 @@ import (
 //
 // ErrNotLeader after proposing (leadership lost while waiting) and
 // ErrTimeout are indefinite: the entry may still commit.
-func (c *Core) Produce(req ProduceRequest, done func(ProduceResult)) {
-	defer c.flush()
-	c.produce(req, done)
-}
-
-// produce is Produce without running the completions: for callers inside
-// the Core (Handle), which flush at their own end.
 func (c *Core) produce(req ProduceRequest, done func(ProduceResult)) {
 	if c.closed {
 		c.completeProduce(done, ProduceResult{Err: ErrStopped, BaseOffset: -1})

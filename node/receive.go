@@ -304,13 +304,14 @@ func (c *Core) expireWaits(g *group) {
 }
 
 // Status returns every hosted replica's state, sorted by topic and
-// partition.
+// partition. It is the simulator's seam (simnet's checks read it after
+// events); the runtime reads AdminView instead.
 func (c *Core) Status() []GroupStatus {
 	return c.AppendStatus(make([]GroupStatus, 0, len(c.partitionGroups())))
 }
 
 // AppendStatus appends Status to dst and returns it, so a caller that looks
-// after every event (the simulator) reuses one buffer.
+// after every event (the simulator, its only caller) reuses one buffer.
 func (c *Core) AppendStatus(dst []GroupStatus) []GroupStatus {
 	out := dst
 	for _, g := range c.partitionGroups() {

@@ -442,7 +442,7 @@ func TestRepairedReplicaDoesNotAckStaleLeader(t *testing.T) {
 	}
 	for i := range 5 {
 		var res *ProduceResult
-		c.cores[n].Produce(ProduceRequest{TopicPartition: tp, Acks: AcksAll, ProducerID: -1,
+		c.cores[n].produceNow(ProduceRequest{TopicPartition: tp, Acks: AcksAll, ProducerID: -1,
 			Batch: testBatch(t, fmt.Sprintf("new-%d", i), 2)}, func(r ProduceResult) { res = &r })
 		for j := 0; j < 100 && res == nil; j++ {
 			tickOthers()
@@ -464,7 +464,7 @@ func TestRepairedReplicaDoesNotAckStaleLeader(t *testing.T) {
 		t.Fatalf("node %d did not repair its replica", f)
 	}
 	var res *ProduceResult
-	c.cores[stale].Produce(ProduceRequest{TopicPartition: tp, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "stale", 2)},
+	c.cores[stale].produceNow(ProduceRequest{TopicPartition: tp, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "stale", 2)},
 		func(r ProduceResult) { res = &r })
 	for i := 0; i < 300 && res == nil; i++ {
 		if i%3 == 0 {

@@ -119,13 +119,6 @@ func (c *Core) describeACLs(req *strandpb.DescribeAclsRequest) *strandpb.Describ
 	return resp
 }
 
-// Credential returns user name's applied SCRAM credential for mechanism:
-// the server authenticates with it (node/server keeps a copy per metadata
-// version, read off the loop).
-func (c *Core) Credential(name, mechanism string) (metadata.Credential, bool) {
-	return c.meta.meta.Credential(name, mechanism)
-}
-
 // SecurityState returns the applied credentials and quotas and the
 // metadata version they are of.
 func (c *Core) SecurityState() (version uint64, creds []metadata.Credential, quotas []metadata.Quota) {

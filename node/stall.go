@@ -77,13 +77,13 @@ type stallState struct {
 	oldestJob string
 }
 
-// DiskStalled reports whether a storage job has been in flight longer
+// diskStalled reports whether a storage job has been in flight longer
 // than Config.DiskStallAfter, so the node does not lead.
-func (c *Core) DiskStalled() bool { return c.stall.stalled }
+func (c *Core) diskStalled() bool { return c.stall.stalled }
 
-// OldestStorageJob is how long the oldest storage job in flight had been
+// oldestStorageJob is how long the oldest storage job in flight had been
 // running at the last check (0: none), and its file.
-func (c *Core) OldestStorageJob() (time.Duration, string) {
+func (c *Core) oldestStorageJob() (time.Duration, string) {
 	return time.Duration(c.stall.oldestTicks) * c.cfg.TickDuration, c.stall.oldestJob
 }
 

@@ -12,14 +12,14 @@ func TestBugStalledLeaderKeepsLeading(t *testing.T) {
 	w := newStallWorld(t, 41, nil, func(cfg *Config) { cfg.Bugs.StalledLeaderKeepsLeading = true })
 	core := w.c.cores[w.stalled]
 	var hung *ProduceResult
-	core.Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "hung", 1)},
+	core.produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "hung", 1)},
 		func(r ProduceResult) { hung = &r })
 	w.run()
 	for range 3 * core.diskStallTicks() {
 		w.tick()
 	}
-	if lead := w.leaderOf(tp0); lead != w.stalled || core.DiskStalled() || hung != nil {
+	if lead := w.leaderOf(tp0); lead != w.stalled || core.diskStalled() || hung != nil {
 		t.Fatalf("bug should keep node %d leading, unstalled, the produce unanswered: leader %d, stalled %v, %+v",
-			w.stalled, lead, core.DiskStalled(), hung)
+			w.stalled, lead, core.diskStalled(), hung)
 	}
 }

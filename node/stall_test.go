@@ -124,7 +124,7 @@ func TestStalledLeaderHandsOffLeadership(t *testing.T) {
 	stalled := w.stalled
 	core := w.c.cores[stalled]
 	var hung *ProduceResult
-	core.Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "hung", 1)},
+	core.produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "hung", 1)},
 		func(r ProduceResult) { hung = &r })
 	w.run()
 	if len(w.held) == 0 {
@@ -133,7 +133,7 @@ func TestStalledLeaderHandsOffLeadership(t *testing.T) {
 	// A second write comes while the first sync hangs: the leader sends it
 	// to the followers at once but queues its own write behind the sync,
 	// so the followers acknowledge an index its log does not hold yet.
-	core.Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "queued", 1)},
+	core.produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "queued", 1)},
 		func(ProduceResult) {})
 	w.run()
 	limit := int(core.diskStallTicks()) + 3*core.cfg.ElectionTicks
@@ -143,9 +143,9 @@ func TestStalledLeaderHandsOffLeadership(t *testing.T) {
 		for _, id := range w.c.ids {
 			w.c.cores[id].Tick()
 		}
-		if core.DiskStalled() && !asked { // it has just started its hand-off: still leading
+		if core.diskStalled() && !asked { // it has just started its hand-off: still leading
 			asked = true
-			core.Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "x", 1)},
+			core.produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "x", 1)},
 				func(r ProduceResult) { refused = r.Err })
 		}
 		w.run()
@@ -156,8 +156,8 @@ func TestStalledLeaderHandsOffLeadership(t *testing.T) {
 	if moved == 0 {
 		t.Fatalf("node %d still leads %v %d ticks into a stalled fsync", stalled, tp0, limit)
 	}
-	if !core.DiskStalled() || core.Stats().StallHandOffs == 0 {
-		t.Fatalf("stalled %v, hand-offs %d", core.DiskStalled(), core.Stats().StallHandOffs)
+	if !core.diskStalled() || core.Stats().StallHandOffs == 0 {
+		t.Fatalf("stalled %v, hand-offs %d", core.diskStalled(), core.Stats().StallHandOffs)
 	}
 	if !errors.Is(refused, ErrDiskStalled) {
 		t.Fatalf("produce on the stalled leader: %v, want ErrDiskStalled", refused)
@@ -168,7 +168,7 @@ func TestStalledLeaderHandsOffLeadership(t *testing.T) {
 	t.Logf("leadership moved %d ticks into the stall (threshold %d)", moved, core.diskStallTicks())
 	lead := w.leaderOf(tp0)
 	var res *ProduceResult
-	w.c.cores[lead].Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "new", 1)},
+	w.c.cores[lead].produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "new", 1)},
 		func(r ProduceResult) { res = &r })
 	for i := 0; i < 20 && res == nil; i++ {
 		w.tick()
@@ -187,7 +187,7 @@ func TestStalledLeaderHandsOffLeadership(t *testing.T) {
 	for range 3 {
 		w.tick()
 	}
-	if core.DiskStalled() {
+	if core.diskStalled() {
 		t.Fatal("node still stalled after its disk answered")
 	}
 }
@@ -197,7 +197,7 @@ func TestStalledLeaderHandsOffLeadership(t *testing.T) {
 func TestDiskStallAfterIsConfigurable(t *testing.T) {
 	w := newStallWorld(t, 42, nil, func(cfg *Config) { cfg.DiskStallAfter = 50 * tickDurationDefault })
 	core := w.c.cores[w.stalled]
-	core.Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "a", 1)},
+	core.produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "a", 1)},
 		func(ProduceResult) {})
 	w.run()
 	if len(w.held) == 0 {
@@ -205,13 +205,13 @@ func TestDiskStallAfterIsConfigurable(t *testing.T) {
 	}
 	for i := 1; i < 50; i++ {
 		w.tick()
-		if core.DiskStalled() {
+		if core.diskStalled() {
 			t.Fatalf("stalled after %d ticks, want 50", i)
 		}
 	}
 	w.tick()
-	if !core.DiskStalled() {
-		age, file := core.OldestStorageJob()
+	if !core.diskStalled() {
+		age, file := core.oldestStorageJob()
 		t.Fatalf("not stalled after 50 ticks (oldest job %v, %s)", age, file)
 	}
 	if v := core.AdminView(); !v.DiskStalled || v.OldestStorageJob < 50*tickDurationDefault || v.OldestStorageJobFile == "" {
@@ -221,7 +221,7 @@ func TestDiskStallAfterIsConfigurable(t *testing.T) {
 		if id == w.stalled {
 			continue
 		}
-		for _, pl := range w.c.cores[id].Liveness() {
+		for _, pl := range w.c.cores[id].livenessView() {
 			if pl.Node == w.stalled && !pl.DiskStalled {
 				t.Fatalf("node %d does not see node %d stalled: %+v", id, w.stalled, pl)
 			}
@@ -233,7 +233,7 @@ func TestDiskStallAfterIsConfigurable(t *testing.T) {
 func (w *stallWorld) ask(id NodeID, req *strandpb.Request) *strandpb.Response {
 	w.t.Helper()
 	var resp *strandpb.Response
-	w.c.cores[id].Handle(req, func(r *strandpb.Response) { resp = r })
+	w.c.cores[id].handleAnonymous(req, func(r *strandpb.Response) { resp = r })
 	for range 50 {
 		w.run()
 		if resp != nil {
@@ -253,10 +253,10 @@ func (w *stallWorld) ask(id NodeID, req *strandpb.Request) *strandpb.Response {
 func TestStalledNodeShownToClients(t *testing.T) {
 	w := newStallWorld(t, 43, nil, nil)
 	core := w.c.cores[w.stalled]
-	core.Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "a", 1)},
+	core.produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "a", 1)},
 		func(ProduceResult) {})
 	w.run()
-	for i := 0; !core.DiskStalled(); i++ {
+	for i := 0; !core.diskStalled(); i++ {
 		if i > int(core.diskStallTicks())+1 {
 			t.Fatalf("not stalled %d ticks into a hung fsync", i)
 		}

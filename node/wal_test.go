@@ -31,7 +31,7 @@ func produceEach(t *testing.T, core *Core, partitions int, tag string) ([]*Produ
 	answers := make([]*ProduceResult, partitions)
 	for p := range partitions {
 		tp := TopicPartition{Topic: "orders", Partition: int32(p)}
-		core.Produce(ProduceRequest{TopicPartition: tp, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, fmt.Sprintf("%s-%d", tag, p), 1)},
+		core.produceNow(ProduceRequest{TopicPartition: tp, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, fmt.Sprintf("%s-%d", tag, p), 1)},
 			func(r ProduceResult) { answers[p] = &r })
 	}
 	if err := core.Process(); err != nil {

@@ -35,7 +35,7 @@ func (r Result) Failed() bool { return len(r.Failures) > 0 }
 
 // Run simulates o (already through Choose): nodes run the metadata group,
 // an admin client creates the topic through CreateTopics, and producers and
-// consumers speak strandpb through Core.Handle, producers 2-4 on
+// consumers speak strandpb through Core.HandleAs, producers 2-4 on
 // clientlib's own producer and the other clients with its pure pieces
 // (clientcore's LeaderCache and Window, Classify, Backoff) making every
 // retry decision — the path production runs. A failing linearizability check writes its

@@ -250,7 +250,7 @@ func (ww *wireWorkload) refuseFrame(c *wireClient, target int, call *wireCall) {
 	}})
 }
 
-// deliver hands a request that reached its node to Core.Handle.
+// deliver hands a request that reached its node to Core.HandleAs.
 func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *wireCall) {
 	w := ww.w
 	n := w.nodes[target]

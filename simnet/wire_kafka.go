@@ -10,7 +10,7 @@ import (
 // kafkaCall is a produce or fetch that travels in Kafka's protocol: the
 // client encodes it as a Kafka client would, the node side decodes and
 // translates it with kafkaproto (the listener's own code) before
-// Core.Handle, and the answer goes back as Kafka's response. So the
+// Core.HandleAs, and the answer goes back as Kafka's response. So the
 // simulator's retries, leader changes and checks cover the Kafka path too.
 type kafkaCall struct {
 	decode func([]byte) (*strandpb.Response, error)

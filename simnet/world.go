@@ -12,12 +12,11 @@ import (
 )
 
 // core is what the world drives of a node: node.Core's methods, the
-// wire protocol's Handle included.
+// wire protocol's HandleAs included.
 type core interface {
 	Tick()
 	Receive(frame []byte)
 	Process() error
-	Handle(req *strandpb.Request, respond func(*strandpb.Response))
 	HandleAs(caller node.Caller, req *strandpb.Request, respond func(*strandpb.Response))
 	Status() []node.GroupStatus
 	AppendStatus(dst []node.GroupStatus) []node.GroupStatus

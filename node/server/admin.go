@@ -41,11 +41,11 @@ var (
 // the loop never blocks on a caller that gave up.
 type adminQuery struct{ answer chan node.AdminView }
 
-// View returns the node's AdminView, taken by the loop between two Process
+// view returns the node's AdminView, taken by the loop between two Process
 // calls (the HTTP side never touches the Core). It waits at most
 // adminViewTimeout (or ctx), and fails at once when adminQueriesMax
 // requests are already queued.
-func (r *Server) View(ctx context.Context) (node.AdminView, error) {
+func (r *Server) view(ctx context.Context) (node.AdminView, error) {
 	ctx, cancel := context.WithTimeout(ctx, adminViewTimeout)
 	defer cancel()
 	q := adminQuery{answer: make(chan node.AdminView, 1)}
@@ -72,8 +72,8 @@ func (r *Server) View(ctx context.Context) (node.AdminView, error) {
 // answerAdmin runs on the loop: one view per query.
 func (r *Server) answerAdmin(q adminQuery) { q.answer <- r.core.AdminView() }
 
-// ID is the node's id.
-func (r *Server) ID() node.NodeID { return r.cfg.Core.ID }
+// id is the node's id.
+func (r *Server) id() node.NodeID { return r.cfg.Core.ID }
 
 // Admin serves the admin HTTP API of one or more nodes of this process
 // (strand serve: its node; strand dev: every node): /metrics, /healthz,
@@ -91,11 +91,11 @@ type Admin struct {
 	once   sync.Once
 }
 
-// ServeAdmin serves the admin API of nodes (at least one; the first is the
+// serveAdmin serves the admin API of nodes (at least one; the first is the
 // one whose metadata the console shows) on ln until Close.
-func ServeAdmin(ln net.Listener, logger *slog.Logger, nodes ...*Server) *Admin {
+func serveAdmin(ln net.Listener, logger *slog.Logger, nodes ...*Server) *Admin {
 	if len(nodes) == 0 {
-		panic("server: ServeAdmin without a node")
+		panic("server: serveAdmin without a node")
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -146,13 +146,13 @@ func ListenAdmin(addr string, logger *slog.Logger, nodes ...*Server) (*Admin, er
 		ln = tls.NewListener(ln, nodes[0].tls.listenerConfig(nodes[0].cfg.TLS.ClientAuth, false))
 		scheme = "https"
 	}
-	a := ServeAdmin(ln, logger, nodes...)
+	a := serveAdmin(ln, logger, nodes...)
 	a.scheme = scheme
 	return a, nil
 }
 
-// Addr is the address the admin API listens on.
-func (a *Admin) Addr() net.Addr { return a.ln.Addr() }
+// addr is the address the admin API listens on.
+func (a *Admin) addr() net.Addr { return a.ln.Addr() }
 
 // URL is the console's address, http(s)://HOST:PORT/.
 func (a *Admin) URL() string {
@@ -185,7 +185,7 @@ func (a *Admin) views(ctx context.Context) ([]node.AdminView, []error) {
 	views := make([]node.AdminView, len(a.nodes))
 	errs := make([]error, len(a.nodes))
 	for i, n := range a.nodes {
-		views[i], errs[i] = n.View(ctx)
+		views[i], errs[i] = n.view(ctx)
 	}
 	return views, errs
 }
@@ -196,7 +196,7 @@ func (a *Admin) healthz(w http.ResponseWriter, _ *http.Request) {
 	for _, n := range a.nodes {
 		select {
 		case <-n.Done():
-			http.Error(w, fmt.Sprintf("node %d stopped: %v", n.ID(), n.Err()), http.StatusServiceUnavailable)
+			http.Error(w, fmt.Sprintf("node %d stopped: %v", n.id(), n.Err()), http.StatusServiceUnavailable)
 			return
 		default:
 		}
@@ -216,7 +216,7 @@ func (a *Admin) readyz(w http.ResponseWriter, req *http.Request) {
 	var reasons []string
 	for i, v := range views {
 		if errs[i] != nil {
-			reasons = append(reasons, fmt.Sprintf("node %d: %v", a.nodes[i].ID(), errs[i]))
+			reasons = append(reasons, fmt.Sprintf("node %d: %v", a.nodes[i].id(), errs[i]))
 			continue
 		}
 		if ok, why := readiness(v); !ok {

@@ -186,7 +186,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	views, errs := c.a.views(ctx)
 	now := time.Now()
 	for i, n := range c.a.nodes {
-		id := strconv.FormatUint(uint64(n.ID()), 10)
+		id := strconv.FormatUint(uint64(n.id()), 10)
 		n.metrics.collect(ch)
 		failed := 0.0
 		if errs[i] != nil {

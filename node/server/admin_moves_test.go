@@ -45,7 +45,7 @@ func TestAdminShowsMoveInProgress(t *testing.T) {
 	}
 	var served []*Server
 	for _, s := range servers {
-		if uint64(s.ID()) != out {
+		if uint64(s.id()) != out {
 			served = append(served, s)
 		}
 	}
@@ -82,7 +82,7 @@ func TestAdminShowsMoveInProgress(t *testing.T) {
 	// reported leader and "unknown" progress.
 	// The leader reaches the other node through the metadata group's
 	// leader reports, a moment after the leader's own listener has it.
-	i := slices.IndexFunc(served, func(s *Server) bool { return uint64(s.ID()) != m.Leader })
+	i := slices.IndexFunc(served, func(s *Server) bool { return uint64(s.id()) != m.Leader })
 	otherURL := startTestAdmin(t, served[i]).URL() + "api/cluster"
 	var other apiCluster
 	for {
@@ -93,7 +93,7 @@ func TestAdminShowsMoveInProgress(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // polling a condition
 	}
 	if len(other.Moves) != 1 || other.Moves[0].Percent != -1 || other.Moves[0].Adding != nil || other.Moves[0].Leader != m.Leader {
-		t.Fatalf("node %d's listener: moves %+v, want the move at -1%% led by %d", served[i].ID(), other.Moves, m.Leader)
+		t.Fatalf("node %d's listener: moves %+v, want the move at -1%% led by %d", served[i].id(), other.Moves, m.Leader)
 	}
 	fams := scrape(t, a)
 	if got := sum(fams, "strand_partition_move_progress_ratio", "topic", "mv"); got != 0 || len(fams["strand_partition_move_progress_ratio"].GetMetric()) != 1 {

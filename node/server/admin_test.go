@@ -45,7 +45,7 @@ func startTestCluster(t *testing.T, n int) []*Server {
 		servers[i] = rt
 		t.Cleanup(func() {
 			if err := rt.Close(); err != nil {
-				t.Errorf("close node %d: %v", rt.ID(), err)
+				t.Errorf("close node %d: %v", rt.id(), err)
 			}
 		})
 	}
@@ -468,10 +468,10 @@ func TestAdminViewBounded(t *testing.T) {
 	r := &Server{adminQueries: make(chan adminQuery, 1), done: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 	defer cancel()
-	if _, err := r.View(ctx); err == nil || !strings.Contains(err.Error(), "deadline") {
+	if _, err := r.view(ctx); err == nil || !strings.Contains(err.Error(), "deadline") {
 		t.Errorf("unanswered view: %v, want a deadline error", err)
 	}
-	if _, err := r.View(context.Background()); err != errAdminBusy {
+	if _, err := r.view(context.Background()); err != errAdminBusy {
 		t.Errorf("view with the queue full: %v, want errAdminBusy", err)
 	}
 }

@@ -27,7 +27,7 @@
 //     heartbeats keep it leader; a watchdog that fail-stops is an open gap. Rejected: channels both
 //     ways (a bounded channel in both directions can deadlock the loop with its workers).
 //   - Kafka listener (kafka.go): Config.KafkaListen/KafkaAdvertise start a kafkaproto server whose
-//     backend is the loop's request queue (same byte budget, same Core.Handle); the advertised
+//     backend is the loop's request queue (same byte budget, same Core.HandleAs); the advertised
 //     address is registered in the metadata group. Node flags fill the Core's node.Config:
 //     --min-free-bytes (MinFreeBytes), --catchup-bytes-per-sec (CatchUpBytesPerSec),
 //     --disk-stall-after (DiskStallAfter); strand dev
@@ -117,8 +117,8 @@
 //     listener (frame.LooksLikeTLS: 0x16 0x03, which as a length exceeds every frame limit) and a
 //     plaintext client on a TLS listener (TLS_REQUIRED in the clear) are both named in the log and
 //     in the client's definite clientlib.TLSError. Rejected: CN as identity (free text).
-//   - Principals: node.Caller{Principal, Host} reaches Core.HandleAs (Handle = User:ANONYMOUS; the
-//     simulator is unchanged). A verified client certificate gives User:<subject> (Kafka's
+//   - Principals: node.Caller{Principal, Host} reaches Core.HandleAs (no authentication = User:ANONYMOUS;
+//     the simulator is unchanged). A verified client certificate gives User:<subject> (Kafka's
 //     default), SASL User:<name>.
 //   - SASL/SCRAM-SHA-256/512 (--sasl-enabled) through github.com/xdg-go/scram in package sasl (it
 //     owns randomness, so outside node/): native SaslAuthenticate steps right after the Hello;

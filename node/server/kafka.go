@@ -16,7 +16,7 @@ import (
 
 // kafkaListener is the node's Kafka protocol listener: package kafka
 // decodes Kafka requests and hands the strandpb requests they become to the
-// loop, through the same queue (and Core.Handle) as native requests.
+// loop, through the same queue (and Core.HandleAs) as native requests.
 type kafkaListener struct {
 	r   *Server
 	ln  net.Listener

@@ -549,7 +549,7 @@ func TestAdminServesTLS(t *testing.T) {
 		io.Copy(io.Discard, resp.Body)
 		return resp.StatusCode, nil
 	}
-	addr := admin.Addr().String()
+	addr := admin.addr().String()
 	if code, err := get(&http.Client{Timeout: 5 * time.Second}, "http://"+addr+"/healthz"); err == nil && code == http.StatusOK {
 		t.Fatal("plain HTTP read /healthz from a TLS admin listener")
 	}

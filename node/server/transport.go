@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/strandlog/strand/clientlib"
 	"github.com/strandlog/strand/proto/frame"
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -170,7 +171,8 @@ func (n *peerTransport) close() {
 // peerUnreachableWarn.
 func (p *peerLink) run() {
 	defer p.net.wg.Done()
-	backoff := reconnectBackoffMin
+	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	failures := 0              // dials failed in a row
 	var failingSince time.Time // zero while connected
 	warned := false
 	log := p.net.logger.With(slog.Uint64("peer", uint64(p.id)), slog.String("address", p.addr))
@@ -187,14 +189,14 @@ func (p *peerLink) run() {
 					slog.Duration("for", time.Since(failingSince).Round(time.Second)))
 				warned = true
 			}
-			timer := time.NewTimer(jittered(backoff))
+			failures++
+			timer := time.NewTimer(peerReconnectBackoff.Delay(failures, rng))
 			select {
 			case <-p.stop:
 				timer.Stop()
 				return
 			case <-timer.C:
 			}
-			backoff = min(2*backoff, reconnectBackoffMax)
 			continue
 		}
 		if warned {
@@ -202,7 +204,7 @@ func (p *peerLink) run() {
 		} else {
 			log.Debug("peer connected")
 		}
-		failingSince, warned, backoff = time.Time{}, false, reconnectBackoffMin
+		failingSince, warned, failures = time.Time{}, false, 0
 		err = p.pump(nc)
 		nc.Close()
 		if err == nil {
@@ -213,11 +215,12 @@ func (p *peerLink) run() {
 	}
 }
 
-// jittered is a reconnect delay drawn from [d/2, d] (equal jitter): nodes
-// restarted together would otherwise redial each other in lock-step.
-func jittered(d time.Duration) time.Duration {
-	return d/2 + rand.N(d/2+1)
-}
+// peerReconnectBackoff is the wait before redialling an unreachable peer:
+// clientlib's Backoff, the jittered backoff every retry of this module
+// waits, doubling from reconnectBackoffMin to reconnectBackoffMax. Its
+// equal jitter keeps nodes restarted together from redialling each other
+// in lock-step.
+var peerReconnectBackoff = clientlib.Backoff{Base: reconnectBackoffMin, Max: reconnectBackoffMax}
 
 // discardQueued drops the frames queued for a peer that cannot be reached:
 // by the time it is back they are stale (heartbeats, probes of old rounds;

@@ -2,6 +2,7 @@ package server
 
 import (
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"testing"
 	"time"
@@ -84,18 +85,24 @@ func TestTransportLearnsPeerFromHello(t *testing.T) {
 	}
 }
 
-// Reconnect delays fall in [d/2, d] and differ between draws, so nodes
-// restarted together do not redial in lock-step.
+// Reconnect delays are clientlib's jittered backoff: the wait after the
+// n-th failed dial in a row lies in [step/2, step], step = 20 ms doubled
+// n-1 times up to 1 s, and draws differ, so nodes restarted together do
+// not redial in lock-step.
 func TestReconnectDelayJittered(t *testing.T) {
-	seen := map[time.Duration]bool{}
-	for range 100 {
-		d := jittered(time.Second)
-		if d < 500*time.Millisecond || d > time.Second {
-			t.Fatalf("delay %v outside [500ms, 1s]", d)
+	rng := rand.New(rand.NewPCG(1, 1))
+	for failures := 1; failures <= 10; failures++ {
+		step := min(reconnectBackoffMin<<(failures-1), reconnectBackoffMax)
+		seen := map[time.Duration]bool{}
+		for range 100 {
+			d := peerReconnectBackoff.Delay(failures, rng)
+			if d < step/2 || d > step {
+				t.Fatalf("after %d failures: delay %v outside [%v, %v]", failures, d, step/2, step)
+			}
+			seen[d] = true
 		}
-		seen[d] = true
-	}
-	if len(seen) < 50 {
-		t.Fatalf("%d distinct delays in 100 draws: not jittered", len(seen))
+		if len(seen) < 50 {
+			t.Fatalf("after %d failures: %d distinct delays in 100 draws: not jittered", failures, len(seen))
+		}
 	}
 }

@@ -533,9 +533,9 @@ func (cl *benchCluster) waitRegistered(ctx context.Context, within time.Duration
 		return err
 	}
 	defer c.Close()
-	return pollUntil(ctx, within, "every server registered", func() error {
+	return retry(ctx, within, "every server registered", func() error {
 		if err := cl.exited(); err != nil {
-			return backoffStop{err}
+			return stopRetrying{err}
 		}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
@@ -548,34 +548,6 @@ func (cl *benchCluster) waitRegistered(ctx context.Context, within time.Duration
 		}
 		return nil
 	})
-}
-
-// backoffStop makes pollUntil give up at once.
-type backoffStop struct{ err error }
-
-func (b backoffStop) Error() string { return b.err.Error() }
-
-// pollUntil calls f every 100 ms until it returns nil, a backoffStop, the
-// context ends or within passes.
-func pollUntil(ctx context.Context, within time.Duration, what string, f func() error) error {
-	deadline := time.Now().Add(within)
-	for {
-		err := f()
-		var stop backoffStop
-		switch {
-		case err == nil:
-			return nil
-		case errors.As(err, &stop):
-			return stop.err
-		case time.Now().After(deadline):
-			return fmt.Errorf("bench cluster: %s: not within %s: %w", what, within, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 // ensureTopic creates b's topic unless it exists and waits for its leaders.
@@ -597,9 +569,9 @@ func (cl *benchCluster) createAndWaitLeaders(ctx context.Context, b *Settings) (
 	}
 	defer c.Close()
 	replicas := make([]int, len(cl.procs))
-	err = pollUntil(ctx, 5*time.Minute, "every partition of "+b.topic+" has a leader", func() error {
+	err = retry(ctx, 5*time.Minute, "every partition of "+b.topic+" has a leader", func() error {
 		if err := cl.exited(); err != nil {
-			return backoffStop{err}
+			return stopRetrying{err}
 		}
 		info, err := c.Metadata(ctx)
 		if err != nil {
@@ -654,14 +626,12 @@ func (cl *benchCluster) liveBytes(ctx context.Context) []localcluster.Sample {
 	}
 	get := func(url string) (body []byte, err error) {
 		// The admin listener opens just after a node's native one (which
-		// the cluster's start waited for): retry, bounded, ~5 s.
-		for range 50 {
-			if body, err = getOnce(ctx, hc, url); err == nil || ctx.Err() != nil {
-				return body, err
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		return nil, err
+		// the cluster's start waited for): retry for up to 5 s.
+		err = retry(ctx, 5*time.Second, "GET "+url, func() error {
+			body, err = getOnce(ctx, hc, url)
+			return err
+		})
+		return body, err
 	}
 	for i, a := range cl.admins {
 		for range 2 { // twice: sync.Pool keeps a victim cache across one GC
