@@ -64,6 +64,28 @@ func (fakeBackend) Submit(done <-chan struct{}, req *strandpb.Request, reply fun
 		resp.Body = &strandpb.Response_DescribeGroups{DescribeGroups: out}
 	case *strandpb.Request_InitProducerId:
 		resp.Body = &strandpb.Response_InitProducerId{InitProducerId: &strandpb.InitProducerIdResponse{ProducerId: 9}}
+	case *strandpb.Request_TxnInitProducerId:
+		resp.Body = &strandpb.Response_TxnInitProducerId{TxnInitProducerId: &strandpb.TxnInitProducerIdResponse{ProducerId: 9, ProducerEpoch: 1}}
+	case *strandpb.Request_AddPartitionsToTxn:
+		out := &strandpb.AddPartitionsToTxnResponse{}
+		for _, tp := range b.AddPartitionsToTxn.GetTopics() {
+			for _, p := range tp.GetPartitions() {
+				out.Results = append(out.Results, &strandpb.AddPartitionsToTxnResponse_Result{Topic: tp.GetTopic(), Partition: p})
+			}
+		}
+		resp.Body = &strandpb.Response_AddPartitionsToTxn{AddPartitionsToTxn: out}
+	case *strandpb.Request_EndTxn:
+		resp.Body = &strandpb.Response_EndTxn{EndTxn: &strandpb.EndTxnResponse{ProducerId: 9, ProducerEpoch: 2}}
+	case *strandpb.Request_DescribeTransactions:
+		out := &strandpb.DescribeTransactionsResponse{}
+		for _, id := range b.DescribeTransactions.GetTransactionalIds() {
+			out.Transactions = append(out.Transactions, &strandpb.DescribeTransactionsResponse_Transaction{TransactionalId: id, State: "Ongoing",
+				Topics: []*strandpb.TxnPartitions{{Topic: "t", Partitions: []int32{0}}}})
+		}
+		resp.Body = &strandpb.Response_DescribeTransactions{DescribeTransactions: out}
+	case *strandpb.Request_ListTransactions:
+		resp.Body = &strandpb.Response_ListTransactions{ListTransactions: &strandpb.ListTransactionsResponse{
+			Transactions: []*strandpb.ListTransactionsResponse_Transaction{{TransactionalId: "tx", ProducerId: 9, State: "Ongoing"}}}}
 	default:
 		resp.Error = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_TIMEOUT, Message: "fake"}
 	}
