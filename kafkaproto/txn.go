@@ -1,7 +1,6 @@
 package kafkaproto
 
 import (
-	"fmt"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -37,12 +36,6 @@ func txnCode(key, version int16, e *strandpb.Error) int16 {
 		return kerr.ProducerFenced.Code
 	}
 	return kerr.InvalidProducerEpoch.Code
-}
-
-// invalidTxnRequest is the refusal of a transactional request the node is
-// not asked (Kafka's INVALID_REQUEST).
-func invalidTxnRequest(format string, args ...any) *strandpb.Error {
-	return &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, Message: fmt.Sprintf(format, args...)}
 }
 
 // txnProducer is a Kafka producer id and epoch as the native request's.

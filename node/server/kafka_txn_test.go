@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -222,5 +221,4 @@ func TestKafkaTxnNotEnabledIsDefinite(t *testing.T) {
 	if d, ok := described["tid"]; err != nil || !ok || d.Err != nil || d.State != "Empty" || d.ProducerID != id {
 		t.Fatalf("described: %v %+v", err, described)
 	}
-	var _ kadm.DescribedTransactions = described
 }
