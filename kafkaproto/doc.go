@@ -166,9 +166,11 @@
 // (UNKNOWN_TOPIC_OR_PARTITION) and resolves -2/-1 to the log start/end (the groups keep positions
 // only; Kafka stores -2/-1 as given), before the next request on the connection is read, so
 // pipelined requests keep their order. Illegal names answer INVALID_TOPIC_EXCEPTION (CreateTopics,
-// Metadata), 0 partitions INVALID_PARTITIONS. Transactional FindCoordinator and InitProducerId
-// answer TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the code librdkafka, franz-go and KafkaJS treat as
-// fatal (UNSUPPORTED_VERSION made librdkafka retry every 500 ms). __strand_* topics are internal in
+// Metadata), 0 partitions INVALID_PARTITIONS. Transactional requests on a node without a marker
+// writer: librdkafka (kcat) and franz-go get a producer id and fail at once at AddPartitionsToTxn
+// (UNSUPPORTED_VERSION; before the coordinator existed, an UNSUPPORTED_VERSION FindCoordinator made
+// librdkafka retry every 500 ms, so that refusal was TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+// __strand_* topics are internal in
 // Metadata; the offsets topic keeps Strand's name (its records are not Kafka's offset format).
 // DescribeGroups names classic members' client id (request header) and host. segmentio/kafka-go is
 // a test-only module in go.mod: it is the client whose group join and zstd batches failed, and only
