@@ -222,3 +222,101 @@ func TestKafkaTxnNotEnabledIsDefinite(t *testing.T) {
 		t.Fatalf("described: %v %+v", err, described)
 	}
 }
+
+// startKafkaTxnCluster starts n nodes in one process, each with a Kafka
+// listener and three __strand_transactions partitions (so coordinators
+// spread over the nodes), transactions not enabled.
+func startKafkaTxnCluster(t *testing.T, n int) []*Server {
+	t.Helper()
+	lns := make([]net.Listener, n)
+	peers := make([]node.Peer, n)
+	for i := range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[i] = ln
+		peers[i] = node.Peer{ID: node.NodeID(i + 1), Address: ln.Addr().String()}
+	}
+	var rts []*Server
+	for i := range n {
+		rt, err := Start(Config{Core: node.Config{ID: peers[i].ID, Nodes: peers, Txn: node.TxnConfig{Partitions: 3}},
+			DataDir: t.TempDir(), Listener: lns[i], KafkaListen: "127.0.0.1:0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rts = append(rts, rt)
+		t.Cleanup(func() {
+			if err := rt.Close(); err != nil {
+				t.Errorf("close node %d: %v", rt.ID(), err)
+			}
+		})
+	}
+	return rts
+}
+
+// On three nodes, franz-go finds each transactional id's coordinator
+// (FindCoordinator key type 1, batched) and initializes its producer id
+// there; kadm's ListTransactions, asking every node and merging, lists
+// every id once, and its DescribeTransactions describes each on its
+// coordinator; a node that does not coordinate an id answers a
+// DescribeTransactions of it NOT_COORDINATOR.
+func TestKafkaTxnCoordinatorsAcrossNodes(t *testing.T) {
+	rts := startKafkaTxnCluster(t, 3)
+	waitMetadataLeader(t, rts)
+	var seeds []string
+	for _, rt := range rts {
+		seeds = append(seeds, rt.KafkaAddr().String())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	adm := kafkaTopic(ctx, t, seeds[0], "tx", 1, nil)
+	ids := []string{"t0", "t1", "t2", "t3", "t4", "t5"}
+	producers := map[string]int64{}
+	for _, id := range ids {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.TransactionalID(id), kgo.TransactionTimeout(30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		pid, _, err := cl.ProducerID(ctx)
+		if err != nil {
+			t.Fatalf("%s: InitProducerId: %v", id, err)
+		}
+		producers[id] = pid
+	}
+	listed, err := adm.ListTransactions(ctx, nil, nil)
+	if err != nil || !slices.Equal(listed.TransactionalIDs(), ids) {
+		t.Fatalf("listed: %v %v, want %v", err, listed.TransactionalIDs(), ids)
+	}
+	described, err := adm.DescribeTransactions(ctx, ids...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	coordinators := map[int32]bool{}
+	for _, id := range ids {
+		d := described[id]
+		if d.Err != nil || d.State != "Empty" || d.ProducerID != producers[id] {
+			t.Errorf("%s described %+v, want Empty with producer %d", id, d, producers[id])
+		}
+		coordinators[d.Coordinator] = true
+	}
+	t.Logf("coordinators of %v: %v", ids, coordinators)
+
+	raw, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	co := described["t0"].Coordinator
+	other := int32(1)
+	if co == other {
+		other = 2
+	}
+	req := kmsg.NewPtrDescribeTransactionsRequest()
+	req.TransactionalIDs = []string{"t0"}
+	resp, err := req.RequestWith(ctx, raw.Broker(int(other)))
+	if err != nil || len(resp.TransactionStates) != 1 || resp.TransactionStates[0].ErrorCode != kerr.NotCoordinator.Code {
+		t.Fatalf("t0 described by node %d (coordinator %d): %v %+v, want NOT_COORDINATOR", other, co, err, resp)
+	}
+}
