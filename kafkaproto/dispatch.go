@@ -41,7 +41,10 @@ var apis = []api{
 	{key: 19, min: 2, max: 7, serve: (*conn).createTopics},            // CreateTopics
 	{key: 20, min: 1, max: 6, serve: (*conn).deleteTopics},            // DeleteTopics (v6: by name only)
 	{key: 21, min: 0, max: 2, serve: (*conn).deleteRecords},           // DeleteRecords (on each partition's leader)
-	{key: 22, min: 0, max: 4, serve: (*conn).initProducerID},          // InitProducerId (idempotence only)
+	{key: 22, min: 0, max: 5, serve: (*conn).initProducerID},          // InitProducerId (idempotent or transactional)
+	{key: 24, min: 0, max: 4, serve: (*conn).addPartitionsToTxn},      // AddPartitionsToTxn: v4 the broker's batched/verify-only form
+	{key: 25, min: 0, max: 4, serve: (*conn).addOffsetsToTxn},         // AddOffsetsToTxn
+	{key: 26, min: 5, max: 5, serve: (*conn).endTxn},                  // EndTxn: only v5 answers the epoch every end bumps (KIP-890)
 	{key: 29, min: 1, max: 3, serve: (*conn).describeACLs},            // DescribeAcls (the metadata group's bindings)
 	{key: 30, min: 1, max: 3, serve: (*conn).createACLs},              // CreateAcls
 	{key: 31, min: 1, max: 3, serve: (*conn).deleteACLs},              // DeleteAcls
@@ -51,6 +54,8 @@ var apis = []api{
 	{key: 42, min: 0, max: 2, serve: (*conn).deleteGroups},            // DeleteGroups
 	{key: 44, min: 0, max: 1, serve: (*conn).incrementalAlterConfigs}, // IncrementalAlterConfigs (SET, DELETE)
 	{key: 47, min: 0, max: 0, serve: (*conn).offsetDelete},            // OffsetDelete (not of subscribed topics)
+	{key: 65, min: 0, max: 0, serve: (*conn).describeTransactions},    // DescribeTransactions
+	{key: 66, min: 0, max: 0, serve: (*conn).listTransactions},        // ListTransactions: v1 adds a duration filter
 	{key: 68, min: 0, max: 1, serve: (*conn).consumerGroupHeartbeat},  // ConsumerGroupHeartbeat (KIP-848)
 	{key: 69, min: 0, max: 1, serve: (*conn).consumerGroupDescribe},   // ConsumerGroupDescribe
 }
@@ -59,8 +64,7 @@ var apis = []api{
 // ApiVersions does not list them, with UNSUPPORTED_VERSION (a definite
 // error every client surfaces instead of retrying) and a message saying why.
 var unsupportedAPIs = map[int16]string{
-	24: "transactions", 25: "transactions", 26: "transactions", 28: "transactions", 65: "transactions",
-	66: "transactions", 61: "describing producers",
+	28: "transactional offset commits", 61: "describing producers",
 	23: "leader epochs (offsets are never truncated)",
 }
 

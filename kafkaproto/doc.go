@@ -40,8 +40,8 @@
 //   - 8, 9: OffsetCommit, OffsetFetch; versions: 2–9, 1–9; notes: generation = member epoch;
 //     member-less commits on empty groups; v8+ many groups
 //   - 10: FindCoordinator; versions: 0–4; notes: the leader of the group's __strand_offsets
-//     partition, by its Kafka listener; transaction keys refused
-//     (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, fatal)
+//     partition, or (key type 1) of the transactional id's __strand_transactions partition, by its
+//     Kafka listener
 //   - 11–14: JoinGroup, Heartbeat, LeaveGroup, SyncGroup; versions: 0–9, 0–4, 0–5, 0–5; notes:
 //     classic members on the KIP-848 coordinator (below)
 //   - 15, 16, 42: DescribeGroups, ListGroups, DeleteGroups; versions: 0–5, 0–5, 0–2; notes:
@@ -54,8 +54,10 @@
 //     assignment refused; delete by name
 //   - 21: DeleteRecords; versions: 0–2; notes: the native DeleteRecords; NOT_LEADER_OR_FOLLOWER
 //     where this node does not lead
-//   - 22: InitProducerId; versions: 0–4; notes: idempotence only; a transactional id is refused
-//     (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, fatal)
+//   - 22: InitProducerId; versions: 0–5; notes: idempotent, or with a transactional id the
+//     coordinator's (txn.go, below)
+//   - 24, 25, 26: AddPartitionsToTxn, AddOffsetsToTxn, EndTxn; versions: 0–4, 0–4, 5; notes: the
+//     transaction coordinator (txn.go, below); AddPartitionsToTxn v4 is the batched / verify-only form
 //   - 29, 30, 31: DescribeAcls, CreateAcls, DeleteAcls; versions: 1–3; notes: the metadata group's
 //     ACL bindings (acls.go)
 //   - 32: DescribeConfigs; versions: 1–4; notes: topic configs; DEFAULT_CONFIG when equal to the
@@ -66,16 +68,34 @@
 //     assignment and a topic named twice refused
 //   - 47: OffsetDelete; versions: 0; notes: one replicated command on the coordinator; a subscribed
 //     topic's offsets kept (GROUP_SUBSCRIBED_TO_TOPIC)
+//   - 65, 66: DescribeTransactions, ListTransactions; versions: 0, 0; notes: ids this node
+//     coordinates; ListTransactions filters by state and producer id (v1's duration filter not served)
 //   - 68, 69: ConsumerGroupHeartbeat, ConsumerGroupDescribe; versions: 0–1; notes: KIP-848 straight
 //     onto the coordinator; regex subscriptions refused
 //
 // Not advertised; answered UNSUPPORTED_VERSION with the reason if sent (per partition where the
-// answer has no top-level error): transactions (24–26, 28, 61, 65, 66: none in Strand);
+// answer has no top-level error): TxnOffsetCommit (28) and DescribeProducers (61);
 // OffsetForLeaderEpoch (23: committed data is never truncated). Unserved for want of the feature:
 // delegation tokens, the client-quota APIs (quotas are set natively and enforced with throttle_ms),
 // log dirs, reassignment, broker-to-broker and KRaft internals (nodes talk raft), telemetry, share
 // and streams groups. A served key at another version gets UNSUPPORTED_VERSION; OffsetCommit/Fetch
 // 10 (topic ids) are not served.
+//
+// # Transactions
+//
+// In txn.go, each request is the node's native one (node/txn_handle.go), sent to this node: one
+// that does not coordinate the id answers NOT_COORDINATOR and the client asks FindCoordinator
+// (key type 1) again. Codes: kafkaCodeRows, except that a fenced producer is PRODUCER_FENCED for
+// the versions that know it and INVALID_PRODUCER_EPOCH below them (KIP-588: InitProducerId v4,
+// AddPartitionsToTxn, AddOffsetsToTxn and EndTxn v2), as Kafka answers; a node without a marker
+// writer (TRANSACTIONS_NOT_ENABLED) is the definite UNSUPPORTED_VERSION, so a client fails at its
+// first AddPartitionsToTxn instead of retrying. EndTxn is served at v5 only: Strand's coordinator
+// bumps the epoch at every end (KIP-890, transactions v2) and v0–v4 cannot carry the new epoch, so
+// a client of those versions would be fenced at its next transaction. Strand does not advertise
+// the transaction.version=2 feature (produce v12's implicit add needs the partition side), so
+// today's Kafka clients (franz-go pins EndTxn to v4 without it, librdkafka, Java before 4.0)
+// cannot commit yet. No TransactionalId ACL resource: Strand's ACLs cover topics, groups and the
+// cluster; the node authorizes the native requests.
 //
 // # Classic groups on the KIP-848 coordinator
 //
@@ -150,9 +170,11 @@
 // (UNKNOWN_TOPIC_OR_PARTITION) and resolves -2/-1 to the log start/end (the groups keep positions
 // only; Kafka stores -2/-1 as given), before the next request on the connection is read, so
 // pipelined requests keep their order. Illegal names answer INVALID_TOPIC_EXCEPTION (CreateTopics,
-// Metadata), 0 partitions INVALID_PARTITIONS. Transactional FindCoordinator and InitProducerId
-// answer TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the code librdkafka, franz-go and KafkaJS treat as
-// fatal (UNSUPPORTED_VERSION made librdkafka retry every 500 ms). __strand_* topics are internal in
+// Metadata), 0 partitions INVALID_PARTITIONS. Transactional requests on a node without a marker
+// writer: librdkafka (kcat) and franz-go get a producer id and fail at once at AddPartitionsToTxn
+// (UNSUPPORTED_VERSION; before the coordinator existed, an UNSUPPORTED_VERSION FindCoordinator made
+// librdkafka retry every 500 ms, so that refusal was TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+// __strand_* topics are internal in
 // Metadata; the offsets topic keeps Strand's name (its records are not Kafka's offset format).
 // DescribeGroups names classic members' client id (request header) and host. segmentio/kafka-go is
 // a test-only module in go.mod: it is the client whose group join and zstd batches failed, and only

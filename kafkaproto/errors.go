@@ -136,6 +136,10 @@ func backwardCodes() map[int16]strandpb.ErrorCode {
 			m[row.kafka.Code] = row.strand
 		}
 	}
+	// PRODUCER_FENCED is no row's code (a fenced produce is Kafka's
+	// INVALID_PRODUCER_EPOCH), but the transactional requests answer it
+	// (txnCode, txn.go): it reads back as Strand's own.
+	m[kerr.ProducerFenced.Code] = strandpb.ErrorCode_ERROR_CODE_PRODUCER_FENCED
 	return m
 }
 

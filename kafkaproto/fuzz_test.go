@@ -175,7 +175,7 @@ func FuzzDescribeConfigs(f *testing.F) {
 }
 
 // FuzzFindCoordinator fuzzes FindCoordinator (v4 asks for many keys;
-// key type 1, transactions, is refused).
+// key type 1 names a transaction coordinator).
 func FuzzFindCoordinator(f *testing.F) {
 	req := kmsg.NewPtrFindCoordinatorRequest()
 	req.CoordinatorKey, req.CoordinatorKeys = "g", []string{"g", "h"}
@@ -379,4 +379,44 @@ func FuzzDeleteRecords(f *testing.F) {
 	t.Partitions = append(t.Partitions, p)
 	req.Topics = append(req.Topics, t)
 	fuzzAPI(f, 21, req)
+}
+
+// FuzzAddPartitionsToTxn fuzzes both forms: the client's (v0-v3) and the
+// broker's batched one (v4), verify-only included.
+func FuzzAddPartitionsToTxn(f *testing.F) {
+	client := kmsg.NewPtrAddPartitionsToTxnRequest()
+	client.TransactionalID, client.ProducerID = "tx", 9
+	client.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "t", Partitions: []int32{0, 1}}}
+	batched := kmsg.NewPtrAddPartitionsToTxnRequest()
+	for _, verify := range []bool{false, true} {
+		tr := kmsg.NewAddPartitionsToTxnRequestTransaction()
+		tr.TransactionalID, tr.ProducerID, tr.VerifyOnly = "tx", 9, verify
+		tr.Topics = []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: "t", Partitions: []int32{0}}}
+		batched.Transactions = append(batched.Transactions, tr)
+	}
+	fuzzAPI(f, 24, client, batched)
+}
+
+func FuzzAddOffsetsToTxn(f *testing.F) {
+	req := kmsg.NewPtrAddOffsetsToTxnRequest()
+	req.TransactionalID, req.ProducerID, req.Group = "tx", 9, "g"
+	fuzzAPI(f, 25, req)
+}
+
+func FuzzEndTxn(f *testing.F) {
+	req := kmsg.NewPtrEndTxnRequest()
+	req.TransactionalID, req.ProducerID, req.Commit = "tx", 9, true
+	fuzzAPI(f, 26, req)
+}
+
+func FuzzDescribeTransactions(f *testing.F) {
+	req := kmsg.NewPtrDescribeTransactionsRequest()
+	req.TransactionalIDs = []string{"tx", "ty"}
+	fuzzAPI(f, 65, req)
+}
+
+func FuzzListTransactions(f *testing.F) {
+	req := kmsg.NewPtrListTransactionsRequest()
+	req.StateFilters, req.ProducerIDFilters = []string{"Ongoing", "x"}, []int64{9}
+	fuzzAPI(f, 66, req)
 }

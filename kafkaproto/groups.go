@@ -17,10 +17,6 @@ import (
 // classic membership protocol (JoinGroup, SyncGroup, Heartbeat,
 // LeaveGroup) is mapped onto the same KIP-848 coordinator in classic.go.
 
-// noTransactions answers a transactional request: transactions are not
-// offered yet.
-const noTransactions = "Strand does not offer transactions yet: produce without a transactional id (an idempotent producer is supported)"
-
 // call submits req and waits for its answer (nil: the connection closed).
 // Used where one Kafka request needs a second Strand request after the
 // first answered; the first submit keeps the connection's order.
@@ -29,9 +25,9 @@ func (c *conn) call(req *strandpb.Request) *strandpb.Response {
 }
 
 // findCoordinator names the group's coordinator — the leader of the
-// group's __strand_offsets partition — by its Kafka listener. v4+ asks for
-// many keys at once. Transaction coordinators (key type 1) are refused:
-// Strand has no transactions (noTransactions).
+// group's __strand_offsets partition — or (key type 1) the transactional
+// id's — the leader of its __strand_transactions partition — by its Kafka
+// listener. v4+ asks for many keys at once.
 func (c *conn) findCoordinator(req kmsg.Request) func() kmsg.Response {
 	r := req.(*kmsg.FindCoordinatorRequest)
 	keys := r.CoordinatorKeys
@@ -39,9 +35,12 @@ func (c *conn) findCoordinator(req kmsg.Request) func() kmsg.Response {
 		keys = []string{r.CoordinatorKey}
 	}
 	calls := make([]*call, len(keys))
-	if r.CoordinatorType == 0 {
-		for i, k := range keys {
+	for i, k := range keys {
+		switch {
+		case r.CoordinatorType == 0:
 			calls[i] = c.submit(&strandpb.Request{Body: &strandpb.Request_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorRequest{Group: k}}})
+		case r.CoordinatorType == 1 && k != "":
+			calls[i] = c.submit(&strandpb.Request{Body: &strandpb.Request_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorRequest{TransactionalId: k}}})
 		}
 	}
 	meta := c.submit(&strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{Topics: []string{"\x00"}}}})
@@ -55,13 +54,10 @@ func (c *conn) findCoordinator(req kmsg.Request) func() kmsg.Response {
 		for i, k := range keys {
 			co := kmsg.NewFindCoordinatorResponseCoordinator()
 			co.Key, co.NodeID = k, -1
-			if r.CoordinatorType == 1 {
-				// Fatal, not retried, in librdkafka, franz-go and KafkaJS:
-				// a transactional client fails at once instead of asking
-				// again every 500 ms until its timeout.
-				msg := noTransactions
-				co.ErrorCode, co.ErrorMessage = kerr.TransactionalIDAuthorizationFailed.Code, &msg
-			} else if r.CoordinatorType != 0 {
+			if r.CoordinatorType == 1 && k == "" {
+				msg := "an empty transactional id has no coordinator"
+				co.ErrorCode, co.ErrorMessage = kerr.InvalidRequest.Code, &msg
+			} else if r.CoordinatorType > 1 || r.CoordinatorType < 0 {
 				msg := "Strand has no coordinator of key type " + strconv.Itoa(int(r.CoordinatorType))
 				co.ErrorCode, co.ErrorMessage = kerr.UnsupportedVersion.Code, &msg
 			} else if resp := c.wait(calls[i]); resp == nil {
@@ -95,7 +91,7 @@ func coordinatorAddress(co *kmsg.FindCoordinatorResponseCoordinator, id uint64, 
 			return
 		}
 	}
-	msg := "the group's coordinator has no known Kafka listener"
+	msg := "the coordinator has no known Kafka listener"
 	co.ErrorCode, co.ErrorMessage = kerr.CoordinatorNotAvailable.Code, &msg
 }
 

@@ -474,16 +474,15 @@ func (c *conn) listOffsets(req kmsg.Request) func() kmsg.Response {
 }
 
 // initProducerID allocates a producer id through the metadata group (epoch
-// 0, as Strand's own producers). A transactional id is refused: Strand has
-// no transactions yet.
+// 0, as Strand's own producers); with a transactional id it is the
+// transaction coordinator's (initTxnProducerID, txn.go).
 func (c *conn) initProducerID(req kmsg.Request) func() kmsg.Response {
 	r := req.(*kmsg.InitProducerIDRequest)
 	out := kmsg.NewPtrInitProducerIDResponse()
 	out.SetVersion(r.Version)
 	out.ProducerID, out.ProducerEpoch = -1, -1
 	if r.TransactionalID != nil {
-		out.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code // fatal in every client: noTransactions
-		return ready(out)
+		return c.initTxnProducerID(r, out)
 	}
 	k := c.submit(&strandpb.Request{Body: &strandpb.Request_InitProducerId{InitProducerId: &strandpb.InitProducerIdRequest{}}})
 	return func() kmsg.Response {
