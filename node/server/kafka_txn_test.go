@@ -248,7 +248,7 @@ func startKafkaTxnCluster(t *testing.T, n int) []*Server {
 		rts = append(rts, rt)
 		t.Cleanup(func() {
 			if err := rt.Close(); err != nil {
-				t.Errorf("close node %d: %v", rt.ID(), err)
+				t.Errorf("close node %d: %v", rt.id(), err)
 			}
 		})
 	}
