@@ -56,7 +56,7 @@
 //     where this node does not lead
 //   - 22: InitProducerId; versions: 0–5; notes: idempotent, or with a transactional id the
 //     coordinator's (txn.go, below)
-//   - 24, 25, 26: AddPartitionsToTxn, AddOffsetsToTxn, EndTxn; versions: 0–4, 0–4, 5; notes: the
+//   - 24, 25, 26: AddPartitionsToTxn, AddOffsetsToTxn, EndTxn; versions: 0–4, 0–4, 0–5; notes: the
 //     transaction coordinator (txn.go, below); AddPartitionsToTxn v4 is the batched / verify-only form
 //   - 29, 30, 31: DescribeAcls, CreateAcls, DeleteAcls; versions: 1–3; notes: the metadata group's
 //     ACL bindings (acls.go)
@@ -89,12 +89,11 @@
 // the versions that know it and INVALID_PRODUCER_EPOCH below them (KIP-588: InitProducerId v4,
 // AddPartitionsToTxn, AddOffsetsToTxn and EndTxn v2), as Kafka answers; a node without a marker
 // writer (TRANSACTIONS_NOT_ENABLED) is the definite UNSUPPORTED_VERSION, so a client fails at its
-// first AddPartitionsToTxn instead of retrying. EndTxn is served at v5 only: Strand's coordinator
-// bumps the epoch at every end (KIP-890, transactions v2) and v0–v4 cannot carry the new epoch, so
-// a client of those versions would be fenced at its next transaction. Strand does not advertise
-// the transaction.version=2 feature (produce v12's implicit add needs the partition side), so
-// today's Kafka clients (franz-go pins EndTxn to v4 without it, librdkafka, Java before 4.0)
-// cannot commit yet. No TransactionalId ACL resource: Strand's ACLs cover topics, groups and the
+// first AddPartitionsToTxn instead of retrying. EndTxn v5 (transactions v2, KIP-890) bumps the
+// epoch at every end and answers it; v0–v4 cannot carry a new epoch, so their end keeps it
+// (transactions v1, as Kafka 4.0 serves an older client). Strand does not advertise the
+// transaction.version=2 feature (produce v12's implicit add is not built), so franz-go, librdkafka
+// and Java clients before 4.0 speak v1. No TransactionalId ACL resource: Strand's ACLs cover topics, groups and the
 // cluster; the node authorizes the native requests.
 //
 // # Classic groups on the KIP-848 coordinator

@@ -184,15 +184,13 @@ func TestApiVersionsNegotiation(t *testing.T) {
 
 // A served API at a version outside the served range is answered with
 // UNSUPPORTED_VERSION, and so is the transactions API not served
-// (TxnOffsetCommit, not advertised) and EndTxn below v5 (the only version
-// that can carry the epoch Strand bumps at every end), with a message
-// where the version has one; the connection stays open for the next
-// request.
+// (TxnOffsetCommit, not advertised), with a message where the version has
+// one; the connection stays open for the next request.
 func TestUnsupportedAnsweredNotDropped(t *testing.T) {
 	c := dialRaw(t, startFake(t))
 	toc := kmsg.NewPtrTxnOffsetCommitRequest()
 	toc.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0}}}}
-	for _, req := range []kmsg.Request{kmsg.NewPtrEndTxnRequest(), toc} {
+	for _, req := range []kmsg.Request{toc} {
 		c.send(req.Key(), 0, 7, false, req.AppendTo(nil))
 		_, body, err := c.recv()
 		if err != nil {

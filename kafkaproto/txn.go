@@ -177,16 +177,18 @@ func (c *conn) addOffsetsToTxn(req kmsg.Request) func() kmsg.Response {
 	}
 }
 
-// endTxn commits or aborts the open transaction. Strand's coordinator
-// bumps the epoch at every end (KIP-890), which only v5 can tell the
-// client, so only v5 is served (dispatch.go).
+// endTxn commits or aborts the open transaction. v5 (transactions v2,
+// KIP-890) bumps the epoch and answers it; v0-v4 cannot carry a new
+// epoch, so their end keeps it (transactions v1, as Kafka 4.0 answers
+// an older client).
 func (c *conn) endTxn(req kmsg.Request) func() kmsg.Response {
 	r := req.(*kmsg.EndTxnRequest)
 	out := kmsg.NewPtrEndTxnResponse()
 	out.SetVersion(r.Version)
 	out.ProducerID, out.ProducerEpoch = -1, -1
 	k := c.submit(&strandpb.Request{Body: &strandpb.Request_EndTxn{EndTxn: &strandpb.EndTxnRequest{
-		TransactionalId: r.TransactionalID, Producer: txnProducer(r.ProducerID, r.ProducerEpoch), Commit: r.Commit}}})
+		TransactionalId: r.TransactionalID, Producer: txnProducer(r.ProducerID, r.ProducerEpoch), Commit: r.Commit,
+		KeepEpoch: r.Version < 5}}})
 	return func() kmsg.Response {
 		whole := c.wait(k)
 		if whole == nil {

@@ -172,8 +172,8 @@ func TestTxnAddOffsetsTranslation(t *testing.T) {
 
 // EndTxn v5 is the native request and answers the next transaction's
 // producer id and epoch (every end bumps it, KIP-890); v0-v4, which cannot
-// carry that epoch, are refused UNSUPPORTED_VERSION without reaching the
-// node, so no client runs its next transaction at a fenced epoch.
+// carry that epoch, ask the node to keep it (transactions v1), so no
+// client runs its next transaction at a fenced epoch.
 func TestTxnEndTranslation(t *testing.T) {
 	req := kmsg.NewPtrEndTxnRequest()
 	req.SetVersion(5)
@@ -190,10 +190,12 @@ func TestTxnEndTranslation(t *testing.T) {
 	}
 	for v := int16(0); v < 5; v++ {
 		req.SetVersion(v)
-		b := answerWith(nil)
-		if got := roundTrip(t, b, req).(*kmsg.EndTxnResponse); got.ErrorCode != kerr.UnsupportedVersion.Code || len(b.got) != 0 {
-			t.Fatalf("v%d: %+v, node asked %v", v, got, b.got)
+		b := answerWith(&strandpb.Response{Body: &strandpb.Response_EndTxn{EndTxn: &strandpb.EndTxnResponse{ProducerId: 7, ProducerEpoch: 2}}})
+		if got := roundTrip(t, b, req).(*kmsg.EndTxnResponse); got.ErrorCode != 0 {
+			t.Fatalf("v%d: %+v", v, got)
 		}
+		wantNative(t, b, &strandpb.Request{Body: &strandpb.Request_EndTxn{EndTxn: &strandpb.EndTxnRequest{
+			TransactionalId: "tx", Producer: &strandpb.TxnProducer{ProducerId: 7, Epoch: 2}, Commit: true, KeepEpoch: true}}})
 	}
 }
 
@@ -354,10 +356,10 @@ func TestTxnFindCoordinatorTranslation(t *testing.T) {
 }
 
 // ApiVersions advertises the transactional APIs at exactly the versions
-// answered (EndTxn only at v5), and still not TxnOffsetCommit or
+// answered, and still not TxnOffsetCommit or
 // DescribeProducers.
 func TestTxnAPIsAdvertised(t *testing.T) {
-	want := map[int16][2]int16{22: {0, 5}, 24: {0, 4}, 25: {0, 4}, 26: {5, 5}, 65: {0, 0}, 66: {0, 0}}
+	want := map[int16][2]int16{22: {0, 5}, 24: {0, 4}, 25: {0, 4}, 26: {0, 5}, 65: {0, 0}, 66: {0, 0}}
 	for key, r := range want {
 		a, ok := apiByKey(key)
 		if !ok || a.min != r[0] || a.max != r[1] {

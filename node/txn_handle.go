@@ -254,6 +254,7 @@ func (c *Core) handleEndTxn(req *strandpb.EndTxnRequest, answer func(*strandpb.R
 	}
 	cmd := &strandpb.TxnCommand{Body: &strandpb.TxnCommand_EndTxn{EndTxn: &strandpb.TxnEnd{
 		TransactionalId: req.GetTransactionalId(), Producer: req.GetProducer(), Commit: req.GetCommit(),
+		KeepEpoch: req.GetKeepEpoch(),
 	}}}
 	c.proposeTxn(g, co, cmd, func(a txnApplied) {
 		if err := txnOutcome(a); err != nil {

@@ -103,7 +103,7 @@ func (t *txnID) checkState() error {
 		if !pending || !subset(t.pendingParts, t.partitions, compareTP) || !subset(t.pendingGroups, t.groups, compareString) {
 			return fmt.Errorf("%v: pending markers not a non-empty part of the transaction", t.state)
 		}
-		if t.producer.Epoch < 1 || t.nextProducerID < 0 || t.nextProducerID == t.producer.ID {
+		if t.producer.Epoch < 0 || t.nextProducerID < 0 || t.nextProducerID == t.producer.ID {
 			return fmt.Errorf("%v: epoch %d, next producer id %d", t.state, t.producer.Epoch, t.nextProducerID)
 		}
 	case t.state.idle():

@@ -58,7 +58,8 @@ func (s *State) Apply(cmd *strandpb.TxnCommand) Result {
 		if err != nil {
 			return refuse(err)
 		}
-		return s.EndTxn(EndTxn{ID: b.EndTxn.GetTransactionalId(), Producer: p, Commit: b.EndTxn.GetCommit(), NowMs: now})
+		return s.EndTxn(EndTxn{ID: b.EndTxn.GetTransactionalId(), Producer: p, Commit: b.EndTxn.GetCommit(),
+			KeepEpoch: b.EndTxn.GetKeepEpoch(), NowMs: now})
 	case *strandpb.TxnCommand_MarkerWritten:
 		return s.applyMarker(b.MarkerWritten, now)
 	case *strandpb.TxnCommand_TimeoutAbort:

@@ -37,7 +37,11 @@ type EndTxn struct {
 	ID       string
 	Producer Producer
 	Commit   bool
-	NowMs    int64
+	// KeepEpoch decides at the transaction's epoch: a Kafka transactions v1
+	// client (EndTxn below v5) cannot learn a new one. Fencing aborts
+	// (InitProducerId, timeouts) bump it all the same.
+	KeepEpoch bool
+	NowMs     int64
 }
 
 // MarkerWritten reports one partition's marker (or, with Group set, one
@@ -109,7 +113,7 @@ func (s *State) InitProducerID(c InitProducerID) Result {
 	case t.state.prepared():
 		return refuse(ErrConcurrentTransactions)
 	case t.state == Ongoing:
-		t.prepare(false, noProducer, c.NowMs)
+		t.prepare(false, noProducer, c.NowMs, true)
 		return Result{Err: ErrConcurrentTransactions, Fenced: true, Prepared: true}
 	}
 	return s.bump(t, c)

@@ -17,8 +17,13 @@
 //	(none) --InitProducerId--> Empty
 //	Empty, CompleteCommit, CompleteAbort --InitProducerId--> Empty (epoch + 1)
 //	Empty, Ongoing, Complete* --AddPartitions/AddOffsets--> Ongoing (records start time on entry)
-//	Ongoing --EndTxn(commit)--> PrepareCommit      (epoch + 1: KIP-890)
-//	Ongoing --EndTxn(abort), TimeoutAbort, InitProducerId (fence)--> PrepareAbort (epoch + 1)
+//	Ongoing --EndTxn(commit)--> PrepareCommit      (epoch + 1: KIP-890; kept with KeepEpoch)
+//	Ongoing --EndTxn(abort)--> PrepareAbort         (epoch + 1; kept with KeepEpoch)
+//	Ongoing --TimeoutAbort, InitProducerId (fence)--> PrepareAbort (epoch + 1, always)
+//
+// KeepEpoch is Kafka's transactions v1 (EndTxn below v5, every client before Kafka 4.0): the
+// client cannot learn a new epoch, so its next transaction runs at the same one, as Kafka 4.0
+// serves such a client; fencing a zombie is then InitProducerId's bump alone.
 //	Prepare* --MarkerWritten for the last partition and group--> Complete*
 //	Empty, Complete* --ExpireIDs (idle transactional.id.expiration.ms)--> removed (Kafka's Dead)
 //

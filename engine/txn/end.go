@@ -7,7 +7,8 @@ import (
 
 // EndTxn decides the id's open transaction: PrepareCommit or PrepareAbort
 // at the next epoch (KIP-890: every transaction ends with an epoch bump,
-// so its markers fence the epoch it ran at). A resend of the EndTxn that
+// so its markers fence the epoch it ran at), or at its own epoch for a
+// transactions v1 client (c.KeepEpoch). A resend of the EndTxn that
 // decided the last transaction gets its answer again.
 func (s *State) EndTxn(c EndTxn) Result {
 	t, err := s.lookup(c.ID)
@@ -24,14 +25,14 @@ func (s *State) EndTxn(c EndTxn) Result {
 		return refuse(fmt.Errorf("%w: no transaction open for %q (%v)", ErrInvalidTxnState, t.id, t.state))
 	}
 	var nextID int64
-	if t.producer.Epoch+1 >= EpochExhausted {
+	if !c.KeepEpoch && t.producer.Epoch+1 >= EpochExhausted {
 		pid, ok := s.takeProducerID()
 		if !ok {
 			return refuse(ErrProducerIDsNeeded)
 		}
 		nextID = pid
 	}
-	t.prepare(c.Commit, c.Producer, c.NowMs)
+	t.prepare(c.Commit, c.Producer, c.NowMs, !c.KeepEpoch)
 	t.nextProducerID = nextID
 	return Result{Producer: t.clientNext(), Prepared: true}
 }
@@ -49,11 +50,12 @@ func (t *txnID) resentEnd(commit bool) Result {
 	return Result{Producer: t.producer}
 }
 
-// prepare decides t's Ongoing transaction at the next epoch. endedBy is
-// the client's ids, or noProducer when the coordinator aborts (a fence or
-// a timeout). Epochs never pass math.MaxInt16: a transaction runs at most
-// at EpochExhausted (see EpochExhausted).
-func (t *txnID) prepare(commit bool, endedBy Producer, nowMs int64) {
+// prepare decides t's Ongoing transaction, at the next epoch if bump.
+// endedBy is the client's ids, or noProducer when the coordinator aborts
+// (a fence or a timeout, which always bump). Epochs never pass
+// math.MaxInt16: a transaction runs at most at EpochExhausted (see
+// EpochExhausted).
+func (t *txnID) prepare(commit bool, endedBy Producer, nowMs int64, bump bool) {
 	if t.state != Ongoing || t.producer.Epoch > EpochExhausted {
 		panic(fmt.Sprintf("txn: prepare of %q in %v at epoch %d", t.id, t.state, t.producer.Epoch))
 	}
@@ -61,7 +63,9 @@ func (t *txnID) prepare(commit bool, endedBy Producer, nowMs int64) {
 	if commit {
 		t.state = PrepareCommit
 	}
-	t.producer.Epoch++
+	if bump {
+		t.producer.Epoch++
+	}
 	t.endedBy, t.lastUpdateMs = endedBy, nowMs
 	t.pendingParts, t.pendingGroups = slices.Clone(t.partitions), slices.Clone(t.groups)
 	if len(t.pendingParts) == 0 && len(t.pendingGroups) == 0 {
@@ -119,7 +123,7 @@ func (s *State) TimeoutAbort(c TimeoutAbort) Result {
 	if t == nil || t.state != Ongoing || c.Producer != t.producer || !t.timedOut(c.NowMs) {
 		return refuse(fmt.Errorf("%w: timeout abort %+v for %q", ErrStale, c.Producer, c.ID))
 	}
-	t.prepare(false, noProducer, c.NowMs)
+	t.prepare(false, noProducer, c.NowMs, true)
 	return Result{Prepared: true}
 }
 

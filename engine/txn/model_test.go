@@ -175,9 +175,10 @@ func (m *modelRun) end(id string) {
 	md := m.ids[id]
 	p := m.pickHandle(md)
 	commit := rapid.IntRange(0, 3).Draw(m.rt, "commit") > 0
+	keep := rapid.IntRange(0, 3).Draw(m.rt, "keep epoch (transactions v1)") == 0
 	before := m.s.Digest()
 	r := m.apply(&strandpb.TxnCommand{Body: &strandpb.TxnCommand_EndTxn{EndTxn: &strandpb.TxnEnd{
-		TransactionalId: id, Producer: wireP(p), Commit: commit}}})
+		TransactionalId: id, Producer: wireP(p), Commit: commit, KeepEpoch: keep}}})
 	if !isCurrent(md, p) || !md.open {
 		// Only a resend of an earlier decision may succeed, changing nothing.
 		if r.Err == nil && (r.Prepared || m.s.Digest() != before) {
@@ -190,6 +191,10 @@ func (m *modelRun) end(id string) {
 			return
 		}
 		m.rt.Fatalf("EndTxn by the current producer refused: %v", r.Err)
+	}
+	bumped := r.Producer.ID == p.ID && r.Producer.Epoch == p.Epoch+1 || r.Producer.ID != p.ID && r.Producer.Epoch == 0
+	if keep && r.Producer != p || !keep && !bumped {
+		m.rt.Fatalf("EndTxn (keep epoch %v) by %+v answered %+v", keep, p, r.Producer)
 	}
 	md.decide(commit)
 	md.cur = r.Producer

@@ -194,6 +194,34 @@ func TestEndTxnCommitLifecycle(t *testing.T) {
 	f.refused(f.add("a", p, 1), ErrProducerFenced)
 }
 
+// A transactions v1 client (KeepEpoch: Kafka's EndTxn below v5 cannot
+// carry a new epoch) runs its next transaction at the same epoch; its
+// markers carry that epoch, a resend still gets its answer, and a new
+// InitProducerId fences it as ever.
+func TestEndTxnKeepEpoch(t *testing.T) {
+	f := newFixture(t)
+	p := f.init("a")
+	for round := 0; round < 2; round++ {
+		f.ok(f.add("a", p, 0))
+		r := f.ok(f.s.EndTxn(EndTxn{ID: "a", Producer: p, Commit: round == 0, KeepEpoch: true}))
+		if r.Producer != p || !r.Prepared {
+			t.Fatalf("round %d: end answered %+v, want %+v", round, r, p)
+		}
+		f.ok(f.s.MarkerWritten(MarkerWritten{ID: "a", Marker: p, Partition: TopicPartition{"t", 0}}))
+		if want := []TxnState{CompleteCommit, CompleteAbort}[round]; f.state("a") != want {
+			t.Fatalf("round %d: state %v, want %v", round, f.state("a"), want)
+		}
+		if r := f.ok(f.s.EndTxn(EndTxn{ID: "a", Producer: p, Commit: round == 0, KeepEpoch: true})); r.Producer != p {
+			t.Fatalf("round %d: resend answered %+v", round, r)
+		}
+	}
+	next := f.init("a")
+	if next.Epoch != p.Epoch+1 {
+		t.Fatalf("InitProducerId after v1 transactions: %+v", next)
+	}
+	f.refused(f.add("a", p, 0), ErrProducerFenced)
+}
+
 // A resent EndTxn gets the same answer; the opposite decision is
 // INVALID_TXN_STATE; an EndTxn without a transaction is INVALID_TXN_STATE.
 func TestEndTxnResendAndNoTransaction(t *testing.T) {

@@ -602,8 +602,12 @@ type TxnEnd struct {
 	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
 	Producer        *TxnProducer           `protobuf:"bytes,2,opt,name=producer,proto3" json:"producer,omitempty"`
 	Commit          bool                   `protobuf:"varint,3,opt,name=commit,proto3" json:"commit,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// keep_epoch decides at the transaction's own epoch: a client of Kafka's
+	// transactions v1 (EndTxn below v5) cannot learn a new epoch, so its
+	// next transaction runs at the same one (KIP-890 bumps only for v2).
+	KeepEpoch     bool `protobuf:"varint,4,opt,name=keep_epoch,json=keepEpoch,proto3" json:"keep_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TxnEnd) Reset() {
@@ -653,6 +657,13 @@ func (x *TxnEnd) GetProducer() *TxnProducer {
 func (x *TxnEnd) GetCommit() bool {
 	if x != nil {
 		return x.Commit
+	}
+	return false
+}
+
+func (x *TxnEnd) GetKeepEpoch() bool {
+	if x != nil {
+		return x.KeepEpoch
 	}
 	return false
 }
@@ -1072,11 +1083,13 @@ const file_txn_proto_rawDesc = "" +
 	"\rTxnAddOffsets\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12/\n" +
 	"\bproducer\x18\x02 \x01(\v2\x13.strand.TxnProducerR\bproducer\x12\x14\n" +
-	"\x05group\x18\x03 \x01(\tR\x05group\"|\n" +
+	"\x05group\x18\x03 \x01(\tR\x05group\"\x9b\x01\n" +
 	"\x06TxnEnd\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12/\n" +
 	"\bproducer\x18\x02 \x01(\v2\x13.strand.TxnProducerR\bproducer\x12\x16\n" +
-	"\x06commit\x18\x03 \x01(\bR\x06commit\"\xb4\x01\n" +
+	"\x06commit\x18\x03 \x01(\bR\x06commit\x12\x1d\n" +
+	"\n" +
+	"keep_epoch\x18\x04 \x01(\bR\tkeepEpoch\"\xb4\x01\n" +
 	"\x10TxnMarkerWritten\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12+\n" +
 	"\x06marker\x18\x02 \x01(\v2\x13.strand.TxnProducerR\x06marker\x12\x14\n" +

@@ -6551,8 +6551,11 @@ type EndTxnRequest struct {
 	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
 	Producer        *TxnProducer           `protobuf:"bytes,2,opt,name=producer,proto3" json:"producer,omitempty"`
 	Commit          bool                   `protobuf:"varint,3,opt,name=commit,proto3" json:"commit,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// keep_epoch: the client speaks Kafka's transactions v1 (EndTxn below
+	// v5) and keeps its epoch; the decision does not bump it.
+	KeepEpoch     bool `protobuf:"varint,4,opt,name=keep_epoch,json=keepEpoch,proto3" json:"keep_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EndTxnRequest) Reset() {
@@ -6606,8 +6609,15 @@ func (x *EndTxnRequest) GetCommit() bool {
 	return false
 }
 
+func (x *EndTxnRequest) GetKeepEpoch() bool {
+	if x != nil {
+		return x.KeepEpoch
+	}
+	return false
+}
+
 // EndTxnResponse is the producer id and epoch of the next transaction
-// (KIP-890: every EndTxn bumps the epoch). It is answered once the
+// (KIP-890: every EndTxn bumps the epoch, unless keep_epoch). It is answered once the
 // decision is durable in the coordinator's log; markers follow.
 type EndTxnResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -10124,11 +10134,13 @@ const file_wire_proto_rawDesc = "" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12/\n" +
 	"\bproducer\x18\x02 \x01(\v2\x13.strand.TxnProducerR\bproducer\x12\x14\n" +
 	"\x05group\x18\x03 \x01(\tR\x05group\"\x19\n" +
-	"\x17AddOffsetsToTxnResponse\"\x83\x01\n" +
+	"\x17AddOffsetsToTxnResponse\"\xa2\x01\n" +
 	"\rEndTxnRequest\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12/\n" +
 	"\bproducer\x18\x02 \x01(\v2\x13.strand.TxnProducerR\bproducer\x12\x16\n" +
-	"\x06commit\x18\x03 \x01(\bR\x06commit\"X\n" +
+	"\x06commit\x18\x03 \x01(\bR\x06commit\x12\x1d\n" +
+	"\n" +
+	"keep_epoch\x18\x04 \x01(\bR\tkeepEpoch\"X\n" +
 	"\x0eEndTxnResponse\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
