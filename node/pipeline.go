@@ -81,6 +81,10 @@ type syncJob struct {
 	// waits for; walRemove: the removal of a rotation's retired segments
 	// (g nil); trash: the unlink of g's compacted segments (startTrash).
 	flush, early, walRemove, trash bool
+	// ckWrite: the write job of g's checkpoint, or with ckTrim its trim
+	// job (checkpoint_job.go).
+	ckWrite *checkpointWrite
+	ckTrim  bool
 	// handed: the host took the job (TakeSyncJobs) at tick handedAt;
 	// slowLogged: the watchdog logged it as slow (stall.go).
 	handed     bool
@@ -133,6 +137,10 @@ func (c *Core) finishSync(token uint64, job syncJob, err error) {
 		c.finishTrash(job, err)
 		return
 	}
+	if job.ckWrite != nil {
+		c.finishCheckpointJob(token, job, err) // checkpoint_job.go
+		return
+	}
 	if job.g == nil {
 		c.finishWALSync(token, job, err)
 		return
@@ -158,6 +166,7 @@ func (c *Core) finishSync(token uint64, job syncJob, err error) {
 	g.pipe.durableTerm = max(g.pipe.durableTerm, g.pipe.heldTerm)
 	g.pipe.durableCommit = max(g.pipe.durableCommit, g.pipe.heldCommit)
 	c.release(g)
+	c.checkpointAfterSync(g, token) // checkpoint_job.go
 }
 
 // release delivers what g's last write made durable: the held responses
