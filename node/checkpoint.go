@@ -57,7 +57,8 @@ import (
 // records, Sync the chunks, SyncDir the index directory when a chunk was
 // created; write the header, Sync, SyncDir; only then remove older headers
 // and the chunks wholly below index_start. A crash anywhere leaves the
-// previous header and every record it names intact.
+// previous header and every record it names intact. The loop prepares
+// the bytes; storage jobs perform the protocol (checkpoint_job.go).
 const (
 	checkpointMagic   = 0x314b4353 // "SCK1"
 	checkpointMagicV2 = 0x324b4353 // "SCK2"
