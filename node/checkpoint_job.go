@@ -221,6 +221,12 @@ func (c *Core) checkpointNow(g *group) error {
 		if mustSync, err = c.writeGroup(g); err != nil {
 			return err
 		}
+		if len(g.pipe.appends) > 0 {
+			// The log rolled its segment and holds the rest back: sync
+			// it; the checkpoint comes at a later round.
+			c.startSync(g)
+			return nil
+		}
 	}
 	w := c.prepareCheckpoint(g)
 	g.ck = &checkpointFlight{w: w}

@@ -295,22 +295,21 @@ func (c *Core) writeGroup(g *group) (bool, error) {
 			if raft.MustSync(orHard(hs, &p.hard), &p.hard, len(entries)) {
 				mustSync = true
 			}
-			if len(entries) > 0 {
-				p.acked = c.indexProposals(g, entries, p.acked)
+			n, err := c.saveAppend(g, entries, hs)
+			if err != nil {
+				return false, err
 			}
-			if c.wal != nil {
-				if err := c.walAppend(g, wal.Prepare(g.log, entries, hs)); err != nil {
-					return false, err
-				}
-				for _, e := range entries {
-					p.unflushed += int64(len(e.Data))
-				}
+			if n > 0 {
+				p.acked = c.indexProposals(g, entries[:n], p.acked)
 			}
-			if err := g.log.Save(entries, hs); err != nil {
-				if !c.spaceRefusable(g, err) { // else writeRefused logs what happens (diskfull.go)
-					g.logs.log(slog.LevelError, "raft log write failed; the node stops (fail-stop)", slog.Any("err", err))
-				}
-				return false, fmt.Errorf("node: %s/%d: save: %w", g.tp.Topic, g.tp.Partition, err)
+			if n < len(entries) {
+				// The log sealed its segment (raftlog SaveSome): the
+				// rest, its hard state and its responses wait for the
+				// sync that makes the sealed segment durable.
+				p.appends[i] = &raftpb.Message{Term: m.Term, Vote: m.Vote, Commit: m.Commit,
+					Entries: entries[n:], Responses: m.Responses}
+				p.appends = append(p.appends[:0], p.appends[i:]...)
+				return true, nil
 			}
 			if hs != nil {
 				p.hard.Term, p.hard.Vote, p.hard.Commit = hs.Term, hs.Vote, hs.Commit
@@ -320,6 +319,33 @@ func (c *Core) writeGroup(g *group) (bool, error) {
 	}
 	p.appends = p.appends[:0]
 	return mustSync, nil
+}
+
+// saveAppend writes entries and hs to g's log and returns how many of
+// entries it wrote: all, unless the log rolled its segment, whose fsync
+// the group's next sync job makes, off the loop (raftlog SaveSome). In WAL
+// mode all: the record in the write-ahead log names them all (the roll's
+// fsync then stays in Save).
+func (c *Core) saveAppend(g *group, entries []*raftpb.Entry, hs *raftpb.HardState) (int, error) {
+	n, err := len(entries), error(nil)
+	if c.wal != nil {
+		if err := c.walAppend(g, wal.Prepare(g.log, entries, hs)); err != nil {
+			return 0, err
+		}
+		for _, e := range entries {
+			g.pipe.unflushed += int64(len(e.Data))
+		}
+		err = g.log.Save(entries, hs)
+	} else {
+		n, err = g.log.SaveSome(entries, hs)
+	}
+	if err != nil {
+		if !c.spaceRefusable(g, err) { // else writeRefused logs what happens (diskfull.go)
+			g.logs.log(slog.LevelError, "raft log write failed; the node stops (fail-stop)", slog.Any("err", err))
+		}
+		return 0, fmt.Errorf("node: %s/%d: save: %w", g.tp.Topic, g.tp.Partition, err)
+	}
+	return n, nil
 }
 
 // orHard is hs, or prev when hs is nil (no hard state in the append).

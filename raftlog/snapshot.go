@@ -210,6 +210,7 @@ func (l *Log) ApplySnapshot(snapshot *raftpb.Snapshot) error {
 		l.dirDirty = true
 	}
 	l.segments = nil
+	l.rollPending = false
 	if err := l.syncDir(); err != nil {
 		return err
 	}

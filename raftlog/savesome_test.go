@@ -1,0 +1,100 @@
+package raftlog_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/strandlog/strand/raftlog"
+	"github.com/strandlog/strand/raftlog/memdisk"
+)
+
+// SaveSome stops where the active segment rolls: it writes what fits and
+// the seal, without an fsync, and reports how many entries it wrote; the
+// caller's background sync (StartSync's job) then makes the sealed segment
+// durable, and the next SaveSome creates the next segment with no fsync of
+// its own. Save across a roll fsyncs on the caller's thread (the roll
+// TestSyncCostsOnlyWhatIsDirty counts); SaveSome's fsyncs are all in the
+// job.
+func TestSaveSomeLeavesTheRollSyncToTheCaller(t *testing.T) {
+	disk := &countingDisk{Disk: memdisk.New()}
+	l := mustOpen(t, disk, raftlog.Options{SegmentBytesMax: 400})
+	must(t, l.Sync())
+	disk.reset()
+	n, err := l.SaveSome(batch(1, 5, 1, 20), hardState(1, 1, 3))
+	must(t, err)
+	if n != 5 {
+		t.Fatalf("SaveSome of 5 entries that fit wrote %d", n)
+	}
+	disk.expect(t, "save of 5 entries and a hard state", 0, 0, 1)
+	es := batch(6, 6, 1, 20)
+	n, err = l.SaveSome(es, hardState(1, 1, 8))
+	must(t, err)
+	if n == 0 || n >= len(es) {
+		t.Fatalf("SaveSome across a roll wrote %d of %d entries, want some", n, len(es))
+	}
+	disk.expect(t, "save up to the roll: entries and seal, no fsync", 0, 0, 1)
+	run := l.StartSync()
+	must(t, l.FinishSync(run()))
+	disk.expect(t, "the caller's sync job: the sealed segment", 1, 0, 0)
+	m, err := l.SaveSome(es[n:], hardState(1, 1, 8))
+	must(t, err)
+	if m != len(es)-n {
+		t.Fatalf("SaveSome of the rest wrote %d of %d", m, len(es)-n)
+	}
+	disk.expect(t, "the rest: next segment created, written, no fsync", 0, 0, 2)
+	must(t, l.Sync())
+	disk.expect(t, "sync after the roll", 1, 1, 0)
+	must(t, l.Close())
+	l = mustOpen(t, disk.Disk, raftlog.Options{})
+	must(t, l.VerifyFrom(0))
+	if last, _ := l.LastIndex(); last != 11 {
+		t.Fatalf("reopened at last index %d, want 11", last)
+	}
+	if hs, _, _ := l.InitialState(); hs.GetCommit() != 8 {
+		t.Fatalf("reopened with commit %d, want 8", hs.GetCommit())
+	}
+}
+
+// A write after SaveSome sealed the segment, with no sync in between,
+// syncs the sealed segment before creating the next (every segment but the
+// last is durable); a power loss while the roll waits for its sync loses
+// only unsynced entries: the seal ending the last segment is cut like a
+// torn tail and everything synced before reopens.
+func TestSaveSomeRollKeepsSealedSegmentsDurable(t *testing.T) {
+	for seed := range uint64(40) {
+		base := memdisk.New()
+		disk := &countingDisk{Disk: base}
+		l := mustOpen(t, disk, raftlog.Options{SegmentBytesMax: 400})
+		must(t, l.Save(batch(1, 4, 1, 20), hardState(1, 1, 4)))
+		must(t, l.Sync())
+		es := batch(5, 8, 1, 20)
+		n, err := l.SaveSome(es, hardState(1, 1, 12))
+		must(t, err)
+		low, high := uint64(4), uint64(4+n) // what a power loss may leave
+		if seed%2 == 0 {                    // the caller forgot the sync: the next write makes it
+			disk.reset()
+			m, err := l.SaveSome(es[n:], nil)
+			must(t, err)
+			if m != len(es)-n || disk.fileSyncs != 1 {
+				t.Fatalf("write after an unsynced roll: wrote %d of %d with %d fsyncs, want all with 1", m, len(es)-n, disk.fileSyncs)
+			}
+			low, high = uint64(4+n), uint64(4+len(es)) // the sealed segment is durable
+		}
+		base.Crash(rand.New(rand.NewPCG(seed, 3)))
+		l = mustOpen(t, base, raftlog.Options{SegmentBytesMax: 400})
+		must(t, l.VerifyFrom(0))
+		last, _ := l.LastIndex()
+		if last < low || last > high {
+			t.Fatalf("seed %d: reopened at last index %d, want %d..%d", seed, last, low, high)
+		}
+		ents, err := l.Entries(1, last+1, math.MaxUint64)
+		must(t, err)
+		if uint64(len(ents)) != last {
+			t.Fatalf("seed %d: %d entries read back, want %d", seed, len(ents), last)
+		}
+		must(t, l.Save(batch(last+1, 8, 2, 20), nil))
+		must(t, l.Sync())
+		must(t, l.Close())
+	}
+}
