@@ -65,9 +65,8 @@
 // queued appends and, unless the commit it covers is durable, starts the group's sync; its write
 // and trim then run as SyncJobs too (see Checkpoints below). Callbacks run at the end of the public call, so they may re-enter the Core.
 // Rejected: the synchronous round in production (the loop waited for every fsync, ~70% of its time;
-// it remains as the default of Open without AsyncSyncs, which node's own unit tests use, so most of
-// them run a storage mode production does not — pipeline_test.go, wal_test.go and wal_bugs_test.go
-// turn AsyncSyncs on); Ready/Advance with only the leader's MsgApps sent early (re-implements by
+// it remains as the default of Open without AsyncSyncs; node's own unit tests run AsyncSyncs, the
+// test cluster's settle running the jobs as the server's pool would); Ready/Advance with only the leader's MsgApps sent early (re-implements by
 // hand the ordering AsyncStorageWrites gives); a node-wide queue of write batches (a slow log holds
 // back every other log's acks); writing a log while its fsync runs (needs locking, buys nothing);
 // one goroutine per job (bursts of thousands at 2,000 partitions).
