@@ -62,7 +62,14 @@ type groupPipe struct {
 type SyncJob struct {
 	Token uint64
 	run   func() error
+	// checkpoint: the job writes a checkpoint (checkpoint_job.go).
+	checkpoint bool
 }
+
+// Checkpoint reports whether the job writes a checkpoint, whose completion
+// is what makes it count: the simulator counts the crashes that land
+// between the two.
+func (j SyncJob) Checkpoint() bool { return j.checkpoint }
 
 // Run performs the job's fsyncs. It touches only the files and the Disk,
 // not the Core: the host may run jobs concurrently with each other and
@@ -361,7 +368,7 @@ func orHard(hs, prev *raftpb.HardState) *raftpb.HardState {
 func (c *Core) newJob(job syncJob) SyncJob {
 	c.nextSyncToken++
 	c.syncsInFlight[c.nextSyncToken] = job
-	return SyncJob{Token: c.nextSyncToken, run: job.run}
+	return SyncJob{Token: c.nextSyncToken, run: job.run, checkpoint: job.ckWrite != nil && !job.ckTrim}
 }
 
 // queueJob registers job and queues it for the host; it returns its token.
