@@ -98,3 +98,35 @@ func TestSaveSomeRollKeepsSealedSegmentsDurable(t *testing.T) {
 		must(t, l.Close())
 	}
 }
+
+// Roll (segment.ms) while a roll SaveSome began waits for its sync
+// finishes that roll instead of sealing the sealed segment again; the log
+// reopens whole.
+func TestRollFinishesPendingRoll(t *testing.T) {
+	disk := memdisk.New()
+	l := mustOpen(t, disk, raftlog.Options{SegmentBytesMax: 400})
+	es := batch(1, 12, 1, 20)
+	n, err := l.SaveSome(es, nil)
+	must(t, err)
+	if n == len(es) {
+		t.Fatal("SaveSome did not stop at a roll")
+	}
+	must(t, l.Sync())
+	rolled, err := l.Roll()
+	must(t, err)
+	if !rolled {
+		t.Fatal("Roll with a roll pending reported none")
+	}
+	m, err := l.SaveSome(es[n:], hardState(1, 1, 12))
+	must(t, err)
+	if m != len(es)-n {
+		t.Fatalf("rest: wrote %d of %d", m, len(es)-n)
+	}
+	must(t, l.Sync())
+	must(t, l.Close())
+	l = mustOpen(t, disk, raftlog.Options{})
+	must(t, l.VerifyFrom(0))
+	if last, _ := l.LastIndex(); last != 12 {
+		t.Fatalf("reopened at last index %d, want 12", last)
+	}
+}
