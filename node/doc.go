@@ -51,8 +51,10 @@
 //     false under AsyncStorageWrites);
 //  3. apply committed entries, note read states, check leadership, serve reads, wake long polls,
 //     prepare a due checkpoint (its writes are storage jobs: checkpoint_job.go);
-//  4. per group with queued appends and no sync in flight: write them in order (Log.Save), and if
-//     any needs durability (raft.MustSync; a commit-only hard state does not) start a sync
+//  4. per group with queued appends and no sync in flight: write them in order (Log.SaveSome; it
+//     stops where the segment rolls, the rest waiting at the queue's front for the sync that makes
+//     the sealed segment durable, so a roll's fsync is a storage job too; Save with Config.WAL), and
+//     if any needs durability (raft.MustSync; a commit-only hard state does not) start a sync
 //     (StartSync) and hold the responses and acks=1 waits for it; otherwise release them at once;
 //  5. without Config.AsyncSyncs run the round's syncs through Config.SyncLogs; send.
 //
