@@ -38,10 +38,10 @@ import (
 // One checkpoint per group is in flight at a time (sync, write, trim), so
 // the jobs of one replica never touch its files concurrently. A replica
 // whose files are removed (a delete, a move away, a repair, the sweep)
-// cancels its checkpoint's jobs first (cancelCheckpoint): a job holds its
-// guard while it runs, so once cancel returns no job writes there again,
-// and a replica placed in the same directory later never meets a stale
-// header. The cancel may wait for a job's fsync on the loop; it runs only
+// cancels its jobs first (cancelReplicaJobs): each checkpoint or snapshot
+// job (snapshot.go) holds the replica directory's guard while it runs, so
+// once cancel returns no job writes there again, and a replica placed in
+// the same directory later never meets a stale header or snapshot. The cancel may wait for a job's fsync on the loop; it runs only
 // where the loop then removes files anyway.
 //
 // A failed write is fatal (fsyncgate), except a write refused for space,
@@ -128,7 +128,7 @@ func (j *jobGuard) cancel() {
 func (c *Core) prepareCheckpoint(g *group) *checkpointWrite {
 	dir := g.dir + "/checkpoint"
 	w := &checkpointWrite{disk: c.cfg.Disk, dir: dir, name: fmt.Sprintf("%020d", g.appliedRaft),
-		raftIndex: g.appliedRaft, guard: &jobGuard{}}
+		raftIndex: g.appliedRaft, guard: c.replicaGuard(g.dir)}
 	ck := &checkpoint{raftIndex: g.appliedRaft, confState: g.confState}
 	state := g.sm.prepareCheckpoint(c, g, ck, w)
 	w.indexStart = ck.indexStart
@@ -193,7 +193,8 @@ func (w *checkpointWrite) trim() error {
 // applied since the last, none in flight, no sync of g in flight (the
 // checkpoint may start one), and in WAL mode none of the write-ahead log.
 func (c *Core) checkpointDue(g *group) bool {
-	if g.appliedRaft < g.checkpointIndex+c.cfg.CheckpointEntries || g.pipe.syncing != 0 || c.bugNoCheckpoint(g) {
+	if g.appliedRaft < g.checkpointIndex+c.cfg.CheckpointEntries || g.pipe.syncing != 0 || c.bugNoCheckpoint(g) ||
+		c.snapshotWaits(g) {
 		return false
 	}
 	if c.wal != nil && c.walSyncing != 0 {
@@ -230,10 +231,6 @@ func (c *Core) checkpointNow(g *group) error {
 	}
 	w := c.prepareCheckpoint(g)
 	g.ck = &checkpointFlight{w: w}
-	if c.checkpointGuards == nil {
-		c.checkpointGuards = make(map[string]*jobGuard)
-	}
-	c.checkpointGuards[g.dir] = w.guard
 	if !mustSync && g.pipe.durableCommit >= w.raftIndex {
 		if queued {
 			c.release(g)
@@ -269,7 +266,6 @@ func (c *Core) startCheckpointWrite(g *group) {
 func (c *Core) finishCheckpointWrite(token uint64, job syncJob, err error) {
 	g, w := job.g, job.ckWrite
 	if !c.hosted(g) || g.ck == nil || g.ck.job != token {
-		c.forgetGuard(g.dir, w)
 		return
 	}
 	g.sm.checkpointDone(w, err)
@@ -296,7 +292,6 @@ func (c *Core) finishCheckpointWrite(token uint64, job syncJob, err error) {
 func (c *Core) finishCheckpointTrim(token uint64, job syncJob, err error) {
 	g, w := job.g, job.ckWrite
 	if !c.hosted(g) || g.ck == nil || g.ck.job != token {
-		c.forgetGuard(g.dir, w)
 		return
 	}
 	c.dropCheckpoint(g)
@@ -308,27 +303,29 @@ func (c *Core) finishCheckpointTrim(token uint64, job syncJob, err error) {
 }
 
 // dropCheckpoint ends g's checkpoint in flight, if any.
-func (c *Core) dropCheckpoint(g *group) {
-	if g.ck != nil {
-		c.forgetGuard(g.dir, g.ck.w)
-		g.ck = nil
+func (c *Core) dropCheckpoint(g *group) { g.ck = nil }
+
+// replicaGuard is the guard of the jobs writing in the replica directory
+// dir, made on first use.
+func (c *Core) replicaGuard(dir string) *jobGuard {
+	guard := c.replicaGuards[dir]
+	if guard == nil {
+		if c.replicaGuards == nil {
+			c.replicaGuards = make(map[string]*jobGuard)
+		}
+		guard = &jobGuard{}
+		c.replicaGuards[dir] = guard
 	}
+	return guard
 }
 
-// forgetGuard forgets w's guard unless a later checkpoint of the same
-// directory holds its place.
-func (c *Core) forgetGuard(dir string, w *checkpointWrite) {
-	if c.checkpointGuards[dir] == w.guard {
-		delete(c.checkpointGuards, dir)
-	}
-}
-
-// cancelCheckpoint stops the checkpoint jobs of the replica in dir before
-// its files are removed: once it returns none writes there again.
-func (c *Core) cancelCheckpoint(dir string) {
-	if guard := c.checkpointGuards[dir]; guard != nil {
+// cancelReplicaJobs stops the checkpoint and snapshot jobs of the replica
+// in dir before its files are removed: once it returns none writes there
+// again. A replica opened there later gets a new guard.
+func (c *Core) cancelReplicaJobs(dir string) {
+	if guard := c.replicaGuards[dir]; guard != nil {
 		guard.cancel()
-		delete(c.checkpointGuards, dir)
+		delete(c.replicaGuards, dir)
 	}
 }
 

@@ -446,9 +446,9 @@ type Core struct {
 	syncsInFlight map[uint64]syncJob
 	nextSyncToken uint64
 	walState      // wal.go
-	// checkpointGuards cancel the checkpoint jobs of a replica directory
-	// before its files go (checkpoint_job.go).
-	checkpointGuards map[string]*jobGuard
+	// replicaGuards cancel the checkpoint and snapshot jobs of a replica
+	// directory before its files go (checkpoint_job.go).
+	replicaGuards map[string]*jobGuard
 
 	// completions queued by the current call, run at its end so callbacks
 	// (which may call back into the Core) see consistent state.

@@ -263,8 +263,11 @@
 // the first index; the MsgSnap travels in the peer frame (no batches: small) and
 // ReportSnapshot(Finish) follows at once (a lost one is resent). saneMessage accepts MsgSnap only
 // for a partition group, from its voters, with data that restores at the snapshot's index.
-// Installing: ApplySnapshot (durable when it returns), engine restored, checkpoint index chunks
-// marked for rewrite. The compaction's retired segments are unlinked by a SyncJob nothing waits for
+// Without Config.WAL the snapshot is written by a storage job (snapshot_job.go:
+// StartCreateSnapshot on the loop encodes it, the job writes and syncs the file, the completion
+// installs it and compacts; a leader's snapshot waits in the queue meanwhile). Installing:
+// ApplySnapshot (durable when it returns), engine restored, checkpoint index chunks marked for
+// rewrite. The compaction's retired segments are unlinked by a SyncJob nothing waits for
 // (startTrash; a failure is logged, the next recovery removes them). Crashes in either path are
 // raftlog's recovery rules 4–5. Rejected: snapshot at T shipping the batches between R and T (as
 // big as a segment, over the frame limit); the real engine state at S with its index (a replica

@@ -52,22 +52,24 @@ type spyFile struct {
 func (f spyFile) Sync() error { f.spy.synced(f.name); return f.File.Sync() }
 
 // On the pipelined path production runs, the loop makes no fsync while a
-// partition takes produces, its segments roll and its replicas checkpoint:
-// every log sync, roll sync and checkpoint write is a storage job. Before,
-// a checkpoint's 4–6 fsyncs and a roll's fsync ran inside Process.
+// partition takes produces, its segments roll, its replicas checkpoint and
+// retention compacts them: every log sync, roll sync, checkpoint write and
+// compaction snapshot is a storage job. Before, a checkpoint's 4–6 fsyncs,
+// a roll's fsync and a compaction's 2–3 ran inside Process.
 func TestLoopMakesNoFsyncWhileSegmentsRollAndCheckpoint(t *testing.T) {
 	spy := &loopSpy{}
-	c := newCluster(t, 61, 3, replicated(3, "orders", 1), func(cfg *Config) {
+	c := newMetaCluster(t, 61, 3, func(cfg *Config) {
 		cfg.Disk = spyDisk{Disk: cfg.Disk, spy: spy}
-		cfg.WAL = false // with the write-ahead log a roll still fsyncs in Save (saveAppend)
+		cfg.WAL = false // with the write-ahead log a roll and a compaction still fsync inline
 		cfg.CheckpointEntries = 16
-		cfg.SegmentBytesMax = 4096
+		cfg.RetentionCheckTicks = 5
 	})
-	lead := c.leader(tp0)
+	c.createTopicWith(c.metaLeaderOf(), "r", 1, 3, map[string]string{
+		"segment.bytes": "4096", "retention.bytes": "8192", "retention.ms": "-1",
+	})
+	tp := TopicPartition{Topic: "r"}
+	lead := c.leader(tp)
 	c.settle()
-	for _, id := range c.ids {
-		c.cores[id].cfg.AsyncSyncs = true
-	}
 	loop := func(op string, f func()) {
 		spy.inLoop, spy.loopOp = true, op
 		f()
@@ -102,14 +104,15 @@ func TestLoopMakesNoFsyncWhileSegmentsRollAndCheckpoint(t *testing.T) {
 	}
 	run()
 	before := spy.segmentsCreated
-	var checkpoints uint64
+	var checkpoints, compactions uint64
 	for _, id := range c.ids {
 		checkpoints -= c.cores[id].Stats().Checkpoints
+		compactions -= c.cores[id].Stats().Compactions
 	}
 	acked := 0
 	for i := range 120 {
 		loop("Produce", func() {
-			c.cores[lead].Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1,
+			c.cores[lead].Produce(ProduceRequest{TopicPartition: tp, Acks: AcksAll, ProducerID: -1,
 				Batch: testBatch(t, "roll", 4)}, func(r ProduceResult) {
 				if r.Err == nil {
 					acked++
@@ -117,7 +120,7 @@ func TestLoopMakesNoFsyncWhileSegmentsRollAndCheckpoint(t *testing.T) {
 			})
 		})
 		run()
-		if i%4 == 0 {
+		if i%2 == 0 {
 			for _, id := range c.ids {
 				loop("Tick", c.cores[id].Tick)
 			}
@@ -126,15 +129,18 @@ func TestLoopMakesNoFsyncWhileSegmentsRollAndCheckpoint(t *testing.T) {
 	}
 	for _, id := range c.ids {
 		checkpoints += c.cores[id].Stats().Checkpoints
+		compactions += c.cores[id].Stats().Compactions
 	}
 	if acked != 120 {
 		t.Fatalf("%d of 120 produces acknowledged", acked)
 	}
-	if rolls := spy.segmentsCreated - before; rolls < 6 || checkpoints < 6 {
-		t.Fatalf("%d segments created, %d checkpoints: the run must roll and checkpoint", rolls, checkpoints)
+	if rolls := spy.segmentsCreated - before; rolls < 6 || checkpoints < 6 || compactions < 3 {
+		t.Fatalf("%d segments created, %d checkpoints, %d compactions: the run must roll, checkpoint and compact",
+			rolls, checkpoints, compactions)
 	}
 	if spy.loopSyncs != 0 {
 		t.Fatalf("%d fsyncs on the loop (last: %s), %d in storage jobs; want none on the loop", spy.loopSyncs, spy.lastLoopSync, spy.jobSyncs)
 	}
-	t.Logf("%d segments created, %d checkpoints, %d fsyncs, all in storage jobs", spy.segmentsCreated-before, checkpoints, spy.jobSyncs)
+	t.Logf("%d segments created, %d checkpoints, %d compactions, %d fsyncs, all in storage jobs",
+		spy.segmentsCreated-before, checkpoints, compactions, spy.jobSyncs)
 }

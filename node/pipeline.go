@@ -92,6 +92,9 @@ type syncJob struct {
 	// job (checkpoint_job.go).
 	ckWrite *checkpointWrite
 	ckTrim  bool
+	// snapshot: the raft index of the compaction snapshot the job writes
+	// (snapshot_job.go), 0 for other jobs.
+	snapshot uint64
 	// handed: the host took the job (TakeSyncJobs) at tick handedAt;
 	// slowLogged: the watchdog logged it as slow (stall.go).
 	handed     bool
@@ -146,6 +149,10 @@ func (c *Core) finishSync(token uint64, job syncJob, err error) {
 	}
 	if job.ckWrite != nil {
 		c.finishCheckpointJob(token, job, err) // checkpoint_job.go
+		return
+	}
+	if job.snapshot != 0 {
+		c.finishSnapshotJob(token, job, err) // snapshot_job.go
 		return
 	}
 	if job.g == nil {
@@ -258,7 +265,7 @@ func (c *Core) writeAppends() (int, error) {
 	}
 	n := 0
 	for _, g := range c.groups {
-		if len(g.pipe.appends) == 0 || g.pipe.syncing != 0 {
+		if len(g.pipe.appends) == 0 || g.pipe.syncing != 0 || c.snapshotWaits(g) {
 			continue
 		}
 		n++

@@ -13,7 +13,8 @@ import (
 // checker and CockroachDB's max_sync_duration are the models. With
 // Config.AsyncSyncs every storage job (SyncJob: a log's fsync, a
 // write-ahead log sync, a flush, an unlink of compacted segments, a
-// checkpoint's writes and the removal of older ones) runs off
+// checkpoint's writes and the removal of older ones, a compaction's
+// snapshot) runs off
 // the loop, so a device that hangs in fsync leaves the loop, its raft
 // heartbeats and its followers' acknowledgements all healthy: a leader
 // whose own fsync never returns keeps its leaderships (followers see
@@ -209,6 +210,8 @@ func (j syncJob) kind() string {
 		return "remove older checkpoints"
 	case j.ckWrite != nil:
 		return "checkpoint write"
+	case j.snapshot != 0:
+		return "compaction snapshot write"
 	case j.flush:
 		return "log flush"
 	}

@@ -124,6 +124,9 @@ type Log struct {
 	// rollPending: SaveSome sealed the active segment; the next write
 	// creates the next one, once the sealed one is durable (finishRoll).
 	rollPending bool
+	// creating is the snapshot StartCreateSnapshot is writing, nil when
+	// none.
+	creating *raftpb.Snapshot
 
 	side        File  // hard-state side file, opened on first use
 	sideSlot    int64 // slot the next side write goes to (0 or 1)

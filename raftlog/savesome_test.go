@@ -3,7 +3,10 @@ package raftlog_test
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
+
+	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/strandlog/strand/raftlog"
 	"github.com/strandlog/strand/raftlog/memdisk"
@@ -128,5 +131,63 @@ func TestRollFinishesPendingRoll(t *testing.T) {
 	must(t, l.VerifyFrom(0))
 	if last, _ := l.LastIndex(); last != 12 {
 		t.Fatalf("reopened at last index %d, want 12", last)
+	}
+}
+
+// StartCreateSnapshot's job makes the snapshot durable with no fsync on
+// the caller's thread; FinishCreateSnapshot then installs it and compacts,
+// as CreateSnapshot. A power loss between the job and the finish reopens
+// on the new snapshot, the segments it covers discarded; one before the
+// job reopens as before it.
+func TestStartCreateSnapshotRunsItsFsyncsInTheJob(t *testing.T) {
+	conf := &raftpb.ConfState{Voters: []uint64{1}}
+	build := func() (*memdisk.Disk, *countingDisk, *raftlog.Log) {
+		d := memdisk.New()
+		cd := &countingDisk{Disk: d}
+		l := mustOpen(t, cd, raftlog.Options{SegmentBytesMax: 256})
+		for i := uint64(1); i <= 40; i++ {
+			must(t, l.Save(entriesOf(entry(i, 1, strings.Repeat("x", 40))), hardState(1, 1, i)))
+		}
+		must(t, l.Sync())
+		cd.reset()
+		return d, cd, l
+	}
+	_, cd, l := build()
+	run, err := l.StartCreateSnapshot(30, conf, []byte("s"))
+	must(t, err)
+	must(t, l.SetHardState(hardState(2, 1, 40))) // writes go on meanwhile
+	cd.expect(t, "start and a write", 0, 0, 1)
+	must(t, run())
+	cd.expect(t, "the job: snapshot file and directory", 1, 1, 1)
+	must(t, l.FinishCreateSnapshot(nil))
+	cd.expect(t, "finish: no fsync", 0, 0, 0)
+	if first, _ := l.FirstIndex(); first != 31 {
+		t.Fatalf("first index %d after the finish, want 31", first)
+	}
+	if snap, _ := l.Snapshot(); snap.GetMetadata().GetIndex() != 30 {
+		t.Fatalf("snapshot at %d, want 30", snap.GetMetadata().GetIndex())
+	}
+	for _, ran := range []bool{false, true} {
+		d, _, l := build()
+		run, err := l.StartCreateSnapshot(30, conf, []byte("s"))
+		must(t, err)
+		if ran {
+			must(t, run())
+		}
+		d.Crash(rand.New(rand.NewPCG(1, 1)))
+		l = mustOpen(t, d, raftlog.Options{SegmentBytesMax: 256})
+		snap, _ := l.Snapshot()
+		first, _ := l.FirstIndex()
+		last, _ := l.LastIndex()
+		switch {
+		case ran && (snap.GetMetadata().GetIndex() != 30 || first != 31):
+			t.Fatalf("crash after the job: snapshot %d, first index %d; want 30, 31", snap.GetMetadata().GetIndex(), first)
+		case !ran && (snap.GetMetadata().GetIndex() != 0 || first != 1):
+			t.Fatalf("crash before the job: snapshot %d, first index %d; want none, 1", snap.GetMetadata().GetIndex(), first)
+		case last != 40:
+			t.Fatalf("last index %d, want 40", last)
+		}
+		must(t, l.VerifyFrom(first))
+		must(t, l.Close())
 	}
 }
