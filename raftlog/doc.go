@@ -1,7 +1,9 @@
 // Package raftlog is the raft storage of one group on segmented, CRC-framed append-only files.
 // raftlog.Log is one group's durable log: etcd raft's Storage plus the writes a Ready asks for
-// (Save = entries and hard state in one write, SaveSome = Save up to a segment roll, truncation of a conflicting suffix, ApplySnapshot,
-// CreateSnapshot with compaction, or StartCreateSnapshot/FinishCreateSnapshot with its file's fsyncs in the caller's job, Sync, StartSync/FinishSync, Roll). Only through Disk.
+// (Save = entries and hard state in one write, SaveSome = Save up to a segment roll, truncation
+// of a conflicting suffix, ApplySnapshot, CreateSnapshot with compaction, or StartCreateSnapshot/
+// FinishCreateSnapshot with the file's fsyncs in the caller's job, Sync, StartSync/FinishSync,
+// Roll). Only through Disk.
 //
 // Files per log directory: <base index>.log segments, <index>.snap (one snapshot record), hardstate
 // (two 64-byte slots). Record: length u32 | crc u32 (CRC32C of length and body) | type u8 | body;
