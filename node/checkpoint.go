@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"log/slog"
 	"slices"
 	"strconv"
 
@@ -58,7 +57,8 @@ import (
 // records, Sync the chunks, SyncDir the index directory when a chunk was
 // created; write the header, Sync, SyncDir; only then remove older headers
 // and the chunks wholly below index_start. A crash anywhere leaves the
-// previous header and every record it names intact.
+// previous header and every record it names intact. The loop prepares
+// the bytes; storage jobs perform the protocol (checkpoint_job.go).
 const (
 	checkpointMagic   = 0x314b4353 // "SCK1"
 	checkpointMagicV2 = 0x324b4353 // "SCK2"
@@ -346,120 +346,37 @@ func readFile(disk raftlog.Disk, name string) ([]byte, error) {
 	return data, nil
 }
 
-// writeCheckpoint writes g's engine state as of its applied index and
-// removes older checkpoints. Errors are fatal like any failed write.
-func (c *Core) writeCheckpoint(g *group) error {
-	if err := c.checkpoint(g); err != nil {
-		if errors.Is(err, raftlog.ErrNoSpace) && g.sm.policy().skipCheckpointOnFull {
-			// A checkpoint is an optimisation: skipped on a full disk
-			// (diskfull.go), tried again CheckpointEntries later.
-			g.logs.log(slog.LevelWarn, "checkpoint skipped: disk full", slog.Any("err", err))
-			c.noSpace()
-			g.checkpointIndex = g.appliedRaft
-			return nil
-		}
-		return fmt.Errorf("node: %s/%d: checkpoint: %w", g.tp.Topic, g.tp.Partition, err)
-	}
-	g.checkpointIndex = g.appliedRaft
-	c.stats.Checkpoints++
-	return nil
-}
-
-// checkpoint is writeCheckpoint's protocol (see the format comment).
-func (c *Core) checkpoint(g *group) error {
-	sync := g.log.Sync
-	if c.wal != nil {
-		// The write-ahead log holds the commit durably: recovery replays
-		// it into the log before the checkpoint is chosen (wal.go).
-		sync = c.wal.Sync
-	}
-	if err := sync(); err != nil {
-		return fmt.Errorf("sync raft log: %w", err)
-	}
-	dir := g.dir + "/checkpoint"
-	ck := &checkpoint{raftIndex: g.appliedRaft, confState: g.confState}
-	state, err := g.sm.checkpointState(c, g, ck)
-	if err != nil {
-		return err
-	}
-	name := fmt.Sprintf("%020d", g.appliedRaft)
-	if err := writeFile(c.cfg.Disk, dir+"/"+name, encodeCheckpoint(ck, state)); err != nil {
-		return err
-	}
-	if err := c.cfg.Disk.SyncDir(dir); err != nil {
-		return err
-	}
-	names, err := c.cfg.Disk.List(dir)
-	if err != nil {
-		return err
-	}
-	if err := removeFiles(c.cfg.Disk, dir, names, func(n string) bool { return n != name }); err != nil {
-		return err
-	}
-	return g.sm.checkpointWritten(c, g, ck)
-}
-
-// appendIndex writes the index records the chunks in dir lack: those of
-// ordinals from indexWritten (or the index start) to the index end. When
-// the engine did not come from an SCK2 checkpoint, the ordinals may differ
-// from the chunks' (an SCK1 restore numbers from 0), so the chunks are
-// cleared first.
-func (p *partitionSM) appendIndex(disk raftlog.Disk, dir string) error {
+// prepareIndex fills w with the index records the chunks lack: those of
+// ordinals from indexWritten (or the index start) to the index end, and the
+// chunks the trim may free. When the engine did not come from an SCK2
+// checkpoint, the ordinals may differ from the chunks' (an SCK1 restore
+// numbers from 0), so the write clears the chunks first. Pure: the records
+// are encoded now, the job writes them (checkpoint_job.go).
+func (p *partitionSM) prepareIndex(w *checkpointWrite) (start, end int64) {
 	if !p.indexKnown {
-		names, err := disk.List(dir)
-		if err != nil {
-			return err
-		}
-		if err := removeFiles(disk, dir, names, func(string) bool { return true }); err != nil {
-			return err
-		}
-		p.indexKnown, p.indexWritten = true, 0
+		w.clearIndex = true
+		p.indexKnown, p.indexWritten, p.indexFreed = true, 0, 0
 	}
 	part := p.g.part
-	start, end := part.IndexOrdinals()
+	start, end = part.IndexOrdinals()
 	from := max(p.indexWritten, start)
 	batches := part.IndexSince(from)
-	created := false
-	var buf []byte
 	for from < end {
 		first := from - from%indexChunkRecords
 		n := min(end, first+indexChunkRecords) - from
-		buf = buf[:0]
+		buf := make([]byte, 0, n*indexRecordBytes)
 		for i := range n {
 			buf = appendIndexRecord(buf, &batches[i])
 		}
-		if err := writeAtSync(disk, dir+"/"+indexChunkName(from), buf, (from-first)*indexRecordBytes); err != nil {
-			return err
-		}
-		created = created || from == first
+		w.chunks = append(w.chunks, chunkWrite{name: indexChunkName(from), off: (from - first) * indexRecordBytes,
+			data: buf, created: from == first})
 		batches, from = batches[n:], from+n
 	}
-	if created {
-		if err := disk.SyncDir(dir); err != nil {
-			return err
-		}
-	}
 	p.indexWritten = end
-	return nil
-}
-
-// freeIndex removes the chunks wholly below ordinal start, which no durable
-// checkpoint names any more. It lists the directory only when start crossed
-// a chunk boundary since the last call, so it is O(1) amortized.
-func (p *partitionSM) freeIndex(disk raftlog.Disk, dir string, start int64) error {
-	keep := start - start%indexChunkRecords
-	if keep <= p.indexFreed {
-		return nil
+	if keep := start - start%indexChunkRecords; keep > p.indexFreed {
+		w.freeBelow = indexChunkName(keep)
 	}
-	names, err := disk.List(dir)
-	if err != nil {
-		return err
-	}
-	if err := removeFiles(disk, dir, names, func(n string) bool { return n < indexChunkName(keep) }); err != nil {
-		return err
-	}
-	p.indexFreed = keep
-	return nil
+	return start, end
 }
 
 // removeFiles removes the names of dir that remove selects, then syncs dir

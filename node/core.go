@@ -448,6 +448,9 @@ type Core struct {
 	syncsInFlight map[uint64]syncJob
 	nextSyncToken uint64
 	walState      // wal.go
+	// replicaGuards cancel the checkpoint and snapshot jobs of a replica
+	// directory before its files go (checkpoint_job.go).
+	replicaGuards map[string]*jobGuard
 
 	// completions queued by the current call, run at its end so callbacks
 	// (which may call back into the Core) see consistent state.

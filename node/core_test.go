@@ -217,6 +217,10 @@ func TestAcksNoneAndLeader(t *testing.T) {
 	if err := c.cores[lead].Process(); err != nil {
 		t.Fatal(err)
 	}
+	if one != nil {
+		t.Fatalf("acks=1 completed before the leader's sync job returned")
+	}
+	c.runJobs(c.cores[lead])
 	if one == nil || one.Err != nil || one.BaseOffset != -1 || c.cores[lead].Stats().Syncs == syncs {
 		t.Fatalf("acks=1 after the leader's sync: %+v", one)
 	}
@@ -335,6 +339,10 @@ func TestSyncFailureIsFatal(t *testing.T) {
 	c.cores[lead].produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "f", 1)},
 		func(ProduceResult) {})
 	c.disks[lead].FailSync(true)
+	if err := c.cores[lead].Process(); err != nil {
+		t.Fatalf("Process failed before the sync job ran: %v", err)
+	}
+	c.runJobs(c.cores[lead])
 	if err := c.cores[lead].Process(); err == nil {
 		t.Fatalf("Process succeeded although the sync failed")
 	}

@@ -50,9 +50,11 @@
 //     once it is stable locally too (maxAppliableIndex in raft's log.go; applyUnstableEntries is
 //     false under AsyncStorageWrites);
 //  3. apply committed entries, note read states, check leadership, serve reads, wake long polls,
-//     write a due checkpoint;
-//  4. per group with queued appends and no sync in flight: write them in order (Log.Save), and if
-//     any needs durability (raft.MustSync; a commit-only hard state does not) start a sync
+//     prepare a due checkpoint (its writes are storage jobs: checkpoint_job.go);
+//  4. per group with queued appends and no sync in flight: write them in order (Log.SaveSome; it
+//     stops where the segment rolls, the rest waiting at the queue's front for the sync that makes
+//     the sealed segment durable, so a roll's fsync is a storage job too; Save with Config.WAL), and
+//     if any needs durability (raft.MustSync; a commit-only hard state does not) start a sync
 //     (StartSync) and hold the responses and acks=1 waits for it; otherwise release them at once;
 //  5. without Config.AsyncSyncs run the round's syncs through Config.SyncLogs; send.
 //
@@ -61,12 +63,12 @@
 // reports with Core.SyncDone(token, err): the held responses are then stepped or sent and acks=1
 // produces complete; an error is fatal (the next Process returns it: fail-stop). At most one sync
 // per group is in flight; appends arriving meanwhile queue and share the next fsync (group commit
-// per log). A checkpoint waits for a round with no sync of its group in flight and first writes the
-// queued appends. Callbacks run at the end of the public call, so they may re-enter the Core.
+// per log). A checkpoint waits for a round with no sync of its group in flight, first writes the
+// queued appends and, unless the commit it covers is durable, starts the group's sync; its write
+// and trim then run as SyncJobs too (see Checkpoints below). Callbacks run at the end of the public call, so they may re-enter the Core.
 // Rejected: the synchronous round in production (the loop waited for every fsync, ~70% of its time;
-// it remains as the default of Open without AsyncSyncs, which node's own unit tests use, so most of
-// them run a storage mode production does not — pipeline_test.go, wal_test.go and wal_bugs_test.go
-// turn AsyncSyncs on); Ready/Advance with only the leader's MsgApps sent early (re-implements by
+// it remains as the default of Open without AsyncSyncs; node's own unit tests run AsyncSyncs, the
+// test cluster's settle running the jobs as the server's pool would); Ready/Advance with only the leader's MsgApps sent early (re-implements by
 // hand the ordering AsyncStorageWrites gives); a node-wide queue of write batches (a slow log holds
 // back every other log's acks); writing a log while its fsync runs (needs locking, buys nothing);
 // one goroutine per job (bursts of thousands at 2,000 partitions).
@@ -148,9 +150,13 @@
 // the log's first index until the replay passes the TRIM; no read is served before that
 // (ReadIndex), and readBatch answers OFFSET_OUT_OF_RANGE for a compacted entry rather than
 // fail-stop. The checkpoint's fsyncs (the log, the chunk, its directory, the header, the directory
-// again: 4–6 every 1,024 applied entries per replica) run inline on the loop (checkpointNow from
-// applyReady), so a slow disk there stalls every partition on the node; moving them into storage
-// jobs is an open gap. The metadata group writes SCK1 (every item inline; no per-batch index).
+// again: 4–6 every 1,024 applied entries per replica) run off the loop (checkpoint_job.go): the loop
+// encodes the header and the new index records in memory, the group's log sync (when the commit is
+// not durable yet) then a write job (records, header, their syncs, in the order above) run as
+// SyncJobs; only the write's completion makes the checkpoint count, and a trim job then removes the
+// older headers and chunks. One checkpoint per group is in flight; a replica whose files are removed
+// cancels its checkpoint jobs first (a guard held while a job runs), so a stale header never lands
+// in a directory placed again later. The watchdog times these jobs like any other. The metadata group writes SCK1 (every item inline; no per-batch index).
 // TestCheckpointSurvivesPowerCutAnywhere cuts the power after each disk operation of a run and
 // checks the restored state against a full replay. Rejected: per-segment summaries in raftlog (a
 // second index under raftlog's truncation rules), one growing index file (a trim could never free
@@ -257,8 +263,11 @@
 // the first index; the MsgSnap travels in the peer frame (no batches: small) and
 // ReportSnapshot(Finish) follows at once (a lost one is resent). saneMessage accepts MsgSnap only
 // for a partition group, from its voters, with data that restores at the snapshot's index.
-// Installing: ApplySnapshot (durable when it returns), engine restored, checkpoint index chunks
-// marked for rewrite. The compaction's retired segments are unlinked by a SyncJob nothing waits for
+// Without Config.WAL the snapshot is written by a storage job (snapshot_job.go:
+// StartCreateSnapshot on the loop encodes it, the job writes and syncs the file, the completion
+// installs it and compacts; a leader's snapshot waits in the queue meanwhile). Installing:
+// ApplySnapshot (durable when it returns), engine restored, checkpoint index chunks marked for
+// rewrite. The compaction's retired segments are unlinked by a SyncJob nothing waits for
 // (startTrash; a failure is logged, the next recovery removes them). Crashes in either path are
 // raftlog's recovery rules 4–5. Rejected: snapshot at T shipping the batches between R and T (as
 // big as a segment, over the frame limit); the real engine state at S with its index (a replica

@@ -67,6 +67,8 @@ type group struct {
 
 	appliedRaft     uint64 // last raft index applied to the engine
 	checkpointIndex uint64 // raft index of the last checkpoint written
+	// ck is the checkpoint in flight, nil when none (checkpoint_job.go).
+	ck *checkpointFlight
 	// rejoin is the replica's disk-loss recovery (rejoin.go); nil when it
 	// never lost its state.
 	rejoin *rejoin

@@ -159,6 +159,8 @@ func (c *cluster) start(id NodeID) {
 		ID: id, Nodes: c.nodes, Disk: c.disks[id], Network: sender{c: c, from: id},
 		Clock: testClock{}, Rand: rand.New(rand.NewPCG(uint64(id), 2)),
 		WAL: *walFlag, // wal_test.go
+		// The storage path production runs: settle runs the jobs.
+		AsyncSyncs: true,
 	}
 	if c.config != nil {
 		c.config(&cfg)
@@ -183,14 +185,16 @@ func (c *cluster) crash(id NodeID) {
 func (c *cluster) settle() {
 	c.t.Helper()
 	for range 1000 {
+		ran := false
 		for _, id := range c.ids {
 			if core := c.cores[id]; core != nil {
 				if err := core.Process(); err != nil {
 					c.t.Fatalf("node %d: process: %v", id, err)
 				}
+				ran = c.runJobs(core) || ran
 			}
 		}
-		if len(c.queue) == 0 {
+		if len(c.queue) == 0 && !ran {
 			return
 		}
 		queue := c.queue
@@ -202,6 +206,16 @@ func (c *cluster) settle() {
 		}
 	}
 	c.t.Fatalf("cluster did not settle")
+}
+
+// runJobs runs the storage jobs core started, in order, as the server's
+// storage pool would (one at a time), and reports whether there were any.
+func (c *cluster) runJobs(core *Core) bool {
+	jobs := core.TakeSyncJobs(nil)
+	for _, j := range jobs {
+		core.SyncDone(j.Token, j.Run())
+	}
+	return len(jobs) > 0
 }
 
 // tick advances every live node's clock n times, settling after each.

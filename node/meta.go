@@ -274,6 +274,9 @@ func (c *Core) removeReplica(g *group) {
 // removeReplicaFiles removes the files of a tombstoned replica's
 // directory (all but the tombstone).
 func (c *Core) removeReplicaFiles(dir string, logs coreLog) {
+	// No checkpoint or snapshot job writes here once it returns
+	// (checkpoint_job.go).
+	c.cancelReplicaJobs(dir)
 	if err := c.walVoid(dir + "/log"); err != nil { // wal.go
 		logs.log(slog.LevelWarn, "write-ahead log reset of a deleted replica", slog.Any("err", err))
 	}

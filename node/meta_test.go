@@ -766,6 +766,7 @@ func TestHandleLongPollWakeNeedsNoReadIndexRound(t *testing.T) {
 			if err := c.cores[id].Process(); err != nil {
 				t.Fatal(err)
 			}
+			c.runJobs(c.cores[id])
 		}
 		if produced != nil {
 			break

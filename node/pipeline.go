@@ -62,7 +62,14 @@ type groupPipe struct {
 type SyncJob struct {
 	Token uint64
 	run   func() error
+	// checkpoint: the job writes a checkpoint (checkpoint_job.go).
+	checkpoint bool
 }
+
+// Checkpoint reports whether the job writes a checkpoint, whose completion
+// is what makes it count: the simulator counts the crashes that land
+// between the two.
+func (j SyncJob) Checkpoint() bool { return j.checkpoint }
 
 // Run performs the job's fsyncs. It touches only the files and the Disk,
 // not the Core: the host may run jobs concurrently with each other and
@@ -81,6 +88,13 @@ type syncJob struct {
 	// waits for; walRemove: the removal of a rotation's retired segments
 	// (g nil); trash: the unlink of g's compacted segments (startTrash).
 	flush, early, walRemove, trash bool
+	// ckWrite: the write job of g's checkpoint, or with ckTrim its trim
+	// job (checkpoint_job.go).
+	ckWrite *checkpointWrite
+	ckTrim  bool
+	// snapshot: the raft index of the compaction snapshot the job writes
+	// (snapshot_job.go), 0 for other jobs.
+	snapshot uint64
 	// handed: the host took the job (TakeSyncJobs) at tick handedAt;
 	// slowLogged: the watchdog logged it as slow (stall.go).
 	handed     bool
@@ -133,6 +147,14 @@ func (c *Core) finishSync(token uint64, job syncJob, err error) {
 		c.finishTrash(job, err)
 		return
 	}
+	if job.ckWrite != nil {
+		c.finishCheckpointJob(token, job, err) // checkpoint_job.go
+		return
+	}
+	if job.snapshot != 0 {
+		c.finishSnapshotJob(token, job, err) // snapshot_job.go
+		return
+	}
 	if job.g == nil {
 		c.finishWALSync(token, job, err)
 		return
@@ -158,6 +180,7 @@ func (c *Core) finishSync(token uint64, job syncJob, err error) {
 	g.pipe.durableTerm = max(g.pipe.durableTerm, g.pipe.heldTerm)
 	g.pipe.durableCommit = max(g.pipe.durableCommit, g.pipe.heldCommit)
 	c.release(g)
+	c.checkpointAfterSync(g, token) // checkpoint_job.go
 }
 
 // release delivers what g's last write made durable: the held responses
@@ -242,7 +265,7 @@ func (c *Core) writeAppends() (int, error) {
 	}
 	n := 0
 	for _, g := range c.groups {
-		if len(g.pipe.appends) == 0 || g.pipe.syncing != 0 {
+		if len(g.pipe.appends) == 0 || g.pipe.syncing != 0 || c.snapshotWaits(g) {
 			continue
 		}
 		n++
@@ -286,22 +309,21 @@ func (c *Core) writeGroup(g *group) (bool, error) {
 			if raft.MustSync(orHard(hs, &p.hard), &p.hard, len(entries)) {
 				mustSync = true
 			}
-			if len(entries) > 0 {
-				p.acked = c.indexProposals(g, entries, p.acked)
+			n, err := c.saveAppend(g, entries, hs)
+			if err != nil {
+				return false, err
 			}
-			if c.wal != nil {
-				if err := c.walAppend(g, wal.Prepare(g.log, entries, hs)); err != nil {
-					return false, err
-				}
-				for _, e := range entries {
-					p.unflushed += int64(len(e.Data))
-				}
+			if n > 0 {
+				p.acked = c.indexProposals(g, entries[:n], p.acked)
 			}
-			if err := g.log.Save(entries, hs); err != nil {
-				if !c.spaceRefusable(g, err) { // else writeRefused logs what happens (diskfull.go)
-					g.logs.log(slog.LevelError, "raft log write failed; the node stops (fail-stop)", slog.Any("err", err))
-				}
-				return false, fmt.Errorf("node: %s/%d: save: %w", g.tp.Topic, g.tp.Partition, err)
+			if n < len(entries) {
+				// The log sealed its segment (raftlog SaveSome): the
+				// rest, its hard state and its responses wait for the
+				// sync that makes the sealed segment durable.
+				p.appends[i] = &raftpb.Message{Term: m.Term, Vote: m.Vote, Commit: m.Commit,
+					Entries: entries[n:], Responses: m.Responses}
+				p.appends = append(p.appends[:0], p.appends[i:]...)
+				return true, nil
 			}
 			if hs != nil {
 				p.hard.Term, p.hard.Vote, p.hard.Commit = hs.Term, hs.Vote, hs.Commit
@@ -311,6 +333,33 @@ func (c *Core) writeGroup(g *group) (bool, error) {
 	}
 	p.appends = p.appends[:0]
 	return mustSync, nil
+}
+
+// saveAppend writes entries and hs to g's log and returns how many of
+// entries it wrote: all, unless the log rolled its segment, whose fsync
+// the group's next sync job makes, off the loop (raftlog SaveSome). In WAL
+// mode all: the record in the write-ahead log names them all (the roll's
+// fsync then stays in Save).
+func (c *Core) saveAppend(g *group, entries []*raftpb.Entry, hs *raftpb.HardState) (int, error) {
+	n, err := len(entries), error(nil)
+	if c.wal != nil {
+		if err := c.walAppend(g, wal.Prepare(g.log, entries, hs)); err != nil {
+			return 0, err
+		}
+		for _, e := range entries {
+			g.pipe.unflushed += int64(len(e.Data))
+		}
+		err = g.log.Save(entries, hs)
+	} else {
+		n, err = g.log.SaveSome(entries, hs)
+	}
+	if err != nil {
+		if !c.spaceRefusable(g, err) { // else writeRefused logs what happens (diskfull.go)
+			g.logs.log(slog.LevelError, "raft log write failed; the node stops (fail-stop)", slog.Any("err", err))
+		}
+		return 0, fmt.Errorf("node: %s/%d: save: %w", g.tp.Topic, g.tp.Partition, err)
+	}
+	return n, nil
 }
 
 // orHard is hs, or prev when hs is nil (no hard state in the append).
@@ -326,7 +375,7 @@ func orHard(hs, prev *raftpb.HardState) *raftpb.HardState {
 func (c *Core) newJob(job syncJob) SyncJob {
 	c.nextSyncToken++
 	c.syncsInFlight[c.nextSyncToken] = job
-	return SyncJob{Token: c.nextSyncToken, run: job.run}
+	return SyncJob{Token: c.nextSyncToken, run: job.run, checkpoint: job.ckWrite != nil && !job.ckTrim}
 }
 
 // queueJob registers job and queues it for the host; it returns its token.

@@ -202,31 +202,8 @@ func (c *Core) applyReady(gr *groupReady) error {
 		c.wakeParked(g)
 	}
 	g.trimWaits()
-	if g.appliedRaft >= g.checkpointIndex+c.cfg.CheckpointEntries && g.pipe.syncing == 0 && !c.bugNoCheckpoint(g) {
+	if c.checkpointDue(g) { // checkpoint_job.go
 		return c.checkpointNow(g)
-	}
-	return nil
-}
-
-// checkpointNow writes g's checkpoint. The checkpoint syncs the log, since
-// the commit index covering it must be durable, so it runs only while no
-// sync of g is in flight, and first writes g's queued appends (the hard
-// state that committed what was just applied may be among them); that
-// sync makes them durable, so their responses go out after it.
-func (c *Core) checkpointNow(g *group) error {
-	queued := len(g.pipe.appends) > 0
-	if queued {
-		if _, err := c.writeGroup(g); err != nil {
-			return err
-		}
-	}
-	if err := c.writeCheckpoint(g); err != nil {
-		return err
-	}
-	if queued {
-		g.pipe.durableTerm = max(g.pipe.durableTerm, g.pipe.hard.GetTerm())
-		g.pipe.durableCommit = max(g.pipe.durableCommit, g.pipe.hard.GetCommit())
-		c.release(g)
 	}
 	return nil
 }

@@ -38,6 +38,9 @@ var ErrReplicaRecovering = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_RE
 // discardReplica marks the partition replica in dir as recovering and
 // removes its raft log and checkpoints, so it reopens empty and rebuilds.
 func (c *Core) discardReplica(dir string) error {
+	// No checkpoint or snapshot job writes here once it returns
+	// (checkpoint_job.go).
+	c.cancelReplicaJobs(dir)
 	if !c.bugRepairTrustsItself() {
 		if err := c.saveRejoin(dir, &rejoin{phase: rejoinProbing}); err != nil {
 			return err

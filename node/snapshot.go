@@ -59,6 +59,9 @@ type compactor struct {
 	conf   *raftpb.ConfState // the raft configuration as of next-1 (moves.go, confAfter)
 	next   uint64
 	target uint64
+	// job is the token of the storage job writing the snapshot, 0 before
+	// it starts (startSnapshotJob).
+	job uint64
 }
 
 // maybeCompact starts a compaction when whole segments lie below g's first
@@ -100,6 +103,9 @@ func (c *Core) maybeCompact(g *group) {
 // the segments below it.
 func (c *Core) compactStep(g *group) {
 	k := g.ret.compactor
+	if k.job != 0 {
+		return // its snapshot is being written (startSnapshotJob)
+	}
 	if k.next <= k.target {
 		hi := min(k.target+1, k.next+compactEntriesPerTick)
 		entries, err := g.log.Entries(k.next, hi, compactBytesPerTick)
@@ -124,8 +130,14 @@ func (c *Core) compactStep(g *group) {
 	if g.pipe.syncing != 0 {
 		return // the log is not written while its sync runs (pipeline.go): next tick
 	}
-	g.ret.compactor = nil
 	k.part.Compacted(k.target)
+	if c.wal == nil {
+		c.startSnapshotJob(g, k) // snapshot_job.go
+		return
+	}
+	// With the write-ahead log the entries up to the target may be
+	// durable only in it: CreateSnapshot syncs the log first, inline.
+	g.ret.compactor = nil
 	if err := g.log.CreateSnapshot(k.target, k.conf, k.part.StateSnapshot()); err != nil {
 		if errors.Is(err, raft.ErrSnapOutOfDate) {
 			return // a snapshot installed meanwhile
@@ -133,13 +145,19 @@ func (c *Core) compactStep(g *group) {
 		c.failStorage(g, err)
 		return
 	}
-	g.part.Compacted(k.target)
+	c.compacted(g, k.target)
+}
+
+// compacted follows the compaction of g's log to target: the engine drops
+// what it covers and the retired segments' unlink starts.
+func (c *Core) compacted(g *group, target uint64) {
+	g.part.Compacted(target)
 	g.ret.due = true // a TRIM applied meanwhile may allow the next one (retention.go)
 	c.stats.Compactions++
 	if run := g.log.TakeTrash(); run != nil {
 		c.startTrash(g, run)
 	}
-	g.logs.log(slog.LevelDebug, "raft log compacted", slog.Uint64("snapshot_index", k.target))
+	g.logs.log(slog.LevelDebug, "raft log compacted", slog.Uint64("snapshot_index", target))
 }
 
 // replayEntry applies one entry to a compactor's engine, as applyEntry

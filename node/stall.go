@@ -12,7 +12,9 @@ import (
 // The disk watchdog (issue 22; issue 21 item 6). Pebble's disk-health
 // checker and CockroachDB's max_sync_duration are the models. With
 // Config.AsyncSyncs every storage job (SyncJob: a log's fsync, a
-// write-ahead log sync, a flush, an unlink of compacted segments) runs off
+// write-ahead log sync, a flush, an unlink of compacted segments, a
+// checkpoint's writes and the removal of older ones, a compaction's
+// snapshot) runs off
 // the loop, so a device that hangs in fsync leaves the loop, its raft
 // heartbeats and its followers' acknowledgements all healthy: a leader
 // whose own fsync never returns keeps its leaderships (followers see
@@ -189,6 +191,8 @@ func (j syncJob) file() string {
 	switch {
 	case j.walRemove, j.g == nil:
 		return "wal"
+	case j.ckWrite != nil:
+		return j.ckWrite.dir
 	}
 	return j.g.dir + "/log"
 }
@@ -202,6 +206,12 @@ func (j syncJob) kind() string {
 		return fmt.Sprintf("write-ahead log sync (%d logs)", len(j.groups))
 	case j.trash:
 		return "unlink compacted segments"
+	case j.ckTrim:
+		return "remove older checkpoints"
+	case j.ckWrite != nil:
+		return "checkpoint write"
+	case j.snapshot != 0:
+		return "compaction snapshot write"
 	case j.flush:
 		return "log flush"
 	}

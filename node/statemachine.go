@@ -38,12 +38,16 @@ type stateMachine interface {
 	restoreCheckpoint(c *Core, g *group, ck *checkpoint) (replayAll bool)
 	// startEmpty gives g the empty state when no checkpoint exists.
 	startEmpty(g *group)
-	// checkpointState returns the state to write in g's checkpoint header
-	// and fills ck's format fields.
-	checkpointState(c *Core, g *group, ck *checkpoint) ([]byte, error)
-	// checkpointWritten runs once the header ck is durable and older
-	// headers are gone.
-	checkpointWritten(c *Core, g *group, ck *checkpoint) error
+	// prepareCheckpoint returns the state to write in g's checkpoint
+	// header, fills ck's format fields and adds to w the other files the
+	// checkpoint writes (checkpoint_job.go). Pure: no I/O.
+	prepareCheckpoint(c *Core, g *group, ck *checkpoint, w *checkpointWrite) []byte
+	// checkpointDone follows w's write job: err nil when the header is
+	// durable.
+	checkpointDone(w *checkpointWrite, err error)
+	// checkpointTrimmed follows w's trim job, once older headers and the
+	// files only they named are gone.
+	checkpointTrimmed(w *checkpointWrite)
 	// replacedBySnapshot follows the host's replacing the state with a raft
 	// snapshot's (snapshot.go; only with policy().raftSnapshots).
 	replacedBySnapshot()
@@ -149,19 +153,26 @@ func (p *partitionSM) restoreCheckpoint(c *Core, g *group, ck *checkpoint) bool 
 
 func (p *partitionSM) startEmpty(g *group) { g.part = engine.NewPartition() }
 
-// checkpointState writes the index chunks first and returns an SCK2
+// prepareCheckpoint adds the new index records to w and returns an SCK2
 // header's state (checkpoint.go).
-func (p *partitionSM) checkpointState(c *Core, g *group, ck *checkpoint) ([]byte, error) {
-	if err := p.appendIndex(c.cfg.Disk, g.dir+"/checkpoint/index"); err != nil {
-		return nil, err
-	}
+func (p *partitionSM) prepareCheckpoint(c *Core, g *group, ck *checkpoint, w *checkpointWrite) []byte {
 	ck.indexed = true
-	ck.indexStart, ck.indexEnd = g.part.IndexOrdinals()
-	return c.bugCheckpointState(g.part.StateSnapshot()), nil
+	ck.indexStart, ck.indexEnd = p.prepareIndex(w)
+	return c.bugCheckpointState(g.part.StateSnapshot())
 }
 
-func (p *partitionSM) checkpointWritten(c *Core, g *group, ck *checkpoint) error {
-	return p.freeIndex(c.cfg.Disk, g.dir+"/checkpoint/index", ck.indexStart)
+// checkpointDone: after a failed write the chunks may lack what
+// indexWritten claims; the next checkpoint rewrites them.
+func (p *partitionSM) checkpointDone(_ *checkpointWrite, err error) {
+	if err != nil {
+		p.indexKnown = false
+	}
+}
+
+// checkpointTrimmed notes the chunks the trim freed.
+func (p *partitionSM) checkpointTrimmed(w *checkpointWrite) {
+	start := w.indexStart
+	p.indexFreed = max(p.indexFreed, start-start%indexChunkRecords)
 }
 
 // replacedBySnapshot: the index chunks no longer match the engine's
@@ -240,12 +251,14 @@ func (m *metadataSM) restoreCheckpoint(_ *Core, g *group, ck *checkpoint) bool {
 // reopened one's (diskfull.go) is what it applied.
 func (m *metadataSM) startEmpty(*group) {}
 
-// checkpointState returns an SCK1 header's state.
-func (m *metadataSM) checkpointState(*Core, *group, *checkpoint) ([]byte, error) {
-	return m.meta.Snapshot(), nil
+// prepareCheckpoint returns an SCK1 header's state.
+func (m *metadataSM) prepareCheckpoint(*Core, *group, *checkpoint, *checkpointWrite) []byte {
+	return m.meta.Snapshot()
 }
 
-func (m *metadataSM) checkpointWritten(*Core, *group, *checkpoint) error { return nil }
+func (m *metadataSM) checkpointDone(*checkpointWrite, error) {}
+
+func (m *metadataSM) checkpointTrimmed(*checkpointWrite) {}
 
 // knownPeer: any node not known as removed. A member that missed a node's
 // join (it was down, cut off, or wiped and restarted over its static

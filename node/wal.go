@@ -372,5 +372,6 @@ func (c *Core) finishWALSync(token uint64, job syncJob, err error) {
 		g.pipe.durableTerm = max(g.pipe.durableTerm, g.pipe.heldTerm)
 		g.pipe.durableCommit = max(g.pipe.durableCommit, g.pipe.heldCommit)
 		c.release(g)
+		c.checkpointAfterSync(g, token) // checkpoint_job.go
 	}
 }

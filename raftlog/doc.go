@@ -1,7 +1,9 @@
 // Package raftlog is the raft storage of one group on segmented, CRC-framed append-only files.
 // raftlog.Log is one group's durable log: etcd raft's Storage plus the writes a Ready asks for
-// (Save = entries and hard state in one write, truncation of a conflicting suffix, ApplySnapshot,
-// CreateSnapshot with compaction, Sync, StartSync/FinishSync, Roll). Only through Disk.
+// (Save = entries and hard state in one write, SaveSome = Save up to a segment roll, truncation
+// of a conflicting suffix, ApplySnapshot, CreateSnapshot with compaction, or StartCreateSnapshot/
+// FinishCreateSnapshot with the file's fsyncs in the caller's job, Sync, StartSync/FinishSync,
+// Roll). Only through Disk.
 //
 // Files per log directory: <base index>.log segments, <index>.snap (one snapshot record), hardstate
 // (two 64-byte slots). Record: length u32 | crc u32 (CRC32C of length and body) | type u8 | body;
@@ -14,9 +16,12 @@
 // # Writing
 //
 // One WriteAt per segment touched. A segment rolls past SegmentBytesMax (default 64 MiB; per topic
-// through SetSegmentBytesMax = segment.bytes) after an fsync (run inside Save, so on the node's
-// loop), so only the last segment can hold unsynced data; each new segment starts with a copy of
-// the hard state. Roll rolls by age (segment.ms), only a segment holding entries, so an idle
+// through SetSegmentBytesMax = segment.bytes) after an fsync, so only the last segment can hold
+// unsynced data; each new segment starts with a copy of the hard state. Save makes that fsync
+// itself; SaveSome stops at the roll instead (the seal written, the rest not) and the next write
+// creates the next segment once a sync covered the sealed one, so a caller whose syncs are jobs
+// off its thread (the node) never waits for a roll's fsync; a crash before that sync leaves a
+// sealed last segment, cut like a torn tail. Roll rolls by age (segment.ms), only a segment holding entries, so an idle
 // partition rolls once. Sync fsyncs only dirty segments (and the directory after a create/remove);
 // a failed write or sync makes the Log failed for good — the caller fail-stops (fsyncgate).
 // Truncation at i is durable before new entries are written: sync, hard state to the side file,

@@ -121,6 +121,12 @@ type Log struct {
 	tailBytes    int64
 	dirDirty     bool     // files created or removed since the last SyncDir
 	trash        []string // retired segments' paths, for TakeTrash
+	// rollPending: SaveSome sealed the active segment; the next write
+	// creates the next one, once the sealed one is durable (finishRoll).
+	rollPending bool
+	// creating is the snapshot StartCreateSnapshot is writing, nil when
+	// none.
+	creating *raftpb.Snapshot
 
 	side        File  // hard-state side file, opened on first use
 	sideSlot    int64 // slot the next side write goes to (0 or 1)

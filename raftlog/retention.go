@@ -43,10 +43,17 @@ func (l *Log) SegmentBytesMax() int64 { return l.segmentBytesMax }
 // segment holds at least one entry (a topic's segment.ms: an idle segment
 // must become old enough to be deleted whole). The finished segment is
 // synced, as at a roll by size; the new one is durable at the next Sync.
-// It reports whether it rolled.
+// It reports whether it rolled. A roll SaveSome began is finished here
+// (the active segment is sealed already).
 func (l *Log) Roll() (bool, error) {
 	if err := l.writable(); err != nil {
 		return false, err
+	}
+	if l.rollPending {
+		if _, err := l.finishRoll(); err != nil {
+			return false, l.fail(err)
+		}
+		return true, nil
 	}
 	if s := l.segments[len(l.segments)-1]; s.lastIndex() < s.base {
 		return false, nil

@@ -98,6 +98,12 @@ func (l *Log) installSnapshot(snap *raftpb.Snapshot, applied bool) error {
 	if err != nil {
 		return err
 	}
+	return l.replaceSnapshot(snap, name)
+}
+
+// replaceSnapshot makes snap, durable in file name, the log's snapshot and
+// removes the previous snapshot's file.
+func (l *Log) replaceSnapshot(snap *raftpb.Snapshot, name string) error {
 	if l.snapshotName != "" && l.snapshotName != name {
 		if err := l.disk.Remove(l.path(l.snapshotName)); err != nil {
 			return fmt.Errorf("raftlog: remove %s: %w", l.snapshotName, err)
@@ -131,19 +137,116 @@ func (l *Log) CreateSnapshot(index uint64, confState *raftpb.ConfState, data []b
 	if err := l.Sync(); err != nil {
 		return err
 	}
-	if confState == nil {
-		confState = l.snapshot.GetMetadata().GetConfState()
-	}
-	snap := &raftpb.Snapshot{Data: data, Metadata: &raftpb.SnapshotMetadata{
-		ConfState: raftpb.EnsureConfState(proto.Clone(confState).(*raftpb.ConfState)),
-		Index:     new(index),
-		Term:      new(l.termAt(index)),
-	}}
-	if err := l.installSnapshot(snap, false); err != nil {
+	if err := l.installSnapshot(l.localSnapshot(index, confState, data), false); err != nil {
 		return l.fail(err)
 	}
 	if err := l.compact(index); err != nil {
 		return l.fail(err)
+	}
+	return nil
+}
+
+// localSnapshot is the snapshot CreateSnapshot records.
+func (l *Log) localSnapshot(index uint64, confState *raftpb.ConfState, data []byte) *raftpb.Snapshot {
+	if confState == nil {
+		confState = l.snapshot.GetMetadata().GetConfState()
+	}
+	return &raftpb.Snapshot{Data: data, Metadata: &raftpb.SnapshotMetadata{
+		ConfState: raftpb.EnsureConfState(proto.Clone(confState).(*raftpb.ConfState)),
+		Index:     new(index),
+		Term:      new(l.termAt(index)),
+	}}
+}
+
+// StartCreateSnapshot is CreateSnapshot in two steps, for a caller whose
+// fsyncs run off its thread: it returns run, which writes the snapshot's
+// file and makes it durable (file fsync, directory fsync) on any
+// goroutine, touching nothing else; FinishCreateSnapshot(run's error) then
+// makes it the log's snapshot and compacts, as CreateSnapshot. Writes may
+// go on meanwhile (not ApplySnapshot: it panics until the finish). Unlike
+// CreateSnapshot it does not sync the log first: the caller guarantees the
+// entries up to index are durable (raft applies only entries stable
+// locally, and a compaction stays at or below the applied index).
+func (l *Log) StartCreateSnapshot(index uint64, confState *raftpb.ConfState, data []byte) (run func() error, err error) {
+	if err := l.writable(); err != nil {
+		return nil, err
+	}
+	if l.creating != nil {
+		panic("raftlog: StartCreateSnapshot while a snapshot is being created")
+	}
+	if index < l.firstIndex {
+		return nil, raft.ErrSnapOutOfDate
+	}
+	if index > l.lastIndex {
+		panic(fmt.Sprintf("raftlog: snapshot at %d beyond last index %d", index, l.lastIndex))
+	}
+	snap := l.localSnapshot(index, confState, data)
+	rec, err := encodeSnapshot(snap, false)
+	if err != nil {
+		return nil, err
+	}
+	l.creating = snap
+	disk, dir, name := l.disk, l.dir, snapshotName(index)
+	return func() error {
+		if err := writeSyncedFile(disk, dir, name, rec); err != nil {
+			return err
+		}
+		if err := disk.SyncDir(dir); err != nil {
+			return fmt.Errorf("raftlog: sync dir %s: %w", dir, err)
+		}
+		return nil
+	}, nil
+}
+
+// FinishCreateSnapshot ends StartCreateSnapshot with its job's result: a
+// failure fails the log; a snapshot that a compaction meanwhile made out
+// of date (raft.ErrSnapOutOfDate) is removed; otherwise it becomes the
+// log's snapshot, the previous one is removed and the log compacts.
+func (l *Log) FinishCreateSnapshot(err error) error {
+	snap := l.creating
+	if snap == nil {
+		panic("raftlog: FinishCreateSnapshot without StartCreateSnapshot")
+	}
+	l.creating = nil
+	if err != nil {
+		return l.fail(err)
+	}
+	if err := l.writable(); err != nil {
+		return err
+	}
+	index := snap.GetMetadata().GetIndex()
+	name := snapshotName(index)
+	if index < l.firstIndex {
+		if err := l.disk.Remove(l.path(name)); err != nil {
+			return l.fail(fmt.Errorf("raftlog: remove %s: %w", name, err))
+		}
+		l.dirDirty = true
+		return raft.ErrSnapOutOfDate
+	}
+	if err := l.replaceSnapshot(snap, name); err != nil {
+		return l.fail(err)
+	}
+	if err := l.compact(index); err != nil {
+		return l.fail(err)
+	}
+	return nil
+}
+
+// writeSyncedFile writes data as the file name of dir and syncs it.
+func writeSyncedFile(disk Disk, dir, name string, data []byte) error {
+	f, err := disk.Open(dir + "/" + name)
+	if err != nil {
+		return fmt.Errorf("raftlog: create %s: %w", name, err)
+	}
+	defer f.Close()
+	if err := f.Truncate(0); err != nil {
+		return fmt.Errorf("raftlog: truncate %s: %w", name, err)
+	}
+	if n, err := f.WriteAt(data, 0); err != nil || n != len(data) {
+		return writeError(name, 0, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("raftlog: sync %s: %w", name, err)
 	}
 	return nil
 }
@@ -189,6 +292,9 @@ func (l *Log) ApplySnapshot(snapshot *raftpb.Snapshot) error {
 	if err := l.writable(); err != nil {
 		return err
 	}
+	if l.creating != nil {
+		panic("raftlog: ApplySnapshot while a snapshot is being created")
+	}
 	snap := raftpb.EnsureSnapshot(proto.Clone(snapshot).(*raftpb.Snapshot))
 	index, term := snap.GetMetadata().GetIndex(), snap.GetMetadata().GetTerm()
 	if current := l.firstIndex - 1; current != 0 && current >= index {
@@ -210,6 +316,7 @@ func (l *Log) ApplySnapshot(snapshot *raftpb.Snapshot) error {
 		l.dirDirty = true
 	}
 	l.segments = nil
+	l.rollPending = false
 	if err := l.syncDir(); err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ import (
 // fsyncs (four when unsynced writes precede it) and happens only when a new
 // leader overwrites a follower's tail.
 func (l *Log) Append(entries []*raftpb.Entry) error {
-	_, err := l.appendWith(entries, nil)
+	_, _, err := l.appendWith(entries, nil, false)
 	return err
 }
 
@@ -33,29 +33,54 @@ func (l *Log) Save(entries []*raftpb.Entry, state *raftpb.HardState) error {
 	if state != nil {
 		h = &hardState{term: state.GetTerm(), vote: state.GetVote(), commit: state.GetCommit()}
 	}
-	wrote, err := l.appendWith(entries, h)
+	wrote, _, err := l.appendWith(entries, h, false)
 	if err != nil || wrote || state == nil {
 		return err
 	}
 	return l.SetHardState(state)
 }
 
+// SaveSome is Save, except that it stops at a segment roll: it writes the
+// entries the active segment takes and seals it, and returns how many of
+// entries it wrote (all: it wrote the hard state too). The sealed segment
+// must be durable before the next one is created, so the next write
+// creates it, fsyncing the sealed segment first unless a Sync, or a
+// StartSync's job whose FinishSync came back, covered it. A caller that
+// syncs through StartSync's jobs off its thread therefore never waits for
+// a roll's fsync: it syncs after SaveSome returned fewer than all, then
+// saves the rest (and the hard state).
+func (l *Log) SaveSome(entries []*raftpb.Entry, state *raftpb.HardState) (int, error) {
+	var h *hardState
+	if state != nil {
+		h = &hardState{term: state.GetTerm(), vote: state.GetVote(), commit: state.GetCommit()}
+	}
+	wrote, n, err := l.appendWith(entries, h, true)
+	if err != nil || wrote || n < len(entries) || state == nil {
+		return n, err
+	}
+	return n, l.SetHardState(state)
+}
+
 // appendWith is Append, also writing hard state h (when not nil) right
-// after the entries; it reports whether h was written.
-func (l *Log) appendWith(entries []*raftpb.Entry, h *hardState) (bool, error) {
+// after the entries; it reports whether h was written and how many of
+// entries were (or were below the first index). With stopAtRoll it stops
+// at a segment roll (SaveSome).
+func (l *Log) appendWith(entries []*raftpb.Entry, h *hardState, stopAtRoll bool) (bool, int, error) {
 	l.checkNotSyncing()
 	if err := l.writable(); err != nil {
-		return false, err
+		return false, 0, err
 	}
 	if len(entries) == 0 {
-		return false, nil
+		return false, 0, nil
 	}
 	first := entries[0].GetIndex()
 	if first+uint64(len(entries))-1 < l.firstIndex {
-		return false, nil
+		return false, len(entries), nil
 	}
+	skipped := 0
 	if first < l.firstIndex {
-		entries = entries[l.firstIndex-first:]
+		skipped = int(l.firstIndex - first)
+		entries = entries[skipped:]
 		first = l.firstIndex
 	}
 	if first > l.lastIndex+1 {
@@ -64,14 +89,15 @@ func (l *Log) appendWith(entries []*raftpb.Entry, h *hardState) (bool, error) {
 	l.checkBatch(entries, first)
 	if first <= l.lastIndex {
 		if err := l.truncateFrom(first); err != nil {
-			return false, l.fail(err)
+			return false, 0, l.fail(err)
 		}
 	}
-	if err := l.write(entries, h); err != nil {
-		return false, l.fail(err)
+	n, err := l.write(entries, h, stopAtRoll)
+	if err != nil {
+		return false, 0, l.fail(err)
 	}
-	l.cacheTail(entries)
-	return h != nil, nil
+	l.cacheTail(entries[:n])
+	return h != nil && n == len(entries), skipped + n, nil
 }
 
 // checkBatch panics unless entries are consecutive from first with terms
@@ -93,16 +119,25 @@ func (l *Log) checkBatch(entries []*raftpb.Entry, first uint64) {
 }
 
 // write encodes entries after the last one, rolling segments on the way,
-// then hard state h when not nil, with one WriteAt per segment.
-func (l *Log) write(entries []*raftpb.Entry, h *hardState) error {
-	s := l.segments[len(l.segments)-1]
+// then hard state h when not nil, with one WriteAt per segment. With
+// stopAtRoll it seals the active segment where it would roll and returns
+// how many entries it wrote (h is then not written).
+func (l *Log) write(entries []*raftpb.Entry, h *hardState, stopAtRoll bool) (int, error) {
+	s, err := l.activeSegment()
+	if err != nil {
+		return 0, err
+	}
 	buf := l.writeBuf[:0]
-	for _, e := range entries {
+	for i, e := range entries {
 		recordBytes := int64(frameHeaderBytes + entryHeaderBytes + len(e.GetData()))
 		if s.lastIndex() >= s.base && s.size+int64(len(buf))+recordBytes > l.segmentBytesMax {
+			if stopAtRoll {
+				l.rollPending = true
+				return i, l.seal(s, buf)
+			}
 			next, err := l.roll(buf)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			s, buf = next, buf[:0]
 		}
@@ -116,11 +151,47 @@ func (l *Log) write(entries []*raftpb.Entry, h *hardState) error {
 		l.hard, l.hasHard = *h, true
 		buf = appendHardStateRecord(buf, *h)
 	}
-	err := l.writeAt(s, buf)
+	err = l.writeAt(s, buf)
 	if cap(buf) <= writeBufferBytesKept {
 		l.writeBuf = buf[:0]
 	}
-	return err
+	return len(entries), err
+}
+
+// activeSegment returns the segment writes go to: after a SaveSome that
+// sealed the last one, the next segment, created now (finishRoll).
+func (l *Log) activeSegment() (*segment, error) {
+	if l.rollPending {
+		return l.finishRoll()
+	}
+	return l.segments[len(l.segments)-1], nil
+}
+
+// finishRoll ends the roll SaveSome began: it syncs the sealed segment
+// unless a sync covered it already (the fsync SaveSome's caller moved off
+// its thread), then creates the next segment.
+func (l *Log) finishRoll() (*segment, error) {
+	s := l.segments[len(l.segments)-1]
+	if err := l.syncSealed(s); err != nil {
+		return nil, err
+	}
+	l.rollPending = false
+	return l.createSegment(l.lastIndex+1, l.termAt(l.lastIndex))
+}
+
+// syncSealed syncs sealed segment s when it holds unsynced writes.
+func (l *Log) syncSealed(s *segment) error {
+	if !s.dirty {
+		return nil
+	}
+	if err := l.runBeforeSync(); err != nil {
+		return err
+	}
+	if err := s.file.Sync(); err != nil {
+		return fmt.Errorf("raftlog: sync %s: %w", s.name, err)
+	}
+	s.dirty = false
+	return nil
 }
 
 // writeAt appends buf to segment s.
@@ -153,14 +224,8 @@ func (l *Log) roll(pending []byte) (*segment, error) {
 	if err := l.seal(s, pending); err != nil {
 		return nil, err
 	}
-	if s.dirty {
-		if err := l.runBeforeSync(); err != nil {
-			return nil, err
-		}
-		if err := s.file.Sync(); err != nil {
-			return nil, fmt.Errorf("raftlog: sync %s: %w", s.name, err)
-		}
-		s.dirty = false
+	if err := l.syncSealed(s); err != nil {
+		return nil, err
 	}
 	return l.createSegment(l.lastIndex+1, l.termAt(l.lastIndex))
 }
@@ -195,9 +260,12 @@ func (l *Log) SetHardState(state *raftpb.HardState) error {
 	if err := l.writable(); err != nil {
 		return err
 	}
+	s, err := l.activeSegment()
+	if err != nil {
+		return l.fail(err)
+	}
 	l.hard = hardState{term: state.GetTerm(), vote: state.GetVote(), commit: state.GetCommit()}
 	l.hasHard = true
-	s := l.segments[len(l.segments)-1]
 	var rec [frameHeaderBytes + hardStateBodyBytes]byte
 	if err := l.writeAt(s, appendHardStateRecord(rec[:0], l.hard)); err != nil {
 		return l.fail(err)
@@ -406,6 +474,7 @@ func (l *Log) truncateFrom(i uint64) error {
 	j := i - s.base
 	s.size = s.starts[j] // the seal goes too: s is the active segment again
 	s.starts, s.sizes, s.last, s.sealEnd = s.starts[:j], s.sizes[:j], i-1, -1
+	l.rollPending = false
 	if err := s.file.Truncate(s.size); err != nil {
 		return fmt.Errorf("raftlog: truncate %s: %w", s.name, err)
 	}

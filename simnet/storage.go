@@ -22,6 +22,12 @@ import (
 //   - fault/crash-after-fsync: a power loss or a kill strikes after the
 //     fsync, before the node heard of it (durable but never acknowledged).
 //
+// Every storage job goes this way: log syncs, checkpoint writes and
+// trims, unlinks. fault/crash-before-checkpoint-write and
+// fault/crash-before-checkpoint-done count the crashes that struck a
+// checkpoint's write job before it ran and after it ran but before its
+// completion made the checkpoint count.
+//
 // A disk stall (diskstall.go) parks every fsync of its node until it ends.
 //
 // All draws come from one stream of their own, so a seed replays bit for
@@ -98,6 +104,9 @@ func (w *world) runSync(n *simNode, inc uint32, job node.SyncJob) {
 	}
 	if w.crashPoint(n) {
 		w.coverage.Inc("fault/crash-before-fsync")
+		if job.Checkpoint() {
+			w.coverage.Inc("fault/crash-before-checkpoint-write")
+		}
 		w.stats.Crashes++
 		w.crashNode(n, "power loss with a fsync in flight")
 		w.scheduleRestart(n)
@@ -108,16 +117,19 @@ func (w *world) runSync(n *simNode, inc uint32, job node.SyncJob) {
 		err = errors.New("simnet: fsync panicked on a faulty disk")
 	}
 	d := time.Duration(between(w.storage.rng, 0, int64(storageHandoffMax)))
-	w.sched.schedule(d, &event{kind: evCall, node: n.index, call: func() { w.syncDone(n, inc, job.Token, err) }})
+	w.sched.schedule(d, &event{kind: evCall, node: n.index, call: func() { w.syncDone(n, inc, job, err) }})
 }
 
 // syncDone reports a fsync's result to n's core and runs its Ready cycles.
-func (w *world) syncDone(n *simNode, inc uint32, token uint64, err error) {
+func (w *world) syncDone(n *simNode, inc uint32, job node.SyncJob, err error) {
 	if !n.up || n.incarnation != inc {
 		return
 	}
 	if w.crashPoint(n) {
 		w.coverage.Inc("fault/crash-after-fsync")
+		if job.Checkpoint() {
+			w.coverage.Inc("fault/crash-before-checkpoint-done")
+		}
 		w.stats.Crashes++
 		if w.storage.rng.IntN(2) == 0 {
 			w.killNode(n, "killed after a fsync, before its completion")
@@ -127,6 +139,6 @@ func (w *world) syncDone(n *simNode, inc uint32, token uint64, err error) {
 		w.scheduleRestart(n)
 		return
 	}
-	w.guardCall(n, func() { n.core.SyncDone(token, err) })
+	w.guardCall(n, func() { n.core.SyncDone(job.Token, err) })
 	w.process(n)
 }

@@ -27,6 +27,9 @@ type serverMetrics struct {
 	bytesIn      prometheus.Counter
 	bytesOut     prometheus.Counter
 	fsync        prometheus.Histogram
+	// process times each Core.Process call: the loop stalls every
+	// partition for that long, so its top bucket is the longest stall.
+	process prometheus.Histogram
 }
 
 // secondsBuckets are the request and fsync latency buckets, from
@@ -57,7 +60,10 @@ func newServerMetrics(id node.NodeID) *serverMetrics {
 		bytesOut: prometheus.NewCounter(prometheus.CounterOpts{Name: "strand_fetch_bytes_total",
 			Help: "Batch bytes sent in fetch answers (bytes out).", ConstLabels: labels}),
 		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strand_fsync_duration_seconds",
-			Help: "Time of one partition log sync (SyncJob.Run) in the storage pool.", ConstLabels: labels,
+			Help: "Time of one storage job (SyncJob.Run: a log sync, a checkpoint write, ...) in the storage pool.", ConstLabels: labels,
+			Buckets: secondsBuckets()}),
+		process: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strand_loop_process_seconds",
+			Help: "Time of one Core.Process call on the loop, during which no partition of the node moves.", ConstLabels: labels,
 			Buckets: secondsBuckets()}),
 	}
 }
@@ -71,6 +77,7 @@ func (m *serverMetrics) collect(ch chan<- prometheus.Metric) {
 	m.bytesIn.Collect(ch)
 	m.bytesOut.Collect(ch)
 	m.fsync.Collect(ch)
+	m.process.Collect(ch)
 }
 
 // acksLabel names a produce's acks as the metrics do.

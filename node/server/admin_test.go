@@ -261,6 +261,7 @@ func TestAdminMetricsScrape(t *testing.T) {
 		{"strand_catchup_bytes_total", dto.MetricType_COUNTER, []string{"node"}},
 		{"strand_raft_commit_duration_seconds", dto.MetricType_HISTOGRAM, []string{"node"}},
 		{"strand_fsync_duration_seconds", dto.MetricType_HISTOGRAM, []string{"node"}},
+		{"strand_loop_process_seconds", dto.MetricType_HISTOGRAM, []string{"node"}},
 		{"strand_produce_request_duration_seconds", dto.MetricType_HISTOGRAM, []string{"acks", "node"}},
 		{"strand_produce_requests_total", dto.MetricType_COUNTER, []string{"acks", "node"}},
 		{"strand_fetch_request_duration_seconds", dto.MetricType_HISTOGRAM, []string{"node"}},

@@ -78,7 +78,9 @@
 //     offline; follower lag; group committed offset, lag in records and seconds, retention
 //     headroom; move progress (strand_partition_move_progress_ratio on the leader,
 //     strand_partition_moves_in_progress); histograms of commit latency (proposal → apply by the
-//     Core's Clock), fsync (SyncJob.Run), produce (by acks) and fetch requests; bytes in/out; disk
+//     Core's Clock), storage jobs (SyncJob.Run), each Core.Process call on the loop
+//     (strand_loop_process_seconds: its top bucket is the longest stall of every partition),
+//     produce (by acks) and fetch requests; bytes in/out; disk
 //     free. /readyz is 200 once the node is registered, knows a metadata leader and every hosted
 //     replica knows a leader and is within 256 entries of its commit; else 503 naming why. /readyz
 //     is the node's *own* readiness: a peer that is down leaves the others 200 (what a load

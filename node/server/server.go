@@ -462,7 +462,9 @@ func (r *Server) loop() {
 		r.drainInputs(ticker.C)
 		start := time.Now()
 		err := r.core.Process()
-		r.loopStats.processTime += time.Since(start)
+		took := time.Since(start)
+		r.loopStats.processTime += took
+		r.metrics.process.Observe(took.Seconds())
 		r.loopStats.processCalls++
 		r.noteMetadata()
 		r.noteSecurity()
