@@ -103,7 +103,7 @@ func (w *ckWorld) produceUntilHeld() SyncJob {
 	w.t.Helper()
 	for i := 0; i < 100 && len(w.held) == 0; i++ {
 		lead := w.c.leader(tp0)
-		w.c.cores[lead].Produce(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1,
+		w.c.cores[lead].produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksAll, ProducerID: -1,
 			Batch: testBatch(w.t, "ck", 1)}, func(ProduceResult) {})
 		w.run()
 		for _, id := range w.c.ids {
@@ -219,16 +219,16 @@ func TestHungCheckpointWriteSeenByWatchdog(t *testing.T) {
 	dir := c.replicaDir(f, tp0)
 	job := w.produceUntilHeld()
 	core := c.cores[f]
-	for i := 0; i < int(core.diskStallTicks())+2 && !core.DiskStalled(); i++ {
+	for i := 0; i < int(core.diskStallTicks())+2 && !core.diskStalled(); i++ {
 		for _, id := range c.ids {
 			c.cores[id].Tick()
 		}
 		w.run()
 	}
-	if !core.DiskStalled() {
+	if !core.diskStalled() {
 		t.Fatalf("node %d not stalled %d ticks into a hung checkpoint write", f, core.diskStallTicks()+2)
 	}
-	if _, file := core.OldestStorageJob(); file != dir+"/checkpoint" {
+	if _, file := core.oldestStorageJob(); file != dir+"/checkpoint" {
 		t.Fatalf("oldest storage job names %q, want %q", file, dir+"/checkpoint")
 	}
 	out := logs.String()
@@ -244,7 +244,7 @@ func TestHungCheckpointWriteSeenByWatchdog(t *testing.T) {
 		}
 		w.run()
 	}
-	if core.DiskStalled() {
+	if core.diskStalled() {
 		t.Fatal("node still stalled after its checkpoint write returned")
 	}
 }

@@ -112,7 +112,7 @@ func TestLoopMakesNoFsyncWhileSegmentsRollAndCheckpoint(t *testing.T) {
 	acked := 0
 	for i := range 120 {
 		loop("Produce", func() {
-			c.cores[lead].Produce(ProduceRequest{TopicPartition: tp, Acks: AcksAll, ProducerID: -1,
+			c.cores[lead].produceNow(ProduceRequest{TopicPartition: tp, Acks: AcksAll, ProducerID: -1,
 				Batch: testBatch(t, "roll", 4)}, func(r ProduceResult) {
 				if r.Err == nil {
 					acked++
