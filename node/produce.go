@@ -149,6 +149,10 @@ func produceResult(res engine.Result, leader NodeID) ProduceResult {
 		out.Err = fmt.Errorf("%w: %w", ErrUnknownProducer, res.Err)
 	case errors.Is(res.Err, engine.ErrProducerFenced):
 		out.Err = fmt.Errorf("%w: %w", ErrProducerFenced, res.Err)
+	case errors.Is(res.Err, engine.ErrInvalidTxnState):
+		out.Err = fmt.Errorf("%w: %w", ErrInvalidTxnState, res.Err)
+	case errors.Is(res.Err, engine.ErrCoordinatorFenced):
+		out.Err = fmt.Errorf("%w: %w", ErrCoordinatorFenced, res.Err)
 	default:
 		out.Err = fmt.Errorf("%w: %w", ErrInvalidRequest, res.Err)
 	}

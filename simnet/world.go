@@ -285,6 +285,7 @@ func (w *world) nodeConfig(n *simNode, inc uint32) node.Config {
 		MinFreeBytes:         simMinFreeBytes,
 		CatchUpBytesPerSec:   w.opts.CatchUpBytesPerSec,
 		RetentionCheckTicks:  w.opts.RetentionCheckTicks,
+		Txn:                  node.TxnConfig{Markers: node.PartitionMarkers{}},
 		Observer: func(tp node.TopicPartition, topicID, index, term uint64, data []byte) {
 			w.checker.onApply(n, tp, topicID, index, term, data)
 		},
