@@ -249,6 +249,10 @@ type ProduceRequest struct {
 	ProducerEpoch int32
 	BaseSequence  int32
 	Batch         []byte
+	// Transactional: the batch belongs to the producer's open transaction
+	// of TransactionalID (txn_produce.go).
+	Transactional   bool
+	TransactionalID string
 }
 
 // ProduceResult is the outcome of a produce. BaseOffset is -1 when not known

@@ -26,6 +26,10 @@ import (
 // ErrTimeout are indefinite: the entry may still commit.
 func (c *Core) Produce(req ProduceRequest, done func(ProduceResult)) {
 	defer c.flush()
+	if req.Transactional {
+		c.produceTransactional(req, done)
+		return
+	}
 	c.produce(req, done)
 }
 
@@ -69,7 +73,11 @@ func (c *Core) produce(req ProduceRequest, done func(ProduceResult)) {
 	c.nextProposalID++
 	id := c.nextProposalID
 	producer := engine.Producer{ID: req.ProducerID, Epoch: req.ProducerEpoch, BaseSequence: req.BaseSequence}
-	data := engine.EncodeProduceEntry(nil, c.cfg.Clock.Realtime().UnixMilli(), id, producer, req.Batch)
+	encode := engine.EncodeProduceEntry
+	if req.Transactional {
+		encode = engine.EncodeTransactionalProduceEntry
+	}
+	data := encode(nil, c.cfg.Clock.Realtime().UnixMilli(), id, producer, req.Batch)
 	c.touch(g)
 	if err := g.raw.Propose(data); err != nil {
 		// Dropped: leadership moved (or a transfer), or the uncommitted

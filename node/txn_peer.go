@@ -118,6 +118,12 @@ func (c *Core) receiveTxnFrame(from NodeID, f *txnPeerFrame) {
 		switch body := req.GetBody().(type) {
 		case *strandpb.Request_WriteTxnMarkers:
 			c.handleWriteTxnMarkers(body.WriteTxnMarkers, answer)
+		case *strandpb.Request_AddPartitionsToTxn:
+			if !body.AddPartitionsToTxn.GetVerifyOnly() {
+				answer(requestError(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "node: a peer only verifies partitions"))
+				continue
+			}
+			c.handleVerifyPartitions(body.AddPartitionsToTxn, answer) // a partition leader's KIP-890 check
 		default:
 			answer(requestError(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "node: not a node-to-node request"))
 		}

@@ -2272,12 +2272,15 @@ func (x *MetadataResponse) GetClusterId() []byte {
 
 // ProduceRequest appends one batch to each of several partitions.
 type ProduceRequest struct {
-	state         protoimpl.MessageState      `protogen:"open.v1"`
-	Acks          int32                       `protobuf:"varint,1,opt,name=acks,proto3" json:"acks,omitempty"` // 0, 1 or -1 (all)
-	TimeoutMs     int32                       `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	Partitions    []*ProduceRequest_Partition `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState      `protogen:"open.v1"`
+	Acks       int32                       `protobuf:"varint,1,opt,name=acks,proto3" json:"acks,omitempty"` // 0, 1 or -1 (all)
+	TimeoutMs  int32                       `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	Partitions []*ProduceRequest_Partition `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The producer's transactional id: needed by a partition marked
+	// transactional, whose leader verifies with the id's coordinator.
+	TransactionalId string `protobuf:"bytes,4,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ProduceRequest) Reset() {
@@ -2329,6 +2332,13 @@ func (x *ProduceRequest) GetPartitions() []*ProduceRequest_Partition {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *ProduceRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
 }
 
 // ProduceResponse gives each partition's outcome; base_offset is -1 when not
@@ -10019,14 +10029,15 @@ const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2\".strand.MetadataResponse.PartitionR\n" +
 	"partitions\x12\x19\n" +
-	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\x8b\x03\n" +
+	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xb6\x03\n" +
 	"\x0eProduceRequest\x12\x12\n" +
 	"\x04acks\x18\x01 \x01(\x05R\x04acks\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\x12@\n" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2 .strand.ProduceRequest.PartitionR\n" +
-	"partitions\x1a\x83\x02\n" +
+	"partitions\x12)\n" +
+	"\x10transactional_id\x18\x04 \x01(\tR\x0ftransactionalId\x1a\x83\x02\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1f\n" +
