@@ -271,6 +271,8 @@ type FetchRequest struct {
 	TopicPartition
 	Offset   int64
 	MaxBytes int32
+	// Isolation: ReadCommitted reads below the last stable offset only.
+	Isolation engine.Isolation
 }
 
 // FetchedBatch is one stored batch, its bytes served as stored.
@@ -292,6 +294,9 @@ type FetchResult struct {
 	HighWatermark  int64
 	LogStartOffset int64
 	Leader         NodeID
+	// LastStableOffset is the partition's at the read: every transaction
+	// below it is decided (txn_fetch.go).
+	LastStableOffset int64
 }
 
 // GroupStatus is one hosted replica's state, for tools and the simulator's
