@@ -180,3 +180,109 @@ func TestTxnReadCommitted(t *testing.T) {
 		t.Fatalf("after the abort: LSO %d, high-water mark %d", ru.GetLastStableOffset(), ru.GetHighWatermark())
 	}
 }
+
+// waitCommitted ticks until read_committed of tp returns n records and
+// the partition's LSO is its high-water mark.
+func (c *cluster) waitCommitted(tp TopicPartition, n int) {
+	c.t.Helper()
+	var got []string
+	for range 60 {
+		r := c.fetchWire(tp, 0, 1)
+		if got = c.valuesOf(r); len(got) == n && r.GetLastStableOffset() == r.GetHighWatermark() {
+			return
+		}
+		c.tick(10)
+	}
+	c.t.Fatalf("read_committed of %v: %v, want %d records", tp, got, n)
+}
+
+// TestTxnCommitSurvivesCoordinatorCrash shows a commit decided by a
+// coordinator that crashes before writing any marker (EndTxn answered,
+// PrepareCommit durable) ends with its markers on every partition: the
+// new coordinator's sweep asks for them again, and read_committed readers
+// of both partitions get every record. Checked to fail with the sweep not
+// driving the markers of prepared transactions.
+func TestTxnCommitSurvivesCoordinatorCrash(t *testing.T) {
+	w := &holdingMarkers{}
+	c := newCluster(t, 44, 3, replicated(3, "t", 2), txnTestConfig(w))
+	p := c.initTxn("app")
+	if r := c.txnCall("app", addPartitionsReq("app", p, "t", 0, 1)); r.GetError() != nil {
+		t.Fatalf("add partitions: %v", r.GetError())
+	}
+	seq := txnSeq{}
+	for _, tp := range []TopicPartition{{"t", 0}, {"t", 1}} {
+		if r := c.produceTxn("app", p, tp, seq, "x", 3); r.GetError() != nil {
+			t.Fatalf("write to %v: %v", tp, r)
+		}
+	}
+	w.all = true
+	if r := c.txnCall("app", endTxnReq("app", p, true)); r.GetError() != nil {
+		t.Fatalf("end: %v", r.GetError())
+	}
+	coord := c.findTxnCoordinator("app")
+	if len(w.held) != 2 {
+		t.Fatalf("markers asked before the crash: %d, want 2", len(w.held))
+	}
+	c.crash(coord)
+	w.held, w.all = nil, false // the crashed coordinator's: never written
+	c.waitTxnState("app", "CompleteCommit")
+	for _, tp := range []TopicPartition{{"t", 0}, {"t", 1}} {
+		c.waitCommitted(tp, 3)
+	}
+	c.start(coord)
+	c.tick(50)
+	for _, tp := range []TopicPartition{{"t", 0}, {"t", 1}} {
+		c.waitCommitted(tp, 3)
+	}
+}
+
+// TestTxnCommitSurvivesPartitionLeaderCrash shows a transaction whose
+// partition leaders crash mid-way: after a first write, the partition's
+// new leader takes the next write of the same transaction (the begin is
+// replicated); the commit's marker request to that leader is lost when it
+// crashes too, the call times out, the coordinator's sweep asks again and
+// the next leader writes it; every replica, the restarted ones too, then
+// serves the whole transaction to read_committed. Checked to fail when a
+// marker write that failed is never retried (its flight not cleared).
+func TestTxnCommitSurvivesPartitionLeaderCrash(t *testing.T) {
+	w := &holdingMarkers{}
+	c := newCluster(t, 45, 3, replicated(3, "t", 1), txnTestConfig(w))
+	t0 := TopicPartition{"t", 0}
+	p := c.initTxn("app")
+	coord := c.findTxnCoordinator("app")
+	var others []NodeID
+	for _, id := range c.ids {
+		if id != coord {
+			others = append(others, id)
+		}
+	}
+	first, second := others[0], others[1]
+	c.placeLeader(t0, first)
+	if r := c.txnCall("app", addPartitionsReq("app", p, "t", 0)); r.GetError() != nil {
+		t.Fatalf("add partitions: %v", r.GetError())
+	}
+	seq := txnSeq{}
+	if r := c.produceTxn("app", p, t0, seq, "before", 2); r.GetError() != nil {
+		t.Fatalf("first write: %v", r)
+	}
+	c.crash(first)
+	c.placeLeader(t0, second)
+	if r := c.produceTxn("app", p, t0, seq, "after", 2); r.GetError() != nil || r.GetBaseOffset() != 2 {
+		t.Fatalf("write at the new leader: %v", r)
+	}
+	c.start(first)
+	c.tick(20)
+	w.hold = map[TopicPartition]bool{t0: true}
+	if r := c.txnCall("app", endTxnReq("app", p, true)); r.GetError() != nil {
+		t.Fatalf("end: %v", r.GetError())
+	}
+	c.placeLeader(t0, second)
+	w.release()     // the WriteTxnMarkers request to second is in flight...
+	c.crash(second) // ...and lost
+	c.waitTxnState("app", "CompleteCommit")
+	c.waitCommitted(t0, 4)
+	c.start(second)
+	c.tick(50)
+	c.placeLeader(t0, second)
+	c.waitCommitted(t0, 4)
+}
