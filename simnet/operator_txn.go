@@ -30,6 +30,8 @@ func (op *operator) txnRequest(a opAction) *opRequest {
 		req = &strandpb.Request{Body: &strandpb.Request_EndTxn{EndTxn: &strandpb.EndTxnRequest{TransactionalId: opTxnID, Producer: producer, Commit: true}}}
 	case "list_transactions":
 		req = &strandpb.Request{Body: &strandpb.Request_ListTransactions{ListTransactions: &strandpb.ListTransactionsRequest{}}}
+	case "write_txn_markers": // node to node only: Handle refuses it
+		req = &strandpb.Request{Body: &strandpb.Request_WriteTxnMarkers{WriteTxnMarkers: &strandpb.WriteTxnMarkersRequest{}}}
 	case "describe_transactions":
 		req = &strandpb.Request{Body: &strandpb.Request_DescribeTransactions{DescribeTransactions: &strandpb.DescribeTransactionsRequest{}}}
 	default:
