@@ -52,7 +52,9 @@ func (c *cluster) lsoOn(tp TopicPartition) (lso, hwm int64) {
 // a zombie producer (an older epoch, after a new InitProducerId aborted
 // its transaction) is refused PRODUCER_FENCED. Checked to fail: with
 // produceTransactional skipping the verification, the write to the
-// partition not added is accepted.
+// partition not added is accepted; and a late duplicate of a marker
+// (whose epoch is the next transaction's) ends the next transaction
+// without the guard in writeMarkerHere.
 func TestTxnProduceIsVerified(t *testing.T) {
 	c := newCluster(t, 42, 3, replicated(3, "t", 2), txnTestConfig(PartitionMarkers{}))
 	p := c.initTxn("app")
@@ -101,6 +103,15 @@ func TestTxnProduceIsVerified(t *testing.T) {
 	}
 	if r := c.produceTxn("app", next, t0, txnSeq{}, "c", 1); r.GetError() != nil {
 		t.Fatalf("write of the next transaction: %v", r)
+	}
+	// A late duplicate of the first commit's marker (its epoch is the next
+	// transaction's) is answered done and does not end the next one.
+	stale := TxnMarker{TransactionalID: "app", Commit: true, Producer: next, Partition: t0, CoordinatorEpoch: 1 << 20}
+	if err := c.writeMarker(coord, stale); err != nil {
+		t.Fatalf("late marker: %v", err)
+	}
+	if lso, hwm := c.lsoOn(t0); lso != 6 || hwm != 7 {
+		t.Fatalf("after a late marker: LSO %d, high-water mark %d, want 6 and 7 (the next transaction still open)", lso, hwm)
 	}
 	wantCode(t, "init on an open transaction", c.txnCall("app", initTxnReq("app", 60_000)), strandpb.ErrorCode_ERROR_CODE_CONCURRENT_TRANSACTIONS)
 	c.waitTxnState("app", "CompleteAbort")

@@ -104,7 +104,16 @@ func markerAnswer(resp *strandpb.Response, err error, tp TopicPartition) error {
 // (which the coordinator allows only once every marker of this one was
 // written, and the partition refuses while another transaction is open)
 // moves the epoch on, so the transaction is closed here.
+//
+// A marker carries its transaction's epoch + 1 (KIP-890), so one whose
+// epoch is that of the transaction open here belongs to an earlier
+// transaction, already ended here (a late duplicate of a request): it is
+// done, and never proposed, where it would end the later transaction.
 func (c *Core) writeMarkerHere(g *group, m engine.Marker, done func(error)) {
+	if epoch, open := g.part.TxnOpen(m.ProducerID); open && epoch == m.ProducerEpoch {
+		c.completions = append(c.completions, func() { done(nil) })
+		return
+	}
 	now := c.cfg.Clock.Realtime().UnixMilli()
 	c.proposeEntry(g, func(id uint64) []byte { return engine.EncodeTxnMarkerEntry(nil, now, id, m) }, func(res ProduceResult) {
 		if errors.Is(res.Err, ErrProducerFenced) {
