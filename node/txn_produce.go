@@ -49,6 +49,11 @@ func (c *Core) produceTransactional(req ProduceRequest, done func(ProduceResult)
 			fail(err)
 			return
 		}
+		g := c.byTP[req.TopicPartition] // the replica now (a deleted topic's is gone)
+		if g == nil {
+			c.produce(req, done)
+			return
+		}
 		now := c.cfg.Clock.Realtime().UnixMilli()
 		c.proposeEntry(g, func(id uint64) []byte {
 			return engine.EncodeTxnBeginEntry(nil, now, id, req.ProducerID, req.ProducerEpoch)
