@@ -101,9 +101,10 @@
 // Compacted moves, so replicas agree and TailDigest covers the transactional state.
 //
 // Not here: building a Kafka control batch for a marker (kafkaproto), accepting Kafka batches with
-// the transactional attribute (recordbatch refuses them today with ErrUnsupported; the node must
-// set Entry.transactional from the produce request, and the Kafka form needs recordbatch to accept
-// the bit), mapping ErrInvalidTxnState / ErrCoordinatorFenced to wire codes (node/errors), and the
+// the transactional attribute (recordbatch refuses them today with ErrUnsupported; the native
+// produce sets Entry.transactional, node/txn_produce.go; the Kafka form needs recordbatch to
+// accept the bit), mapping ErrInvalidTxnState / ErrCoordinatorFenced to wire codes (node/produce.go
+// produceResult, node/txn_write.go), and the
 // node's own append-only checkpoint of the offset index, which needs no change (markers are
 // ordinary BatchLocations).
 //

@@ -103,6 +103,7 @@ var kafkaCodeRows = []struct {
 	{strandpb.ErrorCode_ERROR_CODE_INVALID_TRANSACTION_TIMEOUT, kerr.InvalidTransactionTimeout},
 	{strandpb.ErrorCode_ERROR_CODE_CONCURRENT_TRANSACTIONS, kerr.ConcurrentTransactions},
 	{strandpb.ErrorCode_ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND, kerr.TransactionalIDNotFound},
+	{strandpb.ErrorCode_ERROR_CODE_TRANSACTION_COORDINATOR_FENCED, kerr.TransactionCoordinatorFenced},
 	// A node without a marker writer: definite, as Kafka's answer to a
 	// request the broker does not support.
 	{strandpb.ErrorCode_ERROR_CODE_TRANSACTIONS_NOT_ENABLED, kerr.UnsupportedVersion},

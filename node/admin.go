@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/engine/recordbatch"
 	"github.com/strandlog/strand/proto/strandpb"
@@ -22,6 +23,9 @@ const (
 type ListOffsetsRequest struct {
 	TopicPartition
 	TimestampMs int64
+	// Isolation: ReadCommitted answers TimestampLatest with the last
+	// stable offset.
+	Isolation engine.Isolation
 }
 
 // ListOffsetsResult is the answer to a ListOffsetsRequest, with the bounds of the
@@ -55,7 +59,7 @@ func (c *Core) listOffsets(req ListOffsetsRequest, done func(ListOffsetsResult))
 		res := ListOffsetsResult{TimestampMs: -1, HighWatermark: g.part.HighWatermark(), LogStartOffset: g.part.LogStartOffset(), Leader: c.cfg.ID}
 		switch req.TimestampMs {
 		case TimestampLatest:
-			res.Offset = res.HighWatermark
+			res.Offset = g.part.ReadLimit(req.Isolation)
 		case TimestampEarliest:
 			res.Offset = res.LogStartOffset
 		default:
@@ -125,6 +129,10 @@ func (c *Core) handleListOffsets(req *strandpb.ListOffsetsRequest, answer func(*
 		answer(requestError(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "node: too many partitions in one list offsets"))
 		return
 	}
+	if !validIsolation(req.GetIsolationLevel()) {
+		answer(requestError(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, fmt.Sprintf("node: isolation level %d is not 0 or 1", req.GetIsolationLevel())))
+		return
+	}
 	out := make([]*strandpb.ListOffsetsResponse_Partition, len(parts))
 	pending := len(parts)
 	finish := func() {
@@ -151,7 +159,7 @@ func (c *Core) handleListOffsets(req *strandpb.ListOffsetsRequest, answer func(*
 			c.completions = append(c.completions, func() { done(res) })
 			continue
 		}
-		c.listOffsets(ListOffsetsRequest{TopicPartition: tp, TimestampMs: p.GetTimestampMs()}, done)
+		c.listOffsets(ListOffsetsRequest{TopicPartition: tp, TimestampMs: p.GetTimestampMs(), Isolation: engine.Isolation(req.GetIsolationLevel())}, done)
 	}
 }
 

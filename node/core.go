@@ -249,6 +249,10 @@ type ProduceRequest struct {
 	ProducerEpoch int32
 	BaseSequence  int32
 	Batch         []byte
+	// Transactional: the batch belongs to the producer's open transaction
+	// of TransactionalID (txn_produce.go).
+	Transactional   bool
+	TransactionalID string
 }
 
 // ProduceResult is the outcome of a produce. BaseOffset is -1 when not known
@@ -267,6 +271,8 @@ type FetchRequest struct {
 	TopicPartition
 	Offset   int64
 	MaxBytes int32
+	// Isolation: ReadCommitted reads below the last stable offset only.
+	Isolation engine.Isolation
 }
 
 // FetchedBatch is one stored batch, its bytes served as stored.
@@ -288,6 +294,9 @@ type FetchResult struct {
 	HighWatermark  int64
 	LogStartOffset int64
 	Leader         NodeID
+	// LastStableOffset is the partition's at the read: every transaction
+	// below it is decided (txn_fetch.go).
+	LastStableOffset int64
 }
 
 // GroupStatus is one hosted replica's state, for tools and the simulator's

@@ -408,9 +408,31 @@
 // TimeoutAbort for Expired(leader's wall clock), a snapshot, a producer-id refill below half a
 // block, and (hourly) ExpireIDs. Proven: TestTxnInitFencesOlderEpochs, TestTxnEndResumesAfter
 // CoordinatorCrash, TestTxnTimeoutAborts, TestTxnRestoreFromSnapshotEqualsReplay,
-// TestTxnNotEnabledWithoutMarkerWriter. Not yet: the marker writer itself (partition side),
-// TxnOffsetCommit, the Kafka handlers, a transactional-id ACL resource (the new requests need
-// cluster ALTER when authorizing; FindCoordinator checks group "" DESCRIBE).
+// TestTxnNotEnabledWithoutMarkerWriter.
+//
+// The partition side (txn_write.go, txn_peer.go, txn_produce.go, txn_fetch.go). PartitionMarkers is
+// the writer of production and the simulator: a partition marker is a TXN_MARKER entry
+// (engine/doc.go "Transactions") proposed where this node leads the partition, else asked of its
+// leader with WriteTxnMarkers (Request arm 96, node to node only: carried marshalled in
+// RaftFrame.txn_requests/txn_responses, calls keyed by random ids and failed ErrTimeout after
+// RequestTimeoutTicks; the sweep asks again). The coordinator epoch is the coordinator
+// partition's raft term. A marker refused PRODUCER_FENCED is done (a newer epoch ended the
+// transaction there); an older coordinator epoch is TRANSACTION_COORDINATOR_FENCED (code 95).
+// A group's marker completes at once (no transactional offsets yet). Transactional produce
+// (ProduceRequest.transactional_id, Partition.transactional): a leader with no transaction of the
+// producer open at the batch's epoch verifies with the id's coordinator (AddPartitionsToTxn
+// verify-only, node to node, or read locally) and proposes TXN_BEGIN right before the write;
+// a refusal refuses the write. Reads skip marker entries; FetchRequest.isolation_level (0
+// read_uncommitted default, 1 read_committed: below the LSO) and ListOffsetsRequest's (latest is
+// the LSO at read_committed); every fetch partition answers last_stable_offset and the aborted
+// transactions overlapping the batches read, and a native read_committed fetch drops aborted
+// batches itself. Proven: TestTxnMarkersReachEveryPartition, TestTxnProduceIsVerified,
+// TestTxnReadCommitted, TestTxnCommitSurvivesCoordinatorCrash,
+// TestTxnCommitSurvivesPartitionLeaderCrash. Not yet: TxnOffsetCommit, the Kafka handlers and
+// control batches (a fetch does not serve markers), clientlib (its consumer refuses the offset gap
+// a skipped marker leaves), a marker for a deleted topic (retried until the topic is back), a
+// transactional-id ACL resource (the new requests need cluster ALTER when authorizing;
+// FindCoordinator checks group "" DESCRIBE).
 //
 // # Membership and partition moves (members.go, moves.go; R28)
 //

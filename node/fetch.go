@@ -2,6 +2,7 @@ package node
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -168,7 +169,7 @@ func (c *Core) read(g *group, req FetchRequest) FetchResult {
 // readNow is read without charging the fetch read budget.
 func (c *Core) readNow(g *group, req FetchRequest) FetchResult {
 	hwm, logStart := g.part.HighWatermark(), g.part.LogStartOffset()
-	res := FetchResult{HighWatermark: hwm, LogStartOffset: logStart, Leader: c.cfg.ID}
+	res := FetchResult{HighWatermark: hwm, LogStartOffset: logStart, Leader: c.cfg.ID, LastStableOffset: g.part.LastStableOffset()}
 	tail, err := c.bugUncommittedTail(g, hwm) // none unless a planted bug
 	if err != nil {
 		res.Err = err
@@ -184,10 +185,13 @@ func (c *Core) readNow(g *group, req FetchRequest) FetchResult {
 	}
 	budget := int64(max(req.MaxBytes, 0))
 	if req.Offset < hwm {
-		locs, err := g.part.Locate(req.Offset, fetchBatchesMax)
+		locs, err := g.part.AppendReadable(nil, req.Offset, fetchBatchesMax, req.Isolation)
 		if err != nil {
 			res.Err = fmt.Errorf("%w: %w", ErrOffsetOutOfRange, err)
 			return res
+		}
+		if len(locs) == 0 {
+			return res // read_committed at or past the last stable offset
 		}
 		if res.Batches, budget, err = c.readBatches(g, locs, req.Offset, budget); err != nil {
 			res.Err = err
@@ -234,6 +238,9 @@ func (c *Core) readBatches(g *group, locs []engine.BatchLocation, offset, budget
 			break // cut by the size limit: the budget is spent
 		}
 		batch, producer, err := c.decodeProduced(g, index, entries[index-lo].GetData())
+		if errors.Is(err, errMarkerEntry) {
+			continue // a transaction marker: no batch to serve (txn_fetch.go)
+		}
 		if err != nil {
 			return nil, budget, err
 		}
@@ -274,6 +281,9 @@ func (c *Core) readProduced(g *group, index uint64) ([]byte, engine.Producer, er
 // producer fields; anything else is a storage failure.
 func (c *Core) decodeProduced(g *group, index uint64, data []byte) ([]byte, engine.Producer, error) {
 	e, err := engine.DecodeEntry(data)
+	if err == nil && e.Kind == strandpb.EntryKind_ENTRY_KIND_TXN_MARKER {
+		return nil, engine.Producer{}, errMarkerEntry
+	}
 	if err == nil && e.Kind != strandpb.EntryKind_ENTRY_KIND_PRODUCE {
 		err = fmt.Errorf("%w: kind %v holds no batch", engine.ErrInvalidEntry, e.Kind)
 	}

@@ -29,6 +29,8 @@ const (
 	raftFrameProbes    protowire.Number = 50 // RejoinProbe (rejoin.go)
 	raftFrameAnswers   protowire.Number = 51 // RejoinAnswer
 	raftFrameDisk      protowire.Number = 52 // liveness frames: the sender's disk state
+	raftFrameTxnReqs   protowire.Number = 53 // peer requests of the transaction coordinators (txn_peer.go)
+	raftFrameTxnResps  protowire.Number = 54 // their answers
 )
 
 // Values of RaftFrame.disk_state (0, absent: not said).
@@ -175,6 +177,12 @@ func parseRaftFrame(b []byte, msgs []rawRaftMessage, rj *rejoinFrame) (from uint
 				if !rj.parse(num == raftFrameAnswers, v) {
 					return 0, msgs, false
 				}
+			}
+		case (num == raftFrameTxnReqs || num == raftFrameTxnResps) && typ == protowire.BytesType:
+			var v []byte
+			v, n = protowire.ConsumeBytes(b)
+			if n >= 0 && rj != nil {
+				rj.txn.parse(num == raftFrameTxnResps, v) // a bytes field: one that does not decode is dropped alone
 			}
 		default:
 			n = protowire.ConsumeFieldValue(num, typ, b)

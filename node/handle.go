@@ -195,10 +195,16 @@ func (c *Core) handleProduce(req *strandpb.ProduceRequest, answer func(*strandpb
 			c.completions = append(c.completions, func() { done(res) })
 			continue
 		}
-		c.produce(ProduceRequest{
+		pr := ProduceRequest{
 			TopicPartition: tp, Acks: acks, ProducerID: producerID,
 			ProducerEpoch: p.GetProducerEpoch(), BaseSequence: p.GetBaseSequence(), Batch: p.GetBatch(),
-		}, done)
+		}
+		if p.GetTransactional() {
+			pr.Transactional, pr.TransactionalID = true, req.GetTransactionalId()
+			c.produceTransactional(pr, done)
+			continue
+		}
+		c.produce(pr, done)
 	}
 }
 

@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 
+	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/proto/frame"
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -30,6 +31,7 @@ type fetchPart struct {
 	offset   int64
 	maxBytes int32
 	topicID  []byte // the topic id the client started on; empty: unchecked
+	iso      engine.Isolation
 	res      FetchResult
 	have     bool // res holds a result
 	inflight bool
@@ -42,8 +44,8 @@ type fetchPart struct {
 // handleFetch starts a long-poll fetch session.
 func (c *Core) handleFetch(req *strandpb.FetchRequest, answer func(*strandpb.Response)) {
 	parts := req.GetPartitions()
-	if len(parts) > handlePartitionsMax {
-		answer(requestError(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "node: too many partitions in one fetch"))
+	if len(parts) > handlePartitionsMax || !validIsolation(req.GetIsolationLevel()) {
+		answer(requestError(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "node: too many partitions in one fetch, or an isolation level not 0 or 1"))
 		return
 	}
 	// The answer must fit a frame the client reads: max_bytes above the
@@ -64,7 +66,7 @@ func (c *Core) handleFetch(req *strandpb.FetchRequest, answer func(*strandpb.Res
 		maxBytes = int32(min(int64(maxBytes), s.maxBytes))
 		s.parts = append(s.parts, fetchPart{
 			tp: TopicPartition{Topic: c.nameTopic(p.GetTopic(), p.GetTopicId()), Partition: p.GetPartition()}, offset: p.GetOffset(), maxBytes: maxBytes,
-			topicID: p.GetTopicId(),
+			topicID: p.GetTopicId(), iso: engine.Isolation(req.GetIsolationLevel()),
 		})
 	}
 	if len(s.parts) == 0 {
@@ -91,7 +93,7 @@ func (c *Core) fetchPart(s *fetchSession, i int) {
 		c.completeFetch(func(res FetchResult) { c.partFetched(s, i, res) }, FetchResult{Err: err, HighWatermark: -1, LogStartOffset: -1})
 		return
 	}
-	c.fetch(FetchRequest{TopicPartition: p.tp, Offset: p.offset, MaxBytes: p.maxBytes}, func(res FetchResult) {
+	c.fetch(FetchRequest{TopicPartition: p.tp, Offset: p.offset, MaxBytes: p.maxBytes, Isolation: p.iso}, func(res FetchResult) {
 		c.partFetched(s, i, res)
 	})
 }
@@ -237,7 +239,7 @@ func (c *Core) rereadParked(g *group, s *fetchSession, i int) {
 func (c *Core) readMore(g *group, p *fetchPart) FetchResult {
 	held := p.res.Batches
 	if len(held) == 0 {
-		return c.read(g, FetchRequest{TopicPartition: p.tp, Offset: p.offset, MaxBytes: p.maxBytes})
+		return c.read(g, FetchRequest{TopicPartition: p.tp, Offset: p.offset, MaxBytes: p.maxBytes, Isolation: p.iso})
 	}
 	last := held[len(held)-1]
 	next := last.BaseOffset + int64(batchRecordCount(last.Batch))
@@ -250,9 +252,9 @@ func (c *Core) readMore(g *group, p *fetchPart) FetchResult {
 		res.HighWatermark = g.part.HighWatermark()
 		return res
 	}
-	more := c.read(g, FetchRequest{TopicPartition: p.tp, Offset: next, MaxBytes: int32(budget)})
+	more := c.read(g, FetchRequest{TopicPartition: p.tp, Offset: next, MaxBytes: int32(budget), Isolation: p.iso})
 	if more.Err != nil || more.LogStartOffset > p.offset {
-		return c.read(g, FetchRequest{TopicPartition: p.tp, Offset: p.offset, MaxBytes: p.maxBytes})
+		return c.read(g, FetchRequest{TopicPartition: p.tp, Offset: p.offset, MaxBytes: p.maxBytes, Isolation: p.iso})
 	}
 	res := more
 	res.Batches = make([]FetchedBatch, 0, len(held)+len(more.Batches))
@@ -330,7 +332,11 @@ func (c *Core) finishSession(s *fetchSession) {
 		if wp.Error != nil && wp.Error.Code == strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE {
 			wp.Error.HighWatermark, wp.Error.LogStartOffset = res.HighWatermark, res.LogStartOffset
 		}
+		aborted := c.txnFetchState(wp, tp, res)
 		for _, b := range res.Batches {
+			if p.iso == engine.ReadCommitted && inAborted(aborted, b) {
+				continue // a native read_committed reader never sees an aborted batch
+			}
 			if served && s.maxBytes > 0 && int64(len(b.Batch)) > budget {
 				break
 			}

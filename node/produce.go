@@ -63,7 +63,11 @@ func (c *Core) produce(req ProduceRequest, done func(ProduceResult)) {
 	c.nextProposalID++
 	id := c.nextProposalID
 	producer := engine.Producer{ID: req.ProducerID, Epoch: req.ProducerEpoch, BaseSequence: req.BaseSequence}
-	data := engine.EncodeProduceEntry(nil, c.cfg.Clock.Realtime().UnixMilli(), id, producer, req.Batch)
+	encode := engine.EncodeProduceEntry
+	if req.Transactional {
+		encode = engine.EncodeTransactionalProduceEntry
+	}
+	data := encode(nil, c.cfg.Clock.Realtime().UnixMilli(), id, producer, req.Batch)
 	c.touch(g)
 	if err := g.raw.Propose(data); err != nil {
 		// Dropped: leadership moved (or a transfer), or the uncommitted
@@ -143,6 +147,10 @@ func produceResult(res engine.Result, leader NodeID) ProduceResult {
 		out.Err = fmt.Errorf("%w: %w", ErrUnknownProducer, res.Err)
 	case errors.Is(res.Err, engine.ErrProducerFenced):
 		out.Err = fmt.Errorf("%w: %w", ErrProducerFenced, res.Err)
+	case errors.Is(res.Err, engine.ErrInvalidTxnState):
+		out.Err = fmt.Errorf("%w: %w", ErrInvalidTxnState, res.Err)
+	case errors.Is(res.Err, engine.ErrCoordinatorFenced):
+		out.Err = fmt.Errorf("%w: %w", ErrCoordinatorFenced, res.Err)
 	default:
 		out.Err = fmt.Errorf("%w: %w", ErrInvalidRequest, res.Err)
 	}

@@ -100,6 +100,7 @@ func (c *Core) Receive(frame []byte) {
 	}
 	clear(msgs) // keep no reference to the frame
 	c.receiveRejoin(NodeID(from), &rj)
+	c.receiveTxnFrame(NodeID(from), &rj.txn)
 }
 
 // receiveMessage steps one raft message into its group.

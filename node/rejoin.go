@@ -658,7 +658,8 @@ func (c *Core) receiveRejoin(from NodeID, rj *rejoinFrame) {
 type rejoinFrame struct {
 	probes  []*strandpb.RejoinProbe
 	answers []*strandpb.RejoinAnswer
-	disk    uint64 // RaftFrame.disk_state of a liveness frame (liveness.go), 0: absent
+	disk    uint64       // RaftFrame.disk_state of a liveness frame (liveness.go), 0: absent
+	txn     txnPeerFrame // the transaction coordinators' peer requests (txn_peer.go)
 }
 
 // parseRejoinField decodes a RaftFrame's probe or answer field.

@@ -98,6 +98,9 @@ type txnHost struct {
 	// creating: a CreateTopic of __strand_transactions is in flight.
 	creating  bool
 	lastSweep uint64
+	// calls are this node's peer requests waiting for an answer
+	// (txn_peer.go).
+	calls map[uint64]*txnPeerCall // lookup only; expired in id order
 }
 
 // txnCoord is the engine/txn state of one __strand_transactions partition,

@@ -34,6 +34,8 @@ func (c *Core) handleTxnRequest(req *strandpb.Request, answer func(*strandpb.Res
 		c.handleListTransactions(body.ListTransactions, answer)
 	case *strandpb.Request_DescribeTransactions:
 		c.handleDescribeTransactions(body.DescribeTransactions, answer)
+	case *strandpb.Request_WriteTxnMarkers:
+		answer(requestError(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "node: write_txn_markers is sent node to node only"))
 	default:
 		return false
 	}

@@ -19,6 +19,10 @@ type TxnMarker struct {
 	Producer  txn.Producer
 	Partition TopicPartition
 	Group     string
+	// CoordinatorEpoch is the coordinator's epoch (its partition's raft
+	// term, coordinatorEpoch): a partition refuses a marker of an older
+	// coordinator epoch than its last for the producer.
+	CoordinatorEpoch int32
 }
 
 // TxnMarkerWriter is the seam between the transaction coordinator and the
@@ -51,7 +55,7 @@ func (c *Core) driveMarkers(g *group, co *txnCoord) {
 		var markers []TxnMarker
 		for _, tp := range p.Partitions {
 			markers = append(markers, TxnMarker{TransactionalID: p.ID, Commit: p.Commit, Producer: p.Marker,
-				Partition: TopicPartition{Topic: tp.Topic, Partition: tp.Partition}})
+				Partition: TopicPartition{Topic: tp.Topic, Partition: tp.Partition}, CoordinatorEpoch: coordinatorEpoch(co.term)})
 		}
 		for _, grp := range p.Groups {
 			markers = append(markers, TxnMarker{TransactionalID: p.ID, Commit: p.Commit, Producer: p.Marker, Group: grp})

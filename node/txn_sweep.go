@@ -24,6 +24,7 @@ const txnExpireEvery = time.Hour
 // the pool runs out, and the expiry of idle ids. Nothing runs before the
 // topic exists (first use).
 func (c *Core) sweepTxn() {
+	c.expirePeerCalls()
 	every := uint64(max(1, sweepEvery/c.cfg.TickDuration))
 	if c.ticks < c.txn.lastSweep+every || c.meta == nil {
 		return

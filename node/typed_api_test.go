@@ -7,9 +7,14 @@ import "github.com/strandlog/strand/proto/strandpb"
 // HandleAs does at its end, so a test sees an answer that is already
 // known (a definite failure) at once.
 
-// produceNow is produce followed by the flush of its completions.
+// produceNow is produce (or, for a transactional request, its verified
+// form, as HandleAs routes it) followed by the flush of its completions.
 func (c *Core) produceNow(req ProduceRequest, done func(ProduceResult)) {
 	defer c.flush()
+	if req.Transactional {
+		c.produceTransactional(req, done)
+		return
+	}
 	c.produce(req, done)
 }
 

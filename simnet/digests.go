@@ -111,7 +111,7 @@ func newDigests(w *world) *digests {
 		d.refs = append(d.refs, &reference{part: engine.NewPartition(), digests: map[uint64]refDigest{}})
 	}
 	d.refs = append(d.refs, &reference{meta: metadata.New(), digests: map[uint64]refDigest{}})
-	for range groupOffsetsPartitions(w.opts) { // the group coordinators' partitions come after it
+	for range coordinatorPartitions(w.opts) { // the coordinators' partitions come after it
 		d.refs = append(d.refs, &reference{part: engine.NewPartition(), digests: map[uint64]refDigest{}})
 	}
 	for i, n := range w.nodes {

@@ -40,7 +40,7 @@ type incarnations struct {
 }
 
 func newIncarnations(w *world) *incarnations {
-	return &incarnations{w: w, byKey: map[slotKey]int{}, claimed: map[int]bool{}, next: w.opts.Partitions + 1 + groupOffsetsPartitions(w.opts),
+	return &incarnations{w: w, byKey: map[slotKey]int{}, claimed: map[int]bool{}, next: w.opts.Partitions + 1 + coordinatorPartitions(w.opts),
 		groupOf: map[int]int{}, ids: map[metadata.UUID]uint64{},
 		newest: map[string]uint64{}}
 }

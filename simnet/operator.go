@@ -377,7 +377,7 @@ func authRefusal(e *strandpb.Error) bool {
 func intruderAnswerWrong(kind string, resp *strandpb.Response) string {
 	e := resp.GetError()
 	switch kind {
-	case "hello", "raft": // the runtime's, never Handle's: refused whoever asks
+	case "hello", "raft", "write_txn_markers": // the runtime's, never Handle's: refused whoever asks
 		if e.GetCode() == strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST || authRefusal(e) {
 			return ""
 		}
@@ -453,3 +453,18 @@ func operatorOffsetsPartitions(o Options) int {
 	}
 	return 0
 }
+
+// txnPartitions is the partition count of __strand_transactions in a run
+// (node Config.Txn.Partitions): 1 with the operator, whose transaction
+// requests create it, else 0 (nothing else uses transactions yet). Its
+// groups follow the __strand_offsets ones in the checks.
+func txnPartitions(o Options) int {
+	if o.Operator {
+		return 1
+	}
+	return 0
+}
+
+// coordinatorPartitions counts the internal topics' groups the checks
+// number after the metadata group.
+func coordinatorPartitions(o Options) int { return groupOffsetsPartitions(o) + txnPartitions(o) }

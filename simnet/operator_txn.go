@@ -5,13 +5,13 @@ import "github.com/strandlog/strand/proto/strandpb"
 // opTxnID is the operator's transactional id.
 const opTxnID = "ops-txn"
 
-// txnRequest builds the transaction coordinator's requests. The simulator
-// runs no transaction marker writer, so its nodes open and decide no
-// transaction, and the simulator does not drive transactions yet: the
-// operator's requests are answered without creating __strand_transactions
-// (a timeout above transaction.max.timeout.ms, TRANSACTIONS_NOT_ENABLED,
-// an empty list or describe), so they change nothing and the refusals are
-// definite.
+// txnRequest builds the transaction coordinator's requests. The nodes run
+// the real marker writer (node.PartitionMarkers), but the simulator does
+// not drive transactions yet: the operator's requests name an id that
+// never gets a producer (its InitProducerId asks a timeout above
+// transaction.max.timeout.ms), so they are refused definitely
+// (INVALID_TRANSACTION_TIMEOUT, INVALID_PRODUCER_ID_MAPPING) or answered
+// empty, and change nothing but creating __strand_transactions.
 func (op *operator) txnRequest(a opAction) *opRequest {
 	target := op.ops.randomNode()
 	producer := &strandpb.TxnProducer{ProducerId: 1}
@@ -30,6 +30,8 @@ func (op *operator) txnRequest(a opAction) *opRequest {
 		req = &strandpb.Request{Body: &strandpb.Request_EndTxn{EndTxn: &strandpb.EndTxnRequest{TransactionalId: opTxnID, Producer: producer, Commit: true}}}
 	case "list_transactions":
 		req = &strandpb.Request{Body: &strandpb.Request_ListTransactions{ListTransactions: &strandpb.ListTransactionsRequest{}}}
+	case "write_txn_markers": // node to node only: Handle refuses it
+		req = &strandpb.Request{Body: &strandpb.Request_WriteTxnMarkers{WriteTxnMarkers: &strandpb.WriteTxnMarkersRequest{}}}
 	case "describe_transactions":
 		req = &strandpb.Request{Body: &strandpb.Request_DescribeTransactions{DescribeTransactions: &strandpb.DescribeTransactionsRequest{}}}
 	default:

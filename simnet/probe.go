@@ -140,7 +140,7 @@ func (w *world) probePoll() {
 // probeGroups counts the groups the probe checks: the topic partitions,
 // the metadata group, the __strand_offsets partitions.
 func (w *world) probeGroups() int {
-	return w.opts.Partitions + 1 + groupOffsetsPartitions(w.opts)
+	return w.opts.Partitions + 1 + coordinatorPartitions(w.opts)
 }
 
 // probeGroup returns why group g fails the probe, "" if it passes or

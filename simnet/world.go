@@ -205,6 +205,9 @@ func newWorld(o Options) *world {
 	for p := range groupOffsetsPartitions(o) {
 		w.groupOf[node.TopicPartition{Topic: node.OffsetsTopic, Partition: int32(p)}] = o.Partitions + 1 + p
 	}
+	for p := range txnPartitions(o) {
+		w.groupOf[node.TopicPartition{Topic: node.TransactionsTopic, Partition: int32(p)}] = o.Partitions + 1 + groupOffsetsPartitions(o) + p
+	}
 	w.checker = newChecker(w)
 	w.hist = newHistory(o.Partitions)
 	clientCount := o.Producers + o.Consumers + o.Readers + 1 + o.GroupMembers + o.ClassicMembers // +1: the drain reader
@@ -284,6 +287,7 @@ func (w *world) nodeConfig(n *simNode, inc uint32) node.Config {
 		MinFreeBytes:         simMinFreeBytes,
 		CatchUpBytesPerSec:   w.opts.CatchUpBytesPerSec,
 		RetentionCheckTicks:  w.opts.RetentionCheckTicks,
+		Txn:                  node.TxnConfig{Partitions: int32(max(1, txnPartitions(w.opts))), Markers: node.PartitionMarkers{}},
 		Observer: func(tp node.TopicPartition, topicID, index, term uint64, data []byte) {
 			w.checker.onApply(n, tp, topicID, index, term, data)
 		},

@@ -57,7 +57,7 @@ func (n *nodeFlags) coreConfig(id node.NodeID, nodes []node.Peer) (node.Config, 
 		return node.Config{}, usageError("--min-free-bytes, --catchup-bytes-per-sec and --disk-stall-after must not be negative")
 	}
 	return node.Config{ID: id, Nodes: nodes, MinFreeBytes: n.minFree, CatchUpBytesPerSec: n.catchUp, WAL: n.wal,
-		DiskStallAfter: n.diskStall}, nil
+		DiskStallAfter: n.diskStall, Txn: node.TxnConfig{Markers: node.PartitionMarkers{}}}, nil
 }
 
 // logger builds the nodes' logger on w from --log-format and --log-level.

@@ -115,6 +115,8 @@ var errorCodeInfo = map[ErrorCode]CodeInfo{
 	// The previous transaction's markers are still being written.
 	ErrorCode_ERROR_CODE_CONCURRENT_TRANSACTIONS:    {Name: "concurrent_transactions", Retriable: true},
 	ErrorCode_ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND: {Name: "transactional_id_not_found"},
+	// A newer coordinator owns the id: this one's markers are refused.
+	ErrorCode_ERROR_CODE_TRANSACTION_COORDINATOR_FENCED: {Name: "transaction_coordinator_fenced"},
 	// The node writes no transaction markers yet: EndTxn cannot complete.
 	ErrorCode_ERROR_CODE_TRANSACTIONS_NOT_ENABLED: {Name: "transactions_not_enabled"},
 }

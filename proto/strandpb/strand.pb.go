@@ -742,7 +742,12 @@ type RaftFrame struct {
 	// Liveness frames (node/liveness.go) carry the sender's disk state:
 	// 1 has space, 2 full (refuses produce, hands its leaderships on); 0 or
 	// absent: not said.
-	DiskState     uint64 `protobuf:"varint,52,opt,name=disk_state,json=diskState,proto3" json:"disk_state,omitempty"`
+	DiskState uint64 `protobuf:"varint,52,opt,name=disk_state,json=diskState,proto3" json:"disk_state,omitempty"`
+	// Transaction marker requests between nodes (node/txn_peer.go): each a
+	// marshalled Request (write_txn_markers) or Response; wire.proto
+	// imports this file, so they travel as bytes.
+	TxnRequests   [][]byte `protobuf:"bytes,53,rep,name=txn_requests,json=txnRequests,proto3" json:"txn_requests,omitempty"`
+	TxnResponses  [][]byte `protobuf:"bytes,54,rep,name=txn_responses,json=txnResponses,proto3" json:"txn_responses,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -810,6 +815,20 @@ func (x *RaftFrame) GetDiskState() uint64 {
 		return x.DiskState
 	}
 	return 0
+}
+
+func (x *RaftFrame) GetTxnRequests() [][]byte {
+	if x != nil {
+		return x.TxnRequests
+	}
+	return nil
+}
+
+func (x *RaftFrame) GetTxnResponses() [][]byte {
+	if x != nil {
+		return x.TxnResponses
+	}
+	return nil
 }
 
 // RejoinProbe asks the receiving node about one group: topic and partition
@@ -1015,14 +1034,16 @@ const file_strand_proto_rawDesc = "" +
 	"\vRaftMessage\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\fR\amessage\"\xef\x01\n" +
+	"\amessage\x18\x03 \x01(\fR\amessage\"\xb7\x02\n" +
 	"\tRaftFrame\x12\x1b\n" +
 	"\tfrom_node\x18\x01 \x01(\x04R\bfromNode\x12/\n" +
 	"\bmessages\x18\x02 \x03(\v2\x13.strand.RaftMessageR\bmessages\x128\n" +
 	"\rrejoin_probes\x182 \x03(\v2\x13.strand.RejoinProbeR\frejoinProbes\x12;\n" +
 	"\x0erejoin_answers\x183 \x03(\v2\x14.strand.RejoinAnswerR\rrejoinAnswers\x12\x1d\n" +
 	"\n" +
-	"disk_state\x184 \x01(\x04R\tdiskState\"`\n" +
+	"disk_state\x184 \x01(\x04R\tdiskState\x12!\n" +
+	"\ftxn_requests\x185 \x03(\fR\vtxnRequests\x12#\n" +
+	"\rtxn_responses\x186 \x03(\fR\ftxnResponses\"`\n" +
 	"\vRejoinProbe\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1d\n" +

@@ -168,6 +168,10 @@ const (
 	ErrorCode_ERROR_CODE_CONCURRENT_TRANSACTIONS ErrorCode = 93
 	// No such transactional id. Definite (Kafka's TRANSACTIONAL_ID_NOT_FOUND).
 	ErrorCode_ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND ErrorCode = 94
+	// A transaction marker from a coordinator epoch older than the last
+	// marker the partition took for the producer: a newer coordinator owns
+	// the transactional id. Definite (Kafka's TRANSACTION_COORDINATOR_FENCED).
+	ErrorCode_ERROR_CODE_TRANSACTION_COORDINATOR_FENCED ErrorCode = 95
 	// The node runs no transaction marker writer, so it cannot complete a
 	// transaction: EndTxn is refused rather than faking the outcome.
 	// Definite: nothing was decided.
@@ -229,62 +233,64 @@ var (
 		92: "ERROR_CODE_INVALID_TRANSACTION_TIMEOUT",
 		93: "ERROR_CODE_CONCURRENT_TRANSACTIONS",
 		94: "ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND",
+		95: "ERROR_CODE_TRANSACTION_COORDINATOR_FENCED",
 		99: "ERROR_CODE_TRANSACTIONS_NOT_ENABLED",
 	}
 	ErrorCode_value = map[string]int32{
-		"ERROR_CODE_NONE":                         0,
-		"ERROR_CODE_NOT_LEADER":                   1,
-		"ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION":   2,
-		"ERROR_CODE_RECORD_TOO_LARGE":             3,
-		"ERROR_CODE_OFFSET_OUT_OF_RANGE":          4,
-		"ERROR_CODE_NOT_ENOUGH_REPLICAS":          5,
-		"ERROR_CODE_TIMEOUT":                      6,
-		"ERROR_CODE_INVALID_REQUEST":              7,
-		"ERROR_CODE_TOPIC_EXISTS":                 8,
-		"ERROR_CODE_OUT_OF_ORDER_SEQUENCE":        9,
-		"ERROR_CODE_PRODUCER_FENCED":              10,
-		"ERROR_CODE_UNSUPPORTED_VERSION":          11,
-		"ERROR_CODE_CORRUPT_BATCH":                12,
-		"ERROR_CODE_NOT_CONTROLLER":               13,
-		"ERROR_CODE_INTERNAL":                     14,
-		"ERROR_CODE_UNAVAILABLE":                  15,
-		"ERROR_CODE_INVALID_CONFIG":               16,
-		"ERROR_CODE_INVALID_REPLICATION_FACTOR":   17,
-		"ERROR_CODE_TOPIC_NOT_FOUND":              18,
-		"ERROR_CODE_UNKNOWN_PRODUCER_ID":          19,
-		"ERROR_CODE_BUSY":                         20,
-		"ERROR_CODE_UNKNOWN_TOPIC_ID":             30,
-		"ERROR_CODE_CLUSTER_ID_MISMATCH":          31,
-		"ERROR_CODE_NOT_COORDINATOR":              50,
-		"ERROR_CODE_COORDINATOR_NOT_AVAILABLE":    51,
-		"ERROR_CODE_UNKNOWN_MEMBER_ID":            52,
-		"ERROR_CODE_FENCED_MEMBER_EPOCH":          53,
-		"ERROR_CODE_STALE_MEMBER_EPOCH":           54,
-		"ERROR_CODE_GROUP_NOT_EMPTY":              55,
-		"ERROR_CODE_GROUP_NOT_FOUND":              56,
-		"ERROR_CODE_STALE_HEARTBEAT":              57,
-		"ERROR_CODE_GROUP_SUBSCRIBED_TO_TOPIC":    65,
-		"ERROR_CODE_NOT_ENOUGH_SPACE":             45,
-		"ERROR_CODE_REPLICA_RECOVERING":           46,
-		"ERROR_CODE_INVALID_PARTITIONS":           68,
-		"ERROR_CODE_PEER_NOT_AUTHENTICATED":       78,
-		"ERROR_CODE_TLS_REQUIRED":                 79,
-		"ERROR_CODE_TOPIC_AUTHORIZATION_FAILED":   80,
-		"ERROR_CODE_GROUP_AUTHORIZATION_FAILED":   81,
-		"ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED": 82,
-		"ERROR_CODE_SASL_AUTHENTICATION_FAILED":   83,
-		"ERROR_CODE_UNSUPPORTED_SASL_MECHANISM":   84,
-		"ERROR_CODE_NODE_REMOVED":                 75,
-		"ERROR_CODE_UNKNOWN_NODE":                 76,
-		"ERROR_CODE_MEMBERSHIP_REFUSED":           77,
-		"ERROR_CODE_REASSIGNMENT_IN_PROGRESS":     72,
-		"ERROR_CODE_INVALID_REPLICA_ASSIGNMENT":   73,
-		"ERROR_CODE_INVALID_TXN_STATE":            90,
-		"ERROR_CODE_INVALID_PRODUCER_ID_MAPPING":  91,
-		"ERROR_CODE_INVALID_TRANSACTION_TIMEOUT":  92,
-		"ERROR_CODE_CONCURRENT_TRANSACTIONS":      93,
-		"ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND":   94,
-		"ERROR_CODE_TRANSACTIONS_NOT_ENABLED":     99,
+		"ERROR_CODE_NONE":                           0,
+		"ERROR_CODE_NOT_LEADER":                     1,
+		"ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION":     2,
+		"ERROR_CODE_RECORD_TOO_LARGE":               3,
+		"ERROR_CODE_OFFSET_OUT_OF_RANGE":            4,
+		"ERROR_CODE_NOT_ENOUGH_REPLICAS":            5,
+		"ERROR_CODE_TIMEOUT":                        6,
+		"ERROR_CODE_INVALID_REQUEST":                7,
+		"ERROR_CODE_TOPIC_EXISTS":                   8,
+		"ERROR_CODE_OUT_OF_ORDER_SEQUENCE":          9,
+		"ERROR_CODE_PRODUCER_FENCED":                10,
+		"ERROR_CODE_UNSUPPORTED_VERSION":            11,
+		"ERROR_CODE_CORRUPT_BATCH":                  12,
+		"ERROR_CODE_NOT_CONTROLLER":                 13,
+		"ERROR_CODE_INTERNAL":                       14,
+		"ERROR_CODE_UNAVAILABLE":                    15,
+		"ERROR_CODE_INVALID_CONFIG":                 16,
+		"ERROR_CODE_INVALID_REPLICATION_FACTOR":     17,
+		"ERROR_CODE_TOPIC_NOT_FOUND":                18,
+		"ERROR_CODE_UNKNOWN_PRODUCER_ID":            19,
+		"ERROR_CODE_BUSY":                           20,
+		"ERROR_CODE_UNKNOWN_TOPIC_ID":               30,
+		"ERROR_CODE_CLUSTER_ID_MISMATCH":            31,
+		"ERROR_CODE_NOT_COORDINATOR":                50,
+		"ERROR_CODE_COORDINATOR_NOT_AVAILABLE":      51,
+		"ERROR_CODE_UNKNOWN_MEMBER_ID":              52,
+		"ERROR_CODE_FENCED_MEMBER_EPOCH":            53,
+		"ERROR_CODE_STALE_MEMBER_EPOCH":             54,
+		"ERROR_CODE_GROUP_NOT_EMPTY":                55,
+		"ERROR_CODE_GROUP_NOT_FOUND":                56,
+		"ERROR_CODE_STALE_HEARTBEAT":                57,
+		"ERROR_CODE_GROUP_SUBSCRIBED_TO_TOPIC":      65,
+		"ERROR_CODE_NOT_ENOUGH_SPACE":               45,
+		"ERROR_CODE_REPLICA_RECOVERING":             46,
+		"ERROR_CODE_INVALID_PARTITIONS":             68,
+		"ERROR_CODE_PEER_NOT_AUTHENTICATED":         78,
+		"ERROR_CODE_TLS_REQUIRED":                   79,
+		"ERROR_CODE_TOPIC_AUTHORIZATION_FAILED":     80,
+		"ERROR_CODE_GROUP_AUTHORIZATION_FAILED":     81,
+		"ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED":   82,
+		"ERROR_CODE_SASL_AUTHENTICATION_FAILED":     83,
+		"ERROR_CODE_UNSUPPORTED_SASL_MECHANISM":     84,
+		"ERROR_CODE_NODE_REMOVED":                   75,
+		"ERROR_CODE_UNKNOWN_NODE":                   76,
+		"ERROR_CODE_MEMBERSHIP_REFUSED":             77,
+		"ERROR_CODE_REASSIGNMENT_IN_PROGRESS":       72,
+		"ERROR_CODE_INVALID_REPLICA_ASSIGNMENT":     73,
+		"ERROR_CODE_INVALID_TXN_STATE":              90,
+		"ERROR_CODE_INVALID_PRODUCER_ID_MAPPING":    91,
+		"ERROR_CODE_INVALID_TRANSACTION_TIMEOUT":    92,
+		"ERROR_CODE_CONCURRENT_TRANSACTIONS":        93,
+		"ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND":     94,
+		"ERROR_CODE_TRANSACTION_COORDINATOR_FENCED": 95,
+		"ERROR_CODE_TRANSACTIONS_NOT_ENABLED":       99,
 	}
 )
 
@@ -669,6 +675,7 @@ type Request struct {
 	//	*Request_EndTxn
 	//	*Request_ListTransactions
 	//	*Request_DescribeTransactions
+	//	*Request_WriteTxnMarkers
 	//	*Request_Raft
 	Body          isRequest_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
@@ -1052,6 +1059,15 @@ func (x *Request) GetDescribeTransactions() *DescribeTransactionsRequest {
 	return nil
 }
 
+func (x *Request) GetWriteTxnMarkers() *WriteTxnMarkersRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_WriteTxnMarkers); ok {
+			return x.WriteTxnMarkers
+		}
+	}
+	return nil
+}
+
 func (x *Request) GetRaft() *RaftFrame {
 	if x != nil {
 		if x, ok := x.Body.(*Request_Raft); ok {
@@ -1214,6 +1230,11 @@ type Request_DescribeTransactions struct {
 	DescribeTransactions *DescribeTransactionsRequest `protobuf:"bytes,95,opt,name=describe_transactions,json=describeTransactions,proto3,oneof"`
 }
 
+type Request_WriteTxnMarkers struct {
+	// Node to node only (RaftFrame.txn_requests), refused from clients.
+	WriteTxnMarkers *WriteTxnMarkersRequest `protobuf:"bytes,96,opt,name=write_txn_markers,json=writeTxnMarkers,proto3,oneof"`
+}
+
 type Request_Raft struct {
 	// Raft traffic from a peer node; never answered.
 	Raft *RaftFrame `protobuf:"bytes,30,opt,name=raft,proto3,oneof"`
@@ -1293,6 +1314,8 @@ func (*Request_ListTransactions) isRequest_Body() {}
 
 func (*Request_DescribeTransactions) isRequest_Body() {}
 
+func (*Request_WriteTxnMarkers) isRequest_Body() {}
+
 func (*Request_Raft) isRequest_Body() {}
 
 // Response answers the Request with the same correlation_id. error is set
@@ -1340,6 +1363,7 @@ type Response struct {
 	//	*Response_EndTxn
 	//	*Response_ListTransactions
 	//	*Response_DescribeTransactions
+	//	*Response_WriteTxnMarkers
 	Body          isResponse_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1729,6 +1753,15 @@ func (x *Response) GetDescribeTransactions() *DescribeTransactionsResponse {
 	return nil
 }
 
+func (x *Response) GetWriteTxnMarkers() *WriteTxnMarkersResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_WriteTxnMarkers); ok {
+			return x.WriteTxnMarkers
+		}
+	}
+	return nil
+}
+
 type isResponse_Body interface {
 	isResponse_Body()
 }
@@ -1881,6 +1914,10 @@ type Response_DescribeTransactions struct {
 	DescribeTransactions *DescribeTransactionsResponse `protobuf:"bytes,95,opt,name=describe_transactions,json=describeTransactions,proto3,oneof"`
 }
 
+type Response_WriteTxnMarkers struct {
+	WriteTxnMarkers *WriteTxnMarkersResponse `protobuf:"bytes,96,opt,name=write_txn_markers,json=writeTxnMarkers,proto3,oneof"`
+}
+
 func (*Response_Hello) isResponse_Body() {}
 
 func (*Response_Metadata) isResponse_Body() {}
@@ -1954,6 +1991,8 @@ func (*Response_EndTxn) isResponse_Body() {}
 func (*Response_ListTransactions) isResponse_Body() {}
 
 func (*Response_DescribeTransactions) isResponse_Body() {}
+
+func (*Response_WriteTxnMarkers) isResponse_Body() {}
 
 // HelloRequest opens a connection: the protocol versions the sender speaks.
 type HelloRequest struct {
@@ -2233,12 +2272,15 @@ func (x *MetadataResponse) GetClusterId() []byte {
 
 // ProduceRequest appends one batch to each of several partitions.
 type ProduceRequest struct {
-	state         protoimpl.MessageState      `protogen:"open.v1"`
-	Acks          int32                       `protobuf:"varint,1,opt,name=acks,proto3" json:"acks,omitempty"` // 0, 1 or -1 (all)
-	TimeoutMs     int32                       `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	Partitions    []*ProduceRequest_Partition `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState      `protogen:"open.v1"`
+	Acks       int32                       `protobuf:"varint,1,opt,name=acks,proto3" json:"acks,omitempty"` // 0, 1 or -1 (all)
+	TimeoutMs  int32                       `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	Partitions []*ProduceRequest_Partition `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The producer's transactional id: needed by a partition marked
+	// transactional, whose leader verifies with the id's coordinator.
+	TransactionalId string `protobuf:"bytes,4,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ProduceRequest) Reset() {
@@ -2290,6 +2332,13 @@ func (x *ProduceRequest) GetPartitions() []*ProduceRequest_Partition {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *ProduceRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
 }
 
 // ProduceResponse gives each partition's outcome; base_offset is -1 when not
@@ -2357,10 +2406,13 @@ type FetchRequest struct {
 	// Batch bytes of the whole answer (the first batch goes out whole). 0, or
 	// more than fits the frame limit (frame.FetchBytesMax: 7 MiB for 9 MiB
 	// frames), is that budget.
-	MaxBytes      int32                     `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
-	Partitions    []*FetchRequest_Partition `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MaxBytes   int32                     `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	Partitions []*FetchRequest_Partition `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// Kafka's isolation.level: 0 read_uncommitted (up to the high-water
+	// mark), 1 read_committed (up to the last stable offset).
+	IsolationLevel int32 `protobuf:"varint,5,opt,name=isolation_level,json=isolationLevel,proto3" json:"isolation_level,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *FetchRequest) Reset() {
@@ -2421,6 +2473,13 @@ func (x *FetchRequest) GetPartitions() []*FetchRequest_Partition {
 	return nil
 }
 
+func (x *FetchRequest) GetIsolationLevel() int32 {
+	if x != nil {
+		return x.IsolationLevel
+	}
+	return 0
+}
+
 // FetchResponse serves stored batches as they are on disk.
 type FetchResponse struct {
 	state      protoimpl.MessageState     `protogen:"open.v1"`
@@ -2478,10 +2537,13 @@ func (x *FetchResponse) GetThrottleMs() int32 {
 // ListOffsetsRequest asks, per partition, for the earliest (timestamp -2),
 // latest (-1) offset, or the first offset at or after a timestamp.
 type ListOffsetsRequest struct {
-	state         protoimpl.MessageState          `protogen:"open.v1"`
-	Partitions    []*ListOffsetsRequest_Partition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState          `protogen:"open.v1"`
+	Partitions []*ListOffsetsRequest_Partition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// As FetchRequest.isolation_level: read_committed answers latest (-1)
+	// with the last stable offset.
+	IsolationLevel int32 `protobuf:"varint,2,opt,name=isolation_level,json=isolationLevel,proto3" json:"isolation_level,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ListOffsetsRequest) Reset() {
@@ -2519,6 +2581,13 @@ func (x *ListOffsetsRequest) GetPartitions() []*ListOffsetsRequest_Partition {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *ListOffsetsRequest) GetIsolationLevel() int32 {
+	if x != nil {
+		return x.IsolationLevel
+	}
+	return 0
 }
 
 // ListOffsetsResponse answers ListOffsetsRequest.
@@ -6853,6 +6922,162 @@ func (x *DescribeTransactionsResponse) GetTransactions() []*DescribeTransactions
 	return nil
 }
 
+// AbortedTransaction is one aborted transaction of a partition: its
+// producer, its first offset and the offset of its abort marker.
+type AbortedTransaction struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProducerId    int64                  `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	FirstOffset   int64                  `protobuf:"varint,2,opt,name=first_offset,json=firstOffset,proto3" json:"first_offset,omitempty"`
+	LastOffset    int64                  `protobuf:"varint,3,opt,name=last_offset,json=lastOffset,proto3" json:"last_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortedTransaction) Reset() {
+	*x = AbortedTransaction{}
+	mi := &file_wire_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortedTransaction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortedTransaction) ProtoMessage() {}
+
+func (x *AbortedTransaction) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortedTransaction.ProtoReflect.Descriptor instead.
+func (*AbortedTransaction) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *AbortedTransaction) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *AbortedTransaction) GetFirstOffset() int64 {
+	if x != nil {
+		return x.FirstOffset
+	}
+	return 0
+}
+
+func (x *AbortedTransaction) GetLastOffset() int64 {
+	if x != nil {
+		return x.LastOffset
+	}
+	return 0
+}
+
+// WriteTxnMarkersRequest asks a partition's leader to write transaction
+// markers (Kafka's WriteTxnMarkers): sent by a transaction coordinator to
+// the leaders of the partitions of a decided transaction, node to node in
+// RaftFrame.txn_requests; a client sending it is refused.
+type WriteTxnMarkersRequest struct {
+	state         protoimpl.MessageState           `protogen:"open.v1"`
+	Markers       []*WriteTxnMarkersRequest_Marker `protobuf:"bytes,1,rep,name=markers,proto3" json:"markers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteTxnMarkersRequest) Reset() {
+	*x = WriteTxnMarkersRequest{}
+	mi := &file_wire_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteTxnMarkersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteTxnMarkersRequest) ProtoMessage() {}
+
+func (x *WriteTxnMarkersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteTxnMarkersRequest.ProtoReflect.Descriptor instead.
+func (*WriteTxnMarkersRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *WriteTxnMarkersRequest) GetMarkers() []*WriteTxnMarkersRequest_Marker {
+	if x != nil {
+		return x.Markers
+	}
+	return nil
+}
+
+// WriteTxnMarkersResponse answers each marker in request order (no error:
+// the marker is durable, or was already).
+type WriteTxnMarkersResponse struct {
+	state         protoimpl.MessageState            `protogen:"open.v1"`
+	Results       []*WriteTxnMarkersResponse_Result `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteTxnMarkersResponse) Reset() {
+	*x = WriteTxnMarkersResponse{}
+	mi := &file_wire_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteTxnMarkersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteTxnMarkersResponse) ProtoMessage() {}
+
+func (x *WriteTxnMarkersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteTxnMarkersResponse.ProtoReflect.Descriptor instead.
+func (*WriteTxnMarkersResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *WriteTxnMarkersResponse) GetResults() []*WriteTxnMarkersResponse_Result {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 type MetadataResponse_Node struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Id           uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -6876,7 +7101,7 @@ type MetadataResponse_Node struct {
 
 func (x *MetadataResponse_Node) Reset() {
 	*x = MetadataResponse_Node{}
-	mi := &file_wire_proto_msgTypes[89]
+	mi := &file_wire_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6888,7 +7113,7 @@ func (x *MetadataResponse_Node) String() string {
 func (*MetadataResponse_Node) ProtoMessage() {}
 
 func (x *MetadataResponse_Node) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[89]
+	mi := &file_wire_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6968,7 +7193,7 @@ type MetadataResponse_Partition struct {
 
 func (x *MetadataResponse_Partition) Reset() {
 	*x = MetadataResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[90]
+	mi := &file_wire_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6980,7 +7205,7 @@ func (x *MetadataResponse_Partition) String() string {
 func (*MetadataResponse_Partition) ProtoMessage() {}
 
 func (x *MetadataResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[90]
+	mi := &file_wire_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7052,7 +7277,7 @@ type MetadataResponse_Topic struct {
 
 func (x *MetadataResponse_Topic) Reset() {
 	*x = MetadataResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[91]
+	mi := &file_wire_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7064,7 +7289,7 @@ func (x *MetadataResponse_Topic) String() string {
 func (*MetadataResponse_Topic) ProtoMessage() {}
 
 func (x *MetadataResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[91]
+	mi := &file_wire_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7116,6 +7341,11 @@ type ProduceRequest_Partition struct {
 	ProducerEpoch int32                  `protobuf:"varint,4,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	BaseSequence  int32                  `protobuf:"varint,5,opt,name=base_sequence,json=baseSequence,proto3" json:"base_sequence,omitempty"`
 	Batch         []byte                 `protobuf:"bytes,6,opt,name=batch,proto3" json:"batch,omitempty"` // engine/recordbatch format
+	// The batch belongs to the producer's open transaction (producer_id
+	// and producer_epoch from a transactional InitProducerId): the leader
+	// verifies with the coordinator that the partition was added first
+	// (KIP-890), and read_committed readers see it only once committed.
+	Transactional bool `protobuf:"varint,7,opt,name=transactional,proto3" json:"transactional,omitempty"`
 	// The topic id the producer resolved (empty: not checked); another id
 	// is answered UNKNOWN_TOPIC_ID.
 	TopicId       []byte `protobuf:"bytes,20,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
@@ -7125,7 +7355,7 @@ type ProduceRequest_Partition struct {
 
 func (x *ProduceRequest_Partition) Reset() {
 	*x = ProduceRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[92]
+	mi := &file_wire_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7137,7 +7367,7 @@ func (x *ProduceRequest_Partition) String() string {
 func (*ProduceRequest_Partition) ProtoMessage() {}
 
 func (x *ProduceRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[92]
+	mi := &file_wire_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7195,6 +7425,13 @@ func (x *ProduceRequest_Partition) GetBatch() []byte {
 	return nil
 }
 
+func (x *ProduceRequest_Partition) GetTransactional() bool {
+	if x != nil {
+		return x.Transactional
+	}
+	return false
+}
+
 func (x *ProduceRequest_Partition) GetTopicId() []byte {
 	if x != nil {
 		return x.TopicId
@@ -7215,7 +7452,7 @@ type ProduceResponse_Partition struct {
 
 func (x *ProduceResponse_Partition) Reset() {
 	*x = ProduceResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[93]
+	mi := &file_wire_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7227,7 +7464,7 @@ func (x *ProduceResponse_Partition) String() string {
 func (*ProduceResponse_Partition) ProtoMessage() {}
 
 func (x *ProduceResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[93]
+	mi := &file_wire_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7293,7 +7530,7 @@ type FetchRequest_Partition struct {
 
 func (x *FetchRequest_Partition) Reset() {
 	*x = FetchRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[94]
+	mi := &file_wire_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7305,7 +7542,7 @@ func (x *FetchRequest_Partition) String() string {
 func (*FetchRequest_Partition) ProtoMessage() {}
 
 func (x *FetchRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[94]
+	mi := &file_wire_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7373,7 +7610,7 @@ type FetchResponse_Batch struct {
 
 func (x *FetchResponse_Batch) Reset() {
 	*x = FetchResponse_Batch{}
-	mi := &file_wire_proto_msgTypes[95]
+	mi := &file_wire_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7385,7 +7622,7 @@ func (x *FetchResponse_Batch) String() string {
 func (*FetchResponse_Batch) ProtoMessage() {}
 
 func (x *FetchResponse_Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[95]
+	mi := &file_wire_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7451,13 +7688,20 @@ type FetchResponse_Partition struct {
 	HighWatermark  int64                  `protobuf:"varint,4,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
 	LogStartOffset int64                  `protobuf:"varint,5,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	Batches        []*FetchResponse_Batch `protobuf:"bytes,6,rep,name=batches,proto3" json:"batches,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The offset below which every transaction is decided; a
+	// read_committed fetch returns no batch at or past it.
+	LastStableOffset int64 `protobuf:"varint,7,opt,name=last_stable_offset,json=lastStableOffset,proto3" json:"last_stable_offset,omitempty"`
+	// The aborted transactions overlapping the returned batches, in marker
+	// order: a read_committed reader drops the batches of producer_id from
+	// first_offset up to the abort marker.
+	AbortedTransactions []*AbortedTransaction `protobuf:"bytes,8,rep,name=aborted_transactions,json=abortedTransactions,proto3" json:"aborted_transactions,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *FetchResponse_Partition) Reset() {
 	*x = FetchResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[96]
+	mi := &file_wire_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7469,7 +7713,7 @@ func (x *FetchResponse_Partition) String() string {
 func (*FetchResponse_Partition) ProtoMessage() {}
 
 func (x *FetchResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[96]
+	mi := &file_wire_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7527,6 +7771,20 @@ func (x *FetchResponse_Partition) GetBatches() []*FetchResponse_Batch {
 	return nil
 }
 
+func (x *FetchResponse_Partition) GetLastStableOffset() int64 {
+	if x != nil {
+		return x.LastStableOffset
+	}
+	return 0
+}
+
+func (x *FetchResponse_Partition) GetAbortedTransactions() []*AbortedTransaction {
+	if x != nil {
+		return x.AbortedTransactions
+	}
+	return nil
+}
+
 type ListOffsetsRequest_Partition struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Topic       string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -7540,7 +7798,7 @@ type ListOffsetsRequest_Partition struct {
 
 func (x *ListOffsetsRequest_Partition) Reset() {
 	*x = ListOffsetsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[97]
+	mi := &file_wire_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7552,7 +7810,7 @@ func (x *ListOffsetsRequest_Partition) String() string {
 func (*ListOffsetsRequest_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[97]
+	mi := &file_wire_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7613,7 +7871,7 @@ type ListOffsetsResponse_Partition struct {
 
 func (x *ListOffsetsResponse_Partition) Reset() {
 	*x = ListOffsetsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[98]
+	mi := &file_wire_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7625,7 +7883,7 @@ func (x *ListOffsetsResponse_Partition) String() string {
 func (*ListOffsetsResponse_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[98]
+	mi := &file_wire_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7702,7 +7960,7 @@ type CreateTopicsRequest_Topic struct {
 
 func (x *CreateTopicsRequest_Topic) Reset() {
 	*x = CreateTopicsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[99]
+	mi := &file_wire_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7714,7 +7972,7 @@ func (x *CreateTopicsRequest_Topic) String() string {
 func (*CreateTopicsRequest_Topic) ProtoMessage() {}
 
 func (x *CreateTopicsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[99]
+	mi := &file_wire_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7769,7 +8027,7 @@ type CreatePartitionsRequest_Topic struct {
 
 func (x *CreatePartitionsRequest_Topic) Reset() {
 	*x = CreatePartitionsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[100]
+	mi := &file_wire_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7781,7 +8039,7 @@ func (x *CreatePartitionsRequest_Topic) String() string {
 func (*CreatePartitionsRequest_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[100]
+	mi := &file_wire_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7823,7 +8081,7 @@ type CreatePartitionsResponse_Topic struct {
 
 func (x *CreatePartitionsResponse_Topic) Reset() {
 	*x = CreatePartitionsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[101]
+	mi := &file_wire_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7835,7 +8093,7 @@ func (x *CreatePartitionsResponse_Topic) String() string {
 func (*CreatePartitionsResponse_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[101]
+	mi := &file_wire_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7899,7 +8157,7 @@ type MovePartitionsRequest_Move struct {
 
 func (x *MovePartitionsRequest_Move) Reset() {
 	*x = MovePartitionsRequest_Move{}
-	mi := &file_wire_proto_msgTypes[102]
+	mi := &file_wire_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7911,7 +8169,7 @@ func (x *MovePartitionsRequest_Move) String() string {
 func (*MovePartitionsRequest_Move) ProtoMessage() {}
 
 func (x *MovePartitionsRequest_Move) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[102]
+	mi := &file_wire_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7976,7 +8234,7 @@ type MovePartitionsResponse_Move struct {
 
 func (x *MovePartitionsResponse_Move) Reset() {
 	*x = MovePartitionsResponse_Move{}
-	mi := &file_wire_proto_msgTypes[103]
+	mi := &file_wire_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7988,7 +8246,7 @@ func (x *MovePartitionsResponse_Move) String() string {
 func (*MovePartitionsResponse_Move) ProtoMessage() {}
 
 func (x *MovePartitionsResponse_Move) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[103]
+	mi := &file_wire_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8052,7 +8310,7 @@ type DescribeTopicsResponse_Topic struct {
 
 func (x *DescribeTopicsResponse_Topic) Reset() {
 	*x = DescribeTopicsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[104]
+	mi := &file_wire_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8064,7 +8322,7 @@ func (x *DescribeTopicsResponse_Topic) String() string {
 func (*DescribeTopicsResponse_Topic) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[104]
+	mi := &file_wire_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8126,7 +8384,7 @@ type ListGroupsResponse_Group struct {
 
 func (x *ListGroupsResponse_Group) Reset() {
 	*x = ListGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[105]
+	mi := &file_wire_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8138,7 +8396,7 @@ func (x *ListGroupsResponse_Group) String() string {
 func (*ListGroupsResponse_Group) ProtoMessage() {}
 
 func (x *ListGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[105]
+	mi := &file_wire_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8190,7 +8448,7 @@ type DescribeGroupsResponse_Group struct {
 
 func (x *DescribeGroupsResponse_Group) Reset() {
 	*x = DescribeGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[106]
+	mi := &file_wire_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8202,7 +8460,7 @@ func (x *DescribeGroupsResponse_Group) String() string {
 func (*DescribeGroupsResponse_Group) ProtoMessage() {}
 
 func (x *DescribeGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[106]
+	mi := &file_wire_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8278,7 +8536,7 @@ type OffsetDeleteResponse_Result struct {
 
 func (x *OffsetDeleteResponse_Result) Reset() {
 	*x = OffsetDeleteResponse_Result{}
-	mi := &file_wire_proto_msgTypes[107]
+	mi := &file_wire_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8290,7 +8548,7 @@ func (x *OffsetDeleteResponse_Result) String() string {
 func (*OffsetDeleteResponse_Result) ProtoMessage() {}
 
 func (x *OffsetDeleteResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[107]
+	mi := &file_wire_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8337,7 +8595,7 @@ type DeleteGroupsResponse_Result struct {
 
 func (x *DeleteGroupsResponse_Result) Reset() {
 	*x = DeleteGroupsResponse_Result{}
-	mi := &file_wire_proto_msgTypes[108]
+	mi := &file_wire_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8349,7 +8607,7 @@ func (x *DeleteGroupsResponse_Result) String() string {
 func (*DeleteGroupsResponse_Result) ProtoMessage() {}
 
 func (x *DeleteGroupsResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[108]
+	mi := &file_wire_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8390,7 +8648,7 @@ type AlterConfigsRequest_Topic struct {
 
 func (x *AlterConfigsRequest_Topic) Reset() {
 	*x = AlterConfigsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[109]
+	mi := &file_wire_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8402,7 +8660,7 @@ func (x *AlterConfigsRequest_Topic) String() string {
 func (*AlterConfigsRequest_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[109]
+	mi := &file_wire_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8450,7 +8708,7 @@ type AlterConfigsResponse_Topic struct {
 
 func (x *AlterConfigsResponse_Topic) Reset() {
 	*x = AlterConfigsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[110]
+	mi := &file_wire_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8462,7 +8720,7 @@ func (x *AlterConfigsResponse_Topic) String() string {
 func (*AlterConfigsResponse_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[110]
+	mi := &file_wire_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8512,7 +8770,7 @@ type DeleteRecordsRequest_Partition struct {
 
 func (x *DeleteRecordsRequest_Partition) Reset() {
 	*x = DeleteRecordsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[111]
+	mi := &file_wire_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8524,7 +8782,7 @@ func (x *DeleteRecordsRequest_Partition) String() string {
 func (*DeleteRecordsRequest_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[111]
+	mi := &file_wire_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8580,7 +8838,7 @@ type DeleteRecordsResponse_Partition struct {
 
 func (x *DeleteRecordsResponse_Partition) Reset() {
 	*x = DeleteRecordsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[112]
+	mi := &file_wire_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8592,7 +8850,7 @@ func (x *DeleteRecordsResponse_Partition) String() string {
 func (*DeleteRecordsResponse_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[112]
+	mi := &file_wire_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8646,7 +8904,7 @@ type DescribePartitionsRequest_Partition struct {
 
 func (x *DescribePartitionsRequest_Partition) Reset() {
 	*x = DescribePartitionsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[113]
+	mi := &file_wire_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8658,7 +8916,7 @@ func (x *DescribePartitionsRequest_Partition) String() string {
 func (*DescribePartitionsRequest_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[113]
+	mi := &file_wire_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8717,7 +8975,7 @@ type DescribePartitionsResponse_Partition struct {
 
 func (x *DescribePartitionsResponse_Partition) Reset() {
 	*x = DescribePartitionsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[114]
+	mi := &file_wire_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8729,7 +8987,7 @@ func (x *DescribePartitionsResponse_Partition) String() string {
 func (*DescribePartitionsResponse_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[114]
+	mi := &file_wire_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8839,7 +9097,7 @@ type AlterUsersRequest_Upsert struct {
 
 func (x *AlterUsersRequest_Upsert) Reset() {
 	*x = AlterUsersRequest_Upsert{}
-	mi := &file_wire_proto_msgTypes[115]
+	mi := &file_wire_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8851,7 +9109,7 @@ func (x *AlterUsersRequest_Upsert) String() string {
 func (*AlterUsersRequest_Upsert) ProtoMessage() {}
 
 func (x *AlterUsersRequest_Upsert) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[115]
+	mi := &file_wire_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8891,7 +9149,7 @@ type AlterUsersRequest_Delete struct {
 
 func (x *AlterUsersRequest_Delete) Reset() {
 	*x = AlterUsersRequest_Delete{}
-	mi := &file_wire_proto_msgTypes[116]
+	mi := &file_wire_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8903,7 +9161,7 @@ func (x *AlterUsersRequest_Delete) String() string {
 func (*AlterUsersRequest_Delete) ProtoMessage() {}
 
 func (x *AlterUsersRequest_Delete) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[116]
+	mi := &file_wire_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8943,7 +9201,7 @@ type AlterUsersResponse_Result struct {
 
 func (x *AlterUsersResponse_Result) Reset() {
 	*x = AlterUsersResponse_Result{}
-	mi := &file_wire_proto_msgTypes[117]
+	mi := &file_wire_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8955,7 +9213,7 @@ func (x *AlterUsersResponse_Result) String() string {
 func (*AlterUsersResponse_Result) ProtoMessage() {}
 
 func (x *AlterUsersResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[117]
+	mi := &file_wire_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8996,7 +9254,7 @@ type ListUsersResponse_User struct {
 
 func (x *ListUsersResponse_User) Reset() {
 	*x = ListUsersResponse_User{}
-	mi := &file_wire_proto_msgTypes[118]
+	mi := &file_wire_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9008,7 +9266,7 @@ func (x *ListUsersResponse_User) String() string {
 func (*ListUsersResponse_User) ProtoMessage() {}
 
 func (x *ListUsersResponse_User) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[118]
+	mi := &file_wire_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9057,7 +9315,7 @@ type ElectLeadersResponse_Transfer struct {
 
 func (x *ElectLeadersResponse_Transfer) Reset() {
 	*x = ElectLeadersResponse_Transfer{}
-	mi := &file_wire_proto_msgTypes[119]
+	mi := &file_wire_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9069,7 +9327,7 @@ func (x *ElectLeadersResponse_Transfer) String() string {
 func (*ElectLeadersResponse_Transfer) ProtoMessage() {}
 
 func (x *ElectLeadersResponse_Transfer) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[119]
+	mi := &file_wire_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9137,7 +9395,7 @@ type ClusterMembersResponse_Member struct {
 
 func (x *ClusterMembersResponse_Member) Reset() {
 	*x = ClusterMembersResponse_Member{}
-	mi := &file_wire_proto_msgTypes[120]
+	mi := &file_wire_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9149,7 +9407,7 @@ func (x *ClusterMembersResponse_Member) String() string {
 func (*ClusterMembersResponse_Member) ProtoMessage() {}
 
 func (x *ClusterMembersResponse_Member) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[120]
+	mi := &file_wire_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9260,7 +9518,7 @@ type AddPartitionsToTxnResponse_Result struct {
 
 func (x *AddPartitionsToTxnResponse_Result) Reset() {
 	*x = AddPartitionsToTxnResponse_Result{}
-	mi := &file_wire_proto_msgTypes[121]
+	mi := &file_wire_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9272,7 +9530,7 @@ func (x *AddPartitionsToTxnResponse_Result) String() string {
 func (*AddPartitionsToTxnResponse_Result) ProtoMessage() {}
 
 func (x *AddPartitionsToTxnResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[121]
+	mi := &file_wire_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9320,7 +9578,7 @@ type ListTransactionsResponse_Transaction struct {
 
 func (x *ListTransactionsResponse_Transaction) Reset() {
 	*x = ListTransactionsResponse_Transaction{}
-	mi := &file_wire_proto_msgTypes[122]
+	mi := &file_wire_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9332,7 +9590,7 @@ func (x *ListTransactionsResponse_Transaction) String() string {
 func (*ListTransactionsResponse_Transaction) ProtoMessage() {}
 
 func (x *ListTransactionsResponse_Transaction) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[122]
+	mi := &file_wire_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9387,7 +9645,7 @@ type DescribeTransactionsResponse_Transaction struct {
 
 func (x *DescribeTransactionsResponse_Transaction) Reset() {
 	*x = DescribeTransactionsResponse_Transaction{}
-	mi := &file_wire_proto_msgTypes[123]
+	mi := &file_wire_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9399,7 +9657,7 @@ func (x *DescribeTransactionsResponse_Transaction) String() string {
 func (*DescribeTransactionsResponse_Transaction) ProtoMessage() {}
 
 func (x *DescribeTransactionsResponse_Transaction) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[123]
+	mi := &file_wire_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9478,6 +9736,152 @@ func (x *DescribeTransactionsResponse_Transaction) GetGroups() []string {
 	return nil
 }
 
+type WriteTxnMarkersRequest_Marker struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Topic      string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition  int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	ProducerId int64                  `protobuf:"varint,3,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// The marker's epoch (the transaction's + 1, KIP-890).
+	ProducerEpoch int32 `protobuf:"varint,4,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// The coordinator's epoch: its partition's raft term.
+	CoordinatorEpoch int32 `protobuf:"varint,5,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	Commit           bool  `protobuf:"varint,6,opt,name=commit,proto3" json:"commit,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *WriteTxnMarkersRequest_Marker) Reset() {
+	*x = WriteTxnMarkersRequest_Marker{}
+	mi := &file_wire_proto_msgTypes[127]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteTxnMarkersRequest_Marker) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteTxnMarkersRequest_Marker) ProtoMessage() {}
+
+func (x *WriteTxnMarkersRequest_Marker) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[127]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteTxnMarkersRequest_Marker.ProtoReflect.Descriptor instead.
+func (*WriteTxnMarkersRequest_Marker) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{90, 0}
+}
+
+func (x *WriteTxnMarkersRequest_Marker) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *WriteTxnMarkersRequest_Marker) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *WriteTxnMarkersRequest_Marker) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *WriteTxnMarkersRequest_Marker) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *WriteTxnMarkersRequest_Marker) GetCoordinatorEpoch() int32 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
+func (x *WriteTxnMarkersRequest_Marker) GetCommit() bool {
+	if x != nil {
+		return x.Commit
+	}
+	return false
+}
+
+type WriteTxnMarkersResponse_Result struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Error         *Error                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteTxnMarkersResponse_Result) Reset() {
+	*x = WriteTxnMarkersResponse_Result{}
+	mi := &file_wire_proto_msgTypes[128]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteTxnMarkersResponse_Result) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteTxnMarkersResponse_Result) ProtoMessage() {}
+
+func (x *WriteTxnMarkersResponse_Result) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[128]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteTxnMarkersResponse_Result.ProtoReflect.Descriptor instead.
+func (*WriteTxnMarkersResponse_Result) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{91, 0}
+}
+
+func (x *WriteTxnMarkersResponse_Result) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *WriteTxnMarkersResponse_Result) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *WriteTxnMarkersResponse_Result) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 var File_wire_proto protoreflect.FileDescriptor
 
 const file_wire_proto_rawDesc = "" +
@@ -9490,7 +9894,7 @@ const file_wire_proto_rawDesc = "" +
 	"\tleader_id\x18\x03 \x01(\x04R\bleaderId\x12%\n" +
 	"\x0eleader_address\x18\x04 \x01(\tR\rleaderAddress\x12(\n" +
 	"\x10log_start_offset\x18\x05 \x01(\x03R\x0elogStartOffset\x12%\n" +
-	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xe1\x14\n" +
+	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xaf\x15\n" +
 	"\aRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12,\n" +
 	"\x05hello\x18\n" +
@@ -9535,9 +9939,10 @@ const file_wire_proto_rawDesc = "" +
 	"\x12add_offsets_to_txn\x18\\ \x01(\v2\x1e.strand.AddOffsetsToTxnRequestH\x00R\x0faddOffsetsToTxn\x120\n" +
 	"\aend_txn\x18] \x01(\v2\x15.strand.EndTxnRequestH\x00R\x06endTxn\x12N\n" +
 	"\x11list_transactions\x18^ \x01(\v2\x1f.strand.ListTransactionsRequestH\x00R\x10listTransactions\x12Z\n" +
-	"\x15describe_transactions\x18_ \x01(\v2#.strand.DescribeTransactionsRequestH\x00R\x14describeTransactions\x12'\n" +
+	"\x15describe_transactions\x18_ \x01(\v2#.strand.DescribeTransactionsRequestH\x00R\x14describeTransactions\x12L\n" +
+	"\x11write_txn_markers\x18` \x01(\v2\x1e.strand.WriteTxnMarkersRequestH\x00R\x0fwriteTxnMarkers\x12'\n" +
 	"\x04raft\x18\x1e \x01(\v2\x11.strand.RaftFrameH\x00R\x04raftB\x06\n" +
-	"\x04body\"\x83\x15\n" +
+	"\x04body\"\xd2\x15\n" +
 	"\bResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12#\n" +
 	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\x12-\n" +
@@ -9583,7 +9988,8 @@ const file_wire_proto_rawDesc = "" +
 	"\x12add_offsets_to_txn\x18\\ \x01(\v2\x1f.strand.AddOffsetsToTxnResponseH\x00R\x0faddOffsetsToTxn\x121\n" +
 	"\aend_txn\x18] \x01(\v2\x16.strand.EndTxnResponseH\x00R\x06endTxn\x12O\n" +
 	"\x11list_transactions\x18^ \x01(\v2 .strand.ListTransactionsResponseH\x00R\x10listTransactions\x12[\n" +
-	"\x15describe_transactions\x18_ \x01(\v2$.strand.DescribeTransactionsResponseH\x00R\x14describeTransactionsB\x06\n" +
+	"\x15describe_transactions\x18_ \x01(\v2$.strand.DescribeTransactionsResponseH\x00R\x14describeTransactions\x12M\n" +
+	"\x11write_txn_markers\x18` \x01(\v2\x1f.strand.WriteTxnMarkersResponseH\x00R\x0fwriteTxnMarkersB\x06\n" +
 	"\x04body\"\xb3\x01\n" +
 	"\fHelloRequest\x12\x1f\n" +
 	"\vversion_min\x18\x01 \x01(\rR\n" +
@@ -9633,14 +10039,15 @@ const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2\".strand.MetadataResponse.PartitionR\n" +
 	"partitions\x12\x19\n" +
-	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xe5\x02\n" +
+	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xb6\x03\n" +
 	"\x0eProduceRequest\x12\x12\n" +
 	"\x04acks\x18\x01 \x01(\x05R\x04acks\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\x12@\n" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2 .strand.ProduceRequest.PartitionR\n" +
-	"partitions\x1a\xdd\x01\n" +
+	"partitions\x12)\n" +
+	"\x10transactional_id\x18\x04 \x01(\tR\x0ftransactionalId\x1a\x83\x02\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1f\n" +
@@ -9648,7 +10055,8 @@ const file_wire_proto_rawDesc = "" +
 	"producerId\x12%\n" +
 	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\x12#\n" +
 	"\rbase_sequence\x18\x05 \x01(\x05R\fbaseSequence\x12\x14\n" +
-	"\x05batch\x18\x06 \x01(\fR\x05batch\x12\x19\n" +
+	"\x05batch\x18\x06 \x01(\fR\x05batch\x12$\n" +
+	"\rtransactional\x18\a \x01(\bR\rtransactional\x12\x19\n" +
 	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\x9c\x02\n" +
 	"\x0fProduceResponse\x12A\n" +
 	"\n" +
@@ -9662,20 +10070,21 @@ const file_wire_proto_rawDesc = "" +
 	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error\x12\x1f\n" +
 	"\vbase_offset\x18\x04 \x01(\x03R\n" +
 	"baseOffset\x12\x1c\n" +
-	"\tduplicate\x18\x05 \x01(\bR\tduplicate\"\xba\x02\n" +
+	"\tduplicate\x18\x05 \x01(\bR\tduplicate\"\xe3\x02\n" +
 	"\fFetchRequest\x12\x1e\n" +
 	"\vmax_wait_ms\x18\x01 \x01(\x05R\tmaxWaitMs\x12\x1b\n" +
 	"\tmin_bytes\x18\x02 \x01(\x05R\bminBytes\x12\x1b\n" +
 	"\tmax_bytes\x18\x03 \x01(\x05R\bmaxBytes\x12>\n" +
 	"\n" +
 	"partitions\x18\x04 \x03(\v2\x1e.strand.FetchRequest.PartitionR\n" +
-	"partitions\x1a\x8f\x01\n" +
+	"partitions\x12'\n" +
+	"\x0fisolation_level\x18\x05 \x01(\x05R\x0eisolationLevel\x1a\x8f\x01\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1b\n" +
 	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x12\x19\n" +
-	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xce\x04\n" +
+	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xcb\x05\n" +
 	"\rFetchResponse\x12?\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1f.strand.FetchResponse.PartitionR\n" +
@@ -9691,18 +10100,21 @@ const file_wire_proto_rawDesc = "" +
 	"producerId\x88\x01\x01\x12%\n" +
 	"\x0eproducer_epoch\x18G \x01(\x05R\rproducerEpoch\x12#\n" +
 	"\rbase_sequence\x18H \x01(\x05R\fbaseSequenceB\x0e\n" +
-	"\f_producer_id\x1a\xec\x01\n" +
+	"\f_producer_id\x1a\xe9\x02\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
 	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error\x12%\n" +
 	"\x0ehigh_watermark\x18\x04 \x01(\x03R\rhighWatermark\x12(\n" +
 	"\x10log_start_offset\x18\x05 \x01(\x03R\x0elogStartOffset\x125\n" +
-	"\abatches\x18\x06 \x03(\v2\x1b.strand.FetchResponse.BatchR\abatches\"\xd9\x01\n" +
+	"\abatches\x18\x06 \x03(\v2\x1b.strand.FetchResponse.BatchR\abatches\x12,\n" +
+	"\x12last_stable_offset\x18\a \x01(\x03R\x10lastStableOffset\x12M\n" +
+	"\x14aborted_transactions\x18\b \x03(\v2\x1a.strand.AbortedTransactionR\x13abortedTransactions\"\x82\x02\n" +
 	"\x12ListOffsetsRequest\x12D\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2$.strand.ListOffsetsRequest.PartitionR\n" +
-	"partitions\x1a}\n" +
+	"partitions\x12'\n" +
+	"\x0fisolation_level\x18\x02 \x01(\x05R\x0eisolationLevel\x1a}\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
@@ -10169,7 +10581,29 @@ const file_wire_proto_rawDesc = "" +
 	"timeout_ms\x18\x06 \x01(\x05R\ttimeoutMs\x12\x19\n" +
 	"\bstart_ms\x18\a \x01(\x03R\astartMs\x12-\n" +
 	"\x06topics\x18\b \x03(\v2\x15.strand.TxnPartitionsR\x06topics\x12\x16\n" +
-	"\x06groups\x18\t \x03(\tR\x06groups*\xd0\x0e\n" +
+	"\x06groups\x18\t \x03(\tR\x06groups\"y\n" +
+	"\x12AbortedTransaction\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12!\n" +
+	"\ffirst_offset\x18\x02 \x01(\x03R\vfirstOffset\x12\x1f\n" +
+	"\vlast_offset\x18\x03 \x01(\x03R\n" +
+	"lastOffset\"\xa5\x02\n" +
+	"\x16WriteTxnMarkersRequest\x12?\n" +
+	"\amarkers\x18\x01 \x03(\v2%.strand.WriteTxnMarkersRequest.MarkerR\amarkers\x1a\xc9\x01\n" +
+	"\x06Marker\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1f\n" +
+	"\vproducer_id\x18\x03 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\x12+\n" +
+	"\x11coordinator_epoch\x18\x05 \x01(\x05R\x10coordinatorEpoch\x12\x16\n" +
+	"\x06commit\x18\x06 \x01(\bR\x06commit\"\xbe\x01\n" +
+	"\x17WriteTxnMarkersResponse\x12@\n" +
+	"\aresults\x18\x01 \x03(\v2&.strand.WriteTxnMarkersResponse.ResultR\aresults\x1aa\n" +
+	"\x06Result\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
+	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error*\xff\x0e\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +
@@ -10223,7 +10657,8 @@ const file_wire_proto_rawDesc = "" +
 	"&ERROR_CODE_INVALID_PRODUCER_ID_MAPPING\x10[\x12*\n" +
 	"&ERROR_CODE_INVALID_TRANSACTION_TIMEOUT\x10\\\x12&\n" +
 	"\"ERROR_CODE_CONCURRENT_TRANSACTIONS\x10]\x12)\n" +
-	"%ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND\x10^\x12'\n" +
+	"%ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND\x10^\x12-\n" +
+	")ERROR_CODE_TRANSACTION_COORDINATOR_FENCED\x10_\x12'\n" +
 	"#ERROR_CODE_TRANSACTIONS_NOT_ENABLED\x10c*n\n" +
 	"\vClassicStep\x12\x15\n" +
 	"\x11CLASSIC_STEP_NONE\x10\x00\x12\x15\n" +
@@ -10261,7 +10696,7 @@ func file_wire_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 124)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 129)
 var file_wire_proto_goTypes = []any{
 	(ErrorCode)(0),                                   // 0: strand.ErrorCode
 	(ClassicStep)(0),                                 // 1: strand.ClassicStep
@@ -10357,44 +10792,49 @@ var file_wire_proto_goTypes = []any{
 	(*ListTransactionsResponse)(nil),                 // 91: strand.ListTransactionsResponse
 	(*DescribeTransactionsRequest)(nil),              // 92: strand.DescribeTransactionsRequest
 	(*DescribeTransactionsResponse)(nil),             // 93: strand.DescribeTransactionsResponse
-	(*MetadataResponse_Node)(nil),                    // 94: strand.MetadataResponse.Node
-	(*MetadataResponse_Partition)(nil),               // 95: strand.MetadataResponse.Partition
-	(*MetadataResponse_Topic)(nil),                   // 96: strand.MetadataResponse.Topic
-	(*ProduceRequest_Partition)(nil),                 // 97: strand.ProduceRequest.Partition
-	(*ProduceResponse_Partition)(nil),                // 98: strand.ProduceResponse.Partition
-	(*FetchRequest_Partition)(nil),                   // 99: strand.FetchRequest.Partition
-	(*FetchResponse_Batch)(nil),                      // 100: strand.FetchResponse.Batch
-	(*FetchResponse_Partition)(nil),                  // 101: strand.FetchResponse.Partition
-	(*ListOffsetsRequest_Partition)(nil),             // 102: strand.ListOffsetsRequest.Partition
-	(*ListOffsetsResponse_Partition)(nil),            // 103: strand.ListOffsetsResponse.Partition
-	(*CreateTopicsRequest_Topic)(nil),                // 104: strand.CreateTopicsRequest.Topic
-	(*CreatePartitionsRequest_Topic)(nil),            // 105: strand.CreatePartitionsRequest.Topic
-	(*CreatePartitionsResponse_Topic)(nil),           // 106: strand.CreatePartitionsResponse.Topic
-	(*MovePartitionsRequest_Move)(nil),               // 107: strand.MovePartitionsRequest.Move
-	(*MovePartitionsResponse_Move)(nil),              // 108: strand.MovePartitionsResponse.Move
-	(*DescribeTopicsResponse_Topic)(nil),             // 109: strand.DescribeTopicsResponse.Topic
-	(*ListGroupsResponse_Group)(nil),                 // 110: strand.ListGroupsResponse.Group
-	(*DescribeGroupsResponse_Group)(nil),             // 111: strand.DescribeGroupsResponse.Group
-	(*OffsetDeleteResponse_Result)(nil),              // 112: strand.OffsetDeleteResponse.Result
-	(*DeleteGroupsResponse_Result)(nil),              // 113: strand.DeleteGroupsResponse.Result
-	(*AlterConfigsRequest_Topic)(nil),                // 114: strand.AlterConfigsRequest.Topic
-	(*AlterConfigsResponse_Topic)(nil),               // 115: strand.AlterConfigsResponse.Topic
-	(*DeleteRecordsRequest_Partition)(nil),           // 116: strand.DeleteRecordsRequest.Partition
-	(*DeleteRecordsResponse_Partition)(nil),          // 117: strand.DeleteRecordsResponse.Partition
-	(*DescribePartitionsRequest_Partition)(nil),      // 118: strand.DescribePartitionsRequest.Partition
-	(*DescribePartitionsResponse_Partition)(nil),     // 119: strand.DescribePartitionsResponse.Partition
-	(*AlterUsersRequest_Upsert)(nil),                 // 120: strand.AlterUsersRequest.Upsert
-	(*AlterUsersRequest_Delete)(nil),                 // 121: strand.AlterUsersRequest.Delete
-	(*AlterUsersResponse_Result)(nil),                // 122: strand.AlterUsersResponse.Result
-	(*ListUsersResponse_User)(nil),                   // 123: strand.ListUsersResponse.User
-	(*ElectLeadersResponse_Transfer)(nil),            // 124: strand.ElectLeadersResponse.Transfer
-	(*ClusterMembersResponse_Member)(nil),            // 125: strand.ClusterMembersResponse.Member
-	(*AddPartitionsToTxnResponse_Result)(nil),        // 126: strand.AddPartitionsToTxnResponse.Result
-	(*ListTransactionsResponse_Transaction)(nil),     // 127: strand.ListTransactionsResponse.Transaction
-	(*DescribeTransactionsResponse_Transaction)(nil), // 128: strand.DescribeTransactionsResponse.Transaction
-	(*RaftFrame)(nil),                                // 129: strand.RaftFrame
-	(*TxnProducer)(nil),                              // 130: strand.TxnProducer
-	(*TxnPartitions)(nil),                            // 131: strand.TxnPartitions
+	(*AbortedTransaction)(nil),                       // 94: strand.AbortedTransaction
+	(*WriteTxnMarkersRequest)(nil),                   // 95: strand.WriteTxnMarkersRequest
+	(*WriteTxnMarkersResponse)(nil),                  // 96: strand.WriteTxnMarkersResponse
+	(*MetadataResponse_Node)(nil),                    // 97: strand.MetadataResponse.Node
+	(*MetadataResponse_Partition)(nil),               // 98: strand.MetadataResponse.Partition
+	(*MetadataResponse_Topic)(nil),                   // 99: strand.MetadataResponse.Topic
+	(*ProduceRequest_Partition)(nil),                 // 100: strand.ProduceRequest.Partition
+	(*ProduceResponse_Partition)(nil),                // 101: strand.ProduceResponse.Partition
+	(*FetchRequest_Partition)(nil),                   // 102: strand.FetchRequest.Partition
+	(*FetchResponse_Batch)(nil),                      // 103: strand.FetchResponse.Batch
+	(*FetchResponse_Partition)(nil),                  // 104: strand.FetchResponse.Partition
+	(*ListOffsetsRequest_Partition)(nil),             // 105: strand.ListOffsetsRequest.Partition
+	(*ListOffsetsResponse_Partition)(nil),            // 106: strand.ListOffsetsResponse.Partition
+	(*CreateTopicsRequest_Topic)(nil),                // 107: strand.CreateTopicsRequest.Topic
+	(*CreatePartitionsRequest_Topic)(nil),            // 108: strand.CreatePartitionsRequest.Topic
+	(*CreatePartitionsResponse_Topic)(nil),           // 109: strand.CreatePartitionsResponse.Topic
+	(*MovePartitionsRequest_Move)(nil),               // 110: strand.MovePartitionsRequest.Move
+	(*MovePartitionsResponse_Move)(nil),              // 111: strand.MovePartitionsResponse.Move
+	(*DescribeTopicsResponse_Topic)(nil),             // 112: strand.DescribeTopicsResponse.Topic
+	(*ListGroupsResponse_Group)(nil),                 // 113: strand.ListGroupsResponse.Group
+	(*DescribeGroupsResponse_Group)(nil),             // 114: strand.DescribeGroupsResponse.Group
+	(*OffsetDeleteResponse_Result)(nil),              // 115: strand.OffsetDeleteResponse.Result
+	(*DeleteGroupsResponse_Result)(nil),              // 116: strand.DeleteGroupsResponse.Result
+	(*AlterConfigsRequest_Topic)(nil),                // 117: strand.AlterConfigsRequest.Topic
+	(*AlterConfigsResponse_Topic)(nil),               // 118: strand.AlterConfigsResponse.Topic
+	(*DeleteRecordsRequest_Partition)(nil),           // 119: strand.DeleteRecordsRequest.Partition
+	(*DeleteRecordsResponse_Partition)(nil),          // 120: strand.DeleteRecordsResponse.Partition
+	(*DescribePartitionsRequest_Partition)(nil),      // 121: strand.DescribePartitionsRequest.Partition
+	(*DescribePartitionsResponse_Partition)(nil),     // 122: strand.DescribePartitionsResponse.Partition
+	(*AlterUsersRequest_Upsert)(nil),                 // 123: strand.AlterUsersRequest.Upsert
+	(*AlterUsersRequest_Delete)(nil),                 // 124: strand.AlterUsersRequest.Delete
+	(*AlterUsersResponse_Result)(nil),                // 125: strand.AlterUsersResponse.Result
+	(*ListUsersResponse_User)(nil),                   // 126: strand.ListUsersResponse.User
+	(*ElectLeadersResponse_Transfer)(nil),            // 127: strand.ElectLeadersResponse.Transfer
+	(*ClusterMembersResponse_Member)(nil),            // 128: strand.ClusterMembersResponse.Member
+	(*AddPartitionsToTxnResponse_Result)(nil),        // 129: strand.AddPartitionsToTxnResponse.Result
+	(*ListTransactionsResponse_Transaction)(nil),     // 130: strand.ListTransactionsResponse.Transaction
+	(*DescribeTransactionsResponse_Transaction)(nil), // 131: strand.DescribeTransactionsResponse.Transaction
+	(*WriteTxnMarkersRequest_Marker)(nil),            // 132: strand.WriteTxnMarkersRequest.Marker
+	(*WriteTxnMarkersResponse_Result)(nil),           // 133: strand.WriteTxnMarkersResponse.Result
+	(*RaftFrame)(nil),                                // 134: strand.RaftFrame
+	(*TxnProducer)(nil),                              // 135: strand.TxnProducer
+	(*TxnPartitions)(nil),                            // 136: strand.TxnPartitions
 }
 var file_wire_proto_depIdxs = []int32{
 	0,   // 0: strand.Error.code:type_name -> strand.ErrorCode
@@ -10435,141 +10875,147 @@ var file_wire_proto_depIdxs = []int32{
 	88,  // 35: strand.Request.end_txn:type_name -> strand.EndTxnRequest
 	90,  // 36: strand.Request.list_transactions:type_name -> strand.ListTransactionsRequest
 	92,  // 37: strand.Request.describe_transactions:type_name -> strand.DescribeTransactionsRequest
-	129, // 38: strand.Request.raft:type_name -> strand.RaftFrame
-	5,   // 39: strand.Response.error:type_name -> strand.Error
-	9,   // 40: strand.Response.hello:type_name -> strand.HelloResponse
-	11,  // 41: strand.Response.metadata:type_name -> strand.MetadataResponse
-	13,  // 42: strand.Response.produce:type_name -> strand.ProduceResponse
-	15,  // 43: strand.Response.fetch:type_name -> strand.FetchResponse
-	17,  // 44: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
-	21,  // 45: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
-	23,  // 46: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
-	29,  // 47: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
-	31,  // 48: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
-	55,  // 49: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
-	57,  // 50: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
-	60,  // 51: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
-	33,  // 52: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
-	37,  // 53: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
-	40,  // 54: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
-	43,  // 55: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
-	45,  // 56: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
-	49,  // 57: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
-	53,  // 58: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
-	52,  // 59: strand.Response.offset_delete:type_name -> strand.OffsetDeleteResponse
-	25,  // 60: strand.Response.create_partitions:type_name -> strand.CreatePartitionsResponse
-	65,  // 61: strand.Response.alter_users:type_name -> strand.AlterUsersResponse
-	67,  // 62: strand.Response.list_users:type_name -> strand.ListUsersResponse
-	70,  // 63: strand.Response.alter_acls:type_name -> strand.AlterAclsResponse
-	72,  // 64: strand.Response.describe_acls:type_name -> strand.DescribeAclsResponse
-	62,  // 65: strand.Response.sasl_authenticate:type_name -> strand.SaslAuthenticateResponse
-	75,  // 66: strand.Response.alter_quotas:type_name -> strand.AlterQuotasResponse
-	77,  // 67: strand.Response.node_admin:type_name -> strand.NodeAdminResponse
-	79,  // 68: strand.Response.elect_leaders:type_name -> strand.ElectLeadersResponse
-	81,  // 69: strand.Response.cluster_members:type_name -> strand.ClusterMembersResponse
-	27,  // 70: strand.Response.move_partitions:type_name -> strand.MovePartitionsResponse
-	83,  // 71: strand.Response.txn_init_producer_id:type_name -> strand.TxnInitProducerIdResponse
-	85,  // 72: strand.Response.add_partitions_to_txn:type_name -> strand.AddPartitionsToTxnResponse
-	87,  // 73: strand.Response.add_offsets_to_txn:type_name -> strand.AddOffsetsToTxnResponse
-	89,  // 74: strand.Response.end_txn:type_name -> strand.EndTxnResponse
-	91,  // 75: strand.Response.list_transactions:type_name -> strand.ListTransactionsResponse
-	93,  // 76: strand.Response.describe_transactions:type_name -> strand.DescribeTransactionsResponse
-	94,  // 77: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
-	96,  // 78: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
-	97,  // 79: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
-	98,  // 80: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
-	99,  // 81: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
-	101, // 82: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
-	102, // 83: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
-	103, // 84: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
-	104, // 85: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
-	5,   // 86: strand.TopicResult.error:type_name -> strand.Error
-	20,  // 87: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
-	20,  // 88: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
-	105, // 89: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
-	106, // 90: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
-	107, // 91: strand.MovePartitionsRequest.moves:type_name -> strand.MovePartitionsRequest.Move
-	108, // 92: strand.MovePartitionsResponse.moves:type_name -> strand.MovePartitionsResponse.Move
-	109, // 93: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
-	34,  // 94: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
-	36,  // 95: strand.ConsumerGroupHeartbeatRequest.classic:type_name -> strand.ClassicGroupStep
-	1,   // 96: strand.ClassicGroupStep.step:type_name -> strand.ClassicStep
-	34,  // 97: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
-	38,  // 98: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
-	34,  // 99: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
-	42,  // 100: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
-	110, // 101: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
-	34,  // 102: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
-	34,  // 103: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
-	34,  // 104: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
-	48,  // 105: strand.GroupMember.classic:type_name -> strand.ClassicMemberState
-	34,  // 106: strand.ClassicMemberState.given:type_name -> strand.GroupTopicPartitions
-	34,  // 107: strand.ClassicMemberState.held:type_name -> strand.GroupTopicPartitions
-	111, // 108: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
-	34,  // 109: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
-	112, // 110: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
-	113, // 111: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
-	114, // 112: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
-	115, // 113: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
-	116, // 114: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
-	117, // 115: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
-	118, // 116: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
-	119, // 117: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
-	120, // 118: strand.AlterUsersRequest.upserts:type_name -> strand.AlterUsersRequest.Upsert
-	121, // 119: strand.AlterUsersRequest.deletes:type_name -> strand.AlterUsersRequest.Delete
-	122, // 120: strand.AlterUsersResponse.results:type_name -> strand.AlterUsersResponse.Result
-	123, // 121: strand.ListUsersResponse.users:type_name -> strand.ListUsersResponse.User
-	68,  // 122: strand.AlterAclsRequest.add:type_name -> strand.AclBinding
-	68,  // 123: strand.AlterAclsRequest.remove:type_name -> strand.AclBinding
-	68,  // 124: strand.DescribeAclsResponse.bindings:type_name -> strand.AclBinding
-	73,  // 125: strand.DescribeAclsResponse.quotas:type_name -> strand.Quota
-	73,  // 126: strand.AlterQuotasRequest.quotas:type_name -> strand.Quota
-	2,   // 127: strand.NodeAdminRequest.action:type_name -> strand.NodeAction
-	124, // 128: strand.ElectLeadersResponse.transfers:type_name -> strand.ElectLeadersResponse.Transfer
-	125, // 129: strand.ClusterMembersResponse.members:type_name -> strand.ClusterMembersResponse.Member
-	130, // 130: strand.TxnInitProducerIdRequest.expected:type_name -> strand.TxnProducer
-	130, // 131: strand.AddPartitionsToTxnRequest.producer:type_name -> strand.TxnProducer
-	131, // 132: strand.AddPartitionsToTxnRequest.topics:type_name -> strand.TxnPartitions
-	126, // 133: strand.AddPartitionsToTxnResponse.results:type_name -> strand.AddPartitionsToTxnResponse.Result
-	130, // 134: strand.AddOffsetsToTxnRequest.producer:type_name -> strand.TxnProducer
-	130, // 135: strand.EndTxnRequest.producer:type_name -> strand.TxnProducer
-	127, // 136: strand.ListTransactionsResponse.transactions:type_name -> strand.ListTransactionsResponse.Transaction
-	128, // 137: strand.DescribeTransactionsResponse.transactions:type_name -> strand.DescribeTransactionsResponse.Transaction
-	5,   // 138: strand.MetadataResponse.Partition.error:type_name -> strand.Error
-	5,   // 139: strand.MetadataResponse.Topic.error:type_name -> strand.Error
-	95,  // 140: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
-	5,   // 141: strand.ProduceResponse.Partition.error:type_name -> strand.Error
-	5,   // 142: strand.FetchResponse.Partition.error:type_name -> strand.Error
-	100, // 143: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
-	5,   // 144: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
-	18,  // 145: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
-	5,   // 146: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
-	5,   // 147: strand.MovePartitionsResponse.Move.error:type_name -> strand.Error
-	5,   // 148: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
-	18,  // 149: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	5,   // 150: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
-	47,  // 151: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
-	42,  // 152: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
-	5,   // 153: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
-	5,   // 154: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
-	18,  // 155: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
-	5,   // 156: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
-	18,  // 157: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	5,   // 158: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
-	5,   // 159: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
-	58,  // 160: strand.DescribePartitionsResponse.Partition.move_progress:type_name -> strand.MoveProgress
-	63,  // 161: strand.AlterUsersRequest.Upsert.credential:type_name -> strand.UserCredential
-	5,   // 162: strand.AlterUsersResponse.Result.error:type_name -> strand.Error
-	3,   // 163: strand.ClusterMembersResponse.Member.state:type_name -> strand.MemberState
-	4,   // 164: strand.ClusterMembersResponse.Member.role:type_name -> strand.MetadataRole
-	5,   // 165: strand.AddPartitionsToTxnResponse.Result.error:type_name -> strand.Error
-	5,   // 166: strand.DescribeTransactionsResponse.Transaction.error:type_name -> strand.Error
-	131, // 167: strand.DescribeTransactionsResponse.Transaction.topics:type_name -> strand.TxnPartitions
-	168, // [168:168] is the sub-list for method output_type
-	168, // [168:168] is the sub-list for method input_type
-	168, // [168:168] is the sub-list for extension type_name
-	168, // [168:168] is the sub-list for extension extendee
-	0,   // [0:168] is the sub-list for field type_name
+	95,  // 38: strand.Request.write_txn_markers:type_name -> strand.WriteTxnMarkersRequest
+	134, // 39: strand.Request.raft:type_name -> strand.RaftFrame
+	5,   // 40: strand.Response.error:type_name -> strand.Error
+	9,   // 41: strand.Response.hello:type_name -> strand.HelloResponse
+	11,  // 42: strand.Response.metadata:type_name -> strand.MetadataResponse
+	13,  // 43: strand.Response.produce:type_name -> strand.ProduceResponse
+	15,  // 44: strand.Response.fetch:type_name -> strand.FetchResponse
+	17,  // 45: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
+	21,  // 46: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
+	23,  // 47: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
+	29,  // 48: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
+	31,  // 49: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
+	55,  // 50: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
+	57,  // 51: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
+	60,  // 52: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
+	33,  // 53: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
+	37,  // 54: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
+	40,  // 55: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
+	43,  // 56: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
+	45,  // 57: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
+	49,  // 58: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
+	53,  // 59: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
+	52,  // 60: strand.Response.offset_delete:type_name -> strand.OffsetDeleteResponse
+	25,  // 61: strand.Response.create_partitions:type_name -> strand.CreatePartitionsResponse
+	65,  // 62: strand.Response.alter_users:type_name -> strand.AlterUsersResponse
+	67,  // 63: strand.Response.list_users:type_name -> strand.ListUsersResponse
+	70,  // 64: strand.Response.alter_acls:type_name -> strand.AlterAclsResponse
+	72,  // 65: strand.Response.describe_acls:type_name -> strand.DescribeAclsResponse
+	62,  // 66: strand.Response.sasl_authenticate:type_name -> strand.SaslAuthenticateResponse
+	75,  // 67: strand.Response.alter_quotas:type_name -> strand.AlterQuotasResponse
+	77,  // 68: strand.Response.node_admin:type_name -> strand.NodeAdminResponse
+	79,  // 69: strand.Response.elect_leaders:type_name -> strand.ElectLeadersResponse
+	81,  // 70: strand.Response.cluster_members:type_name -> strand.ClusterMembersResponse
+	27,  // 71: strand.Response.move_partitions:type_name -> strand.MovePartitionsResponse
+	83,  // 72: strand.Response.txn_init_producer_id:type_name -> strand.TxnInitProducerIdResponse
+	85,  // 73: strand.Response.add_partitions_to_txn:type_name -> strand.AddPartitionsToTxnResponse
+	87,  // 74: strand.Response.add_offsets_to_txn:type_name -> strand.AddOffsetsToTxnResponse
+	89,  // 75: strand.Response.end_txn:type_name -> strand.EndTxnResponse
+	91,  // 76: strand.Response.list_transactions:type_name -> strand.ListTransactionsResponse
+	93,  // 77: strand.Response.describe_transactions:type_name -> strand.DescribeTransactionsResponse
+	96,  // 78: strand.Response.write_txn_markers:type_name -> strand.WriteTxnMarkersResponse
+	97,  // 79: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
+	99,  // 80: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
+	100, // 81: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
+	101, // 82: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
+	102, // 83: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
+	104, // 84: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
+	105, // 85: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
+	106, // 86: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
+	107, // 87: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
+	5,   // 88: strand.TopicResult.error:type_name -> strand.Error
+	20,  // 89: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
+	20,  // 90: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
+	108, // 91: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
+	109, // 92: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
+	110, // 93: strand.MovePartitionsRequest.moves:type_name -> strand.MovePartitionsRequest.Move
+	111, // 94: strand.MovePartitionsResponse.moves:type_name -> strand.MovePartitionsResponse.Move
+	112, // 95: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
+	34,  // 96: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
+	36,  // 97: strand.ConsumerGroupHeartbeatRequest.classic:type_name -> strand.ClassicGroupStep
+	1,   // 98: strand.ClassicGroupStep.step:type_name -> strand.ClassicStep
+	34,  // 99: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
+	38,  // 100: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
+	34,  // 101: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
+	42,  // 102: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
+	113, // 103: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
+	34,  // 104: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
+	34,  // 105: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
+	34,  // 106: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
+	48,  // 107: strand.GroupMember.classic:type_name -> strand.ClassicMemberState
+	34,  // 108: strand.ClassicMemberState.given:type_name -> strand.GroupTopicPartitions
+	34,  // 109: strand.ClassicMemberState.held:type_name -> strand.GroupTopicPartitions
+	114, // 110: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
+	34,  // 111: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
+	115, // 112: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
+	116, // 113: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
+	117, // 114: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
+	118, // 115: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
+	119, // 116: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
+	120, // 117: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
+	121, // 118: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
+	122, // 119: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
+	123, // 120: strand.AlterUsersRequest.upserts:type_name -> strand.AlterUsersRequest.Upsert
+	124, // 121: strand.AlterUsersRequest.deletes:type_name -> strand.AlterUsersRequest.Delete
+	125, // 122: strand.AlterUsersResponse.results:type_name -> strand.AlterUsersResponse.Result
+	126, // 123: strand.ListUsersResponse.users:type_name -> strand.ListUsersResponse.User
+	68,  // 124: strand.AlterAclsRequest.add:type_name -> strand.AclBinding
+	68,  // 125: strand.AlterAclsRequest.remove:type_name -> strand.AclBinding
+	68,  // 126: strand.DescribeAclsResponse.bindings:type_name -> strand.AclBinding
+	73,  // 127: strand.DescribeAclsResponse.quotas:type_name -> strand.Quota
+	73,  // 128: strand.AlterQuotasRequest.quotas:type_name -> strand.Quota
+	2,   // 129: strand.NodeAdminRequest.action:type_name -> strand.NodeAction
+	127, // 130: strand.ElectLeadersResponse.transfers:type_name -> strand.ElectLeadersResponse.Transfer
+	128, // 131: strand.ClusterMembersResponse.members:type_name -> strand.ClusterMembersResponse.Member
+	135, // 132: strand.TxnInitProducerIdRequest.expected:type_name -> strand.TxnProducer
+	135, // 133: strand.AddPartitionsToTxnRequest.producer:type_name -> strand.TxnProducer
+	136, // 134: strand.AddPartitionsToTxnRequest.topics:type_name -> strand.TxnPartitions
+	129, // 135: strand.AddPartitionsToTxnResponse.results:type_name -> strand.AddPartitionsToTxnResponse.Result
+	135, // 136: strand.AddOffsetsToTxnRequest.producer:type_name -> strand.TxnProducer
+	135, // 137: strand.EndTxnRequest.producer:type_name -> strand.TxnProducer
+	130, // 138: strand.ListTransactionsResponse.transactions:type_name -> strand.ListTransactionsResponse.Transaction
+	131, // 139: strand.DescribeTransactionsResponse.transactions:type_name -> strand.DescribeTransactionsResponse.Transaction
+	132, // 140: strand.WriteTxnMarkersRequest.markers:type_name -> strand.WriteTxnMarkersRequest.Marker
+	133, // 141: strand.WriteTxnMarkersResponse.results:type_name -> strand.WriteTxnMarkersResponse.Result
+	5,   // 142: strand.MetadataResponse.Partition.error:type_name -> strand.Error
+	5,   // 143: strand.MetadataResponse.Topic.error:type_name -> strand.Error
+	98,  // 144: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
+	5,   // 145: strand.ProduceResponse.Partition.error:type_name -> strand.Error
+	5,   // 146: strand.FetchResponse.Partition.error:type_name -> strand.Error
+	103, // 147: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
+	94,  // 148: strand.FetchResponse.Partition.aborted_transactions:type_name -> strand.AbortedTransaction
+	5,   // 149: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
+	18,  // 150: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
+	5,   // 151: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
+	5,   // 152: strand.MovePartitionsResponse.Move.error:type_name -> strand.Error
+	5,   // 153: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
+	18,  // 154: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	5,   // 155: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
+	47,  // 156: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
+	42,  // 157: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
+	5,   // 158: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
+	5,   // 159: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
+	18,  // 160: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
+	5,   // 161: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
+	18,  // 162: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	5,   // 163: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
+	5,   // 164: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
+	58,  // 165: strand.DescribePartitionsResponse.Partition.move_progress:type_name -> strand.MoveProgress
+	63,  // 166: strand.AlterUsersRequest.Upsert.credential:type_name -> strand.UserCredential
+	5,   // 167: strand.AlterUsersResponse.Result.error:type_name -> strand.Error
+	3,   // 168: strand.ClusterMembersResponse.Member.state:type_name -> strand.MemberState
+	4,   // 169: strand.ClusterMembersResponse.Member.role:type_name -> strand.MetadataRole
+	5,   // 170: strand.AddPartitionsToTxnResponse.Result.error:type_name -> strand.Error
+	5,   // 171: strand.DescribeTransactionsResponse.Transaction.error:type_name -> strand.Error
+	136, // 172: strand.DescribeTransactionsResponse.Transaction.topics:type_name -> strand.TxnPartitions
+	5,   // 173: strand.WriteTxnMarkersResponse.Result.error:type_name -> strand.Error
+	174, // [174:174] is the sub-list for method output_type
+	174, // [174:174] is the sub-list for method input_type
+	174, // [174:174] is the sub-list for extension type_name
+	174, // [174:174] is the sub-list for extension extendee
+	0,   // [0:174] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -10617,6 +11063,7 @@ func file_wire_proto_init() {
 		(*Request_EndTxn)(nil),
 		(*Request_ListTransactions)(nil),
 		(*Request_DescribeTransactions)(nil),
+		(*Request_WriteTxnMarkers)(nil),
 		(*Request_Raft)(nil),
 	}
 	file_wire_proto_msgTypes[2].OneofWrappers = []any{
@@ -10657,15 +11104,16 @@ func file_wire_proto_init() {
 		(*Response_EndTxn)(nil),
 		(*Response_ListTransactions)(nil),
 		(*Response_DescribeTransactions)(nil),
+		(*Response_WriteTxnMarkers)(nil),
 	}
-	file_wire_proto_msgTypes[95].OneofWrappers = []any{}
+	file_wire_proto_msgTypes[98].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   124,
+			NumMessages:   129,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,64 @@
+package node
+
+import (
+	"errors"
+
+	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// Reads of partitions with transactions (engine/doc.go "Transactions"): a
+// fetch at isolation level read_committed stops at the last stable offset
+// (engine AppendReadable), every fetch skips the transaction markers (a
+// marker's offset holds no batch for a native reader) and answers the
+// partition's last stable offset and the aborted transactions overlapping
+// the batches it returns, so a read_uncommitted reader can drop aborted
+// batches itself; ListOffsets latest at read_committed is the last stable
+// offset.
+
+// errMarkerEntry: the entry at an indexed offset is a transaction marker,
+// not a batch; readers skip it.
+var errMarkerEntry = errors.New("node: a transaction marker holds no batch")
+
+// validIsolation tells whether a wire isolation level is one of Kafka's
+// (0 read_uncommitted, 1 read_committed).
+func validIsolation(level int32) bool {
+	return level == int32(engine.ReadUncommitted) || level == int32(engine.ReadCommitted)
+}
+
+// txnFetchState sets a fetch answer's partition's last stable offset as
+// of the read and the aborted transactions overlapping the batches read
+// (from the replica's aborted index now: an entry enters with its abort
+// marker and only a trim past the marker removes it), and returns them.
+// Kafka leaves the filtering to read_committed consumers; a native
+// read_committed fetch drops the aborted batches itself (inAborted).
+func (c *Core) txnFetchState(wp *strandpb.FetchResponse_Partition, tp TopicPartition, res FetchResult) []engine.AbortedTxn {
+	g := c.byTP[tp]
+	if wp.GetError() != nil || g == nil || g.part == nil {
+		return nil
+	}
+	wp.LastStableOffset = min(res.LastStableOffset, wp.GetHighWatermark())
+	n := len(res.Batches)
+	if n == 0 {
+		return nil
+	}
+	last := res.Batches[n-1]
+	from, to := res.Batches[0].BaseOffset, last.BaseOffset+int64(batchRecordCount(last.Batch))
+	aborted := g.part.AppendAbortedTxns(nil, from, to)
+	for _, a := range aborted {
+		wp.AbortedTransactions = append(wp.AbortedTransactions, &strandpb.AbortedTransaction{
+			ProducerId: a.ProducerID, FirstOffset: a.FirstOffset, LastOffset: a.LastOffset})
+	}
+	return aborted
+}
+
+// inAborted tells whether b belongs to one of the aborted transactions
+// (its producer's batches from the first offset up to the abort marker).
+func inAborted(aborted []engine.AbortedTxn, b FetchedBatch) bool {
+	for _, a := range aborted {
+		if b.Producer.ID == a.ProducerID && b.BaseOffset >= a.FirstOffset && b.BaseOffset < a.LastOffset {
+			return true
+		}
+	}
+	return false
+}
