@@ -16,7 +16,10 @@ type TxnMarker struct {
 	Commit          bool
 	// Producer is the producer id and marker epoch (the transaction's
 	// epoch + 1): the marker fences every older epoch in the partition.
-	Producer  txn.Producer
+	Producer txn.Producer
+	// KeptEpoch: the transaction ended at its own epoch (a transactions v1
+	// client), so Producer's epoch is also the one it ran at.
+	KeptEpoch bool
 	Partition TopicPartition
 	Group     string
 	// CoordinatorEpoch is the coordinator's epoch (its partition's raft
@@ -55,7 +58,7 @@ func (c *Core) driveMarkers(g *group, co *txnCoord) {
 		var markers []TxnMarker
 		for _, tp := range p.Partitions {
 			markers = append(markers, TxnMarker{TransactionalID: p.ID, Commit: p.Commit, Producer: p.Marker,
-				Partition: TopicPartition{Topic: tp.Topic, Partition: tp.Partition}, CoordinatorEpoch: coordinatorEpoch(co.term)})
+				KeptEpoch: p.KeptEpoch, Partition: TopicPartition{Topic: tp.Topic, Partition: tp.Partition}, CoordinatorEpoch: coordinatorEpoch(co.term)})
 		}
 		for _, grp := range p.Groups {
 			markers = append(markers, TxnMarker{TransactionalID: p.ID, Commit: p.Commit, Producer: p.Marker, Group: grp})

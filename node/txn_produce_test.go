@@ -122,3 +122,46 @@ func TestTxnProduceIsVerified(t *testing.T) {
 		t.Fatalf("zombie write: %v", r)
 	}
 }
+
+// TestTxnKeptEpochMarkersEndEachTransaction shows a transactions v1
+// client (EndTxn keep_epoch: Kafka's EndTxn below v5) runs transaction
+// after transaction at one epoch, and each one's markers are written and
+// end it: the partition's last stable offset reaches the high-water mark
+// after each commit, the second transaction included, whose marker
+// carries the epoch it ran at. Checked to fail: with writeMarkerHere's
+// late-duplicate guard applied to kept-epoch markers, the first commit's
+// marker is answered done unwritten and the LSO stays at 0 (of 2).
+func TestTxnKeptEpochMarkersEndEachTransaction(t *testing.T) {
+	c := newCluster(t, 43, 3, replicated(3, "t", 1), txnTestConfig(PartitionMarkers{}))
+	p := c.initTxn("v1")
+	coord := c.findTxnCoordinator("v1")
+	t0 := TopicPartition{"t", 0}
+	for _, id := range c.ids {
+		if id != coord {
+			c.placeLeader(t0, id)
+			break
+		}
+	}
+	seq := txnSeq{}
+	for round := range 2 {
+		if r := c.txnRetry("v1", addPartitionsReq("v1", p, "t", 0)); r.GetError() != nil {
+			t.Fatalf("round %d: add partitions: %v", round, r.GetError())
+		}
+		if r := c.produceTxn("v1", p, t0, seq, "v", 2); r.GetError() != nil {
+			t.Fatalf("round %d: write: %v", round, r)
+		}
+		end := endTxnReq("v1", p, true)
+		end.GetEndTxn().KeepEpoch = true
+		r := c.txnCall("v1", end)
+		if r.GetError() != nil {
+			t.Fatalf("round %d: end: %v", round, r.GetError())
+		}
+		if got := r.GetEndTxn(); got.GetProducerId() != p.ID || got.GetProducerEpoch() != int32(p.Epoch) {
+			t.Fatalf("round %d: end answered %v, want the same producer %+v", round, got, p)
+		}
+		c.waitTxnState("v1", "CompleteCommit")
+		if lso, hwm := c.lsoOn(t0); lso != hwm || hwm != int64(3*(round+1)) {
+			t.Fatalf("round %d: LSO %d, high-water mark %d, want both %d", round, lso, hwm, 3*(round+1))
+		}
+	}
+}

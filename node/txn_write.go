@@ -60,7 +60,7 @@ func (c *Core) writeTxnMarker(m TxnMarker, done func(error)) {
 	tp := m.Partition
 	if g := c.byTP[tp]; g != nil {
 		if _, _, leading := g.leadership(); leading {
-			c.writeMarkerHere(g, engineMarker(m), done)
+			c.writeMarkerHere(g, engineMarker(m), m.KeptEpoch, done)
 			return
 		}
 	}
@@ -76,7 +76,8 @@ func (c *Core) writeTxnMarker(m TxnMarker, done func(error)) {
 	}
 	req := &strandpb.Request{Body: &strandpb.Request_WriteTxnMarkers{WriteTxnMarkers: &strandpb.WriteTxnMarkersRequest{
 		Markers: []*strandpb.WriteTxnMarkersRequest_Marker{{Topic: tp.Topic, Partition: tp.Partition, ProducerId: m.Producer.ID,
-			ProducerEpoch: int32(m.Producer.Epoch), CoordinatorEpoch: m.CoordinatorEpoch, Commit: m.Commit}}}}}
+			ProducerEpoch: int32(m.Producer.Epoch), CoordinatorEpoch: m.CoordinatorEpoch, Commit: m.Commit,
+			KeptEpoch: m.KeptEpoch}}}}}
 	c.callPeer(lead, req, func(resp *strandpb.Response, err error) { done(markerAnswer(resp, err, tp)) })
 }
 
@@ -109,8 +110,12 @@ func markerAnswer(resp *strandpb.Response, err error, tp TopicPartition) error {
 // epoch is that of the transaction open here belongs to an earlier
 // transaction, already ended here (a late duplicate of a request): it is
 // done, and never proposed, where it would end the later transaction.
-func (c *Core) writeMarkerHere(g *group, m engine.Marker, done func(error)) {
-	if epoch, open := g.part.TxnOpen(m.ProducerID); open && epoch == m.ProducerEpoch {
+// Not so with keptEpoch (a transactions v1 client, whose transactions all
+// run at one epoch): its marker ends the transaction open at its epoch,
+// and a late duplicate cannot be told from it (Kafka's v1 window, which
+// KIP-890's bump closes).
+func (c *Core) writeMarkerHere(g *group, m engine.Marker, keptEpoch bool, done func(error)) {
+	if epoch, open := g.part.TxnOpen(m.ProducerID); open && epoch == m.ProducerEpoch && !keptEpoch {
 		c.completions = append(c.completions, func() { done(nil) })
 		return
 	}
@@ -154,7 +159,7 @@ func (c *Core) handleWriteTxnMarkers(req *strandpb.WriteTxnMarkersRequest, answe
 			continue
 		}
 		c.writeMarkerHere(g, engine.Marker{ProducerID: m.GetProducerId(), ProducerEpoch: m.GetProducerEpoch(),
-			CoordinatorEpoch: m.GetCoordinatorEpoch(), Commit: m.GetCommit()}, finish)
+			CoordinatorEpoch: m.GetCoordinatorEpoch(), Commit: m.GetCommit()}, m.GetKeptEpoch(), finish)
 	}
 }
 

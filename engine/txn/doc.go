@@ -24,6 +24,7 @@
 // KeepEpoch is Kafka's transactions v1 (EndTxn below v5, every client before Kafka 4.0): the
 // client cannot learn a new epoch, so its next transaction runs at the same one, as Kafka 4.0
 // serves such a client; fencing a zombie is then InitProducerId's bump alone.
+//
 //	Prepare* --MarkerWritten for the last partition and group--> Complete*
 //	Empty, Complete* --ExpireIDs (idle transactional.id.expiration.ms)--> removed (Kafka's Dead)
 //

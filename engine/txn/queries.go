@@ -43,6 +43,9 @@ type Prepared struct {
 	Commit bool
 	// Marker is the producer id and epoch every marker carries.
 	Marker Producer
+	// KeptEpoch: the client's EndTxn kept the epoch (transactions v1), so
+	// Marker's epoch is the one the transaction ran at, not the next.
+	KeptEpoch bool
 	// Partitions and Groups still wait for their marker, sorted.
 	Partitions []TopicPartition
 	Groups     []string
@@ -59,7 +62,7 @@ func (s *State) Pending() []Prepared {
 			continue
 		}
 		out = append(out, Prepared{ID: id, Commit: t.state == PrepareCommit, Marker: t.producer,
-			Partitions: slices.Clone(t.pendingParts), Groups: slices.Clone(t.pendingGroups)})
+			KeptEpoch: t.endedBy == t.producer, Partitions: slices.Clone(t.pendingParts), Groups: slices.Clone(t.pendingGroups)})
 	}
 	return out
 }

@@ -9746,8 +9746,11 @@ type WriteTxnMarkersRequest_Marker struct {
 	// The coordinator's epoch: its partition's raft term.
 	CoordinatorEpoch int32 `protobuf:"varint,5,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
 	Commit           bool  `protobuf:"varint,6,opt,name=commit,proto3" json:"commit,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// kept_epoch: the transaction ended at its own epoch (a Kafka
+	// transactions v1 client), so producer_epoch is the one it ran at.
+	KeptEpoch     bool `protobuf:"varint,7,opt,name=kept_epoch,json=keptEpoch,proto3" json:"kept_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WriteTxnMarkersRequest_Marker) Reset() {
@@ -9818,6 +9821,13 @@ func (x *WriteTxnMarkersRequest_Marker) GetCoordinatorEpoch() int32 {
 func (x *WriteTxnMarkersRequest_Marker) GetCommit() bool {
 	if x != nil {
 		return x.Commit
+	}
+	return false
+}
+
+func (x *WriteTxnMarkersRequest_Marker) GetKeptEpoch() bool {
+	if x != nil {
+		return x.KeptEpoch
 	}
 	return false
 }
@@ -10587,9 +10597,9 @@ const file_wire_proto_rawDesc = "" +
 	"producerId\x12!\n" +
 	"\ffirst_offset\x18\x02 \x01(\x03R\vfirstOffset\x12\x1f\n" +
 	"\vlast_offset\x18\x03 \x01(\x03R\n" +
-	"lastOffset\"\xa5\x02\n" +
+	"lastOffset\"\xc4\x02\n" +
 	"\x16WriteTxnMarkersRequest\x12?\n" +
-	"\amarkers\x18\x01 \x03(\v2%.strand.WriteTxnMarkersRequest.MarkerR\amarkers\x1a\xc9\x01\n" +
+	"\amarkers\x18\x01 \x03(\v2%.strand.WriteTxnMarkersRequest.MarkerR\amarkers\x1a\xe8\x01\n" +
 	"\x06Marker\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1f\n" +
@@ -10597,7 +10607,9 @@ const file_wire_proto_rawDesc = "" +
 	"producerId\x12%\n" +
 	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\x12+\n" +
 	"\x11coordinator_epoch\x18\x05 \x01(\x05R\x10coordinatorEpoch\x12\x16\n" +
-	"\x06commit\x18\x06 \x01(\bR\x06commit\"\xbe\x01\n" +
+	"\x06commit\x18\x06 \x01(\bR\x06commit\x12\x1d\n" +
+	"\n" +
+	"kept_epoch\x18\a \x01(\bR\tkeptEpoch\"\xbe\x01\n" +
 	"\x17WriteTxnMarkersResponse\x12@\n" +
 	"\aresults\x18\x01 \x03(\v2&.strand.WriteTxnMarkersResponse.ResultR\aresults\x1aa\n" +
 	"\x06Result\x12\x14\n" +
