@@ -406,6 +406,25 @@ func (lg *libGroup) onFetchAnswer(req *strandpb.FetchRequest, resp *strandpb.Res
 	}
 }
 
+// onEarliestAnswer notes the log start a ListOffsets answer gave for a
+// start at the earliest offset (a partition without a committed offset):
+// the records below were removed before any member could read them.
+func (lg *libGroup) onEarliestAnswer(req *strandpb.ListOffsetsRequest, resp *strandpb.Response) {
+	if req == nil {
+		return
+	}
+	for _, a := range resp.GetListOffsets().GetPartitions() {
+		if a.GetTopic() != topicMain || int(a.GetPartition()) >= lg.parts || a.GetError() != nil {
+			continue
+		}
+		for _, q := range req.GetPartitions() {
+			if q.GetTopic() == a.GetTopic() && q.GetPartition() == a.GetPartition() && q.GetTimestampMs() == -2 {
+				lg.excused[a.GetPartition()] = max(lg.excused[a.GetPartition()], a.GetOffset())
+			}
+		}
+	}
+}
+
 // libMemberTransport is the simulated network as one process of a
 // library member sees it: nothing reaches a dead process, and its commits
 // pass the commit check on their way out.
@@ -431,6 +450,7 @@ func (t libMemberTransport) Call(addr string, req *strandpb.Request, done func(*
 	live := func(resp *strandpb.Response, err error) {
 		if t.life.alive {
 			t.m.lg.onFetchAnswer(req.GetFetch(), resp)
+			t.m.lg.onEarliestAnswer(req.GetListOffsets(), resp)
 			done(resp, err)
 		}
 	}
