@@ -67,7 +67,7 @@
 // Core.HandleAs; with -sim.kafka every other client's produces and fetches go through kafkaproto's
 // encoder and handlers instead (acks=0 stays native). Options.GroupMembers (TestSimGroups: 4
 // members, two static) runs the group workload: members join, heartbeat, commit, crash and restart,
-// pause past the session and leave, under the seed's faults; beside them 3 applications consume the
+// pause past the session and leave, under the seed's faults; beside them 2 applications consume the
 // main topic as a second group on clientlib's own GroupConsumer (wire_libgroup.go: Poll, reconcile,
 // commit on revoke, auto-commit or manual commits drawn per seed, run as clientlib.SimRun tasks in
 // virtual time), crash mid-batch and restart; Options.ClassicMembers (TestSimClassicGroups:

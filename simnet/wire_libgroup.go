@@ -15,7 +15,7 @@ import (
 //
 // Beside the private members of groupID (wire_group.go, which drive the
 // coordinator's protocol edges: zombie commits, synthetic offsets, pauses),
-// libGroupMembers applications consume the main topic as group
+// libGroupMembers (2) applications consume the main topic as group
 // libGroupID with a clientlib.GroupConsumer on a Simulated Client: its
 // Poll (heartbeats, reconciliation, commit on revoke, auto-commit, the
 // consumer's fetch positions, leader and metadata refreshes) runs as a
@@ -41,8 +41,8 @@ import (
 //     excused: retention removed them unread).
 const (
 	libGroupID      = "simgroup-lib"
-	libGroupMembers = 3
-	libFetchMaxWait = 100 * time.Millisecond // under Options.ClientTimeout
+	libGroupMembers = 2
+	libFetchMaxWait = 200 * time.Millisecond // under Options.ClientTimeout
 	libCrashOneIn   = 10                     // batches that end in a crash mid-batch
 	libCrashesMax   = 6                      // per member
 	libSlowOneIn    = 40                     // batches processed past the session timeout
@@ -103,12 +103,15 @@ func newLibGroup(ww *wireWorkload, first int) *libGroup {
 		lg.processed[p] = map[int64]bool{}
 	}
 	lg.excused = make([]int64, lg.parts)
-	for i := range libGroupMembers {
+	for i := range libMemberCount(ww.w.opts) {
 		m := &libMember{lg: lg, c: newWireClient(ww, first+i, kindMember), idx: i}
 		if i%2 == 1 {
 			m.instance = fmt.Sprintf("lib-inst-%d", i)
 		}
 		lg.members = append(lg.members, m)
+	}
+	if len(lg.members) == 0 {
+		return lg
 	}
 	mode := lg.members[0].c.rng.IntN(4) // 0, 1: auto; 2: manual; 3: mixed
 	for i, m := range lg.members {
@@ -296,6 +299,10 @@ func (lg *libGroup) finish(then func()) {
 	lg.stopping = true
 	for _, m := range lg.members {
 		m.kill()
+	}
+	if len(lg.members) == 0 {
+		then()
+		return
 	}
 	lg.readCommitted(0, then)
 }
