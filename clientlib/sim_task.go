@@ -64,7 +64,7 @@ func (c *Client) SimRun(fn func(ctx context.Context), done func()) (abandon func
 	task.next, task.stop = iter.Pull(func(yield func(struct{}) bool) {
 		task.yield = yield
 		defer func() {
-			if r := recover(); r != nil && r != errTaskAbandoned { //nolint:errorlint // the sentinel itself
+			if r := recover(); r != nil && r != errTaskAbandoned {
 				panic(r)
 			}
 		}()

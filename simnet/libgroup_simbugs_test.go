@@ -11,7 +11,7 @@ import "testing"
 // acknowledged record below the final committed offset that no member
 // processed. Before the members ran clientlib's GroupConsumer the
 // simulator ran none of this code and caught it in no seed.
-func TestLibGroupCatchesAutoCommitFetched(t *testing.T) {
+func TestSimCatchesLibAutoCommitFetched(t *testing.T) {
 	requireCatches(t, "LibAutoCommitFetched", 1, 200, 100, "groups(lib):",
 		func(t *testing.T, seed uint64, _, bug string) Options { return groupOptions(t, seed, bug) }, nil)
 }
