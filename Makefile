@@ -34,7 +34,7 @@ test:
 	@failed=(); \
 	$(GO) test -count=1 -timeout 15m $$($(GO) list ./... | grep -v '/cmd/strand$$') || failed+=("packages other than cmd/strand"); \
 	$(GO) test -count=1 -timeout 15m ./cmd/strand/ || failed+=("cmd/strand"); \
-	$(GO) test -count=1 -timeout 15m -tags simbugs -run '$(PLANTED_BUG_TESTS)' ./node/ ./simnet/ ./engine/ ./engine/groups/ ./engine/txn/ || failed+=("planted bugs (-tags simbugs)"); \
+	$(GO) test -count=1 -timeout 15m -tags simbugs -run '$(PLANTED_BUG_TESTS)' ./node/ ./simnet/ ./engine/ ./engine/groups/ ./engine/txn/ ./clientlib/ || failed+=("planted bugs (-tags simbugs)"); \
 	if [ $${#failed[@]} -gt 0 ]; then \
 	  echo "make test: $${#failed[@]} of 3 suites failed:"; printf '  %s\n' "$${failed[@]}"; exit 1; \
 	fi; \
@@ -105,7 +105,7 @@ sim:
 	  $(if $(filter 1,$(JOINS)),-sim.joins) $(if $(filter 0,$(FEATURES)),-sim.features=false) $(if $(filter 1,$(KNOBS)),-sim.knobs)
 
 ## sim-bugs: the planted bugs' catch rates: each bug (BUGS=a,b,...; default every bug of simnet's
-##   BugNames, GroupBugNames and OperatorBugNames) runs SEEDS seeds from SEED_START, each seed stopping
+##   BugNames, GroupBugNames, OperatorBugNames and ClientBugNames) runs SEEDS seeds from SEED_START, each seed stopping
 ##   at its first failed check, and one table prints bug, caught/SEEDS, the first catching seed and the
 ##   catching seeds.
 ##   Issue 14 asks each bug to be caught in at least half the seeds (rows below half are marked).

@@ -89,7 +89,7 @@ func (c *Client) withRetries(ctx context.Context, fn func() error) error {
 		if ClassifyErr(err).RefreshMetadata {
 			c.RefreshMetadata(ctx)
 		}
-		if !sleepCtx(ctx, c.backoffDelay(attempt)) {
+		if !c.sleep(ctx, c.backoffDelay(attempt)) {
 			return err
 		}
 	}
@@ -360,7 +360,7 @@ func (c *Client) checkPartition(ctx context.Context, topic string, partition int
 		case c.cfg.unknownTopicRetries >= 0 && answers >= c.cfg.unknownTopicRetries:
 			return &Error{Code: strandpb.ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND, Message: fmt.Sprintf("topic %q does not exist", topic)}
 		}
-		if !sleepCtx(ctx, c.backoffDelay(answers+1)) {
+		if !c.sleep(ctx, c.backoffDelay(answers+1)) {
 			return ctx.Err()
 		}
 		if err := c.RefreshMetadata(ctx); err != nil {

@@ -36,6 +36,8 @@ type Client struct {
 	suspects   clientcore.Suspects // nodes that stalled recently
 
 	groupCoords coordinators // each group's coordinator (group.go)
+	// simTask is the simulated Client's running blocking call (sim_task.go).
+	simTask *simTask
 
 	producerOnce sync.Once
 	closeOnce    sync.Once
@@ -199,6 +201,9 @@ func (c *Client) conn(ctx context.Context, addr string) (*brokerConn, error) {
 // request sends req to addr and waits for the answer; extra is added to the
 // request timeout (a fetch's max wait).
 func (c *Client) request(ctx context.Context, addr string, req *strandpb.Request, extra time.Duration) (*strandpb.Response, error) {
+	if c.cfg.simulated != nil {
+		return c.simRequest(addr, req)
+	}
 	bc, err := c.conn(ctx, addr)
 	if err != nil {
 		return nil, err
@@ -344,7 +349,7 @@ func (c *Client) RefreshMetadata(ctx context.Context) error {
 	c.mu.Unlock()
 
 	// The shared refresh must not die with the first caller's context.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.requestTimeout)
+	rctx, cancel := c.boundedCtx(ctx)
 	defer cancel()
 	resp, addr, err := c.anyRequestAt(rctx, &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{}}})
 	c.mu.Lock()

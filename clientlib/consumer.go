@@ -164,6 +164,9 @@ type Consumer struct {
 	landed []landedFetch
 	// wake has a token when a fetch landed.
 	wake chan struct{}
+	// simWake resumes a simulated Poll waiting for a fetch to land
+	// (sim_task.go); nil otherwise.
+	simWake func()
 }
 
 // landedFetch is one finished fetch: the partitions it asked for and the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/strandlog/strand/proto/frame"
@@ -47,8 +48,7 @@ func (k *Consumer) Poll(ctx context.Context) Fetches {
 	}
 	out := k.resolveStarts(ctx)
 	out = append(out, k.snapshotErrors()...)
-	timer := time.NewTimer(k.cfg.maxWait + k.c.cfg.backoff.Base)
-	defer timer.Stop()
+	deadline := k.c.now().Add(k.cfg.maxWait + k.c.cfg.backoff.Base)
 	for range pollRoundsMax {
 		out = append(out, k.takeLanded(ctx)...)
 		if len(out.Records()) > 0 || out.FirstErr() != nil {
@@ -58,11 +58,8 @@ func (k *Consumer) Poll(ctx context.Context) Fetches {
 			k.idleWait(ctx) // nothing to fetch: do not spin
 			break
 		}
-		select {
-		case <-k.wake:
+		if k.awaitLanded(ctx, deadline) {
 			continue
-		case <-ctx.Done():
-		case <-timer.C:
 		}
 		out = append(out, k.takeLanded(ctx)...)
 		break
@@ -72,6 +69,23 @@ func (k *Consumer) Poll(ctx context.Context) Fetches {
 	}
 	k.startFetches(ctx)
 	return mergeFetches(out)
+}
+
+// awaitLanded waits until a fetch lands (true), ctx ends or deadline
+// passes.
+func (k *Consumer) awaitLanded(ctx context.Context, deadline time.Time) bool {
+	if k.c.cfg.simulated != nil {
+		return k.simAwait(deadline)
+	}
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case <-k.wake:
+		return true
+	case <-ctx.Done():
+	case <-timer.C:
+	}
+	return false
 }
 
 // pollRoundsMax bounds the fetches one Poll waits for when they land
@@ -85,14 +99,24 @@ func (k *Consumer) startFetches(ctx context.Context) bool {
 	if leaderless {
 		k.c.RefreshMetadata(ctx)
 	}
+	nodes := make([]uint64, 0, len(byLeader))
+	for node := range byLeader {
+		nodes = append(nodes, node)
+	}
+	slices.Sort(nodes) // requests leave in node order, never map order
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	for node, ts := range byLeader {
+	for _, node := range nodes {
+		ts := byLeader[node]
 		k.fetching[node] = true
 		for _, t := range ts {
 			k.parts[t.tp].fetchingGeneration = t.generation
 		}
-		go k.fetchNode(node, ts)
+		if k.c.cfg.simulated != nil {
+			k.simFetch(node, ts)
+		} else {
+			go k.fetchNode(node, ts)
+		}
 	}
 	return len(k.fetching) > 0
 }
@@ -101,6 +125,29 @@ func (k *Consumer) startFetches(ctx context.Context) bool {
 // runs on its own goroutine, bounded by the request's timeout (and ended
 // by the client's Close, which closes the connection).
 func (k *Consumer) fetchNode(node uint64, ts []pollTarget) {
+	req := k.fetchRequest(node, ts)
+	sent := time.Now()
+	resp, err := k.c.requestNode(context.Background(), node, req, k.cfg.maxWait)
+	k.land(landedFetch{node: node, targets: ts, sent: sent, resp: resp, err: err})
+}
+
+// land queues a finished fetch for the next Poll and wakes a waiting one.
+func (k *Consumer) land(l landedFetch) {
+	k.mu.Lock()
+	k.landed = append(k.landed, l)
+	wake := k.simWake
+	k.mu.Unlock()
+	select {
+	case k.wake <- struct{}{}:
+	default:
+	}
+	if wake != nil {
+		wake()
+	}
+}
+
+// fetchRequest is the fetch of targets ts from node.
+func (k *Consumer) fetchRequest(node uint64, ts []pollTarget) *strandpb.Request {
 	// Sized to fit: the answer must fit the frame limit both ends accept.
 	maxBytes := min(k.cfg.maxBytes, int32(frame.FetchBytesMax(k.c.frameMaxNode(node))))
 	req := &strandpb.FetchRequest{
@@ -112,15 +159,7 @@ func (k *Consumer) fetchNode(node uint64, ts []pollTarget) {
 		req.Partitions = append(req.Partitions, &strandpb.FetchRequest_Partition{
 			Topic: t.tp.topic, Partition: t.tp.partition, Offset: t.next, MaxBytes: min(k.cfg.partitionMaxBytes, maxBytes), TopicId: t.topicID})
 	}
-	sent := time.Now()
-	resp, err := k.c.requestNode(context.Background(), node, &strandpb.Request{Body: &strandpb.Request_Fetch{Fetch: req}}, k.cfg.maxWait)
-	k.mu.Lock()
-	k.landed = append(k.landed, landedFetch{node: node, targets: ts, sent: sent, resp: resp, err: err})
-	k.mu.Unlock()
-	select {
-	case k.wake <- struct{}{}:
-	default:
-	}
+	return &strandpb.Request{Body: &strandpb.Request_Fetch{Fetch: req}}
 }
 
 // takeLanded applies the fetches that landed since the last call, in the
@@ -197,15 +236,9 @@ func (k *Consumer) current(t pollTarget) bool {
 	return cp != nil && cp.generation == t.generation && !cp.paused
 }
 
-// idleWait waits idleDelay or until ctx ends.
-func (k *Consumer) idleWait(ctx context.Context) {
-	t := time.NewTimer(k.idleDelay())
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
+// idleWait waits idleDelay or until ctx ends (in virtual time on a
+// simulated Client).
+func (k *Consumer) idleWait(ctx context.Context) { k.c.sleep(ctx, k.idleDelay()) }
 
 // idleDelay is the wait of a Poll that found nothing to fetch or failed
 // retriably: one jittered backoff step (the Backoff's first retry, in
@@ -260,6 +293,9 @@ func (k *Consumer) fetchTargets() (map[uint64][]pollTarget, bool) {
 			continue // one fetch per node: this one goes with the next
 		}
 		byLeader[node] = append(byLeader[node], t)
+	}
+	for _, ts := range byLeader {
+		slices.SortFunc(ts, func(a, b pollTarget) int { return a.tp.compare(b.tp) })
 	}
 	return byLeader, leaderless
 }
@@ -345,6 +381,7 @@ func (k *Consumer) resolveStarts(ctx context.Context) Fetches {
 		}
 	}
 	k.mu.Unlock()
+	slices.SortFunc(todo, func(a, b pending) int { return a.tp.compare(b.tp) })
 	var out Fetches
 	for _, p := range todo {
 		id := k.c.topicID(p.tp.topic)
@@ -428,7 +465,7 @@ func (k *Consumer) topicGone(ctx context.Context, t pollTarget) error {
 // deleted topic would look alive forever; an answer about the topic by
 // name caches it as unknown when no topic of the name exists.
 func (c *Client) refreshTopic(ctx context.Context, topic string) error {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.requestTimeout)
+	rctx, cancel := c.boundedCtx(ctx)
 	defer cancel()
 	req := &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{Topics: []string{topic}}}}
 	resp, addr, err := c.anyRequestAt(rctx, req)

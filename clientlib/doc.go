@@ -16,7 +16,9 @@
 // The client owns goroutines, sockets and real time in a real process. The simulator (simnet) runs
 // this package's own producer instead, on a Client built with Simulated: the producer loop is a
 // step function of the time (producer.drive), its requests, timers and promises go through a
-// clientcore.Transport in virtual time (sim.go), and no goroutine starts.
+// clientcore.Transport in virtual time (sim.go), and no goroutine starts. Its Consumer and
+// GroupConsumer run there too: each blocking call (Poll, Commit, Close, ...) runs as a SimRun task,
+// a coroutine the Transport's callbacks resume where a real process would block (sim_task.go).
 //
 //	Produce ─► intake chan ─► producer loop (one goroutine owns all producer state: per partition a Builder + Window)
 //	                             ├─► per node: sender goroutine ─► connection (pipelined, correlation ids)

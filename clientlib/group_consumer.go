@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -123,13 +122,13 @@ func NewGroupConsumer(c *Client, group string, topics []string, opts ...GroupOpt
 	case cfg.autoCommit < 0:
 		return nil, &OptionError{Option: "AutoCommitInterval", Reason: "0 (off) or a positive interval"}
 	}
-	var id [16]byte
-	if _, err := rand.Read(id[:]); err != nil {
+	member, err := c.randomMemberID(rand.Read)
+	if err != nil {
 		return nil, fmt.Errorf("clientlib: member id: %w", err)
 	}
 	return &GroupConsumer{
 		c: c, k: NewConsumer(c, cfg.consumer...), cfg: cfg, group: group, topics: append([]string(nil), topics...),
-		member: hex.EncodeToString(id[:]), interval: time.Second, session: 45 * time.Second,
+		member: member, interval: time.Second, session: 45 * time.Second,
 		committed: make(map[TopicPartition]int64),
 	}, nil
 }
@@ -165,24 +164,35 @@ func (g *GroupConsumer) Poll(ctx context.Context) Fetches {
 		g.k.idleWait(ctx)
 		return append(Fetches(nil), g.gone...)
 	}
-	if g.cfg.autoCommit > 0 && !time.Now().Before(g.nextCommit) {
+	if !bugAutoCommitFetched() {
 		// Positions move only when a Poll hands records out, so here they
 		// are exactly what the previous Polls returned.
-		if err := g.Commit(ctx); err == nil {
-			g.nextCommit = time.Now().Add(g.cfg.autoCommit)
-		}
+		g.autoCommit(ctx)
 	}
 	fs := g.k.Poll(ctx)
+	if bugAutoCommitFetched() {
+		g.autoCommit(ctx) // planted: commits the records this Poll is about to return
+	}
 	if len(g.gone) > 0 {
 		fs = mergeFetches(append(fs, g.gone...))
 	}
 	return fs
 }
 
+// autoCommit commits the owned partitions' positions when auto-commit is
+// on and due.
+func (g *GroupConsumer) autoCommit(ctx context.Context) {
+	if g.cfg.autoCommit > 0 && !g.c.now().Before(g.nextCommit) {
+		if err := g.Commit(ctx); err == nil {
+			g.nextCommit = g.c.now().Add(g.cfg.autoCommit)
+		}
+	}
+}
+
 // maintain heart-beats when due (or after a change to report) and drops
 // everything when the session lapsed on this side.
 func (g *GroupConsumer) maintain(ctx context.Context) error {
-	now := time.Now()
+	now := g.c.now()
 	if len(g.owned) > 0 && !g.lastOK.IsZero() && now.Sub(g.lastOK) > g.session {
 		g.lose() // the coordinator has expired us by now: another member may own them
 	}
@@ -199,17 +209,17 @@ func (g *GroupConsumer) heartbeat(ctx context.Context, epoch int32) error {
 		Group: g.group, MemberId: g.member, InstanceId: g.cfg.instanceID, Rack: g.cfg.rack, MemberEpoch: epoch,
 		Seq: g.seq, Subscriptions: g.topics, Owned: partitionsToWire(g.owned),
 	}
-	sent := time.Now()
+	sent := g.c.now()
 	resp, err := g.c.groupRequest(ctx, g.group, &strandpb.Request{Body: &strandpb.Request_GroupHeartbeat{GroupHeartbeat: req}})
 	if err != nil {
 		switch {
 		case errors.Is(err, ErrFencedMemberEpoch), errors.Is(err, ErrUnknownMemberID):
 			g.lose()
-			g.nextBeat = time.Now() // rejoin at once
+			g.nextBeat = g.c.now() // rejoin at once
 		case IsRetriable(err):
-			g.nextBeat = time.Now().Add(min(g.interval, g.c.backoffDelay(1)))
+			g.nextBeat = g.c.now().Add(min(g.interval, g.c.backoffDelay(1)))
 		default:
-			g.nextBeat = time.Now().Add(g.interval)
+			g.nextBeat = g.c.now().Add(g.interval)
 		}
 		return err
 	}
@@ -225,9 +235,9 @@ func (g *GroupConsumer) heartbeat(ctx context.Context, epoch int32) error {
 	}
 	g.epoch, g.lastOK = hb.GetMemberEpoch(), sent
 	changed := g.reconcile(ctx, partitionsFromWire(hb.GetAssigned()))
-	g.nextBeat = time.Now().Add(g.interval)
+	g.nextBeat = g.c.now().Add(g.interval)
 	if changed {
-		g.nextBeat = time.Now() // report the revocation or the new ownership at once
+		g.nextBeat = g.c.now() // report the revocation or the new ownership at once
 	}
 	return nil
 }

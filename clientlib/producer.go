@@ -1,9 +1,11 @@
 package clientlib
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -111,6 +113,14 @@ func (c *Client) existingProducer() *producer {
 type topicPartition struct {
 	topic     string
 	partition int32
+}
+
+// compare orders partitions by topic, then partition.
+func (tp topicPartition) compare(o topicPartition) int {
+	if c := strings.Compare(tp.topic, o.topic); c != 0 {
+		return c
+	}
+	return cmp.Compare(tp.partition, o.partition)
 }
 
 // pendingRecord is a buffered record with its promise.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/strandlog/strand/clientlib"
 	"github.com/strandlog/strand/engine/groups"
 	"github.com/strandlog/strand/node"
 )
@@ -22,10 +23,15 @@ var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "
 // (engine/groups): they need the group workload (Options.GroupMembers).
 var GroupBugNames = []string{"GroupAssignBeforeRevoke", "GroupCommitSkipsEpoch", "GroupClassicForgotten"}
 
+// ClientBugNames are clientlib's planted bugs: the group workload's
+// clientlib members (wire_libgroup.go) run the code they live in.
+var ClientBugNames = []string{"LibAutoCommitFetched"}
+
 // ParseBug checks a planted bug's name; "" plants none.
 func ParseBug(name string) (string, error) {
 	if name != "" && !slices.Contains(BugNames, name) && !slices.Contains(GroupBugNames, name) && !slices.Contains(MoveBugNames, name) &&
-		!slices.Contains(JoinBugNames, name) && !slices.Contains(OperatorBugNames, name) && !slices.Contains(SampleBugNames, name) {
+		!slices.Contains(JoinBugNames, name) && !slices.Contains(OperatorBugNames, name) && !slices.Contains(SampleBugNames, name) &&
+		!slices.Contains(ClientBugNames, name) {
 		return "", fmt.Errorf("simnet: unknown bug %q", name)
 	}
 	return name, nil
@@ -37,6 +43,7 @@ func plantBug(cfg *node.Config, name string) {
 	// (or cleared) at every node start of the run.
 	groups.SetBugs(name == "GroupAssignBeforeRevoke", name == "GroupCommitSkipsEpoch")
 	groups.SetClassicBug(name == "GroupClassicForgotten") // needs Options.ClassicMembers
+	clientlib.SetBugs(name == "LibAutoCommitFetched")     // needs Options.GroupMembers (wire_libgroup.go)
 	switch name {
 	case "AckBeforeCommit":
 		cfg.Bugs.AckBeforeCommit = true

@@ -47,7 +47,7 @@ func TestSimCatchRate(t *testing.T) {
 		t.Skip("set -sim.catchrate=N (make sim-bugs SEEDS=N)")
 	}
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
-	bugs := append(append(slices.Clone(BugNames), GroupBugNames...), OperatorBugNames...)
+	bugs := append(append(append(slices.Clone(BugNames), GroupBugNames...), OperatorBugNames...), ClientBugNames...)
 	if *flagBugs != "" {
 		bugs = strings.Split(*flagBugs, ",")
 	}
@@ -61,7 +61,7 @@ func TestSimCatchRate(t *testing.T) {
 		for i := 0; i < *flagCatchRate; i++ {
 			seed := *flagSeedStart + uint64(i)
 			o := sampleOptions(t, seed, *flagProfile, bug)
-			if slices.Contains(GroupBugNames, bug) {
+			if slices.Contains(GroupBugNames, bug) || slices.Contains(ClientBugNames, bug) {
 				o.GroupMembers = 4
 			}
 			if bug == "GroupClassicForgotten" {

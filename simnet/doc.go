@@ -67,7 +67,10 @@
 // Core.HandleAs; with -sim.kafka every other client's produces and fetches go through kafkaproto's
 // encoder and handlers instead (acks=0 stays native). Options.GroupMembers (TestSimGroups: 4
 // members, two static) runs the group workload: members join, heartbeat, commit, crash and restart,
-// pause past the session and leave, under the seed's faults; Options.ClassicMembers (TestSimClassicGroups:
+// pause past the session and leave, under the seed's faults; beside them 2 applications consume the
+// main topic as a second group on clientlib's own GroupConsumer (wire_libgroup.go: Poll, reconcile,
+// commit on revoke, auto-commit or manual commits drawn per seed, run as clientlib.SimRun tasks in
+// virtual time), crash mid-batch and restart; Options.ClassicMembers (TestSimClassicGroups:
 // 3) adds members of a second group speaking Kafka's classic protocol (JoinGroup, SyncGroup,
 // Heartbeat through kafkaproto; commits in their generation) checked across coordinator fail-overs
 // (wire_classic.go). Storage is asynchronous as in the
@@ -233,6 +236,9 @@
 //     whole digest after its TRIM: simnet/digests.go
 //   - groups: no partition held by two members (each by its own timer), zombie commits refused,
 //     convergence to a balanced cover after the heal: the group workload
+//   - clientlib's group: every batch handed out is a history read; no commit passes a record handed
+//     out and not processed; at-least-once: every acknowledged record below the final committed
+//     offset processed by some member (wire_libgroup.go)
 //   - linearizability per partition (Porcupine; Unknown fails) and the Jepsen log checks (lost
 //     write, duplicate, inconsistent offsets, nonmonotonic send/poll, poll skip, G1a, key order,
 //     read beyond hwm, unseen): linearizability.Check with FinalDrain
@@ -249,7 +255,11 @@
 // profile is flat: Process 33%, wire workload 14%, audit 7%); with the feature draw 175 against 191
 // for FEATURES=0 side by side at load 2 (145 against 156 at load 10). Planted MoveRacesRebalance (a coordinator on a moved-in
 // replica starts at the log's end): 0 of 200 seeds with FEATURES=0, 102 of 200 with the draw and
-// groups and moves forced (sampleOptions). Catch rates (make sim-bugs SEEDS=N,
+// groups and moves forced (sampleOptions). Planted LibAutoCommitFetched (clientlib's auto-commit
+// after Poll's fetch: records committed before the application processed them): 149 of 200 group
+// seeds (groupOptions; TestSimCatchesLibAutoCommitFetched), 0 of 200 without the clientlib members
+// (the simulator before them ran no clientlib consumer code); the library members add 4.5% events
+// to seeds 1-200 (149 seeds per CPU-minute against 145 without them, side by side at load 10). Catch rates (make sim-bugs SEEDS=N,
 // TestSimCatchRate with StopAtFailure): every planted bug of the standard run in 30–50 of 50 seeds;
 // the three that need an incident's chain, of 200 seeds: RepairTrustsItself 113, WipedNodeVotes
 // 127, StaleSnapshot 138. TestSimCatchesPlantedBugs runs each bug's pinned first catching seed and
@@ -276,9 +286,10 @@
 // incidents; the decommission of several nodes, or one started during a join; TLS and SASL (they
 // live in node/server). Nor: authorization in the side runs (groups, moves, joins), the effect of
 // quotas (node/server throttles) and of elections asked for (answered, not checked), concurrent
-// admin requests (the operator sends one at a time), clientlib's Consumer and GroupConsumer and its
-// connections and stall detection (the simulator's consumers and group members are its own; only
-// producers 2–4 run clientlib's producer loop), anything of node/server (loop batching,
+// admin requests (the operator sends one at a time), clientlib's Consumer outside a GroupConsumer,
+// its connections and stall detection (the simulator's plain consumers and its first group's members
+// are its own; producers 2–4 run clientlib's producer loop, the second group's members its
+// GroupConsumer), anything of node/server (loop batching,
 // storage pool, budgets, transport), and the kafkaproto server (per-connection ordering, classic
 // groups).
 package simnet

@@ -114,6 +114,7 @@ var FeatureCoverage = []string{
 	"feature/groups", "feature/moves", "feature/joins", "feature/moves+joins", "feature/groups+membership",
 	"feature/wal", "feature/kafka", "event/partitions-added", "event/partition-move", "event/partition-move-offsets", "event/node-joined",
 	"event/node-removed", "event/group-commit", "event/wal-rotation", "event/kafka-request",
+	"event/lib-member-batch", "event/lib-member-crash", "event/lib-group-at-least-once", // wire_libgroup.go
 }
 
 // countFeatures adds one to each feature row o runs.

@@ -35,6 +35,10 @@ func TestSimGroups(t *testing.T) {
 			res.Coverage.Count("event/group-converged"), res.Coverage.Count("event/group-member-crash"),
 			res.Coverage.Count("event/group-member-pause"), res.Coverage.Count("event/group-fenced"),
 			res.Coverage.Count("event/group-zombie-commit"))
+		t.Logf("seed %d lib members: starts=%d batches=%d crashes=%d slow=%d committed=%d at-least-once=%d", seed,
+			res.Coverage.Count("event/lib-member-start"), res.Coverage.Count("event/lib-member-batch"),
+			res.Coverage.Count("event/lib-member-crash"), res.Coverage.Count("event/lib-member-slow"),
+			res.Coverage.Count("event/lib-group-committed"), res.Coverage.Count("event/lib-group-at-least-once"))
 	}
 }
 

@@ -43,6 +43,7 @@ func (r Result) Failed() bool { return len(r.Failures) > 0 }
 // invariant in a core) fails the seed with its stack.
 func Run(o Options, vizDir string) (res Result) {
 	w := newWorld(o)
+	defer w.endLibTasks() // wire_libgroup.go
 	defer func() {
 		if r := recover(); r != nil {
 			res = w.result()

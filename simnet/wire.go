@@ -45,6 +45,7 @@ type wireWorkload struct {
 	// without Options.ClassicMembers. kafkaSeq numbers the Kafka
 	// translations' classic heartbeats (wire_kafka.go).
 	classic  *classicSim
+	libGroup *libGroup // clientlib's group members; nil without Options.GroupMembers
 	kafkaSeq uint64
 	// topicIDs lists, per topic name, the ids clients saw, in the order
 	// first seen: the index is the incarnation (wire_recreate.go).
@@ -98,6 +99,7 @@ func newWireWorkload(w *world) *wireWorkload {
 		if o.ClassicMembers > 0 {
 			ww.classic = newClassicSim(ww, last+1+o.GroupMembers)
 		}
+		ww.libGroup = newLibGroup(ww, last+1+o.GroupMembers+o.ClassicMembers) // wire_libgroup.go
 	}
 	ww.grow = newGrowPlan(ww)
 	ww.moves = newMovePlan(ww)
@@ -158,6 +160,7 @@ func (ww *wireWorkload) topicCreated() {
 	}
 	if ww.groups != nil {
 		ww.groups.start()
+		ww.libGroup.start()
 	}
 	if ww.classic != nil {
 		ww.classic.start()
@@ -190,7 +193,7 @@ func (ww *wireWorkload) probeAfterIncident() {
 func (ww *wireWorkload) finalHeal() {
 	ww.w.planner.healAll()
 	if ww.groups != nil && !ww.groups.settling {
-		ww.groups.settle(func() { ww.drain.after(0, ww.drain.begin) })
+		ww.groups.settle(func() { ww.libGroup.finish(func() { ww.drain.after(0, ww.drain.begin) }) })
 		return
 	}
 	ww.drain.after(0, ww.drain.begin)

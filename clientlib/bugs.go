@@ -1,0 +1,12 @@
+//go:build !simbugs
+
+package clientlib
+
+// Production builds carry no planted bug: the hooks below are constant
+// false and the compiler removes them. The simulator's bug-planting build
+// (-tags simbugs, bugs_simbugs.go) gives them a switch.
+
+// bugAutoCommitFetched: auto-commit runs after Poll's fetch, committing
+// the positions of the records Poll is about to return, before the
+// application has them (at-most-once on a crash mid-batch).
+func bugAutoCommitFetched() bool { return false }

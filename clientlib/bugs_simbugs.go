@@ -1,0 +1,13 @@
+//go:build simbugs
+
+package clientlib
+
+// The planted bugs' switches (the simulator sets them per run; see
+// bugs.go for what each hook does). Package state, as engine/groups'
+// planted bugs are: they exist only in a -tags simbugs build.
+var bugAutoCommitFetchedOn bool
+
+// SetBugs switches the client's planted bugs on or off.
+func SetBugs(autoCommitFetched bool) { bugAutoCommitFetchedOn = autoCommitFetched }
+
+func bugAutoCommitFetched() bool { return bugAutoCommitFetchedOn }

@@ -1,0 +1,17 @@
+//go:build simbugs
+
+package simnet
+
+import "testing"
+
+// The clientlib group members catch LibAutoCommitFetched (auto-commit
+// committing the records Poll is about to return, before the application
+// processed them) in at least half of 200 group seeds: a handed-out
+// record below the member's own commit, or, after a crash mid-batch, an
+// acknowledged record below the final committed offset that no member
+// processed. Before the members ran clientlib's GroupConsumer the
+// simulator ran none of this code and caught it in no seed.
+func TestSimCatchesLibAutoCommitFetched(t *testing.T) {
+	requireCatches(t, "LibAutoCommitFetched", 1, 200, 100, "groups(lib):",
+		func(t *testing.T, seed uint64, _, bug string) Options { return groupOptions(t, seed, bug) }, nil)
+}

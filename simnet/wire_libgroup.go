@@ -1,0 +1,469 @@
+package simnet
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/linearizability"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// Group members on clientlib's own GroupConsumer.
+//
+// Beside the private members of groupID (wire_group.go, which drive the
+// coordinator's protocol edges: zombie commits, synthetic offsets, pauses),
+// libGroupMembers (2) applications consume the main topic as group
+// libGroupID with a clientlib.GroupConsumer on a Simulated Client: its
+// Poll (heartbeats, reconciliation, commit on revoke, auto-commit, the
+// consumer's fetch positions, leader and metadata refreshes) runs as a
+// task on the simulator's thread (clientlib.SimRun), every request over
+// the simulated network. The seed's rng draws the commit mode: every
+// member auto-commits, every member commits by hand after processing, or
+// half of each. An application polls, processes the batch for a drawn
+// time (now and then past the session timeout), commits by hand when
+// manual, and polls again; a member crashes mid-batch (records polled
+// but not processed) and restarts as a new process (the same instance id
+// when static).
+//
+// Checks:
+//   - every batch handed to an application is a history read (a fetch op
+//     from its send time): the records are the log's at those offsets and
+//     not past the high-water mark;
+//   - no commit of a member passes a record it was handed and has not
+//     processed, and no record is handed out below an offset the member
+//     already committed for its partition (commit ahead of processing);
+//   - at-least-once: once the run healed, every acknowledged record of the
+//     main topic below the group's final committed offset was processed by
+//     some member (records below a log start a reset jumped to are
+//     excused: retention removed them unread).
+const (
+	libGroupID      = "simgroup-lib"
+	libGroupMembers = 2
+	libFetchMaxWait = 200 * time.Millisecond // under Options.ClientTimeout
+	libCrashOneIn   = 10                     // batches that end in a crash mid-batch
+	libCrashesMax   = 6                      // per member
+	libSlowOneIn    = 40                     // batches processed past the session timeout
+)
+
+// libMemberCount is the number of clientlib members o runs: none without
+// the group workload, nor in the classic side run (TestSimClassicGroups,
+// TestSimCatchesClassicForgotten), whose schedule stays as it was: its
+// planted bug's catch rate sits at the threshold (7 of seeds 1-10 without
+// the members, 4 with them; 11 and 10 of 1-20).
+func libMemberCount(o Options) int {
+	if o.GroupMembers == 0 || o.ClassicMembers > 0 {
+		return 0
+	}
+	return libGroupMembers
+}
+
+// libGroup is the group of clientlib members and its checker's state.
+type libGroup struct {
+	ww      *wireWorkload
+	members []*libMember
+	parts   int
+	// processed and excused are per main-topic partition: the offsets
+	// some member processed, and the offset below which a reset to the
+	// log start skipped records unread.
+	processed []map[int64]bool
+	excused   []int64
+	stopping  bool
+}
+
+// libMember is one application process slot: it restarts after a crash.
+type libMember struct {
+	lg       *libGroup
+	c        *wireClient // network position, rng and timers
+	idx      int
+	auto     bool
+	instance string
+	crashes  int
+	life     *libLife
+}
+
+// libLife is one process of a member: its client and consumer, the task
+// running, and what the checks track for it.
+type libLife struct {
+	alive   bool
+	cl      *clientlib.Client
+	g       *clientlib.GroupConsumer
+	abandon func()
+	// inFlight are the offsets per partition handed out and not yet
+	// processed; committed the highest offset committed per partition
+	// since the member last gained it.
+	inFlight  map[int][]int64
+	committed map[int]int64
+}
+
+// newLibGroup creates the members on client indexes from first on and
+// draws the commit mode.
+func newLibGroup(ww *wireWorkload, first int) *libGroup {
+	lg := &libGroup{ww: ww, parts: ww.topics[0].partitions}
+	lg.processed = make([]map[int64]bool, lg.parts)
+	for p := range lg.processed {
+		lg.processed[p] = map[int64]bool{}
+	}
+	lg.excused = make([]int64, lg.parts)
+	for i := range libMemberCount(ww.w.opts) {
+		m := &libMember{lg: lg, c: newWireClient(ww, first+i, kindMember), idx: i}
+		if i%2 == 1 {
+			m.instance = fmt.Sprintf("lib-inst-%d", i)
+		}
+		lg.members = append(lg.members, m)
+	}
+	if len(lg.members) == 0 {
+		return lg
+	}
+	mode := lg.members[0].c.rng.IntN(4) // 0, 1: auto; 2: manual; 3: mixed
+	for i, m := range lg.members {
+		m.auto = mode < 2 || mode == 3 && i%2 == 0
+	}
+	return lg
+}
+
+// start begins every member.
+func (lg *libGroup) start() {
+	for _, m := range lg.members {
+		m.c.after(m.c.thinkTime(), m.spawn)
+	}
+}
+
+// spawn starts a new process of the member.
+func (m *libMember) spawn() {
+	if m.lg.stopping {
+		return
+	}
+	life := &libLife{alive: true, inFlight: map[int][]int64{}, committed: map[int]int64{}}
+	m.life = life
+	o := m.lg.ww.w.opts
+	seeds := make([]string, len(m.lg.ww.peers))
+	for i, p := range m.lg.ww.peers {
+		seeds[i] = p.Address
+	}
+	cl, err := clientlib.NewClient(clientlib.Simulated(libMemberTransport{m: m, life: life}),
+		clientlib.SeedAddresses(seeds...), clientlib.RandSeed(m.c.rng.Uint64()),
+		clientlib.RequestTimeout(o.ClientTimeout), clientlib.MaxRetries(attemptsMax),
+		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(libMetadataMaxAge))
+	if err != nil {
+		panic("simnet: library member options: " + err.Error())
+	}
+	interval := time.Duration(0)
+	if m.auto {
+		interval = time.Duration(20+m.c.rng.IntN(180)) * time.Millisecond
+	}
+	opts := []clientlib.GroupOpt{clientlib.AutoCommitInterval(interval),
+		clientlib.GroupConsumerOpts(clientlib.FetchMaxWait(libFetchMaxWait), clientlib.OffsetResetPolicy(clientlib.ResetEarliest)),
+		clientlib.OnAssigned(func(_ context.Context, ps []clientlib.TopicPartition) {
+			for _, tp := range ps {
+				delete(life.committed, int(tp.Partition))
+			}
+		})}
+	if m.instance != "" {
+		opts = append(opts, clientlib.InstanceID(m.instance))
+	}
+	g, err := clientlib.NewGroupConsumer(cl, libGroupID, []string{topicMain}, opts...)
+	if err != nil {
+		panic("simnet: library group consumer: " + err.Error())
+	}
+	life.cl, life.g = cl, g
+	m.lg.ww.w.coverage.Inc("event/lib-member-start")
+	m.poll()
+}
+
+// poll runs one GroupConsumer.Poll as a task.
+func (m *libMember) poll() {
+	life := m.life
+	if m.lg.stopping || !life.alive {
+		return
+	}
+	var fs clientlib.Fetches
+	start := m.lg.ww.w.now()
+	life.abandon = life.cl.SimRun(func(ctx context.Context) { fs = life.g.Poll(ctx) }, func() { m.polled(life, fs, start) })
+}
+
+// polled checks and records what a Poll handed out, then processes it.
+func (m *libMember) polled(life *libLife, fs clientlib.Fetches, start time.Duration) {
+	w := m.lg.ww.w
+	n := 0
+	for _, f := range fs {
+		if f.Topic == topicMain && len(f.Records) > 0 {
+			m.handOut(life, f)
+			n += len(f.Records)
+		}
+	}
+	if n == 0 {
+		if w.now() == start {
+			m.c.after(10*time.Millisecond, m.poll) // an error at once: do not spin
+		} else {
+			m.c.after(0, m.poll)
+		}
+		return
+	}
+	w.coverage.Inc("event/lib-member-batch")
+	took := time.Duration(1+m.c.rng.IntN(40)) * time.Millisecond
+	if m.c.rng.IntN(libSlowOneIn) == 0 {
+		took = groupSession * 3 / 2 // past the session: its partitions move
+		w.coverage.Inc("event/lib-member-slow")
+	}
+	if m.crashes < libCrashesMax && m.c.rng.IntN(libCrashOneIn) == 0 {
+		m.c.after(time.Duration(m.c.rng.Int64N(int64(took))), m.crash)
+	}
+	m.c.after(took, func() { m.processed(life) })
+}
+
+// handOut checks one partition's records as the application gets them.
+func (m *libMember) handOut(life *libLife, f clientlib.FetchPartition) {
+	w := m.lg.ww.w
+	p := int(f.Partition)
+	first := f.Records[0].Offset
+	if c, ok := life.committed[p]; ok && first < c {
+		w.fail("groups(lib): member %d (%s) committed %s/%d at %d before the application was handed offset %d",
+			m.idx, life.g.MemberID(), f.Topic, p, c, first)
+	}
+	recs := make([]linearizability.Record, len(f.Records))
+	for i, r := range f.Records {
+		recs[i] = linearizability.Record{Offset: r.Offset, Key: string(r.Key), Value: string(r.Value)}
+		life.inFlight[p] = append(life.inFlight[p], r.Offset)
+	}
+	sent := f.FetchedAt.Sub(time.Unix(0, 0))
+	id := w.hist.h.CallFetch(linearizability.ClientID(m.c.index), w.hist.key(p, 0), first, 0, ns(sent))
+	w.hist.h.ReturnFetch(id, recs, f.HighWatermark, f.LogStartOffset, ns(w.now()))
+}
+
+// processed ends the batch in flight, commits by hand when manual, and
+// polls again.
+func (m *libMember) processed(life *libLife) {
+	if !life.alive {
+		return
+	}
+	lg := m.lg
+	for p, offs := range life.inFlight { // the sets' union: map order does not leak
+		for _, off := range offs {
+			lg.processed[p][off] = true
+		}
+	}
+	clear(life.inFlight)
+	if m.auto || lg.stopping || m.c.rng.IntN(2) == 0 {
+		m.poll()
+		return
+	}
+	life.abandon = life.cl.SimRun(func(ctx context.Context) { _ = life.g.Commit(ctx) }, m.poll)
+}
+
+// crash kills the member's process mid-batch; it restarts a little later.
+func (m *libMember) crash() {
+	life := m.life
+	if !life.alive || m.lg.stopping {
+		return
+	}
+	m.kill()
+	m.crashes++
+	m.lg.ww.w.coverage.Inc("event/lib-member-crash")
+	m.c.after(time.Duration(50+m.c.rng.IntN(450))*time.Millisecond, m.spawn)
+}
+
+// kill ends the current process: its task and every callback of its
+// transport.
+func (m *libMember) kill() {
+	life := m.life
+	if life == nil || !life.alive {
+		return
+	}
+	life.alive = false
+	if life.abandon != nil {
+		life.abandon()
+	}
+}
+
+// onCommit checks a commit a member's client sends: no offset may pass a
+// record the application was handed and has not processed.
+func (m *libMember) onCommit(life *libLife, req *strandpb.OffsetCommitRequest) {
+	for _, o := range req.GetOffsets() {
+		if o.GetTopic() != topicMain {
+			continue
+		}
+		p := int(o.GetPartition())
+		for _, off := range life.inFlight[p] {
+			if off < o.GetOffset() {
+				m.lg.ww.w.fail("groups(lib): member %d (%s) commits %s/%d at %d past offset %d, handed out and not processed",
+					m.idx, life.g.MemberID(), o.GetTopic(), p, o.GetOffset(), off)
+				break
+			}
+		}
+		life.committed[p] = max(life.committed[p], o.GetOffset())
+	}
+}
+
+// finish stops every member once the run healed, reads the group's
+// committed offsets and checks at-least-once delivery; then runs then.
+func (lg *libGroup) finish(then func()) {
+	lg.stopping = true
+	for _, m := range lg.members {
+		m.kill()
+	}
+	if len(lg.members) == 0 {
+		then()
+		return
+	}
+	lg.readCommitted(0, then)
+}
+
+// endLibTasks abandons the library members' tasks still waiting when the
+// run ends early (a failure, the time limit): their coroutines must not
+// outlive the run.
+func (w *world) endLibTasks() {
+	if w.wire == nil || w.wire.libGroup == nil {
+		return
+	}
+	for _, m := range w.wire.libGroup.members {
+		m.kill()
+	}
+}
+
+// libFinalReadsMax bounds the attempts to read the final offsets.
+const libFinalReadsMax = 40
+
+// readCommitted reads the group's committed offsets with a fresh client on
+// the first member's network position, retrying while the cluster settles.
+func (lg *libGroup) readCommitted(attempt int, then func()) {
+	m := lg.members[0]
+	life := &libLife{alive: true}
+	m.life = life
+	cl, err := clientlib.NewClient(clientlib.Simulated(libMemberTransport{m: m, life: life}),
+		clientlib.SeedAddresses(lg.ww.peers[m.c.randomNode()].Address), clientlib.RandSeed(m.c.rng.Uint64()),
+		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max))
+	if err != nil {
+		panic("simnet: library checker client: " + err.Error())
+	}
+	var got []clientlib.CommittedOffset
+	life.cl = cl
+	life.abandon = cl.SimRun(func(ctx context.Context) { got, err = cl.FetchOffsets(ctx, libGroupID) }, func() {
+		life.alive = false
+		switch {
+		case err == nil:
+			lg.checkAtLeastOnce(got)
+			then()
+		case attempt+1 < libFinalReadsMax:
+			m.c.after(100*time.Millisecond, func() { lg.readCommitted(attempt+1, then) })
+		default:
+			lg.ww.w.fail("groups(lib): the final committed offsets are unreadable after the heal: %v", err)
+			then()
+		}
+	})
+}
+
+// checkAtLeastOnce checks that every acknowledged record of the main topic
+// below the group's committed offset was processed by some member.
+func (lg *libGroup) checkAtLeastOnce(committed []clientlib.CommittedOffset) {
+	w := lg.ww.w
+	at := slices.Repeat([]int64{-1}, lg.parts)
+	for _, c := range committed {
+		if c.Topic == topicMain && int(c.Partition) < lg.parts {
+			at[c.Partition] = c.Offset
+		}
+	}
+	ops := w.hist.h.Ops()
+	missed := 0
+	for i := range ops {
+		op := &ops[i]
+		if op.Kind != linearizability.KindProduce || op.Outcome != linearizability.OutcomeOK || op.TP.Topic != topicMain {
+			continue
+		}
+		p := int(op.TP.Partition)
+		for j := range op.Sent {
+			off := op.Offset + int64(j)
+			if off >= lg.excused[p] && off < at[p] && !lg.processed[p][off] {
+				if missed == 0 {
+					w.fail("groups(lib): acknowledged record %s/%d@%d is below the group's committed offset %d and no member processed it",
+						topicMain, p, off, at[p])
+				}
+				missed++
+			}
+		}
+	}
+	for _, off := range at {
+		if off > 0 {
+			w.coverage.Inc("event/lib-group-committed")
+		}
+	}
+	if missed == 0 {
+		w.coverage.Inc("event/lib-group-at-least-once")
+	}
+}
+
+// onFetchAnswer notes the log starts a node declared by refusing a fetch
+// below it: the reset policy (ResetEarliest) then skips the records
+// below, which the at-least-once check excuses (the node says they are
+// gone).
+func (lg *libGroup) onFetchAnswer(req *strandpb.FetchRequest, resp *strandpb.Response) {
+	if req == nil {
+		return
+	}
+	for _, a := range resp.GetFetch().GetPartitions() {
+		if a.GetTopic() != topicMain || int(a.GetPartition()) >= lg.parts ||
+			a.GetError().GetCode() != strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE {
+			continue
+		}
+		for _, q := range req.GetPartitions() {
+			if q.GetTopic() == a.GetTopic() && q.GetPartition() == a.GetPartition() && q.GetOffset() < a.GetLogStartOffset() {
+				p := int(a.GetPartition())
+				lg.excused[p] = max(lg.excused[p], a.GetLogStartOffset())
+				lg.ww.w.coverage.Inc("event/lib-member-reset")
+			}
+		}
+	}
+}
+
+// onEarliestAnswer notes the log start a ListOffsets answer gave for a
+// start at the earliest offset (a partition without a committed offset):
+// the records below were removed before any member could read them.
+func (lg *libGroup) onEarliestAnswer(req *strandpb.ListOffsetsRequest, resp *strandpb.Response) {
+	if req == nil {
+		return
+	}
+	for _, a := range resp.GetListOffsets().GetPartitions() {
+		if a.GetTopic() != topicMain || int(a.GetPartition()) >= lg.parts || a.GetError() != nil {
+			continue
+		}
+		for _, q := range req.GetPartitions() {
+			if q.GetTopic() == a.GetTopic() && q.GetPartition() == a.GetPartition() && q.GetTimestampMs() == -2 {
+				lg.excused[a.GetPartition()] = max(lg.excused[a.GetPartition()], a.GetOffset())
+			}
+		}
+	}
+}
+
+// libMemberTransport is the simulated network as one process of a
+// library member sees it: nothing reaches a dead process, and its commits
+// pass the commit check on their way out.
+type libMemberTransport struct {
+	m    *libMember
+	life *libLife
+}
+
+func (t libMemberTransport) Now() time.Duration { return t.m.c.ww.w.now() }
+
+func (t libMemberTransport) After(d time.Duration, fn func()) {
+	t.m.c.after(d, func() {
+		if t.life.alive {
+			fn()
+		}
+	})
+}
+
+func (t libMemberTransport) Call(addr string, req *strandpb.Request, done func(*strandpb.Response, error)) {
+	if cr := req.GetOffsetCommit(); cr != nil && t.life.g != nil {
+		t.m.onCommit(t.life, cr)
+	}
+	live := func(resp *strandpb.Response, err error) {
+		if t.life.alive {
+			t.m.lg.onFetchAnswer(req.GetFetch(), resp)
+			t.m.lg.onEarliestAnswer(req.GetListOffsets(), resp)
+			done(resp, err)
+		}
+	}
+	libTransport{t.m.c}.Call(addr, req, live)
+}
