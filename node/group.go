@@ -82,6 +82,10 @@ type group struct {
 	// none (elect.go).
 	freshCampaigns  int
 	freshCampaignAt uint64
+	// handedTo and handedTerm are the target and term of the last
+	// leadership transfer a full or stalled node started (diskfull.go).
+	handedTo   NodeID
+	handedTerm uint64
 
 	// Produces waiting, in proposal order; byProposal finds one whose index
 	// is not known yet, byIndex one whose entry's index is known (acks=all).
