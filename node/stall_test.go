@@ -289,10 +289,15 @@ func TestStalledNodeShownToClients(t *testing.T) {
 
 // carriesTimeoutNow reports whether a raft frame carries a MsgTimeoutNow.
 func carriesTimeoutNow(frame []byte) bool {
+	return frameCarries(frame, raftpb.MessageType_MsgTimeoutNow)
+}
+
+// frameCarries reports whether a raft frame carries a message of type typ.
+func frameCarries(frame []byte, typ raftpb.MessageType) bool {
 	_, msgs, ok := parseRaftFrame(frame, nil, nil)
 	for _, rm := range msgs {
 		var m raftpb.Message
-		if ok && proto.Unmarshal(rm.message, &m) == nil && m.GetType() == raftpb.MessageType_MsgTimeoutNow {
+		if ok && proto.Unmarshal(rm.message, &m) == nil && m.GetType() == typ {
 			return true
 		}
 	}
