@@ -111,6 +111,9 @@ func replayCommand(seed uint64, profile, bug string) string {
 	if !*flagFeatures {
 		cmd += " -sim.features=false"
 	}
+	if !*flagKnobs {
+		cmd += " -sim.knobs=false"
+	}
 	if bug != "" {
 		cmd = strings.Replace(cmd, "go test ", "go test -tags simbugs ", 1) + " -sim.bug=" + bug
 	}
