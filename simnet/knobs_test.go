@@ -17,6 +17,15 @@ import (
 // runs the simulator's old fixed configuration (FixedKnobs) instead.
 var flagKnobs = flag.Bool("sim.knobs", true, "draw every node's configuration per seed, production's timing the most common draw (false: the simulator's old fixed one, raft ticked every tick)")
 
+// knobOptions is seedOptions with the knobs drawn (draw) or fixed.
+func knobOptions(t *testing.T, seed uint64, profile, bug string, draw bool) Options {
+	t.Helper()
+	was := *flagKnobs
+	*flagKnobs = draw
+	defer func() { *flagKnobs = was }()
+	return seedOptions(t, seed, profile, bug)
+}
+
 // knobExempt are node.Config's fields the draw leaves alone, each with the
 // reason it cannot sensibly vary in the simulator.
 var knobExempt = map[string]string{

@@ -287,7 +287,7 @@ func expectedCoverage(audit, digests bool) []string {
 // cannot happen still shows.
 const (
 	coverageSample    = 15
-	coverageSampleMax = 40
+	coverageSampleMax = 80
 )
 
 // Every fault kind fires and every rare event the checks rely on happens
