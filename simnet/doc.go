@@ -40,13 +40,15 @@
 // raft ticked every tick): the mean gap between faults, how long a crashed node stays down and how
 // long a network fault lasts, so every draw sees the same faults per election timeout. Unscaled,
 // production's 1 s elections met a fault every 150 ms in some seeds, seven per election timeout, and
-// seed 183 never elected a leader long enough to acknowledge a produce in 60 s. LivenessBound grows
-// to at least the longest restart plus ten election timeouts: a rolling restart is an operation that
-// runs after the heal too, and with a restart scaled to 5–10 s it kept a group without a majority
-// 10 s after the heal (seeds 89, 139, 151). HealAfterMax and TimeLimit are not scaled: 10 s is ten
-// of production's election timeouts, and a scaled TimeLimit would make the few safety seeds that
-// reach it (7 of 200) cost ten times as much. Fault timing that is about elections already
-// scales on its own: pauses, the quiet probe's bound and the disk-stall
+// seed 183 never elected a leader long enough to acknowledge a produce in 60 s. The liveness bounds
+// are not scaled (10 s is ten of production's election timeouts; a scaled TimeLimit would make the
+// few safety seeds that reach it, 7 of 200, cost ten times as much); instead a node restarting after
+// the heal restarts them, and the check waits while a restart is pending, as after a disk stall or
+// the quiet probe's crash: a rolling restart is an operation that runs after the heal too, and with
+// restarts scaled to 5–10 s it kept a group without a majority 10 s after the heal (seeds 89, 139,
+// 151). Growing LivenessBound by ten election timeouts instead hid ElectionInCoreTicks (84 of 200
+// caught). Fault timing that is about elections already scales on its own: pauses, the quiet
+// probe's bound and the disk-stall
 // check. Planted ElectionInCoreTicks (raft handed the election timeout in Core ticks) shows only
 // when raft ticks less often than the node: of seeds 1–200, caught in 0 with fixed knobs, 103
 // with drawn ones (TestSimCatchesElectionInCoreTicksWithKnobs -sim.knob-catch-seeds=200). Production's

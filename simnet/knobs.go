@@ -164,8 +164,9 @@ const electionTimeoutBase = prodElectionTicks * prodTickDuration
 // seven per election timeout, and never elected a leader (seed 183 with
 // drawn knobs: no produce in 60 s). The liveness bounds (HealAfterMax,
 // LivenessBound, TimeLimit) are not scaled: 10 s is still ten of
-// production's election timeouts, and the faults that must fit in them
-// (pauses, disk stalls, the quiet probe) scale on their own.
+// production's election timeouts, the faults that must fit in them
+// (pauses, disk stalls, the quiet probe) scale on their own, and a restart
+// after the heal restarts the bounds (checks.go restartedAfterHeal).
 func (o *Options) scaleFaultTiming() {
 	ticks := time.Duration(o.Knobs.ElectionTicks * max(o.Knobs.TicksPerRaftTick, 1))
 	base := electionTimeoutBase / o.TickInterval
@@ -176,7 +177,6 @@ func (o *Options) scaleFaultTiming() {
 	for _, d := range []*time.Duration{&f.Interval, &f.RestartMin, &f.RestartMax, &f.NetFaultMin, &f.NetFaultMax} {
 		*d = *d * ticks / base
 	}
-	o.LivenessBound = max(o.LivenessBound, f.RestartMax+10*o.Knobs.electionTimeout(*o))
 }
 
 // raftTick is one raft tick of the knobs in virtual time.
