@@ -93,8 +93,8 @@ bench-restart:
 ##   RestoreIndexTimes|TopicIDUnchecked|ProduceSkipsCRC|AckBeforeSyncDone|WipedNodeVotes|RepairTrustsItself|
 ##   CompactPastStart|StaleSnapshot|FirstBatchMustFit plants a bug; JOINS=1 joins nodes mid-run (3 of 5 start, Options.Joins);
 ##   FEATURES=0 runs without the per-seed feature draw (groups, moves, joins, growth, WAL, Kafka codec: simnet/features.go);
-##   KNOBS=1 draws each seed's node configuration, production's timing the most common draw (simnet/knobs.go;
-##   off by default: it still fails a few seeds of 200, listed in DESIGN.md)
+##   KNOBS=0 runs every seed with the simulator's old fixed node configuration (raft ticked every tick) instead of
+##   the per-seed draw, production's timing the most common draw (simnet/knobs.go)
 ##   (built with -tags simbugs: production builds have no bug switch);
 ##   OUT=DIR keeps Porcupine's HTML of failing seeds; V=1 (default) prints each seed's options and figures.
 sim:
@@ -102,7 +102,7 @@ sim:
 	cd simnet && $(GO) test $(if $(BUG),-tags simbugs) -run '^TestSim$$' -count=1 -timeout 0 \
 	  -sim.seeds=$(SEEDS) -sim.seed-start=$(SEED_START) -sim.profile=$(PROFILE) \
 	  $(if $(BUG),-sim.bug=$(BUG)) $(if $(OUT),-sim.out=$(abspath $(OUT))) $(if $(filter 1,$(V)),-sim.v) \
-	  $(if $(filter 1,$(JOINS)),-sim.joins) $(if $(filter 0,$(FEATURES)),-sim.features=false) $(if $(filter 1,$(KNOBS)),-sim.knobs)
+	  $(if $(filter 1,$(JOINS)),-sim.joins) $(if $(filter 0,$(FEATURES)),-sim.features=false) $(if $(filter 0,$(KNOBS)),-sim.knobs=false)
 
 ## sim-bugs: the planted bugs' catch rates: each bug (BUGS=a,b,...; default every bug of simnet's
 ##   BugNames, GroupBugNames, OperatorBugNames and ClientBugNames) runs SEEDS seeds from SEED_START, each seed stopping

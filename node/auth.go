@@ -74,16 +74,43 @@ func (c *Core) refusal(caller Caller, a access) *strandpb.Response {
 // metadataBehind reports whether this node's applied metadata cannot
 // decide a refusal: its metadata replica is rebuilding from its peers (a
 // lost disk), has not applied all it knows committed (a restart replays
-// it), or knows no leader (after a restart or in an election: what it
-// knows committed may be far behind the cluster, as a KRaft broker stays
-// fenced until it caught up with the controller).
+// it), knows no leader (after a restart or in an election: what it knows
+// committed may be far behind the cluster, as a KRaft broker stays fenced
+// until it caught up with the controller), or has not confirmed, in the
+// leader's term, that it applied all the leader had committed
+// (confirmMetadata). A follower knows the leader's commit index only up
+// to what the leader knows it holds: right after a restart it hears the
+// leader's heartbeat, which carries no more than that, before any append,
+// so it knew a leader and had applied all its own commit index said while
+// the ACLs it lacked were committed (simnet seed 197 with production's
+// ticks: applied 7 of the leader's 23, the workload's principal refused).
 func (c *Core) metadataBehind() bool {
 	g := c.meta
 	if g == nil {
 		return false
 	}
 	st := g.raw.BasicStatus()
-	return g.rejoin != nil && g.rejoin.phase != rejoinDone || g.appliedRaft < st.GetCommit() || st.Lead == 0
+	if g.rejoin != nil && g.rejoin.phase != rejoinDone || g.appliedRaft < st.GetCommit() || st.Lead == 0 {
+		return true
+	}
+	c.confirmMetadata()
+	return g.confirmedTerm != st.GetTerm()
+}
+
+// confirmMetadata, on a node that authorizes, starts a ReadIndex on the
+// metadata group once per leader's term, unless one is in flight: it is
+// served once this replica applied all the leader had committed when
+// asked, and the term is then confirmed. Tick runs it, so the
+// confirmation is usually in place before a refusal needs it.
+func (c *Core) confirmMetadata() {
+	g := c.meta
+	lead, term := c.metaLeader()
+	if !c.authorizing() || lead == 0 || g.confirmedTerm == term || g.confirming == term ||
+		g.live >= c.cfg.PendingRequestsMax {
+		return
+	}
+	g.confirming = term
+	c.readIndex(g.group, term, func(*group) { g.confirmedTerm = term }, func(error, NodeID) { g.confirming = 0 })
 }
 
 // authRefusal is the authorization error for a refused access.

@@ -152,24 +152,49 @@ func (c *Core) handOff(g *group) NodeID {
 	}
 	c.touch(g)
 	g.raw.TransferLeader(uint64(to))
+	g.handedTo, g.handedTerm = to, st.GetTerm()
 	return to
 }
 
 // handOffTarget is the voter of g (status st, this node leading) a full
-// or stalled node hands its leadership to: on a node that is up and can
-// write (neither full nor stalled), with the highest match, ties broken by
-// the metadata's replica order; 0 when there is none.
+// or stalled node hands its leadership to: a voter of the incoming
+// configuration on a node that is up and can write (neither full nor
+// stalled), with the highest match, ties broken by the metadata's replica
+// order; 0 when there is none.
+//
+// Two kinds of voter are passed over. An outgoing-only voter of a joint
+// configuration (the leaver of a move) may already have applied the leave
+// this stalled leader cannot apply, and calls itself unpromotable: its
+// MsgTimeoutNow is void. And the target of this term's last transfer,
+// which did not complete (raft aborts one after an election timeout: the
+// target restarted, or could not campaign), is tried again only when no
+// other voter qualifies; without that rotation a stalled leader handed
+// every attempt to the same replica and kept leading (simnet seed 68 with
+// drawn knobs).
 func (c *Core) handOffTarget(g *group, st raft.Status) NodeID {
+	failed := NodeID(0)
+	if g.handedTerm == st.GetTerm() {
+		failed = g.handedTo
+	}
 	var best NodeID
 	var bestMatch uint64
+	retry := false
 	for _, id := range c.replicaOrder(g, st) {
 		pr := st.Progress[uint64(id)]
-		if id == c.cfg.ID || pr.IsLearner || c.peerDown(id) || c.peerCannotWrite(id) {
+		_, incoming := st.Config.Voters[0][uint64(id)]
+		if id == c.cfg.ID || pr.IsLearner || !incoming || c.peerDown(id) || c.peerCannotWrite(id) {
+			continue
+		}
+		if id == failed {
+			retry = true
 			continue
 		}
 		if best == 0 || pr.Match > bestMatch {
 			best, bestMatch = id, pr.Match
 		}
+	}
+	if best == 0 && retry {
+		return failed
 	}
 	return best
 }

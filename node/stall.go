@@ -32,8 +32,10 @@ import (
 //     leader), the node is *stalled*, and for leadership purposes it is a
 //     node that cannot write (diskfull.go, one mechanism for both): each
 //     group it leads, the metadata group too, transfers its leadership to
-//     a voter that is up, whose disk is neither full nor stalled and that
-//     holds the most of the log; its followers do not campaign and it
+//     a voter (of the incoming configuration, in a move) that is up, whose
+//     disk is neither full nor stalled and that holds the most of the log,
+//     a voter whose transfer raft aborted tried last (diskfull.go
+//     handOffTarget); its followers do not campaign and it
 //     drops transfers to itself while such a voter exists; its liveness
 //     frames say so, so peers neither hand it a leadership nor pick it as
 //     a target; produce is refused with ErrDiskStalled (retriable; Kafka's

@@ -7,6 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"go.etcd.io/raft/v3/quorum"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -63,7 +67,9 @@ func (w *stallWorld) run() {
 		queue := c.queue
 		c.queue = nil
 		for _, e := range queue {
-			c.cores[e.to].Receive(e.frame)
+			if c.drop == nil || !c.drop(e) {
+				c.cores[e.to].Receive(e.frame)
+			}
 		}
 		if !moved && len(queue) == 0 {
 			return
@@ -278,5 +284,111 @@ func TestStalledNodeShownToClients(t *testing.T) {
 				t.Errorf("members from node %d: node %d disk_stalled %v, want %v", id, m.GetId(), got, want)
 			}
 		}
+	}
+}
+
+// carriesTimeoutNow reports whether a raft frame carries a MsgTimeoutNow.
+func carriesTimeoutNow(frame []byte) bool {
+	return frameCarries(frame, raftpb.MessageType_MsgTimeoutNow)
+}
+
+// frameCarries reports whether a raft frame carries a message of type typ.
+func frameCarries(frame []byte, typ raftpb.MessageType) bool {
+	_, msgs, ok := parseRaftFrame(frame, nil, nil)
+	for _, rm := range msgs {
+		var m raftpb.Message
+		if ok && proto.Unmarshal(rm.message, &m) == nil && m.GetType() == typ {
+			return true
+		}
+	}
+	return false
+}
+
+// stallUntilStalled makes the stalled node's disk hang under a write and
+// ticks until its watchdog says so.
+func (w *stallWorld) stallUntilStalled() {
+	w.t.Helper()
+	core := w.c.cores[w.stalled]
+	core.produceNow(ProduceRequest{TopicPartition: tp0, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(w.t, "a", 1)},
+		func(ProduceResult) {})
+	w.run()
+	for i := 0; !core.diskStalled(); i++ {
+		if i > int(core.diskStallTicks())+1 {
+			w.t.Fatalf("not stalled %d ticks into a hung fsync", i)
+		}
+		w.tick()
+	}
+}
+
+// A stalled leader whose hand-off target never takes the leadership (it
+// restarted, or calls itself unpromotable, and the MsgTimeoutNow is void)
+// hands it to another replica once raft aborted the transfer. Before, it
+// picked the same best-matching replica on every attempt and kept its
+// leaderships for as long as that replica failed (simnet seed 68 with
+// production's ticks: 5 s).
+func TestStalledLeaderRotatesFailedHandOff(t *testing.T) {
+	w := newStallWorld(t, 44, nil, nil)
+	var deaf NodeID // the first target: it never acts on a MsgTimeoutNow
+	w.c.drop = func(e envelope) bool {
+		if e.from != w.stalled || !carriesTimeoutNow(e.frame) {
+			return false
+		}
+		if deaf == 0 {
+			deaf = e.to
+		}
+		return e.to == deaf
+	}
+	w.stallUntilStalled()
+	core := w.c.cores[w.stalled]
+	limit := 3 * core.cfg.ElectionTicks * core.cfg.TicksPerRaftTick
+	for i := 0; i < limit; i++ {
+		if lead := w.leaderOf(tp0); lead != 0 && lead != w.stalled {
+			if lead == deaf {
+				t.Fatalf("node %d leads, but it never got a MsgTimeoutNow", lead)
+			}
+			t.Logf("node %d leads %d ticks into the stall (hand-off to node %d lost, %d hand-offs)", lead, i, deaf,
+				core.Stats().StallHandOffs)
+			return
+		}
+		w.tick()
+	}
+	t.Fatalf("stalled node %d still leads %v %d ticks into the stall: every hand-off went to node %d (%d hand-offs)",
+		w.stalled, tp0, limit, deaf, core.Stats().StallHandOffs)
+}
+
+// In a joint configuration a stalled leader hands its leadership to a
+// voter of the incoming configuration, never to an outgoing-only voter
+// (a move's leaver): the leaver may have applied the leave the stalled
+// leader cannot apply, and then ignores the MsgTimeoutNow as
+// unpromotable. Before, the leaver was the pick whenever its match was the
+// highest (simnet seed 68 with production's ticks: node 2, leaving sim/0,
+// picked on every attempt).
+func TestHandOffTargetSkipsOutgoingVoters(t *testing.T) {
+	w := newStallWorld(t, 45, nil, nil)
+	core := w.c.cores[w.stalled] // leading tp0
+	var g *group
+	for _, pg := range core.partitionGroups() {
+		if pg.tp == tp0 {
+			g = pg
+		}
+	}
+	st := g.raw.Status()
+	first := core.handOffTarget(g, st)
+	if first == 0 {
+		t.Fatalf("no hand-off target in the plain configuration %v", st.Config.Voters)
+	}
+	// The same status in a joint configuration that drops first: it is
+	// a voter of the outgoing configuration only.
+	joint := st
+	joint.Config.Voters[1] = quorum.MajorityConfig{}
+	joint.Config.Voters[0] = quorum.MajorityConfig{}
+	for id := range st.Config.Voters[0] {
+		joint.Config.Voters[1][id] = struct{}{}
+		if NodeID(id) != first {
+			joint.Config.Voters[0][id] = struct{}{}
+		}
+	}
+	if got := core.handOffTarget(g, joint); got == first || got == 0 {
+		t.Fatalf("in the joint configuration %v the target is %d, want a voter of the incoming one", joint.Config.Voters, got)
 	}
 }

@@ -151,6 +151,34 @@ func (k Knobs) configure(cfg *node.Config, o Options) {
 	cfg.WALBytesMax, cfg.WALLogFlushBytes = k.WALBytesMax, k.WALLogFlushBytes
 }
 
+// electionTimeoutBase is the election timeout the fault mix's timing is
+// drawn for: the fixed knobs' (10 raft ticks of one 10 ms Core tick).
+const electionTimeoutBase = prodElectionTicks * prodTickDuration
+
+// scaleFaultTiming stretches the fault mix's timing by the knobs'
+// election timeout over electionTimeoutBase (10 with production's
+// ticks), so every draw sees the faults per election timeout the
+// simulator was tuned for: the mean gap between faults, how long a
+// crashed node stays down and how long a network fault lasts. Unscaled, a
+// seed with production's 1 s elections drew a fault every 150 ms, about
+// seven per election timeout, and never elected a leader (seed 183 with
+// drawn knobs: no produce in 60 s). The liveness bounds (HealAfterMax,
+// LivenessBound, TimeLimit) are not scaled: 10 s is still ten of
+// production's election timeouts, the faults that must fit in them
+// (pauses, disk stalls, the quiet probe) scale on their own, and a restart
+// after the heal restarts the bounds (checks.go restartedAfterHeal).
+func (o *Options) scaleFaultTiming() {
+	ticks := time.Duration(o.Knobs.ElectionTicks * max(o.Knobs.TicksPerRaftTick, 1))
+	base := electionTimeoutBase / o.TickInterval
+	if ticks <= base || base <= 0 {
+		return
+	}
+	f := &o.Faults
+	for _, d := range []*time.Duration{&f.Interval, &f.RestartMin, &f.RestartMax, &f.NetFaultMin, &f.NetFaultMax} {
+		*d = *d * ticks / base
+	}
+}
+
 // raftTick is one raft tick of the knobs in virtual time.
 func (k Knobs) raftTick(o Options) time.Duration {
 	return time.Duration(max(k.TicksPerRaftTick, 1)) * o.TickInterval

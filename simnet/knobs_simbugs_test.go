@@ -49,12 +49,3 @@ func fixedKnobsOptions(t *testing.T, seed uint64, profile, bug string) Options {
 	t.Helper()
 	return knobOptions(t, seed, profile, bug, false)
 }
-
-// knobOptions is seedOptions with the knobs drawn (draw) or fixed.
-func knobOptions(t *testing.T, seed uint64, profile, bug string, draw bool) Options {
-	t.Helper()
-	was := *flagKnobs
-	*flagKnobs = draw
-	defer func() { *flagKnobs = was }()
-	return seedOptions(t, seed, profile, bug)
-}

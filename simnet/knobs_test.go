@@ -12,11 +12,19 @@ import (
 )
 
 // flagKnobs draws the nodes' configuration per seed (knobs.go), production's
-// the most common draw. Off in the standard sample (TestSim, make sim),
-// which runs the simulator's fixed configuration (FixedKnobs) until the
-// seeds the draw fails are fixed (DESIGN.md, "Simulator reach"); make sim
-// KNOBS=1 runs it.
-var flagKnobs = flag.Bool("sim.knobs", false, "draw every node's configuration per seed, production's timing the most common draw, instead of the simulator's fixed one (raft ticked every tick)")
+// the most common draw: on in the standard sample (TestSim, make sim) and
+// every test built on seedOptions; -sim.knobs=false (make sim KNOBS=0)
+// runs the simulator's old fixed configuration (FixedKnobs) instead.
+var flagKnobs = flag.Bool("sim.knobs", true, "draw every node's configuration per seed, production's timing the most common draw (false: the simulator's old fixed one, raft ticked every tick)")
+
+// knobOptions is seedOptions with the knobs drawn (draw) or fixed.
+func knobOptions(t *testing.T, seed uint64, profile, bug string, draw bool) Options {
+	t.Helper()
+	was := *flagKnobs
+	*flagKnobs = draw
+	defer func() { *flagKnobs = was }()
+	return seedOptions(t, seed, profile, bug)
+}
 
 // knobExempt are node.Config's fields the draw leaves alone, each with the
 // reason it cannot sensibly vary in the simulator.
@@ -164,5 +172,32 @@ func TestSimRejoinDoneOnlyAfterReplicasOpen(t *testing.T) {
 	o.Faults.WipeRejoin = true
 	if res := runSeed(t, o, ""); res.Failed() {
 		t.Fatalf("seed 30 with fixed knobs: %s", res.Failures[0])
+	}
+}
+
+// Every draw sees the fault mix's timing per election timeout that the
+// fixed knobs see per their 100 ms one: the gap between faults, restart
+// delays and network-fault lengths stretch with the drawn election
+// timeout.
+func TestKnobsScaleFaultTiming(t *testing.T) {
+	for seed := uint64(1); seed <= 200; seed++ {
+		fixed := Standard(seed, Mixed)
+		fixed.FixedKnobs = true
+		f, d := Choose(fixed), Choose(Standard(seed, Mixed))
+		et := d.Knobs.electionTimeout(d)
+		if fe := f.Knobs.electionTimeout(f); fe != electionTimeoutBase {
+			t.Fatalf("seed %d: the fixed knobs' election timeout is %v, want %v", seed, fe, electionTimeoutBase)
+		}
+		for _, p := range []struct {
+			name        string
+			fixed, draw time.Duration
+		}{{"interval", f.Faults.Interval, d.Faults.Interval}, {"restart-min", f.Faults.RestartMin, d.Faults.RestartMin},
+			{"restart-max", f.Faults.RestartMax, d.Faults.RestartMax}, {"net-min", f.Faults.NetFaultMin, d.Faults.NetFaultMin},
+			{"net-max", f.Faults.NetFaultMax, d.Faults.NetFaultMax}} {
+			if p.draw*electionTimeoutBase != p.fixed*et {
+				t.Errorf("seed %d: %s %v with a %v election timeout, %v with the fixed knobs' %v", seed, p.name, p.draw, et,
+					p.fixed, electionTimeoutBase)
+			}
+		}
 	}
 }

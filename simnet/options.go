@@ -331,7 +331,8 @@ func Choose(o Options) Options {
 		f.DiskStallAfter = float64(between(r, 10, 60)) / 100
 		f.DiskStalls = int(between(r, 1, 3))
 	}
-	o.drawKnobs() // from its own stream
+	o.drawKnobs()        // from its own stream
+	o.scaleFaultTiming() // by the knobs' election timeout (knobs.go)
 	return o
 }
 

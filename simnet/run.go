@@ -106,6 +106,7 @@ func (w *world) dispatch(e *event) {
 		n.restartDue = false
 		if !n.up && !n.dead && !w.probe.active && !n.heldDown { // the probe keeps a down node down (healAll restarts it)
 			w.startNode(n)
+			w.restartedAfterHeal(n) // checks.go
 			if !n.up && !n.dead {
 				w.scheduleRestart(n)
 			}

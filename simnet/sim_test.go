@@ -111,6 +111,9 @@ func replayCommand(seed uint64, profile, bug string) string {
 	if !*flagFeatures {
 		cmd += " -sim.features=false"
 	}
+	if !*flagKnobs {
+		cmd += " -sim.knobs=false"
+	}
 	if bug != "" {
 		cmd = strings.Replace(cmd, "go test ", "go test -tags simbugs ", 1) + " -sim.bug=" + bug
 	}
@@ -284,7 +287,7 @@ func expectedCoverage(audit, digests bool) []string {
 // cannot happen still shows.
 const (
 	coverageSample    = 15
-	coverageSampleMax = 40
+	coverageSampleMax = 80
 )
 
 // Every fault kind fires and every rare event the checks rely on happens
