@@ -116,7 +116,34 @@ type consumerConfig struct {
 	maxBytes          int32
 	partitionMaxBytes int32
 	reset             ResetPolicy
+	isolation         IsolationLevel
 }
+
+// IsolationLevel is what a consumer reads of transactional writes
+// (Kafka's isolation.level).
+type IsolationLevel int8
+
+// Isolation levels. The zero value is ReadUncommitted, the default.
+const (
+	// ReadUncommitted reads every record up to the high-water mark,
+	// including those of open and aborted transactions.
+	ReadUncommitted IsolationLevel = 0
+	// ReadCommitted reads up to the last stable offset (below every open
+	// transaction) and never returns an aborted transaction's records.
+	ReadCommitted IsolationLevel = 1
+)
+
+// String is the level as Kafka's isolation.level names it.
+func (l IsolationLevel) String() string {
+	if l == ReadCommitted {
+		return "read_committed"
+	}
+	return "read_uncommitted"
+}
+
+// FetchIsolation sets what the consumer reads of transactions (default
+// ReadUncommitted, as Kafka's consumers).
+func FetchIsolation(l IsolationLevel) ConsumerOpt { return func(c *consumerConfig) { c.isolation = l } }
 
 // FetchMaxWait is how long a fetch waits on the server for data (the long
 // poll; default 500 ms).
@@ -306,7 +333,11 @@ type FetchPartition struct {
 	Records        []*Record
 	HighWatermark  int64
 	LogStartOffset int64
-	Err            error
+	// LastStableOffset is the offset below which every transaction is
+	// decided: a ReadCommitted consumer reads up to it, not the high-water
+	// mark (equal to it where no transaction is open).
+	LastStableOffset int64
+	Err              error
 	// FetchedAt is when the fetch that read this was sent: its records,
 	// high-water mark and log start are as of a moment between then and
 	// the Poll's return. Poll keeps fetches in flight across calls, so
@@ -371,7 +402,7 @@ func mergeFetches(fs Fetches) Fetches {
 			last.FetchedAt = f.FetchedAt
 		}
 		if f.Err == nil {
-			last.HighWatermark, last.LogStartOffset = f.HighWatermark, f.LogStartOffset
+			last.HighWatermark, last.LogStartOffset, last.LastStableOffset = f.HighWatermark, f.LogStartOffset, f.LastStableOffset
 		} else if last.Err == nil {
 			last.Err = f.Err
 		}

@@ -154,6 +154,8 @@ func (k *Consumer) fetchRequest(node uint64, ts []pollTarget) *strandpb.Request 
 		MaxWaitMs: int32(k.cfg.maxWait / time.Millisecond),
 		MinBytes:  min(k.cfg.minBytes, maxBytes),
 		MaxBytes:  maxBytes,
+
+		IsolationLevel: int32(k.cfg.isolation),
 	}
 	for _, t := range ts {
 		req.Partitions = append(req.Partitions, &strandpb.FetchRequest_Partition{
@@ -308,7 +310,7 @@ func (k *Consumer) applyFetch(t pollTarget, a *strandpb.FetchResponse_Partition)
 		f.Err = &Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, Message: "answer lacks the partition"}
 		return f, false
 	}
-	f.HighWatermark, f.LogStartOffset = a.GetHighWatermark(), a.GetLogStartOffset()
+	f.HighWatermark, f.LogStartOffset, f.LastStableOffset = a.GetHighWatermark(), a.GetLogStartOffset(), a.GetLastStableOffset()
 	if err := errorFromWire(a.GetError()); err != nil {
 		f.Err = err
 		if k.c.applyNotLeader(t.tp.topic, t.tp.partition, err) {
