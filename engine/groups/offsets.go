@@ -34,14 +34,8 @@ type Commit struct {
 
 // Commit applies one commit: all of its offsets, or none.
 func (s *State) Commit(c Commit) error {
-	if !validName(c.Group, false) || !validName(c.MemberID, true) || len(c.Offsets) > PartitionsMax {
-		return fmt.Errorf("%w: commit names", ErrInvalid)
-	}
-	for _, o := range c.Offsets {
-		if !validName(o.Partition.Topic, false) || o.Partition.Partition < 0 || o.Offset < 0 || len(o.Metadata) > MetadataMax ||
-			len(o.TopicID) > topicIDMax {
-			return fmt.Errorf("%w: offset %d of %s/%d", ErrInvalid, o.Offset, o.Partition.Topic, o.Partition.Partition)
-		}
+	if err := validCommit(c); err != nil {
+		return err
 	}
 	if err := s.checkCommitter(c); err != nil {
 		return err
@@ -52,6 +46,20 @@ func (s *State) Commit(c Commit) error {
 	}
 	if len(g.members) == 0 {
 		g.emptySinceMs = max(g.emptySinceMs, c.NowMs)
+	}
+	return nil
+}
+
+// validCommit checks a commit's names and offsets.
+func validCommit(c Commit) error {
+	if !validName(c.Group, false) || !validName(c.MemberID, true) || len(c.Offsets) > PartitionsMax {
+		return fmt.Errorf("%w: commit names", ErrInvalid)
+	}
+	for _, o := range c.Offsets {
+		if !validName(o.Partition.Topic, false) || o.Partition.Partition < 0 || o.Offset < 0 || len(o.Metadata) > MetadataMax ||
+			len(o.TopicID) > topicIDMax {
+			return fmt.Errorf("%w: offset %d of %s/%d", ErrInvalid, o.Offset, o.Partition.Topic, o.Partition.Partition)
+		}
 	}
 	return nil
 }
@@ -164,6 +172,7 @@ func (s *State) DeleteTopic(topic string) {
 				delete(g.offsets, p)
 			}
 		}
+		g.dropPendingTopic(topic)
 		i, ok := slices.BinarySearchFunc(g.topics, topic, func(x TopicInfo, n string) int { return cmpString(x.Name, n) })
 		if ok {
 			g.topics = slices.Delete(g.topics, i, i+1)
