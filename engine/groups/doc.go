@@ -73,7 +73,9 @@
 // commit, and a marker older than the pending offsets (a late duplicate) changes nothing. Each
 // producer keeps a fence, the newest marker or pending epoch: a TxnCommit below it is
 // PRODUCER_FENCED, so a commit verified before the transaction ended and applied after its marker
-// never lingers. Pending offsets and fences are in snapshots (GroupSnapshot.pending). Tests:
+// never lingers. A fence without offsets is forgotten an offsets retention after its last update
+// (ExpireOffsets), or evicted oldest-first when a group has ProducersMax producers; a group with
+// pending offsets never expires. Pending offsets and fences are in snapshots (GroupSnapshot.pending). Tests:
 // scenarios, TestTxnModel (rapid: committed offsets are exactly the committed transactions', zombies
 // and duplicate markers never show, replay through a snapshot), FuzzCommands, FuzzRestorePending.
 package groups

@@ -41,6 +41,10 @@ type pendingTxn struct {
 	// fence: TxnCommits below this epoch are refused (the newest marker's
 	// epoch, or the newest pending epoch).
 	fence int32
+	// updatedMs: the proposer's clock at the last commit or marker; a
+	// fence without offsets is forgotten an offsets retention later
+	// (ExpireOffsets), or first when a group has ProducersMax.
+	updatedMs int64
 }
 
 // TxnCommit stores pending transactional offsets: all, or none. The
@@ -74,7 +78,7 @@ func (s *State) TxnCommit(c TxnCommit) error {
 	switch {
 	case p != nil && c.ProducerEpoch < max(p.fence, p.epoch):
 		return fmt.Errorf("%w: epoch %d of producer %d, the group saw %d", ErrProducerFenced, c.ProducerEpoch, c.ProducerID, max(p.fence, p.epoch))
-	case p == nil && g != nil && len(g.pending) >= ProducersMax:
+	case p == nil && g != nil && len(g.pending) >= ProducersMax && !g.evictFence():
 		return fmt.Errorf("%w: %d producers with transactional offsets in %q", ErrInvalid, len(g.pending), c.Group)
 	}
 	g = s.group(c.Group, true)
@@ -89,6 +93,7 @@ func (s *State) TxnCommit(c TxnCommit) error {
 	for _, o := range c.Offsets {
 		p.offsets[o.Partition] = Committed{Offset: o.Offset, Metadata: o.Metadata, CommitMs: c.NowMs, TopicID: o.TopicID}
 	}
+	p.updatedMs = max(p.updatedMs, c.NowMs)
 	return nil
 }
 
@@ -134,12 +139,12 @@ func (s *State) TxnMarker(m TxnMarker) error {
 	}
 	p := g.pending[m.ProducerID]
 	if p == nil {
-		if len(g.pending) >= ProducersMax {
+		if len(g.pending) >= ProducersMax && !g.evictFence() {
 			return nil
 		}
 		// Nothing pending: keep the fence, so a TxnOffsetCommit of the
 		// ended transaction that arrives late is refused.
-		p = &pendingTxn{epoch: m.ProducerEpoch, offsets: make(map[TopicPartition]Committed), fence: m.ProducerEpoch}
+		p = &pendingTxn{epoch: m.ProducerEpoch, offsets: make(map[TopicPartition]Committed), fence: m.ProducerEpoch, updatedMs: m.NowMs}
 		g.pending[m.ProducerID] = p
 		return nil
 	}
@@ -157,7 +162,45 @@ func (s *State) TxnMarker(m TxnMarker) error {
 	}
 	p.offsets = make(map[TopicPartition]Committed)
 	p.epoch, p.fence = m.ProducerEpoch, max(p.fence, m.ProducerEpoch)
+	p.updatedMs = max(p.updatedMs, m.NowMs)
 	return nil
+}
+
+// hasPendingOffsets reports whether some producer has pending offsets.
+func (g *group) hasPendingOffsets() bool {
+	for _, pid := range g.sortedProducers() {
+		if len(g.pending[pid].offsets) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// evictFence forgets the fence without pending offsets updated longest
+// ago (ties: the lowest producer id), making room for another producer;
+// false when every producer has pending offsets.
+func (g *group) evictFence() bool {
+	victim, found := int64(0), false
+	for _, pid := range g.sortedProducers() {
+		p := g.pending[pid]
+		if len(p.offsets) == 0 && (!found || p.updatedMs < g.pending[victim].updatedMs) {
+			victim, found = pid, true
+		}
+	}
+	if found {
+		delete(g.pending, victim)
+	}
+	return found
+}
+
+// expireFences forgets the fences without pending offsets not updated for
+// retentionMs: no TxnOffsetCommit of their transactions can still come.
+func (g *group) expireFences(nowMs, retentionMs int64) {
+	for _, pid := range g.sortedProducers() {
+		if p := g.pending[pid]; len(p.offsets) == 0 && nowMs-p.updatedMs >= retentionMs {
+			delete(g.pending, pid)
+		}
+	}
 }
 
 // Unstable lists the partitions among ps (all when ps is empty) with
@@ -190,7 +233,7 @@ func (g *group) pendingToWire() []*strandpb.GroupPendingOffsets {
 	var out []*strandpb.GroupPendingOffsets
 	for _, pid := range g.sortedProducers() {
 		p := g.pending[pid]
-		w := &strandpb.GroupPendingOffsets{ProducerId: pid, ProducerEpoch: p.epoch, FenceEpoch: p.fence}
+		w := &strandpb.GroupPendingOffsets{ProducerId: pid, ProducerEpoch: p.epoch, FenceEpoch: p.fence, UpdatedMs: p.updatedMs}
 		for _, tp := range slices.SortedFunc(maps.Keys(p.offsets), compareTP) {
 			c := p.offsets[tp]
 			w.Offsets = append(w.Offsets, &strandpb.GroupCommittedOffset{Topic: tp.Topic, Partition: tp.Partition,
@@ -210,7 +253,7 @@ func (g *group) pendingFromWire(in []*strandpb.GroupPendingOffsets) error {
 		if w.GetProducerId() < 0 || w.GetProducerEpoch() < 0 || i > 0 && in[i-1].GetProducerId() >= w.GetProducerId() {
 			return fmt.Errorf("pending offsets of producer %d out of order or invalid", w.GetProducerId())
 		}
-		p := &pendingTxn{epoch: w.GetProducerEpoch(), fence: w.GetFenceEpoch(), offsets: make(map[TopicPartition]Committed)}
+		p := &pendingTxn{epoch: w.GetProducerEpoch(), fence: w.GetFenceEpoch(), offsets: make(map[TopicPartition]Committed), updatedMs: w.GetUpdatedMs()}
 		for _, o := range w.GetOffsets() {
 			tp := TopicPartition{Topic: o.GetTopic(), Partition: o.GetPartition()}
 			if !validName(tp.Topic, false) || tp.Partition < 0 || o.GetOffset() < 0 {

@@ -148,6 +148,41 @@ func TestTxnOffsetsSnapshotRoundTrip(t *testing.T) {
 	}
 }
 
+// A fence without pending offsets is forgotten an offsets retention after
+// its last marker (a group of fences only stays); at ProducersMax the
+// oldest such fence makes room for a new producer, and a group whose
+// producers all have pending offsets refuses one more.
+func TestTxnFencesExpireAndEvict(t *testing.T) {
+	s := New()
+	_ = s.TxnCommit(txnCommit(1, 0, 5))
+	_ = s.TxnMarker(TxnMarker{Group: "g", ProducerID: 2, ProducerEpoch: 3, NowMs: 10})
+	s.ExpireOffsets(10+100, 100)
+	snap := s.Snapshot(0).GetGroups()
+	if len(snap) != 1 || len(snap[0].GetPending()) != 1 || snap[0].GetPending()[0].GetProducerId() != 1 {
+		t.Fatalf("after expiry: %v", snap)
+	}
+	if err := s.TxnCommit(txnCommit(2, 0, 1)); err != nil {
+		t.Fatalf("producer 2's forgotten fence still refuses: %v", err)
+	}
+	full := New()
+	for pid := range int64(ProducersMax) {
+		_ = full.TxnMarker(TxnMarker{Group: "g", ProducerID: pid, ProducerEpoch: 1, NowMs: 1000 - pid%7})
+	}
+	if err := full.TxnCommit(txnCommit(ProducersMax, 0, 1)); err != nil {
+		t.Fatalf("commit at ProducersMax fences: %v", err)
+	}
+	if err := full.TxnCommit(txnCommit(6, 0, 1)); err != nil {
+		t.Fatalf("the evicted fence (producer 6, oldest) still refuses: %v", err)
+	}
+	busy := New()
+	for pid := range int64(ProducersMax) {
+		_ = busy.TxnCommit(txnCommit(pid, 0, 1))
+	}
+	if err := busy.TxnCommit(txnCommit(ProducersMax, 0, 1)); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("one producer more than ProducersMax with pending offsets: %v", err)
+	}
+}
+
 // txnModelProducer is one transactional producer in TestTxnModel: the
 // epoch of its open transaction and what it committed in it.
 type txnModelProducer struct {

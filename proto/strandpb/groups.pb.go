@@ -417,6 +417,9 @@ type GroupPendingOffsets struct {
 	ProducerEpoch int32                   `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	Offsets       []*GroupCommittedOffset `protobuf:"bytes,3,rep,name=offsets,proto3" json:"offsets,omitempty"` // sorted by topic, partition
 	FenceEpoch    int32                   `protobuf:"varint,4,opt,name=fence_epoch,json=fenceEpoch,proto3" json:"fence_epoch,omitempty"`
+	// The proposer's clock at the last commit or marker: a fence without
+	// offsets is forgotten an offsets retention later.
+	UpdatedMs     int64 `protobuf:"varint,5,opt,name=updated_ms,json=updatedMs,proto3" json:"updated_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -475,6 +478,13 @@ func (x *GroupPendingOffsets) GetOffsets() []*GroupCommittedOffset {
 func (x *GroupPendingOffsets) GetFenceEpoch() int32 {
 	if x != nil {
 		return x.FenceEpoch
+	}
+	return 0
+}
+
+func (x *GroupPendingOffsets) GetUpdatedMs() int64 {
+	if x != nil {
+		return x.UpdatedMs
 	}
 	return 0
 }
@@ -1029,14 +1039,16 @@ const file_groups_proto_rawDesc = "" +
 	"\x0eproducer_epoch\x18\x03 \x01(\x05R\rproducerEpoch\x12\x16\n" +
 	"\x06commit\x18\x04 \x01(\bR\x06commit\x12\x1d\n" +
 	"\n" +
-	"kept_epoch\x18\x05 \x01(\bR\tkeptEpoch\"\xb6\x01\n" +
+	"kept_epoch\x18\x05 \x01(\bR\tkeptEpoch\"\xd5\x01\n" +
 	"\x13GroupPendingOffsets\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
 	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\x126\n" +
 	"\aoffsets\x18\x03 \x03(\v2\x1c.strand.GroupCommittedOffsetR\aoffsets\x12\x1f\n" +
 	"\vfence_epoch\x18\x04 \x01(\x05R\n" +
-	"fenceEpoch\"T\n" +
+	"fenceEpoch\x12\x1d\n" +
+	"\n" +
+	"updated_ms\x18\x05 \x01(\x03R\tupdatedMs\"T\n" +
 	"\x0eGroupsSnapshot\x12\x13\n" +
 	"\x05as_of\x18\x01 \x01(\x03R\x04asOf\x12-\n" +
 	"\x06groups\x18\x02 \x03(\v2\x15.strand.GroupSnapshotR\x06groups\"\xcf\x02\n" +
