@@ -146,3 +146,28 @@ func TestTxnOffsetsSurviveCoordinatorCrash(t *testing.T) {
 		t.Fatalf("after the commit: offset %d unstable %v, want 77 and stable", off, unstable)
 	}
 }
+
+// TestTxnOffsetsKeptEpochCommit runs a transactions v1 client (EndTxn
+// keeping its epoch, Kafka's EndTxn v0-v4): its group marker carries the
+// transaction's own epoch, which must commit the offsets pending at that
+// epoch, and the next transaction at the same epoch commits again.
+func TestTxnOffsetsKeptEpochCommit(t *testing.T) {
+	c, p, _ := txnOffsetsCluster(t, 54)
+	for i, offset := range []int64{10, 20} {
+		if r := c.txnCall("app", addOffsetsReq("app", p, "g")); r.GetError() != nil {
+			t.Fatalf("add offsets %d: %v", i, r.GetError())
+		}
+		if r := c.groupCall("g", txnOffsetCommitReq("app", p, "", -1, offset)); r.GetError() != nil {
+			t.Fatalf("txn offset commit %d: %v", i, r.GetError())
+		}
+		end := endTxnReq("app", p, true)
+		end.GetEndTxn().KeepEpoch = true
+		if r := c.txnCall("app", end); r.GetError() != nil {
+			t.Fatalf("end %d: %v", i, r.GetError())
+		}
+		c.waitTxnState("app", "CompleteCommit")
+		if off, unstable := c.fetchGroupOffset(); off != offset || unstable {
+			t.Fatalf("transaction %d: offset %d unstable %v, want %d and stable", i, off, unstable, offset)
+		}
+	}
+}
