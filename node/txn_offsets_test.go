@@ -171,3 +171,26 @@ func TestTxnOffsetsKeptEpochCommit(t *testing.T) {
 		}
 	}
 }
+
+// TestTxnOffsetsMarkerSurvivesCoordinatorCrash crashes the group
+// coordinator's node right after EndTxn is answered, with the group
+// marker in flight: the transaction coordinator asks again (the new group
+// coordinator, or the same marker twice: idempotent) and the offset is
+// committed exactly once.
+func TestTxnOffsetsMarkerSurvivesCoordinatorCrash(t *testing.T) {
+	c, p, groupNode := txnOffsetsCluster(t, 55)
+	if r := c.txnCall("app", addOffsetsReq("app", p, "g")); r.GetError() != nil {
+		t.Fatalf("add offsets: %v", r.GetError())
+	}
+	if r := c.groupCall("g", txnOffsetCommitReq("app", p, "", -1, 88)); r.GetError() != nil {
+		t.Fatalf("txn offset commit: %v", r.GetError())
+	}
+	if r := c.txnCall("app", endTxnReq("app", p, true)); r.GetError() != nil {
+		t.Fatalf("end: %v", r.GetError())
+	}
+	c.crash(groupNode)
+	c.waitTxnState("app", "CompleteCommit")
+	if off, unstable := c.fetchGroupOffset(); off != 88 || unstable {
+		t.Fatalf("after the commit: offset %d unstable %v, want 88 and stable", off, unstable)
+	}
+}
