@@ -73,7 +73,8 @@
 // commit, and a marker older than the pending offsets (a late duplicate) changes nothing. Each
 // producer keeps a fence, the newest marker or pending epoch: a TxnCommit below it is
 // PRODUCER_FENCED, so a commit verified before the transaction ended and applied after its marker
-// never lingers. A fence without offsets is forgotten an offsets retention after its last update
+// never lingers. A plain Commit of a partition drops its pending offsets (the later write wins,
+// as Kafka keeps the offset appended last). A fence without offsets is forgotten an offsets retention after its last update
 // (ExpireOffsets), or evicted oldest-first when a group has ProducersMax producers; a group with
 // pending offsets never expires. Pending offsets and fences are in snapshots (GroupSnapshot.pending). Tests:
 // scenarios, TestTxnModel (rapid: committed offsets are exactly the committed transactions', zombies

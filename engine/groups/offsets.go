@@ -43,6 +43,7 @@ func (s *State) Commit(c Commit) error {
 	g := s.group(c.Group, true)
 	for _, o := range c.Offsets {
 		g.offsets[o.Partition] = Committed{Offset: o.Offset, Metadata: o.Metadata, CommitMs: c.NowMs, TopicID: o.TopicID}
+		g.supersedePending(o.Partition)
 	}
 	if len(g.members) == 0 {
 		g.emptySinceMs = max(g.emptySinceMs, c.NowMs)

@@ -166,6 +166,15 @@ func (s *State) TxnMarker(m TxnMarker) error {
 	return nil
 }
 
+// supersedePending drops every producer's pending offset of tp: a plain
+// commit made after it wins when the transaction commits, as in Kafka
+// (where the offset written later to the log is kept).
+func (g *group) supersedePending(tp TopicPartition) {
+	for _, pid := range g.sortedProducers() {
+		delete(g.pending[pid].offsets, tp)
+	}
+}
+
 // hasPendingOffsets reports whether some producer has pending offsets.
 func (g *group) hasPendingOffsets() bool {
 	for _, pid := range g.sortedProducers() {

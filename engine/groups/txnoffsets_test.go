@@ -195,7 +195,8 @@ type txnModelProducer struct {
 // (an abort at a bumped epoch), zombie commits of older epochs and late
 // duplicates of old markers, and checks after every step that the
 // committed offsets are exactly those of committed transactions (a map),
-// that every offset still pending is reported unstable, and at the end
+// that every offset still pending is reported unstable, that a plain
+// commit made after a transactional one wins, and at the end
 // that a replay through a snapshot at a random point gives the same state.
 func TestTxnModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
@@ -228,7 +229,7 @@ func TestTxnModel(t *testing.T) {
 			p := producers[pid]
 			tp := TopicPartition{Topic: "t", Partition: int32(rapid.IntRange(0, 3).Draw(rt, "partition"))}
 			o := int64(rapid.IntRange(0, 1000).Draw(rt, "offset"))
-			switch rapid.IntRange(0, 8).Draw(rt, "op") {
+			switch rapid.IntRange(0, 9).Draw(rt, "op") {
 			case 0, 1, 2:
 				c := TxnCommit{Commit: Commit{Group: "g", Offsets: []OffsetCommit{{Partition: tp, Offset: o}}, NowMs: int64(step)},
 					ProducerID: int64(pid), ProducerEpoch: p.epoch}
@@ -254,6 +255,17 @@ func TestTxnModel(t *testing.T) {
 				p.epoch++
 				marker(pid, p, false)
 				p.epoch++
+			case 9: // a plain (memberless) commit: it wins over pending offsets of the partition
+				c := Commit{Group: "g", Offsets: []OffsetCommit{{Partition: tp, Offset: 5000 + o}}, NowMs: int64(step)}
+				var err error
+				apply(func(s *State) { err = s.Commit(c) })
+				if err != nil {
+					rt.Fatalf("step %d: plain commit: %v", step, err)
+				}
+				committed[tp] = 5000 + o
+				for _, q := range producers {
+					delete(q.pending, tp)
+				}
 			case 8: // a late duplicate of an old marker
 				if len(sent) > 0 {
 					m := sent[rapid.IntRange(0, len(sent)-1).Draw(rt, "old")]
