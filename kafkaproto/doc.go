@@ -58,6 +58,10 @@
 //     coordinator's (txn.go, below)
 //   - 24, 25, 26: AddPartitionsToTxn, AddOffsetsToTxn, EndTxn; versions: 0–4, 0–4, 0–5; notes: the
 //     transaction coordinator (txn.go, below); AddPartitionsToTxn v4 is the batched / verify-only form
+//   - 28: TxnOffsetCommit; versions: 0–3; notes: the native TxnOffsetCommit on the group's
+//     coordinator (txn_offsets.go); v3's member id/generation/instance id fenced as OffsetCommit's
+//     (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID); v4+ (KIP-890) not served.
+//     OffsetFetch v7+ require_stable answers UNSTABLE_OFFSET_COMMIT for pending partitions
 //   - 29, 30, 31: DescribeAcls, CreateAcls, DeleteAcls; versions: 1–3; notes: the metadata group's
 //     ACL bindings (acls.go)
 //   - 32: DescribeConfigs; versions: 1–4; notes: topic configs; DEFAULT_CONFIG when equal to the
@@ -74,7 +78,7 @@
 //     onto the coordinator; regex subscriptions refused
 //
 // Not advertised; answered UNSUPPORTED_VERSION with the reason if sent (per partition where the
-// answer has no top-level error): TxnOffsetCommit (28) and DescribeProducers (61);
+// answer has no top-level error): DescribeProducers (61);
 // OffsetForLeaderEpoch (23: committed data is never truncated). Unserved for want of the feature:
 // delegation tokens, the client-quota APIs (quotas are set natively and enforced with throttle_ms),
 // log dirs, reassignment, broker-to-broker and KRaft internals (nodes talk raft), telemetry, share
@@ -87,7 +91,7 @@
 // that does not coordinate the id answers NOT_COORDINATOR and the client asks FindCoordinator
 // (key type 1) again. Codes: kafkaCodeRows, except that a fenced producer is PRODUCER_FENCED for
 // the versions that know it and INVALID_PRODUCER_EPOCH below them (KIP-588: InitProducerId v4,
-// AddPartitionsToTxn, AddOffsetsToTxn and EndTxn v2), as Kafka answers; a node without a marker
+// AddPartitionsToTxn, AddOffsetsToTxn and EndTxn v2, TxnOffsetCommit v3), as Kafka answers; a node without a marker
 // writer (TRANSACTIONS_NOT_ENABLED) is the definite UNSUPPORTED_VERSION, so a client fails at its
 // first AddPartitionsToTxn instead of retrying. EndTxn v5 (transactions v2, KIP-890) bumps the
 // epoch at every end and answers it; v0–v4 cannot carry a new epoch, so their end keeps it

@@ -107,6 +107,8 @@ var kafkaCodeRows = []struct {
 	// A node without a marker writer: definite, as Kafka's answer to a
 	// request the broker does not support.
 	{strandpb.ErrorCode_ERROR_CODE_TRANSACTIONS_NOT_ENABLED, kerr.UnsupportedVersion},
+	{strandpb.ErrorCode_ERROR_CODE_UNSTABLE_OFFSET_COMMIT, kerr.UnstableOffsetCommit},
+	{strandpb.ErrorCode_ERROR_CODE_FENCED_INSTANCE_ID, kerr.FencedInstanceID},
 }
 
 // kafkaCodes and strandCodes are kafkaCodeRows as lookups, forward and

@@ -208,6 +208,15 @@ func FuzzOffsetCommit(f *testing.F) {
 	fuzzAPI(f, 8, req)
 }
 
+// FuzzTxnOffsetCommit fuzzes TxnOffsetCommit (v3: member fencing).
+func FuzzTxnOffsetCommit(f *testing.F) {
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = "tx", "g", 7, 1
+	req.MemberID, req.Generation, req.InstanceID = "m", 3, kmsg.StringPtr("i")
+	req.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: -1}}}}
+	fuzzAPI(f, 28, req)
+}
+
 // FuzzOffsetFetch fuzzes OffsetFetch (v8+: many groups).
 func FuzzOffsetFetch(f *testing.F) {
 	req := kmsg.NewPtrOffsetFetchRequest()

@@ -268,7 +268,7 @@ func (c *conn) offsetFetch(req kmsg.Request) func() kmsg.Response {
 	}
 	calls := make([]*call, len(groups))
 	for i, g := range groups {
-		sreq := &strandpb.OffsetFetchRequest{Group: g.Group}
+		sreq := &strandpb.OffsetFetchRequest{Group: g.Group, RequireStable: r.RequireStable}
 		for _, t := range g.Topics {
 			sreq.Partitions = append(sreq.Partitions, &strandpb.GroupTopicPartitions{Topic: t.Topic, Partitions: t.Partitions})
 		}
@@ -283,6 +283,9 @@ func (c *conn) offsetFetch(req kmsg.Request) func() kmsg.Response {
 				return nil
 			}
 			og := offsetFetchGroup(g, resp)
+			if r.RequireStable && og.ErrorCode == 0 {
+				markUnstable(&og, resp.GetOffsetFetch().GetUnstable(), len(g.Topics) == 0) // txn_offsets.go
+			}
 			out.Groups = append(out.Groups, og)
 		}
 		if r.Version < 8 {

@@ -22,6 +22,7 @@ var fencedSince = map[int16]int16{
 	24: 2, // AddPartitionsToTxn
 	25: 2, // AddOffsetsToTxn
 	26: 2, // EndTxn
+	28: 3, // TxnOffsetCommit
 }
 
 // txnCode is kafkaCode for an answer of a transactional request of key at

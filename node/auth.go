@@ -242,6 +242,11 @@ func groupAccesses(req *strandpb.Request, out []access) []access {
 		for _, p := range b.OffsetCommit.GetOffsets() {
 			out = append(out, topicAccess(p.GetTopic(), "read"))
 		}
+	case *strandpb.Request_TxnOffsetCommit:
+		out = append(out, groupAccess(b.TxnOffsetCommit.GetCommit().GetGroup(), "read"))
+		for _, p := range b.TxnOffsetCommit.GetCommit().GetOffsets() {
+			out = append(out, topicAccess(p.GetTopic(), "read"))
+		}
 	case *strandpb.Request_OffsetFetch:
 		out = append(out, groupAccess(b.OffsetFetch.GetGroup(), "describe"))
 		topics("describe", b.OffsetFetch.GetPartitions())

@@ -418,7 +418,14 @@
 // RequestTimeoutTicks; the sweep asks again). The coordinator epoch is the coordinator
 // partition's raft term. A marker refused PRODUCER_FENCED is done (a newer epoch ended the
 // transaction there); an older coordinator epoch is TRANSACTION_COORDINATOR_FENCED (code 95).
-// A group's marker completes at once (no transactional offsets yet). Transactional produce
+// A group's marker is a GroupTxnMarker command on the group's coordinator, proposed here or asked of
+// the offsets partition's leader with WriteTxnMarkers (marker.group). TxnOffsetCommit (Request arm
+// 97, txn_offsets.go) is taken by the group's coordinator only after the id's coordinator confirmed
+// the group is in the producer's open transaction (AddOffsetsToTxn verify_only, node to node, or
+// read locally); the offsets stay pending (engine/groups "Transactional offsets") until the marker;
+// OffsetFetch.require_stable lists partitions with pending offsets. Proven:
+// TestTxnOffsetsVisibleWithTheCommit, TestTxnOffsetsFenceStaleGeneration,
+// TestTxnOffsetsSurviveCoordinatorCrash. Transactional produce
 // (ProduceRequest.transactional_id, Partition.transactional): a leader with no transaction of the
 // producer open at the batch's epoch verifies with the id's coordinator (AddPartitionsToTxn
 // verify-only, node to node, or read locally) and proposes TXN_BEGIN right before the write;
@@ -428,7 +435,7 @@
 // transactions overlapping the batches read, and a native read_committed fetch drops aborted
 // batches itself. Proven: TestTxnMarkersReachEveryPartition, TestTxnProduceIsVerified,
 // TestTxnReadCommitted, TestTxnCommitSurvivesCoordinatorCrash,
-// TestTxnCommitSurvivesPartitionLeaderCrash. Not yet: TxnOffsetCommit, the Kafka handlers and
+// TestTxnCommitSurvivesPartitionLeaderCrash. Not yet: the Kafka handlers and
 // control batches (a fetch does not serve markers), clientlib (its consumer refuses the offset gap
 // a skipped marker leaves), a marker for a deleted topic (retried until the topic is back), a
 // transactional-id ACL resource (the new requests need cluster ALTER when authorizing;

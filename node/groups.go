@@ -333,6 +333,10 @@ func applyGroupCommand(s *groups.State, cmd *strandpb.GroupCommand) groupApplied
 		s.DeleteTopic(b.DeleteTopic)
 	case *strandpb.GroupCommand_ExpireOffsetsRetentionMs:
 		s.ExpireOffsets(now, b.ExpireOffsetsRetentionMs)
+	case *strandpb.GroupCommand_TxnCommit:
+		return groupApplied{err: s.TxnCommit(txnCommitFromWire(b.TxnCommit, now))}
+	case *strandpb.GroupCommand_TxnMarker:
+		return groupApplied{err: s.TxnMarker(txnMarkerFromWire(b.TxnMarker, now))}
 	case *strandpb.GroupCommand_Snapshot:
 		// Applied in order, the state already reflects it: only a new
 		// coordinator starts from one (restoreSnapshot).

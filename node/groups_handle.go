@@ -13,7 +13,7 @@ import (
 )
 
 // handleGroupRequest serves the consumer-group requests (FindCoordinator,
-// ConsumerGroupHeartbeat, OffsetCommit, OffsetFetch, ListGroups,
+// ConsumerGroupHeartbeat, OffsetCommit, TxnOffsetCommit, OffsetFetch, ListGroups,
 // DescribeGroups, DeleteGroups, OffsetDelete); false when req is none of them. Writes are
 // answered once their command is applied and read back by the coordinator;
 // reads after a ReadIndex on the group's partition, so both are
@@ -29,6 +29,10 @@ func (c *Core) handleGroupRequest(req *strandpb.Request, answer func(*strandpb.R
 	case *strandpb.Request_OffsetCommit:
 		c.offsetCommit(body.OffsetCommit, func(e *strandpb.Error) {
 			answer(&strandpb.Response{Error: e, Body: &strandpb.Response_OffsetCommit{OffsetCommit: &strandpb.OffsetCommitResponse{}}})
+		})
+	case *strandpb.Request_TxnOffsetCommit:
+		c.txnOffsetCommit(body.TxnOffsetCommit, func(e *strandpb.Error) {
+			answer(&strandpb.Response{Error: e, Body: &strandpb.Response_TxnOffsetCommit{TxnOffsetCommit: &strandpb.TxnOffsetCommitResponse{}}})
 		})
 	case *strandpb.Request_OffsetFetch:
 		c.offsetFetch(body.OffsetFetch, func(r *strandpb.OffsetFetchResponse, e *strandpb.Error) {
@@ -217,7 +221,9 @@ func (c *Core) offsetCommit(req *strandpb.OffsetCommitRequest, done func(*strand
 }
 
 // offsetFetch reads committed offsets on the group's coordinator after a
-// ReadIndex, so it sees every commit acknowledged before it began.
+// ReadIndex, so it sees every commit acknowledged before it began; with
+// require_stable it also lists the partitions with pending transactional
+// offsets (KIP-447).
 func (c *Core) offsetFetch(req *strandpb.OffsetFetchRequest, done func(*strandpb.OffsetFetchResponse, *strandpb.Error)) {
 	defer c.flush()
 	c.readGroups(req.GetGroup(), func(s *groups.State) {
@@ -227,7 +233,11 @@ func (c *Core) offsetFetch(req *strandpb.OffsetFetchRequest, done func(*strandpb
 				ps = append(ps, groups.TopicPartition{Topic: tp.GetTopic(), Partition: p})
 			}
 		}
-		done(&strandpb.OffsetFetchResponse{Offsets: offsetsToWire(c.currentOffsets(s.Fetch(req.GetGroup(), ps)))}, nil)
+		resp := &strandpb.OffsetFetchResponse{Offsets: offsetsToWire(c.currentOffsets(s.Fetch(req.GetGroup(), ps)))}
+		if req.GetRequireStable() {
+			resp.Unstable = partitionsToWire(s.Unstable(req.GetGroup(), ps))
+		}
+		done(resp, nil)
 	}, func(e *strandpb.Error) { done(nil, e) })
 }
 

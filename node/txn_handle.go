@@ -27,7 +27,11 @@ func (c *Core) handleTxnRequest(req *strandpb.Request, answer func(*strandpb.Res
 			c.handleAddPartitionsToTxn(body.AddPartitionsToTxn, answer)
 		}
 	case *strandpb.Request_AddOffsetsToTxn:
-		c.handleAddOffsetsToTxn(body.AddOffsetsToTxn, answer)
+		if body.AddOffsetsToTxn.GetVerifyOnly() {
+			c.handleVerifyGroup(body.AddOffsetsToTxn, answer) // txn_offsets.go
+		} else {
+			c.handleAddOffsetsToTxn(body.AddOffsetsToTxn, answer)
+		}
 	case *strandpb.Request_EndTxn:
 		c.handleEndTxn(body.EndTxn, answer)
 	case *strandpb.Request_ListTransactions:

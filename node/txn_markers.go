@@ -61,7 +61,8 @@ func (c *Core) driveMarkers(g *group, co *txnCoord) {
 				KeptEpoch: p.KeptEpoch, Partition: TopicPartition{Topic: tp.Topic, Partition: tp.Partition}, CoordinatorEpoch: coordinatorEpoch(co.term)})
 		}
 		for _, grp := range p.Groups {
-			markers = append(markers, TxnMarker{TransactionalID: p.ID, Commit: p.Commit, Producer: p.Marker, Group: grp})
+			markers = append(markers, TxnMarker{TransactionalID: p.ID, Commit: p.Commit, Producer: p.Marker, KeptEpoch: p.KeptEpoch,
+				Group: grp, CoordinatorEpoch: coordinatorEpoch(co.term)})
 		}
 		for _, m := range markers {
 			key := markerKey(m)

@@ -124,6 +124,12 @@ func (c *Core) receiveTxnFrame(from NodeID, f *txnPeerFrame) {
 				continue
 			}
 			c.handleVerifyPartitions(body.AddPartitionsToTxn, answer) // a partition leader's KIP-890 check
+		case *strandpb.Request_AddOffsetsToTxn:
+			if !body.AddOffsetsToTxn.GetVerifyOnly() {
+				answer(requestError(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "node: a peer only verifies groups"))
+				continue
+			}
+			c.handleVerifyGroup(body.AddOffsetsToTxn, answer) // a group coordinator's KIP-447 check
 		default:
 			answer(requestError(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "node: not a node-to-node request"))
 		}

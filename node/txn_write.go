@@ -31,12 +31,11 @@ var (
 // error, a timeout or a fail-over) are harmless.
 type PartitionMarkers struct{}
 
-// WriteTxnMarker implements TxnMarkerWriter. A group's marker completes at
-// once: transactional offsets (TxnOffsetCommit) are not kept yet, so a
-// group has nothing to make visible.
+// WriteTxnMarker implements TxnMarkerWriter. A group's marker is a
+// GroupTxnMarker command on the group's coordinator (txn_offsets.go).
 func (PartitionMarkers) WriteTxnMarker(c *Core, m TxnMarker, done func(error)) {
 	if m.Group != "" {
-		c.completions = append(c.completions, func() { done(nil) })
+		c.writeGroupMarker(m, done)
 		return
 	}
 	c.writeTxnMarker(m, done)
@@ -150,6 +149,15 @@ func (c *Core) handleWriteTxnMarkers(req *strandpb.WriteTxnMarkersRequest, answe
 			if pending--; pending == 0 {
 				answer(&strandpb.Response{Body: &strandpb.Response_WriteTxnMarkers{WriteTxnMarkers: &strandpb.WriteTxnMarkersResponse{Results: results}}})
 			}
+		}
+		if m.GetGroup() != "" {
+			c.writeGroupMarkerHere(m, func(err error) {
+				results[i] = &strandpb.WriteTxnMarkersResponse_Result{Error: c.groupError(err)}
+				if pending--; pending == 0 {
+					answer(&strandpb.Response{Body: &strandpb.Response_WriteTxnMarkers{WriteTxnMarkers: &strandpb.WriteTxnMarkersResponse{Results: results}}})
+				}
+			})
+			continue
 		}
 		g := c.byTP[tp]
 		if g == nil || isCoordinatorTopic(tp.Topic) || m.GetProducerId() < 0 || m.GetProducerEpoch() < 0 || m.GetProducerEpoch() > math.MaxInt16 {

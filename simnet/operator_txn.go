@@ -9,7 +9,8 @@ const opTxnID = "ops-txn"
 // the real marker writer (node.PartitionMarkers), but the simulator does
 // not drive transactions yet: the operator's requests name an id that
 // never gets a producer (its InitProducerId asks a timeout above
-// transaction.max.timeout.ms), so they are refused definitely
+// transaction.max.timeout.ms), so they are refused definitely (a
+// TxnOffsetCommit by its verification with the id's coordinator)
 // (INVALID_TRANSACTION_TIMEOUT, INVALID_PRODUCER_ID_MAPPING) or answered
 // empty, and change nothing but creating __strand_transactions.
 func (op *operator) txnRequest(a opAction) *opRequest {
@@ -26,6 +27,10 @@ func (op *operator) txnRequest(a opAction) *opRequest {
 	case "add_offsets_to_txn":
 		req = &strandpb.Request{Body: &strandpb.Request_AddOffsetsToTxn{AddOffsetsToTxn: &strandpb.AddOffsetsToTxnRequest{
 			TransactionalId: opTxnID, Producer: producer, Group: opGroup}}}
+	case "txn_offset_commit": // refused by the verification: the id has no producer
+		req = &strandpb.Request{Body: &strandpb.Request_TxnOffsetCommit{TxnOffsetCommit: &strandpb.TxnOffsetCommitRequest{
+			TransactionalId: opTxnID, Producer: producer, Commit: &strandpb.OffsetCommitRequest{Group: opGroup,
+				Offsets: []*strandpb.OffsetCommitPartition{{Topic: topicMain, Partition: 0, Offset: intruderValue}}}}}}
 	case "end_txn":
 		req = &strandpb.Request{Body: &strandpb.Request_EndTxn{EndTxn: &strandpb.EndTxnRequest{TransactionalId: opTxnID, Producer: producer, Commit: true}}}
 	case "list_transactions":

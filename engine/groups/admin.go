@@ -37,17 +37,22 @@ func (s *State) DeleteGroup(group string) error {
 
 // ExpireOffsets forgets every group that has had no members for
 // retentionMs as of nowMs (both the proposer's, carried in the command),
-// offsets included, and returns their ids.
+// offsets included, and returns their ids (a group with pending
+// transactional offsets stays until their marker); in the other groups, it forgets
+// producer fences without pending offsets (txnoffsets.go) as old.
 func (s *State) ExpireOffsets(nowMs, retentionMs int64) []string {
 	var gone []string
 	for _, id := range s.names {
 		g := s.groups[id]
-		if len(g.members) == 0 && nowMs-g.emptySinceMs >= retentionMs {
+		if len(g.members) == 0 && nowMs-g.emptySinceMs >= retentionMs && !g.hasPendingOffsets() {
 			gone = append(gone, id)
 		}
 	}
 	for _, id := range gone {
 		s.deleteGroup(id)
+	}
+	for _, id := range s.names {
+		s.groups[id].expireFences(nowMs, retentionMs)
 	}
 	return gone
 }

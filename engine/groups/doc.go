@@ -59,4 +59,24 @@
 // member gets its partitions back". Empty groups' offsets expire after 7 days. Tests: scenarios,
 // FuzzCommands, a rapid TestModel (no partition owned by two clients following the protocol,
 // commits land in the member's epoch, replay equality, convergence to balance).
+//
+// # Transactional offsets (KIP-447)
+//
+// TxnCommit (a TxnOffsetCommit the transaction coordinator confirmed: the group is in the
+// producer's open transaction) stores offsets as the producer id's pending ones, invisible to Fetch;
+// Unstable lists the partitions with pending offsets (OffsetFetch require_stable answers
+// UNSTABLE_OFFSET_COMMIT for them). The member is fenced as a Commit's (stale or fenced epoch,
+// unknown member; an instance id another member holds is FENCED_INSTANCE_ID); an empty member id is
+// not checked (producers before KIP-447). TxnMarker, the transaction's group marker (epoch: the
+// transaction's + 1, KIP-890, or its own when kept), commits the pending offsets into the committed
+// ones or aborts them; pending offsets of an older epoch (a fenced producer's) are dropped even by a
+// commit, and a marker older than the pending offsets (a late duplicate) changes nothing. Each
+// producer keeps a fence, the newest marker or pending epoch: a TxnCommit below it is
+// PRODUCER_FENCED, so a commit verified before the transaction ended and applied after its marker
+// never lingers. A plain Commit of a partition drops its pending offsets (the later write wins,
+// as Kafka keeps the offset appended last). A fence without offsets is forgotten an offsets retention after its last update
+// (ExpireOffsets), or evicted oldest-first when a group has ProducersMax producers; a group with
+// pending offsets never expires. Pending offsets and fences are in snapshots (GroupSnapshot.pending). Tests:
+// scenarios, TestTxnModel (rapid: committed offsets are exactly the committed transactions', zombies
+// and duplicate markers never show, replay through a snapshot), FuzzCommands, FuzzRestorePending.
 package groups

@@ -151,6 +151,9 @@ type group struct {
 	members     []*member   // sorted by id
 	topics      []TopicInfo // sorted by name: partition counts of subscribed topics
 	offsets     map[TopicPartition]Committed
+	// pending are transactional offsets and fences, by producer id
+	// (txnoffsets.go); walked through sortedProducers.
+	pending map[int64]*pendingTxn
 	// emptySinceMs: the proposer's clock when the group last became empty
 	// or, while empty, last committed; offsets expire a retention after.
 	emptySinceMs int64
@@ -180,7 +183,7 @@ func (s *State) group(id string, create bool) *group {
 	if !create {
 		return nil
 	}
-	g := &group{id: id, offsets: make(map[TopicPartition]Committed)}
+	g := &group{id: id, offsets: make(map[TopicPartition]Committed), pending: make(map[int64]*pendingTxn)}
 	s.groups[id] = g
 	i, _ := slices.BinarySearch(s.names, id)
 	s.names = slices.Insert(s.names, i, id)

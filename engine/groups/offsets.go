@@ -34,6 +34,25 @@ type Commit struct {
 
 // Commit applies one commit: all of its offsets, or none.
 func (s *State) Commit(c Commit) error {
+	if err := validCommit(c); err != nil {
+		return err
+	}
+	if err := s.checkCommitter(c); err != nil {
+		return err
+	}
+	g := s.group(c.Group, true)
+	for _, o := range c.Offsets {
+		g.offsets[o.Partition] = Committed{Offset: o.Offset, Metadata: o.Metadata, CommitMs: c.NowMs, TopicID: o.TopicID}
+		g.supersedePending(o.Partition)
+	}
+	if len(g.members) == 0 {
+		g.emptySinceMs = max(g.emptySinceMs, c.NowMs)
+	}
+	return nil
+}
+
+// validCommit checks a commit's names and offsets.
+func validCommit(c Commit) error {
 	if !validName(c.Group, false) || !validName(c.MemberID, true) || len(c.Offsets) > PartitionsMax {
 		return fmt.Errorf("%w: commit names", ErrInvalid)
 	}
@@ -42,16 +61,6 @@ func (s *State) Commit(c Commit) error {
 			len(o.TopicID) > topicIDMax {
 			return fmt.Errorf("%w: offset %d of %s/%d", ErrInvalid, o.Offset, o.Partition.Topic, o.Partition.Partition)
 		}
-	}
-	if err := s.checkCommitter(c); err != nil {
-		return err
-	}
-	g := s.group(c.Group, true)
-	for _, o := range c.Offsets {
-		g.offsets[o.Partition] = Committed{Offset: o.Offset, Metadata: o.Metadata, CommitMs: c.NowMs, TopicID: o.TopicID}
-	}
-	if len(g.members) == 0 {
-		g.emptySinceMs = max(g.emptySinceMs, c.NowMs)
 	}
 	return nil
 }
@@ -164,6 +173,7 @@ func (s *State) DeleteTopic(topic string) {
 				delete(g.offsets, p)
 			}
 		}
+		g.dropPendingTopic(topic)
 		i, ok := slices.BinarySearchFunc(g.topics, topic, func(x TopicInfo, n string) int { return cmpString(x.Name, n) })
 		if ok {
 			g.topics = slices.Delete(g.topics, i, i+1)

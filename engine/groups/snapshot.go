@@ -34,6 +34,7 @@ func (s *State) Snapshot(asOf int64) *strandpb.GroupsSnapshot {
 			gs.Offsets = append(gs.Offsets, &strandpb.GroupCommittedOffset{Topic: p.Topic, Partition: p.Partition,
 				Offset: c.Offset, Metadata: c.Metadata, CommitTimeMs: c.CommitMs, TopicId: []byte(c.TopicID)})
 		}
+		gs.Pending = g.pendingToWire()
 		out.Groups = append(out.Groups, gs)
 	}
 	return out
@@ -84,6 +85,9 @@ func Restore(snap *strandpb.GroupsSnapshot) (*State, error) {
 		}
 		if len(g.offsets) != len(gs.GetOffsets()) {
 			return nil, fmt.Errorf("%w: snapshot group %q repeats an offset", ErrInvalid, g.id)
+		}
+		if err := g.pendingFromWire(gs.GetPending()); err != nil {
+			return nil, fmt.Errorf("%w: snapshot group %q: %v", ErrInvalid, g.id, err)
 		}
 	}
 	if err := s.Check(); err != nil {

@@ -76,7 +76,8 @@
 // Describe (DescribeTransactions; unknown: TRANSACTIONAL_ID_NOT_FOUND), IDs (ListTransactions),
 // Pending (fail-over), Expired (timeouts), Verify (AddPartitionsToTxn verify-only: a partition leader
 // accepts a transactional write only into a partition of the producer's open transaction, so no
-// hanging transaction forms), ProducerIDsLeft, Digest.
+// hanging transaction forms), VerifyGroup (AddOffsetsToTxn verify-only: a group coordinator takes a
+// TxnOffsetCommit only for a group of the producer's open transaction), ProducerIDsLeft, Digest.
 //
 // # Not here
 //

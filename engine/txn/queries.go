@@ -110,3 +110,25 @@ func (s *State) Verify(id string, p Producer, partitions []TopicPartition) []err
 	}
 	return out
 }
+
+// VerifyGroup is Verify for a group's offsets: nil when group was added
+// (AddOffsetsToTxn) to the producer's open transaction, else why not. The
+// group coordinator asks it before it takes a TxnOffsetCommit (KIP-447),
+// so no transactional offsets wait outside a transaction the coordinator
+// knows and will send the group a marker for. A read.
+func (s *State) VerifyGroup(id string, p Producer, group string) error {
+	t, err := s.lookup(id)
+	if err == nil {
+		err = t.authorize(p)
+	}
+	switch {
+	case err != nil:
+		return err
+	case t.state != Ongoing:
+		return fmt.Errorf("%w: no transaction open for %q", ErrInvalidTxnState, id)
+	}
+	if _, ok := slices.BinarySearch(t.groups, group); !ok {
+		return fmt.Errorf("%w: group %q not in the transaction of %q", ErrInvalidTxnState, group, id)
+	}
+	return nil
+}

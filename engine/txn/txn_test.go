@@ -328,6 +328,26 @@ func TestVerify(t *testing.T) {
 	}
 }
 
+// VerifyGroup accepts only a group added to the producer's open
+// transaction, at its epoch.
+func TestVerifyGroup(t *testing.T) {
+	f := newFixture(t)
+	p := f.init("a")
+	if err := f.s.VerifyGroup("a", p, "g"); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("verify before AddOffsets: %v", err)
+	}
+	f.ok(f.s.AddOffsets(AddOffsets{ID: "a", Producer: p, Group: "g"}))
+	if err := f.s.VerifyGroup("a", p, "g"); err != nil {
+		t.Fatalf("verify after AddOffsets: %v", err)
+	}
+	if err := f.s.VerifyGroup("a", p, "h"); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("another group: %v", err)
+	}
+	if err := f.s.VerifyGroup("a", Producer{ID: p.ID, Epoch: p.Epoch - 1}, "g"); !errors.Is(err, ErrProducerFenced) {
+		t.Fatalf("zombie: %v", err)
+	}
+}
+
 // Idle ids expire after the retention; open ones never do.
 func TestExpireIDs(t *testing.T) {
 	f := newFixture(t)

@@ -119,6 +119,8 @@ var errorCodeInfo = map[ErrorCode]CodeInfo{
 	ErrorCode_ERROR_CODE_TRANSACTION_COORDINATOR_FENCED: {Name: "transaction_coordinator_fenced"},
 	// The node writes no transaction markers yet: EndTxn cannot complete.
 	ErrorCode_ERROR_CODE_TRANSACTIONS_NOT_ENABLED: {Name: "transactions_not_enabled"},
+	ErrorCode_ERROR_CODE_UNSTABLE_OFFSET_COMMIT:   {Name: "unstable_offset_commit", Retriable: true},
+	ErrorCode_ERROR_CODE_FENCED_INSTANCE_ID:       {Name: "fenced_instance_id"},
 }
 
 // Info is code's row of the table. A code this build does not know (a newer

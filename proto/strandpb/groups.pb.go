@@ -43,6 +43,8 @@ type GroupCommand struct {
 	//	*GroupCommand_ExpireOffsetsRetentionMs
 	//	*GroupCommand_Snapshot
 	//	*GroupCommand_DeleteOffsets
+	//	*GroupCommand_TxnCommit
+	//	*GroupCommand_TxnMarker
 	Body          isGroupCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -171,6 +173,24 @@ func (x *GroupCommand) GetDeleteOffsets() *OffsetDeleteRequest {
 	return nil
 }
 
+func (x *GroupCommand) GetTxnCommit() *GroupTxnCommit {
+	if x != nil {
+		if x, ok := x.Body.(*GroupCommand_TxnCommit); ok {
+			return x.TxnCommit
+		}
+	}
+	return nil
+}
+
+func (x *GroupCommand) GetTxnMarker() *GroupTxnMarker {
+	if x != nil {
+		if x, ok := x.Body.(*GroupCommand_TxnMarker); ok {
+			return x.TxnMarker
+		}
+	}
+	return nil
+}
+
 type isGroupCommand_Body interface {
 	isGroupCommand_Body()
 }
@@ -211,6 +231,16 @@ type GroupCommand_DeleteOffsets struct {
 	DeleteOffsets *OffsetDeleteRequest `protobuf:"bytes,110,opt,name=delete_offsets,json=deleteOffsets,proto3,oneof"`
 }
 
+type GroupCommand_TxnCommit struct {
+	// Transactional offsets, pending until the transaction's marker.
+	TxnCommit *GroupTxnCommit `protobuf:"bytes,111,opt,name=txn_commit,json=txnCommit,proto3,oneof"`
+}
+
+type GroupCommand_TxnMarker struct {
+	// A transaction's group marker: commit or abort its pending offsets.
+	TxnMarker *GroupTxnMarker `protobuf:"bytes,112,opt,name=txn_marker,json=txnMarker,proto3,oneof"`
+}
+
 func (*GroupCommand_Heartbeat) isGroupCommand_Body() {}
 
 func (*GroupCommand_Commit) isGroupCommand_Body() {}
@@ -227,6 +257,238 @@ func (*GroupCommand_Snapshot) isGroupCommand_Body() {}
 
 func (*GroupCommand_DeleteOffsets) isGroupCommand_Body() {}
 
+func (*GroupCommand_TxnCommit) isGroupCommand_Body() {}
+
+func (*GroupCommand_TxnMarker) isGroupCommand_Body() {}
+
+// GroupTxnCommit is a TxnOffsetCommit checked with the transaction
+// coordinator: the offsets wait as the producer's pending ones.
+type GroupTxnCommit struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	ProducerId      int64                  `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch   int32                  `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	Commit          *OffsetCommitRequest   `protobuf:"bytes,3,opt,name=commit,proto3" json:"commit,omitempty"`
+	GroupInstanceId string                 `protobuf:"bytes,4,opt,name=group_instance_id,json=groupInstanceId,proto3" json:"group_instance_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *GroupTxnCommit) Reset() {
+	*x = GroupTxnCommit{}
+	mi := &file_groups_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupTxnCommit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupTxnCommit) ProtoMessage() {}
+
+func (x *GroupTxnCommit) ProtoReflect() protoreflect.Message {
+	mi := &file_groups_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupTxnCommit.ProtoReflect.Descriptor instead.
+func (*GroupTxnCommit) Descriptor() ([]byte, []int) {
+	return file_groups_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GroupTxnCommit) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *GroupTxnCommit) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *GroupTxnCommit) GetCommit() *OffsetCommitRequest {
+	if x != nil {
+		return x.Commit
+	}
+	return nil
+}
+
+func (x *GroupTxnCommit) GetGroupInstanceId() string {
+	if x != nil {
+		return x.GroupInstanceId
+	}
+	return ""
+}
+
+// GroupTxnMarker ends a producer's pending offsets in a group. epoch is
+// the marker's (the transaction's + 1, or its own when kept_epoch).
+type GroupTxnMarker struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	ProducerId    int64                  `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32                  `protobuf:"varint,3,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	Commit        bool                   `protobuf:"varint,4,opt,name=commit,proto3" json:"commit,omitempty"`
+	KeptEpoch     bool                   `protobuf:"varint,5,opt,name=kept_epoch,json=keptEpoch,proto3" json:"kept_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupTxnMarker) Reset() {
+	*x = GroupTxnMarker{}
+	mi := &file_groups_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupTxnMarker) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupTxnMarker) ProtoMessage() {}
+
+func (x *GroupTxnMarker) ProtoReflect() protoreflect.Message {
+	mi := &file_groups_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupTxnMarker.ProtoReflect.Descriptor instead.
+func (*GroupTxnMarker) Descriptor() ([]byte, []int) {
+	return file_groups_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *GroupTxnMarker) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupTxnMarker) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *GroupTxnMarker) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *GroupTxnMarker) GetCommit() bool {
+	if x != nil {
+		return x.Commit
+	}
+	return false
+}
+
+func (x *GroupTxnMarker) GetKeptEpoch() bool {
+	if x != nil {
+		return x.KeptEpoch
+	}
+	return false
+}
+
+// GroupPendingOffsets is one producer's pending transactional offsets in
+// a group, and the epoch below which its TxnOffsetCommits are fenced.
+type GroupPendingOffsets struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	ProducerId    int64                   `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32                   `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	Offsets       []*GroupCommittedOffset `protobuf:"bytes,3,rep,name=offsets,proto3" json:"offsets,omitempty"` // sorted by topic, partition
+	FenceEpoch    int32                   `protobuf:"varint,4,opt,name=fence_epoch,json=fenceEpoch,proto3" json:"fence_epoch,omitempty"`
+	// The proposer's clock at the last commit or marker: a fence without
+	// offsets is forgotten an offsets retention later.
+	UpdatedMs     int64 `protobuf:"varint,5,opt,name=updated_ms,json=updatedMs,proto3" json:"updated_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupPendingOffsets) Reset() {
+	*x = GroupPendingOffsets{}
+	mi := &file_groups_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupPendingOffsets) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupPendingOffsets) ProtoMessage() {}
+
+func (x *GroupPendingOffsets) ProtoReflect() protoreflect.Message {
+	mi := &file_groups_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupPendingOffsets.ProtoReflect.Descriptor instead.
+func (*GroupPendingOffsets) Descriptor() ([]byte, []int) {
+	return file_groups_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *GroupPendingOffsets) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *GroupPendingOffsets) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *GroupPendingOffsets) GetOffsets() []*GroupCommittedOffset {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+func (x *GroupPendingOffsets) GetFenceEpoch() int32 {
+	if x != nil {
+		return x.FenceEpoch
+	}
+	return 0
+}
+
+func (x *GroupPendingOffsets) GetUpdatedMs() int64 {
+	if x != nil {
+		return x.UpdatedMs
+	}
+	return 0
+}
+
 // GroupsSnapshot is engine/groups' state as of the partition's records
 // below as_of.
 type GroupsSnapshot struct {
@@ -239,7 +501,7 @@ type GroupsSnapshot struct {
 
 func (x *GroupsSnapshot) Reset() {
 	*x = GroupsSnapshot{}
-	mi := &file_groups_proto_msgTypes[1]
+	mi := &file_groups_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -251,7 +513,7 @@ func (x *GroupsSnapshot) String() string {
 func (*GroupsSnapshot) ProtoMessage() {}
 
 func (x *GroupsSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[1]
+	mi := &file_groups_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -264,7 +526,7 @@ func (x *GroupsSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupsSnapshot.ProtoReflect.Descriptor instead.
 func (*GroupsSnapshot) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{1}
+	return file_groups_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GroupsSnapshot) GetAsOf() int64 {
@@ -291,13 +553,14 @@ type GroupSnapshot struct {
 	Members       []*MemberSnapshot       `protobuf:"bytes,5,rep,name=members,proto3" json:"members,omitempty"` // sorted by id
 	Topics        []*GroupTopicInfo       `protobuf:"bytes,6,rep,name=topics,proto3" json:"topics,omitempty"`   // sorted by name
 	Offsets       []*GroupCommittedOffset `protobuf:"bytes,7,rep,name=offsets,proto3" json:"offsets,omitempty"` // sorted by topic, partition
+	Pending       []*GroupPendingOffsets  `protobuf:"bytes,8,rep,name=pending,proto3" json:"pending,omitempty"` // sorted by producer id
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GroupSnapshot) Reset() {
 	*x = GroupSnapshot{}
-	mi := &file_groups_proto_msgTypes[2]
+	mi := &file_groups_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -309,7 +572,7 @@ func (x *GroupSnapshot) String() string {
 func (*GroupSnapshot) ProtoMessage() {}
 
 func (x *GroupSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[2]
+	mi := &file_groups_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -322,7 +585,7 @@ func (x *GroupSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupSnapshot.ProtoReflect.Descriptor instead.
 func (*GroupSnapshot) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{2}
+	return file_groups_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GroupSnapshot) GetId() string {
@@ -374,6 +637,13 @@ func (x *GroupSnapshot) GetOffsets() []*GroupCommittedOffset {
 	return nil
 }
 
+func (x *GroupSnapshot) GetPending() []*GroupPendingOffsets {
+	if x != nil {
+		return x.Pending
+	}
+	return nil
+}
+
 // MemberSnapshot is one member.
 type MemberSnapshot struct {
 	state         protoimpl.MessageState  `protogen:"open.v1"`
@@ -398,7 +668,7 @@ type MemberSnapshot struct {
 
 func (x *MemberSnapshot) Reset() {
 	*x = MemberSnapshot{}
-	mi := &file_groups_proto_msgTypes[3]
+	mi := &file_groups_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -410,7 +680,7 @@ func (x *MemberSnapshot) String() string {
 func (*MemberSnapshot) ProtoMessage() {}
 
 func (x *MemberSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[3]
+	mi := &file_groups_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -423,7 +693,7 @@ func (x *MemberSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberSnapshot.ProtoReflect.Descriptor instead.
 func (*MemberSnapshot) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{3}
+	return file_groups_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *MemberSnapshot) GetId() string {
@@ -523,7 +793,7 @@ type GroupTopicInfo struct {
 
 func (x *GroupTopicInfo) Reset() {
 	*x = GroupTopicInfo{}
-	mi := &file_groups_proto_msgTypes[4]
+	mi := &file_groups_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -535,7 +805,7 @@ func (x *GroupTopicInfo) String() string {
 func (*GroupTopicInfo) ProtoMessage() {}
 
 func (x *GroupTopicInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[4]
+	mi := &file_groups_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -548,7 +818,7 @@ func (x *GroupTopicInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupTopicInfo.ProtoReflect.Descriptor instead.
 func (*GroupTopicInfo) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{4}
+	return file_groups_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GroupTopicInfo) GetName() string {
@@ -582,7 +852,7 @@ type GroupPartitionRacks struct {
 
 func (x *GroupPartitionRacks) Reset() {
 	*x = GroupPartitionRacks{}
-	mi := &file_groups_proto_msgTypes[5]
+	mi := &file_groups_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -594,7 +864,7 @@ func (x *GroupPartitionRacks) String() string {
 func (*GroupPartitionRacks) ProtoMessage() {}
 
 func (x *GroupPartitionRacks) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[5]
+	mi := &file_groups_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -607,7 +877,7 @@ func (x *GroupPartitionRacks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPartitionRacks.ProtoReflect.Descriptor instead.
 func (*GroupPartitionRacks) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{5}
+	return file_groups_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GroupPartitionRacks) GetRacks() []string {
@@ -629,7 +899,7 @@ type GroupHeartbeatCommand struct {
 
 func (x *GroupHeartbeatCommand) Reset() {
 	*x = GroupHeartbeatCommand{}
-	mi := &file_groups_proto_msgTypes[6]
+	mi := &file_groups_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -641,7 +911,7 @@ func (x *GroupHeartbeatCommand) String() string {
 func (*GroupHeartbeatCommand) ProtoMessage() {}
 
 func (x *GroupHeartbeatCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[6]
+	mi := &file_groups_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -654,7 +924,7 @@ func (x *GroupHeartbeatCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupHeartbeatCommand.ProtoReflect.Descriptor instead.
 func (*GroupHeartbeatCommand) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{6}
+	return file_groups_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GroupHeartbeatCommand) GetRequest() *ConsumerGroupHeartbeatRequest {
@@ -683,7 +953,7 @@ type GroupExpireCommand struct {
 
 func (x *GroupExpireCommand) Reset() {
 	*x = GroupExpireCommand{}
-	mi := &file_groups_proto_msgTypes[7]
+	mi := &file_groups_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -695,7 +965,7 @@ func (x *GroupExpireCommand) String() string {
 func (*GroupExpireCommand) ProtoMessage() {}
 
 func (x *GroupExpireCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[7]
+	mi := &file_groups_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -708,7 +978,7 @@ func (x *GroupExpireCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupExpireCommand.ProtoReflect.Descriptor instead.
 func (*GroupExpireCommand) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{7}
+	return file_groups_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GroupExpireCommand) GetGroup() string {
@@ -737,7 +1007,7 @@ var File_groups_proto protoreflect.FileDescriptor
 const file_groups_proto_rawDesc = "" +
 	"\n" +
 	"\fgroups.proto\x12\x06strand\x1a\n" +
-	"wire.proto\"\xff\x03\n" +
+	"wire.proto\"\xf1\x04\n" +
 	"\fGroupCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x15\n" +
@@ -750,11 +1020,38 @@ const file_groups_proto_rawDesc = "" +
 	"\fdelete_topic\x18\x0e \x01(\tH\x00R\vdeleteTopic\x12?\n" +
 	"\x1bexpire_offsets_retention_ms\x18\x0f \x01(\x03H\x00R\x18expireOffsetsRetentionMs\x124\n" +
 	"\bsnapshot\x18\x10 \x01(\v2\x16.strand.GroupsSnapshotH\x00R\bsnapshot\x12D\n" +
-	"\x0edelete_offsets\x18n \x01(\v2\x1b.strand.OffsetDeleteRequestH\x00R\rdeleteOffsetsB\x06\n" +
-	"\x04body\"T\n" +
+	"\x0edelete_offsets\x18n \x01(\v2\x1b.strand.OffsetDeleteRequestH\x00R\rdeleteOffsets\x127\n" +
+	"\n" +
+	"txn_commit\x18o \x01(\v2\x16.strand.GroupTxnCommitH\x00R\ttxnCommit\x127\n" +
+	"\n" +
+	"txn_marker\x18p \x01(\v2\x16.strand.GroupTxnMarkerH\x00R\ttxnMarkerB\x06\n" +
+	"\x04body\"\xb9\x01\n" +
+	"\x0eGroupTxnCommit\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\x123\n" +
+	"\x06commit\x18\x03 \x01(\v2\x1b.strand.OffsetCommitRequestR\x06commit\x12*\n" +
+	"\x11group_instance_id\x18\x04 \x01(\tR\x0fgroupInstanceId\"\xa5\x01\n" +
+	"\x0eGroupTxnMarker\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x03 \x01(\x05R\rproducerEpoch\x12\x16\n" +
+	"\x06commit\x18\x04 \x01(\bR\x06commit\x12\x1d\n" +
+	"\n" +
+	"kept_epoch\x18\x05 \x01(\bR\tkeptEpoch\"\xd5\x01\n" +
+	"\x13GroupPendingOffsets\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\x126\n" +
+	"\aoffsets\x18\x03 \x03(\v2\x1c.strand.GroupCommittedOffsetR\aoffsets\x12\x1f\n" +
+	"\vfence_epoch\x18\x04 \x01(\x05R\n" +
+	"fenceEpoch\x12\x1d\n" +
+	"\n" +
+	"updated_ms\x18\x05 \x01(\x03R\tupdatedMs\"T\n" +
 	"\x0eGroupsSnapshot\x12\x13\n" +
 	"\x05as_of\x18\x01 \x01(\x03R\x04asOf\x12-\n" +
-	"\x06groups\x18\x02 \x03(\v2\x15.strand.GroupSnapshotR\x06groups\"\x98\x02\n" +
+	"\x06groups\x18\x02 \x03(\v2\x15.strand.GroupSnapshotR\x06groups\"\xcf\x02\n" +
 	"\rGroupSnapshot\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\x12!\n" +
@@ -762,7 +1059,8 @@ const file_groups_proto_rawDesc = "" +
 	"\x0eempty_since_ms\x18\x04 \x01(\x03R\femptySinceMs\x120\n" +
 	"\amembers\x18\x05 \x03(\v2\x16.strand.MemberSnapshotR\amembers\x12.\n" +
 	"\x06topics\x18\x06 \x03(\v2\x16.strand.GroupTopicInfoR\x06topics\x126\n" +
-	"\aoffsets\x18\a \x03(\v2\x1c.strand.GroupCommittedOffsetR\aoffsets\"\xcc\x03\n" +
+	"\aoffsets\x18\a \x03(\v2\x1c.strand.GroupCommittedOffsetR\aoffsets\x125\n" +
+	"\apending\x18\b \x03(\v2\x1b.strand.GroupPendingOffsetsR\apending\"\xcc\x03\n" +
 	"\x0eMemberSnapshot\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vinstance_id\x18\x02 \x01(\tR\n" +
@@ -808,45 +1106,53 @@ func file_groups_proto_rawDescGZIP() []byte {
 	return file_groups_proto_rawDescData
 }
 
-var file_groups_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_groups_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_groups_proto_goTypes = []any{
 	(*GroupCommand)(nil),                  // 0: strand.GroupCommand
-	(*GroupsSnapshot)(nil),                // 1: strand.GroupsSnapshot
-	(*GroupSnapshot)(nil),                 // 2: strand.GroupSnapshot
-	(*MemberSnapshot)(nil),                // 3: strand.MemberSnapshot
-	(*GroupTopicInfo)(nil),                // 4: strand.GroupTopicInfo
-	(*GroupPartitionRacks)(nil),           // 5: strand.GroupPartitionRacks
-	(*GroupHeartbeatCommand)(nil),         // 6: strand.GroupHeartbeatCommand
-	(*GroupExpireCommand)(nil),            // 7: strand.GroupExpireCommand
-	(*OffsetCommitRequest)(nil),           // 8: strand.OffsetCommitRequest
-	(*OffsetDeleteRequest)(nil),           // 9: strand.OffsetDeleteRequest
-	(*GroupCommittedOffset)(nil),          // 10: strand.GroupCommittedOffset
-	(*GroupTopicPartitions)(nil),          // 11: strand.GroupTopicPartitions
-	(*ClassicMemberState)(nil),            // 12: strand.ClassicMemberState
-	(*ConsumerGroupHeartbeatRequest)(nil), // 13: strand.ConsumerGroupHeartbeatRequest
+	(*GroupTxnCommit)(nil),                // 1: strand.GroupTxnCommit
+	(*GroupTxnMarker)(nil),                // 2: strand.GroupTxnMarker
+	(*GroupPendingOffsets)(nil),           // 3: strand.GroupPendingOffsets
+	(*GroupsSnapshot)(nil),                // 4: strand.GroupsSnapshot
+	(*GroupSnapshot)(nil),                 // 5: strand.GroupSnapshot
+	(*MemberSnapshot)(nil),                // 6: strand.MemberSnapshot
+	(*GroupTopicInfo)(nil),                // 7: strand.GroupTopicInfo
+	(*GroupPartitionRacks)(nil),           // 8: strand.GroupPartitionRacks
+	(*GroupHeartbeatCommand)(nil),         // 9: strand.GroupHeartbeatCommand
+	(*GroupExpireCommand)(nil),            // 10: strand.GroupExpireCommand
+	(*OffsetCommitRequest)(nil),           // 11: strand.OffsetCommitRequest
+	(*OffsetDeleteRequest)(nil),           // 12: strand.OffsetDeleteRequest
+	(*GroupCommittedOffset)(nil),          // 13: strand.GroupCommittedOffset
+	(*GroupTopicPartitions)(nil),          // 14: strand.GroupTopicPartitions
+	(*ClassicMemberState)(nil),            // 15: strand.ClassicMemberState
+	(*ConsumerGroupHeartbeatRequest)(nil), // 16: strand.ConsumerGroupHeartbeatRequest
 }
 var file_groups_proto_depIdxs = []int32{
-	6,  // 0: strand.GroupCommand.heartbeat:type_name -> strand.GroupHeartbeatCommand
-	8,  // 1: strand.GroupCommand.commit:type_name -> strand.OffsetCommitRequest
-	7,  // 2: strand.GroupCommand.expire:type_name -> strand.GroupExpireCommand
-	1,  // 3: strand.GroupCommand.snapshot:type_name -> strand.GroupsSnapshot
-	9,  // 4: strand.GroupCommand.delete_offsets:type_name -> strand.OffsetDeleteRequest
-	2,  // 5: strand.GroupsSnapshot.groups:type_name -> strand.GroupSnapshot
-	3,  // 6: strand.GroupSnapshot.members:type_name -> strand.MemberSnapshot
-	4,  // 7: strand.GroupSnapshot.topics:type_name -> strand.GroupTopicInfo
-	10, // 8: strand.GroupSnapshot.offsets:type_name -> strand.GroupCommittedOffset
-	11, // 9: strand.MemberSnapshot.assigned:type_name -> strand.GroupTopicPartitions
-	11, // 10: strand.MemberSnapshot.revoking:type_name -> strand.GroupTopicPartitions
-	11, // 11: strand.MemberSnapshot.target:type_name -> strand.GroupTopicPartitions
-	12, // 12: strand.MemberSnapshot.classic:type_name -> strand.ClassicMemberState
-	5,  // 13: strand.GroupTopicInfo.partition_racks:type_name -> strand.GroupPartitionRacks
-	13, // 14: strand.GroupHeartbeatCommand.request:type_name -> strand.ConsumerGroupHeartbeatRequest
-	4,  // 15: strand.GroupHeartbeatCommand.topics:type_name -> strand.GroupTopicInfo
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	9,  // 0: strand.GroupCommand.heartbeat:type_name -> strand.GroupHeartbeatCommand
+	11, // 1: strand.GroupCommand.commit:type_name -> strand.OffsetCommitRequest
+	10, // 2: strand.GroupCommand.expire:type_name -> strand.GroupExpireCommand
+	4,  // 3: strand.GroupCommand.snapshot:type_name -> strand.GroupsSnapshot
+	12, // 4: strand.GroupCommand.delete_offsets:type_name -> strand.OffsetDeleteRequest
+	1,  // 5: strand.GroupCommand.txn_commit:type_name -> strand.GroupTxnCommit
+	2,  // 6: strand.GroupCommand.txn_marker:type_name -> strand.GroupTxnMarker
+	11, // 7: strand.GroupTxnCommit.commit:type_name -> strand.OffsetCommitRequest
+	13, // 8: strand.GroupPendingOffsets.offsets:type_name -> strand.GroupCommittedOffset
+	5,  // 9: strand.GroupsSnapshot.groups:type_name -> strand.GroupSnapshot
+	6,  // 10: strand.GroupSnapshot.members:type_name -> strand.MemberSnapshot
+	7,  // 11: strand.GroupSnapshot.topics:type_name -> strand.GroupTopicInfo
+	13, // 12: strand.GroupSnapshot.offsets:type_name -> strand.GroupCommittedOffset
+	3,  // 13: strand.GroupSnapshot.pending:type_name -> strand.GroupPendingOffsets
+	14, // 14: strand.MemberSnapshot.assigned:type_name -> strand.GroupTopicPartitions
+	14, // 15: strand.MemberSnapshot.revoking:type_name -> strand.GroupTopicPartitions
+	14, // 16: strand.MemberSnapshot.target:type_name -> strand.GroupTopicPartitions
+	15, // 17: strand.MemberSnapshot.classic:type_name -> strand.ClassicMemberState
+	8,  // 18: strand.GroupTopicInfo.partition_racks:type_name -> strand.GroupPartitionRacks
+	16, // 19: strand.GroupHeartbeatCommand.request:type_name -> strand.ConsumerGroupHeartbeatRequest
+	7,  // 20: strand.GroupHeartbeatCommand.topics:type_name -> strand.GroupTopicInfo
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_groups_proto_init() }
@@ -864,6 +1170,8 @@ func file_groups_proto_init() {
 		(*GroupCommand_ExpireOffsetsRetentionMs)(nil),
 		(*GroupCommand_Snapshot)(nil),
 		(*GroupCommand_DeleteOffsets)(nil),
+		(*GroupCommand_TxnCommit)(nil),
+		(*GroupCommand_TxnMarker)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -871,7 +1179,7 @@ func file_groups_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_groups_proto_rawDesc), len(file_groups_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

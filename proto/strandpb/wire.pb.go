@@ -176,6 +176,13 @@ const (
 	// transaction: EndTxn is refused rather than faking the outcome.
 	// Definite: nothing was decided.
 	ErrorCode_ERROR_CODE_TRANSACTIONS_NOT_ENABLED ErrorCode = 99
+	// OffsetFetch with require_stable: the partition has transactional
+	// offsets not yet committed or aborted; retry after a backoff (Kafka's
+	// UNSTABLE_OFFSET_COMMIT).
+	ErrorCode_ERROR_CODE_UNSTABLE_OFFSET_COMMIT ErrorCode = 97
+	// A TxnOffsetCommit's group instance id is held by another member id: a
+	// newer instance replaced this one. Definite (Kafka's FENCED_INSTANCE_ID).
+	ErrorCode_ERROR_CODE_FENCED_INSTANCE_ID ErrorCode = 98
 )
 
 // Enum value maps for ErrorCode.
@@ -235,6 +242,8 @@ var (
 		94: "ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND",
 		95: "ERROR_CODE_TRANSACTION_COORDINATOR_FENCED",
 		99: "ERROR_CODE_TRANSACTIONS_NOT_ENABLED",
+		97: "ERROR_CODE_UNSTABLE_OFFSET_COMMIT",
+		98: "ERROR_CODE_FENCED_INSTANCE_ID",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_NONE":                           0,
@@ -291,6 +300,8 @@ var (
 		"ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND":     94,
 		"ERROR_CODE_TRANSACTION_COORDINATOR_FENCED": 95,
 		"ERROR_CODE_TRANSACTIONS_NOT_ENABLED":       99,
+		"ERROR_CODE_UNSTABLE_OFFSET_COMMIT":         97,
+		"ERROR_CODE_FENCED_INSTANCE_ID":             98,
 	}
 )
 
@@ -676,6 +687,7 @@ type Request struct {
 	//	*Request_ListTransactions
 	//	*Request_DescribeTransactions
 	//	*Request_WriteTxnMarkers
+	//	*Request_TxnOffsetCommit
 	//	*Request_Raft
 	Body          isRequest_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
@@ -1068,6 +1080,15 @@ func (x *Request) GetWriteTxnMarkers() *WriteTxnMarkersRequest {
 	return nil
 }
 
+func (x *Request) GetTxnOffsetCommit() *TxnOffsetCommitRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_TxnOffsetCommit); ok {
+			return x.TxnOffsetCommit
+		}
+	}
+	return nil
+}
+
 func (x *Request) GetRaft() *RaftFrame {
 	if x != nil {
 		if x, ok := x.Body.(*Request_Raft); ok {
@@ -1235,6 +1256,10 @@ type Request_WriteTxnMarkers struct {
 	WriteTxnMarkers *WriteTxnMarkersRequest `protobuf:"bytes,96,opt,name=write_txn_markers,json=writeTxnMarkers,proto3,oneof"`
 }
 
+type Request_TxnOffsetCommit struct {
+	TxnOffsetCommit *TxnOffsetCommitRequest `protobuf:"bytes,97,opt,name=txn_offset_commit,json=txnOffsetCommit,proto3,oneof"`
+}
+
 type Request_Raft struct {
 	// Raft traffic from a peer node; never answered.
 	Raft *RaftFrame `protobuf:"bytes,30,opt,name=raft,proto3,oneof"`
@@ -1316,6 +1341,8 @@ func (*Request_DescribeTransactions) isRequest_Body() {}
 
 func (*Request_WriteTxnMarkers) isRequest_Body() {}
 
+func (*Request_TxnOffsetCommit) isRequest_Body() {}
+
 func (*Request_Raft) isRequest_Body() {}
 
 // Response answers the Request with the same correlation_id. error is set
@@ -1364,6 +1391,7 @@ type Response struct {
 	//	*Response_ListTransactions
 	//	*Response_DescribeTransactions
 	//	*Response_WriteTxnMarkers
+	//	*Response_TxnOffsetCommit
 	Body          isResponse_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1762,6 +1790,15 @@ func (x *Response) GetWriteTxnMarkers() *WriteTxnMarkersResponse {
 	return nil
 }
 
+func (x *Response) GetTxnOffsetCommit() *TxnOffsetCommitResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_TxnOffsetCommit); ok {
+			return x.TxnOffsetCommit
+		}
+	}
+	return nil
+}
+
 type isResponse_Body interface {
 	isResponse_Body()
 }
@@ -1918,6 +1955,10 @@ type Response_WriteTxnMarkers struct {
 	WriteTxnMarkers *WriteTxnMarkersResponse `protobuf:"bytes,96,opt,name=write_txn_markers,json=writeTxnMarkers,proto3,oneof"`
 }
 
+type Response_TxnOffsetCommit struct {
+	TxnOffsetCommit *TxnOffsetCommitResponse `protobuf:"bytes,97,opt,name=txn_offset_commit,json=txnOffsetCommit,proto3,oneof"`
+}
+
 func (*Response_Hello) isResponse_Body() {}
 
 func (*Response_Metadata) isResponse_Body() {}
@@ -1993,6 +2034,8 @@ func (*Response_ListTransactions) isResponse_Body() {}
 func (*Response_DescribeTransactions) isResponse_Body() {}
 
 func (*Response_WriteTxnMarkers) isResponse_Body() {}
+
+func (*Response_TxnOffsetCommit) isResponse_Body() {}
 
 // HelloRequest opens a connection: the protocol versions the sender speaks.
 type HelloRequest struct {
@@ -4015,9 +4058,12 @@ func (*OffsetCommitResponse) Descriptor() ([]byte, []int) {
 // OffsetFetchRequest reads committed offsets (all of the group's when
 // partitions is empty), linearizably.
 type OffsetFetchRequest struct {
-	state         protoimpl.MessageState  `protogen:"open.v1"`
-	Group         string                  `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Partitions    []*GroupTopicPartitions `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	state      protoimpl.MessageState  `protogen:"open.v1"`
+	Group      string                  `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Partitions []*GroupTopicPartitions `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// require_stable: list the partitions with pending transactional offsets
+	// in the response's unstable (Kafka's OffsetFetch v7+, KIP-447).
+	RequireStable bool `protobuf:"varint,3,opt,name=require_stable,json=requireStable,proto3" json:"require_stable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4064,6 +4110,13 @@ func (x *OffsetFetchRequest) GetPartitions() []*GroupTopicPartitions {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *OffsetFetchRequest) GetRequireStable() bool {
+	if x != nil {
+		return x.RequireStable
+	}
+	return false
 }
 
 // GroupCommittedOffset is one partition's committed position.
@@ -4156,8 +4209,11 @@ func (x *GroupCommittedOffset) GetTopicId() []byte {
 
 // OffsetFetchResponse lists the committed offsets found, sorted.
 type OffsetFetchResponse struct {
-	state         protoimpl.MessageState  `protogen:"open.v1"`
-	Offsets       []*GroupCommittedOffset `protobuf:"bytes,1,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	state   protoimpl.MessageState  `protogen:"open.v1"`
+	Offsets []*GroupCommittedOffset `protobuf:"bytes,1,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	// With require_stable: the partitions asked (all when none was named)
+	// whose transactional offsets are still pending, sorted.
+	Unstable      []*GroupTopicPartitions `protobuf:"bytes,2,rep,name=unstable,proto3" json:"unstable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4195,6 +4251,13 @@ func (*OffsetFetchResponse) Descriptor() ([]byte, []int) {
 func (x *OffsetFetchResponse) GetOffsets() []*GroupCommittedOffset {
 	if x != nil {
 		return x.Offsets
+	}
+	return nil
+}
+
+func (x *OffsetFetchResponse) GetUnstable() []*GroupTopicPartitions {
+	if x != nil {
+		return x.Unstable
 	}
 	return nil
 }
@@ -6522,8 +6585,12 @@ type AddOffsetsToTxnRequest struct {
 	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
 	Producer        *TxnProducer           `protobuf:"bytes,2,opt,name=producer,proto3" json:"producer,omitempty"`
 	Group           string                 `protobuf:"bytes,3,opt,name=group,proto3" json:"group,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// verify_only: change nothing; answer whether the group is in the
+	// producer's open transaction (a group coordinator's check before it
+	// takes a TxnOffsetCommit, node to node).
+	VerifyOnly    bool `protobuf:"varint,4,opt,name=verify_only,json=verifyOnly,proto3" json:"verify_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AddOffsetsToTxnRequest) Reset() {
@@ -6577,6 +6644,123 @@ func (x *AddOffsetsToTxnRequest) GetGroup() string {
 	return ""
 }
 
+func (x *AddOffsetsToTxnRequest) GetVerifyOnly() bool {
+	if x != nil {
+		return x.VerifyOnly
+	}
+	return false
+}
+
+// TxnOffsetCommitRequest commits offsets in the producer's open
+// transaction (KIP-447): they stay pending in the group until the
+// transaction's marker commits or aborts them. commit carries the group,
+// the member id and epoch (generation) fenced like an OffsetCommit's (an
+// empty member id is not checked, as Kafka's pre-KIP-447 producers).
+type TxnOffsetCommitRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	Producer        *TxnProducer           `protobuf:"bytes,2,opt,name=producer,proto3" json:"producer,omitempty"`
+	Commit          *OffsetCommitRequest   `protobuf:"bytes,3,opt,name=commit,proto3" json:"commit,omitempty"`
+	GroupInstanceId string                 `protobuf:"bytes,4,opt,name=group_instance_id,json=groupInstanceId,proto3" json:"group_instance_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TxnOffsetCommitRequest) Reset() {
+	*x = TxnOffsetCommitRequest{}
+	mi := &file_wire_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnOffsetCommitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnOffsetCommitRequest) ProtoMessage() {}
+
+func (x *TxnOffsetCommitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnOffsetCommitRequest.ProtoReflect.Descriptor instead.
+func (*TxnOffsetCommitRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *TxnOffsetCommitRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *TxnOffsetCommitRequest) GetProducer() *TxnProducer {
+	if x != nil {
+		return x.Producer
+	}
+	return nil
+}
+
+func (x *TxnOffsetCommitRequest) GetCommit() *OffsetCommitRequest {
+	if x != nil {
+		return x.Commit
+	}
+	return nil
+}
+
+func (x *TxnOffsetCommitRequest) GetGroupInstanceId() string {
+	if x != nil {
+		return x.GroupInstanceId
+	}
+	return ""
+}
+
+// TxnOffsetCommitResponse is empty: the Response's error says it all.
+type TxnOffsetCommitResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnOffsetCommitResponse) Reset() {
+	*x = TxnOffsetCommitResponse{}
+	mi := &file_wire_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnOffsetCommitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnOffsetCommitResponse) ProtoMessage() {}
+
+func (x *TxnOffsetCommitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnOffsetCommitResponse.ProtoReflect.Descriptor instead.
+func (*TxnOffsetCommitResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{83}
+}
+
 // AddOffsetsToTxnResponse is empty: the Response's error says it all.
 type AddOffsetsToTxnResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -6586,7 +6770,7 @@ type AddOffsetsToTxnResponse struct {
 
 func (x *AddOffsetsToTxnResponse) Reset() {
 	*x = AddOffsetsToTxnResponse{}
-	mi := &file_wire_proto_msgTypes[82]
+	mi := &file_wire_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6598,7 +6782,7 @@ func (x *AddOffsetsToTxnResponse) String() string {
 func (*AddOffsetsToTxnResponse) ProtoMessage() {}
 
 func (x *AddOffsetsToTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[82]
+	mi := &file_wire_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6611,7 +6795,7 @@ func (x *AddOffsetsToTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddOffsetsToTxnResponse.ProtoReflect.Descriptor instead.
 func (*AddOffsetsToTxnResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{82}
+	return file_wire_proto_rawDescGZIP(), []int{84}
 }
 
 // EndTxnRequest commits or aborts the open transaction.
@@ -6629,7 +6813,7 @@ type EndTxnRequest struct {
 
 func (x *EndTxnRequest) Reset() {
 	*x = EndTxnRequest{}
-	mi := &file_wire_proto_msgTypes[83]
+	mi := &file_wire_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6641,7 +6825,7 @@ func (x *EndTxnRequest) String() string {
 func (*EndTxnRequest) ProtoMessage() {}
 
 func (x *EndTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[83]
+	mi := &file_wire_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6654,7 +6838,7 @@ func (x *EndTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTxnRequest.ProtoReflect.Descriptor instead.
 func (*EndTxnRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{83}
+	return file_wire_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *EndTxnRequest) GetTransactionalId() string {
@@ -6698,7 +6882,7 @@ type EndTxnResponse struct {
 
 func (x *EndTxnResponse) Reset() {
 	*x = EndTxnResponse{}
-	mi := &file_wire_proto_msgTypes[84]
+	mi := &file_wire_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6710,7 +6894,7 @@ func (x *EndTxnResponse) String() string {
 func (*EndTxnResponse) ProtoMessage() {}
 
 func (x *EndTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[84]
+	mi := &file_wire_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6723,7 +6907,7 @@ func (x *EndTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTxnResponse.ProtoReflect.Descriptor instead.
 func (*EndTxnResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{84}
+	return file_wire_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *EndTxnResponse) GetProducerId() int64 {
@@ -6752,7 +6936,7 @@ type ListTransactionsRequest struct {
 
 func (x *ListTransactionsRequest) Reset() {
 	*x = ListTransactionsRequest{}
-	mi := &file_wire_proto_msgTypes[85]
+	mi := &file_wire_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6764,7 +6948,7 @@ func (x *ListTransactionsRequest) String() string {
 func (*ListTransactionsRequest) ProtoMessage() {}
 
 func (x *ListTransactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[85]
+	mi := &file_wire_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6777,7 +6961,7 @@ func (x *ListTransactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTransactionsRequest.ProtoReflect.Descriptor instead.
 func (*ListTransactionsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{85}
+	return file_wire_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *ListTransactionsRequest) GetStates() []string {
@@ -6797,7 +6981,7 @@ type ListTransactionsResponse struct {
 
 func (x *ListTransactionsResponse) Reset() {
 	*x = ListTransactionsResponse{}
-	mi := &file_wire_proto_msgTypes[86]
+	mi := &file_wire_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6809,7 +6993,7 @@ func (x *ListTransactionsResponse) String() string {
 func (*ListTransactionsResponse) ProtoMessage() {}
 
 func (x *ListTransactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[86]
+	mi := &file_wire_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6822,7 +7006,7 @@ func (x *ListTransactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTransactionsResponse.ProtoReflect.Descriptor instead.
 func (*ListTransactionsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{86}
+	return file_wire_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *ListTransactionsResponse) GetTransactions() []*ListTransactionsResponse_Transaction {
@@ -6842,7 +7026,7 @@ type DescribeTransactionsRequest struct {
 
 func (x *DescribeTransactionsRequest) Reset() {
 	*x = DescribeTransactionsRequest{}
-	mi := &file_wire_proto_msgTypes[87]
+	mi := &file_wire_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6854,7 +7038,7 @@ func (x *DescribeTransactionsRequest) String() string {
 func (*DescribeTransactionsRequest) ProtoMessage() {}
 
 func (x *DescribeTransactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[87]
+	mi := &file_wire_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6867,7 +7051,7 @@ func (x *DescribeTransactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTransactionsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTransactionsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{87}
+	return file_wire_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *DescribeTransactionsRequest) GetTransactionalIds() []string {
@@ -6887,7 +7071,7 @@ type DescribeTransactionsResponse struct {
 
 func (x *DescribeTransactionsResponse) Reset() {
 	*x = DescribeTransactionsResponse{}
-	mi := &file_wire_proto_msgTypes[88]
+	mi := &file_wire_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6899,7 +7083,7 @@ func (x *DescribeTransactionsResponse) String() string {
 func (*DescribeTransactionsResponse) ProtoMessage() {}
 
 func (x *DescribeTransactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[88]
+	mi := &file_wire_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6912,7 +7096,7 @@ func (x *DescribeTransactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTransactionsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTransactionsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{88}
+	return file_wire_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *DescribeTransactionsResponse) GetTransactions() []*DescribeTransactionsResponse_Transaction {
@@ -6935,7 +7119,7 @@ type AbortedTransaction struct {
 
 func (x *AbortedTransaction) Reset() {
 	*x = AbortedTransaction{}
-	mi := &file_wire_proto_msgTypes[89]
+	mi := &file_wire_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6947,7 +7131,7 @@ func (x *AbortedTransaction) String() string {
 func (*AbortedTransaction) ProtoMessage() {}
 
 func (x *AbortedTransaction) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[89]
+	mi := &file_wire_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6960,7 +7144,7 @@ func (x *AbortedTransaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortedTransaction.ProtoReflect.Descriptor instead.
 func (*AbortedTransaction) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{89}
+	return file_wire_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *AbortedTransaction) GetProducerId() int64 {
@@ -6997,7 +7181,7 @@ type WriteTxnMarkersRequest struct {
 
 func (x *WriteTxnMarkersRequest) Reset() {
 	*x = WriteTxnMarkersRequest{}
-	mi := &file_wire_proto_msgTypes[90]
+	mi := &file_wire_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7009,7 +7193,7 @@ func (x *WriteTxnMarkersRequest) String() string {
 func (*WriteTxnMarkersRequest) ProtoMessage() {}
 
 func (x *WriteTxnMarkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[90]
+	mi := &file_wire_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7022,7 +7206,7 @@ func (x *WriteTxnMarkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersRequest.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{90}
+	return file_wire_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *WriteTxnMarkersRequest) GetMarkers() []*WriteTxnMarkersRequest_Marker {
@@ -7043,7 +7227,7 @@ type WriteTxnMarkersResponse struct {
 
 func (x *WriteTxnMarkersResponse) Reset() {
 	*x = WriteTxnMarkersResponse{}
-	mi := &file_wire_proto_msgTypes[91]
+	mi := &file_wire_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7055,7 +7239,7 @@ func (x *WriteTxnMarkersResponse) String() string {
 func (*WriteTxnMarkersResponse) ProtoMessage() {}
 
 func (x *WriteTxnMarkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[91]
+	mi := &file_wire_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7068,7 +7252,7 @@ func (x *WriteTxnMarkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersResponse.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{91}
+	return file_wire_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *WriteTxnMarkersResponse) GetResults() []*WriteTxnMarkersResponse_Result {
@@ -7101,7 +7285,7 @@ type MetadataResponse_Node struct {
 
 func (x *MetadataResponse_Node) Reset() {
 	*x = MetadataResponse_Node{}
-	mi := &file_wire_proto_msgTypes[92]
+	mi := &file_wire_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7113,7 +7297,7 @@ func (x *MetadataResponse_Node) String() string {
 func (*MetadataResponse_Node) ProtoMessage() {}
 
 func (x *MetadataResponse_Node) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[92]
+	mi := &file_wire_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7193,7 +7377,7 @@ type MetadataResponse_Partition struct {
 
 func (x *MetadataResponse_Partition) Reset() {
 	*x = MetadataResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[93]
+	mi := &file_wire_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7205,7 +7389,7 @@ func (x *MetadataResponse_Partition) String() string {
 func (*MetadataResponse_Partition) ProtoMessage() {}
 
 func (x *MetadataResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[93]
+	mi := &file_wire_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7277,7 +7461,7 @@ type MetadataResponse_Topic struct {
 
 func (x *MetadataResponse_Topic) Reset() {
 	*x = MetadataResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[94]
+	mi := &file_wire_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7289,7 +7473,7 @@ func (x *MetadataResponse_Topic) String() string {
 func (*MetadataResponse_Topic) ProtoMessage() {}
 
 func (x *MetadataResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[94]
+	mi := &file_wire_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7355,7 +7539,7 @@ type ProduceRequest_Partition struct {
 
 func (x *ProduceRequest_Partition) Reset() {
 	*x = ProduceRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[95]
+	mi := &file_wire_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7367,7 +7551,7 @@ func (x *ProduceRequest_Partition) String() string {
 func (*ProduceRequest_Partition) ProtoMessage() {}
 
 func (x *ProduceRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[95]
+	mi := &file_wire_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7452,7 +7636,7 @@ type ProduceResponse_Partition struct {
 
 func (x *ProduceResponse_Partition) Reset() {
 	*x = ProduceResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[96]
+	mi := &file_wire_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7464,7 +7648,7 @@ func (x *ProduceResponse_Partition) String() string {
 func (*ProduceResponse_Partition) ProtoMessage() {}
 
 func (x *ProduceResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[96]
+	mi := &file_wire_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7530,7 +7714,7 @@ type FetchRequest_Partition struct {
 
 func (x *FetchRequest_Partition) Reset() {
 	*x = FetchRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[97]
+	mi := &file_wire_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7542,7 +7726,7 @@ func (x *FetchRequest_Partition) String() string {
 func (*FetchRequest_Partition) ProtoMessage() {}
 
 func (x *FetchRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[97]
+	mi := &file_wire_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7610,7 +7794,7 @@ type FetchResponse_Batch struct {
 
 func (x *FetchResponse_Batch) Reset() {
 	*x = FetchResponse_Batch{}
-	mi := &file_wire_proto_msgTypes[98]
+	mi := &file_wire_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7622,7 +7806,7 @@ func (x *FetchResponse_Batch) String() string {
 func (*FetchResponse_Batch) ProtoMessage() {}
 
 func (x *FetchResponse_Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[98]
+	mi := &file_wire_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7701,7 +7885,7 @@ type FetchResponse_Partition struct {
 
 func (x *FetchResponse_Partition) Reset() {
 	*x = FetchResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[99]
+	mi := &file_wire_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7713,7 +7897,7 @@ func (x *FetchResponse_Partition) String() string {
 func (*FetchResponse_Partition) ProtoMessage() {}
 
 func (x *FetchResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[99]
+	mi := &file_wire_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7798,7 +7982,7 @@ type ListOffsetsRequest_Partition struct {
 
 func (x *ListOffsetsRequest_Partition) Reset() {
 	*x = ListOffsetsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[100]
+	mi := &file_wire_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7810,7 +7994,7 @@ func (x *ListOffsetsRequest_Partition) String() string {
 func (*ListOffsetsRequest_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[100]
+	mi := &file_wire_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7871,7 +8055,7 @@ type ListOffsetsResponse_Partition struct {
 
 func (x *ListOffsetsResponse_Partition) Reset() {
 	*x = ListOffsetsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[101]
+	mi := &file_wire_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7883,7 +8067,7 @@ func (x *ListOffsetsResponse_Partition) String() string {
 func (*ListOffsetsResponse_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[101]
+	mi := &file_wire_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7960,7 +8144,7 @@ type CreateTopicsRequest_Topic struct {
 
 func (x *CreateTopicsRequest_Topic) Reset() {
 	*x = CreateTopicsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[102]
+	mi := &file_wire_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7972,7 +8156,7 @@ func (x *CreateTopicsRequest_Topic) String() string {
 func (*CreateTopicsRequest_Topic) ProtoMessage() {}
 
 func (x *CreateTopicsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[102]
+	mi := &file_wire_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8027,7 +8211,7 @@ type CreatePartitionsRequest_Topic struct {
 
 func (x *CreatePartitionsRequest_Topic) Reset() {
 	*x = CreatePartitionsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[103]
+	mi := &file_wire_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8039,7 +8223,7 @@ func (x *CreatePartitionsRequest_Topic) String() string {
 func (*CreatePartitionsRequest_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[103]
+	mi := &file_wire_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8081,7 +8265,7 @@ type CreatePartitionsResponse_Topic struct {
 
 func (x *CreatePartitionsResponse_Topic) Reset() {
 	*x = CreatePartitionsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[104]
+	mi := &file_wire_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8093,7 +8277,7 @@ func (x *CreatePartitionsResponse_Topic) String() string {
 func (*CreatePartitionsResponse_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[104]
+	mi := &file_wire_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8157,7 +8341,7 @@ type MovePartitionsRequest_Move struct {
 
 func (x *MovePartitionsRequest_Move) Reset() {
 	*x = MovePartitionsRequest_Move{}
-	mi := &file_wire_proto_msgTypes[105]
+	mi := &file_wire_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8169,7 +8353,7 @@ func (x *MovePartitionsRequest_Move) String() string {
 func (*MovePartitionsRequest_Move) ProtoMessage() {}
 
 func (x *MovePartitionsRequest_Move) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[105]
+	mi := &file_wire_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8234,7 +8418,7 @@ type MovePartitionsResponse_Move struct {
 
 func (x *MovePartitionsResponse_Move) Reset() {
 	*x = MovePartitionsResponse_Move{}
-	mi := &file_wire_proto_msgTypes[106]
+	mi := &file_wire_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8246,7 +8430,7 @@ func (x *MovePartitionsResponse_Move) String() string {
 func (*MovePartitionsResponse_Move) ProtoMessage() {}
 
 func (x *MovePartitionsResponse_Move) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[106]
+	mi := &file_wire_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8310,7 +8494,7 @@ type DescribeTopicsResponse_Topic struct {
 
 func (x *DescribeTopicsResponse_Topic) Reset() {
 	*x = DescribeTopicsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[107]
+	mi := &file_wire_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8322,7 +8506,7 @@ func (x *DescribeTopicsResponse_Topic) String() string {
 func (*DescribeTopicsResponse_Topic) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[107]
+	mi := &file_wire_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8384,7 +8568,7 @@ type ListGroupsResponse_Group struct {
 
 func (x *ListGroupsResponse_Group) Reset() {
 	*x = ListGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[108]
+	mi := &file_wire_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8396,7 +8580,7 @@ func (x *ListGroupsResponse_Group) String() string {
 func (*ListGroupsResponse_Group) ProtoMessage() {}
 
 func (x *ListGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[108]
+	mi := &file_wire_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8448,7 +8632,7 @@ type DescribeGroupsResponse_Group struct {
 
 func (x *DescribeGroupsResponse_Group) Reset() {
 	*x = DescribeGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[109]
+	mi := &file_wire_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8460,7 +8644,7 @@ func (x *DescribeGroupsResponse_Group) String() string {
 func (*DescribeGroupsResponse_Group) ProtoMessage() {}
 
 func (x *DescribeGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[109]
+	mi := &file_wire_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8536,7 +8720,7 @@ type OffsetDeleteResponse_Result struct {
 
 func (x *OffsetDeleteResponse_Result) Reset() {
 	*x = OffsetDeleteResponse_Result{}
-	mi := &file_wire_proto_msgTypes[110]
+	mi := &file_wire_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8548,7 +8732,7 @@ func (x *OffsetDeleteResponse_Result) String() string {
 func (*OffsetDeleteResponse_Result) ProtoMessage() {}
 
 func (x *OffsetDeleteResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[110]
+	mi := &file_wire_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8595,7 +8779,7 @@ type DeleteGroupsResponse_Result struct {
 
 func (x *DeleteGroupsResponse_Result) Reset() {
 	*x = DeleteGroupsResponse_Result{}
-	mi := &file_wire_proto_msgTypes[111]
+	mi := &file_wire_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8607,7 +8791,7 @@ func (x *DeleteGroupsResponse_Result) String() string {
 func (*DeleteGroupsResponse_Result) ProtoMessage() {}
 
 func (x *DeleteGroupsResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[111]
+	mi := &file_wire_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8648,7 +8832,7 @@ type AlterConfigsRequest_Topic struct {
 
 func (x *AlterConfigsRequest_Topic) Reset() {
 	*x = AlterConfigsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[112]
+	mi := &file_wire_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8660,7 +8844,7 @@ func (x *AlterConfigsRequest_Topic) String() string {
 func (*AlterConfigsRequest_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[112]
+	mi := &file_wire_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8708,7 +8892,7 @@ type AlterConfigsResponse_Topic struct {
 
 func (x *AlterConfigsResponse_Topic) Reset() {
 	*x = AlterConfigsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[113]
+	mi := &file_wire_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8720,7 +8904,7 @@ func (x *AlterConfigsResponse_Topic) String() string {
 func (*AlterConfigsResponse_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[113]
+	mi := &file_wire_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8770,7 +8954,7 @@ type DeleteRecordsRequest_Partition struct {
 
 func (x *DeleteRecordsRequest_Partition) Reset() {
 	*x = DeleteRecordsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[114]
+	mi := &file_wire_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8782,7 +8966,7 @@ func (x *DeleteRecordsRequest_Partition) String() string {
 func (*DeleteRecordsRequest_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[114]
+	mi := &file_wire_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8838,7 +9022,7 @@ type DeleteRecordsResponse_Partition struct {
 
 func (x *DeleteRecordsResponse_Partition) Reset() {
 	*x = DeleteRecordsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[115]
+	mi := &file_wire_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8850,7 +9034,7 @@ func (x *DeleteRecordsResponse_Partition) String() string {
 func (*DeleteRecordsResponse_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[115]
+	mi := &file_wire_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8904,7 +9088,7 @@ type DescribePartitionsRequest_Partition struct {
 
 func (x *DescribePartitionsRequest_Partition) Reset() {
 	*x = DescribePartitionsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[116]
+	mi := &file_wire_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8916,7 +9100,7 @@ func (x *DescribePartitionsRequest_Partition) String() string {
 func (*DescribePartitionsRequest_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[116]
+	mi := &file_wire_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8975,7 +9159,7 @@ type DescribePartitionsResponse_Partition struct {
 
 func (x *DescribePartitionsResponse_Partition) Reset() {
 	*x = DescribePartitionsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[117]
+	mi := &file_wire_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8987,7 +9171,7 @@ func (x *DescribePartitionsResponse_Partition) String() string {
 func (*DescribePartitionsResponse_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[117]
+	mi := &file_wire_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9097,7 +9281,7 @@ type AlterUsersRequest_Upsert struct {
 
 func (x *AlterUsersRequest_Upsert) Reset() {
 	*x = AlterUsersRequest_Upsert{}
-	mi := &file_wire_proto_msgTypes[118]
+	mi := &file_wire_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9109,7 +9293,7 @@ func (x *AlterUsersRequest_Upsert) String() string {
 func (*AlterUsersRequest_Upsert) ProtoMessage() {}
 
 func (x *AlterUsersRequest_Upsert) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[118]
+	mi := &file_wire_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9149,7 +9333,7 @@ type AlterUsersRequest_Delete struct {
 
 func (x *AlterUsersRequest_Delete) Reset() {
 	*x = AlterUsersRequest_Delete{}
-	mi := &file_wire_proto_msgTypes[119]
+	mi := &file_wire_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9161,7 +9345,7 @@ func (x *AlterUsersRequest_Delete) String() string {
 func (*AlterUsersRequest_Delete) ProtoMessage() {}
 
 func (x *AlterUsersRequest_Delete) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[119]
+	mi := &file_wire_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9201,7 +9385,7 @@ type AlterUsersResponse_Result struct {
 
 func (x *AlterUsersResponse_Result) Reset() {
 	*x = AlterUsersResponse_Result{}
-	mi := &file_wire_proto_msgTypes[120]
+	mi := &file_wire_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9213,7 +9397,7 @@ func (x *AlterUsersResponse_Result) String() string {
 func (*AlterUsersResponse_Result) ProtoMessage() {}
 
 func (x *AlterUsersResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[120]
+	mi := &file_wire_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9254,7 +9438,7 @@ type ListUsersResponse_User struct {
 
 func (x *ListUsersResponse_User) Reset() {
 	*x = ListUsersResponse_User{}
-	mi := &file_wire_proto_msgTypes[121]
+	mi := &file_wire_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9266,7 +9450,7 @@ func (x *ListUsersResponse_User) String() string {
 func (*ListUsersResponse_User) ProtoMessage() {}
 
 func (x *ListUsersResponse_User) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[121]
+	mi := &file_wire_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9315,7 +9499,7 @@ type ElectLeadersResponse_Transfer struct {
 
 func (x *ElectLeadersResponse_Transfer) Reset() {
 	*x = ElectLeadersResponse_Transfer{}
-	mi := &file_wire_proto_msgTypes[122]
+	mi := &file_wire_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9327,7 +9511,7 @@ func (x *ElectLeadersResponse_Transfer) String() string {
 func (*ElectLeadersResponse_Transfer) ProtoMessage() {}
 
 func (x *ElectLeadersResponse_Transfer) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[122]
+	mi := &file_wire_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9395,7 +9579,7 @@ type ClusterMembersResponse_Member struct {
 
 func (x *ClusterMembersResponse_Member) Reset() {
 	*x = ClusterMembersResponse_Member{}
-	mi := &file_wire_proto_msgTypes[123]
+	mi := &file_wire_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9407,7 +9591,7 @@ func (x *ClusterMembersResponse_Member) String() string {
 func (*ClusterMembersResponse_Member) ProtoMessage() {}
 
 func (x *ClusterMembersResponse_Member) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[123]
+	mi := &file_wire_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9518,7 +9702,7 @@ type AddPartitionsToTxnResponse_Result struct {
 
 func (x *AddPartitionsToTxnResponse_Result) Reset() {
 	*x = AddPartitionsToTxnResponse_Result{}
-	mi := &file_wire_proto_msgTypes[124]
+	mi := &file_wire_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9530,7 +9714,7 @@ func (x *AddPartitionsToTxnResponse_Result) String() string {
 func (*AddPartitionsToTxnResponse_Result) ProtoMessage() {}
 
 func (x *AddPartitionsToTxnResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[124]
+	mi := &file_wire_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9578,7 +9762,7 @@ type ListTransactionsResponse_Transaction struct {
 
 func (x *ListTransactionsResponse_Transaction) Reset() {
 	*x = ListTransactionsResponse_Transaction{}
-	mi := &file_wire_proto_msgTypes[125]
+	mi := &file_wire_proto_msgTypes[127]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9590,7 +9774,7 @@ func (x *ListTransactionsResponse_Transaction) String() string {
 func (*ListTransactionsResponse_Transaction) ProtoMessage() {}
 
 func (x *ListTransactionsResponse_Transaction) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[125]
+	mi := &file_wire_proto_msgTypes[127]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9603,7 +9787,7 @@ func (x *ListTransactionsResponse_Transaction) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use ListTransactionsResponse_Transaction.ProtoReflect.Descriptor instead.
 func (*ListTransactionsResponse_Transaction) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{86, 0}
+	return file_wire_proto_rawDescGZIP(), []int{88, 0}
 }
 
 func (x *ListTransactionsResponse_Transaction) GetTransactionalId() string {
@@ -9645,7 +9829,7 @@ type DescribeTransactionsResponse_Transaction struct {
 
 func (x *DescribeTransactionsResponse_Transaction) Reset() {
 	*x = DescribeTransactionsResponse_Transaction{}
-	mi := &file_wire_proto_msgTypes[126]
+	mi := &file_wire_proto_msgTypes[128]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9657,7 +9841,7 @@ func (x *DescribeTransactionsResponse_Transaction) String() string {
 func (*DescribeTransactionsResponse_Transaction) ProtoMessage() {}
 
 func (x *DescribeTransactionsResponse_Transaction) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[126]
+	mi := &file_wire_proto_msgTypes[128]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9670,7 +9854,7 @@ func (x *DescribeTransactionsResponse_Transaction) ProtoReflect() protoreflect.M
 
 // Deprecated: Use DescribeTransactionsResponse_Transaction.ProtoReflect.Descriptor instead.
 func (*DescribeTransactionsResponse_Transaction) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{88, 0}
+	return file_wire_proto_rawDescGZIP(), []int{90, 0}
 }
 
 func (x *DescribeTransactionsResponse_Transaction) GetTransactionalId() string {
@@ -9748,14 +9932,17 @@ type WriteTxnMarkersRequest_Marker struct {
 	Commit           bool  `protobuf:"varint,6,opt,name=commit,proto3" json:"commit,omitempty"`
 	// kept_epoch: the transaction ended at its own epoch (a Kafka
 	// transactions v1 client), so producer_epoch is the one it ran at.
-	KeptEpoch     bool `protobuf:"varint,7,opt,name=kept_epoch,json=keptEpoch,proto3" json:"kept_epoch,omitempty"`
+	KeptEpoch bool `protobuf:"varint,7,opt,name=kept_epoch,json=keptEpoch,proto3" json:"kept_epoch,omitempty"`
+	// group: a group's marker (topic and partition unset): it commits or
+	// aborts the producer's pending transactional offsets in the group.
+	Group         string `protobuf:"bytes,8,opt,name=group,proto3" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WriteTxnMarkersRequest_Marker) Reset() {
 	*x = WriteTxnMarkersRequest_Marker{}
-	mi := &file_wire_proto_msgTypes[127]
+	mi := &file_wire_proto_msgTypes[129]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9767,7 +9954,7 @@ func (x *WriteTxnMarkersRequest_Marker) String() string {
 func (*WriteTxnMarkersRequest_Marker) ProtoMessage() {}
 
 func (x *WriteTxnMarkersRequest_Marker) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[127]
+	mi := &file_wire_proto_msgTypes[129]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9780,7 +9967,7 @@ func (x *WriteTxnMarkersRequest_Marker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersRequest_Marker.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersRequest_Marker) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{90, 0}
+	return file_wire_proto_rawDescGZIP(), []int{92, 0}
 }
 
 func (x *WriteTxnMarkersRequest_Marker) GetTopic() string {
@@ -9832,6 +10019,13 @@ func (x *WriteTxnMarkersRequest_Marker) GetKeptEpoch() bool {
 	return false
 }
 
+func (x *WriteTxnMarkersRequest_Marker) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
 type WriteTxnMarkersResponse_Result struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -9843,7 +10037,7 @@ type WriteTxnMarkersResponse_Result struct {
 
 func (x *WriteTxnMarkersResponse_Result) Reset() {
 	*x = WriteTxnMarkersResponse_Result{}
-	mi := &file_wire_proto_msgTypes[128]
+	mi := &file_wire_proto_msgTypes[130]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9855,7 +10049,7 @@ func (x *WriteTxnMarkersResponse_Result) String() string {
 func (*WriteTxnMarkersResponse_Result) ProtoMessage() {}
 
 func (x *WriteTxnMarkersResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[128]
+	mi := &file_wire_proto_msgTypes[130]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9868,7 +10062,7 @@ func (x *WriteTxnMarkersResponse_Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersResponse_Result.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersResponse_Result) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{91, 0}
+	return file_wire_proto_rawDescGZIP(), []int{93, 0}
 }
 
 func (x *WriteTxnMarkersResponse_Result) GetTopic() string {
@@ -9904,7 +10098,7 @@ const file_wire_proto_rawDesc = "" +
 	"\tleader_id\x18\x03 \x01(\x04R\bleaderId\x12%\n" +
 	"\x0eleader_address\x18\x04 \x01(\tR\rleaderAddress\x12(\n" +
 	"\x10log_start_offset\x18\x05 \x01(\x03R\x0elogStartOffset\x12%\n" +
-	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xaf\x15\n" +
+	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xfd\x15\n" +
 	"\aRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12,\n" +
 	"\x05hello\x18\n" +
@@ -9950,9 +10144,10 @@ const file_wire_proto_rawDesc = "" +
 	"\aend_txn\x18] \x01(\v2\x15.strand.EndTxnRequestH\x00R\x06endTxn\x12N\n" +
 	"\x11list_transactions\x18^ \x01(\v2\x1f.strand.ListTransactionsRequestH\x00R\x10listTransactions\x12Z\n" +
 	"\x15describe_transactions\x18_ \x01(\v2#.strand.DescribeTransactionsRequestH\x00R\x14describeTransactions\x12L\n" +
-	"\x11write_txn_markers\x18` \x01(\v2\x1e.strand.WriteTxnMarkersRequestH\x00R\x0fwriteTxnMarkers\x12'\n" +
+	"\x11write_txn_markers\x18` \x01(\v2\x1e.strand.WriteTxnMarkersRequestH\x00R\x0fwriteTxnMarkers\x12L\n" +
+	"\x11txn_offset_commit\x18a \x01(\v2\x1e.strand.TxnOffsetCommitRequestH\x00R\x0ftxnOffsetCommit\x12'\n" +
 	"\x04raft\x18\x1e \x01(\v2\x11.strand.RaftFrameH\x00R\x04raftB\x06\n" +
-	"\x04body\"\xd2\x15\n" +
+	"\x04body\"\xa1\x16\n" +
 	"\bResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12#\n" +
 	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\x12-\n" +
@@ -9999,7 +10194,8 @@ const file_wire_proto_rawDesc = "" +
 	"\aend_txn\x18] \x01(\v2\x16.strand.EndTxnResponseH\x00R\x06endTxn\x12O\n" +
 	"\x11list_transactions\x18^ \x01(\v2 .strand.ListTransactionsResponseH\x00R\x10listTransactions\x12[\n" +
 	"\x15describe_transactions\x18_ \x01(\v2$.strand.DescribeTransactionsResponseH\x00R\x14describeTransactions\x12M\n" +
-	"\x11write_txn_markers\x18` \x01(\v2\x1f.strand.WriteTxnMarkersResponseH\x00R\x0fwriteTxnMarkersB\x06\n" +
+	"\x11write_txn_markers\x18` \x01(\v2\x1f.strand.WriteTxnMarkersResponseH\x00R\x0fwriteTxnMarkers\x12M\n" +
+	"\x11txn_offset_commit\x18a \x01(\v2\x1f.strand.TxnOffsetCommitResponseH\x00R\x0ftxnOffsetCommitB\x06\n" +
 	"\x04body\"\xb3\x01\n" +
 	"\fHelloRequest\x12\x1f\n" +
 	"\vversion_min\x18\x01 \x01(\rR\n" +
@@ -10276,21 +10472,23 @@ const file_wire_proto_rawDesc = "" +
 	"\fmember_epoch\x18\x03 \x01(\x05R\vmemberEpoch\x127\n" +
 	"\aoffsets\x18\x04 \x03(\v2\x1d.strand.OffsetCommitPartitionR\aoffsets\x12-\n" +
 	"\x12classic_generation\x18\x05 \x01(\bR\x11classicGeneration\"\x16\n" +
-	"\x14OffsetCommitResponse\"h\n" +
+	"\x14OffsetCommitResponse\"\x8f\x01\n" +
 	"\x12OffsetFetchRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12<\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2\x1c.strand.GroupTopicPartitionsR\n" +
-	"partitions\"\xbf\x01\n" +
+	"partitions\x12%\n" +
+	"\x0erequire_stable\x18\x03 \x01(\bR\rrequireStable\"\xbf\x01\n" +
 	"\x14GroupCommittedOffset\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1a\n" +
 	"\bmetadata\x18\x04 \x01(\tR\bmetadata\x12$\n" +
 	"\x0ecommit_time_ms\x18\x05 \x01(\x03R\fcommitTimeMs\x12\x19\n" +
-	"\btopic_id\x18\x06 \x01(\fR\atopicId\"M\n" +
+	"\btopic_id\x18\x06 \x01(\fR\atopicId\"\x87\x01\n" +
 	"\x13OffsetFetchResponse\x126\n" +
-	"\aoffsets\x18\x01 \x03(\v2\x1c.strand.GroupCommittedOffsetR\aoffsets\"\x13\n" +
+	"\aoffsets\x18\x01 \x03(\v2\x1c.strand.GroupCommittedOffsetR\aoffsets\x128\n" +
+	"\bunstable\x18\x02 \x03(\v2\x1c.strand.GroupTopicPartitionsR\bunstable\"\x13\n" +
 	"\x11ListGroupsRequest\"\x9d\x01\n" +
 	"\x12ListGroupsResponse\x128\n" +
 	"\x06groups\x18\x01 \x03(\v2 .strand.ListGroupsResponse.GroupR\x06groups\x1aM\n" +
@@ -10551,11 +10749,19 @@ const file_wire_proto_rawDesc = "" +
 	"\x06Result\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
-	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error\"\x8a\x01\n" +
+	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error\"\xab\x01\n" +
 	"\x16AddOffsetsToTxnRequest\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12/\n" +
 	"\bproducer\x18\x02 \x01(\v2\x13.strand.TxnProducerR\bproducer\x12\x14\n" +
-	"\x05group\x18\x03 \x01(\tR\x05group\"\x19\n" +
+	"\x05group\x18\x03 \x01(\tR\x05group\x12\x1f\n" +
+	"\vverify_only\x18\x04 \x01(\bR\n" +
+	"verifyOnly\"\xd5\x01\n" +
+	"\x16TxnOffsetCommitRequest\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12/\n" +
+	"\bproducer\x18\x02 \x01(\v2\x13.strand.TxnProducerR\bproducer\x123\n" +
+	"\x06commit\x18\x03 \x01(\v2\x1b.strand.OffsetCommitRequestR\x06commit\x12*\n" +
+	"\x11group_instance_id\x18\x04 \x01(\tR\x0fgroupInstanceId\"\x19\n" +
+	"\x17TxnOffsetCommitResponse\"\x19\n" +
 	"\x17AddOffsetsToTxnResponse\"\xa2\x01\n" +
 	"\rEndTxnRequest\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12/\n" +
@@ -10597,9 +10803,9 @@ const file_wire_proto_rawDesc = "" +
 	"producerId\x12!\n" +
 	"\ffirst_offset\x18\x02 \x01(\x03R\vfirstOffset\x12\x1f\n" +
 	"\vlast_offset\x18\x03 \x01(\x03R\n" +
-	"lastOffset\"\xc4\x02\n" +
+	"lastOffset\"\xda\x02\n" +
 	"\x16WriteTxnMarkersRequest\x12?\n" +
-	"\amarkers\x18\x01 \x03(\v2%.strand.WriteTxnMarkersRequest.MarkerR\amarkers\x1a\xe8\x01\n" +
+	"\amarkers\x18\x01 \x03(\v2%.strand.WriteTxnMarkersRequest.MarkerR\amarkers\x1a\xfe\x01\n" +
 	"\x06Marker\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1f\n" +
@@ -10609,13 +10815,14 @@ const file_wire_proto_rawDesc = "" +
 	"\x11coordinator_epoch\x18\x05 \x01(\x05R\x10coordinatorEpoch\x12\x16\n" +
 	"\x06commit\x18\x06 \x01(\bR\x06commit\x12\x1d\n" +
 	"\n" +
-	"kept_epoch\x18\a \x01(\bR\tkeptEpoch\"\xbe\x01\n" +
+	"kept_epoch\x18\a \x01(\bR\tkeptEpoch\x12\x14\n" +
+	"\x05group\x18\b \x01(\tR\x05group\"\xbe\x01\n" +
 	"\x17WriteTxnMarkersResponse\x12@\n" +
 	"\aresults\x18\x01 \x03(\v2&.strand.WriteTxnMarkersResponse.ResultR\aresults\x1aa\n" +
 	"\x06Result\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
-	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error*\xff\x0e\n" +
+	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error*\xc9\x0f\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +
@@ -10671,7 +10878,9 @@ const file_wire_proto_rawDesc = "" +
 	"\"ERROR_CODE_CONCURRENT_TRANSACTIONS\x10]\x12)\n" +
 	"%ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND\x10^\x12-\n" +
 	")ERROR_CODE_TRANSACTION_COORDINATOR_FENCED\x10_\x12'\n" +
-	"#ERROR_CODE_TRANSACTIONS_NOT_ENABLED\x10c*n\n" +
+	"#ERROR_CODE_TRANSACTIONS_NOT_ENABLED\x10c\x12%\n" +
+	"!ERROR_CODE_UNSTABLE_OFFSET_COMMIT\x10a\x12!\n" +
+	"\x1dERROR_CODE_FENCED_INSTANCE_ID\x10b*n\n" +
 	"\vClassicStep\x12\x15\n" +
 	"\x11CLASSIC_STEP_NONE\x10\x00\x12\x15\n" +
 	"\x11CLASSIC_STEP_JOIN\x10\x01\x12\x15\n" +
@@ -10708,7 +10917,7 @@ func file_wire_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 129)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 131)
 var file_wire_proto_goTypes = []any{
 	(ErrorCode)(0),                                   // 0: strand.ErrorCode
 	(ClassicStep)(0),                                 // 1: strand.ClassicStep
@@ -10797,56 +11006,58 @@ var file_wire_proto_goTypes = []any{
 	(*AddPartitionsToTxnRequest)(nil),                // 84: strand.AddPartitionsToTxnRequest
 	(*AddPartitionsToTxnResponse)(nil),               // 85: strand.AddPartitionsToTxnResponse
 	(*AddOffsetsToTxnRequest)(nil),                   // 86: strand.AddOffsetsToTxnRequest
-	(*AddOffsetsToTxnResponse)(nil),                  // 87: strand.AddOffsetsToTxnResponse
-	(*EndTxnRequest)(nil),                            // 88: strand.EndTxnRequest
-	(*EndTxnResponse)(nil),                           // 89: strand.EndTxnResponse
-	(*ListTransactionsRequest)(nil),                  // 90: strand.ListTransactionsRequest
-	(*ListTransactionsResponse)(nil),                 // 91: strand.ListTransactionsResponse
-	(*DescribeTransactionsRequest)(nil),              // 92: strand.DescribeTransactionsRequest
-	(*DescribeTransactionsResponse)(nil),             // 93: strand.DescribeTransactionsResponse
-	(*AbortedTransaction)(nil),                       // 94: strand.AbortedTransaction
-	(*WriteTxnMarkersRequest)(nil),                   // 95: strand.WriteTxnMarkersRequest
-	(*WriteTxnMarkersResponse)(nil),                  // 96: strand.WriteTxnMarkersResponse
-	(*MetadataResponse_Node)(nil),                    // 97: strand.MetadataResponse.Node
-	(*MetadataResponse_Partition)(nil),               // 98: strand.MetadataResponse.Partition
-	(*MetadataResponse_Topic)(nil),                   // 99: strand.MetadataResponse.Topic
-	(*ProduceRequest_Partition)(nil),                 // 100: strand.ProduceRequest.Partition
-	(*ProduceResponse_Partition)(nil),                // 101: strand.ProduceResponse.Partition
-	(*FetchRequest_Partition)(nil),                   // 102: strand.FetchRequest.Partition
-	(*FetchResponse_Batch)(nil),                      // 103: strand.FetchResponse.Batch
-	(*FetchResponse_Partition)(nil),                  // 104: strand.FetchResponse.Partition
-	(*ListOffsetsRequest_Partition)(nil),             // 105: strand.ListOffsetsRequest.Partition
-	(*ListOffsetsResponse_Partition)(nil),            // 106: strand.ListOffsetsResponse.Partition
-	(*CreateTopicsRequest_Topic)(nil),                // 107: strand.CreateTopicsRequest.Topic
-	(*CreatePartitionsRequest_Topic)(nil),            // 108: strand.CreatePartitionsRequest.Topic
-	(*CreatePartitionsResponse_Topic)(nil),           // 109: strand.CreatePartitionsResponse.Topic
-	(*MovePartitionsRequest_Move)(nil),               // 110: strand.MovePartitionsRequest.Move
-	(*MovePartitionsResponse_Move)(nil),              // 111: strand.MovePartitionsResponse.Move
-	(*DescribeTopicsResponse_Topic)(nil),             // 112: strand.DescribeTopicsResponse.Topic
-	(*ListGroupsResponse_Group)(nil),                 // 113: strand.ListGroupsResponse.Group
-	(*DescribeGroupsResponse_Group)(nil),             // 114: strand.DescribeGroupsResponse.Group
-	(*OffsetDeleteResponse_Result)(nil),              // 115: strand.OffsetDeleteResponse.Result
-	(*DeleteGroupsResponse_Result)(nil),              // 116: strand.DeleteGroupsResponse.Result
-	(*AlterConfigsRequest_Topic)(nil),                // 117: strand.AlterConfigsRequest.Topic
-	(*AlterConfigsResponse_Topic)(nil),               // 118: strand.AlterConfigsResponse.Topic
-	(*DeleteRecordsRequest_Partition)(nil),           // 119: strand.DeleteRecordsRequest.Partition
-	(*DeleteRecordsResponse_Partition)(nil),          // 120: strand.DeleteRecordsResponse.Partition
-	(*DescribePartitionsRequest_Partition)(nil),      // 121: strand.DescribePartitionsRequest.Partition
-	(*DescribePartitionsResponse_Partition)(nil),     // 122: strand.DescribePartitionsResponse.Partition
-	(*AlterUsersRequest_Upsert)(nil),                 // 123: strand.AlterUsersRequest.Upsert
-	(*AlterUsersRequest_Delete)(nil),                 // 124: strand.AlterUsersRequest.Delete
-	(*AlterUsersResponse_Result)(nil),                // 125: strand.AlterUsersResponse.Result
-	(*ListUsersResponse_User)(nil),                   // 126: strand.ListUsersResponse.User
-	(*ElectLeadersResponse_Transfer)(nil),            // 127: strand.ElectLeadersResponse.Transfer
-	(*ClusterMembersResponse_Member)(nil),            // 128: strand.ClusterMembersResponse.Member
-	(*AddPartitionsToTxnResponse_Result)(nil),        // 129: strand.AddPartitionsToTxnResponse.Result
-	(*ListTransactionsResponse_Transaction)(nil),     // 130: strand.ListTransactionsResponse.Transaction
-	(*DescribeTransactionsResponse_Transaction)(nil), // 131: strand.DescribeTransactionsResponse.Transaction
-	(*WriteTxnMarkersRequest_Marker)(nil),            // 132: strand.WriteTxnMarkersRequest.Marker
-	(*WriteTxnMarkersResponse_Result)(nil),           // 133: strand.WriteTxnMarkersResponse.Result
-	(*RaftFrame)(nil),                                // 134: strand.RaftFrame
-	(*TxnProducer)(nil),                              // 135: strand.TxnProducer
-	(*TxnPartitions)(nil),                            // 136: strand.TxnPartitions
+	(*TxnOffsetCommitRequest)(nil),                   // 87: strand.TxnOffsetCommitRequest
+	(*TxnOffsetCommitResponse)(nil),                  // 88: strand.TxnOffsetCommitResponse
+	(*AddOffsetsToTxnResponse)(nil),                  // 89: strand.AddOffsetsToTxnResponse
+	(*EndTxnRequest)(nil),                            // 90: strand.EndTxnRequest
+	(*EndTxnResponse)(nil),                           // 91: strand.EndTxnResponse
+	(*ListTransactionsRequest)(nil),                  // 92: strand.ListTransactionsRequest
+	(*ListTransactionsResponse)(nil),                 // 93: strand.ListTransactionsResponse
+	(*DescribeTransactionsRequest)(nil),              // 94: strand.DescribeTransactionsRequest
+	(*DescribeTransactionsResponse)(nil),             // 95: strand.DescribeTransactionsResponse
+	(*AbortedTransaction)(nil),                       // 96: strand.AbortedTransaction
+	(*WriteTxnMarkersRequest)(nil),                   // 97: strand.WriteTxnMarkersRequest
+	(*WriteTxnMarkersResponse)(nil),                  // 98: strand.WriteTxnMarkersResponse
+	(*MetadataResponse_Node)(nil),                    // 99: strand.MetadataResponse.Node
+	(*MetadataResponse_Partition)(nil),               // 100: strand.MetadataResponse.Partition
+	(*MetadataResponse_Topic)(nil),                   // 101: strand.MetadataResponse.Topic
+	(*ProduceRequest_Partition)(nil),                 // 102: strand.ProduceRequest.Partition
+	(*ProduceResponse_Partition)(nil),                // 103: strand.ProduceResponse.Partition
+	(*FetchRequest_Partition)(nil),                   // 104: strand.FetchRequest.Partition
+	(*FetchResponse_Batch)(nil),                      // 105: strand.FetchResponse.Batch
+	(*FetchResponse_Partition)(nil),                  // 106: strand.FetchResponse.Partition
+	(*ListOffsetsRequest_Partition)(nil),             // 107: strand.ListOffsetsRequest.Partition
+	(*ListOffsetsResponse_Partition)(nil),            // 108: strand.ListOffsetsResponse.Partition
+	(*CreateTopicsRequest_Topic)(nil),                // 109: strand.CreateTopicsRequest.Topic
+	(*CreatePartitionsRequest_Topic)(nil),            // 110: strand.CreatePartitionsRequest.Topic
+	(*CreatePartitionsResponse_Topic)(nil),           // 111: strand.CreatePartitionsResponse.Topic
+	(*MovePartitionsRequest_Move)(nil),               // 112: strand.MovePartitionsRequest.Move
+	(*MovePartitionsResponse_Move)(nil),              // 113: strand.MovePartitionsResponse.Move
+	(*DescribeTopicsResponse_Topic)(nil),             // 114: strand.DescribeTopicsResponse.Topic
+	(*ListGroupsResponse_Group)(nil),                 // 115: strand.ListGroupsResponse.Group
+	(*DescribeGroupsResponse_Group)(nil),             // 116: strand.DescribeGroupsResponse.Group
+	(*OffsetDeleteResponse_Result)(nil),              // 117: strand.OffsetDeleteResponse.Result
+	(*DeleteGroupsResponse_Result)(nil),              // 118: strand.DeleteGroupsResponse.Result
+	(*AlterConfigsRequest_Topic)(nil),                // 119: strand.AlterConfigsRequest.Topic
+	(*AlterConfigsResponse_Topic)(nil),               // 120: strand.AlterConfigsResponse.Topic
+	(*DeleteRecordsRequest_Partition)(nil),           // 121: strand.DeleteRecordsRequest.Partition
+	(*DeleteRecordsResponse_Partition)(nil),          // 122: strand.DeleteRecordsResponse.Partition
+	(*DescribePartitionsRequest_Partition)(nil),      // 123: strand.DescribePartitionsRequest.Partition
+	(*DescribePartitionsResponse_Partition)(nil),     // 124: strand.DescribePartitionsResponse.Partition
+	(*AlterUsersRequest_Upsert)(nil),                 // 125: strand.AlterUsersRequest.Upsert
+	(*AlterUsersRequest_Delete)(nil),                 // 126: strand.AlterUsersRequest.Delete
+	(*AlterUsersResponse_Result)(nil),                // 127: strand.AlterUsersResponse.Result
+	(*ListUsersResponse_User)(nil),                   // 128: strand.ListUsersResponse.User
+	(*ElectLeadersResponse_Transfer)(nil),            // 129: strand.ElectLeadersResponse.Transfer
+	(*ClusterMembersResponse_Member)(nil),            // 130: strand.ClusterMembersResponse.Member
+	(*AddPartitionsToTxnResponse_Result)(nil),        // 131: strand.AddPartitionsToTxnResponse.Result
+	(*ListTransactionsResponse_Transaction)(nil),     // 132: strand.ListTransactionsResponse.Transaction
+	(*DescribeTransactionsResponse_Transaction)(nil), // 133: strand.DescribeTransactionsResponse.Transaction
+	(*WriteTxnMarkersRequest_Marker)(nil),            // 134: strand.WriteTxnMarkersRequest.Marker
+	(*WriteTxnMarkersResponse_Result)(nil),           // 135: strand.WriteTxnMarkersResponse.Result
+	(*RaftFrame)(nil),                                // 136: strand.RaftFrame
+	(*TxnProducer)(nil),                              // 137: strand.TxnProducer
+	(*TxnPartitions)(nil),                            // 138: strand.TxnPartitions
 }
 var file_wire_proto_depIdxs = []int32{
 	0,   // 0: strand.Error.code:type_name -> strand.ErrorCode
@@ -10884,150 +11095,155 @@ var file_wire_proto_depIdxs = []int32{
 	82,  // 32: strand.Request.txn_init_producer_id:type_name -> strand.TxnInitProducerIdRequest
 	84,  // 33: strand.Request.add_partitions_to_txn:type_name -> strand.AddPartitionsToTxnRequest
 	86,  // 34: strand.Request.add_offsets_to_txn:type_name -> strand.AddOffsetsToTxnRequest
-	88,  // 35: strand.Request.end_txn:type_name -> strand.EndTxnRequest
-	90,  // 36: strand.Request.list_transactions:type_name -> strand.ListTransactionsRequest
-	92,  // 37: strand.Request.describe_transactions:type_name -> strand.DescribeTransactionsRequest
-	95,  // 38: strand.Request.write_txn_markers:type_name -> strand.WriteTxnMarkersRequest
-	134, // 39: strand.Request.raft:type_name -> strand.RaftFrame
-	5,   // 40: strand.Response.error:type_name -> strand.Error
-	9,   // 41: strand.Response.hello:type_name -> strand.HelloResponse
-	11,  // 42: strand.Response.metadata:type_name -> strand.MetadataResponse
-	13,  // 43: strand.Response.produce:type_name -> strand.ProduceResponse
-	15,  // 44: strand.Response.fetch:type_name -> strand.FetchResponse
-	17,  // 45: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
-	21,  // 46: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
-	23,  // 47: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
-	29,  // 48: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
-	31,  // 49: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
-	55,  // 50: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
-	57,  // 51: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
-	60,  // 52: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
-	33,  // 53: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
-	37,  // 54: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
-	40,  // 55: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
-	43,  // 56: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
-	45,  // 57: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
-	49,  // 58: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
-	53,  // 59: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
-	52,  // 60: strand.Response.offset_delete:type_name -> strand.OffsetDeleteResponse
-	25,  // 61: strand.Response.create_partitions:type_name -> strand.CreatePartitionsResponse
-	65,  // 62: strand.Response.alter_users:type_name -> strand.AlterUsersResponse
-	67,  // 63: strand.Response.list_users:type_name -> strand.ListUsersResponse
-	70,  // 64: strand.Response.alter_acls:type_name -> strand.AlterAclsResponse
-	72,  // 65: strand.Response.describe_acls:type_name -> strand.DescribeAclsResponse
-	62,  // 66: strand.Response.sasl_authenticate:type_name -> strand.SaslAuthenticateResponse
-	75,  // 67: strand.Response.alter_quotas:type_name -> strand.AlterQuotasResponse
-	77,  // 68: strand.Response.node_admin:type_name -> strand.NodeAdminResponse
-	79,  // 69: strand.Response.elect_leaders:type_name -> strand.ElectLeadersResponse
-	81,  // 70: strand.Response.cluster_members:type_name -> strand.ClusterMembersResponse
-	27,  // 71: strand.Response.move_partitions:type_name -> strand.MovePartitionsResponse
-	83,  // 72: strand.Response.txn_init_producer_id:type_name -> strand.TxnInitProducerIdResponse
-	85,  // 73: strand.Response.add_partitions_to_txn:type_name -> strand.AddPartitionsToTxnResponse
-	87,  // 74: strand.Response.add_offsets_to_txn:type_name -> strand.AddOffsetsToTxnResponse
-	89,  // 75: strand.Response.end_txn:type_name -> strand.EndTxnResponse
-	91,  // 76: strand.Response.list_transactions:type_name -> strand.ListTransactionsResponse
-	93,  // 77: strand.Response.describe_transactions:type_name -> strand.DescribeTransactionsResponse
-	96,  // 78: strand.Response.write_txn_markers:type_name -> strand.WriteTxnMarkersResponse
-	97,  // 79: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
-	99,  // 80: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
-	100, // 81: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
-	101, // 82: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
-	102, // 83: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
-	104, // 84: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
-	105, // 85: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
-	106, // 86: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
-	107, // 87: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
-	5,   // 88: strand.TopicResult.error:type_name -> strand.Error
-	20,  // 89: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
-	20,  // 90: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
-	108, // 91: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
-	109, // 92: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
-	110, // 93: strand.MovePartitionsRequest.moves:type_name -> strand.MovePartitionsRequest.Move
-	111, // 94: strand.MovePartitionsResponse.moves:type_name -> strand.MovePartitionsResponse.Move
-	112, // 95: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
-	34,  // 96: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
-	36,  // 97: strand.ConsumerGroupHeartbeatRequest.classic:type_name -> strand.ClassicGroupStep
-	1,   // 98: strand.ClassicGroupStep.step:type_name -> strand.ClassicStep
-	34,  // 99: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
-	38,  // 100: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
-	34,  // 101: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
-	42,  // 102: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
-	113, // 103: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
-	34,  // 104: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
-	34,  // 105: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
-	34,  // 106: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
-	48,  // 107: strand.GroupMember.classic:type_name -> strand.ClassicMemberState
-	34,  // 108: strand.ClassicMemberState.given:type_name -> strand.GroupTopicPartitions
-	34,  // 109: strand.ClassicMemberState.held:type_name -> strand.GroupTopicPartitions
-	114, // 110: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
-	34,  // 111: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
-	115, // 112: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
-	116, // 113: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
-	117, // 114: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
-	118, // 115: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
-	119, // 116: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
-	120, // 117: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
-	121, // 118: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
-	122, // 119: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
-	123, // 120: strand.AlterUsersRequest.upserts:type_name -> strand.AlterUsersRequest.Upsert
-	124, // 121: strand.AlterUsersRequest.deletes:type_name -> strand.AlterUsersRequest.Delete
-	125, // 122: strand.AlterUsersResponse.results:type_name -> strand.AlterUsersResponse.Result
-	126, // 123: strand.ListUsersResponse.users:type_name -> strand.ListUsersResponse.User
-	68,  // 124: strand.AlterAclsRequest.add:type_name -> strand.AclBinding
-	68,  // 125: strand.AlterAclsRequest.remove:type_name -> strand.AclBinding
-	68,  // 126: strand.DescribeAclsResponse.bindings:type_name -> strand.AclBinding
-	73,  // 127: strand.DescribeAclsResponse.quotas:type_name -> strand.Quota
-	73,  // 128: strand.AlterQuotasRequest.quotas:type_name -> strand.Quota
-	2,   // 129: strand.NodeAdminRequest.action:type_name -> strand.NodeAction
-	127, // 130: strand.ElectLeadersResponse.transfers:type_name -> strand.ElectLeadersResponse.Transfer
-	128, // 131: strand.ClusterMembersResponse.members:type_name -> strand.ClusterMembersResponse.Member
-	135, // 132: strand.TxnInitProducerIdRequest.expected:type_name -> strand.TxnProducer
-	135, // 133: strand.AddPartitionsToTxnRequest.producer:type_name -> strand.TxnProducer
-	136, // 134: strand.AddPartitionsToTxnRequest.topics:type_name -> strand.TxnPartitions
-	129, // 135: strand.AddPartitionsToTxnResponse.results:type_name -> strand.AddPartitionsToTxnResponse.Result
-	135, // 136: strand.AddOffsetsToTxnRequest.producer:type_name -> strand.TxnProducer
-	135, // 137: strand.EndTxnRequest.producer:type_name -> strand.TxnProducer
-	130, // 138: strand.ListTransactionsResponse.transactions:type_name -> strand.ListTransactionsResponse.Transaction
-	131, // 139: strand.DescribeTransactionsResponse.transactions:type_name -> strand.DescribeTransactionsResponse.Transaction
-	132, // 140: strand.WriteTxnMarkersRequest.markers:type_name -> strand.WriteTxnMarkersRequest.Marker
-	133, // 141: strand.WriteTxnMarkersResponse.results:type_name -> strand.WriteTxnMarkersResponse.Result
-	5,   // 142: strand.MetadataResponse.Partition.error:type_name -> strand.Error
-	5,   // 143: strand.MetadataResponse.Topic.error:type_name -> strand.Error
-	98,  // 144: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
-	5,   // 145: strand.ProduceResponse.Partition.error:type_name -> strand.Error
-	5,   // 146: strand.FetchResponse.Partition.error:type_name -> strand.Error
-	103, // 147: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
-	94,  // 148: strand.FetchResponse.Partition.aborted_transactions:type_name -> strand.AbortedTransaction
-	5,   // 149: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
-	18,  // 150: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
-	5,   // 151: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
-	5,   // 152: strand.MovePartitionsResponse.Move.error:type_name -> strand.Error
-	5,   // 153: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
-	18,  // 154: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	5,   // 155: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
-	47,  // 156: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
-	42,  // 157: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
-	5,   // 158: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
-	5,   // 159: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
-	18,  // 160: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
-	5,   // 161: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
-	18,  // 162: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	5,   // 163: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
-	5,   // 164: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
-	58,  // 165: strand.DescribePartitionsResponse.Partition.move_progress:type_name -> strand.MoveProgress
-	63,  // 166: strand.AlterUsersRequest.Upsert.credential:type_name -> strand.UserCredential
-	5,   // 167: strand.AlterUsersResponse.Result.error:type_name -> strand.Error
-	3,   // 168: strand.ClusterMembersResponse.Member.state:type_name -> strand.MemberState
-	4,   // 169: strand.ClusterMembersResponse.Member.role:type_name -> strand.MetadataRole
-	5,   // 170: strand.AddPartitionsToTxnResponse.Result.error:type_name -> strand.Error
-	5,   // 171: strand.DescribeTransactionsResponse.Transaction.error:type_name -> strand.Error
-	136, // 172: strand.DescribeTransactionsResponse.Transaction.topics:type_name -> strand.TxnPartitions
-	5,   // 173: strand.WriteTxnMarkersResponse.Result.error:type_name -> strand.Error
-	174, // [174:174] is the sub-list for method output_type
-	174, // [174:174] is the sub-list for method input_type
-	174, // [174:174] is the sub-list for extension type_name
-	174, // [174:174] is the sub-list for extension extendee
-	0,   // [0:174] is the sub-list for field type_name
+	90,  // 35: strand.Request.end_txn:type_name -> strand.EndTxnRequest
+	92,  // 36: strand.Request.list_transactions:type_name -> strand.ListTransactionsRequest
+	94,  // 37: strand.Request.describe_transactions:type_name -> strand.DescribeTransactionsRequest
+	97,  // 38: strand.Request.write_txn_markers:type_name -> strand.WriteTxnMarkersRequest
+	87,  // 39: strand.Request.txn_offset_commit:type_name -> strand.TxnOffsetCommitRequest
+	136, // 40: strand.Request.raft:type_name -> strand.RaftFrame
+	5,   // 41: strand.Response.error:type_name -> strand.Error
+	9,   // 42: strand.Response.hello:type_name -> strand.HelloResponse
+	11,  // 43: strand.Response.metadata:type_name -> strand.MetadataResponse
+	13,  // 44: strand.Response.produce:type_name -> strand.ProduceResponse
+	15,  // 45: strand.Response.fetch:type_name -> strand.FetchResponse
+	17,  // 46: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
+	21,  // 47: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
+	23,  // 48: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
+	29,  // 49: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
+	31,  // 50: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
+	55,  // 51: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
+	57,  // 52: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
+	60,  // 53: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
+	33,  // 54: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
+	37,  // 55: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
+	40,  // 56: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
+	43,  // 57: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
+	45,  // 58: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
+	49,  // 59: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
+	53,  // 60: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
+	52,  // 61: strand.Response.offset_delete:type_name -> strand.OffsetDeleteResponse
+	25,  // 62: strand.Response.create_partitions:type_name -> strand.CreatePartitionsResponse
+	65,  // 63: strand.Response.alter_users:type_name -> strand.AlterUsersResponse
+	67,  // 64: strand.Response.list_users:type_name -> strand.ListUsersResponse
+	70,  // 65: strand.Response.alter_acls:type_name -> strand.AlterAclsResponse
+	72,  // 66: strand.Response.describe_acls:type_name -> strand.DescribeAclsResponse
+	62,  // 67: strand.Response.sasl_authenticate:type_name -> strand.SaslAuthenticateResponse
+	75,  // 68: strand.Response.alter_quotas:type_name -> strand.AlterQuotasResponse
+	77,  // 69: strand.Response.node_admin:type_name -> strand.NodeAdminResponse
+	79,  // 70: strand.Response.elect_leaders:type_name -> strand.ElectLeadersResponse
+	81,  // 71: strand.Response.cluster_members:type_name -> strand.ClusterMembersResponse
+	27,  // 72: strand.Response.move_partitions:type_name -> strand.MovePartitionsResponse
+	83,  // 73: strand.Response.txn_init_producer_id:type_name -> strand.TxnInitProducerIdResponse
+	85,  // 74: strand.Response.add_partitions_to_txn:type_name -> strand.AddPartitionsToTxnResponse
+	89,  // 75: strand.Response.add_offsets_to_txn:type_name -> strand.AddOffsetsToTxnResponse
+	91,  // 76: strand.Response.end_txn:type_name -> strand.EndTxnResponse
+	93,  // 77: strand.Response.list_transactions:type_name -> strand.ListTransactionsResponse
+	95,  // 78: strand.Response.describe_transactions:type_name -> strand.DescribeTransactionsResponse
+	98,  // 79: strand.Response.write_txn_markers:type_name -> strand.WriteTxnMarkersResponse
+	88,  // 80: strand.Response.txn_offset_commit:type_name -> strand.TxnOffsetCommitResponse
+	99,  // 81: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
+	101, // 82: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
+	102, // 83: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
+	103, // 84: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
+	104, // 85: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
+	106, // 86: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
+	107, // 87: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
+	108, // 88: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
+	109, // 89: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
+	5,   // 90: strand.TopicResult.error:type_name -> strand.Error
+	20,  // 91: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
+	20,  // 92: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
+	110, // 93: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
+	111, // 94: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
+	112, // 95: strand.MovePartitionsRequest.moves:type_name -> strand.MovePartitionsRequest.Move
+	113, // 96: strand.MovePartitionsResponse.moves:type_name -> strand.MovePartitionsResponse.Move
+	114, // 97: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
+	34,  // 98: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
+	36,  // 99: strand.ConsumerGroupHeartbeatRequest.classic:type_name -> strand.ClassicGroupStep
+	1,   // 100: strand.ClassicGroupStep.step:type_name -> strand.ClassicStep
+	34,  // 101: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
+	38,  // 102: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
+	34,  // 103: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
+	42,  // 104: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
+	34,  // 105: strand.OffsetFetchResponse.unstable:type_name -> strand.GroupTopicPartitions
+	115, // 106: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
+	34,  // 107: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
+	34,  // 108: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
+	34,  // 109: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
+	48,  // 110: strand.GroupMember.classic:type_name -> strand.ClassicMemberState
+	34,  // 111: strand.ClassicMemberState.given:type_name -> strand.GroupTopicPartitions
+	34,  // 112: strand.ClassicMemberState.held:type_name -> strand.GroupTopicPartitions
+	116, // 113: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
+	34,  // 114: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
+	117, // 115: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
+	118, // 116: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
+	119, // 117: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
+	120, // 118: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
+	121, // 119: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
+	122, // 120: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
+	123, // 121: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
+	124, // 122: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
+	125, // 123: strand.AlterUsersRequest.upserts:type_name -> strand.AlterUsersRequest.Upsert
+	126, // 124: strand.AlterUsersRequest.deletes:type_name -> strand.AlterUsersRequest.Delete
+	127, // 125: strand.AlterUsersResponse.results:type_name -> strand.AlterUsersResponse.Result
+	128, // 126: strand.ListUsersResponse.users:type_name -> strand.ListUsersResponse.User
+	68,  // 127: strand.AlterAclsRequest.add:type_name -> strand.AclBinding
+	68,  // 128: strand.AlterAclsRequest.remove:type_name -> strand.AclBinding
+	68,  // 129: strand.DescribeAclsResponse.bindings:type_name -> strand.AclBinding
+	73,  // 130: strand.DescribeAclsResponse.quotas:type_name -> strand.Quota
+	73,  // 131: strand.AlterQuotasRequest.quotas:type_name -> strand.Quota
+	2,   // 132: strand.NodeAdminRequest.action:type_name -> strand.NodeAction
+	129, // 133: strand.ElectLeadersResponse.transfers:type_name -> strand.ElectLeadersResponse.Transfer
+	130, // 134: strand.ClusterMembersResponse.members:type_name -> strand.ClusterMembersResponse.Member
+	137, // 135: strand.TxnInitProducerIdRequest.expected:type_name -> strand.TxnProducer
+	137, // 136: strand.AddPartitionsToTxnRequest.producer:type_name -> strand.TxnProducer
+	138, // 137: strand.AddPartitionsToTxnRequest.topics:type_name -> strand.TxnPartitions
+	131, // 138: strand.AddPartitionsToTxnResponse.results:type_name -> strand.AddPartitionsToTxnResponse.Result
+	137, // 139: strand.AddOffsetsToTxnRequest.producer:type_name -> strand.TxnProducer
+	137, // 140: strand.TxnOffsetCommitRequest.producer:type_name -> strand.TxnProducer
+	39,  // 141: strand.TxnOffsetCommitRequest.commit:type_name -> strand.OffsetCommitRequest
+	137, // 142: strand.EndTxnRequest.producer:type_name -> strand.TxnProducer
+	132, // 143: strand.ListTransactionsResponse.transactions:type_name -> strand.ListTransactionsResponse.Transaction
+	133, // 144: strand.DescribeTransactionsResponse.transactions:type_name -> strand.DescribeTransactionsResponse.Transaction
+	134, // 145: strand.WriteTxnMarkersRequest.markers:type_name -> strand.WriteTxnMarkersRequest.Marker
+	135, // 146: strand.WriteTxnMarkersResponse.results:type_name -> strand.WriteTxnMarkersResponse.Result
+	5,   // 147: strand.MetadataResponse.Partition.error:type_name -> strand.Error
+	5,   // 148: strand.MetadataResponse.Topic.error:type_name -> strand.Error
+	100, // 149: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
+	5,   // 150: strand.ProduceResponse.Partition.error:type_name -> strand.Error
+	5,   // 151: strand.FetchResponse.Partition.error:type_name -> strand.Error
+	105, // 152: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
+	96,  // 153: strand.FetchResponse.Partition.aborted_transactions:type_name -> strand.AbortedTransaction
+	5,   // 154: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
+	18,  // 155: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
+	5,   // 156: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
+	5,   // 157: strand.MovePartitionsResponse.Move.error:type_name -> strand.Error
+	5,   // 158: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
+	18,  // 159: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	5,   // 160: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
+	47,  // 161: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
+	42,  // 162: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
+	5,   // 163: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
+	5,   // 164: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
+	18,  // 165: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
+	5,   // 166: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
+	18,  // 167: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	5,   // 168: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
+	5,   // 169: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
+	58,  // 170: strand.DescribePartitionsResponse.Partition.move_progress:type_name -> strand.MoveProgress
+	63,  // 171: strand.AlterUsersRequest.Upsert.credential:type_name -> strand.UserCredential
+	5,   // 172: strand.AlterUsersResponse.Result.error:type_name -> strand.Error
+	3,   // 173: strand.ClusterMembersResponse.Member.state:type_name -> strand.MemberState
+	4,   // 174: strand.ClusterMembersResponse.Member.role:type_name -> strand.MetadataRole
+	5,   // 175: strand.AddPartitionsToTxnResponse.Result.error:type_name -> strand.Error
+	5,   // 176: strand.DescribeTransactionsResponse.Transaction.error:type_name -> strand.Error
+	138, // 177: strand.DescribeTransactionsResponse.Transaction.topics:type_name -> strand.TxnPartitions
+	5,   // 178: strand.WriteTxnMarkersResponse.Result.error:type_name -> strand.Error
+	179, // [179:179] is the sub-list for method output_type
+	179, // [179:179] is the sub-list for method input_type
+	179, // [179:179] is the sub-list for extension type_name
+	179, // [179:179] is the sub-list for extension extendee
+	0,   // [0:179] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -11076,6 +11292,7 @@ func file_wire_proto_init() {
 		(*Request_ListTransactions)(nil),
 		(*Request_DescribeTransactions)(nil),
 		(*Request_WriteTxnMarkers)(nil),
+		(*Request_TxnOffsetCommit)(nil),
 		(*Request_Raft)(nil),
 	}
 	file_wire_proto_msgTypes[2].OneofWrappers = []any{
@@ -11117,15 +11334,16 @@ func file_wire_proto_init() {
 		(*Response_ListTransactions)(nil),
 		(*Response_DescribeTransactions)(nil),
 		(*Response_WriteTxnMarkers)(nil),
+		(*Response_TxnOffsetCommit)(nil),
 	}
-	file_wire_proto_msgTypes[98].OneofWrappers = []any{}
+	file_wire_proto_msgTypes[100].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   129,
+			NumMessages:   131,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
