@@ -2411,6 +2411,10 @@ type FetchRequest struct {
 	// Kafka's isolation.level: 0 read_uncommitted (up to the high-water
 	// mark), 1 read_committed (up to the last stable offset).
 	IsolationLevel int32 `protobuf:"varint,5,opt,name=isolation_level,json=isolationLevel,proto3" json:"isolation_level,omitempty"`
+	// Serve transaction markers too, each as a Batch with marker set and no
+	// records at the marker's one offset (the Kafka listener serves them as
+	// control batches); a native reader leaves it unset and skips them.
+	IncludeMarkers bool `protobuf:"varint,6,opt,name=include_markers,json=includeMarkers,proto3" json:"include_markers,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -2478,6 +2482,13 @@ func (x *FetchRequest) GetIsolationLevel() int32 {
 		return x.IsolationLevel
 	}
 	return 0
+}
+
+func (x *FetchRequest) GetIncludeMarkers() bool {
+	if x != nil {
+		return x.IncludeMarkers
+	}
+	return false
 }
 
 // FetchResponse serves stored batches as they are on disk.
@@ -7604,6 +7615,9 @@ type FetchResponse_Batch struct {
 	ProducerId    *int64 `protobuf:"varint,70,opt,name=producer_id,json=producerId,proto3,oneof" json:"producer_id,omitempty"`
 	ProducerEpoch int32  `protobuf:"varint,71,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	BaseSequence  int32  `protobuf:"varint,72,opt,name=base_sequence,json=baseSequence,proto3" json:"base_sequence,omitempty"`
+	// Set (include_markers only): this offset holds the transaction
+	// marker of producer_id at producer_epoch, not a batch.
+	Marker        *FetchResponse_TxnMarker `protobuf:"bytes,73,opt,name=marker,proto3" json:"marker,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7680,6 +7694,67 @@ func (x *FetchResponse_Batch) GetBaseSequence() int32 {
 	return 0
 }
 
+func (x *FetchResponse_Batch) GetMarker() *FetchResponse_TxnMarker {
+	if x != nil {
+		return x.Marker
+	}
+	return nil
+}
+
+// TxnMarker is a served transaction marker: commit or abort, and the
+// coordinator epoch that wrote it (Kafka's control record).
+type FetchResponse_TxnMarker struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Commit           bool                   `protobuf:"varint,1,opt,name=commit,proto3" json:"commit,omitempty"`
+	CoordinatorEpoch int32                  `protobuf:"varint,2,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *FetchResponse_TxnMarker) Reset() {
+	*x = FetchResponse_TxnMarker{}
+	mi := &file_wire_proto_msgTypes[99]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchResponse_TxnMarker) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchResponse_TxnMarker) ProtoMessage() {}
+
+func (x *FetchResponse_TxnMarker) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[99]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchResponse_TxnMarker.ProtoReflect.Descriptor instead.
+func (*FetchResponse_TxnMarker) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{10, 1}
+}
+
+func (x *FetchResponse_TxnMarker) GetCommit() bool {
+	if x != nil {
+		return x.Commit
+	}
+	return false
+}
+
+func (x *FetchResponse_TxnMarker) GetCoordinatorEpoch() int32 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
 type FetchResponse_Partition struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Topic          string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -7701,7 +7776,7 @@ type FetchResponse_Partition struct {
 
 func (x *FetchResponse_Partition) Reset() {
 	*x = FetchResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[99]
+	mi := &file_wire_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7713,7 +7788,7 @@ func (x *FetchResponse_Partition) String() string {
 func (*FetchResponse_Partition) ProtoMessage() {}
 
 func (x *FetchResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[99]
+	mi := &file_wire_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7726,7 +7801,7 @@ func (x *FetchResponse_Partition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse_Partition.ProtoReflect.Descriptor instead.
 func (*FetchResponse_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{10, 1}
+	return file_wire_proto_rawDescGZIP(), []int{10, 2}
 }
 
 func (x *FetchResponse_Partition) GetTopic() string {
@@ -7798,7 +7873,7 @@ type ListOffsetsRequest_Partition struct {
 
 func (x *ListOffsetsRequest_Partition) Reset() {
 	*x = ListOffsetsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[100]
+	mi := &file_wire_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7810,7 +7885,7 @@ func (x *ListOffsetsRequest_Partition) String() string {
 func (*ListOffsetsRequest_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[100]
+	mi := &file_wire_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7871,7 +7946,7 @@ type ListOffsetsResponse_Partition struct {
 
 func (x *ListOffsetsResponse_Partition) Reset() {
 	*x = ListOffsetsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[101]
+	mi := &file_wire_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7883,7 +7958,7 @@ func (x *ListOffsetsResponse_Partition) String() string {
 func (*ListOffsetsResponse_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[101]
+	mi := &file_wire_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7960,7 +8035,7 @@ type CreateTopicsRequest_Topic struct {
 
 func (x *CreateTopicsRequest_Topic) Reset() {
 	*x = CreateTopicsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[102]
+	mi := &file_wire_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7972,7 +8047,7 @@ func (x *CreateTopicsRequest_Topic) String() string {
 func (*CreateTopicsRequest_Topic) ProtoMessage() {}
 
 func (x *CreateTopicsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[102]
+	mi := &file_wire_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8027,7 +8102,7 @@ type CreatePartitionsRequest_Topic struct {
 
 func (x *CreatePartitionsRequest_Topic) Reset() {
 	*x = CreatePartitionsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[103]
+	mi := &file_wire_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8039,7 +8114,7 @@ func (x *CreatePartitionsRequest_Topic) String() string {
 func (*CreatePartitionsRequest_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[103]
+	mi := &file_wire_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8081,7 +8156,7 @@ type CreatePartitionsResponse_Topic struct {
 
 func (x *CreatePartitionsResponse_Topic) Reset() {
 	*x = CreatePartitionsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[104]
+	mi := &file_wire_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8093,7 +8168,7 @@ func (x *CreatePartitionsResponse_Topic) String() string {
 func (*CreatePartitionsResponse_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[104]
+	mi := &file_wire_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8157,7 +8232,7 @@ type MovePartitionsRequest_Move struct {
 
 func (x *MovePartitionsRequest_Move) Reset() {
 	*x = MovePartitionsRequest_Move{}
-	mi := &file_wire_proto_msgTypes[105]
+	mi := &file_wire_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8169,7 +8244,7 @@ func (x *MovePartitionsRequest_Move) String() string {
 func (*MovePartitionsRequest_Move) ProtoMessage() {}
 
 func (x *MovePartitionsRequest_Move) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[105]
+	mi := &file_wire_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8234,7 +8309,7 @@ type MovePartitionsResponse_Move struct {
 
 func (x *MovePartitionsResponse_Move) Reset() {
 	*x = MovePartitionsResponse_Move{}
-	mi := &file_wire_proto_msgTypes[106]
+	mi := &file_wire_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8246,7 +8321,7 @@ func (x *MovePartitionsResponse_Move) String() string {
 func (*MovePartitionsResponse_Move) ProtoMessage() {}
 
 func (x *MovePartitionsResponse_Move) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[106]
+	mi := &file_wire_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8310,7 +8385,7 @@ type DescribeTopicsResponse_Topic struct {
 
 func (x *DescribeTopicsResponse_Topic) Reset() {
 	*x = DescribeTopicsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[107]
+	mi := &file_wire_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8322,7 +8397,7 @@ func (x *DescribeTopicsResponse_Topic) String() string {
 func (*DescribeTopicsResponse_Topic) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[107]
+	mi := &file_wire_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8384,7 +8459,7 @@ type ListGroupsResponse_Group struct {
 
 func (x *ListGroupsResponse_Group) Reset() {
 	*x = ListGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[108]
+	mi := &file_wire_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8396,7 +8471,7 @@ func (x *ListGroupsResponse_Group) String() string {
 func (*ListGroupsResponse_Group) ProtoMessage() {}
 
 func (x *ListGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[108]
+	mi := &file_wire_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8448,7 +8523,7 @@ type DescribeGroupsResponse_Group struct {
 
 func (x *DescribeGroupsResponse_Group) Reset() {
 	*x = DescribeGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[109]
+	mi := &file_wire_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8460,7 +8535,7 @@ func (x *DescribeGroupsResponse_Group) String() string {
 func (*DescribeGroupsResponse_Group) ProtoMessage() {}
 
 func (x *DescribeGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[109]
+	mi := &file_wire_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8536,7 +8611,7 @@ type OffsetDeleteResponse_Result struct {
 
 func (x *OffsetDeleteResponse_Result) Reset() {
 	*x = OffsetDeleteResponse_Result{}
-	mi := &file_wire_proto_msgTypes[110]
+	mi := &file_wire_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8548,7 +8623,7 @@ func (x *OffsetDeleteResponse_Result) String() string {
 func (*OffsetDeleteResponse_Result) ProtoMessage() {}
 
 func (x *OffsetDeleteResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[110]
+	mi := &file_wire_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8595,7 +8670,7 @@ type DeleteGroupsResponse_Result struct {
 
 func (x *DeleteGroupsResponse_Result) Reset() {
 	*x = DeleteGroupsResponse_Result{}
-	mi := &file_wire_proto_msgTypes[111]
+	mi := &file_wire_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8607,7 +8682,7 @@ func (x *DeleteGroupsResponse_Result) String() string {
 func (*DeleteGroupsResponse_Result) ProtoMessage() {}
 
 func (x *DeleteGroupsResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[111]
+	mi := &file_wire_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8648,7 +8723,7 @@ type AlterConfigsRequest_Topic struct {
 
 func (x *AlterConfigsRequest_Topic) Reset() {
 	*x = AlterConfigsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[112]
+	mi := &file_wire_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8660,7 +8735,7 @@ func (x *AlterConfigsRequest_Topic) String() string {
 func (*AlterConfigsRequest_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[112]
+	mi := &file_wire_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8708,7 +8783,7 @@ type AlterConfigsResponse_Topic struct {
 
 func (x *AlterConfigsResponse_Topic) Reset() {
 	*x = AlterConfigsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[113]
+	mi := &file_wire_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8720,7 +8795,7 @@ func (x *AlterConfigsResponse_Topic) String() string {
 func (*AlterConfigsResponse_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[113]
+	mi := &file_wire_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8770,7 +8845,7 @@ type DeleteRecordsRequest_Partition struct {
 
 func (x *DeleteRecordsRequest_Partition) Reset() {
 	*x = DeleteRecordsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[114]
+	mi := &file_wire_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8782,7 +8857,7 @@ func (x *DeleteRecordsRequest_Partition) String() string {
 func (*DeleteRecordsRequest_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[114]
+	mi := &file_wire_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8838,7 +8913,7 @@ type DeleteRecordsResponse_Partition struct {
 
 func (x *DeleteRecordsResponse_Partition) Reset() {
 	*x = DeleteRecordsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[115]
+	mi := &file_wire_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8850,7 +8925,7 @@ func (x *DeleteRecordsResponse_Partition) String() string {
 func (*DeleteRecordsResponse_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[115]
+	mi := &file_wire_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8904,7 +8979,7 @@ type DescribePartitionsRequest_Partition struct {
 
 func (x *DescribePartitionsRequest_Partition) Reset() {
 	*x = DescribePartitionsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[116]
+	mi := &file_wire_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8916,7 +8991,7 @@ func (x *DescribePartitionsRequest_Partition) String() string {
 func (*DescribePartitionsRequest_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[116]
+	mi := &file_wire_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8975,7 +9050,7 @@ type DescribePartitionsResponse_Partition struct {
 
 func (x *DescribePartitionsResponse_Partition) Reset() {
 	*x = DescribePartitionsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[117]
+	mi := &file_wire_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8987,7 +9062,7 @@ func (x *DescribePartitionsResponse_Partition) String() string {
 func (*DescribePartitionsResponse_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[117]
+	mi := &file_wire_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9097,7 +9172,7 @@ type AlterUsersRequest_Upsert struct {
 
 func (x *AlterUsersRequest_Upsert) Reset() {
 	*x = AlterUsersRequest_Upsert{}
-	mi := &file_wire_proto_msgTypes[118]
+	mi := &file_wire_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9109,7 +9184,7 @@ func (x *AlterUsersRequest_Upsert) String() string {
 func (*AlterUsersRequest_Upsert) ProtoMessage() {}
 
 func (x *AlterUsersRequest_Upsert) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[118]
+	mi := &file_wire_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9149,7 +9224,7 @@ type AlterUsersRequest_Delete struct {
 
 func (x *AlterUsersRequest_Delete) Reset() {
 	*x = AlterUsersRequest_Delete{}
-	mi := &file_wire_proto_msgTypes[119]
+	mi := &file_wire_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9161,7 +9236,7 @@ func (x *AlterUsersRequest_Delete) String() string {
 func (*AlterUsersRequest_Delete) ProtoMessage() {}
 
 func (x *AlterUsersRequest_Delete) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[119]
+	mi := &file_wire_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9201,7 +9276,7 @@ type AlterUsersResponse_Result struct {
 
 func (x *AlterUsersResponse_Result) Reset() {
 	*x = AlterUsersResponse_Result{}
-	mi := &file_wire_proto_msgTypes[120]
+	mi := &file_wire_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9213,7 +9288,7 @@ func (x *AlterUsersResponse_Result) String() string {
 func (*AlterUsersResponse_Result) ProtoMessage() {}
 
 func (x *AlterUsersResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[120]
+	mi := &file_wire_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9254,7 +9329,7 @@ type ListUsersResponse_User struct {
 
 func (x *ListUsersResponse_User) Reset() {
 	*x = ListUsersResponse_User{}
-	mi := &file_wire_proto_msgTypes[121]
+	mi := &file_wire_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9266,7 +9341,7 @@ func (x *ListUsersResponse_User) String() string {
 func (*ListUsersResponse_User) ProtoMessage() {}
 
 func (x *ListUsersResponse_User) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[121]
+	mi := &file_wire_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9315,7 +9390,7 @@ type ElectLeadersResponse_Transfer struct {
 
 func (x *ElectLeadersResponse_Transfer) Reset() {
 	*x = ElectLeadersResponse_Transfer{}
-	mi := &file_wire_proto_msgTypes[122]
+	mi := &file_wire_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9327,7 +9402,7 @@ func (x *ElectLeadersResponse_Transfer) String() string {
 func (*ElectLeadersResponse_Transfer) ProtoMessage() {}
 
 func (x *ElectLeadersResponse_Transfer) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[122]
+	mi := &file_wire_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9395,7 +9470,7 @@ type ClusterMembersResponse_Member struct {
 
 func (x *ClusterMembersResponse_Member) Reset() {
 	*x = ClusterMembersResponse_Member{}
-	mi := &file_wire_proto_msgTypes[123]
+	mi := &file_wire_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9407,7 +9482,7 @@ func (x *ClusterMembersResponse_Member) String() string {
 func (*ClusterMembersResponse_Member) ProtoMessage() {}
 
 func (x *ClusterMembersResponse_Member) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[123]
+	mi := &file_wire_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9518,7 +9593,7 @@ type AddPartitionsToTxnResponse_Result struct {
 
 func (x *AddPartitionsToTxnResponse_Result) Reset() {
 	*x = AddPartitionsToTxnResponse_Result{}
-	mi := &file_wire_proto_msgTypes[124]
+	mi := &file_wire_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9530,7 +9605,7 @@ func (x *AddPartitionsToTxnResponse_Result) String() string {
 func (*AddPartitionsToTxnResponse_Result) ProtoMessage() {}
 
 func (x *AddPartitionsToTxnResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[124]
+	mi := &file_wire_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9578,7 +9653,7 @@ type ListTransactionsResponse_Transaction struct {
 
 func (x *ListTransactionsResponse_Transaction) Reset() {
 	*x = ListTransactionsResponse_Transaction{}
-	mi := &file_wire_proto_msgTypes[125]
+	mi := &file_wire_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9590,7 +9665,7 @@ func (x *ListTransactionsResponse_Transaction) String() string {
 func (*ListTransactionsResponse_Transaction) ProtoMessage() {}
 
 func (x *ListTransactionsResponse_Transaction) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[125]
+	mi := &file_wire_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9645,7 +9720,7 @@ type DescribeTransactionsResponse_Transaction struct {
 
 func (x *DescribeTransactionsResponse_Transaction) Reset() {
 	*x = DescribeTransactionsResponse_Transaction{}
-	mi := &file_wire_proto_msgTypes[126]
+	mi := &file_wire_proto_msgTypes[127]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9657,7 +9732,7 @@ func (x *DescribeTransactionsResponse_Transaction) String() string {
 func (*DescribeTransactionsResponse_Transaction) ProtoMessage() {}
 
 func (x *DescribeTransactionsResponse_Transaction) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[126]
+	mi := &file_wire_proto_msgTypes[127]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9755,7 +9830,7 @@ type WriteTxnMarkersRequest_Marker struct {
 
 func (x *WriteTxnMarkersRequest_Marker) Reset() {
 	*x = WriteTxnMarkersRequest_Marker{}
-	mi := &file_wire_proto_msgTypes[127]
+	mi := &file_wire_proto_msgTypes[128]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9767,7 +9842,7 @@ func (x *WriteTxnMarkersRequest_Marker) String() string {
 func (*WriteTxnMarkersRequest_Marker) ProtoMessage() {}
 
 func (x *WriteTxnMarkersRequest_Marker) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[127]
+	mi := &file_wire_proto_msgTypes[128]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9843,7 +9918,7 @@ type WriteTxnMarkersResponse_Result struct {
 
 func (x *WriteTxnMarkersResponse_Result) Reset() {
 	*x = WriteTxnMarkersResponse_Result{}
-	mi := &file_wire_proto_msgTypes[128]
+	mi := &file_wire_proto_msgTypes[129]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9855,7 +9930,7 @@ func (x *WriteTxnMarkersResponse_Result) String() string {
 func (*WriteTxnMarkersResponse_Result) ProtoMessage() {}
 
 func (x *WriteTxnMarkersResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[128]
+	mi := &file_wire_proto_msgTypes[129]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10080,7 +10155,7 @@ const file_wire_proto_rawDesc = "" +
 	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error\x12\x1f\n" +
 	"\vbase_offset\x18\x04 \x01(\x03R\n" +
 	"baseOffset\x12\x1c\n" +
-	"\tduplicate\x18\x05 \x01(\bR\tduplicate\"\xe3\x02\n" +
+	"\tduplicate\x18\x05 \x01(\bR\tduplicate\"\x8c\x03\n" +
 	"\fFetchRequest\x12\x1e\n" +
 	"\vmax_wait_ms\x18\x01 \x01(\x05R\tmaxWaitMs\x12\x1b\n" +
 	"\tmin_bytes\x18\x02 \x01(\x05R\bminBytes\x12\x1b\n" +
@@ -10088,19 +10163,20 @@ const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x04 \x03(\v2\x1e.strand.FetchRequest.PartitionR\n" +
 	"partitions\x12'\n" +
-	"\x0fisolation_level\x18\x05 \x01(\x05R\x0eisolationLevel\x1a\x8f\x01\n" +
+	"\x0fisolation_level\x18\x05 \x01(\x05R\x0eisolationLevel\x12'\n" +
+	"\x0finclude_markers\x18\x06 \x01(\bR\x0eincludeMarkers\x1a\x8f\x01\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1b\n" +
 	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x12\x19\n" +
-	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xcb\x05\n" +
+	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xd6\x06\n" +
 	"\rFetchResponse\x12?\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1f.strand.FetchResponse.PartitionR\n" +
 	"partitions\x12 \n" +
 	"\vthrottle_ms\x18\xf0\x01 \x01(\x05R\n" +
-	"throttleMs\x1a\xea\x01\n" +
+	"throttleMs\x1a\xa3\x02\n" +
 	"\x05Batch\x12\x1f\n" +
 	"\vbase_offset\x18\x01 \x01(\x03R\n" +
 	"baseOffset\x12$\n" +
@@ -10109,8 +10185,12 @@ const file_wire_proto_rawDesc = "" +
 	"\vproducer_id\x18F \x01(\x03H\x00R\n" +
 	"producerId\x88\x01\x01\x12%\n" +
 	"\x0eproducer_epoch\x18G \x01(\x05R\rproducerEpoch\x12#\n" +
-	"\rbase_sequence\x18H \x01(\x05R\fbaseSequenceB\x0e\n" +
-	"\f_producer_id\x1a\xe9\x02\n" +
+	"\rbase_sequence\x18H \x01(\x05R\fbaseSequence\x127\n" +
+	"\x06marker\x18I \x01(\v2\x1f.strand.FetchResponse.TxnMarkerR\x06markerB\x0e\n" +
+	"\f_producer_id\x1aP\n" +
+	"\tTxnMarker\x12\x16\n" +
+	"\x06commit\x18\x01 \x01(\bR\x06commit\x12+\n" +
+	"\x11coordinator_epoch\x18\x02 \x01(\x05R\x10coordinatorEpoch\x1a\xe9\x02\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
@@ -10708,7 +10788,7 @@ func file_wire_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 129)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 130)
 var file_wire_proto_goTypes = []any{
 	(ErrorCode)(0),                                   // 0: strand.ErrorCode
 	(ClassicStep)(0),                                 // 1: strand.ClassicStep
@@ -10814,39 +10894,40 @@ var file_wire_proto_goTypes = []any{
 	(*ProduceResponse_Partition)(nil),                // 101: strand.ProduceResponse.Partition
 	(*FetchRequest_Partition)(nil),                   // 102: strand.FetchRequest.Partition
 	(*FetchResponse_Batch)(nil),                      // 103: strand.FetchResponse.Batch
-	(*FetchResponse_Partition)(nil),                  // 104: strand.FetchResponse.Partition
-	(*ListOffsetsRequest_Partition)(nil),             // 105: strand.ListOffsetsRequest.Partition
-	(*ListOffsetsResponse_Partition)(nil),            // 106: strand.ListOffsetsResponse.Partition
-	(*CreateTopicsRequest_Topic)(nil),                // 107: strand.CreateTopicsRequest.Topic
-	(*CreatePartitionsRequest_Topic)(nil),            // 108: strand.CreatePartitionsRequest.Topic
-	(*CreatePartitionsResponse_Topic)(nil),           // 109: strand.CreatePartitionsResponse.Topic
-	(*MovePartitionsRequest_Move)(nil),               // 110: strand.MovePartitionsRequest.Move
-	(*MovePartitionsResponse_Move)(nil),              // 111: strand.MovePartitionsResponse.Move
-	(*DescribeTopicsResponse_Topic)(nil),             // 112: strand.DescribeTopicsResponse.Topic
-	(*ListGroupsResponse_Group)(nil),                 // 113: strand.ListGroupsResponse.Group
-	(*DescribeGroupsResponse_Group)(nil),             // 114: strand.DescribeGroupsResponse.Group
-	(*OffsetDeleteResponse_Result)(nil),              // 115: strand.OffsetDeleteResponse.Result
-	(*DeleteGroupsResponse_Result)(nil),              // 116: strand.DeleteGroupsResponse.Result
-	(*AlterConfigsRequest_Topic)(nil),                // 117: strand.AlterConfigsRequest.Topic
-	(*AlterConfigsResponse_Topic)(nil),               // 118: strand.AlterConfigsResponse.Topic
-	(*DeleteRecordsRequest_Partition)(nil),           // 119: strand.DeleteRecordsRequest.Partition
-	(*DeleteRecordsResponse_Partition)(nil),          // 120: strand.DeleteRecordsResponse.Partition
-	(*DescribePartitionsRequest_Partition)(nil),      // 121: strand.DescribePartitionsRequest.Partition
-	(*DescribePartitionsResponse_Partition)(nil),     // 122: strand.DescribePartitionsResponse.Partition
-	(*AlterUsersRequest_Upsert)(nil),                 // 123: strand.AlterUsersRequest.Upsert
-	(*AlterUsersRequest_Delete)(nil),                 // 124: strand.AlterUsersRequest.Delete
-	(*AlterUsersResponse_Result)(nil),                // 125: strand.AlterUsersResponse.Result
-	(*ListUsersResponse_User)(nil),                   // 126: strand.ListUsersResponse.User
-	(*ElectLeadersResponse_Transfer)(nil),            // 127: strand.ElectLeadersResponse.Transfer
-	(*ClusterMembersResponse_Member)(nil),            // 128: strand.ClusterMembersResponse.Member
-	(*AddPartitionsToTxnResponse_Result)(nil),        // 129: strand.AddPartitionsToTxnResponse.Result
-	(*ListTransactionsResponse_Transaction)(nil),     // 130: strand.ListTransactionsResponse.Transaction
-	(*DescribeTransactionsResponse_Transaction)(nil), // 131: strand.DescribeTransactionsResponse.Transaction
-	(*WriteTxnMarkersRequest_Marker)(nil),            // 132: strand.WriteTxnMarkersRequest.Marker
-	(*WriteTxnMarkersResponse_Result)(nil),           // 133: strand.WriteTxnMarkersResponse.Result
-	(*RaftFrame)(nil),                                // 134: strand.RaftFrame
-	(*TxnProducer)(nil),                              // 135: strand.TxnProducer
-	(*TxnPartitions)(nil),                            // 136: strand.TxnPartitions
+	(*FetchResponse_TxnMarker)(nil),                  // 104: strand.FetchResponse.TxnMarker
+	(*FetchResponse_Partition)(nil),                  // 105: strand.FetchResponse.Partition
+	(*ListOffsetsRequest_Partition)(nil),             // 106: strand.ListOffsetsRequest.Partition
+	(*ListOffsetsResponse_Partition)(nil),            // 107: strand.ListOffsetsResponse.Partition
+	(*CreateTopicsRequest_Topic)(nil),                // 108: strand.CreateTopicsRequest.Topic
+	(*CreatePartitionsRequest_Topic)(nil),            // 109: strand.CreatePartitionsRequest.Topic
+	(*CreatePartitionsResponse_Topic)(nil),           // 110: strand.CreatePartitionsResponse.Topic
+	(*MovePartitionsRequest_Move)(nil),               // 111: strand.MovePartitionsRequest.Move
+	(*MovePartitionsResponse_Move)(nil),              // 112: strand.MovePartitionsResponse.Move
+	(*DescribeTopicsResponse_Topic)(nil),             // 113: strand.DescribeTopicsResponse.Topic
+	(*ListGroupsResponse_Group)(nil),                 // 114: strand.ListGroupsResponse.Group
+	(*DescribeGroupsResponse_Group)(nil),             // 115: strand.DescribeGroupsResponse.Group
+	(*OffsetDeleteResponse_Result)(nil),              // 116: strand.OffsetDeleteResponse.Result
+	(*DeleteGroupsResponse_Result)(nil),              // 117: strand.DeleteGroupsResponse.Result
+	(*AlterConfigsRequest_Topic)(nil),                // 118: strand.AlterConfigsRequest.Topic
+	(*AlterConfigsResponse_Topic)(nil),               // 119: strand.AlterConfigsResponse.Topic
+	(*DeleteRecordsRequest_Partition)(nil),           // 120: strand.DeleteRecordsRequest.Partition
+	(*DeleteRecordsResponse_Partition)(nil),          // 121: strand.DeleteRecordsResponse.Partition
+	(*DescribePartitionsRequest_Partition)(nil),      // 122: strand.DescribePartitionsRequest.Partition
+	(*DescribePartitionsResponse_Partition)(nil),     // 123: strand.DescribePartitionsResponse.Partition
+	(*AlterUsersRequest_Upsert)(nil),                 // 124: strand.AlterUsersRequest.Upsert
+	(*AlterUsersRequest_Delete)(nil),                 // 125: strand.AlterUsersRequest.Delete
+	(*AlterUsersResponse_Result)(nil),                // 126: strand.AlterUsersResponse.Result
+	(*ListUsersResponse_User)(nil),                   // 127: strand.ListUsersResponse.User
+	(*ElectLeadersResponse_Transfer)(nil),            // 128: strand.ElectLeadersResponse.Transfer
+	(*ClusterMembersResponse_Member)(nil),            // 129: strand.ClusterMembersResponse.Member
+	(*AddPartitionsToTxnResponse_Result)(nil),        // 130: strand.AddPartitionsToTxnResponse.Result
+	(*ListTransactionsResponse_Transaction)(nil),     // 131: strand.ListTransactionsResponse.Transaction
+	(*DescribeTransactionsResponse_Transaction)(nil), // 132: strand.DescribeTransactionsResponse.Transaction
+	(*WriteTxnMarkersRequest_Marker)(nil),            // 133: strand.WriteTxnMarkersRequest.Marker
+	(*WriteTxnMarkersResponse_Result)(nil),           // 134: strand.WriteTxnMarkersResponse.Result
+	(*RaftFrame)(nil),                                // 135: strand.RaftFrame
+	(*TxnProducer)(nil),                              // 136: strand.TxnProducer
+	(*TxnPartitions)(nil),                            // 137: strand.TxnPartitions
 }
 var file_wire_proto_depIdxs = []int32{
 	0,   // 0: strand.Error.code:type_name -> strand.ErrorCode
@@ -10888,7 +10969,7 @@ var file_wire_proto_depIdxs = []int32{
 	90,  // 36: strand.Request.list_transactions:type_name -> strand.ListTransactionsRequest
 	92,  // 37: strand.Request.describe_transactions:type_name -> strand.DescribeTransactionsRequest
 	95,  // 38: strand.Request.write_txn_markers:type_name -> strand.WriteTxnMarkersRequest
-	134, // 39: strand.Request.raft:type_name -> strand.RaftFrame
+	135, // 39: strand.Request.raft:type_name -> strand.RaftFrame
 	5,   // 40: strand.Response.error:type_name -> strand.Error
 	9,   // 41: strand.Response.hello:type_name -> strand.HelloResponse
 	11,  // 42: strand.Response.metadata:type_name -> strand.MetadataResponse
@@ -10933,18 +11014,18 @@ var file_wire_proto_depIdxs = []int32{
 	100, // 81: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
 	101, // 82: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
 	102, // 83: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
-	104, // 84: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
-	105, // 85: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
-	106, // 86: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
-	107, // 87: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
+	105, // 84: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
+	106, // 85: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
+	107, // 86: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
+	108, // 87: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
 	5,   // 88: strand.TopicResult.error:type_name -> strand.Error
 	20,  // 89: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
 	20,  // 90: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
-	108, // 91: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
-	109, // 92: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
-	110, // 93: strand.MovePartitionsRequest.moves:type_name -> strand.MovePartitionsRequest.Move
-	111, // 94: strand.MovePartitionsResponse.moves:type_name -> strand.MovePartitionsResponse.Move
-	112, // 95: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
+	109, // 91: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
+	110, // 92: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
+	111, // 93: strand.MovePartitionsRequest.moves:type_name -> strand.MovePartitionsRequest.Move
+	112, // 94: strand.MovePartitionsResponse.moves:type_name -> strand.MovePartitionsResponse.Move
+	113, // 95: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
 	34,  // 96: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
 	36,  // 97: strand.ConsumerGroupHeartbeatRequest.classic:type_name -> strand.ClassicGroupStep
 	1,   // 98: strand.ClassicGroupStep.step:type_name -> strand.ClassicStep
@@ -10952,82 +11033,83 @@ var file_wire_proto_depIdxs = []int32{
 	38,  // 100: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
 	34,  // 101: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
 	42,  // 102: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
-	113, // 103: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
+	114, // 103: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
 	34,  // 104: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
 	34,  // 105: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
 	34,  // 106: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
 	48,  // 107: strand.GroupMember.classic:type_name -> strand.ClassicMemberState
 	34,  // 108: strand.ClassicMemberState.given:type_name -> strand.GroupTopicPartitions
 	34,  // 109: strand.ClassicMemberState.held:type_name -> strand.GroupTopicPartitions
-	114, // 110: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
+	115, // 110: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
 	34,  // 111: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
-	115, // 112: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
-	116, // 113: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
-	117, // 114: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
-	118, // 115: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
-	119, // 116: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
-	120, // 117: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
-	121, // 118: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
-	122, // 119: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
-	123, // 120: strand.AlterUsersRequest.upserts:type_name -> strand.AlterUsersRequest.Upsert
-	124, // 121: strand.AlterUsersRequest.deletes:type_name -> strand.AlterUsersRequest.Delete
-	125, // 122: strand.AlterUsersResponse.results:type_name -> strand.AlterUsersResponse.Result
-	126, // 123: strand.ListUsersResponse.users:type_name -> strand.ListUsersResponse.User
+	116, // 112: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
+	117, // 113: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
+	118, // 114: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
+	119, // 115: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
+	120, // 116: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
+	121, // 117: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
+	122, // 118: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
+	123, // 119: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
+	124, // 120: strand.AlterUsersRequest.upserts:type_name -> strand.AlterUsersRequest.Upsert
+	125, // 121: strand.AlterUsersRequest.deletes:type_name -> strand.AlterUsersRequest.Delete
+	126, // 122: strand.AlterUsersResponse.results:type_name -> strand.AlterUsersResponse.Result
+	127, // 123: strand.ListUsersResponse.users:type_name -> strand.ListUsersResponse.User
 	68,  // 124: strand.AlterAclsRequest.add:type_name -> strand.AclBinding
 	68,  // 125: strand.AlterAclsRequest.remove:type_name -> strand.AclBinding
 	68,  // 126: strand.DescribeAclsResponse.bindings:type_name -> strand.AclBinding
 	73,  // 127: strand.DescribeAclsResponse.quotas:type_name -> strand.Quota
 	73,  // 128: strand.AlterQuotasRequest.quotas:type_name -> strand.Quota
 	2,   // 129: strand.NodeAdminRequest.action:type_name -> strand.NodeAction
-	127, // 130: strand.ElectLeadersResponse.transfers:type_name -> strand.ElectLeadersResponse.Transfer
-	128, // 131: strand.ClusterMembersResponse.members:type_name -> strand.ClusterMembersResponse.Member
-	135, // 132: strand.TxnInitProducerIdRequest.expected:type_name -> strand.TxnProducer
-	135, // 133: strand.AddPartitionsToTxnRequest.producer:type_name -> strand.TxnProducer
-	136, // 134: strand.AddPartitionsToTxnRequest.topics:type_name -> strand.TxnPartitions
-	129, // 135: strand.AddPartitionsToTxnResponse.results:type_name -> strand.AddPartitionsToTxnResponse.Result
-	135, // 136: strand.AddOffsetsToTxnRequest.producer:type_name -> strand.TxnProducer
-	135, // 137: strand.EndTxnRequest.producer:type_name -> strand.TxnProducer
-	130, // 138: strand.ListTransactionsResponse.transactions:type_name -> strand.ListTransactionsResponse.Transaction
-	131, // 139: strand.DescribeTransactionsResponse.transactions:type_name -> strand.DescribeTransactionsResponse.Transaction
-	132, // 140: strand.WriteTxnMarkersRequest.markers:type_name -> strand.WriteTxnMarkersRequest.Marker
-	133, // 141: strand.WriteTxnMarkersResponse.results:type_name -> strand.WriteTxnMarkersResponse.Result
+	128, // 130: strand.ElectLeadersResponse.transfers:type_name -> strand.ElectLeadersResponse.Transfer
+	129, // 131: strand.ClusterMembersResponse.members:type_name -> strand.ClusterMembersResponse.Member
+	136, // 132: strand.TxnInitProducerIdRequest.expected:type_name -> strand.TxnProducer
+	136, // 133: strand.AddPartitionsToTxnRequest.producer:type_name -> strand.TxnProducer
+	137, // 134: strand.AddPartitionsToTxnRequest.topics:type_name -> strand.TxnPartitions
+	130, // 135: strand.AddPartitionsToTxnResponse.results:type_name -> strand.AddPartitionsToTxnResponse.Result
+	136, // 136: strand.AddOffsetsToTxnRequest.producer:type_name -> strand.TxnProducer
+	136, // 137: strand.EndTxnRequest.producer:type_name -> strand.TxnProducer
+	131, // 138: strand.ListTransactionsResponse.transactions:type_name -> strand.ListTransactionsResponse.Transaction
+	132, // 139: strand.DescribeTransactionsResponse.transactions:type_name -> strand.DescribeTransactionsResponse.Transaction
+	133, // 140: strand.WriteTxnMarkersRequest.markers:type_name -> strand.WriteTxnMarkersRequest.Marker
+	134, // 141: strand.WriteTxnMarkersResponse.results:type_name -> strand.WriteTxnMarkersResponse.Result
 	5,   // 142: strand.MetadataResponse.Partition.error:type_name -> strand.Error
 	5,   // 143: strand.MetadataResponse.Topic.error:type_name -> strand.Error
 	98,  // 144: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
 	5,   // 145: strand.ProduceResponse.Partition.error:type_name -> strand.Error
-	5,   // 146: strand.FetchResponse.Partition.error:type_name -> strand.Error
-	103, // 147: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
-	94,  // 148: strand.FetchResponse.Partition.aborted_transactions:type_name -> strand.AbortedTransaction
-	5,   // 149: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
-	18,  // 150: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
-	5,   // 151: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
-	5,   // 152: strand.MovePartitionsResponse.Move.error:type_name -> strand.Error
-	5,   // 153: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
-	18,  // 154: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	5,   // 155: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
-	47,  // 156: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
-	42,  // 157: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
-	5,   // 158: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
-	5,   // 159: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
-	18,  // 160: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
-	5,   // 161: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
-	18,  // 162: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	5,   // 163: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
-	5,   // 164: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
-	58,  // 165: strand.DescribePartitionsResponse.Partition.move_progress:type_name -> strand.MoveProgress
-	63,  // 166: strand.AlterUsersRequest.Upsert.credential:type_name -> strand.UserCredential
-	5,   // 167: strand.AlterUsersResponse.Result.error:type_name -> strand.Error
-	3,   // 168: strand.ClusterMembersResponse.Member.state:type_name -> strand.MemberState
-	4,   // 169: strand.ClusterMembersResponse.Member.role:type_name -> strand.MetadataRole
-	5,   // 170: strand.AddPartitionsToTxnResponse.Result.error:type_name -> strand.Error
-	5,   // 171: strand.DescribeTransactionsResponse.Transaction.error:type_name -> strand.Error
-	136, // 172: strand.DescribeTransactionsResponse.Transaction.topics:type_name -> strand.TxnPartitions
-	5,   // 173: strand.WriteTxnMarkersResponse.Result.error:type_name -> strand.Error
-	174, // [174:174] is the sub-list for method output_type
-	174, // [174:174] is the sub-list for method input_type
-	174, // [174:174] is the sub-list for extension type_name
-	174, // [174:174] is the sub-list for extension extendee
-	0,   // [0:174] is the sub-list for field type_name
+	104, // 146: strand.FetchResponse.Batch.marker:type_name -> strand.FetchResponse.TxnMarker
+	5,   // 147: strand.FetchResponse.Partition.error:type_name -> strand.Error
+	103, // 148: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
+	94,  // 149: strand.FetchResponse.Partition.aborted_transactions:type_name -> strand.AbortedTransaction
+	5,   // 150: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
+	18,  // 151: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
+	5,   // 152: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
+	5,   // 153: strand.MovePartitionsResponse.Move.error:type_name -> strand.Error
+	5,   // 154: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
+	18,  // 155: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	5,   // 156: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
+	47,  // 157: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
+	42,  // 158: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
+	5,   // 159: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
+	5,   // 160: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
+	18,  // 161: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
+	5,   // 162: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
+	18,  // 163: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	5,   // 164: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
+	5,   // 165: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
+	58,  // 166: strand.DescribePartitionsResponse.Partition.move_progress:type_name -> strand.MoveProgress
+	63,  // 167: strand.AlterUsersRequest.Upsert.credential:type_name -> strand.UserCredential
+	5,   // 168: strand.AlterUsersResponse.Result.error:type_name -> strand.Error
+	3,   // 169: strand.ClusterMembersResponse.Member.state:type_name -> strand.MemberState
+	4,   // 170: strand.ClusterMembersResponse.Member.role:type_name -> strand.MetadataRole
+	5,   // 171: strand.AddPartitionsToTxnResponse.Result.error:type_name -> strand.Error
+	5,   // 172: strand.DescribeTransactionsResponse.Transaction.error:type_name -> strand.Error
+	137, // 173: strand.DescribeTransactionsResponse.Transaction.topics:type_name -> strand.TxnPartitions
+	5,   // 174: strand.WriteTxnMarkersResponse.Result.error:type_name -> strand.Error
+	175, // [175:175] is the sub-list for method output_type
+	175, // [175:175] is the sub-list for method input_type
+	175, // [175:175] is the sub-list for extension type_name
+	175, // [175:175] is the sub-list for extension extendee
+	0,   // [0:175] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -11125,7 +11207,7 @@ func file_wire_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   129,
+			NumMessages:   130,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
