@@ -199,3 +199,34 @@ func TestTransactionalFetchTranslation(t *testing.T) {
 		t.Fatalf("control batch %+v, key %+v, value %+v", control, key, marker)
 	}
 }
+
+// FuzzDecodeFetch feeds arbitrary bytes as the body of a Kafka fetch
+// answer to the translated client's decoder (which skips control
+// batches): no panic, and a decoded answer holds only Strand batches.
+func FuzzDecodeFetch(f *testing.F) {
+	resp := kmsg.NewPtrFetchResponse()
+	resp.SetVersion(clientFetchByName)
+	rt := kmsg.NewFetchResponseTopic()
+	rt.Topic = "tx"
+	rp := kmsg.NewFetchResponseTopicPartition()
+	rp.RecordBatches = AppendControl(kafkaBatch(f, testRecords(), codecNone, ProducerFields{ID: 3, Epoch: 1}, attrTransactional),
+		4, -1, Marker{ProducerID: 3, ProducerEpoch: 1, Commit: true})
+	rt.Partitions = append(rt.Partitions, rp)
+	resp.Topics = append(resp.Topics, rt)
+	f.Add(resp.AppendTo([]byte{0})) // an empty tag section, then the body
+	f.Fuzz(func(t *testing.T, body []byte) {
+		frame := binary.BigEndian.AppendUint32(nil, uint32(len(body)+4))
+		frame = binary.BigEndian.AppendUint32(frame, 7)
+		got, err := decodeFetch(append(frame, body...), 7, clientFetchByName, topicNames{})
+		if err != nil {
+			return
+		}
+		for _, p := range got.GetFetch().GetPartitions() {
+			for _, b := range p.GetBatches() {
+				if _, err := recordbatch.Validate(b.GetRecords()); err != nil {
+					t.Fatalf("decoded batch at %d invalid: %v", b.GetBaseOffset(), err)
+				}
+			}
+		}
+	})
+}
