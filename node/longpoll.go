@@ -143,12 +143,17 @@ func (s *fetchSession) failed() bool {
 	return false
 }
 
-// bytes counts the batch bytes s holds.
+// bytes counts the batch bytes s holds, a served marker as
+// markerAnswerBytes: a long poll with min_bytes answers a marker at once,
+// as Kafka counts a control batch, rather than at its max wait.
 func (s *fetchSession) bytes() int64 {
 	n := int64(0)
 	for _, p := range s.parts {
 		for _, b := range p.res.Batches {
 			n += int64(len(b.Batch))
+			if b.Marker != nil {
+				n += markerAnswerBytes
+			}
 		}
 	}
 	return n

@@ -16,6 +16,11 @@ import (
 // batches itself; ListOffsets latest at read_committed is the last stable
 // offset.
 
+// markerAnswerBytes is what a served marker counts toward a fetch's
+// min_bytes: the size of Kafka's control batch (61-byte header, a
+// 17-byte record), which is how the Kafka listener serves it.
+const markerAnswerBytes = 78
+
 // errMarkerEntry: the entry at an indexed offset is a transaction marker,
 // not a batch; readers skip it.
 var errMarkerEntry = errors.New("node: a transaction marker holds no batch")

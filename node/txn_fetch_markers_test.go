@@ -14,14 +14,22 @@ import (
 // (the Kafka listener's fetch) at isolation iso.
 func (c *cluster) fetchMarkers(tp TopicPartition, offset int64, iso int32) *strandpb.FetchResponse_Partition {
 	c.t.Helper()
-	resp, _ := c.handle(c.leader(tp), &strandpb.Request{CorrelationId: 8, Body: &strandpb.Request_Fetch{Fetch: &strandpb.FetchRequest{
-		IsolationLevel: iso, IncludeMarkers: true,
+	p, _ := c.pollMarkers(tp, offset, iso, 0)
+	return p
+}
+
+// pollMarkers is fetchMarkers as a long poll for min_bytes 1 (minBytes
+// set) of at most 5 s, and the ticks it took to answer.
+func (c *cluster) pollMarkers(tp TopicPartition, offset int64, iso, minBytes int32) (*strandpb.FetchResponse_Partition, int) {
+	c.t.Helper()
+	resp, ticks := c.handle(c.leader(tp), &strandpb.Request{CorrelationId: 8, Body: &strandpb.Request_Fetch{Fetch: &strandpb.FetchRequest{
+		IsolationLevel: iso, IncludeMarkers: true, MinBytes: minBytes, MaxWaitMs: 5000,
 		Partitions: []*strandpb.FetchRequest_Partition{{Topic: tp.Topic, Partition: tp.Partition, Offset: offset, MaxBytes: 1 << 20}}}}})
 	ps := resp.GetFetch().GetPartitions()
 	if len(ps) != 1 || ps[0].GetError() != nil {
 		c.t.Fatalf("fetch answered %v", resp)
 	}
-	return ps[0]
+	return ps[0], ticks
 }
 
 // TestTxnFetchIncludeMarkers: a fetch with include_markers serves each
@@ -29,7 +37,8 @@ func (c *cluster) fetchMarkers(tp TopicPartition, offset int64, iso int32) *stra
 // with no records, marker set (commit or abort) and the marker's producer
 // id and epoch; read from a marker's own offset it is the first batch; at
 // read_committed the aborted transaction's batch is dropped but its abort
-// marker served. A fetch without the flag serves none (TestTxnReadCommitted).
+// marker served; a long poll for min_bytes answers a marker at once. A
+// fetch without the flag serves none (TestTxnReadCommitted).
 func TestTxnFetchIncludeMarkers(t *testing.T) {
 	w := &holdingMarkers{}
 	c := newCluster(t, 44, 3, replicated(3, "t", 1), txnTestConfig(w))
@@ -56,6 +65,11 @@ func TestTxnFetchIncludeMarkers(t *testing.T) {
 		t.Fatalf("abort: %v", r.GetError())
 	}
 	c.waitTxnState("app", "CompleteAbort")
+	// A long poll for min_bytes 1 at the abort marker, the last entry,
+	// answers it at once (it waited its max wait: a marker had no bytes).
+	if got, ticks := c.pollMarkers(t0, 5, 0, 1); len(got.GetBatches()) != 1 || got.GetBatches()[0].GetMarker() == nil || ticks > 20 {
+		t.Fatalf("long poll at the abort marker: %v after %d ticks", got.GetBatches(), ticks)
+	}
 	c.plainWrite(t0, "after")
 
 	// c at 0-1, commit marker at 2, a at 3-4, abort marker at 5, after at 6.
