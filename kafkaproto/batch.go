@@ -55,7 +55,8 @@ type ProducerFields struct {
 	Epoch    int16
 	Sequence int32
 	// Transactional is the batch's transactional attribute bit (ToStore
-	// and ToStrand report it; AppendKafka does not use it).
+	// and ToStrand report it; AppendKafka sets it on a batch in Strand's
+	// form).
 	Transactional bool
 }
 
@@ -138,7 +139,8 @@ func ToStrand(dst, b []byte) ([]byte, ProducerFields, error) {
 
 // AppendKafka appends the Kafka RecordBatch v2 form of a stored Strand
 // batch at baseOffset: uncompressed, CreateTime, with the producer fields
-// given (ID -1 when the batch was not produced idempotently), leader epoch
+// given (ID -1 when the batch was not produced idempotently; the
+// transactional bit when pf.Transactional), leader epoch
 // as given, and its CRC32C computed. Offsets are baseOffset, +1, ...; each
 // record's timestamp, key, value and headers are the stored ones.
 //
@@ -180,7 +182,11 @@ func AppendKafka(dst, strandBatch []byte, baseOffset int64, epoch int32, pf Prod
 	binary.BigEndian.PutUint32(h[v2LengthOffset:], uint32(len(h)-12))
 	binary.BigEndian.PutUint32(h[v2EpochOffset:], uint32(epoch))
 	h[v2MagicOffset] = 2
-	binary.BigEndian.PutUint16(h[v2AttrOffset:], 0)
+	attrs := uint16(0)
+	if pf.Transactional {
+		attrs = attrTransactional
+	}
+	binary.BigEndian.PutUint16(h[v2AttrOffset:], attrs)
 	binary.BigEndian.PutUint32(h[v2LastDeltaOffset:], uint32(count-1))
 	binary.BigEndian.PutUint64(h[v2FirstTSOffset:], uint64(firstTS))
 	binary.BigEndian.PutUint64(h[v2MaxTSOffset:], uint64(maxTS))

@@ -172,6 +172,9 @@ func produceRequest(p *strandpb.ProduceRequest) (*kmsg.ProduceRequest, topicName
 	}
 	names := topicNames{}
 	r.Acks, r.TimeoutMillis = int16(p.GetAcks()), p.GetTimeoutMs()
+	if id := p.GetTransactionalId(); id != "" {
+		r.TransactionID = &id
+	}
 	for _, sp := range p.GetPartitions() {
 		id := names.add(sp.GetTopicId(), sp.GetTopic())
 		i := len(r.Topics) - 1
@@ -184,7 +187,7 @@ func produceRequest(p *strandpb.ProduceRequest) (*kmsg.ProduceRequest, topicName
 		kp := kmsg.NewProduceRequestTopicPartition()
 		kp.Partition = sp.GetPartition()
 		kp.Records, _ = AppendKafka(nil, sp.GetBatch(), 0, -1, ProducerFields{
-			ID: sp.GetProducerId(), Epoch: int16(sp.GetProducerEpoch()), Sequence: sp.GetBaseSequence()})
+			ID: sp.GetProducerId(), Epoch: int16(sp.GetProducerEpoch()), Sequence: sp.GetBaseSequence(), Transactional: sp.GetTransactional()})
 		r.Topics[i].Partitions = append(r.Topics[i].Partitions, kp)
 	}
 	return r, names

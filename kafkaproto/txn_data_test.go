@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/engine/recordbatch"
 	"github.com/strandlog/strand/proto/strandpb"
@@ -229,4 +230,34 @@ func FuzzDecodeFetch(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The Kafka codec carries a native transactional produce whole: the
+// transactional id in the request and the partition's batch with the
+// transactional bit, so Translate hands the node the same produce.
+func TestTranslateTransactionalProduce(t *testing.T) {
+	batch, err := recordbatch.Encode(nil, testRecords())
+	if err != nil {
+		t.Fatal(err)
+	}
+	produce := &strandpb.Request{Body: &strandpb.Request_Produce{Produce: &strandpb.ProduceRequest{Acks: -1, TimeoutMs: 300,
+		TransactionalId: "tid", Partitions: []*strandpb.ProduceRequest_Partition{
+			{Topic: "a", Partition: 1, ProducerId: 7, ProducerEpoch: 2, BaseSequence: 0, Batch: batch, Transactional: true}}}}}
+	frame, _, ok := EncodeRequest(produce, 5)
+	if !ok {
+		t.Fatal("produce not encoded")
+	}
+	tr, err := Translate(frame[4:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range tr.Request.GetProduce().GetPartitions() {
+		if h, err := recordbatch.ParseKafkaHeader(p.Batch); err != nil || !h.Transactional {
+			t.Fatalf("translated batch header %+v, %v: want the transactional bit", h, err)
+		}
+		p.Batch = batch
+	}
+	if !proto.Equal(tr.Request, produce) {
+		t.Fatalf("translated %v\nwant %v", tr.Request, produce)
+	}
 }
