@@ -201,7 +201,9 @@ func kcatReadCommitted(ctx context.Context, t *testing.T, addr string, want []st
 	if err != nil {
 		t.Fatalf("kcat read_committed: %v\n%s", err, out)
 	}
-	if got := strings.Fields(string(out)); !slices.Equal(got, want) {
+	got := strings.Fields(string(out))
+	if !slices.Equal(got, want) {
 		t.Errorf("kcat read_committed partition 0: %q, want %q", got, want)
 	}
+	t.Logf("kcat read_committed partition 0: %q", got)
 }
