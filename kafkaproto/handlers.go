@@ -457,7 +457,8 @@ func fetchPartition(whole *strandpb.Response, a *strandpb.FetchResponse_Partitio
 		var err error
 		pf := ProducerFields{ID: -1, Epoch: -1, Sequence: -1}
 		if b.ProducerId != nil && b.GetProducerId() >= 0 {
-			pf = ProducerFields{ID: b.GetProducerId(), Epoch: int16(b.GetProducerEpoch()), Sequence: b.GetBaseSequence()}
+			pf = ProducerFields{ID: b.GetProducerId(), Epoch: int16(b.GetProducerEpoch()), Sequence: b.GetBaseSequence(),
+				Transactional: b.GetTransactional()}
 		}
 		buf, err = AppendKafka(buf, b.GetRecords(), b.GetBaseOffset(), -1, pf)
 		if err != nil {

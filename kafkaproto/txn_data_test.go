@@ -261,3 +261,22 @@ func TestTranslateTransactionalProduce(t *testing.T) {
 		t.Fatalf("translated %v\nwant %v", tr.Request, produce)
 	}
 }
+
+// A batch a native producer wrote in a transaction (Strand's form) is
+// served to a Kafka fetch with the transactional bit; a plain one without.
+func TestNativeTransactionalBatchServedTransactional(t *testing.T) {
+	batch, err := recordbatch.Encode(nil, testRecords())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := int64(7)
+	for _, txn := range []bool{true, false} {
+		a := &strandpb.FetchResponse_Partition{HighWatermark: 4, LastStableOffset: 4, Batches: []*strandpb.FetchResponse_Batch{
+			{BaseOffset: 0, Records: batch, ProducerId: &id, ProducerEpoch: 1, Transactional: txn}}}
+		p := fetchPartition(&strandpb.Response{}, a, 0)
+		var got kmsg.RecordBatch
+		if err := got.ReadFrom(p.RecordBatches); err != nil || (got.Attributes&attrTransactional != 0) != txn {
+			t.Errorf("transactional %v: served attributes %#x, %v", txn, got.Attributes, err)
+		}
+	}
+}

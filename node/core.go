@@ -286,6 +286,9 @@ type FetchedBatch struct {
 	// Producer is the producer id, epoch and base sequence the entry
 	// carries (ID -1: not idempotent), for protocols that serve them.
 	Producer engine.Producer
+	// Transactional: the batch was written in its producer's transaction
+	// (the Kafka listener serves it with the transactional bit).
+	Transactional bool
 	// Marker is set, and Batch empty, when the offset holds a transaction
 	// marker (FetchRequest.Markers only); Producer is the marker's.
 	Marker *engine.Marker

@@ -240,7 +240,7 @@ func (c *Core) readBatches(g *group, locs []engine.BatchLocation, offset, budget
 			break // cut by the size limit: the budget is spent
 		}
 		data := entries[index-lo].GetData()
-		batch, producer, err := c.decodeProduced(g, index, data)
+		b, err := c.decodeProduced(g, index, data)
 		if errors.Is(err, errMarkerEntry) {
 			if m, ok := markerBatch(data, loc, markers); ok {
 				out = append(out, m)
@@ -250,12 +250,12 @@ func (c *Core) readBatches(g *group, locs []engine.BatchLocation, offset, budget
 		if err != nil {
 			return nil, budget, err
 		}
-		if (len(out) > 0 || c.bugFirstBatchMustFit()) && int64(len(batch)) > budget {
+		if (len(out) > 0 || c.bugFirstBatchMustFit()) && int64(len(b.Batch)) > budget {
 			break // the first batch goes out whole; later ones must fit
 		}
-		out = append(out, FetchedBatch{BaseOffset: c.bugBatchBase(loc.BaseOffset, offset), AppendTimeMs: loc.AppendTimeMs,
-			Batch: batch, Producer: producer})
-		budget -= int64(len(batch))
+		b.BaseOffset, b.AppendTimeMs = c.bugBatchBase(loc.BaseOffset, offset), loc.AppendTimeMs
+		out = append(out, b)
+		budget -= int64(len(b.Batch))
 	}
 	return out, budget, nil
 }
@@ -280,23 +280,26 @@ func (c *Core) readProduced(g *group, index uint64) ([]byte, engine.Producer, er
 	if err != nil || len(entries) != 1 {
 		return nil, engine.Producer{}, c.storageFailed(g, fmt.Errorf("%w: %s/%d entry %d: %w", ErrStorage, g.tp.Topic, g.tp.Partition, index, err))
 	}
-	return c.decodeProduced(g, index, entries[0].GetData())
+	b, err := c.decodeProduced(g, index, entries[0].GetData())
+	return b.Batch, b.Producer, err
 }
 
-// decodeProduced decodes the produce entry at raft index: its batch and
-// producer fields; anything else is a storage failure.
-func (c *Core) decodeProduced(g *group, index uint64, data []byte) ([]byte, engine.Producer, error) {
+// decodeProduced decodes the produce entry at raft index: its batch,
+// producer fields and transactional flag (offset and append time left
+// to the caller); anything else is a storage failure.
+func (c *Core) decodeProduced(g *group, index uint64, data []byte) (FetchedBatch, error) {
 	e, err := engine.DecodeEntry(data)
 	if err == nil && e.Kind == strandpb.EntryKind_ENTRY_KIND_TXN_MARKER {
-		return nil, engine.Producer{}, errMarkerEntry
+		return FetchedBatch{}, errMarkerEntry
 	}
 	if err == nil && e.Kind != strandpb.EntryKind_ENTRY_KIND_PRODUCE {
 		err = fmt.Errorf("%w: kind %v holds no batch", engine.ErrInvalidEntry, e.Kind)
 	}
 	if err != nil {
-		return nil, engine.Producer{}, c.storageFailed(g, fmt.Errorf("%w: %s/%d entry %d: %w", ErrStorage, g.tp.Topic, g.tp.Partition, index, err))
+		return FetchedBatch{}, c.storageFailed(g, fmt.Errorf("%w: %s/%d entry %d: %w", ErrStorage, g.tp.Topic, g.tp.Partition, index, err))
 	}
-	return e.Batch, engine.Producer{ID: e.ProducerID, Epoch: e.ProducerEpoch, BaseSequence: e.BaseSequence}, nil
+	return FetchedBatch{Batch: e.Batch, Producer: engine.Producer{ID: e.ProducerID, Epoch: e.ProducerEpoch, BaseSequence: e.BaseSequence},
+		Transactional: e.Transactional}, nil
 }
 
 // storageFailed records that a replica could not read committed data from

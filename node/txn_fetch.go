@@ -85,7 +85,7 @@ func markerBatch(data []byte, loc engine.BatchLocation, markers bool) (FetchedBa
 // wireBatch is a fetched batch or marker as the fetch answer carries it.
 func wireBatch(b FetchedBatch) *strandpb.FetchResponse_Batch {
 	w := &strandpb.FetchResponse_Batch{BaseOffset: b.BaseOffset, AppendTimeMs: b.AppendTimeMs, Records: b.Batch,
-		ProducerId: &b.Producer.ID, ProducerEpoch: b.Producer.Epoch, BaseSequence: b.Producer.BaseSequence}
+		ProducerId: &b.Producer.ID, ProducerEpoch: b.Producer.Epoch, BaseSequence: b.Producer.BaseSequence, Transactional: b.Transactional}
 	if m := b.Marker; m != nil {
 		w.Marker = &strandpb.FetchResponse_TxnMarker{Commit: m.Commit, CoordinatorEpoch: m.CoordinatorEpoch}
 	}

@@ -37,7 +37,8 @@ func (c *cluster) pollMarkers(tp TopicPartition, offset int64, iso, minBytes int
 // with no records, marker set (commit or abort) and the marker's producer
 // id and epoch; read from a marker's own offset it is the first batch; at
 // read_committed the aborted transaction's batch is dropped but its abort
-// marker served; a long poll for min_bytes answers a marker at once. A
+// marker served; transactional batches are flagged so; a long poll for
+// min_bytes answers a marker at once. A
 // fetch without the flag serves none (TestTxnReadCommitted).
 func TestTxnFetchIncludeMarkers(t *testing.T) {
 	w := &holdingMarkers{}
@@ -74,18 +75,20 @@ func TestTxnFetchIncludeMarkers(t *testing.T) {
 
 	// c at 0-1, commit marker at 2, a at 3-4, abort marker at 5, after at 6.
 	type served struct {
-		offset   int64
-		marker   bool
-		commit   bool
-		producer int64
+		offset        int64
+		marker        bool
+		commit        bool
+		producer      int64
+		transactional bool
 	}
 	for iso, want := range map[int32][]served{
-		0: {{0, false, false, p.ID}, {2, true, true, p.ID}, {3, false, false, p.ID}, {5, true, false, p.ID}, {6, false, false, -1}},
-		1: {{0, false, false, p.ID}, {2, true, true, p.ID}, {5, true, false, p.ID}, {6, false, false, -1}},
+		0: {{0, false, false, p.ID, true}, {2, true, true, p.ID, false}, {3, false, false, p.ID, true}, {5, true, false, p.ID, false},
+			{6, false, false, -1, false}},
+		1: {{0, false, false, p.ID, true}, {2, true, true, p.ID, false}, {5, true, false, p.ID, false}, {6, false, false, -1, false}},
 	} {
 		var got []served
 		for _, b := range c.fetchMarkers(t0, 0, iso).GetBatches() {
-			got = append(got, served{b.GetBaseOffset(), b.GetMarker() != nil, b.GetMarker().GetCommit(), b.GetProducerId()})
+			got = append(got, served{b.GetBaseOffset(), b.GetMarker() != nil, b.GetMarker().GetCommit(), b.GetProducerId(), b.GetTransactional()})
 			if b.GetMarker() != nil && len(b.GetRecords()) != 0 {
 				t.Errorf("isolation %d: marker batch %v", iso, b)
 			}

@@ -7617,7 +7617,10 @@ type FetchResponse_Batch struct {
 	BaseSequence  int32  `protobuf:"varint,72,opt,name=base_sequence,json=baseSequence,proto3" json:"base_sequence,omitempty"`
 	// Set (include_markers only): this offset holds the transaction
 	// marker of producer_id at producer_epoch, not a batch.
-	Marker        *FetchResponse_TxnMarker `protobuf:"bytes,73,opt,name=marker,proto3" json:"marker,omitempty"`
+	Marker *FetchResponse_TxnMarker `protobuf:"bytes,73,opt,name=marker,proto3" json:"marker,omitempty"`
+	// The batch was written in its producer's transaction (a Kafka fetch
+	// serves it with the transactional attribute bit).
+	Transactional bool `protobuf:"varint,74,opt,name=transactional,proto3" json:"transactional,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7699,6 +7702,13 @@ func (x *FetchResponse_Batch) GetMarker() *FetchResponse_TxnMarker {
 		return x.Marker
 	}
 	return nil
+}
+
+func (x *FetchResponse_Batch) GetTransactional() bool {
+	if x != nil {
+		return x.Transactional
+	}
+	return false
 }
 
 // TxnMarker is a served transaction marker: commit or abort, and the
@@ -10170,13 +10180,13 @@ const file_wire_proto_rawDesc = "" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1b\n" +
 	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x12\x19\n" +
-	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xd6\x06\n" +
+	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xfc\x06\n" +
 	"\rFetchResponse\x12?\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1f.strand.FetchResponse.PartitionR\n" +
 	"partitions\x12 \n" +
 	"\vthrottle_ms\x18\xf0\x01 \x01(\x05R\n" +
-	"throttleMs\x1a\xa3\x02\n" +
+	"throttleMs\x1a\xc9\x02\n" +
 	"\x05Batch\x12\x1f\n" +
 	"\vbase_offset\x18\x01 \x01(\x03R\n" +
 	"baseOffset\x12$\n" +
@@ -10186,7 +10196,8 @@ const file_wire_proto_rawDesc = "" +
 	"producerId\x88\x01\x01\x12%\n" +
 	"\x0eproducer_epoch\x18G \x01(\x05R\rproducerEpoch\x12#\n" +
 	"\rbase_sequence\x18H \x01(\x05R\fbaseSequence\x127\n" +
-	"\x06marker\x18I \x01(\v2\x1f.strand.FetchResponse.TxnMarkerR\x06markerB\x0e\n" +
+	"\x06marker\x18I \x01(\v2\x1f.strand.FetchResponse.TxnMarkerR\x06marker\x12$\n" +
+	"\rtransactional\x18J \x01(\bR\rtransactionalB\x0e\n" +
 	"\f_producer_id\x1aP\n" +
 	"\tTxnMarker\x12\x16\n" +
 	"\x06commit\x18\x01 \x01(\bR\x06commit\x12+\n" +
