@@ -28,6 +28,7 @@ const (
 
 	attrCompression   = 0x07
 	attrTransactional = 0x10
+	attrControl       = 0x20
 )
 
 // Errors of the conversion, mapped to Kafka codes by the produce handler.
@@ -38,9 +39,12 @@ var (
 	// ErrTooLarge: a record or the batch exceeds Strand's limits
 	// (MESSAGE_TOO_LARGE).
 	ErrTooLarge = errors.New("kafka: record batch too large")
-	// ErrUnsupportedBatch: a valid batch Strand cannot store yet:
-	// transactional or control batches, old magic (UNSUPPORTED_FOR_MESSAGE_FORMAT).
+	// ErrUnsupportedBatch: a valid batch Strand cannot store: old magic,
+	// LogAppendTime, unknown attributes (UNSUPPORTED_FOR_MESSAGE_FORMAT).
 	ErrUnsupportedBatch = errors.New("kafka: unsupported record batch")
+	// ErrControlBatch: a producer sent a control batch, which only the
+	// broker writes (Kafka's INVALID_RECORD).
+	ErrControlBatch = errors.New("kafka: clients may not write control batches")
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -50,6 +54,10 @@ type ProducerFields struct {
 	ID       int64
 	Epoch    int16
 	Sequence int32
+	// Transactional is the batch's transactional attribute bit (ToStore
+	// and ToStrand report it; AppendKafka sets it on a batch in Strand's
+	// form).
+	Transactional bool
 }
 
 // Compression codecs of the attributes (recordbatch inflates them).
@@ -64,6 +72,8 @@ const (
 // kafkaError wraps a recordbatch error in this package's matching error.
 func kafkaError(err error) error {
 	switch {
+	case errors.Is(err, recordbatch.ErrControl):
+		return fmt.Errorf("%w: %v", ErrControlBatch, err)
 	case errors.Is(err, recordbatch.ErrUnsupported):
 		return fmt.Errorf("%w: %v", ErrUnsupportedBatch, err)
 	case errors.Is(err, recordbatch.ErrRecordTooLarge), errors.Is(err, recordbatch.ErrBatchTooLarge):
@@ -87,7 +97,12 @@ func ToStore(b []byte) ([]byte, ProducerFields, error) {
 	}
 	out := append([]byte(nil), b...)
 	binary.BigEndian.PutUint64(out, 0)
-	return out, ProducerFields{ID: h.ProducerID, Epoch: h.ProducerEpoch, Sequence: h.BaseSequence}, nil
+	return out, headerFields(h), nil
+}
+
+// headerFields are the producer fields of a parsed batch header.
+func headerFields(h recordbatch.KafkaHeader) ProducerFields {
+	return ProducerFields{ID: h.ProducerID, Epoch: h.ProducerEpoch, Sequence: h.BaseSequence, Transactional: h.Transactional}
 }
 
 // ToStrand converts one Kafka RecordBatch v2 (the whole of b) into a
@@ -103,7 +118,7 @@ func ToStrand(dst, b []byte) ([]byte, ProducerFields, error) {
 	if err != nil {
 		return dst, ProducerFields{}, kafkaError(err)
 	}
-	pf := ProducerFields{ID: h.ProducerID, Epoch: h.ProducerEpoch, Sequence: h.BaseSequence}
+	pf := headerFields(h)
 	var bld recordbatch.Builder
 	bld.Reset(dst)
 	it := recordbatch.NewKafkaIterator(b)
@@ -124,7 +139,8 @@ func ToStrand(dst, b []byte) ([]byte, ProducerFields, error) {
 
 // AppendKafka appends the Kafka RecordBatch v2 form of a stored Strand
 // batch at baseOffset: uncompressed, CreateTime, with the producer fields
-// given (ID -1 when the batch was not produced idempotently), leader epoch
+// given (ID -1 when the batch was not produced idempotently; the
+// transactional bit when pf.Transactional), leader epoch
 // as given, and its CRC32C computed. Offsets are baseOffset, +1, ...; each
 // record's timestamp, key, value and headers are the stored ones.
 //
@@ -166,7 +182,11 @@ func AppendKafka(dst, strandBatch []byte, baseOffset int64, epoch int32, pf Prod
 	binary.BigEndian.PutUint32(h[v2LengthOffset:], uint32(len(h)-12))
 	binary.BigEndian.PutUint32(h[v2EpochOffset:], uint32(epoch))
 	h[v2MagicOffset] = 2
-	binary.BigEndian.PutUint16(h[v2AttrOffset:], 0)
+	attrs := uint16(0)
+	if pf.Transactional {
+		attrs = attrTransactional
+	}
+	binary.BigEndian.PutUint16(h[v2AttrOffset:], attrs)
 	binary.BigEndian.PutUint32(h[v2LastDeltaOffset:], uint32(count-1))
 	binary.BigEndian.PutUint64(h[v2FirstTSOffset:], uint64(firstTS))
 	binary.BigEndian.PutUint64(h[v2MaxTSOffset:], uint64(maxTS))
@@ -176,6 +196,58 @@ func AppendKafka(dst, strandBatch []byte, baseOffset int64, epoch int32, pf Prod
 	binary.BigEndian.PutUint32(h[v2CountOffset:], uint32(count))
 	binary.BigEndian.PutUint32(h[v2CRCOffset:], crc32.Checksum(h[v2AttrOffset:], castagnoli))
 	return dst, nil
+}
+
+// Marker is a transaction marker as a fetch serves it: Kafka's control
+// batch of one control record, at the marker's one offset.
+type Marker struct {
+	ProducerID       int64
+	ProducerEpoch    int16
+	CoordinatorEpoch int32
+	Commit           bool
+	TimestampMs      int64 // the marker's append time
+}
+
+// Control record types of the key (Kafka's ControlRecordType).
+const (
+	controlAbort  = 0
+	controlCommit = 1
+)
+
+// AppendControl appends marker m as Kafka writes it at baseOffset: a
+// RecordBatch v2 with the transactional and control attribute bits, the
+// marker's producer id and epoch, base sequence -1 and one record whose
+// key is version 0 and the type (0 abort, 1 commit) and whose value is
+// version 0 and the coordinator epoch, all big-endian. Consumers skip it
+// as data; a read_committed one ends the producer's aborted transaction
+// at it.
+func AppendControl(dst []byte, baseOffset int64, epoch int32, m Marker) []byte {
+	start := len(dst)
+	dst = append(dst, make([]byte, v2HeaderBytes)...)
+	kind := int16(controlAbort)
+	if m.Commit {
+		kind = controlCommit
+	}
+	key := binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, 0), uint16(kind))
+	value := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint16(nil, 0), uint32(m.CoordinatorEpoch))
+	rec := appendRecord(nil, 0, 0, recordbatch.Record{Key: key, Value: value})
+	dst = binary.AppendVarint(dst, int64(len(rec)))
+	dst = append(dst, rec...)
+	h := dst[start:]
+	binary.BigEndian.PutUint64(h[0:], uint64(baseOffset))
+	binary.BigEndian.PutUint32(h[v2LengthOffset:], uint32(len(h)-12))
+	binary.BigEndian.PutUint32(h[v2EpochOffset:], uint32(epoch))
+	h[v2MagicOffset] = 2
+	binary.BigEndian.PutUint16(h[v2AttrOffset:], attrTransactional|attrControl)
+	binary.BigEndian.PutUint32(h[v2LastDeltaOffset:], 0)
+	binary.BigEndian.PutUint64(h[v2FirstTSOffset:], uint64(m.TimestampMs))
+	binary.BigEndian.PutUint64(h[v2MaxTSOffset:], uint64(m.TimestampMs))
+	binary.BigEndian.PutUint64(h[v2ProducerID:], uint64(m.ProducerID))
+	binary.BigEndian.PutUint16(h[v2ProducerEpoch:], uint16(m.ProducerEpoch))
+	binary.BigEndian.PutUint32(h[v2BaseSequence:], math.MaxUint32) // -1
+	binary.BigEndian.PutUint32(h[v2CountOffset:], 1)
+	binary.BigEndian.PutUint32(h[v2CRCOffset:], crc32.Checksum(h[v2AttrOffset:], castagnoli))
+	return dst
 }
 
 // appendRecord appends a record's body (everything after its length).

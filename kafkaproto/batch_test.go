@@ -250,10 +250,11 @@ func TestBatchRefusals(t *testing.T) {
 		b    []byte
 		want error
 	}{
-		"crc":           {flipped, ErrCorruptBatch},
-		"short":         {good[:40], ErrCorruptBatch},
-		"transactional": {kafkaBatch(t, testRecords(), codecNone, pf, attrTransactional), ErrUnsupportedBatch},
-		"bomb":          {bomb, ErrTooLarge},
+		"crc":        {flipped, ErrCorruptBatch},
+		"short":      {good[:40], ErrCorruptBatch},
+		"control":    {kafkaBatch(t, testRecords(), codecNone, pf, attrTransactional|attrControl), ErrControlBatch},
+		"log append": {kafkaBatch(t, testRecords(), codecNone, pf, 0x08), ErrUnsupportedBatch},
+		"bomb":       {bomb, ErrTooLarge},
 		"record too large": {kafkaBatch(t, []recordbatch.Record{{Value: make([]byte, recordbatch.RecordBytesMax+1)}}, codecNone, pf, 0),
 			ErrTooLarge},
 	} {

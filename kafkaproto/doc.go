@@ -29,12 +29,13 @@
 // # APIs served
 //
 //   - 0: Produce; versions: 3–13; notes: RecordBatch v2 only, stored as sent; v13 by topic id;
-//     transactional produce refused; acks=1 runs as acks=all (offsets are assigned at apply; the
-//     base offset is the one assigned)
+//     transactional batches with the request's transactional id (see Transactions); acks=1 runs as
+//     acks=all (offsets are assigned at apply; the base offset is the one assigned)
 //   - 1: Fetch; versions: 4–13; notes: Kafka-produced batches served as sent; v13 by topic id; no
-//     fetch sessions (id 0: full fetches, KIP-227); isolation level ignored (LSO = high-water mark)
-//   - 2: ListOffsets; versions: 1–6; notes: earliest (the log start), latest, by timestamp (the
-//     first record at or after it, with its timestamp)
+//     fetch sessions (id 0: full fetches, KIP-227); isolation level, last stable offset, aborted
+//     transactions and markers as control batches (see Transactions)
+//   - 2: ListOffsets; versions: 1–6; notes: earliest (the log start), latest (the LSO at
+//     read_committed), by timestamp (the first record at or after it, with its timestamp)
 //   - 3: Metadata; versions: 1–12; notes: brokers = nodes with a Kafka listener; leader epoch =
 //     raft term; ISR = replicas; topic ids
 //   - 8, 9: OffsetCommit, OffsetFetch; versions: 2–9, 1–9; notes: generation = member epoch;
@@ -99,6 +100,21 @@
 // transaction.version=2 feature (produce v12's implicit add is not built), so franz-go, librdkafka
 // and Java clients before 4.0 speak v1. No TransactionalId ACL resource: Strand's ACLs cover topics, groups and the
 // cluster; the node authorizes the native requests.
+//
+// Data (batch.go, handlers.go): a produced batch with the transactional attribute bit is stored as
+// sent, and the native produce carries the request's transactional id with the partition marked
+// transactional, so the leader verifies it with the coordinator (KIP-890). As Kafka's broker
+// answers, a transactional batch in a request without a transactional id refuses the whole request
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and a client's control batch is INVALID_RECORD. A fetch
+// passes the client's isolation level and asks the node for the markers (include_markers, set only
+// here): each is served at its one offset as Kafka writes it (AppendControl: attributes
+// transactional|control, the marker's producer id and epoch, base sequence -1, one record with key
+// version 0 + type (0 abort, 1 commit) and value version 0 + coordinator epoch, all big-endian),
+// with the partition's last stable offset and aborted transactions, so consumers skip the markers
+// and a read_committed one ends aborted transactions at them (the node also drops aborted batches
+// at read_committed). Translate's fetch decoder (the simulator's Kafka client) skips control
+// batches, as a native reader skips markers. Proven with franz-go and kcat:
+// node/server TestKafkaTxnReadCommittedOverFranzGo.
 //
 // # Classic groups on the KIP-848 coordinator
 //

@@ -306,10 +306,13 @@ func FuzzToStrand(f *testing.F) {
 	for _, codec := range []int{codecGzip, codecSnappy, codecLZ4, codecZstd} {
 		f.Add(kafkaBatch(f, testRecords(), codec, ProducerFields{ID: -1, Epoch: -1, Sequence: -1}, 0))
 	}
+	f.Add(kafkaBatch(f, testRecords(), codecNone, ProducerFields{ID: 3, Epoch: 1, Sequence: 0}, attrTransactional))
+	f.Add(AppendControl(nil, 0, -1, Marker{ProducerID: 3, ProducerEpoch: 1, Commit: true}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		strand, pf, err := ToStrand(nil, b)
 		if err != nil {
-			if !errors.Is(err, ErrCorruptBatch) && !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrUnsupportedBatch) {
+			if !errors.Is(err, ErrCorruptBatch) && !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrUnsupportedBatch) &&
+				!errors.Is(err, ErrControlBatch) {
 				t.Fatalf("untyped error %v", err)
 			}
 			return

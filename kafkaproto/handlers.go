@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/engine/recordbatch"
 	"github.com/strandlog/strand/node/server/listener"
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -192,12 +193,13 @@ func splitHostPort(addr string) (string, int32, bool) {
 // (UNKNOWN_TOPIC_ID when no topic has it).
 func (c *conn) produce(req kmsg.Request) func() kmsg.Response {
 	r := req.(*kmsg.ProduceRequest)
-	local := map[tp]*strandpb.Error{}
+	local := map[tp]refusal{}
 	var sent []tp // the request partitions sreq carries, in its order
 	sreq := &strandpb.ProduceRequest{Acks: kafkaAcks(r.Acks), TimeoutMs: r.TimeoutMillis}
 	if r.TransactionID != nil {
-		e := &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_VERSION,
-			Message: "Strand has no transactions yet: produce without a transactional id"}
+		sreq.TransactionalId = *r.TransactionID
+	}
+	if e, refused := refuseTransactional(r); refused {
 		for _, t := range r.Topics {
 			for _, p := range t.Partitions {
 				local[tp{produceTopicKey(r, t), p.Partition}] = e
@@ -207,7 +209,7 @@ func (c *conn) produce(req kmsg.Request) func() kmsg.Response {
 	for _, t := range r.Topics {
 		for _, p := range t.Partitions {
 			key := tp{produceTopicKey(r, t), p.Partition}
-			if local[key] != nil {
+			if _, refused := local[key]; refused {
 				continue
 			}
 			batch, pf, err := ToStore(p.Records)
@@ -218,6 +220,7 @@ func (c *conn) produce(req kmsg.Request) func() kmsg.Response {
 			sp := &strandpb.ProduceRequest_Partition{
 				Topic: t.Topic, Partition: p.Partition, Batch: batch,
 				ProducerId: pf.ID, ProducerEpoch: int32(pf.Epoch), BaseSequence: pf.Sequence,
+				Transactional: pf.Transactional,
 			}
 			if r.Version >= 13 {
 				sp.Topic, sp.TopicId = "", t.TopicID[:]
@@ -250,6 +253,33 @@ func (c *conn) produce(req kmsg.Request) func() kmsg.Response {
 	}
 }
 
+// refuseTransactional is Kafka's answer to a produce holding a
+// transactional batch without a transactional id: the whole request is
+// refused TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka's broker does
+// (KafkaApis.handleProduceRequest). A batch whose header does not parse
+// is left to ToStore's refusal.
+func refuseTransactional(r *kmsg.ProduceRequest) (refusal, bool) {
+	if r.TransactionID != nil {
+		return refusal{}, false
+	}
+	for _, t := range r.Topics {
+		for _, p := range t.Partitions {
+			if h, err := recordbatch.ParseKafkaHeader(p.Records); err == nil && h.Transactional {
+				return refusal{kerr.TransactionalIDAuthorizationFailed.Code,
+					"kafka: a transactional batch needs the produce request's transactional id"}, true
+			}
+		}
+	}
+	return refusal{}, false
+}
+
+// refusal is the Kafka error code and message of a partition the listener
+// refuses itself, without asking the node.
+type refusal struct {
+	code    int16
+	message string
+}
+
 // produceTopicKey is how a produce request names a topic: its name, or
 // from v13 its id.
 func produceTopicKey(r *kmsg.ProduceRequest, t kmsg.ProduceRequestTopic) string {
@@ -261,7 +291,7 @@ func produceTopicKey(r *kmsg.ProduceRequest, t kmsg.ProduceRequestTopic) string 
 
 // produceAnswer builds the Kafka produce response: per partition the local
 // refusal, else the node's answer, else the node's whole-request error.
-func produceAnswer(r *kmsg.ProduceRequest, local map[tp]*strandpb.Error, answers map[tp]*strandpb.ProduceResponse_Partition,
+func produceAnswer(r *kmsg.ProduceRequest, local map[tp]refusal, answers map[tp]*strandpb.ProduceResponse_Partition,
 	whole *strandpb.Response) *kmsg.ProduceResponse {
 	out := kmsg.NewPtrProduceResponse()
 	out.SetVersion(r.Version)
@@ -273,9 +303,12 @@ func produceAnswer(r *kmsg.ProduceRequest, local map[tp]*strandpb.Error, answers
 			op.Partition, op.BaseOffset, op.LogAppendTime, op.LogStartOffset = p.Partition, -1, -1, -1
 			key := tp{produceTopicKey(r, t), p.Partition}
 			var e *strandpb.Error
-			if le := local[key]; le != nil {
-				e = le
-			} else if a := answers[key]; a != nil {
+			if le, refused := local[key]; refused {
+				op.ErrorCode, op.ErrorMessage = le.code, &le.message
+				ot.Partitions = append(ot.Partitions, op)
+				continue
+			}
+			if a := answers[key]; a != nil {
 				e = partErr(whole, a.GetError())
 				op.BaseOffset = a.GetBaseOffset()
 			} else {
@@ -295,27 +328,38 @@ func produceAnswer(r *kmsg.ProduceRequest, local map[tp]*strandpb.Error, answers
 	return out
 }
 
-// batchError is the Strand error for a batch that did not convert.
-func batchError(err error) *strandpb.Error {
+// batchError is the Kafka refusal of a batch that did not convert; a
+// producer's control batch is Kafka's INVALID_RECORD (LogValidator:
+// clients may not write control records).
+func batchError(err error) refusal {
 	code := strandpb.ErrorCode_ERROR_CODE_CORRUPT_BATCH
 	switch {
+	case errors.Is(err, ErrControlBatch):
+		return refusal{kerr.InvalidRecord.Code, err.Error()}
 	case errors.Is(err, ErrTooLarge):
 		code = strandpb.ErrorCode_ERROR_CODE_RECORD_TOO_LARGE
 	case errors.Is(err, ErrUnsupportedBatch):
 		code = strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_VERSION
 	}
-	return &strandpb.Error{Code: code, Message: err.Error()}
+	return refusal{kafkaCode(&strandpb.Error{Code: code}), err.Error()}
 }
 
 // fetch reads through Strand's fetch (long poll with max wait and min
 // bytes, linearizable on the leader) and serves each stored batch as a
-// RecordBatch v2. No fetch sessions: session id 0 tells the client to send
+// RecordBatch v2, and each transaction marker as Kafka's control batch
+// (include_markers), with the isolation level and the partitions' last
+// stable offsets and aborted transactions passed through, so a Kafka
+// consumer skips the markers and drops aborted batches itself. No fetch sessions: session id 0 tells the client to send
 // full fetches. v13+ names topics by id alone: the node resolves it
 // (UNKNOWN_TOPIC_ID when no topic has it), so a client fetching a deleted
 // topic's id is refused rather than served a re-created topic's records.
 func (c *conn) fetch(req kmsg.Request) func() kmsg.Response {
 	r := req.(*kmsg.FetchRequest)
-	sreq := &strandpb.FetchRequest{MaxWaitMs: r.MaxWaitMillis, MinBytes: r.MinBytes, MaxBytes: r.MaxBytes}
+	sreq := &strandpb.FetchRequest{MaxWaitMs: r.MaxWaitMillis, MinBytes: r.MinBytes, MaxBytes: r.MaxBytes,
+		IncludeMarkers: true}
+	if r.Version >= 4 {
+		sreq.IsolationLevel = int32(r.IsolationLevel)
+	}
 	if r.Version < 3 {
 		sreq.MaxBytes = RequestBytesMax
 	}
@@ -397,13 +441,24 @@ func fetchPartition(whole *strandpb.Response, a *strandpb.FetchResponse_Partitio
 		}
 		return op
 	}
-	op.HighWatermark, op.LastStableOffset, op.LogStartOffset = a.GetHighWatermark(), a.GetHighWatermark(), a.GetLogStartOffset()
+	op.HighWatermark, op.LastStableOffset, op.LogStartOffset = a.GetHighWatermark(), a.GetLastStableOffset(), a.GetLogStartOffset()
+	for _, t := range a.GetAbortedTransactions() {
+		at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+		at.ProducerID, at.FirstOffset = t.GetProducerId(), t.GetFirstOffset()
+		op.AbortedTransactions = append(op.AbortedTransactions, at)
+	}
 	buf := []byte{}
 	for _, b := range a.GetBatches() {
+		if m := b.GetMarker(); m != nil {
+			buf = AppendControl(buf, b.GetBaseOffset(), -1, Marker{ProducerID: b.GetProducerId(), ProducerEpoch: int16(b.GetProducerEpoch()),
+				CoordinatorEpoch: m.GetCoordinatorEpoch(), Commit: m.GetCommit(), TimestampMs: b.GetAppendTimeMs()})
+			continue
+		}
 		var err error
 		pf := ProducerFields{ID: -1, Epoch: -1, Sequence: -1}
 		if b.ProducerId != nil && b.GetProducerId() >= 0 {
-			pf = ProducerFields{ID: b.GetProducerId(), Epoch: int16(b.GetProducerEpoch()), Sequence: b.GetBaseSequence()}
+			pf = ProducerFields{ID: b.GetProducerId(), Epoch: int16(b.GetProducerEpoch()), Sequence: b.GetBaseSequence(),
+				Transactional: b.GetTransactional()}
 		}
 		buf, err = AppendKafka(buf, b.GetRecords(), b.GetBaseOffset(), -1, pf)
 		if err != nil {
@@ -421,6 +476,9 @@ func fetchPartition(whole *strandpb.Response, a *strandpb.FetchResponse_Partitio
 func (c *conn) listOffsets(req kmsg.Request) func() kmsg.Response {
 	r := req.(*kmsg.ListOffsetsRequest)
 	sreq := &strandpb.ListOffsetsRequest{}
+	if r.Version >= 2 {
+		sreq.IsolationLevel = int32(r.IsolationLevel)
+	}
 	for _, t := range r.Topics {
 		for _, p := range t.Partitions {
 			sreq.Partitions = append(sreq.Partitions, &strandpb.ListOffsetsRequest_Partition{

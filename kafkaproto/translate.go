@@ -172,6 +172,9 @@ func produceRequest(p *strandpb.ProduceRequest) (*kmsg.ProduceRequest, topicName
 	}
 	names := topicNames{}
 	r.Acks, r.TimeoutMillis = int16(p.GetAcks()), p.GetTimeoutMs()
+	if id := p.GetTransactionalId(); id != "" {
+		r.TransactionID = &id
+	}
 	for _, sp := range p.GetPartitions() {
 		id := names.add(sp.GetTopicId(), sp.GetTopic())
 		i := len(r.Topics) - 1
@@ -184,7 +187,7 @@ func produceRequest(p *strandpb.ProduceRequest) (*kmsg.ProduceRequest, topicName
 		kp := kmsg.NewProduceRequestTopicPartition()
 		kp.Partition = sp.GetPartition()
 		kp.Records, _ = AppendKafka(nil, sp.GetBatch(), 0, -1, ProducerFields{
-			ID: sp.GetProducerId(), Epoch: int16(sp.GetProducerEpoch()), Sequence: sp.GetBaseSequence()})
+			ID: sp.GetProducerId(), Epoch: int16(sp.GetProducerEpoch()), Sequence: sp.GetBaseSequence(), Transactional: sp.GetTransactional()})
 		r.Topics[i].Partitions = append(r.Topics[i].Partitions, kp)
 	}
 	return r, names
@@ -199,6 +202,7 @@ func fetchRequest(f *strandpb.FetchRequest) (*kmsg.FetchRequest, topicNames) {
 	names := topicNames{}
 	r.ReplicaID, r.SessionEpoch = -1, -1
 	r.MaxWaitMillis, r.MinBytes, r.MaxBytes = f.GetMaxWaitMs(), f.GetMinBytes(), f.GetMaxBytes()
+	r.IsolationLevel = int8(f.GetIsolationLevel())
 	for _, sp := range f.GetPartitions() {
 		id := names.add(sp.GetTopicId(), sp.GetTopic())
 		i := len(r.Topics) - 1
@@ -268,7 +272,8 @@ func decodeFetch(f []byte, corr int32, version int16, names topicNames) (*strand
 		}
 		for _, p := range t.Partitions {
 			sp := &strandpb.FetchResponse_Partition{Topic: t.Topic, Partition: p.Partition,
-				Error: strandError(p.ErrorCode, nil), HighWatermark: p.HighWatermark, LogStartOffset: p.LogStartOffset}
+				Error: strandError(p.ErrorCode, nil), HighWatermark: p.HighWatermark, LogStartOffset: p.LogStartOffset,
+				LastStableOffset: p.LastStableOffset}
 			if e := sp.Error; e != nil {
 				e.HighWatermark, e.LogStartOffset = p.HighWatermark, p.LogStartOffset
 			}
@@ -279,6 +284,10 @@ func decodeFetch(f []byte, corr int32, version int16, names topicNames) (*strand
 				n := 12 + int(int32(binary.BigEndian.Uint32(rest[v2LengthOffset:])))
 				if n < v2HeaderBytes || n > len(rest) {
 					return nil, fmt.Errorf("kafkaproto: fetched batch of %d bytes, %d left", n, len(rest))
+				}
+				if binary.BigEndian.Uint16(rest[v2AttrOffset:])&attrControl != 0 {
+					rest = rest[n:] // a transaction marker: a native reader skips it
+					continue
 				}
 				batch, _, err := ToStrand(nil, rest[:n])
 				if err != nil {

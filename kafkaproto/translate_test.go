@@ -56,26 +56,31 @@ func TestTranslateRoundTrip(t *testing.T) {
 		t.Fatalf("produce answer %v", got)
 	}
 
-	fetch := &strandpb.Request{Body: &strandpb.Request_Fetch{Fetch: &strandpb.FetchRequest{MaxBytes: 1000,
+	fetch := &strandpb.Request{Body: &strandpb.Request_Fetch{Fetch: &strandpb.FetchRequest{MaxBytes: 1000, IsolationLevel: 1,
 		Partitions: []*strandpb.FetchRequest_Partition{{Topic: "a", Partition: 1, Offset: 3, MaxBytes: 1000}, {Topic: "a", Partition: 2, Offset: 9, MaxBytes: 1000}}}}}
 	frame, decode, _ = EncodeRequest(fetch, 6)
 	if tr, err = Translate(frame[4:]); err != nil {
 		t.Fatal(err)
 	}
-	if !proto.Equal(tr.Request, fetch) {
-		t.Fatalf("translated %v\nwant %v", tr.Request, fetch)
+	// The listener asks the node for the markers (served as control batches).
+	wantFetch := proto.Clone(fetch).(*strandpb.Request)
+	wantFetch.GetFetch().IncludeMarkers = true
+	if !proto.Equal(tr.Request, wantFetch) {
+		t.Fatalf("translated %v\nwant %v", tr.Request, wantFetch)
 	}
 	pid := int64(7)
 	answer = &strandpb.Response{Body: &strandpb.Response_Fetch{Fetch: &strandpb.FetchResponse{Partitions: []*strandpb.FetchResponse_Partition{
-		{Topic: "a", Partition: 1, HighWatermark: 8, LogStartOffset: 0, Batches: []*strandpb.FetchResponse_Batch{
+		{Topic: "a", Partition: 1, HighWatermark: 9, LastStableOffset: 9, LogStartOffset: 0, Batches: []*strandpb.FetchResponse_Batch{
 			{BaseOffset: 0, Records: batch, ProducerId: &pid, ProducerEpoch: 2, BaseSequence: 40},
-			{BaseOffset: 4, Records: batch}}},
+			{BaseOffset: 4, Records: batch},
+			{BaseOffset: 8, ProducerId: &pid, ProducerEpoch: 2, Marker: &strandpb.FetchResponse_TxnMarker{Commit: true}}}},
 		{Topic: "a", Partition: 2, Error: &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE, HighWatermark: 0, LogStartOffset: 0}}}}}}
 	if got, err = decode(tr.Answer(answer)); err != nil {
 		t.Fatal(err)
 	}
 	fp := got.GetFetch().GetPartitions()
-	if len(fp) != 2 || fp[0].GetHighWatermark() != 8 || len(fp[0].GetBatches()) != 2 || fp[0].GetBatches()[1].GetBaseOffset() != 4 ||
+	// The control batch is a marker a native reader skips.
+	if len(fp) != 2 || fp[0].GetHighWatermark() != 9 || fp[0].GetLastStableOffset() != 9 || len(fp[0].GetBatches()) != 2 || fp[0].GetBatches()[1].GetBaseOffset() != 4 ||
 		!bytes.Equal(fp[0].GetBatches()[0].GetRecords(), batch) {
 		t.Fatalf("fetch answer %v", got)
 	}

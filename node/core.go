@@ -273,6 +273,9 @@ type FetchRequest struct {
 	MaxBytes int32
 	// Isolation: ReadCommitted reads below the last stable offset only.
 	Isolation engine.Isolation
+	// Markers: serve transaction markers too, as batches with Marker set
+	// (the Kafka listener's control batches); otherwise they are skipped.
+	Markers bool
 }
 
 // FetchedBatch is one stored batch, its bytes served as stored.
@@ -283,6 +286,20 @@ type FetchedBatch struct {
 	// Producer is the producer id, epoch and base sequence the entry
 	// carries (ID -1: not idempotent), for protocols that serve them.
 	Producer engine.Producer
+	// Transactional: the batch was written in its producer's transaction
+	// (the Kafka listener serves it with the transactional bit).
+	Transactional bool
+	// Marker is set, and Batch empty, when the offset holds a transaction
+	// marker (FetchRequest.Markers only); Producer is the marker's.
+	Marker *engine.Marker
+}
+
+// nextOffset is the offset after b: a marker takes one offset.
+func (b FetchedBatch) nextOffset() int64 {
+	if b.Marker != nil {
+		return b.BaseOffset + 1
+	}
+	return b.BaseOffset + int64(batchRecordCount(b.Batch))
 }
 
 // FetchResult is the outcome of a fetch: batches from the one holding

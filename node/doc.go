@@ -429,14 +429,15 @@
 // (ProduceRequest.transactional_id, Partition.transactional): a leader with no transaction of the
 // producer open at the batch's epoch verifies with the id's coordinator (AddPartitionsToTxn
 // verify-only, node to node, or read locally) and proposes TXN_BEGIN right before the write;
-// a refusal refuses the write. Reads skip marker entries; FetchRequest.isolation_level (0
+// a refusal refuses the write. Reads skip marker entries unless FetchRequest.include_markers
+// (the Kafka listener's, for control batches: each marker a Batch with marker set and no records,
+// at its one offset); FetchRequest.isolation_level (0
 // read_uncommitted default, 1 read_committed: below the LSO) and ListOffsetsRequest's (latest is
 // the LSO at read_committed); every fetch partition answers last_stable_offset and the aborted
 // transactions overlapping the batches read, and a native read_committed fetch drops aborted
 // batches itself. Proven: TestTxnMarkersReachEveryPartition, TestTxnProduceIsVerified,
 // TestTxnReadCommitted, TestTxnCommitSurvivesCoordinatorCrash,
-// TestTxnCommitSurvivesPartitionLeaderCrash. Not yet: the Kafka handlers and
-// control batches (a fetch does not serve markers), clientlib (its consumer refuses the offset gap
+// TestTxnCommitSurvivesPartitionLeaderCrash, TestTxnFetchIncludeMarkers. Not yet: clientlib (its consumer refuses the offset gap
 // a skipped marker leaves), a marker for a deleted topic (retried until the topic is back), a
 // transactional-id ACL resource (the new requests need cluster ALTER when authorizing;
 // FindCoordinator checks group "" DESCRIBE).

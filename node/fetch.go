@@ -10,6 +10,7 @@ import (
 	"go.etcd.io/raft/v3"
 
 	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/engine/recordbatch"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -193,7 +194,7 @@ func (c *Core) readNow(g *group, req FetchRequest) FetchResult {
 		if len(locs) == 0 {
 			return res // read_committed at or past the last stable offset
 		}
-		if res.Batches, budget, err = c.readBatches(g, locs, req.Offset, budget); err != nil {
+		if res.Batches, budget, err = c.readBatches(g, locs, req.Offset, budget, req.Markers); err != nil {
 			res.Err = err
 			return res
 		}
@@ -219,8 +220,9 @@ const fetchEntryOverheadBytes = 256
 // over their raft index range (one read of each segment, where a call per
 // batch cost a read and three allocations each), and hands them out as
 // stored: the first whole, the next ones while they fit in budget. It
-// returns the batches and the budget left.
-func (c *Core) readBatches(g *group, locs []engine.BatchLocation, offset, budget int64) ([]FetchedBatch, int64, error) {
+// returns the batches and the budget left. Transaction markers are
+// skipped, or served as marker batches when markers is set.
+func (c *Core) readBatches(g *group, locs []engine.BatchLocation, offset, budget int64, markers bool) ([]FetchedBatch, int64, error) {
 	lo, hi := uint64(math.MaxUint64), uint64(0)
 	for _, loc := range locs {
 		i := g.bugRaftIndexOf(loc.RaftIndex)
@@ -237,19 +239,23 @@ func (c *Core) readBatches(g *group, locs []engine.BatchLocation, offset, budget
 		if index-lo >= uint64(len(entries)) {
 			break // cut by the size limit: the budget is spent
 		}
-		batch, producer, err := c.decodeProduced(g, index, entries[index-lo].GetData())
+		data := entries[index-lo].GetData()
+		b, err := c.decodeProduced(g, index, data)
 		if errors.Is(err, errMarkerEntry) {
-			continue // a transaction marker: no batch to serve (txn_fetch.go)
+			if m, ok := markerBatch(data, loc, markers); ok {
+				out = append(out, m)
+			}
+			continue // a native reader skips the marker (txn_fetch.go)
 		}
 		if err != nil {
 			return nil, budget, err
 		}
-		if (len(out) > 0 || c.bugFirstBatchMustFit()) && int64(len(batch)) > budget {
+		if (len(out) > 0 || c.bugFirstBatchMustFit()) && int64(len(b.Batch)) > budget {
 			break // the first batch goes out whole; later ones must fit
 		}
-		out = append(out, FetchedBatch{BaseOffset: c.bugBatchBase(loc.BaseOffset, offset), AppendTimeMs: loc.AppendTimeMs,
-			Batch: batch, Producer: producer})
-		budget -= int64(len(batch))
+		b.BaseOffset, b.AppendTimeMs = c.bugBatchBase(loc.BaseOffset, offset), loc.AppendTimeMs
+		out = append(out, b)
+		budget -= int64(len(b.Batch))
 	}
 	return out, budget, nil
 }
@@ -274,23 +280,26 @@ func (c *Core) readProduced(g *group, index uint64) ([]byte, engine.Producer, er
 	if err != nil || len(entries) != 1 {
 		return nil, engine.Producer{}, c.storageFailed(g, fmt.Errorf("%w: %s/%d entry %d: %w", ErrStorage, g.tp.Topic, g.tp.Partition, index, err))
 	}
-	return c.decodeProduced(g, index, entries[0].GetData())
+	b, err := c.decodeProduced(g, index, entries[0].GetData())
+	return b.Batch, b.Producer, err
 }
 
-// decodeProduced decodes the produce entry at raft index: its batch and
-// producer fields; anything else is a storage failure.
-func (c *Core) decodeProduced(g *group, index uint64, data []byte) ([]byte, engine.Producer, error) {
+// decodeProduced decodes the produce entry at raft index: its batch,
+// producer fields and transactional flag (offset and append time left
+// to the caller); anything else is a storage failure.
+func (c *Core) decodeProduced(g *group, index uint64, data []byte) (FetchedBatch, error) {
 	e, err := engine.DecodeEntry(data)
 	if err == nil && e.Kind == strandpb.EntryKind_ENTRY_KIND_TXN_MARKER {
-		return nil, engine.Producer{}, errMarkerEntry
+		return FetchedBatch{}, errMarkerEntry
 	}
 	if err == nil && e.Kind != strandpb.EntryKind_ENTRY_KIND_PRODUCE {
 		err = fmt.Errorf("%w: kind %v holds no batch", engine.ErrInvalidEntry, e.Kind)
 	}
 	if err != nil {
-		return nil, engine.Producer{}, c.storageFailed(g, fmt.Errorf("%w: %s/%d entry %d: %w", ErrStorage, g.tp.Topic, g.tp.Partition, index, err))
+		return FetchedBatch{}, c.storageFailed(g, fmt.Errorf("%w: %s/%d entry %d: %w", ErrStorage, g.tp.Topic, g.tp.Partition, index, err))
 	}
-	return e.Batch, engine.Producer{ID: e.ProducerID, Epoch: e.ProducerEpoch, BaseSequence: e.BaseSequence}, nil
+	return FetchedBatch{Batch: e.Batch, Producer: engine.Producer{ID: e.ProducerID, Epoch: e.ProducerEpoch, BaseSequence: e.BaseSequence},
+		Transactional: e.Transactional}, nil
 }
 
 // storageFailed records that a replica could not read committed data from
@@ -311,9 +320,16 @@ func (c *Core) storageFailed(g *group, err error) error {
 	return err
 }
 
-// batchRecordCount reads record_count from a batch header (bytes 8..12);
-// 0 when the batch is too short.
+// batchRecordCount reads record_count from a batch header (bytes 8..12
+// little-endian in Strand's form, 57..61 big-endian in Kafka's); 0 when
+// the batch is too short.
 func batchRecordCount(batch []byte) int32 {
+	if recordbatch.IsKafka(batch) {
+		if len(batch) < recordbatch.KafkaHeaderBytes {
+			return 0
+		}
+		return int32(binary.BigEndian.Uint32(batch[recordbatch.KafkaHeaderBytes-4:]))
+	}
 	if len(batch) < 12 {
 		return 0
 	}

@@ -32,6 +32,7 @@ type fetchPart struct {
 	maxBytes int32
 	topicID  []byte // the topic id the client started on; empty: unchecked
 	iso      engine.Isolation
+	markers  bool // serve transaction markers (FetchRequest.include_markers)
 	res      FetchResult
 	have     bool // res holds a result
 	inflight bool
@@ -66,7 +67,7 @@ func (c *Core) handleFetch(req *strandpb.FetchRequest, answer func(*strandpb.Res
 		maxBytes = int32(min(int64(maxBytes), s.maxBytes))
 		s.parts = append(s.parts, fetchPart{
 			tp: TopicPartition{Topic: c.nameTopic(p.GetTopic(), p.GetTopicId()), Partition: p.GetPartition()}, offset: p.GetOffset(), maxBytes: maxBytes,
-			topicID: p.GetTopicId(), iso: engine.Isolation(req.GetIsolationLevel()),
+			topicID: p.GetTopicId(), iso: engine.Isolation(req.GetIsolationLevel()), markers: req.GetIncludeMarkers(),
 		})
 	}
 	if len(s.parts) == 0 {
@@ -93,7 +94,7 @@ func (c *Core) fetchPart(s *fetchSession, i int) {
 		c.completeFetch(func(res FetchResult) { c.partFetched(s, i, res) }, FetchResult{Err: err, HighWatermark: -1, LogStartOffset: -1})
 		return
 	}
-	c.fetch(FetchRequest{TopicPartition: p.tp, Offset: p.offset, MaxBytes: p.maxBytes, Isolation: p.iso}, func(res FetchResult) {
+	c.fetch(FetchRequest{TopicPartition: p.tp, Offset: p.offset, MaxBytes: p.maxBytes, Isolation: p.iso, Markers: p.markers}, func(res FetchResult) {
 		c.partFetched(s, i, res)
 	})
 }
@@ -142,12 +143,17 @@ func (s *fetchSession) failed() bool {
 	return false
 }
 
-// bytes counts the batch bytes s holds.
+// bytes counts the batch bytes s holds, a served marker as
+// markerAnswerBytes: a long poll with min_bytes answers a marker at once,
+// as Kafka counts a control batch, rather than at its max wait.
 func (s *fetchSession) bytes() int64 {
 	n := int64(0)
 	for _, p := range s.parts {
 		for _, b := range p.res.Batches {
 			n += int64(len(b.Batch))
+			if b.Marker != nil {
+				n += markerAnswerBytes
+			}
 		}
 	}
 	return n
@@ -239,10 +245,10 @@ func (c *Core) rereadParked(g *group, s *fetchSession, i int) {
 func (c *Core) readMore(g *group, p *fetchPart) FetchResult {
 	held := p.res.Batches
 	if len(held) == 0 {
-		return c.read(g, FetchRequest{TopicPartition: p.tp, Offset: p.offset, MaxBytes: p.maxBytes, Isolation: p.iso})
+		return c.read(g, FetchRequest{TopicPartition: p.tp, Offset: p.offset, MaxBytes: p.maxBytes, Isolation: p.iso, Markers: p.markers})
 	}
 	last := held[len(held)-1]
-	next := last.BaseOffset + int64(batchRecordCount(last.Batch))
+	next := last.nextOffset()
 	budget := int64(p.maxBytes)
 	for _, b := range held {
 		budget -= int64(len(b.Batch))
@@ -252,9 +258,9 @@ func (c *Core) readMore(g *group, p *fetchPart) FetchResult {
 		res.HighWatermark = g.part.HighWatermark()
 		return res
 	}
-	more := c.read(g, FetchRequest{TopicPartition: p.tp, Offset: next, MaxBytes: int32(budget), Isolation: p.iso})
+	more := c.read(g, FetchRequest{TopicPartition: p.tp, Offset: next, MaxBytes: int32(budget), Isolation: p.iso, Markers: p.markers})
 	if more.Err != nil || more.LogStartOffset > p.offset {
-		return c.read(g, FetchRequest{TopicPartition: p.tp, Offset: p.offset, MaxBytes: p.maxBytes, Isolation: p.iso})
+		return c.read(g, FetchRequest{TopicPartition: p.tp, Offset: p.offset, MaxBytes: p.maxBytes, Isolation: p.iso, Markers: p.markers})
 	}
 	res := more
 	res.Batches = make([]FetchedBatch, 0, len(held)+len(more.Batches))
@@ -340,8 +346,7 @@ func (c *Core) finishSession(s *fetchSession) {
 			if served && s.maxBytes > 0 && int64(len(b.Batch)) > budget {
 				break
 			}
-			wp.Batches = append(wp.Batches, &strandpb.FetchResponse_Batch{BaseOffset: b.BaseOffset, AppendTimeMs: b.AppendTimeMs, Records: b.Batch,
-				ProducerId: &b.Producer.ID, ProducerEpoch: b.Producer.Epoch, BaseSequence: b.Producer.BaseSequence})
+			wp.Batches = append(wp.Batches, wireBatch(b))
 			budget -= int64(len(b.Batch))
 			served = true
 		}

@@ -16,6 +16,11 @@ import (
 // batches itself; ListOffsets latest at read_committed is the last stable
 // offset.
 
+// markerAnswerBytes is what a served marker counts toward a fetch's
+// min_bytes: the size of Kafka's control batch (61-byte header, a
+// 17-byte record), which is how the Kafka listener serves it.
+const markerAnswerBytes = 78
+
 // errMarkerEntry: the entry at an indexed offset is a transaction marker,
 // not a batch; readers skip it.
 var errMarkerEntry = errors.New("node: a transaction marker holds no batch")
@@ -43,7 +48,7 @@ func (c *Core) txnFetchState(wp *strandpb.FetchResponse_Partition, tp TopicParti
 		return nil
 	}
 	last := res.Batches[n-1]
-	from, to := res.Batches[0].BaseOffset, last.BaseOffset+int64(batchRecordCount(last.Batch))
+	from, to := res.Batches[0].BaseOffset, last.nextOffset()
 	aborted := g.part.AppendAbortedTxns(nil, from, to)
 	for _, a := range aborted {
 		wp.AbortedTransactions = append(wp.AbortedTransactions, &strandpb.AbortedTransaction{
@@ -61,4 +66,28 @@ func inAborted(aborted []engine.AbortedTxn, b FetchedBatch) bool {
 		}
 	}
 	return false
+}
+
+// markerBatch is a marker entry's data as a fetched batch, when
+// the fetch serves markers (markers set; a native fetch skips them).
+func markerBatch(data []byte, loc engine.BatchLocation, markers bool) (FetchedBatch, bool) {
+	if !markers {
+		return FetchedBatch{}, false
+	}
+	m, err := engine.EntryMarker(data)
+	if err != nil {
+		return FetchedBatch{}, false // decodeProduced decoded it as a marker: cannot happen
+	}
+	return FetchedBatch{BaseOffset: loc.BaseOffset, AppendTimeMs: loc.AppendTimeMs, Marker: &m,
+		Producer: engine.Producer{ID: m.ProducerID, Epoch: m.ProducerEpoch, BaseSequence: -1}}, true
+}
+
+// wireBatch is a fetched batch or marker as the fetch answer carries it.
+func wireBatch(b FetchedBatch) *strandpb.FetchResponse_Batch {
+	w := &strandpb.FetchResponse_Batch{BaseOffset: b.BaseOffset, AppendTimeMs: b.AppendTimeMs, Records: b.Batch,
+		ProducerId: &b.Producer.ID, ProducerEpoch: b.Producer.Epoch, BaseSequence: b.Producer.BaseSequence, Transactional: b.Transactional}
+	if m := b.Marker; m != nil {
+		w.Marker = &strandpb.FetchResponse_TxnMarker{Commit: m.Commit, CoordinatorEpoch: m.CoordinatorEpoch}
+	}
+	return w
 }

@@ -78,7 +78,7 @@ func checkBatch(t *testing.T, batch []byte) {
 		t.Fatalf("Validate: %v, Decode: %v", verr, derr)
 	}
 	if verr != nil {
-		if !errors.Is(verr, ErrCorrupt) && !errors.Is(verr, ErrEmpty) && !errors.Is(verr, ErrUnsupported) &&
+		if !errors.Is(verr, ErrCorrupt) && !errors.Is(verr, ErrEmpty) && !errors.Is(verr, ErrUnsupported) && !errors.Is(verr, ErrControl) &&
 			!errors.Is(verr, ErrRecordTooLarge) && !errors.Is(verr, ErrBatchTooLarge) {
 			t.Fatalf("Validate error %v wraps no sentinel", verr)
 		}

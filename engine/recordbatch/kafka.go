@@ -19,7 +19,7 @@ import (
 //	12 partition_leader_epoch i32  ignored; a Kafka fetch stamps it
 //	16 magic                  i8   = 2
 //	17 crc                    u32  CRC32C of bytes [21, end)
-//	21 attributes             i16  bits 0-2 compression; no other bit
+//	21 attributes             i16  bits 0-2 compression, bit 4 transactional
 //	23 last_offset_delta      i32  = record_count - 1
 //	27 first_timestamp        i64
 //	35 max_timestamp          i64
@@ -63,8 +63,13 @@ const (
 )
 
 // ErrUnsupported is a well-formed Kafka batch Strand does not store:
-// another magic, a transactional or control batch, LogAppendTime.
+// another magic, LogAppendTime, unknown attribute bits.
 var ErrUnsupported = errors.New("recordbatch: unsupported Kafka batch")
+
+// ErrControl is a Kafka control batch (attribute bit 5): only the broker
+// writes those (transaction markers, served from Strand's marker entries),
+// so a producer's is refused, as Kafka refuses it (INVALID_RECORD).
+var ErrControl = errors.New("recordbatch: Kafka control batch from a client")
 
 // IsKafka reports whether a batch is in the Kafka form (see above) rather
 // than Strand's own.
@@ -78,6 +83,9 @@ type KafkaHeader struct {
 	ProducerID       int64
 	ProducerEpoch    int16
 	BaseSequence     int32
+	// Transactional is the attributes' transactional bit: the batch
+	// belongs to its producer's open transaction.
+	Transactional bool
 }
 
 // ParseKafkaHeader checks everything about a Kafka RecordBatch v2 but its
@@ -101,9 +109,9 @@ func ParseKafkaHeader(b []byte) (KafkaHeader, error) {
 	}
 	attr := binary.BigEndian.Uint16(b[kafkaAttrOffset:])
 	switch {
-	case attr&(kafkaAttrTransactional|kafkaAttrControl) != 0:
-		return KafkaHeader{}, fmt.Errorf("%w: transactional or control batch (Strand has no transactions yet)", ErrUnsupported)
-	case attr&^kafkaAttrCompression != 0:
+	case attr&kafkaAttrControl != 0:
+		return KafkaHeader{}, fmt.Errorf("%w: attributes %#x", ErrControl, attr)
+	case attr&^(kafkaAttrCompression|kafkaAttrTransactional) != 0:
 		return KafkaHeader{}, fmt.Errorf("%w: attributes %#x (LogAppendTime or unknown bits)", ErrUnsupported, attr)
 	case attr&kafkaAttrCompression > CodecZstd:
 		return KafkaHeader{}, fmt.Errorf("%w: compression codec %d", ErrCorrupt, attr&kafkaAttrCompression)
@@ -115,6 +123,7 @@ func ParseKafkaHeader(b []byte) (KafkaHeader, error) {
 		ProducerID:       int64(binary.BigEndian.Uint64(b[kafkaProducerID:])),
 		ProducerEpoch:    int16(binary.BigEndian.Uint16(b[kafkaProducerEpoch:])),
 		BaseSequence:     int32(binary.BigEndian.Uint32(b[kafkaBaseSequence:])),
+		Transactional:    attr&kafkaAttrTransactional != 0,
 	}
 	if h.RecordCount <= 0 {
 		return KafkaHeader{}, fmt.Errorf("%w: record count %d", ErrEmpty, h.RecordCount)

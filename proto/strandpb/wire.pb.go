@@ -2454,6 +2454,10 @@ type FetchRequest struct {
 	// Kafka's isolation.level: 0 read_uncommitted (up to the high-water
 	// mark), 1 read_committed (up to the last stable offset).
 	IsolationLevel int32 `protobuf:"varint,5,opt,name=isolation_level,json=isolationLevel,proto3" json:"isolation_level,omitempty"`
+	// Serve transaction markers too, each as a Batch with marker set and no
+	// records at the marker's one offset (the Kafka listener serves them as
+	// control batches); a native reader leaves it unset and skips them.
+	IncludeMarkers bool `protobuf:"varint,6,opt,name=include_markers,json=includeMarkers,proto3" json:"include_markers,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -2521,6 +2525,13 @@ func (x *FetchRequest) GetIsolationLevel() int32 {
 		return x.IsolationLevel
 	}
 	return 0
+}
+
+func (x *FetchRequest) GetIncludeMarkers() bool {
+	if x != nil {
+		return x.IncludeMarkers
+	}
+	return false
 }
 
 // FetchResponse serves stored batches as they are on disk.
@@ -7788,6 +7799,12 @@ type FetchResponse_Batch struct {
 	ProducerId    *int64 `protobuf:"varint,70,opt,name=producer_id,json=producerId,proto3,oneof" json:"producer_id,omitempty"`
 	ProducerEpoch int32  `protobuf:"varint,71,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	BaseSequence  int32  `protobuf:"varint,72,opt,name=base_sequence,json=baseSequence,proto3" json:"base_sequence,omitempty"`
+	// Set (include_markers only): this offset holds the transaction
+	// marker of producer_id at producer_epoch, not a batch.
+	Marker *FetchResponse_TxnMarker `protobuf:"bytes,73,opt,name=marker,proto3" json:"marker,omitempty"`
+	// The batch was written in its producer's transaction (a Kafka fetch
+	// serves it with the transactional attribute bit).
+	Transactional bool `protobuf:"varint,74,opt,name=transactional,proto3" json:"transactional,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7864,6 +7881,74 @@ func (x *FetchResponse_Batch) GetBaseSequence() int32 {
 	return 0
 }
 
+func (x *FetchResponse_Batch) GetMarker() *FetchResponse_TxnMarker {
+	if x != nil {
+		return x.Marker
+	}
+	return nil
+}
+
+func (x *FetchResponse_Batch) GetTransactional() bool {
+	if x != nil {
+		return x.Transactional
+	}
+	return false
+}
+
+// TxnMarker is a served transaction marker: commit or abort, and the
+// coordinator epoch that wrote it (Kafka's control record).
+type FetchResponse_TxnMarker struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Commit           bool                   `protobuf:"varint,1,opt,name=commit,proto3" json:"commit,omitempty"`
+	CoordinatorEpoch int32                  `protobuf:"varint,2,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *FetchResponse_TxnMarker) Reset() {
+	*x = FetchResponse_TxnMarker{}
+	mi := &file_wire_proto_msgTypes[101]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchResponse_TxnMarker) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchResponse_TxnMarker) ProtoMessage() {}
+
+func (x *FetchResponse_TxnMarker) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[101]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchResponse_TxnMarker.ProtoReflect.Descriptor instead.
+func (*FetchResponse_TxnMarker) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{10, 1}
+}
+
+func (x *FetchResponse_TxnMarker) GetCommit() bool {
+	if x != nil {
+		return x.Commit
+	}
+	return false
+}
+
+func (x *FetchResponse_TxnMarker) GetCoordinatorEpoch() int32 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
 type FetchResponse_Partition struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Topic          string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -7885,7 +7970,7 @@ type FetchResponse_Partition struct {
 
 func (x *FetchResponse_Partition) Reset() {
 	*x = FetchResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[101]
+	mi := &file_wire_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7897,7 +7982,7 @@ func (x *FetchResponse_Partition) String() string {
 func (*FetchResponse_Partition) ProtoMessage() {}
 
 func (x *FetchResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[101]
+	mi := &file_wire_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7910,7 +7995,7 @@ func (x *FetchResponse_Partition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse_Partition.ProtoReflect.Descriptor instead.
 func (*FetchResponse_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{10, 1}
+	return file_wire_proto_rawDescGZIP(), []int{10, 2}
 }
 
 func (x *FetchResponse_Partition) GetTopic() string {
@@ -7982,7 +8067,7 @@ type ListOffsetsRequest_Partition struct {
 
 func (x *ListOffsetsRequest_Partition) Reset() {
 	*x = ListOffsetsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[102]
+	mi := &file_wire_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7994,7 +8079,7 @@ func (x *ListOffsetsRequest_Partition) String() string {
 func (*ListOffsetsRequest_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[102]
+	mi := &file_wire_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8055,7 +8140,7 @@ type ListOffsetsResponse_Partition struct {
 
 func (x *ListOffsetsResponse_Partition) Reset() {
 	*x = ListOffsetsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[103]
+	mi := &file_wire_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8067,7 +8152,7 @@ func (x *ListOffsetsResponse_Partition) String() string {
 func (*ListOffsetsResponse_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[103]
+	mi := &file_wire_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8144,7 +8229,7 @@ type CreateTopicsRequest_Topic struct {
 
 func (x *CreateTopicsRequest_Topic) Reset() {
 	*x = CreateTopicsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[104]
+	mi := &file_wire_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8156,7 +8241,7 @@ func (x *CreateTopicsRequest_Topic) String() string {
 func (*CreateTopicsRequest_Topic) ProtoMessage() {}
 
 func (x *CreateTopicsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[104]
+	mi := &file_wire_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8211,7 +8296,7 @@ type CreatePartitionsRequest_Topic struct {
 
 func (x *CreatePartitionsRequest_Topic) Reset() {
 	*x = CreatePartitionsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[105]
+	mi := &file_wire_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8223,7 +8308,7 @@ func (x *CreatePartitionsRequest_Topic) String() string {
 func (*CreatePartitionsRequest_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[105]
+	mi := &file_wire_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8265,7 +8350,7 @@ type CreatePartitionsResponse_Topic struct {
 
 func (x *CreatePartitionsResponse_Topic) Reset() {
 	*x = CreatePartitionsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[106]
+	mi := &file_wire_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8277,7 +8362,7 @@ func (x *CreatePartitionsResponse_Topic) String() string {
 func (*CreatePartitionsResponse_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[106]
+	mi := &file_wire_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8341,7 +8426,7 @@ type MovePartitionsRequest_Move struct {
 
 func (x *MovePartitionsRequest_Move) Reset() {
 	*x = MovePartitionsRequest_Move{}
-	mi := &file_wire_proto_msgTypes[107]
+	mi := &file_wire_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8353,7 +8438,7 @@ func (x *MovePartitionsRequest_Move) String() string {
 func (*MovePartitionsRequest_Move) ProtoMessage() {}
 
 func (x *MovePartitionsRequest_Move) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[107]
+	mi := &file_wire_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8418,7 +8503,7 @@ type MovePartitionsResponse_Move struct {
 
 func (x *MovePartitionsResponse_Move) Reset() {
 	*x = MovePartitionsResponse_Move{}
-	mi := &file_wire_proto_msgTypes[108]
+	mi := &file_wire_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8430,7 +8515,7 @@ func (x *MovePartitionsResponse_Move) String() string {
 func (*MovePartitionsResponse_Move) ProtoMessage() {}
 
 func (x *MovePartitionsResponse_Move) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[108]
+	mi := &file_wire_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8494,7 +8579,7 @@ type DescribeTopicsResponse_Topic struct {
 
 func (x *DescribeTopicsResponse_Topic) Reset() {
 	*x = DescribeTopicsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[109]
+	mi := &file_wire_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8506,7 +8591,7 @@ func (x *DescribeTopicsResponse_Topic) String() string {
 func (*DescribeTopicsResponse_Topic) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[109]
+	mi := &file_wire_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8568,7 +8653,7 @@ type ListGroupsResponse_Group struct {
 
 func (x *ListGroupsResponse_Group) Reset() {
 	*x = ListGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[110]
+	mi := &file_wire_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8580,7 +8665,7 @@ func (x *ListGroupsResponse_Group) String() string {
 func (*ListGroupsResponse_Group) ProtoMessage() {}
 
 func (x *ListGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[110]
+	mi := &file_wire_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8632,7 +8717,7 @@ type DescribeGroupsResponse_Group struct {
 
 func (x *DescribeGroupsResponse_Group) Reset() {
 	*x = DescribeGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[111]
+	mi := &file_wire_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8644,7 +8729,7 @@ func (x *DescribeGroupsResponse_Group) String() string {
 func (*DescribeGroupsResponse_Group) ProtoMessage() {}
 
 func (x *DescribeGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[111]
+	mi := &file_wire_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8720,7 +8805,7 @@ type OffsetDeleteResponse_Result struct {
 
 func (x *OffsetDeleteResponse_Result) Reset() {
 	*x = OffsetDeleteResponse_Result{}
-	mi := &file_wire_proto_msgTypes[112]
+	mi := &file_wire_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8732,7 +8817,7 @@ func (x *OffsetDeleteResponse_Result) String() string {
 func (*OffsetDeleteResponse_Result) ProtoMessage() {}
 
 func (x *OffsetDeleteResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[112]
+	mi := &file_wire_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8779,7 +8864,7 @@ type DeleteGroupsResponse_Result struct {
 
 func (x *DeleteGroupsResponse_Result) Reset() {
 	*x = DeleteGroupsResponse_Result{}
-	mi := &file_wire_proto_msgTypes[113]
+	mi := &file_wire_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8791,7 +8876,7 @@ func (x *DeleteGroupsResponse_Result) String() string {
 func (*DeleteGroupsResponse_Result) ProtoMessage() {}
 
 func (x *DeleteGroupsResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[113]
+	mi := &file_wire_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8832,7 +8917,7 @@ type AlterConfigsRequest_Topic struct {
 
 func (x *AlterConfigsRequest_Topic) Reset() {
 	*x = AlterConfigsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[114]
+	mi := &file_wire_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8844,7 +8929,7 @@ func (x *AlterConfigsRequest_Topic) String() string {
 func (*AlterConfigsRequest_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[114]
+	mi := &file_wire_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8892,7 +8977,7 @@ type AlterConfigsResponse_Topic struct {
 
 func (x *AlterConfigsResponse_Topic) Reset() {
 	*x = AlterConfigsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[115]
+	mi := &file_wire_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8904,7 +8989,7 @@ func (x *AlterConfigsResponse_Topic) String() string {
 func (*AlterConfigsResponse_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[115]
+	mi := &file_wire_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8954,7 +9039,7 @@ type DeleteRecordsRequest_Partition struct {
 
 func (x *DeleteRecordsRequest_Partition) Reset() {
 	*x = DeleteRecordsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[116]
+	mi := &file_wire_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8966,7 +9051,7 @@ func (x *DeleteRecordsRequest_Partition) String() string {
 func (*DeleteRecordsRequest_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[116]
+	mi := &file_wire_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9022,7 +9107,7 @@ type DeleteRecordsResponse_Partition struct {
 
 func (x *DeleteRecordsResponse_Partition) Reset() {
 	*x = DeleteRecordsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[117]
+	mi := &file_wire_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9034,7 +9119,7 @@ func (x *DeleteRecordsResponse_Partition) String() string {
 func (*DeleteRecordsResponse_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[117]
+	mi := &file_wire_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9088,7 +9173,7 @@ type DescribePartitionsRequest_Partition struct {
 
 func (x *DescribePartitionsRequest_Partition) Reset() {
 	*x = DescribePartitionsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[118]
+	mi := &file_wire_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9100,7 +9185,7 @@ func (x *DescribePartitionsRequest_Partition) String() string {
 func (*DescribePartitionsRequest_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[118]
+	mi := &file_wire_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9159,7 +9244,7 @@ type DescribePartitionsResponse_Partition struct {
 
 func (x *DescribePartitionsResponse_Partition) Reset() {
 	*x = DescribePartitionsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[119]
+	mi := &file_wire_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9171,7 +9256,7 @@ func (x *DescribePartitionsResponse_Partition) String() string {
 func (*DescribePartitionsResponse_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[119]
+	mi := &file_wire_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9281,7 +9366,7 @@ type AlterUsersRequest_Upsert struct {
 
 func (x *AlterUsersRequest_Upsert) Reset() {
 	*x = AlterUsersRequest_Upsert{}
-	mi := &file_wire_proto_msgTypes[120]
+	mi := &file_wire_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9293,7 +9378,7 @@ func (x *AlterUsersRequest_Upsert) String() string {
 func (*AlterUsersRequest_Upsert) ProtoMessage() {}
 
 func (x *AlterUsersRequest_Upsert) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[120]
+	mi := &file_wire_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9333,7 +9418,7 @@ type AlterUsersRequest_Delete struct {
 
 func (x *AlterUsersRequest_Delete) Reset() {
 	*x = AlterUsersRequest_Delete{}
-	mi := &file_wire_proto_msgTypes[121]
+	mi := &file_wire_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9345,7 +9430,7 @@ func (x *AlterUsersRequest_Delete) String() string {
 func (*AlterUsersRequest_Delete) ProtoMessage() {}
 
 func (x *AlterUsersRequest_Delete) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[121]
+	mi := &file_wire_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9385,7 +9470,7 @@ type AlterUsersResponse_Result struct {
 
 func (x *AlterUsersResponse_Result) Reset() {
 	*x = AlterUsersResponse_Result{}
-	mi := &file_wire_proto_msgTypes[122]
+	mi := &file_wire_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9397,7 +9482,7 @@ func (x *AlterUsersResponse_Result) String() string {
 func (*AlterUsersResponse_Result) ProtoMessage() {}
 
 func (x *AlterUsersResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[122]
+	mi := &file_wire_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9438,7 +9523,7 @@ type ListUsersResponse_User struct {
 
 func (x *ListUsersResponse_User) Reset() {
 	*x = ListUsersResponse_User{}
-	mi := &file_wire_proto_msgTypes[123]
+	mi := &file_wire_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9450,7 +9535,7 @@ func (x *ListUsersResponse_User) String() string {
 func (*ListUsersResponse_User) ProtoMessage() {}
 
 func (x *ListUsersResponse_User) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[123]
+	mi := &file_wire_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9499,7 +9584,7 @@ type ElectLeadersResponse_Transfer struct {
 
 func (x *ElectLeadersResponse_Transfer) Reset() {
 	*x = ElectLeadersResponse_Transfer{}
-	mi := &file_wire_proto_msgTypes[124]
+	mi := &file_wire_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9511,7 +9596,7 @@ func (x *ElectLeadersResponse_Transfer) String() string {
 func (*ElectLeadersResponse_Transfer) ProtoMessage() {}
 
 func (x *ElectLeadersResponse_Transfer) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[124]
+	mi := &file_wire_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9579,7 +9664,7 @@ type ClusterMembersResponse_Member struct {
 
 func (x *ClusterMembersResponse_Member) Reset() {
 	*x = ClusterMembersResponse_Member{}
-	mi := &file_wire_proto_msgTypes[125]
+	mi := &file_wire_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9591,7 +9676,7 @@ func (x *ClusterMembersResponse_Member) String() string {
 func (*ClusterMembersResponse_Member) ProtoMessage() {}
 
 func (x *ClusterMembersResponse_Member) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[125]
+	mi := &file_wire_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9702,7 +9787,7 @@ type AddPartitionsToTxnResponse_Result struct {
 
 func (x *AddPartitionsToTxnResponse_Result) Reset() {
 	*x = AddPartitionsToTxnResponse_Result{}
-	mi := &file_wire_proto_msgTypes[126]
+	mi := &file_wire_proto_msgTypes[127]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9714,7 +9799,7 @@ func (x *AddPartitionsToTxnResponse_Result) String() string {
 func (*AddPartitionsToTxnResponse_Result) ProtoMessage() {}
 
 func (x *AddPartitionsToTxnResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[126]
+	mi := &file_wire_proto_msgTypes[127]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9762,7 +9847,7 @@ type ListTransactionsResponse_Transaction struct {
 
 func (x *ListTransactionsResponse_Transaction) Reset() {
 	*x = ListTransactionsResponse_Transaction{}
-	mi := &file_wire_proto_msgTypes[127]
+	mi := &file_wire_proto_msgTypes[128]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9774,7 +9859,7 @@ func (x *ListTransactionsResponse_Transaction) String() string {
 func (*ListTransactionsResponse_Transaction) ProtoMessage() {}
 
 func (x *ListTransactionsResponse_Transaction) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[127]
+	mi := &file_wire_proto_msgTypes[128]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9829,7 +9914,7 @@ type DescribeTransactionsResponse_Transaction struct {
 
 func (x *DescribeTransactionsResponse_Transaction) Reset() {
 	*x = DescribeTransactionsResponse_Transaction{}
-	mi := &file_wire_proto_msgTypes[128]
+	mi := &file_wire_proto_msgTypes[129]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9841,7 +9926,7 @@ func (x *DescribeTransactionsResponse_Transaction) String() string {
 func (*DescribeTransactionsResponse_Transaction) ProtoMessage() {}
 
 func (x *DescribeTransactionsResponse_Transaction) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[128]
+	mi := &file_wire_proto_msgTypes[129]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9942,7 +10027,7 @@ type WriteTxnMarkersRequest_Marker struct {
 
 func (x *WriteTxnMarkersRequest_Marker) Reset() {
 	*x = WriteTxnMarkersRequest_Marker{}
-	mi := &file_wire_proto_msgTypes[129]
+	mi := &file_wire_proto_msgTypes[130]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9954,7 +10039,7 @@ func (x *WriteTxnMarkersRequest_Marker) String() string {
 func (*WriteTxnMarkersRequest_Marker) ProtoMessage() {}
 
 func (x *WriteTxnMarkersRequest_Marker) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[129]
+	mi := &file_wire_proto_msgTypes[130]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10037,7 +10122,7 @@ type WriteTxnMarkersResponse_Result struct {
 
 func (x *WriteTxnMarkersResponse_Result) Reset() {
 	*x = WriteTxnMarkersResponse_Result{}
-	mi := &file_wire_proto_msgTypes[130]
+	mi := &file_wire_proto_msgTypes[131]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10049,7 +10134,7 @@ func (x *WriteTxnMarkersResponse_Result) String() string {
 func (*WriteTxnMarkersResponse_Result) ProtoMessage() {}
 
 func (x *WriteTxnMarkersResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[130]
+	mi := &file_wire_proto_msgTypes[131]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10276,7 +10361,7 @@ const file_wire_proto_rawDesc = "" +
 	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error\x12\x1f\n" +
 	"\vbase_offset\x18\x04 \x01(\x03R\n" +
 	"baseOffset\x12\x1c\n" +
-	"\tduplicate\x18\x05 \x01(\bR\tduplicate\"\xe3\x02\n" +
+	"\tduplicate\x18\x05 \x01(\bR\tduplicate\"\x8c\x03\n" +
 	"\fFetchRequest\x12\x1e\n" +
 	"\vmax_wait_ms\x18\x01 \x01(\x05R\tmaxWaitMs\x12\x1b\n" +
 	"\tmin_bytes\x18\x02 \x01(\x05R\bminBytes\x12\x1b\n" +
@@ -10284,19 +10369,20 @@ const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x04 \x03(\v2\x1e.strand.FetchRequest.PartitionR\n" +
 	"partitions\x12'\n" +
-	"\x0fisolation_level\x18\x05 \x01(\x05R\x0eisolationLevel\x1a\x8f\x01\n" +
+	"\x0fisolation_level\x18\x05 \x01(\x05R\x0eisolationLevel\x12'\n" +
+	"\x0finclude_markers\x18\x06 \x01(\bR\x0eincludeMarkers\x1a\x8f\x01\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1b\n" +
 	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x12\x19\n" +
-	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xcb\x05\n" +
+	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xfc\x06\n" +
 	"\rFetchResponse\x12?\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1f.strand.FetchResponse.PartitionR\n" +
 	"partitions\x12 \n" +
 	"\vthrottle_ms\x18\xf0\x01 \x01(\x05R\n" +
-	"throttleMs\x1a\xea\x01\n" +
+	"throttleMs\x1a\xc9\x02\n" +
 	"\x05Batch\x12\x1f\n" +
 	"\vbase_offset\x18\x01 \x01(\x03R\n" +
 	"baseOffset\x12$\n" +
@@ -10305,8 +10391,13 @@ const file_wire_proto_rawDesc = "" +
 	"\vproducer_id\x18F \x01(\x03H\x00R\n" +
 	"producerId\x88\x01\x01\x12%\n" +
 	"\x0eproducer_epoch\x18G \x01(\x05R\rproducerEpoch\x12#\n" +
-	"\rbase_sequence\x18H \x01(\x05R\fbaseSequenceB\x0e\n" +
-	"\f_producer_id\x1a\xe9\x02\n" +
+	"\rbase_sequence\x18H \x01(\x05R\fbaseSequence\x127\n" +
+	"\x06marker\x18I \x01(\v2\x1f.strand.FetchResponse.TxnMarkerR\x06marker\x12$\n" +
+	"\rtransactional\x18J \x01(\bR\rtransactionalB\x0e\n" +
+	"\f_producer_id\x1aP\n" +
+	"\tTxnMarker\x12\x16\n" +
+	"\x06commit\x18\x01 \x01(\bR\x06commit\x12+\n" +
+	"\x11coordinator_epoch\x18\x02 \x01(\x05R\x10coordinatorEpoch\x1a\xe9\x02\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
@@ -10917,7 +11008,7 @@ func file_wire_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 131)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 132)
 var file_wire_proto_goTypes = []any{
 	(ErrorCode)(0),                                   // 0: strand.ErrorCode
 	(ClassicStep)(0),                                 // 1: strand.ClassicStep
@@ -11025,39 +11116,40 @@ var file_wire_proto_goTypes = []any{
 	(*ProduceResponse_Partition)(nil),                // 103: strand.ProduceResponse.Partition
 	(*FetchRequest_Partition)(nil),                   // 104: strand.FetchRequest.Partition
 	(*FetchResponse_Batch)(nil),                      // 105: strand.FetchResponse.Batch
-	(*FetchResponse_Partition)(nil),                  // 106: strand.FetchResponse.Partition
-	(*ListOffsetsRequest_Partition)(nil),             // 107: strand.ListOffsetsRequest.Partition
-	(*ListOffsetsResponse_Partition)(nil),            // 108: strand.ListOffsetsResponse.Partition
-	(*CreateTopicsRequest_Topic)(nil),                // 109: strand.CreateTopicsRequest.Topic
-	(*CreatePartitionsRequest_Topic)(nil),            // 110: strand.CreatePartitionsRequest.Topic
-	(*CreatePartitionsResponse_Topic)(nil),           // 111: strand.CreatePartitionsResponse.Topic
-	(*MovePartitionsRequest_Move)(nil),               // 112: strand.MovePartitionsRequest.Move
-	(*MovePartitionsResponse_Move)(nil),              // 113: strand.MovePartitionsResponse.Move
-	(*DescribeTopicsResponse_Topic)(nil),             // 114: strand.DescribeTopicsResponse.Topic
-	(*ListGroupsResponse_Group)(nil),                 // 115: strand.ListGroupsResponse.Group
-	(*DescribeGroupsResponse_Group)(nil),             // 116: strand.DescribeGroupsResponse.Group
-	(*OffsetDeleteResponse_Result)(nil),              // 117: strand.OffsetDeleteResponse.Result
-	(*DeleteGroupsResponse_Result)(nil),              // 118: strand.DeleteGroupsResponse.Result
-	(*AlterConfigsRequest_Topic)(nil),                // 119: strand.AlterConfigsRequest.Topic
-	(*AlterConfigsResponse_Topic)(nil),               // 120: strand.AlterConfigsResponse.Topic
-	(*DeleteRecordsRequest_Partition)(nil),           // 121: strand.DeleteRecordsRequest.Partition
-	(*DeleteRecordsResponse_Partition)(nil),          // 122: strand.DeleteRecordsResponse.Partition
-	(*DescribePartitionsRequest_Partition)(nil),      // 123: strand.DescribePartitionsRequest.Partition
-	(*DescribePartitionsResponse_Partition)(nil),     // 124: strand.DescribePartitionsResponse.Partition
-	(*AlterUsersRequest_Upsert)(nil),                 // 125: strand.AlterUsersRequest.Upsert
-	(*AlterUsersRequest_Delete)(nil),                 // 126: strand.AlterUsersRequest.Delete
-	(*AlterUsersResponse_Result)(nil),                // 127: strand.AlterUsersResponse.Result
-	(*ListUsersResponse_User)(nil),                   // 128: strand.ListUsersResponse.User
-	(*ElectLeadersResponse_Transfer)(nil),            // 129: strand.ElectLeadersResponse.Transfer
-	(*ClusterMembersResponse_Member)(nil),            // 130: strand.ClusterMembersResponse.Member
-	(*AddPartitionsToTxnResponse_Result)(nil),        // 131: strand.AddPartitionsToTxnResponse.Result
-	(*ListTransactionsResponse_Transaction)(nil),     // 132: strand.ListTransactionsResponse.Transaction
-	(*DescribeTransactionsResponse_Transaction)(nil), // 133: strand.DescribeTransactionsResponse.Transaction
-	(*WriteTxnMarkersRequest_Marker)(nil),            // 134: strand.WriteTxnMarkersRequest.Marker
-	(*WriteTxnMarkersResponse_Result)(nil),           // 135: strand.WriteTxnMarkersResponse.Result
-	(*RaftFrame)(nil),                                // 136: strand.RaftFrame
-	(*TxnProducer)(nil),                              // 137: strand.TxnProducer
-	(*TxnPartitions)(nil),                            // 138: strand.TxnPartitions
+	(*FetchResponse_TxnMarker)(nil),                  // 106: strand.FetchResponse.TxnMarker
+	(*FetchResponse_Partition)(nil),                  // 107: strand.FetchResponse.Partition
+	(*ListOffsetsRequest_Partition)(nil),             // 108: strand.ListOffsetsRequest.Partition
+	(*ListOffsetsResponse_Partition)(nil),            // 109: strand.ListOffsetsResponse.Partition
+	(*CreateTopicsRequest_Topic)(nil),                // 110: strand.CreateTopicsRequest.Topic
+	(*CreatePartitionsRequest_Topic)(nil),            // 111: strand.CreatePartitionsRequest.Topic
+	(*CreatePartitionsResponse_Topic)(nil),           // 112: strand.CreatePartitionsResponse.Topic
+	(*MovePartitionsRequest_Move)(nil),               // 113: strand.MovePartitionsRequest.Move
+	(*MovePartitionsResponse_Move)(nil),              // 114: strand.MovePartitionsResponse.Move
+	(*DescribeTopicsResponse_Topic)(nil),             // 115: strand.DescribeTopicsResponse.Topic
+	(*ListGroupsResponse_Group)(nil),                 // 116: strand.ListGroupsResponse.Group
+	(*DescribeGroupsResponse_Group)(nil),             // 117: strand.DescribeGroupsResponse.Group
+	(*OffsetDeleteResponse_Result)(nil),              // 118: strand.OffsetDeleteResponse.Result
+	(*DeleteGroupsResponse_Result)(nil),              // 119: strand.DeleteGroupsResponse.Result
+	(*AlterConfigsRequest_Topic)(nil),                // 120: strand.AlterConfigsRequest.Topic
+	(*AlterConfigsResponse_Topic)(nil),               // 121: strand.AlterConfigsResponse.Topic
+	(*DeleteRecordsRequest_Partition)(nil),           // 122: strand.DeleteRecordsRequest.Partition
+	(*DeleteRecordsResponse_Partition)(nil),          // 123: strand.DeleteRecordsResponse.Partition
+	(*DescribePartitionsRequest_Partition)(nil),      // 124: strand.DescribePartitionsRequest.Partition
+	(*DescribePartitionsResponse_Partition)(nil),     // 125: strand.DescribePartitionsResponse.Partition
+	(*AlterUsersRequest_Upsert)(nil),                 // 126: strand.AlterUsersRequest.Upsert
+	(*AlterUsersRequest_Delete)(nil),                 // 127: strand.AlterUsersRequest.Delete
+	(*AlterUsersResponse_Result)(nil),                // 128: strand.AlterUsersResponse.Result
+	(*ListUsersResponse_User)(nil),                   // 129: strand.ListUsersResponse.User
+	(*ElectLeadersResponse_Transfer)(nil),            // 130: strand.ElectLeadersResponse.Transfer
+	(*ClusterMembersResponse_Member)(nil),            // 131: strand.ClusterMembersResponse.Member
+	(*AddPartitionsToTxnResponse_Result)(nil),        // 132: strand.AddPartitionsToTxnResponse.Result
+	(*ListTransactionsResponse_Transaction)(nil),     // 133: strand.ListTransactionsResponse.Transaction
+	(*DescribeTransactionsResponse_Transaction)(nil), // 134: strand.DescribeTransactionsResponse.Transaction
+	(*WriteTxnMarkersRequest_Marker)(nil),            // 135: strand.WriteTxnMarkersRequest.Marker
+	(*WriteTxnMarkersResponse_Result)(nil),           // 136: strand.WriteTxnMarkersResponse.Result
+	(*RaftFrame)(nil),                                // 137: strand.RaftFrame
+	(*TxnProducer)(nil),                              // 138: strand.TxnProducer
+	(*TxnPartitions)(nil),                            // 139: strand.TxnPartitions
 }
 var file_wire_proto_depIdxs = []int32{
 	0,   // 0: strand.Error.code:type_name -> strand.ErrorCode
@@ -11100,7 +11192,7 @@ var file_wire_proto_depIdxs = []int32{
 	94,  // 37: strand.Request.describe_transactions:type_name -> strand.DescribeTransactionsRequest
 	97,  // 38: strand.Request.write_txn_markers:type_name -> strand.WriteTxnMarkersRequest
 	87,  // 39: strand.Request.txn_offset_commit:type_name -> strand.TxnOffsetCommitRequest
-	136, // 40: strand.Request.raft:type_name -> strand.RaftFrame
+	137, // 40: strand.Request.raft:type_name -> strand.RaftFrame
 	5,   // 41: strand.Response.error:type_name -> strand.Error
 	9,   // 42: strand.Response.hello:type_name -> strand.HelloResponse
 	11,  // 43: strand.Response.metadata:type_name -> strand.MetadataResponse
@@ -11146,18 +11238,18 @@ var file_wire_proto_depIdxs = []int32{
 	102, // 83: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
 	103, // 84: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
 	104, // 85: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
-	106, // 86: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
-	107, // 87: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
-	108, // 88: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
-	109, // 89: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
+	107, // 86: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
+	108, // 87: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
+	109, // 88: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
+	110, // 89: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
 	5,   // 90: strand.TopicResult.error:type_name -> strand.Error
 	20,  // 91: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
 	20,  // 92: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
-	110, // 93: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
-	111, // 94: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
-	112, // 95: strand.MovePartitionsRequest.moves:type_name -> strand.MovePartitionsRequest.Move
-	113, // 96: strand.MovePartitionsResponse.moves:type_name -> strand.MovePartitionsResponse.Move
-	114, // 97: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
+	111, // 93: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
+	112, // 94: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
+	113, // 95: strand.MovePartitionsRequest.moves:type_name -> strand.MovePartitionsRequest.Move
+	114, // 96: strand.MovePartitionsResponse.moves:type_name -> strand.MovePartitionsResponse.Move
+	115, // 97: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
 	34,  // 98: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
 	36,  // 99: strand.ConsumerGroupHeartbeatRequest.classic:type_name -> strand.ClassicGroupStep
 	1,   // 100: strand.ClassicGroupStep.step:type_name -> strand.ClassicStep
@@ -11166,84 +11258,85 @@ var file_wire_proto_depIdxs = []int32{
 	34,  // 103: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
 	42,  // 104: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
 	34,  // 105: strand.OffsetFetchResponse.unstable:type_name -> strand.GroupTopicPartitions
-	115, // 106: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
+	116, // 106: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
 	34,  // 107: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
 	34,  // 108: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
 	34,  // 109: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
 	48,  // 110: strand.GroupMember.classic:type_name -> strand.ClassicMemberState
 	34,  // 111: strand.ClassicMemberState.given:type_name -> strand.GroupTopicPartitions
 	34,  // 112: strand.ClassicMemberState.held:type_name -> strand.GroupTopicPartitions
-	116, // 113: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
+	117, // 113: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
 	34,  // 114: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
-	117, // 115: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
-	118, // 116: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
-	119, // 117: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
-	120, // 118: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
-	121, // 119: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
-	122, // 120: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
-	123, // 121: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
-	124, // 122: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
-	125, // 123: strand.AlterUsersRequest.upserts:type_name -> strand.AlterUsersRequest.Upsert
-	126, // 124: strand.AlterUsersRequest.deletes:type_name -> strand.AlterUsersRequest.Delete
-	127, // 125: strand.AlterUsersResponse.results:type_name -> strand.AlterUsersResponse.Result
-	128, // 126: strand.ListUsersResponse.users:type_name -> strand.ListUsersResponse.User
+	118, // 115: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
+	119, // 116: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
+	120, // 117: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
+	121, // 118: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
+	122, // 119: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
+	123, // 120: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
+	124, // 121: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
+	125, // 122: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
+	126, // 123: strand.AlterUsersRequest.upserts:type_name -> strand.AlterUsersRequest.Upsert
+	127, // 124: strand.AlterUsersRequest.deletes:type_name -> strand.AlterUsersRequest.Delete
+	128, // 125: strand.AlterUsersResponse.results:type_name -> strand.AlterUsersResponse.Result
+	129, // 126: strand.ListUsersResponse.users:type_name -> strand.ListUsersResponse.User
 	68,  // 127: strand.AlterAclsRequest.add:type_name -> strand.AclBinding
 	68,  // 128: strand.AlterAclsRequest.remove:type_name -> strand.AclBinding
 	68,  // 129: strand.DescribeAclsResponse.bindings:type_name -> strand.AclBinding
 	73,  // 130: strand.DescribeAclsResponse.quotas:type_name -> strand.Quota
 	73,  // 131: strand.AlterQuotasRequest.quotas:type_name -> strand.Quota
 	2,   // 132: strand.NodeAdminRequest.action:type_name -> strand.NodeAction
-	129, // 133: strand.ElectLeadersResponse.transfers:type_name -> strand.ElectLeadersResponse.Transfer
-	130, // 134: strand.ClusterMembersResponse.members:type_name -> strand.ClusterMembersResponse.Member
-	137, // 135: strand.TxnInitProducerIdRequest.expected:type_name -> strand.TxnProducer
-	137, // 136: strand.AddPartitionsToTxnRequest.producer:type_name -> strand.TxnProducer
-	138, // 137: strand.AddPartitionsToTxnRequest.topics:type_name -> strand.TxnPartitions
-	131, // 138: strand.AddPartitionsToTxnResponse.results:type_name -> strand.AddPartitionsToTxnResponse.Result
-	137, // 139: strand.AddOffsetsToTxnRequest.producer:type_name -> strand.TxnProducer
-	137, // 140: strand.TxnOffsetCommitRequest.producer:type_name -> strand.TxnProducer
+	130, // 133: strand.ElectLeadersResponse.transfers:type_name -> strand.ElectLeadersResponse.Transfer
+	131, // 134: strand.ClusterMembersResponse.members:type_name -> strand.ClusterMembersResponse.Member
+	138, // 135: strand.TxnInitProducerIdRequest.expected:type_name -> strand.TxnProducer
+	138, // 136: strand.AddPartitionsToTxnRequest.producer:type_name -> strand.TxnProducer
+	139, // 137: strand.AddPartitionsToTxnRequest.topics:type_name -> strand.TxnPartitions
+	132, // 138: strand.AddPartitionsToTxnResponse.results:type_name -> strand.AddPartitionsToTxnResponse.Result
+	138, // 139: strand.AddOffsetsToTxnRequest.producer:type_name -> strand.TxnProducer
+	138, // 140: strand.TxnOffsetCommitRequest.producer:type_name -> strand.TxnProducer
 	39,  // 141: strand.TxnOffsetCommitRequest.commit:type_name -> strand.OffsetCommitRequest
-	137, // 142: strand.EndTxnRequest.producer:type_name -> strand.TxnProducer
-	132, // 143: strand.ListTransactionsResponse.transactions:type_name -> strand.ListTransactionsResponse.Transaction
-	133, // 144: strand.DescribeTransactionsResponse.transactions:type_name -> strand.DescribeTransactionsResponse.Transaction
-	134, // 145: strand.WriteTxnMarkersRequest.markers:type_name -> strand.WriteTxnMarkersRequest.Marker
-	135, // 146: strand.WriteTxnMarkersResponse.results:type_name -> strand.WriteTxnMarkersResponse.Result
+	138, // 142: strand.EndTxnRequest.producer:type_name -> strand.TxnProducer
+	133, // 143: strand.ListTransactionsResponse.transactions:type_name -> strand.ListTransactionsResponse.Transaction
+	134, // 144: strand.DescribeTransactionsResponse.transactions:type_name -> strand.DescribeTransactionsResponse.Transaction
+	135, // 145: strand.WriteTxnMarkersRequest.markers:type_name -> strand.WriteTxnMarkersRequest.Marker
+	136, // 146: strand.WriteTxnMarkersResponse.results:type_name -> strand.WriteTxnMarkersResponse.Result
 	5,   // 147: strand.MetadataResponse.Partition.error:type_name -> strand.Error
 	5,   // 148: strand.MetadataResponse.Topic.error:type_name -> strand.Error
 	100, // 149: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
 	5,   // 150: strand.ProduceResponse.Partition.error:type_name -> strand.Error
-	5,   // 151: strand.FetchResponse.Partition.error:type_name -> strand.Error
-	105, // 152: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
-	96,  // 153: strand.FetchResponse.Partition.aborted_transactions:type_name -> strand.AbortedTransaction
-	5,   // 154: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
-	18,  // 155: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
-	5,   // 156: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
-	5,   // 157: strand.MovePartitionsResponse.Move.error:type_name -> strand.Error
-	5,   // 158: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
-	18,  // 159: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	5,   // 160: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
-	47,  // 161: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
-	42,  // 162: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
-	5,   // 163: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
-	5,   // 164: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
-	18,  // 165: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
-	5,   // 166: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
-	18,  // 167: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	5,   // 168: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
-	5,   // 169: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
-	58,  // 170: strand.DescribePartitionsResponse.Partition.move_progress:type_name -> strand.MoveProgress
-	63,  // 171: strand.AlterUsersRequest.Upsert.credential:type_name -> strand.UserCredential
-	5,   // 172: strand.AlterUsersResponse.Result.error:type_name -> strand.Error
-	3,   // 173: strand.ClusterMembersResponse.Member.state:type_name -> strand.MemberState
-	4,   // 174: strand.ClusterMembersResponse.Member.role:type_name -> strand.MetadataRole
-	5,   // 175: strand.AddPartitionsToTxnResponse.Result.error:type_name -> strand.Error
-	5,   // 176: strand.DescribeTransactionsResponse.Transaction.error:type_name -> strand.Error
-	138, // 177: strand.DescribeTransactionsResponse.Transaction.topics:type_name -> strand.TxnPartitions
-	5,   // 178: strand.WriteTxnMarkersResponse.Result.error:type_name -> strand.Error
-	179, // [179:179] is the sub-list for method output_type
-	179, // [179:179] is the sub-list for method input_type
-	179, // [179:179] is the sub-list for extension type_name
-	179, // [179:179] is the sub-list for extension extendee
-	0,   // [0:179] is the sub-list for field type_name
+	106, // 151: strand.FetchResponse.Batch.marker:type_name -> strand.FetchResponse.TxnMarker
+	5,   // 152: strand.FetchResponse.Partition.error:type_name -> strand.Error
+	105, // 153: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
+	96,  // 154: strand.FetchResponse.Partition.aborted_transactions:type_name -> strand.AbortedTransaction
+	5,   // 155: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
+	18,  // 156: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
+	5,   // 157: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
+	5,   // 158: strand.MovePartitionsResponse.Move.error:type_name -> strand.Error
+	5,   // 159: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
+	18,  // 160: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	5,   // 161: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
+	47,  // 162: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
+	42,  // 163: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
+	5,   // 164: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
+	5,   // 165: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
+	18,  // 166: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
+	5,   // 167: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
+	18,  // 168: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	5,   // 169: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
+	5,   // 170: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
+	58,  // 171: strand.DescribePartitionsResponse.Partition.move_progress:type_name -> strand.MoveProgress
+	63,  // 172: strand.AlterUsersRequest.Upsert.credential:type_name -> strand.UserCredential
+	5,   // 173: strand.AlterUsersResponse.Result.error:type_name -> strand.Error
+	3,   // 174: strand.ClusterMembersResponse.Member.state:type_name -> strand.MemberState
+	4,   // 175: strand.ClusterMembersResponse.Member.role:type_name -> strand.MetadataRole
+	5,   // 176: strand.AddPartitionsToTxnResponse.Result.error:type_name -> strand.Error
+	5,   // 177: strand.DescribeTransactionsResponse.Transaction.error:type_name -> strand.Error
+	139, // 178: strand.DescribeTransactionsResponse.Transaction.topics:type_name -> strand.TxnPartitions
+	5,   // 179: strand.WriteTxnMarkersResponse.Result.error:type_name -> strand.Error
+	180, // [180:180] is the sub-list for method output_type
+	180, // [180:180] is the sub-list for method input_type
+	180, // [180:180] is the sub-list for extension type_name
+	180, // [180:180] is the sub-list for extension extendee
+	0,   // [0:180] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -11343,7 +11436,7 @@ func file_wire_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   131,
+			NumMessages:   132,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
