@@ -414,19 +414,37 @@ func mergeFetches(fs Fetches) Fetches {
 // decodeBatches turns fetched batches into records at offsets
 // [from, hwm): the batch's base offset plus the record's index, skipping
 // records before from (a batch may start before it) and never passing the
-// high-water mark. It returns the next position.
-func decodeBatches(topic string, partition int32, batches []*strandpb.FetchResponse_Batch, from, hwm int64) ([]*Record, int64, error) {
+// high-water mark. A transaction marker (include_markers) holds no record
+// and moves the position past its one offset. Offsets must follow one
+// another, except where gaps are allowed: a read_committed answer leaves
+// out aborted transactions' batches. It returns the next position.
+func decodeBatches(topic string, partition int32, batches []*strandpb.FetchResponse_Batch, from, hwm int64, gaps bool) ([]*Record, int64, error) {
 	var out []*Record
 	next := from
+	expect := func(offset int64) error {
+		if offset != next && !(gaps && offset > next) {
+			return fmt.Errorf("%w: record at offset %d, expected %d", recordbatch.ErrCorrupt, offset, next)
+		}
+		return nil
+	}
 	for _, b := range batches {
 		base := b.GetBaseOffset()
+		if b.GetMarker() != nil {
+			if base >= next && base < hwm {
+				if err := expect(base); err != nil {
+					return out, next, err
+				}
+				next = base + 1
+			}
+			continue
+		}
 		err := recordbatch.Decode(b.GetRecords(), func(i int, r recordbatch.Record) error {
 			offset := base + int64(i)
 			if offset < next || offset >= hwm {
 				return nil
 			}
-			if offset != next {
-				return fmt.Errorf("%w: record at offset %d, expected %d", recordbatch.ErrCorrupt, offset, next)
+			if err := expect(offset); err != nil {
+				return err
 			}
 			rec := &Record{Topic: topic, Partition: partition, Key: r.Key, Value: r.Value,
 				Timestamp: time.UnixMilli(r.TimestampMs), Offset: offset}

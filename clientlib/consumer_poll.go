@@ -156,6 +156,9 @@ func (k *Consumer) fetchRequest(node uint64, ts []pollTarget) *strandpb.Request 
 		MaxBytes:  maxBytes,
 
 		IsolationLevel: int32(k.cfg.isolation),
+		// Markers come as empty batches at their offsets, so the position
+		// moves past a partition's last marker (decodeBatches).
+		IncludeMarkers: true,
 	}
 	for _, t := range ts {
 		req.Partitions = append(req.Partitions, &strandpb.FetchRequest_Partition{
@@ -322,7 +325,7 @@ func (k *Consumer) applyFetch(t pollTarget, a *strandpb.FetchResponse_Partition)
 		}
 		return f, ClassifyErr(err).RefreshMetadata
 	}
-	records, next, err := decodeBatches(t.tp.topic, t.tp.partition, a.GetBatches(), t.next, a.GetHighWatermark())
+	records, next, err := decodeBatches(t.tp.topic, t.tp.partition, a.GetBatches(), t.next, a.GetHighWatermark(), k.cfg.isolation == ReadCommitted)
 	if err != nil {
 		err = &Error{Code: strandpb.ErrorCode_ERROR_CODE_CORRUPT_BATCH, Message: err.Error()}
 	}

@@ -28,7 +28,7 @@ func FuzzDecodeBatches(f *testing.F) {
 			return
 		}
 		batches := []*strandpb.FetchResponse_Batch{{BaseOffset: base, Records: data}}
-		records, next, err := decodeBatches("t", 0, batches, from, hwm)
+		records, next, err := decodeBatches("t", 0, batches, from, hwm, false)
 		for i, r := range records {
 			if r.Offset != from+int64(i) || r.Offset >= hwm {
 				t.Fatalf("record %d at offset %d (from %d, hwm %d)", i, r.Offset, from, hwm)

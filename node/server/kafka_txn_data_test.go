@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"github.com/strandlog/strand/clientlib"
 	"os/exec"
 	"slices"
 	"strings"
@@ -117,6 +118,60 @@ func TestKafkaTxnReadCommittedOverFranzGo(t *testing.T) {
 		}
 	}
 	kcatReadCommitted(ctx, t, addr, []string{"c0", "o0", "end0"})
+
+	// clientlib's consumer reads the same at both levels and its position
+	// passes each partition's last marker (offset 7): the end of the log.
+	for _, level := range []clientlib.IsolationLevel{clientlib.ReadCommitted, clientlib.ReadUncommitted} {
+		got := clientlibReadAll(ctx, t, rt, level, 8)
+		w := want
+		if level == clientlib.ReadUncommitted {
+			w = wantAll
+		}
+		for p := range int32(2) {
+			if !slices.Equal(got[p], w[p]) {
+				t.Errorf("clientlib %v partition %d: %q, want %q", level, p, got[p], w[p])
+			}
+		}
+	}
+}
+
+// clientlibReadAll reads both partitions of txnDataTopic from the start
+// with clientlib's Consumer at level until its position reaches end on
+// both, and returns the values by partition. Before markers were served
+// to native readers, the position stopped at a partition's trailing
+// marker, and an offset skipped for a marker failed as CORRUPT_BATCH.
+func clientlibReadAll(ctx context.Context, t *testing.T, rt *Server, level clientlib.IsolationLevel, end int64) map[int32][]string {
+	t.Helper()
+	c := newTestClient(t, rt)
+	k := clientlib.NewConsumer(c, clientlib.FetchIsolation(level), clientlib.FetchMaxWait(50*time.Millisecond))
+	out := map[int32][]string{}
+	for p := range int32(2) {
+		k.Assign(txnDataTopic, p, clientlib.OffsetEarliest())
+	}
+	done := func() bool {
+		for p := range int32(2) {
+			if pos, ok := k.Position(txnDataTopic, p); !ok || pos < end {
+				return false
+			}
+		}
+		return true
+	}
+	for !done() {
+		if ctx.Err() != nil {
+			p0, _ := k.Position(txnDataTopic, 0)
+			p1, _ := k.Position(txnDataTopic, 1)
+			t.Fatalf("clientlib %v: positions %d and %d, want %d; read %q", level, p0, p1, end, out)
+		}
+		for _, f := range k.Poll(ctx) {
+			if f.Err != nil {
+				t.Fatalf("clientlib %v partition %d: %v", level, f.Partition, f.Err)
+			}
+			for _, r := range f.Records {
+				out[r.Partition] = append(out[r.Partition], string(r.Value))
+			}
+		}
+	}
+	return out
 }
 
 // checkOpenTxnInvisible runs a transaction writing o0 and o1 and, before
