@@ -258,7 +258,8 @@ func (c *Client) DescribeTopics(ctx context.Context, names ...string) ([]TopicDe
 }
 
 // ListOffsets asks each partition's leader for an offset: OffsetEarliest
-// (the log start), OffsetLatest (the high-water mark) or OffsetAtTimestamp
+// (the log start), OffsetLatest (the high-water mark), OffsetLastStable
+// (the last stable offset, where read_committed reads end) or OffsetAtTimestamp
 // (the first record at or after it); OffsetExact is returned as given.
 // partitions nil means every partition of topic. Each answer carries the
 // high-water mark and log start; per-partition failures are in Err.
@@ -279,7 +280,7 @@ func (c *Client) ListOffsets(ctx context.Context, topic string, partitions []int
 	}
 	out := make([]ListedOffset, 0, len(partitions))
 	for _, p := range partitions {
-		lo, err := c.listOffset(ctx, topic, p, at.wireTimestamp())
+		lo, err := c.listOffset(ctx, topic, p, at)
 		if err != nil {
 			lo = ListedOffset{Topic: topic, Partition: p, Err: err}
 		}
@@ -293,13 +294,13 @@ func (c *Client) ListOffsets(ctx context.Context, topic string, partitions []int
 
 // listOffset asks one partition's leader, retrying leader changes. A
 // partition that does not exist fails at once (checkPartition).
-func (c *Client) listOffset(ctx context.Context, topic string, partition int32, timestampMs int64) (ListedOffset, error) {
-	return c.listOffsetID(ctx, topic, partition, timestampMs, nil)
+func (c *Client) listOffset(ctx context.Context, topic string, partition int32, at Offset) (ListedOffset, error) {
+	return c.listOffsetID(ctx, topic, partition, at, nil)
 }
 
 // listOffsetID is listOffset naming the topic id the caller resolved (nil:
 // unchecked); another id fails with UNKNOWN_TOPIC_ID.
-func (c *Client) listOffsetID(ctx context.Context, topic string, partition int32, timestampMs int64, topicID []byte) (ListedOffset, error) {
+func (c *Client) listOffsetID(ctx context.Context, topic string, partition int32, at Offset, topicID []byte) (ListedOffset, error) {
 	var lo ListedOffset
 	if err := c.checkPartition(ctx, topic, partition); err != nil {
 		return lo, err
@@ -310,7 +311,8 @@ func (c *Client) listOffsetID(ctx context.Context, topic string, partition int32
 			return &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, Message: "no leader known"}
 		}
 		req := &strandpb.ListOffsetsRequest{Partitions: []*strandpb.ListOffsetsRequest_Partition{
-			{Topic: topic, Partition: partition, TimestampMs: timestampMs, TopicId: topicID}}}
+			{Topic: topic, Partition: partition, TimestampMs: at.wireTimestamp(), TopicId: topicID}},
+			IsolationLevel: at.wireIsolation()}
 		resp, err := c.requestNode(ctx, node, &strandpb.Request{Body: &strandpb.Request_ListOffsets{ListOffsets: req}}, 0)
 		if err == nil {
 			err = errorFromWire(resp.GetError())

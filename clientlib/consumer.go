@@ -28,6 +28,7 @@ const (
 	offsetEarliest
 	offsetLatest
 	offsetTimestamp
+	offsetLastStable
 )
 
 // OffsetExact starts at offset n.
@@ -39,6 +40,12 @@ func OffsetEarliest() Offset { return Offset{kind: offsetEarliest} }
 // OffsetLatest starts at the high-water mark: only records produced later.
 func OffsetLatest() Offset { return Offset{kind: offsetLatest} }
 
+// OffsetLastStable is the latest offset a read_committed reader can reach:
+// the last stable offset, below every open transaction (the high-water
+// mark when none is open). A ReadCommitted consumer starting at
+// OffsetLatest starts here.
+func OffsetLastStable() Offset { return Offset{kind: offsetLastStable} }
+
 // OffsetAtTimestamp starts at the first record whose timestamp is at or
 // after t (the high-water mark when there is none).
 func OffsetAtTimestamp(t time.Time) Offset { return Offset{kind: offsetTimestamp, at: t.UnixMilli()} }
@@ -48,11 +55,20 @@ func (o Offset) wireTimestamp() int64 {
 	switch o.kind {
 	case offsetEarliest:
 		return -2
-	case offsetLatest:
+	case offsetLatest, offsetLastStable:
 		return -1
 	default:
 		return o.at
 	}
+}
+
+// wireIsolation is the ListOffsets isolation level for o: read_committed
+// for OffsetLastStable.
+func (o Offset) wireIsolation() int32 {
+	if o.kind == offsetLastStable {
+		return int32(ReadCommitted)
+	}
+	return int32(ReadUncommitted)
 }
 
 // String describes the offset.
@@ -62,6 +78,8 @@ func (o Offset) String() string {
 		return "earliest"
 	case offsetLatest:
 		return "latest"
+	case offsetLastStable:
+		return "last stable"
 	case offsetTimestamp:
 		return fmt.Sprintf("timestamp %d ms", o.at)
 	default:

@@ -390,7 +390,11 @@ func (k *Consumer) resolveStarts(ctx context.Context) Fetches {
 	var out Fetches
 	for _, p := range todo {
 		id := k.c.topicID(p.tp.topic)
-		lo, err := k.c.listOffsetID(ctx, p.tp.topic, p.tp.partition, p.start.wireTimestamp(), id)
+		start := p.start
+		if start.kind == offsetLatest && k.cfg.isolation == ReadCommitted {
+			start = OffsetLastStable()
+		}
+		lo, err := k.c.listOffsetID(ctx, p.tp.topic, p.tp.partition, start, id)
 		if errors.Is(err, ErrUnknownTopicID) {
 			// Re-created before reading began: nothing was read from the
 			// old topic, so start on the new one once metadata names it.

@@ -82,7 +82,7 @@ func (c *Client) GroupLag(ctx context.Context, group string, now time.Time) ([]P
 func (c *Client) fillOffsets(ctx context.Context, order []TopicPartition, rows map[TopicPartition]*PartitionLag) {
 	for _, tp := range order {
 		r := rows[tp]
-		lo, err := c.listOffset(ctx, tp.Topic, tp.Partition, OffsetLatest().wireTimestamp())
+		lo, err := c.listOffset(ctx, tp.Topic, tp.Partition, OffsetLatest())
 		if err != nil {
 			r.Err = err
 			continue

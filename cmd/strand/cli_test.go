@@ -88,6 +88,7 @@ func TestBadCountsRefused(t *testing.T) {
 		{"produce", "t", "--partition", "-2"},
 		{"consume", "t", "--partition", "-2"},
 		{"consume", "t", "--count", "-1"},
+		{"consume", "t", "--isolation", "committed"},
 	} {
 		var out, errOut bytes.Buffer
 		code := run(append(args, "--brokers", "127.0.0.1:1"), strings.NewReader(""), &out, &errOut)

@@ -51,6 +51,7 @@ func cmdConsume(args []string, stdout, stderr io.Writer) error {
 	count := fs.Int64P("count", "c", 0, "exit after this many records (0: no limit)")
 	group := fs.StringP("group", "g", "", "consume as a member of this consumer group: partitions are shared among its members and what is printed is committed; --from applies only where the group has no committed offset")
 	instance := fs.String("instance-id", "", "with --group: a static member id; restarted with the same id within 45 s, it gets its partitions back without a rebalance")
+	isolation := fs.String("isolation", "read_uncommitted", "what to read of transactions, as Kafka's isolation.level: read_uncommitted (every record up to the high-water mark) or read_committed (only committed transactions' records, up to the last stable offset; --until-end stops there)")
 	var ef execFlags
 	ef.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -61,6 +62,10 @@ func cmdConsume(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if err := checkConsumeFlags(*partition, *count, *group, *instance, fs.Changed("partition")); err != nil {
+		return err
+	}
+	level, err := parseIsolation(*isolation)
+	if err != nil {
 		return err
 	}
 	rng, err := parseOffsets(*from, time.Now())
@@ -87,7 +92,7 @@ func cmdConsume(args []string, stdout, stderr io.Writer) error {
 	defer c.Close()
 	ctx, stop := signalContext()
 	defer stop()
-	cs := &consumeSession{c: c, k: clientlib.NewConsumer(c), topic: topic, format: f,
+	cs := &consumeSession{c: c, k: clientlib.NewConsumer(c, clientlib.FetchIsolation(level)), isolation: level, topic: topic, format: f,
 		out: bufio.NewWriter(stdout), limit: *count, timeout: cf.timeout, stderr: stderr}
 	defer cs.out.Flush()
 	if ef.cmd != "" {
@@ -145,16 +150,19 @@ func consumeFormat(fs *pflag.FlagSet, format string, asJSON, null bool, delim, k
 
 // consumeSession is one consume command's state.
 type consumeSession struct {
-	c       *clientlib.Client
-	k       *clientlib.Consumer
-	topic   string
-	format  []formatPart
-	out     *bufio.Writer
-	stderr  io.Writer
-	limit   int64
-	printed int64
-	timeout time.Duration
-	ends    map[int32]int64 // stop offsets (not included); nil: run forever
+	c *clientlib.Client
+	k *clientlib.Consumer
+	// isolation is --isolation: the consumers' level, and where
+	// --until-end stops (the last stable offset at read_committed).
+	isolation clientlib.IsolationLevel
+	topic     string
+	format    []formatPart
+	out       *bufio.Writer
+	stderr    io.Writer
+	limit     int64
+	printed   int64
+	timeout   time.Duration
+	ends      map[int32]int64 // stop offsets (not included); nil: run forever
 	// stopAt, when set, stops each partition before its first record at
 	// or after it (e@); open are the partitions that have not met such a
 	// record yet and have no stop offset.
@@ -177,7 +185,7 @@ func (cs *consumeSession) assign(ctx context.Context, partition int32, rng offse
 		}
 		parts = []int32{partition}
 	}
-	offs, err := cs.c.ListOffsets(actx, cs.topic, parts, clientlib.OffsetLatest())
+	offs, err := cs.c.ListOffsets(actx, cs.topic, parts, cs.latest())
 	if err != nil {
 		return err
 	}
@@ -225,7 +233,7 @@ func (cs *consumeSession) setEnds(offs []clientlib.ListedOffset, rng offsetRange
 			}
 		}
 		if untilEnd {
-			lower(o.HighWatermark)
+			lower(cs.endOf(o))
 		}
 		if rng.endOffset >= 0 {
 			lower(rng.endOffset)
@@ -263,6 +271,35 @@ func (cs *consumeSession) endsAtTime(ctx context.Context, parts []int32, t time.
 		}
 	}
 	return ends, nil
+}
+
+// latest is where the consumer's reads end for now: the high-water mark,
+// or the last stable offset at read_committed.
+func (cs *consumeSession) latest() clientlib.Offset {
+	if cs.isolation == clientlib.ReadCommitted {
+		return clientlib.OffsetLastStable()
+	}
+	return clientlib.OffsetLatest()
+}
+
+// endOf is where --until-end stops in o, an answer of ListOffsets at
+// cs.latest().
+func (cs *consumeSession) endOf(o clientlib.ListedOffset) int64 {
+	if cs.isolation == clientlib.ReadCommitted {
+		return o.Offset
+	}
+	return o.HighWatermark
+}
+
+// parseIsolation is --isolation's value.
+func parseIsolation(s string) (clientlib.IsolationLevel, error) {
+	switch s {
+	case "read_uncommitted":
+		return clientlib.ReadUncommitted, nil
+	case "read_committed":
+		return clientlib.ReadCommitted, nil
+	}
+	return 0, usageError("--isolation %q: want read_uncommitted or read_committed", s)
 }
 
 // checkPartition fails when topic has no partition p.

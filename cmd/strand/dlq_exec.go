@@ -111,6 +111,7 @@ func (cs *consumeSession) runExec(ctx context.Context, group, instance string, s
 	es := &execSession{cs: cs, group: group, ef: ef, stderr: cs.stderr}
 	g, err := clientlib.NewGroupConsumer(cs.c, group, []string{cs.topic},
 		clientlib.StartWithoutCommit(start), clientlib.InstanceID(instance),
+		clientlib.GroupConsumerOpts(clientlib.FetchIsolation(cs.isolation)),
 		clientlib.OnAssigned(func(_ context.Context, ps []clientlib.TopicPartition) {
 			fmt.Fprintf(cs.stderr, "strand: group %s: assigned %s\n", group, formatPartitions(ps))
 		}),

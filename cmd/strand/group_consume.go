@@ -28,13 +28,13 @@ type groupSession struct {
 // readEnds fails fast on an unknown topic and, with --until-end, records
 // each partition's high-water mark as the end to read to.
 func (cs *consumeSession) readEnds(ctx context.Context, untilEnd bool) error {
-	offs, err := cs.c.ListOffsets(ctx, cs.topic, nil, clientlib.OffsetLatest())
+	offs, err := cs.c.ListOffsets(ctx, cs.topic, nil, cs.latest())
 	if err != nil || !untilEnd {
 		return err
 	}
 	cs.ends = map[int32]int64{}
 	for _, o := range offs {
-		cs.ends[o.Partition] = o.HighWatermark
+		cs.ends[o.Partition] = cs.endOf(o)
 	}
 	return nil
 }
@@ -46,6 +46,7 @@ func (cs *consumeSession) runGroup(ctx context.Context, group, instance string, 
 		next: map[clientlib.TopicPartition]int64{}, done: map[clientlib.TopicPartition]int64{}}
 	g, err := clientlib.NewGroupConsumer(cs.c, group, []string{cs.topic},
 		clientlib.AutoCommitInterval(0), clientlib.StartWithoutCommit(start), clientlib.InstanceID(instance),
+		clientlib.GroupConsumerOpts(clientlib.FetchIsolation(cs.isolation)),
 		clientlib.OnAssigned(func(_ context.Context, ps []clientlib.TopicPartition) {
 			fmt.Fprintf(stderr, "strand: group %s: assigned %s\n", group, formatPartitions(ps))
 		}),
