@@ -40,15 +40,18 @@ var knobExempt = map[string]string{
 	"plantedBugs":   "the planted-bug switches (-tags simbugs)",
 	"Groups.OffsetsPartitions": "sized by the workloads (operator.go, wire_group.go): one or two partitions of " +
 		"__strand_offsets, where production's default of 50 would add 150 raft groups to every seed",
+	"Txn.Partitions": "sized by the operator (operator.go, txnPartitions): one partition of __strand_transactions, " +
+		"where production's default of 8 would add 24 raft groups to every seed",
 }
 
 // productionConfig is node.Config as node/server runs it under cmd/strand's
-// defaults (fillCoreConfig): its knobs' production values.
+// defaults (fillCoreConfig, and serve's marker writer): its knobs'
+// production values.
 func productionConfig() node.Config {
 	return node.Config{TickDuration: server.TickDefault, ElectionTicks: server.ElectionTicksDefault,
 		HeartbeatTicks: server.HeartbeatTicksDefault, TicksPerRaftTick: server.TicksPerRaftTickDefault,
 		RequestTimeoutTicks: server.RequestTimeoutTicksDefault, RetentionCheckTicks: prodRetentionCheckTicks,
-		AsyncSyncs: true}
+		AsyncSyncs: true, Txn: node.TxnConfig{Markers: node.PartitionMarkers{}}}
 }
 
 // sampleConfigs is the node config of node 1 in each seed of the standard
