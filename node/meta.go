@@ -38,6 +38,7 @@ func (c *Core) openMeta() error {
 	if err != nil {
 		return fmt.Errorf("node: open metadata group: %w", err)
 	}
+	c.joinedCluster = joining
 	var replicas []NodeID // a joining node's group is never bootstrapped
 	if !joining {
 		for _, p := range c.cfg.Nodes {
