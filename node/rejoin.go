@@ -55,8 +55,9 @@ import (
 // trusted node answers (a cluster exists) it recovers; if a majority of the
 // nodes (itself included) answer that they too start empty, the cluster is
 // new. A joining node skips the question (the cluster exists) and probes
-// the nodes its Config.Nodes lists. Assumed, as for any raft: at most a minority of a group lost its
-// state at once (a wiped node plus a node that never started are two).
+// the nodes its Config.Nodes lists. Assumed, as for any raft: at most a
+// minority of a group lost its state at once (a wiped node plus a node that
+// never started are two).
 
 // Rejoin phases, as persisted.
 const (
