@@ -158,13 +158,29 @@ func (c *Core) handOff(g *group) NodeID {
 // handOffTarget is the voter of g (status st, this node leading) a full
 // or stalled node hands its leadership to: on a node that is up and can
 // write (neither full nor stalled), with the highest match, ties broken by
-// the metadata's replica order; 0 when there is none.
+// the metadata's replica order; 0 when there is none. A voter of the
+// incoming configuration comes first: in a joint configuration a voter of
+// the outgoing one alone is leaving, and the followers may have applied
+// the leave this leader has not (a stalled leader applies nothing), so it
+// is no voter there and the transfer never completes ("unpromotable").
 func (c *Core) handOffTarget(g *group, st raft.Status) NodeID {
+	if to := c.handOffAmong(g, st, true); to != 0 {
+		return to
+	}
+	return c.handOffAmong(g, st, false)
+}
+
+// handOffAmong is handOffTarget among the voters of the incoming
+// configuration (incoming) or among every voter.
+func (c *Core) handOffAmong(g *group, st raft.Status, incoming bool) NodeID {
 	var best NodeID
 	var bestMatch uint64
 	for _, id := range c.replicaOrder(g, st) {
 		pr := st.Progress[uint64(id)]
 		if id == c.cfg.ID || pr.IsLearner || c.peerDown(id) || c.peerCannotWrite(id) {
+			continue
+		}
+		if _, in := st.Config.Voters[0][uint64(id)]; incoming && !in {
 			continue
 		}
 		if best == 0 || pr.Match > bestMatch {

@@ -7,6 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/quorum"
+	"go.etcd.io/raft/v3/tracker"
+
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -278,5 +282,35 @@ func TestStalledNodeShownToClients(t *testing.T) {
 				t.Errorf("members from node %d: node %d disk_stalled %v, want %v", id, m.GetId(), got, want)
 			}
 		}
+	}
+}
+
+// A stalled leader still in a joint configuration (it applies nothing
+// while its fsyncs hang) hands its leadership to a voter of the incoming
+// configuration, never to one of the outgoing one alone: the followers
+// may have applied the leave, so that voter is out of the group there and
+// refuses to campaign. Before, the leader picked the outgoing voter for
+// its highest match and retried it for as long as the stall lasted (the
+// simulator's seed 157 on 6870bec: node 3 led partition 1 1.3 s into its
+// stall, its MsgTimeoutNow to node 2 answered "unpromotable" every time).
+func TestStalledJointLeaderHandsOffToIncomingVoter(t *testing.T) {
+	c := &Core{cfg: Config{ID: 3}}
+	g := &group{tp: TopicPartition{Topic: "t", Partition: 1}}
+	var st raft.Status
+	st.Config.Voters = quorum.JointConfig{
+		quorum.MajorityConfig{1: {}, 3: {}, 4: {}}, // incoming
+		quorum.MajorityConfig{1: {}, 2: {}, 3: {}}, // outgoing
+	}
+	st.Progress = map[uint64]tracker.Progress{
+		1: {Match: 150}, 2: {Match: 170}, 3: {Match: 170}, 4: {Match: 160},
+	}
+	if to := c.handOffTarget(g, st); to != 4 {
+		t.Fatalf("hand-off target %d, want 4 (the incoming voter with the highest match)", to)
+	}
+	// With no incoming voter but itself left, an outgoing one is the
+	// only choice.
+	st.Config.Voters[0] = quorum.MajorityConfig{3: {}}
+	if to := c.handOffTarget(g, st); to != 2 {
+		t.Fatalf("hand-off target %d with no other incoming voter, want 2", to)
 	}
 }
