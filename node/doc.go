@@ -319,8 +319,9 @@
 //     after a failed write) is free again. A failed write reopens that replica from its files (what
 //     a kill leaves); a failed Sync stays fatal (fsyncgate). A full node hands its leaderships on:
 //     every check, each partition it leads transfers (raft TransferLeader) to the voter that is up,
-//     has space (the liveness frames carry each node's disk state) and holds the most of the log;
-//     while full and while such a replica exists it does not take a leadership back (its partition
+//     has space (the liveness frames carry each node's disk state) and holds the most of the log,
+//     a voter of the incoming configuration first (in a joint one, an outgoing-only voter may have
+//     applied the leave the leader has not: unpromotable); while full and while such a replica exists it does not take a leadership back (its partition
 //     followers do not tick, so never campaign; MsgTimeoutNow to it is dropped; cluster leaders
 //     --balance skips it). With no replica with space it keeps leading, so reads go on; once space
 //     returns it campaigns and takes transfers again, and strand cluster leaders --balance restores

@@ -33,7 +33,8 @@ import (
 //     node that cannot write (diskfull.go, one mechanism for both): each
 //     group it leads, the metadata group too, transfers its leadership to
 //     a voter that is up, whose disk is neither full nor stalled and that
-//     holds the most of the log; its followers do not campaign and it
+//     holds the most of the log (of the incoming configuration first:
+//     handOffTarget); its followers do not campaign and it
 //     drops transfers to itself while such a voter exists; its liveness
 //     frames say so, so peers neither hand it a leadership nor pick it as
 //     a target; produce is refused with ErrDiskStalled (retriable; Kafka's
