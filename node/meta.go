@@ -439,6 +439,17 @@ func (c *Core) expireMetaWaits() {
 	c.metaQueue = kept
 }
 
+// selfRemoved tells whether this node's metadata state records it
+// removed (strand node decommission): the metadata group dropped it, so
+// what it proposes is never committed and the leader it knows is stale.
+func (c *Core) selfRemoved() bool {
+	if c.meta == nil {
+		return false
+	}
+	n, ok := c.meta.meta.Node(uint64(c.cfg.ID))
+	return ok && n.State == metadata.NodeRemoved
+}
+
 // maybeRegister proposes RegisterNode with this node's address and rack
 // while the metadata state lacks or differs from them, one proposal at a
 // time, retried after a timeout; it waits for a known leader.
