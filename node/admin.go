@@ -188,10 +188,13 @@ func (c *Core) checkReplicationFactor(rf int32) *strandpb.Error {
 }
 
 // adminPreflight answers requests that need the metadata group when it
-// has no leader: nothing is proposed. It reports whether
-// the request may go on.
+// has no leader, or when this node was removed from it (its proposals
+// would only time out, and a client whose cached controller it is would
+// retry it forever): NOT_CONTROLLER, so the client refreshes its metadata
+// and asks another node; nothing is proposed. It reports whether the
+// request may go on.
 func (c *Core) adminPreflight(answer func(*strandpb.Response)) bool {
-	if lead, _ := c.metaLeader(); lead == 0 {
+	if lead, _ := c.metaLeader(); lead == 0 || c.selfRemoved() {
 		answer(&strandpb.Response{Error: c.wireError(ErrNotController, 0, nil)})
 		return false
 	}

@@ -399,6 +399,10 @@ type Core struct {
 	metaWaits   map[uint64]*metaWait // by proposal id; lookup only
 	metaQueue   []*metaWait          // in proposal order, for timeouts
 	metaVersion uint64
+	// joinedCluster: this node joins or joined a running cluster (Config.Join
+	// or the meta/joined marker), so an empty metadata log of its own never
+	// means a new cluster (prepareRejoin).
+	joinedCluster bool
 	// sweepAt: the metadata group's last log index at Open; once it
 	// applied that far, sweepUnplaced runs (sweep.go). 0: done, or
 	// nothing to do.

@@ -287,7 +287,12 @@
 // replica never trusts itself again. Wipe or new cluster? A node with an empty metadata log starts
 // its metadata group *undecided* and probes every node: any trusted answer with a term above 1 or a
 // log beyond the bootstrap means the cluster exists; a majority answering "fresh" means a new
-// cluster. Partition replicas opened while the metadata group is not done open recovering too.
+// cluster. A joining node (Config.Join or its meta/joined marker) cannot tell a first join from a
+// lost disk and needs not: its cluster exists, so it starts probing, hearing from its Config.Nodes
+// (the registered nodes; its group has no replicas before its log names them). Undecided, a wiped
+// joined node counted itself a majority of no peers, decided "new cluster", voted at once and
+// reopened its replicas as new ones (TestWipedJoinedNodeRecovers). Partition replicas opened while
+// the metadata group is not done open recovering too.
 // Probes (RaftFrame 50/51) go every 10 ticks, batched per peer. A leader drops a rejected append
 // whose hint is below the follower's (pre-wipe) match and, when a probe shows the asker below its
 // match, hands leadership to its most caught-up other replica (raft never lowers a match, so it
@@ -314,8 +319,9 @@
 //     after a failed write) is free again. A failed write reopens that replica from its files (what
 //     a kill leaves); a failed Sync stays fatal (fsyncgate). A full node hands its leaderships on:
 //     every check, each partition it leads transfers (raft TransferLeader) to the voter that is up,
-//     has space (the liveness frames carry each node's disk state) and holds the most of the log;
-//     while full and while such a replica exists it does not take a leadership back (its partition
+//     has space (the liveness frames carry each node's disk state) and holds the most of the log,
+//     a voter of the incoming configuration first (in a joint one, an outgoing-only voter may have
+//     applied the leave the leader has not: unpromotable); while full and while such a replica exists it does not take a leadership back (its partition
 //     followers do not tick, so never campaign; MsgTimeoutNow to it is dropped; cluster leaders
 //     --balance skips it). With no replica with space it keeps leading, so reads go on; once space
 //     returns it campaigns and takes transfers again, and strand cluster leaders --balance restores

@@ -385,3 +385,36 @@ func TestSixthNodeStaysObserver(t *testing.T) {
 		t.Fatalf("lagging observer shown %s by the leader", s)
 	}
 }
+
+// TestRemovedNodeRefusesAdminRequests: a removed node that still runs
+// answers a request needing the metadata group NOT_CONTROLLER at once, so
+// the client asks another node. Before, it proposed into a group that had
+// dropped it and answered a timeout after every attempt, and a client
+// whose cached controller it was retried it forever (the simulator's seed
+// 336: the admin's re-creation of a topic, 100+ timeouts).
+func TestRemovedNodeRefusesAdminRequests(t *testing.T) {
+	join := true
+	c := joinCluster(t, 3, &join)
+	c.addNode4(1)
+	c.waitRole(4, MetaRoleVoter)
+	if e := c.nodeAdmin(1, strandpb.NodeAction_NODE_ACTION_DECOMMISSION, 3); e != nil {
+		t.Fatalf("decommission: %v", e)
+	}
+	c.waitRole(3, MetaRoleLearner)
+	if e := c.nodeAdmin(1, strandpb.NodeAction_NODE_ACTION_REMOVE, 3); e != nil {
+		t.Fatalf("remove: %v", e)
+	}
+	c.waitRole(3, MetaRoleNone)
+	for i := 0; i < 300 && !c.cores[3].selfRemoved(); i++ {
+		c.tick(1)
+	}
+	if !c.cores[3].selfRemoved() {
+		t.Fatal("node 3 never applied its own removal")
+	}
+	resp, _ := c.handle(3, &strandpb.Request{CorrelationId: 11, Body: &strandpb.Request_CreateTopics{CreateTopics: &strandpb.CreateTopicsRequest{
+		Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: "late", Partitions: 1, ReplicationFactor: 3}}, TimeoutMs: 200,
+	}}})
+	if code := resp.GetError().GetCode(); code != strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER {
+		t.Fatalf("create on the removed node: %v, want not_controller", resp)
+	}
+}

@@ -38,6 +38,7 @@ func (c *Core) openMeta() error {
 	if err != nil {
 		return fmt.Errorf("node: open metadata group: %w", err)
 	}
+	c.joinedCluster = joining
 	var replicas []NodeID // a joining node's group is never bootstrapped
 	if !joining {
 		for _, p := range c.cfg.Nodes {
@@ -436,6 +437,17 @@ func (c *Core) expireMetaWaits() {
 	}
 	clear(c.metaQueue[len(kept):])
 	c.metaQueue = kept
+}
+
+// selfRemoved tells whether this node's metadata state records it
+// removed (strand node decommission): the metadata group dropped it, so
+// what it proposes is never committed and the leader it knows is stale.
+func (c *Core) selfRemoved() bool {
+	if c.meta == nil {
+		return false
+	}
+	n, ok := c.meta.meta.Node(uint64(c.cfg.ID))
+	return ok && n.State == metadata.NodeRemoved
 }
 
 // maybeRegister proposes RegisterNode with this node's address and rack

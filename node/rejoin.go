@@ -54,8 +54,10 @@ import (
 // metadata log is empty starts undecided and asks every node; if any
 // trusted node answers (a cluster exists) it recovers; if a majority of the
 // nodes (itself included) answer that they too start empty, the cluster is
-// new. Assumed, as for any raft: at most a minority of a group lost its
-// state at once (a wiped node plus a node that never started are two).
+// new. A joining node skips the question (the cluster exists) and probes
+// the nodes its Config.Nodes lists. Assumed, as for any raft: at most a
+// minority of a group lost its state at once (a wiped node plus a node that
+// never started are two).
 
 // Rejoin phases, as persisted.
 const (
@@ -219,6 +221,15 @@ func (c *Core) prepareRejoin(dir string, isMeta bool) (*rejoin, error) {
 		return nil, err
 	}
 	switch {
+	case isMeta && c.joinedCluster:
+		// A joining node's cluster exists: its empty log is a first join
+		// or a lost disk, which it cannot tell apart, so it recovers
+		// either way (a first join only waits to be caught up, which it
+		// must be before its promotion anyway). Undecided, it would count
+		// itself a majority of its empty set of peers and decide on a new
+		// cluster: the wiped joined node then voted at once in the
+		// metadata group and reopened its partition replicas as new ones.
+		r = &rejoin{phase: rejoinProbing}
 	case isMeta:
 		r = &rejoin{phase: rejoinUndecided}
 	case c.meta != nil && c.meta.rejoin != nil && c.meta.rejoin.phase != rejoinDone:
@@ -285,7 +296,7 @@ func (c *Core) rejoinTick() {
 			continue
 		}
 		r.nextProbe = c.ticks + rejoinProbeTicks
-		for _, id := range g.replicas {
+		for _, id := range c.rejoinWitnesses(g) {
 			if id == c.cfg.ID || (r.phase != rejoinCatchingUp && r.trusted(id)) {
 				continue
 			}
@@ -366,11 +377,12 @@ func (c *Core) advanceRejoin(g *group) error {
 		}
 	}
 	if r.phase == rejoinProbing {
-		if n == 1 {
+		witnesses := c.rejoinWitnesses(g)
+		if len(witnesses) == 1 {
 			// No other copy exists: nothing to learn, nothing to break.
 			return c.setRejoin(g, rejoin{phase: rejoinDone})
 		}
-		if !r.heardFromQuorums(c.cfg.ID, g.replicas, g.current, g.target) {
+		if !r.heardFromQuorums(c.cfg.ID, witnesses, g.current, g.target) {
 			return nil
 		}
 		var floor, until uint64
@@ -391,6 +403,24 @@ func (c *Core) advanceRejoin(g *group) error {
 		return c.setRejoin(g, rejoin{phase: rejoinDone, floor: g.rejoin.floor, until: g.rejoin.until})
 	}
 	return nil
+}
+
+// rejoinWitnesses are the nodes a recovering g probes and hears from: its
+// replicas, and for the metadata group also Config.Nodes and this node. A
+// joining node's metadata group has no replicas until its log names them
+// (openMeta never bootstraps it), yet it may have voted and acknowledged
+// as a member of a configuration of the nodes its Config.Nodes lists (the
+// registered nodes, as serve --join takes them).
+func (c *Core) rejoinWitnesses(g *group) []NodeID {
+	if g.tp.Topic != metaTopic {
+		return g.replicas
+	}
+	ids := append(slices.Clone(g.replicas), c.cfg.ID)
+	for _, p := range c.cfg.Nodes {
+		ids = append(ids, p.ID)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
 }
 
 // heardFromQuorums tells whether trusted answers came from ceil(n/2) of

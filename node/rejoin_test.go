@@ -491,3 +491,70 @@ func (c *cluster) leaderWithout(tp TopicPartition, excluded NodeID) NodeID {
 	}
 	return 0
 }
+
+// A joined node whose disk is replaced restarts with Join and an empty
+// metadata log, as a first join does: it cannot tell the two apart, so it
+// must recover, never decide on a new cluster. Entries a partition's
+// leader committed with the joined node, while the third replica was
+// down, live on those two only; the joined node is wiped, the third
+// returns and the leader dies: the two left must not elect a leader. When
+// the joined node counted itself a majority of its empty set of peers it
+// reopened the replica as a new one and they did (the simulator's seed
+// 87: two entries at one index of a partition).
+func TestWipedJoinedNodeRecovers(t *testing.T) {
+	join := true
+	c := joinCluster(t, 14, &join)
+	c.addNode4(1)
+	c.waitRole(4, MetaRoleVoter)
+	c.waitUnfenced(4)
+	c.createTopic(c.metaLeaderOf(), "t", 4, 3)
+	tp, lead, stale := c.partitionLedBesides(4)
+	c.crash(stale)
+	var produced int
+	for i := range 5 {
+		batch := testBatch(t, fmt.Sprintf("b%d", i), 2)
+		if res := c.produce(lead, ProduceRequest{TopicPartition: tp, Acks: AcksAll, ProducerID: -1, Batch: batch}); res.Err != nil {
+			t.Fatalf("produce %d: %v", i, res.Err)
+		}
+		produced += 2
+	}
+	c.wipe(4)
+	if got := rejoinPhase(c.cores[4], TopicPartition{Topic: metaTopic}); got == 0 || got == rejoinDone {
+		t.Fatalf("wiped joined node's metadata group opened in phase %d, want recovering", got)
+	}
+	c.start(stale)
+	c.crash(lead)
+	for range 300 {
+		c.tick(1)
+		for _, id := range []NodeID{stale, 4} {
+			for _, st := range c.cores[id].Status() {
+				if st.TopicPartition == tp && st.IsLeader {
+					t.Fatalf("node %d leads %v without the committed entries (the wiped joined node voted)", id, tp)
+				}
+			}
+		}
+	}
+	c.start(lead)
+	if _, hwm := c.fetchAll(c.leader(tp), tp); hwm != int64(produced) {
+		t.Fatalf("high-water mark %d after the leader returned, want %d", hwm, produced)
+	}
+}
+
+// partitionLedBesides finds a partition whose replicas include node id
+// but whose leader is another node, and returns it, its leader and its
+// third replica.
+func (c *cluster) partitionLedBesides(id NodeID) (tp TopicPartition, lead, third NodeID) {
+	c.t.Helper()
+	for _, tp := range c.hosted(id) {
+		if lead = c.leader(tp); lead == id {
+			continue
+		}
+		for _, other := range c.ids {
+			if other != id && other != lead && slices.Contains(c.hosted(other), tp) {
+				return tp, lead, other
+			}
+		}
+	}
+	c.t.Fatalf("no partition on node %d led by another node", id)
+	return tp, 0, 0
+}

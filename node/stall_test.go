@@ -7,8 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/quorum"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/proto/strandpb"
@@ -390,5 +392,35 @@ func TestHandOffTargetSkipsOutgoingVoters(t *testing.T) {
 	}
 	if got := core.handOffTarget(g, joint); got == first || got == 0 {
 		t.Fatalf("in the joint configuration %v the target is %d, want a voter of the incoming one", joint.Config.Voters, got)
+	}
+}
+
+// A stalled leader still in a joint configuration (it applies nothing
+// while its fsyncs hang) hands its leadership to a voter of the incoming
+// configuration, never to one of the outgoing one alone: the followers
+// may have applied the leave, so that voter is out of the group there and
+// refuses to campaign. Before, the leader picked the outgoing voter for
+// its highest match and retried it for as long as the stall lasted (the
+// simulator's seed 157 on 6870bec: node 3 led partition 1 1.3 s into its
+// stall, its MsgTimeoutNow to node 2 answered "unpromotable" every time).
+func TestStalledJointLeaderHandsOffToIncomingVoter(t *testing.T) {
+	c := &Core{cfg: Config{ID: 3}}
+	g := &group{tp: TopicPartition{Topic: "t", Partition: 1}}
+	var st raft.Status
+	st.Config.Voters = quorum.JointConfig{
+		quorum.MajorityConfig{1: {}, 3: {}, 4: {}}, // incoming
+		quorum.MajorityConfig{1: {}, 2: {}, 3: {}}, // outgoing
+	}
+	st.Progress = map[uint64]tracker.Progress{
+		1: {Match: 150}, 2: {Match: 170}, 3: {Match: 170}, 4: {Match: 160},
+	}
+	if to := c.handOffTarget(g, st); to != 4 {
+		t.Fatalf("hand-off target %d, want 4 (the incoming voter with the highest match)", to)
+	}
+	// With no incoming voter but itself left, there is none: an outgoing
+	// one may already be out of the group.
+	st.Config.Voters[0] = quorum.MajorityConfig{3: {}}
+	if to := c.handOffTarget(g, st); to != 0 {
+		t.Fatalf("hand-off target %d with no other incoming voter, want none", to)
 	}
 }
