@@ -205,6 +205,7 @@ func cmdServe(args []string, stderr io.Writer) error {
 	if err := sf.apply(&scfg); err != nil {
 		return err
 	}
+	hup := catchHUP(tlsCfg != nil)
 	rt, err := server.Start(scfg)
 	if err != nil {
 		return err
@@ -225,7 +226,7 @@ func cmdServe(args []string, stderr io.Writer) error {
 		attrs = append(attrs, slog.String("admin", admin.URL()))
 	}
 	logger.Info("node started", attrs...)
-	return serveUntilStopped(rt, logger, tlsCfg != nil)
+	return serveUntilStopped(rt, logger, hup)
 }
 
 // serveAdmin serves rt's admin API on addr, warning when it is reachable
@@ -243,13 +244,12 @@ func serveAdmin(rt *server.Server, addr string, logger *slog.Logger, withTLS boo
 }
 
 // serveUntilStopped runs rt until SIGTERM or SIGINT (a clean Close) or a
-// fatal error; with TLS, SIGHUP reloads its certificates meanwhile.
-func serveUntilStopped(rt *server.Server, logger *slog.Logger, withTLS bool) error {
+// fatal error; with TLS (hup from catchHUP), SIGHUP reloads its
+// certificates meanwhile.
+func serveUntilStopped(rt *server.Server, logger *slog.Logger, hup chan os.Signal) error {
 	ctx, stop := signalContext()
 	defer stop()
-	if withTLS {
-		reloadOnHUP([]*server.Server{rt}, logger, ctx.Done())
-	}
+	reloadOnHUP(hup, []*server.Server{rt}, logger, ctx.Done())
 	select {
 	case <-ctx.Done():
 		stop()
@@ -538,6 +538,7 @@ func cmdDev(args []string, stdout, stderr io.Writer) error {
 	if err := checkAdminListen(*adminListen); err != nil {
 		return err
 	}
+	hup := catchHUP(certs != nil)
 	rts, err := startDevNodes(nodes, dir, nf, logger, certs)
 	if err != nil {
 		return err
@@ -549,9 +550,7 @@ func cmdDev(args []string, stdout, stderr io.Writer) error {
 	defer admin.Close()
 	ctx, stop := signalContext()
 	defer stop()
-	if certs != nil {
-		reloadOnHUP(rts, logger, ctx.Done())
-	}
+	reloadOnHUP(hup, rts, logger, ctx.Done())
 	printDevBanner(stdout, nodes, dir, *dataDir == "", admin.URL())
 	if err := waitDevReady(ctx, rts); err != nil {
 		fmt.Fprintf(stdout, "\nnot ready: %v\n", err)

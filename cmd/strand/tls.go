@@ -113,11 +113,27 @@ func (c *clientFlags) tlsOpts() ([]clientlib.Opt, error) {
 	return []clientlib.Opt{clientlib.WithTLS(cfg)}, nil
 }
 
-// reloadOnHUP reloads the TLS files of rts on every SIGHUP until stop
-// closes; a failed reload keeps the pair in use (the node logs why).
-func reloadOnHUP(rts []*server.Server, logger *slog.Logger, stop <-chan struct{}) {
+// catchHUP starts catching SIGHUP for reloadOnHUP (nil without TLS). Call
+// it before a node listens: a SIGHUP that arrives between the listener
+// and reloadOnHUP is then held, not given its default action, which ends
+// the process (a client that saw the node up and sent SIGHUP found it
+// gone: TestServeReloadsTLSOnSIGHUP under CI load).
+func catchHUP(withTLS bool) chan os.Signal {
+	if !withTLS {
+		return nil
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
+	return hup
+}
+
+// reloadOnHUP reloads the TLS files of rts on every SIGHUP caught on hup
+// (catchHUP; nil: none) until stop closes; a failed reload keeps the pair
+// in use (the node logs why).
+func reloadOnHUP(hup chan os.Signal, rts []*server.Server, logger *slog.Logger, stop <-chan struct{}) {
+	if hup == nil {
+		return
+	}
 	go func() {
 		defer signal.Stop(hup)
 		for {
