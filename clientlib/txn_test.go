@@ -338,3 +338,58 @@ func TestTxnMisuse(t *testing.T) {
 		}
 	}
 }
+
+// A group member's GroupMetadata carries its member id and epoch to
+// TxnOffsetCommit (KIP-447): offsets sent with it commit with the
+// transaction; sent with a stale epoch they are refused, and the
+// transaction can then only abort.
+func TestTxnSendOffsetsWithGroupMember(t *testing.T) {
+	cluster, plain, ctx := setup(t, []fake.Opt{fake.Topic("in", 1), fake.Topic("out", 2)})
+	produceValues(t, ctx, plain, "in", 0, 3)
+	g, err := clientlib.NewGroupConsumer(plain, "g", []string{"in"}, clientlib.AutoCommitInterval(0),
+		clientlib.GroupConsumerOpts(clientlib.FetchMaxWait(10*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close(context.Background()) })
+	var read []*clientlib.Record
+	for i := 0; i < 500 && len(read) < 3; i++ {
+		read = append(read, g.Poll(ctx).Records()...)
+	}
+	meta := g.GroupMetadata()
+	if len(read) != 3 || meta.MemberID == "" || meta.Epoch <= 0 || meta.Group != "g" {
+		t.Fatalf("member read %d records, metadata %+v", len(read), meta)
+	}
+	c := txnClient(t, cluster, "tx-member")
+	in0 := clientlib.TopicPartition{Topic: "in", Partition: 0}
+	if err := c.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	produceTxn(t, ctx, c, "out", "A", "B", "C")
+	if err := c.SendOffsetsToTransaction(ctx, map[clientlib.TopicPartition]int64{in0: 3}, meta); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitOffset(t, ctx, plain, "g", 0, 3)
+
+	stale := meta
+	stale.Epoch--
+	if err := c.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SendOffsetsToTransaction(ctx, map[clientlib.TopicPartition]int64{in0: 1}, stale); err == nil {
+		t.Fatal("offsets sent with a stale member epoch were taken")
+	}
+	var ae *clientlib.TransactionAbortableError
+	if err := c.CommitTransaction(ctx); !errors.As(err, &ae) {
+		t.Fatalf("commit after refused offsets: %v, want TransactionAbortableError", err)
+	}
+	if err := c.AbortTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := fetchOffset(t, ctx, plain, "g", 0); got != 3 {
+		t.Fatalf("offset %d after the refused commit, want 3", got)
+	}
+}
