@@ -3,12 +3,16 @@ package clientlib_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/strandlog/strand/clientlib"
 	"github.com/strandlog/strand/clientlib/fake"
+	"github.com/strandlog/strand/proto/strandpb"
 )
 
 // txnClient is a transactional client of cluster with transactional id id.
@@ -391,5 +395,97 @@ func TestTxnSendOffsetsWithGroupMember(t *testing.T) {
 	}
 	if got := fetchOffset(t, ctx, plain, "g", 0); got != 3 {
 		t.Fatalf("offset %d after the refused commit, want 3", got)
+	}
+}
+
+// The coordinator's retriable refusals (NOT_COORDINATOR at
+// InitProducerId, CONCURRENT_TRANSACTIONS at AddPartitionsToTxn,
+// COORDINATOR_NOT_AVAILABLE at EndTxn) are retried: the transaction
+// commits.
+func TestTxnRetriesCoordinatorRefusals(t *testing.T) {
+	cluster, plain, ctx := setup(t, []fake.Opt{fake.Topic("out", 2)})
+	cluster.Control(fake.FailTimes(2, strandpb.ErrorCode_ERROR_CODE_NOT_COORDINATOR,
+		func(_ uint64, req *strandpb.Request) bool { return req.GetTxnInitProducerId() != nil }))
+	cluster.Control(fake.FailTimes(2, strandpb.ErrorCode_ERROR_CODE_CONCURRENT_TRANSACTIONS,
+		func(_ uint64, req *strandpb.Request) bool { return req.GetAddPartitionsToTxn() != nil }))
+	cluster.Control(fake.FailTimes(2, strandpb.ErrorCode_ERROR_CODE_COORDINATOR_NOT_AVAILABLE,
+		func(_ uint64, req *strandpb.Request) bool { return req.GetEndTxn() != nil }))
+	c := txnClient(t, cluster, "tx-retry")
+	if err := c.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i, err := range produceTxn(t, ctx, c, "out", "r1", "r2") {
+		if err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+	if err := c.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := pollUntil(t, ctx, txnConsumer(plain, "out", clientlib.ReadCommitted), 2)
+	if err != nil || !slices.Equal(values(got), []string{"r1", "r2"}) {
+		t.Fatalf("read_committed: %v, %v", values(got), err)
+	}
+}
+
+// Every transactional batch says so and names the transactional id; each
+// transaction writes at the epoch the previous EndTxn answered, and each
+// partition's batches of a new epoch start at sequence 0 (the engine
+// refuses a new epoch starting elsewhere).
+func TestTxnBatchesCarryEpochAndSequence(t *testing.T) {
+	cluster, _, ctx := setup(t, []fake.Opt{fake.Topic("out", 2)})
+	type key struct {
+		partition int32
+		epoch     int32
+	}
+	var mu sync.Mutex
+	first := map[key]int32{} // first base sequence seen per partition and epoch
+	var bad []string
+	cluster.Control(func(_ uint64, req *strandpb.Request) (fake.Action, bool) {
+		p := req.GetProduce()
+		if p == nil {
+			return fake.Action{}, false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, b := range p.GetPartitions() {
+			if !b.GetTransactional() || p.GetTransactionalId() != "tx-seq" {
+				bad = append(bad, fmt.Sprintf("batch of %s/%d: transactional=%v id=%q", b.GetTopic(), b.GetPartition(), b.GetTransactional(), p.GetTransactionalId()))
+			}
+			k := key{b.GetPartition(), b.GetProducerEpoch()}
+			if _, ok := first[k]; !ok {
+				first[k] = b.GetBaseSequence()
+			}
+		}
+		return fake.Action{}, false
+	})
+	c := txnClient(t, cluster, "tx-seq")
+	for round := 0; round < 3; round++ {
+		if err := c.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for i, err := range produceTxn(t, ctx, c, "out", "a", "b", "c", "d") {
+			if err != nil {
+				t.Fatalf("round %d record %d: %v", round, i, err)
+			}
+		}
+		if err := c.CommitTransaction(ctx); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	epochs := map[int32]bool{}
+	for k, seq := range first {
+		epochs[k.epoch] = true
+		if seq != 0 {
+			bad = append(bad, fmt.Sprintf("partition %d epoch %d starts at sequence %d", k.partition, k.epoch, seq))
+		}
+	}
+	if len(epochs) != 3 || len(first) != 6 {
+		bad = append(bad, fmt.Sprintf("batches of epochs %v, first sequences %v: want 3 epochs on 2 partitions", epochs, first))
+	}
+	if len(bad) > 0 {
+		t.Fatal(strings.Join(bad, "\n"))
 	}
 }
