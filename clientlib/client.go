@@ -42,6 +42,8 @@ type Client struct {
 	producerOnce sync.Once
 	closeOnce    sync.Once
 	producer     *producer
+	// txn is the transaction state of a TransactionalID client; nil else.
+	txn *txnState
 }
 
 // NewClient validates the options and returns a Client. It does not
@@ -65,7 +67,12 @@ func NewClient(opts ...Opt) (*Client, error) {
 	if !cfg.randSeeded {
 		seed = uint64(start.UnixNano())
 	}
+	var txn *txnState
+	if cfg.transactionalID != "" {
+		txn = newTxnState(cfg.transactionalID, cfg.transactionTimeout)
+	}
 	return &Client{
+		txn:     txn,
 		cfg:     cfg,
 		start:   start,
 		conns:   make(map[string]*brokerConn),

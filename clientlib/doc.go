@@ -54,6 +54,24 @@
 // it (maybe written) instead of renumbering it. A rapid model test
 // against a server with the engine's dedup rules checks no loss, no duplicate, order kept.
 //
+// # Transactions (issue 23; txn.go, txn_io.go)
+//
+// TransactionalID(id) makes a Client Kafka's transactional producer (KIP-890 transactions v2):
+// InitTransactions (run by the first BeginTransaction) takes the id's producer id at a new epoch
+// from its coordinator (FindCoordinator with transactional_id; NOT_COORDINATOR,
+// COORDINATOR_NOT_AVAILABLE and CONCURRENT_TRANSACTIONS back off and retry), fencing older Clients
+// with the id. Records are produced only between BeginTransaction and its end (else
+// ErrNoTransaction at once); the producer loop sends AddPartitionsToTxn for the partitions a
+// transaction has not touched yet (batched, one request at a time) before their first batch, which
+// carries transactional=true. CommitTransaction flushes, then EndTxn(commit); the answer's epoch is
+// the next transaction's, and a partition's window restarts at sequence 0 under it.
+// AbortTransaction fails unsent records (ErrTransactionAborted), waits for those sent, then
+// EndTxn(abort). SendOffsetsToTransaction: AddOffsetsToTxn, then TxnOffsetCommit with the member's
+// GroupMetadata (KIP-447). PRODUCER_FENCED is fatal (*ProducerFencedError); any other failure in
+// the transaction makes Commit answer *TransactionAbortableError until AbortTransaction. A
+// transaction that reached no coordinator ends locally. The simulator's clients are not
+// transactional (simnet drives transactions with raw requests).
+//
 // # Group consumer
 //
 // NewGroupConsumer(c, group, topics, opts...): Poll/Commit/CommitOffsets/Close on the caller's

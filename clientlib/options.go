@@ -62,6 +62,9 @@ type config struct {
 	bufferedRecordsMax int
 	inFlightBatchesMax int
 	sasl               *saslConfig // nil: no SASL (security.go)
+	// transactionalID: a transactional producer (txn.go); "": none.
+	transactionalID    string
+	transactionTimeout time.Duration
 	// simulated: the Client runs on the simulator's transport, clock and
 	// thread (sim.go); nil in every real process.
 	simulated clientcore.Transport
@@ -90,6 +93,7 @@ func defaultConfig() config {
 		idempotent:          true,
 		bufferedRecordsMax:  10000,
 		inFlightBatchesMax:  5,
+		transactionTimeout:  TransactionTimeoutDefault,
 	}
 }
 
@@ -117,7 +121,7 @@ func (c *config) validate() error {
 	case c.acks != AcksAll && c.acks != AcksLeader && c.acks != AcksNone:
 		return fmt.Errorf("clientlib: acks %d", c.acks)
 	}
-	return nil
+	return c.validateTxn()
 }
 
 // Simulated runs the Client inside the simulator (simnet): requests go
@@ -227,3 +231,19 @@ func MaxBufferedRecords(n int) Opt { return func(c *config) { c.bufferedRecordsM
 // MaxInFlightBatches bounds unanswered batches per partition, 1..5
 // (default 5). Order is kept at any value when idempotent.
 func MaxInFlightBatches(n int) Opt { return func(c *config) { c.inFlightBatchesMax = n } }
+
+// validateTxn checks the transactional options: a transactional producer
+// is idempotent with AcksAll, and its timeout fits Kafka's int32 ms.
+func (c *config) validateTxn() error {
+	switch {
+	case c.transactionalID == "":
+		return nil
+	case c.acks != AcksAll || !c.idempotent:
+		return &OptionError{Option: "TransactionalID", Value: c.transactionalID,
+			Reason: "a transactional producer is idempotent with AcksAll: drop DisableIdempotence and RequiredAcks"}
+	case c.transactionTimeout < time.Millisecond || c.transactionTimeout/time.Millisecond > 1<<31-1:
+		return &OptionError{Option: "TransactionTimeout", Value: c.transactionTimeout,
+			Reason: "a timeout of 1 ms to the cluster's transaction.max.timeout.ms (15 min by default)"}
+	}
+	return nil
+}

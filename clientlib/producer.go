@@ -36,6 +36,12 @@ func (c *Client) Produce(ctx context.Context, r *Record, promise func(*Record, e
 			Message: fmt.Sprintf("record of %d bytes, over the %d-byte limit", n, recordbatch.RecordBytesMax)})
 		return
 	}
+	if c.txn != nil {
+		if err := c.txn.checkProduce(); err != nil {
+			promise(r, err)
+			return
+		}
+	}
 	p := c.getProducer()
 	if p == nil {
 		promise(r, ErrClientClosed)
@@ -144,6 +150,11 @@ type sink struct {
 	builder   recordbatch.Builder
 	openSince time.Duration
 	sealed    map[clientcore.BatchID]*sealedBatch
+	// txnProducer and txnEpoch: a transactional producer's id and epoch
+	// the window numbers under; a new transaction (a new epoch) starts a
+	// new window at sequence 0.
+	txnProducer int64
+	txnEpoch    int32
 }
 
 // sentBatch is one partition's attempt inside a request. bytes and
@@ -154,6 +165,7 @@ type sentBatch struct {
 	attempt    clientcore.Attempt
 	bytes      []byte
 	producerID int64
+	epoch      int32
 }
 
 // requestResult is a produce request's outcome, back to the loop.
@@ -162,6 +174,7 @@ type requestResult struct {
 	batches []sentBatch
 	resp    *strandpb.Response
 	err     error
+	add     *addPartitionsResult // eventAddPartitions
 }
 
 // producer is the Client's producer: one loop goroutine owns every sink,
@@ -202,6 +215,10 @@ type producer struct {
 	refreshWanted  bool
 	initAttempts   int
 	initRetryAfter time.Duration
+	// AddPartitionsToTxn of a transactional producer, one at a time.
+	addInFlight   bool
+	addAttempts   int
+	addRetryAfter time.Duration
 }
 
 func newProducer(c *Client) *producer {
@@ -338,6 +355,9 @@ func (p *producer) runPromises() {
 
 // complete hands a record to its promise (by the producer's IO).
 func (p *producer) complete(pr pendingRecord, err error) {
+	if t := p.c.txn; t != nil && err != nil {
+		err = t.note(err)
+	}
 	pr.err = err
 	p.io.complete(pr)
 }
@@ -445,21 +465,41 @@ func (p *producer) load(tp topicPartition, now time.Duration) clientcore.Partiti
 func (p *producer) sink(tp topicPartition) *sink {
 	s := p.sinks[tp]
 	if s == nil {
-		cfg := p.c.cfg
-		attempts := cfg.retriesMax + 1
-		if cfg.acks == AcksNone {
-			attempts = 1
-		}
-		s = &sink{tp: tp, sealed: make(map[clientcore.BatchID]*sealedBatch), w: clientcore.NewWindow(clientcore.WindowConfig{
-			Idempotent:      cfg.idempotent,
-			InFlightMax:     cfg.inFlightBatchesMax,
-			AttemptsMax:     attempts,
-			DeliveryTimeout: cfg.deliveryTimeout,
-			Errors:          windowErrors(),
-		})}
+		s = &sink{tp: tp, sealed: make(map[clientcore.BatchID]*sealedBatch), w: p.newWindow(), txnProducer: -1}
 		p.sinks[tp] = s
 	}
 	return s
+}
+
+// newWindow is a partition's empty window.
+func (p *producer) newWindow() *clientcore.Window {
+	cfg := p.c.cfg
+	attempts := cfg.retriesMax + 1
+	if cfg.acks == AcksNone {
+		attempts = 1
+	}
+	return clientcore.NewWindow(clientcore.WindowConfig{
+		Idempotent:      cfg.idempotent,
+		InFlightMax:     cfg.inFlightBatchesMax,
+		AttemptsMax:     attempts,
+		DeliveryTimeout: cfg.deliveryTimeout,
+		Errors:          windowErrors(),
+	})
+}
+
+// renewTxnWindow gives a transactional sink a new window, numbering from
+// sequence 0, when its producer id or epoch changed since its last batch
+// (every transaction ends with an epoch bump, KIP-890) and nothing of the
+// old epoch is left in it.
+func (p *producer) renewTxnWindow(s *sink) {
+	t := p.c.txn
+	if t == nil {
+		return
+	}
+	id, epoch, _ := t.producer()
+	if (id != s.txnProducer || epoch != s.txnEpoch) && s.w.Len() == 0 {
+		s.w, s.txnProducer, s.txnEpoch = p.newWindow(), id, epoch
+	}
 }
 
 // appendOpen adds a record to the open batch, sealing first when the
@@ -497,6 +537,7 @@ func (p *producer) seal(s *sink, now time.Duration) {
 	if err != nil {
 		panic(fmt.Sprintf("clientlib: sealing a batch of %d records: %v", len(s.open), err))
 	}
+	p.renewTxnWindow(s)
 	id := s.w.Push(int32(len(s.open)), now)
 	s.sealed[id] = &sealedBatch{records: s.open, bytes: bytes}
 	s.open = nil

@@ -23,6 +23,10 @@ type producerIO interface {
 	initProducerID()
 	// complete hands a finished record to its promise, in order.
 	complete(pr pendingRecord)
+	// addPartitions sends a transactional producer's AddPartitionsToTxn
+	// request req to its coordinator; the outcome, res with resp or err
+	// set, reaches handle as an eventAddPartitions result.
+	addPartitions(req *strandpb.Request, res addPartitionsResult)
 }
 
 // liveIO is the real process's producerIO: a sender goroutine per node,
@@ -54,6 +58,16 @@ func (io liveIO) initProducerID() {
 	}()
 }
 
+func (io liveIO) addPartitions(req *strandpb.Request, res addPartitionsResult) {
+	p := io.p
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), max(p.c.cfg.deliveryTimeout, p.c.cfg.requestTimeout))
+		defer cancel()
+		res.resp, res.err = p.c.txnCall(ctx, req)
+		p.report(requestResult{node: uint64(eventAddPartitions), add: &res})
+	}()
+}
+
 // complete never blocks: the channel holds as many records as can be
 // buffered.
 func (io liveIO) complete(pr pendingRecord) { io.p.promises <- pr }
@@ -70,9 +84,12 @@ func (p *producer) produceRequest(batches []sentBatch) *strandpb.Request {
 	for _, sb := range batches {
 		req.Partitions = append(req.Partitions, &strandpb.ProduceRequest_Partition{
 			Topic: sb.s.tp.topic, Partition: sb.s.tp.partition,
-			ProducerId: sb.producerID, ProducerEpoch: sb.attempt.Epoch, BaseSequence: sb.attempt.BaseSequence,
-			Batch: sb.bytes,
+			ProducerId: sb.producerID, ProducerEpoch: sb.epoch, BaseSequence: sb.attempt.BaseSequence,
+			Batch: sb.bytes, Transactional: p.c.txn != nil,
 		})
+	}
+	if t := p.c.txn; t != nil {
+		req.TransactionalId = t.id
 	}
 	return &strandpb.Request{Body: &strandpb.Request_Produce{Produce: req}}
 }

@@ -18,6 +18,7 @@ type loopEvent uint8
 const (
 	eventMetadata loopEvent = iota + 1
 	eventInitProducer
+	eventAddPartitions
 )
 
 // drive does everything that can be done at now: place waiting records,
@@ -30,9 +31,13 @@ func (p *producer) drive(now time.Duration) time.Duration {
 			next = t
 		}
 	}
+	if t := p.c.txn; t != nil && t.isAborting() {
+		p.failEverything(ErrTransactionAborted)
+	}
 	wakeAt(p.placeWaiting(now))
 	flushing := p.flushing()
 	requests := map[uint64][]sentBatch{}
+	var toAdd []topicPartition // partitions to add to the transaction
 	for _, s := range p.sortedSinks() {
 		wakeAt(p.maybeSeal(s, now, flushing))
 		s.w.Expire(now)
@@ -46,7 +51,11 @@ func (p *producer) drive(now time.Duration) time.Duration {
 		if p.c.cfg.deliveryTimeout > 0 {
 			wakeAt(now + p.c.cfg.deliveryTimeout/4)
 		}
-		if p.c.cfg.idempotent && p.producerID < 0 {
+		if t := p.c.txn; t != nil {
+			if !p.txnReady(t, s, &toAdd) {
+				continue
+			}
+		} else if p.c.cfg.idempotent && p.producerID < 0 {
 			p.startInit(now)
 			wakeAt(p.initRetryAfter)
 			continue
@@ -65,6 +74,7 @@ func (p *producer) drive(now time.Duration) time.Duration {
 		}
 		requests[node] = append(requests[node], sentBatch{s: s})
 	}
+	wakeAt(p.maybeAddPartitions(toAdd, now))
 	p.send(requests, now)
 	wakeAt(p.maybeRefresh(now))
 	return next
@@ -139,7 +149,11 @@ func (p *producer) fill(sinks []sentBatch, start int, limit int, now time.Durati
 			continue
 		}
 		a, _ := s.w.Next(now)
-		batch = append(batch, sentBatch{s: s, attempt: a, bytes: bytes, producerID: p.producerID})
+		sb := sentBatch{s: s, attempt: a, bytes: bytes, producerID: p.producerID, epoch: a.Epoch}
+		if t := p.c.txn; t != nil {
+			sb.producerID, sb.epoch, _ = t.producer()
+		}
+		batch = append(batch, sb)
 		size += n
 	}
 	return batch
@@ -330,6 +344,8 @@ func (p *producer) handleEvent(res requestResult, now time.Duration) {
 	case eventMetadata:
 		p.refreshing = false
 		p.judgeWaiting(res.err)
+	case eventAddPartitions:
+		p.handleAddPartitions(*res.add, now)
 	case eventInitProducer:
 		p.initInFlight = false
 		if res.err == nil && res.resp.GetInitProducerId() != nil {

@@ -172,3 +172,11 @@ func (p *producer) simProduce(io *simIO, pr pendingRecord) {
 	io.settle()
 	io.wakeAt(io.t.Now())
 }
+
+// addPartitions: the simulator's clients are not transactional (the
+// simulator drives transactions with raw requests); a transactional
+// Client is refused here rather than run half-simulated.
+func (io *simIO) addPartitions(_ *strandpb.Request, res addPartitionsResult) {
+	res.err = errors.New("clientlib: transactions are not supported on the simulator's transport")
+	io.t.After(0, func() { io.result(requestResult{node: uint64(eventAddPartitions), add: &res}) })
+}

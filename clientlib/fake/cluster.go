@@ -144,6 +144,7 @@ func (c *Cluster) startServer(i int) (*server.Server, error) {
 		Core: node.Config{
 			ID: node.NodeID(i + 1), Nodes: c.peers, Disk: memdisk.New(),
 			ElectionTicks: electionTicks, HeartbeatTicks: heartbeatTicks,
+			Txn: node.TxnConfig{Markers: node.PartitionMarkers{}},
 		},
 		Listen: "127.0.0.1:0",
 		Tick:   tickDefault,

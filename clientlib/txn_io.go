@@ -1,0 +1,173 @@
+package clientlib
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// txnCoordinator asks any node which node coordinates the transactional
+// id (FindCoordinator with transactional_id), caching the answer.
+func (c *Client) txnCoordinator(ctx context.Context, t *txnState) (string, error) {
+	t.mu.Lock()
+	addr := t.coordAddr
+	t.mu.Unlock()
+	if addr != "" {
+		return addr, nil
+	}
+	find := &strandpb.FindCoordinatorRequest{TransactionalId: t.id}
+	resp, err := c.anyRequest(ctx, &strandpb.Request{Body: &strandpb.Request_FindCoordinator{FindCoordinator: find}})
+	if err == nil {
+		err = errorFromWire(resp.GetError())
+	}
+	if err != nil {
+		return "", err
+	}
+	addr = resp.GetFindCoordinator().GetAddress()
+	t.mu.Lock()
+	t.coordAddr = addr
+	t.mu.Unlock()
+	return addr, nil
+}
+
+// txnRequest sends req to the transactional id's coordinator once: a
+// NOT_COORDINATOR answer or a connection failure forgets the coordinator,
+// so a retry finds it again. The answer's whole-request error is returned.
+func (c *Client) txnRequest(ctx context.Context, req *strandpb.Request) (*strandpb.Response, error) {
+	t := c.txn
+	addr, err := c.txnCoordinator(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.request(ctx, addr, req, 0)
+	if err == nil {
+		err = errorFromWire(resp.GetError())
+	}
+	if err != nil && (errors.Is(err, ErrNotCoordinator) || errors.Is(err, ErrCoordinatorUnavailable) || isConnErr(err)) {
+		t.mu.Lock()
+		t.coordAddr = ""
+		t.mu.Unlock()
+	}
+	return resp, err
+}
+
+// txnCall is txnRequest with the client's retries: NOT_COORDINATOR,
+// COORDINATOR_NOT_AVAILABLE, CONCURRENT_TRANSACTIONS (the previous
+// transaction's markers are still being written) and connection failures
+// back off and retry.
+func (c *Client) txnCall(ctx context.Context, req *strandpb.Request) (*strandpb.Response, error) {
+	var resp *strandpb.Response
+	err := c.withRetries(ctx, func() error {
+		var err error
+		resp, err = c.txnRequest(ctx, req)
+		return err
+	})
+	return resp, err
+}
+
+// addPartitionsRequest adds tps to the open transaction of producer
+// (id, epoch).
+func (t *txnState) addPartitionsRequest(id int64, epoch int32, tps []topicPartition) *strandpb.Request {
+	req := &strandpb.AddPartitionsToTxnRequest{TransactionalId: t.id,
+		Producer: &strandpb.TxnProducer{ProducerId: id, Epoch: epoch}}
+	for _, tp := range tps { // sorted by topic: one entry per topic
+		n := len(req.Topics)
+		if n == 0 || req.Topics[n-1].Topic != tp.topic {
+			req.Topics = append(req.Topics, &strandpb.TxnPartitions{Topic: tp.topic})
+			n++
+		}
+		req.Topics[n-1].Partitions = append(req.Topics[n-1].Partitions, tp.partition)
+	}
+	return &strandpb.Request{Body: &strandpb.Request_AddPartitionsToTxn{AddPartitionsToTxn: req}}
+}
+
+// addPartitionsResult is an AddPartitionsToTxn outcome, back to the loop.
+type addPartitionsResult struct {
+	epoch int32
+	tps   []topicPartition
+	resp  *strandpb.Response
+	err   error
+}
+
+// txnReady says whether a transactional sink may send: the Client is not
+// fenced (else its queued batches fail) and the partition is in the open
+// transaction (else it joins toAdd, for AddPartitionsToTxn first).
+func (p *producer) txnReady(t *txnState, s *sink, toAdd *[]topicPartition) bool {
+	if err := t.fatalErr(); err != nil {
+		p.failSink(s, err)
+		return false
+	}
+	if _, _, ok := t.producer(); !ok {
+		return false
+	}
+	if !t.isAdded(s.tp) {
+		*toAdd = append(*toAdd, s.tp)
+		return false
+	}
+	return true
+}
+
+// maybeAddPartitions sends AddPartitionsToTxn for tps (sorted), one
+// request at a time, after the backoff of a retriable refusal. It returns
+// when it may send one.
+func (p *producer) maybeAddPartitions(tps []topicPartition, now time.Duration) time.Duration {
+	if len(tps) == 0 || p.addInFlight {
+		return 0
+	}
+	if now < p.addRetryAfter {
+		return p.addRetryAfter
+	}
+	t := p.c.txn
+	id, epoch, _ := t.producer()
+	t.markStarted()
+	p.addInFlight = true
+	p.addAttempts++
+	p.io.addPartitions(t.addPartitionsRequest(id, epoch, tps), addPartitionsResult{epoch: epoch, tps: tps})
+	return 0
+}
+
+// handleAddPartitions takes an AddPartitionsToTxn outcome: added
+// partitions may send; a retriable refusal of a partition is retried
+// after a backoff; any other failure fails the partition's queued records
+// and makes the transaction abortable (or the Client fenced).
+func (p *producer) handleAddPartitions(res addPartitionsResult, now time.Duration) {
+	p.addInFlight = false
+	t := p.c.txn
+	if res.err != nil {
+		err := t.note(fmt.Errorf("clientlib: AddPartitionsToTxn: %w", res.err))
+		for _, tp := range res.tps {
+			p.failSink(p.sinks[tp], err)
+		}
+		return
+	}
+	var added []topicPartition
+	for _, r := range res.resp.GetAddPartitionsToTxn().GetResults() {
+		tp := topicPartition{r.GetTopic(), r.GetPartition()}
+		err := errorFromWire(r.GetError())
+		switch {
+		case err == nil:
+			added = append(added, tp)
+		case IsRetriable(err) && p.addAttempts <= p.c.cfg.retriesMax:
+			p.addRetryAfter = now + p.c.backoffDelay(p.addAttempts)
+		default:
+			p.failSink(p.sinks[tp], t.note(fmt.Errorf("clientlib: AddPartitionsToTxn %s/%d: %w", tp.topic, tp.partition, err)))
+		}
+	}
+	if len(added) > 0 {
+		p.addAttempts = 0
+	}
+	t.markAdded(res.epoch, added)
+}
+
+// failSink fails every record of s not yet sent.
+func (p *producer) failSink(s *sink, err error) {
+	if s == nil {
+		return
+	}
+	p.seal(s, 0)
+	s.w.FailQueued(err)
+	p.pop(s)
+}
