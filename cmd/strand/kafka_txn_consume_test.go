@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -87,5 +88,16 @@ func TestConsumeIsolationOverKafkaTransactions(t *testing.T) {
 	})
 	if all := strings.Join(read("read_uncommitted"), " "); all != "c1 c2 a1 c3 open" {
 		t.Fatalf("read_uncommitted printed %q, want every value", all)
+	}
+	// strand txn shows the id with its open transaction on tx/0.
+	if out := runCLI(t, nil, "", "txn", "list", "-b", c.addrs[0], "--state", "Ongoing"); !regexp.MustCompile(`cli-tx +\d+ +Ongoing`).MatchString(out) {
+		t.Fatalf("txn list --state Ongoing:\n%s", out)
+	}
+	if out := runCLI(t, nil, "", "txn", "describe", "cli-tx", "-b", c.addrs[0]); !strings.Contains(out, "transactional id cli-tx: Ongoing") ||
+		!strings.Contains(out, "partitions: tx/0") {
+		t.Fatalf("txn describe:\n%s", out)
+	}
+	if _, stderr, err := runCLIResult(t, nil, "", "txn", "describe", "nosuch", "-b", c.addrs[0]); err == nil || !strings.Contains(stderr, "not known to its coordinator") {
+		t.Fatalf("txn describe of an unknown id: %v\n%s", err, stderr)
 	}
 }

@@ -57,6 +57,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdGroup(rest, stdout)
 	case "dlq":
 		err = cmdDLQ(rest, stdout, stderr)
+	case "txn":
+		err = cmdTxn(rest, stdout)
 	case "cluster":
 		err = cmdCluster(rest, stdout)
 	case "node":
