@@ -326,6 +326,9 @@ func (k *Consumer) applyFetch(t pollTarget, a *strandpb.FetchResponse_Partition)
 		return f, ClassifyErr(err).RefreshMetadata
 	}
 	records, next, err := decodeBatches(t.tp.topic, t.tp.partition, a.GetBatches(), t.next, a.GetHighWatermark(), k.cfg.isolation == ReadCommitted)
+	if n := a.GetNextOffset(); err == nil && k.cfg.isolation == ReadCommitted && n > next && n <= a.GetHighWatermark() {
+		next = n // past aborted batches the node left out of the answer
+	}
 	if err != nil {
 		err = &Error{Code: strandpb.ErrorCode_ERROR_CODE_CORRUPT_BATCH, Message: err.Error()}
 	}

@@ -341,12 +341,17 @@ func (c *Core) finishSession(s *fetchSession) {
 		aborted := c.txnFetchState(wp, tp, res)
 		for _, b := range res.Batches {
 			if p.iso == engine.ReadCommitted && inAborted(aborted, b) {
-				continue // a native read_committed reader never sees an aborted batch
+				// A native read_committed reader never sees an aborted
+				// batch; next_offset moves it past one all the same, or
+				// an answer of aborted batches only would hold it there.
+				wp.NextOffset = b.nextOffset()
+				continue
 			}
 			if served && s.maxBytes > 0 && int64(len(b.Batch)) > budget {
 				break
 			}
 			wp.Batches = append(wp.Batches, wireBatch(b))
+			wp.NextOffset = b.nextOffset()
 			budget -= int64(len(b.Batch))
 			served = true
 		}

@@ -7964,8 +7964,12 @@ type FetchResponse_Partition struct {
 	// order: a read_committed reader drops the batches of producer_id from
 	// first_offset up to the abort marker.
 	AbortedTransactions []*AbortedTransaction `protobuf:"bytes,8,rep,name=aborted_transactions,json=abortedTransactions,proto3" json:"aborted_transactions,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The offset after the last batch this answer accounts for, served or
+	// left out (a native read_committed fetch leaves out aborted batches):
+	// where the reader fetches from next. 0 when the answer read nothing.
+	NextOffset    int64 `protobuf:"varint,9,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FetchResponse_Partition) Reset() {
@@ -8052,6 +8056,13 @@ func (x *FetchResponse_Partition) GetAbortedTransactions() []*AbortedTransaction
 		return x.AbortedTransactions
 	}
 	return nil
+}
+
+func (x *FetchResponse_Partition) GetNextOffset() int64 {
+	if x != nil {
+		return x.NextOffset
+	}
+	return 0
 }
 
 type ListOffsetsRequest_Partition struct {
@@ -10376,7 +10387,7 @@ const file_wire_proto_rawDesc = "" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1b\n" +
 	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x12\x19\n" +
-	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\xfc\x06\n" +
+	"\btopic_id\x18\x14 \x01(\fR\atopicId\"\x9d\a\n" +
 	"\rFetchResponse\x12?\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1f.strand.FetchResponse.PartitionR\n" +
@@ -10397,7 +10408,7 @@ const file_wire_proto_rawDesc = "" +
 	"\f_producer_id\x1aP\n" +
 	"\tTxnMarker\x12\x16\n" +
 	"\x06commit\x18\x01 \x01(\bR\x06commit\x12+\n" +
-	"\x11coordinator_epoch\x18\x02 \x01(\x05R\x10coordinatorEpoch\x1a\xe9\x02\n" +
+	"\x11coordinator_epoch\x18\x02 \x01(\x05R\x10coordinatorEpoch\x1a\x8a\x03\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
@@ -10406,7 +10417,9 @@ const file_wire_proto_rawDesc = "" +
 	"\x10log_start_offset\x18\x05 \x01(\x03R\x0elogStartOffset\x125\n" +
 	"\abatches\x18\x06 \x03(\v2\x1b.strand.FetchResponse.BatchR\abatches\x12,\n" +
 	"\x12last_stable_offset\x18\a \x01(\x03R\x10lastStableOffset\x12M\n" +
-	"\x14aborted_transactions\x18\b \x03(\v2\x1a.strand.AbortedTransactionR\x13abortedTransactions\"\x82\x02\n" +
+	"\x14aborted_transactions\x18\b \x03(\v2\x1a.strand.AbortedTransactionR\x13abortedTransactions\x12\x1f\n" +
+	"\vnext_offset\x18\t \x01(\x03R\n" +
+	"nextOffset\"\x82\x02\n" +
 	"\x12ListOffsetsRequest\x12D\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2$.strand.ListOffsetsRequest.PartitionR\n" +
