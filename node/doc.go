@@ -441,10 +441,12 @@
 // read_uncommitted default, 1 read_committed: below the LSO) and ListOffsetsRequest's (latest is
 // the LSO at read_committed); every fetch partition answers last_stable_offset and the aborted
 // transactions overlapping the batches read, and a native read_committed fetch drops aborted
-// batches itself. Proven: TestTxnMarkersReachEveryPartition, TestTxnProduceIsVerified,
-// TestTxnReadCommitted, TestTxnCommitSurvivesCoordinatorCrash,
-// TestTxnCommitSurvivesPartitionLeaderCrash, TestTxnFetchIncludeMarkers. Not yet: clientlib (its consumer refuses the offset gap
-// a skipped marker leaves), a marker for a deleted topic (retried until the topic is back), a
+// batches itself, answering next_offset (past the last batch it served or dropped) so a reader
+// whose read held only aborted batches moves on. clientlib's consumer asks for markers
+// (include_markers) and moves past them. Proven: TestTxnMarkersReachEveryPartition,
+// TestTxnProduceIsVerified, TestTxnReadCommitted, TestTxnCommitSurvivesCoordinatorCrash,
+// TestTxnCommitSurvivesPartitionLeaderCrash, TestTxnFetchIncludeMarkers. Not yet: a marker for a
+// deleted topic (retried until the topic is back), a
 // transactional-id ACL resource (the new requests need cluster ALTER when authorizing;
 // FindCoordinator checks group "" DESCRIBE).
 //
