@@ -380,3 +380,87 @@ func TestWindowResendsInOrderAfterNotLeader(t *testing.T) {
 		t.Fatalf("resent %v, done %v; want [0@2 3@2] and [1:100 2:103]", resent, done)
 	}
 }
+
+// An attempt can wait at a server (a paused leader's queue) after the
+// client gave up on it, and be written after a newer attempt of the same
+// batch was refused OUT_OF_ORDER_SEQUENCE for overtaking its predecessor.
+// Once a later batch is acked the refused batch is known written: it must
+// be resent under its old number (a duplicate, answered with its offset),
+// never renumbered, even with a renumbering pending after an earlier
+// failed batch; renumbered it was written twice, after its successor
+// (simulator seed 40 on i23-sim).
+func TestWindowRefusedBatchWrittenByWaitingAttempt(t *testing.T) {
+	for _, ackFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ack-first=%v", ackFirst), func(t *testing.T) {
+			checkRefusedBatchWrittenByWaitingAttempt(t, ackFirst)
+		})
+	}
+}
+
+// checkRefusedBatchWrittenByWaitingAttempt is
+// TestWindowRefusedBatchWrittenByWaitingAttempt with the successor's ack
+// before (ackFirst) or after the refusal.
+func checkRefusedBatchWrittenByWaitingAttempt(t *testing.T, ackFirst bool) {
+	const timeout = 10 * time.Second
+	w := NewWindow(WindowConfig{Idempotent: true, InFlightMax: 5, AttemptsMax: 100, DeliveryTimeout: timeout})
+	server := &modelServer{poisoned: map[BatchID]bool{}}
+	a := w.Push(1, 0)
+	ids := []BatchID{a, w.Push(1, time.Second), w.Push(1, time.Second), w.Push(1, time.Second)}
+	first := map[BatchID]modelRequest{}
+	for _, id := range ids {
+		at, _ := w.Next(time.Second)
+		if at.ID != id {
+			t.Fatalf("sent %d, want %d", at.ID, id)
+		}
+		first[id] = modelRequest{id: id, attempt: at}
+	}
+	for _, id := range ids { // every first attempt waits at the server, unanswered
+		w.Report(id, -1, &Error{Code: strandpb.ErrorCode_ERROR_CODE_TIMEOUT}, time.Second, time.Second)
+	}
+	w.Expire(timeout) // a fails, maybe written: the batches after it wait for a renumbering
+	b, c, d := ids[1], ids[2], ids[3]
+	resend := map[BatchID]modelRequest{}
+	for range 3 { // b, c and d, which may be in the log, go again under their numbers
+		at, ok := w.Next(timeout)
+		if !ok || at.Epoch != 0 {
+			t.Fatalf("resend %+v %v, want epoch 0", at, ok)
+		}
+		resend[at.ID] = modelRequest{id: at.ID, attempt: at}
+	}
+	// The server: a's first attempt, then c's resend (out of order: b is
+	// missing), then b's, c's and d's first attempts, then b's and d's resends.
+	server.apply(first[a])
+	_, refused := server.apply(resend[c])
+	var se *Error
+	if !errors.As(refused, &se) || se.Code != strandpb.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE {
+		t.Fatalf("c's resend got %v, want OUT_OF_ORDER_SEQUENCE", refused)
+	}
+	cOffset := int64(len(server.log)) + 1
+	for _, id := range []BatchID{b, c, d} {
+		server.apply(first[id])
+	}
+	bOffset, _ := server.apply(resend[b])
+	dOffset, _ := server.apply(resend[d])
+	w.Report(b, bOffset, nil, timeout, timeout)
+	if ackFirst {
+		w.Report(d, dOffset, nil, timeout, timeout)
+		w.Report(c, -1, refused, timeout, timeout)
+	} else {
+		w.Report(c, -1, refused, timeout, timeout)
+		w.Report(d, dOffset, nil, timeout, timeout)
+	}
+	again, ok := w.Next(timeout)
+	if !ok || again.ID != c || again.Epoch != 0 || again.BaseSequence != 2 {
+		t.Fatalf("after the refusal got %+v %v, want batch %d again at epoch 0 sequence 2", again, ok, c)
+	}
+	offset, err := server.apply(modelRequest{id: c, attempt: again})
+	w.Report(c, offset, err, timeout, timeout)
+	var done []string
+	for cp, ok := w.Pop(); ok; cp, ok = w.Pop() {
+		done = append(done, fmt.Sprintf("%d:%d:%v", cp.ID, cp.BaseOffset, cp.Err == nil))
+	}
+	want := fmt.Sprintf("[%d:-1:false %d:%d:true %d:%d:true %d:%d:true]", a, b, bOffset, c, cOffset, d, dOffset)
+	if fmt.Sprint(done) != want || len(server.log) != 4 {
+		t.Fatalf("completions %v, log %v; want %s, each batch written once", done, server.log, want)
+	}
+}

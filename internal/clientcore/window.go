@@ -283,6 +283,7 @@ func (w *Window) Report(id BatchID, baseOffset int64, err error, now, retryAt ti
 	w.inFlight--
 	if err == nil {
 		e.state, e.baseOffset, e.maybeWrote = entryAcked, baseOffset, false
+		w.markWrittenBefore(e)
 		return
 	}
 	action := w.cfg.Errors.Classify(err)
@@ -301,8 +302,11 @@ func (w *Window) Report(id BatchID, baseOffset int64, err error, now, retryAt ti
 			w.fail(e, err, true)
 			return
 		}
-		e.maybeWrote = false
-		if e.predAcked && (!w.renumber || e.id < w.renumberFrom) {
+		// An earlier attempt may still be in the log, though: one that
+		// waited at the server while this one overtook its predecessor.
+		// A later batch acked proves it is (markWrittenBefore).
+		e.maybeWrote = w.ackedAfter(e)
+		if e.predAcked && !e.maybeWrote && (!w.renumber || e.id < w.renumberFrom) {
 			w.renumber, w.renumberFrom = true, e.id
 		}
 	}
@@ -315,6 +319,42 @@ func (w *Window) Report(id BatchID, baseOffset int64, err error, now, retryAt ti
 		w.draining = true
 	}
 	w.notBefore = max(w.notBefore, retryAt)
+}
+
+// markWrittenBefore records, when acked was acked under idempotence, that
+// every unresolved batch before it is in the log: the server accepts a
+// sequence only after all earlier ones of its epoch (every unresolved
+// batch is numbered in the current epoch: renumbering waits for nothing
+// in flight). An answer such a batch got or gets (a timeout, or an
+// OUT_OF_ORDER_SEQUENCE to an attempt that overtook its predecessor while
+// an older attempt still waited at the server) does not say otherwise, so
+// the batch is resent under its old number, where it is a duplicate
+// answered with its offset, and never renumbered: renumbered, it would be
+// written a second time, after its successors (the simulator's seed 40:
+// a leader paused with a queue of resends).
+func (w *Window) markWrittenBefore(acked *windowEntry) {
+	if !w.cfg.Idempotent {
+		return
+	}
+	for _, e := range w.entries {
+		if e == acked {
+			return
+		}
+		if e.state == entryQueued || e.state == entryInFlight {
+			e.maybeWrote = true
+		}
+	}
+}
+
+// ackedAfter reports whether a batch after e is acked (so e is in the log:
+// markWrittenBefore).
+func (w *Window) ackedAfter(e *windowEntry) bool {
+	for i := len(w.entries) - 1; i >= 0 && w.entries[i] != e; i-- {
+		if w.entries[i].state == entryAcked {
+			return true
+		}
+	}
+	return false
 }
 
 // ackedBefore reports whether every batch before index i is acked.
