@@ -35,21 +35,31 @@ func kafkaTopic(ctx context.Context, t *testing.T, addr, topic string, partition
 	}
 	t.Cleanup(cl.Close)
 	adm := kadm.NewClient(cl)
-	var created kadm.CreateTopicResponse
-	for ctx.Err() == nil { // the metadata group elects its leader first: retriable until then
-		created, err = adm.CreateTopic(ctx, partitions, 1, configs, topic)
-		if err == nil && created.Err == nil || created.Err != nil && !kerr.IsRetriable(created.Err) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond) // polling a readiness condition, bounded by ctx
-	}
-	if err != nil || created.Err != nil {
+	if created, err := kafkaCreateWhenReady(ctx, adm, partitions, 1, configs, topic); err != nil || created.Err != nil {
 		t.Fatalf("create %s: %v / %v", topic, err, created.Err)
 	}
 	for ctx.Err() == nil && !kafkaLeadersKnown(ctx, cl, topic) {
 		time.Sleep(10 * time.Millisecond) // polling a readiness condition, bounded by ctx
 	}
 	return adm
+}
+
+// kafkaCreateWhenReady creates topic on a node that may still be starting:
+// until the metadata group has a leader the answer is retriable, and until
+// the node's own registration applies there it is INVALID_REPLICATION_FACTOR
+// ("0 nodes available", as Kafka answers before brokers register), which
+// franz-go counts as definite. Both are retried until ctx ends; any other
+// answer is returned at once.
+func kafkaCreateWhenReady(ctx context.Context, adm *kadm.Client, partitions int32, rf int16, configs map[string]*string, topic string) (kadm.CreateTopicResponse, error) {
+	for {
+		created, err := adm.CreateTopic(ctx, partitions, rf, configs, topic)
+		starting := err == nil && created.Err != nil &&
+			(kerr.IsRetriable(created.Err) || errors.Is(created.Err, kerr.InvalidReplicationFactor))
+		if !starting || ctx.Err() != nil {
+			return created, err
+		}
+		time.Sleep(50 * time.Millisecond) // polling a readiness condition, bounded by ctx
+	}
 }
 
 // kafkaLeadersKnown tells whether every partition of topic has a leader

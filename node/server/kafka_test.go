@@ -125,14 +125,7 @@ func TestKafkaAdminCalls(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(cl)
-	var created kadm.CreateTopicResponse
-	for ctx.Err() == nil { // the metadata group elects its leader first: retriable until then
-		created, err = adm.CreateTopic(ctx, 2, 1, map[string]*string{"max.message.bytes": kmsg.StringPtr("1048576")}, "adm")
-		if err == nil && (created.Err == nil || !kerr.IsRetriable(created.Err)) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond) // polling a readiness condition, bounded by ctx
-	}
+	created, err := kafkaCreateWhenReady(ctx, adm, 2, 1, map[string]*string{"max.message.bytes": kmsg.StringPtr("1048576")}, "adm")
 	if err != nil || created.Err != nil || created.NumPartitions != 2 || created.ReplicationFactor != 1 {
 		t.Fatalf("create: %v / %+v", err, created)
 	}
