@@ -72,7 +72,8 @@ type txnSim struct {
 	nextValue  int
 	active     int
 	finished   bool
-	readLeader int // the node that last answered the reader; -1: none
+	checked    bool // CheckTxn ran
+	readLeader int  // the node that last answered the reader; -1: none
 	// tailPos is the tailing reader's position per partition while the
 	// producers run (wire_txn_check.go).
 	tailPos [txnTopicPartitions]int64
