@@ -24,7 +24,7 @@ import "strings"
 //   - the transactional workload (wire_txn.go) in two seeds in five.
 //
 // A costly feature shortens its seed (featureOps: 5 nodes 4/5 of the
-// operations, the WAL 3/5, groups 9/10), so the sample costs about what
+// operations, the WAL 3/5, groups 9/10, transactions 3/5), so the sample costs about what
 // the old one did: 175 seeds per CPU-minute against 191 for
 // -sim.features=false side by side at load 2, 145 against 156 at load
 // 10 (123 at full length).
@@ -86,6 +86,9 @@ func featureOps(o Options) int {
 	}
 	if o.GroupMembers > 0 {
 		ops = ops * 9 / 10
+	}
+	if o.Txn {
+		ops = ops * 3 / 5
 	}
 	return ops
 }

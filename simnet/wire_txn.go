@@ -35,7 +35,7 @@ const (
 	topicTxn           = "sim-txn"
 	txnTopicPartitions = 3
 	txnProducersMax    = 3
-	txnPerProducer     = 10 // transactions per producer
+	txnPerProducer     = 8  // transactions per producer
 	txnCrashOneIn      = 12 // steps after which the process crashes
 	txnAttemptsMax     = 40 // attempts of one request before giving up
 	txnTimeoutMs       = 5_000
