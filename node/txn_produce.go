@@ -43,6 +43,13 @@ func (c *Core) produceTransactional(req ProduceRequest, done func(ProduceResult)
 		c.produce(req, done)
 		return
 	}
+	if _, err := validateBatch(c.bugBatchCRC(req.Batch)); err != nil {
+		// A damaged batch is refused before the verification: its answer
+		// (a timeout when the coordinator is away) must not hide the
+		// damage, and no TXN_BEGIN goes in for a write that will not.
+		fail(err)
+		return
+	}
 	p := txn.Producer{ID: req.ProducerID, Epoch: int16(req.ProducerEpoch)}
 	c.verifyTxnPartition(req.TransactionalID, p, req.TopicPartition, func(err error) {
 		if err != nil {

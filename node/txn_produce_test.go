@@ -165,3 +165,30 @@ func TestTxnKeptEpochMarkersEndEachTransaction(t *testing.T) {
 		}
 	}
 }
+
+// TestTxnProduceRefusesDamagedBatchFirst shows a transactional batch whose
+// CRC does not match is refused CORRUPT_BATCH before the verification
+// with the coordinator: the simulator (seed 12 of the transactional
+// workload) saw a damaged batch answered TIMEOUT, the verification's
+// answer while the coordinator was away, hiding the damage. Checked to
+// fail without the check: the write to a partition not added is answered
+// INVALID_TXN_STATE.
+func TestTxnProduceRefusesDamagedBatchFirst(t *testing.T) {
+	c := newCluster(t, 42, 3, replicated(3, "t", 1), txnTestConfig(PartitionMarkers{}))
+	p := c.initTxn("app")
+	tp := TopicPartition{"t", 0}
+	batch := testBatch(t, "d", 2)
+	batch[len(batch)-1] ^= 1 // a record byte: the CRC no longer matches
+	req := &strandpb.Request{CorrelationId: 7, Body: &strandpb.Request_Produce{Produce: &strandpb.ProduceRequest{
+		Acks: -1, TransactionalId: "app", Partitions: []*strandpb.ProduceRequest_Partition{{
+			Topic: tp.Topic, Partition: tp.Partition, ProducerId: p.ID, ProducerEpoch: int32(p.Epoch),
+			Batch: batch, Transactional: true}}}}}
+	resp, _ := c.handle(c.leader(tp), req)
+	out := resp.GetProduce().GetPartitions()
+	if len(out) != 1 || out[0].GetError().GetCode() != strandpb.ErrorCode_ERROR_CODE_CORRUPT_BATCH {
+		t.Fatalf("damaged transactional batch answered %v, want CORRUPT_BATCH", resp)
+	}
+	if _, hwm := c.lsoOn(tp); hwm != 0 {
+		t.Fatalf("the refused write took offsets: high-water mark %d", hwm)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/engine/groups"
 	"github.com/strandlog/strand/node"
 )
@@ -27,11 +28,15 @@ var GroupBugNames = []string{"GroupAssignBeforeRevoke", "GroupCommitSkipsEpoch",
 // clientlib members (wire_libgroup.go) run the code they live in.
 var ClientBugNames = []string{"LibAutoCommitFetched"}
 
+// TxnBugNames are the partition's planted transaction bugs (engine's
+// SetTxnBugs): they need the transactional workload (Options.Txn).
+var TxnBugNames = []string{"LSOPassesOpenTxn", "DropAbortOnRestore"}
+
 // ParseBug checks a planted bug's name; "" plants none.
 func ParseBug(name string) (string, error) {
 	if name != "" && !slices.Contains(BugNames, name) && !slices.Contains(GroupBugNames, name) && !slices.Contains(MoveBugNames, name) &&
 		!slices.Contains(JoinBugNames, name) && !slices.Contains(OperatorBugNames, name) && !slices.Contains(SampleBugNames, name) &&
-		!slices.Contains(ClientBugNames, name) {
+		!slices.Contains(ClientBugNames, name) && !slices.Contains(TxnBugNames, name) {
 		return "", fmt.Errorf("simnet: unknown bug %q", name)
 	}
 	return name, nil
@@ -42,8 +47,9 @@ func plantBug(cfg *node.Config, name string) {
 	// The coordinator's bugs are package switches of engine/groups: set
 	// (or cleared) at every node start of the run.
 	groups.SetBugs(name == "GroupAssignBeforeRevoke", name == "GroupCommitSkipsEpoch")
-	groups.SetClassicBug(name == "GroupClassicForgotten") // needs Options.ClassicMembers
-	clientlib.SetBugs(name == "LibAutoCommitFetched")     // needs Options.GroupMembers (wire_libgroup.go)
+	groups.SetClassicBug(name == "GroupClassicForgotten")                       // needs Options.ClassicMembers
+	clientlib.SetBugs(name == "LibAutoCommitFetched")                           // needs Options.GroupMembers (wire_libgroup.go)
+	engine.SetTxnBugs(name == "LSOPassesOpenTxn", name == "DropAbortOnRestore") // need Options.Txn (wire_txn.go)
 	switch name {
 	case "AckBeforeCommit":
 		cfg.Bugs.AckBeforeCommit = true

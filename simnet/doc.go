@@ -91,7 +91,11 @@
 // virtual time), crash mid-batch and restart; Options.ClassicMembers (TestSimClassicGroups:
 // 3) adds members of a second group speaking Kafka's classic protocol (JoinGroup, SyncGroup,
 // Heartbeat through kafkaproto; commits in their generation) checked across coordinator fail-overs
-// (wire_classic.go). Storage is asynchronous as in the
+// (wire_classic.go). Options.Txn (two seeds in five) runs the transactional workload
+// (wire_txn.go): three transactional ids commit and abort transactions over sim-txn's 3 partitions,
+// crash mid-transaction and re-initialize (fencing; the old process sometimes finishes as a zombie),
+// while a reader follows the partitions at read_committed and after the heal reads them whole; the
+// history goes to linearizability.CheckTxn ("txn:" failures). Storage is asynchronous as in the
 // server: each sync job runs as an event after a drawn device delay (0.1–1.5 ms; one in 50 up to 20
 // ms, so logs complete out of order) — the memdisk makes the writes durable only then — and
 // SyncDone a hand-off later; draws from their own stream. Rejected: fsync at once with only the

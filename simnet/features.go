@@ -20,10 +20,11 @@ import "strings"
 //     (wire_partitions.go draws it in half of them);
 //   - the WAL in one seed in eight (its durability audit recovers the
 //     write-ahead log at every sync: such a seed costs 1.7 times
-//     another), the Kafka codec in half.
+//     another), the Kafka codec in half;
+//   - the transactional workload (wire_txn.go) in two seeds in five.
 //
 // A costly feature shortens its seed (featureOps: 5 nodes 4/5 of the
-// operations, the WAL 3/5, groups 9/10), so the sample costs about what
+// operations, the WAL 3/5, groups 9/10, transactions 3/5), so the sample costs about what
 // the old one did: 175 seeds per CPU-minute against 191 for
 // -sim.features=false side by side at load 2, 145 against 156 at load
 // 10 (123 at full length).
@@ -66,6 +67,7 @@ func DrawFeatures(o Options) Options {
 	o.AddPartitions = true // drawn by the grow plan; never with groups
 	o.WAL = o.WAL || draw(8) == 0
 	o.KafkaCodec = o.KafkaCodec || draw(2) == 0
+	o.Txn = o.Txn || draw(5) < 2 // drawn last: the draws above stay as they were
 	o.Ops = featureOps(o)
 	return o
 }
@@ -84,6 +86,9 @@ func featureOps(o Options) int {
 	}
 	if o.GroupMembers > 0 {
 		ops = ops * 9 / 10
+	}
+	if o.Txn {
+		ops = ops * 3 / 5
 	}
 	return ops
 }
@@ -105,6 +110,7 @@ func featureNames(o Options) []string {
 	add(o.WAL, "wal")
 	add(o.KafkaCodec, "kafka")
 	add(o.Nodes != 3, "nodes-5")
+	add(o.Txn, "txn")
 	return names
 }
 
@@ -115,6 +121,7 @@ var FeatureCoverage = []string{
 	"feature/wal", "feature/kafka", "event/partitions-added", "event/partition-move", "event/partition-move-offsets", "event/node-joined",
 	"event/node-removed", "event/group-commit", "event/wal-rotation", "event/kafka-request",
 	"event/lib-member-batch", "event/lib-member-crash", "event/lib-group-at-least-once", // wire_libgroup.go
+	"feature/txn", "txn/committed", "txn/aborted", "txn/fenced", "txn/zombie", "txn/read-committed", "txn/checked", // wire_txn.go
 }
 
 // countFeatures adds one to each feature row o runs.

@@ -153,6 +153,10 @@ func (ww *wireWorkload) caller(c *wireClient) node.Caller {
 		return node.Caller{Principal: principalOperator, Host: "ops"}
 	case c == op.intruder:
 		return node.Caller{Principal: principalIntruder, Host: "intruder"}
+	case ww.txn.owns(c):
+		// Transactional requests need ALTER on the cluster
+		// (node/auth.go has no transactional-id resource yet).
+		return node.Caller{Principal: principalAdmin, Host: "admin"}
 	}
 	return node.Caller{Principal: principalApp, Host: "app"}
 }
@@ -456,10 +460,10 @@ func operatorOffsetsPartitions(o Options) int {
 
 // txnPartitions is the partition count of __strand_transactions in a run
 // (node Config.Txn.Partitions): 1 with the operator, whose transaction
-// requests create it, else 0 (nothing else uses transactions yet). Its
-// groups follow the __strand_offsets ones in the checks.
+// requests create it, or with the transactional workload (wire_txn.go),
+// else 0. Its groups follow the __strand_offsets ones in the checks.
 func txnPartitions(o Options) int {
-	if o.Operator {
+	if o.Operator || o.Txn {
 		return 1
 	}
 	return 0
@@ -467,4 +471,8 @@ func txnPartitions(o Options) int {
 
 // coordinatorPartitions counts the internal topics' groups the checks
 // number after the metadata group.
-func coordinatorPartitions(o Options) int { return groupOffsetsPartitions(o) + txnPartitions(o) }
+// The transactional workload's topic is numbered after them
+// (wire_txn.go).
+func coordinatorPartitions(o Options) int {
+	return groupOffsetsPartitions(o) + txnPartitions(o) + txnWorkloadPartitions(o)
+}

@@ -146,6 +146,8 @@ type Options struct {
 	// a second group speaking Kafka's classic protocol (wire_classic.go);
 	// 0: none.
 	ClassicMembers int
+	// Txn runs the transactional workload (wire_txn.go).
+	Txn bool
 	// Bug names a planted bug (BugNames; only in -tags simbugs builds).
 	Bug string
 

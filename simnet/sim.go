@@ -57,6 +57,7 @@ func Run(o Options, vizDir string) (res Result) {
 	if !w.work.drained && !w.stats.TimeLimited && len(w.failures) == 0 {
 		w.fail("the run ended before the final drain (%s)", w.stats)
 	}
+	w.wire.txn.checkEarlyEnd() // wire_txn_check.go
 	w.finalChecks(vizDir)
 	return w.result()
 }

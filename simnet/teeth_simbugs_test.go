@@ -36,6 +36,7 @@ func requireCatches(t *testing.T, bug string, from, to uint64, want int, marker 
 			caught = append(caught, seed)
 		}
 	}
+	t.Logf("%s caught (%q) in %d of seeds %d-%d %v", bug, marker, len(caught), from, to, caught)
 	if len(caught) < want {
 		t.Errorf("%s caught (%q) in %d of seeds %d-%d %v, want at least %d", bug, marker, len(caught), from, to, caught, want)
 	}

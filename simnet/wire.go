@@ -56,6 +56,7 @@ type wireWorkload struct {
 	joins    *joinPlan                        // the run's node joins; nil: none (wire_joins.go)
 	produced map[string]string                // every value a producer sent, to its key
 	ops      *operator                        // the operator actor; nil: none (operator.go)
+	txn      *txnSim                          // the transactional workload; nil: none (wire_txn.go)
 }
 
 // wireCall is one request in flight: it ends once, by its answer or by
@@ -101,6 +102,7 @@ func newWireWorkload(w *world) *wireWorkload {
 		}
 		ww.libGroup = newLibGroup(ww, last+1+o.GroupMembers+o.ClassicMembers) // wire_libgroup.go
 	}
+	ww.txn = newTxnSim(ww, last+1+o.GroupMembers+o.ClassicMembers+libMemberCount(o))
 	ww.grow = newGrowPlan(ww)
 	ww.moves = newMovePlan(ww)
 	ww.joins = newJoinPlan(ww) // wire_joins.go
@@ -166,6 +168,9 @@ func (ww *wireWorkload) topicCreated() {
 		ww.classic.start()
 	}
 	ww.ops.start()
+	if ww.txn != nil {
+		ww.txn.start()
+	}
 }
 
 // clientDone counts a client out; the last one heals everything and
@@ -192,11 +197,12 @@ func (ww *wireWorkload) probeAfterIncident() {
 // the final drain.
 func (ww *wireWorkload) finalHeal() {
 	ww.w.planner.healAll()
+	drain := func() { ww.txn.finish(func() { ww.drain.after(0, ww.drain.begin) }) }
 	if ww.groups != nil && !ww.groups.settling {
-		ww.groups.settle(func() { ww.libGroup.finish(func() { ww.drain.after(0, ww.drain.begin) }) })
+		ww.groups.settle(func() { ww.libGroup.finish(drain) })
 		return
 	}
-	ww.drain.after(0, ww.drain.begin)
+	drain()
 }
 
 // call sends req from client c to node target across the simulated

@@ -23,7 +23,7 @@ type kafkaCall struct {
 // (wire_classic.go); ok is false otherwise.
 func (ww *wireWorkload) kafkaEncode(c *wireClient, req *strandpb.Request) (*kafkaCall, []byte, bool) {
 	classic := req.GetGroupHeartbeat().GetClassic() != nil // a classic member speaks only Kafka
-	if !classic && (!ww.w.opts.KafkaCodec || c.index%2 == 0) {
+	if !classic && (!ww.w.opts.KafkaCodec || c.index%2 == 0 || ww.txn.owns(c)) {
 		return nil, nil, false
 	}
 	if req.GetProduce() != nil && req.GetProduce().GetAcks() == 0 {

@@ -208,9 +208,12 @@ func newWorld(o Options) *world {
 	for p := range txnPartitions(o) {
 		w.groupOf[node.TopicPartition{Topic: node.TransactionsTopic, Partition: int32(p)}] = o.Partitions + 1 + groupOffsetsPartitions(o) + p
 	}
+	for p := range txnWorkloadPartitions(o) { // wire_txn.go
+		w.groupOf[node.TopicPartition{Topic: topicTxn, Partition: int32(p)}] = o.Partitions + 1 + groupOffsetsPartitions(o) + txnPartitions(o) + p
+	}
 	w.checker = newChecker(w)
 	w.hist = newHistory(o.Partitions)
-	clientCount := o.Producers + o.Consumers + o.Readers + 1 + o.GroupMembers + o.ClassicMembers + libMemberCount(o) // +1: the drain reader
+	clientCount := o.Producers + o.Consumers + o.Readers + 1 + o.GroupMembers + o.ClassicMembers + libMemberCount(o) + txnClients(o) // +1: the drain reader
 	w.net = newNetwork(newStream(o.Seed, streamNetwork), o.Nodes, clientCount, &o)
 	// Skews and tick phases are fixed for the whole run.
 	skewRand := newStream(o.Seed, streamClock)

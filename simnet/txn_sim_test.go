@@ -1,0 +1,38 @@
+package simnet
+
+import (
+	"flag"
+	"runtime/debug"
+	"testing"
+)
+
+var flagTxnSeeds = flag.Int("sim.txn-seeds", 10, "seeds of TestSimTxn")
+
+// txnOptions is the standard sample's seed with the transactional
+// workload on (wire_txn.go), as in the seeds that draw it.
+func txnOptions(t *testing.T, seed uint64, profile, bug string) Options {
+	o := sampleOptions(t, seed, profile, bug)
+	o.Txn = true
+	return o
+}
+
+// TestSimTxn runs the transactional workload in every seed (the sample
+// draws it in two of five): CheckTxn finds no anomaly and the workload
+// commits, aborts, fences and reads at read_committed in each.
+func TestSimTxn(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	n := *flagTxnSeeds
+	if testing.Short() {
+		n = min(n, 3)
+	}
+	for seed := uint64(1); seed <= uint64(n); seed++ {
+		res := runSeed(t, txnOptions(t, seed, "mixed", ""), "")
+		if res.Failed() {
+			t.Errorf("seed %d failed:\n%s", seed, res.Failures)
+		}
+		t.Logf("seed %d: committed=%d aborted=%d fenced=%d zombie=%d crash=%d read-committed=%d checked=%d", seed,
+			res.Coverage.Count("txn/committed"), res.Coverage.Count("txn/aborted"), res.Coverage.Count("txn/fenced"),
+			res.Coverage.Count("txn/zombie"), res.Coverage.Count("txn/crash"), res.Coverage.Count("txn/read-committed"),
+			res.Coverage.Count("txn/checked"))
+	}
+}
