@@ -265,6 +265,7 @@ func (c *Core) removalDue(st raft.Status, id NodeID) bool {
 		return false
 	}
 	delete(c.removalSeen, id)
+	c.stats.RemovalsForced++
 	c.log.log(slog.LevelWarn, "removed node did not catch up in time: removing it from the metadata group anyway; "+
 		"if it comes back, wipe its data directory", slog.String("group", "metadata"), slog.Uint64("member", uint64(id)))
 	return true

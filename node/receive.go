@@ -62,6 +62,11 @@ type Stats struct {
 	// the acks=all produces that applied successfully (latency.go).
 	CommitLatency LatencyHistogram
 	MoveSteps     uint64 // conf changes proposed to move partitions (moves.go)
+	// RemovalsForced counts removed nodes the metadata leader dropped from
+	// the metadata group before they caught up (removalDue): such a node
+	// never learns it was removed and keeps its stale replicas until its
+	// data directory is wiped.
+	RemovalsForced uint64
 	// FreshCampaigns counts the early campaigns of new partitions'
 	// preferred replicas (elect.go).
 	FreshCampaigns uint64

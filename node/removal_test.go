@@ -72,7 +72,9 @@ func TestRemovedNodeLearnsItsRemoval(t *testing.T) {
 }
 
 // TestRemovedNodeGoneForGoodLeaves: a removed node that never comes back
-// leaves the metadata group once the grace (removalGraceElections) ran out.
+// leaves the metadata group once the grace (removalGraceElections) ran out,
+// counted in Stats.RemovalsForced (the simulator's membership check then
+// expects no clean-up from that node).
 func TestRemovedNodeGoneForGoodLeaves(t *testing.T) {
 	c := removeWhileDown(t)
 	for i := 0; c.cores[1].MetadataRole(3) != MetaRoleNone; i++ {
@@ -80,5 +82,14 @@ func TestRemovedNodeGoneForGoodLeaves(t *testing.T) {
 			t.Fatalf("removed node 3, down for good, still in the metadata group: %v", c.cores[1].MetadataRole(3))
 		}
 		c.tick(1)
+	}
+	var forced uint64
+	for _, id := range c.ids {
+		if c.cores[id] != nil {
+			forced += c.cores[id].Stats().RemovalsForced
+		}
+	}
+	if forced != 1 {
+		t.Fatalf("%d forced removals counted, want 1", forced)
 	}
 }

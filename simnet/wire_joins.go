@@ -54,6 +54,10 @@ type joinPlan struct {
 	// REMOVE was answered.
 	decom   uint64
 	removed bool
+	// forced: a metadata leader removed decom before it caught up (cut
+	// off through the whole grace): it keeps its stale replicas, as
+	// documented, until wiped (node.Stats.RemovalsForced).
+	forced  bool
 	started time.Duration // the current admin step's first attempt
 	// settled: the end-of-run check ran, from settleStart.
 	settled     bool
@@ -492,7 +496,7 @@ func (ww *wireWorkload) unsettledMembership() string {
 				}
 			}
 		}
-		if n := w.nodes[jp.decom-1]; n.up {
+		if n := w.nodes[jp.decom-1]; n.up && !jp.forced {
 			for _, st := range n.core.Status() {
 				if st.TopicPartition != metaTopicPartition {
 					return fmt.Sprintf("removed node %d still hosts %s/%d", jp.decom, st.Topic, st.Partition)

@@ -536,5 +536,9 @@ func (w *world) countRetention(n *simNode) {
 	w.coverage.Add("event/compaction", int64(now.Compactions-last.Compactions))
 	w.coverage.Add("event/snapshot-sent", int64(now.SnapshotsSent-last.SnapshotsSent))
 	w.coverage.Add("event/snapshot-installed", int64(now.SnapshotsInstalled-last.SnapshotsInstalled))
+	if now.RemovalsForced > last.RemovalsForced && w.wire != nil && w.wire.joins != nil {
+		w.wire.joins.forced = true
+		w.coverage.Inc("event/removal-forced")
+	}
 	n.lastStats = now
 }
