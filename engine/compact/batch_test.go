@@ -35,7 +35,7 @@ func sampleMarker() Batch {
 }
 
 // mustAppend encodes b or fails the test.
-func mustAppend(t testing.TB, b Batch) []byte {
+func mustAppend(t fataler, b Batch) []byte {
 	t.Helper()
 	out, err := AppendBatch(nil, &b)
 	if err != nil {

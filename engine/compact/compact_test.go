@@ -239,3 +239,29 @@ func TestInputContract(t *testing.T) {
 		t.Errorf("decision below the prefix: %v", err)
 	}
 }
+
+// TestKafkaFormInput shows a raft batch stored in the Kafka form is read
+// through recordbatch's iterator like Strand's: offsets from its position,
+// timestamps and headers kept, the producer identity carried over.
+func TestKafkaFormInput(t *testing.T) {
+	var l testLog
+	p := Producer{ID: 5, Epoch: 1, BaseSequence: 0}
+	records := []recordbatch.Record{rec("a", "1", 100), rec("b", "1", 90), rec("a", "2", 120)}
+	records[1].Headers = []recordbatch.Header{{Key: "h", Value: []byte("v")}}
+	data := kafkaBatch(p, false, records)
+	if _, err := recordbatch.Validate(data); err != nil {
+		t.Fatalf("test batch invalid: %v", err)
+	}
+	l.inputs = append(l.inputs, Input{BaseOffset: 0, Data: data, Producer: p})
+	l.next = 3
+	_, out := l.compact(t, decision(3, 1000, 0))
+	got := readAll(t, out.inputs)
+	wantRead(t, out, "b=1@1", "a=2@2")
+	if got[0].ts != 90 || got[0].headers != `h="v";` || got[1].ts != 120 {
+		t.Fatalf("read %+v", got)
+	}
+	b, _ := DecodeBatch(out.inputs[0].Data)
+	if b.ProducerID != 5 || b.ProducerEpoch != 1 || b.FirstTimestampMs != 100 || b.LastOffsetDelta != 2 {
+		t.Fatalf("batch %+v", b)
+	}
+}

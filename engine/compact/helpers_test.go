@@ -3,13 +3,21 @@ package compact
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
+	"hash/crc32"
 	"iter"
 	"slices"
 	"strconv"
-	"testing"
+	"strings"
 
 	"github.com/strandlog/strand/engine/recordbatch"
 )
+
+// fataler is what the helpers need of *testing.T and *rapid.T.
+type fataler interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
 
 // noProducer is a batch without idempotence.
 var noProducer = Producer{ID: -1}
@@ -34,7 +42,7 @@ func rec(key, value string, ts int64) recordbatch.Record {
 }
 
 // produce appends a raft batch of records and returns its base offset.
-func (l *testLog) produce(t testing.TB, p Producer, transactional bool, records ...recordbatch.Record) int64 {
+func (l *testLog) produce(t fataler, p Producer, transactional bool, records ...recordbatch.Record) int64 {
 	t.Helper()
 	b, err := recordbatch.Encode(nil, records)
 	if err != nil {
@@ -74,7 +82,7 @@ func (l *testLog) log() Log {
 
 // compact runs one pass and returns its result and the log after it: the
 // emitted batches, then the raft batches from CleanedTo on.
-func (l *testLog) compact(t testing.TB, d Decision) (Result, *testLog) {
+func (l *testLog) compact(t fataler, d Decision) (Result, *testLog) {
 	t.Helper()
 	out := &testLog{next: l.next}
 	res, err := Compact(l.log(), d, func(b []byte) error {
@@ -104,11 +112,21 @@ type readRecord struct {
 	ts       int64
 	control  bool
 	producer int64
+	headers  string
+}
+
+// headerText is a record's headers as text, to compare them.
+func headerText(hs []recordbatch.Header) string {
+	var b strings.Builder
+	for _, h := range hs {
+		fmt.Fprintf(&b, "%s=%q;", h.Key, h.Value)
+	}
+	return b.String()
 }
 
 // readAll reads every record of inputs in order, as a consumer of the
 // whole partition would.
-func readAll(t testing.TB, inputs []Input) []readRecord {
+func readAll(t fataler, inputs []Input) []readRecord {
 	t.Helper()
 	var out []readRecord
 	for _, in := range inputs {
@@ -119,13 +137,13 @@ func readAll(t testing.TB, inputs []Input) []readRecord {
 				t.Fatalf("DecodeBatch at %d: %v", in.BaseOffset, err)
 			}
 			for _, r := range b.Records {
-				out = append(out, readRecord{r.Offset, string(r.Key), r.Value, r.TimestampMs, b.Control, b.ProducerID})
+				out = append(out, readRecord{r.Offset, string(r.Key), r.Value, r.TimestampMs, b.Control, b.ProducerID, headerText(r.Headers)})
 			}
 		case in.Marker != nil:
-			out = append(out, readRecord{in.BaseOffset, "", nil, in.Marker.TimestampMs, true, in.Producer.ID})
+			out = append(out, readRecord{in.BaseOffset, "", nil, in.Marker.TimestampMs, true, in.Producer.ID, ""})
 		default:
 			err := recordbatch.Decode(in.Data, func(i int, r recordbatch.Record) error {
-				out = append(out, readRecord{in.BaseOffset + int64(i), string(r.Key), r.Value, r.TimestampMs, false, in.Producer.ID})
+				out = append(out, readRecord{in.BaseOffset + int64(i), string(r.Key), r.Value, r.TimestampMs, false, in.Producer.ID, headerText(r.Headers)})
 				return nil
 			})
 			if err != nil {
@@ -157,4 +175,45 @@ func keysAt(records []readRecord) []string {
 // and a roomy map, cleaning up to end.
 func decision(end, timeMs, retention int64) Decision {
 	return Decision{Generation: 1, CleanableEnd: end, TimeMs: timeMs, DeleteRetentionMs: retention, OffsetMapBytes: 1 << 16}
+}
+
+// kafkaBatch encodes records as a stored Kafka RecordBatch v2 (base offset
+// 0, uncompressed), as the Kafka listener stores what a producer sent.
+func kafkaBatch(p Producer, transactional bool, records []recordbatch.Record) []byte {
+	var body []byte
+	first := records[0].TimestampMs
+	for i, r := range records {
+		rec := []byte{0}
+		rec = binary.AppendVarint(rec, r.TimestampMs-first)
+		rec = binary.AppendVarint(rec, int64(i))
+		rec = appendNullable(rec, r.Key)
+		rec = appendNullable(rec, r.Value)
+		rec = binary.AppendVarint(rec, int64(len(r.Headers)))
+		for _, h := range r.Headers {
+			rec = appendNullable(rec, []byte(h.Key))
+			rec = appendNullable(rec, h.Value)
+		}
+		body = binary.AppendVarint(body, int64(len(rec)))
+		body = append(body, rec...)
+	}
+	if p.ID < 0 {
+		p = Producer{ID: -1, Epoch: -1, BaseSequence: -1}
+	}
+	b := make([]byte, recordbatch.KafkaHeaderBytes, recordbatch.KafkaHeaderBytes+len(body))
+	b = append(b, body...)
+	be := binary.BigEndian
+	be.PutUint32(b[8:], uint32(len(b)-12))
+	b[16] = 2
+	if transactional {
+		be.PutUint16(b[21:], 0x10)
+	}
+	be.PutUint32(b[23:], uint32(len(records)-1))
+	be.PutUint64(b[27:], uint64(first))
+	be.PutUint64(b[35:], uint64(first))
+	be.PutUint64(b[43:], uint64(p.ID))
+	be.PutUint16(b[51:], uint16(p.Epoch))
+	be.PutUint32(b[53:], uint32(p.BaseSequence))
+	be.PutUint32(b[57:], uint32(len(records)))
+	be.PutUint32(b[17:], crc32.Checksum(b[21:], castagnoli))
+	return b
 }
