@@ -81,7 +81,8 @@ func TestTombstoneHorizonFromFirstPass(t *testing.T) {
 }
 
 // TestKeylessRefused shows a record without a key stops the pass with
-// ErrKeyless naming its offset, and nothing is emitted.
+// ErrKeyless naming its offset, and nothing is emitted; past the
+// cleanable end it is not read.
 func TestKeylessRefused(t *testing.T) {
 	var l testLog
 	l.produce(t, noProducer, false, rec("a", "1", 10))
@@ -90,6 +91,9 @@ func TestKeylessRefused(t *testing.T) {
 	_, err := Compact(l.log(), decision(3, 100, 0), func([]byte) error { emitted++; return nil })
 	if !errors.Is(err, ErrKeyless) || !strings.Contains(err.Error(), "offset 2") || emitted != 0 {
 		t.Fatalf("err %v, emitted %d", err, emitted)
+	}
+	if res, err := Compact(l.log(), decision(1, 100, 0), func([]byte) error { return nil }); err != nil || res.CleanedTo != 1 {
+		t.Fatalf("a keyless record past the cleanable end is not read: %+v, %v", res, err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package compact
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/strandlog/strand/engine/recordbatch"
@@ -47,12 +48,13 @@ func buildPlan(log Log, d Decision) (*plan, error) {
 		if err != nil {
 			return nil, err
 		}
-		scratch = h.keys
 		if h.dirty {
-			if stop, err := p.admitDirty(in, &h, d); stop || err != nil {
+			stop, err := p.admitDirty(in, &h, d, tracker)
+			if stop || err != nil {
 				return p, err
 			}
 		}
+		scratch = h.keys
 		if !h.control && h.producerID >= 0 {
 			p.lastData[h.producerID] = in.BaseOffset
 		}
@@ -63,12 +65,17 @@ func buildPlan(log Log, d Decision) (*plan, error) {
 
 // admitDirty adds a dirty batch's keys to the map, or reports the pass
 // stops before it: it ends past the cleanable end, or the map is full.
-func (p *plan) admitDirty(in Input, h *head, d Decision) (stop bool, err error) {
+func (p *plan) admitDirty(in Input, h *head, d Decision, tracker *abortedTracker) (stop bool, err error) {
 	if in.BaseOffset != p.cleanedTo {
 		return true, fmt.Errorf("%w: raft batch at %d, but the log before it ends at %d", ErrInput, in.BaseOffset, p.cleanedTo)
 	}
 	if h.end > d.CleanableEnd {
 		return true, nil
+	}
+	if !h.control {
+		if err := readKeys(in, h, tracker); err != nil {
+			return true, err
+		}
 	}
 	if len(h.keys) > p.offsets.room() {
 		if p.offsets.entries == 0 {
@@ -85,8 +92,8 @@ func (p *plan) admitDirty(in Input, h *head, d Decision) (stop bool, err error) 
 	return false, nil
 }
 
-// readHead reads what the first pass needs of in, appending a dirty data
-// batch's key hashes to keys.
+// readHead reads what the first pass needs of in from its header; keys is
+// the scratch slice readKeys will append to.
 func readHead(in Input, firstDirty int64, tracker *abortedTracker, keys []keyHash) (head, error) {
 	if IsCompacted(in.Data) {
 		b, _, err := decodeHeader(in.Data)
@@ -113,22 +120,50 @@ func readHead(in Input, firstDirty int64, tracker *abortedTracker, keys []keyHas
 	if in.Transactional && producer.ID < 0 {
 		return head{}, fmt.Errorf("%w: transactional batch at %d without a producer", ErrInput, in.BaseOffset)
 	}
-	skip := in.Transactional && tracker.aborted(producer.ID, in.BaseOffset)
+	count, err := raftRecordCount(in.Data)
+	if err != nil {
+		return head{}, fmt.Errorf("raft batch at %d: %w", in.BaseOffset, err)
+	}
+	return head{end: in.BaseOffset + count, producerID: producer.ID, dirty: true, keys: keys}, nil
+}
+
+// raftRecordCount is a raft batch's record count from its header alone,
+// so a batch past the cleanable end is never read; readKeys checks it.
+func raftRecordCount(data []byte) (int64, error) {
+	if recordbatch.IsKafka(data) {
+		h, err := recordbatch.ParseKafkaHeader(data)
+		return int64(h.RecordCount), err
+	}
+	if len(data) < recordbatch.HeaderBytes || data[0] != recordbatch.Magic {
+		_, err := recordbatch.Validate(data)
+		return 0, err
+	}
+	return int64(binary.LittleEndian.Uint32(data[8:12])), nil
+}
+
+// readKeys appends the key hashes of a dirty raft batch's records to
+// h.keys (none for an aborted transaction's, which must not hide older
+// committed values), refusing a record without a key.
+func readKeys(in Input, h *head, tracker *abortedTracker) error {
+	skip := in.Transactional && tracker.aborted(h.producerID, in.BaseOffset)
 	n := int64(0)
 	it := recordbatch.NewIterator(in.Data)
 	for ; it.Next(); n++ {
 		r := it.Record()
 		if r.Key == nil {
-			return head{}, fmt.Errorf("%w: offset %d", ErrKeyless, in.BaseOffset+n)
+			return fmt.Errorf("%w: offset %d", ErrKeyless, in.BaseOffset+n)
 		}
 		if !skip {
-			keys = append(keys, hashKey(r.Key))
+			h.keys = append(h.keys, hashKey(r.Key))
 		}
 	}
 	if err := it.Err(); err != nil {
-		return head{}, fmt.Errorf("raft batch at %d: %w", in.BaseOffset, err)
+		return fmt.Errorf("raft batch at %d: %w", in.BaseOffset, err)
 	}
-	return head{end: in.BaseOffset + n, producerID: producer.ID, dirty: true, keys: keys}, nil
+	if in.BaseOffset+n != h.end {
+		return fmt.Errorf("raft batch at %d: %w: %d records, header says %d", in.BaseOffset, recordbatch.ErrCorrupt, n, h.end-in.BaseOffset)
+	}
+	return nil
 }
 
 // normalProducer is in's producer with every field -1 when it has no id,
