@@ -124,6 +124,11 @@
 //     byte-identical: a replica can check its Digest against the leader's (reported in a later
 //     entry or in the replica's state), and a lagging or repaired replica can install the
 //     compacted prefix from any replica whose digest for that generation matches.
+//   - Passes run in generation order on every replica: skipping one would stamp some horizons later
+//     and so change the bytes (a replica that missed one installs a later prefix instead). Log.Aborted
+//     may be the engine's aborted index at the decision's apply or any time after: an abort applied
+//     later belongs to a transaction that was open at the decision, so its records lie at or past
+//     the cleanable end; entries a TRIM drops have their records below the log start.
 //   - The new prefix is written beside the old and switched to atomically (a crash leaves the old
 //     or the new set, never both or neither); only then does that replica drop its raft log below
 //     CleanedTo (a replica-local raft compaction, as today's Compacted). Fetches below CleanedTo
@@ -155,6 +160,7 @@
 // # Tests
 //
 // batch_test.go (round trips, every canonical rule refused at encode and decode), FuzzDecodeBatch,
+// FuzzCompact (a fuzzed compacted prefix under a pass: typed errors, determinism, idempotence),
 // compact_test.go (one test per rule above, the Kafka form as input, the input contract),
 // TestCompactModel (rapid: random keyed updates, tombstones, committed and aborted transactions in
 // both raft forms, interleaved with passes of random decisions including small maps, against a
