@@ -150,7 +150,9 @@
 // atomic switch; fetch of the prefix (native: a new batch form for clientlib, which can decode it
 // with this package; Kafka: re-encode as an uncompressed RecordBatch v2 with the same base offset,
 // last offset delta, producer fields and offset deltas); the off-loop runner with an I/O budget
-// and the trigger; install from a peer for a replica whose raft log was trimmed past it;
+// and the trigger; on a compacted topic a replica's raft-log trimming (the snapshot-driven
+// Compacted included) stops at its own compacted prefix's end, and a replica sent a raft snapshot
+// past its log installs the prefix from a peer, digest-checked;
 // metadata: accept compact and compact,delete, the other keys through Config.Set/Validate (this
 // package is not wired into engine/metadata yet); keyless produce refused on compacted topics
 // (and a topic altered to compact with keyless records in its log: drop them as Kafka does, or
