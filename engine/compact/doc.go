@@ -1,0 +1,175 @@
+// Package compact is log compaction for compacted topics (cleanup.policy=compact, issue 24) as a
+// pure function: the compacted batch form, one compaction pass over a partition's log, and the
+// topic settings that drive it. No I/O, clock, goroutine or randomness (the determinism guard holds
+// it to an import allowlist): the node reads the log, calls Compact off its loop, writes what it
+// emits.
+//
+// # Why a new batch form
+//
+// A raft entry's batch carries no offsets: Strand's form has none, the Kafka form (stored as sent,
+// base offset zeroed) has per-record offset deltas that recordbatch requires to be 0, 1, 2, ...;
+// offsets come from the entry's position (engine: offset → raft index). A compacted batch must
+// keep each survivor's offset with gaps between them, outlive the raft entries it came from, and
+// keep what idempotence and transactions need. So compacted batches get their own form, magic 2,
+// in Strand's conventions (little-endian, CRC32C, minimal varints, canonical):
+//
+//	0  magic              u8   = Magic (2)
+//	1  attributes         u8   0x10 transactional, 0x20 control; other bits zero (no compression)
+//	2  reserved           u16  = 0
+//	4  crc                u32  CRC32C of bytes [8, end)
+//	8  base_offset        i64  first offset of the original batch, ≥ 0
+//	16 last_offset_delta  i32  the original batch covered [base, base+delta], ≥ 0
+//	20 record_count       i32  survivors, 0 ≤ n ≤ delta+1 (0: a producer's kept last batch)
+//	24 first_time_ms      i64  the original batch's base timestamp (record deltas are from it)
+//	32 max_time_ms        i64  largest survivor timestamp; an empty batch keeps the original's
+//	40 delete_horizon_ms  i64  -1, or when its tombstones / its marker may go (see Rules)
+//	48 producer_id        i64  -1 without idempotence (epoch and sequence -1 then)
+//	56 producer_epoch     i32
+//	60 base_sequence      i32  the original batch's (-1 for a marker): sequences of the range
+//	64 records_bytes      u32  length of the records section
+//	68 records            record_count records, each:
+//	     offset_delta       uvarint, strictly increasing, ≤ last_offset_delta
+//	     timestamp_delta    zigzag varint, from first_time_ms
+//	     key_length, key    zigzag varint (never -1: a data record has a key), bytes
+//	     value_length, value zigzag varint (-1: a tombstone), bytes
+//	     header_count       uvarint; each header: uvarint key length, key, zigzag value length, value
+//
+// Canonical: DecodeBatch accepts exactly what AppendBatch writes, so Encode(Decode(b)) == b and
+// replicas that keep the same records write the same bytes. It also checks max_time_ms against
+// the records, the horizon is set only on a batch holding a tombstone or a marker, producer fields
+// (all -1 without a producer; a transaction needs one; a marker has sequence -1), a marker batch is
+// one control record (Kafka's: key = version 0 and type 0 abort / 1 commit, value = version 0 and
+// the coordinator epoch, big-endian) over one offset. Limits: a record ≤ recordbatch.RecordBytesMax;
+// a batch ≤ BatchBytesMax (68 B + 16 MiB: a batch holds a subset of one original, whose Kafka form
+// inflates to at most 16 MiB; the compacted framing is never longer than Kafka's and at most 3
+// bytes a record longer than Strand's). Errors: ErrCorrupt / ErrBatchTooLarge, naming field and
+// record (FuzzDecodeBatch). The header is 44 bytes longer than Strand's; a batch is never merged
+// with another or split, so batch boundaries, producer sequence ranges and the Kafka view stay
+// those of the original.
+//
+// Not compressed: compression output is not guaranteed identical across library versions, and
+// replicas must write identical bytes (digests) even mid-upgrade. A topic produced compressed
+// therefore takes its uncompressed size once compacted; the codec bits are reserved.
+//
+// # A pass
+//
+// Compact(log, decision, emit) runs Kafka's two passes. Log.Batches yields the partition's log in
+// offset order: the compacted prefix [log start, FirstDirty) (compacted batches, gaps allowed)
+// then the raft batches and marker entries from FirstDirty on (dense; Input carries an entry's
+// producer, transactional flag, or Marker). Pass 1 hashes the keys of the dirty raft batches into
+// the offset map (key hash → latest offset), stopping before the first batch that ends past the
+// decision's CleanableEnd or would overflow the map; that batch boundary is Result.CleanedTo and
+// MapFull says the map stopped it (Kafka: "compact only up to the last offset the map covered").
+// Pass 2 reads everything below CleanedTo again, applies the rules and emits one compacted batch
+// per batch with a survivor. The clean prefix's keys are not put in the map (they are already
+// unique there), so the map is sized by the dirty section, not by the key count.
+//
+// The offset map is Kafka's SkimpyOffsetMap: Decision.OffsetMapBytes / SlotBytes (24) slots of a
+// 128-bit key hash and an offset, open addressing, full at 90 %. The hash is SHA-256 truncated,
+// not Kafka's MD5: a hash collision makes the older key's latest value disappear, and MD5
+// collisions are cheap for a producer choosing keys. A batch with more records than the whole map
+// holds is ErrOffsetMapTooSmall (no pass could pass it). Memory: the map, one batch, and a few
+// words per producer id and per aborted transaction in the log.
+//
+// # Rules (Kafka's, each with a test that fails when it is broken)
+//
+//  1. Per key, only the latest record below CleanedTo survives: a record goes if the map holds a
+//     later offset of its key. Offsets, timestamps, keys, values and headers of survivors are
+//     unchanged. (TestLatestValueSurvives, TestCleanableEndBounds, TestMapFullPartialPass)
+//  2. Tombstones (null value): the first pass that keeps a batch holding one stamps the batch's
+//     delete horizon = decision time + delete.retention.ms (KIP-534: counted from the compaction
+//     that first sees it, not from the write, so a tombstone compacted late still gets its full
+//     retention); a later pass whose decision time is strictly past the horizon removes them. A
+//     tombstone removes its key's older values at once, like any newer record.
+//     (TestTombstoneHorizon, TestTombstoneHorizonFromFirstPass)
+//  3. A data record without a key is ErrKeyless naming its offset: invalid in a compacted topic
+//     (the produce path refuses it with INVALID_RECORD). Kafka's cleaner drops such records; see
+//     "Next" for topics altered to compact. (TestKeylessRefused)
+//  4. Records of aborted transactions go, and are never put in the map (so they do not hide the
+//     key's older committed value). Which batches are aborted comes from Log.Aborted (the engine's
+//     aborted index: producer, first offset, marker offset), walked in offset order as Kafka's
+//     cleaner walks its transaction index; a marker past the cleanable end is known that way.
+//     (TestAbortedRemoved, TestAbortedSpansCleanableEnd)
+//  5. A marker stays while a record of its transaction is in this pass's output, or until its
+//     horizon (stamped like a tombstone's) has passed. Kafka decides "no record remains" from the
+//     input and so keeps a marker one pass longer; deciding from the output is safe here because a
+//     pass's output replaces the whole prefix at once, and it keeps passes idempotent.
+//     Result.AbortedForgotten lists the aborted transactions whose marker went: the engine's
+//     aborted index can drop them. (TestCommitMarkerKeptWhileRecordsRemain, TestAbortedRemoved)
+//  6. Each producer's last data batch below CleanedTo is kept, empty if none of its records
+//     survive, with its offset range, epoch and sequence, so producer state survives (Kafka's
+//     rule). (TestLastBatchOfProducerKept)
+//  7. Deterministic: the same log and decision give the same bytes and Result.Digest (SHA-256 of
+//     the emitted batches) on every machine; a second pass with the same decision over the output
+//     gives it back unchanged (horizons are compared strictly, so a pass never removes what the
+//     same decision stamped). No map iteration reaches the output. (TestCompactModel)
+//
+// # Replicas: a replicated decision, a deterministic pass
+//
+// The raft log is the partition's data log (DESIGN.md §2), so compaction must leave every replica
+// with the same log. The design this package is built for:
+//
+//   - The leader proposes a COMPACT entry holding a Decision: Generation (one more than the last),
+//     CleanableEnd = CleanableEnd(Bounds): the least of the last stable offset (every transaction
+//     below has its marker), the leader's checkpointed offset (nothing a restart replays), the
+//     active raft segment's base (the open segment is never compacted) and the first offset
+//     appended within min.compaction.lag.ms; TimeMs (the leader's clock, the entry's append time:
+//     the only time a pass sees); the topic's DeleteRetentionMs; and OffsetMapBytes (the leader's
+//     log.cleaner.dedupe.buffer.size share), because where a full map stops must be the same on
+//     every replica. Due(config, clean bytes, dirty bytes, ...) is the leader's trigger
+//     (min.cleanable.dirty.ratio, max.compaction.lag.ms).
+//   - Every replica, once it applied the entry and its log holds the raft batches below the
+//     cleanable end, runs Compact off its loop over (its compacted prefix, its raft log from
+//     FirstDirty) with that decision. By induction the inputs are identical, so the outputs are
+//     byte-identical: a replica can check its Digest against the leader's (reported in a later
+//     entry or in the replica's state), and a lagging or repaired replica can install the
+//     compacted prefix from any replica whose digest for that generation matches.
+//   - Passes run in generation order on every replica: skipping one would stamp some horizons later
+//     and so change the bytes (a replica that missed one installs a later prefix instead). Log.Aborted
+//     may be the engine's aborted index at the decision's apply or any time after: an abort applied
+//     later belongs to a transaction that was open at the decision, so its records lie at or past
+//     the cleanable end; entries a TRIM drops have their records below the log start.
+//   - The new prefix is written beside the old and switched to atomically (a crash leaves the old
+//     or the new set, never both or neither); only then does that replica drop its raft log below
+//     CleanedTo (a replica-local raft compaction, as today's Compacted). Fetches below CleanedTo
+//     are served from the compacted prefix, above it from the raft log, so a read never depends
+//     on which replica compacted first: both views hold the latest value of every key.
+//
+// Rejected: the leader compacting alone and shipping segments (a second replication path beside
+// raft, the live set over the network every pass); each replica compacting on its own schedule
+// with no decision (replicas keep different tombstones and markers, digests cannot be compared, a
+// reader switching leaders could see a removed tombstone come back); the compacted data inside the
+// raft snapshot (a partition snapshot is engine state only, and every MsgSnap would carry the live
+// set); rewriting raft entries in place (raft's entries are immutable and CRC-framed by index).
+//
+// # Next: node integration
+//
+// The COMPACT entry kind and its apply (engine: the generation, cleaned-to offset and digest per
+// replica; dropping AbortedForgotten from the aborted index; producer state untouched); the
+// compacted segment files, their index (offset → position, max timestamp for ListOffsets) and
+// atomic switch; fetch of the prefix (native: a new batch form for clientlib, which can decode it
+// with this package; Kafka: re-encode as an uncompressed RecordBatch v2 with the same base offset,
+// last offset delta, producer fields and offset deltas); the off-loop runner with an I/O budget
+// and the trigger; on a compacted topic a replica's raft-log trimming (the snapshot-driven
+// Compacted included) stops at its own compacted prefix's end, and a replica sent a raft snapshot
+// past its log installs the prefix from a peer, digest-checked;
+// metadata: accept compact and compact,delete, the other keys through Config.Set/Validate (this
+// package is not wired into engine/metadata yet); keyless produce refused on compacted topics
+// (and a topic altered to compact with keyless records in its log: drop them as Kafka does, or
+// refuse the alter); bounding the kept last batches by producer expiry (today one per producer id
+// ever seen in the range); compact,delete (a TRIM moves the log start under the prefix too).
+//
+// # Tests
+//
+// batch_test.go (round trips, every canonical rule refused at encode and decode), FuzzDecodeBatch,
+// FuzzCompact (a fuzzed compacted prefix under a pass: typed errors, determinism, idempotence),
+// compact_test.go (one test per rule above, the Kafka form as input, the input contract),
+// TestCompactModel (rapid: random keyed updates, tombstones, committed and aborted transactions in
+// both raft forms, interleaved with passes of random decisions including small maps, against a
+// model that scans every offset ever written: per key exactly the latest committed record below
+// CleanedTo, kept unless a tombstone past its horizon; nothing at or past it touched; no aborted
+// record; markers exactly per rule 5; producers' last batches; determinism and idempotence),
+// config_test.go. Benchmark (make bench): BenchmarkCompact, 10,000 keys × 3 updates × 1 KiB (31
+// MB of raft batches) in one pass: ≈ 33 ms of CPU a pass (≈ 0.9 GB/s a core; CRC32C, SHA-256 and
+// the map lead the profile); BenchmarkRecompact, a 10,000-key prefix plus one more round.
+package compact
