@@ -48,11 +48,12 @@ var commands = []command{
 	{"partition move", "TOPIC/PARTITION (--replicas ID,ID,... | --cancel) [--no-wait] [--allow-rf-change]",
 		"move a partition's replicas to other nodes (learners catch up, then one joint raft change); waits and prints progress; refuses to change the replica count without --allow-rf-change",
 		"strand partition move hello/0 --replicas 1,4,5"},
-	{"produce", "TOPIC [-K SEP] [-k KEY | --key-file F] [-H KEY=VALUE]... [-Z] [-D DELIM] [--value-file F]... [-p PARTITION] [--acks all|1|0]",
+	{"produce", "TOPIC [-K SEP] [-k KEY | --key-file F] [-H KEY=VALUE]... [-Z] [-D DELIM] [--value-file F]... [-p PARTITION] [--acks all|1|0] [--transactional-id ID]",
 		"send each line of stdin (or each -D-delimited record, byte for byte) as one record, or each --value-file whole",
 		"printf 'alice:hi\\nbob:\\n' | strand produce hello -K : -H source=cli -Z   # bob's empty value is a null (tombstone)\n" +
 			"  strand produce hello --value-file photo.jpg --key-file photo.id     # one record: the file's bytes\n" +
-			"  printf 'a\\r\\nb\\r\\n' | strand produce hello -D '\\r\\n'                 # CRLF input; without -D the \\r is kept"},
+			"  printf 'a\\r\\nb\\r\\n' | strand produce hello -D '\\r\\n'                 # CRLF input; without -D the \\r is kept\n" +
+			"  printf 'debit\\ncredit\\n' | strand produce ledger --transactional-id transfer-42   # both records or neither"},
 	{"consume", "TOPIC [-o START] [-o e@TIME] [-p PARTITION] [-e] [-f FORMAT | -J] [-Z] [-D DELIM] [-K DELIM] [-c N] [-g GROUP [--instance-id ID] [--exec CMD [--max-attempts N] [--retry-backoff D] [--dlq-topic T] [--retry-topic T]]]",
 		"print a topic's records (until Ctrl-C, with -e until the end, or until the end -o names); with -g, share them among a group; with --exec, run a command per record and dead-letter what keeps failing",
 		"strand consume hello -o -10 -e                        # the last 10 records of each partition\n" +

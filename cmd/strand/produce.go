@@ -40,6 +40,7 @@ func cmdProduce(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	acksText := fs.String("acks", "all", "all (replicated, with offsets), 1 (leader's log) or 0 (fire and forget)")
 	partition := fs.Int32P("partition", "p", -1, "write every record to this partition (-1: by key hash, else spread over partitions)")
 	linger := fs.Duration("linger", 5*time.Millisecond, "wait this long to fill a batch")
+	txnID := fs.String("transactional-id", "", "write every record of this run in one transaction, committed at the end and aborted if any record fails or the run is interrupted (kcat's -X transactional.id)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -53,6 +54,9 @@ func cmdProduce(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	acks, err := parseAcks(*acksText)
 	if err != nil {
 		return err
+	}
+	if *txnID != "" && acks != clientlib.AcksAll {
+		return usageError("--transactional-id needs --acks all (a transaction commits only replicated records)")
 	}
 	if err := shape.parse(fs, *keySep, *key, *keyFile, *headers, *valueFiles); err != nil {
 		return err
@@ -69,6 +73,9 @@ func cmdProduce(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	if *partition >= 0 {
 		opts = append(opts, clientlib.ManualPartitioner())
 	}
+	if *txnID != "" {
+		opts = append(opts, clientlib.TransactionalID(*txnID))
+	}
 	c, err := cf.client(opts...)
 	if err != nil {
 		return err
@@ -79,11 +86,19 @@ func cmdProduce(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	if err := checkTopic(ctx, c, topic, *partition, cf.timeout); err != nil {
 		return err
 	}
-	p := &lineProducer{c: c, stderr: stderr}
-	var tooLarge *line
-	if files != nil {
-		p.sendFiles(ctx, files, topic, *partition, &shape)
-	} else if tooLarge, err = p.sendLines(ctx, stdin, topic, *partition, d, &shape); err != nil {
+	p := &lineProducer{c: c, stderr: stderr, txnID: *txnID}
+	send := func() (*line, error) {
+		if files != nil {
+			p.sendFiles(ctx, files, topic, *partition, &shape)
+			return nil, nil
+		}
+		return p.sendLines(ctx, stdin, topic, *partition, d, &shape)
+	}
+	if *txnID != "" {
+		return p.inTransaction(ctx, topic, send)
+	}
+	tooLarge, err := send()
+	if err != nil {
 		return err
 	}
 	if err := c.Flush(ctx); err != nil {
@@ -93,6 +108,64 @@ func cmdProduce(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 		return p.stoppedAt(topic, tooLarge)
 	}
 	return p.result(topic)
+}
+
+// inTransaction runs send inside one transaction of the producer's
+// transactional id and commits it once every record was acknowledged. A
+// failed record, a line over the limit, a read error or an interrupt
+// aborts it instead, so the run writes all of its records or none (for
+// read_committed readers), as kcat does with -X transactional.id.
+func (p *lineProducer) inTransaction(ctx context.Context, topic string, send func() (*line, error)) error {
+	if err := p.c.InitTransactions(ctx); err != nil {
+		return wrapErr(err, "transactional id %q", p.txnID)
+	}
+	if err := p.c.BeginTransaction(); err != nil {
+		return wrapErr(err, "beginning a transaction")
+	}
+	tooLarge, err := send()
+	if err == nil {
+		err = p.c.Flush(ctx)
+	}
+	why := p.abortReason(tooLarge, err, ctx.Err())
+	if why == "" {
+		if err := p.c.CommitTransaction(ctx); err != nil {
+			return wrapErr(err, "committing the transaction of %s to %s", plural(p.count(), "record"), topic)
+		}
+		fmt.Fprintf(p.stderr, "produced %s to %s in one committed transaction (transactional id %s)\n",
+			plural(p.count(), "record"), topic, p.txnID)
+		return nil
+	}
+	abortCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), txnAbortWaitMax)
+	defer cancel()
+	if err := p.c.AbortTransaction(abortCtx); err != nil {
+		return userErr(err, "%s; aborting the transaction failed too (%s): its coordinator aborts it after the transaction timeout",
+			why, userMessage(err))
+	}
+	return userErr(nil, "%s; aborted the transaction: read_committed readers see none of its %s",
+		why, plural(p.count(), "record"))
+}
+
+// txnAbortWaitMax bounds the abort of a failed run's transaction.
+const txnAbortWaitMax = 10 * time.Second
+
+// abortReason says why a transactional run must abort ("" when it may
+// commit): a line over the limit, an error reading or flushing, an
+// interrupt, or records that failed.
+func (p *lineProducer) abortReason(tooLarge *line, err, interrupted error) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case tooLarge != nil:
+		return fmt.Sprintf("line %d is %d bytes, over the %d-byte (1 MiB) record limit",
+			tooLarge.number, tooLarge.size, recordbatch.RecordBytesMax)
+	case interrupted != nil:
+		return "interrupted"
+	case err != nil:
+		return userMessage(err)
+	case p.failed > 0:
+		return fmt.Sprintf("%d of %s failed", p.failed, plural(p.sent, "record"))
+	}
+	return ""
 }
 
 // topicArg is the topic named by the TOPIC argument or by -t/--topic.
@@ -352,6 +425,7 @@ func parseDelimiter(s, flag string) ([]byte, error) {
 type lineProducer struct {
 	c      *clientlib.Client
 	stderr io.Writer
+	txnID  string // --transactional-id: the run is one transaction
 
 	mu     sync.Mutex
 	sent   int
