@@ -45,9 +45,7 @@ import (
 // where the loop then removes files anyway.
 //
 // A failed write is fatal (fsyncgate), except a write refused for space,
-// which skips the checkpoint (diskfull.go), as before. Without
-// Config.AsyncSyncs Process runs the jobs itself (runSyncs), each chained
-// job in turn.
+// which skips the checkpoint (diskfull.go), as before.
 //
 // Rejected: one job doing sync, write and trim (the log could not be
 // written meanwhile, and the old headers would go before the loop knew the

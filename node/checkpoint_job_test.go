@@ -33,9 +33,6 @@ func newCkWorld(t *testing.T, seed uint64, logs *bytes.Buffer) *ckWorld {
 	})
 	lead := c.leader(tp0)
 	c.settle()
-	for _, id := range c.ids {
-		c.cores[id].cfg.AsyncSyncs = true
-	}
 	w := &ckWorld{t: t, c: c}
 	for _, id := range c.ids {
 		if id != lead {
@@ -93,7 +90,6 @@ func (w *ckWorld) run() {
 // restart reopens the held node after a crash, on the pipelined path.
 func (w *ckWorld) restart() {
 	w.c.start(w.hold)
-	w.c.cores[w.hold].cfg.AsyncSyncs = true
 	w.run()
 }
 
@@ -258,9 +254,6 @@ func TestRemovedReplicaCancelsCheckpointWrite(t *testing.T) {
 	f, c := w.hold, w.c
 	dir := c.replicaDir(f, tp0)
 	job := w.produceUntilHeld()
-	for _, id := range c.ids {
-		c.cores[id].cfg.AsyncSyncs = false // the harness's synchronous path runs the delete
-	}
 	resp, _ := c.handle(c.leader(tp0), &strandpb.Request{CorrelationId: 9, Body: &strandpb.Request_DeleteTopics{
 		DeleteTopics: &strandpb.DeleteTopicsRequest{Names: []string{tp0.Topic}}}})
 	if resp.GetError() != nil {

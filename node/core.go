@@ -138,24 +138,10 @@ type Config struct {
 	SegmentAgeMax time.Duration
 	// Observer, when set, sees every entry a replica applies.
 	Observer ApplyObserver
-	// SyncLogs runs the log syncs of one Ready round and returns the error
-	// of the lowest-indexed sync that failed (nil when all succeeded). The
-	// syncs touch different logs and are independent, so they may run in
-	// any order or concurrently; SyncLogs must return only once every one
-	// it started has returned. nil: SyncLogsSequential, which the simulator
-	// and tests use (deterministic traces). The runtime runs them in
-	// parallel (the fsyncs of different files overlap on the device).
-	SyncLogs func(syncs []func() error) error
 	// Groups configures the consumer-group coordinators (groups.go).
 	Groups GroupsConfig
 	// Txn configures the transaction coordinators (txn.go).
 	Txn TxnConfig
-	// AsyncSyncs pipelines the storage path: Process never waits for an
-	// fsync; it queues each log's sync as a SyncJob (TakeSyncJobs), which
-	// the host runs on any goroutine and reports with SyncDone, while the
-	// loop goes on taking proposals and messages. Unset: Process runs the
-	// round's syncs itself through SyncLogs before it returns.
-	AsyncSyncs bool
 	// WAL turns on the node-wide write-ahead log (wal.go): every round's
 	// appends of every group go to their logs without an fsync and to one
 	// shared log in directory "wal", and one fsync of it releases them
@@ -174,17 +160,6 @@ type Config struct {
 	// holds Bugs, the simulator's planted-bug switches (bugs_simbugs.go).
 	//lint:ignore U1000 empty without -tags simbugs
 	plantedBugs
-}
-
-// SyncLogsSequential is the default Config.SyncLogs: the syncs in order,
-// stopping at the first error.
-func SyncLogsSequential(syncs []func() error) error {
-	for _, sync := range syncs {
-		if err := sync(); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // Acks selects when a produce completes (R12).
@@ -367,7 +342,7 @@ type ApplyObserver func(tp TopicPartition, topicID, index, term uint64, data []b
 //	(c *Core) Process() error               // Ready cycles until quiescent (bounded rounds):
 //	                                        // send batched per peer, apply, complete, write, start syncs;
 //	                                        // an error is fatal: the caller fail-stops the node
-//	(c *Core) TakeSyncJobs(dst) []SyncJob   // with Config.AsyncSyncs: the fsyncs the host must run
+//	(c *Core) TakeSyncJobs(dst) []SyncJob   // the storage jobs (fsyncs, checkpoint writes) the host must run
 //	(c *Core) SyncDone(token, err)          // a job's result: releases what it made durable
 //	(c *Core) HandleAs(caller, req *strandpb.Request, respond) // the wire protocol's requests (handle.go)
 //	(c *Core) Close() error                 // fails waiting requests with ErrStopped; no sync
@@ -468,7 +443,6 @@ type Core struct {
 	// (shareTailCaches).
 	tailCacheBytes int64
 	readies        []groupReady     // reused by processRound
-	syncs          []func() error   // reused by runSyncs
 	outbox         []outFrame       // one frame per destination node per round
 	received       []rawRaftMessage // reused by Receive
 

@@ -56,9 +56,9 @@
 //     the sealed segment durable, so a roll's fsync is a storage job too; Save with Config.WAL), and
 //     if any needs durability (raft.MustSync; a commit-only hard state does not) start a sync
 //     (StartSync) and hold the responses and acks=1 waits for it; otherwise release them at once;
-//  5. without Config.AsyncSyncs run the round's syncs through Config.SyncLogs; send.
+//  5. send.
 //
-// With AsyncSyncs (the server and the simulator) the syncs are SyncJobs the host takes with
+// The syncs are SyncJobs the host (the server's storage pool, the simulator, node's test cluster) takes with
 // Core.TakeSyncJobs after each Process, runs on any goroutine (SyncJob.Run touches only files), and
 // reports with Core.SyncDone(token, err): the held responses are then stepped or sent and acks=1
 // produces complete; an error is fatal (the next Process returns it: fail-stop). At most one sync
@@ -66,9 +66,8 @@
 // per log). A checkpoint waits for a round with no sync of its group in flight, first writes the
 // queued appends and, unless the commit it covers is durable, starts the group's sync; its write
 // and trim then run as SyncJobs too (see Checkpoints below). Callbacks run at the end of the public call, so they may re-enter the Core.
-// Rejected: the synchronous round in production (the loop waited for every fsync, ~70% of its time;
-// it remains as the default of Open without AsyncSyncs; node's own unit tests run AsyncSyncs, the
-// test cluster's settle running the jobs as the server's pool would); Ready/Advance with only the leader's MsgApps sent early (re-implements by
+// Rejected: the synchronous round (the loop waited for every fsync, ~70% of its time; removed, so
+// tests, benchmarks, the simulator and the server all run the one storage path); Ready/Advance with only the leader's MsgApps sent early (re-implements by
 // hand the ordering AsyncStorageWrites gives); a node-wide queue of write batches (a slow log holds
 // back every other log's acks); writing a log while its fsync runs (needs locking, buys nothing);
 // one goroutine per job (bursts of thousands at 2,000 partitions).

@@ -159,8 +159,6 @@ func (c *cluster) start(id NodeID) {
 		ID: id, Nodes: c.nodes, Disk: c.disks[id], Network: sender{c: c, from: id},
 		Clock: testClock{}, Rand: rand.New(rand.NewPCG(uint64(id), 2)),
 		WAL: *walFlag, // wal_test.go
-		// The storage path production runs: settle runs the jobs.
-		AsyncSyncs: true,
 	}
 	if c.config != nil {
 		c.config(&cfg)

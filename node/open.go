@@ -130,9 +130,6 @@ func (cfg *Config) setDefaults() error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.SyncLogs == nil {
-		cfg.SyncLogs = SyncLogsSequential
-	}
 	if cfg.TickDuration <= 0 {
 		cfg.TickDuration = tickDurationDefault
 	}

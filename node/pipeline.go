@@ -56,8 +56,8 @@ type groupPipe struct {
 	flushing  bool
 }
 
-// SyncJob is the fsync work of one log that the Core hands its host when
-// Config.AsyncSyncs is set. Run it once, on any goroutine, then report its
+// SyncJob is storage work (a log's fsync, a checkpoint's writes, an
+// unlink) that the Core hands its host. Run it once, on any goroutine, then report its
 // result with Core.SyncDone(Token, err).
 type SyncJob struct {
 	Token uint64
@@ -103,8 +103,8 @@ type syncJob struct {
 }
 
 // TakeSyncJobs appends the sync jobs started since the last call to dst and
-// returns it. With Config.AsyncSyncs the host calls it after every Process
-// and runs each job; without, Process runs them itself and there are none.
+// returns it. The host calls it after every Process and runs each job off
+// the loop: the Core itself never waits for the disk.
 func (c *Core) TakeSyncJobs(dst []SyncJob) []SyncJob {
 	for _, j := range c.syncQueue { // the watchdog times each from now (stall.go)
 		job := c.syncsInFlight[j.Token]
@@ -385,9 +385,8 @@ func (c *Core) queueJob(job syncJob) uint64 {
 	return j.Token
 }
 
-// startSync starts the sync of g's log covering everything written: with
-// Config.AsyncSyncs as a job for the host, else run by Process at the end
-// of the round.
+// startSync starts the sync of g's log covering everything written, as a
+// job for the host.
 func (c *Core) startSync(g *group) {
 	run := g.log.StartSync()
 	if c.bugSkipFsync() {
@@ -396,29 +395,4 @@ func (c *Core) startSync(g *group) {
 	g.pipe.syncing = c.queueJob(syncJob{g: g, run: run})
 	g.pipe.heldTerm, g.pipe.heldCommit = g.pipe.hard.GetTerm(), g.pipe.hard.GetCommit()
 	c.bugReleaseBeforeSync(g)
-}
-
-// runSyncs runs the round's sync jobs through Config.SyncLogs when the host
-// does not run them (Config.AsyncSyncs unset), and completes them.
-func (c *Core) runSyncs() {
-	// A finished job may queue the next (a rotation's flushes run in
-	// turn): run until none is left.
-	for !c.cfg.AsyncSyncs && len(c.syncQueue) > 0 {
-		jobs := c.syncQueue
-		c.syncQueue = nil
-		errs := make([]error, len(jobs))
-		c.syncs = c.syncs[:0]
-		for i, j := range jobs {
-			c.syncs = append(c.syncs, func() error { errs[i] = j.run(); return errs[i] })
-		}
-		_ = c.cfg.SyncLogs(c.syncs)
-		clear(c.syncs)
-		for i, j := range jobs {
-			job := c.syncsInFlight[j.Token]
-			delete(c.syncsInFlight, j.Token)
-			if c.fatal == nil {
-				c.finishSync(j.Token, job, errs[i])
-			}
-		}
-	}
 }

@@ -9,12 +9,11 @@ import (
 )
 
 // pipelineLeader returns a cluster whose partition leader runs the
-// pipelined storage path (Config.AsyncSyncs): its syncs wait for the test.
+// pipelined storage path: its syncs wait for the test.
 func pipelineLeader(t *testing.T, seed uint64, bug func(*Config)) (*cluster, NodeID) {
 	c := newCluster(t, seed, 3, replicated(3, "orders", 1), bug)
 	lead := c.leader(tp0)
 	c.settle()
-	c.cores[lead].cfg.AsyncSyncs = true
 	return c, lead
 }
 
@@ -125,9 +124,6 @@ func TestPipelineHoldsVoteUntilTermIsDurable(t *testing.T) {
 	c := newCluster(t, 24, 3, replicated(3, "orders", 1), nil)
 	old := c.leader(tp0)
 	c.settle()
-	for _, id := range c.ids {
-		c.cores[id].cfg.AsyncSyncs = true
-	}
 	c.drop = func(e envelope) bool { return e.from == old || e.to == old }
 	for range 500 {
 		for _, id := range c.ids {

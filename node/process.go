@@ -39,8 +39,8 @@ type outFrame struct {
 // sends the messages that depend on nothing unsynced, one frame per
 // destination node; applies committed entries and completes requests;
 // writes each group's appends and starts the syncs raft requires (see
-// pipeline.go), run by the host (Config.AsyncSyncs) or here; sends what
-// those released. An error is fatal (a write or sync failed): the caller
+// pipeline.go), which the host runs (TakeSyncJobs, SyncDone); sends what
+// depends on nothing unsynced. An error is fatal (a write or sync failed): the caller
 // must fail-stop the node, since raft state in memory is now ahead of the
 // disk.
 func (c *Core) Process() error {
@@ -93,7 +93,6 @@ func (c *Core) processRound() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	c.runSyncs()
 	c.sendFrames()
 	if c.meta != nil && c.meta.meta.Version() != c.metaVersion {
 		if err := c.reconcile(); err != nil {

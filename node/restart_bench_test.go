@@ -79,7 +79,7 @@ func benchRestart(b *testing.B, n int) {
 			if i == 1_000_000 {
 				b.Fatalf("restart stuck before applying %d", last)
 			}
-			if err := core.Process(); err != nil {
+			if err := processAndRunJobs(core); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -227,4 +227,16 @@ func writeSyntheticLog(b *testing.B, disk raftlog.Disk, dir string, entries int)
 		b.Fatal(err)
 	}
 	return index
+}
+
+// processAndRunJobs is one Process followed by the storage jobs it started,
+// run in order on this goroutine as the server's pool would run them.
+func processAndRunJobs(core *Core) error {
+	if err := core.Process(); err != nil {
+		return err
+	}
+	for _, j := range core.TakeSyncJobs(nil) {
+		core.SyncDone(j.Token, j.Run())
+	}
+	return nil
 }

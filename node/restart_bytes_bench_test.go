@@ -120,7 +120,7 @@ func timeRestart(b *testing.B, cfg Config, tp TopicPartition, last uint64) (wall
 		if i == 1_000_000 {
 			b.Fatalf("restart stuck before applying %d", last)
 		}
-		if err := core.Process(); err != nil {
+		if err := processAndRunJobs(core); err != nil {
 			b.Fatal(err)
 		}
 	}

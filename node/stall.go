@@ -10,8 +10,8 @@ import (
 )
 
 // The disk watchdog (issue 22; issue 21 item 6). Pebble's disk-health
-// checker and CockroachDB's max_sync_duration are the models. With
-// Config.AsyncSyncs every storage job (SyncJob: a log's fsync, a
+// checker and CockroachDB's max_sync_duration are the models. Every
+// storage job (SyncJob: a log's fsync, a
 // write-ahead log sync, a flush, an unlink of compacted segments, a
 // checkpoint's writes and the removal of older ones, a compaction's
 // snapshot) runs off

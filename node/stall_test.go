@@ -38,9 +38,6 @@ func newStallWorld(t *testing.T, seed uint64, logs *bytes.Buffer, config func(*C
 	})
 	lead := c.leader(tp0)
 	c.settle()
-	for _, id := range c.ids {
-		c.cores[id].cfg.AsyncSyncs = true
-	}
 	return &stallWorld{t: t, c: c, stalled: lead}
 }
 

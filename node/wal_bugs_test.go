@@ -10,7 +10,6 @@ import "testing"
 func TestBugWALAckBeforeFsyncLosesAcknowledgedWrite(t *testing.T) {
 	c := walSingleNode(t, 2, true, func(cfg *Config) { cfg.Bugs.WALAckBeforeFsync = true })
 	core := c.cores[1]
-	core.cfg.AsyncSyncs = true
 	answers, jobs := produceEach(t, core, 2, "lost")
 	if len(jobs) != 1 {
 		t.Fatalf("%d sync jobs", len(jobs))

@@ -48,7 +48,6 @@ func TestWALOneSyncPerNodePerRound(t *testing.T) {
 	for _, on := range []bool{false, true} {
 		c := walSingleNode(t, 4, on, nil)
 		core := c.cores[1]
-		core.cfg.AsyncSyncs = true
 		answers, jobs := produceEach(t, core, 4, "a")
 		want := 4
 		if on {
@@ -87,7 +86,6 @@ func TestWALOneSyncPerNodePerRound(t *testing.T) {
 func TestWALPowerLossKeepsAcknowledged(t *testing.T) {
 	c := walSingleNode(t, 4, true, nil)
 	core := c.cores[1]
-	core.cfg.AsyncSyncs = true
 	answers, jobs := produceEach(t, core, 4, "kept")
 	if len(jobs) != 1 {
 		t.Fatalf("%d sync jobs", len(jobs))
@@ -168,7 +166,6 @@ func testWALRotation(t *testing.T, early int64) {
 func TestWALSwitchedOffReplaysAndRemoves(t *testing.T) {
 	c := walSingleNode(t, 2, true, nil)
 	core := c.cores[1]
-	core.cfg.AsyncSyncs = true
 	answers, jobs := produceEach(t, core, 2, "off")
 	for _, j := range jobs {
 		core.SyncDone(j.Token, j.Run())

@@ -33,7 +33,6 @@ var knobExempt = map[string]string{
 	"Disk": "the simulated disk", "Network": "the simulated network", "Clock": "the virtual clock",
 	"Rand": "the node's seeded stream", "Logger": "output only",
 	"Observer":      "the checker's apply hook",
-	"SyncLogs":      "unused with AsyncSyncs (the simulator's storage pipeline runs the syncs)",
 	"MinFreeBytes":  "the disk-full fault's floor (fulldisk.go): at 0 a full disk fails a write and fail-stops the node",
 	"Authorization": "drawn by the operator actor, which sets up users and ACLs",
 	"SuperUsers":    "drawn by the operator actor, with Authorization",
@@ -51,7 +50,7 @@ func productionConfig() node.Config {
 	return node.Config{TickDuration: server.TickDefault, ElectionTicks: server.ElectionTicksDefault,
 		HeartbeatTicks: server.HeartbeatTicksDefault, TicksPerRaftTick: server.TicksPerRaftTickDefault,
 		RequestTimeoutTicks: server.RequestTimeoutTicksDefault, RetentionCheckTicks: prodRetentionCheckTicks,
-		AsyncSyncs: true, Txn: node.TxnConfig{Markers: node.PartitionMarkers{}}}
+		Txn: node.TxnConfig{Markers: node.PartitionMarkers{}}}
 }
 
 // sampleConfigs is the node config of node 1 in each seed of the standard

@@ -9,7 +9,7 @@ import (
 )
 
 // The storage pipeline in virtual time. Nodes run with
-// node.Config.AsyncSyncs: Process writes a log and hands its fsync back as
+// the one storage path: Process writes a log and hands its fsync back as
 // a node.SyncJob. The world runs each job as two events on the node: the
 // fsync itself after a drawn device delay (the memdisk makes the log's
 // writes durable then), and the completion (Core.SyncDone) a short

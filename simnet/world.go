@@ -285,7 +285,6 @@ func (w *world) nodeConfig(n *simNode, inc uint32) node.Config {
 		SegmentBytesMax:      w.opts.SegmentBytesMax,
 		CheckpointEntries:    w.opts.CheckpointEntries,
 		LogTailCacheBytesMax: w.opts.LogTailCacheBytesMax,
-		AsyncSyncs:           true,
 		WAL:                  w.opts.WAL,
 		MinFreeBytes:         simMinFreeBytes,
 		CatchUpBytesPerSec:   w.opts.CatchUpBytesPerSec,

@@ -19,7 +19,7 @@
 //
 //   - One goroutine owns the Core; everything else talks to it through bounded channels, so the
 //     Core needs no lock.
-//   - Storage pool: AsyncSyncs is always on; after each Process the loop submits the Core's sync
+//   - Storage pool: after each Process the loop submits the Core's sync
 //     jobs to syncWorkersMax (8) workers; a finished job queues its result and wakes the
 //     loop through a capacity-1 channel. Job and result queues are slices under a mutex, so neither
 //     side blocks on the other (bounded by one job per log). A job has no deadline: an fsync that

@@ -210,43 +210,8 @@ type realClock struct{ start time.Time }
 func (c realClock) Monotonic() time.Duration { return time.Since(c.start) }
 func (c realClock) Realtime() time.Time      { return time.Now() }
 
-// syncWorkersMax bounds the goroutines the log syncs run on: the
-// storage pool's workers, and a round's syncs under syncLogsParallel.
+// syncWorkersMax bounds the goroutines the storage pool runs jobs on.
 const syncWorkersMax = 8
-
-// syncLogsParallel is the server's Config.SyncLogs: the syncs of a round run
-// concurrently on at most syncWorkersMax goroutines (the loop is one
-// of them), so the fsyncs of different partition logs overlap and the file
-// system can share journal commits between them. It returns once every sync
-// has returned, with the error of the lowest-indexed failed sync.
-func syncLogsParallel(syncs []func() error) error {
-	if len(syncs) == 1 {
-		return syncs[0]()
-	}
-	errs := make([]error, len(syncs))
-	var next atomic.Int64
-	work := func() {
-		for {
-			i := int(next.Add(1) - 1)
-			if i >= len(syncs) {
-				return
-			}
-			errs[i] = syncs[i]()
-		}
-	}
-	var wg sync.WaitGroup
-	for range min(len(syncs), syncWorkersMax) - 1 {
-		wg.Go(work)
-	}
-	work()
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // applyDefaults sets the loggers (the Core's is the server's, with times
 // stamped, unless the caller gave it its own), the bootstrap user's
@@ -370,10 +335,6 @@ func (r *Server) fillCoreConfig() error {
 	if c.Rand == nil {
 		c.Rand = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(c.ID)))
 	}
-	if c.SyncLogs == nil {
-		c.SyncLogs = syncLogsParallel
-	}
-	c.AsyncSyncs = true
 	if c.ElectionTicks == 0 && c.HeartbeatTicks == 0 && c.TicksPerRaftTick == 0 {
 		c.ElectionTicks, c.HeartbeatTicks = ElectionTicksDefault, HeartbeatTicksDefault
 		c.TicksPerRaftTick = TicksPerRaftTickDefault

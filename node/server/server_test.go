@@ -329,31 +329,3 @@ func TestServerFailStopOnSyncError(t *testing.T) {
 		t.Fatal("listener still accepting after fail-stop")
 	}
 }
-
-// TestServerSyncLogsRunsEverySyncAndReportsLowestError shows the server's
-// parallel SyncLogs runs every sync once and picks the lowest-indexed error.
-func TestServerSyncLogsRunsEverySyncAndReportsLowestError(t *testing.T) {
-	for _, n := range []int{1, 2, 7, 8, 9, 40} {
-		var ran atomic.Int64
-		syncs := make([]func() error, n)
-		for i := range syncs {
-			syncs[i] = func() error {
-				ran.Add(1)
-				if i%3 == 2 {
-					return fmt.Errorf("sync %d failed", i)
-				}
-				return nil
-			}
-		}
-		err := syncLogsParallel(syncs)
-		if got := ran.Load(); got != int64(n) {
-			t.Fatalf("n=%d: %d syncs ran, want all", n, got)
-		}
-		if n < 3 && err != nil {
-			t.Fatalf("n=%d: unexpected error %v", n, err)
-		}
-		if n >= 3 && (err == nil || err.Error() != "sync 2 failed") {
-			t.Fatalf("n=%d: error %v, want the lowest index's (sync 2 failed)", n, err)
-		}
-	}
-}

@@ -8,7 +8,7 @@ import (
 	"github.com/strandlog/strand/node"
 )
 
-// syncPool runs the Core's sync jobs (node.Config.AsyncSyncs) off the loop:
+// syncPool runs the Core's storage jobs (node.Core.TakeSyncJobs) off the loop:
 // a fixed set of workers take jobs in order, so the fsyncs of different
 // logs overlap on the device while the loop goes on taking proposals and
 // raft messages; each result is queued for the loop, which is woken
