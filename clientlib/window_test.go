@@ -177,10 +177,10 @@ func (h *windowHarness) pop() {
 
 // The Window against a model server, under reordered delivery, lost
 // answers, attempts that wait at the server and are applied later (or
-// never), refusals, poisoned batches and delivery timeouts: every batch
-// completes exactly once and in push order; an acked batch is in the log
-// once, at its reported offset, and acked batches are in the log in push
-// order. Every outcome is checked against every later server action: the
+// never), refusals, poisoned batches, delivery timeouts and a closing
+// client failing its waiting batches: every batch completes exactly once
+// and in push order; an acked batch is in the log once, at its reported
+// offset, and acked batches are in the log in push order. Every outcome is checked against every later server action: the
 // attempts still waiting at the end are applied (in a drawn order) before
 // the check, so a batch failed without MaybeWritten is not in the log even
 // then; and a batch failed with MaybeWritten had an attempt whose answer
@@ -212,9 +212,10 @@ func TestWindowModel(t *testing.T) {
 }
 
 // step takes one drawn action: push, send, deliver with a fault, apply a
-// waiting attempt, let time pass, or expire batches.
+// waiting attempt, let time pass, expire batches, or (rarely) fail the
+// waiting batches as a closing client does.
 func (h *windowHarness) step(rt *rapid.T) {
-	switch rapid.IntRange(0, 6).Draw(rt, "op") {
+	switch rapid.IntRange(0, 7).Draw(rt, "op") {
 	case 0:
 		n := rapid.Int32Range(1, 4).Draw(rt, "records")
 		id := h.w.Push(n, h.now)
@@ -238,6 +239,10 @@ func (h *windowHarness) step(rt *rapid.T) {
 		}
 	case 6:
 		h.w.Expire(h.now)
+	case 7:
+		if rapid.IntRange(0, 9).Draw(rt, "close") == 0 {
+			h.w.FailQueued(ErrClientClosed)
+		}
 	}
 }
 
