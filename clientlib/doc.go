@@ -51,8 +51,14 @@
 // later batches are renumbered under epoch+1 from sequence 0 (KIP-360 per partition) only once none
 // of them may already be in the log; an UNKNOWN_PRODUCER_ID (the partition lost the producer's
 // state) or OUT_OF_ORDER_SEQUENCE for a batch an earlier attempt of which may be in the log fails
-// it (maybe written) instead of renumbering it. A rapid model test
-// against a server with the engine's dedup rules checks no loss, no duplicate, order kept.
+// it (maybe written) instead of renumbering it. A record's promise gets a definite failure only
+// when no attempt of its batch can be in the log or get there later (every answer was definite, or
+// an earlier batch of the epoch failed definitely, so the node accepts no later sequence of it);
+// otherwise *RetriesExhaustedError with MaybeWritten (not retriable), even when the last answer
+// was a refusal: an attempt whose answer was lost may still wait at a node (a paused leader's
+// queue) and be written after a later attempt was refused. A rapid model test against a server
+// with the engine's dedup rules, whose queued attempts are applied late or never, checks no loss,
+// no duplicate, order kept, and every definite failure absent from the log for good.
 //
 // # Transactions (issue 23; txn.go, txn_io.go)
 //

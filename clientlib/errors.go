@@ -144,10 +144,15 @@ func (e *ConnError) Unwrap() error { return e.Err }
 func (e *ConnError) Retriable() bool { return true }
 
 // RetriesExhaustedError fails a record whose batch kept failing with
-// retriable errors until the attempts or the delivery timeout ran out.
+// retriable errors until the attempts or the delivery timeout ran out, or
+// failed for good (Err) after an attempt whose outcome is unknown.
 // MaybeWritten is true when some attempt's outcome was unknown (a timeout, a
-// connection lost after sending): the record may be in the log even though
-// its promise got this error, exactly like a timeout in any client.
+// connection lost after sending) and that attempt may be in the log or
+// still get there (it may wait at a node and be written after a later
+// attempt was refused): the record may be in the log even though its
+// promise got this error, exactly like a timeout in any client. Without
+// MaybeWritten, and for every other error a promise gets, the record is
+// not in the log and will not be.
 type RetriesExhaustedError struct {
 	Attempts     int
 	MaybeWritten bool

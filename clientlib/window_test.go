@@ -101,6 +101,8 @@ type windowHarness struct {
 	server    *modelServer
 	now       time.Duration
 	wire      []modelRequest
+	held      []modelRequest   // attempts waiting at the server, their answers lost
+	lost      map[BatchID]bool // some attempt's answer was lost (faults 2 and 4)
 	counts    map[BatchID]int32
 	pushed    []BatchID
 	completed []Completion
@@ -124,7 +126,10 @@ func (h *windowHarness) sendAll() {
 
 // deliver takes request i off the wire with a fault: 0 none, 1 a
 // retriable refusal (not applied), 2 applied but the answer lost, 3 lost
-// before sending.
+// before sending, 4 held at the server (a paused leader's queue) and the
+// answer lost: applied later, or never (applyHeld), 5 refused for good
+// (not applied: an ACL removed for a moment) though an earlier attempt may
+// still be written.
 func (h *windowHarness) deliver(i int, fault int) {
 	r := h.wire[i]
 	h.wire = append(h.wire[:i], h.wire[i+1:]...)
@@ -136,14 +141,28 @@ func (h *windowHarness) deliver(i int, fault int) {
 	case 1:
 		h.w.Report(r.id, 0, &Error{Code: strandpb.ErrorCode_ERROR_CODE_NOT_LEADER}, h.now, retryAt)
 	case 2:
+		h.lost[r.id] = true
 		h.server.apply(r)
 		h.w.Report(r.id, 0, &ConnError{Addr: "n1", Sent: true, Err: errors.New("reset")}, h.now, retryAt)
 	case 3:
 		h.w.Report(r.id, 0, &ConnError{Addr: "n1", Err: errors.New("refused")}, h.now, retryAt)
+	case 4:
+		h.lost[r.id] = true
+		h.held = append(h.held, r)
+		h.w.Report(r.id, 0, &ConnError{Addr: "n1", Sent: true, Err: errors.New("timeout")}, h.now, retryAt)
+	case 5:
+		h.w.Report(r.id, 0, &Error{Code: strandpb.ErrorCode_ERROR_CODE_TOPIC_AUTHORIZATION_FAILED}, h.now, retryAt)
 	default:
 		offset, err := h.server.apply(r)
 		h.w.Report(r.id, offset, err, h.now, retryAt)
 	}
+}
+
+// applyHeld applies held request i at the server; nobody hears the answer.
+func (h *windowHarness) applyHeld(i int) {
+	r := h.held[i]
+	h.held = append(h.held[:i], h.held[i+1:]...)
+	h.server.apply(r)
 }
 
 func (h *windowHarness) pop() {
@@ -157,58 +176,90 @@ func (h *windowHarness) pop() {
 }
 
 // The Window against a model server, under reordered delivery, lost
-// answers, refusals and poisoned batches: every batch completes exactly
-// once and in push order; an acked batch is in the log once, at its
-// reported offset, and acked batches are in the log in push order; a batch
-// failed without MaybeWritten is not in the log.
+// answers, attempts that wait at the server and are applied later (or
+// never), refusals, poisoned batches, delivery timeouts and a closing
+// client failing its waiting batches: every batch completes exactly once
+// and in push order; an acked batch is in the log once, at its reported
+// offset, and acked batches are in the log in push order. Every outcome is checked against every later server action: the
+// attempts still waiting at the end are applied (in a drawn order) before
+// the check, so a batch failed without MaybeWritten is not in the log even
+// then; and a batch failed with MaybeWritten had an attempt whose answer
+// was lost.
 func TestWindowModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		h := &windowHarness{
 			w: NewWindow(WindowConfig{
-				Idempotent:  true,
-				InFlightMax: rapid.IntRange(1, 5).Draw(rt, "inflight"),
-				AttemptsMax: rapid.IntRange(1, 8).Draw(rt, "attempts"),
+				Idempotent:      true,
+				InFlightMax:     rapid.IntRange(1, 5).Draw(rt, "inflight"),
+				AttemptsMax:     rapid.IntRange(1, 8).Draw(rt, "attempts"),
+				DeliveryTimeout: rapid.SampledFrom([]time.Duration{0, 3 * time.Millisecond, 20 * time.Millisecond}).Draw(rt, "timeout"),
 			}),
 			server: &modelServer{poisoned: map[BatchID]bool{}},
 			counts: map[BatchID]int32{},
+			lost:   map[BatchID]bool{},
 		}
 		steps := rapid.IntRange(1, 200).Draw(rt, "steps")
 		for i := 0; i < steps; i++ {
-			switch rapid.IntRange(0, 4).Draw(rt, "op") {
-			case 0:
-				n := rapid.Int32Range(1, 4).Draw(rt, "records")
-				id := h.w.Push(n, h.now)
-				h.counts[id] = n
-				h.pushed = append(h.pushed, id)
-				if rapid.IntRange(0, 9).Draw(rt, "poison") == 0 {
-					h.server.poisoned[id] = true
-				}
-			case 1:
-				h.sendAll()
-			case 2, 3:
-				if len(h.wire) > 0 {
-					j := rapid.IntRange(0, len(h.wire)-1).Draw(rt, "which")
-					h.deliver(j, rapid.IntRange(0, 3).Draw(rt, "fault"))
-				}
-			case 4:
-				h.now += time.Millisecond
-			}
+			h.step(rt)
 			h.pop()
 		}
-		// Quiesce: no more faults; everything must complete.
-		for round := 0; h.w.Len() > 0; round++ {
-			if round > 10000 {
-				rt.Fatalf("window did not drain: %d batches left", h.w.Len())
-			}
-			h.now += time.Millisecond
-			h.sendAll()
-			for len(h.wire) > 0 {
-				h.deliver(0, 0)
-			}
-			h.pop()
+		h.quiesce(rt)
+		for len(h.held) > 0 { // the server's queues empty, in any order
+			h.applyHeld(rapid.IntRange(0, len(h.held)-1).Draw(rt, "held"))
 		}
 		h.check(rt)
 	})
+}
+
+// step takes one drawn action: push, send, deliver with a fault, apply a
+// waiting attempt, let time pass, expire batches, or (rarely) fail the
+// waiting batches as a closing client does.
+func (h *windowHarness) step(rt *rapid.T) {
+	switch rapid.IntRange(0, 7).Draw(rt, "op") {
+	case 0:
+		n := rapid.Int32Range(1, 4).Draw(rt, "records")
+		id := h.w.Push(n, h.now)
+		h.counts[id] = n
+		h.pushed = append(h.pushed, id)
+		if rapid.IntRange(0, 9).Draw(rt, "poison") == 0 {
+			h.server.poisoned[id] = true
+		}
+	case 1:
+		h.sendAll()
+	case 2, 3:
+		if len(h.wire) > 0 {
+			j := rapid.IntRange(0, len(h.wire)-1).Draw(rt, "which")
+			h.deliver(j, rapid.IntRange(0, 5).Draw(rt, "fault"))
+		}
+	case 4:
+		h.now += time.Millisecond
+	case 5:
+		if len(h.held) > 0 {
+			h.applyHeld(rapid.IntRange(0, len(h.held)-1).Draw(rt, "held"))
+		}
+	case 6:
+		h.w.Expire(h.now)
+	case 7:
+		if rapid.IntRange(0, 9).Draw(rt, "close") == 0 {
+			h.w.FailQueued(ErrClientClosed)
+		}
+	}
+}
+
+// quiesce runs without faults until every batch has completed.
+func (h *windowHarness) quiesce(rt *rapid.T) {
+	for round := 0; h.w.Len() > 0; round++ {
+		if round > 10000 {
+			rt.Fatalf("window did not drain: %d batches left", h.w.Len())
+		}
+		h.now += time.Millisecond
+		h.w.Expire(h.now)
+		h.sendAll()
+		for len(h.wire) > 0 {
+			h.deliver(0, 0)
+		}
+		h.pop()
+	}
 }
 
 func (h *windowHarness) check(rt *rapid.T) {
@@ -257,6 +308,9 @@ func (h *windowHarness) check(rt *rapid.T) {
 		maybe := errors.As(c.Err, &re) && re.MaybeWritten
 		if n != 0 && !maybe {
 			rt.Fatalf("batch %d failed definitely (%v) but is in the log", c.ID, c.Err)
+		}
+		if maybe && !h.lost[c.ID] {
+			rt.Fatalf("batch %d failed maybe written (%v), but no answer to it was lost", c.ID, c.Err)
 		}
 	}
 }
@@ -462,5 +516,86 @@ func checkRefusedBatchWrittenByWaitingAttempt(t *testing.T, ackFirst bool) {
 	want := fmt.Sprintf("[%d:-1:false %d:%d:true %d:%d:true %d:%d:true]", a, b, bOffset, c, cOffset, d, dOffset)
 	if fmt.Sprint(done) != want || len(server.log) != 4 {
 		t.Fatalf("completions %v, log %v; want %s, each batch written once", done, server.log, want)
+	}
+}
+
+// An attempt that waits at the server with its answer lost (a paused
+// leader's queue) may be written after a later attempt of the same batch
+// was refused OUT_OF_ORDER_SEQUENCE for overtaking its predecessor. A
+// batch refused so on its last attempt is therefore maybe written, not
+// definitely failed: the rapid model's seed 8808143160094038289 (with
+// waiting attempts) got "giving up after 2 attempts: out_of_order_sequence"
+// for a batch the waiting attempt then wrote at offset 1.
+func TestWindowRefusedBatchMaybeWrittenByWaitingAttempt(t *testing.T) {
+	w := NewWindow(WindowConfig{Idempotent: true, InFlightMax: 2, AttemptsMax: 2})
+	server := &modelServer{poisoned: map[BatchID]bool{}}
+	a, b := w.Push(1, 0), w.Push(1, 0)
+	sentA, _ := w.Next(0)
+	sentB, _ := w.Next(0)
+	w.Report(a, -1, &Error{Code: strandpb.ErrorCode_ERROR_CODE_NOT_LEADER}, 0, time.Millisecond)
+	waiting := modelRequest{id: b, attempt: sentB} // held at the server, its answer lost
+	w.Report(b, -1, &ConnError{Addr: "n1", Sent: true, Err: errors.New("timeout")}, 0, time.Millisecond)
+	now := time.Millisecond
+	resendA, _ := w.Next(now)
+	resendB, ok := w.Next(now)
+	if !ok || resendA.ID != a || resendB.ID != b || resendB.BaseSequence != sentB.BaseSequence || resendB.Number != 2 {
+		t.Fatalf("resends %+v %+v (first %+v), want a and b again under their numbers", resendA, resendB, sentA)
+	}
+	offset, err := server.apply(modelRequest{id: b, attempt: resendB}) // overtakes a: refused
+	w.Report(b, offset, err, now, now)
+	offset, err = server.apply(modelRequest{id: a, attempt: resendA})
+	w.Report(a, offset, err, now, now)
+	server.apply(waiting) // the waiting first attempt of b is written now
+	ca, _ := w.Pop()
+	cb, ok := w.Pop()
+	var re *RetriesExhaustedError
+	if ca.Err != nil || !ok || !errors.As(cb.Err, &re) || !re.MaybeWritten || IsRetriable(cb.Err) {
+		t.Fatalf("completions %+v %+v, want a written and b maybe written (not retriable)", ca, cb)
+	}
+	if fmt.Sprint(server.log) != fmt.Sprint([]BatchID{a, b}) {
+		t.Fatalf("log %v, want [%d %d]", server.log, a, b)
+	}
+}
+
+// A batch refused for good (an ACL removed for a moment) after an earlier
+// attempt's answer was lost fails maybe written, wrapping the refusal: the
+// earlier attempt may be in the log.
+func TestWindowFinalRefusalAfterLostAnswerMaybeWritten(t *testing.T) {
+	w := NewWindow(WindowConfig{Idempotent: true, InFlightMax: 1, AttemptsMax: 5})
+	a := w.Push(1, 0)
+	w.Next(0)
+	w.Report(a, -1, &Error{Code: strandpb.ErrorCode_ERROR_CODE_TIMEOUT}, 0, 0)
+	w.Next(0)
+	denied := &Error{Code: strandpb.ErrorCode_ERROR_CODE_TOPIC_AUTHORIZATION_FAILED}
+	w.Report(a, -1, denied, 0, 0)
+	c, _ := w.Pop()
+	var re *RetriesExhaustedError
+	if !errors.As(c.Err, &re) || !re.MaybeWritten || !errors.Is(c.Err, denied) || IsRetriable(c.Err) {
+		t.Fatalf("completion %+v, want maybe written wrapping %v", c, denied)
+	}
+}
+
+// A batch that failed definitely (every answer definite) ends its epoch's
+// numbering: the server accepts no later sequence of that epoch, so a
+// later batch whose attempt's answer was lost cannot be in the log under
+// its old number. It is renumbered at once, not resent under its old
+// number until its attempts run out and failed as maybe written.
+func TestWindowDefiniteHoleEndsOldNumbering(t *testing.T) {
+	w := NewWindow(WindowConfig{Idempotent: true, InFlightMax: 5, AttemptsMax: 3})
+	hole, b := w.Push(1, 0), w.Push(1, 0)
+	w.Next(0)
+	w.Next(0)
+	w.Report(b, -1, &Error{Code: strandpb.ErrorCode_ERROR_CODE_TIMEOUT}, 0, 0)
+	w.Report(hole, -1, &Error{Code: strandpb.ErrorCode_ERROR_CODE_RECORD_TOO_LARGE}, 0, 0)
+	next, ok := w.Next(0)
+	if !ok || next.ID != b || next.Epoch != 1 || next.BaseSequence != 0 {
+		t.Fatalf("after the hole got %+v %v, want batch %d at epoch 1 sequence 0", next, ok, b)
+	}
+	w.Report(b, 4, nil, 0, 0)
+	c1, _ := w.Pop()
+	c2, _ := w.Pop()
+	var re *RetriesExhaustedError
+	if !errors.Is(c1.Err, ErrRecordTooLarge) || errors.As(c1.Err, &re) || c2.Err != nil || c2.BaseOffset != 4 {
+		t.Fatalf("completions %+v %+v, want the hole definite and b at 4", c1, c2)
 	}
 }

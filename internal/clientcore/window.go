@@ -37,7 +37,10 @@ type WindowErrors struct {
 	Classify func(err error) ErrorMeaning
 	// Exhausted is the error of a batch that failed retriably for the
 	// last time (out of attempts or past its delivery timeout) after
-	// attempts sends, the last failing with err.
+	// attempts sends, the last failing with err; and of a batch that
+	// failed for good (err) while an attempt of it may be in the log.
+	// maybeWritten: an attempt may be in the log or still get there; the
+	// error must then say the outcome is unknown.
 	Exhausted func(attempts int, maybeWritten bool, err error) error
 	// Timeout is the error of a batch whose delivery timeout passed while
 	// it waited; last is its last attempt's error (nil: none).
@@ -82,15 +85,19 @@ const (
 
 // windowEntry is one batch in a Window.
 type windowEntry struct {
-	id          BatchID
-	count       int32
-	seq         int32
-	state       entryState
-	attempts    int
-	pushedAt    time.Duration
-	baseOffset  int64
-	err         error
-	maybeWrote  bool // an attempt under the current numbering may be in the log
+	id         BatchID
+	count      int32
+	seq        int32
+	state      entryState
+	attempts   int
+	pushedAt   time.Duration
+	baseOffset int64
+	err        error
+	// maybeWrote: an attempt under the current numbering may be in the
+	// log, or may still be written (it waits at a server, its answer
+	// lost). A later attempt's refusal does not clear it: only the end of
+	// that numbering does (numberingDead), or the batch's success.
+	maybeWrote  bool
 	sentAtEpoch int32
 	// predAcked: every earlier batch was acked when this attempt was sent,
 	// so an OUT_OF_ORDER_SEQUENCE answer means the server lost them, not
@@ -122,7 +129,17 @@ type windowEntry struct {
 //     server accepts a higher epoch starting at 0), but only once nothing
 //     is in flight, every batch before the hole is resolved, and no batch
 //     after it may already be in the log; batches that may be are resent
-//     with their old numbers first to find out.
+//     with their old numbers first to find out (and fail maybe written
+//     if their attempts run out first).
+//   - A failure is definite ("not written") only if no attempt of the
+//     batch can be in the log or get there later; otherwise it is maybe
+//     written (Exhausted with maybeWritten). An attempt whose answer was
+//     lost may wait at a server (a paused leader's queue) and be written
+//     after a later attempt of the same batch was refused, so a refusal
+//     says nothing of earlier attempts. Their numbering ends only when a
+//     batch before them in the epoch failed definitely: the server then
+//     accepts no later sequence of the epoch, and batches after it are
+//     renumbered at once.
 //   - UNKNOWN_PRODUCER_ID, or OUT_OF_ORDER_SEQUENCE for a batch sent when
 //     every earlier batch was already acked, means the server lost the
 //     producer state (retention deleted all its batches): the batch is renumbered the same way,
@@ -143,7 +160,12 @@ type Window struct {
 	draining     bool
 	renumber     bool
 	renumberFrom BatchID
-	notBefore    time.Duration
+	// deadFrom (0: none) is the first batch of the current epoch that
+	// failed definitely: no attempt of it is or will be in the log, so no
+	// attempt of a later batch under this epoch's numbering can be either
+	// (the server accepts a sequence only after every earlier one).
+	deadFrom  BatchID
+	notBefore time.Duration
 }
 
 // NewWindow returns an empty Window; it panics on a config outside the
@@ -262,6 +284,7 @@ func (w *Window) doRenumber() {
 	}
 	w.epoch++
 	w.nextSeq = 0
+	w.deadFrom = 0
 	for _, e := range w.entries {
 		if e.state == entryQueued {
 			e.seq = w.nextSeq
@@ -287,12 +310,14 @@ func (w *Window) Report(id BatchID, baseOffset int64, err error, now, retryAt ti
 		return
 	}
 	action := w.cfg.Errors.Classify(err)
-	if action.MaybeWritten && e.sentAtEpoch == w.epoch {
+	if action.MaybeWritten && e.sentAtEpoch == w.epoch && !w.numberingDead(e) {
 		e.maybeWrote = true
 	}
 	if w.cfg.Idempotent && action.SequenceRefused {
-		// Refused: this attempt is not in the log. Resend after the
-		// missing predecessor, or renumber if there is none.
+		// Refused: this attempt is not in the log, but an earlier one
+		// may be (written, or waiting at the server while this one
+		// overtook it): maybeWrote stays. Resend after the missing
+		// predecessor, or renumber if there is none.
 		if e.predAcked && e.maybeWrote {
 			// The server lost the producer's state (retention
 			// deleted its batches) while an earlier attempt of this
@@ -302,10 +327,6 @@ func (w *Window) Report(id BatchID, baseOffset int64, err error, now, retryAt ti
 			w.fail(e, err, true)
 			return
 		}
-		// An earlier attempt may still be in the log, though: one that
-		// waited at the server while this one overtook its predecessor.
-		// A later batch acked proves it is (markWrittenBefore).
-		e.maybeWrote = w.ackedAfter(e)
 		if e.predAcked && !e.maybeWrote && (!w.renumber || e.id < w.renumberFrom) {
 			w.renumber, w.renumberFrom = true, e.id
 		}
@@ -346,17 +367,6 @@ func (w *Window) markWrittenBefore(acked *windowEntry) {
 	}
 }
 
-// ackedAfter reports whether a batch after e is acked (so e is in the log:
-// markWrittenBefore).
-func (w *Window) ackedAfter(e *windowEntry) bool {
-	for i := len(w.entries) - 1; i >= 0 && w.entries[i] != e; i-- {
-		if w.entries[i].state == entryAcked {
-			return true
-		}
-	}
-	return false
-}
-
 // ackedBefore reports whether every batch before index i is acked.
 func (w *Window) ackedBefore(i int) bool {
 	for _, e := range w.entries[:i] {
@@ -373,9 +383,11 @@ func (w *Window) expired(e *windowEntry, now time.Duration) bool {
 }
 
 // fail resolves e as failed and, when idempotent, schedules renumbering of
-// the batches after it.
+// the batches after it. The error says "maybe written" (Exhausted) exactly
+// when an attempt of e may be in the log or still be written; a retriable
+// err is wrapped by Exhausted either way.
 func (w *Window) fail(e *windowEntry, err error, retriable bool) {
-	if retriable {
+	if retriable || e.maybeWrote {
 		err = w.cfg.Errors.Exhausted(e.attempts, e.maybeWrote, err)
 	}
 	e.state, e.err = entryFailed, err
@@ -386,6 +398,32 @@ func (w *Window) fail(e *windowEntry, err error, retriable bool) {
 	if !w.renumber || e.id+1 < w.renumberFrom {
 		w.renumber, w.renumberFrom = true, e.id+1
 	}
+	if !e.maybeWrote {
+		w.killNumberingAfter(e)
+	}
+}
+
+// killNumberingAfter records that e, of the current epoch, failed
+// definitely: the server will never accept its sequence, so it accepts no
+// later one of this epoch either, and no attempt of a later batch under
+// its current number can be in the log or get there. Their maybeWrote
+// ends, so they are renumbered, not failed as maybe written.
+func (w *Window) killNumberingAfter(e *windowEntry) {
+	if w.deadFrom != 0 && w.deadFrom < e.id {
+		return
+	}
+	w.deadFrom = e.id
+	for _, later := range w.entries {
+		if later.id > e.id && (later.state == entryQueued || later.state == entryInFlight) {
+			later.maybeWrote = false
+		}
+	}
+}
+
+// numberingDead reports whether e's attempts under the current epoch can
+// never be written: an earlier batch of the epoch failed definitely.
+func (w *Window) numberingDead(e *windowEntry) bool {
+	return w.deadFrom != 0 && e.id > w.deadFrom
 }
 
 // Expire fails, at now, every waiting batch past its delivery timeout.
@@ -397,12 +435,14 @@ func (w *Window) Expire(now time.Duration) {
 	}
 }
 
-// FailQueued fails every batch that is waiting (not in flight) with err,
-// as a definite failure: the client is closing and will not send them.
+// FailQueued fails every batch that is waiting (not in flight) with err:
+// the client is closing and will not send them. The failure is definite
+// unless an earlier attempt of the batch may be in the log (then it is
+// Exhausted, maybe written).
 func (w *Window) FailQueued(err error) {
 	for _, e := range w.entries {
 		if e.state == entryQueued {
-			w.fail(e, err, e.maybeWrote)
+			w.fail(e, err, false)
 		}
 	}
 }
