@@ -453,3 +453,23 @@ func sortedOffsetPartitions(offsets map[TopicPartition]int64) []TopicPartition {
 func (g *GroupConsumer) GroupMetadata() GroupMetadata {
 	return GroupMetadata{Group: g.group, MemberID: g.member, Epoch: g.epoch}
 }
+
+// abortOnClose aborts the open transaction of a transactional Client
+// being closed, bounded like BeginTransaction's InitTransactions. A
+// transaction already ending (a Commit or Abort on another goroutine) is
+// left to that call; a failed abort is left to the coordinator's timeout.
+func (c *Client) abortOnClose() {
+	t := c.txn
+	if t == nil || c.cfg.simulated != nil {
+		return
+	}
+	t.mu.Lock()
+	open := t.open && !t.ending && t.fatal == nil
+	t.mu.Unlock()
+	if !open {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), max(c.cfg.deliveryTimeout, c.cfg.requestTimeout))
+	defer cancel()
+	_ = c.AbortTransaction(ctx)
+}
