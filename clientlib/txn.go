@@ -435,7 +435,13 @@ func (c *Client) endTxn(ctx context.Context, t *txnState, commit bool) error {
 	req := &strandpb.EndTxnRequest{TransactionalId: t.id, Producer: t.wire(), Commit: commit}
 	resp, err := c.txnCall(ctx, &strandpb.Request{Body: &strandpb.Request_EndTxn{EndTxn: req}})
 	if err != nil {
-		err = t.note(fmt.Errorf("clientlib: EndTxn(commit=%v) for transactional id %q: %w", commit, t.id, err))
+		err = fmt.Errorf("clientlib: EndTxn(commit=%v) for transactional id %q: %w", commit, t.id, err)
+		if errors.Is(err, ErrProducerFenced) {
+			err = t.note(err)
+		}
+		// Else the transaction stays as it was, not abortable: the
+		// EndTxn may have been decided, and only its resend (the same
+		// decision) gets the answer.
 		t.stopEnd()
 		return err
 	}
