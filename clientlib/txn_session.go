@@ -186,13 +186,14 @@ func (s *TransactSession) Produce(ctx context.Context, r *Record, promise func(*
 // committed false, err nil: aborted, and the positions are back at the
 // committed offsets; the next Poll delivers the aborted input again.
 // committed false, err non-nil:
-//   - a *ProducerFencedError: another producer took the transactional id;
-//     close the session;
+//   - a *ProducerFencedError: another producer took the transactional id
+//     (or the coordinator timed the transaction out); close the session;
 //   - a *TransactionAbortableError (a record or the offsets failed): the
 //     session aborted and rewound, as above; the error says why;
 //   - a *SessionEndPendingError (ctx ended, coordinator unreachable): the
 //     outcome is not known yet; the next End or Poll finishes it, as this
-//     End asked (that End's commit argument is ignored).
+//     End asked (that End's commit argument is ignored);
+//   - any other error (a closed Client, a refusal): close the session.
 func (s *TransactSession) End(ctx context.Context, commit bool) (committed bool, err error) {
 	if !s.open {
 		return false, ErrNoTransaction
@@ -222,11 +223,13 @@ func (s *TransactSession) End(ctx context.Context, commit bool) (committed bool,
 	return false, cause
 }
 
-// unfinished is End's error when the transaction's outcome is not known:
-// fatal errors as they are, else the session ends it (as commit says)
-// at the next End or Poll.
+// unfinished is End's error when it could not end the transaction: when
+// the outcome is unknown (a retriable failure, a lost connection, ctx),
+// the session ends it as commit says at the next End or Poll; any other
+// error (fenced, closed, a refusal) is returned as it is.
 func (s *TransactSession) unfinished(commit bool, err error) error {
-	if errors.Is(err, ErrProducerFenced) || errors.Is(err, ErrClientClosed) {
+	unknown := IsRetriable(err) || isConnErr(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+	if !unknown {
 		return err
 	}
 	s.endPending, s.endCommit = true, commit
