@@ -99,7 +99,8 @@
 // leaves. Proven (txn_session_test.go, fake cluster with GroupHeartbeat 20 ms): abort re-delivers
 // the same input; a revoke mid-transaction aborts and the new owner's output is the only one
 // committed; exactly once of output over input across a rebalance and a member closed
-// mid-transaction; no start while offsets are pending; an unknown EndTxn finished by the next Poll.
+// mid-transaction; no start while offsets are pending; an unknown EndTxn finished by the next Poll;
+// a failed rewind redone by the next Poll.
 //
 // # Group consumer
 //

@@ -338,3 +338,23 @@ func TestTransactSessionEndRetriedAfterUnknownOutcome(t *testing.T) {
 		}
 	}
 }
+
+// A rewind that cannot read the committed offsets (End's error says so)
+// is done by the next Poll before it fetches: the aborted input still
+// comes again.
+func TestTransactSessionPollFinishesFailedRewind(t *testing.T) {
+	cluster, plain, ctx := sessionCluster(t)
+	produceSpread(t, ctx, plain, "in", 2, 0, 2)
+	s := newSession(t, cluster, "ts-rewind")
+	first := stepUntil(t, ctx, s, 4)
+	cluster.Control(fake.FailTimes(1, strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
+		func(_ uint64, req *strandpb.Request) bool { return req.GetOffsetFetch().GetRequireStable() }))
+	if committed, err := s.End(ctx, false); committed || !errors.Is(err, clientlib.ErrInvalidRequest) {
+		t.Fatalf("End(abort) with the offsets unreadable: committed %v, %v", committed, err)
+	}
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if again := stepUntil(t, short, s, 4); !slices.Equal(again, first) {
+		t.Fatalf("read %v, then %v after the abort: want the same input", first, again)
+	}
+}
