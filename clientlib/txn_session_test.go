@@ -358,3 +358,18 @@ func TestTransactSessionPollFinishesFailedRewind(t *testing.T) {
 		t.Fatalf("read %v, then %v after the abort: want the same input", first, again)
 	}
 }
+
+// A definitive refusal of EndTxn is End's error as it is, not a pending
+// End the next Poll would retry forever.
+func TestTransactSessionEndRefusalIsNotPending(t *testing.T) {
+	cluster, plain, ctx := sessionCluster(t)
+	produceSpread(t, ctx, plain, "in", 2, 0, 1)
+	s := newSession(t, cluster, "ts-refused")
+	stepUntil(t, ctx, s, 2)
+	cluster.Control(fake.FailTimes(1, strandpb.ErrorCode_ERROR_CODE_INVALID_TXN_STATE,
+		func(_ uint64, req *strandpb.Request) bool { return req.GetEndTxn() != nil }))
+	committed, err := s.End(ctx, true)
+	if committed || err == nil || errors.Is(err, clientlib.ErrSessionEndPending) || clientlib.IsRetriable(err) {
+		t.Fatalf("End refused INVALID_TXN_STATE: committed %v, %v; want the refusal, not retriable", committed, err)
+	}
+}
