@@ -134,9 +134,13 @@ func (c *Client) backoffDelay(attempt int) time.Duration {
 
 // Close flushes the producer (bounded by its retries and delivery timeout),
 // fails what it could not deliver with ErrClientClosed, and closes every
-// connection. Calls after Close fail with ErrClientClosed.
+// connection. Calls after Close fail with ErrClientClosed. A
+// transactional Client aborts its open transaction first (as Kafka's and
+// franz-go's producers do on close), so read_committed readers are not
+// held back until the coordinator's transaction timeout.
 func (c *Client) Close() {
 	c.closeOnce.Do(func() {
+		c.abortOnClose()
 		// Flush first, while connections and metadata still work.
 		if p := c.existingProducer(); p != nil {
 			p.close()

@@ -74,9 +74,39 @@
 // AbortTransaction fails unsent records (ErrTransactionAborted), waits for those sent, then
 // EndTxn(abort). SendOffsetsToTransaction: AddOffsetsToTxn, then TxnOffsetCommit with the member's
 // GroupMetadata (KIP-447). PRODUCER_FENCED is fatal (*ProducerFencedError); any other failure in
-// the transaction makes Commit answer *TransactionAbortableError until AbortTransaction. A
-// transaction that reached no coordinator ends locally. The simulator's clients are not
-// transactional (simnet drives transactions with raw requests).
+// the transaction makes Commit answer *TransactionAbortableError until AbortTransaction. An EndTxn
+// whose outcome is unknown (ctx ended, coordinator unreachable) leaves the transaction open, not
+// abortable: only a resend of the same decision gets its answer. A transaction that reached no
+// coordinator ends locally. Close aborts an open transaction (bounded like InitTransactions), as
+// Kafka's and franz-go's producers do. KIP-360: a transactional batch refused UNKNOWN_PRODUCER_ID or
+// OUT_OF_ORDER_SEQUENCE fails at once (txnWindowErrors: never renumbered under a local epoch) and
+// marks the transaction bumpNeeded; AbortTransaction then sends InitProducerId with the ids EndTxn
+// answered as expected, and the coordinator (engine/txn) bumps the same producer id's epoch;
+// BeginTransaction retries a re-init the abort could not finish. A fenced producer's abort fails
+// PRODUCER_FENCED first and is never re-initialized. Not done: KIP-588's recovery from a
+// coordinator timeout (the coordinator's timeout abort bumps the epoch exactly as a fence does, so
+// the producer is fenced). The simulator's clients are not transactional (simnet drives
+// transactions with raw requests). Proven: txn_test.go, txn_reinit_test.go.
+//
+// # Consume-transform-produce (txn_session.go)
+//
+// NewTransactSession(txnClient, group, topics, opts...) is franz-go's GroupTransactSession: a
+// GroupConsumer with auto-commit off, read_committed fetches and stable offset reads
+// (OffsetFetch.require_stable; unstable partitions are retried with backoff, else taken at the next
+// heartbeat), so a new owner never starts before its predecessor's pending offsets are decided.
+// Poll begins a transaction when none is open; Produce writes into it; End(ctx, commit) flushes,
+// sends every owned partition's position with SendOffsetsToTransaction and the member's
+// GroupMetadata, and commits, reporting whether it did. It aborts instead when commit is false, when
+// the commit is abortable, or when a revoke or loss (OnRevoked/OnLost, wrapped) came after the
+// transaction handed out records; after any abort every owned partition seeks back to its stable
+// committed offset (retried by the next Poll if the read fails), so the input is delivered again.
+// An End whose EndTxn outcome is unknown answers *SessionEndPendingError (retriable); the next End
+// or Poll finishes it with the same decision and without resending the offsets. Close aborts and
+// leaves. Proven (txn_session_test.go, fake cluster with GroupHeartbeat 20 ms): abort re-delivers
+// the same input; a revoke mid-transaction aborts and the new owner's output is the only one
+// committed; exactly once of output over input across a rebalance and a member closed
+// mid-transaction; no start while offsets are pending; an unknown EndTxn finished by the next Poll;
+// a failed rewind redone by the next Poll.
 //
 // # Group consumer
 //

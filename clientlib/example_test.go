@@ -28,11 +28,13 @@ func Example() {
 	}
 }
 
-// A consume-transform-produce loop with exactly-once effects: each round's
-// output records and the input offsets they follow commit together in one
-// transaction, and a read_committed reader of "upper" sees each input's
-// output once. A failed round aborts; its output is never visible and its
-// offsets do not move, so the group reads those inputs again.
+// A consume-transform-produce loop with exactly-once effects: each
+// round's output records and the input offsets they follow commit
+// together in one transaction, and a read_committed reader of "upper"
+// sees each input's output once. A round that aborts (asked to, failed,
+// or cut by a rebalance that took partitions mid-round) leaves no output
+// visible and moves no offset, and the session goes back to the committed
+// offsets, so its input comes again.
 func Example_transactions() {
 	ctx := context.Background()
 	client, err := clientlib.NewClient(clientlib.TransactionalID("upper-1"))
@@ -40,39 +42,24 @@ func Example_transactions() {
 		panic(err)
 	}
 	defer client.Close()
-	group, err := clientlib.NewGroupConsumer(client, "upper", []string{"words"},
-		clientlib.AutoCommitInterval(0), // offsets go through the transaction
-		clientlib.GroupConsumerOpts(clientlib.FetchIsolation(clientlib.ReadCommitted)))
+	session, err := clientlib.NewTransactSession(client, "upper", []string{"words"})
 	if err != nil {
 		panic(err)
 	}
-	defer group.Close(ctx)
+	defer session.Close(ctx) // aborts an open round
 	for round := 0; round < 10; round++ {
-		records := group.Poll(ctx).Records()
-		if len(records) == 0 {
-			continue
-		}
-		if err := client.BeginTransaction(); err != nil {
+		fs := session.Poll(ctx) // opens the round's transaction
+		if err := fs.FirstErr(); err != nil && !clientlib.IsRetriable(err) {
 			panic(err) // a *ProducerFencedError: another instance took over
 		}
-		next := map[clientlib.TopicPartition]int64{}
-		for _, r := range records {
+		for _, r := range fs.Records() {
 			out := &clientlib.Record{Topic: "upper", Key: r.Key, Value: bytes.ToUpper(r.Value)}
-			client.Produce(ctx, out, nil) // a failure makes CommitTransaction fail
-			next[clientlib.TopicPartition{Topic: r.Topic, Partition: r.Partition}] = r.Offset + 1
+			session.Produce(ctx, out, nil) // a failure makes End abort
 		}
-		err := client.SendOffsetsToTransaction(ctx, next, group.GroupMetadata())
-		if err == nil {
-			err = client.CommitTransaction(ctx)
-		}
-		if err != nil {
-			fmt.Println("round aborted:", err)
-			if err := client.AbortTransaction(ctx); err != nil {
-				panic(err)
-			}
-			// The group's positions are past the aborted inputs: to process
-			// them again, close the member and start a new one, which
-			// resumes from the committed offsets.
+		// Not committed: aborted (its input comes again), or, with a
+		// retriable error, not finished yet (the next Poll finishes it).
+		if committed, err := session.End(ctx, true); !committed {
+			fmt.Println("round not committed:", err)
 		}
 	}
 }

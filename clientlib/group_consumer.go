@@ -23,6 +23,9 @@ type groupConfig struct {
 	onRevoked  func(ctx context.Context, ps []TopicPartition)
 	onLost     func(ps []TopicPartition)
 	consumer   []ConsumerOpt
+	// requireStable: committed offsets are read only once no transaction
+	// holds pending offsets for them (KIP-447; set by TransactSession).
+	requireStable bool
 }
 
 // AutoCommitIntervalDefault is how often Poll commits positions unless
@@ -263,24 +266,8 @@ func (g *GroupConsumer) reconcile(ctx context.Context, assigned []TopicPartition
 		g.owned = minusTP(g.owned, revoked)
 	}
 	if len(added) > 0 {
-		committed, err := g.c.FetchOffsets(ctx, g.group, added...)
-		if err != nil {
+		if err := g.seekCommitted(ctx, added); err != nil {
 			return len(revoked) > 0 // not taken yet: they come again in the next answer
-		}
-		at := make(map[TopicPartition]int64, len(committed))
-		for _, o := range committed {
-			if now := g.c.topicID(o.Topic); len(o.TopicID) > 0 && len(now) > 0 && !bytes.Equal(o.TopicID, now) {
-				continue // committed for a deleted namesake: start as without a commit
-			}
-			at[o.TopicPartition] = o.Offset
-		}
-		for _, tp := range added {
-			if off, ok := at[tp]; ok {
-				g.k.Assign(tp.Topic, tp.Partition, OffsetExact(off))
-				g.committed[tp] = off
-			} else {
-				g.k.Assign(tp.Topic, tp.Partition, g.cfg.start)
-			}
 		}
 		g.owned = append(g.owned, added...)
 		sortPartitions(g.owned)
@@ -289,6 +276,33 @@ func (g *GroupConsumer) reconcile(ctx context.Context, assigned []TopicPartition
 		}
 	}
 	return len(revoked) > 0 || len(added) > 0
+}
+
+// seekCommitted moves ps to the group's committed offsets; a partition
+// without one (or with one for a deleted namesake) starts at
+// StartWithoutCommit.
+func (g *GroupConsumer) seekCommitted(ctx context.Context, ps []TopicPartition) error {
+	committed, err := g.fetchCommitted(ctx, ps)
+	if err != nil {
+		return err
+	}
+	at := make(map[TopicPartition]int64, len(committed))
+	for _, o := range committed {
+		if now := g.c.topicID(o.Topic); len(o.TopicID) > 0 && len(now) > 0 && !bytes.Equal(o.TopicID, now) {
+			continue // committed for a deleted namesake: start as without a commit
+		}
+		at[o.TopicPartition] = o.Offset
+	}
+	for _, tp := range ps {
+		if off, ok := at[tp]; ok {
+			g.k.Assign(tp.Topic, tp.Partition, OffsetExact(off))
+			g.committed[tp] = off
+		} else {
+			g.k.Assign(tp.Topic, tp.Partition, g.cfg.start)
+			delete(g.committed, tp)
+		}
+	}
+	return nil
 }
 
 // dropGone takes the partitions of topics deleted or re-created under the

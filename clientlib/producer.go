@@ -478,12 +478,16 @@ func (p *producer) newWindow() *clientcore.Window {
 	if cfg.acks == AcksNone {
 		attempts = 1
 	}
+	errs := windowErrors()
+	if p.c.txn != nil {
+		errs = txnWindowErrors()
+	}
 	return clientcore.NewWindow(clientcore.WindowConfig{
 		Idempotent:      cfg.idempotent,
 		InFlightMax:     cfg.inFlightBatchesMax,
 		AttemptsMax:     attempts,
 		DeliveryTimeout: cfg.deliveryTimeout,
-		Errors:          windowErrors(),
+		Errors:          errs,
 	})
 }
 

@@ -109,6 +109,10 @@ type txnState struct {
 	abortable  error
 	fatal      error
 	coordAddr  string
+	// bumpNeeded: a record of the transaction failed for its sequence
+	// (UNKNOWN_PRODUCER_ID, OUT_OF_ORDER_SEQUENCE), so once it is aborted
+	// the producer re-initializes (KIP-360) before the next one.
+	bumpNeeded bool
 }
 
 func newTxnState(id string, timeout time.Duration) *txnState {
@@ -151,6 +155,9 @@ func (t *txnState) note(err error) error {
 	}
 	if t.open && !t.aborting && t.abortable == nil && !errors.Is(err, ErrTransactionAborted) {
 		t.abortable = err
+	}
+	if t.open && sequenceLost(err) {
+		t.bumpNeeded = true
 	}
 	return err
 }
@@ -280,10 +287,19 @@ func (c *Client) InitTransactions(ctx context.Context) error {
 		return err
 	}
 	if _, _, ok := t.producer(); ok {
-		return nil
+		return c.maybeReinit(ctx, t)
 	}
+	return c.initProducer(ctx, t, nil)
+}
+
+// initProducer sends InitProducerId and takes the answered producer id
+// and epoch. expected (KIP-360) is the producer id and epoch the Client
+// holds, nil for a fresh start: the coordinator bumps the epoch of the
+// same producer id only when it is still the id's current one, and
+// refuses a fenced producer (PRODUCER_FENCED, fatal here).
+func (c *Client) initProducer(ctx context.Context, t *txnState, expected *strandpb.TxnProducer) error {
 	req := &strandpb.TxnInitProducerIdRequest{TransactionalId: t.id,
-		TransactionTimeoutMs: int32(t.timeout / time.Millisecond)}
+		TransactionTimeoutMs: int32(t.timeout / time.Millisecond), Expected: expected}
 	resp, err := c.txnCall(ctx, &strandpb.Request{Body: &strandpb.Request_TxnInitProducerId{TxnInitProducerId: req}})
 	if err != nil {
 		return t.note(fmt.Errorf("clientlib: InitProducerId for transactional id %q: %w", t.id, err))
@@ -291,8 +307,25 @@ func (c *Client) InitTransactions(ctx context.Context) error {
 	a := resp.GetTxnInitProducerId()
 	t.mu.Lock()
 	t.producerID, t.epoch = a.GetProducerId(), a.GetProducerEpoch()
+	t.bumpNeeded = false
 	t.mu.Unlock()
 	return nil
+}
+
+// maybeReinit re-initializes the producer after an aborted transaction
+// whose records failed for their sequence (KIP-360): InitProducerId with
+// the ids the Client holds bumps their epoch, so every partition's
+// sequences start afresh, and keeps the producer id, where a fresh
+// InitProducerId would have fenced nothing but lost the id's continuity.
+// It does nothing while a transaction is open or none needs it.
+func (c *Client) maybeReinit(ctx context.Context, t *txnState) error {
+	t.mu.Lock()
+	need := t.bumpNeeded && !t.open && t.fatal == nil
+	t.mu.Unlock()
+	if !need {
+		return nil
+	}
+	return c.initProducer(ctx, t, t.wire())
 }
 
 // BeginTransaction opens a transaction: records produced until
@@ -304,13 +337,11 @@ func (c *Client) BeginTransaction() error {
 	if err != nil {
 		return err
 	}
-	if _, _, ok := t.producer(); !ok {
-		ctx, cancel := context.WithTimeout(context.Background(), max(c.cfg.deliveryTimeout, c.cfg.requestTimeout))
-		err := c.InitTransactions(ctx)
-		cancel()
-		if err != nil {
-			return err
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), max(c.cfg.deliveryTimeout, c.cfg.requestTimeout))
+	err = c.InitTransactions(ctx) // the first time, or a KIP-360 re-init an abort could not finish
+	cancel()
+	if err != nil {
+		return err
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -360,7 +391,12 @@ func (c *Client) CommitTransaction(ctx context.Context) error {
 // AbortTransaction ends the transaction without effect: records not yet
 // sent fail with ErrTransactionAborted, records sent are waited for, and
 // the coordinator writes abort markers, so read_committed readers never
-// see any of them. A fenced Client gets a *ProducerFencedError.
+// see any of them. A fenced Client gets a *ProducerFencedError. When a
+// record failed for its sequence (UNKNOWN_PRODUCER_ID,
+// OUT_OF_ORDER_SEQUENCE), it then re-initializes the producer (KIP-360:
+// InitProducerId with the producer id and epoch it holds), keeping the
+// producer id; if that fails the transaction is still ended, and
+// BeginTransaction retries it.
 func (c *Client) AbortTransaction(ctx context.Context) error {
 	t, err := c.txnOrErr()
 	if err != nil {
@@ -380,7 +416,10 @@ func (c *Client) AbortTransaction(ctx context.Context) error {
 		t.stopEnd()
 		return err
 	}
-	return c.endTxn(ctx, t, false)
+	if err := c.endTxn(ctx, t, false); err != nil {
+		return err
+	}
+	return c.maybeReinit(ctx, t)
 }
 
 // endTxn asks the coordinator to commit or abort (when it may hold the
@@ -396,7 +435,13 @@ func (c *Client) endTxn(ctx context.Context, t *txnState, commit bool) error {
 	req := &strandpb.EndTxnRequest{TransactionalId: t.id, Producer: t.wire(), Commit: commit}
 	resp, err := c.txnCall(ctx, &strandpb.Request{Body: &strandpb.Request_EndTxn{EndTxn: req}})
 	if err != nil {
-		err = t.note(fmt.Errorf("clientlib: EndTxn(commit=%v) for transactional id %q: %w", commit, t.id, err))
+		err = fmt.Errorf("clientlib: EndTxn(commit=%v) for transactional id %q: %w", commit, t.id, err)
+		if errors.Is(err, ErrProducerFenced) {
+			err = t.note(err)
+		}
+		// Else the transaction stays as it was, not abortable: the
+		// EndTxn may have been decided, and only its resend (the same
+		// decision) gets the answer.
 		t.stopEnd()
 		return err
 	}
@@ -452,4 +497,24 @@ func sortedOffsetPartitions(offsets map[TopicPartition]int64) []TopicPartition {
 // polls, after the Poll whose records the offsets follow.
 func (g *GroupConsumer) GroupMetadata() GroupMetadata {
 	return GroupMetadata{Group: g.group, MemberID: g.member, Epoch: g.epoch}
+}
+
+// abortOnClose aborts the open transaction of a transactional Client
+// being closed, bounded like BeginTransaction's InitTransactions. A
+// transaction already ending (a Commit or Abort on another goroutine) is
+// left to that call; a failed abort is left to the coordinator's timeout.
+func (c *Client) abortOnClose() {
+	t := c.txn
+	if t == nil || c.cfg.simulated != nil {
+		return
+	}
+	t.mu.Lock()
+	open := t.open && !t.ending && t.fatal == nil
+	t.mu.Unlock()
+	if !open {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), max(c.cfg.deliveryTimeout, c.cfg.requestTimeout))
+	defer cancel()
+	_ = c.AbortTransaction(ctx)
 }

@@ -489,3 +489,39 @@ func TestTxnBatchesCarryEpochAndSequence(t *testing.T) {
 		t.Fatal(strings.Join(bad, "\n"))
 	}
 }
+
+// Close aborts the open transaction: read_committed readers are not held
+// at its first offset until the coordinator's timeout (a minute here),
+// and read the next transaction's records but never its own.
+func TestTxnCloseAbortsOpenTransaction(t *testing.T) {
+	cluster, plain, ctx := setup(t, []fake.Opt{fake.Topic("out", 2)})
+	closing := txnClient(t, cluster, "tx-close", clientlib.TransactionTimeout(time.Minute))
+	if err := closing.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i, err := range produceTxn(t, ctx, closing, "out", "open1", "open2") {
+		if err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+	closing.Close()
+	next := txnClient(t, cluster, "tx-after-close")
+	if err := next.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	produceTxn(t, ctx, next, "out", "after1", "after2")
+	if err := next.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	k := txnConsumer(plain, "out", clientlib.ReadCommitted)
+	var got []*clientlib.Record
+	for len(got) < 2 && short.Err() == nil {
+		got = append(got, k.Poll(short).Records()...)
+	}
+	got = append(got, pollRounds(t, ctx, k, 3)...)
+	if !slices.Equal(values(got), []string{"after1", "after2"}) {
+		t.Fatalf("read_committed after Close read %v, want after1, after2 (the closed client's transaction aborted)", values(got))
+	}
+}

@@ -21,6 +21,29 @@ func windowMeaning(err error) clientcore.ErrorMeaning {
 		SequenceRefused: errors.Is(err, ErrOutOfOrderSequence) || errors.Is(err, ErrUnknownProducerID)}
 }
 
+// txnWindowErrors is windowErrors for a transactional producer: an
+// UNKNOWN_PRODUCER_ID or OUT_OF_ORDER_SEQUENCE fails the batch at once
+// instead of renumbering it under a local epoch bump, which a
+// transaction's epoch (the coordinator's) cannot take. The failure makes
+// the transaction abortable, and AbortTransaction re-initializes the
+// producer (KIP-360, txnState.bumpNeeded).
+func txnWindowErrors() clientcore.WindowErrors {
+	e := windowErrors()
+	e.Classify = func(err error) clientcore.ErrorMeaning {
+		if sequenceLost(err) {
+			return clientcore.ErrorMeaning{}
+		}
+		return windowMeaning(err)
+	}
+	return e
+}
+
+// sequenceLost: the partition's producer state is out of step with the
+// producer's sequence numbers.
+func sequenceLost(err error) bool {
+	return errors.Is(err, ErrOutOfOrderSequence) || errors.Is(err, ErrUnknownProducerID)
+}
+
 // retriesExhausted fails a batch whose last retriable attempt failed.
 func retriesExhausted(attempts int, maybeWritten bool, err error) error {
 	return &RetriesExhaustedError{Attempts: attempts, MaybeWritten: maybeWritten, Err: err}

@@ -44,6 +44,8 @@ type Cluster struct {
 	proxies []*proxy         // proxies[i] fronts servers[i]
 	peers   []node.Peer      // the proxies' addresses, as the servers know them
 	logs    io.Writer
+	// groupHeartbeat: the GroupHeartbeat option (0: the node's default).
+	groupHeartbeat time.Duration
 
 	mu            sync.Mutex
 	controls      map[uint64]ControlFunc
@@ -59,9 +61,10 @@ type Cluster struct {
 type Opt func(*options)
 
 type options struct {
-	nodes  int
-	topics []topicSpec
-	logs   io.Writer
+	nodes          int
+	topics         []topicSpec
+	logs           io.Writer
+	groupHeartbeat time.Duration
 }
 
 type topicSpec struct {
@@ -77,6 +80,11 @@ func Nodes(n int) Opt { return func(o *options) { o.nodes = n } }
 func Topic(name string, partitions int32) Opt {
 	return func(o *options) { o.topics = append(o.topics, topicSpec{name, partitions}) }
 }
+
+// GroupHeartbeat sets the heartbeat interval the group coordinators give
+// members (default node.HeartbeatIntervalDefault, 5 s), so a test's
+// rebalance takes a fraction of a second.
+func GroupHeartbeat(d time.Duration) Opt { return func(o *options) { o.groupHeartbeat = d } }
 
 // Logs sends the servers' operational logs to w (default: discarded).
 func Logs(w io.Writer) Opt { return func(o *options) { o.logs = w } }
@@ -114,6 +122,7 @@ func New(opts ...Opt) (*Cluster, error) {
 // proxies' addresses as the cluster's, then starts the proxies.
 func (c *Cluster) start(o options) error {
 	c.logs = o.logs
+	c.groupHeartbeat = o.groupHeartbeat
 	for i := 0; i < o.nodes; i++ {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -144,7 +153,8 @@ func (c *Cluster) startServer(i int) (*server.Server, error) {
 		Core: node.Config{
 			ID: node.NodeID(i + 1), Nodes: c.peers, Disk: memdisk.New(),
 			ElectionTicks: electionTicks, HeartbeatTicks: heartbeatTicks,
-			Txn: node.TxnConfig{Markers: node.PartitionMarkers{}},
+			Txn:    node.TxnConfig{Markers: node.PartitionMarkers{}},
+			Groups: node.GroupsConfig{HeartbeatInterval: c.groupHeartbeat},
 		},
 		Listen: "127.0.0.1:0",
 		Tick:   tickDefault,
