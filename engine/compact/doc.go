@@ -16,7 +16,7 @@
 //	0  magic              u8   = Magic (2)
 //	1  attributes         u8   0x10 transactional, 0x20 control; other bits zero (no compression)
 //	2  reserved           u16  = 0
-//	4  crc                u32  CRC32C of bytes [8, end)
+//	4  crc                u32  CRC32C of bytes [0, 4) then [8, end): all but itself (Checksum)
 //	8  base_offset        i64  first offset of the original batch, ≥ 0
 //	16 last_offset_delta  i32  the original batch covered [base, base+delta], ≥ 0
 //	20 record_count       i32  survivors, 0 ≤ n ≤ delta+1 (0: a producer's kept last batch)

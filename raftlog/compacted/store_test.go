@@ -1,0 +1,159 @@
+package compacted
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/strandlog/strand/raftlog/memdisk"
+)
+
+// TestReadByOffset writes a generation over several segments and index
+// entries and shows Read returns, for every offset, whole batches from the
+// one holding it (or the next, where records were removed) within the
+// byte bound but at least one, on both disks and after a reopen.
+func TestReadByOffset(t *testing.T) {
+	for _, kind := range diskKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			disk := kind.make(t)
+			s := mustOpen(t, disk)
+			g := makeGeneration(t, 1, 10, 40, "a")
+			if err := write(s, g); err != nil {
+				t.Fatal(err)
+			}
+			if len(s.m.segments) < 3 || len(s.m.segments[0].index) < 2 {
+				t.Fatalf("%d segments, %d index entries in the first: the test covers too little", len(s.m.segments), len(s.m.segments[0].index))
+			}
+			checkReads(t, s, g)
+			must(t, s.Close())
+			s = mustOpen(t, disk)
+			if err := holds(s, g); err != nil {
+				t.Fatal(err)
+			}
+			checkReads(t, s, g)
+		})
+	}
+}
+
+// checkReads compares Read at every offset of the prefix and around it,
+// with several byte bounds, against the batches g holds.
+func checkReads(t *testing.T, s *Store, g generation) {
+	t.Helper()
+	size := len(g.batches[0])
+	for offset := int64(0); offset <= g.end+1; offset++ {
+		for _, maxBytes := range []int{0, size, 3*size - 1, 1 << 20} {
+			got, err := s.Read(nil, offset, maxBytes)
+			if err != nil {
+				t.Fatalf("Read(%d, %d): %v", offset, maxBytes, err)
+			}
+			var want []byte
+			for _, b := range g.batches {
+				if _, last := batchRange(t, b); last < offset || offset >= g.end {
+					continue
+				}
+				if len(want) > 0 && len(want)+len(b) > maxBytes {
+					break
+				}
+				want = append(want, b...)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("Read(%d, %d): %d bytes, want %d", offset, maxBytes, len(got), len(want))
+			}
+		}
+	}
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSwitchReplacesGeneration shows a commit makes the new generation
+// current and removes the old one's files, an empty generation (every
+// record removed) is a generation too, and Begin refuses a generation not
+// above the current one or a second writer.
+func TestSwitchReplacesGeneration(t *testing.T) {
+	disk := memdisk.New()
+	s := mustOpen(t, disk)
+	g1, g2 := makeGeneration(t, 1, 0, 20, "a"), makeGeneration(t, 2, 0, 7, "b")
+	must(t, write(s, g1))
+	must(t, write(s, g2))
+	if err := holds(s, g2); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range disk.Files() {
+		if !strings.HasPrefix(name, "c/00000000000000000002-") && name != "c/manifest" {
+			t.Fatalf("file %s left after the switch: %v", name, disk.Files())
+		}
+	}
+	empty := makeGeneration(t, 3, 5, 0, "")
+	must(t, write(s, empty))
+	if err := holds(mustOpen(t, disk), empty); err != nil || len(disk.Files()) != 1 {
+		t.Fatalf("empty generation: %v, files %v", err, disk.Files())
+	}
+	for _, gen := range []uint64{2, 3} {
+		if _, err := s.Begin(gen, 0); !errors.Is(err, ErrGeneration) {
+			t.Fatalf("Begin(%d) at generation 3: %v", gen, err)
+		}
+	}
+	w, err := s.Begin(5, 0)
+	must(t, err)
+	if _, err := s.Begin(6, 0); !errors.Is(err, ErrGeneration) {
+		t.Fatalf("a second writer: %v", err)
+	}
+	must(t, w.Abort())
+	if _, err := s.Begin(4, 0); err != nil {
+		t.Fatalf("Begin after an abort: %v", err)
+	}
+}
+
+// TestCommitChecksDigest shows a generation whose batches do not hash to
+// the decision's digest never becomes current, and Append refuses batches
+// out of order, below the prefix start, or not canonical.
+func TestCommitChecksDigest(t *testing.T) {
+	disk := memdisk.New()
+	s := mustOpen(t, disk)
+	g1 := makeGeneration(t, 1, 0, 10, "a")
+	must(t, write(s, g1))
+	bad := makeGeneration(t, 2, 0, 10, "b")
+	bad.digest[0] ^= 1
+	if err := write(s, bad); !errors.Is(err, ErrDigestMismatch) {
+		t.Fatalf("commit with a wrong digest: %v", err)
+	}
+	if err := holds(s, g1); err != nil {
+		t.Fatal(err)
+	}
+	if err := holds(mustOpen(t, disk), g1); err != nil {
+		t.Fatalf("after reopen: %v", err)
+	}
+	g2 := makeGeneration(t, 2, 0, 10, "b")
+	second, _ := batchRange(t, g2.batches[1])
+	w, err := s.Begin(2, second) // start past the first batch
+	must(t, err)
+	if err := w.Append(g2.batches[0]); !errors.Is(err, ErrInput) {
+		t.Fatalf("batch below the start: %v", err)
+	}
+	must(t, w.Abort())
+	w, err = s.Begin(2, 0)
+	must(t, err)
+	must(t, w.Append(g2.batches[1]))
+	if err := w.Append(g2.batches[0]); !errors.Is(err, ErrInput) {
+		t.Fatalf("batch out of order: %v", err)
+	}
+	broken := slices.Clone(g2.batches[2])
+	broken[len(broken)-1] ^= 1
+	if err := w.Append(broken); !errors.Is(err, ErrInput) {
+		t.Fatalf("batch with a bad crc: %v", err)
+	}
+	if err := w.Commit(0, g2.digest); !errors.Is(err, ErrInput) {
+		t.Fatalf("commit end below the batches: %v", err)
+	}
+	must(t, w.Abort())
+	if err := holds(s, g1); err != nil {
+		t.Fatal(err)
+	}
+}
