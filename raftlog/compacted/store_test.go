@@ -59,7 +59,7 @@ func checkReads(t *testing.T, s *Store, g generation) {
 				want = append(want, b...)
 			}
 			if !bytes.Equal(got, want) {
-				t.Fatalf("Read(%d, %d): %d bytes, want %d", offset, maxBytes, len(got), len(want))
+				t.Fatalf("Read(%d, %d): %d bytes, want %d (or other batches)", offset, maxBytes, len(got), len(want))
 			}
 		}
 	}

@@ -124,8 +124,9 @@ func (w *Writer) syncLast() error {
 // nothing changes). The switch: segments synced, directory synced, the
 // manifest written to manifest.tmp and synced, renamed over manifest, the
 // directory synced (the commit point), then the old generation's files
-// removed. An error before the rename leaves the old generation current;
-// one after it fails the store (ErrFailed) until Open tells which is.
+// removed. An error before the rename leaves the old generation current
+// (call Abort); one after it fails the store (ErrFailed) until Open tells
+// which is.
 func (w *Writer) Commit(end int64, digest [sha256.Size]byte) error {
 	if w.err != nil {
 		return w.err
