@@ -40,20 +40,25 @@
 //
 // # Switching generations
 //
-// A pass writes generation g+1 beside g (Begin, Append, Commit): each
-// segment synced when it rolls and the last at Commit, the directory
+// A pass writes generation g+1 beside g: Begin (on the goroutine that owns
+// the Store), Append and Commit (which touch only the new files and the
+// manifest, so they may run off it while reads go on), then Finish (owner:
+// reads see g+1) and RemoveStale (g's files; off the owner again). Commit:
+// each segment synced when it rolls and the last at Commit, the directory
 // synced, the manifest written to manifest.tmp and synced, renamed over
-// manifest, the directory synced: that SyncDir is the commit point. Then g's
-// segments are removed. A crash before the commit point leaves g's
-// manifest naming g's untouched files; after it, g+1's, whose segments
-// were durable before the manifest named them. Open removes every segment
-// file the manifest does not name (a half-written generation or the one
-// replaced) and manifest.tmp, so a crash at any step leaves exactly one
-// whole generation (TestSwitchSurvivesPowerCutAnywhere cuts the power after
-// every disk operation of a switch, from an empty store and from a full
-// one). An error after the rename fails the store (ErrFailed): which
-// manifest is durable is unknown until Open, as raftlog treats a failed
-// fsync.
+// manifest, the directory synced: that SyncDir is the commit point. A crash
+// before it leaves g's manifest naming g's untouched files; after it,
+// g+1's, whose segments were durable before the manifest named them. Open
+// removes every segment file the manifest does not name (a half-written
+// generation or the one replaced) and manifest.tmp, so a crash at any step
+// leaves exactly one whole generation (TestSwitchSurvivesPowerCutAnywhere
+// cuts the power after every disk operation of a switch, from an empty
+// store and from a full one). An error from the rename on is ErrFailed
+// and Finish fails the store: which manifest is durable is unknown until
+// Open (as raftlog treats a failed fsync), and RemoveStale could delete the
+// generation it names. The directory sync before the rename is for file
+// systems that may persist a rename before earlier creations; memdisk
+// persists a directory's names all at once, so no test shows it.
 //
 // # Reads and checks
 //
@@ -71,7 +76,10 @@
 //
 // # Not here yet (node integration)
 //
-// Running passes off the loop with an I/O budget; installing a prefix
-// from a peer; the fetch path's use of Read; a timestamp lookup over the
-// index's running maximum; the raft log's trim bound from End.
+// Running passes off the loop with an I/O budget (Append checks each batch
+// whole with compact.DecodeBatch, which a trusted pass could skip);
+// installing a prefix from a peer (through a Writer, so Commit checks the
+// digest the engine recorded); the fetch path's use of Read; a timestamp
+// lookup over the index's running maximum; the raft log's trim bound from
+// End (engine's RaftTrimBound).
 package compacted

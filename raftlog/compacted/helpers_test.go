@@ -68,24 +68,25 @@ func makeGeneration(t testing.TB, gen uint64, start int64, n int, tag string) ge
 	return g
 }
 
-// write writes g as the store's next generation.
+// write writes g as the store's next generation: Begin, Append, Commit,
+// Finish and RemoveStale, as a node would (Finish also after a failure).
 func write(s *Store, g generation) error {
 	w, err := s.Begin(g.gen, g.start)
 	if err != nil {
 		return err
 	}
 	for _, b := range g.batches {
-		if err := w.Append(b); err != nil {
-			return errors.Join(err, w.Abort())
+		if err = w.Append(b); err != nil {
+			break
 		}
 	}
-	if err := w.Commit(g.end, g.digest); err != nil {
-		if !errors.Is(err, ErrFailed) {
-			return errors.Join(err, w.Abort())
-		}
+	if err == nil {
+		err = w.Commit(g.end, g.digest)
+	}
+	if err := errors.Join(err, s.Finish(w)); err != nil {
 		return err
 	}
-	return nil
+	return s.RemoveStale()
 }
 
 // mustOpen opens the store in "c".

@@ -63,6 +63,8 @@ func runPass(t *testing.T, s *Store, l *rawLog, gen uint64, end int64) compact.R
 	res, err := compact.Compact(compact.Log{Batches: batches, FirstDirty: s.End()}, d, w.Append)
 	must(t, err)
 	must(t, w.Commit(res.CleanedTo, res.Digest))
+	must(t, s.Finish(w))
+	must(t, s.RemoveStale())
 	return res
 }
 

@@ -77,13 +77,13 @@ func (o Options) withDefaults() Options {
 // Store is one replica's compacted prefix of one partition: the current
 // generation's segments, read by offset. It is not safe for concurrent use.
 type Store struct {
-	disk    raftlog.Disk
-	dir     string
-	opts    Options
-	m       manifest
-	files   []raftlog.File // the current generation's segments, open
-	writing bool           // a Writer is open
-	failed  error
+	disk   raftlog.Disk
+	dir    string
+	opts   Options
+	m      manifest
+	files  []raftlog.File // the current generation's segments, open
+	writer *Writer        // the open Writer, if any
+	failed error
 }
 
 // segmentName is the file of segment i of generation gen: names sort by
@@ -117,7 +117,7 @@ func Open(disk raftlog.Disk, dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.m = m
-	if err := s.removeStale(); err != nil {
+	if err := s.RemoveStale(); err != nil {
 		return nil, err
 	}
 	files, err := s.openSegments(&s.m)
@@ -180,10 +180,14 @@ func readWhole(disk raftlog.Disk, name string, limit int64) ([]byte, error) {
 	return data, nil
 }
 
-// removeStale removes the store's files the manifest does not name (other
+// RemoveStale removes the store's files the manifest does not name (other
 // generations' segments, manifest.tmp) and syncs the directory if it
-// removed any. Files of other names are left alone.
-func (s *Store) removeStale() error {
+// removed any; files of other names are left alone. After a Finish it may
+// run off the store's goroutine, before the next Begin.
+func (s *Store) RemoveStale() error {
+	if s.failed != nil {
+		return s.failed // the manifest on disk may name other files
+	}
 	names, err := s.disk.List(s.dir)
 	if err != nil {
 		return err
@@ -250,8 +254,8 @@ func closeAll(files []raftlog.File) {
 	}
 }
 
-// Close releases the segment files. A Writer still open is abandoned: its
-// files go at the next Open.
+// Close releases the segment files. A Writer not finished is abandoned:
+// its files go at the next Open.
 func (s *Store) Close() error {
 	closeAll(s.files)
 	s.files = nil

@@ -105,9 +105,9 @@ func TestSwitchReplacesGeneration(t *testing.T) {
 	if _, err := s.Begin(6, 0); !errors.Is(err, ErrGeneration) {
 		t.Fatalf("a second writer: %v", err)
 	}
-	must(t, w.Abort())
+	must(t, s.Finish(w))
 	if _, err := s.Begin(4, 0); err != nil {
-		t.Fatalf("Begin after an abort: %v", err)
+		t.Fatalf("Begin after a writer finished uncommitted: %v", err)
 	}
 }
 
@@ -137,7 +137,7 @@ func TestCommitChecksDigest(t *testing.T) {
 	if err := w.Append(g2.batches[0]); !errors.Is(err, ErrInput) {
 		t.Fatalf("batch below the start: %v", err)
 	}
-	must(t, w.Abort())
+	must(t, s.Finish(w))
 	w, err = s.Begin(2, 0)
 	must(t, err)
 	must(t, w.Append(g2.batches[1]))
@@ -152,8 +152,76 @@ func TestCommitChecksDigest(t *testing.T) {
 	if err := w.Commit(0, g2.digest); !errors.Is(err, ErrInput) {
 		t.Fatalf("commit end below the batches: %v", err)
 	}
-	must(t, w.Abort())
+	must(t, s.Finish(w))
 	if err := holds(s, g1); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReadsOldGenerationUntilFinish shows a committed generation is not
+// read before Finish (so Commit may run off the store's goroutine), the
+// old generation's files stay until RemoveStale, and both work in turn.
+func TestReadsOldGenerationUntilFinish(t *testing.T) {
+	disk := memdisk.New()
+	s := mustOpen(t, disk)
+	g1, g2 := makeGeneration(t, 1, 0, 8, "a"), makeGeneration(t, 2, 0, 8, "b")
+	must(t, write(s, g1))
+	w, err := s.Begin(2, 0)
+	must(t, err)
+	for _, b := range g2.batches {
+		must(t, w.Append(b))
+	}
+	must(t, w.Commit(g2.end, g2.digest))
+	if err := holds(s, g1); err != nil {
+		t.Fatalf("before Finish: %v", err)
+	}
+	if err := w.Append(g2.batches[0]); !errors.Is(err, ErrInput) {
+		t.Fatalf("Append after Commit: %v", err)
+	}
+	must(t, s.Finish(w))
+	if err := holds(s, g2); err != nil {
+		t.Fatalf("after Finish: %v", err)
+	}
+	if _, ok := disk.ReadFile("c/" + segmentName(1, 0)); !ok {
+		t.Fatalf("the old generation's files went before RemoveStale")
+	}
+	must(t, s.RemoveStale())
+	if _, ok := disk.ReadFile("c/" + segmentName(1, 0)); ok {
+		t.Fatalf("the old generation's files stayed after RemoveStale")
+	}
+	if err := s.Finish(w); !errors.Is(err, ErrGeneration) {
+		t.Fatalf("a second Finish: %v", err)
+	}
+}
+
+// renameFails is a disk whose Rename fails, as a manifest switch whose
+// outcome is unknown.
+type renameFails struct{ *memdisk.Disk }
+
+func (renameFails) Rename(from, to string) error { return errors.New("rename: i/o error") }
+
+// TestFailedSwitchFailsStore shows a switch that fails from the rename on
+// fails the store: reads, RemoveStale (which could delete the generation
+// the durable manifest names) and Begin all refuse with ErrFailed until a
+// reopen, which finds a whole generation.
+func TestFailedSwitchFailsStore(t *testing.T) {
+	mem := memdisk.New()
+	g1, g2 := makeGeneration(t, 1, 0, 8, "a"), makeGeneration(t, 2, 0, 8, "b")
+	must(t, write(mustOpen(t, mem), g1))
+	s := mustOpen(t, renameFails{mem})
+	if err := write(s, g2); !errors.Is(err, ErrFailed) {
+		t.Fatalf("switch with a failing rename: %v", err)
+	}
+	if _, err := s.Read(nil, 0, 100); !errors.Is(err, ErrFailed) {
+		t.Fatalf("Read of a failed store: %v", err)
+	}
+	if err := s.RemoveStale(); !errors.Is(err, ErrFailed) {
+		t.Fatalf("RemoveStale of a failed store: %v", err)
+	}
+	if _, err := s.Begin(3, 0); !errors.Is(err, ErrFailed) {
+		t.Fatalf("Begin on a failed store: %v", err)
+	}
+	if err := holds(mustOpen(t, mem), g1); err != nil {
+		t.Fatalf("reopened: %v", err)
 	}
 }

@@ -11,13 +11,16 @@ import (
 	"github.com/strandlog/strand/raftlog"
 )
 
-// Writer writes a new generation beside the current one: Append each
-// compacted batch in offset order, then Commit switches to it atomically,
-// or Abort drops it. Until Commit's switch the store reads the old
-// generation; a crash anywhere leaves one of the two whole (doc.go,
-// "Switching generations").
+// Writer writes a new generation beside the current one (doc.go,
+// "Switching generations"): Append each compacted batch in offset order,
+// Commit makes it durable and current on disk, and the store's Finish
+// makes reads see it. Append and Commit touch only the writer's files and
+// the manifest, never the Store, so they may run off the goroutine that
+// owns the Store while it keeps reading the old generation.
 type Writer struct {
-	s          *Store
+	disk       raftlog.Disk
+	dir        string
+	opts       Options
 	m          manifest // the generation being written; segments so far
 	files      []raftlog.File
 	pos        int64 // bytes in the open segment
@@ -25,26 +28,27 @@ type Writer struct {
 	next       int64 // the offset after the last batch appended
 	maxTimeMs  int64 // running maximum record timestamp
 	sha        hash.Hash
-	err        error
-	done       bool
 	batchCount int64
+	err        error
+	committed  bool
 }
 
 // Begin starts writing generation gen, which must be above the current
 // one, for the prefix from offset start (the log start the pass read).
-// One Writer at a time.
+// One Writer at a time: the next Begin waits for Finish.
 func (s *Store) Begin(gen uint64, start int64) (*Writer, error) {
 	if s.failed != nil {
 		return nil, s.failed
 	}
-	if gen <= s.m.generation || s.writing {
-		return nil, fmt.Errorf("%w: begin generation %d at generation %d (writing: %v)", ErrGeneration, gen, s.m.generation, s.writing)
+	if gen <= s.m.generation || s.writer != nil {
+		return nil, fmt.Errorf("%w: begin generation %d at generation %d (a writer open: %v)", ErrGeneration, gen, s.m.generation, s.writer != nil)
 	}
 	if start < 0 {
 		return nil, fmt.Errorf("%w: prefix start %d", ErrInput, start)
 	}
-	s.writing = true
-	w := &Writer{s: s, m: manifest{generation: gen, start: start}, next: start, maxTimeMs: -1 << 63, sha: sha256.New()}
+	w := &Writer{disk: s.disk, dir: s.dir, opts: s.opts, m: manifest{generation: gen, start: start},
+		next: start, maxTimeMs: -1 << 63, sha: sha256.New()}
+	s.writer = w
 	return w, nil
 }
 
@@ -59,8 +63,8 @@ func (w *Writer) fail(err error) error {
 // Append writes one compacted batch (compact's form, checked whole) after
 // the ones before it: its base offset at or past the end of the last one.
 func (w *Writer) Append(batch []byte) error {
-	if w.err != nil {
-		return w.err
+	if w.err != nil || w.committed {
+		return errors.Join(w.err, w.doneErr())
 	}
 	b, err := compact.DecodeBatch(batch)
 	if err != nil {
@@ -69,14 +73,14 @@ func (w *Writer) Append(batch []byte) error {
 	if b.BaseOffset < w.next {
 		return fmt.Errorf("%w: batch at offset %d after offset %d", ErrInput, b.BaseOffset, w.next)
 	}
-	if len(w.files) == 0 || w.pos > 0 && w.pos+int64(len(batch)) > w.s.opts.SegmentBytes {
+	if len(w.files) == 0 || w.pos > 0 && w.pos+int64(len(batch)) > w.opts.SegmentBytes {
 		if err := w.roll(b.BaseOffset); err != nil {
 			return w.fail(err)
 		}
 	}
 	seg := &w.m.segments[len(w.m.segments)-1]
 	w.maxTimeMs = max(w.maxTimeMs, b.MaxTimestampMs)
-	if w.pos == 0 || w.pos-w.lastIndex >= w.s.opts.IndexIntervalBytes {
+	if w.pos == 0 || w.pos-w.lastIndex >= w.opts.IndexIntervalBytes {
 		seg.index = append(seg.index, indexEntry{offset: b.BaseOffset, position: w.pos, maxTimestampMs: w.maxTimeMs})
 		w.lastIndex = w.pos
 	}
@@ -91,13 +95,21 @@ func (w *Writer) Append(batch []byte) error {
 	return nil
 }
 
+// doneErr is the error of a use after Commit.
+func (w *Writer) doneErr() error {
+	if w.committed {
+		return fmt.Errorf("%w: generation %d already committed", ErrInput, w.m.generation)
+	}
+	return nil
+}
+
 // roll syncs the open segment, if any, and starts the next at offset base.
 func (w *Writer) roll(base int64) error {
 	if err := w.syncLast(); err != nil {
 		return err
 	}
-	name := path.Join(w.s.dir, segmentName(w.m.generation, len(w.files)))
-	f, err := w.s.disk.Open(name)
+	name := path.Join(w.dir, segmentName(w.m.generation, len(w.files)))
+	f, err := w.disk.Open(name)
 	if err != nil {
 		return err
 	}
@@ -118,18 +130,18 @@ func (w *Writer) syncLast() error {
 	return w.files[len(w.files)-1].Sync()
 }
 
-// Commit makes the written batches the store's current generation, the
+// Commit makes the written batches the durable current generation, the
 // prefix [start, end) with digest (the pass's Result.CleanedTo and
-// Digest). The batches must hash to digest (else ErrDigestMismatch and
-// nothing changes). The switch: segments synced, directory synced, the
-// manifest written to manifest.tmp and synced, renamed over manifest, the
-// directory synced (the commit point), then the old generation's files
-// removed. An error before the rename leaves the old generation current
-// (call Abort); one after it fails the store (ErrFailed) until Open tells
-// which is.
+// Digest); the store's Finish then makes reads see it. The batches must
+// hash to digest (else ErrDigestMismatch and nothing changes). The steps:
+// segments synced, directory synced, the manifest written to manifest.tmp
+// and synced, renamed over manifest, the directory synced (the commit
+// point). An error before the rename leaves the old generation current;
+// one from the rename on is ErrFailed: which manifest is durable is
+// unknown until Open, and Finish fails the store.
 func (w *Writer) Commit(end int64, digest [sha256.Size]byte) error {
-	if w.err != nil {
-		return w.err
+	if w.err != nil || w.committed {
+		return errors.Join(w.err, w.doneErr())
 	}
 	if end < w.next {
 		return w.fail(fmt.Errorf("%w: prefix end %d below the last batch's end %d", ErrInput, end, w.next))
@@ -141,39 +153,27 @@ func (w *Writer) Commit(end int64, digest [sha256.Size]byte) error {
 	if err := w.m.check(); err != nil {
 		return w.fail(err) // a bug: Append keeps the rules
 	}
-	if err := errors.Join(w.syncLast(), w.s.disk.SyncDir(w.s.dir), w.s.writeManifest(&w.m)); err != nil {
+	if err := errors.Join(w.syncLast(), w.disk.SyncDir(w.dir), w.writeManifest()); err != nil {
 		return w.fail(err)
 	}
-	w.done = true
-	w.s.writing = false
-	s := w.s
-	closeAll(s.files)
-	s.m, s.files = w.m, w.files
-	if err := s.disk.Rename(path.Join(s.dir, manifestTmpName), path.Join(s.dir, manifestName)); err != nil {
-		return s.failWith(err)
+	err := w.disk.Rename(path.Join(w.dir, manifestTmpName), path.Join(w.dir, manifestName))
+	if err == nil {
+		err = w.disk.SyncDir(w.dir)
 	}
-	if err := s.disk.SyncDir(s.dir); err != nil {
-		return s.failWith(err)
+	if err != nil {
+		return w.fail(fmt.Errorf("%w: switching to generation %d: %w", ErrFailed, w.m.generation, err))
 	}
-	if err := s.removeStale(); err != nil {
-		return fmt.Errorf("compacted: generation %d is current; removing the old one: %w", s.m.generation, err)
-	}
+	w.committed = true
 	return nil
 }
 
-// failWith fails the store for good: the manifest on disk may be either.
-func (s *Store) failWith(err error) error {
-	s.failed = fmt.Errorf("%w: %w", ErrFailed, err)
-	return s.failed
-}
-
-// writeManifest writes m to manifest.tmp and syncs it.
-func (s *Store) writeManifest(m *manifest) error {
-	f, err := s.disk.Open(path.Join(s.dir, manifestTmpName))
+// writeManifest writes the manifest to manifest.tmp and syncs it.
+func (w *Writer) writeManifest() error {
+	f, err := w.disk.Open(path.Join(w.dir, manifestTmpName))
 	if err != nil {
 		return err
 	}
-	data := appendManifest(nil, m)
+	data := appendManifest(nil, &w.m)
 	err = f.Truncate(0)
 	if err == nil {
 		_, err = f.WriteAt(data, 0)
@@ -184,22 +184,28 @@ func (s *Store) writeManifest(m *manifest) error {
 	return errors.Join(err, f.Close())
 }
 
-// Abort drops the generation being written: its files are removed (what
-// a failure leaves goes at the next Open). The store keeps its current
-// generation.
-func (w *Writer) Abort() error {
-	if w.done {
-		return nil
-	}
-	w.done = true
-	w.s.writing = false
-	closeAll(w.files)
-	w.err = fmt.Errorf("%w: writer aborted", ErrGeneration)
-	if w.s.failed != nil {
-		return w.s.failed
-	}
-	return w.s.removeStale()
-}
-
 // Batches is how many batches were appended.
 func (w *Writer) Batches() int64 { return w.batchCount }
+
+// Finish ends w's run, on the goroutine that owns the store: a committed
+// generation becomes the one reads see; an uncommitted one is dropped. The
+// files no longer named (the old generation's, or the dropped one's) stay
+// for RemoveStale or the next Open. A writer that failed from the rename on
+// fails the store (ErrFailed), as a failed fsync fails a raftlog.Log.
+func (s *Store) Finish(w *Writer) error {
+	if s.writer != w || w == nil {
+		return fmt.Errorf("%w: finishing a writer this store did not begin", ErrGeneration)
+	}
+	s.writer = nil
+	if w.committed {
+		closeAll(s.files)
+		s.m, s.files = w.m, w.files
+		return nil
+	}
+	closeAll(w.files)
+	if errors.Is(w.err, ErrFailed) {
+		s.failed = w.err
+		return s.failed
+	}
+	return nil
+}
