@@ -88,3 +88,43 @@ func TestReadFailureIsReturned(t *testing.T) {
 		t.Fatalf("Verify: %v", err)
 	}
 }
+
+// TestManifestRulesRefused breaks each rule of a valid manifest in turn,
+// with a correct CRC, and requires the decoder to refuse it.
+func TestManifestRulesRefused(t *testing.T) {
+	s := mustOpen(t, memdiskFor(t, makeGeneration(t, 2, 1, 30, "a")))
+	if len(s.m.segments) < 3 || len(s.m.segments[1].index) < 2 {
+		t.Fatalf("sample too small: %d segments", len(s.m.segments))
+	}
+	for name, breakIt := range map[string]func(m *manifest){
+		"generation 0":               func(m *manifest) { m.generation = 0 },
+		"end before start":           func(m *manifest) { m.end = m.start - 1 },
+		"negative start":             func(m *manifest) { m.start = -1 },
+		"segment before start":       func(m *manifest) { m.start = m.segments[0].base + 1 },
+		"segments overlap":           func(m *manifest) { m.segments[1].base = m.segments[0].end - 1 },
+		"segment past end":           func(m *manifest) { m.end = m.segments[len(m.segments)-1].end - 1 },
+		"empty segment":              func(m *manifest) { m.segments[1].bytes = 0 },
+		"no index":                   func(m *manifest) { m.segments[1].index = nil },
+		"index not at first batch":   func(m *manifest) { m.segments[1].index[0].position = 1 },
+		"index offset not base":      func(m *manifest) { m.segments[1].index[0].offset++ },
+		"index positions not rising": func(m *manifest) { m.segments[1].index[1].position = 0 },
+		"index past the segment":     func(m *manifest) { m.segments[1].index[1].position = m.segments[1].bytes },
+		"index offset past the end":  func(m *manifest) { m.segments[1].index[1].offset = m.segments[1].end },
+		"running time falls":         func(m *manifest) { m.segments[1].index[1].maxTimestampMs = m.segments[1].index[0].maxTimestampMs - 1 },
+		"running time falls across":  func(m *manifest) { m.segments[2].index[0].maxTimestampMs = 0 },
+	} {
+		m := s.m
+		m.segments = make([]segment, len(s.m.segments))
+		for i, seg := range s.m.segments {
+			m.segments[i] = seg
+			m.segments[i].index = append([]indexEntry(nil), seg.index...)
+		}
+		breakIt(&m)
+		if _, err := decodeManifest(appendManifest(nil, &m)); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: decoded with %v", name, err)
+		}
+	}
+	if _, err := decodeManifest(appendManifest(nil, &s.m)); err != nil {
+		t.Fatalf("the unbroken manifest: %v", err)
+	}
+}

@@ -64,9 +64,12 @@
 //
 // Read(offset, maxBytes) binary searches the segments and the sparse index
 // and returns whole batches from the one holding offset (or the next, when
-// compaction removed offset), within maxBytes but at least one. Every batch
-// read has its magic, length, CRC and offsets checked against its segment;
-// Open checks the manifest and each segment's size; Verify reads the whole
+// compaction removed offset), within maxBytes but at least one.
+// OffsetForTimestamp finds the first batch whose running maximum timestamp
+// reaches a time (the engine's rule for the raft log) from the index's
+// running maxima, scanning at most IndexIntervalBytes. Every batch read has
+// its magic, length, CRC and offsets checked against its segment; Open
+// checks the manifest and each segment's size; Verify reads the whole
 // generation, decodes every batch (compact.DecodeBatch), checks the index
 // entries and the digest. Defects are ErrCorrupt naming file and position;
 // the node's answer is to install the prefix again from a peer whose digest
@@ -79,7 +82,7 @@
 // Running passes off the loop with an I/O budget (Append checks each batch
 // whole with compact.DecodeBatch, which a trusted pass could skip);
 // installing a prefix from a peer (through a Writer, so Commit checks the
-// digest the engine recorded); the fetch path's use of Read; a timestamp
-// lookup over the index's running maximum; the raft log's trim bound from
-// End (engine's RaftTrimBound).
+// digest the engine recorded); the fetch path's use of Read and
+// ListOffsets' of OffsetForTimestamp; the raft log's trim bound from End
+// (engine's RaftTrimBound).
 package compacted

@@ -45,15 +45,26 @@ type generation struct {
 // (offsets removed) between and inside them; tag makes generations differ.
 func makeGeneration(t testing.TB, gen uint64, start int64, n int, tag string) generation {
 	t.Helper()
+	times := make([]int64, n)
+	for i := range times {
+		times[i] = 1000 + int64(i)
+	}
+	return makeGenerationAt(t, gen, start, times, tag)
+}
+
+// makeGenerationAt is makeGeneration with batch i's records at times[i].
+func makeGenerationAt(t testing.TB, gen uint64, start int64, times []int64, tag string) generation {
+	t.Helper()
+	n := len(times)
 	g := generation{gen: gen, start: start}
 	sha := sha256.New()
 	off := start + 1 // the first offset was removed
 	for i := 0; i < n; i++ {
-		b := compact.Batch{BaseOffset: off, LastOffsetDelta: 3, FirstTimestampMs: 1000 + int64(i),
+		b := compact.Batch{BaseOffset: off, LastOffsetDelta: 3, FirstTimestampMs: times[i],
 			DeleteHorizonMs: compact.NoHorizon, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
 		for _, d := range []int64{0, 2} { // offsets off+1 and off+3 removed
 			b.Records = append(b.Records, compact.Record{Offset: off + d, Record: recordbatch.Record{
-				TimestampMs: 1000 + int64(i), Key: fmt.Appendf(nil, "k%d-%d", i, d), Value: fmt.Appendf(nil, "%s-%d", tag, i)}})
+				TimestampMs: times[i], Key: fmt.Appendf(nil, "k%d-%d", i, d), Value: fmt.Appendf(nil, "%s-%d", tag, i)}})
 		}
 		data, err := compact.AppendBatch(nil, &b)
 		if err != nil {

@@ -144,12 +144,13 @@ func decodeSegment(b []byte) (segment, int, error) {
 // check enforces the manifest's rules: a written generation is at least 1;
 // 0 ≤ start ≤ end; segments non-empty, in offset order inside [start, end);
 // each index starts at the segment's first batch (position 0, offset base)
-// and strictly increases in offset and position, inside the segment.
+// and strictly increases in offset and position, inside the segment; the
+// running max timestamps never decrease, across segments too.
 func (m *manifest) check() error {
 	if m.generation == 0 || m.start < 0 || m.end < m.start {
 		return corruptf("manifest: generation %d, prefix [%d, %d)", m.generation, m.start, m.end)
 	}
-	prev := m.start
+	prev, prevTime := m.start, int64(math.MinInt64)
 	for i := range m.segments {
 		s := &m.segments[i]
 		if s.base < prev || s.end <= s.base || s.end > m.end || s.bytes <= 0 || s.bytes > math.MaxInt64/2 {
@@ -159,7 +160,10 @@ func (m *manifest) check() error {
 		if err := s.checkIndex(); err != nil {
 			return fmt.Errorf("%w (segment %d)", err, i)
 		}
-		prev = s.end
+		if s.index[0].maxTimestampMs < prevTime {
+			return corruptf("manifest: segment %d's running max time %d below the last segment's %d", i, s.index[0].maxTimestampMs, prevTime)
+		}
+		prev, prevTime = s.end, s.index[len(s.index)-1].maxTimestampMs
 	}
 	return nil
 }

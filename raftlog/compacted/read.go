@@ -184,3 +184,59 @@ func (s *Store) Verify() error {
 	}
 	return nil
 }
+
+// offMaxTS is the batch header's max_time_ms (compact's layout).
+const offMaxTS = 32
+
+// OffsetForTimestamp returns the base offset of the first batch whose
+// running maximum record timestamp (the largest of it and every batch
+// before it in the prefix) is at or after timestampMs, as the engine's
+// OffsetForTimestamp answers for the raft log (Kafka's ListOffsets at
+// batch granularity); false when no batch of the prefix reaches it (the
+// answer lies in the raft log). The sparse index narrows the scan to
+// IndexIntervalBytes; each batch read is checked as Read checks it.
+func (s *Store) OffsetForTimestamp(timestampMs int64) (int64, bool, error) {
+	if s.failed != nil {
+		return 0, false, s.failed
+	}
+	i, k := s.lastIndexBelow(timestampMs)
+	if i < 0 {
+		return 0, false, nil
+	}
+	var buf []byte
+	for pos := s.m.segments[i].index[k].position; i < len(s.m.segments); i, pos = i+1, 0 {
+		for pos < s.m.segments[i].bytes {
+			var err error
+			var base int64
+			buf, base, _, err = s.batchAt(buf[:0], i, pos, math.MaxInt64)
+			if err != nil {
+				return 0, false, err
+			}
+			// The running maximum first reaches timestampMs at the first
+			// batch whose own maximum does.
+			if int64(binary.LittleEndian.Uint64(buf[offMaxTS:])) >= timestampMs {
+				return base, true, nil
+			}
+			pos += int64(len(buf))
+		}
+	}
+	return 0, false, nil
+}
+
+// lastIndexBelow returns the segment and entry of the last index entry
+// whose running maximum is below timestampMs, where a scan for it starts,
+// or the first entry when none is; (-1, 0) for an empty prefix. Running
+// maxima are non-decreasing across the whole generation (manifest check).
+func (s *Store) lastIndexBelow(timestampMs int64) (int, int) {
+	segs := s.m.segments
+	if len(segs) == 0 {
+		return -1, 0
+	}
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].index[0].maxTimestampMs >= timestampMs })
+	if i == 0 {
+		return 0, 0
+	}
+	idx := segs[i-1].index
+	k := sort.Search(len(idx), func(k int) bool { return idx[k].maxTimestampMs >= timestampMs })
+	return i - 1, k - 1 // k ≥ 1: entry 0 of segment i-1 is below
+}

@@ -75,7 +75,8 @@ func (o Options) withDefaults() Options {
 }
 
 // Store is one replica's compacted prefix of one partition: the current
-// generation's segments, read by offset. It is not safe for concurrent use.
+// generation's segments, read by offset. It is not safe for concurrent use,
+// except that a Writer's Append and Commit may run beside it (Writer).
 type Store struct {
 	disk   raftlog.Disk
 	dir    string

@@ -225,3 +225,40 @@ func TestFailedSwitchFailsStore(t *testing.T) {
 		t.Fatalf("reopened: %v", err)
 	}
 }
+
+// TestOffsetForTimestamp shows the timestamp lookup answers, for every
+// time around a generation's, the base offset of the first batch whose
+// running maximum timestamp reaches it, with timestamps rising and with
+// timestamps out of order, before and after a reopen.
+func TestOffsetForTimestamp(t *testing.T) {
+	var rising, jumbled []int64
+	for i := 0; i < 40; i++ {
+		rising = append(rising, 1000+int64(3*i))
+		jumbled = append(jumbled, 1000+int64((i*37)%101))
+	}
+	for name, times := range map[string][]int64{"rising": rising, "jumbled": jumbled} {
+		disk := memdisk.New()
+		s := mustOpen(t, disk)
+		g := makeGenerationAt(t, 1, 0, times, "a")
+		must(t, write(s, g))
+		for _, store := range []*Store{s, mustOpen(t, disk)} {
+			for ts := int64(990); ts < 1110; ts++ {
+				want, wantOK, running := int64(0), false, int64(-1<<63)
+				for i, b := range g.batches {
+					if running = max(running, times[i]); running >= ts {
+						want, _ = batchRange(t, b)
+						wantOK = true
+						break
+					}
+				}
+				got, ok, err := store.OffsetForTimestamp(ts)
+				if err != nil || ok != wantOK || got != want {
+					t.Fatalf("%s: OffsetForTimestamp(%d) = %d, %v, %v; want %d, %v", name, ts, got, ok, err, want, wantOK)
+				}
+			}
+		}
+	}
+	if _, ok, err := mustOpen(t, memdisk.New()).OffsetForTimestamp(0); ok || err != nil {
+		t.Fatalf("empty store: %v, %v", ok, err)
+	}
+}
