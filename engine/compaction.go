@@ -73,8 +73,11 @@ func EncodeCompactDoneEntry(dst []byte, appendTimeMs int64, proposalID, gen uint
 // applyCompact applies a COMPACT entry: the next generation's decision,
 // refused unless its generation is one more than the last, its fields are
 // in range (compact.Decision.Check) and its cleanable end lies between the
-// last decision's and the high-water mark (so the next pass never starts
-// below a prefix an earlier pass wrote).
+// last decision's (so the next pass never starts below a prefix an earlier
+// pass wrote) and the last stable offset (a pass takes every transaction
+// below it without an abort in the index as committed; the leader's bound
+// is below its LSO at proposal, and a transaction opened since starts at
+// or past the high-water mark then, so an honest decision always passes).
 func (p *Partition) applyCompact(e *EntryFields) Result {
 	last := &p.compaction.Decision
 	d := compact.Decision{Generation: e.CompactGeneration, CleanableEnd: e.CompactOffset, TimeMs: e.AppendTimeMs,
@@ -86,9 +89,9 @@ func (p *Partition) applyCompact(e *EntryFields) Result {
 	if err := d.Check(last.CleanableEnd); err != nil {
 		return Result{Err: fmt.Errorf("%w: %w", ErrInvalidEntry, err)}
 	}
-	if d.CleanableEnd > p.nextOffset {
-		return Result{Err: fmt.Errorf("%w: cleanable end %d past the high-water mark %d",
-			ErrInvalidEntry, d.CleanableEnd, p.nextOffset)}
+	if lso := p.LastStableOffset(); d.CleanableEnd > lso {
+		return Result{Err: fmt.Errorf("%w: cleanable end %d past the last stable offset %d (high-water mark %d)",
+			ErrInvalidEntry, d.CleanableEnd, lso, p.nextOffset)}
 	}
 	*last = d
 	return Result{}
@@ -182,7 +185,7 @@ func (p *Partition) compactionFromProto(snap *strandpb.PartitionSnapshot) error 
 }
 
 // checkCompaction verifies the record: a decision in range and at most
-// the high-water mark, a reported generation no later than the decided
+// the last stable offset (it never falls below a decision applied), a reported generation no later than the decided
 // one, its cleaned-to offset at most the decision's cleanable end, and
 // nothing reported without a decision.
 func (p *Partition) checkCompaction() error {
@@ -196,10 +199,10 @@ func (p *Partition) checkCompaction() error {
 	if err := c.Decision.Check(c.CleanedTo); err != nil {
 		return err
 	}
-	if c.Decision.CleanableEnd > p.nextOffset || c.DoneGeneration > c.Decision.Generation || c.CleanedTo < 0 ||
+	if c.Decision.CleanableEnd > p.LastStableOffset() || c.DoneGeneration > c.Decision.Generation || c.CleanedTo < 0 ||
 		(c.DoneGeneration == 0 && (c.CleanedTo != 0 || c.Digest != [sha256.Size]byte{})) {
-		return fmt.Errorf("compaction record: decision %+v, reported generation %d cleaned to %d, high-water mark %d",
-			c.Decision, c.DoneGeneration, c.CleanedTo, p.nextOffset)
+		return fmt.Errorf("compaction record: decision %+v, reported generation %d cleaned to %d, last stable offset %d",
+			c.Decision, c.DoneGeneration, c.CleanedTo, p.LastStableOffset())
 	}
 	return nil
 }

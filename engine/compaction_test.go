@@ -34,7 +34,8 @@ func refused(t *testing.T, p *Partition, what string, data []byte, want error) {
 
 // TestCompactDecisionOrder shows a COMPACT takes effect only as the next
 // generation, with its fields in range and its cleanable end between the
-// last decision's and the high-water mark.
+// last decision's and the last stable offset (the high-water mark without
+// an open transaction).
 func TestCompactDecisionOrder(t *testing.T) {
 	p := fuzzBase(t) // high-water mark 8
 	refused(t, p, "generation 0", EncodeCompactEntry(nil, 0, decision(0, 4)), ErrCompactionGeneration)
@@ -58,6 +59,17 @@ func TestCompactDecisionOrder(t *testing.T) {
 	}
 	if r := applyNext(p, EncodeCompactEntry(nil, 0, decision(2, 5))); r.Err != nil {
 		t.Fatalf("decision 2 at the same cleanable end: %v", r.Err)
+	}
+	// A transaction open from offset 8: a pass would take its records as
+	// committed, so the cleanable end stops at the last stable offset.
+	applyNext(p, EncodeTxnBeginEntry(nil, 20, 0, 9, 0))
+	applyNext(p, EncodeTransactionalProduceEntry(nil, 21, 0, Producer{9, 0, 0}, batchOf(t, 2, 500)))
+	if p.LastStableOffset() != 8 || p.HighWatermark() != 10 {
+		t.Fatalf("LSO %d, high-water mark %d: the sample changed", p.LastStableOffset(), p.HighWatermark())
+	}
+	refused(t, p, "past the last stable offset", EncodeCompactEntry(nil, 0, decision(3, 9)), ErrInvalidEntry)
+	if r := applyNext(p, EncodeCompactEntry(nil, 0, decision(3, 8))); r.Err != nil {
+		t.Fatalf("decision 3 at the last stable offset: %v", r.Err)
 	}
 }
 

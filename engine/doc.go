@@ -118,8 +118,9 @@
 //     cleanable end, delete.retention.ms, offset map bytes; its time is the entry's append time).
 //     Refused: a generation other than the last + 1 (ErrCompactionGeneration: passes run in
 //     generation order everywhere), fields compact.Decision.Check refuses, a cleanable end below the
-//     last decision's or past the high-water mark (ErrInvalidEntry), so no replica is handed a
-//     decision its pass would refuse.
+//     last decision's (the next pass would be refused everywhere) or past the last stable offset (a
+//     pass takes a transaction with no abort in the index as committed; an honest leader's bound
+//     is below its LSO, and a transaction opened since starts past it) (ErrInvalidEntry).
 //   - EncodeCompactDoneEntry(generation, cleaned-to, digest): the outcome of a replica's pass (the
 //     leader's, node integration), so every replica can check its own prefix against it and a
 //     lagging one knows which digest to install. Accepted for a decided generation after the last
