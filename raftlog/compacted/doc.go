@@ -71,7 +71,9 @@
 // its magic, length, CRC and offsets checked against its segment; Open
 // checks the manifest and each segment's size; Verify reads the whole
 // generation, decodes every batch (compact.DecodeBatch), checks the index
-// entries and the digest. Defects are ErrCorrupt naming file and position;
+// entries and the digest. Defects are ErrCorrupt naming file and position
+// (TestBitFlipsAreCaught flips bits through a segment, FuzzReadSegment
+// fills one with arbitrary bytes);
 // the node's answer is to install the prefix again from a peer whose digest
 // for that generation matches the engine's record. Append checks each
 // batch whole (it may come from a peer) and Commit checks the digest, so a
