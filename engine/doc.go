@@ -134,8 +134,13 @@
 // snapshot forms (PartitionSnapshot.compaction, proto/compactpart.proto) and both digests; absent
 // until a COMPACT applies, so a partition that never compacted keeps its bytes and digests
 // (TestNoCompactionKeepsFormat). Not here yet: the pass's AbortedForgotten leaving the aborted
-// index (it must come through a replicated entry, COMPACT_DONE's natural payload), and the log
-// start below the first indexed batch on a compacted partition (Compacted moves it today).
+// index. It must come through a replicated entry (COMPACT_DONE's natural payload: the markers'
+// offsets), and it is safe only where reads come from a prefix of that generation: a replica
+// whose own pass lags still serves those aborted records from its raft log, and without their
+// index entries a read_committed reader would take them as committed; so a replica (a new leader)
+// must serve offsets below the reported cleaned-to only from its own prefix of that generation
+// or later. Nor is the log start kept below the first indexed batch on a compacted partition
+// (Compacted moves it today; there the prefix serves the offsets below).
 //
 // # Snapshot
 //
