@@ -39,11 +39,12 @@ func digestChain(h uint64, values ...uint64) uint64 {
 
 // Tags keep the element kinds apart.
 const (
-	digestTagPartition uint64 = 0x5061727469 // "Parti"
-	digestTagBatch     uint64 = 0x4261746368 // "Batch"
-	digestTagProducer  uint64 = 0x50726f64   // "Prod"
-	digestTagTxn       uint64 = 0x54786e     // "Txn"
-	digestTagAborted   uint64 = 0x41626f7274 // "Abort"
+	digestTagPartition  uint64 = 0x5061727469 // "Parti"
+	digestTagBatch      uint64 = 0x4261746368 // "Batch"
+	digestTagProducer   uint64 = 0x50726f64   // "Prod"
+	digestTagTxn        uint64 = 0x54786e     // "Txn"
+	digestTagAborted    uint64 = 0x41626f7274 // "Abort"
+	digestTagCompaction uint64 = 0x436f6d70   // "Comp"
 )
 
 // batchDigest is one offset index entry's hash.
@@ -84,7 +85,7 @@ func abortedDigest(a *AbortedTxn) uint64 {
 func (p *Partition) Digest() uint64 {
 	h := digestChain(digestTagPartition, p.appliedIndex, uint64(p.logStartOffset), uint64(p.nextOffset),
 		uint64(len(p.batches)-p.head), p.indexSum, uint64(len(p.producers)), p.producerSum)
-	return p.chainTxns(h)
+	return p.chainCompaction(p.chainTxns(h))
 }
 
 // chainTxns folds the transactional state into h; without any it leaves
@@ -133,5 +134,5 @@ func (p *Partition) checkDigest() error {
 // applied yet (node/snapshot.go); the simulator compares it by this digest
 // until then. O(1).
 func (p *Partition) TailDigest() uint64 {
-	return p.chainTxns(digestChain(digestTagPartition^1, p.appliedIndex, uint64(p.nextOffset), uint64(len(p.producers)), p.producerSum))
+	return p.chainCompaction(p.chainTxns(digestChain(digestTagPartition^1, p.appliedIndex, uint64(p.nextOffset), uint64(len(p.producers)), p.producerSum)))
 }

@@ -5,9 +5,10 @@
 //
 // # Raft entry
 //
-// strandpb.Entry (flat): kind (PRODUCE, TRIM, TXN_BEGIN, TXN_MARKER), append_time_ms (the leader's
-// clock: the only time the engine sees), producer id/epoch/base sequence, trim offset, node-local
-// proposal id, transactional, commit, coordinator epoch, batch.
+// strandpb.Entry (flat): kind (PRODUCE, TRIM, TXN_BEGIN, TXN_MARKER, COMPACT, COMPACT_DONE),
+// append_time_ms (the leader's clock: the only time the engine sees), producer id/epoch/base
+// sequence, trim offset, node-local proposal id, transactional, commit, coordinator epoch, the
+// compaction fields (generation, offset, delete retention, offset map bytes, digest), batch.
 // engine.DecodeEntry reads it with protowire without copying (differentially fuzzed against
 // proto.Unmarshal).
 //
@@ -108,6 +109,39 @@
 // node's own append-only checkpoint of the offset index, which needs no change (markers are
 // ordinary BatchLocations).
 //
+// # Compaction (issue 24; compaction.go, the pass is engine/compact)
+//
+// A compacted topic's partition records what every replica must agree on; the compacted prefix
+// itself is replica-local (raftlog/compacted). Commands, neither taking an offset:
+//
+//   - EncodeCompactEntry(compact.Decision): the leader's decision of the next pass (generation,
+//     cleanable end, delete.retention.ms, offset map bytes; its time is the entry's append time).
+//     Refused: a generation other than the last + 1 (ErrCompactionGeneration: passes run in
+//     generation order everywhere), fields compact.Decision.Check refuses, a cleanable end below the
+//     last decision's (the next pass would be refused everywhere) or past the last stable offset (a
+//     pass takes a transaction with no abort in the index as committed; an honest leader's bound
+//     is below its LSO, and a transaction opened since starts past it) (ErrInvalidEntry).
+//   - EncodeCompactDoneEntry(generation, cleaned-to, digest): the outcome of a replica's pass (the
+//     leader's, node integration), so every replica can check its own prefix against it and a
+//     lagging one knows which digest to install. Accepted for a decided generation after the last
+//     reported, cleaned-to between the last reported and the decision's cleanable end; the reported
+//     generation again is a no-op if equal, else ErrCompactionDiverged (passes are deterministic:
+//     a bug or a damaged prefix); older is ErrCompactionGeneration.
+//
+// Compaction() returns the record (last decision; last reported generation, cleaned-to, digest).
+// RaftTrimBound(prefixEnd) is the highest raft index a replica whose own prefix ends at prefixEnd may
+// drop from its raft log: records not in its prefix live only there. The record is in both
+// snapshot forms (PartitionSnapshot.compaction, proto/compactpart.proto) and both digests; absent
+// until a COMPACT applies, so a partition that never compacted keeps its bytes and digests
+// (TestNoCompactionKeepsFormat). Not here yet: the pass's AbortedForgotten leaving the aborted
+// index. It must come through a replicated entry (COMPACT_DONE's natural payload: the markers'
+// offsets), and it is safe only where reads come from a prefix of that generation: a replica
+// whose own pass lags still serves those aborted records from its raft log, and without their
+// index entries a read_committed reader would take them as committed; so a replica (a new leader)
+// must serve offsets below the reported cleaned-to only from its own prefix of that generation
+// or later. Nor is the log start kept below the first indexed batch on a compacted partition
+// (Compacted moves it today; there the prefix serves the offsets below).
+//
 // # Snapshot
 //
 // strandpb.PartitionSnapshot, deterministic marshal, version 1: applied index, high-water mark, log
@@ -131,7 +165,7 @@
 // Scripted scenarios (engine/testdata/partition/*.txt; transactions.txt tells the transactional
 // story), TestPartitionModel (rapid, against a trivial model that knows trims, the timestamp seed
 // and producer expiry; replay-without-compaction equivalence), transactions_test.go (one test per
-// transactional rule), TestTxnModel (rapid: begins, transactional and plain writes, markers, trims,
+// transactional rule), compaction_test.go (one test per compaction rule), TestTxnModel (rapid: begins, transactional and plain writes, markers, trims,
 // compactions and both snapshot-restores against a linear model of open transactions, LSO and
 // aborted list; replay equivalence), FuzzValidate, FuzzDecode, FuzzApply (from a partition with
 // transactions), FuzzRestore, FuzzDecodeEntry. Planted bugs (-tags simbugs, SetTxnBugs):

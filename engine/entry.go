@@ -25,7 +25,17 @@ type EntryFields struct {
 	// Commit and CoordinatorEpoch belong to a transaction marker.
 	Commit           bool
 	CoordinatorEpoch int32
-	Batch            []byte
+	// The compaction fields belong to COMPACT and COMPACT_DONE entries
+	// (compaction.go): the generation, the cleanable end (COMPACT) or
+	// cleaned-to offset (COMPACT_DONE), the decision's delete.retention.ms
+	// and offset map size, and a reported pass's digest (a slice of the
+	// entry's bytes, like Batch).
+	CompactGeneration uint64
+	CompactOffset     int64
+	DeleteRetentionMs int64
+	OffsetMapBytes    int64
+	CompactDigest     []byte
+	Batch             []byte
 }
 
 // Producer names an idempotent producer's batch: its id, epoch and the
@@ -51,7 +61,12 @@ const (
 	fieldTransactional = 8
 	fieldCommit        = 9
 	fieldCoordEpoch    = 10
+	fieldCompactGen    = 11
+	fieldCompactOffset = 12
+	fieldDeleteRetain  = 13
+	fieldOffsetMap     = 14
 	fieldBatch         = 15
+	fieldCompactDigest = 16
 )
 
 // DecodeEntry reads a marshalled strandpb.Entry with protowire, allocating
@@ -66,16 +81,20 @@ func DecodeEntry(data []byte) (EntryFields, error) {
 			return EntryFields{}, fmt.Errorf("%w: tag: %v", ErrInvalidEntry, protowire.ParseError(n))
 		}
 		data = data[n:]
-		if typ == protowire.BytesType && num == fieldBatch {
+		if typ == protowire.BytesType && (num == fieldBatch || num == fieldCompactDigest) {
 			v, m := protowire.ConsumeBytes(data)
 			if m < 0 {
-				return EntryFields{}, fmt.Errorf("%w: batch: %v", ErrInvalidEntry, protowire.ParseError(m))
+				return EntryFields{}, fmt.Errorf("%w: field %d: %v", ErrInvalidEntry, num, protowire.ParseError(m))
 			}
-			e.Batch = v[:len(v):len(v)]
+			if num == fieldBatch {
+				e.Batch = v[:len(v):len(v)]
+			} else {
+				e.CompactDigest = v[:len(v):len(v)]
+			}
 			data = data[m:]
 			continue
 		}
-		if typ == protowire.VarintType && num >= fieldKind && num <= fieldCoordEpoch {
+		if typ == protowire.VarintType && num >= fieldKind && num <= fieldOffsetMap {
 			v, m := protowire.ConsumeVarint(data)
 			if m < 0 {
 				return EntryFields{}, fmt.Errorf("%w: field %d: %v", ErrInvalidEntry, num, protowire.ParseError(m))
@@ -116,6 +135,14 @@ func (e *EntryFields) setVarint(num protowire.Number, v uint64) {
 		e.Commit = v != 0
 	case fieldCoordEpoch:
 		e.CoordinatorEpoch = int32(v)
+	case fieldCompactGen:
+		e.CompactGeneration = v
+	case fieldCompactOffset:
+		e.CompactOffset = int64(v)
+	case fieldDeleteRetain:
+		e.DeleteRetentionMs = int64(v)
+	case fieldOffsetMap:
+		e.OffsetMapBytes = int64(v)
 	}
 }
 
@@ -146,11 +173,21 @@ func AppendEntry(dst []byte, e *EntryFields) []byte {
 	dst = appendVarintField(dst, fieldTransactional, boolVarint(e.Transactional))
 	dst = appendVarintField(dst, fieldCommit, boolVarint(e.Commit))
 	dst = appendVarintField(dst, fieldCoordEpoch, uint64(int64(e.CoordinatorEpoch)))
-	if len(e.Batch) > 0 {
-		dst = protowire.AppendTag(dst, fieldBatch, protowire.BytesType)
-		dst = protowire.AppendBytes(dst, e.Batch)
+	dst = appendVarintField(dst, fieldCompactGen, e.CompactGeneration)
+	dst = appendVarintField(dst, fieldCompactOffset, uint64(e.CompactOffset))
+	dst = appendVarintField(dst, fieldDeleteRetain, uint64(e.DeleteRetentionMs))
+	dst = appendVarintField(dst, fieldOffsetMap, uint64(e.OffsetMapBytes))
+	dst = appendBytesField(dst, fieldBatch, e.Batch)
+	return appendBytesField(dst, fieldCompactDigest, e.CompactDigest)
+}
+
+// appendBytesField appends a non-empty bytes field; proto3 omits empty ones.
+func appendBytesField(dst []byte, num protowire.Number, v []byte) []byte {
+	if len(v) == 0 {
+		return dst
 	}
-	return dst
+	dst = protowire.AppendTag(dst, num, protowire.BytesType)
+	return protowire.AppendBytes(dst, v)
 }
 
 // boolVarint is a bool's varint value, as proto encodes it.

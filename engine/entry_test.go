@@ -7,46 +7,62 @@ import (
 	"google.golang.org/protobuf/proto"
 	"pgregory.net/rapid"
 
+	"github.com/strandlog/strand/engine/compact"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
 // toProto converts EntryFields into the generated message.
 func toProto(e *EntryFields) *strandpb.Entry {
 	return &strandpb.Entry{
-		Kind:             e.Kind,
-		AppendTimeMs:     e.AppendTimeMs,
-		ProducerId:       e.ProducerID,
-		ProducerEpoch:    e.ProducerEpoch,
-		BaseSequence:     e.BaseSequence,
-		TrimOffset:       e.TrimOffset,
-		ProposalId:       e.ProposalID,
-		Transactional:    e.Transactional,
-		Commit:           e.Commit,
-		CoordinatorEpoch: e.CoordinatorEpoch,
-		Batch:            e.Batch,
+		Kind:              e.Kind,
+		AppendTimeMs:      e.AppendTimeMs,
+		ProducerId:        e.ProducerID,
+		ProducerEpoch:     e.ProducerEpoch,
+		BaseSequence:      e.BaseSequence,
+		TrimOffset:        e.TrimOffset,
+		ProposalId:        e.ProposalID,
+		Transactional:     e.Transactional,
+		Commit:            e.Commit,
+		CoordinatorEpoch:  e.CoordinatorEpoch,
+		CompactGeneration: e.CompactGeneration,
+		CompactOffset:     e.CompactOffset,
+		DeleteRetentionMs: e.DeleteRetentionMs,
+		OffsetMapBytes:    e.OffsetMapBytes,
+		CompactDigest:     e.CompactDigest,
+		Batch:             e.Batch,
 	}
 }
 
 // fromProto converts the generated message into EntryFields.
 func fromProto(m *strandpb.Entry) EntryFields {
 	return EntryFields{
-		Kind:             m.GetKind(),
-		AppendTimeMs:     m.GetAppendTimeMs(),
-		ProducerID:       m.GetProducerId(),
-		ProducerEpoch:    m.GetProducerEpoch(),
-		BaseSequence:     m.GetBaseSequence(),
-		TrimOffset:       m.GetTrimOffset(),
-		ProposalID:       m.GetProposalId(),
-		Transactional:    m.GetTransactional(),
-		Commit:           m.GetCommit(),
-		CoordinatorEpoch: m.GetCoordinatorEpoch(),
-		Batch:            m.GetBatch(),
+		Kind:              m.GetKind(),
+		AppendTimeMs:      m.GetAppendTimeMs(),
+		ProducerID:        m.GetProducerId(),
+		ProducerEpoch:     m.GetProducerEpoch(),
+		BaseSequence:      m.GetBaseSequence(),
+		TrimOffset:        m.GetTrimOffset(),
+		ProposalID:        m.GetProposalId(),
+		Transactional:     m.GetTransactional(),
+		Commit:            m.GetCommit(),
+		CoordinatorEpoch:  m.GetCoordinatorEpoch(),
+		CompactGeneration: m.GetCompactGeneration(),
+		CompactOffset:     m.GetCompactOffset(),
+		DeleteRetentionMs: m.GetDeleteRetentionMs(),
+		OffsetMapBytes:    m.GetOffsetMapBytes(),
+		CompactDigest:     m.GetCompactDigest(),
+		Batch:             m.GetBatch(),
 	}
 }
 
-// sameFields compares two EntryFields, treating nil and empty batches alike.
+// sameFields compares two EntryFields, treating nil and empty batches
+// (and digests) alike.
 func sameFields(a, b EntryFields) bool {
-	if !bytes.Equal(a.Batch, b.Batch) {
+	if !bytes.Equal(a.Batch, b.Batch) || !bytes.Equal(a.CompactDigest, b.CompactDigest) {
+		return false
+	}
+	if a.CompactGeneration != b.CompactGeneration || a.CompactOffset != b.CompactOffset ||
+		a.DeleteRetentionMs != b.DeleteRetentionMs || a.OffsetMapBytes != b.OffsetMapBytes {
 		return false
 	}
 	return a.Kind == b.Kind && a.AppendTimeMs == b.AppendTimeMs && a.ProducerID == b.ProducerID &&
@@ -63,17 +79,22 @@ func TestEntryCodecMatchesProto(t *testing.T) {
 		pick64 := rapid.OneOf(rapid.Just(int64(0)), rapid.Just(int64(-1)), rapid.Int64())
 		pick32 := rapid.OneOf(rapid.Just(int32(0)), rapid.Just(int32(-1)), rapid.Int32())
 		e := EntryFields{
-			Kind:             strandpb.EntryKind(pick32.Draw(t, "kind")),
-			AppendTimeMs:     pick64.Draw(t, "time"),
-			ProducerID:       pick64.Draw(t, "producer"),
-			ProducerEpoch:    pick32.Draw(t, "epoch"),
-			BaseSequence:     pick32.Draw(t, "sequence"),
-			TrimOffset:       pick64.Draw(t, "trim"),
-			ProposalID:       rapid.Uint64().Draw(t, "proposal"),
-			Transactional:    rapid.Bool().Draw(t, "transactional"),
-			Commit:           rapid.Bool().Draw(t, "commit"),
-			CoordinatorEpoch: pick32.Draw(t, "coordinatorEpoch"),
-			Batch:            rapid.SliceOfN(rapid.Byte(), 0, 50).Draw(t, "batch"),
+			Kind:              strandpb.EntryKind(pick32.Draw(t, "kind")),
+			AppendTimeMs:      pick64.Draw(t, "time"),
+			ProducerID:        pick64.Draw(t, "producer"),
+			ProducerEpoch:     pick32.Draw(t, "epoch"),
+			BaseSequence:      pick32.Draw(t, "sequence"),
+			TrimOffset:        pick64.Draw(t, "trim"),
+			ProposalID:        rapid.Uint64().Draw(t, "proposal"),
+			Transactional:     rapid.Bool().Draw(t, "transactional"),
+			Commit:            rapid.Bool().Draw(t, "commit"),
+			CoordinatorEpoch:  pick32.Draw(t, "coordinatorEpoch"),
+			CompactGeneration: rapid.Uint64().Draw(t, "generation"),
+			CompactOffset:     pick64.Draw(t, "compactOffset"),
+			DeleteRetentionMs: pick64.Draw(t, "deleteRetention"),
+			OffsetMapBytes:    pick64.Draw(t, "offsetMap"),
+			CompactDigest:     rapid.SliceOfN(rapid.Byte(), 0, 40).Draw(t, "digest"),
+			Batch:             rapid.SliceOfN(rapid.Byte(), 0, 50).Draw(t, "batch"),
 		}
 		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(toProto(&e))
 		if err != nil {
@@ -114,6 +135,8 @@ func FuzzDecodeEntry(f *testing.F) {
 	f.Add(EncodeTxnBeginEntry(nil, 1, 2, 3, 4))
 	f.Add(EncodeTxnMarkerEntry(nil, 1, 2, Marker{ProducerID: 3, ProducerEpoch: 4, CoordinatorEpoch: -5, Commit: true}))
 	f.Add(EncodeTransactionalProduceEntry(nil, 1, 2, Producer{3, 4, 5}, []byte("x")))
+	f.Add(EncodeCompactEntry(nil, 2, compact.Decision{Generation: 1, CleanableEnd: 5, TimeMs: 9, DeleteRetentionMs: 3, OffsetMapBytes: 1 << 20}))
+	f.Add(EncodeCompactDoneEntry(nil, 1, 2, 1, 5, [32]byte{7}))
 	f.Add([]byte{0x40, 0x02, 0x48, 0x80, 0x01})
 	f.Add([]byte{0x08, 0x01, 0x08, 0x02, 0x7a, 0x00})
 	f.Fuzz(func(t *testing.T, data []byte) {

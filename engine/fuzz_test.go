@@ -46,6 +46,8 @@ func fuzzApplySeeds(t testing.TB) [][2][]byte {
 		{EncodeTransactionalProduceEntry(nil, 21, 7, Producer{6, 3, 1}, batchOf(t, 1, 0)), EncodeTxnMarkerEntry(nil, 22, 8, Marker{ProducerID: 6, ProducerEpoch: 4, CoordinatorEpoch: 1})},
 		{EncodeTxnMarkerEntry(nil, 22, 8, Marker{ProducerID: 6, ProducerEpoch: 3, CoordinatorEpoch: 0, Commit: true}), EncodeTrimEntry(nil, 0, 0, 9)},
 		{EncodeTransactionalProduceEntry(nil, 21, 7, Producer{5, 1, 0}, batchOf(t, 1, 0)), EncodeTxnMarkerEntry(nil, 22, 8, Marker{ProducerID: 5, ProducerEpoch: 1, CoordinatorEpoch: 1})},
+		{EncodeCompactEntry(nil, 0, decision(1, 4)), EncodeCompactDoneEntry(nil, 30, 0, 1, 3, [32]byte{1})},
+		{EncodeCompactEntry(nil, 0, decision(1, 9)), EncodeCompactEntry(nil, 0, decision(2, 4))},
 	}
 }
 
@@ -67,7 +69,8 @@ func FuzzApply(f *testing.F) {
 			}
 			if r.Err != nil {
 				if !errors.Is(r.Err, ErrInvalidEntry) && !errors.Is(r.Err, ErrOutOfOrderSequence) && !errors.Is(r.Err, ErrProducerFenced) && !errors.Is(r.Err, ErrUnknownProducer) &&
-					!errors.Is(r.Err, ErrInvalidTxnState) && !errors.Is(r.Err, ErrCoordinatorFenced) {
+					!errors.Is(r.Err, ErrInvalidTxnState) && !errors.Is(r.Err, ErrCoordinatorFenced) &&
+					!errors.Is(r.Err, ErrCompactionGeneration) && !errors.Is(r.Err, ErrCompactionDiverged) {
 					t.Fatalf("error %v wraps no sentinel", r.Err)
 				}
 				q, err := RestorePartition(before)
@@ -98,6 +101,8 @@ func FuzzRestore(f *testing.F) {
 	f.Add(fuzzTxnBase(f).Snapshot())
 	f.Add(fuzzTxnBase(f).StateSnapshot())
 	f.Add(NewPartition().Snapshot())
+	f.Add(compactionSample(f).Snapshot())
+	f.Add(compactionSample(f).StateSnapshot())
 	f.Fuzz(func(t *testing.T, snap []byte) {
 		p, err := RestorePartition(snap)
 		if err != nil {

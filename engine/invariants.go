@@ -33,6 +33,9 @@ func (p *Partition) check() error {
 	if err := p.checkTxns(); err != nil {
 		return err
 	}
+	if err := p.checkCompaction(); err != nil {
+		return err
+	}
 	return p.checkDigest()
 }
 

@@ -107,6 +107,9 @@ type Partition struct {
 	abortedHead    int
 	abortedSpanMax int64
 	txnSum         uint64
+	// compaction is the compaction record (compaction.go): the last
+	// decision and the last reported pass.
+	compaction CompactionState
 }
 
 // NewPartition returns the state of an empty partition before raft index 1.
@@ -159,6 +162,10 @@ func (p *Partition) apply(index uint64, data []byte) Result {
 		return p.applyTxnBegin(&e)
 	case strandpb.EntryKind_ENTRY_KIND_TXN_MARKER:
 		return p.applyTxnMarker(index, &e)
+	case strandpb.EntryKind_ENTRY_KIND_COMPACT:
+		return p.applyCompact(&e)
+	case strandpb.EntryKind_ENTRY_KIND_COMPACT_DONE:
+		return p.applyCompactDone(&e)
 	default:
 		return Result{Err: fmt.Errorf("%w: unknown entry kind %d", ErrInvalidEntry, int32(e.Kind))}
 	}

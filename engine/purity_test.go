@@ -39,7 +39,8 @@ type purityRoot struct {
 var purityRoots = []purityRoot{
 	{dir: "engine"},
 	{dir: "engine/compact", onlyImports: compactImports},
-	{dir: "raftlog", skipDirs: []string{"raftlog/osdisk", "raftlog/memdisk"}, onlyImports: raftlogImports},
+	{dir: "raftlog", skipDirs: []string{"raftlog/osdisk", "raftlog/memdisk", "raftlog/compacted"}, onlyImports: raftlogImports},
+	{dir: "raftlog/compacted", onlyImports: compactedImports},
 	{dir: "raftlog/memdisk", allowImports: map[string]bool{"os": true}},
 	{dir: "node", skipDirs: []string{"node/server"}},
 }
@@ -51,6 +52,14 @@ var raftlogImports = map[string]bool{
 	"encoding/binary": true, "errors": true, "fmt": true, "hash/crc32": true, "io": true,
 	"math": true, "math/bits": true, "path": true, "sort": true, "strconv": true, "strings": true,
 	"go.etcd.io/raft/v3": true, "go.etcd.io/raft/v3/raftpb": true, "google.golang.org/protobuf/proto": true,
+}
+
+// compactedImports are the only packages raftlog/compacted may import:
+// like raftlog, it reaches storage only through raftlog.Disk.
+var compactedImports = map[string]bool{
+	"crypto/sha256": true, "encoding/binary": true, "errors": true, "fmt": true, "hash": true, "hash/crc32": true,
+	"io": true, "iter": true, "math": true, "path": true, "sort": true, "strconv": true, "strings": true,
+	"github.com/strandlog/strand/engine/compact": true, "github.com/strandlog/strand/raftlog": true,
 }
 
 // compactImports are the only packages engine/compact may import: a pure
@@ -312,6 +321,7 @@ var d = 3 * time.Millisecond
 var corePackages = []string{
 	"github.com/strandlog/strand/engine/...",
 	"github.com/strandlog/strand/raftlog",
+	"github.com/strandlog/strand/raftlog/compacted",
 	"github.com/strandlog/strand/node",
 }
 

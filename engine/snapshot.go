@@ -71,6 +71,7 @@ func (p *Partition) snapshotProto(version uint32) *strandpb.PartitionSnapshot {
 		snap.Producers = append(snap.Producers, producerToProto(id, p.producers[id]))
 	}
 	p.txnsToProto(snap)
+	p.compactionToProto(snap)
 	return snap
 }
 
@@ -166,6 +167,9 @@ func restore(snap *strandpb.PartitionSnapshot, indexBase int64, index []BatchLoc
 		p.producers[lastID] = st
 	}
 	if err := p.txnsFromProto(snap); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidSnapshot, err)
+	}
+	if err := p.compactionFromProto(snap); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidSnapshot, err)
 	}
 	p.indexSum, p.producerSum, p.txnSum = p.digestSums()

@@ -237,7 +237,15 @@ func putHeader(h []byte, b *Batch, count int) {
 	le.PutUint32(h[offEpoch:], uint32(b.ProducerEpoch))
 	le.PutUint32(h[offSequence:], uint32(b.BaseSequence))
 	le.PutUint32(h[offRecords:], uint32(len(h)-HeaderBytes))
-	le.PutUint32(h[4:8], crc32.Checksum(h[8:], castagnoli))
+	le.PutUint32(h[4:8], Checksum(h))
+}
+
+// Checksum is the CRC32C a compacted batch b stores in bytes [4, 8): over
+// every other byte, [0, 4) and [8, end), so a flipped attribute bit (a
+// batch turned transactional or control) is caught like any other. b must
+// be at least 8 bytes long.
+func Checksum(b []byte) uint32 {
+	return crc32.Update(crc32.Checksum(b[:4], castagnoli), castagnoli, b[8:])
 }
 
 // checkHeader checks the header fields of b holding count records: the

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"reflect"
 	"strings"
 	"testing"
@@ -119,7 +118,7 @@ func TestAppendBatchRefuses(t *testing.T) {
 
 // recrc recomputes a batch's checksum after a test edited it.
 func recrc(b []byte) []byte {
-	binary.LittleEndian.PutUint32(b[4:8], crc32.Checksum(b[8:], castagnoli))
+	binary.LittleEndian.PutUint32(b[4:8], Checksum(b))
 	return b
 }
 

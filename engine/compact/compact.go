@@ -139,7 +139,7 @@ type Result struct {
 // back unchanged. Memory: the offset map (d.OffsetMapBytes), one batch,
 // and per producer id in the log a few words.
 func Compact(log Log, d Decision, emit func(batch []byte) error) (Result, error) {
-	if err := d.check(log.FirstDirty); err != nil {
+	if err := d.Check(log.FirstDirty); err != nil {
 		return Result{}, err
 	}
 	plan, err := buildPlan(log, d)
@@ -164,8 +164,11 @@ func Compact(log Log, d Decision, emit func(batch []byte) error) (Result, error)
 	return result, nil
 }
 
-// check refuses a decision out of range or below the compacted prefix.
-func (d *Decision) check(firstDirty int64) error {
+// Check reports whether a pass can run d over a log whose compacted prefix
+// ends at firstDirty; otherwise ErrInvalidDecision naming the field. The
+// engine refuses a COMPACT entry that fails it against its last decision,
+// so no replica is handed a decision its pass would refuse.
+func (d *Decision) Check(firstDirty int64) error {
 	switch {
 	case d.CleanableEnd < firstDirty:
 		return fmt.Errorf("%w: cleanable end %d below the compacted prefix's end %d", ErrInvalidDecision, d.CleanableEnd, firstDirty)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"math"
 
 	"github.com/strandlog/strand/engine/recordbatch"
@@ -63,7 +62,7 @@ func decodeHeader(b []byte) (Batch, int, error) {
 	if n := le.Uint32(b[offRecords:]); uint64(n) != uint64(len(b)-HeaderBytes) {
 		return Batch{}, 0, fmt.Errorf("%w: records_bytes %d, but %d bytes follow the header", ErrCorrupt, n, len(b)-HeaderBytes)
 	}
-	if want, got := le.Uint32(b[4:8]), crc32.Checksum(b[8:], castagnoli); want != got {
+	if want, got := le.Uint32(b[4:8]), Checksum(b); want != got {
 		return Batch{}, 0, fmt.Errorf("%w: crc %#08x, computed %#08x", ErrCorrupt, want, got)
 	}
 	batch := Batch{

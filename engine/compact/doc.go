@@ -16,7 +16,7 @@
 //	0  magic              u8   = Magic (2)
 //	1  attributes         u8   0x10 transactional, 0x20 control; other bits zero (no compression)
 //	2  reserved           u16  = 0
-//	4  crc                u32  CRC32C of bytes [8, end)
+//	4  crc                u32  CRC32C of bytes [0, 4) then [8, end): all but itself (Checksum)
 //	8  base_offset        i64  first offset of the original batch, ≥ 0
 //	16 last_offset_delta  i32  the original batch covered [base, base+delta], ≥ 0
 //	20 record_count       i32  survivors, 0 ≤ n ≤ delta+1 (0: a producer's kept last batch)
@@ -144,14 +144,16 @@
 //
 // # Next: node integration
 //
-// The COMPACT entry kind and its apply (engine: the generation, cleaned-to offset and digest per
-// replica; dropping AbortedForgotten from the aborted index; producer state untouched); the
-// compacted segment files, their index (offset → position, max timestamp for ListOffsets) and
-// atomic switch; fetch of the prefix (native: a new batch form for clientlib, which can decode it
+// Built: the COMPACT and COMPACT_DONE entries and their apply (engine, compaction.go: the decision,
+// the reported generation, cleaned-to offset and digest, RaftTrimBound); the compacted segment
+// files, their sparse index (offset → position, running max timestamp) and atomic switch
+// (raftlog/compacted). Still to do: dropping AbortedForgotten from the aborted index (through
+// COMPACT_DONE); fetch of the prefix (native: a new batch form for clientlib, which can decode it
 // with this package; Kafka: re-encode as an uncompressed RecordBatch v2 with the same base offset,
 // last offset delta, producer fields and offset deltas); the off-loop runner with an I/O budget
 // and the trigger; on a compacted topic a replica's raft-log trimming (the snapshot-driven
-// Compacted included) stops at its own compacted prefix's end, and a replica sent a raft snapshot
+// Compacted included) stops at its own compacted prefix's end (engine's RaftTrimBound), and a
+// replica sent a raft snapshot
 // past its log installs the prefix from a peer, digest-checked;
 // metadata: accept compact and compact,delete, the other keys through Config.Set/Validate (this
 // package is not wired into engine/metadata yet); keyless produce refused on compacted topics

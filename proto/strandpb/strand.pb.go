@@ -40,6 +40,12 @@ const (
 	// A transaction coordinator's commit or abort marker (a control record);
 	// consumes one offset when it ends a transaction that wrote here.
 	EntryKind_ENTRY_KIND_TXN_MARKER EntryKind = 4
+	// Compacted topics (engine/compact): the leader's decision of the next
+	// compaction pass every replica runs; consumes no offset.
+	EntryKind_ENTRY_KIND_COMPACT EntryKind = 5
+	// A pass's outcome (cleaned-to offset and digest) as the replica that ran
+	// it reports; consumes no offset.
+	EntryKind_ENTRY_KIND_COMPACT_DONE EntryKind = 6
 )
 
 // Enum value maps for EntryKind.
@@ -50,13 +56,17 @@ var (
 		2: "ENTRY_KIND_TRIM",
 		3: "ENTRY_KIND_TXN_BEGIN",
 		4: "ENTRY_KIND_TXN_MARKER",
+		5: "ENTRY_KIND_COMPACT",
+		6: "ENTRY_KIND_COMPACT_DONE",
 	}
 	EntryKind_value = map[string]int32{
-		"ENTRY_KIND_UNSPECIFIED": 0,
-		"ENTRY_KIND_PRODUCE":     1,
-		"ENTRY_KIND_TRIM":        2,
-		"ENTRY_KIND_TXN_BEGIN":   3,
-		"ENTRY_KIND_TXN_MARKER":  4,
+		"ENTRY_KIND_UNSPECIFIED":  0,
+		"ENTRY_KIND_PRODUCE":      1,
+		"ENTRY_KIND_TRIM":         2,
+		"ENTRY_KIND_TXN_BEGIN":    3,
+		"ENTRY_KIND_TXN_MARKER":   4,
+		"ENTRY_KIND_COMPACT":      5,
+		"ENTRY_KIND_COMPACT_DONE": 6,
 	}
 )
 
@@ -170,6 +180,15 @@ type Entry struct {
 	// coordinator that wrote it (a lower one than last seen is fenced).
 	Commit           bool  `protobuf:"varint,9,opt,name=commit,proto3" json:"commit,omitempty"`
 	CoordinatorEpoch int32 `protobuf:"varint,10,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	// For ENTRY_KIND_COMPACT and ENTRY_KIND_COMPACT_DONE: the decision's
+	// generation. For COMPACT, compact_offset is the cleanable end and the
+	// decision's time is append_time_ms; for COMPACT_DONE it is the pass's
+	// cleaned-to offset and compact_digest its 32-byte SHA-256 digest.
+	CompactGeneration uint64 `protobuf:"varint,11,opt,name=compact_generation,json=compactGeneration,proto3" json:"compact_generation,omitempty"`
+	CompactOffset     int64  `protobuf:"varint,12,opt,name=compact_offset,json=compactOffset,proto3" json:"compact_offset,omitempty"`
+	DeleteRetentionMs int64  `protobuf:"varint,13,opt,name=delete_retention_ms,json=deleteRetentionMs,proto3" json:"delete_retention_ms,omitempty"`
+	OffsetMapBytes    int64  `protobuf:"varint,14,opt,name=offset_map_bytes,json=offsetMapBytes,proto3" json:"offset_map_bytes,omitempty"`
+	CompactDigest     []byte `protobuf:"bytes,16,opt,name=compact_digest,json=compactDigest,proto3" json:"compact_digest,omitempty"`
 	// For ENTRY_KIND_PRODUCE: a record batch in engine/recordbatch format,
 	// stored and served as is.
 	Batch         []byte `protobuf:"bytes,15,opt,name=batch,proto3" json:"batch,omitempty"`
@@ -275,6 +294,41 @@ func (x *Entry) GetCoordinatorEpoch() int32 {
 		return x.CoordinatorEpoch
 	}
 	return 0
+}
+
+func (x *Entry) GetCompactGeneration() uint64 {
+	if x != nil {
+		return x.CompactGeneration
+	}
+	return 0
+}
+
+func (x *Entry) GetCompactOffset() int64 {
+	if x != nil {
+		return x.CompactOffset
+	}
+	return 0
+}
+
+func (x *Entry) GetDeleteRetentionMs() int64 {
+	if x != nil {
+		return x.DeleteRetentionMs
+	}
+	return 0
+}
+
+func (x *Entry) GetOffsetMapBytes() int64 {
+	if x != nil {
+		return x.OffsetMapBytes
+	}
+	return 0
+}
+
+func (x *Entry) GetCompactDigest() []byte {
+	if x != nil {
+		return x.CompactDigest
+	}
+	return nil
 }
 
 func (x *Entry) GetBatch() []byte {
@@ -547,8 +601,11 @@ type PartitionSnapshot struct {
 	// Transactions (engine/doc.go, "Transactions"): the producers with a
 	// transactional record, sorted by id, and the retained aborted
 	// transactions in marker order. Both empty without transactions.
-	TxnProducers  []*TxnPartitionProducer `protobuf:"bytes,44,rep,name=txn_producers,json=txnProducers,proto3" json:"txn_producers,omitempty"`
-	AbortedTxns   []*AbortedTxn           `protobuf:"bytes,45,rep,name=aborted_txns,json=abortedTxns,proto3" json:"aborted_txns,omitempty"`
+	TxnProducers []*TxnPartitionProducer `protobuf:"bytes,44,rep,name=txn_producers,json=txnProducers,proto3" json:"txn_producers,omitempty"`
+	AbortedTxns  []*AbortedTxn           `protobuf:"bytes,45,rep,name=aborted_txns,json=abortedTxns,proto3" json:"aborted_txns,omitempty"`
+	// Compacted topics (engine/doc.go, "Compaction"): absent until a COMPACT
+	// entry applied.
+	Compaction    *CompactionState `protobuf:"bytes,46,opt,name=compaction,proto3" json:"compaction,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -663,6 +720,13 @@ func (x *PartitionSnapshot) GetTxnProducers() []*TxnPartitionProducer {
 func (x *PartitionSnapshot) GetAbortedTxns() []*AbortedTxn {
 	if x != nil {
 		return x.AbortedTxns
+	}
+	return nil
+}
+
+func (x *PartitionSnapshot) GetCompaction() *CompactionState {
+	if x != nil {
+		return x.Compaction
 	}
 	return nil
 }
@@ -977,7 +1041,7 @@ var File_strand_proto protoreflect.FileDescriptor
 
 const file_strand_proto_rawDesc = "" +
 	"\n" +
-	"\fstrand.proto\x12\x06strand\x1a\rtxnpart.proto\"\x84\x03\n" +
+	"\fstrand.proto\x12\x06strand\x1a\rtxnpart.proto\x1a\x11compactpart.proto\"\xdb\x04\n" +
 	"\x05Entry\x12%\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x11.strand.EntryKindR\x04kind\x12$\n" +
 	"\x0eappend_time_ms\x18\x02 \x01(\x03R\fappendTimeMs\x12\x1f\n" +
@@ -992,7 +1056,12 @@ const file_strand_proto_rawDesc = "" +
 	"\rtransactional\x18\b \x01(\bR\rtransactional\x12\x16\n" +
 	"\x06commit\x18\t \x01(\bR\x06commit\x12+\n" +
 	"\x11coordinator_epoch\x18\n" +
-	" \x01(\x05R\x10coordinatorEpoch\x12\x14\n" +
+	" \x01(\x05R\x10coordinatorEpoch\x12-\n" +
+	"\x12compact_generation\x18\v \x01(\x04R\x11compactGeneration\x12%\n" +
+	"\x0ecompact_offset\x18\f \x01(\x03R\rcompactOffset\x12.\n" +
+	"\x13delete_retention_ms\x18\r \x01(\x03R\x11deleteRetentionMs\x12(\n" +
+	"\x10offset_map_bytes\x18\x0e \x01(\x03R\x0eoffsetMapBytes\x12%\n" +
+	"\x0ecompact_digest\x18\x10 \x01(\fR\rcompactDigest\x12\x14\n" +
 	"\x05batch\x18\x0f \x01(\fR\x05batch\"\xc2\x01\n" +
 	"\rBatchLocation\x12\x1f\n" +
 	"\vbase_offset\x18\x01 \x01(\x03R\n" +
@@ -1015,7 +1084,7 @@ const file_strand_proto_rawDesc = "" +
 	"\rbase_sequence\x18\x01 \x01(\x05R\fbaseSequence\x12!\n" +
 	"\frecord_count\x18\x02 \x01(\x05R\vrecordCount\x12\x1f\n" +
 	"\vbase_offset\x18\x03 \x01(\x03R\n" +
-	"baseOffset\"\x95\x04\n" +
+	"baseOffset\"\xce\x04\n" +
 	"\x11PartitionSnapshot\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1f\n" +
@@ -1030,7 +1099,10 @@ const file_strand_proto_rawDesc = "" +
 	"\x12has_timestamp_seed\x18* \x01(\bR\x10hasTimestampSeed\x12*\n" +
 	"\x11timestamp_seed_ms\x18+ \x01(\x03R\x0ftimestampSeedMs\x12A\n" +
 	"\rtxn_producers\x18, \x03(\v2\x1c.strand.TxnPartitionProducerR\ftxnProducers\x125\n" +
-	"\faborted_txns\x18- \x03(\v2\x12.strand.AbortedTxnR\vabortedTxns\"[\n" +
+	"\faborted_txns\x18- \x03(\v2\x12.strand.AbortedTxnR\vabortedTxns\x127\n" +
+	"\n" +
+	"compaction\x18. \x01(\v2\x17.strand.CompactionStateR\n" +
+	"compaction\"[\n" +
 	"\vRaftMessage\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +
@@ -1055,13 +1127,15 @@ const file_strand_proto_rawDesc = "" +
 	"\x05state\x18\x03 \x01(\x0e2\x13.strand.RejoinStateR\x05state\x12\x12\n" +
 	"\x04term\x18\x04 \x01(\x04R\x04term\x12\x1d\n" +
 	"\n" +
-	"last_index\x18\x05 \x01(\x04R\tlastIndex*\x89\x01\n" +
+	"last_index\x18\x05 \x01(\x04R\tlastIndex*\xbe\x01\n" +
 	"\tEntryKind\x12\x1a\n" +
 	"\x16ENTRY_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12ENTRY_KIND_PRODUCE\x10\x01\x12\x13\n" +
 	"\x0fENTRY_KIND_TRIM\x10\x02\x12\x18\n" +
 	"\x14ENTRY_KIND_TXN_BEGIN\x10\x03\x12\x19\n" +
-	"\x15ENTRY_KIND_TXN_MARKER\x10\x04*z\n" +
+	"\x15ENTRY_KIND_TXN_MARKER\x10\x04\x12\x16\n" +
+	"\x12ENTRY_KIND_COMPACT\x10\x05\x12\x1b\n" +
+	"\x17ENTRY_KIND_COMPACT_DONE\x10\x06*z\n" +
 	"\vRejoinState\x12\x1c\n" +
 	"\x18REJOIN_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14REJOIN_STATE_TRUSTED\x10\x01\x12\x1b\n" +
@@ -1096,6 +1170,7 @@ var file_strand_proto_goTypes = []any{
 	(*RejoinAnswer)(nil),         // 10: strand.RejoinAnswer
 	(*TxnPartitionProducer)(nil), // 11: strand.TxnPartitionProducer
 	(*AbortedTxn)(nil),           // 12: strand.AbortedTxn
+	(*CompactionState)(nil),      // 13: strand.CompactionState
 }
 var file_strand_proto_depIdxs = []int32{
 	0,  // 0: strand.Entry.kind:type_name -> strand.EntryKind
@@ -1104,15 +1179,16 @@ var file_strand_proto_depIdxs = []int32{
 	4,  // 3: strand.PartitionSnapshot.producers:type_name -> strand.ProducerState
 	11, // 4: strand.PartitionSnapshot.txn_producers:type_name -> strand.TxnPartitionProducer
 	12, // 5: strand.PartitionSnapshot.aborted_txns:type_name -> strand.AbortedTxn
-	7,  // 6: strand.RaftFrame.messages:type_name -> strand.RaftMessage
-	9,  // 7: strand.RaftFrame.rejoin_probes:type_name -> strand.RejoinProbe
-	10, // 8: strand.RaftFrame.rejoin_answers:type_name -> strand.RejoinAnswer
-	1,  // 9: strand.RejoinAnswer.state:type_name -> strand.RejoinState
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	13, // 6: strand.PartitionSnapshot.compaction:type_name -> strand.CompactionState
+	7,  // 7: strand.RaftFrame.messages:type_name -> strand.RaftMessage
+	9,  // 8: strand.RaftFrame.rejoin_probes:type_name -> strand.RejoinProbe
+	10, // 9: strand.RaftFrame.rejoin_answers:type_name -> strand.RejoinAnswer
+	1,  // 10: strand.RejoinAnswer.state:type_name -> strand.RejoinState
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_strand_proto_init() }
@@ -1121,6 +1197,7 @@ func file_strand_proto_init() {
 		return
 	}
 	file_txnpart_proto_init()
+	file_compactpart_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

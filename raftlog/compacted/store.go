@@ -1,0 +1,288 @@
+package compacted
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/strandlog/strand/raftlog"
+)
+
+// Errors of the store; callers match them with errors.Is.
+var (
+	// ErrCorrupt: a manifest, segment or batch that fails its CRC or its
+	// checks, a segment of the wrong size or missing. The message names
+	// the file and what is wrong. The replica's prefix is unusable: the
+	// node installs it again from a peer.
+	ErrCorrupt = errors.New("compacted: corrupt compacted prefix")
+	// ErrGeneration: Begin with a generation not above the current one,
+	// or while another generation is being written.
+	ErrGeneration = errors.New("compacted: wrong generation")
+	// ErrInput: a batch handed to Append that is not a canonical
+	// compacted batch, or out of offset order, or a Commit end below the
+	// batches written.
+	ErrInput = errors.New("compacted: bad input")
+	// ErrDigestMismatch: the batches of a generation do not hash to the
+	// digest its decision recorded (Commit) or its manifest holds (Verify).
+	ErrDigestMismatch = errors.New("compacted: digest mismatch")
+	// ErrFailed: an earlier error struck after the new manifest was
+	// written, so which generation is durable is unknown until Open.
+	ErrFailed = errors.New("compacted: store failed; reopen it")
+)
+
+// corruptf is an ErrCorrupt with details.
+func corruptf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
+}
+
+// File names in the store's directory.
+const (
+	manifestName    = "manifest"
+	manifestTmpName = "manifest.tmp"
+	segmentSuffix   = ".seg"
+)
+
+// Options tune a store; zero values take the defaults.
+type Options struct {
+	// SegmentBytes rolls a generation's segment file once it holds this
+	// many bytes (a batch is never split, so one may exceed it).
+	SegmentBytes int64
+	// IndexIntervalBytes is the sparse index's spacing: a batch is
+	// indexed when it starts this far past the last indexed one (Kafka's
+	// index.interval.bytes).
+	IndexIntervalBytes int64
+}
+
+// Defaults of Options.
+const (
+	SegmentBytesDefault       = 64 << 20
+	IndexIntervalBytesDefault = 4096
+)
+
+// withDefaults fills in zero options.
+func (o Options) withDefaults() Options {
+	if o.SegmentBytes <= 0 {
+		o.SegmentBytes = SegmentBytesDefault
+	}
+	if o.IndexIntervalBytes <= 0 {
+		o.IndexIntervalBytes = IndexIntervalBytesDefault
+	}
+	return o
+}
+
+// Store is one replica's compacted prefix of one partition: the current
+// generation's segments, read by offset. It is not safe for concurrent use,
+// except that a Writer's Append and Commit may run beside it (Writer).
+type Store struct {
+	disk   raftlog.Disk
+	dir    string
+	opts   Options
+	m      manifest
+	files  []raftlog.File // the current generation's segments, open
+	writer *Writer        // the open Writer, if any
+	failed error
+}
+
+// segmentName is the file of segment i of generation gen: names sort by
+// generation, then segment.
+func segmentName(gen uint64, i int) string {
+	return fmt.Sprintf("%020d-%06d%s", gen, i, segmentSuffix)
+}
+
+// parseSegmentName reads a segment file's generation and number.
+func parseSegmentName(name string) (gen uint64, i int, ok bool) {
+	stem, found := strings.CutSuffix(name, segmentSuffix)
+	g, n, cut := strings.Cut(stem, "-")
+	if !found || !cut || len(g) != 20 || len(n) != 6 {
+		return 0, 0, false
+	}
+	gen, err1 := strconv.ParseUint(g, 10, 64)
+	num, err2 := strconv.Atoi(n)
+	return gen, num, err1 == nil && err2 == nil
+}
+
+// Open opens the store in dir, recovering from a crash at any step of a
+// Commit: the manifest names the current generation (none: the empty
+// generation 0); any other generation's segments (a half-written one, or
+// the one a switch replaced) and a leftover manifest.tmp are removed. It
+// checks the manifest's CRC and rules and each segment's size; batches are
+// checked as they are read (Verify reads them all).
+func Open(disk raftlog.Disk, dir string, opts Options) (*Store, error) {
+	s := &Store{disk: disk, dir: dir, opts: opts.withDefaults()}
+	m, err := s.readManifest()
+	if err != nil {
+		return nil, err
+	}
+	s.m = m
+	if err := s.RemoveStale(); err != nil {
+		return nil, err
+	}
+	files, err := s.openSegments(&s.m)
+	if err != nil {
+		return nil, err
+	}
+	s.files = files
+	return s, nil
+}
+
+// readManifest reads and decodes the manifest; a missing one is the empty
+// generation 0.
+func (s *Store) readManifest() (manifest, error) {
+	names, err := s.disk.List(s.dir)
+	if err != nil {
+		return manifest{}, err
+	}
+	if !contains(names, manifestName) {
+		return manifest{}, nil
+	}
+	data, err := readWhole(s.disk, path.Join(s.dir, manifestName), manifestBytesMax)
+	if err != nil {
+		return manifest{}, err
+	}
+	m, err := decodeManifest(data)
+	if err != nil {
+		return manifest{}, fmt.Errorf("%s: %w", path.Join(s.dir, manifestName), err)
+	}
+	return m, nil
+}
+
+// contains reports whether sorted names holds name.
+func contains(names []string, name string) bool {
+	for _, n := range names {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// readWhole reads a whole file of at most limit bytes.
+func readWhole(disk raftlog.Disk, name string, limit int64) ([]byte, error) {
+	f, err := disk.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	if size > limit {
+		return nil, corruptf("%s: %d bytes, at most %d", name, size, limit)
+	}
+	data := make([]byte, size)
+	if _, err := f.ReadAt(data, 0); err != nil && !(errors.Is(err, io.EOF) && size == 0) {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return data, nil
+}
+
+// RemoveStale removes the store's files the manifest does not name (other
+// generations' segments, manifest.tmp) and syncs the directory if it
+// removed any; files of other names are left alone. After a Finish it may
+// run off the store's goroutine, before the next Begin.
+func (s *Store) RemoveStale() error {
+	if s.failed != nil {
+		return s.failed // the manifest on disk may name other files
+	}
+	names, err := s.disk.List(s.dir)
+	if err != nil {
+		return err
+	}
+	removed := false
+	for _, name := range names {
+		gen, i, isSegment := parseSegmentName(name)
+		current := isSegment && gen == s.m.generation && i < len(s.m.segments)
+		if (isSegment && !current) || name == manifestTmpName {
+			if err := s.disk.Remove(path.Join(s.dir, name)); err != nil {
+				return err
+			}
+			removed = true
+		}
+	}
+	if removed {
+		return s.disk.SyncDir(s.dir)
+	}
+	return nil
+}
+
+// openSegments opens m's segment files and checks their sizes.
+func (s *Store) openSegments(m *manifest) ([]raftlog.File, error) {
+	names, err := s.disk.List(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	files := make([]raftlog.File, 0, len(m.segments))
+	for i := range m.segments {
+		name := segmentName(m.generation, i)
+		err := corruptf("segment %s missing", path.Join(s.dir, name))
+		if contains(names, name) {
+			var f raftlog.File
+			f, err = s.openSegment(name, m.segments[i].bytes)
+			files = append(files, f)
+		}
+		if err != nil {
+			closeAll(files)
+			return nil, err
+		}
+	}
+	return files, nil
+}
+
+// openSegment opens one segment file and checks it holds want bytes.
+func (s *Store) openSegment(name string, want int64) (raftlog.File, error) {
+	f, err := s.disk.Open(path.Join(s.dir, name))
+	if err != nil {
+		return nil, err
+	}
+	size, err := f.Size()
+	if err == nil && size != want {
+		err = corruptf("segment %s: %d bytes, manifest says %d", path.Join(s.dir, name), size, want)
+	}
+	return f, err
+}
+
+// closeAll closes files, ignoring nil ones and errors (read handles).
+func closeAll(files []raftlog.File) {
+	for _, f := range files {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
+}
+
+// Close releases the segment files. A Writer not finished is abandoned:
+// its files go at the next Open.
+func (s *Store) Close() error {
+	closeAll(s.files)
+	s.files = nil
+	return nil
+}
+
+// Generation is the current generation: the decision whose pass wrote the
+// prefix, 0 before any.
+func (s *Store) Generation() uint64 { return s.m.generation }
+
+// Start and End bound the prefix: it covers offsets [Start, End) (End is
+// the pass's Result.CleanedTo); offsets inside with no batch were removed.
+func (s *Store) Start() int64 { return s.m.start }
+
+// End is the offset after the prefix: the raft log holds the rest.
+func (s *Store) End() int64 { return s.m.end }
+
+// Digest is the SHA-256 of the current generation's batches in order, as
+// compact.Result.Digest gives it.
+func (s *Store) Digest() [sha256.Size]byte { return s.m.digest }
+
+// Bytes is the size of the current generation's segments.
+func (s *Store) Bytes() int64 {
+	var total int64
+	for i := range s.m.segments {
+		total += s.m.segments[i].bytes
+	}
+	return total
+}
