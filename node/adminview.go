@@ -71,7 +71,7 @@ type ReplicaView struct {
 	// open (HighWatermark - LastStableOffset is what read_committed
 	// readers wait for).
 	LastStableOffset int64
-	LastIndex         uint64
+	LastIndex        uint64
 	// Followers is the leader's view of each other replica (empty on a
 	// follower), by node id.
 	Followers []FollowerView
