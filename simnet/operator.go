@@ -154,8 +154,8 @@ func (ww *wireWorkload) caller(c *wireClient) node.Caller {
 	case c == op.intruder:
 		return node.Caller{Principal: principalIntruder, Host: "intruder"}
 	case ww.txn.owns(c):
-		// Transactional requests need ALTER on the cluster
-		// (node/auth.go has no transactional-id resource yet).
+		// A super user: the workload's ids and groups are named
+		// outside the app's ACLs.
 		return node.Caller{Principal: principalAdmin, Host: "admin"}
 	}
 	return node.Caller{Principal: principalApp, Host: "app"}
@@ -237,6 +237,7 @@ func bootstrapACLs() []*strandpb.AclBinding {
 		aclBinding(principalOperator, "cluster", "kafka-cluster", "literal", "all"),
 		aclBinding(principalOperator, "topic", "sim", "prefixed", "all"),
 		aclBinding(principalOperator, "group", "ops", "prefixed", "all"),
+		aclBinding(principalOperator, "transactional-id", "ops", "prefixed", "all"),
 	}
 }
 
@@ -370,7 +371,7 @@ func (op *operator) judgeIntruder(a opAction, r *opRequest, resp *strandpb.Respo
 func authRefusal(e *strandpb.Error) bool {
 	switch e.GetCode() {
 	case strandpb.ErrorCode_ERROR_CODE_TOPIC_AUTHORIZATION_FAILED, strandpb.ErrorCode_ERROR_CODE_GROUP_AUTHORIZATION_FAILED,
-		strandpb.ErrorCode_ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED:
+		strandpb.ErrorCode_ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED, strandpb.ErrorCode_ERROR_CODE_TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
 		return true
 	}
 	return false
@@ -385,8 +386,9 @@ func intruderAnswerWrong(kind string, resp *strandpb.Response) string {
 		if e.GetCode() == strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST || authRefusal(e) {
 			return ""
 		}
-	case "metadata", "describe_topics", "list_groups": // filtered: lists nothing the intruder may not describe
-		if e != nil || len(resp.GetMetadata().GetTopics())+len(resp.GetDescribeTopics().GetTopics())+len(resp.GetListGroups().GetGroups()) == 0 {
+	case "metadata", "describe_topics", "list_groups", "list_transactions": // filtered: lists nothing the intruder may not describe
+		if e != nil || len(resp.GetMetadata().GetTopics())+len(resp.GetDescribeTopics().GetTopics())+len(resp.GetListGroups().GetGroups())+
+			len(resp.GetListTransactions().GetTransactions()) == 0 {
 			return "" // an error reveals nothing either
 		}
 		return "the answer lists what the caller may not describe"
