@@ -95,11 +95,12 @@ var errorCodeInfo = map[ErrorCode]CodeInfo{
 	// Security: refused by the ACLs (or the credentials); nothing was
 	// written or read, and a resend gets the same answer until an admin
 	// changes the ACLs.
-	ErrorCode_ERROR_CODE_TOPIC_AUTHORIZATION_FAILED:            {Name: "topic_authorization_failed"},
-	ErrorCode_ERROR_CODE_GROUP_AUTHORIZATION_FAILED:            {Name: "group_authorization_failed"},
-	ErrorCode_ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED:          {Name: "cluster_authorization_failed"},
-	ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED:            {Name: "sasl_authentication_failed"},
-	ErrorCode_ERROR_CODE_UNSUPPORTED_SASL_MECHANISM:            {Name: "unsupported_sasl_mechanism"},
+	ErrorCode_ERROR_CODE_TOPIC_AUTHORIZATION_FAILED:   {Name: "topic_authorization_failed"},
+	ErrorCode_ERROR_CODE_GROUP_AUTHORIZATION_FAILED:   {Name: "group_authorization_failed"},
+	ErrorCode_ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED: {Name: "cluster_authorization_failed"},
+	ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED:   {Name: "sasl_authentication_failed"},
+	ErrorCode_ERROR_CODE_UNSUPPORTED_SASL_MECHANISM:   {Name: "unsupported_sasl_mechanism"},
+	// WRITE or DESCRIBE on the transactional id refused.
 	ErrorCode_ERROR_CODE_TRANSACTIONAL_ID_AUTHORIZATION_FAILED: {Name: "transactional_id_authorization_failed"},
 	// Membership (strand node ...): all definite.
 	ErrorCode_ERROR_CODE_NODE_REMOVED:       {Name: "node_removed"},
