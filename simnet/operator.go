@@ -121,15 +121,25 @@ func newOperator(ww *wireWorkload) *operator {
 // kindOperator marks the operator's transport clients.
 const kindOperator clientKind = 101
 
+// appendedRequestTypes are request types added to the protocol after the
+// plan's shuffle was fixed: drawPlan sends them after the shuffled plan,
+// so adding one leaves every seed's earlier actions (and the traces the
+// other helpers' and the lead's runs compare) as they were.
+var appendedRequestTypes = []string{"abort_transaction"}
+
 // drawPlan shuffles one request of every type by the operator,
 // intruderSweeps of every type by the intruder when authorization is on,
-// and extra operator changes.
+// and extra operator changes; appendedRequestTypes follow, in order.
 func (op *operator) drawPlan() []opAction {
-	var plan []opAction
+	var plan, appended []opAction
 	for _, t := range requestTypes() {
-		plan = append(plan, opAction{kind: t})
+		add := &plan
+		if slices.Contains(appendedRequestTypes, t) {
+			add = &appended
+		}
+		*add = append(*add, opAction{kind: t})
 		for range intruderSweeps * b2i(op.auth) {
-			plan = append(plan, opAction{kind: t, intruder: true})
+			*add = append(*add, opAction{kind: t, intruder: true})
 		}
 	}
 	changes := []string{"alter_configs", "delete_records", "offset_commit", "offset_delete", "delete_groups",
@@ -138,7 +148,7 @@ func (op *operator) drawPlan() []opAction {
 		plan = append(plan, opAction{kind: changes[op.rng.IntN(len(changes))]})
 	}
 	op.rng.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
-	return plan
+	return append(plan, appended...)
 }
 
 // caller is who client c sends as.
