@@ -163,8 +163,8 @@ func requestAccesses(c *Core, caller Caller, req *strandpb.Request) []access {
 			out = append(out, topicAccess(n, op))
 		}
 	}
-	if txn, handled := txnAccesses(c, caller, req, out); handled { // auth_txn.go
-		return txn
+	if txnOut, handled := txnAccesses(c, caller, req, out); handled { // auth_txn.go
+		return txnOut
 	}
 	switch b := req.GetBody().(type) {
 	case *strandpb.Request_Metadata:
