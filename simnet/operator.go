@@ -164,8 +164,8 @@ func (ww *wireWorkload) caller(c *wireClient) node.Caller {
 	case c == op.intruder:
 		return node.Caller{Principal: principalIntruder, Host: "intruder"}
 	case ww.txn.owns(c):
-		// A super user: the workload's ids and groups are named
-		// outside the app's ACLs.
+		// A super user: bootstrapACLs grant the transactional
+		// workload's clients nothing of their own.
 		return node.Caller{Principal: principalAdmin, Host: "admin"}
 	}
 	return node.Caller{Principal: principalApp, Host: "app"}
