@@ -111,3 +111,54 @@ func transactionFromWire(t *strandpb.DescribeTransactionsResponse_Transaction) T
 	}
 	return d
 }
+
+// AbortedTransaction is what AbortTransactionByID aborted.
+type AbortedTransaction struct {
+	ID string
+	// ProducerID and ProducerEpoch are the abort markers' (the fenced
+	// producer's epoch + 1).
+	ProducerID    int64
+	ProducerEpoch int16
+	// Partitions and Groups receive the abort markers.
+	Partitions []TopicPartition
+	Groups     []string
+	// Already: the transaction was being aborted when asked (by a
+	// timeout, a new producer of the id, or an earlier abort).
+	Already bool
+}
+
+// AbortTransactionByID aborts the transactional id's open transaction, as an
+// operator ends a hanging one (Kafka's kafka-transactions.sh abort): the
+// coordinator fences the producer and writes abort markers to every
+// partition of the transaction. It returns once the abort is decided; the
+// markers follow (DescribeTransaction shows CompleteAbort when written).
+// An id without an open transaction is ERROR_CODE_INVALID_TXN_STATE, an
+// unknown one ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND.
+func (c *Client) AbortTransactionByID(ctx context.Context, id string) (AbortedTransaction, error) {
+	var out AbortedTransaction
+	err := c.withRetries(ctx, func() error {
+		t := newTxnState(id, 0)
+		addr, err := c.txnCoordinator(ctx, t)
+		if err != nil {
+			return err
+		}
+		req := &strandpb.Request{Body: &strandpb.Request_AbortTransaction{AbortTransaction: &strandpb.AbortTransactionRequest{TransactionalId: id}}}
+		resp, err := c.request(ctx, addr, req, 0)
+		if err == nil {
+			err = errorFromWire(resp.GetError())
+		}
+		if err != nil {
+			return err
+		}
+		a := resp.GetAbortTransaction()
+		out = AbortedTransaction{ID: id, ProducerID: a.GetProducerId(), ProducerEpoch: int16(a.GetProducerEpoch()),
+			Groups: a.GetGroups(), Already: a.GetAlready()}
+		for _, tp := range a.GetTopics() {
+			for _, p := range tp.GetPartitions() {
+				out.Partitions = append(out.Partitions, TopicPartition{Topic: tp.GetTopic(), Partition: p})
+			}
+		}
+		return nil
+	})
+	return out, err
+}

@@ -12,12 +12,13 @@ import (
 // Kafka's ACL admin (CreateAcls 30, DescribeAcls 29, DeleteAcls 31) on
 // the metadata group's bindings (native AlterAcls/DescribeAcls), so
 // kafka-acls.sh and kadm manage what strand acl manages. Only the topic,
-// group and cluster resources and the operations Strand checks translate;
+// group, cluster and transactional-id resources and the operations Strand checks translate;
 // anything else is answered INVALID_REQUEST per binding.
 
 var (
 	aclResourceNames = map[kmsg.ACLResourceType]string{
-		kmsg.ACLResourceTypeTopic: "topic", kmsg.ACLResourceTypeGroup: "group", kmsg.ACLResourceTypeCluster: "cluster"}
+		kmsg.ACLResourceTypeTopic: "topic", kmsg.ACLResourceTypeGroup: "group", kmsg.ACLResourceTypeCluster: "cluster",
+		kmsg.ACLResourceTypeTransactionalId: "transactional-id"}
 	aclOperationNames = map[kmsg.ACLOperation]string{
 		kmsg.ACLOperationAll: "all", kmsg.ACLOperationRead: "read", kmsg.ACLOperationWrite: "write",
 		kmsg.ACLOperationCreate: "create", kmsg.ACLOperationDelete: "delete", kmsg.ACLOperationAlter: "alter",
@@ -60,7 +61,7 @@ func (c *conn) createACLs(req kmsg.Request) func() kmsg.Response {
 		out.Results[i] = kmsg.NewCreateACLsResponseResult()
 		b, ok := kafkaBinding(cr.ResourceType, cr.ResourceName, cr.ResourcePatternType, cr.Principal, cr.Host, cr.Operation, cr.PermissionType)
 		if !ok {
-			msg := "Strand's ACLs cover topic, group and cluster resources, literal or prefixed, and the operations it checks"
+			msg := "Strand's ACLs cover topic, group, cluster and transactional-id resources, literal or prefixed, and the operations it checks"
 			out.Results[i].ErrorCode, out.Results[i].ErrorMessage = kerr.InvalidRequest.Code, &msg
 			continue
 		}

@@ -78,6 +78,7 @@ var kafkaCodeRows = []struct {
 	{strandpb.ErrorCode_ERROR_CODE_TOPIC_AUTHORIZATION_FAILED, kerr.TopicAuthorizationFailed},
 	{strandpb.ErrorCode_ERROR_CODE_GROUP_AUTHORIZATION_FAILED, kerr.GroupAuthorizationFailed},
 	{strandpb.ErrorCode_ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED, kerr.ClusterAuthorizationFailed},
+	{strandpb.ErrorCode_ERROR_CODE_TRANSACTIONAL_ID_AUTHORIZATION_FAILED, kerr.TransactionalIDAuthorizationFailed},
 	{strandpb.ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED, kerr.SaslAuthenticationFailed},
 	{strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_SASL_MECHANISM, kerr.UnsupportedSaslMechanism},
 	// A full disk refuses writes, retriably, as Kafka's log-dir failure;

@@ -58,6 +58,8 @@ type AdminView struct {
 	// out (AdminGroupsMax).
 	Groups          []GroupView
 	GroupsTruncated bool
+	// Txn is what the transaction coordinators this node leads hold open.
+	Txn TxnView
 }
 
 // ReplicaView is one hosted replica.
@@ -65,7 +67,11 @@ type ReplicaView struct {
 	GroupStatus
 	SizeBytes         int64
 	OldestTimestampMs int64 // append time of the oldest batch, -1 when empty
-	LastIndex         uint64
+	// LastStableOffset is the replica's LSO: below it no transaction is
+	// open (HighWatermark - LastStableOffset is what read_committed
+	// readers wait for).
+	LastStableOffset int64
+	LastIndex        uint64
 	// Followers is the leader's view of each other replica (empty on a
 	// follower), by node id.
 	Followers []FollowerView
@@ -161,7 +167,7 @@ const AdminGroupsMax = 4096
 // AdminView returns the node's state; see AdminView. It reads only.
 func (c *Core) AdminView() AdminView {
 	v := AdminView{ID: c.cfg.ID, DiskFull: c.space.full, DiskStalled: c.stall.stalled, Stats: c.stats,
-		Peers: slices.Clone(c.cfg.Nodes), Liveness: c.livenessView()}
+		Peers: slices.Clone(c.cfg.Nodes), Liveness: c.livenessView(), Txn: c.txnView()}
 	v.OldestStorageJob, v.OldestStorageJobFile = c.oldestStorageJob()
 	if c.meta != nil {
 		v.MetaLeader, v.MetaTerm = c.metaLeader()
@@ -182,7 +188,8 @@ func (c *Core) AdminView() AdminView {
 func (c *Core) replicaView(g *group) ReplicaView {
 	st := c.groupStatus(g)
 	st.HighWatermark, st.LogStartOffset = g.part.HighWatermark(), g.part.LogStartOffset()
-	rv := ReplicaView{GroupStatus: st, SizeBytes: g.log.SizeBytes(), OldestTimestampMs: g.part.OldestTimestampMs()}
+	rv := ReplicaView{GroupStatus: st, SizeBytes: g.log.SizeBytes(), OldestTimestampMs: g.part.OldestTimestampMs(),
+		LastStableOffset: g.part.LastStableOffset()}
 	rv.LastIndex, _ = g.log.LastIndex()
 	if st.IsLeader {
 		rv.Followers = c.followers(g)

@@ -25,7 +25,8 @@ type Caller struct {
 	Host      string
 }
 
-// resource is what one request touches: a topic, a group or the cluster.
+// resource is what one request touches: a topic, a group, the cluster or
+// a transactional id (auth_txn.go).
 type resource struct {
 	typ, name string
 }
@@ -121,6 +122,8 @@ func authRefusal(caller Caller, a access) *strandpb.Response {
 		code = strandpb.ErrorCode_ERROR_CODE_TOPIC_AUTHORIZATION_FAILED
 	case "group":
 		code = strandpb.ErrorCode_ERROR_CODE_GROUP_AUTHORIZATION_FAILED
+	case txnIDResource:
+		code = strandpb.ErrorCode_ERROR_CODE_TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 	}
 	what := fmt.Sprintf("%s %q", a.res.typ, a.res.name)
 	if a.res.name == "" {
@@ -135,7 +138,8 @@ func authRefusal(caller Caller, a access) *strandpb.Response {
 // partition instead, as Kafka does (auth_partitions.go): it returns the
 // request to run and the answer to use, or a nil request when it answered.
 // Requests that list everything (Metadata without topics, DescribeTopics
-// without names, ListGroups) are filtered, in filterAnswer.
+// without names, ListGroups, ListTransactions) are filtered, in
+// filterAnswer.
 func (c *Core) authorize(caller Caller, req *strandpb.Request, answer func(*strandpb.Response)) (*strandpb.Request, func(*strandpb.Response)) {
 	if !c.authorizing() || c.bugSkipAuthorization(req) {
 		return req, answer
@@ -158,6 +162,9 @@ func requestAccesses(c *Core, caller Caller, req *strandpb.Request) []access {
 		for _, n := range names {
 			out = append(out, topicAccess(n, op))
 		}
+	}
+	if txnOut, handled := txnAccesses(c, caller, req, out); handled { // auth_txn.go
+		return txnOut
 	}
 	switch b := req.GetBody().(type) {
 	case *strandpb.Request_Metadata:
@@ -278,6 +285,9 @@ func groupAccesses(req *strandpb.Request, out []access) []access {
 func (c *Core) filterAnswer(caller Caller, req *strandpb.Request, answer func(*strandpb.Response)) func(*strandpb.Response) {
 	if !c.authorizing() {
 		return answer
+	}
+	if filtered := c.filterTxnAnswer(caller, req, answer); filtered != nil {
+		return filtered
 	}
 	switch b := req.GetBody().(type) {
 	case *strandpb.Request_Metadata:

@@ -97,6 +97,20 @@ func wrap(body any) func(t *testing.T) *strandpb.Request {
 			r.Body = &strandpb.Request_DescribeAcls{DescribeAcls: b}
 		case *strandpb.AlterQuotasRequest:
 			r.Body = &strandpb.Request_AlterQuotas{AlterQuotas: b}
+		case *strandpb.TxnInitProducerIdRequest:
+			r.Body = &strandpb.Request_TxnInitProducerId{TxnInitProducerId: b}
+		case *strandpb.AddPartitionsToTxnRequest:
+			r.Body = &strandpb.Request_AddPartitionsToTxn{AddPartitionsToTxn: b}
+		case *strandpb.AddOffsetsToTxnRequest:
+			r.Body = &strandpb.Request_AddOffsetsToTxn{AddOffsetsToTxn: b}
+		case *strandpb.EndTxnRequest:
+			r.Body = &strandpb.Request_EndTxn{EndTxn: b}
+		case *strandpb.TxnOffsetCommitRequest:
+			r.Body = &strandpb.Request_TxnOffsetCommit{TxnOffsetCommit: b}
+		case *strandpb.DescribeTransactionsRequest:
+			r.Body = &strandpb.Request_DescribeTransactions{DescribeTransactions: b}
+		case *strandpb.AbortTransactionRequest:
+			r.Body = &strandpb.Request_AbortTransaction{AbortTransaction: b}
 		default:
 			t.Fatalf("no wrapper for %T", body)
 		}
@@ -109,7 +123,7 @@ func wrap(body any) func(t *testing.T) *strandpb.Request {
 // deny binding covers.
 func authCases() []authCase {
 	gtp := []*strandpb.GroupTopicPartitions{{Topic: "orders", Partitions: []int32{0}}}
-	return []authCase{
+	return append([]authCase{
 		{name: "Metadata", req: wrap(&strandpb.MetadataRequest{Topics: []string{"orders"}}), anon: codeTopic, noACL: codeTopic, denied: codeTopic},
 		{name: "Produce", req: func(t *testing.T) *strandpb.Request {
 			return &strandpb.Request{Body: &strandpb.Request_Produce{Produce: &strandpb.ProduceRequest{Acks: -1,
@@ -137,6 +151,28 @@ func authCases() []authCase {
 		{name: "AlterAcls", req: wrap(&strandpb.AlterAclsRequest{Add: []*strandpb.AclBinding{aclAllow("User:bob", "topic", "orders", "all", "allow")}}), anon: codeCluster, noACL: codeCluster, denied: codeCluster},
 		{name: "DescribeAcls", req: wrap(&strandpb.DescribeAclsRequest{}), anon: codeCluster, noACL: codeCluster, denied: codeCluster},
 		{name: "AlterQuotas", req: wrap(&strandpb.AlterQuotasRequest{Quotas: []*strandpb.Quota{{Principal: "User:bob", FetchBytesPerSec: 1}}}), anon: codeCluster, noACL: codeCluster, denied: codeCluster},
+	}, txnAuthCases()...)
+}
+
+// txnAuthCases are the transactional requests of the negative table: no
+// caller has an ACL on a transactional id.
+func txnAuthCases() []authCase {
+	p := &strandpb.TxnProducer{ProducerId: 1}
+	txnTopics := []*strandpb.TxnPartitions{{Topic: "public", Partitions: []int32{0}}}
+	commit := &strandpb.OffsetCommitRequest{Group: "g2", Offsets: []*strandpb.OffsetCommitPartition{{Topic: "public", Offset: 1}}}
+	return []authCase{
+		{name: "FindCoordinator(txn)", req: wrap(&strandpb.FindCoordinatorRequest{TransactionalId: "tx1"}), anon: codeTxnID, noACL: codeTxnID, denied: codeTxnID},
+		{name: "TxnInitProducerId", req: wrap(&strandpb.TxnInitProducerIdRequest{TransactionalId: "tx1", TransactionTimeoutMs: 1000}), anon: codeTxnID, noACL: codeTxnID, denied: codeTxnID},
+		{name: "AddPartitionsToTxn", req: wrap(&strandpb.AddPartitionsToTxnRequest{TransactionalId: "tx1", Producer: p, Topics: txnTopics}), anon: codeTxnID, noACL: codeTxnID, denied: codeTxnID},
+		{name: "AddOffsetsToTxn", req: wrap(&strandpb.AddOffsetsToTxnRequest{TransactionalId: "tx1", Producer: p, Group: "g2"}), anon: codeTxnID, noACL: codeTxnID, denied: codeTxnID},
+		{name: "EndTxn", req: wrap(&strandpb.EndTxnRequest{TransactionalId: "tx1", Producer: p}), anon: codeTxnID, noACL: codeTxnID, denied: codeTxnID},
+		{name: "TxnOffsetCommit", req: wrap(&strandpb.TxnOffsetCommitRequest{TransactionalId: "tx1", Producer: p, Commit: commit}), anon: codeTxnID, noACL: codeTxnID, denied: codeTxnID},
+		{name: "DescribeTransactions", req: wrap(&strandpb.DescribeTransactionsRequest{TransactionalIds: []string{"tx1"}}), anon: codeTxnID, noACL: codeTxnID, denied: codeTxnID},
+		{name: "AbortTransaction", req: wrap(&strandpb.AbortTransactionRequest{TransactionalId: "tx1"}), anon: codeTxnID, noACL: codeTxnID, denied: codeTxnID},
+		{name: "Produce(txn)", req: func(t *testing.T) *strandpb.Request {
+			return &strandpb.Request{Body: &strandpb.Request_Produce{Produce: &strandpb.ProduceRequest{Acks: -1, TransactionalId: "tx1",
+				Partitions: []*strandpb.ProduceRequest_Partition{{Topic: "public", ProducerId: 1, Batch: testBatch(t, "x", 1), Transactional: true}}}}}
+		}, anon: codeTxnID, noACL: codeTxnID, denied: codeTxnID},
 	}
 }
 

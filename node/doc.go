@@ -444,10 +444,36 @@
 // whose read held only aborted batches moves on. clientlib's consumer asks for markers
 // (include_markers) and moves past them. Proven: TestTxnMarkersReachEveryPartition,
 // TestTxnProduceIsVerified, TestTxnReadCommitted, TestTxnCommitSurvivesCoordinatorCrash,
-// TestTxnCommitSurvivesPartitionLeaderCrash, TestTxnFetchIncludeMarkers. Not yet: a marker for a
-// deleted topic (retried until the topic is back), a
-// transactional-id ACL resource (the new requests need cluster ALTER when authorizing;
-// FindCoordinator checks group "" DESCRIBE).
+// TestTxnCommitSurvivesPartitionLeaderCrash, TestTxnFetchIncludeMarkers. A marker whose partition
+// the coordinator's metadata lacks is done once a ReadIndex on the metadata group confirms the
+// topic deleted (Kafka drops a deleted partition from the transaction; this node's metadata alone
+// may lag a create, and a committed transaction's marker must not be skipped):
+// TestTxnMarkerForDeletedTopic. A topic deleted and re-created under the same name before the
+// marker is written gets the marker in its new incarnation (harmless: the producer has no
+// transaction open there).
+//
+// Operators (txn_admin.go). AbortTransactionRequest (strand txn abort, clientlib's
+// AbortTransactionByID) ends a hanging transaction by transactional id on its coordinator, which
+// proposes engine/txn's AdminAbort: the abort is prepared at epoch + 1, fencing the producer as a
+// timeout does, answered once applied, and its markers written to every partition and group.
+// Kafka's kafka-transactions.sh abort instead sends WriteTxnMarkers straight to a partition's
+// leader for a producer the coordinator may not know (a hanging transaction of a pre-KIP-890
+// broker); Strand verifies every transactional write with the coordinator first, so a
+// transaction open on a partition is always one its coordinator holds, and aborting through the
+// coordinator keeps its state and the partitions in step. It needs ALTER on the cluster or WRITE
+// on the id. An id being aborted answers already; none open or committing INVALID_TXN_STATE.
+// Test: TestTxnAdminAbort (records never visible at read_committed, LSO up to the high-water
+// mark, old producer fenced). Stats counts the decisions the node's coordinators proposed
+// (TxnBegun, TxnCommitted, TxnAborted, TxnTimedOut) and TxnMarkerRetries; AdminView.Txn the
+// open transactions, ReplicaView.LastStableOffset each replica's LSO (node/server's /metrics).
+//
+// Authorization of transactions (auth_txn.go): the TRANSACTIONAL_ID resource (ACL resource
+// type "transactional-id"), as Kafka's authorizer: WRITE on the id for InitProducerId with an
+// id, AddPartitionsToTxn (and WRITE on its topics), AddOffsetsToTxn (and READ on the group),
+// EndTxn, TxnOffsetCommit and a produce carrying the id; DESCRIBE for FindCoordinator of an id
+// and DescribeTransactions (Strand refuses the whole request, as for DescribeGroups, where Kafka
+// answers per id); ListTransactions lists only the ids the caller may describe. A refusal is
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED. Test: TestAuthorizationTransactionalID.
 //
 // # Membership and partition moves (members.go, moves.go; R28)
 //

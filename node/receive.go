@@ -70,6 +70,13 @@ type Stats struct {
 	// FreshCampaigns counts the early campaigns of new partitions'
 	// preferred replicas (elect.go).
 	FreshCampaigns uint64
+	// Transactions decided by the coordinators this node led when they
+	// proposed them (txn_admin.go's countTxn): begun, committed, aborted
+	// (by the client, a timeout, a fence or an operator) and, of those,
+	// timed out; TxnMarkerRetries counts marker writes that failed and
+	// are written again by the next sweep.
+	TxnBegun, TxnCommitted, TxnAborted, TxnTimedOut uint64
+	TxnMarkerRetries                                uint64
 }
 
 // Stats returns the counters so far.

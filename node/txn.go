@@ -260,13 +260,20 @@ func (c *Core) applyTxnRecord(g *group, co *txnCoord, value []byte) {
 		g.logs.log(slog.LevelWarn, "skipping a record of the transaction log that is no command", slog.Any("err", err))
 		return
 	}
+	w := co.waits[cmd.GetRequestId()]
+	var wasOpen bool
+	if id := txnCommandID(cmd); w != nil && id != "" {
+		st, _ := co.state.StateOf(id)
+		wasOpen = st == txn.Ongoing
+	}
 	res := co.state.Apply(cmd)
 	if cmd.GetSnapshot() != nil {
 		co.sinceSnapshot = 0
 	} else {
 		co.sinceSnapshot++
 	}
-	if w := co.waits[cmd.GetRequestId()]; w != nil {
+	if w != nil {
+		c.countTxn(cmd, wasOpen, res) // txn_admin.go: its own commands only, once
 		delete(co.waits, cmd.GetRequestId())
 		w(txnApplied{res: res})
 	}

@@ -92,6 +92,7 @@ func (c *Core) markerDone(g *group, co *txnCoord, key string, m TxnMarker, err e
 	if err != nil || c.txn.coords[g.tp] != co {
 		delete(co.inFlight, key)
 		if err != nil {
+			c.stats.TxnMarkerRetries++
 			g.logs.log(slog.LevelWarn, "transaction marker not written; retrying on the next sweep",
 				slog.String("transactional_id", m.TransactionalID), slog.Any("err", err))
 		}

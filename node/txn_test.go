@@ -281,8 +281,9 @@ func TestTxnEndResumesAfterCoordinatorCrash(t *testing.T) {
 
 // TestTxnTimeoutAborts shows the coordinator's sweep aborts a transaction
 // past its transaction.timeout.ms on the leader's clock: its abort markers
-// are written, the id completes the abort at the next epoch, and the
-// producer that let it time out is fenced.
+// are written, the id completes the abort at the next epoch, the
+// producer that let it time out is fenced, and the coordinator counts
+// the abort as timed out (strand_txn_timed_out_total).
 func TestTxnTimeoutAborts(t *testing.T) {
 	ms := int64(1_700_000_000_000)
 	clock := stepClock{ms: &ms}
@@ -316,6 +317,9 @@ func TestTxnTimeoutAborts(t *testing.T) {
 		t.Fatalf("markers asked: %v", got)
 	}
 	wantCode(t, "the timed-out producer", c.txnCall("app", addPartitionsReq("app", p, "t", 0)), strandpb.ErrorCode_ERROR_CODE_PRODUCER_FENCED)
+	if s := c.cores[lead].Stats(); s.TxnTimedOut != 1 || s.TxnAborted != 1 || s.TxnBegun != 1 {
+		t.Fatalf("coordinator's counters: timed out %d, aborted %d, begun %d", s.TxnTimedOut, s.TxnAborted, s.TxnBegun)
+	}
 }
 
 // TestTxnRestoreFromSnapshotEqualsReplay shows a new coordinator that

@@ -65,7 +65,13 @@ func (c *Core) writeTxnMarker(m TxnMarker, done func(error)) {
 	}
 	t, ok := c.meta.meta.Topic(tp.Topic)
 	if !ok || tp.Partition < 0 || tp.Partition >= t.Partitions() {
-		fail(fmt.Errorf("%w: %s/%d for a transaction marker", ErrUnknownTopicPartition, tp.Topic, tp.Partition))
+		c.confirmMarkerPartitionGone(tp, func(gone bool) {
+			if gone {
+				done(nil) // deleted: no reader is left to see the transaction there
+				return
+			}
+			done(fmt.Errorf("%w: %s/%d for a transaction marker", ErrUnknownTopicPartition, tp.Topic, tp.Partition))
+		})
 		return
 	}
 	lead, _ := c.partitionLeader(t, tp.Partition)
@@ -78,6 +84,27 @@ func (c *Core) writeTxnMarker(m TxnMarker, done func(error)) {
 			ProducerEpoch: int32(m.Producer.Epoch), CoordinatorEpoch: m.CoordinatorEpoch, Commit: m.Commit,
 			KeptEpoch: m.KeptEpoch}}}}}
 	c.callPeer(lead, req, func(resp *strandpb.Response, err error) { done(markerAnswer(resp, err, tp)) })
+}
+
+// confirmMarkerPartitionGone calls done (as a completion) with true once
+// a ReadIndex on the metadata group shows tp absent from the applied
+// metadata: its topic deleted (or re-created with fewer partitions). A
+// marker for it is then done, as Kafka's coordinator drops a deleted
+// partition from the transaction; retrying it forever would hold the
+// transactional id in CONCURRENT_TRANSACTIONS. This node's metadata alone
+// proves nothing (it may lag the create another node used, and the
+// marker of a committed transaction must not be skipped), hence the read.
+func (c *Core) confirmMarkerPartitionGone(tp TopicPartition, done func(gone bool)) {
+	answer := func(gone bool) { c.completions = append(c.completions, func() { done(gone) }) }
+	lead, term := c.metaLeader()
+	if lead == 0 || c.meta.live >= c.cfg.PendingRequestsMax {
+		answer(false)
+		return
+	}
+	c.readIndex(c.meta.group, term, func(*group) {
+		t, ok := c.meta.meta.Topic(tp.Topic)
+		answer(!ok || tp.Partition < 0 || tp.Partition >= t.Partitions())
+	}, func(error, NodeID) { answer(false) })
 }
 
 // markerAnswer is the outcome of a WriteTxnMarkers call for one marker.

@@ -121,15 +121,25 @@ func newOperator(ww *wireWorkload) *operator {
 // kindOperator marks the operator's transport clients.
 const kindOperator clientKind = 101
 
+// appendedRequestTypes are request types added to the protocol after the
+// plan's shuffle was fixed: drawPlan sends them after the shuffled plan,
+// so adding one leaves every seed's earlier actions (and the traces the
+// other helpers' and the lead's runs compare) as they were.
+var appendedRequestTypes = []string{"abort_transaction"}
+
 // drawPlan shuffles one request of every type by the operator,
 // intruderSweeps of every type by the intruder when authorization is on,
-// and extra operator changes.
+// and extra operator changes; appendedRequestTypes follow, in order.
 func (op *operator) drawPlan() []opAction {
-	var plan []opAction
+	var plan, appended []opAction
 	for _, t := range requestTypes() {
-		plan = append(plan, opAction{kind: t})
+		add := &plan
+		if slices.Contains(appendedRequestTypes, t) {
+			add = &appended
+		}
+		*add = append(*add, opAction{kind: t})
 		for range intruderSweeps * b2i(op.auth) {
-			plan = append(plan, opAction{kind: t, intruder: true})
+			*add = append(*add, opAction{kind: t, intruder: true})
 		}
 	}
 	changes := []string{"alter_configs", "delete_records", "offset_commit", "offset_delete", "delete_groups",
@@ -138,7 +148,7 @@ func (op *operator) drawPlan() []opAction {
 		plan = append(plan, opAction{kind: changes[op.rng.IntN(len(changes))]})
 	}
 	op.rng.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
-	return plan
+	return append(plan, appended...)
 }
 
 // caller is who client c sends as.
@@ -154,8 +164,8 @@ func (ww *wireWorkload) caller(c *wireClient) node.Caller {
 	case c == op.intruder:
 		return node.Caller{Principal: principalIntruder, Host: "intruder"}
 	case ww.txn.owns(c):
-		// Transactional requests need ALTER on the cluster
-		// (node/auth.go has no transactional-id resource yet).
+		// A super user: bootstrapACLs grant the transactional
+		// workload's clients nothing of their own.
 		return node.Caller{Principal: principalAdmin, Host: "admin"}
 	}
 	return node.Caller{Principal: principalApp, Host: "app"}
@@ -229,7 +239,10 @@ func (op *operator) bootstrapStep(a *wireClient, reqs []*strandpb.Request, targe
 }
 
 // bootstrapACLs are the bindings authorization runs with: the workload's
-// and the operator's.
+// and the operator's. The operator has no transactional-id binding: with
+// authorization on, its transaction requests are refused
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED (definite, changing nothing), as
+// they are refused for other reasons without it.
 func bootstrapACLs() []*strandpb.AclBinding {
 	return []*strandpb.AclBinding{
 		aclBinding(principalApp, "topic", "sim", "prefixed", "all"),
@@ -370,7 +383,7 @@ func (op *operator) judgeIntruder(a opAction, r *opRequest, resp *strandpb.Respo
 func authRefusal(e *strandpb.Error) bool {
 	switch e.GetCode() {
 	case strandpb.ErrorCode_ERROR_CODE_TOPIC_AUTHORIZATION_FAILED, strandpb.ErrorCode_ERROR_CODE_GROUP_AUTHORIZATION_FAILED,
-		strandpb.ErrorCode_ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED:
+		strandpb.ErrorCode_ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED, strandpb.ErrorCode_ERROR_CODE_TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
 		return true
 	}
 	return false
@@ -385,8 +398,9 @@ func intruderAnswerWrong(kind string, resp *strandpb.Response) string {
 		if e.GetCode() == strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST || authRefusal(e) {
 			return ""
 		}
-	case "metadata", "describe_topics", "list_groups": // filtered: lists nothing the intruder may not describe
-		if e != nil || len(resp.GetMetadata().GetTopics())+len(resp.GetDescribeTopics().GetTopics())+len(resp.GetListGroups().GetGroups()) == 0 {
+	case "metadata", "describe_topics", "list_groups", "list_transactions": // filtered: lists nothing the intruder may not describe
+		if e != nil || len(resp.GetMetadata().GetTopics())+len(resp.GetDescribeTopics().GetTopics())+len(resp.GetListGroups().GetGroups())+
+			len(resp.GetListTransactions().GetTransactions()) == 0 {
 			return "" // an error reveals nothing either
 		}
 		return "the answer lists what the caller may not describe"

@@ -11,8 +11,8 @@ const opTxnID = "ops-txn"
 // never gets a producer (its InitProducerId asks a timeout above
 // transaction.max.timeout.ms), so they are refused definitely (a
 // TxnOffsetCommit by its verification with the id's coordinator)
-// (INVALID_TRANSACTION_TIMEOUT, INVALID_PRODUCER_ID_MAPPING) or answered
-// empty, and change nothing but creating __strand_transactions.
+// (INVALID_TRANSACTION_TIMEOUT, INVALID_PRODUCER_ID_MAPPING,
+// TRANSACTIONAL_ID_NOT_FOUND) or answered empty, and change nothing but creating __strand_transactions.
 func (op *operator) txnRequest(a opAction) *opRequest {
 	target := op.ops.randomNode()
 	producer := &strandpb.TxnProducer{ProducerId: 1}
@@ -37,8 +37,14 @@ func (op *operator) txnRequest(a opAction) *opRequest {
 		req = &strandpb.Request{Body: &strandpb.Request_ListTransactions{ListTransactions: &strandpb.ListTransactionsRequest{}}}
 	case "write_txn_markers": // node to node only: Handle refuses it
 		req = &strandpb.Request{Body: &strandpb.Request_WriteTxnMarkers{WriteTxnMarkers: &strandpb.WriteTxnMarkersRequest{}}}
-	case "describe_transactions":
-		req = &strandpb.Request{Body: &strandpb.Request_DescribeTransactions{DescribeTransactions: &strandpb.DescribeTransactionsRequest{}}}
+	case "describe_transactions": // the intruder's names an id: refused as a whole
+		var ids []string
+		if a.intruder {
+			ids = []string{opTxnID}
+		}
+		req = &strandpb.Request{Body: &strandpb.Request_DescribeTransactions{DescribeTransactions: &strandpb.DescribeTransactionsRequest{TransactionalIds: ids}}}
+	case "abort_transaction": // the id has no transaction open: refused
+		req = &strandpb.Request{Body: &strandpb.Request_AbortTransaction{AbortTransaction: &strandpb.AbortTransactionRequest{TransactionalId: opTxnID}}}
 	default:
 		return nil
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -20,7 +21,10 @@ import (
 // every value, the open and aborted ones included, and stops at the
 // high-water mark, past the markers. Before clientlib served markers to
 // its consumer, both failed on the first marker (CORRUPT_BATCH) or never
-// reached the end.
+// reached the end. Then `strand txn abort` ends the open transaction: the
+// id shows CompleteAbort, read_committed reads to the high-water mark
+// without the open value, the franz-go producer is fenced (its commit
+// refused), and a second abort says there is nothing to abort (exit 1).
 func TestConsumeIsolationOverKafkaTransactions(t *testing.T) {
 	skipShort(t)
 	c := startKafkaCluster(t, 1)
@@ -99,5 +103,31 @@ func TestConsumeIsolationOverKafkaTransactions(t *testing.T) {
 	}
 	if _, stderr, err := runCLIResult(t, nil, "", "txn", "describe", "nosuch", "-b", c.addrs[0]); err == nil || !strings.Contains(stderr, "not known to its coordinator") {
 		t.Fatalf("txn describe of an unknown id: %v\n%s", err, stderr)
+	}
+
+	// strand txn abort: the hanging transaction ends, its producer fenced.
+	if out := runCLI(t, nil, "", "txn", "abort", "cli-tx", "-b", c.addrs[0]); !strings.Contains(out, "transaction aborted") ||
+		!strings.Contains(out, "abort markers to: tx/0") {
+		t.Fatalf("txn abort:\n%s", out)
+	}
+	waitFor(t, "CompleteAbort", 30*time.Second, func() error {
+		out := runCLI(t, nil, "", "txn", "describe", "cli-tx", "-b", c.addrs[0])
+		if !strings.Contains(out, "transactional id cli-tx: CompleteAbort") {
+			return errors.New(out)
+		}
+		return nil
+	})
+	stdout, stderr, err := runCLIResult(t, nil, "", "consume", "tx", "-b", c.addrs[0], "--until-end", "--isolation", "read_committed",
+		"--timeout", "10s")
+	if err != nil || strings.Join(strings.Fields(stdout), " ") != "c1 c2 c3" {
+		t.Fatalf("read_committed after the abort: %v %q\n%s", err, stdout, stderr)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err == nil {
+		t.Fatal("the aborted transaction's producer committed")
+	}
+	_, stderr, err = runCLIResult(t, nil, "", "txn", "abort", "cli-tx", "-b", c.addrs[0])
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(stderr, "has no open transaction to abort") {
+		t.Fatalf("a second abort: %v\n%s", err, stderr)
 	}
 }

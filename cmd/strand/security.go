@@ -205,6 +205,7 @@ type aclFlags struct {
 	allow, deny      []string
 	operations       []string
 	topic, group     string
+	txnID            string
 	cluster          bool
 	patternType      string
 	host             string
@@ -226,6 +227,7 @@ func (a *aclFlags) register(sub string, fs *pflag.FlagSet) {
 	fs.StringVar(&a.topic, "topic", "", "the topic (or prefix, or * for every topic)")
 	fs.StringVar(&a.group, "group", "", "the consumer group (or prefix, or *)")
 	fs.BoolVar(&a.cluster, "cluster", false, "the cluster (create topics, manage users, ACLs and quotas)")
+	fs.StringVar(&a.txnID, "transactional-id", "", "the transactional id (or prefix, or *): WRITE runs transactions with it, DESCRIBE finds and describes them")
 	fs.StringVar(&a.patternType, "resource-pattern-type", "literal", "literal or prefixed")
 	fs.StringVar(&a.host, "host", "*", "the client IP the binding applies to")
 }
@@ -243,8 +245,11 @@ func (a *aclFlags) bindings() ([]*strandpb.AclBinding, error) {
 	if a.cluster {
 		rtype, name, n = "cluster", "kafka-cluster", n+1
 	}
+	if a.txnID != "" {
+		rtype, name, n = "transactional-id", a.txnID, n+1
+	}
 	if n != 1 {
-		return nil, usageError("name exactly one resource: --topic, --group or --cluster")
+		return nil, usageError("name exactly one resource: --topic, --group, --cluster or --transactional-id")
 	}
 	if len(a.allow)+len(a.deny) == 0 || len(a.operations) == 0 {
 		return nil, usageError("want --allow-principal or --deny-principal, and --operation")

@@ -15,7 +15,7 @@ import (
 )
 
 // txnSubcommands are strand txn's subcommands.
-var txnSubcommands = []string{"list", "describe"}
+var txnSubcommands = []string{"list", "describe", "abort"}
 
 // txnStates are the state names ListTransactions filters on (Kafka's).
 var txnStates = []string{"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort"}
@@ -64,19 +64,65 @@ func cmdTxn(args []string, stdout io.Writer) error {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
-	if sub == "list" {
+	switch sub {
+	case "list":
 		return txnList(ctx, c, stdout, format, states)
+	case "abort":
+		return txnErr(names[0], txnAbort(ctx, c, stdout, format, names[0]))
 	}
 	return txnErr(names[0], txnDescribe(ctx, c, stdout, format, names[0]))
 }
 
-// txnErr says what an unknown transactional id means for the user.
+// txnErr says what an unknown transactional id, or one without a
+// transaction to abort, means for the user.
 func txnErr(id string, err error) error {
 	var se *clientlib.Error
-	if errors.As(err, &se) && se.Code == strandpb.ErrorCode_ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND {
-		return fmt.Errorf("transactional id %q is not known to its coordinator (never initialized, or expired: 'strand txn list' shows the known ones)", id)
+	switch {
+	case !errors.As(err, &se):
+	case se.Code == strandpb.ErrorCode_ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND:
+		return userErr(err, "transactional id %q is not known to its coordinator (never initialized, or expired: 'strand txn list' shows the known ones)", id)
+	case se.Code == strandpb.ErrorCode_ERROR_CODE_INVALID_TXN_STATE:
+		return userErr(err, "transactional id %q has no open transaction to abort (none open, or it is being committed: 'strand txn describe %s' shows its state)", id, id)
 	}
 	return err
+}
+
+// txnAbort aborts the id's open transaction and says what the abort
+// fenced and where its markers go.
+func txnAbort(ctx context.Context, c *clientlib.Client, w io.Writer, format outputFormat, id string) error {
+	a, err := c.AbortTransactionByID(ctx, id)
+	if err != nil {
+		return err
+	}
+	parts := make([]string, 0, len(a.Partitions))
+	for _, tp := range a.Partitions {
+		parts = append(parts, fmt.Sprintf("%s/%d", tp.Topic, tp.Partition))
+	}
+	if format.json() {
+		type entry struct {
+			ID            string   `json:"transactional_id"`
+			ProducerID    int64    `json:"producer_id"`
+			ProducerEpoch int16    `json:"producer_epoch"`
+			Partitions    []string `json:"partitions"`
+			Groups        []string `json:"groups"`
+			Already       bool     `json:"already_aborting"`
+		}
+		return writeJSON(w, entry{ID: a.ID, ProducerID: a.ProducerID, ProducerEpoch: a.ProducerEpoch, Partitions: parts,
+			Groups: append([]string{}, a.Groups...), Already: a.Already})
+	}
+	if a.Already {
+		fmt.Fprintf(w, "transactional id %s: its transaction was already being aborted (producer %d, abort epoch %d)\n", a.ID, a.ProducerID, a.ProducerEpoch)
+	} else {
+		fmt.Fprintf(w, "transactional id %s: transaction aborted; producer %d fenced below epoch %d\n", a.ID, a.ProducerID, a.ProducerEpoch)
+	}
+	if len(parts) > 0 {
+		fmt.Fprintf(w, "abort markers to: %s\n", strings.Join(parts, ", "))
+	}
+	if len(a.Groups) > 0 {
+		fmt.Fprintf(w, "offsets dropped for groups: %s\n", strings.Join(a.Groups, ", "))
+	}
+	fmt.Fprintf(w, "'strand txn describe %s' shows CompleteAbort once every marker is written\n", a.ID)
+	return nil
 }
 
 // txnList prints every transactional id, its producer id and state.

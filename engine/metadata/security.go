@@ -89,7 +89,7 @@ type Quota struct {
 
 // Field values of an ACL binding.
 var (
-	aclResourceTypes = []string{"topic", "group", "cluster"}
+	aclResourceTypes = []string{"topic", "group", "cluster", "transactional-id"}
 	aclPatternTypes  = []string{"literal", "prefixed"}
 	// ACLOperations are the operations a binding may name.
 	ACLOperations  = []string{"read", "write", "create", "delete", "describe", "alter", "describe-configs", "alter-configs", "all"}
@@ -193,7 +193,7 @@ func (a ACL) Validate() error {
 	}
 	switch {
 	case !slices.Contains(aclResourceTypes, a.ResourceType):
-		return fmt.Errorf("%w: resource type %q, want topic, group or cluster", ErrInvalidACL, a.ResourceType)
+		return fmt.Errorf("%w: resource type %q, want topic, group, cluster or transactional-id", ErrInvalidACL, a.ResourceType)
 	case a.ResourceName == "" || len(a.ResourceName) > securityTextMax:
 		return fmt.Errorf("%w: resource name of %d bytes", ErrInvalidACL, len(a.ResourceName))
 	case a.ResourceType == "cluster" && a.ResourceName != ClusterResourceName:

@@ -68,6 +68,8 @@ func (s *State) Apply(cmd *strandpb.TxnCommand) Result {
 			return refuse(err)
 		}
 		return s.TimeoutAbort(TimeoutAbort{ID: b.TimeoutAbort.GetTransactionalId(), Producer: p, NowMs: now})
+	case *strandpb.TxnCommand_AdminAbort:
+		return s.AdminAbort(AdminAbort{ID: b.AdminAbort.GetTransactionalId(), NowMs: now})
 	case *strandpb.TxnCommand_GrantProducerIds:
 		return s.GrantProducerIDs(b.GrantProducerIds.GetFirst(), b.GrantProducerIds.GetCount())
 	case *strandpb.TxnCommand_ExpireIdsRetentionMs:

@@ -61,6 +61,12 @@ type TimeoutAbort struct {
 	NowMs    int64
 }
 
+// AdminAbort is an operator's abort of the id's open transaction.
+type AdminAbort struct {
+	ID    string
+	NowMs int64
+}
+
 // Result is a command's outcome.
 type Result struct {
 	// Err is the refusal, nil when applied.
@@ -72,7 +78,7 @@ type Result struct {
 	// abort (Err is ErrConcurrentTransactions; markers are due).
 	Fenced bool
 	// Prepared: the command decided a transaction (its markers are due):
-	// EndTxn, TimeoutAbort, a fencing InitProducerId.
+	// EndTxn, TimeoutAbort, AdminAbort, a fencing InitProducerId.
 	Prepared bool
 	// Completed: the marker report finished the transaction.
 	Completed bool

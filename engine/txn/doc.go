@@ -19,7 +19,7 @@
 //	Empty, Ongoing, Complete* --AddPartitions/AddOffsets--> Ongoing (records start time on entry)
 //	Ongoing --EndTxn(commit)--> PrepareCommit      (epoch + 1: KIP-890; kept with KeepEpoch)
 //	Ongoing --EndTxn(abort)--> PrepareAbort         (epoch + 1; kept with KeepEpoch)
-//	Ongoing --TimeoutAbort, InitProducerId (fence)--> PrepareAbort (epoch + 1, always)
+//	Ongoing --TimeoutAbort, AdminAbort, InitProducerId (fence)--> PrepareAbort (epoch + 1, always)
 //
 // KeepEpoch is Kafka's transactions v1 (EndTxn below v5, every client before Kafka 4.0): the
 // client cannot learn a new epoch, so its next transaction runs at the same one, as Kafka 4.0

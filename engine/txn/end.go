@@ -127,6 +127,27 @@ func (s *State) TimeoutAbort(c TimeoutAbort) Result {
 	return Result{Prepared: true}
 }
 
+// AdminAbort is an operator's abort of the id's open transaction
+// (strand txn abort): a TimeoutAbort whatever the transaction's age and
+// producer. It prepares the abort at epoch + 1, fencing the producer. A
+// transaction already being aborted (a resend, or a timeout or fence got
+// there first) is answered its producer, without Prepared; one being
+// committed, or none open, is ErrInvalidTxnState; an unknown id
+// ErrTransactionalIDNotFound.
+func (s *State) AdminAbort(c AdminAbort) Result {
+	t := s.ids[c.ID]
+	switch {
+	case t == nil:
+		return refuse(fmt.Errorf("%w: %q", ErrTransactionalIDNotFound, c.ID))
+	case t.state == PrepareAbort:
+		return Result{Producer: t.producer}
+	case t.state != Ongoing:
+		return refuse(fmt.Errorf("%w: %q has no open transaction to abort (%v)", ErrInvalidTxnState, c.ID, t.state))
+	}
+	t.prepare(false, noProducer, c.NowMs, true)
+	return Result{Producer: t.producer, Prepared: true}
+}
+
 // GrantProducerIDs adds [first, first+count) to the pool of producer ids.
 // A block must lie above every id granted before, so none is handed out
 // twice.

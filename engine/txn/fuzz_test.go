@@ -22,6 +22,7 @@ func fuzzSeedCommands() [][]byte {
 		{Body: &strandpb.TxnCommand_MarkerWritten{MarkerWritten: &strandpb.TxnMarkerWritten{TransactionalId: "a",
 			Marker: &strandpb.TxnProducer{ProducerId: 1, Epoch: 1}, Topic: "t", Partition: 1}}},
 		{NowMs: 100, Body: &strandpb.TxnCommand_TimeoutAbort{TimeoutAbort: &strandpb.TxnTimeoutAbort{TransactionalId: "a", Producer: p}}},
+		{NowMs: 100, Body: &strandpb.TxnCommand_AdminAbort{AdminAbort: &strandpb.TxnAdminAbort{TransactionalId: "a"}}},
 		{NowMs: 100, Body: &strandpb.TxnCommand_ExpireIdsRetentionMs{ExpireIdsRetentionMs: 10}},
 	}
 	var out [][]byte

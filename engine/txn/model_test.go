@@ -201,6 +201,31 @@ func (m *modelRun) end(id string) {
 	md.handles = append(md.handles, r.Producer)
 }
 
+// adminAbort is an operator's abort (strand txn abort): it decides an
+// open transaction's abort at the next epoch (held by no client), answers
+// a transaction being aborted again without changing anything, and
+// refuses anything else, changing nothing.
+func (m *modelRun) adminAbort(id string) {
+	md := m.ids[id]
+	before := m.s.Digest()
+	r := m.apply(&strandpb.TxnCommand{Body: &strandpb.TxnCommand_AdminAbort{AdminAbort: &strandpb.TxnAdminAbort{TransactionalId: id}}})
+	switch {
+	case md.open:
+		want := Producer{ID: md.cur.ID, Epoch: md.cur.Epoch + 1}
+		if r.Err != nil || !r.Prepared || r.Producer != want {
+			m.rt.Fatalf("operator's abort of an open transaction of %+v: %+v", md.cur, r)
+		}
+		md.decide(false)
+		md.cur = want
+	case md.deciding && !md.commit:
+		if r.Err != nil || r.Prepared || m.s.Digest() != before {
+			m.rt.Fatalf("operator's abort while aborting: %+v", r)
+		}
+	case r.Err == nil || m.s.Digest() != before:
+		m.rt.Fatalf("operator's abort without a transaction open (deciding %v): %+v", md.deciding, r)
+	}
+}
+
 // marker reports one pending marker (sometimes a stale one), or every
 // marker of one prepared transaction, which must complete it.
 func (m *modelRun) marker() {
@@ -310,8 +335,8 @@ func sortedKeys(m map[string]*modelID) []string {
 // TestModel runs random InitProducerIds (some fencing an open
 // transaction), AddPartitions and EndTxns by current, zombie and made-up
 // producers, marker reports (some stale), time passing with timeout aborts,
-// producer-id grants and fail-overs (a second state restored from a
-// snapshot), against the reference model: only the current
+// producer-id grants, operators' aborts and fail-overs (a second state
+// restored from a snapshot), against the reference model: only the current
 // producer may add or decide, so a zombie never commits; timeouts are
 // listed exactly and abort; Check holds after every command. The state
 // restored from the newest snapshot stays equal to the first (same answers,
@@ -342,7 +367,11 @@ func TestModel(t *testing.T) {
 			case 8, 9, 10:
 				m.marker()
 			case 11:
-				m.tick()
+				if rapid.IntRange(0, 3).Draw(rt, "operator abort") == 0 {
+					m.adminAbort(id)
+				} else {
+					m.tick()
+				}
 			case 12:
 				m.apply(&strandpb.TxnCommand{Body: &strandpb.TxnCommand_GrantProducerIds{GrantProducerIds: &strandpb.TxnProducerIdBlock{
 					First: m.s.grantedEnd + int64(rapid.IntRange(0, 3).Draw(rt, "gap")), Count: 2}}})

@@ -132,3 +132,30 @@ func (s *State) VerifyGroup(id string, p Producer, group string) error {
 	}
 	return nil
 }
+
+// StateOf returns the id's state, false for an unknown id: a cheap read for
+// the host's counters (Describe copies the transaction).
+func (s *State) StateOf(id string) (TxnState, bool) {
+	if t := s.ids[id]; t != nil {
+		return t.state, true
+	}
+	return 0, false
+}
+
+// OpenCount counts the transactions open or being completed (Ongoing,
+// PrepareCommit, PrepareAbort) and returns the oldest one's start (-1
+// when none): the host's open-transaction gauges.
+func (s *State) OpenCount() (open int, oldestStartMs int64) {
+	oldestStartMs = -1
+	for _, id := range s.names {
+		t := s.ids[id]
+		if t.state.idle() {
+			continue
+		}
+		open++
+		if oldestStartMs < 0 || t.txnStartMs < oldestStartMs {
+			oldestStartMs = t.txnStartMs
+		}
+	}
+	return open, oldestStartMs
+}

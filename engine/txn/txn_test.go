@@ -445,3 +445,38 @@ func TestRestoreKeepsResendAnswer(t *testing.T) {
 		}
 	}
 }
+
+// An operator's AdminAbort aborts the open transaction whatever its age,
+// fencing the producer; a resend while aborting answers the same
+// producer; without an open transaction it is refused, with a typed error.
+func TestAdminAbort(t *testing.T) {
+	f := newFixture(t)
+	f.refused(f.s.AdminAbort(AdminAbort{ID: "a"}), ErrTransactionalIDNotFound)
+	p := f.init("a")
+	f.refused(f.s.AdminAbort(AdminAbort{ID: "a"}), ErrInvalidTxnState)
+	f.ok(f.add("a", p, 0, 1))
+	r := f.ok(f.s.AdminAbort(AdminAbort{ID: "a", NowMs: 20}))
+	want := Producer{ID: p.ID, Epoch: p.Epoch + 1}
+	if !r.Prepared || r.Producer != want || f.state("a") != PrepareAbort {
+		t.Fatalf("abort %+v, state %v; want prepared at %+v", r, f.state("a"), want)
+	}
+	pend := f.s.Pending()
+	if len(pend) != 1 || pend[0].Commit || pend[0].Marker != want || len(pend[0].Partitions) != 2 {
+		t.Fatalf("pending %+v", pend)
+	}
+	if r := f.ok(f.s.AdminAbort(AdminAbort{ID: "a", NowMs: 21})); r.Prepared || r.Producer != want {
+		t.Fatalf("resend %+v", r)
+	}
+	f.refused(f.s.EndTxn(EndTxn{ID: "a", Producer: p, Commit: true}), ErrProducerFenced)
+	f.markAll("a")
+	if f.state("a") != CompleteAbort {
+		t.Fatalf("state %v", f.state("a"))
+	}
+	f.refused(f.s.AdminAbort(AdminAbort{ID: "a"}), ErrInvalidTxnState)
+	f.refused(f.add("a", p, 0), ErrProducerFenced)
+	// A transaction being committed is not the operator's to abort.
+	p2 := f.init("b")
+	f.ok(f.add("b", p2, 0))
+	f.ok(f.s.EndTxn(EndTxn{ID: "b", Producer: p2, Commit: true}))
+	f.refused(f.s.AdminAbort(AdminAbort{ID: "b"}), ErrInvalidTxnState)
+}

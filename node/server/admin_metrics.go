@@ -149,6 +149,8 @@ var (
 	descFollowerLag  = prometheus.NewDesc("strand_partition_follower_lag_entries", "On the leader: raft entries a follower lacks (catch-up progress).", append(replicaLabels[:3:3], "follower"), nil)
 	descMoveProgress = prometheus.NewDesc("strand_partition_move_progress_ratio",
 		"On the leader of a partition being moved: the least caught-up added replica's match over the leader's last index (1: catch-up done).", replicaLabels, nil)
+	descPartLSOLag = prometheus.NewDesc("strand_partition_lso_lag_records",
+		"High-water mark minus last stable offset: records an open transaction holds back from read_committed readers.", replicaLabels, nil)
 	descMovesCount   = prometheus.NewDesc("strand_partition_moves_in_progress", "Partition moves the applied metadata records as in progress.", []string{"node"}, nil)
 	descUnderCount   = prometheus.NewDesc("strand_partitions_under_replicated", "Partitions this node leads with a follower not in step.", []string{"node"}, nil)
 	descOfflineCount = prometheus.NewDesc("strand_partitions_offline", "Replicas on this node that know no leader.", []string{"node"}, nil)
@@ -174,6 +176,14 @@ var (
 	descSnapsSent     = prometheus.NewDesc("strand_snapshots_sent_total", "Raft snapshots sent to lagging followers.", []string{"node"}, nil)
 	descFramesSent    = prometheus.NewDesc("strand_raft_frames_sent_total", "Raft frames sent to peers.", []string{"node"}, nil)
 	descFramesRecv    = prometheus.NewDesc("strand_raft_frames_received_total", "Raft frames received from peers.", []string{"node"}, nil)
+	descTxnBegun      = prometheus.NewDesc("strand_txn_begun_total", "Transactions begun on the transaction coordinators this node led.", []string{"node"}, nil)
+	descTxnCommitted  = prometheus.NewDesc("strand_txn_committed_total", "Transactions whose commit this node's coordinators decided.", []string{"node"}, nil)
+	descTxnAborted    = prometheus.NewDesc("strand_txn_aborted_total",
+		"Transactions whose abort this node's coordinators decided (by the client, a timeout, a new producer of the id or strand txn abort).", []string{"node"}, nil)
+	descTxnTimedOut   = prometheus.NewDesc("strand_txn_timed_out_total", "Transactions this node's coordinators aborted past transaction.timeout.ms.", []string{"node"}, nil)
+	descTxnRetries    = prometheus.NewDesc("strand_txn_marker_retries_total", "Transaction marker writes that failed and are written again.", []string{"node"}, nil)
+	descTxnOpen       = prometheus.NewDesc("strand_txn_open", "Transactions open or being completed on the coordinators this node leads.", []string{"node"}, nil)
+	descTxnOldest     = prometheus.NewDesc("strand_txn_oldest_open_seconds", "Age of the oldest open transaction on this node's coordinators (0: none).", []string{"node"}, nil)
 	descViewErrors    = prometheus.NewDesc("strand_admin_view_errors", "1 when this scrape could not read the node's state (stopped or busy).", []string{"node"}, nil)
 	groupLabels       = []string{"node", "group", "topic", "partition"}
 	descGroupOffset   = prometheus.NewDesc("strand_group_committed_offset", "Committed offset of a group, on its coordinator.", groupLabels, nil)
@@ -204,6 +214,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		collectNode(ch, id, views[i], n)
+		collectTxn(ch, id, views[i], now)
 		collectReplicas(ch, id, views[i])
 		collectGroups(ch, id, views[i], now)
 	}
@@ -262,6 +273,22 @@ func collectNode(ch chan<- prometheus.Metric, id string, v node.AdminView, n *Se
 	ch <- constHistogram(descCommitLatency, s.CommitLatency, id)
 }
 
+// collectTxn sends the transaction coordinators' counters and gauges.
+func collectTxn(ch chan<- prometheus.Metric, id string, v node.AdminView, now time.Time) {
+	s := v.Stats
+	ch <- counter(descTxnBegun, s.TxnBegun, id)
+	ch <- counter(descTxnCommitted, s.TxnCommitted, id)
+	ch <- counter(descTxnAborted, s.TxnAborted, id)
+	ch <- counter(descTxnTimedOut, s.TxnTimedOut, id)
+	ch <- counter(descTxnRetries, s.TxnMarkerRetries, id)
+	ch <- gauge(descTxnOpen, float64(v.Txn.Open), id)
+	oldest := 0.0
+	if v.Txn.OldestStartMs >= 0 {
+		oldest = max(0, now.Sub(time.UnixMilli(v.Txn.OldestStartMs)).Seconds())
+	}
+	ch <- gauge(descTxnOldest, oldest, id)
+}
+
 // constHistogram is h as a Prometheus histogram (cumulative buckets, in
 // seconds).
 func constHistogram(d *prometheus.Desc, h node.LatencyHistogram, labels ...string) prometheus.Metric {
@@ -284,6 +311,7 @@ func collectReplicas(ch chan<- prometheus.Metric, id string, v node.AdminView) {
 		ch <- gauge(descPartSize, float64(r.SizeBytes), id, r.Topic, p)
 		ch <- gauge(descPartLeader, float64(r.Leader), id, r.Topic, p)
 		ch <- gauge(descPartTerm, float64(r.Term), id, r.Topic, p)
+		ch <- gauge(descPartLSOLag, float64(max(0, r.HighWatermark-r.LastStableOffset)), id, r.Topic, p)
 		isUnder := false
 		for _, f := range r.Followers {
 			lag := uint64(0)

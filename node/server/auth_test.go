@@ -330,9 +330,10 @@ func TestKafkaSASLExchanges(t *testing.T) {
 }
 
 // TestKafkaACLAdmin shows kadm managing the metadata group's ACLs over the
-// Kafka listener: the admin creates, describes and deletes a binding;
-// bob, without ALTER on the cluster, is refused
-// CLUSTER_AUTHORIZATION_FAILED and adds nothing.
+// Kafka listener: the admin creates, describes and deletes a binding, a
+// topic's and a transactional id's (resource type 5, prefixed); bob,
+// without ALTER on the cluster, is refused CLUSTER_AUTHORIZATION_FAILED
+// and adds nothing.
 func TestKafkaACLAdmin(t *testing.T) {
 	rt := startSecureServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -367,6 +368,23 @@ func TestKafkaACLAdmin(t *testing.T) {
 	deleted, err := adm.DeleteACLs(ctx, filter)
 	if err != nil || len(deleted) != 1 || deleted[0].Err != nil || len(deleted[0].Deleted) != 1 {
 		t.Fatalf("delete: %v %+v", err, deleted)
+	}
+	txnACL := kadm.NewACLs().Allow("User:alice").TransactionalIDs("etl-").Operations(kadm.OpWrite).ResourcePatternType(kadm.ACLPatternPrefixed)
+	if created, err := adm.CreateACLs(ctx, txnACL); err != nil || len(created) != 1 || created[0].Err != nil {
+		t.Fatalf("create a transactional-id binding: %v %+v", err, created)
+	}
+	native, err := admin.DescribeACLs(ctx, "User:alice", "")
+	if bs := native.GetBindings(); err != nil || len(bs) != 1 || bs[0].GetResourceType() != "transactional-id" ||
+		bs[0].GetResourceName() != "etl-" || bs[0].GetPatternType() != "prefixed" {
+		t.Fatalf("the transactional-id binding natively: %v %v", native, err)
+	}
+	txnFilter := kadm.NewACLs().Allow("User:alice").AllowHosts().TransactionalIDs("etl-").Operations(kadm.OpAny).ResourcePatternType(kadm.ACLPatternAny)
+	if described, err := adm.DescribeACLs(ctx, txnFilter); err != nil || len(described) != 1 || len(described[0].Described) != 1 ||
+		described[0].Described[0].Type != kmsg.ACLResourceTypeTransactionalId {
+		t.Fatalf("describe the transactional-id binding: %v %+v", err, described)
+	}
+	if deleted, err := adm.DeleteACLs(ctx, txnFilter); err != nil || len(deleted) != 1 || len(deleted[0].Deleted) != 1 {
+		t.Fatalf("delete the transactional-id binding: %v %+v", err, deleted)
 	}
 	left, err := admin.DescribeACLs(ctx, "", "")
 	if err != nil || len(left.GetBindings()) != 0 {

@@ -81,7 +81,12 @@
 //     Core's Clock), storage jobs (SyncJob.Run), each Core.Process call on the loop
 //     (strand_loop_process_seconds: its top bucket is the longest stall of every partition),
 //     produce (by acks) and fetch requests; bytes in/out; disk
-//     free. /readyz is 200 once the node is registered, knows a metadata leader and every hosted
+//     free. Transactions: strand_txn_begun_total, _committed_total, _aborted_total (every abort
+//     decided: by the client, a timeout, a new producer of the id or strand txn abort),
+//     _timed_out_total (counted by the coordinator that proposed them), _marker_retries_total,
+//     strand_txn_open and strand_txn_oldest_open_seconds (coordinators the node leads) and per
+//     replica strand_partition_lso_lag_records (high-water mark − last stable offset); test:
+//     TestMetricsTransactions. /readyz is 200 once the node is registered, knows a metadata leader and every hosted
 //     replica knows a leader and is within 256 entries of its commit; else 503 naming why. /readyz
 //     is the node's *own* readiness: a peer that is down leaves the others 200 (what a load
 //     balancer wants). Cluster health (liveness.go): every node sends every peer a liveness frame

@@ -100,6 +100,8 @@ var errorCodeInfo = map[ErrorCode]CodeInfo{
 	ErrorCode_ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED: {Name: "cluster_authorization_failed"},
 	ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED:   {Name: "sasl_authentication_failed"},
 	ErrorCode_ERROR_CODE_UNSUPPORTED_SASL_MECHANISM:   {Name: "unsupported_sasl_mechanism"},
+	// WRITE or DESCRIBE on the transactional id refused.
+	ErrorCode_ERROR_CODE_TRANSACTIONAL_ID_AUTHORIZATION_FAILED: {Name: "transactional_id_authorization_failed"},
 	// Membership (strand node ...): all definite.
 	ErrorCode_ERROR_CODE_NODE_REMOVED:       {Name: "node_removed"},
 	ErrorCode_ERROR_CODE_UNKNOWN_NODE:       {Name: "unknown_node"},

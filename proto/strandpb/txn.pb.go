@@ -44,6 +44,7 @@ type TxnCommand struct {
 	//	*TxnCommand_GrantProducerIds
 	//	*TxnCommand_ExpireIdsRetentionMs
 	//	*TxnCommand_Snapshot
+	//	*TxnCommand_AdminAbort
 	Body          isTxnCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -181,6 +182,15 @@ func (x *TxnCommand) GetSnapshot() *TxnSnapshot {
 	return nil
 }
 
+func (x *TxnCommand) GetAdminAbort() *TxnAdminAbort {
+	if x != nil {
+		if x, ok := x.Body.(*TxnCommand_AdminAbort); ok {
+			return x.AdminAbort
+		}
+	}
+	return nil
+}
+
 type isTxnCommand_Body interface {
 	isTxnCommand_Body()
 }
@@ -223,6 +233,10 @@ type TxnCommand_Snapshot struct {
 	Snapshot *TxnSnapshot `protobuf:"bytes,18,opt,name=snapshot,proto3,oneof"`
 }
 
+type TxnCommand_AdminAbort struct {
+	AdminAbort *TxnAdminAbort `protobuf:"bytes,19,opt,name=admin_abort,json=adminAbort,proto3,oneof"`
+}
+
 func (*TxnCommand_InitProducerId) isTxnCommand_Body() {}
 
 func (*TxnCommand_AddPartitions) isTxnCommand_Body() {}
@@ -240,6 +254,8 @@ func (*TxnCommand_GrantProducerIds) isTxnCommand_Body() {}
 func (*TxnCommand_ExpireIdsRetentionMs) isTxnCommand_Body() {}
 
 func (*TxnCommand_Snapshot) isTxnCommand_Body() {}
+
+func (*TxnCommand_AdminAbort) isTxnCommand_Body() {}
 
 // TxnProducerIdBlock is a block of producer ids [first, first+count) the
 // metadata group allocated to this coordinator.
@@ -802,6 +818,53 @@ func (x *TxnTimeoutAbort) GetProducer() *TxnProducer {
 	return nil
 }
 
+// TxnAdminAbort is an operator's abort of the id's open transaction
+// (AbortTransactionRequest): like a timeout abort, but whatever the
+// transaction's age and producer.
+type TxnAdminAbort struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TxnAdminAbort) Reset() {
+	*x = TxnAdminAbort{}
+	mi := &file_txn_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnAdminAbort) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnAdminAbort) ProtoMessage() {}
+
+func (x *TxnAdminAbort) ProtoReflect() protoreflect.Message {
+	mi := &file_txn_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnAdminAbort.ProtoReflect.Descriptor instead.
+func (*TxnAdminAbort) Descriptor() ([]byte, []int) {
+	return file_txn_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *TxnAdminAbort) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
 // TxnSnapshot is engine/txn's state as of the partition's records below
 // as_of.
 type TxnSnapshot struct {
@@ -820,7 +883,7 @@ type TxnSnapshot struct {
 
 func (x *TxnSnapshot) Reset() {
 	*x = TxnSnapshot{}
-	mi := &file_txn_proto_msgTypes[10]
+	mi := &file_txn_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -832,7 +895,7 @@ func (x *TxnSnapshot) String() string {
 func (*TxnSnapshot) ProtoMessage() {}
 
 func (x *TxnSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_txn_proto_msgTypes[10]
+	mi := &file_txn_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -845,7 +908,7 @@ func (x *TxnSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnSnapshot.ProtoReflect.Descriptor instead.
 func (*TxnSnapshot) Descriptor() ([]byte, []int) {
-	return file_txn_proto_rawDescGZIP(), []int{10}
+	return file_txn_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TxnSnapshot) GetVersion() int32 {
@@ -910,7 +973,7 @@ type TxnIdSnapshot struct {
 
 func (x *TxnIdSnapshot) Reset() {
 	*x = TxnIdSnapshot{}
-	mi := &file_txn_proto_msgTypes[11]
+	mi := &file_txn_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +985,7 @@ func (x *TxnIdSnapshot) String() string {
 func (*TxnIdSnapshot) ProtoMessage() {}
 
 func (x *TxnIdSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_txn_proto_msgTypes[11]
+	mi := &file_txn_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +998,7 @@ func (x *TxnIdSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnIdSnapshot.ProtoReflect.Descriptor instead.
 func (*TxnIdSnapshot) Descriptor() ([]byte, []int) {
-	return file_txn_proto_rawDescGZIP(), []int{11}
+	return file_txn_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TxnIdSnapshot) GetTransactionalId() string {
@@ -1040,7 +1103,7 @@ var File_txn_proto protoreflect.FileDescriptor
 
 const file_txn_proto_rawDesc = "" +
 	"\n" +
-	"\ttxn.proto\x12\x06strand\"\xf4\x04\n" +
+	"\ttxn.proto\x12\x06strand\"\xae\x05\n" +
 	"\n" +
 	"TxnCommand\x12\x1d\n" +
 	"\n" +
@@ -1056,7 +1119,9 @@ const file_txn_proto_rawDesc = "" +
 	"\rtimeout_abort\x18\x0f \x01(\v2\x17.strand.TxnTimeoutAbortH\x00R\ftimeoutAbort\x12J\n" +
 	"\x12grant_producer_ids\x18\x10 \x01(\v2\x1a.strand.TxnProducerIdBlockH\x00R\x10grantProducerIds\x127\n" +
 	"\x17expire_ids_retention_ms\x18\x11 \x01(\x03H\x00R\x14expireIdsRetentionMs\x121\n" +
-	"\bsnapshot\x18\x12 \x01(\v2\x13.strand.TxnSnapshotH\x00R\bsnapshotB\x06\n" +
+	"\bsnapshot\x18\x12 \x01(\v2\x13.strand.TxnSnapshotH\x00R\bsnapshot\x128\n" +
+	"\vadmin_abort\x18\x13 \x01(\v2\x15.strand.TxnAdminAbortH\x00R\n" +
+	"adminAbortB\x06\n" +
 	"\x04body\"@\n" +
 	"\x12TxnProducerIdBlock\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x03R\x05first\x12\x14\n" +
@@ -1098,7 +1163,9 @@ const file_txn_proto_rawDesc = "" +
 	"\x05group\x18\x05 \x01(\tR\x05group\"m\n" +
 	"\x0fTxnTimeoutAbort\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12/\n" +
-	"\bproducer\x18\x02 \x01(\v2\x13.strand.TxnProducerR\bproducer\"\xc5\x01\n" +
+	"\bproducer\x18\x02 \x01(\v2\x13.strand.TxnProducerR\bproducer\":\n" +
+	"\rTxnAdminAbort\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\"\xc5\x01\n" +
 	"\vTxnSnapshot\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x05R\aversion\x12\x13\n" +
 	"\x05as_of\x18\x02 \x01(\x03R\x04asOf\x12'\n" +
@@ -1140,7 +1207,7 @@ func file_txn_proto_rawDescGZIP() []byte {
 	return file_txn_proto_rawDescData
 }
 
-var file_txn_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_txn_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_txn_proto_goTypes = []any{
 	(*TxnCommand)(nil),         // 0: strand.TxnCommand
 	(*TxnProducerIdBlock)(nil), // 1: strand.TxnProducerIdBlock
@@ -1152,8 +1219,9 @@ var file_txn_proto_goTypes = []any{
 	(*TxnEnd)(nil),             // 7: strand.TxnEnd
 	(*TxnMarkerWritten)(nil),   // 8: strand.TxnMarkerWritten
 	(*TxnTimeoutAbort)(nil),    // 9: strand.TxnTimeoutAbort
-	(*TxnSnapshot)(nil),        // 10: strand.TxnSnapshot
-	(*TxnIdSnapshot)(nil),      // 11: strand.TxnIdSnapshot
+	(*TxnAdminAbort)(nil),      // 10: strand.TxnAdminAbort
+	(*TxnSnapshot)(nil),        // 11: strand.TxnSnapshot
+	(*TxnIdSnapshot)(nil),      // 12: strand.TxnIdSnapshot
 }
 var file_txn_proto_depIdxs = []int32{
 	3,  // 0: strand.TxnCommand.init_producer_id:type_name -> strand.TxnInitProducerId
@@ -1163,26 +1231,27 @@ var file_txn_proto_depIdxs = []int32{
 	8,  // 4: strand.TxnCommand.marker_written:type_name -> strand.TxnMarkerWritten
 	9,  // 5: strand.TxnCommand.timeout_abort:type_name -> strand.TxnTimeoutAbort
 	1,  // 6: strand.TxnCommand.grant_producer_ids:type_name -> strand.TxnProducerIdBlock
-	10, // 7: strand.TxnCommand.snapshot:type_name -> strand.TxnSnapshot
-	2,  // 8: strand.TxnInitProducerId.expected:type_name -> strand.TxnProducer
-	2,  // 9: strand.TxnAddPartitions.producer:type_name -> strand.TxnProducer
-	4,  // 10: strand.TxnAddPartitions.topics:type_name -> strand.TxnPartitions
-	2,  // 11: strand.TxnAddOffsets.producer:type_name -> strand.TxnProducer
-	2,  // 12: strand.TxnEnd.producer:type_name -> strand.TxnProducer
-	2,  // 13: strand.TxnMarkerWritten.marker:type_name -> strand.TxnProducer
-	2,  // 14: strand.TxnTimeoutAbort.producer:type_name -> strand.TxnProducer
-	11, // 15: strand.TxnSnapshot.ids:type_name -> strand.TxnIdSnapshot
-	1,  // 16: strand.TxnSnapshot.producer_ids:type_name -> strand.TxnProducerIdBlock
-	2,  // 17: strand.TxnIdSnapshot.producer:type_name -> strand.TxnProducer
-	2,  // 18: strand.TxnIdSnapshot.before_init:type_name -> strand.TxnProducer
-	4,  // 19: strand.TxnIdSnapshot.partitions:type_name -> strand.TxnPartitions
-	4,  // 20: strand.TxnIdSnapshot.pending_partitions:type_name -> strand.TxnPartitions
-	2,  // 21: strand.TxnIdSnapshot.ended_by:type_name -> strand.TxnProducer
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	11, // 7: strand.TxnCommand.snapshot:type_name -> strand.TxnSnapshot
+	10, // 8: strand.TxnCommand.admin_abort:type_name -> strand.TxnAdminAbort
+	2,  // 9: strand.TxnInitProducerId.expected:type_name -> strand.TxnProducer
+	2,  // 10: strand.TxnAddPartitions.producer:type_name -> strand.TxnProducer
+	4,  // 11: strand.TxnAddPartitions.topics:type_name -> strand.TxnPartitions
+	2,  // 12: strand.TxnAddOffsets.producer:type_name -> strand.TxnProducer
+	2,  // 13: strand.TxnEnd.producer:type_name -> strand.TxnProducer
+	2,  // 14: strand.TxnMarkerWritten.marker:type_name -> strand.TxnProducer
+	2,  // 15: strand.TxnTimeoutAbort.producer:type_name -> strand.TxnProducer
+	12, // 16: strand.TxnSnapshot.ids:type_name -> strand.TxnIdSnapshot
+	1,  // 17: strand.TxnSnapshot.producer_ids:type_name -> strand.TxnProducerIdBlock
+	2,  // 18: strand.TxnIdSnapshot.producer:type_name -> strand.TxnProducer
+	2,  // 19: strand.TxnIdSnapshot.before_init:type_name -> strand.TxnProducer
+	4,  // 20: strand.TxnIdSnapshot.partitions:type_name -> strand.TxnPartitions
+	4,  // 21: strand.TxnIdSnapshot.pending_partitions:type_name -> strand.TxnPartitions
+	2,  // 22: strand.TxnIdSnapshot.ended_by:type_name -> strand.TxnProducer
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_txn_proto_init() }
@@ -1200,6 +1269,7 @@ func file_txn_proto_init() {
 		(*TxnCommand_GrantProducerIds)(nil),
 		(*TxnCommand_ExpireIdsRetentionMs)(nil),
 		(*TxnCommand_Snapshot)(nil),
+		(*TxnCommand_AdminAbort)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1207,7 +1277,7 @@ func file_txn_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_txn_proto_rawDesc), len(file_txn_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

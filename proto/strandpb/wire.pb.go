@@ -135,6 +135,11 @@ const (
 	ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED ErrorCode = 83
 	// The SASL mechanism is not one the node offers.
 	ErrorCode_ERROR_CODE_UNSUPPORTED_SASL_MECHANISM ErrorCode = 84
+	// The principal may not use the transactional id (WRITE for the
+	// transactional requests and a transactional produce, DESCRIBE for
+	// FindCoordinator and DescribeTransactions). Definite (Kafka's
+	// TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+	ErrorCode_ERROR_CODE_TRANSACTIONAL_ID_AUTHORIZATION_FAILED ErrorCode = 85
 	// The node was removed from the cluster (decommissioned): its id is not
 	// reused and it may not register again. Definite.
 	ErrorCode_ERROR_CODE_NODE_REMOVED ErrorCode = 75
@@ -230,6 +235,7 @@ var (
 		82: "ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED",
 		83: "ERROR_CODE_SASL_AUTHENTICATION_FAILED",
 		84: "ERROR_CODE_UNSUPPORTED_SASL_MECHANISM",
+		85: "ERROR_CODE_TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
 		75: "ERROR_CODE_NODE_REMOVED",
 		76: "ERROR_CODE_UNKNOWN_NODE",
 		77: "ERROR_CODE_MEMBERSHIP_REFUSED",
@@ -246,62 +252,63 @@ var (
 		98: "ERROR_CODE_FENCED_INSTANCE_ID",
 	}
 	ErrorCode_value = map[string]int32{
-		"ERROR_CODE_NONE":                           0,
-		"ERROR_CODE_NOT_LEADER":                     1,
-		"ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION":     2,
-		"ERROR_CODE_RECORD_TOO_LARGE":               3,
-		"ERROR_CODE_OFFSET_OUT_OF_RANGE":            4,
-		"ERROR_CODE_NOT_ENOUGH_REPLICAS":            5,
-		"ERROR_CODE_TIMEOUT":                        6,
-		"ERROR_CODE_INVALID_REQUEST":                7,
-		"ERROR_CODE_TOPIC_EXISTS":                   8,
-		"ERROR_CODE_OUT_OF_ORDER_SEQUENCE":          9,
-		"ERROR_CODE_PRODUCER_FENCED":                10,
-		"ERROR_CODE_UNSUPPORTED_VERSION":            11,
-		"ERROR_CODE_CORRUPT_BATCH":                  12,
-		"ERROR_CODE_NOT_CONTROLLER":                 13,
-		"ERROR_CODE_INTERNAL":                       14,
-		"ERROR_CODE_UNAVAILABLE":                    15,
-		"ERROR_CODE_INVALID_CONFIG":                 16,
-		"ERROR_CODE_INVALID_REPLICATION_FACTOR":     17,
-		"ERROR_CODE_TOPIC_NOT_FOUND":                18,
-		"ERROR_CODE_UNKNOWN_PRODUCER_ID":            19,
-		"ERROR_CODE_BUSY":                           20,
-		"ERROR_CODE_UNKNOWN_TOPIC_ID":               30,
-		"ERROR_CODE_CLUSTER_ID_MISMATCH":            31,
-		"ERROR_CODE_NOT_COORDINATOR":                50,
-		"ERROR_CODE_COORDINATOR_NOT_AVAILABLE":      51,
-		"ERROR_CODE_UNKNOWN_MEMBER_ID":              52,
-		"ERROR_CODE_FENCED_MEMBER_EPOCH":            53,
-		"ERROR_CODE_STALE_MEMBER_EPOCH":             54,
-		"ERROR_CODE_GROUP_NOT_EMPTY":                55,
-		"ERROR_CODE_GROUP_NOT_FOUND":                56,
-		"ERROR_CODE_STALE_HEARTBEAT":                57,
-		"ERROR_CODE_GROUP_SUBSCRIBED_TO_TOPIC":      65,
-		"ERROR_CODE_NOT_ENOUGH_SPACE":               45,
-		"ERROR_CODE_REPLICA_RECOVERING":             46,
-		"ERROR_CODE_INVALID_PARTITIONS":             68,
-		"ERROR_CODE_PEER_NOT_AUTHENTICATED":         78,
-		"ERROR_CODE_TLS_REQUIRED":                   79,
-		"ERROR_CODE_TOPIC_AUTHORIZATION_FAILED":     80,
-		"ERROR_CODE_GROUP_AUTHORIZATION_FAILED":     81,
-		"ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED":   82,
-		"ERROR_CODE_SASL_AUTHENTICATION_FAILED":     83,
-		"ERROR_CODE_UNSUPPORTED_SASL_MECHANISM":     84,
-		"ERROR_CODE_NODE_REMOVED":                   75,
-		"ERROR_CODE_UNKNOWN_NODE":                   76,
-		"ERROR_CODE_MEMBERSHIP_REFUSED":             77,
-		"ERROR_CODE_REASSIGNMENT_IN_PROGRESS":       72,
-		"ERROR_CODE_INVALID_REPLICA_ASSIGNMENT":     73,
-		"ERROR_CODE_INVALID_TXN_STATE":              90,
-		"ERROR_CODE_INVALID_PRODUCER_ID_MAPPING":    91,
-		"ERROR_CODE_INVALID_TRANSACTION_TIMEOUT":    92,
-		"ERROR_CODE_CONCURRENT_TRANSACTIONS":        93,
-		"ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND":     94,
-		"ERROR_CODE_TRANSACTION_COORDINATOR_FENCED": 95,
-		"ERROR_CODE_TRANSACTIONS_NOT_ENABLED":       99,
-		"ERROR_CODE_UNSTABLE_OFFSET_COMMIT":         97,
-		"ERROR_CODE_FENCED_INSTANCE_ID":             98,
+		"ERROR_CODE_NONE":                                  0,
+		"ERROR_CODE_NOT_LEADER":                            1,
+		"ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION":            2,
+		"ERROR_CODE_RECORD_TOO_LARGE":                      3,
+		"ERROR_CODE_OFFSET_OUT_OF_RANGE":                   4,
+		"ERROR_CODE_NOT_ENOUGH_REPLICAS":                   5,
+		"ERROR_CODE_TIMEOUT":                               6,
+		"ERROR_CODE_INVALID_REQUEST":                       7,
+		"ERROR_CODE_TOPIC_EXISTS":                          8,
+		"ERROR_CODE_OUT_OF_ORDER_SEQUENCE":                 9,
+		"ERROR_CODE_PRODUCER_FENCED":                       10,
+		"ERROR_CODE_UNSUPPORTED_VERSION":                   11,
+		"ERROR_CODE_CORRUPT_BATCH":                         12,
+		"ERROR_CODE_NOT_CONTROLLER":                        13,
+		"ERROR_CODE_INTERNAL":                              14,
+		"ERROR_CODE_UNAVAILABLE":                           15,
+		"ERROR_CODE_INVALID_CONFIG":                        16,
+		"ERROR_CODE_INVALID_REPLICATION_FACTOR":            17,
+		"ERROR_CODE_TOPIC_NOT_FOUND":                       18,
+		"ERROR_CODE_UNKNOWN_PRODUCER_ID":                   19,
+		"ERROR_CODE_BUSY":                                  20,
+		"ERROR_CODE_UNKNOWN_TOPIC_ID":                      30,
+		"ERROR_CODE_CLUSTER_ID_MISMATCH":                   31,
+		"ERROR_CODE_NOT_COORDINATOR":                       50,
+		"ERROR_CODE_COORDINATOR_NOT_AVAILABLE":             51,
+		"ERROR_CODE_UNKNOWN_MEMBER_ID":                     52,
+		"ERROR_CODE_FENCED_MEMBER_EPOCH":                   53,
+		"ERROR_CODE_STALE_MEMBER_EPOCH":                    54,
+		"ERROR_CODE_GROUP_NOT_EMPTY":                       55,
+		"ERROR_CODE_GROUP_NOT_FOUND":                       56,
+		"ERROR_CODE_STALE_HEARTBEAT":                       57,
+		"ERROR_CODE_GROUP_SUBSCRIBED_TO_TOPIC":             65,
+		"ERROR_CODE_NOT_ENOUGH_SPACE":                      45,
+		"ERROR_CODE_REPLICA_RECOVERING":                    46,
+		"ERROR_CODE_INVALID_PARTITIONS":                    68,
+		"ERROR_CODE_PEER_NOT_AUTHENTICATED":                78,
+		"ERROR_CODE_TLS_REQUIRED":                          79,
+		"ERROR_CODE_TOPIC_AUTHORIZATION_FAILED":            80,
+		"ERROR_CODE_GROUP_AUTHORIZATION_FAILED":            81,
+		"ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED":          82,
+		"ERROR_CODE_SASL_AUTHENTICATION_FAILED":            83,
+		"ERROR_CODE_UNSUPPORTED_SASL_MECHANISM":            84,
+		"ERROR_CODE_TRANSACTIONAL_ID_AUTHORIZATION_FAILED": 85,
+		"ERROR_CODE_NODE_REMOVED":                          75,
+		"ERROR_CODE_UNKNOWN_NODE":                          76,
+		"ERROR_CODE_MEMBERSHIP_REFUSED":                    77,
+		"ERROR_CODE_REASSIGNMENT_IN_PROGRESS":              72,
+		"ERROR_CODE_INVALID_REPLICA_ASSIGNMENT":            73,
+		"ERROR_CODE_INVALID_TXN_STATE":                     90,
+		"ERROR_CODE_INVALID_PRODUCER_ID_MAPPING":           91,
+		"ERROR_CODE_INVALID_TRANSACTION_TIMEOUT":           92,
+		"ERROR_CODE_CONCURRENT_TRANSACTIONS":               93,
+		"ERROR_CODE_TRANSACTIONAL_ID_NOT_FOUND":            94,
+		"ERROR_CODE_TRANSACTION_COORDINATOR_FENCED":        95,
+		"ERROR_CODE_TRANSACTIONS_NOT_ENABLED":              99,
+		"ERROR_CODE_UNSTABLE_OFFSET_COMMIT":                97,
+		"ERROR_CODE_FENCED_INSTANCE_ID":                    98,
 	}
 )
 
@@ -688,6 +695,7 @@ type Request struct {
 	//	*Request_DescribeTransactions
 	//	*Request_WriteTxnMarkers
 	//	*Request_TxnOffsetCommit
+	//	*Request_AbortTransaction
 	//	*Request_Raft
 	Body          isRequest_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
@@ -1089,6 +1097,15 @@ func (x *Request) GetTxnOffsetCommit() *TxnOffsetCommitRequest {
 	return nil
 }
 
+func (x *Request) GetAbortTransaction() *AbortTransactionRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_AbortTransaction); ok {
+			return x.AbortTransaction
+		}
+	}
+	return nil
+}
+
 func (x *Request) GetRaft() *RaftFrame {
 	if x != nil {
 		if x, ok := x.Body.(*Request_Raft); ok {
@@ -1260,6 +1277,10 @@ type Request_TxnOffsetCommit struct {
 	TxnOffsetCommit *TxnOffsetCommitRequest `protobuf:"bytes,97,opt,name=txn_offset_commit,json=txnOffsetCommit,proto3,oneof"`
 }
 
+type Request_AbortTransaction struct {
+	AbortTransaction *AbortTransactionRequest `protobuf:"bytes,98,opt,name=abort_transaction,json=abortTransaction,proto3,oneof"`
+}
+
 type Request_Raft struct {
 	// Raft traffic from a peer node; never answered.
 	Raft *RaftFrame `protobuf:"bytes,30,opt,name=raft,proto3,oneof"`
@@ -1343,6 +1364,8 @@ func (*Request_WriteTxnMarkers) isRequest_Body() {}
 
 func (*Request_TxnOffsetCommit) isRequest_Body() {}
 
+func (*Request_AbortTransaction) isRequest_Body() {}
+
 func (*Request_Raft) isRequest_Body() {}
 
 // Response answers the Request with the same correlation_id. error is set
@@ -1392,6 +1415,7 @@ type Response struct {
 	//	*Response_DescribeTransactions
 	//	*Response_WriteTxnMarkers
 	//	*Response_TxnOffsetCommit
+	//	*Response_AbortTransaction
 	Body          isResponse_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1799,6 +1823,15 @@ func (x *Response) GetTxnOffsetCommit() *TxnOffsetCommitResponse {
 	return nil
 }
 
+func (x *Response) GetAbortTransaction() *AbortTransactionResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_AbortTransaction); ok {
+			return x.AbortTransaction
+		}
+	}
+	return nil
+}
+
 type isResponse_Body interface {
 	isResponse_Body()
 }
@@ -1959,6 +1992,10 @@ type Response_TxnOffsetCommit struct {
 	TxnOffsetCommit *TxnOffsetCommitResponse `protobuf:"bytes,97,opt,name=txn_offset_commit,json=txnOffsetCommit,proto3,oneof"`
 }
 
+type Response_AbortTransaction struct {
+	AbortTransaction *AbortTransactionResponse `protobuf:"bytes,98,opt,name=abort_transaction,json=abortTransaction,proto3,oneof"`
+}
+
 func (*Response_Hello) isResponse_Body() {}
 
 func (*Response_Metadata) isResponse_Body() {}
@@ -2036,6 +2073,8 @@ func (*Response_DescribeTransactions) isResponse_Body() {}
 func (*Response_WriteTxnMarkers) isResponse_Body() {}
 
 func (*Response_TxnOffsetCommit) isResponse_Body() {}
+
+func (*Response_AbortTransaction) isResponse_Body() {}
 
 // HelloRequest opens a connection: the protocol versions the sender speaks.
 type HelloRequest struct {
@@ -5595,7 +5634,8 @@ func (x *ListUsersResponse) GetUsers() []*ListUsersResponse_User {
 	return nil
 }
 
-// AclBinding is one access rule. Resource type: topic, group, cluster.
+// AclBinding is one access rule. Resource type: topic, group, cluster,
+// transactional-id.
 // Pattern: literal or prefixed. Operation: read, write, create, delete,
 // describe, alter, describe-configs, alter-configs, all. Permission:
 // allow or deny. Host: an IP or "*".
@@ -7027,6 +7067,138 @@ func (x *ListTransactionsResponse) GetTransactions() []*ListTransactionsResponse
 	return nil
 }
 
+// AbortTransactionRequest is an operator's abort of a transactional id's
+// open transaction (strand txn abort: a hanging or stuck transaction), sent
+// to the id's coordinator. The coordinator fences the producer (epoch + 1)
+// and writes abort markers to every partition of the transaction, as on a
+// timeout; it answers once the abort is decided (PrepareAbort durable in
+// its log). An id without an open transaction is INVALID_TXN_STATE, an
+// unknown one TRANSACTIONAL_ID_NOT_FOUND, one committing INVALID_TXN_STATE.
+// Needs ALTER on the cluster or WRITE on the transactional id.
+type AbortTransactionRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *AbortTransactionRequest) Reset() {
+	*x = AbortTransactionRequest{}
+	mi := &file_wire_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortTransactionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortTransactionRequest) ProtoMessage() {}
+
+func (x *AbortTransactionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortTransactionRequest.ProtoReflect.Descriptor instead.
+func (*AbortTransactionRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *AbortTransactionRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+// AbortTransactionResponse is the aborted transaction: the producer id and
+// the epoch its abort markers carry (the fenced producer's + 1), the
+// partitions and groups they go to. already: the transaction was already
+// being aborted (a resend, or a timeout got there first).
+type AbortTransactionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProducerId    int64                  `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32                  `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	Topics        []*TxnPartitions       `protobuf:"bytes,3,rep,name=topics,proto3" json:"topics,omitempty"`
+	Groups        []string               `protobuf:"bytes,4,rep,name=groups,proto3" json:"groups,omitempty"`
+	Already       bool                   `protobuf:"varint,5,opt,name=already,proto3" json:"already,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortTransactionResponse) Reset() {
+	*x = AbortTransactionResponse{}
+	mi := &file_wire_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortTransactionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortTransactionResponse) ProtoMessage() {}
+
+func (x *AbortTransactionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortTransactionResponse.ProtoReflect.Descriptor instead.
+func (*AbortTransactionResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *AbortTransactionResponse) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *AbortTransactionResponse) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *AbortTransactionResponse) GetTopics() []*TxnPartitions {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *AbortTransactionResponse) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *AbortTransactionResponse) GetAlready() bool {
+	if x != nil {
+		return x.Already
+	}
+	return false
+}
+
 // DescribeTransactionsRequest describes ids on their coordinators.
 type DescribeTransactionsRequest struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -7037,7 +7209,7 @@ type DescribeTransactionsRequest struct {
 
 func (x *DescribeTransactionsRequest) Reset() {
 	*x = DescribeTransactionsRequest{}
-	mi := &file_wire_proto_msgTypes[89]
+	mi := &file_wire_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7049,7 +7221,7 @@ func (x *DescribeTransactionsRequest) String() string {
 func (*DescribeTransactionsRequest) ProtoMessage() {}
 
 func (x *DescribeTransactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[89]
+	mi := &file_wire_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7062,7 +7234,7 @@ func (x *DescribeTransactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTransactionsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTransactionsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{89}
+	return file_wire_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *DescribeTransactionsRequest) GetTransactionalIds() []string {
@@ -7082,7 +7254,7 @@ type DescribeTransactionsResponse struct {
 
 func (x *DescribeTransactionsResponse) Reset() {
 	*x = DescribeTransactionsResponse{}
-	mi := &file_wire_proto_msgTypes[90]
+	mi := &file_wire_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7094,7 +7266,7 @@ func (x *DescribeTransactionsResponse) String() string {
 func (*DescribeTransactionsResponse) ProtoMessage() {}
 
 func (x *DescribeTransactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[90]
+	mi := &file_wire_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7107,7 +7279,7 @@ func (x *DescribeTransactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTransactionsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTransactionsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{90}
+	return file_wire_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *DescribeTransactionsResponse) GetTransactions() []*DescribeTransactionsResponse_Transaction {
@@ -7130,7 +7302,7 @@ type AbortedTransaction struct {
 
 func (x *AbortedTransaction) Reset() {
 	*x = AbortedTransaction{}
-	mi := &file_wire_proto_msgTypes[91]
+	mi := &file_wire_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7142,7 +7314,7 @@ func (x *AbortedTransaction) String() string {
 func (*AbortedTransaction) ProtoMessage() {}
 
 func (x *AbortedTransaction) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[91]
+	mi := &file_wire_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7155,7 +7327,7 @@ func (x *AbortedTransaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortedTransaction.ProtoReflect.Descriptor instead.
 func (*AbortedTransaction) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{91}
+	return file_wire_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *AbortedTransaction) GetProducerId() int64 {
@@ -7192,7 +7364,7 @@ type WriteTxnMarkersRequest struct {
 
 func (x *WriteTxnMarkersRequest) Reset() {
 	*x = WriteTxnMarkersRequest{}
-	mi := &file_wire_proto_msgTypes[92]
+	mi := &file_wire_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7204,7 +7376,7 @@ func (x *WriteTxnMarkersRequest) String() string {
 func (*WriteTxnMarkersRequest) ProtoMessage() {}
 
 func (x *WriteTxnMarkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[92]
+	mi := &file_wire_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7217,7 +7389,7 @@ func (x *WriteTxnMarkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersRequest.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{92}
+	return file_wire_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *WriteTxnMarkersRequest) GetMarkers() []*WriteTxnMarkersRequest_Marker {
@@ -7238,7 +7410,7 @@ type WriteTxnMarkersResponse struct {
 
 func (x *WriteTxnMarkersResponse) Reset() {
 	*x = WriteTxnMarkersResponse{}
-	mi := &file_wire_proto_msgTypes[93]
+	mi := &file_wire_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7250,7 +7422,7 @@ func (x *WriteTxnMarkersResponse) String() string {
 func (*WriteTxnMarkersResponse) ProtoMessage() {}
 
 func (x *WriteTxnMarkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[93]
+	mi := &file_wire_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7263,7 +7435,7 @@ func (x *WriteTxnMarkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersResponse.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{93}
+	return file_wire_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *WriteTxnMarkersResponse) GetResults() []*WriteTxnMarkersResponse_Result {
@@ -7296,7 +7468,7 @@ type MetadataResponse_Node struct {
 
 func (x *MetadataResponse_Node) Reset() {
 	*x = MetadataResponse_Node{}
-	mi := &file_wire_proto_msgTypes[94]
+	mi := &file_wire_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7308,7 +7480,7 @@ func (x *MetadataResponse_Node) String() string {
 func (*MetadataResponse_Node) ProtoMessage() {}
 
 func (x *MetadataResponse_Node) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[94]
+	mi := &file_wire_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7388,7 +7560,7 @@ type MetadataResponse_Partition struct {
 
 func (x *MetadataResponse_Partition) Reset() {
 	*x = MetadataResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[95]
+	mi := &file_wire_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7400,7 +7572,7 @@ func (x *MetadataResponse_Partition) String() string {
 func (*MetadataResponse_Partition) ProtoMessage() {}
 
 func (x *MetadataResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[95]
+	mi := &file_wire_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7472,7 +7644,7 @@ type MetadataResponse_Topic struct {
 
 func (x *MetadataResponse_Topic) Reset() {
 	*x = MetadataResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[96]
+	mi := &file_wire_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7484,7 +7656,7 @@ func (x *MetadataResponse_Topic) String() string {
 func (*MetadataResponse_Topic) ProtoMessage() {}
 
 func (x *MetadataResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[96]
+	mi := &file_wire_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7550,7 +7722,7 @@ type ProduceRequest_Partition struct {
 
 func (x *ProduceRequest_Partition) Reset() {
 	*x = ProduceRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[97]
+	mi := &file_wire_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7562,7 +7734,7 @@ func (x *ProduceRequest_Partition) String() string {
 func (*ProduceRequest_Partition) ProtoMessage() {}
 
 func (x *ProduceRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[97]
+	mi := &file_wire_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7647,7 +7819,7 @@ type ProduceResponse_Partition struct {
 
 func (x *ProduceResponse_Partition) Reset() {
 	*x = ProduceResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[98]
+	mi := &file_wire_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7659,7 +7831,7 @@ func (x *ProduceResponse_Partition) String() string {
 func (*ProduceResponse_Partition) ProtoMessage() {}
 
 func (x *ProduceResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[98]
+	mi := &file_wire_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7725,7 +7897,7 @@ type FetchRequest_Partition struct {
 
 func (x *FetchRequest_Partition) Reset() {
 	*x = FetchRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[99]
+	mi := &file_wire_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7737,7 +7909,7 @@ func (x *FetchRequest_Partition) String() string {
 func (*FetchRequest_Partition) ProtoMessage() {}
 
 func (x *FetchRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[99]
+	mi := &file_wire_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7811,7 +7983,7 @@ type FetchResponse_Batch struct {
 
 func (x *FetchResponse_Batch) Reset() {
 	*x = FetchResponse_Batch{}
-	mi := &file_wire_proto_msgTypes[100]
+	mi := &file_wire_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7823,7 +7995,7 @@ func (x *FetchResponse_Batch) String() string {
 func (*FetchResponse_Batch) ProtoMessage() {}
 
 func (x *FetchResponse_Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[100]
+	mi := &file_wire_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7907,7 +8079,7 @@ type FetchResponse_TxnMarker struct {
 
 func (x *FetchResponse_TxnMarker) Reset() {
 	*x = FetchResponse_TxnMarker{}
-	mi := &file_wire_proto_msgTypes[101]
+	mi := &file_wire_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7919,7 +8091,7 @@ func (x *FetchResponse_TxnMarker) String() string {
 func (*FetchResponse_TxnMarker) ProtoMessage() {}
 
 func (x *FetchResponse_TxnMarker) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[101]
+	mi := &file_wire_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7974,7 +8146,7 @@ type FetchResponse_Partition struct {
 
 func (x *FetchResponse_Partition) Reset() {
 	*x = FetchResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[102]
+	mi := &file_wire_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7986,7 +8158,7 @@ func (x *FetchResponse_Partition) String() string {
 func (*FetchResponse_Partition) ProtoMessage() {}
 
 func (x *FetchResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[102]
+	mi := &file_wire_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8078,7 +8250,7 @@ type ListOffsetsRequest_Partition struct {
 
 func (x *ListOffsetsRequest_Partition) Reset() {
 	*x = ListOffsetsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[103]
+	mi := &file_wire_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8090,7 +8262,7 @@ func (x *ListOffsetsRequest_Partition) String() string {
 func (*ListOffsetsRequest_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[103]
+	mi := &file_wire_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8151,7 +8323,7 @@ type ListOffsetsResponse_Partition struct {
 
 func (x *ListOffsetsResponse_Partition) Reset() {
 	*x = ListOffsetsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[104]
+	mi := &file_wire_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8163,7 +8335,7 @@ func (x *ListOffsetsResponse_Partition) String() string {
 func (*ListOffsetsResponse_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[104]
+	mi := &file_wire_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8240,7 +8412,7 @@ type CreateTopicsRequest_Topic struct {
 
 func (x *CreateTopicsRequest_Topic) Reset() {
 	*x = CreateTopicsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[105]
+	mi := &file_wire_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8252,7 +8424,7 @@ func (x *CreateTopicsRequest_Topic) String() string {
 func (*CreateTopicsRequest_Topic) ProtoMessage() {}
 
 func (x *CreateTopicsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[105]
+	mi := &file_wire_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8307,7 +8479,7 @@ type CreatePartitionsRequest_Topic struct {
 
 func (x *CreatePartitionsRequest_Topic) Reset() {
 	*x = CreatePartitionsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[106]
+	mi := &file_wire_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8319,7 +8491,7 @@ func (x *CreatePartitionsRequest_Topic) String() string {
 func (*CreatePartitionsRequest_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[106]
+	mi := &file_wire_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8361,7 +8533,7 @@ type CreatePartitionsResponse_Topic struct {
 
 func (x *CreatePartitionsResponse_Topic) Reset() {
 	*x = CreatePartitionsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[107]
+	mi := &file_wire_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8373,7 +8545,7 @@ func (x *CreatePartitionsResponse_Topic) String() string {
 func (*CreatePartitionsResponse_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[107]
+	mi := &file_wire_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8437,7 +8609,7 @@ type MovePartitionsRequest_Move struct {
 
 func (x *MovePartitionsRequest_Move) Reset() {
 	*x = MovePartitionsRequest_Move{}
-	mi := &file_wire_proto_msgTypes[108]
+	mi := &file_wire_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8449,7 +8621,7 @@ func (x *MovePartitionsRequest_Move) String() string {
 func (*MovePartitionsRequest_Move) ProtoMessage() {}
 
 func (x *MovePartitionsRequest_Move) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[108]
+	mi := &file_wire_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8514,7 +8686,7 @@ type MovePartitionsResponse_Move struct {
 
 func (x *MovePartitionsResponse_Move) Reset() {
 	*x = MovePartitionsResponse_Move{}
-	mi := &file_wire_proto_msgTypes[109]
+	mi := &file_wire_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8526,7 +8698,7 @@ func (x *MovePartitionsResponse_Move) String() string {
 func (*MovePartitionsResponse_Move) ProtoMessage() {}
 
 func (x *MovePartitionsResponse_Move) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[109]
+	mi := &file_wire_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8590,7 +8762,7 @@ type DescribeTopicsResponse_Topic struct {
 
 func (x *DescribeTopicsResponse_Topic) Reset() {
 	*x = DescribeTopicsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[110]
+	mi := &file_wire_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8602,7 +8774,7 @@ func (x *DescribeTopicsResponse_Topic) String() string {
 func (*DescribeTopicsResponse_Topic) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[110]
+	mi := &file_wire_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8664,7 +8836,7 @@ type ListGroupsResponse_Group struct {
 
 func (x *ListGroupsResponse_Group) Reset() {
 	*x = ListGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[111]
+	mi := &file_wire_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8676,7 +8848,7 @@ func (x *ListGroupsResponse_Group) String() string {
 func (*ListGroupsResponse_Group) ProtoMessage() {}
 
 func (x *ListGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[111]
+	mi := &file_wire_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8728,7 +8900,7 @@ type DescribeGroupsResponse_Group struct {
 
 func (x *DescribeGroupsResponse_Group) Reset() {
 	*x = DescribeGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[112]
+	mi := &file_wire_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8740,7 +8912,7 @@ func (x *DescribeGroupsResponse_Group) String() string {
 func (*DescribeGroupsResponse_Group) ProtoMessage() {}
 
 func (x *DescribeGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[112]
+	mi := &file_wire_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8816,7 +8988,7 @@ type OffsetDeleteResponse_Result struct {
 
 func (x *OffsetDeleteResponse_Result) Reset() {
 	*x = OffsetDeleteResponse_Result{}
-	mi := &file_wire_proto_msgTypes[113]
+	mi := &file_wire_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8828,7 +9000,7 @@ func (x *OffsetDeleteResponse_Result) String() string {
 func (*OffsetDeleteResponse_Result) ProtoMessage() {}
 
 func (x *OffsetDeleteResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[113]
+	mi := &file_wire_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8875,7 +9047,7 @@ type DeleteGroupsResponse_Result struct {
 
 func (x *DeleteGroupsResponse_Result) Reset() {
 	*x = DeleteGroupsResponse_Result{}
-	mi := &file_wire_proto_msgTypes[114]
+	mi := &file_wire_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8887,7 +9059,7 @@ func (x *DeleteGroupsResponse_Result) String() string {
 func (*DeleteGroupsResponse_Result) ProtoMessage() {}
 
 func (x *DeleteGroupsResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[114]
+	mi := &file_wire_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8928,7 +9100,7 @@ type AlterConfigsRequest_Topic struct {
 
 func (x *AlterConfigsRequest_Topic) Reset() {
 	*x = AlterConfigsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[115]
+	mi := &file_wire_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8940,7 +9112,7 @@ func (x *AlterConfigsRequest_Topic) String() string {
 func (*AlterConfigsRequest_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[115]
+	mi := &file_wire_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8988,7 +9160,7 @@ type AlterConfigsResponse_Topic struct {
 
 func (x *AlterConfigsResponse_Topic) Reset() {
 	*x = AlterConfigsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[116]
+	mi := &file_wire_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9000,7 +9172,7 @@ func (x *AlterConfigsResponse_Topic) String() string {
 func (*AlterConfigsResponse_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[116]
+	mi := &file_wire_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9050,7 +9222,7 @@ type DeleteRecordsRequest_Partition struct {
 
 func (x *DeleteRecordsRequest_Partition) Reset() {
 	*x = DeleteRecordsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[117]
+	mi := &file_wire_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9062,7 +9234,7 @@ func (x *DeleteRecordsRequest_Partition) String() string {
 func (*DeleteRecordsRequest_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[117]
+	mi := &file_wire_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9118,7 +9290,7 @@ type DeleteRecordsResponse_Partition struct {
 
 func (x *DeleteRecordsResponse_Partition) Reset() {
 	*x = DeleteRecordsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[118]
+	mi := &file_wire_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9130,7 +9302,7 @@ func (x *DeleteRecordsResponse_Partition) String() string {
 func (*DeleteRecordsResponse_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[118]
+	mi := &file_wire_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9184,7 +9356,7 @@ type DescribePartitionsRequest_Partition struct {
 
 func (x *DescribePartitionsRequest_Partition) Reset() {
 	*x = DescribePartitionsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[119]
+	mi := &file_wire_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9196,7 +9368,7 @@ func (x *DescribePartitionsRequest_Partition) String() string {
 func (*DescribePartitionsRequest_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[119]
+	mi := &file_wire_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9255,7 +9427,7 @@ type DescribePartitionsResponse_Partition struct {
 
 func (x *DescribePartitionsResponse_Partition) Reset() {
 	*x = DescribePartitionsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[120]
+	mi := &file_wire_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9267,7 +9439,7 @@ func (x *DescribePartitionsResponse_Partition) String() string {
 func (*DescribePartitionsResponse_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[120]
+	mi := &file_wire_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9377,7 +9549,7 @@ type AlterUsersRequest_Upsert struct {
 
 func (x *AlterUsersRequest_Upsert) Reset() {
 	*x = AlterUsersRequest_Upsert{}
-	mi := &file_wire_proto_msgTypes[121]
+	mi := &file_wire_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9389,7 +9561,7 @@ func (x *AlterUsersRequest_Upsert) String() string {
 func (*AlterUsersRequest_Upsert) ProtoMessage() {}
 
 func (x *AlterUsersRequest_Upsert) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[121]
+	mi := &file_wire_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9429,7 +9601,7 @@ type AlterUsersRequest_Delete struct {
 
 func (x *AlterUsersRequest_Delete) Reset() {
 	*x = AlterUsersRequest_Delete{}
-	mi := &file_wire_proto_msgTypes[122]
+	mi := &file_wire_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9441,7 +9613,7 @@ func (x *AlterUsersRequest_Delete) String() string {
 func (*AlterUsersRequest_Delete) ProtoMessage() {}
 
 func (x *AlterUsersRequest_Delete) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[122]
+	mi := &file_wire_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9481,7 +9653,7 @@ type AlterUsersResponse_Result struct {
 
 func (x *AlterUsersResponse_Result) Reset() {
 	*x = AlterUsersResponse_Result{}
-	mi := &file_wire_proto_msgTypes[123]
+	mi := &file_wire_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9493,7 +9665,7 @@ func (x *AlterUsersResponse_Result) String() string {
 func (*AlterUsersResponse_Result) ProtoMessage() {}
 
 func (x *AlterUsersResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[123]
+	mi := &file_wire_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9534,7 +9706,7 @@ type ListUsersResponse_User struct {
 
 func (x *ListUsersResponse_User) Reset() {
 	*x = ListUsersResponse_User{}
-	mi := &file_wire_proto_msgTypes[124]
+	mi := &file_wire_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9546,7 +9718,7 @@ func (x *ListUsersResponse_User) String() string {
 func (*ListUsersResponse_User) ProtoMessage() {}
 
 func (x *ListUsersResponse_User) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[124]
+	mi := &file_wire_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9595,7 +9767,7 @@ type ElectLeadersResponse_Transfer struct {
 
 func (x *ElectLeadersResponse_Transfer) Reset() {
 	*x = ElectLeadersResponse_Transfer{}
-	mi := &file_wire_proto_msgTypes[125]
+	mi := &file_wire_proto_msgTypes[127]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9607,7 +9779,7 @@ func (x *ElectLeadersResponse_Transfer) String() string {
 func (*ElectLeadersResponse_Transfer) ProtoMessage() {}
 
 func (x *ElectLeadersResponse_Transfer) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[125]
+	mi := &file_wire_proto_msgTypes[127]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9675,7 +9847,7 @@ type ClusterMembersResponse_Member struct {
 
 func (x *ClusterMembersResponse_Member) Reset() {
 	*x = ClusterMembersResponse_Member{}
-	mi := &file_wire_proto_msgTypes[126]
+	mi := &file_wire_proto_msgTypes[128]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9687,7 +9859,7 @@ func (x *ClusterMembersResponse_Member) String() string {
 func (*ClusterMembersResponse_Member) ProtoMessage() {}
 
 func (x *ClusterMembersResponse_Member) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[126]
+	mi := &file_wire_proto_msgTypes[128]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9798,7 +9970,7 @@ type AddPartitionsToTxnResponse_Result struct {
 
 func (x *AddPartitionsToTxnResponse_Result) Reset() {
 	*x = AddPartitionsToTxnResponse_Result{}
-	mi := &file_wire_proto_msgTypes[127]
+	mi := &file_wire_proto_msgTypes[129]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9810,7 +9982,7 @@ func (x *AddPartitionsToTxnResponse_Result) String() string {
 func (*AddPartitionsToTxnResponse_Result) ProtoMessage() {}
 
 func (x *AddPartitionsToTxnResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[127]
+	mi := &file_wire_proto_msgTypes[129]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9858,7 +10030,7 @@ type ListTransactionsResponse_Transaction struct {
 
 func (x *ListTransactionsResponse_Transaction) Reset() {
 	*x = ListTransactionsResponse_Transaction{}
-	mi := &file_wire_proto_msgTypes[128]
+	mi := &file_wire_proto_msgTypes[130]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9870,7 +10042,7 @@ func (x *ListTransactionsResponse_Transaction) String() string {
 func (*ListTransactionsResponse_Transaction) ProtoMessage() {}
 
 func (x *ListTransactionsResponse_Transaction) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[128]
+	mi := &file_wire_proto_msgTypes[130]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9925,7 +10097,7 @@ type DescribeTransactionsResponse_Transaction struct {
 
 func (x *DescribeTransactionsResponse_Transaction) Reset() {
 	*x = DescribeTransactionsResponse_Transaction{}
-	mi := &file_wire_proto_msgTypes[129]
+	mi := &file_wire_proto_msgTypes[131]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9937,7 +10109,7 @@ func (x *DescribeTransactionsResponse_Transaction) String() string {
 func (*DescribeTransactionsResponse_Transaction) ProtoMessage() {}
 
 func (x *DescribeTransactionsResponse_Transaction) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[129]
+	mi := &file_wire_proto_msgTypes[131]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9950,7 +10122,7 @@ func (x *DescribeTransactionsResponse_Transaction) ProtoReflect() protoreflect.M
 
 // Deprecated: Use DescribeTransactionsResponse_Transaction.ProtoReflect.Descriptor instead.
 func (*DescribeTransactionsResponse_Transaction) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{90, 0}
+	return file_wire_proto_rawDescGZIP(), []int{92, 0}
 }
 
 func (x *DescribeTransactionsResponse_Transaction) GetTransactionalId() string {
@@ -10038,7 +10210,7 @@ type WriteTxnMarkersRequest_Marker struct {
 
 func (x *WriteTxnMarkersRequest_Marker) Reset() {
 	*x = WriteTxnMarkersRequest_Marker{}
-	mi := &file_wire_proto_msgTypes[130]
+	mi := &file_wire_proto_msgTypes[132]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10050,7 +10222,7 @@ func (x *WriteTxnMarkersRequest_Marker) String() string {
 func (*WriteTxnMarkersRequest_Marker) ProtoMessage() {}
 
 func (x *WriteTxnMarkersRequest_Marker) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[130]
+	mi := &file_wire_proto_msgTypes[132]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10063,7 +10235,7 @@ func (x *WriteTxnMarkersRequest_Marker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersRequest_Marker.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersRequest_Marker) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{92, 0}
+	return file_wire_proto_rawDescGZIP(), []int{94, 0}
 }
 
 func (x *WriteTxnMarkersRequest_Marker) GetTopic() string {
@@ -10133,7 +10305,7 @@ type WriteTxnMarkersResponse_Result struct {
 
 func (x *WriteTxnMarkersResponse_Result) Reset() {
 	*x = WriteTxnMarkersResponse_Result{}
-	mi := &file_wire_proto_msgTypes[131]
+	mi := &file_wire_proto_msgTypes[133]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10145,7 +10317,7 @@ func (x *WriteTxnMarkersResponse_Result) String() string {
 func (*WriteTxnMarkersResponse_Result) ProtoMessage() {}
 
 func (x *WriteTxnMarkersResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[131]
+	mi := &file_wire_proto_msgTypes[133]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10158,7 +10330,7 @@ func (x *WriteTxnMarkersResponse_Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersResponse_Result.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersResponse_Result) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{93, 0}
+	return file_wire_proto_rawDescGZIP(), []int{95, 0}
 }
 
 func (x *WriteTxnMarkersResponse_Result) GetTopic() string {
@@ -10194,7 +10366,7 @@ const file_wire_proto_rawDesc = "" +
 	"\tleader_id\x18\x03 \x01(\x04R\bleaderId\x12%\n" +
 	"\x0eleader_address\x18\x04 \x01(\tR\rleaderAddress\x12(\n" +
 	"\x10log_start_offset\x18\x05 \x01(\x03R\x0elogStartOffset\x12%\n" +
-	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xfd\x15\n" +
+	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xcd\x16\n" +
 	"\aRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12,\n" +
 	"\x05hello\x18\n" +
@@ -10241,9 +10413,10 @@ const file_wire_proto_rawDesc = "" +
 	"\x11list_transactions\x18^ \x01(\v2\x1f.strand.ListTransactionsRequestH\x00R\x10listTransactions\x12Z\n" +
 	"\x15describe_transactions\x18_ \x01(\v2#.strand.DescribeTransactionsRequestH\x00R\x14describeTransactions\x12L\n" +
 	"\x11write_txn_markers\x18` \x01(\v2\x1e.strand.WriteTxnMarkersRequestH\x00R\x0fwriteTxnMarkers\x12L\n" +
-	"\x11txn_offset_commit\x18a \x01(\v2\x1e.strand.TxnOffsetCommitRequestH\x00R\x0ftxnOffsetCommit\x12'\n" +
+	"\x11txn_offset_commit\x18a \x01(\v2\x1e.strand.TxnOffsetCommitRequestH\x00R\x0ftxnOffsetCommit\x12N\n" +
+	"\x11abort_transaction\x18b \x01(\v2\x1f.strand.AbortTransactionRequestH\x00R\x10abortTransaction\x12'\n" +
 	"\x04raft\x18\x1e \x01(\v2\x11.strand.RaftFrameH\x00R\x04raftB\x06\n" +
-	"\x04body\"\xa1\x16\n" +
+	"\x04body\"\xf2\x16\n" +
 	"\bResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12#\n" +
 	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\x12-\n" +
@@ -10291,7 +10464,8 @@ const file_wire_proto_rawDesc = "" +
 	"\x11list_transactions\x18^ \x01(\v2 .strand.ListTransactionsResponseH\x00R\x10listTransactions\x12[\n" +
 	"\x15describe_transactions\x18_ \x01(\v2$.strand.DescribeTransactionsResponseH\x00R\x14describeTransactions\x12M\n" +
 	"\x11write_txn_markers\x18` \x01(\v2\x1f.strand.WriteTxnMarkersResponseH\x00R\x0fwriteTxnMarkers\x12M\n" +
-	"\x11txn_offset_commit\x18a \x01(\v2\x1f.strand.TxnOffsetCommitResponseH\x00R\x0ftxnOffsetCommitB\x06\n" +
+	"\x11txn_offset_commit\x18a \x01(\v2\x1f.strand.TxnOffsetCommitResponseH\x00R\x0ftxnOffsetCommit\x12O\n" +
+	"\x11abort_transaction\x18b \x01(\v2 .strand.AbortTransactionResponseH\x00R\x10abortTransactionB\x06\n" +
 	"\x04body\"\xb3\x01\n" +
 	"\fHelloRequest\x12\x1f\n" +
 	"\vversion_min\x18\x01 \x01(\rR\n" +
@@ -10885,7 +11059,16 @@ const file_wire_proto_rawDesc = "" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
 	"\vproducer_id\x18\x02 \x01(\x03R\n" +
 	"producerId\x12\x14\n" +
-	"\x05state\x18\x03 \x01(\tR\x05state\"J\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\"D\n" +
+	"\x17AbortTransactionRequest\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\"\xc3\x01\n" +
+	"\x18AbortTransactionResponse\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\x12-\n" +
+	"\x06topics\x18\x03 \x03(\v2\x15.strand.TxnPartitionsR\x06topics\x12\x16\n" +
+	"\x06groups\x18\x04 \x03(\tR\x06groups\x12\x18\n" +
+	"\aalready\x18\x05 \x01(\bR\aalready\"J\n" +
 	"\x1bDescribeTransactionsRequest\x12+\n" +
 	"\x11transactional_ids\x18\x01 \x03(\tR\x10transactionalIds\"\xb3\x03\n" +
 	"\x1cDescribeTransactionsResponse\x12T\n" +
@@ -10926,7 +11109,7 @@ const file_wire_proto_rawDesc = "" +
 	"\x06Result\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
-	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error*\xc9\x0f\n" +
+	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error*\xff\x0f\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +
@@ -10970,7 +11153,8 @@ const file_wire_proto_rawDesc = "" +
 	"%ERROR_CODE_GROUP_AUTHORIZATION_FAILED\x10Q\x12+\n" +
 	"'ERROR_CODE_CLUSTER_AUTHORIZATION_FAILED\x10R\x12)\n" +
 	"%ERROR_CODE_SASL_AUTHENTICATION_FAILED\x10S\x12)\n" +
-	"%ERROR_CODE_UNSUPPORTED_SASL_MECHANISM\x10T\x12\x1b\n" +
+	"%ERROR_CODE_UNSUPPORTED_SASL_MECHANISM\x10T\x124\n" +
+	"0ERROR_CODE_TRANSACTIONAL_ID_AUTHORIZATION_FAILED\x10U\x12\x1b\n" +
 	"\x17ERROR_CODE_NODE_REMOVED\x10K\x12\x1b\n" +
 	"\x17ERROR_CODE_UNKNOWN_NODE\x10L\x12!\n" +
 	"\x1dERROR_CODE_MEMBERSHIP_REFUSED\x10M\x12'\n" +
@@ -11021,7 +11205,7 @@ func file_wire_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 132)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 134)
 var file_wire_proto_goTypes = []any{
 	(ErrorCode)(0),                                   // 0: strand.ErrorCode
 	(ClassicStep)(0),                                 // 1: strand.ClassicStep
@@ -11117,52 +11301,54 @@ var file_wire_proto_goTypes = []any{
 	(*EndTxnResponse)(nil),                           // 91: strand.EndTxnResponse
 	(*ListTransactionsRequest)(nil),                  // 92: strand.ListTransactionsRequest
 	(*ListTransactionsResponse)(nil),                 // 93: strand.ListTransactionsResponse
-	(*DescribeTransactionsRequest)(nil),              // 94: strand.DescribeTransactionsRequest
-	(*DescribeTransactionsResponse)(nil),             // 95: strand.DescribeTransactionsResponse
-	(*AbortedTransaction)(nil),                       // 96: strand.AbortedTransaction
-	(*WriteTxnMarkersRequest)(nil),                   // 97: strand.WriteTxnMarkersRequest
-	(*WriteTxnMarkersResponse)(nil),                  // 98: strand.WriteTxnMarkersResponse
-	(*MetadataResponse_Node)(nil),                    // 99: strand.MetadataResponse.Node
-	(*MetadataResponse_Partition)(nil),               // 100: strand.MetadataResponse.Partition
-	(*MetadataResponse_Topic)(nil),                   // 101: strand.MetadataResponse.Topic
-	(*ProduceRequest_Partition)(nil),                 // 102: strand.ProduceRequest.Partition
-	(*ProduceResponse_Partition)(nil),                // 103: strand.ProduceResponse.Partition
-	(*FetchRequest_Partition)(nil),                   // 104: strand.FetchRequest.Partition
-	(*FetchResponse_Batch)(nil),                      // 105: strand.FetchResponse.Batch
-	(*FetchResponse_TxnMarker)(nil),                  // 106: strand.FetchResponse.TxnMarker
-	(*FetchResponse_Partition)(nil),                  // 107: strand.FetchResponse.Partition
-	(*ListOffsetsRequest_Partition)(nil),             // 108: strand.ListOffsetsRequest.Partition
-	(*ListOffsetsResponse_Partition)(nil),            // 109: strand.ListOffsetsResponse.Partition
-	(*CreateTopicsRequest_Topic)(nil),                // 110: strand.CreateTopicsRequest.Topic
-	(*CreatePartitionsRequest_Topic)(nil),            // 111: strand.CreatePartitionsRequest.Topic
-	(*CreatePartitionsResponse_Topic)(nil),           // 112: strand.CreatePartitionsResponse.Topic
-	(*MovePartitionsRequest_Move)(nil),               // 113: strand.MovePartitionsRequest.Move
-	(*MovePartitionsResponse_Move)(nil),              // 114: strand.MovePartitionsResponse.Move
-	(*DescribeTopicsResponse_Topic)(nil),             // 115: strand.DescribeTopicsResponse.Topic
-	(*ListGroupsResponse_Group)(nil),                 // 116: strand.ListGroupsResponse.Group
-	(*DescribeGroupsResponse_Group)(nil),             // 117: strand.DescribeGroupsResponse.Group
-	(*OffsetDeleteResponse_Result)(nil),              // 118: strand.OffsetDeleteResponse.Result
-	(*DeleteGroupsResponse_Result)(nil),              // 119: strand.DeleteGroupsResponse.Result
-	(*AlterConfigsRequest_Topic)(nil),                // 120: strand.AlterConfigsRequest.Topic
-	(*AlterConfigsResponse_Topic)(nil),               // 121: strand.AlterConfigsResponse.Topic
-	(*DeleteRecordsRequest_Partition)(nil),           // 122: strand.DeleteRecordsRequest.Partition
-	(*DeleteRecordsResponse_Partition)(nil),          // 123: strand.DeleteRecordsResponse.Partition
-	(*DescribePartitionsRequest_Partition)(nil),      // 124: strand.DescribePartitionsRequest.Partition
-	(*DescribePartitionsResponse_Partition)(nil),     // 125: strand.DescribePartitionsResponse.Partition
-	(*AlterUsersRequest_Upsert)(nil),                 // 126: strand.AlterUsersRequest.Upsert
-	(*AlterUsersRequest_Delete)(nil),                 // 127: strand.AlterUsersRequest.Delete
-	(*AlterUsersResponse_Result)(nil),                // 128: strand.AlterUsersResponse.Result
-	(*ListUsersResponse_User)(nil),                   // 129: strand.ListUsersResponse.User
-	(*ElectLeadersResponse_Transfer)(nil),            // 130: strand.ElectLeadersResponse.Transfer
-	(*ClusterMembersResponse_Member)(nil),            // 131: strand.ClusterMembersResponse.Member
-	(*AddPartitionsToTxnResponse_Result)(nil),        // 132: strand.AddPartitionsToTxnResponse.Result
-	(*ListTransactionsResponse_Transaction)(nil),     // 133: strand.ListTransactionsResponse.Transaction
-	(*DescribeTransactionsResponse_Transaction)(nil), // 134: strand.DescribeTransactionsResponse.Transaction
-	(*WriteTxnMarkersRequest_Marker)(nil),            // 135: strand.WriteTxnMarkersRequest.Marker
-	(*WriteTxnMarkersResponse_Result)(nil),           // 136: strand.WriteTxnMarkersResponse.Result
-	(*RaftFrame)(nil),                                // 137: strand.RaftFrame
-	(*TxnProducer)(nil),                              // 138: strand.TxnProducer
-	(*TxnPartitions)(nil),                            // 139: strand.TxnPartitions
+	(*AbortTransactionRequest)(nil),                  // 94: strand.AbortTransactionRequest
+	(*AbortTransactionResponse)(nil),                 // 95: strand.AbortTransactionResponse
+	(*DescribeTransactionsRequest)(nil),              // 96: strand.DescribeTransactionsRequest
+	(*DescribeTransactionsResponse)(nil),             // 97: strand.DescribeTransactionsResponse
+	(*AbortedTransaction)(nil),                       // 98: strand.AbortedTransaction
+	(*WriteTxnMarkersRequest)(nil),                   // 99: strand.WriteTxnMarkersRequest
+	(*WriteTxnMarkersResponse)(nil),                  // 100: strand.WriteTxnMarkersResponse
+	(*MetadataResponse_Node)(nil),                    // 101: strand.MetadataResponse.Node
+	(*MetadataResponse_Partition)(nil),               // 102: strand.MetadataResponse.Partition
+	(*MetadataResponse_Topic)(nil),                   // 103: strand.MetadataResponse.Topic
+	(*ProduceRequest_Partition)(nil),                 // 104: strand.ProduceRequest.Partition
+	(*ProduceResponse_Partition)(nil),                // 105: strand.ProduceResponse.Partition
+	(*FetchRequest_Partition)(nil),                   // 106: strand.FetchRequest.Partition
+	(*FetchResponse_Batch)(nil),                      // 107: strand.FetchResponse.Batch
+	(*FetchResponse_TxnMarker)(nil),                  // 108: strand.FetchResponse.TxnMarker
+	(*FetchResponse_Partition)(nil),                  // 109: strand.FetchResponse.Partition
+	(*ListOffsetsRequest_Partition)(nil),             // 110: strand.ListOffsetsRequest.Partition
+	(*ListOffsetsResponse_Partition)(nil),            // 111: strand.ListOffsetsResponse.Partition
+	(*CreateTopicsRequest_Topic)(nil),                // 112: strand.CreateTopicsRequest.Topic
+	(*CreatePartitionsRequest_Topic)(nil),            // 113: strand.CreatePartitionsRequest.Topic
+	(*CreatePartitionsResponse_Topic)(nil),           // 114: strand.CreatePartitionsResponse.Topic
+	(*MovePartitionsRequest_Move)(nil),               // 115: strand.MovePartitionsRequest.Move
+	(*MovePartitionsResponse_Move)(nil),              // 116: strand.MovePartitionsResponse.Move
+	(*DescribeTopicsResponse_Topic)(nil),             // 117: strand.DescribeTopicsResponse.Topic
+	(*ListGroupsResponse_Group)(nil),                 // 118: strand.ListGroupsResponse.Group
+	(*DescribeGroupsResponse_Group)(nil),             // 119: strand.DescribeGroupsResponse.Group
+	(*OffsetDeleteResponse_Result)(nil),              // 120: strand.OffsetDeleteResponse.Result
+	(*DeleteGroupsResponse_Result)(nil),              // 121: strand.DeleteGroupsResponse.Result
+	(*AlterConfigsRequest_Topic)(nil),                // 122: strand.AlterConfigsRequest.Topic
+	(*AlterConfigsResponse_Topic)(nil),               // 123: strand.AlterConfigsResponse.Topic
+	(*DeleteRecordsRequest_Partition)(nil),           // 124: strand.DeleteRecordsRequest.Partition
+	(*DeleteRecordsResponse_Partition)(nil),          // 125: strand.DeleteRecordsResponse.Partition
+	(*DescribePartitionsRequest_Partition)(nil),      // 126: strand.DescribePartitionsRequest.Partition
+	(*DescribePartitionsResponse_Partition)(nil),     // 127: strand.DescribePartitionsResponse.Partition
+	(*AlterUsersRequest_Upsert)(nil),                 // 128: strand.AlterUsersRequest.Upsert
+	(*AlterUsersRequest_Delete)(nil),                 // 129: strand.AlterUsersRequest.Delete
+	(*AlterUsersResponse_Result)(nil),                // 130: strand.AlterUsersResponse.Result
+	(*ListUsersResponse_User)(nil),                   // 131: strand.ListUsersResponse.User
+	(*ElectLeadersResponse_Transfer)(nil),            // 132: strand.ElectLeadersResponse.Transfer
+	(*ClusterMembersResponse_Member)(nil),            // 133: strand.ClusterMembersResponse.Member
+	(*AddPartitionsToTxnResponse_Result)(nil),        // 134: strand.AddPartitionsToTxnResponse.Result
+	(*ListTransactionsResponse_Transaction)(nil),     // 135: strand.ListTransactionsResponse.Transaction
+	(*DescribeTransactionsResponse_Transaction)(nil), // 136: strand.DescribeTransactionsResponse.Transaction
+	(*WriteTxnMarkersRequest_Marker)(nil),            // 137: strand.WriteTxnMarkersRequest.Marker
+	(*WriteTxnMarkersResponse_Result)(nil),           // 138: strand.WriteTxnMarkersResponse.Result
+	(*RaftFrame)(nil),                                // 139: strand.RaftFrame
+	(*TxnProducer)(nil),                              // 140: strand.TxnProducer
+	(*TxnPartitions)(nil),                            // 141: strand.TxnPartitions
 }
 var file_wire_proto_depIdxs = []int32{
 	0,   // 0: strand.Error.code:type_name -> strand.ErrorCode
@@ -11202,154 +11388,157 @@ var file_wire_proto_depIdxs = []int32{
 	86,  // 34: strand.Request.add_offsets_to_txn:type_name -> strand.AddOffsetsToTxnRequest
 	90,  // 35: strand.Request.end_txn:type_name -> strand.EndTxnRequest
 	92,  // 36: strand.Request.list_transactions:type_name -> strand.ListTransactionsRequest
-	94,  // 37: strand.Request.describe_transactions:type_name -> strand.DescribeTransactionsRequest
-	97,  // 38: strand.Request.write_txn_markers:type_name -> strand.WriteTxnMarkersRequest
+	96,  // 37: strand.Request.describe_transactions:type_name -> strand.DescribeTransactionsRequest
+	99,  // 38: strand.Request.write_txn_markers:type_name -> strand.WriteTxnMarkersRequest
 	87,  // 39: strand.Request.txn_offset_commit:type_name -> strand.TxnOffsetCommitRequest
-	137, // 40: strand.Request.raft:type_name -> strand.RaftFrame
-	5,   // 41: strand.Response.error:type_name -> strand.Error
-	9,   // 42: strand.Response.hello:type_name -> strand.HelloResponse
-	11,  // 43: strand.Response.metadata:type_name -> strand.MetadataResponse
-	13,  // 44: strand.Response.produce:type_name -> strand.ProduceResponse
-	15,  // 45: strand.Response.fetch:type_name -> strand.FetchResponse
-	17,  // 46: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
-	21,  // 47: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
-	23,  // 48: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
-	29,  // 49: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
-	31,  // 50: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
-	55,  // 51: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
-	57,  // 52: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
-	60,  // 53: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
-	33,  // 54: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
-	37,  // 55: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
-	40,  // 56: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
-	43,  // 57: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
-	45,  // 58: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
-	49,  // 59: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
-	53,  // 60: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
-	52,  // 61: strand.Response.offset_delete:type_name -> strand.OffsetDeleteResponse
-	25,  // 62: strand.Response.create_partitions:type_name -> strand.CreatePartitionsResponse
-	65,  // 63: strand.Response.alter_users:type_name -> strand.AlterUsersResponse
-	67,  // 64: strand.Response.list_users:type_name -> strand.ListUsersResponse
-	70,  // 65: strand.Response.alter_acls:type_name -> strand.AlterAclsResponse
-	72,  // 66: strand.Response.describe_acls:type_name -> strand.DescribeAclsResponse
-	62,  // 67: strand.Response.sasl_authenticate:type_name -> strand.SaslAuthenticateResponse
-	75,  // 68: strand.Response.alter_quotas:type_name -> strand.AlterQuotasResponse
-	77,  // 69: strand.Response.node_admin:type_name -> strand.NodeAdminResponse
-	79,  // 70: strand.Response.elect_leaders:type_name -> strand.ElectLeadersResponse
-	81,  // 71: strand.Response.cluster_members:type_name -> strand.ClusterMembersResponse
-	27,  // 72: strand.Response.move_partitions:type_name -> strand.MovePartitionsResponse
-	83,  // 73: strand.Response.txn_init_producer_id:type_name -> strand.TxnInitProducerIdResponse
-	85,  // 74: strand.Response.add_partitions_to_txn:type_name -> strand.AddPartitionsToTxnResponse
-	89,  // 75: strand.Response.add_offsets_to_txn:type_name -> strand.AddOffsetsToTxnResponse
-	91,  // 76: strand.Response.end_txn:type_name -> strand.EndTxnResponse
-	93,  // 77: strand.Response.list_transactions:type_name -> strand.ListTransactionsResponse
-	95,  // 78: strand.Response.describe_transactions:type_name -> strand.DescribeTransactionsResponse
-	98,  // 79: strand.Response.write_txn_markers:type_name -> strand.WriteTxnMarkersResponse
-	88,  // 80: strand.Response.txn_offset_commit:type_name -> strand.TxnOffsetCommitResponse
-	99,  // 81: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
-	101, // 82: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
-	102, // 83: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
-	103, // 84: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
-	104, // 85: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
-	107, // 86: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
-	108, // 87: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
-	109, // 88: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
-	110, // 89: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
-	5,   // 90: strand.TopicResult.error:type_name -> strand.Error
-	20,  // 91: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
-	20,  // 92: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
-	111, // 93: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
-	112, // 94: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
-	113, // 95: strand.MovePartitionsRequest.moves:type_name -> strand.MovePartitionsRequest.Move
-	114, // 96: strand.MovePartitionsResponse.moves:type_name -> strand.MovePartitionsResponse.Move
-	115, // 97: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
-	34,  // 98: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
-	36,  // 99: strand.ConsumerGroupHeartbeatRequest.classic:type_name -> strand.ClassicGroupStep
-	1,   // 100: strand.ClassicGroupStep.step:type_name -> strand.ClassicStep
-	34,  // 101: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
-	38,  // 102: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
-	34,  // 103: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
-	42,  // 104: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
-	34,  // 105: strand.OffsetFetchResponse.unstable:type_name -> strand.GroupTopicPartitions
-	116, // 106: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
-	34,  // 107: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
-	34,  // 108: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
-	34,  // 109: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
-	48,  // 110: strand.GroupMember.classic:type_name -> strand.ClassicMemberState
-	34,  // 111: strand.ClassicMemberState.given:type_name -> strand.GroupTopicPartitions
-	34,  // 112: strand.ClassicMemberState.held:type_name -> strand.GroupTopicPartitions
-	117, // 113: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
-	34,  // 114: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
-	118, // 115: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
-	119, // 116: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
-	120, // 117: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
-	121, // 118: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
-	122, // 119: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
-	123, // 120: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
-	124, // 121: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
-	125, // 122: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
-	126, // 123: strand.AlterUsersRequest.upserts:type_name -> strand.AlterUsersRequest.Upsert
-	127, // 124: strand.AlterUsersRequest.deletes:type_name -> strand.AlterUsersRequest.Delete
-	128, // 125: strand.AlterUsersResponse.results:type_name -> strand.AlterUsersResponse.Result
-	129, // 126: strand.ListUsersResponse.users:type_name -> strand.ListUsersResponse.User
-	68,  // 127: strand.AlterAclsRequest.add:type_name -> strand.AclBinding
-	68,  // 128: strand.AlterAclsRequest.remove:type_name -> strand.AclBinding
-	68,  // 129: strand.DescribeAclsResponse.bindings:type_name -> strand.AclBinding
-	73,  // 130: strand.DescribeAclsResponse.quotas:type_name -> strand.Quota
-	73,  // 131: strand.AlterQuotasRequest.quotas:type_name -> strand.Quota
-	2,   // 132: strand.NodeAdminRequest.action:type_name -> strand.NodeAction
-	130, // 133: strand.ElectLeadersResponse.transfers:type_name -> strand.ElectLeadersResponse.Transfer
-	131, // 134: strand.ClusterMembersResponse.members:type_name -> strand.ClusterMembersResponse.Member
-	138, // 135: strand.TxnInitProducerIdRequest.expected:type_name -> strand.TxnProducer
-	138, // 136: strand.AddPartitionsToTxnRequest.producer:type_name -> strand.TxnProducer
-	139, // 137: strand.AddPartitionsToTxnRequest.topics:type_name -> strand.TxnPartitions
-	132, // 138: strand.AddPartitionsToTxnResponse.results:type_name -> strand.AddPartitionsToTxnResponse.Result
-	138, // 139: strand.AddOffsetsToTxnRequest.producer:type_name -> strand.TxnProducer
-	138, // 140: strand.TxnOffsetCommitRequest.producer:type_name -> strand.TxnProducer
-	39,  // 141: strand.TxnOffsetCommitRequest.commit:type_name -> strand.OffsetCommitRequest
-	138, // 142: strand.EndTxnRequest.producer:type_name -> strand.TxnProducer
-	133, // 143: strand.ListTransactionsResponse.transactions:type_name -> strand.ListTransactionsResponse.Transaction
-	134, // 144: strand.DescribeTransactionsResponse.transactions:type_name -> strand.DescribeTransactionsResponse.Transaction
-	135, // 145: strand.WriteTxnMarkersRequest.markers:type_name -> strand.WriteTxnMarkersRequest.Marker
-	136, // 146: strand.WriteTxnMarkersResponse.results:type_name -> strand.WriteTxnMarkersResponse.Result
-	5,   // 147: strand.MetadataResponse.Partition.error:type_name -> strand.Error
-	5,   // 148: strand.MetadataResponse.Topic.error:type_name -> strand.Error
-	100, // 149: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
-	5,   // 150: strand.ProduceResponse.Partition.error:type_name -> strand.Error
-	106, // 151: strand.FetchResponse.Batch.marker:type_name -> strand.FetchResponse.TxnMarker
-	5,   // 152: strand.FetchResponse.Partition.error:type_name -> strand.Error
-	105, // 153: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
-	96,  // 154: strand.FetchResponse.Partition.aborted_transactions:type_name -> strand.AbortedTransaction
-	5,   // 155: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
-	18,  // 156: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
-	5,   // 157: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
-	5,   // 158: strand.MovePartitionsResponse.Move.error:type_name -> strand.Error
-	5,   // 159: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
-	18,  // 160: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	5,   // 161: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
-	47,  // 162: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
-	42,  // 163: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
-	5,   // 164: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
-	5,   // 165: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
-	18,  // 166: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
-	5,   // 167: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
-	18,  // 168: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	5,   // 169: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
-	5,   // 170: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
-	58,  // 171: strand.DescribePartitionsResponse.Partition.move_progress:type_name -> strand.MoveProgress
-	63,  // 172: strand.AlterUsersRequest.Upsert.credential:type_name -> strand.UserCredential
-	5,   // 173: strand.AlterUsersResponse.Result.error:type_name -> strand.Error
-	3,   // 174: strand.ClusterMembersResponse.Member.state:type_name -> strand.MemberState
-	4,   // 175: strand.ClusterMembersResponse.Member.role:type_name -> strand.MetadataRole
-	5,   // 176: strand.AddPartitionsToTxnResponse.Result.error:type_name -> strand.Error
-	5,   // 177: strand.DescribeTransactionsResponse.Transaction.error:type_name -> strand.Error
-	139, // 178: strand.DescribeTransactionsResponse.Transaction.topics:type_name -> strand.TxnPartitions
-	5,   // 179: strand.WriteTxnMarkersResponse.Result.error:type_name -> strand.Error
-	180, // [180:180] is the sub-list for method output_type
-	180, // [180:180] is the sub-list for method input_type
-	180, // [180:180] is the sub-list for extension type_name
-	180, // [180:180] is the sub-list for extension extendee
-	0,   // [0:180] is the sub-list for field type_name
+	94,  // 40: strand.Request.abort_transaction:type_name -> strand.AbortTransactionRequest
+	139, // 41: strand.Request.raft:type_name -> strand.RaftFrame
+	5,   // 42: strand.Response.error:type_name -> strand.Error
+	9,   // 43: strand.Response.hello:type_name -> strand.HelloResponse
+	11,  // 44: strand.Response.metadata:type_name -> strand.MetadataResponse
+	13,  // 45: strand.Response.produce:type_name -> strand.ProduceResponse
+	15,  // 46: strand.Response.fetch:type_name -> strand.FetchResponse
+	17,  // 47: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
+	21,  // 48: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
+	23,  // 49: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
+	29,  // 50: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
+	31,  // 51: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
+	55,  // 52: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
+	57,  // 53: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
+	60,  // 54: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
+	33,  // 55: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
+	37,  // 56: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
+	40,  // 57: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
+	43,  // 58: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
+	45,  // 59: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
+	49,  // 60: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
+	53,  // 61: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
+	52,  // 62: strand.Response.offset_delete:type_name -> strand.OffsetDeleteResponse
+	25,  // 63: strand.Response.create_partitions:type_name -> strand.CreatePartitionsResponse
+	65,  // 64: strand.Response.alter_users:type_name -> strand.AlterUsersResponse
+	67,  // 65: strand.Response.list_users:type_name -> strand.ListUsersResponse
+	70,  // 66: strand.Response.alter_acls:type_name -> strand.AlterAclsResponse
+	72,  // 67: strand.Response.describe_acls:type_name -> strand.DescribeAclsResponse
+	62,  // 68: strand.Response.sasl_authenticate:type_name -> strand.SaslAuthenticateResponse
+	75,  // 69: strand.Response.alter_quotas:type_name -> strand.AlterQuotasResponse
+	77,  // 70: strand.Response.node_admin:type_name -> strand.NodeAdminResponse
+	79,  // 71: strand.Response.elect_leaders:type_name -> strand.ElectLeadersResponse
+	81,  // 72: strand.Response.cluster_members:type_name -> strand.ClusterMembersResponse
+	27,  // 73: strand.Response.move_partitions:type_name -> strand.MovePartitionsResponse
+	83,  // 74: strand.Response.txn_init_producer_id:type_name -> strand.TxnInitProducerIdResponse
+	85,  // 75: strand.Response.add_partitions_to_txn:type_name -> strand.AddPartitionsToTxnResponse
+	89,  // 76: strand.Response.add_offsets_to_txn:type_name -> strand.AddOffsetsToTxnResponse
+	91,  // 77: strand.Response.end_txn:type_name -> strand.EndTxnResponse
+	93,  // 78: strand.Response.list_transactions:type_name -> strand.ListTransactionsResponse
+	97,  // 79: strand.Response.describe_transactions:type_name -> strand.DescribeTransactionsResponse
+	100, // 80: strand.Response.write_txn_markers:type_name -> strand.WriteTxnMarkersResponse
+	88,  // 81: strand.Response.txn_offset_commit:type_name -> strand.TxnOffsetCommitResponse
+	95,  // 82: strand.Response.abort_transaction:type_name -> strand.AbortTransactionResponse
+	101, // 83: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
+	103, // 84: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
+	104, // 85: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
+	105, // 86: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
+	106, // 87: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
+	109, // 88: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
+	110, // 89: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
+	111, // 90: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
+	112, // 91: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
+	5,   // 92: strand.TopicResult.error:type_name -> strand.Error
+	20,  // 93: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
+	20,  // 94: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
+	113, // 95: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
+	114, // 96: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
+	115, // 97: strand.MovePartitionsRequest.moves:type_name -> strand.MovePartitionsRequest.Move
+	116, // 98: strand.MovePartitionsResponse.moves:type_name -> strand.MovePartitionsResponse.Move
+	117, // 99: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
+	34,  // 100: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
+	36,  // 101: strand.ConsumerGroupHeartbeatRequest.classic:type_name -> strand.ClassicGroupStep
+	1,   // 102: strand.ClassicGroupStep.step:type_name -> strand.ClassicStep
+	34,  // 103: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
+	38,  // 104: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
+	34,  // 105: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
+	42,  // 106: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
+	34,  // 107: strand.OffsetFetchResponse.unstable:type_name -> strand.GroupTopicPartitions
+	118, // 108: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
+	34,  // 109: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
+	34,  // 110: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
+	34,  // 111: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
+	48,  // 112: strand.GroupMember.classic:type_name -> strand.ClassicMemberState
+	34,  // 113: strand.ClassicMemberState.given:type_name -> strand.GroupTopicPartitions
+	34,  // 114: strand.ClassicMemberState.held:type_name -> strand.GroupTopicPartitions
+	119, // 115: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
+	34,  // 116: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
+	120, // 117: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
+	121, // 118: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
+	122, // 119: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
+	123, // 120: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
+	124, // 121: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
+	125, // 122: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
+	126, // 123: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
+	127, // 124: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
+	128, // 125: strand.AlterUsersRequest.upserts:type_name -> strand.AlterUsersRequest.Upsert
+	129, // 126: strand.AlterUsersRequest.deletes:type_name -> strand.AlterUsersRequest.Delete
+	130, // 127: strand.AlterUsersResponse.results:type_name -> strand.AlterUsersResponse.Result
+	131, // 128: strand.ListUsersResponse.users:type_name -> strand.ListUsersResponse.User
+	68,  // 129: strand.AlterAclsRequest.add:type_name -> strand.AclBinding
+	68,  // 130: strand.AlterAclsRequest.remove:type_name -> strand.AclBinding
+	68,  // 131: strand.DescribeAclsResponse.bindings:type_name -> strand.AclBinding
+	73,  // 132: strand.DescribeAclsResponse.quotas:type_name -> strand.Quota
+	73,  // 133: strand.AlterQuotasRequest.quotas:type_name -> strand.Quota
+	2,   // 134: strand.NodeAdminRequest.action:type_name -> strand.NodeAction
+	132, // 135: strand.ElectLeadersResponse.transfers:type_name -> strand.ElectLeadersResponse.Transfer
+	133, // 136: strand.ClusterMembersResponse.members:type_name -> strand.ClusterMembersResponse.Member
+	140, // 137: strand.TxnInitProducerIdRequest.expected:type_name -> strand.TxnProducer
+	140, // 138: strand.AddPartitionsToTxnRequest.producer:type_name -> strand.TxnProducer
+	141, // 139: strand.AddPartitionsToTxnRequest.topics:type_name -> strand.TxnPartitions
+	134, // 140: strand.AddPartitionsToTxnResponse.results:type_name -> strand.AddPartitionsToTxnResponse.Result
+	140, // 141: strand.AddOffsetsToTxnRequest.producer:type_name -> strand.TxnProducer
+	140, // 142: strand.TxnOffsetCommitRequest.producer:type_name -> strand.TxnProducer
+	39,  // 143: strand.TxnOffsetCommitRequest.commit:type_name -> strand.OffsetCommitRequest
+	140, // 144: strand.EndTxnRequest.producer:type_name -> strand.TxnProducer
+	135, // 145: strand.ListTransactionsResponse.transactions:type_name -> strand.ListTransactionsResponse.Transaction
+	141, // 146: strand.AbortTransactionResponse.topics:type_name -> strand.TxnPartitions
+	136, // 147: strand.DescribeTransactionsResponse.transactions:type_name -> strand.DescribeTransactionsResponse.Transaction
+	137, // 148: strand.WriteTxnMarkersRequest.markers:type_name -> strand.WriteTxnMarkersRequest.Marker
+	138, // 149: strand.WriteTxnMarkersResponse.results:type_name -> strand.WriteTxnMarkersResponse.Result
+	5,   // 150: strand.MetadataResponse.Partition.error:type_name -> strand.Error
+	5,   // 151: strand.MetadataResponse.Topic.error:type_name -> strand.Error
+	102, // 152: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
+	5,   // 153: strand.ProduceResponse.Partition.error:type_name -> strand.Error
+	108, // 154: strand.FetchResponse.Batch.marker:type_name -> strand.FetchResponse.TxnMarker
+	5,   // 155: strand.FetchResponse.Partition.error:type_name -> strand.Error
+	107, // 156: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
+	98,  // 157: strand.FetchResponse.Partition.aborted_transactions:type_name -> strand.AbortedTransaction
+	5,   // 158: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
+	18,  // 159: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
+	5,   // 160: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
+	5,   // 161: strand.MovePartitionsResponse.Move.error:type_name -> strand.Error
+	5,   // 162: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
+	18,  // 163: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	5,   // 164: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
+	47,  // 165: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
+	42,  // 166: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
+	5,   // 167: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
+	5,   // 168: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
+	18,  // 169: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
+	5,   // 170: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
+	18,  // 171: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	5,   // 172: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
+	5,   // 173: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
+	58,  // 174: strand.DescribePartitionsResponse.Partition.move_progress:type_name -> strand.MoveProgress
+	63,  // 175: strand.AlterUsersRequest.Upsert.credential:type_name -> strand.UserCredential
+	5,   // 176: strand.AlterUsersResponse.Result.error:type_name -> strand.Error
+	3,   // 177: strand.ClusterMembersResponse.Member.state:type_name -> strand.MemberState
+	4,   // 178: strand.ClusterMembersResponse.Member.role:type_name -> strand.MetadataRole
+	5,   // 179: strand.AddPartitionsToTxnResponse.Result.error:type_name -> strand.Error
+	5,   // 180: strand.DescribeTransactionsResponse.Transaction.error:type_name -> strand.Error
+	141, // 181: strand.DescribeTransactionsResponse.Transaction.topics:type_name -> strand.TxnPartitions
+	5,   // 182: strand.WriteTxnMarkersResponse.Result.error:type_name -> strand.Error
+	183, // [183:183] is the sub-list for method output_type
+	183, // [183:183] is the sub-list for method input_type
+	183, // [183:183] is the sub-list for extension type_name
+	183, // [183:183] is the sub-list for extension extendee
+	0,   // [0:183] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -11399,6 +11588,7 @@ func file_wire_proto_init() {
 		(*Request_DescribeTransactions)(nil),
 		(*Request_WriteTxnMarkers)(nil),
 		(*Request_TxnOffsetCommit)(nil),
+		(*Request_AbortTransaction)(nil),
 		(*Request_Raft)(nil),
 	}
 	file_wire_proto_msgTypes[2].OneofWrappers = []any{
@@ -11441,15 +11631,16 @@ func file_wire_proto_init() {
 		(*Response_DescribeTransactions)(nil),
 		(*Response_WriteTxnMarkers)(nil),
 		(*Response_TxnOffsetCommit)(nil),
+		(*Response_AbortTransaction)(nil),
 	}
-	file_wire_proto_msgTypes[100].OneofWrappers = []any{}
+	file_wire_proto_msgTypes[102].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   132,
+			NumMessages:   134,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
