@@ -102,7 +102,7 @@ func (b *Settings) Register(fs *pflag.FlagSet, kind string) {
 	fs.IntVar(&b.bufferedMax, "buffered", 20000, "records buffered per client before Produce blocks")
 	fs.IntVar(&b.keys, "keys", 0, "give records keys from this many distinct values, spread by hash over the partitions (0: keyless, sticky batches)")
 	if kind == "produce" {
-		fs.IntVar(&b.txnRecords, "txn-records", 0, "produce in transactions of this many records, one at a time per client, each committed once its records are acknowledged (0: not transactional)")
+		fs.IntVar(&b.txnRecords, "txn-records", 0, "produce in transactions of this many records, round robin over the partitions, one transaction at a time per client, each committed once its records are acknowledged (0: not transactional)")
 	}
 }
 

@@ -24,9 +24,15 @@ const (
 
 // runTxnProduce produces transactions of --txn-records records, one at a
 // time per client, each committed once its records are acknowledged,
-// until --duration or --count records; it measures records and commits
-// per second and the transaction and commit latencies.
+// until --duration or --count records; a transaction's records go round
+// robin over the topic's partitions, so one of N records touches
+// min(N, partitions) of them. It measures records and commits per second
+// and the transaction and commit latencies.
 func (b *Settings) runTxnProduce(ctx context.Context) (benchResult, error) {
+	parts, err := b.partitionCount(ctx)
+	if err != nil {
+		return benchResult{}, err
+	}
 	clients, err := b.txnProducers()
 	if err != nil {
 		return benchResult{}, err
@@ -43,7 +49,7 @@ func (b *Settings) runTxnProduce(ctx context.Context) (benchResult, error) {
 	for i, c := range clients {
 		txns[i], commits[i] = &histogram{}, &histogram{}
 		wg.Go(func() {
-			err := b.txnLoop(ctx, c, deadline, &records, &errs, txns[i], commits[i])
+			err := b.txnLoop(ctx, c, parts, deadline, &records, &errs, txns[i], commits[i])
 			if err != nil {
 				errOnce.Do(func() { firstErr = err })
 			}
@@ -69,9 +75,10 @@ func (b *Settings) runTxnProduce(ctx context.Context) (benchResult, error) {
 // txnLoop runs one client's transactions until the deadline (or its share
 // of --count is taken). A transaction that fails is aborted and counted as
 // errors; a fenced producer ends the bench.
-func (b *Settings) txnLoop(ctx context.Context, c *clientlib.Client, deadline time.Time, records, errs *atomic.Int64,
-	txns, commits *histogram) error {
+func (b *Settings) txnLoop(ctx context.Context, c *clientlib.Client, parts int32, deadline time.Time,
+	records, errs *atomic.Int64, txns, commits *histogram) error {
 	value := make([]byte, b.recordBytes)
+	next := int32(0) // the partition of the next record
 	for ctx.Err() == nil {
 		if b.count > 0 && records.Load() >= b.count || b.count == 0 && time.Now().After(deadline) {
 			return nil
@@ -82,7 +89,9 @@ func (b *Settings) txnLoop(ctx context.Context, c *clientlib.Client, deadline ti
 		}
 		var failed atomic.Int64
 		for range b.txnRecords {
-			c.Produce(ctx, &clientlib.Record{Topic: b.topic, Value: value}, func(_ *clientlib.Record, err error) {
+			r := &clientlib.Record{Topic: b.topic, Partition: next, Value: value}
+			next = (next + 1) % parts
+			c.Produce(ctx, r, func(_ *clientlib.Record, err error) {
 				if err != nil {
 					failed.Add(1)
 				}
@@ -110,6 +119,27 @@ func (b *Settings) txnLoop(ctx context.Context, c *clientlib.Client, deadline ti
 	return nil
 }
 
+// partitionCount is the bench topic's partition count.
+func (b *Settings) partitionCount(ctx context.Context) (int32, error) {
+	c, err := b.Conn.client()
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	mctx, cancel := context.WithTimeout(ctx, b.Conn.Timeout)
+	defer cancel()
+	info, err := c.Metadata(mctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, t := range info.Topics {
+		if t.Name == b.topic && len(t.Partitions) > 0 {
+			return int32(len(t.Partitions)), nil
+		}
+	}
+	return 0, fmt.Errorf("bench: topic %s is not in the cluster's metadata", b.topic)
+}
+
 // txnProducers connects --clients transactional producers, each with its
 // own transactional id.
 func (b *Settings) txnProducers() ([]*clientlib.Client, error) {
@@ -118,7 +148,7 @@ func (b *Settings) txnProducers() ([]*clientlib.Client, error) {
 		c, err := b.Conn.client(clientlib.TransactionalID(fmt.Sprintf("strand-bench-%d-%d", os.Getpid(), i)),
 			clientlib.RequiredAcks(clientlib.AcksAll), clientlib.MaxInFlightBatches(b.inFlight),
 			clientlib.BatchBytes(b.batchBytes), clientlib.Linger(b.linger), clientlib.MaxBufferedRecords(b.bufferedMax),
-			clientlib.MaxInFlightPerConn(64))
+			clientlib.MaxInFlightPerConn(64), clientlib.ManualPartitioner())
 		if err == nil {
 			ictx, cancel := context.WithTimeout(context.Background(), b.Conn.Timeout)
 			err = c.InitTransactions(ictx)
