@@ -67,10 +67,10 @@ func (r *eosRun) faults(rng *rand.Rand) {
 // when the pipeline consumed all of eos-in first. No progress within 40 s
 // fails the test.
 func (r *eosRun) progress(n int, what string) bool {
-	base, _, _ := r.transcripts()
+	base := len(r.transcripts().committed)
 	deadline := time.Now().Add(40 * time.Second)
 	for {
-		if got, _, _ := r.transcripts(); got >= base+n {
+		if len(r.transcripts().committed) >= base+n {
 			return true
 		}
 		if r.consumedAll() == nil {
@@ -133,9 +133,10 @@ func (r *eosRun) nodeIndex(node int32) int {
 // exactly-once pipeline tests, run only with eosHelperEnv set (to its
 // member id). It runs franz-go's GroupTransactSession from eos-in to
 // eos-out until its stdin closes, printing each transaction's outcome:
-// "committed TAG N", "aborted TAG", "failed TAG ERR" (outcome unknown) or
-// "abandoned TAG"; a session that failed or was abandoned is replaced by a
-// new one with the same transactional and instance ids.
+// "committed TAG N", "aborted TAG", "failed TAG N ERR" (outcome unknown)
+// or "abandoned TAG", N being the transaction's records; a session that
+// failed or was abandoned is replaced by a new one with the same
+// transactional and instance ids.
 func TestKafkaEOSMemberHelper(t *testing.T) {
 	id := os.Getenv(eosHelperEnv)
 	if id == "" {
@@ -214,7 +215,7 @@ func (m *eosPipeline) transact(ctx context.Context, sess *kgo.GroupTransactSessi
 		m.txns++
 		tag := fmt.Sprintf("%s.%d.%d", m.id, os.Getpid(), m.txns)
 		if err := sess.Begin(); err != nil {
-			fmt.Printf("failed %s begin: %v\n", tag, err)
+			fmt.Printf("failed %s 0 begin: %v\n", tag, err)
 			return false
 		}
 		for _, rec := range recs {
@@ -229,7 +230,7 @@ func (m *eosPipeline) transact(ctx context.Context, sess *kgo.GroupTransactSessi
 		committed, err := sess.End(ctx, kgo.TryCommit)
 		switch {
 		case err != nil:
-			fmt.Printf("failed %s %v\n", tag, err)
+			fmt.Printf("failed %s %d %v\n", tag, len(recs), err)
 			return false
 		case committed:
 			fmt.Printf("committed %s %d\n", tag, len(recs))

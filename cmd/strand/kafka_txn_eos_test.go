@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -240,31 +239,44 @@ func (r *eosRun) consumedAll() error {
 	return nil
 }
 
-// transcripts parses the members' transcripts: how many transactions
-// committed, the tags of the transactions known not committed (ended with
-// an abort, or abandoned) and how many ended with an unknown outcome.
-func (r *eosRun) transcripts() (committed int, aborted map[string]string, unknown int) {
-	aborted = map[string]string{}
+// eosTranscripts is what the members' transcripts say of their
+// transactions, by tag: the size of each committed one, how each known
+// not committed ended (aborted or abandoned), and the size of each whose
+// outcome is unknown (End failed).
+type eosTranscripts struct {
+	committed map[string]int
+	aborted   map[string]string
+	unknown   map[string]int
+}
+
+// transcripts parses the members' transcripts.
+func (r *eosRun) transcripts() eosTranscripts {
+	out := eosTranscripts{committed: map[string]int{}, aborted: map[string]string{}, unknown: map[string]int{}}
 	for id := range r.members {
 		b, err := os.ReadFile(filepath.Join(r.dir, id+".out"))
 		if err != nil {
 			r.t.Fatal(err)
 		}
-		sc := bufio.NewScanner(strings.NewReader(string(b)))
-		for sc.Scan() {
-			f := strings.Fields(sc.Text())
-			switch {
-			case len(f) < 2:
-			case f[0] == "committed":
-				committed++
-			case f[0] == "aborted" || f[0] == "abandoned":
-				aborted[f[1]] = f[0]
-			case f[0] == "failed":
-				unknown++
+		for line := range strings.Lines(string(b)) {
+			f := strings.Fields(line)
+			if len(f) < 2 {
+				continue
+			}
+			n := 0
+			if len(f) > 2 {
+				n, _ = strconv.Atoi(f[2])
+			}
+			switch f[0] {
+			case "committed":
+				out.committed[f[1]] = n
+			case "aborted", "abandoned":
+				out.aborted[f[1]] = f[0]
+			case "failed":
+				out.unknown[f[1]] = n
 			}
 		}
 	}
-	return committed, aborted, unknown
+	return out
 }
 
 // memberLogs logs every member's transcript tail.
@@ -286,7 +298,7 @@ func (r *eosRun) memberLogs() {
 // records are in the log (read_uncommitted) and only there.
 func (r *eosRun) check(faulty bool) {
 	t := r.t
-	committedTxns, aborted, unknown := r.transcripts()
+	tr := r.transcripts()
 	if t.Failed() {
 		r.memberLogs()
 		return
@@ -295,29 +307,38 @@ func (r *eosRun) check(faulty bool) {
 	committed := r.readCLI("read_committed")
 	all := r.readCLI("read_uncommitted")
 	t.Logf("%d transactions committed, %d known not committed, %d of unknown outcome; eos-out holds %d records, %d of them committed",
-		committedTxns, len(aborted), unknown, countRecords(all), countRecords(committed))
-	seen := map[string]int{}
+		len(tr.committed), len(tr.aborted), len(tr.unknown), countRecords(all), countRecords(committed))
+	seen, byTag, abortedReads := map[string]int{}, map[string]int{}, 0
 	for p, recs := range committed {
 		for _, rec := range recs {
 			in, tag, _ := strings.Cut(rec.value, "/")
-			if how, ok := aborted[tag]; ok {
-				t.Errorf("eos-out/%d offset %d: %s read at read_committed, from transaction %s, which was %s",
-					p, rec.offset, rec.value, tag, how)
+			if how, ok := tr.aborted[tag]; ok {
+				if abortedReads++; abortedReads <= 10 {
+					t.Errorf("eos-out/%d offset %d: %s read at read_committed, from transaction %s, which was %s",
+						p, rec.offset, rec.value, tag, how)
+				}
 			}
 			seen[in]++
+			byTag[tag]++
 		}
 	}
+	checkAllOrNothing(t, tr, byTag)
+	var wrong []string
 	for i := range eosRecords {
 		if in := fmt.Sprintf("in-%05d", i); seen[in] != 1 {
-			t.Errorf("%s is in eos-out %d times at read_committed, want once", in, seen[in])
+			wrong = append(wrong, fmt.Sprintf("%s %d times", in, seen[in]))
 		}
+	}
+	if len(wrong) > 0 {
+		t.Errorf("%d input values are not in eos-out exactly once at read_committed: %s", len(wrong),
+			strings.Join(wrong[:min(len(wrong), 10)], ", "))
 	}
 	if len(seen) != eosRecords {
 		t.Errorf("eos-out holds %d distinct values at read_committed, want %d", len(seen), eosRecords)
 	}
 	r.checkKafkaRead(committed)
 	if faulty {
-		checkAbandonedInLog(t, all, aborted)
+		checkAbandonedInLog(t, all, tr.aborted)
 	}
 	if t.Failed() {
 		r.memberLogs()
@@ -336,6 +357,23 @@ func countRecords(m map[int32][]eosRecord) int {
 		n += len(recs)
 	}
 	return n
+}
+
+// checkAllOrNothing checks each transaction's records are visible at
+// read_committed all together or not at all: every record of a committed
+// one, and all or none of one whose outcome is unknown.
+func checkAllOrNothing(t *testing.T, tr eosTranscripts, byTag map[string]int) {
+	t.Helper()
+	for tag, n := range tr.committed {
+		if byTag[tag] != n {
+			t.Errorf("transaction %s committed %d records; %d of them are visible at read_committed", tag, n, byTag[tag])
+		}
+	}
+	for tag, n := range tr.unknown {
+		if byTag[tag] != 0 && byTag[tag] != n {
+			t.Errorf("transaction %s (outcome unknown) produced %d records; %d of them are visible at read_committed", tag, n, byTag[tag])
+		}
+	}
 }
 
 // checkAbandonedInLog fails unless some abandoned transaction's records
