@@ -22,18 +22,24 @@ import (
 func (r *eosRun) faults(rng *rand.Rand) {
 	jitter := func() { time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond) }
 	killNode := func(what string, victim int, downFor int) bool {
-		if !r.progress(2, "before killing "+what) {
+		if r.mustProgress(2, "before killing "+what) == eosFinished {
 			return false
 		}
 		jitter()
 		r.t.Logf("kill -9 node %d (%s)", victim+1, what)
 		r.c.procs[victim].kill()
-		if downFor > 0 && !r.progress(downFor, fmt.Sprintf("with node %d down", victim+1)) {
-			r.c.start(victim)
-			return false
+		outcome := eosProgressed
+		if downFor > 0 {
+			outcome = r.progress(downFor, eosStallWait)
+		}
+		if outcome == eosStalled {
+			r.stalls++
+			r.t.Logf("no progress in %s with node %d down: a member holds on to its dead transaction coordinator "+
+				"(franz-go does not drop it on AddPartitionsToTxn's dial errors while Strand's Kafka Metadata still lists "+
+				"the node); restarting the node", eosStallWait, victim+1)
 		}
 		r.c.start(victim)
-		return true
+		return outcome != eosFinished
 	}
 	steps := []func() bool{
 		func() bool { return killNode("coordinator of eos-m1", r.txnCoordinator("eos-m1"), 3) },
@@ -41,7 +47,7 @@ func (r *eosRun) faults(rng *rand.Rand) {
 			return killNode("leader of an eos-out partition", r.leaderOf(eosOut, rng.Int32N(eosPartitions)), 3)
 		},
 		func() bool {
-			if !r.progress(2, "before killing member m2") {
+			if r.mustProgress(2, "before killing member m2") == eosFinished {
 				return false
 			}
 			jitter()
@@ -63,25 +69,46 @@ func (r *eosRun) faults(rng *rand.Rand) {
 	}
 }
 
-// progress waits until the members committed n more transactions; false
-// when the pipeline consumed all of eos-in first. No progress within 40 s
-// fails the test.
-func (r *eosRun) progress(n int, what string) bool {
+// eosProgress is what a wait for progress saw.
+type eosProgress int
+
+const (
+	eosProgressed eosProgress = iota
+	eosFinished               // the group consumed all of eos-in first
+	eosStalled                // neither within the wait
+)
+
+// eosStallWait is how long a step waits for progress with a node down
+// before it restarts the node (see faults).
+const eosStallWait = 15 * time.Second
+
+// progress waits up to within until the members committed n more
+// transactions.
+func (r *eosRun) progress(n int, within time.Duration) eosProgress {
 	base := len(r.transcripts().committed)
-	deadline := time.Now().Add(40 * time.Second)
+	deadline := time.Now().Add(within)
 	for {
 		if len(r.transcripts().committed) >= base+n {
-			return true
+			return eosProgressed
 		}
 		if r.consumedAll() == nil {
-			return false
+			return eosFinished
 		}
 		if time.Now().After(deadline) {
-			r.memberLogs()
-			r.t.Fatalf("no progress %s: %d transactions committed in 40 s, want %d more", what, base, n)
+			return eosStalled
 		}
 		time.Sleep(50 * time.Millisecond) // polling the members' transcripts
 	}
+}
+
+// mustProgress is progress within 40 s, failing the test when stalled.
+func (r *eosRun) mustProgress(n int, what string) eosProgress {
+	p := r.progress(n, 40*time.Second)
+	if p == eosStalled {
+		r.memberLogs()
+		r.t.Fatalf("no progress %s: fewer than %d transactions committed in 40 s", what, n)
+	}
+	return p
 }
 
 // txnCoordinator is the index of the node coordinating transactional

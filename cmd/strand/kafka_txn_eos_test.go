@@ -80,6 +80,7 @@ type eosRun struct {
 	mu      sync.Mutex
 	members map[string]*eosMember
 	ends    map[int32]int64 // eos-in's end offsets
+	stalls  int             // fault steps that restarted a node for want of progress
 }
 
 // eosMember is one member process.
@@ -109,7 +110,8 @@ func runEOS(t *testing.T, rng *rand.Rand) {
 		r.faults(rng)
 	}
 	waitFor(t, "the group's offsets at eos-in's end", 60*time.Second, r.consumedAll)
-	t.Logf("pipeline done %s after the members started", time.Since(start).Round(time.Millisecond))
+	t.Logf("pipeline done %s after the members started (%d fault steps restarted a node for want of progress)",
+		time.Since(start).Round(time.Millisecond), r.stalls)
 	r.stopMembers()
 	r.check(rng != nil)
 }
@@ -279,8 +281,27 @@ func (r *eosRun) transcripts() eosTranscripts {
 	return out
 }
 
+// keepLogs copies the members' transcripts and the nodes' logs into
+// STRAND_EOS_KEEP, when set, for a failure's post-mortem.
+func (r *eosRun) keepLogs() {
+	keep := os.Getenv("STRAND_EOS_KEEP")
+	if keep == "" {
+		return
+	}
+	members, _ := filepath.Glob(filepath.Join(r.dir, "*.out"))
+	nodes, _ := filepath.Glob(filepath.Join(r.c.dir, "*.log"))
+	for _, f := range append(members, nodes...) {
+		if b, err := os.ReadFile(f); err == nil {
+			os.MkdirAll(keep, 0o755)
+			os.WriteFile(filepath.Join(keep, filepath.Base(f)), b, 0o644)
+		}
+	}
+	r.t.Logf("transcripts and node logs kept in %s", keep)
+}
+
 // memberLogs logs every member's transcript tail.
 func (r *eosRun) memberLogs() {
+	r.keepLogs()
 	for id := range r.members {
 		b, _ := os.ReadFile(filepath.Join(r.dir, id+".out"))
 		if len(b) > 6000 {
