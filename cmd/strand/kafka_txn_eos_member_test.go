@@ -211,7 +211,8 @@ func (m *eosPipeline) session(ctx context.Context) (*kgo.GroupTransactSession, e
 		kgo.TransactionTimeout(eosTxnTimeout), kgo.ConsumerGroup(eosGroup), kgo.ConsumeTopics(eosIn),
 		kgo.InstanceID(m.id), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.HeartbeatInterval(500*time.Millisecond),
 		kgo.DefaultProduceTopic(eosOut), kgo.DialTimeout(time.Second),
-		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }))
+		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
+		kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelError, func() string { return time.Now().Format("15:04:05.000 ") })))
 	if err != nil {
 		return nil, err
 	}
