@@ -28,18 +28,8 @@ func (r *eosRun) faults(rng *rand.Rand) {
 		jitter()
 		r.t.Logf("kill -9 node %d (%s)", victim+1, what)
 		r.c.procs[victim].kill()
-		outcome := eosProgressed
-		if downFor > 0 {
-			outcome = r.progress(downFor, eosStallWait)
-		}
-		if outcome == eosStalled {
-			r.stalls++
-			r.t.Logf("no progress in %s with node %d down: a member holds on to its dead transaction coordinator "+
-				"(franz-go does not drop it on AddPartitionsToTxn's dial errors while Strand's Kafka Metadata still lists "+
-				"the node); restarting the node", eosStallWait, victim+1)
-		}
-		r.c.start(victim)
-		return outcome != eosFinished
+		defer r.c.start(victim)
+		return downFor == 0 || r.mustProgress(downFor, fmt.Sprintf("with node %d down", victim+1)) != eosFinished
 	}
 	steps := []func() bool{
 		func() bool { return killNode("coordinator of eos-m1", r.txnCoordinator("eos-m1"), 3) },
@@ -77,10 +67,6 @@ const (
 	eosFinished               // the group consumed all of eos-in first
 	eosStalled                // neither within the wait
 )
-
-// eosStallWait is how long a step waits for progress with a node down
-// before it restarts the node (see faults).
-const eosStallWait = 15 * time.Second
 
 // progress waits up to within until the members committed n more
 // transactions.
