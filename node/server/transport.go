@@ -231,6 +231,7 @@ func (p *peerLink) run() {
 		}
 		log.Debug("peer connection lost; reconnecting", slog.Any("err", err))
 		failingSince = time.Now()
+		p.downSince.Store(failingSince.UnixNano()) // 0 again once a redial succeeds
 	}
 }
 

@@ -109,10 +109,12 @@ func TestReconnectDelayJittered(t *testing.T) {
 	}
 }
 
-// unreachableFor counts from the first failed dial to a peer and is 0
-// again once the peer answers; this node and unknown ids are never
+// unreachableFor counts from the first failed dial to a peer, is 0 once
+// the peer answers, and counts again from the moment a connection to it is
+// lost and cannot be redialled; this node and unknown ids are never
 // unreachable. The Kafka listener leaves out of Metadata a peer
-// unreachable for kafkaBrokerDownAfter.
+// unreachable for kafkaBrokerDownAfter. Before, a lost connection never
+// counted: a peer that was connected and then died stayed "reachable".
 func TestTransportUnreachableFor(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -130,23 +132,38 @@ func TestTransportUnreachableFor(t *testing.T) {
 	if err != nil {
 		t.Skipf("cannot listen at %s again: %v", addr, err)
 	}
-	defer back.Close()
-	go func() { // answer each connection's Hello and hold it, as a peer does
-		for {
-			c, err := back.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-			var hello strandpb.Request
-			if _, err := frame.Decode(c, nil, frame.BytesMaxDefault, &hello); err != nil {
-				continue
-			}
-			out, _ := frame.Append(nil, &strandpb.Response{Body: &strandpb.Response_Hello{Hello: &strandpb.HelloResponse{}}})
-			c.Write(out)
-		}
-	}()
+	conns := make(chan net.Conn, 64)
+	go answerHellos(back, conns)
 	waitTransport(t, "peer 2 reachable again", func() bool { return n.unreachableFor(2) == 0 })
+	back.Close() // the peer dies: its listener and connections go
+	for len(conns) > 0 {
+		(<-conns).Close()
+	}
+	waitTransport(t, "peer 2 unreachable after its connection was lost", func() bool {
+		for len(conns) > 0 { // a redial that raced the close
+			(<-conns).Close()
+		}
+		return n.unreachableFor(2) > 0
+	})
+}
+
+// answerHellos accepts connections on ln, answers each one's Hello as a
+// peer does and hands it to conns, until ln closes.
+func answerHellos(ln net.Listener, conns chan<- net.Conn) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		var hello strandpb.Request
+		if _, err := frame.Decode(c, nil, frame.BytesMaxDefault, &hello); err != nil {
+			c.Close()
+			continue
+		}
+		out, _ := frame.Append(nil, &strandpb.Response{Body: &strandpb.Response_Hello{Hello: &strandpb.HelloResponse{}}})
+		c.Write(out)
+		conns <- c
+	}
 }
 
 // waitTransport polls cond for up to 20 s (the sender's reconnect
