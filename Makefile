@@ -17,7 +17,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 # Every fuzz target, as package:FuzzName. CI runs each for $(FUZZTIME).
 FUZZ_TARGETS := $(shell grep -rl --include='*_test.go' '^func Fuzz' . | xargs -r grep -H -o '^func Fuzz[A-Za-z0-9_]*' | sed -e 's|^\./||' -e 's|/[^/]*_test.go:func |:|' | sort)
 
-.PHONY: all build test test-invariants test-faults lint fuzz bench bench-restart bench-cluster proto run sim sim-bugs tools
+.PHONY: all build test test-invariants test-faults lint fuzz bench bench-restart bench-cluster bench-txn proto run sim sim-bugs tools
 
 all: lint test
 
@@ -122,6 +122,12 @@ sim-bugs:
 BENCH_ARGS    ?=
 bench-cluster: build
 	./bin/strand bench cluster $(if $(BINARY),--binary $(abspath $(BINARY))) $(BENCH_ARGS)
+
+## bench-txn: bench-cluster's txn phase (≤ ~3 min): transactions of 1, 10 and 100 records on 1 and 3
+##   partitions beside plain idempotent produce, 3 rounds alternated, then msgs/s, commits/s and commit
+##   p50/p99 as min–max over the rounds.
+bench-txn: build
+	./bin/strand bench cluster --phases txn $(if $(BINARY),--binary $(abspath $(BINARY))) $(BENCH_ARGS)
 
 ## proto: regenerate proto/strandpb from proto/*.proto (protoc from Debian's protobuf-compiler).
 proto:

@@ -36,8 +36,10 @@
 //     transactions and markers as control batches (see Transactions)
 //   - 2: ListOffsets; versions: 1–6; notes: earliest (the log start), latest (the LSO at
 //     read_committed), by timestamp (the first record at or after it, with its timestamp)
-//   - 3: Metadata; versions: 1–12; notes: brokers = nodes with a Kafka listener; leader epoch =
-//     raft term; ISR = replicas; topic ids
+//   - 3: Metadata; versions: 1–12; notes: brokers = nodes with a Kafka listener, less those the
+//     answering node has not reached for 3 s (Config.Down: Kafka leaves out a fenced broker, and
+//     clients such as franz-go re-resolve a coordinator only once its broker is gone); leader epoch
+//     = raft term; ISR = replicas; topic ids
 //   - 8, 9: OffsetCommit, OffsetFetch; versions: 2–9, 1–9; notes: generation = member epoch;
 //     member-less commits on empty groups; v8+ many groups
 //   - 10: FindCoordinator; versions: 0–4; notes: the leader of the group's __strand_offsets

@@ -66,7 +66,7 @@ func (c *conn) metadata(req kmsg.Request) func() kmsg.Response {
 			}
 			return out
 		}
-		metadataBrokers(out, m)
+		metadataBrokers(out, m, c.s.brokerDown)
 		if m.GetControllerId() != 0 {
 			out.ControllerID = int32(m.GetControllerId())
 		}
@@ -78,13 +78,13 @@ func (c *conn) metadata(req kmsg.Request) func() kmsg.Response {
 	}
 }
 
-// metadataBrokers lists every node with a Kafka listener as a broker, and
-// the cluster id.
-func metadataBrokers(out *kmsg.MetadataResponse, m *strandpb.MetadataResponse) {
+// metadataBrokers lists every node with a Kafka listener as a broker,
+// except those down says are down, and the cluster id.
+func metadataBrokers(out *kmsg.MetadataResponse, m *strandpb.MetadataResponse, down func(node uint64) bool) {
 	for _, n := range m.GetNodes() {
 		host, port, ok := splitHostPort(n.GetKafkaAddress())
-		if !ok {
-			continue // no Kafka listener on that node
+		if !ok || down(n.GetId()) {
+			continue // no Kafka listener on that node, or not reachable
 		}
 		b := kmsg.NewMetadataResponseBroker()
 		b.NodeID, b.Host, b.Port = int32(n.GetId()), host, port

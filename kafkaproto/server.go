@@ -46,6 +46,12 @@ type Config struct {
 	// connection: the node passes the budget its native fetches reserve
 	// from, so Kafka consumers are bounded as native ones are.
 	Answers *listener.Budget
+	// Down, when set, reports a node this one has not reached for a
+	// while: Metadata leaves it out of its brokers, as Kafka leaves out a
+	// fenced broker, so clients drop what they cached on it (franz-go
+	// finds a new transaction coordinator only once the old one's broker
+	// is gone from Metadata). The answering node is never left out.
+	Down func(node uint64) bool
 }
 
 // Limits of the listener.
@@ -93,6 +99,12 @@ func Serve(ln net.Listener, cfg Config) *Server {
 		CloseMessage: "closing Kafka connection", CloseLevel: slog.LevelWarn,
 	})
 	return s
+}
+
+// brokerDown says whether Metadata leaves node out of its brokers
+// (Config.Down); never the answering node itself.
+func (s *Server) brokerDown(node uint64) bool {
+	return s.cfg.Down != nil && node != uint64(s.cfg.NodeID) && s.cfg.Down(node)
 }
 
 // Addr is the listener's address.

@@ -69,6 +69,33 @@ func TestBenchClusterFanoutSmoke(t *testing.T) {
 	}
 }
 
+// TestBenchClusterTxnSmoke runs the txn phase briefly: plain idempotent
+// produce and transactions of 1 and 10 records on one partition, two
+// rounds, every run without errors and with commits, and the ranges.
+func TestBenchClusterTxnSmoke(t *testing.T) {
+	skipShort(t)
+	bin := strandBinary(t)
+	out := runCLI(t, nil, "", "bench", "cluster", "--binary", bin, "--data-dir", t.TempDir(), "--phases", "txn",
+		"--txn-sizes", "1,10", "--txn-partitions", "1", "--txn-rounds", "2", "--txn-duration", "1s")
+	for _, want := range []string{"txn phase, min–max over the rounds", "commits/s", "(2 rounds)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	runs := 0
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "idempotent ") || strings.HasPrefix(line, "txn x") {
+			runs++
+			if strings.Contains(line, "errors") {
+				t.Errorf("a run had errors: %s", line)
+			}
+		}
+	}
+	if runs != 2*3+3 { // two rounds of three runs in the table, then three range lines
+		t.Errorf("%d table and range lines of the txn runs, want 9:\n%s", runs, out)
+	}
+}
+
 // TestBenchClusterTLSSmoke runs `strand bench cluster --tls` briefly: the
 // servers start with TLS (their log says tls=true) and the benches run
 // over it.

@@ -61,7 +61,8 @@ func (k *kafkaListener) start() {
 	if k == nil {
 		return
 	}
-	cfg := kafkaproto.Config{Backend: k, NodeID: int32(k.r.cfg.Core.ID), Logger: k.r.logger, Answers: k.r.fetchAnswers}
+	cfg := kafkaproto.Config{Backend: k, NodeID: int32(k.r.cfg.Core.ID), Logger: k.r.logger, Answers: k.r.fetchAnswers,
+		Down: k.peerDown}
 	if k.r.tls != nil {
 		cfg.TLS = k.r.tls.listenerConfig(k.r.cfg.TLS.ClientAuth, false)
 	}
@@ -69,6 +70,19 @@ func (k *kafkaListener) start() {
 		cfg.SASL = k.r.lookupCredential
 	}
 	k.srv = kafkaproto.Serve(k.ln, cfg)
+}
+
+// kafkaBrokerDownAfter is how long this node must fail to reach a peer
+// before its Kafka Metadata leaves the peer out (kafkaproto.Config.Down):
+// longer than a reconnect after a dropped connection, shorter than
+// Kafka's broker.session.timeout.ms (9 s), after which Kafka leaves out a
+// broker that stopped.
+const kafkaBrokerDownAfter = 3 * time.Second
+
+// peerDown says whether this node has failed to reach peer id for
+// kafkaBrokerDownAfter.
+func (k *kafkaListener) peerDown(id uint64) bool {
+	return k.r.net != nil && k.r.net.unreachableFor(node.NodeID(id)) > kafkaBrokerDownAfter
 }
 
 // closeListener closes a listener that was never served.

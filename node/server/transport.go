@@ -50,6 +50,9 @@ type peerLink struct {
 	queuedBytes atomic.Int64
 	dropped     atomic.Uint64
 	stop        chan struct{}
+	// downSince is when the current run of failed dials began (Unix
+	// nanoseconds); 0 while connected and before the first dial.
+	downSince atomic.Int64
 }
 
 var _ node.Network = (*peerTransport)(nil)
@@ -151,6 +154,20 @@ func (n *peerTransport) droppedTotal() uint64 {
 	return total
 }
 
+// unreachableFor is how long peer id has failed every dial: 0 while it
+// is connected, before the first dial, and for this node and unknown ids.
+func (n *peerTransport) unreachableFor(id node.NodeID) time.Duration {
+	p := (*n.peers.Load())[id]
+	if p == nil {
+		return 0
+	}
+	since := p.downSince.Load()
+	if since == 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, since))
+}
+
 // close stops every sender and waits for them.
 func (n *peerTransport) close() {
 	n.once.Do(func() {
@@ -184,6 +201,7 @@ func (p *peerLink) run() {
 			case failingSince.IsZero():
 				log.Debug("peer unreachable; retrying", slog.Any("err", err))
 				failingSince = time.Now()
+				p.downSince.Store(failingSince.UnixNano())
 			case !warned && time.Since(failingSince) > peerUnreachableWarn:
 				log.Warn("peer unreachable; retrying", slog.Any("err", err),
 					slog.Duration("for", time.Since(failingSince).Round(time.Second)))
@@ -205,6 +223,7 @@ func (p *peerLink) run() {
 			log.Debug("peer connected")
 		}
 		failingSince, warned, failures = time.Time{}, false, 0
+		p.downSince.Store(0)
 		err = p.pump(nc)
 		nc.Close()
 		if err == nil {
@@ -212,6 +231,7 @@ func (p *peerLink) run() {
 		}
 		log.Debug("peer connection lost; reconnecting", slog.Any("err", err))
 		failingSince = time.Now()
+		p.downSince.Store(failingSince.UnixNano()) // 0 again once a redial succeeds
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/node"
+	"github.com/strandlog/strand/proto/frame"
+	"github.com/strandlog/strand/proto/strandpb"
 )
 
 // Frames queued for a peer that cannot be reached are discarded at the
@@ -104,5 +106,75 @@ func TestReconnectDelayJittered(t *testing.T) {
 		if len(seen) < 50 {
 			t.Fatalf("after %d failures: %d distinct delays in 100 draws: not jittered", failures, len(seen))
 		}
+	}
+}
+
+// unreachableFor counts from the first failed dial to a peer, is 0 once
+// the peer answers, and counts again from the moment a connection to it is
+// lost and cannot be redialled; this node and unknown ids are never
+// unreachable. The Kafka listener leaves out of Metadata a peer
+// unreachable for kafkaBrokerDownAfter. Before, a lost connection never
+// counted: a peer that was connected and then died stayed "reachable".
+func TestTransportUnreachableFor(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: every dial is refused
+	n := newPeerTransport(1, map[node.NodeID]string{1: "127.0.0.1:0", 2: addr}, slog.New(slog.DiscardHandler), nil)
+	defer n.close()
+	waitTransport(t, "peer 2 unreachable", func() bool { return n.unreachableFor(2) > 0 })
+	if n.unreachableFor(1) != 0 || n.unreachableFor(9) != 0 {
+		t.Fatalf("this node %v, an unknown node %v: want 0", n.unreachableFor(1), n.unreachableFor(9))
+	}
+	back, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("cannot listen at %s again: %v", addr, err)
+	}
+	conns := make(chan net.Conn, 64)
+	go answerHellos(back, conns)
+	waitTransport(t, "peer 2 reachable again", func() bool { return n.unreachableFor(2) == 0 })
+	back.Close() // the peer dies: its listener and connections go
+	for len(conns) > 0 {
+		(<-conns).Close()
+	}
+	waitTransport(t, "peer 2 unreachable after its connection was lost", func() bool {
+		for len(conns) > 0 { // a redial that raced the close
+			(<-conns).Close()
+		}
+		return n.unreachableFor(2) > 0
+	})
+}
+
+// answerHellos accepts connections on ln, answers each one's Hello as a
+// peer does and hands it to conns, until ln closes.
+func answerHellos(ln net.Listener, conns chan<- net.Conn) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		var hello strandpb.Request
+		if _, err := frame.Decode(c, nil, frame.BytesMaxDefault, &hello); err != nil {
+			c.Close()
+			continue
+		}
+		out, _ := frame.Append(nil, &strandpb.Response{Body: &strandpb.Response_Hello{Hello: &strandpb.HelloResponse{}}})
+		c.Write(out)
+		conns <- c
+	}
+}
+
+// waitTransport polls cond for up to 20 s (the sender's reconnect
+// backoff), failing the test after.
+func waitTransport(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 20 s", what)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the sender goroutine's progress
 	}
 }

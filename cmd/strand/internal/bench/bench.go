@@ -73,6 +73,7 @@ type Settings struct {
 	bufferedMax   int
 	fetchBytesMax int32
 	keys          int
+	txnRecords    int // produce in transactions of this many records (0: not transactional)
 }
 
 // Register registers the flags of bench kind (produce, consume or e2e),
@@ -100,6 +101,9 @@ func (b *Settings) Register(fs *pflag.FlagSet, kind string) {
 	fs.DurationVar(&b.linger, "linger", lingerDefault, "wait this long to fill a batch")
 	fs.IntVar(&b.bufferedMax, "buffered", 20000, "records buffered per client before Produce blocks")
 	fs.IntVar(&b.keys, "keys", 0, "give records keys from this many distinct values, spread by hash over the partitions (0: keyless, sticky batches)")
+	if kind == "produce" {
+		fs.IntVar(&b.txnRecords, "txn-records", 0, "produce in transactions of this many records, round robin over the partitions, one transaction at a time per client, each committed once its records are acknowledged (0: not transactional)")
+	}
 }
 
 // settings is the line a bench echoes before it starts, so a pasted
@@ -120,6 +124,9 @@ func (b *Settings) settings(kind string) string {
 	if kind == "e2e" {
 		s += fmt.Sprintf(" rate=%d/s", b.rate)
 	}
+	if b.txnRecords > 0 {
+		s += fmt.Sprintf(" txn-records=%d", b.txnRecords)
+	}
 	return s
 }
 
@@ -128,8 +135,11 @@ var Kinds = []string{"produce", "consume", "e2e"}
 
 // Check refuses settings of bench kind that cannot run (*UsageError).
 func (b *Settings) Check(kind string) error {
-	if b.clients < 1 || b.recordBytes < 8 || b.keys < 0 {
-		return usageError("--clients ≥ 1, --record-bytes ≥ 8 and --keys ≥ 0 please")
+	if b.clients < 1 || b.recordBytes < 8 || b.keys < 0 || b.txnRecords < 0 {
+		return usageError("--clients ≥ 1, --record-bytes ≥ 8, --keys ≥ 0 and --txn-records ≥ 0 please")
+	}
+	if b.txnRecords > 0 && b.acks != "all" && b.acks != "-1" {
+		return usageError("--txn-records: a transactional producer acknowledges with acks=all: drop --acks %s", b.acks)
 	}
 	if kind == "e2e" && b.rate < 1 {
 		return usageError("--rate must be at least 1")
@@ -225,8 +235,12 @@ type benchResult struct {
 	latency   *histogram
 	latencyIs string     // what latency measures
 	latency2  *histogram // e2e: the producer's ack latency
-	cpuUser   time.Duration
-	cpuSys    time.Duration
+	// commits and commitLatency: transactional produce's commits and
+	// CommitTransaction's latency (nil when not transactional).
+	commits       int64
+	commitLatency *histogram
+	cpuUser       time.Duration
+	cpuSys        time.Duration
 }
 
 // rate is records per second.
@@ -246,6 +260,10 @@ func (r benchResult) print(w io.Writer) {
 	if r.latency2 != nil {
 		fmt.Fprintf(w, "  produce ack latency %s\n    (%s)\n", r.latency2.summary(), latencyE2EAck)
 	}
+	if r.commitLatency != nil {
+		fmt.Fprintf(w, "  %d commits: %.0f commits/s, commit latency %s\n    (%s)\n", r.commits,
+			float64(r.commits)/secs, r.commitLatency.summary(), latencyCommit)
+	}
 	cpu := r.cpuUser + r.cpuSys
 	fmt.Fprintf(w, "  bench process CPU: %s user + %s sys = %.0f%% of one core\n",
 		r.cpuUser.Round(time.Millisecond), r.cpuSys.Round(time.Millisecond), 100*cpu.Seconds()/secs)
@@ -254,6 +272,9 @@ func (r benchResult) print(w io.Writer) {
 // runProduce sends records as fast as the clients' windows allow and
 // measures each record's time from Produce to its acknowledgement.
 func (b *Settings) runProduce(ctx context.Context) (benchResult, error) {
+	if b.txnRecords > 0 {
+		return b.runTxnProduce(ctx)
+	}
 	clients, err := b.producers()
 	if err != nil {
 		return benchResult{}, err

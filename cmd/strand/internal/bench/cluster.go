@@ -59,14 +59,18 @@ type Cluster struct {
 	fanoutNice     int
 	readersBinary  string
 	tls            bool
+	txnSizes       []int
+	txnPartitions  []int
+	txnRounds      int
+	txnDuration    time.Duration
 }
 
 // clusterPhases are the phases `bench cluster` runs by default, in order.
 var clusterPhases = []string{"produce", "consume", "e2e", "many"}
 
 // clusterPhasesKnown are every phase `bench cluster` knows: the default
-// ones and fanout (minutes long: run on request).
-var clusterPhasesKnown = append(append([]string(nil), clusterPhases...), "fanout")
+// ones, fanout and txn (minutes long: run on request).
+var clusterPhasesKnown = append(append([]string(nil), clusterPhases...), "fanout", "txn")
 
 // ServerTLS is what --tls made: each node's serve flags (by node id) and
 // the clients' TLS configuration.
@@ -81,7 +85,7 @@ func (cb *Cluster) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&cb.dataDir, "data-dir", "", "directory for the servers' data and logs (default: a new temporary one)")
 	fs.BoolVar(&cb.keep, "keep", false, "keep the data directory afterwards (servers' logs are in it)")
 	fs.IntVar(&cb.nodes, "nodes", 3, "servers to start")
-	fs.StringSliceVar(&cb.phases, "phases", clusterPhases, "phases to run: produce, consume, e2e, many, fanout")
+	fs.StringSliceVar(&cb.phases, "phases", clusterPhases, "phases to run: produce, consume, e2e, many, fanout, txn")
 	fs.DurationVar(&cb.duration, "duration", 10*time.Second, "length of each produce phase")
 	fs.DurationVar(&cb.e2eDuration, "e2e-duration", 8*time.Second, "length of each e2e run")
 	fs.IntSliceVar(&cb.rates, "rates", []int{1000, 5000}, "e2e rates in msgs/s (each on 1 and 6 partitions)")
@@ -97,6 +101,10 @@ func (cb *Cluster) Register(fs *pflag.FlagSet) {
 	fs.DurationVar(&cb.fanoutMaxWait, "fanout-max-wait", 500*time.Millisecond, "fanout: each reader fetch's max wait")
 	fs.IntVar(&cb.fanoutNice, "fanout-nice", 0, "fanout: run the readers under nice -n N (0: not niced), to model readers on other machines")
 	fs.StringVar(&cb.readersBinary, "readers-binary", "", "fanout: strand binary to run 'bench readers' with (default: this one)")
+	fs.IntSliceVar(&cb.txnSizes, "txn-sizes", []int{1, 10, 100}, "txn: records per transaction of each transactional run")
+	fs.IntSliceVar(&cb.txnPartitions, "txn-partitions", []int{1, 3}, "txn: partition counts, each run beside plain idempotent produce")
+	fs.IntVar(&cb.txnRounds, "txn-rounds", 3, "txn: rounds over the runs, the order reversed every other round")
+	fs.DurationVar(&cb.txnDuration, "txn-duration", 5*time.Second, "txn: length of each run")
 	fs.BoolVar(&cb.tls, "tls", false, "serve and bench over TLS: a throwaway CA and certificates in the data directory, mutual TLS between the servers (not for --phases fanout)")
 	fs.StringSliceVar(&cb.serverArgs, "server-arg", nil, "extra flag for every server, e.g. --server-arg=--cpuprofile=prof (NODE in it becomes the node id)")
 }
@@ -140,6 +148,9 @@ func (cb *Cluster) check() error {
 	}
 	if cb.fanoutRounds < 1 || cb.fanoutMinBytes < 0 || cb.fanoutMaxWait < 0 || cb.fanoutNice < 0 || cb.fanoutNice > 19 {
 		return usageError("--fanout-rounds ≥ 1, --fanout-min-bytes ≥ 0, --fanout-max-wait ≥ 0, --fanout-nice 0..19 please")
+	}
+	if err := cb.checkTxn(); err != nil {
+		return err
 	}
 	if cb.tls && slices.Contains(cb.phases, "fanout") {
 		return usageError("--tls does not reach the fanout readers yet: drop fanout from --phases")
@@ -237,6 +248,8 @@ func (cb *Cluster) runPhases(ctx context.Context, cl *benchCluster, w io.Writer)
 			err = cb.manyPhases(ctx, cl, add)
 		case "fanout":
 			err = cb.fanoutPhases(ctx, cl, add)
+		case "txn":
+			err = cb.txnPhases(ctx, cl, add)
 		}
 		if err != nil {
 			return rows, cl, err
@@ -379,6 +392,7 @@ func printClusterTable(w io.Writer, cl *benchCluster, rows []clusterRow) {
 			}
 		}
 	}
+	printTxnRanges(w, rows)
 	if len(cl.replicaMemory) > 0 {
 		var parts []string
 		for _, m := range cl.replicaMemory {
