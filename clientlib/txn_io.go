@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/strandlog/strand/proto/strandpb"
@@ -151,7 +152,7 @@ func (p *producer) handleAddPartitions(res addPartitionsResult, now time.Duratio
 		case err == nil:
 			added = append(added, tp)
 		case IsRetriable(err) && p.addAttempts <= p.c.cfg.retriesMax:
-			p.addRetryAfter = now + p.c.backoffDelay(p.addAttempts)
+			p.addRetryAfter = now + p.addBackoff(err)
 		default:
 			p.failSink(p.sinks[tp], t.note(fmt.Errorf("clientlib: AddPartitionsToTxn %s/%d: %w", tp.topic, tp.partition, err)))
 		}
@@ -160,6 +161,34 @@ func (p *producer) handleAddPartitions(res addPartitionsResult, now time.Duratio
 		p.addAttempts = 0
 	}
 	t.markAdded(res.epoch, added)
+}
+
+// concurrentTxnBackoff paces AddPartitionsToTxn retries refused
+// CONCURRENT_TRANSACTIONS: the previous transaction's markers are being
+// written, which takes a few milliseconds, so the general retry backoff
+// (100 ms) would cost most of a short transaction's time. Kafka's and
+// franz-go's producers retry this case after 20 ms too.
+var concurrentTxnBackoff = Backoff{Base: 20 * time.Millisecond, Max: 200 * time.Millisecond}
+
+// errConcurrentTransactions matches a CONCURRENT_TRANSACTIONS refusal.
+var errConcurrentTransactions = &Error{Code: strandpb.ErrorCode_ERROR_CODE_CONCURRENT_TRANSACTIONS}
+
+// addBackoff is the wait before the next AddPartitionsToTxn after a
+// retriable refusal err.
+func (p *producer) addBackoff(err error) time.Duration {
+	p.c.mu.Lock()
+	defer p.c.mu.Unlock()
+	return txnAddBackoff(p.c.cfg.backoff, p.addAttempts, err, p.c.rng)
+}
+
+// txnAddBackoff is addBackoff's rule: the client's backoff, except that
+// CONCURRENT_TRANSACTIONS waits concurrentTxnBackoff (never longer than
+// the client's own backoff would).
+func txnAddBackoff(general Backoff, attempt int, err error, rng *rand.Rand) time.Duration {
+	if errors.Is(err, errConcurrentTransactions) {
+		return min(concurrentTxnBackoff.Delay(attempt, rng), general.Delay(attempt, rng))
+	}
+	return general.Delay(attempt, rng)
 }
 
 // failSink fails every record of s not yet sent.
