@@ -67,7 +67,9 @@ func DrawFeatures(o Options) Options {
 	o.AddPartitions = true // drawn by the grow plan; never with groups
 	o.WAL = o.WAL || draw(8) == 0
 	o.KafkaCodec = o.KafkaCodec || draw(2) == 0
-	o.Txn = o.Txn || draw(5) < 2 // drawn last: the draws above stay as they were
+	if o.Txn || draw(5) < 2 { // drawn last: the draws above stay as they were
+		o = WithTxn(o)
+	}
 	o.Ops = featureOps(o)
 	return o
 }

@@ -48,6 +48,25 @@ const (
 	txnZombiePauseMaxMs = 1_500
 )
 
+// txnCheckpointEntriesMax caps the checkpoint interval of a seed with the
+// workload: its partitions apply some 50 entries each, so with a larger
+// interval (or production's 1,024) they never checkpoint, no replica ever
+// restores their transactional state (LSO, aborted index, open
+// transactions) from a checkpoint or a raft snapshot, and the digest
+// comparison of restored replicas (digests.go) never sees it.
+const txnCheckpointEntriesMax = 32
+
+// WithTxn is o with the transactional workload on: its checkpoint
+// interval capped so its partitions checkpoint mid-run (16 or 32 entries,
+// by the seed, when drawn larger).
+func WithTxn(o Options) Options {
+	o.Txn = true
+	if o.CheckpointEntries == 0 || o.CheckpointEntries > txnCheckpointEntriesMax {
+		o.CheckpointEntries = txnCheckpointEntriesMax >> (o.Seed % 2)
+	}
+	return o
+}
+
 // txnClients counts the client slots the workload uses: the producers and
 // the reader (which also creates the topic).
 func txnClients(o Options) int {
