@@ -27,8 +27,8 @@ type catchRate struct {
 	// transaction bug: the seeds that drew the transactional workload;
 	// the others are not run); seeds for every other bug.
 	eligible int
-	first  string // the first catching seed's first failure line
-	cpu    time.Duration
+	first    string // the first catching seed's first failure line
+	cpu      time.Duration
 }
 
 func (c catchRate) String() string {
