@@ -100,11 +100,11 @@
 // (WithTxn) so replicas restore the partitions' transactional state mid-run (digest: compares it);
 // and every TXN_MARKER entry must apply after the coordinator's committed decision of its producer
 // epoch, with the same outcome (wire_txn_decisions.go replays __strand_transactions). Storage is
-// asynchronous as in the server: each sync job runs as an event after a drawn device delay (0.1–1.5 ms; one in 50 up to 20
-// ms, so logs complete out of order) — the memdisk makes the writes durable only then — and
-// SyncDone a hand-off later; draws from their own stream. Rejected: fsync at once with only the
-// completion delayed (a crash in the window would keep the data, hiding an acknowledgement given
-// before the fsync).
+// asynchronous as in the server: each sync job runs as an event after a drawn device delay
+// (0.1–1.5 ms; one in 50 up to 20 ms, so logs complete out of order) — the memdisk makes the
+// writes durable only then — and SyncDone a hand-off later; draws from their own stream.
+// Rejected: fsync at once with only the completion delayed (a crash in the window would keep the
+// data, hiding an acknowledgement given before the fsync).
 //
 // # The operator and authorization
 //
