@@ -91,7 +91,7 @@
 // virtual time), crash mid-batch and restart; Options.ClassicMembers (TestSimClassicGroups:
 // 3) adds members of a second group speaking Kafka's classic protocol (JoinGroup, SyncGroup,
 // Heartbeat through kafkaproto; commits in their generation) checked across coordinator fail-overs
-// (wire_classic.go). Options.Txn (two seeds in five) runs the transactional workload
+// (wire_classic.go). Options.Txn (seven seeds in ten) runs the transactional workload
 // (wire_txn.go): three transactional ids commit and abort transactions over sim-txn's 3 partitions,
 // crash mid-transaction and re-initialize (fencing; the old process sometimes finishes as a zombie),
 // while a reader follows the partitions at read_committed and after the heal reads them whole; the

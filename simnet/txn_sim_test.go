@@ -15,7 +15,7 @@ func txnOptions(t *testing.T, seed uint64, profile, bug string) Options {
 }
 
 // TestSimTxn runs the transactional workload in every seed (the sample
-// draws it in two of five): CheckTxn finds no anomaly and the workload
+// draws it in seven of ten): CheckTxn finds no anomaly and the workload
 // commits, aborts, fences and reads at read_committed in each.
 func TestSimTxn(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
