@@ -70,6 +70,11 @@ func TestCheckTxnAnomalies(t *testing.T) {
 		{"intermediate read: d read before its EndTxn was called", func(h *TxnHistory) {
 			h.Polls = append(h.Polls, TxnPoll{Client: 4, TP: txnP1, ReadCommitted: true, Records: []TxnRead{{txnP1, 2, "d"}}, Call: 10, Return: 11})
 		}, TxnOptions{}, TxnIntermediateRead},
+		{"read of an open transaction: u never ended (EndCall is the run's end)", func(h *TxnHistory) {
+			h.Txns = append(h.Txns, Txn{TransactionalID: "u", Producer: TxnProducerEpoch{10, 0}, Outcome: TxnIndefinite, Begin: 14, EndCall: 99, EndReturn: 99,
+				Writes: []TxnWrite{{txnP0, "u1", 3}}})
+			h.Polls = append(h.Polls, TxnPoll{Client: 4, TP: txnP0, ReadCommitted: true, Records: []TxnRead{{txnP0, 3, "u1"}}, Call: 20, Return: 21})
+		}, TxnOptions{}, TxnIntermediateRead},
 		{"write cycle: e before g in P0, h before f in P1", func(h *TxnHistory) {
 			h.Txns = append(h.Txns,
 				Txn{TransactionalID: "z", Producer: TxnProducerEpoch{3, 0}, Outcome: TxnCommitted, Begin: 30, EndCall: 40,
@@ -114,6 +119,11 @@ func TestCheckTxnAnomalies(t *testing.T) {
 				Writes: []TxnWrite{{txnP1, "o", -1}}})
 			h.Polls = append(h.Polls, TxnPoll{TP: txnP1, ReadCommitted: true, Records: []TxnRead{{txnP1, 2, "o"}}, Return: 50})
 		}, TxnOptions{}, TxnInconsistentOffsets},
+		{"fenced zombie commit: v's EndTxn(commit) at epoch 0 answered ok after epoch 1's fence, nothing read", func(h *TxnHistory) {
+			h.Txns = append(h.Txns, Txn{TransactionalID: "v", Producer: TxnProducerEpoch{11, 0}, Outcome: TxnCommitted, Begin: 14, EndCall: 16, EndReturn: 17,
+				Writes: []TxnWrite{{TopicPartition{Topic: "other", Partition: 0}, "v1", -1}}})
+			h.Fences = append(h.Fences, TxnFence{"v", TxnProducerEpoch{11, 1}, 15})
+		}, TxnOptions{}, TxnZombieWrite},
 		{"zombie: x's first transaction ended after a newer epoch was handed out", func(h *TxnHistory) {
 			h.Fences = append(h.Fences, TxnFence{"x", TxnProducerEpoch{1, 5}, 4})
 		}, TxnOptions{}, TxnZombieWrite},

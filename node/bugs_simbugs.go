@@ -125,6 +125,10 @@ type Bugs struct {
 	// lead to it during a rebalance, it knows no member and no committed
 	// offset.
 	MoveRacesRebalance bool
+	// MarkersBeforeDecision: the transaction coordinator writes an
+	// EndTxn's markers as the request arrives, before its decision is
+	// durable (txn_bugs_simbugs.go).
+	MarkersBeforeDecision bool
 }
 
 // bugCoordinatorFromEnd (MoveRacesRebalance) starts co at the

@@ -265,6 +265,7 @@ func (c *Core) handleEndTxn(req *strandpb.EndTxnRequest, answer func(*strandpb.R
 		TransactionalId: req.GetTransactionalId(), Producer: req.GetProducer(), Commit: req.GetCommit(),
 		KeepEpoch: req.GetKeepEpoch(),
 	}}}
+	c.bugMarkersBeforeDecision(co, req) // planted-bug hook (-tags simbugs)
 	c.proposeTxn(g, co, cmd, func(a txnApplied) {
 		if err := txnOutcome(a); err != nil {
 			fail(err)

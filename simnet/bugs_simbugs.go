@@ -9,6 +9,7 @@ import (
 	"github.com/strandlog/strand/clientlib"
 	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/engine/groups"
+	"github.com/strandlog/strand/engine/txn"
 	"github.com/strandlog/strand/node"
 )
 
@@ -30,7 +31,7 @@ var ClientBugNames = []string{"LibAutoCommitFetched"}
 
 // TxnBugNames are the partition's planted transaction bugs (engine's
 // SetTxnBugs): they need the transactional workload (Options.Txn).
-var TxnBugNames = []string{"LSOPassesOpenTxn", "DropAbortOnRestore"}
+var TxnBugNames = []string{"LSOPassesOpenTxn", "DropAbortOnRestore", "MarkersBeforeDecision", "TxnSkipsFence"}
 
 // ParseBug checks a planted bug's name; "" plants none.
 func ParseBug(name string) (string, error) {
@@ -50,6 +51,7 @@ func plantBug(cfg *node.Config, name string) {
 	groups.SetClassicBug(name == "GroupClassicForgotten")                       // needs Options.ClassicMembers
 	clientlib.SetBugs(name == "LibAutoCommitFetched")                           // needs Options.GroupMembers (wire_libgroup.go)
 	engine.SetTxnBugs(name == "LSOPassesOpenTxn", name == "DropAbortOnRestore") // need Options.Txn (wire_txn.go)
+	txn.SetBugs(name == "TxnSkipsFence")                                        // needs Options.Txn
 	switch name {
 	case "AckBeforeCommit":
 		cfg.Bugs.AckBeforeCommit = true
@@ -105,6 +107,8 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.RemoveBeforeCaughtUp = true
 	case "AuthSkipsAlterQuotas": // needs authorization on (the operator draws it)
 		cfg.Bugs.AuthSkipsAlterQuotas = true
+	case "MarkersBeforeDecision": // needs Options.Txn
+		cfg.Bugs.MarkersBeforeDecision = true
 	case "ElectionInCoreTicks":
 		cfg.Bugs.ElectionInCoreTicks = true
 	}

@@ -34,11 +34,18 @@ type checker struct {
 	hwms map[applyKey]int64
 	// leadersChecked: liveness mode checked for leaders after the heal.
 	leadersChecked bool
+	// txnOrder checks markers against the coordinators' decisions
+	// (wire_txn_decisions.go); nil without a transactions topic.
+	txnOrder *txnDecisions
 }
 
 func newChecker(w *world) *checker {
-	return &checker{w: w, applied: make(map[applyKey]uint64), leaders: make(map[termKey]node.NodeID),
+	c := &checker{w: w, applied: make(map[applyKey]uint64), leaders: make(map[termKey]node.NodeID),
 		hwms: make(map[applyKey]int64)}
+	if txnPartitions(w.opts) > 0 {
+		c.txnOrder = newTxnDecisions(w)
+	}
+	return c
 }
 
 // entryDigest digests an applied entry's term and bytes (hashBytes: every
@@ -66,6 +73,7 @@ func (c *checker) onApply(n *simNode, tp node.TopicPartition, topicID, index, te
 	if prev, seen := c.applied[k]; !seen {
 		c.applied[k] = d
 		c.w.digests.onApply(g, index, data)
+		c.txnOrder.onFirstApply(tp, index, data)
 	} else if prev != d {
 		c.w.fail("partition %s index %d: node %d applied entry of term %d digest %016x, an earlier application was %016x",
 			c.w.incarnations.label(g), index, n.id, term, d, prev)

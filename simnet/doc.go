@@ -91,16 +91,20 @@
 // virtual time), crash mid-batch and restart; Options.ClassicMembers (TestSimClassicGroups:
 // 3) adds members of a second group speaking Kafka's classic protocol (JoinGroup, SyncGroup,
 // Heartbeat through kafkaproto; commits in their generation) checked across coordinator fail-overs
-// (wire_classic.go). Options.Txn (two seeds in five) runs the transactional workload
+// (wire_classic.go). Options.Txn (seven seeds in ten) runs the transactional workload
 // (wire_txn.go): three transactional ids commit and abort transactions over sim-txn's 3 partitions,
 // crash mid-transaction and re-initialize (fencing; the old process sometimes finishes as a zombie),
 // while a reader follows the partitions at read_committed and after the heal reads them whole; the
-// history goes to linearizability.CheckTxn ("txn:" failures). Storage is asynchronous as in the
-// server: each sync job runs as an event after a drawn device delay (0.1–1.5 ms; one in 50 up to 20
-// ms, so logs complete out of order) — the memdisk makes the writes durable only then — and
-// SyncDone a hand-off later; draws from their own stream. Rejected: fsync at once with only the
-// completion delayed (a crash in the window would keep the data, hiding an acknowledgement given
-// before the fsync).
+// history goes to linearizability.CheckTxn ("txn:" failures); zombies are paused processes that wake
+// up to 1.5 s later, often straight into their EndTxn; such seeds checkpoint every 16 or 32 entries
+// (WithTxn) so replicas restore the partitions' transactional state mid-run (digest: compares it);
+// and every TXN_MARKER entry must apply after the coordinator's committed decision of its producer
+// epoch, with the same outcome (wire_txn_decisions.go replays __strand_transactions). Storage is
+// asynchronous as in the server: each sync job runs as an event after a drawn device delay
+// (0.1–1.5 ms; one in 50 up to 20 ms, so logs complete out of order) — the memdisk makes the
+// writes durable only then — and SyncDone a hand-off later; draws from their own stream.
+// Rejected: fsync at once with only the completion delayed (a crash in the window would keep the
+// data, hiding an acknowledgement given before the fsync).
 //
 // # The operator and authorization
 //

@@ -14,3 +14,30 @@ import "testing"
 func TestSimCatchesLSOPassesOpenTxn(t *testing.T) {
 	requireCatches(t, "LSOPassesOpenTxn", 1, 50, 25, "txn:", txnOptions, nil)
 }
+
+// The marker-order check (wire_txn_decisions.go) catches
+// MarkersBeforeDecision (an EndTxn's markers written as it arrives,
+// before the coordinator's decision is durable) at the first marker that
+// applies before its decision: 16 of seeds 1-16. The read checks alone
+// caught it only when the decision then differed (3 of seeds 1-10).
+func TestSimCatchesMarkersBeforeDecision(t *testing.T) {
+	requireCatches(t, "MarkersBeforeDecision", 1, 10, 7, "txn:", txnOptions, nil)
+}
+
+// CheckTxn catches TxnSkipsFence (the coordinator lets an older epoch act
+// on the transaction): a paused zombie's EndTxn commits its successor's
+// open transaction (an aborted or intermediate read; the zombie's own
+// writes, aborted by the fence, a lost committed write) or its own (a
+// zombie write). 14 of seeds 1-16; 5 of 10 when zombies went on at once.
+func TestSimCatchesTxnSkipsFence(t *testing.T) {
+	requireCatches(t, "TxnSkipsFence", 1, 10, 6, "txn:", txnOptions, nil)
+}
+
+// The digest comparison of restored state (digests.go) catches
+// DropAbortOnRestore (a restore loses the newest aborted transaction) at
+// the first checkpoint of a workload partition that holds an abort: 16 of
+// seeds 1-16 since such seeds checkpoint every 16 or 32 entries (WithTxn),
+// 0 of 50 before (their partitions never checkpointed).
+func TestSimCatchesDropAbortOnRestore(t *testing.T) {
+	requireCatches(t, "DropAbortOnRestore", 1, 10, 7, "digest:", txnOptions, nil)
+}

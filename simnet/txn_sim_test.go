@@ -11,13 +11,11 @@ var flagTxnSeeds = flag.Int("sim.txn-seeds", 10, "seeds of TestSimTxn")
 // txnOptions is the standard sample's seed with the transactional
 // workload on (wire_txn.go), as in the seeds that draw it.
 func txnOptions(t *testing.T, seed uint64, profile, bug string) Options {
-	o := sampleOptions(t, seed, profile, bug)
-	o.Txn = true
-	return o
+	return WithTxn(sampleOptions(t, seed, profile, bug))
 }
 
 // TestSimTxn runs the transactional workload in every seed (the sample
-// draws it in two of five): CheckTxn finds no anomaly and the workload
+// draws it in seven of ten): CheckTxn finds no anomaly and the workload
 // commits, aborts, fences and reads at read_committed in each.
 func TestSimTxn(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))

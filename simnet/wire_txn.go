@@ -36,13 +36,36 @@ const (
 	txnTopicPartitions = 3
 	txnProducersMax    = 3
 	txnPerProducer     = 8  // transactions per producer
-	txnCrashOneIn      = 12 // steps after which the process crashes
+	txnCrashOneIn      = 8  // steps after which the process crashes
 	txnAttemptsMax     = 40 // attempts of one request before giving up
 	txnTimeoutMs       = 5_000
 	txnReadsMax        = 400 // fetches of the final read
 	txnLivesMax        = 30  // processes per producer
 	txnStepMaxMs       = 120 // think time between steps: transactions overlap
+	// txnZombiePauseMaxMs bounds a zombie's pause before its next step:
+	// about a transaction's length, so it wakes before, inside or after
+	// its successor's transactions.
+	txnZombiePauseMaxMs = 1_500
 )
+
+// txnCheckpointEntriesMax caps the checkpoint interval of a seed with the
+// workload: its partitions apply some 50 entries each, so with a larger
+// interval (or production's 1,024) they never checkpoint, no replica ever
+// restores their transactional state (LSO, aborted index, open
+// transactions) from a checkpoint or a raft snapshot, and the digest
+// comparison of restored replicas (digests.go) never sees it.
+const txnCheckpointEntriesMax = 32
+
+// WithTxn is o with the transactional workload on: its checkpoint
+// interval capped so its partitions checkpoint mid-run (16 or 32 entries,
+// by the seed, when drawn larger).
+func WithTxn(o Options) Options {
+	o.Txn = true
+	if o.CheckpointEntries == 0 || o.CheckpointEntries > txnCheckpointEntriesMax {
+		o.CheckpointEntries = txnCheckpointEntriesMax >> (o.Seed % 2)
+	}
+	return o
+}
 
 // txnClients counts the client slots the workload uses: the producers and
 // the reader (which also creates the topic).
@@ -242,6 +265,9 @@ func (l *txnLife) send(target int, req *strandpb.Request, ok func(*strandpb.Resp
 		code := errCode(err)
 		if code == strandpb.ErrorCode_ERROR_CODE_PRODUCER_FENCED {
 			l.p.s.ww.w.coverage.Inc("txn/fenced")
+			if req.GetEndTxn() != nil && l.attempts == 1 {
+				l.fencedAtEnd()
+			}
 			l.fenced()
 			return
 		}
@@ -328,10 +354,19 @@ func (l *txnLife) step(next func()) {
 	}
 	if !l.zombie && c.rng.IntN(txnCrashOneIn) == 0 {
 		l.p.s.ww.w.coverage.Inc("txn/crash")
-		if l.txn >= 0 && c.rng.IntN(2) == 0 {
+		if l.txn >= 0 && c.rng.IntN(3) != 0 {
 			l.zombie = true // finishes its open transaction, fenced or not
 			l.p.s.ww.w.coverage.Inc("txn/zombie")
 			c.after(c.thinkTime(), l.p.spawn)
+			// A zombie is a paused process (a GC pause, a stalled VM): it
+			// wakes while its successor may be inside a transaction, in
+			// half the cases straight into its commit (the partitions
+			// fence its writes; only the coordinator fences its EndTxn).
+			if c.rng.IntN(2) == 0 {
+				next = l.end
+			}
+			c.after(time.Duration(1+c.rng.IntN(txnZombiePauseMaxMs))*time.Millisecond, next)
+			return
 		} else {
 			l.dead = true
 			c.after(c.thinkTime(), l.p.spawn)
@@ -356,6 +391,22 @@ func (l *txnLife) restart() {
 // fenced: a newer epoch exists; the process stops (its successor, if it
 // crashed, already runs; otherwise it re-initializes).
 func (l *txnLife) fenced() { l.restart() }
+
+// fencedAtEnd records the open transaction as aborted: the first attempt
+// of its EndTxn was refused as fenced, so no EndTxn(commit) of its epoch
+// was ever decided (client requests are never duplicated in flight), and
+// a fence aborts the transaction it ends. A marker that committed it
+// anyway (in some partition) is an aborted read.
+func (l *txnLife) fencedAtEnd() {
+	s := l.p.s
+	if l.txn < 0 {
+		return
+	}
+	t := &s.hist.Txns[l.txn]
+	t.Outcome, t.EndReturn = linearizability.TxnAborted, int64(s.ww.w.now())
+	delete(s.sentCommit, l.txn)
+	s.ww.w.coverage.Inc("txn/fenced-at-end")
+}
 
 // begin starts the producer's next transaction, or ends the producer.
 func (l *txnLife) begin() {

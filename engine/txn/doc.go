@@ -86,5 +86,5 @@
 // (control records, last stable offset, aborted-transaction index), TxnOffsetCommit in the group
 // coordinator, the Kafka handlers and the client. Tests: txn_test.go (one per transition and refusal), TestModel (rapid, against a reference
 // model, with fail-overs and replay), FuzzApply, FuzzRestore. Planted bug (-tags simbugs):
-// bugSkipFence, authorize's epoch check skipped (TestBugSkipFence).
+// bugSkipFence, authorize's epoch check skipped (TestBugSkipFence; simnet's TxnSkipsFence).
 package txn

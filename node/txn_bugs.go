@@ -1,0 +1,9 @@
+//go:build !simbugs
+
+package node
+
+import "github.com/strandlog/strand/proto/strandpb"
+
+// bugMarkersBeforeDecision is a planted bug's hook (txn_bugs_simbugs.go):
+// nothing in production builds.
+func (c *Core) bugMarkersBeforeDecision(*txnCoord, *strandpb.EndTxnRequest) {}
