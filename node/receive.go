@@ -127,7 +127,12 @@ func (c *Core) receiveMessage(from NodeID, topic string, rm *rawRaftMessage) {
 		c.stats.MessagesDropped++
 		return
 	}
-	if !g.voteAllowed(&m) || !g.leaderMessageAllowed(&m) || g.staleReject(&m) || c.dropForSpace(g, &m) {
+	if g.staleReject(&m) {
+		c.handOnLostEntries(g, from, &m)
+		c.stats.VotesWithheld++
+		return
+	}
+	if !g.voteAllowed(&m) || !g.leaderMessageAllowed(&m) || c.dropForSpace(g, &m) {
 		c.stats.VotesWithheld++ // recovering from a lost disk (rejoin.go)
 		return
 	}

@@ -731,7 +731,7 @@ func (c *Core) handOnLeadership(g *group, from NodeID, last uint64) {
 		if id == c.cfg.ID || id == from {
 			continue
 		}
-		if p, ok := st.Progress[uint64(id)]; ok && (to == 0 || p.Match > best) {
+		if p, ok := st.Progress[uint64(id)]; ok && !p.IsLearner && (to == 0 || p.Match > best) {
 			to, best = id, p.Match
 		}
 	}
@@ -742,6 +742,19 @@ func (c *Core) handOnLeadership(g *group, from NodeID, last uint64) {
 		slog.Uint64("replica", uint64(from)), slog.Uint64("to", uint64(to)))
 	c.markReady(g) // ready.go
 	g.raw.TransferLeader(uint64(to))
+}
+
+// handOnLostEntries runs for a stale reject m (staleReject) from a
+// replica: when it answers a current probe (an index past what the
+// replica acknowledged; a reordered old reject names one below it), the
+// replica lost its disk, and the leader hands leadership on itself. The
+// replica's own probe does the same, but it reaches only the nodes the
+// replica knows: a wiped static node knows Config.Nodes, not a node that
+// joined later and leads (TestWipedStaticNodeCatchesUpUnderJoinedLeader).
+func (c *Core) handOnLostEntries(g *group, from NodeID, m *raftpb.Message) {
+	if pr, ok := g.raw.Status().Progress[uint64(from)]; ok && m.GetIndex() > pr.Match {
+		c.handOnLeadership(g, from, m.GetRejectHint())
+	}
 }
 
 // staleReject tells whether m, for g which leads, is a rejected append
