@@ -123,9 +123,9 @@ BENCH_ARGS    ?=
 bench-cluster: build
 	./bin/strand bench cluster $(if $(BINARY),--binary $(abspath $(BINARY))) $(BENCH_ARGS)
 
-## bench-txn: bench-cluster's txn phase (≤ ~3 min): transactions of 1, 10 and 100 records on 1 and 3
-##   partitions beside plain idempotent produce, 3 rounds alternated, then msgs/s, commits/s and commit
-##   p50/p99 as min–max over the rounds.
+## bench-txn: bench-cluster's txn phase (≤ ~4 min): transactions of 1, 10 and 100 records on 1 and 6
+##   partitions beside plain idempotent produce, then read back at read_uncommitted and read_committed,
+##   3 rounds alternated, then msgs/s, commits/s and commit p50/p99 as min–max over the rounds.
 bench-txn: build
 	./bin/strand bench cluster --phases txn $(if $(BINARY),--binary $(abspath $(BINARY))) $(BENCH_ARGS)
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -70,8 +71,10 @@ func TestBenchClusterFanoutSmoke(t *testing.T) {
 }
 
 // TestBenchClusterTxnSmoke runs the txn phase briefly: plain idempotent
-// produce and transactions of 1 and 10 records on one partition, two
-// rounds, every run without errors and with commits, and the ranges.
+// produce and transactions of 1 and 10 records on one partition, then the
+// transactions read back at read_uncommitted and read_committed (to their
+// ends, though the last offset is a commit marker, which no record has),
+// two rounds each, every run without errors, and the ranges.
 func TestBenchClusterTxnSmoke(t *testing.T) {
 	skipShort(t)
 	bin := strandBinary(t)
@@ -82,17 +85,21 @@ func TestBenchClusterTxnSmoke(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	runs := 0
+	runs := map[string]int{}
 	for _, line := range strings.Split(out, "\n") {
-		if strings.HasPrefix(line, "idempotent ") || strings.HasPrefix(line, "txn x") {
-			runs++
-			if strings.Contains(line, "errors") {
-				t.Errorf("a run had errors: %s", line)
+		for _, run := range []string{"idempotent ", "txn x", "read_uncommitted ", "read_committed "} {
+			if strings.HasPrefix(line, run) {
+				runs[run]++
+				if strings.Contains(line, "errors") {
+					t.Errorf("a run had errors: %s", line)
+				}
 			}
 		}
 	}
-	if runs != 2*3+3 { // two rounds of three runs in the table, then three range lines
-		t.Errorf("%d table and range lines of the txn runs, want 9:\n%s", runs, out)
+	// Two rounds of each run in the table, then one range line per run.
+	want := map[string]int{"idempotent ": 3, "txn x": 2*2 + 2, "read_uncommitted ": 3, "read_committed ": 3}
+	if !maps.Equal(runs, want) {
+		t.Errorf("table and range lines of the txn runs %v, want %v:\n%s", runs, want, out)
 	}
 }
 

@@ -73,7 +73,8 @@ type Settings struct {
 	bufferedMax   int
 	fetchBytesMax int32
 	keys          int
-	txnRecords    int // produce in transactions of this many records (0: not transactional)
+	txnRecords    int    // produce in transactions of this many records (0: not transactional)
+	isolation     string // consume: read_uncommitted (also when empty) or read_committed
 }
 
 // Register registers the flags of bench kind (produce, consume or e2e),
@@ -88,6 +89,9 @@ func (b *Settings) Register(fs *pflag.FlagSet, kind string) {
 	fs.IntVar(&b.clients, "clients", 1, "concurrent clients (connections), each with its own producer or consumer")
 	fs.Int32Var(&b.fetchBytesMax, "fetch-bytes", 8<<20, "max bytes per fetch request")
 	if kind == "consume" {
+		fs.StringVar(&b.isolation, "isolation", "read_uncommitted", "what to read of transactions, as Kafka's "+
+			"isolation.level: read_uncommitted (every record up to the high-water mark at start) or read_committed "+
+			"(only committed transactions' records, up to the last stable offset at start)")
 		return
 	}
 	lingerDefault := 2 * time.Millisecond
@@ -117,7 +121,7 @@ func (b *Settings) settings(kind string) string {
 		s += fmt.Sprintf(" duration=%s", b.duration)
 	}
 	if kind == "consume" {
-		return s + fmt.Sprintf(" fetch-bytes=%d", b.fetchBytesMax)
+		return s + fmt.Sprintf(" fetch-bytes=%d isolation=%s", b.fetchBytesMax, b.isolation)
 	}
 	s += fmt.Sprintf(" acks=%s in-flight=%d batch-bytes=%d linger=%s buffered=%d keys=%d",
 		b.acks, b.inFlight, b.batchBytes, b.linger, b.bufferedMax, b.keys)
@@ -140,6 +144,9 @@ func (b *Settings) Check(kind string) error {
 	}
 	if b.txnRecords > 0 && b.acks != "all" && b.acks != "-1" {
 		return usageError("--txn-records: a transactional producer acknowledges with acks=all: drop --acks %s", b.acks)
+	}
+	if _, err := isolationLevel(b.isolation); err != nil {
+		return err
 	}
 	if kind == "e2e" && b.rate < 1 {
 		return usageError("--rate must be at least 1")
@@ -213,6 +220,17 @@ func acksOf(s string) (clientlib.Acks, error) {
 		return clientlib.AcksNone, nil
 	}
 	return 0, usageError("--acks %q: want all, 1 or 0", s)
+}
+
+// isolationLevel is --isolation's level, read_uncommitted when empty.
+func isolationLevel(s string) (clientlib.IsolationLevel, error) {
+	switch s {
+	case "", "read_uncommitted":
+		return clientlib.ReadUncommitted, nil
+	case "read_committed":
+		return clientlib.ReadCommitted, nil
+	}
+	return 0, usageError("--isolation %q: want read_uncommitted or read_committed", s)
 }
 
 // What each bench's latencies measure, printed beside them.
@@ -348,35 +366,24 @@ func closeAll(clients []*clientlib.Client) {
 	}
 }
 
-// runConsume reads the topic from the earliest offset up to the
-// high-water marks at start (or --count records), measuring poll latency.
+// runConsume reads the topic from the earliest offset up to its ends at
+// start (or --count records) at --isolation, measuring poll latency.
 func (b *Settings) runConsume(ctx context.Context) (benchResult, error) {
+	level, err := isolationLevel(b.isolation)
+	if err != nil {
+		return benchResult{}, err
+	}
 	c, err := b.Conn.client(clientlib.MaxInFlightPerConn(64))
 	if err != nil {
 		return benchResult{}, err
 	}
 	defer c.Close()
-	offs, err := c.ListOffsets(ctx, b.topic, nil, clientlib.OffsetLatest())
+	ends, total, err := b.consumeEnds(ctx, c, level)
 	if err != nil {
 		return benchResult{}, err
 	}
-	var total int64
-	ends := map[int32]int64{}
-	for _, o := range offs {
-		if o.Err != nil {
-			return benchResult{}, fmt.Errorf("partition %d: %w", o.Partition, o.Err)
-		}
-		ends[o.Partition] = o.HighWatermark
-		total += o.HighWatermark - o.LogStartOffset
-	}
-	if total == 0 {
-		return benchResult{}, fmt.Errorf("topic %s is empty: run 'strand bench produce' first", b.topic)
-	}
-	if b.count > 0 {
-		total = min(total, b.count)
-	}
 	k := clientlib.NewConsumer(c, clientlib.FetchMaxBytes(b.fetchBytesMax),
-		clientlib.FetchMaxPartitionBytes(min(b.fetchBytesMax, 4<<20)))
+		clientlib.FetchMaxPartitionBytes(min(b.fetchBytesMax, 4<<20)), clientlib.FetchIsolation(level))
 	for p := range ends {
 		k.Assign(b.topic, p, clientlib.OffsetEarliest())
 	}
@@ -396,17 +403,64 @@ func (b *Settings) runConsume(ctx context.Context) (benchResult, error) {
 				got++
 				bytes += int64(len(r.Value) + len(r.Key))
 			}
-			if end, ok := ends[fp.Partition]; ok && fp.Err == nil && len(fp.Records) > 0 &&
-				fp.Records[len(fp.Records)-1].Offset+1 >= end {
-				k.Unassign(b.topic, fp.Partition)
-				delete(ends, fp.Partition)
-			}
 		}
+		b.unassignDone(k, ends)
 	}
 	elapsed := time.Since(start)
 	user, sys := cpuUsage()
-	return benchResult{what: "consume", records: got, bytes: bytes, errors: errs, elapsed: elapsed, latency: polls,
+	what := "consume"
+	if level == clientlib.ReadCommitted {
+		what = "consume, read_committed"
+	}
+	return benchResult{what: what, records: got, bytes: bytes, errors: errs, elapsed: elapsed, latency: polls,
 		latencyIs: latencyConsume, cpuUser: user - userStart, cpuSys: sys - sysStart}, nil
+}
+
+// consumeEnds is where a consume ends in each partition: the high-water
+// mark at start, or at read_committed the last stable offset; and how
+// many offsets lie before those ends (transaction markers included), at
+// most --count.
+func (b *Settings) consumeEnds(ctx context.Context, c *clientlib.Client, level clientlib.IsolationLevel) (map[int32]int64, int64, error) {
+	at := clientlib.OffsetLatest()
+	if level == clientlib.ReadCommitted {
+		at = clientlib.OffsetLastStable()
+	}
+	offs, err := c.ListOffsets(ctx, b.topic, nil, at)
+	if err != nil {
+		return nil, 0, err
+	}
+	var total int64
+	ends := map[int32]int64{}
+	for _, o := range offs {
+		if o.Err != nil {
+			return nil, 0, fmt.Errorf("partition %d: %w", o.Partition, o.Err)
+		}
+		end := o.HighWatermark
+		if level == clientlib.ReadCommitted {
+			end = o.Offset
+		}
+		ends[o.Partition] = end
+		total += end - o.LogStartOffset
+	}
+	if total == 0 {
+		return nil, 0, fmt.Errorf("topic %s is empty: run 'strand bench produce' first", b.topic)
+	}
+	if b.count > 0 {
+		total = min(total, b.count)
+	}
+	return ends, total, nil
+}
+
+// unassignDone unassigns every partition whose position reached its end.
+// The position, not the last record's offset, says so: a transaction's
+// marker takes the offset after its records, and no record has it.
+func (b *Settings) unassignDone(k *clientlib.Consumer, ends map[int32]int64) {
+	for p, end := range ends {
+		if pos, ok := k.Position(b.topic, p); ok && pos >= end {
+			k.Unassign(b.topic, p)
+			delete(ends, p)
+		}
+	}
 }
 
 // runE2E produces at a steady --rate and consumes in the same process:

@@ -102,7 +102,7 @@ func (cb *Cluster) Register(fs *pflag.FlagSet) {
 	fs.IntVar(&cb.fanoutNice, "fanout-nice", 0, "fanout: run the readers under nice -n N (0: not niced), to model readers on other machines")
 	fs.StringVar(&cb.readersBinary, "readers-binary", "", "fanout: strand binary to run 'bench readers' with (default: this one)")
 	fs.IntSliceVar(&cb.txnSizes, "txn-sizes", []int{1, 10, 100}, "txn: records per transaction of each transactional run")
-	fs.IntSliceVar(&cb.txnPartitions, "txn-partitions", []int{1, 3}, "txn: partition counts, each run beside plain idempotent produce")
+	fs.IntSliceVar(&cb.txnPartitions, "txn-partitions", []int{1, 6}, "txn: partition counts, each run beside plain idempotent produce, then read back at read_uncommitted and read_committed")
 	fs.IntVar(&cb.txnRounds, "txn-rounds", 3, "txn: rounds over the runs, the order reversed every other round")
 	fs.DurationVar(&cb.txnDuration, "txn-duration", 5*time.Second, "txn: length of each run")
 	fs.BoolVar(&cb.tls, "tls", false, "serve and bench over TLS: a throwaway CA and certificates in the data directory, mutual TLS between the servers (not for --phases fanout)")
@@ -361,10 +361,10 @@ func (r clusterRow) label() string {
 
 // printClusterTable prints the rows, one line each, then what the columns mean.
 func printClusterTable(w io.Writer, cl *benchCluster, rows []clusterRow) {
-	fmt.Fprintf(w, "\n%-14s %5s %9s %7s %9s %9s %9s %8s %6s %s\n", "phase", "parts", "msgs/s", "MiB/s",
+	fmt.Fprintf(w, "\n%-16s %5s %9s %7s %9s %9s %9s %8s %6s %s\n", "phase", "parts", "msgs/s", "MiB/s",
 		"p50", "p99", "p999", "srv-cpu", "cli", "RSS MiB per node")
 	for _, r := range rows {
-		fmt.Fprintf(w, "%-14s %5d ", r.phase, r.partitions)
+		fmt.Fprintf(w, "%-16s %5d ", r.phase, r.partitions)
 		if r.result != nil {
 			res := r.result
 			fmt.Fprintf(w, "%9.0f %7.1f %9s %9s %9s ", res.rate(), float64(res.bytes)/res.elapsed.Seconds()/(1<<20),

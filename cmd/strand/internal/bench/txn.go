@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -166,49 +167,112 @@ func (b *Settings) txnProducers() ([]*clientlib.Client, error) {
 	return clients, nil
 }
 
-// txnPhases are bench cluster's txn phase: for each partition count, plain
-// idempotent produce and transactions of each size, rounds times, the order
-// reversed every other round so the machine's load hits every run alike.
+// txnPhases are bench cluster's txn phase: for each partition count,
+// plain idempotent produce and transactions of each size, rounds times;
+// then reading the transactions' topic back at read_uncommitted and at
+// read_committed, rounds times. Each round reverses the order of the one
+// before, so the machine's load hits every run alike.
 func (cb *Cluster) txnPhases(ctx context.Context, cl *benchCluster, add func(clusterRow, error) error) error {
-	type run struct {
-		parts int32
-		size  int // records per transaction; 0: not transactional
-	}
-	var runs []run
+	var produce, consume []txnRun
 	for _, p := range cb.txnPartitions {
 		for _, s := range append([]int{0}, cb.txnSizes...) {
-			runs = append(runs, run{int32(p), s})
+			produce = append(produce, txnRun{parts: int32(p), size: s})
+		}
+		if len(cb.txnSizes) > 0 {
+			for _, level := range []string{"read_uncommitted", "read_committed"} {
+				consume = append(consume, txnRun{parts: int32(p), isolation: level})
+			}
 		}
 	}
-	for round := range cb.txnRounds {
-		order := slices.Clone(runs)
-		if round%2 == 1 {
-			slices.Reverse(order)
-		}
-		for _, r := range order {
-			b := cb.SettingsFor(cl, fmt.Sprintf("bench-txn-%d", r.parts), r.parts)
-			b.duration, b.txnRecords = cb.txnDuration, r.size
-			if err := cl.ensureTopic(ctx, &b); err != nil {
-				return err
+	for _, runs := range [][]txnRun{produce, consume} {
+		for round := range cb.txnRounds {
+			order := slices.Clone(runs)
+			if round%2 == 1 {
+				slices.Reverse(order)
 			}
-			row, err := measured(cl, txnPhaseName(r.size), r.parts, func() (*benchResult, string, error) {
-				res, err := b.runProduce(ctx)
-				return &res, "", err
-			})
-			if err := add(row, err); err != nil {
-				return err
+			for _, r := range order {
+				if err := cb.txnRun(ctx, cl, r, add); err != nil {
+					return err
+				}
 			}
 		}
 	}
 	return nil
 }
 
-// txnPhaseName is the table's name of a txn phase run.
-func txnPhaseName(size int) string {
-	if size == 0 {
+// txnRun is one run of the txn phase: a consume at isolation when that is
+// set, else a produce, in transactions of size records (0: plain
+// idempotent), to a topic of parts partitions.
+type txnRun struct {
+	parts     int32
+	size      int
+	isolation string
+}
+
+// name is the table's name of the run.
+func (r txnRun) name() string {
+	switch {
+	case r.isolation != "":
+		return r.isolation
+	case r.size == 0:
 		return "idempotent"
 	}
-	return fmt.Sprintf("txn x%d", size)
+	return fmt.Sprintf("txn x%d", r.size)
+}
+
+// topic is the run's topic: plain idempotent produce writes its own, so
+// the consumes read back only transactions.
+func (r txnRun) topic() string {
+	if r.size == 0 && r.isolation == "" {
+		return fmt.Sprintf("bench-idem-%d", r.parts)
+	}
+	return fmt.Sprintf("bench-txn-%d", r.parts)
+}
+
+// txnRun runs and measures r, adding its row.
+func (cb *Cluster) txnRun(ctx context.Context, cl *benchCluster, r txnRun, add func(clusterRow, error) error) error {
+	b := cb.SettingsFor(cl, r.topic(), r.parts)
+	b.duration, b.txnRecords, b.isolation = cb.txnDuration, r.size, r.isolation
+	if err := cl.ensureTopic(ctx, &b); err != nil {
+		return err
+	}
+	return add(measured(cl, r.name(), r.parts, func() (*benchResult, string, error) {
+		var res benchResult
+		var err error
+		if r.isolation != "" {
+			res, err = b.consumeFor(ctx, cb.txnDuration)
+		} else {
+			res, err = b.runProduce(ctx)
+		}
+		return &res, "", err
+	}))
+}
+
+// consumeFor reads b's topic back from its start again and again until
+// d has passed: the transactions' topic is small, and one read of it is
+// over in milliseconds, too short to measure. The result sums the reads.
+func (b *Settings) consumeFor(ctx context.Context, d time.Duration) (benchResult, error) {
+	sum := benchResult{latency: &histogram{}}
+	for sum.elapsed < d && ctx.Err() == nil {
+		r, err := b.runConsume(ctx)
+		if err != nil {
+			return sum, err
+		}
+		sum.what, sum.latencyIs = r.what, r.latencyIs
+		sum.records, sum.bytes, sum.errors = sum.records+r.records, sum.bytes+r.bytes, sum.errors+r.errors
+		sum.elapsed, sum.cpuUser, sum.cpuSys = sum.elapsed+r.elapsed, sum.cpuUser+r.cpuUser, sum.cpuSys+r.cpuSys
+		sum.latency.merge(r.latency)
+	}
+	return sum, nil
+}
+
+// isTxnPhase says whether a row's phase is a run of the txn phase.
+func isTxnPhase(phase string) bool {
+	switch phase {
+	case "idempotent", "read_uncommitted", "read_committed":
+		return true
+	}
+	return strings.HasPrefix(phase, "txn x")
 }
 
 // printTxnRanges prints, for the txn phase's rows, each run's figures as
@@ -221,7 +285,7 @@ func printTxnRanges(w io.Writer, rows []clusterRow) {
 	var keys []key
 	byKey := map[key][]*benchResult{}
 	for _, r := range rows {
-		if r.result == nil || (r.phase != "idempotent" && !r.isTxn()) {
+		if r.result == nil || !isTxnPhase(r.phase) {
 			continue
 		}
 		k := key{r.phase, r.partitions}
@@ -233,12 +297,12 @@ func printTxnRanges(w io.Writer, rows []clusterRow) {
 	if len(keys) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\ntxn phase, min–max over the rounds:\n%-12s %5s %15s %13s %17s %17s\n",
+	fmt.Fprintf(w, "\ntxn phase, min–max over the rounds:\n%-16s %5s %15s %13s %17s %17s\n",
 		"run", "parts", "msgs/s", "commits/s", "commit p50", "commit p99")
 	for _, k := range keys {
 		rs := byKey[k]
 		rate := spread(rs, func(r *benchResult) float64 { return r.rate() })
-		line := fmt.Sprintf("%-12s %5d %15s", k.phase, k.parts, rangeOf(rate, "%.0f"))
+		line := fmt.Sprintf("%-16s %5d %15s", k.phase, k.parts, rangeOf(rate, "%.0f"))
 		if rs[0].commitLatency != nil {
 			commits := spread(rs, func(r *benchResult) float64 { return float64(r.commits) / r.elapsed.Seconds() })
 			p50 := spread(rs, func(r *benchResult) float64 { return r.commitLatency.quantile(0.5).Seconds() * 1000 })
@@ -248,9 +312,6 @@ func printTxnRanges(w io.Writer, rows []clusterRow) {
 		fmt.Fprintf(w, "%s  (%d rounds)\n", line, len(rs))
 	}
 }
-
-// isTxn says whether the row is a transactional run of the txn phase.
-func (r clusterRow) isTxn() bool { return r.result != nil && r.result.commitLatency != nil }
 
 // spread is f of every result, sorted.
 func spread(rs []*benchResult, f func(*benchResult) float64) []float64 {
