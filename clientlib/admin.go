@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -81,6 +82,12 @@ type ListedOffset struct {
 // error, runs out of MaxRetries, or ctx ends; retriable failures refresh
 // metadata when ClassifyErr says so and back off.
 func (c *Client) withRetries(ctx context.Context, fn func() error) error {
+	return c.withRetriesPaced(ctx, func(attempt int, _ error) time.Duration { return c.backoffDelay(attempt) }, fn)
+}
+
+// withRetriesPaced is withRetries waiting delay(attempt, err) before each
+// retry.
+func (c *Client) withRetriesPaced(ctx context.Context, delay func(attempt int, err error) time.Duration, fn func() error) error {
 	var err error
 	for attempt := 1; ; attempt++ {
 		if err = fn(); err == nil || !IsRetriable(err) || attempt > c.cfg.retriesMax || ctx.Err() != nil {
@@ -89,7 +96,7 @@ func (c *Client) withRetries(ctx context.Context, fn func() error) error {
 		if ClassifyErr(err).RefreshMetadata {
 			c.RefreshMetadata(ctx)
 		}
-		if !c.sleep(ctx, c.backoffDelay(attempt)) {
+		if !c.sleep(ctx, delay(attempt, err)) {
 			return err
 		}
 	}

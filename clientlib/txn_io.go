@@ -61,12 +61,20 @@ func (c *Client) txnRequest(ctx context.Context, req *strandpb.Request) (*strand
 // back off and retry.
 func (c *Client) txnCall(ctx context.Context, req *strandpb.Request) (*strandpb.Response, error) {
 	var resp *strandpb.Response
-	err := c.withRetries(ctx, func() error {
+	err := c.withRetriesPaced(ctx, c.txnRetryDelay, func() error {
 		var err error
 		resp, err = c.txnRequest(ctx, req)
 		return err
 	})
 	return resp, err
+}
+
+// txnRetryDelay is the wait before a coordinator request's retry number
+// attempt after err (txnAddBackoff's rule).
+func (c *Client) txnRetryDelay(attempt int, err error) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return txnAddBackoff(c.cfg.backoff, attempt, err, c.rng)
 }
 
 // addPartitionsRequest adds tps to the open transaction of producer
@@ -163,8 +171,10 @@ func (p *producer) handleAddPartitions(res addPartitionsResult, now time.Duratio
 	t.markAdded(res.epoch, added)
 }
 
-// concurrentTxnBackoff paces AddPartitionsToTxn retries refused
-// CONCURRENT_TRANSACTIONS: the previous transaction's markers are being
+// concurrentTxnBackoff paces coordinator requests (AddPartitionsToTxn
+// above all) refused CONCURRENT_TRANSACTIONS, whether the refusal is the
+// whole answer (txnCall) or one partition's: the previous transaction's
+// markers are being
 // written, which takes a few milliseconds, so the general retry backoff
 // (100 ms) would cost most of a short transaction's time. Kafka's and
 // franz-go's producers retry this case after 20 ms too.
