@@ -115,9 +115,9 @@
 // through the API (each part retried until it matches or LivenessBound passed): every cell must
 // hold its last acknowledged value or an ambiguous one, a trimmed partition's log start at least the
 // acknowledged one, the main topic its first id, every node active. In two seeds of three (its own
-// stream; not in the group, moves and joins runs) authorization is on: the admin is a super user and
-// creates users and ACLs through AlterUsers and AlterAcls before the topics; the workload sends as
-// User:app and the operator as User:ops (HandleAs, with the principal a SASL exchange would give:
+// stream; with every workload mix) authorization is on: the admin is a super user and
+// creates users and ACLs through AlterUsers and AlterAcls before the topics; the workload and its
+// group members send as User:app, the operator, the mover and the joins' administrator as User:ops (HandleAs, with the principal a SASL exchange would give:
 // SASL itself is node/server's), each with the ACLs it needs; an intruder (no ACL) sends every
 // request type twice and each answer must be an authorization refusal (per partition for produce,
 // fetch and list offsets; listings list nothing; UNAVAILABLE from a node still replaying its
