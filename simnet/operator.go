@@ -371,6 +371,7 @@ func (op *operator) judgeIntruder(a opAction, r *opRequest, resp *strandpb.Respo
 		return
 	}
 	w.coverage.Inc("auth/refused")
+	w.coverage.Inc("auth/refused/" + a.kind) // TestSimRequestCoverage: every type, refused
 }
 
 // authRefusal reports whether e is an authorization refusal.
