@@ -145,26 +145,24 @@ func (w *world) groupViews() [][]replicaView {
 			if !ok || g >= len(views) || g == w.opts.Partitions {
 				continue
 			}
-			votes, joint := w.replicaVotes(n, g)
+			votes, joint := replicaVotes(n, s.TopicPartition)
 			views[g] = append(views[g], replicaView{n.index, n.id, s, votes && !s.Rejoining, joint})
 		}
 	}
 	return views
 }
 
-// replicaVotes reports whether n's replica of partition group g is a
-// voter of its applied configuration, and whether that is joint.
-func (w *world) replicaVotes(n *simNode, g int) (votes, joint bool) {
-	if g >= len(w.wire.tps) {
-		return true, false
-	}
+// replicaVotes reports whether n's replica of tp is a voter of its
+// applied configuration, and whether that is joint (the coordinators'
+// partitions move too).
+func replicaVotes(n *simNode, tp node.TopicPartition) (votes, joint bool) {
 	pc, ok := n.core.(interface {
 		PartitionConfig(node.TopicPartition) (node.ReplicaConfig, bool)
 	})
 	if !ok {
 		return true, false
 	}
-	cfg, ok := pc.PartitionConfig(w.wire.tps[g])
+	cfg, ok := pc.PartitionConfig(tp)
 	if !ok {
 		return true, false
 	}
