@@ -15,13 +15,14 @@ var flagKnobCatchSeeds = flag.Int("sim.knob-catch-seeds", 20, "TestSimCatchesEle
 // ElectionInCoreTicks (raft's election timeout counted in Core ticks) is a
 // bug only production's tick settings show: with the simulator's old fixed
 // configuration (raft ticked every Core tick) no seed can catch it, with
-// the drawn knobs at least a third of the seeds must. The issue asks for
-// half and it is not there: 82 of 200 with the fault timing scaled to the
-// drawn election timeout (103 before the scaling), 9 or 10 of these 20
-// depending on the schedule. Only the seeds that draw several Core ticks
-// per raft tick can show it (production's 10 in half the seeds), and only
-// those with an election after the faults stop (the liveness probe's
-// bound, 3 s + 8 election timeouts, is what catches it).
+// the drawn knobs at least half of the seeds must. Only the seeds that
+// draw 10 Core ticks per raft tick show it plainly (production's ticks in
+// half the seeds, a third of the other draws): their elections take 10 to
+// 20 s where the draw promises 1 to 2 s. Before the election watch
+// (elections.go) only the liveness checks after a heal and the quiet probe
+// saw it, in the seeds that reached them: 9 or 10 of these 20, 82 of the
+// standard sample's 200; the watch sees it under the faults too: 12 of these
+// 20, 120 of the 200 (119 of the 123 that draw 10 Core ticks per raft tick).
 func TestSimCatchesElectionInCoreTicksWithKnobs(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	caught := func(fixed bool) int {
@@ -43,8 +44,8 @@ func TestSimCatchesElectionInCoreTicksWithKnobs(t *testing.T) {
 	if fixed != 0 {
 		t.Errorf("caught in %d seeds with fixed knobs: the bug should be invisible when raft ticks every Core tick", fixed)
 	}
-	if 3*drawn < seeds {
-		t.Errorf("caught in %d of %d seeds with drawn knobs, below a third", drawn, seeds)
+	if 2*drawn < seeds {
+		t.Errorf("caught in %d of %d seeds with drawn knobs, below half", drawn, seeds)
 	}
 }
 

@@ -346,11 +346,14 @@ func (op *operator) alterACLs(a opAction, target int) *opRequest {
 }
 
 // alterQuotas sets (or, both rates 0, removes) the quotas of one of the
-// operator's principals; the intruder sets one's.
+// operator's principals; the intruder sets a principal's of its own, so
+// the read-back finds its quota whatever the operator acknowledged after
+// (on an operator's principal a later acknowledged change hid it).
 func (op *operator) alterQuotas(a opAction, target int) *opRequest {
 	principal := fmt.Sprintf("User:ops-q%d", op.rng.IntN(opQuotaPrincipal))
 	produce, fetch := op.nextValue()<<20, op.nextValue()<<20
 	if a.intruder {
+		principal = "User:" + intruderName + "-q"
 		produce, fetch = intruderValue, intruderValue
 	} else if op.rng.IntN(3) == 0 {
 		produce, fetch = 0, 0

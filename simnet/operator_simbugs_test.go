@@ -28,6 +28,17 @@ func TestSimCatchesAuthSkipsAlterQuotas(t *testing.T) {
 	}
 }
 
+// The standard sample (sampleOptions: groups, moves, joins, ... drawn per
+// seed) catches AuthSkipsAlterQuotas in at least half of seeds 1-200, as
+// issue 21 asks: authorization is on in two seeds of three whatever the
+// workload mix. Before the group members, the mover and the joins'
+// administrator had principals it was on only in seeds without those
+// workloads, 28 of 200, and the bug was caught in 3 of seeds 1-30; after,
+// 118 of 200.
+func TestSimCatchesAuthSkipsAlterQuotasInSample(t *testing.T) {
+	requireCatches(t, "AuthSkipsAlterQuotas", 1, 200, 100, "", sampleOptions, func(o *Options) { o.StopAtFailure = true })
+}
+
 // TestSimAuthCatchRate prints how often AuthSkipsAlterQuotas is caught
 // over -sim.catchrate seeds with the operator and without it (make
 // sim-bugs prints the first only). For humans; skipped unless

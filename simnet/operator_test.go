@@ -16,7 +16,7 @@ const requestCoverageSample = 3
 // Every request type of the wire protocol (every field of
 // strandpb.Request's body, read from the descriptor) reaches a node's
 // Handle in the sample, authorization is on in some of its seeds with
-// the intruder refused, and each seed's operator read-back ran: a request
+// the intruder's requests of every type refused, and each seed's operator read-back ran: a request
 // type added to wire.proto without the simulator sending it fails here.
 func TestSimRequestCoverage(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
@@ -29,6 +29,9 @@ func TestSimRequestCoverage(t *testing.T) {
 		total.Merge(res.Coverage)
 	}
 	expected := append(RequestCoverageNames(), "auth/run", "auth/refused", "operator/acked", "operator/trim-acked")
+	for _, t := range requestTypes() {
+		expected = append(expected, "auth/refused/"+t) // an intruder's request of every type refused
+	}
 	requireCoverage(t, total, expected)
 	if got := total.Count("check/operator-verified"); got != requestCoverageSample {
 		t.Errorf("the operator's read-back ran in %d of %d seeds", got, requestCoverageSample)

@@ -99,7 +99,10 @@ func (w *world) probeCrashLeader() bool {
 }
 
 // probeBound is how long the groups have to elect, in each phase.
-func (w *world) probeBound() time.Duration { return probeBoundBase + 8*w.electionTimeout() }
+func (w *world) probeBound() time.Duration { return probeBound(w.electionTimeout()) }
+
+// probeBound is the bound for groups whose election timeout is timeout.
+func probeBound(timeout time.Duration) time.Duration { return probeBoundBase + 8*timeout }
 
 // probePoll checks the groups every probePoll until all pass, failing
 // the run at probeBound.

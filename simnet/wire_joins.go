@@ -350,6 +350,13 @@ func (c *wireClient) startDecommission() {
 func (c *wireClient) drainDecom() {
 	w, jp := c.ww.w, c.ww.joins
 	nodes, topics := w.newestMetadata()
+	if len(nodes) == 0 {
+		// No live node holds the metadata (every one down or still
+		// opening): nothing says the node was drained (seed 56 sent
+		// REMOVE on this and retried it until the time limit).
+		c.after(joinPoll, c.drainDecom)
+		return
+	}
 	var parts []metadata.PlanPartition
 	listed := false
 	for _, t := range topics {
@@ -539,3 +546,7 @@ func (ww *wireWorkload) unsettledConf(nodes []metadata.Node) string {
 	}
 	return ""
 }
+
+// owns reports whether c is the joins' administrator client (it sends as
+// the operator when authorization is on: operator.go caller).
+func (jp *joinPlan) owns(c *wireClient) bool { return jp != nil && c == jp.client }

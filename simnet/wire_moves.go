@@ -809,3 +809,9 @@ func sameIDSet(a, b []uint64) bool {
 	}
 	return true
 }
+
+// owns reports whether c is one of the mover's clients (they send as the
+// operator when authorization is on: operator.go caller).
+func (mp *movePlan) owns(c *wireClient) bool {
+	return mp != nil && (c == mp.client || c == mp.canceller)
+}

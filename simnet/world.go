@@ -130,6 +130,7 @@ type world struct {
 	incarnations *incarnations // per-incarnation slots of the checks (incarnations.go)
 	corrupter    *corrupter    // damage to client frames in flight (corrupt.go)
 	probe        livenessProbe // the quiet liveness probe (probe.go)
+	elections    electionWatch // the election bound under faults (elections.go)
 }
 
 // Stats counts what happened in a run, for the verbose report.
