@@ -203,7 +203,11 @@ func (c *Core) checkpointDue(g *group) bool {
 			return false
 		}
 		// The sync it waited for was dropped (the log reopened after a
-		// full disk): start over.
+		// full disk): start over. Its index records were never written,
+		// though prepareIndex counted them written, so the next
+		// checkpoint must rewrite the chunks (the simulator's seed 57: a
+		// later header named ordinals no chunk held, and did not restore).
+		g.sm.checkpointDone(f.w, errCheckpointAbandoned)
 		c.dropCheckpoint(g)
 	}
 	return true
@@ -302,6 +306,10 @@ func (c *Core) finishCheckpointTrim(token uint64, job syncJob, err error) {
 
 // dropCheckpoint ends g's checkpoint in flight, if any.
 func (c *Core) dropCheckpoint(g *group) { g.ck = nil }
+
+// errCheckpointAbandoned is the outcome a checkpoint prepared and never
+// written reports to its state machine (checkpointDone).
+var errCheckpointAbandoned = errors.New("node: checkpoint abandoned before its write")
 
 // replicaGuard is the guard of the jobs writing in the replica directory
 // dir, made on first use.
