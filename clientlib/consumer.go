@@ -259,7 +259,7 @@ func NewConsumer(c *Client, opts ...ConsumerOpt) *Consumer {
 
 // Assign adds a partition (or moves an assigned one) starting at start.
 func (k *Consumer) Assign(topic string, partition int32, start Offset) {
-	k.Seek(topic, partition, start)
+	k.seek(topic, partition, start)
 }
 
 // AssignTopic assigns every partition of topic, each starting at start.
@@ -289,6 +289,14 @@ func (k *Consumer) Unassign(topic string, partition int32) {
 // Seek moves a partition's position (assigning it if needed) and clears
 // its out-of-range error.
 func (k *Consumer) Seek(topic string, partition int32, at Offset) {
+	if bugSeekSkipsTarget() && at.kind == offsetExact {
+		at.at++ // planted (simbugs): the record at the target is skipped
+	}
+	k.seek(topic, partition, at)
+}
+
+// seek is Seek without the planted bug's hook (Assign's path too).
+func (k *Consumer) seek(topic string, partition int32, at Offset) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	tp := topicPartition{topic, partition}

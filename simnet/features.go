@@ -21,7 +21,9 @@ import "strings"
 //   - the WAL in one seed in eight (its durability audit recovers the
 //     write-ahead log at every sync: such a seed costs 1.7 times
 //     another), the Kafka codec in half;
-//   - the transactional workload (wire_txn.go) in two seeds in five.
+//   - the transactional workload (wire_txn.go) in two seeds in five;
+//   - clientlib's plain Consumer (wire_libconsumer.go) in one or two of the
+//     three consumer slots, in every seed.
 //
 // A costly feature shortens its seed (featureOps: 5 nodes 4/5 of the
 // operations, the WAL 3/5, groups 9/10, transactions 3/5), so the sample costs about what
@@ -68,6 +70,8 @@ func DrawFeatures(o Options) Options {
 	o.WAL = o.WAL || draw(8) == 0
 	o.KafkaCodec = o.KafkaCodec || draw(2) == 0
 	o.Txn = o.Txn || draw(5) < 2 // drawn last: the draws above stay as they were
+	// After Txn, so the draws above stay as they were.
+	o.LibConsumers = max(o.LibConsumers, 1+draw(2))
 	o.Ops = featureOps(o)
 	return o
 }
@@ -121,6 +125,7 @@ var FeatureCoverage = []string{
 	"feature/wal", "feature/kafka", "event/partitions-added", "event/partition-move", "event/partition-move-offsets", "event/node-joined",
 	"event/node-removed", "event/group-commit", "event/wal-rotation", "event/kafka-request",
 	"event/lib-member-batch", "event/lib-member-crash", "event/lib-group-at-least-once", // wire_libgroup.go
+	"event/lib-consumer-batch", "event/lib-consumer-seek-exact", "event/lib-consumer-caught-up", // wire_libconsumer.go
 	"feature/txn", "txn/committed", "txn/aborted", "txn/fenced", "txn/zombie", "txn/read-committed", "txn/checked", // wire_txn.go
 }
 
