@@ -219,6 +219,7 @@ func (lc *libConsumer) polled(fs clientlib.Fetches, start time.Duration) {
 		if len(f.Records) > 0 {
 			lc.handOut(p, f)
 		}
+
 	}
 	lc.checkPositions()
 	if lc.finishing && lc.reached() {
