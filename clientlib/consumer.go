@@ -410,7 +410,8 @@ func sortFetches(fs Fetches) {
 
 // mergeFetches sorts fs and folds the entries of one partition into one, in
 // the order they came: records concatenated, the last high-water mark and
-// log start, the first error, the earliest FetchedAt. A Poll that waited through empty answers
+// log start of an answer that brought records or no error, the first
+// error, the earliest FetchedAt. A Poll that waited through empty answers
 // before one brought records has several entries for a partition, and a
 // caller reading "the partition's part of this Poll" must see them all.
 func mergeFetches(fs Fetches) Fetches {
@@ -427,9 +428,10 @@ func mergeFetches(fs Fetches) Fetches {
 		if last.FetchedAt.IsZero() || !f.FetchedAt.IsZero() && f.FetchedAt.Before(last.FetchedAt) {
 			last.FetchedAt = f.FetchedAt
 		}
-		if f.Err == nil {
+		if f.Err == nil || len(f.Records) > 0 { // records before a corrupt batch come with its error
 			last.HighWatermark, last.LogStartOffset, last.LastStableOffset = f.HighWatermark, f.LogStartOffset, f.LastStableOffset
-		} else if last.Err == nil {
+		}
+		if f.Err != nil && last.Err == nil {
 			last.Err = f.Err
 		}
 	}
