@@ -292,8 +292,8 @@
 // to seeds 1-200 (149 seeds per CPU-minute against 145 without them, side by side at load 10). Planted
 // LibSeekSkipsTarget (clientlib's Seek to an exact offset lands one past it): 181 of the sample's 200
 // seeds with the plain consumers (TestSimCatchesLibSeekSkipsTarget), 0 of 30 without them (nothing
-// else the simulator runs calls Consumer.Seek); they cost about 5% CPU (90 against 94 seeds per
-// CPU-minute side by side at load 35) and found two clientlib bugs: a lagging node's metadata made a
+// else the simulator runs calls Consumer.Seek); they cost 5–11% CPU (120 against 133 seeds per
+// CPU-minute over seeds 1-200 side by side at load 4, 90 against 94 over 30 seeds at load 35) and found two clientlib bugs: a lagging node's metadata made a
 // live topic look deleted (the consumer stopped for good), and a Poll handed out records before a
 // corrupt batch with a high-water mark below them. Catch rates (make sim-bugs SEEDS=N,
 // TestSimCatchRate with StopAtFailure): every planted bug of the standard run in 30–50 of 50 seeds;
