@@ -10,3 +10,7 @@ package clientlib
 // the positions of the records Poll is about to return, before the
 // application has them (at-most-once on a crash mid-batch).
 func bugAutoCommitFetched() bool { return false }
+
+// bugSeekSkipsTarget: Seek to an exact offset lands one past it, so the
+// record at the target is never handed out.
+func bugSeekSkipsTarget() bool { return false }

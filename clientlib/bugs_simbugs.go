@@ -5,9 +5,14 @@ package clientlib
 // The planted bugs' switches (the simulator sets them per run; see
 // bugs.go for what each hook does). Package state, as engine/groups'
 // planted bugs are: they exist only in a -tags simbugs build.
-var bugAutoCommitFetchedOn bool
+var bugAutoCommitFetchedOn, bugSeekSkipsTargetOn bool
 
 // SetBugs switches the client's planted bugs on or off.
 func SetBugs(autoCommitFetched bool) { bugAutoCommitFetchedOn = autoCommitFetched }
 
 func bugAutoCommitFetched() bool { return bugAutoCommitFetchedOn }
+
+// SetConsumerBugs switches the plain consumer's planted bugs on or off.
+func SetConsumerBugs(seekSkipsTarget bool) { bugSeekSkipsTargetOn = seekSkipsTarget }
+
+func bugSeekSkipsTarget() bool { return bugSeekSkipsTargetOn }

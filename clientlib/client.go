@@ -35,6 +35,10 @@ type Client struct {
 	closed     bool
 	suspects   clientcore.Suspects // nodes that stalled recently
 
+	// metaVersion is the highest metadata_version an applied answer
+	// carried: a node answering an older one lags (refreshTopic).
+	metaVersion uint64
+
 	groupCoords coordinators // each group's coordinator (group.go)
 	// simTask is the simulated Client's running blocking call (sim_task.go).
 	simTask *simTask
@@ -385,6 +389,7 @@ func (c *Client) applyMetadataLocked(resp *strandpb.Response, addr string, err e
 	if err == nil && resp.GetMetadata() != nil {
 		c.meta.ApplyMetadata(resp.GetMetadata())
 		c.metaAt, c.metaKnown = c.monotonic(), true
+		c.metaVersion = max(c.metaVersion, resp.GetMetadata().GetMetadataVersion())
 	}
 	return err
 }

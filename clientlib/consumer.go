@@ -259,7 +259,7 @@ func NewConsumer(c *Client, opts ...ConsumerOpt) *Consumer {
 
 // Assign adds a partition (or moves an assigned one) starting at start.
 func (k *Consumer) Assign(topic string, partition int32, start Offset) {
-	k.Seek(topic, partition, start)
+	k.seek(topic, partition, start)
 }
 
 // AssignTopic assigns every partition of topic, each starting at start.
@@ -289,6 +289,14 @@ func (k *Consumer) Unassign(topic string, partition int32) {
 // Seek moves a partition's position (assigning it if needed) and clears
 // its out-of-range error.
 func (k *Consumer) Seek(topic string, partition int32, at Offset) {
+	if bugSeekSkipsTarget() && at.kind == offsetExact {
+		at.at++ // planted (simbugs): the record at the target is skipped
+	}
+	k.seek(topic, partition, at)
+}
+
+// seek is Seek without the planted bug's hook (Assign's path too).
+func (k *Consumer) seek(topic string, partition int32, at Offset) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	tp := topicPartition{topic, partition}
@@ -402,7 +410,8 @@ func sortFetches(fs Fetches) {
 
 // mergeFetches sorts fs and folds the entries of one partition into one, in
 // the order they came: records concatenated, the last high-water mark and
-// log start, the first error, the earliest FetchedAt. A Poll that waited through empty answers
+// log start of an answer that brought records or no error, the first
+// error, the earliest FetchedAt. A Poll that waited through empty answers
 // before one brought records has several entries for a partition, and a
 // caller reading "the partition's part of this Poll" must see them all.
 func mergeFetches(fs Fetches) Fetches {
@@ -419,9 +428,10 @@ func mergeFetches(fs Fetches) Fetches {
 		if last.FetchedAt.IsZero() || !f.FetchedAt.IsZero() && f.FetchedAt.Before(last.FetchedAt) {
 			last.FetchedAt = f.FetchedAt
 		}
-		if f.Err == nil {
+		if f.Err == nil || len(f.Records) > 0 { // records before a corrupt batch come with its error
 			last.HighWatermark, last.LogStartOffset, last.LastStableOffset = f.HighWatermark, f.LogStartOffset, f.LastStableOffset
-		} else if last.Err == nil {
+		}
+		if f.Err != nil && last.Err == nil {
 			last.Err = f.Err
 		}
 	}

@@ -475,7 +475,10 @@ func (k *Consumer) topicGone(ctx context.Context, t pollTarget) error {
 // refreshTopic asks any node about topic alone. A full metadata listing
 // that leaves a topic out keeps the cached one (and its leaders), so a
 // deleted topic would look alive forever; an answer about the topic by
-// name caches it as unknown when no topic of the name exists.
+// name caches it as unknown when no topic of the name exists. An answer
+// older than metadata the client already applied is refused (a node
+// restarting or rebuilding its metadata does not know topics created
+// since, and must not make a live topic look deleted).
 func (c *Client) refreshTopic(ctx context.Context, topic string) error {
 	rctx, cancel := c.boundedCtx(ctx)
 	defer cancel()
@@ -492,8 +495,14 @@ func (c *Client) refreshTopic(ctx context.Context, topic string) error {
 	if err := c.checkClusterLocked(resp.GetMetadata().GetClusterId(), addr); err != nil {
 		return err
 	}
-	if m := resp.GetMetadata(); m != nil {
+	m := resp.GetMetadata()
+	if v := m.GetMetadataVersion(); v < c.metaVersion {
+		return &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE,
+			Message: fmt.Sprintf("%s answered metadata version %d, older than version %d already seen", addr, v, c.metaVersion)}
+	}
+	if m != nil {
 		c.meta.ApplyMetadata(m)
+		c.metaVersion = max(c.metaVersion, m.GetMetadataVersion())
 	}
 	return nil
 }

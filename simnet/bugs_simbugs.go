@@ -26,8 +26,9 @@ var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "
 var GroupBugNames = []string{"GroupAssignBeforeRevoke", "GroupCommitSkipsEpoch", "GroupClassicForgotten"}
 
 // ClientBugNames are clientlib's planted bugs: the group workload's
-// clientlib members (wire_libgroup.go) run the code they live in.
-var ClientBugNames = []string{"LibAutoCommitFetched"}
+// clientlib members (wire_libgroup.go) and the plain consumers
+// (wire_libconsumer.go) run the code they live in.
+var ClientBugNames = []string{"LibAutoCommitFetched", "LibSeekSkipsTarget"}
 
 // TxnBugNames are the partition's planted transaction bugs (engine's
 // SetTxnBugs): they need the transactional workload (Options.Txn).
@@ -50,6 +51,7 @@ func plantBug(cfg *node.Config, name string) {
 	groups.SetBugs(name == "GroupAssignBeforeRevoke", name == "GroupCommitSkipsEpoch")
 	groups.SetClassicBug(name == "GroupClassicForgotten")                       // needs Options.ClassicMembers
 	clientlib.SetBugs(name == "LibAutoCommitFetched")                           // needs Options.GroupMembers (wire_libgroup.go)
+	clientlib.SetConsumerBugs(name == "LibSeekSkipsTarget")                     // needs Options.LibConsumers (wire_libconsumer.go)
 	engine.SetTxnBugs(name == "LSOPassesOpenTxn", name == "DropAbortOnRestore") // need Options.Txn (wire_txn.go)
 	txn.SetBugs(name == "TxnSkipsFence")                                        // needs Options.Txn
 	switch name {

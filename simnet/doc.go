@@ -78,8 +78,13 @@
 // ClassifyErr and Backoff; 1–4 records per push, 1–5 batches in flight, one record in 24 of 1–2 KiB, records
 // stamped on the nodes' epoch.
 // One producer is not idempotent and sends acks −1, 1 or 0; an acks=0/1 success is indefinite.
-// Consumers poll round robin and, after OFFSET_OUT_OF_RANGE below the log start, continue from the
-// log start it names; random readers seek to random offsets (also below the log start, which must
+// Consumers: Options.LibConsumers (the standard sample: one or two of the three) run clientlib's
+// plain Consumer (wire_libconsumer.go: Assign and Seek at an exact, earliest, latest, last-stable
+// or timestamp start, long-polling Poll, read_committed in a third, as clientlib.SimRun tasks);
+// every batch handed out must start at the position and is a history read, every raw fetch answer
+// is recorded too, and after the heal each reads every acknowledged record from its seek point.
+// The first consumer stays private (it follows the re-created topic): it polls round robin and,
+// after OFFSET_OUT_OF_RANGE below the log start, continues from the log start it names; random readers seek to random offsets (also below the log start, which must
 // be refused; one fetch in three with a budget below a batch), half of them at any node, and issue
 // ListOffsets and DescribeTopics. The admin deletes and re-creates sim2 three times a run
 // (-sim.recreate): clients name the topic id on every request and react to UNKNOWN_TOPIC_ID as
@@ -273,6 +278,9 @@
 //   - clientlib's group: every batch handed out is a history read; no commit passes a record handed
 //     out and not processed; at-least-once: every acknowledged record below the final committed
 //     offset processed by some member (wire_libgroup.go)
+//   - clientlib's plain Consumer: every batch handed out starts at its position (seek target,
+//     resolved start, or past the last handout) and Position agrees; after the heal every
+//     acknowledged record from its seek point was handed out (wire_libconsumer.go)
 //   - linearizability per partition (Porcupine; Unknown fails) and the Jepsen log checks (lost
 //     write, duplicate, inconsistent offsets, nonmonotonic send/poll, poll skip, G1a, key order,
 //     read beyond hwm, unseen): linearizability.Check with FinalDrain
@@ -293,7 +301,13 @@
 // after Poll's fetch: records committed before the application processed them): 149 of 200 group
 // seeds (groupOptions; TestSimCatchesLibAutoCommitFetched), 0 of 200 without the clientlib members
 // (the simulator before them ran no clientlib consumer code); the library members add 4.5% events
-// to seeds 1-200 (149 seeds per CPU-minute against 145 without them, side by side at load 10). Catch rates (make sim-bugs SEEDS=N,
+// to seeds 1-200 (149 seeds per CPU-minute against 145 without them, side by side at load 10). Planted
+// LibSeekSkipsTarget (clientlib's Seek to an exact offset lands one past it): 181 of the sample's 200
+// seeds with the plain consumers (TestSimCatchesLibSeekSkipsTarget), 0 of 30 without them (nothing
+// else the simulator runs calls Consumer.Seek); they cost 5–11% CPU (120 against 133 seeds per
+// CPU-minute over seeds 1-200 side by side at load 4, 90 against 94 over 30 seeds at load 35) and found two clientlib bugs: a lagging node's metadata made a
+// live topic look deleted (the consumer stopped for good), and a Poll handed out records before a
+// corrupt batch with a high-water mark below them. Catch rates (make sim-bugs SEEDS=N,
 // TestSimCatchRate with StopAtFailure): every planted bug of the standard run in 30–50 of 50 seeds;
 // the three that need an incident's chain, of 200 seeds: RepairTrustsItself 113, WipedNodeVotes
 // 127, StaleSnapshot 138. TestSimCatchesPlantedBugs runs each bug's pinned first catching seed and
@@ -320,10 +334,10 @@
 // incidents; the decommission of several nodes, or one started during a join; TLS and SASL (they
 // live in node/server). Nor: authorization in the side runs (groups, moves, joins), the effect of
 // quotas (node/server throttles) and of elections asked for (answered, not checked), concurrent
-// admin requests (the operator sends one at a time), clientlib's Consumer outside a GroupConsumer,
-// its connections and stall detection (the simulator's plain consumers and its first group's members
-// are its own; producers 2–4 run clientlib's producer loop, the second group's members its
-// GroupConsumer), anything of node/server (loop batching,
+// admin requests (the operator sends one at a time), clientlib's connections and stall detection
+// (the simulator's first consumer, random readers (they read any replica), drain and first group's
+// members are its own; producers 2–4 run clientlib's producer loop, the other consumers its plain
+// Consumer, the second group's members its GroupConsumer), anything of node/server (loop batching,
 // storage pool, budgets, transport), and the kafkaproto server (per-connection ordering, classic
 // groups).
 package simnet

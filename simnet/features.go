@@ -26,7 +26,9 @@ import "strings"
 //     that each planted transaction bug, caught in 84-99% of the seeds that
 //     run the workload, is caught in more than half of the sample's seeds
 //     (issue 23); a seed with it costs about one without (51.5 against
-//     51.0 thousand events on average over seeds 1-200).
+//     51.0 thousand events on average over seeds 1-200);
+//   - clientlib's plain Consumer (wire_libconsumer.go) in one or two of the
+//     three consumer slots, in every seed.
 //
 // A costly feature shortens its seed (featureOps: 5 nodes 4/5 of the
 // operations, the WAL 3/5, groups 9/10, transactions 3/5), so the sample costs about what
@@ -75,6 +77,8 @@ func DrawFeatures(o Options) Options {
 	if o.Txn || draw(10) < 7 { // drawn last: the draws above stay as they were
 		o = WithTxn(o)
 	}
+	// After Txn, so the draws above stay as they were.
+	o.LibConsumers = max(o.LibConsumers, 1+draw(2))
 	o.Ops = featureOps(o)
 	return o
 }
@@ -128,6 +132,7 @@ var FeatureCoverage = []string{
 	"feature/wal", "feature/kafka", "event/partitions-added", "event/partition-move", "event/partition-move-offsets", "event/node-joined",
 	"event/node-removed", "event/group-commit", "event/wal-rotation", "event/kafka-request",
 	"event/lib-member-batch", "event/lib-member-crash", "event/lib-group-at-least-once", // wire_libgroup.go
+	"event/lib-consumer-batch", "event/lib-consumer-seek-exact", "event/lib-consumer-caught-up", // wire_libconsumer.go
 	"feature/txn", "txn/committed", "txn/aborted", "txn/fenced", "txn/zombie", "txn/read-committed", "txn/checked", // wire_txn.go
 }
 

@@ -160,8 +160,8 @@ func (w *world) probeGroup(g int) string {
 	var live []probeReplica
 	var topicID uint64
 	for _, n := range w.nodes {
-		if !n.up {
-			continue
+		if !n.up || w.wire != nil && w.wire.removedNode(n) {
+			continue // a removed node votes in no group, whatever replicas it kept
 		}
 		if s, ok := w.statusOf(n, g); ok {
 			// A replica a move adds (a learner) or removes (no longer a

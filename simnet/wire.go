@@ -88,7 +88,11 @@ func newWireWorkload(w *world) *wireWorkload {
 		ww.clients = append(ww.clients, newWireClient(ww, i, kindProducer))
 	}
 	for i := o.Producers; i < o.Producers+o.Consumers; i++ {
-		ww.clients = append(ww.clients, newWireClient(ww, i, kindConsumer))
+		c := newWireClient(ww, i, kindConsumer)
+		if libConsumerSlot(o, i-o.Producers) {
+			c.libCons = newLibConsumer(c) // wire_libconsumer.go
+		}
+		ww.clients = append(ww.clients, c)
 	}
 	for i := o.Producers + o.Consumers; i < o.Producers+o.Consumers+o.Readers; i++ {
 		ww.clients = append(ww.clients, newWireClient(ww, i, kindReader))
@@ -197,7 +201,9 @@ func (ww *wireWorkload) probeAfterIncident() {
 // the final drain.
 func (ww *wireWorkload) finalHeal() {
 	ww.w.planner.healAll()
-	drain := func() { ww.txn.finish(func() { ww.drain.after(0, ww.drain.begin) }) }
+	drain := func() {
+		ww.txn.finish(func() { ww.finishLibConsumers(func() { ww.drain.after(0, ww.drain.begin) }) })
+	}
 	if ww.groups != nil && !ww.groups.settling {
 		ww.groups.settle(func() { ww.libGroup.finish(drain) })
 		return

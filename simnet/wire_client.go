@@ -75,6 +75,9 @@ type wireClient struct {
 	readOffset     int64 // a random reader's current offset
 	opStart        time.Duration
 	fetching       bool // a fetch operation is running (since opStart)
+	// libCons: the clientlib Consumer this consumer slot runs on; nil:
+	// the private consumer (wire_libconsumer.go).
+	libCons *libConsumer
 }
 
 // wireBatch is a pushed batch: its bytes and its history op.
@@ -331,6 +334,10 @@ func (c *wireClient) created() {
 
 // begin starts a client's work once the topic exists.
 func (c *wireClient) begin() {
+	if c.libCons != nil {
+		c.libCons.begin()
+		return
+	}
 	c.refresh()
 	switch c.kind {
 	case kindProducer:

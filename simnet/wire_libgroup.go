@@ -315,7 +315,11 @@ func (lg *libGroup) finish(then func()) {
 // run ends early (a failure, the time limit): their coroutines must not
 // outlive the run.
 func (w *world) endLibTasks() {
-	if w.wire == nil || w.wire.libGroup == nil {
+	if w.wire == nil {
+		return
+	}
+	w.wire.endLibConsumers() // wire_libconsumer.go
+	if w.wire.libGroup == nil {
 		return
 	}
 	for _, m := range w.wire.libGroup.members {

@@ -1,0 +1,15 @@
+//go:build simbugs
+
+package simnet
+
+import "testing"
+
+// The clientlib plain consumers catch LibSeekSkipsTarget (a Seek to an
+// exact offset lands one past it) in at least half of the standard
+// sample's 200 seeds: a record handed out where the position was the seek
+// target, or a Position past what was handed out. Without the plain
+// consumers (LibConsumers 0: the simulator before them) it is caught in
+// no seed: nothing else the simulator runs calls Consumer.Seek.
+func TestSimCatchesLibSeekSkipsTarget(t *testing.T) {
+	requireCatches(t, "LibSeekSkipsTarget", 1, 200, 100, "consumer(lib):", sampleOptions, nil)
+}
