@@ -53,8 +53,11 @@ func kafkaTopic(ctx context.Context, t *testing.T, addr, topic string, partition
 func kafkaCreateWhenReady(ctx context.Context, adm *kadm.Client, partitions int32, rf int16, configs map[string]*string, topic string) (kadm.CreateTopicResponse, error) {
 	for {
 		created, err := adm.CreateTopic(ctx, partitions, rf, configs, topic)
-		starting := err == nil && created.Err != nil &&
-			(kerr.IsRetriable(created.Err) || errors.Is(created.Err, kerr.InvalidReplicationFactor))
+		cause := created.Err // kadm returns the topic's error as err too
+		if cause == nil {
+			cause = err
+		}
+		starting := cause != nil && (kerr.IsRetriable(cause) || errors.Is(cause, kerr.InvalidReplicationFactor))
 		if !starting || ctx.Err() != nil {
 			return created, err
 		}
