@@ -160,7 +160,7 @@ func (p *producer) handleAddPartitions(res addPartitionsResult, now time.Duratio
 		case err == nil:
 			added = append(added, tp)
 		case IsRetriable(err) && p.addAttempts <= p.c.cfg.retriesMax:
-			p.addRetryAfter = now + p.addBackoff(err)
+			p.addRetryAfter = now + p.c.txnRetryDelay(p.addAttempts, err)
 		default:
 			p.failSink(p.sinks[tp], t.note(fmt.Errorf("clientlib: AddPartitionsToTxn %s/%d: %w", tp.topic, tp.partition, err)))
 		}
@@ -183,15 +183,7 @@ var concurrentTxnBackoff = Backoff{Base: 20 * time.Millisecond, Max: 200 * time.
 // errConcurrentTransactions matches a CONCURRENT_TRANSACTIONS refusal.
 var errConcurrentTransactions = &Error{Code: strandpb.ErrorCode_ERROR_CODE_CONCURRENT_TRANSACTIONS}
 
-// addBackoff is the wait before the next AddPartitionsToTxn after a
-// retriable refusal err.
-func (p *producer) addBackoff(err error) time.Duration {
-	p.c.mu.Lock()
-	defer p.c.mu.Unlock()
-	return txnAddBackoff(p.c.cfg.backoff, p.addAttempts, err, p.c.rng)
-}
-
-// txnAddBackoff is addBackoff's rule: the client's backoff, except that
+// txnAddBackoff is txnRetryDelay's rule: the client's backoff, except that
 // CONCURRENT_TRANSACTIONS waits concurrentTxnBackoff (never longer than
 // the client's own backoff would).
 func txnAddBackoff(general Backoff, attempt int, err error, rng *rand.Rand) time.Duration {
