@@ -370,3 +370,85 @@ func TestCheckpointWritesOnlyWhatIsNew(t *testing.T) {
 			entries, last, limit)
 	}
 }
+
+// TestDroppedCheckpointRewritesItsIndex drops a checkpoint between its
+// preparation and its write, as checkpointDue does when the sync it waited
+// for was dropped (the group's pipeline reset in place, as reopenMeta
+// does), and requires the next checkpoint to restore. The dropped one was
+// the first after a replay: it would have cleared the index chunks and
+// written every record, and prepareIndex had counted them written, so
+// without telling the state machine the next one wrote only its own
+// records under a header naming them all (commit 7daf7e0, second part).
+// Only the metadata group's pipeline resets in place today (a partition
+// replica reopens as a new group), so for a partition this guards a path
+// no caller reaches yet: the test resets the pipeline itself.
+func TestDroppedCheckpointRewritesItsIndex(t *testing.T) {
+	defer func(n int64) { indexChunkRecords = n }(indexChunkRecords)
+	indexChunkRecords = 8
+	// The first checkpoint (at 10) indexes ordinals [4, 8), the second (at
+	// 15) [4, 13): without the first's records written, it must write them.
+	const entries, every = 15, 10
+	s := newCheckpointScenario(t, entries)
+	disk := memdisk.New()
+	log, err := raftlog.Open(disk, "p/t/0/log", raftlog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &raftpb.HardState{Term: proto.Uint64(1), Vote: proto.Uint64(1), Commit: proto.Uint64(entries)}
+	if err := errors.Join(log.Save(s.entries, hs), log.Sync(), log.Close()); err != nil {
+		t.Fatal(err)
+	}
+	c := &Core{cfg: Config{Disk: disk, CheckpointEntries: every}, syncsInFlight: map[uint64]syncJob{}}
+	g, _ := openCheckpointGroup(t, c)
+	c.groups, c.byTP = []*group{g}, map[TopicPartition]*group{g.tp: g}
+	checkpointAt := func(index uint64) {
+		t.Helper()
+		for g.appliedRaft < index {
+			if g.appliedRaft++; g.appliedRaft == 1 {
+				g.part.ApplyEmpty(1)
+			} else {
+				g.part.Apply(g.appliedRaft, s.entries[g.appliedRaft-1].GetData())
+			}
+		}
+		if !c.checkpointDue(g) {
+			t.Fatalf("no checkpoint due at %d", index)
+		}
+		if err := c.checkpointNow(g); err != nil || g.ck == nil || g.ck.afterSync == 0 {
+			t.Fatalf("checkpoint at %d: %v, flight %+v: want one waiting for a sync", index, err, g.ck)
+		}
+	}
+	checkpointAt(every)
+	dropSyncs(t, c, g)
+	checkpointAt(entries)
+	for range 3 { // the sync, the write, the trim
+		jobs := c.TakeSyncJobs(nil)
+		if len(jobs) != 1 {
+			t.Fatalf("%d storage jobs queued, want 1", len(jobs))
+		}
+		c.finishSync(jobs[0].Token, c.syncsInFlight[jobs[0].Token], jobs[0].Run())
+		delete(c.syncsInFlight, jobs[0].Token)
+	}
+	if g.checkpointIndex != entries || c.fatal != nil {
+		t.Fatalf("checkpoint index %d (fatal %v), want %d", g.checkpointIndex, c.fatal, entries)
+	}
+	_ = g.log.Close()
+	g, applied := openCheckpointGroup(t, c)
+	defer g.log.Close()
+	s.check(t, "after the dropped checkpoint", g, applied, entries)
+}
+
+// dropSyncs drops the storage jobs c queued and reopens g's log from its
+// files with a fresh pipeline, as reopenMeta does after a full disk: a
+// checkpoint waiting for one of those syncs waits for nothing any more.
+func dropSyncs(t *testing.T, c *Core, g *group) {
+	t.Helper()
+	for _, j := range c.TakeSyncJobs(nil) {
+		delete(c.syncsInFlight, j.Token)
+	}
+	_ = g.log.Close()
+	log, err := raftlog.Open(c.cfg.Disk, g.dir+"/log", raftlog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.log, g.storage, g.pipe = log, &groupStorage{Log: log}, groupPipe{}
+}
