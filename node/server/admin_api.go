@@ -13,7 +13,8 @@ import (
 	"github.com/strandlog/strand/node"
 )
 
-// The JSON API the console draws: /api/cluster, /api/topics, /api/groups.
+// The JSON API the console draws: /api/cluster, /api/topics, /api/groups
+// (and /api/transactions, admin_txn_api.go).
 // Each answer is built from fresh AdminViews of the nodes this listener
 // serves (strand dev: all; strand serve: its own), the same views /metrics
 // reads. Sizes, high-water marks and follower states come from a hosted
