@@ -63,8 +63,9 @@ var commands = []command{
 			"  strand consume hello --group readers\n" +
 			"  strand consume hello --group loaders --exec 'jq -e .id >/dev/null' -e   # what is not JSON with an id goes to hello.dlq"},
 	{"group list", "[--format text|json]", "print every consumer group, its state and member count", "strand group list"},
-	{"group describe", "GROUP [--format text|json]", "print a group's members and, per partition, committed offset, lag in records and time, and retention headroom",
-		"strand group describe readers"},
+	{"group describe", "GROUP [--isolation read_uncommitted|read_committed] [--format text|json]",
+		"print a group's members and, per partition, committed offset, lag in records and time, and retention headroom; lag runs to the high-water mark, or with --isolation read_committed to the last stable offset (an open transaction's first record), where read_committed consumers stop",
+		"strand group describe readers\n  strand group describe loaders --isolation read_committed   # lag as read_committed consumers see it"},
 	{"group reset", "GROUP -t TOPIC (--to-earliest|--to-latest|--to-offset N|--to-datetime RFC3339|--shift-by N) [--execute]",
 		"plan (and with --execute apply) new committed offsets for a group without members: replay or skip",
 		"strand group reset readers -t hello --to-datetime 2026-11-30T18:00:00Z --execute"},
