@@ -75,14 +75,18 @@
 //     assignment and a topic named twice refused
 //   - 47: OffsetDelete; versions: 0; notes: one replicated command on the coordinator; a subscribed
 //     topic's offsets kept (GROUP_SUBSCRIBED_TO_TOPIC)
+//   - 61: DescribeProducers; versions: 0; notes: each partition's producers from its leader's
+//     engine (KIP-664, producers.go); NOT_LEADER_OR_FOLLOWER where this node does not lead; READ on
+//     the topic, TOPIC_AUTHORIZATION_FAILED per partition
 //   - 65, 66: DescribeTransactions, ListTransactions; versions: 0, 0; notes: ids this node
-//     coordinates; ListTransactions filters by state and producer id (v1's duration filter not served)
+//     coordinates, TRANSACTIONAL_ID_AUTHORIZATION_FAILED per id the caller may not describe;
+//     ListTransactions lists only describable ids, filters by state and producer id (v1's duration
+//     filter not served)
 //   - 68, 69: ConsumerGroupHeartbeat, ConsumerGroupDescribe; versions: 0–1; notes: KIP-848 straight
 //     onto the coordinator; regex subscriptions refused
 //
 // Not advertised; answered UNSUPPORTED_VERSION with the reason if sent (per partition where the
-// answer has no top-level error): DescribeProducers (61);
-// OffsetForLeaderEpoch (23: committed data is never truncated). Unserved for want of the feature:
+// answer has no top-level error): OffsetForLeaderEpoch (23: committed data is never truncated). Unserved for want of the feature:
 // delegation tokens, the client-quota APIs (quotas are set natively and enforced with throttle_ms),
 // log dirs, reassignment, broker-to-broker and KRaft internals (nodes talk raft), telemetry, share
 // and streams groups. A served key at another version gets UNSUPPORTED_VERSION; OffsetCommit/Fetch
