@@ -98,7 +98,11 @@
 // that does not coordinate the id answers NOT_COORDINATOR and the client asks FindCoordinator
 // (key type 1) again. Codes: kafkaCodeRows, except that a fenced producer is PRODUCER_FENCED for
 // the versions that know it and INVALID_PRODUCER_EPOCH below them (KIP-588: InitProducerId v4,
-// AddPartitionsToTxn, AddOffsetsToTxn and EndTxn v2, TxnOffsetCommit v3), as Kafka answers; a node without a marker
+// AddPartitionsToTxn, AddOffsetsToTxn and EndTxn v2, TxnOffsetCommit v3), as Kafka answers. A transaction past its
+// timeout is answered as Kafka's coordinator answers it (KIP-588's recovery by the same producer is not what Kafka
+// built: its timeout abort is an epoch fence that clears the last epoch): the producer's next produce is
+// INVALID_PRODUCER_EPOCH, its InitProducerId with its old id and epoch PRODUCER_FENCED, and a new producer under the
+// id goes on (node/server TestKafkaTxnTimeoutFencesAsKafka); a node without a marker
 // writer (TRANSACTIONS_NOT_ENABLED) is the definite UNSUPPORTED_VERSION, so a client fails at its
 // first AddPartitionsToTxn instead of retrying. EndTxn v5 (transactions v2, KIP-890) bumps the
 // epoch at every end and answers it; v0–v4 cannot carry a new epoch, so their end keeps it
