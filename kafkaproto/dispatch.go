@@ -45,7 +45,7 @@ var apis = []api{
 	{key: 24, min: 0, max: 4, serve: (*conn).addPartitionsToTxn},      // AddPartitionsToTxn: v4 the broker's batched/verify-only form
 	{key: 25, min: 0, max: 4, serve: (*conn).addOffsetsToTxn},         // AddOffsetsToTxn
 	{key: 26, min: 0, max: 5, serve: (*conn).endTxn},                  // EndTxn: v5 bumps the epoch (KIP-890), v0-v4 keep it
-	{key: 28, min: 0, max: 3, serve: (*conn).txnOffsetCommit},         // TxnOffsetCommit: v3 KIP-447 member fencing; v4+ KIP-890
+	{key: 28, min: 0, max: 4, serve: (*conn).txnOffsetCommit},         // TxnOffsetCommit: v3 KIP-447 member fencing; v4 TRANSACTION_ABORTABLE; v5 transactions v2
 	{key: 29, min: 1, max: 3, serve: (*conn).describeACLs},            // DescribeAcls (the metadata group's bindings)
 	{key: 30, min: 1, max: 3, serve: (*conn).createACLs},              // CreateAcls
 	{key: 31, min: 1, max: 3, serve: (*conn).deleteACLs},              // DeleteAcls

@@ -61,9 +61,11 @@
 //     coordinator's (txn.go, below)
 //   - 24, 25, 26: AddPartitionsToTxn, AddOffsetsToTxn, EndTxn; versions: 0–4, 0–4, 0–5; notes: the
 //     transaction coordinator (txn.go, below); AddPartitionsToTxn v4 is the batched / verify-only form
-//   - 28: TxnOffsetCommit; versions: 0–3; notes: the native TxnOffsetCommit on the group's
+//   - 28: TxnOffsetCommit; versions: 0–4; notes: the native TxnOffsetCommit on the group's
 //     coordinator (txn_offsets.go); v3's member id/generation/instance id fenced as OffsetCommit's
-//     (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID); v4+ (KIP-890) not served.
+//     (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID); v4 answers a group not in the
+//     transaction TRANSACTION_ABORTABLE (KIP-890 part 1), as Produce v11+ a transactional batch whose
+//     partition is not; v5+ (transactions v2's implicit add, topic ids) not served.
 //     OffsetFetch v7+ require_stable answers UNSTABLE_OFFSET_COMMIT for pending partitions
 //   - 29, 30, 31: DescribeAcls, CreateAcls, DeleteAcls; versions: 1–3; notes: the metadata group's
 //     ACL bindings (acls.go)

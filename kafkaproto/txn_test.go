@@ -358,7 +358,7 @@ func TestTxnFindCoordinatorTranslation(t *testing.T) {
 // ApiVersions advertises the transactional APIs, DescribeProducers among
 // them, at exactly the versions answered.
 func TestTxnAPIsAdvertised(t *testing.T) {
-	want := map[int16][2]int16{22: {0, 5}, 24: {0, 4}, 25: {0, 4}, 26: {0, 5}, 28: {0, 3}, 61: {0, 0}, 65: {0, 0}, 66: {0, 0}}
+	want := map[int16][2]int16{22: {0, 5}, 24: {0, 4}, 25: {0, 4}, 26: {0, 5}, 28: {0, 4}, 61: {0, 0}, 65: {0, 0}, 66: {0, 0}}
 	for key, r := range want {
 		a, ok := apiByKey(key)
 		if !ok || a.min != r[0] || a.max != r[1] {
