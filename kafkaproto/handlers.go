@@ -194,7 +194,8 @@ func splitHostPort(addr string) (string, int32, bool) {
 func (c *conn) produce(req kmsg.Request) func() kmsg.Response {
 	r := req.(*kmsg.ProduceRequest)
 	local := map[tp]refusal{}
-	var sent []tp // the request partitions sreq carries, in its order
+	transactional := map[tp]bool{} // partitions whose batch is transactional (abortableRefusals)
+	var sent []tp                  // the request partitions sreq carries, in its order
 	sreq := &strandpb.ProduceRequest{Acks: kafkaAcks(r.Acks), TimeoutMs: r.TimeoutMillis}
 	if r.TransactionID != nil {
 		sreq.TransactionalId = *r.TransactionID
@@ -227,6 +228,9 @@ func (c *conn) produce(req kmsg.Request) func() kmsg.Response {
 			}
 			sreq.Partitions = append(sreq.Partitions, sp)
 			sent = append(sent, key)
+			if pf.Transactional {
+				transactional[key] = true
+			}
 		}
 	}
 	var k *call
@@ -248,6 +252,7 @@ func (c *conn) produce(req kmsg.Request) func() kmsg.Response {
 			}
 		}
 		out := produceAnswer(r, local, answers, whole)
+		abortableRefusals(r, out, transactional) // txn.go
 		out.ThrottleMillis = whole.GetProduce().GetThrottleMs()
 		return out
 	}

@@ -404,7 +404,9 @@
 // AddPartitionsToTxn (partitions must exist; verify_only is a read: engine/txn Verify),
 // AddOffsetsToTxn, EndTxn (answered once PrepareCommit/PrepareAbort is durable, with the next
 // epoch), ListTransactions (the partitions this node leads), DescribeTransactions; reads after a
-// ReadIndex. Markers: a TxnMarkerWriter (Config.Txn.Markers; txn_markers.go) is asked for each
+// ReadIndex. DescribeProducers (arm 99, txn_producers.go): each partition's producers from its
+// leader's applied engine state (engine AppendProducers), NOT_LEADER elsewhere, as Kafka's leader
+// answers from its producer state. Markers: a TxnMarkerWriter (Config.Txn.Markers; txn_markers.go) is asked for each
 // partition and group of every Pending transaction not in flight, after the decision and on every
 // sweep, so a new leader finishes what its predecessor decided; each reported marker is proposed as
 // MarkerWritten and the last completes the transaction. Without a writer the node opens and
@@ -471,9 +473,11 @@
 // type "transactional-id"), as Kafka's authorizer: WRITE on the id for InitProducerId with an
 // id, AddPartitionsToTxn (and WRITE on its topics), AddOffsetsToTxn (and READ on the group),
 // EndTxn, TxnOffsetCommit and a produce carrying the id; DESCRIBE for FindCoordinator of an id
-// and DescribeTransactions (Strand refuses the whole request, as for DescribeGroups, where Kafka
-// answers per id); ListTransactions lists only the ids the caller may describe. A refusal is
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED. Test: TestAuthorizationTransactionalID.
+// and DescribeTransactions (per id, as Kafka answers: a refused id is answered in its place and
+// the others are described; every id refused is a whole-request refusal); ListTransactions lists
+// only the ids the caller may describe. A refusal is TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+// DescribeProducers needs READ on each topic, refused per partition TOPIC_AUTHORIZATION_FAILED the
+// same way. Tests: TestAuthorizationTransactionalID, TestDescribeProducersAuthorization.
 //
 // # Membership and partition moves (members.go, moves.go; R28)
 //

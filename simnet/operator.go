@@ -130,7 +130,7 @@ const kindOperator clientKind = 101
 // plan's shuffle was fixed: drawPlan sends them after the shuffled plan,
 // so adding one leaves every seed's earlier actions (and the traces the
 // other helpers' and the lead's runs compare) as they were.
-var appendedRequestTypes = []string{"abort_transaction"}
+var appendedRequestTypes = []string{"abort_transaction", "describe_producers"}
 
 // drawPlan shuffles one request of every type by the operator,
 // intruderSweeps of every type by the intruder when authorization is on,

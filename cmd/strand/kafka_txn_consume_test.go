@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,8 @@ import (
 // every value, the open and aborted ones included, and stops at the
 // high-water mark, past the markers. Before clientlib served markers to
 // its consumer, both failed on the first marker (CORRUPT_BATCH) or never
-// reached the end. Then `strand txn abort` ends the open transaction: the
+// reached the end. `strand txn producers` names the producer and where its
+// open transaction began. Then `strand txn abort` ends the open transaction: the
 // id shows CompleteAbort, read_committed reads to the high-water mark
 // without the open value, the franz-go producer is fenced (its commit
 // refused), and a second abort says there is nothing to abort (exit 1).
@@ -103,6 +105,21 @@ func TestConsumeIsolationOverKafkaTransactions(t *testing.T) {
 	}
 	if _, stderr, err := runCLIResult(t, nil, "", "txn", "describe", "nosuch", "-b", c.addrs[0]); err == nil || !strings.Contains(stderr, "not known to its coordinator") {
 		t.Fatalf("txn describe of an unknown id: %v\n%s", err, stderr)
+	}
+
+	// strand txn producers: tx/0's leader names the producer whose open
+	// transaction began at offset 7 (c1 c2 marker a1 marker c3 marker).
+	pid, _, err := cl.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile(`(?m)^0 +` + strconv.FormatInt(pid, 10) + ` +\d+ +\d+ +\S+ +\d+ +7$`)
+	if out := runCLI(t, nil, "", "txn", "producers", "tx", "-b", c.addrs[0]); !row.MatchString(out) {
+		t.Fatalf("txn producers (want producer %d, its transaction from offset 7):\n%s", pid, out)
+	}
+	if _, stderr, err := runCLIResult(t, nil, "", "txn", "producers", "tx", "--partition", "3", "-b", c.addrs[0]); err == nil ||
+		!strings.Contains(stderr, "no partition 3") {
+		t.Fatalf("txn producers of a partition the topic lacks: %v\n%s", err, stderr)
 	}
 
 	// strand txn abort: the hanging transaction ends, its producer fenced.
