@@ -114,7 +114,7 @@ func newOperator(ww *wireWorkload) *operator {
 		coordinator: map[string]int{}}
 	// In every workload mix: the group members send as the workload, the
 	// movers and the joins' administrator as the operator (caller).
-	op.auth = op.rng.IntN(3) != 0 && !o.AuthOff
+	op.auth = op.rng.IntN(3) != 0
 	op.ops = newWireClient(ww, 0, kindOperator)
 	op.ops.rng = newStream(o.Seed, streamOperator+1)
 	op.intruder = newWireClient(ww, 0, kindOperator)
