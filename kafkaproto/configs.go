@@ -277,8 +277,11 @@ func configType(name string) kmsg.ConfigType {
 		return kmsg.ConfigTypeList
 	case metadata.ConfigMaxMessageBytes, metadata.ConfigSegmentBytes:
 		return kmsg.ConfigTypeInt
-	case metadata.ConfigRetentionMs, metadata.ConfigRetentionBytes, metadata.ConfigSegmentMs:
+	case metadata.ConfigRetentionMs, metadata.ConfigRetentionBytes, metadata.ConfigSegmentMs,
+		metadata.ConfigMinCompactionLagMs, metadata.ConfigMaxCompactionLagMs, metadata.ConfigDeleteRetentionMs:
 		return kmsg.ConfigTypeLong
+	case metadata.ConfigMinCleanableDirtyRatio:
+		return kmsg.ConfigTypeDouble
 	}
 	return kmsg.ConfigTypeString
 }

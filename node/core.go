@@ -193,6 +193,9 @@ var (
 	// ErrUnknownProducer: an idempotent producer the partition has no
 	// record of sent a sequence other than 0; it must start a new epoch.
 	ErrUnknownProducer = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_UNKNOWN_PRODUCER_ID, "node: unknown producer")
+	// ErrInvalidRecord: a record the topic cannot take (a record without a
+	// key sent to a compacted topic); nothing of the batch was written.
+	ErrInvalidRecord = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_INVALID_RECORD, "node: invalid record")
 
 	// ErrBusy: too many requests wait in the partition; nothing was
 	// proposed; retriable at the same leader.

@@ -250,10 +250,10 @@ func TestAlterTopicConfig(t *testing.T) {
 	a.nodes(1)
 	a.ok(EncodeCreateTopic("t", 1, 1, nil))
 	for _, e := range []ConfigEntry{
-		{ConfigCleanupPolicy, "compact"},
+		{ConfigCleanupPolicy, "compact"}, {ConfigCleanupPolicy, "compact,delete"},
 	} {
 		r := a.do(EncodeAlterTopicConfig("t", []ConfigEntry{e}, nil))
-		if !errors.Is(r.Err, ErrInvalidConfig) || !strings.Contains(r.Err.Error(), e.Name+" ") ||
+		if !errors.Is(r.Err, ErrInvalidConfig) || !strings.Contains(r.Err.Error(), e.Name+"=") ||
 			!strings.Contains(r.Err.Error(), "not enforced yet") {
 			t.Errorf("set %s=%s: %v, want ErrInvalidConfig naming the key as not enforced yet", e.Name, e.Value, r.Err)
 		}
