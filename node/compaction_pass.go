@@ -1,12 +1,14 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"iter"
 
 	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/engine/compact"
 	"github.com/strandlog/strand/proto/strandpb"
+	"github.com/strandlog/strand/raftlog/compacted"
 )
 
 // The node side of compacted topics, built so far (engine/compact's doc,
@@ -138,4 +140,26 @@ func lagEnd(dirty []engine.BatchLocation, cutoffMs, end int64) int64 {
 		}
 	}
 	return end
+}
+
+// writePass is the body of a replica's pass (meant to run off the loop as
+// a storage job): it compacts log with decision d straight into w, a
+// Writer of generation d.Generation from the store that holds the prefix
+// log reads, and commits the generation [start, Result.CleanedTo) with the
+// pass's digest. The caller's Finish on the loop makes reads see it and
+// proposes or checks COMPACT_DONE with Result's CleanedTo and Digest. On
+// an error nothing is current but the old generation (Finish drops w),
+// except compacted.ErrFailed (the store must be reopened).
+func writePass(log compact.Log, d compact.Decision, w *compacted.Writer) (compact.Result, error) {
+	res, err := compact.Compact(log, d, w.Append)
+	if err != nil {
+		return res, fmt.Errorf("compaction pass of generation %d: %w", d.Generation, err)
+	}
+	if err := w.Commit(res.CleanedTo, res.Digest); err != nil {
+		if errors.Is(err, compacted.ErrFailed) {
+			return res, err
+		}
+		return res, fmt.Errorf("compaction pass of generation %d: commit: %w", d.Generation, err)
+	}
+	return res, nil
 }
