@@ -136,6 +136,12 @@ type Config struct {
 	// SegmentAgeMax caps every topic's segment.ms (0: no cap); `strand
 	// dev` sets it low so retention shows within a minute.
 	SegmentAgeMax time.Duration
+	// CompactedTopicsUnfinished lets a create or alter through this node
+	// set a cleanup.policy that compacts although no node compacts yet
+	// (issue 24: passes and compacted reads are not wired), for tests of
+	// the parts built (the keyless refusal). Off, such a request is
+	// refused as not enforced yet; node/server never sets it.
+	CompactedTopicsUnfinished bool
 	// Observer, when set, sees every entry a replica applies.
 	Observer ApplyObserver
 	// Groups configures the consumer-group coordinators (groups.go).

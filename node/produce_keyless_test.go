@@ -41,3 +41,72 @@ func TestRefuseKeyless(t *testing.T) {
 		t.Fatalf("keyed batch (an empty key, a tombstone) refused: %v", err)
 	}
 }
+
+// alterTopic sends one AlterConfigs of topic name and returns its error.
+func (c *cluster) alterTopic(id NodeID, name string, sets map[string]string) *strandpb.Error {
+	c.t.Helper()
+	t := &strandpb.AlterConfigsRequest_Topic{Name: name}
+	for k, v := range sets {
+		t.Sets = append(t.Sets, &strandpb.ConfigEntry{Name: k, Value: v})
+	}
+	resp, _ := c.handle(id, &strandpb.Request{CorrelationId: 8, Body: &strandpb.Request_AlterConfigs{
+		AlterConfigs: &strandpb.AlterConfigsRequest{Topics: []*strandpb.AlterConfigsRequest_Topic{t}}}})
+	if resp.GetError() != nil {
+		return resp.GetError()
+	}
+	return resp.GetAlterConfigs().GetTopics()[0].GetError()
+}
+
+// TestCompactionGate shows a node refuses, before proposing, a create or
+// alter setting a cleanup.policy that compacts (INVALID_CONFIG, "not
+// enforced yet"), while the compaction settings themselves are taken.
+func TestCompactionGate(t *testing.T) {
+	c := newMetaCluster(t, 21, 3, nil)
+	lead := c.metaLeaderOf()
+	resp, _ := c.handle(lead, &strandpb.Request{CorrelationId: 7, Body: &strandpb.Request_CreateTopics{CreateTopics: &strandpb.CreateTopicsRequest{
+		Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: "kv", Partitions: 1, ReplicationFactor: 3,
+			Configs: []*strandpb.ConfigEntry{{Name: "cleanup.policy", Value: "compact"}}}},
+	}}})
+	if e := resp.GetCreateTopics().GetTopics()[0].GetError(); e.GetCode() != strandpb.ErrorCode_ERROR_CODE_INVALID_CONFIG ||
+		!strings.Contains(e.GetMessage(), "not enforced yet") {
+		t.Fatalf("create compacted: %v", resp)
+	}
+	c.createTopic(lead, "d", 1, 3)
+	if e := c.alterTopic(lead, "d", map[string]string{"cleanup.policy": "delete,compact"}); e.GetCode() != strandpb.ErrorCode_ERROR_CODE_INVALID_CONFIG {
+		t.Fatalf("alter to compact: %v", e)
+	}
+	if e := c.alterTopic(lead, "d", map[string]string{"delete.retention.ms": "1000", "min.cleanable.dirty.ratio": "0.1"}); e != nil {
+		t.Fatalf("compaction settings refused: %v", e)
+	}
+	if e := c.alterTopic(lead, "d", map[string]string{"min.compaction.lag.ms": "5", "max.compaction.lag.ms": "4"}); e.GetCode() != strandpb.ErrorCode_ERROR_CODE_INVALID_CONFIG ||
+		!strings.Contains(e.GetMessage(), "greater than") {
+		t.Fatalf("min lag over max lag: %v", e)
+	}
+}
+
+// TestKeylessProduceToCompactedTopic shows, on nodes that let a topic
+// compact (Config.CompactedTopicsUnfinished), a produce with a keyless
+// record to it is refused with INVALID_RECORD and nothing is written, a
+// keyed one goes in, and a delete topic still takes keyless records.
+func TestKeylessProduceToCompactedTopic(t *testing.T) {
+	c := newMetaCluster(t, 22, 3, func(cfg *Config) { cfg.CompactedTopicsUnfinished = true })
+	c.createTopicWith(c.metaLeaderOf(), "kv", 1, 3, map[string]string{"cleanup.policy": "compact"})
+	c.createTopic(c.metaLeaderOf(), "plain", 1, 3)
+	keyless, err := recordbatch.Encode(nil, []recordbatch.Record{{TimestampMs: 1, Key: []byte("k"), Value: []byte("v")}, {TimestampMs: 1, Value: []byte("v")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := TopicPartition{Topic: "kv"}
+	res := c.produce(c.leader(kv), ProduceRequest{TopicPartition: kv, Acks: AcksAll, ProducerID: -1, Batch: keyless})
+	if !errors.Is(res.Err, ErrInvalidRecord) || !strings.Contains(res.Err.Error(), "without key in topic partition kv-0") {
+		t.Fatalf("keyless to compacted: %+v", res)
+	}
+	res = c.produce(c.leader(kv), ProduceRequest{TopicPartition: kv, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "k", 3)})
+	if res.Err != nil || res.BaseOffset != 0 {
+		t.Fatalf("keyed to compacted: %+v (the refused batch must not have taken offsets)", res)
+	}
+	plain := TopicPartition{Topic: "plain"}
+	if res := c.produce(c.leader(plain), ProduceRequest{TopicPartition: plain, Acks: AcksAll, ProducerID: -1, Batch: keyless}); res.Err != nil {
+		t.Fatalf("keyless to a delete topic: %+v", res)
+	}
+}

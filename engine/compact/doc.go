@@ -147,19 +147,23 @@
 // Built: the COMPACT and COMPACT_DONE entries and their apply (engine, compaction.go: the decision,
 // the reported generation, cleaned-to offset and digest, RaftTrimBound); the compacted segment
 // files, their sparse index (offset → position, running max timestamp) and atomic switch
-// (raftlog/compacted); engine/metadata stores and checks every setting here (Config.Set/Validate)
-// and takes compact and compact,delete behind one gate (compactionBuilt, false until a node
-// compacts and serves the prefix); the produce path refuses a keyless record to a compacted topic
-// (INVALID_RECORD), and a pass drops keyless records a topic altered to compact still holds (rule
-// 3). Still to do: opening the gate once the rest is in; dropping AbortedForgotten from the aborted index (through
-// COMPACT_DONE); fetch of the prefix (native: a new batch form for clientlib, which can decode it
-// with this package; Kafka: re-encode as an uncompressed RecordBatch v2 with the same base offset,
-// last offset delta, producer fields and offset deltas); the off-loop runner with an I/O budget
-// and the trigger; on a compacted topic a replica's raft-log trimming (the snapshot-driven
-// Compacted included) stops at its own compacted prefix's end (engine's RaftTrimBound), and a
-// replica sent a raft snapshot
-// past its log installs the prefix from a peer, digest-checked; bounding the kept last batches by producer expiry (today one per producer id
-// ever seen in the range); compact,delete (a TRIM moves the log start under the prefix too).
+// (raftlog/compacted). Node side, built and tested: engine/metadata stores and checks every
+// setting here (Config.Set/Validate) and takes compact and compact,delete, which the node refuses
+// before proposing (gateCompaction; open only under node.Config.CompactedTopicsUnfinished, for
+// tests) until a node compacts and serves the prefix; the produce path refuses a keyless record to
+// a compacted topic (INVALID_RECORD), and a pass drops keyless records a topic altered to compact
+// still holds (rule 3); node's passLog (a pass's input from the prefix and the raft entries),
+// decideCompaction (the leader's trigger), writePass (a pass into a raftlog/compacted Writer) and
+// kafkaproto's AppendCompacted (a compacted batch in Kafka's v2 form) — none called by the Core
+// yet. Still to do: the Core calling them (COMPACT proposed by the leader; the pass as a storage
+// job; Finish and COMPACT_DONE on the loop); dropping AbortedForgotten from the aborted index
+// (through COMPACT_DONE); fetch and ListOffsets of the prefix (native: a batch form clientlib
+// decodes with this package; Kafka: AppendCompacted); the I/O budget; on a compacted topic a
+// replica's raft-log trimming (the snapshot-driven Compacted included) stops at its own
+// compacted prefix's end (engine's RaftTrimBound), and a replica sent a raft snapshot past its
+// log installs the prefix from a peer, digest-checked; bounding the kept last batches by producer
+// expiry (today one per producer id ever seen in the range); compact,delete (a TRIM moves the log
+// start under the prefix too); then opening the gate.
 //
 // # Tests
 //

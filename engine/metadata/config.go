@@ -200,32 +200,31 @@ var notEnforced = map[string]string{}
 // honour it. max.message.bytes is enforced up to its maximum: a leader
 // refuses a batch (as sent, compressed or not) longer than a smaller
 // value, and every partition refuses records over 1 MiB
-// (recordbatch.RecordBytesMax); a larger value is refused. A policy that
-// compacts is refused (compactionGate) until compacted reads are built;
-// the compaction settings themselves are accepted whatever the policy,
-// as Kafka accepts them on a delete topic.
-func checkEnforced(key string, c TopicConfig) error {
+// (recordbatch.RecordBytesMax); a larger value is refused. The
+// compaction settings are accepted whatever the policy, as Kafka accepts
+// them on a delete topic; a policy that compacts is accepted here and
+// refused by the node before it proposes (node's gateCompaction) until
+// nodes compact: a node's configuration must not change what a
+// replicated command does.
+func checkEnforced(key string, _ TopicConfig) error {
 	if why, ok := notEnforced[key]; ok {
 		return fmt.Errorf("%w: %s is not enforced yet (%s); leave it unset", ErrInvalidConfig, key, why)
-	}
-	if key == ConfigCleanupPolicy && c.CleanupPolicy.Compacts() && !compactionBuilt {
-		return fmt.Errorf("%w: %s=%s is not enforced yet (compaction runs in no node: issue 24); leave it unset",
-			ErrInvalidConfig, key, c.CleanupPolicy)
 	}
 	return nil
 }
 
-// compactionBuilt is the gate of cleanup.policy=compact: false while no
-// node compacts and serves a compacted prefix, so no topic claims a
-// policy it does not have. The keyless-record refusal on the produce path
-// and the settings are in place for when it opens.
+// compactionBuilt says whether nodes compact (issue 24: not yet); until
+// then Enforced reports a compacting policy as not enforced, for describe.
 const compactionBuilt = false
 
 // Enforced reports whether the nodes honour key set to value. Describe
 // output uses it to mark stored defaults that have no effect yet.
 func Enforced(key, value string) bool {
 	var c TopicConfig
-	return c.set(key, value) == nil && checkEnforced(key, c) == nil
+	if c.set(key, value) != nil || checkEnforced(key, c) != nil {
+		return false
+	}
+	return key != ConfigCleanupPolicy || !c.CleanupPolicy.Compacts() || compactionBuilt
 }
 
 // reset puts key back to its default; an unknown key fails.
