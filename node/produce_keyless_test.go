@@ -110,3 +110,32 @@ func TestKeylessProduceToCompactedTopic(t *testing.T) {
 		t.Fatalf("keyless to a delete topic: %+v", res)
 	}
 }
+
+// TestCompactDeleteKeepsRetention shows cleanup.policy=compact,delete
+// keeps time and size retention (Kafka's meaning of the pair): the
+// leader trims a compact,delete topic to retention.bytes as it trims a
+// delete one, and a compact-only topic is never trimmed.
+func TestCompactDeleteKeepsRetention(t *testing.T) {
+	c := newMetaCluster(t, 23, 3, func(cfg *Config) {
+		retentionConfig(cfg)
+		cfg.CompactedTopicsUnfinished = true
+	})
+	sizes := map[string]string{"segment.bytes": "4096", "retention.bytes": "12288", "retention.ms": "-1"}
+	for topic, policy := range map[string]string{"both": "compact,delete", "compact": "compact"} {
+		configs := map[string]string{"cleanup.policy": policy}
+		for k, v := range sizes {
+			configs[k] = v
+		}
+		c.createTopicWith(c.metaLeaderOf(), topic, 1, 3, configs)
+	}
+	both, compactOnly := TopicPartition{Topic: "both"}, TopicPartition{Topic: "compact"}
+	c.fillPartition(both, 100)
+	c.fillPartition(compactOnly, 100)
+	c.tick(30)
+	if st := statusOf(c.cores[c.leader(both)], both); st.LogStartOffset == 0 {
+		t.Fatalf("compact,delete: log start %d, want trimmed to about retention.bytes", st.LogStartOffset)
+	}
+	if st := statusOf(c.cores[c.leader(compactOnly)], compactOnly); st.LogStartOffset != 0 {
+		t.Fatalf("compact only: log start %d, want 0 (no size retention)", st.LogStartOffset)
+	}
+}

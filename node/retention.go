@@ -131,7 +131,7 @@ func (c *Core) retentionDue(g *group) bool {
 		return true
 	}
 	cfg := g.ret.config
-	if !g.ret.configKnown || cfg.RetentionBytes < 0 || cfg.CleanupPolicy != metadata.CleanupDelete || isCoordinatorTopic(g.tp.Topic) {
+	if !g.ret.configKnown || cfg.RetentionBytes < 0 || !cfg.CleanupPolicy.Deletes() || isCoordinatorTopic(g.tp.Topic) {
 		return false
 	}
 	if g.ret.trimOffset != 0 && g.part.LogStartOffset() < g.ret.trimOffset && c.ticks < g.ret.trimDeadline {
@@ -211,7 +211,7 @@ func (c *Core) rollByAge(g *group) error {
 // segment boundary that retention.ms and retention.bytes allow, when it is
 // above the log start and no trim of ours is in flight.
 func (c *Core) maybeTrim(g *group) {
-	if !g.ret.configKnown || g.ret.config.CleanupPolicy != metadata.CleanupDelete {
+	if !g.ret.configKnown || !g.ret.config.CleanupPolicy.Deletes() {
 		return
 	}
 	if isCoordinatorTopic(g.tp.Topic) {
