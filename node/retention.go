@@ -71,6 +71,11 @@ type retentionState struct {
 	// deletes are the DeleteRecords requests waiting for their trim.
 	deletes []*deleteWait
 	segs    []raftlog.SegmentInfo // scratch
+	// compactGen is the generation of a COMPACT this leader proposed and
+	// has not seen applied, until tick compactDeadline; 0: none in flight.
+	compactGen      uint64
+	compactDeadline uint64
+	dirty           []engine.BatchLocation // scratch
 	// seenApplied is the applied index retentionTick last looked at g
 	// with: until it moves nothing of g's retention can change but with
 	// time, which the periodic check covers.
@@ -116,6 +121,7 @@ func (c *Core) retentionTick() {
 			c.maybeCompact(g)
 		}
 		c.maybeTrim(g)
+		c.maybeProposeCompact(g)
 	}
 }
 
