@@ -128,7 +128,7 @@ func incrementalOp(t *strandpb.AlterConfigsRequest_Topic, cfg kmsg.IncrementalAl
 	case kmsg.IncrementalAlterConfigOpDelete:
 		t.Deletes = append(t.Deletes, cfg.Name)
 	case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
-		return invalid(fmt.Sprintf("%s of %s refused: no Strand topic config is a list; use SET", cfg.Op, cfg.Name))
+		return invalid(fmt.Sprintf("%s of %s refused: Strand takes no list operations (for cleanup.policy SET the whole list, e.g. compact,delete)", cfg.Op, cfg.Name))
 	default:
 		return invalid(fmt.Sprintf("unknown config op %d for %s", int8(cfg.Op), cfg.Name))
 	}

@@ -152,11 +152,12 @@
 // before proposing (gateCompaction; open only under node.Config.CompactedTopicsUnfinished, for
 // tests) until a node compacts and serves the prefix; the produce path refuses a keyless record to
 // a compacted topic (INVALID_RECORD), and a pass drops keyless records a topic altered to compact
-// still holds (rule 3); node's passLog (a pass's input from the prefix and the raft entries),
-// decideCompaction (the leader's trigger), writePass (a pass into a raftlog/compacted Writer) and
-// kafkaproto's AppendCompacted (a compacted batch in Kafka's v2 form) — none called by the Core
-// yet. Still to do: the Core calling them (COMPACT proposed by the leader; the pass as a storage
-// job; Finish and COMPACT_DONE on the loop); dropping AbortedForgotten from the aborted index
+// still holds (rule 3); the leader proposes COMPACT when decideCompaction finds a pass due
+// (node's compaction_trigger.go); node's passLog (a pass's input from the prefix and the raft
+// entries), writePass (a pass into a raftlog/compacted Writer), kafkaproto's AppendCompacted (a
+// compacted batch in Kafka's v2 form) and clientlib's decoding of compacted batches are built and
+// tested but not called yet. Still to do: each replica running its pass (writePass as a storage
+// job over its store; Finish and COMPACT_DONE on the loop; a decision stays pending until then); dropping AbortedForgotten from the aborted index
 // (through COMPACT_DONE); fetch and ListOffsets of the prefix (native: a batch form clientlib
 // decodes with this package; Kafka: AppendCompacted); the I/O budget; on a compacted topic a
 // replica's raft-log trimming (the snapshot-driven Compacted included) stops at its own
