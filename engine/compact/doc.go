@@ -157,7 +157,11 @@
 // entries), writePass (a pass into a raftlog/compacted Writer), kafkaproto's AppendCompacted (a
 // compacted batch in Kafka's v2 form) and clientlib's decoding of compacted batches are built and
 // tested but not called yet. Still to do: each replica running its pass (writePass as a storage
-// job over its store; Finish and COMPACT_DONE on the loop; a decision stays pending until then); dropping AbortedForgotten from the aborted index
+// job over its store; Finish and COMPACT_DONE on the loop; a decision stays pending until then;
+// node's disk watchdog times every storage job and calls a node stalled past DiskStallAfter, so a
+// pass job must time only its fsyncs or be bounded well below it; the raft entries of the dirty
+// section are read on the loop today (the Core owns the logs), so either bound that read per
+// Process or give the job its own read handle); dropping AbortedForgotten from the aborted index
 // (through COMPACT_DONE); fetch and ListOffsets of the prefix (native: a batch form clientlib
 // decodes with this package; Kafka: AppendCompacted); the I/O budget; on a compacted topic a
 // replica's raft-log trimming (the snapshot-driven Compacted included) stops at its own
