@@ -162,7 +162,8 @@
 // pass job must time only its fsyncs or be bounded well below it; the raft entries of the dirty
 // section are read on the loop today (the Core owns the logs), so either bound that read per
 // Process or give the job its own read handle); dropping AbortedForgotten from the aborted index
-// (through COMPACT_DONE); fetch and ListOffsets of the prefix (native: a batch form clientlib
+// (through COMPACT_DONE, but only once no replica can still serve those records: one whose own
+// pass lags reads them from its raft log, where read_committed needs the index to hide them); fetch and ListOffsets of the prefix (native: a batch form clientlib
 // decodes with this package; Kafka: AppendCompacted); the I/O budget; on a compacted topic a
 // replica's raft-log trimming (the snapshot-driven Compacted included) stops at its own
 // compacted prefix's end (engine's RaftTrimBound), and a replica sent a raft snapshot past its
