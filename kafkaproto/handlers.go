@@ -867,6 +867,10 @@ func brokerConfigs(id int32) []kmsg.DescribeConfigsResponseResourceConfig {
 	}{
 		{"broker.id", strconv.Itoa(int(id)), kmsg.ConfigSourceStaticBrokerConfig},
 		{"log.cleanup.policy", d.CleanupPolicy.String(), kmsg.ConfigSourceDefaultConfig},
+		{"log.cleaner.delete.retention.ms", strconv.FormatInt(d.DeleteRetentionMs, 10), kmsg.ConfigSourceDefaultConfig},
+		{"log.cleaner.max.compaction.lag.ms", strconv.FormatInt(d.MaxCompactionLagMs, 10), kmsg.ConfigSourceDefaultConfig},
+		{"log.cleaner.min.cleanable.ratio", strconv.FormatFloat(d.MinCleanableDirtyRatio, 'g', -1, 64), kmsg.ConfigSourceDefaultConfig},
+		{"log.cleaner.min.compaction.lag.ms", strconv.FormatInt(d.MinCompactionLagMs, 10), kmsg.ConfigSourceDefaultConfig},
 		{"log.retention.bytes", strconv.FormatInt(d.RetentionBytes, 10), kmsg.ConfigSourceDefaultConfig},
 		{"log.retention.ms", strconv.FormatInt(d.RetentionMs, 10), kmsg.ConfigSourceDefaultConfig},
 		{"message.max.bytes", strconv.Itoa(int(d.MaxMessageBytes)), kmsg.ConfigSourceDefaultConfig},

@@ -247,6 +247,13 @@
 // produce a replica stays at 8.6–10.5 MB with retention.bytes = 4 MiB and 1 MiB segments; a check
 // only every second let it reach 30×. Rejected: each replica deleting by its own clock (replicas
 // would disagree on the log start); cutting a segment at the exact offset (a rewrite, R5).
+// Retention runs when the topic's cleanup.policy deletes (delete, compact,delete). On a topic whose
+// policy compacts (issue 24; only under Config.CompactedTopicsUnfinished until replicas run passes:
+// gateCompaction refuses it otherwise) the same check lets the leader propose a COMPACT
+// (compaction_trigger.go: engine/compact's decision from LSO, its checkpoint, its open segment and
+// min.compaction.lag.ms by the clock); compaction_pass.go holds a pass's input and its write into
+// raftlog/compacted, not called yet. A produce to such a topic with a keyless record is
+// INVALID_RECORD (produce.go).
 //
 // # Raft log compaction and snapshots (snapshot.go)
 //

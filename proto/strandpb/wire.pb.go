@@ -188,6 +188,10 @@ const (
 	// A TxnOffsetCommit's group instance id is held by another member id: a
 	// newer instance replaced this one. Definite (Kafka's FENCED_INSTANCE_ID).
 	ErrorCode_ERROR_CODE_FENCED_INSTANCE_ID ErrorCode = 98
+	// A record the topic cannot take: a record without a key sent to a
+	// compacted topic. Definite: nothing of the batch was written (Kafka's
+	// INVALID_RECORD).
+	ErrorCode_ERROR_CODE_INVALID_RECORD ErrorCode = 87
 )
 
 // Enum value maps for ErrorCode.
@@ -250,6 +254,7 @@ var (
 		99: "ERROR_CODE_TRANSACTIONS_NOT_ENABLED",
 		97: "ERROR_CODE_UNSTABLE_OFFSET_COMMIT",
 		98: "ERROR_CODE_FENCED_INSTANCE_ID",
+		87: "ERROR_CODE_INVALID_RECORD",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_NONE":                                  0,
@@ -309,6 +314,7 @@ var (
 		"ERROR_CODE_TRANSACTIONS_NOT_ENABLED":              99,
 		"ERROR_CODE_UNSTABLE_OFFSET_COMMIT":                97,
 		"ERROR_CODE_FENCED_INSTANCE_ID":                    98,
+		"ERROR_CODE_INVALID_RECORD":                        87,
 	}
 )
 
@@ -11470,7 +11476,7 @@ const file_wire_proto_rawDesc = "" +
 	"\x06Result\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
-	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error*\xff\x0f\n" +
+	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error*\x9e\x10\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +
@@ -11529,7 +11535,8 @@ const file_wire_proto_rawDesc = "" +
 	")ERROR_CODE_TRANSACTION_COORDINATOR_FENCED\x10_\x12'\n" +
 	"#ERROR_CODE_TRANSACTIONS_NOT_ENABLED\x10c\x12%\n" +
 	"!ERROR_CODE_UNSTABLE_OFFSET_COMMIT\x10a\x12!\n" +
-	"\x1dERROR_CODE_FENCED_INSTANCE_ID\x10b*n\n" +
+	"\x1dERROR_CODE_FENCED_INSTANCE_ID\x10b\x12\x1d\n" +
+	"\x19ERROR_CODE_INVALID_RECORD\x10W*n\n" +
 	"\vClassicStep\x12\x15\n" +
 	"\x11CLASSIC_STEP_NONE\x10\x00\x12\x15\n" +
 	"\x11CLASSIC_STEP_JOIN\x10\x01\x12\x15\n" +
