@@ -101,4 +101,15 @@ func TestGroupDescribeIsolation(t *testing.T) {
 		!strings.Contains(stderr, `--isolation "committed": want read_uncommitted or read_committed`) {
 		t.Fatalf("a bad --isolation: %v\n%s", err, stderr)
 	}
+
+	// `strand consume -g` commits its position, past the commit marker at
+	// 2: a read_committed member that printed a and b leaves its group at
+	// the last stable offset, lag 0 (it committed 2, lag 1, before).
+	if out := runCLI(t, nil, "", "consume", "tx", "-g", "readall", "--isolation", "read_committed", "--until-end",
+		"--from", "beginning", "-b", c.addrs[0]); strings.Join(strings.Fields(out), " ") != "a b" {
+		t.Fatalf("consume -g read_committed printed %q, want a b", out)
+	}
+	if out := runCLI(t, nil, "", "group", "describe", "readall", "--isolation", "read_committed", "-b", c.addrs[0]); !regexp.MustCompile(`tx +0 +3 +5 +3 +0 `).MatchString(out) {
+		t.Fatalf("after consume -g, want committed 3 (past the marker) and lag 0:\n%s", out)
+	}
 }
