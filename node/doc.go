@@ -388,9 +388,11 @@
 // write) run after a ReadIndex, so a deposed leader never answers. Liveness is leader-local, as in
 // Kafka: a sweep once a second proposes Expire(group, member, epoch) for members silent past the
 // session timeout (45 s) or holding revocations past the rebalance timeout (5 min), expires empty
-// groups' offsets (7 days) and removes deleted topics (after a ReadIndex on the metadata group). A
-// new coordinator starts every timer afresh: failover delays an expiry by at most a session, never
-// expires early. Wire: arms 40–46, codes 50–57 (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
+// groups' offsets (7 days) and removes deleted topics (after a ReadIndex on the metadata group). It
+// skips a member with a heartbeat in flight, and an unchanged heartbeat racing a proposed expiry is
+// written instead of read, so an expiry never lands after an answer that kept the member's epoch (a
+// static rejoin keeps it; Expire's epoch guard cannot tell). A new coordinator starts every timer
+// afresh: failover delays an expiry by at most a session, never expires early. Wire: arms 40–46, codes 50–57 (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
 // UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, STALE_MEMBER_EPOCH, GROUP_NOT_EMPTY, GROUP_NOT_FOUND,
 // STALE_HEARTBEAT). Rejected: a hook in the apply loop or a second raft group type (a parallel path
 // through Ready, checkpoints and placement); groups in the metadata group (one log for every
