@@ -44,9 +44,10 @@
 // the Store), Append and Commit (which touch only the new files and the
 // manifest, so they may run off it while reads go on), then Finish (owner:
 // reads see g+1) and RemoveStale (g's files; off the owner again). Commit:
-// each segment synced when it rolls and the last at Commit, the directory
-// synced, the manifest written to manifest.tmp and synced, renamed over
-// manifest, the directory synced: that SyncDir is the commit point. A crash
+// every segment synced (none before: Append never waits for the disk), the
+// directory synced, the manifest written to manifest.tmp and synced,
+// renamed over manifest, the directory synced: that SyncDir is the commit
+// point. A crash
 // before it leaves g's manifest naming g's untouched files; after it,
 // g+1's, whose segments were durable before the manifest named them. Open
 // removes every segment file the manifest does not name (a half-written
