@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 
 	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/engine/compact"
@@ -56,18 +57,19 @@ func passInput(e dirtyEntry) (compact.Input, error) {
 }
 
 // passLog is the log a pass reads: the compacted prefix's batches (their
-// Data in the compacted form, in offset order) and then the dirty entries
-// from firstDirty on, with the partition's aborted index. Both of the
-// pass's walks see the same sequence: it is built from slices only.
-func passLog(prefix []compact.Input, dirty []dirtyEntry, firstDirty int64, aborted []engine.AbortedTxn) compact.Log {
+// Data in the compacted form, in offset order: prefix yields them afresh
+// at each call, as storeInputs does) and then the dirty entries from
+// firstDirty on, with the partition's aborted index. Both of the pass's
+// walks see the same sequence.
+func passLog(prefix iter.Seq2[compact.Input, error], dirty []dirtyEntry, firstDirty int64, aborted []engine.AbortedTxn) compact.Log {
 	ab := make([]compact.AbortedTxn, len(aborted))
 	for i, a := range aborted {
 		ab[i] = compact.AbortedTxn(a)
 	}
 	batches := func() iter.Seq2[compact.Input, error] {
 		return func(yield func(compact.Input, error) bool) {
-			for _, in := range prefix {
-				if !yield(in, nil) {
+			for in, err := range prefix {
+				if !yield(in, err) || err != nil {
 					return
 				}
 			}
@@ -80,6 +82,28 @@ func passLog(prefix []compact.Input, dirty []dirtyEntry, firstDirty int64, abort
 		}
 	}
 	return compact.Log{Batches: batches, FirstDirty: firstDirty, Aborted: ab}
+}
+
+// storeInputs yields the store's current generation as a pass's prefix
+// input, read from its files at each walk (memory: one batch). Each
+// batch is copied, since the store reuses its buffer.
+func storeInputs(s *compacted.Store) iter.Seq2[compact.Input, error] {
+	return func(yield func(compact.Input, error) bool) {
+		for b, err := range s.Batches() {
+			if err != nil {
+				yield(compact.Input{}, err)
+				return
+			}
+			dec, err := compact.DecodeBatch(b)
+			if err != nil {
+				yield(compact.Input{}, fmt.Errorf("%w: compacted prefix: %w", ErrStorage, err))
+				return
+			}
+			if !yield(compact.Input{BaseOffset: dec.BaseOffset, Data: slices.Clone(b)}, nil) {
+				return
+			}
+		}
+	}
 }
 
 // compactionFacts is what the leader knows of a partition when it weighs

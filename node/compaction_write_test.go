@@ -38,7 +38,7 @@ func passInto(t *testing.T, pp *passPartition, s *compacted.Store, d compact.Dec
 		t.Fatal(err)
 	}
 	aborted := pp.p.AppendAbortedTxns(nil, 0, pp.p.HighWatermark())
-	res, err := writePass(passLog(storedPrefix(t, s), pp.dirty(t, first), first, aborted), d, w)
+	res, err := writePass(passLog(storeInputs(s), pp.dirty(t, first), first, aborted), d, w)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -118,8 +118,8 @@ func (c *Core) checkStall() {
 	var slow []uint64
 	oldest, oldestToken := c.ticks, uint64(0)
 	for token, job := range c.syncsInFlight { // order does not leak: ties broken by token, slow sorted
-		if !job.handed {
-			continue
+		if !job.handed || job.untimed {
+			continue // a pass's write does no fsync (compaction_replica.go)
 		}
 		if job.handedAt < oldest || job.handedAt == oldest && token < oldestToken {
 			oldest, oldestToken = job.handedAt, token
@@ -195,6 +195,8 @@ func (j syncJob) file() string {
 		return "wal"
 	case j.ckWrite != nil:
 		return j.ckWrite.dir
+	case j.pass != nil:
+		return j.g.dir + compactedDir
 	}
 	return j.g.dir + "/log"
 }
@@ -206,6 +208,10 @@ func (j syncJob) kind() string {
 		return "remove old write-ahead log segments"
 	case j.g == nil:
 		return fmt.Sprintf("write-ahead log sync (%d logs)", len(j.groups))
+	case j.pass != nil && j.pass.commit:
+		return "compaction pass commit"
+	case j.pass != nil:
+		return "compaction pass write"
 	case j.trash:
 		return "unlink compacted segments"
 	case j.ckTrim:

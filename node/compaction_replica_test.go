@@ -1,0 +1,237 @@
+package node
+
+import (
+	"crypto/sha256"
+	"slices"
+	"testing"
+
+	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/proto/strandpb"
+	"github.com/strandlog/strand/raftlog/compacted"
+)
+
+// compactedCluster is three nodes that let a topic compact, with a
+// compacted topic kv of one partition whose raft log rolls every 4 KiB.
+func compactedCluster(t *testing.T, seed uint64) (*cluster, TopicPartition) {
+	c := newMetaCluster(t, seed, 3, func(cfg *Config) {
+		retentionConfig(cfg)
+		cfg.CompactedTopicsUnfinished = true
+		cfg.CheckpointEntries = 16
+	})
+	c.createTopicWith(c.metaLeaderOf(), "kv", 1, 3, map[string]string{"cleanup.policy": "compact", "segment.bytes": "4096"})
+	return c, TopicPartition{Topic: "kv"}
+}
+
+// doneReport is one COMPACT_DONE entry in a raft log.
+type doneReport struct {
+	gen       uint64
+	cleanedTo int64
+	digest    [sha256.Size]byte
+}
+
+// doneReports are the COMPACT_DONE entries in node id's raft log of tp.
+func (c *cluster) doneReports(id NodeID, tp TopicPartition) []doneReport {
+	c.t.Helper()
+	g := c.cores[id].byTP[tp]
+	first, _ := g.log.FirstIndex()
+	last, _ := g.log.LastIndex()
+	ents, err := g.log.Entries(first, last+1, 1<<62)
+	if err != nil {
+		c.t.Fatalf("node %d: entries: %v", id, err)
+	}
+	var out []doneReport
+	for _, e := range ents {
+		f, err := engine.DecodeEntry(e.GetData())
+		if err != nil || f.Kind != strandpb.EntryKind_ENTRY_KIND_COMPACT_DONE {
+			continue
+		}
+		out = append(out, doneReport{gen: f.CompactGeneration, cleanedTo: f.CompactOffset, digest: [sha256.Size]byte(f.CompactDigest)})
+	}
+	return out
+}
+
+// checkPrefixesAgree fails unless every replica of tp holds a current
+// prefix of the record's generation (at least gen) with the record's end
+// and digest, the record is not behind any decision by more than the pass
+// in progress, and no replica saw a diverging report. It returns the
+// record.
+func (c *cluster) checkPrefixesAgree(tp TopicPartition, gen uint64) engine.CompactionState {
+	c.t.Helper()
+	st := c.cores[c.ids[0]].byTP[tp].part.Compaction()
+	if st.DoneGeneration < gen {
+		c.t.Fatalf("record %+v: generation %d not reported", st, gen)
+	}
+	for _, id := range c.ids {
+		g := c.cores[id].byTP[tp]
+		if got := g.part.Compaction(); got != st {
+			c.t.Fatalf("node %d record %+v, node %d %+v", id, got, c.ids[0], st)
+		}
+		s := g.pass.store
+		if s == nil || s.Generation() < st.DoneGeneration {
+			c.t.Fatalf("node %d: prefix %v behind the record %+v", id, s, st)
+		}
+		if s.Generation() == st.DoneGeneration && (s.End() != st.CleanedTo || s.Digest() != st.Digest) {
+			c.t.Fatalf("node %d: generation %d end %d digest %x, record end %d digest %x", id, s.Generation(),
+				s.End(), s.Digest(), st.CleanedTo, st.Digest)
+		}
+		if err := s.Verify(); err != nil {
+			c.t.Fatalf("node %d: %v", id, err)
+		}
+		if n := c.cores[id].Stats().CompactionsDiverged; n != 0 || g.pass.stuck != "" {
+			c.t.Fatalf("node %d: %d diverging reports, stuck %q", id, n, g.pass.stuck)
+		}
+	}
+	return st
+}
+
+// TestReplicasPassAndReportSameDigest shows each replica runs the pass of
+// every decision it applies: after the leader's COMPACT, all three write
+// the same generation (end, digest) into their own prefix; the leader
+// reports it in COMPACT_DONE, every report in the log carries one outcome
+// per generation, each replica's own outcome equals the record (none
+// stuck, none diverged), the prefix holds the latest value of the one key,
+// and the passes go on generation after generation, with a report each.
+func TestReplicasPassAndReportSameDigest(t *testing.T) {
+	c, kv := compactedCluster(t, 24)
+	c.fillPartition(kv, 60)
+	c.tick(40)
+	st := c.checkPrefixesAgree(kv, 1)
+	reports := c.doneReports(c.leader(kv), kv)
+	byGen := map[uint64][]doneReport{}
+	for _, r := range reports {
+		byGen[r.gen] = append(byGen[r.gen], r)
+	}
+	if len(byGen[1]) == 0 {
+		t.Fatalf("generation 1 not reported: %+v", reports)
+	}
+	for gen, rs := range byGen {
+		for _, r := range rs[1:] {
+			if r != rs[0] {
+				t.Fatalf("generation %d reported as %+v and %+v", gen, rs[0], r)
+			}
+		}
+	}
+	for _, id := range c.ids {
+		if n := c.cores[id].Stats().CompactionPasses; n < st.DoneGeneration {
+			t.Fatalf("node %d ran %d passes for generation %d", id, n, st.DoneGeneration)
+		}
+	}
+	got := dataRecords(t, storedPrefix(t, c.cores[c.ids[0]].byTP[kv].pass.store))
+	if len(got) != 1 || got[0][:4] != "r=r-" {
+		t.Fatalf("prefix holds %q, want the latest value of key r", got)
+	}
+	c.fillPartition(kv, 40)
+	c.tick(60)
+	later := c.checkPrefixesAgree(kv, st.DoneGeneration+1)
+	c.checkSameState(kv)
+	for _, r := range c.doneReports(c.leader(kv), kv) {
+		if r.gen == later.DoneGeneration && (r.cleanedTo != later.CleanedTo || r.digest != later.Digest) {
+			t.Fatalf("generation %d reported as %+v, record %+v", r.gen, r, later)
+		}
+	}
+	t.Logf("record %+v, then %+v; %d reports", st, later, len(reports))
+}
+
+// TestPassCrashLeavesOldOrNewPrefix crashes every replica at the two
+// points of a pass: after its write, before the commit (the switch), and
+// after the switch, before its completion proposes COMPACT_DONE. After
+// the first each store reopens on the old (empty) generation and the pass
+// runs again; after the second on the new one, and the replicas report it.
+// Either way all end with the same generation, end and digest.
+func TestPassCrashLeavesOldOrNewPrefix(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		afterSwitch bool
+		wantGen     uint64 // the generation on disk after the crash
+	}{{"before switch", false, 0}, {"after switch", true, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, kv := compactedCluster(t, 25)
+			held := map[NodeID]bool{}
+			c.hold = func(id NodeID, j SyncJob) bool {
+				if j.passPhase != 2 || held[id] {
+					return false
+				}
+				held[id] = true
+				if tc.afterSwitch {
+					if err := j.Run(); err != nil {
+						t.Fatalf("node %d: commit: %v", id, err)
+					}
+				}
+				return true
+			}
+			c.fillPartition(kv, 60)
+			for i := 0; len(held) < len(c.ids); i++ {
+				if i == 100 {
+					t.Fatalf("commit jobs held on %v only", held)
+				}
+				c.tick(1)
+			}
+			c.hold = nil
+			dirs := map[NodeID]string{}
+			for _, id := range c.ids {
+				if st := c.cores[id].byTP[kv].part.Compaction(); st.DoneGeneration != 0 {
+					t.Fatalf("node %d: a pass was reported before any completed: %+v", id, st)
+				}
+				dirs[id] = c.replicaDir(id, kv)
+				c.crash(id)
+			}
+			for _, id := range c.ids {
+				s, err := compacted.Open(c.disks[id], dirs[id]+compactedDir, compacted.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s.Generation() != tc.wantGen {
+					t.Fatalf("node %d: generation %d on disk after the crash, want %d", id, s.Generation(), tc.wantGen)
+				}
+				if err := s.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, id := range c.ids {
+				c.start(id)
+			}
+			c.tick(60)
+			st := c.checkPrefixesAgree(kv, 1)
+			t.Logf("record after restart %+v", st)
+		})
+	}
+}
+
+// TestRaftTrimStopsAtPrefixEnd shows a compacted replica's raft log keeps
+// every entry at or past its own prefix's end: DeleteRecords moves the log
+// start well past the prefix, and retention's raft-log compaction, which
+// would drop the segments below the log start, stops at the prefix's end
+// (engine's RaftTrimBound) on every replica.
+func TestRaftTrimStopsAtPrefixEnd(t *testing.T) {
+	c, kv := compactedCluster(t, 26)
+	c.fillPartition(kv, 60)
+	c.tick(40)
+	st := c.checkPrefixesAgree(kv, 1)
+	c.fillPartition(kv, 100)
+	c.tick(5)
+	hwm := statusOf(c.cores[c.leader(kv)], kv).HighWatermark
+	before := hwm - 16
+	resp, _ := c.handle(c.leader(kv), &strandpb.Request{CorrelationId: 9, Body: &strandpb.Request_DeleteRecords{
+		DeleteRecords: &strandpb.DeleteRecordsRequest{Partitions: []*strandpb.DeleteRecordsRequest_Partition{{Topic: "kv", BeforeOffset: before}}}}})
+	if resp.GetError() != nil {
+		t.Fatalf("delete records: %v", resp)
+	}
+	c.tick(60)
+	for _, id := range c.ids {
+		g := c.cores[id].byTP[kv]
+		end := g.pass.store.End()
+		if g.part.LogStartOffset() <= end+64 {
+			t.Fatalf("node %d: log start %d not well past the prefix end %d", id, g.part.LogStartOffset(), end)
+		}
+		bound := g.part.RaftTrimBound(end)
+		first, _ := g.log.FirstIndex()
+		if first > bound+1 {
+			t.Fatalf("node %d: raft log starts at %d, past the prefix end %d's bound %d", id, first, end, bound)
+		}
+		if c.cores[id].Stats().Compactions == 0 && slices.Contains(c.ids, id) {
+			t.Logf("node %d: no raft-log compaction ran", id)
+		}
+		t.Logf("node %d: record %+v, prefix end %d, log start %d, raft log from %d (bound %d)", id, st,
+			end, g.part.LogStartOffset(), first, bound)
+	}
+}
