@@ -63,13 +63,16 @@ import (
 // repaired stops it first.
 //
 // The raft log keeps everything at or past the prefix's end: on a
-// compacted topic the raft-log compaction's limit (snapshot.go
-// maybeCompact) is capped by engine's RaftTrimBound of the store's end.
+// compacted partition the raft-log compaction's limit (snapshot.go
+// maybeCompact) is capped by engine's RaftTrimBound of the store's end
+// (prefixTrimBound; today's limit, the log start, never passes it).
 //
 // Not yet: the gathered entries are held in memory for the pass (bounded by
 // the dirty section, not by configuration); a stuck replica waits for
 // installing a prefix from a peer by digest; fetch and ListOffsets do not
-// read the prefix, so the raft log is not yet trimmed up to it.
+// read the prefix, so the raft log is not trimmed up to it and the prefix
+// only adds to the disk use; a log start past the prefix's end
+// (compact,delete, DeleteRecords) stops the passes.
 
 const (
 	// passEntriesPerTick and passBytesPerTick bound the raft entries a
@@ -396,13 +399,18 @@ func (c *Core) finishPassJob(token uint64, job syncJob, err error) {
 	}
 }
 
-// prefixTrimBound is, on a compacted topic (its policy compacts or a
-// decision exists), the highest raft index g's raft log may drop: the
-// records not in this replica's own prefix live only in the raft log
-// (engine's RaftTrimBound of the store's end; 0 when the store cannot be
-// opened).
+// prefixTrimBound is, on a partition that compacts (a decision exists),
+// the highest raft index g's raft log may drop: the records not in this
+// replica's own prefix live only in the raft log (engine's RaftTrimBound
+// of the store's end; of 0 when the store cannot be opened).
+//
+// It does not bind yet: raft-log compaction stops below the first batch
+// at the log start (maybeCompact), and RaftTrimBound, which looks at the
+// indexed batches (all at or past the log start), is never below that.
+// It is the rule the trimming still to come must keep: dropping the raft
+// log below the prefix's end, once fetch reads the prefix.
 func (c *Core) prefixTrimBound(g *group) (uint64, bool) {
-	if !(g.ret.configKnown && g.ret.config.CleanupPolicy.Compacts()) && g.part.Compaction().Decision.Generation == 0 {
+	if g.part.Compaction().Decision.Generation == 0 {
 		return 0, false
 	}
 	var end int64

@@ -2,7 +2,6 @@ package node
 
 import (
 	"crypto/sha256"
-	"slices"
 	"testing"
 
 	"github.com/strandlog/strand/engine"
@@ -27,6 +26,25 @@ type doneReport struct {
 	gen       uint64
 	cleanedTo int64
 	digest    [sha256.Size]byte
+}
+
+// compactIndex is the raft index of the COMPACT entry of generation gen in
+// node id's raft log of tp (0: none there).
+func (c *cluster) compactIndex(id NodeID, tp TopicPartition, gen uint64) uint64 {
+	c.t.Helper()
+	g := c.cores[id].byTP[tp]
+	first, _ := g.log.FirstIndex()
+	last, _ := g.log.LastIndex()
+	ents, err := g.log.Entries(first, last+1, 1<<62)
+	if err != nil {
+		c.t.Fatalf("node %d: entries: %v", id, err)
+	}
+	for _, e := range ents {
+		if f, err := engine.DecodeEntry(e.GetData()); err == nil && f.Kind == strandpb.EntryKind_ENTRY_KIND_COMPACT && f.CompactGeneration == gen {
+			return e.GetIndex()
+		}
+	}
+	return 0
 }
 
 // doneReports are the COMPACT_DONE entries in node id's raft log of tp.
@@ -134,10 +152,13 @@ func TestReplicasPassAndReportSameDigest(t *testing.T) {
 
 // TestPassCrashLeavesOldOrNewPrefix crashes every replica at the two
 // points of a pass: after its write, before the commit (the switch), and
-// after the switch, before its completion proposes COMPACT_DONE. After
-// the first each store reopens on the old (empty) generation and the pass
-// runs again; after the second on the new one, and the replicas report it.
-// Either way all end with the same generation, end and digest.
+// after the switch, before its completion proposes COMPACT_DONE. Each
+// replica's checkpoint has passed the COMPACT entry by then, so a restart
+// does not replay it: the decision must be picked up from the engine's
+// record. After the first crash each store reopens on the old (empty)
+// generation and the pass runs again; after the second on the new one,
+// and the leader reports it. Either way all end with the same generation,
+// end and digest.
 func TestPassCrashLeavesOldOrNewPrefix(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
@@ -166,9 +187,14 @@ func TestPassCrashLeavesOldOrNewPrefix(t *testing.T) {
 				}
 				c.tick(1)
 			}
+			c.fillPartition(kv, 40) // checkpoints pass the COMPACT entry
 			c.hold = nil
 			dirs := map[NodeID]string{}
 			for _, id := range c.ids {
+				g := c.cores[id].byTP[kv]
+				if at := c.compactIndex(id, kv, 1); at == 0 || g.checkpointIndex <= at {
+					t.Fatalf("node %d: checkpoint %d not past the COMPACT entry %d", id, g.checkpointIndex, at)
+				}
 				if st := c.cores[id].byTP[kv].part.Compaction(); st.DoneGeneration != 0 {
 					t.Fatalf("node %d: a pass was reported before any completed: %+v", id, st)
 				}
@@ -197,41 +223,33 @@ func TestPassCrashLeavesOldOrNewPrefix(t *testing.T) {
 	}
 }
 
-// TestRaftTrimStopsAtPrefixEnd shows a compacted replica's raft log keeps
-// every entry at or past its own prefix's end: DeleteRecords moves the log
-// start well past the prefix, and retention's raft-log compaction, which
-// would drop the segments below the log start, stops at the prefix's end
-// (engine's RaftTrimBound) on every replica.
-func TestRaftTrimStopsAtPrefixEnd(t *testing.T) {
-	c, kv := compactedCluster(t, 26)
-	c.fillPartition(kv, 60)
-	c.tick(40)
-	st := c.checkPrefixesAgree(kv, 1)
-	c.fillPartition(kv, 100)
-	c.tick(5)
-	hwm := statusOf(c.cores[c.leader(kv)], kv).HighWatermark
-	before := hwm - 16
-	resp, _ := c.handle(c.leader(kv), &strandpb.Request{CorrelationId: 9, Body: &strandpb.Request_DeleteRecords{
-		DeleteRecords: &strandpb.DeleteRecordsRequest{Partitions: []*strandpb.DeleteRecordsRequest_Partition{{Topic: "kv", BeforeOffset: before}}}}})
-	if resp.GetError() != nil {
-		t.Fatalf("delete records: %v", resp)
-	}
-	c.tick(60)
-	for _, id := range c.ids {
-		g := c.cores[id].byTP[kv]
-		end := g.pass.store.End()
-		if g.part.LogStartOffset() <= end+64 {
-			t.Fatalf("node %d: log start %d not well past the prefix end %d", id, g.part.LogStartOffset(), end)
+// TestPassWriteNotTimedAsStall shows a pass's write job, however long it
+// runs (CPU and the live set's size, no fsync), never makes the disk
+// watchdog call its node stalled, while its commit job, which fsyncs, is
+// timed like any other.
+func TestPassWriteNotTimedAsStall(t *testing.T) {
+	for _, phase := range []uint8{1, 2} {
+		c, kv := compactedCluster(t, 27)
+		held := map[NodeID]bool{}
+		c.hold = func(id NodeID, j SyncJob) bool {
+			if j.passPhase != phase {
+				return false
+			}
+			held[id] = true
+			return true
 		}
-		bound := g.part.RaftTrimBound(end)
-		first, _ := g.log.FirstIndex()
-		if first > bound+1 {
-			t.Fatalf("node %d: raft log starts at %d, past the prefix end %d's bound %d", id, first, end, bound)
+		c.fillPartition(kv, 60)
+		for i := 0; len(held) < len(c.ids); i++ {
+			if i == 100 {
+				t.Fatalf("phase %d: pass jobs held on %v only", phase, held)
+			}
+			c.tick(1)
 		}
-		if c.cores[id].Stats().Compactions == 0 && slices.Contains(c.ids, id) {
-			t.Logf("node %d: no raft-log compaction ran", id)
+		c.tick(int(c.cores[c.ids[0]].diskStallTicks()) + 2)
+		for _, id := range c.ids {
+			if stalled := c.cores[id].diskStalled(); stalled != (phase == 2) {
+				t.Fatalf("phase %d: node %d stalled %v with its pass job held", phase, id, stalled)
+			}
 		}
-		t.Logf("node %d: record %+v, prefix end %d, log start %d, raft log from %d (bound %d)", id, st,
-			end, g.part.LogStartOffset(), first, bound)
 	}
 }
