@@ -333,12 +333,9 @@ func (c *Core) startPassWrite(g *group, f *passFlight) {
 	guard := c.replicaGuard(g.dir)
 	run := func() error {
 		return guard.do(func() error {
-			res, err := compact.Compact(log, f.d, w.Append)
+			res, err := writePass(log, f.d, w)
 			f.res = res
-			if err != nil {
-				return fmt.Errorf("compaction pass of generation %d: %w", f.d.Generation, err)
-			}
-			return nil
+			return err
 		})
 	}
 	f.job = c.queueJob(syncJob{g: g, run: run, pass: f, untimed: true})

@@ -10,10 +10,10 @@ import (
 // The leader's half of step 2 of compacted topics, wired: at each
 // retention check the leader of a partition whose topic compacts weighs a
 // pass (decideCompaction) and proposes it as a COMPACT entry every replica
-// applies. The replicas' pass (writePass as a storage job, COMPACT_DONE)
-// is not wired yet, so a decision stays pending and no further one is
-// proposed; only nodes under Config.CompactedTopicsUnfinished have
-// compacted topics at all.
+// applies. Each replica then runs the pass (compaction_replica.go); the
+// decision stays pending, and no further one is proposed, until a
+// COMPACT_DONE of its generation is applied. Only nodes under
+// Config.CompactedTopicsUnfinished have compacted topics at all.
 
 const (
 	// compactionMapBytes sizes a pass's offset map (Kafka's

@@ -14,7 +14,7 @@ import (
 // storage job (SyncJob: a log's fsync, a
 // write-ahead log sync, a flush, an unlink of compacted segments, a
 // checkpoint's writes and the removal of older ones, a compaction's
-// snapshot) runs off
+// snapshot, a compaction pass and its commit) runs off
 // the loop, so a device that hangs in fsync leaves the loop, its raft
 // heartbeats and its followers' acknowledgements all healthy: a leader
 // whose own fsync never returns keeps its leaderships (followers see
@@ -23,7 +23,10 @@ import (
 // No election will ever fix that. So the core watches its jobs:
 //
 //   - each job is stamped with the tick the host took it (TakeSyncJobs);
-//     every raft tick the core looks at the jobs in flight;
+//     every raft tick the core looks at the jobs in flight, except a
+//     compaction pass's write job (compaction_replica.go: CPU over the
+//     live set and writes without fsync; its commit job, which syncs, is
+//     timed);
 //   - a job in flight longer than Config.DiskSlowAfter (default half an
 //     election timeout) is logged once, at warn, naming its file; at most
 //     slowJobsLoggedMax per check, the others counted;

@@ -82,10 +82,12 @@
 //
 // # Not here yet (node integration)
 //
-// Running passes off the loop with an I/O budget (Append checks each batch
-// whole with compact.DecodeBatch, which a trusted pass could skip);
-// installing a prefix from a peer (through a Writer, so Commit checks the
-// digest the engine recorded); the fetch path's use of Read and
-// ListOffsets' of OffsetForTimestamp; the raft log's trim bound from End
-// (engine's RaftTrimBound).
+// The node runs passes into a store (node's compaction_replica.go: the
+// write job, then Commit as a job of its own, Finish and RemoveStale) and
+// caps its raft-log trimming at engine's RaftTrimBound of End. Not yet: an
+// I/O budget for passes (Append checks each batch whole with
+// compact.DecodeBatch, which a trusted pass could skip); installing a
+// prefix from a peer (through a Writer, so Commit checks the digest the
+// engine recorded); the fetch path's use of Read and ListOffsets' of
+// OffsetForTimestamp.
 package compacted
