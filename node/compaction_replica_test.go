@@ -253,3 +253,37 @@ func TestPassWriteNotTimedAsStall(t *testing.T) {
 		}
 	}
 }
+
+// TestLaggingReplicaPassesInGenerationOrder shows a replica that was down
+// while two generations were decided and reported replays both COMPACT
+// entries and runs their passes in order, one after the other, ending
+// with the prefix the others hold.
+func TestLaggingReplicaPassesInGenerationOrder(t *testing.T) {
+	c, kv := compactedCluster(t, 28)
+	lead := c.leader(kv)
+	lagging := c.ids[0]
+	if lagging == lead {
+		lagging = c.ids[1]
+	}
+	c.crash(lagging)
+	c.fillPartition(kv, 60)
+	c.tick(40)
+	c.fillPartition(kv, 40)
+	c.tick(60)
+	var up NodeID
+	for _, id := range c.ids {
+		if id != lagging {
+			up = id
+		}
+	}
+	if st := c.cores[up].byTP[kv].part.Compaction(); st.DoneGeneration < 2 {
+		t.Fatalf("record %+v: want two generations reported while node %d is down", st, lagging)
+	}
+	c.start(lagging)
+	c.tick(60)
+	st := c.checkPrefixesAgree(kv, 2)
+	if n := c.cores[lagging].Stats().CompactionPasses; n < st.DoneGeneration {
+		t.Fatalf("node %d ran %d passes to reach generation %d", lagging, n, st.DoneGeneration)
+	}
+	c.checkSameState(kv)
+}
