@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 
 	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/engine/compact"
@@ -301,7 +302,7 @@ func (c *Core) gatherPass(g *group, f *passFlight) error {
 		if bytes >= passBytesPerTick {
 			return nil
 		}
-		ents, err := g.log.Entries(loc.RaftIndex, loc.RaftIndex+1, 1<<62)
+		ents, err := g.log.Entries(loc.RaftIndex, loc.RaftIndex+1, math.MaxUint64)
 		if err != nil {
 			return err
 		}
@@ -369,9 +370,10 @@ func (c *Core) finishPassJob(token uint64, job syncJob, err error) {
 		return
 	}
 	if !f.commit {
-		res, w := f.res, f.w
+		res, w, guard := f.res, f.w, c.replicaGuard(g.dir)
 		f.commit = true
-		f.job = c.queueJob(syncJob{g: g, run: func() error { return w.Commit(res.CleanedTo, res.Digest) }, pass: f})
+		run := func() error { return guard.do(func() error { return w.Commit(res.CleanedTo, res.Digest) }) }
+		f.job = c.queueJob(syncJob{g: g, run: run, pass: f})
 		return
 	}
 	g.pass.flight = nil

@@ -278,6 +278,6 @@ func (c *Core) startTrash(g *group, run func() error) {
 // recovery removes, so it is logged, never fatal.
 func (c *Core) finishTrash(job syncJob, err error) {
 	if err != nil {
-		job.g.logs.log(slog.LevelWarn, "removing compacted raft log segments failed; the next restart removes them", slog.Any("err", err))
+		job.g.logs.log(slog.LevelWarn, "removing retired segments (raft log or compacted prefix) failed; the next restart removes them", slog.Any("err", err))
 	}
 }
