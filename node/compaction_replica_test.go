@@ -287,3 +287,44 @@ func TestLaggingReplicaPassesInGenerationOrder(t *testing.T) {
 	}
 	c.checkSameState(kv)
 }
+
+// TestReplicaWithOtherPrefixStops shows a replica compares its own
+// outcome with the record: one whose generation 2 differs from the one
+// the leader reported (here written by hand, empty, before the decision
+// came) stops its passes and says why, while the others agree.
+func TestReplicaWithOtherPrefixStops(t *testing.T) {
+	c, kv := compactedCluster(t, 29)
+	c.fillPartition(kv, 60)
+	c.tick(40)
+	c.checkPrefixesAgree(kv, 1)
+	lead := c.leader(kv)
+	odd := c.ids[0]
+	if odd == lead {
+		odd = c.ids[1]
+	}
+	s := c.cores[odd].byTP[kv].pass.store
+	w, err := s.Begin(2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(s.End(), sha256.Sum256(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(w); err != nil {
+		t.Fatal(err)
+	}
+	c.fillPartition(kv, 40)
+	c.tick(60)
+	st := c.cores[lead].byTP[kv].part.Compaction()
+	if st.DoneGeneration != 2 {
+		t.Fatalf("record %+v, want generation 2 reported", st)
+	}
+	if why := c.cores[odd].byTP[kv].pass.stuck; why == "" {
+		t.Fatalf("node %d holds generation 2 with digest %x, record %x, and goes on", odd, s.Digest(), st.Digest)
+	}
+	for _, id := range c.ids {
+		if g := c.cores[id].byTP[kv]; id != odd && (g.pass.stuck != "" || g.pass.store.Digest() != st.Digest) {
+			t.Fatalf("node %d: stuck %q, digest %x, record %x", id, g.pass.stuck, g.pass.store.Digest(), st.Digest)
+		}
+	}
+}
