@@ -108,7 +108,9 @@ func (c *cluster) checkPrefixesAgree(tp TopicPartition, gen uint64) engine.Compa
 // reports it in COMPACT_DONE, every report in the log carries one outcome
 // per generation, each replica's own outcome equals the record (none
 // stuck, none diverged), the prefix holds the latest value of the one key,
-// and the passes go on generation after generation, with a report each.
+// the leader weighs the next pass with the prefix as the clean side and
+// without the raft log it covers, and the passes go on generation after
+// generation, with a report each.
 func TestReplicasPassAndReportSameDigest(t *testing.T) {
 	c, kv := compactedCluster(t, 24)
 	c.fillPartition(kv, 60)
@@ -137,6 +139,13 @@ func TestReplicasPassAndReportSameDigest(t *testing.T) {
 	got := dataRecords(t, storedPrefix(t, c.cores[c.ids[0]].byTP[kv].pass.store))
 	if len(got) != 1 || got[0][:4] != "r=r-" {
 		t.Fatalf("prefix holds %q, want the latest value of key r", got)
+	}
+	lead := c.leader(kv)
+	g := c.cores[lead].byTP[kv]
+	facts := c.cores[lead].compactionFacts(g)
+	if facts.cleanBytes != g.pass.store.Bytes() || facts.cleanBytes == 0 || facts.dirtyBytes >= g.log.SizeBytes() {
+		t.Fatalf("leader weighs clean %d (prefix %d bytes), dirty %d (raft log %d bytes)", facts.cleanBytes,
+			g.pass.store.Bytes(), facts.dirtyBytes, g.log.SizeBytes())
 	}
 	c.fillPartition(kv, 40)
 	c.tick(60)

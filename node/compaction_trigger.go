@@ -60,8 +60,11 @@ func (c *Core) maybeProposeCompact(g *group) {
 // compactionFacts gathers what decideCompaction weighs, from g's engine
 // and raft log: the offsets its own checkpoint and its open segment
 // begin at, and up to compactionScanBatches indexed batches from the
-// compacted prefix's end. Sizes: no replica stores a prefix yet, so the
-// clean side is 0 and the dirty side the raft log's size.
+// compacted prefix's end. Sizes: the clean side is this replica's prefix
+// (its store's bytes), the dirty side the raft log's segments not wholly
+// at or below RaftTrimBound of the prefix's end (the raft log is not
+// trimmed up to the prefix yet, so the part the prefix covers is left
+// out, to a segment's granularity).
 func (c *Core) compactionFacts(g *group) compactionFacts {
 	st := g.part.Compaction()
 	from := max(st.CleanedTo, g.part.LogStartOffset())
@@ -76,8 +79,15 @@ func (c *Core) compactionFacts(g *group) compactionFacts {
 			f.activeSegment = b.BaseOffset
 		}
 	}
+	var prefixEnd int64
+	if st.Decision.Generation > 0 && c.openPrefix(g) {
+		f.cleanBytes, prefixEnd = g.pass.store.Bytes(), g.pass.store.End()
+	}
+	covered := g.part.RaftTrimBound(prefixEnd)
 	for _, s := range g.ret.segs {
-		f.dirtyBytes += s.Bytes
+		if s.Last > covered {
+			f.dirtyBytes += s.Bytes
+		}
 	}
 	dirty, err := g.part.AppendLocations(g.ret.dirty[:0], from, compactionScanBatches)
 	if err == nil {
