@@ -153,7 +153,8 @@
 // node.Config.CompactedTopicsUnfinished, for tests) until a node serves the prefix; the produce
 // path refuses a keyless record to a compacted topic (INVALID_RECORD), and a pass drops keyless
 // records a topic altered to compact still holds (rule 3); the leader proposes COMPACT when
-// decideCompaction finds a pass due (node's compaction_trigger.go); every replica runs the pass of
+// decideCompaction finds a pass due (node's compaction_trigger.go; the clean side is its prefix, the
+// dirty side the raft segments past what the prefix covers); every replica runs the pass of
 // every decision it applies (node's compaction_replica.go): decisions noted at apply and, at open,
 // from the engine's record, so a restart reruns a pass that had not switched; passes in generation
 // order; the dirty section's raft entries gathered on the loop, bounded per tick; the pass
