@@ -165,7 +165,8 @@
 // (node Stats.CompactionsDiverged); raft-log compaction is capped at RaftTrimBound of the replica's
 // own prefix end (not binding yet: it stops at the log start, never past that bound). Tests in
 // node: TestReplicasPassAndReportSameDigest, TestPassCrashLeavesOldOrNewPrefix (all replicas
-// crashed after the write before the switch, and after the switch before COMPACT_DONE),
+// crashed after the write before the switch, and after the switch before COMPACT_DONE, past a
+// checkpoint), TestLaggingReplicaPassesInGenerationOrder, TestReplicaWithOtherPrefixStops,
 // TestPassWriteNotTimedAsStall. kafkaproto's AppendCompacted (a compacted batch in Kafka's v2
 // form) and clientlib's decoding of compacted batches are built and tested but not called yet.
 //
