@@ -1,0 +1,70 @@
+package wal
+
+import "bytes"
+
+// Cache holds the records OpenCached decoded from each segment of one
+// write-ahead log directory, with the bytes they came from. A segment's
+// records up to the end of its last valid record are a function of its
+// bytes up to there (scan reads frame after frame), so when those bytes
+// are unchanged only what follows them needs decoding: an appended
+// segment costs a comparison of its old bytes and a decode of its new
+// ones. The zero value is empty and ready; a nil *Cache caches nothing.
+//
+// Rejected: keying segments by name and size alone (a recovery that cut a
+// torn tail and wrote new bytes of the same length would reuse stale
+// records).
+type Cache struct {
+	segs map[string]cachedSegment
+}
+
+// cachedSegment is one segment as a scan last saw it: its bytes, the
+// records decoded from them and the end of the last valid one. Records'
+// entry data alias data, which is never written.
+type cachedSegment struct {
+	data []byte
+	recs []Record
+	end  int
+}
+
+// scan is scan(data, s.seq) for segment s, reusing and updating the
+// cache's view of s.
+func (c *Cache) scan(s segment, data []byte) ([]Record, int, error) {
+	if c == nil {
+		return scan(data, s.seq)
+	}
+	old, ok := c.segs[s.name]
+	var recs []Record
+	var end int
+	var err error
+	if ok && old.end > 0 && len(data) >= old.end && bytes.Equal(data[:old.end], old.data[:old.end]) {
+		// Full slice expression: appending never writes into old.recs.
+		recs, end, err = scanFrom(old.recs[:len(old.recs):len(old.recs)], data, old.end, s.seq)
+	} else {
+		recs, end, err = scan(data, s.seq)
+	}
+	if err != nil {
+		delete(c.segs, s.name)
+		return nil, 0, err
+	}
+	if c.segs == nil {
+		c.segs = map[string]cachedSegment{}
+	}
+	c.segs[s.name] = cachedSegment{data: data, recs: recs, end: end}
+	return recs, end, nil
+}
+
+// keepOnly forgets the segments not in segs (removed since).
+func (c *Cache) keepOnly(segs []segment) {
+	if c == nil || len(c.segs) == 0 {
+		return
+	}
+	live := make(map[string]bool, len(segs)) // lookup only
+	for _, s := range segs {
+		live[s.name] = true
+	}
+	for name := range c.segs {
+		if !live[name] {
+			delete(c.segs, name)
+		}
+	}
+}
