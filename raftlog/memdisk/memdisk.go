@@ -132,7 +132,7 @@ func (d *Disk) List(dir string) ([]string, error) {
 	dir = path.Clean(dir)
 	var names []string
 	for name := range d.names {
-		if path.Dir(name) == dir {
+		if inDir(name, dir) {
 			names = append(names, path.Base(name))
 		}
 	}
@@ -172,12 +172,12 @@ func (d *Disk) SyncDir(dir string) error {
 	dir = path.Clean(dir)
 	d.durableChanged(dir)
 	for name := range d.durableNames {
-		if path.Dir(name) == dir {
+		if inDir(name, dir) {
 			delete(d.durableNames, name)
 		}
 	}
 	for name, node := range d.names {
-		if path.Dir(name) == dir {
+		if inDir(name, dir) {
 			d.durableNames[name] = node
 		}
 	}
@@ -506,4 +506,18 @@ func (f *file) Close() error {
 	}
 	f.closed = true
 	return nil
+}
+
+// inDir reports whether path.Dir(name) == dir for a clean name, without
+// cleaning: List, SyncDir and the projections ask it of every file on the
+// disk, and the simulator calls them at every sync.
+func inDir(name, dir string) bool {
+	i := strings.LastIndexByte(name, '/')
+	switch i {
+	case -1:
+		return dir == "."
+	case 0:
+		return dir == "/"
+	}
+	return name[:i] == dir
 }

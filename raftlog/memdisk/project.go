@@ -38,7 +38,7 @@ func (d *Disk) ProjectCrash(dir string) *Disk {
 	}
 	p := New()
 	for name, n := range d.durableNames {
-		if dir != "" && path.Dir(name) != dir {
+		if dir != "" && !inDir(name, dir) {
 			continue
 		}
 		p.names[name] = &inode{
@@ -58,12 +58,12 @@ func (d *Disk) Synced(dir string) bool {
 	defer d.mu.Unlock()
 	dir = path.Clean(dir)
 	for name, n := range d.names {
-		if path.Dir(name) == dir && (len(n.ops) > 0 || d.durableNames[name] != n) {
+		if inDir(name, dir) && (len(n.ops) > 0 || d.durableNames[name] != n) {
 			return false
 		}
 	}
 	for name, n := range d.durableNames {
-		if path.Dir(name) == dir && d.names[name] != n {
+		if inDir(name, dir) && d.names[name] != n {
 			return false
 		}
 	}
