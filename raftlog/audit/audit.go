@@ -52,7 +52,8 @@ func (p Promise) String() string {
 
 // Auditor checks the promises made about the raft logs of one disk. It
 // recovers a directory's projected log once per durable generation of that
-// directory (memdisk.DurableGeneration) and answers every promise about it
+// directory (memdisk.DurableGeneration) and, with UseWAL, per change of
+// the write-ahead log's records for it, and answers every promise about it
 // from that, so checks between two syncs cost a lookup.
 type Auditor struct {
 	disk  *memdisk.Disk
