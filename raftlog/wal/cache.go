@@ -37,8 +37,10 @@ func (c *Cache) scan(s segment, data []byte) ([]Record, int, error) {
 	var end int
 	var err error
 	if ok && old.end > 0 && len(data) >= old.end && bytes.Equal(data[:old.end], old.data[:old.end]) {
-		// Full slice expression: appending never writes into old.recs.
-		recs, end, err = scanFrom(old.recs[:len(old.recs):len(old.recs)], data, old.end, s.seq)
+		// Appending may write into old.recs' spare capacity: only the
+		// cache holds that array (recover copies the records it returns),
+		// and the entry is replaced or deleted below.
+		recs, end, err = scanFrom(old.recs, data, old.end, s.seq)
 	} else {
 		recs, end, err = scan(data, s.seq)
 	}

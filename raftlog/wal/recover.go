@@ -79,7 +79,7 @@ func (w *WAL) recover() ([]Record, error) {
 		if err != nil {
 			return nil, err
 		}
-		recs = append(recs, got...)
+		recs = append(recs, got...) // a copy: got may be the cache's (Cache.scan)
 	}
 	w.dirty, w.dirDirty = true, true // rule 4
 	if err := w.Sync(); err != nil {
