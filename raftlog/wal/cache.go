@@ -1,6 +1,11 @@
 package wal
 
-import "bytes"
+import (
+	"bytes"
+	"io"
+
+	"github.com/strandlog/strand/raftlog"
+)
 
 // Cache holds the records OpenCached decoded from each segment of one
 // write-ahead log directory, with the bytes they came from. A segment's
@@ -15,15 +20,75 @@ import "bytes"
 // records).
 type Cache struct {
 	segs map[string]cachedSegment
+	// scratch receives a cached segment's old bytes for the comparison
+	// (read), reused from one recovery to the next.
+	scratch []byte
 }
 
 // cachedSegment is one segment as a scan last saw it: its bytes, the
 // records decoded from them and the end of the last valid one. Records'
-// entry data alias data, which is never written.
+// entry data alias data[:end], which is never written; read may write
+// the bytes past end (no record refers to them).
 type cachedSegment struct {
 	data []byte
 	recs []Record
 	end  int
+}
+
+// read returns the bytes of segment s, open as f (readAll). When the
+// cache holds s and f still begins with its bytes up to the end of its
+// last valid record (read into scratch and compared: never trusted by
+// size), only the bytes after them are read into new memory, appended in
+// place to the cached ones; scan then decodes only those. Otherwise the
+// whole file is read anew.
+func (c *Cache) read(s segment, f raftlog.File) ([]byte, error) {
+	if c == nil {
+		return readAll(f)
+	}
+	old, ok := c.segs[s.name]
+	if !ok || old.end == 0 {
+		return readAll(f)
+	}
+	size, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	if size < int64(old.end) {
+		return readAll(f)
+	}
+	if cap(c.scratch) < old.end {
+		c.scratch = make([]byte, old.end, 2*old.end)
+	}
+	prefix := c.scratch[:old.end]
+	if err := readFull(f, prefix, 0); err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(prefix, old.data[:old.end]) {
+		return readAll(f)
+	}
+	data := old.data[:old.end]
+	if int64(cap(data)) < size {
+		grown := make([]byte, old.end, 2*size) // records keep the old array
+		copy(grown, data)
+		data = grown
+	}
+	data = data[:size]
+	if err := readFull(f, data[old.end:], int64(old.end)); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// readFull reads len(p) bytes of f at off.
+func readFull(f raftlog.File, p []byte, off int64) error {
+	if len(p) == 0 {
+		return nil
+	}
+	n, err := f.ReadAt(p, off)
+	if err == io.EOF && n == len(p) {
+		err = nil
+	}
+	return err
 }
 
 // scan is scan(data, s.seq) for segment s, reusing and updating the

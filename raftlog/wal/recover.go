@@ -96,7 +96,7 @@ func (w *WAL) readSegment(s segment, last bool) ([]Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wal: open %s: %w", s.name, err)
 	}
-	data, err := readAll(f)
+	data, err := w.cache.read(s, f)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("wal: read %s: %w", s.name, err)
