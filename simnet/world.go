@@ -134,6 +134,10 @@ type world struct {
 	corrupter    *corrupter    // damage to client frames in flight (corrupt.go)
 	probe        livenessProbe // the quiet liveness probe (probe.go)
 	elections    electionWatch // the election bound under faults (elections.go)
+
+	// statusScratch is statusOf's reused buffer (it returns a copy of one
+	// status): the fault planner, the probes and the stall checks ask often.
+	statusScratch []node.GroupStatus
 }
 
 // Stats counts what happened in a run, for the verbose report.
