@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/engine/compact"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog"
 )
@@ -283,6 +284,9 @@ func (b FetchedBatch) nextOffset() int64 {
 	if b.Marker != nil {
 		return b.BaseOffset + 1
 	}
+	if compact.IsCompacted(b.Batch) {
+		return compactedNextOffset(b.BaseOffset, b.Batch) // a batch of the compacted prefix
+	}
 	return b.BaseOffset + int64(batchRecordCount(b.Batch))
 }
 
@@ -298,6 +302,10 @@ type FetchResult struct {
 	// LastStableOffset is the partition's at the read: every transaction
 	// below it is decided (txn_fetch.go).
 	LastStableOffset int64
+	// forgotten are the marker offsets of aborted transactions a read of
+	// the compacted prefix covered whose marker a pass removed: the answer
+	// does not list them (compaction_fetch.go).
+	forgotten []int64
 }
 
 // GroupStatus is one hosted replica's state, for tools and the simulator's
