@@ -138,10 +138,11 @@ type Config struct {
 	// dev` sets it low so retention shows within a minute.
 	SegmentAgeMax time.Duration
 	// CompactedTopicsUnfinished lets a create or alter through this node
-	// set a cleanup.policy that compacts although no node compacts yet
-	// (issue 24: passes and compacted reads are not wired), for tests of
-	// the parts built (the keyless refusal). Off, such a request is
-	// refused as not enforced yet; node/server never sets it.
+	// set a cleanup.policy that compacts although compacted topics are
+	// unfinished (issue 24: passes run and reads serve the prefix, but
+	// the raft log is not trimmed up to it and a replica cannot install a
+	// peer's prefix), for tests of the parts built. Off, such a request
+	// is refused as not enforced yet; node/server never sets it.
 	CompactedTopicsUnfinished bool
 	// Observer, when set, sees every entry a replica applies.
 	Observer ApplyObserver
