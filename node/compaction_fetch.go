@@ -32,9 +32,10 @@ import (
 // until it meets the abort marker, so listing one whose marker is gone
 // would hide that producer's later committed transactions. Its records
 // are all below the marker, so all gone from the prefix: nothing needs it.
-// One whose marker is still in the prefix stays listed (the consumer pops
-// an entry at each abort marker it meets, so leaving it out would pop the
-// producer's next one).
+// One whose marker is still in the prefix stays listed, as Kafka keeps a
+// cleaned segment's transaction index entry while its marker stays (a
+// client popping an entry at every abort marker it meets would otherwise
+// pop the producer's next one; franz-go and the Java client do not).
 //
 // Reads run on the loop, as raft-log reads do (fetchbudget.go): at most
 // the fetch's max_bytes (the first batch whole) and fetchBatchesMax
