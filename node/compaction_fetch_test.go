@@ -251,8 +251,9 @@ func (c *cluster) listByTime(tp TopicPartition, ts int64) (int64, int64) {
 //
 // ListOffsets by a timestamp of a removed record answers the first
 // surviving record at or after it. Checked to fail without each piece:
-// the fetch reading only the raft log (every old value comes back), the
-// Kafka listener without AppendCompacted (no record decodes), the aborted
+// the fetch reading only the raft log (every old value comes back),
+// next_offset counting a compacted batch's records instead of its range
+// (the read goes past the high-water mark), the Kafka listener without AppendCompacted (no record decodes), the aborted
 // list unfiltered (k2=k2-0 missing at read_committed), the lookup by
 // timestamp in the engine's index only (a removed record's offset).
 // Leaving out every aborted transaction below the prefix end is not
