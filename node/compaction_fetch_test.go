@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -391,4 +392,45 @@ func TestFetchServesCompactedPrefix(t *testing.T) {
 		t.Fatalf("offset for timestamp %d: %d (time %d), want %v (time %d)", first.ts, off, ts, want, want.ts)
 	}
 	t.Logf("record %+v, high-water mark %d, %d records written", st, hwm, len(written))
+}
+
+// TestFetchFallsBackFromCorruptPrefix shows a replica whose prefix fails a
+// read: a bit flipped in the leader's prefix segment makes the read
+// ErrCorrupt; the replica stops its passes (stuck, its prefix must come
+// from a peer) and serves the fetch from its raft log, which still holds
+// every batch: the whole history, offsets contiguous, no error. Checked to
+// fail with the read's error returned to the fetch instead.
+func TestFetchFallsBackFromCorruptPrefix(t *testing.T) {
+	c, kv := compactedCluster(t, 27)
+	c.fillPartition(kv, 60)
+	c.tick(40)
+	st := c.checkPrefixesAgree(kv, 1)
+	lead := c.leader(kv)
+	g := c.cores[lead].byTP[kv]
+	names, err := c.disks[lead].List(g.dir + compactedDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seg string
+	for _, n := range names {
+		if strings.HasSuffix(n, ".seg") {
+			seg = n
+			break
+		}
+	}
+	if seg == "" {
+		t.Fatalf("no segment in %v", names)
+	}
+	c.disks[lead].FlipBit(g.dir+compactedDir+"/"+seg, 30, 3) // inside the first batch's header
+	batches, hwm := c.fetchAll(lead, kv)
+	next := int64(0)
+	for _, b := range batches {
+		if compact.IsCompacted(b.Batch) || b.BaseOffset != next {
+			t.Fatalf("batch at %d (compacted %v), want a raft batch at %d", b.BaseOffset, compact.IsCompacted(b.Batch), next)
+		}
+		next = b.nextOffset()
+	}
+	if next != hwm || hwm <= st.CleanedTo || g.pass.stuck == "" {
+		t.Fatalf("read to %d of %d (prefix end %d), stuck %q", next, hwm, st.CleanedTo, g.pass.stuck)
+	}
 }
