@@ -181,7 +181,8 @@
 // fails a read, serves from the raft log, which still holds everything. Test: node's
 // TestFetchServesCompactedPrefix (native and Kafka reads through franz-go's fetch processing at
 // both isolation levels, an aborted transaction whose marker went, ListOffsets by a removed
-// record's timestamp).
+// record's timestamp), TestFetchFallsBackFromCorruptPrefix, and node/server's
+// TestKafkaCompactedTopicOverFranzGo (a real franz-go consumer over a real node).
 //
 // Still to do: trimming the raft log up to the prefix's end (the bound above, the snapshot-driven
 // Compacted included; the raft snapshot's engine state must then keep the log start and record
