@@ -32,7 +32,7 @@ var ClientBugNames = []string{"LibAutoCommitFetched", "LibSeekSkipsTarget"}
 
 // TxnBugNames are the partition's planted transaction bugs (engine's
 // SetTxnBugs): they need the transactional workload (Options.Txn).
-var TxnBugNames = []string{"LSOPassesOpenTxn", "DropAbortOnRestore", "MarkersBeforeDecision", "TxnSkipsFence"}
+var TxnBugNames = []string{"LSOPassesOpenTxn", "DropAbortOnRestore", "MarkersBeforeDecision", "TxnSkipsFence", "TxnOffsetsOnAbort"}
 
 // ParseBug checks a planted bug's name; "" plants none.
 func ParseBug(name string) (string, error) {
@@ -54,6 +54,7 @@ func plantBug(cfg *node.Config, name string) {
 	clientlib.SetConsumerBugs(name == "LibSeekSkipsTarget")                     // needs Options.LibConsumers (wire_libconsumer.go)
 	engine.SetTxnBugs(name == "LSOPassesOpenTxn", name == "DropAbortOnRestore") // need Options.Txn (wire_txn.go)
 	txn.SetBugs(name == "TxnSkipsFence")                                        // needs Options.Txn
+	groups.SetTxnOffsetsBug(name == "TxnOffsetsOnAbort")                        // needs Options.Txn (wire_txn_session.go)
 	switch name {
 	case "AckBeforeCommit":
 		cfg.Bugs.AckBeforeCommit = true

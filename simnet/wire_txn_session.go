@@ -8,6 +8,7 @@ import (
 
 	"github.com/strandlog/strand/clientlib"
 	"github.com/strandlog/strand/linearizability"
+	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -40,31 +41,39 @@ import (
 // group's final stable committed offsets: every input offset below the
 // committed one of its partition has exactly one output visible, and
 // none at or above it has (consumed offsets and outputs visible together,
-// both ways). Offsets below a log start the members were told of are
+// both ways). Offsets a member's reset to the log start skipped are
 // excused from the first half (retention removed them unread).
 const (
 	topicTxnOut          = "sim-txn-out"
 	txnOutPartitions     = 2
 	txnSessionGroup      = "sim-txn-session"
 	txnSessionMembersMax = 3
-	txnSessionTxnsMax    = 10 // transactions per member, over its processes
-	txnSessionFaultOneIn = 4
+	txnSessionTxnsMax    = 16 // transactions per member, over its processes
+	txnSessionFaultOneIn = 3
 	txnSessionLivesMax   = 12
 	txnSessionStopWaits  = 80 // 100 ms waits for the members to close after the heal
+	// txnSessionIdleMin paces a member whose Poll returned nothing at
+	// once (no partition assigned yet, an error): no busy polling.
+	txnSessionIdleMin = 50 * time.Millisecond
 )
 
 // txnSession is the session members and what their checks track.
 type txnSession struct {
-	s        *txnSim
-	members  []*sesMember
-	next     int                 // output value counter
-	input    map[string]sesInput // output value → the input it carries
-	excused  map[int32]int64     // input partition → log start a member was told of
+	s       *txnSim
+	members []*sesMember
+	next    int                 // output value counter
+	input   map[string]sesInput // output value → the input it carries
+	// excused are, per input partition, the offset ranges a member's
+	// reset to the log start skipped: removed before it could read them.
+	excused  map[int32][]sesRange
 	stopping bool
 	parts    int32      // input partitions
 	zombies  []*sesLife // paused processes, killed at the end
 	checker  *sesLife   // the final offsets reader
 }
+
+// sesRange is the input offsets [from, to).
+type sesRange struct{ from, to int64 }
 
 // sesInput is an input record's position.
 type sesInput struct {
@@ -109,7 +118,7 @@ func txnSessionClients(o Options) int {
 // first member's stream draws how many run.
 func newTxnSession(s *txnSim, first int) *txnSession {
 	ww := s.ww
-	ses := &txnSession{s: s, input: map[string]sesInput{}, excused: map[int32]int64{}, parts: int32(ww.topics[0].partitions)}
+	ses := &txnSession{s: s, input: map[string]sesInput{}, excused: map[int32][]sesRange{}, parts: int32(ww.topics[0].partitions)}
 	for i := range txnSessionMembersMax {
 		ses.members = append(ses.members, &sesMember{ses: ses, c: newWireClient(ww, first+i, kindMember),
 			tid: fmt.Sprintf("sim-txn-session-%d", i)})
@@ -117,6 +126,16 @@ func newTxnSession(s *txnSim, first int) *txnSession {
 	n := 1 + ses.members[0].c.rng.IntN(txnSessionMembersMax)
 	ses.members = ses.members[:n]
 	return ses
+}
+
+// configure gives the session members the group workload's session
+// timeout and heartbeat interval when that workload does not run: with
+// the nodes' defaults (45 s, 5 s) a crashed member's partitions stay
+// assigned to it for most of the run.
+func (s *txnSim) configure(cfg *node.Config) {
+	if s != nil && cfg.Groups.SessionTimeout == 0 {
+		cfg.Groups.SessionTimeout, cfg.Groups.HeartbeatInterval = groupSession, groupHeartbeat
+	}
 }
 
 // owns reports whether c is a member's client.
@@ -213,8 +232,8 @@ func (l *sesLife) polled(fs clientlib.Fetches, start time.Duration) {
 			return
 		}
 		delay := time.Duration(0)
-		if m.ses.s.ww.w.now() == start {
-			delay = 10 * time.Millisecond // an error at once: do not spin
+		if m.ses.s.ww.w.now()-start < txnSessionIdleMin {
+			delay = txnSessionIdleMin // nothing assigned yet, or an error at once: do not spin
 		}
 		m.c.after(delay, l.poll)
 		return
@@ -245,7 +264,7 @@ func (l *sesLife) transform(in []*clientlib.Record) {
 	s.hist.Txns = append(s.hist.Txns, t)
 	l.txn, l.sentCommit = len(s.hist.Txns)-1, false
 	m.done++
-	commit := m.c.rng.IntN(6) != 0
+	commit := m.c.rng.IntN(3) != 0
 	if !l.zombie {
 		l.drawFault()
 	}
@@ -260,8 +279,27 @@ func (l *sesLife) transform(in []*clientlib.Record) {
 				}
 			})
 		}
+		if !commit {
+			l.sendOffsets(ctx) // an application that sent its offsets, then failed
+		}
 		committed, err = l.ts.End(ctx, commit)
 	}, func() { l.ended(committed, err) })
+}
+
+// sendOffsets sends the member's positions in the open transaction, as an
+// application does before it meets an error and aborts: the abort must
+// drop them.
+func (l *sesLife) sendOffsets(ctx context.Context) {
+	g := l.ts.GroupConsumer()
+	offsets := map[clientlib.TopicPartition]int64{}
+	for _, tp := range g.Assigned() {
+		if pos, ok := g.Position(tp.Topic, tp.Partition); ok {
+			offsets[tp] = pos
+		}
+	}
+	if len(offsets) > 0 && l.cl.SendOffsetsToTransaction(ctx, offsets, g.GroupMetadata()) == nil {
+		l.m.ses.s.ww.w.coverage.Inc("txn/session-offsets-aborted")
+	}
 }
 
 // drawFault arms one fault for the transaction now and then: a crash at a
@@ -273,10 +311,10 @@ func (l *sesLife) drawFault() {
 		return
 	}
 	at := time.Duration(m.c.rng.IntN(40)) * time.Millisecond
-	switch m.c.rng.IntN(3) {
+	switch m.c.rng.IntN(4) {
 	case 0:
 		m.c.after(at, l.crash)
-	case 1:
+	case 1, 2:
 		l.crashAtEnd = true
 	default:
 		m.c.after(at, l.pause)
@@ -426,12 +464,16 @@ func (l *sesLife) onAnswer(req *strandpb.Request, resp *strandpb.Response, err e
 	}
 	for _, a := range resp.GetFetch().GetPartitions() {
 		if a.GetTopic() == topicMain && a.GetError().GetCode() == strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE {
-			ses.excuse(a.GetPartition(), a.GetLogStartOffset())
+			for _, q := range req.GetFetch().GetPartitions() {
+				if q.GetTopic() == topicMain && q.GetPartition() == a.GetPartition() {
+					ses.excuse(a.GetPartition(), q.GetOffset(), a.GetLogStartOffset())
+				}
+			}
 		}
 	}
 	for _, a := range resp.GetListOffsets().GetPartitions() {
 		if a.GetTopic() == topicMain && a.GetError() == nil && listsEarliest(req.GetListOffsets(), a.GetPartition()) {
-			ses.excuse(a.GetPartition(), a.GetOffset())
+			ses.excuse(a.GetPartition(), 0, a.GetOffset())
 		}
 	}
 }
@@ -447,10 +489,23 @@ func listsEarliest(req *strandpb.ListOffsetsRequest, p int32) bool {
 	return false
 }
 
-// excuse notes that the input below offset of partition p was removed
-// before it could be consumed.
-func (ses *txnSession) excuse(p int32, offset int64) {
-	ses.excused[p] = max(ses.excused[p], offset)
+// excuse notes that the input [from, to) of partition p was removed
+// before a member could consume it (a reset to the log start skips it).
+func (ses *txnSession) excuse(p int32, from, to int64) {
+	if from < to {
+		ses.excused[p] = append(ses.excused[p], sesRange{from, to})
+	}
+}
+
+// isExcused reports whether offset of partition p lies in a range a reset
+// skipped.
+func (ses *txnSession) isExcused(p int32, offset int64) bool {
+	for _, r := range ses.excused[p] {
+		if offset >= r.from && offset < r.to {
+			return true
+		}
+	}
+	return false
 }
 
 // sesTransport is the simulated network as one process of a member sees
