@@ -107,7 +107,11 @@
 // up to 1.5 s later, often straight into their EndTxn; such seeds checkpoint every 16 or 32 entries
 // (WithTxn) so replicas restore the partitions' transactional state mid-run (digest: compares it);
 // and every TXN_MARKER entry must apply after the coordinator's committed decision of its producer
-// epoch, with the same outcome (wire_txn_decisions.go replays __strand_transactions). Storage is
+// epoch, with the same outcome (wire_txn_decisions.go replays __strand_transactions). On the same
+// seeds 1-3 members run consume-transform-produce with clientlib's TransactSession (main topic →
+// sim-txn-out, offsets in the transaction; crashes, crashes just before EndTxn(commit), pauses into
+// zombies; wire_txn_session.go): each input below the group's final stable offset has exactly one
+// committed output and none above it ("txn(session):" failures). Storage is
 // asynchronous as in the server: each sync job runs as an event after a drawn device delay
 // (0.1–1.5 ms; one in 50 up to 20 ms, so logs complete out of order) — the memdisk makes the
 // writes durable only then — and SyncDone a hand-off later; draws from their own stream.
