@@ -49,9 +49,12 @@ const (
 	txnSessionGroup      = "sim-txn-session"
 	txnSessionMembersMax = 3
 	txnSessionTxnsMax    = 16 // transactions per member, over its processes
-	txnSessionFaultOneIn = 3
-	txnSessionLivesMax   = 12
-	txnSessionStopWaits  = 80 // 100 ms waits for the members to close after the heal
+	// txnSessionFetchBytesMin is the smallest of the drawn fetch sizes
+	// (it, twice, four and eight times it): one or a few batches.
+	txnSessionFetchBytesMin = 256
+	txnSessionFaultOneIn    = 3
+	txnSessionLivesMax      = 12
+	txnSessionStopWaits     = 80 // 100 ms waits for the members to close after the heal
 	// txnSessionIdleMin paces a member whose Poll returned nothing at
 	// once (no partition assigned yet, an error): no busy polling.
 	txnSessionIdleMin = 50 * time.Millisecond
@@ -180,6 +183,9 @@ func (m *sesMember) spawn() {
 		panic("simnet: session member options: " + err.Error())
 	}
 	l.cl = cl
+	// Small fetches keep transactions small (a batch or a few): many
+	// transactions, each well inside the transaction timeout.
+	fetchBytes := int32(txnSessionFetchBytesMin << m.c.rng.IntN(4))
 	ww.w.coverage.Inc("txn/session-start")
 	l.abandon = cl.SimRun(func(ctx context.Context) { err = cl.InitTransactions(ctx) }, func() {
 		if err != nil {
@@ -187,7 +193,8 @@ func (m *sesMember) spawn() {
 			return
 		}
 		ts, err := clientlib.NewTransactSession(cl, txnSessionGroup, []string{topicMain},
-			clientlib.GroupConsumerOpts(clientlib.FetchMaxWait(libFetchMaxWait), clientlib.OffsetResetPolicy(clientlib.ResetEarliest)))
+			clientlib.GroupConsumerOpts(clientlib.FetchMaxWait(libFetchMaxWait), clientlib.OffsetResetPolicy(clientlib.ResetEarliest),
+				clientlib.FetchMaxBytes(fetchBytes), clientlib.FetchMaxPartitionBytes(fetchBytes)))
 		if err != nil {
 			panic("simnet: transact session: " + err.Error())
 		}
@@ -327,15 +334,23 @@ func (l *sesLife) ended(committed bool, err error) {
 	w := m.ses.s.ww.w
 	t := &m.ses.s.hist.Txns[l.txn]
 	t.EndReturn = int64(w.now())
+	var pending *clientlib.SessionEndPendingError
 	switch {
 	case committed:
 		t.Outcome = linearizability.TxnCommitted
 		w.coverage.Inc("txn/session-committed")
+	case errors.As(err, &pending) && pending.Commit:
+		// The next Poll sends EndTxn(commit) again: the outcome is
+		// not known, and the transaction stays the life's open one so
+		// that EndTxn is seen (onRequest).
+		t.Outcome = linearizability.TxnIndefinite
 	case !l.sentCommit:
 		t.Outcome = linearizability.TxnAborted // no EndTxn(commit) left: it cannot commit
 		w.coverage.Inc("txn/session-aborted")
 	}
-	l.txn = -1
+	if pending == nil || !pending.Commit {
+		l.txn = -1
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, clientlib.ErrProducerFenced):

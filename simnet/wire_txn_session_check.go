@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/linearizability"
 )
 
 // stop closes the members once the run healed (a member closes at its
@@ -71,9 +72,14 @@ func (ses *txnSession) readCommitted(attempt int, then func(map[int32]int64)) {
 	}
 	m := ses.members[0]
 	l := &sesLife{m: m, alive: true, txn: -1}
+	seeds := make([]string, len(ses.s.ww.peers))
+	for i, p := range ses.s.ww.peers {
+		seeds[i] = p.Address // every node: one may stay down after the heal
+	}
 	cl, err := clientlib.NewClient(clientlib.Simulated(sesTransport{l}),
-		clientlib.SeedAddresses(ses.s.ww.peers[m.c.randomNode()].Address), clientlib.RandSeed(m.c.rng.Uint64()),
-		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max))
+		clientlib.SeedAddresses(seeds...), clientlib.RandSeed(m.c.rng.Uint64()),
+		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.RequestTimeout(ses.s.ww.w.opts.ClientTimeout),
+		clientlib.MaxRetries(attemptsMax))
 	if err != nil {
 		panic("simnet: session checker client: " + err.Error())
 	}
@@ -100,11 +106,14 @@ func (ses *txnSession) readCommitted(attempt int, then func(map[int32]int64)) {
 	})
 }
 
-// checkExactlyOnce checks the drained output against the group's final
-// committed offsets: each input offset below its partition's committed
-// offset has exactly one visible output (none when a reset to the log
-// start skipped it), and no input at or above it has any. Output partitions not
-// drained whole are checked for duplicates only.
+// checkExactlyOnce checks the drained output and the history against the
+// group's final committed offsets: each input offset below its
+// partition's committed offset has exactly one visible output (none when
+// a reset to the log start skipped it), and no input at or above it has
+// any; an input below it that only transactions known aborted consumed
+// (and no reset skipped) is reported even when the output was not
+// drained whole (retention, an incomplete read), where the first check
+// looks for duplicates and outputs above the committed offset only.
 func (ses *txnSession) checkExactlyOnce(committed map[int32]int64) {
 	if ses == nil || committed == nil {
 		return
@@ -140,6 +149,24 @@ func (ses *txnSession) checkExactlyOnce(committed map[int32]int64) {
 			report("input %s/%d@%d has %d committed outputs", topicMain, in.partition, in.offset, seen[in])
 		case in.offset >= committed[in.partition] && committed[in.partition] >= 0:
 			report("input %s/%d@%d has a committed output, the group's committed offset is %d", topicMain, in.partition, in.offset, committed[in.partition])
+		}
+	}
+	// Drained or not: an input below the committed offset that only
+	// transactions known aborted consumed (no EndTxn(commit) left them),
+	// and that no reset skipped since, has no committed output either.
+	consumed := map[sesInput]bool{} // input → some transaction not known aborted read it
+	for _, t := range ses.s.hist.Txns {
+		for _, r := range t.Reads {
+			if r.TP.Topic == topicMain {
+				in := sesInput{r.TP.Partition, r.Offset}
+				consumed[in] = consumed[in] || t.Outcome != linearizability.TxnAborted
+			}
+		}
+	}
+	for _, in := range slices.SortedFunc(maps.Keys(consumed), compareSesInput) {
+		if !consumed[in] && in.offset < committed[in.partition] && seen[in] == 0 && !ses.isExcused(in.partition, in.offset) {
+			report("input %s/%d@%d is below the group's committed offset %d and only aborted transactions consumed it",
+				topicMain, in.partition, in.offset, committed[in.partition])
 		}
 	}
 	if drained {
