@@ -108,10 +108,16 @@
 // (WithTxn) so replicas restore the partitions' transactional state mid-run (digest: compares it);
 // and every TXN_MARKER entry must apply after the coordinator's committed decision of its producer
 // epoch, with the same outcome (wire_txn_decisions.go replays __strand_transactions). On the same
-// seeds 1-3 members run consume-transform-produce with clientlib's TransactSession (main topic →
-// sim-txn-out, offsets in the transaction; crashes, crashes just before EndTxn(commit), pauses into
-// zombies; wire_txn_session.go): each input below the group's final stable offset has exactly one
-// committed output and none above it ("txn(session):" failures). Storage is
+// seeds 1-3 members run consume-transform-produce with clientlib's TransactSession, as production
+// clients do (wire_txn_session.go): they read the main topic, sim-txn and their own sim-txn-out at
+// read_committed, write one output per input to sim-txn-out, and commit the consumed offsets in the
+// transaction (AddOffsetsToTxn/TxnOffsetCommit), or abort one in three after sending them; crashes,
+// crashes just before EndTxn(commit), pauses into zombies. Their transactions join the history
+// CheckTxn checks (reads of sim-txn and sim-txn-out are write-read edges: G1a, G1b, G1c), and each
+// input below the group's final committed offset has exactly one committed output, none at or
+// above it has any, and none below it was consumed only by aborted transactions ("txn(session):"
+// failures; the planted TxnOffsetsOnAbort, an abort committing the pending offsets, is caught in
+// 60 of seeds 1-100 of the standard sample, 60 of the 69 that drew the workload). Storage is
 // asynchronous as in the server: each sync job runs as an event after a drawn device delay
 // (0.1–1.5 ms; one in 50 up to 20 ms, so logs complete out of order) — the memdisk makes the
 // writes durable only then — and SyncDone a hand-off later; draws from their own stream.

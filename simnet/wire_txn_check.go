@@ -119,7 +119,7 @@ func (s *txnSim) finish(then func()) {
 // after the last it reads the session group's offsets and checks.
 func (s *txnSim) readPartition(i int, offset int64, round int, then func()) {
 	if i == len(s.drainTPs) {
-		s.ses.readCommitted(0, func(committed map[int32]int64) {
+		s.ses.readCommitted(0, func(committed map[linearizability.TopicPartition]int64) {
 			s.check()
 			s.ses.checkExactlyOnce(committed)
 			then()

@@ -15,34 +15,41 @@ import (
 // Consume-transform-produce with clientlib's TransactSession (issue 23).
 //
 // On every seed with the transactional workload, 1 to 3 session members
-// (txnSessionMembersMax) consume the main topic, which the sample's
-// producers write, as group txnSessionGroup through a
-// clientlib.TransactSession on a Simulated transactional Client, each
-// with its own transactional id. A transaction is one Poll, one
-// transformed record per input record produced to a drawn partition of
-// topicTxnOut (its value names the input partition and offset), and End:
-// commit (the session sends the positions with TxnOffsetCommit) or, one
-// in six, abort. Faults, one transaction in txnSessionFaultOneIn: the
-// process crashes at a drawn time inside the transaction, or just before
-// its EndTxn(commit) leaves (after its offsets were sent), or pauses (a
-// GC pause, a stalled VM) while a new process starts under the same
+// (txnSessionMembersMax) consume txnSessionTopics — the main topic, which
+// the sample's producers write, topicTxn, the transactional producers'
+// output, and topicTxnOut, the members' own output — as group
+// txnSessionGroup through a clientlib.TransactSession on a Simulated
+// transactional Client, each with its own transactional id, reading at
+// read_committed. A transaction is one Poll (fetches of 256 B-2 KiB,
+// drawn per process: a batch or a few), one transformed record per input
+// record produced to a drawn partition of topicTxnOut (its value names
+// the input; a record whose own input came from topicTxnOut is consumed
+// without output, so the chain ends), and End: commit (the session
+// sends the positions with TxnOffsetCommit) or, one in three, abort
+// after sending the positions in the transaction (an application that
+// failed after SendOffsetsToTransaction: the abort must drop them).
+// Faults, one transaction in txnSessionFaultOneIn: the process crashes
+// at a drawn time inside the transaction, or just before its
+// EndTxn(commit) leaves (after its offsets were sent), or pauses (a GC
+// pause, a stalled VM) while a new process starts under the same
 // transactional id, fencing it; the paused one wakes a zombie and goes
 // on with its transaction. Every run of a Poll, End or InitTransactions
 // is a task on the simulator's thread (clientlib.SimRun), as in
 // wire_libgroup.go.
 //
 // The transactions go into the workload's TxnHistory: reads are the
-// input records consumed, writes the outputs, the outcome committed when
-// End said so, aborted when no EndTxn(commit) was sent, indefinite
-// otherwise; fences are the InitProducerId answers. After the heal the
-// members close, the output partitions are drained at read_committed
-// with topicTxn's (CheckTxn: no aborted read, no zombie output, no lost
-// or duplicate output), and checkExactlyOnce compares them with the
-// group's final stable committed offsets: every input offset below the
-// committed one of its partition has exactly one output visible, and
-// none at or above it has (consumed offsets and outputs visible together,
-// both ways). Offsets a member's reset to the log start skipped are
-// excused from the first half (retention removed them unread).
+// input records consumed (those of topicTxn and topicTxnOut are other
+// transactions' writes: write-read edges for CheckTxn's G1a, G1b and G1c
+// checks), writes the outputs, the outcome committed when End said so,
+// aborted when no EndTxn(commit) was sent, indefinite otherwise; fences
+// are the InitProducerId answers. After the heal the members close, the
+// output partitions are drained at read_committed with topicTxn's
+// (CheckTxn: no aborted or intermediate read, no read cycle, no zombie
+// output, no lost or duplicate output), and checkExactlyOnce compares
+// the history and the drained output with the group's final committed
+// offsets (consumed offsets and outputs visible together, both ways).
+// Offsets a member's reset to the log start skipped are excused
+// (retention removed them unread).
 const (
 	topicTxnOut          = "sim-txn-out"
 	txnOutPartitions     = 2
@@ -68,7 +75,7 @@ type txnSession struct {
 	input   map[string]sesInput // output value → the input it carries
 	// excused are, per input partition, the offset ranges a member's
 	// reset to the log start skipped: removed before it could read them.
-	excused  map[int32][]sesRange
+	excused  map[linearizability.TopicPartition][]sesRange
 	stopping bool
 	parts    int32      // input partitions
 	zombies  []*sesLife // paused processes, killed at the end
@@ -80,8 +87,25 @@ type sesRange struct{ from, to int64 }
 
 // sesInput is an input record's position.
 type sesInput struct {
-	partition int32
-	offset    int64
+	tp     linearizability.TopicPartition
+	offset int64
+}
+
+// txnSessionTopics are the members' input topics: the main topic (plain
+// writes), topicTxn (the transactional producers' committed output) and
+// topicTxnOut itself (the members' own committed output, transformed once
+// more: a record whose input came from topicTxnOut has no output), so
+// transactions read each other's writes at read_committed.
+var txnSessionTopics = []string{topicMain, topicTxn, topicTxnOut}
+
+// transforms reports whether input in has an output: every input except
+// a second-generation one (topicTxnOut's record of a topicTxnOut input).
+func (ses *txnSession) transforms(in sesInput, value string) bool {
+	if in.tp.Topic != topicTxnOut {
+		return true
+	}
+	src, ok := ses.input[value]
+	return ok && src.tp.Topic != topicTxnOut
 }
 
 // sesMember is one transactional id; lives are its processes.
@@ -121,7 +145,7 @@ func txnSessionClients(o Options) int {
 // first member's stream draws how many run.
 func newTxnSession(s *txnSim, first int) *txnSession {
 	ww := s.ww
-	ses := &txnSession{s: s, input: map[string]sesInput{}, excused: map[int32][]sesRange{}, parts: int32(ww.topics[0].partitions)}
+	ses := &txnSession{s: s, input: map[string]sesInput{}, excused: map[linearizability.TopicPartition][]sesRange{}, parts: int32(ww.topics[0].partitions)}
 	for i := range txnSessionMembersMax {
 		ses.members = append(ses.members, &sesMember{ses: ses, c: newWireClient(ww, first+i, kindMember),
 			tid: fmt.Sprintf("sim-txn-session-%d", i)})
@@ -192,7 +216,7 @@ func (m *sesMember) spawn() {
 			l.restart()
 			return
 		}
-		ts, err := clientlib.NewTransactSession(cl, txnSessionGroup, []string{topicMain},
+		ts, err := clientlib.NewTransactSession(cl, txnSessionGroup, txnSessionTopics,
 			clientlib.GroupConsumerOpts(clientlib.FetchMaxWait(libFetchMaxWait), clientlib.OffsetResetPolicy(clientlib.ResetEarliest),
 				clientlib.FetchMaxBytes(fetchBytes), clientlib.FetchMaxPartitionBytes(fetchBytes)))
 		if err != nil {
@@ -229,9 +253,7 @@ func (l *sesLife) polled(fs clientlib.Fetches, start time.Duration) {
 	}
 	var in []*clientlib.Record
 	for _, f := range fs {
-		if f.Topic == topicMain {
-			in = append(in, f.Records...)
-		}
+		in = append(in, f.Records...)
 	}
 	if len(in) == 0 {
 		if l.zombie {
@@ -256,19 +278,28 @@ func (l *sesLife) transform(in []*clientlib.Record) {
 	now := int64(s.ww.w.now())
 	t := linearizability.Txn{Client: linearizability.ClientID(m.c.index), TransactionalID: m.tid,
 		Outcome: linearizability.TxnAborted, Begin: now, EndCall: now, EndReturn: now}
-	outs := make([]*clientlib.Record, len(in))
-	for i, r := range in {
-		tp := linearizability.TopicPartition{Topic: topicMain, Partition: r.Partition}
+	var outs []*clientlib.Record
+	readTxn := false // the transaction read another transaction's write
+	for _, r := range in {
+		tp := linearizability.TopicPartition{Topic: r.Topic, Partition: r.Partition}
 		t.Reads = append(t.Reads, linearizability.TxnRead{TP: tp, Offset: r.Offset, Value: string(r.Value)})
+		readTxn = readTxn || r.Topic != topicMain
+		src := sesInput{tp: tp, offset: r.Offset}
+		if !m.ses.transforms(src, string(r.Value)) {
+			continue
+		}
 		m.ses.next++
-		v := fmt.Sprintf("x%d-%d@%d", m.ses.next, r.Partition, r.Offset)
-		m.ses.input[v] = sesInput{partition: r.Partition, offset: r.Offset}
+		v := fmt.Sprintf("x%d-%s/%d@%d", m.ses.next, r.Topic, r.Partition, r.Offset)
+		m.ses.input[v] = src
 		q := int32(m.c.rng.IntN(txnOutPartitions))
-		outs[i] = &clientlib.Record{Topic: topicTxnOut, Partition: q, Value: []byte(v)}
+		outs = append(outs, &clientlib.Record{Topic: topicTxnOut, Partition: q, Value: []byte(v)})
 		t.Writes = append(t.Writes, linearizability.TxnWrite{TP: linearizability.TopicPartition{Topic: topicTxnOut, Partition: q},
 			Value: v, Offset: -1})
 	}
 	s.hist.Txns = append(s.hist.Txns, t)
+	if readTxn {
+		s.ww.w.coverage.Inc("txn/session-read-txn")
+	}
 	l.txn, l.sentCommit = len(s.hist.Txns)-1, false
 	m.done++
 	commit := m.c.rng.IntN(3) != 0
@@ -478,44 +509,44 @@ func (l *sesLife) onAnswer(req *strandpb.Request, resp *strandpb.Response, err e
 			Return:   int64(ses.s.ww.w.now())})
 	}
 	for _, a := range resp.GetFetch().GetPartitions() {
-		if a.GetTopic() == topicMain && a.GetError().GetCode() == strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE {
+		if a.GetError().GetCode() == strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE {
 			for _, q := range req.GetFetch().GetPartitions() {
-				if q.GetTopic() == topicMain && q.GetPartition() == a.GetPartition() {
-					ses.excuse(a.GetPartition(), q.GetOffset(), a.GetLogStartOffset())
+				if q.GetTopic() == a.GetTopic() && q.GetPartition() == a.GetPartition() {
+					ses.excuse(linearizability.TopicPartition{Topic: a.GetTopic(), Partition: a.GetPartition()}, q.GetOffset(), a.GetLogStartOffset())
 				}
 			}
 		}
 	}
 	for _, a := range resp.GetListOffsets().GetPartitions() {
-		if a.GetTopic() == topicMain && a.GetError() == nil && listsEarliest(req.GetListOffsets(), a.GetPartition()) {
-			ses.excuse(a.GetPartition(), 0, a.GetOffset())
+		if a.GetError() == nil && listsEarliest(req.GetListOffsets(), a.GetTopic(), a.GetPartition()) {
+			ses.excuse(linearizability.TopicPartition{Topic: a.GetTopic(), Partition: a.GetPartition()}, 0, a.GetOffset())
 		}
 	}
 }
 
-// listsEarliest reports whether req asks for the earliest offset of the
-// main topic's partition p.
-func listsEarliest(req *strandpb.ListOffsetsRequest, p int32) bool {
+// listsEarliest reports whether req asks for the earliest offset of
+// topic's partition p.
+func listsEarliest(req *strandpb.ListOffsetsRequest, topic string, p int32) bool {
 	for _, q := range req.GetPartitions() {
-		if q.GetTopic() == topicMain && q.GetPartition() == p && q.GetTimestampMs() == -2 {
+		if q.GetTopic() == topic && q.GetPartition() == p && q.GetTimestampMs() == -2 {
 			return true
 		}
 	}
 	return false
 }
 
-// excuse notes that the input [from, to) of partition p was removed
-// before a member could consume it (a reset to the log start skips it).
-func (ses *txnSession) excuse(p int32, from, to int64) {
+// excuse notes that the input [from, to) of tp was removed before a
+// member could consume it (a reset to the log start skips it).
+func (ses *txnSession) excuse(tp linearizability.TopicPartition, from, to int64) {
 	if from < to {
-		ses.excused[p] = append(ses.excused[p], sesRange{from, to})
+		ses.excused[tp] = append(ses.excused[tp], sesRange{from, to})
 	}
 }
 
-// isExcused reports whether offset of partition p lies in a range a reset
+// isExcused reports whether offset of tp lies in a range a reset
 // skipped.
-func (ses *txnSession) isExcused(p int32, offset int64) bool {
-	for _, r := range ses.excused[p] {
+func (ses *txnSession) isExcused(tp linearizability.TopicPartition, offset int64) bool {
+	for _, r := range ses.excused[tp] {
 		if offset >= r.from && offset < r.to {
 			return true
 		}

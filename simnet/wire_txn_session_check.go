@@ -1,6 +1,7 @@
 package simnet
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"slices"
@@ -61,11 +62,11 @@ func (s *txnSim) endSessionTasks() {
 	}
 }
 
-// readCommitted reads the group's stable committed offsets of the main
-// topic with a fresh client on the first member's network position,
+// readCommitted reads the group's committed offsets of the input topics
+// with a fresh client on the first member's network position,
 // retrying while the cluster settles, and hands them to then (nil: the
 // group has no session members or the offsets stayed unreadable).
-func (ses *txnSession) readCommitted(attempt int, then func(map[int32]int64)) {
+func (ses *txnSession) readCommitted(attempt int, then func(map[linearizability.TopicPartition]int64)) {
 	if ses == nil {
 		then(nil)
 		return
@@ -90,10 +91,10 @@ func (ses *txnSession) readCommitted(attempt int, then func(map[int32]int64)) {
 		l.alive = false
 		switch {
 		case err == nil:
-			committed := map[int32]int64{}
+			committed := map[linearizability.TopicPartition]int64{}
 			for _, c := range got {
-				if c.Topic == topicMain {
-					committed[c.Partition] = c.Offset
+				if slices.Contains(txnSessionTopics, c.Topic) {
+					committed[linearizability.TopicPartition{Topic: c.Topic, Partition: c.Partition}] = c.Offset
 				}
 			}
 			then(committed)
@@ -107,32 +108,39 @@ func (ses *txnSession) readCommitted(attempt int, then func(map[int32]int64)) {
 }
 
 // checkExactlyOnce checks the drained output and the history against the
-// group's final committed offsets: each input offset below its
-// partition's committed offset has exactly one visible output (none when
-// a reset to the log start skipped it), and no input at or above it has
-// any; an input below it that only transactions known aborted consumed
-// (and no reset skipped) is reported even when the output was not
-// drained whole (retention, an incomplete read), where the first check
-// looks for duplicates and outputs above the committed offset only.
-func (ses *txnSession) checkExactlyOnce(committed map[int32]int64) {
+// group's final committed offsets. An input is a record of an input
+// topic (txnSessionTopics) a member consumed; all but second-generation
+// ones (ses.transforms) have an output. No input has two visible
+// outputs, nor one at or above its partition's committed offset; an
+// input below it that only transactions known aborted consumed (and no
+// reset to the log start skipped since) is reported, drained or not.
+// When every output partition was drained whole: each input below the
+// committed offset has exactly one visible output, except where a reset
+// skipped it — every offset of the main topic (plain writes: one record
+// per offset), and every record the final reads saw of topicTxn's and
+// topicTxnOut's partitions drained whole (their offsets hold markers and
+// aborted records too).
+func (ses *txnSession) checkExactlyOnce(committed map[linearizability.TopicPartition]int64) {
 	if ses == nil || committed == nil {
 		return
 	}
 	w := ses.s.ww.w
-	drained := len(ses.s.drainTPs) > 0
+	outDrained := true
 	for _, tp := range ses.s.drainTPs {
 		if tp.Topic == topicTxnOut && !slices.Contains(ses.s.hist.Drained, tp) {
-			drained = false
+			outDrained = false
 		}
 	}
 	seen := map[sesInput]int{}
+	visible := map[sesInput]string{} // the drained partitions' committed records of topicTxn and topicTxnOut
 	for _, p := range ses.s.hist.Polls {
-		if p.TP.Topic != topicTxnOut {
-			continue
-		}
+		drained := slices.Contains(ses.s.hist.Drained, p.TP)
 		for _, r := range p.Records {
-			if in, ok := ses.input[r.Value]; ok {
+			if in, ok := ses.input[r.Value]; ok && p.TP.Topic == topicTxnOut {
 				seen[in]++
+			}
+			if drained {
+				visible[sesInput{tp: p.TP, offset: r.Offset}] = r.Value
 			}
 		}
 	}
@@ -146,35 +154,41 @@ func (ses *txnSession) checkExactlyOnce(committed map[int32]int64) {
 	for _, in := range slices.SortedFunc(maps.Keys(seen), compareSesInput) {
 		switch {
 		case seen[in] > 1:
-			report("input %s/%d@%d has %d committed outputs", topicMain, in.partition, in.offset, seen[in])
-		case in.offset >= committed[in.partition] && committed[in.partition] >= 0:
-			report("input %s/%d@%d has a committed output, the group's committed offset is %d", topicMain, in.partition, in.offset, committed[in.partition])
+			report("input %s@%d has %d committed outputs", in.tp, in.offset, seen[in])
+		case in.offset >= committed[in.tp] && committed[in.tp] >= 0:
+			report("input %s@%d has a committed output, the group's committed offset is %d", in.tp, in.offset, committed[in.tp])
 		}
 	}
-	// Drained or not: an input below the committed offset that only
-	// transactions known aborted consumed (no EndTxn(commit) left them),
-	// and that no reset skipped since, has no committed output either.
 	consumed := map[sesInput]bool{} // input → some transaction not known aborted read it
 	for _, t := range ses.s.hist.Txns {
 		for _, r := range t.Reads {
-			if r.TP.Topic == topicMain {
-				in := sesInput{r.TP.Partition, r.Offset}
+			if slices.Contains(txnSessionTopics, r.TP.Topic) {
+				in := sesInput{tp: r.TP, offset: r.Offset}
 				consumed[in] = consumed[in] || t.Outcome != linearizability.TxnAborted
 			}
 		}
 	}
 	for _, in := range slices.SortedFunc(maps.Keys(consumed), compareSesInput) {
-		if !consumed[in] && in.offset < committed[in.partition] && seen[in] == 0 && !ses.isExcused(in.partition, in.offset) {
-			report("input %s/%d@%d is below the group's committed offset %d and only aborted transactions consumed it",
-				topicMain, in.partition, in.offset, committed[in.partition])
+		if !consumed[in] && in.offset < committed[in.tp] && seen[in] == 0 && !ses.isExcused(in.tp, in.offset) {
+			report("input %s@%d is below the group's committed offset %d and only aborted transactions consumed it",
+				in.tp, in.offset, committed[in.tp])
 		}
 	}
-	if drained {
+	if outDrained {
+		missing := func(in sesInput) {
+			if seen[in] == 0 && !ses.isExcused(in.tp, in.offset) {
+				report("input %s@%d is below the group's committed offset %d and has no committed output", in.tp, in.offset, committed[in.tp])
+			}
+		}
 		for p := range ses.parts {
-			for off := int64(0); off < committed[p]; off++ {
-				if seen[sesInput{p, off}] == 0 && !ses.isExcused(p, off) {
-					report("input %s/%d@%d is below the group's committed offset %d and has no committed output", topicMain, p, off, committed[p])
-				}
+			tp := linearizability.TopicPartition{Topic: topicMain, Partition: p}
+			for off := int64(0); off < committed[tp]; off++ {
+				missing(sesInput{tp: tp, offset: off})
+			}
+		}
+		for _, in := range slices.SortedFunc(maps.Keys(visible), compareSesInput) {
+			if in.offset < committed[in.tp] && ses.transforms(in, visible[in]) {
+				missing(in)
 			}
 		}
 	}
@@ -184,8 +198,15 @@ func (ses *txnSession) checkExactlyOnce(committed map[int32]int64) {
 }
 
 func compareSesInput(a, b sesInput) int {
-	if a.partition != b.partition {
-		return int(a.partition - b.partition)
+	if c := compareTPs(a.tp, b.tp); c != 0 {
+		return c
 	}
-	return int(a.offset - b.offset)
+	return cmp.Compare(a.offset, b.offset)
+}
+
+func compareTPs(a, b linearizability.TopicPartition) int {
+	if c := cmp.Compare(a.Topic, b.Topic); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Partition, b.Partition)
 }
