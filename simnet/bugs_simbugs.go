@@ -30,8 +30,10 @@ var GroupBugNames = []string{"GroupAssignBeforeRevoke", "GroupCommitSkipsEpoch",
 // (wire_libconsumer.go) run the code they live in.
 var ClientBugNames = []string{"LibAutoCommitFetched", "LibSeekSkipsTarget", "LibExhaustedDefinite"}
 
-// TxnBugNames are the partition's planted transaction bugs (engine's
-// SetTxnBugs): they need the transactional workload (Options.Txn).
+// TxnBugNames are the planted transaction bugs (the partition's:
+// engine's SetTxnBugs; the coordinator's: engine/txn's SetBugs; the
+// group's transactional offsets: engine/groups' SetTxnOffsetsBug): they
+// need the transactional workload (Options.Txn).
 var TxnBugNames = []string{"LSOPassesOpenTxn", "DropAbortOnRestore", "MarkersBeforeDecision", "TxnSkipsFence", "TxnOffsetsOnAbort"}
 
 // ParseBug checks a planted bug's name; "" plants none.
