@@ -73,7 +73,8 @@
 // 8–16 s, retention.bytes unlimited or 96/192 KiB, segment.ms 0.3–1.5 s, drawn per seed after every
 // older draw). Producers (6: 3 keyed through murmur2, 3 keyless): producers 2–4 run clientlib's own
 // producer on a simulated Client (clientlib.Simulated: batching, sequences, resends, leader cache,
-// InitProducerId in virtual time; wire_libproducer.go), producers 0–1 a private one (the re-created
+// InitProducerId in virtual time; wire_libproducer.go; one in three with 2–5 retries, so batches fail while an
+// attempt's outcome is unknown), producers 0–1 a private one (the re-created
 // topic names topic ids) with clientcore's LeaderCache and one Window per partition, clientlib's
 // ClassifyErr and Backoff; 1–4 records per push, 1–5 batches in flight, one record in 24 of 1–2 KiB, records
 // stamped on the nodes' epoch.
