@@ -7,7 +7,7 @@ import (
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
-// txnOffsetCommit is Kafka's TxnOffsetCommit (key 28, v0-v3), the native
+// txnOffsetCommit is Kafka's TxnOffsetCommit (key 28, v0-v4), the native
 // TxnOffsetCommit sent to this node, which must be the group's
 // coordinator: the offsets are pending in the producer's open transaction
 // (which must hold the group, AddOffsetsToTxn) until its marker. v3
