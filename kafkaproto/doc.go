@@ -110,8 +110,8 @@
 // epoch at every end and answers it; v0–v4 cannot carry a new epoch, so their end keeps it
 // (transactions v1, as Kafka 4.0 serves an older client). Strand does not advertise the
 // transaction.version=2 feature (produce v12's implicit add is not built), so franz-go, librdkafka
-// and Java clients before 4.0 speak v1. No TransactionalId ACL resource: Strand's ACLs cover topics, groups and the
-// cluster; the node authorizes the native requests.
+// and Java clients before 4.0 speak v1. ACLs on the transactional-id resource (kafka-acls resource type 5) are
+// stored and checked as Kafka's (acls.go); the node authorizes the native requests.
 //
 // Data (batch.go, handlers.go): a produced batch with the transactional attribute bit is stored as
 // sent, and the native produce carries the request's transactional id with the partition marked
