@@ -365,13 +365,17 @@ func (c *wireClient) onMove(err error) {
 }
 
 // moveFault draws the targeted fault of a recorded move (none after a
-// liveness heal, and none while the probe runs).
+// liveness heal, none while the probe runs, and none while a disk stall
+// runs).
 func (c *wireClient) moveFault(mv simMove) {
 	w := c.ww.w
 	if w.work.healed || w.probe.active {
 		return
 	}
 	draw := c.rng.IntN(4)
+	if w.planner.stallActive() {
+		return // no fault begins during a disk stall (diskstall.go)
+	}
 	if mv.group > w.opts.Partitions && draw < 2 {
 		// Not the coordinator's node: its crash would turn the hand-off
 		// into a plain failover, which the group runs test already.
