@@ -72,7 +72,8 @@ type groupMember struct {
 	seq             uint64
 	owned           []int // sorted partitions
 	lastOK          time.Duration
-	coordinatorLink // the coordinator found and a call in flight
+	coordinatorLink     // the coordinator found and a call in flight
+	fetchedFrom     int // the coordinator whose committed offsets it read last (-1: none)
 	paused          bool
 	ops             int
 	gen             int // bumped on crash: timers of an older process do nothing
@@ -87,7 +88,8 @@ func newGroupSim(ww *wireWorkload, first int) *groupSim {
 	gs.holder = slices.Repeat([]int{-1}, gs.parts)
 	gs.last = slices.Repeat([]int{-1}, gs.parts)
 	for i := 0; i < o.GroupMembers; i++ {
-		m := &groupMember{gs: gs, c: newWireClient(ww, first+i, kindMember), idx: i, coordinatorLink: coordinatorLink{coord: -1}}
+		m := &groupMember{gs: gs, c: newWireClient(ww, first+i, kindMember), idx: i, coordinatorLink: coordinatorLink{coord: -1},
+			fetchedFrom: -1}
 		if i%2 == 0 {
 			m.instance = fmt.Sprintf("inst-%d", i)
 		}
@@ -173,6 +175,15 @@ func (m *groupMember) step() {
 	if len(m.owned) > 0 && m.lastOK > 0 && w.now()-m.lastOK > groupSession/2 {
 		m.releaseAll("session lapsed") // the coordinator may expire it any moment now
 		m.epoch = 0
+	}
+	if m.coord >= 0 && m.coord != m.fetchedFrom {
+		// A consumer reads its committed offsets from every coordinator
+		// it finds (a Kafka consumer does on the assignment that follows
+		// a rediscovery): a new coordinator's restored state (a
+		// fail-over, a move of its partition) meets the history at once.
+		m.fetchedFrom = m.coord
+		m.fetchCommitted()
+		return
 	}
 	if gs.settling || m.ops >= groupOpsPerMember {
 		m.heartbeat(m.epoch)
