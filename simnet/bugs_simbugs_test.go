@@ -19,7 +19,7 @@ const catchSearchMax = 200
 // and names the seed to pin instead.
 var pinnedCatch = map[string]uint64{
 	"WALAckBeforeFsync":         1, // with Options.WAL (seedOptions)
-	"StalledLeaderKeepsLeading": 2, // with disk stalls (seedOptions)
+	"StalledLeaderKeepsLeading": 3, // with disk stalls (seedOptions)
 	"ElectionInCoreTicks":       1, // with the drawn knobs (knobs.go); never with FixedKnobs
 
 	"AckBeforeCommit": 1, "SkipFsync": 1, "FetchBeyondHighMark": 1, "ReapplyAfterRestart": 1, "LocalRead": 1,
