@@ -14,3 +14,8 @@ func bugAutoCommitFetched() bool { return false }
 // bugSeekSkipsTarget: Seek to an exact offset lands one past it, so the
 // record at the target is never handed out.
 func bugSeekSkipsTarget() bool { return false }
+
+// bugExhaustedDefinite: a record whose retries ran out is failed as
+// definitely not written even when an attempt's outcome was unknown, so the
+// application is told "not written" for a record that may be in the log.
+func bugExhaustedDefinite() bool { return false }

@@ -5,7 +5,7 @@ package clientlib
 // The planted bugs' switches (the simulator sets them per run; see
 // bugs.go for what each hook does). Package state, as engine/groups'
 // planted bugs are: they exist only in a -tags simbugs build.
-var bugAutoCommitFetchedOn, bugSeekSkipsTargetOn bool
+var bugAutoCommitFetchedOn, bugSeekSkipsTargetOn, bugExhaustedDefiniteOn bool
 
 // SetBugs switches the client's planted bugs on or off.
 func SetBugs(autoCommitFetched bool) { bugAutoCommitFetchedOn = autoCommitFetched }
@@ -16,3 +16,8 @@ func bugAutoCommitFetched() bool { return bugAutoCommitFetchedOn }
 func SetConsumerBugs(seekSkipsTarget bool) { bugSeekSkipsTargetOn = seekSkipsTarget }
 
 func bugSeekSkipsTarget() bool { return bugSeekSkipsTargetOn }
+
+// SetProducerBugs switches the producer's planted bugs on or off.
+func SetProducerBugs(exhaustedDefinite bool) { bugExhaustedDefiniteOn = exhaustedDefinite }
+
+func bugExhaustedDefinite() bool { return bugExhaustedDefiniteOn }

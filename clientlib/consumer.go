@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strandlog/strand/engine/compact"
 	"github.com/strandlog/strand/engine/recordbatch"
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -445,7 +446,10 @@ func mergeFetches(fs Fetches) Fetches {
 // high-water mark. A transaction marker (include_markers) holds no record
 // and moves the position past its one offset. Offsets must follow one
 // another, except where gaps are allowed: a read_committed answer leaves
-// out aborted transactions' batches. It returns the next position.
+// out aborted transactions' batches. A batch of a compacted prefix
+// (engine/compact's form, magic 2) keeps its records' own offsets with
+// gaps between them and moves the position past its whole original range.
+// It returns the next position.
 func decodeBatches(topic string, partition int32, batches []*strandpb.FetchResponse_Batch, from, hwm int64, gaps bool) ([]*Record, int64, error) {
 	var out []*Record
 	next := from
@@ -466,6 +470,13 @@ func decodeBatches(topic string, partition int32, batches []*strandpb.FetchRespo
 			}
 			continue
 		}
+		if compact.IsCompacted(b.GetRecords()) {
+			var err error
+			if out, next, err = decodeCompacted(topic, partition, b.GetRecords(), out, next, hwm); err != nil {
+				return out, next, err
+			}
+			continue
+		}
 		err := recordbatch.Decode(b.GetRecords(), func(i int, r recordbatch.Record) error {
 			offset := base + int64(i)
 			if offset < next || offset >= hwm {
@@ -474,12 +485,7 @@ func decodeBatches(topic string, partition int32, batches []*strandpb.FetchRespo
 			if err := expect(offset); err != nil {
 				return err
 			}
-			rec := &Record{Topic: topic, Partition: partition, Key: r.Key, Value: r.Value,
-				Timestamp: time.UnixMilli(r.TimestampMs), Offset: offset}
-			for _, h := range r.Headers {
-				rec.Headers = append(rec.Headers, Header{Key: h.Key, Value: h.Value})
-			}
-			out = append(out, rec)
+			out = append(out, newRecord(topic, partition, offset, r))
 			next = offset + 1
 			return nil
 		})
@@ -488,4 +494,38 @@ func decodeBatches(topic string, partition int32, batches []*strandpb.FetchRespo
 		}
 	}
 	return out, next, nil
+}
+
+// decodeCompacted appends the records of one compacted batch at offsets
+// [next, hwm) to out: each at its own offset (compaction removed the ones
+// between), a marker's none; the position moves past the batch's last
+// offset (an emptied batch still covers its range), never past hwm.
+// Records below next are skipped (a fetch may start inside a batch). A
+// batch that fails its checks is recordbatch.ErrCorrupt.
+func decodeCompacted(topic string, partition int32, data []byte, out []*Record, next, hwm int64) ([]*Record, int64, error) {
+	b, err := compact.DecodeBatch(data)
+	if err != nil {
+		return out, next, fmt.Errorf("%w: %w", recordbatch.ErrCorrupt, err)
+	}
+	for _, r := range b.Records {
+		if b.Control || r.Offset < next || r.Offset >= hwm {
+			continue
+		}
+		out = append(out, newRecord(topic, partition, r.Offset, r.Record))
+		next = r.Offset + 1
+	}
+	if end := min(b.LastOffset()+1, hwm); end > next {
+		next = end
+	}
+	return out, next, nil
+}
+
+// newRecord is a fetched record at offset.
+func newRecord(topic string, partition int32, offset int64, r recordbatch.Record) *Record {
+	rec := &Record{Topic: topic, Partition: partition, Key: r.Key, Value: r.Value,
+		Timestamp: time.UnixMilli(r.TimestampMs), Offset: offset}
+	for _, h := range r.Headers {
+		rec.Headers = append(rec.Headers, Header{Key: h.Key, Value: h.Value})
+	}
+	return rec
 }

@@ -14,7 +14,15 @@ type PartitionLag struct {
 	Committed      int64
 	HighWatermark  int64
 	LogStartOffset int64
-	// Lag is HighWatermark minus Committed (minus LogStartOffset without a
+	// LastStableOffset is where read_committed reads end: the first offset
+	// of the oldest open transaction, or the high-water mark when none is
+	// open.
+	LastStableOffset int64
+	// Isolation is what Lag is measured for: ReadUncommitted to
+	// HighWatermark, ReadCommitted to LastStableOffset.
+	Isolation IsolationLevel
+	// Lag is the end the isolation reaches (HighWatermark or
+	// LastStableOffset) minus Committed (minus LogStartOffset without a
 	// commit), in records.
 	Lag int64
 	// LagTime is the age of the first unconsumed record (now minus its
@@ -40,8 +48,20 @@ type PartitionLag struct {
 
 // GroupLag reports every partition the group has a committed offset for
 // or has assigned: committed, high-water mark, lag in records and in time,
-// and retention headroom. now is the time lag is measured against.
+// and retention headroom. now is the time lag is measured against. Lag is
+// measured to the high-water mark, as for a read_uncommitted consumer
+// (Kafka's default and what its tools show); GroupLagIsolated measures it
+// for read_committed.
 func (c *Client) GroupLag(ctx context.Context, group string, now time.Time) ([]PartitionLag, error) {
+	return c.GroupLagIsolated(ctx, group, now, ReadUncommitted)
+}
+
+// GroupLagIsolated is GroupLag for consumers reading at iso: at
+// ReadCommitted, lag in records and time is measured to the last stable
+// offset, the end a read_committed consumer can reach while a transaction
+// is open (Kafka does not record a group's isolation level, so the caller
+// says it).
+func (c *Client) GroupLagIsolated(ctx context.Context, group string, now time.Time, iso IsolationLevel) ([]PartitionLag, error) {
 	d, err := c.DescribeGroup(ctx, group)
 	if err != nil {
 		return nil, err
@@ -52,7 +72,7 @@ func (c *Client) GroupLag(ctx context.Context, group string, now time.Time) ([]P
 		if r := rows[tp]; r != nil {
 			return r
 		}
-		r := &PartitionLag{TopicPartition: tp, Committed: -1, Headroom: -1}
+		r := &PartitionLag{TopicPartition: tp, Committed: -1, Headroom: -1, LastStableOffset: -1, Isolation: iso}
 		rows[tp] = r
 		order = append(order, tp)
 		return r
@@ -70,7 +90,7 @@ func (c *Client) GroupLag(ctx context.Context, group string, now time.Time) ([]P
 	sortPartitions(order)
 	c.fillOffsets(ctx, order, rows)
 	c.fillRetention(ctx, order, rows)
-	c.fillLagTime(ctx, order, rows, now)
+	c.fillLagTime(ctx, order, rows, now, iso)
 	out := make([]PartitionLag, len(order))
 	for i, tp := range order {
 		out[i] = *rows[tp]
@@ -78,21 +98,25 @@ func (c *Client) GroupLag(ctx context.Context, group string, now time.Time) ([]P
 	return out, nil
 }
 
-// fillOffsets sets high-water marks, log starts and lag in records.
+// fillOffsets sets high-water marks, last stable offsets, log starts and
+// lag in records (one read_committed ListOffsets answers all three).
 func (c *Client) fillOffsets(ctx context.Context, order []TopicPartition, rows map[TopicPartition]*PartitionLag) {
 	for _, tp := range order {
 		r := rows[tp]
-		lo, err := c.listOffset(ctx, tp.Topic, tp.Partition, OffsetLatest())
+		lo, err := c.listOffset(ctx, tp.Topic, tp.Partition, OffsetLastStable())
 		if err != nil {
 			r.Err = err
 			continue
 		}
-		r.HighWatermark, r.LogStartOffset = lo.HighWatermark, lo.LogStartOffset
-		from := r.Committed
+		r.HighWatermark, r.LastStableOffset, r.LogStartOffset = lo.HighWatermark, lo.Offset, lo.LogStartOffset
+		from, end := r.Committed, r.HighWatermark
 		if from < 0 {
 			from = r.LogStartOffset
 		}
-		r.Lag = max(0, r.HighWatermark-from)
+		if r.Isolation == ReadCommitted {
+			end = r.LastStableOffset
+		}
+		r.Lag = max(0, end-from)
 		if r.Committed >= 0 && r.Committed < r.LogStartOffset {
 			r.Headroom, r.AtRisk = 0, true
 		}
@@ -123,9 +147,10 @@ func (c *Client) fillRetention(ctx context.Context, order []TopicPartition, rows
 }
 
 // fillLagTime reads the first unconsumed record of every lagging
-// partition (bounded polls) to date lag in time and headroom.
-func (c *Client) fillLagTime(ctx context.Context, order []TopicPartition, rows map[TopicPartition]*PartitionLag, now time.Time) {
-	k := NewConsumer(c, FetchMaxWait(100*time.Millisecond), FetchMaxPartitionBytes(1))
+// partition (bounded polls, at iso: a read_committed consumer's first
+// record skips aborted ones) to date lag in time and headroom.
+func (c *Client) fillLagTime(ctx context.Context, order []TopicPartition, rows map[TopicPartition]*PartitionLag, now time.Time, iso IsolationLevel) {
+	k := NewConsumer(c, FetchMaxWait(100*time.Millisecond), FetchMaxPartitionBytes(1), FetchIsolation(iso))
 	pending := map[TopicPartition]bool{}
 	for _, tp := range order {
 		r := rows[tp]

@@ -46,6 +46,7 @@ func sequenceLost(err error) bool {
 
 // retriesExhausted fails a batch whose last retriable attempt failed.
 func retriesExhausted(attempts int, maybeWritten bool, err error) error {
+	maybeWritten = maybeWritten && !bugExhaustedDefinite() // planted (simbugs builds only)
 	return &RetriesExhaustedError{Attempts: attempts, MaybeWritten: maybeWritten, Err: err}
 }
 

@@ -128,7 +128,7 @@ func incrementalOp(t *strandpb.AlterConfigsRequest_Topic, cfg kmsg.IncrementalAl
 	case kmsg.IncrementalAlterConfigOpDelete:
 		t.Deletes = append(t.Deletes, cfg.Name)
 	case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
-		return invalid(fmt.Sprintf("%s of %s refused: no Strand topic config is a list; use SET", cfg.Op, cfg.Name))
+		return invalid(fmt.Sprintf("%s of %s refused: Strand takes no list operations (for cleanup.policy SET the whole list, e.g. compact,delete)", cfg.Op, cfg.Name))
 	default:
 		return invalid(fmt.Sprintf("unknown config op %d for %s", int8(cfg.Op), cfg.Name))
 	}
@@ -277,8 +277,11 @@ func configType(name string) kmsg.ConfigType {
 		return kmsg.ConfigTypeList
 	case metadata.ConfigMaxMessageBytes, metadata.ConfigSegmentBytes:
 		return kmsg.ConfigTypeInt
-	case metadata.ConfigRetentionMs, metadata.ConfigRetentionBytes, metadata.ConfigSegmentMs:
+	case metadata.ConfigRetentionMs, metadata.ConfigRetentionBytes, metadata.ConfigSegmentMs,
+		metadata.ConfigMinCompactionLagMs, metadata.ConfigMaxCompactionLagMs, metadata.ConfigDeleteRetentionMs:
 		return kmsg.ConfigTypeLong
+	case metadata.ConfigMinCleanableDirtyRatio:
+		return kmsg.ConfigTypeDouble
 	}
 	return kmsg.ConfigTypeString
 }

@@ -225,3 +225,25 @@ func TestDescribeConfigsSources(t *testing.T) {
 		t.Fatalf("segment.bytes %+v", cs[1])
 	}
 }
+
+// TestCompactionConfigTypes shows DescribeConfigs v3+ types the compaction
+// keys as Kafka does (the ratio DOUBLE, the times LONG) and reports their
+// defaults as DEFAULT_CONFIG.
+func TestCompactionConfigTypes(t *testing.T) {
+	for name, want := range map[string]kmsg.ConfigType{
+		"min.cleanable.dirty.ratio": kmsg.ConfigTypeDouble, "min.compaction.lag.ms": kmsg.ConfigTypeLong,
+		"max.compaction.lag.ms": kmsg.ConfigTypeLong, "delete.retention.ms": kmsg.ConfigTypeLong,
+	} {
+		def, ok := defaultConfigs[name]
+		if !ok {
+			t.Fatalf("%s has no default", name)
+		}
+		cfg := describedConfig(name, def, 3, false)
+		if cfg.ConfigType != want || !cfg.IsDefault || cfg.Source != kmsg.ConfigSourceDefaultConfig {
+			t.Errorf("%s: type %v default %v source %v, want %v, a default", name, cfg.ConfigType, cfg.IsDefault, cfg.Source, want)
+		}
+	}
+	if defaultConfigs["min.cleanable.dirty.ratio"] != "0.5" || defaultConfigs["delete.retention.ms"] != "86400000" {
+		t.Fatalf("defaults %v, want Kafka's", defaultConfigs)
+	}
+}

@@ -45,7 +45,7 @@ var apis = []api{
 	{key: 24, min: 0, max: 4, serve: (*conn).addPartitionsToTxn},      // AddPartitionsToTxn: v4 the broker's batched/verify-only form
 	{key: 25, min: 0, max: 4, serve: (*conn).addOffsetsToTxn},         // AddOffsetsToTxn
 	{key: 26, min: 0, max: 5, serve: (*conn).endTxn},                  // EndTxn: v5 bumps the epoch (KIP-890), v0-v4 keep it
-	{key: 28, min: 0, max: 3, serve: (*conn).txnOffsetCommit},         // TxnOffsetCommit: v3 KIP-447 member fencing; v4+ KIP-890
+	{key: 28, min: 0, max: 4, serve: (*conn).txnOffsetCommit},         // TxnOffsetCommit: v3 KIP-447 member fencing; v4 TRANSACTION_ABORTABLE; v5 transactions v2
 	{key: 29, min: 1, max: 3, serve: (*conn).describeACLs},            // DescribeAcls (the metadata group's bindings)
 	{key: 30, min: 1, max: 3, serve: (*conn).createACLs},              // CreateAcls
 	{key: 31, min: 1, max: 3, serve: (*conn).deleteACLs},              // DeleteAcls
@@ -55,6 +55,7 @@ var apis = []api{
 	{key: 42, min: 0, max: 2, serve: (*conn).deleteGroups},            // DeleteGroups
 	{key: 44, min: 0, max: 1, serve: (*conn).incrementalAlterConfigs}, // IncrementalAlterConfigs (SET, DELETE)
 	{key: 47, min: 0, max: 0, serve: (*conn).offsetDelete},            // OffsetDelete (not of subscribed topics)
+	{key: 61, min: 0, max: 0, serve: (*conn).describeProducers},       // DescribeProducers (each partition's leader, KIP-664)
 	{key: 65, min: 0, max: 0, serve: (*conn).describeTransactions},    // DescribeTransactions
 	{key: 66, min: 0, max: 0, serve: (*conn).listTransactions},        // ListTransactions: v1 adds a duration filter
 	{key: 68, min: 0, max: 1, serve: (*conn).consumerGroupHeartbeat},  // ConsumerGroupHeartbeat (KIP-848)
@@ -65,7 +66,6 @@ var apis = []api{
 // ApiVersions does not list them, with UNSUPPORTED_VERSION (a definite
 // error every client surfaces instead of retrying) and a message saying why.
 var unsupportedAPIs = map[int16]string{
-	61: "describing producers",
 	23: "leader epochs (offsets are never truncated)",
 }
 

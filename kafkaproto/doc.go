@@ -61,9 +61,11 @@
 //     coordinator's (txn.go, below)
 //   - 24, 25, 26: AddPartitionsToTxn, AddOffsetsToTxn, EndTxn; versions: 0–4, 0–4, 0–5; notes: the
 //     transaction coordinator (txn.go, below); AddPartitionsToTxn v4 is the batched / verify-only form
-//   - 28: TxnOffsetCommit; versions: 0–3; notes: the native TxnOffsetCommit on the group's
+//   - 28: TxnOffsetCommit; versions: 0–4; notes: the native TxnOffsetCommit on the group's
 //     coordinator (txn_offsets.go); v3's member id/generation/instance id fenced as OffsetCommit's
-//     (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID); v4+ (KIP-890) not served.
+//     (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID); v4 answers a group not in the
+//     transaction TRANSACTION_ABORTABLE (KIP-890 part 1), as Produce v11+ a transactional batch whose
+//     partition is not; v5+ (transactions v2's implicit add, topic ids) not served.
 //     OffsetFetch v7+ require_stable answers UNSTABLE_OFFSET_COMMIT for pending partitions
 //   - 29, 30, 31: DescribeAcls, CreateAcls, DeleteAcls; versions: 1–3; notes: the metadata group's
 //     ACL bindings (acls.go)
@@ -75,14 +77,18 @@
 //     assignment and a topic named twice refused
 //   - 47: OffsetDelete; versions: 0; notes: one replicated command on the coordinator; a subscribed
 //     topic's offsets kept (GROUP_SUBSCRIBED_TO_TOPIC)
+//   - 61: DescribeProducers; versions: 0; notes: each partition's producers from its leader's
+//     engine (KIP-664, producers.go); NOT_LEADER_OR_FOLLOWER where this node does not lead; READ on
+//     the topic, TOPIC_AUTHORIZATION_FAILED per partition
 //   - 65, 66: DescribeTransactions, ListTransactions; versions: 0, 0; notes: ids this node
-//     coordinates; ListTransactions filters by state and producer id (v1's duration filter not served)
+//     coordinates, TRANSACTIONAL_ID_AUTHORIZATION_FAILED per id the caller may not describe;
+//     ListTransactions lists only describable ids, filters by state and producer id (v1's duration
+//     filter not served)
 //   - 68, 69: ConsumerGroupHeartbeat, ConsumerGroupDescribe; versions: 0–1; notes: KIP-848 straight
 //     onto the coordinator; regex subscriptions refused
 //
 // Not advertised; answered UNSUPPORTED_VERSION with the reason if sent (per partition where the
-// answer has no top-level error): DescribeProducers (61);
-// OffsetForLeaderEpoch (23: committed data is never truncated). Unserved for want of the feature:
+// answer has no top-level error): OffsetForLeaderEpoch (23: committed data is never truncated). Unserved for want of the feature:
 // delegation tokens, the client-quota APIs (quotas are set natively and enforced with throttle_ms),
 // log dirs, reassignment, broker-to-broker and KRaft internals (nodes talk raft), telemetry, share
 // and streams groups. A served key at another version gets UNSUPPORTED_VERSION; OffsetCommit/Fetch
@@ -94,7 +100,11 @@
 // that does not coordinate the id answers NOT_COORDINATOR and the client asks FindCoordinator
 // (key type 1) again. Codes: kafkaCodeRows, except that a fenced producer is PRODUCER_FENCED for
 // the versions that know it and INVALID_PRODUCER_EPOCH below them (KIP-588: InitProducerId v4,
-// AddPartitionsToTxn, AddOffsetsToTxn and EndTxn v2, TxnOffsetCommit v3), as Kafka answers; a node without a marker
+// AddPartitionsToTxn, AddOffsetsToTxn and EndTxn v2, TxnOffsetCommit v3), as Kafka answers. A transaction past its
+// timeout is answered as Kafka's coordinator answers it (KIP-588's recovery by the same producer is not what Kafka
+// built: its timeout abort is an epoch fence that clears the last epoch): the producer's next produce is
+// INVALID_PRODUCER_EPOCH, its InitProducerId with its old id and epoch PRODUCER_FENCED, and a new producer under the
+// id goes on (node/server TestKafkaTxnTimeoutFencesAsKafka); a node without a marker
 // writer (TRANSACTIONS_NOT_ENABLED) is the definite UNSUPPORTED_VERSION, so a client fails at its
 // first AddPartitionsToTxn instead of retrying. EndTxn v5 (transactions v2, KIP-890) bumps the
 // epoch at every end and answers it; v0–v4 cannot carry a new epoch, so their end keeps it

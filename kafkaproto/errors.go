@@ -88,6 +88,7 @@ var kafkaCodeRows = []struct {
 	// refreshes metadata and asks the leader, as after a leader move.
 	{strandpb.ErrorCode_ERROR_CODE_REPLICA_RECOVERING, kerr.NotLeaderForPartition},
 	{strandpb.ErrorCode_ERROR_CODE_INVALID_PARTITIONS, kerr.InvalidPartitions},
+	{strandpb.ErrorCode_ERROR_CODE_INVALID_RECORD, kerr.InvalidRecord},
 	// Answers of the native handshake, never of a Kafka request.
 	{strandpb.ErrorCode_ERROR_CODE_PEER_NOT_AUTHENTICATED, kerr.ClusterAuthorizationFailed},
 	{strandpb.ErrorCode_ERROR_CODE_TLS_REQUIRED, kerr.SaslAuthenticationFailed},

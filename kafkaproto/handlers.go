@@ -194,7 +194,8 @@ func splitHostPort(addr string) (string, int32, bool) {
 func (c *conn) produce(req kmsg.Request) func() kmsg.Response {
 	r := req.(*kmsg.ProduceRequest)
 	local := map[tp]refusal{}
-	var sent []tp // the request partitions sreq carries, in its order
+	transactional := map[tp]bool{} // partitions whose batch is transactional (abortableRefusals)
+	var sent []tp                  // the request partitions sreq carries, in its order
 	sreq := &strandpb.ProduceRequest{Acks: kafkaAcks(r.Acks), TimeoutMs: r.TimeoutMillis}
 	if r.TransactionID != nil {
 		sreq.TransactionalId = *r.TransactionID
@@ -227,6 +228,9 @@ func (c *conn) produce(req kmsg.Request) func() kmsg.Response {
 			}
 			sreq.Partitions = append(sreq.Partitions, sp)
 			sent = append(sent, key)
+			if pf.Transactional {
+				transactional[key] = true
+			}
 		}
 	}
 	var k *call
@@ -248,6 +252,7 @@ func (c *conn) produce(req kmsg.Request) func() kmsg.Response {
 			}
 		}
 		out := produceAnswer(r, local, answers, whole)
+		abortableRefusals(r, out, transactional) // txn.go
 		out.ThrottleMillis = whole.GetProduce().GetThrottleMs()
 		return out
 	}
@@ -862,6 +867,10 @@ func brokerConfigs(id int32) []kmsg.DescribeConfigsResponseResourceConfig {
 	}{
 		{"broker.id", strconv.Itoa(int(id)), kmsg.ConfigSourceStaticBrokerConfig},
 		{"log.cleanup.policy", d.CleanupPolicy.String(), kmsg.ConfigSourceDefaultConfig},
+		{"log.cleaner.delete.retention.ms", strconv.FormatInt(d.DeleteRetentionMs, 10), kmsg.ConfigSourceDefaultConfig},
+		{"log.cleaner.max.compaction.lag.ms", strconv.FormatInt(d.MaxCompactionLagMs, 10), kmsg.ConfigSourceDefaultConfig},
+		{"log.cleaner.min.cleanable.ratio", strconv.FormatFloat(d.MinCleanableDirtyRatio, 'g', -1, 64), kmsg.ConfigSourceDefaultConfig},
+		{"log.cleaner.min.compaction.lag.ms", strconv.FormatInt(d.MinCompactionLagMs, 10), kmsg.ConfigSourceDefaultConfig},
 		{"log.retention.bytes", strconv.FormatInt(d.RetentionBytes, 10), kmsg.ConfigSourceDefaultConfig},
 		{"log.retention.ms", strconv.FormatInt(d.RetentionMs, 10), kmsg.ConfigSourceDefaultConfig},
 		{"message.max.bytes", strconv.Itoa(int(d.MaxMessageBytes)), kmsg.ConfigSourceDefaultConfig},

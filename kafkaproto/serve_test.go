@@ -184,15 +184,15 @@ func TestApiVersionsNegotiation(t *testing.T) {
 
 // A served API at a version outside the served range is answered with
 // UNSUPPORTED_VERSION, per partition for a transactions API
-// (TxnOffsetCommit v4, KIP-890's, not served), with a message where the
+// (TxnOffsetCommit v5, transactions v2's, not served), with a message where the
 // version has one; the connection stays open for the next request.
 func TestUnsupportedAnsweredNotDropped(t *testing.T) {
 	c := dialRaw(t, startFake(t))
 	toc := kmsg.NewPtrTxnOffsetCommitRequest()
-	toc.SetVersion(4)
+	toc.SetVersion(5)
 	toc.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0}}}}
 	for _, req := range []kmsg.Request{toc} {
-		c.send(req.Key(), 4, 7, true, req.AppendTo(nil))
+		c.send(req.Key(), req.GetVersion(), 7, true, req.AppendTo(nil))
 		_, body, err := c.recv()
 		if err != nil {
 			t.Fatalf("key %d dropped the connection: %v", req.Key(), err)

@@ -39,6 +39,42 @@ func txnCode(key, version int16, e *strandpb.Error) int16 {
 	return kerr.InvalidProducerEpoch.Code
 }
 
+// abortableSince is, per API key, the first version whose clients know
+// TRANSACTION_ABORTABLE (KIP-890 part 1): Kafka answers a transactional
+// write or TxnOffsetCommit whose partition or group the coordinator does
+// not have in the open transaction with it, and INVALID_TXN_STATE to the
+// versions below (AddPartitionsToTxnManager folds it back "for backward
+// compatibility with clients"). A client aborts on TRANSACTION_ABORTABLE and
+// goes on under the same producer; INVALID_TXN_STATE is fatal to it.
+var abortableSince = map[int16]int16{
+	0:  11, // Produce
+	28: 4,  // TxnOffsetCommit
+}
+
+// abortable is code for an answer of key at version: INVALID_TXN_STATE is
+// TRANSACTION_ABORTABLE for the versions that know it.
+func abortable(key, version, code int16) int16 {
+	if since, ok := abortableSince[key]; ok && version >= since && code == kerr.InvalidTxnState.Code {
+		return kerr.TransactionAbortable.Code
+	}
+	return code
+}
+
+// abortableRefusals answers TRANSACTION_ABORTABLE, where the produce
+// version knows it, for each transactional batch the node refused
+// INVALID_TXN_STATE (its partition not in the producer's open transaction;
+// a plain batch's refusal while a transaction is open stays
+// INVALID_TXN_STATE, as Kafka's log answers it).
+func abortableRefusals(r *kmsg.ProduceRequest, out *kmsg.ProduceResponse, transactional map[tp]bool) {
+	for i, t := range r.Topics {
+		for j, p := range t.Partitions {
+			if op := &out.Topics[i].Partitions[j]; transactional[tp{produceTopicKey(r, t), p.Partition}] {
+				op.ErrorCode = abortable(0, r.Version, op.ErrorCode)
+			}
+		}
+	}
+}
+
 // txnProducer is a Kafka producer id and epoch as the native request's.
 func txnProducer(id int64, epoch int16) *strandpb.TxnProducer {
 	return &strandpb.TxnProducer{ProducerId: id, Epoch: int32(epoch)}

@@ -280,3 +280,36 @@ func TestNativeTransactionalBatchServedTransactional(t *testing.T) {
 		}
 	}
 }
+
+// A transactional batch the node refuses INVALID_TXN_STATE (its partition
+// is not in the producer's open transaction) is answered
+// TRANSACTION_ABORTABLE from Produce v11, the versions whose clients know
+// it (KIP-890 part 1), and INVALID_TXN_STATE below; a plain batch's
+// INVALID_TXN_STATE (written while its producer's transaction is open)
+// stays INVALID_TXN_STATE at every version, as Kafka's log answers it.
+func TestTransactionalProduceAbortable(t *testing.T) {
+	pf := ProducerFields{ID: 5, Epoch: 1, Sequence: 0}
+	refused := answerWith(&strandpb.Response{Body: &strandpb.Response_Produce{Produce: &strandpb.ProduceResponse{
+		Partitions: []*strandpb.ProduceResponse_Partition{{Topic: "tx", Partition: 0, BaseOffset: -1,
+			Error: txnErr(strandpb.ErrorCode_ERROR_CODE_INVALID_TXN_STATE)}}}}})
+	for _, tc := range []struct {
+		version int16
+		attrs   uint16
+		want    int16
+	}{
+		{10, attrTransactional, kerr.InvalidTxnState.Code},
+		{11, attrTransactional, kerr.TransactionAbortable.Code},
+		{13, attrTransactional, kerr.TransactionAbortable.Code},
+		{11, 0, kerr.InvalidTxnState.Code},
+	} {
+		req := produceReq(kmsg.StringPtr("tid"), kafkaBatch(t, testRecords(), codecNone, pf, tc.attrs))
+		req.SetVersion(tc.version)
+		if tc.version >= 13 {
+			req.Topics[0].TopicID = [16]byte{1}
+		}
+		got := roundTrip(t, refused, req).(*kmsg.ProduceResponse)
+		if code := got.Topics[0].Partitions[0].ErrorCode; code != tc.want {
+			t.Errorf("v%d attributes %d: %v, want %v", tc.version, tc.attrs, kerr.ErrorForCode(code), kerr.ErrorForCode(tc.want))
+		}
+	}
+}

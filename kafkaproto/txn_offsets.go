@@ -15,8 +15,10 @@ import (
 // like an OffsetCommit's (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
 // FENCED_INSTANCE_ID); v0-v2 carry none and are not checked against the
 // members. Partition checks and -1/-2 offsets are OffsetCommit's
-// (commitChecks). v4+ (KIP-890's TRANSACTION_ABORTABLE, then implicit
-// AddOffsets) are not advertised.
+// (commitChecks). v4 (KIP-890 part 1) is v3 whose client knows
+// TRANSACTION_ABORTABLE; v5+ (transactions v2's implicit AddOffsetsToTxn,
+// then topic ids) are not advertised, as Kafka serves no v5 to a client
+// without transaction.version 2.
 func (c *conn) txnOffsetCommit(req kmsg.Request) func() kmsg.Response {
 	r := req.(*kmsg.TxnOffsetCommitRequest)
 	local, resolved, ok := c.commitChecks(txnCommitAsCommit(r))
@@ -78,7 +80,8 @@ func (c *conn) txnOffsetCommit(req kmsg.Request) func() kmsg.Response {
 
 // txnOffsetCode is a TxnOffsetCommit's answer: a classic member's fenced
 // or stale epoch is ILLEGAL_GENERATION, a fenced producer
-// PRODUCER_FENCED or INVALID_PRODUCER_EPOCH by version (txnCode).
+// PRODUCER_FENCED or INVALID_PRODUCER_EPOCH by version (txnCode), a group
+// not in the open transaction TRANSACTION_ABORTABLE from v4 (abortable).
 func txnOffsetCode(version int16, e *strandpb.Error, classic bool) int16 {
 	if classic {
 		switch e.GetCode() {
@@ -86,7 +89,7 @@ func txnOffsetCode(version int16, e *strandpb.Error, classic bool) int16 {
 			return kerr.IllegalGeneration.Code
 		}
 	}
-	return txnCode(28, version, e)
+	return abortable(28, version, txnCode(28, version, e))
 }
 
 // txnCommitAsCommit is the partitions and offsets of r as an OffsetCommit

@@ -22,14 +22,15 @@ func txnOffsetsBackend(resp *strandpb.Response) *recordBackend {
 	}}
 }
 
-// TxnOffsetCommit v0-v3 is the native TxnOffsetCommit: v3 carries the
+// TxnOffsetCommit v0-v4 is the native TxnOffsetCommit: v3 and v4 carry the
 // member's id, generation (as a classic one's) and instance id, older
 // versions no member (not fenced by the group); a partition that does not
 // exist is answered locally; a stale generation is ILLEGAL_GENERATION; a
 // fenced producer PRODUCER_FENCED from v3 (KIP-588), INVALID_PRODUCER_EPOCH
-// before.
+// before; a group not in the open transaction TRANSACTION_ABORTABLE from v4
+// (KIP-890 part 1), INVALID_TXN_STATE before.
 func TestTxnOffsetCommitTranslation(t *testing.T) {
-	for v := int16(0); v <= 3; v++ {
+	for v := int16(0); v <= 4; v++ {
 		req := kmsg.NewPtrTxnOffsetCommitRequest()
 		req.SetVersion(v)
 		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = "tx", "g", 7, 2
@@ -52,13 +53,16 @@ func TestTxnOffsetCommitTranslation(t *testing.T) {
 		if len(ps) != 2 || ps[0].ErrorCode != 0 || ps[1].ErrorCode != kerr.UnknownTopicOrPartition.Code {
 			t.Fatalf("v%d: %+v", v, got)
 		}
-		fencedCode := kerr.InvalidProducerEpoch.Code
+		fencedCode, notInTxn := kerr.InvalidProducerEpoch.Code, kerr.InvalidTxnState.Code
 		if v >= 3 {
 			fencedCode = kerr.ProducerFenced.Code
 		}
+		if v >= 4 {
+			notInTxn = kerr.TransactionAbortable.Code
+		}
 		for code, want := range map[strandpb.ErrorCode]int16{
 			strandpb.ErrorCode_ERROR_CODE_PRODUCER_FENCED:    fencedCode,
-			strandpb.ErrorCode_ERROR_CODE_INVALID_TXN_STATE:  kerr.InvalidTxnState.Code,
+			strandpb.ErrorCode_ERROR_CODE_INVALID_TXN_STATE:  notInTxn,
 			strandpb.ErrorCode_ERROR_CODE_FENCED_INSTANCE_ID: kerr.FencedInstanceID.Code,
 			strandpb.ErrorCode_ERROR_CODE_NOT_COORDINATOR:    kerr.NotCoordinator.Code,
 		} {

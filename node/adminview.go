@@ -155,6 +155,10 @@ type GroupOffsetView struct {
 	Hosted         bool
 	HighWatermark  int64
 	LogStartOffset int64
+	// LastStableOffset is where read_committed reads end (the first offset
+	// of the oldest open transaction, else HighWatermark): a read_committed
+	// group's lag is measured to it.
+	LastStableOffset int64
 	// NextAppendTimeMs is the append time of the batch holding the first
 	// record the group has not consumed, -1 when there is none (no lag, or
 	// the offset is below the log start).
@@ -223,13 +227,13 @@ func (c *Core) appendGroupViews(v *AdminView, g *group, co *coordinator) bool {
 func (c *Core) groupOffsetView(o groups.CommittedOffset) GroupOffsetView {
 	tp := TopicPartition{Topic: o.Partition.Topic, Partition: o.Partition.Partition}
 	ov := GroupOffsetView{TopicPartition: tp, Committed: o.Offset, Metadata: o.Metadata, HighWatermark: -1, LogStartOffset: -1,
-		NextAppendTimeMs: -1}
+		LastStableOffset: -1, NextAppendTimeMs: -1}
 	g := c.byTP[tp]
 	if g == nil || g.part == nil {
 		return ov
 	}
 	ov.Hosted = true
-	ov.HighWatermark, ov.LogStartOffset = g.part.HighWatermark(), g.part.LogStartOffset()
+	ov.HighWatermark, ov.LogStartOffset, ov.LastStableOffset = g.part.HighWatermark(), g.part.LogStartOffset(), g.part.LastStableOffset()
 	if o.Offset >= ov.LogStartOffset && o.Offset < ov.HighWatermark {
 		if locs, err := g.part.Locate(o.Offset, 1); err == nil && len(locs) > 0 {
 			ov.NextAppendTimeMs = locs[0].AppendTimeMs

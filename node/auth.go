@@ -150,6 +150,9 @@ func (c *Core) authorize(caller Caller, req *strandpb.Request, answer func(*stra
 			return nil, nil
 		}
 	}
+	if run, runAnswer, handled := c.splitTxnRequest(caller, req, answer); handled { // auth_txn.go
+		return run, runAnswer
+	}
 	return c.splitPartitions(caller, req, answer)
 }
 

@@ -111,6 +111,8 @@ func wrap(body any) func(t *testing.T) *strandpb.Request {
 			r.Body = &strandpb.Request_DescribeTransactions{DescribeTransactions: b}
 		case *strandpb.AbortTransactionRequest:
 			r.Body = &strandpb.Request_AbortTransaction{AbortTransaction: b}
+		case *strandpb.DescribeProducersRequest:
+			r.Body = &strandpb.Request_DescribeProducers{DescribeProducers: b}
 		default:
 			t.Fatalf("no wrapper for %T", body)
 		}
@@ -169,6 +171,7 @@ func txnAuthCases() []authCase {
 		{name: "TxnOffsetCommit", req: wrap(&strandpb.TxnOffsetCommitRequest{TransactionalId: "tx1", Producer: p, Commit: commit}), anon: codeTxnID, noACL: codeTxnID, denied: codeTxnID},
 		{name: "DescribeTransactions", req: wrap(&strandpb.DescribeTransactionsRequest{TransactionalIds: []string{"tx1"}}), anon: codeTxnID, noACL: codeTxnID, denied: codeTxnID},
 		{name: "AbortTransaction", req: wrap(&strandpb.AbortTransactionRequest{TransactionalId: "tx1"}), anon: codeTxnID, noACL: codeTxnID, denied: codeTxnID},
+		{name: "DescribeProducers", req: wrap(&strandpb.DescribeProducersRequest{Partitions: []*strandpb.DescribeProducersRequest_Partition{{Topic: "orders"}}}), anon: codeTopic, noACL: codeTopic, denied: codeTopic},
 		{name: "Produce(txn)", req: func(t *testing.T) *strandpb.Request {
 			return &strandpb.Request{Body: &strandpb.Request_Produce{Produce: &strandpb.ProduceRequest{Acks: -1, TransactionalId: "tx1",
 				Partitions: []*strandpb.ProduceRequest_Partition{{Topic: "public", ProducerId: 1, Batch: testBatch(t, "x", 1), Transactional: true}}}}}

@@ -103,6 +103,12 @@ func TestAuthorizationTransactionalID(t *testing.T) {
 	wantCode(t, "init of zed", c.txnCallAs(bob, "zed", initTxnReq("zed", 60_000)), codeTxnID)
 	wantCode(t, "find zed's coordinator", c.handleAs(1, bob, wrap(&strandpb.FindCoordinatorRequest{TransactionalId: "zed"})(t)), codeTxnID)
 	wantCode(t, "describe zed", c.txnCallAs(bob, "zed", describeTxnReq("zed")), codeTxnID)
+	// Described per id, as Kafka answers: zed refused, app described.
+	both := c.txnCallAs(bob, "app", describeTxnReq("zed", "app")).GetDescribeTransactions().GetTransactions()
+	if len(both) != 2 || both[0].GetTransactionalId() != "zed" || both[0].GetError().GetCode() != codeTxnID ||
+		both[1].GetTransactionalId() != "app" || both[1].GetError() != nil || both[1].GetState() != "CompleteCommit" {
+		t.Fatalf("describe zed and app as bob: %v", both)
+	}
 	wantCode(t, "produce as zed", c.produceTxnAs(bob, "zed", p, t0, "zed"), codeTxnID)
 	wantCode(t, "abort zed", c.txnCallAs(bob, "zed", abortTxnReq("zed")), codeTxnID)
 	// Bob's own: he may abort its open transaction.

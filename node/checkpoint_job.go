@@ -205,8 +205,9 @@ func (c *Core) checkpointDue(g *group) bool {
 		// The sync it waited for was dropped (the log reopened after a
 		// full disk): start over. Its index records were never written,
 		// though prepareIndex counted them written, so the next
-		// checkpoint must rewrite the chunks (the simulator's seed 57: a
-		// later header named ordinals no chunk held, and did not restore).
+		// checkpoint must rewrite the chunks, or a later header would
+		// name ordinals no chunk holds (TestDroppedCheckpointRewritesItsIndex;
+		// only reopenMeta resets a pipeline in place today).
 		g.sm.checkpointDone(f.w, errCheckpointAbandoned)
 		c.dropCheckpoint(g)
 	}

@@ -136,6 +136,12 @@ type Config struct {
 	// SegmentAgeMax caps every topic's segment.ms (0: no cap); `strand
 	// dev` sets it low so retention shows within a minute.
 	SegmentAgeMax time.Duration
+	// CompactedTopicsUnfinished lets a create or alter through this node
+	// set a cleanup.policy that compacts although no node compacts yet
+	// (issue 24: passes and compacted reads are not wired), for tests of
+	// the parts built (the keyless refusal). Off, such a request is
+	// refused as not enforced yet; node/server never sets it.
+	CompactedTopicsUnfinished bool
 	// Observer, when set, sees every entry a replica applies.
 	Observer ApplyObserver
 	// Groups configures the consumer-group coordinators (groups.go).
@@ -193,6 +199,9 @@ var (
 	// ErrUnknownProducer: an idempotent producer the partition has no
 	// record of sent a sequence other than 0; it must start a new epoch.
 	ErrUnknownProducer = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_UNKNOWN_PRODUCER_ID, "node: unknown producer")
+	// ErrInvalidRecord: a record the topic cannot take (a record without a
+	// key sent to a compacted topic); nothing of the batch was written.
+	ErrInvalidRecord = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_INVALID_RECORD, "node: invalid record")
 
 	// ErrBusy: too many requests wait in the partition; nothing was
 	// proposed; retriable at the same leader.

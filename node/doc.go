@@ -247,6 +247,13 @@
 // produce a replica stays at 8.6–10.5 MB with retention.bytes = 4 MiB and 1 MiB segments; a check
 // only every second let it reach 30×. Rejected: each replica deleting by its own clock (replicas
 // would disagree on the log start); cutting a segment at the exact offset (a rewrite, R5).
+// Retention runs when the topic's cleanup.policy deletes (delete, compact,delete). On a topic whose
+// policy compacts (issue 24; only under Config.CompactedTopicsUnfinished until replicas run passes:
+// gateCompaction refuses it otherwise) the same check lets the leader propose a COMPACT
+// (compaction_trigger.go: engine/compact's decision from LSO, its checkpoint, its open segment and
+// min.compaction.lag.ms by the clock); compaction_pass.go holds a pass's input and its write into
+// raftlog/compacted, not called yet. A produce to such a topic with a keyless record is
+// INVALID_RECORD (produce.go).
 //
 // # Raft log compaction and snapshots (snapshot.go)
 //
@@ -404,7 +411,9 @@
 // AddPartitionsToTxn (partitions must exist; verify_only is a read: engine/txn Verify),
 // AddOffsetsToTxn, EndTxn (answered once PrepareCommit/PrepareAbort is durable, with the next
 // epoch), ListTransactions (the partitions this node leads), DescribeTransactions; reads after a
-// ReadIndex. Markers: a TxnMarkerWriter (Config.Txn.Markers; txn_markers.go) is asked for each
+// ReadIndex. DescribeProducers (arm 99, txn_producers.go): each partition's producers from its
+// leader's applied engine state (engine AppendProducers), NOT_LEADER elsewhere, as Kafka's leader
+// answers from its producer state. Markers: a TxnMarkerWriter (Config.Txn.Markers; txn_markers.go) is asked for each
 // partition and group of every Pending transaction not in flight, after the decision and on every
 // sweep, so a new leader finishes what its predecessor decided; each reported marker is proposed as
 // MarkerWritten and the last completes the transaction. Without a writer the node opens and
@@ -471,9 +480,11 @@
 // type "transactional-id"), as Kafka's authorizer: WRITE on the id for InitProducerId with an
 // id, AddPartitionsToTxn (and WRITE on its topics), AddOffsetsToTxn (and READ on the group),
 // EndTxn, TxnOffsetCommit and a produce carrying the id; DESCRIBE for FindCoordinator of an id
-// and DescribeTransactions (Strand refuses the whole request, as for DescribeGroups, where Kafka
-// answers per id); ListTransactions lists only the ids the caller may describe. A refusal is
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED. Test: TestAuthorizationTransactionalID.
+// and DescribeTransactions (per id, as Kafka answers: a refused id is answered in its place and
+// the others are described; every id refused is a whole-request refusal); ListTransactions lists
+// only the ids the caller may describe. A refusal is TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+// DescribeProducers needs READ on each topic, refused per partition TOPIC_AUTHORIZATION_FAILED the
+// same way. Tests: TestAuthorizationTransactionalID, TestDescribeProducersAuthorization.
 //
 // # Membership and partition moves (members.go, moves.go; R28)
 //

@@ -44,6 +44,9 @@ func (c *Core) produce(req ProduceRequest, done func(ProduceResult)) {
 	if err == nil {
 		err = c.checkMaxMessageBytes(g, req.Batch)
 	}
+	if err == nil {
+		err = c.checkKeyed(g, req.Batch)
+	}
 	if err != nil {
 		c.completeProduce(done, ProduceResult{Err: err, BaseOffset: -1, Leader: lead})
 		return
@@ -131,6 +134,36 @@ func (c *Core) checkMaxMessageBytes(g *group, batch []byte) error {
 	}
 	return fmt.Errorf("%w: batch of %d bytes over the topic's max.message.bytes %d", ErrRecordTooLarge,
 		len(batch), t.Config.MaxMessageBytes)
+}
+
+// checkKeyed refuses a batch holding a record without a key when its
+// topic compacts, as Kafka does (LogValidator: INVALID_RECORD): compaction
+// keeps the latest value per key, and a keyless record has none.
+func (c *Core) checkKeyed(g *group, batch []byte) error {
+	if c.meta == nil {
+		return nil
+	}
+	t, ok := c.meta.meta.Topic(g.tp.Topic)
+	if !ok || t.ID != g.topicID || !t.Config.CleanupPolicy.Compacts() {
+		return nil
+	}
+	return refuseKeyless(g.tp, batch)
+}
+
+// refuseKeyless is ErrInvalidRecord naming the first record of batch (a
+// batch validateBatch accepted) without a key, or nil.
+func refuseKeyless(tp TopicPartition, batch []byte) error {
+	it := recordbatch.NewIterator(batch)
+	for it.Next() {
+		if it.Record().Key == nil {
+			return fmt.Errorf("%w: Compacted topic cannot accept message without key in topic partition %s-%d (record %d of the batch)",
+				ErrInvalidRecord, tp.Topic, tp.Partition, it.Index())
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	return nil
 }
 
 // produceResult turns the engine's outcome for an applied entry into the

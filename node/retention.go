@@ -71,6 +71,11 @@ type retentionState struct {
 	// deletes are the DeleteRecords requests waiting for their trim.
 	deletes []*deleteWait
 	segs    []raftlog.SegmentInfo // scratch
+	// compactGen is the generation of a COMPACT this leader proposed and
+	// has not seen applied, until tick compactDeadline; 0: none in flight.
+	compactGen      uint64
+	compactDeadline uint64
+	dirty           []engine.BatchLocation // scratch
 	// seenApplied is the applied index retentionTick last looked at g
 	// with: until it moves nothing of g's retention can change but with
 	// time, which the periodic check covers.
@@ -116,6 +121,7 @@ func (c *Core) retentionTick() {
 			c.maybeCompact(g)
 		}
 		c.maybeTrim(g)
+		c.maybeProposeCompact(g)
 	}
 }
 
@@ -131,7 +137,7 @@ func (c *Core) retentionDue(g *group) bool {
 		return true
 	}
 	cfg := g.ret.config
-	if !g.ret.configKnown || cfg.RetentionBytes < 0 || cfg.CleanupPolicy != metadata.CleanupDelete || isCoordinatorTopic(g.tp.Topic) {
+	if !g.ret.configKnown || cfg.RetentionBytes < 0 || !cfg.CleanupPolicy.Deletes() || isCoordinatorTopic(g.tp.Topic) {
 		return false
 	}
 	if g.ret.trimOffset != 0 && g.part.LogStartOffset() < g.ret.trimOffset && c.ticks < g.ret.trimDeadline {
@@ -211,7 +217,7 @@ func (c *Core) rollByAge(g *group) error {
 // segment boundary that retention.ms and retention.bytes allow, when it is
 // above the log start and no trim of ours is in flight.
 func (c *Core) maybeTrim(g *group) {
-	if !g.ret.configKnown || g.ret.config.CleanupPolicy != metadata.CleanupDelete {
+	if !g.ret.configKnown || !g.ret.config.CleanupPolicy.Deletes() {
 		return
 	}
 	if isCoordinatorTopic(g.tp.Topic) {

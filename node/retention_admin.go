@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 
+	"github.com/strandlog/strand/engine/compact"
 	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -40,6 +41,9 @@ func (c *Core) handleAlterConfigs(req *strandpb.AlterConfigsRequest, answer func
 			sets[j] = metadata.ConfigEntry{Name: e.GetName(), Value: e.GetValue()}
 		}
 		data, err := metadata.EncodeAlterTopicConfig(name, sets, t.GetDeletes())
+		if err == nil {
+			err = c.gateCompaction(sets)
+		}
 		if err != nil {
 			e := metaError(err)
 			c.completions = append(c.completions, func() { finish(i, &strandpb.AlterConfigsResponse_Topic{Name: name, Error: e}) })
@@ -60,6 +64,27 @@ func (c *Core) handleAlterConfigs(req *strandpb.AlterConfigsRequest, answer func
 			finish(i, r)
 		})
 	}
+}
+
+// gateCompaction refuses a cleanup.policy that compacts unless
+// Config.CompactedTopicsUnfinished: a topic must not claim a policy no
+// node enforces yet. The gate sits here, before proposing, not in the
+// metadata state machine, so a node's configuration never changes what
+// a replicated command does.
+func (c *Core) gateCompaction(sets []metadata.ConfigEntry) error {
+	if c.cfg.CompactedTopicsUnfinished {
+		return nil
+	}
+	for _, e := range sets {
+		if e.Name != metadata.ConfigCleanupPolicy {
+			continue
+		}
+		if p, err := compact.ParsePolicy(e.Value); err == nil && p.Compacts() {
+			return fmt.Errorf("%w: %s=%s is not enforced yet (no node compacts: issue 24); leave it unset",
+				metadata.ErrInvalidConfig, e.Name, e.Value)
+		}
+	}
+	return nil
 }
 
 // handleDeleteRecords moves each partition's log start to before_offset

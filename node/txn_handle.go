@@ -13,7 +13,7 @@ import (
 // handleTxnRequest serves the transaction coordinator's requests
 // (InitProducerId with a transactional id, AddPartitionsToTxn,
 // AddOffsetsToTxn, EndTxn, ListTransactions, DescribeTransactions,
-// AbortTransaction); false
+// AbortTransaction, and the partition leaders' DescribeProducers); false
 // when req is none of them. Writes are answered once their command is
 // applied and read back by the coordinator, reads after a ReadIndex on the
 // id's partition, so both are linearizable.
@@ -41,6 +41,8 @@ func (c *Core) handleTxnRequest(req *strandpb.Request, answer func(*strandpb.Res
 		c.handleDescribeTransactions(body.DescribeTransactions, answer)
 	case *strandpb.Request_AbortTransaction:
 		c.handleAbortTransaction(body.AbortTransaction, answer) // txn_admin.go
+	case *strandpb.Request_DescribeProducers:
+		c.handleDescribeProducers(body.DescribeProducers, answer) // txn_producers.go
 	case *strandpb.Request_WriteTxnMarkers:
 		answer(requestError(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "node: write_txn_markers is sent node to node only"))
 	default:

@@ -28,7 +28,7 @@ var GroupBugNames = []string{"GroupAssignBeforeRevoke", "GroupCommitSkipsEpoch",
 // ClientBugNames are clientlib's planted bugs: the group workload's
 // clientlib members (wire_libgroup.go) and the plain consumers
 // (wire_libconsumer.go) run the code they live in.
-var ClientBugNames = []string{"LibAutoCommitFetched", "LibSeekSkipsTarget"}
+var ClientBugNames = []string{"LibAutoCommitFetched", "LibSeekSkipsTarget", "LibExhaustedDefinite"}
 
 // TxnBugNames are the partition's planted transaction bugs (engine's
 // SetTxnBugs): they need the transactional workload (Options.Txn).
@@ -52,6 +52,7 @@ func plantBug(cfg *node.Config, name string) {
 	groups.SetClassicBug(name == "GroupClassicForgotten")                       // needs Options.ClassicMembers
 	clientlib.SetBugs(name == "LibAutoCommitFetched")                           // needs Options.GroupMembers (wire_libgroup.go)
 	clientlib.SetConsumerBugs(name == "LibSeekSkipsTarget")                     // needs Options.LibConsumers (wire_libconsumer.go)
+	clientlib.SetProducerBugs(name == "LibExhaustedDefinite")                   // the sample's library producers (wire_libproducer.go)
 	engine.SetTxnBugs(name == "LSOPassesOpenTxn", name == "DropAbortOnRestore") // need Options.Txn (wire_txn.go)
 	txn.SetBugs(name == "TxnSkipsFence")                                        // needs Options.Txn
 	switch name {

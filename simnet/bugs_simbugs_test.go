@@ -66,7 +66,7 @@ func requireCaught(t *testing.T, bug string, options func(seed uint64) Options) 
 }
 
 // Each planted bug is caught: at its pinned seed, or else within 200
-// seeds. The bugs' catch rates (issue 14 asks for half of the seeds) are
+// seeds. The bugs' catch rates (the issues ask for half of the seeds) are
 // TestSimCatchRate's (make sim-bugs). Runs only in simbugs builds (make
 // test runs it with -tags simbugs).
 func TestSimCatchesPlantedBugs(t *testing.T) {

@@ -48,7 +48,7 @@ func (c catchRate) String() string {
 // bug: every bug runs over -sim.catchrate seeds from -sim.seed-start (a
 // run stops at its first failed check), and the sweep prints one line per
 // bug, caught/N, the first catching seed and the seeds that caught it.
-// It is for humans (make sim-bugs): issue 14 asks every bug to be caught in
+// It is for humans (make sim-bugs): the issues ask every bug to be caught in
 // at least half of the seeds. Skipped unless -sim.catchrate is set.
 func TestSimCatchRate(t *testing.T) {
 	if *flagCatchRate <= 0 {

@@ -121,9 +121,17 @@ func (c *checker) onStatus(n *simNode, statuses []node.GroupStatus) {
 }
 
 // onOpDone checks the liveness bound for an operation that just finished.
+// An operation that finishes while an outage after the heal is under way
+// (a disk stall, a node down awaiting its restart) is not judged, as
+// livenessCheck waits such outages out; its end restarts the bounds
+// (endStallEpisode, restartedAfterHeal), so one that finishes after is
+// judged from there.
 func (c *checker) onOpDone(start, end time.Duration) {
 	wl := c.w.work
 	if c.w.opts.Profile != Liveness || !wl.healed {
+		return
+	}
+	if c.w.planner.stallActive() || c.w.restartPending() {
 		return
 	}
 	if due := max(start, wl.healAt) + c.w.opts.LivenessBound; end > due {

@@ -149,7 +149,7 @@ var CoverageExpected = []string{
 }
 
 // coverageGaps are names the table lists although the workload cannot make
-// them happen yet (issue 14 asks for them): shown as "never" so the gap
+// them happen yet (an issue asks for them): shown as "never" so the gap
 // stays visible.
 var coverageGaps = []string{}
 

@@ -337,17 +337,16 @@
 // -sim.seeds=N -sim.seed-start=S -sim.v; make test runs 200 seeds.
 //
 // Not covered: Byzantine disks and damage on a majority of a group; damage within 4 KiB of a file's
-// end (indistinguishable from a torn write); Kafka group and admin APIs (the Kafka codec carries
-// only produce and fetch); slow disks beyond the drawn fsync delay; memory pressure; clocks that
-// run fast (ticks are slowed and stopped, never sped up, so a lease outliving an election is never
-// made short); clients that refresh metadata unprompted; chains of faults beyond the scheduled
-// incidents; the decommission of several nodes, or one started during a join; TLS and SASL (they
-// live in node/server). Nor: authorization in the side runs (groups, moves, joins), the effect of
-// quotas (node/server throttles) and of elections asked for (answered, not checked), concurrent
-// admin requests (the operator sends one at a time), clientlib's connections and stall detection
+// end (indistinguishable from a torn write); Kafka admin APIs (the Kafka codec carries produce,
+// fetch and, in TestSimClassicGroups, the classic group protocol); slow disks beyond the drawn
+// fsync delay; memory pressure; clocks that run fast (ticks are slowed and stopped, never sped up,
+// so a lease outliving an election is never made short); clients that refresh metadata
+// unprompted; chains of faults beyond the scheduled incidents; the decommission of several nodes,
+// or one started during a join; TLS and SASL (they live in node/server). Nor: the effect of quotas
+// (node/server throttles) and of elections asked for (answered, not checked), concurrent admin
+// requests (the operator sends one at a time), clientlib's connections and stall detection
 // (the simulator's first consumer, random readers (they read any replica), drain and first group's
 // members are its own; producers 2–4 run clientlib's producer loop, the other consumers its plain
 // Consumer, the second group's members its GroupConsumer), anything of node/server (loop batching,
-// storage pool, budgets, transport), and the kafkaproto server (per-connection ordering, classic
-// groups).
+// storage pool, budgets, transport), and the kafkaproto server's per-connection ordering.
 package simnet

@@ -9,19 +9,11 @@ import (
 var flagGroupSeeds = flag.Int("sim.group-seeds", 10, "seeds of TestSimGroups")
 
 // groupOptions is seed's standard run with the group workload on: four
-// members (two static) beside the usual clients.
+// members (two static) beside the usual clients, authorization drawn as
+// in the standard sample.
 func groupOptions(t *testing.T, seed uint64, bug string) Options {
 	o := seedOptions(t, seed, "mixed", bug)
 	o.GroupMembers = 4
-	// Authorization stays off here, as before the group members had a
-	// principal (the standard sample draws it with groups): with it on,
-	// seed 5 fails liveness, an open finding. The metadata group has no
-	// leader from 10 s to past 22 s (heal at 11.4 s): nodes 1 and 2 vote,
-	// connected, at term 3 then 4 (commit 28 and 35), node 3 rejoins it
-	// (term 1, applied 3) and answers every request of User:app
-	// UNAVAILABLE ("metadata still being replayed or rebuilt"), and
-	// clientlib's producer keeps sending it produces.
-	o.AuthOff = true
 	return o
 }
 

@@ -9,7 +9,8 @@ import "testing"
 // sample's 200 seeds: a record handed out where the position was the seek
 // target, or a Position past what was handed out. Without the plain
 // consumers (LibConsumers 0: the simulator before them) it is caught in
-// no seed: nothing else the simulator runs calls Consumer.Seek.
+// no seed: nothing else the simulator runs calls Consumer.Seek. CI asks
+// half of seeds 1-60 (53 now); make sim-bugs measures the 200.
 func TestSimCatchesLibSeekSkipsTarget(t *testing.T) {
-	requireCatches(t, "LibSeekSkipsTarget", 1, 200, 100, "consumer(lib):", sampleOptions, nil)
+	requireCatches(t, "LibSeekSkipsTarget", 1, 60, 30, "consumer(lib):", sampleOptions, nil)
 }

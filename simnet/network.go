@@ -25,7 +25,10 @@ type network struct {
 	dupRate       float64 // probability a node frame is delivered twice
 	cut           [][]int // cut[from][to] > 0: from's frames to to are lost
 	drops, dups   int64   // messages lost and frames duplicated, for coverage
-	healedAll     int     // healAll calls so far (releaseCuts)
+	// nodeDrops counts node-to-node frames lost (not cut): the disk-stall
+	// check tells a handover slowed by a lost vote from a stuck one.
+	nodeDrops int64
+	healedAll int // healAll calls so far (releaseCuts)
 }
 
 // newNetwork draws the base latencies of every link from rng.

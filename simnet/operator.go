@@ -114,7 +114,7 @@ func newOperator(ww *wireWorkload) *operator {
 		coordinator: map[string]int{}}
 	// In every workload mix: the group members send as the workload, the
 	// movers and the joins' administrator as the operator (caller).
-	op.auth = op.rng.IntN(3) != 0 && !o.AuthOff
+	op.auth = op.rng.IntN(3) != 0
 	op.ops = newWireClient(ww, 0, kindOperator)
 	op.ops.rng = newStream(o.Seed, streamOperator+1)
 	op.intruder = newWireClient(ww, 0, kindOperator)
@@ -130,7 +130,7 @@ const kindOperator clientKind = 101
 // plan's shuffle was fixed: drawPlan sends them after the shuffled plan,
 // so adding one leaves every seed's earlier actions (and the traces the
 // other helpers' and the lead's runs compare) as they were.
-var appendedRequestTypes = []string{"abort_transaction"}
+var appendedRequestTypes = []string{"abort_transaction", "describe_producers"}
 
 // drawPlan shuffles one request of every type by the operator,
 // intruderSweeps of every type by the intruder when authorization is on,

@@ -144,7 +144,7 @@ func firstItemErr(n int, first func() *strandpb.Error) error {
 }
 
 // logRequest builds the per-partition requests: produce, fetch, list
-// offsets, delete records, describe partitions.
+// offsets, delete records, describe partitions, describe producers.
 func (op *operator) logRequest(a opAction) *opRequest {
 	p := op.mainPartition()
 	tp := op.ww.tps[p]
@@ -165,6 +165,9 @@ func (op *operator) logRequest(a opAction) *opRequest {
 	case "describe_partitions":
 		return &opRequest{target: target, req: &strandpb.Request{Body: &strandpb.Request_DescribePartitions{DescribePartitions: &strandpb.DescribePartitionsRequest{
 			Partitions: []*strandpb.DescribePartitionsRequest_Partition{{Topic: tp.Topic, Partition: tp.Partition}}}}}}
+	case "describe_producers": // the partition leader's producers; a read
+		return &opRequest{target: target, req: &strandpb.Request{Body: &strandpb.Request_DescribeProducers{DescribeProducers: &strandpb.DescribeProducersRequest{
+			Partitions: []*strandpb.DescribeProducersRequest_Partition{{Topic: tp.Topic, Partition: tp.Partition}}}}}}
 	case "delete_records":
 		return op.deleteRecords(p, target)
 	}

@@ -229,10 +229,6 @@ type Options struct {
 	// sent and its outcome read back after the run, and authorization on
 	// with ACLs in two seeds of three. On in Standard.
 	Operator bool
-	// AuthOff keeps authorization off whatever the operator draws: the
-	// group side run (TestSimGroups), whose seed 5 fails liveness with it
-	// on (an open finding: group_sim_test.go groupOptions).
-	AuthOff bool
 	// Knobs are the nodes' timing and budgets, drawn per seed by Choose
 	// (knobs.go) unless FixedKnobs, which keeps the simulator's old ones.
 	Knobs      Knobs

@@ -23,8 +23,10 @@ import (
 // libTransport. The simulator still draws what to produce (partition,
 // keys, values, records per push) and records every record as its own
 // history operation, acknowledged with the offset its promise returns;
-// a failed record is indefinite (the promise cannot say whether an
-// earlier attempt was written).
+// a failed record is indefinite when its error says it may have been
+// written (clientlib's RetriesExhaustedError.MaybeWritten), else failed for
+// good, and the log check then holds the client to it: no reader may ever
+// see the record.
 //
 // What the private producer (wire_produce.go) keeps: producers 0 and
 // 1 write the re-created topic (clientlib's producer does not name topic
@@ -106,10 +108,15 @@ func (c *wireClient) libProduce(p, inc int, recs []recordbatch.Record, sent []li
 // libDone records one record's outcome; the push's last one ends it.
 func (c *wireClient) libDone(push *libPush, op *histOp, r *clientlib.Record, err error) {
 	w := c.ww.w
-	if err == nil && r.Offset >= 0 {
+	switch {
+	case err == nil && r.Offset >= 0:
 		w.hist.produceOK(op, r.Offset, w.now())
 		w.coverage.Inc("event/lib-produce-ok")
-	} else {
+	case err != nil && libFailureDefinite(err):
+		w.hist.produceFailed(op, w.now())
+		w.coverage.Inc("event/lib-produce-failed-definite")
+		push.ok = false
+	default:
 		w.hist.produceUnknown(op, w.now())
 		w.coverage.Inc("event/lib-produce-failed")
 		push.ok = false
@@ -131,4 +138,17 @@ func (c *wireClient) libDone(push *libPush, op *histOp, r *clientlib.Record, err
 		c.after(c.thinkTime(), c.nextRecord)
 	}
 	c.checkFinished()
+}
+
+// libFailureDefinite reports whether a clientlib promise's error says the
+// record is not in the log and never will be: every error but a
+// *clientlib.RetriesExhaustedError with MaybeWritten (clientlib's
+// contract, doc.go). The history records such a record as failed, and the
+// log check fails the run if any reader ever sees it.
+func libFailureDefinite(err error) bool {
+	var re *clientlib.RetriesExhaustedError
+	if errors.As(err, &re) {
+		return !re.MaybeWritten
+	}
+	return true
 }

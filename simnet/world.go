@@ -516,7 +516,11 @@ func (w *world) sendFrame(from int, to node.NodeID, frame []byte) {
 	if ti < 0 || ti >= len(w.nodes) || ti == from {
 		return
 	}
-	if w.net.isCut(from, ti) || w.net.lost() {
+	if w.net.isCut(from, ti) {
+		return
+	}
+	if w.net.lost() {
+		w.net.nodeDrops++
 		return
 	}
 	w.sched.schedule(w.net.nodeDelay(from, ti), &event{kind: evFrame, node: ti, from: from, frame: frame})

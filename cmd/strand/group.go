@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,13 +36,23 @@ func cmdGroup(args []string, stdout io.Writer) error {
 	cf.register(fs, 30*time.Second)
 	var rf resetFlags
 	var format outputFormat
+	var isolation string
 	switch sub {
 	case "reset":
 		rf.register(fs)
-	case "list", "describe":
+	case "describe":
+		fs.StringVar(&isolation, "isolation", "read_uncommitted", "what the group's consumers read, as their isolation.level (Kafka does not record it): "+
+			"read_uncommitted measures lag to the high-water mark, as Kafka's tools do; read_committed to the last stable offset, "+
+			"the end a read_committed consumer can reach while a transaction is open")
+		format.register(fs)
+	case "list":
 		format.register(fs)
 	}
 	if err := parseFlags(fs, rest); err != nil {
+		return err
+	}
+	level, err := parseIsolation(cmp.Or(isolation, "read_uncommitted"))
+	if err != nil {
 		return err
 	}
 	names := fs.Args()
@@ -68,9 +79,9 @@ func cmdGroup(args []string, stdout io.Writer) error {
 		return groupList(ctx, c, stdout, format)
 	case "describe":
 		if format.json() {
-			return groupErr(names[0], groupDescribeJSON(ctx, c, stdout, names[0]))
+			return groupErr(names[0], groupDescribeJSON(ctx, c, stdout, names[0], level))
 		}
-		return groupErr(names[0], groupDescribe(ctx, c, stdout, names[0]))
+		return groupErr(names[0], groupDescribe(ctx, c, stdout, names[0], level))
 	case "reset":
 		return groupErr(names[0], groupReset(ctx, c, stdout, names[0], rf))
 	}
@@ -129,8 +140,9 @@ func groupList(ctx context.Context, c *clientlib.Client, w io.Writer, format out
 }
 
 // groupDescribe prints a group's members and, per partition, committed
-// offset, high-water mark, lag in records and time, and retention headroom.
-func groupDescribe(ctx context.Context, c *clientlib.Client, w io.Writer, group string) error {
+// offset, high-water mark (and at read_committed the last stable offset),
+// lag in records and time to the end iso reaches, and retention headroom.
+func groupDescribe(ctx context.Context, c *clientlib.Client, w io.Writer, group string, iso clientlib.IsolationLevel) error {
 	d, err := c.DescribeGroup(ctx, group)
 	if err != nil {
 		return err
@@ -155,7 +167,7 @@ func groupDescribe(ctx context.Context, c *clientlib.Client, w io.Writer, group 
 		}
 		tw.Flush()
 	}
-	lag, err := c.GroupLag(ctx, group, time.Now())
+	lag, err := c.GroupLagIsolated(ctx, group, time.Now(), iso)
 	if err != nil {
 		return err
 	}
@@ -163,43 +175,85 @@ func groupDescribe(ctx context.Context, c *clientlib.Client, w io.Writer, group 
 		fmt.Fprintln(w, "  no committed offsets")
 		return nil
 	}
-	fmt.Fprintln(tw, "  TOPIC\tPARTITION\tCOMMITTED\tHIGH WATERMARK\tLAG\tLAG TIME\tHEADROOM\tOWNER")
+	if err := writeLagTable(tw, lag, iso); err != nil {
+		return err
+	}
+	writeHeldBack(w, lag, iso)
+	writeDeadLetterCounts(w, lag)
+	return nil
+}
+
+// writeLagTable prints one row per partition; at read_committed a LAST
+// STABLE column follows the high-water mark and lag is measured to it.
+func writeLagTable(tw *tabwriter.Writer, lag []clientlib.PartitionLag, iso clientlib.IsolationLevel) error {
+	stable := iso == clientlib.ReadCommitted
+	if stable {
+		fmt.Fprintln(tw, "  TOPIC\tPARTITION\tCOMMITTED\tHIGH WATERMARK\tLAST STABLE\tLAG\tLAG TIME\tHEADROOM\tOWNER")
+	} else {
+		fmt.Fprintln(tw, "  TOPIC\tPARTITION\tCOMMITTED\tHIGH WATERMARK\tLAG\tLAG TIME\tHEADROOM\tOWNER")
+	}
 	for _, l := range lag {
 		committed := "-"
 		if l.Committed >= 0 {
 			committed = fmt.Sprint(l.Committed)
 		}
 		hwm, lagN := fmt.Sprint(l.HighWatermark), fmt.Sprint(l.Lag)
+		if stable {
+			hwm += "\t" + fmt.Sprint(l.LastStableOffset)
+		}
 		if l.Err != nil {
 			hwm, lagN = "?", "?"
-		}
-		headroom := "-"
-		switch {
-		case l.Headroom == 0 && l.AtRisk:
-			headroom = "LOST (below log start " + fmt.Sprint(l.LogStartOffset) + ")"
-		case l.Headroom >= 0:
-			headroom = formatDuration(l.Headroom)
-			if l.AtRisk {
-				headroom += " AT RISK"
+			if stable {
+				hwm = "?\t?"
 			}
 		}
 		owner := shortID(l.Owner)
 		if owner == "" {
 			owner = "-"
 		}
-		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Topic, l.Partition, committed, hwm, lagN, formatDuration(l.LagTime), headroom, owner)
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Topic, l.Partition, committed, hwm, lagN, formatDuration(l.LagTime), formatHeadroom(l), owner)
 	}
-	if err := tw.Flush(); err != nil {
-		return err
+	return tw.Flush()
+}
+
+// formatHeadroom is a row's HEADROOM cell.
+func formatHeadroom(l clientlib.PartitionLag) string {
+	switch {
+	case l.Headroom == 0 && l.AtRisk:
+		return "LOST (below log start " + fmt.Sprint(l.LogStartOffset) + ")"
+	case l.Headroom >= 0:
+		if l.AtRisk {
+			return formatDuration(l.Headroom) + " AT RISK"
+		}
+		return formatDuration(l.Headroom)
 	}
-	writeDeadLetterCounts(w, lag)
-	return nil
+	return "-"
+}
+
+// writeHeldBack says, at read_uncommitted, which partitions an open
+// transaction holds back from read_committed consumers, so a user of
+// those sees why their lag differs.
+func writeHeldBack(w io.Writer, lag []clientlib.PartitionLag, iso clientlib.IsolationLevel) {
+	if iso == clientlib.ReadCommitted {
+		return
+	}
+	var held []string
+	for _, l := range lag {
+		if l.Err == nil && l.LastStableOffset >= 0 && l.LastStableOffset < l.HighWatermark {
+			held = append(held, fmt.Sprintf("%s/%d at %d", l.Topic, l.Partition, l.LastStableOffset))
+		}
+	}
+	if len(held) > 0 {
+		fmt.Fprintf(w, "  open transactions hold read_committed consumers back: %s (--isolation read_committed measures lag there)\n",
+			strings.Join(held, ", "))
+	}
 }
 
 // groupDescribeJSON prints what groupDescribe prints, as one JSON object
 // (member ids in full; durations in milliseconds, headroom -1 when
-// nothing is at risk; high_watermark and lag null when unknown).
-func groupDescribeJSON(ctx context.Context, c *clientlib.Client, w io.Writer, group string) error {
+// nothing is at risk; high_watermark, last_stable_offset and lag null when
+// unknown; lag measured to the end isolation reaches).
+func groupDescribeJSON(ctx context.Context, c *clientlib.Client, w io.Writer, group string, iso clientlib.IsolationLevel) error {
 	d, err := c.DescribeGroup(ctx, group)
 	if err != nil {
 		return err
@@ -216,6 +270,7 @@ func groupDescribeJSON(ctx context.Context, c *clientlib.Client, w io.Writer, gr
 		Partition      int32  `json:"partition"`
 		Committed      int64  `json:"committed"` // -1: none
 		HighWatermark  *int64 `json:"high_watermark"`
+		LastStable     *int64 `json:"last_stable_offset"`
 		LogStartOffset int64  `json:"log_start_offset"`
 		Lag            *int64 `json:"lag"`
 		LagTimeMs      int64  `json:"lag_time_ms"`
@@ -225,12 +280,13 @@ func groupDescribeJSON(ctx context.Context, c *clientlib.Client, w io.Writer, gr
 		DeadLetters    int64  `json:"dead_letters"` // records consume --exec (clientlib Handle) dead-lettered
 	}
 	out := struct {
-		Group   string       `json:"group"`
-		State   string       `json:"state"`
-		Epoch   int32        `json:"epoch"`
-		Members []memberJSON `json:"members"`
-		Offsets []lagJSON    `json:"offsets"`
-	}{Group: d.Group, State: d.State, Epoch: d.Epoch, Members: []memberJSON{}, Offsets: []lagJSON{}}
+		Group     string       `json:"group"`
+		State     string       `json:"state"`
+		Epoch     int32        `json:"epoch"`
+		Isolation string       `json:"isolation"` // what lag is measured for
+		Members   []memberJSON `json:"members"`
+		Offsets   []lagJSON    `json:"offsets"`
+	}{Group: d.Group, State: d.State, Epoch: d.Epoch, Isolation: iso.String(), Members: []memberJSON{}, Offsets: []lagJSON{}}
 	for _, m := range d.Members {
 		mj := memberJSON{MemberID: m.MemberID, InstanceID: m.InstanceID, Restarting: m.LeftStatic, Epoch: m.Epoch, Assigned: []string{}}
 		for _, p := range m.Assigned {
@@ -238,7 +294,7 @@ func groupDescribeJSON(ctx context.Context, c *clientlib.Client, w io.Writer, gr
 		}
 		out.Members = append(out.Members, mj)
 	}
-	lag, err := c.GroupLag(ctx, group, time.Now())
+	lag, err := c.GroupLagIsolated(ctx, group, time.Now(), iso)
 	if err != nil {
 		return err
 	}
@@ -250,7 +306,7 @@ func groupDescribeJSON(ctx context.Context, c *clientlib.Client, w io.Writer, gr
 			lj.HeadroomMs = -1
 		}
 		if l.Err == nil {
-			lj.HighWatermark, lj.Lag = &l.HighWatermark, &l.Lag
+			lj.HighWatermark, lj.LastStable, lj.Lag = &l.HighWatermark, &l.LastStableOffset, &l.Lag
 		}
 		out.Offsets = append(out.Offsets, lj)
 	}

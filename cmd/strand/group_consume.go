@@ -23,6 +23,9 @@ type groupSession struct {
 	stderr io.Writer
 	next   map[clientlib.TopicPartition]int64 // offset after the last printed record
 	done   map[clientlib.TopicPartition]int64 // last committed
+	// cut: --count left records Poll handed out unprinted; commits then
+	// stop at the last printed record, not the consumer's position.
+	cut bool
 }
 
 // readEnds fails fast on an unknown topic and, with --until-end, records
@@ -93,6 +96,7 @@ func (gs *groupSession) loop(ctx context.Context) error {
 			}
 			for _, r := range fp.Records {
 				if cs.limit > 0 && cs.printed >= cs.limit {
+					gs.cut = true
 					break
 				}
 				writeRecord(cs.out, cs.format, r)
@@ -131,11 +135,19 @@ func (gs *groupSession) finished() bool {
 }
 
 // commit commits the printed positions of ps that moved; a refusal
-// (the partition moved on) is reported, not fatal.
+// (the partition moved on) is reported, not fatal. Unless --count cut a
+// Poll short, the position committed is the consumer's, which is past
+// the transaction markers and aborted records after the last printed
+// record (as Kafka's consumer commits its position): committing only past
+// the last record left a group lagging by its markers for ever.
 func (gs *groupSession) commit(ctx context.Context, ps []clientlib.TopicPartition) {
 	offsets := map[clientlib.TopicPartition]int64{}
 	for _, tp := range ps {
-		if n, ok := gs.next[tp]; ok && n != gs.done[tp] {
+		n, ok := gs.next[tp]
+		if pos, known := gs.g.Position(tp.Topic, tp.Partition); known && !gs.cut && ok && pos > n {
+			n = pos
+		}
+		if ok && n != gs.done[tp] {
 			offsets[tp] = n
 		}
 	}

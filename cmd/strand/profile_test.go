@@ -180,7 +180,7 @@ func TestFormatFlagRefused(t *testing.T) {
 // The new commands answer --help with a synopsis and an example.
 func TestHelpForAdminCommands(t *testing.T) {
 	for _, name := range []string{"profile create", "profile use", "profile list", "profile delete", "completion", "node list",
-		"topic list", "partition move"} {
+		"topic list", "partition move", "txn producers"} {
 		checkHelp(t, append(strings.Fields(name), "--help"), []string{"Usage:\n  strand " + name, "Example:\n  "})
 	}
 	checkHelp(t, []string{"profile", "--help"}, []string{"strand profile create NAME", "Example:"})

@@ -15,13 +15,14 @@ import (
 )
 
 // txnSubcommands are strand txn's subcommands.
-var txnSubcommands = []string{"list", "describe", "abort"}
+var txnSubcommands = []string{"list", "describe", "abort", "producers"}
 
 // txnStates are the state names ListTransactions filters on (Kafka's).
 var txnStates = []string{"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort"}
 
 // cmdTxn runs strand txn SUBCOMMAND: the transactional ids the
-// coordinators hold (rpk cluster txn, kafka-transactions.sh).
+// coordinators hold (rpk cluster txn, kafka-transactions.sh), and the
+// producers each partition's leader remembers.
 func cmdTxn(args []string, stdout io.Writer) error {
 	if len(args) == 0 {
 		return usageError("txn: want a subcommand: %s", strings.Join(txnSubcommands, ", "))
@@ -39,20 +40,19 @@ func cmdTxn(args []string, stdout io.Writer) error {
 	var format outputFormat
 	format.register(fs)
 	var states []string
-	if sub == "list" {
+	partition := int32(-1)
+	switch sub {
+	case "list":
 		fs.StringSliceVar(&states, "state", nil, "list only ids in these states (repeatable or comma-separated): "+strings.Join(txnStates, ", "))
+	case "producers":
+		fs.Int32VarP(&partition, "partition", "p", -1, "describe only this partition (-1: every partition)")
 	}
 	if err := parseFlags(fs, rest); err != nil {
 		return err
 	}
 	names := fs.Args()
-	if (sub == "list") != (len(names) == 0) || len(names) > 1 {
-		return usageError("txn %s: want %s", sub, map[bool]string{true: "no argument", false: "one transactional id"}[sub == "list"])
-	}
-	for _, s := range states {
-		if !slices.Contains(txnStates, s) {
-			return usageError("--state %q: want one of %s", s, strings.Join(txnStates, ", "))
-		}
+	if err := txnArgs(sub, names, states); err != nil {
+		return err
 	}
 	if err := format.validate(); err != nil {
 		return err
@@ -69,8 +69,31 @@ func cmdTxn(args []string, stdout io.Writer) error {
 		return txnList(ctx, c, stdout, format, states)
 	case "abort":
 		return txnErr(names[0], txnAbort(ctx, c, stdout, format, names[0]))
+	case "producers":
+		return txnProducers(ctx, c, stdout, format, names[0], partition)
 	}
 	return txnErr(names[0], txnDescribe(ctx, c, stdout, format, names[0]))
+}
+
+// txnArgs checks a subcommand's arguments: list takes none, producers a
+// topic, the others one transactional id.
+func txnArgs(sub string, names, states []string) error {
+	want := "one transactional id"
+	switch sub {
+	case "list":
+		want = "no argument"
+	case "producers":
+		want = "one topic"
+	}
+	if (sub == "list") != (len(names) == 0) || len(names) > 1 {
+		return usageError("txn %s: want %s", sub, want)
+	}
+	for _, s := range states {
+		if !slices.Contains(txnStates, s) {
+			return usageError("--state %q: want one of %s", s, strings.Join(txnStates, ", "))
+		}
+	}
+	return nil
 }
 
 // txnErr says what an unknown transactional id, or one without a

@@ -20,9 +20,6 @@ var (
 	// compacted one above it, a marker without a producer). A bug of the
 	// caller, returned so it can stop without corrupting anything.
 	ErrInput = errors.New("compact: bad input")
-	// ErrKeyless: a data record without a key, invalid in a compacted
-	// topic (a produce to one is refused with INVALID_RECORD).
-	ErrKeyless = errors.New("compact: record without a key in a compacted topic")
 	// ErrOffsetMapTooSmall: one batch has more records than the whole
 	// offset map holds, so no pass could ever get past it.
 	ErrOffsetMapTooSmall = errors.New("compact: offset map too small for one batch")
@@ -109,6 +106,9 @@ type Stats struct {
 	TombstonesRemoved int64
 	// AbortedRemoved are records of aborted transactions.
 	AbortedRemoved int64
+	// KeylessRemoved are records without a key (written before the topic
+	// was altered to compact; a produce to a compacted topic refuses them).
+	KeylessRemoved int64
 	// MarkersRemoved are markers with no record of their transaction left
 	// and past their delete horizon.
 	MarkersRemoved int64

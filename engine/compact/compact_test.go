@@ -3,7 +3,6 @@ package compact
 import (
 	"errors"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/strandlog/strand/engine/recordbatch"
@@ -80,20 +79,35 @@ func TestTombstoneHorizonFromFirstPass(t *testing.T) {
 	wantRead(t, out, "a=-@0")
 }
 
-// TestKeylessRefused shows a record without a key stops the pass with
-// ErrKeyless naming its offset, and nothing is emitted; past the
-// cleanable end it is not read.
-func TestKeylessRefused(t *testing.T) {
+// TestKeylessDropped shows a record without a key (in the log from before
+// the topic was altered to compact) goes, as Kafka's cleaner drops it: it
+// hides no value (a keyless record between two values of a key leaves the
+// key's latest), its producer's last batch stays (empty) for idempotence,
+// and one past the cleanable end is not touched.
+func TestKeylessDropped(t *testing.T) {
 	var l testLog
-	l.produce(t, noProducer, false, rec("a", "1", 10))
-	l.produce(t, noProducer, false, rec("a", "2", 10), recordbatch.Record{TimestampMs: 10, Value: []byte("x")})
-	emitted := 0
-	_, err := Compact(l.log(), decision(3, 100, 0), func([]byte) error { emitted++; return nil })
-	if !errors.Is(err, ErrKeyless) || !strings.Contains(err.Error(), "offset 2") || emitted != 0 {
-		t.Fatalf("err %v, emitted %d", err, emitted)
+	keyless := recordbatch.Record{TimestampMs: 10, Value: []byte("x")}
+	l.produce(t, noProducer, false, rec("a", "1", 10), keyless)
+	l.produce(t, noProducer, false, rec("a", "2", 10), keyless)
+	l.produce(t, Producer{ID: 7, Epoch: 0, BaseSequence: 0}, false, keyless)
+	l.produce(t, noProducer, false, keyless)
+	res, out := l.compact(t, decision(5, 100, 0))
+	wantRead(t, out, "a=2@2", "=x@5")
+	if res.KeylessRemoved != 3 || res.CleanedTo != 5 {
+		t.Fatalf("stats %+v, want 3 keyless removed, cleaned to 5", res)
 	}
-	if res, err := Compact(l.log(), decision(1, 100, 0), func([]byte) error { return nil }); err != nil || res.CleanedTo != 1 {
-		t.Fatalf("a keyless record past the cleanable end is not read: %+v, %v", res, err)
+	var producerKept bool
+	for _, in := range out.inputs {
+		if IsCompacted(in.Data) {
+			b, err := DecodeBatch(in.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			producerKept = producerKept || b.ProducerID == 7 && len(b.Records) == 0 && b.BaseOffset == 4
+		}
+	}
+	if !producerKept {
+		t.Fatalf("producer 7's last batch (all keyless) was not kept empty")
 	}
 }
 

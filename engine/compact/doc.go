@@ -82,9 +82,9 @@
 //     retention); a later pass whose decision time is strictly past the horizon removes them. A
 //     tombstone removes its key's older values at once, like any newer record.
 //     (TestTombstoneHorizon, TestTombstoneHorizonFromFirstPass)
-//  3. A data record without a key is ErrKeyless naming its offset: invalid in a compacted topic
-//     (the produce path refuses it with INVALID_RECORD). Kafka's cleaner drops such records; see
-//     "Next" for topics altered to compact. (TestKeylessRefused)
+//  3. A data record without a key goes, as Kafka's cleaner drops it, and hides no value. A
+//     produce to a compacted topic refuses one (INVALID_RECORD), so only a topic altered from
+//     delete to compact has them, and they go at the first pass over them. (TestKeylessDropped)
 //  4. Records of aborted transactions go, and are never put in the map (so they do not hide the
 //     key's older committed value). Which batches are aborted comes from Log.Aborted (the engine's
 //     aborted index: producer, first offset, marker offset), walked in offset order as Kafka's
@@ -147,19 +147,29 @@
 // Built: the COMPACT and COMPACT_DONE entries and their apply (engine, compaction.go: the decision,
 // the reported generation, cleaned-to offset and digest, RaftTrimBound); the compacted segment
 // files, their sparse index (offset → position, running max timestamp) and atomic switch
-// (raftlog/compacted). Still to do: dropping AbortedForgotten from the aborted index (through
-// COMPACT_DONE); fetch of the prefix (native: a new batch form for clientlib, which can decode it
-// with this package; Kafka: re-encode as an uncompressed RecordBatch v2 with the same base offset,
-// last offset delta, producer fields and offset deltas); the off-loop runner with an I/O budget
-// and the trigger; on a compacted topic a replica's raft-log trimming (the snapshot-driven
-// Compacted included) stops at its own compacted prefix's end (engine's RaftTrimBound), and a
-// replica sent a raft snapshot
-// past its log installs the prefix from a peer, digest-checked;
-// metadata: accept compact and compact,delete, the other keys through Config.Set/Validate (this
-// package is not wired into engine/metadata yet); keyless produce refused on compacted topics
-// (and a topic altered to compact with keyless records in its log: drop them as Kafka does, or
-// refuse the alter); bounding the kept last batches by producer expiry (today one per producer id
-// ever seen in the range); compact,delete (a TRIM moves the log start under the prefix too).
+// (raftlog/compacted). Node side, built and tested: engine/metadata stores and checks every
+// setting here (Config.Set/Validate) and takes compact and compact,delete, which the node refuses
+// before proposing (gateCompaction; open only under node.Config.CompactedTopicsUnfinished, for
+// tests) until a node compacts and serves the prefix; the produce path refuses a keyless record to
+// a compacted topic (INVALID_RECORD), and a pass drops keyless records a topic altered to compact
+// still holds (rule 3); the leader proposes COMPACT when decideCompaction finds a pass due
+// (node's compaction_trigger.go); node's passLog (a pass's input from the prefix and the raft
+// entries), writePass (a pass into a raftlog/compacted Writer), kafkaproto's AppendCompacted (a
+// compacted batch in Kafka's v2 form) and clientlib's decoding of compacted batches are built and
+// tested but not called yet. Still to do: each replica running its pass (writePass as a storage
+// job over its store; Finish and COMPACT_DONE on the loop; a decision stays pending until then;
+// node's disk watchdog times every storage job and calls a node stalled past DiskStallAfter, so a
+// pass job must time only its fsyncs or be bounded well below it; the raft entries of the dirty
+// section are read on the loop today (the Core owns the logs), so either bound that read per
+// Process or give the job its own read handle); dropping AbortedForgotten from the aborted index
+// (through COMPACT_DONE, but only once no replica can still serve those records: one whose own
+// pass lags reads them from its raft log, where read_committed needs the index to hide them); fetch and ListOffsets of the prefix (native: a batch form clientlib
+// decodes with this package; Kafka: AppendCompacted); the I/O budget; on a compacted topic a
+// replica's raft-log trimming (the snapshot-driven Compacted included) stops at its own
+// compacted prefix's end (engine's RaftTrimBound), and a replica sent a raft snapshot past its
+// log installs the prefix from a peer, digest-checked; bounding the kept last batches by producer
+// expiry (today one per producer id ever seen in the range); compact,delete (a TRIM moves the log
+// start under the prefix too); then opening the gate.
 //
 // # Tests
 //

@@ -25,8 +25,13 @@ type head struct {
 	producerID int64 // -1: none
 	control    bool
 	dirty      bool
-	keys       []keyHash // dirty data batches not aborted: one per record
+	keys       []keyHash // dirty data batches not aborted: one per record, noKey for a keyless one
 }
+
+// noKey stands in h.keys for a record without a key (rule 3: it goes and
+// hides nothing). A real key hashing to all zeros (SHA-256's first 128
+// bits) is not a concern: finding one is a preimage attack.
+var noKey = keyHash{}
 
 // buildPlan is the first pass: it walks the log up to the decision's
 // cleanable end, filling the offset map with the dirty section's keys
@@ -86,7 +91,9 @@ func (p *plan) admitDirty(in Input, h *head, d Decision, tracker *abortedTracker
 		return true, nil
 	}
 	for i, k := range h.keys {
-		p.offsets.put(k, in.BaseOffset+int64(i))
+		if k != noKey {
+			p.offsets.put(k, in.BaseOffset+int64(i))
+		}
 	}
 	p.cleanedTo = h.end
 	return false, nil
@@ -143,17 +150,19 @@ func raftRecordCount(data []byte) (int64, error) {
 
 // readKeys appends the key hashes of a dirty raft batch's records to
 // h.keys (none for an aborted transaction's, which must not hide older
-// committed values), refusing a record without a key.
+// committed values; noKey for a record without a key, which the pass
+// drops, as Kafka's cleaner does).
 func readKeys(in Input, h *head, tracker *abortedTracker) error {
 	skip := in.Transactional && tracker.aborted(h.producerID, in.BaseOffset)
 	n := int64(0)
 	it := recordbatch.NewIterator(in.Data)
 	for ; it.Next(); n++ {
 		r := it.Record()
-		if r.Key == nil {
-			return fmt.Errorf("%w: offset %d", ErrKeyless, in.BaseOffset+n)
-		}
-		if !skip {
+		switch {
+		case skip:
+		case r.Key == nil:
+			h.keys = append(h.keys, noKey)
+		default:
 			h.keys = append(h.keys, hashKey(r.Key))
 		}
 	}

@@ -65,12 +65,16 @@ func (w *rewriter) batch(in Input) error {
 	return w.write(&b)
 }
 
-// keep applies the record rules to r of b: aborted records go, older
-// values of a key go, tombstones go once past their horizon.
+// keep applies the record rules to r of b: aborted records go, records
+// without a key go, older values of a key go, tombstones go once past
+// their horizon.
 func (w *rewriter) keep(b *Batch, r *Record, aborted bool) bool {
 	switch {
 	case aborted:
 		w.stats.AbortedRemoved++
+		return false
+	case r.Key == nil:
+		w.stats.KeylessRemoved++
 		return false
 	case w.superseded(r):
 		w.stats.RecordsSuperseded++

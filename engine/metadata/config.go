@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/strandlog/strand/engine/compact"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -15,6 +16,11 @@ const (
 	ConfigSegmentMs       = "segment.ms"
 	ConfigCleanupPolicy   = "cleanup.policy"
 	ConfigMaxMessageBytes = "max.message.bytes"
+	// The compaction keys (engine/compact parses and checks them).
+	ConfigMinCleanableDirtyRatio = compact.ConfigMinCleanableDirtyRatio
+	ConfigMinCompactionLagMs     = compact.ConfigMinCompactionLagMs
+	ConfigMaxCompactionLagMs     = compact.ConfigMaxCompactionLagMs
+	ConfigDeleteRetentionMs      = compact.ConfigDeleteRetentionMs
 )
 
 // Defaults and bounds of topic configuration values.
@@ -46,27 +52,34 @@ const (
 	configEntriesMax = 64
 )
 
-// CleanupPolicy is a topic's cleanup.policy.
+// CleanupPolicy is a topic's cleanup.policy: bits, as compact.Policy's.
 type CleanupPolicy int32
 
 // The cleanup policies.
 const (
 	// CleanupDelete deletes whole oldest segments past retention (R5).
-	CleanupDelete CleanupPolicy = 1
+	CleanupDelete CleanupPolicy = CleanupPolicy(compact.PolicyDelete)
 	// CleanupCompact keeps the latest value per key (R6).
-	CleanupCompact CleanupPolicy = 2
+	CleanupCompact CleanupPolicy = CleanupPolicy(compact.PolicyCompact)
+	// CleanupCompactDelete is both: compaction, and time and size
+	// retention of whole segments.
+	CleanupCompactDelete = CleanupDelete | CleanupCompact
 )
 
 // String is the policy's configuration value.
 func (p CleanupPolicy) String() string {
 	switch p {
-	case CleanupDelete:
-		return "delete"
-	case CleanupCompact:
-		return "compact"
+	case CleanupDelete, CleanupCompact, CleanupCompactDelete:
+		return compact.Policy(p).String()
 	}
 	return fmt.Sprintf("CleanupPolicy(%d)", int32(p))
 }
+
+// Compacts reports whether the policy includes compaction.
+func (p CleanupPolicy) Compacts() bool { return p&CleanupCompact != 0 }
+
+// Deletes reports whether the policy includes time and size retention.
+func (p CleanupPolicy) Deletes() bool { return p&CleanupDelete != 0 }
 
 // TopicConfig is a topic's full configuration, defaults filled in.
 type TopicConfig struct {
@@ -76,6 +89,25 @@ type TopicConfig struct {
 	SegmentMs       int64
 	CleanupPolicy   CleanupPolicy
 	MaxMessageBytes int32
+	// The compaction settings (engine/compact.Config): stored, described
+	// and checked whatever the policy, as Kafka does; they act only while
+	// the policy compacts.
+	MinCleanableDirtyRatio float64
+	MinCompactionLagMs     int64
+	MaxCompactionLagMs     int64
+	DeleteRetentionMs      int64
+}
+
+// Compaction is c's compaction settings in engine/compact's form.
+func (c TopicConfig) Compaction() compact.Config {
+	return compact.Config{
+		Policy:                 compact.Policy(c.CleanupPolicy),
+		MinCleanableDirtyRatio: c.MinCleanableDirtyRatio,
+		MinCompactionLagMs:     c.MinCompactionLagMs,
+		MaxCompactionLagMs:     c.MaxCompactionLagMs,
+		DeleteRetentionMs:      c.DeleteRetentionMs,
+		SegmentMs:              c.SegmentMs,
+	}
 }
 
 // ConfigEntry is one configuration key and its value as text, as admin
@@ -95,6 +127,11 @@ func DefaultTopicConfig() TopicConfig {
 		SegmentMs:       SegmentMsDefault,
 		CleanupPolicy:   CleanupDelete,
 		MaxMessageBytes: MaxMessageBytesDefault,
+
+		MinCleanableDirtyRatio: compact.MinCleanableDirtyRatioDefault,
+		MinCompactionLagMs:     compact.MinCompactionLagMsDefault,
+		MaxCompactionLagMs:     compact.MaxCompactionLagMsDefault,
+		DeleteRetentionMs:      compact.DeleteRetentionMsDefault,
 	}
 }
 
@@ -102,7 +139,11 @@ func DefaultTopicConfig() TopicConfig {
 func (c TopicConfig) Entries() []ConfigEntry {
 	return []ConfigEntry{
 		{ConfigCleanupPolicy, c.CleanupPolicy.String()},
+		{ConfigDeleteRetentionMs, strconv.FormatInt(c.DeleteRetentionMs, 10)},
+		{ConfigMaxCompactionLagMs, strconv.FormatInt(c.MaxCompactionLagMs, 10)},
 		{ConfigMaxMessageBytes, strconv.FormatInt(int64(c.MaxMessageBytes), 10)},
+		{ConfigMinCleanableDirtyRatio, strconv.FormatFloat(c.MinCleanableDirtyRatio, 'g', -1, 64)},
+		{ConfigMinCompactionLagMs, strconv.FormatInt(c.MinCompactionLagMs, 10)},
 		{ConfigRetentionBytes, strconv.FormatInt(c.RetentionBytes, 10)},
 		{ConfigRetentionMs, strconv.FormatInt(c.RetentionMs, 10)},
 		{ConfigSegmentBytes, strconv.FormatInt(c.SegmentBytes, 10)},
@@ -114,16 +155,9 @@ func (c TopicConfig) Entries() []ConfigEntry {
 // fails with ErrInvalidConfig.
 func (c *TopicConfig) set(key, value string) error {
 	switch key {
-	case ConfigCleanupPolicy:
-		switch value {
-		case "delete":
-			c.CleanupPolicy = CleanupDelete
-		case "compact":
-			c.CleanupPolicy = CleanupCompact
-		default:
-			return fmt.Errorf("%w: %s=%q: want delete or compact", ErrInvalidConfig, key, value)
-		}
-		return nil
+	case ConfigCleanupPolicy, ConfigMinCleanableDirtyRatio, ConfigMinCompactionLagMs, ConfigMaxCompactionLagMs,
+		ConfigDeleteRetentionMs:
+		return c.setCompaction(key, value)
 	case ConfigRetentionMs:
 		return parseInt(key, value, -1, 1<<62, &c.RetentionMs)
 	case ConfigRetentionBytes:
@@ -143,6 +177,19 @@ func (c *TopicConfig) set(key, value string) error {
 	return fmt.Errorf("%w: unknown key %q", ErrInvalidConfig, key)
 }
 
+// setCompaction parses one of engine/compact's keys into c.
+func (c *TopicConfig) setCompaction(key, value string) error {
+	cc, err := c.Compaction().Set(key, value)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	c.CleanupPolicy = CleanupPolicy(cc.Policy)
+	c.MinCleanableDirtyRatio = cc.MinCleanableDirtyRatio
+	c.MinCompactionLagMs, c.MaxCompactionLagMs = cc.MinCompactionLagMs, cc.MaxCompactionLagMs
+	c.DeleteRetentionMs = cc.DeleteRetentionMs
+	return nil
+}
+
 // notEnforced gives, for each key the nodes do not enforce yet, what they
 // do instead. Setting such a key is refused: a topic must not report a
 // setting it does not have. A key leaves this table in the change that
@@ -153,23 +200,31 @@ var notEnforced = map[string]string{}
 // honour it. max.message.bytes is enforced up to its maximum: a leader
 // refuses a batch (as sent, compressed or not) longer than a smaller
 // value, and every partition refuses records over 1 MiB
-// (recordbatch.RecordBytesMax); a larger value is refused.
-func checkEnforced(key string, c TopicConfig) error {
+// (recordbatch.RecordBytesMax); a larger value is refused. The
+// compaction settings are accepted whatever the policy, as Kafka accepts
+// them on a delete topic; a policy that compacts is accepted here and
+// refused by the node before it proposes (node's gateCompaction) until
+// nodes compact: a node's configuration must not change what a
+// replicated command does.
+func checkEnforced(key string, _ TopicConfig) error {
 	if why, ok := notEnforced[key]; ok {
 		return fmt.Errorf("%w: %s is not enforced yet (%s); leave it unset", ErrInvalidConfig, key, why)
 	}
-	if key == ConfigCleanupPolicy && c.CleanupPolicy != CleanupDelete {
-		return fmt.Errorf("%w: %s %s is not enforced yet (only delete runs: compaction is not built); leave it unset",
-			ErrInvalidConfig, key, c.CleanupPolicy)
-	}
 	return nil
 }
+
+// compactionBuilt says whether nodes compact (issue 24: not yet); until
+// then Enforced reports a compacting policy as not enforced, for describe.
+const compactionBuilt = false
 
 // Enforced reports whether the nodes honour key set to value. Describe
 // output uses it to mark stored defaults that have no effect yet.
 func Enforced(key, value string) bool {
 	var c TopicConfig
-	return c.set(key, value) == nil && checkEnforced(key, c) == nil
+	if c.set(key, value) != nil || checkEnforced(key, c) != nil {
+		return false
+	}
+	return key != ConfigCleanupPolicy || !c.CleanupPolicy.Compacts() || compactionBuilt
 }
 
 // reset puts key back to its default; an unknown key fails.
@@ -178,6 +233,14 @@ func (c *TopicConfig) reset(key string) error {
 	switch key {
 	case ConfigCleanupPolicy:
 		c.CleanupPolicy = d.CleanupPolicy
+	case ConfigMinCleanableDirtyRatio:
+		c.MinCleanableDirtyRatio = d.MinCleanableDirtyRatio
+	case ConfigMinCompactionLagMs:
+		c.MinCompactionLagMs = d.MinCompactionLagMs
+	case ConfigMaxCompactionLagMs:
+		c.MaxCompactionLagMs = d.MaxCompactionLagMs
+	case ConfigDeleteRetentionMs:
+		c.DeleteRetentionMs = d.DeleteRetentionMs
 	case ConfigRetentionMs:
 		c.RetentionMs = d.RetentionMs
 	case ConfigRetentionBytes:
@@ -225,6 +288,9 @@ func withEntries(base TopicConfig, sets []*strandpb.MetadataConfigEntry, resets 
 			return base, err
 		}
 	}
+	if err := c.Compaction().Validate(); err != nil {
+		return base, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	return c, nil
 }
 
@@ -235,6 +301,9 @@ func (c TopicConfig) validate() error {
 		if err := probe.set(e.Name, e.Value); err != nil {
 			return err
 		}
+	}
+	if err := c.Compaction().Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return nil
 }
@@ -248,12 +317,18 @@ func (c TopicConfig) toProto() *strandpb.MetadataTopicConfig {
 		SegmentMs:       c.SegmentMs,
 		CleanupPolicy:   strandpb.MetadataCleanupPolicy(c.CleanupPolicy),
 		MaxMessageBytes: c.MaxMessageBytes,
+
+		MinCleanableDirtyRatio: &c.MinCleanableDirtyRatio,
+		MinCompactionLagMs:     &c.MinCompactionLagMs,
+		MaxCompactionLagMs:     &c.MaxCompactionLagMs,
+		DeleteRetentionMs:      &c.DeleteRetentionMs,
 	}
 }
 
-// configFromProto converts a snapshot's config back.
+// configFromProto converts a snapshot's config back; a compaction setting
+// absent (a snapshot written before it existed) is its default.
 func configFromProto(p *strandpb.MetadataTopicConfig) TopicConfig {
-	return TopicConfig{
+	c := TopicConfig{
 		RetentionMs:     p.GetRetentionMs(),
 		RetentionBytes:  p.GetRetentionBytes(),
 		SegmentBytes:    p.GetSegmentBytes(),
@@ -261,6 +336,23 @@ func configFromProto(p *strandpb.MetadataTopicConfig) TopicConfig {
 		CleanupPolicy:   CleanupPolicy(p.GetCleanupPolicy()),
 		MaxMessageBytes: p.GetMaxMessageBytes(),
 	}
+	d := DefaultTopicConfig()
+	if p == nil {
+		p = &strandpb.MetadataTopicConfig{}
+	}
+	c.MinCleanableDirtyRatio = orDefault(p.MinCleanableDirtyRatio, d.MinCleanableDirtyRatio)
+	c.MinCompactionLagMs = orDefault(p.MinCompactionLagMs, d.MinCompactionLagMs)
+	c.MaxCompactionLagMs = orDefault(p.MaxCompactionLagMs, d.MaxCompactionLagMs)
+	c.DeleteRetentionMs = orDefault(p.DeleteRetentionMs, d.DeleteRetentionMs)
+	return c
+}
+
+// orDefault is *v, or def when the field is absent.
+func orDefault[T any](v *T, def T) T {
+	if v == nil {
+		return def
+	}
+	return *v
 }
 
 // segmentMsFromProto reads segment.ms from a snapshot: 0 is a snapshot

@@ -35,9 +35,15 @@
 // days), retention.bytes (-1), segment.bytes (64 MiB — what raftlog always rolled at; Kafka's 1 GiB
 // would keep up to 1 GiB per partition past retention.bytes on a node with thousands), segment.ms
 // (7 days, at least 100 ms), cleanup.policy=delete, max.message.bytes (1 MiB, also its maximum: a
-// leader refuses a batch, as sent, longer than a smaller value). Only what runs may be set:
-// cleanup.policy=compact is ErrInvalidConfig "not enforced yet" and a max.message.bytes above 1 MiB
-// is refused (Enforced(key, value) lets topic describe mark stored values that have no effect).
+// leader refuses a batch, as sent, longer than a smaller value); the compaction settings
+// (engine/compact.Config: min.cleanable.dirty.ratio 0.5, min.compaction.lag.ms 0,
+// max.compaction.lag.ms max int64, delete.retention.ms 1 day — Kafka's defaults and ranges, and
+// min.compaction.lag.ms ≤ max.compaction.lag.ms checked after every change), stored and described
+// whatever the policy, as Kafka does (absent from an older snapshot: the defaults). Only what runs
+// may be set: a max.message.bytes above 1 MiB is refused; cleanup.policy=compact and
+// compact,delete are taken here but refused by the node before it proposes (node's
+// gateCompaction) until nodes compact, so no node's configuration changes what a command does
+// (Enforced(key, value) lets topic describe mark stored values that have no effect).
 // Rejected: warn-and-accept (the user would believe the setting applies).
 //
 // Commands (strandpb.MetadataCommand with a proposal id): RegisterNode, SetNodeFenced, CreateTopic,

@@ -241,21 +241,18 @@ func TestDeleteTopic(t *testing.T) {
 	}
 }
 
-// TestAlterTopicConfig shows validation of every key, the refusal of keys
-// the nodes do not enforce yet (cleanup.policy, a smaller
-// max.message.bytes), that retention and segment keys are now taken,
+// TestAlterTopicConfig shows validation of every key, that a compacting
+// cleanup.policy is taken (the node gates it), that retention and segment keys are taken,
 // resets, all-or-nothing application and no version bump for a no-op.
 func TestAlterTopicConfig(t *testing.T) {
 	a := newApplier(t)
 	a.nodes(1)
 	a.ok(EncodeCreateTopic("t", 1, 1, nil))
-	for _, e := range []ConfigEntry{
-		{ConfigCleanupPolicy, "compact"},
-	} {
-		r := a.do(EncodeAlterTopicConfig("t", []ConfigEntry{e}, nil))
-		if !errors.Is(r.Err, ErrInvalidConfig) || !strings.Contains(r.Err.Error(), e.Name+" ") ||
-			!strings.Contains(r.Err.Error(), "not enforced yet") {
-			t.Errorf("set %s=%s: %v, want ErrInvalidConfig naming the key as not enforced yet", e.Name, e.Value, r.Err)
+	for _, e := range []ConfigEntry{{ConfigCleanupPolicy, "compact"}, {ConfigCleanupPolicy, "compact,delete"}} {
+		// The state machine takes it (the node gates it before proposing).
+		r := a.ok(EncodeAlterTopicConfig("t", []ConfigEntry{e}, nil))
+		if r.Topic.Config.CleanupPolicy.String() != e.Value || !r.Topic.Config.CleanupPolicy.Compacts() {
+			t.Errorf("set %s=%s: policy %v", e.Name, e.Value, r.Topic.Config.CleanupPolicy)
 		}
 	}
 	r := a.ok(EncodeAlterTopicConfig("t", []ConfigEntry{
@@ -280,7 +277,7 @@ func TestAlterTopicConfig(t *testing.T) {
 		{{ConfigSegmentMs, "99"}}, {{ConfigSegmentMs, "x"}},
 		{{ConfigMaxMessageBytes, "0"}}, {{ConfigMaxMessageBytes, "1048577"}}, {{ConfigCleanupPolicy, "Delete"}},
 		{{"unknown.key", "1"}},
-		{{ConfigMaxMessageBytes, "1048576"}, {ConfigCleanupPolicy, "compact"}}, // all or nothing
+		{{ConfigMaxMessageBytes, "1048576"}, {ConfigCleanupPolicy, "compacted"}}, // all or nothing
 	}
 	for _, sets := range bad {
 		wantErr(t, a.do(EncodeAlterTopicConfig("t", sets, nil)), ErrInvalidConfig)

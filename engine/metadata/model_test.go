@@ -40,8 +40,8 @@ type configCase struct {
 	apply func(*TopicConfig) // nil: invalid
 }
 
-// cleanup.policy=compact, which the nodes do not enforce yet, is refused,
-// and max.message.bytes everywhere but its enforced maximum
+// cleanup.policy=compact is taken (the node gates it before proposing),
+// max.message.bytes is refused everywhere but its enforced maximum
 // (checkEnforced); retention and segment keys are taken within range.
 var configCases = []configCase{
 	{ConfigEntry{ConfigRetentionMs, "1000"}, func(c *TopicConfig) { c.RetentionMs = 1000 }},
@@ -52,7 +52,14 @@ var configCases = []configCase{
 	{ConfigEntry{ConfigSegmentBytes, "8192"}, func(c *TopicConfig) { c.SegmentBytes = 8192 }},
 	{ConfigEntry{ConfigSegmentMs, "5000"}, func(c *TopicConfig) { c.SegmentMs = 5000 }},
 	{ConfigEntry{ConfigSegmentMs, "0"}, nil},
-	{ConfigEntry{ConfigCleanupPolicy, "compact"}, nil},
+	{ConfigEntry{ConfigCleanupPolicy, "compact"}, func(c *TopicConfig) { c.CleanupPolicy = CleanupCompact }},
+	{ConfigEntry{ConfigCleanupPolicy, " delete , compact"}, func(c *TopicConfig) { c.CleanupPolicy = CleanupCompactDelete }},
+	{ConfigEntry{ConfigDeleteRetentionMs, "0"}, func(c *TopicConfig) { c.DeleteRetentionMs = 0 }},
+	{ConfigEntry{ConfigDeleteRetentionMs, "-1"}, nil},
+	{ConfigEntry{ConfigMinCleanableDirtyRatio, "0.1"}, func(c *TopicConfig) { c.MinCleanableDirtyRatio = 0.1 }},
+	{ConfigEntry{ConfigMinCleanableDirtyRatio, "1.5"}, nil},
+	{ConfigEntry{ConfigMaxCompactionLagMs, "1000"}, func(c *TopicConfig) { c.MaxCompactionLagMs = 1000 }},
+	{ConfigEntry{ConfigMaxCompactionLagMs, "0"}, nil},
 	{ConfigEntry{ConfigCleanupPolicy, "delete"}, func(c *TopicConfig) { c.CleanupPolicy = CleanupDelete }},
 	{ConfigEntry{ConfigCleanupPolicy, "x"}, nil},
 	{ConfigEntry{ConfigMaxMessageBytes, "512"}, func(c *TopicConfig) { c.MaxMessageBytes = 512 }},

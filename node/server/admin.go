@@ -116,6 +116,7 @@ func serveAdmin(ln net.Listener, logger *slog.Logger, nodes ...*Server) *Admin {
 	mux.HandleFunc("GET /api/cluster", a.apiCluster)
 	mux.HandleFunc("GET /api/topics", a.apiTopics)
 	mux.HandleFunc("GET /api/groups", a.apiGroups)
+	mux.HandleFunc("GET /api/transactions", a.apiTransactions)
 	mux.Handle("GET /", consoleHandler())
 	a.http = &http.Server{Handler: mux, ReadHeaderTimeout: adminReadTimeout, ReadTimeout: adminReadTimeout,
 		WriteTimeout: adminWriteTimeout, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)}

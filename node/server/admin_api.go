@@ -13,7 +13,8 @@ import (
 	"github.com/strandlog/strand/node"
 )
 
-// The JSON API the console draws: /api/cluster, /api/topics, /api/groups.
+// The JSON API the console draws: /api/cluster, /api/topics, /api/groups
+// (and /api/transactions, admin_txn_api.go).
 // Each answer is built from fresh AdminViews of the nodes this listener
 // serves (strand dev: all; strand serve: its own), the same views /metrics
 // reads. Sizes, high-water marks and follower states come from a hosted
@@ -153,6 +154,11 @@ type apiPartition struct {
 	From            uint64       `json:"from"`
 	UnderReplicated bool         `json:"under_replicated"`
 	Replicas        []apiReplica `json:"replicas"`
+	// LastStableOffset is where read_committed reads end; LSOLag, the
+	// records open transactions hold back from them (high-water mark −
+	// LSO, as strand_partition_lso_lag_records). -1 when unknown.
+	LastStableOffset int64 `json:"last_stable_offset"`
+	LSOLag           int64 `json:"lso_lag_records"`
 }
 
 // apiReplica is one replica's state: "leader", "in sync", "catching up"
@@ -185,6 +191,9 @@ type apiGroup struct {
 	// History holds the sampled lag over the last hour, oldest first, the
 	// last point taken at this answer.
 	History []lagSample `json:"history"`
+	// LagStableRecords is LagRecords to the last stable offsets: the lag
+	// of read_committed consumers (Kafka does not record which a group is).
+	LagStableRecords int64 `json:"lag_stable_records"`
 }
 
 type apiGroupPartition struct {
@@ -201,6 +210,10 @@ type apiGroupPartition struct {
 	Headroom       int64   `json:"headroom_records"`
 	AtRisk         bool    `json:"at_risk"`
 	DeadLetters    int64   `json:"dead_letters"` // from the committed metadata (clientlib's Handle)
+	// LastStableOffset is where read_committed reads end and LagStable the
+	// lag to it (a read_committed consumer's).
+	LastStableOffset int64 `json:"last_stable_offset"`
+	LagStable        int64 `json:"lag_stable"`
 }
 
 // lagSample is one point of a group's lag history.
@@ -378,7 +391,7 @@ func topicsOf(views []node.AdminView) []apiTopic {
 				continue
 			}
 			tp := node.TopicPartition{Topic: t.Name, Partition: int32(p)}
-			ap := apiPartition{Partition: int32(p), HighWatermark: -1, LogStartOffset: -1, SizeBytes: -1}
+			ap := apiPartition{Partition: int32(p), HighWatermark: -1, LogStartOffset: -1, SizeBytes: -1, LastStableOffset: -1, LSOLag: -1}
 			if p < len(t.Leaders) {
 				ap.Leader, ap.LeaderTerm = t.Leaders[p].Node, t.Leaders[p].Term
 			}
@@ -402,6 +415,7 @@ func fillPartition(ap *apiPartition, tp node.TopicPartition, set []uint64, repli
 	}
 	if src != nil {
 		ap.HighWatermark, ap.LogStartOffset, ap.SizeBytes = src.HighWatermark, src.LogStartOffset, src.SizeBytes
+		ap.LastStableOffset, ap.LSOLag = src.LastStableOffset, max(0, src.HighWatermark-src.LastStableOffset)
 		if src.IsLeader || ap.Leader == 0 {
 			ap.Leader, ap.LeaderTerm = uint64(src.Leader), src.Term
 		}
@@ -449,7 +463,7 @@ func groupsOf(views []node.AdminView, now time.Time) ([]apiGroup, bool) {
 			ag := apiGroup{ID: g.ID, State: g.State, Members: g.Members, Coordinator: uint64(v.ID), Partitions: []apiGroupPartition{}}
 			for _, o := range g.Offsets {
 				gp := apiGroupPartition{Topic: o.Topic, Partition: o.Partition, Committed: o.Committed, HighWatermark: -1,
-					LogStartOffset: -1, Lag: -1, Headroom: -1, LagSeconds: -1}
+					LogStartOffset: -1, Lag: -1, Headroom: -1, LagSeconds: -1, LastStableOffset: -1, LagStable: -1}
 				gp.DeadLetters, _ = deadLetterCount(o.Metadata)
 				ag.DeadLetters += gp.DeadLetters
 				if ms := retention[o.Topic]; ms > 0 && (ag.RetentionMs == 0 || ms < ag.RetentionMs) {
@@ -459,7 +473,9 @@ func groupsOf(views []node.AdminView, now time.Time) ([]apiGroup, bool) {
 					l := offsetLag(o, now)
 					gp.Known, gp.HighWatermark, gp.LogStartOffset = true, o.HighWatermark, o.LogStartOffset
 					gp.Lag, gp.LagSeconds, gp.Headroom, gp.AtRisk = l.Records, l.Seconds, l.Headroom, l.AtRisk
+					gp.LastStableOffset, gp.LagStable = o.LastStableOffset, l.Stable
 					ag.LagRecords += l.Records
+					ag.LagStableRecords += l.Stable
 					ag.LagSeconds = max(ag.LagSeconds, l.Seconds)
 					ag.AtRisk = ag.AtRisk || l.AtRisk
 				}

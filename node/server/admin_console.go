@@ -8,7 +8,8 @@ import (
 
 // console holds the web console: plain HTML, CSS and JavaScript, embedded
 // in the binary (no CDN, no build step). The page draws /api/cluster,
-// /api/topics and /api/groups; it has no data of its own.
+// /api/topics, /api/groups and /api/transactions; it has no data of its
+// own.
 //
 //go:embed console/index.html console/style.css console/app.js
 var console embed.FS

@@ -187,7 +187,7 @@ var (
 	descViewErrors    = prometheus.NewDesc("strand_admin_view_errors", "1 when this scrape could not read the node's state (stopped or busy).", []string{"node"}, nil)
 	groupLabels       = []string{"node", "group", "topic", "partition"}
 	descGroupOffset   = prometheus.NewDesc("strand_group_committed_offset", "Committed offset of a group, on its coordinator.", groupLabels, nil)
-	descGroupLag      = prometheus.NewDesc("strand_group_lag_records", "Records from the committed offset to the high-water mark (coordinator's replica).", groupLabels, nil)
+	descGroupLag      = prometheus.NewDesc("strand_group_lag_records", "Records from the committed offset to the high-water mark (coordinator's replica): a read_uncommitted consumer's lag, as Kafka's tools measure it.", groupLabels, nil)
 	descGroupLagSec   = prometheus.NewDesc("strand_group_lag_seconds", "Age of the first record the group has not consumed (0 when caught up).", groupLabels, nil)
 	descGroupHeadroom = prometheus.NewDesc("strand_group_retention_headroom_records",
 		"Records between the log start and the committed offset: what retention may delete before the group loses data (0: already lost).", groupLabels, nil)
@@ -195,6 +195,11 @@ var (
 		"Records of the partition the group dead-lettered (the count clientlib's Handle and strand consume --exec keep in the committed offset's metadata).", groupLabels, nil)
 	descGroupMembers = prometheus.NewDesc("strand_group_members", "Members of a group, on its coordinator.", []string{"node", "group"}, nil)
 )
+
+// descGroupLagStable is a read_committed group's lag. Kafka does not record
+// a group's isolation level, so both lags are given.
+var descGroupLagStable = prometheus.NewDesc("strand_group_lag_stable_records",
+	"Records from the committed offset to the last stable offset (coordinator's replica): a read_committed consumer's lag, held back by open transactions.", groupLabels, nil)
 
 // Collect takes one view per node and sends its metrics.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -362,6 +367,7 @@ func collectGroups(ch chan<- prometheus.Metric, id string, v node.AdminView, now
 			}
 			l := offsetLag(o, now)
 			ch <- gauge(descGroupLag, float64(l.Records), id, g.ID, o.Topic, p)
+			ch <- gauge(descGroupLagStable, float64(l.Stable), id, g.ID, o.Topic, p)
 			ch <- gauge(descGroupLagSec, l.Seconds, id, g.ID, o.Topic, p)
 			ch <- gauge(descGroupHeadroom, float64(l.Headroom), id, g.ID, o.Topic, p)
 		}
@@ -370,7 +376,8 @@ func collectGroups(ch chan<- prometheus.Metric, id string, v node.AdminView, now
 
 // lagOf is one committed offset's lag.
 type lagOf struct {
-	Records  int64
+	Records  int64 // to the high-water mark (read_uncommitted)
+	Stable   int64 // to the last stable offset (read_committed)
 	Seconds  float64
 	Headroom int64 // records between the log start and the committed offset
 	AtRisk   bool  // the committed offset is below the log start: data lost
@@ -379,8 +386,8 @@ type lagOf struct {
 // offsetLag computes o's lag at now (o must be Hosted).
 func offsetLag(o node.GroupOffsetView, now time.Time) lagOf {
 	from := max(o.Committed, o.LogStartOffset)
-	l := lagOf{Records: max(0, o.HighWatermark-from), Headroom: max(0, o.Committed-o.LogStartOffset),
-		AtRisk: o.Committed < o.LogStartOffset}
+	l := lagOf{Records: max(0, o.HighWatermark-from), Stable: max(0, o.LastStableOffset-from),
+		Headroom: max(0, o.Committed-o.LogStartOffset), AtRisk: o.Committed < o.LogStartOffset}
 	if l.Records > 0 && o.NextAppendTimeMs >= 0 {
 		l.Seconds = max(0, now.Sub(time.UnixMilli(o.NextAppendTimeMs)).Seconds())
 	}

@@ -160,6 +160,16 @@ func TestSecureClusterRefusesAndAllows(t *testing.T) {
 			t.Fatalf("%s produce: %v, want TOPIC_AUTHORIZATION_FAILED", who, err)
 		}
 	}
+	// DescribeProducers needs READ on the topic (KIP-664): carol's ALL
+	// on every topic allows it and shows alice's idempotent producer;
+	// alice's WRITE and DESCRIBE do not.
+	seen, err := kadm.NewClient(kafkaAs(t, rt, "carol", "carol-pw")).DescribeProducers(ctx, kadm.TopicsSet{"orders": {0: {}}})
+	if p := seen["orders"].Partitions[0]; err != nil || p.Err != nil || len(p.ActiveProducers) != 1 {
+		t.Fatalf("carol's describe producers: %v %+v", err, p)
+	}
+	if _, err := kadm.NewClient(kafkaAs(t, rt, "alice", "alice-pw")).DescribeProducers(ctx, kadm.TopicsSet{"orders": {0: {}}}); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("alice's describe producers: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
 	for _, tc := range []struct{ user, pw string }{{"", ""}, {"alice", "wrong"}} {
 		fctx, fcancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err := kafkaAs(t, rt, tc.user, tc.pw).ProduceSync(fctx, &kgo.Record{Topic: "orders", Value: []byte("x")}).First()

@@ -67,7 +67,7 @@
 //     traffic. make test-faults runs the heal test with it.
 //   - Admin listener (admin*.go, console/): --admin-listen (strand dev: base port + 200) serves
 //     /metrics, /healthz, /readyz, /debug/pprof/*, a JSON API (/api/cluster, /api/topics,
-//     /api/groups) and the console at /, for every Server of the process. One source: the HTTP side
+//     /api/groups, /api/transactions) and the console at /, for every Server of the process. One source: the HTTP side
 //     asks the loop for Core.AdminView (a copy of metadata, hosted replicas with follower progress,
 //     coordinated groups with lag, stats) through a 16-slot queue, answered between two Process
 //     calls (0.5–0.7 ms at 600 replicas; a full queue fails at once, 5 s deadline). A node serving
@@ -75,8 +75,9 @@
 //     (TestAdminServesTLS); without TLS it is plain HTTP, and serve warns when it listens beyond
 //     loopback. Metrics are one custom prometheus.Collector over one view per scrape, every series
 //     labelled node: per replica high-water mark, log start, size, leader, term, under-replicated,
-//     offline; follower lag; group committed offset, lag in records and seconds, retention
-//     headroom; move progress (strand_partition_move_progress_ratio on the leader,
+//     offline; follower lag; group committed offset, lag in records (to the high-water mark, and
+//     strand_group_lag_stable_records to the LSO: Kafka does not record a group's isolation) and
+//     seconds, retention headroom; move progress (strand_partition_move_progress_ratio on the leader,
 //     strand_partition_moves_in_progress); histograms of commit latency (proposal → apply by the
 //     Core's Clock), storage jobs (SyncJob.Run), each Core.Process call on the loop
 //     (strand_loop_process_seconds: its top bucket is the longest stall of every partition),
@@ -86,7 +87,9 @@
 //     _timed_out_total (counted by the coordinator that proposed them), _marker_retries_total,
 //     strand_txn_open and strand_txn_oldest_open_seconds (coordinators the node leads) and per
 //     replica strand_partition_lso_lag_records (high-water mark − last stable offset); test:
-//     TestMetricsTransactions. /readyz is 200 once the node is registered, knows a metadata leader and every hosted
+//     TestMetricsTransactions. /api/transactions has the same figures per node and summed, with
+//     the partitions held back (LSO < high-water mark), and the console draws them
+//     (TestAdminAPITransactions, cmd/strand TestConsoleTransactionsInBrowser). /readyz is 200 once the node is registered, knows a metadata leader and every hosted
 //     replica knows a leader and is within 256 entries of its commit; else 503 naming why. /readyz
 //     is the node's *own* readiness: a peer that is down leaves the others 200 (what a load
 //     balancer wants). Cluster health (liveness.go): every node sends every peer a liveness frame

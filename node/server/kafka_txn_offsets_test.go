@@ -37,11 +37,12 @@ func stableOffset(ctx context.Context, t *testing.T, cl *kgo.Client) (int64, int
 }
 
 // Over a real node with the real marker writer and franz-go's own
-// requests: AddOffsetsToTxn then TxnOffsetCommit (v3, routed by franz-go
+// requests: AddOffsetsToTxn then TxnOffsetCommit (v4, routed by franz-go
 // to the group coordinator) leave the offset pending (OffsetFetch with
 // require_stable: UNSTABLE_OFFSET_COMMIT) until EndTxn commits it; a
 // TxnOffsetCommit of a group not added to the transaction is
-// INVALID_TXN_STATE.
+// TRANSACTION_ABORTABLE, Kafka's answer from v4 (INVALID_TXN_STATE below:
+// kafkaproto TestTxnOffsetCommitTranslation).
 func TestKafkaTxnOffsetCommitOverFranzGo(t *testing.T) {
 	rt := startKafkaTxnServer(t, node.PartitionMarkers{})
 	addr := rt.KafkaAddr().String()
@@ -68,8 +69,8 @@ func TestKafkaTxnOffsetCommitOverFranzGo(t *testing.T) {
 	if resp, err := add.RequestWith(ctx, cl); err != nil || resp.ErrorCode != 0 {
 		t.Fatalf("AddOffsetsToTxn: %+v, %v", resp, err)
 	}
-	if code := commit("other", 7); code != kerr.InvalidTxnState.Code {
-		t.Fatalf("commit of a group not in the transaction: code %d, want INVALID_TXN_STATE", code)
+	if code := commit("other", 7); code != kerr.TransactionAbortable.Code {
+		t.Fatalf("commit of a group not in the transaction: code %d, want TRANSACTION_ABORTABLE", code)
 	}
 	if code := commit("g", 42); code != 0 {
 		t.Fatalf("TxnOffsetCommit: code %d", code)

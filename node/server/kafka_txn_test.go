@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -318,5 +319,25 @@ func TestKafkaTxnCoordinatorsAcrossNodes(t *testing.T) {
 	resp, err := req.RequestWith(ctx, raw.Broker(int(other)))
 	if err != nil || len(resp.TransactionStates) != 1 || resp.TransactionStates[0].ErrorCode != kerr.NotCoordinator.Code {
 		t.Fatalf("t0 described by node %d (coordinator %d): %v %+v, want NOT_COORDINATOR", other, co, err, resp)
+	}
+	describeProducersOnLeaderOnly(ctx, t, adm, raw)
+}
+
+// describeProducersOnLeaderOnly checks DescribeProducers of tx/0 across
+// nodes: kadm asks the partition's leader, which answers; a node that
+// does not lead it answers NOT_LEADER_OR_FOLLOWER.
+func describeProducersOnLeaderOnly(ctx context.Context, t *testing.T, adm *kadm.Client, raw *kgo.Client) {
+	t.Helper()
+	described, err := adm.DescribeProducers(ctx, kadm.TopicsSet{"tx": {0: {}}})
+	p := described["tx"].Partitions[0]
+	if err != nil || p.Err != nil || p.Leader < 1 {
+		t.Fatalf("describe producers of tx/0: %v %+v", err, p)
+	}
+	other := p.Leader%3 + 1
+	req := kmsg.NewPtrDescribeProducersRequest()
+	req.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "tx", Partitions: []int32{0}}}
+	resp, err := req.RequestWith(ctx, raw.Broker(int(other)))
+	if err != nil || len(resp.Topics) != 1 || resp.Topics[0].Partitions[0].ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("tx/0 described by node %d (leader %d): %v %+v, want NOT_LEADER_OR_FOLLOWER", other, p.Leader, err, resp)
 	}
 }

@@ -123,6 +123,8 @@ var errorCodeInfo = map[ErrorCode]CodeInfo{
 	ErrorCode_ERROR_CODE_TRANSACTIONS_NOT_ENABLED: {Name: "transactions_not_enabled"},
 	ErrorCode_ERROR_CODE_UNSTABLE_OFFSET_COMMIT:   {Name: "unstable_offset_commit", Retriable: true},
 	ErrorCode_ERROR_CODE_FENCED_INSTANCE_ID:       {Name: "fenced_instance_id"},
+	// A keyless record to a compacted topic: nothing of the batch written.
+	ErrorCode_ERROR_CODE_INVALID_RECORD: {Name: "invalid_record"},
 }
 
 // Info is code's row of the table. A code this build does not know (a newer

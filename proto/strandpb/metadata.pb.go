@@ -87,6 +87,8 @@ const (
 	MetadataCleanupPolicy_METADATA_CLEANUP_POLICY_UNSPECIFIED MetadataCleanupPolicy = 0
 	MetadataCleanupPolicy_METADATA_CLEANUP_POLICY_DELETE      MetadataCleanupPolicy = 1
 	MetadataCleanupPolicy_METADATA_CLEANUP_POLICY_COMPACT     MetadataCleanupPolicy = 2
+	// compact,delete: both (the policies are bits, as compact.Policy's).
+	MetadataCleanupPolicy_METADATA_CLEANUP_POLICY_COMPACT_DELETE MetadataCleanupPolicy = 3
 )
 
 // Enum value maps for MetadataCleanupPolicy.
@@ -95,11 +97,13 @@ var (
 		0: "METADATA_CLEANUP_POLICY_UNSPECIFIED",
 		1: "METADATA_CLEANUP_POLICY_DELETE",
 		2: "METADATA_CLEANUP_POLICY_COMPACT",
+		3: "METADATA_CLEANUP_POLICY_COMPACT_DELETE",
 	}
 	MetadataCleanupPolicy_value = map[string]int32{
-		"METADATA_CLEANUP_POLICY_UNSPECIFIED": 0,
-		"METADATA_CLEANUP_POLICY_DELETE":      1,
-		"METADATA_CLEANUP_POLICY_COMPACT":     2,
+		"METADATA_CLEANUP_POLICY_UNSPECIFIED":    0,
+		"METADATA_CLEANUP_POLICY_DELETE":         1,
+		"METADATA_CLEANUP_POLICY_COMPACT":        2,
+		"METADATA_CLEANUP_POLICY_COMPACT_DELETE": 3,
 	}
 )
 
@@ -1270,9 +1274,15 @@ type MetadataTopicConfig struct {
 	MaxMessageBytes int32                  `protobuf:"varint,5,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
 	// segment.ms: roll the active segment once it is this old (0 in a
 	// snapshot written before the key existed: the default).
-	SegmentMs     int64 `protobuf:"varint,40,opt,name=segment_ms,json=segmentMs,proto3" json:"segment_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SegmentMs int64 `protobuf:"varint,40,opt,name=segment_ms,json=segmentMs,proto3" json:"segment_ms,omitempty"`
+	// Compaction settings (engine/compact.Config); absent in a snapshot
+	// written before they existed: Kafka's defaults.
+	MinCleanableDirtyRatio *float64 `protobuf:"fixed64,41,opt,name=min_cleanable_dirty_ratio,json=minCleanableDirtyRatio,proto3,oneof" json:"min_cleanable_dirty_ratio,omitempty"`
+	MinCompactionLagMs     *int64   `protobuf:"varint,42,opt,name=min_compaction_lag_ms,json=minCompactionLagMs,proto3,oneof" json:"min_compaction_lag_ms,omitempty"`
+	MaxCompactionLagMs     *int64   `protobuf:"varint,43,opt,name=max_compaction_lag_ms,json=maxCompactionLagMs,proto3,oneof" json:"max_compaction_lag_ms,omitempty"`
+	DeleteRetentionMs      *int64   `protobuf:"varint,44,opt,name=delete_retention_ms,json=deleteRetentionMs,proto3,oneof" json:"delete_retention_ms,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *MetadataTopicConfig) Reset() {
@@ -1343,6 +1353,34 @@ func (x *MetadataTopicConfig) GetMaxMessageBytes() int32 {
 func (x *MetadataTopicConfig) GetSegmentMs() int64 {
 	if x != nil {
 		return x.SegmentMs
+	}
+	return 0
+}
+
+func (x *MetadataTopicConfig) GetMinCleanableDirtyRatio() float64 {
+	if x != nil && x.MinCleanableDirtyRatio != nil {
+		return *x.MinCleanableDirtyRatio
+	}
+	return 0
+}
+
+func (x *MetadataTopicConfig) GetMinCompactionLagMs() int64 {
+	if x != nil && x.MinCompactionLagMs != nil {
+		return *x.MinCompactionLagMs
+	}
+	return 0
+}
+
+func (x *MetadataTopicConfig) GetMaxCompactionLagMs() int64 {
+	if x != nil && x.MaxCompactionLagMs != nil {
+		return *x.MaxCompactionLagMs
+	}
+	return 0
+}
+
+func (x *MetadataTopicConfig) GetDeleteRetentionMs() int64 {
+	if x != nil && x.DeleteRetentionMs != nil {
+		return *x.DeleteRetentionMs
 	}
 	return 0
 }
@@ -2088,7 +2126,7 @@ const file_metadata_proto_rawDesc = "" +
 	"\vleader_term\x18\x05 \x01(\x04R\n" +
 	"leaderTerm\"O\n" +
 	"\x15MetadataReportLeaders\x126\n" +
-	"\areports\x18\x01 \x03(\v2\x1c.strand.MetadataLeaderReportR\areports\"\x97\x02\n" +
+	"\areports\x18\x01 \x03(\v2\x1c.strand.MetadataLeaderReportR\areports\"\xe6\x04\n" +
 	"\x13MetadataTopicConfig\x12!\n" +
 	"\fretention_ms\x18\x01 \x01(\x03R\vretentionMs\x12'\n" +
 	"\x0fretention_bytes\x18\x02 \x01(\x03R\x0eretentionBytes\x12#\n" +
@@ -2096,7 +2134,15 @@ const file_metadata_proto_rawDesc = "" +
 	"\x0ecleanup_policy\x18\x04 \x01(\x0e2\x1d.strand.MetadataCleanupPolicyR\rcleanupPolicy\x12*\n" +
 	"\x11max_message_bytes\x18\x05 \x01(\x05R\x0fmaxMessageBytes\x12\x1d\n" +
 	"\n" +
-	"segment_ms\x18( \x01(\x03R\tsegmentMs\"\xc4\x01\n" +
+	"segment_ms\x18( \x01(\x03R\tsegmentMs\x12>\n" +
+	"\x19min_cleanable_dirty_ratio\x18) \x01(\x01H\x00R\x16minCleanableDirtyRatio\x88\x01\x01\x126\n" +
+	"\x15min_compaction_lag_ms\x18* \x01(\x03H\x01R\x12minCompactionLagMs\x88\x01\x01\x126\n" +
+	"\x15max_compaction_lag_ms\x18+ \x01(\x03H\x02R\x12maxCompactionLagMs\x88\x01\x01\x123\n" +
+	"\x13delete_retention_ms\x18, \x01(\x03H\x03R\x11deleteRetentionMs\x88\x01\x01B\x1c\n" +
+	"\x1a_min_cleanable_dirty_ratioB\x18\n" +
+	"\x16_min_compaction_lag_msB\x18\n" +
+	"\x16_max_compaction_lag_msB\x16\n" +
+	"\x14_delete_retention_ms\"\xc4\x01\n" +
 	"\fMetadataNode\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -2156,11 +2202,12 @@ const file_metadata_proto_rawDesc = "" +
 	"\x11MetadataNodeState\x12\x1e\n" +
 	"\x1aMETADATA_NODE_STATE_ACTIVE\x10\x00\x12'\n" +
 	"#METADATA_NODE_STATE_DECOMMISSIONING\x10\x01\x12\x1f\n" +
-	"\x1bMETADATA_NODE_STATE_REMOVED\x10\x02*\x89\x01\n" +
+	"\x1bMETADATA_NODE_STATE_REMOVED\x10\x02*\xb5\x01\n" +
 	"\x15MetadataCleanupPolicy\x12'\n" +
 	"#METADATA_CLEANUP_POLICY_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eMETADATA_CLEANUP_POLICY_DELETE\x10\x01\x12#\n" +
-	"\x1fMETADATA_CLEANUP_POLICY_COMPACT\x10\x02B,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
+	"\x1fMETADATA_CLEANUP_POLICY_COMPACT\x10\x02\x12*\n" +
+	"&METADATA_CLEANUP_POLICY_COMPACT_DELETE\x10\x03B,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
 
 var (
 	file_metadata_proto_rawDescOnce sync.Once
@@ -2271,6 +2318,7 @@ func file_metadata_proto_init() {
 		(*MetadataCommand_ReassignPartition)(nil),
 		(*MetadataCommand_CompletePartitionMove)(nil),
 	}
+	file_metadata_proto_msgTypes[14].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

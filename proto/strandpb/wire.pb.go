@@ -188,6 +188,10 @@ const (
 	// A TxnOffsetCommit's group instance id is held by another member id: a
 	// newer instance replaced this one. Definite (Kafka's FENCED_INSTANCE_ID).
 	ErrorCode_ERROR_CODE_FENCED_INSTANCE_ID ErrorCode = 98
+	// A record the topic cannot take: a record without a key sent to a
+	// compacted topic. Definite: nothing of the batch was written (Kafka's
+	// INVALID_RECORD).
+	ErrorCode_ERROR_CODE_INVALID_RECORD ErrorCode = 87
 )
 
 // Enum value maps for ErrorCode.
@@ -250,6 +254,7 @@ var (
 		99: "ERROR_CODE_TRANSACTIONS_NOT_ENABLED",
 		97: "ERROR_CODE_UNSTABLE_OFFSET_COMMIT",
 		98: "ERROR_CODE_FENCED_INSTANCE_ID",
+		87: "ERROR_CODE_INVALID_RECORD",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_NONE":                                  0,
@@ -309,6 +314,7 @@ var (
 		"ERROR_CODE_TRANSACTIONS_NOT_ENABLED":              99,
 		"ERROR_CODE_UNSTABLE_OFFSET_COMMIT":                97,
 		"ERROR_CODE_FENCED_INSTANCE_ID":                    98,
+		"ERROR_CODE_INVALID_RECORD":                        87,
 	}
 )
 
@@ -696,6 +702,7 @@ type Request struct {
 	//	*Request_WriteTxnMarkers
 	//	*Request_TxnOffsetCommit
 	//	*Request_AbortTransaction
+	//	*Request_DescribeProducers
 	//	*Request_Raft
 	Body          isRequest_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
@@ -1106,6 +1113,15 @@ func (x *Request) GetAbortTransaction() *AbortTransactionRequest {
 	return nil
 }
 
+func (x *Request) GetDescribeProducers() *DescribeProducersRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Request_DescribeProducers); ok {
+			return x.DescribeProducers
+		}
+	}
+	return nil
+}
+
 func (x *Request) GetRaft() *RaftFrame {
 	if x != nil {
 		if x, ok := x.Body.(*Request_Raft); ok {
@@ -1281,6 +1297,10 @@ type Request_AbortTransaction struct {
 	AbortTransaction *AbortTransactionRequest `protobuf:"bytes,98,opt,name=abort_transaction,json=abortTransaction,proto3,oneof"`
 }
 
+type Request_DescribeProducers struct {
+	DescribeProducers *DescribeProducersRequest `protobuf:"bytes,99,opt,name=describe_producers,json=describeProducers,proto3,oneof"`
+}
+
 type Request_Raft struct {
 	// Raft traffic from a peer node; never answered.
 	Raft *RaftFrame `protobuf:"bytes,30,opt,name=raft,proto3,oneof"`
@@ -1366,6 +1386,8 @@ func (*Request_TxnOffsetCommit) isRequest_Body() {}
 
 func (*Request_AbortTransaction) isRequest_Body() {}
 
+func (*Request_DescribeProducers) isRequest_Body() {}
+
 func (*Request_Raft) isRequest_Body() {}
 
 // Response answers the Request with the same correlation_id. error is set
@@ -1416,6 +1438,7 @@ type Response struct {
 	//	*Response_WriteTxnMarkers
 	//	*Response_TxnOffsetCommit
 	//	*Response_AbortTransaction
+	//	*Response_DescribeProducers
 	Body          isResponse_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1832,6 +1855,15 @@ func (x *Response) GetAbortTransaction() *AbortTransactionResponse {
 	return nil
 }
 
+func (x *Response) GetDescribeProducers() *DescribeProducersResponse {
+	if x != nil {
+		if x, ok := x.Body.(*Response_DescribeProducers); ok {
+			return x.DescribeProducers
+		}
+	}
+	return nil
+}
+
 type isResponse_Body interface {
 	isResponse_Body()
 }
@@ -1996,6 +2028,10 @@ type Response_AbortTransaction struct {
 	AbortTransaction *AbortTransactionResponse `protobuf:"bytes,98,opt,name=abort_transaction,json=abortTransaction,proto3,oneof"`
 }
 
+type Response_DescribeProducers struct {
+	DescribeProducers *DescribeProducersResponse `protobuf:"bytes,99,opt,name=describe_producers,json=describeProducers,proto3,oneof"`
+}
+
 func (*Response_Hello) isResponse_Body() {}
 
 func (*Response_Metadata) isResponse_Body() {}
@@ -2075,6 +2111,8 @@ func (*Response_WriteTxnMarkers) isResponse_Body() {}
 func (*Response_TxnOffsetCommit) isResponse_Body() {}
 
 func (*Response_AbortTransaction) isResponse_Body() {}
+
+func (*Response_DescribeProducers) isResponse_Body() {}
 
 // HelloRequest opens a connection: the protocol versions the sender speaks.
 type HelloRequest struct {
@@ -7289,6 +7327,101 @@ func (x *DescribeTransactionsResponse) GetTransactions() []*DescribeTransactions
 	return nil
 }
 
+// DescribeProducersRequest asks partition leaders for the producers each
+// partition remembers (Kafka's DescribeProducers, KIP-664): how an
+// operator finds the producer of a transaction that holds the last stable
+// offset back. Needs READ on each topic; a refused partition is answered
+// TOPIC_AUTHORIZATION_FAILED and the others are served.
+type DescribeProducersRequest struct {
+	state         protoimpl.MessageState                `protogen:"open.v1"`
+	Partitions    []*DescribeProducersRequest_Partition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeProducersRequest) Reset() {
+	*x = DescribeProducersRequest{}
+	mi := &file_wire_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeProducersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeProducersRequest) ProtoMessage() {}
+
+func (x *DescribeProducersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeProducersRequest.ProtoReflect.Descriptor instead.
+func (*DescribeProducersRequest) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *DescribeProducersRequest) GetPartitions() []*DescribeProducersRequest_Partition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// DescribeProducersResponse answers each partition asked, in order: from
+// its leader's applied state, or NOT_LEADER (with the leader) elsewhere.
+type DescribeProducersResponse struct {
+	state         protoimpl.MessageState                 `protogen:"open.v1"`
+	Partitions    []*DescribeProducersResponse_Partition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeProducersResponse) Reset() {
+	*x = DescribeProducersResponse{}
+	mi := &file_wire_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeProducersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeProducersResponse) ProtoMessage() {}
+
+func (x *DescribeProducersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeProducersResponse.ProtoReflect.Descriptor instead.
+func (*DescribeProducersResponse) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{94}
+}
+
+func (x *DescribeProducersResponse) GetPartitions() []*DescribeProducersResponse_Partition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
 // AbortedTransaction is one aborted transaction of a partition: its
 // producer, its first offset and the offset of its abort marker.
 type AbortedTransaction struct {
@@ -7302,7 +7435,7 @@ type AbortedTransaction struct {
 
 func (x *AbortedTransaction) Reset() {
 	*x = AbortedTransaction{}
-	mi := &file_wire_proto_msgTypes[93]
+	mi := &file_wire_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7314,7 +7447,7 @@ func (x *AbortedTransaction) String() string {
 func (*AbortedTransaction) ProtoMessage() {}
 
 func (x *AbortedTransaction) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[93]
+	mi := &file_wire_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7327,7 +7460,7 @@ func (x *AbortedTransaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortedTransaction.ProtoReflect.Descriptor instead.
 func (*AbortedTransaction) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{93}
+	return file_wire_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *AbortedTransaction) GetProducerId() int64 {
@@ -7364,7 +7497,7 @@ type WriteTxnMarkersRequest struct {
 
 func (x *WriteTxnMarkersRequest) Reset() {
 	*x = WriteTxnMarkersRequest{}
-	mi := &file_wire_proto_msgTypes[94]
+	mi := &file_wire_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7376,7 +7509,7 @@ func (x *WriteTxnMarkersRequest) String() string {
 func (*WriteTxnMarkersRequest) ProtoMessage() {}
 
 func (x *WriteTxnMarkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[94]
+	mi := &file_wire_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7389,7 +7522,7 @@ func (x *WriteTxnMarkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersRequest.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{94}
+	return file_wire_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *WriteTxnMarkersRequest) GetMarkers() []*WriteTxnMarkersRequest_Marker {
@@ -7410,7 +7543,7 @@ type WriteTxnMarkersResponse struct {
 
 func (x *WriteTxnMarkersResponse) Reset() {
 	*x = WriteTxnMarkersResponse{}
-	mi := &file_wire_proto_msgTypes[95]
+	mi := &file_wire_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7422,7 +7555,7 @@ func (x *WriteTxnMarkersResponse) String() string {
 func (*WriteTxnMarkersResponse) ProtoMessage() {}
 
 func (x *WriteTxnMarkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[95]
+	mi := &file_wire_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7435,7 +7568,7 @@ func (x *WriteTxnMarkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersResponse.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{95}
+	return file_wire_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *WriteTxnMarkersResponse) GetResults() []*WriteTxnMarkersResponse_Result {
@@ -7468,7 +7601,7 @@ type MetadataResponse_Node struct {
 
 func (x *MetadataResponse_Node) Reset() {
 	*x = MetadataResponse_Node{}
-	mi := &file_wire_proto_msgTypes[96]
+	mi := &file_wire_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7480,7 +7613,7 @@ func (x *MetadataResponse_Node) String() string {
 func (*MetadataResponse_Node) ProtoMessage() {}
 
 func (x *MetadataResponse_Node) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[96]
+	mi := &file_wire_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7560,7 +7693,7 @@ type MetadataResponse_Partition struct {
 
 func (x *MetadataResponse_Partition) Reset() {
 	*x = MetadataResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[97]
+	mi := &file_wire_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7572,7 +7705,7 @@ func (x *MetadataResponse_Partition) String() string {
 func (*MetadataResponse_Partition) ProtoMessage() {}
 
 func (x *MetadataResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[97]
+	mi := &file_wire_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7644,7 +7777,7 @@ type MetadataResponse_Topic struct {
 
 func (x *MetadataResponse_Topic) Reset() {
 	*x = MetadataResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[98]
+	mi := &file_wire_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7656,7 +7789,7 @@ func (x *MetadataResponse_Topic) String() string {
 func (*MetadataResponse_Topic) ProtoMessage() {}
 
 func (x *MetadataResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[98]
+	mi := &file_wire_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7722,7 +7855,7 @@ type ProduceRequest_Partition struct {
 
 func (x *ProduceRequest_Partition) Reset() {
 	*x = ProduceRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[99]
+	mi := &file_wire_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7734,7 +7867,7 @@ func (x *ProduceRequest_Partition) String() string {
 func (*ProduceRequest_Partition) ProtoMessage() {}
 
 func (x *ProduceRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[99]
+	mi := &file_wire_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7819,7 +7952,7 @@ type ProduceResponse_Partition struct {
 
 func (x *ProduceResponse_Partition) Reset() {
 	*x = ProduceResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[100]
+	mi := &file_wire_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7831,7 +7964,7 @@ func (x *ProduceResponse_Partition) String() string {
 func (*ProduceResponse_Partition) ProtoMessage() {}
 
 func (x *ProduceResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[100]
+	mi := &file_wire_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7897,7 +8030,7 @@ type FetchRequest_Partition struct {
 
 func (x *FetchRequest_Partition) Reset() {
 	*x = FetchRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[101]
+	mi := &file_wire_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7909,7 +8042,7 @@ func (x *FetchRequest_Partition) String() string {
 func (*FetchRequest_Partition) ProtoMessage() {}
 
 func (x *FetchRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[101]
+	mi := &file_wire_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7983,7 +8116,7 @@ type FetchResponse_Batch struct {
 
 func (x *FetchResponse_Batch) Reset() {
 	*x = FetchResponse_Batch{}
-	mi := &file_wire_proto_msgTypes[102]
+	mi := &file_wire_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7995,7 +8128,7 @@ func (x *FetchResponse_Batch) String() string {
 func (*FetchResponse_Batch) ProtoMessage() {}
 
 func (x *FetchResponse_Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[102]
+	mi := &file_wire_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8079,7 +8212,7 @@ type FetchResponse_TxnMarker struct {
 
 func (x *FetchResponse_TxnMarker) Reset() {
 	*x = FetchResponse_TxnMarker{}
-	mi := &file_wire_proto_msgTypes[103]
+	mi := &file_wire_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8091,7 +8224,7 @@ func (x *FetchResponse_TxnMarker) String() string {
 func (*FetchResponse_TxnMarker) ProtoMessage() {}
 
 func (x *FetchResponse_TxnMarker) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[103]
+	mi := &file_wire_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8146,7 +8279,7 @@ type FetchResponse_Partition struct {
 
 func (x *FetchResponse_Partition) Reset() {
 	*x = FetchResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[104]
+	mi := &file_wire_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8158,7 +8291,7 @@ func (x *FetchResponse_Partition) String() string {
 func (*FetchResponse_Partition) ProtoMessage() {}
 
 func (x *FetchResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[104]
+	mi := &file_wire_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8250,7 +8383,7 @@ type ListOffsetsRequest_Partition struct {
 
 func (x *ListOffsetsRequest_Partition) Reset() {
 	*x = ListOffsetsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[105]
+	mi := &file_wire_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8262,7 +8395,7 @@ func (x *ListOffsetsRequest_Partition) String() string {
 func (*ListOffsetsRequest_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[105]
+	mi := &file_wire_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8323,7 +8456,7 @@ type ListOffsetsResponse_Partition struct {
 
 func (x *ListOffsetsResponse_Partition) Reset() {
 	*x = ListOffsetsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[106]
+	mi := &file_wire_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8335,7 +8468,7 @@ func (x *ListOffsetsResponse_Partition) String() string {
 func (*ListOffsetsResponse_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[106]
+	mi := &file_wire_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8412,7 +8545,7 @@ type CreateTopicsRequest_Topic struct {
 
 func (x *CreateTopicsRequest_Topic) Reset() {
 	*x = CreateTopicsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[107]
+	mi := &file_wire_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8424,7 +8557,7 @@ func (x *CreateTopicsRequest_Topic) String() string {
 func (*CreateTopicsRequest_Topic) ProtoMessage() {}
 
 func (x *CreateTopicsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[107]
+	mi := &file_wire_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8479,7 +8612,7 @@ type CreatePartitionsRequest_Topic struct {
 
 func (x *CreatePartitionsRequest_Topic) Reset() {
 	*x = CreatePartitionsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[108]
+	mi := &file_wire_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8491,7 +8624,7 @@ func (x *CreatePartitionsRequest_Topic) String() string {
 func (*CreatePartitionsRequest_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[108]
+	mi := &file_wire_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8533,7 +8666,7 @@ type CreatePartitionsResponse_Topic struct {
 
 func (x *CreatePartitionsResponse_Topic) Reset() {
 	*x = CreatePartitionsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[109]
+	mi := &file_wire_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8545,7 +8678,7 @@ func (x *CreatePartitionsResponse_Topic) String() string {
 func (*CreatePartitionsResponse_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[109]
+	mi := &file_wire_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8609,7 +8742,7 @@ type MovePartitionsRequest_Move struct {
 
 func (x *MovePartitionsRequest_Move) Reset() {
 	*x = MovePartitionsRequest_Move{}
-	mi := &file_wire_proto_msgTypes[110]
+	mi := &file_wire_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8621,7 +8754,7 @@ func (x *MovePartitionsRequest_Move) String() string {
 func (*MovePartitionsRequest_Move) ProtoMessage() {}
 
 func (x *MovePartitionsRequest_Move) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[110]
+	mi := &file_wire_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8686,7 +8819,7 @@ type MovePartitionsResponse_Move struct {
 
 func (x *MovePartitionsResponse_Move) Reset() {
 	*x = MovePartitionsResponse_Move{}
-	mi := &file_wire_proto_msgTypes[111]
+	mi := &file_wire_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8698,7 +8831,7 @@ func (x *MovePartitionsResponse_Move) String() string {
 func (*MovePartitionsResponse_Move) ProtoMessage() {}
 
 func (x *MovePartitionsResponse_Move) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[111]
+	mi := &file_wire_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8762,7 +8895,7 @@ type DescribeTopicsResponse_Topic struct {
 
 func (x *DescribeTopicsResponse_Topic) Reset() {
 	*x = DescribeTopicsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[112]
+	mi := &file_wire_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8774,7 +8907,7 @@ func (x *DescribeTopicsResponse_Topic) String() string {
 func (*DescribeTopicsResponse_Topic) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[112]
+	mi := &file_wire_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8836,7 +8969,7 @@ type ListGroupsResponse_Group struct {
 
 func (x *ListGroupsResponse_Group) Reset() {
 	*x = ListGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[113]
+	mi := &file_wire_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8848,7 +8981,7 @@ func (x *ListGroupsResponse_Group) String() string {
 func (*ListGroupsResponse_Group) ProtoMessage() {}
 
 func (x *ListGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[113]
+	mi := &file_wire_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8900,7 +9033,7 @@ type DescribeGroupsResponse_Group struct {
 
 func (x *DescribeGroupsResponse_Group) Reset() {
 	*x = DescribeGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[114]
+	mi := &file_wire_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8912,7 +9045,7 @@ func (x *DescribeGroupsResponse_Group) String() string {
 func (*DescribeGroupsResponse_Group) ProtoMessage() {}
 
 func (x *DescribeGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[114]
+	mi := &file_wire_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8988,7 +9121,7 @@ type OffsetDeleteResponse_Result struct {
 
 func (x *OffsetDeleteResponse_Result) Reset() {
 	*x = OffsetDeleteResponse_Result{}
-	mi := &file_wire_proto_msgTypes[115]
+	mi := &file_wire_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9000,7 +9133,7 @@ func (x *OffsetDeleteResponse_Result) String() string {
 func (*OffsetDeleteResponse_Result) ProtoMessage() {}
 
 func (x *OffsetDeleteResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[115]
+	mi := &file_wire_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9047,7 +9180,7 @@ type DeleteGroupsResponse_Result struct {
 
 func (x *DeleteGroupsResponse_Result) Reset() {
 	*x = DeleteGroupsResponse_Result{}
-	mi := &file_wire_proto_msgTypes[116]
+	mi := &file_wire_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9059,7 +9192,7 @@ func (x *DeleteGroupsResponse_Result) String() string {
 func (*DeleteGroupsResponse_Result) ProtoMessage() {}
 
 func (x *DeleteGroupsResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[116]
+	mi := &file_wire_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9100,7 +9233,7 @@ type AlterConfigsRequest_Topic struct {
 
 func (x *AlterConfigsRequest_Topic) Reset() {
 	*x = AlterConfigsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[117]
+	mi := &file_wire_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9112,7 +9245,7 @@ func (x *AlterConfigsRequest_Topic) String() string {
 func (*AlterConfigsRequest_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[117]
+	mi := &file_wire_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9160,7 +9293,7 @@ type AlterConfigsResponse_Topic struct {
 
 func (x *AlterConfigsResponse_Topic) Reset() {
 	*x = AlterConfigsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[118]
+	mi := &file_wire_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9172,7 +9305,7 @@ func (x *AlterConfigsResponse_Topic) String() string {
 func (*AlterConfigsResponse_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[118]
+	mi := &file_wire_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9222,7 +9355,7 @@ type DeleteRecordsRequest_Partition struct {
 
 func (x *DeleteRecordsRequest_Partition) Reset() {
 	*x = DeleteRecordsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[119]
+	mi := &file_wire_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9234,7 +9367,7 @@ func (x *DeleteRecordsRequest_Partition) String() string {
 func (*DeleteRecordsRequest_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[119]
+	mi := &file_wire_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9290,7 +9423,7 @@ type DeleteRecordsResponse_Partition struct {
 
 func (x *DeleteRecordsResponse_Partition) Reset() {
 	*x = DeleteRecordsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[120]
+	mi := &file_wire_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9302,7 +9435,7 @@ func (x *DeleteRecordsResponse_Partition) String() string {
 func (*DeleteRecordsResponse_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[120]
+	mi := &file_wire_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9356,7 +9489,7 @@ type DescribePartitionsRequest_Partition struct {
 
 func (x *DescribePartitionsRequest_Partition) Reset() {
 	*x = DescribePartitionsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[121]
+	mi := &file_wire_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9368,7 +9501,7 @@ func (x *DescribePartitionsRequest_Partition) String() string {
 func (*DescribePartitionsRequest_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[121]
+	mi := &file_wire_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9427,7 +9560,7 @@ type DescribePartitionsResponse_Partition struct {
 
 func (x *DescribePartitionsResponse_Partition) Reset() {
 	*x = DescribePartitionsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[122]
+	mi := &file_wire_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9439,7 +9572,7 @@ func (x *DescribePartitionsResponse_Partition) String() string {
 func (*DescribePartitionsResponse_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[122]
+	mi := &file_wire_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9549,7 +9682,7 @@ type AlterUsersRequest_Upsert struct {
 
 func (x *AlterUsersRequest_Upsert) Reset() {
 	*x = AlterUsersRequest_Upsert{}
-	mi := &file_wire_proto_msgTypes[123]
+	mi := &file_wire_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9561,7 +9694,7 @@ func (x *AlterUsersRequest_Upsert) String() string {
 func (*AlterUsersRequest_Upsert) ProtoMessage() {}
 
 func (x *AlterUsersRequest_Upsert) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[123]
+	mi := &file_wire_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9601,7 +9734,7 @@ type AlterUsersRequest_Delete struct {
 
 func (x *AlterUsersRequest_Delete) Reset() {
 	*x = AlterUsersRequest_Delete{}
-	mi := &file_wire_proto_msgTypes[124]
+	mi := &file_wire_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9613,7 +9746,7 @@ func (x *AlterUsersRequest_Delete) String() string {
 func (*AlterUsersRequest_Delete) ProtoMessage() {}
 
 func (x *AlterUsersRequest_Delete) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[124]
+	mi := &file_wire_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9653,7 +9786,7 @@ type AlterUsersResponse_Result struct {
 
 func (x *AlterUsersResponse_Result) Reset() {
 	*x = AlterUsersResponse_Result{}
-	mi := &file_wire_proto_msgTypes[125]
+	mi := &file_wire_proto_msgTypes[127]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9665,7 +9798,7 @@ func (x *AlterUsersResponse_Result) String() string {
 func (*AlterUsersResponse_Result) ProtoMessage() {}
 
 func (x *AlterUsersResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[125]
+	mi := &file_wire_proto_msgTypes[127]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9706,7 +9839,7 @@ type ListUsersResponse_User struct {
 
 func (x *ListUsersResponse_User) Reset() {
 	*x = ListUsersResponse_User{}
-	mi := &file_wire_proto_msgTypes[126]
+	mi := &file_wire_proto_msgTypes[128]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9718,7 +9851,7 @@ func (x *ListUsersResponse_User) String() string {
 func (*ListUsersResponse_User) ProtoMessage() {}
 
 func (x *ListUsersResponse_User) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[126]
+	mi := &file_wire_proto_msgTypes[128]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9767,7 +9900,7 @@ type ElectLeadersResponse_Transfer struct {
 
 func (x *ElectLeadersResponse_Transfer) Reset() {
 	*x = ElectLeadersResponse_Transfer{}
-	mi := &file_wire_proto_msgTypes[127]
+	mi := &file_wire_proto_msgTypes[129]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9779,7 +9912,7 @@ func (x *ElectLeadersResponse_Transfer) String() string {
 func (*ElectLeadersResponse_Transfer) ProtoMessage() {}
 
 func (x *ElectLeadersResponse_Transfer) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[127]
+	mi := &file_wire_proto_msgTypes[129]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9847,7 +9980,7 @@ type ClusterMembersResponse_Member struct {
 
 func (x *ClusterMembersResponse_Member) Reset() {
 	*x = ClusterMembersResponse_Member{}
-	mi := &file_wire_proto_msgTypes[128]
+	mi := &file_wire_proto_msgTypes[130]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9859,7 +9992,7 @@ func (x *ClusterMembersResponse_Member) String() string {
 func (*ClusterMembersResponse_Member) ProtoMessage() {}
 
 func (x *ClusterMembersResponse_Member) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[128]
+	mi := &file_wire_proto_msgTypes[130]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9970,7 +10103,7 @@ type AddPartitionsToTxnResponse_Result struct {
 
 func (x *AddPartitionsToTxnResponse_Result) Reset() {
 	*x = AddPartitionsToTxnResponse_Result{}
-	mi := &file_wire_proto_msgTypes[129]
+	mi := &file_wire_proto_msgTypes[131]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9982,7 +10115,7 @@ func (x *AddPartitionsToTxnResponse_Result) String() string {
 func (*AddPartitionsToTxnResponse_Result) ProtoMessage() {}
 
 func (x *AddPartitionsToTxnResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[129]
+	mi := &file_wire_proto_msgTypes[131]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10030,7 +10163,7 @@ type ListTransactionsResponse_Transaction struct {
 
 func (x *ListTransactionsResponse_Transaction) Reset() {
 	*x = ListTransactionsResponse_Transaction{}
-	mi := &file_wire_proto_msgTypes[130]
+	mi := &file_wire_proto_msgTypes[132]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10042,7 +10175,7 @@ func (x *ListTransactionsResponse_Transaction) String() string {
 func (*ListTransactionsResponse_Transaction) ProtoMessage() {}
 
 func (x *ListTransactionsResponse_Transaction) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[130]
+	mi := &file_wire_proto_msgTypes[132]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10097,7 +10230,7 @@ type DescribeTransactionsResponse_Transaction struct {
 
 func (x *DescribeTransactionsResponse_Transaction) Reset() {
 	*x = DescribeTransactionsResponse_Transaction{}
-	mi := &file_wire_proto_msgTypes[131]
+	mi := &file_wire_proto_msgTypes[133]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10109,7 +10242,7 @@ func (x *DescribeTransactionsResponse_Transaction) String() string {
 func (*DescribeTransactionsResponse_Transaction) ProtoMessage() {}
 
 func (x *DescribeTransactionsResponse_Transaction) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[131]
+	mi := &file_wire_proto_msgTypes[133]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10188,6 +10321,214 @@ func (x *DescribeTransactionsResponse_Transaction) GetGroups() []string {
 	return nil
 }
 
+type DescribeProducersRequest_Partition struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeProducersRequest_Partition) Reset() {
+	*x = DescribeProducersRequest_Partition{}
+	mi := &file_wire_proto_msgTypes[134]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeProducersRequest_Partition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeProducersRequest_Partition) ProtoMessage() {}
+
+func (x *DescribeProducersRequest_Partition) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[134]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeProducersRequest_Partition.ProtoReflect.Descriptor instead.
+func (*DescribeProducersRequest_Partition) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{93, 0}
+}
+
+func (x *DescribeProducersRequest_Partition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DescribeProducersRequest_Partition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+type DescribeProducersResponse_Producer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProducerId    int64                  `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32                  `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// The newest batch's last sequence; -1: none (transactional only).
+	LastSequence int32 `protobuf:"varint,3,opt,name=last_sequence,json=lastSequence,proto3" json:"last_sequence,omitempty"`
+	// Append time of its newest entry (ms since the epoch); -1: none.
+	LastTimestampMs int64 `protobuf:"varint,4,opt,name=last_timestamp_ms,json=lastTimestampMs,proto3" json:"last_timestamp_ms,omitempty"`
+	// Coordinator epoch of its last transaction marker; -1: none.
+	CoordinatorEpoch int32 `protobuf:"varint,5,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	// First offset of its open transaction here; -1: none.
+	TxnStartOffset int64 `protobuf:"varint,6,opt,name=txn_start_offset,json=txnStartOffset,proto3" json:"txn_start_offset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DescribeProducersResponse_Producer) Reset() {
+	*x = DescribeProducersResponse_Producer{}
+	mi := &file_wire_proto_msgTypes[135]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeProducersResponse_Producer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeProducersResponse_Producer) ProtoMessage() {}
+
+func (x *DescribeProducersResponse_Producer) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[135]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeProducersResponse_Producer.ProtoReflect.Descriptor instead.
+func (*DescribeProducersResponse_Producer) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{94, 0}
+}
+
+func (x *DescribeProducersResponse_Producer) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *DescribeProducersResponse_Producer) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *DescribeProducersResponse_Producer) GetLastSequence() int32 {
+	if x != nil {
+		return x.LastSequence
+	}
+	return 0
+}
+
+func (x *DescribeProducersResponse_Producer) GetLastTimestampMs() int64 {
+	if x != nil {
+		return x.LastTimestampMs
+	}
+	return 0
+}
+
+func (x *DescribeProducersResponse_Producer) GetCoordinatorEpoch() int32 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
+func (x *DescribeProducersResponse_Producer) GetTxnStartOffset() int64 {
+	if x != nil {
+		return x.TxnStartOffset
+	}
+	return 0
+}
+
+type DescribeProducersResponse_Partition struct {
+	state         protoimpl.MessageState                `protogen:"open.v1"`
+	Topic         string                                `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                                 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Error         *Error                                `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	Producers     []*DescribeProducersResponse_Producer `protobuf:"bytes,4,rep,name=producers,proto3" json:"producers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeProducersResponse_Partition) Reset() {
+	*x = DescribeProducersResponse_Partition{}
+	mi := &file_wire_proto_msgTypes[136]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeProducersResponse_Partition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeProducersResponse_Partition) ProtoMessage() {}
+
+func (x *DescribeProducersResponse_Partition) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[136]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeProducersResponse_Partition.ProtoReflect.Descriptor instead.
+func (*DescribeProducersResponse_Partition) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{94, 1}
+}
+
+func (x *DescribeProducersResponse_Partition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DescribeProducersResponse_Partition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DescribeProducersResponse_Partition) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *DescribeProducersResponse_Partition) GetProducers() []*DescribeProducersResponse_Producer {
+	if x != nil {
+		return x.Producers
+	}
+	return nil
+}
+
 type WriteTxnMarkersRequest_Marker struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Topic      string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -10210,7 +10551,7 @@ type WriteTxnMarkersRequest_Marker struct {
 
 func (x *WriteTxnMarkersRequest_Marker) Reset() {
 	*x = WriteTxnMarkersRequest_Marker{}
-	mi := &file_wire_proto_msgTypes[132]
+	mi := &file_wire_proto_msgTypes[137]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10222,7 +10563,7 @@ func (x *WriteTxnMarkersRequest_Marker) String() string {
 func (*WriteTxnMarkersRequest_Marker) ProtoMessage() {}
 
 func (x *WriteTxnMarkersRequest_Marker) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[132]
+	mi := &file_wire_proto_msgTypes[137]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10235,7 +10576,7 @@ func (x *WriteTxnMarkersRequest_Marker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersRequest_Marker.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersRequest_Marker) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{94, 0}
+	return file_wire_proto_rawDescGZIP(), []int{96, 0}
 }
 
 func (x *WriteTxnMarkersRequest_Marker) GetTopic() string {
@@ -10305,7 +10646,7 @@ type WriteTxnMarkersResponse_Result struct {
 
 func (x *WriteTxnMarkersResponse_Result) Reset() {
 	*x = WriteTxnMarkersResponse_Result{}
-	mi := &file_wire_proto_msgTypes[133]
+	mi := &file_wire_proto_msgTypes[138]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10317,7 +10658,7 @@ func (x *WriteTxnMarkersResponse_Result) String() string {
 func (*WriteTxnMarkersResponse_Result) ProtoMessage() {}
 
 func (x *WriteTxnMarkersResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[133]
+	mi := &file_wire_proto_msgTypes[138]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10330,7 +10671,7 @@ func (x *WriteTxnMarkersResponse_Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersResponse_Result.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersResponse_Result) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{95, 0}
+	return file_wire_proto_rawDescGZIP(), []int{97, 0}
 }
 
 func (x *WriteTxnMarkersResponse_Result) GetTopic() string {
@@ -10366,7 +10707,7 @@ const file_wire_proto_rawDesc = "" +
 	"\tleader_id\x18\x03 \x01(\x04R\bleaderId\x12%\n" +
 	"\x0eleader_address\x18\x04 \x01(\tR\rleaderAddress\x12(\n" +
 	"\x10log_start_offset\x18\x05 \x01(\x03R\x0elogStartOffset\x12%\n" +
-	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xcd\x16\n" +
+	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xa0\x17\n" +
 	"\aRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12,\n" +
 	"\x05hello\x18\n" +
@@ -10414,9 +10755,10 @@ const file_wire_proto_rawDesc = "" +
 	"\x15describe_transactions\x18_ \x01(\v2#.strand.DescribeTransactionsRequestH\x00R\x14describeTransactions\x12L\n" +
 	"\x11write_txn_markers\x18` \x01(\v2\x1e.strand.WriteTxnMarkersRequestH\x00R\x0fwriteTxnMarkers\x12L\n" +
 	"\x11txn_offset_commit\x18a \x01(\v2\x1e.strand.TxnOffsetCommitRequestH\x00R\x0ftxnOffsetCommit\x12N\n" +
-	"\x11abort_transaction\x18b \x01(\v2\x1f.strand.AbortTransactionRequestH\x00R\x10abortTransaction\x12'\n" +
+	"\x11abort_transaction\x18b \x01(\v2\x1f.strand.AbortTransactionRequestH\x00R\x10abortTransaction\x12Q\n" +
+	"\x12describe_producers\x18c \x01(\v2 .strand.DescribeProducersRequestH\x00R\x11describeProducers\x12'\n" +
 	"\x04raft\x18\x1e \x01(\v2\x11.strand.RaftFrameH\x00R\x04raftB\x06\n" +
-	"\x04body\"\xf2\x16\n" +
+	"\x04body\"\xc6\x17\n" +
 	"\bResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12#\n" +
 	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\x12-\n" +
@@ -10465,7 +10807,8 @@ const file_wire_proto_rawDesc = "" +
 	"\x15describe_transactions\x18_ \x01(\v2$.strand.DescribeTransactionsResponseH\x00R\x14describeTransactions\x12M\n" +
 	"\x11write_txn_markers\x18` \x01(\v2\x1f.strand.WriteTxnMarkersResponseH\x00R\x0fwriteTxnMarkers\x12M\n" +
 	"\x11txn_offset_commit\x18a \x01(\v2\x1f.strand.TxnOffsetCommitResponseH\x00R\x0ftxnOffsetCommit\x12O\n" +
-	"\x11abort_transaction\x18b \x01(\v2 .strand.AbortTransactionResponseH\x00R\x10abortTransactionB\x06\n" +
+	"\x11abort_transaction\x18b \x01(\v2 .strand.AbortTransactionResponseH\x00R\x10abortTransaction\x12R\n" +
+	"\x12describe_producers\x18c \x01(\v2!.strand.DescribeProducersResponseH\x00R\x11describeProducersB\x06\n" +
 	"\x04body\"\xb3\x01\n" +
 	"\fHelloRequest\x12\x1f\n" +
 	"\vversion_min\x18\x01 \x01(\rR\n" +
@@ -11084,7 +11427,31 @@ const file_wire_proto_rawDesc = "" +
 	"timeout_ms\x18\x06 \x01(\x05R\ttimeoutMs\x12\x19\n" +
 	"\bstart_ms\x18\a \x01(\x03R\astartMs\x12-\n" +
 	"\x06topics\x18\b \x03(\v2\x15.strand.TxnPartitionsR\x06topics\x12\x16\n" +
-	"\x06groups\x18\t \x03(\tR\x06groups\"y\n" +
+	"\x06groups\x18\t \x03(\tR\x06groups\"\xa7\x01\n" +
+	"\x18DescribeProducersRequest\x12J\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2*.strand.DescribeProducersRequest.PartitionR\n" +
+	"partitions\x1a?\n" +
+	"\tPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\x96\x04\n" +
+	"\x19DescribeProducersResponse\x12K\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2+.strand.DescribeProducersResponse.PartitionR\n" +
+	"partitions\x1a\xfa\x01\n" +
+	"\bProducer\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\x12#\n" +
+	"\rlast_sequence\x18\x03 \x01(\x05R\flastSequence\x12*\n" +
+	"\x11last_timestamp_ms\x18\x04 \x01(\x03R\x0flastTimestampMs\x12+\n" +
+	"\x11coordinator_epoch\x18\x05 \x01(\x05R\x10coordinatorEpoch\x12(\n" +
+	"\x10txn_start_offset\x18\x06 \x01(\x03R\x0etxnStartOffset\x1a\xae\x01\n" +
+	"\tPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
+	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error\x12H\n" +
+	"\tproducers\x18\x04 \x03(\v2*.strand.DescribeProducersResponse.ProducerR\tproducers\"y\n" +
 	"\x12AbortedTransaction\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12!\n" +
@@ -11109,7 +11476,7 @@ const file_wire_proto_rawDesc = "" +
 	"\x06Result\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
-	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error*\xff\x0f\n" +
+	"\x05error\x18\x03 \x01(\v2\r.strand.ErrorR\x05error*\x9e\x10\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12\x19\n" +
 	"\x15ERROR_CODE_NOT_LEADER\x10\x01\x12)\n" +
@@ -11168,7 +11535,8 @@ const file_wire_proto_rawDesc = "" +
 	")ERROR_CODE_TRANSACTION_COORDINATOR_FENCED\x10_\x12'\n" +
 	"#ERROR_CODE_TRANSACTIONS_NOT_ENABLED\x10c\x12%\n" +
 	"!ERROR_CODE_UNSTABLE_OFFSET_COMMIT\x10a\x12!\n" +
-	"\x1dERROR_CODE_FENCED_INSTANCE_ID\x10b*n\n" +
+	"\x1dERROR_CODE_FENCED_INSTANCE_ID\x10b\x12\x1d\n" +
+	"\x19ERROR_CODE_INVALID_RECORD\x10W*n\n" +
 	"\vClassicStep\x12\x15\n" +
 	"\x11CLASSIC_STEP_NONE\x10\x00\x12\x15\n" +
 	"\x11CLASSIC_STEP_JOIN\x10\x01\x12\x15\n" +
@@ -11205,7 +11573,7 @@ func file_wire_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 134)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 139)
 var file_wire_proto_goTypes = []any{
 	(ErrorCode)(0),                                   // 0: strand.ErrorCode
 	(ClassicStep)(0),                                 // 1: strand.ClassicStep
@@ -11305,50 +11673,55 @@ var file_wire_proto_goTypes = []any{
 	(*AbortTransactionResponse)(nil),                 // 95: strand.AbortTransactionResponse
 	(*DescribeTransactionsRequest)(nil),              // 96: strand.DescribeTransactionsRequest
 	(*DescribeTransactionsResponse)(nil),             // 97: strand.DescribeTransactionsResponse
-	(*AbortedTransaction)(nil),                       // 98: strand.AbortedTransaction
-	(*WriteTxnMarkersRequest)(nil),                   // 99: strand.WriteTxnMarkersRequest
-	(*WriteTxnMarkersResponse)(nil),                  // 100: strand.WriteTxnMarkersResponse
-	(*MetadataResponse_Node)(nil),                    // 101: strand.MetadataResponse.Node
-	(*MetadataResponse_Partition)(nil),               // 102: strand.MetadataResponse.Partition
-	(*MetadataResponse_Topic)(nil),                   // 103: strand.MetadataResponse.Topic
-	(*ProduceRequest_Partition)(nil),                 // 104: strand.ProduceRequest.Partition
-	(*ProduceResponse_Partition)(nil),                // 105: strand.ProduceResponse.Partition
-	(*FetchRequest_Partition)(nil),                   // 106: strand.FetchRequest.Partition
-	(*FetchResponse_Batch)(nil),                      // 107: strand.FetchResponse.Batch
-	(*FetchResponse_TxnMarker)(nil),                  // 108: strand.FetchResponse.TxnMarker
-	(*FetchResponse_Partition)(nil),                  // 109: strand.FetchResponse.Partition
-	(*ListOffsetsRequest_Partition)(nil),             // 110: strand.ListOffsetsRequest.Partition
-	(*ListOffsetsResponse_Partition)(nil),            // 111: strand.ListOffsetsResponse.Partition
-	(*CreateTopicsRequest_Topic)(nil),                // 112: strand.CreateTopicsRequest.Topic
-	(*CreatePartitionsRequest_Topic)(nil),            // 113: strand.CreatePartitionsRequest.Topic
-	(*CreatePartitionsResponse_Topic)(nil),           // 114: strand.CreatePartitionsResponse.Topic
-	(*MovePartitionsRequest_Move)(nil),               // 115: strand.MovePartitionsRequest.Move
-	(*MovePartitionsResponse_Move)(nil),              // 116: strand.MovePartitionsResponse.Move
-	(*DescribeTopicsResponse_Topic)(nil),             // 117: strand.DescribeTopicsResponse.Topic
-	(*ListGroupsResponse_Group)(nil),                 // 118: strand.ListGroupsResponse.Group
-	(*DescribeGroupsResponse_Group)(nil),             // 119: strand.DescribeGroupsResponse.Group
-	(*OffsetDeleteResponse_Result)(nil),              // 120: strand.OffsetDeleteResponse.Result
-	(*DeleteGroupsResponse_Result)(nil),              // 121: strand.DeleteGroupsResponse.Result
-	(*AlterConfigsRequest_Topic)(nil),                // 122: strand.AlterConfigsRequest.Topic
-	(*AlterConfigsResponse_Topic)(nil),               // 123: strand.AlterConfigsResponse.Topic
-	(*DeleteRecordsRequest_Partition)(nil),           // 124: strand.DeleteRecordsRequest.Partition
-	(*DeleteRecordsResponse_Partition)(nil),          // 125: strand.DeleteRecordsResponse.Partition
-	(*DescribePartitionsRequest_Partition)(nil),      // 126: strand.DescribePartitionsRequest.Partition
-	(*DescribePartitionsResponse_Partition)(nil),     // 127: strand.DescribePartitionsResponse.Partition
-	(*AlterUsersRequest_Upsert)(nil),                 // 128: strand.AlterUsersRequest.Upsert
-	(*AlterUsersRequest_Delete)(nil),                 // 129: strand.AlterUsersRequest.Delete
-	(*AlterUsersResponse_Result)(nil),                // 130: strand.AlterUsersResponse.Result
-	(*ListUsersResponse_User)(nil),                   // 131: strand.ListUsersResponse.User
-	(*ElectLeadersResponse_Transfer)(nil),            // 132: strand.ElectLeadersResponse.Transfer
-	(*ClusterMembersResponse_Member)(nil),            // 133: strand.ClusterMembersResponse.Member
-	(*AddPartitionsToTxnResponse_Result)(nil),        // 134: strand.AddPartitionsToTxnResponse.Result
-	(*ListTransactionsResponse_Transaction)(nil),     // 135: strand.ListTransactionsResponse.Transaction
-	(*DescribeTransactionsResponse_Transaction)(nil), // 136: strand.DescribeTransactionsResponse.Transaction
-	(*WriteTxnMarkersRequest_Marker)(nil),            // 137: strand.WriteTxnMarkersRequest.Marker
-	(*WriteTxnMarkersResponse_Result)(nil),           // 138: strand.WriteTxnMarkersResponse.Result
-	(*RaftFrame)(nil),                                // 139: strand.RaftFrame
-	(*TxnProducer)(nil),                              // 140: strand.TxnProducer
-	(*TxnPartitions)(nil),                            // 141: strand.TxnPartitions
+	(*DescribeProducersRequest)(nil),                 // 98: strand.DescribeProducersRequest
+	(*DescribeProducersResponse)(nil),                // 99: strand.DescribeProducersResponse
+	(*AbortedTransaction)(nil),                       // 100: strand.AbortedTransaction
+	(*WriteTxnMarkersRequest)(nil),                   // 101: strand.WriteTxnMarkersRequest
+	(*WriteTxnMarkersResponse)(nil),                  // 102: strand.WriteTxnMarkersResponse
+	(*MetadataResponse_Node)(nil),                    // 103: strand.MetadataResponse.Node
+	(*MetadataResponse_Partition)(nil),               // 104: strand.MetadataResponse.Partition
+	(*MetadataResponse_Topic)(nil),                   // 105: strand.MetadataResponse.Topic
+	(*ProduceRequest_Partition)(nil),                 // 106: strand.ProduceRequest.Partition
+	(*ProduceResponse_Partition)(nil),                // 107: strand.ProduceResponse.Partition
+	(*FetchRequest_Partition)(nil),                   // 108: strand.FetchRequest.Partition
+	(*FetchResponse_Batch)(nil),                      // 109: strand.FetchResponse.Batch
+	(*FetchResponse_TxnMarker)(nil),                  // 110: strand.FetchResponse.TxnMarker
+	(*FetchResponse_Partition)(nil),                  // 111: strand.FetchResponse.Partition
+	(*ListOffsetsRequest_Partition)(nil),             // 112: strand.ListOffsetsRequest.Partition
+	(*ListOffsetsResponse_Partition)(nil),            // 113: strand.ListOffsetsResponse.Partition
+	(*CreateTopicsRequest_Topic)(nil),                // 114: strand.CreateTopicsRequest.Topic
+	(*CreatePartitionsRequest_Topic)(nil),            // 115: strand.CreatePartitionsRequest.Topic
+	(*CreatePartitionsResponse_Topic)(nil),           // 116: strand.CreatePartitionsResponse.Topic
+	(*MovePartitionsRequest_Move)(nil),               // 117: strand.MovePartitionsRequest.Move
+	(*MovePartitionsResponse_Move)(nil),              // 118: strand.MovePartitionsResponse.Move
+	(*DescribeTopicsResponse_Topic)(nil),             // 119: strand.DescribeTopicsResponse.Topic
+	(*ListGroupsResponse_Group)(nil),                 // 120: strand.ListGroupsResponse.Group
+	(*DescribeGroupsResponse_Group)(nil),             // 121: strand.DescribeGroupsResponse.Group
+	(*OffsetDeleteResponse_Result)(nil),              // 122: strand.OffsetDeleteResponse.Result
+	(*DeleteGroupsResponse_Result)(nil),              // 123: strand.DeleteGroupsResponse.Result
+	(*AlterConfigsRequest_Topic)(nil),                // 124: strand.AlterConfigsRequest.Topic
+	(*AlterConfigsResponse_Topic)(nil),               // 125: strand.AlterConfigsResponse.Topic
+	(*DeleteRecordsRequest_Partition)(nil),           // 126: strand.DeleteRecordsRequest.Partition
+	(*DeleteRecordsResponse_Partition)(nil),          // 127: strand.DeleteRecordsResponse.Partition
+	(*DescribePartitionsRequest_Partition)(nil),      // 128: strand.DescribePartitionsRequest.Partition
+	(*DescribePartitionsResponse_Partition)(nil),     // 129: strand.DescribePartitionsResponse.Partition
+	(*AlterUsersRequest_Upsert)(nil),                 // 130: strand.AlterUsersRequest.Upsert
+	(*AlterUsersRequest_Delete)(nil),                 // 131: strand.AlterUsersRequest.Delete
+	(*AlterUsersResponse_Result)(nil),                // 132: strand.AlterUsersResponse.Result
+	(*ListUsersResponse_User)(nil),                   // 133: strand.ListUsersResponse.User
+	(*ElectLeadersResponse_Transfer)(nil),            // 134: strand.ElectLeadersResponse.Transfer
+	(*ClusterMembersResponse_Member)(nil),            // 135: strand.ClusterMembersResponse.Member
+	(*AddPartitionsToTxnResponse_Result)(nil),        // 136: strand.AddPartitionsToTxnResponse.Result
+	(*ListTransactionsResponse_Transaction)(nil),     // 137: strand.ListTransactionsResponse.Transaction
+	(*DescribeTransactionsResponse_Transaction)(nil), // 138: strand.DescribeTransactionsResponse.Transaction
+	(*DescribeProducersRequest_Partition)(nil),       // 139: strand.DescribeProducersRequest.Partition
+	(*DescribeProducersResponse_Producer)(nil),       // 140: strand.DescribeProducersResponse.Producer
+	(*DescribeProducersResponse_Partition)(nil),      // 141: strand.DescribeProducersResponse.Partition
+	(*WriteTxnMarkersRequest_Marker)(nil),            // 142: strand.WriteTxnMarkersRequest.Marker
+	(*WriteTxnMarkersResponse_Result)(nil),           // 143: strand.WriteTxnMarkersResponse.Result
+	(*RaftFrame)(nil),                                // 144: strand.RaftFrame
+	(*TxnProducer)(nil),                              // 145: strand.TxnProducer
+	(*TxnPartitions)(nil),                            // 146: strand.TxnPartitions
 }
 var file_wire_proto_depIdxs = []int32{
 	0,   // 0: strand.Error.code:type_name -> strand.ErrorCode
@@ -11389,156 +11762,162 @@ var file_wire_proto_depIdxs = []int32{
 	90,  // 35: strand.Request.end_txn:type_name -> strand.EndTxnRequest
 	92,  // 36: strand.Request.list_transactions:type_name -> strand.ListTransactionsRequest
 	96,  // 37: strand.Request.describe_transactions:type_name -> strand.DescribeTransactionsRequest
-	99,  // 38: strand.Request.write_txn_markers:type_name -> strand.WriteTxnMarkersRequest
+	101, // 38: strand.Request.write_txn_markers:type_name -> strand.WriteTxnMarkersRequest
 	87,  // 39: strand.Request.txn_offset_commit:type_name -> strand.TxnOffsetCommitRequest
 	94,  // 40: strand.Request.abort_transaction:type_name -> strand.AbortTransactionRequest
-	139, // 41: strand.Request.raft:type_name -> strand.RaftFrame
-	5,   // 42: strand.Response.error:type_name -> strand.Error
-	9,   // 43: strand.Response.hello:type_name -> strand.HelloResponse
-	11,  // 44: strand.Response.metadata:type_name -> strand.MetadataResponse
-	13,  // 45: strand.Response.produce:type_name -> strand.ProduceResponse
-	15,  // 46: strand.Response.fetch:type_name -> strand.FetchResponse
-	17,  // 47: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
-	21,  // 48: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
-	23,  // 49: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
-	29,  // 50: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
-	31,  // 51: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
-	55,  // 52: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
-	57,  // 53: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
-	60,  // 54: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
-	33,  // 55: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
-	37,  // 56: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
-	40,  // 57: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
-	43,  // 58: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
-	45,  // 59: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
-	49,  // 60: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
-	53,  // 61: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
-	52,  // 62: strand.Response.offset_delete:type_name -> strand.OffsetDeleteResponse
-	25,  // 63: strand.Response.create_partitions:type_name -> strand.CreatePartitionsResponse
-	65,  // 64: strand.Response.alter_users:type_name -> strand.AlterUsersResponse
-	67,  // 65: strand.Response.list_users:type_name -> strand.ListUsersResponse
-	70,  // 66: strand.Response.alter_acls:type_name -> strand.AlterAclsResponse
-	72,  // 67: strand.Response.describe_acls:type_name -> strand.DescribeAclsResponse
-	62,  // 68: strand.Response.sasl_authenticate:type_name -> strand.SaslAuthenticateResponse
-	75,  // 69: strand.Response.alter_quotas:type_name -> strand.AlterQuotasResponse
-	77,  // 70: strand.Response.node_admin:type_name -> strand.NodeAdminResponse
-	79,  // 71: strand.Response.elect_leaders:type_name -> strand.ElectLeadersResponse
-	81,  // 72: strand.Response.cluster_members:type_name -> strand.ClusterMembersResponse
-	27,  // 73: strand.Response.move_partitions:type_name -> strand.MovePartitionsResponse
-	83,  // 74: strand.Response.txn_init_producer_id:type_name -> strand.TxnInitProducerIdResponse
-	85,  // 75: strand.Response.add_partitions_to_txn:type_name -> strand.AddPartitionsToTxnResponse
-	89,  // 76: strand.Response.add_offsets_to_txn:type_name -> strand.AddOffsetsToTxnResponse
-	91,  // 77: strand.Response.end_txn:type_name -> strand.EndTxnResponse
-	93,  // 78: strand.Response.list_transactions:type_name -> strand.ListTransactionsResponse
-	97,  // 79: strand.Response.describe_transactions:type_name -> strand.DescribeTransactionsResponse
-	100, // 80: strand.Response.write_txn_markers:type_name -> strand.WriteTxnMarkersResponse
-	88,  // 81: strand.Response.txn_offset_commit:type_name -> strand.TxnOffsetCommitResponse
-	95,  // 82: strand.Response.abort_transaction:type_name -> strand.AbortTransactionResponse
-	101, // 83: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
-	103, // 84: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
-	104, // 85: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
-	105, // 86: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
-	106, // 87: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
-	109, // 88: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
-	110, // 89: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
-	111, // 90: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
-	112, // 91: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
-	5,   // 92: strand.TopicResult.error:type_name -> strand.Error
-	20,  // 93: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
-	20,  // 94: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
-	113, // 95: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
-	114, // 96: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
-	115, // 97: strand.MovePartitionsRequest.moves:type_name -> strand.MovePartitionsRequest.Move
-	116, // 98: strand.MovePartitionsResponse.moves:type_name -> strand.MovePartitionsResponse.Move
-	117, // 99: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
-	34,  // 100: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
-	36,  // 101: strand.ConsumerGroupHeartbeatRequest.classic:type_name -> strand.ClassicGroupStep
-	1,   // 102: strand.ClassicGroupStep.step:type_name -> strand.ClassicStep
-	34,  // 103: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
-	38,  // 104: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
-	34,  // 105: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
-	42,  // 106: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
-	34,  // 107: strand.OffsetFetchResponse.unstable:type_name -> strand.GroupTopicPartitions
-	118, // 108: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
-	34,  // 109: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
-	34,  // 110: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
-	34,  // 111: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
-	48,  // 112: strand.GroupMember.classic:type_name -> strand.ClassicMemberState
-	34,  // 113: strand.ClassicMemberState.given:type_name -> strand.GroupTopicPartitions
-	34,  // 114: strand.ClassicMemberState.held:type_name -> strand.GroupTopicPartitions
-	119, // 115: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
-	34,  // 116: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
-	120, // 117: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
-	121, // 118: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
-	122, // 119: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
-	123, // 120: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
-	124, // 121: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
-	125, // 122: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
-	126, // 123: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
-	127, // 124: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
-	128, // 125: strand.AlterUsersRequest.upserts:type_name -> strand.AlterUsersRequest.Upsert
-	129, // 126: strand.AlterUsersRequest.deletes:type_name -> strand.AlterUsersRequest.Delete
-	130, // 127: strand.AlterUsersResponse.results:type_name -> strand.AlterUsersResponse.Result
-	131, // 128: strand.ListUsersResponse.users:type_name -> strand.ListUsersResponse.User
-	68,  // 129: strand.AlterAclsRequest.add:type_name -> strand.AclBinding
-	68,  // 130: strand.AlterAclsRequest.remove:type_name -> strand.AclBinding
-	68,  // 131: strand.DescribeAclsResponse.bindings:type_name -> strand.AclBinding
-	73,  // 132: strand.DescribeAclsResponse.quotas:type_name -> strand.Quota
-	73,  // 133: strand.AlterQuotasRequest.quotas:type_name -> strand.Quota
-	2,   // 134: strand.NodeAdminRequest.action:type_name -> strand.NodeAction
-	132, // 135: strand.ElectLeadersResponse.transfers:type_name -> strand.ElectLeadersResponse.Transfer
-	133, // 136: strand.ClusterMembersResponse.members:type_name -> strand.ClusterMembersResponse.Member
-	140, // 137: strand.TxnInitProducerIdRequest.expected:type_name -> strand.TxnProducer
-	140, // 138: strand.AddPartitionsToTxnRequest.producer:type_name -> strand.TxnProducer
-	141, // 139: strand.AddPartitionsToTxnRequest.topics:type_name -> strand.TxnPartitions
-	134, // 140: strand.AddPartitionsToTxnResponse.results:type_name -> strand.AddPartitionsToTxnResponse.Result
-	140, // 141: strand.AddOffsetsToTxnRequest.producer:type_name -> strand.TxnProducer
-	140, // 142: strand.TxnOffsetCommitRequest.producer:type_name -> strand.TxnProducer
-	39,  // 143: strand.TxnOffsetCommitRequest.commit:type_name -> strand.OffsetCommitRequest
-	140, // 144: strand.EndTxnRequest.producer:type_name -> strand.TxnProducer
-	135, // 145: strand.ListTransactionsResponse.transactions:type_name -> strand.ListTransactionsResponse.Transaction
-	141, // 146: strand.AbortTransactionResponse.topics:type_name -> strand.TxnPartitions
-	136, // 147: strand.DescribeTransactionsResponse.transactions:type_name -> strand.DescribeTransactionsResponse.Transaction
-	137, // 148: strand.WriteTxnMarkersRequest.markers:type_name -> strand.WriteTxnMarkersRequest.Marker
-	138, // 149: strand.WriteTxnMarkersResponse.results:type_name -> strand.WriteTxnMarkersResponse.Result
-	5,   // 150: strand.MetadataResponse.Partition.error:type_name -> strand.Error
-	5,   // 151: strand.MetadataResponse.Topic.error:type_name -> strand.Error
-	102, // 152: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
-	5,   // 153: strand.ProduceResponse.Partition.error:type_name -> strand.Error
-	108, // 154: strand.FetchResponse.Batch.marker:type_name -> strand.FetchResponse.TxnMarker
-	5,   // 155: strand.FetchResponse.Partition.error:type_name -> strand.Error
-	107, // 156: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
-	98,  // 157: strand.FetchResponse.Partition.aborted_transactions:type_name -> strand.AbortedTransaction
-	5,   // 158: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
-	18,  // 159: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
-	5,   // 160: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
-	5,   // 161: strand.MovePartitionsResponse.Move.error:type_name -> strand.Error
-	5,   // 162: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
-	18,  // 163: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	5,   // 164: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
-	47,  // 165: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
-	42,  // 166: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
-	5,   // 167: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
-	5,   // 168: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
-	18,  // 169: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
-	5,   // 170: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
-	18,  // 171: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
-	5,   // 172: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
-	5,   // 173: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
-	58,  // 174: strand.DescribePartitionsResponse.Partition.move_progress:type_name -> strand.MoveProgress
-	63,  // 175: strand.AlterUsersRequest.Upsert.credential:type_name -> strand.UserCredential
-	5,   // 176: strand.AlterUsersResponse.Result.error:type_name -> strand.Error
-	3,   // 177: strand.ClusterMembersResponse.Member.state:type_name -> strand.MemberState
-	4,   // 178: strand.ClusterMembersResponse.Member.role:type_name -> strand.MetadataRole
-	5,   // 179: strand.AddPartitionsToTxnResponse.Result.error:type_name -> strand.Error
-	5,   // 180: strand.DescribeTransactionsResponse.Transaction.error:type_name -> strand.Error
-	141, // 181: strand.DescribeTransactionsResponse.Transaction.topics:type_name -> strand.TxnPartitions
-	5,   // 182: strand.WriteTxnMarkersResponse.Result.error:type_name -> strand.Error
-	183, // [183:183] is the sub-list for method output_type
-	183, // [183:183] is the sub-list for method input_type
-	183, // [183:183] is the sub-list for extension type_name
-	183, // [183:183] is the sub-list for extension extendee
-	0,   // [0:183] is the sub-list for field type_name
+	98,  // 41: strand.Request.describe_producers:type_name -> strand.DescribeProducersRequest
+	144, // 42: strand.Request.raft:type_name -> strand.RaftFrame
+	5,   // 43: strand.Response.error:type_name -> strand.Error
+	9,   // 44: strand.Response.hello:type_name -> strand.HelloResponse
+	11,  // 45: strand.Response.metadata:type_name -> strand.MetadataResponse
+	13,  // 46: strand.Response.produce:type_name -> strand.ProduceResponse
+	15,  // 47: strand.Response.fetch:type_name -> strand.FetchResponse
+	17,  // 48: strand.Response.list_offsets:type_name -> strand.ListOffsetsResponse
+	21,  // 49: strand.Response.create_topics:type_name -> strand.CreateTopicsResponse
+	23,  // 50: strand.Response.delete_topics:type_name -> strand.DeleteTopicsResponse
+	29,  // 51: strand.Response.describe_topics:type_name -> strand.DescribeTopicsResponse
+	31,  // 52: strand.Response.init_producer_id:type_name -> strand.InitProducerIdResponse
+	55,  // 53: strand.Response.alter_configs:type_name -> strand.AlterConfigsResponse
+	57,  // 54: strand.Response.delete_records:type_name -> strand.DeleteRecordsResponse
+	60,  // 55: strand.Response.describe_partitions:type_name -> strand.DescribePartitionsResponse
+	33,  // 56: strand.Response.find_coordinator:type_name -> strand.FindCoordinatorResponse
+	37,  // 57: strand.Response.group_heartbeat:type_name -> strand.ConsumerGroupHeartbeatResponse
+	40,  // 58: strand.Response.offset_commit:type_name -> strand.OffsetCommitResponse
+	43,  // 59: strand.Response.offset_fetch:type_name -> strand.OffsetFetchResponse
+	45,  // 60: strand.Response.list_groups:type_name -> strand.ListGroupsResponse
+	49,  // 61: strand.Response.describe_groups:type_name -> strand.DescribeGroupsResponse
+	53,  // 62: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
+	52,  // 63: strand.Response.offset_delete:type_name -> strand.OffsetDeleteResponse
+	25,  // 64: strand.Response.create_partitions:type_name -> strand.CreatePartitionsResponse
+	65,  // 65: strand.Response.alter_users:type_name -> strand.AlterUsersResponse
+	67,  // 66: strand.Response.list_users:type_name -> strand.ListUsersResponse
+	70,  // 67: strand.Response.alter_acls:type_name -> strand.AlterAclsResponse
+	72,  // 68: strand.Response.describe_acls:type_name -> strand.DescribeAclsResponse
+	62,  // 69: strand.Response.sasl_authenticate:type_name -> strand.SaslAuthenticateResponse
+	75,  // 70: strand.Response.alter_quotas:type_name -> strand.AlterQuotasResponse
+	77,  // 71: strand.Response.node_admin:type_name -> strand.NodeAdminResponse
+	79,  // 72: strand.Response.elect_leaders:type_name -> strand.ElectLeadersResponse
+	81,  // 73: strand.Response.cluster_members:type_name -> strand.ClusterMembersResponse
+	27,  // 74: strand.Response.move_partitions:type_name -> strand.MovePartitionsResponse
+	83,  // 75: strand.Response.txn_init_producer_id:type_name -> strand.TxnInitProducerIdResponse
+	85,  // 76: strand.Response.add_partitions_to_txn:type_name -> strand.AddPartitionsToTxnResponse
+	89,  // 77: strand.Response.add_offsets_to_txn:type_name -> strand.AddOffsetsToTxnResponse
+	91,  // 78: strand.Response.end_txn:type_name -> strand.EndTxnResponse
+	93,  // 79: strand.Response.list_transactions:type_name -> strand.ListTransactionsResponse
+	97,  // 80: strand.Response.describe_transactions:type_name -> strand.DescribeTransactionsResponse
+	102, // 81: strand.Response.write_txn_markers:type_name -> strand.WriteTxnMarkersResponse
+	88,  // 82: strand.Response.txn_offset_commit:type_name -> strand.TxnOffsetCommitResponse
+	95,  // 83: strand.Response.abort_transaction:type_name -> strand.AbortTransactionResponse
+	99,  // 84: strand.Response.describe_producers:type_name -> strand.DescribeProducersResponse
+	103, // 85: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
+	105, // 86: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
+	106, // 87: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
+	107, // 88: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
+	108, // 89: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
+	111, // 90: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
+	112, // 91: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
+	113, // 92: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
+	114, // 93: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
+	5,   // 94: strand.TopicResult.error:type_name -> strand.Error
+	20,  // 95: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
+	20,  // 96: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
+	115, // 97: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
+	116, // 98: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
+	117, // 99: strand.MovePartitionsRequest.moves:type_name -> strand.MovePartitionsRequest.Move
+	118, // 100: strand.MovePartitionsResponse.moves:type_name -> strand.MovePartitionsResponse.Move
+	119, // 101: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
+	34,  // 102: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
+	36,  // 103: strand.ConsumerGroupHeartbeatRequest.classic:type_name -> strand.ClassicGroupStep
+	1,   // 104: strand.ClassicGroupStep.step:type_name -> strand.ClassicStep
+	34,  // 105: strand.ConsumerGroupHeartbeatResponse.assigned:type_name -> strand.GroupTopicPartitions
+	38,  // 106: strand.OffsetCommitRequest.offsets:type_name -> strand.OffsetCommitPartition
+	34,  // 107: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
+	42,  // 108: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
+	34,  // 109: strand.OffsetFetchResponse.unstable:type_name -> strand.GroupTopicPartitions
+	120, // 110: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
+	34,  // 111: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
+	34,  // 112: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
+	34,  // 113: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
+	48,  // 114: strand.GroupMember.classic:type_name -> strand.ClassicMemberState
+	34,  // 115: strand.ClassicMemberState.given:type_name -> strand.GroupTopicPartitions
+	34,  // 116: strand.ClassicMemberState.held:type_name -> strand.GroupTopicPartitions
+	121, // 117: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
+	34,  // 118: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
+	122, // 119: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
+	123, // 120: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
+	124, // 121: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
+	125, // 122: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
+	126, // 123: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
+	127, // 124: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
+	128, // 125: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
+	129, // 126: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
+	130, // 127: strand.AlterUsersRequest.upserts:type_name -> strand.AlterUsersRequest.Upsert
+	131, // 128: strand.AlterUsersRequest.deletes:type_name -> strand.AlterUsersRequest.Delete
+	132, // 129: strand.AlterUsersResponse.results:type_name -> strand.AlterUsersResponse.Result
+	133, // 130: strand.ListUsersResponse.users:type_name -> strand.ListUsersResponse.User
+	68,  // 131: strand.AlterAclsRequest.add:type_name -> strand.AclBinding
+	68,  // 132: strand.AlterAclsRequest.remove:type_name -> strand.AclBinding
+	68,  // 133: strand.DescribeAclsResponse.bindings:type_name -> strand.AclBinding
+	73,  // 134: strand.DescribeAclsResponse.quotas:type_name -> strand.Quota
+	73,  // 135: strand.AlterQuotasRequest.quotas:type_name -> strand.Quota
+	2,   // 136: strand.NodeAdminRequest.action:type_name -> strand.NodeAction
+	134, // 137: strand.ElectLeadersResponse.transfers:type_name -> strand.ElectLeadersResponse.Transfer
+	135, // 138: strand.ClusterMembersResponse.members:type_name -> strand.ClusterMembersResponse.Member
+	145, // 139: strand.TxnInitProducerIdRequest.expected:type_name -> strand.TxnProducer
+	145, // 140: strand.AddPartitionsToTxnRequest.producer:type_name -> strand.TxnProducer
+	146, // 141: strand.AddPartitionsToTxnRequest.topics:type_name -> strand.TxnPartitions
+	136, // 142: strand.AddPartitionsToTxnResponse.results:type_name -> strand.AddPartitionsToTxnResponse.Result
+	145, // 143: strand.AddOffsetsToTxnRequest.producer:type_name -> strand.TxnProducer
+	145, // 144: strand.TxnOffsetCommitRequest.producer:type_name -> strand.TxnProducer
+	39,  // 145: strand.TxnOffsetCommitRequest.commit:type_name -> strand.OffsetCommitRequest
+	145, // 146: strand.EndTxnRequest.producer:type_name -> strand.TxnProducer
+	137, // 147: strand.ListTransactionsResponse.transactions:type_name -> strand.ListTransactionsResponse.Transaction
+	146, // 148: strand.AbortTransactionResponse.topics:type_name -> strand.TxnPartitions
+	138, // 149: strand.DescribeTransactionsResponse.transactions:type_name -> strand.DescribeTransactionsResponse.Transaction
+	139, // 150: strand.DescribeProducersRequest.partitions:type_name -> strand.DescribeProducersRequest.Partition
+	141, // 151: strand.DescribeProducersResponse.partitions:type_name -> strand.DescribeProducersResponse.Partition
+	142, // 152: strand.WriteTxnMarkersRequest.markers:type_name -> strand.WriteTxnMarkersRequest.Marker
+	143, // 153: strand.WriteTxnMarkersResponse.results:type_name -> strand.WriteTxnMarkersResponse.Result
+	5,   // 154: strand.MetadataResponse.Partition.error:type_name -> strand.Error
+	5,   // 155: strand.MetadataResponse.Topic.error:type_name -> strand.Error
+	104, // 156: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
+	5,   // 157: strand.ProduceResponse.Partition.error:type_name -> strand.Error
+	110, // 158: strand.FetchResponse.Batch.marker:type_name -> strand.FetchResponse.TxnMarker
+	5,   // 159: strand.FetchResponse.Partition.error:type_name -> strand.Error
+	109, // 160: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
+	100, // 161: strand.FetchResponse.Partition.aborted_transactions:type_name -> strand.AbortedTransaction
+	5,   // 162: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
+	18,  // 163: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
+	5,   // 164: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
+	5,   // 165: strand.MovePartitionsResponse.Move.error:type_name -> strand.Error
+	5,   // 166: strand.DescribeTopicsResponse.Topic.error:type_name -> strand.Error
+	18,  // 167: strand.DescribeTopicsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	5,   // 168: strand.DescribeGroupsResponse.Group.error:type_name -> strand.Error
+	47,  // 169: strand.DescribeGroupsResponse.Group.members:type_name -> strand.GroupMember
+	42,  // 170: strand.DescribeGroupsResponse.Group.offsets:type_name -> strand.GroupCommittedOffset
+	5,   // 171: strand.OffsetDeleteResponse.Result.error:type_name -> strand.Error
+	5,   // 172: strand.DeleteGroupsResponse.Result.error:type_name -> strand.Error
+	18,  // 173: strand.AlterConfigsRequest.Topic.sets:type_name -> strand.ConfigEntry
+	5,   // 174: strand.AlterConfigsResponse.Topic.error:type_name -> strand.Error
+	18,  // 175: strand.AlterConfigsResponse.Topic.configs:type_name -> strand.ConfigEntry
+	5,   // 176: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
+	5,   // 177: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
+	58,  // 178: strand.DescribePartitionsResponse.Partition.move_progress:type_name -> strand.MoveProgress
+	63,  // 179: strand.AlterUsersRequest.Upsert.credential:type_name -> strand.UserCredential
+	5,   // 180: strand.AlterUsersResponse.Result.error:type_name -> strand.Error
+	3,   // 181: strand.ClusterMembersResponse.Member.state:type_name -> strand.MemberState
+	4,   // 182: strand.ClusterMembersResponse.Member.role:type_name -> strand.MetadataRole
+	5,   // 183: strand.AddPartitionsToTxnResponse.Result.error:type_name -> strand.Error
+	5,   // 184: strand.DescribeTransactionsResponse.Transaction.error:type_name -> strand.Error
+	146, // 185: strand.DescribeTransactionsResponse.Transaction.topics:type_name -> strand.TxnPartitions
+	5,   // 186: strand.DescribeProducersResponse.Partition.error:type_name -> strand.Error
+	140, // 187: strand.DescribeProducersResponse.Partition.producers:type_name -> strand.DescribeProducersResponse.Producer
+	5,   // 188: strand.WriteTxnMarkersResponse.Result.error:type_name -> strand.Error
+	189, // [189:189] is the sub-list for method output_type
+	189, // [189:189] is the sub-list for method input_type
+	189, // [189:189] is the sub-list for extension type_name
+	189, // [189:189] is the sub-list for extension extendee
+	0,   // [0:189] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -11589,6 +11968,7 @@ func file_wire_proto_init() {
 		(*Request_WriteTxnMarkers)(nil),
 		(*Request_TxnOffsetCommit)(nil),
 		(*Request_AbortTransaction)(nil),
+		(*Request_DescribeProducers)(nil),
 		(*Request_Raft)(nil),
 	}
 	file_wire_proto_msgTypes[2].OneofWrappers = []any{
@@ -11632,15 +12012,16 @@ func file_wire_proto_init() {
 		(*Response_WriteTxnMarkers)(nil),
 		(*Response_TxnOffsetCommit)(nil),
 		(*Response_AbortTransaction)(nil),
+		(*Response_DescribeProducers)(nil),
 	}
-	file_wire_proto_msgTypes[102].OneofWrappers = []any{}
+	file_wire_proto_msgTypes[104].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   134,
+			NumMessages:   139,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

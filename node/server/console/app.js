@@ -1,5 +1,5 @@
-// Strand console: draws /api/cluster, /api/topics and /api/groups every few
-// seconds. Plain DOM building (textContent only: names come from users).
+// Strand console: draws /api/cluster, /api/topics, /api/groups and
+// /api/transactions every few seconds. Plain DOM building (textContent only: names come from users).
 "use strict";
 
 const REFRESH_MS = 5000;
@@ -169,13 +169,15 @@ function renderGroups(data) {
   if (data.groups.length === 0) { root.append(el("p", { class: "muted" }, "No consumer groups.")); return; }
   for (const g of data.groups) {
     const table = el("table", {}, el("tr", {}, el("th", {}, "partition"), el("th", {}, "committed"),
-      el("th", {}, "high watermark"), el("th", {}, "lag"), el("th", {}, "lag time"), el("th", {}, "headroom")));
+      el("th", {}, "high watermark"), el("th", {}, "lag"), el("th", { title: "lag to the last stable offset: what a read_committed consumer has left" }, "lag (read_committed)"),
+      el("th", {}, "lag time"), el("th", {}, "headroom")));
     for (const p of g.partitions) {
       table.append(el("tr", {},
         el("td", {}, p.topic + "/" + p.partition),
         el("td", {}, num(p.committed)),
         el("td", {}, p.known ? num(p.high_watermark) : "?"),
         el("td", {}, p.known ? num(p.lag) : "?"),
+        el("td", { class: "lag-stable" }, p.known ? num(p.lag_stable) : "?"),
         el("td", {}, p.known ? fmtSeconds(p.lag_seconds) : "?"),
         el("td", {}, p.at_risk ? el("span", { class: "bad" }, "DATA LOST") : p.known ? num(p.headroom_records) + " rec" : "?")));
     }
@@ -184,6 +186,8 @@ function renderGroups(data) {
       el("h3", {}, g.id, " ", el("span", { class: "muted" }, g.state + " · " + g.members + " members · coordinator node " + g.coordinator)),
       el("p", {}, "lag ", el("b", { class: "lag-records" }, num(g.lag_records)), " records · ",
         el("b", { class: "lag-seconds" }, fmtSeconds(g.lag_seconds)), retention,
+        g.lag_stable_records !== g.lag_records ? el("span", { title: "open transactions hold read_committed consumers back" },
+          " · read_committed ", el("b", { class: "lag-stable-records" }, num(g.lag_stable_records)), " records") : null,
         g.at_risk ? el("span", { class: "bad" }, " · below the log start: records lost") : null,
         g.dead_letters > 0 ? el("span", { class: "dead-letters" }, " · " + num(g.dead_letters) + " dead-lettered") : null),
       table);
@@ -193,12 +197,57 @@ function renderGroups(data) {
   }
 }
 
+// OLD_OPEN_SECONDS is the age past which an open transaction is flagged:
+// Kafka's default transaction.timeout.ms.
+const OLD_OPEN_SECONDS = 60;
+
+// txnCounts is the "N committed · N aborted (N timed out) · N begun" text.
+function txnCounts(c) {
+  return [el("b", { class: "txn-committed" }, num(c.committed)), " committed · ",
+    el("b", { class: "txn-aborted" }, num(c.aborted)), " aborted (", el("b", { class: "txn-timed-out" }, num(c.timed_out)),
+    " timed out) · ", num(c.begun), " begun", c.marker_retries > 0 ? " · " + num(c.marker_retries) + " marker retries" : null];
+}
+
+function renderTransactions(data) {
+  const root = document.getElementById("transactions");
+  root.replaceChildren();
+  const old = data.open > 0 && data.oldest_open_seconds >= OLD_OPEN_SECONDS;
+  root.append(el("p", { "data-txn": "summary" }, el("b", { class: "txn-open" }, num(data.open)), " open",
+    data.open > 0 ? el("span", old ? { class: "warn", title: "open longer than Kafka's default transaction.timeout.ms" } : {}, " · oldest ",
+      el("b", { class: "txn-oldest" }, fmtSeconds(data.oldest_open_seconds))) : null,
+    " · ", ...txnCounts(data)));
+  if (data.nodes.length > 1) {
+    const t = el("table", {}, el("tr", {}, el("th", {}, "node"), el("th", {}, "open"), el("th", {}, "oldest"),
+      el("th", {}, "decided")));
+    for (const n of data.nodes) {
+      t.append(el("tr", { "data-txn-node": n.node }, el("td", {}, "node " + n.node), el("td", {}, num(n.open)),
+        el("td", {}, n.open > 0 ? fmtSeconds(n.oldest_open_seconds) : "–"), el("td", {}, ...txnCounts(n))));
+    }
+    root.append(t);
+  }
+  if (data.held_back.length === 0) {
+    root.append(el("p", { class: "muted" }, "No partition held back: read_committed readers reach the high-water mark."));
+    return;
+  }
+  const t = el("table", {}, el("tr", {}, el("th", {}, "held back partition"), el("th", {}, "high watermark"),
+    el("th", {}, "last stable offset"), el("th", {}, "records held back")));
+  for (const h of data.held_back) {
+    t.append(el("tr", { "data-held-back": h.topic + "/" + h.partition }, el("td", {}, h.topic + "/" + h.partition),
+      el("td", {}, num(h.high_watermark)), el("td", {}, num(h.last_stable_offset)),
+      el("td", { class: "lso-lag" }, num(h.lso_lag_records))));
+  }
+  root.append(t, el("p", { class: "muted" }, "read_committed readers wait at the last stable offset until the open transaction ends" +
+    (data.held_back_truncated ? " (the most held back shown)" : "") + "; strand txn list --state Ongoing names it."));
+}
+
 async function refresh() {
   try {
-    const [cluster, topics, groups] = await Promise.all([getJSON("api/cluster"), getJSON("api/topics"), getJSON("api/groups")]);
+    const [cluster, topics, groups, txns] = await Promise.all([getJSON("api/cluster"), getJSON("api/topics"),
+      getJSON("api/groups"), getJSON("api/transactions")]);
     renderNodes(cluster);
     renderTopics(topics);
     renderGroups(groups);
+    renderTransactions(txns);
     document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
     document.body.setAttribute("data-rendered", "true");
   } catch (e) {

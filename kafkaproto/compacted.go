@@ -1,0 +1,60 @@
+package kafkaproto
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/strandlog/strand/engine/compact"
+)
+
+// AppendCompacted appends the Kafka RecordBatch v2 form of one batch of a
+// compacted prefix (engine/compact's form) to dst, as Kafka's cleaner
+// leaves a batch: the original base offset and last offset delta, fewer
+// records than the range (gaps where records were removed, and an empty
+// batch kept for its producer's state has none), each survivor's offset
+// delta, timestamp, key, value and headers, the producer fields and the
+// transactional and control bits, uncompressed, leader epoch as given and
+// its CRC32C computed. Kafka clients read such batches from Kafka itself.
+//
+// The delete horizon (KIP-534's attribute bit and base timestamp) is not
+// set: it is the cleaner's own bookkeeping, which no client reads, and
+// the first timestamp stays the original's so record deltas stay small.
+// A batch that is not a canonical compacted batch is ErrCorruptBatch.
+func AppendCompacted(dst, batch []byte, epoch int32) ([]byte, error) {
+	b, err := compact.DecodeBatch(batch)
+	if err != nil {
+		return dst, fmt.Errorf("%w: %w", ErrCorruptBatch, err)
+	}
+	start := len(dst)
+	dst = append(dst, make([]byte, v2HeaderBytes)...)
+	var tmp []byte
+	for _, r := range b.Records {
+		tmp = appendRecord(tmp[:0], r.Offset-b.BaseOffset, r.TimestampMs-b.FirstTimestampMs, r.Record)
+		dst = binary.AppendVarint(dst, int64(len(tmp)))
+		dst = append(dst, tmp...)
+	}
+	h := dst[start:]
+	be := binary.BigEndian
+	be.PutUint64(h[0:], uint64(b.BaseOffset))
+	be.PutUint32(h[v2LengthOffset:], uint32(len(h)-12))
+	be.PutUint32(h[v2EpochOffset:], uint32(epoch))
+	h[v2MagicOffset] = 2
+	attrs := uint16(0)
+	if b.Transactional {
+		attrs |= attrTransactional
+	}
+	if b.Control {
+		attrs |= attrControl
+	}
+	be.PutUint16(h[v2AttrOffset:], attrs)
+	be.PutUint32(h[v2LastDeltaOffset:], uint32(b.LastOffsetDelta))
+	be.PutUint64(h[v2FirstTSOffset:], uint64(b.FirstTimestampMs))
+	be.PutUint64(h[v2MaxTSOffset:], uint64(b.MaxTimestampMs))
+	be.PutUint64(h[v2ProducerID:], uint64(b.ProducerID))
+	be.PutUint16(h[v2ProducerEpoch:], uint16(b.ProducerEpoch))
+	be.PutUint32(h[v2BaseSequence:], uint32(b.BaseSequence))
+	be.PutUint32(h[v2CountOffset:], uint32(len(b.Records)))
+	be.PutUint32(h[v2CRCOffset:], crc32.Checksum(h[v2AttrOffset:], castagnoli))
+	return dst, nil
+}

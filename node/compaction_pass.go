@@ -1,0 +1,165 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"iter"
+
+	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/engine/compact"
+	"github.com/strandlog/strand/proto/strandpb"
+	"github.com/strandlog/strand/raftlog/compacted"
+)
+
+// The node side of compacted topics, built so far (engine/compact's doc,
+// "Next: node integration"): what a replica hands a pass (passLog) and
+// the leader's choice of when a pass is due and over what (decideCompaction).
+// Neither is called by the Core yet: no topic can compact while
+// engine/metadata's gate (compactionBuilt) refuses the policy, and the
+// gate stays shut until a replica runs passes, writes the prefix
+// (raftlog/compacted) and serves fetches from it.
+
+// dirtyEntry is one indexed batch of a partition's raft log at or past the
+// compacted prefix's end: its location in the engine's index and the Data
+// of the raft entry at loc.RaftIndex.
+type dirtyEntry struct {
+	loc  engine.BatchLocation
+	data []byte
+}
+
+// passInput is one dirty entry as a pass reads it: a produce entry's batch
+// (either form) with its producer and transactional flag, or a marker
+// entry, whose one record takes the entry's append time. Any other entry
+// kind at an indexed location is a broken log: ErrStorage.
+func passInput(e dirtyEntry) (compact.Input, error) {
+	in := compact.Input{BaseOffset: e.loc.BaseOffset}
+	f, err := engine.DecodeEntry(e.data)
+	if err != nil {
+		return in, fmt.Errorf("%w: entry %d at offset %d: %w", ErrStorage, e.loc.RaftIndex, e.loc.BaseOffset, err)
+	}
+	switch f.Kind {
+	case strandpb.EntryKind_ENTRY_KIND_PRODUCE:
+		in.Data, in.Transactional = f.Batch, f.Transactional
+		in.Producer = compact.Producer{ID: f.ProducerID, Epoch: f.ProducerEpoch, BaseSequence: f.BaseSequence}
+		return in, nil
+	case strandpb.EntryKind_ENTRY_KIND_TXN_MARKER:
+		m, err := engine.EntryMarker(e.data)
+		if err != nil {
+			return in, fmt.Errorf("%w: marker entry %d at offset %d: %w", ErrStorage, e.loc.RaftIndex, e.loc.BaseOffset, err)
+		}
+		in.Producer = compact.Producer{ID: m.ProducerID, Epoch: m.ProducerEpoch, BaseSequence: -1}
+		in.Transactional = true
+		in.Marker = &compact.Marker{Commit: m.Commit, CoordinatorEpoch: m.CoordinatorEpoch, TimestampMs: e.loc.AppendTimeMs}
+		return in, nil
+	}
+	return in, fmt.Errorf("%w: entry %d of kind %v at indexed offset %d", ErrStorage, e.loc.RaftIndex, f.Kind, e.loc.BaseOffset)
+}
+
+// passLog is the log a pass reads: the compacted prefix's batches (their
+// Data in the compacted form, in offset order) and then the dirty entries
+// from firstDirty on, with the partition's aborted index. Both of the
+// pass's walks see the same sequence: it is built from slices only.
+func passLog(prefix []compact.Input, dirty []dirtyEntry, firstDirty int64, aborted []engine.AbortedTxn) compact.Log {
+	ab := make([]compact.AbortedTxn, len(aborted))
+	for i, a := range aborted {
+		ab[i] = compact.AbortedTxn(a)
+	}
+	batches := func() iter.Seq2[compact.Input, error] {
+		return func(yield func(compact.Input, error) bool) {
+			for _, in := range prefix {
+				if !yield(in, nil) {
+					return
+				}
+			}
+			for _, e := range dirty {
+				in, err := passInput(e)
+				if !yield(in, err) || err != nil {
+					return
+				}
+			}
+		}
+	}
+	return compact.Log{Batches: batches, FirstDirty: firstDirty, Aborted: ab}
+}
+
+// compactionFacts is what the leader knows of a partition when it weighs
+// a pass: the engine's compaction record and offsets, where its own
+// checkpoint and its raft log's open segment begin (as offsets), the
+// indexed batches from the prefix's end on, and the sizes to weigh.
+type compactionFacts struct {
+	state          engine.CompactionState
+	lastStable     int64
+	checkpointed   int64
+	activeSegment  int64
+	dirty          []engine.BatchLocation
+	cleanBytes     int64
+	dirtyBytes     int64
+	offsetMapBytes int64
+	highWatermark  int64
+}
+
+// decideCompaction is the leader's trigger (Kafka's choice of the
+// dirtiest log, per partition): no pass while one is decided and not yet
+// reported; else the cleanable end is the least of the bounds
+// (compact.CleanableEnd: LSO, the leader's checkpoint, its open segment,
+// and min.compaction.lag.ms measured on append times from the clock), and
+// a pass is due when it would move the prefix and compact.Due says the
+// dirty ratio or max.compaction.lag.ms calls for it. The decision's
+// generation is one more than the last and TimeMs is nowMs (the COMPACT
+// entry's append time).
+func decideCompaction(cfg compact.Config, f compactionFacts, nowMs int64) (compact.Decision, bool) {
+	st := f.state
+	if !cfg.Policy.Compacts() || st.Decision.Generation > st.DoneGeneration || len(f.dirty) == 0 {
+		return compact.Decision{}, false
+	}
+	end := compact.CleanableEnd(compact.Bounds{
+		LastStableOffset:  f.lastStable,
+		Checkpointed:      f.checkpointed,
+		ActiveSegmentBase: f.activeSegment,
+		LagEnd:            lagEnd(f.dirty, nowMs-cfg.MinCompactionLagMs, f.highWatermark),
+	})
+	if end <= max(st.CleanedTo, st.Decision.CleanableEnd) || end <= f.dirty[0].BaseOffset {
+		return compact.Decision{}, false
+	}
+	if !compact.Due(cfg, f.cleanBytes, f.dirtyBytes, f.dirty[0].AppendTimeMs, nowMs) {
+		return compact.Decision{}, false
+	}
+	return compact.Decision{Generation: st.Decision.Generation + 1, CleanableEnd: end, TimeMs: nowMs,
+		DeleteRetentionMs: cfg.DeleteRetentionMs, OffsetMapBytes: f.offsetMapBytes}, true
+}
+
+// lagEnd is the base offset of the first batch appended after cutoffMs
+// (min.compaction.lag.ms not yet passed), or end when every batch is
+// older. Append times come from the leader's clock at proposal and are
+// not monotonic across leaders, so the first young batch bounds it, not
+// a binary search.
+func lagEnd(dirty []engine.BatchLocation, cutoffMs, end int64) int64 {
+	for _, b := range dirty {
+		if b.AppendTimeMs > cutoffMs {
+			return b.BaseOffset
+		}
+	}
+	return end
+}
+
+// writePass is the body of a replica's pass (meant to run off the loop as
+// a storage job): it compacts log with decision d straight into w, a
+// Writer of generation d.Generation from the store that holds the prefix
+// log reads, and commits the generation [start, Result.CleanedTo) with the
+// pass's digest. The caller's Finish on the loop makes reads see it and
+// proposes or checks COMPACT_DONE with Result's CleanedTo and Digest. On
+// an error nothing is current but the old generation (Finish drops w),
+// except compacted.ErrFailed (the store must be reopened).
+func writePass(log compact.Log, d compact.Decision, w *compacted.Writer) (compact.Result, error) {
+	res, err := compact.Compact(log, d, w.Append)
+	if err != nil {
+		return res, fmt.Errorf("compaction pass of generation %d: %w", d.Generation, err)
+	}
+	if err := w.Commit(res.CleanedTo, res.Digest); err != nil {
+		if errors.Is(err, compacted.ErrFailed) {
+			return res, err
+		}
+		return res, fmt.Errorf("compaction pass of generation %d: commit: %w", d.Generation, err)
+	}
+	return res, nil
+}

@@ -1,0 +1,97 @@
+package node
+
+import (
+	"log/slog"
+
+	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/engine/compact"
+)
+
+// The leader's half of step 2 of compacted topics, wired: at each
+// retention check the leader of a partition whose topic compacts weighs a
+// pass (decideCompaction) and proposes it as a COMPACT entry every replica
+// applies. The replicas' pass (writePass as a storage job, COMPACT_DONE)
+// is not wired yet, so a decision stays pending and no further one is
+// proposed; only nodes under Config.CompactedTopicsUnfinished have
+// compacted topics at all.
+
+const (
+	// compactionMapBytes sizes a pass's offset map (Kafka's
+	// log.cleaner.dedupe.buffer.size, per pass): 8 MiB is about 350,000
+	// keys of the dirty section a pass.
+	compactionMapBytes = 8 << 20
+	// compactionScanBatches bounds the indexed batches a decision looks
+	// at (for min.compaction.lag.ms and the oldest dirty append time): a
+	// bounded step on the loop; a longer dirty section is decided over
+	// its first part.
+	compactionScanBatches = 4096
+)
+
+// maybeProposeCompact proposes the next COMPACT when g leads, its topic
+// compacts, none of ours is in flight and decideCompaction finds a pass
+// due.
+func (c *Core) maybeProposeCompact(g *group) {
+	if !g.ret.configKnown || !g.ret.config.CleanupPolicy.Compacts() || isCoordinatorTopic(g.tp.Topic) {
+		return
+	}
+	if _, _, leading := g.leadership(); !leading {
+		return
+	}
+	st := g.part.Compaction()
+	if g.ret.compactGen > st.Decision.Generation && c.ticks < g.ret.compactDeadline {
+		return // ours is in flight: its apply or the deadline ends the wait
+	}
+	g.ret.compactGen = 0
+	nowMs := c.cfg.Clock.Realtime().UnixMilli()
+	d, due := decideCompaction(g.ret.config.Compaction(), c.compactionFacts(g), nowMs)
+	if !due {
+		return
+	}
+	c.nextProposalID++
+	c.touch(g)
+	if err := g.raw.Propose(engine.EncodeCompactEntry(nil, c.nextProposalID, d)); err != nil {
+		return // leadership moved or the tail is full: the next check retries
+	}
+	g.ret.compactGen, g.ret.compactDeadline = d.Generation, c.ticks+uint64(c.cfg.RequestTimeoutTicks)
+	g.logs.log(slog.LevelDebug, "compaction proposed", slog.Uint64("generation", d.Generation),
+		slog.Int64("cleanable_end", d.CleanableEnd))
+}
+
+// compactionFacts gathers what decideCompaction weighs, from g's engine
+// and raft log: the offsets its own checkpoint and its open segment
+// begin at, and up to compactionScanBatches indexed batches from the
+// compacted prefix's end. Sizes: no replica stores a prefix yet, so the
+// clean side is 0 and the dirty side the raft log's size.
+func (c *Core) compactionFacts(g *group) compactionFacts {
+	st := g.part.Compaction()
+	from := max(st.CleanedTo, g.part.LogStartOffset())
+	f := compactionFacts{state: st, lastStable: g.part.LastStableOffset(), highWatermark: g.part.HighWatermark(),
+		checkpointed: from, activeSegment: g.part.HighWatermark(), offsetMapBytes: compactionMapBytes}
+	if b, ok := g.part.LastBatchThrough(g.checkpointIndex); ok {
+		f.checkpointed = b.BaseOffset + int64(b.RecordCount)
+	}
+	g.ret.segs = g.log.Segments(g.ret.segs[:0])
+	if n := len(g.ret.segs); n > 0 {
+		if b, ok := g.part.FirstBatchFrom(g.ret.segs[n-1].Base); ok {
+			f.activeSegment = b.BaseOffset
+		}
+	}
+	for _, s := range g.ret.segs {
+		f.dirtyBytes += s.Bytes
+	}
+	dirty, err := g.part.AppendLocations(g.ret.dirty[:0], from, compactionScanBatches)
+	if err == nil {
+		g.ret.dirty, f.dirty = dirty, dirty
+	}
+	return f
+}
+
+// compactionDecision is the engine's compaction record of tp on this
+// replica, for tests and status.
+func (c *Core) compactionDecision(tp TopicPartition) (compact.Decision, bool) {
+	g := c.byTP[tp]
+	if g == nil || g.part == nil {
+		return compact.Decision{}, false
+	}
+	return g.part.Compaction().Decision, true
+}

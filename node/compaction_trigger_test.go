@@ -1,0 +1,47 @@
+package node
+
+import (
+	"testing"
+)
+
+// TestLeaderProposesCompact shows the wired trigger: on nodes that let a
+// topic compact, the leader of a compacted partition proposes COMPACT
+// once a pass is due, and every replica applies the same decision of
+// generation 1, its cleanable end above 0 and bounded by the leader's
+// checkpoint and open segment (never past the high-water mark); with no
+// pass run it stays pending, so no later generation is proposed; a delete
+// topic gets none.
+func TestLeaderProposesCompact(t *testing.T) {
+	c := newMetaCluster(t, 24, 3, func(cfg *Config) {
+		retentionConfig(cfg)
+		cfg.CompactedTopicsUnfinished = true
+		cfg.CheckpointEntries = 16
+	})
+	c.createTopicWith(c.metaLeaderOf(), "kv", 1, 3, map[string]string{"cleanup.policy": "compact", "segment.bytes": "4096"})
+	c.createTopic(c.metaLeaderOf(), "plain", 1, 3)
+	kv, plain := TopicPartition{Topic: "kv"}, TopicPartition{Topic: "plain"}
+	c.fillPartition(kv, 60)
+	c.fillPartition(plain, 10)
+	c.tick(40)
+	lead := c.leader(kv)
+	want, ok := c.cores[lead].compactionDecision(kv)
+	hwm := statusOf(c.cores[lead], kv).HighWatermark
+	if !ok || want.Generation != 1 || want.CleanableEnd <= 0 || want.CleanableEnd >= hwm || want.OffsetMapBytes != compactionMapBytes {
+		t.Fatalf("leader's decision %+v (high-water mark %d)", want, hwm)
+	}
+	for _, id := range c.ids {
+		if got, _ := c.cores[id].compactionDecision(kv); got != want {
+			t.Fatalf("node %d decided %+v, leader %+v", id, got, want)
+		}
+		if got, _ := c.cores[id].compactionDecision(plain); got.Generation != 0 {
+			t.Fatalf("node %d: a delete topic got a decision %+v", id, got)
+		}
+	}
+	t.Logf("decision %+v, high-water mark %d, checkpointed %d", want, hwm, c.cores[lead].byTP[kv].checkpointIndex)
+	c.fillPartition(kv, 20)
+	c.tick(40)
+	if got, _ := c.cores[c.leader(kv)].compactionDecision(kv); got != want {
+		t.Fatalf("a pending decision was followed by %+v", got)
+	}
+	c.checkSameState(kv)
+}
