@@ -1,9 +1,9 @@
 package node
 
 import (
-	"errors"
 	"fmt"
 	"iter"
+	"slices"
 
 	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/engine/compact"
@@ -11,13 +11,13 @@ import (
 	"github.com/strandlog/strand/raftlog/compacted"
 )
 
-// The node side of compacted topics, built so far (engine/compact's doc,
-// "Next: node integration"): what a replica hands a pass (passLog) and
-// the leader's choice of when a pass is due and over what (decideCompaction).
-// Neither is called by the Core yet: no topic can compact while
-// engine/metadata's gate (compactionBuilt) refuses the policy, and the
-// gate stays shut until a replica runs passes, writes the prefix
-// (raftlog/compacted) and serves fetches from it.
+// The node side of compacted topics (engine/compact's doc, "Next: node
+// integration"): what a replica hands a pass (passLog), the pass's write
+// (writePass), and the leader's choice of when a pass is due and over
+// what (decideCompaction). The leader's trigger (compaction_trigger.go)
+// and each replica's passes (compaction_replica.go) call them; no topic
+// compacts unless the node runs under Config.CompactedTopicsUnfinished
+// (gateCompaction), which stays so until fetch serves the prefix.
 
 // dirtyEntry is one indexed batch of a partition's raft log at or past the
 // compacted prefix's end: its location in the engine's index and the Data
@@ -56,18 +56,19 @@ func passInput(e dirtyEntry) (compact.Input, error) {
 }
 
 // passLog is the log a pass reads: the compacted prefix's batches (their
-// Data in the compacted form, in offset order) and then the dirty entries
-// from firstDirty on, with the partition's aborted index. Both of the
-// pass's walks see the same sequence: it is built from slices only.
-func passLog(prefix []compact.Input, dirty []dirtyEntry, firstDirty int64, aborted []engine.AbortedTxn) compact.Log {
+// Data in the compacted form, in offset order: prefix yields them afresh
+// at each call, as storeInputs does) and then the dirty entries from
+// firstDirty on, with the partition's aborted index. Both of the pass's
+// walks see the same sequence.
+func passLog(prefix iter.Seq2[compact.Input, error], dirty []dirtyEntry, firstDirty int64, aborted []engine.AbortedTxn) compact.Log {
 	ab := make([]compact.AbortedTxn, len(aborted))
 	for i, a := range aborted {
 		ab[i] = compact.AbortedTxn(a)
 	}
 	batches := func() iter.Seq2[compact.Input, error] {
 		return func(yield func(compact.Input, error) bool) {
-			for _, in := range prefix {
-				if !yield(in, nil) {
+			for in, err := range prefix {
+				if !yield(in, err) || err != nil {
 					return
 				}
 			}
@@ -80,6 +81,28 @@ func passLog(prefix []compact.Input, dirty []dirtyEntry, firstDirty int64, abort
 		}
 	}
 	return compact.Log{Batches: batches, FirstDirty: firstDirty, Aborted: ab}
+}
+
+// storeInputs yields the store's current generation as a pass's prefix
+// input, read from its files at each walk (memory: one batch). Each
+// batch is copied, since the store reuses its buffer.
+func storeInputs(s *compacted.Store) iter.Seq2[compact.Input, error] {
+	return func(yield func(compact.Input, error) bool) {
+		for b, err := range s.Batches() {
+			if err != nil {
+				yield(compact.Input{}, err)
+				return
+			}
+			dec, err := compact.DecodeBatch(b)
+			if err != nil {
+				yield(compact.Input{}, fmt.Errorf("%w: compacted prefix: %w", ErrStorage, err))
+				return
+			}
+			if !yield(compact.Input{BaseOffset: dec.BaseOffset, Data: slices.Clone(b)}, nil) {
+				return
+			}
+		}
+	}
 }
 
 // compactionFacts is what the leader knows of a partition when it weighs
@@ -142,24 +165,16 @@ func lagEnd(dirty []engine.BatchLocation, cutoffMs, end int64) int64 {
 	return end
 }
 
-// writePass is the body of a replica's pass (meant to run off the loop as
-// a storage job): it compacts log with decision d straight into w, a
-// Writer of generation d.Generation from the store that holds the prefix
-// log reads, and commits the generation [start, Result.CleanedTo) with the
-// pass's digest. The caller's Finish on the loop makes reads see it and
-// proposes or checks COMPACT_DONE with Result's CleanedTo and Digest. On
-// an error nothing is current but the old generation (Finish drops w),
-// except compacted.ErrFailed (the store must be reopened).
+// writePass is a pass's write job (compaction_replica.go): it compacts
+// log with decision d straight into w, a Writer of generation
+// d.Generation from the store that holds the prefix log reads. Nothing is
+// synced: the commit job (w.Commit with Result's CleanedTo and Digest)
+// makes it durable and current; on an error the caller's Finish drops w
+// and the old generation stays.
 func writePass(log compact.Log, d compact.Decision, w *compacted.Writer) (compact.Result, error) {
 	res, err := compact.Compact(log, d, w.Append)
 	if err != nil {
 		return res, fmt.Errorf("compaction pass of generation %d: %w", d.Generation, err)
-	}
-	if err := w.Commit(res.CleanedTo, res.Digest); err != nil {
-		if errors.Is(err, compacted.ErrFailed) {
-			return res, err
-		}
-		return res, fmt.Errorf("compaction pass of generation %d: commit: %w", d.Generation, err)
 	}
 	return res, nil
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"testing"
@@ -54,6 +55,17 @@ func (pp *passPartition) produce(t *testing.T, producer engine.Producer, txn boo
 	pp.apply(t, encode(nil, 10*int64(pp.index+1), pp.index+1, producer, batch))
 }
 
+// inputsOf yields prefix as a pass's prefix input.
+func inputsOf(prefix []compact.Input) iter.Seq2[compact.Input, error] {
+	return func(yield func(compact.Input, error) bool) {
+		for _, in := range prefix {
+			if !yield(in, nil) {
+				return
+			}
+		}
+	}
+}
+
 // dirty is every indexed batch from offset with its entry's Data.
 func (pp *passPartition) dirty(t *testing.T, offset int64) []dirtyEntry {
 	t.Helper()
@@ -73,7 +85,7 @@ func (pp *passPartition) runPass(t *testing.T, prefix []compact.Input, firstDirt
 	t.Helper()
 	aborted := pp.p.AppendAbortedTxns(nil, 0, pp.p.HighWatermark())
 	var out []compact.Input
-	res, err := compact.Compact(passLog(prefix, pp.dirty(t, firstDirty), firstDirty, aborted), d, func(b []byte) error {
+	res, err := compact.Compact(passLog(inputsOf(prefix), pp.dirty(t, firstDirty), firstDirty, aborted), d, func(b []byte) error {
 		dec, err := compact.DecodeBatch(b)
 		if err != nil {
 			return err
@@ -164,7 +176,7 @@ func TestPassInputRefusesOtherEntries(t *testing.T) {
 	if _, err := passInput(dirtyEntry{loc: loc, data: []byte{1, 2, 3}}); !errors.Is(err, ErrStorage) {
 		t.Fatalf("garbage entry: %v", err)
 	}
-	log := passLog(nil, []dirtyEntry{{loc: loc, data: []byte{1}}}, 3, nil)
+	log := passLog(inputsOf(nil), []dirtyEntry{{loc: loc, data: []byte{1}}}, 3, nil)
 	if _, err := compact.Compact(log, compact.Decision{Generation: 1, CleanableEnd: 4, OffsetMapBytes: 1 << 12},
 		func([]byte) error { return nil }); !errors.Is(err, ErrStorage) {
 		t.Fatalf("pass over a broken entry: %v", err)

@@ -10,10 +10,10 @@ import (
 // The leader's half of step 2 of compacted topics, wired: at each
 // retention check the leader of a partition whose topic compacts weighs a
 // pass (decideCompaction) and proposes it as a COMPACT entry every replica
-// applies. The replicas' pass (writePass as a storage job, COMPACT_DONE)
-// is not wired yet, so a decision stays pending and no further one is
-// proposed; only nodes under Config.CompactedTopicsUnfinished have
-// compacted topics at all.
+// applies. Each replica then runs the pass (compaction_replica.go); the
+// decision stays pending, and no further one is proposed, until a
+// COMPACT_DONE of its generation is applied. Only nodes under
+// Config.CompactedTopicsUnfinished have compacted topics at all.
 
 const (
 	// compactionMapBytes sizes a pass's offset map (Kafka's
@@ -60,8 +60,11 @@ func (c *Core) maybeProposeCompact(g *group) {
 // compactionFacts gathers what decideCompaction weighs, from g's engine
 // and raft log: the offsets its own checkpoint and its open segment
 // begin at, and up to compactionScanBatches indexed batches from the
-// compacted prefix's end. Sizes: no replica stores a prefix yet, so the
-// clean side is 0 and the dirty side the raft log's size.
+// compacted prefix's end. Sizes: the clean side is this replica's prefix
+// (its store's bytes), the dirty side the raft log's segments not wholly
+// at or below RaftTrimBound of the prefix's end (the raft log is not
+// trimmed up to the prefix yet, so the part the prefix covers is left
+// out, to a segment's granularity).
 func (c *Core) compactionFacts(g *group) compactionFacts {
 	st := g.part.Compaction()
 	from := max(st.CleanedTo, g.part.LogStartOffset())
@@ -76,8 +79,15 @@ func (c *Core) compactionFacts(g *group) compactionFacts {
 			f.activeSegment = b.BaseOffset
 		}
 	}
+	var prefixEnd int64
+	if st.Decision.Generation > 0 && c.openPrefix(g) {
+		f.cleanBytes, prefixEnd = g.pass.store.Bytes(), g.pass.store.End()
+	}
+	covered := g.part.RaftTrimBound(prefixEnd)
 	for _, s := range g.ret.segs {
-		f.dirtyBytes += s.Bytes
+		if s.Last > covered {
+			f.dirtyBytes += s.Bytes
+		}
 	}
 	dirty, err := g.part.AppendLocations(g.ret.dirty[:0], from, compactionScanBatches)
 	if err == nil {

@@ -29,7 +29,7 @@ func storedPrefix(t *testing.T, s *compacted.Store) []compact.Input {
 }
 
 // passInto runs writePass for d over the store's prefix and pp's raft
-// entries from the prefix's end, then finishes the generation.
+// entries from the prefix's end, commits and finishes the generation.
 func passInto(t *testing.T, pp *passPartition, s *compacted.Store, d compact.Decision) compact.Result {
 	t.Helper()
 	first := s.End()
@@ -38,8 +38,11 @@ func passInto(t *testing.T, pp *passPartition, s *compacted.Store, d compact.Dec
 		t.Fatal(err)
 	}
 	aborted := pp.p.AppendAbortedTxns(nil, 0, pp.p.HighWatermark())
-	res, err := writePass(passLog(storedPrefix(t, s), pp.dirty(t, first), first, aborted), d, w)
+	res, err := writePass(passLog(storeInputs(s), pp.dirty(t, first), first, aborted), d, w)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(res.CleanedTo, res.Digest); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Finish(w); err != nil {

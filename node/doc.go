@@ -248,12 +248,22 @@
 // only every second let it reach 30×. Rejected: each replica deleting by its own clock (replicas
 // would disagree on the log start); cutting a segment at the exact offset (a rewrite, R5).
 // Retention runs when the topic's cleanup.policy deletes (delete, compact,delete). On a topic whose
-// policy compacts (issue 24; only under Config.CompactedTopicsUnfinished until replicas run passes:
-// gateCompaction refuses it otherwise) the same check lets the leader propose a COMPACT
+// policy compacts (issue 24; only under Config.CompactedTopicsUnfinished until fetch serves the
+// prefix: gateCompaction refuses it otherwise) the same check lets the leader propose a COMPACT
 // (compaction_trigger.go: engine/compact's decision from LSO, its checkpoint, its open segment and
-// min.compaction.lag.ms by the clock); compaction_pass.go holds a pass's input and its write into
-// raftlog/compacted, not called yet. A produce to such a topic with a keyless record is
-// INVALID_RECORD (produce.go).
+// min.compaction.lag.ms by the clock), and every replica runs the pass of each decision it applied
+// (compaction_replica.go): in generation order, the dirty section's raft entries gathered on the
+// loop (4096 entries / 8 MiB a tick), the pass into <replica>/compacted (raftlog/compacted) as a
+// storage job without fsync that the watchdog does not time, the commit (fsyncs, the switch) as a
+// timed job, Finish on the loop, COMPACT_DONE from the leader, and each replica's end and digest
+// compared with the record. A crash before the switch reopens the old generation and the pass
+// reruns (the decision is picked up from the engine's record at open); after it, the new one, which
+// the leader reports. A replica that cannot run a pass (a raft snapshot past its log, a missed
+// generation, a log start past its prefix) stops its passes and says so; installing a prefix from
+// a peer is not built, nor fetch from the prefix, so the raft log is not trimmed up to it yet
+// (raft-log compaction is capped at engine's RaftTrimBound of the prefix end, which today's limit,
+// the log start, never passes). A produce to such a topic with a keyless record is INVALID_RECORD
+// (produce.go).
 //
 // # Raft log compaction and snapshots (snapshot.go)
 //
@@ -388,9 +398,11 @@
 // write) run after a ReadIndex, so a deposed leader never answers. Liveness is leader-local, as in
 // Kafka: a sweep once a second proposes Expire(group, member, epoch) for members silent past the
 // session timeout (45 s) or holding revocations past the rebalance timeout (5 min), expires empty
-// groups' offsets (7 days) and removes deleted topics (after a ReadIndex on the metadata group). A
-// new coordinator starts every timer afresh: failover delays an expiry by at most a session, never
-// expires early. Wire: arms 40–46, codes 50–57 (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
+// groups' offsets (7 days) and removes deleted topics (after a ReadIndex on the metadata group). It
+// skips a member with a heartbeat in flight, and an unchanged heartbeat racing a proposed expiry is
+// written instead of read, so an expiry never lands after an answer that kept the member's epoch (a
+// static rejoin keeps it; Expire's epoch guard cannot tell). A new coordinator starts every timer
+// afresh: failover delays an expiry by at most a session, never expires early. Wire: arms 40–46, codes 50–57 (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
 // UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, STALE_MEMBER_EPOCH, GROUP_NOT_EMPTY, GROUP_NOT_FOUND,
 // STALE_HEARTBEAT). Rejected: a hook in the apply loop or a second raft group type (a parallel path
 // through Ready, checkpoints and placement); groups in the metadata group (one log for every

@@ -74,6 +74,8 @@ type group struct {
 	rejoin *rejoin
 	// ret is the replica's retention and compaction state (retention.go).
 	ret retentionState
+	// pass is the replica's compaction passes (compaction_replica.go).
+	pass passState
 	// leaderTerm is the term in which this replica was last seen leading,
 	// 0 when it was not leading at the last check.
 	leaderTerm uint64

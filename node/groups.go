@@ -137,6 +137,9 @@ type coordinator struct {
 	revokingSince map[string]uint64 // lookup only
 	// inFlight marks expiries and cleanups proposed and not answered.
 	inFlight map[string]bool // lookup only
+	// heartbeating counts each member's heartbeats received and not yet
+	// answered, by liveKey: the sweep expires no member with one in flight.
+	heartbeating map[string]int // lookup only
 }
 
 // groupApplied is the outcome of one applied command.
@@ -231,7 +234,7 @@ func (c *Core) coordinatorFor(g *group) (*coordinator, error) {
 		co = &coordinator{
 			tp: g.tp, term: term, topicID: g.topicID, state: groups.New(), next: g.part.LogStartOffset(), fresh: true, restoredFrom: -1,
 			waits: make(map[uint64]func(groupApplied)), live: make(map[string]uint64), inFlight: make(map[string]bool),
-			revokingSince: make(map[string]uint64),
+			revokingSince: make(map[string]uint64), heartbeating: make(map[string]int),
 		}
 		c.bugCoordinatorFromEnd(g, co) // planted MoveRacesRebalance (simbugs builds only)
 		c.coord.coords[g.tp] = co

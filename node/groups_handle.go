@@ -93,6 +93,8 @@ func (c *Core) groupHeartbeat(req *strandpb.ConsumerGroupHeartbeatRequest, done 
 		done(nil, c.groupError(err))
 		return
 	}
+	key := liveKey(req.GetGroup(), req.GetMemberId())
+	done = co.trackHeartbeat(key, done)
 	hbCmd := &strandpb.GroupHeartbeatCommand{Request: req, Topics: c.subscribedTopics(req.GetSubscriptions())}
 	cmd := &strandpb.GroupCommand{Body: &strandpb.GroupCommand_Heartbeat{Heartbeat: hbCmd}}
 	cfg := c.groupsConfig()
@@ -101,7 +103,6 @@ func (c *Core) groupHeartbeat(req *strandpb.ConsumerGroupHeartbeatRequest, done 
 			done(nil, c.groupError(res.err))
 			return
 		}
-		key := liveKey(req.GetGroup(), req.GetMemberId())
 		if res.hb.MemberEpoch < 0 {
 			delete(co.live, key)
 		} else {
@@ -128,14 +129,33 @@ func (c *Core) groupHeartbeat(req *strandpb.ConsumerGroupHeartbeatRequest, done 
 	}
 	// A member in its epoch: read the state linearizably first; a heartbeat
 	// that would change nothing is answered from it without a log write
-	// (most heartbeats of a stable group), anything else is proposed.
+	// (most heartbeats of a stable group), anything else is proposed — so
+	// is one racing an expiry of its member proposed and not yet applied,
+	// which then applies before it.
 	c.readCoordinator(g, co, func(s *groups.State) {
-		if r, unchanged := s.HeartbeatUnchanged(heartbeatFromWire(hbCmd, 0)); unchanged {
+		if r, unchanged := s.HeartbeatUnchanged(heartbeatFromWire(hbCmd, 0)); unchanged && !co.inFlight[key] {
 			answer(groupApplied{hb: r})
 			return
 		}
 		c.proposeGroup(g, co, cmd, answer)
 	}, func(e *strandpb.Error) { done(nil, e) })
+}
+
+// trackHeartbeat counts a heartbeat of the member at key as in flight until
+// done runs. An expiry the sweep decided meanwhile would be written after
+// the heartbeat and, when the heartbeat keeps the member's epoch (a static
+// member's rejoin, any heartbeat in its epoch), apply after the answer
+// that told the member what it owns: the member would be gone while it
+// holds its partitions.
+func (co *coordinator) trackHeartbeat(key string, done func(*strandpb.ConsumerGroupHeartbeatResponse, *strandpb.Error),
+) func(*strandpb.ConsumerGroupHeartbeatResponse, *strandpb.Error) {
+	co.heartbeating[key]++
+	return func(resp *strandpb.ConsumerGroupHeartbeatResponse, e *strandpb.Error) {
+		if co.heartbeating[key]--; co.heartbeating[key] <= 0 {
+			delete(co.heartbeating, key)
+		}
+		done(resp, e)
+	}
 }
 
 // classicHeartbeat serves a classic member's Heartbeat: it names no
@@ -148,7 +168,8 @@ func (c *Core) classicHeartbeat(g *group, co *coordinator, hbCmd *strandpb.Group
 	req := hbCmd.GetRequest()
 	c.readCoordinator(g, co, func(s *groups.State) {
 		hbCmd.Topics = c.subscribedTopics(s.Subscriptions(req.GetGroup(), req.GetMemberId()))
-		if r, unchanged := s.ClassicHeartbeatUnchanged(heartbeatFromWire(hbCmd, 0)); unchanged {
+		expiring := co.inFlight[liveKey(req.GetGroup(), req.GetMemberId())] // as in groupHeartbeat
+		if r, unchanged := s.ClassicHeartbeatUnchanged(heartbeatFromWire(hbCmd, 0)); unchanged && !expiring {
 			answer(groupApplied{hb: r})
 			return
 		}

@@ -87,6 +87,9 @@ func (c *Core) sweepCoordinator(g *group, co *coordinator) {
 		for _, m := range v.Members {
 			key := liveKey(id, m.ID)
 			live[key] = true
+			if co.heartbeating[key] > 0 {
+				continue // its answer restarts the timer (trackHeartbeat)
+			}
 			expire := &strandpb.GroupCommand{Body: &strandpb.GroupCommand_Expire{Expire: &strandpb.GroupExpireCommand{
 				Group: id, MemberId: m.ID, MemberEpoch: m.Epoch,
 			}}}

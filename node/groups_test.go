@@ -425,3 +425,95 @@ func TestGroupCommitUnreadAfterCommitIsMaybeWritten(t *testing.T) {
 		t.Fatalf("commit answered %v, want TIMEOUT (committed, maybe written)", got)
 	}
 }
+
+// TestGroupsSweepSparesMemberWithHeartbeatInFlight shows the liveness
+// sweep never expires a member whose heartbeat is in flight: a static
+// member silent past its session rejoins at epoch 0 (same member id, so
+// it keeps its epoch and partitions), and the coordinator's sweep runs
+// before that join applies. The join answers "you own all 4"; an expiry
+// decided in the sweep (at the epoch the join keeps) would then remove
+// the member and hand its partitions to the next joiner while it still
+// holds them (simnet seed 193).
+func TestGroupsSweepSparesMemberWithHeartbeatInFlight(t *testing.T) {
+	c := newCluster(t, 12, 3, replicated(3, "t", 4), func(cfg *Config) {
+		cfg.Groups = GroupsConfig{OffsetsPartitions: 2, SessionTimeout: 200 * time.Millisecond} // 20 ticks; sweeps every 100
+	})
+	static := func(epoch int32, seq uint64, owned []*strandpb.GroupTopicPartitions) *strandpb.Request {
+		req := heartbeatReq("a", epoch, seq, owned)
+		req.GetGroupHeartbeat().InstanceId = "ia"
+		return req
+	}
+	id := c.findCoordinator("g")
+	core := c.cores[id]
+	for i := 0; core.ticks != core.coord.lastSweep; i++ { // just past a sweep: the next is 100 ticks away
+		if i > 200 {
+			t.Fatal("no sweep within 200 ticks")
+		}
+		c.tick(1)
+	}
+	a := c.groupCall("g", static(0, 1, nil)).GetGroupHeartbeat()
+	if countPartitions(a.GetAssigned()) != 4 {
+		t.Fatalf("a alone got %v", a.GetAssigned())
+	}
+	c.tick(30) // a is silent past its session; no sweep yet
+	if c.findCoordinator("g") != id {
+		t.Fatal("the coordinator moved: the premise needs it in place")
+	}
+	var rejoin *strandpb.Response
+	core.handleAnonymous(static(0, 2, nil), func(r *strandpb.Response) { rejoin = r })
+	core.coord.lastSweep = core.ticks - uint64(sweepEvery/core.cfg.TickDuration)
+	core.sweepGroups() // the join is proposed, not applied
+	for i := 0; rejoin == nil && i < 100; i++ {
+		c.settle()
+		c.tick(1)
+	}
+	if rejoin.GetError() != nil || countPartitions(rejoin.GetGroupHeartbeat().GetAssigned()) != 4 {
+		t.Fatalf("a's rejoin: %v", rejoin)
+	}
+	a = rejoin.GetGroupHeartbeat()
+	c.tick(5)
+	if r := c.groupCall("g", static(a.GetMemberEpoch(), 3, a.GetAssigned())); r.GetError() != nil {
+		t.Fatalf("a, just told it owns %v, is gone: %v", a.GetAssigned(), r.GetError())
+	}
+	if b := c.groupCall("g", heartbeatReq("b", 0, 1, nil)).GetGroupHeartbeat(); countPartitions(b.GetAssigned()) != 0 {
+		t.Fatalf("b got %v while a holds all 4", b.GetAssigned())
+	}
+}
+
+// TestGroupsHeartbeatAfterExpiryProposedIsWritten shows an unchanged
+// heartbeat arriving while its member's expiry is proposed and not yet
+// applied is not answered from a read of the state (which the expiry,
+// applied next, would contradict): it is written after the expiry and
+// answered UNKNOWN_MEMBER_ID. It pins the outcome, not the race: here the
+// expiry commits before the heartbeat's read returns, so the test passes
+// without the inFlight check in groupHeartbeat too.
+func TestGroupsHeartbeatAfterExpiryProposedIsWritten(t *testing.T) {
+	c := newCluster(t, 12, 3, replicated(3, "t", 4), func(cfg *Config) {
+		cfg.Groups = GroupsConfig{OffsetsPartitions: 2, SessionTimeout: 200 * time.Millisecond}
+	})
+	id := c.findCoordinator("g")
+	core := c.cores[id]
+	for i := 0; core.ticks != core.coord.lastSweep; i++ {
+		if i > 200 {
+			t.Fatal("no sweep within 200 ticks")
+		}
+		c.tick(1)
+	}
+	a := c.groupCall("g", heartbeatReq("a", 0, 1, nil)).GetGroupHeartbeat()
+	a = c.groupCall("g", heartbeatReq("a", a.GetMemberEpoch(), 2, a.GetAssigned())).GetGroupHeartbeat()
+	c.tick(30)
+	if c.findCoordinator("g") != id {
+		t.Fatal("the coordinator moved: the premise needs it in place")
+	}
+	core.coord.lastSweep = core.ticks - uint64(sweepEvery/core.cfg.TickDuration)
+	core.sweepGroups() // proposes a's expiry
+	var hb *strandpb.Response
+	core.handleAnonymous(heartbeatReq("a", a.GetMemberEpoch(), 3, a.GetAssigned()), func(r *strandpb.Response) { hb = r })
+	for i := 0; hb == nil && i < 100; i++ {
+		c.settle()
+		c.tick(1)
+	}
+	if hb.GetError().GetCode() != strandpb.ErrorCode_ERROR_CODE_UNKNOWN_MEMBER_ID {
+		t.Fatalf("a's heartbeat racing its expiry: %v", hb)
+	}
+}

@@ -259,6 +259,8 @@ func (c *Core) stopGroup(g *group) {
 // removeReplica closes a stopped replica's log and removes its files
 // behind a durable tombstone.
 func (c *Core) removeReplica(g *group) {
+	c.cancelReplicaJobs(g.dir) // a pass job reads the prefix closePrefix closes
+	c.closePrefix(g)
 	if err := g.log.Close(); err != nil {
 		g.logs.log(slog.LevelWarn, "close replica log", slog.Any("err", err))
 	}
@@ -290,7 +292,7 @@ func (c *Core) removeReplicaFiles(dir string, logs coreLog) {
 
 // replicaSubdirs are the directories of a replica's files, below its
 // directory.
-var replicaSubdirs = []string{"/log", "/checkpoint", "/checkpoint/index", "/rejoin"}
+var replicaSubdirs = []string{"/log", "/checkpoint", "/checkpoint/index", "/rejoin", compactedDir}
 
 // deletedName is the tombstone file in a deleted replica's directory.
 const deletedName = "deleted"

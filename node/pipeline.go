@@ -64,6 +64,9 @@ type SyncJob struct {
 	run   func() error
 	// checkpoint: the job writes a checkpoint (checkpoint_job.go).
 	checkpoint bool
+	// passPhase: 1 a compaction pass's write job, 2 its commit job
+	// (compaction_replica.go), 0 any other job.
+	passPhase uint8
 }
 
 // Checkpoint reports whether the job writes a checkpoint, whose completion
@@ -95,6 +98,11 @@ type syncJob struct {
 	// snapshot: the raft index of the compaction snapshot the job writes
 	// (snapshot_job.go), 0 for other jobs.
 	snapshot uint64
+	// pass: a compaction pass's write job, or with its commit set its
+	// commit job (compaction_replica.go); untimed: the watchdog does not
+	// time it (a pass's write, which does no fsync).
+	pass    *passFlight
+	untimed bool
 	// handed: the host took the job (TakeSyncJobs) at tick handedAt;
 	// slowLogged: the watchdog logged it as slow (stall.go).
 	handed     bool
@@ -141,6 +149,10 @@ func (c *Core) SyncDone(token uint64, err error) {
 func (c *Core) finishSync(token uint64, job syncJob, err error) {
 	if job.walRemove {
 		c.finishWALRemove(err)
+		return
+	}
+	if job.pass != nil {
+		c.finishPassJob(token, job, err) // compaction_replica.go
 		return
 	}
 	if job.trash {
@@ -375,7 +387,14 @@ func orHard(hs, prev *raftpb.HardState) *raftpb.HardState {
 func (c *Core) newJob(job syncJob) SyncJob {
 	c.nextSyncToken++
 	c.syncsInFlight[c.nextSyncToken] = job
-	return SyncJob{Token: c.nextSyncToken, run: job.run, checkpoint: job.ckWrite != nil && !job.ckTrim}
+	j := SyncJob{Token: c.nextSyncToken, run: job.run, checkpoint: job.ckWrite != nil && !job.ckTrim}
+	if job.pass != nil {
+		j.passPhase = 1
+		if job.pass.commit {
+			j.passPhase = 2
+		}
+	}
+	return j
 }
 
 // queueJob registers job and queues it for the host; it returns its token.

@@ -51,13 +51,18 @@ type Stats struct {
 	StallHandOffs     uint64
 	// CatchUpBytes counts entry bytes sent to catching-up followers under
 	// the throttle, CatchUpThrottled the appends it held back (throttle.go).
-	CatchUpBytes       uint64
-	CatchUpThrottled   uint64
-	SegmentRolls       uint64 // segments rolled by age (segment.ms)
-	TrimsProposed      uint64 // TRIM entries proposed by retention as leader
-	Compactions        uint64 // raft log compactions behind a snapshot
-	SnapshotsSent      uint64 // raft snapshots sent to lagging followers
-	SnapshotsInstalled uint64 // raft snapshots installed from a leader
+	CatchUpBytes     uint64
+	CatchUpThrottled uint64
+	SegmentRolls     uint64 // segments rolled by age (segment.ms)
+	TrimsProposed    uint64 // TRIM entries proposed by retention as leader
+	Compactions      uint64 // raft log compactions behind a snapshot
+	// CompactionPasses counts this node's compaction passes made current
+	// (compaction_replica.go); CompactionsDiverged the COMPACT_DONE
+	// entries applied with another outcome than the one recorded.
+	CompactionPasses    uint64
+	CompactionsDiverged uint64
+	SnapshotsSent       uint64 // raft snapshots sent to lagging followers
+	SnapshotsInstalled  uint64 // raft snapshots installed from a leader
 	// CommitLatency is the time from proposal to apply, on the leader, of
 	// the acks=all produces that applied successfully (latency.go).
 	CommitLatency LatencyHistogram
@@ -405,6 +410,7 @@ func (c *Core) Close() error {
 				c.failRead(g, r, ErrStopped, 0)
 			}
 		}
+		c.closePrefix(g)
 		if err := g.log.Close(); err != nil && first == nil {
 			first = err
 		}

@@ -49,7 +49,7 @@ func (c *Core) discardReplica(dir string) error {
 	if err := c.walVoid(dir + "/log"); err != nil { // wal.go
 		return err
 	}
-	for _, sub := range []string{"/log", "/checkpoint/index", "/checkpoint"} {
+	for _, sub := range []string{"/log", "/checkpoint/index", "/checkpoint", compactedDir} {
 		if err := removeDir(c.cfg, dir+sub); err != nil {
 			return err
 		}
@@ -106,6 +106,8 @@ func (c *Core) runRepairs() {
 // rebuildReplica stops g, discards its files and reopens it recovering.
 func (c *Core) rebuildReplica(g *group) error {
 	c.failGroupWaits(g, ErrReplicaRecovering)
+	c.cancelReplicaJobs(g.dir) // a pass job reads the prefix closePrefix closes
+	c.closePrefix(g)
 	if err := g.log.Close(); err != nil {
 		g.logs.log(slog.LevelWarn, "close replica log", slog.Any("err", err))
 	}

@@ -94,6 +94,9 @@ func (c *Core) retentionTick() {
 		if g.part == nil || c.fatal != nil {
 			continue
 		}
+		if g.pass.flight != nil && c.passActive(g) {
+			c.passStep(g) // a pass gathering its entries: a bounded step each tick
+		}
 		if !check && g.appliedRaft == g.ret.seenApplied && len(g.ret.deletes) == 0 && g.ret.compactor == nil && !g.ret.due {
 			// Nothing applied since the last look (a write, a TRIM and a
 			// new leader all apply an entry): only time moved, which the
@@ -122,6 +125,7 @@ func (c *Core) retentionTick() {
 		}
 		c.maybeTrim(g)
 		c.maybeProposeCompact(g)
+		c.passCheck(g) // compaction_replica.go
 	}
 }
 

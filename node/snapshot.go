@@ -74,7 +74,11 @@ func (c *Core) maybeCompact(g *group) {
 	if b, ok := g.part.FirstBatchFrom(0); ok {
 		first = b.RaftIndex
 	}
-	limit := c.bugCompactLimit(g, min(first-1, g.appliedRaft))
+	limit := min(first-1, g.appliedRaft)
+	if bound, ok := c.prefixTrimBound(g); ok {
+		limit = min(limit, bound) // compaction_replica.go
+	}
+	limit = c.bugCompactLimit(g, limit)
 	target := g.log.CompactionPoint(limit)
 	if target == 0 {
 		return
@@ -222,6 +226,7 @@ func (c *Core) restoreFromSnapshot(g *group, part *engine.Partition, conf *raftp
 	c.noteConfApplied(g, g.appliedRaft)
 	g.sm.replacedBySnapshot()
 	g.ret.compactor = nil
+	c.passesReset(g) // compaction_replica.go
 }
 
 // restoreSnapshotAtOpen restores g's engine from its raft snapshot when
@@ -273,6 +278,6 @@ func (c *Core) startTrash(g *group, run func() error) {
 // recovery removes, so it is logged, never fatal.
 func (c *Core) finishTrash(job syncJob, err error) {
 	if err != nil {
-		job.g.logs.log(slog.LevelWarn, "removing compacted raft log segments failed; the next restart removes them", slog.Any("err", err))
+		job.g.logs.log(slog.LevelWarn, "removing retired segments (raft log or compacted prefix) failed; the next restart removes them", slog.Any("err", err))
 	}
 }

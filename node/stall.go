@@ -14,7 +14,7 @@ import (
 // storage job (SyncJob: a log's fsync, a
 // write-ahead log sync, a flush, an unlink of compacted segments, a
 // checkpoint's writes and the removal of older ones, a compaction's
-// snapshot) runs off
+// snapshot, a compaction pass and its commit) runs off
 // the loop, so a device that hangs in fsync leaves the loop, its raft
 // heartbeats and its followers' acknowledgements all healthy: a leader
 // whose own fsync never returns keeps its leaderships (followers see
@@ -23,7 +23,10 @@ import (
 // No election will ever fix that. So the core watches its jobs:
 //
 //   - each job is stamped with the tick the host took it (TakeSyncJobs);
-//     every raft tick the core looks at the jobs in flight;
+//     every raft tick the core looks at the jobs in flight, except a
+//     compaction pass's write job (compaction_replica.go: CPU over the
+//     live set and writes without fsync; its commit job, which syncs, is
+//     timed);
 //   - a job in flight longer than Config.DiskSlowAfter (default half an
 //     election timeout) is logged once, at warn, naming its file; at most
 //     slowJobsLoggedMax per check, the others counted;
@@ -118,8 +121,8 @@ func (c *Core) checkStall() {
 	var slow []uint64
 	oldest, oldestToken := c.ticks, uint64(0)
 	for token, job := range c.syncsInFlight { // order does not leak: ties broken by token, slow sorted
-		if !job.handed {
-			continue
+		if !job.handed || job.untimed {
+			continue // a pass's write does no fsync (compaction_replica.go)
 		}
 		if job.handedAt < oldest || job.handedAt == oldest && token < oldestToken {
 			oldest, oldestToken = job.handedAt, token
@@ -195,6 +198,8 @@ func (j syncJob) file() string {
 		return "wal"
 	case j.ckWrite != nil:
 		return j.ckWrite.dir
+	case j.pass != nil:
+		return j.g.dir + compactedDir
 	}
 	return j.g.dir + "/log"
 }
@@ -206,6 +211,10 @@ func (j syncJob) kind() string {
 		return "remove old write-ahead log segments"
 	case j.g == nil:
 		return fmt.Sprintf("write-ahead log sync (%d logs)", len(j.groups))
+	case j.pass != nil && j.pass.commit:
+		return "compaction pass commit"
+	case j.pass != nil:
+		return "compaction pass write"
 	case j.trash:
 		return "unlink compacted segments"
 	case j.ckTrim:

@@ -119,7 +119,9 @@ type partitionSM struct {
 
 // applyCommand applies a produce and completes its acks=all wait.
 func (p *partitionSM) applyCommand(c *Core, g *group, e *raftpb.Entry, engineIndex uint64) {
+	before := g.part.Compaction().Decision
 	res := g.part.Apply(engineIndex, e.GetData())
+	c.decisionApplied(g, before, res) // compaction_replica.go
 	w := g.byIndex[e.GetIndex()]
 	if w == nil {
 		return

@@ -44,9 +44,10 @@
 // the Store), Append and Commit (which touch only the new files and the
 // manifest, so they may run off it while reads go on), then Finish (owner:
 // reads see g+1) and RemoveStale (g's files; off the owner again). Commit:
-// each segment synced when it rolls and the last at Commit, the directory
-// synced, the manifest written to manifest.tmp and synced, renamed over
-// manifest, the directory synced: that SyncDir is the commit point. A crash
+// every segment synced (none before: Append never waits for the disk), the
+// directory synced, the manifest written to manifest.tmp and synced,
+// renamed over manifest, the directory synced: that SyncDir is the commit
+// point. A crash
 // before it leaves g's manifest naming g's untouched files; after it,
 // g+1's, whose segments were durable before the manifest named them. Open
 // removes every segment file the manifest does not name (a half-written
@@ -81,10 +82,12 @@
 //
 // # Not here yet (node integration)
 //
-// Running passes off the loop with an I/O budget (Append checks each batch
-// whole with compact.DecodeBatch, which a trusted pass could skip);
-// installing a prefix from a peer (through a Writer, so Commit checks the
-// digest the engine recorded); the fetch path's use of Read and
-// ListOffsets' of OffsetForTimestamp; the raft log's trim bound from End
-// (engine's RaftTrimBound).
+// The node runs passes into a store (node's compaction_replica.go: the
+// write job, then Commit as a job of its own, Finish and RemoveStale) and
+// caps its raft-log trimming at engine's RaftTrimBound of End. Not yet: an
+// I/O budget for passes (Append checks each batch whole with
+// compact.DecodeBatch, which a trusted pass could skip); installing a
+// prefix from a peer (through a Writer, so Commit checks the digest the
+// engine recorded); the fetch path's use of Read and ListOffsets' of
+// OffsetForTimestamp.
 package compacted

@@ -103,11 +103,11 @@ func (w *Writer) doneErr() error {
 	return nil
 }
 
-// roll syncs the open segment, if any, and starts the next at offset base.
+// roll starts the next segment at offset base. It syncs nothing: every
+// segment is synced at Commit, so Append never waits for the disk (a pass
+// runs its CPU-bound part with no fsync, which the node's disk watchdog
+// does not time: node's compaction_replica.go).
 func (w *Writer) roll(base int64) error {
-	if err := w.syncLast(); err != nil {
-		return err
-	}
 	name := path.Join(w.dir, segmentName(w.m.generation, len(w.files)))
 	f, err := w.disk.Open(name)
 	if err != nil {
@@ -122,19 +122,21 @@ func (w *Writer) roll(base int64) error {
 	return nil
 }
 
-// syncLast makes the open segment durable.
-func (w *Writer) syncLast() error {
-	if len(w.files) == 0 {
-		return nil
+// syncAll makes every segment of the generation durable.
+func (w *Writer) syncAll() error {
+	for _, f := range w.files {
+		if err := f.Sync(); err != nil {
+			return err
+		}
 	}
-	return w.files[len(w.files)-1].Sync()
+	return nil
 }
 
 // Commit makes the written batches the durable current generation, the
 // prefix [start, end) with digest (the pass's Result.CleanedTo and
 // Digest); the store's Finish then makes reads see it. The batches must
 // hash to digest (else ErrDigestMismatch and nothing changes). The steps:
-// segments synced, directory synced, the manifest written to manifest.tmp
+// every segment synced, directory synced, the manifest written to manifest.tmp
 // and synced, renamed over manifest, the directory synced (the commit
 // point). An error before the rename leaves the old generation current;
 // one from the rename on is ErrFailed: which manifest is durable is
@@ -153,7 +155,7 @@ func (w *Writer) Commit(end int64, digest [sha256.Size]byte) error {
 	if err := w.m.check(); err != nil {
 		return w.fail(err) // a bug: Append keeps the rules
 	}
-	if err := errors.Join(w.syncLast(), w.disk.SyncDir(w.dir), w.writeManifest()); err != nil {
+	if err := errors.Join(w.syncAll(), w.disk.SyncDir(w.dir), w.writeManifest()); err != nil {
 		return w.fail(err)
 	}
 	err := w.disk.Rename(path.Join(w.dir, manifestTmpName), path.Join(w.dir, manifestName))

@@ -1,0 +1,463 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+
+	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/engine/compact"
+	"github.com/strandlog/strand/raftlog"
+	"github.com/strandlog/strand/raftlog/compacted"
+	"go.etcd.io/raft/v3"
+)
+
+// Each replica's compaction passes (issue 24, engine/compact's doc,
+// "Replicas"). Every replica of a compacted partition runs the pass of
+// every COMPACT decision it applies, in generation order, into its own
+// compacted prefix (raftlog/compacted, in <replica>/compacted), and
+// reports the outcome in a COMPACT_DONE entry:
+//
+//  1. Noting (on the loop, at apply): a COMPACT applied appends its
+//     decision to the replica's pending list (noteDecision); the engine's
+//     decision as of the replica's open (its checkpoint or raft snapshot)
+//     is noted first, so a restart picks up a decision whose pass had not
+//     finished and the COMPACT entries replayed after it. A decision stays
+//     pending until this replica's pass of it is current.
+//  2. Gathering (on the loop, bounded per tick): the store is opened; the
+//     first pending decision must be the store's generation + 1 (else this
+//     replica missed a pass and must install a prefix from a peer, not
+//     built: the replica is "stuck" and says why). The raft entries of the
+//     indexed batches from the prefix's end up to the decision's cleanable
+//     end are read from the raft log, at most passEntriesPerTick entries
+//     and passBytesPerTick bytes a tick (the Core owns the log).
+//  3. The write job (off the loop): Compact over (the store's prefix, read
+//     from its files; the gathered entries; the engine's aborted index)
+//     straight into a Writer of the new generation. The Writer syncs
+//     nothing before Commit, so this job does no fsync and the disk
+//     watchdog does not time it (syncJob.untimed): its length is CPU and
+//     the size of the live set, not the disk's health, and its writes go to
+//     the same disk as the log syncs the watchdog does time.
+//  4. The commit job (off the loop, timed like every fsync): Commit syncs
+//     the segments, writes and renames the manifest (the switch).
+//  5. Completion (on the loop): Finish makes the new generation current, the
+//     decision leaves the pending list, the old generation's files go in a
+//     job nothing waits for, and a leading replica proposes COMPACT_DONE
+//     with its generation, cleaned-to offset and digest (partition groups
+//     do not forward proposals, so followers do not). The first applied is
+//     the record; a later report of the same generation is checked against
+//     it at apply (the engine's ErrCompactionDiverged, logged here and
+//     counted in Stats.CompactionsDiverged), and every replica compares its
+//     own outcome with the record once the record reaches its generation
+//     (a mismatch stops its passes: its prefix must be installed again from
+//     a peer). A leader whose generation the record lacks (a report
+//     dropped, a crash after the switch, leadership moved) proposes again
+//     at each retention check, at most once every RequestTimeoutTicks.
+//
+// Crashes: before the commit point the store reopens on the old generation
+// (raftlog/compacted's Open removes the half-written one) and the decision
+// is pending again, so the pass reruns and, deterministic, writes the same
+// bytes; after it the store reopens on the new generation and the replica
+// reports it. One pass per replica is in flight; the job holds the
+// replica directory's guard (checkpoint_job.go), so a replica removed or
+// repaired stops it first.
+//
+// The raft log keeps everything at or past the prefix's end: on a
+// compacted partition the raft-log compaction's limit (snapshot.go
+// maybeCompact) is capped by engine's RaftTrimBound of the store's end
+// (prefixTrimBound; today's limit, the log start, never passes it).
+//
+// Not yet: the gathered entries are held in memory for the pass (bounded by
+// the dirty section, not by configuration); a stuck replica waits for
+// installing a prefix from a peer by digest; fetch and ListOffsets do not
+// read the prefix, so the raft log is not trimmed up to it and the prefix
+// only adds to the disk use; a log start past the prefix's end
+// (compact,delete, DeleteRecords) stops the passes.
+
+const (
+	// passEntriesPerTick and passBytesPerTick bound the raft entries a
+	// pass gathers on the loop in one tick.
+	passEntriesPerTick = 4096
+	passBytesPerTick   = 8 << 20
+	// passPendingMax bounds the decisions noted and not yet passed; more
+	// means this replica's passes fell far behind the others': it is stuck
+	// (a prefix must be installed from a peer).
+	passPendingMax = 16
+	// compactedDir is the replica's compacted prefix, below its directory.
+	compactedDir = "/compacted"
+)
+
+// passState is a replica's compaction passes (group.pass).
+type passState struct {
+	// store is the replica's compacted prefix, opened on first need.
+	store *compacted.Store
+	// seeded: the engine's decision as of the replica's open was noted;
+	// noted is the last generation put in pending.
+	seeded bool
+	noted  uint64
+	// pending are the decisions noted and not yet current in the store,
+	// in generation order.
+	pending []compact.Decision
+	// flight is the pass in progress, nil when none.
+	flight *passFlight
+	// stuck says why no pass can run on this replica ("": none).
+	stuck string
+	// reportGen is the generation of the COMPACT_DONE last proposed,
+	// until tick reportDeadline.
+	reportGen      uint64
+	reportDeadline uint64
+	locs           []engine.BatchLocation // scratch
+}
+
+// passFlight is one pass from gathering to its completion.
+type passFlight struct {
+	d          compact.Decision
+	firstDirty int64
+	next       int64 // the next offset to gather
+	dirty      []dirtyEntry
+	gathered   bool
+	w          *compacted.Writer
+	// job is the token of the write or (commit) the commit job in flight.
+	job    uint64
+	commit bool
+	// res is the write job's outcome: set by the job, read on the loop
+	// after its SyncDone.
+	res compact.Result
+}
+
+// noteDecision appends d to g's pending passes when it is newer than the
+// last noted.
+func (c *Core) noteDecision(g *group, d compact.Decision) {
+	p := &g.pass
+	p.seeded = true
+	if d.Generation == 0 || d.Generation <= p.noted {
+		return
+	}
+	p.noted = d.Generation
+	if len(p.pending) >= passPendingMax {
+		c.passStuck(g, fmt.Sprintf("more than %d compaction decisions pending", passPendingMax))
+		return
+	}
+	p.pending = append(p.pending, d)
+}
+
+// decisionApplied is called after each entry g applies with the engine's
+// decision before it: a new decision is noted (the one before it first,
+// when the replica's open decision was not noted yet).
+func (c *Core) decisionApplied(g *group, before compact.Decision, res engine.Result) {
+	if errors.Is(res.Err, engine.ErrCompactionDiverged) {
+		c.stats.CompactionsDiverged++
+		g.logs.log(slog.LevelError, "a replica reported another compaction outcome", slog.Any("err", res.Err))
+	}
+	d := g.part.Compaction().Decision
+	if d.Generation == before.Generation {
+		return
+	}
+	if !g.pass.seeded {
+		c.noteDecision(g, before)
+	}
+	c.noteDecision(g, d)
+}
+
+// passesReset forgets the noted decisions after g's engine was replaced by
+// a raft snapshot: the engine's decision is noted again at the next check
+// (a replica whose prefix is then behind by more than one is stuck).
+func (c *Core) passesReset(g *group) {
+	g.pass.seeded, g.pass.noted, g.pass.pending = false, 0, nil
+}
+
+// passStuck records why g can run no pass, once.
+func (c *Core) passStuck(g *group, why string) {
+	if g.pass.stuck == "" {
+		g.pass.stuck = why
+		g.logs.log(slog.LevelWarn, "compaction passes stopped on this replica; its prefix must be installed from a peer (not built yet)",
+			slog.String("why", why))
+	}
+}
+
+// passCheck is a replica's periodic compaction work: note the engine's
+// decision when not yet seeded, run or continue a pass, and report a pass
+// the record does not hold yet.
+func (c *Core) passCheck(g *group) {
+	st := g.part.Compaction()
+	if st.Decision.Generation == 0 && g.pass.store == nil {
+		return // never decided: nothing to open
+	}
+	if !g.pass.seeded {
+		c.noteDecision(g, st.Decision)
+	}
+	if c.passActive(g) {
+		c.passStep(g)
+	}
+	c.maybeReportPass(g)
+}
+
+// passActive reports whether g has a pass to start or entries to gather.
+func (c *Core) passActive(g *group) bool {
+	p := &g.pass
+	if p.stuck != "" {
+		return false
+	}
+	if p.flight != nil {
+		return !p.flight.gathered
+	}
+	return len(p.pending) > 0
+}
+
+// openPrefix opens g's compacted prefix on first need.
+func (c *Core) openPrefix(g *group) bool {
+	if g.pass.store != nil {
+		return true
+	}
+	s, err := compacted.Open(c.cfg.Disk, g.dir+compactedDir, compacted.Options{})
+	if err != nil {
+		c.passStuck(g, fmt.Sprintf("compacted prefix: %v", err))
+		return false
+	}
+	g.pass.store = s
+	return true
+}
+
+// closePrefix closes g's compacted prefix, if open.
+func (c *Core) closePrefix(g *group) {
+	if s := g.pass.store; s != nil {
+		g.pass.store, g.pass.flight = nil, nil
+		if err := s.Close(); err != nil {
+			g.logs.log(slog.LevelWarn, "closing the compacted prefix", slog.Any("err", err))
+		}
+	}
+}
+
+// passStep starts g's next pass or gathers more of its entries (a bounded
+// step); once all are gathered it queues the write job.
+func (c *Core) passStep(g *group) {
+	p := &g.pass
+	if !c.openPrefix(g) {
+		return
+	}
+	if p.flight == nil {
+		gen := p.store.Generation()
+		for len(p.pending) > 0 && p.pending[0].Generation <= gen {
+			p.pending = p.pending[1:] // passed before a restart
+		}
+		if len(p.pending) == 0 {
+			return
+		}
+		if d := p.pending[0]; d.Generation != gen+1 {
+			c.passStuck(g, fmt.Sprintf("prefix of generation %d, next decision of generation %d", gen, d.Generation))
+			return
+		}
+		first, start := p.store.End(), g.part.LogStartOffset()
+		if gen == 0 {
+			first = start
+		} else if first < start {
+			// A TRIM moved the log start past the prefix (compact,delete;
+			// delete-records): a pass over what is left is not built.
+			c.passStuck(g, fmt.Sprintf("log start %d past the compacted prefix's end %d", start, first))
+			return
+		}
+		p.flight = &passFlight{d: p.pending[0], firstDirty: first, next: first}
+	}
+	f := p.flight
+	if !f.gathered {
+		if err := c.gatherPass(g, f); err != nil {
+			p.flight = nil
+			if errors.Is(err, raft.ErrCompacted) {
+				c.passStuck(g, fmt.Sprintf("raft entries of the dirty section are gone: %v", err))
+				return
+			}
+			if !c.corruptFound(g, err) {
+				c.failStorage(g, fmt.Errorf("%w: compaction pass: %v", ErrStorage, err))
+			}
+			return
+		}
+		if !f.gathered {
+			return
+		}
+	}
+	c.startPassWrite(g, f)
+}
+
+// gatherPass reads the next bounded part of f's dirty section: the raft
+// entries of the indexed batches from f.next that end at or below the
+// cleanable end.
+func (c *Core) gatherPass(g *group, f *passFlight) error {
+	p := &g.pass
+	if f.next >= f.d.CleanableEnd {
+		f.gathered = true
+		return nil
+	}
+	locs, err := g.part.AppendLocations(p.locs[:0], f.next, passEntriesPerTick)
+	if err != nil {
+		return err
+	}
+	p.locs = locs
+	var bytes int
+	for _, loc := range locs {
+		if loc.BaseOffset+int64(loc.RecordCount) > f.d.CleanableEnd {
+			f.gathered = true
+			return nil
+		}
+		if bytes >= passBytesPerTick {
+			return nil
+		}
+		ents, err := g.log.Entries(loc.RaftIndex, loc.RaftIndex+1, math.MaxUint64)
+		if err != nil {
+			return err
+		}
+		if len(ents) != 1 {
+			return fmt.Errorf("raft entry %d of offset %d: %d entries read", loc.RaftIndex, loc.BaseOffset, len(ents))
+		}
+		f.dirty = append(f.dirty, dirtyEntry{loc: loc, data: ents[0].GetData()})
+		bytes += len(ents[0].GetData())
+		f.next = loc.BaseOffset + int64(loc.RecordCount)
+	}
+	// The index ended (the decision is at most the LSO, so this is the
+	// high-water mark) or this tick's count was used.
+	f.gathered = len(locs) < passEntriesPerTick || f.next >= f.d.CleanableEnd
+	return nil
+}
+
+// startPassWrite begins the new generation and queues the write job.
+func (c *Core) startPassWrite(g *group, f *passFlight) {
+	s := g.pass.store
+	w, err := s.Begin(f.d.Generation, g.part.LogStartOffset())
+	if err != nil {
+		g.pass.flight = nil
+		c.passStuck(g, fmt.Sprintf("begin generation %d: %v", f.d.Generation, err))
+		return
+	}
+	f.w = w
+	aborted := g.part.AppendAbortedTxns(nil, 0, g.part.HighWatermark())
+	log := passLog(storeInputs(s), f.dirty, f.firstDirty, aborted)
+	guard := c.replicaGuard(g.dir)
+	run := func() error {
+		return guard.do(func() error {
+			res, err := writePass(log, f.d, w)
+			f.res = res
+			return err
+		})
+	}
+	f.job = c.queueJob(syncJob{g: g, run: run, pass: f, untimed: true})
+}
+
+// finishPassJob ends a pass's write or commit job on the loop.
+func (c *Core) finishPassJob(token uint64, job syncJob, err error) {
+	g, f := job.g, job.pass
+	if !c.hosted(g) || g.pass.flight != f || f.job != token {
+		return
+	}
+	s := g.pass.store
+	if err != nil {
+		g.pass.flight = nil
+		ferr := s.Finish(f.w) // drops the uncommitted generation
+		switch {
+		case errors.Is(err, errJobCancelled):
+		case ferr != nil || errors.Is(err, compacted.ErrFailed):
+			g.logs.log(slog.LevelError, "compaction switch failed; the node stops (fail-stop)", slog.Any("err", err))
+			c.fatal = fmt.Errorf("node: %s/%d: compaction pass: %w", g.tp.Topic, g.tp.Partition, errors.Join(err, ferr))
+		case errors.Is(err, raftlog.ErrNoSpace):
+			c.noSpace()
+			g.logs.log(slog.LevelWarn, "compaction pass skipped: disk full; the next check retries", slog.Any("err", err))
+		case f.commit:
+			g.logs.log(slog.LevelWarn, "compaction pass not committed; the next check retries", slog.Any("err", err))
+		default:
+			// The pass itself refused its input (deterministic: every
+			// replica meets it) or its writes failed.
+			c.passStuck(g, err.Error())
+		}
+		return
+	}
+	if !f.commit {
+		res, w, guard := f.res, f.w, c.replicaGuard(g.dir)
+		f.commit = true
+		run := func() error { return guard.do(func() error { return w.Commit(res.CleanedTo, res.Digest) }) }
+		f.job = c.queueJob(syncJob{g: g, run: run, pass: f})
+		return
+	}
+	g.pass.flight = nil
+	if err := s.Finish(f.w); err != nil {
+		c.fatal = fmt.Errorf("node: %s/%d: compaction pass: %w", g.tp.Topic, g.tp.Partition, err)
+		return
+	}
+	if len(g.pass.pending) > 0 && g.pass.pending[0].Generation == f.d.Generation {
+		g.pass.pending = g.pass.pending[1:]
+	}
+	c.stats.CompactionPasses++
+	g.logs.log(slog.LevelDebug, "compaction pass done", slog.Uint64("generation", f.d.Generation),
+		slog.Int64("cleaned_to", f.res.CleanedTo), slog.Int("dirty_batches", len(f.dirty)))
+	guard := c.replicaGuard(g.dir)
+	c.queueJob(syncJob{g: g, run: func() error { return guard.do(s.RemoveStale) }, trash: true})
+	if st := g.part.Compaction(); st.DoneGeneration <= f.d.Generation {
+		c.proposePassDone(g) // the leader reports each pass once, even a reported one: checked at apply
+	}
+	c.maybeReportPass(g)
+	if c.passActive(g) {
+		c.passStep(g)
+	}
+}
+
+// prefixTrimBound is, on a partition that compacts (a decision exists),
+// the highest raft index g's raft log may drop: the records not in this
+// replica's own prefix live only in the raft log (engine's RaftTrimBound
+// of the store's end; of 0 when the store cannot be opened).
+//
+// It does not bind yet: raft-log compaction stops below the first batch
+// at the log start (maybeCompact), and RaftTrimBound, which looks at the
+// indexed batches (all at or past the log start), is never below that.
+// It is the rule the trimming still to come must keep: dropping the raft
+// log below the prefix's end, once fetch reads the prefix.
+func (c *Core) prefixTrimBound(g *group) (uint64, bool) {
+	if g.part.Compaction().Decision.Generation == 0 {
+		return 0, false
+	}
+	var end int64
+	if c.openPrefix(g) {
+		end = g.pass.store.End()
+	}
+	return g.part.RaftTrimBound(end), true
+}
+
+// maybeReportPass proposes COMPACT_DONE for g's current generation again
+// while the engine's record is behind it (after RequestTimeoutTicks: a
+// proposal raft dropped, a crash after the switch), and compares the
+// record with it once it is not.
+func (c *Core) maybeReportPass(g *group) {
+	s := g.pass.store
+	if s == nil || s.Generation() == 0 {
+		return
+	}
+	st, gen := g.part.Compaction(), s.Generation()
+	switch {
+	case st.DoneGeneration == gen:
+		if st.CleanedTo != s.End() || st.Digest != s.Digest() {
+			c.passStuck(g, fmt.Sprintf("generation %d: this replica cleaned to %d digest %x, the record says %d digest %x",
+				gen, s.End(), s.Digest(), st.CleanedTo, st.Digest))
+		}
+		return
+	case st.DoneGeneration > gen || gen > st.Decision.Generation:
+		return
+	}
+	if g.pass.reportGen == gen && c.ticks < g.pass.reportDeadline {
+		return
+	}
+	c.proposePassDone(g)
+}
+
+// proposePassDone proposes COMPACT_DONE with g's current generation, end
+// and digest.
+func (c *Core) proposePassDone(g *group) {
+	if _, _, leading := g.leadership(); !leading {
+		return // partition groups do not forward proposals (doc.go)
+	}
+	s := g.pass.store
+	gen := s.Generation()
+	c.nextProposalID++
+	c.touch(g)
+	data := engine.EncodeCompactDoneEntry(nil, c.cfg.Clock.Realtime().UnixMilli(), c.nextProposalID, gen, s.End(), s.Digest())
+	if err := g.raw.Propose(data); err != nil {
+		return // no leader known: the next check retries
+	}
+	g.pass.reportGen, g.pass.reportDeadline = gen, c.ticks+uint64(c.cfg.RequestTimeoutTicks)
+}

@@ -1,0 +1,339 @@
+package node
+
+import (
+	"crypto/sha256"
+	"testing"
+
+	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/proto/strandpb"
+	"github.com/strandlog/strand/raftlog/compacted"
+)
+
+// compactedCluster is three nodes that let a topic compact, with a
+// compacted topic kv of one partition whose raft log rolls every 4 KiB.
+func compactedCluster(t *testing.T, seed uint64) (*cluster, TopicPartition) {
+	c := newMetaCluster(t, seed, 3, func(cfg *Config) {
+		retentionConfig(cfg)
+		cfg.CompactedTopicsUnfinished = true
+		cfg.CheckpointEntries = 16
+	})
+	c.createTopicWith(c.metaLeaderOf(), "kv", 1, 3, map[string]string{"cleanup.policy": "compact", "segment.bytes": "4096"})
+	return c, TopicPartition{Topic: "kv"}
+}
+
+// doneReport is one COMPACT_DONE entry in a raft log.
+type doneReport struct {
+	gen       uint64
+	cleanedTo int64
+	digest    [sha256.Size]byte
+}
+
+// compactIndex is the raft index of the COMPACT entry of generation gen in
+// node id's raft log of tp (0: none there).
+func (c *cluster) compactIndex(id NodeID, tp TopicPartition, gen uint64) uint64 {
+	c.t.Helper()
+	g := c.cores[id].byTP[tp]
+	first, _ := g.log.FirstIndex()
+	last, _ := g.log.LastIndex()
+	ents, err := g.log.Entries(first, last+1, 1<<62)
+	if err != nil {
+		c.t.Fatalf("node %d: entries: %v", id, err)
+	}
+	for _, e := range ents {
+		if f, err := engine.DecodeEntry(e.GetData()); err == nil && f.Kind == strandpb.EntryKind_ENTRY_KIND_COMPACT && f.CompactGeneration == gen {
+			return e.GetIndex()
+		}
+	}
+	return 0
+}
+
+// doneReports are the COMPACT_DONE entries in node id's raft log of tp.
+func (c *cluster) doneReports(id NodeID, tp TopicPartition) []doneReport {
+	c.t.Helper()
+	g := c.cores[id].byTP[tp]
+	first, _ := g.log.FirstIndex()
+	last, _ := g.log.LastIndex()
+	ents, err := g.log.Entries(first, last+1, 1<<62)
+	if err != nil {
+		c.t.Fatalf("node %d: entries: %v", id, err)
+	}
+	var out []doneReport
+	for _, e := range ents {
+		f, err := engine.DecodeEntry(e.GetData())
+		if err != nil || f.Kind != strandpb.EntryKind_ENTRY_KIND_COMPACT_DONE {
+			continue
+		}
+		out = append(out, doneReport{gen: f.CompactGeneration, cleanedTo: f.CompactOffset, digest: [sha256.Size]byte(f.CompactDigest)})
+	}
+	return out
+}
+
+// checkPrefixesAgree fails unless every replica of tp holds a current
+// prefix of the record's generation (at least gen) with the record's end
+// and digest, the record is not behind any decision by more than the pass
+// in progress, and no replica saw a diverging report. It returns the
+// record.
+func (c *cluster) checkPrefixesAgree(tp TopicPartition, gen uint64) engine.CompactionState {
+	c.t.Helper()
+	st := c.cores[c.ids[0]].byTP[tp].part.Compaction()
+	if st.DoneGeneration < gen {
+		c.t.Fatalf("record %+v: generation %d not reported", st, gen)
+	}
+	for _, id := range c.ids {
+		g := c.cores[id].byTP[tp]
+		if got := g.part.Compaction(); got != st {
+			c.t.Fatalf("node %d record %+v, node %d %+v", id, got, c.ids[0], st)
+		}
+		s := g.pass.store
+		if s == nil || s.Generation() < st.DoneGeneration {
+			c.t.Fatalf("node %d: prefix %v behind the record %+v", id, s, st)
+		}
+		if s.Generation() == st.DoneGeneration && (s.End() != st.CleanedTo || s.Digest() != st.Digest) {
+			c.t.Fatalf("node %d: generation %d end %d digest %x, record end %d digest %x", id, s.Generation(),
+				s.End(), s.Digest(), st.CleanedTo, st.Digest)
+		}
+		if err := s.Verify(); err != nil {
+			c.t.Fatalf("node %d: %v", id, err)
+		}
+		if n := c.cores[id].Stats().CompactionsDiverged; n != 0 || g.pass.stuck != "" {
+			c.t.Fatalf("node %d: %d diverging reports, stuck %q", id, n, g.pass.stuck)
+		}
+	}
+	return st
+}
+
+// TestReplicasPassAndReportSameDigest shows each replica runs the pass of
+// every decision it applies: after the leader's COMPACT, all three write
+// the same generation (end, digest) into their own prefix; the leader
+// reports it in COMPACT_DONE, every report in the log carries one outcome
+// per generation, each replica's own outcome equals the record (none
+// stuck, none diverged), the prefix holds the latest value of the one key,
+// the leader weighs the next pass with the prefix as the clean side and
+// without the raft log it covers, and the passes go on generation after
+// generation, with a report each.
+func TestReplicasPassAndReportSameDigest(t *testing.T) {
+	c, kv := compactedCluster(t, 24)
+	c.fillPartition(kv, 60)
+	c.tick(40)
+	st := c.checkPrefixesAgree(kv, 1)
+	reports := c.doneReports(c.leader(kv), kv)
+	byGen := map[uint64][]doneReport{}
+	for _, r := range reports {
+		byGen[r.gen] = append(byGen[r.gen], r)
+	}
+	if len(byGen[1]) == 0 {
+		t.Fatalf("generation 1 not reported: %+v", reports)
+	}
+	for gen, rs := range byGen {
+		for _, r := range rs[1:] {
+			if r != rs[0] {
+				t.Fatalf("generation %d reported as %+v and %+v", gen, rs[0], r)
+			}
+		}
+	}
+	for _, id := range c.ids {
+		if n := c.cores[id].Stats().CompactionPasses; n < st.DoneGeneration {
+			t.Fatalf("node %d ran %d passes for generation %d", id, n, st.DoneGeneration)
+		}
+	}
+	got := dataRecords(t, storedPrefix(t, c.cores[c.ids[0]].byTP[kv].pass.store))
+	if len(got) != 1 || got[0][:4] != "r=r-" {
+		t.Fatalf("prefix holds %q, want the latest value of key r", got)
+	}
+	lead := c.leader(kv)
+	g := c.cores[lead].byTP[kv]
+	facts := c.cores[lead].compactionFacts(g)
+	if facts.cleanBytes != g.pass.store.Bytes() || facts.cleanBytes == 0 || facts.dirtyBytes >= g.log.SizeBytes() {
+		t.Fatalf("leader weighs clean %d (prefix %d bytes), dirty %d (raft log %d bytes)", facts.cleanBytes,
+			g.pass.store.Bytes(), facts.dirtyBytes, g.log.SizeBytes())
+	}
+	c.fillPartition(kv, 40)
+	c.tick(60)
+	later := c.checkPrefixesAgree(kv, st.DoneGeneration+1)
+	c.checkSameState(kv)
+	for _, r := range c.doneReports(c.leader(kv), kv) {
+		if r.gen == later.DoneGeneration && (r.cleanedTo != later.CleanedTo || r.digest != later.Digest) {
+			t.Fatalf("generation %d reported as %+v, record %+v", r.gen, r, later)
+		}
+	}
+	t.Logf("record %+v, then %+v; %d reports", st, later, len(reports))
+}
+
+// TestPassCrashLeavesOldOrNewPrefix crashes every replica at the two
+// points of a pass: after its write, before the commit (the switch), and
+// after the switch, before its completion proposes COMPACT_DONE. Each
+// replica's checkpoint has passed the COMPACT entry by then, so a restart
+// does not replay it: the decision must be picked up from the engine's
+// record. After the first crash each store reopens on the old (empty)
+// generation and the pass runs again; after the second on the new one,
+// and the leader reports it. Either way all end with the same generation,
+// end and digest.
+func TestPassCrashLeavesOldOrNewPrefix(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		afterSwitch bool
+		wantGen     uint64 // the generation on disk after the crash
+	}{{"before switch", false, 0}, {"after switch", true, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, kv := compactedCluster(t, 25)
+			held := map[NodeID]bool{}
+			c.hold = func(id NodeID, j SyncJob) bool {
+				if j.passPhase != 2 || held[id] {
+					return false
+				}
+				held[id] = true
+				if tc.afterSwitch {
+					if err := j.Run(); err != nil {
+						t.Fatalf("node %d: commit: %v", id, err)
+					}
+				}
+				return true
+			}
+			c.fillPartition(kv, 60)
+			for i := 0; len(held) < len(c.ids); i++ {
+				if i == 100 {
+					t.Fatalf("commit jobs held on %v only", held)
+				}
+				c.tick(1)
+			}
+			c.fillPartition(kv, 40) // checkpoints pass the COMPACT entry
+			c.hold = nil
+			dirs := map[NodeID]string{}
+			for _, id := range c.ids {
+				g := c.cores[id].byTP[kv]
+				if at := c.compactIndex(id, kv, 1); at == 0 || g.checkpointIndex <= at {
+					t.Fatalf("node %d: checkpoint %d not past the COMPACT entry %d", id, g.checkpointIndex, at)
+				}
+				if st := c.cores[id].byTP[kv].part.Compaction(); st.DoneGeneration != 0 {
+					t.Fatalf("node %d: a pass was reported before any completed: %+v", id, st)
+				}
+				dirs[id] = c.replicaDir(id, kv)
+				c.crash(id)
+			}
+			for _, id := range c.ids {
+				s, err := compacted.Open(c.disks[id], dirs[id]+compactedDir, compacted.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s.Generation() != tc.wantGen {
+					t.Fatalf("node %d: generation %d on disk after the crash, want %d", id, s.Generation(), tc.wantGen)
+				}
+				if err := s.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, id := range c.ids {
+				c.start(id)
+			}
+			c.tick(60)
+			st := c.checkPrefixesAgree(kv, 1)
+			t.Logf("record after restart %+v", st)
+		})
+	}
+}
+
+// TestPassWriteNotTimedAsStall shows a pass's write job, however long it
+// runs (CPU and the live set's size, no fsync), never makes the disk
+// watchdog call its node stalled, while its commit job, which fsyncs, is
+// timed like any other.
+func TestPassWriteNotTimedAsStall(t *testing.T) {
+	for _, phase := range []uint8{1, 2} {
+		c, kv := compactedCluster(t, 27)
+		held := map[NodeID]bool{}
+		c.hold = func(id NodeID, j SyncJob) bool {
+			if j.passPhase != phase {
+				return false
+			}
+			held[id] = true
+			return true
+		}
+		c.fillPartition(kv, 60)
+		for i := 0; len(held) < len(c.ids); i++ {
+			if i == 100 {
+				t.Fatalf("phase %d: pass jobs held on %v only", phase, held)
+			}
+			c.tick(1)
+		}
+		c.tick(int(c.cores[c.ids[0]].diskStallTicks()) + 2)
+		for _, id := range c.ids {
+			if stalled := c.cores[id].diskStalled(); stalled != (phase == 2) {
+				t.Fatalf("phase %d: node %d stalled %v with its pass job held", phase, id, stalled)
+			}
+		}
+	}
+}
+
+// TestLaggingReplicaPassesInGenerationOrder shows a replica that was down
+// while two generations were decided and reported replays both COMPACT
+// entries and runs their passes in order, one after the other, ending
+// with the prefix the others hold.
+func TestLaggingReplicaPassesInGenerationOrder(t *testing.T) {
+	c, kv := compactedCluster(t, 28)
+	lead := c.leader(kv)
+	lagging := c.ids[0]
+	if lagging == lead {
+		lagging = c.ids[1]
+	}
+	c.crash(lagging)
+	c.fillPartition(kv, 60)
+	c.tick(40)
+	c.fillPartition(kv, 40)
+	c.tick(60)
+	var up NodeID
+	for _, id := range c.ids {
+		if id != lagging {
+			up = id
+		}
+	}
+	if st := c.cores[up].byTP[kv].part.Compaction(); st.DoneGeneration < 2 {
+		t.Fatalf("record %+v: want two generations reported while node %d is down", st, lagging)
+	}
+	c.start(lagging)
+	c.tick(60)
+	st := c.checkPrefixesAgree(kv, 2)
+	if n := c.cores[lagging].Stats().CompactionPasses; n < st.DoneGeneration {
+		t.Fatalf("node %d ran %d passes to reach generation %d", lagging, n, st.DoneGeneration)
+	}
+	c.checkSameState(kv)
+}
+
+// TestReplicaWithOtherPrefixStops shows a replica compares its own
+// outcome with the record: one whose generation 2 differs from the one
+// the leader reported (here written by hand, empty, before the decision
+// came) stops its passes and says why, while the others agree.
+func TestReplicaWithOtherPrefixStops(t *testing.T) {
+	c, kv := compactedCluster(t, 29)
+	c.fillPartition(kv, 60)
+	c.tick(40)
+	c.checkPrefixesAgree(kv, 1)
+	lead := c.leader(kv)
+	odd := c.ids[0]
+	if odd == lead {
+		odd = c.ids[1]
+	}
+	s := c.cores[odd].byTP[kv].pass.store
+	w, err := s.Begin(2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(s.End(), sha256.Sum256(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(w); err != nil {
+		t.Fatal(err)
+	}
+	c.fillPartition(kv, 40)
+	c.tick(60)
+	st := c.cores[lead].byTP[kv].part.Compaction()
+	if st.DoneGeneration != 2 {
+		t.Fatalf("record %+v, want generation 2 reported", st)
+	}
+	if why := c.cores[odd].byTP[kv].pass.stuck; why == "" {
+		t.Fatalf("node %d holds generation 2 with digest %x, record %x, and goes on", odd, s.Digest(), st.Digest)
+	}
+	for _, id := range c.ids {
+		if g := c.cores[id].byTP[kv]; id != odd && (g.pass.stuck != "" || g.pass.store.Digest() != st.Digest) {
+			t.Fatalf("node %d: stuck %q, digest %x, record %x", id, g.pass.stuck, g.pass.store.Digest(), st.Digest)
+		}
+	}
+}
