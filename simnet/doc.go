@@ -179,8 +179,10 @@
 //     in the incarnation whose fsync hung) for the threshold plus two election timeouts plus 1 s,
 //     counted from the first hung fsync at the earliest, every group it led then or leads now must
 //     be led elsewhere (a restart meanwhile restarts the wait, and the episode runs up to a bound
-//     longer for it; groups too few others run are skipped, and counted). Planted
-//     StalledLeaderKeepsLeading (the watchdog blind) is caught by nothing else: STALLNEW of 200
+//     longer for it; groups too few others run are skipped, and counted); a group led by nobody
+//     while node frames were lost gets a second look an election round later, the stall extended
+//     (seed 197: a handover's vote requests lost in two rounds). Planted
+//     StalledLeaderKeepsLeading (the watchdog blind) is caught by nothing else: 148 of 200
 //     sample seeds (stalls forced on where a seed drew none, as WALAckBeforeFsync forces the WAL),
 //     against 51 before: in two seeds of three the episode never began (a spare not joined yet or
 //     a node gone for good kept the peers "unhealthy"; faults under way outlasted the wait at
@@ -257,9 +259,10 @@
 // with groups; the added node takes the coordinator's place as preferred replica, and once the move
 // settled the mover balances the leaders as `strand cluster leaders --balance` does, so the
 // coordinator restarts on a replica new to the partition) during a rebalance, a join during a disk
-// replacement, a decommission racing the mover. A group member reads its committed offsets from
-// every coordinator it finds, so a coordinator's restored state meets the history at once. The coverage table has a feature/... row per feature, and TestSim (40 seeds or more)
-// requires each feature and its main event. Moves and joins together: a move adds only active
+// replacement, a decommission racing the mover. A group member reads every partition's committed
+// offset (one OffsetFetch, a history op per partition) from every coordinator it finds, so a
+// coordinator's restored state meets the history at once. The coverage table has a feature/... row
+// per feature, and TestSim (40 seeds or more) requires each feature and its main event. Moves and joins together: a move adds only active
 // unfenced nodes; a move or cancel refused because the membership changed under it (a node fenced,
 // the decommission's own move) is the operator's race, not a finding; a move the decommission moved
 // on must be settled where the metadata puts it; a removed node's metadata is not consulted. The
@@ -306,8 +309,11 @@
 // seeds per CPU-minute at load 2 (frames and applied entries hashed by length and CRC-32C; the
 // profile is flat: Process 33%, wire workload 14%, audit 7%); with the feature draw 175 against 191
 // for FEATURES=0 side by side at load 2 (145 against 156 at load 10). Planted MoveRacesRebalance (a coordinator on a moved-in
-// replica starts at the log's end): 0 of 200 seeds with FEATURES=0, 102 of 200 with the draw and
-// groups and moves forced (sampleOptions). Planted LibAutoCommitFetched (clientlib's auto-commit
+// replica starts at the log's end): 0 of 200 seeds with FEATURES=0, 133 of 200 with the draw and
+// groups and moves forced (sampleOptions), against 70 before the coordinator's partition moved to a
+// preferred replica new to it with the leaders balanced after, and before members read every
+// partition's offset from each coordinator they find (54 against 66 of seeds 1-100 for that read
+// alone). Planted LibAutoCommitFetched (clientlib's auto-commit
 // after Poll's fetch: records committed before the application processed them): 149 of 200 group
 // seeds (groupOptions; TestSimCatchesLibAutoCommitFetched), 0 of 200 without the clientlib members
 // (the simulator before them ran no clientlib consumer code); the library members add 4.5% events
