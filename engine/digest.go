@@ -136,3 +136,41 @@ func (p *Partition) checkDigest() error {
 func (p *Partition) TailDigest() uint64 {
 	return p.chainCompaction(p.chainTxns(digestChain(digestTagPartition^1, p.appliedIndex, uint64(p.nextOffset), uint64(len(p.producers)), p.producerSum)))
 }
+
+// digestKey is every input of Digest and TailDigest while the partition
+// holds no compaction decision (chainCompaction leaves them alone): equal
+// keys, equal digests.
+type digestKey struct {
+	appliedIndex, indexSum, producerSum, txnSum uint64
+	logStartOffset, nextOffset                  int64
+	batches, producers, txns, aborted           int
+}
+
+// digestMemo is the last answer of Digests and the key it was computed
+// for.
+type digestMemo struct {
+	key          digestKey
+	digest, tail uint64
+	ok           bool
+}
+
+// Digests returns Digest and TailDigest, computing them again only when
+// one of their inputs changed: the simulator asks every replica after
+// every event, and most events leave most partitions as they were. With a
+// compaction decision it computes them every time.
+func (p *Partition) Digests() (digest, tail uint64) {
+	if p.compaction.Decision.Generation != 0 {
+		return p.Digest(), p.TailDigest()
+	}
+	k := digestKey{
+		appliedIndex: p.appliedIndex, indexSum: p.indexSum, producerSum: p.producerSum, txnSum: p.txnSum,
+		logStartOffset: p.logStartOffset, nextOffset: p.nextOffset,
+		batches: len(p.batches) - p.head, producers: len(p.producers), txns: len(p.txns), aborted: len(p.aborted) - p.abortedHead,
+	}
+	if m := &p.digests; m.ok && m.key == k {
+		return m.digest, m.tail
+	}
+	digest, tail = p.Digest(), p.TailDigest()
+	p.digests = digestMemo{key: k, digest: digest, tail: tail, ok: true}
+	return digest, tail
+}

@@ -351,6 +351,9 @@ func (s *machine) checkState(t *rapid.T) {
 	if err := s.p.check(); err != nil {
 		t.Fatalf("invariant: %v", err)
 	}
+	if d, tail := s.p.Digests(); d != s.p.Digest() || tail != s.p.TailDigest() {
+		t.Fatalf("Digests %016x %016x, the state's %016x %016x", d, tail, s.p.Digest(), s.p.TailDigest())
+	}
 	if s.p.AppliedIndex() != s.m.applied || s.p.HighWatermark() != s.m.next || s.p.LogStartOffset() != s.m.logStart {
 		t.Fatalf("applied %d hwm %d start %d; model %d %d %d", s.p.AppliedIndex(), s.p.HighWatermark(),
 			s.p.LogStartOffset(), s.m.applied, s.m.next, s.m.logStart)

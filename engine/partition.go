@@ -110,6 +110,8 @@ type Partition struct {
 	// compaction is the compaction record (compaction.go): the last
 	// decision and the last reported pass.
 	compaction CompactionState
+	// digests caches Digests' answer by its inputs (digest.go); not state.
+	digests digestMemo
 }
 
 // NewPartition returns the state of an empty partition before raft index 1.

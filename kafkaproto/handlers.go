@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/engine/compact"
 	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/engine/recordbatch"
 	"github.com/strandlog/strand/node/server/listener"
@@ -354,7 +355,9 @@ func batchError(err error) refusal {
 // RecordBatch v2, and each transaction marker as Kafka's control batch
 // (include_markers), with the isolation level and the partitions' last
 // stable offsets and aborted transactions passed through, so a Kafka
-// consumer skips the markers and drops aborted batches itself. No fetch sessions: session id 0 tells the client to send
+// consumer skips the markers and drops aborted batches itself. A batch of
+// a compacted prefix (engine/compact's form) is served in Kafka's v2 form
+// by AppendCompacted, as Kafka's cleaner leaves one. No fetch sessions: session id 0 tells the client to send
 // full fetches. v13+ names topics by id alone: the node resolves it
 // (UNKNOWN_TOPIC_ID when no topic has it), so a client fetching a deleted
 // topic's id is refused rather than served a re-created topic's records.
@@ -460,6 +463,14 @@ func fetchPartition(whole *strandpb.Response, a *strandpb.FetchResponse_Partitio
 			continue
 		}
 		var err error
+		if compact.IsCompacted(b.GetRecords()) {
+			// A batch of a compacted prefix: Kafka's form keeps its
+			// offset range and producer fields, fewer records.
+			if buf, err = AppendCompacted(buf, b.GetRecords(), -1); err != nil {
+				break
+			}
+			continue
+		}
 		pf := ProducerFields{ID: -1, Epoch: -1, Sequence: -1}
 		if b.ProducerId != nil && b.GetProducerId() >= 0 {
 			pf = ProducerFields{ID: b.GetProducerId(), Epoch: int16(b.GetProducerEpoch()), Sequence: b.GetBaseSequence(),

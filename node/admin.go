@@ -94,6 +94,19 @@ const (
 func (c *Core) offsetForTimestamp(g *group, timestampMs int64) (int64, int64, error) {
 	hwm, logStart := g.part.HighWatermark(), g.part.LogStartOffset()
 	from := g.part.OffsetForTimestamp(timestampMs)
+	if s := c.servedPrefix(g); s != nil {
+		// The compacted prefix first: the engine's index still counts the
+		// records a pass removed (compaction_fetch.go).
+		offset, ts, found, err := c.prefixOffsetForTimestamp(g, s, timestampMs)
+		switch {
+		case err != nil:
+			c.prefixFailed(g, err) // the raft log still holds it all
+		case found:
+			return offset, ts, nil
+		default:
+			from = max(from, s.End())
+		}
+	}
 	if from >= hwm {
 		return hwm, -1, nil
 	}
@@ -101,7 +114,7 @@ func (c *Core) offsetForTimestamp(g *group, timestampMs int64) (int64, int64, er
 	if err != nil {
 		return -1, -1, fmt.Errorf("%w: %w", ErrOffsetOutOfRange, err)
 	}
-	batches, _, err := c.readBatches(g, locs, from, timestampScanBytesMax, false)
+	batches, _, err := c.readBatches(g, locs, from, timestampScanBytesMax, false, true)
 	if err != nil {
 		return -1, -1, err
 	}

@@ -68,12 +68,15 @@ import (
 // maybeCompact) is capped by engine's RaftTrimBound of the store's end
 // (prefixTrimBound; today's limit, the log start, never passes it).
 //
+// Fetch and ListOffsets read the prefix below its end (compaction_fetch.go).
+//
 // Not yet: the gathered entries are held in memory for the pass (bounded by
 // the dirty section, not by configuration); a stuck replica waits for
-// installing a prefix from a peer by digest; fetch and ListOffsets do not
-// read the prefix, so the raft log is not trimmed up to it and the prefix
-// only adds to the disk use; a log start past the prefix's end
-// (compact,delete, DeleteRecords) stops the passes.
+// installing a prefix from a peer by digest, and until that exists the raft
+// log is not trimmed up to the prefix (a follower sent a snapshot past its
+// log could get the prefix from nowhere), so the prefix only adds to the
+// disk use; a log start past the prefix's end (compact,delete,
+// DeleteRecords) stops the passes.
 
 const (
 	// passEntriesPerTick and passBytesPerTick bound the raft entries a
@@ -407,7 +410,8 @@ func (c *Core) finishPassJob(token uint64, job syncJob, err error) {
 // at the log start (maybeCompact), and RaftTrimBound, which looks at the
 // indexed batches (all at or past the log start), is never below that.
 // It is the rule the trimming still to come must keep: dropping the raft
-// log below the prefix's end, once fetch reads the prefix.
+// log below the prefix's end, once a replica that needs entries below it
+// can install a peer's prefix by digest (fetch reads the prefix already).
 func (c *Core) prefixTrimBound(g *group) (uint64, bool) {
 	if g.part.Compaction().Decision.Generation == 0 {
 		return 0, false

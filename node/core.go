@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/engine/compact"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog"
 )
@@ -137,10 +138,11 @@ type Config struct {
 	// dev` sets it low so retention shows within a minute.
 	SegmentAgeMax time.Duration
 	// CompactedTopicsUnfinished lets a create or alter through this node
-	// set a cleanup.policy that compacts although no node compacts yet
-	// (issue 24: passes and compacted reads are not wired), for tests of
-	// the parts built (the keyless refusal). Off, such a request is
-	// refused as not enforced yet; node/server never sets it.
+	// set a cleanup.policy that compacts although compacted topics are
+	// unfinished (issue 24: passes run and reads serve the prefix, but
+	// the raft log is not trimmed up to it and a replica cannot install a
+	// peer's prefix), for tests of the parts built. Off, such a request
+	// is refused as not enforced yet; node/server never sets it.
 	CompactedTopicsUnfinished bool
 	// Observer, when set, sees every entry a replica applies.
 	Observer ApplyObserver
@@ -283,6 +285,9 @@ func (b FetchedBatch) nextOffset() int64 {
 	if b.Marker != nil {
 		return b.BaseOffset + 1
 	}
+	if compact.IsCompacted(b.Batch) {
+		return compactedNextOffset(b.BaseOffset, b.Batch) // a batch of the compacted prefix
+	}
 	return b.BaseOffset + int64(batchRecordCount(b.Batch))
 }
 
@@ -298,6 +303,10 @@ type FetchResult struct {
 	// LastStableOffset is the partition's at the read: every transaction
 	// below it is decided (txn_fetch.go).
 	LastStableOffset int64
+	// forgotten are the marker offsets of aborted transactions a read of
+	// the compacted prefix covered whose marker a pass removed: the answer
+	// does not list them (compaction_fetch.go).
+	forgotten []int64
 }
 
 // GroupStatus is one hosted replica's state, for tools and the simulator's

@@ -248,8 +248,8 @@
 // only every second let it reach 30×. Rejected: each replica deleting by its own clock (replicas
 // would disagree on the log start); cutting a segment at the exact offset (a rewrite, R5).
 // Retention runs when the topic's cleanup.policy deletes (delete, compact,delete). On a topic whose
-// policy compacts (issue 24; only under Config.CompactedTopicsUnfinished until fetch serves the
-// prefix: gateCompaction refuses it otherwise) the same check lets the leader propose a COMPACT
+// policy compacts (issue 24; only under Config.CompactedTopicsUnfinished until the raft log is
+// trimmed up to the prefix: gateCompaction refuses it otherwise) the same check lets the leader propose a COMPACT
 // (compaction_trigger.go: engine/compact's decision from LSO, its checkpoint, its open segment and
 // min.compaction.lag.ms by the clock), and every replica runs the pass of each decision it applied
 // (compaction_replica.go): in generation order, the dirty section's raft entries gathered on the
@@ -259,11 +259,19 @@
 // compared with the record. A crash before the switch reopens the old generation and the pass
 // reruns (the decision is picked up from the engine's record at open); after it, the new one, which
 // the leader reports. A replica that cannot run a pass (a raft snapshot past its log, a missed
-// generation, a log start past its prefix) stops its passes and says so; installing a prefix from
-// a peer is not built, nor fetch from the prefix, so the raft log is not trimmed up to it yet
-// (raft-log compaction is capped at engine's RaftTrimBound of the prefix end, which today's limit,
-// the log start, never passes). A produce to such a topic with a keyless record is INVALID_RECORD
-// (produce.go).
+// generation, a log start past its prefix) stops its passes and says so. Reads
+// (compaction_fetch.go): a fetch below the replica's own prefix end is served from the prefix (the
+// compacted batches as stored; the Kafka listener serves them in Kafka's v2 form, fewer records
+// than the offset range), then from the raft log from the prefix end within the same budget; on
+// the loop, bounded by max_bytes and fetchBatchesMax and charged to the fetch read budget, as
+// raft-log reads are; the aborted list leaves out a transaction whose abort marker a pass removed
+// when the read covered its offset (a Kafka read_committed consumer would wait for that marker and
+// drop the producer's later committed batches); ListOffsets by timestamp looks in the prefix first.
+// A stuck replica, or one whose prefix fails a read, serves from its raft log. Installing a prefix
+// from a peer is not built, so the raft log is not trimmed up to the prefix yet (a follower sent a
+// snapshot past the trim could get those records from nowhere): raft-log compaction is capped at
+// engine's RaftTrimBound of the prefix end, which today's limit, the log start, never passes. A
+// produce to such a topic with a keyless record is INVALID_RECORD (produce.go).
 //
 // # Raft log compaction and snapshots (snapshot.go)
 //

@@ -185,8 +185,23 @@ func (c *Core) readNow(g *group, req FetchRequest) FetchResult {
 		return res
 	}
 	budget := int64(max(req.MaxBytes, 0))
-	if req.Offset < hwm {
-		locs, err := g.part.AppendReadable(nil, req.Offset, fetchBatchesMax, req.Isolation)
+	offset := req.Offset
+	if s := c.servedPrefix(g); s != nil && offset < s.End() {
+		// Below the prefix end: the compacted prefix serves
+		// (compaction_fetch.go), then the raft log from its end.
+		batches, left, rd, err := c.readPrefix(g, s, offset, budget, req.Markers)
+		switch {
+		case err != nil:
+			c.prefixFailed(g, err) // the raft log still holds it all
+		case rd.to < s.End() || len(batches) >= fetchBatchesMax || len(batches) > 0 && left <= 0:
+			res.Batches, res.forgotten = batches, rd.forgotten
+			return res
+		default:
+			res.Batches, res.forgotten, budget, offset = batches, rd.forgotten, left, s.End()
+		}
+	}
+	if offset < hwm {
+		locs, err := g.part.AppendReadable(nil, offset, fetchBatchesMax-len(res.Batches), req.Isolation)
 		if err != nil {
 			res.Err = fmt.Errorf("%w: %w", ErrOffsetOutOfRange, err)
 			return res
@@ -194,10 +209,12 @@ func (c *Core) readNow(g *group, req FetchRequest) FetchResult {
 		if len(locs) == 0 {
 			return res // read_committed at or past the last stable offset
 		}
-		if res.Batches, budget, err = c.readBatches(g, locs, req.Offset, budget, req.Markers); err != nil {
-			res.Err = err
+		more, left, err := c.readBatches(g, locs, offset, budget, req.Markers, len(res.Batches) == 0)
+		if err != nil {
+			res.Err, res.Batches = err, nil
 			return res
 		}
+		res.Batches, budget = append(res.Batches, more...), left
 	}
 	for _, b := range tail {
 		if len(res.Batches) > 0 && int64(len(b.Batch)) > budget || len(res.Batches) >= fetchBatchesMax {
@@ -219,10 +236,11 @@ const fetchEntryOverheadBytes = 256
 // readBatches reads the batches at locs from the log with one Entries call
 // over their raft index range (one read of each segment, where a call per
 // batch cost a read and three allocations each), and hands them out as
-// stored: the first whole, the next ones while they fit in budget. It
+// stored: the first whole (unless whole is false: batches were served
+// before them), the next ones while they fit in budget. It
 // returns the batches and the budget left. Transaction markers are
 // skipped, or served as marker batches when markers is set.
-func (c *Core) readBatches(g *group, locs []engine.BatchLocation, offset, budget int64, markers bool) ([]FetchedBatch, int64, error) {
+func (c *Core) readBatches(g *group, locs []engine.BatchLocation, offset, budget int64, markers, whole bool) ([]FetchedBatch, int64, error) {
 	lo, hi := uint64(math.MaxUint64), uint64(0)
 	for _, loc := range locs {
 		i := g.bugRaftIndexOf(loc.RaftIndex)
@@ -250,7 +268,7 @@ func (c *Core) readBatches(g *group, locs []engine.BatchLocation, offset, budget
 		if err != nil {
 			return nil, budget, err
 		}
-		if (len(out) > 0 || c.bugFirstBatchMustFit()) && int64(len(b.Batch)) > budget {
+		if (len(out) > 0 || !whole || c.bugFirstBatchMustFit()) && int64(len(b.Batch)) > budget {
 			break // the first batch goes out whole; later ones must fit
 		}
 		b.BaseOffset, b.AppendTimeMs = c.bugBatchBase(loc.BaseOffset, offset), loc.AppendTimeMs

@@ -62,3 +62,34 @@ func TestRaftLoggerPanicAndFatalStop(t *testing.T) {
 		t.Errorf("%d error records, want 4:\n%s", got, buf.String())
 	}
 }
+
+// countingStringer counts how often it is formatted.
+type countingStringer struct{ n *int }
+
+func (s countingStringer) String() string { *s.n++; return "x" }
+
+// raft narrates every step at Debug and Info: a message the handler drops
+// is not formatted, and one it wants is, at the adapter's level.
+func TestRaftLoggerFormatsOnlyWhatTheHandlerWants(t *testing.T) {
+	var buf bytes.Buffer
+	formatted := 0
+	arg := countingStringer{&formatted}
+	l := raftLogger{coreLog{h: slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})}}
+	l.Debug(arg)
+	l.Debugf("%v", arg)
+	l.Info(arg)
+	l.Infof("%v", arg)
+	if formatted != 0 || buf.Len() != 0 {
+		t.Errorf("debug and info below the handler's level: formatted %d times, logged %q", formatted, buf.String())
+	}
+	l.Warning(arg)
+	l.Warningf("%v", arg)
+	l.Error(arg)
+	l.Errorf("%v", arg)
+	if formatted != 4 {
+		t.Errorf("warning and error formatted %d times, want 4", formatted)
+	}
+	if w, e := strings.Count(buf.String(), `level=WARN msg="raft: x"`), strings.Count(buf.String(), `level=ERROR msg="raft: x"`); w != 2 || e != 2 {
+		t.Errorf("%d warn and %d error records, want 2 and 2:\n%s", w, e, buf.String())
+	}
+}

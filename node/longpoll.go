@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/proto/frame"
@@ -263,6 +264,7 @@ func (c *Core) readMore(g *group, p *fetchPart) FetchResult {
 		return c.read(g, FetchRequest{TopicPartition: p.tp, Offset: p.offset, MaxBytes: p.maxBytes, Isolation: p.iso, Markers: p.markers})
 	}
 	res := more
+	res.forgotten = append(slices.Clip(p.res.forgotten), more.forgotten...)
 	res.Batches = make([]FetchedBatch, 0, len(held)+len(more.Batches))
 	res.Batches = append(res.Batches, held...)
 	for _, b := range more.Batches {

@@ -342,7 +342,7 @@ func (c *Core) AppendStatus(dst []GroupStatus) []GroupStatus {
 		st.HighWatermark = g.part.HighWatermark()
 		st.LogStartOffset = g.part.LogStartOffset()
 		st.Digest = g.sm.digest()
-		st.TailDigest = g.part.TailDigest()
+		_, st.TailDigest = g.part.Digests() // computed with Digest, once per change
 		out = append(out, st)
 	}
 	return out

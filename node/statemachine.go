@@ -181,7 +181,7 @@ func (p *partitionSM) checkpointTrimmed(w *checkpointWrite) {
 // ordinals; the next checkpoint rewrites them.
 func (p *partitionSM) replacedBySnapshot() { p.indexKnown, p.indexWritten = false, 0 }
 
-func (p *partitionSM) digest() uint64 { return p.g.part.Digest() }
+func (p *partitionSM) digest() uint64 { d, _ := p.g.part.Digests(); return d }
 
 func (p *partitionSM) knownPeer(NodeID) bool { return false }
 

@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/proto/strandpb"
@@ -49,7 +50,9 @@ func (c *Core) txnFetchState(wp *strandpb.FetchResponse_Partition, tp TopicParti
 	}
 	last := res.Batches[n-1]
 	from, to := res.Batches[0].BaseOffset, last.nextOffset()
-	aborted := g.part.AppendAbortedTxns(nil, from, to)
+	aborted := slices.DeleteFunc(g.part.AppendAbortedTxns(nil, from, to), func(a engine.AbortedTxn) bool {
+		return slices.Contains(res.forgotten, a.LastOffset) // its marker compacted away (compaction_fetch.go)
+	})
 	for _, a := range aborted {
 		wp.AbortedTransactions = append(wp.AbortedTransactions, &strandpb.AbortedTransaction{
 			ProducerId: a.ProducerID, FirstOffset: a.FirstOffset, LastOffset: a.LastOffset})

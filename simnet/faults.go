@@ -330,7 +330,8 @@ func (w *world) statusOf(n *simNode, g int) (node.GroupStatus, bool) {
 	if g == w.opts.Partitions {
 		return n.core.MetadataStatus()
 	}
-	for _, s := range n.core.Status() {
+	w.statusScratch = n.core.AppendStatus(w.statusScratch[:0])
+	for _, s := range w.statusScratch {
 		if w.groupOf[s.TopicPartition] == g {
 			return s, true
 		}

@@ -25,15 +25,15 @@ func (w *world) countRejoins(n *simNode) {
 		return
 	}
 	st := s.Stats()
-	w.coverage.Add("event/rejoin-started", int64(st.RejoinsStarted-n.rejoins.started))
-	w.coverage.Add("event/rejoin-done", int64(st.RejoinsDone-n.rejoins.done))
-	w.coverage.Add("event/vote-withheld", int64(st.VotesWithheld-n.rejoins.withheld))
-	w.coverage.Add("event/replica-repaired", int64(st.ReplicasRepaired-n.rejoins.repaired))
-	w.coverage.Add("event/disk-full", int64(st.DiskFullEntered-n.rejoins.full))
-	w.coverage.Add("event/catchup-throttled", int64(st.CatchUpThrottled-n.rejoins.throttled))
-	w.coverage.Add("event/wal-rotation", int64(st.WALRotations-n.rejoins.walRotations))
-	w.coverage.Add("event/wal-early-flush", int64(st.WALEarlyFlushes-n.rejoins.walEarlyFlushes))
-	w.coverage.Add("event/compaction-trash", int64(st.TrashJobs-n.rejoins.trashJobs))
+	w.addDelta("event/rejoin-started", st.RejoinsStarted-n.rejoins.started)
+	w.addDelta("event/rejoin-done", st.RejoinsDone-n.rejoins.done)
+	w.addDelta("event/vote-withheld", st.VotesWithheld-n.rejoins.withheld)
+	w.addDelta("event/replica-repaired", st.ReplicasRepaired-n.rejoins.repaired)
+	w.addDelta("event/disk-full", st.DiskFullEntered-n.rejoins.full)
+	w.addDelta("event/catchup-throttled", st.CatchUpThrottled-n.rejoins.throttled)
+	w.addDelta("event/wal-rotation", st.WALRotations-n.rejoins.walRotations)
+	w.addDelta("event/wal-early-flush", st.WALEarlyFlushes-n.rejoins.walEarlyFlushes)
+	w.addDelta("event/compaction-trash", st.TrashJobs-n.rejoins.trashJobs)
 	n.rejoins = rejoinSeen{full: st.DiskFullEntered, throttled: st.CatchUpThrottled, started: st.RejoinsStarted, done: st.RejoinsDone, withheld: st.VotesWithheld, repaired: st.ReplicasRepaired,
 		walRotations: st.WALRotations, walEarlyFlushes: st.WALEarlyFlushes, trashJobs: st.TrashJobs}
 }

@@ -71,17 +71,29 @@ func newLibClient(c *wireClient) *clientlib.Client {
 		seeds[i] = p.Address
 	}
 	lingers := []time.Duration{0, time.Millisecond, 5 * time.Millisecond}
+	// One producer in three runs with few retries (Kafka's retries=2..5,
+	// as users set it to fail fast), so batches fail while an attempt's
+	// outcome is unknown and the "maybe written" promise is exercised,
+	// not only the delivery timeout's.
+	retries := attemptsMax
+	if c.rng.IntN(3) == 0 {
+		retries = libFewRetriesMin + c.rng.IntN(4)
+	}
 	cl, err := clientlib.NewClient(clientlib.Simulated(libTransport{c}), clientlib.SeedAddresses(seeds...),
 		clientlib.RandSeed(c.rng.Uint64()), clientlib.ManualPartitioner(),
 		clientlib.Linger(lingers[c.rng.IntN(len(lingers))]),
 		clientlib.MaxInFlightBatches(c.inFlightMax), clientlib.RequestTimeout(o.ClientTimeout),
-		clientlib.DeliveryTimeout(o.OpDeadline), clientlib.MaxRetries(attemptsMax),
+		clientlib.DeliveryTimeout(o.OpDeadline), clientlib.MaxRetries(retries),
 		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(libMetadataMaxAge))
 	if err != nil {
 		panic("simnet: library producer options: " + err.Error())
 	}
 	return cl
 }
+
+// libFewRetriesMin is the fewest retries a few-retries library producer
+// draws (up to three more).
+const libFewRetriesMin = 2
 
 // libMetadataMaxAge bounds how long a library producer trusts its
 // metadata without an error: long enough that errors drive most refreshes.

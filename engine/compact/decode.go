@@ -43,6 +43,15 @@ func DecodeBatch(b []byte) (Batch, error) {
 	return batch, nil
 }
 
+// DecodeHeader checks b's fixed header as DecodeBatch does (length, magic,
+// attributes, CRC over the whole batch, fields) and decodes it without its
+// records (Records nil): what a reader that serves the batch as stored
+// needs. The records are not checked.
+func DecodeHeader(b []byte) (Batch, error) {
+	batch, _, err := decodeHeader(b)
+	return batch, err
+}
+
 // decodeHeader checks the fixed header (length, magic, attributes, CRC,
 // fields) and returns it with the record count.
 func decodeHeader(b []byte) (Batch, int, error) {

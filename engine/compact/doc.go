@@ -150,44 +150,58 @@
 // (raftlog/compacted; every segment synced at Commit, none before). Node side, built and tested:
 // engine/metadata stores and checks every setting here (Config.Set/Validate) and takes compact and
 // compact,delete, which the node refuses before proposing (gateCompaction; open only under
-// node.Config.CompactedTopicsUnfinished, for tests) until a node serves the prefix; the produce
-// path refuses a keyless record to a compacted topic (INVALID_RECORD), and a pass drops keyless
-// records a topic altered to compact still holds (rule 3); the leader proposes COMPACT when
-// decideCompaction finds a pass due (node's compaction_trigger.go; the clean side is its prefix, the
-// dirty side the raft segments past what the prefix covers); every replica runs the pass of
+// node.Config.CompactedTopicsUnfinished, for tests) until the raft log is trimmed up to the prefix;
+// the produce path refuses a keyless record to a compacted topic (INVALID_RECORD), and a pass drops
+// keyless records a topic altered to compact still holds (rule 3); the leader proposes COMPACT when
+// decideCompaction finds a pass due (node's compaction_trigger.go; the clean side is its prefix,
+// the dirty side the raft segments past what the prefix covers); every replica runs the pass of
 // every decision it applies (node's compaction_replica.go): decisions noted at apply and, at open,
 // from the engine's record, so a restart reruns a pass that had not switched; passes in generation
 // order; the dirty section's raft entries gathered on the loop, bounded per tick; the pass
 // (passLog, writePass into a raftlog/compacted Writer) as a storage job with no fsync, which the
 // disk watchdog does not time, and the commit (fsyncs, the switch) as a timed one; Finish on the
 // loop; the leader reports COMPACT_DONE (re-proposed while the record lacks its generation), every
-// replica compares its own end and digest with the record, and a diverging report is counted
-// (node Stats.CompactionsDiverged); raft-log compaction is capped at RaftTrimBound of the replica's
-// own prefix end (not binding yet: it stops at the log start, never past that bound). Tests in
-// node: TestReplicasPassAndReportSameDigest, TestPassCrashLeavesOldOrNewPrefix (all replicas
-// crashed after the write before the switch, and after the switch before COMPACT_DONE, past a
-// checkpoint), TestLaggingReplicaPassesInGenerationOrder, TestReplicaWithOtherPrefixStops,
-// TestPassWriteNotTimedAsStall. kafkaproto's AppendCompacted (a compacted batch in Kafka's v2
-// form) and clientlib's decoding of compacted batches are built and tested but not called yet.
+// replica compares its own end and digest with the record, and a diverging report is counted (node
+// Stats.CompactionsDiverged); raft-log compaction is capped at RaftTrimBound of the replica's own
+// prefix end (not binding yet: it stops at the log start, never past that bound). Tests in node:
+// TestReplicasPassAndReportSameDigest, TestPassCrashLeavesOldOrNewPrefix (all replicas crashed
+// after the write before the switch, and after the switch before COMPACT_DONE, past a checkpoint),
+// TestLaggingReplicaPassesInGenerationOrder, TestReplicaWithOtherPrefixStops,
+// TestPassWriteNotTimedAsStall. Reads (node's compaction_fetch.go): a fetch below the replica's own
+// prefix end is served from its prefix (the batches as stored: clientlib decodes them, the Kafka
+// listener serves them through kafkaproto's AppendCompacted in Kafka's v2 form, a batch holding
+// fewer records than its offset range), then from the raft log from the prefix end within the same
+// byte budget; on the loop like raft-log reads, bounded by the fetch's max_bytes and 1024 batches
+// and charged to the Process call's fetch read budget. read_committed serves the prefix whole (it
+// lies below the LSO and holds no aborted record); the answer's aborted list leaves out a
+// transaction whose abort marker rule 5 removed when the read covered the marker's offset (a Kafka
+// read_committed consumer would otherwise drop its producer's later committed batches, waiting for
+// a marker that is gone). ListOffsets by timestamp looks in the prefix first (the running maximum
+// index, then the records), then in the raft log from its end. A stuck replica, or a prefix that
+// fails a read, serves from the raft log, which still holds everything. Test: node's
+// TestFetchServesCompactedPrefix (native and Kafka reads through franz-go's fetch processing at
+// both isolation levels, an aborted transaction whose marker went, ListOffsets by a removed
+// record's timestamp), TestFetchFallsBackFromCorruptPrefix, and node/server's
+// TestKafkaCompactedTopicOverFranzGo (a real franz-go consumer over a real node).
 //
-// Still to do: fetch and ListOffsets of the prefix (native: a batch form clientlib decodes with
-// this package; Kafka: AppendCompacted), and with it trimming the raft log up to the prefix's end
-// (the bound above, the snapshot-driven Compacted included; the raft snapshot's engine state must
-// then keep the log start and record instead of Partition.Compacted's "log start = next
-// offset"), until which the prefix only adds to a replica's disk use; a replica that cannot run a
-// pass ("stuck": sent a raft snapshot past its log, a missed generation, a prefix that fails to
-// open or differs from the record) installing the prefix from a peer whose digest for that
-// generation matches the record; the gathered dirty entries are held in memory for the pass
-// (bounded by the dirty section, not by configuration: give the job its own read handle of the
-// raft log, or bound a pass's input); partition groups forward no proposals, so only the leader's
-// outcome reaches the log (followers check theirs locally); dropping AbortedForgotten from the
-// aborted index (through COMPACT_DONE, but only once no replica can still serve those records:
-// one whose own pass lags reads them from its raft log, where read_committed needs the index to
-// hide them); the I/O budget; bounding the kept last batches by producer expiry (today one per
-// producer id ever seen in the range); compact,delete and DeleteRecords on a compacted topic (a
-// log start past the prefix's end stops a replica's passes today); the simulator's key-value
-// workload with compactions racing crashes, and the planted bugs of issue 24; then opening the
-// gate.
+// Still to do: trimming the raft log up to the prefix's end (the bound above, the snapshot-driven
+// Compacted included; the raft snapshot's engine state must then keep the log start and record
+// instead of Partition.Compacted's "log start = next offset"), until which the prefix only adds to
+// a replica's disk use; it needs first a replica that cannot run a pass ("stuck": sent a raft
+// snapshot past its log, a missed generation, a prefix that fails to open or differs from the
+// record) installing the prefix from a peer whose digest for that generation matches the record
+// (without it a follower sent a snapshot past the trim could get the records below it from nowhere,
+// and a stuck leader could serve nothing below its log); the gathered dirty entries are held in
+// memory for the pass (bounded by the dirty section, not by configuration: give the job its own
+// read handle of the raft log, or bound a pass's input); partition groups forward no proposals, so
+// only the leader's outcome reaches the log (followers check theirs locally); dropping
+// AbortedForgotten from the aborted index (through COMPACT_DONE, but only once no replica can still
+// serve those records: one whose own pass lags reads them from its raft log, where read_committed
+// needs the index to hide them); the I/O budget; bounding the kept last batches by producer expiry
+// (today one per producer id ever seen in the range); compact,delete and DeleteRecords on a
+// compacted topic (a log start past the prefix's end stops a replica's passes today); the
+// simulator's key-value workload with compactions racing crashes, and the planted bugs of issue 24;
+// then opening the gate.
 //
 // # Tests
 //

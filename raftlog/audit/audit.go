@@ -15,6 +15,7 @@
 package audit
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -51,7 +52,8 @@ func (p Promise) String() string {
 
 // Auditor checks the promises made about the raft logs of one disk. It
 // recovers a directory's projected log once per durable generation of that
-// directory (memdisk.DurableGeneration) and answers every promise about it
+// directory (memdisk.DurableGeneration) and, with UseWAL, per change of
+// the write-ahead log's records for it, and answers every promise about it
 // from that, so checks between two syncs cost a lookup.
 type Auditor struct {
 	disk  *memdisk.Disk
@@ -61,39 +63,49 @@ type Auditor struct {
 	// walDir, when set (UseWAL), is the node-wide write-ahead log's
 	// directory: a projected log is recovered as the node does, with the
 	// write-ahead log replayed over it. walGen and walRecs cache its
-	// projected records by the directory's durable generation.
-	walDir  string
-	walGen  uint64
-	walRecs map[string][]wal.Record
-	walErr  error
+	// projected records by the directory's durable generation, and walCache
+	// the records of its segments (a sync appends to one: only the appended
+	// records are decoded).
+	walDir   string
+	walGen   uint64
+	walRecs  []wal.Record
+	walErr   error
+	walCache wal.Cache // segments decoded by earlier recoveries
 }
 
 // UseWAL makes the auditor recover logs as a node running with the
 // node-wide write-ahead log in dir does (raftlog/wal): a promise holds when
 // the log, or the write-ahead log replayed over it, keeps it durably.
 func (a *Auditor) UseWAL(dir string) {
-	a.walDir, a.walGen, a.walRecs = dir, 0, nil
+	a.walDir, a.walGen, a.walRecs, a.walCache = dir, 0, nil, wal.Cache{}
 	clear(a.views)
 }
 
 // walRecords returns the records a power loss now would leave in the
-// write-ahead log, by log directory.
-func (a *Auditor) walRecords() (map[string][]wal.Record, error) {
+// write-ahead log, with the log's durable generation.
+func (a *Auditor) walRecords() ([]wal.Record, uint64, error) {
 	gen := a.disk.DurableGeneration(a.walDir)
-	if a.walRecs != nil && a.walGen == gen {
-		return a.walRecs, a.walErr
+	if a.walGen == gen && (a.walRecs != nil || a.walErr != nil) {
+		return a.walRecs, gen, a.walErr
 	}
-	w, recs, err := wal.Open(a.disk.ProjectCrash(a.walDir), a.walDir)
+	w, recs, err := wal.OpenCached(a.disk.ProjectCrash(a.walDir), a.walDir, &a.walCache)
 	if err == nil {
 		_ = w.Close()
+		if recs == nil {
+			recs = []wal.Record{} // cached: not nil
+		}
 	}
-	a.walGen, a.walRecs, a.walErr = gen, wal.ByDir(recs), err
-	return a.walRecs, err
+	a.walGen, a.walRecs, a.walErr = gen, recs, err
+	return recs, gen, err
 }
 
-// view is the recovered projection of one directory at one generation.
+// view is the recovered projection of one directory at one generation of
+// the directory (and, with UseWAL, of the write-ahead log).
 type view struct {
 	generation uint64
+	walGen     uint64
+	// walRecs are the write-ahead log's records replayed over the log.
+	walRecs    []wal.Record
 	log        *raftlog.Log // nil when Open failed
 	err        error
 	term, vote uint64
@@ -140,29 +152,51 @@ func (a *Auditor) Check(dir string, p Promise) error {
 }
 
 // view returns the recovered projection of dir, recovering it again when
-// its durable generation moved.
+// its durable generation moved. With UseWAL, a sync of the write-ahead log
+// moves its generation, but the view depends only on the directory's own
+// projection and the write-ahead log's records for it (ForDir): when
+// neither changed (a sync of other groups' writes), the view stands.
 func (a *Auditor) view(dir string) *view {
 	gen := a.disk.DurableGeneration(dir)
-	if a.walDir != "" {
-		// Generations come from one counter: the newer of the two
-		// changes whenever either does.
-		gen = max(gen, a.disk.DurableGeneration(a.walDir))
+	v := a.views[dir]
+	if a.walDir == "" {
+		if v != nil && v.generation == gen {
+			return v
+		}
+		return a.recover(dir, gen, 0, nil, nil)
 	}
-	if v := a.views[dir]; v != nil && v.generation == gen {
+	walGen := a.disk.DurableGeneration(a.walDir)
+	if v != nil && v.generation == gen && v.walGen == walGen {
 		return v
 	}
+	all, walGen, err := a.walRecords()
+	if err != nil {
+		return a.recover(dir, gen, walGen, nil, err)
+	}
+	recs := wal.ForDir(all, dir)
+	if v != nil && v.generation == gen && v.walRecs != nil && sameRecords(v.walRecs, recs) {
+		v.walGen = walGen
+		return v
+	}
+	return a.recover(dir, gen, walGen, recs, nil)
+}
+
+// recover recovers the projection of dir at durable generation gen, with
+// the write-ahead log's records recs for it replayed (walErr: the
+// write-ahead log would not open), and caches it.
+func (a *Auditor) recover(dir string, gen, walGen uint64, recs []wal.Record, walErr error) *view {
 	if old := a.views[dir]; old != nil && old.log != nil {
 		_ = old.log.Close()
 	}
 	a.Opens++
-	v := &view{generation: gen}
+	v := &view{generation: gen, walGen: walGen}
 	v.log, v.err = raftlog.Open(a.disk.ProjectCrash(dir), dir, raftlog.Options{TailCacheBytesMax: -1})
 	if v.err == nil && a.walDir != "" {
-		recs, err := a.walRecords()
-		if err == nil {
-			err = wal.Replay(v.log, recs[dir])
+		v.err = walErr
+		if v.err == nil {
+			v.err = wal.Replay(v.log, recs)
+			v.walRecs = append([]wal.Record{}, recs...) // not nil: replayed
 		}
-		v.err = err
 	}
 	if v.err == nil {
 		// Open reads only the seals of sealed segments; the audit checks
@@ -179,6 +213,38 @@ func (a *Auditor) view(dir string) *view {
 	}
 	a.views[dir] = v
 	return v
+}
+
+// sameRecords reports whether two lists of write-ahead log records write
+// the same: directory, reset, hard state, the term before, and entries
+// (index, term, type, data).
+func sameRecords(a, b []wal.Record) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := &a[i], &b[i]
+		if x.Dir != y.Dir || x.Reset != y.Reset || x.PrevTerm != y.PrevTerm || len(x.Entries) != len(y.Entries) ||
+			!sameHardState(x.Hard, y.Hard) {
+			return false
+		}
+		for j, e := range x.Entries {
+			f := y.Entries[j]
+			if e != f && (e.GetIndex() != f.GetIndex() || e.GetTerm() != f.GetTerm() || e.GetType() != f.GetType() ||
+				!bytes.Equal(e.GetData(), f.GetData())) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// sameHardState reports whether two hard states (nil: none) are equal.
+func sameHardState(a, b *raftpb.HardState) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.GetTerm() == b.GetTerm() && a.GetVote() == b.GetVote() && a.GetCommit() == b.GetCommit()
 }
 
 // Find reports whether a power loss now would keep, in the log in dir, an

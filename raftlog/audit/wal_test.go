@@ -51,3 +51,39 @@ func TestWALKeepsPromises(t *testing.T) {
 		t.Errorf("without UseWAL the log's unsynced entries pass: %v", err)
 	}
 }
+
+// TestWALSyncOfAnotherLogKeepsTheView shows that with the write-ahead log
+// a sync carrying only another log's writes does not recover the audited
+// log again (its projection and its records are as they were), while a
+// sync carrying its own writes does, and the new promise holds.
+func TestWALSyncOfAnotherLogKeepsTheView(t *testing.T) {
+	disk := memdisk.New()
+	w, _, err := wal.Open(disk, "wal")
+	must(t, err)
+	open := func(dir string) func(first, last, term uint64) {
+		l, err := raftlog.Open(disk, dir, raftlog.Options{BeforeSync: w.Sync})
+		must(t, err)
+		return func(first, last, term uint64) {
+			ents, hs := entries(first, last, term), hardState(term, 0, 0)
+			must(t, w.Append(wal.Prepare(l, ents, hs)))
+			must(t, l.Save(ents, hs))
+			must(t, w.Sync())
+		}
+	}
+	saveA, saveB := open(dir), open("other/log")
+	saveA(1, 3, 1)
+	a := New(disk)
+	a.UseWAL("wal")
+	must(t, a.Check(dir, Promise{Index: 3, Term: 1}))
+	saveB(1, 5, 1)
+	must(t, a.Check(dir, Promise{Index: 3, Term: 1}))
+	if a.Opens != 1 {
+		t.Errorf("%d recoveries after a sync of another log's writes, want 1", a.Opens)
+	}
+	saveA(4, 6, 2)
+	must(t, a.Check(dir, Promise{Index: 6, Term: 2, HardTerm: 2}))
+	if a.Opens != 2 {
+		t.Errorf("%d recoveries after a sync of the log's own writes, want 2", a.Opens)
+	}
+	must(t, a.Check("other/log", Promise{Index: 5, Term: 1}))
+}

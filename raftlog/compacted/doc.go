@@ -84,10 +84,12 @@
 //
 // The node runs passes into a store (node's compaction_replica.go: the
 // write job, then Commit as a job of its own, Finish and RemoveStale) and
-// caps its raft-log trimming at engine's RaftTrimBound of End. Not yet: an
-// I/O budget for passes (Append checks each batch whole with
+// caps its raft-log trimming at engine's RaftTrimBound of End; its fetch
+// reads with ReadBatches (bounded in bytes and batches; it returns the
+// offset the read covered, End when it reached the end) and ListOffsets
+// by timestamp uses OffsetForTimestamp (node's compaction_fetch.go). Not
+// yet: an I/O budget for passes (Append checks each batch whole with
 // compact.DecodeBatch, which a trusted pass could skip); installing a
 // prefix from a peer (through a Writer, so Commit checks the digest the
-// engine recorded); the fetch path's use of Read and ListOffsets' of
-// OffsetForTimestamp.
+// engine recorded).
 package compacted

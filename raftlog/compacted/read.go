@@ -72,22 +72,37 @@ func (s *Store) batchAt(dst []byte, i int, pos, limit int64) ([]byte, int64, int
 // nothing; below the first batch, from the first. Each batch's CRC is
 // checked; a defect is ErrCorrupt.
 func (s *Store) Read(dst []byte, offset int64, maxBytes int) ([]byte, error) {
+	dst, _, err := s.ReadBatches(dst, offset, maxBytes, math.MaxInt)
+	return dst, err
+}
+
+// ReadBatches is Read returning at most maxBatches batches (at least one),
+// so a reader bounded in batches reads no bytes it would throw away. It
+// also returns the offset the read covered up to: End when it read to the
+// end of the prefix (compaction may have removed the records between its
+// last batch and End), else the offset after its last batch, where a next
+// read goes on.
+func (s *Store) ReadBatches(dst []byte, offset int64, maxBytes, maxBatches int) ([]byte, int64, error) {
 	if s.failed != nil {
-		return dst, s.failed
+		return dst, offset, s.failed
 	}
 	segs := s.m.segments
 	i := sort.Search(len(segs), func(i int) bool { return segs[i].end > offset })
 	if offset >= s.m.end || i == len(segs) {
-		return dst, nil
+		return dst, max(offset, s.m.end), nil
 	}
 	idx := segs[i].index
 	j := sort.Search(len(idx), func(j int) bool { return idx[j].offset > offset })
 	pos := idx[max(j-1, 0)].position
 	begin := len(dst)
-	for i < len(segs) {
+	next := offset
+	for n := 0; i < len(segs); {
 		if pos == segs[i].bytes {
 			i, pos = i+1, 0
 			continue
+		}
+		if n >= max(maxBatches, 1) {
+			return dst, next, nil
 		}
 		before := len(dst)
 		limit := int64(math.MaxInt64) // the first batch whatever its size
@@ -98,17 +113,20 @@ func (s *Store) Read(dst []byte, offset int64, maxBytes int) ([]byte, error) {
 		var last int64
 		dst, _, last, err = s.batchAt(dst, i, pos, limit)
 		if errors.Is(err, errPastLimit) {
-			return dst, nil
+			return dst, next, nil
 		}
 		if err != nil {
-			return dst[:begin], err
+			return dst[:begin], offset, err
 		}
 		pos += int64(len(dst) - before)
 		if last < offset {
 			dst = dst[:before] // before offset: skip it
+			continue
 		}
+		n++
+		next = last + 1
 	}
-	return dst, nil
+	return dst, s.m.end, nil
 }
 
 // Batches yields the current generation's batches in order, each checked

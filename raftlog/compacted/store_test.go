@@ -61,7 +61,39 @@ func checkReads(t *testing.T, s *Store, g generation) {
 			if !bytes.Equal(got, want) {
 				t.Fatalf("Read(%d, %d): %d bytes, want %d (or other batches)", offset, maxBytes, len(got), len(want))
 			}
+			for _, maxBatches := range []int{1, 2} {
+				checkReadBatches(t, s, g, offset, maxBytes, maxBatches)
+			}
 		}
+	}
+}
+
+// checkReadBatches compares ReadBatches against g: the batches Read
+// returns, at most maxBatches (at least one), and the offset covered: the
+// prefix end when no batch at or after offset was left out, else the
+// offset after the last batch returned.
+func checkReadBatches(t *testing.T, s *Store, g generation, offset int64, maxBytes, maxBatches int) {
+	t.Helper()
+	got, to, err := s.ReadBatches(nil, offset, maxBytes, maxBatches)
+	if err != nil {
+		t.Fatalf("ReadBatches(%d, %d, %d): %v", offset, maxBytes, maxBatches, err)
+	}
+	var want, prev []byte
+	n, wantTo := 0, max(offset, g.end)
+	for _, b := range g.batches {
+		if _, last := batchRange(t, b); last < offset || offset >= g.end {
+			continue
+		}
+		if n > 0 && (len(want)+len(b) > maxBytes || n >= maxBatches) {
+			_, last := batchRange(t, prev)
+			wantTo = last + 1
+			break
+		}
+		want, prev = append(want, b...), b
+		n++
+	}
+	if !bytes.Equal(got, want) || to != wantTo {
+		t.Fatalf("ReadBatches(%d, %d, %d): %d bytes to %d, want %d bytes to %d", offset, maxBytes, maxBatches, len(got), to, len(want), wantTo)
 	}
 }
 

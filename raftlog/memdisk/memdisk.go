@@ -52,6 +52,47 @@ type inode struct {
 	// flipped: FlipBit changed data since the last Sync, so data is no
 	// longer durable with ops applied.
 	flipped bool
+	// durableShared and dataShared are the lengths of the prefixes of
+	// durable's and data's arrays that another inode may be viewing
+	// (ProjectCrash shares bytes instead of copying them): a write below
+	// that length copies the array first. Appends past it write where no
+	// view reaches.
+	durableShared, dataShared int
+}
+
+// ownDurable copies durable to an array of its own when the operations
+// ops, applied over it, would write where another inode may be viewing.
+func (n *inode) ownDurable(ops []op) {
+	if n.durableShared > 0 && writesBelow(len(n.durable), ops, n.durableShared) {
+		n.durable, n.durableShared = append([]byte(nil), n.durable...), 0
+	}
+}
+
+// ownData copies data to an array of its own when o would write where
+// another inode may be viewing.
+func (n *inode) ownData(o op) {
+	if n.dataShared > 0 && writesBelow(len(n.data), []op{o}, n.dataShared) {
+		n.data, n.dataShared = append([]byte(nil), n.data...), 0
+	}
+}
+
+// writesBelow reports whether ops, applied in order over contents of
+// length size, write (bytes or a zero extension) anywhere below limit.
+func writesBelow(size int, ops []op, limit int) bool {
+	for _, o := range ops {
+		if o.truncate {
+			if int(o.off) > size && size < limit {
+				return true // zero-extends from size
+			}
+			size = int(o.off)
+			continue
+		}
+		if min(int(o.off), size) < limit {
+			return true
+		}
+		size = max(size, int(o.off)+len(o.bytes))
+	}
+	return false
 }
 
 // Disk is an in-memory raftlog.Disk with crash and fault injection.
@@ -132,7 +173,7 @@ func (d *Disk) List(dir string) ([]string, error) {
 	dir = path.Clean(dir)
 	var names []string
 	for name := range d.names {
-		if path.Dir(name) == dir {
+		if inDir(name, dir) {
 			names = append(names, path.Base(name))
 		}
 	}
@@ -172,12 +213,12 @@ func (d *Disk) SyncDir(dir string) error {
 	dir = path.Clean(dir)
 	d.durableChanged(dir)
 	for name := range d.durableNames {
-		if path.Dir(name) == dir {
+		if inDir(name, dir) {
 			delete(d.durableNames, name)
 		}
 	}
 	for name, node := range d.names {
-		if path.Dir(name) == dir {
+		if inDir(name, dir) {
 			d.durableNames[name] = node
 		}
 	}
@@ -225,6 +266,7 @@ func (n *inode) crash(rng *rand.Rand) {
 	n.durable = data
 	n.data = append([]byte(nil), data...)
 	n.ops, n.flipped = nil, false
+	n.durableShared, n.dataShared = 0, 0
 }
 
 // sync makes the current contents durable in O(bytes written since the
@@ -233,8 +275,12 @@ func (n *inode) crash(rng *rand.Rand) {
 func (n *inode) sync() {
 	if n.flipped {
 		// A flip made data differ from durable plus ops: copy it.
+		if n.durableShared > 0 {
+			n.durable, n.durableShared = nil, 0
+		}
 		n.durable, n.flipped = append(n.durable[:0], n.data...), false
 	} else {
+		n.ownDurable(n.ops)
 		for _, o := range n.ops {
 			n.durable = apply(n.durable, o)
 		}
@@ -324,6 +370,8 @@ func (d *Disk) FlipBit(name string, offset int64, bit uint) {
 		panic(fmt.Sprintf("memdisk: FlipBit of missing file %s", name))
 	}
 	d.durableChanged(path.Dir(path.Clean(name)))
+	node.ownDurable([]op{{off: offset, bytes: []byte{0}}})
+	node.ownData(op{off: offset, bytes: []byte{0}})
 	if offset < int64(len(node.durable)) {
 		node.durable[offset] ^= 1 << (bit % 8)
 	}
@@ -454,6 +502,7 @@ func (f *file) WriteAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	o := op{off: off, bytes: append([]byte(nil), p...)}
+	f.node.ownData(o)
 	f.node.data = apply(f.node.data, o)
 	f.node.ops = append(f.node.ops, o)
 	return len(p), nil
@@ -470,6 +519,7 @@ func (f *file) Truncate(size int64) error {
 	}
 	o := op{truncate: true, off: size}
 	f.disk.truncates[path.Base(path.Dir(f.name))]++
+	f.node.ownData(o)
 	f.node.data = apply(f.node.data, o)
 	f.node.ops = append(f.node.ops, o)
 	return nil
@@ -506,4 +556,18 @@ func (f *file) Close() error {
 	}
 	f.closed = true
 	return nil
+}
+
+// inDir reports whether path.Dir(name) == dir for a clean name, without
+// cleaning: List, SyncDir and the projections ask it of every file on the
+// disk, and the simulator calls them at every sync.
+func inDir(name, dir string) bool {
+	i := strings.LastIndexByte(name, '/')
+	switch i {
+	case -1:
+		return dir == "."
+	case 0:
+		return dir == "/"
+	}
+	return name[:i] == dir
 }

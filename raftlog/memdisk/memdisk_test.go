@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"path"
 	"reflect"
 	"testing"
 
@@ -254,5 +255,19 @@ func TestRenameDurableAtSyncDir(t *testing.T) {
 	}
 	if err := d.Rename("log/missing", "log/x"); err == nil {
 		t.Fatal("rename of a missing file succeeded")
+	}
+}
+
+// TestInDirIsPathDir shows that inDir agrees with path.Dir over clean
+// names: nested, top-level, rooted.
+func TestInDirIsPathDir(t *testing.T) {
+	names := []string{"a", "a/b", "a/b/c", "ab/c", "/x", "/x/y", "p/t@1/0/log/00000001.seg"}
+	dirs := []string{".", "/", "a", "a/b", "ab", "/x", "x", "p/t@1/0/log", "p/t@1/0"}
+	for _, name := range names {
+		for _, dir := range dirs {
+			if got, want := inDir(name, dir), path.Dir(name) == dir; got != want {
+				t.Errorf("inDir(%q, %q) = %v, path.Dir says %v", name, dir, got, want)
+			}
+		}
 	}
 }

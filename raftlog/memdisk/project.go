@@ -28,8 +28,10 @@ func (d *Disk) DurableGeneration(dir string) uint64 {
 // instant would keep of the files directly in dir (of every file when dir
 // is ""): the names covered by SyncDir, each with its synced bytes only, as
 // Crash(nil) would leave them. d is not disturbed: its handles, unsynced
-// writes and injected failures stay, and the projection shares no bytes
-// with it. The projection has no injected failures.
+// writes and injected failures stay, and neither sees the other's later
+// writes: the projection shares d's durable bytes, copy on write (the
+// audit projects a log at every sync it checks; copying cost more than
+// recovering). The projection has no injected failures.
 func (d *Disk) ProjectCrash(dir string) *Disk {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -38,12 +40,16 @@ func (d *Disk) ProjectCrash(dir string) *Disk {
 	}
 	p := New()
 	for name, n := range d.durableNames {
-		if dir != "" && path.Dir(name) != dir {
+		if dir != "" && !inDir(name, dir) {
 			continue
 		}
+		size := len(n.durable)
+		n.durableShared = max(n.durableShared, size)
 		p.names[name] = &inode{
-			durable: append([]byte(nil), n.durable...),
-			data:    append([]byte(nil), n.durable...),
+			durable:       n.durable[:size:size],
+			data:          n.durable[:size:size],
+			durableShared: size,
+			dataShared:    size,
 		}
 		p.durableNames[name] = p.names[name]
 	}
@@ -58,12 +64,12 @@ func (d *Disk) Synced(dir string) bool {
 	defer d.mu.Unlock()
 	dir = path.Clean(dir)
 	for name, n := range d.names {
-		if path.Dir(name) == dir && (len(n.ops) > 0 || d.durableNames[name] != n) {
+		if inDir(name, dir) && (len(n.ops) > 0 || d.durableNames[name] != n) {
 			return false
 		}
 	}
 	for name, n := range d.durableNames {
-		if path.Dir(name) == dir && d.names[name] != n {
+		if inDir(name, dir) && d.names[name] != n {
 			return false
 		}
 	}

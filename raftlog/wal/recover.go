@@ -28,7 +28,18 @@ import (
 //
 // With no segment at all, segment 1 is created.
 func Open(disk raftlog.Disk, dir string) (*WAL, []Record, error) {
-	w := &WAL{disk: disk, dir: dir}
+	return OpenCached(disk, dir, nil)
+}
+
+// OpenCached is Open, reusing what cache (nil: none) decoded when an
+// earlier OpenCached recovered a log in the same directory, and
+// remembering what it decodes now: a segment whose bytes up to the end of
+// its last valid record are as they were is not decoded again, only the
+// records after them. The durability audit (raftlog/audit) recovers a
+// projection of the node's write-ahead log at every sync it checks; the
+// records returned are Open's.
+func OpenCached(disk raftlog.Disk, dir string, cache *Cache) (*WAL, []Record, error) {
+	w := &WAL{disk: disk, dir: dir, cache: cache}
 	recs, err := w.recover()
 	if err != nil {
 		if w.file != nil {
@@ -61,13 +72,14 @@ func (w *WAL) recover() ([]Record, error) {
 		return nil, w.Sync()
 	}
 	var recs []Record
+	w.cache.keepOnly(w.segs)
 	for i, s := range w.segs {
 		last := i == len(w.segs)-1
 		got, err := w.readSegment(s, last)
 		if err != nil {
 			return nil, err
 		}
-		recs = append(recs, got...)
+		recs = append(recs, got...) // a copy: got may be the cache's (Cache.scan)
 	}
 	w.dirty, w.dirDirty = true, true // rule 4
 	if err := w.Sync(); err != nil {
@@ -84,12 +96,12 @@ func (w *WAL) readSegment(s segment, last bool) ([]Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wal: open %s: %w", s.name, err)
 	}
-	data, err := readAll(f)
+	data, err := w.cache.read(s, f)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("wal: read %s: %w", s.name, err)
 	}
-	recs, end, err := scan(data, s.seq)
+	recs, end, err := w.cache.scan(s, data)
 	if err == nil && end < len(data) && (!last || validAfter(data, end)) {
 		err = fmt.Errorf("%w: %s: damaged record at offset %d", ErrCorrupt, s.name, end)
 	}
@@ -122,8 +134,11 @@ func (w *WAL) readSegment(s segment, last bool) ([]Record, error) {
 // write records and the end of the last valid record; an error only for a
 // valid record with impossible contents (ErrCorrupt).
 func scan(data []byte, seq uint64) ([]Record, int, error) {
-	var recs []Record
-	off := 0
+	return scanFrom(nil, data, 0, seq)
+}
+
+// scanFrom is scan from offset off, a record boundary, appending to recs.
+func scanFrom(recs []Record, data []byte, off int, seq uint64) ([]Record, int, error) {
 	for off < len(data) {
 		t, body, size, err := decodeFrame(data[off:])
 		if err != nil {

@@ -23,6 +23,23 @@ func ByDir(recs []Record) map[string][]Record {
 	return m
 }
 
+// ForDir returns ByDir(recs)[dir] without building the map: a caller
+// that recovers one log directory at a time (the durability audit) pays
+// for that directory's records only.
+func ForDir(recs []Record, dir string) []Record {
+	var out []Record
+	for _, r := range recs {
+		if r.Dir != dir {
+			continue
+		}
+		if r.Reset {
+			out = out[:0]
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
 // Replay brings the recovered log l up to date with recs, the write-ahead
 // log's records for l's directory (ByDir), then syncs it.
 //

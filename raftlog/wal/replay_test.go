@@ -175,3 +175,16 @@ func checkRecovered(t *rapid.T, got state, history []state) {
 }
 
 var _ testing.TB = (*testing.T)(nil)
+
+// TestForDirIsByDir shows that ForDir returns ByDir's records for each
+// directory, resets included, and nothing for a directory without any.
+func TestForDirIsByDir(t *testing.T) {
+	recs := append(sampleRecords(), wal.Record{Dir: "p/a/0/log", Reset: true},
+		wal.Record{Dir: "p/a/0/log", Entries: []*raftpb.Entry{entry(1, 4, "again")}})
+	byDir := wal.ByDir(recs)
+	for _, dir := range []string{"p/a/0/log", "p/b/3/log", "p/none/log"} {
+		if got, want := describe(wal.ForDir(recs, dir)), describe(byDir[dir]); got != want {
+			t.Errorf("%s: ForDir\n%s\nByDir\n%s", dir, got, want)
+		}
+	}
+}

@@ -106,6 +106,7 @@ type WAL struct {
 	syncing         bool
 	failed          error
 	buf             []byte
+	cache           *Cache // OpenCached's, nil otherwise
 }
 
 // Dir returns the directory of the log.
