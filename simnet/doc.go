@@ -191,7 +191,7 @@
 //     longer for it; groups too few others run are skipped, and counted); a group led by nobody
 //     while node frames were lost gets a second look an election round later, the stall extended
 //     (seed 197: a handover's vote requests lost in two rounds). Planted
-//     StalledLeaderKeepsLeading (the watchdog blind) is caught by nothing else: 148 of 200
+//     StalledLeaderKeepsLeading (the watchdog blind) is caught by nothing else: 137 of 200
 //     sample seeds (stalls forced on where a seed drew none, as WALAckBeforeFsync forces the WAL),
 //     against 51 before: in two seeds of three the episode never began (a spare not joined yet or
 //     a node gone for good kept the peers "unhealthy"; faults under way outlasted the wait at
@@ -318,7 +318,7 @@
 // seeds per CPU-minute at load 2 (frames and applied entries hashed by length and CRC-32C; the
 // profile is flat: Process 33%, wire workload 14%, audit 7%); with the feature draw 175 against 191
 // for FEATURES=0 side by side at load 2 (145 against 156 at load 10). Planted MoveRacesRebalance (a coordinator on a moved-in
-// replica starts at the log's end): 0 of 200 seeds with FEATURES=0, 133 of 200 with the draw and
+// replica starts at the log's end): 0 of 200 seeds with FEATURES=0, 122 of 200 with the draw and
 // groups and moves forced (sampleOptions), against 70 before the coordinator's partition moved to a
 // preferred replica new to it with the leaders balanced after, and before members read every
 // partition's offset from each coordinator they find (54 against 66 of seeds 1-100 for that read
