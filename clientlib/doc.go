@@ -85,8 +85,9 @@
 // BeginTransaction retries a re-init the abort could not finish. A fenced producer's abort fails
 // PRODUCER_FENCED first and is never re-initialized. Not done: KIP-588's recovery from a
 // coordinator timeout (the coordinator's timeout abort bumps the epoch exactly as a fence does, so
-// the producer is fenced). The simulator's clients are not transactional (simnet drives
-// transactions with raw requests). Proven: txn_test.go, txn_reinit_test.go.
+// the producer is fenced). A Simulated Client is transactional too: its
+// AddPartitionsToTxn goes on the Transport by txnCall's rules and Flush waits as a task (simnet's
+// TransactSession members, sim_txn_test.go). Proven: txn_test.go, txn_reinit_test.go.
 //
 // # Consume-transform-produce (txn_session.go)
 //

@@ -300,6 +300,9 @@ func (p *producer) flushing() bool {
 }
 
 func (p *producer) flush(ctx context.Context) error {
+	if io, ok := p.io.(*simIO); ok {
+		return io.flush(ctx) // nothing may block the simulator's thread
+	}
 	p.mu.Lock()
 	p.flushers++
 	idle := p.idle

@@ -1,6 +1,7 @@
 package clientlib
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -30,6 +31,8 @@ type simIO struct {
 	// done are the completed records whose promises the current step
 	// runs once drive or handle returned.
 	done []pendingRecord
+	// idleWaiters wake the Flush calls waiting for nothing buffered.
+	idleWaiters []func()
 }
 
 func newSimIO(p *producer, t clientcore.Transport) *simIO {
@@ -68,6 +71,7 @@ func (io *simIO) settle() {
 		pr.promise(pr.r, pr.err)
 		io.p.release()
 	}
+	io.wakeIdleWaiters()
 }
 
 // result takes a request's outcome into the loop and steps it.
@@ -173,10 +177,112 @@ func (p *producer) simProduce(io *simIO, pr pendingRecord) {
 	io.wakeAt(io.t.Now())
 }
 
-// addPartitions: the simulator's clients are not transactional (the
-// simulator drives transactions with raw requests); a transactional
-// Client is refused here rather than run half-simulated.
-func (io *simIO) addPartitions(_ *strandpb.Request, res addPartitionsResult) {
-	res.err = errors.New("clientlib: transactions are not supported on the simulator's transport")
-	io.t.After(0, func() { io.result(requestResult{node: uint64(eventAddPartitions), add: &res}) })
+// addPartitions sends a transactional producer's AddPartitionsToTxn on
+// the Transport by txnCall's rules, without blocking the simulator's
+// thread: the coordinator found with FindCoordinator (cached), forgotten
+// on NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE or a connection failure;
+// a retriable failure of the whole request retried after txnRetryDelay,
+// up to the client's retries.
+func (io *simIO) addPartitions(req *strandpb.Request, res addPartitionsResult) {
+	io.txnCall(req, 1, func(resp *strandpb.Response, err error) {
+		res.resp, res.err = resp, err
+		io.result(requestResult{node: uint64(eventAddPartitions), add: &res})
+	})
+}
+
+// txnCall is Client.txnCall on the Transport: done runs with the outcome.
+func (io *simIO) txnCall(req *strandpb.Request, attempt int, done func(*strandpb.Response, error)) {
+	c := io.p.c
+	io.txnRequest(req, func(resp *strandpb.Response, err error) {
+		if err == nil || !IsRetriable(err) || attempt > c.cfg.retriesMax {
+			done(resp, err)
+			return
+		}
+		io.t.After(c.txnRetryDelay(attempt, err), func() { io.txnCall(req, attempt+1, done) })
+	})
+}
+
+// txnRequest is Client.txnRequest on the Transport.
+func (io *simIO) txnRequest(req *strandpb.Request, done func(*strandpb.Response, error)) {
+	t := io.p.c.txn
+	send := func(addr string) {
+		io.t.Call(addr, req, func(resp *strandpb.Response, err error) {
+			if err == nil {
+				err = errorFromWire(resp.GetError())
+			}
+			if err != nil && (errors.Is(err, ErrNotCoordinator) || errors.Is(err, ErrCoordinatorUnavailable) || isConnErr(err)) {
+				t.mu.Lock()
+				t.coordAddr = ""
+				t.mu.Unlock()
+			}
+			done(resp, err)
+		})
+	}
+	t.mu.Lock()
+	addr := t.coordAddr
+	t.mu.Unlock()
+	if addr != "" {
+		send(addr)
+		return
+	}
+	find := &strandpb.Request{Body: &strandpb.Request_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorRequest{TransactionalId: t.id}}}
+	io.anyCall(find, func(resp *strandpb.Response, _ string, err error) {
+		if err == nil {
+			err = errorFromWire(resp.GetError())
+		}
+		if err != nil {
+			done(nil, err)
+			return
+		}
+		addr := resp.GetFindCoordinator().GetAddress()
+		t.mu.Lock()
+		t.coordAddr = addr
+		t.mu.Unlock()
+		send(addr)
+	})
+}
+
+// flush is producer.flush on a simulated Client: a step seals every open
+// batch, and the task waits, without blocking the simulator's thread,
+// until nothing is buffered.
+func (io *simIO) flush(ctx context.Context) error {
+	p := io.p
+	p.mu.Lock()
+	p.flushers++
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.flushers--
+		p.mu.Unlock()
+	}()
+	io.wakeAt(io.t.Now())
+	for {
+		p.mu.Lock()
+		n := p.buffered
+		p.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		p.c.simBlock(func(wake func()) { io.idleWaiters = append(io.idleWaiters, wake) })
+	}
+}
+
+// wakeIdleWaiters wakes the flushes waiting, from a Transport callback,
+// once nothing is buffered.
+func (io *simIO) wakeIdleWaiters() {
+	p := io.p
+	p.mu.Lock()
+	n := p.buffered
+	p.mu.Unlock()
+	if n > 0 || len(io.idleWaiters) == 0 {
+		return
+	}
+	ws := io.idleWaiters
+	io.idleWaiters = nil
+	for _, wake := range ws {
+		io.t.After(0, wake)
+	}
 }

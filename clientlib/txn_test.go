@@ -560,3 +560,56 @@ func TestTxnConcurrentTransactionsRetriedSoon(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A consumer at either isolation level reaches the high-water mark of
+// partitions that end in a transaction marker (a committed transaction,
+// then an aborted one: record 0, commit marker 1, aborted record 2,
+// abort marker 3), so its lag comes to 0, as a Kafka consumer moves past
+// a control batch: it fetches with include_markers and steps over the
+// marker batches served. A guard: it passed before the node's native
+// fetch moved next_offset past skipped markers (the consumer does not
+// skip them). Checked to fail: with decodeBatches not stepping over a
+// served marker, read_uncommitted stayed at 1 on both partitions.
+func TestTxnConsumerReachesEndPastMarkers(t *testing.T) {
+	cluster, plain, ctx := setup(t, []fake.Opt{fake.Topic("out", 2)})
+	c := txnClient(t, cluster, "tx-tail")
+	for round, vals := range [][]string{{"ok1", "ok2"}, {"x1", "x2"}} {
+		if err := c.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for i, err := range produceTxn(t, ctx, c, "out", vals...) {
+			if err != nil {
+				t.Fatalf("round %d record %d: %v", round, i, err)
+			}
+		}
+		end := c.CommitTransaction
+		if round == 1 {
+			end = c.AbortTransaction
+		}
+		if err := end(ctx); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+	for _, level := range []clientlib.IsolationLevel{clientlib.ReadCommitted, clientlib.ReadUncommitted} {
+		k := txnConsumer(plain, "out", level)
+		var got []*clientlib.Record
+		at := func() (int64, int64) {
+			p0, _ := k.Position("out", 0)
+			p1, _ := k.Position("out", 1)
+			return p0, p1
+		}
+		for range 100 {
+			if p0, p1 := at(); p0 == 4 && p1 == 4 {
+				break
+			}
+			got = append(got, pollRounds(t, ctx, k, 1)...)
+		}
+		want := []string{"ok1", "ok2"}
+		if level == clientlib.ReadUncommitted {
+			want = []string{"ok1", "ok2", "x1", "x2"}
+		}
+		if p0, p1 := at(); p0 != 4 || p1 != 4 || !slices.Equal(values(got), want) {
+			t.Fatalf("level %v: positions %d and %d, read %v; want 4 and 4 after %v", level, p0, p1, values(got), want)
+		}
+	}
+}

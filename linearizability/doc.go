@@ -56,9 +56,23 @@
 // write-read dependencies: each consumed the other's output), non-atomic visibility (a read spanning
 // a visible write's offset skipped it; on drained partitions part of a transaction read, part never),
 // lost committed writes, duplicates, inconsistent offsets, and zombie writes (a transaction whose
-// EndTxn was called after a newer epoch of its id was handed out, yet visible or committed). G0 and
-// mixed G1c through write-write edges only with TxnOptions.WriteCycles: Kafka orders no two
-// overlapping transactions across partitions. Every anomaly has a hand-made history that fails
-// (txncheck_test.go; removing any check fails a row). Not yet: consumed offsets committed with their
-// outputs (TxnOffsetCommit), real-time order between non-overlapping transactions.
+// EndTxn was called after a newer epoch of its id was handed out, yet visible or committed).
+//
+// The dependency graph (Elle's): between visible transactions (committed, or read), a wr edge
+// from a writer to each transaction that consumed its record, and a ww edge per partition from a
+// write to the next visible write of another transaction in offset order (the version order of an
+// append log). G1c: a cycle of wr edges, always checked (read_committed forbids it); G0 (a ww
+// cycle) and mixed ww/wr G1c only with TxnOptions.WriteCycles, since Kafka orders no two
+// overlapping transactions across partitions (a ww cycle through overlapping transactions is
+// Kafka's documented behaviour). G0-realtime, always: a committed transaction's write after the
+// write of a transaction that began once the first one's EndTxn had returned (a cycle of one
+// real-time and one ww edge: the records of a transaction are appended before its EndTxn
+// returns). G1b for an append log, where a transaction writes each record once: a read_committed
+// read of a record before its transaction's EndTxn was called (a state the transaction had not
+// decided yet); seeing part of a committed transaction's records in a partition without the
+// rest is the non-atomic check (a poll skipping a visible write inside its span, or on a drained
+// partition part read and part never). Every anomaly has a hand-made history that fails
+// (txncheck_test.go; removing any check fails a row). Consumed offsets committed with their
+// outputs are checked by the simulator (simnet's TransactSession members against the group's
+// final stable offsets), not here.
 package linearizability

@@ -27,6 +27,14 @@ const (
 	// dependencies with at least one read (T2 consumed T1's output, T1
 	// consumed T2's or wrote after it).
 	TxnCircularFlow TxnAnomalyKind = "G1c"
+	// TxnWriteCycleRealtime (G0-realtime): a committed transaction's write
+	// lies after a write of a transaction that began only once the first
+	// one's EndTxn had returned, in a partition both wrote: a cycle of a
+	// real-time edge and a write-write edge (Elle's G0-realtime). Unlike a
+	// write cycle through overlapping transactions, Kafka's protocol
+	// forbids it: a transaction's records are appended before its EndTxn
+	// returns. Always checked.
+	TxnWriteCycleRealtime TxnAnomalyKind = "G0-realtime"
 	// TxnNonAtomic: a read_committed reader saw part of a transaction: a
 	// read spanning a write's offset skipped it, or (on drained
 	// partitions) some of the transaction's writes were read and others
@@ -186,6 +194,7 @@ func CheckTxn(h *TxnHistory, opts TxnOptions) []TxnAnomaly {
 	v.nonAtomic()
 	v.lostWrites()
 	v.cycles()
+	v.realtimeWriteOrder()
 	slices.SortFunc(v.out, func(a, b TxnAnomaly) int {
 		if c := strings.Compare(string(a.Kind), string(b.Kind)); c != 0 {
 			return c
@@ -463,6 +472,29 @@ func (v *txnView) writeEdges(adj [][]txnEdge) {
 		for k := 1; k < len(ws); k++ {
 			if ws[k-1].txn != ws[k].txn {
 				adj[ws[k-1].txn] = append(adj[ws[k-1].txn], txnEdge{to: ws[k].txn})
+			}
+		}
+	}
+}
+
+// realtimeWriteOrder reports G0-realtime: per partition, in offset order,
+// a committed transaction's write placed after the write of a
+// transaction that began after the committed one's EndTxn returned (the
+// latest Begin among the writes before it is enough to find one).
+func (v *txnView) realtimeWriteOrder() {
+	for tp, ws := range v.visibleOffsets() { // reports are sorted: map order does not matter
+		latest := -1 // the write before with the latest Begin
+		for i, w := range ws {
+			t := v.h.Txns[w.txn]
+			if latest >= 0 && t.Outcome == TxnCommitted && t.EndReturn >= t.EndCall { // EndReturn recorded
+				if l := ws[latest]; v.h.Txns[l.txn].Begin > t.EndReturn {
+					v.report(TxnWriteCycleRealtime, tp, []int{w.txn, l.txn}, []string{w.value, l.value},
+						"offset %d written by a transaction that began at %d, after the EndTxn of the one writing offset %d returned at %d",
+						l.offset, v.h.Txns[l.txn].Begin, w.offset, t.EndReturn)
+				}
+			}
+			if latest < 0 || t.Begin > v.h.Txns[ws[latest].txn].Begin {
+				latest = i
 			}
 		}
 	}

@@ -85,6 +85,14 @@ func TestCheckTxnAnomalies(t *testing.T) {
 				TxnPoll{TP: txnP0, ReadCommitted: true, Records: []TxnRead{{txnP0, 3, "e"}, {txnP0, 4, "g"}}, Return: 50},
 				TxnPoll{TP: txnP1, ReadCommitted: true, Records: []TxnRead{{txnP1, 4, "h"}, {txnP1, 5, "f"}}, Return: 50})
 		}, TxnOptions{WriteCycles: true}, TxnWriteCycle},
+		{"write cycle against real time: n began after m committed, yet n's write precedes m's in P0", func(h *TxnHistory) {
+			h.Txns = append(h.Txns,
+				Txn{TransactionalID: "m", Producer: TxnProducerEpoch{8, 0}, Outcome: TxnCommitted, Begin: 30, EndCall: 31, EndReturn: 32,
+					Writes: []TxnWrite{{txnP0, "m1", 4}}},
+				Txn{TransactionalID: "n", Producer: TxnProducerEpoch{9, 0}, Outcome: TxnCommitted, Begin: 33, EndCall: 34, EndReturn: 35,
+					Writes: []TxnWrite{{txnP0, "n1", 3}}})
+			h.Polls = append(h.Polls, TxnPoll{TP: txnP0, ReadCommitted: true, Records: []TxnRead{{txnP0, 3, "n1"}, {txnP0, 4, "m1"}}, Return: 50})
+		}, TxnOptions{}, TxnWriteCycleRealtime},
 		{"circular information flow: each consumed the other's output", func(h *TxnHistory) {
 			h.Txns = append(h.Txns,
 				Txn{TransactionalID: "p", Producer: TxnProducerEpoch{5, 0}, Outcome: TxnCommitted, Begin: 30, EndCall: 40,

@@ -307,6 +307,13 @@ type FetchResult struct {
 	// the compacted prefix covered whose marker a pass removed: the answer
 	// does not list them (compaction_fetch.go).
 	forgotten []int64
+	// through is the offset after the last entry the read accounted
+	// for, past the transaction markers (and, in the compacted prefix,
+	// control batches) it skipped after its last batch; 0 when it read
+	// nothing. An answer that hands out all of Batches tells the reader
+	// to go on from here (next_offset), or a reader at a marker at the
+	// end of the log never moves past it.
+	through int64
 }
 
 // GroupStatus is one hosted replica's state, for tools and the simulator's

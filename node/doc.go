@@ -469,11 +469,14 @@
 // read_uncommitted default, 1 read_committed: below the LSO) and ListOffsetsRequest's (latest is
 // the LSO at read_committed); every fetch partition answers last_stable_offset and the aborted
 // transactions overlapping the batches read, and a native read_committed fetch drops aborted
-// batches itself, answering next_offset (past the last batch it served or dropped) so a reader
-// whose read held only aborted batches moves on. clientlib's consumer asks for markers
+// batches itself, answering next_offset (past the last batch it served or dropped, and past
+// the markers it skipped after it, at either level) so a reader whose read held only aborted
+// batches or markers moves on, to the high-water mark when the log ends in a marker (a long poll
+// for min_bytes counts skipped markers as a served one); clientlib's consumer asks for markers
 // (include_markers) and moves past them. Proven: TestTxnMarkersReachEveryPartition,
 // TestTxnProduceIsVerified, TestTxnReadCommitted, TestTxnCommitSurvivesCoordinatorCrash,
-// TestTxnCommitSurvivesPartitionLeaderCrash, TestTxnFetchIncludeMarkers. A marker whose partition
+// TestTxnCommitSurvivesPartitionLeaderCrash, TestTxnFetchIncludeMarkers,
+// TestTxnFetchPastTrailingMarker. A marker whose partition
 // the coordinator's metadata lacks is done once a ReadIndex on the metadata group confirms the
 // topic deleted (Kafka drops a deleted partition from the transaction; this node's metadata alone
 // may lag a create, and a committed transaction's marker must not be skipped):

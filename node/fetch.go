@@ -194,10 +194,10 @@ func (c *Core) readNow(g *group, req FetchRequest) FetchResult {
 		case err != nil:
 			c.prefixFailed(g, err) // the raft log still holds it all
 		case rd.to < s.End() || len(batches) >= fetchBatchesMax || len(batches) > 0 && left <= 0:
-			res.Batches, res.forgotten = batches, rd.forgotten
+			res.Batches, res.forgotten, res.through = batches, rd.forgotten, rd.to
 			return res
 		default:
-			res.Batches, res.forgotten, budget, offset = batches, rd.forgotten, left, s.End()
+			res.Batches, res.forgotten, res.through, budget, offset = batches, rd.forgotten, rd.to, left, s.End()
 		}
 	}
 	if offset < hwm {
@@ -209,12 +209,12 @@ func (c *Core) readNow(g *group, req FetchRequest) FetchResult {
 		if len(locs) == 0 {
 			return res // read_committed at or past the last stable offset
 		}
-		more, left, err := c.readBatches(g, locs, offset, budget, req.Markers, len(res.Batches) == 0)
+		more, left, through, err := c.readBatches(g, locs, offset, budget, req.Markers, len(res.Batches) == 0)
 		if err != nil {
-			res.Err, res.Batches = err, nil
+			res.Err, res.Batches, res.through = err, nil, 0
 			return res
 		}
-		res.Batches, budget = append(res.Batches, more...), left
+		res.Batches, res.through, budget = append(res.Batches, more...), max(res.through, through), left
 	}
 	for _, b := range tail {
 		if len(res.Batches) > 0 && int64(len(b.Batch)) > budget || len(res.Batches) >= fetchBatchesMax {
@@ -222,6 +222,7 @@ func (c *Core) readNow(g *group, req FetchRequest) FetchResult {
 		}
 		if b.BaseOffset+int64(batchRecordCount(b.Batch)) > req.Offset {
 			res.Batches = append(res.Batches, b)
+			res.through = max(res.through, b.nextOffset())
 			budget -= int64(len(b.Batch))
 		}
 	}
@@ -238,9 +239,11 @@ const fetchEntryOverheadBytes = 256
 // batch cost a read and three allocations each), and hands them out as
 // stored: the first whole (unless whole is false: batches were served
 // before them), the next ones while they fit in budget. It
-// returns the batches and the budget left. Transaction markers are
-// skipped, or served as marker batches when markers is set.
-func (c *Core) readBatches(g *group, locs []engine.BatchLocation, offset, budget int64, markers, whole bool) ([]FetchedBatch, int64, error) {
+// returns the batches, the budget left and the offset after the last
+// location it accounted for (0 when none): transaction markers are
+// skipped, or served as marker batches when markers is set, and a reader
+// goes on past the markers skipped after the last batch.
+func (c *Core) readBatches(g *group, locs []engine.BatchLocation, offset, budget int64, markers, whole bool) ([]FetchedBatch, int64, int64, error) {
 	lo, hi := uint64(math.MaxUint64), uint64(0)
 	for _, loc := range locs {
 		i := g.bugRaftIndexOf(loc.RaftIndex)
@@ -249,9 +252,10 @@ func (c *Core) readBatches(g *group, locs []engine.BatchLocation, offset, budget
 	limit := uint64(budget) + (hi-lo)*fetchEntryOverheadBytes
 	entries, err := g.log.Entries(lo, hi, limit)
 	if err != nil || len(entries) == 0 {
-		return nil, budget, c.storageFailed(g, fmt.Errorf("%w: %s/%d entries [%d, %d): %w", ErrStorage, g.tp.Topic, g.tp.Partition, lo, hi, err))
+		return nil, budget, 0, c.storageFailed(g, fmt.Errorf("%w: %s/%d entries [%d, %d): %w", ErrStorage, g.tp.Topic, g.tp.Partition, lo, hi, err))
 	}
 	var out []FetchedBatch
+	through := int64(0)
 	for _, loc := range locs {
 		index := g.bugRaftIndexOf(loc.RaftIndex)
 		if index-lo >= uint64(len(entries)) {
@@ -263,19 +267,21 @@ func (c *Core) readBatches(g *group, locs []engine.BatchLocation, offset, budget
 			if m, ok := markerBatch(data, loc, markers); ok {
 				out = append(out, m)
 			}
+			through = loc.BaseOffset + 1
 			continue // a native reader skips the marker (txn_fetch.go)
 		}
 		if err != nil {
-			return nil, budget, err
+			return nil, budget, 0, err
 		}
 		if (len(out) > 0 || !whole || c.bugFirstBatchMustFit()) && int64(len(b.Batch)) > budget {
 			break // the first batch goes out whole; later ones must fit
 		}
 		b.BaseOffset, b.AppendTimeMs = c.bugBatchBase(loc.BaseOffset, offset), loc.AppendTimeMs
 		out = append(out, b)
+		through = b.nextOffset()
 		budget -= int64(len(b.Batch))
 	}
-	return out, budget, nil
+	return out, budget, through, nil
 }
 
 // readBatch reads the batch bytes of the produce entry at raft index from

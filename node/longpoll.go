@@ -150,11 +150,16 @@ func (s *fetchSession) failed() bool {
 func (s *fetchSession) bytes() int64 {
 	n := int64(0)
 	for _, p := range s.parts {
+		end := p.offset
 		for _, b := range p.res.Batches {
 			n += int64(len(b.Batch))
 			if b.Marker != nil {
 				n += markerAnswerBytes
 			}
+			end = max(end, b.nextOffset())
+		}
+		if p.res.through > end {
+			n += markerAnswerBytes // markers skipped past the batches: next_offset moves the reader on
 		}
 	}
 	return n
@@ -269,7 +274,10 @@ func (c *Core) readMore(g *group, p *fetchPart) FetchResult {
 	res.Batches = append(res.Batches, held...)
 	for _, b := range more.Batches {
 		if int64(len(b.Batch)) > budget || len(res.Batches) >= fetchBatchesMax {
-			break // the first batch goes out whole only at the part's start
+			// The first batch goes out whole only at the part's start;
+			// more's batches left out, next_offset is after the last held.
+			res.through = 0
+			break
 		}
 		res.Batches = append(res.Batches, b)
 		budget -= int64(len(b.Batch))
@@ -341,6 +349,7 @@ func (c *Core) finishSession(s *fetchSession) {
 			wp.Error.HighWatermark, wp.Error.LogStartOffset = res.HighWatermark, res.LogStartOffset
 		}
 		aborted := c.txnFetchState(wp, tp, res)
+		whole := true // every batch of res accounted for
 		for _, b := range res.Batches {
 			if p.iso == engine.ReadCommitted && inAborted(aborted, b) {
 				// A native read_committed reader never sees an aborted
@@ -350,12 +359,19 @@ func (c *Core) finishSession(s *fetchSession) {
 				continue
 			}
 			if served && s.maxBytes > 0 && int64(len(b.Batch)) > budget {
+				whole = false
 				break
 			}
 			wp.Batches = append(wp.Batches, wireBatch(b))
 			wp.NextOffset = b.nextOffset()
 			budget -= int64(len(b.Batch))
 			served = true
+		}
+		if whole && wp.Error == nil && res.through > wp.NextOffset {
+			// Past the markers the read skipped after its last batch, as
+			// a Kafka consumer moves past a control batch: a reader at a
+			// marker ending the log otherwise stayed on it for good.
+			wp.NextOffset = res.through
 		}
 		out = append(out, wp)
 	}

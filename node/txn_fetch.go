@@ -11,7 +11,8 @@ import (
 // Reads of partitions with transactions (engine/doc.go "Transactions"): a
 // fetch at isolation level read_committed stops at the last stable offset
 // (engine AppendReadable), every fetch skips the transaction markers (a
-// marker's offset holds no batch for a native reader) and answers the
+// marker's offset holds no batch for a native reader; next_offset moves
+// it past those after the last batch, FetchResult.through) and answers the
 // partition's last stable offset and the aborted transactions overlapping
 // the batches it returns, so a read_uncommitted reader can drop aborted
 // batches itself; ListOffsets latest at read_committed is the last stable

@@ -30,9 +30,11 @@ var GroupBugNames = []string{"GroupAssignBeforeRevoke", "GroupCommitSkipsEpoch",
 // (wire_libconsumer.go) run the code they live in.
 var ClientBugNames = []string{"LibAutoCommitFetched", "LibSeekSkipsTarget", "LibExhaustedDefinite"}
 
-// TxnBugNames are the partition's planted transaction bugs (engine's
-// SetTxnBugs): they need the transactional workload (Options.Txn).
-var TxnBugNames = []string{"LSOPassesOpenTxn", "DropAbortOnRestore", "MarkersBeforeDecision", "TxnSkipsFence"}
+// TxnBugNames are the planted transaction bugs (the partition's:
+// engine's SetTxnBugs; the coordinator's: engine/txn's SetBugs; the
+// group's transactional offsets: engine/groups' SetTxnOffsetsBug): they
+// need the transactional workload (Options.Txn).
+var TxnBugNames = []string{"LSOPassesOpenTxn", "DropAbortOnRestore", "MarkersBeforeDecision", "TxnSkipsFence", "TxnOffsetsOnAbort"}
 
 // ParseBug checks a planted bug's name; "" plants none.
 func ParseBug(name string) (string, error) {
@@ -55,6 +57,7 @@ func plantBug(cfg *node.Config, name string) {
 	clientlib.SetProducerBugs(name == "LibExhaustedDefinite")                   // the sample's library producers (wire_libproducer.go)
 	engine.SetTxnBugs(name == "LSOPassesOpenTxn", name == "DropAbortOnRestore") // need Options.Txn (wire_txn.go)
 	txn.SetBugs(name == "TxnSkipsFence")                                        // needs Options.Txn
+	groups.SetTxnOffsetsBug(name == "TxnOffsetsOnAbort")                        // needs Options.Txn (wire_txn_session.go)
 	switch name {
 	case "AckBeforeCommit":
 		cfg.Bugs.AckBeforeCommit = true

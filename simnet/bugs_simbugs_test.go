@@ -33,6 +33,7 @@ var pinnedCatch = map[string]uint64{
 	"MoveDropsOldReplicaEarly": 1,  // with Options.Moves over 5 nodes (moves_simbugs_test.go)
 	"RemoveBeforeCaughtUp":     67, // with Options.Joins (joins_simbugs_test.go); rare (seed 24 with the fixed knobs)
 	"MoveRacesRebalance":       6,  // the standard sample with groups and moves forced (moves_simbugs_test.go)
+	"TxnOffsetsOnAbort":        1,  // with Options.Txn: the TransactSession members (txn_sim_simbugs_test.go)
 }
 
 // requireCaught fails t unless some seed catches bug: its pinned seed

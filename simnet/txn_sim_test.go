@@ -28,9 +28,10 @@ func TestSimTxn(t *testing.T) {
 		if res.Failed() {
 			t.Errorf("seed %d failed:\n%s", seed, res.Failures)
 		}
-		t.Logf("seed %d: committed=%d aborted=%d fenced=%d zombie=%d crash=%d read-committed=%d checked=%d", seed,
+		t.Logf("seed %d: committed=%d aborted=%d fenced=%d zombie=%d crash=%d read-committed=%d checked=%d; session: committed=%d aborted=%d read-txn=%d exactly-once=%d", seed,
 			res.Coverage.Count("txn/committed"), res.Coverage.Count("txn/aborted"), res.Coverage.Count("txn/fenced"),
 			res.Coverage.Count("txn/zombie"), res.Coverage.Count("txn/crash"), res.Coverage.Count("txn/read-committed"),
-			res.Coverage.Count("txn/checked"))
+			res.Coverage.Count("txn/checked"), res.Coverage.Count("txn/session-committed"), res.Coverage.Count("txn/session-aborted"),
+			res.Coverage.Count("txn/session-read-txn"), res.Coverage.Count("txn/session-exactly-once"))
 	}
 }

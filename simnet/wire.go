@@ -122,6 +122,7 @@ func (ww *wireWorkload) configure(cfg *node.Config) {
 		ww.groups.configure(cfg)
 	}
 	ww.configureOperator(cfg)
+	ww.txn.configure(cfg) // wire_txn_session.go
 }
 
 // start begins the run: the admin client creates the topics.

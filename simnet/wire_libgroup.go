@@ -318,7 +318,8 @@ func (w *world) endLibTasks() {
 	if w.wire == nil {
 		return
 	}
-	w.wire.endLibConsumers() // wire_libconsumer.go
+	w.wire.endLibConsumers()     // wire_libconsumer.go
+	w.wire.txn.endSessionTasks() // wire_txn_session_check.go
 	if w.wire.libGroup == nil {
 		return
 	}

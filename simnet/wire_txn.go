@@ -8,6 +8,7 @@ import (
 	"github.com/strandlog/strand/clientlib"
 	"github.com/strandlog/strand/engine/recordbatch"
 	"github.com/strandlog/strand/linearizability"
+	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -73,16 +74,25 @@ func txnClients(o Options) int {
 	if !o.Txn {
 		return 0
 	}
-	return txnProducersMax + 1
+	return txnProducersMax + 1 + txnSessionClients(o)
 }
 
-// txnWorkloadPartitions counts topicTxn's partitions, checked as groups
-// after the coordinators' (world.groupOf).
+// txnWorkloadPartitions counts topicTxn's and topicTxnOut's partitions,
+// checked as groups after the coordinators' (world.groupOf).
 func txnWorkloadPartitions(o Options) int {
 	if !o.Txn {
 		return 0
 	}
-	return txnTopicPartitions
+	return txnTopicPartitions + txnOutPartitions
+}
+
+// txnWorkloadTP is the workload's p-th partition: topicTxn's, then
+// topicTxnOut's.
+func txnWorkloadTP(p int) node.TopicPartition {
+	if p < txnTopicPartitions {
+		return node.TopicPartition{Topic: topicTxn, Partition: int32(p)}
+	}
+	return node.TopicPartition{Topic: topicTxnOut, Partition: int32(p - txnTopicPartitions)}
 }
 
 // txnSim is the workload and its history.
@@ -102,7 +112,12 @@ type txnSim struct {
 	tailPos [txnTopicPartitions]int64
 	// trimmed: the partition's log start passed a reader (retention or
 	// a delete-records): it is not drained whole.
-	trimmed [txnTopicPartitions]bool
+	trimmed map[linearizability.TopicPartition]bool
+	// ses are the consume-transform-produce members (wire_txn_session.go).
+	ses *txnSession
+	// drainTPs are the partitions the final reads drain: topicTxn's and
+	// topicTxnOut's.
+	drainTPs []linearizability.TopicPartition
 }
 
 // txnProducer is one transactional id; lives are its processes.
@@ -134,11 +149,18 @@ func newTxnSim(ww *wireWorkload, first int) *txnSim {
 	if !ww.w.opts.Txn {
 		return nil
 	}
-	s := &txnSim{ww: ww, sentCommit: map[int]bool{}, readLeader: -1}
+	s := &txnSim{ww: ww, sentCommit: map[int]bool{}, readLeader: -1, trimmed: map[linearizability.TopicPartition]bool{}}
 	s.reader = newWireClient(ww, first+txnProducersMax, kindMember)
 	for i := range txnProducersMax {
 		s.producers = append(s.producers, &txnProducer{s: s, c: newWireClient(ww, first+i, kindMember),
 			tid: "sim-txn-" + strconv.Itoa(i)})
+	}
+	s.ses = newTxnSession(s, first+txnProducersMax+1)
+	for q := range int32(txnTopicPartitions) {
+		s.drainTPs = append(s.drainTPs, linearizability.TopicPartition{Topic: topicTxn, Partition: q})
+	}
+	for q := range int32(txnOutPartitions) {
+		s.drainTPs = append(s.drainTPs, linearizability.TopicPartition{Topic: topicTxnOut, Partition: q})
 	}
 	return s
 }
@@ -156,7 +178,7 @@ func (s *txnSim) owns(c *wireClient) bool {
 			return true
 		}
 	}
-	return false
+	return s.ses.owns(c)
 }
 
 // start creates topicTxn, then starts the producers; the workload counts
@@ -171,14 +193,17 @@ func (s *txnSim) create(attempt int) {
 	c := s.reader
 	req := &strandpb.Request{Body: &strandpb.Request_CreateTopics{CreateTopics: &strandpb.CreateTopicsRequest{
 		Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: topicTxn, Partitions: txnTopicPartitions,
+			ReplicationFactor: int32(s.ww.w.opts.Replication)}, {Name: topicTxnOut, Partitions: txnOutPartitions,
 			ReplicationFactor: int32(s.ww.w.opts.Replication)}},
 		TimeoutMs: int32(s.ww.w.opts.ClientTimeout / time.Millisecond)}}}
 	s.ww.call(c, c.randomNode(), req, func(resp *strandpb.Response, err error) {
 		if err == nil {
 			err = wireErr(resp.GetError())
 		}
-		if err == nil && len(resp.GetCreateTopics().GetTopics()) == 1 {
-			err = wireErr(resp.GetCreateTopics().GetTopics()[0].GetError())
+		for _, t := range resp.GetCreateTopics().GetTopics() {
+			if e := wireErr(t.GetError()); err == nil && errCode(e) != strandpb.ErrorCode_ERROR_CODE_TOPIC_EXISTS {
+				err = e
+			}
 		}
 		if err == nil || errCode(err) == strandpb.ErrorCode_ERROR_CODE_TOPIC_EXISTS {
 			s.startProducers()
@@ -200,6 +225,7 @@ func (s *txnSim) startProducers() {
 		p.c.after(p.c.thinkTime(), p.spawn)
 	}
 	s.reader.after(s.reader.thinkTime(), func() { s.tail(0) })
+	s.ses.start()
 }
 
 // producerDone counts a producer out; the last one ends the workload's

@@ -38,23 +38,23 @@ func (s *txnSim) tail(q int32) {
 		part, err := s.fetchedPartition(resp, err, wc)
 		if err != nil {
 			s.readLeader = leaderHint(c, err)
-			s.tailPos[q] = s.skipTrimmed(q, offset, err)
+			s.tailPos[q] = s.skipTrimmed(linearizability.TopicPartition{Topic: topicTxn, Partition: q}, offset, err)
 			c.after(wireBackoff.Delay(2, c.rng), func() { s.tail(nextQ) })
 			return
 		}
 		s.readLeader = target
-		s.tailPos[q] = s.recordPoll(q, offset, part, call)
+		s.tailPos[q] = s.recordPoll(linearizability.TopicPartition{Topic: topicTxn, Partition: q}, offset, part, call)
 		c.after(time.Duration(1+c.rng.IntN(20))*time.Millisecond, func() { s.tail(nextQ) })
 	})
 }
 
-// skipTrimmed is the offset to read q from after err: the log start when
-// it passed offset (the partition is then not drained whole), else
+// skipTrimmed is the offset to read tp from after err: the log start
+// when it passed offset (the partition is then not drained whole), else
 // offset.
-func (s *txnSim) skipTrimmed(q int32, offset int64, err error) int64 {
+func (s *txnSim) skipTrimmed(tp linearizability.TopicPartition, offset int64, err error) int64 {
 	var e *clientlib.Error
 	if asWireError(err, &e) && e.Code == strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE && e.LogStartOffset > offset {
-		s.trimmed[q] = true
+		s.trimmed[tp] = true
 		s.ww.w.coverage.Inc("txn/read-trimmed")
 		return e.LogStartOffset
 	}
@@ -101,35 +101,40 @@ func leaderHint(c *wireClient, err error) int {
 	return -1
 }
 
-// finish runs, once the run healed, the read_committed reads of every
-// partition of topicTxn from offset 0, checks the history, then runs
-// then (the final drain).
+// finish runs, once the run healed: the session members close, every
+// partition of topicTxn and topicTxnOut is read at read_committed from
+// offset 0, the history is checked, then runs then (the final drain).
 func (s *txnSim) finish(then func()) {
 	if s == nil || s.finished {
 		then()
 		return
 	}
 	s.finished = true
-	s.readPartition(0, 0, 0, then)
+	s.ses.stop(0, func() { s.readPartition(0, 0, 0, then) })
 }
 
-// readPartition fetches partition q at read_committed from offset on
+// readPartition fetches drainTPs[i] at read_committed from offset on
 // until it reached the high-water mark with nothing open (LSO equal to
-// it), recording each answer as a poll, then reads the next partition.
-func (s *txnSim) readPartition(q int32, offset int64, round int, then func()) {
-	if q == txnTopicPartitions {
-		s.check()
-		then()
+// it), recording each answer as a poll, then reads the next partition;
+// after the last it reads the session group's offsets and checks.
+func (s *txnSim) readPartition(i int, offset int64, round int, then func()) {
+	if i == len(s.drainTPs) {
+		s.ses.readCommitted(0, func(committed map[linearizability.TopicPartition]int64) {
+			s.check()
+			s.ses.checkExactlyOnce(committed)
+			then()
+		})
 		return
 	}
+	tp := s.drainTPs[i]
 	c := s.reader
 	if round >= txnReadsMax {
 		s.ww.w.coverage.Inc("txn/read-incomplete")
-		s.readPartition(q+1, 0, 0, then)
+		s.readPartition(i+1, 0, 0, then)
 		return
 	}
 	req := &strandpb.Request{Body: &strandpb.Request_Fetch{Fetch: &strandpb.FetchRequest{MaxWaitMs: 0, IsolationLevel: 1,
-		IncludeMarkers: true, Partitions: []*strandpb.FetchRequest_Partition{{Topic: topicTxn, Partition: q, Offset: offset, MaxBytes: txnReadBytes}}}}}
+		IncludeMarkers: true, Partitions: []*strandpb.FetchRequest_Partition{{Topic: tp.Topic, Partition: tp.Partition, Offset: offset, MaxBytes: txnReadBytes}}}}}
 	call := int64(s.ww.w.now())
 	target := c.randomNode()
 	if s.readLeader >= 0 {
@@ -140,31 +145,30 @@ func (s *txnSim) readPartition(q int32, offset int64, round int, then func()) {
 		part, err := s.fetchedPartition(resp, err, wc)
 		if err != nil {
 			s.readLeader = leaderHint(c, err)
-			next := s.skipTrimmed(q, offset, err)
-			c.after(wireBackoff.Delay(min(round+1, 8), c.rng), func() { s.readPartition(q, next, round+1, then) })
+			next := s.skipTrimmed(tp, offset, err)
+			c.after(wireBackoff.Delay(min(round+1, 8), c.rng), func() { s.readPartition(i, next, round+1, then) })
 			return
 		}
 		s.readLeader = target
-		next := s.recordPoll(q, offset, part, call)
+		next := s.recordPoll(tp, offset, part, call)
 		if next >= part.GetHighWatermark() && part.GetLastStableOffset() >= part.GetHighWatermark() {
-			if !s.trimmed[q] {
-				s.hist.Drained = append(s.hist.Drained, linearizability.TopicPartition{Topic: topicTxn, Partition: q})
+			if !s.trimmed[tp] {
+				s.hist.Drained = append(s.hist.Drained, tp)
 			}
-			s.readPartition(q+1, 0, 0, then)
+			s.readPartition(i+1, 0, 0, then)
 			return
 		}
 		delay := c.thinkTime()
 		if next == offset {
 			delay = wireBackoff.Delay(min(round+1, 8), c.rng) // an open transaction: wait for its end
 		}
-		c.after(delay, func() { s.readPartition(q, next, round+1, then) })
+		c.after(delay, func() { s.readPartition(i, next, round+1, then) })
 	})
 }
 
-// recordPoll records one read_committed answer of partition q as a poll
+// recordPoll records one read_committed answer of partition tp as a poll
 // and returns the offset to read next.
-func (s *txnSim) recordPoll(q int32, offset int64, part *strandpb.FetchResponse_Partition, call int64) int64 {
-	tp := linearizability.TopicPartition{Topic: topicTxn, Partition: q}
+func (s *txnSim) recordPoll(tp linearizability.TopicPartition, offset int64, part *strandpb.FetchResponse_Partition, call int64) int64 {
 	poll := linearizability.TxnPoll{Client: linearizability.ClientID(s.reader.index), TP: tp, ReadCommitted: true,
 		Call: call, Return: int64(s.ww.w.now())}
 	next := offset
@@ -182,7 +186,7 @@ func (s *txnSim) recordPoll(q int32, offset int64, part *strandpb.FetchResponse_
 			return nil
 		})
 		if err != nil {
-			s.ww.w.fail("txn: fetched batch of %s at %d does not decode: %v", topicTxn, b.GetBaseOffset(), err)
+			s.ww.w.fail("txn: fetched batch of %s at %d does not decode: %v", tp, b.GetBaseOffset(), err)
 		}
 		next = max(next, at)
 	}

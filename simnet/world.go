@@ -217,7 +217,7 @@ func newWorld(o Options) *world {
 		w.groupOf[node.TopicPartition{Topic: node.TransactionsTopic, Partition: int32(p)}] = o.Partitions + 1 + groupOffsetsPartitions(o) + p
 	}
 	for p := range txnWorkloadPartitions(o) { // wire_txn.go
-		w.groupOf[node.TopicPartition{Topic: topicTxn, Partition: int32(p)}] = o.Partitions + 1 + groupOffsetsPartitions(o) + txnPartitions(o) + p
+		w.groupOf[txnWorkloadTP(p)] = o.Partitions + 1 + groupOffsetsPartitions(o) + txnPartitions(o) + p
 	}
 	w.checker = newChecker(w)
 	w.hist = newHistory(o.Partitions)

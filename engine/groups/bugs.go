@@ -8,4 +8,5 @@ const (
 	bugAssignBeforeRevoke = false
 	bugCommitSkipsEpoch   = false
 	bugClassicForgotten   = false
+	bugOffsetsOnAbort     = false
 )

@@ -15,7 +15,14 @@ var (
 	// coordinator fail-over, as if their state were the old
 	// coordinator's memory.
 	bugClassicForgotten = false
+	// bugOffsetsOnAbort commits a transaction's pending offsets on its
+	// abort marker too: the group's offsets move past input whose output
+	// was aborted.
+	bugOffsetsOnAbort = false
 )
+
+// SetTxnOffsetsBug switches bugOffsetsOnAbort on or off.
+func SetTxnOffsetsBug(on bool) { bugOffsetsOnAbort = on }
 
 // SetClassicBug switches bugClassicForgotten on or off.
 func SetClassicBug(on bool) { bugClassicForgotten = on }

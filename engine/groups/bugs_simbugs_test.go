@@ -57,3 +57,22 @@ func TestBugClassicForgotten(t *testing.T) {
 		t.Fatalf("bug not effective: heartbeat after restore: %v", err)
 	}
 }
+
+// TestBugOffsetsOnAbort shows the planted bug makes an aborted
+// transaction's pending offsets the group's committed ones (the property
+// TestTxnOffsetsAbortAndStaleProducer and simnet's session members
+// check).
+func TestBugOffsetsOnAbort(t *testing.T) {
+	SetTxnOffsetsBug(true)
+	defer SetTxnOffsetsBug(false)
+	s := New()
+	if err := s.TxnCommit(txnCommit(7, 3, 42)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.TxnMarker(TxnMarker{Group: "g", ProducerID: 7, ProducerEpoch: 4, Commit: false}); err != nil {
+		t.Fatal(err)
+	}
+	if got := fetched(s); got != 42 {
+		t.Fatalf("with the bug the abort marker left offset %d; want 42 committed", got)
+	}
+}

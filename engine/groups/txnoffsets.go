@@ -155,7 +155,7 @@ func (s *State) TxnMarker(m TxnMarker) error {
 	if p.epoch > txnEpoch {
 		return nil // a late duplicate: the pending offsets are a later transaction's
 	}
-	if m.Commit && p.epoch == txnEpoch {
+	if (m.Commit || bugOffsetsOnAbort) && p.epoch == txnEpoch { // planted-bug hook (-tags simbugs)
 		for _, tp := range slices.SortedFunc(maps.Keys(p.offsets), compareTP) {
 			g.offsets[tp] = p.offsets[tp]
 		}

@@ -1,0 +1,84 @@
+package clientlib
+
+import (
+	"context"
+	"testing"
+
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// TestSimulatedTransactionCommits: a transactional Client on the
+// simulated transport runs a whole transaction in virtual time: the
+// producer adds the partition with AddPartitionsToTxn (through the
+// coordinator FindCoordinator named) before its produce, and
+// CommitTransaction's Flush waits as a task for the record's answer
+// instead of blocking the simulator's thread. Before the fix the
+// AddPartitionsToTxn was refused locally ("transactions are not supported
+// on the simulator's transport") and Flush blocked on a channel.
+func TestSimulatedTransactionCommits(t *testing.T) {
+	w := &scriptedWorld{}
+	var kinds []string
+	w.answer = func(_ string, req *strandpb.Request) *strandpb.Response {
+		switch {
+		case req.GetMetadata() != nil:
+			return twoNodeMetadata()
+		case req.GetFindCoordinator() != nil:
+			kinds = append(kinds, "find")
+			return &strandpb.Response{Body: &strandpb.Response_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorResponse{NodeId: 2, Address: "n2"}}}
+		case req.GetTxnInitProducerId() != nil:
+			kinds = append(kinds, "init")
+			return &strandpb.Response{Body: &strandpb.Response_TxnInitProducerId{TxnInitProducerId: &strandpb.TxnInitProducerIdResponse{ProducerId: 7}}}
+		case req.GetAddPartitionsToTxn() != nil:
+			kinds = append(kinds, "add")
+			return &strandpb.Response{Body: &strandpb.Response_AddPartitionsToTxn{AddPartitionsToTxn: &strandpb.AddPartitionsToTxnResponse{
+				Results: []*strandpb.AddPartitionsToTxnResponse_Result{{Topic: "t", Partition: 0}}}}}
+		case req.GetProduce() != nil:
+			kinds = append(kinds, "produce")
+			return &strandpb.Response{Body: &strandpb.Response_Produce{Produce: &strandpb.ProduceResponse{
+				Partitions: []*strandpb.ProduceResponse_Partition{{Topic: "t", Partition: 0, BaseOffset: 41}}}}}
+		case req.GetEndTxn() != nil:
+			kinds = append(kinds, "end")
+			return &strandpb.Response{Body: &strandpb.Response_EndTxn{EndTxn: &strandpb.EndTxnResponse{ProducerId: 7, ProducerEpoch: 1}}}
+		}
+		t.Fatalf("unexpected request %v", req)
+		return nil
+	}
+	c, err := NewClient(Simulated(w), SeedAddresses("n1"), RandSeed(1), TransactionalID("tx"), ManualPartitioner())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offset int64 = -1
+	var commitErr error
+	finished := false
+	c.SimRun(func(ctx context.Context) {
+		if commitErr = c.InitTransactions(ctx); commitErr != nil {
+			return
+		}
+		if commitErr = c.BeginTransaction(); commitErr != nil {
+			return
+		}
+		c.Produce(ctx, &Record{Topic: "t", Partition: 0, Value: []byte("v")}, func(r *Record, err error) {
+			if err != nil {
+				t.Errorf("record: %v", err)
+			}
+			offset = r.Offset
+		})
+		commitErr = c.CommitTransaction(ctx)
+	}, func() { finished = true })
+	w.run(t, 10000)
+	if !finished || commitErr != nil {
+		t.Fatalf("task finished=%v, commit error %v; want a committed transaction", finished, commitErr)
+	}
+	if offset != 41 {
+		t.Fatalf("record offset %d, want 41", offset)
+	}
+	want := []string{"find", "init", "add", "produce", "end"}
+	if len(kinds) != len(want) {
+		t.Fatalf("requests %v, want %v", kinds, want)
+	}
+	for i := range want {
+		if kinds[i] != want[i] {
+			t.Fatalf("requests %v, want %v", kinds, want)
+		}
+	}
+}
