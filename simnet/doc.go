@@ -191,16 +191,25 @@
 //     dense overlapping faults alone almost never let a deposed leader serve a read after a newer
 //     acknowledged write);
 //   - disk stalls (diskstall.go, half the seeds, 1–3 a run once 10–60% of the operations are
-//     issued, a second apart): a partition leader's node whose peers are healthy has every fsync
-//     hang for the stall threshold (Config.DiskStallAfter, else an election timeout) plus two
-//     election timeouts plus 1.5–3 s (or until a heal), with no other fault, overload or fsync
-//     crash point meanwhile; within the threshold plus two election timeouts plus 1 s of its first
-//     hung fsync
-//     every group it led must be led elsewhere (skipped, and counted, when its peers did not stay
-//     healthy or too few run the group's incarnation to elect without it). Planted
-//     StalledLeaderKeepsLeading (the watchdog blind) is caught by nothing else: 135 of 200 seeds
-//     with its sweeps forcing 3 stalls on (as WALAckBeforeFsync forces the WAL), 63 of 200 with
-//     stalls drawn as in the standard sample, 0 of 100 with stalls off;
+//     issued, a second apart): a partition leader's node whose peers are healthy and can elect
+//     without it has every fsync hang for the stall threshold (Config.DiskStallAfter, else an
+//     election timeout) plus two election timeouts plus 1.5–3 s (the quiet probe's heal ends it;
+//     the liveness heal does not), with no other fault, overload, fsync crash point, rolling-restart
+//     kill or move's targeted crash meanwhile; a due episode waits up to 1 s for the faults under
+//     way to end, then ends them as an incident does, so it runs in every seed that draws it. Once
+//     the cluster has been fair (peers up, unrestarted, connected, unpaused, with space; the victim
+//     in the incarnation whose fsync hung) for the threshold plus two election timeouts plus 1 s,
+//     counted from the first hung fsync at the earliest, every group it led then or leads now must
+//     be led elsewhere (a restart meanwhile restarts the wait, and the episode runs up to a bound
+//     longer for it; groups too few others run are skipped, and counted); a group led by nobody
+//     while node frames were lost gets a second look an election round later, the stall extended
+//     (seed 197: a handover's vote requests lost in two rounds). Planted
+//     StalledLeaderKeepsLeading (the watchdog blind) is caught by nothing else: 139 of 200
+//     sample seeds (stalls forced on where a seed drew none, as WALAckBeforeFsync forces the WAL),
+//     against 51 before: in two seeds of three the episode never began (a spare not joined yet or
+//     a node gone for good kept the peers "unhealthy"; faults under way outlasted the wait at
+//     production's ticks) or its check was voided (a rolling-restart kill, the liveness heal
+//     ending the stall); 0 of 100 with stalls off;
 //   - scheduled disk-loss incidents (incidents.go, every seed once 2–8% of the operations are
 //     issued; each heals the faults under way and holds the random mix while its chain runs):
 //     *repair under a concurrent failure* (L cut off so X and A commit what it misses; X loses
@@ -269,9 +278,13 @@
 // the seeds; 5 nodes with moves, with joins (half of them then decommission a node) or with both in
 // half; topic growth wherever groups do not run; the WAL in one in eight; the Kafka codec in half. So a
 // seed sees a move of the group's __strand_offsets partition off its coordinator (one move in two
-// with groups) during a rebalance, a join during a disk replacement, a decommission racing the
-// mover. The coverage table has a feature/... row per feature, and TestSim (40 seeds or more)
-// requires each feature and its main event. Moves and joins together: a move adds only active
+// with groups; the added node takes the coordinator's place as preferred replica, and once the move
+// settled the mover balances the leaders as `strand cluster leaders --balance` does, so the
+// coordinator restarts on a replica new to the partition) during a rebalance, a join during a disk
+// replacement, a decommission racing the mover. A group member reads every partition's committed
+// offset (one OffsetFetch, a history op per partition) from every coordinator it finds, so a
+// coordinator's restored state meets the history at once. The coverage table has a feature/... row
+// per feature, and TestSim (40 seeds or more) requires each feature and its main event. Moves and joins together: a move adds only active
 // unfenced nodes; a move or cancel refused because the membership changed under it (a node fenced,
 // the decommission's own move) is the operator's race, not a finding; a move the decommission moved
 // on must be settled where the metadata puts it; a removed node's metadata is not consulted. The
@@ -318,8 +331,11 @@
 // seeds per CPU-minute at load 2 (frames and applied entries hashed by length and CRC-32C; the
 // profile is flat: Process 33%, wire workload 14%, audit 7%); with the feature draw 175 against 191
 // for FEATURES=0 side by side at load 2 (145 against 156 at load 10). Planted MoveRacesRebalance (a coordinator on a moved-in
-// replica starts at the log's end): 0 of 200 seeds with FEATURES=0, 102 of 200 with the draw and
-// groups and moves forced (sampleOptions). Planted LibAutoCommitFetched (clientlib's auto-commit
+// replica starts at the log's end): 0 of 200 seeds with FEATURES=0, 122 of 200 with the draw and
+// groups and moves forced (sampleOptions), against 70 before the coordinator's partition moved to a
+// preferred replica new to it with the leaders balanced after, and before members read every
+// partition's offset from each coordinator they find (54 against 66 of seeds 1-100 for that read
+// alone). Planted LibAutoCommitFetched (clientlib's auto-commit
 // after Poll's fetch: records committed before the application processed them): 149 of 200 group
 // seeds (groupOptions; TestSimCatchesLibAutoCommitFetched), 0 of 200 without the clientlib members
 // (the simulator before them ran no clientlib consumer code); the library members add 4.5% events

@@ -711,6 +711,12 @@ func (p *planner) pollRolling() {
 // of that round survive in the page cache into recovery. The restart
 // follows (failStop).
 func (p *planner) rollingKill(n *simNode) {
+	if p.stallActive() {
+		// A node whose disk stalls is not ready (/readyz): an orchestrated
+		// restart waits for it, as it waits for a restarted node.
+		p.w.sched.schedule(rollingRestartPoll, &event{kind: evCall, node: -1, call: func() { p.rollingKill(n) }})
+		return
+	}
 	if !n.up || n.cut.armed != 0 {
 		return
 	}

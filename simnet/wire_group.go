@@ -72,7 +72,8 @@ type groupMember struct {
 	seq             uint64
 	owned           []int // sorted partitions
 	lastOK          time.Duration
-	coordinatorLink // the coordinator found and a call in flight
+	coordinatorLink     // the coordinator found and a call in flight
+	fetchedFrom     int // the coordinator whose committed offsets it read last (-1: none)
 	paused          bool
 	ops             int
 	gen             int // bumped on crash: timers of an older process do nothing
@@ -87,7 +88,8 @@ func newGroupSim(ww *wireWorkload, first int) *groupSim {
 	gs.holder = slices.Repeat([]int{-1}, gs.parts)
 	gs.last = slices.Repeat([]int{-1}, gs.parts)
 	for i := 0; i < o.GroupMembers; i++ {
-		m := &groupMember{gs: gs, c: newWireClient(ww, first+i, kindMember), idx: i, coordinatorLink: coordinatorLink{coord: -1}}
+		m := &groupMember{gs: gs, c: newWireClient(ww, first+i, kindMember), idx: i, coordinatorLink: coordinatorLink{coord: -1},
+			fetchedFrom: -1}
 		if i%2 == 0 {
 			m.instance = fmt.Sprintf("inst-%d", i)
 		}
@@ -173,6 +175,20 @@ func (m *groupMember) step() {
 	if len(m.owned) > 0 && m.lastOK > 0 && w.now()-m.lastOK > groupSession/2 {
 		m.releaseAll("session lapsed") // the coordinator may expire it any moment now
 		m.epoch = 0
+	}
+	if m.coord >= 0 && m.coord != m.fetchedFrom {
+		// A consumer reads its committed offsets from every coordinator
+		// it finds (a Kafka consumer does on the assignment that follows
+		// a rediscovery), here every partition's in one OffsetFetch: a new
+		// coordinator's restored state (a fail-over, a move of its
+		// partition) meets the history at once, whatever it lost.
+		m.fetchedFrom = m.coord
+		all := make([]int, gs.parts)
+		for p := range all {
+			all[p] = p
+		}
+		m.fetchOffsets(all)
+		return
 	}
 	if gs.settling || m.ops >= groupOpsPerMember {
 		m.heartbeat(m.epoch)
@@ -383,27 +399,45 @@ func (m *groupMember) commitAs(p int, epoch int32, zombie bool) {
 
 // fetchCommitted reads one partition's committed offset (a history op).
 func (m *groupMember) fetchCommitted() {
+	m.fetchOffsets([]int{m.c.rng.IntN(m.gs.parts)})
+}
+
+// fetchOffsets reads the committed offsets of parts in one OffsetFetch, a
+// history op per partition.
+func (m *groupMember) fetchOffsets(parts []int) {
 	gs, w := m.gs, m.gs.ww.w
-	p := m.c.rng.IntN(gs.parts)
-	tp := linearizability.TopicPartition{Topic: gs.ww.topics[0].name, Partition: int32(p)}
-	id := w.hist.h.CallFetchCommitted(linearizability.ClientID(m.c.index), groupID, tp, ns(w.now()))
+	topic := gs.ww.topics[0].name
+	ids := make([]linearizability.OpID, len(parts))
+	ps := make([]int32, len(parts))
+	for i, p := range parts {
+		tp := linearizability.TopicPartition{Topic: topic, Partition: int32(p)}
+		ids[i] = w.hist.h.CallFetchCommitted(linearizability.ClientID(m.c.index), groupID, tp, ns(w.now()))
+		ps[i] = int32(p)
+	}
+	fail := func() {
+		for _, id := range ids {
+			w.hist.h.Fail(id, ns(w.now()))
+		}
+	}
 	req := &strandpb.Request{Body: &strandpb.Request_OffsetFetch{OffsetFetch: &strandpb.OffsetFetchRequest{
-		Group: groupID, Partitions: []*strandpb.GroupTopicPartitions{{Topic: tp.Topic, Partitions: []int32{tp.Partition}}},
+		Group: groupID, Partitions: []*strandpb.GroupTopicPartitions{{Topic: topic, Partitions: ps}},
 	}}}
-	m.pending = func() { w.hist.h.Fail(id, ns(w.now())) }
+	m.pending = fail
 	m.call(req, func(resp *strandpb.Response, err error) {
 		m.pending = nil
 		if err != nil {
-			w.hist.h.Fail(id, ns(w.now()))
+			fail()
 			return
 		}
-		off := int64(-1)
-		for _, o := range resp.GetOffsetFetch().GetOffsets() {
-			if o.GetTopic() == tp.Topic && o.GetPartition() == tp.Partition {
-				off = o.GetOffset()
+		for i, p := range parts {
+			off := int64(-1)
+			for _, o := range resp.GetOffsetFetch().GetOffsets() {
+				if o.GetTopic() == topic && o.GetPartition() == int32(p) {
+					off = o.GetOffset()
+				}
 			}
+			w.hist.h.ReturnOffset(ids[i], off, ns(w.now()))
 		}
-		w.hist.h.ReturnOffset(id, off, ns(w.now()))
 	})
 }
 

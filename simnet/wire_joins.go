@@ -212,15 +212,20 @@ func (c *wireClient) adminStep(req *strandpb.NodeAdminRequest, accept []strandpb
 					done()
 				case c.attempts < joinAttemptsMax && (a.Retriable || code == strandpb.ErrorCode_ERROR_CODE_MEMBERSHIP_REFUSED):
 					c.maybeDone = c.maybeDone || a.MaybeWritten
-					target := c.controllerTarget(err)
-					if _, unreachable := errors.AsType[*clientlib.ConnError](err); unreachable {
+					next := c.controllerTarget(err)
+					_, unreachable := errors.AsType[*clientlib.ConnError](err)
+					if unreachable || code == strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER && next == target {
 						// As clientlib's controllerRequest: a controller that
 						// does not answer is skipped for any node (which
 						// forwards), or a dead node cached as the metadata
-						// leader holds the admin forever (seed 27 of -sim.joins).
-						target = c.randomNode()
+						// leader holds the admin forever (seed 27 of
+						// -sim.joins); so is a node that answered it knows
+						// no controller while the stale cache names it (a
+						// decommissioned node no longer in the metadata
+						// group: seed 160 retried its REMOVE there for 50 s).
+						next = c.randomNode()
 					}
-					c.after(wireBackoff.Delay(c.attempts, c.rng), func() { attempt(target) })
+					c.after(wireBackoff.Delay(c.attempts, c.rng), func() { attempt(next) })
 				default:
 					c.ww.w.fail("node admin %v of node %d: %v (%d attempts)", req.GetAction(), req.GetNodeId(), err, c.attempts)
 					c.finished = true

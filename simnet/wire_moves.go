@@ -40,6 +40,11 @@ const (
 	moveCancelOneIn = 4 // a recorded move is cancelled (redirected back) once in this many
 	moveWatchEvery  = 5 * time.Millisecond
 	moveWatchChecks = 400 // bounds the joint-configuration watch (2 s)
+	// moveBalanceEvery and moveBalanceChecks pace and bound the wait for a
+	// move to settle before the leaders are balanced (10 s).
+	moveBalanceEvery  = 50 * time.Millisecond
+	moveBalanceChecks = 200
+	moveBalanceTries  = 3
 	// offsetsMoveOneIn: with the group workload, a move picks the group's
 	// __strand_offsets partition once in this many.
 	offsetsMoveOneIn = 2
@@ -258,15 +263,26 @@ func (c *wireClient) drawMove() (simMove, bool) {
 	}
 	replace := 1 + c.rng.IntN(min(2, len(outside), len(current)))
 	target := slices.Clone(current)
-	c.rng.Shuffle(len(target), func(i, j int) { target[i], target[j] = target[j], target[i] })
-	if l := c.ww.w.leaderOf(g); g > c.ww.w.opts.Partitions && l >= 0 {
-		// The coordinator's partition moves off the coordinator, as a
-		// drained node's would: members must follow it mid-rebalance.
-		if i := slices.Index(target, uint64(c.ww.w.nodes[l].id)); i >= 0 {
-			target[i], target[len(target)-1] = target[len(target)-1], target[i]
-		}
-	}
 	c.rng.Shuffle(len(outside), func(i, j int) { outside[i], outside[j] = outside[j], outside[i] })
+	if l := c.ww.w.leaderOf(g); g > c.ww.w.opts.Partitions && l >= 0 && slices.Contains(current, uint64(c.ww.w.nodes[l].id)) {
+		// The coordinator's partition moves off the coordinator, as a
+		// drained node's would: members must follow it mid-rebalance. As
+		// in a decommission's plan of a balanced cluster
+		// (metadata.PlanDecommission: the added node takes the drained
+		// one's place, and a leader is its partition's preferred
+		// replica), the added node becomes the preferred replica: once
+		// the leaders are balanced (balanceAfterMove) the coordinator
+		// runs on a replica new to the partition.
+		drained := slices.Index(current, uint64(c.ww.w.nodes[l].id))
+		target[drained] = outside[0]
+		if replace == 2 {
+			other := (drained + 1 + c.rng.IntN(len(target)-1)) % len(target)
+			target[other] = outside[1]
+		}
+		target[0], target[drained] = target[drained], target[0]
+		return simMove{group: g, target: target, from: slices.Clone(current)}, true
+	}
+	c.rng.Shuffle(len(target), func(i, j int) { target[i], target[j] = target[j], target[i] })
 	copy(target[len(target)-replace:], outside[:replace])
 	c.rng.Shuffle(len(target), func(i, j int) { target[i], target[j] = target[j], target[i] })
 	return simMove{group: g, target: target, from: slices.Clone(current)}, true
@@ -360,18 +376,60 @@ func (c *wireClient) onMove(err error) {
 		mp.startCancel(len(mp.moves)-1, time.Duration(c.rng.Int64N(int64(200*time.Millisecond))))
 	}
 	c.moveFault(mp.current)
+	c.balanceAfterMove(mp.current, 0, 0)
 	c.refresh()
 	c.after(0, c.awaitMove)
 }
 
+// balanceAfterMove waits (bounded) until the newest metadata shows mv's
+// partition settled, then balances the leaders as an operator does after a
+// reassignment (`strand cluster leaders --balance`, run again while the
+// preferred replica lagged; Kafka's controller does it on its own,
+// auto.leader.rebalance.enable): every live node is asked to hand each
+// partition it leads to its preferred replica, the first of its replicas,
+// up to moveBalanceTries times a second apart until the moved partition's
+// preferred replica leads it. A move's preferred replica is often a node
+// the move added: a leader, and a group coordinator, then start on a
+// replica new to the partition while clients and group members work. None
+// after a liveness heal or during the probe.
+func (c *wireClient) balanceAfterMove(mv simMove, checks, tries int) {
+	w := c.ww.w
+	if checks >= moveBalanceChecks || tries >= moveBalanceTries || w.work.healed || w.probe.active {
+		return
+	}
+	tp := c.ww.moveTP(mv.group)
+	t, ok := w.newestTopic(tp.Topic)
+	p := int(tp.Partition)
+	if !ok || p >= len(t.Replicas) || p < len(t.Targets) && t.Targets[p] != nil ||
+		!sameIDSet(t.Replicas[p], mv.target) && !sameIDSet(t.Replicas[p], mv.from) {
+		c.after(moveBalanceEvery, func() { c.balanceAfterMove(mv, checks+1, tries) })
+		return
+	}
+	if l := w.leaderOf(mv.group); l >= 0 && uint64(w.nodes[l].id) == t.Replicas[p][0] {
+		return // balanced
+	}
+	w.coverage.Inc("event/leaders-balanced")
+	for _, n := range w.nodes {
+		if n.up {
+			req := &strandpb.Request{Body: &strandpb.Request_ElectLeaders{ElectLeaders: &strandpb.ElectLeadersRequest{}}}
+			c.ww.call(c, n.index, req, func(*strandpb.Response, error) {})
+		}
+	}
+	c.after(time.Second, func() { c.balanceAfterMove(mv, checks+1, tries+1) })
+}
+
 // moveFault draws the targeted fault of a recorded move (none after a
-// liveness heal, and none while the probe runs).
+// liveness heal, none while the probe runs, and none while a disk stall
+// runs).
 func (c *wireClient) moveFault(mv simMove) {
 	w := c.ww.w
 	if w.work.healed || w.probe.active {
 		return
 	}
 	draw := c.rng.IntN(4)
+	if w.planner.stallActive() {
+		return // no fault begins during a disk stall (diskstall.go)
+	}
 	if mv.group > w.opts.Partitions && draw < 2 {
 		// Not the coordinator's node: its crash would turn the hand-off
 		// into a plain failover, which the group runs test already.
