@@ -30,8 +30,9 @@ import (
 // plus a second of virtual time (stallBound), counted from the first hung
 // fsync at the earliest, every group the node led then or leads now
 // (partitions and the metadata group) is led by another node, unless too
-// few others run the group's incarnation to elect without it (that group
-// is skipped, and counted). A restart or a cut meanwhile restarts the
+// few other voters of the group's incarnation, not rebuilding it, are up
+// to elect without it (canElectWithout; that group is skipped, and
+// counted). A restart or a cut meanwhile restarts the
 // wait, and the episode lasts up to a bound longer for it; an episode
 // that ends unchecked is counted as skipped. The victim still leading is
 // always a failure. A group led by nobody while node frames were lost
@@ -437,10 +438,17 @@ func (p *planner) stallPeersHealthy(i int) bool {
 }
 
 // canElectWithout reports whether the nodes but victim that run group g's
-// incarnation topicID (and are not rebuilding it) are a majority of the
-// replication factor: fewer cannot elect a leader while the victim's vote
-// cannot be made durable (a topic deleted and created again meanwhile
-// has a new group, which may still be electing its first leader).
+// incarnation topicID as a voter of their applied configuration (votesIn)
+// and are not rebuilding it are a majority of the replication factor:
+// fewer cannot elect a leader while the victim's vote cannot be made
+// durable (a topic deleted and created again meanwhile has a new group,
+// which may still be electing its first leader). A replica that runs the
+// group outside its voters (a move's learner, or a replica a move removed
+// and has not deleted yet) never votes: seed 5 of the moves run on 2eb1879
+// counted node 4's replica of partition 3 (its configuration: voters 1 2
+// 3) while node 2's replica rebuilt its wiped state (no vote before it
+// catches up, which needs a leader) and node 1's vote waited for its
+// stalled disk, and failed "led by nobody 6.98s later".
 func (p *planner) canElectWithout(g, victim int, topicID uint64) bool {
 	w := p.w
 	count := 0
@@ -448,7 +456,7 @@ func (p *planner) canElectWithout(g, victim int, topicID uint64) bool {
 		if m.index == victim || !m.up {
 			continue
 		}
-		if st, ok := w.statusOf(m, g); ok && !st.Rejoining && st.TopicID == topicID {
+		if st, ok := w.statusOf(m, g); ok && !st.Rejoining && st.TopicID == topicID && w.votesIn(m, g) {
 			count++
 		}
 	}
