@@ -26,7 +26,7 @@ all: lint test
 ##   cmd/strand's real-process tests (three servers writing at full speed) run on their own, after
 ##   the rest: beside them, the in-process clusters of other packages' tests starve on 2 cores.
 ##   Every suite runs even when an earlier one fails; the end names the failed ones and fails.
-##   About 8-10 minutes on 2 cores.
+##   About 10-11 minutes on 2 cores.
 # Every planted-bug test (each exists only with -tags simbugs): the scripted symptoms (TestBug*)
 # and every check that must catch its bug in the simulator.
 PLANTED_BUG_TESTS := TestBug|TestSimCatches|TestWorkloadCatches|TestAuditCatches|TestDigestsCatch|TestRecoveryCheckCatches|TestStatusDigestCatches|TestRecreateCatches|TestCorruptionCatches
