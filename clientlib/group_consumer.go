@@ -97,6 +97,7 @@ type GroupConsumer struct {
 
 	interval, session time.Duration
 	nextBeat          time.Time
+	beatFails         int       // consecutive retriable heartbeat failures
 	lastOK            time.Time // last successful heartbeat
 	nextCommit        time.Time
 	committed         map[TopicPartition]int64 // last committed by this member
@@ -147,7 +148,10 @@ func (g *GroupConsumer) Assigned() []TopicPartition { return append([]TopicParti
 
 // Poll heart-beats when due, reconciles the assignment, auto-commits when
 // due, then fetches from the owned partitions (see Consumer.Poll). With
-// nothing owned yet it waits a little and returns no records.
+// nothing owned it waits until the next heartbeat is due (at least one
+// backoff step, at most one heartbeat interval) and returns no records; a
+// heartbeat that fails retriably (no coordinator) is retried after a
+// backoff that grows with each failure in a row, up to the interval.
 //
 // Auto-commit runs before the fetch, so it commits only what earlier Polls
 // returned (as Kafka's auto-commit does): calling Poll again says the
@@ -164,7 +168,7 @@ func (g *GroupConsumer) Poll(ctx context.Context) Fetches {
 		return Fetches{{Err: err}}
 	}
 	if len(g.owned) == 0 {
-		g.k.idleWait(ctx)
+		g.idleUntilBeat(ctx)
 		return append(Fetches(nil), g.gone...)
 	}
 	if !bugAutoCommitFetched() {
@@ -180,6 +184,13 @@ func (g *GroupConsumer) Poll(ctx context.Context) Fetches {
 		fs = mergeFetches(append(fs, g.gone...))
 	}
 	return fs
+}
+
+// idleUntilBeat waits, owning nothing, until the next heartbeat is due
+// (at least one idle backoff step, at most one heartbeat interval).
+func (g *GroupConsumer) idleUntilBeat(ctx context.Context) {
+	d := max(g.k.idleDelay(), min(g.nextBeat.Sub(g.c.now()), g.interval))
+	g.c.sleep(ctx, d)
 }
 
 // autoCommit commits the owned partitions' positions when auto-commit is
@@ -220,12 +231,14 @@ func (g *GroupConsumer) heartbeat(ctx context.Context, epoch int32) error {
 			g.lose()
 			g.nextBeat = g.c.now() // rejoin at once
 		case IsRetriable(err):
-			g.nextBeat = g.c.now().Add(min(g.interval, g.c.backoffDelay(1)))
+			g.beatFails++
+			g.nextBeat = g.c.now().Add(min(g.interval, g.c.backoffDelay(g.beatFails)))
 		default:
 			g.nextBeat = g.c.now().Add(g.interval)
 		}
 		return err
 	}
+	g.beatFails = 0
 	hb := resp.GetGroupHeartbeat()
 	if epoch < 0 {
 		return nil
