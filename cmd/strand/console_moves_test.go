@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -27,34 +25,7 @@ import (
 func TestConsoleShowsMoveInBrowser(t *testing.T) {
 	skipShort(t)
 	chromium := chromiumPath(t)
-	port := freeConsecutivePorts(t, 4)
-	admin := "127.0.0.1:" + strconv.Itoa(freePorts(t, 1)[0])
-	logPath := filepath.Join(t.TempDir(), "dev.log")
-	out, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	cmd := exec.Command(strandBinary(t), "dev", "--nodes", "4", "--base-port", strconv.Itoa(port), "--admin-listen", admin,
-		"--catchup-bytes-per-sec", "262144", "--quiet")
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("strand dev output:\n%s", b)
-		}
-	}()
-	waitFor(t, "strand dev ready", 30*time.Second, func() error {
-		if b, _ := os.ReadFile(logPath); !strings.Contains(string(b), "\nready") {
-			return fmt.Errorf("no ready line yet")
-		}
-		return nil
-	})
+	port, admin, _ := startDev(t, 4, "--catchup-bytes-per-sec", "262144")
 	seed := "127.0.0.1:" + strconv.Itoa(port+devNativePortOffset)
 	env := []string{"STRAND_BROKERS=" + seed}
 	runCLI(t, env, "", "topic", "create", "mv", "--partitions", "1", "--replication-factor", "3")

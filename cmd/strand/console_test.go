@@ -72,34 +72,7 @@ func artifactDir(t *testing.T) string {
 func TestConsoleInBrowser(t *testing.T) {
 	skipShort(t)
 	chromium := chromiumPath(t)
-	port := freeConsecutivePorts(t, 3)
-	admin := "127.0.0.1:" + strconv.Itoa(freePorts(t, 1)[0])
-	dir := t.TempDir()
-	logPath := filepath.Join(dir, "dev.log")
-	out, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	cmd := exec.Command(strandBinary(t), "dev", "--base-port", strconv.Itoa(port), "--admin-listen", admin, "--quiet")
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("strand dev output:\n%s", b)
-		}
-	}()
-	waitFor(t, "strand dev ready", 30*time.Second, func() error {
-		if b, _ := os.ReadFile(logPath); !strings.Contains(string(b), "\nready") {
-			return fmt.Errorf("no ready line yet")
-		}
-		return nil
-	})
+	port, admin, logPath := startDev(t, 3)
 	if b, _ := os.ReadFile(logPath); !strings.Contains(string(b), "console http://"+admin+"/") {
 		t.Fatalf("banner does not name the console at %s:\n%s", admin, b)
 	}
@@ -137,6 +110,45 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("no screenshot at %s: %v", shot, err)
 	}
 	t.Logf("console screenshot: %s", shot)
+}
+
+// startDev starts `strand dev` with nodes nodes, its console on a free
+// admin port and extra flags, waits for its ready line and stops it when
+// the test ends (printing its output if the test failed). It returns the
+// base port, the admin address and the log's path.
+func startDev(t *testing.T, nodes int, extra ...string) (port int, admin, logPath string) {
+	t.Helper()
+	port = freeConsecutivePorts(t, nodes)
+	admin = "127.0.0.1:" + strconv.Itoa(freePorts(t, 1)[0])
+	logPath = filepath.Join(t.TempDir(), "dev.log")
+	out, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"dev", "--nodes", strconv.Itoa(nodes), "--base-port", strconv.Itoa(port),
+		"--admin-listen", admin, "--quiet"}, extra...)
+	cmd := exec.Command(strandBinary(t), args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		out.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		out.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("strand dev output:\n%s", b)
+		}
+	})
+	waitFor(t, "strand dev ready", 30*time.Second, func() error {
+		if b, _ := os.ReadFile(logPath); !strings.Contains(string(b), "\nready") {
+			return fmt.Errorf("no ready line yet")
+		}
+		return nil
+	})
+	return port, admin, logPath
 }
 
 // groupLag is nil once /api/groups shows group with lag records.

@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -27,33 +24,7 @@ import (
 func TestConsoleTransactionsInBrowser(t *testing.T) {
 	skipShort(t)
 	chromium := chromiumPath(t)
-	port := freeConsecutivePorts(t, 3)
-	admin := "127.0.0.1:" + strconv.Itoa(freePorts(t, 1)[0])
-	logPath := filepath.Join(t.TempDir(), "dev.log")
-	out, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	cmd := exec.Command(strandBinary(t), "dev", "--base-port", strconv.Itoa(port), "--admin-listen", admin, "--quiet")
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("strand dev output:\n%s", b)
-		}
-	}()
-	waitFor(t, "strand dev ready", 30*time.Second, func() error {
-		if b, _ := os.ReadFile(logPath); !strings.Contains(string(b), "\nready") {
-			return fmt.Errorf("no ready line yet")
-		}
-		return nil
-	})
+	port, admin, _ := startDev(t, 3)
 	env := []string{"STRAND_BROKERS=127.0.0.1:" + strconv.Itoa(port+devNativePortOffset)}
 	runCLI(t, env, "", "topic", "create", "ledger", "--partitions", "1", "--replication-factor", "3")
 	openTransaction(t, "127.0.0.1:"+strconv.Itoa(port))

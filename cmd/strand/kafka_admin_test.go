@@ -30,13 +30,7 @@ func TestKafkaAdminConfigsAndDeleteRecords(t *testing.T) {
 	adm := kafkaAdmin(t, c.kafka)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	waitFor(t, "create", 30*time.Second, func() error {
-		r, err := adm.CreateTopic(ctx, 2, 3, nil, kaTopic)
-		if err == nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
-			err = r.Err
-		}
-		return err
-	})
+	createKafkaTopics(ctx, t, adm, 2, 3, kaTopic)
 	alterAndDescribe(ctx, t, adm)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.kafka...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {

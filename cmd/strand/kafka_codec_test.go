@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -48,13 +46,7 @@ func TestKafkaCompressedBatchesServedAsSent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const topic = "codecs"
-	waitFor(t, "create", 30*time.Second, func() error {
-		r, err := adm.CreateTopic(ctx, 1, 1, nil, topic)
-		if err == nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
-			err = r.Err
-		}
-		return err
-	})
+	createKafkaTopics(ctx, t, adm, 1, 1, topic)
 	var want []string
 	for _, kc := range kcCodecs {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(c.kafka...), kgo.ProducerBatchCompression(kc.codec),

@@ -25,16 +25,7 @@ func TestKafkaOffsetDelete(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const group = "odg"
-	waitFor(t, "create", 30*time.Second, func() error {
-		r, err := adm.CreateTopics(ctx, 2, 1, nil, "a", "b")
-		if err == nil {
-			err = r.Error()
-		}
-		if errors.Is(err, kerr.TopicAlreadyExists) {
-			return nil
-		}
-		return err
-	})
+	createKafkaTopics(ctx, t, adm, 2, 1, "a", "b")
 	var os kadm.Offsets
 	os.AddOffset("a", 0, 5, -1)
 	os.AddOffset("a", 1, 6, -1)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/clientlib"
@@ -309,6 +310,23 @@ func kafkaAdmin(t *testing.T, seeds []string) *kadm.Client {
 	}
 	t.Cleanup(cl.Close)
 	return kadm.NewClient(cl)
+}
+
+// createKafkaTopics creates topics through adm (Kafka's CreateTopics),
+// retrying for up to 30 s while the cluster elects its leaders; a topic
+// that already exists counts as created.
+func createKafkaTopics(ctx context.Context, t *testing.T, adm *kadm.Client, partitions int32, rf int16, topics ...string) {
+	t.Helper()
+	waitFor(t, "create "+strings.Join(topics, ", "), 30*time.Second, func() error {
+		r, err := adm.CreateTopics(ctx, partitions, rf, nil, topics...)
+		if err == nil {
+			err = r.Error()
+		}
+		if errors.Is(err, kerr.TopicAlreadyExists) {
+			return nil
+		}
+		return err
+	})
 }
 
 // kcat (librdkafka) against `strand dev`, as the README prints it: -L lists

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -33,16 +32,7 @@ func TestConsumeIsolationOverKafkaTransactions(t *testing.T) {
 	adm := kafkaAdmin(t, c.kafka)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	waitFor(t, "create", 30*time.Second, func() error {
-		r, err := adm.CreateTopics(ctx, 1, 1, nil, "tx")
-		if err == nil {
-			err = r.Error()
-		}
-		if errors.Is(err, kerr.TopicAlreadyExists) {
-			return nil
-		}
-		return err
-	})
+	createKafkaTopics(ctx, t, adm, 1, 1, "tx")
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.kafka...), kgo.TransactionalID("cli-tx"), kgo.DefaultProduceTopic("tx"),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {

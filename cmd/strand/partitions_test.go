@@ -29,13 +29,7 @@ func TestKafkaCreatePartitions(t *testing.T) {
 	adm := kafkaAdmin(t, c.kafka)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	waitFor(t, "create", 30*time.Second, func() error {
-		r, err := adm.CreateTopic(ctx, 2, 3, nil, cpTopic)
-		if err == nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
-			err = r.Err
-		}
-		return err
-	})
+	createKafkaTopics(ctx, t, adm, 2, 3, cpTopic)
 	waitPartitions(ctx, t, adm, 2)
 	if err := partitionsResult(adm.CreatePartitions(ctx, 2, cpTopic)); err != nil {
 		t.Fatalf("CreatePartitions +2: %v", err)
