@@ -8270,8 +8270,10 @@ type FetchResponse_Partition struct {
 	// first_offset up to the abort marker.
 	AbortedTransactions []*AbortedTransaction `protobuf:"bytes,8,rep,name=aborted_transactions,json=abortedTransactions,proto3" json:"aborted_transactions,omitempty"`
 	// The offset after the last batch this answer accounts for, served or
-	// left out (a native read_committed fetch leaves out aborted batches):
-	// where the reader fetches from next. 0 when the answer read nothing.
+	// left out (a native read_committed fetch leaves out aborted batches,
+	// and a fetch without include_markers skips transaction markers, those
+	// at the end of the log included): where the reader fetches from next.
+	// 0 when the answer read nothing.
 	NextOffset    int64 `protobuf:"varint,9,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
