@@ -390,8 +390,9 @@ func (c *Core) finishPassJob(token uint64, job syncJob, err error) {
 	c.stats.CompactionPasses++
 	g.logs.log(slog.LevelDebug, "compaction pass done", slog.Uint64("generation", f.d.Generation),
 		slog.Int64("cleaned_to", f.res.CleanedTo), slog.Int("dirty_batches", len(f.dirty)))
-	guard := c.replicaGuard(g.dir)
-	c.queueJob(syncJob{g: g, run: func() error { return guard.do(s.RemoveStale) }, trash: true})
+	// Bound now: the job may run beside the next pass's write and commit.
+	guard, remove := c.replicaGuard(g.dir), s.StaleRemoval()
+	c.queueJob(syncJob{g: g, run: func() error { return guard.do(remove) }, trash: true})
 	if st := g.part.Compaction(); st.DoneGeneration <= f.d.Generation {
 		c.proposePassDone(g) // the leader reports each pass once, even a reported one: checked at apply
 	}

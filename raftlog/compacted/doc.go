@@ -43,7 +43,9 @@
 // A pass writes generation g+1 beside g: Begin (on the goroutine that owns
 // the Store), Append and Commit (which touch only the new files and the
 // manifest, so they may run off it while reads go on), then Finish (owner:
-// reads see g+1) and RemoveStale (g's files; off the owner again). Commit:
+// reads see g+1) and the removal of g's files (StaleRemoval: bound on the
+// owner, run off it, possibly beside generation g+2's writer, so it
+// removes only generations below g+1, never manifest.tmp). Commit:
 // every segment synced (none before: Append never waits for the disk), the
 // directory synced, the manifest written to manifest.tmp and synced,
 // renamed over manifest, the directory synced: that SyncDir is the commit

@@ -118,7 +118,7 @@ func Open(disk raftlog.Disk, dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.m = m
-	if err := s.RemoveStale(); err != nil {
+	if err := s.removeUnnamed(); err != nil {
 		return nil, err
 	}
 	files, err := s.openSegments(&s.m)
@@ -181,31 +181,61 @@ func readWhole(disk raftlog.Disk, name string, limit int64) ([]byte, error) {
 	return data, nil
 }
 
-// RemoveStale removes the store's files the manifest does not name (other
-// generations' segments, manifest.tmp) and syncs the directory if it
-// removed any; files of other names are left alone. After a Finish it may
-// run off the store's goroutine, before the next Begin.
-func (s *Store) RemoveStale() error {
-	if s.failed != nil {
-		return s.failed // the manifest on disk may name other files
+// removeUnnamed removes the store's files the manifest does not name
+// (other generations' segments, manifest.tmp) and syncs the directory if
+// it removed any; files of other names are left alone. Open runs it, when
+// no writer can be at work.
+func (s *Store) removeUnnamed() error {
+	return removeFiles(s.disk, s.dir, func(name string) bool {
+		gen, i, isSegment := parseSegmentName(name)
+		current := isSegment && gen == s.m.generation && i < len(s.m.segments)
+		return (isSegment && !current) || name == manifestTmpName
+	})
+}
+
+// StaleRemoval returns the removal of the generations the current one
+// replaced: run, it removes the segments of every generation below the
+// current one and syncs the directory if it removed any. It is bound on
+// the store's goroutine (after a Finish) and may run off it, before or
+// beside a later generation's Begin, Append and Commit: it never touches
+// the current generation, a later one being written, or manifest.tmp
+// (which a later Commit writes). On a failed store it returns ErrFailed
+// (the manifest on disk may name other files); leftovers of an
+// uncommitted generation above the current one wait for the next Open.
+func (s *Store) StaleRemoval() func() error {
+	disk, dir, gen, failed := s.disk, s.dir, s.m.generation, s.failed
+	return func() error {
+		if failed != nil {
+			return failed
+		}
+		return removeFiles(disk, dir, func(name string) bool {
+			g, _, isSegment := parseSegmentName(name)
+			return isSegment && g < gen
+		})
 	}
-	names, err := s.disk.List(s.dir)
+}
+
+// RemoveStale runs StaleRemoval at once, on the store's goroutine.
+func (s *Store) RemoveStale() error { return s.StaleRemoval()() }
+
+// removeFiles removes the files of dir that stale picks and syncs the
+// directory if it removed any.
+func removeFiles(disk raftlog.Disk, dir string, stale func(name string) bool) error {
+	names, err := disk.List(dir)
 	if err != nil {
 		return err
 	}
 	removed := false
 	for _, name := range names {
-		gen, i, isSegment := parseSegmentName(name)
-		current := isSegment && gen == s.m.generation && i < len(s.m.segments)
-		if (isSegment && !current) || name == manifestTmpName {
-			if err := s.disk.Remove(path.Join(s.dir, name)); err != nil {
+		if stale(name) {
+			if err := disk.Remove(path.Join(dir, name)); err != nil {
 				return err
 			}
 			removed = true
 		}
 	}
 	if removed {
-		return s.disk.SyncDir(s.dir)
+		return disk.SyncDir(dir)
 	}
 	return nil
 }

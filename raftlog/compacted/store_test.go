@@ -226,6 +226,48 @@ func TestReadsOldGenerationUntilFinish(t *testing.T) {
 	}
 }
 
+// TestStaleRemovalSparesNextGeneration shows the removal of a replaced
+// generation, bound after its Finish and run late (as the node's storage
+// job may run, beside the next pass), removes only the generations below
+// the current one: the next generation's segments being written and its
+// manifest.tmp stay, its Commit succeeds and a reopened store reads it.
+// Before, the job listed the directory when it ran and removed every file
+// the current manifest did not name, the next generation's included.
+func TestStaleRemovalSparesNextGeneration(t *testing.T) {
+	disk := memdisk.New()
+	s := mustOpen(t, disk)
+	g1, g2, g3 := makeGeneration(t, 1, 0, 8, "a"), makeGeneration(t, 2, 0, 8, "b"), makeGeneration(t, 3, 0, 8, "c")
+	must(t, write(s, g1))
+	w, err := s.Begin(2, 0)
+	must(t, err)
+	for _, b := range g2.batches {
+		must(t, w.Append(b))
+	}
+	must(t, w.Commit(g2.end, g2.digest))
+	must(t, s.Finish(w))
+	remove := s.StaleRemoval() // generation 1's files, bound now
+	w, err = s.Begin(3, 0)
+	must(t, err)
+	for _, b := range g3.batches {
+		must(t, w.Append(b))
+	}
+	must(t, w.writeManifest()) // as Commit does before its rename
+	must(t, remove())          // the late job
+	if _, ok := disk.ReadFile("c/" + segmentName(1, 0)); ok {
+		t.Fatalf("generation 1's files stayed")
+	}
+	for _, name := range []string{segmentName(2, 0), segmentName(3, 0), manifestTmpName} {
+		if _, ok := disk.ReadFile("c/" + name); !ok {
+			t.Fatalf("the removal of generation 1 took %s", name)
+		}
+	}
+	must(t, w.Commit(g3.end, g3.digest))
+	must(t, s.Finish(w))
+	if err := holds(mustOpen(t, disk), g3); err != nil {
+		t.Fatalf("reopened: %v", err)
+	}
+}
+
 // renameFails is a disk whose Rename fails, as a manifest switch whose
 // outcome is unknown.
 type renameFails struct{ *memdisk.Disk }
