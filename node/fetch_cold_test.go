@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -175,4 +176,67 @@ func TestColdFetchCrashBeforeCompletion(t *testing.T) {
 	if hwm != 10 || len(batches) != 5 {
 		t.Fatalf("after the crash: %d batches, high-water mark %d; want 5 batches, 10", len(batches), hwm)
 	}
+}
+
+// unlinkDisk counts the unlinks of partition log files made on the loop
+// (outside a storage job, *inJob false).
+type unlinkDisk struct {
+	raftlog.Disk
+	inJob  *bool
+	onLoop *int
+}
+
+func (d unlinkDisk) Remove(name string) error {
+	if !*d.inJob && strings.HasPrefix(name, "p/") && strings.Contains(name, "/log/") {
+		*d.onLoop++
+	}
+	return d.Disk.Remove(name)
+}
+
+// TestSnapshotInstallUnlinksOffTheLoop: a follower that was down while
+// retention moved the log past it installs the leader's snapshot; its
+// loop unlinks none of its old segments (ApplySnapshot retires them by
+// rename, a trash job unlinks them), and no retired file is left.
+func TestSnapshotInstallUnlinksOffTheLoop(t *testing.T) {
+	inJob := map[NodeID]*bool{}
+	onLoop := map[NodeID]*int{}
+	c := newMetaCluster(t, 11, 3, func(cfg *Config) {
+		retentionConfig(cfg)
+		if inJob[cfg.ID] == nil {
+			inJob[cfg.ID], onLoop[cfg.ID] = new(bool), new(int)
+		}
+		cfg.Disk = unlinkDisk{Disk: cfg.Disk, inJob: inJob[cfg.ID], onLoop: onLoop[cfg.ID]}
+	})
+	c.hold = func(id NodeID, j SyncJob) bool {
+		*inJob[id] = true
+		err := j.Run()
+		*inJob[id] = false
+		c.cores[id].SyncDone(j.Token, err)
+		return true
+	}
+	c.createTopicWith(c.metaLeaderOf(), "r", 1, 3, map[string]string{
+		"segment.bytes": "4096", "retention.bytes": "12288", "retention.ms": "-1",
+	})
+	tp := TopicPartition{Topic: "r", Partition: 0}
+	lead := c.leader(tp)
+	follower := c.ids[(slices.Index(c.ids, lead)+1)%len(c.ids)]
+	c.fillPartition(tp, 30) // the follower holds several segments
+	c.crash(follower)
+	c.fillPartition(tp, 200)
+	c.tick(30)
+	c.start(follower)
+	*onLoop[follower] = 0
+	c.tick(60)
+	if c.cores[follower].Stats().SnapshotsInstalled == 0 {
+		t.Fatalf("follower installed no snapshot: %+v", c.cores[follower].Stats())
+	}
+	if *onLoop[follower] != 0 {
+		t.Fatalf("the follower's loop unlinked %d log files", *onLoop[follower])
+	}
+	for _, name := range c.disks[follower].Files() {
+		if strings.HasSuffix(name, ".del") {
+			t.Fatalf("retired file %s left behind", name)
+		}
+	}
+	c.checkSameState(tp)
 }
