@@ -39,9 +39,9 @@ import (
 // is then served again from scratch (out of range now, or a new job).
 // Damage the job finds (ErrCorrupt) is what it was on the loop: a storage
 // failure (repair or fail-stop, storageFailed). A replica stopped meanwhile
-// answers UNKNOWN_TOPIC_OR_PARTITION; a log reopened meanwhile (a full
-// disk's reopen, a repair) reads again. Close answers every cold read in
-// flight with ErrStopped.
+// answers UNKNOWN_TOPIC_OR_PARTITION, one reopened (a repair, a full
+// disk's reopen) REPLICA_RECOVERING, both retriable (coldGone). Close
+// answers every cold read in flight with ErrStopped.
 //
 // Bounds: at most coldReadsMax jobs in flight per node, later cold reads
 // queue in order and start as jobs end; a fetch starts at most
@@ -135,12 +135,8 @@ func (c *Core) finishColdRead(f *coldRead) {
 	c.dropColdRead(f)
 	defer c.startWaitingColdReads()
 	g := f.g
-	if !c.hosted(g) {
-		f.done(FetchResult{Err: ErrUnknownTopicPartition, HighWatermark: -1, LogStartOffset: -1})
-		return
-	}
-	if g.log != f.log {
-		c.serveCold(f) // the log was reopened: read again
+	if !c.hosted(g) || g.log != f.log {
+		c.coldGone(f)
 		return
 	}
 	ents, err := g.log.FinishRead(f.read)
@@ -173,12 +169,25 @@ func (c *Core) startWaitingColdReads() {
 		f := c.coldWaiting[0]
 		c.coldWaiting[0] = nil
 		c.coldWaiting = c.coldWaiting[1:]
-		if !c.hosted(f.g) {
-			f.done(FetchResult{Err: ErrUnknownTopicPartition, HighWatermark: -1, LogStartOffset: -1})
+		if !c.hosted(f.g) || f.g.log != f.log {
+			c.coldGone(f)
 			continue
 		}
 		c.serveCold(f)
 	}
+}
+
+// coldGone answers a cold read whose replica stopped or was replaced
+// meanwhile: UNKNOWN_TOPIC_OR_PARTITION when the node hosts the partition
+// no more, else REPLICA_RECOVERING (a repair or a full disk reopened it:
+// its state restarts, and an answer from it, out of range at an empty
+// engine say, could move the reader).
+func (c *Core) coldGone(f *coldRead) {
+	err := ErrUnknownTopicPartition
+	if c.byTP[f.g.tp] != nil {
+		err = ErrReplicaRecovering
+	}
+	f.done(FetchResult{Err: err, HighWatermark: -1, LogStartOffset: -1})
 }
 
 // stopColdReads answers every cold read in flight or waiting with
