@@ -46,7 +46,10 @@ import (
 // Bounds: at most coldReadsMax jobs in flight per node, later cold reads
 // queue in order and start as jobs end; a fetch starts at most
 // coldReadTriesMax jobs, then reads on the loop (only a log changing under
-// every one of its jobs gets there).
+// every one of its jobs gets there). A job that hangs (a stalled disk)
+// holds its fetch until it returns: the request's timeout no longer
+// covers that wait (the client's does), and the disk watchdog hands the
+// node's leaderships on meanwhile (stall.go), as for a hung fsync.
 //
 // Still on the loop: the group coordinators' loads of __strand_offsets
 // and __strand_transactions (groups.go, txn.go), ListOffsets by timestamp
