@@ -114,7 +114,7 @@ func (c *Core) offsetForTimestamp(g *group, timestampMs int64) (int64, int64, er
 	if err != nil {
 		return -1, -1, fmt.Errorf("%w: %w", ErrOffsetOutOfRange, err)
 	}
-	batches, _, _, err := c.readBatches(g, locs, from, timestampScanBytesMax, false, true)
+	batches, _, _, err := c.readBatches(g, locs, from, timestampScanBytesMax, false, true, nil)
 	if err != nil {
 		return -1, -1, err
 	}

@@ -37,7 +37,9 @@ import (
 // client popping an entry at every abort marker it meets would otherwise
 // pop the producer's next one; franz-go and the Java client do not).
 //
-// Reads run on the loop, as raft-log reads do (fetchbudget.go): at most
+// Reads run on the loop (a raft-log read the tail cache cannot serve is a
+// storage job, fetch_cold.go; the prefix's are not yet), within the fetch
+// read budget (fetchbudget.go): at most
 // the fetch's max_bytes (the first batch whole) and fetchBatchesMax
 // batches a read, charged to the Process call's fetch read budget. A
 // prefix that fails a read (ErrCorrupt) stops the replica's passes and

@@ -475,6 +475,10 @@ type Core struct {
 	// the host, jobs in flight by token (looked up only), the last token.
 	syncQueue     []SyncJob
 	syncsInFlight map[uint64]syncJob
+	// coldReads are the fetches whose log read runs as a job, in start
+	// order; coldWaiting those queued for a slot (fetch_cold.go).
+	coldReads     []*coldRead
+	coldWaiting   []*coldRead
 	nextSyncToken uint64
 	walState      // wal.go
 	// replicaGuards cancel the checkpoint and snapshot jobs of a replica

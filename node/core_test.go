@@ -411,6 +411,7 @@ func TestUnreadableCommittedEntryIsFatal(t *testing.T) {
 				}
 				return
 			}
+			c.runJobs(c.cores[id]) // the cold read is a storage job (fetch_cold.go)
 		}
 		queue := c.queue
 		c.queue = nil

@@ -126,9 +126,16 @@
 // after the later read arrived (1,000 tailing groups cost 2,000 heartbeat rounds per wake
 // otherwise). A woken long poll reads only the batches after those it holds. Read budget: one
 // Process call reads at most FetchReadBytesPerProcess (4 MiB) for fetches; the rest are served
-// first thing in the next call, so produces never queue behind hundreds of MiB of reads. Rejected:
-// lease reads (need bounded clock drift, which the simulator deliberately breaks); reading off the
-// loop (the Core owns the logs).
+// first thing in the next call, so produces never queue behind hundreds of MiB of reads. Cold
+// reads (fetch_cold.go): entries the log's tail cache does not hold are read by a storage job
+// (raftlog StartRead on the loop copies what the read needs, Read.Run reads and CRC-checks off it,
+// FinishRead on the loop), and the job's completion serves the fetch again from the state then
+// (at or past its read index) with those entries; a segment retired under a job fails it
+// cleanly (raft.ErrCompacted: served again, out of range or a new job), damage is a storage
+// failure as before; at most 64 read jobs a node, 3 a fetch (then on the loop). Still read on the
+// loop: the group and transaction coordinators' loads, ListOffsets by timestamp, a compacted
+// prefix, raft's own reads. Rejected: lease reads (need bounded clock drift, which the simulator
+// deliberately breaks); a reader goroutine owning the logs (two owners of every log).
 //
 // # Checkpoints and restart
 //
@@ -290,9 +297,10 @@
 // Without Config.WAL the snapshot is written by a storage job (snapshot_job.go:
 // StartCreateSnapshot on the loop encodes it, the job writes and syncs the file, the completion
 // installs it and compacts; a leader's snapshot waits in the queue meanwhile). Installing:
-// ApplySnapshot (durable when it returns), engine restored, checkpoint index chunks marked for
-// rewrite. The compaction's retired segments are unlinked by a SyncJob nothing waits for
-// (startTrash; a failure is logged, the next recovery removes them). Crashes in either path are
+// ApplySnapshot (durable when it returns; its fsyncs still on the loop), engine restored,
+// checkpoint index chunks marked for rewrite. The segments a compaction or an install retired
+// (renamed to .del) are unlinked by a SyncJob nothing waits for (startTrash; a failure is logged,
+// the next recovery removes them). Crashes in either path are
 // raftlog's recovery rules 4–5. Rejected: snapshot at T shipping the batches between R and T (as
 // big as a segment, over the frame limit); the real engine state at S with its index (a replica
 // would index entries it never had); the newest checkpoint ≤ S as the base (only the newest

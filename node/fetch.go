@@ -28,7 +28,9 @@ func (c *Core) fetch(req FetchRequest, done func(FetchResult)) {
 	fail := func(err error, lead NodeID) {
 		c.completeFetch(done, FetchResult{Err: err, HighWatermark: -1, LogStartOffset: -1, Leader: lead})
 	}
-	c.readPartition(req.TopicPartition, func(g *group) { c.completeFetch(done, c.read(g, req)) }, fail)
+	c.readPartition(req.TopicPartition, func(g *group) {
+		c.readAsync(g, req, func(res FetchResult) { c.completeFetch(done, res) }) // fetch_cold.go
+	}, fail)
 }
 
 // readPartition runs serve once the leader of tp has confirmed a read
@@ -162,13 +164,15 @@ func (c *Core) completeFetch(done func(FetchResult), result FetchResult) {
 // req.Offset, whatever its size, then the following ones while they fit in
 // MaxBytes, read from the raft log and handed out as stored.
 func (c *Core) read(g *group, req FetchRequest) FetchResult {
-	res := c.readNow(g, req)
+	res := c.readNow(g, req, nil)
 	c.chargeFetch(&res)
 	return res
 }
 
-// readNow is read without charging the fetch read budget.
-func (c *Core) readNow(g *group, req FetchRequest) FetchResult {
+// readNow is read without charging the fetch read budget. With cold set
+// its log read may become a storage job instead (fetch_cold.go): the
+// result is then errReadPending, and the job's completion serves again.
+func (c *Core) readNow(g *group, req FetchRequest, cold *coldRead) FetchResult {
 	hwm, logStart := g.part.HighWatermark(), g.part.LogStartOffset()
 	res := FetchResult{HighWatermark: hwm, LogStartOffset: logStart, Leader: c.cfg.ID, LastStableOffset: g.part.LastStableOffset()}
 	tail, err := c.bugUncommittedTail(g, hwm) // none unless a planted bug
@@ -209,7 +213,7 @@ func (c *Core) readNow(g *group, req FetchRequest) FetchResult {
 		if len(locs) == 0 {
 			return res // read_committed at or past the last stable offset
 		}
-		more, left, through, err := c.readBatches(g, locs, offset, budget, req.Markers, len(res.Batches) == 0)
+		more, left, through, err := c.readBatches(g, locs, offset, budget, req.Markers, len(res.Batches) == 0, cold)
 		if err != nil {
 			res.Err, res.Batches, res.through = err, nil, 0
 			return res
@@ -242,15 +246,19 @@ const fetchEntryOverheadBytes = 256
 // returns the batches, the budget left and the offset after the last
 // location it accounted for (0 when none): transaction markers are
 // skipped, or served as marker batches when markers is set, and a reader
-// goes on past the markers skipped after the last batch.
-func (c *Core) readBatches(g *group, locs []engine.BatchLocation, offset, budget int64, markers, whole bool) ([]FetchedBatch, int64, int64, error) {
+// goes on past the markers skipped after the last batch. With cold set a
+// read the tail cache cannot serve becomes a storage job (errReadPending).
+func (c *Core) readBatches(g *group, locs []engine.BatchLocation, offset, budget int64, markers, whole bool, cold *coldRead) ([]FetchedBatch, int64, int64, error) {
 	lo, hi := uint64(math.MaxUint64), uint64(0)
 	for _, loc := range locs {
 		i := g.bugRaftIndexOf(loc.RaftIndex)
 		lo, hi = min(lo, i), max(hi, i+1)
 	}
 	limit := uint64(budget) + (hi-lo)*fetchEntryOverheadBytes
-	entries, err := g.log.Entries(lo, hi, limit)
+	entries, err := c.coldEntries(g, cold, lo, hi, limit)
+	if errors.Is(err, errReadPending) {
+		return nil, budget, 0, err
+	}
 	if err != nil || len(entries) == 0 {
 		return nil, budget, 0, c.storageFailed(g, fmt.Errorf("%w: %s/%d entries [%d, %d): %w", ErrStorage, g.tp.Topic, g.tp.Partition, lo, hi, err))
 	}

@@ -14,10 +14,11 @@ package node
 // Process call, after the inputs that arrived meanwhile (produces, fsync
 // completions, raft messages) had their turn. The host calls Process at
 // least once a tick, so a deferred read waits at most a tick. Reads of the
-// metadata group are never deferred (they read no batches). Rejected:
-// reading off the loop goroutine (the Core owns the logs and must stay
-// single-threaded and deterministic); a budget per tick (a rate limit
-// idles the loop while readers wait).
+// metadata group are never deferred (they read no batches). A read the
+// tail cache cannot serve runs as a storage job (fetch_cold.go) and is
+// charged when its completion serves it; the budget bounds what the loop
+// itself reads and slices. Rejected: a budget per tick (a rate limit idles
+// the loop while readers wait).
 
 // fetchReadBytesPerProcessDefault is the default
 // Config.FetchReadBytesPerProcess.

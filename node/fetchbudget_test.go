@@ -14,10 +14,11 @@ import (
 // than one batch: each Process call serves one and leaves the rest to the
 // next call (before the budget, one call read them all, however many
 // bytes, while produces waited), and every fetch is answered in full.
+// The batches are in the log's tail cache, so the reads run on the loop
+// (a cold read runs as a storage job instead: fetch_cold.go).
 func TestFetchReadBudgetDefersToNextProcess(t *testing.T) {
 	c := newCluster(t, 7, 3, replicated(3, "t", 1), func(cfg *Config) {
 		cfg.FetchReadBytesPerProcess = 1
-		cfg.LogTailCacheBytesMax = -1
 	})
 	tp := TopicPartition{Topic: "t", Partition: 0}
 	lead := c.leader(tp)

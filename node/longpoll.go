@@ -236,8 +236,9 @@ func (c *Core) rereadParked(g *group, s *fetchSession, i int) {
 	}
 	p.inflight = true
 	s.pending++
-	res := c.readMore(g, p)
-	c.completeFetch(func(res FetchResult) { c.partFetched(s, i, res) }, res)
+	c.readMore(g, p, func(res FetchResult) {
+		c.completeFetch(func(res FetchResult) { c.partFetched(s, i, res) }, res)
+	})
 }
 
 // readMore re-reads a woken part from the applied state: only what follows
@@ -247,11 +248,15 @@ func (c *Core) rereadParked(g *group, s *fetchSession, i int) {
 // time read and copied the same batches again at every append (quadratic
 // in the appends a long poll waits for). A part holding nothing, whose
 // extra read fails, or whose offset retention dropped meanwhile reads from
-// its offset as before.
-func (c *Core) readMore(g *group, p *fetchPart) FetchResult {
+// its offset as before. done gets the result, at once or after a cold
+// read's job (fetch_cold.go); the part is in flight meanwhile, so its
+// result stays as it was.
+func (c *Core) readMore(g *group, p *fetchPart, done func(FetchResult)) {
+	whole := FetchRequest{TopicPartition: p.tp, Offset: p.offset, MaxBytes: p.maxBytes, Isolation: p.iso, Markers: p.markers}
 	held := p.res.Batches
 	if len(held) == 0 {
-		return c.read(g, FetchRequest{TopicPartition: p.tp, Offset: p.offset, MaxBytes: p.maxBytes, Isolation: p.iso, Markers: p.markers})
+		c.readAsync(g, whole, done)
+		return
 	}
 	last := held[len(held)-1]
 	next := last.nextOffset()
@@ -262,27 +267,32 @@ func (c *Core) readMore(g *group, p *fetchPart) FetchResult {
 	if budget <= 0 || len(held) >= fetchBatchesMax {
 		res := p.res // full: nothing more fits
 		res.HighWatermark = g.part.HighWatermark()
-		return res
+		done(res)
+		return
 	}
-	more := c.read(g, FetchRequest{TopicPartition: p.tp, Offset: next, MaxBytes: int32(budget), Isolation: p.iso, Markers: p.markers})
-	if more.Err != nil || more.LogStartOffset > p.offset {
-		return c.read(g, FetchRequest{TopicPartition: p.tp, Offset: p.offset, MaxBytes: p.maxBytes, Isolation: p.iso, Markers: p.markers})
-	}
-	res := more
-	res.forgotten = append(slices.Clip(p.res.forgotten), more.forgotten...)
-	res.Batches = make([]FetchedBatch, 0, len(held)+len(more.Batches))
-	res.Batches = append(res.Batches, held...)
-	for _, b := range more.Batches {
-		if int64(len(b.Batch)) > budget || len(res.Batches) >= fetchBatchesMax {
-			// The first batch goes out whole only at the part's start;
-			// more's batches left out, next_offset is after the last held.
-			res.through = 0
-			break
+	prev, offset := p.res, p.offset
+	c.readAsync(g, FetchRequest{TopicPartition: p.tp, Offset: next, MaxBytes: int32(budget), Isolation: p.iso, Markers: p.markers}, func(more FetchResult) {
+		if more.Err != nil || more.LogStartOffset > offset {
+			c.readAsync(g, whole, done)
+			return
 		}
-		res.Batches = append(res.Batches, b)
-		budget -= int64(len(b.Batch))
-	}
-	return res
+		res := more
+		res.forgotten = append(slices.Clip(prev.forgotten), more.forgotten...)
+		res.Batches = make([]FetchedBatch, 0, len(held)+len(more.Batches))
+		res.Batches = append(res.Batches, held...)
+		left := budget
+		for _, b := range more.Batches {
+			if int64(len(b.Batch)) > left || len(res.Batches) >= fetchBatchesMax {
+				// The first batch goes out whole only at the part's start;
+				// more's batches left out, next_offset is after the last held.
+				res.through = 0
+				break
+			}
+			res.Batches = append(res.Batches, b)
+			left -= int64(len(b.Batch))
+		}
+		done(res)
+	})
 }
 
 // sessionGroupGone answers s when a group it reads is deleted.

@@ -67,7 +67,14 @@ type SyncJob struct {
 	// passPhase: 1 a compaction pass's write job, 2 its commit job
 	// (compaction_replica.go), 0 any other job.
 	passPhase uint8
+	// read: the job reads entries for a fetch (fetch_cold.go).
+	read bool
 }
+
+// Read reports whether the job is a fetch's log read, which writes
+// nothing: the simulator counts the crashes that land between it and its
+// completion.
+func (j SyncJob) Read() bool { return j.read }
 
 // Checkpoint reports whether the job writes a checkpoint, whose completion
 // is what makes it count: the simulator counts the crashes that land
@@ -103,6 +110,8 @@ type syncJob struct {
 	// time it (a pass's write, which does no fsync).
 	pass    *passFlight
 	untimed bool
+	// cold: a fetch's log read (fetch_cold.go).
+	cold *coldRead
 	// handed: the host took the job (TakeSyncJobs) at tick handedAt;
 	// slowLogged: the watchdog logged it as slow (stall.go).
 	handed     bool
@@ -149,6 +158,10 @@ func (c *Core) SyncDone(token uint64, err error) {
 func (c *Core) finishSync(token uint64, job syncJob, err error) {
 	if job.walRemove {
 		c.finishWALRemove(err)
+		return
+	}
+	if job.cold != nil {
+		c.finishColdRead(job.cold) // fetch_cold.go
 		return
 	}
 	if job.pass != nil {
@@ -387,7 +400,7 @@ func orHard(hs, prev *raftpb.HardState) *raftpb.HardState {
 func (c *Core) newJob(job syncJob) SyncJob {
 	c.nextSyncToken++
 	c.syncsInFlight[c.nextSyncToken] = job
-	j := SyncJob{Token: c.nextSyncToken, run: job.run, checkpoint: job.ckWrite != nil && !job.ckTrim}
+	j := SyncJob{Token: c.nextSyncToken, run: job.run, checkpoint: job.ckWrite != nil && !job.ckTrim, read: job.cold != nil}
 	if job.pass != nil {
 		j.passPhase = 1
 		if job.pass.commit {

@@ -24,6 +24,7 @@ type Stats struct {
 	WALEarlyFlushes      uint64 // background fsyncs of logs in WAL mode (walFlushEarly)
 	TrashJobs            uint64 // unlinks of compacted segments handed off the loop (startTrash)
 	Checkpoints          uint64 // engine checkpoints written
+	ColdReads            uint64 // fetch log reads run as storage jobs (fetch_cold.go)
 	ReadyPolls           uint64 // groups asked HasReady by the Ready rounds (ready.go)
 	Quiesced             uint64 // times a leader quiesced its group (quiesce.go)
 	WokenBySilence       uint64 // quiesced followers woken because their leader's node went silent
@@ -398,6 +399,7 @@ func (c *Core) Close() error {
 	}
 	defer c.flush()
 	c.closed = true
+	c.stopColdReads() // fetch_cold.go
 	var first error
 	for _, g := range c.groups {
 		for _, w := range g.produces {

@@ -207,6 +207,9 @@ func (c *Core) installSnapshot(g *group, snap *raftpb.Snapshot) error {
 		g.logs.log(slog.LevelError, "raft snapshot install failed; the node stops (fail-stop)", slog.Any("err", err))
 		return fmt.Errorf("node: %s/%d: install snapshot %d: %w", g.tp.Topic, g.tp.Partition, index, err)
 	}
+	if run := g.log.TakeTrash(); run != nil {
+		c.startTrash(g, run) // the old segments' unlinks, off the loop
+	}
 	c.restoreFromSnapshot(g, part, snap.GetMetadata().GetConfState())
 	c.stats.SnapshotsInstalled++
 	g.logs.log(slog.LevelInfo, "raft snapshot installed", slog.Uint64("snapshot_index", index),

@@ -32,7 +32,11 @@ type Disk interface {
 	SyncDir(dir string) error
 }
 
-// File is an open file of a Disk. Files are not safe for concurrent use.
+// File is an open file of a Disk. Files are not safe for concurrent use,
+// except ReadAt: a read may run on another goroutine at the same time as
+// any call on the same file, Close included (pread beside pwrite: the
+// node reads committed entries off its loop, raftlog's Read), and then
+// returns the bytes or an error.
 type File interface {
 	// ReadAt reads len(p) bytes at off; fewer bytes come with an error
 	// (io.EOF at the end of the file).

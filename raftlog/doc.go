@@ -30,7 +30,8 @@
 // rewrite: each is renamed to <name>.del (a rename frees no blocks) and TakeTrash hands the unlinks
 // to the caller as a job to run off its loop (unlinking a synced 64 MiB segment takes 17–28 ms
 // here); recovery removes .del files it finds, and a rename that was not durable leaves the old
-// segment, which recovery already discards as a compaction leftover. CompactionPoint(limit) is the
+// segment, which recovery already discards as a compaction leftover. ApplySnapshot retires every
+// old segment the same way (renames, directory synced, before the new segment). CompactionPoint(limit) is the
 // last index of the newest whole non-active segment at or below limit, so a compaction there leaves
 // the log starting at a segment's base. Rejected: a logical truncate record (breaks naming by base
 // index).
@@ -50,7 +51,13 @@
 // term against the seal's runs); VerifyFrom(i) builds it at once for every segment holding entries
 // ≥ i. Every record read is CRC- and index-checked (ErrCorrupt, never bad bytes to raft). A tail
 // cache (its size given by the node, which shares one budget over all logs) serves freshly appended
-// entries without I/O.
+// entries without I/O. Split read (read.go), for a caller whose loop must not wait for the disk:
+// StartRead serves the tail cache or copies what the read needs (files, record offsets, term runs);
+// Read.Run reads, indexes a sealed segment at its first read and checks every record on any
+// goroutine, concurrently with the log's writes (File allows a concurrent ReadAt); FinishRead
+// installs the indexes built and returns the entries, or raft.ErrCompacted when a segment read
+// left the log meanwhile (its file closed under the read), never ErrCorrupt for that. Committed
+// entries only: their bytes never change while a read runs.
 //
 // # Recovery rules (Open)
 //

@@ -220,39 +220,51 @@ func (l *Log) indexSegment(s *segment) error {
 	if n, err := s.file.ReadAt(buf, 0); n != len(buf) {
 		return fmt.Errorf("raftlog: read %s: %w", s.name, err)
 	}
-	recordType, body, off, err := decodeRecord(buf)
-	if err != nil || recordType != recordSegment || decodeSegmentBody(body) != (segmentHeader{s.base, s.prevTerm}) {
-		return corruptf(s.name, 0, "bad segment record (%v)", err)
+	starts, sizes, err := indexRecords(buf, s.name, s.base, s.prevTerm, s.lastIndex(), l.firstIndex, l.termAt)
+	if err != nil {
+		return err
 	}
-	starts := make([]int64, 0, s.lastIndex()+1-s.base)
+	s.starts, s.sizes, s.indexed = starts, sizes, true
+	return nil
+}
+
+// indexRecords indexes the records of a sealed segment's bytes buf (up to
+// its seal): every record's CRC checked, each entry's index in sequence
+// from base to last and, from firstIndex-1 on, its term the one termAt
+// gives (the seal's runs). It returns each entry's record offset and size.
+func indexRecords(buf []byte, name string, base, prevTerm, last, firstIndex uint64, termAt func(uint64) uint64) ([]int64, []uint32, error) {
+	recordType, body, off, err := decodeRecord(buf)
+	if err != nil || recordType != recordSegment || decodeSegmentBody(body) != (segmentHeader{base, prevTerm}) {
+		return nil, nil, corruptf(name, 0, "bad segment record (%v)", err)
+	}
+	starts := make([]int64, 0, last+1-base)
 	sizes := make([]uint32, 0, cap(starts))
 	for off < int64(len(buf)) {
 		recordType, body, size, err := decodeRecord(buf[off:])
 		if err != nil {
-			return corruptf(s.name, off, "%v", err)
+			return nil, nil, corruptf(name, off, "%v", err)
 		}
 		switch recordType {
 		case recordHardState:
 		case recordEntry:
 			h := decodeEntryHeader(body)
-			want := s.base + uint64(len(starts))
-			if h.index != want || h.index > s.lastIndex() {
-				return corruptf(s.name, off, "entry %d where %d belongs (last %d)", h.index, want, s.lastIndex())
+			want := base + uint64(len(starts))
+			if h.index != want || h.index > last {
+				return nil, nil, corruptf(name, off, "entry %d where %d belongs (last %d)", h.index, want, last)
 			}
-			if h.index+1 >= l.firstIndex && h.term != l.termAt(h.index) {
-				return corruptf(s.name, off, "entry %d term %d, seal says %d", h.index, h.term, l.termAt(h.index))
+			if h.index+1 >= firstIndex && h.term != termAt(h.index) {
+				return nil, nil, corruptf(name, off, "entry %d term %d, seal says %d", h.index, h.term, termAt(h.index))
 			}
 			starts, sizes = append(starts, off), append(sizes, uint32(size))
 		default:
-			return corruptf(s.name, off, "unexpected record type %d", recordType)
+			return nil, nil, corruptf(name, off, "unexpected record type %d", recordType)
 		}
 		off += size
 	}
-	if uint64(len(starts)) != s.lastIndex()+1-s.base {
-		return corruptf(s.name, off, "%d entries, seal says %d", len(starts), s.lastIndex()+1-s.base)
+	if uint64(len(starts)) != last+1-base {
+		return nil, nil, corruptf(name, off, "%d entries, seal says %d", len(starts), last+1-base)
 	}
-	s.starts, s.sizes, s.indexed = starts, sizes, true
-	return nil
+	return starts, sizes, nil
 }
 
 // VerifyFrom checks, now, every record of the segments holding entries at

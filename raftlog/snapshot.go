@@ -285,9 +285,11 @@ func (l *Log) compact(index uint64) error {
 // every entry is discarded and the log restarts after the snapshot's index.
 // It is durable when it returns, in this order: the snapshot file (synced,
 // directory synced); the hard state in the side file; every old segment
-// removed and the directory synced; then a new empty segment holding the
-// hard state, synced. A crash before the removals are durable leaves
-// old segments that do not continue the snapshot: recovery discards them.
+// retired (renamed to <name>.del, as a compaction retires one) and the
+// directory synced; then a new empty segment holding the hard state,
+// synced. A crash before the renames are durable leaves old segments that
+// do not continue the snapshot: recovery discards them, as it removes the
+// .del files. The unlinks are TakeTrash's job, off the caller's loop.
 func (l *Log) ApplySnapshot(snapshot *raftpb.Snapshot) error {
 	if err := l.writable(); err != nil {
 		return err
@@ -310,9 +312,11 @@ func (l *Log) ApplySnapshot(snapshot *raftpb.Snapshot) error {
 	}
 	for _, s := range l.segments {
 		s.file.Close()
-		if err := l.disk.Remove(l.path(s.name)); err != nil {
-			return l.fail(fmt.Errorf("raftlog: remove %s: %w", s.name, err))
+		trash := s.name + trashSuffix
+		if err := l.disk.Rename(l.path(s.name), l.path(trash)); err != nil {
+			return l.fail(fmt.Errorf("raftlog: retire %s: %w", s.name, err))
 		}
+		l.trash = append(l.trash, l.path(trash))
 		l.dirDirty = true
 	}
 	l.segments = nil
@@ -365,7 +369,8 @@ func (l *Log) writeSideHardState() error {
 // any more, removed by TakeTrash's job or by the next recovery.
 const trashSuffix = ".del"
 
-// TakeTrash returns the job that unlinks the segments compactions retired
+// TakeTrash returns the job that unlinks the segments compactions and
+// ApplySnapshot retired
 // since the last call (nil when none), to run on any goroutine: it touches
 // only those files. Nothing waits for
 // it, and a crash before it ran leaves files recovery removes; an error

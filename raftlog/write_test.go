@@ -283,3 +283,55 @@ func TestStartSyncSplitsTheFsync(t *testing.T) {
 	}
 	_ = run
 }
+
+// removeCountingDisk counts the unlinks made through it.
+type removeCountingDisk struct {
+	raftlog.Disk
+	removes int
+}
+
+func (d *removeCountingDisk) Remove(name string) error {
+	d.removes++
+	return d.Disk.Remove(name)
+}
+
+// TestApplySnapshotLeavesUnlinksToTakeTrash: ApplySnapshot unlinks none of
+// the old segments itself (an unlink of a large synced segment takes tens
+// of ms, on the node's loop); it retires them by rename, and TakeTrash's
+// job removes them; a crash before that job ran leaves only files
+// recovery removes.
+func TestApplySnapshotLeavesUnlinksToTakeTrash(t *testing.T) {
+	for _, crash := range []bool{false, true} {
+		mem := memdisk.New()
+		disk := &removeCountingDisk{Disk: mem}
+		l := mustOpen(t, disk, raftlog.Options{SegmentBytesMax: 300})
+		must(t, l.Append(batch(1, 20, 1, 30)))
+		must(t, l.SetHardState(hardState(2, 3, 5)))
+		must(t, l.Sync())
+		disk.removes = 0
+		snap := &raftpb.Snapshot{Data: []byte("leader state"), Metadata: &raftpb.SnapshotMetadata{
+			Index: new(uint64(30)), Term: new(uint64(2)), ConfState: &raftpb.ConfState{Voters: []uint64{1}}}}
+		must(t, l.ApplySnapshot(snap))
+		if disk.removes != 0 {
+			t.Fatalf("ApplySnapshot unlinked %d files itself", disk.removes)
+		}
+		run := l.TakeTrash()
+		if run == nil {
+			t.Fatalf("ApplySnapshot retired no segment")
+		}
+		if crash {
+			l.Close()
+			mem.Crash(nil)
+			l = mustOpen(t, mem, raftlog.Options{})
+		} else {
+			must(t, run())
+		}
+		want := []string{"log/00000000000000000030.snap", "log/00000000000000000031.log", "log/hardstate"}
+		if files := mem.Files(); fmt.Sprint(files) != fmt.Sprint(want) {
+			t.Fatalf("crash %v: files left %v, want %v", crash, files, want)
+		}
+		if first, _ := l.FirstIndex(); first != 31 {
+			t.Fatalf("crash %v: first index %d, want 31", crash, first)
+		}
+	}
+}

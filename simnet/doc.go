@@ -132,7 +132,9 @@
 // mostly the nodes' and the durability audit's work on their replicated writes. Storage is
 // asynchronous as in the server: each sync job runs as an event after a drawn device delay
 // (0.1–1.5 ms; one in 50 up to 20 ms, so logs complete out of order) — the memdisk makes the
-// writes durable only then — and SyncDone a hand-off later; draws from their own stream.
+// writes durable only then — and SyncDone a hand-off later; draws from their own stream. A fetch's
+// cold log read is such a job too (its delay drawn as a fsync's; storage/cold-read counts them,
+// fault/crash-before-read-done the crashes between one and its completion).
 // Rejected: fsync at once with only the completion delayed (a crash in the window would keep the
 // data, hiding an acknowledgement given before the fsync).
 //

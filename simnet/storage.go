@@ -23,10 +23,13 @@ import (
 //     fsync, before the node heard of it (durable but never acknowledged).
 //
 // Every storage job goes this way: log syncs, checkpoint writes and
-// trims, unlinks. fault/crash-before-checkpoint-write and
+// trims, unlinks, a fetch's cold log read (its delay drawn as a fsync's).
+// fault/crash-before-checkpoint-write and
 // fault/crash-before-checkpoint-done count the crashes that struck a
 // checkpoint's write job before it ran and after it ran but before its
-// completion made the checkpoint count.
+// completion made the checkpoint count; fault/crash-before-read-done one
+// that struck between a cold read and the completion that answers its
+// fetch.
 //
 // A disk stall (diskstall.go) parks every fsync of its node until it ends.
 //
@@ -77,6 +80,9 @@ func (w *world) startSyncs(n *simNode) {
 	s.jobs = n.core.TakeSyncJobs(s.jobs[:0])
 	inc := n.incarnation
 	for _, job := range s.jobs {
+		if job.Read() {
+			w.coverage.Inc("storage/cold-read")
+		}
 		w.sched.schedule(s.syncDelay(), &event{kind: evCall, node: n.index, call: func() { w.runSync(n, inc, job) }})
 	}
 	clear(s.jobs)
@@ -129,6 +135,9 @@ func (w *world) syncDone(n *simNode, inc uint32, job node.SyncJob, err error) {
 		w.coverage.Inc("fault/crash-after-fsync")
 		if job.Checkpoint() {
 			w.coverage.Inc("fault/crash-before-checkpoint-done")
+		}
+		if job.Read() {
+			w.coverage.Inc("fault/crash-before-read-done")
 		}
 		w.stats.Crashes++
 		if w.storage.rng.IntN(2) == 0 {
