@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/strandlog/strand/node"
 )
 
 // Disk stalls in the simulator (node/stall.go; issue 21 item 6). Once
@@ -438,29 +440,59 @@ func (p *planner) stallPeersHealthy(i int) bool {
 }
 
 // canElectWithout reports whether the nodes but victim that run group g's
-// incarnation topicID as a voter of their applied configuration (votesIn)
-// and are not rebuilding it are a majority of the replication factor:
-// fewer cannot elect a leader while the victim's vote cannot be made
-// durable (a topic deleted and created again meanwhile has a new group,
-// which may still be electing its first leader). A replica that runs the
-// group outside its voters (a move's learner, or a replica a move removed
-// and has not deleted yet) never votes: seed 5 of the moves run on 2eb1879
-// counted node 4's replica of partition 3 (its configuration: voters 1 2
-// 3) while node 2's replica rebuilt its wiped state (no vote before it
-// catches up, which needs a leader) and node 1's vote waited for its
-// stalled disk, and failed "led by nobody 6.98s later".
+// incarnation topicID and are not rebuilding it (the able) can elect a
+// leader while the victim's vote cannot be made durable: some able node
+// that votes in its applied configuration (votesIn) must find a majority
+// of the able among that configuration's voters and, in a joint
+// configuration (a move in progress), among its outgoing voters too, as
+// raft counts a candidate's votes. Fewer cannot elect (a topic deleted
+// and created again meanwhile has a new group, which may still be
+// electing its first leader). A replica that runs the group outside its
+// voters (a move's learner, or a replica a move removed and has not
+// deleted yet) never counts: seed 5 of the moves run on 2eb1879 counted
+// node 4's replica of partition 3 (its configuration: voters 1 2 3) while
+// node 2's replica rebuilt its wiped state (no vote before it catches up,
+// which needs a leader) and node 1's vote waited for its stalled disk, and
+// failed "led by nobody 6.98s later". The metadata group, whose voters
+// the simulator reads otherwise (metaVoter), counts its voting able
+// against a majority of the replication factor.
 func (p *planner) canElectWithout(g, victim int, topicID uint64) bool {
 	w := p.w
-	count := 0
+	var able []*simNode
 	for _, m := range w.nodes {
 		if m.index == victim || !m.up {
 			continue
 		}
-		if st, ok := w.statusOf(m, g); ok && !st.Rejoining && st.TopicID == topicID && w.votesIn(m, g) {
-			count++
+		if st, ok := w.statusOf(m, g); ok && !st.Rejoining && st.TopicID == topicID {
+			able = append(able, m)
 		}
 	}
-	return count >= w.opts.Replication/2+1
+	voting := 0
+	for _, cand := range able {
+		if !w.votesIn(cand, g) {
+			continue
+		}
+		voting++
+		cfg, ok := w.replicaConfig(cand, g)
+		if ok && majorityAmong(cfg.Voters, able) && (len(cfg.VotersOutgoing) == 0 || majorityAmong(cfg.VotersOutgoing, able)) {
+			return true
+		}
+		if !ok && voting >= w.opts.Replication/2+1 {
+			return true // no configuration to read: the metadata group
+		}
+	}
+	return false
+}
+
+// majorityAmong reports whether more than half of voters are among nodes.
+func majorityAmong(voters []node.NodeID, nodes []*simNode) bool {
+	n := 0
+	for _, m := range nodes {
+		if slices.Contains(voters, m.id) {
+			n++
+		}
+	}
+	return n >= len(voters)/2+1
 }
 
 // leaderName says who leads: a node id, or "nobody".

@@ -497,6 +497,21 @@ func (c *wireClient) currentReplicas(g int) []uint64 {
 	return nil
 }
 
+// replicaConfig is node n's applied raft configuration of partition g,
+// false for the metadata group or when n hosts no replica of it.
+func (w *world) replicaConfig(n *simNode, g int) (node.ReplicaConfig, bool) {
+	if g >= w.opts.Partitions || g >= len(w.wire.tps) {
+		return node.ReplicaConfig{}, false
+	}
+	pc, ok := n.core.(interface {
+		PartitionConfig(node.TopicPartition) (node.ReplicaConfig, bool)
+	})
+	if !ok {
+		return node.ReplicaConfig{}, false
+	}
+	return pc.PartitionConfig(w.wire.tps[g])
+}
+
 // votesIn reports whether live node n's replica of partition group g is a
 // voter of its own applied raft configuration (true for the metadata
 // group and when it cannot tell).
@@ -504,16 +519,7 @@ func (w *world) votesIn(n *simNode, g int) bool {
 	if g == w.opts.Partitions {
 		return w.metaVoter(n) // wire_joins.go
 	}
-	if g >= w.opts.Partitions || g >= len(w.wire.tps) {
-		return true
-	}
-	pc, ok := n.core.(interface {
-		PartitionConfig(node.TopicPartition) (node.ReplicaConfig, bool)
-	})
-	if !ok {
-		return true
-	}
-	cfg, ok := pc.PartitionConfig(w.wire.tps[g])
+	cfg, ok := w.replicaConfig(n, g)
 	return !ok || slices.Contains(cfg.Voters, n.id) || slices.Contains(cfg.VotersOutgoing, n.id)
 }
 
