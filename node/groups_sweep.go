@@ -54,30 +54,59 @@ func (c *Core) sweepGroups() {
 // sweepCoordinator proposes one coordinator's expiries and cleanups.
 func (c *Core) sweepCoordinator(g *group, co *coordinator) {
 	cfg := c.groupsConfig()
-	session := uint64(max(1, cfg.SessionTimeout/c.cfg.TickDuration))
-	nowMs := c.cfg.Clock.Realtime().UnixMilli()
-	proposed := 0
-	propose := func(key string, cmd *strandpb.GroupCommand) {
-		if co.inFlight[key] || proposed >= sweepProposalsMax {
-			return
-		}
-		co.inFlight[key] = true
-		proposed++
-		c.proposeGroup(g, co, cmd, func(res groupApplied) {
-			delete(co.inFlight, key)
-			if res.err != nil && cmd.GetSnapshot() != nil {
-				// Too large for one record, or not applied: try again only
-				// after another interval (replaying the log stays correct).
-				co.sinceSnapshot = 0
-				g.logs.log(slog.LevelWarn, "group snapshot not written", slog.Any("err", res.err))
-			}
-			if res.err == nil && cmd.GetExpire() != nil {
-				delete(co.live, key)
-			}
-		})
+	p := &sweepProposer{c: c, g: g, co: co}
+	expireEmpty := c.sweepMembers(co, cfg, p)
+	if co.sinceSnapshot >= cfg.SnapshotEvery {
+		p.propose("\x00snapshot", &strandpb.GroupCommand{Body: &strandpb.GroupCommand_Snapshot{Snapshot: co.state.Snapshot(co.next)}})
 	}
+	if expireEmpty {
+		p.propose("\x00expire-offsets", &strandpb.GroupCommand{Body: &strandpb.GroupCommand_ExpireOffsetsRetentionMs{
+			ExpireOffsetsRetentionMs: cfg.OffsetsRetention.Milliseconds(),
+		}})
+	}
+	c.sweepDeletedTopics(g, co, p)
+}
+
+// sweepProposer proposes one sweep's group commands: at most one in flight
+// per key, and at most sweepProposalsMax in one sweep.
+type sweepProposer struct {
+	c        *Core
+	g        *group
+	co       *coordinator
+	proposed int // proposals made by this sweep
+}
+
+// propose proposes cmd under key unless key is already in flight or the
+// sweep has proposed its maximum.
+func (p *sweepProposer) propose(key string, cmd *strandpb.GroupCommand) {
+	g, co := p.g, p.co
+	if co.inFlight[key] || p.proposed >= sweepProposalsMax {
+		return
+	}
+	co.inFlight[key] = true
+	p.proposed++
+	p.c.proposeGroup(g, co, cmd, func(res groupApplied) {
+		delete(co.inFlight, key)
+		if res.err != nil && cmd.GetSnapshot() != nil {
+			// Too large for one record, or not applied: try again only
+			// after another interval (replaying the log stays correct).
+			co.sinceSnapshot = 0
+			g.logs.log(slog.LevelWarn, "group snapshot not written", slog.Any("err", res.err))
+		}
+		if res.err == nil && cmd.GetExpire() != nil {
+			delete(co.live, key)
+		}
+	})
+}
+
+// sweepMembers proposes the expiry of every member silent past the session
+// timeout or revoking past the rebalance timeout, starts the timers of
+// members first seen and prunes those of members gone. It reports whether
+// some group has been empty past the offsets retention.
+func (c *Core) sweepMembers(co *coordinator, cfg GroupsConfig, p *sweepProposer) (expireEmpty bool) {
+	session := uint64(max(1, cfg.SessionTimeout/c.cfg.TickDuration))
 	rebalance := uint64(max(1, cfg.RebalanceTimeout/c.cfg.TickDuration))
-	expireEmpty := false
+	nowMs := c.cfg.Clock.Realtime().UnixMilli()
 	live := make(map[string]bool) // the members seen now, to prune the timers of the others
 	for _, id := range co.state.GroupIDs() {
 		v, _ := co.state.Describe(id)
@@ -98,7 +127,7 @@ func (c *Core) sweepCoordinator(g *group, co *coordinator) {
 			} else if since, ok := co.revokingSince[key]; !ok {
 				co.revokingSince[key] = c.ticks
 			} else if c.ticks-since > rebalance {
-				propose(key, expire) // it never gave the partitions up
+				p.propose(key, expire) // it never gave the partitions up
 			}
 			seen, ok := co.live[key]
 			if !ok {
@@ -106,20 +135,19 @@ func (c *Core) sweepCoordinator(g *group, co *coordinator) {
 				continue
 			}
 			if c.ticks-seen > session {
-				propose(key, expire)
+				p.propose(key, expire)
 			}
 		}
 	}
 	pruneTimers(co.live, live)
 	pruneTimers(co.revokingSince, live)
-	if co.sinceSnapshot >= cfg.SnapshotEvery {
-		propose("\x00snapshot", &strandpb.GroupCommand{Body: &strandpb.GroupCommand_Snapshot{Snapshot: co.state.Snapshot(co.next)}})
-	}
-	if expireEmpty {
-		propose("\x00expire-offsets", &strandpb.GroupCommand{Body: &strandpb.GroupCommand_ExpireOffsetsRetentionMs{
-			ExpireOffsetsRetentionMs: cfg.OffsetsRetention.Milliseconds(),
-		}})
-	}
+	return expireEmpty
+}
+
+// sweepDeletedTopics proposes the removal of the offsets of every topic
+// the coordinator holds that the metadata no longer has, once a
+// linearizable metadata read confirms it gone.
+func (c *Core) sweepDeletedTopics(g *group, co *coordinator, p *sweepProposer) {
 	for _, topic := range co.state.Topics() {
 		if _, exists := c.meta.meta.Topic(topic); exists {
 			continue
@@ -135,7 +163,7 @@ func (c *Core) sweepCoordinator(g *group, co *coordinator) {
 		c.confirmTopicGone(topic, func(gone bool) {
 			delete(co.inFlight, key)
 			if gone && c.coord.coords[g.tp] == co {
-				propose(key, &strandpb.GroupCommand{Body: &strandpb.GroupCommand_DeleteTopic{DeleteTopic: topic}})
+				p.propose(key, &strandpb.GroupCommand{Body: &strandpb.GroupCommand_DeleteTopic{DeleteTopic: topic}})
 			}
 		})
 	}

@@ -26,41 +26,9 @@ import (
 // ErrNotLeader after proposing (leadership lost while waiting) and
 // ErrTimeout are indefinite: the entry may still commit.
 func (c *Core) produce(req ProduceRequest, done func(ProduceResult)) {
-	if c.closed {
-		c.completeProduce(done, ProduceResult{Err: ErrStopped, BaseOffset: -1})
-		return
-	}
-	g := c.byTP[req.TopicPartition]
-	if g == nil {
-		c.completeProduce(done, ProduceResult{Err: ErrUnknownTopicPartition, BaseOffset: -1})
-		return
-	}
-	lead, term, leading := g.leadership()
-	if !leading {
-		c.completeProduce(done, ProduceResult{Err: ErrNotLeader, BaseOffset: -1, Leader: lead})
-		return
-	}
-	info, err := validateBatch(c.bugBatchCRC(req.Batch))
-	if err == nil {
-		err = c.checkMaxMessageBytes(g, req.Batch)
-	}
-	if err == nil {
-		err = c.checkKeyed(g, req.Batch)
-	}
+	g, lead, term, info, err := c.admitProduce(req)
 	if err != nil {
 		c.completeProduce(done, ProduceResult{Err: err, BaseOffset: -1, Leader: lead})
-		return
-	}
-	if g.live >= c.cfg.PendingRequestsMax {
-		c.completeProduce(done, ProduceResult{Err: ErrBusy, BaseOffset: -1, Leader: lead})
-		return
-	}
-	if c.space.full {
-		c.completeProduce(done, ProduceResult{Err: ErrNotEnoughSpace, BaseOffset: -1, Leader: lead})
-		return
-	}
-	if c.stall.stalled {
-		c.completeProduce(done, ProduceResult{Err: ErrDiskStalled, BaseOffset: -1, Leader: lead})
 		return
 	}
 	c.nextProposalID++
@@ -75,7 +43,7 @@ func (c *Core) produce(req ProduceRequest, done func(ProduceResult)) {
 	if err := g.raw.Propose(data); err != nil {
 		// Dropped: leadership moved (or a transfer), or the uncommitted
 		// tail is full while still leading.
-		lead, _, leading = g.leadership()
+		lead, _, leading := g.leadership()
 		err = ErrNotLeader
 		if leading {
 			err = ErrBusy
@@ -98,6 +66,42 @@ func (c *Core) produce(req ProduceRequest, done func(ProduceResult)) {
 	g.unindexed++
 	g.live++
 	c.bugAckEarly(g, w, done)
+}
+
+// admitProduce finds req's replica and checks, in order, that this node
+// runs, hosts and leads the partition, that the batch is valid and within
+// the topic's limits, and that the replica and the disk can take it. A
+// refusal is a definite failure (nothing was proposed), with the leader
+// this node knows once it hosts the partition.
+func (c *Core) admitProduce(req ProduceRequest) (g *group, lead NodeID, term uint64, info recordbatch.Info, err error) {
+	if c.closed {
+		return nil, 0, 0, info, ErrStopped
+	}
+	g = c.byTP[req.TopicPartition]
+	if g == nil {
+		return nil, 0, 0, info, ErrUnknownTopicPartition
+	}
+	lead, term, leading := g.leadership()
+	if !leading {
+		return g, lead, term, info, ErrNotLeader
+	}
+	info, err = validateBatch(c.bugBatchCRC(req.Batch))
+	if err == nil {
+		err = c.checkMaxMessageBytes(g, req.Batch)
+	}
+	if err == nil {
+		err = c.checkKeyed(g, req.Batch)
+	}
+	switch {
+	case err != nil:
+	case g.live >= c.cfg.PendingRequestsMax:
+		err = ErrBusy
+	case c.space.full:
+		err = ErrNotEnoughSpace
+	case c.stall.stalled:
+		err = ErrDiskStalled
+	}
+	return g, lead, term, info, err
 }
 
 // validateBatch checks a batch before proposing it: a bad batch is a

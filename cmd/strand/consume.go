@@ -37,55 +37,39 @@ func checkConsumeFlags(partition int32, count int64, group, instance string, par
 // delimiters, -c count.
 func cmdConsume(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("consume")
-	var cf clientFlags
-	cf.register(fs, 30*time.Second)
-	topicFlag := fs.StringP("topic", "t", "", "topic to read (instead of the TOPIC argument)")
-	from := fs.StringArrayP("from", "o", []string{"earliest"}, "where to start, and optionally stop (repeatable: a start and an end): "+offsetHelp)
-	format := fs.StringP("format", "f", `%v\n`, formatHelp)
-	asJSON := fs.BoolP("json", "J", false, "print each record as one JSON object (kcat's -J; same as --format json)")
-	null := fs.BoolP("null", "Z", false, "print a null key or value as NULL (else as nothing), as kcat's -Z")
-	delim := fs.StringP("delimiter", "D", `\n`, `without --format: what follows each value (kcat's -D; escapes \n \r \t \\ \xNN)`)
-	keyDelim := fs.StringP("key-delimiter", "K", "", "without --format: print the key and this before each value")
-	untilEnd := fs.BoolP("until-end", "e", false, "exit once the high-water marks seen at start are reached")
-	partition := fs.Int32P("partition", "p", -1, "read only this partition (-1: all)")
-	count := fs.Int64P("count", "c", 0, "exit after this many records (0: no limit)")
-	group := fs.StringP("group", "g", "", "consume as a member of this consumer group: partitions are shared among its members and what is printed is committed; --from applies only where the group has no committed offset")
-	instance := fs.String("instance-id", "", "with --group: a static member id; restarted with the same id within 45 s, it gets its partitions back without a rebalance")
-	isolation := fs.String("isolation", "read_uncommitted", "what to read of transactions, as Kafka's isolation.level: read_uncommitted (every record up to the high-water mark) or read_committed (only committed transactions' records, up to the last stable offset; --until-end stops there)")
-	var ef execFlags
-	ef.register(fs)
+	o := registerConsumeFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	topic, err := topicArg(fs, *topicFlag)
+	topic, err := topicArg(fs, *o.topicFlag)
 	if err != nil {
 		return err
 	}
-	if err := checkConsumeFlags(*partition, *count, *group, *instance, fs.Changed("partition")); err != nil {
+	if err := checkConsumeFlags(*o.partition, *o.count, *o.group, *o.instance, fs.Changed("partition")); err != nil {
 		return err
 	}
-	level, err := parseIsolation(*isolation)
+	level, err := parseIsolation(*o.isolation)
 	if err != nil {
 		return err
 	}
-	rng, err := parseOffsets(*from, time.Now())
+	rng, err := parseOffsets(*o.from, time.Now())
 	if err != nil {
 		return err
 	}
-	if err := ef.validate(fs, topic, *group); err != nil {
+	if err := o.ef.validate(fs, topic, *o.group); err != nil {
 		return err
 	}
-	f, err := consumeFormat(fs, *format, *asJSON, *null, *delim, *keyDelim)
+	f, err := consumeFormat(fs, *o.format, *o.asJSON, *o.null, *o.delim, *o.keyDelim)
 	if err != nil {
 		return err
 	}
 	var groupFrom clientlib.Offset
-	if *group != "" {
-		if groupFrom, err = groupStart(rng, *from); err != nil {
+	if *o.group != "" {
+		if groupFrom, err = groupStart(rng, *o.from); err != nil {
 			return err
 		}
 	}
-	c, err := cf.client(ef.clientOpts()...)
+	c, err := o.cf.client(o.ef.clientOpts()...)
 	if err != nil {
 		return err
 	}
@@ -93,18 +77,51 @@ func cmdConsume(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signalContext()
 	defer stop()
 	cs := &consumeSession{c: c, k: clientlib.NewConsumer(c, clientlib.FetchIsolation(level)), isolation: level, topic: topic, format: f,
-		out: bufio.NewWriter(stdout), limit: *count, timeout: cf.timeout, stderr: stderr}
+		out: bufio.NewWriter(stdout), limit: *o.count, timeout: o.cf.timeout, stderr: stderr}
 	defer cs.out.Flush()
-	if ef.cmd != "" {
-		return topicErr(topic, cs.runExec(ctx, *group, *instance, groupFrom, *untilEnd || rng.untilEnd, ef))
+	if o.ef.cmd != "" {
+		return topicErr(topic, cs.runExec(ctx, *o.group, *o.instance, groupFrom, *o.untilEnd || rng.untilEnd, o.ef))
 	}
-	if *group != "" {
-		return topicErr(topic, cs.runGroup(ctx, *group, *instance, groupFrom, *untilEnd || rng.untilEnd, stderr))
+	if *o.group != "" {
+		return topicErr(topic, cs.runGroup(ctx, *o.group, *o.instance, groupFrom, *o.untilEnd || rng.untilEnd, stderr))
 	}
-	if err := cs.assign(ctx, *partition, rng, *untilEnd || rng.untilEnd); err != nil {
+	if err := cs.assign(ctx, *o.partition, rng, *o.untilEnd || rng.untilEnd); err != nil {
 		return topicErr(topic, err)
 	}
 	return topicErr(topic, cs.run(ctx))
+}
+
+// consumeFlags are cmdConsume's flags.
+type consumeFlags struct {
+	cf                                 clientFlags
+	ef                                 execFlags
+	topicFlag, format, delim, keyDelim *string
+	group, instance, isolation         *string
+	from                               *[]string
+	asJSON, null, untilEnd             *bool
+	partition                          *int32
+	count                              *int64
+}
+
+// registerConsumeFlags registers cmdConsume's flags on fs.
+func registerConsumeFlags(fs *pflag.FlagSet) *consumeFlags {
+	o := &consumeFlags{}
+	o.cf.register(fs, 30*time.Second)
+	o.topicFlag = fs.StringP("topic", "t", "", "topic to read (instead of the TOPIC argument)")
+	o.from = fs.StringArrayP("from", "o", []string{"earliest"}, "where to start, and optionally stop (repeatable: a start and an end): "+offsetHelp)
+	o.format = fs.StringP("format", "f", `%v\n`, formatHelp)
+	o.asJSON = fs.BoolP("json", "J", false, "print each record as one JSON object (kcat's -J; same as --format json)")
+	o.null = fs.BoolP("null", "Z", false, "print a null key or value as NULL (else as nothing), as kcat's -Z")
+	o.delim = fs.StringP("delimiter", "D", `\n`, `without --format: what follows each value (kcat's -D; escapes \n \r \t \\ \xNN)`)
+	o.keyDelim = fs.StringP("key-delimiter", "K", "", "without --format: print the key and this before each value")
+	o.untilEnd = fs.BoolP("until-end", "e", false, "exit once the high-water marks seen at start are reached")
+	o.partition = fs.Int32P("partition", "p", -1, "read only this partition (-1: all)")
+	o.count = fs.Int64P("count", "c", 0, "exit after this many records (0: no limit)")
+	o.group = fs.StringP("group", "g", "", "consume as a member of this consumer group: partitions are shared among its members and what is printed is committed; --from applies only where the group has no committed offset")
+	o.instance = fs.String("instance-id", "", "with --group: a static member id; restarted with the same id within 45 s, it gets its partitions back without a rebalance")
+	o.isolation = fs.String("isolation", "read_uncommitted", "what to read of transactions, as Kafka's isolation.level: read_uncommitted (every record up to the high-water mark) or read_committed (only committed transactions' records, up to the last stable offset; --until-end stops there)")
+	o.ef.register(fs)
+	return o
 }
 
 // offsetHelp is --from's flag help.

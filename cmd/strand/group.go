@@ -32,26 +32,11 @@ func cmdGroup(args []string, stdout io.Writer) error {
 		return usageError("group: unknown subcommand %q: want %s", sub, strings.Join(groupSubcommands, ", "))
 	}
 	fs := newFlags("group " + sub)
-	var cf clientFlags
-	cf.register(fs, 30*time.Second)
-	var rf resetFlags
-	var format outputFormat
-	var isolation string
-	switch sub {
-	case "reset":
-		rf.register(fs)
-	case "describe":
-		fs.StringVar(&isolation, "isolation", "read_uncommitted", "what the group's consumers read, as their isolation.level (Kafka does not record it): "+
-			"read_uncommitted measures lag to the high-water mark, as Kafka's tools do; read_committed to the last stable offset, "+
-			"the end a read_committed consumer can reach while a transaction is open")
-		format.register(fs)
-	case "list":
-		format.register(fs)
-	}
+	f := registerGroupFlags(fs, sub)
 	if err := parseFlags(fs, rest); err != nil {
 		return err
 	}
-	level, err := parseIsolation(cmp.Or(isolation, "read_uncommitted"))
+	level, err := parseIsolation(cmp.Or(f.isolation, "read_uncommitted"))
 	if err != nil {
 		return err
 	}
@@ -60,36 +45,62 @@ func cmdGroup(args []string, stdout io.Writer) error {
 		return usageError("group %s: want %s", sub, map[bool]string{true: "no argument", false: "one group id"}[sub == "list"])
 	}
 	if sub == "reset" {
-		if err := rf.validate(fs); err != nil {
+		if err := f.rf.validate(fs); err != nil {
 			return err
 		}
 	}
-	if err := format.validate(); err != nil {
+	if err := f.format.validate(); err != nil {
 		return err
 	}
-	c, err := cf.client()
+	c, err := f.cf.client()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), f.cf.timeout)
 	defer cancel()
 	switch sub {
 	case "list":
-		return groupList(ctx, c, stdout, format)
+		return groupList(ctx, c, stdout, f.format)
 	case "describe":
-		if format.json() {
+		if f.format.json() {
 			return groupErr(names[0], groupDescribeJSON(ctx, c, stdout, names[0], level))
 		}
 		return groupErr(names[0], groupDescribe(ctx, c, stdout, names[0], level))
 	case "reset":
-		return groupErr(names[0], groupReset(ctx, c, stdout, names[0], rf))
+		return groupErr(names[0], groupReset(ctx, c, stdout, names[0], f.rf))
 	}
 	if err := c.DeleteGroup(ctx, names[0]); err != nil {
 		return groupErr(names[0], err)
 	}
 	fmt.Fprintf(stdout, "deleted group %s and its committed offsets\n", names[0])
 	return nil
+}
+
+// groupFlags are the flags of one `strand group` subcommand.
+type groupFlags struct {
+	cf        clientFlags
+	rf        resetFlags
+	format    outputFormat
+	isolation string // describe only
+}
+
+// registerGroupFlags registers subcommand sub's flags on fs.
+func registerGroupFlags(fs *pflag.FlagSet, sub string) *groupFlags {
+	f := &groupFlags{}
+	f.cf.register(fs, 30*time.Second)
+	switch sub {
+	case "reset":
+		f.rf.register(fs)
+	case "describe":
+		fs.StringVar(&f.isolation, "isolation", "read_uncommitted", "what the group's consumers read, as their isolation.level (Kafka does not record it): "+
+			"read_uncommitted measures lag to the high-water mark, as Kafka's tools do; read_committed to the last stable offset, "+
+			"the end a read_committed consumer can reach while a transaction is open")
+		f.format.register(fs)
+	case "list":
+		f.format.register(fs)
+	}
+	return f
 }
 
 // groupErr says in plain words what a group error means for the user.

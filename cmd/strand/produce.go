@@ -26,76 +26,34 @@ import (
 // key separator, -k key, -H header, -Z null for empty, -D delimiter.
 func cmdProduce(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlags("produce")
-	var cf clientFlags
-	cf.register(fs, 30*time.Second)
-	topicFlag := fs.StringP("topic", "t", "", "topic to write to (instead of the TOPIC argument)")
-	keySep := fs.StringP("key-separator", "K", "", "split each record at the first SEP into key and value (default: no key)")
-	var shape recordShape
-	key := fs.StringP("key", "k", "", "the key of every record (rpk's -k; a key split off by -K wins)")
-	keyFile := fs.String("key-file", "", "the key of every record is this file's bytes, exactly")
-	headers := fs.StringArrayP("header", "H", nil, "add header KEY=VALUE to every record (repeatable; kcat's and rpk's -H)")
-	fs.BoolVarP(&shape.null, "null", "Z", false, "an empty value or key is sent as null (a tombstone), as kcat's -Z")
-	delim := fs.StringP("delimiter", "D", `\n`, `records in stdin end with this (kcat's -D; escapes \n \r \t \\ \xNN; '\r\n' for CRLF input); every other byte is kept`)
-	valueFiles := fs.StringArray("value-file", nil, "send this file's bytes as one record instead of reading stdin (repeatable: one record per file, kcat's file mode)")
-	acksText := fs.String("acks", "all", "all (replicated, with offsets), 1 (leader's log) or 0 (fire and forget)")
-	partition := fs.Int32P("partition", "p", -1, "write every record to this partition (-1: by key hash, else spread over partitions)")
-	linger := fs.Duration("linger", 5*time.Millisecond, "wait this long to fill a batch")
-	txnID := fs.String("transactional-id", "", "write every record of this run in one transaction, committed at the end and aborted if any record fails or the run is interrupted (kcat's -X transactional.id)")
+	f := registerProduceFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	topic, err := topicArg(fs, *topicFlag)
+	pl, err := f.plan(fs)
 	if err != nil {
 		return err
 	}
-	if *partition < -1 {
-		return usageError("--partition %d: want a partition number, or -1 for any", *partition)
-	}
-	acks, err := parseAcks(*acksText)
-	if err != nil {
-		return err
-	}
-	if *txnID != "" && acks != clientlib.AcksAll {
-		return usageError("--transactional-id needs --acks all (a transaction commits only replicated records)")
-	}
-	if err := shape.parse(fs, *keySep, *key, *keyFile, *headers, *valueFiles); err != nil {
-		return err
-	}
-	d, err := parseDelimiter(*delim, "--delimiter")
-	if err != nil {
-		return err
-	}
-	files, err := readValueFiles(*valueFiles, &shape)
-	if err != nil {
-		return err
-	}
-	opts := []clientlib.Opt{clientlib.RequiredAcks(acks), clientlib.DeliveryTimeout(cf.timeout), clientlib.Linger(*linger)}
-	if *partition >= 0 {
-		opts = append(opts, clientlib.ManualPartitioner())
-	}
-	if *txnID != "" {
-		opts = append(opts, clientlib.TransactionalID(*txnID))
-	}
-	c, err := cf.client(opts...)
+	c, err := f.cf.client(f.clientOpts(pl.acks)...)
 	if err != nil {
 		return err
 	}
 	defer closeBounded(c)
 	ctx, stop := signalContext()
 	defer stop()
-	if err := checkTopic(ctx, c, topic, *partition, cf.timeout); err != nil {
+	if err := checkTopic(ctx, c, pl.topic, *f.partition, f.cf.timeout); err != nil {
 		return err
 	}
-	p := &lineProducer{c: c, stderr: stderr, txnID: *txnID}
+	p := &lineProducer{c: c, stderr: stderr, txnID: *f.txnID}
 	send := func() (*line, error) {
-		if files != nil {
-			p.sendFiles(ctx, files, topic, *partition, &shape)
+		if pl.files != nil {
+			p.sendFiles(ctx, pl.files, pl.topic, *f.partition, &f.shape)
 			return nil, nil
 		}
-		return p.sendLines(ctx, stdin, topic, *partition, d, &shape)
+		return p.sendLines(ctx, stdin, pl.topic, *f.partition, pl.delim, &f.shape)
 	}
-	if *txnID != "" {
-		return p.inTransaction(ctx, topic, send)
+	if *f.txnID != "" {
+		return p.inTransaction(ctx, pl.topic, send)
 	}
 	tooLarge, err := send()
 	if err != nil {
@@ -105,9 +63,90 @@ func cmdProduce(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 		return err
 	}
 	if tooLarge != nil {
-		return p.stoppedAt(topic, tooLarge)
+		return p.stoppedAt(pl.topic, tooLarge)
 	}
-	return p.result(topic)
+	return p.result(pl.topic)
+}
+
+// produceFlags are cmdProduce's flags.
+type produceFlags struct {
+	cf                                              clientFlags
+	shape                                           recordShape
+	topic, keySep, key, keyFile, delim, acks, txnID *string
+	headers, valueFiles                             *[]string
+	partition                                       *int32
+	linger                                          *time.Duration
+}
+
+// registerProduceFlags registers cmdProduce's flags on fs.
+func registerProduceFlags(fs *pflag.FlagSet) *produceFlags {
+	f := &produceFlags{}
+	f.cf.register(fs, 30*time.Second)
+	f.topic = fs.StringP("topic", "t", "", "topic to write to (instead of the TOPIC argument)")
+	f.keySep = fs.StringP("key-separator", "K", "", "split each record at the first SEP into key and value (default: no key)")
+	f.key = fs.StringP("key", "k", "", "the key of every record (rpk's -k; a key split off by -K wins)")
+	f.keyFile = fs.String("key-file", "", "the key of every record is this file's bytes, exactly")
+	f.headers = fs.StringArrayP("header", "H", nil, "add header KEY=VALUE to every record (repeatable; kcat's and rpk's -H)")
+	fs.BoolVarP(&f.shape.null, "null", "Z", false, "an empty value or key is sent as null (a tombstone), as kcat's -Z")
+	f.delim = fs.StringP("delimiter", "D", `\n`, `records in stdin end with this (kcat's -D; escapes \n \r \t \\ \xNN; '\r\n' for CRLF input); every other byte is kept`)
+	f.valueFiles = fs.StringArray("value-file", nil, "send this file's bytes as one record instead of reading stdin (repeatable: one record per file, kcat's file mode)")
+	f.acks = fs.String("acks", "all", "all (replicated, with offsets), 1 (leader's log) or 0 (fire and forget)")
+	f.partition = fs.Int32P("partition", "p", -1, "write every record to this partition (-1: by key hash, else spread over partitions)")
+	f.linger = fs.Duration("linger", 5*time.Millisecond, "wait this long to fill a batch")
+	f.txnID = fs.String("transactional-id", "", "write every record of this run in one transaction, committed at the end and aborted if any record fails or the run is interrupted (kcat's -X transactional.id)")
+	return f
+}
+
+// producePlan is what cmdProduce's parsed flags ask for.
+type producePlan struct {
+	topic string
+	acks  clientlib.Acks
+	delim []byte
+	files []valueFile // nil: read records from stdin
+}
+
+// plan checks the parsed flags and arguments, reads the key and value
+// files, and says what to send.
+func (f *produceFlags) plan(fs *pflag.FlagSet) (producePlan, error) {
+	var pl producePlan
+	topic, err := topicArg(fs, *f.topic)
+	if err != nil {
+		return pl, err
+	}
+	if *f.partition < -1 {
+		return pl, usageError("--partition %d: want a partition number, or -1 for any", *f.partition)
+	}
+	acks, err := parseAcks(*f.acks)
+	if err != nil {
+		return pl, err
+	}
+	if *f.txnID != "" && acks != clientlib.AcksAll {
+		return pl, usageError("--transactional-id needs --acks all (a transaction commits only replicated records)")
+	}
+	if err := f.shape.parse(fs, *f.keySep, *f.key, *f.keyFile, *f.headers, *f.valueFiles); err != nil {
+		return pl, err
+	}
+	d, err := parseDelimiter(*f.delim, "--delimiter")
+	if err != nil {
+		return pl, err
+	}
+	files, err := readValueFiles(*f.valueFiles, &f.shape)
+	if err != nil {
+		return pl, err
+	}
+	return producePlan{topic: topic, acks: acks, delim: d, files: files}, nil
+}
+
+// clientOpts are the client options the flags ask for.
+func (f *produceFlags) clientOpts(acks clientlib.Acks) []clientlib.Opt {
+	opts := []clientlib.Opt{clientlib.RequiredAcks(acks), clientlib.DeliveryTimeout(f.cf.timeout), clientlib.Linger(*f.linger)}
+	if *f.partition >= 0 {
+		opts = append(opts, clientlib.ManualPartitioner())
+	}
+	if *f.txnID != "" {
+		opts = append(opts, clientlib.TransactionalID(*f.txnID))
+	}
+	return opts
 }
 
 // inTransaction runs send inside one transaction of the producer's
