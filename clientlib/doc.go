@@ -60,6 +60,21 @@
 // with the engine's dedup rules, whose queued attempts are applied late or never, checks no loss,
 // no duplicate, order kept, and every definite failure absent from the log for good.
 //
+// Topic ids (KIP-516, produce v13; producer.go renewWindow, goneError): every produce names the
+// topic id the client's metadata gave, and each partition's window is bound to one id, since
+// sequence numbers mean nothing to another incarnation of the topic. A new partition binds to the
+// id its record was partitioned under; an empty window moves to a newer id (starting at sequence
+// 0), never back to one it left (a stale metadata answer). When the metadata names a newer id, or
+// says, asked by name, that no such topic exists, the batches the window still holds under the old
+// id are not sent again: they fail with *TopicGoneError (OldID, NewID, MaybeWritten: an earlier
+// attempt may be in the deleted topic), those in flight when their answer comes; new records wait
+// for the window to empty. UNKNOWN_TOPIC_ID asks about the topic by name (an answer older than
+// metadata already applied is refused); while the metadata still names the batch's id (the node
+// lags), the batch is retried after that answer. Every promise's Record.TopicID names the id its
+// batch was produced under, and MaybeWritten(err) reads either maybe-written error. Rejected:
+// resending a held batch under the new id (its sequence numbers are the old topic's, and an
+// earlier attempt may be in the old topic: the record could end up in both).
+//
 // # Transactions (issue 23; txn.go, txn_io.go)
 //
 // TransactionalID(id) makes a Client Kafka's transactional producer (KIP-890 transactions v2):
@@ -169,7 +184,8 @@
 // LeaderAddress, LogStartOffset, HighWatermark}), match sentinels with errors.Is, and answer
 // Retriable(); callers never match strings. Typed failures a caller acts on: *UnreachableError
 // ("cannot reach the cluster at ADDR", within the dial timeout, not retried), *NotStrandError,
-// *RetriesExhaustedError{MaybeWritten}, *OffsetOutOfRangeError (R22: never a silent seek),
+// *RetriesExhaustedError{MaybeWritten}, *TopicGoneError{MaybeWritten} (a produce's topic was
+// deleted or re-created), *OffsetOutOfRangeError (R22: never a silent seek),
 // *TopicRecreatedError and *ClusterChangedError (sticky until Seek; a lagging node's
 // UNKNOWN_TOPIC_ID is retried while the client's own metadata still names the old id), *OptionError
 // from NewClient. An unknown topic fails after UnknownTopicRetries (4) metadata answers unless the
