@@ -235,8 +235,9 @@ type producer struct {
 	// retiredIDs are, per topic, the ids a window moved away from: a
 	// stale metadata answer naming one again does not move a window back.
 	retiredIDs map[string][][]byte
-	// newestIDs are, per topic, the id a window last moved to.
-	newestIDs map[string][]byte
+	// newestIDs are, per topic, the id a window last moved to and the
+	// metadata version it was seen at.
+	newestIDs map[string]seenID
 	// idRefused are the topics a node answered UNKNOWN_TOPIC_ID for since
 	// the last refresh: the next one asks about them by name.
 	idRefused map[string]bool
@@ -264,7 +265,7 @@ func newProducer(c *Client) *producer {
 		senders:        make(map[uint64]chan []sentBatch),
 		producerID:     -1,
 		retiredIDs:     make(map[string][][]byte),
-		newestIDs:      make(map[string][]byte),
+		newestIDs:      make(map[string]seenID),
 		idRefused:      make(map[string]bool),
 	}
 	p.io = liveIO{p}
@@ -552,15 +553,24 @@ func (p *producer) renewWindow(s *sink) {
 	}
 }
 
+// seenID is a topic id and the metadata version it was seen at.
+type seenID struct {
+	id      []byte
+	version uint64
+}
+
 // bindID is the topic id a window of topic binds to now: the cache's,
-// unless the cache names one a window moved away from (a stale answer) or
-// says the topic is deleted; then the id a window last moved to (nil when
-// none: the cluster names no ids).
+// unless it is stale (a lagging node's answer: an id a window moved away
+// from, or one seen at an older metadata version than the id a window last
+// moved to) or the cache says the topic is deleted; then the id a window
+// last moved to (nil when none: the cluster names no ids).
 func (p *producer) bindID(topic string) []byte {
-	if id, deleted := p.topicNow(topic); !deleted && id != nil && !p.retired(topic, id) {
-		return id
+	newest := p.newestIDs[topic]
+	if cur, deleted := p.topicNow(topic); !deleted && cur.id != nil && !p.retired(topic, cur.id) &&
+		(newest.id == nil || cur.version == 0 || cur.version >= newest.version) {
+		return cur.id
 	}
-	return p.newestIDs[topic]
+	return newest.id
 }
 
 // bind moves sink s to topic id id, retiring the id it had.
@@ -570,20 +580,28 @@ func (p *producer) bind(s *sink, id []byte) {
 		p.retiredIDs[topic] = append(p.retiredIDs[topic], s.topicID)
 	}
 	s.topicID = bytes.Clone(id)
-	p.newestIDs[topic] = s.topicID
+	if newest := p.newestIDs[topic]; !bytes.Equal(newest.id, id) {
+		cur, _ := p.topicNow(topic)
+		v := newest.version
+		if bytes.Equal(cur.id, id) {
+			v = max(v, cur.version)
+		}
+		p.newestIDs[topic] = seenID{id: s.topicID, version: v}
+	}
 }
 
 // topicNow is what the metadata cache says of topic: its id (nil when
-// the cluster names none or the topic is not cached) and whether an answer
-// about it by name said no such topic exists.
-func (p *producer) topicNow(topic string) (id []byte, deleted bool) {
+// the cluster names none or the topic is not cached) with the version it
+// was seen at, and whether an answer about it by name said no such topic
+// exists.
+func (p *producer) topicNow(topic string) (cur seenID, deleted bool) {
 	p.c.mu.Lock()
 	defer p.c.mu.Unlock()
 	info := p.c.meta.Topic(topic)
 	if info == nil {
-		return nil, false
+		return seenID{}, false
 	}
-	return info.ID, info.Err == strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION
+	return seenID{id: info.ID, version: info.Version}, info.Err == strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION
 }
 
 // retired reports whether a window of topic moved away from id.
@@ -591,20 +609,24 @@ func (p *producer) retired(topic string, id []byte) bool {
 	return slices.ContainsFunc(p.retiredIDs[topic], func(r []byte) bool { return bytes.Equal(r, id) })
 }
 
-// goneError is the error that fails s's batches when the metadata says
-// the topic id its window numbers under is gone: the topic was deleted
-// (asked by name, no topic of the name exists) or the name has a newer id
-// (not one a window moved away from: a stale answer). nil otherwise, and
-// for a window bound to no id. last is the attempt's error, if any.
+// goneError is the error that fails s's batches when the topic id its
+// window numbers under is gone: the metadata, asked by name, says no topic
+// of the name exists, or the name has a newer id (bindID: the cache's,
+// or, when the cache names one a window moved away from, the id a window
+// last moved to). nil otherwise, and for a window bound to no id. last is
+// the attempt's error, if any.
 func (p *producer) goneError(s *sink, last error) *TopicGoneError {
 	if s.topicID == nil {
 		return nil
 	}
-	id, deleted := p.topicNow(s.tp.topic)
-	if !deleted && (id == nil || bytes.Equal(id, s.topicID) || p.retired(s.tp.topic, id)) {
-		return nil
+	var now []byte
+	if _, deleted := p.topicNow(s.tp.topic); !deleted {
+		now = p.bindID(s.tp.topic)
+		if now == nil || bytes.Equal(now, s.topicID) {
+			return nil
+		}
 	}
-	return &TopicGoneError{Topic: s.tp.topic, Partition: s.tp.partition, OldID: s.topicID, NewID: bytes.Clone(id), Err: last}
+	return &TopicGoneError{Topic: s.tp.topic, Partition: s.tp.partition, OldID: s.topicID, NewID: bytes.Clone(now), Err: last}
 }
 
 // appendOpen adds a record to the open batch, sealing first when the

@@ -40,9 +40,13 @@ func (p *producer) drive(now time.Duration) time.Duration {
 	var toAdd []topicPartition // partitions to add to the transaction
 	for _, s := range p.sortedSinks() {
 		if s.w.Len() > 0 {
-			if gone := p.goneError(s, nil); gone != nil {
-				// Never sent again under a dead id; those in flight
-				// resolve by their answers.
+			if gone := p.goneError(s, nil); gone != nil && gone.NewID == nil {
+				// The topic is gone: there is no leader to send the
+				// held batches to; those in flight resolve by their
+				// answers. A re-created topic's held batches are still
+				// sent under their id: the node refuses them (handle
+				// fails them with a *TopicGoneError) or, lagging, writes
+				// them to the old topic; the client does not guess which.
 				s.w.FailQueued(gone)
 				p.pop(s)
 			}

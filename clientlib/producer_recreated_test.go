@@ -29,6 +29,9 @@ type recreatingNode struct {
 	lose    func() bool
 	sent    []*strandpb.ProduceRequest_Partition
 	version uint64
+	// stale, when set, makes metadata answers those of a lagging node:
+	// the first incarnation at version 1.
+	stale bool
 }
 
 func newRecreatingNode(t *testing.T, incarnations int) *recreatingNode {
@@ -62,6 +65,9 @@ func (n *recreatingNode) answer(_ string, req *strandpb.Request) *strandpb.Respo
 		m := &strandpb.MetadataResponse{Nodes: []*strandpb.MetadataResponse_Node{{Id: 1, Address: "n1"}},
 			MetadataVersion: n.version}
 		id := n.ids[n.inc]
+		if n.stale {
+			m.MetadataVersion, id = 1, n.ids[0]
+		}
 		switch {
 		case id != nil:
 			m.Topics = []*strandpb.MetadataResponse_Topic{{Name: "t", TopicId: id,
@@ -230,5 +236,39 @@ func TestProducerRetriesLaggingNodeTopicID(t *testing.T) {
 	}
 	if len(n.sent) < 2 {
 		t.Fatalf("%d produce attempts; want the refused one and the retry", len(n.sent))
+	}
+}
+
+// TestProducerKeepsNewerTopicIDOverStaleMetadata: a client that started
+// after the topic was re-created (it never used the old id) gets a lagging
+// node's metadata naming the old id at an older metadata version; its next
+// batch still names the new id and is written to the new topic. Without
+// the version comparison the window moved to the old id, the node refused
+// it, and the record failed.
+func TestProducerKeepsNewerTopicIDOverStaleMetadata(t *testing.T) {
+	n := newRecreatingNode(t, 2)
+	n.inc, n.known, n.version = 1, 1, 2
+	w := &scriptedWorld{answer: n.answer}
+	c, err := NewClient(Simulated(w), SeedAddresses("n1"), RandSeed(1), Linger(0), MetadataMaxAge(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := produceOne(t, w, c, "a"); err != nil || !bytes.Equal(r.TopicID, n.ids[1]) {
+		t.Fatalf("first record: topic id %x, %v; want written under %x", r.TopicID, err, n.ids[1])
+	}
+	n.stale = true
+	w.now += time.Second // the metadata is old: the next record refreshes it
+	if _, err := produceOne(t, w, c, "b"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := produceOne(t, w, c, "c")
+	if err != nil || !bytes.Equal(r.TopicID, n.ids[1]) || len(n.logs[1]) != 3 {
+		t.Fatalf("record after a stale metadata answer: topic id %x, %v, new topic holds %v; want written under %x",
+			r.TopicID, err, n.logs[1], n.ids[1])
+	}
+	for _, p := range n.sent {
+		if !bytes.Equal(p.GetTopicId(), n.ids[1]) {
+			t.Fatalf("a produce named id %x; want only the new id %x", p.GetTopicId(), n.ids[1])
+		}
 	}
 }
