@@ -37,6 +37,12 @@ import (
 //     group; the nodes left outside then stop and delete their replica in
 //     reconcile.
 //
+// A leader steps moves only while its metadata looks current
+// (moveMetadataCurrent), and a leader of a partition with no move in
+// progress removes any learner outside its replicas (removeStrayLearners):
+// a step taken on stale metadata for a move since cancelled and completed
+// would otherwise leave one for good.
+//
 // Rejected: removing old voters one by one with simple changes (each step
 // changes the majority; joint consensus is one step whatever the overlap);
 // a move coordinator in the metadata group (it would need every partition's
