@@ -3,6 +3,7 @@ package clientlib
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -392,6 +393,45 @@ func (c *Client) applyMetadataLocked(resp *strandpb.Response, addr string, err e
 		c.metaVersion = max(c.metaVersion, resp.GetMetadata().GetMetadataVersion())
 	}
 	return err
+}
+
+// refreshTopics asks any node about topics by name (see refreshTopic: a
+// topic of none of the names is cached as unknown, and an answer older
+// than metadata already applied is refused).
+func (c *Client) refreshTopics(ctx context.Context, topics []string) error {
+	rctx, cancel := c.boundedCtx(ctx)
+	defer cancel()
+	req := &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{Topics: topics}}}
+	resp, addr, err := c.anyRequestAt(rctx, req)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.applyNamedMetadataLocked(resp, addr, err)
+}
+
+// applyNamedMetadataLocked takes an answer about topics by name from addr
+// (err: the request's failure) into the cache, unless it is older than
+// metadata already applied: a node restarting or rebuilding its metadata
+// must not make a live topic look deleted. The caller holds c.mu.
+func (c *Client) applyNamedMetadataLocked(resp *strandpb.Response, addr string, err error) error {
+	if err == nil {
+		err = errorFromWire(resp.GetError())
+	}
+	if err == nil {
+		err = c.checkClusterLocked(resp.GetMetadata().GetClusterId(), addr)
+	}
+	if err != nil {
+		return err
+	}
+	m := resp.GetMetadata()
+	if v := m.GetMetadataVersion(); v < c.metaVersion {
+		return &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE,
+			Message: fmt.Sprintf("%s answered metadata version %d, older than version %d already seen", addr, v, c.metaVersion)}
+	}
+	if m != nil {
+		c.meta.ApplyMetadata(m)
+		c.metaVersion = max(c.metaVersion, m.GetMetadataVersion())
+	}
+	return nil
 }
 
 // metadataStale reports whether the cache needs a refresh before use.

@@ -60,6 +60,25 @@
 // with the engine's dedup rules, whose queued attempts are applied late or never, checks no loss,
 // no duplicate, order kept, and every definite failure absent from the log for good.
 //
+// Topic ids (KIP-516, produce v13; producer.go renewWindow, bindID, goneError): every produce
+// names the topic id the client's metadata gave, and each partition's window is bound to one id,
+// since sequence numbers mean nothing to another incarnation of the topic. A new partition binds to
+// the id its record was partitioned under; an empty window moves to a newer id (starting at
+// sequence 0), never to a stale one: an id a window left, or one seen at an older metadata version
+// (LeaderCache's TopicInfo.Version) than the id a window last moved to. While a window holds
+// batches of an id the metadata no longer names, new records wait; the held batches are still sent
+// under their id, and the node decides: it refuses them with UNKNOWN_TOPIC_ID, which fails them
+// with *TopicGoneError (OldID, NewID, MaybeWritten: an earlier attempt may be in the deleted topic),
+// or, lagging, writes them to the old topic. When metadata asked by name says no topic of the name
+// exists, the held batches fail at once (no leader to send to). UNKNOWN_TOPIC_ID asks about the
+// topic by name (an answer older than metadata already applied is refused); while the metadata
+// still names the batch's id (the node lags), the batch is retried after that answer. Every
+// promise's Record.TopicID names the id its batch was produced under, and MaybeWritten(err) reads
+// either maybe-written error. Rejected: resending a held batch under the new id (its sequence
+// numbers are the old topic's, and an earlier attempt may be in the old topic: the record could
+// end up in both); failing held batches as soon as metadata names a new id (the node's check is the
+// authority, and a client that guesses hides a node that does not check).
+//
 // # Transactions (issue 23; txn.go, txn_io.go)
 //
 // TransactionalID(id) makes a Client Kafka's transactional producer (KIP-890 transactions v2):
@@ -169,7 +188,8 @@
 // LeaderAddress, LogStartOffset, HighWatermark}), match sentinels with errors.Is, and answer
 // Retriable(); callers never match strings. Typed failures a caller acts on: *UnreachableError
 // ("cannot reach the cluster at ADDR", within the dial timeout, not retried), *NotStrandError,
-// *RetriesExhaustedError{MaybeWritten}, *OffsetOutOfRangeError (R22: never a silent seek),
+// *RetriesExhaustedError{MaybeWritten}, *TopicGoneError{MaybeWritten} (a produce's topic was
+// deleted or re-created), *OffsetOutOfRangeError (R22: never a silent seek),
 // *TopicRecreatedError and *ClusterChangedError (sticky until Seek; a lagging node's
 // UNKNOWN_TOPIC_ID is retried while the client's own metadata still names the old id), *OptionError
 // from NewClient. An unknown topic fails after UnknownTopicRetries (4) metadata answers unless the

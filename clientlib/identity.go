@@ -3,6 +3,7 @@ package clientlib
 import (
 	"bytes"
 	"encoding/hex"
+	"errors"
 	"fmt"
 
 	"github.com/strandlog/strand/internal/clientcore"
@@ -120,4 +121,66 @@ func (c *Client) cachedTopic(topic string) *clientcore.TopicInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.meta.Topic(topic)
+}
+
+// TopicGoneError fails a produced record whose batch was bound to a topic
+// id that is no longer the topic's: the topic was deleted (and, when NewID
+// is set, created again under the same name) before the batch was
+// acknowledged. The producer names the topic id on every produce (KIP-516),
+// so no node writes the batch into the new topic: its offsets and
+// sequence numbers belong to the old one. The record was not written to
+// the new topic; MaybeWritten says an earlier attempt may have been written
+// to the deleted one (whose records no reader can reach once the delete
+// finishes). Produce the record again to write it to the new topic.
+// Matches ErrUnknownTopicID; never retriable.
+type TopicGoneError struct {
+	Topic     string
+	Partition int32
+	// OldID is the id the batch was produced under; NewID the topic's id
+	// now, nil when no topic of the name exists.
+	OldID, NewID []byte
+	// MaybeWritten: an attempt of the batch may be in the deleted topic.
+	MaybeWritten bool
+	// Err is the last attempt's error (UNKNOWN_TOPIC_ID), nil when the
+	// batch was failed before it was sent again, on metadata naming
+	// another id.
+	Err error
+}
+
+// Error implements error.
+func (e *TopicGoneError) Error() string {
+	var s string
+	if len(e.NewID) == 0 {
+		s = fmt.Sprintf("clientlib: topic %s (id %s) was deleted before partition %d acknowledged the record; it was not written",
+			e.Topic, FormatID(e.OldID), e.Partition)
+	} else {
+		s = fmt.Sprintf("clientlib: topic %s was deleted and re-created (id %s → %s) before partition %d acknowledged the record; it was not written to the new topic",
+			e.Topic, FormatID(e.OldID), FormatID(e.NewID), e.Partition)
+	}
+	if e.MaybeWritten {
+		s += " (an earlier attempt may have been written to the deleted topic)"
+	}
+	return s
+}
+
+// Is matches ErrUnknownTopicID.
+func (e *TopicGoneError) Is(target error) bool { return target == ErrUnknownTopicID }
+
+// Unwrap gives the last attempt's error.
+func (e *TopicGoneError) Unwrap() error { return e.Err }
+
+// Retriable is false: the record must be produced again, to the new topic.
+func (e *TopicGoneError) Retriable() bool { return false }
+
+// MaybeWritten reports whether a record whose promise got err may be in the
+// log all the same: a *RetriesExhaustedError or *TopicGoneError whose
+// MaybeWritten is set. Every other error a promise gets means the record is
+// not in the log and will not be.
+func MaybeWritten(err error) bool {
+	var re *RetriesExhaustedError
+	if errors.As(err, &re) {
+		return re.MaybeWritten
+	}
+	var tg *TopicGoneError
+	return errors.As(err, &tg) && tg.MaybeWritten
 }

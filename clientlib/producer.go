@@ -1,9 +1,11 @@
 package clientlib
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -140,6 +142,7 @@ type pendingRecord struct {
 type sealedBatch struct {
 	records []pendingRecord
 	bytes   []byte
+	topicID []byte // the id the batch is produced under
 }
 
 // sink is one partition's producer state, owned by the producer loop.
@@ -155,6 +158,15 @@ type sink struct {
 	// new window at sequence 0.
 	txnProducer int64
 	txnEpoch    int32
+	// topicID is the topic id the window numbers under (nil: the
+	// cluster names none): sequence numbers mean nothing to another
+	// incarnation of the topic, so a topic deleted and re-created
+	// under its name starts a new window at sequence 0 (renewWindow).
+	topicID []byte
+	// awaitMeta: a node refused the window's topic id while the client's
+	// metadata still named it; the partition sends nothing until the
+	// refresh this started has answered.
+	awaitMeta bool
 }
 
 // sentBatch is one partition's attempt inside a request. bytes and
@@ -166,6 +178,7 @@ type sentBatch struct {
 	bytes      []byte
 	producerID int64
 	epoch      int32
+	topicID    []byte
 }
 
 // requestResult is a produce request's outcome, back to the loop.
@@ -219,6 +232,15 @@ type producer struct {
 	addInFlight   bool
 	addAttempts   int
 	addRetryAfter time.Duration
+	// retiredIDs are, per topic, the ids a window moved away from: a
+	// stale metadata answer naming one again does not move a window back.
+	retiredIDs map[string][][]byte
+	// newestIDs are, per topic, the id a window last moved to and the
+	// metadata version it was seen at.
+	newestIDs map[string]seenID
+	// idRefused are the topics a node answered UNKNOWN_TOPIC_ID for since
+	// the last refresh: the next one asks about them by name.
+	idRefused map[string]bool
 }
 
 func newProducer(c *Client) *producer {
@@ -242,6 +264,9 @@ func newProducer(c *Client) *producer {
 		nodeInFlight:   make(map[uint64]int),
 		senders:        make(map[uint64]chan []sentBatch),
 		producerID:     -1,
+		retiredIDs:     make(map[string][][]byte),
+		newestIDs:      make(map[string]seenID),
+		idRefused:      make(map[string]bool),
 	}
 	p.io = liveIO{p}
 	return p
@@ -424,8 +449,9 @@ func (p *producer) assign(pr pendingRecord, now time.Duration) bool {
 	p.c.mu.Lock()
 	info := p.c.meta.Topic(pr.r.Topic)
 	var partitions int32
+	var id []byte
 	if info != nil {
-		partitions = int32(len(info.Partitions))
+		partitions, id = int32(len(info.Partitions)), info.ID
 	}
 	p.c.mu.Unlock()
 	if partitions == 0 {
@@ -448,6 +474,12 @@ func (p *producer) assign(pr pendingRecord, now time.Duration) bool {
 		p.c.mu.Unlock()
 	}
 	s := p.sink(topicPartition{r.Topic, r.Partition})
+	if s.topicID == nil && s.w.Len() == 0 && id != nil && !p.retired(r.Topic, id) {
+		// A new partition: its window numbers under the id the record
+		// was partitioned under, so its first batch names an id even if
+		// the topic is deleted before it is sealed.
+		p.bind(s, id)
+	}
 	p.appendOpen(s, pr, now)
 	return true
 }
@@ -494,19 +526,107 @@ func (p *producer) newWindow() *clientcore.Window {
 	})
 }
 
-// renewTxnWindow gives a transactional sink a new window, numbering from
-// sequence 0, when its producer id or epoch changed since its last batch
-// (every transaction ends with an epoch bump, KIP-890) and nothing of the
-// old epoch is left in it.
-func (p *producer) renewTxnWindow(s *sink) {
-	t := p.c.txn
-	if t == nil {
+// renewWindow gives an empty sink a new window, numbering from sequence
+// 0, when the metadata names a newer id of its topic than the window's
+// (the topic was deleted and re-created: its partitions have no state of
+// this producer), or when a transactional producer's id or epoch changed
+// since its last batch (every transaction ends with an epoch bump,
+// KIP-890). A window that still holds batches keeps its id and numbering
+// until they resolve (goneError fails those not in flight).
+func (p *producer) renewWindow(s *sink) {
+	if s.w.Len() > 0 {
 		return
 	}
-	id, epoch, _ := t.producer()
-	if (id != s.txnProducer || epoch != s.txnEpoch) && s.w.Len() == 0 {
-		s.w, s.txnProducer, s.txnEpoch = p.newWindow(), id, epoch
+	renew := false
+	if id := p.bindID(s.tp.topic); id != nil && !bytes.Equal(id, s.topicID) {
+		p.bind(s, id)
+		renew = true
 	}
+	if t := p.c.txn; t != nil {
+		id, epoch, _ := t.producer()
+		if id != s.txnProducer || epoch != s.txnEpoch {
+			s.txnProducer, s.txnEpoch, renew = id, epoch, true
+		}
+	}
+	if renew {
+		s.w = p.newWindow()
+	}
+}
+
+// seenID is a topic id and the metadata version it was seen at.
+type seenID struct {
+	id      []byte
+	version uint64
+}
+
+// bindID is the topic id a window of topic binds to now: the cache's,
+// unless it is stale (a lagging node's answer: an id a window moved away
+// from, or one seen at an older metadata version than the id a window last
+// moved to) or the cache says the topic is deleted; then the id a window
+// last moved to (nil when none: the cluster names no ids).
+func (p *producer) bindID(topic string) []byte {
+	newest := p.newestIDs[topic]
+	if cur, deleted := p.topicNow(topic); !deleted && cur.id != nil && !p.retired(topic, cur.id) &&
+		(newest.id == nil || cur.version == 0 || cur.version >= newest.version) {
+		return cur.id
+	}
+	return newest.id
+}
+
+// bind moves sink s to topic id id, retiring the id it had.
+func (p *producer) bind(s *sink, id []byte) {
+	topic := s.tp.topic
+	if s.topicID != nil && !p.retired(topic, s.topicID) {
+		p.retiredIDs[topic] = append(p.retiredIDs[topic], s.topicID)
+	}
+	s.topicID = bytes.Clone(id)
+	if newest := p.newestIDs[topic]; !bytes.Equal(newest.id, id) {
+		cur, _ := p.topicNow(topic)
+		v := newest.version
+		if bytes.Equal(cur.id, id) {
+			v = max(v, cur.version)
+		}
+		p.newestIDs[topic] = seenID{id: s.topicID, version: v}
+	}
+}
+
+// topicNow is what the metadata cache says of topic: its id (nil when
+// the cluster names none or the topic is not cached) with the version it
+// was seen at, and whether an answer about it by name said no such topic
+// exists.
+func (p *producer) topicNow(topic string) (cur seenID, deleted bool) {
+	p.c.mu.Lock()
+	defer p.c.mu.Unlock()
+	info := p.c.meta.Topic(topic)
+	if info == nil {
+		return seenID{}, false
+	}
+	return seenID{id: info.ID, version: info.Version}, info.Err == strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION
+}
+
+// retired reports whether a window of topic moved away from id.
+func (p *producer) retired(topic string, id []byte) bool {
+	return slices.ContainsFunc(p.retiredIDs[topic], func(r []byte) bool { return bytes.Equal(r, id) })
+}
+
+// goneError is the error that fails s's batches when the topic id its
+// window numbers under is gone: the metadata, asked by name, says no topic
+// of the name exists, or the name has a newer id (bindID: the cache's,
+// or, when the cache names one a window moved away from, the id a window
+// last moved to). nil otherwise, and for a window bound to no id. last is
+// the attempt's error, if any.
+func (p *producer) goneError(s *sink, last error) *TopicGoneError {
+	if s.topicID == nil {
+		return nil
+	}
+	var now []byte
+	if _, deleted := p.topicNow(s.tp.topic); !deleted {
+		now = p.bindID(s.tp.topic)
+		if now == nil || bytes.Equal(now, s.topicID) {
+			return nil
+		}
+	}
+	return &TopicGoneError{Topic: s.tp.topic, Partition: s.tp.partition, OldID: s.topicID, NewID: bytes.Clone(now), Err: last}
 }
 
 // appendOpen adds a record to the open batch, sealing first when the
@@ -544,9 +664,9 @@ func (p *producer) seal(s *sink, now time.Duration) {
 	if err != nil {
 		panic(fmt.Sprintf("clientlib: sealing a batch of %d records: %v", len(s.open), err))
 	}
-	p.renewTxnWindow(s)
+	p.renewWindow(s)
 	id := s.w.Push(int32(len(s.open)), now)
-	s.sealed[id] = &sealedBatch{records: s.open, bytes: bytes}
+	s.sealed[id] = &sealedBatch{records: s.open, bytes: bytes, topicID: s.topicID}
 	s.open = nil
 	s.builder = recordbatch.Builder{}
 	p.c.mu.Lock()

@@ -15,9 +15,11 @@ type producerIO interface {
 	// send begins one produce request to node; its outcome reaches
 	// handle later.
 	send(node uint64, batches []sentBatch)
-	// refresh begins a metadata refresh; its outcome reaches handle as an
-	// eventMetadata result.
-	refresh()
+	// refresh begins a metadata refresh, of topics by name when any are
+	// given (Client.refreshTopics: a deleted topic is cached as unknown),
+	// else of everything; its outcome reaches handle as an eventMetadata
+	// result.
+	refresh(topics []string)
 	// initProducerID asks any node for a producer id; the outcome reaches
 	// handle as an eventInitProducer result.
 	initProducerID()
@@ -37,10 +39,15 @@ func (io liveIO) send(node uint64, batches []sentBatch) {
 	io.p.sender(node) <- batches // never blocks: nodeInFlight bounds it
 }
 
-func (io liveIO) refresh() {
+func (io liveIO) refresh(topics []string) {
 	p := io.p
 	go func() {
-		err := p.c.RefreshMetadata(context.Background())
+		var err error
+		if len(topics) > 0 {
+			err = p.c.refreshTopics(context.Background(), topics)
+		} else {
+			err = p.c.RefreshMetadata(context.Background())
+		}
 		p.report(requestResult{node: uint64(eventMetadata), err: err})
 	}()
 }
@@ -85,7 +92,7 @@ func (p *producer) produceRequest(batches []sentBatch) *strandpb.Request {
 		req.Partitions = append(req.Partitions, &strandpb.ProduceRequest_Partition{
 			Topic: sb.s.tp.topic, Partition: sb.s.tp.partition,
 			ProducerId: sb.producerID, ProducerEpoch: sb.epoch, BaseSequence: sb.attempt.BaseSequence,
-			Batch: sb.bytes, Transactional: p.c.txn != nil,
+			Batch: sb.bytes, Transactional: p.c.txn != nil, TopicId: sb.topicID,
 		})
 	}
 	if t := p.c.txn; t != nil {

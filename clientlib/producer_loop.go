@@ -39,11 +39,26 @@ func (p *producer) drive(now time.Duration) time.Duration {
 	requests := map[uint64][]sentBatch{}
 	var toAdd []topicPartition // partitions to add to the transaction
 	for _, s := range p.sortedSinks() {
+		if s.w.Len() > 0 {
+			if gone := p.goneError(s, nil); gone != nil && gone.NewID == nil {
+				// The topic is gone: there is no leader to send the
+				// held batches to; those in flight resolve by their
+				// answers. A re-created topic's held batches are still
+				// sent under their id: the node refuses them (handle
+				// fails them with a *TopicGoneError) or, lagging, writes
+				// them to the old topic; the client does not guess which.
+				s.w.FailQueued(gone)
+				p.pop(s)
+			}
+		}
 		wakeAt(p.maybeSeal(s, now, flushing))
 		s.w.Expire(now)
 		p.pop(s)
 		if s.w.Len() == 0 {
 			continue
+		}
+		if s.awaitMeta && (p.refreshWanted || p.refreshing) {
+			continue // a metadata answer wakes us
 		}
 		if t := s.w.ReadyAt(); t > now {
 			wakeAt(t)
@@ -85,6 +100,13 @@ func (p *producer) drive(now time.Duration) time.Duration {
 // It returns when the batch will be due.
 func (p *producer) maybeSeal(s *sink, now time.Duration, flushing bool) time.Duration {
 	if len(s.open) == 0 {
+		return 0
+	}
+	if s.w.Len() > 0 && p.goneError(s, nil) != nil {
+		// The window's topic id is gone: the batch waits for the window
+		// to empty and a new one bound to the new id (only a batch filled
+		// to BatchBytes meanwhile is sealed into the old window, and fails
+		// there with a *TopicGoneError, unwritten).
 		return 0
 	}
 	cfg := &p.c.cfg
@@ -149,7 +171,8 @@ func (p *producer) fill(sinks []sentBatch, start int, limit int, now time.Durati
 			continue
 		}
 		a, _ := s.w.Next(now)
-		sb := sentBatch{s: s, attempt: a, bytes: bytes, producerID: p.producerID, epoch: a.Epoch}
+		sb := sentBatch{s: s, attempt: a, bytes: bytes, producerID: p.producerID, epoch: a.Epoch,
+			topicID: s.sealed[id].topicID}
 		if t := p.c.txn; t != nil {
 			sb.producerID, sb.epoch, _ = t.producer()
 		}
@@ -184,6 +207,19 @@ func (p *producer) handle(res requestResult, now time.Duration) {
 			}
 		}
 		retryAt := now + p.c.backoffDelay(sb.attempt.Number)
+		if errors.Is(err, ErrUnknownTopicID) {
+			// The node does not know the id the batch named: the topic
+			// was deleted (and maybe re-created), or the node lags. Ask
+			// about the topic by name; if the metadata already names
+			// another id, the batch fails now (it is not retried into
+			// another topic), else it waits for the answer.
+			p.idRefused[sb.s.tp.topic], p.refreshWanted = true, true
+			if gone := p.goneError(sb.s, err); gone != nil {
+				err = gone
+			} else {
+				sb.s.awaitMeta = true
+			}
+		}
 		if err != nil {
 			if p.c.applyNotLeader(sb.s.tp.topic, sb.s.tp.partition, err) {
 				retryAt = now // the hint names a new leader: go at once
@@ -209,6 +245,7 @@ func (p *producer) pop(s *sink) {
 			if c.Err == nil && c.BaseOffset >= 0 {
 				pr.r.Offset = c.BaseOffset + int64(i)
 			}
+			pr.r.TopicID = b.topicID
 			p.complete(pr, c.Err)
 		}
 	}
@@ -324,7 +361,13 @@ func (p *producer) maybeRefresh(now time.Duration) time.Duration {
 	}
 	p.refreshWanted, p.refreshing = false, true
 	p.refreshAt = now + max(p.c.cfg.backoff.Base, time.Millisecond)
-	p.io.refresh()
+	var topics []string
+	for topic := range p.idRefused {
+		topics = append(topics, topic)
+	}
+	slices.Sort(topics)
+	clear(p.idRefused)
+	p.io.refresh(topics)
 	return 0
 }
 
@@ -343,6 +386,9 @@ func (p *producer) handleEvent(res requestResult, now time.Duration) {
 	switch loopEvent(res.node) {
 	case eventMetadata:
 		p.refreshing = false
+		for _, s := range p.sinks {
+			s.awaitMeta = false
+		}
 		p.judgeWaiting(res.err)
 	case eventAddPartitions:
 		p.handleAddPartitions(*res.add, now)

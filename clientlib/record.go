@@ -28,6 +28,15 @@ type Record struct {
 	// Offset is set when the record is written with AcksAll, and for
 	// consumed records; -1 when the acks level cannot know it.
 	Offset int64
+	// TopicID is set on a produced record when its promise runs: the id
+	// of the topic its batch was produced under (nil when the cluster
+	// names no ids, or the record failed before it was batched). On
+	// success the record is in that topic; on a failure that may have
+	// written it (MaybeWritten), that topic is where it may be. A topic
+	// deleted and created again under its name has a new id, so a caller
+	// can tell which of the two holds the record. Ignored when producing;
+	// the consumer leaves it nil.
+	TopicID []byte
 }
 
 // payloadBytes is what the 1 MiB limit counts: key, value and headers.

@@ -98,12 +98,16 @@ func (io *simIO) send(node uint64, batches []sentBatch) {
 	})
 }
 
-func (io *simIO) refresh() {
+func (io *simIO) refresh(topics []string) {
 	c := io.p.c
-	req := &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{}}}
+	req := &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{Topics: topics}}}
 	io.anyCall(req, func(resp *strandpb.Response, addr string, err error) {
 		c.mu.Lock()
-		err = c.applyMetadataLocked(resp, addr, err)
+		if len(topics) > 0 {
+			err = c.applyNamedMetadataLocked(resp, addr, err)
+		} else {
+			err = c.applyMetadataLocked(resp, addr, err)
+		}
 		c.mu.Unlock()
 		io.result(requestResult{node: uint64(eventMetadata), err: err})
 	})

@@ -14,8 +14,21 @@ func windowErrors() clientcore.WindowErrors {
 	return clientcore.WindowErrors{Classify: windowMeaning, Exhausted: retriesExhausted, Timeout: deliveryTimedOut}
 }
 
-// windowMeaning is ClassifyErr as a Window needs it.
+// windowMeaning is ClassifyErr as a Window needs it. A *TopicGoneError
+// fails the batch at once (its id is gone); a bare UNKNOWN_TOPIC_ID, which
+// the producer gets only while its metadata still names the id the batch
+// was sent under (handle), is retried: the answering node knows a newer
+// topic than the client or lags behind it, and the refresh it starts tells
+// which. Either way that attempt was refused before anything was written
+// (a node checks the topic id first).
 func windowMeaning(err error) clientcore.ErrorMeaning {
+	var tg *TopicGoneError
+	switch {
+	case errors.As(err, &tg):
+		return clientcore.ErrorMeaning{}
+	case errors.Is(err, ErrUnknownTopicID):
+		return clientcore.ErrorMeaning{Retriable: true}
+	}
 	a := ClassifyErr(err)
 	return clientcore.ErrorMeaning{Retriable: a.Retriable, MaybeWritten: a.MaybeWritten,
 		SequenceRefused: errors.Is(err, ErrOutOfOrderSequence) || errors.Is(err, ErrUnknownProducerID)}
@@ -44,9 +57,18 @@ func sequenceLost(err error) bool {
 	return errors.Is(err, ErrOutOfOrderSequence) || errors.Is(err, ErrUnknownProducerID)
 }
 
-// retriesExhausted fails a batch whose last retriable attempt failed.
+// retriesExhausted fails a batch whose last retriable attempt failed, or
+// that failed for good after an attempt that may be in the log. A batch
+// whose topic is gone keeps its *TopicGoneError, saying whether it may
+// be in the deleted topic.
 func retriesExhausted(attempts int, maybeWritten bool, err error) error {
 	maybeWritten = maybeWritten && !bugExhaustedDefinite() // planted (simbugs builds only)
+	var tg *TopicGoneError
+	if errors.As(err, &tg) {
+		gone := *tg
+		gone.MaybeWritten = maybeWritten
+		return &gone
+	}
 	return &RetriesExhaustedError{Attempts: attempts, MaybeWritten: maybeWritten, Err: err}
 }
 

@@ -107,3 +107,29 @@ func mustPass(t *testing.T, h *History, opts Options) {
 		t.Fatalf("valid history refused: %v", err)
 	}
 }
+
+// TestMoveProduceRefilesPending: a produce called on one partition and
+// moved to another before it returns is checked as the other's: a fetch
+// there that sees it is linearizable, and the first partition's log stays
+// empty. Without the move the value read on tp1 was never produced there.
+func TestMoveProduceRefilesPending(t *testing.T) {
+	tp1 := TopicPartition{Topic: "t#1", Partition: 0}
+	h := NewHistory()
+	id := h.CallProduce(1, tp0, "", "a", 0)
+	h.MoveProduce(id, tp1)
+	h.ReturnProduce(id, 0, 10)
+	f := h.CallFetch(2, tp1, 0, 0, 20)
+	h.ReturnFetch(f, records(0, "a"), 1, 0, 30)
+	if err := CheckLinearizable(h, Options{}); err != nil {
+		t.Fatalf("moved produce: %v", err)
+	}
+	if ops := h.Ops(); ops[id].TP != tp1 {
+		t.Fatalf("op filed under %v, want %v", ops[id].TP, tp1)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("MoveProduce of a returned op did not panic")
+		}
+	}()
+	h.MoveProduce(id, tp0)
+}

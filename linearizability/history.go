@@ -234,6 +234,20 @@ func (h *History) CallProduceBatch(client ClientID, tp TopicPartition, records [
 	return h.call(Op{Client: client, Kind: KindProduce, TP: tp, Sent: sent, Call: t})
 }
 
+// MoveProduce re-files the pending produce id under partition tp: a client
+// that learns only when the produce returns which partition it went to
+// (which incarnation of a topic deleted and re-created under its name)
+// files it there before recording the return. It panics on an op that is
+// not a pending produce.
+func (h *History) MoveProduce(id OpID, tp TopicPartition) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if id < 0 || int(id) >= len(h.ops) || h.ops[id].Kind != KindProduce || h.ops[id].returned() {
+		panic(fmt.Sprintf("linearizability: op %d is not a pending produce", id))
+	}
+	h.ops[id].TP = tp
+}
+
 // CallFetch records a fetch from an explicit offset (a seek, or a reader
 // without a position). maxRecords bounds the records the reply may hold; 0
 // when the server may return any number (a byte limit, whole batches).

@@ -37,6 +37,12 @@ import (
 //     group; the nodes left outside then stop and delete their replica in
 //     reconcile.
 //
+// A leader steps moves only while its metadata looks current
+// (moveMetadataCurrent), and a leader of a partition with no move in
+// progress removes any learner outside its replicas (removeStrayLearners):
+// a step taken on stale metadata for a move since cancelled and completed
+// would otherwise leave one for good.
+//
 // Rejected: removing old voters one by one with simple changes (each step
 // changes the majority; joint consensus is one step whatever the overlap);
 // a move coordinator in the metadata group (it would need every partition's
@@ -119,19 +125,72 @@ func refSpec(ref metadata.PartitionRef) PartitionSpec {
 	return spec
 }
 
-// moveTick drives the moves of the partitions this node leads.
+// moveTick drives the moves of the partitions this node leads, and
+// removes the learners a move left behind, only while this node's
+// metadata is current (moveMetadataCurrent).
 func (c *Core) moveTick() {
-	if c.meta == nil || c.ticks%moveCheckTicks != 0 {
+	if c.meta == nil || c.ticks%moveCheckTicks != 0 || !c.moveMetadataCurrent() {
 		return
 	}
 	for _, g := range c.partitionGroups() {
-		if len(g.target) == 0 || g.raw == nil {
+		if g.raw == nil {
 			continue
 		}
-		if _, _, leading := g.leadership(); leading {
-			c.stepMove(g)
+		if _, _, leading := g.leadership(); !leading {
+			continue
+		}
+		if len(g.target) == 0 {
+			c.removeStrayLearners(g)
+			continue
+		}
+		c.stepMove(g)
+	}
+}
+
+// moveMetadataCurrent reports whether this node's applied metadata may
+// drive a move: its metadata replica is not rebuilding, applied all it
+// knows committed, and knows a metadata leader. A restarted node replays
+// its metadata log first, and a move it shows in progress may have been
+// cancelled and completed since: a partition leader stepping that move
+// added a learner the metadata no longer places anywhere (simulator seed
+// 52 on issue 21's producer branch: node 1 restarted with its metadata at
+// index 51, no metadata leader known, won the lead of sim/5 whose move to
+// [1 3 5] had been cancelled and completed at [1 2 5], and added node 3 as
+// a learner that stayed). Not a proof of freshness (that needs a
+// ReadIndex); removeStrayLearners repairs what slips through.
+func (c *Core) moveMetadataCurrent() bool {
+	g := c.meta
+	st := g.raw.BasicStatus()
+	return (g.rejoin == nil || g.rejoin.phase == rejoinDone) && g.appliedRaft >= st.GetCommit() && st.Lead != 0
+}
+
+// removeStrayLearners, on the leader of g with no move in progress,
+// removes the learners outside its replicas: a leader on stale metadata
+// may have added one for a move cancelled and completed meanwhile, and
+// nothing else would ever remove it (the partition would never show the
+// replica set a cancel returns it to: voters = replicas, no learners).
+// Removing a learner changes no majority; a joint configuration is left
+// alone (only a move enters one, and its leader leaves it).
+func (c *Core) removeStrayLearners(g *group) {
+	cfg := g.raw.Status().Config
+	if len(cfg.Voters[1]) > 0 || len(cfg.Learners) == 0 || !c.moveMayPropose(g) {
+		return
+	}
+	var stray []uint64
+	for id := range cfg.Learners {
+		if !slices.Contains(g.current, NodeID(id)) {
+			stray = append(stray, id)
 		}
 	}
+	if len(stray) == 0 {
+		return
+	}
+	slices.Sort(stray) // map order must not reach the log
+	cc := &raftpb.ConfChangeV2{}
+	for _, id := range stray {
+		cc.Changes = append(cc.Changes, confChangeSingle(raftpb.ConfChangeRemoveNode, NodeID(id)))
+	}
+	c.proposeMoveStep(g, cc, "removing learners outside the replicas")
 }
 
 // stepMove takes the next step of g's move, as its configuration says.

@@ -502,6 +502,40 @@ func TestCancelMove(t *testing.T) {
 	checkMovedGroup(t, c, tp, current, 15)
 }
 
+// A leader acting on stale metadata adds a learner for a move since
+// cancelled and completed; once its metadata shows no move in progress it
+// removes that learner, so the partition ends as a cancel leaves it:
+// voters = replicas, no learners (simulator seed 52 on issue 21's producer
+// branch: node 1 restarted, replayed its metadata log up to before the
+// cancel, won the lead of sim/5 and added node 3 as a learner, which
+// stayed for good).
+func TestStaleMoveLearnerRemoved(t *testing.T) {
+	c, tp, current, spare := moveFixture(t, 71)
+	lead := c.leader(tp)
+	g := c.cores[lead].byTP[tp]
+	stale := append([]uint64{spare}, current[1:]...)
+	var cur, tgt []NodeID
+	for _, id := range current {
+		cur = append(cur, NodeID(id))
+	}
+	for _, id := range stale {
+		tgt = append(tgt, NodeID(id))
+	}
+	g.setPlacement(PartitionSpec{TopicPartition: tp, Replicas: cur, Target: tgt}) // the stale metadata's placement
+	c.cores[lead].stepMove(g)
+	for i := 0; i < 100 && !slices.Contains(g.confState.GetLearners(), spare); i++ {
+		c.tick(1)
+	}
+	if !slices.Contains(g.confState.GetLearners(), spare) {
+		t.Fatalf("the stale step added no learner: %v", g.confState)
+	}
+	g.setPlacement(PartitionSpec{TopicPartition: tp, Replicas: cur}) // the metadata caught up: no move
+	for i := 0; i < 500 && len(g.confState.GetLearners()) > 0; i++ {
+		c.tick(1)
+	}
+	checkMovedGroup(t, c, tp, current, 15)
+}
+
 // hasLeader reports whether a live node leads tp.
 func (c *cluster) hasLeader(tp TopicPartition) bool {
 	for _, id := range c.ids {

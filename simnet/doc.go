@@ -79,14 +79,15 @@
 //
 // At time 0 an admin client creates topics sim and sim2, RF 3, through CreateTopics (retention.ms
 // 8–16 s, retention.bytes unlimited or 96/192 KiB, segment.ms 0.3–1.5 s, drawn per seed after every
-// older draw). Producers (6: 3 keyed through murmur2, 3 keyless): producers 2–4 run clientlib's own
+// older draw). Producers (6: 3 keyed through murmur2, 3 keyless): producers 0–4 run clientlib's own
 // producer on a simulated Client (clientlib.Simulated: batching, sequences, resends, leader cache,
-// InitProducerId in virtual time; wire_libproducer.go; one in three with 2–5 retries, so batches fail while an
-// attempt's outcome is unknown), producers 0–1 a private one (the re-created
-// topic names topic ids) with clientcore's LeaderCache and one Window per partition, clientlib's
-// ClassifyErr and Backoff; 1–4 records per push, 1–5 batches in flight, one record in 24 of 1–2 KiB, records
-// stamped on the nodes' epoch.
-// One producer is not idempotent and sends acks −1, 1 or 0; an acks=0/1 success is indefinite.
+// InitProducerId, topic ids in virtual time; wire_libproducer.go; one in three with 2–5 retries, so batches
+// fail while an attempt's outcome is unknown); the history files each record under the topic incarnation
+// its promise names (Record.TopicID, TopicGoneError.OldID). The last producer is a private one, not
+// idempotent, with clientcore's LeaderCache and one Window per partition, clientlib's ClassifyErr and
+// Backoff, sending acks −1, 1 or 0 (an acks=0/1 success is indefinite) and never resending, so a record
+// applied twice shows as a duplicate. 1–4 records per push, 1–5 batches in flight, one record in 24 of
+// 1–2 KiB, records stamped on the nodes' epoch.
 // Consumers: Options.LibConsumers (the standard sample: one or two of the three) run clientlib's
 // plain Consumer (wire_libconsumer.go: Assign and Seek at an exact, earliest, latest, last-stable
 // or timestamp start, long-polling Poll, read_committed in a third, as clientlib.SimRun tasks);
@@ -376,7 +377,8 @@
 // (node/server throttles) and of elections asked for (answered, not checked), concurrent admin
 // requests (the operator sends one at a time), clientlib's connections and stall detection
 // (the simulator's first consumer, random readers (they read any replica), drain and first group's
-// members are its own; producers 2–4 run clientlib's producer loop, the other consumers its plain
-// Consumer, the second group's members its GroupConsumer), anything of node/server (loop batching,
+// members are its own, and its last, non-idempotent producer; producers 0–4 run clientlib's
+// producer loop, the other consumers its plain Consumer, the second group's members its
+// GroupConsumer), anything of node/server (loop batching,
 // storage pool, budgets, transport), and the kafkaproto server's per-connection ordering.
 package simnet

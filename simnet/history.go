@@ -35,6 +35,10 @@ func (hs *history) produceCall(client, p, inc int, recs []linearizability.Record
 	return &histOp{id: hs.h.CallProduceBatch(linearizability.ClientID(client), hs.key(p, inc), recs, ns(t))}
 }
 
+// produceIn files a pending produce under group p's incarnation inc,
+// once the client says where it went.
+func (hs *history) produceIn(op *histOp, p, inc int) { hs.h.MoveProduce(op.id, hs.key(p, inc)) }
+
 func (hs *history) produceOK(op *histOp, offset int64, t time.Duration) {
 	hs.h.ReturnProduce(op.id, offset, ns(t))
 }

@@ -130,17 +130,15 @@ func newWireClient(ww *wireWorkload, index int, kind clientKind) *wireClient {
 		c.idempotent = index != o.Producers-1
 		c.inFlightMax = wireInFlightChoices[c.rng.IntN(len(wireInFlightChoices))]
 		c.batchMax = wireBatchChoices[c.rng.IntN(len(wireBatchChoices))]
-		cfg := clientcore.WindowConfig{Idempotent: true, InFlightMax: c.inFlightMax, AttemptsMax: attemptsMax,
-			DeliveryTimeout: o.OpDeadline, Errors: wireWindowErrors()}
-		if !c.idempotent {
-			c.inFlightMax = 1
-			c.producerID = -1
-			cfg = clientcore.WindowConfig{InFlightMax: 1, AttemptsMax: 1, DeliveryTimeout: o.OpDeadline,
-				Errors: wireWindowErrors()}
-		}
-		if c.idempotent && index >= libProducerFirst {
+		if c.idempotent {
+			// clientlib's producer (wire_libproducer.go).
 			c.lib, c.libPushes = newLibClient(c), map[*libPush]bool{}
+			return c
 		}
+		c.inFlightMax = 1
+		c.producerID = -1
+		cfg := clientcore.WindowConfig{InFlightMax: 1, AttemptsMax: 1, DeliveryTimeout: o.OpDeadline,
+			Errors: wireWindowErrors()}
 		c.windowCfg, c.windowIDs = cfg, make([][]byte, o.Partitions)
 		for p := 0; p < o.Partitions; p++ {
 			c.windows = append(c.windows, clientcore.NewWindow(cfg))
@@ -341,49 +339,16 @@ func (c *wireClient) begin() {
 	c.refresh()
 	switch c.kind {
 	case kindProducer:
-		if !c.idempotent || c.lib != nil { // clientlib's producer gets its own id
-			c.recordTimer = true
-			c.after(c.thinkTime(), c.nextRecord)
-			return
-		}
-		c.attempts = 0
-		c.initProducer(c.randomNode())
+		// clientlib's producer gets its own id; the private one is not
+		// idempotent.
+		c.recordTimer = true
+		c.after(c.thinkTime(), c.nextRecord)
 	case kindConsumer, kindReader:
 		c.nextPoll()
 	case kindDrain:
 		c.nextPartition = 0
 		c.drainNext()
 	}
-}
-
-// initProducer asks for a producer id (a metadata group command).
-func (c *wireClient) initProducer(target int) {
-	c.attempts++
-	req := &strandpb.Request{Body: &strandpb.Request_InitProducerId{InitProducerId: &strandpb.InitProducerIdRequest{}}}
-	c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
-		if err == nil {
-			err = wireErr(resp.GetError())
-		}
-		if err == nil && resp.GetInitProducerId() == nil {
-			err = fmt.Errorf("init producer id: empty answer")
-		}
-		if err == nil {
-			c.producerID = resp.GetInitProducerId().GetProducerId()
-			c.recordTimer = true
-			c.after(c.thinkTime(), c.nextRecord)
-			return
-		}
-		a := clientlib.ClassifyErr(err)
-		if !a.Retriable {
-			c.ww.w.fail("init producer id refused: %v", err)
-			return
-		}
-		if a.RefreshMetadata {
-			c.refresh()
-		}
-		next := c.controllerTarget(err)
-		c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.initProducer(next) })
-	})
 }
 
 // retentionConfigs are the topic configs of the run's retention options.

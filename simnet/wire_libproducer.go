@@ -13,26 +13,32 @@ import (
 
 // Producers on clientlib's own producer.
 //
-// The idempotent producers from index libProducerFirst on (all but the
-// last, which stays non-idempotent and private to keep its duplicate
-// check) run a clientlib.Client built with clientlib.Simulated: its
-// producer core (batching, sequence numbers and resends in its Windows,
-// NOT_LEADER hints and metadata refreshes through its LeaderCache,
-// InitProducerId, delivery timeout) runs on the simulator's thread in
-// virtual time, every request travelling the simulated network through
-// libTransport. The simulator still draws what to produce (partition,
-// keys, values, records per push) and records every record as its own
-// history operation, acknowledged with the offset its promise returns;
-// a failed record is indefinite when its error says it may have been
-// written (clientlib's RetriesExhaustedError.MaybeWritten), else failed for
-// good, and the log check then holds the client to it: no reader may ever
-// see the record.
+// Every idempotent producer (all but the last, which stays non-idempotent
+// and private to keep its duplicate check) runs a clientlib.Client built
+// with clientlib.Simulated: its producer core (batching, sequence numbers
+// and resends in its Windows, NOT_LEADER hints and metadata refreshes
+// through its LeaderCache, InitProducerId, delivery timeout, topic ids)
+// runs on the simulator's thread in virtual time, every request travelling
+// the simulated network through libTransport. The simulator still draws
+// what to produce (partition, keys, values, records per push) and records
+// every record as its own history operation, acknowledged with the offset
+// its promise returns; a failed record is indefinite when its error says
+// it may have been written (clientlib.MaybeWritten), else failed for good,
+// and the log check then holds the client to it: no reader may ever see
+// the record.
 //
-// What the private producer (wire_produce.go) keeps: producers 0 and
-// 1 write the re-created topic (clientlib's producer does not name topic
-// ids, so its records go to the main topic), and the non-idempotent
-// producer sends acks=0 and 1.
-const libProducerFirst = 2
+// The re-created topic (wire_recreate.go): the library names the topic
+// id on every produce and binds each partition's sequence window to it;
+// on UNKNOWN_TOPIC_ID it asks about the topic by name and moves to the
+// new incarnation with a new window, failing the batches it still held
+// under the old id with a *clientlib.TopicGoneError. Which incarnation a
+// record went to is the library's to say, not the simulator's guess: its
+// promise names the id (Record.TopicID, or the error's OldID), and libDone
+// files the history operation under that incarnation.
+//
+// What the private producer (wire_produce.go) keeps: the last,
+// non-idempotent producer, which sends acks=0 and 1 (one batch in five)
+// and never resends, so a record applied twice shows as a duplicate.
 
 // errUnknownAddr fails a library client's call to an address that names no
 // node of the run.
@@ -101,6 +107,11 @@ const libMetadataMaxAge = 2 * time.Second
 
 // libProduce hands one push (records recs of group p's incarnation inc)
 // to the client's clientlib producer, one history operation per record.
+//
+// inc is only the simulator's guess: the library binds a batch to the
+// topic id its own metadata names, and the record's promise says which
+// (Record.TopicID, or TopicGoneError.OldID); libDone files the operation
+// under that incarnation.
 func (c *wireClient) libProduce(p, inc int, recs []recordbatch.Record, sent []linearizability.Record) {
 	w := c.ww.w
 	push := &libPush{left: len(recs), start: w.now(), ok: true}
@@ -112,14 +123,29 @@ func (c *wireClient) libProduce(p, inc int, recs []recordbatch.Record, sent []li
 		r := &clientlib.Record{Topic: tp.Topic, Partition: tp.Partition, Key: recs[i].Key, Value: recs[i].Value,
 			Timestamp: time.UnixMilli(recs[i].TimestampMs)}
 		c.lib.Produce(context.Background(), r, func(r *clientlib.Record, err error) {
-			c.libDone(push, op, r, err)
+			c.libDone(push, p, op, r, err)
 		})
 	}
 }
 
-// libDone records one record's outcome; the push's last one ends it.
-func (c *wireClient) libDone(push *libPush, op *histOp, r *clientlib.Record, err error) {
+// libDone records one record's outcome (of group p); the push's last one
+// ends it. The operation is filed under the incarnation the library
+// produced it to: the topic id its promise names.
+func (c *wireClient) libDone(push *libPush, p int, op *histOp, r *clientlib.Record, err error) {
 	w := c.ww.w
+	id := r.TopicID
+	var gone *clientlib.TopicGoneError
+	if errors.As(err, &gone) {
+		id = gone.OldID
+		w.coverage.Inc("event/lib-produce-topic-gone")
+	}
+	if len(id) > 0 {
+		inc := c.ww.incarnation(c.ww.tps[p].Topic, id)
+		w.hist.produceIn(op, p, inc)
+		if inc > 0 && err == nil {
+			w.coverage.Inc("event/lib-produce-recreated-topic")
+		}
+	}
 	switch {
 	case err == nil && r.Offset >= 0:
 		w.hist.produceOK(op, r.Offset, w.now())
@@ -154,13 +180,8 @@ func (c *wireClient) libDone(push *libPush, op *histOp, r *clientlib.Record, err
 
 // libFailureDefinite reports whether a clientlib promise's error says the
 // record is not in the log and never will be: every error but a
-// *clientlib.RetriesExhaustedError with MaybeWritten (clientlib's
-// contract, doc.go). The history records such a record as failed, and the
-// log check fails the run if any reader ever sees it.
-func libFailureDefinite(err error) bool {
-	var re *clientlib.RetriesExhaustedError
-	if errors.As(err, &re) {
-		return !re.MaybeWritten
-	}
-	return true
-}
+// *clientlib.RetriesExhaustedError or *clientlib.TopicGoneError with
+// MaybeWritten (clientlib.MaybeWritten, the contract in its doc.go). The
+// history records such a record as failed, and the log check fails the
+// run if any reader ever sees it.
+func libFailureDefinite(err error) bool { return !clientlib.MaybeWritten(err) }

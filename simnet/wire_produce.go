@@ -13,10 +13,12 @@ import (
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
-// nextRecord pushes the producer's next batch (1 to batchMax records,
-// one operation of the budget) onto its partition's window, while the
-// budget lasts and fewer than wireOutstandingMax batches are unresolved;
-// the chain restarts when a batch completes.
+// nextRecord draws the producer's next push (1 to batchMax records, one
+// operation of the budget) while the budget lasts and fewer than
+// wireOutstandingMax pushes are unresolved, and hands it to clientlib's
+// producer (libProduce) or, for the private non-idempotent producer,
+// pushes it onto its partition's window; the chain restarts when a push
+// completes.
 func (c *wireClient) nextRecord() {
 	c.recordTimer = false
 	if c.budgetDone || c.outstanding >= wireOutstandingMax {
@@ -29,14 +31,14 @@ func (c *wireClient) nextRecord() {
 		return
 	}
 	var first string
-	p := c.rng.IntN(len(c.windows))
+	p := c.rng.IntN(w.opts.Partitions)
 	if c.keyed {
 		t := c.ww.topics[c.rng.IntN(len(c.ww.topics))]
 		first = "k" + strconv.Itoa(c.rng.IntN(keySpace))
 		p = t.first + int(clientlib.KeyPartition([]byte(first), int32(t.partitions)))
 	}
 	topicID, inc, ok := c.topicID(p)
-	if c.ww.recreatable(p) && (c.lib != nil || !ok || !c.bindWindow(p, topicID)) {
+	if c.ww.recreatable(p) && c.lib == nil && (!ok || !c.bindWindow(p, topicID)) {
 		// The main topic instead: an unknown id cannot be named, and a
 		// window does not span incarnations.
 		t := c.ww.topics[0]
@@ -87,19 +89,17 @@ func (c *wireClient) nextRecord() {
 	if err != nil {
 		panic(fmt.Sprintf("simnet: encode batch: %v", err))
 	}
-	acks := int32(-1)
-	if !c.idempotent {
-		// One batch in five at acks=1 or 0: such a batch has no offset,
-		// and once retention deletes it unread it is a credit the log
-		// model may place anywhere below the log start, which a third of
-		// all batches made too slow to check.
-		acks = []int32{-1, -1, -1, -1, -1, -1, -1, -1, 1, 0}[c.rng.IntN(10)]
-		if c.ww.recreatable(p) {
-			// A deleted incarnation is never drained: its acks=0/1
-			// batches would stay open-ended in the log model for good
-			// (wire_recreate.go).
-			acks = -1
-		}
+	// The private producer is the non-idempotent one (the others run on
+	// clientlib's, wire_libproducer.go). One batch in five at acks=1 or
+	// 0: such a batch has no offset, and once retention deletes it unread
+	// it is a credit the log model may place anywhere below the log
+	// start, which a third of all batches made too slow to check.
+	acks := []int32{-1, -1, -1, -1, -1, -1, -1, -1, 1, 0}[c.rng.IntN(10)]
+	if c.ww.recreatable(p) {
+		// A deleted incarnation is never drained: its acks=0/1
+		// batches would stay open-ended in the log model for good
+		// (wire_recreate.go).
+		acks = -1
 	}
 	id := c.windows[p].Push(int32(n), w.now())
 	c.batches[p][id] = &wireBatch{bytes: batch, hist: w.hist.produceCall(c.index, p, inc, sent, w.now()),

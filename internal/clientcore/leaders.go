@@ -32,6 +32,11 @@ type TopicInfo struct {
 	// ID is the topic's id (16 bytes; nil when the node names none): a
 	// topic deleted and created again under its name has a new one.
 	ID []byte
+	// Version is the metadata version of the answer the entry came from
+	// (0: the node named none). A lagging node answers an older version,
+	// so of two ids of one name the one seen at the higher version is
+	// the newer topic.
+	Version uint64
 }
 
 // PartitionInfo is one partition's leadership.
@@ -64,21 +69,22 @@ func (c *LeaderCache) ApplyMetadata(m *strandpb.MetadataResponse) {
 		c.controllerID = m.GetControllerId()
 	}
 	for _, t := range m.GetTopics() {
-		c.applyTopic(t)
+		c.applyTopic(t, m.GetMetadataVersion())
 	}
 }
 
 // applyTopic merges one topic of a metadata answer.
-func (c *LeaderCache) applyTopic(t *strandpb.MetadataResponse_Topic) {
+func (c *LeaderCache) applyTopic(t *strandpb.MetadataResponse_Topic, version uint64) {
 	code := t.GetError().GetCode()
 	if code != strandpb.ErrorCode_ERROR_CODE_NONE {
 		if code == strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION {
-			c.topics[t.GetName()] = &TopicInfo{Name: t.GetName(), Err: code}
+			c.topics[t.GetName()] = &TopicInfo{Name: t.GetName(), Err: code, Version: version}
 		}
 		return
 	}
 	old := c.topics[t.GetName()]
-	info := &TopicInfo{Name: t.GetName(), Partitions: make([]PartitionInfo, len(t.GetPartitions())), ID: bytes.Clone(t.GetTopicId())}
+	info := &TopicInfo{Name: t.GetName(), Partitions: make([]PartitionInfo, len(t.GetPartitions())), ID: bytes.Clone(t.GetTopicId()),
+		Version: version}
 	if old != nil && !bytes.Equal(old.ID, info.ID) {
 		old = nil // another topic: its leaders and terms say nothing about this one
 	}
