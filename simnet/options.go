@@ -148,9 +148,6 @@ type Options struct {
 	ClassicMembers int
 	// Txn runs the transactional workload (wire_txn.go).
 	Txn bool
-	// LibConsumers runs this many of the Consumers slots (never the
-	// first) on clientlib's plain Consumer (wire_libconsumer.go); 0: none.
-	LibConsumers int
 	// Bug names a planted bug (BugNames; only in -tags simbugs builds).
 	Bug string
 

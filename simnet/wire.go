@@ -89,9 +89,7 @@ func newWireWorkload(w *world) *wireWorkload {
 	}
 	for i := o.Producers; i < o.Producers+o.Consumers; i++ {
 		c := newWireClient(ww, i, kindConsumer)
-		if libConsumerSlot(o, i-o.Producers) {
-			c.libCons = newLibConsumer(c) // wire_libconsumer.go
-		}
+		c.libCons = newLibConsumer(c) // wire_libconsumer.go
 		ww.clients = append(ww.clients, c)
 	}
 	for i := o.Producers + o.Consumers; i < o.Producers+o.Consumers+o.Readers; i++ {
