@@ -54,8 +54,9 @@ import (
 // which a Consumer never does) and the drain (the final read of every
 // incarnation), both checkers.
 const (
-	libConsumerMaxWaitMin = 20 * time.Millisecond
-	libSeekOneIn          = 12 // polls that seek a partition anew first
+	libConsumerMaxWaitMin  = 20 * time.Millisecond
+	libSeekOneIn           = 12 // polls that seek a partition anew first
+	libConsumerMetaAgesMax = 4  // a consumer's metadata max age: 1..4 times libMetadataMaxAge
 	// libCatchUpMax bounds the catch-up after the heal.
 	libCatchUpMax = 30 * time.Second
 	// libRawClient offsets the history client id of the raw fetch answers.
@@ -111,10 +112,14 @@ func newLibConsumer(c *wireClient) *libConsumer {
 	for i, p := range c.ww.peers {
 		seeds[i] = p.Address
 	}
+	// Metadata kept up to libConsumerMetaAgesMax times as long as the
+	// producers' (Kafka's default is minutes): a topic re-created under
+	// the consumer is met by fetches naming the old id for longer.
+	age := libMetadataMaxAge * time.Duration(1+c.rng.IntN(libConsumerMetaAgesMax))
 	cl, err := clientlib.NewClient(clientlib.Simulated(libConsumerTransport{lc}),
 		clientlib.SeedAddresses(seeds...), clientlib.RandSeed(c.rng.Uint64()),
 		clientlib.RequestTimeout(o.ClientTimeout), clientlib.MaxRetries(attemptsMax),
-		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(libMetadataMaxAge))
+		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(age))
 	if err != nil {
 		panic("simnet: library consumer options: " + err.Error())
 	}
