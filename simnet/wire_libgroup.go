@@ -606,7 +606,7 @@ func (m *libMember) record(life *libLife, req *strandpb.Request) func(*strandpb.
 		id := h.CallMemberEpoch(client, groupID, hb.GetMemberId(), ns(sent))
 		ids = append(ids, id)
 		end = func(resp *strandpb.Response, err error) {
-			if e := resp.GetGroupHeartbeat().GetMemberEpoch(); err == nil && resp.GetError() == nil && e > 0 {
+			if e := resp.GetGroupHeartbeat().GetMemberEpoch(); err == nil && wireErr(resp.GetError()) == nil && e > 0 {
 				h.ReturnMemberEpoch(id, e, ns(w.now()))
 				life.lastOK = sent
 				m.onEpoch(life, hb.GetMemberId(), e)
