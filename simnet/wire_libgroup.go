@@ -36,13 +36,15 @@ import (
 //     session lapsed (no heartbeat it sent answered for a session timeout:
 //     its client drops everything at the next Poll, and the coordinator
 //     may have expired it);
+//   - a member's epochs never go back (a rejoin gets the group's newer
+//     epoch: a coordinator that forgot the group would start again);
 //   - every heartbeat, commit and committed-offset read is a history op
 //     (linearizability's offset model): committed offsets are
 //     linearizable, and a commit in an epoch older than one the member was
 //     already given (a zombie's) must be refused; a zombie probe sends
-//     such commits, now and then, for a live member that moved on from an
-//     epoch (an old process of it, or a commit that was in flight across
-//     the epoch's change);
+//     such commits whenever a live member moves on from an epoch (an old
+//     process of it, or a commit that was in flight across the epoch's
+//     change);
 //   - every batch handed to an application is a history read (a fetch op
 //     from its send time): the records are the log's at those offsets and
 //     not past the high-water mark;
@@ -61,7 +63,7 @@ const (
 	libCrashOneIn   = 10                     // batches that end in a crash mid-batch
 	libCrashesMax   = 6                      // per member
 	libSlowOneIn    = 40                     // batches processed past the session timeout
-	libZombieOneIn  = 2                      // heartbeats that give a new epoch and draw a zombie probe
+	libZombieOneIn  = 1                      // heartbeats that give a new epoch and draw a zombie probe
 	// The zombie probes' history client ids are libRawClient on.
 )
 
@@ -77,6 +79,8 @@ type libGroup struct {
 	// log start skipped records unread.
 	processed []map[int64]bool
 	excused   []int64
+	// granted is the highest epoch a heartbeat gave each member id.
+	granted map[string]int32
 	// settling: the run healed and the members converge (no crash, no
 	// slow batch) until ended; then runs at the end of the phase.
 	settling bool
@@ -125,6 +129,7 @@ type libLife struct {
 func newLibGroup(ww *wireWorkload, first int) *libGroup {
 	lg := &libGroup{ww: ww, parts: ww.topics[0].partitions}
 	lg.holder = slices.Repeat([]int{-1}, lg.parts)
+	lg.granted = map[string]int32{}
 	lg.last = slices.Repeat([]int{-1}, lg.parts)
 	lg.processed = make([]map[int64]bool, lg.parts)
 	for p := range lg.processed {
@@ -614,6 +619,11 @@ func (m *libMember) record(life *libLife, req *strandpb.Request) func(*strandpb.
 		end = func(resp *strandpb.Response, err error) {
 			if e := resp.GetGroupHeartbeat().GetMemberEpoch(); err == nil && wireErr(resp.GetError()) == nil && e > 0 {
 				h.ReturnMemberEpoch(id, e, ns(w.now()))
+				if prev := m.lg.granted[hb.GetMemberId()]; e < prev {
+					w.fail("groups: member %d (%s) was given epoch %d after epoch %d: the coordinator forgot the group's epochs",
+						m.idx, hb.GetMemberId(), e, prev)
+				}
+				m.lg.granted[hb.GetMemberId()] = max(e, m.lg.granted[hb.GetMemberId()])
 				life.lastOK = sent
 				m.onEpoch(life, hb.GetMemberId(), e)
 			} else {
