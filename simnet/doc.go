@@ -107,10 +107,11 @@
 // manual commits drawn per seed, run as clientlib.SimRun tasks in virtual time), process batches
 // (now and then past the session timeout), crash mid-batch and restart, under the seed's faults.
 // Their OnAssigned/OnRevoked/OnLost callbacks say what each holds (never a partition another
-// member holds within its session), their heartbeats, commits and offset reads are history ops
-// (linearizable offsets, epochs fencing zombies; a probe commits at an epoch a live member left
-// behind), and after the heal they converge, balanced, and every acknowledged record below the
-// final committed offset was processed; Options.ClassicMembers (TestSimClassicGroups:
+// member held within half a session of its last answered heartbeat), their heartbeats, commits
+// and offset reads are history ops (linearizable offsets, epochs fencing zombies, a member's
+// epochs never going back; a probe commits at the epoch a live member just left behind), and
+// after the heal they converge, balanced, and every acknowledged record below the final
+// committed offset was processed; Options.ClassicMembers (TestSimClassicGroups:
 // 3) adds members of a second group speaking Kafka's classic protocol (JoinGroup, SyncGroup,
 // Heartbeat through kafkaproto; commits in their generation) checked across coordinator fail-overs
 // (wire_classic.go). Options.Txn (seven seeds in ten) runs the transactional workload
