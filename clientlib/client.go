@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -285,8 +286,17 @@ func (c *Client) anyRequest(ctx context.Context, req *strandpb.Request) (*strand
 
 // anyRequestAt is anyRequest, also returning the address that answered.
 func (c *Client) anyRequestAt(ctx context.Context, req *strandpb.Request) (*strandpb.Response, string, error) {
+	return c.anyRequestLast(ctx, req, "")
+}
+
+// anyRequestLast is anyRequestAt asking the node at address lastAddr
+// after every other ("": none).
+func (c *Client) anyRequestLast(ctx context.Context, req *strandpb.Request, lastAddr string) (*strandpb.Response, string, error) {
 	var last error
 	addrs := c.candidates()
+	if i := slices.Index(addrs, lastAddr); i >= 0 && lastAddr != "" {
+		addrs = append(append(addrs[:i:i], addrs[i+1:]...), lastAddr)
+	}
 	unreached := 0
 	for _, addr := range addrs {
 		resp, err := c.request(ctx, addr, req, 0)

@@ -1,6 +1,7 @@
 package clientlib
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -327,6 +328,16 @@ func (k *Consumer) Position(topic string, partition int32) (offset int64, ok boo
 	return cp.next, true
 }
 
+// PositionTopicID is the id of the topic a partition's Position counts
+// in: fixed when its start is resolved (or at the first fetch of an exact
+// start), cleared by Seek; nil until then, or when the cluster gives
+// none. A topic deleted and created again under its name has a new id,
+// so an offset stored with it cannot be applied to the namesake.
+func (k *Consumer) PositionTopicID(topic string, partition int32) []byte {
+	id, _ := k.topicState(topic, partition)
+	return bytes.Clone(id)
+}
+
 // topicState is a partition's topic id (nil until fixed) and its sticky
 // error (nil when none).
 func (k *Consumer) topicState(topic string, partition int32) ([]byte, error) {
@@ -371,6 +382,10 @@ type FetchPartition struct {
 	// it may precede the Poll call (at most by one Poll). Zero for an
 	// error that no fetch brought.
 	FetchedAt time.Time
+	// TopicID is the id of the topic the fetch read (nil: the cluster
+	// gives none): a topic deleted and created again under its name has a
+	// new id, so records of two incarnations are told apart by it.
+	TopicID []byte
 }
 
 // Fetches is what a Poll returned, sorted by topic and partition.

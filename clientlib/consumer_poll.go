@@ -217,7 +217,7 @@ func (k *Consumer) applyNode(ctx context.Context, l landedFetch) Fetches {
 			continue // sought, unassigned or paused since it was sent
 		}
 		f, r := k.applyFetch(t, answers[t.tp])
-		f.FetchedAt = l.sent
+		f.FetchedAt, f.TopicID = l.sent, t.topicID
 		refresh = refresh || r
 		if errors.Is(f.Err, ErrUnknownTopicID) || len(t.topicID) > 0 && errors.Is(f.Err, ErrUnknownTopic) {
 			// A fetch that names the topic's id and finds no topic: the

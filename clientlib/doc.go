@@ -35,7 +35,9 @@
 // meanwhile (generations from one counter); a Poll has one entry per partition (answers it waited
 // through are merged). Reads are linearizable from the fetch's send time, FetchPartition.FetchedAt,
 // which may precede the Poll by one call; the real-process histories record each read from then
-// (Kafka consumers prefetch the same way). Rejected: one round to every leader per Poll (a record
+// (Kafka consumers prefetch the same way). FetchPartition.TopicID and PositionTopicID name the
+// topic id a batch was read from and a position counts in: a topic re-created under its name has a
+// new one. Rejected: one round to every leader per Poll (a record
 // at one leader waits behind the others' long polls); a goroutine per partition (thousands of long
 // polls).
 //
@@ -136,7 +138,9 @@
 // offsets, else at StartWithoutCommit (earliest); auto-commits every 5 s, at the start of a Poll
 // before it fetches, so only what earlier Polls returned is committed (positions move only when a
 // Poll hands records out); drops everything on FENCED/UNKNOWN or when its own session timer lapsed
-// (OnLost); leaves on Close (static members, InstanceID, leave with epoch −2). A committed offset
+// (OnLost); leaves on Close (static members, InstanceID, leave with epoch −2). The coordinator is
+// found with FindCoordinator at any node; when the node it names refuses (NOT_COORDINATOR), the
+// next lookup asks the node that named it last (a node with stale metadata kept a member out). A committed offset
 // below the log start is the Consumer's OffsetOutOfRangeError (R22), never a reset. Admin:
 // AlterTopicConfig, DeleteRecords, DescribePartitionLogs, FetchOffsets, CommitOffsets (empty
 // groups), ListGroups (merged over nodes), DescribeGroup, DeleteGroup, GroupLag (committed,

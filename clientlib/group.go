@@ -66,16 +66,23 @@ type GroupDescription struct {
 	Offsets     []CommittedOffset
 }
 
-// coordinators caches each group's coordinator address.
+// coordinators caches each group's coordinator address, the node whose
+// FindCoordinator answer named it (from), and the node whose answer named
+// a node that refused to coordinate (stale): the next lookup asks that
+// one last, so a node with stale metadata cannot keep answering with a
+// coordinator that is not one.
 type coordinators struct {
-	mu   sync.Mutex
-	addr map[string]string
+	mu          sync.Mutex
+	addr        map[string]string
+	from, stale map[string]string
 }
 
 func (c *Client) coords() *coordinators {
 	c.groupCoords.mu.Lock()
 	if c.groupCoords.addr == nil {
 		c.groupCoords.addr = make(map[string]string)
+		c.groupCoords.from = make(map[string]string)
+		c.groupCoords.stale = make(map[string]string)
 	}
 	c.groupCoords.mu.Unlock()
 	return &c.groupCoords
@@ -86,11 +93,12 @@ func (c *Client) findCoordinator(ctx context.Context, group string) (string, err
 	cs := c.coords()
 	cs.mu.Lock()
 	addr, ok := cs.addr[group]
+	stale := cs.stale[group]
 	cs.mu.Unlock()
 	if ok {
 		return addr, nil
 	}
-	resp, err := c.anyRequest(ctx, &strandpb.Request{Body: &strandpb.Request_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorRequest{Group: group}}})
+	resp, from, err := c.anyRequestLast(ctx, &strandpb.Request{Body: &strandpb.Request_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorRequest{Group: group}}}, stale)
 	if err != nil {
 		return "", err
 	}
@@ -99,15 +107,20 @@ func (c *Client) findCoordinator(ctx context.Context, group string) (string, err
 	}
 	addr = resp.GetFindCoordinator().GetAddress()
 	cs.mu.Lock()
-	cs.addr[group] = addr
+	cs.addr[group], cs.from[group] = addr, from
 	cs.mu.Unlock()
 	return addr, nil
 }
 
-// forgetCoordinator drops the cached coordinator of group.
-func (c *Client) forgetCoordinator(group string) {
+// forgetCoordinator drops the cached coordinator of group; refused: the
+// node named refused to coordinate it, so the node that named it is asked
+// last next time.
+func (c *Client) forgetCoordinator(group string, refused bool) {
 	cs := c.coords()
 	cs.mu.Lock()
+	if refused {
+		cs.stale[group] = cs.from[group]
+	}
 	delete(cs.addr, group)
 	cs.mu.Unlock()
 }
@@ -125,7 +138,7 @@ func (c *Client) groupRequest(ctx context.Context, group string, req *strandpb.R
 		err = errorFromWire(resp.GetError())
 	}
 	if err != nil && (errors.Is(err, ErrNotCoordinator) || errors.Is(err, ErrCoordinatorUnavailable) || ClassifyErr(err).RefreshMetadata || isConnErr(err)) {
-		c.forgetCoordinator(group)
+		c.forgetCoordinator(group, errors.Is(err, ErrNotCoordinator))
 	}
 	return resp, err
 }

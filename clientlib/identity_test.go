@@ -83,6 +83,64 @@ func TestConsumerTopicRecreatedIsTypedError(t *testing.T) {
 	}
 }
 
+// Every batch a Poll hands out names the id of the topic it was read
+// from (FetchPartition.TopicID), and PositionTopicID names the id the
+// position counts in: after a re-create and a Seek, both are the new
+// topic's, so an application tells the two logs' records apart.
+func TestConsumerNamesTopicIDOfRecords(t *testing.T) {
+	cluster, client, ctx := setup(t, []fake.Opt{fake.Topic("t", 1)}, clientlib.ManualPartitioner())
+	produceValues(t, ctx, client, "t", 0, 3)
+	k := clientlib.NewConsumer(client, clientlib.FetchMaxWait(20*time.Millisecond))
+	k.Assign("t", 0, clientlib.OffsetEarliest())
+	if id := k.PositionTopicID("t", 0); id != nil {
+		t.Fatalf("position topic id before the start resolved: %x", id)
+	}
+	ids := func(n int) [][]byte {
+		var out [][]byte
+		for got := 0; got < n; {
+			if ctx.Err() != nil {
+				t.Fatalf("got %d of %d records before the deadline", got, n)
+			}
+			for _, f := range k.Poll(ctx) {
+				if len(f.Records) > 0 {
+					out = append(out, f.TopicID)
+					got += len(f.Records)
+				}
+			}
+		}
+		return out
+	}
+	info, err := client.Metadata(ctx)
+	if err != nil || len(info.Topics) != 1 || len(info.Topics[0].ID) != 16 {
+		t.Fatalf("metadata: %+v, %v", info, err)
+	}
+	oldID := info.Topics[0].ID
+	for _, id := range ids(3) {
+		if !bytes.Equal(id, oldID) {
+			t.Fatalf("batch of the first topic names id %x, want %x", id, oldID)
+		}
+	}
+	if id := k.PositionTopicID("t", 0); !bytes.Equal(id, oldID) {
+		t.Fatalf("position topic id %x, want %x", id, oldID)
+	}
+	if err := cluster.RecreateTopic("t"); err != nil {
+		t.Fatal(err)
+	}
+	produceValues(t, ctx, newClient(t, cluster), "t", 100, 2)
+	if err := followUntilErr(t, ctx, k); !errors.Is(err, clientlib.ErrUnknownTopicID) {
+		t.Fatalf("after the re-create: %v", err)
+	}
+	k.Seek("t", 0, clientlib.OffsetEarliest())
+	for _, id := range ids(2) {
+		if len(id) != 16 || bytes.Equal(id, oldID) {
+			t.Fatalf("batch of the new topic names id %x (old %x)", id, oldID)
+		}
+	}
+	if id := k.PositionTopicID("t", 0); len(id) != 16 || bytes.Equal(id, oldID) {
+		t.Fatalf("position topic id %x after the Seek, want the new topic's (old %x)", id, oldID)
+	}
+}
+
 // A consumer whose cluster was replaced behind the same addresses (a
 // restarted `strand dev`) stops with a ClusterChangedError, never reading
 // the new cluster's log at the old offsets.

@@ -59,3 +59,58 @@ func TestSimulatedGroupConsumerBacksOffAnUnavailableCoordinator(t *testing.T) {
 		t.Fatalf("%d heartbeats in %v: want it to keep trying", beats, w.now)
 	}
 }
+
+// TestSimulatedGroupConsumerAsksAnotherNodeAfterAStaleCoordinator: a node
+// whose metadata is stale keeps naming a coordinator that refuses the
+// group (NOT_COORDINATOR); after that refusal the member asks another node
+// first, so it reaches the real coordinator at its next lookup. Before,
+// a client whose random lookup order kept starting at the stale node sat
+// outside the group (the simulator's seed 59: 8 s after the heal, one
+// member of four still held nothing).
+func TestSimulatedGroupConsumerAsksAnotherNodeAfterAStaleCoordinator(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		w := &scriptedWorld{}
+		var finds []string // the node each FindCoordinator went to
+		refused := 0
+		w.answer = func(addr string, req *strandpb.Request) *strandpb.Response {
+			switch {
+			case req.GetMetadata() != nil:
+				return twoNodeMetadata()
+			case req.GetFindCoordinator() != nil:
+				finds = append(finds, addr)
+				// n1 is stale: it names itself; n2 names n2.
+				return &strandpb.Response{Body: &strandpb.Response_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorResponse{Address: addr}}}
+			case req.GetGroupHeartbeat() != nil && addr == "n1":
+				refused++
+				return &strandpb.Response{Error: &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_NOT_COORDINATOR, Message: "not the group's coordinator"}}
+			case req.GetGroupHeartbeat() != nil:
+				return &strandpb.Response{Body: &strandpb.Response_GroupHeartbeat{GroupHeartbeat: &strandpb.ConsumerGroupHeartbeatResponse{
+					MemberId: req.GetGroupHeartbeat().GetMemberId(), MemberEpoch: 1, HeartbeatIntervalMs: 100}}}
+			}
+			t.Fatalf("unexpected request %T", req.GetBody())
+			return nil
+		}
+		c, err := NewClient(Simulated(w), SeedAddresses("n1", "n2"), RandSeed(seed), RetryBackoff(5*time.Millisecond, 160*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := NewGroupConsumer(c, "g", []string{"t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SimRun(func(ctx context.Context) {
+			for i := 0; i < 1000 && w.now < 500*time.Millisecond; i++ {
+				g.Poll(ctx)
+			}
+		}, func() {})
+		w.run(t, 1000000)
+		for i := 1; i < len(finds); i++ {
+			if finds[i-1] == "n1" && finds[i] == "n1" {
+				t.Fatalf("seed %d: lookups went to %v: after n1's coordinator refused, n1 was asked first again", seed, finds)
+			}
+		}
+		if g.Epoch() != 1 {
+			t.Fatalf("seed %d: epoch %d after %v (lookups %v, %d refusals): never joined at n2", seed, g.Epoch(), w.now, finds, refused)
+		}
+	}
+}

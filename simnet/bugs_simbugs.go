@@ -53,7 +53,7 @@ func plantBug(cfg *node.Config, name string) {
 	groups.SetBugs(name == "GroupAssignBeforeRevoke", name == "GroupCommitSkipsEpoch")
 	groups.SetClassicBug(name == "GroupClassicForgotten")                       // needs Options.ClassicMembers
 	clientlib.SetBugs(name == "LibAutoCommitFetched")                           // needs Options.GroupMembers (wire_libgroup.go)
-	clientlib.SetConsumerBugs(name == "LibSeekSkipsTarget")                     // needs Options.LibConsumers (wire_libconsumer.go)
+	clientlib.SetConsumerBugs(name == "LibSeekSkipsTarget")                     // every consumer runs it (wire_libconsumer.go)
 	clientlib.SetProducerBugs(name == "LibExhaustedDefinite")                   // the sample's library producers (wire_libproducer.go)
 	engine.SetTxnBugs(name == "LSOPassesOpenTxn", name == "DropAbortOnRestore") // need Options.Txn (wire_txn.go)
 	txn.SetBugs(name == "TxnSkipsFence")                                        // needs Options.Txn

@@ -88,13 +88,14 @@
 // Backoff, sending acks −1, 1 or 0 (an acks=0/1 success is indefinite) and never resending, so a record
 // applied twice shows as a duplicate. 1–4 records per push, 1–5 batches in flight, one record in 24 of
 // 1–2 KiB, records stamped on the nodes' epoch.
-// Consumers: Options.LibConsumers (the standard sample: one or two of the three) run clientlib's
-// plain Consumer (wire_libconsumer.go: Assign and Seek at an exact, earliest, latest, last-stable
-// or timestamp start, long-polling Poll, read_committed in a third, as clientlib.SimRun tasks);
-// every batch handed out must start at the position and is a history read, every raw fetch answer
-// is recorded too, and after the heal each reads every acknowledged record from its seek point.
-// The first consumer stays private (it follows the re-created topic): it polls round robin and,
-// after OFFSET_OUT_OF_RANGE below the log start, continues from the log start it names; random readers seek to random offsets (also below the log start, which must
+// Consumers: every one runs clientlib's plain Consumer over both topics (wire_libconsumer.go:
+// Assign and Seek at an exact, earliest, latest, last-stable or timestamp start, long-polling Poll,
+// read_committed in a third, metadata kept 2-8 s, as clientlib.SimRun tasks); every batch handed
+// out must start at the position, in one topic incarnation (FetchPartition.TopicID), and is a
+// history read; every raw fetch answer is recorded too, its high-water mark never below one an
+// earlier fetch returned; a TopicRecreatedError seeks the new incarnation from its beginning, an
+// OffsetOutOfRangeError anew; after the heal each reads every acknowledged record of the current
+// incarnation from its seek point. Random readers (checkers) seek to random offsets (also below the log start, which must
 // be refused; one fetch in three with a budget below a batch), half of them at any node, and issue
 // ListOffsets and DescribeTopics. The admin deletes and re-creates sim2 three times a run
 // (-sim.recreate): clients name the topic id on every request and react to UNKNOWN_TOPIC_ID as
@@ -102,11 +103,16 @@
 // id). Every request is a marshalled strandpb.Request over the simulated client link to
 // Core.HandleAs; with -sim.kafka every other client's produces and fetches go through kafkaproto's
 // encoder and handlers instead (acks=0 stays native). Options.GroupMembers (TestSimGroups: 4
-// members, two static) runs the group workload: members join, heartbeat, commit, crash and restart,
-// pause past the session and leave, under the seed's faults; beside them 2 applications consume the
-// main topic as a second group on clientlib's own GroupConsumer (wire_libgroup.go: Poll, reconcile,
-// commit on revoke, auto-commit or manual commits drawn per seed, run as clientlib.SimRun tasks in
-// virtual time), crash mid-batch and restart; Options.ClassicMembers (TestSimClassicGroups:
+// members, two static) runs the consumer group: applications consume the main topic on clientlib's
+// own GroupConsumer (wire_libgroup.go: Poll, heartbeat, reconcile, commit on revoke, auto-commit or
+// manual commits drawn per seed, run as clientlib.SimRun tasks in virtual time), process batches
+// (now and then past the session timeout), crash mid-batch and restart, under the seed's faults.
+// Their OnAssigned/OnRevoked/OnLost callbacks say what each holds (never a partition another
+// member held within half a session of its last answered heartbeat), their heartbeats, commits
+// and offset reads are history ops (linearizable offsets, epochs fencing zombies, a member's
+// epochs never going back; a probe commits at the epoch a live member just left behind), and
+// after the heal they converge, balanced, and every acknowledged record below the final
+// committed offset was processed; Options.ClassicMembers (TestSimClassicGroups:
 // 3) adds members of a second group speaking Kafka's classic protocol (JoinGroup, SyncGroup,
 // Heartbeat through kafkaproto; commits in their generation) checked across coordinator fail-overs
 // (wire_classic.go). Options.Txn (seven seeds in ten) runs the transactional workload
@@ -376,9 +382,8 @@
 // or one started during a join; TLS and SASL (they live in node/server). Nor: the effect of quotas
 // (node/server throttles) and of elections asked for (answered, not checked), concurrent admin
 // requests (the operator sends one at a time), clientlib's connections and stall detection
-// (the simulator's first consumer, random readers (they read any replica), drain and first group's
-// members are its own, and its last, non-idempotent producer; producers 0–4 run clientlib's
-// producer loop, the other consumers its plain Consumer, the second group's members its
-// GroupConsumer), anything of node/server (loop batching,
+// (the simulator's last, non-idempotent producer, random readers (they read any replica), drain
+// and classic members are its own; producers 0–4 run clientlib's producer loop, every consumer its
+// plain Consumer, every group member its GroupConsumer), anything of node/server (loop batching,
 // storage pool, budgets, transport), and the kafkaproto server's per-connection ordering.
 package simnet

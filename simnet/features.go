@@ -77,8 +77,6 @@ func DrawFeatures(o Options) Options {
 	if o.Txn || draw(10) < 7 { // drawn last: the draws above stay as they were
 		o = WithTxn(o)
 	}
-	// After Txn, so the draws above stay as they were.
-	o.LibConsumers = max(o.LibConsumers, 1+draw(2))
 	o.Ops = featureOps(o)
 	return o
 }

@@ -7,9 +7,9 @@ import "testing"
 // The clientlib plain consumers catch LibSeekSkipsTarget (a Seek to an
 // exact offset lands one past it) in at least half of the standard
 // sample's 200 seeds: a record handed out where the position was the seek
-// target, or a Position past what was handed out. Without the plain
-// consumers (LibConsumers 0: the simulator before them) it is caught in
-// no seed: nothing else the simulator runs calls Consumer.Seek. CI asks
+// target, or a Position past what was handed out. Before the consumers ran
+// clientlib's Consumer it was caught in no seed: nothing else the
+// simulator runs calls Consumer.Seek. CI asks
 // half of seeds 1-60 (53 now); make sim-bugs measures the 200.
 func TestSimCatchesLibSeekSkipsTarget(t *testing.T) {
 	requireCatches(t, "LibSeekSkipsTarget", 1, 60, 30, "consumer(lib):", sampleOptions, nil)

@@ -253,7 +253,7 @@ func (op *operator) bootstrapStep(a *wireClient, reqs []*strandpb.Request, targe
 func bootstrapACLs() []*strandpb.AclBinding {
 	return []*strandpb.AclBinding{
 		aclBinding(principalApp, "topic", "sim", "prefixed", "all"),
-		aclBinding(principalApp, "group", "sim", "prefixed", "all"), // simgroup, simgroup-lib, simclassic
+		aclBinding(principalApp, "group", "sim", "prefixed", "all"), // simgroup, simclassic
 		aclBinding(principalOperator, "cluster", "kafka-cluster", "literal", "all"),
 		aclBinding(principalOperator, "topic", "sim", "prefixed", "all"),
 		aclBinding(principalOperator, "group", "ops", "prefixed", "all"),
@@ -465,7 +465,7 @@ func (ww *wireWorkload) configureOperator(cfg *node.Config) {
 		return
 	}
 	ww.ops.configure(cfg)
-	if ww.groups == nil {
+	if ww.libGroup == nil {
 		cfg.Groups.OffsetsPartitions = int32(operatorOffsetsPartitions(ww.w.opts))
 	}
 }

@@ -139,8 +139,8 @@ type Options struct {
 	Producers   int
 	Consumers   int // sequential readers
 	Readers     int // random-offset readers
-	// GroupMembers runs the consumer-group workload (wire_group.go) with
-	// this many members; 0: none.
+	// GroupMembers runs the consumer group (wire_libgroup.go) with this
+	// many clientlib GroupConsumer members; 0: none.
 	GroupMembers int
 	// ClassicMembers runs, beside the group workload, this many members of
 	// a second group speaking Kafka's classic protocol (wire_classic.go);
@@ -148,9 +148,6 @@ type Options struct {
 	ClassicMembers int
 	// Txn runs the transactional workload (wire_txn.go).
 	Txn bool
-	// LibConsumers runs this many of the Consumers slots (never the
-	// first) on clientlib's plain Consumer (wire_libconsumer.go); 0: none.
-	LibConsumers int
 	// Bug names a planted bug (BugNames; only in -tags simbugs builds).
 	Bug string
 

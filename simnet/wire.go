@@ -40,12 +40,11 @@ type wireWorkload struct {
 	active   int  // producers and consumers still working
 	created  bool // the topics exist: every node registered and hosts its replicas
 
-	groups *groupSim // the group workload; nil without Options.GroupMembers
 	// classic is the classic group workload (wire_classic.go); nil
 	// without Options.ClassicMembers. kafkaSeq numbers the Kafka
 	// translations' classic heartbeats (wire_kafka.go).
 	classic  *classicSim
-	libGroup *libGroup // clientlib's group members; nil without Options.GroupMembers
+	libGroup *libGroup // the consumer group's members (wire_libgroup.go); nil without Options.GroupMembers
 	kafkaSeq uint64
 	// topicIDs lists, per topic name, the ids clients saw, in the order
 	// first seen: the index is the incarnation (wire_recreate.go).
@@ -89,9 +88,7 @@ func newWireWorkload(w *world) *wireWorkload {
 	}
 	for i := o.Producers; i < o.Producers+o.Consumers; i++ {
 		c := newWireClient(ww, i, kindConsumer)
-		if libConsumerSlot(o, i-o.Producers) {
-			c.libCons = newLibConsumer(c) // wire_libconsumer.go
-		}
+		c.libCons = newLibConsumer(c) // wire_libconsumer.go
 		ww.clients = append(ww.clients, c)
 	}
 	for i := o.Producers + o.Consumers; i < o.Producers+o.Consumers+o.Readers; i++ {
@@ -100,13 +97,12 @@ func newWireWorkload(w *world) *wireWorkload {
 	last := o.Producers + o.Consumers + o.Readers // the network's drain client index
 	ww.drain = newWireClient(ww, last, kindDrain)
 	if o.GroupMembers > 0 {
-		ww.groups = newGroupSim(ww, last+1)
+		ww.libGroup = newLibGroup(ww, last+1) // wire_libgroup.go
 		if o.ClassicMembers > 0 {
 			ww.classic = newClassicSim(ww, last+1+o.GroupMembers)
 		}
-		ww.libGroup = newLibGroup(ww, last+1+o.GroupMembers+o.ClassicMembers) // wire_libgroup.go
 	}
-	ww.txn = newTxnSim(ww, last+1+o.GroupMembers+o.ClassicMembers+libMemberCount(o))
+	ww.txn = newTxnSim(ww, last+1+o.GroupMembers+o.ClassicMembers)
 	ww.grow = newGrowPlan(ww)
 	ww.moves = newMovePlan(ww)
 	ww.joins = newJoinPlan(ww) // wire_joins.go
@@ -118,8 +114,8 @@ func newWireWorkload(w *world) *wireWorkload {
 func (ww *wireWorkload) configure(cfg *node.Config) {
 	cfg.Nodes = ww.peers
 	ww.configureJoin(cfg)
-	if ww.groups != nil {
-		ww.groups.configure(cfg)
+	if ww.libGroup != nil {
+		ww.configureGroups(cfg)
 	}
 	ww.configureOperator(cfg)
 	ww.txn.configure(cfg) // wire_txn_session.go
@@ -165,8 +161,7 @@ func (ww *wireWorkload) topicCreated() {
 		ww.active++
 		c.after(c.thinkTime(), c.begin)
 	}
-	if ww.groups != nil {
-		ww.groups.start()
+	if ww.libGroup != nil {
 		ww.libGroup.start()
 	}
 	if ww.classic != nil {
@@ -205,8 +200,8 @@ func (ww *wireWorkload) finalHeal() {
 	drain := func() {
 		ww.txn.finish(func() { ww.finishLibConsumers(func() { ww.drain.after(0, ww.drain.begin) }) })
 	}
-	if ww.groups != nil && !ww.groups.settling {
-		ww.groups.settle(func() { ww.libGroup.finish(drain) })
+	if ww.libGroup != nil && !ww.libGroup.settling {
+		ww.libGroup.settle(func() { ww.libGroup.finish(drain) })
 		return
 	}
 	drain()

@@ -119,7 +119,7 @@ func (m *classicMember) schedule(d time.Duration) {
 // ended its settle phase.
 func (m *classicMember) step() {
 	cs, w := m.cs, m.cs.ww.w
-	if gs := cs.ww.groups; gs == nil || gs.ended {
+	if lg := cs.ww.libGroup; lg == nil || lg.ended {
 		return
 	}
 	next := groupHeartbeat/2 + time.Duration(m.c.rng.Int64N(int64(groupHeartbeat)))
@@ -135,7 +135,7 @@ func (m *classicMember) step() {
 		m.join()
 		return
 	}
-	if cs.ww.groups.settling || m.ops >= groupOpsPerMember {
+	if cs.ww.libGroup.settling || m.ops >= groupOpsPerMember {
 		m.heartbeat()
 		return
 	}

@@ -75,8 +75,8 @@ type wireClient struct {
 	readOffset     int64 // a random reader's current offset
 	opStart        time.Duration
 	fetching       bool // a fetch operation is running (since opStart)
-	// libCons: the clientlib Consumer this consumer slot runs on; nil:
-	// the private consumer (wire_libconsumer.go).
+	// libCons: the clientlib Consumer a consumer slot runs on (every
+	// one does: wire_libconsumer.go); nil for the other kinds.
 	libCons *libConsumer
 }
 
@@ -343,7 +343,7 @@ func (c *wireClient) begin() {
 		// idempotent.
 		c.recordTimer = true
 		c.after(c.thinkTime(), c.nextRecord)
-	case kindConsumer, kindReader:
+	case kindReader:
 		c.nextPoll()
 	case kindDrain:
 		c.nextPartition = 0

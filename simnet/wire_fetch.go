@@ -2,14 +2,13 @@ package simnet
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/strandlog/strand/clientlib"
 	"github.com/strandlog/strand/engine/recordbatch"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
-// nextPoll starts a consumer's next poll (round robin over partitions).
+// nextPoll starts a random reader's next operation.
 func (c *wireClient) nextPoll() {
 	if !c.ww.w.work.take() {
 		c.finished = true
@@ -82,16 +81,6 @@ func (c *wireClient) fetch(p int) {
 		Partitions: []*strandpb.FetchRequest_Partition{{Topic: c.ww.tps[p].Topic, Partition: c.ww.tps[p].Partition, Offset: offset,
 			MaxBytes: budget, TopicId: topicID}},
 	}}}
-	longPoll := c.kind == kindConsumer && c.rng.IntN(4) == 0
-	if longPoll {
-		// A consumer at the tail long-polls as real ones do: the node
-		// parks the fetch until records arrive or the wait ends, within
-		// the client's timeout (longpoll.go).
-		f := req.GetFetch()
-		f.MinBytes = 1
-		f.MaxWaitMs = int32(1 + c.rng.Int64N(int64(w.opts.ClientTimeout/time.Millisecond)/2))
-	}
-	tail := offset >= w.work.maxHwm[p]
 	target := c.leaderOf(p)
 	if c.kind == kindReader && c.rng.IntN(2) == 0 {
 		// Random readers ask any replica half the time: a follower, a
@@ -123,9 +112,6 @@ func (c *wireClient) fetch(p int) {
 				w.coverage.Inc("event/corrupt-fetch-refused")
 				err = &clientlib.Error{Code: strandpb.ErrorCode_ERROR_CODE_CORRUPT_BATCH, Message: r.err.Error()}
 			}
-		}
-		if err == nil && longPoll && tail && len(part.GetBatches()) > 0 {
-			w.coverage.Inc("event/long-poll-tail") // it waited at the tail for new records
 		}
 		c.onFetch(p, inc, offset, floor, target, op, part, err)
 		if err == nil {

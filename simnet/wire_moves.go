@@ -232,7 +232,7 @@ func (c *wireClient) drawMove() (simMove, bool) {
 	p, g := 0, 0
 	var current []uint64
 	moving := false
-	if c.ww.groups != nil && c.rng.IntN(offsetsMoveOneIn) == 0 {
+	if c.ww.libGroup != nil && c.rng.IntN(offsetsMoveOneIn) == 0 {
 		// The internal topic, as the operator's admin view shows it (the
 		// clients' metadata cache holds the scenario's topics only).
 		p = int(node.GroupPartition(groupID, int32(groupOffsetsPartitions(c.ww.w.opts))))

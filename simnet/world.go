@@ -221,7 +221,7 @@ func newWorld(o Options) *world {
 	}
 	w.checker = newChecker(w)
 	w.hist = newHistory(o.Partitions)
-	clientCount := o.Producers + o.Consumers + o.Readers + 1 + o.GroupMembers + o.ClassicMembers + libMemberCount(o) + txnClients(o) // +1: the drain reader
+	clientCount := o.Producers + o.Consumers + o.Readers + 1 + o.GroupMembers + o.ClassicMembers + txnClients(o) // +1: the drain reader
 	w.net = newNetwork(newStream(o.Seed, streamNetwork), o.Nodes, clientCount, &o)
 	// Skews and tick phases are fixed for the whole run.
 	skewRand := newStream(o.Seed, streamClock)
