@@ -53,12 +53,16 @@ import (
 //
 // Write protocol (the Disk has no rename): sync the raft log, so its hard
 // state's commit index (which may lag when only the commit moved) is at
-// least raft_index (raft refuses Applied > commit); append the new index
-// records, Sync the chunks, SyncDir the index directory when a chunk was
-// created; write the header, Sync, SyncDir; only then remove older headers
-// and the chunks wholly below index_start. A crash anywhere leaves the
-// previous header and every record it names intact. The loop prepares
-// the bytes; storage jobs perform the protocol (checkpoint_job.go).
+// least raft_index (raft refuses Applied > commit); when the chunks must
+// be cleared first (their numbering unknown: after a replay, a raft
+// snapshot or a failed write), remove the older headers and SyncDir, then
+// the chunks; append the new index records, Sync the chunks, SyncDir the
+// index directory when a chunk was created; write the header, Sync,
+// SyncDir; only then remove older headers and the chunks wholly below
+// index_start. A crash anywhere leaves every header on disk and every
+// record it names intact (after a clearing write none older is left). The
+// loop prepares the bytes; storage jobs perform the protocol
+// (checkpoint_job.go).
 const (
 	checkpointMagic   = 0x314b4353 // "SCK1"
 	checkpointMagicV2 = 0x324b4353 // "SCK2"
