@@ -204,10 +204,16 @@ func (d *digests) afterProcess(n *simNode) {
 	}
 }
 
-// compare restores n's newest checkpoint in dir and compares its digest
-// with the reference's at the checkpoint's index.
+// compare restores n's newest durable checkpoint in dir (what a power loss
+// now would keep: names dir-synced, bytes synced) and compares its digest
+// with the reference's at the checkpoint's index. The durable view, not
+// the page cache: a kill inside a checkpoint write leaves its header torn
+// or empty in the page cache, which the node skips at its restart (crc),
+// and a durable change in dir (an older header removed) exposed it to the
+// comparison (the simulator's seed 155, "does not parse").
 func (d *digests) compare(n *simNode, dir string) {
-	names, err := n.disk.List(dir)
+	durable := n.disk.ProjectCrash(dir)
+	names, err := durable.List(dir)
 	if err != nil || len(names) == 0 || d.checked[n.index][dir] == names[len(names)-1] {
 		return
 	}
@@ -217,7 +223,7 @@ func (d *digests) compare(n *simNode, dir string) {
 	if !d.w.opts.DigestChecks {
 		return
 	}
-	data, ok := n.disk.ReadFile(dir + "/" + name)
+	data, ok := durable.ReadFile(dir + "/" + name)
 	if !ok {
 		return
 	}
@@ -247,7 +253,7 @@ func (d *digests) compare(n *simNode, dir string) {
 		var p *engine.Partition
 		var err error
 		if indexed {
-			p, err = restoreIndexed(n, dir, state)
+			p, err = restoreIndexed(n.disk.ProjectCrash(dir+"/index"), dir, state)
 		} else {
 			p, err = engine.RestorePartition(state)
 		}
@@ -346,16 +352,17 @@ const (
 
 // restoreIndexed rebuilds an SCK2 checkpoint's partition: the state names
 // the index ordinals [start, end), whose records sit in the chunk files of
-// dir/index, each named by its first ordinal (base_offset i64,
+// dir/index on disk (compare passes the durable projection), each named by
+// its first ordinal (base_offset i64,
 // record_count i32, raft_index u64, append_time_ms i64, max_timestamp_ms
 // i64, crc u32).
-func restoreIndexed(n *simNode, dir string, state []byte) (*engine.Partition, error) {
+func restoreIndexed(disk *memdisk.Disk, dir string, state []byte) (*engine.Partition, error) {
 	var snap strandpb.PartitionSnapshot
 	if err := proto.Unmarshal(state, &snap); err != nil {
 		return nil, err
 	}
 	start, end := snap.GetIndexStart(), snap.GetIndexEnd()
-	names, err := n.disk.List(dir + "/index")
+	names, err := disk.List(dir + "/index")
 	if err != nil {
 		return nil, err
 	}
@@ -375,7 +382,7 @@ func restoreIndexed(n *simNode, dir string, state []byte) (*engine.Partition, er
 		first := firsts[k]
 		chunk, ok := chunks[first]
 		if !ok {
-			chunk, _ = n.disk.ReadFile(fmt.Sprintf("%s/index/%020d", dir, first))
+			chunk, _ = disk.ReadFile(fmt.Sprintf("%s/index/%020d", dir, first))
 			chunks[first] = chunk
 		}
 		off := (ord - first) * indexRecordBytes
