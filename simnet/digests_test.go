@@ -1,6 +1,8 @@
 package simnet
 
 import (
+	"errors"
+	"path"
 	"strings"
 	"testing"
 )
@@ -66,5 +68,42 @@ func TestDigestsCompareDurableCheckpoints(t *testing.T) {
 	}
 	if names, _ := disk.ProjectCrash(dir).List(dir); len(names) != 0 {
 		t.Fatalf("durable headers %v, want none", names)
+	}
+}
+
+// TestDigestsRecompareWhenChunksChange shows the comparison looks at a
+// checkpoint directory's newest durable header again when its index chunks
+// change durably, not only when a newer header comes: the simulator's seed
+// 155 (before the node's fix) rewrote the chunks the header at 36 named,
+// and a power loss left that header the newest, under the name the
+// comparison had already passed. Here the header is garbage, so each look
+// fails: a second failure shows the second look.
+func TestDigestsRecompareWhenChunksChange(t *testing.T) {
+	const dir = "p/sim@1/0/checkpoint"
+	o := Choose(Standard(1, Safety))
+	o.DigestChecks = true
+	w := newWorld(o)
+	n := w.nodes[0]
+	syncFile := func(name string) {
+		t.Helper()
+		f, err := n.disk.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.WriteAt([]byte("x"), 0)
+		if err := errors.Join(err, f.Sync(), f.Close(), n.disk.SyncDir(path.Dir(name))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	syncFile(dir + "/00000000000000000036")
+	w.digests.afterProcess(n)
+	w.digests.afterProcess(n) // nothing changed: no second look
+	if len(w.failures) != 1 {
+		t.Fatalf("failures %q, want the garbage header's once", w.failures)
+	}
+	syncFile(dir + "/index/00000000000000000000")
+	w.digests.afterProcess(n)
+	if len(w.failures) != 2 || !strings.Contains(w.failures[1], "00000000000000000036 does not parse") {
+		t.Fatalf("failures %q, want the header looked at again after its chunks changed", w.failures)
 	}
 }
