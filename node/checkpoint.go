@@ -359,7 +359,7 @@ func readFile(disk raftlog.Disk, name string) ([]byte, error) {
 func (p *partitionSM) prepareIndex(w *checkpointWrite) (start, end int64) {
 	if !p.indexKnown {
 		w.clearIndex = true
-		p.indexKnown, p.indexWritten, p.indexFreed = true, 0, 0
+		p.indexKnown, p.indexWritten, p.indexFreed, p.indexChunkEnd = true, 0, 0, 0
 	}
 	part := p.g.part
 	start, end = part.IndexOrdinals()
@@ -372,13 +372,17 @@ func (p *partitionSM) prepareIndex(w *checkpointWrite) (start, end int64) {
 		for i := range n {
 			buf = appendIndexRecord(buf, &batches[i])
 		}
-		// A chunk is new, and its directory entry must be synced, when
-		// it starts here or when the write clears every chunk first:
-		// else a power cut could keep the header and lose the chunk it
-		// names (the simulator's seed 57: "no index chunk holds
-		// ordinal 2" after a restart).
+		// A chunk is new, and its directory entry must be synced, when no
+		// earlier write reached it: past the chunk the last write reached
+		// (indexChunkEnd; 0 after the write clears every chunk), whether
+		// or not this write begins at its first ordinal: an index empty
+		// with its start inside the chunk wrote nothing there. Else a power
+		// cut could keep the header and lose the chunk it names (the
+		// simulator's seeds 57 and 191: "no index chunk holds ordinal 2",
+		// "... ordinal 3").
 		w.chunks = append(w.chunks, chunkWrite{name: indexChunkName(from), off: (from - first) * indexRecordBytes,
-			data: buf, created: from == first || w.clearIndex})
+			data: buf, created: from >= p.indexChunkEnd})
+		p.indexChunkEnd = first + indexChunkRecords
 		batches, from = batches[n:], from+n
 	}
 	p.indexWritten = end
