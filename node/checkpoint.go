@@ -53,12 +53,16 @@ import (
 //
 // Write protocol (the Disk has no rename): sync the raft log, so its hard
 // state's commit index (which may lag when only the commit moved) is at
-// least raft_index (raft refuses Applied > commit); append the new index
-// records, Sync the chunks, SyncDir the index directory when a chunk was
-// created; write the header, Sync, SyncDir; only then remove older headers
-// and the chunks wholly below index_start. A crash anywhere leaves the
-// previous header and every record it names intact. The loop prepares
-// the bytes; storage jobs perform the protocol (checkpoint_job.go).
+// least raft_index (raft refuses Applied > commit); when the chunks must
+// be cleared first (their numbering unknown: after a replay, a raft
+// snapshot or a failed write), remove the older headers and SyncDir, then
+// the chunks; append the new index records, Sync the chunks, SyncDir the
+// index directory when a chunk was created; write the header, Sync,
+// SyncDir; only then remove older headers and the chunks wholly below
+// index_start. A crash anywhere leaves every header on disk and every
+// record it names intact (after a clearing write none older is left). The
+// loop prepares the bytes; storage jobs perform the protocol
+// (checkpoint_job.go).
 const (
 	checkpointMagic   = 0x314b4353 // "SCK1"
 	checkpointMagicV2 = 0x324b4353 // "SCK2"
@@ -355,7 +359,7 @@ func readFile(disk raftlog.Disk, name string) ([]byte, error) {
 func (p *partitionSM) prepareIndex(w *checkpointWrite) (start, end int64) {
 	if !p.indexKnown {
 		w.clearIndex = true
-		p.indexKnown, p.indexWritten, p.indexFreed = true, 0, 0
+		p.indexKnown, p.indexWritten, p.indexFreed, p.indexChunkEnd = true, 0, 0, 0
 	}
 	part := p.g.part
 	start, end = part.IndexOrdinals()
@@ -368,13 +372,17 @@ func (p *partitionSM) prepareIndex(w *checkpointWrite) (start, end int64) {
 		for i := range n {
 			buf = appendIndexRecord(buf, &batches[i])
 		}
-		// A chunk is new, and its directory entry must be synced, when
-		// it starts here or when the write clears every chunk first:
-		// else a power cut could keep the header and lose the chunk it
-		// names (the simulator's seed 57: "no index chunk holds
-		// ordinal 2" after a restart).
+		// A chunk is new, and its directory entry must be synced, when no
+		// earlier write reached it: past the chunk the last write reached
+		// (indexChunkEnd; 0 after the write clears every chunk), whether
+		// or not this write begins at its first ordinal: an index empty
+		// with its start inside the chunk wrote nothing there. Else a power
+		// cut could keep the header and lose the chunk it names (the
+		// simulator's seeds 57 and 191: "no index chunk holds ordinal 2",
+		// "... ordinal 3").
 		w.chunks = append(w.chunks, chunkWrite{name: indexChunkName(from), off: (from - first) * indexRecordBytes,
-			data: buf, created: from == first || w.clearIndex})
+			data: buf, created: from >= p.indexChunkEnd})
+		p.indexChunkEnd = first + indexChunkRecords
 		batches, from = batches[n:], from+n
 	}
 	p.indexWritten = end

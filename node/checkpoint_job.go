@@ -23,10 +23,11 @@ import (
 //     durable, the group's log sync starts (a SyncJob like any other,
 //     holding the round's responses) and the checkpoint waits for it.
 //  2. The write job (off the loop): clears stale index chunks when the
-//     engine's ordinals changed, appends and syncs the new records, syncs
-//     the index directory when it began a chunk, writes and syncs the
-//     header, syncs the checkpoint directory: the old order, so a crash
-//     anywhere leaves the previous header and every record it names intact.
+//     engine's ordinals changed (the older headers, which name records in
+//     them, go first), appends and syncs the new records, syncs the index
+//     directory when it began a chunk, writes and syncs the header, syncs
+//     the checkpoint directory: the old order, so a crash anywhere leaves
+//     every header on disk and every record it names intact.
 //  3. Its completion (on the loop): only now does the checkpoint count —
 //     checkpointIndex moves, Stats.Checkpoints counts it — and the trim job
 //     starts.
@@ -139,6 +140,18 @@ func (w *checkpointWrite) write() error {
 	return w.guard.do(func() error {
 		index := w.dir + "/index"
 		if w.clearIndex {
+			// The older headers name records in the chunks about to go:
+			// they go first, durably, or a crash before the new header's
+			// SyncDir would leave one naming removed or rewritten records
+			// (the simulator's seed 155 found it restored as "batch 0: 0
+			// records at offset 0" after a power loss).
+			headers, err := w.disk.List(w.dir)
+			if err != nil {
+				return err
+			}
+			if err := removeFiles(w.disk, w.dir, headers, func(n string) bool { return n != w.name }); err != nil {
+				return err
+			}
 			names, err := w.disk.List(index)
 			if err != nil {
 				return err

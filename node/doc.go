@@ -147,9 +147,11 @@
 // with its CRC32C).
 //
 // Write order (the Disk has no rename): sync the raft log (the durable commit must be ≥ the
-// checkpoint's index, or raft panics on Applied > commit), write and sync the new records, SyncDir
-// when a chunk was begun, write and sync the header, SyncDir; only then remove older headers and
-// chunks wholly below index_start. On open, the newest header at or below the durable commit whose
+// checkpoint's index, or raft panics on Applied > commit), when the chunks must be cleared (their
+// numbering unknown) remove the older headers and SyncDir, then the chunks; write and sync the new
+// records, SyncDir when a chunk was begun (its first write, wherever in the chunk it lands), write
+// and sync the header, SyncDir; only then remove older headers and chunks wholly below
+// index_start. Every header on disk names only records that a crash keeps. On open, the newest header at or below the durable commit whose
 // CRCs, records and engine invariants check out is restored — unless the raft snapshot is newer,
 // which is then restored instead; otherwise an older one; otherwise the snapshot plus a replay (a
 // checkpoint is an optimisation, never the only copy). A checkpoint may still index batches below

@@ -111,10 +111,13 @@ type partitionSM struct {
 	// (checkpoint.go): indexKnown when they match the engine's ordinals
 	// (its state came from an SCK2 checkpoint or a previous checkpoint
 	// cleared them), indexWritten the ordinal below which they hold every
-	// record, indexFreed the ordinal below which no chunk is left.
-	indexKnown   bool
-	indexWritten int64
-	indexFreed   int64
+	// record, indexFreed the ordinal below which no chunk is left,
+	// indexChunkEnd the end of the newest chunk a write reached (its
+	// directory entry synced; 0: none, the next write begins a chunk).
+	indexKnown    bool
+	indexWritten  int64
+	indexFreed    int64
+	indexChunkEnd int64
 }
 
 // applyCommand applies a produce and completes its acks=all wait.
@@ -148,7 +151,11 @@ func (p *partitionSM) restoreCheckpoint(c *Core, g *group, ck *checkpoint) bool 
 	g.part = ck.partition
 	c.bugForgetProducers(g)
 	c.bugRestoreIndexTimes(g)
-	p.indexKnown, p.indexWritten = ck.indexed, ck.indexEnd
+	p.indexKnown, p.indexWritten, p.indexChunkEnd = ck.indexed, ck.indexEnd, 0
+	if ck.indexEnd > ck.indexStart { // the header names records of this chunk
+		last := ck.indexEnd - 1
+		p.indexChunkEnd = last - last%indexChunkRecords + indexChunkRecords
+	}
 	g.checkpointIndex = ck.raftIndex
 	return c.bugReapply(g)
 }

@@ -97,16 +97,16 @@ func (r *reference) matches(index uint64, want refDigest, digest, tail uint64, l
 type digests struct {
 	w    *world
 	refs []*reference // by group index
-	// seen is each node's DurableSeq at its last look; checked its newest
-	// checkpoint name per directory.
+	// seen is each node's DurableSeq at its last look; checked the header
+	// it last compared per checkpoint directory.
 	seen     []uint64
 	disks    []*memdisk.Disk // the disk seen[i] counts on
-	checked  []map[string]string
+	checked  []map[string]checkedHeader
 	compared int64
 }
 
 func newDigests(w *world) *digests {
-	d := &digests{w: w, seen: make([]uint64, len(w.nodes)), checked: make([]map[string]string, len(w.nodes))}
+	d := &digests{w: w, seen: make([]uint64, len(w.nodes)), checked: make([]map[string]checkedHeader, len(w.nodes))}
 	for range w.opts.Partitions {
 		d.refs = append(d.refs, &reference{part: engine.NewPartition(), digests: map[uint64]refDigest{}})
 	}
@@ -115,7 +115,7 @@ func newDigests(w *world) *digests {
 		d.refs = append(d.refs, &reference{part: engine.NewPartition(), digests: map[uint64]refDigest{}})
 	}
 	for i, n := range w.nodes {
-		d.checked[i] = map[string]string{}
+		d.checked[i] = map[string]checkedHeader{}
 		d.disks = append(d.disks, n.disk)
 	}
 	return d
@@ -198,26 +198,55 @@ func (d *digests) afterProcess(n *simNode) {
 	since := d.seen[n.index]
 	d.seen[n.index] = seq
 	for _, dir := range n.disk.ChangedDirs(since) {
+		// A header's index chunks changing durably under it matters as
+		// much as a new header: look at the directory again.
+		dir = strings.TrimSuffix(dir, "/index")
 		if strings.HasSuffix(dir, "/checkpoint") {
 			d.compare(n, dir)
 		}
 	}
 }
 
-// compare restores n's newest checkpoint in dir and compares its digest
-// with the reference's at the checkpoint's index.
+// checkedHeader is the header compare last looked at in a checkpoint
+// directory, and the durable generations (memdisk.DurableGeneration) of
+// the directory and its index chunks then: compare looks again when
+// either changed, since a later write may damage what an older header
+// names (seed 155: a checkpoint cleared the chunks of the header at 36,
+// which a power loss then left the newest).
+type checkedHeader struct {
+	name     string
+	dir, idx uint64
+}
+
+// compare restores n's newest durable checkpoint in dir (what a power loss
+// now would keep: names dir-synced, bytes synced) and compares its digest
+// with the reference's at the checkpoint's index. The durable view, not
+// the page cache: a kill inside a checkpoint write leaves its header torn
+// or empty in the page cache, which the node skips at its restart (crc),
+// and a durable change in dir (an older header removed) exposed it to the
+// comparison (the simulator's seed 155, "does not parse").
 func (d *digests) compare(n *simNode, dir string) {
-	names, err := n.disk.List(dir)
-	if err != nil || len(names) == 0 || d.checked[n.index][dir] == names[len(names)-1] {
+	durable := n.disk.ProjectCrash(dir)
+	names, err := durable.List(dir)
+	if err != nil || len(names) == 0 {
 		return
 	}
 	name := names[len(names)-1]
-	d.checked[n.index][dir] = name
-	d.w.coverage.Inc("event/checkpoint")
+	seen := checkedHeader{name: name, dir: n.disk.DurableGeneration(dir), idx: n.disk.DurableGeneration(dir + "/index")}
+	last := d.checked[n.index][dir]
+	if last == seen {
+		return
+	}
+	d.checked[n.index][dir] = seen
+	if last.name != name {
+		d.w.coverage.Inc("event/checkpoint")
+	} else {
+		d.w.coverage.Inc("digest/checkpoint-recompared")
+	}
 	if !d.w.opts.DigestChecks {
 		return
 	}
-	data, ok := n.disk.ReadFile(dir + "/" + name)
+	data, ok := durable.ReadFile(dir + "/" + name)
 	if !ok {
 		return
 	}
@@ -247,7 +276,7 @@ func (d *digests) compare(n *simNode, dir string) {
 		var p *engine.Partition
 		var err error
 		if indexed {
-			p, err = restoreIndexed(n, dir, state)
+			p, err = restoreIndexed(n.disk.ProjectCrash(dir+"/index"), dir, state)
 		} else {
 			p, err = engine.RestorePartition(state)
 		}
@@ -346,16 +375,17 @@ const (
 
 // restoreIndexed rebuilds an SCK2 checkpoint's partition: the state names
 // the index ordinals [start, end), whose records sit in the chunk files of
-// dir/index, each named by its first ordinal (base_offset i64,
+// dir/index on disk (compare passes the durable projection), each named by
+// its first ordinal (base_offset i64,
 // record_count i32, raft_index u64, append_time_ms i64, max_timestamp_ms
 // i64, crc u32).
-func restoreIndexed(n *simNode, dir string, state []byte) (*engine.Partition, error) {
+func restoreIndexed(disk *memdisk.Disk, dir string, state []byte) (*engine.Partition, error) {
 	var snap strandpb.PartitionSnapshot
 	if err := proto.Unmarshal(state, &snap); err != nil {
 		return nil, err
 	}
 	start, end := snap.GetIndexStart(), snap.GetIndexEnd()
-	names, err := n.disk.List(dir + "/index")
+	names, err := disk.List(dir + "/index")
 	if err != nil {
 		return nil, err
 	}
@@ -375,7 +405,7 @@ func restoreIndexed(n *simNode, dir string, state []byte) (*engine.Partition, er
 		first := firsts[k]
 		chunk, ok := chunks[first]
 		if !ok {
-			chunk, _ = n.disk.ReadFile(fmt.Sprintf("%s/index/%020d", dir, first))
+			chunk, _ = disk.ReadFile(fmt.Sprintf("%s/index/%020d", dir, first))
 			chunks[first] = chunk
 		}
 		off := (ord - first) * indexRecordBytes

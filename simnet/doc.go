@@ -250,7 +250,7 @@
 //     metadata.State.Digest(); every replica reports its digest in GroupStatus.Digest, and the
 //     simulator replays committed entries into a reference engine per group (__strand_offsets
 //     partitions included) and compares every replica at every applied index, and each checkpoint
-//     written. A restore or checkpoint that forgets state fails at the first divergent index
+//     written (the newest a power loss would keep, again whenever its index chunks change). A restore or checkpoint that forgets state fails at the first divergent index
 //     (RestoreIndexTimes is seen by no client-visible check, only here).
 //   - Recovery check: right after Open, every log it recovered must already be synced (raft treats
 //     recovered data as stable): the page cache of a killed process is never trusted.
