@@ -53,9 +53,13 @@ func TestAuditCatchesSkipFsync(t *testing.T) {
 // The digest comparison catches checkpoints written without the producer
 // table at the first checkpoint (fixed knobs: production's 1,024-entry
 // checkpoint interval writes none in a run); the older checks see it only when a
-// replica restarts from one and a producer continues.
+// replica restarts from one and a producer continues. Two thirds of the seeds:
+// 46 of 50 since the incidents; 9 of seeds 1-12 (3 of 1-6: seeds 1, 3 and 6
+// end clean) once producers 0-1 ran clientlib's producer, whose draws moved
+// the seeds (why those three write no checkpoint with a producer in it is not
+// looked into).
 func TestDigestsCatchCheckpointForgetsProducers(t *testing.T) {
-	requireCatches(t, "CheckpointForgetsProducers", 1, 6, 4, "digest:", fixedKnobsOptions, nil) // 46 of 50 since the incidents
+	requireCatches(t, "CheckpointForgetsProducers", 1, 12, 8, "digest:", fixedKnobsOptions, nil)
 }
 
 // A kill inside a round leaves that round's unsynced writes in the page
