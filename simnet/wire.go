@@ -189,10 +189,16 @@ func (ww *wireWorkload) clientDone() {
 }
 
 // probeAfterIncident starts the quiet probe once no incident runs (its
-// down nodes must be back first).
+// down nodes must be back first). Past the time limit the probe is
+// skipped: the grace is the drain's (overtime.go).
 func (ww *wireWorkload) probeAfterIncident() {
 	if ww.w.planner.inc.running {
 		ww.w.sched.schedule(incidentPoll, &event{kind: evCall, node: -1, call: ww.probeAfterIncident})
+		return
+	}
+	if ww.w.work.overtime && !ww.w.probe.ran {
+		ww.w.coverage.Inc("event/time-limit-probe-skipped")
+		ww.finalHeal()
 		return
 	}
 	ww.w.probeLiveness(ww.finalHeal)

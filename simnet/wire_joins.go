@@ -180,7 +180,7 @@ func (c *wireClient) awaitJoin() {
 		c.ww.clientDone()
 		return
 	}
-	if w.work.issued < jp.ats[0] && w.work.issued < w.opts.Ops {
+	if w.work.issued < jp.ats[0] && !w.work.spent() { // in overtime, as when the budget ran out
 		c.after(20*time.Millisecond, c.awaitJoin)
 		return
 	}

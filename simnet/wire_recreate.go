@@ -169,9 +169,15 @@ func (c *wireClient) bindWindow(p int, id []byte) bool {
 func windowKey(p int, id []byte) string { return strconv.Itoa(p) + "/" + string(id) }
 
 // awaitRecreate is the admin's wait until the drawn share of the budget
-// was issued (or the budget ran out); then it deletes the topic.
+// was issued (or the budget ran out); then it deletes the topic. In
+// overtime (overtime.go) the re-creations still due are not made.
 func (c *wireClient) awaitRecreate() {
 	w := c.ww.w
+	if w.work.overtime {
+		c.finished = true
+		c.ww.clientDone()
+		return
+	}
 	if w.work.issued < c.recreateAts[0] && w.work.issued < w.opts.Ops {
 		c.after(20*time.Millisecond, c.awaitRecreate)
 		return
