@@ -183,15 +183,39 @@ func (c *wireClient) awaitRecreate() {
 		return
 	}
 	c.attempts, c.maybeDone = 0, false
-	c.deleteAttempt(c.randomNode())
+	c.learnTopicID(c.randomNode())
 }
 
-// deleteAttempt sends one DeleteTopics of the second topic.
+// learnTopicID asks a node's metadata for the second topic's id, then
+// sends the delete naming it (to target).
+func (c *wireClient) learnTopicID(target int) {
+	c.askMetadata([]string{topicSecond}, func() {
+		c.after(0, func() { c.deleteAttempt(target) }) // after the answer is in the cache
+	})
+}
+
+// deleteAttempt sends one DeleteTopics of the second topic naming the id
+// the admin's metadata holds, so the delete removes that incarnation or
+// nothing: a delete the admin gave up on (its node paused, it held the
+// request and carried it out after the admin's retry had deleted the topic
+// and created it again) cannot remove the newer incarnation. By name only
+// it did (seed 516: no node hosted sim2 after the heal). Without an id
+// yet it asks for one first.
 func (c *wireClient) deleteAttempt(target int) {
-	o := c.ww.w.opts
+	w, o := c.ww.w, c.ww.w.opts
 	c.attempts++
+	if c.attempts > attemptsMax {
+		w.fail("delete topic %s: no answer in %d attempts", topicSecond, attemptsMax)
+		c.recreated()
+		return
+	}
+	info := c.cache.Topic(topicSecond)
+	if info == nil || len(info.ID) == 0 {
+		c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.learnTopicID(target) })
+		return
+	}
 	req := &strandpb.Request{Body: &strandpb.Request_DeleteTopics{DeleteTopics: &strandpb.DeleteTopicsRequest{
-		Names: []string{topicSecond}, TimeoutMs: int32(o.ClientTimeout / time.Millisecond)}}}
+		Names: []string{topicSecond}, TopicIds: [][]byte{bytes.Clone(info.ID)}, TimeoutMs: int32(o.ClientTimeout / time.Millisecond)}}}
 	c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
 		if err == nil {
 			err = wireErr(resp.GetError())
@@ -215,6 +239,13 @@ func (c *wireClient) onDelete(err error) {
 	gone := errCode(err) == strandpb.ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND
 	switch {
 	case err == nil:
+	case errCode(err) == strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID:
+		// The topic of that name has another id: the admin's metadata
+		// was stale (a lagging node's). Nothing was deleted; learn the
+		// id again.
+		w.coverage.Inc("event/topic-delete-stale-id")
+		c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.learnTopicID(c.randomNode()) })
+		return
 	case gone && c.maybeDone:
 	case gone:
 		w.fail("delete topic %s: unknown although no earlier attempt may have deleted it", topicSecond)
