@@ -1,6 +1,9 @@
 package simnet
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Overtime: a safety run that reaches Options.TimeLimit with work pending
 // (faults throughout under production's one-second elections make 10-15
@@ -76,6 +79,22 @@ func (w *world) overtimeHeal() {
 	p.endStarvation()
 	p.healForIncident() // disarms power cuts, restarts what is down
 	p.healAll()         // the network, full disks, pauses, disk faults; the liveness bounds start
+}
+
+// pendingWork says what a run in overtime still waits for, for the
+// failure at the end of the grace: the clients still working, or the
+// final drain's progress.
+func (ww *wireWorkload) pendingWork() string {
+	if ww.finalHealAt == 0 {
+		var busy []int
+		for _, c := range append([]*wireClient{ww.admin}, ww.clients...) {
+			if !c.finished {
+				busy = append(busy, c.index)
+			}
+		}
+		return fmt.Sprintf("%d actors still working, clients %v not finished", ww.active, busy)
+	}
+	return fmt.Sprintf("final heal at %v, drain at partition %d of %d", ww.finalHealAt, ww.drain.nextPartition, len(ww.drain.positions))
 }
 
 // eventsMax is the run's event budget: Options.EventsMax, and

@@ -71,8 +71,8 @@ func (w *world) run() {
 			w.beginOvertime() // overtime.go: heal, then drain within the grace
 		}
 		if w.work.overtime && e.at > w.opts.TimeLimit+DrainGrace {
-			w.fail("liveness: time limit %v reached, faults healed, and the run did not drain within %v more (%s)",
-				w.opts.TimeLimit, DrainGrace, w.stats)
+			w.fail("liveness: time limit %v reached, faults healed, and the run did not drain within %v more: %s (%s)",
+				w.opts.TimeLimit, DrainGrace, w.wire.pendingWork(), w.stats)
 			break
 		}
 		w.events++

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -57,6 +58,9 @@ type wireWorkload struct {
 	produced map[string]string                // every value a producer sent, to its key
 	ops      *operator                        // the operator actor; nil: none (operator.go)
 	txn      *txnSim                          // the transactional workload; nil: none (wire_txn.go)
+	// finalHealAt is when the clients were done and the final heal ran
+	// (0: not yet).
+	finalHealAt time.Duration
 }
 
 // wireCall is one request in flight: it ends once, by its answer or by
@@ -207,6 +211,7 @@ func (ww *wireWorkload) probeAfterIncident() {
 // finalHeal heals everything (restarting every node that can) and starts
 // the final drain.
 func (ww *wireWorkload) finalHeal() {
+	ww.finalHealAt = ww.w.now()
 	ww.w.planner.healAll()
 	drain := func() {
 		ww.txn.finish(func() { ww.finishLibConsumers(func() { ww.drain.after(0, ww.drain.begin) }) })
