@@ -315,6 +315,13 @@ func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *w
 // since or the network loses it.
 func (ww *wireWorkload) reply(n *simNode, inc uint32, c *wireClient, resp *strandpb.Response, call *wireCall) {
 	w := ww.w
+	if call.done { // the client gave up on it: held by a paused node, or slow
+		for _, t := range resp.GetDeleteTopics().GetTopics() {
+			if t.GetError().GetCode() == strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID {
+				w.coverage.Inc("event/topic-delete-late-refused") // its id is gone: seed 516's delete, refused
+			}
+		}
+	}
 	if !n.up || n.incarnation != inc || w.net.lost() {
 		return
 	}
