@@ -48,6 +48,7 @@ type wireClient struct {
 	// (held by a paused process) after a later delete: a later create may
 	// then find the topic there (TOPIC_EXISTS).
 	createInDoubt bool
+	deleteID      []byte // the admin: the topic id its delete names (wire_recreate.go)
 
 	// Producers.
 	producerID  int64

@@ -182,7 +182,7 @@ func (c *wireClient) awaitRecreate() {
 		c.after(20*time.Millisecond, c.awaitRecreate)
 		return
 	}
-	c.attempts, c.maybeDone = 0, false
+	c.attempts, c.maybeDone, c.deleteID = 0, false, nil
 	c.learnTopicID(c.randomNode())
 }
 
@@ -195,12 +195,16 @@ func (c *wireClient) learnTopicID(target int) {
 }
 
 // deleteAttempt sends one DeleteTopics of the second topic naming the id
-// the admin's metadata holds, so the delete removes that incarnation or
-// nothing: a delete the admin gave up on (its node paused, it held the
-// request and carried it out after the admin's retry had deleted the topic
-// and created it again) cannot remove the newer incarnation. By name only
-// it did (seed 516: no node hosted sim2 after the heal). Without an id
-// yet it asks for one first.
+// the admin learned for this delete, so the delete removes that
+// incarnation or nothing: a delete the admin gave up on (its node paused,
+// it held the request and carried it out after the admin's retry had
+// deleted the topic and created it again) cannot remove the newer
+// incarnation. By name only it did (seed 516: no node hosted sim2 after
+// the heal). Without an id yet it takes its metadata's, or asks for one.
+// The id stays for every attempt of the delete (its metadata may flip
+// back to an older id as lagging nodes answer other refreshes, or lose the
+// topic once an attempt that timed out deleted it: then TOPIC_NOT_FOUND
+// must end the delete) until UNKNOWN_TOPIC_ID says the topic has another.
 func (c *wireClient) deleteAttempt(target int) {
 	w, o := c.ww.w, c.ww.w.opts
 	c.attempts++
@@ -209,13 +213,16 @@ func (c *wireClient) deleteAttempt(target int) {
 		c.recreated()
 		return
 	}
-	info := c.cache.Topic(topicSecond)
-	if info == nil || len(info.ID) == 0 {
-		c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.learnTopicID(target) })
-		return
+	if c.deleteID == nil {
+		info := c.cache.Topic(topicSecond)
+		if info == nil || len(info.ID) == 0 {
+			c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.learnTopicID(target) })
+			return
+		}
+		c.deleteID = bytes.Clone(info.ID)
 	}
 	req := &strandpb.Request{Body: &strandpb.Request_DeleteTopics{DeleteTopics: &strandpb.DeleteTopicsRequest{
-		Names: []string{topicSecond}, TopicIds: [][]byte{bytes.Clone(info.ID)}, TimeoutMs: int32(o.ClientTimeout / time.Millisecond)}}}
+		Names: []string{topicSecond}, TopicIds: [][]byte{c.deleteID}, TimeoutMs: int32(o.ClientTimeout / time.Millisecond)}}}
 	c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
 		if err == nil {
 			err = wireErr(resp.GetError())
@@ -244,6 +251,7 @@ func (c *wireClient) onDelete(err error) {
 		// was stale (a lagging node's). Nothing was deleted; learn the
 		// id again.
 		w.coverage.Inc("event/topic-delete-stale-id")
+		c.deleteID = nil
 		c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.learnTopicID(c.randomNode()) })
 		return
 	case gone && c.maybeDone:
