@@ -183,7 +183,7 @@ func (c *wireClient) awaitRecreate() {
 		return
 	}
 	c.attempts, c.maybeDone, c.deleteID = 0, false, nil
-	c.learnTopicID(c.randomNode())
+	c.deleteAttempt(c.randomNode()) // the id its metadata holds, if any
 }
 
 // learnTopicID asks a node's metadata for the second topic's id, then
