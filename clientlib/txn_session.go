@@ -300,6 +300,16 @@ func (g *GroupConsumer) fetchCommitted(ctx context.Context, ps []TopicPartition)
 	return g.c.FetchOffsets(ctx, g.group, ps...)
 }
 
+// FetchStableOffsets is FetchOffsets with require_stable (KIP-447): the
+// offsets as of the last transaction that ended, never a value a
+// committed transaction's markers have not reached yet. While a
+// transaction holds pending offsets of a partition asked for (none named:
+// every partition), it backs off and asks again (ErrUnstableOffsetCommit
+// once the retries run out).
+func (c *Client) FetchStableOffsets(ctx context.Context, group string, partitions ...TopicPartition) ([]CommittedOffset, error) {
+	return c.fetchStableOffsets(ctx, group, partitions)
+}
+
 // fetchStableOffsets is FetchOffsets with require_stable: while a
 // transaction holds pending offsets of a partition asked for, it backs
 // off and asks again (ErrUnstableOffsetCommit once the retries run out).

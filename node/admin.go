@@ -317,12 +317,30 @@ func (c *Core) handleDeleteTopics(req *strandpb.DeleteTopicsRequest, answer func
 	if !c.adminPreflight(answer) || !c.checkCount(len(req.GetNames()), answer) {
 		return
 	}
+	ids := req.GetTopicIds()
+	if len(ids) > 0 && len(ids) != len(req.GetNames()) {
+		answer(requestError(strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "node: delete topics: topic ids not one per name"))
+		return
+	}
 	seen := map[string]bool{} // lookup only
 	var cmds []topicCommand
-	for _, name := range req.GetNames() {
+	for i, name := range req.GetNames() {
 		cmd := topicCommand{name: name, err: checkTopicName(name, seen)}
 		if cmd.err == nil {
-			data, err := metadata.EncodeDeleteTopic(name)
+			// A named id is checked when the delete applies: a delete
+			// held and proposed late refuses a newer topic of the name.
+			var data []byte
+			var err error
+			switch {
+			case len(ids) == 0 || len(ids[i]) == 0:
+				data, err = metadata.EncodeDeleteTopic(name)
+			default:
+				if u, ok := metadata.UUIDFromBytes(ids[i]); ok {
+					data, err = metadata.EncodeDeleteTopicID(name, u)
+				} else {
+					err = fmt.Errorf("%w: topic id of %d bytes", ErrInvalidRequest, len(ids[i]))
+				}
+			}
 			cmd.data, cmd.err = data, metaError(err)
 		}
 		cmds = append(cmds, cmd)

@@ -224,7 +224,10 @@
 // Fetch: long poll with min_bytes, max_wait_ms, max_bytes (the first batch always whole).
 // ListOffsets (by timestamp: the index finds the batch, then its records are scanned for the first
 // at or after it, up to 64 batches / 4 MiB, else the offset the scan reached).
-// CreateTopics/DeleteTopics: one metadata command each, answered when applied here. DescribeTopics:
+// CreateTopics/DeleteTopics: one metadata command each, answered when applied here; a DeleteTopics
+// naming topic ids (one per name, as Kafka's v6 does) deletes only the topic that has the id when the
+// command applies (UNKNOWN_TOPIC_ID otherwise), so a delete held or retried past a re-create cannot
+// remove the new topic (simnet seed 516). DescribeTopics:
 // a ReadIndex on the metadata group, so it sees every acknowledged create and delete.
 // InitProducerId: AllocateProducerIDs(1). AlterConfigs: one AlterTopicConfig per topic, answered
 // with the configuration as applied. DeleteRecords: the leader proposes TRIM(before) (-1: the

@@ -236,6 +236,11 @@ func (c *Core) nextMembershipStep(st raft.Status) (membershipStep, bool) {
 // waiting for it to catch up.
 const removalGraceElections = 30
 
+// RemovalGraceElections is removalGraceElections for the simulator's
+// membership check: a removed node that is down stays a metadata learner
+// up to that many election timeouts.
+const RemovalGraceElections = removalGraceElections
+
 // removalDue says whether removed node id may leave the metadata group's
 // configuration now: once its log holds everything committed (so it has
 // the entries that moved its replicas away and removed it, and learns

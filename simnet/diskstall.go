@@ -111,7 +111,7 @@ func (p *planner) scheduleDiskStall() {
 // suits it best).
 func (p *planner) pollDiskStall() {
 	w := p.w
-	if w.work.issued >= w.opts.Ops || w.probe.ran {
+	if w.work.spent() || w.probe.ran {
 		return
 	}
 	due := float64(w.work.issued) >= w.opts.Faults.DiskStallAfter*float64(w.opts.Ops)

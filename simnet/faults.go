@@ -694,8 +694,11 @@ func (p *planner) scheduleRolling() {
 // pollRolling starts the rolling restart when the workload got far enough.
 func (p *planner) pollRolling() {
 	w := p.w
+	if w.work.overtime {
+		return // the run is past its time limit: it only drains (overtime.go)
+	}
 	if float64(w.work.issued) < w.opts.Faults.RollingRestartAfter*float64(w.opts.Ops) {
-		if w.work.issued < w.opts.Ops {
+		if !w.work.spent() {
 			w.sched.schedule(rollingRestartPoll, &event{kind: evCall, node: -1, call: p.pollRolling})
 		}
 		return
@@ -717,7 +720,7 @@ func (p *planner) rollingKill(n *simNode) {
 		p.w.sched.schedule(rollingRestartPoll, &event{kind: evCall, node: -1, call: func() { p.rollingKill(n) }})
 		return
 	}
-	if !n.up || n.cut.armed != 0 {
+	if !n.up || n.cut.armed != 0 || p.w.work.overtime {
 		return
 	}
 	p.w.coverage.Inc("fault/rolling-kill")

@@ -189,7 +189,7 @@ func (p *planner) quietSetUp(quiet bool) bool {
 // and the cluster is whole; it gives up once every operation was issued.
 func (p *planner) pollIncident() {
 	w := p.w
-	if len(p.inc.queue) == 0 || w.work.issued >= w.work.budget() || w.probe.ran || p.nodeDead() {
+	if len(p.inc.queue) == 0 || w.work.overtime || w.work.issued >= w.work.budget() || w.probe.ran || p.nodeDead() {
 		p.inc.queue = nil
 		return
 	}

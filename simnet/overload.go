@@ -32,7 +32,7 @@ func (p *planner) scheduleOverload() {
 // issued.
 func (p *planner) pollOverload() {
 	w := p.w
-	if w.work.issued >= w.opts.Ops || w.probe.ran {
+	if w.work.spent() || w.probe.ran {
 		return
 	}
 	i := -1

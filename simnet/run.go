@@ -55,21 +55,29 @@ func (w *world) run() {
 	}
 	for !w.stopped && len(w.sched.queue) > 0 {
 		e := w.sched.next()
-		if e.at > w.opts.TimeLimit {
+		if e.at > w.opts.TimeLimit && !w.work.overtime {
 			w.stats.TimeLimited = true
 			if w.opts.Profile == Liveness {
 				w.fail("time limit %v reached with work pending", w.opts.TimeLimit)
-			} else if w.stats.ProducesOK == 0 {
+				break
+			}
+			if w.stats.ProducesOK == 0 {
 				// Faults throughout excuse slow progress, not none: a
 				// cluster that never acknowledged a write in the whole
 				// run never came up (elections that never end).
 				w.fail("time limit %v reached and no produce ever succeeded", w.opts.TimeLimit)
+				break
 			}
+			w.beginOvertime() // overtime.go: heal, then drain within the grace
+		}
+		if w.work.overtime && e.at > w.opts.TimeLimit+DrainGrace {
+			w.fail("liveness: time limit %v reached, faults healed, and the run did not drain within %v more: %s (%s)",
+				w.opts.TimeLimit, DrainGrace, w.wire.pendingWork(), w.stats)
 			break
 		}
 		w.events++
-		if w.events > w.opts.EventsMax {
-			w.fail("event budget %d exhausted at virtual time %v: an event storm (%s)", w.opts.EventsMax, w.now(), w.stats)
+		if budget := w.eventsMax(); w.events > budget {
+			w.fail("event budget %d exhausted at virtual time %v: an event storm (%s)", budget, w.now(), w.stats)
 			break
 		}
 		w.traceEvent(e)

@@ -54,8 +54,11 @@ func Run(o Options, vizDir string) (res Result) {
 	if o.StopAtFailure && len(w.failures) > 0 {
 		return w.result()
 	}
-	if !w.work.drained && !w.stats.TimeLimited && len(w.failures) == 0 {
+	if !w.work.drained && len(w.failures) == 0 {
 		w.fail("the run ended before the final drain (%s)", w.stats)
+	}
+	if w.work.overtime && w.work.drained {
+		w.coverage.Inc("event/time-limit-drained") // overtime.go
 	}
 	w.wire.txn.checkEarlyEnd() // wire_txn_check.go
 	w.finalChecks(vizDir)

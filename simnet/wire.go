@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -56,6 +57,9 @@ type wireWorkload struct {
 	produced map[string]string                // every value a producer sent, to its key
 	ops      *operator                        // the operator actor; nil: none (operator.go)
 	txn      *txnSim                          // the transactional workload; nil: none (wire_txn.go)
+	// finalHealAt is when the clients were done and the final heal ran
+	// (0: not yet).
+	finalHealAt time.Duration
 }
 
 // wireCall is one request in flight: it ends once, by its answer or by
@@ -184,10 +188,16 @@ func (ww *wireWorkload) clientDone() {
 }
 
 // probeAfterIncident starts the quiet probe once no incident runs (its
-// down nodes must be back first).
+// down nodes must be back first). Past the time limit the probe is
+// skipped: the grace is the drain's (overtime.go).
 func (ww *wireWorkload) probeAfterIncident() {
 	if ww.w.planner.inc.running {
 		ww.w.sched.schedule(incidentPoll, &event{kind: evCall, node: -1, call: ww.probeAfterIncident})
+		return
+	}
+	if ww.w.work.overtime && !ww.w.probe.ran {
+		ww.w.coverage.Inc("event/time-limit-probe-skipped")
+		ww.finalHeal()
 		return
 	}
 	ww.w.probeLiveness(ww.finalHeal)
@@ -196,6 +206,7 @@ func (ww *wireWorkload) probeAfterIncident() {
 // finalHeal heals everything (restarting every node that can) and starts
 // the final drain.
 func (ww *wireWorkload) finalHeal() {
+	ww.finalHealAt = ww.w.now()
 	ww.w.planner.healAll()
 	drain := func() {
 		ww.txn.finish(func() { ww.finishLibConsumers(func() { ww.drain.after(0, ww.drain.begin) }) })
@@ -299,6 +310,13 @@ func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *w
 // since or the network loses it.
 func (ww *wireWorkload) reply(n *simNode, inc uint32, c *wireClient, resp *strandpb.Response, call *wireCall) {
 	w := ww.w
+	if call.done { // the client gave up on it: held by a paused node, or slow
+		for _, t := range resp.GetDeleteTopics().GetTopics() {
+			if t.GetError().GetCode() == strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID {
+				w.coverage.Inc("event/topic-delete-late-refused") // its id is gone: seed 516's delete, refused
+			}
+		}
+	}
 	if !n.up || n.incarnation != inc || w.net.lost() {
 		return
 	}

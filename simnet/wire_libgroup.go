@@ -463,9 +463,13 @@ func (lg *libGroup) readCommitted(attempt int, then func()) {
 	m := lg.members[0]
 	life := &libLife{alive: true, pending: map[linearizability.OpID]bool{}}
 	m.life = life
+	seeds := make([]string, len(lg.ww.peers))
+	for i, p := range lg.ww.peers {
+		seeds[i] = p.Address // every node: one may stay down after the heal (seed 88: 14 s an attempt at a dead one)
+	}
 	cl, err := clientlib.NewClient(clientlib.Simulated(libMemberTransport{m: m, life: life}),
-		clientlib.SeedAddresses(lg.ww.peers[m.c.randomNode()].Address), clientlib.RandSeed(m.c.rng.Uint64()),
-		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max))
+		clientlib.SeedAddresses(seeds...), clientlib.RandSeed(m.c.rng.Uint64()),
+		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.RequestTimeout(lg.ww.w.opts.ClientTimeout))
 	if err != nil {
 		panic("simnet: library checker client: " + err.Error())
 	}

@@ -200,14 +200,15 @@ func (ww *wireWorkload) startMoves() {
 // awaitMove waits for the next move's share of the budget, then asks it.
 func (c *wireClient) awaitMove() {
 	w, mp := c.ww.w, c.ww.moves
-	if len(mp.ats) == 0 || w.work.issued >= w.opts.Ops && len(mp.moves) > 0 {
+	if len(mp.ats) == 0 || w.work.overtime || w.work.issued >= w.opts.Ops && len(mp.moves) > 0 {
 		// Done, or the clients issued everything: a move drawn now would
-		// only keep the run going (its workload is over).
+		// only keep the run going (its workload is over). Past the time
+		// limit (overtime.go) not even a first move is asked.
 		c.finished = true
 		c.ww.clientDone()
 		return
 	}
-	if w.work.issued < mp.ats[0] && w.work.issued < w.opts.Ops {
+	if w.work.issued < mp.ats[0] && !w.work.spent() {
 		c.after(20*time.Millisecond, c.awaitMove)
 		return
 	}

@@ -142,7 +142,7 @@ func (c *wireClient) usable(p int, key string) int {
 // budget ran out); then it sends the grow.
 func (c *wireClient) awaitGrow() {
 	w := c.ww.w
-	if w.work.issued < c.ww.grow.at && w.work.issued < w.opts.Ops {
+	if w.work.issued < c.ww.grow.at && !w.work.spent() { // in overtime, as when the budget ran out
 		c.after(20*time.Millisecond, c.awaitGrow)
 		return
 	}

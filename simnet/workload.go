@@ -55,8 +55,11 @@ type workload struct {
 	issued  int // logical operations started
 	healed  bool
 	healAt  time.Duration
-	drained bool    // the final drain read every partition to its end
-	maxHwm  []int64 // highest high-water mark any fetch returned, per partition
+	drained bool // the final drain read every partition to its end
+	// overtime: a safety run reached Options.TimeLimit; no operation is
+	// issued any more and the run has its drain grace (overtime.go).
+	overtime bool
+	maxHwm   []int64 // highest high-water mark any fetch returned, per partition
 	// maxHwmInc is the topic incarnation maxHwm[p] counts in (wire_recreate.go).
 	maxHwmInc []int
 }
@@ -76,9 +79,9 @@ func (wl *workload) budget() int {
 	return wl.w.opts.Ops
 }
 
-// take claims one operation of the budget.
+// take claims one operation of the budget (none in overtime).
 func (wl *workload) take() bool {
-	if wl.issued >= wl.budget() {
+	if wl.overtime || wl.issued >= wl.budget() {
 		return false
 	}
 	wl.issued++
@@ -86,6 +89,14 @@ func (wl *workload) take() bool {
 		wl.w.sched.schedule(0, &event{kind: evLivenessHeal, node: -1})
 	}
 	return true
+}
+
+// spent reports whether the clients issued every operation of
+// Options.Ops, or the run is in overtime and issues none any more: the
+// actors that wait for a share of the budget (faults, incidents, admin
+// changes) give up then.
+func (wl *workload) spent() bool {
+	return wl.overtime || wl.issued >= wl.w.opts.Ops
 }
 
 // The scenario's topics: Options.Partitions groups split into a main

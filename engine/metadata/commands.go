@@ -183,6 +183,11 @@ func (s *State) deleteTopic(c *strandpb.MetadataDeleteTopic) Result {
 	if !ok {
 		return Result{Err: fmt.Errorf("%w: %q", ErrUnknownTopic, name)}
 	}
+	if id := c.GetTopicId(); len(id) > 0 {
+		if u, ok := UUIDFromBytes(id); !ok || u != t.uuid {
+			return Result{Err: fmt.Errorf("%w: topic %q does not have id %x", ErrUnknownTopicID, name, id)}
+		}
+	}
 	i := sort.SearchStrings(s.topicNames, name)
 	s.topicNames = append(s.topicNames[:i], s.topicNames[i+1:]...)
 	delete(s.topics, name)

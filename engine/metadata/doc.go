@@ -47,7 +47,8 @@
 // Rejected: warn-and-accept (the user would believe the setting applies).
 //
 // Commands (strandpb.MetadataCommand with a proposal id): RegisterNode, SetNodeFenced, CreateTopic,
-// DeleteTopic, AlterTopicConfig, CreatePartitions (grow to a new total, never shrink; new
+// DeleteTopic (with a topic UUID, only the topic that has it: ErrUnknownTopicID otherwise, so a delete
+// proposed late cannot remove a newer topic of the name), AlterTopicConfig, CreatePartitions (grow to a new total, never shrink; new
 // partitions placed as a create would, continuing the rotation; validate-only changes nothing;
 // refused for __strand_offsets, whose count maps groups to coordinators), AllocateProducerIDs,
 // ReportLeaders (batched partition leader reports). Nodes open new partitions' replicas in the same

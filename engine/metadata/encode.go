@@ -69,6 +69,15 @@ func EncodeDeleteTopic(name string) ([]byte, error) {
 	}})
 }
 
+// EncodeDeleteTopicID deletes topic name only if its UUID is id when the
+// command applies (ErrUnknownTopicID otherwise): a delete proposed late
+// cannot remove a newer topic of the same name.
+func EncodeDeleteTopicID(name string, id UUID) ([]byte, error) {
+	return encode(&strandpb.MetadataCommand{Command: &strandpb.MetadataCommand_DeleteTopic{
+		DeleteTopic: &strandpb.MetadataDeleteTopic{Name: name, TopicId: id[:]},
+	}})
+}
+
 // EncodeAlterTopicConfig sets the keys in sets and then resets the keys in
 // resets to their defaults, on topic name, all or none.
 func EncodeAlterTopicConfig(name string, sets []ConfigEntry, resets []string) ([]byte, error) {

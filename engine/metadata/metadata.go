@@ -31,6 +31,9 @@ var (
 	ErrTopicExists = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_TOPIC_EXISTS, "metadata: topic exists")
 	// ErrUnknownTopic: no topic of that name exists.
 	ErrUnknownTopic = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND, "metadata: unknown topic")
+	// ErrUnknownTopicID: a delete named a topic id the topic of that name
+	// does not have (it was deleted and created again since).
+	ErrUnknownTopicID = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID, "metadata: unknown topic id")
 	// ErrUnknownPartition: the topic has no partition of that number.
 	ErrUnknownPartition = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION, "metadata: unknown partition")
 	// ErrInvalidPartitions: a partition count outside 1..PartitionsMax, or

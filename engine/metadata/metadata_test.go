@@ -241,6 +241,27 @@ func TestDeleteTopic(t *testing.T) {
 	}
 }
 
+// TestDeleteTopicByID shows that a delete naming a topic's UUID removes
+// only the topic that has it: one naming the UUID of a topic deleted and
+// created again under the name is refused (ErrUnknownTopicID) and changes
+// nothing.
+func TestDeleteTopicByID(t *testing.T) {
+	a := newApplier(t)
+	a.nodes(2)
+	old := a.ok(EncodeCreateTopic("t", 1, 2, nil)).Topic.UUID
+	a.ok(EncodeDeleteTopicID("t", old))
+	fresh := a.ok(EncodeCreateTopic("t", 1, 2, nil)).Topic.UUID
+	version := a.s.Version()
+	wantErr(t, a.do(EncodeDeleteTopicID("t", old)), ErrUnknownTopicID)
+	if got, ok := a.s.Topic("t"); !ok || got.UUID != fresh || a.s.Version() != version {
+		t.Fatalf("after a stale delete: topic %+v (exists %v), version %d, want %d", got, ok, a.s.Version(), version)
+	}
+	a.ok(EncodeDeleteTopicID("t", fresh))
+	if _, ok := a.s.Topic("t"); ok {
+		t.Fatal("topic still there after a delete by its id")
+	}
+}
+
 // TestAlterTopicConfig shows validation of every key, that a compacting
 // cleanup.policy is taken (the node gates it), that retention and segment keys are taken,
 // resets, all-or-nothing application and no version bump for a no-op.

@@ -766,10 +766,12 @@ func (x *MetadataCreateTopic) GetConfigs() []*MetadataConfigEntry {
 	return nil
 }
 
-// MetadataDeleteTopic deletes a topic and all its partitions.
+// MetadataDeleteTopic deletes a topic and all its partitions. With
+// topic_id set it deletes the topic only if it has that id.
 type MetadataDeleteTopic struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	TopicId       []byte                 `protobuf:"bytes,2,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -809,6 +811,13 @@ func (x *MetadataDeleteTopic) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *MetadataDeleteTopic) GetTopicId() []byte {
+	if x != nil {
+		return x.TopicId
+	}
+	return nil
 }
 
 // MetadataAlterTopicConfig changes some configuration keys of a topic, all
@@ -2092,9 +2101,10 @@ const file_metadata_proto_rawDesc = "" +
 	"partitions\x18\x02 \x01(\x05R\n" +
 	"partitions\x12-\n" +
 	"\x12replication_factor\x18\x03 \x01(\x05R\x11replicationFactor\x125\n" +
-	"\aconfigs\x18\x04 \x03(\v2\x1b.strand.MetadataConfigEntryR\aconfigs\")\n" +
+	"\aconfigs\x18\x04 \x03(\v2\x1b.strand.MetadataConfigEntryR\aconfigs\"D\n" +
 	"\x13MetadataDeleteTopic\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"w\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
+	"\btopic_id\x18\x02 \x01(\fR\atopicId\"w\n" +
 	"\x18MetadataAlterTopicConfig\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
 	"\x04sets\x18\x02 \x03(\v2\x1b.strand.MetadataConfigEntryR\x04sets\x12\x16\n" +

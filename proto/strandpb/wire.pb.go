@@ -2982,10 +2982,17 @@ func (x *CreateTopicsResponse) GetTopics() []*TopicResult {
 }
 
 // DeleteTopicsRequest deletes topics through the metadata group.
+// topic_ids is empty or parallel to names: the id each named topic must
+// have (as Kafka's DeleteTopics v6 names topics by id), or an empty entry
+// for whichever topic has the name. A delete naming an id the topic does
+// not have is refused with UNKNOWN_TOPIC_ID, so a delete that arrives late
+// (held by a stopped node, replayed by a retry) cannot remove a newer
+// topic of the same name.
 type DeleteTopicsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Names         []string               `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
 	TimeoutMs     int32                  `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	TopicIds      [][]byte               `protobuf:"bytes,3,rep,name=topic_ids,json=topicIds,proto3" json:"topic_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3032,6 +3039,13 @@ func (x *DeleteTopicsRequest) GetTimeoutMs() int32 {
 		return x.TimeoutMs
 	}
 	return 0
+}
+
+func (x *DeleteTopicsRequest) GetTopicIds() [][]byte {
+	if x != nil {
+		return x.TopicIds
+	}
+	return nil
 }
 
 // DeleteTopicsResponse answers DeleteTopicsRequest.
@@ -10980,11 +10994,12 @@ const file_wire_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
 	"\x05error\x18\x02 \x01(\v2\r.strand.ErrorR\x05error\"C\n" +
 	"\x14CreateTopicsResponse\x12+\n" +
-	"\x06topics\x18\x01 \x03(\v2\x13.strand.TopicResultR\x06topics\"J\n" +
+	"\x06topics\x18\x01 \x03(\v2\x13.strand.TopicResultR\x06topics\"g\n" +
 	"\x13DeleteTopicsRequest\x12\x14\n" +
 	"\x05names\x18\x01 \x03(\tR\x05names\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\"C\n" +
+	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\x12\x1b\n" +
+	"\ttopic_ids\x18\x03 \x03(\fR\btopicIds\"C\n" +
 	"\x14DeleteTopicsResponse\x12+\n" +
 	"\x06topics\x18\x01 \x03(\v2\x13.strand.TopicResultR\x06topics\"\xd9\x01\n" +
 	"\x17CreatePartitionsRequest\x12=\n" +
