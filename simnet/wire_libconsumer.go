@@ -46,9 +46,11 @@ import (
 //     clientlib filtered it, is checked too, and so are the leader's
 //     high-water marks (never below one a fetch returned before this one
 //     was sent, nor an out-of-range refusal of an offset below it);
-//   - after the heal the consumer polls on until its position passes every
-//     acknowledged record (of the newest incarnation), and every
-//     acknowledged record from its last seek point on was handed out.
+//   - after the heal the consumer polls on until it reads the newest
+//     incarnation (a deleted one's records are not owed, even when the
+//     newest has none acknowledged) and its position passes every
+//     acknowledged record of it, and every acknowledged record from its
+//     last seek point on was handed out.
 //
 // What is not a Consumer: the random readers (they read from any replica,
 // which a Consumer never does) and the drain (the final read of every
@@ -443,10 +445,15 @@ func (lc *libConsumer) key(p int, s *libSession) (k linearizability.TopicPartiti
 }
 
 // behind reports whether session s of group p has not reached its target:
-// below it, or in another incarnation than the target's.
+// below it, or in another incarnation than the target's, even one with no
+// acknowledged record. A session still reading a deleted incarnation
+// has not caught up: it must meet the TopicRecreatedError and seek the
+// current one. Counting it caught up when the current incarnation had
+// nothing acknowledged (target 0) ended it in the deleted incarnation,
+// whose acknowledged records finished then demanded (seeds 31, 138, 188).
 func (lc *libConsumer) behind(p int, s *libSession) bool {
 	k, ok := lc.key(p, s)
-	return s.next < lc.targets[p] || lc.targets[p] > 0 && (!ok || k != lc.targetKeys[p])
+	return s.next < lc.targets[p] || !ok || k != lc.targetKeys[p]
 }
 
 // reached reports whether every partition's position passed its target
