@@ -157,8 +157,11 @@ func RetryBackoff(base, max time.Duration) Opt {
 // retries).
 func MaxRetries(n int) Opt { return func(c *config) { c.retriesMax = n } }
 
-// DeliveryTimeout bounds the time from a batch's sealing to its outcome
-// (default 2 min; 0: only MaxRetries bounds it).
+// DeliveryTimeout bounds the time from Produce to the record's outcome, as
+// Kafka's delivery.timeout.ms: it counts from the first record of the
+// record's batch, including the wait for the batch to be sealed, and a
+// batch past it fails when its attempt in flight ends (up to
+// RequestTimeout later) (default 2 min; 0: only MaxRetries bounds it).
 func DeliveryTimeout(d time.Duration) Opt { return func(c *config) { c.deliveryTimeout = d } }
 
 // MetadataMaxAge forces a metadata refresh when the cache is older

@@ -665,7 +665,10 @@ func (p *producer) seal(s *sink, now time.Duration) {
 		panic(fmt.Sprintf("clientlib: sealing a batch of %d records: %v", len(s.open), err))
 	}
 	p.renewWindow(s)
-	id := s.w.Push(int32(len(s.open)), now)
+	// The batch's delivery timeout counts from its first record, not from
+	// now: records wait unsealed while the window is full, and Kafka's
+	// delivery.timeout.ms bounds a record from its send.
+	id := s.w.Push(int32(len(s.open)), s.openSince)
 	s.sealed[id] = &sealedBatch{records: s.open, bytes: bytes, topicID: s.topicID}
 	s.open = nil
 	s.builder = recordbatch.Builder{}

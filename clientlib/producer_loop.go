@@ -51,6 +51,12 @@ func (p *producer) drive(now time.Duration) time.Duration {
 				p.pop(s)
 			}
 		}
+		// Expire before sealing, so an open batch that waited for room
+		// in a window of expired batches is sealed in the same pass,
+		// and after it, so a batch already past its delivery timeout
+		// when sealed (it counts from its first record) fails at once.
+		s.w.Expire(now)
+		p.pop(s)
 		wakeAt(p.maybeSeal(s, now, flushing))
 		s.w.Expire(now)
 		p.pop(s)
@@ -63,6 +69,7 @@ func (p *producer) drive(now time.Duration) time.Duration {
 		if t := s.w.ReadyAt(); t > now {
 			wakeAt(t)
 		}
+		wakeAt(s.w.ExpiresAt())
 		if p.c.cfg.deliveryTimeout > 0 {
 			wakeAt(now + p.c.cfg.deliveryTimeout/4)
 		}

@@ -22,9 +22,9 @@ type WindowConfig struct {
 	InFlightMax int
 	// AttemptsMax bounds sends per batch (1 = no retries).
 	AttemptsMax int
-	// DeliveryTimeout bounds a batch's life from Push; 0 means none. A
-	// batch past it fails when its current attempt ends, or at Expire if
-	// it is waiting.
+	// DeliveryTimeout bounds a batch's life from its creation time (the
+	// one Push is given); 0 means none. A batch past it fails when its
+	// current attempt ends, or at Expire if it is waiting.
 	DeliveryTimeout time.Duration
 	// Errors says what an attempt's error means and builds the errors a
 	// batch fails with: the client's error types live in clientlib.
@@ -90,7 +90,7 @@ type windowEntry struct {
 	seq        int32
 	state      entryState
 	attempts   int
-	pushedAt   time.Duration
+	createdAt  time.Duration
 	baseOffset int64
 	err        error
 	// maybeWrote: an attempt under the current numbering may be in the
@@ -180,13 +180,14 @@ func NewWindow(cfg WindowConfig) *Window {
 	return &Window{cfg: cfg, nextID: 1}
 }
 
-// Push appends a sealed batch of count records, pushed at now, and returns
-// its id.
-func (w *Window) Push(count int32, now time.Duration) BatchID {
+// Push appends a sealed batch of count records, created at created (when
+// its first record was buffered: its delivery timeout counts from then),
+// and returns its id.
+func (w *Window) Push(count int32, created time.Duration) BatchID {
 	if count <= 0 {
 		panic(fmt.Sprintf("clientcore: push of a batch of %d records", count))
 	}
-	e := &windowEntry{id: w.nextID, count: count, seq: w.nextSeq, pushedAt: now, baseOffset: -1}
+	e := &windowEntry{id: w.nextID, count: count, seq: w.nextSeq, createdAt: created, baseOffset: -1}
 	w.nextID++
 	w.nextSeq = AddSequence(w.nextSeq, count)
 	w.entries = append(w.entries, e)
@@ -379,7 +380,7 @@ func (w *Window) ackedBefore(i int) bool {
 
 // expired reports whether e's delivery timeout has passed.
 func (w *Window) expired(e *windowEntry, now time.Duration) bool {
-	return w.cfg.DeliveryTimeout > 0 && now-e.pushedAt >= w.cfg.DeliveryTimeout
+	return w.cfg.DeliveryTimeout > 0 && now-e.createdAt >= w.cfg.DeliveryTimeout
 }
 
 // fail resolves e as failed and, when idempotent, schedules renumbering of
@@ -424,6 +425,24 @@ func (w *Window) killNumberingAfter(e *windowEntry) {
 // never be written: an earlier batch of the epoch failed definitely.
 func (w *Window) numberingDead(e *windowEntry) bool {
 	return w.deadFrom != 0 && e.id > w.deadFrom
+}
+
+// ExpiresAt is the earliest time a waiting (not in flight) batch passes
+// its delivery timeout, when Expire fails it; 0: none will.
+func (w *Window) ExpiresAt() time.Duration {
+	var at time.Duration
+	if w.cfg.DeliveryTimeout <= 0 {
+		return 0
+	}
+	for _, e := range w.entries {
+		if e.state != entryQueued {
+			continue
+		}
+		if t := e.createdAt + w.cfg.DeliveryTimeout; at == 0 || t < at {
+			at = t
+		}
+	}
+	return at
 }
 
 // Expire fails, at now, every waiting batch past its delivery timeout.
