@@ -14,8 +14,14 @@ import (
 //
 // Metadata for a partition replaces the cached leader only when its
 // leader_term is at least the cached one, so an answer from a lagging node
-// cannot undo a newer view. A NOT_LEADER hint is applied at once and keeps
-// the term: it is fresher than the metadata it corrects.
+// cannot undo a newer view; but a cache that knows no leader (the newer
+// answer named none, or the leader was forgotten) takes a leader named at
+// a lower term: a higher term with no leader may never get one (a
+// replica's election that came to nothing, its term then lost with its
+// disk), and a stale leader costs one NOT_LEADER, while no leader would
+// hold the partition's records until the cluster's term passed it. A
+// NOT_LEADER hint is applied at once and keeps the term: it is fresher
+// than the metadata it corrects.
 type LeaderCache struct {
 	nodes        map[uint64]string
 	topics       map[string]*TopicInfo
@@ -103,7 +109,8 @@ func (c *LeaderCache) applyTopic(t *strandpb.MetadataResponse_Topic, version uin
 			Replicas:   append([]uint64(nil), p.GetReplicas()...),
 			Err:        p.GetError().GetCode(),
 		}
-		if old != nil && int(i) < len(old.Partitions) && old.Partitions[i].LeaderTerm > next.LeaderTerm {
+		if old != nil && int(i) < len(old.Partitions) && old.Partitions[i].LeaderTerm > next.LeaderTerm &&
+			(old.Partitions[i].LeaderID != 0 || next.LeaderID == 0) {
 			next.LeaderID, next.LeaderTerm = old.Partitions[i].LeaderID, old.Partitions[i].LeaderTerm
 		}
 		info.Partitions[i] = next
