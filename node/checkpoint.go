@@ -392,20 +392,19 @@ func (p *partitionSM) prepareIndex(w *checkpointWrite) (start, end int64) {
 	return start, end
 }
 
-// removeFiles removes the names of dir that remove selects, then syncs dir
-// when it removed any.
+// removeFiles removes the names of dir that remove selects, then syncs dir,
+// even when it removed none: a process kill may have interrupted an earlier
+// removal after its unlinks, before its SyncDir, so names no longer listed
+// may still be durable (a clearing write must not remove the chunks while
+// an older header it did not see could come back:
+// TestClearingCheckpointAfterAKilledClear).
 func removeFiles(disk raftlog.Disk, dir string, names []string, remove func(string) bool) error {
-	removed := false
 	for _, n := range names {
 		if remove(n) {
 			if err := disk.Remove(dir + "/" + n); err != nil {
 				return err
 			}
-			removed = true
 		}
-	}
-	if !removed {
-		return nil
 	}
 	return disk.SyncDir(dir)
 }

@@ -183,7 +183,9 @@
 // proposal never completes a new request. Nodes register themselves (address, rack) on Tick while
 // the applied state lacks them. After a round in which the metadata version moved, reconcile stops
 // groups no longer placed here (a synced deleted tombstone first, then the files, so a node
-// replaying an older metadata checkpoint never hosts that incarnation again empty) and opens new
+// replaying an older metadata checkpoint never hosts that incarnation again empty; checkpoint
+// headers before the index chunks they name, and every directory synced even when it lists empty,
+// since a killed removal's unlinks may still be in the page cache) and opens new
 // ones in order. Once a restarted node's metadata group has applied as far as its log reached at
 // Open, the sweep (sweep.go) removes every replica directory the state does not place here: a node
 // stopped between a removal's entry becoming durable and its reconcile left those files behind.

@@ -49,7 +49,9 @@ func (c *Core) discardReplica(dir string) error {
 	if err := c.walVoid(dir + "/log"); err != nil { // wal.go
 		return err
 	}
-	for _, sub := range []string{"/log", "/checkpoint/index", "/checkpoint", compactedDir} {
+	// The headers before the index chunks they name: a power cut between
+	// the two must not leave a header naming removed records.
+	for _, sub := range []string{"/log", "/checkpoint", "/checkpoint/index", compactedDir} {
 		if err := removeDir(c.cfg, dir+sub); err != nil {
 			return err
 		}
