@@ -135,7 +135,9 @@
 // NewGroupConsumer(c, group, topics, opts...): Poll/Commit/CommitOffsets/Close on the caller's
 // goroutine, which heartbeats when due (with a growing sequence number) and reconciles — revoke
 // first (auto-commit, OnRevoked, stop fetching), then start new partitions at their committed
-// offsets, else at StartWithoutCommit (earliest); auto-commits every 5 s, at the start of a Poll
+// offsets, else at StartWithoutCommit (earliest), and only while the heartbeat that gave them was
+// sent less than half a session ago (a slow offset read: heartbeat again first, a lapsed session
+// loses everything; the coordinator's clock may run fast); auto-commits every 5 s, at the start of a Poll
 // before it fetches, so only what earlier Polls returned is committed (positions move only when a
 // Poll hands records out); drops everything on FENCED/UNKNOWN or when its own session timer lapsed
 // (OnLost); leaves on Close (static members, InstanceID, leave with epoch −2). The coordinator is

@@ -282,6 +282,21 @@ func (g *GroupConsumer) reconcile(ctx context.Context, assigned []TopicPartition
 		if err := g.seekCommitted(ctx, added); err != nil {
 			return len(revoked) > 0 // not taken yet: they come again in the next answer
 		}
+		if g.staleLease() {
+			// Reading the committed offsets outlived the answer that gave
+			// them (TestSim seed 114: 1.18 s, a lost OffsetFetch and its
+			// retry, with a 1 s session): the coordinator may have expired
+			// the member and handed them on. Not taken: heartbeat at once,
+			// and a fresh answer gives them again.
+			for _, tp := range added {
+				g.k.Unassign(tp.Topic, tp.Partition)
+				delete(g.committed, tp)
+			}
+			if g.c.now().Sub(g.lastOK) > g.session {
+				g.lose() // the session lapsed: what it owned is gone too
+			}
+			return true
+		}
 		g.owned = append(g.owned, added...)
 		sortPartitions(g.owned)
 		if g.cfg.onAssigned != nil {
@@ -289,6 +304,15 @@ func (g *GroupConsumer) reconcile(ctx context.Context, assigned []TopicPartition
 		}
 	}
 	return len(revoked) > 0 || len(added) > 0
+}
+
+// staleLease reports whether the last answered heartbeat was sent more
+// than half a session ago. Partitions are taken only under a fresher one:
+// the coordinator times the session on its own clock from when it
+// answered, and a clock that runs fast (or an answer that took long)
+// expires the member well before a whole session on this side.
+func (g *GroupConsumer) staleLease() bool {
+	return !g.lastOK.IsZero() && g.c.now().Sub(g.lastOK) > g.session/2
 }
 
 // seekCommitted moves ps to the group's committed offsets; a partition

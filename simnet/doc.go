@@ -391,7 +391,8 @@
 // Config.Join; half the seeds decommission a node through the planner, MovePartitions and REMOVE;
 // crashes of the joiner, of the metadata leader while a learner waits, of the drained node; after
 // the heal the metadata configuration must be what the state asks (a removed node that is down may
-// stay a learner through the leader's removal grace, 30 election timeouts: not checked after it),
+// stay a learner, or a voter never demoted, through the leader's removal grace, 30 election
+// timeouts: not checked after it),
 // joined nodes active, a removed node hosting nothing; 50 of 50 seeds pass, planted RemoveBeforeCaughtUp caught at seed 24, in 2
 // of 50), WAL (TestSimWAL, -sim.wal: the node-wide write-ahead log with its pipeline crash points;
 // planted WALAckBeforeFsync at seed 1), AddPartitions. Entry points: make sim (SEEDS, SEED_START,
