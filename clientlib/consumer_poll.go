@@ -484,25 +484,10 @@ func (c *Client) refreshTopic(ctx context.Context, topic string) error {
 	defer cancel()
 	req := &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{Topics: []string{topic}}}}
 	resp, addr, err := c.anyRequestAt(rctx, req)
-	if err == nil {
-		err = errorFromWire(resp.GetError())
-	}
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.checkClusterLocked(resp.GetMetadata().GetClusterId(), addr); err != nil {
-		return err
-	}
-	m := resp.GetMetadata()
-	if v := m.GetMetadataVersion(); v < c.metaVersion {
-		return &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE,
-			Message: fmt.Sprintf("%s answered metadata version %d, older than version %d already seen", addr, v, c.metaVersion)}
-	}
-	if m != nil {
-		c.meta.ApplyMetadata(m)
-		c.metaVersion = max(c.metaVersion, m.GetMetadataVersion())
-	}
-	return nil
+	return c.applyNamedMetadataLocked(resp, addr, nil)
 }

@@ -92,16 +92,25 @@ func (c *Core) admitProduce(req ProduceRequest) (g *group, lead NodeID, term uin
 	if err == nil {
 		err = c.checkKeyed(g, req.Batch)
 	}
-	switch {
-	case err != nil:
-	case g.live >= c.cfg.PendingRequestsMax:
-		err = ErrBusy
-	case c.space.full:
-		err = ErrNotEnoughSpace
-	case c.stall.stalled:
-		err = ErrDiskStalled
+	if err == nil {
+		err = c.roomFor(g)
 	}
 	return g, lead, term, info, err
+}
+
+// roomFor refuses a new proposal on g, led here, while the replica has
+// PendingRequestsMax in flight, the disk is full or stalled: the checks
+// every write (a client's batch, a transaction marker) passes last.
+func (c *Core) roomFor(g *group) error {
+	switch {
+	case g.live >= c.cfg.PendingRequestsMax:
+		return ErrBusy
+	case c.space.full:
+		return ErrNotEnoughSpace
+	case c.stall.stalled:
+		return ErrDiskStalled
+	}
+	return nil
 }
 
 // validateBatch checks a batch before proposing it: a bad batch is a

@@ -211,12 +211,8 @@ func (c *Core) proposeEntry(g *group, encode func(proposalID uint64) []byte, don
 		err = ErrStopped
 	case !leading:
 		err = ErrNotLeader
-	case g.live >= c.cfg.PendingRequestsMax:
-		err = ErrBusy
-	case c.space.full:
-		err = ErrNotEnoughSpace
-	case c.stall.stalled:
-		err = ErrDiskStalled
+	default:
+		err = c.roomFor(g)
 	}
 	if err != nil {
 		c.completeProduce(done, ProduceResult{Err: err, BaseOffset: -1, Leader: lead})
