@@ -231,3 +231,45 @@ func TestDroppedWALSurvivesKillAnywhere(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepMakesTheTombstoneDurableFirst: a replica's removal writes its
+// tombstone, then syncs its directory, then removes its files (the
+// tombstone durable before any file goes: removeReplica). A process kill
+// between the tombstone's write and that SyncDir leaves the tombstone
+// listed but not durable. The restarted node's sweep finds it
+// (deletedHere) and removes the files; cut after every number of its disk
+// operations and the power lost there, a replica whose log lost any file
+// must keep its tombstone, or it comes back empty with no record of the
+// delete nor of the term it may have voted in (deletedBefore).
+func TestSweepMakesTheTombstoneDurableFirst(t *testing.T) {
+	defer func(n int64) { indexChunkRecords = n }(indexChunkRecords)
+	indexChunkRecords = 4
+	base := checkpointedReplica(t)
+	const dir = "p/t/0"
+	logNames, _ := base.List(dir + "/log")
+	if len(logNames) == 0 {
+		t.Fatal("no log files")
+	}
+	// The kill inside markDeleted: the tombstone written and synced, its
+	// directory not.
+	if err := writeFile(base, dir+"/"+deletedName, make([]byte, 16)); err != nil {
+		t.Fatal(err)
+	}
+	logs := coreLog{h: slog.DiscardHandler}
+	for cut := 0; ; cut++ {
+		if cut > 1000 {
+			t.Fatalf("still cutting after %d operations", cut)
+		}
+		disk := &cutDisk{Disk: base.Clone(), budget: cut}
+		(&Core{cfg: Config{Disk: disk}, log: logs}).sweepReplica(TopicPartition{Topic: "t"}, 1, dir)
+		done := disk.budget != 0
+		disk.Crash(nil)
+		names, _ := disk.List(dir + "/log")
+		if len(names) < len(logNames) && !deletedHere(Config{Disk: disk}, dir) {
+			t.Fatalf("cut after %d ops of the sweep, power lost: log files %v of %v left and no tombstone", cut, names, logNames)
+		}
+		if done {
+			break
+		}
+	}
+}
