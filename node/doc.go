@@ -89,7 +89,8 @@
 // snapshot install, repair or delete. Recovery folds each log's records into the tail they describe
 // and applies it once (a record-by-record replay lets an old record cut back newer page-cache
 // writes; TestReplayModel), then syncs, before any replica opens. A node started without --wal
-// replays and removes a WAL a previous run left. Proven: rapid crash and replay models,
+// replays and removes a WAL a previous run left, and syncs the WAL directory even when it lists
+// empty (a killed removal's unlinks; TestDroppedWALSurvivesKillAnywhere). Proven: rapid crash and replay models,
 // FuzzOpenWAL, TestSimWAL (-sim.wal; the durability audit counts a promise kept once the WAL holds
 // it; the simulator flushes logs every 32 KiB and rotates every 256 KiB, so crashes land between
 // every step), planted WALAckBeforeFsync caught at seed 1. Off by default: one stream of writes and
@@ -188,7 +189,9 @@
 // since a killed removal's unlinks may still be in the page cache) and opens new
 // ones in order. Once a restarted node's metadata group has applied as far as its log reached at
 // Open, the sweep (sweep.go) removes every replica directory the state does not place here: a node
-// stopped between a removal's entry becoming durable and its reconcile left those files behind.
+// stopped between a removal's entry becoming durable and its reconcile left those files behind;
+// a tombstone it finds is made durable before the files go (a kill may have left it in the page
+// cache only: TestSweepMakesTheTombstoneDurableFirst).
 //
 // # Leaders of every partition
 //

@@ -337,6 +337,15 @@ func deletedHere(cfg Config, dir string) bool {
 	return err == nil && slices.Contains(names, deletedName)
 }
 
+// durable makes the file name of dir, found listed, durable: its bytes and
+// its name, which after a process kill may sit in the page cache only.
+func durable(disk raftlog.Disk, dir, name string) error {
+	if err := syncedWrite(disk, dir+"/"+name, func(raftlog.File) error { return nil }); err != nil {
+		return err
+	}
+	return disk.SyncDir(dir)
+}
+
 // removeDir removes every file of dir and syncs the removal, even when
 // dir lists empty: a removal a process kill interrupted (after its Remove
 // calls, before its SyncDir) left the names gone from the listing but not

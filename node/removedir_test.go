@@ -172,3 +172,104 @@ func TestClearingCheckpointAfterAKilledClear(t *testing.T) {
 		_ = g.log.Close()
 	}
 }
+
+// TestDroppedWALSurvivesKillAnywhere: a start without Config.WAL replays
+// the write-ahead log a run with it left, then removes it (dropWAL). The
+// process is killed after every possible number of disk operations of that
+// start: the page cache survives, so the segments unlinked so far stay
+// gone from the listing, but no unlink is durable before the SyncDir. The
+// restarted node runs dropWAL again, then the power goes: no segment of
+// the write-ahead log may come back, or the next start replays its old
+// records over logs that have moved on since. A kill between the unlinks
+// and their SyncDir leaves the directory listing empty: the redo must sync
+// it all the same.
+func TestDroppedWALSurvivesKillAnywhere(t *testing.T) {
+	c := walSingleNode(t, 2, true, nil)
+	core := c.cores[1]
+	answers, jobs := produceEach(t, core, 2, "drop")
+	for _, j := range jobs {
+		core.SyncDone(j.Token, j.Run())
+	}
+	for p, a := range answers {
+		if a == nil || a.Err != nil {
+			t.Fatalf("partition %d: %+v", p, a)
+		}
+	}
+	_ = core.Close()
+	c.cores[1] = nil
+	base := c.disks[1].Clone()
+	base.Crash(nil) // only what is durable
+	if names, _ := base.List(walDir); len(names) == 0 {
+		t.Fatal("no write-ahead log segment to drop")
+	}
+	logs := coreLog{h: slog.DiscardHandler}
+	drop := func(disk *cutDisk) error {
+		return (&Core{cfg: Config{Disk: disk}, log: logs}).dropWAL()
+	}
+	for cut := 0; ; cut++ {
+		if cut > 1000 {
+			t.Fatalf("still cutting after %d operations", cut)
+		}
+		disk := &cutDisk{Disk: base.Clone(), budget: cut}
+		err := drop(disk)
+		if disk.budget != 0 {
+			if err != nil {
+				t.Fatalf("dropWAL without a cut: %v", err)
+			}
+			break
+		}
+		when := fmt.Sprintf("cut after %d ops", cut)
+		// A kill there: the restarted node drops the log again, then the
+		// power goes.
+		disk.budget = -1
+		if err := drop(disk); err != nil {
+			t.Fatalf("%s, killed: the restart's dropWAL: %v", when, err)
+		}
+		disk.Crash(nil)
+		if names, _ := disk.List(walDir); len(names) != 0 {
+			t.Fatalf("%s, killed, restarted without the WAL, power lost: write-ahead log segments came back: %v", when, names)
+		}
+	}
+}
+
+// TestSweepMakesTheTombstoneDurableFirst: a replica's removal writes its
+// tombstone, then syncs its directory, then removes its files (the
+// tombstone durable before any file goes: removeReplica). A process kill
+// between the tombstone's write and that SyncDir leaves the tombstone
+// listed but not durable. The restarted node's sweep finds it
+// (deletedHere) and removes the files; cut after every number of its disk
+// operations and the power lost there, a replica whose log lost any file
+// must keep its tombstone, or it comes back empty with no record of the
+// delete nor of the term it may have voted in (deletedBefore).
+func TestSweepMakesTheTombstoneDurableFirst(t *testing.T) {
+	defer func(n int64) { indexChunkRecords = n }(indexChunkRecords)
+	indexChunkRecords = 4
+	base := checkpointedReplica(t)
+	const dir = "p/t/0"
+	logNames, _ := base.List(dir + "/log")
+	if len(logNames) == 0 {
+		t.Fatal("no log files")
+	}
+	// The kill inside markDeleted: the tombstone written and synced, its
+	// directory not.
+	if err := writeFile(base, dir+"/"+deletedName, make([]byte, 16)); err != nil {
+		t.Fatal(err)
+	}
+	logs := coreLog{h: slog.DiscardHandler}
+	for cut := 0; ; cut++ {
+		if cut > 1000 {
+			t.Fatalf("still cutting after %d operations", cut)
+		}
+		disk := &cutDisk{Disk: base.Clone(), budget: cut}
+		(&Core{cfg: Config{Disk: disk}, log: logs}).sweepReplica(TopicPartition{Topic: "t"}, 1, dir)
+		done := disk.budget != 0
+		disk.Crash(nil)
+		names, _ := disk.List(dir + "/log")
+		if len(names) < len(logNames) && !deletedHere(Config{Disk: disk}, dir) {
+			t.Fatalf("cut after %d ops of the sweep, power lost: log files %v of %v left and no tombstone", cut, names, logNames)
+		}
+		if done {
+			break
+		}
+	}
+}

@@ -71,6 +71,15 @@ func (c *Core) sweepUnplaced() error {
 func (c *Core) sweepReplica(tp TopicPartition, topicID uint64, dir string) {
 	logs := c.log.with(groupAttrs(tp, false)...)
 	if deletedHere(c.cfg, dir) {
+		// The tombstone listed may sit in the page cache only (a kill
+		// inside markDeleted, before its SyncDir): durable before any file
+		// goes, as removeReplica orders it, or a power loss after the
+		// removals leaves the replica empty with no record of its delete
+		// (TestSweepMakesTheTombstoneDurableFirst).
+		if err := durable(c.cfg.Disk, dir, deletedName); err != nil {
+			logs.log(slog.LevelWarn, "make a replica's tombstone durable; its files stay", slog.String("dir", dir), slog.Any("err", err))
+			return
+		}
 		c.removeReplicaFiles(dir, logs)
 		return
 	}

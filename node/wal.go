@@ -88,14 +88,23 @@ func (c *Core) openWAL() error {
 
 // dropWAL, without Config.WAL, replays a write-ahead log a run with it
 // left (its records may be the only durable copy of the last writes), then
-// removes it: the logs now hold everything durably.
+// removes it: the logs now hold everything durably. With no segment
+// listed it still syncs the directory: a process kill between an earlier
+// dropWAL's unlinks and their SyncDir left the segments gone from the
+// listing but durable, and a power loss would bring them back, their old
+// records replayed over logs that moved on since
+// (TestDroppedWALSurvivesKillAnywhere). On the OS disk that sync creates
+// an empty "wal" directory.
 func (c *Core) dropWAL() error {
 	if c.cfg.WAL {
 		return nil
 	}
 	names, err := c.cfg.Disk.List(walDir)
-	if err != nil || len(names) == 0 {
+	if err != nil {
 		return err
+	}
+	if len(names) == 0 {
+		return c.cfg.Disk.SyncDir(walDir)
 	}
 	if err := c.openWAL(); err != nil {
 		if c.wal != nil {
