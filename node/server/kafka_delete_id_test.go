@@ -44,6 +44,14 @@ func deleteTopicsKafka(ctx context.Context, t *testing.T, cl *kgo.Client, topics
 	return resp.Topics
 }
 
+// msg is an answer's error message, "" when none.
+func msg(m *string) string {
+	if m == nil {
+		return ""
+	}
+	return *m
+}
+
 // byID names a topic by its id only (KIP-516).
 func byID(id [16]byte) kmsg.DeleteTopicsRequestTopic {
 	t := kmsg.NewDeleteTopicsRequestTopic()
@@ -70,7 +78,7 @@ func TestKafkaDeleteTopicsByID(t *testing.T) {
 	got := deleteTopicsKafka(ctx, t, cl, byID(id))[0]
 	if err := kerr.ErrorForCode(got.ErrorCode); err != nil || got.Topic == nil || *got.Topic != "byid" || got.TopicID != id {
 		t.Fatalf("delete by id: %v (%v), topic %v id %v; want the topic byid and its id %v",
-			err, got.ErrorMessage, got.Topic, got.TopicID, id)
+			err, msg(got.ErrorMessage), got.Topic, got.TopicID, id)
 	}
 	meta, err := adm.Metadata(ctx)
 	if err != nil {
@@ -114,7 +122,7 @@ func TestKafkaDeleteTopicsStaleIDKeepsRecreated(t *testing.T) {
 	got := deleteTopicsKafka(ctx, t, cl, byID(old), named)
 	for i, g := range got {
 		if g.ErrorCode != kerr.UnknownTopicID.Code {
-			t.Fatalf("stale delete %d: %v (%v), want UNKNOWN_TOPIC_ID", i, kerr.ErrorForCode(g.ErrorCode), g.ErrorMessage)
+			t.Fatalf("stale delete %d: %v (%v), want UNKNOWN_TOPIC_ID", i, kerr.ErrorForCode(g.ErrorCode), msg(g.ErrorMessage))
 		}
 	}
 	meta, err := adm.Metadata(ctx, "again")
