@@ -1,7 +1,9 @@
 package clientlib
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -193,14 +195,15 @@ func (c *Client) CreateTopic(ctx context.Context, name string, partitions, repli
 	req := &strandpb.CreateTopicsRequest{Topics: []*strandpb.CreateTopicsRequest_Topic{t},
 		TimeoutMs: int32(c.cfg.requestTimeout.Milliseconds())}
 	return c.topicAdmin(ctx, name, &strandpb.Request{Body: &strandpb.Request_CreateTopics{CreateTopics: req}},
-		func(resp *strandpb.Response) []*strandpb.TopicResult { return resp.GetCreateTopics().GetTopics() })
+		func(resp *strandpb.Response) []*strandpb.TopicResult { return resp.GetCreateTopics().GetTopics() }, nil)
 }
 
 // topicAdmin sends a create or delete of topic name to the metadata
 // group's leader with retries, picks name's result out of the answer, and
-// refreshes metadata after a success.
+// refreshes metadata after a success. mapErr, when set, turns name's
+// result error into the one returned (and retried when retriable).
 func (c *Client) topicAdmin(ctx context.Context, name string, req *strandpb.Request,
-	results func(*strandpb.Response) []*strandpb.TopicResult) error {
+	results func(*strandpb.Response) []*strandpb.TopicResult, mapErr func(error) error) error {
 	err := c.withRetries(ctx, func() error {
 		resp, err := c.controllerRequest(ctx, req)
 		if err != nil {
@@ -211,7 +214,11 @@ func (c *Client) topicAdmin(ctx context.Context, name string, req *strandpb.Requ
 		}
 		for _, r := range results(resp) {
 			if r.GetName() == name {
-				return errorFromWire(r.GetError())
+				err := errorFromWire(r.GetError())
+				if err != nil && mapErr != nil {
+					err = mapErr(err)
+				}
+				return err
 			}
 		}
 		return &Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, Message: "answer lacks topic " + name}
@@ -222,11 +229,34 @@ func (c *Client) topicAdmin(ctx context.Context, name string, req *strandpb.Requ
 	return err
 }
 
-// DeleteTopic deletes a topic through the metadata group.
+// DeleteTopic deletes a topic through the metadata group. When the
+// client's metadata knows the topic's id, the delete names it, and the
+// metadata group deletes the topic only while it has that id: a retry of
+// a delete whose first attempt went through unseen cannot delete a topic
+// created again under the name since. A topic that now has another id (it
+// was deleted and re-created since this client's metadata saw it) is not
+// deleted: DeleteTopic fails with a *TopicIDChangedError (matching
+// ErrUnknownTopicID). A topic the client never saw is deleted by name.
 func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 	req := &strandpb.DeleteTopicsRequest{Names: []string{name}, TimeoutMs: int32(c.cfg.requestTimeout.Milliseconds())}
+	id := bytes.Clone(c.topicID(name))
+	if len(id) > 0 {
+		req.TopicIds = [][]byte{id}
+	}
 	return c.topicAdmin(ctx, name, &strandpb.Request{Body: &strandpb.Request_DeleteTopics{DeleteTopics: req}},
-		func(resp *strandpb.Response) []*strandpb.TopicResult { return resp.GetDeleteTopics().GetTopics() })
+		func(resp *strandpb.Response) []*strandpb.TopicResult { return resp.GetDeleteTopics().GetTopics() },
+		func(err error) error {
+			if len(id) == 0 || !errors.Is(err, ErrUnknownTopicID) {
+				return err
+			}
+			// Best effort: name the id the topic has now.
+			_ = c.refreshTopic(ctx, name)
+			var now []byte
+			if t := c.cachedTopic(name); t != nil && !bytes.Equal(t.ID, id) {
+				now = bytes.Clone(t.ID)
+			}
+			return &TopicIDChangedError{Topic: name, ID: id, NewID: now, Err: err}
+		})
 }
 
 // DescribeTopics gives the named topics' settings (none named: every

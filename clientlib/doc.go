@@ -197,7 +197,9 @@
 // *RetriesExhaustedError{MaybeWritten}, *TopicGoneError{MaybeWritten} (a produce's topic was
 // deleted or re-created), *OffsetOutOfRangeError (R22: never a silent seek),
 // *TopicRecreatedError and *ClusterChangedError (sticky until Seek; a lagging node's
-// UNKNOWN_TOPIC_ID is retried while the client's own metadata still names the old id), *OptionError
+// UNKNOWN_TOPIC_ID is retried while the client's own metadata still names the old id),
+// *TopicIDChangedError (DeleteTopic names the topic id its metadata knows, so neither its own retry
+// nor a stale client deletes a topic re-created under the name; nothing was deleted), *OptionError
 // from NewClient. An unknown topic fails after UnknownTopicRetries (4) metadata answers unless the
 // caller asks to wait (-1).
 //

@@ -123,6 +123,39 @@ func (c *Client) cachedTopic(topic string) *clientcore.TopicInfo {
 	return c.meta.Topic(topic)
 }
 
+// TopicIDChangedError fails a DeleteTopic that named the topic id the
+// client's metadata knew, when the topic of that name no longer has it: it
+// was deleted (and, when NewID is set, created again under the name) since.
+// Nothing was deleted. To delete the topic the name has now, refresh
+// metadata and delete again. Matches ErrUnknownTopicID; never retriable.
+type TopicIDChangedError struct {
+	Topic string
+	// ID is the id the delete named; NewID the topic's id now, nil when
+	// the client could not learn one.
+	ID, NewID []byte
+	// Err is the metadata group's answer (UNKNOWN_TOPIC_ID).
+	Err error
+}
+
+// Error implements error.
+func (e *TopicIDChangedError) Error() string {
+	if len(e.NewID) == 0 {
+		return fmt.Sprintf("clientlib: delete topic %s refused: the topic no longer has id %s (deleted, maybe re-created, since this client's metadata); nothing was deleted",
+			e.Topic, FormatID(e.ID))
+	}
+	return fmt.Sprintf("clientlib: delete topic %s refused: the topic now has id %s, not %s (deleted and re-created since this client's metadata); nothing was deleted",
+		e.Topic, FormatID(e.NewID), FormatID(e.ID))
+}
+
+// Is matches ErrUnknownTopicID.
+func (e *TopicIDChangedError) Is(target error) bool { return target == ErrUnknownTopicID }
+
+// Unwrap gives the metadata group's answer.
+func (e *TopicIDChangedError) Unwrap() error { return e.Err }
+
+// Retriable is false: the caller must decide whether to delete the new topic.
+func (e *TopicIDChangedError) Retriable() bool { return false }
+
 // TopicGoneError fails a produced record whose batch was bound to a topic
 // id that is no longer the topic's: the topic was deleted (and, when NewID
 // is set, created again under the same name) before the batch was

@@ -39,7 +39,7 @@ var apis = []api{
 	{key: 16, min: 0, max: 5, serve: (*conn).listGroups},              // ListGroups
 	{key: 18, min: 0, max: 4, serve: nil},                             // ApiVersions (answered in serve)
 	{key: 19, min: 2, max: 7, serve: (*conn).createTopics},            // CreateTopics
-	{key: 20, min: 1, max: 6, serve: (*conn).deleteTopics},            // DeleteTopics (v6: by name only)
+	{key: 20, min: 1, max: 6, serve: (*conn).deleteTopics},            // DeleteTopics (v6: by name or topic id)
 	{key: 21, min: 0, max: 2, serve: (*conn).deleteRecords},           // DeleteRecords (on each partition's leader)
 	{key: 22, min: 0, max: 5, serve: (*conn).initProducerID},          // InitProducerId (idempotent or transactional)
 	{key: 24, min: 0, max: 4, serve: (*conn).addPartitionsToTxn},      // AddPartitionsToTxn: v4 the broker's batched/verify-only form

@@ -54,7 +54,9 @@
 //   - 18: ApiVersions; versions: 0–4; notes: an unknown newer version is answered in v0 with the
 //     list (KIP-511)
 //   - 19, 20: CreateTopics, DeleteTopics; versions: 2–7, 1–6; notes: validate_only and manual
-//     assignment refused; delete by name
+//     assignment refused; delete by name or (v6) topic id: an id is resolved to its topic's
+//     name (UNKNOWN_TOPIC_ID when no topic has it) and checked when the delete applies, so a stale
+//     id cannot delete a re-created topic
 //   - 21: DeleteRecords; versions: 0–2; notes: the native DeleteRecords; NOT_LEADER_OR_FOLLOWER
 //     where this node does not lead
 //   - 22: InitProducerId; versions: 0–5; notes: idempotent, or with a transactional id the

@@ -19,9 +19,10 @@ import (
 
 // call submits req and waits for its answer (nil: the connection closed).
 // Used where one Kafka request needs a second Strand request after the
-// first answered; the first submit keeps the connection's order.
+// first answered; the first submit keeps the connection's order. It runs
+// in an answer's wait (on the writer), so it does not touch c.calls.
 func (c *conn) call(req *strandpb.Request) *strandpb.Response {
-	return c.wait(c.submit(req))
+	return c.wait(c.send(req))
 }
 
 // findCoordinator names the group's coordinator — the leader of the

@@ -695,26 +695,102 @@ func (c *conn) topicMetadata(topics []*strandpb.CreateTopicsRequest_Topic) map[s
 	return out
 }
 
-// deleteTopics deletes topics by name through the metadata group. A topic
-// named only by id (v6) is refused: resolve names with Metadata first.
+// deleteTopics deletes topics through the metadata group, by name or
+// (v6, KIP-516) by topic id. A topic named by id is resolved to its name
+// from the node's metadata (UNKNOWN_TOPIC_ID when no topic has it) and the
+// id goes to the native delete with the name, so the metadata group
+// refuses it (UNKNOWN_TOPIC_ID) when the topic of that name now has
+// another id: a stale id, or a late retry, cannot delete a re-created
+// topic. A topic named by both name and id is deleted by the name only
+// while it has the id (Kafka refuses naming both; Strand checks).
 func (c *conn) deleteTopics(req kmsg.Request) func() kmsg.Response {
 	r := req.(*kmsg.DeleteTopicsRequest)
-	names := append([]string(nil), r.TopicNames...)
-	local := map[int]*strandpb.Error{}
-	for i, t := range r.Topics {
-		if t.Topic == nil {
-			local[i] = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
-				Message: "Strand deletes topics by name: name the topic"}
-			continue
+	byID := false
+	for _, t := range r.Topics {
+		if t.Topic == nil && t.TopicID != ([16]byte{}) {
+			byID = true
 		}
-		names = append(names, *t.Topic)
 	}
-	var k *call
-	if len(names) > 0 {
-		k = c.submit(&strandpb.Request{Body: &strandpb.Request_DeleteTopics{DeleteTopics: &strandpb.DeleteTopicsRequest{
-			Names: names, TimeoutMs: r.TimeoutMillis}}})
+	// resolve lists the request's topics: each one's name (nil when not
+	// resolved), id (zero: any), and the error found before the delete
+	// (metaErr for a topic named by id when the metadata read failed).
+	type entry struct {
+		name *string
+		id   [16]byte
+		err  *strandpb.Error
+	}
+	resolve := func(ids map[[16]byte]string, metaErr *strandpb.Error) []entry {
+		var out []entry
+		for _, name := range r.TopicNames {
+			out = append(out, entry{name: &name})
+		}
+		for _, t := range r.Topics {
+			e := entry{name: t.Topic, id: t.TopicID}
+			switch {
+			case t.Topic != nil:
+			case t.TopicID == [16]byte{}:
+				e.err = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
+					Message: "name the topic or its topic id"}
+			default:
+				if name, ok := ids[t.TopicID]; ok {
+					e.name = &name
+				} else if metaErr != nil {
+					e.err = metaErr
+				} else {
+					e.err = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID,
+						Message: "no topic has this topic id"}
+				}
+			}
+			out = append(out, e)
+		}
+		return out
+	}
+	deleteReq := func(entries []entry) *strandpb.Request {
+		d := &strandpb.DeleteTopicsRequest{TimeoutMs: r.TimeoutMillis}
+		anyID := false
+		for _, e := range entries {
+			if e.err != nil {
+				continue
+			}
+			d.Names = append(d.Names, *e.name)
+			var id []byte
+			if e.id != ([16]byte{}) {
+				id, anyID = e.id[:], true
+			}
+			d.TopicIds = append(d.TopicIds, id)
+		}
+		if !anyID {
+			d.TopicIds = nil
+		}
+		if len(d.Names) == 0 {
+			return nil
+		}
+		return &strandpb.Request{Body: &strandpb.Request_DeleteTopics{DeleteTopics: d}}
+	}
+	// Without ids the delete is submitted now; with ids, after the
+	// metadata that resolves them answered.
+	var meta, k *call
+	var entries []entry
+	if byID {
+		meta = c.submit(&strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{}}})
+	} else {
+		entries = resolve(nil, nil)
+		if dr := deleteReq(entries); dr != nil {
+			k = c.submit(dr)
+		}
 	}
 	return func() kmsg.Response {
+		if meta != nil {
+			m := c.wait(meta)
+			if m == nil {
+				return nil
+			}
+			ids, _ := topicIDs(m.GetMetadata())
+			entries = resolve(ids, m.GetError())
+			if dr := deleteReq(entries); dr != nil {
+				k = c.send(dr)
+			}
+		}
 		answers := map[string]*strandpb.Error{}
 		var whole *strandpb.Response
 		if k != nil {
@@ -725,29 +801,21 @@ func (c *conn) deleteTopics(req kmsg.Request) func() kmsg.Response {
 				answers[t.GetName()] = t.GetError()
 			}
 		}
-		result := func(name string) *strandpb.Error {
-			if e, ok := answers[name]; ok {
-				return partErr(whole, e)
-			}
-			return whole.GetError()
-		}
 		out := kmsg.NewPtrDeleteTopicsResponse()
 		out.SetVersion(r.Version)
-		add := func(name *string, id [16]byte, e *strandpb.Error) {
+		for _, e := range entries {
 			ot := kmsg.NewDeleteTopicsResponseTopic()
-			ot.Topic, ot.TopicID = name, id
-			ot.ErrorCode, ot.ErrorMessage = kafkaCode(e), message(e)
-			out.Topics = append(out.Topics, ot)
-		}
-		for _, name := range r.TopicNames {
-			add(&name, [16]byte{}, result(name))
-		}
-		for i, t := range r.Topics {
-			if e := local[i]; e != nil {
-				add(nil, t.TopicID, e)
-				continue
+			ot.Topic, ot.TopicID = e.name, e.id
+			err := e.err
+			if err == nil {
+				if a, ok := answers[*e.name]; ok {
+					err = partErr(whole, a)
+				} else {
+					err = whole.GetError()
+				}
 			}
-			add(t.Topic, t.TopicID, result(*t.Topic))
+			ot.ErrorCode, ot.ErrorMessage = kafkaCode(err), message(err)
+			out.Topics = append(out.Topics, ot)
 		}
 		return out
 	}

@@ -279,6 +279,15 @@ type call struct {
 // submit hands req to the backend now (keeping the connection's request
 // order); wait returns its answer.
 func (c *conn) submit(req *strandpb.Request) *call {
+	k := c.send(req)
+	c.calls = append(c.calls, k)
+	return k
+}
+
+// send hands req to the backend without recording it in c.calls (owned
+// by the reader): for a second request submitted from an answer's wait,
+// which runs on the writer.
+func (c *conn) send(req *strandpb.Request) *call {
 	k := &call{ch: make(chan *strandpb.Response, 1)}
 	reply := func(resp *strandpb.Response) {
 		select {
@@ -292,7 +301,6 @@ func (c *conn) submit(req *strandpb.Request) *call {
 	} else {
 		k.err = c.s.cfg.Backend.Submit(c.done, req, reply)
 	}
-	c.calls = append(c.calls, k)
 	return k
 }
 
