@@ -255,7 +255,7 @@ func (lc *libConsumer) polled(fs clientlib.Fetches, start time.Duration) {
 		}
 	}
 	lc.checkPositions()
-	if lc.finishing {
+	if lc.finishing && lc.offTarget() {
 		lc.refreshTargets()
 	}
 	if lc.finishing && lc.reached() {
@@ -471,6 +471,22 @@ func (lc *libConsumer) behind(p int, s *libSession) bool {
 func (lc *libConsumer) refreshTargets() {
 	lc.targetKeys = lc.c.ww.newestKeys()
 	lc.targets = lc.c.ww.acknowledgedEnds(lc.targetKeys)
+}
+
+// offTarget reports whether some session reads another incarnation than
+// its target's (or one not known yet): only then can a newer metadata
+// move the targets, so only then are they taken again (each take copies
+// every up node's metadata).
+func (lc *libConsumer) offTarget() bool {
+	for p, s := range lc.sess {
+		if s == nil {
+			continue
+		}
+		if k, ok := lc.key(p, s); !ok || k != lc.targetKeys[p] {
+			return true
+		}
+	}
+	return false
 }
 
 // reached reports whether every partition's position passed its target
