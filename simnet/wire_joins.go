@@ -214,19 +214,7 @@ func (c *wireClient) adminStep(req *strandpb.NodeAdminRequest, accept []strandpb
 					done()
 				case c.attempts < joinAttemptsMax && (a.Retriable || code == strandpb.ErrorCode_ERROR_CODE_MEMBERSHIP_REFUSED):
 					c.maybeDone = c.maybeDone || a.MaybeWritten
-					next := c.controllerTarget(err)
-					_, unreachable := errors.AsType[*clientlib.ConnError](err)
-					if unreachable || code == strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER && next == target {
-						// As clientlib's controllerRequest: a controller that
-						// does not answer is skipped for any node (which
-						// forwards), or a dead node cached as the metadata
-						// leader holds the admin forever (seed 27 of
-						// -sim.joins); so is a node that answered it knows
-						// no controller while the stale cache names it (a
-						// decommissioned node no longer in the metadata
-						// group: seed 160 retried its REMOVE there for 50 s).
-						next = c.randomNode()
-					}
+					next := c.adminRetryTarget(target, err)
 					c.after(wireBackoff.Delay(c.attempts, c.rng), func() { attempt(next) })
 				default:
 					c.ww.w.fail("node admin %v of node %d: %v (%d attempts)", req.GetAction(), req.GetNodeId(), err, c.attempts)
@@ -236,6 +224,19 @@ func (c *wireClient) adminStep(req *strandpb.NodeAdminRequest, accept []strandpb
 			})
 	}
 	attempt(c.randomNode())
+}
+
+// adminRetryTarget is the node a node-admin request that failed
+// retriably at target is sent to next: controllerTarget's, except that a
+// node that answered it knows no controller while the stale cache names
+// it is skipped too (a decommissioned node no longer in the metadata
+// group: seed 160 retried its REMOVE there for 50 s).
+func (c *wireClient) adminRetryTarget(target int, err error) int {
+	next := c.controllerTarget(err)
+	if errCode(err) == strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER && next == target {
+		next = c.randomNode()
+	}
+	return next
 }
 
 // onJoined opens a registered spare with Config.Join and draws the join's
@@ -435,7 +436,8 @@ func (c *wireClient) sendDecomMoves(moves []metadata.Move) {
 					}
 					c.after(joinPoll, c.drainDecom)
 				case a.Retriable && c.attempts < joinAttemptsMax:
-					c.after(wireBackoff.Delay(c.attempts, c.rng), func() { attempt(c.controllerTarget(err)) })
+					next := c.adminRetryTarget(target, err)
+					c.after(wireBackoff.Delay(c.attempts, c.rng), func() { attempt(next) })
 				default:
 					// A move refused (its partition changed since the
 					// plan): plan again from fresher metadata.
