@@ -76,6 +76,9 @@ type joinPlan struct {
 	// lists the partitions they moved (checked settled at the end).
 	movesSent int
 	drained   []node.TopicPartition
+	// heldDown lists drained nodes crashed and kept down until removed
+	// (holdDown).
+	heldDown []uint64
 	// forced: a metadata leader removed a node before it caught up (cut
 	// off through the whole grace): it keeps its stale replicas, as
 	// documented, until wiped (node.Stats.RemovalsForced, which does not
@@ -414,13 +417,13 @@ func (c *wireClient) startDecommission() {
 		c.after(joinPoll, c.startDecommission) // no live node holds the metadata
 		return
 	}
-	active := 0
+	active := 0 // active nodes not gone for good
 	for _, m := range nodes {
-		if m.State == metadata.NodeActive {
+		if m.State == metadata.NodeActive && !w.goneForGood(m.ID) {
 			active++
 		}
 	}
-	if active <= joinVoters || w.nodes[id-1].spare && !slices.Contains(jp.joined, id) {
+	if active <= max(joinVoters, w.opts.Replication) || w.nodes[id-1].spare && !slices.Contains(jp.joined, id) {
 		// Too few nodes would remain (a joiner not registered yet): skipped.
 		jp.decoms = slices.DeleteFunc(jp.decoms, func(d uint64) bool { return d == id })
 		w.coverage.Inc("event/decommission-skipped")
@@ -442,8 +445,16 @@ func (c *wireClient) startDecommission() {
 			}
 		}
 		jp.draining = append(jp.draining, id)
-		if !w.work.healed && !w.probe.active && c.rng.IntN(3) == 0 {
-			c.crashForMove(w.nodes[id-1], "fault/decom-crash-node")
+		if !w.work.healed && !w.probe.active {
+			switch c.rng.IntN(6) {
+			case 0, 1:
+				c.crashForMove(w.nodes[id-1], "fault/decom-crash-node")
+			case 2:
+				// The operator decommissions a node that is down (Redpanda's
+				// case of a broker that lost its disk): it misses its own
+				// moves and its removal.
+				c.holdDown(id, "fault/decom-down-until-removed")
+			}
 		}
 		jp.started = w.now()
 		c.drainDecom()
@@ -472,11 +483,16 @@ func (c *wireClient) drainDecom() {
 		return
 	}
 	var pn []metadata.PlanNode
+	live := 0 // active nodes not gone for good, fenced or not
 	for _, m := range nodes {
-		pn = append(pn, metadata.PlanNode{ID: m.ID, Rack: m.Rack, Eligible: m.State == metadata.NodeActive && !m.Fenced})
+		gone := w.goneForGood(m.ID)
+		pn = append(pn, metadata.PlanNode{ID: m.ID, Rack: m.Rack, Eligible: m.State == metadata.NodeActive && !m.Fenced && !gone})
+		if m.State == metadata.NodeActive && !gone {
+			live++
+		}
 	}
 	for _, id := range jp.draining {
-		parts, listed := decomParts(topics, id)
+		parts, stranded, listed := decomParts(topics, id, w.goneForGood)
 		switch {
 		case !listed && overlapDue:
 			c.startDecommission()
@@ -488,42 +504,103 @@ func (c *wireClient) drainDecom() {
 			continue // its moves under way
 		}
 		moves, err := metadata.PlanDecommission(pn, parts, id)
-		if errors.Is(err, metadata.ErrNoTarget) {
+		switch {
+		case errors.Is(err, metadata.ErrNoTarget) && live < w.opts.Replication:
+			// A node was lost for good since the decommission started:
+			// the rest cannot take its replicas; the operator cancels
+			// the latest decommission.
+			c.cancelDecom(jp.draining[len(jp.draining)-1])
+			return
+		case errors.Is(err, metadata.ErrNoTarget):
 			continue // no eligible target yet (a joiner not unfenced)
-		}
-		if err != nil {
+		case err != nil:
 			w.fail("decommission plan of node %d: %v", id, err)
 			c.finished = true
 			c.ww.clientDone()
 			return
 		}
-		c.sendDecomMoves(id, moves)
+		for _, tp := range stranded {
+			if !slices.ContainsFunc(moves, func(mv metadata.Move) bool { return mv.Topic == tp.Topic && mv.Partition == tp.Partition }) {
+				// Listed only by the stranded target: moved back.
+				i := slices.IndexFunc(parts, func(pp metadata.PlanPartition) bool { return pp.Topic == tp.Topic && pp.Partition == tp.Partition })
+				moves = append(moves, metadata.Move{Topic: tp.Topic, Partition: tp.Partition, From: parts[i].Replicas, To: parts[i].Replicas})
+			}
+		}
+		c.sendDecomMoves(id, moves, stranded)
 		return
 	}
 	c.after(joinPoll, c.drainDecom)
 }
 
+// goneForGood reports whether node id is lost for good (damaged media,
+// no rejoin): an operator sees it down and plans no move onto it.
+func (w *world) goneForGood(id uint64) bool {
+	if id < 1 || int(id) > len(w.nodes) || !w.nodes[id-1].dead {
+		return false
+	}
+	return !w.nodes[id-1].spare || slices.Contains(w.wire.joins.joined, id) // a spare is dead until it joins
+}
+
 // decomParts lists the partitions of topics listing node id (as a replica
-// or in a move's target) without a move in progress; listed reports
-// whether any partition lists it.
-func decomParts(topics []metadata.Topic, id uint64) (parts []metadata.PlanPartition, listed bool) {
+// or in a move's target) without a move in progress, or whose move in
+// progress adds a node gone for good (stranded: the drain redirects it,
+// as an operator would, or the decommission never ends); listed reports
+// whether any partition lists id.
+func decomParts(topics []metadata.Topic, id uint64, gone func(uint64) bool) (parts []metadata.PlanPartition,
+	stranded []node.TopicPartition, listed bool) {
 	for _, t := range topics {
 		for p, reps := range t.Replicas {
-			in := slices.Contains(reps, id) || p < len(t.Targets) && slices.Contains(t.Targets[p], id)
+			var target []uint64
+			if p < len(t.Targets) {
+				target = t.Targets[p]
+			}
+			in := slices.Contains(reps, id) || slices.Contains(target, id)
 			listed = listed || in
-			if in && (p >= len(t.Targets) || t.Targets[p] == nil) {
+			adding := slices.DeleteFunc(slices.Clone(target), func(r uint64) bool { return slices.Contains(reps, r) })
+			switch {
+			case !in:
+			case target == nil:
+			case slices.ContainsFunc(adding, gone):
+				stranded = append(stranded, node.TopicPartition{Topic: t.Name, Partition: int32(p)})
+			default:
+				continue
+			}
+			if in {
 				parts = append(parts, metadata.PlanPartition{Topic: t.Name, Partition: int32(p), Replicas: slices.Clone(reps)})
 			}
 		}
 	}
-	return parts, listed
+	return parts, stranded, listed
 }
 
-// removeDecom sends drained node id's REMOVE until answered.
+// cancelDecom cancels node id's decommission (ACTIVATE: active and
+// unfenced again) and drains on.
+func (c *wireClient) cancelDecom(id uint64) {
+	w, jp := c.ww.w, c.ww.joins
+	req := &strandpb.NodeAdminRequest{Action: strandpb.NodeAction_NODE_ACTION_ACTIVATE, NodeId: id}
+	c.adminStep(req, nil, func() {
+		w.coverage.Inc("event/decommission-cancelled")
+		jp.draining = slices.DeleteFunc(jp.draining, func(d uint64) bool { return d == id })
+		jp.decoms = slices.DeleteFunc(jp.decoms, func(d uint64) bool { return d == id })
+		c.after(0, c.awaitJoin)
+	})
+}
+
+// removeDecom sends drained node id's REMOVE until answered. One time in
+// four the node is first stopped, as Kafka's operator shuts a drained
+// broker down before unregistering it, and stays down until the REMOVE is
+// answered.
 func (c *wireClient) removeDecom(id uint64) {
 	w, jp := c.ww.w, c.ww.joins
+	if !w.work.healed && !w.probe.active && c.rng.IntN(4) == 0 {
+		c.holdDown(id, "fault/decom-stop-before-remove")
+	}
 	req := &strandpb.NodeAdminRequest{Action: strandpb.NodeAction_NODE_ACTION_REMOVE, NodeId: id}
 	c.adminStep(req, []strandpb.ErrorCode{strandpb.ErrorCode_ERROR_CODE_NODE_REMOVED}, func() {
+		if k := slices.Index(jp.heldDown, id); k >= 0 {
+			jp.heldDown = slices.Delete(jp.heldDown, k, k+1)
+			w.scheduleRestart(w.nodes[id-1]) // nothing if it came back (the final heal) or is gone for good
+		}
 		jp.draining = slices.DeleteFunc(jp.draining, func(d uint64) bool { return d == id })
 		jp.removed, jp.removedAt = append(jp.removed, id), append(jp.removedAt, w.now())
 		w.coverage.Inc("event/node-removed")
@@ -534,14 +611,40 @@ func (c *wireClient) removeDecom(id uint64) {
 	})
 }
 
+// holdDown crashes drained node id and keeps it down (no restart
+// scheduled) until its REMOVE is answered (removeDecom) or the final heal
+// restarts it, when every other node is up: a node down across its own
+// removal must learn of it when it returns (node.RemovalGraceElections;
+// planted RemoveBeforeCaughtUp), and two held down with a third crashed
+// would stall the metadata group the REMOVE needs.
+func (c *wireClient) holdDown(id uint64, name string) {
+	w, jp := c.ww.w, c.ww.joins
+	n := w.nodes[id-1]
+	for _, o := range w.nodes {
+		if !o.up || o.dead {
+			return
+		}
+	}
+	w.coverage.Inc(name)
+	w.stats.Crashes++
+	w.crashNode(n, name)
+	jp.heldDown = append(jp.heldDown, id)
+}
+
 // sendDecomMoves sends one MovePartitions of moves off node id until
-// answered, then polls the drain again.
-func (c *wireClient) sendDecomMoves(id uint64, moves []metadata.Move) {
+// answered (those of stranded partitions redirect the move in progress),
+// then polls the drain again.
+func (c *wireClient) sendDecomMoves(id uint64, moves []metadata.Move, stranded []node.TopicPartition) {
 	w, jp := c.ww.w, c.ww.joins
 	req := &strandpb.MovePartitionsRequest{TimeoutMs: int32(w.opts.ClientTimeout / time.Millisecond)}
 	for _, mv := range moves {
-		req.Moves = append(req.Moves, &strandpb.MovePartitionsRequest_Move{Topic: mv.Topic, Partition: mv.Partition, Replicas: mv.To})
-		if tp := (node.TopicPartition{Topic: mv.Topic, Partition: mv.Partition}); !slices.Contains(jp.drained, tp) {
+		tp := node.TopicPartition{Topic: mv.Topic, Partition: mv.Partition}
+		req.Moves = append(req.Moves, &strandpb.MovePartitionsRequest_Move{Topic: mv.Topic, Partition: mv.Partition, Replicas: mv.To,
+			Redirect: slices.Contains(stranded, tp)})
+		if slices.Contains(stranded, tp) {
+			w.coverage.Inc("event/decom-move-redirected")
+		}
+		if !slices.Contains(jp.drained, tp) {
 			jp.drained = append(jp.drained, tp)
 		}
 	}
