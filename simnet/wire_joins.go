@@ -33,10 +33,14 @@ import (
 // voter (one in five). Five nodes and a replication factor of three: two
 // decommissions leave three active nodes, the fewest the replicas and the
 // metadata group's three voters need (startDecommission skips one that
-// would leave fewer). Each step draws a targeted crash: the joiner right
-// after it registered, the metadata leader while the joiner is a learner
-// (mid-change), the drained node right after DECOMMISSION or once its
-// moves were recorded. After the final heal awaitJoins requires the
+// would leave fewer live active nodes; a node lost for good is no target
+// of the drain, which redirects a move in progress onto one and cancels
+// the latest decommission when a loss leaves too few). Each step draws a
+// targeted crash: the joiner right after it registered, the metadata
+// leader while the joiner is a learner (mid-change), the drained node
+// right after DECOMMISSION (in one decommission in six kept down until
+// its REMOVE is answered), before its REMOVE (kept down likewise) or once
+// its moves were recorded. After the final heal awaitJoins requires the
 // metadata group's configuration to be what the metadata state asks,
 // every joined node registered and unfenced, every decommissioned node
 // removed, listed by no partition and hosting nothing, and every partition
