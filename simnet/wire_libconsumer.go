@@ -424,17 +424,8 @@ func (ww *wireWorkload) newestKeys() []linearizability.TopicPartition {
 // acknowledgedEnds is, per key, one past the highest acknowledged record.
 func (ww *wireWorkload) acknowledgedEnds(keys []linearizability.TopicPartition) []int64 {
 	ends := make([]int64, len(keys))
-	ops := ww.w.hist.h.Ops()
-	for i := range ops {
-		op := &ops[i]
-		if op.Kind != linearizability.KindProduce || op.Outcome != linearizability.OutcomeOK {
-			continue
-		}
-		for p, k := range keys {
-			if op.TP == k {
-				ends[p] = max(ends[p], op.Offset+int64(len(op.Sent)))
-			}
-		}
+	for p, k := range keys {
+		ends[p] = ww.w.hist.h.AcknowledgedEnd(k)
 	}
 	return ends
 }
@@ -508,7 +499,6 @@ func (lc *libConsumer) reached() bool {
 // seek point on was handed out, then ends the consumer.
 func (lc *libConsumer) finished() {
 	w := lc.c.ww.w
-	ops := w.hist.h.Ops()
 	missed := 0
 	for p, s := range lc.sess {
 		if s == nil || s.start < 0 {
@@ -518,10 +508,9 @@ func (lc *libConsumer) finished() {
 		if !ok {
 			continue
 		}
-		for i := range ops {
-			op := &ops[i]
+		w.hist.h.Each(func(op *linearizability.Op) {
 			if op.Kind != linearizability.KindProduce || op.Outcome != linearizability.OutcomeOK || op.TP != key {
-				continue
+				return
 			}
 			for j := range op.Sent {
 				if off := op.Offset + int64(j); off >= s.start && !s.seen[off] {
@@ -532,7 +521,7 @@ func (lc *libConsumer) finished() {
 					missed++
 				}
 			}
-		}
+		})
 	}
 	if missed == 0 {
 		w.coverage.Inc("event/lib-consumer-caught-up")

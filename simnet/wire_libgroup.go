@@ -319,9 +319,8 @@ func (m *libMember) kill() {
 		}
 	}
 	h := m.lg.ww.w.hist.h
-	ops := h.Ops()
 	for id := range life.pending { // each op ends on its own: map order does not leak
-		if ops[id].Kind == linearizability.KindCommitOffset {
+		if h.KindOf(id) == linearizability.KindCommitOffset {
 			h.Indefinite(id, ns(m.lg.ww.w.now()))
 		} else {
 			h.Fail(id, ns(m.lg.ww.w.now()))
@@ -508,12 +507,10 @@ func (lg *libGroup) checkAtLeastOnce(committed []clientlib.CommittedOffset) {
 			at[c.Partition] = c.Offset
 		}
 	}
-	ops := w.hist.h.Ops()
 	missed := 0
-	for i := range ops {
-		op := &ops[i]
+	w.hist.h.Each(func(op *linearizability.Op) {
 		if op.Kind != linearizability.KindProduce || op.Outcome != linearizability.OutcomeOK || op.TP.Topic != topicMain {
-			continue
+			return
 		}
 		p := int(op.TP.Partition)
 		for j := range op.Sent {
@@ -526,7 +523,7 @@ func (lg *libGroup) checkAtLeastOnce(committed []clientlib.CommittedOffset) {
 				missed++
 			}
 		}
-	}
+	})
 	for _, off := range at {
 		if off > 0 {
 			w.coverage.Inc("event/lib-group-committed")
