@@ -14,8 +14,8 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"slices"
 
 	"github.com/xdg-go/scram"
