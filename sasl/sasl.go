@@ -6,8 +6,24 @@
 // package only binds it to the credentials of the metadata group.
 //
 // It owns randomness (nonces, salts), so it lives outside the pure node
-// core: node/server and kafkaproto run the exchanges, the Core only sees
-// the principal that resulted.
+// core: the Core only sees the principal that resulted. Every source of
+// randomness can be injected (NewServerSession, NewClientRand,
+// NewCredentialRand; nil is crypto/rand, what production passes), so the
+// simulator replays a seed's exchanges.
+//
+// A connection's exchange is transport-free (session.go):
+// ServerSession.Step takes one request and returns the answer, done with
+// the principal, or the refusal (SASL_AUTHENTICATION_FAILED for a failed
+// step, a non-SASL request first or more than SessionStepsMax steps;
+// UNSUPPORTED_SASL_MECHANISM), and ClientSession's First and Next are the
+// client's side. node/server's native connections and clientlib's TCP
+// connections are reads and writes around them; the simulator (simnet)
+// runs the same steps over its simulated connections, clientlib's
+// simulated Client included. The Kafka listener (kafkaproto) runs
+// Exchange inside its own SaslHandshake/SaslAuthenticate framing.
+//
+// Planted bug (simbugs builds only, SetBugs): AcceptsAnyProof, the server
+// taking a final message with a wrong proof as proven.
 package sasl
 
 import (

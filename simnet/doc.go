@@ -166,8 +166,17 @@
 // acknowledged one, the main topic its first id, every node active. In two seeds of three (its own
 // stream; with every workload mix) authorization is on: the admin is a super user and
 // creates users and ACLs through AlterUsers and AlterAcls before the topics; the workload and its
-// group members send as User:app, the operator, the mover and the joins' administrator as User:ops (HandleAs, with the principal a SASL exchange would give:
-// SASL itself is node/server's), each with the ACLs it needs; an intruder (no ACL) sends every
+// group members send as User:app, the operator, the mover and the joins' administrator as User:ops, each
+// principal proved by a SASL/SCRAM exchange on each simulated connection (sasl.go: production's
+// sasl.ServerSession and sasl.ClientSession; clientlib's producers run their own per-connection
+// exchange; the super user's clients connect with a TLS certificate principal), each with the ACLs
+// it needs; a connection dies with its node's incarnation or when either side closes it, and the
+// next request authenticates again (sasl/reauth-after-restart). An impostor claiming User:app with
+// a wrong password must be refused every time and nothing it sends may reach HandleAs; a node may
+// refuse a valid user only while its metadata lacks the user's credential (production's definite
+// refusal: clientlib fails the call, the simulator's own clients try elsewhere). Planted
+// AcceptsAnyProof (the server's step takes a wrong proof) is caught by the impostor check
+// (TestSimCatchesAcceptsAnyProof). An intruder (a user no ACL names) sends every
 // request type twice and each answer must be an authorization refusal (per partition for produce,
 // fetch and list offsets; listings list nothing; UNAVAILABLE from a node still replaying its
 // metadata), and nothing it asked for may show in the read-back. Every request that reaches a
@@ -405,7 +414,8 @@
 // fsync delay; memory pressure; clocks that run fast (ticks are slowed and stopped, never sped up,
 // so a lease outliving an election is never made short); clients that refresh metadata
 // unprompted; chains of faults beyond the scheduled incidents; the decommission of several nodes,
-// or one started during a join; TLS and SASL (they live in node/server). Nor: the effect of quotas
+// or one started during a join; TLS (node/server), the Kafka listener's SASL framing (kafkaproto),
+// SASL in the seeds with authorization off, corruption of SASL frames. Nor: the effect of quotas
 // (node/server throttles) and of elections asked for (answered, not checked), concurrent admin
 // requests (the operator sends one at a time), clientlib's connections and stall detection
 // (the simulator's last, non-idempotent producer, random readers (they read any replica), drain

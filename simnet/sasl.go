@@ -49,7 +49,7 @@ const saslMechanism = metadata.ScramSHA256
 const saslIterations = metadata.ScramIterationsMin
 
 // impostorAttempts is how many times the impostor tries.
-const impostorAttempts = 3
+const impostorAttempts = 6
 
 // errSASLLag fails a simulator's client's request whose connection a
 // node refused for want of the user's credential.
