@@ -27,9 +27,11 @@ import (
 // the node closes it, and when its client closes it (a lost answer), and
 // the next request dials and authenticates again.
 //
-// Who authenticates: clientlib's own producers (libTransport implements
-// clientcore.Conns, so clientlib's simulated Client runs its connection
-// exchange itself: clientlib/sim_sasl.go); the simulator's other clients
+// Who authenticates: clientlib's own producers, plain consumers and group
+// members (their transports implement clientcore.Conns, so clientlib's
+// simulated Client runs its connection exchange itself:
+// clientlib/sim_sasl.go; a member's every process dials its own); the
+// simulator's other clients (and clientlib's transactional sessions)
 // through gate below, with the same sasl.ClientSession. The admin and the
 // transactional clients (super users) connect with a TLS client
 // certificate naming User:admin, as an operator's tooling would: their
@@ -476,17 +478,48 @@ func (t libTransport) Open(id uint64) bool {
 	return s != nil && s.open(id)
 }
 
-// CallOn is Call on connection id.
+// CallOn is Call on connection id (0: none).
 func (t libTransport) CallOn(id uint64, addr string, req *strandpb.Request, done func(*strandpb.Response, error)) {
 	target, ok := t.c.ww.indexOf[addr]
-	if !ok || t.c.ww.sasl == nil {
+	if !ok {
 		t.c.after(0, func() { done(nil, &clientlib.ConnError{Addr: addr, Err: errUnknownAddr}) })
 		return
 	}
-	call := &wireCall{onDone: done, conn: id, clean: req.GetSaslAuthenticate() != nil && t.c.ww.sasl.conns[id] != nil &&
-		t.c.ww.sasl.conns[id].principal == ""}
-	t.c.ww.send(t.c, target, req, call)
+	t.c.ww.callOn(t.c, id, target, req, done)
 }
+
+// callOn is call on connection id of clientlib's simulated Client (0:
+// none: call, through the gate when SASL is on).
+func (ww *wireWorkload) callOn(c *wireClient, id uint64, target int, req *strandpb.Request, onDone func(*strandpb.Response, error)) *wireCall {
+	if id == 0 || ww.sasl == nil {
+		return ww.call(c, target, req, onDone)
+	}
+	sc := ww.sasl.conns[id]
+	call := &wireCall{onDone: onDone, conn: id, clean: req.GetSaslAuthenticate() != nil && sc != nil && sc.principal == ""}
+	ww.send(c, target, req, call)
+	return call
+}
+
+// The library consumers' and group members' transports model
+// connections as libTransport does, on their wire client.
+
+// Dial opens a connection to addr.
+func (t libConsumerTransport) Dial(addr string) uint64 { return libTransport{t.lc.c}.Dial(addr) }
+
+// Open reports whether connection id is open.
+func (t libConsumerTransport) Open(id uint64) bool { return libTransport{t.lc.c}.Open(id) }
+
+// Close closes connection id from the client's side.
+func (t libConsumerTransport) Close(id uint64) { libTransport{t.lc.c}.Close(id) }
+
+// Dial opens a connection to addr.
+func (t libMemberTransport) Dial(addr string) uint64 { return libTransport{t.m.c}.Dial(addr) }
+
+// Open reports whether connection id is open.
+func (t libMemberTransport) Open(id uint64) bool { return libTransport{t.m.c}.Open(id) }
+
+// Close closes connection id from the client's side.
+func (t libMemberTransport) Close(id uint64) { libTransport{t.m.c}.Close(id) }
 
 // Close closes connection id from the client's side.
 func (t libTransport) Close(id uint64) { t.c.ww.sasl.closed(id) }
