@@ -25,7 +25,11 @@ type saslConfig struct {
 // SASL authenticates every connection with SASL/SCRAM (mechanism
 // SCRAM-SHA-256 or SCRAM-SHA-512) as user, right after the Hello, for
 // nodes started with --sasl. A wrong password fails each call with an
-// *Error of code SASL_AUTHENTICATION_FAILED (definite).
+// *Error of code SASL_AUTHENTICATION_FAILED (definite), and so does a node
+// that has not applied the user yet (its metadata lags). A simulated
+// Client whose Transport models connections (clientcore.Conns)
+// authenticates each simulated connection with the same steps
+// (sim_sasl.go), its nonces drawn from the RandSeed source.
 func SASL(mechanism, user, password string) Opt {
 	return func(c *config) { c.sasl = &saslConfig{mechanism: mechanism, user: user, password: password} }
 }

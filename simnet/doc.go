@@ -175,8 +175,8 @@
 // a wrong password must be refused every time and nothing it sends may reach HandleAs; a node may
 // refuse a valid user only while its metadata lacks the user's credential (production's definite
 // refusal: clientlib fails the call, the simulator's own clients try elsewhere). Planted
-// AcceptsAnyProof (the server's step takes a wrong proof) is caught by the impostor check
-// (TestSimCatchesAcceptsAnyProof). An intruder (a user no ACL names) sends every
+// AcceptsAnyProof (the server's step takes a wrong proof) is caught by the impostor check in 60 of
+// seeds 1-100 (TestSimCatchesAcceptsAnyProof; 0 before SASL ran in the simulator). An intruder (a user no ACL names) sends every
 // request type twice and each answer must be an authorization refusal (per partition for produce,
 // fetch and list offsets; listings list nothing; UNAVAILABLE from a node still replaying its
 // metadata), and nothing it asked for may show in the read-back. Every request that reaches a
