@@ -77,7 +77,7 @@ func NewClient(opts ...Opt) (*Client, error) {
 	if cfg.transactionalID != "" {
 		txn = newTxnState(cfg.transactionalID, cfg.transactionTimeout)
 	}
-	return &Client{
+	c := &Client{
 		txn:     txn,
 		cfg:     cfg,
 		start:   start,
@@ -85,7 +85,12 @@ func NewClient(opts ...Opt) (*Client, error) {
 		dialing: make(map[string]chan struct{}),
 		meta:    clientcore.NewLeaderCache(),
 		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-	}, nil
+	}
+	if c.cfg.simulated != nil {
+		c.simSASLNonces()
+		c.cfg.simulated = newSimSASL(c.cfg.simulated, c.cfg.sasl)
+	}
+	return c, nil
 }
 
 // markSuspect records that node stalled: for twice StallTimeout (about

@@ -118,10 +118,11 @@ func newLibConsumer(c *wireClient) *libConsumer {
 	// producers' (Kafka's default is minutes): a topic re-created under
 	// the consumer is met by fetches naming the old id for longer.
 	age := libMetadataMaxAge * time.Duration(1+c.rng.IntN(libConsumerMetaAgesMax))
-	cl, err := clientlib.NewClient(clientlib.Simulated(libConsumerTransport{lc}),
+	cl, err := clientlib.NewClient(append([]clientlib.Opt{clientlib.Simulated(libConsumerTransport{lc}),
 		clientlib.SeedAddresses(seeds...), clientlib.RandSeed(c.rng.Uint64()),
 		clientlib.RequestTimeout(o.ClientTimeout), clientlib.MaxRetries(attemptsMax),
-		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(age))
+		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(age)},
+		c.ww.sasl.libOpts(c)...)...) // SASL: sasl.go
 	if err != nil {
 		panic("simnet: library consumer options: " + err.Error())
 	}
@@ -579,6 +580,11 @@ func (t libConsumerTransport) After(d time.Duration, fn func()) {
 }
 
 func (t libConsumerTransport) Call(addr string, req *strandpb.Request, done func(*strandpb.Response, error)) {
+	t.CallOn(0, addr, req, done)
+}
+
+// CallOn is Call on connection id (0: none; clientcore.Conns, sasl.go).
+func (t libConsumerTransport) CallOn(id uint64, addr string, req *strandpb.Request, done func(*strandpb.Response, error)) {
 	lc := t.lc
 	c := lc.c
 	target, ok := c.ww.indexOf[addr]
@@ -588,7 +594,7 @@ func (t libConsumerTransport) Call(addr string, req *strandpb.Request, done func
 	}
 	raw := lc.rawCalls(req)
 	var call *wireCall
-	call = c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
+	call = c.ww.callOn(c, id, target, req, func(resp *strandpb.Response, err error) {
 		if !lc.alive {
 			return
 		}

@@ -176,10 +176,11 @@ func (m *libMember) spawn() {
 	for i, p := range m.lg.ww.peers {
 		seeds[i] = p.Address
 	}
-	cl, err := clientlib.NewClient(clientlib.Simulated(libMemberTransport{m: m, life: life}),
+	cl, err := clientlib.NewClient(append([]clientlib.Opt{clientlib.Simulated(libMemberTransport{m: m, life: life}),
 		clientlib.SeedAddresses(seeds...), clientlib.RandSeed(m.c.rng.Uint64()),
 		clientlib.RequestTimeout(o.ClientTimeout), clientlib.MaxRetries(attemptsMax),
-		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(libMetadataMaxAge))
+		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(libMetadataMaxAge)},
+		m.c.ww.sasl.libOpts(m.c)...)...) // SASL: sasl.go
 	if err != nil {
 		panic("simnet: library member options: " + err.Error())
 	}
@@ -595,6 +596,12 @@ func (t libMemberTransport) After(d time.Duration, fn func()) {
 }
 
 func (t libMemberTransport) Call(addr string, req *strandpb.Request, done func(*strandpb.Response, error)) {
+	t.CallOn(0, addr, req, done)
+}
+
+// CallOn is Call on connection id (0: none; clientcore.Conns, sasl.go):
+// each process (life) of a member dials its own connections.
+func (t libMemberTransport) CallOn(id uint64, addr string, req *strandpb.Request, done func(*strandpb.Response, error)) {
 	if cr := req.GetOffsetCommit(); cr != nil && t.life.g != nil {
 		t.m.onCommit(t.life, cr)
 	}
@@ -607,7 +614,7 @@ func (t libMemberTransport) Call(addr string, req *strandpb.Request, done func(*
 			done(resp, err)
 		}
 	}
-	libTransport{t.m.c}.Call(addr, req, live)
+	libTransport{t.m.c}.CallOn(id, addr, req, live)
 }
 
 // record makes a history op of a member's heartbeat (the epoch it is
