@@ -90,25 +90,8 @@ func TestSimulatedGroupConsumerAsksAnotherNodeAfterAStaleCoordinator(t *testing.
 			t.Fatalf("unexpected request %T", req.GetBody())
 			return nil
 		}
-		c, err := NewClient(Simulated(w), SeedAddresses("n1", "n2"), RandSeed(seed), RetryBackoff(5*time.Millisecond, 160*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := NewGroupConsumer(c, "g", []string{"t"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SimRun(func(ctx context.Context) {
-			for i := 0; i < 1000 && w.now < 500*time.Millisecond; i++ {
-				g.Poll(ctx)
-			}
-		}, func() {})
-		w.run(t, 1000000)
-		for i := 1; i < len(finds); i++ {
-			if finds[i-1] == "n1" && finds[i] == "n1" {
-				t.Fatalf("seed %d: lookups went to %v: after n1's coordinator refused, n1 was asked first again", seed, finds)
-			}
-		}
+		g := pollGroupMember(t, w, seed)
+		requireN1NotAskedTwiceInARow(t, seed, finds, "n1's coordinator refused")
 		if g.Epoch() != 1 {
 			t.Fatalf("seed %d: epoch %d after %v (lookups %v, %d refusals): never joined at n2", seed, g.Epoch(), w.now, finds, refused)
 		}
@@ -144,27 +127,42 @@ func TestSimulatedGroupConsumerAsksAnotherNodeAfterCoordinatorNotAvailable(t *te
 			t.Fatalf("unexpected request %T", req.GetBody())
 			return nil
 		}
-		c, err := NewClient(Simulated(w), SeedAddresses("n1", "n2"), RandSeed(seed), RetryBackoff(5*time.Millisecond, 160*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := NewGroupConsumer(c, "g", []string{"t"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SimRun(func(ctx context.Context) {
-			for i := 0; i < 1000 && w.now < 500*time.Millisecond; i++ {
-				g.Poll(ctx)
-			}
-		}, func() {})
-		w.run(t, 1000000)
-		for i := 1; i < len(finds); i++ {
-			if finds[i-1] == "n1" && finds[i] == "n1" {
-				t.Fatalf("seed %d: lookups went to %v: after n1 could not name the coordinator, n1 was asked first again", seed, finds)
-			}
-		}
+		g := pollGroupMember(t, w, seed)
+		requireN1NotAskedTwiceInARow(t, seed, finds, "n1 could not name the coordinator")
 		if g.Epoch() != 1 {
 			t.Fatalf("seed %d: epoch %d after %v (lookups %v): never joined at n2", seed, g.Epoch(), w.now, finds)
+		}
+	}
+}
+
+// pollGroupMember runs a simulated group member of group "g" over w (seeds
+// n1, n2) for 500 ms of virtual time, at most 1,000 Polls.
+func pollGroupMember(t *testing.T, w *scriptedWorld, seed uint64) *GroupConsumer {
+	t.Helper()
+	c, err := NewClient(Simulated(w), SeedAddresses("n1", "n2"), RandSeed(seed), RetryBackoff(5*time.Millisecond, 160*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := NewGroupConsumer(c, "g", []string{"t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SimRun(func(ctx context.Context) {
+		for i := 0; i < 1000 && w.now < 500*time.Millisecond; i++ {
+			g.Poll(ctx)
+		}
+	}, func() {})
+	w.run(t, 1000000)
+	return g
+}
+
+// requireN1NotAskedTwiceInARow fails when two coordinator lookups in a row
+// went to n1: after what, n1 must be asked last.
+func requireN1NotAskedTwiceInARow(t *testing.T, seed uint64, finds []string, after string) {
+	t.Helper()
+	for i := 1; i < len(finds); i++ {
+		if finds[i-1] == "n1" && finds[i] == "n1" {
+			t.Fatalf("seed %d: lookups went to %v: after %s, n1 was asked first again", seed, finds, after)
 		}
 	}
 }
