@@ -127,11 +127,7 @@ func TestSimulatedTransactionalLookupAsksAnotherNode(t *testing.T) {
 			var initErr error
 			c.SimRun(func(ctx context.Context) { initErr = c.InitTransactions(ctx) }, func() {})
 			w.run(t, 1000000)
-			for i := 1; i < len(finds); i++ {
-				if finds[i-1] == "n1" && finds[i] == "n1" {
-					t.Fatalf("%v, seed %d: lookups went to %v: after n1's answer led nowhere, n1 was asked first again", refusal, seed, finds)
-				}
-			}
+			requireN1NotAskedTwiceInARow(t, seed, finds, refusal.String()+" from n1")
 			if initErr != nil {
 				t.Fatalf("%v, seed %d: InitTransactions: %v (lookups %v)", refusal, seed, initErr, finds)
 			}
