@@ -44,17 +44,19 @@ test:
 	echo "make test: all 4 suites passed"
 
 ## test-real: the tests that run on the wall clock: every package but cmd/strand and simnet (node/server's
-##   and clientlib's in-process clusters among them), then cmd/strand's real-process tests (three servers
-##   writing at full speed) on their own: beside them, the in-process clusters of other packages' tests
-##   starve on 2 cores. Both suites run even when the first fails.
+##   and clientlib's in-process clusters among them), node's again with the node-wide WAL (Config.WAL, a
+##   production mode), then cmd/strand's real-process tests (three servers writing at full speed) on their
+##   own: beside them, the in-process clusters of other packages' tests starve on 2 cores. Every suite
+##   runs even when an earlier one fails.
 test-real:
 	@failed=(); \
 	$(GO) test -count=1 -timeout 15m $$($(GO) list ./... | grep -v -e '/cmd/strand$$' -e '/simnet$$') || failed+=("packages other than cmd/strand and simnet"); \
+	$(GO) test -count=1 -timeout 5m ./node/ -node.wal || failed+=("node with the node-wide WAL (-node.wal)"); \
 	$(GO) test -count=1 -timeout 15m ./cmd/strand/ || failed+=("cmd/strand"); \
 	if [ $${#failed[@]} -gt 0 ]; then \
-	  echo "make test-real: $${#failed[@]} of 2 suites failed:"; printf '  %s\n' "$${failed[@]}"; exit 1; \
+	  echo "make test-real: $${#failed[@]} of 3 suites failed:"; printf '  %s\n' "$${failed[@]}"; exit 1; \
 	fi; \
-	echo "make test-real: all 2 suites passed"
+	echo "make test-real: all 3 suites passed"
 
 ## test-sim: the tests on the simulator's virtual time: simnet's package (the standard seed sample among
 ##   them), then the planted-bug tests (-tags simbugs). No check reads the wall clock, so starving them
