@@ -226,6 +226,9 @@ type producer struct {
 	refreshing     bool
 	refreshAt      time.Duration
 	refreshWanted  bool
+	// refreshStreak counts the refreshes started since the producer last
+	// wanted none: the wait before the next grows with it (KIP-580).
+	refreshStreak  int
 	initAttempts   int
 	initRetryAfter time.Duration
 	// AddPartitionsToTxn of a transactional producer, one at a time.

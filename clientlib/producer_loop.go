@@ -354,11 +354,19 @@ func (p *producer) judgeWaiting(refreshErr error) {
 }
 
 // maybeRefresh starts a metadata refresh when one is wanted (or the cache
-// is older than MetadataMaxAge), at most one at a time and one per backoff
-// base. It returns when it may start one.
+// is older than MetadataMaxAge), at most one at a time. While answers keep
+// leaving something wanted (a partition without a leader, an unknown
+// topic), the wait between refreshes grows from the retry base to its cap,
+// as Kafka's clients back off metadata refreshes (KIP-580): a producer of
+// a leaderless partition asks about once a second, not ten times; the
+// first pass that wants nothing starts the wait over. It returns when it
+// may start one.
 func (p *producer) maybeRefresh(now time.Duration) time.Duration {
 	if len(p.sinks) > 0 && p.c.metadataStale() {
 		p.refreshWanted = true
+	}
+	if !p.refreshWanted && !p.refreshing {
+		p.refreshStreak = 0
 	}
 	if !p.refreshWanted || p.refreshing {
 		return 0
@@ -367,7 +375,8 @@ func (p *producer) maybeRefresh(now time.Duration) time.Duration {
 		return p.refreshAt
 	}
 	p.refreshWanted, p.refreshing = false, true
-	p.refreshAt = now + max(p.c.cfg.backoff.Base, time.Millisecond)
+	p.refreshStreak++
+	p.refreshAt = now + max(p.c.backoffDelay(p.refreshStreak), time.Millisecond)
 	var topics []string
 	for topic := range p.idRefused {
 		topics = append(topics, topic)
