@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"reflect"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -151,4 +152,43 @@ func FuzzAppendCompacted(f *testing.F) {
 			t.Fatalf("%d records at %d, want %d at %d", len(recs), rb.FirstOffset, len(b.Records), b.BaseOffset)
 		}
 	})
+}
+
+// TestCompactedToStrand shows the simulator's Kafka client turns a
+// compacted v2 batch back into engine/compact's form: the offset range,
+// the survivors at their offsets with timestamps, keys, values (a
+// tombstone null) and headers, the producer fields, the horizon dropped
+// (Kafka's form does not carry it); a damaged CRC is ErrCorruptBatch; and
+// the fetch decoder routes gapped batches here (decodeFetch's compacted).
+func TestCompactedToStrand(t *testing.T) {
+	in := compact.Batch{BaseOffset: 100, LastOffsetDelta: 9, FirstTimestampMs: 1000, DeleteHorizonMs: compact.NoHorizon,
+		ProducerID: 7, ProducerEpoch: 3, BaseSequence: 40,
+		Records: []compact.Record{
+			{Offset: 101, Record: recordbatch.Record{TimestampMs: 1003, Key: []byte("a")}},
+			{Offset: 104, Record: recordbatch.Record{TimestampMs: 1007, Key: []byte("b"), Value: []byte("2"),
+				Headers: []recordbatch.Header{{Key: "h", Value: []byte("v")}}}},
+		}}
+	served, err := AppendCompacted(nil, compactedBatch(t, in), 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !compacted(served) {
+		t.Fatal("a gapped batch not seen as compacted")
+	}
+	back, err := CompactedToStrand(nil, served)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := compact.DecodeBatch(back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.MaxTimestampMs = 1007
+	if !reflect.DeepEqual(got, in) {
+		t.Fatalf("round trip\n got %+v\nwant %+v", got, in)
+	}
+	served[len(served)-1] ^= 1
+	if _, err := CompactedToStrand(nil, served); !errors.Is(err, ErrCorruptBatch) {
+		t.Fatalf("damaged batch: %v", err)
+	}
 }

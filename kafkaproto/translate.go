@@ -289,7 +289,12 @@ func decodeFetch(f []byte, corr int32, version int16, names topicNames) (*strand
 					rest = rest[n:] // a transaction marker: a native reader skips it
 					continue
 				}
-				batch, _, err := ToStrand(nil, rest[:n])
+				var batch []byte
+				if compacted(rest[:n]) {
+					batch, err = CompactedToStrand(nil, rest[:n]) // a batch of a compacted prefix
+				} else {
+					batch, _, err = ToStrand(nil, rest[:n])
+				}
 				if err != nil {
 					return nil, fmt.Errorf("kafkaproto: fetched batch: %w", err)
 				}
@@ -301,6 +306,13 @@ func decodeFetch(f []byte, corr int32, version int16, names topicNames) (*strand
 		}
 	}
 	return &strandpb.Response{CorrelationId: uint64(corr), Body: &strandpb.Response_Fetch{Fetch: out}}, nil
+}
+
+// compacted reports whether a v2 batch holds fewer records than its offset
+// range: a compacted batch (CompactedToStrand).
+func compacted(b []byte) bool {
+	be := binary.BigEndian
+	return int64(be.Uint32(b[v2CountOffset:])) != int64(int32(be.Uint32(b[v2LastDeltaOffset:])))+1
 }
 
 // strandError is the Strand error for a Kafka code (nil for none), by
