@@ -56,7 +56,6 @@ func TestSimCatchRate(t *testing.T) {
 	}
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	bugs := append(append(append(append(slices.Clone(BugNames), GroupBugNames...), OperatorBugNames...), ClientBugNames...), TxnBugNames...)
-	bugs = append(bugs, CompactBugNames...)
 	if *flagBugs != "" {
 		bugs = strings.Split(*flagBugs, ",")
 	}
@@ -77,7 +76,7 @@ func TestSimCatchRate(t *testing.T) {
 				o.ClassicMembers = 3
 			}
 			if slices.Contains(CompactBugNames, bug) {
-				o = WithCompacted(o) // not drawn by the sample yet (wire_kv.go)
+				o = WithCompacted(o) // not drawn by the sample yet, and finds open bugs without one (kv_test.go)
 			}
 			if slices.Contains(TxnBugNames, bug) && !o.Txn {
 				continue // the seed did not draw the transactional workload

@@ -1,7 +1,6 @@
 package simnet
 
 import (
-	"os"
 	"context"
 	"errors"
 	"fmt"
@@ -492,13 +491,6 @@ func (s *kvSim) check(rd *kvRead) {
 		}
 		prevID = id
 		last[wr.key] = r.Offset
-	}
-	if os.Getenv("KVDEBUG") != "" {
-		var offs []int64
-		for _, r := range rd.recs {
-			offs = append(offs, r.Offset)
-		}
-		fmt.Printf("kv read final=%v start=%v target=%d logstart=%d recs=%d offs=%v\n", rd.final, rd.start, rd.target, rd.logStart, len(rd.recs), offs)
 	}
 	s.checkLatest(rd, last, fail)
 	if n := int64(len(rd.recs)); rd.target > 0 && n < rd.target {
