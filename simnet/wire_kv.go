@@ -360,6 +360,10 @@ func (s *kvSim) poll(rd *kvRead, then func()) {
 			}
 			if f.Err != nil {
 				w.coverage.Inc("kv/read-error")
+				// The records before a corrupt batch come with its
+				// error (clientlib's FetchPartition): the consumer's
+				// position is past them, so they are part of the read.
+				rd.recs = append(rd.recs, f.Records...)
 				continue
 			}
 			if !rd.answered || rd.final {
