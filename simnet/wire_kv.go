@@ -172,9 +172,6 @@ func (s *kvSim) configure(cfg *node.Config) {
 	}
 }
 
-// owns reports whether c is one of the workload's clients.
-func (s *kvSim) owns(c *wireClient) bool { return s != nil && (c == s.writer || c == s.reader) }
-
 // start creates topicKV, then writes; the workload counts as active
 // until the writer is done.
 func (s *kvSim) start() {
