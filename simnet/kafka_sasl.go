@@ -84,6 +84,9 @@ func (s *simSASL) admitKafka(c *wireClient, n *simNode, frame []byte, call *wire
 	}
 	if st.Authenticated {
 		w.coverage.Inc("kafka-sasl/authenticated")
+		if prev, ok := s.kafkaAuthedAt(c, n); ok && prev != n.incarnation {
+			w.coverage.Inc("kafka-sasl/reauth-after-restart")
+		}
 		if c == s.kafkaImpostor {
 			w.fail("kafka-sasl: the Kafka impostor (User:app with a wrong password) authenticated on node %d as %q", n.index, st.Principal)
 		}
@@ -269,4 +272,18 @@ func (s *simSASL) kafkaImpostorTry(mode kafkaImpostorMode) {
 			fetch() // pipelined behind the last step, as a client that does not wait would
 		})
 	})
+}
+
+// kafkaAuthedAt records that client c's Kafka connection to node n
+// authenticated now, and returns the incarnation of n at c's previous
+// Kafka authentication there (ok: there was one).
+func (s *simSASL) kafkaAuthedAt(c *wireClient, n *simNode) (prev uint32, ok bool) {
+	at := s.kafkaAuthed[c]
+	if at == nil {
+		at = map[int]uint32{}
+		s.kafkaAuthed[c] = at
+	}
+	prev, ok = at[n.index]
+	at[n.index] = n.incarnation
+	return prev, ok
 }

@@ -94,6 +94,8 @@ type simSASL struct {
 	// authedAt is, per client and node, the incarnation of the node's
 	// last exchange that authenticated it (coverage of re-authentication).
 	authedAt map[*wireClient]map[int]uint32
+	// kafkaAuthed is authedAt for Kafka connections (kafka_sasl.go).
+	kafkaAuthed map[*wireClient]map[int]uint32
 	// lagRefused are the connections whose exchange a node refused for
 	// want of the user's credential (its metadata lags).
 	lagRefused map[uint64]bool
@@ -154,7 +156,7 @@ func newSimSASL(ww *wireWorkload) *simSASL {
 		seed[i] = byte(r.Uint32())
 	}
 	s := &simSASL{ww: ww, random: rand.NewChaCha8(seed), conns: map[uint64]*simConn{},
-		gates: map[gateKey]map[int]*gateConn{}, clients: map[string]*sasl.Client{}, authedAt: map[*wireClient]map[int]uint32{}, lagRefused: map[uint64]bool{}}
+		gates: map[gateKey]map[int]*gateConn{}, clients: map[string]*sasl.Client{}, authedAt: map[*wireClient]map[int]uint32{}, kafkaAuthed: map[*wireClient]map[int]uint32{}, lagRefused: map[uint64]bool{}}
 	s.impostor = newWireClient(ww, 0, kindOperator)
 	s.impostor.rng = newStream(ww.w.opts.Seed, streamSASL+1)
 	s.kafkaImpostor = newWireClient(ww, 0, kindOperator)
