@@ -10,6 +10,7 @@ import (
 	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/engine/groups"
 	"github.com/strandlog/strand/engine/txn"
+	"github.com/strandlog/strand/kafkaproto"
 	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/sasl"
 )
@@ -60,6 +61,7 @@ func plantBug(cfg *node.Config, name string) {
 	txn.SetBugs(name == "TxnSkipsFence")                                        // needs Options.Txn
 	groups.SetTxnOffsetsBug(name == "TxnOffsetsOnAbort")                        // needs Options.Txn (wire_txn_session.go)
 	sasl.SetBugs(name == "AcceptsAnyProof")                                     // needs authorization on (the operator draws it: sasl.go)
+	kafkaproto.SetBugs(name == "KafkaHandshakeAuthenticates")                   // needs authorization on (kafka_sasl.go)
 	switch name {
 	case "AckBeforeCommit":
 		cfg.Bugs.AckBeforeCommit = true

@@ -133,6 +133,7 @@ var FeatureCoverage = []string{
 	"event/decommission-during-join", "check/decom-drained", "event/group-commit", "event/wal-rotation", "event/kafka-request",
 	"event/lib-member-batch", "event/lib-member-crash", "event/lib-group-at-least-once", // wire_libgroup.go
 	"event/lib-consumer-batch", "event/lib-consumer-seek-exact", "event/lib-consumer-caught-up", // wire_libconsumer.go
+	"kafka-sasl/authenticated", "kafka-sasl/refused", // kafka_sasl.go: the Kafka codec's clients with SASL on
 	"feature/txn", "txn/committed", "txn/aborted", "txn/fenced", "txn/zombie", "txn/read-committed", "txn/checked", // wire_txn.go
 }
 

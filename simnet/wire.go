@@ -247,6 +247,8 @@ func (ww *wireWorkload) send(c *wireClient, target int, req *strandpb.Request, c
 	damage := corruptNone
 	if call.clean {
 		frame = marshalWire(req) // a SASL step: neither Kafka's codec nor damaged
+	} else if call.kafka != nil && call.kafka.encode != nil {
+		frame, call.kafka.decode = call.kafka.encode(int32(req.CorrelationId)) // framed by its sender (kafka_sasl.go)
 	} else if k, kframe, ok := ww.kafkaEncode(c, req); ok {
 		// Kafka's bytes are not damaged: the corruption checks read
 		// Strand's frames (corrupt.go).
@@ -256,6 +258,9 @@ func (ww *wireWorkload) send(c *wireClient, target int, req *strandpb.Request, c
 		if damage == corruptBatchBit {
 			call.reqDamaged = w.corrupter.damaged
 		}
+	}
+	if call.kafka != nil && ww.sasl != nil {
+		call.kafka.gated = ww.sasl.kafkaGated(call.conn)
 	}
 	if !w.net.lost() {
 		w.sched.schedule(w.net.clientDelay(c.index, target), &event{kind: evCall, node: target, from: c.index,
@@ -300,6 +305,16 @@ func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *w
 	if !n.up {
 		return
 	}
+	caller := ww.caller(c)
+	gated := call.kafka != nil && call.kafka.gated
+	if gated {
+		// The node's Kafka listener runs the connection's SASL gate
+		// before it decodes the request (kafka_sasl.go).
+		var ok bool
+		if caller, ok = ww.sasl.admitKafka(c, n, frame, call); !ok {
+			return
+		}
+	}
 	req := &strandpb.Request{}
 	if call.kafka != nil {
 		req = ww.kafkaTranslate(call, frame)
@@ -310,8 +325,7 @@ func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *w
 		w.stats.StaleReads++
 	}
 	inc := n.incarnation
-	caller := ww.caller(c)
-	if ww.sasl != nil {
+	if ww.sasl != nil && !gated {
 		var ok bool
 		if caller, ok = ww.sasl.admit(c, n, req, call); !ok {
 			return // a SASL step, or refused (sasl.go)
