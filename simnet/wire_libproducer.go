@@ -106,7 +106,7 @@ func newLibClient(c *wireClient, acks clientlib.Acks) *clientlib.Client {
 		clientlib.MaxInFlightBatches(c.inFlightMax), clientlib.RequestTimeout(o.ClientTimeout),
 		clientlib.DeliveryTimeout(o.OpDeadline), clientlib.MaxRetries(retries), clientlib.RequiredAcks(acks),
 		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(libMetadataMaxAge)}, shape...)
-	cl, err := clientlib.NewClient(opts...)
+	cl, err := clientlib.NewClient(append(opts, c.ww.sasl.libOpts(c)...)...) // SASL: sasl.go
 	if err != nil {
 		panic("simnet: library producer options: " + err.Error())
 	}
