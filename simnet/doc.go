@@ -120,7 +120,8 @@
 // after the heal they converge, balanced, and every acknowledged record below the final
 // committed offset was processed; Options.ClassicMembers (TestSimClassicGroups:
 // 3) adds members of a second group speaking Kafka's classic protocol (JoinGroup, SyncGroup,
-// Heartbeat through kafkaproto; commits in their generation) checked across coordinator fail-overs
+// Heartbeat through kafkaproto; commits in their generation) checked across coordinator fail-overs,
+// their acknowledged commits read back while they run and once more after the heal
 // (wire_classic.go). Options.Txn (seven seeds in ten) runs the transactional workload
 // (wire_txn.go): three transactional ids commit and abort transactions over sim-txn's 3 partitions,
 // crash mid-transaction and re-initialize (fencing; the old process sometimes finishes as a zombie),
