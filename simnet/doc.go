@@ -79,15 +79,16 @@
 //
 // At time 0 an admin client creates topics sim and sim2, RF 3, through CreateTopics (retention.ms
 // 8–16 s, retention.bytes unlimited or 96/192 KiB, segment.ms 0.3–1.5 s, drawn per seed after every
-// older draw). Producers (6: 3 keyed through murmur2, 3 keyless): producers 0–4 run clientlib's own
+// older draw). Producers (6: 3 keyed through murmur2, 3 keyless): every one runs clientlib's own
 // producer on a simulated Client (clientlib.Simulated: batching, sequences, resends, leader cache,
-// InitProducerId, topic ids in virtual time; wire_libproducer.go; one in three with 2–5 retries, so batches
-// fail while an attempt's outcome is unknown); the history files each record under the topic incarnation
-// its promise names (Record.TopicID, TopicGoneError.OldID). The last producer is a private one, not
-// idempotent, with clientcore's LeaderCache and one Window per partition, clientlib's ClassifyErr and
-// Backoff, sending acks −1, 1 or 0 (an acks=0/1 success is indefinite) and never resending, so a record
-// applied twice shows as a duplicate. 1–4 records per push, 1–5 batches in flight, one record in 24 of
-// 1–2 KiB, records stamped on the nodes' epoch.
+// InitProducerId, topic ids in virtual time; wire_libproducer.go); producers 0–4 are idempotent, one in
+// three with 2–5 retries, so batches fail while an attempt's outcome is unknown; the history files each
+// record under the topic incarnation its promise names (Record.TopicID, TopicGoneError.OldID). The last
+// producer is not idempotent (clientlib.DisableIdempotence) and never resends (MaxRetries 0, Kafka's
+// retries=0, one batch in flight), so a record applied twice shows as a duplicate; Kafka's acks are per
+// producer, so it runs three clients and sends each push at acks −1, or at 1 or 0 one push in five (never
+// on the re-created topic; an acks=0/1 success is indefinite). 1–4 records per push, 1–5 batches in
+// flight, one record in 24 of 1–2 KiB, records stamped on the nodes' epoch.
 // Consumers: every one runs clientlib's plain Consumer over both topics (wire_libconsumer.go:
 // Assign and Seek at an exact, earliest, latest, last-stable or timestamp start, long-polling Poll,
 // read_committed in a third, metadata kept 2-8 s, as clientlib.SimRun tasks); every batch handed
@@ -119,7 +120,8 @@
 // after the heal they converge, balanced, and every acknowledged record below the final
 // committed offset was processed; Options.ClassicMembers (TestSimClassicGroups:
 // 3) adds members of a second group speaking Kafka's classic protocol (JoinGroup, SyncGroup,
-// Heartbeat through kafkaproto; commits in their generation) checked across coordinator fail-overs
+// Heartbeat through kafkaproto; commits in their generation) checked across coordinator fail-overs,
+// their acknowledged commits read back while they run and once more after the heal
 // (wire_classic.go). Options.Txn (seven seeds in ten) runs the transactional workload
 // (wire_txn.go): three transactional ids commit and abort transactions over sim-txn's 3 partitions,
 // crash mid-transaction and re-initialize (fencing; the old process sometimes finishes as a zombie),
@@ -447,8 +449,8 @@
 // of SASL frames. Nor: the effect of quotas
 // (node/server throttles) and of elections asked for (answered, not checked), concurrent admin
 // requests (the operator sends one at a time), clientlib's connections and stall detection
-// (the simulator's last, non-idempotent producer, random readers (they read any replica), drain
-// and classic members are its own; producers 0–4 run clientlib's producer loop, every consumer its
-// plain Consumer, every group member its GroupConsumer), anything of node/server (loop batching,
+// (random readers (they read any replica), drain and classic members are the simulator's own; every
+// producer runs clientlib's producer loop, every consumer its plain Consumer, every group member its
+// GroupConsumer), anything of node/server (loop batching,
 // storage pool, budgets, transport), and the kafkaproto server's per-connection ordering.
 package simnet

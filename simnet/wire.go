@@ -218,7 +218,7 @@ func (ww *wireWorkload) finalHeal() {
 		ww.txn.finish(func() { ww.finishLibConsumers(func() { ww.drain.after(0, ww.drain.begin) }) })
 	}
 	if ww.libGroup != nil && !ww.libGroup.settling {
-		ww.libGroup.settle(func() { ww.libGroup.finish(drain) })
+		ww.libGroup.settle(func() { ww.libGroup.finish(func() { ww.classic.finish(0, drain) }) })
 		return
 	}
 	drain()
