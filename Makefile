@@ -41,7 +41,7 @@ test:
 	if [ $${#failed[@]} -gt 0 ]; then \
 	  echo "make test: failed: $${failed[*]} (the summaries above name the suites)"; exit 1; \
 	fi; \
-	echo "make test: all 4 suites passed"
+	echo "make test: all 5 suites passed"
 
 ## test-real: the tests that run on the wall clock: every package but cmd/strand and simnet (node/server's
 ##   and clientlib's in-process clusters among them), node's again with the node-wide WAL (Config.WAL, a
