@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/strandlog/strand/raftlog"
 	"github.com/strandlog/strand/raftlog/wal"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -197,7 +198,10 @@ func (c *Core) finishSync(token uint64, job syncJob, err error) {
 	}
 	g.pipe.syncing = 0
 	if err := g.log.FinishSync(err); err != nil {
-		g.logs.log(slog.LevelError, "raft log sync failed; the node stops (fail-stop)", slog.Any("err", err))
+		if raftlog.WriteFailed(err) && c.writeRefused(g, err) { // disk full: g reopened (diskfull.go)
+			return
+		}
+		g.logs.log(slog.LevelError, "raft log write or sync failed; the node stops (fail-stop)", slog.Any("err", err))
 		c.fatal = fmt.Errorf("node: %s/%d: sync: %w", g.tp.Topic, g.tp.Partition, err)
 		return
 	}
@@ -420,9 +424,9 @@ func (c *Core) queueJob(job syncJob) uint64 {
 // startSync starts the sync of g's log covering everything written, as a
 // job for the host.
 func (c *Core) startSync(g *group) {
-	run := g.log.StartSync()
-	if c.bugSkipFsync() {
-		run = func() error { return nil }
+	run := c.bugStartSyncSkippingFsync(g) // planted-bug hook: nil in production
+	if run == nil {
+		run = g.log.StartSync()
 	}
 	g.pipe.syncing = c.queueJob(syncJob{g: g, run: run})
 	g.pipe.heldTerm, g.pipe.heldCommit = g.pipe.hard.GetTerm(), g.pipe.hard.GetCommit()

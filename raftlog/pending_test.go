@@ -1,0 +1,91 @@
+package raftlog_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/strandlog/strand/raftlog"
+	"github.com/strandlog/strand/raftlog/memdisk"
+)
+
+// Entries SaveSome took but no write has put on file yet are read from
+// memory, even with the tail cache off: Entries, a split read spanning
+// written and unwritten entries, and Term. Once the sync job ran and
+// FinishSync came back they are read from the file (the cache off evicts
+// them). A power loss or a kill (the Log dropped) before the job ran loses
+// only them: the log reopens at what the last sync covered.
+func TestSaveSomeServesUnwrittenEntriesFromMemory(t *testing.T) {
+	for seed := range uint64(20) {
+		disk := &countingDisk{Disk: memdisk.New()}
+		l := mustOpen(t, disk, raftlog.Options{SegmentBytesMax: 1 << 20, TailCacheBytesMax: -1})
+		must(t, l.Save(batch(1, 5, 1, 30), hardState(1, 1, 5)))
+		must(t, l.Sync())
+		disk.reset()
+		es := batch(6, 5, 2, 30)
+		n, err := l.SaveSome(es, hardState(2, 1, 5))
+		must(t, err)
+		if n != len(es) {
+			t.Fatalf("SaveSome took %d of %d", n, len(es))
+		}
+		disk.expect(t, "SaveSome", 0, 0, 0)
+		got, err := l.Entries(3, 11, math.MaxUint64)
+		must(t, err)
+		checkRange(t, "Entries across the pending write", got, 3, 11)
+		pre, rd, err := l.StartRead(4, 9, math.MaxUint64)
+		must(t, err)
+		if rd == nil {
+			t.Fatalf("StartRead of entries on file served from memory with the cache off (%d entries)", len(pre))
+		}
+		must(t, rd.Run())
+		got, err = l.FinishRead(rd)
+		must(t, err)
+		checkRange(t, "split read across the pending write", got, 4, 9)
+		if term, err := l.Term(10); err != nil || term != 2 {
+			t.Fatalf("Term(10) = %d, %v; want 2", term, err)
+		}
+		disk.reset()
+		run := l.StartSync()
+		switch seed % 3 {
+		case 0: // the job never runs: a power loss
+			disk.Disk.(*memdisk.Disk).Crash(rand.New(rand.NewPCG(seed, 1)))
+		case 1: // the job never runs: a kill drops the Log's memory
+			must(t, l.Close())
+		default:
+			must(t, l.FinishSync(run()))
+			disk.expect(t, "the sync job: one write, one fsync", 1, 0, 1)
+			got, err = l.Entries(6, 11, math.MaxUint64)
+			must(t, err)
+			checkRange(t, "Entries after the job", got, 6, 11)
+			if disk.reads == 0 {
+				t.Fatalf("entries on file read from memory with the cache off")
+			}
+			must(t, l.Close())
+		}
+		l = mustOpen(t, disk.Disk, raftlog.Options{})
+		last, _ := l.LastIndex()
+		if want := map[uint64]uint64{0: 5, 1: 5, 2: 10}[seed%3]; last != want {
+			t.Fatalf("seed %d: reopened at last index %d, want %d", seed, last, want)
+		}
+		got, err = l.Entries(1, last+1, math.MaxUint64)
+		must(t, err)
+		checkRange(t, "after reopening", got, 1, last+1)
+		must(t, l.Close())
+	}
+}
+
+// checkRange fails unless got holds entries lo..hi-1 as batch made them.
+func checkRange(t *testing.T, what string, got []*raftpb.Entry, lo, hi uint64) {
+	t.Helper()
+	if uint64(len(got)) != hi-lo {
+		t.Fatalf("%s: %d entries, want %d", what, len(got), hi-lo)
+	}
+	for i, e := range got {
+		want := batch(lo+uint64(i), 1, e.GetTerm(), 30)[0]
+		if e.GetIndex() != lo+uint64(i) || string(e.GetData()) != string(want.GetData()) {
+			t.Fatalf("%s: entry %d is index %d data %q", what, lo+uint64(i), e.GetIndex(), e.GetData())
+		}
+	}
+}
