@@ -89,3 +89,41 @@ func checkRange(t *testing.T, what string, got []*raftpb.Entry, lo, hi uint64) {
 		}
 	}
 }
+
+// A kill (the Log's memory gone, the files as written) after a compaction
+// retired every segment before the active one never leaves the log without
+// a segment continuing the snapshot, though the active segment's entries
+// were still pending: its segment record is written when it is created.
+// (With the record pending too, every partition of a killed node failed
+// to open: "no segment continues snapshot".)
+func TestKillAfterCompactionKeepsTheActiveSegment(t *testing.T) {
+	disk := memdisk.New()
+	l := mustOpen(t, disk, raftlog.Options{SegmentBytesMax: 400})
+	es := batch(1, 12, 1, 20)
+	n, err := l.SaveSome(es, hardState(1, 1, 0))
+	must(t, err)
+	if n == 0 || n == len(es) {
+		t.Fatalf("SaveSome took %d of %d entries, want a roll inside", n, len(es))
+	}
+	must(t, l.FinishSync(l.StartSync()()))
+	m, err := l.SaveSome(es[n:], hardState(1, 1, uint64(n)))
+	must(t, err)
+	if m != len(es)-n {
+		t.Fatalf("SaveSome of the rest took %d of %d", m, len(es)-n)
+	}
+	run, err := l.StartCreateSnapshot(uint64(n), nil, []byte("state"))
+	must(t, err)
+	must(t, l.FinishCreateSnapshot(run()))
+	if first, _ := l.FirstIndex(); first != uint64(n)+1 {
+		t.Fatalf("first index %d after compacting to %d", first, n)
+	}
+	must(t, l.Close()) // a kill: the pending entries are lost, the renames kept
+	l = mustOpen(t, disk, raftlog.Options{})
+	if first, _ := l.FirstIndex(); first != uint64(n)+1 {
+		t.Fatalf("reopened with first index %d, want %d", first, n+1)
+	}
+	if last, _ := l.LastIndex(); last != uint64(n) {
+		t.Fatalf("reopened with last index %d, want %d (the rest was never written)", last, n)
+	}
+	must(t, l.Close())
+}

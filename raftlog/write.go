@@ -312,7 +312,12 @@ func (l *Log) roll(pending []byte) (*segment, error) {
 
 // createSegment creates segment base and writes its segment record and the
 // current hard state (so the newest hard state survives when older
-// segments are deleted). The file is not synced.
+// segments are deleted). The file is not synced. The write is issued now,
+// not left pending: a compaction may retire every older segment on the
+// strength of this one (renames a kill keeps), so a kill must never leave
+// it without its segment record, as it would if that were only in the
+// Log's memory (found by the simulator, seed 2: "no segment continues
+// snapshot" on every partition of a killed node).
 func (l *Log) createSegment(base, prevTerm uint64) (*segment, error) {
 	name := segmentName(base)
 	f, err := l.disk.Open(l.path(name))
@@ -331,7 +336,10 @@ func (l *Log) createSegment(base, prevTerm uint64) (*segment, error) {
 	if l.hasHard {
 		buf = appendHardStateRecord(buf, l.hard)
 	}
-	l.writeAt(s, buf)
+	if n, err := f.WriteAt(buf, 0); err != nil || n != len(buf) {
+		return nil, writeError(name, 0, err)
+	}
+	s.size, s.dirty = int64(len(buf)), true
 	return s, nil
 }
 
@@ -559,6 +567,7 @@ func (l *Log) FinishSync(err error) error {
 		l.keepBuf(p.buf)
 	}
 	if l.pending == nil {
+		clear(writes)
 		l.pending = writes[:0]
 	}
 	l.written = max(l.written, min(l.inflightLast, l.lastIndex))
