@@ -17,28 +17,57 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 # Every fuzz target, as package:FuzzName. CI runs each for $(FUZZTIME).
 FUZZ_TARGETS := $(shell grep -rl --include='*_test.go' '^func Fuzz' . | xargs -r grep -H -o '^func Fuzz[A-Za-z0-9_]*' | sed -e 's|^\./||' -e 's|/[^/]*_test.go:func |:|' | sort)
 
-.PHONY: all build test test-invariants test-faults lint fuzz bench bench-restart bench-cluster bench-txn proto run sim sim-bugs tools
+.PHONY: all build test test-real test-sim test-invariants test-faults lint fuzz bench bench-restart bench-cluster bench-txn proto run sim sim-bugs tools
 
 all: lint test
 
 ## test: every unit, model, scripted and simulation test (a CI-sized seed sample),
-##   then the planted-bug tests, which only a -tags simbugs build can run.
-##   cmd/strand's real-process tests (three servers writing at full speed) run on their own, after
-##   the rest: beside them, the in-process clusters of other packages' tests starve on 2 cores.
-##   Every suite runs even when an earlier one fails; the end names the failed ones and fails.
-##   About 10-11 minutes on 2 cores.
+##   then the planted-bug tests, which only a -tags simbugs build can run: test-real and, beside it
+##   at nice SIM_NICE (10), test-sim. Every suite runs even when an earlier one fails; the end names the failed
+##   ones and fails. cmd/strand's tests wait on real processes most of the time (about 125 CPU-seconds
+##   in 320 s on 2 cores), and test-sim uses the CPU they leave.
 # Every planted-bug test (each exists only with -tags simbugs): the scripted symptoms (TestBug*)
 # and every check that must catch its bug in the simulator.
 PLANTED_BUG_TESTS := TestBug|TestSimCatches|TestWorkloadCatches|TestAuditCatches|TestDigestsCatch|TestRecoveryCheckCatches|TestStatusDigestCatches|TestRecreateCatches|TestCorruptionCatches
+# The niceness test-sim runs at beside test-real (make test, .ci/run): real-time tests first.
+SIM_NICE      ?= 10
 test:
-	@failed=(); \
-	$(GO) test -count=1 -timeout 15m $$($(GO) list ./... | grep -v '/cmd/strand$$') || failed+=("packages other than cmd/strand"); \
-	$(GO) test -count=1 -timeout 15m ./cmd/strand/ || failed+=("cmd/strand"); \
-	$(GO) test -count=1 -timeout 15m -tags simbugs -run '$(PLANTED_BUG_TESTS)' ./node/ ./simnet/ ./engine/ ./engine/groups/ ./engine/txn/ ./clientlib/ || failed+=("planted bugs (-tags simbugs)"); \
+	@log=$$(mktemp); \
+	nice -n $(SIM_NICE) $(MAKE) --no-print-directory test-sim >$$log 2>&1 & sim=$$!; \
+	failed=(); \
+	$(MAKE) --no-print-directory test-real || failed+=("test-real"); \
+	wait $$sim || failed+=("test-sim"); \
+	echo "make test-sim (run beside test-real at nice $(SIM_NICE)):"; cat $$log; rm -f $$log; \
 	if [ $${#failed[@]} -gt 0 ]; then \
-	  echo "make test: $${#failed[@]} of 3 suites failed:"; printf '  %s\n' "$${failed[@]}"; exit 1; \
+	  echo "make test: failed: $${failed[*]} (the summaries above name the suites)"; exit 1; \
 	fi; \
-	echo "make test: all 3 suites passed"
+	echo "make test: all 4 suites passed"
+
+## test-real: the tests that run on the wall clock: every package but cmd/strand and simnet (node/server's
+##   and clientlib's in-process clusters among them), then cmd/strand's real-process tests (three servers
+##   writing at full speed) on their own: beside them, the in-process clusters of other packages' tests
+##   starve on 2 cores. Both suites run even when the first fails.
+test-real:
+	@failed=(); \
+	$(GO) test -count=1 -timeout 15m $$($(GO) list ./... | grep -v -e '/cmd/strand$$' -e '/simnet$$') || failed+=("packages other than cmd/strand and simnet"); \
+	$(GO) test -count=1 -timeout 15m ./cmd/strand/ || failed+=("cmd/strand"); \
+	if [ $${#failed[@]} -gt 0 ]; then \
+	  echo "make test-real: $${#failed[@]} of 2 suites failed:"; printf '  %s\n' "$${failed[@]}"; exit 1; \
+	fi; \
+	echo "make test-real: all 2 suites passed"
+
+## test-sim: the tests on the simulator's virtual time: simnet's package (the standard seed sample among
+##   them), then the planted-bug tests (-tags simbugs). No check reads the wall clock, so starving them
+##   (make test and CI run them niced beside test-real) only makes them longer: hence the longer
+##   timeout. Both suites run even when the first fails.
+test-sim:
+	@failed=(); \
+	$(GO) test -count=1 -timeout 30m ./simnet/ || failed+=("simnet"); \
+	$(GO) test -count=1 -timeout 30m -tags simbugs -run '$(PLANTED_BUG_TESTS)' ./node/ ./simnet/ ./engine/ ./engine/groups/ ./engine/txn/ ./clientlib/ ./sasl/ || failed+=("planted bugs (-tags simbugs)"); \
+	if [ $${#failed[@]} -gt 0 ]; then \
+	  echo "make test-sim: $${#failed[@]} of 2 suites failed:"; printf '  %s\n' "$${failed[@]}"; exit 1; \
+	fi; \
+	echo "make test-sim: all 2 suites passed"
 
 ## test-invariants: engine, node and a short simulator sample with the `invariants` build tag,
 ##   which checks the whole partition state after every applied entry.
@@ -61,12 +90,20 @@ lint: $(filter bin/%,$(STATICCHECK))
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
 
-## fuzz: run every fuzz target briefly (FUZZTIME each) on top of its checked-in corpus.
+## fuzz: run every fuzz target briefly (FUZZTIME each) on top of its checked-in corpus. Each package's
+##   fuzz-instrumented test binary is built once (go test -c -fuzz=.) and run once per target from the
+##   package's directory (its testdata/fuzz seeds, crashers written there) with go test's own corpus
+##   cache (GOCACHE/fuzz/IMPORTPATH): what `go test -fuzz` does, without linking the binary again for
+##   each of kafkaproto's 37 targets.
 fuzz:
-	@set -e; for t in $(FUZZ_TARGETS); do \
-	  pkg=$${t%%:*}; name=$${t##*:}; \
+	@set -e; bins=$$(mktemp -d); trap 'rm -rf "$$bins"' EXIT; \
+	cache=$$($(GO) env GOCACHE)/fuzz/$$($(GO) list -m); \
+	for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; name=$${t##*:}; bin=$$bins/$${pkg//\//_}.test; \
+	  [ -x "$$bin" ] || $(GO) test -c -fuzz=. -o "$$bin" ./$$pkg; \
 	  echo "fuzz ./$$pkg $$name ($(FUZZTIME))"; \
-	  $(GO) test ./$$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME); \
+	  (cd $$pkg && "$$bin" -test.paniconexit0 -test.timeout=10m -test.run='^$$' -test.fuzz="^$$name$$" \
+	    -test.fuzztime=$(FUZZTIME) -test.fuzzcachedir="$$cache/$$pkg"); \
 	done
 
 ## bench: Go benchmarks of raftlog (beside raw file+fsync rates) and the engine,

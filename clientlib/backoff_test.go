@@ -74,24 +74,32 @@ func TestBackoffJittered(t *testing.T) {
 }
 
 // A consumer's Poll that failed retriably (or found nothing to fetch)
-// waits a jittered backoff step before the next, not a fixed one.
-func TestConsumerIdleDelayJittered(t *testing.T) {
+// waits a jittered backoff step before the next, not a fixed one, and the
+// step doubles with each such Poll in a row up to the Backoff's Max
+// (KIP-580), so an outage is not polled every few milliseconds.
+func TestConsumerRetryDelayJitteredAndGrowing(t *testing.T) {
 	c, err := NewClient(RetryBackoff(100*time.Millisecond, time.Second), RandSeed(9))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	k := NewConsumer(c)
 	seen := map[time.Duration]bool{}
 	for range 100 {
-		d := k.idleDelay()
+		d := NewConsumer(c).retryDelay() // the first retry of a fresh consumer
 		if d < 50*time.Millisecond || d > 100*time.Millisecond {
-			t.Fatalf("idle delay %v outside [50ms, 100ms]", d)
+			t.Fatalf("first retry delay %v outside [50ms, 100ms]", d)
 		}
 		seen[d] = true
 	}
 	if len(seen) < 50 {
-		t.Fatalf("%d distinct idle delays in 100: not jittered", len(seen))
+		t.Fatalf("%d distinct retry delays in 100: not jittered", len(seen))
+	}
+	k := NewConsumer(c)
+	for n, step := range []time.Duration{100, 200, 400, 800, 1000, 1000, 1000} {
+		step *= time.Millisecond
+		if d := k.retryDelay(); d < step/2 || d > step {
+			t.Fatalf("retry %d: delay %v outside [%v, %v]", n+1, d, step/2, step)
+		}
 	}
 }
 

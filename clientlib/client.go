@@ -77,7 +77,7 @@ func NewClient(opts ...Opt) (*Client, error) {
 	if cfg.transactionalID != "" {
 		txn = newTxnState(cfg.transactionalID, cfg.transactionTimeout)
 	}
-	return &Client{
+	c := &Client{
 		txn:     txn,
 		cfg:     cfg,
 		start:   start,
@@ -85,7 +85,12 @@ func NewClient(opts ...Opt) (*Client, error) {
 		dialing: make(map[string]chan struct{}),
 		meta:    clientcore.NewLeaderCache(),
 		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-	}, nil
+	}
+	if c.cfg.simulated != nil {
+		c.simSASLNonces()
+		c.cfg.simulated = newSimSASL(c.cfg.simulated, c.cfg.sasl)
+	}
+	return c, nil
 }
 
 // markSuspect records that node stalled: for twice StallTimeout (about
@@ -293,10 +298,7 @@ func (c *Client) anyRequestAt(ctx context.Context, req *strandpb.Request) (*stra
 // after every other ("": none).
 func (c *Client) anyRequestLast(ctx context.Context, req *strandpb.Request, lastAddr string) (*strandpb.Response, string, error) {
 	var last error
-	addrs := c.candidates()
-	if i := slices.Index(addrs, lastAddr); i >= 0 && lastAddr != "" {
-		addrs = append(append(addrs[:i:i], addrs[i+1:]...), lastAddr)
-	}
+	addrs := askLast(c.candidates(), lastAddr)
 	unreached := 0
 	for _, addr := range addrs {
 		resp, err := c.request(ctx, addr, req, 0)
@@ -322,6 +324,14 @@ func (c *Client) anyRequestLast(ctx context.Context, req *strandpb.Request, last
 		return nil, "", &UnreachableError{Addrs: addrs, Err: last}
 	}
 	return nil, "", last
+}
+
+// askLast is addrs with lastAddr moved to the end ("": none).
+func askLast(addrs []string, lastAddr string) []string {
+	if i := slices.Index(addrs, lastAddr); i >= 0 && lastAddr != "" {
+		addrs = append(append(addrs[:i:i], addrs[i+1:]...), lastAddr)
+	}
+	return addrs
 }
 
 // frameMax is the frame limit toward the node at addr: its connection's

@@ -214,6 +214,9 @@ type Consumer struct {
 	// simWake resumes a simulated Poll waiting for a fetch to land
 	// (sim_task.go); nil otherwise.
 	simWake func()
+	// failedPolls counts the Polls in a row that handed out nothing and
+	// failed retriably or found nothing to fetch: their waits grow with it.
+	failedPolls int
 }
 
 // landedFetch is one finished fetch: the partitions it asked for and the

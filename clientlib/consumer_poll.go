@@ -43,19 +43,20 @@ func (k *Consumer) Poll(ctx context.Context) Fetches {
 		return Fetches{{Err: errNothingToFetch}}
 	}
 	if err := k.c.ensureMetadata(ctx); err != nil {
-		k.idleWait(ctx)
+		k.retryWait(ctx)
 		return Fetches{{Err: err}}
 	}
 	out := k.resolveStarts(ctx)
 	out = append(out, k.snapshotErrors()...)
 	deadline := k.c.now().Add(k.cfg.maxWait + k.c.cfg.backoff.Base)
+	idle := false // nothing to fetch: every partition leaderless or stopped
 	for range pollRoundsMax {
 		out = append(out, k.takeLanded(ctx)...)
 		if len(out.Records()) > 0 || out.FirstErr() != nil {
 			break
 		}
 		if !k.startFetches(ctx) {
-			k.idleWait(ctx) // nothing to fetch: do not spin
+			idle = true
 			break
 		}
 		if k.awaitLanded(ctx, deadline) {
@@ -64,8 +65,12 @@ func (k *Consumer) Poll(ctx context.Context) Fetches {
 		out = append(out, k.takeLanded(ctx)...)
 		break
 	}
-	if len(out.Records()) == 0 && IsRetriable(out.FirstErr()) {
-		k.idleWait(ctx)
+	if len(out.Records()) == 0 && (idle || IsRetriable(out.FirstErr())) {
+		k.retryWait(ctx) // do not spin
+	} else {
+		k.mu.Lock()
+		k.failedPolls = 0
+		k.mu.Unlock()
 	}
 	k.startFetches(ctx)
 	return mergeFetches(out)
@@ -241,15 +246,24 @@ func (k *Consumer) current(t pollTarget) bool {
 	return cp != nil && cp.generation == t.generation && !cp.paused
 }
 
-// idleWait waits idleDelay or until ctx ends (in virtual time on a
+// retryWait waits retryDelay or until ctx ends (in virtual time on a
 // simulated Client).
-func (k *Consumer) idleWait(ctx context.Context) { k.c.sleep(ctx, k.idleDelay()) }
+func (k *Consumer) retryWait(ctx context.Context) { k.c.sleep(ctx, k.retryDelay()) }
 
-// idleDelay is the wait of a Poll that found nothing to fetch or failed
-// retriably: one jittered backoff step (the Backoff's first retry, in
-// [Base/2, Base]), so consumers that failed together poll again spread
-// out, not in lock-step.
-func (k *Consumer) idleDelay() time.Duration { return k.c.backoffDelay(1) }
+// retryDelay is the wait after a Poll that handed out nothing and found
+// nothing to fetch or failed retriably: the client's jittered Backoff for
+// the count of such Polls in a row (KIP-580: Kafka's retry.backoff.ms
+// doubling to retry.backoff.max.ms), so consumers that failed together
+// poll again spread out, and a partition without a leader through an
+// outage is not asked about every few milliseconds. A Poll that hands out
+// records or ends without an error starts the count again.
+func (k *Consumer) retryDelay() time.Duration {
+	k.mu.Lock()
+	k.failedPolls++
+	n := k.failedPolls
+	k.mu.Unlock()
+	return k.c.backoffDelay(n)
+}
 
 func (k *Consumer) assignedCount() int {
 	k.mu.Lock()

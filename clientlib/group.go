@@ -68,9 +68,9 @@ type GroupDescription struct {
 
 // coordinators caches each group's coordinator address, the node whose
 // FindCoordinator answer named it (from), and the node whose answer named
-// a node that refused to coordinate (stale): the next lookup asks that
-// one last, so a node with stale metadata cannot keep answering with a
-// coordinator that is not one.
+// a node that refused to coordinate or named none (stale): the next
+// lookup asks that one last, so a node with stale metadata cannot keep
+// answering with a coordinator that is not one, or with none.
 type coordinators struct {
 	mu          sync.Mutex
 	addr        map[string]string
@@ -103,6 +103,12 @@ func (c *Client) findCoordinator(ctx context.Context, group string) (string, err
 		return "", err
 	}
 	if err := errorFromWire(resp.GetError()); err != nil {
+		// The node could not name the coordinator (COORDINATOR_NOT_AVAILABLE
+		// from a node whose metadata is stale, a removed node that still
+		// runs): asked last next time, as a node that named a refusing one.
+		cs.mu.Lock()
+		cs.stale[group] = from
+		cs.mu.Unlock()
 		return "", err
 	}
 	addr = resp.GetFindCoordinator().GetAddress()

@@ -164,7 +164,7 @@ func (g *GroupConsumer) Poll(ctx context.Context) Fetches {
 		return Fetches{{Err: ErrClientClosed}}
 	}
 	if err := g.maintain(ctx); err != nil && len(g.owned) == 0 {
-		g.k.idleWait(ctx)
+		g.k.retryWait(ctx)
 		return Fetches{{Err: err}}
 	}
 	if len(g.owned) == 0 {
@@ -189,7 +189,7 @@ func (g *GroupConsumer) Poll(ctx context.Context) Fetches {
 // idleUntilBeat waits, owning nothing, until the next heartbeat is due
 // (at least one idle backoff step, at most one heartbeat interval).
 func (g *GroupConsumer) idleUntilBeat(ctx context.Context) {
-	d := max(g.k.idleDelay(), min(g.nextBeat.Sub(g.c.now()), g.interval))
+	d := max(g.c.backoffDelay(1), min(g.nextBeat.Sub(g.c.now()), g.interval))
 	g.c.sleep(ctx, d)
 }
 

@@ -629,6 +629,9 @@ func (p *producer) goneError(s *sink, last error) *TopicGoneError {
 	return &TopicGoneError{Topic: s.tp.topic, Partition: s.tp.partition, OldID: s.topicID, NewID: bytes.Clone(now), Err: last}
 }
 
+// batchBufferFirst is the room an open batch's buffer starts with.
+const batchBufferFirst = 1 << 10
+
 // appendOpen adds a record to the open batch, sealing first when the
 // record would push the batch over BatchBytes.
 func (p *producer) appendOpen(s *sink, pr pendingRecord, now time.Duration) {
@@ -637,8 +640,11 @@ func (p *producer) appendOpen(s *sink, pr pendingRecord, now time.Duration) {
 		p.seal(s, now)
 	}
 	if len(s.open) == 0 {
-		// One allocation per batch: room for a full batch.
-		s.builder.Reset(make([]byte, 0, max(p.c.cfg.batchBytes, estimate)+recordbatch.HeaderBytes))
+		// Room for a small batch; a batch that grows past it grows by
+		// doubling. A full BatchBytes buffer per batch (16 KiB by default)
+		// made most of a light producer's garbage: its batches hold a
+		// record or two and live until acknowledged.
+		s.builder.Reset(make([]byte, 0, max(min(p.c.cfg.batchBytes, batchBufferFirst), estimate)+recordbatch.HeaderBytes))
 	}
 	err := s.builder.Append(pr.r.batchRecord())
 	if err != nil && len(s.open) > 0 {

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"sync"
 
 	"github.com/strandlog/strand/proto/frame"
 	"github.com/strandlog/strand/proto/strandpb"
@@ -15,33 +17,34 @@ import (
 // saslConfig is the SASL identity of every connection (SASL option).
 type saslConfig struct {
 	mechanism, user, password string
+	random                    io.Reader // client nonces; nil: crypto/rand (SASLRand)
+	mu                        sync.Mutex
+	client                    *sasl.Client // kept across connections: the salted password once
 }
 
 // SASL authenticates every connection with SASL/SCRAM (mechanism
 // SCRAM-SHA-256 or SCRAM-SHA-512) as user, right after the Hello, for
 // nodes started with --sasl. A wrong password fails each call with an
-// *Error of code SASL_AUTHENTICATION_FAILED (definite).
+// *Error of code SASL_AUTHENTICATION_FAILED (definite), and so does a node
+// that has not applied the user yet (its metadata lags). A simulated
+// Client whose Transport models connections (clientcore.Conns)
+// authenticates each simulated connection with the same steps
+// (sim_sasl.go), its nonces drawn from the RandSeed source.
 func SASL(mechanism, user, password string) Opt {
 	return func(c *config) { c.sasl = &saslConfig{mechanism: mechanism, user: user, password: password} }
 }
 
-// authenticate runs the client side of the exchange on a fresh connection.
+// authenticate runs the client side of the exchange on a fresh
+// connection: writes and reads around the transport-free
+// sasl.ClientSession (the simulated path runs the same steps over its
+// Transport: saslSession).
 func authenticate(nc net.Conn, r *bufio.Reader, s *saslConfig) error {
-	cl, err := sasl.NewClient(s.mechanism, s.user, s.password)
+	sess, req, err := s.begin()
 	if err != nil {
-		return &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_SASL_MECHANISM, Message: err.Error()}
+		return err
 	}
-	var in []byte
-	for step := range 3 {
-		out, err := cl.Step(in)
-		if err != nil {
-			return &Error{Code: strandpb.ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED, Message: fmt.Sprintf("sasl: %v", err)}
-		}
-		req := &strandpb.SaslAuthenticateRequest{AuthBytes: out}
-		if step == 0 {
-			req.Mechanism = s.mechanism
-		}
-		buf, err := frame.Append(nil, &strandpb.Request{Body: &strandpb.Request_SaslAuthenticate{SaslAuthenticate: req}})
+	for range sasl.SessionStepsMax {
+		buf, err := frame.Append(nil, req)
 		if err != nil {
 			return err
 		}
@@ -52,20 +55,50 @@ func authenticate(nc net.Conn, r *bufio.Reader, s *saslConfig) error {
 		if _, err := frame.Decode(r, nil, frame.BytesMaxDefault, &resp); err != nil {
 			return err
 		}
-		if err := errorFromWire(resp.GetError()); err != nil {
-			return authFailed(err, s.user)
+		next, done, err := sess.Next(&resp)
+		if err != nil || done {
+			return s.stepErr(err)
 		}
-		a := resp.GetSaslAuthenticate()
-		if a.GetDone() {
-			if _, err := cl.Step(a.GetAuthBytes()); err != nil || !cl.Done() {
-				return &Error{Code: strandpb.ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED,
-					Message: "sasl: the node did not prove it knows the credential"}
-			}
-			return nil
-		}
-		in = a.GetAuthBytes()
+		req = next
 	}
 	return errors.New("sasl: the exchange did not end")
+}
+
+// begin starts one connection's exchange: the session and its first
+// request. The salted password is computed once per client (the
+// sasl.Client is kept), not once per connection.
+func (s *saslConfig) begin() (*sasl.ClientSession, *strandpb.Request, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.client == nil {
+		cl, err := sasl.NewClientRand(s.mechanism, s.user, s.password, s.random)
+		if err != nil {
+			return nil, nil, &Error{Code: strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_SASL_MECHANISM, Message: err.Error()}
+		}
+		s.client = cl
+	}
+	sess := s.client.Session()
+	req, err := sess.First()
+	if err != nil {
+		return nil, nil, s.stepErr(err)
+	}
+	return sess, req, nil
+}
+
+// stepErr is a failed step as clientlib's error: the node's refusal (see
+// authFailed), or SASL_AUTHENTICATION_FAILED when the node did not prove
+// itself.
+func (s *saslConfig) stepErr(err error) error {
+	var refused *sasl.RefusedError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &refused):
+		return authFailed(errorFromWire(refused.Err), s.user)
+	case errors.Is(err, sasl.ErrAuthentication):
+		return &Error{Code: strandpb.ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED, Message: err.Error()}
+	}
+	return err
 }
 
 // authFailed names the user in a refused authentication and says what

@@ -101,7 +101,7 @@ func (io *simIO) send(node uint64, batches []sentBatch) {
 func (io *simIO) refresh(topics []string) {
 	c := io.p.c
 	req := &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{Topics: topics}}}
-	io.anyCall(req, func(resp *strandpb.Response, addr string, err error) {
+	io.anyCall(req, "", func(resp *strandpb.Response, addr string, err error) {
 		c.mu.Lock()
 		if len(topics) > 0 {
 			err = c.applyNamedMetadataLocked(resp, addr, err)
@@ -114,7 +114,7 @@ func (io *simIO) refresh(topics []string) {
 }
 
 func (io *simIO) initProducerID() {
-	io.anyCall(initProducerIDRequest(), func(resp *strandpb.Response, _ string, err error) {
+	io.anyCall(initProducerIDRequest(), "", func(resp *strandpb.Response, _ string, err error) {
 		if err == nil {
 			err = errorFromWire(resp.GetError())
 		}
@@ -122,10 +122,10 @@ func (io *simIO) initProducerID() {
 	})
 }
 
-// anyCall is anyRequestAt on the transport: the candidates one after
+// anyCall is anyRequestLast on the transport: the candidates one after
 // another until one answers, with the same verdicts when none does.
-func (io *simIO) anyCall(req *strandpb.Request, done func(*strandpb.Response, string, error)) {
-	addrs := io.p.c.candidates()
+func (io *simIO) anyCall(req *strandpb.Request, lastAddr string, done func(*strandpb.Response, string, error)) {
+	addrs := askLast(io.p.c.candidates(), lastAddr)
 	unreached := 0
 	var try func(i int, last error)
 	try = func(i int, last error) {
@@ -214,34 +214,27 @@ func (io *simIO) txnRequest(req *strandpb.Request, done func(*strandpb.Response,
 			if err == nil {
 				err = errorFromWire(resp.GetError())
 			}
-			if err != nil && (errors.Is(err, ErrNotCoordinator) || errors.Is(err, ErrCoordinatorUnavailable) || isConnErr(err)) {
-				t.mu.Lock()
-				t.coordAddr = ""
-				t.mu.Unlock()
-			}
+			t.forgetCoordinator(err)
 			done(resp, err)
 		})
 	}
 	t.mu.Lock()
-	addr := t.coordAddr
+	addr, stale := t.coordAddr, t.coordStale
 	t.mu.Unlock()
 	if addr != "" {
 		send(addr)
 		return
 	}
 	find := &strandpb.Request{Body: &strandpb.Request_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorRequest{TransactionalId: t.id}}}
-	io.anyCall(find, func(resp *strandpb.Response, _ string, err error) {
+	io.anyCall(find, stale, func(resp *strandpb.Response, from string, err error) {
+		var addr string
 		if err == nil {
-			err = errorFromWire(resp.GetError())
+			addr, err = t.learnCoordinator(resp, from)
 		}
 		if err != nil {
 			done(nil, err)
 			return
 		}
-		addr := resp.GetFindCoordinator().GetAddress()
-		t.mu.Lock()
-		t.coordAddr = addr
-		t.mu.Unlock()
 		send(addr)
 	})
 }

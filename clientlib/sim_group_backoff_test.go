@@ -90,27 +90,79 @@ func TestSimulatedGroupConsumerAsksAnotherNodeAfterAStaleCoordinator(t *testing.
 			t.Fatalf("unexpected request %T", req.GetBody())
 			return nil
 		}
-		c, err := NewClient(Simulated(w), SeedAddresses("n1", "n2"), RandSeed(seed), RetryBackoff(5*time.Millisecond, 160*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := NewGroupConsumer(c, "g", []string{"t"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SimRun(func(ctx context.Context) {
-			for i := 0; i < 1000 && w.now < 500*time.Millisecond; i++ {
-				g.Poll(ctx)
-			}
-		}, func() {})
-		w.run(t, 1000000)
-		for i := 1; i < len(finds); i++ {
-			if finds[i-1] == "n1" && finds[i] == "n1" {
-				t.Fatalf("seed %d: lookups went to %v: after n1's coordinator refused, n1 was asked first again", seed, finds)
-			}
-		}
+		g := pollGroupMember(t, w, seed)
+		requireN1NotAskedTwiceInARow(t, seed, finds, "n1's coordinator refused")
 		if g.Epoch() != 1 {
 			t.Fatalf("seed %d: epoch %d after %v (lookups %v, %d refusals): never joined at n2", seed, g.Epoch(), w.now, finds, refused)
+		}
+	}
+}
+
+// TestSimulatedGroupConsumerAsksAnotherNodeAfterCoordinatorNotAvailable: a
+// node that cannot name the coordinator (a removed node that still runs,
+// its metadata stale: COORDINATOR_NOT_AVAILABLE to every lookup) is asked
+// last at the member's next lookup, so it reaches the coordinator another
+// node names. Before, a client whose lookup order started at that node
+// (its seeds in order, no node in its metadata) asked it alone for good
+// (the simulator's seed 59 after a decommission: member 3 asked the
+// removed node 1 88 times in 10 s after the heal and held nothing).
+func TestSimulatedGroupConsumerAsksAnotherNodeAfterCoordinatorNotAvailable(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		w := &scriptedWorld{}
+		var finds []string // the node each FindCoordinator went to
+		w.answer = func(addr string, req *strandpb.Request) *strandpb.Response {
+			switch {
+			case req.GetMetadata() != nil:
+				return twoNodeMetadata()
+			case req.GetFindCoordinator() != nil && addr == "n1":
+				finds = append(finds, addr)
+				return &strandpb.Response{Error: &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_COORDINATOR_NOT_AVAILABLE, Message: "group coordinator not available yet"}}
+			case req.GetFindCoordinator() != nil:
+				finds = append(finds, addr)
+				return &strandpb.Response{Body: &strandpb.Response_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorResponse{Address: "n2"}}}
+			case req.GetGroupHeartbeat() != nil:
+				return &strandpb.Response{Body: &strandpb.Response_GroupHeartbeat{GroupHeartbeat: &strandpb.ConsumerGroupHeartbeatResponse{
+					MemberId: req.GetGroupHeartbeat().GetMemberId(), MemberEpoch: 1, HeartbeatIntervalMs: 100}}}
+			}
+			t.Fatalf("unexpected request %T", req.GetBody())
+			return nil
+		}
+		g := pollGroupMember(t, w, seed)
+		requireN1NotAskedTwiceInARow(t, seed, finds, "n1 could not name the coordinator")
+		if g.Epoch() != 1 {
+			t.Fatalf("seed %d: epoch %d after %v (lookups %v): never joined at n2", seed, g.Epoch(), w.now, finds)
+		}
+	}
+}
+
+// pollGroupMember runs a simulated group member of group "g" over w (seeds
+// n1, n2) for 500 ms of virtual time, at most 1,000 Polls.
+func pollGroupMember(t *testing.T, w *scriptedWorld, seed uint64) *GroupConsumer {
+	t.Helper()
+	c, err := NewClient(Simulated(w), SeedAddresses("n1", "n2"), RandSeed(seed), RetryBackoff(5*time.Millisecond, 160*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := NewGroupConsumer(c, "g", []string{"t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SimRun(func(ctx context.Context) {
+		for i := 0; i < 1000 && w.now < 500*time.Millisecond; i++ {
+			g.Poll(ctx)
+		}
+	}, func() {})
+	w.run(t, 1000000)
+	return g
+}
+
+// requireN1NotAskedTwiceInARow fails when two coordinator lookups in a row
+// went to n1: after what, n1 must be asked last.
+func requireN1NotAskedTwiceInARow(t *testing.T, seed uint64, finds []string, after string) {
+	t.Helper()
+	for i := 1; i < len(finds); i++ {
+		if finds[i-1] == "n1" && finds[i] == "n1" {
+			t.Fatalf("seed %d: lookups went to %v: after %s, n1 was asked first again", seed, finds, after)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package clientlib
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -79,6 +80,57 @@ func TestSimulatedTransactionCommits(t *testing.T) {
 	for i := range want {
 		if kinds[i] != want[i] {
 			t.Fatalf("requests %v, want %v", kinds, want)
+		}
+	}
+}
+
+// TestSimulatedTransactionalLookupAsksAnotherNode: a node that cannot name
+// the transactional id's coordinator (COORDINATOR_NOT_AVAILABLE: a removed
+// node that still runs, its metadata stale) or names one that refuses
+// (NOT_COORDINATOR) is asked last at the producer's next lookup, so
+// InitTransactions reaches the coordinator another node names. Before, the
+// lookup asked the candidates in the same order every time, and a client
+// whose order started at such a node asked it alone until its retries ran
+// out (as the group coordinator's lookup did until seed 59 of the
+// simulator's sample).
+func TestSimulatedTransactionalLookupAsksAnotherNode(t *testing.T) {
+	for _, refusal := range []strandpb.ErrorCode{strandpb.ErrorCode_ERROR_CODE_COORDINATOR_NOT_AVAILABLE, strandpb.ErrorCode_ERROR_CODE_NOT_COORDINATOR} {
+		for seed := uint64(1); seed <= 10; seed++ {
+			w := &scriptedWorld{}
+			var finds []string // the node each FindCoordinator went to
+			w.answer = func(addr string, req *strandpb.Request) *strandpb.Response {
+				switch {
+				case req.GetMetadata() != nil:
+					return twoNodeMetadata()
+				case req.GetFindCoordinator() != nil:
+					finds = append(finds, addr)
+					if addr == "n1" && refusal == strandpb.ErrorCode_ERROR_CODE_COORDINATOR_NOT_AVAILABLE {
+						return &strandpb.Response{Error: &strandpb.Error{Code: refusal, Message: "coordinator not available yet"}}
+					}
+					if addr == "n1" {
+						return &strandpb.Response{Body: &strandpb.Response_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorResponse{NodeId: 1, Address: "n1"}}}
+					}
+					return &strandpb.Response{Body: &strandpb.Response_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorResponse{NodeId: 2, Address: "n2"}}}
+				case req.GetTxnInitProducerId() != nil && addr == "n1":
+					return &strandpb.Response{Error: &strandpb.Error{Code: refusal, Message: "not the coordinator"}}
+				case req.GetTxnInitProducerId() != nil:
+					return &strandpb.Response{Body: &strandpb.Response_TxnInitProducerId{TxnInitProducerId: &strandpb.TxnInitProducerIdResponse{ProducerId: 7}}}
+				}
+				t.Fatalf("unexpected request %v", req)
+				return nil
+			}
+			c, err := NewClient(Simulated(w), SeedAddresses("n1", "n2"), RandSeed(seed), TransactionalID("tx"),
+				RetryBackoff(5*time.Millisecond, 160*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var initErr error
+			c.SimRun(func(ctx context.Context) { initErr = c.InitTransactions(ctx) }, func() {})
+			w.run(t, 1000000)
+			requireN1NotAskedTwiceInARow(t, seed, finds, refusal.String()+" from n1")
+			if initErr != nil {
+				t.Fatalf("%v, seed %d: InitTransactions: %v (lookups %v)", refusal, seed, initErr, finds)
+			}
 		}
 	}
 }

@@ -109,6 +109,13 @@ type txnState struct {
 	abortable  error
 	fatal      error
 	coordAddr  string
+	// coordFrom is the node whose FindCoordinator answer named coordAddr;
+	// coordStale a node that named a coordinator that refused, or could
+	// name none: the next lookup asks it last (as the group coordinator's
+	// lookup does), so a node with stale metadata (a removed node that
+	// still runs) cannot hold the producer's lookups.
+	coordFrom  string
+	coordStale string
 	// bumpNeeded: a record of the transaction failed for its sequence
 	// (UNKNOWN_PRODUCER_ID, OUT_OF_ORDER_SEQUENCE), so once it is aborted
 	// the producer re-initializes (KIP-360) before the next one.

@@ -14,24 +14,43 @@ import (
 // id (FindCoordinator with transactional_id), caching the answer.
 func (c *Client) txnCoordinator(ctx context.Context, t *txnState) (string, error) {
 	t.mu.Lock()
-	addr := t.coordAddr
+	addr, stale := t.coordAddr, t.coordStale
 	t.mu.Unlock()
 	if addr != "" {
 		return addr, nil
 	}
 	find := &strandpb.FindCoordinatorRequest{TransactionalId: t.id}
-	resp, err := c.anyRequest(ctx, &strandpb.Request{Body: &strandpb.Request_FindCoordinator{FindCoordinator: find}})
-	if err == nil {
-		err = errorFromWire(resp.GetError())
-	}
+	resp, from, err := c.anyRequestLast(ctx, &strandpb.Request{Body: &strandpb.Request_FindCoordinator{FindCoordinator: find}}, stale)
 	if err != nil {
 		return "", err
 	}
-	addr = resp.GetFindCoordinator().GetAddress()
+	return t.learnCoordinator(resp, from)
+}
+
+// learnCoordinator records the coordinator a FindCoordinator answer from
+// the node at from names, or, when it names none, that node as the one
+// to ask last.
+func (t *txnState) learnCoordinator(resp *strandpb.Response, from string) (string, error) {
 	t.mu.Lock()
-	t.coordAddr = addr
+	defer t.mu.Unlock()
+	if err := errorFromWire(resp.GetError()); err != nil {
+		t.coordStale = from
+		return "", err
+	}
+	t.coordAddr, t.coordFrom = resp.GetFindCoordinator().GetAddress(), from
+	return t.coordAddr, nil
+}
+
+// forgetCoordinator drops the coordinator after a request to it failed
+// with err when err says it is not (or no longer reachable as) the
+// coordinator; the node that named it is then asked last.
+func (t *txnState) forgetCoordinator(err error) {
+	if err == nil || !(errors.Is(err, ErrNotCoordinator) || errors.Is(err, ErrCoordinatorUnavailable) || isConnErr(err)) {
+		return
+	}
+	t.mu.Lock()
+	t.coordAddr, t.coordStale = "", t.coordFrom
 	t.mu.Unlock()
-	return addr, nil
 }
 
 // txnRequest sends req to the transactional id's coordinator once: a
@@ -47,11 +66,7 @@ func (c *Client) txnRequest(ctx context.Context, req *strandpb.Request) (*strand
 	if err == nil {
 		err = errorFromWire(resp.GetError())
 	}
-	if err != nil && (errors.Is(err, ErrNotCoordinator) || errors.Is(err, ErrCoordinatorUnavailable) || isConnErr(err)) {
-		t.mu.Lock()
-		t.coordAddr = ""
-		t.mu.Unlock()
-	}
+	t.forgetCoordinator(err)
 	return resp, err
 }
 

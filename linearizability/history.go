@@ -145,11 +145,15 @@ type History struct {
 	ops     []Op
 	values  map[string]OpID // every produced value, to enforce uniqueness
 	drained map[TopicPartition]bool
+	// ackedEnd is, per partition, one past the highest offset of an
+	// acknowledged produce (an acknowledged op never changes again).
+	ackedEnd map[TopicPartition]int64
 }
 
 // NewHistory returns an empty history.
 func NewHistory() *History {
-	return &History{values: make(map[string]OpID), drained: make(map[TopicPartition]bool)}
+	return &History{values: make(map[string]OpID), drained: make(map[TopicPartition]bool),
+		ackedEnd: make(map[TopicPartition]int64)}
 }
 
 // MarkDrained declares that tp was read whole at the end of the history:
@@ -192,6 +196,32 @@ func (h *History) Ops() []Op {
 		out[i] = op
 	}
 	return out
+}
+
+// Each calls fn with each operation in id order, without copying: fn must
+// neither keep nor change the op, nor call the History's methods (its lock
+// is held). A checker reading a long history often uses it instead of Ops.
+func (h *History) Each(fn func(op *Op)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range h.ops {
+		fn(&h.ops[i])
+	}
+}
+
+// KindOf is the kind of operation id.
+func (h *History) KindOf(id OpID) Kind {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ops[id].Kind
+}
+
+// AcknowledgedEnd is one past the highest offset an acknowledged produce to
+// tp was given (0: none acknowledged).
+func (h *History) AcknowledgedEnd(tp TopicPartition) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ackedEnd[tp]
 }
 
 func (h *History) call(op Op) OpID {
@@ -348,6 +378,7 @@ func (h *History) ReturnProduce(id OpID, baseOffset int64, t int64) {
 	}
 	h.finish(id, t, is(KindProduce), func(op *Op) {
 		op.Outcome, op.Offset = OutcomeOK, baseOffset
+		h.ackedEnd[op.TP] = max(h.ackedEnd[op.TP], baseOffset+int64(len(op.Sent))) // finish holds the lock
 	})
 }
 

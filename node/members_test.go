@@ -418,3 +418,54 @@ func TestRemovedNodeRefusesAdminRequests(t *testing.T) {
 		t.Fatalf("create on the removed node: %v, want not_controller", resp)
 	}
 }
+
+// TestDecommissionJoinerMidJoin: an operator decommissions a node right
+// after registering it, while it opens with Join and is not yet a voter
+// (the simulator's decommission during a join, drawn on the joiner): it
+// is never promoted nor given a replica, its REMOVE is accepted at once
+// (it holds none), it ends outside the metadata group everywhere, the
+// three first nodes stay its voters, and a topic created afterwards is
+// placed on them.
+func TestDecommissionJoinerMidJoin(t *testing.T) {
+	join := true
+	c := joinCluster(t, 4, &join)
+	c.addNode4(1)
+	if e := c.nodeAdmin(2, strandpb.NodeAction_NODE_ACTION_DECOMMISSION, 4); e != nil {
+		t.Fatalf("decommission the joiner: %v", e)
+	}
+	c.tick(100)
+	for _, id := range []NodeID{1, 2, 3} { // node 4 itself may have applied nothing yet
+		if r := c.cores[id].MetadataRole(4); r == MetaRoleVoter {
+			t.Fatalf("node %d sees the decommissioned joiner as a voter", id)
+		}
+		if n, _ := c.cores[id].meta.meta.Node(4); n.State != metadata.NodeDecommissioning || !n.Fenced {
+			t.Fatalf("node %d sees the joiner %s (fenced %v), want decommissioning and fenced", id, n.State, n.Fenced)
+		}
+	}
+	if e := c.nodeAdmin(3, strandpb.NodeAction_NODE_ACTION_REMOVE, 4); e != nil {
+		t.Fatalf("remove the joiner: %v", e)
+	}
+	c.waitRole(4, MetaRoleNone)
+	c.tick(50)
+	for _, id := range []NodeID{1, 2, 3} { // node 4 never joined: it applied nothing
+		for _, v := range []NodeID{1, 2, 3} {
+			if r := c.cores[id].MetadataRole(v); r != MetaRoleVoter {
+				t.Fatalf("node %d sees node %d as %s, want voter", id, v, r)
+			}
+		}
+	}
+	c.createTopic(1, "after", 3, 3) // forwarded to the metadata leader (node 4 knows none)
+	t0, _ := c.cores[1].meta.meta.Topic("after")
+	for p, reps := range t0.Replicas {
+		if slices.Contains(reps, 4) {
+			t.Fatalf("partition %d placed on the removed joiner: %v", p, reps)
+		}
+	}
+	c.tick(50)
+	if h := c.hosted(4); len(h) > 0 {
+		t.Fatalf("removed joiner hosts %v", h)
+	}
+	if e := c.nodeAdmin(1, strandpb.NodeAction_NODE_ACTION_ADD, 4); e.GetCode() != strandpb.ErrorCode_ERROR_CODE_NODE_REMOVED {
+		t.Fatalf("re-add the removed joiner: %v, want node_removed", e)
+	}
+}

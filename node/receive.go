@@ -342,8 +342,7 @@ func (c *Core) AppendStatus(dst []GroupStatus) []GroupStatus {
 		st := c.groupStatus(g)
 		st.HighWatermark = g.part.HighWatermark()
 		st.LogStartOffset = g.part.LogStartOffset()
-		st.Digest = g.sm.digest()
-		_, st.TailDigest = g.part.Digests() // computed with Digest, once per change
+		st.Digest, st.TailDigest = g.part.Digests() // g.sm.digest(), with the tail digest, once per change
 		out = append(out, st)
 	}
 	return out

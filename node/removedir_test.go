@@ -185,18 +185,7 @@ func TestClearingCheckpointAfterAKilledClear(t *testing.T) {
 // it all the same.
 func TestDroppedWALSurvivesKillAnywhere(t *testing.T) {
 	c := walSingleNode(t, 2, true, nil)
-	core := c.cores[1]
-	answers, jobs := produceEach(t, core, 2, "drop")
-	for _, j := range jobs {
-		core.SyncDone(j.Token, j.Run())
-	}
-	for p, a := range answers {
-		if a == nil || a.Err != nil {
-			t.Fatalf("partition %d: %+v", p, a)
-		}
-	}
-	_ = core.Close()
-	c.cores[1] = nil
+	produceAckedThenClose(t, c, "drop")
 	base := c.disks[1].Clone()
 	base.Crash(nil) // only what is durable
 	if names, _ := base.List(walDir); len(names) == 0 {

@@ -40,6 +40,25 @@ func produceEach(t *testing.T, core *Core, partitions int, tag string) ([]*Produ
 	return answers, core.TakeSyncJobs(nil)
 }
 
+// produceAckedThenClose produces one acks=1 batch to each of node 1's two
+// partitions, runs their sync jobs, requires every answer acknowledged,
+// then closes node 1's core (c.cores[1] nil; its disk keeps what it wrote).
+func produceAckedThenClose(t *testing.T, c *cluster, tag string) {
+	t.Helper()
+	core := c.cores[1]
+	answers, jobs := produceEach(t, core, 2, tag)
+	for _, j := range jobs {
+		core.SyncDone(j.Token, j.Run())
+	}
+	for p, a := range answers {
+		if a == nil || a.Err != nil {
+			t.Fatalf("partition %d: %+v", p, a)
+		}
+	}
+	_ = core.Close()
+	c.cores[1] = nil
+}
+
 // With the write-ahead log, one round's writes to four partition logs take
 // one sync job, not one per log, and no answer goes before it completes;
 // the partition logs themselves stay unsynced. Without it the same round
@@ -165,18 +184,7 @@ func testWALRotation(t *testing.T, early int64) {
 // lost by turning the switch off.
 func TestWALSwitchedOffReplaysAndRemoves(t *testing.T) {
 	c := walSingleNode(t, 2, true, nil)
-	core := c.cores[1]
-	answers, jobs := produceEach(t, core, 2, "off")
-	for _, j := range jobs {
-		core.SyncDone(j.Token, j.Run())
-	}
-	for p, a := range answers {
-		if a == nil || a.Err != nil {
-			t.Fatalf("partition %d: %+v", p, a)
-		}
-	}
-	_ = core.Close()
-	c.cores[1] = nil
+	produceAckedThenClose(t, c, "off")
 	c.disks[1].Crash(nil)
 	c.config = func(cfg *Config) { cfg.WAL = false }
 	c.start(1)

@@ -6,14 +6,32 @@
 // package only binds it to the credentials of the metadata group.
 //
 // It owns randomness (nonces, salts), so it lives outside the pure node
-// core: node/server and kafkaproto run the exchanges, the Core only sees
-// the principal that resulted.
+// core: the Core only sees the principal that resulted. Every source of
+// randomness can be injected (NewServerSession, NewClientRand,
+// NewCredentialRand; nil is crypto/rand, what production passes), so the
+// simulator replays a seed's exchanges.
+//
+// A connection's exchange is transport-free (session.go):
+// ServerSession.Step takes one request and returns the answer, done with
+// the principal, or the refusal (SASL_AUTHENTICATION_FAILED for a failed
+// step, a non-SASL request first or more than SessionStepsMax steps;
+// UNSUPPORTED_SASL_MECHANISM), and ClientSession's First and Next are the
+// client's side. node/server's native connections and clientlib's TCP
+// connections are reads and writes around them; the simulator (simnet)
+// runs the same steps over its simulated connections, clientlib's
+// simulated Client included. The Kafka listener (kafkaproto) runs
+// Exchange inside its own SaslHandshake/SaslAuthenticate framing.
+//
+// Planted bug (simbugs builds only, SetBugs): AcceptsAnyProof, the server
+// taking a final message with a wrong proof as proven.
 package sasl
 
 import (
 	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 
 	"github.com/xdg-go/scram"
@@ -62,6 +80,11 @@ type Exchange struct {
 // Start begins an exchange for mechanism, looking credentials up with
 // lookup. It fails with ErrUnsupportedMechanism.
 func Start(mechanism string, lookup Lookup) (*Exchange, error) {
+	return start(mechanism, lookup, nil)
+}
+
+// start is Start with the server nonce drawn from random (nil: crypto/rand).
+func start(mechanism string, lookup Lookup, random io.Reader) (*Exchange, error) {
 	h, err := hash(mechanism)
 	if err != nil {
 		return nil, err
@@ -76,6 +99,9 @@ func Start(mechanism string, lookup Lookup) (*Exchange, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if random != nil {
+		srv = srv.WithNonceGenerator(nonceFrom(random))
 	}
 	return &Exchange{conv: srv.NewConversation()}, nil
 }
@@ -95,12 +121,13 @@ func (e *Exchange) Step(in []byte) (out []byte, done bool, err error) {
 		return nil, false, e.err
 	}
 	resp, err := e.conv.Step(string(in))
-	if err != nil {
+	forged := err != nil && e.conv.Done() && resp == scram.ErrInvalidProof && bugAcceptsAnyProof()
+	if err != nil && !forged {
 		e.err = fmt.Errorf("%w: %v", ErrAuthentication, err)
 		return []byte(resp), false, e.err
 	}
 	if e.conv.Done() {
-		if !e.conv.Valid() {
+		if !e.conv.Valid() && !forged {
 			e.err = fmt.Errorf("%w: invalid proof", ErrAuthentication)
 			return []byte(resp), false, e.err
 		}
@@ -123,6 +150,12 @@ func (e *Exchange) Principal() string {
 // metadata.ScramIterationsMin; 0 means 8192), and StoredKey and ServerKey.
 // The password itself is not in the result.
 func NewCredential(mechanism, user, password string, iterations int) (*strandpb.UserCredential, error) {
+	return NewCredentialRand(mechanism, user, password, iterations, nil)
+}
+
+// NewCredentialRand is NewCredential with the salt drawn from random (nil:
+// crypto/rand): the simulator passes a seeded source.
+func NewCredentialRand(mechanism, user, password string, iterations int, random io.Reader) (*strandpb.UserCredential, error) {
 	h, err := hash(mechanism)
 	if err != nil {
 		return nil, err
@@ -138,7 +171,12 @@ func NewCredential(mechanism, user, password string, iterations int) (*strandpb.
 		return nil, fmt.Errorf("sasl: %v", err)
 	}
 	salt := make([]byte, 32)
-	rand.Read(salt)
+	if random == nil {
+		random = rand.Reader
+	}
+	if _, err := io.ReadFull(random, salt); err != nil {
+		return nil, fmt.Errorf("sasl: salt: %v", err)
+	}
 	creds, err := client.GetStoredCredentialsWithError(scram.KeyFactors{Salt: string(salt), Iters: iterations})
 	if err != nil {
 		return nil, fmt.Errorf("sasl: %v", err)
@@ -147,13 +185,23 @@ func NewCredential(mechanism, user, password string, iterations int) (*strandpb.
 		StoredKey: slices.Clone(creds.StoredKey), ServerKey: slices.Clone(creds.ServerKey)}, nil
 }
 
-// Client is the client side of one exchange (the native client and tests).
+// Client is the client side of one exchange (tests), and the identity
+// its Sessions share: the salted password is computed once per client, not
+// once per connection.
 type Client struct {
-	conv *scram.ClientConversation
+	mechanism string
+	client    *scram.Client
+	conv      *scram.ClientConversation
 }
 
 // NewClient begins a client exchange for user and password.
 func NewClient(mechanism, user, password string) (*Client, error) {
+	return NewClientRand(mechanism, user, password, nil)
+}
+
+// NewClientRand is NewClient with every client nonce drawn from random
+// (nil: crypto/rand): the simulator passes a seeded source.
+func NewClientRand(mechanism, user, password string, random io.Reader) (*Client, error) {
 	h, err := hash(mechanism)
 	if err != nil {
 		return nil, err
@@ -162,7 +210,23 @@ func NewClient(mechanism, user, password string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sasl: %v", err)
 	}
-	return &Client{conv: c.WithMinIterations(metadata.ScramIterationsMin).NewConversation()}, nil
+	c = c.WithMinIterations(metadata.ScramIterationsMin)
+	if random != nil {
+		c = c.WithNonceGenerator(nonceFrom(random))
+	}
+	return &Client{mechanism: mechanism, client: c, conv: c.NewConversation()}, nil
+}
+
+// nonceFrom draws nonces as xdg-go/scram's default does (24 random bytes,
+// base64) from random.
+func nonceFrom(random io.Reader) scram.NonceGeneratorFcn {
+	return func() string {
+		b := make([]byte, 24)
+		if _, err := io.ReadFull(random, b); err != nil {
+			panic("sasl: nonce source: " + err.Error())
+		}
+		return base64.StdEncoding.EncodeToString(b)
+	}
 }
 
 // Step answers the server's message (nil for the first step).

@@ -11,6 +11,7 @@ import (
 	"github.com/strandlog/strand/engine/groups"
 	"github.com/strandlog/strand/engine/txn"
 	"github.com/strandlog/strand/node"
+	"github.com/strandlog/strand/sasl"
 )
 
 // BugNames lists the planted bugs ParseBug knows (node.Bugs' fields).
@@ -58,6 +59,7 @@ func plantBug(cfg *node.Config, name string) {
 	engine.SetTxnBugs(name == "LSOPassesOpenTxn", name == "DropAbortOnRestore") // need Options.Txn (wire_txn.go)
 	txn.SetBugs(name == "TxnSkipsFence")                                        // needs Options.Txn
 	groups.SetTxnOffsetsBug(name == "TxnOffsetsOnAbort")                        // needs Options.Txn (wire_txn_session.go)
+	sasl.SetBugs(name == "AcceptsAnyProof")                                     // needs authorization on (the operator draws it: sasl.go)
 	switch name {
 	case "AckBeforeCommit":
 		cfg.Bugs.AckBeforeCommit = true

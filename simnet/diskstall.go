@@ -455,7 +455,8 @@ func (p *planner) stallPeersHealthy(i int) bool {
 // which needs a leader) and node 1's vote waited for its stalled disk, and
 // failed "led by nobody 6.98s later". The metadata group, whose voters
 // the simulator reads otherwise (metaVoter), counts its voting able
-// against a majority of the replication factor.
+// against a majority of the replication factor. A victim of -1 leaves
+// out nobody (the quiet probe's question: can the live replicas elect).
 func (p *planner) canElectWithout(g, victim int, topicID uint64) bool {
 	w := p.w
 	var able []*simNode

@@ -56,6 +56,7 @@ const electionWatchNodes = 8
 type electionWatch struct {
 	groups []groupWatch // per group
 	buf    []node.GroupStatus
+	views  [][]replicaView // groupViews' answer, reused by the next poll
 }
 
 // groupWatch is one group's: its healthy majorities and its time without
@@ -129,9 +130,17 @@ type replicaView struct {
 }
 
 // groupViews lists every live replica's view of every watched group,
-// reading each node's statuses once.
+// reading each node's statuses once. The lists are reused by the next
+// call: a poll uses them and keeps none.
 func (w *world) groupViews() [][]replicaView {
-	views := make([][]replicaView, len(w.elections.groups))
+	views := w.elections.views
+	if len(views) != len(w.elections.groups) {
+		views = make([][]replicaView, len(w.elections.groups))
+		w.elections.views = views
+	}
+	for g := range views {
+		views[g] = views[g][:0]
+	}
 	for _, n := range w.nodes {
 		if !n.up {
 			continue

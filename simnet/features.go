@@ -15,7 +15,8 @@ import "strings"
 //   - groups: 4 members (two static) in half the seeds;
 //   - topology: one seed in two runs 3 nodes; the others 5 nodes with
 //     moves, with joins (3 voters and 2 spares; half of them then
-//     decommission a node), or with both;
+//     decommission nodes: one, two in series, two overlapping, or one
+//     while the last spare joins, wire_joins.go), or with both;
 //   - topic growth: every seed without groups may grow the main topic
 //     (wire_partitions.go draws it in half of them);
 //   - the WAL in one seed in eight (its durability audit recovers the
@@ -128,7 +129,8 @@ func featureNames(o Options) []string {
 var FeatureCoverage = []string{
 	"feature/groups", "feature/moves", "feature/joins", "feature/moves+joins", "feature/groups+membership",
 	"feature/wal", "feature/kafka", "event/partitions-added", "event/partition-move", "event/partition-move-offsets", "event/node-joined",
-	"event/node-removed", "event/group-commit", "event/wal-rotation", "event/kafka-request",
+	"event/node-removed", "event/decommission-two", "event/decommission-series", "event/decommission-overlap", // wire_joins.go
+	"event/decommission-during-join", "check/decom-drained", "event/group-commit", "event/wal-rotation", "event/kafka-request",
 	"event/lib-member-batch", "event/lib-member-crash", "event/lib-group-at-least-once", // wire_libgroup.go
 	"event/lib-consumer-batch", "event/lib-consumer-seek-exact", "event/lib-consumer-caught-up", // wire_libconsumer.go
 	"feature/txn", "txn/committed", "txn/aborted", "txn/fenced", "txn/zombie", "txn/read-committed", "txn/checked", // wire_txn.go

@@ -18,7 +18,8 @@ func joinsOptions(t *testing.T, seed uint64, bug string) Options {
 }
 
 // With Options.Joins, spare nodes register over the wire and join with
-// Config.Join, and some seeds decommission a node (moves, then REMOVE),
+// Config.Join, and some seeds decommission one node or two (in series or
+// overlapping) or one while a spare joins (moves, then REMOVE),
 // under the seed's faults and the changes' own crashes (the joiner, the
 // metadata leader while a learner waits for promotion, the drained node);
 // every seed passes every check, including the end-of-run one that the
@@ -30,7 +31,8 @@ func TestSimJoins(t *testing.T) {
 	}
 	names := []string{"event/node-joined", "event/node-decommissioning", "event/decom-moves", "event/decom-moves-refused",
 		"event/node-removed", "check/membership-settled", "fault/join-crash-joiner", "fault/join-crash-meta-leader",
-		"fault/decom-crash-node", "fault/decom-crash-mid-moves"}
+		"fault/decom-crash-node", "fault/decom-crash-mid-moves", "event/decommission-two", "event/decommission-series",
+		"event/decommission-overlap", "event/decommission-during-join", "event/decommission-skipped", "check/decom-drained"}
 	total := make([]int64, len(names))
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
 		res := runSeed(t, joinsOptions(t, seed, ""), "")

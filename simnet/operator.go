@@ -196,14 +196,25 @@ func (op *operator) bootstrap(then func()) {
 	op.ww.w.coverage.Inc("auth/run")
 	a := op.ww.admin
 	a.attempts = 0
-	op.bootstrapStep(a, op.bootstrapRequests(), a.randomNode(), then)
+	op.bootstrapStep(a, op.bootstrapRequests(), a.randomNode(), func() {
+		op.ww.sasl.startImpostor() // sasl.go
+		then()
+	})
 }
 
 // bootstrapRequests are the admin's requests that set up authorization.
 func (op *operator) bootstrapRequests() []*strandpb.Request {
 	users := &strandpb.AlterUsersRequest{}
-	for _, name := range []string{"app", "ops"} {
-		users.Upserts = append(users.Upserts, &strandpb.AlterUsersRequest_Upsert{Name: name, Credential: op.credential(4096)})
+	if s := op.ww.sasl; s != nil {
+		// The users the clients authenticate as, salted from the
+		// run's stream (sasl.go); the intruder is a user no ACL names.
+		for _, name := range []string{"app", "ops", intruderName} {
+			users.Upserts = append(users.Upserts, &strandpb.AlterUsersRequest_Upsert{Name: name, Credential: s.credential(name)})
+		}
+	} else {
+		for _, name := range []string{"app", "ops"} {
+			users.Upserts = append(users.Upserts, &strandpb.AlterUsersRequest_Upsert{Name: name, Credential: op.credential(4096)})
+		}
 	}
 	acls := &strandpb.AlterAclsRequest{Add: bootstrapACLs()}
 	return []*strandpb.Request{

@@ -28,7 +28,11 @@ func TestSimRequestCoverage(t *testing.T) {
 		}
 		total.Merge(res.Coverage)
 	}
-	expected := append(RequestCoverageNames(), "auth/run", "auth/refused", "operator/acked", "operator/trim-acked")
+	expected := append(RequestCoverageNames(), "auth/run", "auth/refused", "operator/acked", "operator/trim-acked",
+		// SASL (sasl.go): exchanges by the simulator's clients and by
+		// clientlib's, refusals, re-authentication after a restart.
+		"sasl/authenticated", "sasl/authenticated-clientlib", "sasl/refused", "sasl/impostor-refused",
+		"sasl/reauth-after-restart")
 	for _, t := range requestTypes() {
 		expected = append(expected, "auth/refused/"+t) // an intruder's request of every type refused
 	}

@@ -56,6 +56,7 @@ type wireWorkload struct {
 	joins    *joinPlan                        // the run's node joins; nil: none (wire_joins.go)
 	produced map[string]string                // every value a producer sent, to its key
 	ops      *operator                        // the operator actor; nil: none (operator.go)
+	sasl     *simSASL                         // connections and their SASL sessions; nil: SASL off (sasl.go)
 	txn      *txnSim                          // the transactional workload; nil: none (wire_txn.go)
 	// finalHealAt is when the clients were done and the final heal ran
 	// (0: not yet).
@@ -72,6 +73,10 @@ type wireCall struct {
 	// in flight; respDamaged: a batch in the answer had (corrupt.go).
 	reqDamaged  *strandpb.ProduceRequest_Partition
 	respDamaged bool
+	// conn is the simulated connection the call travels on (0: the run
+	// models none: SASL off); clean: a SASL step, sent as is (sasl.go).
+	conn  uint64
+	clean bool
 }
 
 // newWireWorkload names the nodes n1..nN and creates the clients.
@@ -87,6 +92,7 @@ func newWireWorkload(w *world) *wireWorkload {
 	o := w.opts
 	ww.admin = newWireClient(ww, 0, 0)
 	ww.ops = newOperator(ww)
+	ww.sasl = newSimSASL(ww)
 	for i := 0; i < o.Producers; i++ {
 		ww.clients = append(ww.clients, newWireClient(ww, i, kindProducer))
 	}
@@ -221,13 +227,27 @@ func (ww *wireWorkload) finalHeal() {
 // call sends req from client c to node target across the simulated
 // network; onDone runs once, with the answer or with a timeout error.
 func (ww *wireWorkload) call(c *wireClient, target int, req *strandpb.Request, onDone func(*strandpb.Response, error)) *wireCall {
+	call := &wireCall{onDone: onDone}
+	if ww.sasl != nil {
+		ww.sasl.gate(c, target, req, call) // on an authenticated connection (sasl.go)
+		return call
+	}
+	ww.send(c, target, req, call)
+	return call
+}
+
+// send sends req as call (on its connection, call.conn, when the run
+// models them: sasl.go) from client c to node target.
+func (ww *wireWorkload) send(c *wireClient, target int, req *strandpb.Request, call *wireCall) {
 	w := ww.w
 	ww.nextCorr++
 	req.CorrelationId = ww.nextCorr
-	call := &wireCall{onDone: onDone}
+	onDone := call.onDone
 	var frame []byte
 	damage := corruptNone
-	if k, kframe, ok := ww.kafkaEncode(c, req); ok {
+	if call.clean {
+		frame = marshalWire(req) // a SASL step: neither Kafka's codec nor damaged
+	} else if k, kframe, ok := ww.kafkaEncode(c, req); ok {
 		// Kafka's bytes are not damaged: the corruption checks read
 		// Strand's frames (corrupt.go).
 		call.kafka, frame = k, kframe
@@ -253,7 +273,6 @@ func (ww *wireWorkload) call(c *wireClient, target int, req *strandpb.Request, o
 			onDone(nil, &clientlib.ConnError{Addr: ww.peers[target].Address, Sent: true, Err: errWireTimeout})
 		}
 	}})
-	return call
 }
 
 // refuseFrame: a frame that does not decode reached node target, which
@@ -264,6 +283,7 @@ func (ww *wireWorkload) refuseFrame(c *wireClient, target int, call *wireCall) {
 	if !w.nodes[target].up {
 		return
 	}
+	ww.sasl.closed(call.conn)
 	w.sched.schedule(w.net.clientDelay(c.index, target), &event{kind: evCall, node: -1, from: target, call: func() {
 		if !call.done {
 			call.done = true
@@ -290,9 +310,16 @@ func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *w
 		w.stats.StaleReads++
 	}
 	inc := n.incarnation
+	caller := ww.caller(c)
+	if ww.sasl != nil {
+		var ok bool
+		if caller, ok = ww.sasl.admit(c, n, req, call); !ok {
+			return // a SASL step, or refused (sasl.go)
+		}
+	}
 	w.coverRequest(req)
 	w.guardCall(n, func() {
-		n.core.HandleAs(ww.caller(c), req, func(resp *strandpb.Response) {
+		n.core.HandleAs(caller, req, func(resp *strandpb.Response) {
 			if n.up && n.incarnation == inc {
 				if req.GetProduce() != nil {
 					w.checkCorruptProduce(n, call.reqDamaged, resp.GetProduce())

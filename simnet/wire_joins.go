@@ -20,15 +20,32 @@ import (
 // issued, an admin client pre-registers a spare over the wire (NodeAdmin
 // ADD, as `strand serve --join` does) and the world opens it with
 // Config.Join; the metadata leader then adds it as a learner and promotes
-// it. After the joins, one seed in decomOneIn decommissions a node as
-// `strand node decommission` does: NodeAdmin DECOMMISSION, the moves
-// PlanDecommission draws (MovePartitions), then REMOVE. Each step draws a
+// it. One seed in decomOneIn decommissions nodes as `strand node
+// decommission` does: NodeAdmin DECOMMISSION, the moves PlanDecommission
+// draws (MovePartitions), then REMOVE. How is drawn (decomMode): one node
+// after the joins (two in five of those seeds); two nodes after the joins,
+// the second's DECOMMISSION once the first was removed (one in five) or
+// while the first still drains (one in five: the operator of a Kafka or
+// Redpanda cluster who decommissions a second broker before the first is
+// empty; the drain then plans for both, and a partition listing both moves
+// off one, then the other); or one node whose DECOMMISSION is sent right
+// after the last spare's ADD, while that joiner is not yet a metadata
+// voter (one in five). Five nodes and a replication factor of three: two
+// decommissions leave three active nodes, the fewest the replicas and the
+// metadata group's three voters need (startDecommission skips one that
+// would leave fewer live active nodes; a node lost for good is no target
+// of the drain, which redirects a move in progress onto one and cancels
+// the latest decommission when a loss leaves too few). Each step draws a
 // targeted crash: the joiner right after it registered, the metadata
 // leader while the joiner is a learner (mid-change), the drained node
-// right after DECOMMISSION or once its moves were recorded. After the
-// final heal checkJoins requires the metadata group's configuration to be
-// what the metadata state asks, every joined node registered and
-// unfenced, and a decommissioned node removed and hosting nothing.
+// right after DECOMMISSION (in one decommission in six kept down until
+// its REMOVE is answered), before its REMOVE (kept down likewise) or once
+// its moves were recorded. After the final heal awaitJoins requires the
+// metadata group's configuration to be what the metadata state asks,
+// every joined node registered and unfenced, every decommissioned node
+// removed, listed by no partition and hosting nothing, and every partition
+// a decommission moved settled on every live member where the metadata
+// puts it (its hosts and raft voters exactly its replicas).
 //
 // Off in Standard: spares change every seed's trace and node count.
 
@@ -37,7 +54,7 @@ const (
 	joinVoters      = 3 // nodes in Config.Nodes; the rest are spares
 	joinFracMin     = 10
 	joinFracMax     = 50
-	decomOneIn      = 2 // a seed decommissions a node once in this many
+	decomOneIn      = 2 // a seed decommissions nodes once in this many
 	joinWatchEvery  = 5 * time.Millisecond
 	joinWatchChecks = 400 // bounds the learner watch (2 s)
 	joinPoll        = 50 * time.Millisecond
@@ -50,15 +67,26 @@ type joinPlan struct {
 	spares []int // node indexes outside Config.Nodes, in join order
 	ats    []int // operations issued before each join
 	joined []uint64
-	// decom is the node drawn for decommission (0: none); removed: its
-	// REMOVE was answered.
-	decom   uint64
-	removed bool
-	// removedAt is when the REMOVE was acknowledged.
-	removedAt time.Duration
-	// forced: a metadata leader removed decom before it caught up (cut
+	// mode is how the run decommissions; decoms the nodes drawn for it, in
+	// order (a node skipped because too few would remain is dropped);
+	// draining those whose DECOMMISSION was answered and REMOVE not yet;
+	// removed those whose REMOVE was answered, at removedAt.
+	mode      decomMode
+	decoms    []uint64
+	draining  []uint64
+	removed   []uint64
+	removedAt []time.Duration
+	// movesSent counts the decommission's MovePartitions answered; drained
+	// lists the partitions they moved (checked settled at the end).
+	movesSent int
+	drained   []node.TopicPartition
+	// heldDown lists drained nodes crashed and kept down until removed
+	// (holdDown).
+	heldDown []uint64
+	// forced: a metadata leader removed a node before it caught up (cut
 	// off through the whole grace): it keeps its stale replicas, as
-	// documented, until wiped (node.Stats.RemovalsForced).
+	// documented, until wiped (node.Stats.RemovalsForced, which does not
+	// say which node: no removed node's hosting is checked then).
 	forced  bool
 	started time.Duration // the current admin step's first attempt
 	// settled: the end-of-run check ran, from settleStart.
@@ -83,9 +111,54 @@ func newJoinPlan(ww *wireWorkload) *joinPlan {
 	}
 	slices.Sort(jp.ats)
 	if c.rng.IntN(decomOneIn) == 0 {
-		jp.decom = 1 + uint64(c.rng.IntN(len(ww.w.nodes))) // a node that joined or one of the first
+		n := len(ww.w.nodes)
+		first := 1 + uint64(c.rng.IntN(n)) // a node that joined or one of the first
+		jp.decoms = []uint64{first}
+		switch c.rng.IntN(5) {
+		case 0, 1:
+			jp.mode = decomOne
+		case 2, 3:
+			jp.mode = decomSeries
+			if c.rng.IntN(2) == 0 {
+				jp.mode = decomOverlap
+			}
+			second := 1 + uint64(c.rng.IntN(n-1))
+			if second >= first {
+				second++
+			}
+			jp.decoms = append(jp.decoms, second)
+		default:
+			jp.mode = decomDuringJoin
+		}
 	}
 	return jp
+}
+
+// decomMode is how a run decommissions nodes (joinPlan.mode).
+type decomMode int
+
+// The modes.
+const (
+	decomNone       decomMode = iota
+	decomOne                  // one node, after the joins
+	decomSeries               // two, the second's DECOMMISSION once the first was removed
+	decomOverlap              // two, the second's DECOMMISSION while the first drains
+	decomDuringJoin           // one, its DECOMMISSION right after the last spare's ADD
+)
+
+// isRemoved reports whether id's REMOVE was answered.
+func (jp *joinPlan) isRemoved(id uint64) bool { return slices.Contains(jp.removed, id) }
+
+// isDecom reports whether id is drawn for decommission.
+func (jp *joinPlan) isDecom(id uint64) bool { return slices.Contains(jp.decoms, id) }
+
+// nextDecom is the drawn node whose DECOMMISSION is still to send (0:
+// none).
+func (jp *joinPlan) nextDecom() uint64 {
+	if i := len(jp.draining) + len(jp.removed); i < len(jp.decoms) {
+		return jp.decoms[i]
+	}
+	return 0
 }
 
 // configureJoin gives a node's config the first joinVoters nodes; a
@@ -174,12 +247,15 @@ func (ww *wireWorkload) startJoins() {
 func (c *wireClient) awaitJoin() {
 	w, jp := c.ww.w, c.ww.joins
 	if len(jp.ats) == 0 {
-		if jp.decom != 0 && !jp.removed {
+		switch {
+		case jp.nextDecom() != 0 && len(jp.draining) == 0:
 			c.startDecommission()
-			return
+		case len(jp.draining) > 0:
+			c.drainDecom()
+		default:
+			c.finished = true
+			c.ww.clientDone()
 		}
-		c.finished = true
-		c.ww.clientDone()
 		return
 	}
 	if w.work.issued < jp.ats[0] && !w.work.spent() { // in overtime, as when the budget ran out
@@ -214,19 +290,7 @@ func (c *wireClient) adminStep(req *strandpb.NodeAdminRequest, accept []strandpb
 					done()
 				case c.attempts < joinAttemptsMax && (a.Retriable || code == strandpb.ErrorCode_ERROR_CODE_MEMBERSHIP_REFUSED):
 					c.maybeDone = c.maybeDone || a.MaybeWritten
-					next := c.controllerTarget(err)
-					_, unreachable := errors.AsType[*clientlib.ConnError](err)
-					if unreachable || code == strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER && next == target {
-						// As clientlib's controllerRequest: a controller that
-						// does not answer is skipped for any node (which
-						// forwards), or a dead node cached as the metadata
-						// leader holds the admin forever (seed 27 of
-						// -sim.joins); so is a node that answered it knows
-						// no controller while the stale cache names it (a
-						// decommissioned node no longer in the metadata
-						// group: seed 160 retried its REMOVE there for 50 s).
-						next = c.randomNode()
-					}
+					next := c.adminRetarget(err, target)
 					c.after(wireBackoff.Delay(c.attempts, c.rng), func() { attempt(next) })
 				default:
 					c.ww.w.fail("node admin %v of node %d: %v (%d attempts)", req.GetAction(), req.GetNodeId(), err, c.attempts)
@@ -236,6 +300,22 @@ func (c *wireClient) adminStep(req *strandpb.NodeAdminRequest, accept []strandpb
 			})
 	}
 	attempt(c.randomNode())
+}
+
+// adminRetarget is the node an admin request that failed with err at
+// target tries next: controllerTarget's (which skips a controller that
+// does not answer for any node, which forwards), except that a node that
+// answered it knows no controller while the stale cache names it is
+// skipped too (a decommissioned node no longer in the metadata group:
+// seed 160 retried its REMOVE there for 50 s; seed 42 of the standard
+// sample, the second decommission's moves sent to the first, removed
+// node, for 80 s).
+func (c *wireClient) adminRetarget(err error, target int) int {
+	next := c.controllerTarget(err)
+	if errCode(err) == strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER && next == target {
+		next = c.randomNode()
+	}
+	return next
 }
 
 // onJoined opens a registered spare with Config.Join and draws the join's
@@ -256,6 +336,10 @@ func (c *wireClient) onJoined(n *simNode) {
 		}
 	}
 	c.refresh()
+	if len(jp.ats) == 0 && jp.mode == decomDuringJoin {
+		c.after(0, c.startDecommission) // the joiner not yet a voter, most likely not yet a learner
+		return
+	}
 	c.after(0, c.awaitJoin)
 }
 
@@ -324,36 +408,67 @@ func (w *world) newestMetadata() ([]metadata.Node, []metadata.Topic) {
 	return nodes, topics
 }
 
-// startDecommission fences the drawn node (DECOMMISSION) once enough
-// active nodes would remain, then drains it.
+// startDecommission fences the next drawn node (DECOMMISSION) once enough
+// active nodes would remain (more than joinVoters: the replication factor
+// and the metadata group's three voters), then drains.
 func (c *wireClient) startDecommission() {
 	w, jp := c.ww.w, c.ww.joins
+	id := jp.nextDecom()
 	nodes, _ := w.newestMetadata()
-	active := 0
+	if len(nodes) == 0 {
+		c.after(joinPoll, c.startDecommission) // no live node holds the metadata
+		return
+	}
+	active := 0 // active nodes not gone for good
 	for _, m := range nodes {
-		if m.State == metadata.NodeActive {
+		if m.State == metadata.NodeActive && !w.goneForGood(m.ID) {
 			active++
 		}
 	}
-	if active <= joinVoters || w.nodes[jp.decom-1].spare && !slices.Contains(jp.joined, jp.decom) {
-		jp.decom = 0 // too few nodes would remain (a joiner not registered yet)
+	if active <= max(joinVoters, w.opts.Replication) || w.nodes[id-1].spare && !slices.Contains(jp.joined, id) {
+		// Too few nodes would remain (a joiner not registered yet): skipped.
+		jp.decoms = slices.DeleteFunc(jp.decoms, func(d uint64) bool { return d == id })
+		w.coverage.Inc("event/decommission-skipped")
 		c.after(0, c.awaitJoin)
 		return
 	}
-	req := &strandpb.NodeAdminRequest{Action: strandpb.NodeAction_NODE_ACTION_DECOMMISSION, NodeId: jp.decom}
+	req := &strandpb.NodeAdminRequest{Action: strandpb.NodeAction_NODE_ACTION_DECOMMISSION, NodeId: id}
 	c.adminStep(req, nil, func() {
 		w.coverage.Inc("event/node-decommissioning")
-		if !w.work.healed && !w.probe.active && c.rng.IntN(3) == 0 {
-			c.crashForMove(w.nodes[jp.decom-1], "fault/decom-crash-node")
+		switch {
+		case len(jp.draining) > 0:
+			w.coverage.Inc("event/decommission-overlap") // the first still decommissioning
+		case len(jp.removed) > 0:
+			w.coverage.Inc("event/decommission-series")
+		}
+		if jp.mode == decomDuringJoin && len(jp.joined) > 0 {
+			if joiner := jp.joined[len(jp.joined)-1]; roleOf(w.newestMetaNode(), node.NodeID(joiner)) != node.MetaRoleVoter {
+				w.coverage.Inc("event/decommission-during-join")
+			}
+		}
+		jp.draining = append(jp.draining, id)
+		if !w.work.healed && !w.probe.active {
+			switch c.rng.IntN(6) {
+			case 0, 1:
+				c.crashForMove(w.nodes[id-1], "fault/decom-crash-node")
+			case 2:
+				// The operator decommissions a node that is down (Redpanda's
+				// case of a broker that lost its disk): it misses its own
+				// moves and its removal.
+				c.holdDown(id, "fault/decom-down-until-removed")
+			}
 		}
 		jp.started = w.now()
 		c.drainDecom()
 	})
 }
 
-// drainDecom moves every replica off the decommissioned node with the
-// moves PlanDecommission draws (partitions listing it without a move in
-// progress), then removes it once no partition lists it.
+// drainDecom moves every replica off the decommissioning nodes with the
+// moves PlanDecommission draws (partitions listing one without a move in
+// progress), one node's plan at a time, and removes a node once no
+// partition lists it. In decomOverlap it first sends the second node's
+// DECOMMISSION, once the first's moves were recorded (or at once when the
+// first has nothing to move).
 func (c *wireClient) drainDecom() {
 	w, jp := c.ww.w, c.ww.joins
 	nodes, topics := w.newestMetadata()
@@ -364,51 +479,176 @@ func (c *wireClient) drainDecom() {
 		c.after(joinPoll, c.drainDecom)
 		return
 	}
-	var parts []metadata.PlanPartition
-	listed := false
+	overlapDue := jp.mode == decomOverlap && jp.nextDecom() != 0
+	if overlapDue && jp.movesSent > 0 {
+		c.startDecommission()
+		return
+	}
+	var pn []metadata.PlanNode
+	live := 0 // active nodes not gone for good, fenced or not
+	for _, m := range nodes {
+		gone := w.goneForGood(m.ID)
+		pn = append(pn, metadata.PlanNode{ID: m.ID, Rack: m.Rack, Eligible: m.State == metadata.NodeActive && !m.Fenced && !gone})
+		if m.State == metadata.NodeActive && !gone {
+			live++
+		}
+	}
+	for _, id := range jp.draining {
+		parts, stranded, listed := decomParts(topics, id, w.goneForGood)
+		switch {
+		case !listed && overlapDue:
+			c.startDecommission()
+			return
+		case !listed:
+			c.removeDecom(id)
+			return
+		case len(parts) == 0:
+			continue // its moves under way
+		}
+		moves, err := metadata.PlanDecommission(pn, parts, id)
+		switch {
+		case errors.Is(err, metadata.ErrNoTarget) && live < w.opts.Replication:
+			// A node was lost for good since the decommission started:
+			// the rest cannot take its replicas; the operator cancels
+			// the latest decommission.
+			c.cancelDecom(jp.draining[len(jp.draining)-1])
+			return
+		case errors.Is(err, metadata.ErrNoTarget):
+			continue // no eligible target yet (a joiner not unfenced)
+		case err != nil:
+			w.fail("decommission plan of node %d: %v", id, err)
+			c.finished = true
+			c.ww.clientDone()
+			return
+		}
+		for _, tp := range stranded {
+			if !slices.ContainsFunc(moves, func(mv metadata.Move) bool { return mv.Topic == tp.Topic && mv.Partition == tp.Partition }) {
+				// Listed only by the stranded target: moved back.
+				i := slices.IndexFunc(parts, func(pp metadata.PlanPartition) bool { return pp.Topic == tp.Topic && pp.Partition == tp.Partition })
+				moves = append(moves, metadata.Move{Topic: tp.Topic, Partition: tp.Partition, From: parts[i].Replicas, To: parts[i].Replicas})
+			}
+		}
+		c.sendDecomMoves(id, moves, stranded)
+		return
+	}
+	c.after(joinPoll, c.drainDecom)
+}
+
+// goneForGood reports whether node id is lost for good (damaged media,
+// no rejoin): an operator sees it down and plans no move onto it.
+func (w *world) goneForGood(id uint64) bool {
+	if id < 1 || int(id) > len(w.nodes) || !w.nodes[id-1].dead {
+		return false
+	}
+	return !w.nodes[id-1].spare || slices.Contains(w.wire.joins.joined, id) // a spare is dead until it joins
+}
+
+// decomParts lists the partitions of topics listing node id (as a replica
+// or in a move's target) without a move in progress, or whose move in
+// progress adds a node gone for good (stranded: the drain redirects it,
+// as an operator would, or the decommission never ends); listed reports
+// whether any partition lists id.
+func decomParts(topics []metadata.Topic, id uint64, gone func(uint64) bool) (parts []metadata.PlanPartition,
+	stranded []node.TopicPartition, listed bool) {
 	for _, t := range topics {
 		for p, reps := range t.Replicas {
-			in := slices.Contains(reps, jp.decom) || p < len(t.Targets) && slices.Contains(t.Targets[p], jp.decom)
+			var target []uint64
+			if p < len(t.Targets) {
+				target = t.Targets[p]
+			}
+			in := slices.Contains(reps, id) || slices.Contains(target, id)
 			listed = listed || in
-			if in && (p >= len(t.Targets) || t.Targets[p] == nil) {
+			adding := slices.DeleteFunc(slices.Clone(target), func(r uint64) bool { return slices.Contains(reps, r) })
+			switch {
+			case !in:
+			case target == nil:
+			case slices.ContainsFunc(adding, gone):
+				stranded = append(stranded, node.TopicPartition{Topic: t.Name, Partition: int32(p)})
+			default:
+				continue
+			}
+			if in {
 				parts = append(parts, metadata.PlanPartition{Topic: t.Name, Partition: int32(p), Replicas: slices.Clone(reps)})
 			}
 		}
 	}
-	if !listed {
-		req := &strandpb.NodeAdminRequest{Action: strandpb.NodeAction_NODE_ACTION_REMOVE, NodeId: jp.decom}
-		c.adminStep(req, []strandpb.ErrorCode{strandpb.ErrorCode_ERROR_CODE_NODE_REMOVED}, func() {
-			jp.removed, jp.removedAt = true, w.now()
-			w.coverage.Inc("event/node-removed")
-			c.after(0, c.awaitJoin)
-		})
-		return
-	}
-	var pn []metadata.PlanNode
-	for _, m := range nodes {
-		pn = append(pn, metadata.PlanNode{ID: m.ID, Rack: m.Rack, Eligible: m.State == metadata.NodeActive && !m.Fenced})
-	}
-	moves, err := metadata.PlanDecommission(pn, parts, jp.decom)
-	if len(parts) == 0 || errors.Is(err, metadata.ErrNoTarget) {
-		c.after(joinPoll, c.drainDecom) // moves under way, or no eligible target yet (a joiner not unfenced)
-		return
-	}
-	if err != nil {
-		w.fail("decommission plan of node %d: %v", jp.decom, err)
-		c.finished = true
-		c.ww.clientDone()
-		return
-	}
-	c.sendDecomMoves(moves)
+	return parts, stranded, listed
 }
 
-// sendDecomMoves sends one MovePartitions of moves until answered, then
-// polls the drain again.
-func (c *wireClient) sendDecomMoves(moves []metadata.Move) {
+// cancelDecom cancels node id's decommission (ACTIVATE: active and
+// unfenced again) and drains on.
+func (c *wireClient) cancelDecom(id uint64) {
+	w, jp := c.ww.w, c.ww.joins
+	req := &strandpb.NodeAdminRequest{Action: strandpb.NodeAction_NODE_ACTION_ACTIVATE, NodeId: id}
+	c.adminStep(req, nil, func() {
+		w.coverage.Inc("event/decommission-cancelled")
+		jp.draining = slices.DeleteFunc(jp.draining, func(d uint64) bool { return d == id })
+		jp.decoms = slices.DeleteFunc(jp.decoms, func(d uint64) bool { return d == id })
+		c.after(0, c.awaitJoin)
+	})
+}
+
+// removeDecom sends drained node id's REMOVE until answered. One time in
+// four the node is first stopped, as Kafka's operator shuts a drained
+// broker down before unregistering it, and stays down until the REMOVE is
+// answered.
+func (c *wireClient) removeDecom(id uint64) {
+	w, jp := c.ww.w, c.ww.joins
+	if !w.work.healed && !w.probe.active && c.rng.IntN(4) == 0 {
+		c.holdDown(id, "fault/decom-stop-before-remove")
+	}
+	req := &strandpb.NodeAdminRequest{Action: strandpb.NodeAction_NODE_ACTION_REMOVE, NodeId: id}
+	c.adminStep(req, []strandpb.ErrorCode{strandpb.ErrorCode_ERROR_CODE_NODE_REMOVED}, func() {
+		if k := slices.Index(jp.heldDown, id); k >= 0 {
+			jp.heldDown = slices.Delete(jp.heldDown, k, k+1)
+			w.scheduleRestart(w.nodes[id-1]) // nothing if it came back (the final heal) or is gone for good
+		}
+		jp.draining = slices.DeleteFunc(jp.draining, func(d uint64) bool { return d == id })
+		jp.removed, jp.removedAt = append(jp.removed, id), append(jp.removedAt, w.now())
+		w.coverage.Inc("event/node-removed")
+		if len(jp.removed) == 2 {
+			w.coverage.Inc("event/decommission-two")
+		}
+		c.after(0, c.awaitJoin)
+	})
+}
+
+// holdDown crashes drained node id and keeps it down (no restart
+// scheduled) until its REMOVE is answered (removeDecom) or the final heal
+// restarts it, when every other node is up: a node down across its own
+// removal must learn of it when it returns (node.RemovalGraceElections;
+// planted RemoveBeforeCaughtUp), and two held down with a third crashed
+// would stall the metadata group the REMOVE needs.
+func (c *wireClient) holdDown(id uint64, name string) {
+	w, jp := c.ww.w, c.ww.joins
+	n := w.nodes[id-1]
+	for _, o := range w.nodes {
+		if !o.up || o.dead {
+			return
+		}
+	}
+	w.coverage.Inc(name)
+	w.stats.Crashes++
+	w.crashNode(n, name)
+	jp.heldDown = append(jp.heldDown, id)
+}
+
+// sendDecomMoves sends one MovePartitions of moves off node id until
+// answered (those of stranded partitions redirect the move in progress),
+// then polls the drain again.
+func (c *wireClient) sendDecomMoves(id uint64, moves []metadata.Move, stranded []node.TopicPartition) {
 	w, jp := c.ww.w, c.ww.joins
 	req := &strandpb.MovePartitionsRequest{TimeoutMs: int32(w.opts.ClientTimeout / time.Millisecond)}
 	for _, mv := range moves {
-		req.Moves = append(req.Moves, &strandpb.MovePartitionsRequest_Move{Topic: mv.Topic, Partition: mv.Partition, Replicas: mv.To})
+		tp := node.TopicPartition{Topic: mv.Topic, Partition: mv.Partition}
+		req.Moves = append(req.Moves, &strandpb.MovePartitionsRequest_Move{Topic: mv.Topic, Partition: mv.Partition, Replicas: mv.To,
+			Redirect: slices.Contains(stranded, tp)})
+		if slices.Contains(stranded, tp) {
+			w.coverage.Inc("event/decom-move-redirected")
+		}
+		if !slices.Contains(jp.drained, tp) {
+			jp.drained = append(jp.drained, tp)
+		}
 	}
 	c.attempts = 0
 	var attempt func(target int)
@@ -430,12 +670,14 @@ func (c *wireClient) sendDecomMoves(moves []metadata.Move) {
 					// In progress: recorded by an earlier attempt; drainDecom
 					// plans again for any partition still listing the node.
 					w.coverage.Inc("event/decom-moves")
+					jp.movesSent++
 					if !w.work.healed && !w.probe.active && c.rng.IntN(3) == 0 {
-						c.crashForMove(w.nodes[jp.decom-1], "fault/decom-crash-mid-moves")
+						c.crashForMove(w.nodes[id-1], "fault/decom-crash-mid-moves")
 					}
 					c.after(joinPoll, c.drainDecom)
 				case a.Retriable && c.attempts < joinAttemptsMax:
-					c.after(wireBackoff.Delay(c.attempts, c.rng), func() { attempt(c.controllerTarget(err)) })
+					next := c.adminRetarget(err, target)
+					c.after(wireBackoff.Delay(c.attempts, c.rng), func() { attempt(next) })
 				default:
 					// A move refused (its partition changed since the
 					// plan): plan again from fresher metadata.
@@ -465,6 +707,7 @@ func (ww *wireWorkload) awaitJoins(cont func()) bool {
 	case why == "":
 		jp.settled = true
 		w.coverage.Inc("check/membership-settled")
+		w.coverage.Add("check/decom-drained", int64(len(jp.drained)))
 		cont()
 	case w.now() > jp.settleStart+w.opts.LivenessBound:
 		jp.settled = true
@@ -479,9 +722,11 @@ func (ww *wireWorkload) awaitJoins(cont func()) bool {
 // unsettledMembership says what the membership lacks ("" when settled):
 // on every live node still a member, the metadata configuration holds
 // exactly the registered nodes not removed, with min(5, active) active
-// voters; every joined node is registered, active and unfenced (the
-// decommissioned one removed); a removed node is listed by no partition
-// and, if live, hosts no partition.
+// voters; every joined node is registered, active and unfenced (a
+// decommissioned one removed); every removed node is listed by no
+// partition and, if live, hosts no partition; every partition a
+// decommission moved is settled where the metadata puts it
+// (unsettledDrain).
 func (ww *wireWorkload) unsettledMembership() string {
 	w, jp := ww.w, ww.joins
 	nodes, topics := w.newestMetadata()
@@ -494,31 +739,70 @@ func (ww *wireWorkload) unsettledMembership() string {
 		switch {
 		case !ok:
 			return fmt.Sprintf("joined node %d not registered", id)
-		case id == jp.decom && jp.removed:
+		case jp.isRemoved(id):
 		case m.State != metadata.NodeActive || m.Fenced:
 			return fmt.Sprintf("joined node %d is %v (fenced %v)", id, m.State, m.Fenced)
 		}
 	}
-	if jp.removed {
-		if m := state[jp.decom]; m.State != metadata.NodeRemoved {
-			return fmt.Sprintf("decommissioned node %d is %v", jp.decom, m.State)
+	for _, id := range jp.removed {
+		if m := state[id]; m.State != metadata.NodeRemoved {
+			return fmt.Sprintf("decommissioned node %d is %v", id, m.State)
 		}
 		for _, t := range topics {
 			for p, reps := range t.Replicas {
-				if slices.Contains(reps, jp.decom) {
-					return fmt.Sprintf("removed node %d still a replica of %s/%d", jp.decom, t.Name, p)
+				if slices.Contains(reps, id) {
+					return fmt.Sprintf("removed node %d still a replica of %s/%d", id, t.Name, p)
 				}
 			}
 		}
-		if n := w.nodes[jp.decom-1]; n.up && !jp.forced {
+		if n := w.nodes[id-1]; n.up && !jp.forced {
 			for _, st := range n.core.Status() {
 				if st.TopicPartition != metaTopicPartition {
-					return fmt.Sprintf("removed node %d still hosts %s/%d", jp.decom, st.Topic, st.Partition)
+					return fmt.Sprintf("removed node %d still hosts %s/%d", id, st.Topic, st.Partition)
 				}
 			}
 		}
 	}
+	if why := ww.unsettledDrain(topics); why != "" {
+		return why
+	}
 	return ww.unsettledConf(nodes)
+}
+
+// unsettledDrain says which partition a decommission moved is not settled
+// where the newest metadata (topics) puts it ("" when none): on every live
+// node not removed, no move in progress, its hosts and its raft voters
+// exactly its replicas (movedOn), none of them decommissioned. A partition
+// whose replicas or target hold a node gone for good is skipped (stranded,
+// as awaitMoves skips it), so is one whose topic was deleted.
+func (ww *wireWorkload) unsettledDrain(topics []metadata.Topic) string {
+	w, jp := ww.w, ww.joins
+	gone := func(ids []uint64) bool {
+		return slices.ContainsFunc(ids, func(id uint64) bool { return id >= 1 && int(id) <= len(w.nodes) && w.nodes[id-1].dead })
+	}
+	for _, tp := range jp.drained {
+		i := slices.IndexFunc(topics, func(t metadata.Topic) bool { return t.Name == tp.Topic })
+		if i < 0 || int(tp.Partition) >= len(topics[i].Replicas) {
+			continue
+		}
+		t, p := topics[i], int(tp.Partition)
+		reps := t.Replicas[p]
+		if gone(reps) || p < len(t.Targets) && gone(t.Targets[p]) {
+			continue
+		}
+		if k := slices.IndexFunc(reps, func(id uint64) bool { return jp.isRemoved(id) || slices.Contains(jp.draining, id) }); k >= 0 {
+			return fmt.Sprintf("%s/%d drained, still lists decommissioned node %d", tp.Topic, tp.Partition, reps[k])
+		}
+		for _, n := range w.nodes {
+			if !n.up || jp.isRemoved(uint64(n.id)) {
+				continue // a removed node's metadata stays where it left
+			}
+			if why := movedOn(n, tp, reps); why != "" {
+				return fmt.Sprintf("%s/%d drained to %v: node %d: %s", tp.Topic, tp.Partition, reps, n.id, why)
+			}
+		}
+	}
+	return ""
 }
 
 // unsettledConf checks every live member's applied metadata configuration
@@ -532,7 +816,7 @@ func (ww *wireWorkload) unsettledConf(nodes []metadata.Node) string {
 		}
 	}
 	for _, n := range w.nodes {
-		if !n.up || n.id == node.NodeID(ww.joins.decom) && ww.joins.removed {
+		if !n.up || ww.joins.isRemoved(uint64(n.id)) {
 			continue
 		}
 		voters := 0
@@ -571,10 +855,11 @@ func (ww *wireWorkload) unsettledConf(nodes []metadata.Node) string {
 // it).
 func (ww *wireWorkload) inRemovalGrace(id uint64) bool {
 	jp, w := ww.joins, ww.w
-	if !jp.removed || id != jp.decom || w.nodes[id-1].up {
+	k := slices.Index(jp.removed, id)
+	if k < 0 || w.nodes[id-1].up {
 		return false
 	}
-	return w.now() < jp.removedAt+node.RemovalGraceElections*w.electionTimeout()+w.opts.LivenessBound
+	return w.now() < jp.removedAt[k]+node.RemovalGraceElections*w.electionTimeout()+w.opts.LivenessBound
 }
 
 // owns reports whether c is the joins' administrator client (it sends as

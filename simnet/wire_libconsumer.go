@@ -118,10 +118,11 @@ func newLibConsumer(c *wireClient) *libConsumer {
 	// producers' (Kafka's default is minutes): a topic re-created under
 	// the consumer is met by fetches naming the old id for longer.
 	age := libMetadataMaxAge * time.Duration(1+c.rng.IntN(libConsumerMetaAgesMax))
-	cl, err := clientlib.NewClient(clientlib.Simulated(libConsumerTransport{lc}),
+	cl, err := clientlib.NewClient(append([]clientlib.Opt{clientlib.Simulated(libConsumerTransport{lc}),
 		clientlib.SeedAddresses(seeds...), clientlib.RandSeed(c.rng.Uint64()),
 		clientlib.RequestTimeout(o.ClientTimeout), clientlib.MaxRetries(attemptsMax),
-		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(age))
+		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(age)},
+		c.ww.sasl.libOpts(c)...)...) // SASL: sasl.go
 	if err != nil {
 		panic("simnet: library consumer options: " + err.Error())
 	}
@@ -424,17 +425,8 @@ func (ww *wireWorkload) newestKeys() []linearizability.TopicPartition {
 // acknowledgedEnds is, per key, one past the highest acknowledged record.
 func (ww *wireWorkload) acknowledgedEnds(keys []linearizability.TopicPartition) []int64 {
 	ends := make([]int64, len(keys))
-	ops := ww.w.hist.h.Ops()
-	for i := range ops {
-		op := &ops[i]
-		if op.Kind != linearizability.KindProduce || op.Outcome != linearizability.OutcomeOK {
-			continue
-		}
-		for p, k := range keys {
-			if op.TP == k {
-				ends[p] = max(ends[p], op.Offset+int64(len(op.Sent)))
-			}
-		}
+	for p, k := range keys {
+		ends[p] = ww.w.hist.h.AcknowledgedEnd(k)
 	}
 	return ends
 }
@@ -508,7 +500,6 @@ func (lc *libConsumer) reached() bool {
 // seek point on was handed out, then ends the consumer.
 func (lc *libConsumer) finished() {
 	w := lc.c.ww.w
-	ops := w.hist.h.Ops()
 	missed := 0
 	for p, s := range lc.sess {
 		if s == nil || s.start < 0 {
@@ -518,10 +509,9 @@ func (lc *libConsumer) finished() {
 		if !ok {
 			continue
 		}
-		for i := range ops {
-			op := &ops[i]
+		w.hist.h.Each(func(op *linearizability.Op) {
 			if op.Kind != linearizability.KindProduce || op.Outcome != linearizability.OutcomeOK || op.TP != key {
-				continue
+				return
 			}
 			for j := range op.Sent {
 				if off := op.Offset + int64(j); off >= s.start && !s.seen[off] {
@@ -532,7 +522,7 @@ func (lc *libConsumer) finished() {
 					missed++
 				}
 			}
-		}
+		})
 	}
 	if missed == 0 {
 		w.coverage.Inc("event/lib-consumer-caught-up")
@@ -590,6 +580,11 @@ func (t libConsumerTransport) After(d time.Duration, fn func()) {
 }
 
 func (t libConsumerTransport) Call(addr string, req *strandpb.Request, done func(*strandpb.Response, error)) {
+	t.CallOn(0, addr, req, done)
+}
+
+// CallOn is Call on connection id (0: none; clientcore.Conns, sasl.go).
+func (t libConsumerTransport) CallOn(id uint64, addr string, req *strandpb.Request, done func(*strandpb.Response, error)) {
 	lc := t.lc
 	c := lc.c
 	target, ok := c.ww.indexOf[addr]
@@ -599,7 +594,7 @@ func (t libConsumerTransport) Call(addr string, req *strandpb.Request, done func
 	}
 	raw := lc.rawCalls(req)
 	var call *wireCall
-	call = c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
+	call = c.ww.callOn(c, id, target, req, func(resp *strandpb.Response, err error) {
 		if !lc.alive {
 			return
 		}

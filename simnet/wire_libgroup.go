@@ -176,10 +176,11 @@ func (m *libMember) spawn() {
 	for i, p := range m.lg.ww.peers {
 		seeds[i] = p.Address
 	}
-	cl, err := clientlib.NewClient(clientlib.Simulated(libMemberTransport{m: m, life: life}),
+	cl, err := clientlib.NewClient(append([]clientlib.Opt{clientlib.Simulated(libMemberTransport{m: m, life: life}),
 		clientlib.SeedAddresses(seeds...), clientlib.RandSeed(m.c.rng.Uint64()),
 		clientlib.RequestTimeout(o.ClientTimeout), clientlib.MaxRetries(attemptsMax),
-		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(libMetadataMaxAge))
+		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(libMetadataMaxAge)},
+		m.c.ww.sasl.libOpts(m.c)...)...) // SASL: sasl.go
 	if err != nil {
 		panic("simnet: library member options: " + err.Error())
 	}
@@ -319,9 +320,8 @@ func (m *libMember) kill() {
 		}
 	}
 	h := m.lg.ww.w.hist.h
-	ops := h.Ops()
 	for id := range life.pending { // each op ends on its own: map order does not leak
-		if ops[id].Kind == linearizability.KindCommitOffset {
+		if h.KindOf(id) == linearizability.KindCommitOffset {
 			h.Indefinite(id, ns(m.lg.ww.w.now()))
 		} else {
 			h.Fail(id, ns(m.lg.ww.w.now()))
@@ -508,12 +508,10 @@ func (lg *libGroup) checkAtLeastOnce(committed []clientlib.CommittedOffset) {
 			at[c.Partition] = c.Offset
 		}
 	}
-	ops := w.hist.h.Ops()
 	missed := 0
-	for i := range ops {
-		op := &ops[i]
+	w.hist.h.Each(func(op *linearizability.Op) {
 		if op.Kind != linearizability.KindProduce || op.Outcome != linearizability.OutcomeOK || op.TP.Topic != topicMain {
-			continue
+			return
 		}
 		p := int(op.TP.Partition)
 		for j := range op.Sent {
@@ -526,7 +524,7 @@ func (lg *libGroup) checkAtLeastOnce(committed []clientlib.CommittedOffset) {
 				missed++
 			}
 		}
-	}
+	})
 	for _, off := range at {
 		if off > 0 {
 			w.coverage.Inc("event/lib-group-committed")
@@ -598,6 +596,12 @@ func (t libMemberTransport) After(d time.Duration, fn func()) {
 }
 
 func (t libMemberTransport) Call(addr string, req *strandpb.Request, done func(*strandpb.Response, error)) {
+	t.CallOn(0, addr, req, done)
+}
+
+// CallOn is Call on connection id (0: none; clientcore.Conns, sasl.go):
+// each process (life) of a member dials its own connections.
+func (t libMemberTransport) CallOn(id uint64, addr string, req *strandpb.Request, done func(*strandpb.Response, error)) {
 	if cr := req.GetOffsetCommit(); cr != nil && t.life.g != nil {
 		t.m.onCommit(t.life, cr)
 	}
@@ -610,7 +614,7 @@ func (t libMemberTransport) Call(addr string, req *strandpb.Request, done func(*
 			done(resp, err)
 		}
 	}
-	libTransport{t.m.c}.Call(addr, req, live)
+	libTransport{t.m.c}.CallOn(id, addr, req, live)
 }
 
 // record makes a history op of a member's heartbeat (the epoch it is

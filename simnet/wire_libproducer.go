@@ -85,12 +85,13 @@ func newLibClient(c *wireClient) *clientlib.Client {
 	if c.rng.IntN(3) == 0 {
 		retries = libFewRetriesMin + c.rng.IntN(4)
 	}
-	cl, err := clientlib.NewClient(clientlib.Simulated(libTransport{c}), clientlib.SeedAddresses(seeds...),
+	cl, err := clientlib.NewClient(append([]clientlib.Opt{clientlib.Simulated(libTransport{c}), clientlib.SeedAddresses(seeds...),
 		clientlib.RandSeed(c.rng.Uint64()), clientlib.ManualPartitioner(),
 		clientlib.Linger(lingers[c.rng.IntN(len(lingers))]),
 		clientlib.MaxInFlightBatches(c.inFlightMax), clientlib.RequestTimeout(o.ClientTimeout),
 		clientlib.DeliveryTimeout(o.OpDeadline), clientlib.MaxRetries(retries),
-		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(libMetadataMaxAge))
+		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(libMetadataMaxAge)},
+		c.ww.sasl.libOpts(c)...)...) // SASL: sasl.go
 	if err != nil {
 		panic("simnet: library producer options: " + err.Error())
 	}

@@ -581,7 +581,7 @@ func (ww *wireWorkload) membershipRefusal(err error) bool {
 	case strandpb.ErrorCode_ERROR_CODE_INVALID_REPLICA_ASSIGNMENT:
 		return strings.Contains(err.Error(), "is fenced") // metadata.State.validateTarget
 	case strandpb.ErrorCode_ERROR_CODE_REASSIGNMENT_IN_PROGRESS:
-		return ww.joins.decom != 0
+		return len(ww.joins.decoms) > 0
 	}
 	return false
 }
@@ -794,20 +794,21 @@ func (ww *wireWorkload) unfinishedMove() string {
 	return ""
 }
 
-// decomMoved reports whether the run's decommission may have moved mv's
-// partition on: the decommissioned node is in a set the move may end at.
+// decomMoved reports whether the run's decommissions may have moved mv's
+// partition on: a node drawn for decommission is in a set the move may
+// end at.
 func (ww *wireWorkload) decomMoved(mv simMove) bool {
 	jp := ww.joins
-	if jp == nil || jp.decom == 0 {
+	if jp == nil {
 		return false
 	}
-	return slices.Contains(mv.target, jp.decom) || slices.Contains(mv.from, jp.decom)
+	return slices.ContainsFunc(mv.target, jp.isDecom) || slices.ContainsFunc(mv.from, jp.isDecom)
 }
 
-// removedNode reports whether the run's decommission removed n from the
+// removedNode reports whether the run's decommissions removed n from the
 // cluster (its REMOVE answered).
 func (ww *wireWorkload) removedNode(n *simNode) bool {
-	return ww.joins != nil && ww.joins.removed && uint64(n.id) == ww.joins.decom
+	return ww.joins != nil && ww.joins.isRemoved(uint64(n.id))
 }
 
 // replicasOn is tp's replica set in live node n's applied metadata (nil:

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog/memdisk"
@@ -25,6 +26,9 @@ type core interface {
 	TakeSyncJobs(dst []node.SyncJob) []node.SyncJob
 	SyncDone(token uint64, err error)
 	Stats() node.Stats
+	// SecurityState gives the applied credentials the node's SASL
+	// sessions look up (sasl.go).
+	SecurityState() (version uint64, creds []metadata.Credential, quotas []metadata.Quota)
 }
 
 var _ core = (*node.Core)(nil)

@@ -29,3 +29,23 @@ type Transport interface {
 	// the transport's request timeout).
 	Call(addr string, req *strandpb.Request, done func(*strandpb.Response, error))
 }
+
+// Conns is what a Transport that models connections adds (the
+// simulator's do): a Client with the SASL option then authenticates each
+// connection before its first request, as over TCP, and again once the
+// connection is lost. A Transport without it has no connections: each
+// Call stands alone.
+type Conns interface {
+	// Dial opens a connection to addr and returns its id (never 0).
+	Dial(addr string) uint64
+	// Open reports whether connection id is still open: false once its
+	// node restarted, or closed it (a refused exchange), or the client
+	// closed it.
+	Open(id uint64) bool
+	// CallOn is Call on connection id: a request on a connection that is
+	// gone fails as on a closed connection.
+	CallOn(id uint64, addr string, req *strandpb.Request, done func(*strandpb.Response, error))
+	// Close closes connection id from the client's side (a lost answer,
+	// a failed exchange): the next request dials again.
+	Close(id uint64)
+}

@@ -88,11 +88,9 @@ func (c *nativeConn) caller() node.Caller {
 	return node.Caller{Principal: p, Host: c.host}
 }
 
-// errSASLRequired: a request before the connection authenticated.
-var errSASLRequired = errors.New("the node requires SASL authentication (SCRAM-SHA-256 or SCRAM-SHA-512) before any request")
-
 // authenticate runs the SASL exchange right after the Hello when the node
-// requires it: SaslAuthenticate requests until the exchange succeeds. Any
+// requires it: the connection's requests go to a sasl.ServerSession (the
+// transport-free exchange the simulator runs too) until it is done. Any
 // other request, or a failed step, is answered SASL_AUTHENTICATION_FAILED
 // (UNSUPPORTED_SASL_MECHANISM for an unknown mechanism) and the
 // connection closes. A peer's connection (Hello with a peer id) skips it
@@ -104,63 +102,28 @@ func (c *nativeConn) authenticate(br *bufio.Reader) error {
 	}
 	c.lc.Net().SetReadDeadline(time.Now().Add(helloTimeout))
 	defer c.lc.Net().SetReadDeadline(time.Time{})
-	var ex *sasl.Exchange
-	for range 4 {
+	sess := sasl.NewServerSession(c.r.lookupCredential, nil)
+	for range sasl.SessionStepsMax + 1 { // the last is refused: too many steps
 		var req strandpb.Request
 		if _, err := frame.Decode(br, nil, frame.BytesMaxDefault, &req); err != nil {
 			return fmt.Errorf("sasl: %v", err)
 		}
-		step := req.GetSaslAuthenticate()
-		resp := &strandpb.Response{CorrelationId: req.GetCorrelationId()}
-		var failed error
+		st := sess.Step(&req)
+		if st.Done {
+			c.principal = node.Principal(st.Principal)
+			c.lc.SetPrincipal(st.Principal)
+		}
+		err := c.writeNow(st.Answer)
 		switch {
-		case step == nil:
-			failed = errSASLRequired
-		case ex == nil:
-			var err error
-			if ex, err = sasl.Start(step.GetMechanism(), c.r.lookupCredential); err != nil {
-				return c.refuseSASL(resp, strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_SASL_MECHANISM, err)
-			}
-		}
-		if failed != nil {
-			return c.refuseSASL(resp, strandpb.ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED, failed)
-		}
-		out, done, err := ex.Step(step.GetAuthBytes())
-		if err != nil {
-			return c.refuseSASL(resp, strandpb.ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED, err)
-		}
-		body := &strandpb.SaslAuthenticateResponse{AuthBytes: out, Done: done}
-		if done {
-			c.principal = node.Principal(ex.Principal())
-			c.lc.SetPrincipal(ex.Principal())
-			body.Principal = ex.Principal()
-		}
-		resp.Body = &strandpb.Response_SaslAuthenticate{SaslAuthenticate: body}
-		if err := c.writeNow(resp); err != nil {
+		case st.Refused != nil:
+			return st.Refused
+		case err != nil:
 			return err
-		}
-		if done {
+		case st.Done:
 			return nil
 		}
 	}
-	return c.refuseSASL(&strandpb.Response{}, strandpb.ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED, errors.New("too many SASL steps"))
-}
-
-// refuseSASL answers a failed authentication with its typed error and
-// returns the reason the connection closes with. The answer never says
-// whether the user exists.
-func (c *nativeConn) refuseSASL(resp *strandpb.Response, code strandpb.ErrorCode, why error) error {
-	msg := "sasl: authentication failed (unknown user, wrong password, or an exchange out of order)"
-	switch {
-	case code == strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_SASL_MECHANISM:
-		msg = why.Error()
-	case errors.Is(why, errSASLRequired):
-		msg = errSASLRequired.Error()
-	}
-	resp.Body = nil
-	resp.Error = &strandpb.Error{Code: code, Message: msg}
-	c.writeNow(resp)
-	return fmt.Errorf("sasl: %v", why)
+	return errors.New("sasl: the exchange did not end") // unreachable: the session refuses a step past its bound
 }
 
 // writeNow writes one answer before the writer runs (the Hello and SASL

@@ -15,6 +15,7 @@ import (
 	"github.com/strandlog/strand/node/server/listener"
 	"github.com/strandlog/strand/proto/frame"
 	"github.com/strandlog/strand/proto/strandpb"
+	"github.com/strandlog/strand/sasl"
 )
 
 // raftField is the field number of Request.raft (wire.proto).
@@ -153,7 +154,7 @@ func (c *nativeConn) dispatch(payload []byte) error {
 		return nil
 	}
 	if c.r.cfg.SASL && c.principal == "" {
-		return errSASLRequired // a peer's connection sends raft frames only
+		return sasl.ErrRequired // a peer's connection sends raft frames only
 	}
 	req := &strandpb.Request{}
 	if err := proto.Unmarshal(payload, req); err != nil {

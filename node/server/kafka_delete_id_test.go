@@ -64,15 +64,7 @@ func byID(id [16]byte) kmsg.DeleteTopicsRequestTopic {
 // topic has the id now). Before, the adapter refused a topic without a
 // name (INVALID_REQUEST).
 func TestKafkaDeleteTopicsByID(t *testing.T) {
-	rt := startKafkaServer(t)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(rt.KafkaAddr().String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	adm := kadm.NewClient(cl)
+	ctx, cl, adm := kafkaDeleteClients(t)
 	id := createKafkaTopic(ctx, t, adm, "byid")
 
 	got := deleteTopicsKafka(ctx, t, cl, byID(id))[0]
@@ -99,15 +91,7 @@ func TestKafkaDeleteTopicsByID(t *testing.T) {
 // (UNKNOWN_TOPIC_ID). The re-created topic stays, with its new id. Before,
 // the adapter deleted a named topic whatever id the request gave.
 func TestKafkaDeleteTopicsStaleIDKeepsRecreated(t *testing.T) {
-	rt := startKafkaServer(t)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(rt.KafkaAddr().String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	adm := kadm.NewClient(cl)
+	ctx, cl, adm := kafkaDeleteClients(t)
 	old := createKafkaTopic(ctx, t, adm, "again")
 	if d, err := adm.DeleteTopic(ctx, "again"); err != nil || d.Err != nil {
 		t.Fatalf("delete: %v / %v", err, d.Err)
@@ -132,4 +116,20 @@ func TestKafkaDeleteTopicsStaleIDKeepsRecreated(t *testing.T) {
 	if m, ok := meta.Topics["again"]; !ok || m.Err != nil || m.ID != fresh {
 		t.Fatalf("after the stale deletes: topic again %+v, want it with its new id %v", m, fresh)
 	}
+}
+
+// kafkaDeleteClients starts a node with its Kafka listener and returns a
+// franz-go client of it, its admin client, and a 30 s context, all ended
+// with the test.
+func kafkaDeleteClients(t *testing.T) (context.Context, *kgo.Client, *kadm.Client) {
+	t.Helper()
+	rt := startKafkaServer(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(rt.KafkaAddr().String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx, cl, kadm.NewClient(cl)
 }

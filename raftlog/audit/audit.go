@@ -173,12 +173,11 @@ func (a *Auditor) view(dir string) *view {
 	if err != nil {
 		return a.recover(dir, gen, walGen, nil, err)
 	}
-	recs := wal.ForDir(all, dir)
-	if v != nil && v.generation == gen && v.walRecs != nil && sameRecords(v.walRecs, recs) {
+	if v != nil && v.generation == gen && v.walRecs != nil && sameForDir(v.walRecs, all, dir) {
 		v.walGen = walGen
 		return v
 	}
-	return a.recover(dir, gen, walGen, recs, nil)
+	return a.recover(dir, gen, walGen, wal.ForDir(all, dir), nil)
 }
 
 // recover recovers the projection of dir at durable generation gen, with
@@ -213,6 +212,29 @@ func (a *Auditor) recover(dir string, gen, walGen uint64, recs []wal.Record, wal
 	}
 	a.views[dir] = v
 	return v
+}
+
+// sameForDir is sameRecords(prev, wal.ForDir(all, dir)) without building
+// the filtered list: most syncs of the write-ahead log leave one
+// directory's records as they were, and the audit asks at every one.
+func sameForDir(prev, all []wal.Record, dir string) bool {
+	from := 0 // ForDir keeps dir's records from its last reset on
+	for i := range all {
+		if all[i].Reset && all[i].Dir == dir {
+			from = i
+		}
+	}
+	j := 0
+	for i := from; i < len(all); i++ {
+		if all[i].Dir != dir {
+			continue
+		}
+		if j >= len(prev) || !sameRecords(prev[j:j+1], all[i:i+1]) {
+			return false
+		}
+		j++
+	}
+	return j == len(prev)
 }
 
 // sameRecords reports whether two lists of write-ahead log records write

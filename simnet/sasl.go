@@ -1,0 +1,535 @@
+package simnet
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/node"
+	"github.com/strandlog/strand/proto/strandpb"
+	"github.com/strandlog/strand/sasl"
+)
+
+// SASL in the simulator. In the seeds with authorization on the nodes
+// require SASL, as `strand serve --authorization --sasl-enabled` does, and
+// the run models connections: a client dials a connection to a node, runs
+// the SCRAM exchange on it (production's steps: sasl.ClientSession on the
+// client, sasl.ServerSession on the node, over the simulated network,
+// with nonces and salts from the seed), and its requests on an
+// authenticated connection reach Core.HandleAs as the principal the
+// exchange proved, as node/server's connections do. A request on a
+// connection not yet authenticated is answered as production answers it
+// (SASL_AUTHENTICATION_FAILED, and the node closes the connection); a
+// connection dies with its node's incarnation (a crash, a restart), when
+// the node closes it, and when its client closes it (a lost answer), and
+// the next request dials and authenticates again.
+//
+// Who authenticates: clientlib's own producers, plain consumers and group
+// members (their transports implement clientcore.Conns, so clientlib's
+// simulated Client runs its connection exchange itself:
+// clientlib/sim_sasl.go; a member's every process dials its own); the
+// simulator's other clients (and clientlib's transactional sessions)
+// through gate below, with the same sasl.ClientSession. The admin and the
+// transactional clients (super users) connect with a TLS client
+// certificate naming User:admin, as an operator's tooling would: their
+// connections start authenticated (TLS handshakes stay outside the
+// simulator). An impostor claims User:app with a wrong password a few
+// times per run: every answer it gets must be a refusal, and nothing it
+// sends may reach HandleAs.
+
+// streamSASL is the SASL nonces' and salts' random stream.
+const streamSASL uint64 = 31
+
+// saslMechanism is the mechanism the simulated clients use.
+const saslMechanism = metadata.ScramSHA256
+
+// saslIterations is the simulated users' PBKDF2 rounds (the least
+// allowed: each client computes its salted password once).
+const saslIterations = metadata.ScramIterationsMin
+
+// impostorAttempts is how many times the impostor tries.
+const impostorAttempts = 6
+
+// errSASLLag fails a simulator's client's request whose connection a
+// node refused for want of the user's credential.
+var errSASLLag = errors.New("the node has not applied the user's credential yet")
+
+// hasCredential reports whether node n has applied user's credential.
+func (s *simSASL) hasCredential(n *simNode, user string) bool {
+	_, creds, _ := n.core.SecurityState()
+	for _, cr := range creds {
+		if cr.Name == user && cr.Mechanism == saslMechanism {
+			return true
+		}
+	}
+	return false
+}
+
+// impostorWindow is how long after the users exist the impostor's
+// attempts fall.
+const impostorWindow = 3 * time.Second
+
+// impostorTopic is the topic the impostor asks to create.
+const impostorTopic = "sim-impostor"
+
+// simSASL is a run's connections and SASL sessions.
+type simSASL struct {
+	ww     *wireWorkload
+	random *rand.ChaCha8 // nonces and salts
+	conns  map[uint64]*simConn
+	next   uint64 // the last connection id
+	// gates are the simulator's own clients' connections, per node.
+	gates map[*wireClient]map[int]*gateConn
+	// clients are the users' client identities, shared by the
+	// simulator's own clients (the salted password once per user).
+	clients  map[string]*sasl.Client
+	impostor *wireClient
+	// authedAt is, per client and node, the incarnation of the node's
+	// last exchange that authenticated it (coverage of re-authentication).
+	authedAt map[*wireClient]map[int]uint32
+	// lagRefused are the connections whose exchange a node refused for
+	// want of the user's credential (its metadata lags).
+	lagRefused map[uint64]bool
+}
+
+// simConn is one simulated connection, as the node sees it.
+type simConn struct {
+	client *wireClient
+	node   int
+	inc    uint32 // the node's incarnation at the dial
+	closed bool
+	sess   *sasl.ServerSession // nil until the first step
+	// principal is set once the connection authenticated.
+	principal node.Principal
+	lib       bool // dialed by clientlib's simulated Client
+}
+
+// gateConn is one connection of a simulator's own client.
+type gateConn struct {
+	id      uint64
+	authed  bool
+	started bool
+	waiting []gateWaiting
+}
+
+// gateWaiting is a request waiting for its connection's exchange.
+type gateWaiting struct {
+	req  *strandpb.Request
+	call *wireCall
+}
+
+// saslPasswords are the simulated users' passwords.
+var saslPasswords = map[string]string{"app": "app-secret", "ops": "ops-secret", intruderName: "intruder-secret"}
+
+// newSimSASL turns SASL on for a run with authorization on; nil
+// otherwise.
+func newSimSASL(ww *wireWorkload) *simSASL {
+	if ww.ops == nil || !ww.ops.auth {
+		return nil
+	}
+	var seed [32]byte
+	r := newStream(ww.w.opts.Seed, streamSASL)
+	for i := range seed {
+		seed[i] = byte(r.Uint32())
+	}
+	s := &simSASL{ww: ww, random: rand.NewChaCha8(seed), conns: map[uint64]*simConn{},
+		gates: map[*wireClient]map[int]*gateConn{}, clients: map[string]*sasl.Client{}, authedAt: map[*wireClient]map[int]uint32{}, lagRefused: map[uint64]bool{}}
+	s.impostor = newWireClient(ww, 0, kindOperator)
+	s.impostor.rng = newStream(ww.w.opts.Seed, streamSASL+1)
+	return s
+}
+
+// credential is user's stored credential, salted from the run's stream.
+func (s *simSASL) credential(user string) *strandpb.UserCredential {
+	c, err := sasl.NewCredentialRand(saslMechanism, user, saslPasswords[user], saslIterations, s.random)
+	if err != nil {
+		panic("simnet: credential: " + err.Error())
+	}
+	return c
+}
+
+// certified reports whether client c connects with a TLS certificate
+// (authenticated before any SASL): the super user's clients.
+func (s *simSASL) certified(c *wireClient) bool {
+	return s.ww.caller(c).Principal == principalAdmin
+}
+
+// dial opens a connection from c to node target.
+func (s *simSASL) dial(c *wireClient, target int, lib bool) uint64 {
+	s.next++
+	sc := &simConn{client: c, node: target, inc: s.ww.w.nodes[target].incarnation, lib: lib}
+	if s.certified(c) {
+		sc.principal = principalAdmin
+	}
+	s.conns[s.next] = sc
+	return s.next
+}
+
+// open reports whether connection id is still open.
+func (s *simSASL) open(id uint64) bool {
+	sc := s.conns[id]
+	return sc != nil && !sc.closed && s.ww.w.nodes[sc.node].incarnation == sc.inc
+}
+
+// closed closes connection id (either side); 0 is none.
+func (s *simSASL) closed(id uint64) {
+	if s == nil {
+		return
+	}
+	if sc := s.conns[id]; sc != nil {
+		sc.closed = true
+		delete(s.conns, id)
+	}
+}
+
+// admit is the node's side of a request that reached node n: on an
+// authenticated connection, the caller it runs as; otherwise the
+// request is a step of the connection's exchange (answered here) or is
+// refused, and ok is false.
+func (s *simSASL) admit(c *wireClient, n *simNode, req *strandpb.Request, call *wireCall) (caller node.Caller, ok bool) {
+	w := s.ww.w
+	sc := s.conns[call.conn]
+	if call.conn == 0 {
+		w.fail("sasl: a %s request reached node %d outside any connection", requestType(req), n.index)
+		return node.Caller{}, false
+	}
+	if sc == nil || sc.closed || sc.inc != n.incarnation {
+		// The connection it travelled on is gone: the client learns
+		// it as a closed connection.
+		w.sched.schedule(w.net.clientDelay(c.index, n.index), &event{kind: evCall, node: -1, from: n.index, call: func() {
+			if !call.done {
+				call.done = true
+				call.onDone(nil, s.ww.closedConn(n.index))
+			}
+		}})
+		return node.Caller{}, false
+	}
+	if sc.principal != "" {
+		if c == s.impostor {
+			w.fail("sasl: the impostor (User:app with a wrong password) authenticated as %s: its %s request reached node %d",
+				sc.principal, requestType(req), n.index)
+		}
+		return node.Caller{Principal: sc.principal, Host: fmt.Sprintf("client-%d", c.index)}, true
+	}
+	if sc.sess == nil {
+		sc.sess = sasl.NewServerSession(func(name, mechanism string) (metadata.Credential, bool) {
+			_, creds, _ := n.core.SecurityState()
+			for _, cr := range creds {
+				if cr.Name == name && cr.Mechanism == mechanism {
+					return cr, true
+				}
+			}
+			return metadata.Credential{}, false
+		}, s.random)
+	}
+	st := sc.sess.Step(req)
+	switch {
+	case st.Refused != nil:
+		w.coverage.Inc("sasl/refused")
+		switch {
+		case req.GetSaslAuthenticate() == nil:
+			w.coverage.Inc("sasl/refused-unauthenticated-request")
+		case c == s.impostor:
+		case !s.hasCredential(n, principalUser(s.ww.caller(c).Principal)):
+			// A node whose metadata lags (a joining or rebuilt node,
+			// one cut off) has not applied the user yet: refused as
+			// production refuses it. The simulator's own clients then
+			// try elsewhere (lagRefused); clientlib's fail the call.
+			w.coverage.Inc("sasl/refused-metadata-lag")
+			if !sc.lib {
+				s.lagRefused[call.conn] = true
+			}
+		default:
+			w.fail("sasl: node %d refused %s (%v) although it has applied the user's credential", n.index,
+				s.ww.caller(c).Principal, st.Refused)
+		}
+		s.closed(call.conn) // the node closes it once the answer is written
+	case st.Done:
+		sc.principal = node.Principal(st.Principal)
+		w.coverage.Inc("sasl/authenticated")
+		if sc.lib {
+			w.coverage.Inc("sasl/authenticated-clientlib")
+		}
+		at := s.authedAt[c]
+		if at == nil {
+			at = map[int]uint32{}
+			s.authedAt[c] = at
+		}
+		if prev, ok := at[n.index]; ok && prev != n.incarnation {
+			w.coverage.Inc("sasl/reauth-after-restart")
+		}
+		at[n.index] = n.incarnation
+	}
+	s.ww.reply(n, n.incarnation, c, st.Answer, call)
+	return node.Caller{}, false
+}
+
+// gate sends call from the simulator's own client c on its connection
+// to target, authenticating the connection first.
+func (s *simSASL) gate(c *wireClient, target int, req *strandpb.Request, call *wireCall) {
+	gs := s.gates[c]
+	if gs == nil {
+		gs = map[int]*gateConn{}
+		s.gates[c] = gs
+	}
+	g := gs[target]
+	if g == nil || !s.open(g.id) {
+		g = &gateConn{id: s.dial(c, target, false)}
+		g.authed = s.conns[g.id].principal != ""
+		gs[target] = g
+	}
+	if g.authed {
+		s.sendOn(c, target, g, req, call)
+		return
+	}
+	g.waiting = append(g.waiting, gateWaiting{req: req, call: call})
+	if !g.started {
+		g.started = true
+		s.exchange(c, target, g)
+	}
+}
+
+// sendOn sends call on g; a transport error closes g (the client's side).
+func (s *simSASL) sendOn(c *wireClient, target int, g *gateConn, req *strandpb.Request, call *wireCall) {
+	call.conn = g.id
+	onDone := call.onDone
+	call.onDone = func(resp *strandpb.Response, err error) {
+		if err != nil {
+			s.drop(c, target, g)
+		}
+		onDone(resp, err)
+	}
+	s.ww.send(c, target, req, call)
+}
+
+// drop closes g and forgets it.
+func (s *simSASL) drop(c *wireClient, target int, g *gateConn) {
+	s.closed(g.id)
+	if gs := s.gates[c]; gs[target] == g {
+		delete(gs, target)
+	}
+}
+
+// clientExchange is the client side of one exchange.
+type clientExchange interface {
+	First() (*strandpb.Request, error)
+	Next(*strandpb.Response) (*strandpb.Request, bool, error)
+}
+
+// session begins client c's exchange: as its principal's user, or, for
+// the impostor, as User:app with a wrong password.
+func (s *simSASL) session(c *wireClient) clientExchange {
+	user, password := principalUser(s.ww.caller(c).Principal), ""
+	if c == s.impostor {
+		user, password = "app", "not-app-secret"
+	} else {
+		password = saslPasswords[user]
+	}
+	cl := s.clients[user+"\x00"+password]
+	if cl == nil {
+		var err error
+		if cl, err = sasl.NewClientRand(saslMechanism, user, password, s.random); err != nil {
+			panic("simnet: sasl client: " + err.Error())
+		}
+		s.clients[user+"\x00"+password] = cl
+	}
+	if c == s.impostor {
+		return impostorSession{cl.Session()}
+	}
+	return cl.Session()
+}
+
+// impostorSession is an attacker's exchange: it does not check the
+// node's final message, and goes on as soon as the node says done.
+type impostorSession struct{ *sasl.ClientSession }
+
+func (i impostorSession) Next(resp *strandpb.Response) (*strandpb.Request, bool, error) {
+	if a := resp.GetSaslAuthenticate(); a.GetDone() && resp.GetError() == nil {
+		return nil, true, nil
+	}
+	return i.ClientSession.Next(resp)
+}
+
+// principalUser is a principal's user name.
+func principalUser(p node.Principal) string {
+	const prefix = "User:"
+	if len(p) > len(prefix) && string(p[:len(prefix)]) == prefix {
+		return string(p[len(prefix):])
+	}
+	return string(p)
+}
+
+// exchange runs g's authentication, then sends the waiting requests; a
+// failure fails them (a refusal as clientlib's TCP path fails its call).
+func (s *simSASL) exchange(c *wireClient, target int, g *gateConn) {
+	sess := s.session(c)
+	req, err := sess.First()
+	if err != nil {
+		panic("simnet: sasl first step: " + err.Error())
+	}
+	var step func(*strandpb.Request)
+	step = func(req *strandpb.Request) {
+		call := &wireCall{conn: g.id, clean: true, onDone: func(resp *strandpb.Response, err error) {
+			if err != nil {
+				var ce *clientlib.ConnError
+				if errors.As(err, &ce) {
+					err = &clientlib.ConnError{Addr: ce.Addr, Err: ce.Err} // the waiting requests were not sent
+				}
+				s.fail(c, target, g, err)
+				return
+			}
+			next, done, err := sess.Next(resp)
+			switch {
+			case err != nil && s.lagRefused[g.id]:
+				// The node has not applied the user yet: the simulator's
+				// own clients take it as a node not ready and try
+				// elsewhere (not sent: retriable, definitely not written).
+				s.fail(c, target, g, &clientlib.ConnError{Addr: s.ww.peers[target].Address, Err: errSASLLag})
+			case err != nil:
+				s.fail(c, target, g, s.stepErr(err))
+			case done:
+				g.authed = true
+				waiting := g.waiting
+				g.waiting = nil
+				for _, wt := range waiting {
+					s.sendOn(c, target, g, wt.req, wt.call)
+				}
+			default:
+				step(next)
+			}
+		}}
+		s.ww.send(c, target, req, call)
+	}
+	step(req)
+}
+
+// stepErr is a failed exchange as the waiting requests' error.
+func (s *simSASL) stepErr(err error) error {
+	var refused *sasl.RefusedError
+	if errors.As(err, &refused) {
+		return &clientlib.Error{Code: refused.Err.GetCode(), Message: refused.Err.GetMessage()}
+	}
+	return &clientlib.Error{Code: strandpb.ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED, Message: err.Error()}
+}
+
+// fail ends g's exchange: every waiting request fails with err.
+func (s *simSASL) fail(c *wireClient, target int, g *gateConn, err error) {
+	delete(s.lagRefused, g.id)
+	s.drop(c, target, g)
+	waiting := g.waiting
+	g.waiting = nil
+	for _, wt := range waiting {
+		if !wt.call.done {
+			wt.call.done = true
+			wt.call.onDone(nil, err)
+		}
+	}
+}
+
+// startImpostor schedules the impostor's attempts over the run.
+func (s *simSASL) startImpostor() {
+	if s == nil {
+		return
+	}
+	for range impostorAttempts {
+		d := time.Duration(s.impostor.rng.Int64N(int64(impostorWindow)))
+		s.impostor.after(d, s.impostorTry)
+	}
+}
+
+// impostorTry sends one CreateTopics as the impostor: every answer
+// must be a refusal (a lost one is no answer).
+func (s *simSASL) impostorTry() {
+	w := s.ww.w
+	req := &strandpb.Request{Body: &strandpb.Request_CreateTopics{CreateTopics: &strandpb.CreateTopicsRequest{
+		Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: impostorTopic, Partitions: 1, ReplicationFactor: 1}}}}}
+	s.ww.call(s.impostor, s.impostor.randomNode(), req, func(resp *strandpb.Response, err error) {
+		var se *clientlib.Error
+		switch {
+		case errors.As(err, &se) && se.Code == strandpb.ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED:
+			w.coverage.Inc("sasl/impostor-refused")
+		case err != nil:
+		default:
+			w.fail("sasl: the impostor (User:app with a wrong password) was answered %v, want SASL_AUTHENTICATION_FAILED", resp)
+		}
+	})
+}
+
+// libTransport models connections (clientcore.Conns): clientlib's
+// simulated Client with the SASL option authenticates each itself.
+
+// Dial opens a connection to addr (an unknown address gets one that is
+// never open).
+func (t libTransport) Dial(addr string) uint64 {
+	s := t.c.ww.sasl
+	target, ok := t.c.ww.indexOf[addr]
+	if s == nil || !ok {
+		return ^uint64(0)
+	}
+	return s.dial(t.c, target, true)
+}
+
+// Open reports whether connection id is open.
+func (t libTransport) Open(id uint64) bool {
+	s := t.c.ww.sasl
+	return s != nil && s.open(id)
+}
+
+// CallOn is Call on connection id (0: none).
+func (t libTransport) CallOn(id uint64, addr string, req *strandpb.Request, done func(*strandpb.Response, error)) {
+	target, ok := t.c.ww.indexOf[addr]
+	if !ok {
+		t.c.after(0, func() { done(nil, &clientlib.ConnError{Addr: addr, Err: errUnknownAddr}) })
+		return
+	}
+	t.c.ww.callOn(t.c, id, target, req, done)
+}
+
+// callOn is call on connection id of clientlib's simulated Client (0:
+// none: call, through the gate when SASL is on).
+func (ww *wireWorkload) callOn(c *wireClient, id uint64, target int, req *strandpb.Request, onDone func(*strandpb.Response, error)) *wireCall {
+	if id == 0 || ww.sasl == nil {
+		return ww.call(c, target, req, onDone)
+	}
+	sc := ww.sasl.conns[id]
+	call := &wireCall{onDone: onDone, conn: id, clean: req.GetSaslAuthenticate() != nil && sc != nil && sc.principal == ""}
+	ww.send(c, target, req, call)
+	return call
+}
+
+// The library consumers' and group members' transports model
+// connections as libTransport does, on their wire client.
+
+// Dial opens a connection to addr.
+func (t libConsumerTransport) Dial(addr string) uint64 { return libTransport{t.lc.c}.Dial(addr) }
+
+// Open reports whether connection id is open.
+func (t libConsumerTransport) Open(id uint64) bool { return libTransport{t.lc.c}.Open(id) }
+
+// Close closes connection id from the client's side.
+func (t libConsumerTransport) Close(id uint64) { libTransport{t.lc.c}.Close(id) }
+
+// Dial opens a connection to addr.
+func (t libMemberTransport) Dial(addr string) uint64 { return libTransport{t.m.c}.Dial(addr) }
+
+// Open reports whether connection id is open.
+func (t libMemberTransport) Open(id uint64) bool { return libTransport{t.m.c}.Open(id) }
+
+// Close closes connection id from the client's side.
+func (t libMemberTransport) Close(id uint64) { libTransport{t.m.c}.Close(id) }
+
+// Close closes connection id from the client's side.
+func (t libTransport) Close(id uint64) { t.c.ww.sasl.closed(id) }
+
+// libOpts are the SASL options of client c's clientlib.Client: none when
+// SASL is off or c connects with a certificate.
+func (s *simSASL) libOpts(c *wireClient) []clientlib.Opt {
+	if s == nil || s.certified(c) {
+		return nil
+	}
+	user := principalUser(s.ww.caller(c).Principal)
+	return []clientlib.Opt{clientlib.SASL(saslMechanism, user, saslPasswords[user])}
+}
