@@ -308,11 +308,11 @@ type indexShift struct {
 func (c *Core) bugSkipFsync() bool { return c.cfg.Bugs.SkipFsync }
 
 // bugStartSyncSkippingFsync is bugSkipFsync for a log's sync job, which
-// issues the log's pending writes and then skips its fsyncs; nil without
-// the bug.
-func (c *Core) bugStartSyncSkippingFsync(g *group) func() error {
+// issues the log's pending writes and then skips its fsyncs; nil, nil
+// without the bug.
+func (c *Core) bugStartSyncSkippingFsync(g *group) (write, sync func() error) {
 	if !c.cfg.Bugs.SkipFsync {
-		return nil
+		return nil, nil
 	}
 	return g.log.StartWriteOnly()
 }

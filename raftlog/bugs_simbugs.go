@@ -20,6 +20,7 @@ type plantedBugs struct {
 
 func (r *recovery) bugTrustPageCache() bool { return r.Bugs.RecoverTrustsPageCache }
 
-// StartWriteOnly is StartSync whose job issues the pending writes and
-// skips every fsync: the node's planted SkipFsync bug.
-func (l *Log) StartWriteOnly() (run func() error) { return l.startSync(false) }
+// StartWriteOnly is StartSyncPhases whose sync phase skips every fsync
+// (write still issues the pending writes): the node's planted SkipFsync
+// bug.
+func (l *Log) StartWriteOnly() (write, sync func() error) { return l.startSync(false) }

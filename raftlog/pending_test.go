@@ -127,3 +127,44 @@ func TestKillAfterCompactionKeepsTheActiveSegment(t *testing.T) {
 	}
 	must(t, l.Close())
 }
+
+// StartSyncPhases splits the sync job in two: after write the entries are
+// on file but unsynced (a kill keeps them, a power loss drops them); after
+// sync a power loss keeps them too. The simulator runs the phases as two
+// events so that crashes land between them.
+func TestStartSyncPhasesWriteThenSync(t *testing.T) {
+	for _, step := range []string{"write, then power loss", "write, then kill", "write and sync, then power loss"} {
+		disk := memdisk.New()
+		l := mustOpen(t, disk, raftlog.Options{SegmentBytesMax: 1 << 20})
+		must(t, l.Save(batch(1, 5, 1, 30), hardState(1, 1, 5)))
+		must(t, l.Sync())
+		if _, err := l.SaveSome(batch(6, 5, 2, 30), hardState(2, 1, 5)); err != nil {
+			t.Fatal(err)
+		}
+		write, sync := l.StartSyncPhases()
+		must(t, write())
+		want := uint64(10)
+		switch step {
+		case "write, then power loss":
+			if disk.Synced("log") {
+				t.Fatalf("%s: the log counts as synced after the write phase alone", step)
+			}
+			disk.Crash(rand.New(rand.NewPCG(1, 1)))
+			want = 5
+		case "write, then kill":
+			must(t, l.Close())
+		default:
+			must(t, l.FinishSync(sync()))
+			if !disk.Synced("log") {
+				t.Fatalf("%s: the log is not synced after both phases", step)
+			}
+			must(t, l.Close())
+			disk.Crash(rand.New(rand.NewPCG(1, 1)))
+		}
+		l = mustOpen(t, disk, raftlog.Options{})
+		if last, _ := l.LastIndex(); last != want {
+			t.Fatalf("%s: reopened at last index %d, want %d", step, last, want)
+		}
+		must(t, l.Close())
+	}
+}

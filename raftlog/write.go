@@ -485,17 +485,35 @@ func (l *Log) runBeforeSync() error {
 // of the writes, as after a kill) from a failed fsync. A failed Log
 // returns a run that reports its error.
 func (l *Log) StartSync() (run func() error) {
+	write, sync := l.StartSyncPhases()
+	return func() error {
+		if err := write(); err != nil {
+			return err
+		}
+		return sync()
+	}
+}
+
+// StartSyncPhases is StartSync with run in its two phases: write issues
+// the pending writes in order, sync then fsyncs the files and the
+// directory. run is write, then sync unless write failed; a caller that
+// runs them as two steps (the simulator, so that a crash can land after
+// the writes and before their fsync, where a process kill leaves them
+// unsynced in the page cache) does the same, one after the other, and
+// passes FinishSync the first error.
+func (l *Log) StartSyncPhases() (write, sync func() error) {
 	return l.startSync(true)
 }
 
-// startSync is StartSync; without fsync, run only issues the writes (a
+// startSync is StartSyncPhases; without fsync, sync does nothing (a
 // planted bug's hook: StartWriteOnly in simbugs builds).
-func (l *Log) startSync(fsync bool) (run func() error) {
+func (l *Log) startSync(fsync bool) (write, sync func() error) {
 	if l.syncing {
 		panic("raftlog: StartSync while a sync is unfinished")
 	}
 	if err := l.writable(); err != nil {
-		return func() error { return err }
+		fail := func() error { return err }
+		return fail, fail
 	}
 	l.syncing = true
 	writes := l.pending
@@ -510,12 +528,15 @@ func (l *Log) startSync(fsync bool) (run func() error) {
 	}
 	syncDir, disk, dir := l.dirDirty, l.disk, l.dir
 	l.dirDirty = false
-	return func() error {
+	write = func() error {
 		for _, p := range writes {
 			if n, err := p.seg.file.WriteAt(p.buf, p.off); err != nil || n != len(p.buf) {
 				return &writeFailure{err: writeError(p.seg.name, p.off, err)}
 			}
 		}
+		return nil
+	}
+	sync = func() error {
 		if !fsync {
 			return nil
 		}
@@ -531,6 +552,7 @@ func (l *Log) startSync(fsync bool) (run func() error) {
 		}
 		return nil
 	}
+	return write, sync
 }
 
 // writeFailure is the error of a StartSync job whose write failed.
