@@ -63,7 +63,8 @@
 //  5. send.
 //
 // The syncs are SyncJobs the host (the server's storage pool, the simulator, node's test cluster) takes with
-// Core.TakeSyncJobs after each Process, runs on any goroutine (SyncJob.Run touches only files), and
+// Core.TakeSyncJobs after each Process, runs on any goroutine (SyncJob.Run touches only files; a log
+// sync's is two phases, RunWrite then RunSync, which the simulator runs as two events), and
 // reports with Core.SyncDone(token, err): the held responses are then stepped or sent and acks=1
 // produces complete; an error is fatal (the next Process returns it: fail-stop), except a write
 // refused for space (raftlog.WriteFailed and ErrNoSpace), which reopens the replica from its files
