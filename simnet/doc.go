@@ -147,7 +147,13 @@
 // mostly the nodes' and the durability audit's work on their replicated writes. Storage is
 // asynchronous as in the server: each sync job runs as an event after a drawn device delay
 // (0.1–1.5 ms; one in 50 up to 20 ms, so logs complete out of order) — the memdisk makes the
-// writes durable only then — and SyncDone a hand-off later; draws from their own stream. A fetch's
+// writes durable only then — and SyncDone a hand-off later; draws from their own stream. A log
+// sync's job (SyncJob.RunWrite, RunSync) is two events: its writes within 0.1 ms of the hand-off,
+// its fsync at the drawn delay, so a kill or power loss can land between them (a job's writes and
+// fsync as one event left no unsynced bytes in the page cache once the appends' writes moved into
+// the job, and the planted RecoverTrustsPageCache went uncaught). The recovery check (audit.go
+// afterOpen) covers the logs Open recovers and, without the write-ahead log, each replica log that
+// held unsynced data at the restart, when the replay starts its replica (audit/recovered-later). A fetch's
 // cold log read is such a job too (its delay drawn as a fsync's; storage/cold-read counts them,
 // fault/crash-before-read-done the crashes between one and its completion).
 // Rejected: fsync at once with only the completion delayed (a crash in the window would keep the
@@ -209,7 +215,9 @@
 //     cache survives); cuts inside a round (the disk stops at one of the next 16 writes), during
 //     recovery (a second cut inside Open), 0–4 operations after a checkpoint or segment file is
 //     created; a rolling restart; fsync failure (fail-stop); pipeline crash points:
-//     fault/crash-before-fsync and fault/crash-after-fsync (before the node heard of it);
+//     fault/crash-before-fsync (fault/kill-before-fsync when a kill strikes after a log sync job's
+//     writes, leaving them unsynced in the page cache) and fault/crash-after-fsync (before the node
+//     heard of it);
 //   - network: symmetric and asymmetric partitions, leader isolation, follower isolation for
 //     retention.ms + 2 × segment.ms + 1–4 s (the leader's log start passes it: it catches up by
 //     snapshot), drops, duplicates, reordering;
