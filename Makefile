@@ -41,7 +41,7 @@ test:
 	if [ $${#failed[@]} -gt 0 ]; then \
 	  echo "make test: failed: $${failed[*]} (the summaries above name the suites)"; exit 1; \
 	fi; \
-	echo "make test: all 4 suites passed"
+	echo "make test: all 5 suites passed"
 
 ## test-real: the tests that run on the wall clock: every package but cmd/strand and simnet (node/server's
 ##   and clientlib's in-process clusters among them), node's again with the node-wide WAL (Config.WAL, a
@@ -65,7 +65,7 @@ test-real:
 test-sim:
 	@failed=(); \
 	$(GO) test -count=1 -timeout 30m ./simnet/ || failed+=("simnet"); \
-	$(GO) test -count=1 -timeout 30m -tags simbugs -run '$(PLANTED_BUG_TESTS)' ./node/ ./simnet/ ./engine/ ./engine/groups/ ./engine/txn/ ./engine/compact/ ./clientlib/ ./sasl/ || failed+=("planted bugs (-tags simbugs)"); \
+	$(GO) test -count=1 -timeout 30m -tags simbugs -run '$(PLANTED_BUG_TESTS)' ./node/ ./simnet/ ./engine/ ./engine/groups/ ./engine/txn/ ./engine/compact/ ./clientlib/ ./sasl/ ./kafkaproto/ || failed+=("planted bugs (-tags simbugs)"); \
 	if [ $${#failed[@]} -gt 0 ]; then \
 	  echo "make test-sim: $${#failed[@]} of 2 suites failed:"; printf '  %s\n' "$${failed[@]}"; exit 1; \
 	fi; \

@@ -205,3 +205,86 @@ func spreadMetadata() *strandpb.Response {
 	}
 	return &strandpb.Response{Body: &strandpb.Response_Metadata{Metadata: &strandpb.MetadataResponse{Nodes: m.Nodes, Topics: m.Topics}}}
 }
+
+// TestSimulatedNoRetriesSendsOnce: a producer without idempotence and with
+// MaxRetries(0) (Kafka's retries=0) sends each batch exactly once, with no
+// producer id: a NOT_LEADER answer and a lost answer (the batch written)
+// each fail their record at once, the lost one as maybe written, and the
+// next record goes to the hinted leader and is acknowledged. The simulator's
+// non-idempotent producer relies on this: a record it sent once and that
+// the log holds twice is a duplicate.
+func TestSimulatedNoRetriesSendsOnce(t *testing.T) {
+	w := &scriptedWorld{}
+	sends := map[string]int{} // value -> produce requests carrying it
+	var next int64
+	w.answer = func(addr string, req *strandpb.Request) *strandpb.Response {
+		switch {
+		case req.GetMetadata() != nil && len(sends) > 0:
+			m := twoNodeMetadata()
+			m.GetMetadata().Topics[0].Partitions[0].LeaderId = 2 // n2 leads since the first send
+			return m
+		case req.GetMetadata() != nil:
+			return twoNodeMetadata()
+		case req.GetInitProducerId() != nil:
+			t.Errorf("a non-idempotent producer asked for a producer id")
+			return &strandpb.Response{Body: &strandpb.Response_InitProducerId{InitProducerId: &strandpb.InitProducerIdResponse{ProducerId: 7}}}
+		}
+		out := &strandpb.ProduceResponse{}
+		for _, p := range req.GetProduce().GetPartitions() {
+			if p.GetProducerId() != -1 {
+				t.Errorf("produce with producer id %d, want -1", p.GetProducerId())
+			}
+			n := 0
+			if err := recordbatch.Decode(p.GetBatch(), func(_ int, r recordbatch.Record) error {
+				sends[string(r.Value)]++
+				n++
+				return nil
+			}); err != nil {
+				t.Fatalf("batch: %v", err)
+			}
+			out.Partitions = append(out.Partitions, &strandpb.ProduceResponse_Partition{Topic: p.GetTopic(),
+				Partition: p.GetPartition(), BaseOffset: next})
+			next += int64(n)
+		}
+		switch total := len(sends); {
+		case addr == "n1":
+			return &strandpb.Response{Error: &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_NOT_LEADER, LeaderId: 2, LeaderAddress: "n2"}}
+		case total == 2:
+			return nil // written, answer lost
+		}
+		return &strandpb.Response{Body: &strandpb.Response_Produce{Produce: out}}
+	}
+	c, err := NewClient(Simulated(w), SeedAddresses("n1"), RandSeed(1), Linger(0), DisableIdempotence(),
+		MaxRetries(0), MaxInFlightBatches(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, 3)
+	for i := range errs {
+		done := false
+		c.Produce(context.Background(), &Record{Topic: "t", Value: []byte{'v', byte('0' + i)}}, func(r *Record, err error) {
+			errs[i], done = err, true
+		})
+		w.run(t, 10000)
+		if !done {
+			t.Fatalf("record %d: no outcome", i)
+		}
+	}
+	for v, n := range sends {
+		if n != 1 {
+			t.Errorf("%q sent %d times, want once: %v", v, n, sends)
+		}
+	}
+	if len(sends) != 3 {
+		t.Errorf("sent %v, want v0, v1, v2 once each", sends)
+	}
+	if errs[0] == nil || !errors.Is(errs[0], ErrNotLeader) {
+		t.Errorf("record 0 (NOT_LEADER): %v, want a NOT_LEADER failure", errs[0])
+	}
+	if errs[1] == nil || !MaybeWritten(errs[1]) {
+		t.Errorf("record 1 (answer lost): %v, want a maybe-written failure", errs[1])
+	}
+	if errs[2] != nil {
+		t.Errorf("record 2: %v, want acknowledged", errs[2])
+	}
+}

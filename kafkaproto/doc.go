@@ -50,7 +50,13 @@
 //   - 15, 16, 42: DescribeGroups, ListGroups, DeleteGroups; versions: 0–5, 0–5, 0–2; notes:
 //     ListGroups per node; delete of empty groups only
 //   - 17, 36: SaslHandshake, SaslAuthenticate; versions: 0–1, 0–2; notes: SCRAM-SHA-256/512
-//     (sasl.go); advertised only when the listener requires SASL
+//     (sasl.go); advertised only when the listener requires SASL; until the exchange succeeds
+//     only ApiVersions, 17 and 36 are served (anything else closes the connection unanswered, a
+//     failed step is answered SASL_AUTHENTICATION_FAILED and closes it). The rule and the
+//     exchange are SASLGate, a socket-free value the listener's connections run every request
+//     through and the simulator runs on its Kafka connections (Step: request bytes in; answer
+//     frame, principal, close out); EncodeSASLHandshake/EncodeSASLAuthenticate are a client's
+//     side
 //   - 18: ApiVersions; versions: 0–4; notes: an unknown newer version is answered in v0 with the
 //     list (KIP-511)
 //   - 19, 20: CreateTopics, DeleteTopics; versions: 2–7, 1–6; notes: validate_only and manual

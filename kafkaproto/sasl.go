@@ -1,8 +1,10 @@
 package kafkaproto
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 
@@ -16,9 +18,12 @@ import (
 // SASL on the Kafka listener (Config.SASL): SaslHandshake (key 17, v1)
 // names the mechanism, SaslAuthenticate (key 36, v0-2) carries the SCRAM
 // messages, as kfake and Kafka answer them. Until the exchange succeeds a
-// connection may send only ApiVersions and those two; anything else, and a
-// failed step, is answered SASL_AUTHENTICATION_FAILED and the connection
-// closes after the answer. PLAIN is not offered (it would need TLS).
+// connection may send only ApiVersions and those two: anything else closes
+// it without an answer (as Kafka does), and a failed step is answered
+// SASL_AUTHENTICATION_FAILED and the connection closes after the answer.
+// The rule and the exchange are one socket-free value, SASLGate: the
+// listener's connections run every request through it, and the simulator
+// (simnet) runs the same gate on its simulated Kafka connections. PLAIN is not offered (it would need TLS).
 // Rejected: the v0 handshake (raw SASL bytes outside Kafka framing, from
 // clients before Kafka 1.0). The nonce check is RFC 5802's, strict, as
 // Kafka 4's is (CVE-2024-56128): librdkafka before 2.6.1 (so kcat built on
@@ -44,11 +49,78 @@ type CallerBackend interface {
 // host is the client's IP, as ACLs name hosts.
 func (c *conn) host() string { return c.clientHost }
 
-// serveSASL answers keys 17 and 36, and refuses every other request of a
+// SASLGate is the Kafka listener's SASL state machine for one
+// connection, without the connection: the mechanism SaslHandshake named,
+// the exchange in progress, and the principal once it succeeded. Every
+// request of the connection goes through it before it is served. The
+// zero SASLGate requires nothing (a listener without Config.SASL). Not
+// safe for concurrent use (a connection's reader owns it).
+type SASLGate struct {
+	lookup    sasl.Lookup // nil: the listener does not require SASL
+	random    io.Reader   // server nonces; nil: crypto/rand
+	mechanism string
+	exchange  *sasl.Exchange
+	principal string
+}
+
+// NewSASLGate is the gate of a connection to a listener that requires
+// SASL/SCRAM, looking credentials up with lookup and drawing server
+// nonces from random (nil: crypto/rand; the simulator passes a seeded
+// source).
+func NewSASLGate(lookup sasl.Lookup, random io.Reader) *SASLGate {
+	return &SASLGate{lookup: lookup, random: random}
+}
+
+// Authenticate sets the connection's principal before its first request
+// (a TLS client certificate's): its requests pass the gate.
+func (g *SASLGate) Authenticate(principal string) { g.principal = principal }
+
+// Principal is who the connection authenticated as ("" until then).
+func (g *SASLGate) Principal() string { return g.principal }
+
+// SASLStep is what one request did at a SASLGate.
+type SASLStep struct {
+	// Pass: the gate does not answer the request; the connection serves
+	// it as Principal ("" when the listener requires no SASL).
+	Pass      bool
+	Principal string
+	// Answer is the framed response (size prefix included) to a
+	// SaslHandshake or SaslAuthenticate; nil when the request passed or
+	// the connection closes without an answer.
+	Answer []byte
+	// Authenticated: this step completed the exchange.
+	Authenticated bool
+	// Close, when set, is why the connection closes (once Answer, if
+	// any, is written).
+	Close string
+}
+
+// Step runs one request (the bytes after its size prefix) through the
+// gate, as the listener's connection does before serving it.
+func (g *SASLGate) Step(frame []byte) SASLStep {
+	h, body, err := parseHeader(frame)
+	if err != nil {
+		return SASLStep{Principal: g.principal, Close: err.Error()}
+	}
+	before := g.principal
+	p, handled, err := g.serve(h, body)
+	switch {
+	case !handled:
+		return SASLStep{Pass: true, Principal: g.principal}
+	case err != nil:
+		return SASLStep{Principal: g.principal, Close: err.Error()}
+	}
+	return SASLStep{Principal: g.principal, Answer: appendResponse(nil, p, p.resp()),
+		Authenticated: before == "" && g.principal != "", Close: p.closeAfter}
+}
+
+// serve answers keys 17 and 36, and refuses every other request of a
 // connection that has not authenticated yet on a listener that requires
-// it. handled reports whether it answered h.
-func (c *conn) serveSASL(h header, body []byte) (p *pending, handled bool, err error) {
-	if c.s.cfg.SASL == nil || c.principal != "" && h.key != 17 && h.key != 36 || h.key == 18 {
+// it. handled reports whether it answered h; an error closes the
+// connection without an answer.
+func (g *SASLGate) serve(h header, body []byte) (p *pending, handled bool, err error) {
+	saslKey := h.key == 17 || h.key == 36
+	if g.lookup == nil || h.key == 18 || !saslKey && (g.principal != "" || g.mechanism != "" && bugHandshakeAuthenticates()) {
 		return nil, false, nil
 	}
 	req := kmsg.RequestForKey(h.key)
@@ -70,9 +142,9 @@ func (c *conn) serveSASL(h header, body []byte) (p *pending, handled bool, err e
 	p = &pending{corr: h.corr, flexibleHeader: req.IsFlexible()}
 	switch r := req.(type) {
 	case *kmsg.SASLHandshakeRequest:
-		p.resp = ready(c.saslHandshake(r, p))
+		p.resp = ready(g.handshake(r, p))
 	case *kmsg.SASLAuthenticateRequest:
-		p.resp = ready(c.saslAuthenticate(r, p))
+		p.resp = ready(g.authenticate(r, p))
 	default:
 		// Closed without an answer, as Kafka does: most responses have no
 		// top-level error code at the version asked (an empty Metadata
@@ -83,8 +155,8 @@ func (c *conn) serveSASL(h header, body []byte) (p *pending, handled bool, err e
 	return p, true, nil
 }
 
-// saslHandshake picks the mechanism (once per connection).
-func (c *conn) saslHandshake(r *kmsg.SASLHandshakeRequest, p *pending) *kmsg.SASLHandshakeResponse {
+// handshake picks the mechanism (once per connection).
+func (g *SASLGate) handshake(r *kmsg.SASLHandshakeRequest, p *pending) *kmsg.SASLHandshakeResponse {
 	resp := kmsg.NewPtrSASLHandshakeResponse()
 	resp.SetVersion(r.Version)
 	resp.SupportedMechanisms = slices.Clone(sasl.Mechanisms)
@@ -92,20 +164,20 @@ func (c *conn) saslHandshake(r *kmsg.SASLHandshakeRequest, p *pending) *kmsg.SAS
 	case r.Version == 0:
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		p.closeAfter = "SaslHandshake v0 (SASL outside Kafka framing) is not served; v1 is"
-	case c.principal != "" || c.mechanism != "":
+	case g.principal != "" || g.mechanism != "":
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		p.closeAfter = "a second SaslHandshake"
 	case !slices.Contains(sasl.Mechanisms, r.Mechanism):
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 		p.closeAfter = fmt.Sprintf("unsupported SASL mechanism %q", r.Mechanism)
 	default:
-		c.mechanism = r.Mechanism
+		g.mechanism = r.Mechanism
 	}
 	return resp
 }
 
-// saslAuthenticate runs one step of the exchange.
-func (c *conn) saslAuthenticate(r *kmsg.SASLAuthenticateRequest, p *pending) *kmsg.SASLAuthenticateResponse {
+// authenticate runs one step of the exchange.
+func (g *SASLGate) authenticate(r *kmsg.SASLAuthenticateRequest, p *pending) *kmsg.SASLAuthenticateResponse {
 	resp := kmsg.NewPtrSASLAuthenticateResponse()
 	resp.SetVersion(r.Version)
 	fail := func(why error) *kmsg.SASLAuthenticateResponse {
@@ -115,28 +187,114 @@ func (c *conn) saslAuthenticate(r *kmsg.SASLAuthenticateRequest, p *pending) *km
 		return resp
 	}
 	switch {
-	case c.mechanism == "":
+	case g.mechanism == "":
 		return fail(errors.New("SaslAuthenticate before SaslHandshake"))
-	case c.principal != "":
+	case g.principal != "":
 		return fail(errors.New("SaslAuthenticate after the exchange succeeded (a replay?)"))
-	case c.exchange == nil:
-		ex, err := sasl.Start(c.mechanism, c.s.cfg.SASL)
+	case g.exchange == nil:
+		ex, err := sasl.StartRand(g.mechanism, g.lookup, g.random)
 		if err != nil {
 			return fail(err)
 		}
-		c.exchange = ex
+		g.exchange = ex
 	}
-	out, done, err := c.exchange.Step(r.SASLAuthBytes)
+	out, done, err := g.exchange.Step(r.SASLAuthBytes)
 	if err != nil {
 		return fail(err)
 	}
 	resp.SASLAuthBytes = out
 	if done {
-		c.principal = c.exchange.Principal()
-		if c.lc != nil {
-			c.lc.SetPrincipal(c.principal)
-		}
-		c.s.logger.Debug("Kafka connection authenticated", slog.String("principal", c.principal), slog.String("remote", c.host()))
+		g.principal = g.exchange.Principal()
 	}
 	return resp
+}
+
+// serveSASL runs a request through the connection's gate; handled
+// reports whether the gate answered (or refused) it.
+func (c *conn) serveSASL(h header, body []byte) (p *pending, handled bool, err error) {
+	before := c.gate.principal
+	p, handled, err = c.gate.serve(h, body)
+	if c.gate.principal != before {
+		if c.lc != nil {
+			c.lc.SetPrincipal(c.gate.principal)
+		}
+		c.s.logger.Debug("Kafka connection authenticated", slog.String("principal", c.gate.principal), slog.String("remote", c.host()))
+	}
+	return p, handled, err
+}
+
+// The client's side, for callers that carry Kafka requests themselves
+// (the simulator's Kafka clients authenticate with these frames): the
+// SCRAM messages come from sasl.ClientSession.
+
+// Versions the client side speaks.
+const (
+	clientSASLHandshakeVersion    = 1
+	clientSASLAuthenticateVersion = 2
+)
+
+// EncodeSASLHandshake frames a SaslHandshake v1 naming mechanism (size
+// prefix included); decode returns the answer as a Strand response: no
+// error when the listener accepted the mechanism, else the refusal.
+func EncodeSASLHandshake(mechanism string, corr int32) (frame []byte, decode func([]byte) (*strandpb.Response, error)) {
+	r := kmsg.NewPtrSASLHandshakeRequest()
+	r.SetVersion(clientSASLHandshakeVersion)
+	r.Mechanism = mechanism
+	return clientFrame(r, corr), func(f []byte) (*strandpb.Response, error) {
+		body, err := responseBodyHeader(f, corr, false)
+		if err != nil {
+			return nil, err
+		}
+		a := kmsg.NewPtrSASLHandshakeResponse()
+		a.SetVersion(r.Version)
+		if err := a.ReadFrom(body); err != nil {
+			return nil, fmt.Errorf("kafkaproto: SaslHandshake response: %w", err)
+		}
+		return &strandpb.Response{CorrelationId: uint64(corr), Error: strandError(a.ErrorCode, nil)}, nil
+	}
+}
+
+// EncodeSASLAuthenticate frames a SaslAuthenticate v2 carrying one
+// client message (size prefix included); decode returns the answer as
+// Strand's SaslAuthenticate response, or its refusal. Kafka's answer does
+// not say the exchange is done (the client knows it by the mechanism's
+// round trips: SCRAM's second answer is the last), so Done is unset.
+func EncodeSASLAuthenticate(authBytes []byte, corr int32) (frame []byte, decode func([]byte) (*strandpb.Response, error)) {
+	r := kmsg.NewPtrSASLAuthenticateRequest()
+	r.SetVersion(clientSASLAuthenticateVersion)
+	r.SASLAuthBytes = authBytes
+	return clientFrame(r, corr), func(f []byte) (*strandpb.Response, error) {
+		body, err := responseBodyHeader(f, corr, true)
+		if err != nil {
+			return nil, err
+		}
+		a := kmsg.NewPtrSASLAuthenticateResponse()
+		a.SetVersion(r.Version)
+		if err := a.ReadFrom(body); err != nil {
+			return nil, fmt.Errorf("kafkaproto: SaslAuthenticate response: %w", err)
+		}
+		out := &strandpb.Response{CorrelationId: uint64(corr)}
+		if out.Error = strandError(a.ErrorCode, a.ErrorMessage); out.Error == nil {
+			out.Body = &strandpb.Response_SaslAuthenticate{SaslAuthenticate: &strandpb.SaslAuthenticateResponse{AuthBytes: a.SASLAuthBytes}}
+		}
+		return out, nil
+	}
+}
+
+// clientFrame frames kreq as a Kafka client sends it: size, key,
+// version, correlation id, client id "strand", the header's empty tag
+// section when flexible, the body.
+func clientFrame(kreq kmsg.Request, corr int32) []byte {
+	b := []byte{0, 0, 0, 0}
+	b = binary.BigEndian.AppendUint16(b, uint16(kreq.Key()))
+	b = binary.BigEndian.AppendUint16(b, uint16(kreq.GetVersion()))
+	b = binary.BigEndian.AppendUint32(b, uint32(corr))
+	b = binary.BigEndian.AppendUint16(b, 6)
+	b = append(b, "strand"...)
+	if kreq.IsFlexible() {
+		b = append(b, 0)
+	}
+	b = kreq.AppendTo(b)
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	return b
 }

@@ -36,7 +36,7 @@ func FuzzSASLHandshake(f *testing.F) {
 	f.Add(frameRequest(hs, 1), frameRequest(auth, 2), frameRequest(auth2, 3))
 	s := &Server{cfg: Config{Backend: fakeBackend{}, SASL: lookup}, logger: slog.New(slog.DiscardHandler), classic: newClassicState()}
 	f.Fuzz(func(t *testing.T, b1, b2, b3 []byte) {
-		c := &conn{s: s, done: make(chan struct{})}
+		c := &conn{s: s, done: make(chan struct{}), gate: SASLGate{lookup: lookup}}
 		for i, b := range [][]byte{b1, b2, b3} {
 			if len(b) < 2 {
 				return
@@ -50,8 +50,8 @@ func FuzzSASLHandshake(f *testing.F) {
 			if resp := p.resp(); resp != nil {
 				appendResponse(nil, p, resp)
 			}
-			if c.principal != "" {
-				t.Fatalf("authenticated as %q without the password", c.principal)
+			if c.gate.principal != "" {
+				t.Fatalf("authenticated as %q without the password", c.gate.principal)
 			}
 			if p.closeAfter != "" {
 				return

@@ -133,13 +133,10 @@ type conn struct {
 	// draining closes when the connection drains at shutdown (nil for
 	// Translate's conn: never).
 	draining <-chan struct{}
-	// SASL state (sasl.go), owned by the reader: the mechanism named by
-	// SaslHandshake, the exchange in progress, and the principal once it
-	// succeeded (a TLS listener may set principal from the client's
-	// certificate before the first request).
-	mechanism string
-	exchange  *sasl.Exchange
-	principal string
+	// gate is the connection's SASL state (sasl.go), owned by the
+	// reader: its principal once the exchange succeeded (a TLS listener
+	// sets it from the client's certificate before the first request).
+	gate SASLGate
 	// clientHost is the client's IP, as ACLs name hosts (set at accept).
 	clientHost string
 	// clientID is the client id of the request being served (its header).
@@ -199,7 +196,7 @@ func (p *pending) AppendTo(dst []byte) ([]byte, error) {
 // serveConn is the reader of one accepted connection: the TLS handshake,
 // then size-prefixed requests until the connection fails.
 func (s *Server) serveConn(lc *listener.Conn, br *bufio.Reader) error {
-	c := &conn{s: s, lc: lc, done: lc.Done(), draining: lc.Draining(), clientHost: lc.Host()}
+	c := &conn{s: s, lc: lc, done: lc.Done(), draining: lc.Draining(), clientHost: lc.Host(), gate: SASLGate{lookup: s.cfg.SASL}}
 	if err := c.handshake(br); err != nil {
 		return err
 	}
@@ -248,7 +245,7 @@ func (c *conn) handshake(br *bufio.Reader) error {
 	case err != nil:
 		return err
 	}
-	c.principal = c.lc.Principal()
+	c.gate.Authenticate(c.lc.Principal())
 	return nil
 }
 
@@ -297,7 +294,7 @@ func (c *conn) send(req *strandpb.Request) *call {
 		}
 	}
 	if cb, ok := c.s.cfg.Backend.(CallerBackend); ok {
-		k.err = cb.SubmitAs(c.done, c.principal, c.host(), req, reply)
+		k.err = cb.SubmitAs(c.done, c.gate.principal, c.host(), req, reply)
 	} else {
 		k.err = c.s.cfg.Backend.Submit(c.done, req, reply)
 	}

@@ -153,16 +153,7 @@ func EncodeRequest(req *strandpb.Request, corr int32) (frame []byte, decode func
 	default:
 		return nil, nil, false
 	}
-	b := []byte{0, 0, 0, 0}
-	b = binary.BigEndian.AppendUint16(b, uint16(kreq.Key()))
-	b = binary.BigEndian.AppendUint16(b, uint16(kreq.GetVersion()))
-	b = binary.BigEndian.AppendUint32(b, uint32(corr))
-	b = binary.BigEndian.AppendUint16(b, 6)
-	b = append(b, "strand"...)
-	b = append(b, 0) // both versions are flexible: empty header tags
-	b = kreq.AppendTo(b)
-	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
-	return b, decode, true
+	return clientFrame(kreq, corr), decode, true // every version sent is flexible
 }
 
 func produceRequest(p *strandpb.ProduceRequest) (*kmsg.ProduceRequest, topicNames) {
@@ -223,12 +214,19 @@ func fetchRequest(f *strandpb.FetchRequest) (*kmsg.FetchRequest, topicNames) {
 
 // responseBody checks a response frame's size and correlation id and
 // returns the body after the (flexible) header.
-func responseBody(f []byte, corr int32) ([]byte, error) {
+func responseBody(f []byte, corr int32) ([]byte, error) { return responseBodyHeader(f, corr, true) }
+
+// responseBodyHeader is responseBody for a header with a tag section
+// (flexible) or without.
+func responseBodyHeader(f []byte, corr int32, flexible bool) ([]byte, error) {
 	if len(f) < 9 || int(binary.BigEndian.Uint32(f)) != len(f)-4 {
 		return nil, fmt.Errorf("kafkaproto: response frame of %d bytes", len(f))
 	}
 	if got := int32(binary.BigEndian.Uint32(f[4:])); got != corr {
 		return nil, fmt.Errorf("kafkaproto: response to correlation id %d, want %d", got, corr)
+	}
+	if !flexible {
+		return f[8:], nil
 	}
 	return skipTags(f[8:])
 }

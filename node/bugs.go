@@ -32,6 +32,7 @@ type produceBugs struct{}
 func (c *Core) bugLogOptions(*raftlog.Options)                           {}
 func (c *Core) bugReadOnlyOption() raft.ReadOnlyOption                   { return raft.ReadOnlySafe }
 func (c *Core) bugSkipFsync() bool                                       { return false }
+func (c *Core) bugStartSyncSkippingFsync(*group) (w, s func() error)     { return nil, nil }
 func (c *Core) bugWALAckEarly(*group)                                    {}
 func (c *Core) bugLocalRead() bool                                       { return false }
 func (c *Core) bugAckEarly(*group, *produceWait, func(ProduceResult))    {}

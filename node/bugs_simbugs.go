@@ -307,6 +307,16 @@ type indexShift struct {
 // vanishes or a node votes twice in a term.
 func (c *Core) bugSkipFsync() bool { return c.cfg.Bugs.SkipFsync }
 
+// bugStartSyncSkippingFsync is bugSkipFsync for a log's sync job, which
+// issues the log's pending writes and then skips its fsyncs; nil, nil
+// without the bug.
+func (c *Core) bugStartSyncSkippingFsync(g *group) (write, sync func() error) {
+	if !c.cfg.Bugs.SkipFsync {
+		return nil, nil
+	}
+	return g.log.StartWriteOnly()
+}
+
 // bugLocalRead: a replica that believes it leads serves a fetch from its
 // applied state at once, without a read index confirming its leadership
 // (a lease read with no lease). A leader deposed without knowing it (cut

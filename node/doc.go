@@ -51,17 +51,27 @@
 //     false under AsyncStorageWrites);
 //  3. apply committed entries, note read states, check leadership, serve reads, wake long polls,
 //     prepare a due checkpoint (its writes are storage jobs: checkpoint_job.go);
-//  4. per group with queued appends and no sync in flight: write them in order (Log.SaveSome; it
-//     stops where the segment rolls, the rest waiting at the queue's front for the sync that makes
-//     the sealed segment durable, so a roll's fsync is a storage job too; Save with Config.WAL), and
-//     if any needs durability (raft.MustSync; a commit-only hard state does not) start a sync
-//     (StartSync) and hold the responses and acks=1 waits for it; otherwise release them at once;
+//  4. per group with queued appends and no sync in flight: hand them to its log in order
+//     (Log.SaveSome, which only encodes them as pending writes: the write system call runs in the
+//     sync job, before its fsync; it stops where the segment rolls, the rest waiting at the queue's
+//     front for the sync that makes the sealed segment durable, so a roll's fsync is a storage job
+//     too; Save, written on the loop, with Config.WAL), and if any needs durability
+//     (raft.MustSync; a commit-only hard state does not) start a sync (StartSync: the job writes
+//     the group's pending records, one WriteAt per segment, then fsyncs) and hold the responses
+//     and acks=1 waits for it; otherwise release them at once (a commit-only hard state stays
+//     pending until the group's next job: it needs no durability);
 //  5. send.
 //
 // The syncs are SyncJobs the host (the server's storage pool, the simulator, node's test cluster) takes with
-// Core.TakeSyncJobs after each Process, runs on any goroutine (SyncJob.Run touches only files), and
+// Core.TakeSyncJobs after each Process, runs on any goroutine (SyncJob.Run touches only files; a log
+// sync's is two phases, RunWrite then RunSync, which the simulator runs as two events), and
 // reports with Core.SyncDone(token, err): the held responses are then stepped or sent and acks=1
-// produces complete; an error is fatal (the next Process returns it: fail-stop). At most one sync
+// produces complete; an error is fatal (the next Process returns it: fail-stop), except a write
+// refused for space (raftlog.WriteFailed and ErrNoSpace), which reopens the replica from its files
+// as a failed write on the loop did ("Full disks" below). Until a job's write completes, its entries
+// are read from the log's memory (raftlog: the tail cache keeps every entry not on file), so raft's
+// reads (MsgApp to followers, entries to apply), apply and fetch never read a record not yet
+// written; raft itself steps the self-ack, and so treats them as stable, only at SyncDone. At most one sync
 // per group is in flight; appends arriving meanwhile queue and share the next fsync (group commit
 // per log). A checkpoint waits for a round with no sync of its group in flight, first writes the
 // queued appends and, unless the commit it covers is durable, starts the group's sync; its write
@@ -395,8 +405,10 @@
 //     metadata would go too; /readyz says not ready (strand_disk_stalled,
 //     strand_storage_job_oldest_seconds) for a supervisor, and the metadata and members answers
 //     carry disk_stalled (`strand cluster` prints DISK STALLED, as /api/cluster and the console). A sync that fails stays fatal. Not
-//     watched: the loop's own synchronous writes (a hang there stops the loop and its heartbeats,
-//     so the followers elect elsewhere anyway). Proven: TestStalledLeaderHandsOffLeadership, the
+//     watched: the loop's own synchronous writes (a truncation, an install, a roll by age, all of
+//     them with Config.WAL; a hang there stops the loop and its heartbeats, so the followers elect
+//     elsewhere anyway). The appends' writes are in the sync jobs, so a device that blocks writes
+//     (not only fsyncs) is timed too. Proven: TestStalledLeaderHandsOffLeadership, the
 //     simulator's disk stalls, TestDiskStallMovesLeaders (real processes, -tags faultinject:
 //     leaders moved 1.05 s after the stall) and TestDiskStallFrozenDevice (the data directory on a
 //     FUSE device whose writes and fsyncs the test freezes in the kernel: leaders moved 1.10 s

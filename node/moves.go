@@ -65,10 +65,13 @@ type moveState struct {
 	proposedConf *raftpb.ConfState
 	// completing: a CompletePartitionMove is in flight.
 	completing bool
-	// completeAt, completeTerm: the leader's last index (and term) when it
-	// first saw the target configuration applied; it completes only once
-	// it applied that far in the same term, so no conf change already in
-	// its log can change the configuration after the completion.
+	// completeAt, completeTerm: the index after the leader's last one (and
+	// its term) when it first saw the target configuration applied, the
+	// empty entry it proposed then (proposeAfterLeave); it completes only
+	// once it applied that far in the same term, so no conf change already
+	// in its log can change the configuration after the completion, and a
+	// majority of the target knows durably that the configuration
+	// committed.
 	completeAt, completeTerm uint64
 }
 
@@ -375,7 +378,12 @@ func (c *Core) completeMove(g *group, st raft.Status) {
 		last = max(last, pr.Next-1)
 	}
 	if m.completeAt == 0 || m.completeTerm != st.GetTerm() {
-		m.completeAt, m.completeTerm = last, st.GetTerm()
+		m.completeAt, m.completeTerm = last+1, st.GetTerm()
+		c.proposeAfterLeave(g)
+		return
+	}
+	if last < m.completeAt { // the empty entry was dropped (a leadership transfer): again
+		c.proposeAfterLeave(g)
 		return
 	}
 	if g.appliedRaft < m.completeAt {
@@ -410,6 +418,28 @@ func (c *Core) completeMove(g *group, st raft.Status) {
 			g.logs.log(slog.LevelInfo, "move: completed", slog.Any("replicas", target))
 		}
 	})
+}
+
+// proposeAfterLeave proposes an empty entry after the configuration that
+// completes g's move, which completeMove waits to see committed (at
+// completeAt). The completion lets the leavers delete their replicas, so
+// a majority of the new configuration must know durably that it
+// committed, not only this leader: a follower that acknowledged the leave
+// but never heard it committed stays in the joint configuration, needing
+// the leavers' votes, and when the leader is then lost for good the
+// survivors, a majority of the new configuration, never elect (simulator
+// seed 22 of the standard sample: node 5 restarted with the leave of
+// [1 2 4] -> [1 2 5] in its log and commit short of it, leader 1 dead, node
+// 4 decommissioned; partitions 1 and 3 never had a leader again). Every
+// follower that acknowledges the empty entry got it with a commit index at
+// or past the leave (the leader applied the leave before proposing it)
+// and persisted that commit with it before acknowledging, so once it
+// commits, a majority of the new configuration restarts past the leave.
+func (c *Core) proposeAfterLeave(g *group) {
+	c.markReady(g)
+	if err := g.raw.Propose(nil); err != nil {
+		g.logs.log(slog.LevelDebug, "move: entry after the leave not proposed", slog.Any("err", err))
+	}
 }
 
 // MoveProgress is how far one replica a move adds has caught up.

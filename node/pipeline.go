@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/strandlog/strand/raftlog"
 	"github.com/strandlog/strand/raftlog/wal"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -61,6 +62,9 @@ type groupPipe struct {
 // result with Core.SyncDone(Token, err).
 type SyncJob struct {
 	Token uint64
+	// write, when not nil, is the job's first phase (a log sync's pending
+	// writes), run its second (the fsyncs): see RunWrite.
+	write func() error
 	run   func() error
 	// checkpoint: the job writes a checkpoint (checkpoint_job.go).
 	checkpoint bool
@@ -81,15 +85,43 @@ func (j SyncJob) Read() bool { return j.read }
 // between the two.
 func (j SyncJob) Checkpoint() bool { return j.checkpoint }
 
-// Run performs the job's fsyncs. It touches only the files and the Disk,
-// not the Core: the host may run jobs concurrently with each other and
-// with every Core call.
-func (j SyncJob) Run() error { return j.run() }
+// Run performs the job: its writes, then, unless one failed, its fsyncs.
+// It touches only the files and the Disk, not the Core: the host may run
+// jobs concurrently with each other and with every Core call.
+func (j SyncJob) Run() error {
+	if err := j.RunWrite(); err != nil {
+		return err
+	}
+	return j.RunSync()
+}
+
+// Writes reports whether the job has a write phase apart from its fsyncs:
+// a log sync, whose job issues the log's pending writes first.
+func (j SyncJob) Writes() bool { return j.write != nil }
+
+// RunWrite performs the job's first phase, its writes (nothing for a job
+// without one: Writes); RunSync its second, the fsyncs (all of the work
+// for the others). Run is the two in order; a host that runs them as two
+// steps (the simulator, so that a crash can land after the writes and
+// before their fsync: a process kill there leaves written, unsynced bytes
+// in the page cache) runs RunSync only after RunWrite returned nil, and
+// reports the first error.
+func (j SyncJob) RunWrite() error {
+	if j.write == nil {
+		return nil
+	}
+	return j.write()
+}
+
+// RunSync performs the job's second phase (see RunWrite).
+func (j SyncJob) RunSync() error { return j.run() }
 
 // syncJob is a job in flight: the group it belongs to and its fsyncs.
 type syncJob struct {
-	g   *group
-	run func() error
+	g *group
+	// write and run: the job's two phases (SyncJob.RunWrite); write is
+	// nil but for a log sync.
+	write, run func() error
 	// groups are those a sync of the write-ahead log covers (wal.go); g
 	// is then nil.
 	groups []*group
@@ -197,7 +229,10 @@ func (c *Core) finishSync(token uint64, job syncJob, err error) {
 	}
 	g.pipe.syncing = 0
 	if err := g.log.FinishSync(err); err != nil {
-		g.logs.log(slog.LevelError, "raft log sync failed; the node stops (fail-stop)", slog.Any("err", err))
+		if raftlog.WriteFailed(err) && c.writeRefused(g, err) { // disk full: g reopened (diskfull.go)
+			return
+		}
+		g.logs.log(slog.LevelError, "raft log write or sync failed; the node stops (fail-stop)", slog.Any("err", err))
 		c.fatal = fmt.Errorf("node: %s/%d: sync: %w", g.tp.Topic, g.tp.Partition, err)
 		return
 	}
@@ -400,7 +435,7 @@ func orHard(hs, prev *raftpb.HardState) *raftpb.HardState {
 func (c *Core) newJob(job syncJob) SyncJob {
 	c.nextSyncToken++
 	c.syncsInFlight[c.nextSyncToken] = job
-	j := SyncJob{Token: c.nextSyncToken, run: job.run, checkpoint: job.ckWrite != nil && !job.ckTrim, read: job.cold != nil}
+	j := SyncJob{Token: c.nextSyncToken, write: job.write, run: job.run, checkpoint: job.ckWrite != nil && !job.ckTrim, read: job.cold != nil}
 	if job.pass != nil {
 		j.passPhase = 1
 		if job.pass.commit {
@@ -420,11 +455,11 @@ func (c *Core) queueJob(job syncJob) uint64 {
 // startSync starts the sync of g's log covering everything written, as a
 // job for the host.
 func (c *Core) startSync(g *group) {
-	run := g.log.StartSync()
-	if c.bugSkipFsync() {
-		run = func() error { return nil }
+	write, sync := c.bugStartSyncSkippingFsync(g) // planted-bug hook: nil in production
+	if write == nil {
+		write, sync = g.log.StartSyncPhases()
 	}
-	g.pipe.syncing = c.queueJob(syncJob{g: g, run: run})
+	g.pipe.syncing = c.queueJob(syncJob{g: g, write: write, run: sync})
 	g.pipe.heldTerm, g.pipe.heldCommit = g.pipe.hard.GetTerm(), g.pipe.hard.GetCommit()
 	c.bugReleaseBeforeSync(g)
 }

@@ -19,3 +19,8 @@ type plantedBugs struct {
 }
 
 func (r *recovery) bugTrustPageCache() bool { return r.Bugs.RecoverTrustsPageCache }
+
+// StartWriteOnly is StartSyncPhases whose sync phase skips every fsync
+// (write still issues the pending writes): the node's planted SkipFsync
+// bug.
+func (l *Log) StartWriteOnly() (write, sync func() error) { return l.startSync(false) }

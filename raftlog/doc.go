@@ -18,10 +18,20 @@
 // One WriteAt per segment touched. A segment rolls past SegmentBytesMax (default 64 MiB; per topic
 // through SetSegmentBytesMax = segment.bytes) after an fsync, so only the last segment can hold
 // unsynced data; each new segment starts with a copy of the hard state. Save makes that fsync
-// itself; SaveSome stops at the roll instead (the seal written, the rest not) and the next write
+// itself; SaveSome stops at the roll instead (the seal encoded, the rest not) and the next write
 // creates the next segment once a sync covered the sealed one, so a caller whose syncs are jobs
 // off its thread (the node) never waits for a roll's fsync; a crash before that sync leaves a
-// sealed last segment, cut like a torn tail. Roll rolls by age (segment.ms), only a segment holding entries, so an idle
+// sealed last segment, cut like a torn tail. SaveSome issues no write at all: its records are
+// pending writes (one buffer per segment, later SaveSomes extending it), which StartSync's job
+// issues before its fsyncs, so the caller's thread makes no write system call either. Every
+// synchronous path that syncs, truncates or replaces files (Sync, a roll by Save or Roll,
+// truncation, Flush, recovery) first issues the pending writes on the caller's thread, so a file
+// always holds a prefix of the writes in the order the Log made them; Save, Append and
+// SetHardState write before they return, and so is a new segment's segment record (a compaction
+// may retire every older segment on the strength of the active one, and a kill must not leave it
+// empty). ApplySnapshot drops the pending writes (the files they
+// belong to are retired) and Close drops them (what a kill loses: nothing a sync covered). A crash
+// before the job ran loses only unsynced records, as before; recovery is unchanged. Roll rolls by age (segment.ms), only a segment holding entries, so an idle
 // partition rolls once. Sync fsyncs only dirty segments (and the directory after a create/remove);
 // a failed write or sync makes the Log failed for good — the caller fail-stops (fsyncgate).
 // Truncation at i is durable before new entries are written: sync, hard state to the side file,
@@ -36,10 +46,12 @@
 // the log starting at a segment's base. Rejected: a logical truncate record (breaks naming by base
 // index).
 //
-// Split sync (for the pipelined loop): StartSync takes the segments written since their last sync
-// (and the directory when files came or went), clears their dirty marks and returns run, which
-// fsyncs exactly those and touches only files, so any goroutine may run it; FinishSync(err) records
-// the result (an error fails the Log, as a failed Sync). A write, Sync or second StartSync in
+// Split sync (for the pipelined loop): StartSync takes the pending writes and the segments written
+// since their last sync (and the directory when files came or went), clears their dirty marks and
+// returns run, which issues exactly those writes in order, then fsyncs those files, touching only
+// files, so any goroutine may run it; FinishSync(err) records the result (an error fails the Log,
+// as a failed Sync; WriteFailed tells a failed write, after which a write refused for space leaves
+// a prefix as a kill would, from a failed fsync). A write, Sync or second StartSync in
 // between panics: the core never writes a log while its fsync runs, so raftlog needs no lock. No
 // space: ErrNoSpace (osdisk maps ENOSPC/EDQUOT) and an optional SpaceReporter{FreeBytes} on the
 // Disk (osdisk: statfs; memdisk: a capacity fault, a write past it fails whole).
@@ -51,7 +63,9 @@
 // term against the seal's runs); VerifyFrom(i) builds it at once for every segment holding entries
 // ≥ i. Every record read is CRC- and index-checked (ErrCorrupt, never bad bytes to raft). A tail
 // cache (its size given by the node, which shares one budget over all logs) serves freshly appended
-// entries without I/O. Split read (read.go), for a caller whose loop must not wait for the disk:
+// entries without I/O; it never evicts an entry not on file yet (a pending or running write, even
+// with the cache off), and Entries and StartRead take such entries from it, so nothing reads a
+// record before its write completed. Split read (read.go), for a caller whose loop must not wait for the disk:
 // StartRead serves the tail cache or copies what the read needs (files, record offsets, term runs);
 // Read.Run reads, indexes a sealed segment at its first read and checks every record on any
 // goroutine, concurrently with the log's writes (File allows a concurrent ReadAt); FinishRead

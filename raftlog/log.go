@@ -132,7 +132,16 @@ type Log struct {
 	sideSlot    int64 // slot the next side write goes to (0 or 1)
 	sideDurable bool  // the side file's name is durable
 
-	writeBuf []byte
+	// pending are the writes made and not issued yet (SaveSome's), in
+	// order; inflight those a StartSync's job issues, inflightLast the
+	// last index then; written the last index whose record is on file
+	// (the tail cache holds every entry above it).
+	pending      []pendingWrite
+	inflight     []pendingWrite
+	inflightLast uint64
+	written      uint64
+
+	writeBuf []byte // a buffer of a completed write, kept for reuse
 	failed   error
 	closed   bool
 	syncing  bool // between StartSync and FinishSync: no write may come
@@ -201,12 +210,21 @@ func (l *Log) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
 	if err != nil {
 		return nil, err
 	}
-	if tailFirst := l.tailFirst(); lo >= tailFirst {
+	tailFirst := l.tailFirst()
+	if lo >= tailFirst {
 		out := make([]*raftpb.Entry, hi-lo)
 		copy(out, l.tail[lo-tailFirst:hi-tailFirst])
 		return out, nil
 	}
-	return l.readEntries(lo, hi)
+	if hi <= tailFirst {
+		return l.readEntries(lo, hi)
+	}
+	// Entries from tailFirst on may not be on file yet (SaveSome).
+	out, err := l.readEntries(lo, tailFirst)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, l.tail[:hi-tailFirst]...), nil
 }
 
 // limit returns the end of the longest run of entries from lo (at least
@@ -353,15 +371,20 @@ func (l *Log) tailFirst() uint64 { return l.lastIndex + 1 - uint64(len(l.tail)) 
 // cacheTail adds freshly appended entries (ending at lastIndex) to the tail
 // cache and evicts the oldest beyond its bound.
 func (l *Log) cacheTail(entries []*raftpb.Entry) {
-	if l.tailCacheBytesMax < 0 {
-		return
-	}
 	l.tail = append(l.tail, entries...)
 	for _, e := range entries {
 		l.tailBytes += int64(len(e.GetData())) + tailEntryOverheadBytes
 	}
+	l.evictTail()
+}
+
+// evictTail evicts the oldest cached entries beyond the cache's bound (all,
+// when it is negative: no cache), never one above written: an entry whose
+// write is pending or running is read from memory only.
+func (l *Log) evictTail() {
+	first := l.tailFirst()
 	drop := 0
-	for drop < len(l.tail) && l.tailBytes > l.tailCacheBytesMax {
+	for drop < len(l.tail) && (l.tailCacheBytesMax < 0 || l.tailBytes > l.tailCacheBytesMax) && first+uint64(drop) <= l.written {
 		l.tailBytes -= int64(len(l.tail[drop].GetData())) + tailEntryOverheadBytes
 		l.tail[drop] = nil
 		drop++
@@ -369,18 +392,13 @@ func (l *Log) cacheTail(entries []*raftpb.Entry) {
 	l.tail = l.tail[drop:]
 }
 
-// SetTailCacheBytesMax changes the tail cache's bound (negative: no cache),
-// evicting the oldest entries beyond it now: a node that hosts more logs
-// gives each a smaller share of its memory.
+// SetTailCacheBytesMax changes the tail cache's bound (negative: no cache,
+// except for entries not on file yet), evicting the oldest entries beyond
+// it now: a node that hosts more logs gives each a smaller share of its
+// memory.
 func (l *Log) SetTailCacheBytesMax(n int64) {
 	l.tailCacheBytesMax = n
-	drop := 0
-	for drop < len(l.tail) && (n < 0 || l.tailBytes > n) {
-		l.tailBytes -= int64(len(l.tail[drop].GetData())) + tailEntryOverheadBytes
-		l.tail[drop] = nil
-		drop++
-	}
-	l.tail = l.tail[drop:]
+	l.evictTail()
 }
 
 // TailCacheBytesMax returns the tail cache's bound (negative: no cache).
@@ -412,12 +430,14 @@ func (l *Log) dropTailBelow(i uint64) {
 	l.tail = l.tail[drop:]
 }
 
-// Close releases the log's files without syncing.
+// Close releases the log's files without syncing. Pending writes are
+// dropped (what a kill would lose: nothing a Sync covered).
 func (l *Log) Close() error {
 	if l.closed {
 		return ErrClosed
 	}
 	l.closed = true
+	l.pending = nil
 	var first error
 	for _, s := range l.segments {
 		if err := s.file.Close(); err != nil && first == nil {

@@ -41,6 +41,9 @@ type Read struct {
 	firstIndex      uint64    // the log's, at StartRead (the seal check's bound)
 	terms           []termRun // the log's term runs, copied
 	pieces          []readPiece
+	// mem are the entries from hi on, up to the hi asked, that the tail
+	// cache held at StartRead (they may not be on file yet: SaveSome).
+	mem []*raftpb.Entry
 	// Run's results.
 	entries []*raftpb.Entry
 	err     error
@@ -84,11 +87,16 @@ func (l *Log) StartRead(lo, hi, maxSize uint64) ([]*raftpb.Entry, *Read, error) 
 	if lo >= hi {
 		return []*raftpb.Entry{}, nil, nil
 	}
-	if lo >= l.tailFirst() {
+	tailFirst := l.tailFirst()
+	if lo >= tailFirst {
 		ents, err := l.Entries(lo, hi, maxSize) // no I/O: the tail's segments are indexed
 		return ents, nil, err
 	}
-	r := &Read{lo: lo, hi: hi, maxSize: maxSize, firstIndex: l.firstIndex}
+	r := &Read{lo: lo, hi: min(hi, tailFirst), maxSize: maxSize, firstIndex: l.firstIndex}
+	if hi > tailFirst {
+		r.mem = append([]*raftpb.Entry(nil), l.tail[:hi-tailFirst]...)
+	}
+	hi = r.hi
 	for k := l.segmentOf(lo); k < len(l.segments) && l.segments[k].base < hi; k++ {
 		s := l.segments[k]
 		p := readPiece{seg: s, file: s.file, name: s.name, base: s.base, last: s.lastIndex(),
@@ -186,6 +194,18 @@ func (r *Read) run() ([]*raftpb.Entry, error) {
 		if lo >= r.hi {
 			break
 		}
+	}
+	if uint64(len(out)) < r.hi-r.lo {
+		return out, nil // the size limit
+	}
+	for _, e := range r.mem {
+		if r.maxSize != math.MaxUint64 {
+			total += entryProtoBytes(e.GetTerm(), e.GetIndex(), uint64(len(e.GetData())))
+			if total > r.maxSize && len(out) > 0 {
+				break
+			}
+		}
+		out = append(out, e)
 	}
 	return out, nil
 }

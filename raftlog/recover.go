@@ -82,6 +82,7 @@ func Open(disk Disk, dir string, options Options) (*Log, error) {
 		r.closeAll()
 		return nil, err
 	}
+	l.written = l.lastIndex
 	return l, nil
 }
 
@@ -586,9 +587,7 @@ func (r *recovery) finish() error {
 	}
 	if len(r.obsolete) > 0 && l.hasHard {
 		var rec [frameHeaderBytes + hardStateBodyBytes]byte
-		if err := l.writeAt(active, appendHardStateRecord(rec[:0], l.hard)); err != nil {
-			return err
-		}
+		l.writeAt(active, appendHardStateRecord(rec[:0], l.hard))
 	}
 	if err := l.Sync(); err != nil {
 		return err

@@ -12,13 +12,16 @@ import (
 	"github.com/strandlog/strand/raftlog/memdisk"
 )
 
-// SaveSome stops where the active segment rolls: it writes what fits and
-// the seal, without an fsync, and reports how many entries it wrote; the
-// caller's background sync (StartSync's job) then makes the sealed segment
-// durable, and the next SaveSome creates the next segment with no fsync of
-// its own. Save across a roll fsyncs on the caller's thread (the roll
-// TestSyncCostsOnlyWhatIsDirty counts); SaveSome's fsyncs are all in the
-// job.
+// SaveSome issues no write and stops where the active segment rolls: it
+// encodes what fits and the seal as pending writes and reports how many
+// entries it took; the caller's background sync (StartSync's job) then
+// issues the writes, one per segment however many SaveSomes came before,
+// and makes the sealed segment durable, and the next SaveSome creates the
+// next segment with no fsync of its own (only its segment record is
+// written at once). Save across a roll
+// writes and fsyncs on the caller's thread (the roll
+// TestSyncCostsOnlyWhatIsDirty counts); SaveSome's writes and fsyncs are
+// all in the job.
 func TestSaveSomeLeavesTheRollSyncToTheCaller(t *testing.T) {
 	disk := &countingDisk{Disk: memdisk.New()}
 	l := mustOpen(t, disk, raftlog.Options{SegmentBytesMax: 400})
@@ -29,25 +32,25 @@ func TestSaveSomeLeavesTheRollSyncToTheCaller(t *testing.T) {
 	if n != 5 {
 		t.Fatalf("SaveSome of 5 entries that fit wrote %d", n)
 	}
-	disk.expect(t, "save of 5 entries and a hard state", 0, 0, 1)
+	disk.expect(t, "save of 5 entries and a hard state: pending", 0, 0, 0)
 	es := batch(6, 6, 1, 20)
 	n, err = l.SaveSome(es, hardState(1, 1, 8))
 	must(t, err)
 	if n == 0 || n >= len(es) {
 		t.Fatalf("SaveSome across a roll wrote %d of %d entries, want some", n, len(es))
 	}
-	disk.expect(t, "save up to the roll: entries and seal, no fsync", 0, 0, 1)
+	disk.expect(t, "save up to the roll: entries and seal, pending", 0, 0, 0)
 	run := l.StartSync()
 	must(t, l.FinishSync(run()))
-	disk.expect(t, "the caller's sync job: the sealed segment", 1, 0, 0)
+	disk.expect(t, "the caller's sync job: both saves in one write, the sealed segment synced", 1, 0, 1)
 	m, err := l.SaveSome(es[n:], hardState(1, 1, 8))
 	must(t, err)
 	if m != len(es)-n {
 		t.Fatalf("SaveSome of the rest wrote %d of %d", m, len(es)-n)
 	}
-	disk.expect(t, "the rest: next segment created, written, no fsync", 0, 0, 2)
+	disk.expect(t, "the rest: next segment created with its segment record, the entries pending", 0, 0, 1)
 	must(t, l.Sync())
-	disk.expect(t, "sync after the roll", 1, 1, 0)
+	disk.expect(t, "sync after the roll: entries and hard state in one write", 1, 1, 1)
 	must(t, l.Close())
 	l = mustOpen(t, disk.Disk, raftlog.Options{})
 	must(t, l.VerifyFrom(0))

@@ -160,15 +160,13 @@ func (l *Log) sealOf(s *segment) seal {
 	return sl
 }
 
-// seal writes pending (records of s's entries not yet written) and s's
-// seal record in one write; the caller syncs s.
+// seal writes pending (records of s's entries not yet written; the Log
+// takes the buffer) and s's seal record in one write; the caller syncs s.
 func (l *Log) seal(s *segment, pending []byte) error {
 	end := s.size + int64(len(pending))
 	sl := l.sealOf(s)
 	sl.end = end
-	if err := l.writeAt(s, appendSealRecord(pending, sl)); err != nil {
-		return err
-	}
+	l.deferWrite(s, appendSealRecord(pending, sl), true) // pending is the caller's buffer, handed over
 	s.sealEnd = end
 	return nil
 }

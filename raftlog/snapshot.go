@@ -310,6 +310,8 @@ func (l *Log) ApplySnapshot(snapshot *raftpb.Snapshot) error {
 			return l.fail(err)
 		}
 	}
+	clear(l.pending) // writes to the segments retired now: the snapshot replaces them
+	l.pending = l.pending[:0]
 	for _, s := range l.segments {
 		s.file.Close()
 		trash := s.name + trashSuffix
@@ -326,7 +328,7 @@ func (l *Log) ApplySnapshot(snapshot *raftpb.Snapshot) error {
 	}
 	clear(l.tail)
 	l.tail, l.tailBytes = nil, 0
-	l.firstIndex, l.lastIndex = index+1, index
+	l.firstIndex, l.lastIndex, l.written = index+1, index, index
 	l.terms = []termRun{{first: index, term: term}}
 	if _, err := l.createSegment(index+1, term); err != nil {
 		return l.fail(err)

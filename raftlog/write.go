@@ -1,6 +1,7 @@
 package raftlog
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -20,8 +21,10 @@ import (
 // fsyncs (four when unsynced writes precede it) and happens only when a new
 // leader overwrites a follower's tail.
 func (l *Log) Append(entries []*raftpb.Entry) error {
-	_, _, err := l.appendWith(entries, nil, false)
-	return err
+	if _, _, err := l.appendWith(entries, nil, false); err != nil {
+		return err
+	}
+	return l.writePending()
 }
 
 // Save is Append(entries) then SetHardState(state) (state nil: none), with
@@ -34,21 +37,32 @@ func (l *Log) Save(entries []*raftpb.Entry, state *raftpb.HardState) error {
 		h = &hardState{term: state.GetTerm(), vote: state.GetVote(), commit: state.GetCommit()}
 	}
 	wrote, _, err := l.appendWith(entries, h, false)
-	if err != nil || wrote || state == nil {
+	if err != nil {
 		return err
 	}
-	return l.SetHardState(state)
+	if !wrote && state != nil {
+		if err := l.setHardState(state); err != nil {
+			return err
+		}
+	}
+	return l.writePending()
 }
 
-// SaveSome is Save, except that it stops at a segment roll: it writes the
-// entries the active segment takes and seals it, and returns how many of
-// entries it wrote (all: it wrote the hard state too). The sealed segment
-// must be durable before the next one is created, so the next write
-// creates it, fsyncing the sealed segment first unless a Sync, or a
-// StartSync's job whose FinishSync came back, covered it. A caller that
-// syncs through StartSync's jobs off its thread therefore never waits for
-// a roll's fsync: it syncs after SaveSome returned fewer than all, then
-// saves the rest (and the hard state).
+// SaveSome is Save, except that it issues no write and stops at a segment
+// roll. It encodes the entries the active segment takes (and seals it when
+// it would roll) as pending writes, which the next StartSync's job issues
+// before its fsyncs (or the next Sync, Save or other synchronous write
+// does), and returns how many of entries it took (all: it took the hard
+// state too). Until their write completes the entries are served from
+// memory (the tail cache keeps every entry not yet on file, whatever its
+// bound). The sealed segment must be durable before the next one is
+// created, so the next write creates it, fsyncing the sealed segment first
+// unless a Sync, or a StartSync's job whose FinishSync came back, covered
+// it. A caller that syncs through StartSync's jobs off its thread
+// therefore never waits for a roll's fsync, nor for a write: it syncs
+// after SaveSome returned fewer than all, then saves the rest (and the
+// hard state). A truncation (a new leader overwriting this log's tail)
+// still writes and syncs in SaveSome.
 func (l *Log) SaveSome(entries []*raftpb.Entry, state *raftpb.HardState) (int, error) {
 	var h *hardState
 	if state != nil {
@@ -58,7 +72,7 @@ func (l *Log) SaveSome(entries []*raftpb.Entry, state *raftpb.HardState) (int, e
 	if err != nil || wrote || n < len(entries) || state == nil {
 		return n, err
 	}
-	return n, l.SetHardState(state)
+	return n, l.setHardState(state)
 }
 
 // appendWith is Append, also writing hard state h (when not nil) right
@@ -127,7 +141,7 @@ func (l *Log) write(entries []*raftpb.Entry, h *hardState, stopAtRoll bool) (int
 	if err != nil {
 		return 0, err
 	}
-	buf := l.writeBuf[:0]
+	buf := l.takePending(s)
 	for i, e := range entries {
 		recordBytes := int64(frameHeaderBytes + entryHeaderBytes + len(e.GetData()))
 		if s.lastIndex() >= s.base && s.size+int64(len(buf))+recordBytes > l.segmentBytesMax {
@@ -139,7 +153,7 @@ func (l *Log) write(entries []*raftpb.Entry, h *hardState, stopAtRoll bool) (int
 			if err != nil {
 				return 0, err
 			}
-			s, buf = next, buf[:0]
+			s, buf = next, l.takePending(next)
 		}
 		s.push(s.size+int64(len(buf)), uint32(recordBytes))
 		eh := entryHeader{term: e.GetTerm(), index: e.GetIndex(), entryType: byte(e.GetType())}
@@ -151,11 +165,8 @@ func (l *Log) write(entries []*raftpb.Entry, h *hardState, stopAtRoll bool) (int
 		l.hard, l.hasHard = *h, true
 		buf = appendHardStateRecord(buf, *h)
 	}
-	err = l.writeAt(s, buf)
-	if cap(buf) <= writeBufferBytesKept {
-		l.writeBuf = buf[:0]
-	}
-	return len(entries), err
+	l.deferWrite(s, buf, true)
+	return len(entries), nil
 }
 
 // activeSegment returns the segment writes go to: after a SaveSome that
@@ -184,6 +195,9 @@ func (l *Log) syncSealed(s *segment) error {
 	if !s.dirty {
 		return nil
 	}
+	if err := l.writePending(); err != nil {
+		return err
+	}
 	if err := l.runBeforeSync(); err != nil {
 		return err
 	}
@@ -194,16 +208,82 @@ func (l *Log) syncSealed(s *segment) error {
 	return nil
 }
 
-// writeAt appends buf to segment s.
-func (l *Log) writeAt(s *segment, buf []byte) error {
+// pendingWrite is bytes of segment seg at offset off that no WriteAt has
+// issued yet (SaveSome's: StartSync's job issues them).
+type pendingWrite struct {
+	seg *segment
+	off int64
+	buf []byte
+}
+
+// writeAt appends a copy of buf to segment s, as a pending write.
+func (l *Log) writeAt(s *segment, buf []byte) {
+	l.deferWrite(s, buf, false)
+}
+
+// deferWrite appends buf to segment s as a pending write, extending the
+// last one when it ends where buf goes; owned says the Log may keep buf
+// itself (no other reference to it remains), else it is copied.
+func (l *Log) deferWrite(s *segment, buf []byte, owned bool) {
 	if len(buf) == 0 {
-		return nil
+		return
 	}
-	if n, err := s.file.WriteAt(buf, s.size); err != nil || n != len(buf) {
-		return writeError(s.name, s.size, err)
+	if n := len(l.pending); n > 0 && l.pending[n-1].seg == s && l.pending[n-1].off+int64(len(l.pending[n-1].buf)) == s.size {
+		l.pending[n-1].buf = append(l.pending[n-1].buf, buf...)
+	} else {
+		if !owned {
+			buf = append(l.spareBuf(), buf...)
+		}
+		l.pending = append(l.pending, pendingWrite{seg: s, off: s.size, buf: buf})
 	}
 	s.size += int64(len(buf))
 	s.dirty = true
+}
+
+// takePending returns the buffer the next bytes of segment s go to, for
+// deferWrite(s, buf, true): the pending write ending s, taken back (s.size
+// goes back to its offset), so that a write extends it in place, else a
+// spare buffer.
+func (l *Log) takePending(s *segment) []byte {
+	if n := len(l.pending); n > 0 {
+		if p := l.pending[n-1]; p.seg == s && p.off+int64(len(p.buf)) == s.size {
+			l.pending = l.pending[:n-1]
+			s.size = p.off
+			return p.buf
+		}
+	}
+	return l.spareBuf()
+}
+
+// spareBuf returns the write buffer kept for reuse (empty), if any.
+func (l *Log) spareBuf() []byte {
+	b := l.writeBuf[:0]
+	l.writeBuf = nil
+	return b
+}
+
+// keepBuf keeps the buffer of a write that completed for reuse, when it is
+// not too large.
+func (l *Log) keepBuf(b []byte) {
+	if cap(b) <= writeBufferBytesKept && cap(b) > cap(l.writeBuf) {
+		l.writeBuf = b[:0]
+	}
+}
+
+// writePending issues the pending writes now, in order, on the caller's
+// goroutine: every synchronous path that syncs, truncates or replaces
+// files first calls it, so the bytes on file are always a prefix of the
+// writes in the order the Log made them.
+func (l *Log) writePending() error {
+	for i, p := range l.pending {
+		if n, err := p.seg.file.WriteAt(p.buf, p.off); err != nil || n != len(p.buf) {
+			return l.fail(writeError(p.seg.name, p.off, err))
+		}
+		l.keepBuf(p.buf)
+		l.pending[i] = pendingWrite{}
+	}
+	l.pending = l.pending[:0]
+	l.written = l.lastIndex
 	return nil
 }
 
@@ -232,7 +312,12 @@ func (l *Log) roll(pending []byte) (*segment, error) {
 
 // createSegment creates segment base and writes its segment record and the
 // current hard state (so the newest hard state survives when older
-// segments are deleted). The file is not synced.
+// segments are deleted). The file is not synced. The write is issued now,
+// not left pending: a compaction may retire every older segment on the
+// strength of this one (renames a kill keeps), so a kill must never leave
+// it without its segment record, as it would if that were only in the
+// Log's memory (found by the simulator, seed 2: "no segment continues
+// snapshot" on every partition of a killed node).
 func (l *Log) createSegment(base, prevTerm uint64) (*segment, error) {
 	name := segmentName(base)
 	f, err := l.disk.Open(l.path(name))
@@ -251,11 +336,24 @@ func (l *Log) createSegment(base, prevTerm uint64) (*segment, error) {
 	if l.hasHard {
 		buf = appendHardStateRecord(buf, l.hard)
 	}
-	return s, l.writeAt(s, buf)
+	if n, err := f.WriteAt(buf, 0); err != nil || n != len(buf) {
+		return nil, writeError(name, 0, err)
+	}
+	s.size, s.dirty = int64(len(buf)), true
+	return s, nil
 }
 
-// SetHardState records raft's term, vote and commit index.
+// SetHardState records raft's term, vote and commit index (written when it
+// returns, durable after the next Sync).
 func (l *Log) SetHardState(state *raftpb.HardState) error {
+	if err := l.setHardState(state); err != nil {
+		return err
+	}
+	return l.writePending()
+}
+
+// setHardState is SetHardState as a pending write.
+func (l *Log) setHardState(state *raftpb.HardState) error {
 	l.checkNotSyncing()
 	if err := l.writable(); err != nil {
 		return err
@@ -267,9 +365,7 @@ func (l *Log) SetHardState(state *raftpb.HardState) error {
 	l.hard = hardState{term: state.GetTerm(), vote: state.GetVote(), commit: state.GetCommit()}
 	l.hasHard = true
 	var rec [frameHeaderBytes + hardStateBodyBytes]byte
-	if err := l.writeAt(s, appendHardStateRecord(rec[:0], l.hard)); err != nil {
-		return l.fail(err)
-	}
+	l.writeAt(s, appendHardStateRecord(rec[:0], l.hard))
 	return nil
 }
 
@@ -282,6 +378,9 @@ func (l *Log) SetHardState(state *raftpb.HardState) error {
 func (l *Log) Sync() error {
 	l.checkNotSyncing()
 	if err := l.writable(); err != nil {
+		return err
+	}
+	if err := l.writePending(); err != nil {
 		return err
 	}
 	if err := l.runBeforeSync(); err != nil {
@@ -323,6 +422,9 @@ func (l *Log) Dirty() bool {
 // open a handle, returns a run that reports the error.
 func (l *Log) Flush() (run func() error) {
 	if err := l.writable(); err != nil {
+		return func() error { return err }
+	}
+	if err := l.writePending(); err != nil {
 		return func() error { return err }
 	}
 	var files []File
@@ -369,22 +471,53 @@ func (l *Log) runBeforeSync() error {
 	return nil
 }
 
-// StartSync is the first half of a Sync whose fsyncs run elsewhere (the
-// node's pipelined loop hands them to a storage worker): it takes the
-// segments written since their last sync, and the directory when files were
-// created or removed, and returns run, which fsyncs them. run touches only
-// those files and the Disk, never the Log's state, so it may run on any
-// goroutine while the Log is read. Until FinishSync the Log must not be
+// StartSync is the first half of a Sync whose writes and fsyncs run
+// elsewhere (the node's pipelined loop hands them to a storage worker): it
+// takes the pending writes (SaveSome's), the segments written since their
+// last sync, and the directory when files were created or removed, and
+// returns run, which issues those writes in order, then fsyncs. run
+// touches only those files and the Disk, never the Log's state, so it may
+// run on any goroutine while the Log is read (entries it writes are served
+// from memory until FinishSync). Until FinishSync the Log must not be
 // written or synced (a write panics): the caller passes run's result to
-// FinishSync first. A failed Log returns a run that reports its error.
+// FinishSync first. A failed write's error is one WriteFailed reports, so a
+// caller can tell a write refused for space (the file then holds a prefix
+// of the writes, as after a kill) from a failed fsync. A failed Log
+// returns a run that reports its error.
 func (l *Log) StartSync() (run func() error) {
+	write, sync := l.StartSyncPhases()
+	return func() error {
+		if err := write(); err != nil {
+			return err
+		}
+		return sync()
+	}
+}
+
+// StartSyncPhases is StartSync with run in its two phases: write issues
+// the pending writes in order, sync then fsyncs the files and the
+// directory. run is write, then sync unless write failed; a caller that
+// runs them as two steps (the simulator, so that a crash can land after
+// the writes and before their fsync, where a process kill leaves them
+// unsynced in the page cache) does the same, one after the other, and
+// passes FinishSync the first error.
+func (l *Log) StartSyncPhases() (write, sync func() error) {
+	return l.startSync(true)
+}
+
+// startSync is StartSyncPhases; without fsync, sync does nothing (a
+// planted bug's hook: StartWriteOnly in simbugs builds).
+func (l *Log) startSync(fsync bool) (write, sync func() error) {
 	if l.syncing {
 		panic("raftlog: StartSync while a sync is unfinished")
 	}
 	if err := l.writable(); err != nil {
-		return func() error { return err }
+		fail := func() error { return err }
+		return fail, fail
 	}
 	l.syncing = true
+	writes := l.pending
+	l.pending, l.inflight, l.inflightLast = nil, writes, l.lastIndex
 	var files []File
 	var names []string
 	for _, s := range l.segments { // oldest first, as Sync
@@ -395,7 +528,18 @@ func (l *Log) StartSync() (run func() error) {
 	}
 	syncDir, disk, dir := l.dirDirty, l.disk, l.dir
 	l.dirDirty = false
-	return func() error {
+	write = func() error {
+		for _, p := range writes {
+			if n, err := p.seg.file.WriteAt(p.buf, p.off); err != nil || n != len(p.buf) {
+				return &writeFailure{err: writeError(p.seg.name, p.off, err)}
+			}
+		}
+		return nil
+	}
+	sync = func() error {
+		if !fsync {
+			return nil
+		}
 		for i, f := range files {
 			if err := f.Sync(); err != nil {
 				return fmt.Errorf("raftlog: sync %s: %w", names[i], err)
@@ -408,19 +552,48 @@ func (l *Log) StartSync() (run func() error) {
 		}
 		return nil
 	}
+	return write, sync
+}
+
+// writeFailure is the error of a StartSync job whose write failed.
+type writeFailure struct{ err error }
+
+func (e *writeFailure) Error() string { return e.err.Error() }
+func (e *writeFailure) Unwrap() error { return e.err }
+
+// WriteFailed reports whether err, a StartSync job's, came from one of its
+// writes rather than from an fsync. A write refused for space (ErrNoSpace)
+// leaves the files holding a prefix of the writes, as a kill would: the
+// caller may reopen the log from its files. After a failed fsync it never
+// may (fsyncgate).
+func WriteFailed(err error) bool {
+	var w *writeFailure
+	return errors.As(err, &w)
 }
 
 // FinishSync ends the sync StartSync began with run's result err: nil makes
 // every write before StartSync durable; an error leaves the Log failed (the
-// caller must fail-stop, as after Sync).
+// caller must fail-stop, as after Sync, or after a write refused for space
+// reopen the log).
 func (l *Log) FinishSync(err error) error {
 	if !l.syncing {
 		panic("raftlog: FinishSync without StartSync")
 	}
 	l.syncing = false
+	writes := l.inflight
+	l.inflight = nil
 	if err != nil {
 		return l.fail(err)
 	}
+	for _, p := range writes {
+		l.keepBuf(p.buf)
+	}
+	if l.pending == nil {
+		clear(writes)
+		l.pending = writes[:0]
+	}
+	l.written = max(l.written, min(l.inflightLast, l.lastIndex))
+	l.evictTail()
 	return nil
 }
 
@@ -480,7 +653,8 @@ func (l *Log) truncateFrom(i uint64) error {
 	}
 	if l.hasHard { // a segment copy again, so the side file is only a stopgap
 		var rec [frameHeaderBytes + hardStateBodyBytes]byte
-		if err := l.writeAt(s, appendHardStateRecord(rec[:0], l.hard)); err != nil {
+		l.writeAt(s, appendHardStateRecord(rec[:0], l.hard))
+		if err := l.writePending(); err != nil {
 			return err
 		}
 	}
@@ -490,6 +664,7 @@ func (l *Log) truncateFrom(i uint64) error {
 	s.dirty = false
 	l.cutTail(i)
 	l.lastIndex = i - 1
+	l.written = min(l.written, l.lastIndex)
 	l.cutTerms(i)
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 type countingDisk struct {
 	raftlog.Disk
 	fileSyncs, dirSyncs, writes int
+	reads                       int // ReadAt calls, not checked by expect
 }
 
 func (d *countingDisk) Open(name string) (raftlog.File, error) {
@@ -27,7 +28,7 @@ func (d *countingDisk) Open(name string) (raftlog.File, error) {
 
 func (d *countingDisk) SyncDir(dir string) error { d.dirSyncs++; return d.Disk.SyncDir(dir) }
 
-func (d *countingDisk) reset() { d.fileSyncs, d.dirSyncs, d.writes = 0, 0, 0 }
+func (d *countingDisk) reset() { d.fileSyncs, d.dirSyncs, d.writes, d.reads = 0, 0, 0, 0 }
 
 type countingFile struct {
 	raftlog.File
@@ -35,6 +36,11 @@ type countingFile struct {
 }
 
 func (f *countingFile) Sync() error { f.disk.fileSyncs++; return f.File.Sync() }
+
+func (f *countingFile) ReadAt(p []byte, off int64) (int, error) {
+	f.disk.reads++
+	return f.File.ReadAt(p, off)
+}
 
 func (f *countingFile) WriteAt(p []byte, off int64) (int, error) {
 	f.disk.writes++

@@ -83,6 +83,13 @@ func Start(mechanism string, lookup Lookup) (*Exchange, error) {
 	return start(mechanism, lookup, nil)
 }
 
+// StartRand is Start with the server nonce drawn from random (nil:
+// crypto/rand): for a caller in virtual time (the simulator runs the
+// Kafka listener's exchange with a seeded source).
+func StartRand(mechanism string, lookup Lookup, random io.Reader) (*Exchange, error) {
+	return start(mechanism, lookup, random)
+}
+
 // start is Start with the server nonce drawn from random (nil: crypto/rand).
 func start(mechanism string, lookup Lookup, random io.Reader) (*Exchange, error) {
 	h, err := hash(mechanism)

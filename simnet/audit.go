@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog/audit"
 	"github.com/strandlog/strand/raftlog/memdisk"
@@ -64,6 +66,10 @@ type durability struct {
 	// logDirs the directory of each wire topic's partition.
 	dirs    map[dirKey]string
 	logDirs map[string]map[int32]string
+	// recoverLater, per node index: the replica log directories that held
+	// unsynced data when the node's Open returned, of replicas it did not
+	// host yet; each is checked when its replica starts (afterProcess).
+	recoverLater map[int][]string
 }
 
 // sampleKey names one log directory of one node.
@@ -426,25 +432,92 @@ func (d *durability) report() {
 // afterOpen checks what recovery promises: raft takes everything a
 // recovered log holds as stable, so once Open returns, a power loss must
 // keep every log it recovered exactly as it is (raftlog's rule 8). After a
-// process kill inside a round the page cache holds unsynced entries that
-// recovery reads back; a recovery that trusts them breaks this at once,
-// where the message audit would wait for a promise that depends on them.
-// The logs Open recovered are the metadata group's and those of the
-// replicas it hosts at once (from a metadata checkpoint); replicas started
-// later by the metadata log's replay are not checked. It runs with the
-// audit on, at any sampling: restarts are few.
+// process kill inside a round, or between a sync job's writes and its
+// fsync, the page cache holds unsynced entries that recovery reads back; a
+// recovery that trusts them breaks this at once, where the message audit
+// would wait for a promise that depends on them. The logs Open recovered
+// are the metadata group's and those of the replicas it hosts at once
+// (from a metadata checkpoint); the replicas the metadata log's replay
+// starts later are checked when they start (afterProcess). It runs with
+// the audit on, at any sampling: restarts are few.
 func (d *durability) afterOpen(n *simNode) {
+	if d.recoverLater == nil {
+		d.recoverLater = map[int][]string{}
+	}
+	d.recoverLater[n.index] = d.recoverLater[n.index][:0]
 	if d.sampleOneIn <= 0 || n.hasFaults() || n.flipped {
 		return
 	}
 	d.checkRecovered(n, "meta/log")
+	checked := map[string]bool{}
 	for _, s := range n.core.Status() {
 		if s.TopicID != 0 {
 			// The incarnation this replica is (an older one than the
 			// newest directory on disk, when its node's metadata
 			// checkpoint predates a re-creation).
-			d.checkRecovered(n, replicaLogDir(s.Topic, s.TopicID, s.Partition))
+			dir := replicaLogDir(s.Topic, s.TopicID, s.Partition)
+			checked[dir] = true
+			d.checkRecovered(n, dir)
 		} else if dir, ok := d.partitionDir(n, s.Topic, s.Partition); ok {
+			checked[dir] = true
+			d.checkRecovered(n, dir)
+		}
+	}
+	if d.w.opts.WAL {
+		// The group logs are written on the loop and synced lazily (the
+		// write-ahead log holds them durably): a replica's log may be
+		// unsynced again by the end of the round that started it.
+		return
+	}
+	last := ""
+	for _, name := range n.disk.Files() { // sorted: each directory's files together
+		dir, ok := replicaLogDirOf(name)
+		if !ok || dir == last || checked[dir] {
+			continue
+		}
+		last = dir
+		if !n.disk.Synced(dir) {
+			d.recoverLater[n.index] = append(d.recoverLater[n.index], dir)
+		}
+	}
+}
+
+// replicaLogDirOf returns the replica log directory file name is directly
+// in ("p/<topic>@<id>/<partition>/log").
+func replicaLogDirOf(name string) (string, bool) {
+	if !strings.HasPrefix(name, "p/") {
+		return "", false
+	}
+	i := strings.LastIndexByte(name, '/')
+	if i < 0 || !strings.HasSuffix(name[:i], "/log") {
+		return "", false
+	}
+	return name[:i], true
+}
+
+// afterProcess checks, after a round of n, the recovery of each replica
+// log in recoverLater whose replica started in it: the log held unsynced
+// data when n opened, so its recovery must have synced it (or cut it
+// off). In this mode (no write-ahead log) the round that starts a replica
+// issues no unsynced write to its log (SaveSome's writes wait for the
+// sync job the round hands over), so the check sees what recovery left.
+func (d *durability) afterProcess(n *simNode, statuses []node.GroupStatus) {
+	if len(d.recoverLater[n.index]) == 0 {
+		return
+	}
+	if n.hasFaults() || n.flipped {
+		d.recoverLater[n.index] = d.recoverLater[n.index][:0]
+		return
+	}
+	for _, s := range statuses {
+		if s.TopicID == 0 {
+			continue
+		}
+		dirs := d.recoverLater[n.index]
+		dir := replicaLogDir(s.Topic, s.TopicID, s.Partition)
+		if i := slices.Index(dirs, dir); i >= 0 {
+			d.recoverLater[n.index] = slices.Delete(dirs, i, i+1)
+			d.w.coverage.Inc("audit/recovered-later")
 			d.checkRecovered(n, dir)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/strandlog/strand/engine/compact"
 	"github.com/strandlog/strand/engine/groups"
 	"github.com/strandlog/strand/engine/txn"
+	"github.com/strandlog/strand/kafkaproto"
 	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/sasl"
 )
@@ -67,6 +68,7 @@ func plantBug(cfg *node.Config, name string) {
 	groups.SetTxnOffsetsBug(name == "TxnOffsetsOnAbort")                        // needs Options.Txn (wire_txn_session.go)
 	sasl.SetBugs(name == "AcceptsAnyProof")                                     // needs authorization on (the operator draws it: sasl.go)
 	compact.SetBugs(name == "CompactKeepsOlder", name == "TombstoneEarly")      // need Options.Compacted (wire_kv.go)
+	kafkaproto.SetBugs(name == "KafkaHandshakeAuthenticates")                   // needs authorization on (kafka_sasl.go)
 	switch name {
 	case "AckBeforeCommit":
 		cfg.Bugs.AckBeforeCommit = true

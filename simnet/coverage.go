@@ -130,7 +130,7 @@ var CoverageExpected = []string{
 	"fault/cut-checkpoint", "fault/cut-segment-roll", "fault/crash-election",
 	"fault/kill", "fault/cut-round", "fault/power-cut-round", "fault/kill-round", "fault/rolling-kill",
 	"fault/pause", "fault/leader-chain", "fault/leader-chain-isolate", "run/tick-drift", "run/tail-cache-off", "fault/cut-recovery", "fault/power-cut-recovery", "event/stale-read",
-	"fault/crash-before-fsync", "fault/crash-after-fsync",
+	"fault/crash-before-fsync", "fault/crash-after-fsync", "fault/kill-before-fsync", "audit/recovered-later",
 	"event/leader-elected", "event/vote-granted", "event/append-rejected", "event/log-truncate",
 	"event/recovery-truncate", "event/checkpoint", "event/checkpoint-restore", "event/produce-duplicate",
 	"audit/promises", "audit/produce-acks", "digest/compared",

@@ -79,15 +79,16 @@
 //
 // At time 0 an admin client creates topics sim and sim2, RF 3, through CreateTopics (retention.ms
 // 8–16 s, retention.bytes unlimited or 96/192 KiB, segment.ms 0.3–1.5 s, drawn per seed after every
-// older draw). Producers (6: 3 keyed through murmur2, 3 keyless): producers 0–4 run clientlib's own
+// older draw). Producers (6: 3 keyed through murmur2, 3 keyless): every one runs clientlib's own
 // producer on a simulated Client (clientlib.Simulated: batching, sequences, resends, leader cache,
-// InitProducerId, topic ids in virtual time; wire_libproducer.go; one in three with 2–5 retries, so batches
-// fail while an attempt's outcome is unknown); the history files each record under the topic incarnation
-// its promise names (Record.TopicID, TopicGoneError.OldID). The last producer is a private one, not
-// idempotent, with clientcore's LeaderCache and one Window per partition, clientlib's ClassifyErr and
-// Backoff, sending acks −1, 1 or 0 (an acks=0/1 success is indefinite) and never resending, so a record
-// applied twice shows as a duplicate. 1–4 records per push, 1–5 batches in flight, one record in 24 of
-// 1–2 KiB, records stamped on the nodes' epoch.
+// InitProducerId, topic ids in virtual time; wire_libproducer.go); producers 0–4 are idempotent, one in
+// three with 2–5 retries, so batches fail while an attempt's outcome is unknown; the history files each
+// record under the topic incarnation its promise names (Record.TopicID, TopicGoneError.OldID). The last
+// producer is not idempotent (clientlib.DisableIdempotence) and never resends (MaxRetries 0, Kafka's
+// retries=0, one batch in flight), so a record applied twice shows as a duplicate; Kafka's acks are per
+// producer, so it runs three clients and sends each push at acks −1, or at 1 or 0 one push in five (never
+// on the re-created topic; an acks=0/1 success is indefinite). 1–4 records per push, 1–5 batches in
+// flight, one record in 24 of 1–2 KiB, records stamped on the nodes' epoch.
 // Consumers: every one runs clientlib's plain Consumer over both topics (wire_libconsumer.go:
 // Assign and Seek at an exact, earliest, latest, last-stable or timestamp start, long-polling Poll,
 // read_committed in a third, metadata kept 2-8 s, as clientlib.SimRun tasks); every batch handed
@@ -119,7 +120,8 @@
 // after the heal they converge, balanced, and every acknowledged record below the final
 // committed offset was processed; Options.ClassicMembers (TestSimClassicGroups:
 // 3) adds members of a second group speaking Kafka's classic protocol (JoinGroup, SyncGroup,
-// Heartbeat through kafkaproto; commits in their generation) checked across coordinator fail-overs
+// Heartbeat through kafkaproto; commits in their generation) checked across coordinator fail-overs,
+// their acknowledged commits read back while they run and once more after the heal
 // (wire_classic.go). Options.Txn (seven seeds in ten) runs the transactional workload
 // (wire_txn.go): three transactional ids commit and abort transactions over sim-txn's 3 partitions,
 // crash mid-transaction and re-initialize (fencing; the old process sometimes finishes as a zombie),
@@ -145,7 +147,13 @@
 // mostly the nodes' and the durability audit's work on their replicated writes. Storage is
 // asynchronous as in the server: each sync job runs as an event after a drawn device delay
 // (0.1–1.5 ms; one in 50 up to 20 ms, so logs complete out of order) — the memdisk makes the
-// writes durable only then — and SyncDone a hand-off later; draws from their own stream. A fetch's
+// writes durable only then — and SyncDone a hand-off later; draws from their own stream. A log
+// sync's job (SyncJob.RunWrite, RunSync) is two events: its writes within 0.1 ms of the hand-off,
+// its fsync at the drawn delay, so a kill or power loss can land between them (a job's writes and
+// fsync as one event left no unsynced bytes in the page cache once the appends' writes moved into
+// the job, and the planted RecoverTrustsPageCache went uncaught). The recovery check (audit.go
+// afterOpen) covers the logs Open recovers and, without the write-ahead log, each replica log that
+// held unsynced data at the restart, when the replay starts its replica (audit/recovered-later). A fetch's
 // cold log read is such a job too (its delay drawn as a fsync's; storage/cold-read counts them,
 // fault/crash-before-read-done the crashes between one and its completion).
 // Rejected: fsync at once with only the completion delayed (a crash in the window would keep the
@@ -174,7 +182,17 @@
 // next request authenticates again (sasl/reauth-after-restart). An impostor claiming User:app with
 // a wrong password must be refused every time and nothing it sends may reach HandleAs; a node may
 // refuse a valid user only while its metadata lacks the user's credential (production's definite
-// refusal: clientlib fails the call, the simulator's own clients try elsewhere). Planted
+// refusal: clientlib fails the call, the simulator's own clients try elsewhere). A client that
+// speaks Kafka for a request (the Kafka codec's, classic members) authenticates a Kafka connection
+// of its own through the Kafka listener's gate, kafkaproto.SASLGate (kafka_sasl.go: SaslHandshake
+// v1, SaslAuthenticate v2 steps carrying sasl.ClientSession's messages); a request passes a gate
+// only after its client verified the exchange, as its own principal; a Kafka impostor (six
+// attempts: a fetch right after the handshake, a wrong password with a fetch pipelined behind, a
+// fetch before any handshake) gets only refusals and closed connections. Seeds 1-200 of make sim:
+// 1,575 Kafka exchanges (386 after a restart), 1,113 refusals (470 of a request before
+// authentication, 604 of the impostor's attempts). Planted KafkaHandshakeAuthenticates (the gate
+// passes requests once SaslHandshake named a mechanism) is caught in 23 of seeds 1-40 and 121 of
+// 1-200 (TestSimCatchesKafkaHandshakeAuthenticates; 0 before the gate ran in the simulator). Planted
 // AcceptsAnyProof (the server's step takes a wrong proof) is caught by the impostor check in 60 of
 // seeds 1-100 (TestSimCatchesAcceptsAnyProof; 0 before SASL ran in the simulator). Seeds 1-200:
 // 32,980 exchanges (22,587 by clientlib's own), 9,945 after a restart, 534 impostor refusals and
@@ -197,7 +215,9 @@
 //     cache survives); cuts inside a round (the disk stops at one of the next 16 writes), during
 //     recovery (a second cut inside Open), 0–4 operations after a checkpoint or segment file is
 //     created; a rolling restart; fsync failure (fail-stop); pipeline crash points:
-//     fault/crash-before-fsync and fault/crash-after-fsync (before the node heard of it);
+//     fault/crash-before-fsync (fault/kill-before-fsync when a kill strikes after a log sync job's
+//     writes, leaving them unsynced in the page cache) and fault/crash-after-fsync (before the node
+//     heard of it);
 //   - network: symmetric and asymmetric partitions, leader isolation, follower isolation for
 //     retention.ms + 2 × segment.ms + 1–4 s (the leader's log start passes it: it catches up by
 //     snapshot), drops, duplicates, reordering;
@@ -431,12 +451,14 @@
 // so a lease outliving an election is never made short); clients that refresh metadata
 // unprompted; chains of faults beyond the scheduled incidents; more than two decommissions, or a
 // decommission cancelled (ACTIVATE); two operators' decommission tools running at once (one admin
-// client interleaves both drains); TLS (node/server), the Kafka listener's SASL framing (kafkaproto),
-// SASL in the seeds with authorization off, corruption of SASL frames. Nor: the effect of quotas
+// client interleaves both drains); TLS (node/server), the Kafka SASL gate on clientlib's
+// connections (they authenticate natively; their Kafka-encoded requests ride those), SaslHandshake
+// v0 and ApiVersions before authentication, SASL in the seeds with authorization off, corruption
+// of SASL frames. Nor: the effect of quotas
 // (node/server throttles) and of elections asked for (answered, not checked), concurrent admin
 // requests (the operator sends one at a time), clientlib's connections and stall detection
-// (the simulator's last, non-idempotent producer, random readers (they read any replica), drain
-// and classic members are its own; producers 0–4 run clientlib's producer loop, every consumer its
-// plain Consumer, every group member its GroupConsumer), anything of node/server (loop batching,
+// (random readers (they read any replica), drain and classic members are the simulator's own; every
+// producer runs clientlib's producer loop, every consumer its plain Consumer, every group member its
+// GroupConsumer), anything of node/server (loop batching,
 // storage pool, budgets, transport), and the kafkaproto server's per-connection ordering.
 package simnet

@@ -17,7 +17,7 @@ func TestSimKafkaCodec(t *testing.T) {
 	if testing.Short() {
 		seeds = 4
 	}
-	var kafkaRequests, recreatable int64
+	var kafkaRequests, recreatable, kafkaSASL int64
 	for seed := uint64(1); seed <= seeds; seed++ {
 		o := seedOptions(t, seed, "mixed", "")
 		o.KafkaCodec = true
@@ -28,9 +28,13 @@ func TestSimKafkaCodec(t *testing.T) {
 		}
 		kafkaRequests += res.Coverage.Count("event/kafka-request")
 		recreatable += res.Coverage.Count("event/kafka-request-recreatable")
+		kafkaSASL += res.Coverage.Count("kafka-sasl/authenticated")
 	}
 	if kafkaRequests == 0 || recreatable == 0 {
 		t.Fatalf("%d requests went through the Kafka codec, %d for the re-created topic", kafkaRequests, recreatable)
+	}
+	if kafkaSASL == 0 { // the seeds with authorization on (SASL required): kafka_sasl.go
+		t.Fatal("no Kafka connection authenticated through the Kafka listener's SASL gate")
 	}
 	t.Logf("%d requests through the Kafka codec, %d for the re-created topic", kafkaRequests, recreatable)
 	o := seedOptions(t, 3, "mixed", "")

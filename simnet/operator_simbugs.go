@@ -5,5 +5,8 @@ package simnet
 // OperatorBugNames are the planted bugs the operator actor's checks are
 // for: they need authorization on (two seeds of three). AcceptsAnyProof is
 // package sasl's (the server's SCRAM step takes a wrong proof): the
-// impostor's check catches it (sasl.go).
-var OperatorBugNames = []string{"AuthSkipsAlterQuotas", "AcceptsAnyProof"}
+// impostor's check catches it (sasl.go). KafkaHandshakeAuthenticates is
+// package kafkaproto's (the Kafka listener's SASL gate passes requests
+// once SaslHandshake named a mechanism): the Kafka impostor's check
+// catches it (kafka_sasl.go).
+var OperatorBugNames = []string{"AuthSkipsAlterQuotas", "AcceptsAnyProof", "KafkaHandshakeAuthenticates"}

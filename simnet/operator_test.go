@@ -32,7 +32,11 @@ func TestSimRequestCoverage(t *testing.T) {
 		// SASL (sasl.go): exchanges by the simulator's clients and by
 		// clientlib's, refusals, re-authentication after a restart.
 		"sasl/authenticated", "sasl/authenticated-clientlib", "sasl/refused", "sasl/impostor-refused",
-		"sasl/reauth-after-restart")
+		"sasl/reauth-after-restart",
+		// SASL on the Kafka listener (kafka_sasl.go): the Kafka impostor
+		// refused, a request before authentication among its attempts
+		// (exchanges that succeed need the Kafka codec: TestSimKafkaCodec).
+		"kafka-sasl/refused", "kafka-sasl/impostor-refused", "kafka-sasl/refused-unauthenticated-request")
 	for _, t := range requestTypes() {
 		expected = append(expected, "auth/refused/"+t) // an intruder's request of every type refused
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/strandlog/strand/clientlib"
 	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/kafkaproto"
 	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/sasl"
@@ -81,15 +82,20 @@ type simSASL struct {
 	random *rand.ChaCha8 // nonces and salts
 	conns  map[uint64]*simConn
 	next   uint64 // the last connection id
-	// gates are the simulator's own clients' connections, per node.
-	gates map[*wireClient]map[int]*gateConn
+	// gates are the simulator's own clients' connections, per node
+	// (a client's Kafka connections apart: kafka_sasl.go).
+	gates map[gateKey]map[int]*gateConn
 	// clients are the users' client identities, shared by the
 	// simulator's own clients (the salted password once per user).
 	clients  map[string]*sasl.Client
 	impostor *wireClient
+	// kafkaImpostor speaks Kafka's SASL framing (kafka_sasl.go).
+	kafkaImpostor *wireClient
 	// authedAt is, per client and node, the incarnation of the node's
 	// last exchange that authenticated it (coverage of re-authentication).
 	authedAt map[*wireClient]map[int]uint32
+	// kafkaAuthed is authedAt for Kafka connections (kafka_sasl.go).
+	kafkaAuthed map[*wireClient]map[int]uint32
 	// lagRefused are the connections whose exchange a node refused for
 	// want of the user's credential (its metadata lags).
 	lagRefused map[uint64]bool
@@ -105,11 +111,25 @@ type simConn struct {
 	// principal is set once the connection authenticated.
 	principal node.Principal
 	lib       bool // dialed by clientlib's simulated Client
+	// kafka is a Kafka connection's SASL gate, the listener's own
+	// (kafkaproto.SASLGate); nil on a connection in Strand's protocol.
+	// proven: the client verified the node's last exchange message
+	// (the simulator's own record, not the gate's: kafka_sasl.go).
+	kafka  *kafkaproto.SASLGate
+	proven bool
+}
+
+// gateKey names a simulator's client's connections: its Kafka ones
+// apart from its ones in Strand's protocol.
+type gateKey struct {
+	c     *wireClient
+	kafka bool
 }
 
 // gateConn is one connection of a simulator's own client.
 type gateConn struct {
 	id      uint64
+	kafka   bool // a Kafka connection (kafka_sasl.go)
 	authed  bool
 	started bool
 	waiting []gateWaiting
@@ -136,9 +156,11 @@ func newSimSASL(ww *wireWorkload) *simSASL {
 		seed[i] = byte(r.Uint32())
 	}
 	s := &simSASL{ww: ww, random: rand.NewChaCha8(seed), conns: map[uint64]*simConn{},
-		gates: map[*wireClient]map[int]*gateConn{}, clients: map[string]*sasl.Client{}, authedAt: map[*wireClient]map[int]uint32{}, lagRefused: map[uint64]bool{}}
+		gates: map[gateKey]map[int]*gateConn{}, clients: map[string]*sasl.Client{}, authedAt: map[*wireClient]map[int]uint32{}, kafkaAuthed: map[*wireClient]map[int]uint32{}, lagRefused: map[uint64]bool{}}
 	s.impostor = newWireClient(ww, 0, kindOperator)
 	s.impostor.rng = newStream(ww.w.opts.Seed, streamSASL+1)
+	s.kafkaImpostor = newWireClient(ww, 0, kindOperator)
+	s.kafkaImpostor.rng = newStream(ww.w.opts.Seed, streamSASL+2)
 	return s
 }
 
@@ -157,12 +179,19 @@ func (s *simSASL) certified(c *wireClient) bool {
 	return s.ww.caller(c).Principal == principalAdmin
 }
 
-// dial opens a connection from c to node target.
-func (s *simSASL) dial(c *wireClient, target int, lib bool) uint64 {
+// dial opens a connection from c to node target (a Kafka one: to its
+// Kafka listener).
+func (s *simSASL) dial(c *wireClient, target int, lib, kafka bool) uint64 {
 	s.next++
 	sc := &simConn{client: c, node: target, inc: s.ww.w.nodes[target].incarnation, lib: lib}
+	if kafka {
+		sc.kafka = kafkaproto.NewSASLGate(s.lookup(s.ww.w.nodes[target]), s.random)
+	}
 	if s.certified(c) {
-		sc.principal = principalAdmin
+		sc.principal, sc.proven = principalAdmin, true
+		if kafka {
+			sc.kafka.Authenticate(string(principalAdmin))
+		}
 	}
 	s.conns[s.next] = sc
 	return s.next
@@ -197,14 +226,7 @@ func (s *simSASL) admit(c *wireClient, n *simNode, req *strandpb.Request, call *
 		return node.Caller{}, false
 	}
 	if sc == nil || sc.closed || sc.inc != n.incarnation {
-		// The connection it travelled on is gone: the client learns
-		// it as a closed connection.
-		w.sched.schedule(w.net.clientDelay(c.index, n.index), &event{kind: evCall, node: -1, from: n.index, call: func() {
-			if !call.done {
-				call.done = true
-				call.onDone(nil, s.ww.closedConn(n.index))
-			}
-		}})
+		s.closedAnswer(c, n, call) // the connection it travelled on is gone
 		return node.Caller{}, false
 	}
 	if sc.principal != "" {
@@ -215,15 +237,7 @@ func (s *simSASL) admit(c *wireClient, n *simNode, req *strandpb.Request, call *
 		return node.Caller{Principal: sc.principal, Host: fmt.Sprintf("client-%d", c.index)}, true
 	}
 	if sc.sess == nil {
-		sc.sess = sasl.NewServerSession(func(name, mechanism string) (metadata.Credential, bool) {
-			_, creds, _ := n.core.SecurityState()
-			for _, cr := range creds {
-				if cr.Name == name && cr.Mechanism == mechanism {
-					return cr, true
-				}
-			}
-			return metadata.Credential{}, false
-		}, s.random)
+		sc.sess = sasl.NewServerSession(s.lookup(n), s.random)
 	}
 	st := sc.sess.Step(req)
 	switch {
@@ -267,17 +281,45 @@ func (s *simSASL) admit(c *wireClient, n *simNode, req *strandpb.Request, call *
 	return node.Caller{}, false
 }
 
+// closedAnswer: call reached node n on a connection that is gone (or
+// that n closes without answering it); the client learns it as a closed
+// connection one trip later.
+func (s *simSASL) closedAnswer(c *wireClient, n *simNode, call *wireCall) {
+	w := s.ww.w
+	w.sched.schedule(w.net.clientDelay(c.index, n.index), &event{kind: evCall, node: -1, from: n.index, call: func() {
+		if !call.done {
+			call.done = true
+			call.onDone(nil, s.ww.closedConn(n.index))
+		}
+	}})
+}
+
+// lookup is node n's credential store: its applied metadata, read at
+// each step.
+func (s *simSASL) lookup(n *simNode) sasl.Lookup {
+	return func(name, mechanism string) (metadata.Credential, bool) {
+		_, creds, _ := n.core.SecurityState()
+		for _, cr := range creds {
+			if cr.Name == name && cr.Mechanism == mechanism {
+				return cr, true
+			}
+		}
+		return metadata.Credential{}, false
+	}
+}
+
 // gate sends call from the simulator's own client c on its connection
 // to target, authenticating the connection first.
 func (s *simSASL) gate(c *wireClient, target int, req *strandpb.Request, call *wireCall) {
-	gs := s.gates[c]
+	key := gateKey{c: c, kafka: s.ww.speaksKafka(c, req)}
+	gs := s.gates[key]
 	if gs == nil {
 		gs = map[int]*gateConn{}
-		s.gates[c] = gs
+		s.gates[key] = gs
 	}
 	g := gs[target]
 	if g == nil || !s.open(g.id) {
-		g = &gateConn{id: s.dial(c, target, false)}
+		g = &gateConn{id: s.dial(c, target, false, key.kafka), kafka: key.kafka}
 		g.authed = s.conns[g.id].principal != ""
 		gs[target] = g
 	}
@@ -288,7 +330,11 @@ func (s *simSASL) gate(c *wireClient, target int, req *strandpb.Request, call *w
 	g.waiting = append(g.waiting, gateWaiting{req: req, call: call})
 	if !g.started {
 		g.started = true
-		s.exchange(c, target, g)
+		if g.kafka {
+			s.kafkaExchange(c, target, g) // kafka_sasl.go
+		} else {
+			s.exchange(c, target, g)
+		}
 	}
 }
 
@@ -308,7 +354,7 @@ func (s *simSASL) sendOn(c *wireClient, target int, g *gateConn, req *strandpb.R
 // drop closes g and forgets it.
 func (s *simSASL) drop(c *wireClient, target int, g *gateConn) {
 	s.closed(g.id)
-	if gs := s.gates[c]; gs[target] == g {
+	if gs := s.gates[gateKey{c: c, kafka: g.kafka}]; gs[target] == g {
 		delete(gs, target)
 	}
 }
@@ -381,29 +427,38 @@ func (s *simSASL) exchange(c *wireClient, target int, g *gateConn) {
 				s.fail(c, target, g, err)
 				return
 			}
-			next, done, err := sess.Next(resp)
-			switch {
-			case err != nil && s.lagRefused[g.id]:
-				// The node has not applied the user yet: the simulator's
-				// own clients take it as a node not ready and try
-				// elsewhere (not sent: retriable, definitely not written).
-				s.fail(c, target, g, &clientlib.ConnError{Addr: s.ww.peers[target].Address, Err: errSASLLag})
-			case err != nil:
-				s.fail(c, target, g, s.stepErr(err))
-			case done:
-				g.authed = true
-				waiting := g.waiting
-				g.waiting = nil
-				for _, wt := range waiting {
-					s.sendOn(c, target, g, wt.req, wt.call)
-				}
-			default:
-				step(next)
-			}
+			s.answered(c, target, g, sess, resp, step)
 		}}
 		s.ww.send(c, target, req, call)
 	}
 	step(req)
+}
+
+// answered takes the node's answer resp to a step of g's exchange: the
+// next step goes out by step; once done, the waiting requests go.
+func (s *simSASL) answered(c *wireClient, target int, g *gateConn, sess clientExchange, resp *strandpb.Response, step func(*strandpb.Request)) {
+	next, done, err := sess.Next(resp)
+	switch {
+	case err != nil && s.lagRefused[g.id]:
+		// The node has not applied the user yet: the simulator's
+		// own clients take it as a node not ready and try
+		// elsewhere (not sent: retriable, definitely not written).
+		s.fail(c, target, g, &clientlib.ConnError{Addr: s.ww.peers[target].Address, Err: errSASLLag})
+	case err != nil:
+		s.fail(c, target, g, s.stepErr(err))
+	case done:
+		g.authed = true
+		if sc := s.conns[g.id]; sc != nil {
+			sc.proven = true
+		}
+		waiting := g.waiting
+		g.waiting = nil
+		for _, wt := range waiting {
+			s.sendOn(c, target, g, wt.req, wt.call)
+		}
+	default:
+		step(next)
+	}
 }
 
 // stepErr is a failed exchange as the waiting requests' error.
@@ -438,6 +493,7 @@ func (s *simSASL) startImpostor() {
 		d := time.Duration(s.impostor.rng.Int64N(int64(impostorWindow)))
 		s.impostor.after(d, s.impostorTry)
 	}
+	s.startKafkaImpostor() // kafka_sasl.go
 }
 
 // impostorTry sends one CreateTopics as the impostor: every answer
@@ -469,7 +525,7 @@ func (t libTransport) Dial(addr string) uint64 {
 	if s == nil || !ok {
 		return ^uint64(0)
 	}
-	return s.dial(t.c, target, true)
+	return s.dial(t.c, target, true, false)
 }
 
 // Open reports whether connection id is open.

@@ -35,10 +35,11 @@ func (r Result) Failed() bool { return len(r.Failures) > 0 }
 
 // Run simulates o (already through Choose): nodes run the metadata group,
 // an admin client creates the topic through CreateTopics, and producers and
-// consumers speak strandpb through Core.HandleAs, producers 2-4 on
-// clientlib's own producer and the other clients with its pure pieces
-// (clientcore's LeaderCache and Window, Classify, Backoff) making every
-// retry decision — the path production runs. A failing linearizability check writes its
+// consumers speak strandpb through Core.HandleAs, every producer and
+// consumer on clientlib's own (wire_libproducer.go, wire_libconsumer.go)
+// and the checkers (random readers, the drain) with its pure pieces
+// (clientcore's LeaderCache, Classify, Backoff) making every retry
+// decision — the path production runs. A failing linearizability check writes its
 // visualization to vizDir (none when empty). A panic anywhere (a broken
 // invariant in a core) fails the seed with its stack.
 func Run(o Options, vizDir string) (res Result) {

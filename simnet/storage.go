@@ -9,21 +9,30 @@ import (
 )
 
 // The storage pipeline in virtual time. Nodes run with
-// the one storage path: Process writes a log and hands its fsync back as
-// a node.SyncJob. The world runs each job as two events on the node: the
-// fsync itself after a drawn device delay (the memdisk makes the log's
-// writes durable then), and the completion (Core.SyncDone) a short
-// hand-off later, as a storage goroutine would report back to the loop.
-// Crashes (the planner's, and the two below) can land between a write and
-// its fsync, and between the fsync and the acknowledgement it allows:
+// the one storage path: Process hands its log writes and their fsync back
+// as a node.SyncJob. The world runs each job as events on the node: a log
+// sync's writes (the log's pending writes, SyncJob.RunWrite) within
+// storageHandoffMax of the hand-off, as a storage goroutine picks the job
+// up and its writes reach the page cache; the fsync itself
+// (SyncJob.RunSync) after a drawn device delay from the hand-off (the
+// memdisk makes the written bytes durable then); and the completion
+// (Core.SyncDone) a short hand-off later, as a storage goroutine would
+// report back to the loop. Crashes (the planner's, and the two below) can
+// land between a job's writes and its fsync, and between the fsync and
+// the acknowledgement it allows:
 //
-//   - fault/crash-before-fsync: a power loss strikes a node instead of a
-//     fsync in flight (its written, unsynced tail is lost);
+//   - fault/crash-before-fsync: a power loss (its written, unsynced tail
+//     is lost) or, for a job that wrote, fault/kill-before-fsync a process
+//     kill (its written, unsynced tail stays in the page cache, which
+//     recovery must sync before it reports the log stable: raftlog's rule
+//     8) strikes a node instead of a fsync in flight;
 //   - fault/crash-after-fsync: a power loss or a kill strikes after the
 //     fsync, before the node heard of it (durable but never acknowledged).
 //
 // Every storage job goes this way: log syncs, checkpoint writes and
-// trims, unlinks, a fetch's cold log read (its delay drawn as a fsync's).
+// trims, unlinks, a fetch's cold log read (its delay drawn as a fsync's);
+// only a log sync has a write event apart from its fsync (the others run
+// whole at the fsync's time).
 // fault/crash-before-checkpoint-write and
 // fault/crash-before-checkpoint-done count the crashes that struck a
 // checkpoint's write job before it ran and after it ran but before its
@@ -31,12 +40,17 @@ import (
 // that struck between a cold read and the completion that answers its
 // fetch.
 //
-// A disk stall (diskstall.go) parks every fsync of its node until it ends.
+// A disk stall (diskstall.go) parks every fsync of its node until it ends
+// (the writes before it reach the page cache).
 //
 // All draws come from one stream of their own, so a seed replays bit for
 // bit. Rejected: running the fsync at once and delaying only the
 // completion (a power loss inside the window would then keep the data,
-// hiding every acknowledgement given before the fsync).
+// hiding every acknowledgement given before the fsync); running a log
+// sync's writes and its fsync as one event (no crash could land between
+// them, so no kill would leave unsynced bytes in the page cache, and a
+// recovery that trusts them, the planted RecoverTrustsPageCache, went
+// uncaught once the appends' writes moved into the sync job).
 
 // streamStorage draws fsync delays and the pipeline's crash points.
 const streamStorage uint64 = 8
@@ -74,7 +88,9 @@ func (s *storage) syncDelay() time.Duration {
 	return time.Duration(between(s.rng, int64(storageSyncMin), int64(storageSyncMax)))
 }
 
-// startSyncs schedules the fsyncs n's core started in its last Process.
+// startSyncs schedules the jobs n's core started in its last Process: a
+// log sync's writes first (runWrite), each job's fsync after its drawn
+// delay (runSync).
 func (w *world) startSyncs(n *simNode) {
 	s := w.storage
 	s.jobs = n.core.TakeSyncJobs(s.jobs[:0])
@@ -83,9 +99,33 @@ func (w *world) startSyncs(n *simNode) {
 		if job.Read() {
 			w.coverage.Inc("storage/cold-read")
 		}
-		w.sched.schedule(s.syncDelay(), &event{kind: evCall, node: n.index, call: func() { w.runSync(n, inc, job) }})
+		d := s.syncDelay()
+		if job.Writes() {
+			dw := time.Duration(between(s.rng, 0, int64(min(d, storageHandoffMax))))
+			w.sched.schedule(dw, &event{kind: evCall, node: n.index, call: func() { w.runWrite(n, inc, job, d-dw) }})
+			continue
+		}
+		w.sched.schedule(d, &event{kind: evCall, node: n.index, call: func() { w.runSync(n, inc, job) }})
 	}
 	clear(s.jobs)
+}
+
+// runWrite issues the writes of a log sync job of n's incarnation inc,
+// then schedules its fsync d later (its completion at once when a write
+// failed: the job stops there).
+func (w *world) runWrite(n *simNode, inc uint32, job node.SyncJob, d time.Duration) {
+	if !n.up || n.incarnation != inc {
+		return
+	}
+	var err error
+	if w.guard(n, func() { err = job.RunWrite() }) {
+		err = errors.New("simnet: write panicked on a faulty disk")
+	}
+	if err != nil {
+		w.scheduleSyncDone(n, inc, job, err)
+		return
+	}
+	w.sched.schedule(d, &event{kind: evCall, node: n.index, call: func() { w.runSync(n, inc, job) }})
 }
 
 // crashPoint draws whether a pipeline crash strikes n now: only in runs
@@ -98,8 +138,8 @@ func (w *world) crashPoint(n *simNode) bool {
 	return w.storage.rng.IntN(storageCrashOneIn) == 0
 }
 
-// runSync performs one fsync of n's incarnation inc, then schedules its
-// completion.
+// runSync performs one fsync of n's incarnation inc (a job's second
+// phase: its writes ran in runWrite), then schedules its completion.
 func (w *world) runSync(n *simNode, inc uint32, job node.SyncJob) {
 	if !n.up || n.incarnation != inc {
 		return
@@ -114,14 +154,25 @@ func (w *world) runSync(n *simNode, inc uint32, job node.SyncJob) {
 			w.coverage.Inc("fault/crash-before-checkpoint-write")
 		}
 		w.stats.Crashes++
-		w.crashNode(n, "power loss with a fsync in flight")
+		if job.Writes() && w.storage.rng.IntN(2) == 0 {
+			w.coverage.Inc("fault/kill-before-fsync")
+			w.killNode(n, "killed with a fsync in flight, after its writes")
+		} else {
+			w.crashNode(n, "power loss with a fsync in flight")
+		}
 		w.scheduleRestart(n)
 		return
 	}
 	var err error
-	if w.guard(n, func() { err = job.Run() }) {
+	if w.guard(n, func() { err = job.RunSync() }) {
 		err = errors.New("simnet: fsync panicked on a faulty disk")
 	}
+	w.scheduleSyncDone(n, inc, job, err)
+}
+
+// scheduleSyncDone schedules the completion of n's job with err, a
+// hand-off after now.
+func (w *world) scheduleSyncDone(n *simNode, inc uint32, job node.SyncJob, err error) {
 	d := time.Duration(between(w.storage.rng, 0, int64(storageHandoffMax)))
 	w.sched.schedule(d, &event{kind: evCall, node: n.index, call: func() { w.syncDone(n, inc, job, err) }})
 }

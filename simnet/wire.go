@@ -224,7 +224,7 @@ func (ww *wireWorkload) finalHeal() {
 		})
 	}
 	if ww.libGroup != nil && !ww.libGroup.settling {
-		ww.libGroup.settle(func() { ww.libGroup.finish(drain) })
+		ww.libGroup.settle(func() { ww.libGroup.finish(func() { ww.classic.finish(0, drain) }) })
 		return
 	}
 	drain()
@@ -253,6 +253,8 @@ func (ww *wireWorkload) send(c *wireClient, target int, req *strandpb.Request, c
 	damage := corruptNone
 	if call.clean {
 		frame = marshalWire(req) // a SASL step: neither Kafka's codec nor damaged
+	} else if call.kafka != nil && call.kafka.encode != nil {
+		frame, call.kafka.decode = call.kafka.encode(int32(req.CorrelationId)) // framed by its sender (kafka_sasl.go)
 	} else if k, kframe, ok := ww.kafkaEncode(c, req); ok {
 		// Kafka's bytes are not damaged: the corruption checks read
 		// Strand's frames (corrupt.go).
@@ -262,6 +264,9 @@ func (ww *wireWorkload) send(c *wireClient, target int, req *strandpb.Request, c
 		if damage == corruptBatchBit {
 			call.reqDamaged = w.corrupter.damaged
 		}
+	}
+	if call.kafka != nil && ww.sasl != nil {
+		call.kafka.gated = ww.sasl.kafkaGated(call.conn)
 	}
 	if !w.net.lost() {
 		w.sched.schedule(w.net.clientDelay(c.index, target), &event{kind: evCall, node: target, from: c.index,
@@ -306,6 +311,16 @@ func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *w
 	if !n.up {
 		return
 	}
+	caller := ww.caller(c)
+	gated := call.kafka != nil && call.kafka.gated
+	if gated {
+		// The node's Kafka listener runs the connection's SASL gate
+		// before it decodes the request (kafka_sasl.go).
+		var ok bool
+		if caller, ok = ww.sasl.admitKafka(c, n, frame, call); !ok {
+			return
+		}
+	}
 	req := &strandpb.Request{}
 	if call.kafka != nil {
 		req = ww.kafkaTranslate(call, frame)
@@ -316,8 +331,7 @@ func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *w
 		w.stats.StaleReads++
 	}
 	inc := n.incarnation
-	caller := ww.caller(c)
-	if ww.sasl != nil {
+	if ww.sasl != nil && !gated {
 		var ok bool
 		if caller, ok = ww.sasl.admit(c, n, req, call); !ok {
 			return // a SASL step, or refused (sasl.go)

@@ -34,7 +34,10 @@ import (
 //   - a generation answered to a member never goes back;
 //   - a committed offset is never lost: a fetch returns at least the
 //     highest value acknowledged before it began, or a value whose commit
-//     may have landed after that one's.
+//     may have landed after that one's; once the group workload settled
+//     after the final heal, one final fetch of every partition holds the
+//     run's acknowledged commits to this (finish), so a commit lost late
+//     (a fail-over after the members' last fetch) is seen too.
 const (
 	classicGroupID  = "simclassic"
 	classicProtocol = "range"
@@ -52,6 +55,8 @@ type classicSim struct {
 	nextOff int64 // committed values are unique and increasing
 	commits []map[int64]*classicCommit
 	acked   []int64 // per partition: the highest value acknowledged (0: none)
+	// final is the final fetch's route to the coordinator (finish).
+	final coordinatorLink
 }
 
 // classicCommit is one commit's life: sent, then answered (resolved); a
@@ -84,7 +89,7 @@ type classicMember struct {
 
 // newClassicSim creates the members on client indexes from first on.
 func newClassicSim(ww *wireWorkload, first int) *classicSim {
-	cs := &classicSim{ww: ww, parts: ww.topics[0].partitions}
+	cs := &classicSim{ww: ww, parts: ww.topics[0].partitions, final: coordinatorLink{coord: -1}}
 	cs.holder = slices.Repeat([]int{-1}, cs.parts)
 	cs.acked = make([]int64, cs.parts)
 	for range cs.parts {
@@ -369,16 +374,74 @@ func (m *classicMember) commit() {
 	})
 }
 
+// classicFinalReadsMax bounds the attempts of the final fetch.
+const classicFinalReadsMax = 40
+
+// finish fetches every partition's committed offset once the members
+// stopped (the group workload settled after the final heal) and checks
+// that no acknowledged commit was lost; then runs then (at once without
+// classic members).
+func (cs *classicSim) finish(attempt int, then func()) {
+	if cs == nil {
+		then()
+		return
+	}
+	w, c := cs.ww.w, cs.members[0].c
+	topic := cs.ww.topics[0].name
+	parts := make([]int32, cs.parts)
+	for p := range parts {
+		parts[p] = int32(p)
+	}
+	req := &strandpb.Request{Body: &strandpb.Request_OffsetFetch{OffsetFetch: &strandpb.OffsetFetchRequest{
+		Group: classicGroupID, Partitions: []*strandpb.GroupTopicPartitions{{Topic: topic, Partitions: parts}},
+	}}}
+	floors := slices.Clone(cs.acked) // a commit acknowledged meanwhile may land after the read
+	cs.ww.callCoordinator(c, classicGroupID, &cs.final, func() bool { return true }, req, func(resp *strandpb.Response, err error) {
+		switch {
+		case err == nil:
+			got := slices.Repeat([]int64{-1}, cs.parts)
+			for _, o := range resp.GetOffsetFetch().GetOffsets() {
+				if o.GetTopic() == topic && int(o.GetPartition()) < cs.parts {
+					got[o.GetPartition()] = o.GetOffset()
+				}
+			}
+			for p := range cs.parts {
+				cs.checkCommitted(p, floors[p], got[p], " finally")
+			}
+			w.coverage.Inc("check/classic-final-offsets")
+			then()
+		case attempt+1 < classicFinalReadsMax:
+			c.after(100*time.Millisecond, func() { cs.finish(attempt+1, then) })
+		default:
+			w.fail("classic: the final committed offsets are unreadable after the heal: %v", err)
+			then()
+		}
+	})
+}
+
+// checkCommitted fails the run when partition p's committed offset read
+// back as got, by a fetch that began when floor was the highest value
+// acknowledged, lost an acknowledged commit: got is below floor and is no
+// value whose commit may have landed after floor's.
+func (cs *classicSim) checkCommitted(p int, floor, got int64, when string) {
+	if floor == 0 {
+		return
+	}
+	var floorSent time.Duration
+	if c := cs.commits[p][floor]; c != nil {
+		floorSent = c.sent
+	}
+	if c := cs.commits[p][got]; got < floor && (c == nil || c.resolved < floorSent) {
+		cs.ww.w.fail("classic: partition %d's committed offset %d read back%s as %d: an acknowledged commit was lost", p, floor, when, got)
+	}
+}
+
 // fetchCommitted reads one partition's committed offset and checks no
 // acknowledged commit was lost.
 func (m *classicMember) fetchCommitted() {
 	cs, w := m.cs, m.cs.ww.w
 	p := m.c.rng.IntN(cs.parts)
 	floor := cs.acked[p]
-	var floorSent time.Duration
-	if c := cs.commits[p][floor]; c != nil {
-		floorSent = c.sent
-	}
 	topic := cs.ww.topics[0].name
 	req := &strandpb.Request{Body: &strandpb.Request_OffsetFetch{OffsetFetch: &strandpb.OffsetFetchRequest{
 		Group: classicGroupID, Partitions: []*strandpb.GroupTopicPartitions{{Topic: topic, Partitions: []int32{int32(p)}}},
@@ -393,10 +456,7 @@ func (m *classicMember) fetchCommitted() {
 				got = o.GetOffset()
 			}
 		}
-		c := cs.commits[p][got]
-		if got < floor && (c == nil || c.resolved < floorSent) {
-			w.fail("classic: partition %d's committed offset %d read back as %d: an acknowledged commit was lost", p, floor, got)
-		}
+		cs.checkCommitted(p, floor, got, "")
 		w.coverage.Inc("event/classic-fetch-checked")
 	})
 }

@@ -52,23 +52,19 @@ type wireClient struct {
 	deleteID      []byte // the admin: the topic id its delete names (wire_recreate.go)
 
 	// Producers.
-	producerID  int64
 	idempotent  bool
 	keyed       bool
-	inFlightMax int // batches in flight per partition window
+	inFlightMax int // batches in flight per partition
 	batchMax    int // records per batch at most
-	windows     []*clientcore.Window
-	windowCfg   clientcore.WindowConfig
-	windowIDs   [][]byte // the topic id windows[p] sends under (wire_recreate.go)
-	// savedWindows keeps windows of other topic ids, by windowKey.
-	savedWindows map[string]*clientcore.Window
-	batches      []map[clientcore.BatchID]*wireBatch
-	outstanding  int
-	values       int
-	recordTimer  bool // a nextRecord is scheduled
-	// lib: the clientlib.Client whose producer this one runs on; nil:
-	// the private producer (wire_libproducer.go).
-	lib        *clientlib.Client
+	outstanding int
+	values      int
+	recordTimer bool // a nextRecord is scheduled
+	// lib: the clientlib.Client whose producer this one runs on
+	// (wire_libproducer.go); the non-idempotent producer's at acks=all.
+	lib *clientlib.Client
+	// libAcks: the non-idempotent producer's clients at acks=0 and
+	// acks=1 (clientlib's acks are per client); nil for the others.
+	libAcks    [2]*clientlib.Client
 	libPushes  map[*libPush]bool // pushes not yet completed
 	budgetDone bool
 	finished   bool
@@ -87,20 +83,6 @@ type wireClient struct {
 	libCons *libConsumer
 }
 
-// wireBatch is a pushed batch: its bytes and its history op.
-type wireBatch struct {
-	bytes []byte
-	hist  *histOp
-	start time.Duration // pushed
-	acks  int32         // -1: all; 0 and 1 give no offset and may be lost on failover
-	// maybeWritten: an attempt ended in a way that may have written the
-	// batch (anything but a refusal refusedUnwritten names).
-	maybeWritten bool
-	// topicID is the topic id every attempt names: the batch belongs to
-	// the incarnation it was pushed under (wire_recreate.go).
-	topicID []byte
-}
-
 // pendingSince reports the start of the client's oldest unfinished
 // operation, for the liveness bound.
 func (c *wireClient) pendingSince() (time.Duration, bool) {
@@ -108,13 +90,6 @@ func (c *wireClient) pendingSince() (time.Duration, bool) {
 	for push := range c.libPushes { // the minimum does not depend on map order
 		if !pending || push.start < start {
 			start, pending = push.start, true
-		}
-	}
-	for _, m := range c.batches {
-		for _, b := range m { // the minimum does not depend on map order
-			if !pending || b.start < start {
-				start, pending = b.start, true
-			}
 		}
 	}
 	return start, pending
@@ -132,24 +107,20 @@ func newWireClient(ww *wireWorkload, index int, kind clientKind) *wireClient {
 	if kind == kindProducer {
 		c.keyed = index%2 == 0
 		// The last producer is not idempotent (producer id -1) and never
-		// resends (AttemptsMax 1): its values stay
-		// unique, so an entry applied twice shows as a duplicate.
+		// resends (clientlib's MaxRetries 0, one batch in flight): its
+		// values stay unique, so an entry applied twice shows as a
+		// duplicate.
 		c.idempotent = index != o.Producers-1
 		c.inFlightMax = wireInFlightChoices[c.rng.IntN(len(wireInFlightChoices))]
 		c.batchMax = wireBatchChoices[c.rng.IntN(len(wireBatchChoices))]
-		if c.idempotent {
-			// clientlib's producer (wire_libproducer.go).
-			c.lib, c.libPushes = newLibClient(c), map[*libPush]bool{}
-			return c
+		if !c.idempotent {
+			c.inFlightMax = 1 // order without sequence numbers
 		}
-		c.inFlightMax = 1
-		c.producerID = -1
-		cfg := clientcore.WindowConfig{InFlightMax: 1, AttemptsMax: 1, DeliveryTimeout: o.OpDeadline,
-			Errors: wireWindowErrors()}
-		c.windowCfg, c.windowIDs = cfg, make([][]byte, o.Partitions)
-		for p := 0; p < o.Partitions; p++ {
-			c.windows = append(c.windows, clientcore.NewWindow(cfg))
-			c.batches = append(c.batches, make(map[clientcore.BatchID]*wireBatch))
+		c.libPushes = map[*libPush]bool{}
+		c.lib = newLibClient(c, clientlib.AcksAll)
+		if !c.idempotent {
+			c.libAcks[clientlib.AcksNone] = newLibClient(c, clientlib.AcksNone)
+			c.libAcks[clientlib.AcksLeader] = newLibClient(c, clientlib.AcksLeader)
 		}
 	}
 	return c
@@ -358,8 +329,8 @@ func (c *wireClient) begin() {
 	c.refresh()
 	switch c.kind {
 	case kindProducer:
-		// clientlib's producer gets its own id; the private one is not
-		// idempotent.
+		// clientlib's producers (wire_libproducer.go); the last one is
+		// not idempotent.
 		c.recordTimer = true
 		c.after(c.thinkTime(), c.nextRecord)
 	case kindReader:

@@ -77,7 +77,8 @@ type joinPlan struct {
 	removed   []uint64
 	removedAt []time.Duration
 	// movesSent counts the decommission's MovePartitions answered; drained
-	// lists the partitions they moved (checked settled at the end).
+	// lists every partition their requests named, answered or not
+	// (checked settled at the end; decomMoved).
 	movesSent int
 	drained   []node.TopicPartition
 	// heldDown lists drained nodes crashed and kept down until removed

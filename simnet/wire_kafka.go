@@ -15,26 +15,48 @@ import (
 type kafkaCall struct {
 	decode func([]byte) (*strandpb.Response, error)
 	tr     *kafkaproto.Translation // set once the request reached its node
+	// encode, when set, frames the request itself (a SASL step, or the
+	// Kafka impostor's request: kafka_sasl.go), given its correlation id.
+	encode func(corr int32) ([]byte, func([]byte) (*strandpb.Response, error))
+	// gated: the request travels on a Kafka connection whose SASL gate
+	// (kafkaproto.SASLGate) the node runs before serving it; gateAnswer
+	// is the gate's answer frame (kafka_sasl.go).
+	gated      bool
+	gateAnswer []byte
 }
 
-// kafkaEncode encodes req in Kafka's protocol when the run asks for it and
-// c is one of the clients that speak it (every other one, by index, so no
-// random draw shifts), and always for a classic member's group step
-// (wire_classic.go); ok is false otherwise.
-func (ww *wireWorkload) kafkaEncode(c *wireClient, req *strandpb.Request) (*kafkaCall, []byte, bool) {
+// speaksKafka reports whether client c sends req in Kafka's protocol:
+// when the run asks for it and c is one of the clients that speak it
+// (every other one, by index, so no random draw shifts), and always for
+// a classic member's group step (wire_classic.go).
+func (ww *wireWorkload) speaksKafka(c *wireClient, req *strandpb.Request) bool {
 	classic := req.GetGroupHeartbeat().GetClassic() != nil // a classic member speaks only Kafka
 	if !classic && (!ww.w.opts.KafkaCodec || c.index%2 == 0 || ww.txn.owns(c)) {
-		return nil, nil, false
+		return false
 	}
-	if req.GetProduce() != nil && req.GetProduce().GetAcks() == 0 {
-		return nil, nil, false // Kafka never answers acks=0; the simulator's client waits for an answer
+	switch {
+	case req.GetProduce() != nil:
+		return req.GetProduce().GetAcks() != 0 // Kafka never answers acks=0; the simulator's client waits for an answer
+	case req.GetFetch() != nil:
+		return true
+	case classic:
+		return req.GetGroupHeartbeat().GetClassic().GetStep() != strandpb.ClassicStep_CLASSIC_STEP_NONE // the steps Kafka has a request for
+	}
+	return false
+}
+
+// kafkaEncode encodes req in Kafka's protocol when c speaks it for req
+// (speaksKafka); ok is false otherwise.
+func (ww *wireWorkload) kafkaEncode(c *wireClient, req *strandpb.Request) (*kafkaCall, []byte, bool) {
+	if !ww.speaksKafka(c, req) {
+		return nil, nil, false
 	}
 	frame, decode, ok := kafkaproto.EncodeRequest(req, int32(req.GetCorrelationId()))
 	if !ok {
-		return nil, nil, false
+		panic(fmt.Sprintf("simnet: a %s request the client speaks Kafka for has no Kafka encoding", requestType(req)))
 	}
 	ww.w.coverage.Inc("event/kafka-request")
-	if classic {
+	if req.GetGroupHeartbeat().GetClassic() != nil {
 		ww.w.coverage.Inc("event/kafka-classic-request")
 	}
 	if ww.namesTopicSecond(req) {
@@ -61,6 +83,9 @@ func (ww *wireWorkload) kafkaTranslate(call *wireCall, frame []byte) *strandpb.R
 
 // answer encodes the node's answer as the Kafka response.
 func (k *kafkaCall) answer(resp *strandpb.Response) []byte {
+	if k.gateAnswer != nil {
+		return k.gateAnswer
+	}
 	frame := k.tr.Answer(resp)
 	if frame == nil {
 		panic("simnet: a Kafka request the simulator sends got no answer frame")

@@ -146,7 +146,8 @@ func newKVSim(ww *wireWorkload, first int) *kvSim {
 	s := &kvSim{ww: ww}
 	s.writer = newWireClient(ww, first, kindMember)
 	s.writer.inFlightMax = wireInFlightChoices[s.writer.rng.IntN(len(wireInFlightChoices))]
-	s.prod = newLibClient(s.writer)
+	s.writer.idempotent = true // the order check needs it (and compaction keeps producer state)
+	s.prod = newLibClient(s.writer, clientlib.AcksAll)
 	s.reader = newWireClient(ww, first+1, kindMember)
 	o := ww.w.opts
 	seeds := make([]string, len(ww.peers))

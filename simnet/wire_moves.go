@@ -796,13 +796,18 @@ func (ww *wireWorkload) unfinishedMove() string {
 
 // decomMoved reports whether the run's decommissions may have moved mv's
 // partition on: a node drawn for decommission is in a set the move may
-// end at.
+// end at, or a drain's MovePartitions named the partition. A drain retries
+// its request as planned (a TIMEOUT is no refusal: the first attempt may
+// have applied), so an entry planned before the operator's move finished
+// may apply after it and move the partition on to the drain's set, which
+// no longer names the drained node (seed 21 of the standard sample).
 func (ww *wireWorkload) decomMoved(mv simMove) bool {
 	jp := ww.joins
 	if jp == nil {
 		return false
 	}
-	return slices.ContainsFunc(mv.target, jp.isDecom) || slices.ContainsFunc(mv.from, jp.isDecom)
+	return slices.ContainsFunc(mv.target, jp.isDecom) || slices.ContainsFunc(mv.from, jp.isDecom) ||
+		slices.Contains(jp.drained, ww.moveTP(mv.group))
 }
 
 // removedNode reports whether the run's decommissions removed n from the

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/clientlib"
-	"github.com/strandlog/strand/internal/clientcore"
 	"github.com/strandlog/strand/linearizability"
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -136,37 +135,6 @@ func (c *wireClient) seekIncarnation(p, inc int) {
 	c.savedPositions[[2]int{p, c.positionInc[p]}] = c.positions[p]
 	c.positionInc[p], c.positions[p] = inc, c.savedPositions[[2]int{p, inc}]
 }
-
-// bindWindow binds producer window p to topic id id when it was bound to
-// another id and is empty: to the window it had under id before (a stale
-// metadata answer can name an old id again; its sequences go on), else
-// to a new one. False when the current window is not empty (the other
-// incarnation's batches are still resolving).
-func (c *wireClient) bindWindow(p int, id []byte) bool {
-	if bytes.Equal(c.windowIDs[p], id) {
-		return true
-	}
-	if c.windows[p].Len() > 0 {
-		return false
-	}
-	if c.windowIDs[p] != nil {
-		if c.savedWindows == nil {
-			c.savedWindows = map[string]*clientcore.Window{}
-		}
-		c.savedWindows[windowKey(p, c.windowIDs[p])] = c.windows[p]
-		win, ok := c.savedWindows[windowKey(p, id)]
-		if !ok {
-			win = clientcore.NewWindow(c.windowCfg)
-		}
-		c.windows[p] = win
-		c.ww.w.coverage.Inc("event/window-rebound")
-	}
-	c.windowIDs[p] = bytes.Clone(id)
-	return true
-}
-
-// windowKey names partition p's window under topic id id.
-func windowKey(p int, id []byte) string { return strconv.Itoa(p) + "/" + string(id) }
 
 // awaitRecreate is the admin's wait until the drawn share of the budget
 // was issued (or the budget ran out); then it deletes the topic. In
@@ -305,15 +273,4 @@ func (c *wireClient) onTopicGone(p int) {
 	c.ww.w.coverage.Inc("event/unknown-topic-id")
 	c.cache.ForgetLeader(c.ww.tps[p].Topic, c.ww.tps[p].Partition)
 	c.refreshTopic(p)
-}
-
-// refusedUnwritten reports whether a produce attempt's error says the node
-// refused it before proposing anything: another incarnation's topic id
-// (checkTopicID runs first), or a batch that fails its CRC.
-func refusedUnwritten(err error) bool {
-	switch errCode(err) {
-	case strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID, strandpb.ErrorCode_ERROR_CODE_CORRUPT_BATCH:
-		return true
-	}
-	return false
 }

@@ -1,6 +1,7 @@
 package simnet
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -307,9 +308,57 @@ func (l *txnLife) send(target int, req *strandpb.Request, ok func(*strandpb.Resp
 		if l.dead && !l.zombie {
 			return // a crashed process sends nothing more
 		}
+		if coordinatorLost(req, err) {
+			failed := target
+			c.after(wireBackoff.Delay(l.attempts, c.rng), func() { l.relocate(failed, req, ok, giveUp) })
+			return
+		}
 		next := l.retryTarget(req, err)
 		c.after(wireBackoff.Delay(l.attempts, c.rng), func() { l.send(next, req, ok, giveUp) })
 	})
+}
+
+// coordinatorLost reports whether err, the failure of coordinator request
+// req, says the coordinator the process knows is gone: it did not answer,
+// or answered that it is not (or not yet) the coordinator. Kafka's
+// producer then looks the coordinator up again before it retries
+// (TransactionManager: lookupCoordinator); retrying the known one kept a
+// process sending to a node dead for good for 26 s after the heal, past
+// the drain's grace (seed 22 of the standard sample, an intermediate
+// branch: FindCoordinator named that node once, from a lagging view).
+func coordinatorLost(req *strandpb.Request, err error) bool {
+	if req.GetProduce() != nil || req.GetFindCoordinator() != nil {
+		return false
+	}
+	if _, unreachable := errors.AsType[*clientlib.ConnError](err); unreachable {
+		return true
+	}
+	var e *clientlib.Error
+	if asWireError(err, &e) && e.LeaderID != 0 {
+		return false // the answer names the coordinator: retryTarget goes there
+	}
+	switch errCode(err) {
+	case strandpb.ErrorCode_ERROR_CODE_NOT_COORDINATOR, strandpb.ErrorCode_ERROR_CODE_COORDINATOR_NOT_AVAILABLE:
+		return true
+	}
+	return false
+}
+
+// relocate looks the coordinator up again, asking a node other than
+// failed (the one req just failed at), then sends req to the coordinator
+// it names.
+func (l *txnLife) relocate(failed int, req *strandpb.Request, ok func(*strandpb.Response), giveUp func()) {
+	c := l.p.c
+	ask := c.randomNode()
+	if ask == failed {
+		ask = (ask + 1) % len(c.ww.w.nodes)
+	}
+	find := &strandpb.Request{Body: &strandpb.Request_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorRequest{
+		TransactionalId: l.p.tid}}}
+	l.send(ask, find, func(resp *strandpb.Response) {
+		l.coord = c.nodeIndexOf(resp.GetFindCoordinator().GetNodeId())
+		l.send(l.coord, req, ok, giveUp)
+	}, giveUp)
 }
 
 // retryTarget is where a retry goes: the hinted leader of a produce, a

@@ -530,6 +530,7 @@ func (w *world) process(n *simNode) {
 	}
 	n.statusBuf = statuses
 	w.checker.onStatus(n, statuses)
+	w.durability.afterProcess(n, statuses)
 	w.startSyncs(n)
 }
 
