@@ -65,7 +65,7 @@ test-real:
 test-sim:
 	@failed=(); \
 	$(GO) test -count=1 -timeout 30m ./simnet/ || failed+=("simnet"); \
-	$(GO) test -count=1 -timeout 30m -tags simbugs -run '$(PLANTED_BUG_TESTS)' ./node/ ./simnet/ ./engine/ ./engine/groups/ ./engine/txn/ ./clientlib/ ./sasl/ ./kafkaproto/ || failed+=("planted bugs (-tags simbugs)"); \
+	$(GO) test -count=1 -timeout 30m -tags simbugs -run '$(PLANTED_BUG_TESTS)' ./node/ ./simnet/ ./engine/ ./engine/groups/ ./engine/txn/ ./engine/compact/ ./clientlib/ ./sasl/ ./kafkaproto/ || failed+=("planted bugs (-tags simbugs)"); \
 	if [ $${#failed[@]} -gt 0 ]; then \
 	  echo "make test-sim: $${#failed[@]} of 2 suites failed:"; printf '  %s\n' "$${failed[@]}"; exit 1; \
 	fi; \

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"hash/crc32"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/strandlog/strand/engine/compact"
+	"github.com/strandlog/strand/engine/recordbatch"
 )
 
 // AppendCompacted appends the Kafka RecordBatch v2 form of one batch of a
@@ -56,5 +59,54 @@ func AppendCompacted(dst, batch []byte, epoch int32) ([]byte, error) {
 	be.PutUint32(h[v2BaseSequence:], uint32(b.BaseSequence))
 	be.PutUint32(h[v2CountOffset:], uint32(len(b.Records)))
 	be.PutUint32(h[v2CRCOffset:], crc32.Checksum(h[v2AttrOffset:], castagnoli))
+	return dst, nil
+}
+
+// CompactedToStrand converts a Kafka RecordBatch v2 with fewer records than
+// its offset range (a compacted batch, as AppendCompacted and Kafka's
+// cleaner write it; uncompressed) into engine/compact's form, the one a
+// native fetch of a compacted prefix carries: the simulator's Kafka client
+// hands fetched batches to code that reads Strand's forms (ToStrand refuses
+// gaps, which a producer never sends). Parsed with franz-go's kmsg, as a
+// Kafka client parses it; the CRC is checked.
+func CompactedToStrand(dst, b []byte) ([]byte, error) {
+	var kb kmsg.RecordBatch
+	if err := kb.ReadFrom(b); err != nil {
+		return dst, fmt.Errorf("%w: %v", ErrCorruptBatch, err)
+	}
+	if uint32(kb.CRC) != crc32.Checksum(b[v2AttrOffset:], castagnoli) {
+		return dst, fmt.Errorf("%w: crc mismatch", ErrCorruptBatch)
+	}
+	if kb.Attributes&0x07 != 0 {
+		return dst, fmt.Errorf("%w: a compressed compacted batch", ErrCorruptBatch)
+	}
+	out := compact.Batch{BaseOffset: kb.FirstOffset, LastOffsetDelta: kb.LastOffsetDelta,
+		FirstTimestampMs: kb.FirstTimestamp, MaxTimestampMs: kb.MaxTimestamp, DeleteHorizonMs: compact.NoHorizon,
+		ProducerID: kb.ProducerID, ProducerEpoch: int32(kb.ProducerEpoch), BaseSequence: kb.FirstSequence,
+		Transactional: uint16(kb.Attributes)&attrTransactional != 0, Control: uint16(kb.Attributes)&attrControl != 0}
+	if out.ProducerID < 0 {
+		out.ProducerEpoch, out.BaseSequence = -1, -1
+	}
+	for rest, i := kb.Records, int32(0); i < kb.NumRecords; i++ {
+		n, used := binary.Varint(rest)
+		if used <= 0 || n < 0 || int64(len(rest)-used) < n {
+			return dst, fmt.Errorf("%w: record %d framing", ErrCorruptBatch, i)
+		}
+		var kr kmsg.Record
+		if err := kr.ReadFrom(rest[:used+int(n)]); err != nil {
+			return dst, fmt.Errorf("%w: record %d: %v", ErrCorruptBatch, i, err)
+		}
+		rest = rest[used+int(n):]
+		r := compact.Record{Offset: kb.FirstOffset + int64(kr.OffsetDelta)}
+		r.TimestampMs, r.Key, r.Value = kb.FirstTimestamp+kr.TimestampDelta64, kr.Key, kr.Value
+		for _, h := range kr.Headers {
+			r.Headers = append(r.Headers, recordbatch.Header{Key: h.Key, Value: h.Value})
+		}
+		out.Records = append(out.Records, r)
+	}
+	dst, err := compact.AppendBatch(dst, &out)
+	if err != nil {
+		return dst, fmt.Errorf("%w: %w", ErrCorruptBatch, err)
+	}
 	return dst, nil
 }

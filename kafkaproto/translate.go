@@ -144,7 +144,8 @@ func EncodeRequest(req *strandpb.Request, corr int32) (frame []byte, decode func
 	case *strandpb.Request_Fetch:
 		r, names := fetchRequest(b.Fetch)
 		kreq = r
-		decode = func(f []byte) (*strandpb.Response, error) { return decodeFetch(f, corr, r.Version, names) }
+		from := fetchOffsets(b.Fetch)
+		decode = func(f []byte) (*strandpb.Response, error) { return decodeFetch(f, corr, r.Version, names, from) }
 	case *strandpb.Request_GroupHeartbeat:
 		if kreq, decode = classicRequest(b.GroupHeartbeat, corr); kreq == nil {
 			return nil, nil, false
@@ -253,7 +254,31 @@ func decodeProduce(f []byte, corr int32, version int16, names topicNames) (*stra
 	return &strandpb.Response{CorrelationId: uint64(corr), Body: &strandpb.Response_Produce{Produce: out}}, nil
 }
 
-func decodeFetch(f []byte, corr int32, version int16, names topicNames) (*strandpb.Response, error) {
+// fetchedPartition names a partition of a fetch by topic name.
+type fetchedPartition struct {
+	topic     string
+	partition int32
+}
+
+// fetchOffsets is the offset a fetch asks of each partition.
+func fetchOffsets(f *strandpb.FetchRequest) map[fetchedPartition]int64 {
+	from := make(map[fetchedPartition]int64, len(f.GetPartitions()))
+	for _, sp := range f.GetPartitions() {
+		from[fetchedPartition{sp.GetTopic(), sp.GetPartition()}] = sp.GetOffset()
+	}
+	return from
+}
+
+// decodeFetch decodes a Kafka fetch response into the Strand response for
+// a fetch of the partitions at the offsets from. A batch of a compacted
+// prefix becomes engine/compact's form (CompactedToStrand) when it holds
+// fewer records than its range, or, uncompressed, when it starts past the
+// offset its partition's answer had reached (the fetch offset, then the
+// end of the batch before): every record of its range kept, but the
+// batches, or records, before it removed. A Strand plain batch claims the
+// offsets right after the reader's position, so a native reader would
+// refuse that gap.
+func decodeFetch(f []byte, corr int32, version int16, names topicNames, from map[fetchedPartition]int64) (*strandpb.Response, error) {
 	body, err := responseBody(f, corr)
 	if err != nil {
 		return nil, err
@@ -275,6 +300,7 @@ func decodeFetch(f []byte, corr int32, version int16, names topicNames) (*strand
 			if e := sp.Error; e != nil {
 				e.HighWatermark, e.LogStartOffset = p.HighWatermark, p.LogStartOffset
 			}
+			next, known := from[fetchedPartition{t.Topic, p.Partition}]
 			for rest := p.RecordBatches; len(rest) > 0; {
 				if len(rest) < v2HeaderBytes {
 					return nil, fmt.Errorf("kafkaproto: fetched %d trailing bytes", len(rest))
@@ -283,22 +309,37 @@ func decodeFetch(f []byte, corr int32, version int16, names topicNames) (*strand
 				if n < v2HeaderBytes || n > len(rest) {
 					return nil, fmt.Errorf("kafkaproto: fetched batch of %d bytes, %d left", n, len(rest))
 				}
-				if binary.BigEndian.Uint16(rest[v2AttrOffset:])&attrControl != 0 {
+				base := int64(binary.BigEndian.Uint64(rest))
+				attrs := binary.BigEndian.Uint16(rest[v2AttrOffset:])
+				gap := known && base > next && attrs&attrCompression == 0
+				next = max(next, base+int64(int32(binary.BigEndian.Uint32(rest[v2LastDeltaOffset:])))+1)
+				if attrs&attrControl != 0 {
 					rest = rest[n:] // a transaction marker: a native reader skips it
 					continue
 				}
-				batch, _, err := ToStrand(nil, rest[:n])
+				var batch []byte
+				if gap || compacted(rest[:n]) {
+					batch, err = CompactedToStrand(nil, rest[:n]) // a batch of a compacted prefix
+				} else {
+					batch, _, err = ToStrand(nil, rest[:n])
+				}
 				if err != nil {
 					return nil, fmt.Errorf("kafkaproto: fetched batch: %w", err)
 				}
-				sp.Batches = append(sp.Batches, &strandpb.FetchResponse_Batch{
-					BaseOffset: int64(binary.BigEndian.Uint64(rest)), Records: batch})
+				sp.Batches = append(sp.Batches, &strandpb.FetchResponse_Batch{BaseOffset: base, Records: batch})
 				rest = rest[n:]
 			}
 			out.Partitions = append(out.Partitions, sp)
 		}
 	}
 	return &strandpb.Response{CorrelationId: uint64(corr), Body: &strandpb.Response_Fetch{Fetch: out}}, nil
+}
+
+// compacted reports whether a v2 batch holds fewer records than its offset
+// range: a compacted batch (CompactedToStrand).
+func compacted(b []byte) bool {
+	be := binary.BigEndian
+	return int64(be.Uint32(b[v2CountOffset:])) != int64(int32(be.Uint32(b[v2LastDeltaOffset:])))+1
 }
 
 // strandError is the Strand error for a Kafka code (nil for none), by

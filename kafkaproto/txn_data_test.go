@@ -218,7 +218,7 @@ func FuzzDecodeFetch(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		frame := binary.BigEndian.AppendUint32(nil, uint32(len(body)+4))
 		frame = binary.BigEndian.AppendUint32(frame, 7)
-		got, err := decodeFetch(append(frame, body...), 7, clientFetchByName, topicNames{})
+		got, err := decodeFetch(append(frame, body...), 7, clientFetchByName, topicNames{}, nil)
 		if err != nil {
 			return
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/strandlog/strand/clientlib"
 	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/engine/compact"
 	"github.com/strandlog/strand/engine/groups"
 	"github.com/strandlog/strand/engine/txn"
 	"github.com/strandlog/strand/kafkaproto"
@@ -38,11 +39,16 @@ var ClientBugNames = []string{"LibAutoCommitFetched", "LibSeekSkipsTarget", "Lib
 // need the transactional workload (Options.Txn).
 var TxnBugNames = []string{"LSOPassesOpenTxn", "DropAbortOnRestore", "MarkersBeforeDecision", "TxnSkipsFence", "TxnOffsetsOnAbort"}
 
+// CompactBugNames are engine/compact's planted bugs: they need the
+// compacted-topic workload (Options.Compacted, wire_kv.go).
+var CompactBugNames = []string{"CompactKeepsOlder", "TombstoneEarly"}
+
 // ParseBug checks a planted bug's name; "" plants none.
 func ParseBug(name string) (string, error) {
 	if name != "" && !slices.Contains(BugNames, name) && !slices.Contains(GroupBugNames, name) && !slices.Contains(MoveBugNames, name) &&
 		!slices.Contains(JoinBugNames, name) && !slices.Contains(OperatorBugNames, name) && !slices.Contains(SampleBugNames, name) &&
-		!slices.Contains(ClientBugNames, name) && !slices.Contains(TxnBugNames, name) {
+		!slices.Contains(ClientBugNames, name) && !slices.Contains(TxnBugNames, name) &&
+		!slices.Contains(CompactBugNames, name) {
 		return "", fmt.Errorf("simnet: unknown bug %q", name)
 	}
 	return name, nil
@@ -61,6 +67,7 @@ func plantBug(cfg *node.Config, name string) {
 	txn.SetBugs(name == "TxnSkipsFence")                                        // needs Options.Txn
 	groups.SetTxnOffsetsBug(name == "TxnOffsetsOnAbort")                        // needs Options.Txn (wire_txn_session.go)
 	sasl.SetBugs(name == "AcceptsAnyProof")                                     // needs authorization on (the operator draws it: sasl.go)
+	compact.SetBugs(name == "CompactKeepsOlder", name == "TombstoneEarly")      // need Options.Compacted (wire_kv.go)
 	kafkaproto.SetBugs(name == "KafkaHandshakeAuthenticates")                   // needs authorization on (kafka_sasl.go)
 	switch name {
 	case "AckBeforeCommit":

@@ -56,6 +56,7 @@ func TestSimCatchRate(t *testing.T) {
 	}
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	bugs := append(append(append(append(slices.Clone(BugNames), GroupBugNames...), OperatorBugNames...), ClientBugNames...), TxnBugNames...)
+	bugs = append(bugs, CompactBugNames...)
 	if *flagBugs != "" {
 		bugs = strings.Split(*flagBugs, ",")
 	}
@@ -74,6 +75,9 @@ func TestSimCatchRate(t *testing.T) {
 			}
 			if bug == "GroupClassicForgotten" {
 				o.ClassicMembers = 3
+			}
+			if slices.Contains(CompactBugNames, bug) && !o.Compacted {
+				continue // the seed did not draw the compacted-topic workload
 			}
 			if slices.Contains(TxnBugNames, bug) && !o.Txn {
 				continue // the seed did not draw the transactional workload

@@ -122,7 +122,12 @@
 // 3) adds members of a second group speaking Kafka's classic protocol (JoinGroup, SyncGroup,
 // Heartbeat through kafkaproto; commits in their generation) checked across coordinator fail-overs,
 // their acknowledged commits read back while they run and once more after the heal
-// (wire_classic.go). Options.Txn (seven seeds in ten) runs the transactional workload
+// (wire_classic.go). Options.Compacted (one seed in four; TestSimCompacted) runs a key-value
+// workload on a compacted topic, sim-kv, with the nodes under CompactedTopicsUnfinished
+// (wire_kv.go): clientlib's producer writes updates and tombstones over 24 keys, clientlib's
+// Consumer reads the partition from the start every 1.5 s and after the heal, and each read is
+// held to compaction's promises ("kv:" failures; planted CompactKeepsOlder and TombstoneEarly in
+// engine/compact). Options.Txn (seven seeds in ten) runs the transactional workload
 // (wire_txn.go): three transactional ids commit and abort transactions over sim-txn's 3 partitions,
 // crash mid-transaction and re-initialize (fencing; the old process sometimes finishes as a zombie),
 // while a reader follows the partitions at read_committed and after the heal reads them whole; the

@@ -30,6 +30,8 @@ import "strings"
 //     51.0 thousand events on average over seeds 1-200);
 //   - clientlib's plain Consumer (wire_libconsumer.go) in one or two of the
 //     three consumer slots, in every seed.
+//   - the compacted-topic workload (wire_kv.go) in one seed in four,
+//     drawn last.
 //
 // A costly feature shortens its seed (featureOps: 5 nodes 4/5 of the
 // operations, the WAL 3/5, groups 9/10, transactions 3/5), so the sample costs about what
@@ -75,8 +77,11 @@ func DrawFeatures(o Options) Options {
 	o.AddPartitions = true // drawn by the grow plan; never with groups
 	o.WAL = o.WAL || draw(8) == 0
 	o.KafkaCodec = o.KafkaCodec || draw(2) == 0
-	if o.Txn || draw(10) < 7 { // drawn last: the draws above stay as they were
+	if o.Txn || draw(10) < 7 { // drawn after the others: the draws above stay as they were
 		o = WithTxn(o)
+	}
+	if o.Compacted || draw(4) == 0 { // drawn last (wire_kv.go)
+		o = WithCompacted(o)
 	}
 	o.Ops = featureOps(o)
 	return o
@@ -121,6 +126,7 @@ func featureNames(o Options) []string {
 	add(o.KafkaCodec, "kafka")
 	add(o.Nodes != 3, "nodes-5")
 	add(o.Txn, "txn")
+	add(o.Compacted, "compacted")
 	return names
 }
 
@@ -135,6 +141,7 @@ var FeatureCoverage = []string{
 	"event/lib-consumer-batch", "event/lib-consumer-seek-exact", "event/lib-consumer-caught-up", // wire_libconsumer.go
 	"kafka-sasl/authenticated", "kafka-sasl/refused", // kafka_sasl.go: the Kafka codec's clients with SASL on
 	"feature/txn", "txn/committed", "txn/aborted", "txn/fenced", "txn/zombie", "txn/read-committed", "txn/checked", // wire_txn.go
+	"feature/compacted", "kv/read", "kv/compacted-read", "kv/tombstone-acked", "kv/tombstone-removed", // wire_kv.go
 }
 
 // countFeatures adds one to each feature row o runs.

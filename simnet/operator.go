@@ -504,8 +504,8 @@ func txnPartitions(o Options) int {
 
 // coordinatorPartitions counts the internal topics' groups the checks
 // number after the metadata group.
-// The transactional workload's topic is numbered after them
-// (wire_txn.go).
+// The transactional workload's topics are numbered after them
+// (wire_txn.go), then the compacted topic (wire_kv.go).
 func coordinatorPartitions(o Options) int {
-	return groupOffsetsPartitions(o) + txnPartitions(o) + txnWorkloadPartitions(o)
+	return groupOffsetsPartitions(o) + txnPartitions(o) + txnWorkloadPartitions(o) + kvPartitions(o)
 }

@@ -148,6 +148,9 @@ type Options struct {
 	ClassicMembers int
 	// Txn runs the transactional workload (wire_txn.go).
 	Txn bool
+	// Compacted runs the compacted-topic workload (wire_kv.go); use
+	// WithCompacted, which also sizes checkpoints and segments for it.
+	Compacted bool
 	// Bug names a planted bug (BugNames; only in -tags simbugs builds).
 	Bug string
 

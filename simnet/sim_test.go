@@ -66,6 +66,9 @@ func seedOptions(t *testing.T, seed uint64, profile, bug string) Options {
 	if *flagJoins {
 		o.Nodes, o.Joins = 5, true // as joinsOptions (joins_test.go)
 	}
+	if *flagCompacted {
+		o = WithCompacted(o) // kv_test.go
+	}
 	return o
 }
 

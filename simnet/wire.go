@@ -58,6 +58,7 @@ type wireWorkload struct {
 	ops      *operator                        // the operator actor; nil: none (operator.go)
 	sasl     *simSASL                         // connections and their SASL sessions; nil: SASL off (sasl.go)
 	txn      *txnSim                          // the transactional workload; nil: none (wire_txn.go)
+	kv       *kvSim                           // the compacted-topic workload; nil: none (wire_kv.go)
 	// finalHealAt is when the clients were done and the final heal ran
 	// (0: not yet).
 	finalHealAt time.Duration
@@ -113,6 +114,7 @@ func newWireWorkload(w *world) *wireWorkload {
 		}
 	}
 	ww.txn = newTxnSim(ww, last+1+o.GroupMembers+o.ClassicMembers)
+	ww.kv = newKVSim(ww, last+1+o.GroupMembers+o.ClassicMembers+txnClients(o))
 	ww.grow = newGrowPlan(ww)
 	ww.moves = newMovePlan(ww)
 	ww.joins = newJoinPlan(ww) // wire_joins.go
@@ -129,6 +131,7 @@ func (ww *wireWorkload) configure(cfg *node.Config) {
 	}
 	ww.configureOperator(cfg)
 	ww.txn.configure(cfg) // wire_txn_session.go
+	ww.kv.configure(cfg)  // wire_kv.go
 }
 
 // start begins the run: the admin client creates the topics.
@@ -181,6 +184,7 @@ func (ww *wireWorkload) topicCreated() {
 	if ww.txn != nil {
 		ww.txn.start()
 	}
+	ww.kv.start()
 }
 
 // clientDone counts a client out; the last one heals everything and
@@ -215,7 +219,9 @@ func (ww *wireWorkload) finalHeal() {
 	ww.finalHealAt = ww.w.now()
 	ww.w.planner.healAll()
 	drain := func() {
-		ww.txn.finish(func() { ww.finishLibConsumers(func() { ww.drain.after(0, ww.drain.begin) }) })
+		ww.txn.finish(func() {
+			ww.kv.finish(func() { ww.finishLibConsumers(func() { ww.drain.after(0, ww.drain.begin) }) })
+		})
 	}
 	if ww.libGroup != nil && !ww.libGroup.settling {
 		ww.libGroup.settle(func() { ww.libGroup.finish(func() { ww.classic.finish(0, drain) }) })

@@ -106,15 +106,19 @@ var _ node.Clock = (*nodeClock)(nil)
 
 // world is one simulated cluster with its clients, run by one goroutine.
 type world struct {
-	opts     Options
-	sched    scheduler
-	net      *network
-	nodes    []*simNode
-	groupOf  map[node.TopicPartition]int // the topic's partitions, then the metadata group
-	rngDisk  *rand.Rand
-	rngFault *rand.Rand
-	trace    traceHash
-	events   int64
+	opts Options
+	// skewLo and skewHi bound every node's clock skew over the run so
+	// far (noteSkew): how far apart two nodes' Realtime readings of one
+	// virtual interval can be (wire_kv.go's delete.retention.ms check).
+	skewLo, skewHi time.Duration
+	sched          scheduler
+	net            *network
+	nodes          []*simNode
+	groupOf        map[node.TopicPartition]int // the topic's partitions, then the metadata group
+	rngDisk        *rand.Rand
+	rngFault       *rand.Rand
+	trace          traceHash
+	events         int64
 	// deltasDeclared: the core counters' coverage names are declared
 	// (addDelta).
 	deltasDeclared bool
@@ -223,9 +227,12 @@ func newWorld(o Options) *world {
 	for p := range txnWorkloadPartitions(o) { // wire_txn.go
 		w.groupOf[txnWorkloadTP(p)] = o.Partitions + 1 + groupOffsetsPartitions(o) + txnPartitions(o) + p
 	}
+	if kvPartitions(o) > 0 { // wire_kv.go
+		w.groupOf[kvTP] = o.Partitions + 1 + groupOffsetsPartitions(o) + txnPartitions(o) + txnWorkloadPartitions(o)
+	}
 	w.checker = newChecker(w)
 	w.hist = newHistory(o.Partitions)
-	clientCount := o.Producers + o.Consumers + o.Readers + 1 + o.GroupMembers + o.ClassicMembers + txnClients(o) // +1: the drain reader
+	clientCount := o.Producers + o.Consumers + o.Readers + 1 + o.GroupMembers + o.ClassicMembers + txnClients(o) + kvClients(o) // +1: the drain reader
 	w.net = newNetwork(newStream(o.Seed, streamNetwork), o.Nodes, clientCount, &o)
 	// Skews and tick phases are fixed for the whole run.
 	skewRand := newStream(o.Seed, streamClock)
@@ -237,6 +244,7 @@ func newWorld(o Options) *world {
 		if o.Faults.ClockSkewMax > 0 {
 			m := int64(o.Faults.ClockSkewMax)
 			n.clock.skew = time.Duration(between(skewRand, -m, m))
+			w.noteSkew(n.clock.skew)
 		}
 		n.tickPhase = time.Duration(skewRand.Int64N(int64(o.TickInterval)))
 		n.tickInterval = o.TickInterval
@@ -284,6 +292,11 @@ func (w *world) fail(format string, args ...any) {
 
 // failuresKept bounds the step failures a run keeps (the first ones matter).
 const failuresKept = 10
+
+// noteSkew widens the run's skew bounds to a node's new skew.
+func (w *world) noteSkew(d time.Duration) {
+	w.skewLo, w.skewHi = min(w.skewLo, d), max(w.skewHi, d)
+}
 
 // nodeConfig is node n's config in incarnation inc: the run's knobs and
 // the simulator's disk, network, clock and hooks.

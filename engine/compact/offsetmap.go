@@ -74,6 +74,8 @@ func (m *offsetMap) put(h keyHash, offset int64) {
 	if s.offsetPlusOne == 0 {
 		m.entries++
 		s.hash = h
+	} else if bugKeepsOlder {
+		return
 	}
 	s.offsetPlusOne = offset + 1
 }

@@ -79,7 +79,7 @@ func (w *rewriter) keep(b *Batch, r *Record, aborted bool) bool {
 	case w.superseded(r):
 		w.stats.RecordsSuperseded++
 		return false
-	case r.Value == nil && w.decision.passed(b.DeleteHorizonMs):
+	case r.Value == nil && (bugTombstoneEarly || w.decision.passed(b.DeleteHorizonMs)):
 		w.stats.TombstonesRemoved++
 		return false
 	}
@@ -90,6 +90,9 @@ func (w *rewriter) keep(b *Batch, r *Record, aborted bool) bool {
 // r's key.
 func (w *rewriter) superseded(r *Record) bool {
 	latest, ok := w.plan.offsets.latest(hashKey(r.Key))
+	if bugKeepsOlder {
+		return ok && latest != r.Offset
+	}
 	return ok && latest > r.Offset
 }
 

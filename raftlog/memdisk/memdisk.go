@@ -479,6 +479,9 @@ func (f *file) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, errors.New("memdisk: negative offset")
 	}
+	if len(p) == 0 {
+		return 0, nil // as os.File's ReadAt: nothing asked, nothing missing, even at the end
+	}
 	if off >= int64(len(f.node.data)) {
 		return 0, io.EOF
 	}

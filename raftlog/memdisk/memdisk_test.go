@@ -144,6 +144,13 @@ func TestFileSemantics(t *testing.T) {
 	if n, err := f.ReadAt(buf, 0); n != 8 || err != io.EOF || string(buf[:8]) != "\x00\x00\x00\x00tail" {
 		t.Fatalf("read %d %v %q", n, err, buf[:n])
 	}
+	// An empty read at the end (or past it) is no error, as os.File's: a
+	// batch with no records after its header ends a segment exactly so.
+	for _, off := range []int64{8, 20} {
+		if n, err := f.ReadAt(buf[:0], off); n != 0 || err != nil {
+			t.Fatalf("empty read at %d: %d %v, want 0 <nil>", off, n, err)
+		}
+	}
 	must(t, f.Truncate(5))
 	if got := contents(t, d, "x/y/f"); got != "\x00\x00\x00\x00t" {
 		t.Fatalf("after truncate %q", got)

@@ -1,0 +1,21 @@
+//go:build simbugs
+
+package compact
+
+// The planted compaction bugs, for proving the checks that must catch them
+// (issue 24); set with SetBugs before a run, never present in production
+// builds.
+var (
+	// bugKeepsOlder: the offset map keeps a key's first offset in the
+	// dirty section instead of its latest, and a pass removes every record
+	// of the key but that one: the older of two values survives.
+	bugKeepsOlder = false
+	// bugTombstoneEarly: a tombstone is removed by the first pass that
+	// sees it, before delete.retention.ms has passed.
+	bugTombstoneEarly = false
+)
+
+// SetBugs switches the planted bugs on or off.
+func SetBugs(keepsOlder, tombstoneEarly bool) {
+	bugKeepsOlder, bugTombstoneEarly = keepsOlder, tombstoneEarly
+}

@@ -1,0 +1,501 @@
+package simnet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/node"
+)
+
+// The compacted-topic workload (issue 24), Options.Compacted.
+//
+// The nodes run with node.Config.CompactedTopicsUnfinished (the gate the
+// issue keeps shut for users until the raft log is trimmed up to the
+// compacted prefix). A writer on clientlib's own idempotent producer
+// creates topicKV (cleanup.policy=compact, 4 KiB segments, a dirty ratio
+// of 1%, delete.retention.ms kvDeleteRetention) through clientlib's
+// CreateTopic, then writes kvWritesMax updates over kvKeys keys, one in
+// kvTombstoneOneIn a tombstone (a null value; the key then rests a while
+// before its next update), each record carrying its
+// write id in a header. The leaders decide passes at their retention
+// checks and every replica compacts, under every fault of the seed; the
+// replicas' digests (digests.go) compare each replica's engine state,
+// compaction record included, with a reference at every applied index.
+// A reader on clientlib's own Consumer reads the whole partition from
+// the earliest offset now and then while the writer runs, and once more
+// after the final heal.
+//
+// Checks, on every read:
+//   - the log starts at 0 (a compacted topic's log start never moves) and
+//     offsets strictly increase;
+//   - every record is a write the writer made, with its key, value (or
+//     null) and header, at the offset its acknowledgement named when it
+//     was acknowledged, never a write whose failure was definite, never
+//     twice, and in the writer's order (one idempotent producer: a later
+//     write never sits below an earlier one);
+//
+// and on the final read, after the writer stopped:
+//   - every key's last record sits at or after its last acknowledged
+//     write (compaction kept the latest value, or a newer maybe-written
+//     one), unless that write is a tombstone, no record of the key is
+//     left and delete.retention.ms (less the spread of the nodes' clock
+//     skews over the run, jumps included) had passed
+//     since the tombstone was sent.
+const (
+	topicKV           = "sim-kv"
+	kvKeys            = 24
+	kvWritesMax       = 240
+	kvTombstoneOneIn  = 4
+	kvDeleteRetention = 8 * time.Second
+	kvSegmentBytes    = 4096
+	kvWriteGapMax     = 100 * time.Millisecond  // think time between writes
+	kvReadEvery       = 1500 * time.Millisecond // a read from the start while the writer runs
+	kvReadLimit       = 30 * time.Second        // a read's bound (the final read must finish)
+	kvIDHeader        = "w"
+	// A tombstoned key rests this long before the writer updates it
+	// again, so that reads meet tombstones that are their key's latest
+	// write, inside and past delete.retention.ms.
+	kvRestMin = 2 * time.Second
+	kvRestMax = 12 * time.Second
+)
+
+// kvCheckpointEntriesMax caps a seed's checkpoint interval when it runs
+// the workload: a pass cleans only below the replica's checkpoint, and
+// with production's 1,024 entries the topic's some 240 records would
+// never see one (the topic's 4 KiB segments roll every 40 or so).
+const kvCheckpointEntriesMax = 32
+
+// WithCompacted is o with the compacted-topic workload on.
+func WithCompacted(o Options) Options {
+	o.Compacted = true
+	if o.CheckpointEntries == 0 || o.CheckpointEntries > kvCheckpointEntriesMax {
+		o.CheckpointEntries = kvCheckpointEntriesMax >> (o.Seed % 2)
+	}
+	return o
+}
+
+// kvWrite is one record the writer produced.
+type kvWrite struct {
+	key    int
+	tomb   bool
+	sentAt time.Duration
+	state  kvState
+	offset int64 // when acknowledged
+}
+
+// kvState is a write's outcome as its promise told it.
+type kvState uint8
+
+const (
+	kvPending kvState = iota
+	kvAcked
+	kvMaybe  // failed, may be in the log (clientlib.MaybeWritten)
+	kvFailed // failed definitely: never in the log
+)
+
+// kvSim is the workload and its history.
+type kvSim struct {
+	ww     *wireWorkload
+	writer *wireClient
+	reader *wireClient
+	prod   *clientlib.Client
+	cons   *clientlib.Client
+	writes []kvWrite
+	// restUntil is, per key, until when the writer leaves it deleted
+	// after a tombstone (a read then finds the tombstone its latest).
+	restUntil [kvKeys]time.Duration
+	pending   int  // writes whose promise has not run
+	stopped   bool // the writer is done (counted out of the workload)
+	reading   bool // a read runs
+	finished  bool // the final read is due or ran
+	// finalThen is set when the final read waits for a read of the run
+	// to end; it runs after the final read.
+	finalThen func()
+}
+
+// kvClients counts the client slots the workload uses.
+func kvClients(o Options) int {
+	if !o.Compacted {
+		return 0
+	}
+	return 2
+}
+
+// kvPartitions counts topicKV's partitions, checked as groups after the
+// transactional workload's (world.groupOf).
+func kvPartitions(o Options) int {
+	if !o.Compacted {
+		return 0
+	}
+	return 1
+}
+
+// kvTP is topicKV's partition.
+var kvTP = node.TopicPartition{Topic: topicKV, Partition: 0}
+
+// newKVSim creates the workload's clients from index first on; nil
+// without Options.Compacted.
+func newKVSim(ww *wireWorkload, first int) *kvSim {
+	if !ww.w.opts.Compacted {
+		return nil
+	}
+	s := &kvSim{ww: ww}
+	s.writer = newWireClient(ww, first, kindMember)
+	s.writer.inFlightMax = wireInFlightChoices[s.writer.rng.IntN(len(wireInFlightChoices))]
+	s.writer.idempotent = true // the order check needs it (and compaction keeps producer state)
+	s.prod = newLibClient(s.writer, clientlib.AcksAll)
+	s.reader = newWireClient(ww, first+1, kindMember)
+	o := ww.w.opts
+	seeds := make([]string, len(ww.peers))
+	for i, p := range ww.peers {
+		seeds[i] = p.Address
+	}
+	cl, err := clientlib.NewClient(append([]clientlib.Opt{clientlib.Simulated(libTransport{s.reader}),
+		clientlib.SeedAddresses(seeds...), clientlib.RandSeed(s.reader.rng.Uint64()),
+		clientlib.RequestTimeout(o.ClientTimeout), clientlib.MaxRetries(attemptsMax),
+		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(libMetadataMaxAge)},
+		ww.sasl.libOpts(s.reader)...)...)
+	if err != nil {
+		panic("simnet: kv reader options: " + err.Error())
+	}
+	s.cons = cl
+	return s
+}
+
+// configure opens the compacted-topic gate on a node.
+func (s *kvSim) configure(cfg *node.Config) {
+	if s != nil {
+		cfg.CompactedTopicsUnfinished = true
+	}
+}
+
+// start creates topicKV, then writes; the workload counts as active
+// until the writer is done.
+func (s *kvSim) start() {
+	if s == nil {
+		return
+	}
+	s.ww.active++
+	s.writer.after(0, func() { s.create(0) })
+}
+
+// create makes topicKV through clientlib's CreateTopic until it exists.
+func (s *kvSim) create(attempt int) {
+	cfg := map[string]string{"cleanup.policy": "compact", "segment.bytes": strconv.Itoa(kvSegmentBytes),
+		"min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": strconv.FormatInt(kvDeleteRetention.Milliseconds(), 10)}
+	var err error
+	s.prod.SimRun(func(ctx context.Context) {
+		err = s.prod.CreateTopic(ctx, topicKV, 1, int32(s.ww.w.opts.Replication), cfg)
+	}, func() {
+		if err == nil || errors.Is(err, clientlib.ErrTopicExists) {
+			s.ww.w.coverage.Inc("kv/topic-created")
+			s.writer.after(s.gap(), s.write)
+			s.reader.after(kvReadEvery, s.readDuringRun)
+			return
+		}
+		if attempt >= attemptsMax {
+			s.ww.w.fail("kv: create topic %s kept failing: %v", topicKV, err)
+			s.stop()
+			return
+		}
+		s.writer.after(wireBackoff.Delay(attempt+1, s.writer.rng), func() { s.create(attempt + 1) })
+	})
+}
+
+// gap is the writer's think time.
+func (s *kvSim) gap() time.Duration {
+	return time.Duration(1 + s.writer.rng.Int64N(int64(kvWriteGapMax)))
+}
+
+// write produces the next update (or tombstone) of a drawn key.
+func (s *kvSim) write() {
+	if len(s.writes) >= kvWritesMax {
+		if s.pending == 0 {
+			s.stop()
+		}
+		return
+	}
+	rng := s.writer.rng
+	now := s.ww.w.now()
+	key := rng.IntN(kvKeys)
+	for i := 0; i < kvKeys && s.restUntil[key] > now; i++ {
+		key = (key + 1) % kvKeys // a deleted key stays deleted a while
+	}
+	id := len(s.writes)
+	s.writes = append(s.writes, kvWrite{key: key, tomb: rng.IntN(kvTombstoneOneIn) == 0, sentAt: now, offset: -1})
+	wr := &s.writes[id]
+	if wr.tomb {
+		s.restUntil[key] = now + kvRestMin + time.Duration(rng.Int64N(int64(kvRestMax-kvRestMin)))
+	}
+	r := &clientlib.Record{Topic: topicKV, Partition: 0, Key: kvKey(wr.key),
+		Headers: []clientlib.Header{{Key: kvIDHeader, Value: []byte(strconv.Itoa(id))}}}
+	if !wr.tomb {
+		r.Value = kvValue(id)
+	}
+	s.pending++
+	s.prod.Produce(context.Background(), r, func(r *clientlib.Record, err error) { s.written(id, r, err) })
+	s.writer.after(s.gap(), s.write)
+}
+
+// written records write id's outcome.
+func (s *kvSim) written(id int, r *clientlib.Record, err error) {
+	wr := &s.writes[id]
+	s.pending--
+	switch {
+	case err == nil && r.Offset >= 0:
+		wr.state, wr.offset = kvAcked, r.Offset
+		s.ww.w.coverage.Inc("kv/acked")
+		if wr.tomb {
+			s.ww.w.coverage.Inc("kv/tombstone-acked")
+		}
+	case err != nil && libFailureDefinite(err):
+		wr.state = kvFailed
+		s.ww.w.coverage.Inc("kv/failed-definite")
+	default:
+		wr.state = kvMaybe
+		s.ww.w.coverage.Inc("kv/maybe")
+	}
+	if len(s.writes) >= kvWritesMax && s.pending == 0 {
+		s.stop()
+	}
+}
+
+// stop counts the writer out of the workload, once.
+func (s *kvSim) stop() {
+	if !s.stopped {
+		s.stopped = true
+		s.ww.clientDone()
+	}
+}
+
+func kvKey(k int) []byte    { return []byte("k" + strconv.Itoa(k)) }
+func kvValue(id int) []byte { return []byte("v" + strconv.Itoa(id)) }
+
+// readDuringRun reads the partition from the start while the writer runs.
+func (s *kvSim) readDuringRun() {
+	if s.stopped || s.finished {
+		return
+	}
+	if !s.reading {
+		s.read(false, s.afterRead)
+	}
+	s.reader.after(kvReadEvery, s.readDuringRun)
+}
+
+// afterRead ends a read of the run: the final read follows if it waited.
+func (s *kvSim) afterRead() {
+	if then := s.finalThen; then != nil {
+		s.finalThen = nil
+		s.read(true, then)
+	}
+}
+
+// finish runs the final read after the heal, then then.
+func (s *kvSim) finish(then func()) {
+	if s == nil || s.finished {
+		then()
+		return
+	}
+	s.finished = true
+	if s.reading {
+		s.finalThen = then // after the read in flight (afterRead)
+		return
+	}
+	s.read(true, then)
+}
+
+// kvRead is one read of the whole partition.
+type kvRead struct {
+	final    bool
+	start    time.Duration
+	target   int64 // read until the position reaches it
+	answered bool  // a fetch answered: target covers its high-water mark
+	polls    int
+	logStart int64
+	recs     []*clientlib.Record
+	k        *clientlib.Consumer
+}
+
+// read reads topicKV from the earliest offset up to the high-water mark
+// its first answer names, and past every write acknowledged before it
+// began; then checks, then runs then.
+func (s *kvSim) read(final bool, then func()) {
+	s.reading = true
+	rd := &kvRead{final: final, start: s.ww.w.now(), logStart: -1,
+		k: clientlib.NewConsumer(s.cons, clientlib.FetchMaxWait(libConsumerMaxWaitMin))}
+	rd.k.Assign(topicKV, 0, clientlib.OffsetEarliest())
+	for _, wr := range s.writes {
+		if wr.state == kvAcked {
+			rd.target = max(rd.target, wr.offset+1)
+		}
+	}
+	s.poll(rd, then)
+}
+
+// poll runs one Poll of read rd as a task.
+func (s *kvSim) poll(rd *kvRead, then func()) {
+	w := s.ww.w
+	if w.now()-rd.start > kvReadLimit {
+		s.reading = false
+		if rd.final {
+			w.fail("kv: the final read of %s from the start did not reach offset %d in %v (at %d)",
+				topicKV, rd.target, kvReadLimit, s.position(rd))
+		} else {
+			w.coverage.Inc("kv/read-incomplete")
+		}
+		then()
+		return
+	}
+	var fs clientlib.Fetches
+	s.cons.SimRun(func(ctx context.Context) { fs = rd.k.Poll(ctx) }, func() {
+		for _, f := range fs {
+			if f.Topic != topicKV || f.Partition != 0 {
+				continue
+			}
+			if f.Err != nil {
+				w.coverage.Inc("kv/read-error")
+				// The records before a corrupt batch come with its
+				// error (clientlib's FetchPartition): the consumer's
+				// position is past them, so they are part of the read.
+				rd.recs = append(rd.recs, f.Records...)
+				continue
+			}
+			if !rd.answered || rd.final {
+				// The final read goes to the newest high-water mark:
+				// a record committed during it may supersede one read.
+				rd.target = max(rd.target, f.HighWatermark)
+			}
+			if !rd.answered {
+				rd.answered, rd.logStart = true, f.LogStartOffset
+			}
+			rd.recs = append(rd.recs, f.Records...)
+		}
+		rd.polls++
+		// An empty partition may answer no Poll with a fetch: a few
+		// polls at the target do.
+		if at := s.position(rd); at >= max(rd.target, 0) && (rd.answered || rd.polls >= 3) {
+			s.reading = false
+			s.check(rd)
+			then()
+			return
+		}
+		s.reader.after(s.reader.thinkTime()+time.Millisecond, func() { s.poll(rd, then) })
+	})
+}
+
+// checkLatest holds read rd to compaction's promise, given the offset of
+// each key's last record it read (-1: none): a key's latest write is
+// never compacted away, except a tombstone once delete.retention.ms has
+// passed. Which write is a key's latest: on the final read (the writer
+// done) its last acknowledged one, as a newer maybe-written record may
+// supersede it only from a higher offset, which the read covers; on a
+// read during the run, only a key whose last write sent before the read
+// ended was acknowledged before it began (nothing can supersede it).
+func (s *kvSim) checkLatest(rd *kvRead, last []int64, fail func(string, ...any)) {
+	w := s.ww.w
+	// A pass stamps a tombstone's horizon from its leader's clock and a
+	// later pass, perhaps on another leader, compares with its own: the
+	// clocks may disagree by the run's whole skew spread (jumps included).
+	slack := kvDeleteRetention - (w.skewHi - w.skewLo)
+	for k := range kvKeys {
+		latest := -1
+		for id, wr := range s.writes {
+			switch {
+			case wr.key != k:
+			case rd.final && wr.state == kvAcked && (latest < 0 || wr.offset > s.writes[latest].offset):
+				latest = id
+			case !rd.final:
+				latest = id // the last sent; judged below
+			}
+		}
+		if latest < 0 {
+			continue
+		}
+		wr := s.writes[latest]
+		if !rd.final && (wr.state != kvAcked || wr.sentAt >= rd.start || wr.offset >= rd.target) {
+			continue // still in flight, or it may be superseded unseen
+		}
+		if last[k] >= wr.offset {
+			continue
+		}
+		if wr.tomb && last[k] < 0 {
+			if w.now()-wr.sentAt < slack {
+				fail("key %d's tombstone (write %d at offset %d, sent at %v) removed %v later, before delete.retention.ms %v",
+					k, latest, wr.offset, wr.sentAt, w.now()-wr.sentAt, kvDeleteRetention)
+			}
+			w.coverage.Inc("kv/tombstone-removed")
+			continue
+		}
+		fail("key %d's latest write %d (offset %d, tombstone %v) is gone; its last record read is at offset %d",
+			k, latest, wr.offset, wr.tomb, last[k])
+	}
+}
+
+// position is rd's consumer position (-1: none yet).
+func (s *kvSim) position(rd *kvRead) int64 {
+	at, ok := rd.k.Position(topicKV, 0)
+	if !ok {
+		return -1
+	}
+	return at
+}
+
+// check holds read rd to the workload's promises.
+func (s *kvSim) check(rd *kvRead) {
+	w := s.ww.w
+	fail := func(format string, args ...any) {
+		w.fail("kv: %s read from %v: %s", map[bool]string{true: "final", false: "a"}[rd.final], rd.start,
+			fmt.Sprintf(format, args...))
+	}
+	w.coverage.Inc("kv/read")
+	if rd.logStart > 0 {
+		fail("log start %d: a compacted topic's log start never moves", rd.logStart)
+	}
+	last := make([]int64, kvKeys) // per key, the offset of its last record read
+	for k := range last {
+		last[k] = -1
+	}
+	prevOffset, prevID := int64(-1), -1
+	for _, r := range rd.recs {
+		if r.Offset <= prevOffset {
+			fail("offset %d after %d", r.Offset, prevOffset)
+			return
+		}
+		prevOffset = r.Offset
+		id := -1
+		for _, h := range r.Headers {
+			if h.Key == kvIDHeader {
+				if v, err := strconv.Atoi(string(h.Value)); err == nil {
+					id = v
+				}
+			}
+		}
+		if id < 0 || id >= len(s.writes) {
+			fail("record at offset %d names no write (headers %v)", r.Offset, r.Headers)
+			return
+		}
+		wr := s.writes[id]
+		switch {
+		case string(r.Key) != string(kvKey(wr.key)):
+			fail("write %d read at offset %d with key %q, written with %q", id, r.Offset, r.Key, kvKey(wr.key))
+		case wr.tomb != (r.Value == nil) || !wr.tomb && string(r.Value) != string(kvValue(id)):
+			fail("write %d read at offset %d with value %q (tombstone %v)", id, r.Offset, r.Value, wr.tomb)
+		case wr.state == kvFailed:
+			fail("write %d read at offset %d: its failure was definite", id, r.Offset)
+		case wr.state == kvAcked && wr.offset != r.Offset:
+			fail("write %d read at offset %d, acknowledged at %d", id, r.Offset, wr.offset)
+		case id <= prevID:
+			fail("write %d read at offset %d after write %d: one producer's order is the log's", id, r.Offset, prevID)
+		}
+		prevID = id
+		last[wr.key] = r.Offset
+	}
+	s.checkLatest(rd, last, fail)
+	if n := int64(len(rd.recs)); rd.target > 0 && n < rd.target {
+		w.coverage.Inc("kv/compacted-read") // fewer records than offsets: something was compacted away
+	}
+}
