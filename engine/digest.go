@@ -146,6 +146,15 @@ type digestKey struct {
 	batches, producers, txns, aborted           int
 }
 
+// same is k == *o, field by field: the struct comparison calls memequal,
+// and Digests runs for every replica after every Ready in the simulator
+// (1.3% of a run's CPU went to that call).
+func (k *digestKey) same(o *digestKey) bool {
+	return k.appliedIndex == o.appliedIndex && k.indexSum == o.indexSum && k.producerSum == o.producerSum &&
+		k.txnSum == o.txnSum && k.logStartOffset == o.logStartOffset && k.nextOffset == o.nextOffset &&
+		k.batches == o.batches && k.producers == o.producers && k.txns == o.txns && k.aborted == o.aborted
+}
+
 // digestMemo is the last answer of Digests and the key it was computed
 // for.
 type digestMemo struct {
@@ -167,7 +176,7 @@ func (p *Partition) Digests() (digest, tail uint64) {
 		logStartOffset: p.logStartOffset, nextOffset: p.nextOffset,
 		batches: len(p.batches) - p.head, producers: len(p.producers), txns: len(p.txns), aborted: len(p.aborted) - p.abortedHead,
 	}
-	if m := &p.digests; m.ok && m.key == k {
+	if m := &p.digests; m.ok && m.key.same(&k) {
 		return m.digest, m.tail
 	}
 	digest, tail = p.Digest(), p.TailDigest()

@@ -4,6 +4,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+	"slices"
 
 	"github.com/strandlog/strand/engine/metadata"
 )
@@ -337,13 +338,17 @@ func (c *Core) Status() []GroupStatus {
 // AppendStatus appends Status to dst and returns it, so a caller that looks
 // after every event (the simulator, its only caller) reuses one buffer.
 func (c *Core) AppendStatus(dst []GroupStatus) []GroupStatus {
-	out := dst
-	for _, g := range c.partitionGroups() {
-		st := c.groupStatus(g)
+	groups := c.partitionGroups()
+	out := slices.Grow(dst, len(groups))
+	for _, g := range groups {
+		// Filled in place: the simulator asks after every Ready, and
+		// copying each status twice on the way was 1% of its CPU.
+		out = append(out, GroupStatus{})
+		st := &out[len(out)-1]
+		c.fillGroupStatus(st, g)
 		st.HighWatermark = g.part.HighWatermark()
 		st.LogStartOffset = g.part.LogStartOffset()
 		st.Digest, st.TailDigest = g.part.Digests() // g.sm.digest(), with the tail digest, once per change
-		out = append(out, st)
 	}
 	return out
 }
@@ -374,18 +379,22 @@ func (c *Core) LaggingReplicas(entriesMax uint64) int {
 }
 
 // groupStatus is a group's raft state.
-func (c *Core) groupStatus(g *group) GroupStatus {
-	st := g.raw.BasicStatus()
-	return GroupStatus{
-		TopicPartition: g.tp,
-		Term:           st.GetTerm(),
-		Leader:         NodeID(st.Lead),
-		IsLeader:       st.RaftState == raft.StateLeader,
-		CommitIndex:    st.GetCommit(),
-		AppliedIndex:   g.appliedRaft,
-		TopicID:        g.topicID,
-		Rejoining:      g.rejoin != nil && g.rejoin.phase != rejoinDone,
-	}
+func (c *Core) groupStatus(g *group) (st GroupStatus) {
+	c.fillGroupStatus(&st, g)
+	return st
+}
+
+// fillGroupStatus sets the raft state fields of *st (a zero status) to g's.
+func (c *Core) fillGroupStatus(st *GroupStatus, g *group) {
+	bs := g.raw.BasicStatus()
+	st.TopicPartition = g.tp
+	st.Term = bs.GetTerm()
+	st.Leader = NodeID(bs.Lead)
+	st.IsLeader = bs.RaftState == raft.StateLeader
+	st.CommitIndex = bs.GetCommit()
+	st.AppliedIndex = g.appliedRaft
+	st.TopicID = g.topicID
+	st.Rejoining = g.rejoin != nil && g.rejoin.phase != rejoinDone
 }
 
 // Close fails every waiting request (proposed produces with

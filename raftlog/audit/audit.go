@@ -194,7 +194,10 @@ func (a *Auditor) recover(dir string, gen, walGen uint64, recs []wal.Record, wal
 		v.err = walErr
 		if v.err == nil {
 			v.err = wal.Replay(v.log, recs)
-			v.walRecs = append([]wal.Record{}, recs...) // not nil: replayed
+			v.walRecs = recs // view's own (ForDir's new list); not nil: replayed
+			if v.walRecs == nil {
+				v.walRecs = []wal.Record{}
+			}
 		}
 	}
 	if v.err == nil {

@@ -40,7 +40,7 @@ func (d *Disk) FreeBytes() (int64, error) {
 
 func (d *Disk) usedLocked() int64 {
 	var n int64
-	for _, node := range d.names {
+	for _, node := range d.names.files {
 		n += int64(len(node.data))
 	}
 	return n

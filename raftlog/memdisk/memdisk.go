@@ -98,8 +98,8 @@ func writesBelow(size int, ops []op, limit int) bool {
 // Disk is an in-memory raftlog.Disk with crash and fault injection.
 type Disk struct {
 	mu           sync.Mutex
-	names        map[string]*inode // current namespace
-	durableNames map[string]*inode // namespace as of the last SyncDir of each directory
+	names        namespace // current namespace
+	durableNames namespace // namespace as of the last SyncDir of each directory
 	failReads    map[string]bool
 	failSync     bool
 	capacity     int64  // bytes; 0: unlimited (capacity.go)
@@ -118,8 +118,8 @@ var _ raftlog.Disk = (*Disk)(nil)
 // New returns an empty Disk.
 func New() *Disk {
 	return &Disk{
-		names:        map[string]*inode{},
-		durableNames: map[string]*inode{},
+		names:        newNamespace(),
+		durableNames: newNamespace(),
 		failReads:    map[string]bool{},
 		dirChanged:   map[string]uint64{},
 		truncates:    map[string]uint64{},
@@ -131,10 +131,10 @@ func (d *Disk) Open(name string) (raftlog.File, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	name = path.Clean(name)
-	node, ok := d.names[name]
+	node, ok := d.names.get(name)
 	if !ok {
 		node = &inode{}
-		d.names[name] = node
+		d.names.set(name, node)
 	}
 	return &file{disk: d, name: name, node: node, generation: d.generation}, nil
 }
@@ -144,10 +144,10 @@ func (d *Disk) Remove(name string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	name = path.Clean(name)
-	if _, ok := d.names[name]; !ok {
+	if _, ok := d.names.get(name); !ok {
 		return &fs.PathError{Op: "remove", Path: name, Err: fs.ErrNotExist}
 	}
-	delete(d.names, name)
+	d.names.del(name)
 	return nil
 }
 
@@ -157,12 +157,12 @@ func (d *Disk) Rename(from, to string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	from, to = path.Clean(from), path.Clean(to)
-	node, ok := d.names[from]
+	node, ok := d.names.get(from)
 	if !ok {
 		return &fs.PathError{Op: "rename", Path: from, Err: fs.ErrNotExist}
 	}
-	delete(d.names, from)
-	d.names[to] = node
+	d.names.del(from)
+	d.names.set(to, node)
 	return nil
 }
 
@@ -172,10 +172,8 @@ func (d *Disk) List(dir string) ([]string, error) {
 	defer d.mu.Unlock()
 	dir = path.Clean(dir)
 	var names []string
-	for name := range d.names {
-		if inDir(name, dir) {
-			names = append(names, path.Base(name))
-		}
+	for name := range d.names.inDir(dir) {
+		names = append(names, path.Base(name))
 	}
 	sort.Strings(names)
 	return names, nil
@@ -189,7 +187,7 @@ func (d *Disk) ListDirs(dir string) ([]string, error) {
 	prefix := path.Clean(dir) + "/"
 	seen := make(map[string]bool) // lookup only: names are sorted below
 	var names []string
-	for name := range d.names {
+	for name := range d.names.files {
 		rest, ok := strings.CutPrefix(name, prefix)
 		if !ok {
 			continue
@@ -212,14 +210,15 @@ func (d *Disk) SyncDir(dir string) error {
 	}
 	dir = path.Clean(dir)
 	d.durableChanged(dir)
-	for name := range d.durableNames {
-		if inDir(name, dir) {
-			delete(d.durableNames, name)
+	current := d.names.inDir(dir)
+	for name, node := range d.durableNames.inDir(dir) {
+		if current[name] != node {
+			d.durableNames.del(name) // deleting while ranging: allowed
 		}
 	}
-	for name, node := range d.names {
-		if inDir(name, dir) {
-			d.durableNames[name] = node
+	for name, node := range current {
+		if old, ok := d.durableNames.get(name); !ok || old != node {
+			d.durableNames.set(name, node)
 		}
 	}
 	return nil
@@ -236,15 +235,15 @@ func (d *Disk) Crash(rng *rand.Rand) {
 	d.generation++
 	d.durableSeq++
 	d.crashSeq = d.durableSeq
-	names := make([]string, 0, len(d.durableNames))
-	for name := range d.durableNames {
+	names := make([]string, 0, len(d.durableNames.files))
+	for name := range d.durableNames.files {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	d.names = make(map[string]*inode, len(names))
+	d.names = newNamespace()
 	for _, name := range names {
-		node := d.durableNames[name]
-		d.names[name] = node
+		node := d.durableNames.files[name]
+		d.names.set(name, node)
 		node.crash(rng)
 	}
 }
@@ -348,11 +347,11 @@ func (d *Disk) Clone() *Disk {
 		copies[n] = cp
 		return cp
 	}
-	for name, n := range d.names {
-		c.names[name] = clone(n)
+	for name, n := range d.names.files {
+		c.names.set(name, clone(n))
 	}
-	for name, n := range d.durableNames {
-		c.durableNames[name] = clone(n)
+	for name, n := range d.durableNames.files {
+		c.durableNames.set(name, clone(n))
 	}
 	for name := range d.failReads {
 		c.failReads[name] = true
@@ -365,7 +364,7 @@ func (d *Disk) Clone() *Disk {
 func (d *Disk) FlipBit(name string, offset int64, bit uint) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	node, ok := d.names[path.Clean(name)]
+	node, ok := d.names.get(path.Clean(name))
 	if !ok {
 		panic(fmt.Sprintf("memdisk: FlipBit of missing file %s", name))
 	}
@@ -404,8 +403,8 @@ func (d *Disk) FailSync(fail bool) {
 func (d *Disk) Files() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	names := make([]string, 0, len(d.names))
-	for name := range d.names {
+	names := make([]string, 0, len(d.names.files))
+	for name := range d.names.files {
 		names = append(names, name)
 	}
 	sort.Strings(names)
@@ -417,7 +416,7 @@ func (d *Disk) Bytes() int64 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var total int64
-	for _, node := range d.names {
+	for _, node := range d.names.files {
 		total += int64(len(node.data))
 	}
 	return total
@@ -429,7 +428,7 @@ func (d *Disk) DurableBytes() int64 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var total int64
-	for _, node := range d.durableNames {
+	for _, node := range d.durableNames.files {
 		total += int64(len(node.durable))
 	}
 	return total
@@ -439,7 +438,7 @@ func (d *Disk) DurableBytes() int64 {
 func (d *Disk) ReadFile(name string) ([]byte, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	node, ok := d.names[path.Clean(name)]
+	node, ok := d.names.get(path.Clean(name))
 	if !ok {
 		return nil, false
 	}
@@ -559,18 +558,4 @@ func (f *file) Close() error {
 	}
 	f.closed = true
 	return nil
-}
-
-// inDir reports whether path.Dir(name) == dir for a clean name, without
-// cleaning: List, SyncDir and the projections ask it of every file on the
-// disk, and the simulator calls them at every sync.
-func inDir(name, dir string) bool {
-	i := strings.LastIndexByte(name, '/')
-	switch i {
-	case -1:
-		return dir == "."
-	case 0:
-		return dir == "/"
-	}
-	return name[:i] == dir
 }

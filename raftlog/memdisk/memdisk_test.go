@@ -265,15 +265,15 @@ func TestRenameDurableAtSyncDir(t *testing.T) {
 	}
 }
 
-// TestInDirIsPathDir shows that inDir agrees with path.Dir over clean
-// names: nested, top-level, rooted.
-func TestInDirIsPathDir(t *testing.T) {
+// TestDirOfIsPathDir shows that dirOf, the namespace's directory index
+// key, agrees with path.Dir over clean names: nested, top-level, rooted.
+func TestDirOfIsPathDir(t *testing.T) {
 	names := []string{"a", "a/b", "a/b/c", "ab/c", "/x", "/x/y", "p/t@1/0/log/00000001.seg"}
 	dirs := []string{".", "/", "a", "a/b", "ab", "/x", "x", "p/t@1/0/log", "p/t@1/0"}
 	for _, name := range names {
 		for _, dir := range dirs {
-			if got, want := inDir(name, dir), path.Dir(name) == dir; got != want {
-				t.Errorf("inDir(%q, %q) = %v, path.Dir says %v", name, dir, got, want)
+			if got, want := dirOf(name) == dir, path.Dir(name) == dir; got != want {
+				t.Errorf("dirOf(%q) == %q is %v, path.Dir says %v", name, dir, got, want)
 			}
 		}
 	}

@@ -71,7 +71,7 @@ func TestProjectionsShareNothingVisible(t *testing.T) {
 // same fails unless x and y hold the same current and durable contents.
 func same(t *rapid.T, what string, x, y *Disk) {
 	for _, name := range []string{"d/a", "d/b"} {
-		nx, ny := x.names[name], y.names[name]
+		nx, ny := x.names.files[name], y.names.files[name]
 		if (nx == nil) != (ny == nil) {
 			t.Fatalf("%s: %s exists in one disk only", what, name)
 		}

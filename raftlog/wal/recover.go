@@ -71,15 +71,28 @@ func (w *WAL) recover() ([]Record, error) {
 		}
 		return nil, w.Sync()
 	}
-	var recs []Record
 	w.cache.keepOnly(w.segs)
+	segRecs := make([][]Record, 0, len(w.segs))
+	total := 0
 	for i, s := range w.segs {
 		last := i == len(w.segs)-1
 		got, err := w.readSegment(s, last)
 		if err != nil {
 			return nil, err
 		}
-		recs = append(recs, got...) // a copy: got may be the cache's (Cache.scan)
+		segRecs = append(segRecs, got)
+		total += len(got)
+	}
+	var recs []Record // nil when there are none
+	if total > 0 {
+		// One copy sized once: got may be the cache's (Cache.scan), and
+		// growing the list segment by segment copied it again and again
+		// (the audit recovers a projection of the log at every sync it
+		// checks).
+		recs = make([]Record, 0, total)
+		for _, got := range segRecs {
+			recs = append(recs, got...)
+		}
 	}
 	w.dirty, w.dirDirty = true, true // rule 4
 	if err := w.Sync(); err != nil {
