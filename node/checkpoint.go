@@ -55,7 +55,8 @@ import (
 // state's commit index (which may lag when only the commit moved) is at
 // least raft_index (raft refuses Applied > commit); when the chunks must
 // be cleared first (their numbering unknown: after a replay, a raft
-// snapshot or a failed write), remove the older headers and SyncDir, then
+// snapshot or a failed write), remove every header (one of the same name
+// included) and SyncDir, then
 // the chunks; append the new index records, Sync the chunks, SyncDir the
 // index directory when a chunk was created; write the header, Sync,
 // SyncDir; only then remove older headers and the chunks wholly below
