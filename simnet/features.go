@@ -30,8 +30,10 @@ import "strings"
 //     51.0 thousand events on average over seeds 1-200);
 //   - clientlib's plain Consumer (wire_libconsumer.go) in one or two of the
 //     three consumer slots, in every seed.
-//   - the compacted-topic workload (wire_kv.go) in one seed in four,
-//     drawn last.
+//   - the compacted-topic workload (wire_kv.go) in one seed in four;
+//   - Kafka classic-protocol members (wire_classic.go: three, through the
+//     Kafka listener's JoinGroup/SyncGroup/Heartbeat handlers against the
+//     replicated coordinator) in half the seeds with groups, drawn last.
 //
 // A costly feature shortens its seed (featureOps: 5 nodes 4/5 of the
 // operations, the WAL 3/5, groups 9/10, transactions 3/5), so the sample costs about what
@@ -80,8 +82,11 @@ func DrawFeatures(o Options) Options {
 	if o.Txn || draw(10) < 7 { // drawn after the others: the draws above stay as they were
 		o = WithTxn(o)
 	}
-	if o.Compacted || draw(4) == 0 { // drawn last (wire_kv.go)
+	if o.Compacted || draw(4) == 0 { // drawn after the others (wire_kv.go)
 		o = WithCompacted(o)
+	}
+	if o.GroupMembers > 0 && draw(2) == 0 { // drawn last (wire_classic.go)
+		o.ClassicMembers = max(o.ClassicMembers, 3)
 	}
 	o.Ops = featureOps(o)
 	return o
@@ -118,6 +123,7 @@ func featureNames(o Options) []string {
 		}
 	}
 	add(o.GroupMembers > 0, "groups")
+	add(o.ClassicMembers > 0, "classic")
 	add(o.Moves, "moves")
 	add(o.Joins, "joins")
 	add(o.Moves && o.Joins, "moves+joins")
@@ -140,6 +146,8 @@ var FeatureCoverage = []string{
 	"event/lib-member-batch", "event/lib-member-crash", "event/lib-group-at-least-once", // wire_libgroup.go
 	"event/lib-consumer-batch", "event/lib-consumer-seek-exact", "event/lib-consumer-caught-up", // wire_libconsumer.go
 	"kafka-sasl/authenticated", "kafka-sasl/refused", // kafka_sasl.go: the Kafka codec's clients with SASL on
+	"feature/classic", "event/kafka-classic-request", "event/classic-join", "event/classic-commit", // wire_classic.go
+	"event/classic-fetch-checked", "check/classic-final-offsets",
 	"feature/txn", "txn/committed", "txn/aborted", "txn/fenced", "txn/zombie", "txn/read-committed", "txn/checked", // wire_txn.go
 	"feature/compacted", "kv/read", "kv/compacted-read", "kv/tombstone-acked", "kv/tombstone-removed", // wire_kv.go
 }
