@@ -592,33 +592,7 @@ func TestMovedBackBootstrapNodeWaitsToLeaveBootstrap(t *testing.T) {
 // votes of replicas already deleted (simulator seed 59: one new replica
 // then wiped, and the partition never elected again).
 func TestMoveCompletedOnlyOnceLeaveIsDurable(t *testing.T) {
-	c, tp, current, spare := moveFixture(t, 41)
-	lead := c.leader(tp)
-	target := []uint64{uint64(lead)}
-	for _, id := range current {
-		if len(target) < 2 && id != uint64(lead) {
-			target = append(target, id)
-		}
-	}
-	target = append(target, spare)
-	resp, _ := c.handle(lead, moveReq(9, tp, target...))
-	if m := resp.GetMovePartitions().GetMoves(); len(m) != 1 || m[0].GetError() != nil {
-		t.Fatalf("move answered %v", resp)
-	}
-	c.waitMoved(tp, target)
-	g := c.cores[lead].byTP[tp]
-	first, _ := g.log.FirstIndex()
-	last, _ := g.log.LastIndex()
-	ents, err := g.log.Entries(first, last+1, 1<<30)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var leave uint64 // the last configuration change: the joint one's leave
-	for _, e := range ents {
-		if e.GetType() == raftpb.EntryConfChangeV2 {
-			leave = e.GetIndex()
-		}
-	}
+	c, _, _, lead, g, leave := moveOneReplicaKeepingLeader(t)
 	_ = c.cores[lead].Close() // a power loss: nothing unsynced survives
 	c.cores[lead] = nil
 	c.disks[lead].Crash(nil)
@@ -627,7 +601,7 @@ func TestMoveCompletedOnlyOnceLeaveIsDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if hs, _, err := l.InitialState(); err != nil || leave == 0 || hs.GetCommit() < leave {
+	if hs, _, err := l.InitialState(); err != nil || hs.GetCommit() < leave {
 		t.Fatalf("the leader reported the move completed, then lost power: durable commit %d, the leave at %d (%v); it would restart in the joint configuration",
 			hs.GetCommit(), leave, err)
 	}
@@ -651,6 +625,36 @@ func TestMoveCompletedOnlyOnceMajorityKnowsLeave(t *testing.T) {
 		// the same in both modes.
 		t.Skip("reads the replicas' logs directly; with the write-ahead log the hard state is the WAL's")
 	}
+	c, tp, target, _, _, leave := moveOneReplicaKeepingLeader(t)
+	var knows []uint64 // target members whose log a power loss now restarts past the leave
+	for _, id := range target {
+		core := c.cores[NodeID(id)]
+		l, err := raftlog.Open(c.disks[NodeID(id)].ProjectCrash(""), core.byTP[tp].dir+"/log", raftlog.Options{})
+		if err != nil {
+			t.Fatalf("node %d: %v", id, err)
+		}
+		hs, _, err := l.InitialState()
+		_ = l.Close()
+		if err != nil {
+			t.Fatalf("node %d: %v", id, err)
+		}
+		if hs.GetCommit() >= leave {
+			knows = append(knows, id)
+		}
+	}
+	if len(knows) < len(target)/2+1 {
+		t.Fatalf("the move was reported completed while only nodes %v of the target %v would restart past the leave at %d: the others would restart in the joint configuration",
+			knows, target, leave)
+	}
+}
+
+// moveOneReplicaKeepingLeader moves a partition of moveFixture's cluster
+// from its replicas to the leader, one other current replica and the
+// spare, waits until the move is reported done, and returns the cluster,
+// partition, target, leader, the leader's group and the raft index of the
+// move's last configuration change (the joint configuration's leave).
+func moveOneReplicaKeepingLeader(t *testing.T) (*cluster, TopicPartition, []uint64, NodeID, *group, uint64) {
+	t.Helper()
 	c, tp, current, spare := moveFixture(t, 41)
 	lead := c.leader(tp)
 	target := []uint64{uint64(lead)}
@@ -681,24 +685,5 @@ func TestMoveCompletedOnlyOnceMajorityKnowsLeave(t *testing.T) {
 	if leave == 0 {
 		t.Fatal("no configuration change in the leader's log")
 	}
-	var knows []uint64 // target members whose log a power loss now restarts past the leave
-	for _, id := range target {
-		core := c.cores[NodeID(id)]
-		l, err := raftlog.Open(c.disks[NodeID(id)].ProjectCrash(""), core.byTP[tp].dir+"/log", raftlog.Options{})
-		if err != nil {
-			t.Fatalf("node %d: %v", id, err)
-		}
-		hs, _, err := l.InitialState()
-		_ = l.Close()
-		if err != nil {
-			t.Fatalf("node %d: %v", id, err)
-		}
-		if hs.GetCommit() >= leave {
-			knows = append(knows, id)
-		}
-	}
-	if len(knows) < len(target)/2+1 {
-		t.Fatalf("the move was reported completed while only nodes %v of the target %v would restart past the leave at %d: the others would restart in the joint configuration",
-			knows, target, leave)
-	}
+	return c, tp, target, lead, g, leave
 }

@@ -72,10 +72,7 @@ const kvCheckpointEntriesMax = 32
 // WithCompacted is o with the compacted-topic workload on.
 func WithCompacted(o Options) Options {
 	o.Compacted = true
-	if o.CheckpointEntries == 0 || o.CheckpointEntries > kvCheckpointEntriesMax {
-		o.CheckpointEntries = kvCheckpointEntriesMax >> (o.Seed % 2)
-	}
-	return o
+	return capCheckpointEntries(o, kvCheckpointEntriesMax) // wire_txn.go
 }
 
 // kvWrite is one record the writer produced.

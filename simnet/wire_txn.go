@@ -63,8 +63,15 @@ const txnCheckpointEntriesMax = 32
 // by the seed, when drawn larger).
 func WithTxn(o Options) Options {
 	o.Txn = true
-	if o.CheckpointEntries == 0 || o.CheckpointEntries > txnCheckpointEntriesMax {
-		o.CheckpointEntries = txnCheckpointEntriesMax >> (o.Seed % 2)
+	return capCheckpointEntries(o, txnCheckpointEntriesMax)
+}
+
+// capCheckpointEntries caps o's checkpoint interval at most entries, or at
+// half of it in odd seeds, when it is drawn larger (or production's 0): a
+// workload's partitions must checkpoint mid-run.
+func capCheckpointEntries(o Options, most uint64) Options {
+	if o.CheckpointEntries == 0 || o.CheckpointEntries > most {
+		o.CheckpointEntries = most >> (o.Seed % 2)
 	}
 	return o
 }
