@@ -582,7 +582,7 @@ func (p *planner) clockJump() {
 		d = -d
 	}
 	n.clock.skew += d
-	p.w.noteSkew(n.clock.skew)
+	p.w.noteSkew(n)
 	p.w.stats.ClockJumps++
 	p.w.traceNote(kindFault, n.index, uint64(faultClockJump), uint64(d))
 }

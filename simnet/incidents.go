@@ -459,7 +459,7 @@ func (p *planner) brokerOutage(l, x, a *simNode) time.Duration {
 	w.sched.schedule(stepAt, &event{kind: evCall, node: -1, call: func() {
 		for _, m := range w.nodes {
 			m.clock.skew += step
-			w.noteSkew(m.clock.skew)
+			w.noteSkew(m)
 		}
 		w.coverage.Inc("fault/clock-step")
 		w.traceNote(kindFault, -1, uint64(faultClockJump), uint64(step))

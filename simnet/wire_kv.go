@@ -43,7 +43,7 @@ import (
 //     write (compaction kept the latest value, or a newer maybe-written
 //     one), unless that write is a tombstone, no record of the key is
 //     left and delete.retention.ms (less the spread of the nodes' clock
-//     skews over the run, jumps included) had passed
+//     skews since the tombstone was sent, jumps included) had passed
 //     since the tombstone was sent.
 const (
 	topicKV           = "sim-kv"
@@ -394,10 +394,6 @@ func (s *kvSim) poll(rd *kvRead, then func()) {
 // ended was acknowledged before it began (nothing can supersede it).
 func (s *kvSim) checkLatest(rd *kvRead, last []int64, fail func(string, ...any)) {
 	w := s.ww.w
-	// A pass stamps a tombstone's horizon from its leader's clock and a
-	// later pass, perhaps on another leader, compares with its own: the
-	// clocks may disagree by the run's whole skew spread (jumps included).
-	slack := kvDeleteRetention - (w.skewHi - w.skewLo)
 	for k := range kvKeys {
 		latest := -1
 		for id, wr := range s.writes {
@@ -420,7 +416,12 @@ func (s *kvSim) checkLatest(rd *kvRead, last []int64, fail func(string, ...any))
 			continue
 		}
 		if wr.tomb && last[k] < 0 {
-			if w.now()-wr.sentAt < slack {
+			// A pass stamps the tombstone's horizon from its leader's
+			// clock, after the tombstone was sent, and a later pass,
+			// perhaps on another leader, compares with its own: the
+			// clocks may disagree by the skews' spread since the send
+			// (jumps and steps included).
+			if slack := kvDeleteRetention - w.skewSpread(wr.sentAt, w.now()); w.now()-wr.sentAt < slack {
 				fail("key %d's tombstone (write %d at offset %d, sent at %v) removed %v later, before delete.retention.ms %v",
 					k, latest, wr.offset, wr.sentAt, w.now()-wr.sentAt, kvDeleteRetention)
 			}

@@ -3,6 +3,7 @@ package simnet
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -107,18 +108,18 @@ var _ node.Clock = (*nodeClock)(nil)
 // world is one simulated cluster with its clients, run by one goroutine.
 type world struct {
 	opts Options
-	// skewLo and skewHi bound every node's clock skew over the run so
-	// far (noteSkew): how far apart two nodes' Realtime readings of one
-	// virtual interval can be (wire_kv.go's delete.retention.ms check).
-	skewLo, skewHi time.Duration
-	sched          scheduler
-	net            *network
-	nodes          []*simNode
-	groupOf        map[node.TopicPartition]int // the topic's partitions, then the metadata group
-	rngDisk        *rand.Rand
-	rngFault       *rand.Rand
-	trace          traceHash
-	events         int64
+	// skews is every node's clock skew history, in time order
+	// (noteSkew): how far apart two Realtime readings of one virtual
+	// interval can be (skewSpread; wire_kv.go's delete.retention.ms check).
+	skews    []skewChange
+	sched    scheduler
+	net      *network
+	nodes    []*simNode
+	groupOf  map[node.TopicPartition]int // the topic's partitions, then the metadata group
+	rngDisk  *rand.Rand
+	rngFault *rand.Rand
+	trace    traceHash
+	events   int64
 	// deltasDeclared: the core counters' coverage names are declared
 	// (addDelta).
 	deltasDeclared bool
@@ -244,7 +245,6 @@ func newWorld(o Options) *world {
 		if o.Faults.ClockSkewMax > 0 {
 			m := int64(o.Faults.ClockSkewMax)
 			n.clock.skew = time.Duration(between(skewRand, -m, m))
-			w.noteSkew(n.clock.skew)
 		}
 		n.tickPhase = time.Duration(skewRand.Int64N(int64(o.TickInterval)))
 		n.tickInterval = o.TickInterval
@@ -256,6 +256,7 @@ func newWorld(o Options) *world {
 		}
 		n.endpoint = &Endpoint{w: w, index: i}
 		w.nodes = append(w.nodes, n)
+		w.noteSkew(n)
 	}
 	w.coverage = newRunCoverage()
 	countFeatures(w.coverage, o) // features.go
@@ -293,9 +294,38 @@ func (w *world) fail(format string, args ...any) {
 // failuresKept bounds the step failures a run keeps (the first ones matter).
 const failuresKept = 10
 
-// noteSkew widens the run's skew bounds to a node's new skew.
-func (w *world) noteSkew(d time.Duration) {
-	w.skewLo, w.skewHi = min(w.skewLo, d), max(w.skewHi, d)
+// skewChange is node's clock skew from at on.
+type skewChange struct {
+	at   time.Duration
+	node int
+	skew time.Duration
+}
+
+// noteSkew records n's clock skew as of now: its initial skew, a jump or
+// a step.
+func (w *world) noteSkew(n *simNode) {
+	w.skews = append(w.skews, skewChange{at: w.now(), node: n.index, skew: n.clock.skew})
+}
+
+// skewSpread bounds how much more one Realtime interval read on the
+// nodes' clocks can be than the virtual interval [from, to] it spans:
+// the largest skew any node had in it less the smallest any had (the
+// skew in effect at from counts, and every change after it up to to).
+func (w *world) skewSpread(from, to time.Duration) time.Duration {
+	atFrom := make([]time.Duration, len(w.nodes)) // each node's skew at from
+	lo, hi := time.Duration(math.MaxInt64), time.Duration(math.MinInt64)
+	for _, c := range w.skews {
+		switch {
+		case c.at <= from:
+			atFrom[c.node] = c.skew
+		case c.at <= to:
+			lo, hi = min(lo, c.skew), max(hi, c.skew)
+		}
+	}
+	for _, d := range atFrom {
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	return hi - lo
 }
 
 // nodeConfig is node n's config in incarnation inc: the run's knobs and
