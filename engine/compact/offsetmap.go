@@ -37,24 +37,47 @@ type slot struct {
 	offsetPlusOne int64
 }
 
-// offsetMap is the table. Capacity is fixed at creation.
+// offsetMap is the table. Its capacity (the keys it takes before a pass
+// counts it full) is fixed at creation by the decision's bytes; the
+// table itself starts at offsetMapSlotsMin slots and doubles, up to the
+// decision's, as keys come: a pass over a few keys neither allocates nor
+// zeroes the whole buffer (8 MiB by default, node's compactionMapBytes,
+// per pass), and where the map counts as full stays the decision's alone,
+// so every replica stops its pass at the same offset.
 type offsetMap struct {
 	slots    []slot
 	entries  int
 	capacity int
+	slotsMax int // the decision's slots: mapBytes / SlotBytes
 }
 
-// newOffsetMap makes a map of mapBytes bytes.
+// offsetMapSlotsMin is the table's first size (24 KiB).
+const offsetMapSlotsMin = 1024
+
+// newOffsetMap makes a map of mapBytes bytes' capacity.
 func newOffsetMap(mapBytes int64) *offsetMap {
 	n := int(mapBytes / SlotBytes)
-	return &offsetMap{slots: make([]slot, n), capacity: n * loadPercent / 100}
+	return &offsetMap{slots: make([]slot, min(n, offsetMapSlotsMin)), capacity: n * loadPercent / 100, slotsMax: n}
+}
+
+// grow doubles the table (at most to slotsMax) and places every entry
+// again; lookups only, so the order of placement leaks nowhere.
+func (m *offsetMap) grow() {
+	old := m.slots
+	m.slots = make([]slot, min(2*len(old), m.slotsMax))
+	for _, s := range old {
+		if s.offsetPlusOne != 0 {
+			*m.find(s.hash) = s
+		}
+	}
 }
 
 // room is how many more keys the map takes.
 func (m *offsetMap) room() int { return m.capacity - m.entries }
 
 // find returns the slot of h: the one holding it or the empty one where it
-// would go. The table is never full (capacity < slots), so it ends.
+// would go. The table is never full (put grows it past loadPercent, and
+// capacity < slotsMax), so it ends.
 func (m *offsetMap) find(h keyHash) *slot {
 	i := int(h.low % uint64(len(m.slots)))
 	for {
@@ -70,6 +93,9 @@ func (m *offsetMap) find(h keyHash) *slot {
 
 // put records offset as the latest of h. The caller checked room.
 func (m *offsetMap) put(h keyHash, offset int64) {
+	if len(m.slots) < m.slotsMax && (m.entries+1)*100 > len(m.slots)*loadPercent {
+		m.grow()
+	}
 	s := m.find(h)
 	if s.offsetPlusOne == 0 {
 		m.entries++
