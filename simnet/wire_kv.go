@@ -312,6 +312,7 @@ type kvRead struct {
 	target   int64 // read until the position reaches it
 	answered bool  // a fetch answered: target covers its high-water mark
 	polls    int
+	failed   int // Polls in a row that brought an error and no record
 	logStart int64
 	recs     []*clientlib.Record
 	k        *clientlib.Consumer
@@ -349,7 +350,9 @@ func (s *kvSim) poll(rd *kvRead, then func()) {
 	}
 	var fs clientlib.Fetches
 	s.cons.SimRun(func(ctx context.Context) { fs = rd.k.Poll(ctx) }, func() {
+		erred, got := false, false
 		for _, f := range fs {
+			erred, got = erred || f.Err != nil, got || len(f.Records) > 0
 			if f.Topic != topicKV || f.Partition != 0 {
 				continue
 			}
@@ -380,7 +383,19 @@ func (s *kvSim) poll(rd *kvRead, then func()) {
 			then()
 			return
 		}
-		s.reader.after(s.reader.thinkTime()+time.Millisecond, func() { s.poll(rd, then) })
+		// An application backs off while its polls fail (a definite
+		// error such as an unknown SASL user comes back at once):
+		// Kafka's retry.backoff.ms, doubling.
+		if erred && !got {
+			rd.failed++
+		} else {
+			rd.failed = 0
+		}
+		wait := s.reader.thinkTime() + time.Millisecond
+		if rd.failed > 0 {
+			wait += wireBackoff.Delay(rd.failed, s.reader.rng)
+		}
+		s.reader.after(wait, func() { s.poll(rd, then) })
 	})
 }
 
