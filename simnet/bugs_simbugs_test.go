@@ -19,13 +19,13 @@ const catchSearchMax = 200
 // and names the seed to pin instead.
 var pinnedCatch = map[string]uint64{
 	"WALAckBeforeFsync":         1, // with Options.WAL (seedOptions)
-	"StalledLeaderKeepsLeading": 3, // with disk stalls (seedOptions)
+	"StalledLeaderKeepsLeading": 1, // with disk stalls (seedOptions)
 	"ElectionInCoreTicks":       1, // with the drawn knobs (knobs.go); never with FixedKnobs
 
-	"AckBeforeCommit": 1, "SkipFsync": 1, "FetchBeyondHighMark": 1, "ReapplyAfterRestart": 4, "LocalRead": 3,
-	"RestoreForgetsProducers": 4, "CheckpointForgetsProducers": 4, "FetchRenumbersInsideBatch": 1,
-	"AckLeaderEarly": 2, "RecoverTrustsPageCache": 2, "LeaseReads": 2, "RestoreIndexTimes": 4,
-	"AckBeforeSyncDone": 1, "WipedNodeVotes": 3, "CompactPastStart": 1, "RepairTrustsItself": 5,
+	"AckBeforeCommit": 1, "SkipFsync": 1, "FetchBeyondHighMark": 1, "ReapplyAfterRestart": 5, "LocalRead": 2,
+	"RestoreForgetsProducers": 5, "CheckpointForgetsProducers": 5, "FetchRenumbersInsideBatch": 1,
+	"AckLeaderEarly": 2, "RecoverTrustsPageCache": 2, "LeaseReads": 2, "RestoreIndexTimes": 5,
+	"AckBeforeSyncDone": 1, "WipedNodeVotes": 3, "CompactPastStart": 1, "RepairTrustsItself": 2,
 	"StaleSnapshot": 3, "TopicIDUnchecked": 1, "ProduceSkipsCRC": 2, "QuiescedNeverWake": 1,
 	"FirstBatchMustFit":       1,
 	"GroupAssignBeforeRevoke": 1, "GroupCommitSkipsEpoch": 2,
