@@ -476,16 +476,16 @@ func (ww *wireWorkload) configureOperator(cfg *node.Config) {
 		return
 	}
 	ww.ops.configure(cfg)
-	if ww.libGroup == nil {
-		cfg.Groups.OffsetsPartitions = int32(operatorOffsetsPartitions(ww.w.opts))
-	}
 }
 
 // operatorOffsetsPartitions is the partition count of __strand_offsets in
-// a run without the group workload: one for the operator's groups, none
-// without the operator.
+// a run without the group workload: one for the operator's groups or the
+// transactional workload's consume-transform-produce members, none
+// without either. (Without the operator a transactional seed's nodes made
+// the offsets topic at the node's default count, which the checks did not
+// number: "node 3 reports unknown partition {__strand_offsets 0}".)
 func operatorOffsetsPartitions(o Options) int {
-	if o.Operator {
+	if o.Operator || o.Txn {
 		return 1
 	}
 	return 0

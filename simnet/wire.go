@@ -128,6 +128,9 @@ func (ww *wireWorkload) configure(cfg *node.Config) {
 	ww.configureJoin(cfg)
 	if ww.libGroup != nil {
 		ww.configureGroups(cfg)
+	} else {
+		// The checks number exactly these groups (world.groupOf).
+		cfg.Groups.OffsetsPartitions = int32(groupOffsetsPartitions(ww.w.opts))
 	}
 	ww.configureOperator(cfg)
 	ww.txn.configure(cfg) // wire_txn_session.go
