@@ -79,13 +79,12 @@ func TestSimulatedGroupConsumerAsksAnotherNodeAfterAStaleCoordinator(t *testing.
 			case req.GetFindCoordinator() != nil:
 				finds = append(finds, addr)
 				// n1 is stale: it names itself; n2 names n2.
-				return &strandpb.Response{Body: &strandpb.Response_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorResponse{Address: addr}}}
+				return coordinatorAt(0, addr)
 			case req.GetGroupHeartbeat() != nil && addr == "n1":
 				refused++
 				return &strandpb.Response{Error: &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_NOT_COORDINATOR, Message: "not the group's coordinator"}}
 			case req.GetGroupHeartbeat() != nil:
-				return &strandpb.Response{Body: &strandpb.Response_GroupHeartbeat{GroupHeartbeat: &strandpb.ConsumerGroupHeartbeatResponse{
-					MemberId: req.GetGroupHeartbeat().GetMemberId(), MemberEpoch: 1, HeartbeatIntervalMs: 100}}}
+				return heartbeatJoined(req)
 			}
 			t.Fatalf("unexpected request %T", req.GetBody())
 			return nil
@@ -119,10 +118,9 @@ func TestSimulatedGroupConsumerAsksAnotherNodeAfterCoordinatorNotAvailable(t *te
 				return &strandpb.Response{Error: &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_COORDINATOR_NOT_AVAILABLE, Message: "group coordinator not available yet"}}
 			case req.GetFindCoordinator() != nil:
 				finds = append(finds, addr)
-				return &strandpb.Response{Body: &strandpb.Response_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorResponse{Address: "n2"}}}
+				return coordinatorAt(0, "n2")
 			case req.GetGroupHeartbeat() != nil:
-				return &strandpb.Response{Body: &strandpb.Response_GroupHeartbeat{GroupHeartbeat: &strandpb.ConsumerGroupHeartbeatResponse{
-					MemberId: req.GetGroupHeartbeat().GetMemberId(), MemberEpoch: 1, HeartbeatIntervalMs: 100}}}
+				return heartbeatJoined(req)
 			}
 			t.Fatalf("unexpected request %T", req.GetBody())
 			return nil
@@ -165,4 +163,17 @@ func requireN1NotAskedTwiceInARow(t *testing.T, seed uint64, finds []string, aft
 			t.Fatalf("seed %d: lookups went to %v: after %s, n1 was asked first again", seed, finds, after)
 		}
 	}
+}
+
+// heartbeatJoined answers a member's heartbeat: joined at epoch 1, no
+// partitions, the next heartbeat in 100 ms.
+func heartbeatJoined(req *strandpb.Request) *strandpb.Response {
+	return &strandpb.Response{Body: &strandpb.Response_GroupHeartbeat{GroupHeartbeat: &strandpb.ConsumerGroupHeartbeatResponse{
+		MemberId: req.GetGroupHeartbeat().GetMemberId(), MemberEpoch: 1, HeartbeatIntervalMs: 100}}}
+}
+
+// coordinatorAt answers a FindCoordinator: the coordinator is node id at
+// addr.
+func coordinatorAt(id uint64, addr string) *strandpb.Response {
+	return &strandpb.Response{Body: &strandpb.Response_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorResponse{NodeId: id, Address: addr}}}
 }

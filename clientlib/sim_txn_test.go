@@ -25,7 +25,7 @@ func TestSimulatedTransactionCommits(t *testing.T) {
 			return twoNodeMetadata()
 		case req.GetFindCoordinator() != nil:
 			kinds = append(kinds, "find")
-			return &strandpb.Response{Body: &strandpb.Response_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorResponse{NodeId: 2, Address: "n2"}}}
+			return coordinatorAt(2, "n2")
 		case req.GetTxnInitProducerId() != nil:
 			kinds = append(kinds, "init")
 			return &strandpb.Response{Body: &strandpb.Response_TxnInitProducerId{TxnInitProducerId: &strandpb.TxnInitProducerIdResponse{ProducerId: 7}}}
@@ -108,9 +108,9 @@ func TestSimulatedTransactionalLookupAsksAnotherNode(t *testing.T) {
 						return &strandpb.Response{Error: &strandpb.Error{Code: refusal, Message: "coordinator not available yet"}}
 					}
 					if addr == "n1" {
-						return &strandpb.Response{Body: &strandpb.Response_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorResponse{NodeId: 1, Address: "n1"}}}
+						return coordinatorAt(1, "n1")
 					}
-					return &strandpb.Response{Body: &strandpb.Response_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorResponse{NodeId: 2, Address: "n2"}}}
+					return coordinatorAt(2, "n2")
 				case req.GetTxnInitProducerId() != nil && addr == "n1":
 					return &strandpb.Response{Error: &strandpb.Error{Code: refusal, Message: "not the coordinator"}}
 				case req.GetTxnInitProducerId() != nil:
