@@ -113,6 +113,9 @@
 // own GroupConsumer (wire_libgroup.go: Poll, heartbeat, reconcile, commit on revoke, auto-commit or
 // manual commits drawn per seed, run as clientlib.SimRun tasks in virtual time), process batches
 // (now and then past the session timeout), crash mid-batch and restart, under the seed's faults.
+// The session timeout is a second, or three election timeouts when the seed draws slower elections
+// (world.groupSession: 3 s with production's ticks), so a coordinator's fail-over fits in a session
+// as in production.
 // Their OnAssigned/OnRevoked/OnLost callbacks say what each holds (never a partition another
 // member held within half a session of its last answered heartbeat), their heartbeats, commits
 // and offset reads are history ops (linearizable offsets, epochs fencing zombies, a member's

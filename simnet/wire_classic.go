@@ -132,7 +132,7 @@ func (m *classicMember) step() {
 	if m.busy {
 		return
 	}
-	if m.lastOK > 0 && w.now()-m.lastOK > groupSession/2 {
+	if m.lastOK > 0 && w.now()-m.lastOK > w.groupSession()/2 {
 		m.releaseAll() // its session may lapse any moment: rejoin owning nothing
 		m.generation, m.lastOK = 0, 0
 	}
@@ -174,7 +174,7 @@ func (m *classicMember) crash() {
 func (m *classicMember) pause() {
 	m.paused = true
 	gen := m.gen
-	m.c.after(groupSession*3/2, func() {
+	m.c.after(m.cs.ww.w.groupSession()*3/2, func() {
 		if gen == m.gen && m.paused {
 			m.paused = false
 			m.schedule(0)
@@ -193,7 +193,7 @@ func (m *classicMember) releaseAll() {
 
 // leased reports whether the member's own session timer still runs.
 func (m *classicMember) leased() bool {
-	return m.lastOK > 0 && m.cs.ww.w.now()-m.lastOK <= groupSession/2
+	return m.lastOK > 0 && m.cs.ww.w.now()-m.lastOK <= m.cs.ww.w.groupSession()/2
 }
 
 // ok records an answered join, sync or heartbeat sent at sent (what
@@ -202,7 +202,7 @@ func (m *classicMember) ok(sent time.Duration) {
 	if sent <= m.lastOK {
 		return
 	}
-	if m.lastOK == 0 || sent-m.lastOK >= groupSession/2 {
+	if m.lastOK == 0 || sent-m.lastOK >= m.cs.ww.w.groupSession()/2 {
 		m.chainStart, m.chainFresh = sent, false
 	}
 	m.lastOK = sent
@@ -213,7 +213,7 @@ func (m *classicMember) ok(sent time.Duration) {
 // session.
 func (m *classicMember) expelled(sent time.Duration, what string) {
 	w := m.cs.ww.w
-	if m.lastOK > 0 && sent-m.lastOK < groupSession/2 && (m.chainFresh || m.lastOK-m.chainStart >= 2*groupSession) {
+	if m.lastOK > 0 && sent-m.lastOK < w.groupSession()/2 && (m.chainFresh || m.lastOK-m.chainStart >= 2*w.groupSession()) {
 		w.fail("classic: member %s (generation %d) expelled at its %s sent at %v, answered without a gap since %v, last at %v: a fail-over lost it",
 			m.id, m.generation, what, sent, m.chainStart, m.lastOK)
 	}

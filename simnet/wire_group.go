@@ -14,11 +14,32 @@ import (
 // GroupConsumers (wire_libgroup.go).
 const (
 	groupID           = "simgroup"
-	groupSession      = time.Second            // node Config.Groups.SessionTimeout
 	groupHeartbeat    = 100 * time.Millisecond // node Config.Groups.HeartbeatInterval
 	groupOpsPerMember = 60                     // actions of a classic member before the settle phase
-	groupSettleBound  = 10 * time.Second       // convergence after the heal
+	groupSettleBase   = 10 * time.Second       // convergence after the heal, plus two sessions
 )
+
+// groupSessionMin is the group session of runs with the simulator's fast
+// elections (100 ms); see world.groupSession.
+const groupSessionMin = time.Second
+
+// groupSession is the coordinators' session timeout in this run (node
+// Config.Groups.SessionTimeout): a second, or three of the drawn election
+// timeouts when those are slower. A coordinator's fail-over (an election
+// timeout of one to two, then the new leader's replay of the offsets
+// partition) then fits in one session, as it does in production (45 s
+// sessions against 1 s elections). With a fixed second, the seeds that
+// draw production's 1 s elections expired members through every
+// fail-over, which hid a coordinator that forgets its members (planted
+// GroupClassicForgotten) behind expiries that were legitimate.
+func (w *world) groupSession() time.Duration {
+	return max(groupSessionMin, 3*w.opts.Knobs.electionTimeout(w.opts))
+}
+
+// groupSettleBound is how long after the heal the group may take to
+// converge: groupSettleBase and two sessions (a member crashed just
+// before the heal holds its partitions for one).
+func (w *world) groupSettleBound() time.Duration { return groupSettleBase + 2*w.groupSession() }
 
 // groupOffsetsPartitions is the partition count of __strand_offsets in a
 // run (0 without the group workload): groups Partitions+1 on in the checks.
@@ -34,7 +55,7 @@ const kindMember clientKind = 100
 
 // configureGroups sets the coordinators' timers for the simulated run.
 func (ww *wireWorkload) configureGroups(cfg *node.Config) {
-	cfg.Groups = node.GroupsConfig{OffsetsPartitions: int32(groupOffsetsPartitions(ww.w.opts)), SessionTimeout: groupSession,
+	cfg.Groups = node.GroupsConfig{OffsetsPartitions: int32(groupOffsetsPartitions(ww.w.opts)), SessionTimeout: ww.w.groupSession(),
 		HeartbeatInterval: groupHeartbeat, SnapshotEvery: 20} // snapshots, and restores from them, within a run
 }
 

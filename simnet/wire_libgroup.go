@@ -56,7 +56,7 @@ import (
 //     processed, and no record is handed out below an offset the member
 //     already committed for its partition (commit ahead of processing);
 //   - after the heal the members stop crashing and pausing, and converge
-//     within groupSettleBound to an assignment covering every partition,
+//     within groupSettleBound() to an assignment covering every partition,
 //     balanced (max - min <= 1);
 //   - at-least-once: then every acknowledged record of the main topic
 //     below the group's final committed offset was processed by some
@@ -242,7 +242,7 @@ func (m *libMember) polled(life *libLife, fs clientlib.Fetches, start time.Durat
 	w.coverage.Inc("event/lib-member-batch")
 	took := time.Duration(1+m.c.rng.IntN(40)) * time.Millisecond
 	if m.c.rng.IntN(libSlowOneIn) == 0 && !m.lg.settling {
-		took = groupSession * 3 / 2 // past the session: its partitions move
+		took = w.groupSession() * 3 / 2 // past the session: its partitions move
 		w.coverage.Inc("event/lib-member-slow")
 	}
 	if m.crashes < libCrashesMax && m.c.rng.IntN(libCrashOneIn) == 0 && !m.lg.settling {
@@ -340,7 +340,7 @@ func (m *libMember) kill() {
 // session timers start before an answer the deposed one still gave.
 func (m *libMember) leased() bool {
 	life := m.life
-	return life != nil && life.alive && life.lastOK > 0 && m.lg.ww.w.now()-life.lastOK <= groupSession/2
+	return life != nil && life.alive && life.lastOK > 0 && m.lg.ww.w.now()-life.lastOK <= m.lg.ww.w.groupSession()/2
 }
 
 // acquire notes that OnAssigned gave the member tp: no other member may
@@ -351,7 +351,7 @@ func (m *libMember) acquire(life *libLife, tp clientlib.TopicPartition) {
 	if tp.Topic != topicMain || p >= lg.parts || !life.alive {
 		return
 	}
-	if stale := lg.ww.w.now() - life.lastOK; life.lastOK == 0 || stale > groupSession/2 {
+	if stale := lg.ww.w.now() - life.lastOK; life.lastOK == 0 || stale > lg.ww.w.groupSession()/2 {
 		lg.ww.w.fail("groups: member %d (%s, epoch %d) was given partition %d %v after its last answered heartbeat was sent: past half a session, the coordinator may have expired it",
 			m.idx, life.g.MemberID(), life.g.Epoch(), p, stale)
 	}
@@ -406,7 +406,7 @@ func (lg *libGroup) settle(then func()) {
 }
 
 // checkConverged ends the settle phase when the live members hold every
-// partition, balanced, and fails it past groupSettleBound.
+// partition, balanced, and fails it past groupSettleBound().
 func (lg *libGroup) checkConverged() {
 	w := lg.ww.w
 	counts := make([]int, len(lg.members))
@@ -418,12 +418,12 @@ func (lg *libGroup) checkConverged() {
 		}
 	}
 	balanced := covered == lg.parts && slices.Max(counts)-slices.Min(counts) <= 1
-	if !balanced && w.now()-lg.settleAt < groupSettleBound {
+	if !balanced && w.now()-lg.settleAt < w.groupSettleBound() {
 		lg.ww.admin.after(groupHeartbeat, lg.checkConverged)
 		return
 	}
 	if !balanced {
-		w.fail("groups: no convergence %v after the heal: holders %v", groupSettleBound, lg.holder)
+		w.fail("groups: no convergence %v after the heal: holders %v", w.groupSettleBound(), lg.holder)
 	} else {
 		w.coverage.Inc("event/group-converged")
 	}

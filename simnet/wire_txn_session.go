@@ -161,7 +161,7 @@ func newTxnSession(s *txnSim, first int) *txnSession {
 // assigned to it for most of the run.
 func (s *txnSim) configure(cfg *node.Config) {
 	if s != nil && cfg.Groups.SessionTimeout == 0 {
-		cfg.Groups.SessionTimeout, cfg.Groups.HeartbeatInterval = groupSession, groupHeartbeat
+		cfg.Groups.SessionTimeout, cfg.Groups.HeartbeatInterval = s.ww.w.groupSession(), groupHeartbeat
 	}
 }
 
