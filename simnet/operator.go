@@ -103,13 +103,13 @@ type operator struct {
 	// intruder's transport (SASL as their principals when on): the admin
 	// calls cmd/strand makes run on them as tasks (SimRun).
 	opsLib, intruderLib *clientlib.Client
-	plan     []opAction
-	next     int  // plan index of the next action
-	busy     bool // an action is in flight
-	started  bool
-	done     bool // every action ended
-	verified bool // the final read-back ended
-	ledger   *opLedger
+	plan                []opAction
+	next                int  // plan index of the next action
+	busy                bool // an action is in flight
+	started             bool
+	done                bool // every action ended
+	verified            bool // the final read-back ended
+	ledger              *opLedger
 	// trims is each partition's highest log start a DeleteRecords
 	// acknowledged, by group index.
 	trims map[int]int64
