@@ -373,6 +373,9 @@ func (op *operator) send(a opAction, done func()) {
 		c = op.intruder
 	}
 	r := op.request(a)
+	if !a.intruder && (r.lib == nil) != slices.Contains(rawRequestTypes, a.kind) {
+		panic("simnet: the operator's " + a.kind + " disagrees with rawRequestTypes")
+	}
 	op.ww.w.coverage.Inc("operator/sent")
 	if r.lib != nil {
 		op.ww.w.coverage.Inc("operator/lib")

@@ -238,17 +238,6 @@ func configMapValue(configs map[string]string) string {
 	return ""
 }
 
-// configValue is max.message.bytes in configs, "" when absent or the
-// default.
-func configValue(configs []*strandpb.ConfigEntry) string {
-	for _, c := range configs {
-		if c.GetName() == opConfigKey && c.GetValue() != strconv.Itoa(1<<20) {
-			return c.GetValue()
-		}
-	}
-	return ""
-}
-
 // firstItemErr is the error of an answer's one item (an error when it
 // has none).
 func firstItemErr(n int, first func() *strandpb.Error) error {
