@@ -219,7 +219,7 @@
 // (TestSimCatchesAuthSkipsAlterQuotasInSample; 3 of 30 while authorization stayed off in seeds with
 // groups, moves or joins), in 0 of 200 without the operator (TestSimAuthCatchRate). Planted
 // LibAdminDropsRefusal (clientlib's user, ACL and quota calls take a definite refusal for success)
-// is caught by the intruder's clientlib calls in CATCH200 of seeds 1-200 (TestSimCatchesLibAdminDropsRefusal;
+// is caught by the intruder's clientlib calls in 125 of seeds 1-200 (TestSimCatchesLibAdminDropsRefusal;
 // 0 while the operator sent raw requests: no simulated client called them).
 //
 // # Faults
