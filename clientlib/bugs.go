@@ -19,3 +19,8 @@ func bugSeekSkipsTarget() bool { return false }
 // definitely not written even when an attempt's outcome was unknown, so the
 // application is told "not written" for a record that may be in the log.
 func bugExhaustedDefinite() bool { return false }
+
+// bugAdminDropsRefusal: the security admin calls (users, ACLs, quotas)
+// take a definite whole-request refusal for success, so an administrator
+// is told a change was made that the cluster refused.
+func bugAdminDropsRefusal() bool { return false }

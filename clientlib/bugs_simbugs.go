@@ -21,3 +21,10 @@ func bugSeekSkipsTarget() bool { return bugSeekSkipsTargetOn }
 func SetProducerBugs(exhaustedDefinite bool) { bugExhaustedDefiniteOn = exhaustedDefinite }
 
 func bugExhaustedDefinite() bool { return bugExhaustedDefiniteOn }
+
+var bugAdminDropsRefusalOn bool
+
+// SetAdminBugs switches the admin calls' planted bugs on or off.
+func SetAdminBugs(dropsRefusal bool) { bugAdminDropsRefusalOn = dropsRefusal }
+
+func bugAdminDropsRefusal() bool { return bugAdminDropsRefusalOn }

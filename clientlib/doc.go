@@ -19,6 +19,8 @@
 // clientcore.Transport in virtual time (sim.go), and no goroutine starts. Its Consumer and
 // GroupConsumer run there too: each blocking call (Poll, Commit, Close, ...) runs as a SimRun task,
 // a coroutine the Transport's callbacks resume where a real process would block (sim_task.go).
+// So do the admin calls cmd/strand makes (simnet's operator actor runs them as tasks); a simulated
+// CreateUser salts from the client's seeded source (saltSource), a real one from crypto/rand.
 //
 //	Produce ─► intake chan ─► producer loop (one goroutine owns all producer state: per partition a Builder + Window)
 //	                             ├─► per node: sender goroutine ─► connection (pipelined, correlation ids)

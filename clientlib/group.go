@@ -264,19 +264,30 @@ func (c *Client) DescribeGroup(ctx context.Context, group string) (GroupDescript
 	return d, nil
 }
 
-// DeleteGroup deletes a group without members, with its offsets.
+// DeleteGroup deletes a group without members, with its offsets. A
+// retry after an attempt whose outcome is unknown (its answer lost) that
+// finds no such group succeeds: the group is gone, as asked, most likely
+// deleted by that attempt (before, the call failed "group not found", a
+// definite failure for a delete that had happened).
 func (c *Client) DeleteGroup(ctx context.Context, group string) error {
 	req := &strandpb.DeleteGroupsRequest{Groups: []string{group}}
+	unsure := false // an attempt may have deleted the group
 	return c.withRetries(ctx, func() error {
 		resp, err := c.groupRequest(ctx, group, &strandpb.Request{Body: &strandpb.Request_DeleteGroups{DeleteGroups: req}})
-		if err != nil {
-			return err
+		if err == nil {
+			rs := resp.GetDeleteGroups().GetResults()
+			if len(rs) != 1 {
+				return &Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, Message: "delete answer lacks group " + group}
+			}
+			err = errorFromWire(rs[0].GetError())
 		}
-		rs := resp.GetDeleteGroups().GetResults()
-		if len(rs) != 1 {
-			return &Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, Message: "delete answer lacks group " + group}
+		if unsure && errors.Is(err, ErrGroupNotFound) {
+			return nil
 		}
-		return errorFromWire(rs[0].GetError())
+		if a := ClassifyErr(err); a.MaybeWritten {
+			unsure = true
+		}
+		return err
 	})
 }
 

@@ -123,6 +123,9 @@ func (c *Client) securityCall(ctx context.Context, req *strandpb.Request) (*stra
 		resp, err := c.controllerRequest(ctx, req)
 		if err == nil {
 			err = errorFromWire(resp.GetError())
+			if err != nil && !IsRetriable(err) && bugAdminDropsRefusal() {
+				err = nil
+			}
 		}
 		out = resp
 		return err
@@ -133,7 +136,7 @@ func (c *Client) securityCall(ctx context.Context, req *strandpb.Request) (*stra
 // CreateUser stores user's SCRAM credential for mechanism (replacing one
 // stored for it), salted here: the password never leaves this process.
 func (c *Client) CreateUser(ctx context.Context, user, password, mechanism string) error {
-	cred, err := sasl.NewCredential(mechanism, user, password, 0)
+	cred, err := sasl.NewCredentialRand(mechanism, user, password, 0, c.saltSource())
 	if err != nil {
 		return err
 	}

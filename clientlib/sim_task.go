@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"io"
 	"iter"
 	"time"
 
@@ -227,4 +228,26 @@ func (k *Consumer) simAwait(deadline time.Time) bool {
 		}
 	}
 	return landed
+}
+
+// saltSource is where a credential's salt comes from: crypto/rand (nil)
+// in a real process, the client's seeded source when simulated (a seed
+// replays the credentials it stores).
+func (c *Client) saltSource() io.Reader {
+	if c.cfg.simulated == nil {
+		return nil
+	}
+	return simRandReader{c}
+}
+
+// simRandReader reads a simulated Client's seeded source.
+type simRandReader struct{ c *Client }
+
+func (r simRandReader) Read(p []byte) (int, error) {
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	for i := range p {
+		p[i] = byte(r.c.rng.Uint32())
+	}
+	return len(p), nil
 }

@@ -63,6 +63,7 @@ func plantBug(cfg *node.Config, name string) {
 	clientlib.SetBugs(name == "LibAutoCommitFetched")                           // needs Options.GroupMembers (wire_libgroup.go)
 	clientlib.SetConsumerBugs(name == "LibSeekSkipsTarget")                     // every consumer runs it (wire_libconsumer.go)
 	clientlib.SetProducerBugs(name == "LibExhaustedDefinite")                   // the sample's library producers (wire_libproducer.go)
+	clientlib.SetAdminBugs(name == "LibAdminDropsRefusal")                      // needs authorization on (the operator's intruder: operator.go)
 	engine.SetTxnBugs(name == "LSOPassesOpenTxn", name == "DropAbortOnRestore") // need Options.Txn (wire_txn.go)
 	txn.SetBugs(name == "TxnSkipsFence")                                        // needs Options.Txn
 	groups.SetTxnOffsetsBug(name == "TxnOffsetsOnAbort")                        // needs Options.Txn (wire_txn_session.go)

@@ -175,9 +175,15 @@
 // DeleteGroups of its own group (one partition of __strand_offsets), users, ACLs and quotas of its
 // own principals, ElectLeaders, and the reads of each; requests that must be refused (a NodeAdmin
 // REMOVE of an unknown node, a move onto one, CreatePartitions not above the count, hello and raft
-// frames). One attempt each: it records what each acknowledged, what stayed ambiguous (timeouts,
-// codes that may have written) and what was refused. After the final drain it reads the state back
-// through the API (each part retried until it matches or LivenessBound passed): every cell must
+// frames). Every type with a clientlib admin call (what cmd/strand runs: CreateUser, SetQuota,
+// AlterACLs, AlterTopicConfig, DeleteRecords, CommitOffsets, DeleteGroup, MovePartitions,
+// ElectPreferredLeaders, RemoveNode, the transaction admin calls, ...) goes through it, as a
+// clientlib.SimRun task of a Simulated Client authenticated as User:ops, retries included; the rest
+// go raw, one attempt each (rawRequestTypes says which and why). It records what each acknowledged,
+// what stayed ambiguous (timeouts, codes that may have written) and what was refused, as clientlib
+// reported it (a definite error is "not applied" even after a retry over a lost answer). After the
+// final drain it reads the state back through clientlib's reads (each part retried until it
+// matches or LivenessBound passed): every cell must
 // hold its last acknowledged value or an ambiguous one, a trimmed partition's log start at least the
 // acknowledged one, the main topic its first id, every node active. In two seeds of three (its own
 // stream; with every workload mix) authorization is on: the admin is a super user and
@@ -205,14 +211,19 @@
 // seeds 1-100 (TestSimCatchesAcceptsAnyProof; 0 before SASL ran in the simulator). Seeds 1-200:
 // 32,980 exchanges (22,587 by clientlib's own), 9,945 after a restart, 534 impostor refusals and
 // 13,514 refusals by a node whose metadata lagged; CPU as before (14.4 s against 15.0 s, seeds 1-20). An intruder (a user no ACL names) sends every
-// request type twice and each answer must be an authorization refusal (per partition for produce,
+// request type twice, through a clientlib Client with its own SASL credentials where the operator's
+// goes through clientlib (raw where clientlib would route by what it may not read: partition leaders,
+// group and transactional-id coordinators), and each answer must be an authorization refusal (per partition for produce,
 // fetch and list offsets; listings list nothing; UNAVAILABLE from a node still replaying its
 // metadata), and nothing it asked for may show in the read-back. Every request that reaches a
 // node counts in a request/<type> coverage row, one per field of strandpb.Request's body read from
 // the descriptor; TestSimRequestCoverage fails on a zero. Planted AuthSkipsAlterQuotas (one request
 // type's authorization check skipped) is caught in 118 of the standard sample's 200 seeds
 // (TestSimCatchesAuthSkipsAlterQuotasInSample; 3 of 30 while authorization stayed off in seeds with
-// groups, moves or joins), in 0 of 200 without the operator (TestSimAuthCatchRate).
+// groups, moves or joins), in 0 of 200 without the operator (TestSimAuthCatchRate). Planted
+// LibAdminDropsRefusal (clientlib's user, ACL and quota calls take a definite refusal for success)
+// is caught by the intruder's clientlib calls in 125 of seeds 1-200 (TestSimCatchesLibAdminDropsRefusal;
+// 0 while the operator sent raw requests: no simulated client called them).
 //
 // # Faults
 //

@@ -1,6 +1,8 @@
 package simnet
 
 import (
+	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -16,13 +18,23 @@ import (
 // wire protocol at moments spread over the run (alter configs, delete
 // records, group admin, users, ACLs, quotas, leader elections, membership
 // and move requests, the reads of each), and in the seeds with
-// authorization on an intruder who sends every request type too. Every
-// request is one attempt; the operator records what each acknowledged,
-// what each refused definitely and what stayed ambiguous (a timeout, a
-// lost connection, a code that may have written). Checks:
+// authorization on an intruder who sends every request type too. Both
+// send through clientlib's admin calls, the ones cmd/strand makes
+// (CreateUser, SetQuota, AlterTopicConfig, DeleteRecords, DeleteGroup,
+// MovePartitions, ...), as clientlib.SimRun tasks over the simulated
+// transport with SASL as their principals, retries and all; the types no
+// admin call sends go raw, one attempt each (rawRequestTypes in
+// operator_requests.go says which and why). The operator records what
+// each acknowledged, what each refused definitely and what stayed
+// ambiguous (a timeout, a lost connection, a code that may have written),
+// as clientlib reported it: a definite error from a call that retried
+// over an attempt whose answer was lost is held to "not applied", the
+// promise a cmd/strand user reads. Checks:
 //   - every request of the intruder (a principal no ACL names) is refused
 //     with an authorization error, per partition for produce, fetch and
-//     list offsets; the answers that list everything list nothing;
+//     list offsets; the answers that list everything list nothing; a
+//     clientlib call of the intruder fails with an authorization error
+//     or lists nothing (judgeIntruderLib);
 //   - after the final drain, the state read back through the API (users,
 //     ACLs, quotas, the topic's configs, log starts, committed offsets,
 //     the members, the topics) shows each acknowledged change exactly as
@@ -87,13 +99,17 @@ type operator struct {
 	auth     bool        // authorization on in this run
 	ops      *wireClient // sends as principalOperator
 	intruder *wireClient // sends as principalIntruder
-	plan     []opAction
-	next     int  // plan index of the next action
-	busy     bool // an action is in flight
-	started  bool
-	done     bool // every action ended
-	verified bool // the final read-back ended
-	ledger   *opLedger
+	// opsLib and intruderLib are clientlib Clients over ops' and
+	// intruder's transport (SASL as their principals when on): the admin
+	// calls cmd/strand makes run on them as tasks (SimRun).
+	opsLib, intruderLib *clientlib.Client
+	plan                []opAction
+	next                int  // plan index of the next action
+	busy                bool // an action is in flight
+	started             bool
+	done                bool // every action ended
+	verified            bool // the final read-back ended
+	ledger              *opLedger
 	// trims is each partition's highest log start a DeleteRecords
 	// acknowledged, by group index.
 	trims map[int]int64
@@ -121,6 +137,25 @@ func newOperator(ww *wireWorkload) *operator {
 	op.intruder.rng = newStream(o.Seed, streamOperator+2)
 	op.plan = op.drawPlan()
 	return op
+}
+
+// libClient builds the clientlib Client of the operator's transport
+// client c: clientlib's defaults (retries, unknown-topic waits) but the
+// run's request timeout and backoff, SASL as c's principal.
+func (op *operator) libClient(c *wireClient) *clientlib.Client {
+	ww := op.ww
+	seeds := make([]string, len(ww.peers))
+	for i, p := range ww.peers {
+		seeds[i] = p.Address
+	}
+	opts := []clientlib.Opt{clientlib.Simulated(libTransport{c}), clientlib.SeedAddresses(seeds...),
+		clientlib.RandSeed(c.rng.Uint64()), clientlib.RequestTimeout(ww.w.opts.ClientTimeout),
+		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(libMetadataMaxAge)}
+	cl, err := clientlib.NewClient(append(opts, ww.sasl.libOpts(c)...)...) // SASL: sasl.go
+	if err != nil {
+		panic("simnet: operator client options: " + err.Error())
+	}
+	return cl
 }
 
 // kindOperator marks the operator's transport clients.
@@ -296,6 +331,10 @@ func (op *operator) start() {
 	}
 	op.started = true
 	op.ops.refresh()
+	op.opsLib = op.libClient(op.ops)
+	if op.auth {
+		op.intruderLib = op.libClient(op.intruder)
+	}
 	op.ops.after(op.pace(), op.step)
 }
 
@@ -334,7 +373,28 @@ func (op *operator) send(a opAction, done func()) {
 		c = op.intruder
 	}
 	r := op.request(a)
+	if !a.intruder && (r.lib == nil) != slices.Contains(rawRequestTypes, a.kind) {
+		panic("simnet: the operator's " + a.kind + " disagrees with rawRequestTypes")
+	}
 	op.ww.w.coverage.Inc("operator/sent")
+	if r.lib != nil {
+		op.ww.w.coverage.Inc("operator/lib")
+		cl := op.opsLib
+		if a.intruder {
+			cl = op.intruderLib
+		}
+		var listed int
+		var err error
+		cl.SimRun(func(ctx context.Context) { listed, err = r.lib(ctx, cl) }, func() {
+			if a.intruder {
+				op.judgeIntruderLib(a, listed, err)
+			} else {
+				op.judgeLib(a, r, err)
+			}
+			done()
+		})
+		return
+	}
 	op.ww.call(c, r.target, r.req, func(resp *strandpb.Response, err error) {
 		if a.intruder {
 			op.judgeIntruder(a, r, resp, err)
@@ -373,6 +433,66 @@ func (op *operator) judge(a opAction, r *opRequest, resp *strandpb.Response, err
 		if r.mustSucceed {
 			w.fail("operator: %s refused: %v", a.kind, err)
 		}
+	}
+}
+
+// judgeLib records the outcome of an operator's clientlib admin call in
+// the ledger, as clientlib reports it: success is acknowledged, an error
+// that may have written (a lost answer, a code that may have written, a
+// leader or controller change clientlib gave up on) is ambiguous, any
+// other error is a definite refusal, changing nothing — the contract a
+// cmd/strand user relies on, retries included.
+func (op *operator) judgeLib(a opAction, r *opRequest, err error) {
+	w := op.ww.w
+	act := clientlib.ClassifyErr(err)
+	switch {
+	case err == nil:
+		w.coverage.Inc("operator/acked")
+		op.ledger.acked(r.writes)
+		if r.libAck != nil {
+			r.libAck()
+		}
+	case act.MaybeWritten || act.RefreshMetadata || clientlib.MaybeWritten(err):
+		w.coverage.Inc("operator/ambiguous")
+		op.ledger.ambiguous(r.writes)
+	default:
+		w.coverage.Inc("operator/refused")
+		if r.mustSucceed {
+			w.fail("operator: %s refused: %v", a.kind, err)
+		}
+	}
+}
+
+// judgeIntruderLib checks that the intruder's clientlib admin call failed
+// with an authorization refusal (a listing call: listed nothing). An
+// error that decides nothing (a lost connection, a node still replaying
+// its metadata, retries spent on a retriable code, an authentication a
+// lagging node could not check yet) proves nothing; its change must still
+// never show (operator_verify.go).
+func (op *operator) judgeIntruderLib(a opAction, listed int, err error) {
+	w := op.ww.w
+	var e *clientlib.Error
+	isErr := errors.As(err, &e)
+	switch a.kind {
+	case "metadata", "describe_topics", "list_groups", "list_transactions", "offset_fetch", "list_users":
+		if err != nil || listed == 0 {
+			w.coverage.Inc("auth/refused")
+			w.coverage.Inc("auth/refused/" + a.kind)
+			return
+		}
+	}
+	switch {
+	case isErr && authRefusal(&strandpb.Error{Code: e.Code}):
+		w.coverage.Inc("auth/refused")
+		w.coverage.Inc("auth/refused/" + a.kind) // TestSimRequestCoverage: every type, refused
+		return
+	case err != nil && (!isErr || clientlib.IsRetriable(err) || e.Code == strandpb.ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED):
+		w.coverage.Inc("auth/undecided")
+		return
+	case err == nil:
+		w.fail("authorization: %s by %s (no ACL names it): clientlib's call succeeded as if allowed", a.kind, principalIntruder)
+	default:
+		w.fail("authorization: %s by %s (no ACL names it): clientlib's call failed with %v, not an authorization refusal", a.kind, principalIntruder, err)
 	}
 }
 

@@ -1,9 +1,11 @@
 package simnet
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 
+	"github.com/strandlog/strand/clientlib"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -24,22 +26,65 @@ const (
 )
 
 // opRequest is one request of the operator actor and what it would
-// change.
+// change. Most go through clientlib's admin call for the type (lib), the
+// call cmd/strand makes, with its retries; the rest are sent raw (req):
+// see rawRequestTypes.
 type opRequest struct {
 	target int
 	req    *strandpb.Request
+	// lib runs the clientlib admin call on cl as a task (SimRun) and
+	// returns its error, and for the listing calls how many items the
+	// answer listed (the intruder's must list none). nil: raw.
+	lib    func(ctx context.Context, cl *clientlib.Client) (listed int, err error)
 	writes []cellWrite // the cells the request sets if it took effect
 	// itemErr is the error of the request's one item in a successful
-	// answer (per topic, partition, user or group); nil: none.
+	// answer (per topic, partition, user or group); nil: none. Raw only.
 	itemErr func(*strandpb.Response) error
-	onAck   func(*strandpb.Response)
+	onAck   func(*strandpb.Response) // raw only
+	// libAck runs when lib succeeded (it reads what lib kept).
+	libAck func()
 	// mustSucceed: a definite refusal fails the run (a read the
 	// operator is allowed).
 	mustSucceed bool
 }
 
+// rawRequestTypes are the request types the operator sends raw, not
+// through a clientlib admin call, and why:
+//   - produce, fetch, init_producer_id, group_heartbeat and the
+//     transaction requests (txn_init_producer_id, add_partitions_to_txn,
+//     add_offsets_to_txn, txn_offset_commit, end_txn) are no admin calls:
+//     clientlib's producer, consumers and transactional producer send
+//     them, and the workloads run those (wire_libproducer.go,
+//     wire_libconsumer.go, wire_libgroup.go, wire_txn_session.go);
+//   - find_coordinator is sent inside every clientlib group and
+//     transaction call, never on its own;
+//   - hello, sasl_authenticate, raft and write_txn_markers are the
+//     connection's and the peers': clientlib sends the first two only in
+//     its handshake, never the others; the check is that Handle refuses
+//     them from a client;
+//   - offset_delete has no clientlib call (cmd/strand offers none).
+//
+// The intruder sends raw too the types clientlib routes by what the
+// intruder may not read, so that its call would stop before the request
+// the check is about reaches the node: the per-partition ones
+// (list_offsets, describe_partitions, describe_producers, delete_records)
+// go to the partition's leader by the metadata the intruder may not
+// describe (clientlib stops at "topic does not exist"), the group ones
+// (offset_commit, offset_fetch, describe_groups, delete_groups) and the
+// transactional-id ones (describe_transactions, abort_transaction) to a
+// coordinator whose FindCoordinator needs DESCRIBE on the group or id
+// (intruderRawRequest).
+var rawRequestTypes = []string{"produce", "fetch", "init_producer_id", "group_heartbeat", "txn_init_producer_id",
+	"add_partitions_to_txn", "add_offsets_to_txn", "txn_offset_commit", "end_txn", "find_coordinator", "hello",
+	"sasl_authenticate", "raft", "write_txn_markers", "offset_delete"}
+
 // request builds the request of action a.
 func (op *operator) request(a opAction) *opRequest {
+	if a.intruder {
+		if r := op.intruderRawRequest(a); r != nil {
+			return r
+		}
+	}
 	for _, build := range []func(opAction) *opRequest{op.topicRequest, op.logRequest, op.groupRequest,
 		op.securityRequest, op.clusterRequest, op.txnRequest} {
 		if r := build(a); r != nil {
@@ -49,52 +94,110 @@ func (op *operator) request(a opAction) *opRequest {
 	panic(fmt.Sprintf("simnet: the operator cannot send request type %q", a.kind))
 }
 
+// intruderRawRequest builds the intruder's requests of the types
+// clientlib routes by what the intruder may not read (see
+// rawRequestTypes): a partition's leader, a group's or transactional
+// id's coordinator (FindCoordinator needs DESCRIBE on the group or id).
+// Raw, they reach the authorization of the request itself. nil: the
+// intruder sends a of another type.
+func (op *operator) intruderRawRequest(a opAction) *opRequest {
+	var req *strandpb.Request
+	target := op.ops.randomNode()
+	switch a.kind {
+	case "list_offsets", "describe_partitions", "describe_producers", "delete_records":
+		p := op.mainPartition()
+		tp := op.ww.tps[p]
+		target = op.ops.leaderOf(p)
+		switch a.kind {
+		case "list_offsets":
+			req = &strandpb.Request{Body: &strandpb.Request_ListOffsets{ListOffsets: &strandpb.ListOffsetsRequest{
+				Partitions: []*strandpb.ListOffsetsRequest_Partition{{Topic: tp.Topic, Partition: tp.Partition, TimestampMs: -2}}}}}
+		case "describe_partitions":
+			req = &strandpb.Request{Body: &strandpb.Request_DescribePartitions{DescribePartitions: &strandpb.DescribePartitionsRequest{
+				Partitions: []*strandpb.DescribePartitionsRequest_Partition{{Topic: tp.Topic, Partition: tp.Partition}}}}}
+		case "describe_producers":
+			req = &strandpb.Request{Body: &strandpb.Request_DescribeProducers{DescribeProducers: &strandpb.DescribeProducersRequest{
+				Partitions: []*strandpb.DescribeProducersRequest_Partition{{Topic: tp.Topic, Partition: tp.Partition}}}}}
+		default:
+			req = &strandpb.Request{Body: &strandpb.Request_DeleteRecords{DeleteRecords: &strandpb.DeleteRecordsRequest{
+				Partitions: []*strandpb.DeleteRecordsRequest_Partition{{Topic: tp.Topic, Partition: tp.Partition, BeforeOffset: op.ww.w.work.maxHwm[p] / 2}}}}}
+		}
+	case "offset_commit":
+		p := op.mainPartition()
+		req = &strandpb.Request{Body: &strandpb.Request_OffsetCommit{OffsetCommit: &strandpb.OffsetCommitRequest{Group: opGroup,
+			Offsets: []*strandpb.OffsetCommitPartition{{Topic: topicMain, Partition: int32(p), Offset: intruderValue}}}}}
+		return &opRequest{target: op.coordinatorOf(opGroup), req: req,
+			writes: []cellWrite{{key: offsetCell(p), value: strconv.Itoa(intruderValue)}}}
+	case "offset_fetch":
+		req = &strandpb.Request{Body: &strandpb.Request_OffsetFetch{OffsetFetch: &strandpb.OffsetFetchRequest{Group: opGroup}}}
+		target = op.coordinatorOf(opGroup)
+	case "describe_groups":
+		req = &strandpb.Request{Body: &strandpb.Request_DescribeGroups{DescribeGroups: &strandpb.DescribeGroupsRequest{Groups: []string{opGroup}}}}
+		target = op.coordinatorOf(opGroup)
+	case "delete_groups":
+		req = &strandpb.Request{Body: &strandpb.Request_DeleteGroups{DeleteGroups: &strandpb.DeleteGroupsRequest{Groups: []string{opGroup}}}}
+		target = op.coordinatorOf(opGroup)
+	case "describe_transactions": // names the id: refused as a whole
+		req = &strandpb.Request{Body: &strandpb.Request_DescribeTransactions{DescribeTransactions: &strandpb.DescribeTransactionsRequest{TransactionalIds: []string{opTxnID}}}}
+	case "abort_transaction":
+		req = &strandpb.Request{Body: &strandpb.Request_AbortTransaction{AbortTransaction: &strandpb.AbortTransactionRequest{TransactionalId: opTxnID}}}
+	default:
+		return nil
+	}
+	return &opRequest{target: target, req: req}
+}
+
 // mainPartition draws a partition of the main topic (never re-created):
 // its group index.
 func (op *operator) mainPartition() int { return op.rng.IntN(op.ww.topics[0].partitions) }
 
+// libErr is a listing call's answer as lib returns it.
+func libErr(n int, err error) (int, error) { return n, err }
+
 // topicRequest builds the topic admin requests.
 func (op *operator) topicRequest(a opAction) *opRequest {
-	c := op.ops
-	ctl := c.controllerTarget(nil)
 	switch a.kind {
 	case "create_topics": // the topic exists: refused, nothing changes
 		name := topicMain
 		if a.intruder {
 			name = intruderTopicName
 		}
-		return &opRequest{target: ctl, req: &strandpb.Request{Body: &strandpb.Request_CreateTopics{CreateTopics: &strandpb.CreateTopicsRequest{
-			Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: name, Partitions: 1, ReplicationFactor: 3}}}}}}
+		return &opRequest{lib: func(ctx context.Context, cl *clientlib.Client) (int, error) {
+			return 0, cl.CreateTopic(ctx, name, 1, 3, nil)
+		}}
 	case "delete_topics":
 		name := "ops-absent"
 		if a.intruder {
 			name = topicMain
 		}
-		return &opRequest{target: ctl, req: &strandpb.Request{Body: &strandpb.Request_DeleteTopics{DeleteTopics: &strandpb.DeleteTopicsRequest{Names: []string{name}}}}}
+		return &opRequest{lib: func(ctx context.Context, cl *clientlib.Client) (int, error) { return 0, cl.DeleteTopic(ctx, name) }}
 	case "create_partitions": // not above the current count: refused
-		return &opRequest{target: ctl, req: &strandpb.Request{Body: &strandpb.Request_CreatePartitions{CreatePartitions: &strandpb.CreatePartitionsRequest{
-			Topics: []*strandpb.CreatePartitionsRequest_Topic{{Name: topicMain, Partitions: 1}}}}}}
+		return &opRequest{lib: func(ctx context.Context, cl *clientlib.Client) (int, error) {
+			_, err := cl.CreatePartitions(ctx, topicMain, 1, false)
+			return 0, err
+		}}
 	case "alter_configs":
-		return op.alterConfigs(a, ctl)
+		return op.alterConfigs(a)
 	case "describe_topics":
 		var names []string
 		if !a.intruder {
 			names = []string{topicMain}
 		}
-		return &opRequest{target: c.randomNode(), req: &strandpb.Request{Body: &strandpb.Request_DescribeTopics{DescribeTopics: &strandpb.DescribeTopicsRequest{Names: names}}}}
+		return &opRequest{lib: func(ctx context.Context, cl *clientlib.Client) (int, error) {
+			ts, err := cl.DescribeTopics(ctx, names...)
+			return libErr(len(ts), err)
+		}}
 	case "metadata":
-		var names []string
-		if !a.intruder {
-			names = []string{topicMain}
-		}
-		return &opRequest{target: c.randomNode(), req: &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{Topics: names}}}}
+		return &opRequest{lib: func(ctx context.Context, cl *clientlib.Client) (int, error) {
+			info, err := cl.Metadata(ctx)
+			return libErr(len(info.Topics), err)
+		}}
 	}
 	return nil
 }
 
 // alterConfigs sets or resets the main topic's max.message.bytes.
-func (op *operator) alterConfigs(a opAction, target int) *opRequest {
-	t := &strandpb.AlterConfigsRequest_Topic{Name: topicMain}
+func (op *operator) alterConfigs(a opAction) *opRequest {
 	cell, value := "config/"+topicMain+"/"+opConfigKey, ""
 	switch {
 	case a.intruder:
@@ -102,34 +205,35 @@ func (op *operator) alterConfigs(a opAction, target int) *opRequest {
 	case op.rng.IntN(3) > 0:
 		value = strconv.FormatInt(opConfigBase+1024*op.nextValue(), 10)
 	}
+	var sets map[string]string
+	var deletes []string
 	if value == "" {
-		t.Deletes = []string{opConfigKey}
+		deletes = []string{opConfigKey}
 	} else {
-		t.Sets = []*strandpb.ConfigEntry{{Name: opConfigKey, Value: value}}
+		sets = map[string]string{opConfigKey: value}
 	}
-	return &opRequest{target: target, req: &strandpb.Request{Body: &strandpb.Request_AlterConfigs{AlterConfigs: &strandpb.AlterConfigsRequest{
-		Topics: []*strandpb.AlterConfigsRequest_Topic{t}}}},
+	var applied map[string]string
+	return &opRequest{lib: func(ctx context.Context, cl *clientlib.Client) (int, error) {
+		var err error
+		applied, err = cl.AlterTopicConfig(ctx, topicMain, sets, deletes)
+		return 0, err
+	},
 		writes: []cellWrite{{key: cell, value: value}},
-		itemErr: func(resp *strandpb.Response) error {
-			return firstItemErr(len(resp.GetAlterConfigs().GetTopics()), func() *strandpb.Error { return resp.GetAlterConfigs().GetTopics()[0].GetError() })
-		},
-		onAck: func(resp *strandpb.Response) {
+		libAck: func() {
 			// The answer carries the whole configuration as applied (a
 			// late ambiguous change may have applied since).
-			got := map[string]string{cell: configValue(resp.GetAlterConfigs().GetTopics()[0].GetConfigs())}
+			got := map[string]string{cell: configMapValue(applied)}
 			if why := op.ledger.mismatch(cell, got); why != "" {
 				op.ww.w.fail("operator: AlterConfigs of %s=%q acknowledged with the configuration as applied: %s", opConfigKey, value, why)
 			}
 		}}
 }
 
-// configValue is max.message.bytes in configs, "" when absent or the
+// configMapValue is max.message.bytes in configs, "" when absent or the
 // default.
-func configValue(configs []*strandpb.ConfigEntry) string {
-	for _, c := range configs {
-		if c.GetName() == opConfigKey && c.GetValue() != strconv.Itoa(1<<20) {
-			return c.GetValue()
-		}
+func configMapValue(configs map[string]string) string {
+	if v, ok := configs[opConfigKey]; ok && v != strconv.Itoa(1<<20) {
+		return v
 	}
 	return ""
 }
@@ -159,34 +263,53 @@ func (op *operator) logRequest(a opAction) *opRequest {
 	case "fetch":
 		return &opRequest{target: target, req: &strandpb.Request{Body: &strandpb.Request_Fetch{Fetch: &strandpb.FetchRequest{MaxBytes: 4096,
 			Partitions: []*strandpb.FetchRequest_Partition{{Topic: tp.Topic, Partition: tp.Partition, MaxBytes: 4096}}}}}}
+	}
+	switch a.kind {
 	case "list_offsets":
-		return &opRequest{target: target, req: &strandpb.Request{Body: &strandpb.Request_ListOffsets{ListOffsets: &strandpb.ListOffsetsRequest{
-			Partitions: []*strandpb.ListOffsetsRequest_Partition{{Topic: tp.Topic, Partition: tp.Partition, TimestampMs: -2}}}}}}
+		return &opRequest{lib: func(ctx context.Context, cl *clientlib.Client) (int, error) {
+			ls, err := cl.ListOffsets(ctx, tp.Topic, []int32{tp.Partition}, clientlib.OffsetEarliest())
+			return 0, firstLibErr(len(ls), err, func() error { return ls[0].Err })
+		}}
 	case "describe_partitions":
-		return &opRequest{target: target, req: &strandpb.Request{Body: &strandpb.Request_DescribePartitions{DescribePartitions: &strandpb.DescribePartitionsRequest{
-			Partitions: []*strandpb.DescribePartitionsRequest_Partition{{Topic: tp.Topic, Partition: tp.Partition}}}}}}
+		return &opRequest{lib: func(ctx context.Context, cl *clientlib.Client) (int, error) {
+			ls, err := cl.DescribePartitionLogs(ctx, tp.Topic, []int32{tp.Partition})
+			return 0, firstLibErr(len(ls), err, func() error { return ls[0].Err })
+		}}
 	case "describe_producers": // the partition leader's producers; a read
-		return &opRequest{target: target, req: &strandpb.Request{Body: &strandpb.Request_DescribeProducers{DescribeProducers: &strandpb.DescribeProducersRequest{
-			Partitions: []*strandpb.DescribeProducersRequest_Partition{{Topic: tp.Topic, Partition: tp.Partition}}}}}}
+		return &opRequest{lib: func(ctx context.Context, cl *clientlib.Client) (int, error) {
+			ps := cl.DescribeProducers(ctx, tp.Topic, []int32{tp.Partition})
+			return 0, firstLibErr(len(ps), nil, func() error { return ps[0].Err })
+		}}
 	case "delete_records":
-		return op.deleteRecords(p, target)
+		return op.deleteRecords(p)
 	}
 	return nil
 }
 
+// firstLibErr is a clientlib call's error, else the error of its answer's
+// one item (an error when it has none).
+func firstLibErr(n int, err error, first func() error) error {
+	switch {
+	case err != nil:
+		return err
+	case n != 1:
+		return fmt.Errorf("simnet: answer has %d items, want 1", n)
+	}
+	return first()
+}
+
 // deleteRecords trims partition p below half the highest high-water mark
 // a client saw there (committed, so never beyond the partition's end).
-func (op *operator) deleteRecords(p, target int) *opRequest {
+func (op *operator) deleteRecords(p int) *opRequest {
 	tp := op.ww.tps[p]
 	before := op.ww.w.work.maxHwm[p] / 2
-	return &opRequest{target: target, req: &strandpb.Request{Body: &strandpb.Request_DeleteRecords{DeleteRecords: &strandpb.DeleteRecordsRequest{
-		Partitions: []*strandpb.DeleteRecordsRequest_Partition{{Topic: tp.Topic, Partition: tp.Partition, BeforeOffset: before}}}}},
-		itemErr: func(resp *strandpb.Response) error {
-			ps := resp.GetDeleteRecords().GetPartitions()
-			return firstItemErr(len(ps), func() *strandpb.Error { return ps[0].GetError() })
-		},
-		onAck: func(resp *strandpb.Response) {
-			start := resp.GetDeleteRecords().GetPartitions()[0].GetLogStartOffset()
+	var start int64
+	return &opRequest{lib: func(ctx context.Context, cl *clientlib.Client) (int, error) {
+		var err error
+		start, err = cl.DeleteRecords(ctx, tp.Topic, tp.Partition, before)
+		return 0, err
+	},
+		libAck: func() {
 			if start < before {
 				op.ww.w.fail("operator: DeleteRecords of %s/%d below %d acknowledged with log start %d", tp.Topic, tp.Partition, before, start)
 			}
@@ -198,10 +321,6 @@ func (op *operator) deleteRecords(p, target int) *opRequest {
 // groupRequest builds the consumer-group requests, on the operator's own
 // groups.
 func (op *operator) groupRequest(a opAction) *opRequest {
-	target := op.coordinatorOf(opGroup)
-	gp := func(p int) []*strandpb.GroupTopicPartitions {
-		return []*strandpb.GroupTopicPartitions{{Topic: topicMain, Partitions: []int32{int32(p)}}}
-	}
 	switch a.kind {
 	case "find_coordinator":
 		return &opRequest{target: op.ops.randomNode(), req: &strandpb.Request{Body: &strandpb.Request_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorRequest{Group: opGroup}}},
@@ -210,23 +329,29 @@ func (op *operator) groupRequest(a opAction) *opRequest {
 		return &opRequest{target: op.coordinatorOf(opMemberGroup), req: &strandpb.Request{Body: &strandpb.Request_GroupHeartbeat{GroupHeartbeat: &strandpb.ConsumerGroupHeartbeatRequest{
 			Group: opMemberGroup, MemberId: fmt.Sprintf("ops-m%d", op.nextValue()), Subscriptions: []string{topicMain}}}}}
 	case "offset_commit":
-		return op.offsetCommit(a, target)
+		return op.offsetCommit(a)
 	case "offset_fetch":
-		return &opRequest{target: target, req: &strandpb.Request{Body: &strandpb.Request_OffsetFetch{OffsetFetch: &strandpb.OffsetFetchRequest{Group: opGroup}}}}
+		return &opRequest{lib: func(ctx context.Context, cl *clientlib.Client) (int, error) {
+			os, err := cl.FetchOffsets(ctx, opGroup)
+			return libErr(len(os), err)
+		}}
 	case "list_groups":
-		return &opRequest{target: target, req: &strandpb.Request{Body: &strandpb.Request_ListGroups{ListGroups: &strandpb.ListGroupsRequest{}}}}
+		return &opRequest{lib: func(ctx context.Context, cl *clientlib.Client) (int, error) {
+			gs, err := cl.ListGroups(ctx)
+			return libErr(len(gs), err)
+		}}
 	case "describe_groups":
-		return &opRequest{target: target, req: &strandpb.Request{Body: &strandpb.Request_DescribeGroups{DescribeGroups: &strandpb.DescribeGroupsRequest{Groups: []string{opGroup}}}}}
+		return &opRequest{lib: func(ctx context.Context, cl *clientlib.Client) (int, error) {
+			_, err := cl.DescribeGroup(ctx, opGroup)
+			return 0, err
+		}}
 	case "delete_groups":
-		return &opRequest{target: target, req: &strandpb.Request{Body: &strandpb.Request_DeleteGroups{DeleteGroups: &strandpb.DeleteGroupsRequest{Groups: []string{opGroup}}}},
-			writes: op.groupCells(func(int) string { return "" }),
-			itemErr: func(resp *strandpb.Response) error {
-				rs := resp.GetDeleteGroups().GetResults()
-				return firstItemErr(len(rs), func() *strandpb.Error { return rs[0].GetError() })
-			}}
-	case "offset_delete":
+		return &opRequest{lib: func(ctx context.Context, cl *clientlib.Client) (int, error) { return 0, cl.DeleteGroup(ctx, opGroup) },
+			writes: op.groupCells(func(int) string { return "" })}
+	case "offset_delete": // raw: see rawRequestTypes
 		p := op.mainPartition()
-		return &opRequest{target: target, req: &strandpb.Request{Body: &strandpb.Request_OffsetDelete{OffsetDelete: &strandpb.OffsetDeleteRequest{Group: opGroup, Partitions: gp(p)}}},
+		return &opRequest{target: op.coordinatorOf(opGroup), req: &strandpb.Request{Body: &strandpb.Request_OffsetDelete{OffsetDelete: &strandpb.OffsetDeleteRequest{Group: opGroup,
+			Partitions: []*strandpb.GroupTopicPartitions{{Topic: topicMain, Partitions: []int32{int32(p)}}}}}},
 			writes: []cellWrite{{key: offsetCell(p), value: ""}},
 			itemErr: func(resp *strandpb.Response) error {
 				rs := resp.GetOffsetDelete().GetResults()
@@ -238,14 +363,15 @@ func (op *operator) groupRequest(a opAction) *opRequest {
 
 // offsetCommit commits a fresh offset (the intruder: intruderValue) of one
 // partition for the operator's group, as a simple consumer.
-func (op *operator) offsetCommit(a opAction, target int) *opRequest {
+func (op *operator) offsetCommit(a opAction) *opRequest {
 	p := op.mainPartition()
 	offset := op.nextValue()
 	if a.intruder {
 		offset = intruderValue
 	}
-	return &opRequest{target: target, req: &strandpb.Request{Body: &strandpb.Request_OffsetCommit{OffsetCommit: &strandpb.OffsetCommitRequest{Group: opGroup,
-		Offsets: []*strandpb.OffsetCommitPartition{{Topic: topicMain, Partition: int32(p), Offset: offset}}}}},
+	return &opRequest{lib: func(ctx context.Context, cl *clientlib.Client) (int, error) {
+		return 0, cl.CommitOffsets(ctx, opGroup, map[clientlib.TopicPartition]int64{{Topic: topicMain, Partition: int32(p)}: offset})
+	},
 		writes: []cellWrite{{key: offsetCell(p), value: strconv.FormatInt(offset, 10)}}}
 }
 
@@ -281,45 +407,53 @@ func (op *operator) learnCoordinator(group string, resp *strandpb.Response) {
 
 // securityRequest builds the user, ACL and quota requests.
 func (op *operator) securityRequest(a opAction) *opRequest {
-	ctl := op.ops.controllerTarget(nil)
 	switch a.kind {
 	case "alter_users":
-		return op.alterUsers(a, ctl)
+		return op.alterUsers(a)
 	case "list_users":
-		return &opRequest{target: op.ops.randomNode(), req: &strandpb.Request{Body: &strandpb.Request_ListUsers{ListUsers: &strandpb.ListUsersRequest{}}}}
+		return &opRequest{lib: func(ctx context.Context, cl *clientlib.Client) (int, error) {
+			us, err := cl.ListUsers(ctx)
+			return libErr(len(us), err)
+		}}
 	case "alter_acls":
-		return op.alterACLs(a, ctl)
+		return op.alterACLs(a)
 	case "describe_acls":
-		return &opRequest{target: op.ops.randomNode(), req: &strandpb.Request{Body: &strandpb.Request_DescribeAcls{DescribeAcls: &strandpb.DescribeAclsRequest{}}}}
+		return &opRequest{lib: func(ctx context.Context, cl *clientlib.Client) (int, error) {
+			_, err := cl.DescribeACLs(ctx, "", "")
+			return 0, err
+		}}
 	case "alter_quotas":
-		return op.alterQuotas(a, ctl)
+		return op.alterQuotas(a)
 	case "sasl_authenticate": // the connection's, right after its hello: refused here
 		return &opRequest{target: op.ops.randomNode(), req: &strandpb.Request{Body: &strandpb.Request_SaslAuthenticate{SaslAuthenticate: &strandpb.SaslAuthenticateRequest{Mechanism: "SCRAM-SHA-256"}}}}
 	}
 	return nil
 }
 
-// alterUsers creates (with a fresh iteration count) or deletes one of the
-// operator's users; the intruder creates one of its own.
-func (op *operator) alterUsers(a opAction, target int) *opRequest {
-	name, iterations := fmt.Sprintf("ops-u%d", op.rng.IntN(opUsers)), int32(4096+op.nextValue())
+// opUserPresent is a user cell's value while the user has a
+// SCRAM-SHA-256 credential (clientlib's CreateUser salts every credential
+// with the same iteration count, so upserts are not told apart).
+const opUserPresent = "present"
+
+// alterUsers creates or deletes one of the operator's users, as strand
+// user create/delete do; the intruder creates one of its own.
+func (op *operator) alterUsers(a opAction) *opRequest {
+	name := fmt.Sprintf("ops-u%d", op.rng.IntN(opUsers))
 	if a.intruder {
 		name = intruderName + "-u"
 	}
-	req := &strandpb.AlterUsersRequest{}
-	value := fmt.Sprint(iterations)
+	value := opUserPresent
+	password := fmt.Sprintf("ops-password-%d", op.nextValue())
 	if !a.intruder && op.rng.IntN(3) == 0 {
 		value = ""
-		req.Deletes = []*strandpb.AlterUsersRequest_Delete{{Name: name}}
-	} else {
-		req.Upserts = []*strandpb.AlterUsersRequest_Upsert{{Name: name, Credential: op.credential(iterations)}}
 	}
-	return &opRequest{target: target, req: &strandpb.Request{Body: &strandpb.Request_AlterUsers{AlterUsers: req}},
-		writes: []cellWrite{{key: "user/" + name, value: value}},
-		itemErr: func(resp *strandpb.Response) error {
-			rs := resp.GetAlterUsers().GetResults()
-			return firstItemErr(len(rs), func() *strandpb.Error { return rs[0].GetError() })
-		}}
+	return &opRequest{lib: func(ctx context.Context, cl *clientlib.Client) (int, error) {
+		if value == "" {
+			return 0, cl.DeleteUser(ctx, name)
+		}
+		return 0, cl.CreateUser(ctx, name, password, saslMechanism)
+	},
+		writes: []cellWrite{{key: "user/" + name, value: value}}}
 }
 
 // opACL is the one binding shape the operator adds and removes, per
@@ -331,20 +465,23 @@ func opACL(principal string) *strandpb.AclBinding {
 
 // alterACLs adds or removes the binding of one of the operator's
 // principals; the intruder adds one for a principal of its own.
-func (op *operator) alterACLs(a opAction, target int) *opRequest {
+func (op *operator) alterACLs(a opAction) *opRequest {
 	principal := fmt.Sprintf("User:ops-p%d", op.rng.IntN(opACLPrincipals))
 	if a.intruder {
 		principal = "User:" + intruderName + "-p"
 	}
-	req := &strandpb.AlterAclsRequest{}
+	var add, remove []*strandpb.AclBinding
 	value := "present"
 	if !a.intruder && op.rng.IntN(2) == 0 {
 		value = ""
-		req.Remove = []*strandpb.AclBinding{opACL(principal)}
+		remove = []*strandpb.AclBinding{opACL(principal)}
 	} else {
-		req.Add = []*strandpb.AclBinding{opACL(principal)}
+		add = []*strandpb.AclBinding{opACL(principal)}
 	}
-	return &opRequest{target: target, req: &strandpb.Request{Body: &strandpb.Request_AlterAcls{AlterAcls: req}},
+	return &opRequest{lib: func(ctx context.Context, cl *clientlib.Client) (int, error) {
+		_, _, err := cl.AlterACLs(ctx, add, remove)
+		return 0, err
+	},
 		writes: []cellWrite{{key: "acl/" + principal, value: value}}}
 }
 
@@ -352,7 +489,7 @@ func (op *operator) alterACLs(a opAction, target int) *opRequest {
 // operator's principals; the intruder sets a principal's of its own, so
 // the read-back finds its quota whatever the operator acknowledged after
 // (on an operator's principal a later acknowledged change hid it).
-func (op *operator) alterQuotas(a opAction, target int) *opRequest {
+func (op *operator) alterQuotas(a opAction) *opRequest {
 	principal := fmt.Sprintf("User:ops-q%d", op.rng.IntN(opQuotaPrincipal))
 	produce, fetch := op.nextValue()<<20, op.nextValue()<<20
 	if a.intruder {
@@ -365,8 +502,9 @@ func (op *operator) alterQuotas(a opAction, target int) *opRequest {
 	if produce != 0 || fetch != 0 {
 		value = fmt.Sprintf("%d,%d", produce, fetch)
 	}
-	return &opRequest{target: target, req: &strandpb.Request{Body: &strandpb.Request_AlterQuotas{AlterQuotas: &strandpb.AlterQuotasRequest{
-		Quotas: []*strandpb.Quota{{Principal: principal, ProduceBytesPerSec: produce, FetchBytesPerSec: fetch}}}}},
+	return &opRequest{lib: func(ctx context.Context, cl *clientlib.Client) (int, error) {
+		return 0, cl.SetQuota(ctx, principal, produce, fetch)
+	},
 		writes: []cellWrite{{key: "quota/" + principal, value: value}}}
 }
 
@@ -376,20 +514,31 @@ func (op *operator) clusterRequest(a opAction) *opRequest {
 	switch a.kind {
 	case "init_producer_id":
 		return &opRequest{target: c.controllerTarget(nil), req: &strandpb.Request{Body: &strandpb.Request_InitProducerId{InitProducerId: &strandpb.InitProducerIdRequest{}}}}
-	case "elect_leaders":
-		return &opRequest{target: c.randomNode(), req: &strandpb.Request{Body: &strandpb.Request_ElectLeaders{ElectLeaders: &strandpb.ElectLeadersRequest{}}}}
+	case "elect_leaders": // at one node, as strand cluster elect-leaders asks each
+		addr := op.ww.peers[c.rng.IntN(len(op.ww.peers))].Address
+		return &opRequest{lib: func(ctx context.Context, cl *clientlib.Client) (int, error) {
+			_, _, err := cl.ElectPreferredLeaders(ctx, addr)
+			return 0, err
+		}}
 	case "cluster_members":
-		return &opRequest{target: c.randomNode(), req: &strandpb.Request{Body: &strandpb.Request_ClusterMembers{ClusterMembers: &strandpb.ClusterMembersRequest{}}}}
+		return &opRequest{lib: func(ctx context.Context, cl *clientlib.Client) (int, error) {
+			_, err := cl.ClusterMembers(ctx)
+			return 0, err
+		}}
 	case "node_admin": // the operator's names no node (refused); the intruder's decommissions one
-		nr := &strandpb.NodeAdminRequest{Action: strandpb.NodeAction_NODE_ACTION_REMOVE, NodeId: 99}
-		if a.intruder {
-			nr = &strandpb.NodeAdminRequest{Action: strandpb.NodeAction_NODE_ACTION_DECOMMISSION, NodeId: uint64(1 + c.randomNode())}
-		}
-		return &opRequest{target: c.controllerTarget(nil), req: &strandpb.Request{Body: &strandpb.Request_NodeAdmin{NodeAdmin: nr}}}
+		id := uint64(1 + c.randomNode())
+		return &opRequest{lib: func(ctx context.Context, cl *clientlib.Client) (int, error) {
+			if a.intruder {
+				return 0, cl.SetNodeDecommissioning(ctx, id)
+			}
+			return 0, cl.RemoveNode(ctx, 99)
+		}}
 	case "move_partitions": // onto a node that does not exist: refused
 		tp := op.ww.tps[op.mainPartition()]
-		return &opRequest{target: c.controllerTarget(nil), req: &strandpb.Request{Body: &strandpb.Request_MovePartitions{MovePartitions: &strandpb.MovePartitionsRequest{
-			Moves: []*strandpb.MovePartitionsRequest_Move{{Topic: tp.Topic, Partition: tp.Partition, Replicas: []uint64{1, 2, 99}}}}}}}
+		return &opRequest{lib: func(ctx context.Context, cl *clientlib.Client) (int, error) {
+			rs, err := cl.MovePartitions(ctx, []clientlib.PartitionMove{{Topic: tp.Topic, Partition: tp.Partition, Replicas: []uint64{1, 2, 99}}})
+			return 0, firstLibErr(len(rs), err, func() error { return rs[0].Err })
+		}}
 	case "hello": // the runtime's: Handle refuses it
 		return &opRequest{target: c.randomNode(), req: &strandpb.Request{Body: &strandpb.Request_Hello{Hello: &strandpb.HelloRequest{VersionMin: 1, VersionMax: 1}}}}
 	case "raft": // a peer's, never a client's: Handle refuses it

@@ -8,5 +8,8 @@ package simnet
 // impostor's check catches it (sasl.go). KafkaHandshakeAuthenticates is
 // package kafkaproto's (the Kafka listener's SASL gate passes requests
 // once SaslHandshake named a mechanism): the Kafka impostor's check
-// catches it (kafka_sasl.go).
-var OperatorBugNames = []string{"AuthSkipsAlterQuotas", "AcceptsAnyProof", "KafkaHandshakeAuthenticates"}
+// catches it (kafka_sasl.go). LibAdminDropsRefusal is clientlib's (its
+// security admin calls, users, ACLs and quotas, take a definite refusal
+// for success): the intruder's clientlib calls catch it
+// (judgeIntruderLib).
+var OperatorBugNames = []string{"AuthSkipsAlterQuotas", "AcceptsAnyProof", "KafkaHandshakeAuthenticates", "LibAdminDropsRefusal"}

@@ -1,6 +1,11 @@
 package simnet
 
-import "github.com/strandlog/strand/proto/strandpb"
+import (
+	"context"
+
+	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/proto/strandpb"
+)
 
 // opTxnID is the operator's transactional id.
 const opTxnID = "ops-txn"
@@ -34,17 +39,22 @@ func (op *operator) txnRequest(a opAction) *opRequest {
 	case "end_txn":
 		req = &strandpb.Request{Body: &strandpb.Request_EndTxn{EndTxn: &strandpb.EndTxnRequest{TransactionalId: opTxnID, Producer: producer, Commit: true}}}
 	case "list_transactions":
-		req = &strandpb.Request{Body: &strandpb.Request_ListTransactions{ListTransactions: &strandpb.ListTransactionsRequest{}}}
+		return &opRequest{lib: func(ctx context.Context, cl *clientlib.Client) (int, error) {
+			ts, err := cl.ListTransactions(ctx)
+			return libErr(len(ts), err)
+		}}
 	case "write_txn_markers": // node to node only: Handle refuses it
 		req = &strandpb.Request{Body: &strandpb.Request_WriteTxnMarkers{WriteTxnMarkers: &strandpb.WriteTxnMarkersRequest{}}}
-	case "describe_transactions": // the intruder's names an id: refused as a whole
-		var ids []string
-		if a.intruder {
-			ids = []string{opTxnID}
-		}
-		req = &strandpb.Request{Body: &strandpb.Request_DescribeTransactions{DescribeTransactions: &strandpb.DescribeTransactionsRequest{TransactionalIds: ids}}}
+	case "describe_transactions": // the id has no producer: refused (with authorization on, for want of an ACL)
+		return &opRequest{lib: func(ctx context.Context, cl *clientlib.Client) (int, error) {
+			_, err := cl.DescribeTransaction(ctx, opTxnID)
+			return 0, err
+		}}
 	case "abort_transaction": // the id has no transaction open: refused
-		req = &strandpb.Request{Body: &strandpb.Request_AbortTransaction{AbortTransaction: &strandpb.AbortTransactionRequest{TransactionalId: opTxnID}}}
+		return &opRequest{lib: func(ctx context.Context, cl *clientlib.Client) (int, error) {
+			_, err := cl.AbortTransactionByID(ctx, opTxnID)
+			return 0, err
+		}}
 	default:
 		return nil
 	}

@@ -2,6 +2,7 @@ package simnet
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -9,7 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/strandlog/strand/proto/strandpb"
+	"github.com/strandlog/strand/clientlib"
 )
 
 // cellWrite is one change a request asks for: a cell of the state the
@@ -144,21 +145,15 @@ func (op *operator) verifyNext() {
 	})
 }
 
-// ask sends req to target as the operator and passes the answer to judge;
-// an error or refusal is the mismatch.
-func (op *operator) ask(target int, req *strandpb.Request, judge func(*strandpb.Response) string, done func(string)) {
-	op.ww.call(op.ops, target, req, func(resp *strandpb.Response, err error) {
-		if err == nil {
-			err = wireErr(resp.GetError())
-		}
-		if err != nil {
-			op.ops.refresh()
-			done(fmt.Sprintf("no answer: %v", err))
-			return
-		}
-		done(judge(resp))
-	})
+// ask runs read, a clientlib call, as the operator (a SimRun task) and
+// passes what differs to done; read says "no answer: ..." on an error.
+func (op *operator) ask(read func(ctx context.Context, cl *clientlib.Client) string, done func(string)) {
+	var why string
+	op.opsLib.SimRun(func(ctx context.Context) { why = read(ctx, op.opsLib) }, func() { done(why) })
 }
+
+// noAnswer is the mismatch of a read that failed.
+func noAnswer(err error) string { return fmt.Sprintf("no answer: %v", err) }
 
 // verifySteps lists the read-backs.
 func (op *operator) verifySteps() []verifyStep {
@@ -190,15 +185,18 @@ func sortedKeys(m map[int]int64) []int {
 
 // verifyUsers: every operator user as acknowledged, no intruder's.
 func (op *operator) verifyUsers(done func(string)) {
-	req := &strandpb.Request{Body: &strandpb.Request_ListUsers{ListUsers: &strandpb.ListUsersRequest{}}}
-	op.ask(op.ops.randomNode(), req, func(resp *strandpb.Response) string {
+	op.ask(func(ctx context.Context, cl *clientlib.Client) string {
+		users, err := cl.ListUsers(ctx)
+		if err != nil {
+			return noAnswer(err)
+		}
 		actual := map[string]string{}
-		for _, u := range resp.GetListUsers().GetUsers() {
-			if namesIntruder(u.GetName()) {
-				return fmt.Sprintf("user %q exists, asked for by an intruder", u.GetName())
+		for _, u := range users {
+			if namesIntruder(u.Name) {
+				return fmt.Sprintf("user %q exists, asked for by an intruder", u.Name)
 			}
-			if i := slices.Index(u.GetMechanisms(), "SCRAM-SHA-256"); i >= 0 && i < len(u.GetIterations()) {
-				actual["user/"+u.GetName()] = fmt.Sprint(u.GetIterations()[i])
+			if slices.Contains(u.Mechanisms, saslMechanism) {
+				actual["user/"+u.Name] = opUserPresent
 			}
 		}
 		return op.ledger.mismatch("user/", actual)
@@ -208,10 +206,12 @@ func (op *operator) verifyUsers(done func(string)) {
 // verifyACLs: every operator binding and quota as acknowledged, the
 // bootstrap's bindings present, no intruder's.
 func (op *operator) verifyACLs(done func(string)) {
-	req := &strandpb.Request{Body: &strandpb.Request_DescribeAcls{DescribeAcls: &strandpb.DescribeAclsRequest{}}}
-	op.ask(op.ops.randomNode(), req, func(resp *strandpb.Response) string {
+	op.ask(func(ctx context.Context, cl *clientlib.Client) string {
+		d, err := cl.DescribeACLs(ctx, "", "")
+		if err != nil {
+			return noAnswer(err)
+		}
 		actual := map[string]string{}
-		d := resp.GetDescribeAcls()
 		for _, b := range d.GetBindings() {
 			if namesIntruder(b.GetPrincipal()) {
 				return fmt.Sprintf("binding %v exists, asked for by an intruder", b)
@@ -235,11 +235,17 @@ func (op *operator) verifyACLs(done func(string)) {
 
 // verifyConfigs: the main topic's max.message.bytes as acknowledged.
 func (op *operator) verifyConfigs(done func(string)) {
-	req := &strandpb.Request{Body: &strandpb.Request_DescribeTopics{DescribeTopics: &strandpb.DescribeTopicsRequest{Names: []string{topicMain}}}}
-	op.ask(op.ops.randomNode(), req, func(resp *strandpb.Response) string {
+	op.ask(func(ctx context.Context, cl *clientlib.Client) string {
+		ts, err := cl.DescribeTopics(ctx, topicMain)
+		if err != nil {
+			return noAnswer(err)
+		}
 		actual := map[string]string{}
-		for _, t := range resp.GetDescribeTopics().GetTopics() {
-			actual["config/"+t.GetName()+"/"+opConfigKey] = configValue(t.GetConfigs())
+		for _, t := range ts {
+			if t.Err != nil {
+				return noAnswer(t.Err)
+			}
+			actual["config/"+t.Name+"/"+opConfigKey] = configMapValue(t.Configs)
 		}
 		return op.ledger.mismatch("config/", actual)
 	}, done)
@@ -248,15 +254,17 @@ func (op *operator) verifyConfigs(done func(string)) {
 // verifyTopics: the main topic keeps the id it was created with, and the
 // intruder's topic does not exist.
 func (op *operator) verifyTopics(done func(string)) {
-	intruderTopic := intruderTopicName
-	req := &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{Topics: []string{topicMain, intruderTopic}}}}
-	op.ask(op.ops.randomNode(), req, func(resp *strandpb.Response) string {
-		for _, t := range resp.GetMetadata().GetTopics() {
+	op.ask(func(ctx context.Context, cl *clientlib.Client) string {
+		info, err := cl.Metadata(ctx)
+		if err != nil {
+			return noAnswer(err)
+		}
+		for _, t := range info.Topics {
 			switch {
-			case t.GetName() == intruderTopic && t.GetError() == nil:
-				return "topic " + intruderTopic + " exists, asked for by an intruder"
-			case t.GetName() == topicMain && len(op.ww.topicIDs[topicMain]) > 0 && !bytes.Equal(t.GetTopicId(), op.ww.topicIDs[topicMain][0]):
-				return fmt.Sprintf("topic %s has id %x, created as %x", topicMain, t.GetTopicId(), op.ww.topicIDs[topicMain][0])
+			case t.Name == intruderTopicName && t.Err == nil:
+				return "topic " + intruderTopicName + " exists, asked for by an intruder"
+			case t.Name == topicMain && len(op.ww.topicIDs[topicMain]) > 0 && !bytes.Equal(t.ID, op.ww.topicIDs[topicMain][0]):
+				return fmt.Sprintf("topic %s has id %x, created as %x", topicMain, t.ID, op.ww.topicIDs[topicMain][0])
 			}
 		}
 		return ""
@@ -266,11 +274,14 @@ func (op *operator) verifyTopics(done func(string)) {
 // verifyMembers: every node still active (an intruder asked to
 // decommission one).
 func (op *operator) verifyMembers(done func(string)) {
-	req := &strandpb.Request{Body: &strandpb.Request_ClusterMembers{ClusterMembers: &strandpb.ClusterMembersRequest{}}}
-	op.ask(op.ops.randomNode(), req, func(resp *strandpb.Response) string {
-		for _, m := range resp.GetClusterMembers().GetMembers() {
-			if m.GetState() != strandpb.MemberState_MEMBER_STATE_ACTIVE {
-				return fmt.Sprintf("node %d is %v", m.GetId(), m.GetState())
+	op.ask(func(ctx context.Context, cl *clientlib.Client) string {
+		ms, err := cl.ClusterMembers(ctx)
+		if err != nil {
+			return noAnswer(err)
+		}
+		for _, m := range ms.Members {
+			if m.State != "active" {
+				return fmt.Sprintf("node %d is %s", m.ID, m.State)
 			}
 		}
 		return ""
@@ -281,15 +292,12 @@ func (op *operator) verifyMembers(done func(string)) {
 // acknowledged (retention may have moved it further).
 func (op *operator) verifyTrim(p int, done func(string)) {
 	tp := op.ww.tps[p]
-	req := &strandpb.Request{Body: &strandpb.Request_ListOffsets{ListOffsets: &strandpb.ListOffsetsRequest{
-		Partitions: []*strandpb.ListOffsetsRequest_Partition{{Topic: tp.Topic, Partition: tp.Partition, TimestampMs: -2}}}}}
-	op.ask(op.ops.leaderOf(p), req, func(resp *strandpb.Response) string {
-		ps := resp.GetListOffsets().GetPartitions()
-		if err := firstItemErr(len(ps), func() *strandpb.Error { return ps[0].GetError() }); err != nil {
-			op.ops.refresh()
-			return err.Error()
+	op.ask(func(ctx context.Context, cl *clientlib.Client) string {
+		ls, err := cl.ListOffsets(ctx, tp.Topic, []int32{tp.Partition}, clientlib.OffsetEarliest())
+		if err = firstLibErr(len(ls), err, func() error { return ls[0].Err }); err != nil {
+			return noAnswer(err)
 		}
-		if got := ps[0].GetLogStartOffset(); got < op.trims[p] {
+		if got := ls[0].LogStartOffset; got < op.trims[p] {
 			return fmt.Sprintf("log start %d, DeleteRecords acknowledged %d", got, op.trims[p])
 		}
 		return ""
@@ -297,26 +305,19 @@ func (op *operator) verifyTrim(p int, done func(string)) {
 }
 
 // verifyOffsets: the operator group's committed offsets as acknowledged,
-// read from the coordinator FindCoordinator names.
+// read (linearizably) from the group's coordinator.
 func (op *operator) verifyOffsets(done func(string)) {
-	find := &strandpb.Request{Body: &strandpb.Request_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorRequest{Group: opGroup}}}
-	op.ask(op.ops.randomNode(), find, func(resp *strandpb.Response) string {
-		op.learnCoordinator(opGroup, resp)
-		return ""
-	}, func(why string) {
-		if why != "" {
-			done(why)
-			return
+	op.ask(func(ctx context.Context, cl *clientlib.Client) string {
+		os, err := cl.FetchOffsets(ctx, opGroup)
+		if err != nil {
+			return noAnswer(err)
 		}
-		fetch := &strandpb.Request{Body: &strandpb.Request_OffsetFetch{OffsetFetch: &strandpb.OffsetFetchRequest{Group: opGroup}}}
-		op.ask(op.coordinatorOf(opGroup), fetch, func(resp *strandpb.Response) string {
-			actual := map[string]string{}
-			for _, o := range resp.GetOffsetFetch().GetOffsets() {
-				if o.GetTopic() == topicMain {
-					actual[offsetCell(int(o.GetPartition()))] = strconv.FormatInt(o.GetOffset(), 10)
-				}
+		actual := map[string]string{}
+		for _, o := range os {
+			if o.Topic == topicMain {
+				actual[offsetCell(int(o.Partition))] = strconv.FormatInt(o.Offset, 10)
 			}
-			return op.ledger.mismatch("offset/", actual)
-		}, done)
-	})
+		}
+		return op.ledger.mismatch("offset/", actual)
+	}, done)
 }
