@@ -545,13 +545,17 @@ func (t libTransport) CallOn(id uint64, addr string, req *strandpb.Request, done
 }
 
 // callOn is call on connection id of clientlib's simulated Client (0:
-// none: call, through the gate when SASL is on).
+// none: call, through the gate when SASL is on). The client keeps its own
+// deadline, so the simulator ends a lost answer's call only at
+// libBackstop.
 func (ww *wireWorkload) callOn(c *wireClient, id uint64, target int, req *strandpb.Request, onDone func(*strandpb.Response, error)) *wireCall {
+	call := &wireCall{onDone: onDone, backstop: libBackstop(ww.w.opts, req)}
 	if id == 0 || ww.sasl == nil {
-		return ww.call(c, target, req, onDone)
+		ww.dispatch(c, target, req, call)
+		return call
 	}
 	sc := ww.sasl.conns[id]
-	call := &wireCall{onDone: onDone, conn: id, clean: req.GetSaslAuthenticate() != nil && sc != nil && sc.principal == ""}
+	call.conn, call.clean = id, req.GetSaslAuthenticate() != nil && sc != nil && sc.principal == ""
 	ww.send(c, target, req, call)
 	return call
 }

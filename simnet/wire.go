@@ -78,6 +78,10 @@ type wireCall struct {
 	// models none: SASL off); clean: a SASL step, sent as is (sasl.go).
 	conn  uint64
 	clean bool
+	// backstop, when set, replaces Options.ClientTimeout as the time the
+	// simulator ends a call whose answer never came: a clientlib Client
+	// gives a call up at its own deadline just before (libBackstop).
+	backstop time.Duration
 }
 
 // newWireWorkload names the nodes n1..nN and creates the clients.
@@ -237,12 +241,36 @@ func (ww *wireWorkload) finalHeal() {
 // network; onDone runs once, with the answer or with a timeout error.
 func (ww *wireWorkload) call(c *wireClient, target int, req *strandpb.Request, onDone func(*strandpb.Response, error)) *wireCall {
 	call := &wireCall{onDone: onDone}
+	ww.dispatch(c, target, req, call)
+	return call
+}
+
+// dispatch sends call: through the SASL gate when the run has one.
+func (ww *wireWorkload) dispatch(c *wireClient, target int, req *strandpb.Request, call *wireCall) {
 	if ww.sasl != nil {
 		ww.sasl.gate(c, target, req, call) // on an authenticated connection (sasl.go)
-		return call
+		return
 	}
 	ww.send(c, target, req, call)
-	return call
+}
+
+// libBackstop is when the simulator ends a clientlib Client's call whose
+// answer never came: a nanosecond after the client's own deadline
+// (clientlib's sim_watch.go, as roundTrip and the producer's await):
+// RequestTimeout, which every simulated Client is given as
+// Options.ClientTimeout, plus a second for a produce that expects an
+// answer, or a fetch's long-poll wait. The client gives the call up
+// first (TIMEOUT, its connection closed); an answer after that is never
+// read, as on the closed connection, so the checks never see it.
+func libBackstop(o Options, req *strandpb.Request) time.Duration {
+	var extra time.Duration
+	switch {
+	case req.GetProduce() != nil && req.GetProduce().GetAcks() != 0:
+		extra = time.Second
+	case req.GetFetch() != nil:
+		extra = time.Duration(req.GetFetch().GetMaxWaitMs()) * time.Millisecond
+	}
+	return o.ClientTimeout + extra + 1
 }
 
 // send sends req as call (on its connection, call.conn, when the run
@@ -281,7 +309,11 @@ func (ww *wireWorkload) send(c *wireClient, target int, req *strandpb.Request, c
 				ww.deliver(c, target, frame, call)
 			}})
 	}
-	w.sched.schedule(w.opts.ClientTimeout, &event{kind: evCall, node: -1, from: c.index, call: func() {
+	timeout := w.opts.ClientTimeout
+	if call.backstop > 0 {
+		timeout = call.backstop
+	}
+	w.sched.schedule(timeout, &event{kind: evCall, node: -1, from: c.index, call: func() {
 		if !call.done {
 			call.done = true
 			onDone(nil, &clientlib.ConnError{Addr: ww.peers[target].Address, Sent: true, Err: errWireTimeout})

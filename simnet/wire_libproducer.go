@@ -74,7 +74,7 @@ func (t libTransport) Call(addr string, req *strandpb.Request, done func(*strand
 		t.c.after(0, func() { done(nil, &clientlib.ConnError{Addr: addr, Err: errUnknownAddr}) })
 		return
 	}
-	t.c.ww.call(t.c, target, req, done)
+	t.c.ww.callOn(t.c, 0, target, req, done)
 }
 
 // newLibClient builds producer c's simulated clientlib.Client with the
