@@ -91,7 +91,7 @@ func NewClient(opts ...Opt) (*Client, error) {
 	}
 	if c.cfg.simulated != nil {
 		c.simSASLNonces()
-		c.cfg.simulated = newSimSASL(c.cfg.simulated, c.cfg.sasl)
+		c.cfg.simulated = newSimConns(c.cfg.simulated, c)
 	}
 	return c, nil
 }

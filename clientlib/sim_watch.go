@@ -63,16 +63,20 @@ func (c *Client) simCall(addr string, req *strandpb.Request, timeout, wait time.
 		finish(nil, &Error{Code: strandpb.ErrorCode_ERROR_CODE_TIMEOUT,
 			Message: fmt.Sprintf("no answer from %s within %v", addr, timeout)})
 	})
-	node, known := c.nodeAtAddress(addr)
-	stall := c.cfg.stallTimeout
-	if known {
-		stall = c.stallBound(node)
+	// The stall bound is the node's (StallTimeout doubled per recent
+	// stall, Suspects) once the connection's Hello named it.
+	stallOf := func() (uint64, time.Duration) {
+		if conn != nil && conn.node != 0 {
+			return conn.node, c.stallBound(conn.node)
+		}
+		return 0, c.cfg.stallTimeout
 	}
-	if stall <= 0 {
+	if _, stall := stallOf(); stall <= 0 {
 		return
 	}
 	var check func()
 	arm := func() {
+		_, stall := stallOf()
 		// Stalled turns true just after both bounds passed.
 		at := max(sent+wait+stall, c.simWatch.lastRead[addr]+stall) + 1
 		if at >= sent+timeout {
@@ -84,12 +88,13 @@ func (c *Client) simCall(addr string, req *strandpb.Request, timeout, wait time.
 		if finished {
 			return
 		}
+		node, stall := stallOf()
 		if !clientcore.Stalled(t.Now(), sent, c.simWatch.lastRead[addr], wait, stall) {
 			arm()
 			return
 		}
 		c.simKill(addr, conn)
-		if known {
+		if node != 0 {
 			c.markSuspect(node)
 		}
 		finish(nil, &ConnError{Addr: addr, Sent: true, Err: fmt.Errorf("%w: nothing received for %v", errStalled, stall)})
@@ -106,7 +111,7 @@ func noAnswer(req *strandpb.Request) bool {
 // simConnOf is the connection a call to addr just went on (nil when the
 // Transport models none).
 func (c *Client) simConnOf(addr string) *simConn {
-	if s, ok := c.cfg.simulated.(*simSASL); ok {
+	if s, ok := c.cfg.simulated.(*simConns); ok {
 		return s.by[addr]
 	}
 	return nil
@@ -116,20 +121,7 @@ func (c *Client) simConnOf(addr string) *simConn {
 // times out or stalls: the next request to addr dials (and authenticates)
 // again.
 func (c *Client) simKill(addr string, conn *simConn) {
-	if s, ok := c.cfg.simulated.(*simSASL); ok && conn != nil {
+	if s, ok := c.cfg.simulated.(*simConns); ok && conn != nil {
 		s.drop(addr, conn)
 	}
-}
-
-// nodeAtAddress is the id of the node at addr in the cached metadata (a
-// real connection learns it from the node's Hello).
-func (c *Client) nodeAtAddress(addr string) (uint64, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, id := range c.meta.NodeIDs() {
-		if a, _ := c.meta.Address(id); a == addr {
-			return id, true
-		}
-	}
-	return 0, false
 }

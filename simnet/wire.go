@@ -57,6 +57,7 @@ type wireWorkload struct {
 	produced map[string]string                // every value a producer sent, to its key
 	ops      *operator                        // the operator actor; nil: none (operator.go)
 	sasl     *simSASL                         // connections and their SASL sessions; nil: SASL off (sasl.go)
+	plain    plainConns                       // clientlib's connections when SASL is off (sasl.go)
 	txn      *txnSim                          // the transactional workload; nil: none (wire_txn.go)
 	kv       *kvSim                           // the compacted-topic workload; nil: none (wire_kv.go)
 	// finalHealAt is when the clients were done and the final heal ran
@@ -82,6 +83,8 @@ type wireCall struct {
 	// simulator ends a call whose answer never came: a clientlib Client
 	// gives a call up at its own deadline just before (libBackstop).
 	backstop time.Duration
+	// hello: the call is a clientlib connection's opening Hello.
+	hello bool
 }
 
 // newWireWorkload names the nodes n1..nN and creates the clients.
@@ -366,6 +369,19 @@ func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *w
 		w.stats.StaleReads++
 	}
 	inc := n.incarnation
+	if call.hello {
+		// A connection's first request, answered by the listener before
+		// any SASL step (node/server's handshake, node.AnswerHello). A
+		// Hello later on a connection reaches HandleAs, which refuses it.
+		w.coverRequest(req)
+		var cluster []byte
+		if id := n.core.ClusterID(); !id.IsZero() {
+			cluster = id.Bytes()
+		}
+		resp, _ := node.AnswerHello(req, n.id, cluster)
+		ww.reply(n, inc, c, resp, call)
+		return
+	}
 	if ww.sasl != nil && !gated {
 		var ok bool
 		if caller, ok = ww.sasl.admit(c, n, req, call); !ok {

@@ -475,9 +475,10 @@ func (lg *libGroup) readCommitted(attempt int, then func()) {
 	for i, p := range lg.ww.peers {
 		seeds[i] = p.Address // every node: one may stay down after the heal (seed 88: 14 s an attempt at a dead one)
 	}
-	cl, err := clientlib.NewClient(clientlib.Simulated(libMemberTransport{m: m, life: life}),
+	cl, err := clientlib.NewClient(append([]clientlib.Opt{clientlib.Simulated(libMemberTransport{m: m, life: life}),
 		clientlib.SeedAddresses(seeds...), clientlib.RandSeed(m.c.rng.Uint64()),
-		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.RequestTimeout(lg.ww.w.opts.ClientTimeout))
+		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.RequestTimeout(lg.ww.w.opts.ClientTimeout)},
+		lg.ww.sasl.libOpts(m.c)...)...) // SASL: sasl.go
 	if err != nil {
 		panic("simnet: library checker client: " + err.Error())
 	}
