@@ -19,3 +19,8 @@ func bugSeekSkipsTarget() bool { return false }
 // definitely not written even when an attempt's outcome was unknown, so the
 // application is told "not written" for a record that may be in the log.
 func bugExhaustedDefinite() bool { return false }
+
+// bugStallNotSent: a call given up because its node stalled is reported as
+// not sent, so definitely not applied, although the node may have applied
+// it and only its answer was slow.
+func bugStallNotSent() bool { return false }

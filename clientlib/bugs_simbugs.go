@@ -5,7 +5,7 @@ package clientlib
 // The planted bugs' switches (the simulator sets them per run; see
 // bugs.go for what each hook does). Package state, as engine/groups'
 // planted bugs are: they exist only in a -tags simbugs build.
-var bugAutoCommitFetchedOn, bugSeekSkipsTargetOn, bugExhaustedDefiniteOn bool
+var bugAutoCommitFetchedOn, bugSeekSkipsTargetOn, bugExhaustedDefiniteOn, bugStallNotSentOn bool
 
 // SetBugs switches the client's planted bugs on or off.
 func SetBugs(autoCommitFetched bool) { bugAutoCommitFetchedOn = autoCommitFetched }
@@ -21,3 +21,8 @@ func bugSeekSkipsTarget() bool { return bugSeekSkipsTargetOn }
 func SetProducerBugs(exhaustedDefinite bool) { bugExhaustedDefiniteOn = exhaustedDefinite }
 
 func bugExhaustedDefinite() bool { return bugExhaustedDefiniteOn }
+
+// SetConnBugs switches the connections' planted bugs on or off.
+func SetConnBugs(stallNotSent bool) { bugStallNotSentOn = stallNotSent }
+
+func bugStallNotSent() bool { return bugStallNotSentOn }

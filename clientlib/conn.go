@@ -248,7 +248,7 @@ func (c *brokerConn) kill(err error) {
 	c.mu.Unlock()
 	c.nc.Close()
 	for _, cl := range calls {
-		cl.finish(nil, &ConnError{Addr: c.addr, Sent: cl.sent.Load(), Err: err})
+		cl.finish(nil, connFailure(c.addr, cl.sent.Load(), err))
 	}
 }
 
@@ -405,3 +405,14 @@ func (c *brokerConn) await(ctx context.Context, cl *call, timeout, wait time.Dur
 
 // errStalled is the cause of calls failed by a stall.
 var errStalled = errors.New("node unresponsive")
+
+// connFailure is the error of a call its connection failed with cause
+// (a stall, a timeout, a lost stream): sent says whether the request was
+// written, so whether it may have been applied. A simulated Client's
+// verdicts (sim_watch.go) fail calls with it too.
+func connFailure(addr string, sent bool, cause error) *ConnError {
+	if bugStallNotSent() && errors.Is(cause, errStalled) {
+		sent = false
+	}
+	return &ConnError{Addr: addr, Sent: sent, Err: cause}
+}

@@ -16,7 +16,9 @@ import (
 // every request goes through the Transport and its outcome runs handle
 // then a step. So the simulator runs the very batching, sequencing, retry,
 // leader-cache and metadata code a real process runs; only the goroutines,
-// sockets, stall detection and wall clock of liveIO and conn.go stay out.
+// sockets and wall clock of liveIO and conn.go stay out (a simulated
+// connection's Hello, SASL, deadline and stall verdicts: sim_conns.go,
+// sim_watch.go).
 
 // errSimBufferFull fails a record produced on a simulated Client while
 // MaxBufferedRecords are buffered.

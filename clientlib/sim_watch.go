@@ -97,7 +97,7 @@ func (c *Client) simCall(addr string, req *strandpb.Request, timeout, wait time.
 		if node != 0 {
 			c.markSuspect(node)
 		}
-		finish(nil, &ConnError{Addr: addr, Sent: true, Err: fmt.Errorf("%w: nothing received for %v", errStalled, stall)})
+		finish(nil, connFailure(addr, true, fmt.Errorf("%w: nothing received for %v", errStalled, stall)))
 	}
 	arm()
 }

@@ -525,6 +525,9 @@ func (s *simSASL) impostorTry() {
 type plainConns struct {
 	next  uint64
 	conns map[uint64]plainConn
+	// clientClosed are the connections, plain or SASL, that clientlib
+	// closed: answers on them are never read (wire.go reply).
+	clientClosed map[uint64]bool
 }
 
 // plainConn is one connection: its node and that node's incarnation.
@@ -577,7 +580,7 @@ func (t libTransport) CallOn(id uint64, addr string, req *strandpb.Request, done
 // deadline, so the simulator ends a lost answer's call only at
 // libBackstop.
 func (ww *wireWorkload) callOn(c *wireClient, id uint64, target int, req *strandpb.Request, onDone func(*strandpb.Response, error)) *wireCall {
-	call := &wireCall{onDone: onDone, backstop: libBackstop(ww.w.opts, req), hello: req.GetHello() != nil && id != 0}
+	call := &wireCall{onDone: onDone, backstop: libBackstop(ww.w.opts, req), hello: req.GetHello() != nil && id != 0, libConn: id}
 	if id == 0 || ww.sasl == nil {
 		ww.dispatch(c, target, req, call)
 		return call
@@ -611,8 +614,14 @@ func (t libMemberTransport) Close(id uint64) { libTransport{t.m.c}.Close(id) }
 
 // Close closes connection id from the client's side.
 func (t libTransport) Close(id uint64) {
-	t.c.ww.sasl.closed(id)
-	delete(t.c.ww.plain.conns, id)
+	ww := t.c.ww
+	ww.sasl.closed(id)
+	delete(ww.plain.conns, id)
+	if ww.plain.clientClosed == nil {
+		ww.plain.clientClosed = map[uint64]bool{}
+	}
+	ww.plain.clientClosed[id] = true
+	ww.w.coverage.Inc("event/lib-conn-closed") // a stall or timeout verdict, a failed Hello or exchange
 }
 
 // libOpts are the SASL options of client c's clientlib.Client: none when

@@ -85,6 +85,10 @@ type wireCall struct {
 	backstop time.Duration
 	// hello: the call is a clientlib connection's opening Hello.
 	hello bool
+	// libConn is the clientlib connection the call went on (0: none): an
+	// answer that arrives once the client closed it (it gave the call, or
+	// another on it, up) is never read.
+	libConn uint64
 }
 
 // newWireWorkload names the nodes n1..nN and creates the clients.
@@ -257,11 +261,38 @@ func (ww *wireWorkload) dispatch(c *wireClient, target int, req *strandpb.Reques
 	ww.send(c, target, req, call)
 }
 
+// libRequestTimeout is the RequestTimeout of every simulated clientlib
+// Client: the nodes' request timeout (Knobs.RequestTimeoutTicks, node's
+// default when 0) plus ClientTimeout, so a node that cannot complete a
+// request answers it (TIMEOUT, NOT_LEADER) before the client gives up, as
+// production's 15 s client timeout outlasts the node's 5 s. A client that
+// gave up first (the simulator's 300 ms did, against every node timeout
+// drawn) retries a leader that answers nothing and never hears why.
+func (o Options) libRequestTimeout() time.Duration {
+	ticks := o.Knobs.RequestTimeoutTicks
+	if ticks <= 0 {
+		ticks = nodeRequestTimeoutTicksDefault
+	}
+	return time.Duration(ticks)*o.TickInterval + o.ClientTimeout
+}
+
+// nodeRequestTimeoutTicksDefault is node's request timeout when the
+// config sets none (node/open.go requestTimeoutTicksDefault).
+const nodeRequestTimeoutTicksDefault = 50
+
+// libStallTimeout is every simulated clientlib Client's StallTimeout: two
+// election timeouts, production's ratio (2 s against 1 s elections), so a
+// node that answers nothing is given up on, and suspected, well before
+// the request timeout.
+func (o Options) libStallTimeout() time.Duration {
+	return 2 * o.Knobs.electionTimeout(o)
+}
+
 // libBackstop is when the simulator ends a clientlib Client's call whose
 // answer never came: a nanosecond after the client's own deadline
 // (clientlib's sim_watch.go, as roundTrip and the producer's await):
 // RequestTimeout, which every simulated Client is given as
-// Options.ClientTimeout, plus a second for a produce that expects an
+// Options.libRequestTimeout, plus a second for a produce that expects an
 // answer, or a fetch's long-poll wait. The client gives the call up
 // first (TIMEOUT, its connection closed); an answer after that is never
 // read, as on the closed connection, so the checks never see it.
@@ -273,7 +304,7 @@ func libBackstop(o Options, req *strandpb.Request) time.Duration {
 	case req.GetFetch() != nil:
 		extra = time.Duration(req.GetFetch().GetMaxWaitMs()) * time.Millisecond
 	}
-	return o.ClientTimeout + extra + 1
+	return o.libRequestTimeout() + extra + 1
 }
 
 // send sends req as call (on its connection, call.conn, when the run
@@ -431,6 +462,12 @@ func (ww *wireWorkload) reply(n *simNode, inc uint32, c *wireClient, resp *stran
 			return
 		}
 		call.done = true
+		if call.libConn != 0 && ww.plain.clientClosed[call.libConn] {
+			// Never read: the client closed the connection (a stall or
+			// timeout verdict). Its checks see it lost, as the client did.
+			call.onDone(nil, ww.closedConn(n.index))
+			return
+		}
 		if damage == corruptTruncate {
 			// The client cannot decode the answer: it closes the
 			// connection and fails the call.

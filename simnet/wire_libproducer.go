@@ -103,7 +103,7 @@ func newLibClient(c *wireClient, acks clientlib.Acks) *clientlib.Client {
 	opts := append([]clientlib.Opt{clientlib.Simulated(libTransport{c}), clientlib.SeedAddresses(seeds...),
 		clientlib.RandSeed(c.rng.Uint64()), clientlib.ManualPartitioner(),
 		clientlib.Linger(lingers[c.rng.IntN(len(lingers))]),
-		clientlib.MaxInFlightBatches(c.inFlightMax), clientlib.RequestTimeout(o.ClientTimeout),
+		clientlib.MaxInFlightBatches(c.inFlightMax), clientlib.RequestTimeout(o.libRequestTimeout()), clientlib.StallTimeout(o.libStallTimeout()),
 		clientlib.DeliveryTimeout(o.OpDeadline), clientlib.MaxRetries(retries), clientlib.RequiredAcks(acks),
 		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(libMetadataMaxAge)}, shape...)
 	cl, err := clientlib.NewClient(append(opts, c.ww.sasl.libOpts(c)...)...) // SASL: sasl.go
