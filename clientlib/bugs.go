@@ -24,3 +24,8 @@ func bugExhaustedDefinite() bool { return false }
 // take a definite whole-request refusal for success, so an administrator
 // is told a change was made that the cluster refused.
 func bugAdminDropsRefusal() bool { return false }
+
+// bugStallNotSent: a call given up because its node stalled is reported as
+// not sent, so definitely not applied, although the node may have applied
+// it and only its answer was slow.
+func bugStallNotSent() bool { return false }

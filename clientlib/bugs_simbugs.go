@@ -5,7 +5,7 @@ package clientlib
 // The planted bugs' switches (the simulator sets them per run; see
 // bugs.go for what each hook does). Package state, as engine/groups'
 // planted bugs are: they exist only in a -tags simbugs build.
-var bugAutoCommitFetchedOn, bugSeekSkipsTargetOn, bugExhaustedDefiniteOn bool
+var bugAutoCommitFetchedOn, bugSeekSkipsTargetOn, bugExhaustedDefiniteOn, bugStallNotSentOn bool
 
 // SetBugs switches the client's planted bugs on or off.
 func SetBugs(autoCommitFetched bool) { bugAutoCommitFetchedOn = autoCommitFetched }
@@ -28,3 +28,8 @@ var bugAdminDropsRefusalOn bool
 func SetAdminBugs(dropsRefusal bool) { bugAdminDropsRefusalOn = dropsRefusal }
 
 func bugAdminDropsRefusal() bool { return bugAdminDropsRefusalOn }
+
+// SetConnBugs switches the connections' planted bugs on or off.
+func SetConnBugs(stallNotSent bool) { bugStallNotSentOn = stallNotSent }
+
+func bugStallNotSent() bool { return bugStallNotSentOn }

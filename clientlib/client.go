@@ -44,6 +44,9 @@ type Client struct {
 	groupCoords coordinators // each group's coordinator (group.go)
 	// simTask is the simulated Client's running blocking call (sim_task.go).
 	simTask *simTask
+	// simWatch is what a simulated Client read, for its calls' stall
+	// verdicts (sim_watch.go).
+	simWatch simWatch
 
 	producerOnce sync.Once
 	closeOnce    sync.Once
@@ -88,7 +91,7 @@ func NewClient(opts ...Opt) (*Client, error) {
 	}
 	if c.cfg.simulated != nil {
 		c.simSASLNonces()
-		c.cfg.simulated = newSimSASL(c.cfg.simulated, c.cfg.sasl)
+		c.cfg.simulated = newSimConns(c.cfg.simulated, c)
 	}
 	return c, nil
 }
@@ -224,7 +227,7 @@ func (c *Client) conn(ctx context.Context, addr string) (*brokerConn, error) {
 // request timeout (a fetch's max wait).
 func (c *Client) request(ctx context.Context, addr string, req *strandpb.Request, extra time.Duration) (*strandpb.Response, error) {
 	if c.cfg.simulated != nil {
-		return c.simRequest(addr, req)
+		return c.simRequest(addr, req, extra)
 	}
 	bc, err := c.conn(ctx, addr)
 	if err != nil {

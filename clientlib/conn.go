@@ -110,21 +110,7 @@ func dialConn(ctx context.Context, cfg *config, addr string, onStall func(node u
 	}
 	if err != nil {
 		nc.Close()
-		var se *Error
-		if errors.As(err, &se) {
-			if se.Code == strandpb.ErrorCode_ERROR_CODE_TLS_REQUIRED {
-				return nil, definiteTLS(&TLSError{Addr: addr, NodeWantsTLS: true, Err: err})
-			}
-			return nil, err
-		}
-		if cfg.tls != nil && isRemoteAlert(err) {
-			return nil, definiteTLS(&TLSError{Addr: addr, Err: err})
-		}
-		var ns *notStrand
-		if errors.As(err, &ns) {
-			return nil, &NotStrandError{Addr: addr, Err: &ConnError{Addr: addr, Err: ns.cause}}
-		}
-		return nil, &ConnError{Addr: addr, Err: err}
+		return nil, dialFailure(cfg, addr, err)
 	}
 	nc.SetDeadline(time.Time{})
 	c := &brokerConn{
@@ -175,9 +161,7 @@ func (n *notStrand) Error() string { return "not a Strand frame: " + n.cause.Err
 // fails with a *notStrand carrying the cause; a network failure is
 // returned as is.
 func handshake(nc net.Conn, r *bufio.Reader, clientID string) (*strandpb.HelloResponse, error) {
-	hello := &strandpb.Request{Body: &strandpb.Request_Hello{Hello: &strandpb.HelloRequest{
-		VersionMin: protocolVersionMin, VersionMax: protocolVersionMax, ClientId: clientID}}}
-	buf, err := frame.Append(nil, hello)
+	buf, err := frame.Append(nil, helloRequest(clientID))
 	if err != nil {
 		return nil, err
 	}
@@ -191,6 +175,20 @@ func handshake(nc net.Conn, r *bufio.Reader, clientID string) (*strandpb.HelloRe
 		}
 		return nil, err
 	}
+	return checkHello(&resp)
+}
+
+// helloRequest is a connection's first request: the protocol versions the
+// client speaks, and its id.
+func helloRequest(clientID string) *strandpb.Request {
+	return &strandpb.Request{Body: &strandpb.Request_Hello{Hello: &strandpb.HelloRequest{
+		VersionMin: protocolVersionMin, VersionMax: protocolVersionMax, ClientId: clientID}}}
+}
+
+// checkHello judges the answer to a Hello: the node's Hello, or why the
+// connection cannot be used (the node refused, speaks another version, or
+// is not a Strand node).
+func checkHello(resp *strandpb.Response) (*strandpb.HelloResponse, error) {
 	if err := errorFromWire(resp.GetError()); err != nil {
 		return nil, err
 	}
@@ -203,6 +201,27 @@ func handshake(nc net.Conn, r *bufio.Reader, clientID string) (*strandpb.HelloRe
 			Message: fmt.Sprintf("node speaks protocol version %d, this client %d..%d", h.GetVersion(), protocolVersionMin, protocolVersionMax)}
 	}
 	return h, nil
+}
+
+// dialFailure is the error of a dial whose handshake or authentication
+// failed with err: the node's definite refusal as it is (TLS required as a
+// TLSError), a peer that is no Strand node, or else a *ConnError, not sent.
+func dialFailure(cfg *config, addr string, err error) error {
+	var se *Error
+	if errors.As(err, &se) {
+		if se.Code == strandpb.ErrorCode_ERROR_CODE_TLS_REQUIRED {
+			return definiteTLS(&TLSError{Addr: addr, NodeWantsTLS: true, Err: err})
+		}
+		return err
+	}
+	if cfg.tls != nil && isRemoteAlert(err) {
+		return definiteTLS(&TLSError{Addr: addr, Err: err})
+	}
+	var ns *notStrand
+	if errors.As(err, &ns) {
+		return &NotStrandError{Addr: addr, Err: &ConnError{Addr: addr, Err: ns.cause}}
+	}
+	return &ConnError{Addr: addr, Err: err}
 }
 
 // frameBytesMax is the frame limit both ends of a connection accept: ours,
@@ -229,7 +248,7 @@ func (c *brokerConn) kill(err error) {
 	c.mu.Unlock()
 	c.nc.Close()
 	for _, cl := range calls {
-		cl.finish(nil, &ConnError{Addr: c.addr, Sent: cl.sent.Load(), Err: err})
+		cl.finish(nil, connFailure(c.addr, cl.sent.Load(), err))
 	}
 }
 
@@ -386,3 +405,14 @@ func (c *brokerConn) await(ctx context.Context, cl *call, timeout, wait time.Dur
 
 // errStalled is the cause of calls failed by a stall.
 var errStalled = errors.New("node unresponsive")
+
+// connFailure is the error of a call its connection failed with cause
+// (a stall, a timeout, a lost stream): sent says whether the request was
+// written, so whether it may have been applied. A simulated Client's
+// verdicts (sim_watch.go) fail calls with it too.
+func connFailure(addr string, sent bool, cause error) *ConnError {
+	if bugStallNotSent() && errors.Is(cause, errStalled) {
+		sent = false
+	}
+	return &ConnError{Addr: addr, Sent: sent, Err: cause}
+}

@@ -16,7 +16,9 @@ import (
 // every request goes through the Transport and its outcome runs handle
 // then a step. So the simulator runs the very batching, sequencing, retry,
 // leader-cache and metadata code a real process runs; only the goroutines,
-// sockets, stall detection and wall clock of liveIO and conn.go stay out.
+// sockets and wall clock of liveIO and conn.go stay out (a simulated
+// connection's Hello, SASL, deadline and stall verdicts: sim_conns.go,
+// sim_watch.go).
 
 // errSimBufferFull fails a record produced on a simulated Client while
 // MaxBufferedRecords are buffered.
@@ -93,7 +95,9 @@ func (io *simIO) send(node uint64, batches []sentBatch) {
 		io.t.After(0, func() { io.result(requestResult{node: node, batches: batches, err: err}) })
 		return
 	}
-	io.t.Call(addr, req, func(resp *strandpb.Response, err error) {
+	// The node gives up at timeout_ms; wait a little longer for its answer
+	// (as liveIO does).
+	c.simCall(addr, req, c.cfg.requestTimeout+time.Second, 0, func(resp *strandpb.Response, err error) {
 		io.result(requestResult{node: node, batches: batches, resp: resp, err: err})
 	})
 }
@@ -136,7 +140,7 @@ func (io *simIO) anyCall(req *strandpb.Request, lastAddr string, done func(*stra
 			done(nil, "", last)
 			return
 		}
-		io.t.Call(addrs[i], req, func(resp *strandpb.Response, err error) {
+		io.p.c.simCall(addrs[i], req, io.p.c.cfg.requestTimeout, 0, func(resp *strandpb.Response, err error) {
 			var ns *NotStrandError
 			var ce *ConnError
 			switch {
@@ -210,7 +214,7 @@ func (io *simIO) txnCall(req *strandpb.Request, attempt int, done func(*strandpb
 func (io *simIO) txnRequest(req *strandpb.Request, done func(*strandpb.Response, error)) {
 	t := io.p.c.txn
 	send := func(addr string) {
-		io.t.Call(addr, req, func(resp *strandpb.Response, err error) {
+		io.p.c.simCall(addr, req, io.p.c.cfg.requestTimeout, 0, func(resp *strandpb.Response, err error) {
 			if err == nil {
 				err = errorFromWire(resp.GetError())
 			}

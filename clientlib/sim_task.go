@@ -117,15 +117,16 @@ func (c *Client) simBlock(arm func(wake func())) {
 	}
 }
 
-// simRequest is request on the Transport: the task waits for the answer.
-func (c *Client) simRequest(addr string, req *strandpb.Request) (*strandpb.Response, error) {
+// simRequest is request on the Transport: the task waits for the answer,
+// for RequestTimeout plus extra at most, as roundTrip does (simCall).
+func (c *Client) simRequest(addr string, req *strandpb.Request, extra time.Duration) (*strandpb.Response, error) {
 	if c.isClosed() {
 		return nil, ErrClientClosed
 	}
 	var resp *strandpb.Response
 	var err error
 	c.simBlock(func(wake func()) {
-		c.cfg.simulated.Call(addr, req, func(r *strandpb.Response, e error) {
+		c.simCall(addr, req, c.cfg.requestTimeout+extra, extra, func(r *strandpb.Response, e error) {
 			resp, err = r, e
 			wake()
 		})
@@ -200,7 +201,7 @@ func (k *Consumer) simFetch(node uint64, ts []pollTarget) {
 		tr.After(0, func() { land(nil, err) })
 		return
 	}
-	tr.Call(addr, req, land)
+	k.c.simCall(addr, req, k.c.cfg.requestTimeout+k.cfg.maxWait, k.cfg.maxWait, land) // as fetchNode's requestNode
 }
 
 // simAwait is Poll's wait for a landed fetch in a task: true when one

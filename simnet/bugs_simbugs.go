@@ -31,7 +31,7 @@ var GroupBugNames = []string{"GroupAssignBeforeRevoke", "GroupCommitSkipsEpoch",
 // ClientBugNames are clientlib's planted bugs: the group workload's
 // clientlib members (wire_libgroup.go) and the plain consumers
 // (wire_libconsumer.go) run the code they live in.
-var ClientBugNames = []string{"LibAutoCommitFetched", "LibSeekSkipsTarget", "LibExhaustedDefinite"}
+var ClientBugNames = []string{"LibAutoCommitFetched", "LibSeekSkipsTarget", "LibExhaustedDefinite", "LibStallNotSent"}
 
 // TxnBugNames are the planted transaction bugs (the partition's:
 // engine's SetTxnBugs; the coordinator's: engine/txn's SetBugs; the
@@ -64,6 +64,7 @@ func plantBug(cfg *node.Config, name string) {
 	clientlib.SetConsumerBugs(name == "LibSeekSkipsTarget")                     // every consumer runs it (wire_libconsumer.go)
 	clientlib.SetProducerBugs(name == "LibExhaustedDefinite")                   // the sample's library producers (wire_libproducer.go)
 	clientlib.SetAdminBugs(name == "LibAdminDropsRefusal")                      // needs authorization on (the operator's intruder: operator.go)
+	clientlib.SetConnBugs(name == "LibStallNotSent")                            // every library client's stall verdicts (clientlib/sim_watch.go)
 	engine.SetTxnBugs(name == "LSOPassesOpenTxn", name == "DropAbortOnRestore") // need Options.Txn (wire_txn.go)
 	txn.SetBugs(name == "TxnSkipsFence")                                        // needs Options.Txn
 	groups.SetTxnOffsetsBug(name == "TxnOffsetsOnAbort")                        // needs Options.Txn (wire_txn_session.go)

@@ -475,9 +475,12 @@
 // v0 and ApiVersions before authentication, SASL in the seeds with authorization off, corruption
 // of SASL frames. Nor: the effect of quotas
 // (node/server throttles) and of elections asked for (answered, not checked), concurrent admin
-// requests (the operator sends one at a time), clientlib's connections and stall detection
-// (random readers (they read any replica), drain and classic members are the simulator's own; every
-// producer runs clientlib's producer loop, every consumer its plain Consumer, every group member its
-// GroupConsumer), anything of node/server (loop batching,
+// requests (the operator sends one at a time), clientlib's sockets and its wall-clock timers
+// (its connections run inside: a Hello answered by node.AnswerHello, SASL, the request deadline
+// and stall verdicts in virtual time, clientlib/sim_watch.go; random readers (they read any
+// replica), drain and classic members are the simulator's own; every producer runs clientlib's
+// producer loop, every consumer its plain Consumer, every group member its GroupConsumer; the
+// consume-transform-produce members' transport models no connections), anything of node/server
+// (loop batching,
 // storage pool, budgets, transport), and the kafkaproto server's per-connection ordering.
 package simnet

@@ -145,6 +145,7 @@ var FeatureCoverage = []string{
 	"event/decommission-during-join", "check/decom-drained", "event/group-commit", "event/wal-rotation", "event/kafka-request",
 	"event/lib-member-batch", "event/lib-member-crash", "event/lib-group-at-least-once", // wire_libgroup.go
 	"event/lib-consumer-batch", "event/lib-consumer-seek-exact", "event/lib-consumer-caught-up", // wire_libconsumer.go
+	"event/lib-conn-closed", "request/hello", // clientlib's connections: Hello, stall and timeout verdicts (sasl.go)
 	"kafka-sasl/authenticated", "kafka-sasl/refused", // kafka_sasl.go: the Kafka codec's clients with SASL on
 	"feature/classic", "event/kafka-classic-request", "event/classic-join", "event/classic-commit", // wire_classic.go
 	"event/classic-fetch-checked", "check/classic-final-offsets",

@@ -18,3 +18,15 @@ import "testing"
 func TestSimCatchesLibExhaustedDefinite(t *testing.T) {
 	requireCatches(t, "LibExhaustedDefinite", 1, 30, 15, "from failed produce op", sampleOptions, nil)
 }
+
+// A library client gives a call up when its node stalls (clientlib's
+// StallTimeout, two election timeouts in the simulator) and must report it
+// sent, maybe written: the node may have applied it and only the answer
+// was slow. Planted LibStallNotSent (the stall reported as not sent) makes
+// the producers that retry nothing fail such records definitely, and the
+// log check finds them read (G1a): 23 of seeds 1-30. Today's simulator gave
+// every call up at its own 300 ms transport timeout, before any stall
+// bound, so no stall verdict ever ran in it.
+func TestSimCatchesLibStallNotSent(t *testing.T) {
+	requireCatches(t, "LibStallNotSent", 1, 30, 15, "from failed produce op", sampleOptions, nil)
+}

@@ -149,7 +149,7 @@ func (op *operator) libClient(c *wireClient) *clientlib.Client {
 		seeds[i] = p.Address
 	}
 	opts := []clientlib.Opt{clientlib.Simulated(libTransport{c}), clientlib.SeedAddresses(seeds...),
-		clientlib.RandSeed(c.rng.Uint64()), clientlib.RequestTimeout(ww.w.opts.ClientTimeout),
+		clientlib.RandSeed(c.rng.Uint64()), clientlib.RequestTimeout(ww.w.opts.libRequestTimeout()), clientlib.StallTimeout(ww.w.opts.libStallTimeout()),
 		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(libMetadataMaxAge)}
 	cl, err := clientlib.NewClient(append(opts, ww.sasl.libOpts(c)...)...) // SASL: sasl.go
 	if err != nil {

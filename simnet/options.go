@@ -172,7 +172,7 @@ type Options struct {
 	WAL bool
 
 	TickInterval  time.Duration // Core.Tick period of every node
-	ClientTimeout time.Duration // a client gives up an attempt after this
+	ClientTimeout time.Duration // the simulator's own clients give up an attempt after this (clientlib's: libRequestTimeout)
 	OpDeadline    time.Duration // a producer gives up a logical op after this
 	HealAfter     float64       // liveness: fraction of Ops issued before healing
 	HealAfterMax  time.Duration // liveness: heal at this virtual time at the latest

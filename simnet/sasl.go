@@ -515,23 +515,54 @@ func (s *simSASL) impostorTry() {
 }
 
 // libTransport models connections (clientcore.Conns): clientlib's
-// simulated Client with the SASL option authenticates each itself.
+// simulated Client opens each with a Hello and, with the SASL option,
+// authenticates it itself. With SASL on, simSASL keeps the connections;
+// without, plainConns.
+
+// plainConns are the connections of clientlib's simulated Clients in a
+// run without SASL: open until the client closes one or its node
+// restarts. Requests on them travel as the run's other requests do.
+type plainConns struct {
+	next  uint64
+	conns map[uint64]plainConn
+	// clientClosed are the connections, plain or SASL, that clientlib
+	// closed: answers on them are never read (wire.go reply).
+	clientClosed map[uint64]bool
+}
+
+// plainConn is one connection: its node and that node's incarnation.
+type plainConn struct {
+	node int
+	inc  uint32
+}
 
 // Dial opens a connection to addr (an unknown address gets one that is
 // never open).
 func (t libTransport) Dial(addr string) uint64 {
-	s := t.c.ww.sasl
-	target, ok := t.c.ww.indexOf[addr]
-	if s == nil || !ok {
+	ww := t.c.ww
+	target, ok := ww.indexOf[addr]
+	switch {
+	case !ok:
 		return ^uint64(0)
+	case ww.sasl != nil:
+		return ww.sasl.dial(t.c, target, true, false)
 	}
-	return s.dial(t.c, target, true, false)
+	if ww.plain.conns == nil {
+		ww.plain.conns = map[uint64]plainConn{}
+	}
+	ww.plain.next++
+	ww.plain.conns[ww.plain.next] = plainConn{node: target, inc: ww.w.nodes[target].incarnation}
+	return ww.plain.next
 }
 
 // Open reports whether connection id is open.
 func (t libTransport) Open(id uint64) bool {
-	s := t.c.ww.sasl
-	return s != nil && s.open(id)
+	ww := t.c.ww
+	if ww.sasl != nil {
+		return ww.sasl.open(id)
+	}
+	pc, ok := ww.plain.conns[id]
+	return ok && ww.w.nodes[pc.node].incarnation == pc.inc
 }
 
 // CallOn is Call on connection id (0: none).
@@ -545,13 +576,17 @@ func (t libTransport) CallOn(id uint64, addr string, req *strandpb.Request, done
 }
 
 // callOn is call on connection id of clientlib's simulated Client (0:
-// none: call, through the gate when SASL is on).
+// none: call, through the gate when SASL is on). The client keeps its own
+// deadline, so the simulator ends a lost answer's call only at
+// libBackstop.
 func (ww *wireWorkload) callOn(c *wireClient, id uint64, target int, req *strandpb.Request, onDone func(*strandpb.Response, error)) *wireCall {
+	call := &wireCall{onDone: onDone, backstop: libBackstop(ww.w.opts, req), hello: req.GetHello() != nil && id != 0, libConn: id}
 	if id == 0 || ww.sasl == nil {
-		return ww.call(c, target, req, onDone)
+		ww.dispatch(c, target, req, call)
+		return call
 	}
 	sc := ww.sasl.conns[id]
-	call := &wireCall{onDone: onDone, conn: id, clean: req.GetSaslAuthenticate() != nil && sc != nil && sc.principal == ""}
+	call.conn, call.clean = id, req.GetSaslAuthenticate() != nil && sc != nil && sc.principal == ""
 	ww.send(c, target, req, call)
 	return call
 }
@@ -578,7 +613,16 @@ func (t libMemberTransport) Open(id uint64) bool { return libTransport{t.m.c}.Op
 func (t libMemberTransport) Close(id uint64) { libTransport{t.m.c}.Close(id) }
 
 // Close closes connection id from the client's side.
-func (t libTransport) Close(id uint64) { t.c.ww.sasl.closed(id) }
+func (t libTransport) Close(id uint64) {
+	ww := t.c.ww
+	ww.sasl.closed(id)
+	delete(ww.plain.conns, id)
+	if ww.plain.clientClosed == nil {
+		ww.plain.clientClosed = map[uint64]bool{}
+	}
+	ww.plain.clientClosed[id] = true
+	ww.w.coverage.Inc("event/lib-conn-closed") // a stall or timeout verdict, a failed Hello or exchange
+}
 
 // libOpts are the SASL options of client c's clientlib.Client: none when
 // SASL is off or c connects with a certificate.

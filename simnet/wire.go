@@ -57,6 +57,7 @@ type wireWorkload struct {
 	produced map[string]string                // every value a producer sent, to its key
 	ops      *operator                        // the operator actor; nil: none (operator.go)
 	sasl     *simSASL                         // connections and their SASL sessions; nil: SASL off (sasl.go)
+	plain    plainConns                       // clientlib's connections when SASL is off (sasl.go)
 	txn      *txnSim                          // the transactional workload; nil: none (wire_txn.go)
 	kv       *kvSim                           // the compacted-topic workload; nil: none (wire_kv.go)
 	// finalHealAt is when the clients were done and the final heal ran
@@ -78,6 +79,16 @@ type wireCall struct {
 	// models none: SASL off); clean: a SASL step, sent as is (sasl.go).
 	conn  uint64
 	clean bool
+	// backstop, when set, replaces Options.ClientTimeout as the time the
+	// simulator ends a call whose answer never came: a clientlib Client
+	// gives a call up at its own deadline just before (libBackstop).
+	backstop time.Duration
+	// hello: the call is a clientlib connection's opening Hello.
+	hello bool
+	// libConn is the clientlib connection the call went on (0: none): an
+	// answer that arrives once the client closed it (it gave the call, or
+	// another on it, up) is never read.
+	libConn uint64
 }
 
 // newWireWorkload names the nodes n1..nN and creates the clients.
@@ -237,12 +248,63 @@ func (ww *wireWorkload) finalHeal() {
 // network; onDone runs once, with the answer or with a timeout error.
 func (ww *wireWorkload) call(c *wireClient, target int, req *strandpb.Request, onDone func(*strandpb.Response, error)) *wireCall {
 	call := &wireCall{onDone: onDone}
+	ww.dispatch(c, target, req, call)
+	return call
+}
+
+// dispatch sends call: through the SASL gate when the run has one.
+func (ww *wireWorkload) dispatch(c *wireClient, target int, req *strandpb.Request, call *wireCall) {
 	if ww.sasl != nil {
 		ww.sasl.gate(c, target, req, call) // on an authenticated connection (sasl.go)
-		return call
+		return
 	}
 	ww.send(c, target, req, call)
-	return call
+}
+
+// libRequestTimeout is the RequestTimeout of every simulated clientlib
+// Client: the nodes' request timeout (Knobs.RequestTimeoutTicks, node's
+// default when 0) plus ClientTimeout, so a node that cannot complete a
+// request answers it (TIMEOUT, NOT_LEADER) before the client gives up, as
+// production's 15 s client timeout outlasts the node's 5 s. A client that
+// gave up first (the simulator's 300 ms did, against every node timeout
+// drawn) retries a leader that answers nothing and never hears why.
+func (o Options) libRequestTimeout() time.Duration {
+	ticks := o.Knobs.RequestTimeoutTicks
+	if ticks <= 0 {
+		ticks = nodeRequestTimeoutTicksDefault
+	}
+	return time.Duration(ticks)*o.TickInterval + o.ClientTimeout
+}
+
+// nodeRequestTimeoutTicksDefault is node's request timeout when the
+// config sets none (node/open.go requestTimeoutTicksDefault).
+const nodeRequestTimeoutTicksDefault = 50
+
+// libStallTimeout is every simulated clientlib Client's StallTimeout: two
+// election timeouts, production's ratio (2 s against 1 s elections), so a
+// node that answers nothing is given up on, and suspected, well before
+// the request timeout.
+func (o Options) libStallTimeout() time.Duration {
+	return 2 * o.Knobs.electionTimeout(o)
+}
+
+// libBackstop is when the simulator ends a clientlib Client's call whose
+// answer never came: a nanosecond after the client's own deadline
+// (clientlib's sim_watch.go, as roundTrip and the producer's await):
+// RequestTimeout, which every simulated Client is given as
+// Options.libRequestTimeout, plus a second for a produce that expects an
+// answer, or a fetch's long-poll wait. The client gives the call up
+// first (TIMEOUT, its connection closed); an answer after that is never
+// read, as on the closed connection, so the checks never see it.
+func libBackstop(o Options, req *strandpb.Request) time.Duration {
+	var extra time.Duration
+	switch {
+	case req.GetProduce() != nil && req.GetProduce().GetAcks() != 0:
+		extra = time.Second
+	case req.GetFetch() != nil:
+		extra = time.Duration(req.GetFetch().GetMaxWaitMs()) * time.Millisecond
+	}
+	return o.libRequestTimeout() + extra + 1
 }
 
 // send sends req as call (on its connection, call.conn, when the run
@@ -281,7 +343,11 @@ func (ww *wireWorkload) send(c *wireClient, target int, req *strandpb.Request, c
 				ww.deliver(c, target, frame, call)
 			}})
 	}
-	w.sched.schedule(w.opts.ClientTimeout, &event{kind: evCall, node: -1, from: c.index, call: func() {
+	timeout := w.opts.ClientTimeout
+	if call.backstop > 0 {
+		timeout = call.backstop
+	}
+	w.sched.schedule(timeout, &event{kind: evCall, node: -1, from: c.index, call: func() {
 		if !call.done {
 			call.done = true
 			onDone(nil, &clientlib.ConnError{Addr: ww.peers[target].Address, Sent: true, Err: errWireTimeout})
@@ -334,6 +400,19 @@ func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *w
 		w.stats.StaleReads++
 	}
 	inc := n.incarnation
+	if call.hello {
+		// A connection's first request, answered by the listener before
+		// any SASL step (node/server's handshake, node.AnswerHello). A
+		// Hello later on a connection reaches HandleAs, which refuses it.
+		w.coverRequest(req)
+		var cluster []byte
+		if id := n.core.ClusterID(); !id.IsZero() {
+			cluster = id.Bytes()
+		}
+		resp, _ := node.AnswerHello(req, n.id, cluster)
+		ww.reply(n, inc, c, resp, call)
+		return
+	}
 	if ww.sasl != nil && !gated {
 		var ok bool
 		if caller, ok = ww.sasl.admit(c, n, req, call); !ok {
@@ -383,6 +462,12 @@ func (ww *wireWorkload) reply(n *simNode, inc uint32, c *wireClient, resp *stran
 			return
 		}
 		call.done = true
+		if call.libConn != 0 && ww.plain.clientClosed[call.libConn] {
+			// Never read: the client closed the connection (a stall or
+			// timeout verdict). Its checks see it lost, as the client did.
+			call.onDone(nil, ww.closedConn(n.index))
+			return
+		}
 		if damage == corruptTruncate {
 			// The client cannot decode the answer: it closes the
 			// connection and fails the call.

@@ -153,7 +153,7 @@ func newKVSim(ww *wireWorkload, first int) *kvSim {
 	}
 	cl, err := clientlib.NewClient(append([]clientlib.Opt{clientlib.Simulated(libTransport{s.reader}),
 		clientlib.SeedAddresses(seeds...), clientlib.RandSeed(s.reader.rng.Uint64()),
-		clientlib.RequestTimeout(o.ClientTimeout), clientlib.MaxRetries(attemptsMax),
+		clientlib.RequestTimeout(o.libRequestTimeout()), clientlib.StallTimeout(o.libStallTimeout()), clientlib.MaxRetries(attemptsMax),
 		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(libMetadataMaxAge)},
 		ww.sasl.libOpts(s.reader)...)...)
 	if err != nil {

@@ -120,7 +120,7 @@ func newLibConsumer(c *wireClient) *libConsumer {
 	age := libMetadataMaxAge * time.Duration(1+c.rng.IntN(libConsumerMetaAgesMax))
 	cl, err := clientlib.NewClient(append([]clientlib.Opt{clientlib.Simulated(libConsumerTransport{lc}),
 		clientlib.SeedAddresses(seeds...), clientlib.RandSeed(c.rng.Uint64()),
-		clientlib.RequestTimeout(o.ClientTimeout), clientlib.MaxRetries(attemptsMax),
+		clientlib.RequestTimeout(o.libRequestTimeout()), clientlib.StallTimeout(o.libStallTimeout()), clientlib.MaxRetries(attemptsMax),
 		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(age)},
 		c.ww.sasl.libOpts(c)...)...) // SASL: sasl.go
 	if err != nil {

@@ -178,7 +178,7 @@ func (m *libMember) spawn() {
 	}
 	cl, err := clientlib.NewClient(append([]clientlib.Opt{clientlib.Simulated(libMemberTransport{m: m, life: life}),
 		clientlib.SeedAddresses(seeds...), clientlib.RandSeed(m.c.rng.Uint64()),
-		clientlib.RequestTimeout(o.ClientTimeout), clientlib.MaxRetries(attemptsMax),
+		clientlib.RequestTimeout(o.libRequestTimeout()), clientlib.StallTimeout(o.libStallTimeout()), clientlib.MaxRetries(attemptsMax),
 		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(libMetadataMaxAge)},
 		m.c.ww.sasl.libOpts(m.c)...)...) // SASL: sasl.go
 	if err != nil {
@@ -475,9 +475,10 @@ func (lg *libGroup) readCommitted(attempt int, then func()) {
 	for i, p := range lg.ww.peers {
 		seeds[i] = p.Address // every node: one may stay down after the heal (seed 88: 14 s an attempt at a dead one)
 	}
-	cl, err := clientlib.NewClient(clientlib.Simulated(libMemberTransport{m: m, life: life}),
+	cl, err := clientlib.NewClient(append([]clientlib.Opt{clientlib.Simulated(libMemberTransport{m: m, life: life}),
 		clientlib.SeedAddresses(seeds...), clientlib.RandSeed(m.c.rng.Uint64()),
-		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.RequestTimeout(lg.ww.w.opts.ClientTimeout))
+		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.RequestTimeout(lg.ww.w.opts.libRequestTimeout()), clientlib.StallTimeout(lg.ww.w.opts.libStallTimeout())},
+		lg.ww.sasl.libOpts(m.c)...)...) // SASL: sasl.go
 	if err != nil {
 		panic("simnet: library checker client: " + err.Error())
 	}

@@ -74,7 +74,7 @@ func (t libTransport) Call(addr string, req *strandpb.Request, done func(*strand
 		t.c.after(0, func() { done(nil, &clientlib.ConnError{Addr: addr, Err: errUnknownAddr}) })
 		return
 	}
-	t.c.ww.call(t.c, target, req, done)
+	t.c.ww.callOn(t.c, 0, target, req, done)
 }
 
 // newLibClient builds producer c's simulated clientlib.Client with the
@@ -103,7 +103,7 @@ func newLibClient(c *wireClient, acks clientlib.Acks) *clientlib.Client {
 	opts := append([]clientlib.Opt{clientlib.Simulated(libTransport{c}), clientlib.SeedAddresses(seeds...),
 		clientlib.RandSeed(c.rng.Uint64()), clientlib.ManualPartitioner(),
 		clientlib.Linger(lingers[c.rng.IntN(len(lingers))]),
-		clientlib.MaxInFlightBatches(c.inFlightMax), clientlib.RequestTimeout(o.ClientTimeout),
+		clientlib.MaxInFlightBatches(c.inFlightMax), clientlib.RequestTimeout(o.libRequestTimeout()), clientlib.StallTimeout(o.libStallTimeout()),
 		clientlib.DeliveryTimeout(o.OpDeadline), clientlib.MaxRetries(retries), clientlib.RequiredAcks(acks),
 		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(libMetadataMaxAge)}, shape...)
 	cl, err := clientlib.NewClient(append(opts, c.ww.sasl.libOpts(c)...)...) // SASL: sasl.go

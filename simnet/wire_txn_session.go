@@ -201,7 +201,7 @@ func (m *sesMember) spawn() {
 	cl, err := clientlib.NewClient(clientlib.Simulated(sesTransport{l}), clientlib.SeedAddresses(seeds...),
 		clientlib.RandSeed(m.c.rng.Uint64()), clientlib.TransactionalID(m.tid),
 		clientlib.TransactionTimeout(txnTimeoutMs*time.Millisecond), clientlib.ManualPartitioner(),
-		clientlib.RequestTimeout(o.ClientTimeout), clientlib.MaxRetries(attemptsMax),
+		clientlib.RequestTimeout(o.libRequestTimeout()), clientlib.StallTimeout(o.libStallTimeout()), clientlib.MaxRetries(attemptsMax),
 		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(libMetadataMaxAge))
 	if err != nil {
 		panic("simnet: session member options: " + err.Error())

@@ -79,7 +79,7 @@ func (ses *txnSession) readCommitted(attempt int, then func(map[linearizability.
 	}
 	cl, err := clientlib.NewClient(clientlib.Simulated(sesTransport{l}),
 		clientlib.SeedAddresses(seeds...), clientlib.RandSeed(m.c.rng.Uint64()),
-		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.RequestTimeout(ses.s.ww.w.opts.ClientTimeout),
+		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.RequestTimeout(ses.s.ww.w.opts.libRequestTimeout()), clientlib.StallTimeout(ses.s.ww.w.opts.libStallTimeout()),
 		clientlib.MaxRetries(attemptsMax))
 	if err != nil {
 		panic("simnet: session checker client: " + err.Error())

@@ -30,6 +30,8 @@ type core interface {
 	// SecurityState gives the applied credentials the node's SASL
 	// sessions look up (sasl.go).
 	SecurityState() (version uint64, creds []metadata.Credential, quotas []metadata.Quota)
+	// ClusterID is the cluster id a connection's Hello names (wire.go).
+	ClusterID() metadata.UUID
 }
 
 var _ core = (*node.Core)(nil)

@@ -217,19 +217,13 @@ func (c *nativeConn) handshake(br *bufio.Reader) error {
 	}
 	c.lc.Net().SetReadDeadline(time.Time{})
 	hello := req.GetHello()
-	resp := &strandpb.Response{CorrelationId: req.GetCorrelationId()}
-	var refused error
+	resp, refused := node.AnswerHello(&req, c.r.cfg.Core.ID, c.r.ClusterID())
 	switch {
-	case hello == nil:
-		refused = errors.New("first frame is not a hello")
-		resp.Error = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, Message: refused.Error()}
-	case hello.GetVersionMin() > protocolVersion || hello.GetVersionMax() < protocolVersion:
-		refused = fmt.Errorf("unsupported protocol versions %d..%d (node speaks %d)",
-			hello.GetVersionMin(), hello.GetVersionMax(), protocolVersion)
-		resp.Error = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_VERSION, Message: refused.Error()}
+	case refused != nil:
 	case hello.GetPeerNodeId() != 0 && c.r.tls != nil && node.NodeID(hello.GetPeerNodeId()) != c.certNode:
 		refused = peerRefusal(node.NodeID(hello.GetPeerNodeId()), c.certNode, string(c.principal))
-		resp.Error = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_PEER_NOT_AUTHENTICATED, Message: refused.Error()}
+		resp = &strandpb.Response{CorrelationId: req.GetCorrelationId(), Error: &strandpb.Error{
+			Code: strandpb.ErrorCode_ERROR_CODE_PEER_NOT_AUTHENTICATED, Message: refused.Error()}}
 		c.r.logRefusal(c.lc.RemoteAddr(), "refusing peer", refused)
 	default:
 		c.peer = node.NodeID(hello.GetPeerNodeId())
@@ -238,9 +232,6 @@ func (c *nativeConn) handshake(br *bufio.Reader) error {
 			// A peer's close stops its raft traffic until it reconnects.
 			c.lc.SetCloseLog(slog.LevelWarn, slog.Uint64("peer", uint64(c.peer)))
 		}
-		resp.Body = &strandpb.Response_Hello{Hello: &strandpb.HelloResponse{
-			Version: protocolVersion, NodeId: uint64(c.r.cfg.Core.ID), FrameBytesMax: frame.BytesMaxDefault,
-			ClusterId: c.r.ClusterID()}}
 	}
 	out, err := frame.Append(nil, resp)
 	if err != nil {

@@ -42,7 +42,7 @@ const (
 	connsMax                   = 4096      // open connections, clients and peers
 	queuedBytesMax             = 256 << 20 // request and frame bytes waiting for the loop
 	shutdownFlushTimeout       = 2 * time.Second
-	protocolVersion            = 1
+	protocolVersion            = node.ProtocolVersion
 	helloTimeout               = 10 * time.Second
 	reconnectBackoffMin        = 20 * time.Millisecond
 	reconnectBackoffMax        = time.Second

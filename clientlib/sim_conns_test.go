@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/internal/clientcore"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/sasl"
 )
 
 // connWorld is a scriptedWorld that models connections
-// (clientcore.Conns): its node requires SASL on each connection, with
-// sasl.ServerSession, as node/server does.
+// (clientcore.Conns): its node answers each connection's Hello, then
+// requires SASL on it, with sasl.ServerSession, as node/server does.
 type connWorld struct {
 	scriptedWorld
 	creds  map[string]metadata.Credential
@@ -20,12 +21,27 @@ type connWorld struct {
 	next   uint64
 	served []string // principal of each request past the exchange
 	steps  int      // SaslAuthenticate requests seen
+	hellos int      // Hello requests seen
+	// silent: the node answers nothing (a paused node accepts
+	// connections but answers no Hello); deaf: it answers Hellos only.
+	silent, deaf bool
 }
 
 type fakeConn struct {
 	open      bool
 	sess      *sasl.ServerSession
 	principal string
+}
+
+// simulatedClient is a Client on w with opts, and its Transport as the
+// Client wraps it (simConns).
+func simulatedClient(t *testing.T, w clientcore.Transport, opts ...Opt) (*Client, clientcore.Transport) {
+	t.Helper()
+	c, err := NewClient(append([]Opt{Simulated(w), SeedAddresses("n1")}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, c.cfg.simulated
 }
 
 func newConnWorld(t *testing.T, user, password string) *connWorld {
@@ -54,8 +70,20 @@ func (w *connWorld) CallOn(id uint64, addr string, req *strandpb.Request, done f
 		w.After(time.Millisecond, func() { done(nil, &ConnError{Addr: addr, Sent: true, Err: errors.New("closed")}) })
 		return
 	}
+	if w.silent {
+		return
+	}
 	var resp *strandpb.Response
-	if c.principal == "" {
+	if req.GetHello() != nil {
+		w.hellos++
+		resp = &strandpb.Response{Body: &strandpb.Response_Hello{Hello: &strandpb.HelloResponse{NodeId: 1, Version: protocolVersionMin}}}
+		w.After(time.Millisecond, func() { done(resp, nil) })
+		return
+	}
+	if w.deaf {
+		return
+	}
+	if c.principal == "" && w.creds != nil {
 		w.steps++
 		st := c.sess.Step(req)
 		resp = st.Answer
@@ -76,7 +104,7 @@ func (w *connWorld) CallOn(id uint64, addr string, req *strandpb.Request, done f
 // requests definitely (SASL_AUTHENTICATION_FAILED), as the TCP path does.
 func TestSimulatedSASLPerConnection(t *testing.T) {
 	w := newConnWorld(t, "alice", "pw")
-	tr := newSimSASL(w, &saslConfig{mechanism: "SCRAM-SHA-256", user: "alice", password: "pw"})
+	_, tr := simulatedClient(t, w, SASL("SCRAM-SHA-256", "alice", "pw"))
 	var errs []error
 	call := func() {
 		tr.Call("n1", &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{}}},
@@ -85,8 +113,9 @@ func TestSimulatedSASLPerConnection(t *testing.T) {
 	call()
 	call()
 	w.run(t, 100)
-	if w.steps != 2 || len(w.served) != 2 || w.served[0] != "User:alice" || errs[0] != nil || errs[1] != nil {
-		t.Fatalf("first connection: %d steps, served %v, errors %v; want one exchange (2 steps), both as User:alice", w.steps, w.served, errs)
+	if w.hellos != 1 || w.steps != 2 || len(w.served) != 2 || w.served[0] != "User:alice" || errs[0] != nil || errs[1] != nil {
+		t.Fatalf("first connection: %d hellos, %d steps, served %v, errors %v; want one Hello, one exchange (2 steps), both as User:alice",
+			w.hellos, w.steps, w.served, errs)
 	}
 	call()
 	w.run(t, 100)
@@ -96,12 +125,13 @@ func TestSimulatedSASLPerConnection(t *testing.T) {
 	w.conns[w.next].open = false // the node restarted
 	call()
 	w.run(t, 100)
-	if w.next != 2 || w.steps != 4 || len(w.served) != 4 {
-		t.Fatalf("after the connection was lost: %d dials, %d steps, served %v; want a new authenticated connection", w.next, w.steps, w.served)
+	if w.next != 2 || w.hellos != 2 || w.steps != 4 || len(w.served) != 4 {
+		t.Fatalf("after the connection was lost: %d dials, %d hellos, %d steps, served %v; want a new authenticated connection",
+			w.next, w.hellos, w.steps, w.served)
 	}
 
 	w = newConnWorld(t, "alice", "pw")
-	tr = newSimSASL(w, &saslConfig{mechanism: "SCRAM-SHA-256", user: "alice", password: "wrong"})
+	_, tr = simulatedClient(t, w, SASL("SCRAM-SHA-256", "alice", "wrong"))
 	errs = nil
 	call()
 	call()
