@@ -27,6 +27,25 @@ var metaTopicPartition = node.TopicPartition{Topic: "@metadata", Partition: 0}
 // errWireTimeout is the cause of a request that got no answer in time.
 var errWireTimeout = errors.New("simnet: no answer within the client timeout")
 
+// errConnRefused: a clientlib connection reached a node whose process is
+// down (crashed, not yet restarted, or dead): its host refuses it.
+var errConnRefused = errors.New("simnet: connection refused")
+
+// refuseConn answers a connection's Hello that reached a node whose
+// process is down with a refusal, one trip later, as a host whose port
+// is closed resets a TCP connection at once: the client tries another
+// node without waiting out its dial deadline. (A node cut off by the
+// network still answers nothing.)
+func (ww *wireWorkload) refuseConn(c *wireClient, target int, call *wireCall) {
+	w := ww.w
+	w.sched.schedule(w.net.clientDelay(c.index, target), &event{kind: evCall, node: -1, from: target, call: func() {
+		if !call.done {
+			call.done = true
+			call.onDone(nil, &clientlib.ConnError{Addr: ww.peers[target].Address, Err: errConnRefused})
+		}
+	}})
+}
+
 // wireWorkload is the clients and their transport over the wire protocol.
 type wireWorkload struct {
 	w        *world
@@ -378,6 +397,9 @@ func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *w
 	n := w.nodes[target]
 	w.traceNote(kindWireRequest, target, uint64(c.index), hashBytes(frame))
 	if !n.up {
+		if call.hello {
+			ww.refuseConn(c, target, call) // a down process's port refuses the connection
+		}
 		return
 	}
 	caller := ww.caller(c)
