@@ -107,16 +107,29 @@ func (c *Client) withRetriesPaced(ctx context.Context, delay func(attempt int, e
 // controllerRequest sends req to the metadata group's leader when known,
 // else to any node (which forwards it).
 func (c *Client) controllerRequest(ctx context.Context, req *strandpb.Request) (*strandpb.Response, error) {
+	return c.controllerRequestUnsure(ctx, req, nil)
+}
+
+// controllerRequestUnsure is controllerRequest, setting *unsure (when not
+// nil) if the leader's attempt failed with its outcome unknown (it may
+// have been applied) before the request went to another node: the error
+// returned is the last node's, which cannot say so.
+func (c *Client) controllerRequestUnsure(ctx context.Context, req *strandpb.Request, unsure *bool) (*strandpb.Response, error) {
 	c.mu.Lock()
 	id := c.meta.ControllerID()
 	addr, ok := c.meta.Address(id)
 	c.mu.Unlock()
 	if id != 0 && ok {
-		if resp, err := c.request(ctx, addr, req, 0); err == nil {
+		resp, err := c.request(ctx, addr, req, 0)
+		if err == nil {
 			return resp, nil
 		}
+		if unsure != nil && ClassifyErr(err).MaybeWritten {
+			*unsure = true
+		}
 	}
-	return c.anyRequest(ctx, req)
+	resp, _, err := c.anyRequestUnsure(ctx, req, "", unsure)
+	return resp, err
 }
 
 // Metadata fetches the cluster's nodes, topics and leaders.

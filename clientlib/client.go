@@ -300,6 +300,14 @@ func (c *Client) anyRequestAt(ctx context.Context, req *strandpb.Request) (*stra
 // anyRequestLast is anyRequestAt asking the node at address lastAddr
 // after every other ("": none).
 func (c *Client) anyRequestLast(ctx context.Context, req *strandpb.Request, lastAddr string) (*strandpb.Response, string, error) {
+	return c.anyRequestUnsure(ctx, req, lastAddr, nil)
+}
+
+// anyRequestUnsure is anyRequestLast, setting *unsure (when not nil) if a
+// node's attempt failed with its outcome unknown (it may have been
+// applied) before another answered: the answer or error returned is the
+// last node's, which cannot say so.
+func (c *Client) anyRequestUnsure(ctx context.Context, req *strandpb.Request, lastAddr string, unsure *bool) (*strandpb.Response, string, error) {
 	var last error
 	addrs := askLast(c.candidates(), lastAddr)
 	unreached := 0
@@ -314,6 +322,9 @@ func (c *Client) anyRequestLast(ctx context.Context, req *strandpb.Request, last
 		var ns *NotStrandError
 		if errors.As(err, &ns) {
 			return nil, "", err
+		}
+		if unsure != nil && ClassifyErr(err).MaybeWritten {
+			*unsure = true
 		}
 		var ce *ConnError
 		if errors.As(err, &ce) && !ce.Sent {

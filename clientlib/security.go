@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 
 	"github.com/strandlog/strand/proto/frame"
@@ -118,9 +119,19 @@ func authFailed(err error, user string) error {
 // securityCall sends an admin request to the metadata group's leader and
 // returns its answer, retrying what is retriable.
 func (c *Client) securityCall(ctx context.Context, req *strandpb.Request) (*strandpb.Response, error) {
+	resp, _, err := c.securityCallUnsure(ctx, req)
+	return resp, err
+}
+
+// securityCallUnsure is securityCall, and reports whether an attempt's
+// outcome was unknown (its answer lost: it may have been applied).
+func (c *Client) securityCallUnsure(ctx context.Context, req *strandpb.Request) (_ *strandpb.Response, unsure bool, _ error) {
 	var out *strandpb.Response
 	err := c.withRetries(ctx, func() error {
-		resp, err := c.controllerRequest(ctx, req)
+		resp, err := c.controllerRequestUnsure(ctx, req, &unsure)
+		if ClassifyErr(err).MaybeWritten {
+			unsure = true
+		}
 		if err == nil {
 			err = errorFromWire(resp.GetError())
 			if err != nil && !IsRetriable(err) && bugAdminDropsRefusal() {
@@ -130,7 +141,7 @@ func (c *Client) securityCall(ctx context.Context, req *strandpb.Request) (*stra
 		out = resp
 		return err
 	})
-	return out, err
+	return out, unsure, err
 }
 
 // CreateUser stores user's SCRAM credential for mechanism (replacing one
@@ -140,25 +151,43 @@ func (c *Client) CreateUser(ctx context.Context, user, password, mechanism strin
 	if err != nil {
 		return err
 	}
-	return c.alterUsers(ctx, &strandpb.AlterUsersRequest{Upserts: []*strandpb.AlterUsersRequest_Upsert{{Name: user, Credential: cred}}})
+	_, err = c.alterUsers(ctx, &strandpb.AlterUsersRequest{Upserts: []*strandpb.AlterUsersRequest_Upsert{{Name: user, Credential: cred}}})
+	return err
 }
 
-// DeleteUser removes every credential of user.
+// DeleteUser removes every credential of user. When an attempt's answer
+// was lost (it may have deleted the user) and a retry is refused (the
+// node knows no such user), the call asks whether the user exists: gone,
+// it was deleted as asked, and the call succeeds. Before, it failed
+// "unknown user", a definite failure for a delete that had happened
+// (sample seeds 14 and 77, once the simulator's clients kept their own
+// deadlines: the operator's read-back found the user it was told was
+// still there gone).
 func (c *Client) DeleteUser(ctx context.Context, user string) error {
-	return c.alterUsers(ctx, &strandpb.AlterUsersRequest{Deletes: []*strandpb.AlterUsersRequest_Delete{{Name: user}}})
+	unsure, err := c.alterUsers(ctx, &strandpb.AlterUsersRequest{Deletes: []*strandpb.AlterUsersRequest_Delete{{Name: user}}})
+	if err == nil || !unsure || IsRetriable(err) || MaybeWritten(err) {
+		return err
+	}
+	users, lerr := c.ListUsers(ctx)
+	if lerr != nil || slices.ContainsFunc(users, func(u UserListing) bool { return u.Name == user }) {
+		return err
+	}
+	return nil
 }
 
-func (c *Client) alterUsers(ctx context.Context, req *strandpb.AlterUsersRequest) error {
-	resp, err := c.securityCall(ctx, &strandpb.Request{Body: &strandpb.Request_AlterUsers{AlterUsers: req}})
+// alterUsers sends req; unsure reports that an attempt's outcome was
+// unknown.
+func (c *Client) alterUsers(ctx context.Context, req *strandpb.AlterUsersRequest) (unsure bool, _ error) {
+	resp, unsure, err := c.securityCallUnsure(ctx, &strandpb.Request{Body: &strandpb.Request_AlterUsers{AlterUsers: req}})
 	if err != nil {
-		return err
+		return unsure, err
 	}
 	for _, r := range resp.GetAlterUsers().GetResults() {
 		if err := errorFromWire(r.GetError()); err != nil {
-			return err
+			return unsure, err
 		}
 	}
-	return nil
+	return unsure, nil
 }
 
 // UserListing is one user and the mechanisms it has credentials for.

@@ -44,3 +44,48 @@ func TestDeleteGroupRetryFindsItGone(t *testing.T) {
 		t.Errorf("not found at once: %d attempts, %v; want 1 and ErrGroupNotFound", n, err)
 	}
 }
+
+// DeleteUser whose first attempt's answer is lost (it may have deleted the
+// user) and whose retry is refused as an unknown user succeeds when the
+// user is gone: deleted as asked. Before, it failed with the refusal, a
+// definite failure for a delete that had happened (the operator's
+// read-back, seeds 14 and 77). A refusal with no lost answer before it, or
+// with the user still listed, still fails.
+func TestDeleteUserRetryFindsItGone(t *testing.T) {
+	run := func(loseFirst, listed bool) (int, error) {
+		deletes := 0
+		w := &scriptedWorld{answer: func(addr string, req *strandpb.Request) *strandpb.Response {
+			switch {
+			case req.GetAlterUsers() != nil:
+				deletes++
+				if deletes == 1 && loseFirst {
+					return nil // applied, the answer lost
+				}
+				return &strandpb.Response{Error: &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, Message: "metadata: unknown user"}}
+			case req.GetListUsers() != nil:
+				var users []*strandpb.ListUsersResponse_User
+				if listed {
+					users = append(users, &strandpb.ListUsersResponse_User{Name: "u"})
+				}
+				return &strandpb.Response{Body: &strandpb.Response_ListUsers{ListUsers: &strandpb.ListUsersResponse{Users: users}}}
+			}
+			return twoNodeMetadata()
+		}}
+		c, err := NewClient(Simulated(w), SeedAddresses("n1"), RandSeed(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SimRun(func(ctx context.Context) { err = c.DeleteUser(ctx, "u") }, func() {})
+		w.run(t, 1000)
+		return deletes, err
+	}
+	if n, err := run(true, false); n != 2 || err != nil {
+		t.Errorf("answer lost, then unknown user, user gone: %d attempts, %v; want 2 and success", n, err)
+	}
+	if _, err := run(true, true); err == nil {
+		t.Error("answer lost, then refused, user still listed: success; want the refusal")
+	}
+	if n, err := run(false, false); n != 1 || err == nil {
+		t.Errorf("refused at once: %d attempts, %v; want 1 and the refusal", n, err)
+	}
+}
