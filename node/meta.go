@@ -233,15 +233,18 @@ func (c *Core) insertGroup(g *group) {
 	c.byTP[g.tp] = g
 }
 
-// stopGroup stops a replica whose topic was deleted: its waiting requests
-// fail with ErrUnknownTopicPartition, its log is closed and its files
-// removed. A crash midway leaves files under a directory no later topic
-// uses (the topic id differs): garbage, never confusion.
+// stopGroup stops a replica whose topic was deleted (or that moved off
+// this node): its waiting produces fail with ErrReplicaStopped (they were
+// proposed: the entry may still commit on the other replicas, and one that
+// has not applied the delete serves it), its waiting reads with
+// ErrUnknownTopicPartition; its log is closed and its files removed. A
+// crash midway leaves files under a directory no later topic uses (the
+// topic id differs): garbage, never confusion.
 func (c *Core) stopGroup(g *group) {
 	delete(c.byTP, g.tp)
 	for _, w := range g.produces {
 		if !w.finished {
-			c.finishProduce(g, w, ProduceResult{Err: ErrUnknownTopicPartition, BaseOffset: -1})
+			c.finishProduce(g, w, ProduceResult{Err: ErrReplicaStopped, BaseOffset: -1})
 		}
 	}
 	for _, r := range g.reads {
