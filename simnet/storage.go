@@ -72,8 +72,7 @@ const (
 
 // storage is the world's model of the nodes' storage goroutines.
 type storage struct {
-	rng  *rand.Rand
-	jobs []node.SyncJob // reused
+	rng *rand.Rand
 }
 
 func newStorage(seed uint64) *storage {
@@ -88,14 +87,13 @@ func (s *storage) syncDelay() time.Duration {
 	return time.Duration(between(s.rng, int64(storageSyncMin), int64(storageSyncMax)))
 }
 
-// startSyncs schedules the jobs n's core started in its last Process: a
+// startSyncs schedules the jobs n's round started (loop.Outcome.Jobs): a
 // log sync's writes first (runWrite), each job's fsync after its drawn
 // delay (runSync).
-func (w *world) startSyncs(n *simNode) {
+func (w *world) startSyncs(n *simNode, jobs []node.SyncJob) {
 	s := w.storage
-	s.jobs = n.core.TakeSyncJobs(s.jobs[:0])
 	inc := n.incarnation
-	for _, job := range s.jobs {
+	for _, job := range jobs {
 		if job.Read() {
 			w.coverage.Inc("storage/cold-read")
 		}
@@ -107,7 +105,6 @@ func (w *world) startSyncs(n *simNode) {
 		}
 		w.sched.schedule(d, &event{kind: evCall, node: n.index, call: func() { w.runSync(n, inc, job) }})
 	}
-	clear(s.jobs)
 }
 
 // runWrite issues the writes of a log sync job of n's incarnation inc,
@@ -199,6 +196,6 @@ func (w *world) syncDone(n *simNode, inc uint32, job node.SyncJob, err error) {
 		w.scheduleRestart(n)
 		return
 	}
-	w.guardCall(n, func() { n.core.SyncDone(job.Token, err) })
-	w.process(n)
+	w.guardCall(n, func() { n.round.SyncDone(job.Token, err) })
+	w.endInput(n)
 }
