@@ -67,6 +67,10 @@ type loopOptions struct {
 	batch     bool       // inputs close together share a round
 	bootstrap string     // the bootstrap user, "" for none
 	rng       *rand.Rand // each round's delay
+	// probeNext is the node the quota probe tries first; probeBatch its
+	// reused batch bytes.
+	probeNext  int
+	probeBatch []byte
 }
 
 // drawLoop draws the run's round options from their own stream.
@@ -252,4 +256,79 @@ func (w *world) checkThrottle(n *simNode, caller node.Caller, hadQuota bool, res
 	if ms > int32(loop.ThrottleMax.Milliseconds()) {
 		w.fail("node %d throttled %s %d ms, over the bound %v", n.id, caller.Principal, ms, loop.ThrottleMax)
 	}
+}
+
+// The quota probe. The operator (operator_requests.go) sets quotas on its
+// own principals (User:ops-q0 ...), which no workload client uses, so
+// every quotaProbeEvery the probe sends one produce as User:ops-q0 straight
+// into an up node's round (as a connection already authenticated would;
+// to a topic that does not exist, so nothing is written, and refused by
+// the ACLs in the seeds with authorization: the answer is metered all the
+// same, as production meters it), of twice the produce quota that node's
+// view holds. A bucket holds at most one second of the rate, so the answer
+// must say throttled at least one second (capped at loop.ThrottleMax).
+const (
+	quotaProbeEvery     = time.Second
+	quotaProbePrincipal = node.Principal("User:ops-q0")
+	quotaProbeTopic     = "sim-quota-probe"
+	// quotaProbeBytesMax bounds the probe's batch (twice the quota): the
+	// operator's rates are a few MiB/s.
+	quotaProbeBytesMax = 32 << 20
+)
+
+// startQuotaProbe schedules the probe in the runs with the operator.
+func (w *world) startQuotaProbe() {
+	w.coverage.Add("loop/quota-probe-throttled", 0)
+	if w.wire == nil || w.wire.ops == nil {
+		return
+	}
+	w.sched.schedule(quotaProbeEvery, &event{kind: evCall, node: -1, call: w.quotaProbe})
+}
+
+// quotaProbe sends one probe, to the next up node whose view has a produce
+// quota for the probe's principal, and schedules the next.
+func (w *world) quotaProbe() {
+	w.sched.schedule(quotaProbeEvery, &event{kind: evCall, node: -1, call: w.quotaProbe})
+	for i := range w.nodes {
+		n := w.nodes[(w.loop.probeNext+i)%len(w.nodes)]
+		if !n.up || n.pausedUntil > w.now() {
+			continue
+		}
+		q, ok := n.round.Security().Quota(quotaProbePrincipal)
+		if !ok || q.ProduceBytesPerSec <= 0 || 2*q.ProduceBytesPerSec > quotaProbeBytesMax {
+			continue
+		}
+		w.loop.probeNext = (w.loop.probeNext + i + 1) % len(w.nodes)
+		w.sendQuotaProbe(n, q.ProduceBytesPerSec)
+		return
+	}
+}
+
+// sendQuotaProbe hands n's round a produce of twice rate bytes as the
+// probe's principal and checks the throttle its answer reports.
+func (w *world) sendQuotaProbe(n *simNode, rate int64) {
+	size := int(2 * rate)
+	if len(w.loop.probeBatch) < size {
+		w.loop.probeBatch = make([]byte, size)
+	}
+	req := &strandpb.Request{Body: &strandpb.Request_Produce{Produce: &strandpb.ProduceRequest{Acks: -1,
+		Partitions: []*strandpb.ProduceRequest_Partition{{Topic: quotaProbeTopic, Batch: w.loop.probeBatch[:size]}}}}}
+	caller := node.Caller{Principal: quotaProbePrincipal, Host: "quota-probe"}
+	inc, round := n.incarnation, n.round
+	want := time.Duration(size-int(rate)) * time.Second / time.Duration(rate) // at least the overdraft
+	w.guardCall(n, func() {
+		round.Handle(caller, req, round.Meter(caller, req, func(resp *strandpb.Response, wait time.Duration) {
+			if !n.up || n.incarnation != inc || resp.GetProduce() == nil {
+				return // a refusal without a produce answer is not metered
+			}
+			ms := resp.GetProduce().GetThrottleMs()
+			w.coverage.Inc("loop/quota-probe-throttled")
+			if time.Duration(ms)*time.Millisecond < min(want, loop.ThrottleMax)-time.Millisecond || wait > loop.ThrottleMax ||
+				time.Duration(ms)*time.Millisecond != wait.Truncate(time.Millisecond) {
+				w.fail("quota probe on node %d: %d B at %d B/s answered throttle_ms=%d (wait %v), want at least %v and at most %v",
+					n.id, size, rate, ms, wait, min(want, loop.ThrottleMax), loop.ThrottleMax)
+			}
+		}))
+	})
+	w.endInput(n)
 }

@@ -50,6 +50,7 @@ func (w *world) run() {
 	w.wire.start()
 	w.planner.start()
 	w.watchElections()
+	w.startQuotaProbe() // loop.go
 	if w.opts.Profile == Liveness {
 		w.sched.schedule(w.opts.HealAfterMax, &event{kind: evLivenessHeal, node: -1})
 	}
