@@ -6,7 +6,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/strandlog/strand/node"
-	"github.com/strandlog/strand/node/server/listener"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -23,9 +22,10 @@ import (
 // round trip through raft per request).
 
 // ThrottleMax bounds one throttle (Kafka's default quota window is 1 s
-// times 11 samples; a client waits at most this long): the connection
-// stack's bound on a reader's pause.
-const ThrottleMax = listener.ThrottleMax
+// times 11 samples; a client waits at most this long): node/server's
+// connection stack bounds a reader's pause alike (listener.ThrottleMax; the
+// server fails to compile if the two differ).
+const ThrottleMax = 30 * time.Second
 
 // quotaEpoch turns the Clock's monotonic time into the time.Time the
 // buckets take.
