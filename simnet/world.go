@@ -77,6 +77,10 @@ type simNode struct {
 	// until the stall ends.
 	diskStalled bool
 	parkedSyncs []func()
+	// syncQueue are the storage jobs waiting for one of the node's
+	// storageWorkers, syncBusy the workers running one (storage.go).
+	syncQueue []node.SyncJob
+	syncBusy  int
 	// recoveryCut, when > 0, cuts the power at the recoveryCut-th disk
 	// write of the node's next recovery (Open).
 	recoveryCut int
@@ -409,6 +413,8 @@ func (w *world) startNode(n *simNode) {
 	n.core = c
 	n.round = w.newRound(n, c, inc)
 	n.roundDue = false
+	clear(n.syncQueue)
+	n.syncQueue, n.syncBusy = n.syncQueue[:0], 0
 	n.rejoins = rejoinSeen{}
 	w.countRejoins(n)
 	n.lastStats = node.Stats{}
