@@ -224,6 +224,11 @@ var (
 var (
 	ErrLeadershipLost = fmt.Errorf("%w: leadership changed after the entry was proposed; it may still commit", ErrTimeout)
 	ErrStoppedWaiting = fmt.Errorf("%w: node stopped after the entry was proposed; it may still commit", ErrTimeout)
+	// ErrReplicaStopped: the replica stopped (its topic deleted, or the
+	// partition moved off this node) while the produce waited; the entry
+	// may commit on the other replicas, and a replica that has not applied
+	// the delete yet serves it to readers.
+	ErrReplicaStopped = fmt.Errorf("%w: the replica stopped (topic deleted or partition moved) after the entry was proposed; it may still commit", ErrTimeout)
 )
 
 // ProduceRequest appends one record batch (engine/recordbatch format) to

@@ -233,16 +233,18 @@ func (c *Core) insertGroup(g *group) {
 	c.byTP[g.tp] = g
 }
 
-// stopGroup stops a replica whose topic was deleted: its waiting reads
-// fail with ErrUnknownTopicPartition and its waiting produces with
-// errDeletedUndecided, its log is closed and its files removed. A crash
-// midway leaves files under a directory no later topic uses (the topic id
-// differs): garbage, never confusion.
+// stopGroup stops a replica whose topic was deleted (or that moved off
+// this node): its waiting produces fail with ErrReplicaStopped (they were
+// proposed: the entry may still commit on the other replicas, and one that
+// has not applied the delete serves it), its waiting reads with
+// ErrUnknownTopicPartition; its log is closed and its files removed. A
+// crash midway leaves files under a directory no later topic uses (the
+// topic id differs): garbage, never confusion.
 func (c *Core) stopGroup(g *group) {
 	delete(c.byTP, g.tp)
 	for _, w := range g.produces {
 		if !w.finished {
-			c.finishProduce(g, w, ProduceResult{Err: errDeletedUndecided, BaseOffset: -1})
+			c.finishProduce(g, w, ProduceResult{Err: ErrReplicaStopped, BaseOffset: -1})
 		}
 	}
 	for _, r := range g.reads {
@@ -256,14 +258,6 @@ func (c *Core) stopGroup(g *group) {
 	g.parked = nil
 	c.removeReplica(g)
 }
-
-// errDeletedUndecided fails a produce still waiting when its topic's
-// deletion applies: it was proposed, and may have committed at the other
-// replicas before the deletion (consumers may have read it), so its
-// outcome is unknown, TIMEOUT's meaning (maybe written). It was
-// UNKNOWN_TOPIC_OR_PARTITION, which clients take as definitely not
-// written: sample seed 105 read a record whose producer had been told so.
-var errDeletedUndecided = fmt.Errorf("%w: the topic was deleted before this produce's outcome was known here", ErrTimeout)
 
 // removeReplica closes a stopped replica's log and removes its files
 // behind a durable tombstone.

@@ -788,30 +788,3 @@ func TestHandleLongPollWakeNeedsNoReadIndexRound(t *testing.T) {
 		t.Fatalf("woken fetch: %v", fetched)
 	}
 }
-
-// A produce still waiting when its topic's deletion applies was proposed,
-// and may have committed at the other replicas: it fails with an error a
-// client reads as maybe written (TIMEOUT), never as the definite
-// UNKNOWN_TOPIC_OR_PARTITION.
-func TestDeletedTopicFailsWaitingProduceMaybeWritten(t *testing.T) {
-	c := newMetaCluster(t, 14, 3, nil)
-	c.createTopic(1, "d", 1, 3)
-	tp := TopicPartition{Topic: "d", Partition: 0}
-	core := c.cores[c.leader(tp)]
-	g := core.byTP[tp]
-	var got *ProduceResult
-	w := &produceWait{proposalID: 1 << 40, index: 0, acks: AcksAll, done: func(r ProduceResult) { got = &r }}
-	g.produces = append(g.produces, w)
-	g.byProposal[w.proposalID] = w
-	g.live++
-	g.unindexed++
-	core.stopGroup(g)
-	core.flush() // completions run after the round
-	if got == nil {
-		t.Fatal("the waiting produce was not answered")
-	}
-	code := strandpb.CodeOf(got.Err)
-	if code != strandpb.ErrorCode_ERROR_CODE_TIMEOUT || !code.Info().MaybeWritten {
-		t.Fatalf("waiting produce of a deleted topic failed with %v (%v), want TIMEOUT, maybe written", got.Err, code)
-	}
-}

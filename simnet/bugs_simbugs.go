@@ -13,6 +13,7 @@ import (
 	"github.com/strandlog/strand/engine/txn"
 	"github.com/strandlog/strand/kafkaproto"
 	"github.com/strandlog/strand/node"
+	"github.com/strandlog/strand/node/loop"
 	"github.com/strandlog/strand/sasl"
 )
 
@@ -48,7 +49,7 @@ func ParseBug(name string) (string, error) {
 	if name != "" && !slices.Contains(BugNames, name) && !slices.Contains(GroupBugNames, name) && !slices.Contains(MoveBugNames, name) &&
 		!slices.Contains(JoinBugNames, name) && !slices.Contains(OperatorBugNames, name) && !slices.Contains(SampleBugNames, name) &&
 		!slices.Contains(ClientBugNames, name) && !slices.Contains(TxnBugNames, name) &&
-		!slices.Contains(CompactBugNames, name) {
+		!slices.Contains(CompactBugNames, name) && !slices.Contains(LoopBugNames, name) {
 		return "", fmt.Errorf("simnet: unknown bug %q", name)
 	}
 	return name, nil
@@ -71,6 +72,7 @@ func plantBug(cfg *node.Config, name string) {
 	sasl.SetBugs(name == "AcceptsAnyProof")                                     // needs authorization on (the operator draws it: sasl.go)
 	compact.SetBugs(name == "CompactKeepsOlder", name == "TombstoneEarly")      // need Options.Compacted (wire_kv.go)
 	kafkaproto.SetBugs(name == "KafkaHandshakeAuthenticates")                   // needs authorization on (kafka_sasl.go)
+	loop.SetBugs(name == "StaleSecurityView")                                   // needs authorization on (loop.go, sasl.go)
 	switch name {
 	case "AckBeforeCommit":
 		cfg.Bugs.AckBeforeCommit = true

@@ -57,6 +57,7 @@ func TestSimCatchRate(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	bugs := append(append(append(append(slices.Clone(BugNames), GroupBugNames...), OperatorBugNames...), ClientBugNames...), TxnBugNames...)
 	bugs = append(bugs, CompactBugNames...)
+	bugs = append(bugs, LoopBugNames...)
 	if *flagBugs != "" {
 		bugs = strings.Split(*flagBugs, ",")
 	}

@@ -213,6 +213,11 @@ type Options struct {
 	// RecreateTopic deletes the second topic mid-run and creates it again
 	// under the same name (wire_recreate.go).
 	RecreateTopic bool
+	// BatchRounds makes every node's loop round take the inputs that
+	// arrive within a drawn moment of its first (loop.go), as production's
+	// loop does; off, a round ends after every input unless the seed draws
+	// batching.
+	BatchRounds bool
 	// AddPartitions grows the main topic mid-run in half the seeds
 	// (wire_partitions.go); off in Standard.
 	AddPartitions bool

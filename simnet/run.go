@@ -50,6 +50,7 @@ func (w *world) run() {
 	w.wire.start()
 	w.planner.start()
 	w.watchElections()
+	w.startQuotaProbe() // loop.go
 	if w.opts.Profile == Liveness {
 		w.sched.schedule(w.opts.HealAfterMax, &event{kind: evLivenessHeal, node: -1})
 	}
@@ -96,8 +97,8 @@ func (w *world) dispatch(e *event) {
 		if !n.up || n.incarnation != e.incarnation {
 			return
 		}
-		w.guardCall(n, n.core.Tick)
-		w.process(n)
+		w.guardCall(n, n.round.Tick)
+		w.endInput(n)
 		if n.up && n.incarnation == e.incarnation {
 			w.sched.schedule(n.tickInterval, &event{kind: evTick, node: e.node, incarnation: e.incarnation})
 		}
@@ -106,8 +107,8 @@ func (w *world) dispatch(e *event) {
 		if !n.up || w.net.isCut(e.from, e.node) {
 			return
 		}
-		w.guardCall(n, func() { n.core.Receive(e.frame) })
-		w.process(n)
+		w.guardCall(n, func() { n.round.Receive(e.frame) })
+		w.endInput(n)
 	case evFault:
 		w.planner.act()
 	case evRestart:

@@ -294,17 +294,16 @@ func (s *simSASL) closedAnswer(c *wireClient, n *simNode, call *wireCall) {
 	}})
 }
 
-// lookup is node n's credential store: its applied metadata, read at
-// each step.
+// lookup is node n's credential store, read at each step: its round's
+// security view (loop.Round.LookupCredential), as node/server's listeners
+// read it; hasCredential reads the core's applied state instead, so a
+// view that lags it is caught.
 func (s *simSASL) lookup(n *simNode) sasl.Lookup {
 	return func(name, mechanism string) (metadata.Credential, bool) {
-		_, creds, _ := n.core.SecurityState()
-		for _, cr := range creds {
-			if cr.Name == name && cr.Mechanism == mechanism {
-				return cr, true
-			}
+		if n.round == nil {
+			return metadata.Credential{}, false
 		}
-		return metadata.Credential{}, false
+		return n.round.LookupCredential(name, mechanism)
 	}
 }
 

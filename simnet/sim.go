@@ -62,6 +62,7 @@ func Run(o Options, vizDir string) (res Result) {
 		w.coverage.Inc("event/time-limit-drained") // overtime.go
 	}
 	w.wire.txn.checkEarlyEnd() // wire_txn_check.go
+	w.checkBootstrap()         // loop.go
 	w.finalChecks(vizDir)
 	return w.result()
 }

@@ -29,6 +29,7 @@ var (
 	flagKafka     = flag.Bool("sim.kafka", false, "send every other client's produce and fetch through the Kafka protocol (kafkaproto)")
 	flagCorrupt   = flag.Bool("sim.corrupt", true, "damage client frames in flight at the seed's drawn rate")
 	flagRecreate  = flag.Bool("sim.recreate", true, "delete and re-create the second topic mid-run")
+	flagBatch     = flag.Bool("sim.batch-rounds", false, "every node's loop round batches its inputs (Options.BatchRounds, loop.go)")
 	flagWipeJoin  = flag.Bool("sim.wipe-rejoin", true, "let a node whose disk was wiped restart empty (false: it stays down)")
 	flagWAL       = flag.Bool("sim.wal", false, "run the nodes with the node-wide write-ahead log (node.Config.WAL)")
 	flagJoins     = flag.Bool("sim.joins", false, "5 nodes, 3 in Config.Nodes: the others join mid-run, some seeds decommission one (Options.Joins)")
@@ -55,6 +56,7 @@ func seedOptions(t *testing.T, seed uint64, profile, bug string) Options {
 	o.Faults.WipeRejoin = *flagWipeJoin
 	o.KafkaCodec = *flagKafka
 	o.RecreateTopic = *flagRecreate
+	o.BatchRounds = *flagBatch
 	o.WAL = *flagWAL || bugName == "WALAckBeforeFsync"
 	if bugName == "StalledLeaderKeepsLeading" && o.Faults.DiskStallAfter == 0 {
 		// The bug shows only on a stalled disk: as in a seed that drew it.
@@ -110,6 +112,9 @@ func replayCommand(seed uint64, profile, bug string) string {
 	}
 	if *flagJoins {
 		cmd += " -sim.joins"
+	}
+	if *flagBatch {
+		cmd += " -sim.batch-rounds"
 	}
 	if !*flagFeatures {
 		cmd += " -sim.features=false"

@@ -43,6 +43,12 @@ import (
 // A disk stall (diskstall.go) parks every fsync of its node until it ends
 // (the writes before it reach the page cache).
 //
+// Each node has storageWorkers (node/server's syncWorkersMax, 8) workers:
+// a round's jobs queue in the order handed over and start, oldest first,
+// as a worker frees (pumpSyncs); a worker is busy from its job's start
+// until its fsync returned, so eight hung fsyncs hold every worker and
+// nothing else of the node reaches its disk, as in production's pool.
+//
 // All draws come from one stream of their own, so a seed replays bit for
 // bit. Rejected: running the fsync at once and delaying only the
 // completion (a power loss inside the window would then keep the data,
@@ -72,8 +78,7 @@ const (
 
 // storage is the world's model of the nodes' storage goroutines.
 type storage struct {
-	rng  *rand.Rand
-	jobs []node.SyncJob // reused
+	rng *rand.Rand
 }
 
 func newStorage(seed uint64) *storage {
@@ -88,14 +93,34 @@ func (s *storage) syncDelay() time.Duration {
 	return time.Duration(between(s.rng, int64(storageSyncMin), int64(storageSyncMax)))
 }
 
-// startSyncs schedules the jobs n's core started in its last Process: a
-// log sync's writes first (runWrite), each job's fsync after its drawn
-// delay (runSync).
-func (w *world) startSyncs(n *simNode) {
+// storageWorkers is node/server's storage pool size (syncWorkersMax):
+// at most this many jobs of a node run at once, started in the order the
+// rounds handed them over.
+const storageWorkers = 8
+
+// startSyncs queues the jobs n's round started (loop.Outcome.Jobs) for
+// n's storage workers, as node/server's pool does, and starts what the
+// free workers can take.
+func (w *world) startSyncs(n *simNode, jobs []node.SyncJob) {
+	n.syncQueue = append(n.syncQueue, jobs...)
+	w.pumpSyncs(n)
+}
+
+// pumpSyncs starts n's queued jobs, oldest first, while a worker is free:
+// a log sync's writes first (runWrite), each job's fsync after its drawn
+// delay (runSync). A worker is busy until its job's fsync returned (a
+// hung one, parked by a disk stall, holds it), as production's are.
+func (w *world) pumpSyncs(n *simNode) {
 	s := w.storage
-	s.jobs = n.core.TakeSyncJobs(s.jobs[:0])
 	inc := n.incarnation
-	for _, job := range s.jobs {
+	for n.syncBusy < storageWorkers && len(n.syncQueue) > 0 {
+		job := n.syncQueue[0]
+		n.syncQueue[0] = node.SyncJob{}
+		n.syncQueue = n.syncQueue[1:]
+		n.syncBusy++
+		if n.syncBusy == storageWorkers {
+			w.coverage.Inc("storage/workers-all-busy")
+		}
 		if job.Read() {
 			w.coverage.Inc("storage/cold-read")
 		}
@@ -107,7 +132,6 @@ func (w *world) startSyncs(n *simNode) {
 		}
 		w.sched.schedule(d, &event{kind: evCall, node: n.index, call: func() { w.runSync(n, inc, job) }})
 	}
-	clear(s.jobs)
 }
 
 // runWrite issues the writes of a log sync job of n's incarnation inc,
@@ -122,10 +146,18 @@ func (w *world) runWrite(n *simNode, inc uint32, job node.SyncJob, d time.Durati
 		err = errors.New("simnet: write panicked on a faulty disk")
 	}
 	if err != nil {
+		w.workerDone(n)
 		w.scheduleSyncDone(n, inc, job, err)
 		return
 	}
 	w.sched.schedule(d, &event{kind: evCall, node: n.index, call: func() { w.runSync(n, inc, job) }})
+}
+
+// workerDone frees the worker of a job of n's current incarnation whose
+// run returned, and starts the next queued job.
+func (w *world) workerDone(n *simNode) {
+	n.syncBusy--
+	w.pumpSyncs(n)
 }
 
 // crashPoint draws whether a pipeline crash strikes n now: only in runs
@@ -167,6 +199,9 @@ func (w *world) runSync(n *simNode, inc uint32, job node.SyncJob) {
 	if w.guard(n, func() { err = job.RunSync() }) {
 		err = errors.New("simnet: fsync panicked on a faulty disk")
 	}
+	if n.up && n.incarnation == inc {
+		w.workerDone(n)
+	}
 	w.scheduleSyncDone(n, inc, job, err)
 }
 
@@ -199,6 +234,6 @@ func (w *world) syncDone(n *simNode, inc uint32, job node.SyncJob, err error) {
 		w.scheduleRestart(n)
 		return
 	}
-	w.guardCall(n, func() { n.core.SyncDone(job.Token, err) })
-	w.process(n)
+	w.guardCall(n, func() { n.round.SyncDone(job.Token, err) })
+	w.endInput(n)
 }

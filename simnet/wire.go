@@ -442,9 +442,12 @@ func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *w
 		}
 	}
 	w.coverRequest(req)
+	_, hadQuota := n.round.Security().Quota(caller.Principal)
+	round := n.round
 	w.guardCall(n, func() {
-		n.core.HandleAs(caller, req, func(resp *strandpb.Response) {
+		round.Handle(caller, req, round.Meter(caller, req, func(resp *strandpb.Response, _ time.Duration) {
 			if n.up && n.incarnation == inc {
+				w.checkThrottle(n, caller, hadQuota, resp)
 				if req.GetProduce() != nil {
 					w.checkCorruptProduce(n, call.reqDamaged, resp.GetProduce())
 				}
@@ -452,9 +455,9 @@ func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *w
 				w.coverAnswer(resp)
 			}
 			ww.reply(n, inc, c, resp, call)
-		})
+		}))
 	})
-	w.process(n)
+	w.endInput(n)
 }
 
 // reply carries a response back to its client, unless the node crashed

@@ -9,6 +9,7 @@ import (
 
 	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/node"
+	"github.com/strandlog/strand/node/loop"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog/memdisk"
 )
@@ -27,6 +28,7 @@ type core interface {
 	TakeSyncJobs(dst []node.SyncJob) []node.SyncJob
 	SyncDone(token uint64, err error)
 	Stats() node.Stats
+	MetadataVersion() uint64
 	// SecurityState gives the applied credentials the node's SASL
 	// sessions look up (sasl.go).
 	SecurityState() (version uint64, creds []metadata.Credential, quotas []metadata.Quota)
@@ -39,13 +41,17 @@ var _ core = (*node.Core)(nil)
 // simNode is one simulated machine: a disk that outlives crashes, a clock,
 // a network endpoint and, while up, a core.
 type simNode struct {
-	index       int
-	id          node.NodeID
-	disk        *memdisk.Disk
-	cut         *cutDisk // the node's view of disk: disk behind a power switch
-	clock       *nodeClock
-	endpoint    *Endpoint
-	core        core
+	index    int
+	id       node.NodeID
+	disk     *memdisk.Disk
+	cut      *cutDisk // the node's view of disk: disk behind a power switch
+	clock    *nodeClock
+	endpoint *Endpoint
+	core     core
+	// round is the core's loop round (loop.go), new at every start;
+	// roundDue: the end of the current round is scheduled.
+	round       *loop.Round
+	roundDue    bool
 	up          bool
 	dead        bool   // its disk refuses to open: never restarts
 	spare       bool   // outside Config.Nodes: down until it joins (wire_joins.go)
@@ -73,6 +79,10 @@ type simNode struct {
 	// until the stall ends.
 	diskStalled bool
 	parkedSyncs []func()
+	// syncQueue are the storage jobs waiting for one of the node's
+	// storageWorkers, syncBusy the workers running one (storage.go).
+	syncQueue []node.SyncJob
+	syncBusy  int
 	// recoveryCut, when > 0, cuts the power at the recoveryCut-th disk
 	// write of the node's next recovery (Open).
 	recoveryCut int
@@ -122,6 +132,7 @@ type world struct {
 	rngFault *rand.Rand
 	trace    traceHash
 	events   int64
+	loop     loopOptions // the rounds' draws (loop.go)
 	// deltasDeclared: the core counters' coverage names are declared
 	// (addDelta).
 	deltasDeclared bool
@@ -213,7 +224,7 @@ func (s Stats) String() string {
 
 // newWorld builds the cluster of o (already through Choose), nodes down.
 func newWorld(o Options) *world {
-	w := &world{opts: o, trace: newTraceHash()}
+	w := &world{opts: o, trace: newTraceHash(), loop: drawLoop(o)}
 	w.rngDisk = newStream(o.Seed, streamDisk)
 	w.rngFault = newStream(o.Seed, streamFaults)
 	w.groupOf = make(map[node.TopicPartition]int, o.Partitions+1)
@@ -270,6 +281,7 @@ func newWorld(o Options) *world {
 		w.coverage.Inc("run/tail-cache-off")
 	}
 	w.countKnobs()
+	w.countLoop()
 	w.incarnations = newIncarnations(w)
 	w.corrupter = newCorrupter(w)
 	w.durability = newDurability(w)
@@ -353,6 +365,7 @@ func (w *world) nodeConfig(n *simNode, inc uint32) node.Config {
 	}
 	w.opts.Knobs.configure(&cfg, w.opts)
 	w.wire.configure(&cfg)
+	w.configureLoop(&cfg)
 	plantBug(&cfg, w.opts.Bug)
 	return cfg
 }
@@ -400,6 +413,10 @@ func (w *world) startNode(n *simNode) {
 		w.coverage.Add("event/checkpoint-restore", int64(checkpointedGroups(n)))
 	}
 	n.core = c
+	n.round = w.newRound(n, c, inc)
+	n.roundDue = false
+	clear(n.syncQueue)
+	n.syncQueue, n.syncBusy = n.syncQueue[:0], 0
 	n.rejoins = rejoinSeen{}
 	w.countRejoins(n)
 	n.lastStats = node.Stats{}
@@ -430,7 +447,7 @@ func (w *world) stopNode(n *simNode, why string, powerLoss bool) {
 	n.up = false
 	n.incarnation++ // pending ticks and replies of the old core are void
 	c := n.core
-	n.core = nil
+	n.core, n.round = nil, nil
 	w.guard(n, func() { _ = c.Close() })
 	kind := kindNodeKill
 	if powerLoss {
@@ -535,18 +552,21 @@ func (w *world) callOpen(n *simNode, cfg node.Config) (c core, err error) {
 	return c, err
 }
 
-// process runs n's Ready cycles after an event was delivered, fail-stops
-// it on error, and checks its status.
+// process ends n's round (loop.go: Process and the post-round steps),
+// fail-stops it on error, checks its status and starts the storage jobs
+// the round returned.
 func (w *world) process(n *simNode) {
 	if !n.up {
 		return
 	}
 	var err error
+	var out loop.Outcome
+	sent := n.round.Stats().BootstrapRequests
 	// The log truncations this call makes (a fail-stop's and the syncs'
 	// included) are counted at its end; the first look declares the row.
 	truncates, declared := n.disk.Truncates("log"), w.deltasDeclared
 	defer w.countTruncates(n, truncates, declared)
-	if w.guard(n, func() { err = n.core.Process() }) {
+	if w.guard(n, func() { out = n.round.Run(); err = out.Err }) {
 		err = errors.New("panic under disk fault")
 	}
 	if err != nil {
@@ -565,7 +585,8 @@ func (w *world) process(n *simNode) {
 	n.statusBuf = statuses
 	w.checker.onStatus(n, statuses)
 	w.durability.afterProcess(n, statuses)
-	w.startSyncs(n)
+	w.afterRound(n, sent)
+	w.startSyncs(n, out.Jobs)
 }
 
 // countTruncates adds n's log truncations since before (the count then)

@@ -16,41 +16,10 @@ import (
 	"github.com/strandlog/strand/sasl"
 )
 
-// securityView is the loop's copy of the applied credentials and quotas,
-// rebuilt when the metadata version moves and read by connection
-// goroutines (SASL lookups, quota buckets) without asking the loop.
-type securityView struct {
-	creds  map[string]metadata.Credential // name + "\x00" + mechanism
-	quotas map[string]metadata.Quota      // by principal
-}
-
-// noteSecurity rebuilds the security view when the metadata version moved.
-// Called by the loop after Process.
-func (r *Server) noteSecurity() {
-	v := r.core.MetadataVersion()
-	if v == r.secVersion && r.security.Load() != nil {
-		return
-	}
-	r.secVersion = v
-	_, creds, quotas := r.core.SecurityState()
-	view := &securityView{creds: make(map[string]metadata.Credential, len(creds)), quotas: make(map[string]metadata.Quota, len(quotas))}
-	for _, c := range creds {
-		view.creds[c.Name+"\x00"+c.Mechanism] = c
-	}
-	for _, q := range quotas {
-		view.quotas[q.Principal] = q
-	}
-	r.security.Store(view)
-}
-
-// lookupCredential finds a user's credential in the latest view.
+// lookupCredential finds a user's credential in the round's latest
+// security view (package loop). Safe from any goroutine.
 func (r *Server) lookupCredential(name, mechanism string) (metadata.Credential, bool) {
-	view := r.security.Load()
-	if view == nil {
-		return metadata.Credential{}, false
-	}
-	c, ok := view.creds[name+"\x00"+mechanism]
-	return c, ok
+	return r.round.LookupCredential(name, mechanism)
 }
 
 // logSecurity says once, at start, what the node checks: with
@@ -140,40 +109,4 @@ func (c *nativeConn) writeNow(resp *strandpb.Response) error {
 		return fmt.Errorf("sasl answer: %v", err)
 	}
 	return nil
-}
-
-// bootstrapUser creates Config.SASLBootstrapUser (a super user) with its
-// password, for both mechanisms, while the applied metadata lacks it: the
-// first administrator of a cluster that requires SASL, which could not
-// otherwise authenticate to create anyone. Called by the loop; one
-// request in flight at a time.
-func (r *Server) bootstrapUser() {
-	name := r.cfg.SASLBootstrapUser
-	if name == "" || r.bootstrapping || r.metaLeader.Load() == 0 {
-		return
-	}
-	var upserts []*strandpb.AlterUsersRequest_Upsert
-	for _, mech := range sasl.Mechanisms {
-		if _, ok := r.lookupCredential(name, mech); ok {
-			continue
-		}
-		cred, err := sasl.NewCredential(mech, name, r.cfg.SASLBootstrapPassword, 0)
-		if err != nil {
-			r.logger.Error("cannot create the bootstrap user", slog.String("user", name), slog.Any("err", err))
-			r.cfg.SASLBootstrapUser = ""
-			return
-		}
-		upserts = append(upserts, &strandpb.AlterUsersRequest_Upsert{Name: name, Credential: cred})
-	}
-	if len(upserts) == 0 {
-		return
-	}
-	r.bootstrapping = true
-	req := &strandpb.Request{Body: &strandpb.Request_AlterUsers{AlterUsers: &strandpb.AlterUsersRequest{Upserts: upserts}}}
-	r.core.HandleAs(node.Caller{Principal: node.Principal("User:" + name), Host: "127.0.0.1"}, req, func(resp *strandpb.Response) {
-		r.bootstrapping = false // on the loop: completions run inside Process
-		if e := resp.GetError(); e != nil {
-			r.logger.Warn("bootstrap user not created yet", slog.String("user", name), slog.String("err", e.GetMessage()))
-		}
-	})
 }

@@ -3,17 +3,18 @@
 // node stays pure and go list proves what the core imports.
 //
 // server.Start(cfg) runs one Core with the Clock (time.Now), the Disk (osdisk under the data
-// directory) and the Network (TCP) of a real process. The simulator runs the same Core code but not
-// the same configuration: it never sets TicksPerRaftTick (10 here), RequestTimeoutTicks (500 here)
-// or Authorization (fillCoreConfig in server.go against simnet's startNode), and nothing of this
-// package (loop batching, storage pool, budgets, transport, TLS, SASL, quotas) runs inside it.
+// directory) and the Network (TCP) of a real process. The loop's socket-free part is package
+// node/loop (a loop.Round: the inputs handed to the Core, Process, the post-round steps, the quota
+// meter), which the simulator drives too; what stays here (the storage pool's goroutines, budgets,
+// transport, TLS, the SASL steps' socket IO, a throttled connection's read pause) runs outside it.
 //
 //	native conns: reader ─► requests chan (8192) ◄─ Kafka conns (kafkaproto) ─┐    storage pool (8 workers):
 //	              writer ◄─ answers chan (1024)                               │    SyncJob.Run ─► results + wake ─┐
 //	peer connections (readers) ───────► frames chan (4096) ───────────────────┤                                   │
 //	ticker (10 ms) ───────────────────────────────────────────────────────────┤◄──────────────────────────────────┘
 //	                                                                          ▼
-//	  loop goroutine: take inputs (up to 4096), Core.SyncDone per result, Core.Process(), submit TakeSyncJobs ─► pool
+//	  loop goroutine: take inputs (the first, then up to 4096 waiting) into a loop.Round, Round.Run()
+//	  (Process, metadata note, security view, bootstrap user), submit the round's storage jobs ─► pool
 //
 // The parts:
 //
@@ -136,9 +137,10 @@
 //     only those are read; anything else, a failed or replayed step closes the connection (Kafka's
 //     rule: most answers cannot carry an error). Credentials (salt, iterations ≥ 4096, StoredKey,
 //     ServerKey; never a password: the client salts) are metadata commands; the server reads them
-//     from a copy rebuilt when the metadata version moves, so connections never wait on the loop;
-//     the copy is brought up to date before any answer leaves the node, so a user acknowledged as
-//     created can authenticate at once. --sasl-bootstrap-user creates the first super user. PLAIN
+//     from a copy rebuilt when the metadata version moves (loop.Security, built by the round), so
+//     connections never wait on the loop; the copy is brought up to date before any answer leaves
+//     the node, so a user acknowledged as created can authenticate at once. --sasl-bootstrap-user
+//     creates the first super user (the round's post-round step). PLAIN
 //     is not offered. kcat here (librdkafka 2.0.2, which repeats the client nonce; fixed in 2.6.1)
 //     cannot authenticate against the strict RFC 5802 check (Kafka 4's too).
 //   - ACLs (--authorization --super-users): bindings (principal or User:*, topic/group/cluster,
@@ -150,8 +152,8 @@
 //     needs ALTER on the cluster. Kafka CreateAcls/DescribeAcls/DeleteAcls (30, 29, 31) map onto
 //     the same bindings.
 //   - Quotas: per principal produce and fetch byte rates in the metadata group; each node meters
-//     its own traffic with a token bucket (an x/time/rate limiter of one second's burst, real
-//     time); an overdraft is served, answered with throttle_ms (Kafka ThrottleMillis, at most
+//     its own traffic with a token bucket (an x/time/rate limiter of one second's burst, in the
+//     Core's Clock's time: loop.Round.Meter, which the simulator runs too); an overdraft is served, answered with throttle_ms (Kafka ThrottleMillis, at most
 //     30 s; debt past that is forgiven), and the connection's reader pauses that long, as Kafka
 //     mutes a channel. Rejected: holding the answer (the client times out and
 //     resends).

@@ -16,6 +16,7 @@ import (
 
 	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/node"
+	"github.com/strandlog/strand/node/loop"
 	"github.com/strandlog/strand/node/server/listener"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog/osdisk"
@@ -28,16 +29,16 @@ import (
 // for a Ready after each tick, was much of an idle node's CPU, while
 // request deadlines and long polls keep their 10 ms grain.
 const (
-	TickDefault                = 10 * time.Millisecond // real time between two node.Core.Tick calls
-	ElectionTicksDefault       = 10                    // raft ticks: ≈ 1 s election timeout
-	HeartbeatTicksDefault      = 1                     // raft ticks: ≈ 100 ms heartbeats
-	TicksPerRaftTickDefault    = 10                    // raft ticks every 100 ms, as etcd's
-	RequestTimeoutTicksDefault = 500                   // ≈ 5 s before a waiting request times out
-	framesQueueMax             = 4096                  // raft frames waiting for the loop
-	requestsQueueMax           = 8192                  // client requests waiting for the loop
-	inputsPerProcessMax        = 4096                  // inputs taken before Process runs
-	connInFlightMax            = 1024                  // requests of one connection awaiting their answer
-	peerQueueFramesMax         = 1024                  // outbound frames queued per peer
+	TickDefault                = 10 * time.Millisecond    // real time between two node.Core.Tick calls
+	ElectionTicksDefault       = 10                       // raft ticks: ≈ 1 s election timeout
+	HeartbeatTicksDefault      = 1                        // raft ticks: ≈ 100 ms heartbeats
+	TicksPerRaftTickDefault    = 10                       // raft ticks every 100 ms, as etcd's
+	RequestTimeoutTicksDefault = 500                      // ≈ 5 s before a waiting request times out
+	framesQueueMax             = 4096                     // raft frames waiting for the loop
+	requestsQueueMax           = 8192                     // client requests waiting for the loop
+	inputsPerProcessMax        = loop.InputsPerProcessMax // inputs taken before Process runs
+	connInFlightMax            = 1024                     // requests of one connection awaiting their answer
+	peerQueueFramesMax         = 1024                     // outbound frames queued per peer
 	peerQueueBytesMax          = 64 << 20
 	connsMax                   = 4096      // open connections, clients and peers
 	queuedBytesMax             = 256 << 20 // request and frame bytes waiting for the loop
@@ -125,7 +126,6 @@ type Server struct {
 	frames   chan peerFrame
 	requests chan loopRequest
 	syncs    *syncPool        // runs the Core's fsyncs (storage.go)
-	jobs     []node.SyncJob   // reused by the loop
 	synced   []syncResult     // reused by the loop
 	budget   *listener.Budget // bytes of frames and requests queued for the loop
 	// fetchAnswers bounds the fetch answer bytes reserved over all
@@ -142,9 +142,8 @@ type Server struct {
 	// metaLeader is the metadata group leader the Core knows, 0 for none,
 	// and metaNodes the nodes registered in the metadata state it applied;
 	// the loop stores them after Process for MetadataLeader.
-	metaLeader  atomic.Uint64
-	metaNodes   atomic.Int64
-	metaVersion uint64 // of metaNodes; owned by the loop
+	metaLeader atomic.Uint64
+	metaNodes  atomic.Int64
 	// clusterID is the cluster id of the applied metadata (nil until the
 	// metadata group fixed one), stored by the loop for the Hello answer.
 	clusterID atomic.Pointer[[]byte]
@@ -161,12 +160,10 @@ type Server struct {
 	adminQueries chan adminQuery
 	metrics      *serverMetrics
 
-	// security is the applied credentials and quotas (auth.go), rebuilt by
-	// the loop when secVersion, the metadata version, moves.
-	security      atomic.Pointer[securityView]
-	secVersion    uint64
-	bootstrapping bool // a bootstrap user request is in flight; owned by the loop
-	quotas        quotaMeters
+	// round is the loop's socket-free part (package loop): it feeds the
+	// Core, runs Process and the post-round steps (the security view the
+	// SASL lookups and quotas read, the bootstrap user) and meters quotas.
+	round *loop.Round
 }
 
 // reasonShutdown is why connections close when the server stops.
@@ -298,9 +295,10 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	r.core = core
+	r.round = loop.New(core, loop.Config{Clock: r.cfg.Core.Clock, BootstrapUser: r.cfg.SASLBootstrapUser,
+		BootstrapPassword: r.cfg.SASLBootstrapPassword, Logger: r.logger})
 	r.syncs = newSyncPool(syncWorkersMax, r.metrics.fsync.Observe, r.net.faults.diskWait)
 	r.logSecurity()
-	r.noteSecurity()
 	r.native = listener.Serve(ln, listener.Config{
 		Serve: r.serveNative, TLS: r.tlsListen, ConnsMax: connsMax, InFlightMax: connInFlightMax,
 		ConnAnswerBytesMax: connAnswerBytesMax, Answers: r.fetchAnswers, Logger: r.logger,
@@ -387,8 +385,9 @@ func (r *Server) Close() error {
 }
 
 // loop is the one goroutine that calls the Core: it takes a batch of
-// inputs (ticks, raft frames, client requests), then runs Process once, so
-// the inputs that arrive while Process syncs the disk share the next sync.
+// inputs (ticks, raft frames, client requests, storage completions), then
+// ends the round (loop.Round.Run: Process once and the post-round steps),
+// so the inputs that arrive while Process runs share the next round.
 func (r *Server) loop() {
 	ticker := time.NewTicker(r.cfg.Tick)
 	defer ticker.Stop()
@@ -405,7 +404,7 @@ func (r *Server) loop() {
 			r.shutdown(nil)
 			return
 		case <-ticker.C:
-			r.core.Tick()
+			r.round.Tick()
 		case f := <-r.frames:
 			r.receive(f)
 		case q := <-r.requests:
@@ -422,18 +421,15 @@ func (r *Server) loop() {
 		r.loopStats.inputs++
 		r.drainInputs(ticker.C)
 		start := time.Now()
-		err := r.core.Process()
+		out := r.round.Run()
 		took := time.Since(start)
 		r.loopStats.processTime += took
 		r.metrics.process.Observe(took.Seconds())
 		r.loopStats.processCalls++
-		r.noteMetadata()
-		r.noteSecurity()
-		r.bootstrapUser()
+		err := out.Err
 		if err == nil {
-			r.jobs = r.core.TakeSyncJobs(r.jobs[:0])
-			r.syncs.submit(r.jobs)
-			clear(r.jobs)
+			r.noteMetadata(out)
+			r.syncs.submit(out.Jobs)
 		}
 		if err != nil {
 			r.logger.Error("node stopping (fail-stop)", slog.Any("err", err))
@@ -443,16 +439,15 @@ func (r *Server) loop() {
 	}
 }
 
-// noteMetadata publishes the metadata leader and, when the metadata version
-// moved, the count of registered nodes.
-func (r *Server) noteMetadata() {
-	st, ok := r.core.MetadataStatus()
-	if !ok {
+// noteMetadata publishes the round's metadata leader and, when the
+// metadata version moved, the count of registered nodes (and dials those
+// that joined).
+func (r *Server) noteMetadata(out loop.Outcome) {
+	if !out.MetadataKnown {
 		return
 	}
-	r.metaLeader.Store(uint64(st.Leader))
-	if v := uint64(st.HighWatermark); v != r.metaVersion {
-		r.metaVersion = v
+	r.metaLeader.Store(uint64(out.MetadataLeader))
+	if out.MetadataMoved {
 		nodes, _ := r.core.MetadataNodes()
 		r.metaNodes.Store(int64(len(nodes)))
 		addrs := make(map[node.NodeID]string, len(nodes))
@@ -486,7 +481,7 @@ func (r *Server) drainInputs(ticks <-chan time.Time) {
 	for range inputsPerProcessMax {
 		select {
 		case <-ticks:
-			r.core.Tick()
+			r.round.Tick()
 		case f := <-r.frames:
 			r.receive(f)
 		case q := <-r.requests:
@@ -505,7 +500,7 @@ func (r *Server) drainInputs(ticks <-chan time.Time) {
 func (r *Server) syncDone() {
 	r.synced = r.syncs.take(r.synced[:0])
 	for _, s := range r.synced {
-		r.core.SyncDone(s.token, s.err)
+		r.round.SyncDone(s.token, s.err)
 	}
 	clear(r.synced)
 }
@@ -542,21 +537,24 @@ func (r *Server) handle(q loopRequest) {
 		conn, slot := q.conn, q.slot
 		deliver = func(resp *strandpb.Response) { conn.answer(slot, resp) }
 	}
-	// The security view is brought up to date before any answer leaves: a
-	// client told its CreateUser (or quota) applied may authenticate at
-	// once on the Kafka listener, which reads only the view (it was
-	// refreshed after Process returned, and such a SCRAM exchange failed).
-	reply := func(resp *strandpb.Response) {
-		r.noteSecurity()
+	// The round brings the security view up to date before any answer
+	// leaves (a client told its CreateUser applied may authenticate at once
+	// on the Kafka listener, which reads only the view) and meters quotas:
+	// a throttled native connection pauses its reads (the Kafka listener
+	// reads throttle_ms itself).
+	metered := r.round.Meter(q.caller, q.req, func(resp *strandpb.Response, wait time.Duration) {
+		if q.conn != nil {
+			q.conn.lc.ThrottleFor(wait)
+		}
 		deliver(resp)
-	}
-	r.core.HandleAs(q.caller, q.req, r.metrics.observe(q.req, r.metered(q, reply)))
+	})
+	r.round.Handle(q.caller, q.req, r.metrics.observe(q.req, metered))
 }
 
 // receive gives one peer frame to the Core.
 func (r *Server) receive(f peerFrame) {
 	r.budget.Release(f.tokens)
-	r.core.Receive(f.frame)
+	r.round.Receive(f.frame)
 	putPeerBuf(f.buf)
 }
 
