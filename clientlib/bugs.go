@@ -19,3 +19,9 @@ func bugSeekSkipsTarget() bool { return false }
 // definitely not written even when an attempt's outcome was unknown, so the
 // application is told "not written" for a record that may be in the log.
 func bugExhaustedDefinite() bool { return false }
+
+// bugCommitSkipsFlush: CommitTransaction sends EndTxn(commit) without
+// first waiting for the transaction's records (no Flush), so a record
+// still buffered or in flight lands after the commit markers, outside
+// the transaction it was reported committed with.
+func bugCommitSkipsFlush() bool { return false }

@@ -21,3 +21,10 @@ func bugSeekSkipsTarget() bool { return bugSeekSkipsTargetOn }
 func SetProducerBugs(exhaustedDefinite bool) { bugExhaustedDefiniteOn = exhaustedDefinite }
 
 func bugExhaustedDefinite() bool { return bugExhaustedDefiniteOn }
+
+var bugCommitSkipsFlushOn bool
+
+// SetTxnBugs switches the transactional producer's planted bugs on or off.
+func SetTxnBugs(commitSkipsFlush bool) { bugCommitSkipsFlushOn = commitSkipsFlush }
+
+func bugCommitSkipsFlush() bool { return bugCommitSkipsFlushOn }

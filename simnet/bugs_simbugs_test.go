@@ -34,6 +34,7 @@ var pinnedCatch = map[string]uint64{
 	"RemoveBeforeCaughtUp":     15, // with Options.Joins (joins_simbugs_test.go); the drained node held down across its removal (wire_joins.go holdDown)
 	"MoveRacesRebalance":       6,  // the standard sample with groups and moves forced (moves_simbugs_test.go)
 	"TxnOffsetsOnAbort":        1,  // with Options.Txn: the TransactSession members (txn_sim_simbugs_test.go)
+	"LibCommitSkipsFlush":      1,  // with Options.Txn: the transactional producers (txn_sim_simbugs_test.go)
 }
 
 // requireCaught fails t unless some seed catches bug: its pinned seed
