@@ -15,24 +15,40 @@ import (
 
 // The transactional workload (issue 23), drawn per seed (Options.Txn).
 //
-// Three transactional producers, each with its own transactional
-// id, run transactions over the partitions of topicTxn with the native
-// protocol: FindCoordinator, InitProducerId, AddPartitionsToTxn,
-// transactional produces of unique values (one batch per partition,
-// resent with its sequence on retriable errors), then EndTxn commit or
-// abort (drawn), resending retriable failures as Kafka's clients do. A
-// producer process crashes between steps now and then: a new process
-// re-initializes the same transactional id (fencing the old epoch), and
-// the old one sometimes keeps going to its EndTxn: a zombie. After the
-// heal a reader reads every partition of topicTxn at read_committed from
-// offset 0 up to the last stable offset. The whole run is a
-// linearizability.TxnHistory, checked by CheckTxn at the end of the seed
-// ("txn:" failures): no aborted or intermediate read, all-or-nothing
-// visibility, no lost committed write, no duplicate, no zombie write.
+// Three transactional producers, each with its own transactional id, run
+// transactions over the partitions of topicTxn on clientlib's
+// transactional Client, the one applications run (issue 21): every
+// process of a producer is a Simulated clientlib.Client built with the
+// id's TransactionalID, driven through its public API in tasks
+// (clientlib.SimRun, virtual time, the simulated network): InitTransactions,
+// then per transaction BeginTransaction, Produce of 1-3 unique values to
+// each drawn partition (think times between partitions), then
+// CommitTransaction or AbortTransaction (drawn; half the commits follow
+// the last Produce at once, records still buffered). FindCoordinator,
+// InitProducerId, AddPartitionsToTxn, produce sequences, retries and
+// coordinator lookups are clientlib's. A process crashes between steps
+// now and then (its task abandoned, its callbacks dropped): a new process
+// re-initializes the id, fencing the old epoch; inside a transaction the
+// old one is sometimes paused instead (a GC pause) and wakes a zombie that
+// goes on, half the time straight into its commit. A commit now and then
+// kills its process as the EndTxn(commit) would leave, or just after it
+// left (the coordinator then writes the markers of a dead client).
 //
-// A transaction's outcome is committed when its EndTxn(commit) was
-// answered ok, aborted when it never sent EndTxn(commit) (it cannot
-// commit), indefinite otherwise.
+// A transaction's outcome is what clientlib reported: committed when
+// CommitTransaction returned nil; aborted when no EndTxn(commit) left
+// (AbortTransaction, a commit refused before it sent one) or its first and
+// only EndTxn(commit) was answered PRODUCER_FENCED; indefinite otherwise.
+// A CommitTransaction whose outcome stayed unknown is called again (only
+// the same decision may follow), up to txnCommitTriesMax times.
+//
+// The checkers stay the simulator's own: a reader (wire_txn_check.go)
+// follows topicTxn at read_committed while the producers run and after the
+// heal reads every partition of topicTxn from offset 0 up to the last
+// stable offset; the whole run is a linearizability.TxnHistory, checked by
+// CheckTxn at the end of the seed ("txn:" failures): no aborted or
+// intermediate read, all-or-nothing visibility, no lost committed write,
+// no duplicate, no zombie write; wire_txn_decisions.go holds every marker
+// to the coordinator's committed decision.
 const (
 	topicTxn           = "sim-txn"
 	txnTopicPartitions = 3
