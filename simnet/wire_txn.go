@@ -471,10 +471,10 @@ func (l *txnLife) begin() {
 }
 
 // produce produces 1-3 records of unique values to parts[0] in the open
-// transaction, then the rest after think times; after the last, half the
-// time it commits at once, as an application that produces and commits
-// in one go (the records may not have left yet: CommitTransaction must
-// send them first).
+// transaction and waits for them, then the rest after think times; after
+// the last, half the time it commits at once without waiting, as an
+// application that produces and commits in one go (the records may not
+// have left yet: CommitTransaction must send them first).
 func (l *txnLife) produce(parts []int32) {
 	if len(parts) == 0 {
 		l.step(l.end)
@@ -503,6 +503,13 @@ func (l *txnLife) produce(parts []int32) {
 					s.ww.w.coverage.Inc("txn/produce")
 				}
 			})
+		}
+		if !atOnce {
+			// The application waits for the records (ProduceSync's
+			// wait, a task's Flush here): the transaction stays open
+			// on the partition across the think time, and a process
+			// paused after this step wakes with its records written.
+			_ = l.cl.Flush(ctx)
 		}
 	}, func() {
 		if atOnce {
