@@ -29,3 +29,9 @@ func bugAdminDropsRefusal() bool { return false }
 // not sent, so definitely not applied, although the node may have applied
 // it and only its answer was slow.
 func bugStallNotSent() bool { return false }
+
+// bugCommitSkipsFlush: CommitTransaction sends EndTxn(commit) without
+// first waiting for the transaction's records (no Flush), so a record
+// still buffered or in flight lands after the commit markers, outside
+// the transaction it was reported committed with.
+func bugCommitSkipsFlush() bool { return false }

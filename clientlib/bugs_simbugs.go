@@ -33,3 +33,10 @@ func bugAdminDropsRefusal() bool { return bugAdminDropsRefusalOn }
 func SetConnBugs(stallNotSent bool) { bugStallNotSentOn = stallNotSent }
 
 func bugStallNotSent() bool { return bugStallNotSentOn }
+
+var bugCommitSkipsFlushOn bool
+
+// SetTxnBugs switches the transactional producer's planted bugs on or off.
+func SetTxnBugs(commitSkipsFlush bool) { bugCommitSkipsFlushOn = commitSkipsFlush }
+
+func bugCommitSkipsFlush() bool { return bugCommitSkipsFlushOn }

@@ -2,7 +2,10 @@
 
 package clientlib
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 // The planted bugAutoCommitFetched shows in the scripted group world: the
 // records' end is committed in the Poll that hands them out, before the
@@ -13,5 +16,28 @@ func TestBugAutoCommitFetchedCommitsUnprocessed(t *testing.T) {
 	_, _, early := runGroupMember(t)
 	if len(early) == 0 {
 		t.Fatal("no commit before processing: the planted bug does not show")
+	}
+}
+
+// The planted bugCommitSkipsFlush shows in the scripted transaction:
+// CommitTransaction reports success although its record was not produced
+// before the transaction ended (the clean build sends add, produce, then
+// end: TestSimulatedTransactionCommits). In this world the commit even
+// ends the transaction locally, its AddPartitionsToTxn not yet sent.
+func TestBugCommitSkipsFlushEndsBeforeRecords(t *testing.T) {
+	SetTxnBugs(true)
+	defer SetTxnBugs(false)
+	kinds, _, finished, commitErr := runSimulatedCommit(t, 10000, false) // the late record keeps the loop busy
+	if !finished || commitErr != nil {
+		t.Fatalf("task finished=%v, commit error %v; want CommitTransaction to report success", finished, commitErr)
+	}
+	at := func(kind string) int { // a request never sent comes last
+		if i := slices.Index(kinds, kind); i >= 0 {
+			return i
+		}
+		return len(kinds)
+	}
+	if at("produce") < at("end") {
+		t.Fatalf("requests %v: the planted bug does not show (want no produce before the transaction's end)", kinds[:min(len(kinds), 8)])
 	}
 }

@@ -48,9 +48,17 @@ func (w *scriptedWorld) Call(addr string, req *strandpb.Request, done func(*stra
 
 // run fires events in time order until none is left or limit passed.
 func (w *scriptedWorld) run(t *testing.T, limit int) {
+	if left := w.fire(limit); left > 0 {
+		t.Fatalf("still %d events after %d", left, limit)
+	}
+}
+
+// fire fires up to limit events in time order and returns how many are
+// left.
+func (w *scriptedWorld) fire(limit int) int {
 	for i := 0; len(w.events) > 0; i++ {
 		if i == limit {
-			t.Fatalf("still %d events after %d", len(w.events), limit)
+			return len(w.events)
 		}
 		sort.Slice(w.events, func(a, b int) bool {
 			if w.events[a].at != w.events[b].at {
@@ -63,6 +71,7 @@ func (w *scriptedWorld) run(t *testing.T, limit int) {
 		w.now = e.at
 		e.fn()
 	}
+	return 0
 }
 
 // twoNodeMetadata names n1 the leader of t/0 (stale once n2 leads).

@@ -17,8 +17,33 @@ import (
 // AddPartitionsToTxn was refused locally ("transactions are not supported
 // on the simulator's transport") and Flush blocked on a channel.
 func TestSimulatedTransactionCommits(t *testing.T) {
+	kinds, offset, finished, commitErr := runSimulatedCommit(t, 10000, true)
+	if !finished || commitErr != nil {
+		t.Fatalf("task finished=%v, commit error %v; want a committed transaction", finished, commitErr)
+	}
+	if offset != 41 {
+		t.Fatalf("record offset %d, want 41", offset)
+	}
+	want := []string{"find", "init", "add", "produce", "end"}
+	if len(kinds) != len(want) {
+		t.Fatalf("requests %v, want %v", kinds, want)
+	}
+	for i := range want {
+		if kinds[i] != want[i] {
+			t.Fatalf("requests %v, want %v", kinds, want)
+		}
+	}
+}
+
+// runSimulatedCommit runs InitTransactions, BeginTransaction, one Produce
+// and CommitTransaction as one task in a scripted world that accepts
+// every request; it returns the kinds of the requests in the order they
+// were sent, the record's offset, whether the task finished and
+// CommitTransaction's error. Events still due after limit are left
+// unfired when quiet is false (else the test fails).
+func runSimulatedCommit(t *testing.T, limit int, quiet bool) (kinds []string, offset int64, finished bool, commitErr error) {
+	t.Helper()
 	w := &scriptedWorld{}
-	var kinds []string
 	w.answer = func(_ string, req *strandpb.Request) *strandpb.Response {
 		switch {
 		case req.GetMetadata() != nil:
@@ -48,9 +73,7 @@ func TestSimulatedTransactionCommits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var offset int64 = -1
-	var commitErr error
-	finished := false
+	offset = -1
 	c.SimRun(func(ctx context.Context) {
 		if commitErr = c.InitTransactions(ctx); commitErr != nil {
 			return
@@ -59,29 +82,18 @@ func TestSimulatedTransactionCommits(t *testing.T) {
 			return
 		}
 		c.Produce(ctx, &Record{Topic: "t", Partition: 0, Value: []byte("v")}, func(r *Record, err error) {
-			if err != nil {
-				t.Errorf("record: %v", err)
+			if err == nil {
+				offset = r.Offset
 			}
-			offset = r.Offset
 		})
 		commitErr = c.CommitTransaction(ctx)
 	}, func() { finished = true })
-	w.run(t, 10000)
-	if !finished || commitErr != nil {
-		t.Fatalf("task finished=%v, commit error %v; want a committed transaction", finished, commitErr)
+	if quiet {
+		w.run(t, limit)
+	} else {
+		w.fire(limit)
 	}
-	if offset != 41 {
-		t.Fatalf("record offset %d, want 41", offset)
-	}
-	want := []string{"find", "init", "add", "produce", "end"}
-	if len(kinds) != len(want) {
-		t.Fatalf("requests %v, want %v", kinds, want)
-	}
-	for i := range want {
-		if kinds[i] != want[i] {
-			t.Fatalf("requests %v, want %v", kinds, want)
-		}
-	}
+	return kinds, offset, finished, commitErr
 }
 
 // TestSimulatedTransactionalLookupAsksAnotherNode: a node that cannot name

@@ -36,9 +36,11 @@ var ClientBugNames = []string{"LibAutoCommitFetched", "LibSeekSkipsTarget", "Lib
 
 // TxnBugNames are the planted transaction bugs (the partition's:
 // engine's SetTxnBugs; the coordinator's: engine/txn's SetBugs; the
-// group's transactional offsets: engine/groups' SetTxnOffsetsBug): they
-// need the transactional workload (Options.Txn).
-var TxnBugNames = []string{"LSOPassesOpenTxn", "DropAbortOnRestore", "MarkersBeforeDecision", "TxnSkipsFence", "TxnOffsetsOnAbort"}
+// group's transactional offsets: engine/groups' SetTxnOffsetsBug; the
+// transactional producer's: clientlib's SetTxnBugs): they need the
+// transactional workload (Options.Txn).
+var TxnBugNames = []string{"LSOPassesOpenTxn", "DropAbortOnRestore", "MarkersBeforeDecision", "TxnSkipsFence", "TxnOffsetsOnAbort",
+	"LibCommitSkipsFlush"}
 
 // CompactBugNames are engine/compact's planted bugs: they need the
 // compacted-topic workload (Options.Compacted, wire_kv.go).
@@ -66,6 +68,7 @@ func plantBug(cfg *node.Config, name string) {
 	clientlib.SetProducerBugs(name == "LibExhaustedDefinite")                   // the sample's library producers (wire_libproducer.go)
 	clientlib.SetAdminBugs(name == "LibAdminDropsRefusal")                      // needs authorization on (the operator's intruder: operator.go)
 	clientlib.SetConnBugs(name == "LibStallNotSent")                            // every library client's stall verdicts (clientlib/sim_watch.go)
+	clientlib.SetTxnBugs(name == "LibCommitSkipsFlush")                         // needs Options.Txn (wire_txn.go's producers)
 	engine.SetTxnBugs(name == "LSOPassesOpenTxn", name == "DropAbortOnRestore") // need Options.Txn (wire_txn.go)
 	txn.SetBugs(name == "TxnSkipsFence")                                        // needs Options.Txn
 	groups.SetTxnOffsetsBug(name == "TxnOffsetsOnAbort")                        // needs Options.Txn (wire_txn_session.go)

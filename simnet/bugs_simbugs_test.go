@@ -35,6 +35,7 @@ var pinnedCatch = map[string]uint64{
 	"MoveRacesRebalance":       6,  // the standard sample with groups and moves forced (moves_simbugs_test.go)
 	"TxnOffsetsOnAbort":        1,  // with Options.Txn: the TransactSession members (txn_sim_simbugs_test.go)
 	"StaleSecurityView":        1,  // the loop round's security view (loop_simbugs_test.go)
+	"LibCommitSkipsFlush":      1,  // with Options.Txn: the transactional producers (txn_sim_simbugs_test.go)
 }
 
 // requireCaught fails t unless some seed catches bug: its pinned seed

@@ -131,11 +131,16 @@
 // Consumer reads the partition from the start every 1.5 s and after the heal, and each read is
 // held to compaction's promises ("kv:" failures; planted CompactKeepsOlder and TombstoneEarly in
 // engine/compact). Options.Txn (seven seeds in ten) runs the transactional workload
-// (wire_txn.go): three transactional ids commit and abort transactions over sim-txn's 3 partitions,
-// crash mid-transaction and re-initialize (fencing; the old process sometimes finishes as a zombie),
-// while a reader follows the partitions at read_committed and after the heal reads them whole; the
-// history goes to linearizability.CheckTxn ("txn:" failures); zombies are paused processes that wake
-// up to 1.5 s later, often straight into their EndTxn; such seeds checkpoint every 16 or 32 entries
+// (wire_txn.go): three transactional producers, each process a simulated clientlib Client with the
+// id's TransactionalID driven as an application drives it (InitTransactions, BeginTransaction,
+// Produce, CommitTransaction or AbortTransaction, in clientlib.SimRun tasks; half the commits right
+// after the last Produce), commit and abort transactions over sim-txn's 3 partitions, crash
+// mid-transaction (the task abandoned) or as their EndTxn(commit) leaves or just after, and
+// re-initialize (fencing; the old process sometimes finishes as a zombie); each outcome is what
+// clientlib reported (committed, aborted, indefinite once an EndTxn(commit) left). A reader (the
+// simulator's own: a checker) follows the partitions at read_committed and after the heal reads them
+// whole; the history goes to linearizability.CheckTxn ("txn:" failures); zombies are paused processes
+// that wake up to 1.5 s later, often straight into their commit; such seeds checkpoint every 16 or 32 entries
 // (WithTxn) so replicas restore the partitions' transactional state mid-run (digest: compares it);
 // and every TXN_MARKER entry must apply after the coordinator's committed decision of its producer
 // epoch, with the same outcome (wire_txn_decisions.go replays __strand_transactions). On the same

@@ -54,3 +54,19 @@ func TestSimCatchesDropAbortOnRestore(t *testing.T) {
 func TestSimCatchesTxnOffsetsOnAbort(t *testing.T) {
 	requireCaught(t, "TxnOffsetsOnAbort", func(seed uint64) Options { return txnOptions(t, seed, "mixed", "TxnOffsetsOnAbort") })
 }
+
+// The transactional producers, on clientlib's Client since they left the
+// simulator's raw client (wire_txn.go), catch LibCommitSkipsFlush
+// (CommitTransaction sends EndTxn(commit) without waiting for the
+// transaction's records): a record that landed after the commit markers
+// is a lost committed write, or an aborted or out-of-order read. Half of
+// the producers' transactions commit right after their last Produce, so
+// records are still buffered or in flight at the commit. Before the move
+// no simulated client called CommitTransaction without its own Flush
+// first (TransactSession.End flushes), so nothing could catch it: 0 of
+// the 69 seeds of 1-100 that drew the workload, measured with the bug
+// planted in the old tree; now 139 of the 139 of seeds 1-200 that drew it
+// (TestSimCatchRate). Pinned in pinnedCatch (bugs_simbugs_test.go).
+func TestSimCatchesLibCommitSkipsFlush(t *testing.T) {
+	requireCaught(t, "LibCommitSkipsFlush", func(seed uint64) Options { return txnOptions(t, seed, "mixed", "LibCommitSkipsFlush") })
+}

@@ -1,13 +1,13 @@
 package simnet
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/strandlog/strand/clientlib"
-	"github.com/strandlog/strand/engine/recordbatch"
 	"github.com/strandlog/strand/linearizability"
 	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/proto/strandpb"
@@ -15,24 +15,40 @@ import (
 
 // The transactional workload (issue 23), drawn per seed (Options.Txn).
 //
-// Three transactional producers, each with its own transactional
-// id, run transactions over the partitions of topicTxn with the native
-// protocol: FindCoordinator, InitProducerId, AddPartitionsToTxn,
-// transactional produces of unique values (one batch per partition,
-// resent with its sequence on retriable errors), then EndTxn commit or
-// abort (drawn), resending retriable failures as Kafka's clients do. A
-// producer process crashes between steps now and then: a new process
-// re-initializes the same transactional id (fencing the old epoch), and
-// the old one sometimes keeps going to its EndTxn: a zombie. After the
-// heal a reader reads every partition of topicTxn at read_committed from
-// offset 0 up to the last stable offset. The whole run is a
-// linearizability.TxnHistory, checked by CheckTxn at the end of the seed
-// ("txn:" failures): no aborted or intermediate read, all-or-nothing
-// visibility, no lost committed write, no duplicate, no zombie write.
+// Three transactional producers, each with its own transactional id, run
+// transactions over the partitions of topicTxn on clientlib's
+// transactional Client, the one applications run (issue 21): every
+// process of a producer is a Simulated clientlib.Client built with the
+// id's TransactionalID, driven through its public API in tasks
+// (clientlib.SimRun, virtual time, the simulated network): InitTransactions,
+// then per transaction BeginTransaction, Produce of 1-3 unique values to
+// each drawn partition (think times between partitions), then
+// CommitTransaction or AbortTransaction (drawn; half the commits follow
+// the last Produce at once, records still buffered). FindCoordinator,
+// InitProducerId, AddPartitionsToTxn, produce sequences, retries and
+// coordinator lookups are clientlib's. A process crashes between steps
+// now and then (its task abandoned, its callbacks dropped): a new process
+// re-initializes the id, fencing the old epoch; inside a transaction the
+// old one is sometimes paused instead (a GC pause) and wakes a zombie that
+// goes on, half the time straight into its commit. A commit now and then
+// kills its process as the EndTxn(commit) would leave, or just after it
+// left (the coordinator then writes the markers of a dead client).
 //
-// A transaction's outcome is committed when its EndTxn(commit) was
-// answered ok, aborted when it never sent EndTxn(commit) (it cannot
-// commit), indefinite otherwise.
+// A transaction's outcome is what clientlib reported: committed when
+// CommitTransaction returned nil; aborted when no EndTxn(commit) left
+// (AbortTransaction, a commit refused before it sent one) or its first and
+// only EndTxn(commit) was answered PRODUCER_FENCED; indefinite otherwise.
+// A CommitTransaction whose outcome stayed unknown is called again (only
+// the same decision may follow), up to txnCommitTriesMax times.
+//
+// The checkers stay the simulator's own: a reader (wire_txn_check.go)
+// follows topicTxn at read_committed while the producers run and after the
+// heal reads every partition of topicTxn from offset 0 up to the last
+// stable offset; the whole run is a linearizability.TxnHistory, checked by
+// CheckTxn at the end of the seed ("txn:" failures): no aborted or
+// intermediate read, all-or-nothing visibility, no lost committed write,
+// no duplicate, no zombie write; wire_txn_decisions.go holds every marker
+// to the coordinator's committed decision.
 const (
 	topicTxn           = "sim-txn"
 	txnTopicPartitions = 3
@@ -108,6 +124,7 @@ type txnSim struct {
 	ww         *wireWorkload
 	reader     *wireClient
 	producers  []*txnProducer
+	lives      []*txnLife // every producer process, for endTasks
 	hist       linearizability.TxnHistory
 	sentCommit map[int]bool // transactions that sent EndTxn(commit)
 	nextValue  int
@@ -138,18 +155,39 @@ type txnProducer struct {
 	stopped bool // counted out of the workload
 }
 
-// txnLife is one process of a transactional producer.
+// txnLife is one process of a transactional producer: a simulated
+// clientlib.Client with the producer's transactional id, driven through
+// its public transaction API in tasks (clientlib.SimRun).
 type txnLife struct {
-	p        *txnProducer
-	zombie   bool // abandoned: finishes its transaction and stops
-	dead     bool // stops at its next step
-	coord    int
-	pid      int64
-	epoch    int16
-	seq      map[int32]int32
-	txn      int // index in hist.Txns; -1: none open
-	attempts int
+	p      *txnProducer
+	alive  bool
+	zombie bool // paused while a successor took the id: finishes its transaction and stops
+	// pausedUntil holds back every timer and answer of a paused process.
+	pausedUntil time.Duration
+	cl          *clientlib.Client
+	abandon     func() // ends the running task, if any
+	txn         int    // index in hist.Txns of the open transaction; -1: none
+	// crashAt is where the open transaction's process dies at its
+	// EndTxn(commit): 0 nowhere, crashBeforeEnd as the request would
+	// leave, crashAfterEnd just after it left (before its answer, while
+	// the coordinator writes the markers).
+	crashAt     int
+	commitSends int  // EndTxn(commit) requests the open transaction sent
+	fencedAtEnd bool // the first EndTxn(commit), the only one sent, was answered PRODUCER_FENCED
+	commitTries int  // CommitTransaction calls of the open transaction
 }
+
+// Where a process dies at its EndTxn(commit) (txnLife.crashAt).
+const (
+	crashBeforeEnd = 1
+	crashAfterEnd  = 2
+	// txnCrashAtEndOneIn: one commit in this many draws a crash at it.
+	txnCrashAtEndOneIn = 6
+	// txnCommitTriesMax bounds the CommitTransaction calls of one
+	// transaction whose outcome stayed unknown (the application retries
+	// the commit, as clientlib asks, then gives the process up).
+	txnCommitTriesMax = 3
+)
 
 // newTxnSim creates the workload's clients from index first on; nil
 // without Options.Txn.
@@ -245,8 +283,8 @@ func (s *txnSim) producerDone() {
 	}
 }
 
-// spawn starts a new process of the producer: InitProducerId fences the
-// previous one.
+// spawn starts a new process of the producer: its InitTransactions fences
+// the previous one.
 func (p *txnProducer) spawn() {
 	if p.stopped {
 		return
@@ -256,21 +294,31 @@ func (p *txnProducer) spawn() {
 		return
 	}
 	p.lives++
-	l := &txnLife{p: p, txn: -1, seq: map[int32]int32{}}
-	l.findCoordinator()
-}
-
-// findCoordinator asks a random node for the id's coordinator, then
-// initializes the producer.
-func (l *txnLife) findCoordinator() {
-	c := l.p.c
-	req := &strandpb.Request{Body: &strandpb.Request_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorRequest{
-		TransactionalId: l.p.tid}}}
-	l.send(c.randomNode(), req, func(resp *strandpb.Response) {
-		l.coord = c.nodeIndexOf(resp.GetFindCoordinator().GetNodeId())
-		l.attempts = 0
-		l.init()
-	}, l.restart)
+	l := &txnLife{p: p, alive: true, txn: -1}
+	p.s.lives = append(p.s.lives, l)
+	ww := p.s.ww
+	seeds := make([]string, len(ww.peers))
+	for i, peer := range ww.peers {
+		seeds[i] = peer.Address
+	}
+	o := ww.w.opts
+	cl, err := clientlib.NewClient(clientlib.Simulated(txnTransport{l}), clientlib.SeedAddresses(seeds...),
+		clientlib.RandSeed(p.c.rng.Uint64()), clientlib.TransactionalID(p.tid),
+		clientlib.TransactionTimeout(txnTimeoutMs*time.Millisecond), clientlib.ManualPartitioner(),
+		clientlib.RequestTimeout(o.libRequestTimeout()), clientlib.StallTimeout(o.libStallTimeout()), clientlib.DeliveryTimeout(o.OpDeadline), clientlib.MaxRetries(txnAttemptsMax),
+		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(libMetadataMaxAge))
+	if err != nil {
+		panic("simnet: transactional producer options: " + err.Error())
+	}
+	l.cl = cl
+	l.task(func(ctx context.Context) { err = cl.InitTransactions(ctx) }, func() {
+		if err != nil {
+			l.failed(err)
+			return
+		}
+		ww.w.coverage.Inc("txn/init")
+		l.step(l.begin)
+	})
 }
 
 // stop counts the producer out of the workload, once.
@@ -279,108 +327,6 @@ func (p *txnProducer) stop() {
 		p.stopped = true
 		p.s.producerDone()
 	}
-}
-
-// send sends req to target; retriable failures retry (to the coordinator
-// found anew for coordinator requests, to the hinted leader for produce)
-// up to txnAttemptsMax, then giveUp runs. ok runs with an answer without
-// error.
-func (l *txnLife) send(target int, req *strandpb.Request, ok func(*strandpb.Response), giveUp func()) {
-	c := l.p.c
-	l.attempts++
-	l.p.s.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
-		if err == nil {
-			err = txnAnswerErr(resp)
-		}
-		if err == nil {
-			ok(resp)
-			return
-		}
-		code := errCode(err)
-		if code == strandpb.ErrorCode_ERROR_CODE_PRODUCER_FENCED {
-			l.p.s.ww.w.coverage.Inc("txn/fenced")
-			if req.GetEndTxn() != nil && l.attempts == 1 {
-				l.fencedAtEnd()
-			}
-			l.fenced()
-			return
-		}
-		retriable := clientlib.ClassifyErr(err).Retriable || code == strandpb.ErrorCode_ERROR_CODE_CONCURRENT_TRANSACTIONS ||
-			code == strandpb.ErrorCode_ERROR_CODE_NOT_COORDINATOR
-		if !retriable || l.attempts >= txnAttemptsMax {
-			l.p.s.ww.w.coverage.Inc("txn/gave-up")
-			giveUp()
-			return
-		}
-		if l.dead && !l.zombie {
-			return // a crashed process sends nothing more
-		}
-		if coordinatorLost(req, err) {
-			failed := target
-			c.after(wireBackoff.Delay(l.attempts, c.rng), func() { l.relocate(failed, req, ok, giveUp) })
-			return
-		}
-		next := l.retryTarget(req, err)
-		c.after(wireBackoff.Delay(l.attempts, c.rng), func() { l.send(next, req, ok, giveUp) })
-	})
-}
-
-// coordinatorLost reports whether err, the failure of coordinator request
-// req, says the coordinator the process knows is gone: it did not answer,
-// or answered that it is not (or not yet) the coordinator. Kafka's
-// producer then looks the coordinator up again before it retries
-// (TransactionManager: lookupCoordinator); retrying the known one kept a
-// process sending to a node dead for good for 26 s after the heal, past
-// the drain's grace (seed 22 of the standard sample, an intermediate
-// branch: FindCoordinator named that node once, from a lagging view).
-func coordinatorLost(req *strandpb.Request, err error) bool {
-	if req.GetProduce() != nil || req.GetFindCoordinator() != nil {
-		return false
-	}
-	if _, unreachable := errors.AsType[*clientlib.ConnError](err); unreachable {
-		return true
-	}
-	var e *clientlib.Error
-	if asWireError(err, &e) && e.LeaderID != 0 {
-		return false // the answer names the coordinator: retryTarget goes there
-	}
-	switch errCode(err) {
-	case strandpb.ErrorCode_ERROR_CODE_NOT_COORDINATOR, strandpb.ErrorCode_ERROR_CODE_COORDINATOR_NOT_AVAILABLE:
-		return true
-	}
-	return false
-}
-
-// relocate looks the coordinator up again, asking a node other than
-// failed (the one req just failed at), then sends req to the coordinator
-// it names.
-func (l *txnLife) relocate(failed int, req *strandpb.Request, ok func(*strandpb.Response), giveUp func()) {
-	c := l.p.c
-	ask := c.randomNode()
-	if ask == failed {
-		ask = (ask + 1) % len(c.ww.w.nodes)
-	}
-	find := &strandpb.Request{Body: &strandpb.Request_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorRequest{
-		TransactionalId: l.p.tid}}}
-	l.send(ask, find, func(resp *strandpb.Response) {
-		l.coord = c.nodeIndexOf(resp.GetFindCoordinator().GetNodeId())
-		l.send(l.coord, req, ok, giveUp)
-	}, giveUp)
-}
-
-// retryTarget is where a retry goes: the hinted leader of a produce, a
-// random node otherwise (the coordinator may have moved; the node
-// answers NOT_COORDINATOR until the retry finds it).
-func (l *txnLife) retryTarget(req *strandpb.Request, err error) int {
-	c := l.p.c
-	var e *clientlib.Error
-	if asWireError(err, &e) && e.LeaderID != 0 {
-		return c.nodeIndexOf(e.LeaderID)
-	}
-	if req.GetProduce() == nil && c.rng.IntN(2) == 0 {
-		return l.coord
-	}
-	return c.randomNode()
 }
 
 // nodeIndexOf is node id's index, a random node when unknown.
@@ -393,141 +339,142 @@ func (c *wireClient) nodeIndexOf(id uint64) int {
 	return c.randomNode()
 }
 
-// txnAnswerErr is the first error an answer carries, top level or per
-// partition.
-func txnAnswerErr(resp *strandpb.Response) error {
-	if err := wireErr(resp.GetError()); err != nil {
-		return err
+// task runs fn (calls of the process's Client) as a task on the
+// simulator's thread; done runs when it returned, unless the process died.
+func (l *txnLife) task(fn func(ctx context.Context), done func()) {
+	if !l.alive {
+		return
 	}
-	for _, r := range resp.GetAddPartitionsToTxn().GetResults() {
-		if err := wireErr(r.GetError()); err != nil {
-			return err
-		}
-	}
-	for _, p := range resp.GetProduce().GetPartitions() {
-		if err := wireErr(p.GetError()); err != nil {
-			return err
-		}
-	}
-	return nil
+	l.abandon = l.cl.SimRun(fn, done)
 }
 
-// init sends InitProducerId; its answer is a fence of older epochs.
-func (l *txnLife) init() {
-	s := l.p.s
-	req := &strandpb.Request{Body: &strandpb.Request_TxnInitProducerId{TxnInitProducerId: &strandpb.TxnInitProducerIdRequest{
-		TransactionalId: l.p.tid, TransactionTimeoutMs: txnTimeoutMs}}}
-	l.send(l.coord, req, func(resp *strandpb.Response) {
-		r := resp.GetTxnInitProducerId()
-		l.pid, l.epoch = r.GetProducerId(), int16(r.GetProducerEpoch())
-		s.hist.Fences = append(s.hist.Fences, linearizability.TxnFence{TransactionalID: l.p.tid,
-			Producer: linearizability.TxnProducerEpoch{ID: l.pid, Epoch: l.epoch}, Return: int64(s.ww.w.now())})
-		s.ww.w.coverage.Inc("txn/init")
-		l.step(l.begin)
-	}, l.restart)
+// after runs fn after d, unless the process died first; a paused process
+// runs it when it wakes.
+func (l *txnLife) after(d time.Duration, fn func()) {
+	l.p.c.after(d, func() { l.run(fn) })
 }
 
-// step runs next after a think time, unless the process crashes first:
-// then a new process starts, and the old one may go on as a zombie.
+// run runs fn unless the process died; a paused process runs it when it
+// wakes.
+func (l *txnLife) run(fn func()) {
+	if !l.alive {
+		return
+	}
+	if now := l.p.s.ww.w.now(); now < l.pausedUntil {
+		l.p.c.after(l.pausedUntil-now, func() { l.run(fn) })
+		return
+	}
+	fn()
+}
+
+// step runs next after a think time, unless the process crashes first: a
+// new process then starts, and the old one, inside a transaction, may be
+// paused instead (a GC pause, a stalled VM) and go on as a zombie.
 func (l *txnLife) step(next func()) {
 	c := l.p.c
-	if l.dead {
+	if !l.alive {
 		return
 	}
 	if !l.zombie && c.rng.IntN(txnCrashOneIn) == 0 {
 		l.p.s.ww.w.coverage.Inc("txn/crash")
 		if l.txn >= 0 && c.rng.IntN(3) != 0 {
-			l.zombie = true // finishes its open transaction, fenced or not
-			l.p.s.ww.w.coverage.Inc("txn/zombie")
-			c.after(c.thinkTime(), l.p.spawn)
-			// A zombie is a paused process (a GC pause, a stalled VM): it
-			// wakes while its successor may be inside a transaction, in
-			// half the cases straight into its commit (the partitions
-			// fence its writes; only the coordinator fences its EndTxn).
-			if c.rng.IntN(2) == 0 {
-				next = l.end
-			}
-			c.after(time.Duration(1+c.rng.IntN(txnZombiePauseMaxMs))*time.Millisecond, next)
-			return
-		} else {
-			l.dead = true
-			c.after(c.thinkTime(), l.p.spawn)
+			l.pause(next)
 			return
 		}
-	}
-	c.after(time.Duration(1+c.rng.IntN(txnStepMaxMs))*time.Millisecond, next)
-}
-
-// restart abandons this process after a request gave up and starts a new
-// one (a zombie just stops).
-func (l *txnLife) restart() {
-	if l.dead {
+		l.die()
+		c.after(c.thinkTime(), l.p.spawn)
 		return
 	}
-	l.dead = true
+	l.after(time.Duration(1+c.rng.IntN(txnStepMaxMs))*time.Millisecond, next)
+}
+
+// pause turns the process into a zombie: it sleeps up to
+// txnZombiePauseMaxMs while a successor takes the transactional id, and
+// wakes while the successor may be inside a transaction, in half the
+// cases straight into its commit (the partitions fence its writes; only
+// the coordinator fences its EndTxn).
+func (l *txnLife) pause(next func()) {
+	c, s := l.p.c, l.p.s
+	l.zombie = true
+	s.ww.w.coverage.Inc("txn/zombie")
+	l.pausedUntil = s.ww.w.now() + time.Duration(1+c.rng.IntN(txnZombiePauseMaxMs))*time.Millisecond
+	c.after(c.thinkTime(), l.p.spawn)
+	if c.rng.IntN(2) == 0 {
+		next = l.end
+	}
+	l.after(0, next)
+}
+
+// die ends the process: its task and every callback of its transport.
+func (l *txnLife) die() {
+	if !l.alive {
+		return
+	}
+	l.alive = false
+	if l.abandon != nil {
+		l.abandon()
+	}
+}
+
+// failed ends the process after its Client failed with err (fenced, or a
+// call that gave up) and starts a new one; a zombie just stops.
+func (l *txnLife) failed(err error) {
+	if errors.Is(err, clientlib.ErrProducerFenced) {
+		l.p.s.ww.w.coverage.Inc("txn/fenced")
+	} else {
+		l.p.s.ww.w.coverage.Inc("txn/gave-up")
+	}
+	if !l.alive {
+		return
+	}
+	l.die()
 	if !l.zombie {
 		l.p.c.after(l.p.c.thinkTime(), l.p.spawn)
 	}
 }
 
-// fenced: a newer epoch exists; the process stops (its successor, if it
-// crashed, already runs; otherwise it re-initializes).
-func (l *txnLife) fenced() { l.restart() }
-
-// fencedAtEnd records the open transaction as aborted: the first attempt
-// of its EndTxn was refused as fenced, so no EndTxn(commit) of its epoch
-// was ever decided (client requests are never duplicated in flight), and
-// a fence aborts the transaction it ends. A marker that committed it
-// anyway (in some partition) is an aborted read.
-func (l *txnLife) fencedAtEnd() {
-	s := l.p.s
-	if l.txn < 0 {
-		return
-	}
-	t := &s.hist.Txns[l.txn]
-	t.Outcome, t.EndReturn = linearizability.TxnAborted, int64(s.ww.w.now())
-	delete(s.sentCommit, l.txn)
-	s.ww.w.coverage.Inc("txn/fenced-at-end")
-}
-
-// begin starts the producer's next transaction, or ends the producer.
+// begin opens the producer's next transaction (BeginTransaction, which
+// re-initializes the producer first when an abort asked it to), or ends
+// the producer.
 func (l *txnLife) begin() {
 	p, s := l.p, l.p.s
 	if l.zombie || p.done >= txnPerProducer {
-		l.dead = true
+		l.die()
 		if !l.zombie {
 			p.stop()
 		}
 		return
 	}
-	p.done++
-	c := p.c
-	parts := []int32{}
-	for q := range int32(txnTopicPartitions) {
-		if c.rng.IntN(2) == 0 {
-			parts = append(parts, q)
+	var err error
+	l.task(func(context.Context) { err = l.cl.BeginTransaction() }, func() {
+		if err != nil {
+			l.failed(err)
+			return
 		}
-	}
-	if len(parts) == 0 {
-		parts = append(parts, int32(c.rng.IntN(txnTopicPartitions)))
-	}
-	now := int64(s.ww.w.now())
-	s.hist.Txns = append(s.hist.Txns, linearizability.Txn{Client: linearizability.ClientID(c.index), TransactionalID: p.tid,
-		Producer: linearizability.TxnProducerEpoch{ID: l.pid, Epoch: l.epoch}, Outcome: linearizability.TxnAborted,
-		Begin: now, EndCall: now, EndReturn: now})
-	l.txn = len(s.hist.Txns) - 1
-	l.attempts = 0
-	req := &strandpb.Request{Body: &strandpb.Request_AddPartitionsToTxn{AddPartitionsToTxn: &strandpb.AddPartitionsToTxnRequest{
-		TransactionalId: p.tid, Producer: l.producer(), Topics: []*strandpb.TxnPartitions{{Topic: topicTxn, Partitions: parts}}}}}
-	l.send(l.coord, req, func(*strandpb.Response) { l.step(func() { l.produce(parts) }) }, l.restart)
+		p.done++
+		c := p.c
+		parts := []int32{}
+		for q := range int32(txnTopicPartitions) {
+			if c.rng.IntN(2) == 0 {
+				parts = append(parts, q)
+			}
+		}
+		if len(parts) == 0 {
+			parts = append(parts, int32(c.rng.IntN(txnTopicPartitions)))
+		}
+		now := int64(s.ww.w.now())
+		s.hist.Txns = append(s.hist.Txns, linearizability.Txn{Client: linearizability.ClientID(c.index), TransactionalID: p.tid,
+			Outcome: linearizability.TxnAborted, Begin: now, EndCall: now, EndReturn: now})
+		l.txn, l.crashAt, l.commitSends, l.fencedAtEnd, l.commitTries = len(s.hist.Txns)-1, 0, 0, false, 0
+		l.step(func() { l.produce(parts) })
+	})
 }
 
-// producer is the process's producer id and epoch on the wire.
-func (l *txnLife) producer() *strandpb.TxnProducer {
-	return &strandpb.TxnProducer{ProducerId: l.pid, Epoch: int32(l.epoch)}
-}
-
-// produce writes one batch of unique values to parts[0], then the rest.
+// produce produces 1-3 records of unique values to parts[0] in the open
+// transaction and waits for them, then the rest after think times; after
+// the last, half the time it commits at once without waiting, as an
+// application that produces and commits in one go (the records may not
+// have left yet: CommitTransaction must send them first).
 func (l *txnLife) produce(parts []int32) {
 	if len(parts) == 0 {
 		l.step(l.end)
@@ -537,72 +484,216 @@ func (l *txnLife) produce(parts []int32) {
 	c := p.c
 	q := parts[0]
 	n := 1 + c.rng.IntN(3)
-	recs := make([]recordbatch.Record, n)
-	values := make([]string, n)
+	idx := l.txn
+	first := len(s.hist.Txns[idx].Writes)
+	recs := make([]*clientlib.Record, n)
 	for i := range recs {
 		s.nextValue++
-		values[i] = fmt.Sprintf("t%d", s.nextValue)
-		recs[i] = recordbatch.Record{TimestampMs: int64(s.ww.w.now() / time.Millisecond), Value: []byte(values[i])}
+		v := fmt.Sprintf("t%d", s.nextValue)
+		recs[i] = &clientlib.Record{Topic: topicTxn, Partition: q, Value: []byte(v)}
+		s.hist.Txns[idx].Writes = append(s.hist.Txns[idx].Writes, linearizability.TxnWrite{
+			TP: linearizability.TopicPartition{Topic: topicTxn, Partition: q}, Value: v, Offset: -1})
 	}
-	batch, err := recordbatch.Encode(nil, recs)
-	if err != nil {
-		panic("simnet: encode transactional batch: " + err.Error())
-	}
-	t := &s.hist.Txns[l.txn]
-	first := len(t.Writes)
-	for _, v := range values {
-		t.Writes = append(t.Writes, linearizability.TxnWrite{TP: linearizability.TopicPartition{Topic: topicTxn, Partition: q},
-			Value: v, Offset: -1})
-	}
-	req := &strandpb.Request{Body: &strandpb.Request_Produce{Produce: &strandpb.ProduceRequest{Acks: -1,
-		TimeoutMs: int32(s.ww.w.opts.ClientTimeout / time.Millisecond), TransactionalId: p.tid,
-		Partitions: []*strandpb.ProduceRequest_Partition{{Topic: topicTxn, Partition: q, ProducerId: l.pid,
-			ProducerEpoch: int32(l.epoch), BaseSequence: l.seq[q], Batch: batch, Transactional: true}}}}}
-	l.attempts = 0
-	l.send(c.randomNode(), req, func(resp *strandpb.Response) {
-		l.seq[q] += int32(n)
-		if ps := resp.GetProduce().GetPartitions(); len(ps) == 1 && ps[0].GetBaseOffset() >= 0 {
-			w := s.hist.Txns[l.txn].Writes
-			for i := range n {
-				w[first+i].Offset = ps[0].GetBaseOffset() + int64(i)
-			}
+	atOnce := len(parts) == 1 && c.rng.IntN(2) == 0
+	l.task(func(ctx context.Context) {
+		for i, r := range recs {
+			l.cl.Produce(ctx, r, func(r *clientlib.Record, err error) {
+				if err == nil && r.Offset >= 0 {
+					s.hist.Txns[idx].Writes[first+i].Offset = r.Offset
+					s.ww.w.coverage.Inc("txn/produce")
+				}
+			})
 		}
-		s.ww.w.coverage.Inc("txn/produce")
+		if !atOnce {
+			// The application waits for the records (ProduceSync's
+			// wait, a task's Flush here): the transaction stays open
+			// on the partition across the think time, and a process
+			// paused after this step wakes with its records written.
+			_ = l.cl.Flush(ctx)
+		}
+	}, func() {
+		if atOnce {
+			s.ww.w.coverage.Inc("txn/commit-at-once")
+			l.end()
+			return
+		}
 		l.step(func() { l.produce(parts[1:]) })
-	}, l.restart)
+	})
 }
 
-// end sends EndTxn, commit or abort as drawn.
+// end ends the open transaction, CommitTransaction or AbortTransaction as
+// drawn (a zombie always commits), now and then with the process dying
+// at its EndTxn(commit).
 func (l *txnLife) end() {
 	p, s := l.p, l.p.s
-	commit := l.zombie || p.c.rng.IntN(4) != 0
-	i := l.txn
-	now := int64(s.ww.w.now())
-	t := &s.hist.Txns[i]
-	t.EndCall, t.EndReturn = now, now
-	if commit {
-		s.sentCommit[i] = true
-		t.Outcome = linearizability.TxnIndefinite
+	if l.txn < 0 {
+		l.step(l.begin)
+		return
 	}
-	req := &strandpb.Request{Body: &strandpb.Request_EndTxn{EndTxn: &strandpb.EndTxnRequest{TransactionalId: p.tid,
-		Producer: l.producer(), Commit: commit}}}
-	l.attempts = 0
-	l.send(l.coord, req, func(resp *strandpb.Response) {
-		t := &s.hist.Txns[i]
-		t.EndReturn = int64(s.ww.w.now())
+	commit := l.zombie || p.c.rng.IntN(4) != 0
+	if commit && !l.zombie && l.commitTries == 0 && p.c.rng.IntN(txnCrashAtEndOneIn) == 0 {
+		l.crashAt = crashBeforeEnd + p.c.rng.IntN(2)
+	}
+	now := int64(s.ww.w.now())
+	t := &s.hist.Txns[l.txn]
+	if l.commitTries == 0 {
+		t.EndCall, t.EndReturn = now, now
+	}
+	var err error
+	l.task(func(ctx context.Context) {
+		if commit {
+			l.commitTries++
+			err = l.cl.CommitTransaction(ctx)
+		} else {
+			err = l.cl.AbortTransaction(ctx)
+		}
+	}, func() { l.ended(commit, err) })
+}
+
+// ended records what CommitTransaction or AbortTransaction reported and
+// goes on: committed when Commit returned nil; aborted when no
+// EndTxn(commit) left (Abort, or a Commit refused before it sent one) or
+// its first and only EndTxn(commit) was answered fenced; indefinite
+// otherwise (onRequest marks it when the EndTxn(commit) leaves).
+func (l *txnLife) ended(commit bool, err error) {
+	s := l.p.s
+	w := s.ww.w
+	t := &s.hist.Txns[l.txn]
+	t.EndReturn = int64(w.now())
+	if err == nil {
 		if commit {
 			t.Outcome = linearizability.TxnCommitted
-			s.ww.w.coverage.Inc("txn/committed")
+			w.coverage.Inc("txn/committed")
 		} else {
-			s.ww.w.coverage.Inc("txn/aborted")
-		}
-		if r := resp.GetEndTxn(); r.GetProducerId() != 0 {
-			if r.GetProducerId() != l.pid || int16(r.GetProducerEpoch()) != l.epoch {
-				l.seq = map[int32]int32{}
-			}
-			l.pid, l.epoch = r.GetProducerId(), int16(r.GetProducerEpoch())
+			w.coverage.Inc("txn/aborted")
 		}
 		l.txn = -1
 		l.step(l.begin)
-	}, l.restart)
+		return
+	}
+	var ae *clientlib.TransactionAbortableError
+	switch {
+	case errors.Is(err, clientlib.ErrProducerFenced):
+		if l.fencedAtEnd {
+			// No EndTxn(commit) of its epoch was ever decided (one was
+			// sent and refused), and a fence aborts the transaction it
+			// ends: a marker that committed it anyway is an aborted read.
+			t.Outcome = linearizability.TxnAborted
+			delete(s.sentCommit, l.txn)
+			w.coverage.Inc("txn/fenced-at-end")
+		}
+		l.txn = -1
+		l.failed(err)
+	case commit && errors.As(err, &ae):
+		// A record failed: the transaction cannot commit; abort it, as
+		// the error asks.
+		w.coverage.Inc("txn/commit-abortable")
+		l.task(func(ctx context.Context) { err = l.cl.AbortTransaction(ctx) }, func() { l.ended(false, err) })
+	case commit && l.commitTries < txnCommitTriesMax && !l.zombie:
+		// The outcome is not known (the coordinator did not answer in
+		// time): only the same decision may follow, so commit again.
+		w.coverage.Inc("txn/commit-retried")
+		l.step(l.end)
+	default:
+		l.failed(err) // the outcome stays indefinite once an EndTxn(commit) left
+	}
+}
+
+// endTasks kills every process of the producers still running (zombies
+// included): their coroutines must not outlive the run.
+func (s *txnSim) endTasks() {
+	for _, l := range s.lives {
+		l.die()
+	}
+}
+
+// txnTransport is the simulated network as one process of a producer
+// sees it: nothing reaches a dead process, a paused one gets its timers
+// and answers when it wakes, and the requests that leave it are recorded
+// (onRequest, onAnswer).
+type txnTransport struct{ l *txnLife }
+
+func (t txnTransport) Now() time.Duration { return t.l.p.s.ww.w.now() }
+
+func (t txnTransport) After(d time.Duration, fn func()) { t.l.after(d, fn) }
+
+func (t txnTransport) Call(addr string, req *strandpb.Request, done func(*strandpb.Response, error)) {
+	if !t.l.onRequest(req) {
+		return // the process died before sending: the task is abandoned
+	}
+	libTransport{t.l.p.c}.Call(addr, req, func(resp *strandpb.Response, err error) {
+		if t.l.alive {
+			t.l.onAnswer(req, resp, err)
+		}
+		t.l.run(func() { done(resp, err) })
+	})
+}
+
+// onRequest sees a request leave the process: a transactional produce or
+// EndTxn names the transaction's producer id and epoch, and an
+// EndTxn(commit) makes its outcome indefinite. False drops the request:
+// the process dies as it would leave (crashBeforeEnd).
+func (l *txnLife) onRequest(req *strandpb.Request) bool {
+	if l.txn < 0 {
+		return true
+	}
+	s := l.p.s
+	t := &s.hist.Txns[l.txn]
+	if p := txnProduceProducer(req); p != nil {
+		t.Producer = *p
+	}
+	e := req.GetEndTxn()
+	if e == nil {
+		return true
+	}
+	t.Producer = linearizability.TxnProducerEpoch{ID: e.GetProducer().GetProducerId(), Epoch: int16(e.GetProducer().GetEpoch())}
+	if !e.GetCommit() {
+		return true
+	}
+	switch l.crashAt {
+	case crashBeforeEnd:
+		l.crashAt = 0
+		s.ww.w.coverage.Inc("txn/crash-before-end")
+		l.p.c.after(0, l.crashNow) // not from inside the task that sends
+		return false
+	case crashAfterEnd:
+		l.crashAt = 0
+		s.ww.w.coverage.Inc("txn/crash-after-end")
+		l.p.c.after(0, l.crashNow)
+	}
+	if l.commitSends == 0 {
+		t.EndCall = int64(s.ww.w.now())
+	}
+	l.commitSends++
+	s.sentCommit[l.txn] = true
+	t.Outcome = linearizability.TxnIndefinite
+	return true
+}
+
+// crashNow kills the process at its EndTxn(commit); a new one starts a
+// little later.
+func (l *txnLife) crashNow() {
+	if !l.alive {
+		return
+	}
+	l.die()
+	l.p.c.after(l.p.c.thinkTime(), l.p.spawn)
+}
+
+// onAnswer records fences (InitProducerId answers) and a first
+// EndTxn(commit) refused as fenced.
+func (l *txnLife) onAnswer(req *strandpb.Request, resp *strandpb.Response, err error) {
+	s := l.p.s
+	if err != nil || resp == nil {
+		return
+	}
+	if r := resp.GetTxnInitProducerId(); r != nil && req.GetTxnInitProducerId() != nil && resp.GetError() == nil {
+		s.hist.Fences = append(s.hist.Fences, linearizability.TxnFence{TransactionalID: l.p.tid,
+			Producer: linearizability.TxnProducerEpoch{ID: r.GetProducerId(), Epoch: int16(r.GetProducerEpoch())},
+			Return:   int64(s.ww.w.now())})
+	}
+	if e := req.GetEndTxn(); e != nil && e.GetCommit() && l.txn >= 0 && l.commitSends == 1 &&
+		resp.GetError().GetCode() == strandpb.ErrorCode_ERROR_CODE_PRODUCER_FENCED {
+		l.fencedAtEnd = true
+	}
 }

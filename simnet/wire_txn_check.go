@@ -110,6 +110,7 @@ func (s *txnSim) finish(then func()) {
 		return
 	}
 	s.finished = true
+	s.endTasks() // the producers are done; zombies still paused are fenced
 	s.ses.stop(0, func() { s.readPartition(0, 0, 0, then) })
 }
 

@@ -54,10 +54,12 @@ func (ses *txnSession) endTasks() {
 	}
 }
 
-// endSessionTasks abandons the session members' tasks when the run ends
-// early: their coroutines must not outlive the run.
+// endSessionTasks abandons the transactional producers' and the session
+// members' tasks when the run ends early: their coroutines must not
+// outlive the run.
 func (s *txnSim) endSessionTasks() {
 	if s != nil {
+		s.endTasks() // wire_txn.go
 		s.ses.endTasks()
 	}
 }
