@@ -139,6 +139,7 @@ func (w *world) endInput(n *simNode) {
 			return
 		}
 		n.roundDue = false
+		w.roundEnds++
 		w.process(n)
 	}})
 }

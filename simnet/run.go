@@ -77,7 +77,7 @@ func (w *world) run() {
 			break
 		}
 		w.events++
-		if budget := w.eventsMax(); w.events > budget {
+		if budget := w.eventsMax(); w.events-w.roundEnds > budget {
 			w.fail("event budget %d exhausted at virtual time %v: an event storm (%s)", budget, w.now(), w.stats)
 			break
 		}

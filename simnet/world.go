@@ -132,7 +132,10 @@ type world struct {
 	rngFault *rand.Rand
 	trace    traceHash
 	events   int64
-	loop     loopOptions // the rounds' draws (loop.go)
+	// roundEnds are the batching rounds' end events (loop.go): one per
+	// round, after inputs that counted, so not counted against EventsMax.
+	roundEnds int64
+	loop      loopOptions // the rounds' draws (loop.go)
 	// deltasDeclared: the core counters' coverage names are declared
 	// (addDelta).
 	deltasDeclared bool
