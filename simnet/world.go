@@ -562,8 +562,10 @@ func (w *world) process(n *simNode) {
 	w.countRejoins(n)
 	w.countRetention(n)
 	w.deltasDeclared = true
-	statuses := w.statuses(n)
-	w.checker.onStatus(n, statuses)
+	statuses, read := w.statuses(n)
+	if read {
+		w.checker.onStatus(n, statuses) // otherwise it would find each as checked last
+	}
 	w.durability.afterProcess(n, statuses)
 	w.startSyncs(n)
 }
@@ -573,18 +575,18 @@ func (w *world) process(n *simNode) {
 // otherwise they are the ones the checks saw last, and reading them after
 // every Process (nine in ten changed nothing) was 5% of a run's CPU.
 // Options.CheckStatusSeq reads them anyway and fails the run when they
-// moved without StatusSeq.
-func (w *world) statuses(n *simNode) []node.GroupStatus {
+// moved without StatusSeq. read tells whether they were read again.
+func (w *world) statuses(n *simNode) (statuses []node.GroupStatus, read bool) {
 	seq := n.core.StatusSeq()
 	if n.statusOf == n.core && n.statusSeq == seq && !w.opts.CheckStatusSeq {
-		return n.statusBuf
+		return n.statusBuf, false
 	}
 	fresh := n.statusOf == n.core && n.statusSeq == seq
 	var kept []node.GroupStatus
 	if fresh {
 		kept = append(kept, n.statusBuf...)
 	}
-	statuses := n.core.AppendStatus(n.statusBuf[:0])
+	statuses = n.core.AppendStatus(n.statusBuf[:0])
 	if st, ok := n.core.MetadataStatus(); ok {
 		statuses = append(statuses, st)
 	}
@@ -592,7 +594,7 @@ func (w *world) statuses(n *simNode) []node.GroupStatus {
 		w.fail("node %d: statuses changed without node.Core.StatusSeq moving (%d)", n.id, seq)
 	}
 	n.statusBuf, n.statusOf, n.statusSeq = statuses, n.core, seq
-	return statuses
+	return statuses, true
 }
 
 // countTruncates adds n's log truncations since before (the count then)
