@@ -259,6 +259,7 @@ func (c *Core) bugRestoreIndexTimes(g *group) {
 		panic(fmt.Sprintf("node: planted bug: %v", err))
 	}
 	g.part = part
+	c.statusChanged()
 }
 
 // bugReadOnlyOption is raft's read-only mode: lease-based under LeaseReads.
@@ -443,6 +444,7 @@ func (c *Core) bugForgetProducers(g *group) {
 		panic(fmt.Sprintf("node: planted bug: %v", err))
 	}
 	g.part = part
+	c.statusChanged()
 }
 
 // bugCheckpointState (CheckpointForgetsProducers) returns a partition's

@@ -469,6 +469,8 @@ type Core struct {
 
 	ready    readyMarks   // the groups the next round asks for a Ready (ready.go)
 	liveness peerLiveness // when each peer was last heard from (quiesce.go)
+	// statusSeq moves whenever a status may have changed (StatusSeq).
+	statusSeq uint64
 	// tailCacheBytes is the tail cache bound every log has now
 	// (shareTailCaches).
 	tailCacheBytes int64

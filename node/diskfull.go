@@ -359,6 +359,7 @@ func (c *Core) reopenMeta(g *group) error {
 		return fmt.Errorf("node: metadata group: reopen after a full disk: %w", err)
 	}
 	g.raw = raw
+	c.statusChanged()
 	g.pipe = groupPipe{}
 	if hs, _, err := g.storage.InitialState(); err == nil && hs != nil {
 		g.pipe.hard.Term, g.pipe.hard.Vote, g.pipe.hard.Commit = hs.Term, hs.Vote, hs.Commit
@@ -383,6 +384,7 @@ func (c *Core) reopenReplica(g *group) error {
 		}
 	}
 	c.byTP[g.tp] = ng
+	c.statusChanged()
 	c.markAllReady() // ng is new; g must leave the marks (ready.go)
 	return nil
 }

@@ -53,6 +53,9 @@ type cluster struct {
 	// returns true for is neither run nor reported (the test crashes the
 	// node next).
 	hold func(id NodeID, j SyncJob) bool
+	// afterProcess, when set, sees each node after each Process settle
+	// runs on it.
+	afterProcess func(id NodeID, core *Core)
 }
 
 // sender is one node's Network.
@@ -192,6 +195,9 @@ func (c *cluster) settle() {
 			if core := c.cores[id]; core != nil {
 				if err := core.Process(); err != nil {
 					c.t.Fatalf("node %d: process: %v", id, err)
+				}
+				if c.afterProcess != nil {
+					c.afterProcess(id, core)
 				}
 				ran = c.runJobsOf(id, core) || ran
 			}

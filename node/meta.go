@@ -63,6 +63,7 @@ func (c *Core) openMeta() error {
 	c.meta = &metaGroup{group: g, metadataSM: sm}
 	c.refreshMetaReplicas(g.confState)
 	c.groups = append(c.groups, g)
+	c.statusChanged()
 	if c.sweepAt, err = g.log.LastIndex(); err != nil {
 		return fmt.Errorf("node: open metadata group: %w", err)
 	}
@@ -167,6 +168,7 @@ func (c *Core) reconcile() error {
 	}
 	clear(c.groups[len(kept):])
 	c.groups = append(c.groups[:0], kept...)
+	c.statusChanged()
 	c.markAllReady() // new groups are ready; stopped ones must leave the marks
 	for _, ref := range hosted {
 		tp := TopicPartition{Topic: ref.Topic, Partition: ref.Partition}
@@ -230,6 +232,7 @@ func (c *Core) insertGroup(g *group) {
 	parts := c.partitionGroups()
 	i, _ := slices.BinarySearchFunc(parts, g.tp, func(x *group, tp TopicPartition) int { return compareTP(x.tp, tp) })
 	c.groups = slices.Insert(c.groups, len(c.groups)-len(parts)+i, g)
+	c.statusChanged()
 	c.byTP[g.tp] = g
 }
 

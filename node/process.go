@@ -93,6 +93,9 @@ func (c *Core) processRound() (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if n+wrote > 0 {
+		c.statusChanged() // raft state, applied entries, snapshots (StatusSeq)
+	}
 	c.sendFrames()
 	if c.meta != nil && c.meta.meta.Version() != c.metaVersion {
 		if err := c.reconcile(); err != nil {

@@ -335,6 +335,21 @@ func (c *Core) Status() []GroupStatus {
 	return c.AppendStatus(make([]GroupStatus, 0, len(c.partitionGroups())))
 }
 
+// StatusSeq returns a counter that moves whenever what AppendStatus or
+// MetadataStatus report may have changed, so a caller that looks after
+// every Process (the simulator) reads them again only then. It moves in
+// every Process round that took a Ready or wrote (raft's term, leader,
+// role and commit change only with a Ready, which the ready marks never
+// miss: ready.go; applied entries and snapshots arrive in one), when the
+// hosted set changes, a group's raft node or engine is replaced, and when
+// a replica's rejoin phase moves (on ticks and answers, without a Ready).
+// A new site that changes a status outside those must call
+// statusChanged.
+func (c *Core) StatusSeq() uint64 { return c.statusSeq }
+
+// statusChanged moves StatusSeq.
+func (c *Core) statusChanged() { c.statusSeq++ }
+
 // AppendStatus appends Status to dst and returns it, so a caller that looks
 // after every event (the simulator, its only caller) reuses one buffer.
 func (c *Core) AppendStatus(dst []GroupStatus) []GroupStatus {

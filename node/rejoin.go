@@ -482,6 +482,7 @@ func (c *Core) setRejoin(g *group, next rejoin) error {
 	}
 	next.answers, next.nextProbe, next.outOfBootstrap = g.rejoin.answers, g.rejoin.nextProbe, g.rejoin.outOfBootstrap
 	*g.rejoin = next
+	c.statusChanged()
 	return nil
 }
 

@@ -222,6 +222,7 @@ func (c *Core) installSnapshot(g *group, snap *raftpb.Snapshot) error {
 // checkpoint rewrites them.
 func (c *Core) restoreFromSnapshot(g *group, part *engine.Partition, conf *raftpb.ConfState) {
 	g.part = part
+	c.statusChanged()
 	g.appliedRaft = part.AppliedIndex()
 	g.checkpointIndex = part.AppliedIndex()
 	g.confState = proto.Clone(conf).(*raftpb.ConfState)

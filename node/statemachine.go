@@ -149,6 +149,7 @@ func (p *partitionSM) loadCheckpoint(disk raftlog.Disk, dir string, indexMax uin
 
 func (p *partitionSM) restoreCheckpoint(c *Core, g *group, ck *checkpoint) bool {
 	g.part = ck.partition
+	c.statusChanged()
 	c.bugForgetProducers(g)
 	c.bugRestoreIndexTimes(g)
 	p.indexKnown, p.indexWritten, p.indexChunkEnd = ck.indexed, ck.indexEnd, 0
@@ -250,8 +251,9 @@ func (m *metadataSM) loadCheckpoint(disk raftlog.Disk, dir string, indexMax uint
 	return loadCheckpoint(disk, dir, indexMax, true)
 }
 
-func (m *metadataSM) restoreCheckpoint(_ *Core, g *group, ck *checkpoint) bool {
+func (m *metadataSM) restoreCheckpoint(c *Core, g *group, ck *checkpoint) bool {
 	m.meta = ck.meta
+	c.statusChanged()
 	g.checkpointIndex = ck.raftIndex
 	return false
 }

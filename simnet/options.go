@@ -193,6 +193,10 @@ type Options struct {
 	LogTailCacheBytesMax int64
 	// CatchUpBytesPerSec is every node's node.Config.CatchUpBytesPerSec.
 	CatchUpBytesPerSec int64
+	// CheckStatusSeq reads every node's statuses after every Process, as
+	// if node.Core.StatusSeq did not exist, and fails the run when they
+	// changed while it stood still (a test of StatusSeq: status_test.go).
+	CheckStatusSeq bool
 	// DigestChecks compares each replica's whole engine state with the
 	// reference replay (digests.go); off, replicas are compared by
 	// high-water mark only.

@@ -135,7 +135,7 @@ func replayCommand(seed uint64, profile, bug string) string {
 func TestSim(t *testing.T) {
 	// Seeds allocate many short-lived small objects on a small heap: a
 	// lazier collector saves about a third of the CPU.
-	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	defer debug.SetGCPercent(debug.SetGCPercent(1000))
 	if *flagOut != "" {
 		if err := os.MkdirAll(*flagOut, 0o755); err != nil {
 			t.Fatal(err)

@@ -63,12 +63,12 @@ type Auditor struct {
 	// walDir, when set (UseWAL), is the node-wide write-ahead log's
 	// directory: a projected log is recovered as the node does, with the
 	// write-ahead log replayed over it. walGen and walRecs cache its
-	// projected records by the directory's durable generation, and walCache
-	// the records of its segments (a sync appends to one: only the appended
-	// records are decoded).
+	// projected records, per segment, by the directory's durable
+	// generation, and walCache the records of its segments (a sync appends
+	// to one: only the appended records are decoded).
 	walDir   string
 	walGen   uint64
-	walRecs  []wal.Record
+	walRecs  [][]wal.Record
 	walErr   error
 	walCache wal.Cache // segments decoded by earlier recoveries
 }
@@ -82,17 +82,17 @@ func (a *Auditor) UseWAL(dir string) {
 }
 
 // walRecords returns the records a power loss now would leave in the
-// write-ahead log, with the log's durable generation.
-func (a *Auditor) walRecords() ([]wal.Record, uint64, error) {
+// write-ahead log, per segment, with the log's durable generation.
+func (a *Auditor) walRecords() ([][]wal.Record, uint64, error) {
 	gen := a.disk.DurableGeneration(a.walDir)
 	if a.walGen == gen && (a.walRecs != nil || a.walErr != nil) {
 		return a.walRecs, gen, a.walErr
 	}
-	w, recs, err := wal.OpenCached(a.disk.ProjectCrash(a.walDir), a.walDir, &a.walCache)
+	w, recs, err := wal.OpenCachedSegments(a.disk.ProjectCrash(a.walDir), a.walDir, &a.walCache)
 	if err == nil {
 		_ = w.Close()
 		if recs == nil {
-			recs = []wal.Record{} // cached: not nil
+			recs = [][]wal.Record{} // cached: not nil
 		}
 	}
 	a.walGen, a.walRecs, a.walErr = gen, recs, err
@@ -177,7 +177,24 @@ func (a *Auditor) view(dir string) *view {
 		v.walGen = walGen
 		return v
 	}
-	return a.recover(dir, gen, walGen, wal.ForDir(all, dir), nil)
+	return a.recover(dir, gen, walGen, forDir(all, dir), nil)
+}
+
+// forDir is wal.ForDir over the records of every segment in order.
+func forDir(segs [][]wal.Record, dir string) []wal.Record {
+	var out []wal.Record
+	for _, recs := range segs {
+		for _, r := range recs {
+			if r.Dir != dir {
+				continue
+			}
+			if r.Reset {
+				out = out[:0]
+			}
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // recover recovers the projection of dir at durable generation gen, with
@@ -217,25 +234,34 @@ func (a *Auditor) recover(dir string, gen, walGen uint64, recs []wal.Record, wal
 	return v
 }
 
-// sameForDir is sameRecords(prev, wal.ForDir(all, dir)) without building
+// sameForDir is sameRecords(prev, forDir(segs, dir)) without building
 // the filtered list: most syncs of the write-ahead log leave one
 // directory's records as they were, and the audit asks at every one.
-func sameForDir(prev, all []wal.Record, dir string) bool {
-	from := 0 // ForDir keeps dir's records from its last reset on
-	for i := range all {
-		if all[i].Reset && all[i].Dir == dir {
-			from = i
+func sameForDir(prev []wal.Record, segs [][]wal.Record, dir string) bool {
+	fromSeg, from := 0, 0 // ForDir keeps dir's records from its last reset on
+	for s, all := range segs {
+		for i := range all {
+			if all[i].Reset && all[i].Dir == dir {
+				fromSeg, from = s, i
+			}
 		}
 	}
 	j := 0
-	for i := from; i < len(all); i++ {
-		if all[i].Dir != dir {
-			continue
+	for s := fromSeg; s < len(segs); s++ {
+		all := segs[s]
+		i := 0
+		if s == fromSeg {
+			i = from
 		}
-		if j >= len(prev) || !sameRecords(prev[j:j+1], all[i:i+1]) {
-			return false
+		for ; i < len(all); i++ {
+			if all[i].Dir != dir {
+				continue
+			}
+			if j >= len(prev) || !sameRecords(prev[j:j+1], all[i:i+1]) {
+				return false
+			}
+			j++
 		}
-		j++
 	}
 	return j == len(prev)
 }

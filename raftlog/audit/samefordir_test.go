@@ -9,8 +9,10 @@ import (
 	"github.com/strandlog/strand/raftlog/wal"
 )
 
-// sameForDir answers as sameRecords over wal.ForDir does, for lists with
-// resets, other directories' records and changed entries.
+// sameForDir answers as sameRecords over wal.ForDir does, and forDir
+// returns wal.ForDir's list, for lists with resets, other directories'
+// records and changed entries, cut into segments at random (empty ones
+// included).
 func TestSameForDirMatchesForDir(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	dirs := []string{"a", "b"}
@@ -22,6 +24,15 @@ func TestSameForDirMatchesForDir(t *testing.T) {
 		}
 		return out
 	}
+	split := func(all []wal.Record) [][]wal.Record {
+		var segs [][]wal.Record
+		for range 4 {
+			n := rng.IntN(len(all) + 1)
+			segs = append(segs, all[:n])
+			all = all[n:]
+		}
+		return append(segs, all)
+	}
 	agree, differ := 0, 0
 	for range 5000 {
 		all := gen()
@@ -29,9 +40,13 @@ func TestSameForDirMatchesForDir(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			prev = wal.ForDir(gen(), "a")
 		}
+		segs := split(all)
+		if got, want := forDir(segs, "a"), wal.ForDir(all, "a"); !sameRecords(got, want) || len(got) != len(want) {
+			t.Fatalf("forDir(%v) = %v, want %v", segs, got, want)
+		}
 		want := sameRecords(prev, wal.ForDir(all, "a"))
-		if got := sameForDir(prev, all, "a"); got != want {
-			t.Fatalf("sameForDir(%v, %v) = %v, want %v", prev, all, got, want)
+		if got := sameForDir(prev, segs, "a"); got != want {
+			t.Fatalf("sameForDir(%v, %v) = %v, want %v", prev, segs, got, want)
 		}
 		if want {
 			agree++

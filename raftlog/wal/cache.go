@@ -102,9 +102,9 @@ func (c *Cache) scan(s segment, data []byte) ([]Record, int, error) {
 	var end int
 	var err error
 	if ok && old.end > 0 && len(data) >= old.end && bytes.Equal(data[:old.end], old.data[:old.end]) {
-		// Appending may write into old.recs' spare capacity: only the
-		// cache holds that array (recover copies the records it returns),
-		// and the entry is replaced or deleted below.
+		// Appending may write into old.recs' spare capacity, past the
+		// end of every list handed out before (OpenCachedSegments), which
+		// no one reads; the entry is replaced or deleted below.
 		recs, end, err = scanFrom(old.recs, data, old.end, s.seq)
 	} else {
 		recs, end, err = scan(data, s.seq)
