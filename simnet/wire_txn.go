@@ -369,13 +369,16 @@ func (l *txnLife) run(fn func()) {
 
 // step runs next after a think time, unless the process crashes first: a
 // new process then starts, and the old one, inside a transaction, may be
-// paused instead (a GC pause, a stalled VM) and go on as a zombie.
+// paused instead (a GC pause, a stalled VM) and go on as a zombie. In
+// overtime, with every fault healed, processes crash no more: each crash
+// costs its successor up to a transaction timeout of CONCURRENT_TRANSACTIONS
+// (seed 23 spent its 30 s of grace spawning producer processes).
 func (l *txnLife) step(next func()) {
 	c := l.p.c
 	if !l.alive {
 		return
 	}
-	if !l.zombie && c.rng.IntN(txnCrashOneIn) == 0 {
+	if !l.zombie && !l.p.s.ww.w.work.overtime && c.rng.IntN(txnCrashOneIn) == 0 {
 		l.p.s.ww.w.coverage.Inc("txn/crash")
 		if l.txn >= 0 && c.rng.IntN(3) != 0 {
 			l.pause(next)
