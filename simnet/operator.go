@@ -407,7 +407,6 @@ func (op *operator) send(a opAction, done func()) {
 
 // judge records an operator request's outcome in the ledger.
 func (op *operator) judge(a opAction, r *opRequest, resp *strandpb.Response, err error) {
-	w := op.ww.w
 	if err == nil {
 		err = wireErr(resp.GetError())
 	}
@@ -417,23 +416,11 @@ func (op *operator) judge(a opAction, r *opRequest, resp *strandpb.Response, err
 	if err != nil {
 		op.ops.react(0, err)
 	}
-	act := clientlib.ClassifyErr(err)
-	switch {
-	case err == nil:
-		w.coverage.Inc("operator/acked")
-		op.ledger.acked(r.writes)
+	op.record(a, r, err, func() {
 		if r.onAck != nil {
 			r.onAck(resp)
 		}
-	case act.MaybeWritten || act.RefreshMetadata:
-		w.coverage.Inc("operator/ambiguous")
-		op.ledger.ambiguous(r.writes)
-	default:
-		w.coverage.Inc("operator/refused")
-		if r.mustSucceed {
-			w.fail("operator: %s refused: %v", a.kind, err)
-		}
-	}
+	})
 }
 
 // judgeLib records the outcome of an operator's clientlib admin call in
@@ -443,15 +430,25 @@ func (op *operator) judge(a opAction, r *opRequest, resp *strandpb.Response, err
 // other error is a definite refusal, changing nothing — the contract a
 // cmd/strand user relies on, retries included.
 func (op *operator) judgeLib(a opAction, r *opRequest, err error) {
+	op.record(a, r, err, func() {
+		if r.libAck != nil {
+			r.libAck()
+		}
+	})
+}
+
+// record files an operator action's outcome in the ledger: acknowledged
+// (then onAck runs), ambiguous (an error that may have written: a lost
+// answer, a code that may have written, retries spent after one), or a
+// definite refusal that changed nothing.
+func (op *operator) record(a opAction, r *opRequest, err error, onAck func()) {
 	w := op.ww.w
 	act := clientlib.ClassifyErr(err)
 	switch {
 	case err == nil:
 		w.coverage.Inc("operator/acked")
 		op.ledger.acked(r.writes)
-		if r.libAck != nil {
-			r.libAck()
-		}
+		onAck()
 	case act.MaybeWritten || act.RefreshMetadata || clientlib.MaybeWritten(err):
 		w.coverage.Inc("operator/ambiguous")
 		op.ledger.ambiguous(r.writes)

@@ -177,24 +177,7 @@ func (a *Auditor) view(dir string) *view {
 		v.walGen = walGen
 		return v
 	}
-	return a.recover(dir, gen, walGen, forDir(all, dir), nil)
-}
-
-// forDir is wal.ForDir over the records of every segment in order.
-func forDir(segs [][]wal.Record, dir string) []wal.Record {
-	var out []wal.Record
-	for _, recs := range segs {
-		for _, r := range recs {
-			if r.Dir != dir {
-				continue
-			}
-			if r.Reset {
-				out = out[:0]
-			}
-			out = append(out, r)
-		}
-	}
-	return out
+	return a.recover(dir, gen, walGen, wal.ForDirSegments(all, dir), nil)
 }
 
 // recover recovers the projection of dir at durable generation gen, with
@@ -234,7 +217,7 @@ func (a *Auditor) recover(dir string, gen, walGen uint64, recs []wal.Record, wal
 	return v
 }
 
-// sameForDir is sameRecords(prev, forDir(segs, dir)) without building
+// sameForDir is sameRecords(prev, wal.ForDirSegments(segs, dir)) without building
 // the filtered list: most syncs of the write-ahead log leave one
 // directory's records as they were, and the audit asks at every one.
 func sameForDir(prev []wal.Record, segs [][]wal.Record, dir string) bool {

@@ -41,8 +41,8 @@ func TestSameForDirMatchesForDir(t *testing.T) {
 			prev = wal.ForDir(gen(), "a")
 		}
 		segs := split(all)
-		if got, want := forDir(segs, "a"), wal.ForDir(all, "a"); !sameRecords(got, want) || len(got) != len(want) {
-			t.Fatalf("forDir(%v) = %v, want %v", segs, got, want)
+		if got, want := wal.ForDirSegments(segs, "a"), wal.ForDir(all, "a"); !sameRecords(got, want) || len(got) != len(want) {
+			t.Fatalf("ForDirSegments(%v) = %v, want %v", segs, got, want)
 		}
 		want := sameRecords(prev, wal.ForDir(all, "a"))
 		if got := sameForDir(prev, segs, "a"); got != want {

@@ -27,15 +27,23 @@ func ByDir(recs []Record) map[string][]Record {
 // that recovers one log directory at a time (the durability audit) pays
 // for that directory's records only.
 func ForDir(recs []Record, dir string) []Record {
+	return ForDirSegments([][]Record{recs}, dir)
+}
+
+// ForDirSegments is ForDir over the records of segments in order (as
+// OpenCachedSegments returns them), without joining them first.
+func ForDirSegments(segs [][]Record, dir string) []Record {
 	var out []Record
-	for _, r := range recs {
-		if r.Dir != dir {
-			continue
+	for _, recs := range segs {
+		for _, r := range recs {
+			if r.Dir != dir {
+				continue
+			}
+			if r.Reset {
+				out = out[:0]
+			}
+			out = append(out, r)
 		}
-		if r.Reset {
-			out = out[:0]
-		}
-		out = append(out, r)
 	}
 	return out
 }
