@@ -478,14 +478,15 @@
 // client interleaves both drains); TLS (node/server), the Kafka SASL gate on clientlib's
 // connections (they authenticate natively; their Kafka-encoded requests ride those), SaslHandshake
 // v0 and ApiVersions before authentication, SASL in the seeds with authorization off, corruption
-// of SASL frames. Nor: the effect of quotas
-// (node/server throttles) and of elections asked for (answered, not checked), concurrent admin
-// requests (the operator sends one at a time), clientlib's sockets and its wall-clock timers
-// (its connections run inside: a Hello answered by node.AnswerHello, SASL, the request deadline
-// and stall verdicts in virtual time, clientlib/sim_watch.go; random readers (they read any
-// replica), drain and classic members are the simulator's own; every producer runs clientlib's
-// producer loop, every consumer its plain Consumer, every group member its GroupConsumer; the
-// consume-transform-produce members' transport models no connections), anything of node/server
-// (loop batching,
-// storage pool, budgets, transport), and the kafkaproto server's per-connection ordering.
+// of SASL frames. Nor: a throttled client held back (the quota meter's throttle is checked in its
+// answers, loop.go; production also pauses the connection's reads), elections asked for (answered,
+// not checked), concurrent admin requests (the operator sends one at a time), clientlib's sockets
+// and wall-clock timers (its connections run inside: a Hello answered by node.AnswerHello, a
+// refusal from a node whose process is down, SASL, the request deadline and stall verdicts in
+// virtual time, clientlib/sim_conns.go and sim_watch.go; the transactional producers' and the
+// consume-transform-produce members' transports model no connections), node/server's sockets,
+// goroutines and budgets (its loop round, security view, bootstrap user, quota meter and storage
+// pool shape run inside: node/loop), and the kafkaproto server's per-connection ordering. Random
+// readers (they read any replica), the drain, the classic members and the transactional
+// workload's read_committed reader are the simulator's own clients.
 package simnet
