@@ -89,10 +89,26 @@ func (c *Client) withRetries(ctx context.Context, fn func() error) error {
 
 // withRetriesPaced is withRetries waiting delay(attempt, err) before each
 // retry.
+//
+// An attempt whose outcome is unknown (its answer lost: it may have been
+// applied) is not forgotten when a later one fails definitely: the call
+// then fails with a *RetriesExhaustedError that is MaybeWritten, wrapping
+// the last error. Before, only the last attempt's error came back, and a
+// DeleteGroup whose first attempt deleted the group failed "definitely"
+// when its retry's connection was refused authentication
+// (TestSimMoves seed 2: the operator's read-back found the offsets gone).
 func (c *Client) withRetriesPaced(ctx context.Context, delay func(attempt int, err error) time.Duration, fn func() error) error {
 	var err error
+	unsure := false // an attempt may have been applied
 	for attempt := 1; ; attempt++ {
-		if err = fn(); err == nil || !IsRetriable(err) || attempt > c.cfg.retriesMax || ctx.Err() != nil {
+		err = fn()
+		if err != nil && (ClassifyErr(err).MaybeWritten || MaybeWritten(err)) {
+			unsure = true
+		}
+		if err == nil || !IsRetriable(err) || attempt > c.cfg.retriesMax || ctx.Err() != nil {
+			if err != nil && unsure && !ClassifyErr(err).MaybeWritten && !MaybeWritten(err) {
+				return &RetriesExhaustedError{Attempts: attempt, MaybeWritten: true, Err: err}
+			}
 			return err
 		}
 		if ClassifyErr(err).RefreshMetadata {

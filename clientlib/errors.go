@@ -163,7 +163,7 @@ type RetriesExhaustedError struct {
 func (e *RetriesExhaustedError) Error() string {
 	s := fmt.Sprintf("clientlib: giving up after %d attempts: %v", e.Attempts, e.Err)
 	if e.MaybeWritten {
-		s += " (the record may have been written)"
+		s += " (an earlier attempt may have been applied: the record written, the change made)"
 	}
 	return s
 }

@@ -165,7 +165,7 @@ func (c *Client) CreateUser(ctx context.Context, user, password, mechanism strin
 // still there gone).
 func (c *Client) DeleteUser(ctx context.Context, user string) error {
 	unsure, err := c.alterUsers(ctx, &strandpb.AlterUsersRequest{Deletes: []*strandpb.AlterUsersRequest_Delete{{Name: user}}})
-	if err == nil || !unsure || IsRetriable(err) || MaybeWritten(err) {
+	if err == nil || !unsure || IsRetriable(err) || ClassifyErr(err).MaybeWritten {
 		return err
 	}
 	users, lerr := c.ListUsers(ctx)

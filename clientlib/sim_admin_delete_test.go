@@ -89,3 +89,41 @@ func TestDeleteUserRetryFindsItGone(t *testing.T) {
 		t.Errorf("refused at once: %d attempts, %v; want 1 and the refusal", n, err)
 	}
 }
+
+// An admin call whose attempt's answer was lost (it may have been applied)
+// and whose retry is refused definitely fails maybe-written: a
+// *RetriesExhaustedError with MaybeWritten wrapping the refusal, never the
+// refusal alone, which says "not applied" (TestSimMoves seed 2: DeleteGroup's
+// retry was refused authentication after its first attempt deleted the
+// group). A refusal with no lost answer before it stays definite.
+func TestAdminRetryAfterLostAnswerIsMaybeWritten(t *testing.T) {
+	run := func(loseFirst bool) error {
+		deletes := 0
+		w := &scriptedWorld{answer: func(addr string, req *strandpb.Request) *strandpb.Response {
+			switch {
+			case req.GetFindCoordinator() != nil:
+				return &strandpb.Response{Body: &strandpb.Response_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorResponse{Address: "n1"}}}
+			case req.GetDeleteGroups() != nil:
+				deletes++
+				if deletes == 1 && loseFirst {
+					return nil // applied, the answer lost
+				}
+				return &strandpb.Response{Error: &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_GROUP_AUTHORIZATION_FAILED}}
+			}
+			return twoNodeMetadata()
+		}}
+		c, err := NewClient(Simulated(w), SeedAddresses("n1"), RandSeed(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SimRun(func(ctx context.Context) { err = c.DeleteGroup(ctx, "g") }, func() {})
+		w.run(t, 1000)
+		return err
+	}
+	if err := run(true); !MaybeWritten(err) {
+		t.Errorf("answer lost, then refused: %v; want maybe written", err)
+	}
+	if err := run(false); err == nil || MaybeWritten(err) {
+		t.Errorf("refused at once: %v; want a definite refusal", err)
+	}
+}

@@ -61,7 +61,7 @@ func userMessage(err error) string {
 			s = userMessage(re.Err) + fmt.Sprintf(" (%s, gave up after %d attempts)", we.Code.Name(), re.Attempts)
 		}
 		if re.MaybeWritten {
-			s += "; the record may have been written"
+			s += "; an earlier attempt may have been applied (for a produce: the record may have been written)"
 		}
 		return s
 	case errors.As(err, &oe):
