@@ -32,7 +32,13 @@
 // and fails on one no seed varies or sets to production's value, unless knobExempt says why
 // (identity, seams, hooks; authorization is the operator actor's). The draw is on in the standard
 // sample (TestSim, make sim, CI) and in every test built on seedOptions; -sim.knobs=false (make sim
-// KNOBS=0) runs the simulator's old fixed configuration (Options.FixedKnobs) instead.
+// KNOBS=0) runs the simulator's old fixed configuration (Options.FixedKnobs) instead. The clients
+// follow the nodes' timing as production's do: every clientlib Client waits the nodes' request
+// timeout plus Options.ClientTimeout (Options.libRequestTimeout; production's client waits 15 s
+// against the node's 5 s, so the node's TIMEOUT or NOT_LEADER reaches it) and gives a silent node
+// up after two election timeouts (libStallTimeout, production's 2 s against 1 s elections); the
+// group session is three election timeouts, at least a second (world.groupSession). The
+// simulator's own clients keep Options.ClientTimeout.
 //
 // Fault timing per election timeout, a decision for the whole sample: the fault mix's timing is
 // drawn for the fixed knobs' 100 ms election timeout and stretched by the seed's election timeout
