@@ -7,36 +7,44 @@ import (
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
+// deleteGroupAfterLoss runs DeleteGroup("g") on a scripted node whose
+// first delete's answer is lost when loseFirst (the delete applied) and
+// whose other deletes are answered refused: the delete attempts made
+// and the call's error.
+func deleteGroupAfterLoss(t *testing.T, loseFirst bool, refused *strandpb.Response) (int, error) {
+	t.Helper()
+	deletes := 0
+	w := &scriptedWorld{answer: func(addr string, req *strandpb.Request) *strandpb.Response {
+		switch {
+		case req.GetFindCoordinator() != nil:
+			return &strandpb.Response{Body: &strandpb.Response_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorResponse{Address: "n1"}}}
+		case req.GetDeleteGroups() != nil:
+			deletes++
+			if deletes == 1 && loseFirst {
+				return nil // applied, the answer lost
+			}
+			return refused
+		}
+		return twoNodeMetadata()
+	}}
+	c, err := NewClient(Simulated(w), SeedAddresses("n1"), RandSeed(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SimRun(func(ctx context.Context) { err = c.DeleteGroup(ctx, "g") }, func() {})
+	w.run(t, 1000)
+	return deletes, err
+}
+
 // DeleteGroup whose first attempt's answer is lost (it may have deleted
 // the group) and whose retry finds no such group succeeds: the group is
 // gone, as asked. Before, it failed with GROUP_NOT_FOUND, a definite
 // failure the operator actor's ledger (simnet) holds to "not applied".
 // A first attempt that is answered GROUP_NOT_FOUND still fails.
 func TestDeleteGroupRetryFindsItGone(t *testing.T) {
-	run := func(loseFirst bool) (int, error) {
-		deletes := 0
-		w := &scriptedWorld{answer: func(addr string, req *strandpb.Request) *strandpb.Response {
-			switch {
-			case req.GetFindCoordinator() != nil:
-				return &strandpb.Response{Body: &strandpb.Response_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorResponse{Address: "n1"}}}
-			case req.GetDeleteGroups() != nil:
-				deletes++
-				if deletes == 1 && loseFirst {
-					return nil // applied, the answer lost
-				}
-				return &strandpb.Response{Body: &strandpb.Response_DeleteGroups{DeleteGroups: &strandpb.DeleteGroupsResponse{
-					Results: []*strandpb.DeleteGroupsResponse_Result{{Group: "g", Error: &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_GROUP_NOT_FOUND}}}}}}
-			}
-			return twoNodeMetadata()
-		}}
-		c, err := NewClient(Simulated(w), SeedAddresses("n1"), RandSeed(1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SimRun(func(ctx context.Context) { err = c.DeleteGroup(ctx, "g") }, func() {})
-		w.run(t, 1000)
-		return deletes, err
-	}
+	notFound := &strandpb.Response{Body: &strandpb.Response_DeleteGroups{DeleteGroups: &strandpb.DeleteGroupsResponse{
+		Results: []*strandpb.DeleteGroupsResponse_Result{{Group: "g", Error: &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_GROUP_NOT_FOUND}}}}}}
+	run := func(loseFirst bool) (int, error) { return deleteGroupAfterLoss(t, loseFirst, notFound) }
 	if n, err := run(true); n != 2 || err != nil {
 		t.Errorf("answer lost, then not found: %d attempts, %v; want 2 and success", n, err)
 	}
@@ -97,27 +105,9 @@ func TestDeleteUserRetryFindsItGone(t *testing.T) {
 // retry was refused authentication after its first attempt deleted the
 // group). A refusal with no lost answer before it stays definite.
 func TestAdminRetryAfterLostAnswerIsMaybeWritten(t *testing.T) {
+	refused := &strandpb.Response{Error: &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_GROUP_AUTHORIZATION_FAILED}}
 	run := func(loseFirst bool) error {
-		deletes := 0
-		w := &scriptedWorld{answer: func(addr string, req *strandpb.Request) *strandpb.Response {
-			switch {
-			case req.GetFindCoordinator() != nil:
-				return &strandpb.Response{Body: &strandpb.Response_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorResponse{Address: "n1"}}}
-			case req.GetDeleteGroups() != nil:
-				deletes++
-				if deletes == 1 && loseFirst {
-					return nil // applied, the answer lost
-				}
-				return &strandpb.Response{Error: &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_GROUP_AUTHORIZATION_FAILED}}
-			}
-			return twoNodeMetadata()
-		}}
-		c, err := NewClient(Simulated(w), SeedAddresses("n1"), RandSeed(1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SimRun(func(ctx context.Context) { err = c.DeleteGroup(ctx, "g") }, func() {})
-		w.run(t, 1000)
+		_, err := deleteGroupAfterLoss(t, loseFirst, refused)
 		return err
 	}
 	if err := run(true); !MaybeWritten(err) {

@@ -621,16 +621,38 @@ func (t txnTransport) Now() time.Duration { return t.l.p.s.ww.w.now() }
 func (t txnTransport) After(d time.Duration, fn func()) { t.l.after(d, fn) }
 
 func (t txnTransport) Call(addr string, req *strandpb.Request, done func(*strandpb.Response, error)) {
-	if !t.l.onRequest(req) {
+	callAsProcess(t.l, t.l.p.c, addr, req, done)
+}
+
+// processLife is one process of a simulated client whose transport
+// records what leaves and reaches it (txnLife, sesLife).
+type processLife interface {
+	// onRequest sees req leave; false: the process dies as it would
+	// leave, and the request is dropped.
+	onRequest(req *strandpb.Request) bool
+	// onAnswer sees req's outcome reach the living process.
+	onAnswer(req *strandpb.Request, resp *strandpb.Response, err error)
+	// run runs fn unless the process died, when it wakes if paused.
+	run(fn func())
+	isAlive() bool
+}
+
+// callAsProcess is Call of process l on client c's transport: the request
+// recorded as it leaves, its answer as it arrives, and handed to done
+// once the process runs (never, if it died: its task is abandoned).
+func callAsProcess(l processLife, c *wireClient, addr string, req *strandpb.Request, done func(*strandpb.Response, error)) {
+	if !l.onRequest(req) {
 		return // the process died before sending: the task is abandoned
 	}
-	libTransport{t.l.p.c}.Call(addr, req, func(resp *strandpb.Response, err error) {
-		if t.l.alive {
-			t.l.onAnswer(req, resp, err)
+	libTransport{c}.Call(addr, req, func(resp *strandpb.Response, err error) {
+		if l.isAlive() {
+			l.onAnswer(req, resp, err)
 		}
-		t.l.run(func() { done(resp, err) })
+		l.run(func() { done(resp, err) })
 	})
 }
+
+func (l *txnLife) isAlive() bool { return l.alive }
 
 // onRequest sees a request leave the process: a transactional produce or
 // EndTxn names the transaction's producer id and epoch, and an

@@ -566,16 +566,10 @@ func (t sesTransport) After(d time.Duration, fn func()) {
 }
 
 func (t sesTransport) Call(addr string, req *strandpb.Request, done func(*strandpb.Response, error)) {
-	if !t.l.onRequest(req) {
-		return // the process died before sending: the task is abandoned
-	}
-	libTransport{t.l.m.c}.Call(addr, req, func(resp *strandpb.Response, err error) {
-		if t.l.alive {
-			t.l.onAnswer(req, resp, err)
-		}
-		t.l.run(func() { done(resp, err) })
-	})
+	callAsProcess(t.l, t.l.m.c, addr, req, done)
 }
+
+func (l *sesLife) isAlive() bool { return l.alive }
 
 // run runs fn unless the process died; a paused process runs it when it
 // wakes.
