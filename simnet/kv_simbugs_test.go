@@ -21,3 +21,26 @@ func TestSimCatchesCompactKeepsOlder(t *testing.T) {
 func TestSimCatchesTombstoneEarly(t *testing.T) {
 	requireCatches(t, "TombstoneEarly", 1, 12, 6, "kv:", kvOptions, nil)
 }
+
+// The reads catch CompactDropsLastRecord (a batch a pass thins loses its
+// last survivor too) where the record dropped was its key's latest: the
+// writer's bursts (one batch of several records) make such batches.
+func TestSimCatchesCompactDropsLastRecord(t *testing.T) {
+	requireCatches(t, "CompactDropsLastRecord", 1, 6, 4, "kv:", kvOptions, nil)
+}
+
+// The prefix checks (prefixes.go) catch CompactSwitchNotAtomic (a pass's
+// commit removes the old generation's segments before the switch) at the
+// first durable step where the old manifest names files that are gone,
+// on the first pass that replaces a generation.
+func TestSimCatchesCompactSwitchNotAtomic(t *testing.T) {
+	requireCatches(t, "CompactSwitchNotAtomic", 1, 6, 4, "compaction:", kvOptions, nil)
+}
+
+// The prefix checks catch CompactActiveSegment (a replica's pass cleans
+// through its open raft segment, to its own last stable offset): its
+// generation ends past its decision's cleanable end, and differs from
+// the other replicas'.
+func TestSimCatchesCompactActiveSegment(t *testing.T) {
+	requireCatches(t, "CompactActiveSegment", 1, 6, 4, "compaction:", kvOptions, nil)
+}
