@@ -5,6 +5,7 @@ package node
 import (
 	"go.etcd.io/raft/v3"
 
+	"github.com/strandlog/strand/engine/compact"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog"
 )
@@ -62,3 +63,6 @@ func (c *Core) bugRemoveBeforeCaughtUp() bool                            { retur
 func (c *Core) bugIgnoreStall() bool                                     { return false }
 func (c *Core) bugSkipAuthorization(*strandpb.Request) bool              { return false }
 func (c *Core) bugElectionTick() int                                     { return c.cfg.ElectionTicks }
+
+// bugPassDecision (CompactActiveSegment) is a pass's decision unchanged.
+func (c *Core) bugPassDecision(_ *group, d compact.Decision) compact.Decision { return d }

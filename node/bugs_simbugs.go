@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/engine/compact"
 	"github.com/strandlog/strand/engine/recordbatch"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog"
@@ -125,6 +126,13 @@ type Bugs struct {
 	// lead to it during a rebalance, it knows no member and no committed
 	// offset.
 	MoveRacesRebalance bool
+	// CompactActiveSegment: a replica's compaction pass cleans up to its
+	// own last stable offset, through the raft segment still being
+	// appended to, instead of stopping at the decision's cleanable end
+	// (which the leader bounds by its open segment's base, its checkpoint
+	// and min.compaction.lag.ms): each replica's prefix then ends where
+	// its own log happened to end.
+	CompactActiveSegment bool
 	// MarkersBeforeDecision: the transaction coordinator writes an
 	// EndTxn's markers as the request arrives, before its decision is
 	// durable (txn_bugs_simbugs.go).
@@ -489,4 +497,13 @@ func (c *Core) bugBatchBase(base, offset int64) int64 {
 // write. Invisible to a workload that never sends acks=1.
 func (c *Core) bugAckLeaderEarly(acks Acks) bool {
 	return c.cfg.Bugs.AckLeaderEarly && acks == AcksLeader
+}
+
+// bugPassDecision (CompactActiveSegment) moves a pass's cleanable end to
+// the replica's last stable offset when that is past the decision's.
+func (c *Core) bugPassDecision(g *group, d compact.Decision) compact.Decision {
+	if c.cfg.Bugs.CompactActiveSegment {
+		d.CleanableEnd = max(d.CleanableEnd, g.part.LastStableOffset())
+	}
+	return d
 }

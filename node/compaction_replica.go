@@ -260,7 +260,7 @@ func (c *Core) passStep(g *group) {
 			c.passStuck(g, fmt.Sprintf("log start %d past the compacted prefix's end %d", start, first))
 			return
 		}
-		p.flight = &passFlight{d: p.pending[0], firstDirty: first, next: first}
+		p.flight = &passFlight{d: c.bugPassDecision(g, p.pending[0]), firstDirty: first, next: first} // planted-bug hook (-tags simbugs)
 	}
 	f := p.flight
 	if !f.gathered {

@@ -14,6 +14,7 @@ import (
 	"github.com/strandlog/strand/kafkaproto"
 	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/node/loop"
+	"github.com/strandlog/strand/raftlog/compacted"
 	"github.com/strandlog/strand/sasl"
 )
 
@@ -42,9 +43,11 @@ var ClientBugNames = []string{"LibAutoCommitFetched", "LibSeekSkipsTarget", "Lib
 var TxnBugNames = []string{"LSOPassesOpenTxn", "DropAbortOnRestore", "MarkersBeforeDecision", "TxnSkipsFence", "TxnOffsetsOnAbort",
 	"LibCommitSkipsFlush"}
 
-// CompactBugNames are engine/compact's planted bugs: they need the
-// compacted-topic workload (Options.Compacted, wire_kv.go).
-var CompactBugNames = []string{"CompactKeepsOlder", "TombstoneEarly"}
+// CompactBugNames are the compacted topics' planted bugs (engine/compact's
+// pass, raftlog/compacted's switch, node's CompactActiveSegment): they need
+// the compacted-topic workload (Options.Compacted, wire_kv.go).
+var CompactBugNames = []string{"CompactKeepsOlder", "TombstoneEarly", "CompactDropsLastRecord", "CompactSwitchNotAtomic",
+	"CompactActiveSegment"}
 
 // ParseBug checks a planted bug's name; "" plants none.
 func ParseBug(name string) (string, error) {
@@ -74,6 +77,8 @@ func plantBug(cfg *node.Config, name string) {
 	groups.SetTxnOffsetsBug(name == "TxnOffsetsOnAbort")                        // needs Options.Txn (wire_txn_session.go)
 	sasl.SetBugs(name == "AcceptsAnyProof")                                     // needs authorization on (the operator draws it: sasl.go)
 	compact.SetBugs(name == "CompactKeepsOlder", name == "TombstoneEarly")      // need Options.Compacted (wire_kv.go)
+	compact.SetRewriteBugs(name == "CompactDropsLastRecord")                    // needs Options.Compacted
+	compacted.SetBugs(name == "CompactSwitchNotAtomic")                         // needs Options.Compacted
 	kafkaproto.SetBugs(name == "KafkaHandshakeAuthenticates")                   // needs authorization on (kafka_sasl.go)
 	loop.SetBugs(name == "StaleSecurityView")                                   // needs authorization on (loop.go, sasl.go)
 	switch name {
@@ -131,6 +136,8 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.RemoveBeforeCaughtUp = true
 	case "AuthSkipsAlterQuotas": // needs authorization on (the operator draws it)
 		cfg.Bugs.AuthSkipsAlterQuotas = true
+	case "CompactActiveSegment": // needs Options.Compacted
+		cfg.Bugs.CompactActiveSegment = true
 	case "MarkersBeforeDecision": // needs Options.Txn
 		cfg.Bugs.MarkersBeforeDecision = true
 	case "ElectionInCoreTicks":

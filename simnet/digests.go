@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/engine/compact"
 	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/engine/recordbatch"
 	"github.com/strandlog/strand/node"
@@ -57,6 +58,11 @@ type reference struct {
 	digests map[uint64]refDigest // by raft index
 	// trims are the TRIM entries applied, in index order.
 	trims []refTrim
+	// decisions are the COMPACT decisions applied, by generation - 1;
+	// reported is the last generation a COMPACT_DONE recorded
+	// (prefixes.go).
+	decisions []compact.Decision
+	reported  uint64
 }
 
 // refDigest is the reference state at one index.
@@ -103,6 +109,9 @@ type digests struct {
 	disks    []*memdisk.Disk // the disk seen[i] counts on
 	checked  []map[string]checkedHeader
 	compared int64
+	// prefixes is, per group slot, each compaction generation's outcome
+	// as first seen (prefixes.go).
+	prefixes map[int]map[uint64]prefixOutcome
 }
 
 func newDigests(w *world) *digests {
@@ -153,6 +162,7 @@ func (d *digests) onApply(g int, index uint64, data []byte) {
 		if e, err := engine.DecodeEntry(data); err == nil && e.Kind == strandpb.EntryKind_ENTRY_KIND_TRIM {
 			r.trims = append(r.trims, refTrim{index: index, offset: e.TrimOffset})
 		}
+		d.noteDecisions(g, r)
 	}
 	r.digests[index] = refDigest{digest: r.part.Digest(), tail: r.part.TailDigest(), logStart: r.part.LogStartOffset()}
 }
@@ -203,6 +213,9 @@ func (d *digests) afterProcess(n *simNode) {
 		dir = strings.TrimSuffix(dir, "/index")
 		if strings.HasSuffix(dir, "/checkpoint") {
 			d.compare(n, dir)
+		}
+		if strings.HasSuffix(dir, "/compacted") {
+			d.comparePrefix(n, dir) // prefixes.go
 		}
 	}
 }

@@ -518,13 +518,19 @@ func hashString(s string) uint64 {
 // powerCut arms a live node's disk to lose power inside its next
 // checkpoint write or segment roll, a few operations in (so each step of
 // the write protocol is hit): the node fail-stops mid-round and its disk
-// keeps only what was synced.
+// keeps only what was synced. In a seed with the compacted topic, one
+// time in two it arms a cut inside the node's next compaction pass
+// instead (compaction_cuts.go).
 func (p *planner) powerCut() {
 	n := p.liveNode()
 	if n == nil {
 		return
 	}
 	r := p.w.rngFault
+	if p.w.opts.Compacted && r.IntN(2) == 0 {
+		p.armCompactionCut(n) // compaction_cuts.go
+		return
+	}
 	kind := cutCheckpoint
 	if r.IntN(2) == 1 {
 		kind = cutSegmentRoll

@@ -150,7 +150,8 @@ var FeatureCoverage = []string{
 	"feature/classic", "event/kafka-classic-request", "event/classic-join", "event/classic-commit", // wire_classic.go
 	"event/classic-fetch-checked", "check/classic-final-offsets",
 	"feature/txn", "txn/committed", "txn/aborted", "txn/fenced", "txn/zombie", "txn/read-committed", "txn/checked", // wire_txn.go
-	"feature/compacted", "kv/read", "kv/compacted-read", "kv/tombstone-acked", "kv/tombstone-removed", // wire_kv.go
+	"feature/compacted", "kv/read", "kv/compacted-read", "kv/tombstone-acked", "kv/tombstone-removed", "kv/burst", // wire_kv.go
+	"check/prefix-compared", "check/prefix-step", "fault/power-cut-compaction", "fault/kill-compaction", "fault/cut-in-compaction", // prefixes.go, compaction_cuts.go
 }
 
 // countFeatures adds one to each feature row o runs.

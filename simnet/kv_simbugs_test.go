@@ -7,7 +7,8 @@ import "testing"
 // The compacted-topic workload's reads (wire_kv.go) catch
 // CompactKeepsOlder (a pass keeps a key's oldest value in the dirty
 // section and removes the newer ones): a read finds a key's latest
-// acknowledged write gone: 6 of seeds 1-6 with the workload on.
+// acknowledged write gone: 6 of seeds 1-6 with the workload on (5 since
+// the writer's bursts and the prefix checks moved the traces).
 func TestSimCatchesCompactKeepsOlder(t *testing.T) {
 	requireCatches(t, "CompactKeepsOlder", 1, 6, 4, "kv:", kvOptions, nil)
 }
@@ -15,9 +16,34 @@ func TestSimCatchesCompactKeepsOlder(t *testing.T) {
 // The reads catch TombstoneEarly (a tombstone removed by the first pass
 // that sees it) where a key rests deleted after its tombstone and the
 // clocks' spread since the tombstone was sent leaves delete.retention.ms
-// room to tell: 17 of seeds 1-30 with the workload on (7 of 1-12). With
+// room to tell: 17 of seeds 1-30 with the workload on (7 of 1-12, and 7
+// of 1-12 after the writer's bursts moved the traces). With
 // the spread over the whole run, any clock jump of a minute, even before
 // the tombstone, hid it: 11 of 30.
 func TestSimCatchesTombstoneEarly(t *testing.T) {
 	requireCatches(t, "TombstoneEarly", 1, 12, 6, "kv:", kvOptions, nil)
+}
+
+// The reads catch CompactDropsLastRecord (a batch a pass thins loses its
+// last survivor too) where the record dropped was its key's latest: the
+// writer's bursts (one batch of several records) make such batches: 5 of
+// seeds 1-6 with the workload on.
+func TestSimCatchesCompactDropsLastRecord(t *testing.T) {
+	requireCatches(t, "CompactDropsLastRecord", 1, 6, 4, "kv:", kvOptions, nil)
+}
+
+// The prefix checks (prefixes.go) catch CompactSwitchNotAtomic (a pass's
+// commit removes the old generation's segments before the switch) at the
+// first durable step where the old manifest names files that are gone,
+// on the first pass that replaces a generation: 5 of seeds 1-6.
+func TestSimCatchesCompactSwitchNotAtomic(t *testing.T) {
+	requireCatches(t, "CompactSwitchNotAtomic", 1, 6, 4, "compaction:", kvOptions, nil)
+}
+
+// The prefix checks catch CompactActiveSegment (a replica's pass cleans
+// through its open raft segment, to its own last stable offset): its
+// generation ends past its decision's cleanable end, and differs from
+// the other replicas': 5 of seeds 1-6.
+func TestSimCatchesCompactActiveSegment(t *testing.T) {
+	requireCatches(t, "CompactActiveSegment", 1, 6, 4, "compaction:", kvOptions, nil)
 }

@@ -21,7 +21,9 @@ const kvSeeds = 10
 // TestSimCompacted runs the first seeds of the standard sample with the
 // compacted-topic workload (wire_kv.go; the sample draws it in one seed in
 // four): every check passes, passes compact records away, tombstones are
-// written and some removed after delete.retention.ms.
+// written and some removed after delete.retention.ms, bursts are written,
+// replicas' prefixes are compared (prefixes.go) at every durable step of
+// a pass, and a cut strikes inside a pass (compaction_cuts.go).
 func TestSimCompacted(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	seeds := uint64(kvSeeds)
@@ -37,12 +39,17 @@ func TestSimCompacted(t *testing.T) {
 				strings.Join(res.Failures, "\n  "), replayCommand(seed, "mixed", ""))
 		}
 	}
-	for _, name := range []string{"kv/topic-created", "kv/acked", "kv/tombstone-acked", "kv/read", "kv/compacted-read"} {
+	for _, name := range []string{"kv/topic-created", "kv/acked", "kv/tombstone-acked", "kv/read", "kv/compacted-read", "kv/burst",
+		"check/prefix-compared", "check/prefix-step", "fault/cut-in-compaction"} {
 		if coverage.Count(name) == 0 {
 			t.Errorf("coverage row %s is zero over %d seeds", name, seeds)
 		}
 	}
-	t.Logf("kv rows: read %d compacted-read %d tombstone-removed %d acked %d maybe %d",
+	t.Logf("kv rows: read %d compacted-read %d tombstone-removed %d acked %d maybe %d burst %d",
 		coverage.Count("kv/read"), coverage.Count("kv/compacted-read"), coverage.Count("kv/tombstone-removed"),
-		coverage.Count("kv/acked"), coverage.Count("kv/maybe"))
+		coverage.Count("kv/acked"), coverage.Count("kv/maybe"), coverage.Count("kv/burst"))
+	t.Logf("prefix rows: decided %d opened %d compared %d steps %d; cuts armed %d: power-cut-compaction %d kill-compaction %d cut-in-compaction %d",
+		coverage.Count("event/compaction-decided"), coverage.Count("check/prefix-opened"), coverage.Count("check/prefix-compared"),
+		coverage.Count("check/prefix-step"), coverage.Count("fault/compaction-cut-armed"),
+		coverage.Count("fault/power-cut-compaction"), coverage.Count("fault/kill-compaction"), coverage.Count("fault/cut-in-compaction"))
 }

@@ -21,6 +21,7 @@ const (
 	cutSegmentRoll                    // while a log rolls to a new segment file
 	cutRound                          // at a drawn write of the node's next processing rounds
 	cutRecovery                       // at a drawn write of the node's recovery (Open)
+	cutCompaction                     // while a compaction pass writes or switches its prefix (compacted/)
 )
 
 // cutDisk is a node's Disk with a power switch: armed, it cuts the power
@@ -38,9 +39,20 @@ type cutDisk struct {
 	counting bool
 	cut      bool
 	fired    cutKind // the kind that cut the power, 0 while none did
-	// kill: a cutRound kills the process instead of cutting the power
-	// (the page cache survives: the disk keeps every write).
+	// kill: a cutRound or cutCompaction kills the process instead of
+	// cutting the power (the page cache survives: the disk keeps every
+	// write).
 	kill bool
+	// atSwitch: a cutCompaction counts from the pass's new manifest
+	// (manifest.tmp: the switch), else from its first new segment file.
+	atSwitch bool
+	// firedAt is the file or directory of the operation the cut struck.
+	firedAt string
+	// durable, when set, is called with a compacted prefix's directory
+	// after each operation that changed what a power loss would keep of it
+	// (a file's Sync, SyncDir, Remove, Rename): prefixes.go checks that
+	// durable view at every step of a pass.
+	durable func(dir string)
 }
 
 var _ raftlog.Disk = (*cutDisk)(nil)
@@ -48,6 +60,7 @@ var _ raftlog.Disk = (*cutDisk)(nil)
 // arm sets the power cut; reset disarms it (at every restart).
 func (c *cutDisk) arm(kind cutKind, after int) {
 	c.armed, c.after, c.counting, c.cut, c.fired, c.kill = kind, after, false, false, 0, false
+	c.atSwitch, c.firedAt = false, ""
 }
 
 func (c *cutDisk) reset() { c.arm(0, 0) }
@@ -58,9 +71,10 @@ func (c *cutDisk) reset() { c.arm(0, 0) }
 // node restarted before it wrote one still has the cut ahead of it, so the
 // fault is not lost to a restart that happened to come first.
 func (c *cutDisk) resetAtRestart() {
-	if (c.armed == cutCheckpoint || c.armed == cutSegmentRoll) && !c.counting && !c.cut {
-		kind, after := c.armed, c.after
+	if (c.armed == cutCheckpoint || c.armed == cutSegmentRoll || c.armed == cutCompaction) && !c.counting && !c.cut {
+		kind, after, kill, atSwitch := c.armed, c.after, c.kill, c.atSwitch
 		c.arm(kind, after)
+		c.kill, c.atSwitch = kill, atSwitch
 		return
 	}
 	c.reset()
@@ -75,8 +89,9 @@ func (c *cutDisk) armNow(kind cutKind, after int) {
 	c.counting = true
 }
 
-// op counts one operation and reports whether the power is off for it.
-func (c *cutDisk) op() bool {
+// op counts one operation on name and reports whether the power is off
+// for it.
+func (c *cutDisk) op(name string) bool {
 	if c.cut {
 		return true
 	}
@@ -85,7 +100,7 @@ func (c *cutDisk) op() bool {
 	}
 	if c.after == 0 {
 		c.cut = true
-		c.fired = c.armed
+		c.fired, c.firedAt = c.armed, name
 		return true
 	}
 	c.after--
@@ -108,6 +123,10 @@ func (c *cutDisk) triggers(name string) bool {
 		if !strings.HasSuffix(dir, "/log/") || !strings.HasSuffix(base, ".log") {
 			return false
 		}
+	case cutCompaction:
+		if !inCompacted(dir) || c.atSwitch != (base == "manifest.tmp") {
+			return false
+		}
 	}
 	names, err := c.d.List(dir)
 	return err == nil && !slices.Contains(names, base)
@@ -118,30 +137,39 @@ func (c *cutDisk) Open(name string) (raftlog.File, error) {
 	if c.triggers(name) {
 		c.counting = true
 	}
-	if c.op() {
+	if c.op(name) {
 		return nil, errPowerCut
 	}
 	f, err := c.d.Open(name)
 	if err != nil {
 		return nil, err
 	}
-	return &cutFile{File: f, c: c}, nil
+	return &cutFile{File: f, c: c, name: name}, nil
 }
 
 // Remove implements raftlog.Disk.
 func (c *cutDisk) Remove(name string) error {
-	if c.op() {
+	if c.op(name) {
 		return errPowerCut
 	}
-	return c.d.Remove(name)
+	return c.changed(path.Dir(name), c.d.Remove(name))
 }
 
 // Rename implements raftlog.Disk.
 func (c *cutDisk) Rename(from, to string) error {
-	if c.op() {
+	if c.op(to) {
 		return errPowerCut
 	}
-	return c.d.Rename(from, to)
+	return c.changed(path.Dir(to), c.d.Rename(from, to))
+}
+
+// changed reports a durable step in dir to the durable hook when dir is a
+// compacted prefix's and the operation succeeded; it returns err.
+func (c *cutDisk) changed(dir string, err error) error {
+	if err == nil && c.durable != nil && inCompacted(path.Clean(dir)+"/") {
+		c.durable(path.Clean(dir))
+	}
+	return err
 }
 
 // List implements raftlog.Disk.
@@ -162,16 +190,17 @@ func (c *cutDisk) ListDirs(dir string) ([]string, error) {
 
 // SyncDir implements raftlog.Disk.
 func (c *cutDisk) SyncDir(dir string) error {
-	if c.op() {
+	if c.op(dir + "/") {
 		return errPowerCut
 	}
-	return c.d.SyncDir(dir)
+	return c.changed(dir, c.d.SyncDir(dir))
 }
 
 // cutFile is a file of a cutDisk.
 type cutFile struct {
 	raftlog.File
-	c *cutDisk
+	c    *cutDisk
+	name string
 }
 
 func (f *cutFile) ReadAt(p []byte, off int64) (int, error) {
@@ -182,14 +211,14 @@ func (f *cutFile) ReadAt(p []byte, off int64) (int, error) {
 }
 
 func (f *cutFile) WriteAt(p []byte, off int64) (int, error) {
-	if f.c.op() {
+	if f.c.op(f.name) {
 		return 0, errPowerCut
 	}
 	return f.File.WriteAt(p, off)
 }
 
 func (f *cutFile) Truncate(size int64) error {
-	if f.c.op() {
+	if f.c.op(f.name) {
 		return errPowerCut
 	}
 	return f.File.Truncate(size)
@@ -203,8 +232,18 @@ func (f *cutFile) Size() (int64, error) {
 }
 
 func (f *cutFile) Sync() error {
-	if f.c.op() {
+	if f.c.op(f.name) {
 		return errPowerCut
 	}
-	return f.File.Sync()
+	return f.c.changed(path.Dir(f.name), f.File.Sync())
+}
+
+// inCompacted reports whether a file's directory (or a directory, with its
+// trailing slash) is a replica's compacted prefix (node's compactedDir).
+func inCompacted(dir string) bool { return strings.HasSuffix(dir, "/compacted/") }
+
+// firedInCompacted reports whether the cut struck an operation on a
+// compacted prefix's files or directory.
+func (c *cutDisk) firedInCompacted() bool {
+	return c.firedAt != "" && inCompacted(path.Dir(path.Clean(c.firedAt))+"/") || inCompacted(c.firedAt)
 }

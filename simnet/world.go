@@ -263,6 +263,7 @@ func newWorld(o Options) *world {
 	for i := 0; i < o.Nodes; i++ {
 		n := &simNode{index: i, id: node.NodeID(i + 1), disk: memdisk.New()}
 		n.cut = &cutDisk{d: n.disk}
+		n.cut.durable = func(dir string) { w.digests.prefixStep(n, dir) } // prefixes.go
 		n.clock = &nodeClock{w: w}
 		if o.Faults.ClockSkewMax > 0 {
 			m := int64(o.Faults.ClockSkewMax)
@@ -498,11 +499,22 @@ func (w *world) failStop(n *simNode, err error) {
 		w.fail("node %d fail-stopped with no disk fault injected: %v", n.id, err)
 	}
 	w.stats.FailStops++
+	if n.cut.fired != 0 && n.cut.firedInCompacted() {
+		w.coverage.Inc("fault/cut-in-compaction") // any kind: inside a pass's write or its switch
+	}
 	switch n.cut.fired {
 	case cutCheckpoint:
 		w.stats.CutsCheckpoint++
 	case cutSegmentRoll:
 		w.stats.CutsSegmentRoll++
+	case cutCompaction:
+		if n.cut.kill {
+			w.coverage.Inc("fault/kill-compaction")
+			w.killNode(n, "killed in a compaction pass: "+err.Error())
+			w.scheduleRestart(n)
+			return
+		}
+		w.coverage.Inc("fault/power-cut-compaction")
 	case cutRound:
 		if n.cut.kill {
 			w.coverage.Inc("fault/kill-round")

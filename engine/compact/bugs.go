@@ -6,6 +6,7 @@ package compact
 // bugs_simbugs.go); in a default build these are constant false and the
 // compiler drops them.
 const (
-	bugKeepsOlder     = false
-	bugTombstoneEarly = false
+	bugKeepsOlder      = false
+	bugTombstoneEarly  = false
+	bugDropsLastRecord = false
 )

@@ -13,9 +13,18 @@ var (
 	// bugTombstoneEarly: a tombstone is removed by the first pass that
 	// sees it, before delete.retention.ms has passed.
 	bugTombstoneEarly = false
+	// bugDropsLastRecord: a batch that loses records to a pass loses its
+	// last survivor too (an off-by-one copying the survivors), so a key's
+	// latest value there disappears.
+	bugDropsLastRecord = false
 )
 
 // SetBugs switches the planted bugs on or off.
 func SetBugs(keepsOlder, tombstoneEarly bool) {
 	bugKeepsOlder, bugTombstoneEarly = keepsOlder, tombstoneEarly
+}
+
+// SetRewriteBugs switches the planted rewrite bug on or off.
+func SetRewriteBugs(dropsLastRecord bool) {
+	bugDropsLastRecord = dropsLastRecord
 }

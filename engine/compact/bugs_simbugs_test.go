@@ -28,3 +28,16 @@ func TestBugTombstoneEarly(t *testing.T) {
 	_, out := l.compact(t, decision(3, 1000, 500))
 	wantRead(t, out, "b=1@1")
 }
+
+// TestBugDropsLastRecord shows the planted bug removes the last survivor
+// of a batch the pass thinned: in TestLatestValueSurvives' log the second
+// batch keeps c=1 and a=3, and a=3, the key's latest value, is gone.
+func TestBugDropsLastRecord(t *testing.T) {
+	SetRewriteBugs(true)
+	defer SetRewriteBugs(false)
+	var l testLog
+	l.produce(t, noProducer, false, rec("a", "1", 10), rec("b", "1", 11))
+	l.produce(t, noProducer, false, rec("a", "2", 12), rec("c", "1", 13), rec("a", "3", 14))
+	_, out := l.compact(t, decision(5, 100, 0))
+	wantRead(t, out, "c=1@3")
+}

@@ -199,9 +199,12 @@
 // serve those records: one whose own pass lags reads them from its raft log, where read_committed
 // needs the index to hide them); the I/O budget; bounding the kept last batches by producer expiry
 // (today one per producer id ever seen in the range); compact,delete and DeleteRecords on a
-// compacted topic (a log start past the prefix's end stops a replica's passes today); the
-// simulator's key-value workload with compactions racing crashes, and the planted bugs of issue 24;
-// then opening the gate.
+// compacted topic (a log start past the prefix's end stops a replica's passes today); then
+// opening the gate. Built in the simulator: the key-value workload (simnet's wire_kv.go), every
+// replica's prefix checked as a power loss would leave it at every durable step of a pass
+// (prefixes.go), crashes and power cuts inside passes (compaction_cuts.go), and issue 24's planted
+// bugs: CompactKeepsOlder, TombstoneEarly and CompactDropsLastRecord here (bugs_simbugs.go),
+// CompactSwitchNotAtomic in raftlog/compacted, CompactActiveSegment in node.
 //
 // # Tests
 //

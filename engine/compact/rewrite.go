@@ -52,6 +52,9 @@ func (w *rewriter) batch(in Input) error {
 			kept = append(kept, r)
 		}
 	}
+	if bugDropsLastRecord && len(kept) > 0 && len(kept) < len(b.Records) {
+		kept = kept[:len(kept)-1] // planted (simbugs): an off-by-one copying a thinned batch's survivors
+	}
 	b.Records = kept
 	if len(kept) > 0 && b.Transactional {
 		w.txnKept[b.ProducerID] = true

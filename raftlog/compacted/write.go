@@ -155,6 +155,15 @@ func (w *Writer) Commit(end int64, digest [sha256.Size]byte) error {
 	if err := w.m.check(); err != nil {
 		return w.fail(err) // a bug: Append keeps the rules
 	}
+	if bugSwitchNotAtomic { // planted (simbugs): the old generations go before the switch
+		gen := w.m.generation
+		if err := removeFiles(w.disk, w.dir, func(name string) bool {
+			g, _, isSegment := parseSegmentName(name)
+			return isSegment && g < gen
+		}); err != nil {
+			return w.fail(err)
+		}
+	}
 	if err := errors.Join(w.syncAll(), w.disk.SyncDir(w.dir), w.writeManifest()); err != nil {
 		return w.fail(err)
 	}
