@@ -195,7 +195,8 @@
 // fails when an enum value has no row. Errors carry data (*Error{Code, Message, LeaderID,
 // LeaderAddress, LogStartOffset, HighWatermark}), match sentinels with errors.Is, and answer
 // Retriable(); callers never match strings. Typed failures a caller acts on: *UnreachableError
-// ("cannot reach the cluster at ADDR", within the dial timeout, not retried), *NotStrandError,
+// ("cannot reach the cluster at ADDR", within the dial timeout, not retried; only while no node
+// ever answered the Client: after, a cluster that refuses every connection is restarting and is retried), *NotStrandError,
 // *RetriesExhaustedError{MaybeWritten}, *TopicGoneError{MaybeWritten} (a produce's topic was
 // deleted or re-created), *OffsetOutOfRangeError (R22: never a silent seek),
 // *TopicRecreatedError and *ClusterChangedError (sticky until Seek; a lagging node's

@@ -48,6 +48,7 @@ func (c *Client) simCall(addr string, req *strandpb.Request, timeout, wait time.
 	t.Call(addr, req, func(resp *strandpb.Response, err error) {
 		if err == nil {
 			c.simWatch.lastRead[addr] = max(c.simWatch.lastRead[addr], t.Now())
+			c.reached.Store(true)
 		}
 		finish(resp, err)
 	})
