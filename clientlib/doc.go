@@ -216,6 +216,13 @@
 // s deadline per produce (a leader without quorum legitimately holds a produce), a ping request
 // (the bytes on the connection already say the node is alive).
 //
+// A quota throttle is not a stall: an answer with throttle_ms (clientcore.Throttle) holds the
+// connection's next writes until it ends (the node reads nothing on it meanwhile, as Kafka mutes
+// the channel; Kafka's clients hold their sends the same way since KIP-219), and the stall rule and
+// the request deadline count from the throttle's end (clientcore.PastThrottle). Before, a throttle
+// past StallTimeout made the client suspect a healthy node and reconnect on a fresh connection the
+// node did not throttle, escaping the quota (TestClientHoldsThrottledConnection).
+//
 // # Partitioner (R13, R17)
 //
 // ManualPartitioner() sends to Record.Partition; keyed records go to murmur2(key) & 0x7fffffff % n
