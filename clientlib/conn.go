@@ -305,7 +305,7 @@ func (c *brokerConn) readLoop(r *bufio.Reader) {
 			c.kill(err)
 			return
 		}
-		if d := clientcore.Throttle(resp); d > 0 {
+		if d := clientcore.Throttle(resp); d > 0 && !bugIgnoresThrottle() {
 			c.throttleUntil.Store(max(c.throttleUntil.Load(), int64(time.Since(c.born)+d)))
 		}
 		if cl := c.unregister(resp.GetCorrelationId()); cl != nil {

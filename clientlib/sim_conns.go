@@ -149,7 +149,7 @@ func (t *simConns) send(addr string, c *simConn, req *strandpb.Request, done fun
 	t.conns.CallOn(c.id, addr, req, func(resp *strandpb.Response, err error) {
 		if err != nil {
 			t.drop(addr, c)
-		} else if d := clientcore.Throttle(resp); d > 0 {
+		} else if d := clientcore.Throttle(resp); d > 0 && !bugIgnoresThrottle() {
 			c.throttleUntil = max(c.throttleUntil, t.Now()+d)
 		}
 		done(resp, err)

@@ -252,10 +252,15 @@ func (op *operator) bootstrapRequests() []*strandpb.Request {
 		}
 	}
 	acls := &strandpb.AlterAclsRequest{Add: bootstrapACLs()}
-	return []*strandpb.Request{
+	reqs := []*strandpb.Request{
 		{Body: &strandpb.Request_AlterUsers{AlterUsers: users}},
 		{Body: &strandpb.Request_AlterAcls{AlterAcls: acls}},
 	}
+	if q := op.ww.w.opts.AppQuota; q > 0 {
+		reqs = append(reqs, &strandpb.Request{Body: &strandpb.Request_AlterQuotas{AlterQuotas: &strandpb.AlterQuotasRequest{
+			Quotas: []*strandpb.Quota{{Principal: string(principalApp), ProduceBytesPerSec: q, FetchBytesPerSec: q}}}}})
+	}
+	return reqs
 }
 
 // bootstrapStep sends reqs[0] to target until acknowledged (upserts and
