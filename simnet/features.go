@@ -34,12 +34,12 @@ import "strings"
 //   - Kafka classic-protocol members (wire_classic.go: three, through the
 //     Kafka listener's JoinGroup/SyncGroup/Heartbeat handlers against the
 //     replicated coordinator) in half the seeds with groups;
-//   - a produce and fetch quota on the workload's principal, User:app
-//     (Options.AppQuota: 4 or 16 KiB/s per node, set by the admin's
-//     bootstrap, so only in the runs with authorization) in half the
-//     seeds, drawn last: its clientlib clients are throttled, their nodes
-//     pause their connections (wire.go deliver), and no client may give
-//     a throttled connection up (sasl.go libTransport.Close).
+//   - a produce and fetch quota on the workload's principal (User:app
+//     with authorization, User:ANONYMOUS without; Options.AppQuota: 16 or
+//     64 KiB/s per node, set by the admin's bootstrap) in half the seeds,
+//     drawn last: its clientlib clients are throttled, their nodes pause
+//     their connections (wire.go deliver), and no client may give a
+//     throttled connection up (sasl.go libTransport.Close).
 //
 // A costly feature shortens its seed (featureOps: 5 nodes 4/5 of the
 // operations, the WAL 3/5, groups 9/10, transactions 3/5), so the sample costs about what
@@ -94,7 +94,7 @@ func DrawFeatures(o Options) Options {
 	if o.GroupMembers > 0 && draw(2) == 0 { // drawn after the others (wire_classic.go)
 		o.ClassicMembers = max(o.ClassicMembers, 3)
 	}
-	if o.AppQuota == 0 && draw(2) == 0 { // drawn last (operator.go: with authorization only)
+	if o.AppQuota == 0 && draw(2) == 0 { // drawn last (operator.go)
 		o.AppQuota = appQuotas[draw(len(appQuotas))]
 	}
 	o.Ops = featureOps(o)
@@ -104,7 +104,7 @@ func DrawFeatures(o Options) Options {
 // appQuotas are the workload principal's quotas a seed may draw (bytes
 // per second per node, produce and fetch): low enough that its clients'
 // bursts are throttled.
-var appQuotas = []int64{4 << 10, 16 << 10}
+var appQuotas = []int64{16 << 10, 64 << 10}
 
 // featureOps is the operations budget of a seed with o's features: the
 // costly ones (5 nodes, the WAL's audit, the group workload) issue fewer,

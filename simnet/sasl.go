@@ -639,14 +639,14 @@ func (t sesTransport) Close(id uint64) { libTransport{t.l.m.c}.Close(id) }
 
 // Close closes connection id from the client's side.
 //
-// A client never gives up on a connection its node holds for a quota
-// throttle (clientlib honours throttle_ms: clientcore.Throttle): that
+// A client never gives up on a connection inside a quota throttle its
+// node told it (clientlib honours throttle_ms: clientcore.Throttle): that
 // would be a healthy node suspected, and a fresh connection the node
 // does not throttle, escaping the quota.
 func (t libTransport) Close(id uint64) {
 	ww := t.c.ww
-	if until := ww.throttled[id]; until > ww.w.now() && t.Open(id) {
-		ww.w.fail("clientlib closed connection %d while its node held it for a quota throttle (until %v): a throttle taken for a stall", id, until)
+	if until := ww.told[id]; until > ww.w.now() && t.Open(id) {
+		ww.w.fail("clientlib closed connection %d inside the quota throttle its node told it (until %v): a throttle taken for a stall", id, until)
 	}
 	ww.sasl.closed(id)
 	delete(ww.plain.conns, id)

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/internal/clientcore"
 	"github.com/strandlog/strand/linearizability"
 	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/proto/strandpb"
@@ -81,8 +82,13 @@ type wireWorkload struct {
 	// pause ends: node/server's reader reads nothing on a throttled
 	// connection until then (deliver).
 	throttled map[uint64]time.Duration
-	txn       *txnSim // the transactional workload; nil: none (wire_txn.go)
-	kv        *kvSim  // the compacted-topic workload; nil: none (wire_kv.go)
+	// told is, per clientlib connection id, when the throttle its client
+	// was told ends (an answer's throttle_ms from its arrival, as
+	// clientlib counts it): the client must not give the connection up
+	// before (sasl.go libTransport.Close).
+	told map[uint64]time.Duration
+	txn  *txnSim // the transactional workload; nil: none (wire_txn.go)
+	kv   *kvSim  // the compacted-topic workload; nil: none (wire_kv.go)
 	// finalHealAt is when the clients were done and the final heal ran
 	// (0: not yet).
 	finalHealAt time.Duration
@@ -410,6 +416,7 @@ func (ww *wireWorkload) refuseFrame(c *wireClient, target int, call *wireCall) {
 	}
 	ww.sasl.closed(call.conn)
 	delete(ww.throttled, call.libConn) // the node closed it
+	delete(ww.told, call.libConn)
 	w.sched.schedule(w.net.clientDelay(c.index, target), &event{kind: evCall, node: -1, from: target, call: func() {
 		if !call.done {
 			call.done = true
@@ -532,6 +539,7 @@ func (ww *wireWorkload) reply(n *simNode, inc uint32, c *wireClient, resp *stran
 			// The client cannot decode the answer: it closes the
 			// connection and fails the call (rightly, throttled or not).
 			delete(ww.throttled, call.libConn)
+			delete(ww.told, call.libConn)
 			call.onDone(nil, ww.closedConn(n.index))
 			return
 		}
@@ -541,6 +549,12 @@ func (ww *wireWorkload) reply(n *simNode, inc uint32, c *wireClient, resp *stran
 			out = call.kafka.decodeAnswer(w, frame)
 		} else if err := proto.Unmarshal(frame, out); err != nil {
 			panic(fmt.Sprintf("simnet: unmarshal response: %v", err))
+		}
+		if d := clientcore.Throttle(out); d > 0 && call.libConn != 0 {
+			if ww.told == nil {
+				ww.told = map[uint64]time.Duration{}
+			}
+			ww.told[call.libConn] = max(ww.told[call.libConn], w.now()+d)
 		}
 		call.onDone(out, nil)
 	}})
