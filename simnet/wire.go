@@ -415,8 +415,8 @@ func (ww *wireWorkload) refuseFrame(c *wireClient, target int, call *wireCall) {
 		return
 	}
 	ww.sasl.closed(call.conn)
-	delete(ww.throttled, call.libConn) // the node closed it
-	delete(ww.told, call.libConn)
+	delete(ww.plain.conns, call.libConn) // the node closed it (a plain connection)
+	delete(ww.throttled, call.libConn)
 	w.sched.schedule(w.net.clientDelay(c.index, target), &event{kind: evCall, node: -1, from: target, call: func() {
 		if !call.done {
 			call.done = true
