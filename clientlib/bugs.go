@@ -30,6 +30,12 @@ func bugAdminDropsRefusal() bool { return false }
 // it and only its answer was slow.
 func bugStallNotSent() bool { return false }
 
+// bugIgnoresThrottle: the client ignores an answer's throttle_ms (as
+// before KIP-219), so its next request goes into the connection the node
+// paused, stalls, and the client suspects a healthy node and reconnects,
+// escaping the quota.
+func bugIgnoresThrottle() bool { return false }
+
 // bugCommitSkipsFlush: CommitTransaction sends EndTxn(commit) without
 // first waiting for the transaction's records (no Flush), so a record
 // still buffered or in flight lands after the commit markers, outside

@@ -29,10 +29,16 @@ func SetAdminBugs(dropsRefusal bool) { bugAdminDropsRefusalOn = dropsRefusal }
 
 func bugAdminDropsRefusal() bool { return bugAdminDropsRefusalOn }
 
+var bugIgnoresThrottleOn bool
+
 // SetConnBugs switches the connections' planted bugs on or off.
-func SetConnBugs(stallNotSent bool) { bugStallNotSentOn = stallNotSent }
+func SetConnBugs(stallNotSent, ignoresThrottle bool) {
+	bugStallNotSentOn, bugIgnoresThrottleOn = stallNotSent, ignoresThrottle
+}
 
 func bugStallNotSent() bool { return bugStallNotSentOn }
+
+func bugIgnoresThrottle() bool { return bugIgnoresThrottleOn }
 
 var bugCommitSkipsFlushOn bool
 

@@ -5,6 +5,9 @@ package clientlib
 import (
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/strandlog/strand/proto/strandpb"
 )
 
 // The planted bugAutoCommitFetched shows in the scripted group world: the
@@ -39,5 +42,27 @@ func TestBugCommitSkipsFlushEndsBeforeRecords(t *testing.T) {
 	}
 	if at("produce") < at("end") {
 		t.Fatalf("requests %v: the planted bug does not show (want no produce before the transaction's end)", kinds[:min(len(kinds), 8)])
+	}
+}
+
+// TestBugIgnoresThrottleStalls: with the planted bug the client writes
+// into the connection its node paused for a 5 s throttle, gives the node
+// up as stalled after 200 ms and dials again
+// (TestSimulatedThrottleHoldsConnection without the bug keeps one).
+func TestBugIgnoresThrottleStalls(t *testing.T) {
+	SetConnBugs(false, true)
+	defer SetConnBugs(false, false)
+	w := plainConnWorld()
+	w.throttle = 5 * time.Second
+	c, _ := simulatedClient(t, w, StallTimeout(200*time.Millisecond), RequestTimeout(time.Second))
+	produce := &strandpb.Request{Body: &strandpb.Request_Produce{Produce: &strandpb.ProduceRequest{Acks: -1}}}
+	for range 2 {
+		c.simCall("n1", produce, time.Second, 0, func(*strandpb.Response, error) {})
+	}
+	w.run(t, 1000)
+	c.simCall("n1", produce, time.Second, 0, func(*strandpb.Response, error) {})
+	w.run(t, 1000)
+	if w.next < 2 {
+		t.Fatalf("%d connections; want the planted bug to give the throttled one up", w.next)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/strandlog/strand/internal/clientcore"
@@ -26,8 +27,10 @@ type Client struct {
 	metaAt  time.Duration // when meta was last refreshed (monotonic); see metaKnown
 	// metaKnown: a metadata refresh succeeded once.
 	metaKnown bool
-	refresh   chan struct{}
-	metaErr   error
+	// reached: a node answered a request once (unreachable).
+	reached atomic.Bool
+	refresh chan struct{}
+	metaErr error
 	// clusterID is the first cluster id a node named (checkClusterLocked).
 	clusterID []byte
 	// clusterErr is sticky once a node of another cluster answered: every
@@ -233,7 +236,11 @@ func (c *Client) request(ctx context.Context, addr string, req *strandpb.Request
 	if err != nil {
 		return nil, err
 	}
-	return bc.roundTrip(ctx, req, false, c.cfg.requestTimeout+extra, extra)
+	resp, err := bc.roundTrip(ctx, req, false, c.cfg.requestTimeout+extra, extra)
+	if err == nil {
+		c.reached.Store(true)
+	}
+	return resp, err
 }
 
 // requestNode sends req to the node with id, by its cached address.
@@ -286,7 +293,8 @@ func (c *Client) candidates() []string {
 // anyRequest sends req to the first node that answers: known nodes, then
 // seeds. When none answers it fails with a *NotStrandError if an address
 // is not a Strand node, an *UnreachableError if no address could be
-// connected to, else the last failure.
+// connected to and none ever answered (unreachable), else the last
+// failure.
 func (c *Client) anyRequest(ctx context.Context, req *strandpb.Request) (*strandpb.Response, error) {
 	resp, _, err := c.anyRequestAt(ctx, req)
 	return resp, err
@@ -335,9 +343,24 @@ func (c *Client) anyRequestUnsure(ctx context.Context, req *strandpb.Request, la
 		last = err
 	}
 	if unreached == len(addrs) && len(addrs) > 0 {
-		return nil, "", &UnreachableError{Addrs: addrs, Err: last}
+		return nil, "", c.unreachable(addrs, last)
 	}
 	return nil, "", last
+}
+
+// unreachable is the failure of a request that no address took (every
+// one refused or timed out dialing; last is the last one's *ConnError).
+// While no node ever answered the Client it is an *UnreachableError,
+// definite, so a wrong address fails at once; once one has, it is last,
+// retried as any connection that was never sent on: a cluster that
+// answered before is restarting (a power cut, a rolling upgrade), not
+// absent, and Kafka's clients wait for it as the producer does
+// (judgeWaiting).
+func (c *Client) unreachable(addrs []string, last error) error {
+	if c.reached.Load() {
+		return last
+	}
+	return &UnreachableError{Addrs: addrs, Err: last}
 }
 
 // askLast is addrs with lastAddr moved to the end ("": none).

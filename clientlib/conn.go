@@ -47,6 +47,11 @@ type brokerConn struct {
 	lastRead *atomic.Int64
 	stall    time.Duration
 	onStall  func(node uint64)
+	// throttleUntil is when the node's quota throttle on this connection
+	// ends, in ns since born (0: never throttled): the writer holds
+	// requests until then, and await does not count the pause
+	// (clientcore.Throttle). Only the reader raises it.
+	throttleUntil atomic.Int64
 
 	mu       sync.Mutex
 	calls    map[uint64]*call
@@ -268,6 +273,9 @@ func (c *brokerConn) writeLoop() {
 		case <-c.dead:
 			return
 		case cl := <-c.writes:
+			if !c.holdForThrottle() {
+				return
+			}
 			var err error
 			if buf, err = frame.Append(buf[:0], cl.req); err != nil {
 				c.unregister(cl.req.GetCorrelationId())
@@ -297,10 +305,30 @@ func (c *brokerConn) readLoop(r *bufio.Reader) {
 			c.kill(err)
 			return
 		}
+		if d := clientcore.Throttle(resp); d > 0 && !bugIgnoresThrottle() {
+			c.throttleUntil.Store(max(c.throttleUntil.Load(), int64(time.Since(c.born)+d)))
+		}
 		if cl := c.unregister(resp.GetCorrelationId()); cl != nil {
 			cl.finish(resp, nil)
 		}
 		// An answer nobody waits for (acks=0, a call given up on) is dropped.
+	}
+}
+
+// holdForThrottle waits while the node throttles the connection (it
+// reads nothing until then); false when the connection died meanwhile.
+func (c *brokerConn) holdForThrottle() bool {
+	d := time.Duration(c.throttleUntil.Load()) - time.Since(c.born)
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-c.dead:
+		return false
 	}
 }
 
@@ -382,7 +410,8 @@ func (c *brokerConn) await(ctx context.Context, cl *call, timeout, wait time.Dur
 				sentAt = begun // still queued behind the writer: count from the call
 			}
 			now := time.Since(c.born)
-			if !clientcore.Stalled(now, sentAt, time.Duration(c.lastRead.Load()), wait, c.stall) {
+			sentAt, lastRead := clientcore.PastThrottle(sentAt, time.Duration(c.lastRead.Load()), time.Duration(c.throttleUntil.Load()))
+			if !clientcore.Stalled(now, sentAt, lastRead, wait, c.stall) {
 				continue
 			}
 			c.kill(fmt.Errorf("%w: nothing received for %v", errStalled, c.stall))
@@ -392,6 +421,12 @@ func (c *brokerConn) await(ctx context.Context, cl *call, timeout, wait time.Dur
 			<-cl.done
 			return cl.resp, cl.err
 		case <-timer.C:
+			// The deadline counts from when the node could read the call:
+			// a throttle's pause (PastThrottle) moves it on.
+			if end, _ := clientcore.PastThrottle(begun, 0, time.Duration(c.throttleUntil.Load())); time.Since(c.born) < end+timeout {
+				timer.Reset(end + timeout - time.Since(c.born))
+				continue
+			}
 			c.kill(fmt.Errorf("no answer within %v", timeout))
 			<-cl.done
 			if cl.err == nil {

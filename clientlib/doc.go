@@ -195,7 +195,8 @@
 // fails when an enum value has no row. Errors carry data (*Error{Code, Message, LeaderID,
 // LeaderAddress, LogStartOffset, HighWatermark}), match sentinels with errors.Is, and answer
 // Retriable(); callers never match strings. Typed failures a caller acts on: *UnreachableError
-// ("cannot reach the cluster at ADDR", within the dial timeout, not retried), *NotStrandError,
+// ("cannot reach the cluster at ADDR", within the dial timeout, not retried; only while no node
+// ever answered the Client: after, a cluster that refuses every connection is restarting and is retried), *NotStrandError,
 // *RetriesExhaustedError{MaybeWritten}, *TopicGoneError{MaybeWritten} (a produce's topic was
 // deleted or re-created), *OffsetOutOfRangeError (R22: never a silent seek),
 // *TopicRecreatedError and *ClusterChangedError (sticky until Seek; a lagging node's
@@ -214,6 +215,13 @@
 // up to the request timeout, so a slow but live node is not abandoned forever. Rejected: a fixed ~2
 // s deadline per produce (a leader without quorum legitimately holds a produce), a ping request
 // (the bytes on the connection already say the node is alive).
+//
+// A quota throttle is not a stall: an answer with throttle_ms (clientcore.Throttle) holds the
+// connection's next writes until it ends (the node reads nothing on it meanwhile, as Kafka mutes
+// the channel; Kafka's clients hold their sends the same way since KIP-219), and the stall rule and
+// the request deadline count from the throttle's end (clientcore.PastThrottle). Before, a throttle
+// past StallTimeout made the client suspect a healthy node and reconnect on a fresh connection the
+// node did not throttle, escaping the quota (TestClientHoldsThrottledConnection).
 //
 // # Partitioner (R13, R17)
 //

@@ -185,8 +185,10 @@ func IsRetriable(err error) bool {
 // known node and seed refused the connection, timed out dialing, or
 // closed it during the handshake. Callers print it as is; it is the one
 // wording of "the cluster is not there". It is not retriable: the client
-// already tried every address it knows. It unwraps to the last address's
-// *ConnError.
+// already tried every address it knows. A Client that a node answered
+// before never returns it (Client.unreachable): it retries the last
+// address's *ConnError, as after any connection lost before sending. It
+// unwraps to the last address's *ConnError.
 type UnreachableError struct {
 	Addrs []string // the addresses tried, in order
 	Err   error    // the last address's failure, a *ConnError

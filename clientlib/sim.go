@@ -135,7 +135,7 @@ func (io *simIO) anyCall(req *strandpb.Request, lastAddr string, done func(*stra
 	try = func(i int, last error) {
 		if i == len(addrs) {
 			if unreached == len(addrs) && len(addrs) > 0 {
-				last = &UnreachableError{Addrs: addrs, Err: last}
+				last = io.p.c.unreachable(addrs, last)
 			}
 			done(nil, "", last)
 			return

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"time"
 
 	"github.com/strandlog/strand/internal/clientcore"
 	"github.com/strandlog/strand/proto/strandpb"
@@ -35,6 +36,9 @@ type simConn struct {
 	// node is the node's id, from its Hello.
 	node    uint64
 	waiting []simWaiting
+	// throttleUntil is when the node's quota throttle on the connection
+	// ends (virtual time; 0: none).
+	throttleUntil time.Duration
 }
 
 // simWaiting is a request waiting for its connection to open.
@@ -135,10 +139,18 @@ func (t *simConns) opened(addr string, c *simConn) {
 
 // send is CallOn; a transport error closes the connection (over TCP a
 // lost answer does: the connection's stream is no longer known good).
+// A throttled connection (clientcore.Throttle) holds the request until
+// the node reads it again, as conn.go's writer does.
 func (t *simConns) send(addr string, c *simConn, req *strandpb.Request, done func(*strandpb.Response, error)) {
+	if d := c.throttleUntil - t.Now(); d > 0 {
+		t.After(d, func() { t.send(addr, c, req, done) })
+		return
+	}
 	t.conns.CallOn(c.id, addr, req, func(resp *strandpb.Response, err error) {
 		if err != nil {
 			t.drop(addr, c)
+		} else if d := clientcore.Throttle(resp); d > 0 && !bugIgnoresThrottle() {
+			c.throttleUntil = max(c.throttleUntil, t.Now()+d)
 		}
 		done(resp, err)
 	})

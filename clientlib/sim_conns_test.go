@@ -25,12 +25,16 @@ type connWorld struct {
 	// silent: the node answers nothing (a paused node accepts
 	// connections but answers no Hello); deaf: it answers Hellos only.
 	silent, deaf bool
+	// throttle: every produce is answered throttled this long, and its
+	// connection then read only after it (node/server's reader pause).
+	throttle time.Duration
 }
 
 type fakeConn struct {
-	open      bool
-	sess      *sasl.ServerSession
-	principal string
+	open       bool
+	mutedUntil time.Duration // the node reads nothing on it before
+	sess       *sasl.ServerSession
+	principal  string
 }
 
 // simulatedClient is a Client on w with opts, and its Transport as the
@@ -83,6 +87,10 @@ func (w *connWorld) CallOn(id uint64, addr string, req *strandpb.Request, done f
 	if w.deaf {
 		return
 	}
+	if w.now < c.mutedUntil {
+		w.After(c.mutedUntil-w.now, func() { w.CallOn(id, addr, req, done) })
+		return
+	}
 	if c.principal == "" && w.creds != nil {
 		w.steps++
 		st := c.sess.Step(req)
@@ -94,6 +102,10 @@ func (w *connWorld) CallOn(id uint64, addr string, req *strandpb.Request, done f
 	} else {
 		w.served = append(w.served, c.principal)
 		resp = &strandpb.Response{Body: &strandpb.Response_Metadata{Metadata: &strandpb.MetadataResponse{}}}
+		if req.GetProduce() != nil && w.throttle > 0 {
+			resp = &strandpb.Response{Body: &strandpb.Response_Produce{Produce: &strandpb.ProduceResponse{ThrottleMs: int32(w.throttle.Milliseconds())}}}
+			c.mutedUntil = w.now + 2*time.Millisecond + w.throttle
+		}
 	}
 	w.After(2*time.Millisecond, func() { done(resp, nil) })
 }

@@ -48,6 +48,7 @@ func (c *Client) simCall(addr string, req *strandpb.Request, timeout, wait time.
 	t.Call(addr, req, func(resp *strandpb.Response, err error) {
 		if err == nil {
 			c.simWatch.lastRead[addr] = max(c.simWatch.lastRead[addr], t.Now())
+			c.reached.Store(true)
 		}
 		finish(resp, err)
 	})
@@ -55,14 +56,28 @@ func (c *Client) simCall(addr string, req *strandpb.Request, timeout, wait time.
 		return
 	}
 	conn := c.simConnOf(addr)
-	t.After(timeout, func() {
+	// past is the call's send time and the node's last answer, moved past
+	// the connection's throttle (clientcore.PastThrottle), as await does.
+	past := func() (time.Duration, time.Duration) {
+		if conn == nil {
+			return sent, c.simWatch.lastRead[addr]
+		}
+		return clientcore.PastThrottle(sent, c.simWatch.lastRead[addr], conn.throttleUntil)
+	}
+	var expire func()
+	expire = func() {
 		if finished {
+			return
+		}
+		if s, _ := past(); t.Now() < s+timeout {
+			t.After(s+timeout-t.Now(), expire) // a throttle moved the deadline
 			return
 		}
 		c.simKill(addr, conn)
 		finish(nil, &Error{Code: strandpb.ErrorCode_ERROR_CODE_TIMEOUT,
 			Message: fmt.Sprintf("no answer from %s within %v", addr, timeout)})
-	})
+	}
+	t.After(timeout, expire)
 	// The stall bound is the node's (StallTimeout doubled per recent
 	// stall, Suspects) once the connection's Hello named it.
 	stallOf := func() (uint64, time.Duration) {
@@ -78,8 +93,9 @@ func (c *Client) simCall(addr string, req *strandpb.Request, timeout, wait time.
 	arm := func() {
 		_, stall := stallOf()
 		// Stalled turns true just after both bounds passed.
-		at := max(sent+wait+stall, c.simWatch.lastRead[addr]+stall) + 1
-		if at >= sent+timeout {
+		s, r := past()
+		at := max(s+wait+stall, r+stall) + 1
+		if at >= s+timeout {
 			return // the deadline comes first
 		}
 		t.After(at-t.Now(), check)
@@ -89,7 +105,8 @@ func (c *Client) simCall(addr string, req *strandpb.Request, timeout, wait time.
 			return
 		}
 		node, stall := stallOf()
-		if !clientcore.Stalled(t.Now(), sent, c.simWatch.lastRead[addr], wait, stall) {
+		s, r := past()
+		if !clientcore.Stalled(t.Now(), s, r, wait, stall) {
 			arm()
 			return
 		}

@@ -90,3 +90,34 @@ func TestSimulatedCallStalls(t *testing.T) {
 		t.Fatal("the stalled node is not suspect")
 	}
 }
+
+// A produce answered with a 5 s throttle (over the principal's quota)
+// holds the connection: the next request waits on the client until the
+// throttle ends, and neither the stall bound (200 ms) nor the deadline
+// (1 s) gives the node up meanwhile. Before, the next produce went out at
+// once into the paused connection, stalled after 200 ms, and the client
+// suspected the node and reconnected on a fresh connection the node did
+// not throttle, escaping the quota.
+func TestSimulatedThrottleHoldsConnection(t *testing.T) {
+	w := plainConnWorld()
+	w.throttle = 5 * time.Second
+	c, _ := simulatedClient(t, w, StallTimeout(200*time.Millisecond), RequestTimeout(time.Second))
+	produce := &strandpb.Request{Body: &strandpb.Request_Produce{Produce: &strandpb.ProduceRequest{Acks: -1}}}
+	var errs []error
+	var at []time.Duration
+	for range 3 {
+		c.simCall("n1", produce, time.Second, 0, func(_ *strandpb.Response, err error) {
+			errs, at = append(errs, err), append(at, w.now)
+		})
+	}
+	w.run(t, 1000)
+	if len(errs) != 3 || errs[0] != nil || errs[1] != nil || errs[2] != nil {
+		t.Fatalf("throttled produces: %v; want three answers", errs)
+	}
+	if w.next != 1 || w.hellos != 1 {
+		t.Fatalf("%d connections, %d hellos; want the throttled connection kept", w.next, w.hellos)
+	}
+	if at[1] < at[0]+w.throttle || at[2] < at[1]+w.throttle {
+		t.Fatalf("answers at %v; want each after the previous one's %v throttle", at, w.throttle)
+	}
+}

@@ -241,7 +241,7 @@ func decodeProduce(f []byte, corr int32, version int16, names topicNames) (*stra
 	if err := r.ReadFrom(body); err != nil {
 		return nil, fmt.Errorf("kafkaproto: produce response: %v", err)
 	}
-	out := &strandpb.ProduceResponse{}
+	out := &strandpb.ProduceResponse{ThrottleMs: r.ThrottleMillis}
 	for _, t := range r.Topics {
 		if version >= topicIDVersionProduce {
 			t.Topic = names[t.TopicID]
@@ -288,7 +288,7 @@ func decodeFetch(f []byte, corr int32, version int16, names topicNames, from map
 	if err := r.ReadFrom(body); err != nil {
 		return nil, fmt.Errorf("kafkaproto: fetch response: %v", err)
 	}
-	out := &strandpb.FetchResponse{}
+	out := &strandpb.FetchResponse{ThrottleMs: r.ThrottleMillis}
 	for _, t := range r.Topics {
 		if version >= topicIDVersionFetch {
 			t.Topic = names[t.TopicID]

@@ -15,7 +15,7 @@ import (
 // simulator does: EncodeRequest on the client side, Translate on the node
 // side gives back the same Strand request (producer fields exactly, the
 // batch in the Kafka form holding the same records), and the node's answer decodes back into the Strand answer —
-// error codes, offsets, high-water marks and batches.
+// error codes, offsets, high-water marks, batches and throttles.
 func TestTranslateRoundTrip(t *testing.T) {
 	batch, err := recordbatch.Encode(nil, testRecords())
 	if err != nil {
@@ -43,7 +43,7 @@ func TestTranslateRoundTrip(t *testing.T) {
 	if !proto.Equal(tr.Request, produce) {
 		t.Fatalf("translated %v\nwant %v", tr.Request, produce)
 	}
-	answer := &strandpb.Response{Body: &strandpb.Response_Produce{Produce: &strandpb.ProduceResponse{Partitions: []*strandpb.ProduceResponse_Partition{
+	answer := &strandpb.Response{Body: &strandpb.Response_Produce{Produce: &strandpb.ProduceResponse{ThrottleMs: 1500, Partitions: []*strandpb.ProduceResponse_Partition{
 		{Topic: "a", Partition: 1, BaseOffset: 12},
 		{Topic: "b", Partition: 0, BaseOffset: -1, Error: &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_NOT_LEADER, Message: "node: not leader"}}}}}}
 	got, err := decode(tr.Answer(answer))
@@ -52,7 +52,8 @@ func TestTranslateRoundTrip(t *testing.T) {
 	}
 	ps := got.GetProduce().GetPartitions()
 	if len(ps) != 2 || ps[0].GetBaseOffset() != 12 || ps[0].GetError() != nil ||
-		ps[1].GetError().GetCode() != strandpb.ErrorCode_ERROR_CODE_NOT_LEADER || ps[1].GetError().GetMessage() != "node: not leader" {
+		ps[1].GetError().GetCode() != strandpb.ErrorCode_ERROR_CODE_NOT_LEADER || ps[1].GetError().GetMessage() != "node: not leader" ||
+		got.GetProduce().GetThrottleMs() != 1500 {
 		t.Fatalf("produce answer %v", got)
 	}
 
@@ -69,7 +70,7 @@ func TestTranslateRoundTrip(t *testing.T) {
 		t.Fatalf("translated %v\nwant %v", tr.Request, wantFetch)
 	}
 	pid := int64(7)
-	answer = &strandpb.Response{Body: &strandpb.Response_Fetch{Fetch: &strandpb.FetchResponse{Partitions: []*strandpb.FetchResponse_Partition{
+	answer = &strandpb.Response{Body: &strandpb.Response_Fetch{Fetch: &strandpb.FetchResponse{ThrottleMs: 20, Partitions: []*strandpb.FetchResponse_Partition{
 		{Topic: "a", Partition: 1, HighWatermark: 9, LastStableOffset: 9, LogStartOffset: 0, Batches: []*strandpb.FetchResponse_Batch{
 			{BaseOffset: 0, Records: batch, ProducerId: &pid, ProducerEpoch: 2, BaseSequence: 40},
 			{BaseOffset: 4, Records: batch},
@@ -80,7 +81,7 @@ func TestTranslateRoundTrip(t *testing.T) {
 	}
 	fp := got.GetFetch().GetPartitions()
 	// The control batch is a marker a native reader skips.
-	if len(fp) != 2 || fp[0].GetHighWatermark() != 9 || fp[0].GetLastStableOffset() != 9 || len(fp[0].GetBatches()) != 2 || fp[0].GetBatches()[1].GetBaseOffset() != 4 ||
+	if len(fp) != 2 || got.GetFetch().GetThrottleMs() != 20 || fp[0].GetHighWatermark() != 9 || fp[0].GetLastStableOffset() != 9 || len(fp[0].GetBatches()) != 2 || fp[0].GetBatches()[1].GetBaseOffset() != 4 ||
 		!bytes.Equal(fp[0].GetBatches()[0].GetRecords(), batch) {
 		t.Fatalf("fetch answer %v", got)
 	}

@@ -33,7 +33,7 @@ var GroupBugNames = []string{"GroupAssignBeforeRevoke", "GroupCommitSkipsEpoch",
 // ClientBugNames are clientlib's planted bugs: the group workload's
 // clientlib members (wire_libgroup.go) and the plain consumers
 // (wire_libconsumer.go) run the code they live in.
-var ClientBugNames = []string{"LibAutoCommitFetched", "LibSeekSkipsTarget", "LibExhaustedDefinite", "LibStallNotSent"}
+var ClientBugNames = []string{"LibAutoCommitFetched", "LibSeekSkipsTarget", "LibExhaustedDefinite", "LibStallNotSent", "LibIgnoresThrottle"}
 
 // TxnBugNames are the planted transaction bugs (the partition's:
 // engine's SetTxnBugs; the coordinator's: engine/txn's SetBugs; the
@@ -65,22 +65,22 @@ func plantBug(cfg *node.Config, name string) {
 	// The coordinator's bugs are package switches of engine/groups: set
 	// (or cleared) at every node start of the run.
 	groups.SetBugs(name == "GroupAssignBeforeRevoke", name == "GroupCommitSkipsEpoch")
-	groups.SetClassicBug(name == "GroupClassicForgotten")                       // needs Options.ClassicMembers
-	clientlib.SetBugs(name == "LibAutoCommitFetched")                           // needs Options.GroupMembers (wire_libgroup.go)
-	clientlib.SetConsumerBugs(name == "LibSeekSkipsTarget")                     // every consumer runs it (wire_libconsumer.go)
-	clientlib.SetProducerBugs(name == "LibExhaustedDefinite")                   // the sample's library producers (wire_libproducer.go)
-	clientlib.SetAdminBugs(name == "LibAdminDropsRefusal")                      // needs authorization on (the operator's intruder: operator.go)
-	clientlib.SetConnBugs(name == "LibStallNotSent")                            // every library client's stall verdicts (clientlib/sim_watch.go)
-	clientlib.SetTxnBugs(name == "LibCommitSkipsFlush")                         // needs Options.Txn (wire_txn.go's producers)
-	engine.SetTxnBugs(name == "LSOPassesOpenTxn", name == "DropAbortOnRestore") // need Options.Txn (wire_txn.go)
-	txn.SetBugs(name == "TxnSkipsFence")                                        // needs Options.Txn
-	groups.SetTxnOffsetsBug(name == "TxnOffsetsOnAbort")                        // needs Options.Txn (wire_txn_session.go)
-	sasl.SetBugs(name == "AcceptsAnyProof")                                     // needs authorization on (the operator draws it: sasl.go)
-	compact.SetBugs(name == "CompactKeepsOlder", name == "TombstoneEarly")      // need Options.Compacted (wire_kv.go)
-	compact.SetRewriteBugs(name == "CompactDropsLastRecord")                    // needs Options.Compacted
-	compacted.SetBugs(name == "CompactSwitchNotAtomic")                         // needs Options.Compacted
-	kafkaproto.SetBugs(name == "KafkaHandshakeAuthenticates")                   // needs authorization on (kafka_sasl.go)
-	loop.SetBugs(name == "StaleSecurityView")                                   // needs authorization on (loop.go, sasl.go)
+	groups.SetClassicBug(name == "GroupClassicForgotten")                          // needs Options.ClassicMembers
+	clientlib.SetBugs(name == "LibAutoCommitFetched")                              // needs Options.GroupMembers (wire_libgroup.go)
+	clientlib.SetConsumerBugs(name == "LibSeekSkipsTarget")                        // every consumer runs it (wire_libconsumer.go)
+	clientlib.SetProducerBugs(name == "LibExhaustedDefinite")                      // the sample's library producers (wire_libproducer.go)
+	clientlib.SetAdminBugs(name == "LibAdminDropsRefusal")                         // needs authorization on (the operator's intruder: operator.go)
+	clientlib.SetConnBugs(name == "LibStallNotSent", name == "LibIgnoresThrottle") // every library client's stall verdicts and throttles (clientlib/sim_watch.go, sim_conns.go)
+	clientlib.SetTxnBugs(name == "LibCommitSkipsFlush")                            // needs Options.Txn (wire_txn.go's producers)
+	engine.SetTxnBugs(name == "LSOPassesOpenTxn", name == "DropAbortOnRestore")    // need Options.Txn (wire_txn.go)
+	txn.SetBugs(name == "TxnSkipsFence")                                           // needs Options.Txn
+	groups.SetTxnOffsetsBug(name == "TxnOffsetsOnAbort")                           // needs Options.Txn (wire_txn_session.go)
+	sasl.SetBugs(name == "AcceptsAnyProof")                                        // needs authorization on (the operator draws it: sasl.go)
+	compact.SetBugs(name == "CompactKeepsOlder", name == "TombstoneEarly")         // need Options.Compacted (wire_kv.go)
+	compact.SetRewriteBugs(name == "CompactDropsLastRecord")                       // needs Options.Compacted
+	compacted.SetBugs(name == "CompactSwitchNotAtomic")                            // needs Options.Compacted
+	kafkaproto.SetBugs(name == "KafkaHandshakeAuthenticates")                      // needs authorization on (kafka_sasl.go)
+	loop.SetBugs(name == "StaleSecurityView")                                      // needs authorization on (loop.go, sasl.go)
 	switch name {
 	case "AckBeforeCommit":
 		cfg.Bugs.AckBeforeCommit = true

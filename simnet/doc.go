@@ -241,6 +241,24 @@
 // is caught by the intruder's clientlib calls in 125 of seeds 1-200 (TestSimCatchesLibAdminDropsRefusal;
 // 0 while the operator sent raw requests: no simulated client called them).
 //
+// # Quotas and throttled connections
+//
+// In half the seeds (Options.AppQuota, drawn last) the admin's bootstrap sets a produce and
+// fetch quota of 16 or 64 KiB/s per node on the workload's principal (User:app with
+// authorization, User:ANONYMOUS without), so its clientlib clients are throttled. A node that
+// answers a clientlib connection with a throttle reads nothing more on it until the throttle ends
+// (wire.go deliver, loop/throttle-held), as node/server's listener pauses its reader, and the
+// check in libTransport.Close (sasl.go) fails the run when a client gives up a connection inside
+// the throttle its node told it (throttle_ms from the answer's arrival, as clientlib counts it):
+// that is a healthy node suspected and a fresh, unthrottled connection. A connection closed for
+// another reason the client cannot help (an answer that did not decode, a frame the node refused)
+// is exempt, and a throttled answer the network lost tells the client nothing. Planted
+// LibIgnoresThrottle (clientlib ignores throttle_ms, as clients did before KIP-219): 7 of seeds
+// 1-60 (27 drew a quota); it shows only when a throttle outlasts a following call's wait plus the
+// stall bound. The first run of the check found two bugs: clientlib ignored throttle_ms
+// (TestClientHoldsThrottledConnection, real processes), and the Kafka codec's client-side decode
+// dropped it (kafkaproto TestTranslateRoundTrip).
+//
 // # Faults
 //
 // Each counted in the run's sim: coverage line (TestSimInjectsEveryFault requires every kind in
@@ -489,13 +507,12 @@
 // client interleaves both drains); TLS (node/server), the Kafka SASL gate on clientlib's
 // connections (they authenticate natively; their Kafka-encoded requests ride those), SaslHandshake
 // v0 and ApiVersions before authentication, SASL in the seeds with authorization off, corruption
-// of SASL frames. Nor: a throttled client held back (the quota meter's throttle is checked in its
-// answers, loop.go; production also pauses the connection's reads), elections asked for (answered,
-// not checked), concurrent admin requests (the operator sends one at a time), clientlib's sockets
-// and wall-clock timers (its connections run inside: a Hello answered by node.AnswerHello, a
-// refusal from a node whose process is down, SASL, the request deadline and stall verdicts in
-// virtual time, clientlib/sim_conns.go and sim_watch.go; the transactional producers' and the
-// consume-transform-produce members' transports model no connections), node/server's sockets,
+// of SASL frames. Nor: elections asked for (answered, not checked), concurrent admin requests
+// (the operator sends one at a time), clientlib's sockets and wall-clock timers (its connections
+// run inside, the transactional producers' and consume-transform-produce members' too: a Hello
+// answered by node.AnswerHello, a refusal from a node whose process is down, SASL, the request
+// deadline, stall verdicts and quota throttles in virtual time, clientlib/sim_conns.go and
+// sim_watch.go; a node pauses a connection it throttled, wire.go deliver), node/server's sockets,
 // goroutines and budgets (its loop round, security view, bootstrap user, quota meter and storage
 // pool shape run inside: node/loop), and the kafkaproto server's per-connection ordering. Random
 // readers (they read any replica), the drain, the classic members and the transactional

@@ -33,7 +33,13 @@ import "strings"
 //   - the compacted-topic workload (wire_kv.go) in one seed in four;
 //   - Kafka classic-protocol members (wire_classic.go: three, through the
 //     Kafka listener's JoinGroup/SyncGroup/Heartbeat handlers against the
-//     replicated coordinator) in half the seeds with groups, drawn last.
+//     replicated coordinator) in half the seeds with groups;
+//   - a produce and fetch quota on the workload's principal (User:app
+//     with authorization, User:ANONYMOUS without; Options.AppQuota: 16 or
+//     64 KiB/s per node, set by the admin's bootstrap) in half the seeds,
+//     drawn last: its clientlib clients are throttled, their nodes pause
+//     their connections (wire.go deliver), and no client may give a
+//     throttled connection up (sasl.go libTransport.Close).
 //
 // A costly feature shortens its seed (featureOps: 5 nodes 4/5 of the
 // operations, the WAL 3/5, groups 9/10, transactions 3/5), so the sample costs about what
@@ -85,12 +91,20 @@ func DrawFeatures(o Options) Options {
 	if o.Compacted || draw(4) == 0 { // drawn after the others (wire_kv.go)
 		o = WithCompacted(o)
 	}
-	if o.GroupMembers > 0 && draw(2) == 0 { // drawn last (wire_classic.go)
+	if o.GroupMembers > 0 && draw(2) == 0 { // drawn after the others (wire_classic.go)
 		o.ClassicMembers = max(o.ClassicMembers, 3)
+	}
+	if o.AppQuota == 0 && draw(2) == 0 { // drawn last (operator.go)
+		o.AppQuota = appQuotas[draw(len(appQuotas))]
 	}
 	o.Ops = featureOps(o)
 	return o
 }
+
+// appQuotas are the workload principal's quotas a seed may draw (bytes
+// per second per node, produce and fetch): low enough that its clients'
+// bursts are throttled.
+var appQuotas = []int64{16 << 10, 64 << 10}
 
 // featureOps is the operations budget of a seed with o's features: the
 // costly ones (5 nodes, the WAL's audit, the group workload) issue fewer,
@@ -133,6 +147,7 @@ func featureNames(o Options) []string {
 	add(o.Nodes != 3, "nodes-5")
 	add(o.Txn, "txn")
 	add(o.Compacted, "compacted")
+	add(o.AppQuota > 0, "app-quota")
 	return names
 }
 
@@ -152,6 +167,7 @@ var FeatureCoverage = []string{
 	"feature/txn", "txn/committed", "txn/aborted", "txn/fenced", "txn/zombie", "txn/read-committed", "txn/checked", // wire_txn.go
 	"feature/compacted", "kv/read", "kv/compacted-read", "kv/tombstone-acked", "kv/tombstone-removed", "kv/burst", // wire_kv.go
 	"check/prefix-compared", "check/prefix-step", "fault/power-cut-compaction", "fault/kill-compaction", "fault/cut-in-compaction", // prefixes.go, compaction_cuts.go
+	"feature/app-quota", "loop/throttled", "loop/throttle-held", // the workload principal's quota (operator.go, wire.go)
 }
 
 // countFeatures adds one to each feature row o runs.

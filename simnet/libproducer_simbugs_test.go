@@ -30,3 +30,14 @@ func TestSimCatchesLibExhaustedDefinite(t *testing.T) {
 func TestSimCatchesLibStallNotSent(t *testing.T) {
 	requireCatches(t, "LibStallNotSent", 1, 30, 15, "from failed produce op", sampleOptions, nil)
 }
+
+// A node pauses a connection it throttled (throttle_ms, a quota), and
+// clientlib holds its next requests until the throttle ends; a client
+// that gave such a connection up would suspect a healthy node and
+// reconnect unthrottled. Planted LibIgnoresThrottle (throttle_ms ignored)
+// is caught by the check in libTransport.Close in the seeds with a quota
+// on the workload's principal (Options.AppQuota): 7 of seeds 1-60, 27 of
+// which drew one.
+func TestSimCatchesLibIgnoresThrottle(t *testing.T) {
+	requireCaught(t, "LibIgnoresThrottle", func(seed uint64) Options { return sampleOptions(t, seed, "mixed", "LibIgnoresThrottle") })
+}

@@ -221,20 +221,47 @@ func (op *operator) configure(cfg *node.Config) {
 	}
 }
 
-// bootstrap runs the admin's set-up of authorization (users and ACLs),
-// then then; at once without authorization.
+// bootstrap runs the admin's set-up of authorization (users and ACLs)
+// and of the workload principal's quota (Options.AppQuota), then then; at
+// once when there is neither.
 func (op *operator) bootstrap(then func()) {
-	if op == nil || !op.auth {
+	if op == nil {
 		then()
 		return
 	}
-	op.ww.w.coverage.Inc("auth/run")
+	reqs := op.quotaRequests()
+	if op.auth {
+		op.ww.w.coverage.Inc("auth/run")
+		reqs = append(op.bootstrapRequests(), reqs...)
+	}
+	if len(reqs) == 0 {
+		then()
+		return
+	}
 	a := op.ww.admin
 	a.attempts = 0
-	op.bootstrapStep(a, op.bootstrapRequests(), a.randomNode(), func() {
-		op.ww.sasl.startImpostor() // sasl.go
+	op.bootstrapStep(a, reqs, a.randomNode(), func() {
+		if op.auth {
+			op.ww.sasl.startImpostor() // sasl.go
+		}
 		then()
 	})
+}
+
+// quotaRequests set Options.AppQuota on the principal the workload's
+// clients run as (User:app with authorization, User:ANONYMOUS without);
+// none when the seed drew no quota.
+func (op *operator) quotaRequests() []*strandpb.Request {
+	q := op.ww.w.opts.AppQuota
+	if q <= 0 {
+		return nil
+	}
+	principal := node.Anonymous
+	if op.auth {
+		principal = principalApp
+	}
+	return []*strandpb.Request{{Body: &strandpb.Request_AlterQuotas{AlterQuotas: &strandpb.AlterQuotasRequest{
+		Quotas: []*strandpb.Quota{{Principal: string(principal), ProduceBytesPerSec: q, FetchBytesPerSec: q}}}}}}
 }
 
 // bootstrapRequests are the admin's requests that set up authorization.

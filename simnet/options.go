@@ -151,6 +151,12 @@ type Options struct {
 	// Compacted runs the compacted-topic workload (wire_kv.go); use
 	// WithCompacted, which also sizes checkpoints and segments for it.
 	Compacted bool
+	// AppQuota is the produce and fetch quota (bytes per second per
+	// node) the admin's bootstrap sets on the workload's principal
+	// (User:app with authorization, User:ANONYMOUS without), so its
+	// clientlib clients are throttled (their nodes pause their
+	// connections); 0: none.
+	AppQuota int64
 	// Bug names a planted bug (BugNames; only in -tags simbugs builds).
 	Bug string
 

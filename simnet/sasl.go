@@ -8,6 +8,7 @@ import (
 
 	"github.com/strandlog/strand/clientlib"
 	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/internal/clientcore"
 	"github.com/strandlog/strand/kafkaproto"
 	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/proto/strandpb"
@@ -518,6 +519,9 @@ func (s *simSASL) impostorTry() {
 // authenticates it itself. With SASL on, simSASL keeps the connections;
 // without, plainConns.
 
+// Every transport simnet hands a clientlib Client models connections.
+var _ = []clientcore.Conns{libTransport{}, libConsumerTransport{}, libMemberTransport{}, txnTransport{}, sesTransport{}}
+
 // plainConns are the connections of clientlib's simulated Clients in a
 // run without SASL: open until the client closes one or its node
 // restarts. Requests on them travel as the run's other requests do.
@@ -611,9 +615,39 @@ func (t libMemberTransport) Open(id uint64) bool { return libTransport{t.m.c}.Op
 // Close closes connection id from the client's side.
 func (t libMemberTransport) Close(id uint64) { libTransport{t.m.c}.Close(id) }
 
+// The transactional producers' and session members' transports model
+// connections on their wire client too; each process (life) has its own
+// Client, so its own connections.
+
+// Dial opens a connection to addr.
+func (t txnTransport) Dial(addr string) uint64 { return libTransport{t.l.p.c}.Dial(addr) }
+
+// Open reports whether connection id is open.
+func (t txnTransport) Open(id uint64) bool { return libTransport{t.l.p.c}.Open(id) }
+
 // Close closes connection id from the client's side.
+func (t txnTransport) Close(id uint64) { libTransport{t.l.p.c}.Close(id) }
+
+// Dial opens a connection to addr.
+func (t sesTransport) Dial(addr string) uint64 { return libTransport{t.l.m.c}.Dial(addr) }
+
+// Open reports whether connection id is open.
+func (t sesTransport) Open(id uint64) bool { return libTransport{t.l.m.c}.Open(id) }
+
+// Close closes connection id from the client's side.
+func (t sesTransport) Close(id uint64) { libTransport{t.l.m.c}.Close(id) }
+
+// Close closes connection id from the client's side.
+//
+// A client never gives up on a connection inside a quota throttle its
+// node told it (clientlib honours throttle_ms: clientcore.Throttle): that
+// would be a healthy node suspected, and a fresh connection the node
+// does not throttle, escaping the quota.
 func (t libTransport) Close(id uint64) {
 	ww := t.c.ww
+	if until := ww.told[id]; until > ww.w.now() && t.Open(id) {
+		ww.w.fail("clientlib closed connection %d inside the quota throttle its node told it (until %v): a throttle taken for a stall", id, until)
+	}
 	ww.sasl.closed(id)
 	delete(ww.plain.conns, id)
 	if ww.plain.clientClosed == nil {

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/internal/clientcore"
 	"github.com/strandlog/strand/linearizability"
 	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/proto/strandpb"
@@ -77,8 +78,17 @@ type wireWorkload struct {
 	ops      *operator                        // the operator actor; nil: none (operator.go)
 	sasl     *simSASL                         // connections and their SASL sessions; nil: SASL off (sasl.go)
 	plain    plainConns                       // clientlib's connections when SASL is off (sasl.go)
-	txn      *txnSim                          // the transactional workload; nil: none (wire_txn.go)
-	kv       *kvSim                           // the compacted-topic workload; nil: none (wire_kv.go)
+	// throttled is, per clientlib connection id, when its node's quota
+	// pause ends: node/server's reader reads nothing on a throttled
+	// connection until then (deliver).
+	throttled map[uint64]time.Duration
+	// told is, per clientlib connection id, when the throttle its client
+	// was told ends (an answer's throttle_ms from its arrival, as
+	// clientlib counts it): the client must not give the connection up
+	// before (sasl.go libTransport.Close).
+	told map[uint64]time.Duration
+	txn  *txnSim // the transactional workload; nil: none (wire_txn.go)
+	kv   *kvSim  // the compacted-topic workload; nil: none (wire_kv.go)
 	// finalHealAt is when the clients were done and the final heal ran
 	// (0: not yet).
 	finalHealAt time.Duration
@@ -366,12 +376,34 @@ func (ww *wireWorkload) send(c *wireClient, target int, req *strandpb.Request, c
 	if call.backstop > 0 {
 		timeout = call.backstop
 	}
-	w.sched.schedule(timeout, &event{kind: evCall, node: -1, from: c.index, call: func() {
-		if !call.done {
-			call.done = true
-			onDone(nil, &clientlib.ConnError{Addr: ww.peers[target].Address, Sent: true, Err: errWireTimeout})
+	var backstop func()
+	backstop = func() {
+		if call.done {
+			return
 		}
-	}})
+		// clientlib's deadline counts from its connection's throttle's
+		// end, which it learns a trip after the node set it: the backstop
+		// waits a timeout beyond that too.
+		if until := ww.throttled[call.libConn]; call.libConn != 0 && w.now() < until+2*timeout {
+			w.sched.schedule(until+2*timeout-w.now(), &event{kind: evCall, node: -1, from: c.index, call: backstop})
+			return
+		}
+		call.done = true
+		onDone(nil, &clientlib.ConnError{Addr: ww.peers[target].Address, Sent: true, Err: errWireTimeout})
+	}
+	w.sched.schedule(timeout, &event{kind: evCall, node: -1, from: c.index, call: backstop})
+}
+
+// throttle records that the node throttled clientlib connection id (0:
+// none) for wait from now, as node/server's ThrottleFor pauses its reader.
+func (ww *wireWorkload) throttle(id uint64, wait time.Duration) {
+	if id == 0 || wait <= 0 {
+		return
+	}
+	if ww.throttled == nil {
+		ww.throttled = map[uint64]time.Duration{}
+	}
+	ww.throttled[id] = max(ww.throttled[id], ww.w.now()+wait)
 }
 
 // refuseFrame: a frame that does not decode reached node target, which
@@ -383,6 +415,8 @@ func (ww *wireWorkload) refuseFrame(c *wireClient, target int, call *wireCall) {
 		return
 	}
 	ww.sasl.closed(call.conn)
+	delete(ww.plain.conns, call.libConn) // the node closed it (a plain connection)
+	delete(ww.throttled, call.libConn)
 	w.sched.schedule(w.net.clientDelay(c.index, target), &event{kind: evCall, node: -1, from: target, call: func() {
 		if !call.done {
 			call.done = true
@@ -400,6 +434,13 @@ func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *w
 		if call.hello {
 			ww.refuseConn(c, target, call) // a down process's port refuses the connection
 		}
+		return
+	}
+	if until := ww.throttled[call.libConn]; call.libConn != 0 && until > w.now() {
+		// The node's reader pauses a throttled connection
+		// (listener.Conn.WaitThrottle): the request is read at the end.
+		w.coverage.Inc("loop/throttle-held")
+		w.sched.schedule(until-w.now(), &event{kind: evCall, node: target, from: c.index, call: func() { ww.deliver(c, target, frame, call) }})
 		return
 	}
 	caller := ww.caller(c)
@@ -445,9 +486,10 @@ func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *w
 	_, hadQuota := n.round.Security().Quota(caller.Principal)
 	round := n.round
 	w.guardCall(n, func() {
-		round.Handle(caller, req, round.Meter(caller, req, func(resp *strandpb.Response, _ time.Duration) {
+		round.Handle(caller, req, round.Meter(caller, req, func(resp *strandpb.Response, wait time.Duration) {
 			if n.up && n.incarnation == inc {
 				w.checkThrottle(n, caller, hadQuota, resp)
+				ww.throttle(call.libConn, wait)
 				if req.GetProduce() != nil {
 					w.checkCorruptProduce(n, call.reqDamaged, resp.GetProduce())
 				}
@@ -495,7 +537,9 @@ func (ww *wireWorkload) reply(n *simNode, inc uint32, c *wireClient, resp *stran
 		}
 		if damage == corruptTruncate {
 			// The client cannot decode the answer: it closes the
-			// connection and fails the call.
+			// connection and fails the call (rightly, throttled or not).
+			delete(ww.throttled, call.libConn)
+			delete(ww.told, call.libConn)
 			call.onDone(nil, ww.closedConn(n.index))
 			return
 		}
@@ -505,6 +549,12 @@ func (ww *wireWorkload) reply(n *simNode, inc uint32, c *wireClient, resp *stran
 			out = call.kafka.decodeAnswer(w, frame)
 		} else if err := proto.Unmarshal(frame, out); err != nil {
 			panic(fmt.Sprintf("simnet: unmarshal response: %v", err))
+		}
+		if d := clientcore.Throttle(out); d > 0 && call.libConn != 0 {
+			if ww.told == nil {
+				ww.told = map[uint64]time.Duration{}
+			}
+			ww.told[call.libConn] = max(ww.told[call.libConn], w.now()+d)
 		}
 		call.onDone(out, nil)
 	}})

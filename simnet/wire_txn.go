@@ -302,11 +302,12 @@ func (p *txnProducer) spawn() {
 		seeds[i] = peer.Address
 	}
 	o := ww.w.opts
-	cl, err := clientlib.NewClient(clientlib.Simulated(txnTransport{l}), clientlib.SeedAddresses(seeds...),
+	cl, err := clientlib.NewClient(append([]clientlib.Opt{clientlib.Simulated(txnTransport{l}), clientlib.SeedAddresses(seeds...),
 		clientlib.RandSeed(p.c.rng.Uint64()), clientlib.TransactionalID(p.tid),
-		clientlib.TransactionTimeout(txnTimeoutMs*time.Millisecond), clientlib.ManualPartitioner(),
+		clientlib.TransactionTimeout(txnTimeoutMs * time.Millisecond), clientlib.ManualPartitioner(),
 		clientlib.RequestTimeout(o.libRequestTimeout()), clientlib.StallTimeout(o.libStallTimeout()), clientlib.DeliveryTimeout(o.OpDeadline), clientlib.MaxRetries(txnAttemptsMax),
-		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(libMetadataMaxAge))
+		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(libMetadataMaxAge)},
+		ww.sasl.libOpts(p.c)...)...) // SASL: sasl.go
 	if err != nil {
 		panic("simnet: transactional producer options: " + err.Error())
 	}
@@ -621,7 +622,13 @@ func (t txnTransport) Now() time.Duration { return t.l.p.s.ww.w.now() }
 func (t txnTransport) After(d time.Duration, fn func()) { t.l.after(d, fn) }
 
 func (t txnTransport) Call(addr string, req *strandpb.Request, done func(*strandpb.Response, error)) {
-	callAsProcess(t.l, t.l.p.c, addr, req, done)
+	t.CallOn(0, addr, req, done)
+}
+
+// CallOn is Call on connection id (0: none; clientcore.Conns, sasl.go):
+// each process (life) of a producer dials its own connections.
+func (t txnTransport) CallOn(id uint64, addr string, req *strandpb.Request, done func(*strandpb.Response, error)) {
+	callAsProcess(t.l, t.l.p.c, id, addr, req, done)
 }
 
 // processLife is one process of a simulated client whose transport
@@ -637,14 +644,15 @@ type processLife interface {
 	isAlive() bool
 }
 
-// callAsProcess is Call of process l on client c's transport: the request
-// recorded as it leaves, its answer as it arrives, and handed to done
-// once the process runs (never, if it died: its task is abandoned).
-func callAsProcess(l processLife, c *wireClient, addr string, req *strandpb.Request, done func(*strandpb.Response, error)) {
+// callAsProcess is CallOn of process l on client c's transport, on
+// connection id: the request recorded as it leaves, its answer as it
+// arrives, and handed to done once the process runs (never, if it died:
+// its task is abandoned).
+func callAsProcess(l processLife, c *wireClient, id uint64, addr string, req *strandpb.Request, done func(*strandpb.Response, error)) {
 	if !l.onRequest(req) {
 		return // the process died before sending: the task is abandoned
 	}
-	libTransport{c}.Call(addr, req, func(resp *strandpb.Response, err error) {
+	libTransport{c}.CallOn(id, addr, req, func(resp *strandpb.Response, err error) {
 		if l.isAlive() {
 			l.onAnswer(req, resp, err)
 		}

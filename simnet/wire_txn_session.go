@@ -198,11 +198,12 @@ func (m *sesMember) spawn() {
 		seeds[i] = p.Address
 	}
 	o := ww.w.opts
-	cl, err := clientlib.NewClient(clientlib.Simulated(sesTransport{l}), clientlib.SeedAddresses(seeds...),
+	cl, err := clientlib.NewClient(append([]clientlib.Opt{clientlib.Simulated(sesTransport{l}), clientlib.SeedAddresses(seeds...),
 		clientlib.RandSeed(m.c.rng.Uint64()), clientlib.TransactionalID(m.tid),
-		clientlib.TransactionTimeout(txnTimeoutMs*time.Millisecond), clientlib.ManualPartitioner(),
+		clientlib.TransactionTimeout(txnTimeoutMs * time.Millisecond), clientlib.ManualPartitioner(),
 		clientlib.RequestTimeout(o.libRequestTimeout()), clientlib.StallTimeout(o.libStallTimeout()), clientlib.MaxRetries(attemptsMax),
-		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(libMetadataMaxAge))
+		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(libMetadataMaxAge)},
+		ww.sasl.libOpts(m.c)...)...) // SASL: sasl.go
 	if err != nil {
 		panic("simnet: session member options: " + err.Error())
 	}
@@ -566,7 +567,13 @@ func (t sesTransport) After(d time.Duration, fn func()) {
 }
 
 func (t sesTransport) Call(addr string, req *strandpb.Request, done func(*strandpb.Response, error)) {
-	callAsProcess(t.l, t.l.m.c, addr, req, done)
+	t.CallOn(0, addr, req, done)
+}
+
+// CallOn is Call on connection id (0: none; clientcore.Conns, sasl.go):
+// each process (life) of a member dials its own connections.
+func (t sesTransport) CallOn(id uint64, addr string, req *strandpb.Request, done func(*strandpb.Response, error)) {
+	callAsProcess(t.l, t.l.m.c, id, addr, req, done)
 }
 
 func (l *sesLife) isAlive() bool { return l.alive }

@@ -79,10 +79,10 @@ func (ses *txnSession) readCommitted(attempt int, then func(map[linearizability.
 	for i, p := range ses.s.ww.peers {
 		seeds[i] = p.Address // every node: one may stay down after the heal
 	}
-	cl, err := clientlib.NewClient(clientlib.Simulated(sesTransport{l}),
+	cl, err := clientlib.NewClient(append([]clientlib.Opt{clientlib.Simulated(sesTransport{l}),
 		clientlib.SeedAddresses(seeds...), clientlib.RandSeed(m.c.rng.Uint64()),
 		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.RequestTimeout(ses.s.ww.w.opts.libRequestTimeout()), clientlib.StallTimeout(ses.s.ww.w.opts.libStallTimeout()),
-		clientlib.MaxRetries(attemptsMax))
+		clientlib.MaxRetries(attemptsMax)}, ses.s.ww.sasl.libOpts(m.c)...)...) // SASL: sasl.go
 	if err != nil {
 		panic("simnet: session checker client: " + err.Error())
 	}

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/strandlog/strand/proto/strandpb"
 )
 
 const ms = time.Millisecond
@@ -142,5 +144,37 @@ func TestStickyAdaptiveStaysWhenNoneAvailable(t *testing.T) {
 		if p := s.PartitionAdaptive("t", 4, rng, func(int32) PartitionLoad { return PartitionLoad{} }); p != first {
 			t.Fatalf("sticky moved from %d to %d with no partition available", first, p)
 		}
+	}
+}
+
+// TestPastThrottleHoldsStall: a call queued or sent just before its
+// connection's 5 s throttle is not stalled during the throttle, and is
+// again by the ordinary rule once the throttle and the stall bound have
+// passed.
+func TestPastThrottleHoldsStall(t *testing.T) {
+	const stall = 2 * time.Second
+	sent, lastRead, until := time.Second, time.Second, 6*time.Second
+	s, r := PastThrottle(sent, lastRead, until)
+	for now := sent; now <= until+stall; now += 100 * time.Millisecond {
+		if Stalled(now, s, r, 0, stall) {
+			t.Fatalf("stalled at %v, inside the throttle (until %v) plus the stall bound", now, until)
+		}
+	}
+	if !Stalled(until+stall+time.Millisecond, s, r, 0, stall) {
+		t.Fatal("not stalled after the throttle and the stall bound passed with nothing read")
+	}
+	if !Stalled(sent+stall+time.Millisecond, sent, lastRead, 0, stall) {
+		t.Fatal("without the throttle the call stalls after the bound")
+	}
+}
+
+// TestThrottleReadsProduceAndFetch: only produce and fetch answers carry
+// a throttle.
+func TestThrottleReadsProduceAndFetch(t *testing.T) {
+	p := &strandpb.Response{Body: &strandpb.Response_Produce{Produce: &strandpb.ProduceResponse{ThrottleMs: 1500}}}
+	f := &strandpb.Response{Body: &strandpb.Response_Fetch{Fetch: &strandpb.FetchResponse{ThrottleMs: 20}}}
+	m := &strandpb.Response{Body: &strandpb.Response_Metadata{Metadata: &strandpb.MetadataResponse{}}}
+	if Throttle(p) != 1500*time.Millisecond || Throttle(f) != 20*time.Millisecond || Throttle(m) != 0 || Throttle(nil) != 0 {
+		t.Fatalf("Throttle: produce %v, fetch %v, metadata %v", Throttle(p), Throttle(f), Throttle(m))
 	}
 }
