@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/protobuf/reflect/protoreflect"
+
 	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/node/loop"
@@ -164,6 +166,10 @@ type world struct {
 	durability   *durability   // the durability audit (audit.go)
 	digests      *digests      // whole-state comparison of replicas (digests.go)
 	coverage     *Coverage     // faults fired and rare events seen (coverage.go)
+	// requestBody and requestRows: strandpb.Request's body oneof and
+	// coverRequest's row per field index of the message.
+	requestBody  protoreflect.OneofDescriptor
+	requestRows  []string
 	storage      *storage      // the nodes' fsyncs in flight (storage.go)
 	incarnations *incarnations // per-incarnation slots of the checks (incarnations.go)
 	corrupter    *corrupter    // damage to client frames in flight (corrupt.go)
