@@ -28,6 +28,7 @@ type core interface {
 	AppendStatus(dst []node.GroupStatus) []node.GroupStatus
 	RefreshStatus(statuses []node.GroupStatus, since uint64) []node.GroupStatus
 	MetadataStatus() (node.GroupStatus, bool)
+	MetadataLeader() (leader node.NodeID, version uint64, ok bool)
 	StatusSeq() uint64
 	Close() error
 	TakeSyncJobs(dst []node.SyncJob) []node.SyncJob
