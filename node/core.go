@@ -469,8 +469,11 @@ type Core struct {
 
 	ready    readyMarks   // the groups the next round asks for a Ready (ready.go)
 	liveness peerLiveness // when each peer was last heard from (quiesce.go)
-	// statusSeq moves whenever a status may have changed (StatusSeq).
-	statusSeq uint64
+	// statusSeq moves whenever a status may have changed (StatusSeq);
+	// statusAllSeq is its value at the last change that may have moved
+	// any replica's (statusChanged), and group.statusSeq one replica's
+	// (groupStatusChanged): RefreshStatus reads again only those.
+	statusSeq, statusAllSeq uint64
 	// tailCacheBytes is the tail cache bound every log has now
 	// (shareTailCaches).
 	tailCacheBytes int64

@@ -17,6 +17,9 @@ type group struct {
 	groupBugs // planted-bug state: empty unless built with -tags simbugs
 	tp        TopicPartition
 	replicas  []NodeID // sorted: current ∪ target, the nodes it talks to
+	// statusSeq is the Core's StatusSeq when this replica's status last
+	// may have changed on its own (groupStatusChanged; RefreshStatus).
+	statusSeq uint64
 	// current, target and boot are the metadata's replica set, the target
 	// of a move in progress (nil: none) and the bootstrap set, sorted
 	// (moves.go); nil for the metadata group.

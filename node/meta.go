@@ -531,6 +531,19 @@ func (c *Core) MetadataStatus() (GroupStatus, bool) {
 	return st, true
 }
 
+// MetadataLeader returns the metadata group's leader as this node knows
+// it (0: none) and the applied metadata version (MetadataStatus's Leader
+// and HighWatermark), false without a metadata group. Unlike
+// MetadataStatus it does not digest the metadata state (a hash of all of
+// it, made again whenever an entry applied): the loop asks every round.
+func (c *Core) MetadataLeader() (leader NodeID, version uint64, ok bool) {
+	if c.meta == nil {
+		return 0, 0, false
+	}
+	lead, _ := c.metaLeader()
+	return lead, c.meta.meta.Version(), true
+}
+
 // MetadataNodes returns the registered nodes (sorted by id) and topics
 // (sorted by name) as this node has applied them, for tools and tests.
 func (c *Core) MetadataNodes() ([]metadata.Node, []metadata.Topic) {

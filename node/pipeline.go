@@ -348,6 +348,7 @@ func (c *Core) writeAppends() (int, error) {
 // writeGroup writes g's queued appends, moving their responses to held,
 // and reports whether raft requires them durable before those go out.
 func (c *Core) writeGroup(g *group) (bool, error) {
+	c.groupStatusChanged(g) // a snapshot installed, entries written (StatusSeq)
 	p := &g.pipe
 	mustSync := false
 	for i, m := range p.appends {

@@ -86,15 +86,13 @@ func (c *Core) processRound() (int, error) {
 		if err := c.applyReady(&c.readies[i]); err != nil {
 			return 0, err
 		}
+		c.groupStatusChanged(c.readies[i].g) // raft state, applied entries, snapshots (StatusSeq)
 	}
 	n := len(c.readies)
 	clear(c.readies)
-	wrote, err := c.writeAppends()
+	wrote, err := c.writeAppends() // each written group's status moves (writeGroup)
 	if err != nil {
 		return 0, err
-	}
-	if n+wrote > 0 {
-		c.statusChanged() // raft state, applied entries, snapshots (StatusSeq)
 	}
 	c.sendFrames()
 	if c.meta != nil && c.meta.meta.Version() != c.metaVersion {

@@ -140,13 +140,13 @@ func (c *Core) checkMaxMessageBytes(g *group, batch []byte) error {
 	if c.meta == nil {
 		return nil
 	}
-	t, ok := c.meta.meta.Topic(g.tp.Topic)
-	if !ok || t.ID != g.topicID || t.Config.MaxMessageBytes >= metadata.MaxMessageBytesDefault ||
-		len(batch) <= int(t.Config.MaxMessageBytes) {
+	id, cfg, ok := c.meta.meta.TopicConfig(g.tp.Topic)
+	if !ok || id != g.topicID || cfg.MaxMessageBytes >= metadata.MaxMessageBytesDefault ||
+		len(batch) <= int(cfg.MaxMessageBytes) {
 		return nil
 	}
 	return fmt.Errorf("%w: batch of %d bytes over the topic's max.message.bytes %d", ErrRecordTooLarge,
-		len(batch), t.Config.MaxMessageBytes)
+		len(batch), cfg.MaxMessageBytes)
 }
 
 // checkKeyed refuses a batch holding a record without a key when its
@@ -156,8 +156,8 @@ func (c *Core) checkKeyed(g *group, batch []byte) error {
 	if c.meta == nil {
 		return nil
 	}
-	t, ok := c.meta.meta.Topic(g.tp.Topic)
-	if !ok || t.ID != g.topicID || !t.Config.CleanupPolicy.Compacts() {
+	id, cfg, ok := c.meta.meta.TopicConfig(g.tp.Topic)
+	if !ok || id != g.topicID || !cfg.CleanupPolicy.Compacts() {
 		return nil
 	}
 	return refuseKeyless(g.tp, batch)

@@ -344,11 +344,23 @@ func (c *Core) Status() []GroupStatus {
 // hosted set changes, a group's raft node or engine is replaced, and when
 // a replica's rejoin phase moves (on ticks and answers, without a Ready).
 // A new site that changes a status outside those must call
-// statusChanged.
+// statusChanged (or, for one replica's alone, groupStatusChanged, which
+// lets RefreshStatus read only that replica again).
 func (c *Core) StatusSeq() uint64 { return c.statusSeq }
 
-// statusChanged moves StatusSeq.
-func (c *Core) statusChanged() { c.statusSeq++ }
+// statusChanged moves StatusSeq for a change that may move any
+// replica's status (RefreshStatus reads them all again).
+func (c *Core) statusChanged() {
+	c.statusSeq++
+	c.statusAllSeq = c.statusSeq
+}
+
+// groupStatusChanged moves StatusSeq for a change of g's status alone: a
+// Ready taken or appends written for g (processRound, writeGroup).
+func (c *Core) groupStatusChanged(g *group) {
+	c.statusSeq++
+	g.statusSeq = c.statusSeq
+}
 
 // AppendStatus appends Status to dst and returns it, so a caller that looks
 // after every event (the simulator, its only caller) reuses one buffer.
@@ -359,13 +371,40 @@ func (c *Core) AppendStatus(dst []GroupStatus) []GroupStatus {
 		// Filled in place: the simulator asks after every Ready, and
 		// copying each status twice on the way was 1% of its CPU.
 		out = append(out, GroupStatus{})
-		st := &out[len(out)-1]
-		c.fillGroupStatus(st, g)
-		st.HighWatermark = g.part.HighWatermark()
-		st.LogStartOffset = g.part.LogStartOffset()
-		st.Digest, st.TailDigest = g.part.Digests() // g.sm.digest(), with the tail digest, once per change
+		c.fillStatus(&out[len(out)-1], g)
 	}
 	return out
+}
+
+// RefreshStatus brings statuses, what AppendStatus(nil) returned when
+// StatusSeq was since, up to date in place and returns it: only the
+// replicas whose status may have changed since are read again, or all of
+// them after a change that may move any (the hosted set, a replaced raft
+// node or engine, a rejoin phase, a full disk: statusChanged). Reading
+// every replica whenever one had a Ready was 2% of the simulator's CPU.
+func (c *Core) RefreshStatus(statuses []GroupStatus, since uint64) []GroupStatus {
+	groups := c.partitionGroups()
+	if since < c.statusAllSeq || len(statuses) != len(groups) {
+		return c.AppendStatus(statuses[:0])
+	}
+	for i, g := range groups {
+		if statuses[i].TopicPartition != g.tp {
+			return c.AppendStatus(statuses[:0])
+		}
+		if g.statusSeq > since {
+			statuses[i] = GroupStatus{}
+			c.fillStatus(&statuses[i], g)
+		}
+	}
+	return statuses
+}
+
+// fillStatus sets *st (a zero status) to g's.
+func (c *Core) fillStatus(st *GroupStatus, g *group) {
+	c.fillGroupStatus(st, g)
+	st.HighWatermark = g.part.HighWatermark()
+	st.LogStartOffset = g.part.LogStartOffset()
+	st.Digest, st.TailDigest = g.part.Digests() // g.sm.digest(), with the tail digest, once per change
 }
 
 // LaggingReplicas counts the followers of the partitions this node leads

@@ -171,12 +171,12 @@ func (c *Core) refreshTopicConfig(g *group) {
 	if c.meta == nil || g.ret.configKnown && g.ret.configVersion == c.meta.meta.Version() {
 		return
 	}
-	t, ok := c.meta.meta.Topic(g.tp.Topic)
-	if !ok || t.ID != g.topicID {
+	id, cfg, ok := c.meta.meta.TopicConfig(g.tp.Topic)
+	if !ok || id != g.topicID {
 		return // deleted: reconcile stops the replica
 	}
-	g.ret.config, g.ret.configVersion, g.ret.configKnown = t.Config, c.meta.meta.Version(), true
-	size := t.Config.SegmentBytes
+	g.ret.config, g.ret.configVersion, g.ret.configKnown = cfg, c.meta.meta.Version(), true
+	size := cfg.SegmentBytes
 	if c.cfg.SegmentBytesMax > 0 {
 		size = min(size, c.cfg.SegmentBytesMax)
 	}

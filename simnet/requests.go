@@ -49,9 +49,19 @@ func requestType(req *strandpb.Request) string {
 	return string(f.Name())
 }
 
-// coverRequest counts one request that reached a node's Handle.
+// coverRequest counts one request that reached a node's Handle. The rows'
+// names are made once per run, by the body field's index (joining prefix
+// and type for every request was an allocation per request).
 func (w *world) coverRequest(req *strandpb.Request) {
-	if t := requestType(req); t != "" {
-		w.coverage.Inc(requestCoveragePrefix + t)
+	if w.requestBody == nil {
+		w.requestBody = requestBody()
+		fields := w.requestBody.Parent().(protoreflect.MessageDescriptor).Fields()
+		w.requestRows = make([]string, fields.Len())
+		for i := range fields.Len() {
+			w.requestRows[i] = requestCoveragePrefix + string(fields.Get(i).Name())
+		}
+	}
+	if f := req.ProtoReflect().WhichOneof(w.requestBody); f != nil {
+		w.coverage.Inc(w.requestRows[f.Index()])
 	}
 }

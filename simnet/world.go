@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/protobuf/reflect/protoreflect"
+
 	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/node/loop"
@@ -24,7 +26,9 @@ type core interface {
 	HandleAs(caller node.Caller, req *strandpb.Request, respond func(*strandpb.Response))
 	Status() []node.GroupStatus
 	AppendStatus(dst []node.GroupStatus) []node.GroupStatus
+	RefreshStatus(statuses []node.GroupStatus, since uint64) []node.GroupStatus
 	MetadataStatus() (node.GroupStatus, bool)
+	MetadataLeader() (leader node.NodeID, version uint64, ok bool)
 	StatusSeq() uint64
 	Close() error
 	TakeSyncJobs(dst []node.SyncJob) []node.SyncJob
@@ -94,8 +98,11 @@ type simNode struct {
 	statusBuf  []node.GroupStatus // process's reused buffer for the statuses
 	// statusOf and statusSeq: the core and its StatusSeq when statusBuf
 	// was read; process reads the statuses again only when either moved.
-	statusOf  core
-	statusSeq uint64
+	// statusParts is how many of them are the replicas' (the metadata
+	// group's follows).
+	statusOf    core
+	statusSeq   uint64
+	statusParts int
 	// lastStats are the core's counters at the last look (zero at start).
 	lastStats node.Stats
 }
@@ -160,6 +167,10 @@ type world struct {
 	durability   *durability   // the durability audit (audit.go)
 	digests      *digests      // whole-state comparison of replicas (digests.go)
 	coverage     *Coverage     // faults fired and rare events seen (coverage.go)
+	// requestBody and requestRows: strandpb.Request's body oneof and
+	// coverRequest's row per field index of the message.
+	requestBody  protoreflect.OneofDescriptor
+	requestRows  []string
 	storage      *storage      // the nodes' fsyncs in flight (storage.go)
 	incarnations *incarnations // per-incarnation slots of the checks (incarnations.go)
 	corrupter    *corrupter    // damage to client frames in flight (corrupt.go)
@@ -611,20 +622,35 @@ func (w *world) process(n *simNode) {
 // statuses returns n's replicas' statuses and its metadata group's, read
 // again only when the core's StatusSeq moved (or the core is a new one):
 // otherwise they are the ones the checks saw last, and reading them after
-// every Process (nine in ten changed nothing) was 5% of a run's CPU.
-// Options.CheckStatusSeq reads them anyway and fails the run when they
-// moved without StatusSeq. read tells whether they were read again.
+// every Process (nine in ten changed nothing) was 5% of a run's CPU. When
+// it moved, the core's RefreshStatus reads again only the replicas whose
+// status may have changed. Options.CheckStatusSeq reads them all anyway
+// and fails the run when they moved without StatusSeq, or when
+// RefreshStatus kept one that a full read finds changed. read tells
+// whether they were read again.
 func (w *world) statuses(n *simNode) (statuses []node.GroupStatus, read bool) {
 	seq := n.core.StatusSeq()
-	if n.statusOf == n.core && n.statusSeq == seq && !w.opts.CheckStatusSeq {
+	same := n.statusOf == n.core
+	if same && n.statusSeq == seq && !w.opts.CheckStatusSeq {
 		return n.statusBuf, false
 	}
-	fresh := n.statusOf == n.core && n.statusSeq == seq
+	fresh := same && n.statusSeq == seq
 	var kept []node.GroupStatus
 	if fresh {
 		kept = append(kept, n.statusBuf...)
 	}
-	statuses = n.core.AppendStatus(n.statusBuf[:0])
+	if same {
+		statuses = n.core.RefreshStatus(n.statusBuf[:n.statusParts], n.statusSeq)
+	} else {
+		statuses = n.core.AppendStatus(n.statusBuf[:0])
+	}
+	if w.opts.CheckStatusSeq && same {
+		if full := n.core.AppendStatus(nil); !slices.Equal(full, statuses) {
+			w.fail("node %d: RefreshStatus since StatusSeq %d kept a status a full read finds changed (now %d)",
+				n.id, n.statusSeq, seq)
+		}
+	}
+	n.statusParts = len(statuses)
 	if st, ok := n.core.MetadataStatus(); ok {
 		statuses = append(statuses, st)
 	}

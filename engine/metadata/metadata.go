@@ -382,6 +382,17 @@ func (s *State) Topic(name string) (Topic, bool) {
 	return t.export(), true
 }
 
+// TopicConfig returns the named topic's ID and configuration without
+// copying the rest of it (Topic deep-copies every partition's replicas):
+// the produce path asks for every batch.
+func (s *State) TopicConfig(name string) (id uint64, cfg TopicConfig, ok bool) {
+	t, ok := s.topics[name]
+	if !ok {
+		return 0, TopicConfig{}, false
+	}
+	return t.id, t.config, true
+}
+
 // Assignment returns the ordered replica list of one partition (a copy);
 // the first replica is the preferred leader. It fails with ErrUnknownTopic
 // or ErrUnknownPartition.

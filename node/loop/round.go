@@ -22,7 +22,7 @@ type Core interface {
 	SyncDone(token uint64, err error)
 	Process() error
 	TakeSyncJobs(dst []node.SyncJob) []node.SyncJob
-	MetadataStatus() (node.GroupStatus, bool)
+	MetadataLeader() (leader node.NodeID, version uint64, ok bool)
 	MetadataVersion() uint64
 	SecurityState() (version uint64, creds []metadata.Credential, quotas []metadata.Quota)
 }
@@ -145,13 +145,13 @@ func (r *Round) Run() Outcome {
 
 // noteMetadata reads the metadata leader and whether the version moved.
 func (r *Round) noteMetadata() Outcome {
-	st, ok := r.core.MetadataStatus()
+	lead, v, ok := r.core.MetadataLeader()
 	if !ok {
 		return Outcome{}
 	}
-	r.metaLeader = st.Leader
-	out := Outcome{MetadataKnown: true, MetadataLeader: st.Leader}
-	if v := uint64(st.HighWatermark); v != r.metaVersion {
+	r.metaLeader = lead
+	out := Outcome{MetadataKnown: true, MetadataLeader: lead}
+	if v != r.metaVersion {
 		r.metaVersion = v
 		out.MetadataMoved = true
 	}

@@ -38,8 +38,8 @@ func (f *fakeCore) TakeSyncJobs(dst []node.SyncJob) []node.SyncJob {
 	f.jobs = 0
 	return dst
 }
-func (f *fakeCore) MetadataStatus() (node.GroupStatus, bool) {
-	return node.GroupStatus{Leader: f.leader, HighWatermark: int64(f.version)}, true
+func (f *fakeCore) MetadataLeader() (node.NodeID, uint64, bool) {
+	return f.leader, f.version, true
 }
 func (f *fakeCore) SecurityState() (uint64, []metadata.Credential, []metadata.Quota) {
 	return f.version, f.creds, f.quotas
