@@ -188,7 +188,8 @@ func (p *producer) simProduce(io *simIO, pr pendingRecord) {
 // addPartitions sends a transactional producer's AddPartitionsToTxn on
 // the Transport by txnCall's rules, without blocking the simulator's
 // thread: the coordinator found with FindCoordinator (cached), forgotten
-// on NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE or a connection failure;
+// on NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, a connection failure or
+// a timeout (coordinatorLost);
 // a retriable failure of the whole request retried after txnRetryDelay,
 // up to the client's retries.
 func (io *simIO) addPartitions(req *strandpb.Request, res addPartitionsResult) {
