@@ -70,3 +70,22 @@ func TestSimJoinsStaleMember(t *testing.T) {
 		t.Fatalf("seed 37 failed: %s", firstLine(res.Failures[0]))
 	}
 }
+
+// A REMOVE refused because the metadata leader still lists the drained
+// node sends the decommission back to planning: seed 345 of the standard
+// sample failed before ("time limit 1m0s reached ... 1 actors still
+// working"): the drain judged node 4 drained from the only live node's
+// metadata, replayed to 48 of 74, and retried the refused REMOVE ("node 4
+// still holds 1 replicas") for 70 s without planning the move of sim/0.
+func TestSimDecommissionRemoveRefusedDrainsAgain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a simulator seed with 5 nodes")
+	}
+	res := runSeed(t, sampleOptions(t, 345, "mixed", ""), "")
+	if res.Failed() {
+		t.Fatalf("seed 345 failed: %s", firstLine(res.Failures[0]))
+	}
+	if res.Coverage.Count("event/decommission-remove-refused") == 0 || res.Coverage.Count("event/node-removed") == 0 {
+		t.Fatal("seed 345 no longer has its REMOVE refused and then the node removed: re-pin a seed that does")
+	}
+}
