@@ -159,7 +159,9 @@ func TestSimulatedTransactionalTimeoutFindsCoordinatorAgain(t *testing.T) {
 	w := &scriptedWorld{}
 	var inits []string // the node each InitProducerId went to
 	finds := 0
-	w.silent = func(addr string, req *strandpb.Request) bool { return addr == "n1" && req.GetTxnInitProducerId() != nil }
+	w.silent = func(addr string, req *strandpb.Request) bool {
+		return addr == "n1" && req.GetTxnInitProducerId() != nil
+	}
 	w.answer = func(addr string, req *strandpb.Request) *strandpb.Response {
 		switch {
 		case req.GetMetadata() != nil:
