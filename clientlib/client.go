@@ -319,8 +319,16 @@ func (c *Client) anyRequestUnsure(ctx context.Context, req *strandpb.Request, la
 	var last error
 	addrs := askLast(c.candidates(), lastAddr)
 	unreached := 0
+	var noneResp *strandpb.Response // a node's answer naming no coordinator (namesNoCoordinator)
+	var noneFrom string
 	for _, addr := range addrs {
 		resp, err := c.request(ctx, addr, req, 0)
+		if err == nil && namesNoCoordinator(req, resp) {
+			if noneResp == nil {
+				noneResp, noneFrom = resp, addr
+			}
+			continue
+		}
 		if err == nil {
 			return resp, addr, nil
 		}
@@ -342,6 +350,9 @@ func (c *Client) anyRequestUnsure(ctx context.Context, req *strandpb.Request, la
 		}
 		last = err
 	}
+	if noneResp != nil {
+		return noneResp, noneFrom, nil
+	}
 	if unreached == len(addrs) && len(addrs) > 0 {
 		return nil, "", c.unreachable(addrs, last)
 	}
@@ -361,6 +372,19 @@ func (c *Client) unreachable(addrs []string, last error) error {
 		return last
 	}
 	return &UnreachableError{Addrs: addrs, Err: last}
+}
+
+// namesNoCoordinator reports whether resp answers a FindCoordinator req
+// COORDINATOR_NOT_AVAILABLE: that node's metadata names no leader of the
+// coordinator's partition (a removed node that still runs, a node whose
+// metadata is behind, or no leader yet). The lookup then asks the other
+// candidates before it takes that answer: asking the node last next
+// time (the caller's stale node) was not enough when two nodes answer so,
+// and a client alternated between two removed nodes (simnet seed 351: a
+// group member got no partition for 12 s after the heal while every
+// other node named the coordinator).
+func namesNoCoordinator(req *strandpb.Request, resp *strandpb.Response) bool {
+	return req.GetFindCoordinator() != nil && resp.GetError().GetCode() == strandpb.ErrorCode_ERROR_CODE_COORDINATOR_NOT_AVAILABLE
 }
 
 // askLast is addrs with lastAddr moved to the end ("": none).

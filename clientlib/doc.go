@@ -144,7 +144,10 @@
 // Poll hands records out); drops everything on FENCED/UNKNOWN or when its own session timer lapsed
 // (OnLost); leaves on Close (static members, InstanceID, leave with epoch −2). The coordinator is
 // found with FindCoordinator at any node; when the node it names refuses (NOT_COORDINATOR), the
-// next lookup asks the node that named it last (a node with stale metadata kept a member out). A committed offset
+// next lookup asks the node that named it last (a node with stale metadata kept a member out); a
+// node that names none (COORDINATOR_NOT_AVAILABLE: a removed node) does not end a lookup while
+// another candidate may name one; a coordinator request that timed out (TIMEOUT) or lost its
+// connection looks the coordinator up again, for groups and transactional ids. A committed offset
 // below the log start is the Consumer's OffsetOutOfRangeError (R22), never a reset. Admin:
 // AlterTopicConfig, DeleteRecords, DescribePartitionLogs, FetchOffsets, CommitOffsets (empty
 // groups), ListGroups (merged over nodes), DescribeGroup, DeleteGroup, GroupLag (committed,

@@ -124,10 +124,20 @@ func (c *Client) securityCall(ctx context.Context, req *strandpb.Request) (*stra
 }
 
 // securityCallUnsure is securityCall, and reports whether an attempt's
-// outcome was unknown (its answer lost: it may have been applied).
+// outcome was unknown (its answer lost: it may have been applied). A call
+// that then fails definitely fails with a *RetriesExhaustedError that is
+// MaybeWritten, wrapping the last error, as withRetries does for the
+// attempts' own errors: the first node's lost answer inside an attempt
+// (controllerRequestUnsure) is known only here. Before, an AlterQuotas
+// whose first attempt's answer was lost and whose last reached no node
+// failed with a plain UnreachableError, "not applied", and the quota was
+// set (simnet's operator read-back, TestSimJoins seed 19 on an
+// intermediate tree).
 func (c *Client) securityCallUnsure(ctx context.Context, req *strandpb.Request) (_ *strandpb.Response, unsure bool, _ error) {
 	var out *strandpb.Response
+	attempts := 0
 	err := c.withRetries(ctx, func() error {
+		attempts++
 		resp, err := c.controllerRequestUnsure(ctx, req, &unsure)
 		if ClassifyErr(err).MaybeWritten {
 			unsure = true
@@ -141,6 +151,9 @@ func (c *Client) securityCallUnsure(ctx context.Context, req *strandpb.Request) 
 		out = resp
 		return err
 	})
+	if err != nil && unsure && !ClassifyErr(err).MaybeWritten && !MaybeWritten(err) {
+		err = &RetriesExhaustedError{Attempts: attempts, MaybeWritten: true, Err: err}
+	}
 	return out, unsure, err
 }
 

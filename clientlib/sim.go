@@ -131,9 +131,15 @@ func (io *simIO) initProducerID() {
 func (io *simIO) anyCall(req *strandpb.Request, lastAddr string, done func(*strandpb.Response, string, error)) {
 	addrs := askLast(io.p.c.candidates(), lastAddr)
 	unreached := 0
+	var noneResp *strandpb.Response // a node's answer naming no coordinator (namesNoCoordinator)
+	var noneFrom string
 	var try func(i int, last error)
 	try = func(i int, last error) {
 		if i == len(addrs) {
+			if noneResp != nil {
+				done(noneResp, noneFrom, nil)
+				return
+			}
 			if unreached == len(addrs) && len(addrs) > 0 {
 				last = io.p.c.unreachable(addrs, last)
 			}
@@ -144,6 +150,11 @@ func (io *simIO) anyCall(req *strandpb.Request, lastAddr string, done func(*stra
 			var ns *NotStrandError
 			var ce *ConnError
 			switch {
+			case err == nil && namesNoCoordinator(req, resp):
+				if noneResp == nil {
+					noneResp, noneFrom = resp, addrs[i]
+				}
+				try(i+1, last)
 			case err == nil:
 				done(resp, addrs[i], nil)
 			case errors.As(err, &ns):
@@ -188,7 +199,8 @@ func (p *producer) simProduce(io *simIO, pr pendingRecord) {
 // addPartitions sends a transactional producer's AddPartitionsToTxn on
 // the Transport by txnCall's rules, without blocking the simulator's
 // thread: the coordinator found with FindCoordinator (cached), forgotten
-// on NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE or a connection failure;
+// on NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, a connection failure or
+// a timeout (coordinatorLost);
 // a retriable failure of the whole request retried after txnRetryDelay,
 // up to the client's retries.
 func (io *simIO) addPartitions(req *strandpb.Request, res addPartitionsResult) {

@@ -2,6 +2,7 @@ package clientlib
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/strandlog/strand/proto/strandpb"
@@ -115,5 +116,63 @@ func TestAdminRetryAfterLostAnswerIsMaybeWritten(t *testing.T) {
 	}
 	if err := run(false); err == nil || MaybeWritten(err) {
 		t.Errorf("refused at once: %v; want a definite refusal", err)
+	}
+}
+
+// SetQuota whose first attempt's answer is lost (it may have been
+// applied) and whose last attempts reached no node (every connection
+// refused) fails maybe-written. Before,
+// the security calls dropped what controllerRequestUnsure had noted and
+// returned the UnreachableError, a definite failure: the operator actor's
+// ledger held the quota unchanged and the read-back found it set
+// (TestSimJoins seed 19 on an intermediate tree of this branch).
+func TestSecurityCallAfterLostAnswerIsMaybeWritten(t *testing.T) {
+	calls := 0
+	w := &scriptedWorld{}
+	w.refused = func(_ string, req *strandpb.Request) bool { return req.GetAlterQuotas() != nil && calls >= 2 }
+	w.answer = func(_ string, req *strandpb.Request) *strandpb.Response {
+		if req.GetAlterQuotas() == nil {
+			return twoNodeMetadata()
+		}
+		calls++
+		if calls == 1 {
+			return nil // applied, the answer lost
+		}
+		return &strandpb.Response{Error: &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER}}
+	}
+	c, err := NewClient(Simulated(w), SeedAddresses("n1", "n2"), RandSeed(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SimRun(func(ctx context.Context) { err = c.SetQuota(ctx, "User:q", 1, 2) }, func() {})
+	w.run(t, 10000)
+	// The Client reached the cluster (its metadata was answered), so the
+	// refused connections are retried (Client.unreachable) until the
+	// retries run out; the failure stays maybe-written either way.
+	if err == nil || !MaybeWritten(err) {
+		t.Fatalf("SetQuota after a lost answer, then no node reached: %v; want a failure that may have been written", err)
+	}
+}
+
+// The same for a Client that never reached the cluster: its only answer
+// was lost and every later connection is refused, so the failure is an
+// *UnreachableError (nothing answered it), and it stays maybe-written.
+func TestSecurityCallLostThenUnreachableIsMaybeWritten(t *testing.T) {
+	calls := 0
+	w := &scriptedWorld{}
+	w.refused = func(_ string, req *strandpb.Request) bool { return req.GetAlterQuotas() == nil || calls >= 1 }
+	w.answer = func(_ string, req *strandpb.Request) *strandpb.Response {
+		calls++
+		return nil // applied, the answer lost
+	}
+	c, err := NewClient(Simulated(w), SeedAddresses("n1", "n2"), RandSeed(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SimRun(func(ctx context.Context) { err = c.SetQuota(ctx, "User:q", 1, 2) }, func() {})
+	w.run(t, 10000)
+	var ue *UnreachableError
+	if !errors.As(err, &ue) || !MaybeWritten(err) {
+		t.Fatalf("SetQuota after a lost answer, then no node reached: %v; want an UnreachableError that may have been written", err)
 	}
 }

@@ -2,6 +2,7 @@ package clientlib
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -176,4 +177,112 @@ func heartbeatJoined(req *strandpb.Request) *strandpb.Response {
 // addr.
 func coordinatorAt(id uint64, addr string) *strandpb.Response {
 	return &strandpb.Response{Body: &strandpb.Response_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorResponse{NodeId: id, Address: addr}}}
+}
+
+// A group coordinator that never answers (its process gone without
+// closing the connection) is looked up again after the client's own
+// deadline, as the transaction coordinator is
+// (TestSimulatedTransactionalTimeoutFindsCoordinatorAgain): FetchOffsets
+// reaches the coordinator FindCoordinator names next instead of the
+// silent node on every retry.
+func TestSimulatedGroupTimeoutFindsCoordinatorAgain(t *testing.T) {
+	w := &scriptedWorld{}
+	var fetches []string // the node each OffsetFetch went to
+	finds := 0
+	w.silent = func(addr string, req *strandpb.Request) bool { return addr == "n1" && req.GetOffsetFetch() != nil }
+	w.answer = func(addr string, req *strandpb.Request) *strandpb.Response {
+		switch {
+		case req.GetMetadata() != nil:
+			return twoNodeMetadata()
+		case req.GetFindCoordinator() != nil:
+			finds++
+			if finds == 1 {
+				return coordinatorAt(1, "n1") // before its process died
+			}
+			return coordinatorAt(2, "n2")
+		case req.GetOffsetFetch() != nil:
+			fetches = append(fetches, addr)
+			return &strandpb.Response{Body: &strandpb.Response_OffsetFetch{OffsetFetch: &strandpb.OffsetFetchResponse{}}}
+		}
+		t.Fatalf("unexpected request %v", req)
+		return nil
+	}
+	c, err := NewClient(Simulated(w), SeedAddresses("n1", "n2"), RandSeed(1),
+		RequestTimeout(800*time.Millisecond), RetryBackoff(5*time.Millisecond, 160*time.Millisecond), MaxRetries(20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fetchErr error
+	c.SimRun(func(ctx context.Context) { _, fetchErr = c.FetchOffsets(ctx, "g") }, func() {})
+	w.run(t, 1000000)
+	if fetchErr != nil {
+		t.Fatalf("FetchOffsets: %v (FindCoordinator asked %d times)", fetchErr, finds)
+	}
+	if !slices.Equal(fetches, []string{"n2"}) || finds != 2 {
+		t.Fatalf("OffsetFetch answered by %v after %d lookups, want by n2 after the second lookup", fetches, finds)
+	}
+}
+
+// threeNodeMetadata names n1, n2 and n3.
+func threeNodeMetadata() *strandpb.Response {
+	return &strandpb.Response{Body: &strandpb.Response_Metadata{Metadata: &strandpb.MetadataResponse{
+		Nodes: []*strandpb.MetadataResponse_Node{{Id: 1, Address: "n1"}, {Id: 2, Address: "n2"}, {Id: 3, Address: "n3"}},
+	}}}
+}
+
+// A coordinator lookup goes on past nodes that name no coordinator
+// (COORDINATOR_NOT_AVAILABLE: two removed nodes that still run) to one
+// that names it, in the same lookup: no node is asked twice before the
+// coordinator is found. Before, the lookup ended at the first such answer
+// and the next one asked only that node last, so a client alternated
+// between the two (simnet seed 351).
+func TestSimulatedLookupSkipsNodesNamingNoCoordinator(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		w := &scriptedWorld{}
+		var finds []string // the node each FindCoordinator went to, before the first OffsetFetch
+		fetched := false
+		w.answer = func(addr string, req *strandpb.Request) *strandpb.Response {
+			switch {
+			case req.GetMetadata() != nil:
+				return threeNodeMetadata()
+			case req.GetFindCoordinator() != nil:
+				if !fetched {
+					finds = append(finds, addr)
+				}
+				if addr != "n3" {
+					return &strandpb.Response{Error: &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_COORDINATOR_NOT_AVAILABLE, Message: "removed"}}
+				}
+				return coordinatorAt(3, "n3")
+			case req.GetOffsetFetch() != nil:
+				fetched = true
+				return &strandpb.Response{Body: &strandpb.Response_OffsetFetch{OffsetFetch: &strandpb.OffsetFetchResponse{}}}
+			}
+			t.Fatalf("unexpected request %v", req)
+			return nil
+		}
+		c, err := NewClient(Simulated(w), SeedAddresses("n1", "n2"), RandSeed(seed),
+			RetryBackoff(5*time.Millisecond, 160*time.Millisecond), MaxRetries(20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fetchErr error
+		c.SimRun(func(ctx context.Context) {
+			if err := c.RefreshMetadata(ctx); err != nil {
+				fetchErr = err
+				return
+			}
+			_, fetchErr = c.FetchOffsets(ctx, "g")
+		}, func() {})
+		w.run(t, 1000000)
+		if fetchErr != nil {
+			t.Fatalf("seed %d: FetchOffsets: %v (lookups %v)", seed, fetchErr, finds)
+		}
+		seen := map[string]bool{}
+		for _, a := range finds {
+			if seen[a] {
+				t.Fatalf("seed %d: lookups went to %v: %s asked again before n3 was", seed, finds, a)
+			}
+			seen[a] = true
+		}
+	}
 }

@@ -22,6 +22,13 @@ type scriptedWorld struct {
 	// answer plays the node at addr; nil: the answer is lost and the call
 	// ends with a timeout error after a second.
 	answer func(addr string, req *strandpb.Request) *strandpb.Response
+	// silent, when set and true for a call, leaves it unanswered for good
+	// (a node whose process is gone without closing the connection): only
+	// the client's own deadline ends it.
+	silent func(addr string, req *strandpb.Request) bool
+	// refused, when set and true for a call, fails it at once as a
+	// connection refused (nothing sent).
+	refused func(addr string, req *strandpb.Request) bool
 }
 
 type scriptedEvent struct {
@@ -38,6 +45,13 @@ func (w *scriptedWorld) After(d time.Duration, fn func()) {
 }
 
 func (w *scriptedWorld) Call(addr string, req *strandpb.Request, done func(*strandpb.Response, error)) {
+	if w.silent != nil && w.silent(addr, req) {
+		return
+	}
+	if w.refused != nil && w.refused(addr, req) {
+		w.After(time.Millisecond, func() { done(nil, &ConnError{Addr: addr, Err: errors.New("connection refused")}) })
+		return
+	}
 	resp := w.answer(addr, req)
 	if resp == nil {
 		w.After(time.Second, func() { done(nil, &ConnError{Addr: addr, Sent: true, Err: errors.New("timeout")}) })

@@ -2,6 +2,7 @@ package clientlib
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -144,5 +145,52 @@ func TestSimulatedTransactionalLookupAsksAnotherNode(t *testing.T) {
 				t.Fatalf("%v, seed %d: InitTransactions: %v (lookups %v)", refusal, seed, initErr, finds)
 			}
 		}
+	}
+}
+
+// A transaction coordinator that never answers (its process gone without
+// closing the connection: a power loss) is looked up again after the
+// client's own deadline: InitTransactions reaches the coordinator
+// FindCoordinator names next. Before, a TIMEOUT did not forget the
+// coordinator, and every retry went to the silent node until the retries
+// ran out (simnet seed 202: three transactional producers spent 12-24 s
+// that way after the heal).
+func TestSimulatedTransactionalTimeoutFindsCoordinatorAgain(t *testing.T) {
+	w := &scriptedWorld{}
+	var inits []string // the node each InitProducerId went to
+	finds := 0
+	w.silent = func(addr string, req *strandpb.Request) bool {
+		return addr == "n1" && req.GetTxnInitProducerId() != nil
+	}
+	w.answer = func(addr string, req *strandpb.Request) *strandpb.Response {
+		switch {
+		case req.GetMetadata() != nil:
+			return twoNodeMetadata()
+		case req.GetFindCoordinator() != nil:
+			finds++
+			if finds == 1 {
+				return coordinatorAt(1, "n1") // before its process died
+			}
+			return coordinatorAt(2, "n2")
+		case req.GetTxnInitProducerId() != nil:
+			inits = append(inits, addr)
+			return &strandpb.Response{Body: &strandpb.Response_TxnInitProducerId{TxnInitProducerId: &strandpb.TxnInitProducerIdResponse{ProducerId: 7}}}
+		}
+		t.Fatalf("unexpected request %v", req)
+		return nil
+	}
+	c, err := NewClient(Simulated(w), SeedAddresses("n1", "n2"), RandSeed(1), TransactionalID("tx"),
+		RequestTimeout(800*time.Millisecond), RetryBackoff(5*time.Millisecond, 160*time.Millisecond), MaxRetries(20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var initErr error
+	c.SimRun(func(ctx context.Context) { initErr = c.InitTransactions(ctx) }, func() {})
+	w.run(t, 1000000)
+	if initErr != nil {
+		t.Fatalf("InitTransactions: %v (FindCoordinator asked %d times)", initErr, finds)
+	}
+	if !slices.Equal(inits, []string{"n2"}) || finds != 2 {
+		t.Fatalf("InitProducerId answered by %v after %d lookups, want by n2 after the second lookup", inits, finds)
 	}
 }

@@ -42,10 +42,10 @@ func (t *txnState) learnCoordinator(resp *strandpb.Response, from string) (strin
 }
 
 // forgetCoordinator drops the coordinator after a request to it failed
-// with err when err says it is not (or no longer reachable as) the
-// coordinator; the node that named it is then asked last.
+// with err when err says it is not (or may no longer be) the coordinator
+// (coordinatorLost); the node that named it is then asked last.
 func (t *txnState) forgetCoordinator(err error) {
-	if err == nil || !(errors.Is(err, ErrNotCoordinator) || errors.Is(err, ErrCoordinatorUnavailable) || isConnErr(err)) {
+	if !coordinatorLost(err) {
 		return
 	}
 	t.mu.Lock()
@@ -54,8 +54,8 @@ func (t *txnState) forgetCoordinator(err error) {
 }
 
 // txnRequest sends req to the transactional id's coordinator once: a
-// NOT_COORDINATOR answer or a connection failure forgets the coordinator,
-// so a retry finds it again. The answer's whole-request error is returned.
+// NOT_COORDINATOR answer, a connection failure or a timeout
+// (coordinatorLost) forgets the coordinator, so a retry finds it again. The answer's whole-request error is returned.
 func (c *Client) txnRequest(ctx context.Context, req *strandpb.Request) (*strandpb.Response, error) {
 	t := c.txn
 	addr, err := c.txnCoordinator(ctx, t)

@@ -425,7 +425,8 @@
 // __strand_offsets is an ordinary topic created through the metadata group on first use
 // (Config.Groups.OffsetsPartitions, default 8; RF min(3, nodes)); a group maps to FNV-1a(group) mod
 // partitions, and that partition's leader is its coordinator (FindCoordinator answers from the
-// leader table). Every write (heartbeat that changes something, commit, expiry, delete, cleanup) is
+// leader table; a removed node that still runs answers COORDINATOR_NOT_AVAILABLE, its table frozen
+// and stale: coordinatorLeader). Every write (heartbeat that changes something, commit, expiry, delete, cleanup) is
 // a GroupCommand record produced to that partition at acks=all, with a random request id and the
 // proposer's wall clock. The coordinator is a view of the partition's log: once applied, the leader
 // reads the new records in offset order into its groups.State and answers the request whose id it

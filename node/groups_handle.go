@@ -70,7 +70,7 @@ func (c *Core) handleFindCoordinator(req *strandpb.FindCoordinatorRequest, answe
 		return
 	}
 	p := GroupPartition(req.GetGroup(), t.Partitions())
-	lead, _ := c.partitionLeader(t, p)
+	lead := c.coordinatorLeader(t, p)
 	if lead == 0 {
 		fail(ErrCoordinatorNotAvailable)
 		return
@@ -78,6 +78,23 @@ func (c *Core) handleFindCoordinator(req *strandpb.FindCoordinatorRequest, answe
 	answer(&strandpb.Response{Body: &strandpb.Response_FindCoordinator{FindCoordinator: &strandpb.FindCoordinatorResponse{
 		NodeId: uint64(lead), Address: c.peerAddress(lead), Partition: p,
 	}}})
+}
+
+// coordinatorLeader is the node FindCoordinator names for partition p of
+// the internal topic t (a group's or a transactional id's): the partition's
+// leader (partitionLeader), or none (0: COORDINATOR_NOT_AVAILABLE, which a
+// client asks another node after) on a node removed from the cluster. Its
+// metadata stopped where the group that dropped it left it, so the leader
+// it knows is stale for good, and a client that asked it was sent to the
+// old coordinator (NOT_COORDINATOR) on every lookup: simnet seed 351, a
+// group member whose seeds answered were both removed nodes, was given no
+// partition for 12 s after the heal while the coordinator had moved.
+func (c *Core) coordinatorLeader(t metadata.Topic, p int32) NodeID {
+	if c.selfRemoved() {
+		return 0
+	}
+	lead, _ := c.partitionLeader(t, p)
+	return lead
 }
 
 // groupHeartbeat applies one KIP-848 heartbeat on the group's coordinator

@@ -469,3 +469,64 @@ func TestDecommissionJoinerMidJoin(t *testing.T) {
 		t.Fatalf("re-add the removed joiner: %v, want node_removed", e)
 	}
 }
+
+// TestRemovedNodeNamesNoCoordinator: a removed node that still runs
+// answers FindCoordinator COORDINATOR_NOT_AVAILABLE, for a group and for a
+// transactional id, so the client asks another node; the others still name
+// the coordinator. Before, it named the leader its frozen metadata
+// recorded, stale for good once the coordinator moved, and a client that
+// asked it was sent to the old coordinator on every lookup (the
+// simulator's seed 351).
+func TestRemovedNodeNamesNoCoordinator(t *testing.T) {
+	join := true
+	c := newCluster(t, 3, 3, nil, func(cfg *Config) {
+		cfg.Groups.OffsetsPartitions = 1
+		if cfg.ID == 4 {
+			cfg.Join = join
+			cfg.Nodes = append(slices.Clone(cfg.Nodes), Peer{ID: 4, Address: addressOf(4), Rack: "rack-4"})
+		}
+	})
+	c.waitRegistered(3)
+	c.addNode4(1)
+	c.waitRole(4, MetaRoleVoter)
+	coord := c.findCoordinator("g")
+	offsets, _ := c.cores[coord].meta.meta.Topic(OffsetsTopic)
+	free := NodeID(0) // the one node of four without the offsets partition's replica
+	for _, id := range []NodeID{1, 2, 3, 4} {
+		if !slices.Contains(offsets.Replicas[0], uint64(id)) {
+			free = id
+		}
+	}
+	if free == 0 {
+		t.Fatalf("__strand_offsets/0 on %v: no node is free of it", offsets.Replicas[0])
+	}
+	via := NodeID(1)
+	if free == 1 {
+		via = 2
+	}
+	if e := c.nodeAdmin(via, strandpb.NodeAction_NODE_ACTION_DECOMMISSION, free); e != nil {
+		t.Fatalf("decommission node %d: %v", free, e)
+	}
+	c.tick(50)
+	for i := 0; i < 300; i++ {
+		if e := c.nodeAdmin(via, strandpb.NodeAction_NODE_ACTION_REMOVE, free); e == nil {
+			break
+		}
+		c.tick(5)
+	}
+	c.waitRole(free, MetaRoleNone)
+	for i := 0; i < 300 && !c.cores[free].selfRemoved(); i++ {
+		c.tick(1)
+	}
+	if !c.cores[free].selfRemoved() {
+		t.Fatalf("node %d never applied its own removal", free)
+	}
+	resp, _ := c.handle(free, &strandpb.Request{CorrelationId: 12, Body: &strandpb.Request_FindCoordinator{
+		FindCoordinator: &strandpb.FindCoordinatorRequest{Group: "g"}}})
+	if code := resp.GetError().GetCode(); code != strandpb.ErrorCode_ERROR_CODE_COORDINATOR_NOT_AVAILABLE {
+		t.Fatalf("FindCoordinator on the removed node %d: %v, want coordinator_not_available", free, resp)
+	}
+	if got := c.findCoordinator("g"); got == free {
+		t.Fatalf("the others name the removed node %d", free)
+	}
+}

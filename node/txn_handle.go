@@ -75,7 +75,7 @@ func (c *Core) handleFindTxnCoordinator(req *strandpb.FindCoordinatorRequest, an
 		return
 	}
 	p := TxnPartition(req.GetTransactionalId(), t.Partitions())
-	lead, _ := c.partitionLeader(t, p)
+	lead := c.coordinatorLeader(t, p) // groups_handle.go
 	if lead == 0 {
 		fail(ErrCoordinatorNotAvailable)
 		return

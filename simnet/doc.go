@@ -273,7 +273,8 @@
 //     heard of it);
 //   - network: symmetric and asymmetric partitions, leader isolation, follower isolation for
 //     retention.ms + 2 × segment.ms + 1–4 s (the leader's log start passes it: it catches up by
-//     snapshot), drops, duplicates, reordering;
+//     snapshot; one such cut at a time, as a group of three tolerates one node cut off), drops,
+//     duplicates, reordering;
 //   - disk damage on at most (RF-1)/2 nodes: bit flips in synced data and failed reads (the replica
 //     is repaired), and whole-disk wipes (the node rejoins empty, -sim.wipe-rejoin, on by default);
 //     full disks (capacity = used + the 256 KiB floor + up to 128 KiB, lifted later) in half the

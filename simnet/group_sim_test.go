@@ -51,3 +51,19 @@ func TestSimGroupsDeterministic(t *testing.T) {
 		t.Fatalf("seed 6 ran twice: hash %016x vs %016x, events %d vs %d", a.Hash, b.Hash, a.Events, b.Events)
 	}
 }
+
+// Seed 351 of the standard sample: after two decommissions a member's
+// coordinator lookups went only to the two removed nodes (its other
+// candidates were suspects, asked last), which named a coordinator that had
+// moved; it got no partition for 12 s after the heal ("groups: no
+// convergence"). Removed nodes now name none
+// (TestRemovedNodeNamesNoCoordinator) and a lookup asks on past such an
+// answer (TestSimulatedLookupSkipsNodesNamingNoCoordinator).
+func TestSimGroupsLookupPastRemovedNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a simulator seed with 5 nodes")
+	}
+	if res := runSeed(t, sampleOptions(t, 351, "mixed", ""), ""); res.Failed() {
+		t.Fatalf("seed 351 failed: %s", firstLine(res.Failures[0]))
+	}
+}

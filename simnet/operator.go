@@ -510,7 +510,7 @@ func (op *operator) judgeIntruderLib(a opAction, listed int, err error) {
 		w.coverage.Inc("auth/refused")
 		w.coverage.Inc("auth/refused/" + a.kind) // TestSimRequestCoverage: every type, refused
 		return
-	case err != nil && (!isErr || clientlib.IsRetriable(err) || e.Code == strandpb.ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED):
+	case err != nil && decidesNothing(err):
 		w.coverage.Inc("auth/undecided")
 		return
 	case err == nil:
@@ -518,6 +518,25 @@ func (op *operator) judgeIntruderLib(a opAction, listed int, err error) {
 	default:
 		w.fail("authorization: %s by %s (no ACL names it): clientlib's call failed with %v, not an authorization refusal", a.kind, principalIntruder, err)
 	}
+}
+
+// decidesNothing reports whether a failed clientlib call's error says
+// nothing about authorization: not a node's answer (a lost connection), a
+// retriable code (a node still replaying its metadata), an authentication
+// a lagging node could not check yet, or retries spent whose last attempt
+// failed so. Retries spent after an attempt whose answer was lost come
+// back as a *clientlib.RetriesExhaustedError wrapping the last attempt's
+// error, which is itself never retriable (the client already retried):
+// its last attempt decides (seed 241: the intruder's describe_acls, its
+// last attempt answered UNAVAILABLE by a node replaying its metadata, was
+// judged a wrong refusal).
+func decidesNothing(err error) bool {
+	var spent *clientlib.RetriesExhaustedError
+	if errors.As(err, &spent) {
+		err = spent.Err
+	}
+	var e *clientlib.Error
+	return !errors.As(err, &e) || clientlib.IsRetriable(err) || e.Code == strandpb.ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED
 }
 
 // judgeIntruder checks that an intruder's request was refused for want of

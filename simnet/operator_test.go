@@ -1,11 +1,13 @@
 package simnet
 
 import (
+	"errors"
 	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/strandlog/strand/clientlib"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -90,5 +92,42 @@ func TestOperatorLedgerAcceptsAckedOrAmbiguous(t *testing.T) {
 		if (got == "") != (tc.bad == "") || !strings.Contains(got, tc.bad) {
 			t.Errorf("mismatch(%v) = %q, want one naming %q", tc.actual, got, tc.bad)
 		}
+	}
+}
+
+// An intruder's clientlib call that failed without a node's decision is
+// undecided, also when the client gave up after an attempt whose answer
+// was lost (a *clientlib.RetriesExhaustedError, never retriable itself,
+// wrapping the last attempt's UNAVAILABLE: seed 241); a definite code
+// other than a refusal is not.
+func TestIntruderErrorDecidesNothing(t *testing.T) {
+	unavailable := &clientlib.Error{Code: strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, Message: "node: cannot authorize User:intruder yet"}
+	invalid := &clientlib.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST}
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{unavailable, true},
+		{&clientlib.ConnError{Addr: "n1", Sent: true, Err: errors.New("reset")}, true},
+		{&clientlib.RetriesExhaustedError{Attempts: 21, MaybeWritten: true, Err: unavailable}, true},
+		{invalid, false},
+		{&clientlib.RetriesExhaustedError{Attempts: 3, MaybeWritten: true, Err: invalid}, false},
+	} {
+		if got := decidesNothing(tc.err); got != tc.want {
+			t.Errorf("decidesNothing(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+// Seed 241 of the standard sample: the intruder's describe_acls gave up
+// after 21 attempts, the last answered UNAVAILABLE by a node replaying its
+// metadata after an earlier answer was lost; it failed as a wrong refusal
+// until decidesNothing looked through the spent retries.
+func TestSimIntruderRetriesSpentUndecided(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a simulator seed")
+	}
+	if res := runSeed(t, sampleOptions(t, 241, "mixed", ""), ""); res.Failed() {
+		t.Fatalf("seed 241 failed: %s", firstLine(res.Failures[0]))
 	}
 }

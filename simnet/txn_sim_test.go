@@ -35,3 +35,18 @@ func TestSimTxn(t *testing.T) {
 			res.Coverage.Count("txn/session-read-txn"), res.Coverage.Count("txn/session-exactly-once"))
 	}
 }
+
+// Seed 202 of the standard sample: after the overtime's heal node 3, the
+// transaction coordinator, stayed dead (its flipped disk), and clientlib
+// sent every InitProducerId retry to it, each ending at the client's own
+// deadline, until the drain's grace ran out; clientlib now looks the
+// coordinator up again after a TIMEOUT (coordinatorLost,
+// TestSimulatedTransactionalTimeoutFindsCoordinatorAgain).
+func TestSimTxnCoordinatorTimeoutLooksUpAgain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a simulator seed")
+	}
+	if res := runSeed(t, sampleOptions(t, 202, "mixed", ""), ""); res.Failed() {
+		t.Fatalf("seed 202 failed: %s", firstLine(res.Failures[0]))
+	}
+}

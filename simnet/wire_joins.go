@@ -266,13 +266,14 @@ func (c *wireClient) awaitJoin() {
 	n := w.nodes[jp.spares[len(jp.joined)]]
 	req := &strandpb.NodeAdminRequest{Action: strandpb.NodeAction_NODE_ACTION_ADD, NodeId: uint64(n.id),
 		Address: "n" + strconv.Itoa(int(n.id)), Rack: "r" + strconv.Itoa(n.index%2)}
-	c.adminStep(req, nil, func() { c.onJoined(n) })
+	c.adminStep(req, nil, func(strandpb.ErrorCode) { c.onJoined(n) })
 }
 
-// adminStep sends req until it is answered without error (or refused
-// retriably: retried, except by the codes in accept), then runs done.
-// A definite refusal fails the seed and ends the admin's work.
-func (c *wireClient) adminStep(req *strandpb.NodeAdminRequest, accept []strandpb.ErrorCode, done func()) {
+// adminStep sends req until it is answered without error or by a code in
+// accept (a retriable refusal of another code is retried), then runs
+// done with the answer's code. A definite refusal fails the seed and
+// ends the admin's work.
+func (c *wireClient) adminStep(req *strandpb.NodeAdminRequest, accept []strandpb.ErrorCode, done func(code strandpb.ErrorCode)) {
 	c.ww.joins.started = c.ww.w.now()
 	c.attempts, c.maybeDone = 0, false
 	var attempt func(target int)
@@ -288,7 +289,7 @@ func (c *wireClient) adminStep(req *strandpb.NodeAdminRequest, accept []strandpb
 				code := errCode(err)
 				switch {
 				case err == nil || slices.Contains(accept, code):
-					done()
+					done(code)
 				case c.attempts < joinAttemptsMax && (a.Retriable || code == strandpb.ErrorCode_ERROR_CODE_MEMBERSHIP_REFUSED):
 					c.maybeDone = c.maybeDone || a.MaybeWritten
 					next := c.adminRetarget(err, target)
@@ -434,7 +435,7 @@ func (c *wireClient) startDecommission() {
 		return
 	}
 	req := &strandpb.NodeAdminRequest{Action: strandpb.NodeAction_NODE_ACTION_DECOMMISSION, NodeId: id}
-	c.adminStep(req, nil, func() {
+	c.adminStep(req, nil, func(strandpb.ErrorCode) {
 		w.coverage.Inc("event/node-decommissioning")
 		switch {
 		case len(jp.draining) > 0:
@@ -581,7 +582,7 @@ func decomParts(topics []metadata.Topic, id uint64, gone func(uint64) bool) (par
 func (c *wireClient) cancelDecom(id uint64) {
 	w, jp := c.ww.w, c.ww.joins
 	req := &strandpb.NodeAdminRequest{Action: strandpb.NodeAction_NODE_ACTION_ACTIVATE, NodeId: id}
-	c.adminStep(req, nil, func() {
+	c.adminStep(req, nil, func(strandpb.ErrorCode) {
 		w.coverage.Inc("event/decommission-cancelled")
 		jp.draining = slices.DeleteFunc(jp.draining, func(d uint64) bool { return d == id })
 		jp.decoms = slices.DeleteFunc(jp.decoms, func(d uint64) bool { return d == id })
@@ -592,14 +593,27 @@ func (c *wireClient) cancelDecom(id uint64) {
 // removeDecom sends drained node id's REMOVE until answered. One time in
 // four the node is first stopped, as Kafka's operator shuts a drained
 // broker down before unregistering it, and stays down until the REMOVE is
-// answered.
+// answered. A REMOVE refused MEMBERSHIP_REFUSED (the metadata leader's
+// state still lists the node) sends the drain back to planning, as
+// `strand node decommission` fails and its operator reruns it: the
+// metadata that said the node was drained was behind the leader's (seed
+// 345: the only live node, replaying its metadata log at 48 of 74, listed
+// no partition on node 4; the REMOVE was then refused "still holds 1
+// replicas" until the drain's grace ran out, no move planned for the
+// partition).
 func (c *wireClient) removeDecom(id uint64) {
 	w, jp := c.ww.w, c.ww.joins
 	if !w.work.healed && !w.probe.active && c.rng.IntN(4) == 0 {
 		c.holdDown(id, "fault/decom-stop-before-remove")
 	}
 	req := &strandpb.NodeAdminRequest{Action: strandpb.NodeAction_NODE_ACTION_REMOVE, NodeId: id}
-	c.adminStep(req, []strandpb.ErrorCode{strandpb.ErrorCode_ERROR_CODE_NODE_REMOVED}, func() {
+	accept := []strandpb.ErrorCode{strandpb.ErrorCode_ERROR_CODE_NODE_REMOVED, strandpb.ErrorCode_ERROR_CODE_MEMBERSHIP_REFUSED}
+	c.adminStep(req, accept, func(code strandpb.ErrorCode) {
+		if code == strandpb.ErrorCode_ERROR_CODE_MEMBERSHIP_REFUSED {
+			w.coverage.Inc("event/decommission-remove-refused")
+			c.after(joinPoll, c.drainDecom)
+			return
+		}
 		if k := slices.Index(jp.heldDown, id); k >= 0 {
 			jp.heldDown = slices.Delete(jp.heldDown, k, k+1)
 			w.scheduleRestart(w.nodes[id-1]) // nothing if it came back (the final heal) or is gone for good
