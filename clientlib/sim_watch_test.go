@@ -121,3 +121,21 @@ func TestSimulatedThrottleHoldsConnection(t *testing.T) {
 		t.Fatalf("answers at %v; want each after the previous one's %v throttle", at, w.throttle)
 	}
 }
+
+// A produce at acks=0 is done once written, as conn.go's writer finishes
+// it, whatever becomes of an answer: here the node answers nothing. Before,
+// a simulated one waited for the node's answer, and one the network lost
+// held its record until the simulator's backstop.
+func TestSimulatedAcksNoneDoneWhenWritten(t *testing.T) {
+	w := plainConnWorld()
+	w.deaf = true
+	c, _ := simulatedClient(t, w, StallTimeout(200*time.Millisecond), RequestTimeout(time.Second))
+	produce := &strandpb.Request{Body: &strandpb.Request_Produce{Produce: &strandpb.ProduceRequest{Acks: 0}}}
+	calls, at := 0, time.Duration(-1)
+	var got error
+	c.simCall("n1", produce, time.Second, 0, func(_ *strandpb.Response, err error) { calls, got, at = calls+1, err, w.now })
+	w.run(t, 100)
+	if calls != 1 || got != nil || at < 0 || at > 10*time.Millisecond {
+		t.Fatalf("acks=0 produce: %d calls, error %v at %v; want one success when written (after the Hello)", calls, got, at)
+	}
+}

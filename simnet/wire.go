@@ -384,7 +384,7 @@ func (ww *wireWorkload) send(c *wireClient, target int, req *strandpb.Request, c
 		// clientlib's deadline counts from its connection's throttle's
 		// end, which it learns a trip after the node set it: the backstop
 		// waits a timeout beyond that too.
-		if until := ww.throttled[call.libConn]; call.libConn != 0 && w.now() < until+2*timeout {
+		if until := ww.throttled[call.libConn]; call.libConn != 0 && until > 0 && w.now() < until+2*timeout {
 			w.sched.schedule(until+2*timeout-w.now(), &event{kind: evCall, node: -1, from: c.index, call: backstop})
 			return
 		}
