@@ -265,6 +265,32 @@ func TestTimeoutAborts(t *testing.T) {
 	f.refused(f.s.EndTxn(EndTxn{ID: "a", Producer: p, Commit: false}), ErrProducerFenced)
 }
 
+// A transaction stamped more than its timeout in the future of the
+// coordinator's clock (the stamping node's clock jumped ahead, or this
+// one's runs behind) is listed by Expired at once, and its TimeoutAbort
+// applies; one stamped less than a timeout ahead (ordinary skew) waits
+// for the timeout as usual.
+func TestTimeoutAbortsAStartFromAClockAhead(t *testing.T) {
+	f := newFixture(t)
+	p := f.init("a")
+	f.ok(f.s.AddPartitions(AddPartitions{ID: "a", Producer: p, Partitions: []TopicPartition{{"t", 0}}, NowMs: 3_601_000}))
+	exp := f.s.Expired(1000)
+	if len(exp) != 1 || exp[0] != (TimedOut{ID: "a", Producer: p}) {
+		t.Fatalf("expired %+v at 1000 with the start an hour ahead; want the transaction", exp)
+	}
+	f.ok(f.s.TimeoutAbort(TimeoutAbort{ID: "a", Producer: p, NowMs: 1000}))
+
+	g := newFixture(t)
+	q := g.init("b")
+	g.ok(g.s.AddPartitions(AddPartitions{ID: "b", Producer: q, Partitions: []TopicPartition{{"t", 0}}, NowMs: 1500}))
+	if exp := g.s.Expired(1000); len(exp) != 0 {
+		t.Fatalf("expired %+v with the start 500 ms ahead (under the 1000 ms timeout); want none yet", exp)
+	}
+	if exp := g.s.Expired(2501); len(exp) != 1 {
+		t.Fatalf("expired %+v past the timeout; want the transaction", exp)
+	}
+}
+
 // At an exhausted epoch the id moves to a fresh producer id at epoch 0:
 // through InitProducerId, and through EndTxn (reserved at prepare,
 // answered at once, taken on completion).
