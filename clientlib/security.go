@@ -127,11 +127,8 @@ func (c *Client) securityCall(ctx context.Context, req *strandpb.Request) (*stra
 // outcome was unknown (its answer lost: it may have been applied).
 func (c *Client) securityCallUnsure(ctx context.Context, req *strandpb.Request) (_ *strandpb.Response, unsure bool, _ error) {
 	var out *strandpb.Response
-	err := c.withRetries(ctx, func() error {
-		resp, err := c.controllerRequestUnsure(ctx, req, &unsure)
-		if ClassifyErr(err).MaybeWritten {
-			unsure = true
-		}
+	err := c.withRetriesUnsure(ctx, &unsure, func() error {
+		resp, err := c.controllerRequest(ctx, req, &unsure)
 		if err == nil {
 			err = errorFromWire(resp.GetError())
 			if err != nil && !IsRetriable(err) && bugAdminDropsRefusal() {

@@ -32,7 +32,8 @@ var GroupBugNames = []string{"GroupAssignBeforeRevoke", "GroupCommitSkipsEpoch",
 // ClientBugNames are clientlib's planted bugs: the group workload's
 // clientlib members (wire_libgroup.go) and the plain consumers
 // (wire_libconsumer.go) run the code they live in.
-var ClientBugNames = []string{"LibAutoCommitFetched", "LibSeekSkipsTarget", "LibExhaustedDefinite", "LibStallNotSent"}
+var ClientBugNames = []string{"LibAutoCommitFetched", "LibSeekSkipsTarget", "LibExhaustedDefinite", "LibStallNotSent",
+	"LibUnsureForgotten"}
 
 // TxnBugNames are the planted transaction bugs (the partition's:
 // engine's SetTxnBugs; the coordinator's: engine/txn's SetBugs; the
@@ -69,6 +70,7 @@ func plantBug(cfg *node.Config, name string) {
 	clientlib.SetAdminBugs(name == "LibAdminDropsRefusal")                      // needs authorization on (the operator's intruder: operator.go)
 	clientlib.SetConnBugs(name == "LibStallNotSent")                            // every library client's stall verdicts (clientlib/sim_watch.go)
 	clientlib.SetTxnBugs(name == "LibCommitSkipsFlush")                         // needs Options.Txn (wire_txn.go's producers)
+	clientlib.SetUnsureBugs(name == "LibUnsureForgotten")                       // the admin calls that change state (operator.go, wire_moves.go)
 	engine.SetTxnBugs(name == "LSOPassesOpenTxn", name == "DropAbortOnRestore") // need Options.Txn (wire_txn.go)
 	txn.SetBugs(name == "TxnSkipsFence")                                        // needs Options.Txn
 	groups.SetTxnOffsetsBug(name == "TxnOffsetsOnAbort")                        // needs Options.Txn (wire_txn_session.go)
