@@ -49,7 +49,14 @@ type wireClient struct {
 	// (held by a paused process) after a later delete: a later create may
 	// then find the topic there (TOPIC_EXISTS).
 	createInDoubt bool
-	deleteID      []byte // the admin: the topic id its delete names (wire_recreate.go)
+	// adminLib is the admin's clientlib Client for the re-creation's
+	// delete and create (wire_recreate.go), built at the first.
+	adminLib *clientlib.Client
+	// libInDoubt counts the requests of c's clientlib Client whose
+	// outcome stayed unknown (an answer lost, a code that may have
+	// written): the simulator's own view of what clientlib's success
+	// hides (libTransport).
+	libInDoubt int
 
 	// Producers.
 	idempotent  bool
@@ -244,6 +251,10 @@ func (c *wireClient) controllerTarget(err error) int {
 // attempt that may have created it.
 func (c *wireClient) createTopic() {
 	c.attempts, c.maybeDone = 0, false
+	if c.recreating {
+		c.recreateRun() // clientlib's CreateTopic (wire_recreate.go)
+		return
+	}
 	c.createAttempt(c.randomNode())
 }
 
