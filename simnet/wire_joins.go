@@ -19,7 +19,10 @@ import (
 // The cluster starts with joinVoters nodes in Config.Nodes; the others are
 // spares, down and unknown to it. Once a drawn share of the operations was
 // issued, an admin client pre-registers a spare over the wire (NodeAdmin
-// ADD, as `strand serve --join` does) and the world opens it with
+// ADD, as `strand serve --join` does; every membership change and drain
+// move is the clientlib call cmd/strand makes, AddNode,
+// SetNodeDecommissioning, ActivateNode, RemoveNode, MovePartitions, run
+// as a SimRun task: adminStep, sendDecomMoves) and the world opens it with
 // Config.Join; the metadata leader then adds it as a learner and promotes
 // it. One seed in decomOneIn decommissions nodes as `strand node
 // decommission` does: NodeAdmin DECOMMISSION, the moves PlanDecommission

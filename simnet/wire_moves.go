@@ -20,7 +20,7 @@ import (
 // clients work: movesPerRun times, once a drawn share of the operations
 // was issued, it picks a partition, keeps all but one or two of the
 // replicas its metadata lists and adds nodes outside them, and sends
-// MovePartitions, retrying like the other admin requests. Each recorded
+// MovePartitions through clientlib's call (libMove), retries and all. Each recorded
 // move draws a targeted fault: a crash of the partition's leader at once
 // (mid-change), of its leader once a node shows the joint configuration,
 // or of a node the move adds. The history checks then prove that no

@@ -14,7 +14,7 @@ import (
 // or 2 partitions fewer than its groups, and a second admin client grows
 // it to all of them (CreatePartitions) once a drawn share of the
 // operations was issued,
-// under the seed's faults, retrying like the other admin requests. The
+// under the seed's faults, through clientlib's CreatePartitions (growRun). The
 // group indexes stay fixed: a group whose partition the topic does not
 // have yet simply has no replicas. Clients use a partition once their own
 // metadata lists it, as real clients do: until then a producer sends what
