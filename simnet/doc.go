@@ -477,7 +477,7 @@
 // -sim.seeds=N -sim.seed-start=S -sim.v; make test runs 200 seeds.
 //
 // The other administrators (the mover and its canceller, the joins' administrator, the grower,
-// the admin's re-creation) send through clientlib too, since the eleventh session: MovePartitions
+// the admin's topic creates and re-creation) send through clientlib too, since the eleventh session: MovePartitions
 // (moves, cancels, roll-backs, the decommission's drain moves), AddNode, SetNodeDecommissioning,
 // ActivateNode, RemoveNode, CreatePartitions, DeleteTopic and CreateTopic, as SimRun tasks with
 // clientlib's retries; a call clientlib gave up on is run again as an operator reruns the command
@@ -485,7 +485,7 @@
 // clientlib reports it (clientlib.MaybeWritten, also after a node took the request unanswered and
 // another refused it within one attempt), or definitely refused. What they still send raw is
 // rawAdminRequestTypes (operator_requests.go; ww.call panics on any other): their metadata view,
-// the topics' set-up create, the authorization bootstrap and the leader balance after a move.
+// the authorization bootstrap and the leader balance after a move.
 // Planted LibUnsureForgotten (clientlib's admin calls forget, within one attempt, a node's
 // unanswered attempt when another node then answers) is a clientlib bug the simulator's sample
 // rarely meets (see the catch rate in the session's note: the unit test
@@ -512,7 +512,7 @@
 // pool shape run inside: node/loop), and the kafkaproto server's per-connection ordering. Random
 // readers (they read any replica), the drain, the classic members and the transactional
 // workload's read_committed reader are the simulator's own clients; so are the administrators'
-// metadata views, the topics' first create, the authorization bootstrap and the mover's leader
+// metadata views, the authorization bootstrap and the mover's leader
 // balance (rawAdminRequestTypes), and the operator's request types no admin call sends
 // (rawRequestTypes: offset_delete, which cmd/strand offers no command for, find_coordinator on its
 // own, and the protocol's runtime and data-path types).

@@ -84,9 +84,6 @@ var rawRequestTypes = []string{"produce", "fetch", "init_producer_id", "group_he
 // a clientlib admin call, and why (ww.call panics on any other):
 //   - metadata: their own view of the cluster, which draws the moves and
 //     the decommission's plans (wireClient.refresh): a checker's read;
-//   - create_topics: the admin's set-up of the scenario's topics before
-//     any client starts (the re-creation's create goes through
-//     clientlib's CreateTopic, wire_recreate.go);
 //   - alter_users, alter_acls: the admin's bootstrap of authorization,
 //     with the credentials sasl.go salted from the run's stream;
 //   - elect_leaders: the mover's leader balance after a move, at every
@@ -95,12 +92,13 @@ var rawRequestTypes = []string{"produce", "fetch", "init_producer_id", "group_he
 //
 // Until the eleventh session the moves and their cancels and roll-backs,
 // the joins, decommissions and drains, the grow and the re-creation's
-// delete and create went raw too (move_partitions, node_admin,
-// create_partitions, delete_topics, create_topics): now clientlib's
-// MovePartitions, AddNode, SetNodeDecommissioning, ActivateNode,
-// RemoveNode, CreatePartitions, DeleteTopic and CreateTopic send them
-// (wire_moves.go, wire_joins.go, wire_partitions.go, wire_recreate.go).
-var rawAdminRequestTypes = []string{"metadata", "create_topics", "alter_users", "alter_acls", "elect_leaders"}
+// delete and create, and the set-up's creates, went raw too
+// (move_partitions, node_admin, create_partitions, delete_topics,
+// create_topics): now clientlib's MovePartitions, AddNode,
+// SetNodeDecommissioning, ActivateNode, RemoveNode, CreatePartitions,
+// DeleteTopic and CreateTopic send them (wire_moves.go, wire_joins.go,
+// wire_partitions.go, wire_recreate.go, wire_client.go's createTopic).
+var rawAdminRequestTypes = []string{"metadata", "alter_users", "alter_acls", "elect_leaders"}
 
 // administers reports whether c is one of the administrators
 // rawAdminRequestTypes is about.

@@ -155,10 +155,6 @@ func (c *wireClient) awaitRecreate() {
 	c.deleteRun()
 }
 
-// recreateRunsMax bounds the runs of each of the re-creation's clientlib
-// calls (each retries up to clientlib's MaxRetries).
-const recreateRunsMax = 100
-
 // errNoTopicID: the admin's fresh metadata lists no id of the topic to
 // delete (every node answering has it deleted, or has not applied it).
 var errNoTopicID = errors.New("simnet: no id known for the topic to delete")
@@ -174,8 +170,8 @@ var errNoTopicID = errors.New("simnet: no id known for the topic to delete")
 // nothing (errNoTopicID).
 func (c *wireClient) deleteRun() {
 	c.attempts++
-	if c.attempts > recreateRunsMax {
-		c.ww.w.fail("delete topic %s: not done in %d runs", topicSecond, recreateRunsMax)
+	if c.attempts > createRunsMax {
+		c.ww.w.fail("delete topic %s: not done in %d runs", topicSecond, createRunsMax)
 		c.recreated()
 		return
 	}
@@ -240,64 +236,6 @@ func (c *wireClient) onDelete(err error) {
 		}
 	}
 	c.createTopic()
-}
-
-// recreateRun creates the deleted topic again with clientlib's
-// CreateTopic (strand topic create's), as a task of the admin's
-// clientlib Client.
-func (c *wireClient) recreateRun() {
-	o := c.ww.w.opts
-	t := c.ww.topics[c.creating]
-	c.attempts++
-	configs := map[string]string{}
-	for _, e := range retentionConfigs(o) {
-		configs[e.GetName()] = e.GetValue()
-	}
-	cl := c.adminLib
-	inDoubt := c.libInDoubt
-	var err error
-	cl.SimRun(func(ctx context.Context) {
-		err = cl.CreateTopic(ctx, t.name, int32(c.ww.createPartitions(t)), int32(o.Replication), configs)
-	}, func() {
-		// A create acknowledged after an attempt whose outcome stayed
-		// unknown may still be carried out late (held by a paused
-		// node) after the next delete: clientlib's success does not
-		// say so, the simulator's network does.
-		c.maybeDone = c.maybeDone || c.libInDoubt > inDoubt
-		c.onRecreate(err)
-	})
-}
-
-// onRecreate judges a create run of the re-created topic: TOPIC_EXISTS
-// is success after an attempt that may have created it, or, late, after
-// an earlier re-creation's create whose attempt is still in doubt;
-// otherwise a finding, as is a definite refusal; anything else runs the
-// create again.
-func (c *wireClient) onRecreate(err error) {
-	w := c.ww.w
-	maybe := c.maybeDone || maybeApplied(err)
-	switch {
-	case err == nil:
-		c.createInDoubt = c.createInDoubt || maybe
-		c.created()
-	case errCode(err) == strandpb.ErrorCode_ERROR_CODE_TOPIC_EXISTS:
-		if !maybe && c.createInDoubt {
-			w.coverage.Inc("event/topic-create-late")
-		} else if !maybe {
-			w.fail("create topic %s: TOPIC_EXISTS although no earlier attempt may have created it", c.ww.topics[c.creating].name)
-		}
-		c.createInDoubt = true // an earlier attempt created it
-		c.created()
-	case definiteRefusal(err):
-		w.fail("create topic refused: %v", err)
-		w.stop()
-	case c.attempts >= recreateRunsMax:
-		w.fail("create topic %s: not done in %d runs: %v", c.ww.topics[c.creating].name, recreateRunsMax, err)
-		w.stop()
-	default:
-		c.maybeDone = maybe
-		c.after(wireBackoff.Delay(c.attempts, c.rng), c.recreateRun)
-	}
 }
 
 // recreated ends the admin's work: the topic exists again.
