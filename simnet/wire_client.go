@@ -282,8 +282,12 @@ func (c *wireClient) createRun() {
 		// A create acknowledged after an attempt whose outcome stayed
 		// unknown may still be carried out late (held by a paused
 		// node) after the next delete: clientlib's success does not
-		// say so, the simulator's network does.
-		c.maybeDone = c.maybeDone || c.libInDoubt > inDoubt
+		// say so, the simulator's network does. (Only a success: a
+		// failure's maybe-written is clientlib's to report, and the
+		// checks hold it to that.)
+		if err == nil {
+			c.maybeDone = c.maybeDone || c.libInDoubt > inDoubt
+		}
 		c.onCreate(err)
 	})
 }
