@@ -22,11 +22,11 @@ var pinnedCatch = map[string]uint64{
 	"StalledLeaderKeepsLeading": 1, // with disk stalls (seedOptions)
 	"ElectionInCoreTicks":       1, // with the drawn knobs (knobs.go); never with FixedKnobs
 
-	"AckBeforeCommit": 1, "SkipFsync": 1, "FetchBeyondHighMark": 1, "ReapplyAfterRestart": 5, "LocalRead": 4,
-	"RestoreForgetsProducers": 5, "CheckpointForgetsProducers": 5, "FetchRenumbersInsideBatch": 1,
-	"AckLeaderEarly": 1, "RecoverTrustsPageCache": 1, "LeaseReads": 4, "RestoreIndexTimes": 5,
-	"AckBeforeSyncDone": 1, "WipedNodeVotes": 3, "CompactPastStart": 1, "RepairTrustsItself": 3,
-	"StaleSnapshot": 3, "TopicIDUnchecked": 1, "ProduceSkipsCRC": 2, "QuiescedNeverWake": 1,
+	"AckBeforeCommit": 1, "SkipFsync": 1, "FetchBeyondHighMark": 1, "ReapplyAfterRestart": 7, "LocalRead": 4,
+	"RestoreForgetsProducers": 7, "CheckpointForgetsProducers": 5, "FetchRenumbersInsideBatch": 1,
+	"AckLeaderEarly": 1, "RecoverTrustsPageCache": 1, "LeaseReads": 4, "RestoreIndexTimes": 7,
+	"AckBeforeSyncDone": 1, "WipedNodeVotes": 3, "CompactPastStart": 1, "RepairTrustsItself": 5,
+	"StaleSnapshot": 3, "TopicIDUnchecked": 2, "ProduceSkipsCRC": 2, "QuiescedNeverWake": 1,
 	"FirstBatchMustFit":       1,
 	"GroupAssignBeforeRevoke": 1, "GroupCommitSkipsEpoch": 2,
 	"GroupClassicForgotten":    3,  // with Options.ClassicMembers (classic_sim_simbugs_test.go)
