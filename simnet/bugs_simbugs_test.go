@@ -31,7 +31,7 @@ var pinnedCatch = map[string]uint64{
 	"GroupAssignBeforeRevoke": 1, "GroupCommitSkipsEpoch": 2,
 	"GroupClassicForgotten":    3,  // with Options.ClassicMembers (classic_sim_simbugs_test.go)
 	"MoveDropsOldReplicaEarly": 1,  // with Options.Moves over 5 nodes (moves_simbugs_test.go)
-	"RemoveBeforeCaughtUp":     15, // with Options.Joins (joins_simbugs_test.go); the drained node held down across its removal (wire_joins.go holdDown)
+	"RemoveBeforeCaughtUp":     21, // with Options.Joins (joins_simbugs_test.go); the drained node held down across its removal (wire_joins.go holdDown)
 	"MoveRacesRebalance":       6,  // the standard sample with groups and moves forced (moves_simbugs_test.go)
 	"TxnOffsetsOnAbort":        1,  // with Options.Txn: the TransactSession members (txn_sim_simbugs_test.go)
 	"StaleSecurityView":        1,  // the loop round's security view (loop_simbugs_test.go)

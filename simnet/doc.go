@@ -470,7 +470,7 @@
 // partition a decommission moved hosted with raft voters exactly its metadata replicas on every
 // live member (unsettledDrain); planted RemoveBeforeCaughtUp caught in 4 of 50 seeds of make sim-bugs
 // with -sim.joins (seeds 2, 21, 30, 45; 6 of 50 before the decommission modes and the held-down
-// drained node: still rare, the drained node must miss its own moves), pinned at seed 15 of
+// drained node: still rare, the drained node must miss its own moves), pinned at seed 21 of
 // TestSimCatchesJoinBugs), WAL (TestSimWAL, -sim.wal: the node-wide write-ahead log with its pipeline crash points;
 // planted WALAckBeforeFsync at seed 1), AddPartitions. Entry points: make sim (SEEDS, SEED_START,
 // PROFILE, BUG (builds with simbugs), OUT for Porcupine HTML, V), go test ./simnet -run '^TestSim$'
