@@ -465,8 +465,9 @@ func (op *operator) record(a opAction, r *opRequest, err error, onAck func()) {
 // with an authorization refusal (a listing call: listed nothing). An
 // error that decides nothing (a lost connection, a node still replaying
 // its metadata, retries spent on a retriable code, an authentication a
-// lagging node could not check yet) proves nothing; its change must still
-// never show (operator_verify.go).
+// lagging node could not check yet, any of them after an attempt whose
+// answer was lost) proves nothing; its change must still never show
+// (operator_verify.go).
 func (op *operator) judgeIntruderLib(a opAction, listed int, err error) {
 	w := op.ww.w
 	var e *clientlib.Error
@@ -484,7 +485,11 @@ func (op *operator) judgeIntruderLib(a opAction, listed int, err error) {
 		w.coverage.Inc("auth/refused")
 		w.coverage.Inc("auth/refused/" + a.kind) // TestSimRequestCoverage: every type, refused
 		return
-	case err != nil && (!isErr || clientlib.IsRetriable(err) || e.Code == strandpb.ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED):
+	case err != nil && (!isErr || clientlib.IsRetriable(err) || clientlib.Classify(e.Code).Retriable || clientlib.MaybeWritten(err) ||
+		e.Code == strandpb.ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED):
+		// Retries spent on a retriable code, also after an attempt whose
+		// answer was lost (clientlib then reports it maybe-written,
+		// wrapping the code): nothing decided.
 		w.coverage.Inc("auth/undecided")
 		return
 	case err == nil:

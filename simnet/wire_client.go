@@ -57,6 +57,12 @@ type wireClient struct {
 	// written): the simulator's own view of what clientlib's success
 	// hides (libTransport).
 	libInDoubt int
+	// deleteInferred: the admin's last delete was taken as done because
+	// fresh metadata listed no id after a delete that may have applied,
+	// not because a delete was answered; deletesInferred counts how
+	// often the create then found the topic still there.
+	deleteInferred  bool
+	deletesInferred int
 
 	// Producers.
 	idempotent  bool
@@ -303,6 +309,20 @@ func (c *wireClient) onCreate(err error) {
 	case err == nil:
 		c.createInDoubt = c.createInDoubt || maybe
 		c.created()
+	case errCode(err) == strandpb.ErrorCode_ERROR_CODE_TOPIC_EXISTS && c.recreating && c.deleteInferred && !maybe:
+		// The delete was inferred from a node's metadata that listed no
+		// topic (one still replaying its metadata lists none): it had
+		// not applied. Delete again; an earlier delete may still apply.
+		w.coverage.Inc("event/topic-delete-inferred-early")
+		c.deletesInferred++
+		if c.deletesInferred > createRunsMax {
+			w.fail("delete topic %s: inferred done %d times, and the topic still there", c.ww.topics[c.creating].name, c.deletesInferred)
+			w.stop()
+			return
+		}
+		c.recreating, c.deleteInferred = false, false
+		c.attempts, c.maybeDone = 0, true
+		c.after(wireBackoff.Delay(c.deletesInferred, c.rng), c.deleteRun)
 	case errCode(err) == strandpb.ErrorCode_ERROR_CODE_TOPIC_EXISTS:
 		if !maybe && c.recreating && c.createInDoubt {
 			w.coverage.Inc("event/topic-create-late")

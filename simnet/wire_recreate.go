@@ -151,7 +151,7 @@ func (c *wireClient) awaitRecreate() {
 		c.after(20*time.Millisecond, c.awaitRecreate)
 		return
 	}
-	c.attempts, c.maybeDone = 0, false
+	c.attempts, c.maybeDone, c.deletesInferred = 0, false, 0
 	c.deleteRun()
 }
 
@@ -229,6 +229,7 @@ func (c *wireClient) onDelete(err error) {
 		return
 	}
 	w.coverage.Inc("event/topic-delete")
+	c.deleteInferred = errors.Is(err, errNoTopicID) // taken as gone, not answered
 	c.recreating = true
 	for i, t := range c.ww.topics {
 		if t.name == topicSecond {
