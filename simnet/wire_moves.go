@@ -124,10 +124,13 @@ func maybeApplied(err error) bool {
 // definiteRefusal reports whether err is the cluster's definite refusal
 // of a clientlib call: a *clientlib.Error of a code that is not
 // retriable, after no attempt that may have applied the call. (Retries
-// given up, an unreachable cluster: no refusal.)
+// given up, an unreachable cluster: no refusal; nor an authentication a
+// node refused because its metadata lacks the user yet: the request never
+// reached it, and the call is run again, as an operator reruns it.)
 func definiteRefusal(err error) bool {
 	var e *clientlib.Error
-	return errors.As(err, &e) && !clientlib.Classify(e.Code).Retriable && !maybeApplied(err)
+	return errors.As(err, &e) && !clientlib.Classify(e.Code).Retriable && !maybeApplied(err) &&
+		e.Code != strandpb.ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED
 }
 
 // onCancel handles the cancel's outcome: done, refused (a finding), or
@@ -659,9 +662,14 @@ func (ww *wireWorkload) rollBackStranded(i int) {
 			if maybeApplied(err) {
 				mv.cancel = cancelMaybe // an earlier attempt may have applied it
 			}
+		case !definiteRefusal(err) && !maybeApplied(err) && mp.canceller.attempts < createRunsMax:
+			mp.canceller.attempts++ // given up, nothing applied: run again
+			mp.canceller.after(wireBackoff.Delay(mp.canceller.attempts, mp.canceller.rng), func() { ww.rollBackStranded(i) })
+			return
 		default:
 			ww.w.fail("roll back of the move of %s to %v: %v", ww.w.incarnations.label(mv.group), mv.target, err)
 		}
+		mp.canceller.attempts = 0
 		ww.rollBackStranded(i + 1)
 	})
 }
