@@ -14,7 +14,7 @@ import (
 // refusal, "not created") are caught by the admin's topic creates, which
 // go through clientlib's CreateTopic since the eleventh session: TOPIC_EXISTS
 // with no attempt that may have created it. make sim-bugs
-// BUGS=LibUnsureForgotten: 52 of seeds 1-200 (the creates at the start,
+// BUGS=LibUnsureForgotten: 49 of seeds 1-200 (the creates at the start,
 // while the metadata group elects, and the re-creations; a rare path: a
 // lost answer followed, in the same attempt, by another node's refusal).
 // clientlib's own check is TestAdminLostAnswerAtOneNodeIsMaybeWritten. The

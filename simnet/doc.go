@@ -488,7 +488,7 @@
 // the authorization bootstrap and the leader balance after a move.
 // Planted LibUnsureForgotten (clientlib's admin calls forget, within one attempt, a node's
 // unanswered attempt when another node then answers) is caught by the admin's creates
-// (TOPIC_EXISTS with no attempt that may have created it) in 52 of seeds 1-200
+// (TOPIC_EXISTS with no attempt that may have created it) in 49 of seeds 1-200
 // (TestSimCatchesLibUnsureForgotten; below half: the path needs a lost answer followed, in the same
 // attempt, by another node's refusal; clientlib's own check is
 // TestAdminLostAnswerAtOneNodeIsMaybeWritten).
