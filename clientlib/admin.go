@@ -84,7 +84,16 @@ type ListedOffset struct {
 // error, runs out of MaxRetries, or ctx ends; retriable failures refresh
 // metadata when ClassifyErr says so and back off.
 func (c *Client) withRetries(ctx context.Context, fn func() error) error {
-	return c.withRetriesPaced(ctx, func(attempt int, _ error) time.Duration { return c.backoffDelay(attempt) }, fn)
+	return c.withRetriesPaced(ctx, func(attempt int, _ error) time.Duration { return c.backoffDelay(attempt) }, nil, fn)
+}
+
+// withRetriesUnsure is withRetries for a call that changes state: unsure
+// is the call's one record that an attempt may have been applied, which
+// fn hands to controllerRequest and anyRequestUnsure (a node that took
+// the request and did not answer before another node did) and reads
+// itself (a per-item answer, MovePartitions'); see withRetriesPaced.
+func (c *Client) withRetriesUnsure(ctx context.Context, unsure *bool, fn func() error) error {
+	return c.withRetriesPaced(ctx, func(attempt int, _ error) time.Duration { return c.backoffDelay(attempt) }, unsure, fn)
 }
 
 // withRetriesPaced is withRetries waiting delay(attempt, err) before each
@@ -97,40 +106,51 @@ func (c *Client) withRetries(ctx context.Context, fn func() error) error {
 // DeleteGroup whose first attempt deleted the group failed "definitely"
 // when its retry's connection was refused authentication
 // (TestSimMoves seed 2: the operator's read-back found the offsets gone).
-func (c *Client) withRetriesPaced(ctx context.Context, delay func(attempt int, err error) time.Duration, fn func() error) error {
+// The record is *unsure when unsure is not nil (withRetriesUnsure): an
+// attempt that asked one node, lost its answer and was then answered by
+// another node counts too (before, controllerRequest and anyRequest gave
+// the last node's answer alone, and a CreateTopic applied by a node that
+// then went silent failed "topic exists", definitely).
+func (c *Client) withRetriesPaced(ctx context.Context, delay func(attempt int, err error) time.Duration, unsure *bool,
+	fn func() error) error {
+	if unsure == nil {
+		unsure = new(bool)
+	}
 	var err error
-	unsure := false // an attempt may have been applied
 	for attempt := 1; ; attempt++ {
 		err = fn()
 		if err != nil && (ClassifyErr(err).MaybeWritten || MaybeWritten(err)) {
-			unsure = true
+			*unsure = true
 		}
 		if err == nil || !IsRetriable(err) || attempt > c.cfg.retriesMax || ctx.Err() != nil {
-			if err != nil && unsure && !ClassifyErr(err).MaybeWritten && !MaybeWritten(err) {
-				return &RetriesExhaustedError{Attempts: attempt, MaybeWritten: true, Err: err}
-			}
-			return err
+			return maybeApplied(err, *unsure, attempt)
 		}
 		if ClassifyErr(err).RefreshMetadata {
 			c.RefreshMetadata(ctx)
 		}
 		if !c.sleep(ctx, delay(attempt, err)) {
-			return err
+			return maybeApplied(err, *unsure, attempt)
 		}
 	}
 }
 
-// controllerRequest sends req to the metadata group's leader when known,
-// else to any node (which forwards it).
-func (c *Client) controllerRequest(ctx context.Context, req *strandpb.Request) (*strandpb.Response, error) {
-	return c.controllerRequestUnsure(ctx, req, nil)
+// maybeApplied is err, the last of attempts, as the call's error: a
+// *RetriesExhaustedError that is MaybeWritten when unsure (an attempt may
+// have been applied) and err does not say so itself.
+func maybeApplied(err error, unsure bool, attempts int) error {
+	if err != nil && unsure && !ClassifyErr(err).MaybeWritten && !MaybeWritten(err) {
+		return &RetriesExhaustedError{Attempts: attempts, MaybeWritten: true, Err: err}
+	}
+	return err
 }
 
-// controllerRequestUnsure is controllerRequest, setting *unsure (when not
-// nil) if the leader's attempt failed with its outcome unknown (it may
-// have been applied) before the request went to another node: the error
-// returned is the last node's, which cannot say so.
-func (c *Client) controllerRequestUnsure(ctx context.Context, req *strandpb.Request, unsure *bool) (*strandpb.Response, error) {
+// controllerRequest sends req to the metadata group's leader when known,
+// else (and when the leader fails) to every node in turn, as anyRequest,
+// which forwards it. When unsure is not nil it is set if a node's attempt
+// failed with its outcome unknown (it may have been applied) before
+// another node answered: the answer or error returned is the last
+// node's, which cannot say so (withRetriesUnsure).
+func (c *Client) controllerRequest(ctx context.Context, req *strandpb.Request, unsure *bool) (*strandpb.Response, error) {
 	c.mu.Lock()
 	id := c.meta.ControllerID()
 	addr, ok := c.meta.Address(id)
@@ -140,12 +160,18 @@ func (c *Client) controllerRequestUnsure(ctx context.Context, req *strandpb.Requ
 		if err == nil {
 			return resp, nil
 		}
-		if unsure != nil && ClassifyErr(err).MaybeWritten {
-			*unsure = true
-		}
+		noteUnsure(unsure, err)
 	}
 	resp, _, err := c.anyRequestUnsure(ctx, req, "", unsure)
 	return resp, err
+}
+
+// noteUnsure sets *unsure (when unsure is not nil) if err leaves its
+// attempt's outcome unknown: the request may have been applied.
+func noteUnsure(unsure *bool, err error) {
+	if unsure != nil && ClassifyErr(err).MaybeWritten && !bugUnsureForgotten() {
+		*unsure = true
+	}
 }
 
 // Metadata fetches the cluster's nodes, topics and leaders.
@@ -233,8 +259,9 @@ func (c *Client) CreateTopic(ctx context.Context, name string, partitions, repli
 // result error into the one returned (and retried when retriable).
 func (c *Client) topicAdmin(ctx context.Context, name string, req *strandpb.Request,
 	results func(*strandpb.Response) []*strandpb.TopicResult, mapErr func(error) error) error {
-	err := c.withRetries(ctx, func() error {
-		resp, err := c.controllerRequest(ctx, req)
+	var unsure bool
+	err := c.withRetriesUnsure(ctx, &unsure, func() error {
+		resp, err := c.controllerRequest(ctx, req, &unsure)
 		if err != nil {
 			return err
 		}

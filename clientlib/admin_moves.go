@@ -64,8 +64,11 @@ func (c *Client) MovePartitions(ctx context.Context, moves []PartitionMove) ([]P
 	for i := range moves {
 		pending[i] = i
 	}
-	err := c.withRetries(ctx, func() error {
-		answers, err := c.sendMoves(ctx, moves, pending)
+	unsure := false // an attempt naming the pending moves may have been applied
+	attempts := 0
+	err := c.withRetriesUnsure(ctx, &unsure, func() error {
+		attempts++
+		answers, err := c.sendMoves(ctx, moves, pending, &unsure)
 		if err != nil {
 			return err
 		}
@@ -80,7 +83,12 @@ func (c *Client) MovePartitions(ctx context.Context, moves []PartitionMove) ([]P
 			if IsRetriable(out[i].Err) {
 				left = append(left, i)
 				retry = out[i].Err
+				continue
 			}
+			// Every earlier attempt named this move: one may have
+			// recorded it (then a refusal such as "another move in
+			// progress" may be that very move's).
+			out[i].Err = maybeApplied(out[i].Err, unsure, attempts)
 		}
 		pending = left
 		return retry
@@ -98,14 +106,14 @@ func (c *Client) MovePartitions(ctx context.Context, moves []PartitionMove) ([]P
 
 // sendMoves sends the moves at indexes pending in one request to the
 // metadata leader and returns one answer per index.
-func (c *Client) sendMoves(ctx context.Context, moves []PartitionMove, pending []int) ([]*strandpb.MovePartitionsResponse_Move, error) {
+func (c *Client) sendMoves(ctx context.Context, moves []PartitionMove, pending []int, unsure *bool) ([]*strandpb.MovePartitionsResponse_Move, error) {
 	req := &strandpb.MovePartitionsRequest{TimeoutMs: int32(c.cfg.requestTimeout.Milliseconds())}
 	for _, i := range pending {
 		m := moves[i]
 		req.Moves = append(req.Moves, &strandpb.MovePartitionsRequest_Move{Topic: m.Topic, Partition: m.Partition,
 			Replicas: m.Replicas, Redirect: m.Redirect, AllowReplicationChange: m.AllowReplicationChange})
 	}
-	resp, err := c.controllerRequest(ctx, &strandpb.Request{Body: &strandpb.Request_MovePartitions{MovePartitions: req}})
+	resp, err := c.controllerRequest(ctx, &strandpb.Request{Body: &strandpb.Request_MovePartitions{MovePartitions: req}}, unsure)
 	if err == nil {
 		err = errorFromWire(resp.GetError())
 	}

@@ -39,15 +39,13 @@ func (c *Client) CreatePartitions(ctx context.Context, topic string, total int32
 		ValidateOnly: validateOnly,
 	}}}
 	var out PartitionsAdded
-	maybeApplied := false
-	err := c.withRetries(ctx, func() error {
-		resp, sent, err := c.controllerRequestSent(ctx, req)
-		maybeApplied = maybeApplied || sent
+	unsure := false // an attempt may have applied the grow
+	err := c.withRetriesUnsure(ctx, &unsure, func() error {
+		resp, err := c.controllerRequest(ctx, req, &unsure)
 		if err == nil {
 			err = errorFromWire(resp.GetError())
 		}
 		if err != nil {
-			maybeApplied = maybeApplied || ClassifyErr(err).MaybeWritten
 			return err
 		}
 		for _, r := range resp.GetCreatePartitions().GetTopics() {
@@ -58,12 +56,11 @@ func (c *Client) CreatePartitions(ctx context.Context, topic string, total int32
 			if err == nil {
 				out = PartitionsAdded{Partitions: r.GetPartitions(), Added: r.GetAdded()}
 			}
-			maybeApplied = maybeApplied || ClassifyErr(err).MaybeWritten
 			return err
 		}
 		return &Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST, Message: "answer lacks topic " + topic}
 	})
-	if err != nil && maybeApplied && !validateOnly && errors.Is(err, ErrInvalidPartitions) {
+	if err != nil && unsure && !validateOnly && errors.Is(err, ErrInvalidPartitions) {
 		// An earlier attempt may have applied the grow: it did when the
 		// topic has exactly the count asked for now.
 		if details, derr := c.DescribeTopics(ctx, topic); derr == nil && len(details) == 1 &&
@@ -75,35 +72,4 @@ func (c *Client) CreatePartitions(ctx context.Context, topic string, total int32
 		c.RefreshMetadata(ctx)
 	}
 	return out, err
-}
-
-// controllerRequestSent is controllerRequest that also reports whether
-// an attempt that failed may have reached a node (a connection lost after
-// the request was written): the metadata leader first, then every node,
-// as anyRequest tries them, but without hiding such a failure.
-func (c *Client) controllerRequestSent(ctx context.Context, req *strandpb.Request) (*strandpb.Response, bool, error) {
-	c.mu.Lock()
-	id := c.meta.ControllerID()
-	lead, ok := c.meta.Address(id)
-	c.mu.Unlock()
-	addrs := c.candidates()
-	if id != 0 && ok {
-		addrs = append([]string{lead}, addrs...)
-	}
-	sent := false
-	for _, addr := range addrs {
-		resp, err := c.request(ctx, addr, req, 0)
-		if err == nil {
-			return resp, sent, nil
-		}
-		var ce *ConnError
-		if ctx.Err() != nil || !errors.As(err, &ce) {
-			break
-		}
-		sent = sent || ce.Sent
-	}
-	// Every node failed: anyRequest gives the error callers know
-	// (UnreachableError when none was reached, ...).
-	resp, err := c.anyRequest(ctx, req)
-	return resp, sent, err
 }

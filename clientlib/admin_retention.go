@@ -23,8 +23,9 @@ func (c *Client) AlterTopicConfig(ctx context.Context, name string, sets map[str
 	req := &strandpb.Request{Body: &strandpb.Request_AlterConfigs{AlterConfigs: &strandpb.AlterConfigsRequest{
 		Topics: []*strandpb.AlterConfigsRequest_Topic{t}, TimeoutMs: int32(c.cfg.requestTimeout.Milliseconds())}}}
 	var applied map[string]string
-	err := c.withRetries(ctx, func() error {
-		resp, err := c.controllerRequest(ctx, req)
+	var unsure bool
+	err := c.withRetriesUnsure(ctx, &unsure, func() error {
+		resp, err := c.controllerRequest(ctx, req, &unsure)
 		if err == nil {
 			err = errorFromWire(resp.GetError())
 		}

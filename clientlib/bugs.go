@@ -41,3 +41,10 @@ func bugIgnoresThrottle() bool { return false }
 // still buffered or in flight lands after the commit markers, outside
 // the transaction it was reported committed with.
 func bugCommitSkipsFlush() bool { return false }
+
+// bugUnsureForgotten: an admin call that changes state forgets a node's
+// attempt whose outcome was unknown when another node then answers (the
+// in-attempt record controllerRequest and anyRequestUnsure keep), so a
+// definite refusal after it says "not applied" of a change that may have
+// been made.
+func bugUnsureForgotten() bool { return false }

@@ -46,3 +46,10 @@ var bugCommitSkipsFlushOn bool
 func SetTxnBugs(commitSkipsFlush bool) { bugCommitSkipsFlushOn = commitSkipsFlush }
 
 func bugCommitSkipsFlush() bool { return bugCommitSkipsFlushOn }
+
+var bugUnsureForgottenOn bool
+
+// SetUnsureBugs switches the admin calls' in-attempt planted bug on or off.
+func SetUnsureBugs(forgotten bool) { bugUnsureForgottenOn = forgotten }
+
+func bugUnsureForgotten() bool { return bugUnsureForgottenOn }

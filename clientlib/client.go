@@ -339,9 +339,7 @@ func (c *Client) anyRequestUnsure(ctx context.Context, req *strandpb.Request, la
 		if errors.As(err, &ns) {
 			return nil, "", err
 		}
-		if unsure != nil && ClassifyErr(err).MaybeWritten {
-			*unsure = true
-		}
+		noteUnsure(unsure, err)
 		var ce *ConnError
 		if errors.As(err, &ce) && !ce.Sent {
 			unreached++

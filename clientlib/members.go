@@ -60,7 +60,7 @@ func (c *Client) ClusterMembers(ctx context.Context) (Members, error) {
 	var resp *strandpb.Response
 	err := c.withRetries(ctx, func() error {
 		var err error
-		resp, err = c.controllerRequest(ctx, &strandpb.Request{Body: &strandpb.Request_ClusterMembers{ClusterMembers: &strandpb.ClusterMembersRequest{}}})
+		resp, err = c.controllerRequest(ctx, &strandpb.Request{Body: &strandpb.Request_ClusterMembers{ClusterMembers: &strandpb.ClusterMembersRequest{}}}, nil)
 		if err == nil {
 			err = errorFromWire(resp.GetError())
 		}
@@ -108,8 +108,9 @@ func metadataRoleName(r strandpb.MetadataRole) string {
 
 // nodeAdmin sends one membership change through the metadata group.
 func (c *Client) nodeAdmin(ctx context.Context, req *strandpb.NodeAdminRequest) error {
-	return c.withRetries(ctx, func() error {
-		resp, err := c.controllerRequest(ctx, &strandpb.Request{Body: &strandpb.Request_NodeAdmin{NodeAdmin: req}})
+	var unsure bool
+	return c.withRetriesUnsure(ctx, &unsure, func() error {
+		resp, err := c.controllerRequest(ctx, &strandpb.Request{Body: &strandpb.Request_NodeAdmin{NodeAdmin: req}}, &unsure)
 		if err != nil {
 			return err
 		}

@@ -126,22 +126,16 @@ func (c *Client) securityCall(ctx context.Context, req *strandpb.Request) (*stra
 // securityCallUnsure is securityCall, and reports whether an attempt's
 // outcome was unknown (its answer lost: it may have been applied). A call
 // that then fails definitely fails with a *RetriesExhaustedError that is
-// MaybeWritten, wrapping the last error, as withRetries does for the
-// attempts' own errors: the first node's lost answer inside an attempt
-// (controllerRequestUnsure) is known only here. Before, an AlterQuotas
+// MaybeWritten, wrapping the last error (withRetriesUnsure, which also
+// counts the first node's lost answer inside an attempt). Before, an AlterQuotas
 // whose first attempt's answer was lost and whose last reached no node
 // failed with a plain UnreachableError, "not applied", and the quota was
 // set (simnet's operator read-back, TestSimJoins seed 19 on an
 // intermediate tree).
 func (c *Client) securityCallUnsure(ctx context.Context, req *strandpb.Request) (_ *strandpb.Response, unsure bool, _ error) {
 	var out *strandpb.Response
-	attempts := 0
-	err := c.withRetries(ctx, func() error {
-		attempts++
-		resp, err := c.controllerRequestUnsure(ctx, req, &unsure)
-		if ClassifyErr(err).MaybeWritten {
-			unsure = true
-		}
+	err := c.withRetriesUnsure(ctx, &unsure, func() error {
+		resp, err := c.controllerRequest(ctx, req, &unsure)
 		if err == nil {
 			err = errorFromWire(resp.GetError())
 			if err != nil && !IsRetriable(err) && bugAdminDropsRefusal() {
@@ -151,9 +145,6 @@ func (c *Client) securityCallUnsure(ctx context.Context, req *strandpb.Request) 
 		out = resp
 		return err
 	})
-	if err != nil && unsure && !ClassifyErr(err).MaybeWritten && !MaybeWritten(err) {
-		err = &RetriesExhaustedError{Attempts: attempts, MaybeWritten: true, Err: err}
-	}
 	return out, unsure, err
 }
 

@@ -76,7 +76,7 @@ func (c *Client) txnRequest(ctx context.Context, req *strandpb.Request) (*strand
 // back off and retry.
 func (c *Client) txnCall(ctx context.Context, req *strandpb.Request) (*strandpb.Response, error) {
 	var resp *strandpb.Response
-	err := c.withRetriesPaced(ctx, c.txnRetryDelay, func() error {
+	err := c.withRetriesPaced(ctx, c.txnRetryDelay, nil, func() error {
 		var err error
 		resp, err = c.txnRequest(ctx, req)
 		return err

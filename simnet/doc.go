@@ -105,12 +105,14 @@
 // incarnation from its seek point. Random readers (checkers) seek to random offsets (also below the log start, which must
 // be refused; one fetch in three with a budget below a batch), half of them at any node, and issue
 // ListOffsets and DescribeTopics. The admin deletes and re-creates sim2 three times a run
-// (-sim.recreate), each delete naming the id its metadata holds, kept for all the delete's attempts
-// (asked of a node when it has none; 19 late deletes refused by their id in seeds 1-200, a delete held by a paused
+// (-sim.recreate) with clientlib's DeleteTopic and CreateTopic (strand topic delete/create's, as
+// clientlib.SimRun tasks), each delete naming the id fresh metadata lists, kept for all the call's
+// attempts (a run without an id sends nothing; 19 late deletes refused by their id in seeds 1-200, a delete held by a paused
 // node and carried out after the admin's retry had re-created the topic removed the new
 // incarnation by name: seed 516; UNKNOWN_TOPIC_ID from a lagging node's id re-learns it), and a
 // re-create may meet TOPIC_EXISTS when an earlier create was left unanswered (it may still land
-// after a delete): clients name the topic id on every request and react to UNKNOWN_TOPIC_ID as
+// after a delete; an acknowledged create after an unanswered attempt counts as one, from the
+// simulator's network: clientlib's success does not say): clients name the topic id on every request and react to UNKNOWN_TOPIC_ID as
 // clientlib does; the history and every per-replica check key on the incarnation (slots by topic
 // id). Every request is a marshalled strandpb.Request over the simulated client link to
 // Core.HandleAs; with -sim.kafka every other client's produces and fetches go through kafkaproto's
@@ -492,11 +494,28 @@
 // partition a decommission moved hosted with raft voters exactly its metadata replicas on every
 // live member (unsettledDrain); planted RemoveBeforeCaughtUp caught in 4 of 50 seeds of make sim-bugs
 // with -sim.joins (seeds 2, 21, 30, 45; 6 of 50 before the decommission modes and the held-down
-// drained node: still rare, the drained node must miss its own moves), pinned at seed 15 of
+// drained node: still rare, the drained node must miss its own moves), pinned at seed 21 of
 // TestSimCatchesJoinBugs), WAL (TestSimWAL, -sim.wal: the node-wide write-ahead log with its pipeline crash points;
 // planted WALAckBeforeFsync at seed 1), AddPartitions. Entry points: make sim (SEEDS, SEED_START,
 // PROFILE, BUG (builds with simbugs), OUT for Porcupine HTML, V), go test ./simnet -run '^TestSim$'
 // -sim.seeds=N -sim.seed-start=S -sim.v; make test runs 200 seeds.
+//
+// The other administrators (the mover and its canceller, the joins' administrator, the grower,
+// the admin's topic creates and re-creation) send through clientlib too, since the eleventh session: MovePartitions
+// (moves, cancels, roll-backs, the decommission's drain moves), AddNode, SetNodeDecommissioning,
+// ActivateNode, RemoveNode, CreatePartitions, DeleteTopic and CreateTopic, as SimRun tasks with
+// clientlib's retries; a call clientlib gave up on is run again as an operator reruns the command
+// (bounded). Their outcomes go to the same checks as before: acknowledged, maybe applied as
+// clientlib reports it (clientlib.MaybeWritten, also after a node took the request unanswered and
+// another refused it within one attempt), or definitely refused. What they still send raw is
+// rawAdminRequestTypes (operator_requests.go; ww.call panics on any other): their metadata view,
+// the bootstrap of authorization and of the workload's quota, and the leader balance after a move.
+// Planted LibUnsureForgotten (clientlib's admin calls forget, within one attempt, a node's
+// unanswered attempt when another node then answers) is caught by the admin's creates
+// (TOPIC_EXISTS with no attempt that may have created it) in 49 of seeds 1-200
+// (TestSimCatchesLibUnsureForgotten; below half: the path needs a lost answer followed, in the same
+// attempt, by another node's refusal; clientlib's own check is
+// TestAdminLostAnswerAtOneNodeIsMaybeWritten).
 //
 // Not covered: Byzantine disks and damage on a majority of a group; damage within 4 KiB of a file's
 // end (indistinguishable from a torn write); Kafka admin APIs (the Kafka codec carries produce,
@@ -517,5 +536,9 @@
 // goroutines and budgets (its loop round, security view, bootstrap user, quota meter and storage
 // pool shape run inside: node/loop), and the kafkaproto server's per-connection ordering. Random
 // readers (they read any replica), the drain, the classic members and the transactional
-// workload's read_committed reader are the simulator's own clients.
+// workload's read_committed reader are the simulator's own clients; so are the administrators'
+// metadata views, the authorization bootstrap and the mover's leader
+// balance (rawAdminRequestTypes), and the operator's request types no admin call sends
+// (rawRequestTypes: offset_delete, which cmd/strand offers no command for, find_coordinator on its
+// own, and the protocol's runtime and data-path types).
 package simnet

@@ -139,11 +139,12 @@ func newOperator(ww *wireWorkload) *operator {
 	return op
 }
 
-// libClient builds the clientlib Client of the operator's transport
-// client c: clientlib's defaults (retries, unknown-topic waits) but the
-// run's request timeout and backoff, SASL as c's principal.
-func (op *operator) libClient(c *wireClient) *clientlib.Client {
-	ww := op.ww
+// adminLib builds the clientlib Client of an administrator's transport
+// client c (the operator's, the intruder's, the mover's, the joins'):
+// clientlib's defaults (retries, unknown-topic waits) but the run's
+// request timeout and backoff, SASL as c's principal. The admin calls
+// cmd/strand makes run on it as tasks (SimRun).
+func (ww *wireWorkload) adminLib(c *wireClient) *clientlib.Client {
 	seeds := make([]string, len(ww.peers))
 	for i, p := range ww.peers {
 		seeds[i] = p.Address
@@ -153,7 +154,7 @@ func (op *operator) libClient(c *wireClient) *clientlib.Client {
 		clientlib.RetryBackoff(wireBackoff.Base, wireBackoff.Max), clientlib.MetadataMaxAge(libMetadataMaxAge)}
 	cl, err := clientlib.NewClient(append(opts, ww.sasl.libOpts(c)...)...) // SASL: sasl.go
 	if err != nil {
-		panic("simnet: operator client options: " + err.Error())
+		panic("simnet: admin client options: " + err.Error())
 	}
 	return cl
 }
@@ -358,9 +359,9 @@ func (op *operator) start() {
 	}
 	op.started = true
 	op.ops.refresh()
-	op.opsLib = op.libClient(op.ops)
+	op.opsLib = op.ww.adminLib(op.ops)
 	if op.auth {
-		op.intruderLib = op.libClient(op.intruder)
+		op.intruderLib = op.ww.adminLib(op.intruder)
 	}
 	op.ops.after(op.pace(), op.step)
 }
@@ -491,8 +492,9 @@ func (op *operator) record(a opAction, r *opRequest, err error, onAck func()) {
 // with an authorization refusal (a listing call: listed nothing). An
 // error that decides nothing (a lost connection, a node still replaying
 // its metadata, retries spent on a retriable code, an authentication a
-// lagging node could not check yet) proves nothing; its change must still
-// never show (operator_verify.go).
+// lagging node could not check yet, any of them after an attempt whose
+// answer was lost) proves nothing; its change must still never show
+// (operator_verify.go).
 func (op *operator) judgeIntruderLib(a opAction, listed int, err error) {
 	w := op.ww.w
 	var e *clientlib.Error
@@ -510,7 +512,10 @@ func (op *operator) judgeIntruderLib(a opAction, listed int, err error) {
 		w.coverage.Inc("auth/refused")
 		w.coverage.Inc("auth/refused/" + a.kind) // TestSimRequestCoverage: every type, refused
 		return
-	case err != nil && decidesNothing(err):
+	case err != nil && (decidesNothing(err) || !isErr || clientlib.Classify(e.Code).Retriable || clientlib.MaybeWritten(err)):
+		// Retries spent on a retriable code, also after an attempt whose
+		// answer was lost (clientlib then reports it maybe-written,
+		// wrapping the code): nothing decided.
 		w.coverage.Inc("auth/undecided")
 		return
 	case err == nil:

@@ -78,6 +78,36 @@ var rawRequestTypes = []string{"produce", "fetch", "init_producer_id", "group_he
 	"add_partitions_to_txn", "add_offsets_to_txn", "txn_offset_commit", "end_txn", "find_coordinator", "hello",
 	"sasl_authenticate", "raft", "write_txn_markers", "offset_delete"}
 
+// rawAdminRequestTypes are the request types the simulator's other
+// administrators (the topic admin, the mover and its canceller, the joins'
+// administrator, the grower: ww.administers) still send raw, not through
+// a clientlib admin call, and why (ww.call panics on any other):
+//   - metadata: their own view of the cluster, which draws the moves and
+//     the decommission's plans (wireClient.refresh): a checker's read;
+//   - alter_users, alter_acls: the admin's bootstrap of authorization,
+//     with the credentials sasl.go salted from the run's stream;
+//   - alter_quotas: the same bootstrap's quota on the workload's
+//     principal (Options.AppQuota, operator.go quotaRequests);
+//   - elect_leaders: the mover's leader balance after a move, at every
+//     live node at once (clientlib's ElectPreferredLeaders asks one node
+//     per call, as strand cluster leaders --balance asks them in turn).
+//
+// Until the eleventh session the moves and their cancels and roll-backs,
+// the joins, decommissions and drains, the grow and the re-creation's
+// delete and create, and the set-up's creates, went raw too
+// (move_partitions, node_admin, create_partitions, delete_topics,
+// create_topics): now clientlib's MovePartitions, AddNode,
+// SetNodeDecommissioning, ActivateNode, RemoveNode, CreatePartitions,
+// DeleteTopic and CreateTopic send them (wire_moves.go, wire_joins.go,
+// wire_partitions.go, wire_recreate.go, wire_client.go's createTopic).
+var rawAdminRequestTypes = []string{"metadata", "alter_users", "alter_acls", "alter_quotas", "elect_leaders"}
+
+// administers reports whether c is one of the administrators
+// rawAdminRequestTypes is about.
+func (ww *wireWorkload) administers(c *wireClient) bool {
+	return c == ww.admin || ww.moves.owns(c) || ww.joins.owns(c) || ww.grow != nil && c == ww.grow.client
+}
+
 // request builds the request of action a.
 func (op *operator) request(a opAction) *opRequest {
 	if a.intruder {

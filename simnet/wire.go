@@ -3,6 +3,7 @@ package simnet
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -276,6 +277,9 @@ func (ww *wireWorkload) finalHeal() {
 // call sends req from client c to node target across the simulated
 // network; onDone runs once, with the answer or with a timeout error.
 func (ww *wireWorkload) call(c *wireClient, target int, req *strandpb.Request, onDone func(*strandpb.Response, error)) *wireCall {
+	if ww.administers(c) && !slices.Contains(rawAdminRequestTypes, requestType(req)) {
+		panic("simnet: an administrator sends " + requestType(req) + " raw, not in rawAdminRequestTypes")
+	}
 	call := &wireCall{onDone: onDone}
 	ww.dispatch(c, target, req, call)
 	return call

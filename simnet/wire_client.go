@@ -1,8 +1,8 @@
 package simnet
 
 import (
+	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -49,7 +49,20 @@ type wireClient struct {
 	// (held by a paused process) after a later delete: a later create may
 	// then find the topic there (TOPIC_EXISTS).
 	createInDoubt bool
-	deleteID      []byte // the admin: the topic id its delete names (wire_recreate.go)
+	// adminLib is the admin's clientlib Client for the re-creation's
+	// delete and create (wire_recreate.go), built at the first.
+	adminLib *clientlib.Client
+	// libInDoubt counts the requests of c's clientlib Client whose
+	// outcome stayed unknown (an answer lost, a code that may have
+	// written): the simulator's own view of what clientlib's success
+	// hides (libTransport).
+	libInDoubt int
+	// deleteInferred: the admin's last delete was taken as done because
+	// fresh metadata listed no id after a delete that may have applied,
+	// not because a delete was answered; deletesInferred counts how
+	// often the create then found the topic still there.
+	deleteInferred  bool
+	deletesInferred int
 
 	// Producers.
 	idempotent  bool
@@ -239,70 +252,95 @@ func (c *wireClient) controllerTarget(err error) int {
 	return c.randomNode()
 }
 
-// createTopic is the admin's CreateTopics loop for topic c.creating:
-// retried until the topic exists; TOPIC_EXISTS is success only after an
-// attempt that may have created it.
+// createTopic creates topic c.creating (the admin's set-up of each
+// topic, and the re-creation's create: wire_recreate.go) with clientlib's
+// CreateTopic (strand topic create's) as a task of the admin's clientlib
+// Client, run again until the topic exists; TOPIC_EXISTS is success only
+// after an attempt that may have created it (onCreate).
 func (c *wireClient) createTopic() {
 	c.attempts, c.maybeDone = 0, false
-	c.createAttempt(c.randomNode())
+	c.createRun()
 }
 
-func (c *wireClient) createAttempt(target int) {
+// createRunsMax bounds the runs of each of the admin's topic calls, the
+// re-creation's deletes and every create (each retries up to clientlib's
+// MaxRetries).
+const createRunsMax = 100
+
+// createRun runs clientlib's CreateTopic of topic c.creating once.
+func (c *wireClient) createRun() {
 	o := c.ww.w.opts
 	t := c.ww.topics[c.creating]
 	c.attempts++
-	req := &strandpb.Request{Body: &strandpb.Request_CreateTopics{CreateTopics: &strandpb.CreateTopicsRequest{
-		Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: t.name, Partitions: int32(c.ww.createPartitions(t)),
-			ReplicationFactor: int32(o.Replication), Configs: retentionConfigs(o)}},
-		TimeoutMs: int32(o.ClientTimeout / time.Millisecond),
-	}}}
-	c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
+	configs := map[string]string{}
+	for _, e := range retentionConfigs(o) {
+		configs[e.GetName()] = e.GetValue()
+	}
+	if c.adminLib == nil {
+		c.adminLib = c.ww.adminLib(c)
+	}
+	cl := c.adminLib
+	inDoubt := c.libInDoubt
+	var err error
+	cl.SimRun(func(ctx context.Context) {
+		err = cl.CreateTopic(ctx, t.name, int32(c.ww.createPartitions(t)), int32(o.Replication), configs)
+	}, func() {
+		// A create acknowledged after an attempt whose outcome stayed
+		// unknown may still be carried out late (held by a paused
+		// node) after the next delete: clientlib's success does not
+		// say so, the simulator's network does. (Only a success: a
+		// failure's maybe-written is clientlib's to report, and the
+		// checks hold it to that.)
 		if err == nil {
-			err = wireErr(resp.GetError())
-		}
-		if err == nil {
-			if ts := resp.GetCreateTopics().GetTopics(); len(ts) == 1 {
-				err = wireErr(ts[0].GetError())
-			} else {
-				err = fmt.Errorf("create topics answered %d topics", len(ts))
-			}
+			c.maybeDone = c.maybeDone || c.libInDoubt > inDoubt
 		}
 		c.onCreate(err)
 	})
 }
 
-// onCreate handles one CreateTopics answer.
+// onCreate judges a create run: TOPIC_EXISTS is success after an attempt
+// that may have created it, or, late, after an earlier re-creation's
+// create whose attempt is still in doubt; otherwise a finding, as is a
+// definite refusal; anything else runs the create again.
 func (c *wireClient) onCreate(err error) {
 	w := c.ww.w
-	a := clientlib.ClassifyErr(err)
-	switch code := errCode(err); {
+	maybe := c.maybeDone || maybeApplied(err)
+	switch {
 	case err == nil:
-		c.createInDoubt = c.createInDoubt || c.maybeDone
+		c.createInDoubt = c.createInDoubt || maybe
 		c.created()
-		return
-	case code == strandpb.ErrorCode_ERROR_CODE_TOPIC_EXISTS:
-		if !c.maybeDone && c.recreating && c.createInDoubt {
-			c.ww.w.coverage.Inc("event/topic-create-late")
-		} else if !c.maybeDone {
-			w.fail("create topic %s: TOPIC_EXISTS although no earlier attempt may have created it",
-				c.ww.topics[c.creating].name)
+	case errCode(err) == strandpb.ErrorCode_ERROR_CODE_TOPIC_EXISTS && c.recreating && c.deleteInferred && !maybe:
+		// The delete was inferred from a node's metadata that listed no
+		// topic (one still replaying its metadata lists none): it had
+		// not applied. Delete again; an earlier delete may still apply.
+		w.coverage.Inc("event/topic-delete-inferred-early")
+		c.deletesInferred++
+		if c.deletesInferred > createRunsMax {
+			w.fail("delete topic %s: inferred done %d times, and the topic still there", c.ww.topics[c.creating].name, c.deletesInferred)
+			w.stop()
+			return
+		}
+		c.recreating, c.deleteInferred = false, false
+		c.attempts, c.maybeDone = 0, true
+		c.after(wireBackoff.Delay(c.deletesInferred, c.rng), c.deleteRun)
+	case errCode(err) == strandpb.ErrorCode_ERROR_CODE_TOPIC_EXISTS:
+		if !maybe && c.recreating && c.createInDoubt {
+			w.coverage.Inc("event/topic-create-late")
+		} else if !maybe {
+			w.fail("create topic %s: TOPIC_EXISTS although no earlier attempt may have created it", c.ww.topics[c.creating].name)
 		}
 		c.createInDoubt = true // an earlier attempt created it
 		c.created()
-		return
-	case !a.Retriable:
+	case definiteRefusal(err):
 		w.fail("create topic refused: %v", err)
 		w.stop()
-		return
+	case c.attempts >= createRunsMax:
+		w.fail("create topic %s: not done in %d runs: %v", c.ww.topics[c.creating].name, createRunsMax, err)
+		w.stop()
+	default:
+		c.maybeDone = maybe
+		c.after(wireBackoff.Delay(c.attempts, c.rng), c.createRun)
 	}
-	// NOT_CONTROLLER and UNAVAILABLE may come after the node proposed
-	// (it lost leadership while waiting): count them as maybe written.
-	c.maybeDone = c.maybeDone || a.MaybeWritten || a.RefreshMetadata
-	if a.RefreshMetadata {
-		c.refresh()
-	}
-	target := c.controllerTarget(err)
-	c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.createAttempt(target) })
 }
 
 // created moves the admin to the next topic, or starts the clients once

@@ -1,6 +1,7 @@
 package simnet
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,7 +19,10 @@ import (
 // The cluster starts with joinVoters nodes in Config.Nodes; the others are
 // spares, down and unknown to it. Once a drawn share of the operations was
 // issued, an admin client pre-registers a spare over the wire (NodeAdmin
-// ADD, as `strand serve --join` does) and the world opens it with
+// ADD, as `strand serve --join` does; every membership change and drain
+// move is the clientlib call cmd/strand makes, AddNode,
+// SetNodeDecommissioning, ActivateNode, RemoveNode, MovePartitions, run
+// as a SimRun task: adminStep, sendDecomMoves) and the world opens it with
 // Config.Join; the metadata leader then adds it as a learner and promotes
 // it. One seed in decomOneIn decommissions nodes as `strand node
 // decommission` does: NodeAdmin DECOMMISSION, the moves PlanDecommission
@@ -58,12 +62,19 @@ const (
 	joinWatchEvery  = 5 * time.Millisecond
 	joinWatchChecks = 400 // bounds the learner watch (2 s)
 	joinPoll        = 50 * time.Millisecond
-	joinAttemptsMax = 2000 // bounds one admin step's retries
+	// joinRunsMax bounds one admin step's runs of its clientlib call
+	// (each retries up to clientlib's MaxRetries): about the 2000
+	// attempts the step's raw requests were bounded by.
+	joinRunsMax = 100
 )
 
 // joinPlan is the run's membership changes.
 type joinPlan struct {
 	client *wireClient
+	// lib is client's clientlib Client: every membership change and
+	// drain move goes through the admin call cmd/strand makes (AddNode,
+	// SetNodeDecommissioning, ActivateNode, RemoveNode, MovePartitions).
+	lib    *clientlib.Client
 	spares []int // node indexes outside Config.Nodes, in join order
 	ats    []int // operations issued before each join
 	joined []uint64
@@ -239,6 +250,7 @@ func (ww *wireWorkload) startJoins() {
 	}
 	ww.active++
 	c := ww.joins.client
+	ww.joins.lib = ww.adminLib(c)
 	c.refresh()
 	c.after(0, c.awaitJoin)
 }
@@ -269,55 +281,52 @@ func (c *wireClient) awaitJoin() {
 	c.adminStep(req, nil, func(strandpb.ErrorCode) { c.onJoined(n) })
 }
 
-// adminStep sends req until it is answered without error or by a code in
-// accept (a retriable refusal of another code is retried), then runs
-// done with the answer's code. A definite refusal fails the seed and
-// ends the admin's work.
+// adminStep runs req's clientlib call (nodeAdminCall) until it succeeds
+// or fails with a code in accept, then runs done. A run that clientlib
+// gave up on (retries spent, the cluster unreachable), one that may have
+// been applied (each action is idempotent: asked again, it succeeds or
+// says so) and a MEMBERSHIP_REFUSED (another change under way) are run
+// again, as an operator reruns the command, up to joinRunsMax runs. A
+// definite refusal fails the seed and ends the admin's work. done is told
+// the code it ended with (NONE, or the accepted one).
 func (c *wireClient) adminStep(req *strandpb.NodeAdminRequest, accept []strandpb.ErrorCode, done func(code strandpb.ErrorCode)) {
-	c.ww.joins.started = c.ww.w.now()
-	c.attempts, c.maybeDone = 0, false
-	var attempt func(target int)
-	attempt = func(target int) {
+	jp := c.ww.joins
+	c.attempts = 0
+	var run func()
+	run = func() {
 		c.attempts++
-		req.TimeoutMs = int32(c.ww.w.opts.ClientTimeout / time.Millisecond)
-		c.ww.call(c, target, &strandpb.Request{Body: &strandpb.Request_NodeAdmin{NodeAdmin: req}},
-			func(resp *strandpb.Response, err error) {
-				if err == nil {
-					err = wireErr(resp.GetError())
-				}
-				a := clientlib.ClassifyErr(err)
-				code := errCode(err)
-				switch {
-				case err == nil || slices.Contains(accept, code):
-					done(code)
-				case c.attempts < joinAttemptsMax && (a.Retriable || code == strandpb.ErrorCode_ERROR_CODE_MEMBERSHIP_REFUSED):
-					c.maybeDone = c.maybeDone || a.MaybeWritten
-					next := c.adminRetarget(err, target)
-					c.after(wireBackoff.Delay(c.attempts, c.rng), func() { attempt(next) })
-				default:
-					c.ww.w.fail("node admin %v of node %d: %v (%d attempts)", req.GetAction(), req.GetNodeId(), err, c.attempts)
-					c.finished = true
-					c.ww.clientDone()
-				}
-			})
+		var err error
+		jp.lib.SimRun(func(ctx context.Context) { err = nodeAdminCall(ctx, jp.lib, req) }, func() {
+			code := errCode(err)
+			switch {
+			case err == nil || slices.Contains(accept, code):
+				done(code)
+			case c.attempts < joinRunsMax && (!definiteRefusal(err) || code == strandpb.ErrorCode_ERROR_CODE_MEMBERSHIP_REFUSED):
+				c.after(wireBackoff.Delay(c.attempts, c.rng), run)
+			default:
+				c.ww.w.fail("node admin %v of node %d: %v (%d runs)", req.GetAction(), req.GetNodeId(), err, c.attempts)
+				c.finished = true
+				c.ww.clientDone()
+			}
+		})
 	}
-	attempt(c.randomNode())
+	run()
 }
 
-// adminRetarget is the node an admin request that failed with err at
-// target tries next: controllerTarget's (which skips a controller that
-// does not answer for any node, which forwards), except that a node that
-// answered it knows no controller while the stale cache names it is
-// skipped too (a decommissioned node no longer in the metadata group:
-// seed 160 retried its REMOVE there for 50 s; seed 42 of the standard
-// sample, the second decommission's moves sent to the first, removed
-// node, for 80 s).
-func (c *wireClient) adminRetarget(err error, target int) int {
-	next := c.controllerTarget(err)
-	if errCode(err) == strandpb.ErrorCode_ERROR_CODE_NOT_CONTROLLER && next == target {
-		next = c.randomNode()
+// nodeAdminCall is the clientlib call that sends req, the one strand node
+// add / decommission / remove makes.
+func nodeAdminCall(ctx context.Context, cl *clientlib.Client, req *strandpb.NodeAdminRequest) error {
+	switch req.GetAction() {
+	case strandpb.NodeAction_NODE_ACTION_ADD:
+		return cl.AddNode(ctx, req.GetNodeId(), req.GetAddress(), req.GetRack())
+	case strandpb.NodeAction_NODE_ACTION_DECOMMISSION:
+		return cl.SetNodeDecommissioning(ctx, req.GetNodeId())
+	case strandpb.NodeAction_NODE_ACTION_ACTIVATE:
+		return cl.ActivateNode(ctx, req.GetNodeId())
+	case strandpb.NodeAction_NODE_ACTION_REMOVE:
+		return cl.RemoveNode(ctx, req.GetNodeId())
 	}
-	return next
+	panic(fmt.Sprintf("simnet: no clientlib call for node action %v", req.GetAction()))
 }
 
 // onJoined opens a registered spare with Config.Join and draws the join's
@@ -648,15 +657,15 @@ func (c *wireClient) holdDown(id uint64, name string) {
 	jp.heldDown = append(jp.heldDown, id)
 }
 
-// sendDecomMoves sends one MovePartitions of moves off node id until
-// answered (those of stranded partitions redirect the move in progress),
-// then polls the drain again.
+// sendDecomMoves sends moves off node id in one clientlib MovePartitions
+// (strand node decommission's; those of stranded partitions redirect the
+// move in progress), then polls the drain again.
 func (c *wireClient) sendDecomMoves(id uint64, moves []metadata.Move, stranded []node.TopicPartition) {
 	w, jp := c.ww.w, c.ww.joins
-	req := &strandpb.MovePartitionsRequest{TimeoutMs: int32(w.opts.ClientTimeout / time.Millisecond)}
+	var req []clientlib.PartitionMove
 	for _, mv := range moves {
 		tp := node.TopicPartition{Topic: mv.Topic, Partition: mv.Partition}
-		req.Moves = append(req.Moves, &strandpb.MovePartitionsRequest_Move{Topic: mv.Topic, Partition: mv.Partition, Replicas: mv.To,
+		req = append(req, clientlib.PartitionMove{Topic: mv.Topic, Partition: mv.Partition, Replicas: mv.To,
 			Redirect: slices.Contains(stranded, tp)})
 		if slices.Contains(stranded, tp) {
 			w.coverage.Inc("event/decom-move-redirected")
@@ -665,43 +674,33 @@ func (c *wireClient) sendDecomMoves(id uint64, moves []metadata.Move, stranded [
 			jp.drained = append(jp.drained, tp)
 		}
 	}
-	c.attempts = 0
-	var attempt func(target int)
-	attempt = func(target int) {
-		c.attempts++
-		c.ww.call(c, target, &strandpb.Request{Body: &strandpb.Request_MovePartitions{MovePartitions: req}},
-			func(resp *strandpb.Response, err error) {
-				if err == nil {
-					err = wireErr(resp.GetError())
-				}
-				for _, m := range resp.GetMovePartitions().GetMoves() {
-					if e := wireErr(m.GetError()); e != nil && err == nil {
-						err = e
-					}
-				}
-				a := clientlib.ClassifyErr(err)
-				switch {
-				case err == nil || errCode(err) == strandpb.ErrorCode_ERROR_CODE_REASSIGNMENT_IN_PROGRESS:
-					// In progress: recorded by an earlier attempt; drainDecom
-					// plans again for any partition still listing the node.
-					w.coverage.Inc("event/decom-moves")
-					jp.movesSent++
-					if !w.work.healed && !w.probe.active && c.rng.IntN(3) == 0 {
-						c.crashForMove(w.nodes[id-1], "fault/decom-crash-mid-moves")
-					}
-					c.after(joinPoll, c.drainDecom)
-				case a.Retriable && c.attempts < joinAttemptsMax:
-					next := c.adminRetarget(err, target)
-					c.after(wireBackoff.Delay(c.attempts, c.rng), func() { attempt(next) })
-				default:
-					// A move refused (its partition changed since the
-					// plan): plan again from fresher metadata.
-					w.coverage.Inc("event/decom-moves-refused")
-					c.after(joinPoll, c.drainDecom)
-				}
-			})
-	}
-	attempt(c.randomNode())
+	var err error
+	jp.lib.SimRun(func(ctx context.Context) {
+		var rs []clientlib.PartitionMoveResult
+		rs, err = jp.lib.MovePartitions(ctx, req)
+		for _, r := range rs {
+			if err == nil {
+				err = r.Err
+			}
+		}
+	}, func() {
+		switch {
+		case err == nil || errCode(err) == strandpb.ErrorCode_ERROR_CODE_REASSIGNMENT_IN_PROGRESS:
+			// In progress: recorded by an earlier attempt; drainDecom
+			// plans again for any partition still listing the node.
+			w.coverage.Inc("event/decom-moves")
+			jp.movesSent++
+			if !w.work.healed && !w.probe.active && c.rng.IntN(3) == 0 {
+				c.crashForMove(w.nodes[id-1], "fault/decom-crash-mid-moves")
+			}
+		default:
+			// A move refused (its partition changed since the plan), or
+			// clientlib gave up (an attempt may have recorded some): plan
+			// again from fresher metadata, which shows what was recorded.
+			w.coverage.Inc("event/decom-moves-refused")
+		}
+		c.after(joinPoll, c.drainDecom)
+	})
 }
 
 // awaitJoins holds the end of the run (after awaitMoves) until the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/strandlog/strand/clientlib"
@@ -74,7 +75,25 @@ func (t libTransport) Call(addr string, req *strandpb.Request, done func(*strand
 		t.c.after(0, func() { done(nil, &clientlib.ConnError{Addr: addr, Err: errUnknownAddr}) })
 		return
 	}
-	t.c.ww.callOn(t.c, 0, target, req, done)
+	t.c.ww.callOn(t.c, 0, target, req, func(resp *strandpb.Response, err error) {
+		if err != nil && clientlib.ClassifyErr(err).MaybeWritten || mayHaveApplied(resp) {
+			t.c.libInDoubt++
+		}
+		done(resp, err)
+	})
+}
+
+// mayHaveApplied reports whether an answer leaves its request possibly
+// applied all the same: a code that may have written, or one a node
+// answers after it proposed and lost its leadership (NOT_CONTROLLER,
+// UNAVAILABLE), as a whole or for a created topic.
+func mayHaveApplied(resp *strandpb.Response) bool {
+	maybe := func(e *strandpb.Error) bool {
+		a := clientlib.Classify(e.GetCode())
+		return a.MaybeWritten || a.RefreshMetadata
+	}
+	return maybe(resp.GetError()) || slices.ContainsFunc(resp.GetCreateTopics().GetTopics(),
+		func(t *strandpb.TopicResult) bool { return maybe(t.GetError()) })
 }
 
 // newLibClient builds producer c's simulated clientlib.Client with the

@@ -1,6 +1,8 @@
 package simnet
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -18,7 +20,7 @@ import (
 // clients work: movesPerRun times, once a drawn share of the operations
 // was issued, it picks a partition, keeps all but one or two of the
 // replicas its metadata lists and adds nodes outside them, and sends
-// MovePartitions, retrying like the other admin requests. Each recorded
+// MovePartitions through clientlib's call (libMove), retries and all. Each recorded
 // move draws a targeted fault: a crash of the partition's leader at once
 // (mid-change), of its leader once a node shows the joint configuration,
 // or of a node the move adds. The history checks then prove that no
@@ -60,16 +62,17 @@ type movePlan struct {
 	// settled: the end-of-run check ran (awaitMoves), from settleStart.
 	settled     bool
 	settleStart time.Duration
-	// started is when the current move's first attempt went out; maybe
-	// are moves given up after OpDeadline that an attempt may have
-	// recorded (checked only if the metadata shows them).
-	started time.Duration
-	maybe   []simMove
+	// maybe are moves clientlib gave up on after an attempt that may
+	// have recorded them (checked only if the metadata shows them).
+	maybe []simMove
 	// canceller sends the cancels, one at a time (cancelling: the index in
 	// moves of the move it cancels, -1: none).
 	canceller  *wireClient
 	cancelling int
-	cancelAt   time.Duration
+	// lib and cancelLib are the mover's and the canceller's clientlib
+	// Clients: every MovePartitions goes through clientlib's call, as
+	// strand partition move (--cancel) sends it (libMove).
+	lib, cancelLib *clientlib.Client
 }
 
 // startCancel cancels moves[i] after d, unless a cancel is under way.
@@ -81,44 +84,60 @@ func (mp *movePlan) startCancel(i int, d time.Duration) {
 	c := mp.canceller
 	c.ww.active++ // the run waits for the cancel's answer
 	c.after(d, func() {
-		mp.cancelAt = c.ww.w.now()
-		c.attempts, c.maybeDone = 0, false
-		c.cancelAttempt(c.randomNode())
+		mv := mp.moves[mp.cancelling]
+		c.ww.libMove(mp.cancelLib, mv.group, mv.from, true, c.onCancel)
 	})
 }
 
-// cancelAttempt sends one MovePartitions redirecting the move back to the
-// replicas it started from.
-func (c *wireClient) cancelAttempt(target int) {
-	mp := c.ww.moves
-	mv := mp.moves[mp.cancelling]
-	tp := c.ww.moveTP(mv.group)
-	c.attempts++
-	req := &strandpb.Request{Body: &strandpb.Request_MovePartitions{MovePartitions: &strandpb.MovePartitionsRequest{
-		Moves: []*strandpb.MovePartitionsRequest_Move{{Topic: tp.Topic, Partition: tp.Partition, Replicas: mv.from,
-			Redirect: true}},
-		TimeoutMs: int32(c.ww.w.opts.ClientTimeout / time.Millisecond)}}}
-	c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
-		if err == nil {
-			err = wireErr(resp.GetError())
+// libMove runs clientlib's MovePartitions of group g's partition to
+// replicas (redirect: a move in progress pointed there instead, a cancel
+// when replicas are where it started) as a task of cl, with clientlib's
+// retries, then done with the move's outcome as clientlib reports it:
+// nil (recorded), an error that may have written (an answer lost, at
+// some attempt: clientlib.MaybeWritten or a code that may have written),
+// or a definite refusal.
+func (ww *wireWorkload) libMove(cl *clientlib.Client, g int, replicas []uint64, redirect bool, done func(error)) {
+	tp := ww.moveTP(g)
+	var err error
+	cl.SimRun(func(ctx context.Context) {
+		var rs []clientlib.PartitionMoveResult
+		rs, err = cl.MovePartitions(ctx, []clientlib.PartitionMove{{Topic: tp.Topic, Partition: tp.Partition, Replicas: replicas,
+			Redirect: redirect}})
+		switch {
+		case err != nil:
+		case len(rs) != 1:
+			err = fmt.Errorf("move partitions answered %d moves", len(rs))
+		default:
+			err = rs[0].Err
 		}
-		if err == nil {
-			if ms := resp.GetMovePartitions().GetMoves(); len(ms) == 1 {
-				err = wireErr(ms[0].GetError())
-			} else {
-				err = fmt.Errorf("move partitions answered %d moves", len(ms))
-			}
-		}
-		c.onCancel(err)
-	})
+	}, func() { done(err) })
 }
 
-// onCancel handles one cancel answer: done, refused (a finding), or
-// retried until OpDeadline, then given up (maybe applied).
+// maybeApplied reports whether a clientlib call's error leaves its change
+// possibly made: an answer lost at some attempt, or a code that may have
+// written, or retries given up on a leader or controller change.
+func maybeApplied(err error) bool {
+	a := clientlib.ClassifyErr(err)
+	return err != nil && (a.MaybeWritten || a.RefreshMetadata || clientlib.MaybeWritten(err))
+}
+
+// definiteRefusal reports whether err is the cluster's definite refusal
+// of a clientlib call: a *clientlib.Error of a code that is not
+// retriable, after no attempt that may have applied the call. (Retries
+// given up, an unreachable cluster: no refusal; nor an authentication a
+// node refused because its metadata lacks the user yet: the request never
+// reached it, and the call is run again, as an operator reruns it.)
+func definiteRefusal(err error) bool {
+	var e *clientlib.Error
+	return errors.As(err, &e) && !clientlib.Classify(e.Code).Retriable && !maybeApplied(err) &&
+		e.Code != strandpb.ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED
+}
+
+// onCancel handles the cancel's outcome: done, refused (a finding), or
+// given up by clientlib (maybe applied).
 func (c *wireClient) onCancel(err error) {
 	w, mp := c.ww.w, c.ww.moves
 	mv := &mp.moves[mp.cancelling]
-	a := clientlib.ClassifyErr(err)
 	switch {
 	case err == nil:
 		mv.cancel = cancelDone
@@ -129,22 +148,17 @@ func (c *wireClient) onCancel(err error) {
 		// attempt applied the cancel.
 		w.coverage.Inc("event/partition-move-refused-membership")
 		mv.cancel = cancelNone
-		if c.maybeDone || a.MaybeWritten {
+		if maybeApplied(err) {
 			mv.cancel = cancelMaybe
 		}
-	case !a.Retriable:
+	case definiteRefusal(err):
 		w.fail("cancel of the move of %s to %v refused: %v", w.incarnations.label(mv.group), mv.target, err)
 		mv.cancel = cancelMaybe
-	case w.now() > mp.cancelAt+w.opts.OpDeadline:
+	default:
 		mv.cancel = cancelNone
-		if c.maybeDone || a.MaybeWritten || a.RefreshMetadata {
+		if maybeApplied(err) {
 			mv.cancel = cancelMaybe
 		}
-	default:
-		c.maybeDone = c.maybeDone || a.MaybeWritten || a.RefreshMetadata
-		target := c.controllerTarget(err)
-		c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.cancelAttempt(target) })
-		return
 	}
 	mp.cancelling = -1
 	c.ww.clientDone()
@@ -192,7 +206,9 @@ func (ww *wireWorkload) startMoves() {
 		return
 	}
 	ww.active++
-	c := ww.moves.client
+	mp := ww.moves
+	c := mp.client
+	mp.lib, mp.cancelLib = ww.adminLib(c), ww.adminLib(mp.canceller)
 	c.refresh()
 	c.after(0, c.awaitMove)
 }
@@ -218,9 +234,8 @@ func (c *wireClient) awaitMove() {
 		c.after(20*time.Millisecond, c.awaitMove)
 		return
 	}
-	mp.current, mp.started = mv, w.now()
-	c.attempts, c.maybeDone = 0, false
-	c.moveAttempt(c.randomNode())
+	mp.current = mv
+	c.ww.libMove(mp.lib, mv.group, mv.target, false, c.onMove)
 }
 
 // drawMove picks a partition of the main topic not moved yet in this run
@@ -299,41 +314,16 @@ func (ww *wireWorkload) moveTP(g int) node.TopicPartition {
 	return node.TopicPartition{Topic: node.OffsetsTopic, Partition: int32(g - ww.w.opts.Partitions - 1)}
 }
 
-// moveAttempt sends one MovePartitions of the current move.
-func (c *wireClient) moveAttempt(target int) {
-	o := c.ww.w.opts
-	mv := c.ww.moves.current
-	tp := c.ww.moveTP(mv.group)
-	c.attempts++
-	req := &strandpb.Request{Body: &strandpb.Request_MovePartitions{MovePartitions: &strandpb.MovePartitionsRequest{
-		Moves:     []*strandpb.MovePartitionsRequest_Move{{Topic: tp.Topic, Partition: tp.Partition, Replicas: mv.target}},
-		TimeoutMs: int32(o.ClientTimeout / time.Millisecond)}}}
-	c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
-		if err == nil {
-			err = wireErr(resp.GetError())
-		}
-		if err == nil {
-			if ms := resp.GetMovePartitions().GetMoves(); len(ms) == 1 {
-				err = wireErr(ms[0].GetError())
-			} else {
-				err = fmt.Errorf("move partitions answered %d moves", len(ms))
-			}
-		}
-		c.onMove(err)
-	})
-}
-
-// onMove handles one MovePartitions answer. REASSIGNMENT_IN_PROGRESS is
-// success only after an attempt that may have recorded the move (the
-// mover never moves a partition twice).
+// onMove handles the outcome of the current move's MovePartitions.
+// REASSIGNMENT_IN_PROGRESS is success only after an attempt that may
+// have recorded the move (the mover never moves a partition twice).
 func (c *wireClient) onMove(err error) {
 	w, mp := c.ww.w, c.ww.moves
-	a := clientlib.ClassifyErr(err)
 	inProgress := errCode(err) == strandpb.ErrorCode_ERROR_CODE_REASSIGNMENT_IN_PROGRESS
 	switch {
 	case err == nil:
-	case inProgress && c.maybeDone:
-	case c.ww.membershipRefusal(err):
+	case inProgress && maybeApplied(err):
+	case c.ww.membershipRefusal(err) && !maybeApplied(err):
 		// A joiner not unfenced yet, a node fenced by a decommission, or
 		// the decommission's own move of the partition: the operator
 		// picks again (not a finding).
@@ -342,29 +332,21 @@ func (c *wireClient) onMove(err error) {
 		c.refresh()
 		c.after(0, c.awaitMove)
 		return
-	case !a.Retriable:
+	case definiteRefusal(err):
 		w.fail("move of %s to %v refused: %v", w.incarnations.label(mp.current.group), mp.current.target, err)
 		mp.ats = mp.ats[1:]
 		c.after(0, c.awaitMove)
 		return
-	case w.now() > mp.started+w.opts.OpDeadline:
-		// Given up, as a producer gives up an operation: an attempt may
-		// still have recorded it.
-		c.maybeDone = c.maybeDone || a.MaybeWritten || a.RefreshMetadata
-		if c.maybeDone {
+	default:
+		// Given up (clientlib's retries spent, the cluster unreachable),
+		// as a producer gives up an operation: an attempt may still
+		// have recorded it.
+		if maybeApplied(err) {
 			mp.maybe = append(mp.maybe, mp.current)
 		}
 		w.coverage.Inc("event/partition-move-abandoned")
 		mp.ats = mp.ats[1:]
 		c.after(0, c.awaitMove)
-		return
-	default:
-		c.maybeDone = c.maybeDone || a.MaybeWritten || a.RefreshMetadata
-		if a.RefreshMetadata {
-			c.refresh()
-		}
-		target := c.controllerTarget(err)
-		c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.moveAttempt(target) })
 		return
 	}
 	w.coverage.Inc("event/partition-move")
@@ -669,45 +651,27 @@ func (ww *wireWorkload) rollBackStranded(i int) {
 	if i >= len(mp.moves) {
 		return
 	}
-	c := mp.canceller
-	c.attempts, c.maybeDone = 0, false
-	start := ww.w.now()
-	var attempt func(target int)
-	attempt = func(target int) {
+	ww.libMove(mp.cancelLib, mp.moves[i].group, mp.moves[i].from, true, func(err error) {
 		mv := &mp.moves[i]
-		tp := ww.moveTP(mv.group)
-		c.attempts++
-		req := &strandpb.Request{Body: &strandpb.Request_MovePartitions{MovePartitions: &strandpb.MovePartitionsRequest{
-			Moves: []*strandpb.MovePartitionsRequest_Move{{Topic: tp.Topic, Partition: tp.Partition, Replicas: mv.from,
-				Redirect: true}},
-			TimeoutMs: int32(ww.w.opts.ClientTimeout / time.Millisecond)}}}
-		ww.call(c, target, req, func(resp *strandpb.Response, err error) {
-			if err == nil {
-				err = wireErr(resp.GetError())
+		switch {
+		case err == nil:
+			mv.cancel = cancelDone
+			ww.w.coverage.Inc("event/partition-move-rolled-back")
+		case ww.membershipRefusal(err):
+			ww.w.coverage.Inc("event/partition-move-refused-membership") // as onCancel
+			if maybeApplied(err) {
+				mv.cancel = cancelMaybe // an earlier attempt may have applied it
 			}
-			if err == nil && len(resp.GetMovePartitions().GetMoves()) == 1 {
-				err = wireErr(resp.GetMovePartitions().GetMoves()[0].GetError())
-			}
-			a := clientlib.ClassifyErr(err)
-			switch {
-			case err == nil:
-				mv.cancel = cancelDone
-				ww.w.coverage.Inc("event/partition-move-rolled-back")
-			case ww.membershipRefusal(err):
-				ww.w.coverage.Inc("event/partition-move-refused-membership") // as onCancel
-				if c.attempts > 1 {
-					mv.cancel = cancelMaybe // an earlier attempt may have applied it
-				}
-			case a.Retriable && ww.w.now() <= start+ww.w.opts.OpDeadline:
-				c.after(wireBackoff.Delay(c.attempts, c.rng), func() { attempt(c.controllerTarget(err)) })
-				return
-			default:
-				ww.w.fail("roll back of the move of %s to %v: %v", ww.w.incarnations.label(mv.group), mv.target, err)
-			}
-			ww.rollBackStranded(i + 1)
-		})
-	}
-	attempt(c.randomNode())
+		case !definiteRefusal(err) && !maybeApplied(err) && mp.canceller.attempts < createRunsMax:
+			mp.canceller.attempts++ // given up, nothing applied: run again
+			mp.canceller.after(wireBackoff.Delay(mp.canceller.attempts, mp.canceller.rng), func() { ww.rollBackStranded(i) })
+			return
+		default:
+			ww.w.fail("roll back of the move of %s to %v: %v", ww.w.incarnations.label(mv.group), mv.target, err)
+		}
+		mp.canceller.attempts = 0
+		ww.rollBackStranded(i + 1)
+	})
 }
 
 // viable reports whether a move can reach set from other: every node it

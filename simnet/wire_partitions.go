@@ -1,7 +1,7 @@
 package simnet
 
 import (
-	"fmt"
+	"context"
 	"time"
 
 	"github.com/strandlog/strand/clientlib"
@@ -14,7 +14,7 @@ import (
 // or 2 partitions fewer than its groups, and a second admin client grows
 // it to all of them (CreatePartitions) once a drawn share of the
 // operations was issued,
-// under the seed's faults, retrying like the other admin requests. The
+// under the seed's faults, through clientlib's CreatePartitions (growRun). The
 // group indexes stay fixed: a group whose partition the topic does not
 // have yet simply has no replicas. Clients use a partition once their own
 // metadata lists it, as real clients do: until then a producer sends what
@@ -56,6 +56,8 @@ type growPlan struct {
 	initial int // partitions the main topic is created with
 	at      int // operations issued before the grow is sent
 	applied bool
+	// lib is client's clientlib Client, built when the grow is sent.
+	lib *clientlib.Client
 }
 
 // newGrowPlan draws the run's grow, or nil when the seed has none.
@@ -146,68 +148,58 @@ func (c *wireClient) awaitGrow() {
 		c.after(20*time.Millisecond, c.awaitGrow)
 		return
 	}
-	c.attempts, c.maybeDone = 0, false
-	c.growAttempt(c.randomNode())
+	c.attempts = 0
+	c.growRun()
 }
 
-// growAttempt sends one CreatePartitions growing the main topic to all
-// its groups.
-func (c *wireClient) growAttempt(target int) {
-	o := c.ww.w.opts
+// growRunsMax bounds the grower's runs of clientlib's CreatePartitions
+// (each retries up to clientlib's MaxRetries).
+const growRunsMax = 100
+
+// growRun grows the main topic to all its groups with clientlib's
+// CreatePartitions (strand topic alter --partitions'), as a task of the
+// grower's clientlib Client, and judges the outcome.
+func (c *wireClient) growRun() {
+	g := c.ww.grow
+	if g.lib == nil {
+		g.lib = c.ww.adminLib(c)
+	}
 	main := c.ww.topics[0]
 	c.attempts++
-	req := &strandpb.Request{Body: &strandpb.Request_CreatePartitions{CreatePartitions: &strandpb.CreatePartitionsRequest{
-		Topics:    []*strandpb.CreatePartitionsRequest_Topic{{Name: main.name, Partitions: int32(main.partitions)}},
-		TimeoutMs: int32(o.ClientTimeout / time.Millisecond)}}}
-	c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
-		if err == nil {
-			err = wireErr(resp.GetError())
-		}
-		if err == nil {
-			err = c.checkGrowAnswer(resp.GetCreatePartitions().GetTopics())
-		}
-		c.onGrow(err)
-	})
+	var got clientlib.PartitionsAdded
+	var err error
+	g.lib.SimRun(func(ctx context.Context) {
+		got, err = g.lib.CreatePartitions(ctx, main.name, int32(main.partitions), false)
+	},
+		func() { c.onGrow(got, err) })
 }
 
-// checkGrowAnswer checks a successful answer: one topic, grown to every
-// group, by the partitions the topic lacked.
-func (c *wireClient) checkGrowAnswer(ts []*strandpb.CreatePartitionsResponse_Topic) error {
-	main := c.ww.topics[0]
-	if len(ts) != 1 {
-		return fmt.Errorf("create partitions answered %d topics", len(ts))
-	}
-	if err := wireErr(ts[0].GetError()); err != nil {
-		return err
-	}
-	if want := main.partitions - c.ww.grow.initial; ts[0].GetPartitions() != int32(main.partitions) || ts[0].GetAdded() != int32(want) {
-		c.ww.w.fail("create partitions of %s: answered %d partitions, %d added; want %d, %d",
-			main.name, ts[0].GetPartitions(), ts[0].GetAdded(), main.partitions, want)
-	}
-	return nil
-}
-
-// onGrow handles one CreatePartitions answer: INVALID_PARTITIONS ("already
-// has N") is success only after an attempt that may have applied it.
-func (c *wireClient) onGrow(err error) {
+// onGrow judges CreatePartitions' outcome: success grew the topic by the
+// partitions it lacked (Added -1: a retry found the count reached after an
+// attempt that may have applied it, as clientlib checks);
+// INVALID_PARTITIONS ("already has N") is success only after an attempt
+// that may have applied it; a definite refusal fails the seed; a call
+// clientlib gave up on is run again, as an operator reruns the command.
+func (c *wireClient) onGrow(got clientlib.PartitionsAdded, err error) {
 	w := c.ww.w
-	a := clientlib.ClassifyErr(err)
+	main := c.ww.topics[0]
 	reached := errCode(err) == strandpb.ErrorCode_ERROR_CODE_INVALID_PARTITIONS
 	switch {
 	case err == nil:
-	case reached && c.maybeDone:
+		if want := main.partitions - c.ww.grow.initial; got.Partitions != int32(main.partitions) || got.Added != int32(want) && got.Added != -1 {
+			w.fail("create partitions of %s: answered %d partitions, %d added; want %d, %d",
+				main.name, got.Partitions, got.Added, main.partitions, want)
+		}
+	case reached && maybeApplied(err):
 	case reached:
 		w.fail("create partitions: %v although no earlier attempt may have added them", err)
-	case !a.Retriable:
+	case definiteRefusal(err):
 		w.fail("create partitions refused: %v", err)
-	default:
-		c.maybeDone = c.maybeDone || a.MaybeWritten || a.RefreshMetadata
-		if a.RefreshMetadata {
-			c.refresh()
-		}
-		target := c.controllerTarget(err)
-		c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.growAttempt(target) })
+	case c.attempts < growRunsMax:
+		c.after(wireBackoff.Delay(c.attempts, c.rng), c.growRun)
 		return
+	default:
+		w.fail("create partitions: given up after %d runs: %v", c.attempts, err)
 	}
 	if err == nil || reached {
 		w.coverage.Inc("event/partitions-added")

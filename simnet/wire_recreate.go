@@ -2,7 +2,8 @@ package simnet
 
 import (
 	"bytes"
-	"fmt"
+	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -150,97 +151,85 @@ func (c *wireClient) awaitRecreate() {
 		c.after(20*time.Millisecond, c.awaitRecreate)
 		return
 	}
-	c.attempts, c.maybeDone, c.deleteID = 0, false, nil
-	c.deleteAttempt(c.randomNode()) // the id its metadata holds, if any
+	c.attempts, c.maybeDone, c.deletesInferred = 0, false, 0
+	c.deleteRun()
 }
 
-// learnTopicID asks a node's metadata for the second topic's id, then
-// sends the delete naming it (to target).
-func (c *wireClient) learnTopicID(target int) {
-	c.askMetadata([]string{topicSecond}, func() {
-		c.after(0, func() { c.deleteAttempt(target) }) // after the answer is in the cache
-	})
-}
+// errNoTopicID: the admin's fresh metadata lists no id of the topic to
+// delete (every node answering has it deleted, or has not applied it).
+var errNoTopicID = errors.New("simnet: no id known for the topic to delete")
 
-// deleteAttempt sends one DeleteTopics of the second topic naming the id
-// the admin learned for this delete, so the delete removes that
-// incarnation or nothing: a delete the admin gave up on (its node paused,
-// it held the request and carried it out after the admin's retry had
-// deleted the topic and created it again) cannot remove the newer
-// incarnation. By name only it did (seed 516: no node hosted sim2 after
-// the heal). Without an id yet it takes its metadata's, or asks for one.
-// The id stays for every attempt of the delete (its metadata may flip
-// back to an older id as lagging nodes answer other refreshes, or lose the
-// topic once an attempt that timed out deleted it: then TOPIC_NOT_FOUND
-// must end the delete) until UNKNOWN_TOPIC_ID says the topic has another.
-func (c *wireClient) deleteAttempt(target int) {
-	w, o := c.ww.w, c.ww.w.opts
+// deleteRun deletes the second topic with clientlib's DeleteTopic
+// (strand topic delete's) as a task of the admin's clientlib Client, after
+// fresh metadata: the delete names the id that metadata lists, so it
+// removes that incarnation or nothing, whatever its retries: a delete the
+// admin gave up on (its node paused, it held the request and carried it
+// out after a later run had deleted the topic and created it again)
+// cannot remove the newer incarnation. By name only it did (seed 516: no
+// node hosted sim2 after the heal), so without an id the run sends
+// nothing (errNoTopicID).
+func (c *wireClient) deleteRun() {
 	c.attempts++
-	if c.attempts > attemptsMax {
-		w.fail("delete topic %s: no answer in %d attempts", topicSecond, attemptsMax)
+	if c.attempts > createRunsMax {
+		c.ww.w.fail("delete topic %s: not done in %d runs", topicSecond, createRunsMax)
 		c.recreated()
 		return
 	}
-	if c.deleteID == nil {
-		info := c.cache.Topic(topicSecond)
-		if info == nil || len(info.ID) == 0 {
-			c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.learnTopicID(target) })
+	if c.adminLib == nil {
+		c.adminLib = c.ww.adminLib(c)
+	}
+	cl := c.adminLib
+	var err error
+	cl.SimRun(func(ctx context.Context) {
+		var info clientlib.ClusterInfo
+		if info, err = cl.Metadata(ctx); err != nil {
 			return
 		}
-		c.deleteID = bytes.Clone(info.ID)
-	}
-	req := &strandpb.Request{Body: &strandpb.Request_DeleteTopics{DeleteTopics: &strandpb.DeleteTopicsRequest{
-		Names: []string{topicSecond}, TopicIds: [][]byte{c.deleteID}, TimeoutMs: int32(o.ClientTimeout / time.Millisecond)}}}
-	c.ww.call(c, target, req, func(resp *strandpb.Response, err error) {
-		if err == nil {
-			err = wireErr(resp.GetError())
+		i := slices.IndexFunc(info.Topics, func(t clientlib.TopicMetadata) bool { return t.Name == topicSecond })
+		if i < 0 || len(info.Topics[i].ID) == 0 || info.Topics[i].Err != nil {
+			err = errNoTopicID
+			return
 		}
-		if err == nil {
-			if ts := resp.GetDeleteTopics().GetTopics(); len(ts) == 1 {
-				err = wireErr(ts[0].GetError())
-			} else {
-				err = fmt.Errorf("delete topics answered %d topics", len(ts))
-			}
-		}
-		c.onDelete(err)
-	})
+		err = cl.DeleteTopic(ctx, topicSecond) // names the id Metadata just cached
+	}, func() { c.onDelete(err) })
 }
 
-// onDelete handles one DeleteTopics answer: TOPIC_NOT_FOUND is success
-// only after an attempt that may have deleted it.
+// onDelete judges a delete run: TOPIC_NOT_FOUND, or no id listed, is
+// success only after an attempt that may have deleted it; a definite
+// refusal fails the seed; anything else runs the delete again.
 func (c *wireClient) onDelete(err error) {
 	w := c.ww.w
-	a := clientlib.ClassifyErr(err)
-	gone := errCode(err) == strandpb.ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND
+	gone := errCode(err) == strandpb.ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND || errors.Is(err, errNoTopicID)
 	switch {
 	case err == nil:
-	case errCode(err) == strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID:
-		// The topic of that name has another id: the admin's metadata
-		// was stale (a lagging node's). Nothing was deleted; learn the
-		// id again.
-		w.coverage.Inc("event/topic-delete-stale-id")
-		c.deleteID = nil
-		c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.learnTopicID(c.randomNode()) })
+	case gone && (c.maybeDone || maybeApplied(err)):
+	case errors.Is(err, errNoTopicID):
+		// Not known yet at the node that answered (a lagging one).
+		c.after(wireBackoff.Delay(c.attempts, c.rng), c.deleteRun)
 		return
-	case gone && c.maybeDone:
 	case gone:
 		w.fail("delete topic %s: unknown although no earlier attempt may have deleted it", topicSecond)
 		c.recreated()
 		return
-	case !a.Retriable:
+	case errCode(err) == strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID:
+		// The topic of that name has another id: the metadata was stale
+		// (a lagging node's). Nothing was deleted by this attempt; learn
+		// the id again.
+		w.coverage.Inc("event/topic-delete-stale-id")
+		c.maybeDone = c.maybeDone || maybeApplied(err)
+		c.after(wireBackoff.Delay(c.attempts, c.rng), c.deleteRun)
+		return
+	case definiteRefusal(err):
 		w.fail("delete topic refused: %v", err)
 		c.recreated()
 		return
 	default:
-		c.maybeDone = c.maybeDone || a.MaybeWritten || a.RefreshMetadata
-		if a.RefreshMetadata {
-			c.refresh()
-		}
-		target := c.controllerTarget(err)
-		c.after(wireBackoff.Delay(c.attempts, c.rng), func() { c.deleteAttempt(target) })
+		c.maybeDone = c.maybeDone || maybeApplied(err)
+		c.after(wireBackoff.Delay(c.attempts, c.rng), c.deleteRun)
 		return
 	}
 	w.coverage.Inc("event/topic-delete")
+	c.deleteInferred = errors.Is(err, errNoTopicID) // taken as gone, not answered
 	c.recreating = true
 	for i, t := range c.ww.topics {
 		if t.name == topicSecond {
