@@ -13,8 +13,10 @@ import (
 // lost, then refused TOPIC_EXISTS by the next node, reported as a definite
 // refusal, "not created") are caught by the admin's topic creates, which
 // go through clientlib's CreateTopic since the eleventh session: TOPIC_EXISTS
-// with no attempt that may have created it. make sim-bugs
-// BUGS=LibUnsureForgotten: 49 of seeds 1-200 (the creates at the start,
+// with no attempt that may have created it (or the re-creation's delete:
+// UNKNOWN_TOPIC with no attempt that may have deleted it, seed 34). make sim-bugs
+// BUGS=LibUnsureForgotten: 49 of seeds 1-200 on its branch, 4 of seeds 1-40
+// (32, 34, 35, 37) on the merged tree (the creates at the start,
 // while the metadata group elects, and the re-creations; a rare path: a
 // lost answer followed, in the same attempt, by another node's refusal).
 // clientlib's own check is TestAdminLostAnswerAtOneNodeIsMaybeWritten. The
@@ -26,14 +28,14 @@ func TestSimCatchesLibUnsureForgotten(t *testing.T) {
 		o.GroupMembers = 4 // as the catch-rate sweep runs the client bugs
 		return o
 	}
-	for _, seed := range []uint64{2, 24} {
+	for _, seed := range []uint64{32, 34} {
 		o := options(seed, "LibUnsureForgotten")
 		o.StopAtFailure = true
-		if res := runSeed(t, o, ""); !failsWith(res, "TOPIC_EXISTS although no earlier attempt may have created it") {
-			t.Errorf("seed %d: LibUnsureForgotten not caught by the admin's creates: %q", seed, res.Failures)
+		if res := runSeed(t, o, ""); !failsWith(res, "although no earlier attempt may have") {
+			t.Errorf("seed %d: LibUnsureForgotten not caught by the admin's creates or deletes: %q", seed, res.Failures)
 		}
 	}
-	if res := runSeed(t, options(2, ""), ""); res.Failed() {
-		t.Errorf("seed 2 without the bug failed: %s", firstLine(res.Failures[0]))
+	if res := runSeed(t, options(32, ""), ""); res.Failed() {
+		t.Errorf("seed 32 without the bug failed: %s", firstLine(res.Failures[0]))
 	}
 }
