@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/strandlog/strand/internal/clientcore"
 	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/node/loop"
 	"github.com/strandlog/strand/proto/strandpb"
@@ -238,24 +239,16 @@ func authenticate(r *loop.Round, user, password string, seed uint64) error {
 // never throttled (throttle_ms 0), and a throttle never exceeds
 // loop.ThrottleMax.
 func (w *world) checkThrottle(n *simNode, caller node.Caller, hadQuota bool, resp *strandpb.Response) {
-	var ms int32
-	switch {
-	case resp.GetProduce() != nil:
-		ms = resp.GetProduce().GetThrottleMs()
-	case resp.GetFetch() != nil:
-		ms = resp.GetFetch().GetThrottleMs()
-	default:
-		return
-	}
-	if ms == 0 {
+	d := clientcore.Throttle(resp) // a produce's or fetch's throttle_ms, as clientlib reads it
+	if d == 0 {
 		return
 	}
 	w.coverage.Inc("loop/throttled")
 	if !hadQuota {
-		w.fail("node %d throttled %s %d ms, a principal without a quota", n.id, caller.Principal, ms)
+		w.fail("node %d throttled %s %v, a principal without a quota", n.id, caller.Principal, d)
 	}
-	if ms > int32(loop.ThrottleMax.Milliseconds()) {
-		w.fail("node %d throttled %s %d ms, over the bound %v", n.id, caller.Principal, ms, loop.ThrottleMax)
+	if d > loop.ThrottleMax {
+		w.fail("node %d throttled %s %v, over the bound %v", n.id, caller.Principal, d, loop.ThrottleMax)
 	}
 }
 
