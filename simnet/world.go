@@ -519,24 +519,31 @@ func (w *world) failStop(n *simNode, err error) {
 	case cutSegmentRoll:
 		w.stats.CutsSegmentRoll++
 	case cutCompaction:
-		if n.cut.kill {
-			w.coverage.Inc("fault/kill-compaction")
-			w.killNode(n, "killed in a compaction pass: "+err.Error())
-			w.scheduleRestart(n)
+		if w.cutKills(n, "compaction", "killed in a compaction pass: "+err.Error()) {
 			return
 		}
-		w.coverage.Inc("fault/power-cut-compaction")
 	case cutRound:
-		if n.cut.kill {
-			w.coverage.Inc("fault/kill-round")
-			w.killNode(n, "killed in a round: "+err.Error())
-			w.scheduleRestart(n)
+		if w.cutKills(n, "round", "killed in a round: "+err.Error()) {
 			return
 		}
-		w.coverage.Inc("fault/power-cut-round")
 	}
 	w.crashNode(n, "failstop: "+err.Error())
 	w.scheduleRestart(n)
+}
+
+// cutKills ends a cut that fired inside where (a round, a compaction
+// pass): a kill (the page cache survives) kills n and schedules its
+// restart and reports true; a power cut is only counted, and failStop
+// crashes n.
+func (w *world) cutKills(n *simNode, where, why string) bool {
+	if !n.cut.kill {
+		w.coverage.Inc("fault/power-cut-" + where)
+		return false
+	}
+	w.coverage.Inc("fault/kill-" + where)
+	w.killNode(n, why)
+	w.scheduleRestart(n)
+	return true
 }
 
 // hasFaults reports whether a disk fault was injected into n's disk.
