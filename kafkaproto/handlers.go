@@ -711,71 +711,15 @@ func (c *conn) deleteTopics(req kmsg.Request) func() kmsg.Response {
 			byID = true
 		}
 	}
-	// resolve lists the request's topics: each one's name (nil when not
-	// resolved), id (zero: any), and the error found before the delete
-	// (metaErr for a topic named by id when the metadata read failed).
-	type entry struct {
-		name *string
-		id   [16]byte
-		err  *strandpb.Error
-	}
-	resolve := func(ids map[[16]byte]string, metaErr *strandpb.Error) []entry {
-		var out []entry
-		for _, name := range r.TopicNames {
-			out = append(out, entry{name: &name})
-		}
-		for _, t := range r.Topics {
-			e := entry{name: t.Topic, id: t.TopicID}
-			switch {
-			case t.Topic != nil:
-			case t.TopicID == [16]byte{}:
-				e.err = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
-					Message: "name the topic or its topic id"}
-			default:
-				if name, ok := ids[t.TopicID]; ok {
-					e.name = &name
-				} else if metaErr != nil {
-					e.err = metaErr
-				} else {
-					e.err = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID,
-						Message: "no topic has this topic id"}
-				}
-			}
-			out = append(out, e)
-		}
-		return out
-	}
-	deleteReq := func(entries []entry) *strandpb.Request {
-		d := &strandpb.DeleteTopicsRequest{TimeoutMs: r.TimeoutMillis}
-		anyID := false
-		for _, e := range entries {
-			if e.err != nil {
-				continue
-			}
-			d.Names = append(d.Names, *e.name)
-			var id []byte
-			if e.id != ([16]byte{}) {
-				id, anyID = e.id[:], true
-			}
-			d.TopicIds = append(d.TopicIds, id)
-		}
-		if !anyID {
-			d.TopicIds = nil
-		}
-		if len(d.Names) == 0 {
-			return nil
-		}
-		return &strandpb.Request{Body: &strandpb.Request_DeleteTopics{DeleteTopics: d}}
-	}
 	// Without ids the delete is submitted now; with ids, after the
 	// metadata that resolves them answered.
 	var meta, k *call
-	var entries []entry
+	var entries []deleteEntry
 	if byID {
 		meta = c.submit(&strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{}}})
 	} else {
-		entries = resolve(nil, nil)
-		if dr := deleteReq(entries); dr != nil {
+		entries = resolveDeletes(r, nil, nil)
+		if dr := nativeDelete(r, entries); dr != nil {
 			k = c.submit(dr)
 		}
 	}
@@ -786,39 +730,107 @@ func (c *conn) deleteTopics(req kmsg.Request) func() kmsg.Response {
 				return nil
 			}
 			ids, _ := topicIDs(m.GetMetadata())
-			entries = resolve(ids, m.GetError())
-			if dr := deleteReq(entries); dr != nil {
+			entries = resolveDeletes(r, ids, m.GetError())
+			if dr := nativeDelete(r, entries); dr != nil {
 				k = c.send(dr)
 			}
 		}
-		answers := map[string]*strandpb.Error{}
 		var whole *strandpb.Response
 		if k != nil {
 			if whole = c.wait(k); whole == nil {
 				return nil
 			}
-			for _, t := range whole.GetDeleteTopics().GetTopics() {
-				answers[t.GetName()] = t.GetError()
-			}
 		}
-		out := kmsg.NewPtrDeleteTopicsResponse()
-		out.SetVersion(r.Version)
-		for _, e := range entries {
-			ot := kmsg.NewDeleteTopicsResponseTopic()
-			ot.Topic, ot.TopicID = e.name, e.id
-			err := e.err
-			if err == nil {
-				if a, ok := answers[*e.name]; ok {
-					err = partErr(whole, a)
-				} else {
-					err = whole.GetError()
-				}
-			}
-			ot.ErrorCode, ot.ErrorMessage = kafkaCode(err), message(err)
-			out.Topics = append(out.Topics, ot)
-		}
-		return out
+		return deleteTopicsAnswer(r, entries, whole)
 	}
+}
+
+// deleteEntry is one topic of a DeleteTopics request: its name (nil when
+// not resolved), id (zero: any), and the error found before the delete.
+type deleteEntry struct {
+	name *string
+	id   [16]byte
+	err  *strandpb.Error
+}
+
+// resolveDeletes lists r's topics, resolving those named by id through
+// ids (metaErr for a topic named by id when the metadata read failed).
+func resolveDeletes(r *kmsg.DeleteTopicsRequest, ids map[[16]byte]string, metaErr *strandpb.Error) []deleteEntry {
+	var out []deleteEntry
+	for _, name := range r.TopicNames {
+		out = append(out, deleteEntry{name: &name})
+	}
+	for _, t := range r.Topics {
+		e := deleteEntry{name: t.Topic, id: t.TopicID}
+		switch {
+		case t.Topic != nil:
+		case t.TopicID == [16]byte{}:
+			e.err = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
+				Message: "name the topic or its topic id"}
+		default:
+			if name, ok := ids[t.TopicID]; ok {
+				e.name = &name
+			} else if metaErr != nil {
+				e.err = metaErr
+			} else {
+				e.err = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID,
+					Message: "no topic has this topic id"}
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// nativeDelete is the native delete of the entries resolved without an
+// error (with their ids when any was named); nil when there are none.
+func nativeDelete(r *kmsg.DeleteTopicsRequest, entries []deleteEntry) *strandpb.Request {
+	d := &strandpb.DeleteTopicsRequest{TimeoutMs: r.TimeoutMillis}
+	anyID := false
+	for _, e := range entries {
+		if e.err != nil {
+			continue
+		}
+		d.Names = append(d.Names, *e.name)
+		var id []byte
+		if e.id != ([16]byte{}) {
+			id, anyID = e.id[:], true
+		}
+		d.TopicIds = append(d.TopicIds, id)
+	}
+	if !anyID {
+		d.TopicIds = nil
+	}
+	if len(d.Names) == 0 {
+		return nil
+	}
+	return &strandpb.Request{Body: &strandpb.Request_DeleteTopics{DeleteTopics: d}}
+}
+
+// deleteTopicsAnswer is the Kafka answer to r: each entry's own error, or
+// the native delete's answer for its name (whole, nil when none was sent).
+func deleteTopicsAnswer(r *kmsg.DeleteTopicsRequest, entries []deleteEntry, whole *strandpb.Response) kmsg.Response {
+	answers := map[string]*strandpb.Error{}
+	for _, t := range whole.GetDeleteTopics().GetTopics() {
+		answers[t.GetName()] = t.GetError()
+	}
+	out := kmsg.NewPtrDeleteTopicsResponse()
+	out.SetVersion(r.Version)
+	for _, e := range entries {
+		ot := kmsg.NewDeleteTopicsResponseTopic()
+		ot.Topic, ot.TopicID = e.name, e.id
+		err := e.err
+		if err == nil {
+			if a, ok := answers[*e.name]; ok {
+				err = partErr(whole, a)
+			} else {
+				err = whole.GetError()
+			}
+		}
+		ot.ErrorCode, ot.ErrorMessage = kafkaCode(err), message(err)
+		out.Topics = append(out.Topics, ot)
+	}
+	return out
 }
 
 // describeConfigs answers topic configs from Strand's DescribeTopics (a
