@@ -37,86 +37,110 @@ func (c *Client) simCall(addr string, req *strandpb.Request, timeout, wait time.
 	if c.simWatch.lastRead == nil {
 		c.simWatch.lastRead = map[string]time.Duration{}
 	}
-	sent := t.Now()
-	finished := false
-	finish := func(resp *strandpb.Response, err error) {
-		if !finished {
-			finished = true
-			done(resp, err)
-		}
-	}
+	sc := &simWatchedCall{c: c, t: t, addr: addr, sent: t.Now(), timeout: timeout, wait: wait, done: done}
 	t.Call(addr, req, func(resp *strandpb.Response, err error) {
 		if err == nil {
 			c.simWatch.lastRead[addr] = max(c.simWatch.lastRead[addr], t.Now())
 			c.reached.Store(true)
 		}
-		finish(resp, err)
+		sc.finish(resp, err)
 	})
-	if finished || noAnswer(req) || timeout <= 0 {
+	if sc.finished || noAnswer(req) || timeout <= 0 {
 		return
 	}
-	conn := c.simConnOf(addr)
-	// past is the call's send time and the node's last answer, moved past
-	// the connection's throttle (clientcore.PastThrottle), as await does.
-	past := func() (time.Duration, time.Duration) {
-		if conn == nil {
-			return sent, c.simWatch.lastRead[addr]
-		}
-		return clientcore.PastThrottle(sent, c.simWatch.lastRead[addr], conn.throttleUntil)
-	}
-	var expire func()
-	expire = func() {
-		if finished {
-			return
-		}
-		if s, _ := past(); t.Now() < s+timeout {
-			t.After(s+timeout-t.Now(), expire) // a throttle moved the deadline
-			return
-		}
-		c.simKill(addr, conn)
-		finish(nil, &Error{Code: strandpb.ErrorCode_ERROR_CODE_TIMEOUT,
-			Message: fmt.Sprintf("no answer from %s within %v", addr, timeout)})
-	}
-	t.After(timeout, expire)
-	// The stall bound is the node's (StallTimeout doubled per recent
-	// stall, Suspects) once the connection's Hello named it.
-	stallOf := func() (uint64, time.Duration) {
-		if conn != nil && conn.node != 0 {
-			return conn.node, c.stallBound(conn.node)
-		}
-		return 0, c.cfg.stallTimeout
-	}
-	if _, stall := stallOf(); stall <= 0 {
+	sc.conn = c.simConnOf(addr)
+	t.After(timeout, sc.expire)
+	if _, stall := sc.stallOf(); stall <= 0 {
 		return
 	}
-	var check func()
-	arm := func() {
-		_, stall := stallOf()
-		// Stalled turns true just after both bounds passed.
-		s, r := past()
-		at := max(s+wait+stall, r+stall) + 1
-		if at >= s+timeout {
-			return // the deadline comes first
-		}
-		t.After(at-t.Now(), check)
+	sc.arm()
+}
+
+// simWatchedCall is one call simCall watches: its deadline and its stall
+// verdict, each a virtual-time timer, as a real connection's await.
+type simWatchedCall struct {
+	c        *Client
+	t        clientcore.Transport
+	addr     string
+	conn     *simConn // nil: none known
+	sent     time.Duration
+	timeout  time.Duration
+	wait     time.Duration
+	finished bool
+	done     func(*strandpb.Response, error)
+}
+
+// finish ends the call once.
+func (sc *simWatchedCall) finish(resp *strandpb.Response, err error) {
+	if !sc.finished {
+		sc.finished = true
+		sc.done(resp, err)
 	}
-	check = func() {
-		if finished {
-			return
-		}
-		node, stall := stallOf()
-		s, r := past()
-		if !clientcore.Stalled(t.Now(), s, r, wait, stall) {
-			arm()
-			return
-		}
-		c.simKill(addr, conn)
-		if node != 0 {
-			c.markSuspect(node)
-		}
-		finish(nil, connFailure(addr, true, fmt.Errorf("%w: nothing received for %v", errStalled, stall)))
+}
+
+// past is the call's send time and the node's last answer, moved past
+// the connection's throttle (clientcore.PastThrottle), as await does.
+func (sc *simWatchedCall) past() (time.Duration, time.Duration) {
+	lastRead := sc.c.simWatch.lastRead[sc.addr]
+	if sc.conn == nil {
+		return sc.sent, lastRead
 	}
-	arm()
+	return clientcore.PastThrottle(sc.sent, lastRead, sc.conn.throttleUntil)
+}
+
+// expire ends the call with TIMEOUT at its deadline (moved by a throttle).
+func (sc *simWatchedCall) expire() {
+	if sc.finished {
+		return
+	}
+	if s, _ := sc.past(); sc.t.Now() < s+sc.timeout {
+		sc.t.After(s+sc.timeout-sc.t.Now(), sc.expire) // a throttle moved the deadline
+		return
+	}
+	sc.c.simKill(sc.addr, sc.conn)
+	sc.finish(nil, &Error{Code: strandpb.ErrorCode_ERROR_CODE_TIMEOUT,
+		Message: fmt.Sprintf("no answer from %s within %v", sc.addr, sc.timeout)})
+}
+
+// stallOf is the stall bound: the node's (StallTimeout doubled per
+// recent stall, Suspects) once the connection's Hello named it.
+func (sc *simWatchedCall) stallOf() (uint64, time.Duration) {
+	if sc.conn != nil && sc.conn.node != 0 {
+		return sc.conn.node, sc.c.stallBound(sc.conn.node)
+	}
+	return 0, sc.c.cfg.stallTimeout
+}
+
+// arm sets the stall check for just after both bounds pass, unless the
+// deadline comes first.
+func (sc *simWatchedCall) arm() {
+	_, stall := sc.stallOf()
+	// Stalled turns true just after both bounds passed.
+	s, r := sc.past()
+	at := max(s+sc.wait+stall, r+stall) + 1
+	if at >= s+sc.timeout {
+		return // the deadline comes first
+	}
+	sc.t.After(at-sc.t.Now(), sc.check)
+}
+
+// check ends the call as stalled (suspecting the node) when nothing
+// arrived within the bounds; otherwise it re-arms.
+func (sc *simWatchedCall) check() {
+	if sc.finished {
+		return
+	}
+	node, stall := sc.stallOf()
+	s, r := sc.past()
+	if !clientcore.Stalled(sc.t.Now(), s, r, sc.wait, stall) {
+		sc.arm()
+		return
+	}
+	sc.c.simKill(sc.addr, sc.conn)
+	if node != 0 {
+		sc.c.markSuspect(node)
+	}
+	sc.finish(nil, connFailure(sc.addr, true, fmt.Errorf("%w: nothing received for %v", errStalled, stall)))
 }
 
 // noAnswer reports whether req expects no answer: a produce at acks=0.

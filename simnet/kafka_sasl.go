@@ -199,29 +199,10 @@ func (s *simSASL) startKafkaImpostor() {
 // kafkaImpostorTry is one attempt on a fresh Kafka connection to a
 // random node.
 func (s *simSASL) kafkaImpostorTry(mode kafkaImpostorMode) {
-	w, k := s.ww.w, s.kafkaImpostor
+	k := s.kafkaImpostor
 	target := k.randomNode()
 	id := s.dial(k, target, false, true)
-	refused := func() { w.coverage.Inc("kafka-sasl/impostor-refused") }
-	// fetch sends the impostor's fetch: it must never be answered.
-	fetch := func() {
-		req := &strandpb.Request{Body: &strandpb.Request_Fetch{Fetch: &strandpb.FetchRequest{MaxBytes: 1 << 10,
-			Partitions: []*strandpb.FetchRequest_Partition{{Topic: impostorTopic, Partition: 0, MaxBytes: 1 << 10}}}}}
-		s.kafkaStep(k, target, id, func(corr int32) ([]byte, func([]byte) (*strandpb.Response, error)) {
-			frame, decode, _ := kafkaproto.EncodeRequest(req, corr)
-			return frame, decode
-		}, func(resp *strandpb.Response, err error) {
-			var ce *clientlib.ConnError
-			switch {
-			case errors.As(err, &ce) && errors.Is(ce.Err, errConnClosed):
-				refused()
-			case err != nil:
-			default:
-				w.fail("kafka-sasl: the Kafka impostor's fetch on an unauthenticated connection to node %d was answered %v", target, resp)
-			}
-			s.closed(id)
-		})
-	}
+	fetch := func() { s.kafkaImpostorFetch(target, id) }
 	switch mode {
 	case impostorNoHandshake:
 		fetch()
@@ -233,15 +214,7 @@ func (s *simSASL) kafkaImpostorTry(mode kafkaImpostorMode) {
 	if err != nil {
 		panic("simnet: sasl first step: " + err.Error())
 	}
-	final := func(resp *strandpb.Response, err error) {
-		switch {
-		case err != nil:
-		case resp.GetError().GetCode() == strandpb.ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED:
-			refused()
-		default:
-			w.fail("kafka-sasl: the Kafka impostor (User:app with a wrong password) was answered %v by node %d, want SASL_AUTHENTICATION_FAILED", resp, target)
-		}
-	}
+	final := func(resp *strandpb.Response, err error) { s.kafkaImpostorFinal(target, resp, err) }
 	s.kafkaStep(k, target, id, func(corr int32) ([]byte, func([]byte) (*strandpb.Response, error)) {
 		return kafkaproto.EncodeSASLHandshake(first.GetSaslAuthenticate().GetMechanism(), corr)
 	}, func(resp *strandpb.Response, err error) {
@@ -272,6 +245,41 @@ func (s *simSASL) kafkaImpostorTry(mode kafkaImpostorMode) {
 			fetch() // pipelined behind the last step, as a client that does not wait would
 		})
 	})
+}
+
+// kafkaImpostorFetch sends the impostor's fetch on connection id to
+// node target: it must never be answered.
+func (s *simSASL) kafkaImpostorFetch(target int, id uint64) {
+	w, k := s.ww.w, s.kafkaImpostor
+	req := &strandpb.Request{Body: &strandpb.Request_Fetch{Fetch: &strandpb.FetchRequest{MaxBytes: 1 << 10,
+		Partitions: []*strandpb.FetchRequest_Partition{{Topic: impostorTopic, Partition: 0, MaxBytes: 1 << 10}}}}}
+	s.kafkaStep(k, target, id, func(corr int32) ([]byte, func([]byte) (*strandpb.Response, error)) {
+		frame, decode, _ := kafkaproto.EncodeRequest(req, corr)
+		return frame, decode
+	}, func(resp *strandpb.Response, err error) {
+		var ce *clientlib.ConnError
+		switch {
+		case errors.As(err, &ce) && errors.Is(ce.Err, errConnClosed):
+			w.coverage.Inc("kafka-sasl/impostor-refused")
+		case err != nil:
+		default:
+			w.fail("kafka-sasl: the Kafka impostor's fetch on an unauthenticated connection to node %d was answered %v", target, resp)
+		}
+		s.closed(id)
+	})
+}
+
+// kafkaImpostorFinal checks the answer to the impostor's last SASL step
+// at node target: SASL_AUTHENTICATION_FAILED, or no answer.
+func (s *simSASL) kafkaImpostorFinal(target int, resp *strandpb.Response, err error) {
+	w := s.ww.w
+	switch {
+	case err != nil:
+	case resp.GetError().GetCode() == strandpb.ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED:
+		w.coverage.Inc("kafka-sasl/impostor-refused")
+	default:
+		w.fail("kafka-sasl: the Kafka impostor (User:app with a wrong password) was answered %v by node %d, want SASL_AUTHENTICATION_FAILED", resp, target)
+	}
 }
 
 // kafkaAuthedAt records that client c's Kafka connection to node n

@@ -622,80 +622,15 @@ func (t libMemberTransport) CallOn(id uint64, addr string, req *strandpb.Request
 // given), commit (per partition) or committed-offset read (per
 // partition), and returns what ends them with the answer.
 func (m *libMember) record(life *libLife, req *strandpb.Request) func(*strandpb.Response, error) {
-	w := m.lg.ww.w
-	h := w.hist.h
-	client := linearizability.ClientID(m.c.index)
 	var ids []linearizability.OpID
 	var end func(resp *strandpb.Response, err error)
 	switch {
 	case req.GetGroupHeartbeat() != nil && req.GetGroupHeartbeat().GetGroup() == groupID && req.GetGroupHeartbeat().GetMemberEpoch() >= 0:
-		hb := req.GetGroupHeartbeat()
-		sent := w.now()
-		id := h.CallMemberEpoch(client, groupID, hb.GetMemberId(), ns(sent))
-		ids = append(ids, id)
-		end = func(resp *strandpb.Response, err error) {
-			if e := resp.GetGroupHeartbeat().GetMemberEpoch(); err == nil && wireErr(resp.GetError()) == nil && e > 0 {
-				h.ReturnMemberEpoch(id, e, ns(w.now()))
-				if prev := m.lg.granted[hb.GetMemberId()]; e < prev {
-					w.fail("groups: member %d (%s) was given epoch %d after epoch %d: the coordinator forgot the group's epochs",
-						m.idx, hb.GetMemberId(), e, prev)
-				}
-				m.lg.granted[hb.GetMemberId()] = max(e, m.lg.granted[hb.GetMemberId()])
-				life.lastOK = sent
-				m.onEpoch(life, hb.GetMemberId(), e)
-			} else {
-				h.Fail(id, ns(w.now()))
-			}
-		}
+		ids, end = m.recordHeartbeat(life, req.GetGroupHeartbeat())
 	case req.GetOffsetCommit() != nil && req.GetOffsetCommit().GetGroup() == groupID:
-		cr := req.GetOffsetCommit()
-		for _, o := range cr.GetOffsets() {
-			ids = append(ids, h.CallCommitOffsetAs(client, groupID, cr.GetMemberId(), cr.GetMemberEpoch(),
-				linearizability.TopicPartition{Topic: o.GetTopic(), Partition: o.GetPartition()}, o.GetOffset(), ns(w.now())))
-		}
-		end = func(resp *strandpb.Response, err error) {
-			if err == nil {
-				err = wireErr(resp.GetError())
-			}
-			for _, id := range ids {
-				switch {
-				case err == nil:
-					h.ReturnCommitted(id, ns(w.now()))
-					w.coverage.Inc("event/group-commit")
-				case clientlib.ClassifyErr(err).MaybeWritten || errCode(err) == strandpb.ErrorCode_ERROR_CODE_NONE:
-					h.Indefinite(id, ns(w.now()))
-				default:
-					h.Fail(id, ns(w.now()))
-				}
-			}
-		}
+		ids, end = m.recordCommit(req.GetOffsetCommit())
 	case req.GetOffsetFetch() != nil && req.GetOffsetFetch().GetGroup() == groupID:
-		var tps []linearizability.TopicPartition
-		for _, gp := range req.GetOffsetFetch().GetPartitions() {
-			for _, p := range gp.GetPartitions() {
-				tp := linearizability.TopicPartition{Topic: gp.GetTopic(), Partition: p}
-				tps = append(tps, tp)
-				ids = append(ids, h.CallFetchCommitted(client, groupID, tp, ns(w.now())))
-			}
-		}
-		end = func(resp *strandpb.Response, err error) {
-			if err == nil {
-				err = wireErr(resp.GetError())
-			}
-			for i, id := range ids {
-				if err != nil {
-					h.Fail(id, ns(w.now()))
-					continue
-				}
-				off := int64(-1)
-				for _, o := range resp.GetOffsetFetch().GetOffsets() {
-					if o.GetTopic() == tps[i].Topic && o.GetPartition() == tps[i].Partition {
-						off = o.GetOffset()
-					}
-				}
-				h.ReturnOffset(id, off, ns(w.now()))
-			}
-		}
+		ids, end = m.recordOffsetFetch(req.GetOffsetFetch())
 	default:
 		return func(*strandpb.Response, error) {}
 	}
@@ -707,6 +642,90 @@ func (m *libMember) record(life *libLife, req *strandpb.Request) func(*strandpb.
 			delete(life.pending, id)
 		}
 		end(resp, err)
+	}
+}
+
+// recordHeartbeat is record's op for a heartbeat: the epoch it is given,
+// which must never go back for the member id.
+func (m *libMember) recordHeartbeat(life *libLife, hb *strandpb.ConsumerGroupHeartbeatRequest) ([]linearizability.OpID, func(*strandpb.Response, error)) {
+	w := m.lg.ww.w
+	h := w.hist.h
+	sent := w.now()
+	id := h.CallMemberEpoch(linearizability.ClientID(m.c.index), groupID, hb.GetMemberId(), ns(sent))
+	return []linearizability.OpID{id}, func(resp *strandpb.Response, err error) {
+		if e := resp.GetGroupHeartbeat().GetMemberEpoch(); err == nil && wireErr(resp.GetError()) == nil && e > 0 {
+			h.ReturnMemberEpoch(id, e, ns(w.now()))
+			if prev := m.lg.granted[hb.GetMemberId()]; e < prev {
+				w.fail("groups: member %d (%s) was given epoch %d after epoch %d: the coordinator forgot the group's epochs",
+					m.idx, hb.GetMemberId(), e, prev)
+			}
+			m.lg.granted[hb.GetMemberId()] = max(e, m.lg.granted[hb.GetMemberId()])
+			life.lastOK = sent
+			m.onEpoch(life, hb.GetMemberId(), e)
+		} else {
+			h.Fail(id, ns(w.now()))
+		}
+	}
+}
+
+// recordCommit is record's ops for a commit, one per partition.
+func (m *libMember) recordCommit(cr *strandpb.OffsetCommitRequest) ([]linearizability.OpID, func(*strandpb.Response, error)) {
+	w := m.lg.ww.w
+	h := w.hist.h
+	var ids []linearizability.OpID
+	for _, o := range cr.GetOffsets() {
+		ids = append(ids, h.CallCommitOffsetAs(linearizability.ClientID(m.c.index), groupID, cr.GetMemberId(), cr.GetMemberEpoch(),
+			linearizability.TopicPartition{Topic: o.GetTopic(), Partition: o.GetPartition()}, o.GetOffset(), ns(w.now())))
+	}
+	return ids, func(resp *strandpb.Response, err error) {
+		if err == nil {
+			err = wireErr(resp.GetError())
+		}
+		for _, id := range ids {
+			switch {
+			case err == nil:
+				h.ReturnCommitted(id, ns(w.now()))
+				w.coverage.Inc("event/group-commit")
+			case clientlib.ClassifyErr(err).MaybeWritten || errCode(err) == strandpb.ErrorCode_ERROR_CODE_NONE:
+				h.Indefinite(id, ns(w.now()))
+			default:
+				h.Fail(id, ns(w.now()))
+			}
+		}
+	}
+}
+
+// recordOffsetFetch is record's ops for a committed-offset read, one per
+// partition (-1: none committed).
+func (m *libMember) recordOffsetFetch(of *strandpb.OffsetFetchRequest) ([]linearizability.OpID, func(*strandpb.Response, error)) {
+	w := m.lg.ww.w
+	h := w.hist.h
+	var ids []linearizability.OpID
+	var tps []linearizability.TopicPartition
+	for _, gp := range of.GetPartitions() {
+		for _, p := range gp.GetPartitions() {
+			tp := linearizability.TopicPartition{Topic: gp.GetTopic(), Partition: p}
+			tps = append(tps, tp)
+			ids = append(ids, h.CallFetchCommitted(linearizability.ClientID(m.c.index), groupID, tp, ns(w.now())))
+		}
+	}
+	return ids, func(resp *strandpb.Response, err error) {
+		if err == nil {
+			err = wireErr(resp.GetError())
+		}
+		for i, id := range ids {
+			if err != nil {
+				h.Fail(id, ns(w.now()))
+				continue
+			}
+			off := int64(-1)
+			for _, o := range resp.GetOffsetFetch().GetOffsets() {
+				if o.GetTopic() == tps[i].Topic && o.GetPartition() == tps[i].Partition {
+					off = o.GetOffset()
+				}
+			}
+			h.ReturnOffset(id, off, ns(w.now()))
+		}
 	}
 }
 

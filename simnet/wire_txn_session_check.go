@@ -138,19 +138,7 @@ func (ses *txnSession) checkExactlyOnce(committed map[linearizability.TopicParti
 			outDrained = false
 		}
 	}
-	seen := map[sesInput]int{}
-	visible := map[sesInput]string{} // the drained partitions' committed records of topicTxn and topicTxnOut
-	for _, p := range ses.s.hist.Polls {
-		drained := slices.Contains(ses.s.hist.Drained, p.TP)
-		for _, r := range p.Records {
-			if in, ok := ses.input[r.Value]; ok && p.TP.Topic == topicTxnOut {
-				seen[in]++
-			}
-			if drained {
-				visible[sesInput{tp: p.TP, offset: r.Offset}] = r.Value
-			}
-		}
-	}
+	seen, visible := ses.outputsSeen()
 	bad := 0
 	report := func(format string, args ...any) {
 		if bad == 0 {
@@ -166,15 +154,7 @@ func (ses *txnSession) checkExactlyOnce(committed map[linearizability.TopicParti
 			report("input %s@%d has a committed output, the group's committed offset is %d", in.tp, in.offset, committed[in.tp])
 		}
 	}
-	consumed := map[sesInput]bool{} // input → some transaction not known aborted read it
-	for _, t := range ses.s.hist.Txns {
-		for _, r := range t.Reads {
-			if slices.Contains(txnSessionTopics, r.TP.Topic) {
-				in := sesInput{tp: r.TP, offset: r.Offset}
-				consumed[in] = consumed[in] || t.Outcome != linearizability.TxnAborted
-			}
-		}
-	}
+	consumed := ses.consumedInputs()
 	for _, in := range slices.SortedFunc(maps.Keys(consumed), compareSesInput) {
 		if !consumed[in] && in.offset < committed[in.tp] && seen[in] == 0 && !ses.isExcused(in.tp, in.offset) {
 			report("input %s@%d is below the group's committed offset %d and only aborted transactions consumed it",
@@ -202,6 +182,41 @@ func (ses *txnSession) checkExactlyOnce(committed map[linearizability.TopicParti
 	if bad == 0 {
 		w.coverage.Inc("txn/session-exactly-once")
 	}
+}
+
+// outputsSeen counts, per input, the committed outputs of topicTxnOut the
+// reads saw (seen), and maps every record the reads saw of a drained
+// partition to its value (visible: the drained partitions' committed
+// records of topicTxn and topicTxnOut).
+func (ses *txnSession) outputsSeen() (seen map[sesInput]int, visible map[sesInput]string) {
+	seen, visible = map[sesInput]int{}, map[sesInput]string{}
+	for _, p := range ses.s.hist.Polls {
+		drained := slices.Contains(ses.s.hist.Drained, p.TP)
+		for _, r := range p.Records {
+			if in, ok := ses.input[r.Value]; ok && p.TP.Topic == topicTxnOut {
+				seen[in]++
+			}
+			if drained {
+				visible[sesInput{tp: p.TP, offset: r.Offset}] = r.Value
+			}
+		}
+	}
+	return seen, visible
+}
+
+// consumedInputs maps each input a transaction read to whether some
+// transaction not known aborted read it.
+func (ses *txnSession) consumedInputs() map[sesInput]bool {
+	consumed := map[sesInput]bool{}
+	for _, t := range ses.s.hist.Txns {
+		for _, r := range t.Reads {
+			if slices.Contains(txnSessionTopics, r.TP.Topic) {
+				in := sesInput{tp: r.TP, offset: r.Offset}
+				consumed[in] = consumed[in] || t.Outcome != linearizability.TxnAborted
+			}
+		}
+	}
+	return consumed
 }
 
 func compareSesInput(a, b sesInput) int {
