@@ -262,7 +262,9 @@
 // roll size (segment.bytes, capped by Config.SegmentBytesMax); rollByAge rolls the active segment
 // past segment.ms (capped by Config.SegmentAgeMax; measured on the node's monotonic Clock from when
 // the replica first saw the segment, so a restart only delays deletion). strand dev caps them at 1
-// MiB and 10 s. Every RetentionCheckTicks (100 ≈ 1 s) the leader walks its segments oldest first
+// MiB and 10 s. A roll by age fsyncs off the loop, as a roll by size does: raftlog's SealActive
+// leaves the seal pending, the group's sync job writes and fsyncs it, and the next append (or, on
+// an idle partition, the next check) creates the next segment (with --wal the roll stays inline). Every RetentionCheckTicks (100 ≈ 1 s) the leader walks its segments oldest first
 // (never the active one, never one holding unapplied entries) and drops each whose newest record
 // timestamp (the running MaxTimestampMs through it: Kafka's rule) is older than retention.ms, or
 // without which the log still holds retention.bytes. The new log start is the first offset of the

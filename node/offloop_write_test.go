@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/strandlog/strand/raftlog"
 )
@@ -13,6 +14,7 @@ import (
 type writeWatch struct {
 	inJob                 bool
 	loopWrites, jobWrites int
+	loopSyncs, jobSyncs   int
 	loopFiles             map[string]int
 }
 
@@ -44,6 +46,16 @@ func (f watchedFile) WriteAt(p []byte, off int64) (int, error) {
 		f.w.loopFiles[f.name]++
 	}
 	return f.File.WriteAt(p, off)
+}
+
+func (f watchedFile) Sync() error {
+	if f.w.inJob {
+		f.w.jobSyncs++
+	} else {
+		f.w.loopSyncs++
+		f.w.loopFiles[f.name]++
+	}
+	return f.File.Sync()
 }
 
 // Every append's write runs in the storage job that fsyncs it, never on
@@ -97,4 +109,64 @@ func sum(xs []int64) int64 {
 		n += x
 	}
 	return n
+}
+
+// monoClock is a clock whose monotonic time the test moves (segment.ms is
+// measured on it).
+type monoClock struct{ now *time.Duration }
+
+func (m monoClock) Monotonic() time.Duration { return *m.now }
+func (monoClock) Realtime() time.Time        { return time.UnixMilli(1_700_000_000_000) }
+
+// A roll by age (segment.ms) fsyncs the segment it seals in the group's
+// storage job, never on the loop (issue 22): across three rolls on every
+// replica no raft log segment is synced outside a job, every replica holds
+// the rolled segments, and the records read back. Before, rollByAge sealed
+// and fsynced the segment inline (raftlog Roll), one loop fsync per roll.
+func TestRollByAgeSyncsInStorageJob(t *testing.T) {
+	if *walFlag {
+		t.Skip("with the write-ahead log a roll stays on the loop, as its appends do (DESIGN.md §8)")
+	}
+	var now time.Duration
+	w := &writeWatch{loopFiles: map[string]int{}}
+	c := newMetaCluster(t, 27, 3, func(cfg *Config) {
+		retentionConfig(cfg)
+		cfg.Clock = monoClock{now: &now}
+		cfg.Disk = watchedDisk{Disk: cfg.Disk, w: w}
+	})
+	c.hold = func(id NodeID, j SyncJob) bool {
+		w.inJob = true
+		err := j.Run()
+		w.inJob = false
+		c.cores[id].SyncDone(j.Token, err)
+		return true
+	}
+	c.createTopicWith(c.metaLeaderOf(), "aged", 1, 3, map[string]string{"segment.ms": "1000", "retention.ms": "-1"})
+	tp := TopicPartition{Topic: "aged"}
+	c.tick(20)
+	w.loopSyncs, w.jobSyncs = 0, 0
+	clear(w.loopFiles)
+	const rounds, batches = 3, 5
+	for range rounds {
+		c.fillPartition(tp, batches)
+		c.tick(20) // every replica sees the active segment (its age starts)
+		now += 2 * time.Second
+		c.tick(20)
+	}
+	if w.loopSyncs != 0 {
+		t.Fatalf("%d raft log fsyncs on the loop (%v), want 0", w.loopSyncs, w.loopFiles)
+	}
+	for _, id := range c.ids {
+		if rolls := c.cores[id].Stats().SegmentRolls; rolls < rounds {
+			t.Fatalf("node %d rolled %d segments by age, want at least %d", id, rolls, rounds)
+		}
+		if segs := c.cores[id].byTP[tp].log.Segments(nil); len(segs) < rounds+1 {
+			t.Fatalf("node %d holds %d segments after %d rolls", id, len(segs), rounds)
+		}
+	}
+	lead := c.leader(tp)
+	if _, hwm := c.fetchFrom(lead, tp, 0); hwm != rounds*batches*8 {
+		t.Fatalf("high-water mark %d, want %d", hwm, rounds*batches*8)
+	}
+	c.checkSameState(tp)
 }

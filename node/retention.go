@@ -195,10 +195,19 @@ func (c *Core) segmentAge(g *group) time.Duration {
 
 // rollByAge rolls g's active segment once it has been active for
 // segment.ms (from when this replica first saw it: a restart restarts the
-// count, which only delays deletion).
+// count, which only delays deletion). The seal's fsync is a storage job
+// (issue 22): the log seals the segment as a pending write, the group's
+// sync job writes and syncs it off the loop, and the next segment is
+// created by the next append or, on an idle partition, by the next call
+// here once that job is done. With the write-ahead log the roll stays
+// whole on the loop, as its appends do (wal.go).
 func (c *Core) rollByAge(g *group) error {
 	if !g.ret.configKnown || g.pipe.syncing != 0 {
 		return nil // a roll writes the log: not while its sync runs (pipeline.go)
+	}
+	if c.wal == nil && g.log.RollPending() {
+		_, err := g.log.Roll() // sealed and synced: start the next segment
+		return err
 	}
 	g.ret.segs = g.log.Segments(g.ret.segs[:0])
 	active := g.ret.segs[len(g.ret.segs)-1]
@@ -210,11 +219,22 @@ func (c *Core) rollByAge(g *group) error {
 	if now-g.ret.segmentSince < c.segmentAge(g) {
 		return nil
 	}
-	rolled, err := g.log.Roll()
-	if rolled {
-		c.stats.SegmentRolls++
+	if c.wal != nil {
+		rolled, err := g.log.Roll()
+		if rolled {
+			c.stats.SegmentRolls++
+		}
+		return err
 	}
-	return err
+	sealed, err := g.log.SealActive()
+	if err != nil {
+		return err
+	}
+	if sealed {
+		c.stats.SegmentRolls++
+		c.startSync(g)
+	}
+	return nil
 }
 
 // maybeTrim is the leader's retention decision: propose a TRIM to the

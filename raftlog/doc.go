@@ -32,7 +32,8 @@
 // empty). ApplySnapshot drops the pending writes (the files they
 // belong to are retired) and Close drops them (what a kill loses: nothing a sync covered). A crash
 // before the job ran loses only unsynced records, as before; recovery is unchanged. Roll rolls by age (segment.ms), only a segment holding entries, so an idle
-// partition rolls once. Sync fsyncs only dirty segments (and the directory after a create/remove);
+// partition rolls once; SealActive is its split form (the seal pending for the caller's sync job,
+// the next segment created by the next write or by Roll). Sync fsyncs only dirty segments (and the directory after a create/remove);
 // a failed write or sync makes the Log failed for good — the caller fail-stops (fsyncgate).
 // Truncation at i is durable before new entries are written: sync, hard state to the side file,
 // later segments removed, the holding segment truncated, fsync (up to four fsyncs, only when a new

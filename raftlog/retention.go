@@ -64,6 +64,36 @@ func (l *Log) Roll() (bool, error) {
 	return true, nil
 }
 
+// SealActive begins a roll by age off the caller's thread: it seals the
+// active segment, when it holds at least one entry, as a pending write and
+// does not sync it. The next sync job (StartSync) makes the seal durable;
+// the next write, or Roll, then creates the next segment (finishRoll,
+// which syncs the sealed segment itself only if no sync covered it). It
+// reports whether it sealed: false when the active segment holds no entry
+// or a roll is pending already.
+func (l *Log) SealActive() (bool, error) {
+	l.checkNotSyncing()
+	if err := l.writable(); err != nil {
+		return false, err
+	}
+	if l.rollPending {
+		return false, nil
+	}
+	s := l.segments[len(l.segments)-1]
+	if s.lastIndex() < s.base {
+		return false, nil
+	}
+	if err := l.seal(s, l.takePending(s)); err != nil {
+		return false, l.fail(err)
+	}
+	l.rollPending = true
+	return true, nil
+}
+
+// RollPending reports whether the active segment is sealed and the next
+// one not yet created (SaveSome stopped at a roll, or SealActive).
+func (l *Log) RollPending() bool { return l.rollPending }
+
 // CompactionPoint is the index a compaction up to limit would actually
 // reach: the last index of the newest segment (never the active one) that
 // holds nothing above limit, or 0 when no whole segment lies at or below

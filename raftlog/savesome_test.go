@@ -194,3 +194,60 @@ func TestStartCreateSnapshotRunsItsFsyncsInTheJob(t *testing.T) {
 		must(t, l.Close())
 	}
 }
+
+// SealActive (a roll by age, segment.ms) writes and syncs nothing itself:
+// the seal is pending, the caller's sync job writes and fsyncs it, and Roll
+// then only creates the next segment (its segment record, no fsync). A
+// power loss at any point leaves every synced entry; sealing an empty
+// active segment, or one sealed already, does nothing.
+func TestSealActiveLeavesTheFsyncToTheJob(t *testing.T) {
+	for seed := range uint64(30) {
+		base := memdisk.New()
+		disk := &countingDisk{Disk: base}
+		l := mustOpen(t, disk, raftlog.Options{SegmentBytesMax: 1 << 20})
+		if sealed, err := l.SealActive(); err != nil || sealed {
+			t.Fatalf("SealActive of an empty segment: %v, %v; want nothing sealed", sealed, err)
+		}
+		must(t, l.Save(batch(1, 4, 1, 20), hardState(1, 1, 4)))
+		must(t, l.Sync())
+		must(t, l.Save(batch(5, 2, 1, 20), nil)) // pending, unsynced
+		disk.reset()
+		sealed, err := l.SealActive()
+		must(t, err)
+		if !sealed || !l.RollPending() {
+			t.Fatalf("SealActive of a segment with entries: sealed %v, roll pending %v", sealed, l.RollPending())
+		}
+		disk.expect(t, "SealActive: the seal pending", 0, 0, 0)
+		if again, err := l.SealActive(); err != nil || again {
+			t.Fatalf("SealActive of a sealed segment: %v, %v; want nothing", again, err)
+		}
+		low := uint64(4)
+		if seed%3 != 0 {
+			run := l.StartSync()
+			must(t, l.FinishSync(run()))
+			disk.expect(t, "the sync job: the entries and seal in one write, one fsync", 1, 0, 1)
+			low = 6
+			if seed%3 == 2 {
+				rolled, err := l.Roll()
+				must(t, err)
+				if !rolled || l.RollPending() {
+					t.Fatalf("Roll after the sealed segment synced: rolled %v, roll pending %v", rolled, l.RollPending())
+				}
+				disk.expect(t, "Roll after the job: the next segment created, no fsync", 0, 0, 1)
+				if segs := l.Segments(nil); len(segs) != 2 {
+					t.Fatalf("%d segments after the roll, want 2", len(segs))
+				}
+			}
+		}
+		base.Crash(rand.New(rand.NewPCG(seed, 5)))
+		l = mustOpen(t, base, raftlog.Options{SegmentBytesMax: 1 << 20})
+		must(t, l.VerifyFrom(0))
+		last, _ := l.LastIndex()
+		if last < low || last > 6 {
+			t.Fatalf("seed %d: reopened at last index %d, want %d..6", seed, last, low)
+		}
+		must(t, l.Save(batch(last+1, 3, 2, 20), nil))
+		must(t, l.Sync())
+		must(t, l.Close())
+	}
+}
