@@ -493,9 +493,11 @@ func (c *Core) moveProgress(g *group) []MoveProgress {
 }
 
 // deletedBefore reports whether dir holds a tombstone this node must
-// respect: one without a version (a deleted topic), or one written at a
-// metadata version at or above the applied one (a replay from an older
-// checkpoint still places the replica here). A replica a newer move placed
+// respect: one it cannot read now, or one written at a metadata version at
+// or above the applied one (a replay from an older checkpoint still places
+// the replica here). A tombstone a crash cut short is not respected: its
+// version unknown, the replica is rebuilt by probing (below), and a replay
+// that reaches the delete stops it again. A replica a newer move placed
 // here again starts afresh: it once voted in this group, so it votes only
 // in terms above the highest term it may have voted in. The tombstone
 // carries that floor (markDeleted), so the replica needs no peer to learn
@@ -526,8 +528,21 @@ func (c *Core) deletedBefore(dir string) bool {
 		return false
 	}
 	data, err := readFile(c.cfg.Disk, dir+"/"+deletedName)
-	if err != nil || (len(data) != 8 && len(data) != 16) || binary.LittleEndian.Uint64(data) >= c.meta.meta.Version() {
+	if err != nil {
+		return true // unreadable now: the next reconcile asks again
+	}
+	// A tombstone of another length is one a crash cut (created, its
+	// bytes never written or synced): its version and floor are unknown,
+	// and it is read as an old tombstone without a floor (probing). Read
+	// as "deleted after the metadata this node has", it kept the replica
+	// from ever being placed here again, and a move back never ended.
+	torn := len(data) != 8 && len(data) != 16
+	if !torn && binary.LittleEndian.Uint64(data) >= c.meta.meta.Version() {
 		return true
+	}
+	if torn {
+		c.log.log(slog.LevelWarn, "a replica's tombstone was cut short by a crash: the replica placed here again is rebuilt from its peers",
+			slog.String("dir", dir), slog.Int("bytes", len(data)))
 	}
 	r := &rejoin{phase: rejoinProbing}
 	if len(data) == 16 {

@@ -359,6 +359,40 @@ func TestMoveBackToRemovedNode(t *testing.T) {
 	checkMovedGroup(t, c, tp, current, 15)
 }
 
+// A tombstone a crash cut short (created, its bytes never written: a kill
+// inside markDeleted, the empty file then made durable) still lets a
+// later move place the replica here again: it is read as a delete at an
+// unknown version with an unknown vote floor, and the replica is rebuilt
+// by probing its peers, as after an old version-only tombstone. Before,
+// the node read it as "deleted after the metadata it has" forever, never
+// hosted the replica, and the move back never ended (the simulator's seed
+// 167: a decommission's move onto the node stuck for 40 s).
+func TestMoveBackOverTornTombstone(t *testing.T) {
+	c, tp, current, spare := moveFixture(t, 59)
+	removed := current[0]
+	target := append([]uint64{spare}, current[1:]...)
+	if resp, _ := c.handle(1, moveReq(9, tp, target...)); resp.GetMovePartitions().GetMoves()[0].GetError() != nil {
+		t.Fatalf("move: %v", resp)
+	}
+	c.waitMoved(tp, target)
+	dir := managedDir("m", c.cores[NodeID(target[1])].byTP[tp].topicID, 0)
+	cfg := c.cores[NodeID(removed)].cfg
+	if !deletedHere(cfg, dir) {
+		t.Fatalf("node %d left no tombstone in %s", removed, dir)
+	}
+	if err := writeFile(cfg.Disk, dir+"/"+deletedName, nil); err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := c.handle(1, moveReq(10, tp, current...)); resp.GetMovePartitions().GetMoves()[0].GetError() != nil {
+		t.Fatalf("move back: %v", resp)
+	}
+	c.waitMoved(tp, current)
+	if g := c.cores[NodeID(removed)].byTP[tp]; g == nil {
+		t.Fatalf("node %d does not host %v after the move back", removed, tp)
+	}
+	checkMovedGroup(t, c, tp, current, 15)
+}
+
 // A replica moved back while another replica of its group rebuilds after
 // a disk loss: the moved-back one votes at once (above its floor), so
 // when the leader restarts the group elects again and the wiped replica
