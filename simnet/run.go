@@ -59,7 +59,7 @@ func (w *world) run() {
 		if e.at > w.opts.TimeLimit && !w.work.overtime {
 			w.stats.TimeLimited = true
 			if w.opts.Profile == Liveness {
-				w.fail("time limit %v reached with work pending", w.opts.TimeLimit)
+				w.fail("time limit %v reached with work pending: %s (%s)", w.opts.TimeLimit, w.wire.pendingWork(), w.stats)
 				break
 			}
 			if w.stats.ProducesOK == 0 {
