@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -222,5 +223,55 @@ func TestCompactedTopicKcatProcess(t *testing.T) {
 			return
 		}
 		time.Sleep(100 * time.Millisecond) // polling a readiness condition, bounded by ctx
+	}
+}
+
+// Bad input to a compacted topic through the CLI, against a real `strand
+// dev` process: topic create with min.compaction.lag.ms greater than
+// max.compaction.lag.ms or a negative delete.retention.ms fails saying
+// what to set and makes no topic; topic alter to the same fails and the
+// settings stay; strand produce of a keyless line fails with Kafka's
+// INVALID_RECORD message and a hint naming the key flags, and nothing is
+// stored (high-water mark 0).
+func TestCompactedTopicBadInputProcess(t *testing.T) {
+	skipShort(t)
+	_, env := startCompactedDev(t)
+	refused := func(stdin string, wants []string, args ...string) {
+		t.Helper()
+		_, errOut, err := runCLIResult(t, env, stdin, args...)
+		if err == nil {
+			t.Errorf("%v succeeded, want a refusal", args)
+		}
+		for _, want := range wants {
+			if !strings.Contains(errOut, want) {
+				t.Errorf("%v: stderr %q lacks %q", args, errOut, want)
+			}
+		}
+	}
+	lag := []string{"min.compaction.lag.ms=10 is greater than max.compaction.lag.ms=5: set min.compaction.lag.ms at most max.compaction.lag.ms, or raise max.compaction.lag.ms"}
+	refused("", lag, "topic", "create", "bad", "-c", "cleanup.policy=compact", "-c", "min.compaction.lag.ms=10", "-c", "max.compaction.lag.ms=5")
+	refused("", []string{`strand: invalid topic config: delete.retention.ms="-1": want whole milliseconds, at least 0`},
+		"topic", "create", "bad", "-c", "cleanup.policy=compact", "-c", "delete.retention.ms=-1")
+	if out := runCLI(t, env, "", "topic", "list"); strings.Contains(out, "bad") {
+		t.Errorf("a refused create made a topic:\n%s", out)
+	}
+	runCLI(t, env, "", "topic", "create", "kv", "-c", "cleanup.policy=compact", "-c", "max.compaction.lag.ms=5")
+	refused("", lag, "topic", "alter", "kv", "-c", "min.compaction.lag.ms=10")
+	refused("", []string{`delete.retention.ms="-5"`}, "topic", "alter", "kv", "-c", "delete.retention.ms=-5")
+	refused("hello\n", []string{"Compacted topic cannot accept message without key in topic partition kv-0",
+		"0 records written to kv; a compacted topic takes keyed records only: give keys with -K SEP (split each line), -k KEY or --key-file"},
+		"produce", "kv")
+	var d topicJSON
+	if err := json.Unmarshal([]byte(runCLI(t, env, "", "topic", "describe", "kv", "--format", "json")), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Configs["min.compaction.lag.ms"] != "0" || d.Configs["delete.retention.ms"] != "86400000" {
+		t.Errorf("a refused alter changed the settings: %v", d.Configs)
+	}
+	if len(d.PartitionList) != 1 || d.PartitionList[0].HighWatermark == nil || *d.PartitionList[0].HighWatermark != 0 {
+		t.Errorf("a refused keyless produce stored something: %+v", d.PartitionList)
+	}
+	if c := d.PartitionList[0].Compaction; c == nil || c.LastGeneration != 0 || c.LastCompactionTimeMs != nil {
+		t.Errorf("describe --format json of a compacted topic never compacted: %+v", c)
 	}
 }
