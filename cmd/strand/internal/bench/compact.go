@@ -50,7 +50,7 @@ import (
 const (
 	compactTopicOn     = "bench-compact"
 	compactTopicOff    = "bench-nocompact"
-	compactPollEvery   = 50 * time.Millisecond
+	compactPollEvery   = 100 * time.Millisecond
 	compactSettleQuiet = 5 * time.Second
 )
 
@@ -204,8 +204,7 @@ func (p *compactPoll) run(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		on, okOn := p.leaderGauges(ctx, compactTopicOn)
-		off, okOff := p.leaderGauges(ctx, compactTopicOff)
+		on, off, okOn, okOff := p.leaderGauges(ctx)
 		if !okOn {
 			continue
 		}
@@ -290,20 +289,23 @@ func (p *compactPoll) finish(f *compactFigures) {
 	}
 }
 
-// leaderGauges reads topic's partition 0 figures from the node that leads
-// it (false when no server answers as its leader).
-func (p *compactPoll) leaderGauges(ctx context.Context, topic string) (compactGauges, bool) {
+// leaderGauges reads the compacted and the delete topic's partition 0
+// figures, each from the node that leads it (false when no server answers
+// as its leader), with one scrape of each server.
+func (p *compactPoll) leaderGauges(ctx context.Context) (on, off compactGauges, okOn, okOff bool) {
 	for i, a := range p.cl.admins {
 		body, err := getOnce(ctx, p.hc, p.scheme+a+"/metrics")
 		if err != nil {
 			continue
 		}
-		g, ok := compactGaugesOf(body, topic)
-		if ok && g.leader == float64(i+1) {
-			return g, true
+		if g, ok := compactGaugesOf(body, compactTopicOn); ok && g.leader == float64(i+1) {
+			on, okOn = g, true
+		}
+		if g, ok := compactGaugesOf(body, compactTopicOff); ok && g.leader == float64(i+1) {
+			off, okOff = g, true
 		}
 	}
-	return compactGauges{}, false
+	return on, off, okOn, okOff
 }
 
 // compactGaugesOf reads topic's partition 0 figures out of a /metrics
