@@ -110,7 +110,54 @@ type PartitionLog struct {
 	// probing, more than 256 entries behind, or on a node silent for three
 	// election timeouts (under-replicated when not empty).
 	LaggingReplicas []uint64
-	Err             error
+	// Compaction is the leader's compaction state; nil when the topic
+	// does not compact and never did.
+	Compaction *PartitionCompaction
+	Err        error
+}
+
+// PartitionCompaction is a partition leader's compaction state (issue 24).
+type PartitionCompaction struct {
+	// Compacts: the topic's cleanup.policy includes compact.
+	Compacts bool
+	// Decided is the last compaction decision's generation (0: none),
+	// taken at DecidedTimeMs over the offsets below CleanableEnd.
+	Decided       uint64
+	DecidedTimeMs int64
+	CleanableEnd  int64
+	// Done is the last generation a replica reported compacted and
+	// CleanedTo its prefix's end: below it, only each key's latest record.
+	Done      uint64
+	CleanedTo int64
+	// PrefixGeneration, PrefixEnd and PrefixBytes are the leader's own
+	// compacted prefix (PrefixBytes: what its last pass wrote);
+	// DirtyBytes the raft log's bytes past it, what the next pass reads.
+	PrefixGeneration uint64
+	PrefixEnd        int64
+	PrefixBytes      int64
+	DirtyBytes       int64
+	// Stuck says why the leader runs no pass ("" when it can).
+	Stuck string
+}
+
+// DirtyRatio is DirtyBytes / (PrefixBytes + DirtyBytes), what
+// min.cleanable.dirty.ratio is compared with (0 when both are 0).
+func (pc PartitionCompaction) DirtyRatio() float64 {
+	total := pc.PrefixBytes + pc.DirtyBytes
+	if total <= 0 {
+		return 0
+	}
+	return float64(pc.DirtyBytes) / float64(total)
+}
+
+func compactionFromWire(w *strandpb.PartitionCompaction) *PartitionCompaction {
+	if w == nil {
+		return nil
+	}
+	return &PartitionCompaction{Compacts: w.GetCompacts(), Decided: w.GetDecided(), DecidedTimeMs: w.GetDecidedTimeMs(),
+		CleanableEnd: w.GetCleanableEnd(), Done: w.GetDone(), CleanedTo: w.GetCleanedTo(),
+		PrefixGeneration: w.GetPrefixGeneration(), PrefixEnd: w.GetPrefixEnd(), PrefixBytes: w.GetPrefixBytes(),
+		DirtyBytes: w.GetDirtyBytes(), Stuck: w.GetStuck()}
 }
 
 // DescribePartitionLogs asks each partition's leader for the state of its
@@ -155,7 +202,8 @@ func (c *Client) describePartitionLog(ctx context.Context, topic string, partiti
 				pl = PartitionLog{Topic: topic, Partition: partition, LogStartOffset: a.GetLogStartOffset(),
 					HighWatermark: a.GetHighWatermark(), SizeBytes: a.GetSizeBytes(), Segments: a.GetSegments(),
 					OldestTimestampMs: a.GetOldestTimestampMs(), MoveTarget: a.GetMoveTarget(),
-					MoveProgress: moveProgressFromWire(a.GetMoveProgress()), LaggingReplicas: a.GetLaggingReplicas()}
+					MoveProgress: moveProgressFromWire(a.GetMoveProgress()), LaggingReplicas: a.GetLaggingReplicas(),
+					Compaction: compactionFromWire(a.GetCompaction())}
 				return nil
 			}
 		}

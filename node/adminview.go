@@ -78,6 +78,8 @@ type ReplicaView struct {
 	// Move is, on the leader of a partition being moved, the progress of
 	// each node the move adds, in target order (empty otherwise).
 	Move []MoveProgress
+	// Compaction is the replica's compaction state (compaction_view.go).
+	Compaction CompactionView
 }
 
 // MoveRatio is the fraction of a move's catch-up done, from a leader's
@@ -193,7 +195,7 @@ func (c *Core) replicaView(g *group) ReplicaView {
 	st := c.groupStatus(g)
 	st.HighWatermark, st.LogStartOffset = g.part.HighWatermark(), g.part.LogStartOffset()
 	rv := ReplicaView{GroupStatus: st, SizeBytes: g.log.SizeBytes(), OldestTimestampMs: g.part.OldestTimestampMs(),
-		LastStableOffset: g.part.LastStableOffset()}
+		LastStableOffset: g.part.LastStableOffset(), Compaction: c.compactionView(g)}
 	rv.LastIndex, _ = g.log.LastIndex()
 	if st.IsLeader {
 		rv.Followers = c.followers(g)

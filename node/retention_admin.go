@@ -201,6 +201,12 @@ func (c *Core) handleDescribePartitions(req *strandpb.DescribePartitionsRequest,
 // describePartition is the leader's view of g's log.
 func (c *Core) describePartition(g *group) *strandpb.DescribePartitionsResponse_Partition {
 	snap, _ := g.log.Snapshot()
+	var cv *strandpb.PartitionCompaction
+	if v := c.compactionView(g); v.Compacts || v.Decided > 0 {
+		cv = &strandpb.PartitionCompaction{Compacts: v.Compacts, Decided: v.Decided, DecidedTimeMs: v.DecidedTimeMs,
+			CleanableEnd: v.CleanableEnd, Done: v.Done, CleanedTo: v.CleanedTo, PrefixGeneration: v.PrefixGeneration,
+			PrefixEnd: v.PrefixEnd, PrefixBytes: v.PrefixBytes, DirtyBytes: v.DirtyBytes, Stuck: v.Stuck}
+	}
 	return &strandpb.DescribePartitionsResponse_Partition{
 		Topic: g.tp.Topic, Partition: g.tp.Partition,
 		LogStartOffset:    g.part.LogStartOffset(),
@@ -212,5 +218,6 @@ func (c *Core) describePartition(g *group) *strandpb.DescribePartitionsResponse_
 		MoveTarget:        idsUint64(g.targetOrder),
 		MoveProgress:      wireMoveProgress(c.moveProgress(g)),
 		LaggingReplicas:   c.laggingFollowers(g),
+		Compaction:        cv,
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/strandlog/strand/clientlib"
 	"github.com/strandlog/strand/engine/recordbatch"
+	"github.com/strandlog/strand/proto/strandpb"
 )
 
 // cmdProduce sends each line of stdin (or each -D-delimited piece, byte
@@ -470,6 +472,9 @@ type lineProducer struct {
 	sent   int
 	acked  int
 	failed int
+	// keyless: a record without a key was refused as invalid (a
+	// compacted topic takes keyed records only).
+	keyless bool
 }
 
 // errorsShownMax bounds the record errors printed.
@@ -490,6 +495,7 @@ func (p *lineProducer) produce(ctx context.Context, what string, r *clientlib.Re
 			return
 		}
 		p.failed++
+		p.keyless = p.keyless || r.Key == nil && errors.Is(err, &clientlib.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_RECORD})
 		if p.failed <= errorsShownMax {
 			fmt.Fprintf(p.stderr, "strand: %s (%d bytes): %s\n", what, recordSize(r), userMessage(err))
 		}
@@ -506,7 +512,11 @@ func (p *lineProducer) result(topic string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.failed > 0 {
-		return userErr(nil, "%d of %s failed; %s written to %s", p.failed, plural(p.sent, "record"), plural(p.acked, "record"), topic)
+		hint := ""
+		if p.keyless {
+			hint = "; a compacted topic takes keyed records only: give keys with -K SEP (split each line), -k KEY or --key-file"
+		}
+		return userErr(nil, "%d of %s failed; %s written to %s%s", p.failed, plural(p.sent, "record"), plural(p.acked, "record"), topic, hint)
 	}
 	fmt.Fprintf(p.stderr, "produced %s to %s\n", plural(p.sent, "record"), topic)
 	return nil

@@ -243,6 +243,23 @@ type partitionJSON struct {
 	HighWatermark     *int64   `json:"high_watermark"`
 	SizeBytes         *int64   `json:"size_bytes"`
 	OldestTimestampMs *int64   `json:"oldest_timestamp_ms"`
+	// Compaction is the leader's compaction state; absent when the topic
+	// does not compact and never did.
+	Compaction *compactionJSON `json:"compaction,omitempty"`
+}
+
+// compactionJSON is partitionJSON's compaction state (clientlib's
+// PartitionCompaction; last_compaction_time_ms is null until a pass is
+// done, or while a later one is under way).
+type compactionJSON struct {
+	DirtyRatio           float64 `json:"dirty_ratio"`
+	DirtyBytes           int64   `json:"dirty_bytes"`
+	CleanBytes           int64   `json:"clean_bytes"`
+	LastGeneration       uint64  `json:"last_generation"`
+	LastCompactionTimeMs *int64  `json:"last_compaction_time_ms"`
+	CleanedTo            int64   `json:"cleaned_to"`
+	DecidedGeneration    uint64  `json:"decided_generation"`
+	Stuck                string  `json:"stuck,omitempty"`
 }
 
 // describeOne describes the one topic name, failing with its error.
@@ -287,6 +304,14 @@ func topicDescribeJSON(ctx context.Context, c *clientlib.Client, w io.Writer, na
 			}
 			if l, ok := logs[p.Partition]; ok && l.Err == nil {
 				pj.SizeBytes, pj.OldestTimestampMs = &l.SizeBytes, &l.OldestTimestampMs
+				if pc := l.Compaction; pc != nil {
+					cj := &compactionJSON{DirtyRatio: pc.DirtyRatio(), DirtyBytes: pc.DirtyBytes, CleanBytes: pc.PrefixBytes,
+						LastGeneration: pc.Done, CleanedTo: pc.CleanedTo, DecidedGeneration: pc.Decided, Stuck: pc.Stuck}
+					if pc.Done > 0 && pc.Done == pc.Decided {
+						cj.LastCompactionTimeMs = &pc.DecidedTimeMs
+					}
+					pj.Compaction = cj
+				}
 			}
 			out.PartitionList = append(out.PartitionList, pj)
 		}
@@ -359,6 +384,11 @@ func printPartitions(ctx context.Context, c *clientlib.Client, w io.Writer, t cl
 		return err
 	}
 	for _, p := range t.Partitions {
+		if l, ok := logs[p.Partition]; ok && l.Err == nil && l.Compaction != nil {
+			fmt.Fprintf(w, "  partition %d compaction: %s\n", p.Partition, formatCompaction(*l.Compaction))
+		}
+	}
+	for _, p := range t.Partitions {
 		if p.TargetReplicas == nil {
 			continue
 		}
@@ -369,6 +399,35 @@ func printPartitions(ctx context.Context, c *clientlib.Client, w io.Writer, t cl
 		fmt.Fprintf(w, "  partition %d %s\n", p.Partition, line)
 	}
 	return nil
+}
+
+// formatCompaction is one partition's compaction state in a line: the
+// dirty ratio (what min.cleanable.dirty.ratio is compared with), the last
+// compaction done (generation, decision time, cleaned-to offset), a pass
+// under way, and why the leader runs none.
+func formatCompaction(pc clientlib.PartitionCompaction) string {
+	parts := []string{fmt.Sprintf("dirty ratio %.2f (dirty %s, clean %s)", pc.DirtyRatio(),
+		formatBytes(pc.DirtyBytes), formatBytes(pc.PrefixBytes))}
+	switch {
+	case pc.Done == 0:
+		parts = append(parts, "no compaction yet")
+	case pc.Done == pc.Decided:
+		parts = append(parts, fmt.Sprintf("last compaction generation %d at %s, cleaned to offset %d",
+			pc.Done, formatTimestamp(pc.DecidedTimeMs), pc.CleanedTo))
+	default:
+		parts = append(parts, fmt.Sprintf("last compaction generation %d, cleaned to offset %d", pc.Done, pc.CleanedTo))
+	}
+	if pc.Decided > pc.Done {
+		parts = append(parts, fmt.Sprintf("generation %d under way since %s (offsets below %d)",
+			pc.Decided, formatTimestamp(pc.DecidedTimeMs), pc.CleanableEnd))
+	}
+	if !pc.Compacts {
+		parts = append(parts, "the topic no longer compacts")
+	}
+	if pc.Stuck != "" {
+		parts = append(parts, "stuck on the leader: "+pc.Stuck)
+	}
+	return strings.Join(parts, "; ")
 }
 
 func joinIDs(ids []uint64) string {

@@ -155,8 +155,9 @@ func (c Config) Validate() error {
 			ConfigMinCompactionLagMs, c.MinCompactionLagMs, ConfigMaxCompactionLagMs, c.MaxCompactionLagMs,
 			ConfigDeleteRetentionMs, c.DeleteRetentionMs, ConfigSegmentMs, c.SegmentMs)
 	case c.MinCompactionLagMs > c.MaxCompactionLagMs:
-		return fmt.Errorf("%w: %s=%d is greater than %s=%d", ErrInvalidConfig,
-			ConfigMinCompactionLagMs, c.MinCompactionLagMs, ConfigMaxCompactionLagMs, c.MaxCompactionLagMs)
+		return fmt.Errorf("%w: %s=%d is greater than %s=%d: set %s at most %s, or raise %s", ErrInvalidConfig,
+			ConfigMinCompactionLagMs, c.MinCompactionLagMs, ConfigMaxCompactionLagMs, c.MaxCompactionLagMs,
+			ConfigMinCompactionLagMs, ConfigMaxCompactionLagMs, ConfigMaxCompactionLagMs)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package metadata
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/strandlog/strand/engine/compact"
 	"github.com/strandlog/strand/proto/strandpb"
@@ -181,7 +182,7 @@ func (c *TopicConfig) set(key, value string) error {
 func (c *TopicConfig) setCompaction(key, value string) error {
 	cc, err := c.Compaction().Set(key, value)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		return compactConfigError{err}
 	}
 	c.CleanupPolicy = CleanupPolicy(cc.Policy)
 	c.MinCleanableDirtyRatio = cc.MinCleanableDirtyRatio
@@ -289,7 +290,7 @@ func withEntries(base TopicConfig, sets []*strandpb.MetadataConfigEntry, resets 
 		}
 	}
 	if err := c.Compaction().Validate(); err != nil {
-		return base, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		return base, compactConfigError{err}
 	}
 	return c, nil
 }
@@ -303,10 +304,22 @@ func (c TopicConfig) validate() error {
 		}
 	}
 	if err := c.Compaction().Validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		return compactConfigError{err}
 	}
 	return nil
 }
+
+// compactConfigError is engine/compact's ErrInvalidConfig as this
+// package's: both match errors.Is, and the text names "invalid topic
+// config" once ("metadata: invalid topic config: KEY=..."), not once per
+// package.
+type compactConfigError struct{ err error }
+
+func (e compactConfigError) Error() string {
+	return ErrInvalidConfig.Error() + ": " + strings.TrimPrefix(e.err.Error(), compact.ErrInvalidConfig.Error()+": ")
+}
+
+func (e compactConfigError) Unwrap() []error { return []error{ErrInvalidConfig, e.err} }
 
 // toProto converts c for a snapshot.
 func (c TopicConfig) toProto() *strandpb.MetadataTopicConfig {

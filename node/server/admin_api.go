@@ -159,6 +159,40 @@ type apiPartition struct {
 	// LSO, as strand_partition_lso_lag_records). -1 when unknown.
 	LastStableOffset int64 `json:"last_stable_offset"`
 	LSOLag           int64 `json:"lso_lag_records"`
+	// Compaction is node From's compaction state of the partition; absent
+	// when its topic does not compact and never did.
+	Compaction *apiCompaction `json:"compaction,omitempty"`
+}
+
+// apiCompaction is a replica's node.CompactionView as the console shows
+// it: the dirty ratio and the bytes on either side, the last generation
+// done, its cleaned-to offset and decision time (ms, 0: none or a later
+// one under way), a pass under way, and why none can run.
+type apiCompaction struct {
+	DirtyRatio  float64 `json:"dirty_ratio"`
+	DirtyBytes  int64   `json:"dirty_bytes"`
+	CleanBytes  int64   `json:"clean_bytes"`
+	Generation  uint64  `json:"generation"`
+	CleanedTo   int64   `json:"cleaned_to"`
+	LastTimeMs  int64   `json:"last_time_ms"`
+	InProgress  bool    `json:"in_progress"`
+	Stuck       string  `json:"stuck,omitempty"`
+	NoLongerSet bool    `json:"no_longer_compacts,omitempty"`
+}
+
+// compactionAPI is cv as /api/topics gives it, nil when cv's topic does
+// not compact and never did.
+func compactionAPI(cv node.CompactionView) *apiCompaction {
+	if !cv.Compacts && cv.Decided == 0 {
+		return nil
+	}
+	ac := &apiCompaction{DirtyRatio: cv.DirtyRatio(), DirtyBytes: cv.DirtyBytes, CleanBytes: cv.PrefixBytes,
+		Generation: cv.Done, CleanedTo: cv.CleanedTo, InProgress: cv.Decided > cv.Done, Stuck: cv.Stuck,
+		NoLongerSet: !cv.Compacts}
+	if cv.Done > 0 && cv.Done == cv.Decided {
+		ac.LastTimeMs = cv.DecidedTimeMs
+	}
+	return ac
 }
 
 // apiReplica is one replica's state: "leader", "in sync", "catching up"
@@ -416,6 +450,7 @@ func fillPartition(ap *apiPartition, tp node.TopicPartition, set []uint64, repli
 	if src != nil {
 		ap.HighWatermark, ap.LogStartOffset, ap.SizeBytes = src.HighWatermark, src.LogStartOffset, src.SizeBytes
 		ap.LastStableOffset, ap.LSOLag = src.LastStableOffset, max(0, src.HighWatermark-src.LastStableOffset)
+		ap.Compaction = compactionAPI(src.Compaction)
 		if src.IsLeader || ap.Leader == 0 {
 			ap.Leader, ap.LeaderTerm = uint64(src.Leader), src.Term
 		}

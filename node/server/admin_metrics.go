@@ -221,6 +221,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		collectNode(ch, id, views[i], n)
 		collectTxn(ch, id, views[i], now)
 		collectReplicas(ch, id, views[i])
+		collectCompaction(ch, id, views[i])
 		collectGroups(ch, id, views[i], now)
 	}
 }

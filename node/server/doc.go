@@ -90,7 +90,16 @@
 //     replica strand_partition_lso_lag_records (high-water mark − last stable offset); test:
 //     TestMetricsTransactions. /api/transactions has the same figures per node and summed, with
 //     the partitions held back (LSO < high-water mark), and the console draws them
-//     (TestAdminAPITransactions, cmd/strand TestConsoleTransactionsInBrowser). /readyz is 200 once the node is registered, knows a metadata leader and every hosted
+//     (TestAdminAPITransactions, cmd/strand TestConsoleTransactionsInBrowser). Compacted topics
+//     (issue 24, admin_metrics_compaction.go), per replica of a topic that compacts or did:
+//     strand_partition_compaction_dirty_ratio (dirty / (clean + dirty), what
+//     min.cleanable.dirty.ratio is compared with), _dirty_bytes, _clean_bytes (the prefix: the last
+//     pass's output), _generation and _cleaned_to_offset (the last pass reported done),
+//     _last_decision_timestamp_seconds, _in_progress, _stuck; per node strand_compaction_passes_total
+//     and strand_compaction_diverged_total. /api/topics carries the same per partition and the
+//     console lists it under the topic's table (TestCompactionVisible). Not yet: a pass's bytes in
+//     and out and its duration as counters (the node keeps no pass's compact.Result past its
+//     completion). /readyz is 200 once the node is registered, knows a metadata leader and every hosted
 //     replica knows a leader and is within 256 entries of its commit; else 503 naming why. /readyz
 //     is the node's *own* readiness: a peer that is down leaves the others 200 (what a load
 //     balancer wants). Cluster health (liveness.go): every node sends every peer a liveness frame

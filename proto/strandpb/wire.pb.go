@@ -5309,6 +5309,135 @@ func (x *DescribePartitionsResponse) GetPartitions() []*DescribePartitionsRespon
 	return nil
 }
 
+// PartitionCompaction is a replica's compaction state (node's
+// CompactionView): the last decision (generation, the leader's time, the
+// cleanable end), the last generation reported done and its cleaned-to
+// offset, the replica's own prefix (bytes: the last pass's output), the
+// raft log's bytes past it, and why no pass runs ("" when one can).
+type PartitionCompaction struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Compacts         bool                   `protobuf:"varint,1,opt,name=compacts,proto3" json:"compacts,omitempty"`
+	Decided          uint64                 `protobuf:"varint,2,opt,name=decided,proto3" json:"decided,omitempty"`
+	DecidedTimeMs    int64                  `protobuf:"varint,3,opt,name=decided_time_ms,json=decidedTimeMs,proto3" json:"decided_time_ms,omitempty"`
+	CleanableEnd     int64                  `protobuf:"varint,4,opt,name=cleanable_end,json=cleanableEnd,proto3" json:"cleanable_end,omitempty"`
+	Done             uint64                 `protobuf:"varint,5,opt,name=done,proto3" json:"done,omitempty"`
+	CleanedTo        int64                  `protobuf:"varint,6,opt,name=cleaned_to,json=cleanedTo,proto3" json:"cleaned_to,omitempty"`
+	PrefixGeneration uint64                 `protobuf:"varint,7,opt,name=prefix_generation,json=prefixGeneration,proto3" json:"prefix_generation,omitempty"`
+	PrefixEnd        int64                  `protobuf:"varint,8,opt,name=prefix_end,json=prefixEnd,proto3" json:"prefix_end,omitempty"`
+	PrefixBytes      int64                  `protobuf:"varint,9,opt,name=prefix_bytes,json=prefixBytes,proto3" json:"prefix_bytes,omitempty"`
+	DirtyBytes       int64                  `protobuf:"varint,10,opt,name=dirty_bytes,json=dirtyBytes,proto3" json:"dirty_bytes,omitempty"`
+	Stuck            string                 `protobuf:"bytes,11,opt,name=stuck,proto3" json:"stuck,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *PartitionCompaction) Reset() {
+	*x = PartitionCompaction{}
+	mi := &file_wire_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionCompaction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionCompaction) ProtoMessage() {}
+
+func (x *PartitionCompaction) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionCompaction.ProtoReflect.Descriptor instead.
+func (*PartitionCompaction) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *PartitionCompaction) GetCompacts() bool {
+	if x != nil {
+		return x.Compacts
+	}
+	return false
+}
+
+func (x *PartitionCompaction) GetDecided() uint64 {
+	if x != nil {
+		return x.Decided
+	}
+	return 0
+}
+
+func (x *PartitionCompaction) GetDecidedTimeMs() int64 {
+	if x != nil {
+		return x.DecidedTimeMs
+	}
+	return 0
+}
+
+func (x *PartitionCompaction) GetCleanableEnd() int64 {
+	if x != nil {
+		return x.CleanableEnd
+	}
+	return 0
+}
+
+func (x *PartitionCompaction) GetDone() uint64 {
+	if x != nil {
+		return x.Done
+	}
+	return 0
+}
+
+func (x *PartitionCompaction) GetCleanedTo() int64 {
+	if x != nil {
+		return x.CleanedTo
+	}
+	return 0
+}
+
+func (x *PartitionCompaction) GetPrefixGeneration() uint64 {
+	if x != nil {
+		return x.PrefixGeneration
+	}
+	return 0
+}
+
+func (x *PartitionCompaction) GetPrefixEnd() int64 {
+	if x != nil {
+		return x.PrefixEnd
+	}
+	return 0
+}
+
+func (x *PartitionCompaction) GetPrefixBytes() int64 {
+	if x != nil {
+		return x.PrefixBytes
+	}
+	return 0
+}
+
+func (x *PartitionCompaction) GetDirtyBytes() int64 {
+	if x != nil {
+		return x.DirtyBytes
+	}
+	return 0
+}
+
+func (x *PartitionCompaction) GetStuck() string {
+	if x != nil {
+		return x.Stuck
+	}
+	return ""
+}
+
 // SaslAuthenticateRequest is one step of a SASL exchange on a native
 // connection (after Hello, before any other request, when the node
 // requires authentication). The first step names the mechanism.
@@ -5322,7 +5451,7 @@ type SaslAuthenticateRequest struct {
 
 func (x *SaslAuthenticateRequest) Reset() {
 	*x = SaslAuthenticateRequest{}
-	mi := &file_wire_proto_msgTypes[56]
+	mi := &file_wire_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5334,7 +5463,7 @@ func (x *SaslAuthenticateRequest) String() string {
 func (*SaslAuthenticateRequest) ProtoMessage() {}
 
 func (x *SaslAuthenticateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[56]
+	mi := &file_wire_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5347,7 +5476,7 @@ func (x *SaslAuthenticateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaslAuthenticateRequest.ProtoReflect.Descriptor instead.
 func (*SaslAuthenticateRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{56}
+	return file_wire_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SaslAuthenticateRequest) GetMechanism() string {
@@ -5377,7 +5506,7 @@ type SaslAuthenticateResponse struct {
 
 func (x *SaslAuthenticateResponse) Reset() {
 	*x = SaslAuthenticateResponse{}
-	mi := &file_wire_proto_msgTypes[57]
+	mi := &file_wire_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5389,7 +5518,7 @@ func (x *SaslAuthenticateResponse) String() string {
 func (*SaslAuthenticateResponse) ProtoMessage() {}
 
 func (x *SaslAuthenticateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[57]
+	mi := &file_wire_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5402,7 +5531,7 @@ func (x *SaslAuthenticateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaslAuthenticateResponse.ProtoReflect.Descriptor instead.
 func (*SaslAuthenticateResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{57}
+	return file_wire_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *SaslAuthenticateResponse) GetAuthBytes() []byte {
@@ -5441,7 +5570,7 @@ type UserCredential struct {
 
 func (x *UserCredential) Reset() {
 	*x = UserCredential{}
-	mi := &file_wire_proto_msgTypes[58]
+	mi := &file_wire_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5453,7 +5582,7 @@ func (x *UserCredential) String() string {
 func (*UserCredential) ProtoMessage() {}
 
 func (x *UserCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[58]
+	mi := &file_wire_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5466,7 +5595,7 @@ func (x *UserCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserCredential.ProtoReflect.Descriptor instead.
 func (*UserCredential) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{58}
+	return file_wire_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *UserCredential) GetMechanism() string {
@@ -5516,7 +5645,7 @@ type AlterUsersRequest struct {
 
 func (x *AlterUsersRequest) Reset() {
 	*x = AlterUsersRequest{}
-	mi := &file_wire_proto_msgTypes[59]
+	mi := &file_wire_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5528,7 +5657,7 @@ func (x *AlterUsersRequest) String() string {
 func (*AlterUsersRequest) ProtoMessage() {}
 
 func (x *AlterUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[59]
+	mi := &file_wire_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5541,7 +5670,7 @@ func (x *AlterUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterUsersRequest.ProtoReflect.Descriptor instead.
 func (*AlterUsersRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{59}
+	return file_wire_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *AlterUsersRequest) GetUpserts() []*AlterUsersRequest_Upsert {
@@ -5568,7 +5697,7 @@ type AlterUsersResponse struct {
 
 func (x *AlterUsersResponse) Reset() {
 	*x = AlterUsersResponse{}
-	mi := &file_wire_proto_msgTypes[60]
+	mi := &file_wire_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5580,7 +5709,7 @@ func (x *AlterUsersResponse) String() string {
 func (*AlterUsersResponse) ProtoMessage() {}
 
 func (x *AlterUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[60]
+	mi := &file_wire_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5593,7 +5722,7 @@ func (x *AlterUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterUsersResponse.ProtoReflect.Descriptor instead.
 func (*AlterUsersResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{60}
+	return file_wire_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *AlterUsersResponse) GetResults() []*AlterUsersResponse_Result {
@@ -5613,7 +5742,7 @@ type ListUsersRequest struct {
 
 func (x *ListUsersRequest) Reset() {
 	*x = ListUsersRequest{}
-	mi := &file_wire_proto_msgTypes[61]
+	mi := &file_wire_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5625,7 +5754,7 @@ func (x *ListUsersRequest) String() string {
 func (*ListUsersRequest) ProtoMessage() {}
 
 func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[61]
+	mi := &file_wire_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5638,7 +5767,7 @@ func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
 func (*ListUsersRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{61}
+	return file_wire_proto_rawDescGZIP(), []int{62}
 }
 
 // ListUsersResponse lists users sorted by name.
@@ -5651,7 +5780,7 @@ type ListUsersResponse struct {
 
 func (x *ListUsersResponse) Reset() {
 	*x = ListUsersResponse{}
-	mi := &file_wire_proto_msgTypes[62]
+	mi := &file_wire_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5663,7 +5792,7 @@ func (x *ListUsersResponse) String() string {
 func (*ListUsersResponse) ProtoMessage() {}
 
 func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[62]
+	mi := &file_wire_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5676,7 +5805,7 @@ func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
 func (*ListUsersResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{62}
+	return file_wire_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ListUsersResponse) GetUsers() []*ListUsersResponse_User {
@@ -5706,7 +5835,7 @@ type AclBinding struct {
 
 func (x *AclBinding) Reset() {
 	*x = AclBinding{}
-	mi := &file_wire_proto_msgTypes[63]
+	mi := &file_wire_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5718,7 +5847,7 @@ func (x *AclBinding) String() string {
 func (*AclBinding) ProtoMessage() {}
 
 func (x *AclBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[63]
+	mi := &file_wire_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5731,7 +5860,7 @@ func (x *AclBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclBinding.ProtoReflect.Descriptor instead.
 func (*AclBinding) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{63}
+	return file_wire_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *AclBinding) GetPrincipal() string {
@@ -5795,7 +5924,7 @@ type AlterAclsRequest struct {
 
 func (x *AlterAclsRequest) Reset() {
 	*x = AlterAclsRequest{}
-	mi := &file_wire_proto_msgTypes[64]
+	mi := &file_wire_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5807,7 +5936,7 @@ func (x *AlterAclsRequest) String() string {
 func (*AlterAclsRequest) ProtoMessage() {}
 
 func (x *AlterAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[64]
+	mi := &file_wire_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5820,7 +5949,7 @@ func (x *AlterAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterAclsRequest.ProtoReflect.Descriptor instead.
 func (*AlterAclsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{64}
+	return file_wire_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *AlterAclsRequest) GetAdd() []*AclBinding {
@@ -5848,7 +5977,7 @@ type AlterAclsResponse struct {
 
 func (x *AlterAclsResponse) Reset() {
 	*x = AlterAclsResponse{}
-	mi := &file_wire_proto_msgTypes[65]
+	mi := &file_wire_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5860,7 +5989,7 @@ func (x *AlterAclsResponse) String() string {
 func (*AlterAclsResponse) ProtoMessage() {}
 
 func (x *AlterAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[65]
+	mi := &file_wire_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5873,7 +6002,7 @@ func (x *AlterAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterAclsResponse.ProtoReflect.Descriptor instead.
 func (*AlterAclsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{65}
+	return file_wire_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *AlterAclsResponse) GetAdded() int32 {
@@ -5902,7 +6031,7 @@ type DescribeAclsRequest struct {
 
 func (x *DescribeAclsRequest) Reset() {
 	*x = DescribeAclsRequest{}
-	mi := &file_wire_proto_msgTypes[66]
+	mi := &file_wire_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5914,7 +6043,7 @@ func (x *DescribeAclsRequest) String() string {
 func (*DescribeAclsRequest) ProtoMessage() {}
 
 func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[66]
+	mi := &file_wire_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5927,7 +6056,7 @@ func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeAclsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{66}
+	return file_wire_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *DescribeAclsRequest) GetPrincipal() string {
@@ -5956,7 +6085,7 @@ type DescribeAclsResponse struct {
 
 func (x *DescribeAclsResponse) Reset() {
 	*x = DescribeAclsResponse{}
-	mi := &file_wire_proto_msgTypes[67]
+	mi := &file_wire_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5968,7 +6097,7 @@ func (x *DescribeAclsResponse) String() string {
 func (*DescribeAclsResponse) ProtoMessage() {}
 
 func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[67]
+	mi := &file_wire_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5981,7 +6110,7 @@ func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeAclsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{67}
+	return file_wire_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *DescribeAclsResponse) GetBindings() []*AclBinding {
@@ -6010,7 +6139,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_wire_proto_msgTypes[68]
+	mi := &file_wire_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6022,7 +6151,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[68]
+	mi := &file_wire_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6035,7 +6164,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{68}
+	return file_wire_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *Quota) GetPrincipal() string {
@@ -6070,7 +6199,7 @@ type AlterQuotasRequest struct {
 
 func (x *AlterQuotasRequest) Reset() {
 	*x = AlterQuotasRequest{}
-	mi := &file_wire_proto_msgTypes[69]
+	mi := &file_wire_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6082,7 +6211,7 @@ func (x *AlterQuotasRequest) String() string {
 func (*AlterQuotasRequest) ProtoMessage() {}
 
 func (x *AlterQuotasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[69]
+	mi := &file_wire_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6095,7 +6224,7 @@ func (x *AlterQuotasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterQuotasRequest.ProtoReflect.Descriptor instead.
 func (*AlterQuotasRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{69}
+	return file_wire_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *AlterQuotasRequest) GetQuotas() []*Quota {
@@ -6114,7 +6243,7 @@ type AlterQuotasResponse struct {
 
 func (x *AlterQuotasResponse) Reset() {
 	*x = AlterQuotasResponse{}
-	mi := &file_wire_proto_msgTypes[70]
+	mi := &file_wire_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6126,7 +6255,7 @@ func (x *AlterQuotasResponse) String() string {
 func (*AlterQuotasResponse) ProtoMessage() {}
 
 func (x *AlterQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[70]
+	mi := &file_wire_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6139,7 +6268,7 @@ func (x *AlterQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterQuotasResponse.ProtoReflect.Descriptor instead.
 func (*AlterQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{70}
+	return file_wire_proto_rawDescGZIP(), []int{71}
 }
 
 // NodeAdminRequest changes one node's membership through the metadata
@@ -6157,7 +6286,7 @@ type NodeAdminRequest struct {
 
 func (x *NodeAdminRequest) Reset() {
 	*x = NodeAdminRequest{}
-	mi := &file_wire_proto_msgTypes[71]
+	mi := &file_wire_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6169,7 +6298,7 @@ func (x *NodeAdminRequest) String() string {
 func (*NodeAdminRequest) ProtoMessage() {}
 
 func (x *NodeAdminRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[71]
+	mi := &file_wire_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6182,7 +6311,7 @@ func (x *NodeAdminRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAdminRequest.ProtoReflect.Descriptor instead.
 func (*NodeAdminRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{71}
+	return file_wire_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *NodeAdminRequest) GetAction() NodeAction {
@@ -6229,7 +6358,7 @@ type NodeAdminResponse struct {
 
 func (x *NodeAdminResponse) Reset() {
 	*x = NodeAdminResponse{}
-	mi := &file_wire_proto_msgTypes[72]
+	mi := &file_wire_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6241,7 +6370,7 @@ func (x *NodeAdminResponse) String() string {
 func (*NodeAdminResponse) ProtoMessage() {}
 
 func (x *NodeAdminResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[72]
+	mi := &file_wire_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6254,7 +6383,7 @@ func (x *NodeAdminResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAdminResponse.ProtoReflect.Descriptor instead.
 func (*NodeAdminResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{72}
+	return file_wire_proto_rawDescGZIP(), []int{73}
 }
 
 // ElectLeadersRequest asks the answering node to hand each partition it
@@ -6268,7 +6397,7 @@ type ElectLeadersRequest struct {
 
 func (x *ElectLeadersRequest) Reset() {
 	*x = ElectLeadersRequest{}
-	mi := &file_wire_proto_msgTypes[73]
+	mi := &file_wire_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6280,7 +6409,7 @@ func (x *ElectLeadersRequest) String() string {
 func (*ElectLeadersRequest) ProtoMessage() {}
 
 func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[73]
+	mi := &file_wire_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6293,7 +6422,7 @@ func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{73}
+	return file_wire_proto_rawDescGZIP(), []int{74}
 }
 
 // ElectLeadersResponse lists the transfers the node started.
@@ -6308,7 +6437,7 @@ type ElectLeadersResponse struct {
 
 func (x *ElectLeadersResponse) Reset() {
 	*x = ElectLeadersResponse{}
-	mi := &file_wire_proto_msgTypes[74]
+	mi := &file_wire_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6320,7 +6449,7 @@ func (x *ElectLeadersResponse) String() string {
 func (*ElectLeadersResponse) ProtoMessage() {}
 
 func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[74]
+	mi := &file_wire_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6333,7 +6462,7 @@ func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{74}
+	return file_wire_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ElectLeadersResponse) GetTransfers() []*ElectLeadersResponse_Transfer {
@@ -6359,7 +6488,7 @@ type ClusterMembersRequest struct {
 
 func (x *ClusterMembersRequest) Reset() {
 	*x = ClusterMembersRequest{}
-	mi := &file_wire_proto_msgTypes[75]
+	mi := &file_wire_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6371,7 +6500,7 @@ func (x *ClusterMembersRequest) String() string {
 func (*ClusterMembersRequest) ProtoMessage() {}
 
 func (x *ClusterMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[75]
+	mi := &file_wire_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6384,7 +6513,7 @@ func (x *ClusterMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMembersRequest.ProtoReflect.Descriptor instead.
 func (*ClusterMembersRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{75}
+	return file_wire_proto_rawDescGZIP(), []int{76}
 }
 
 // ClusterMembersResponse is the membership as the answering node applied it.
@@ -6399,7 +6528,7 @@ type ClusterMembersResponse struct {
 
 func (x *ClusterMembersResponse) Reset() {
 	*x = ClusterMembersResponse{}
-	mi := &file_wire_proto_msgTypes[76]
+	mi := &file_wire_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6411,7 +6540,7 @@ func (x *ClusterMembersResponse) String() string {
 func (*ClusterMembersResponse) ProtoMessage() {}
 
 func (x *ClusterMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[76]
+	mi := &file_wire_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6424,7 +6553,7 @@ func (x *ClusterMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMembersResponse.ProtoReflect.Descriptor instead.
 func (*ClusterMembersResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{76}
+	return file_wire_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ClusterMembersResponse) GetMembers() []*ClusterMembersResponse_Member {
@@ -6463,7 +6592,7 @@ type TxnInitProducerIdRequest struct {
 
 func (x *TxnInitProducerIdRequest) Reset() {
 	*x = TxnInitProducerIdRequest{}
-	mi := &file_wire_proto_msgTypes[77]
+	mi := &file_wire_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6475,7 +6604,7 @@ func (x *TxnInitProducerIdRequest) String() string {
 func (*TxnInitProducerIdRequest) ProtoMessage() {}
 
 func (x *TxnInitProducerIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[77]
+	mi := &file_wire_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6488,7 +6617,7 @@ func (x *TxnInitProducerIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnInitProducerIdRequest.ProtoReflect.Descriptor instead.
 func (*TxnInitProducerIdRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{77}
+	return file_wire_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *TxnInitProducerIdRequest) GetTransactionalId() string {
@@ -6523,7 +6652,7 @@ type TxnInitProducerIdResponse struct {
 
 func (x *TxnInitProducerIdResponse) Reset() {
 	*x = TxnInitProducerIdResponse{}
-	mi := &file_wire_proto_msgTypes[78]
+	mi := &file_wire_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6535,7 +6664,7 @@ func (x *TxnInitProducerIdResponse) String() string {
 func (*TxnInitProducerIdResponse) ProtoMessage() {}
 
 func (x *TxnInitProducerIdResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[78]
+	mi := &file_wire_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6548,7 +6677,7 @@ func (x *TxnInitProducerIdResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnInitProducerIdResponse.ProtoReflect.Descriptor instead.
 func (*TxnInitProducerIdResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{78}
+	return file_wire_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *TxnInitProducerIdResponse) GetProducerId() int64 {
@@ -6580,7 +6709,7 @@ type AddPartitionsToTxnRequest struct {
 
 func (x *AddPartitionsToTxnRequest) Reset() {
 	*x = AddPartitionsToTxnRequest{}
-	mi := &file_wire_proto_msgTypes[79]
+	mi := &file_wire_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6592,7 +6721,7 @@ func (x *AddPartitionsToTxnRequest) String() string {
 func (*AddPartitionsToTxnRequest) ProtoMessage() {}
 
 func (x *AddPartitionsToTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[79]
+	mi := &file_wire_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6605,7 +6734,7 @@ func (x *AddPartitionsToTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddPartitionsToTxnRequest.ProtoReflect.Descriptor instead.
 func (*AddPartitionsToTxnRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{79}
+	return file_wire_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *AddPartitionsToTxnRequest) GetTransactionalId() string {
@@ -6647,7 +6776,7 @@ type AddPartitionsToTxnResponse struct {
 
 func (x *AddPartitionsToTxnResponse) Reset() {
 	*x = AddPartitionsToTxnResponse{}
-	mi := &file_wire_proto_msgTypes[80]
+	mi := &file_wire_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6659,7 +6788,7 @@ func (x *AddPartitionsToTxnResponse) String() string {
 func (*AddPartitionsToTxnResponse) ProtoMessage() {}
 
 func (x *AddPartitionsToTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[80]
+	mi := &file_wire_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6672,7 +6801,7 @@ func (x *AddPartitionsToTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddPartitionsToTxnResponse.ProtoReflect.Descriptor instead.
 func (*AddPartitionsToTxnResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{80}
+	return file_wire_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *AddPartitionsToTxnResponse) GetResults() []*AddPartitionsToTxnResponse_Result {
@@ -6698,7 +6827,7 @@ type AddOffsetsToTxnRequest struct {
 
 func (x *AddOffsetsToTxnRequest) Reset() {
 	*x = AddOffsetsToTxnRequest{}
-	mi := &file_wire_proto_msgTypes[81]
+	mi := &file_wire_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6710,7 +6839,7 @@ func (x *AddOffsetsToTxnRequest) String() string {
 func (*AddOffsetsToTxnRequest) ProtoMessage() {}
 
 func (x *AddOffsetsToTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[81]
+	mi := &file_wire_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6723,7 +6852,7 @@ func (x *AddOffsetsToTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddOffsetsToTxnRequest.ProtoReflect.Descriptor instead.
 func (*AddOffsetsToTxnRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{81}
+	return file_wire_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *AddOffsetsToTxnRequest) GetTransactionalId() string {
@@ -6771,7 +6900,7 @@ type TxnOffsetCommitRequest struct {
 
 func (x *TxnOffsetCommitRequest) Reset() {
 	*x = TxnOffsetCommitRequest{}
-	mi := &file_wire_proto_msgTypes[82]
+	mi := &file_wire_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6783,7 +6912,7 @@ func (x *TxnOffsetCommitRequest) String() string {
 func (*TxnOffsetCommitRequest) ProtoMessage() {}
 
 func (x *TxnOffsetCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[82]
+	mi := &file_wire_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6796,7 +6925,7 @@ func (x *TxnOffsetCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOffsetCommitRequest.ProtoReflect.Descriptor instead.
 func (*TxnOffsetCommitRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{82}
+	return file_wire_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *TxnOffsetCommitRequest) GetTransactionalId() string {
@@ -6836,7 +6965,7 @@ type TxnOffsetCommitResponse struct {
 
 func (x *TxnOffsetCommitResponse) Reset() {
 	*x = TxnOffsetCommitResponse{}
-	mi := &file_wire_proto_msgTypes[83]
+	mi := &file_wire_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6848,7 +6977,7 @@ func (x *TxnOffsetCommitResponse) String() string {
 func (*TxnOffsetCommitResponse) ProtoMessage() {}
 
 func (x *TxnOffsetCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[83]
+	mi := &file_wire_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6861,7 +6990,7 @@ func (x *TxnOffsetCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOffsetCommitResponse.ProtoReflect.Descriptor instead.
 func (*TxnOffsetCommitResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{83}
+	return file_wire_proto_rawDescGZIP(), []int{84}
 }
 
 // AddOffsetsToTxnResponse is empty: the Response's error says it all.
@@ -6873,7 +7002,7 @@ type AddOffsetsToTxnResponse struct {
 
 func (x *AddOffsetsToTxnResponse) Reset() {
 	*x = AddOffsetsToTxnResponse{}
-	mi := &file_wire_proto_msgTypes[84]
+	mi := &file_wire_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6885,7 +7014,7 @@ func (x *AddOffsetsToTxnResponse) String() string {
 func (*AddOffsetsToTxnResponse) ProtoMessage() {}
 
 func (x *AddOffsetsToTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[84]
+	mi := &file_wire_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6898,7 +7027,7 @@ func (x *AddOffsetsToTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddOffsetsToTxnResponse.ProtoReflect.Descriptor instead.
 func (*AddOffsetsToTxnResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{84}
+	return file_wire_proto_rawDescGZIP(), []int{85}
 }
 
 // EndTxnRequest commits or aborts the open transaction.
@@ -6916,7 +7045,7 @@ type EndTxnRequest struct {
 
 func (x *EndTxnRequest) Reset() {
 	*x = EndTxnRequest{}
-	mi := &file_wire_proto_msgTypes[85]
+	mi := &file_wire_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6928,7 +7057,7 @@ func (x *EndTxnRequest) String() string {
 func (*EndTxnRequest) ProtoMessage() {}
 
 func (x *EndTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[85]
+	mi := &file_wire_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6941,7 +7070,7 @@ func (x *EndTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTxnRequest.ProtoReflect.Descriptor instead.
 func (*EndTxnRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{85}
+	return file_wire_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *EndTxnRequest) GetTransactionalId() string {
@@ -6985,7 +7114,7 @@ type EndTxnResponse struct {
 
 func (x *EndTxnResponse) Reset() {
 	*x = EndTxnResponse{}
-	mi := &file_wire_proto_msgTypes[86]
+	mi := &file_wire_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6997,7 +7126,7 @@ func (x *EndTxnResponse) String() string {
 func (*EndTxnResponse) ProtoMessage() {}
 
 func (x *EndTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[86]
+	mi := &file_wire_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7010,7 +7139,7 @@ func (x *EndTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTxnResponse.ProtoReflect.Descriptor instead.
 func (*EndTxnResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{86}
+	return file_wire_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *EndTxnResponse) GetProducerId() int64 {
@@ -7039,7 +7168,7 @@ type ListTransactionsRequest struct {
 
 func (x *ListTransactionsRequest) Reset() {
 	*x = ListTransactionsRequest{}
-	mi := &file_wire_proto_msgTypes[87]
+	mi := &file_wire_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7051,7 +7180,7 @@ func (x *ListTransactionsRequest) String() string {
 func (*ListTransactionsRequest) ProtoMessage() {}
 
 func (x *ListTransactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[87]
+	mi := &file_wire_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7064,7 +7193,7 @@ func (x *ListTransactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTransactionsRequest.ProtoReflect.Descriptor instead.
 func (*ListTransactionsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{87}
+	return file_wire_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *ListTransactionsRequest) GetStates() []string {
@@ -7084,7 +7213,7 @@ type ListTransactionsResponse struct {
 
 func (x *ListTransactionsResponse) Reset() {
 	*x = ListTransactionsResponse{}
-	mi := &file_wire_proto_msgTypes[88]
+	mi := &file_wire_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7096,7 +7225,7 @@ func (x *ListTransactionsResponse) String() string {
 func (*ListTransactionsResponse) ProtoMessage() {}
 
 func (x *ListTransactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[88]
+	mi := &file_wire_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7109,7 +7238,7 @@ func (x *ListTransactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTransactionsResponse.ProtoReflect.Descriptor instead.
 func (*ListTransactionsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{88}
+	return file_wire_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *ListTransactionsResponse) GetTransactions() []*ListTransactionsResponse_Transaction {
@@ -7136,7 +7265,7 @@ type AbortTransactionRequest struct {
 
 func (x *AbortTransactionRequest) Reset() {
 	*x = AbortTransactionRequest{}
-	mi := &file_wire_proto_msgTypes[89]
+	mi := &file_wire_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7148,7 +7277,7 @@ func (x *AbortTransactionRequest) String() string {
 func (*AbortTransactionRequest) ProtoMessage() {}
 
 func (x *AbortTransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[89]
+	mi := &file_wire_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7161,7 +7290,7 @@ func (x *AbortTransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortTransactionRequest.ProtoReflect.Descriptor instead.
 func (*AbortTransactionRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{89}
+	return file_wire_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *AbortTransactionRequest) GetTransactionalId() string {
@@ -7188,7 +7317,7 @@ type AbortTransactionResponse struct {
 
 func (x *AbortTransactionResponse) Reset() {
 	*x = AbortTransactionResponse{}
-	mi := &file_wire_proto_msgTypes[90]
+	mi := &file_wire_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7200,7 +7329,7 @@ func (x *AbortTransactionResponse) String() string {
 func (*AbortTransactionResponse) ProtoMessage() {}
 
 func (x *AbortTransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[90]
+	mi := &file_wire_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7213,7 +7342,7 @@ func (x *AbortTransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortTransactionResponse.ProtoReflect.Descriptor instead.
 func (*AbortTransactionResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{90}
+	return file_wire_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *AbortTransactionResponse) GetProducerId() int64 {
@@ -7261,7 +7390,7 @@ type DescribeTransactionsRequest struct {
 
 func (x *DescribeTransactionsRequest) Reset() {
 	*x = DescribeTransactionsRequest{}
-	mi := &file_wire_proto_msgTypes[91]
+	mi := &file_wire_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7273,7 +7402,7 @@ func (x *DescribeTransactionsRequest) String() string {
 func (*DescribeTransactionsRequest) ProtoMessage() {}
 
 func (x *DescribeTransactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[91]
+	mi := &file_wire_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7286,7 +7415,7 @@ func (x *DescribeTransactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTransactionsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTransactionsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{91}
+	return file_wire_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *DescribeTransactionsRequest) GetTransactionalIds() []string {
@@ -7306,7 +7435,7 @@ type DescribeTransactionsResponse struct {
 
 func (x *DescribeTransactionsResponse) Reset() {
 	*x = DescribeTransactionsResponse{}
-	mi := &file_wire_proto_msgTypes[92]
+	mi := &file_wire_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7318,7 +7447,7 @@ func (x *DescribeTransactionsResponse) String() string {
 func (*DescribeTransactionsResponse) ProtoMessage() {}
 
 func (x *DescribeTransactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[92]
+	mi := &file_wire_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7331,7 +7460,7 @@ func (x *DescribeTransactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTransactionsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTransactionsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{92}
+	return file_wire_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *DescribeTransactionsResponse) GetTransactions() []*DescribeTransactionsResponse_Transaction {
@@ -7355,7 +7484,7 @@ type DescribeProducersRequest struct {
 
 func (x *DescribeProducersRequest) Reset() {
 	*x = DescribeProducersRequest{}
-	mi := &file_wire_proto_msgTypes[93]
+	mi := &file_wire_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7367,7 +7496,7 @@ func (x *DescribeProducersRequest) String() string {
 func (*DescribeProducersRequest) ProtoMessage() {}
 
 func (x *DescribeProducersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[93]
+	mi := &file_wire_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7380,7 +7509,7 @@ func (x *DescribeProducersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeProducersRequest.ProtoReflect.Descriptor instead.
 func (*DescribeProducersRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{93}
+	return file_wire_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *DescribeProducersRequest) GetPartitions() []*DescribeProducersRequest_Partition {
@@ -7401,7 +7530,7 @@ type DescribeProducersResponse struct {
 
 func (x *DescribeProducersResponse) Reset() {
 	*x = DescribeProducersResponse{}
-	mi := &file_wire_proto_msgTypes[94]
+	mi := &file_wire_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7413,7 +7542,7 @@ func (x *DescribeProducersResponse) String() string {
 func (*DescribeProducersResponse) ProtoMessage() {}
 
 func (x *DescribeProducersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[94]
+	mi := &file_wire_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7426,7 +7555,7 @@ func (x *DescribeProducersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeProducersResponse.ProtoReflect.Descriptor instead.
 func (*DescribeProducersResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{94}
+	return file_wire_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *DescribeProducersResponse) GetPartitions() []*DescribeProducersResponse_Partition {
@@ -7449,7 +7578,7 @@ type AbortedTransaction struct {
 
 func (x *AbortedTransaction) Reset() {
 	*x = AbortedTransaction{}
-	mi := &file_wire_proto_msgTypes[95]
+	mi := &file_wire_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7461,7 +7590,7 @@ func (x *AbortedTransaction) String() string {
 func (*AbortedTransaction) ProtoMessage() {}
 
 func (x *AbortedTransaction) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[95]
+	mi := &file_wire_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7474,7 +7603,7 @@ func (x *AbortedTransaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortedTransaction.ProtoReflect.Descriptor instead.
 func (*AbortedTransaction) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{95}
+	return file_wire_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *AbortedTransaction) GetProducerId() int64 {
@@ -7511,7 +7640,7 @@ type WriteTxnMarkersRequest struct {
 
 func (x *WriteTxnMarkersRequest) Reset() {
 	*x = WriteTxnMarkersRequest{}
-	mi := &file_wire_proto_msgTypes[96]
+	mi := &file_wire_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7523,7 +7652,7 @@ func (x *WriteTxnMarkersRequest) String() string {
 func (*WriteTxnMarkersRequest) ProtoMessage() {}
 
 func (x *WriteTxnMarkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[96]
+	mi := &file_wire_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7536,7 +7665,7 @@ func (x *WriteTxnMarkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersRequest.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{96}
+	return file_wire_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *WriteTxnMarkersRequest) GetMarkers() []*WriteTxnMarkersRequest_Marker {
@@ -7557,7 +7686,7 @@ type WriteTxnMarkersResponse struct {
 
 func (x *WriteTxnMarkersResponse) Reset() {
 	*x = WriteTxnMarkersResponse{}
-	mi := &file_wire_proto_msgTypes[97]
+	mi := &file_wire_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7569,7 +7698,7 @@ func (x *WriteTxnMarkersResponse) String() string {
 func (*WriteTxnMarkersResponse) ProtoMessage() {}
 
 func (x *WriteTxnMarkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[97]
+	mi := &file_wire_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7582,7 +7711,7 @@ func (x *WriteTxnMarkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersResponse.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{97}
+	return file_wire_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *WriteTxnMarkersResponse) GetResults() []*WriteTxnMarkersResponse_Result {
@@ -7615,7 +7744,7 @@ type MetadataResponse_Node struct {
 
 func (x *MetadataResponse_Node) Reset() {
 	*x = MetadataResponse_Node{}
-	mi := &file_wire_proto_msgTypes[98]
+	mi := &file_wire_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7627,7 +7756,7 @@ func (x *MetadataResponse_Node) String() string {
 func (*MetadataResponse_Node) ProtoMessage() {}
 
 func (x *MetadataResponse_Node) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[98]
+	mi := &file_wire_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7707,7 +7836,7 @@ type MetadataResponse_Partition struct {
 
 func (x *MetadataResponse_Partition) Reset() {
 	*x = MetadataResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[99]
+	mi := &file_wire_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7719,7 +7848,7 @@ func (x *MetadataResponse_Partition) String() string {
 func (*MetadataResponse_Partition) ProtoMessage() {}
 
 func (x *MetadataResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[99]
+	mi := &file_wire_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7791,7 +7920,7 @@ type MetadataResponse_Topic struct {
 
 func (x *MetadataResponse_Topic) Reset() {
 	*x = MetadataResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[100]
+	mi := &file_wire_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7803,7 +7932,7 @@ func (x *MetadataResponse_Topic) String() string {
 func (*MetadataResponse_Topic) ProtoMessage() {}
 
 func (x *MetadataResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[100]
+	mi := &file_wire_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7869,7 +7998,7 @@ type ProduceRequest_Partition struct {
 
 func (x *ProduceRequest_Partition) Reset() {
 	*x = ProduceRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[101]
+	mi := &file_wire_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7881,7 +8010,7 @@ func (x *ProduceRequest_Partition) String() string {
 func (*ProduceRequest_Partition) ProtoMessage() {}
 
 func (x *ProduceRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[101]
+	mi := &file_wire_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7966,7 +8095,7 @@ type ProduceResponse_Partition struct {
 
 func (x *ProduceResponse_Partition) Reset() {
 	*x = ProduceResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[102]
+	mi := &file_wire_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7978,7 +8107,7 @@ func (x *ProduceResponse_Partition) String() string {
 func (*ProduceResponse_Partition) ProtoMessage() {}
 
 func (x *ProduceResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[102]
+	mi := &file_wire_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8044,7 +8173,7 @@ type FetchRequest_Partition struct {
 
 func (x *FetchRequest_Partition) Reset() {
 	*x = FetchRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[103]
+	mi := &file_wire_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8056,7 +8185,7 @@ func (x *FetchRequest_Partition) String() string {
 func (*FetchRequest_Partition) ProtoMessage() {}
 
 func (x *FetchRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[103]
+	mi := &file_wire_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8130,7 +8259,7 @@ type FetchResponse_Batch struct {
 
 func (x *FetchResponse_Batch) Reset() {
 	*x = FetchResponse_Batch{}
-	mi := &file_wire_proto_msgTypes[104]
+	mi := &file_wire_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8142,7 +8271,7 @@ func (x *FetchResponse_Batch) String() string {
 func (*FetchResponse_Batch) ProtoMessage() {}
 
 func (x *FetchResponse_Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[104]
+	mi := &file_wire_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8226,7 +8355,7 @@ type FetchResponse_TxnMarker struct {
 
 func (x *FetchResponse_TxnMarker) Reset() {
 	*x = FetchResponse_TxnMarker{}
-	mi := &file_wire_proto_msgTypes[105]
+	mi := &file_wire_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8238,7 +8367,7 @@ func (x *FetchResponse_TxnMarker) String() string {
 func (*FetchResponse_TxnMarker) ProtoMessage() {}
 
 func (x *FetchResponse_TxnMarker) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[105]
+	mi := &file_wire_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8295,7 +8424,7 @@ type FetchResponse_Partition struct {
 
 func (x *FetchResponse_Partition) Reset() {
 	*x = FetchResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[106]
+	mi := &file_wire_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8307,7 +8436,7 @@ func (x *FetchResponse_Partition) String() string {
 func (*FetchResponse_Partition) ProtoMessage() {}
 
 func (x *FetchResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[106]
+	mi := &file_wire_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8399,7 +8528,7 @@ type ListOffsetsRequest_Partition struct {
 
 func (x *ListOffsetsRequest_Partition) Reset() {
 	*x = ListOffsetsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[107]
+	mi := &file_wire_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8411,7 +8540,7 @@ func (x *ListOffsetsRequest_Partition) String() string {
 func (*ListOffsetsRequest_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[107]
+	mi := &file_wire_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8472,7 +8601,7 @@ type ListOffsetsResponse_Partition struct {
 
 func (x *ListOffsetsResponse_Partition) Reset() {
 	*x = ListOffsetsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[108]
+	mi := &file_wire_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8484,7 +8613,7 @@ func (x *ListOffsetsResponse_Partition) String() string {
 func (*ListOffsetsResponse_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[108]
+	mi := &file_wire_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8561,7 +8690,7 @@ type CreateTopicsRequest_Topic struct {
 
 func (x *CreateTopicsRequest_Topic) Reset() {
 	*x = CreateTopicsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[109]
+	mi := &file_wire_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8573,7 +8702,7 @@ func (x *CreateTopicsRequest_Topic) String() string {
 func (*CreateTopicsRequest_Topic) ProtoMessage() {}
 
 func (x *CreateTopicsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[109]
+	mi := &file_wire_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8628,7 +8757,7 @@ type CreatePartitionsRequest_Topic struct {
 
 func (x *CreatePartitionsRequest_Topic) Reset() {
 	*x = CreatePartitionsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[110]
+	mi := &file_wire_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8640,7 +8769,7 @@ func (x *CreatePartitionsRequest_Topic) String() string {
 func (*CreatePartitionsRequest_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[110]
+	mi := &file_wire_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8682,7 +8811,7 @@ type CreatePartitionsResponse_Topic struct {
 
 func (x *CreatePartitionsResponse_Topic) Reset() {
 	*x = CreatePartitionsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[111]
+	mi := &file_wire_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8694,7 +8823,7 @@ func (x *CreatePartitionsResponse_Topic) String() string {
 func (*CreatePartitionsResponse_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[111]
+	mi := &file_wire_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8758,7 +8887,7 @@ type MovePartitionsRequest_Move struct {
 
 func (x *MovePartitionsRequest_Move) Reset() {
 	*x = MovePartitionsRequest_Move{}
-	mi := &file_wire_proto_msgTypes[112]
+	mi := &file_wire_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8770,7 +8899,7 @@ func (x *MovePartitionsRequest_Move) String() string {
 func (*MovePartitionsRequest_Move) ProtoMessage() {}
 
 func (x *MovePartitionsRequest_Move) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[112]
+	mi := &file_wire_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8835,7 +8964,7 @@ type MovePartitionsResponse_Move struct {
 
 func (x *MovePartitionsResponse_Move) Reset() {
 	*x = MovePartitionsResponse_Move{}
-	mi := &file_wire_proto_msgTypes[113]
+	mi := &file_wire_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8847,7 +8976,7 @@ func (x *MovePartitionsResponse_Move) String() string {
 func (*MovePartitionsResponse_Move) ProtoMessage() {}
 
 func (x *MovePartitionsResponse_Move) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[113]
+	mi := &file_wire_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8911,7 +9040,7 @@ type DescribeTopicsResponse_Topic struct {
 
 func (x *DescribeTopicsResponse_Topic) Reset() {
 	*x = DescribeTopicsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[114]
+	mi := &file_wire_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8923,7 +9052,7 @@ func (x *DescribeTopicsResponse_Topic) String() string {
 func (*DescribeTopicsResponse_Topic) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[114]
+	mi := &file_wire_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8985,7 +9114,7 @@ type ListGroupsResponse_Group struct {
 
 func (x *ListGroupsResponse_Group) Reset() {
 	*x = ListGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[115]
+	mi := &file_wire_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8997,7 +9126,7 @@ func (x *ListGroupsResponse_Group) String() string {
 func (*ListGroupsResponse_Group) ProtoMessage() {}
 
 func (x *ListGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[115]
+	mi := &file_wire_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9049,7 +9178,7 @@ type DescribeGroupsResponse_Group struct {
 
 func (x *DescribeGroupsResponse_Group) Reset() {
 	*x = DescribeGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[116]
+	mi := &file_wire_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9061,7 +9190,7 @@ func (x *DescribeGroupsResponse_Group) String() string {
 func (*DescribeGroupsResponse_Group) ProtoMessage() {}
 
 func (x *DescribeGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[116]
+	mi := &file_wire_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9137,7 +9266,7 @@ type OffsetDeleteResponse_Result struct {
 
 func (x *OffsetDeleteResponse_Result) Reset() {
 	*x = OffsetDeleteResponse_Result{}
-	mi := &file_wire_proto_msgTypes[117]
+	mi := &file_wire_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9149,7 +9278,7 @@ func (x *OffsetDeleteResponse_Result) String() string {
 func (*OffsetDeleteResponse_Result) ProtoMessage() {}
 
 func (x *OffsetDeleteResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[117]
+	mi := &file_wire_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9196,7 +9325,7 @@ type DeleteGroupsResponse_Result struct {
 
 func (x *DeleteGroupsResponse_Result) Reset() {
 	*x = DeleteGroupsResponse_Result{}
-	mi := &file_wire_proto_msgTypes[118]
+	mi := &file_wire_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9208,7 +9337,7 @@ func (x *DeleteGroupsResponse_Result) String() string {
 func (*DeleteGroupsResponse_Result) ProtoMessage() {}
 
 func (x *DeleteGroupsResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[118]
+	mi := &file_wire_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9249,7 +9378,7 @@ type AlterConfigsRequest_Topic struct {
 
 func (x *AlterConfigsRequest_Topic) Reset() {
 	*x = AlterConfigsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[119]
+	mi := &file_wire_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9261,7 +9390,7 @@ func (x *AlterConfigsRequest_Topic) String() string {
 func (*AlterConfigsRequest_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[119]
+	mi := &file_wire_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9309,7 +9438,7 @@ type AlterConfigsResponse_Topic struct {
 
 func (x *AlterConfigsResponse_Topic) Reset() {
 	*x = AlterConfigsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[120]
+	mi := &file_wire_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9321,7 +9450,7 @@ func (x *AlterConfigsResponse_Topic) String() string {
 func (*AlterConfigsResponse_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[120]
+	mi := &file_wire_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9371,7 +9500,7 @@ type DeleteRecordsRequest_Partition struct {
 
 func (x *DeleteRecordsRequest_Partition) Reset() {
 	*x = DeleteRecordsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[121]
+	mi := &file_wire_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9383,7 +9512,7 @@ func (x *DeleteRecordsRequest_Partition) String() string {
 func (*DeleteRecordsRequest_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[121]
+	mi := &file_wire_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9439,7 +9568,7 @@ type DeleteRecordsResponse_Partition struct {
 
 func (x *DeleteRecordsResponse_Partition) Reset() {
 	*x = DeleteRecordsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[122]
+	mi := &file_wire_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9451,7 +9580,7 @@ func (x *DeleteRecordsResponse_Partition) String() string {
 func (*DeleteRecordsResponse_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[122]
+	mi := &file_wire_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9505,7 +9634,7 @@ type DescribePartitionsRequest_Partition struct {
 
 func (x *DescribePartitionsRequest_Partition) Reset() {
 	*x = DescribePartitionsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[123]
+	mi := &file_wire_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9517,7 +9646,7 @@ func (x *DescribePartitionsRequest_Partition) String() string {
 func (*DescribePartitionsRequest_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[123]
+	mi := &file_wire_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9570,13 +9699,16 @@ type DescribePartitionsResponse_Partition struct {
 	// Followers not in step as the leader sees them: probing, behind, or
 	// silent (down) whatever their lag (node/liveness.go).
 	LaggingReplicas []uint64 `protobuf:"varint,182,rep,packed,name=lagging_replicas,json=laggingReplicas,proto3" json:"lagging_replicas,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The leader's compaction state (issue 24); unset when the topic does
+	// not compact and never did.
+	Compaction    *PartitionCompaction `protobuf:"bytes,190,opt,name=compaction,proto3" json:"compaction,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DescribePartitionsResponse_Partition) Reset() {
 	*x = DescribePartitionsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[124]
+	mi := &file_wire_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9588,7 +9720,7 @@ func (x *DescribePartitionsResponse_Partition) String() string {
 func (*DescribePartitionsResponse_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[124]
+	mi := &file_wire_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9688,6 +9820,13 @@ func (x *DescribePartitionsResponse_Partition) GetLaggingReplicas() []uint64 {
 	return nil
 }
 
+func (x *DescribePartitionsResponse_Partition) GetCompaction() *PartitionCompaction {
+	if x != nil {
+		return x.Compaction
+	}
+	return nil
+}
+
 type AlterUsersRequest_Upsert struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -9698,7 +9837,7 @@ type AlterUsersRequest_Upsert struct {
 
 func (x *AlterUsersRequest_Upsert) Reset() {
 	*x = AlterUsersRequest_Upsert{}
-	mi := &file_wire_proto_msgTypes[125]
+	mi := &file_wire_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9710,7 +9849,7 @@ func (x *AlterUsersRequest_Upsert) String() string {
 func (*AlterUsersRequest_Upsert) ProtoMessage() {}
 
 func (x *AlterUsersRequest_Upsert) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[125]
+	mi := &file_wire_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9723,7 +9862,7 @@ func (x *AlterUsersRequest_Upsert) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterUsersRequest_Upsert.ProtoReflect.Descriptor instead.
 func (*AlterUsersRequest_Upsert) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{59, 0}
+	return file_wire_proto_rawDescGZIP(), []int{60, 0}
 }
 
 func (x *AlterUsersRequest_Upsert) GetName() string {
@@ -9750,7 +9889,7 @@ type AlterUsersRequest_Delete struct {
 
 func (x *AlterUsersRequest_Delete) Reset() {
 	*x = AlterUsersRequest_Delete{}
-	mi := &file_wire_proto_msgTypes[126]
+	mi := &file_wire_proto_msgTypes[127]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9762,7 +9901,7 @@ func (x *AlterUsersRequest_Delete) String() string {
 func (*AlterUsersRequest_Delete) ProtoMessage() {}
 
 func (x *AlterUsersRequest_Delete) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[126]
+	mi := &file_wire_proto_msgTypes[127]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9775,7 +9914,7 @@ func (x *AlterUsersRequest_Delete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterUsersRequest_Delete.ProtoReflect.Descriptor instead.
 func (*AlterUsersRequest_Delete) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{59, 1}
+	return file_wire_proto_rawDescGZIP(), []int{60, 1}
 }
 
 func (x *AlterUsersRequest_Delete) GetName() string {
@@ -9802,7 +9941,7 @@ type AlterUsersResponse_Result struct {
 
 func (x *AlterUsersResponse_Result) Reset() {
 	*x = AlterUsersResponse_Result{}
-	mi := &file_wire_proto_msgTypes[127]
+	mi := &file_wire_proto_msgTypes[128]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9814,7 +9953,7 @@ func (x *AlterUsersResponse_Result) String() string {
 func (*AlterUsersResponse_Result) ProtoMessage() {}
 
 func (x *AlterUsersResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[127]
+	mi := &file_wire_proto_msgTypes[128]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9827,7 +9966,7 @@ func (x *AlterUsersResponse_Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterUsersResponse_Result.ProtoReflect.Descriptor instead.
 func (*AlterUsersResponse_Result) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{60, 0}
+	return file_wire_proto_rawDescGZIP(), []int{61, 0}
 }
 
 func (x *AlterUsersResponse_Result) GetName() string {
@@ -9855,7 +9994,7 @@ type ListUsersResponse_User struct {
 
 func (x *ListUsersResponse_User) Reset() {
 	*x = ListUsersResponse_User{}
-	mi := &file_wire_proto_msgTypes[128]
+	mi := &file_wire_proto_msgTypes[129]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9867,7 +10006,7 @@ func (x *ListUsersResponse_User) String() string {
 func (*ListUsersResponse_User) ProtoMessage() {}
 
 func (x *ListUsersResponse_User) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[128]
+	mi := &file_wire_proto_msgTypes[129]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9880,7 +10019,7 @@ func (x *ListUsersResponse_User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersResponse_User.ProtoReflect.Descriptor instead.
 func (*ListUsersResponse_User) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{62, 0}
+	return file_wire_proto_rawDescGZIP(), []int{63, 0}
 }
 
 func (x *ListUsersResponse_User) GetName() string {
@@ -9916,7 +10055,7 @@ type ElectLeadersResponse_Transfer struct {
 
 func (x *ElectLeadersResponse_Transfer) Reset() {
 	*x = ElectLeadersResponse_Transfer{}
-	mi := &file_wire_proto_msgTypes[129]
+	mi := &file_wire_proto_msgTypes[130]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9928,7 +10067,7 @@ func (x *ElectLeadersResponse_Transfer) String() string {
 func (*ElectLeadersResponse_Transfer) ProtoMessage() {}
 
 func (x *ElectLeadersResponse_Transfer) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[129]
+	mi := &file_wire_proto_msgTypes[130]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9941,7 +10080,7 @@ func (x *ElectLeadersResponse_Transfer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse_Transfer.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse_Transfer) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{74, 0}
+	return file_wire_proto_rawDescGZIP(), []int{75, 0}
 }
 
 func (x *ElectLeadersResponse_Transfer) GetTopic() string {
@@ -9996,7 +10135,7 @@ type ClusterMembersResponse_Member struct {
 
 func (x *ClusterMembersResponse_Member) Reset() {
 	*x = ClusterMembersResponse_Member{}
-	mi := &file_wire_proto_msgTypes[130]
+	mi := &file_wire_proto_msgTypes[131]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10008,7 +10147,7 @@ func (x *ClusterMembersResponse_Member) String() string {
 func (*ClusterMembersResponse_Member) ProtoMessage() {}
 
 func (x *ClusterMembersResponse_Member) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[130]
+	mi := &file_wire_proto_msgTypes[131]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10021,7 +10160,7 @@ func (x *ClusterMembersResponse_Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMembersResponse_Member.ProtoReflect.Descriptor instead.
 func (*ClusterMembersResponse_Member) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{76, 0}
+	return file_wire_proto_rawDescGZIP(), []int{77, 0}
 }
 
 func (x *ClusterMembersResponse_Member) GetId() uint64 {
@@ -10119,7 +10258,7 @@ type AddPartitionsToTxnResponse_Result struct {
 
 func (x *AddPartitionsToTxnResponse_Result) Reset() {
 	*x = AddPartitionsToTxnResponse_Result{}
-	mi := &file_wire_proto_msgTypes[131]
+	mi := &file_wire_proto_msgTypes[132]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10131,7 +10270,7 @@ func (x *AddPartitionsToTxnResponse_Result) String() string {
 func (*AddPartitionsToTxnResponse_Result) ProtoMessage() {}
 
 func (x *AddPartitionsToTxnResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[131]
+	mi := &file_wire_proto_msgTypes[132]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10144,7 +10283,7 @@ func (x *AddPartitionsToTxnResponse_Result) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use AddPartitionsToTxnResponse_Result.ProtoReflect.Descriptor instead.
 func (*AddPartitionsToTxnResponse_Result) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{80, 0}
+	return file_wire_proto_rawDescGZIP(), []int{81, 0}
 }
 
 func (x *AddPartitionsToTxnResponse_Result) GetTopic() string {
@@ -10179,7 +10318,7 @@ type ListTransactionsResponse_Transaction struct {
 
 func (x *ListTransactionsResponse_Transaction) Reset() {
 	*x = ListTransactionsResponse_Transaction{}
-	mi := &file_wire_proto_msgTypes[132]
+	mi := &file_wire_proto_msgTypes[133]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10191,7 +10330,7 @@ func (x *ListTransactionsResponse_Transaction) String() string {
 func (*ListTransactionsResponse_Transaction) ProtoMessage() {}
 
 func (x *ListTransactionsResponse_Transaction) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[132]
+	mi := &file_wire_proto_msgTypes[133]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10204,7 +10343,7 @@ func (x *ListTransactionsResponse_Transaction) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use ListTransactionsResponse_Transaction.ProtoReflect.Descriptor instead.
 func (*ListTransactionsResponse_Transaction) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{88, 0}
+	return file_wire_proto_rawDescGZIP(), []int{89, 0}
 }
 
 func (x *ListTransactionsResponse_Transaction) GetTransactionalId() string {
@@ -10246,7 +10385,7 @@ type DescribeTransactionsResponse_Transaction struct {
 
 func (x *DescribeTransactionsResponse_Transaction) Reset() {
 	*x = DescribeTransactionsResponse_Transaction{}
-	mi := &file_wire_proto_msgTypes[133]
+	mi := &file_wire_proto_msgTypes[134]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10258,7 +10397,7 @@ func (x *DescribeTransactionsResponse_Transaction) String() string {
 func (*DescribeTransactionsResponse_Transaction) ProtoMessage() {}
 
 func (x *DescribeTransactionsResponse_Transaction) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[133]
+	mi := &file_wire_proto_msgTypes[134]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10271,7 +10410,7 @@ func (x *DescribeTransactionsResponse_Transaction) ProtoReflect() protoreflect.M
 
 // Deprecated: Use DescribeTransactionsResponse_Transaction.ProtoReflect.Descriptor instead.
 func (*DescribeTransactionsResponse_Transaction) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{92, 0}
+	return file_wire_proto_rawDescGZIP(), []int{93, 0}
 }
 
 func (x *DescribeTransactionsResponse_Transaction) GetTransactionalId() string {
@@ -10347,7 +10486,7 @@ type DescribeProducersRequest_Partition struct {
 
 func (x *DescribeProducersRequest_Partition) Reset() {
 	*x = DescribeProducersRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[134]
+	mi := &file_wire_proto_msgTypes[135]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10359,7 +10498,7 @@ func (x *DescribeProducersRequest_Partition) String() string {
 func (*DescribeProducersRequest_Partition) ProtoMessage() {}
 
 func (x *DescribeProducersRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[134]
+	mi := &file_wire_proto_msgTypes[135]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10372,7 +10511,7 @@ func (x *DescribeProducersRequest_Partition) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use DescribeProducersRequest_Partition.ProtoReflect.Descriptor instead.
 func (*DescribeProducersRequest_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{93, 0}
+	return file_wire_proto_rawDescGZIP(), []int{94, 0}
 }
 
 func (x *DescribeProducersRequest_Partition) GetTopic() string {
@@ -10407,7 +10546,7 @@ type DescribeProducersResponse_Producer struct {
 
 func (x *DescribeProducersResponse_Producer) Reset() {
 	*x = DescribeProducersResponse_Producer{}
-	mi := &file_wire_proto_msgTypes[135]
+	mi := &file_wire_proto_msgTypes[136]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10419,7 +10558,7 @@ func (x *DescribeProducersResponse_Producer) String() string {
 func (*DescribeProducersResponse_Producer) ProtoMessage() {}
 
 func (x *DescribeProducersResponse_Producer) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[135]
+	mi := &file_wire_proto_msgTypes[136]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10432,7 +10571,7 @@ func (x *DescribeProducersResponse_Producer) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use DescribeProducersResponse_Producer.ProtoReflect.Descriptor instead.
 func (*DescribeProducersResponse_Producer) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{94, 0}
+	return file_wire_proto_rawDescGZIP(), []int{95, 0}
 }
 
 func (x *DescribeProducersResponse_Producer) GetProducerId() int64 {
@@ -10489,7 +10628,7 @@ type DescribeProducersResponse_Partition struct {
 
 func (x *DescribeProducersResponse_Partition) Reset() {
 	*x = DescribeProducersResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[136]
+	mi := &file_wire_proto_msgTypes[137]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10501,7 +10640,7 @@ func (x *DescribeProducersResponse_Partition) String() string {
 func (*DescribeProducersResponse_Partition) ProtoMessage() {}
 
 func (x *DescribeProducersResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[136]
+	mi := &file_wire_proto_msgTypes[137]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10514,7 +10653,7 @@ func (x *DescribeProducersResponse_Partition) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use DescribeProducersResponse_Partition.ProtoReflect.Descriptor instead.
 func (*DescribeProducersResponse_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{94, 1}
+	return file_wire_proto_rawDescGZIP(), []int{95, 1}
 }
 
 func (x *DescribeProducersResponse_Partition) GetTopic() string {
@@ -10567,7 +10706,7 @@ type WriteTxnMarkersRequest_Marker struct {
 
 func (x *WriteTxnMarkersRequest_Marker) Reset() {
 	*x = WriteTxnMarkersRequest_Marker{}
-	mi := &file_wire_proto_msgTypes[137]
+	mi := &file_wire_proto_msgTypes[138]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10579,7 +10718,7 @@ func (x *WriteTxnMarkersRequest_Marker) String() string {
 func (*WriteTxnMarkersRequest_Marker) ProtoMessage() {}
 
 func (x *WriteTxnMarkersRequest_Marker) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[137]
+	mi := &file_wire_proto_msgTypes[138]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10592,7 +10731,7 @@ func (x *WriteTxnMarkersRequest_Marker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersRequest_Marker.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersRequest_Marker) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{96, 0}
+	return file_wire_proto_rawDescGZIP(), []int{97, 0}
 }
 
 func (x *WriteTxnMarkersRequest_Marker) GetTopic() string {
@@ -10662,7 +10801,7 @@ type WriteTxnMarkersResponse_Result struct {
 
 func (x *WriteTxnMarkersResponse_Result) Reset() {
 	*x = WriteTxnMarkersResponse_Result{}
-	mi := &file_wire_proto_msgTypes[138]
+	mi := &file_wire_proto_msgTypes[139]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10674,7 +10813,7 @@ func (x *WriteTxnMarkersResponse_Result) String() string {
 func (*WriteTxnMarkersResponse_Result) ProtoMessage() {}
 
 func (x *WriteTxnMarkersResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[138]
+	mi := &file_wire_proto_msgTypes[139]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10687,7 +10826,7 @@ func (x *WriteTxnMarkersResponse_Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersResponse_Result.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersResponse_Result) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{97, 0}
+	return file_wire_proto_rawDescGZIP(), []int{98, 0}
 }
 
 func (x *WriteTxnMarkersResponse_Result) GetTopic() string {
@@ -11235,11 +11374,11 @@ const file_wire_proto_rawDesc = "" +
 	"partitions\x1a?\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\xbe\x04\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\xfc\x04\n" +
 	"\x1aDescribePartitionsResponse\x12L\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2,.strand.DescribePartitionsResponse.PartitionR\n" +
-	"partitions\x1a\xd1\x03\n" +
+	"partitions\x1a\x8f\x04\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
@@ -11254,7 +11393,26 @@ const file_wire_proto_rawDesc = "" +
 	"\vmove_target\x18\xb4\x01 \x03(\x04R\n" +
 	"moveTarget\x12:\n" +
 	"\rmove_progress\x18\xb5\x01 \x03(\v2\x14.strand.MoveProgressR\fmoveProgress\x12*\n" +
-	"\x10lagging_replicas\x18\xb6\x01 \x03(\x04R\x0flaggingReplicas\"V\n" +
+	"\x10lagging_replicas\x18\xb6\x01 \x03(\x04R\x0flaggingReplicas\x12<\n" +
+	"\n" +
+	"compaction\x18\xbe\x01 \x01(\v2\x1b.strand.PartitionCompactionR\n" +
+	"compaction\"\xf1\x02\n" +
+	"\x13PartitionCompaction\x12\x1a\n" +
+	"\bcompacts\x18\x01 \x01(\bR\bcompacts\x12\x18\n" +
+	"\adecided\x18\x02 \x01(\x04R\adecided\x12&\n" +
+	"\x0fdecided_time_ms\x18\x03 \x01(\x03R\rdecidedTimeMs\x12#\n" +
+	"\rcleanable_end\x18\x04 \x01(\x03R\fcleanableEnd\x12\x12\n" +
+	"\x04done\x18\x05 \x01(\x04R\x04done\x12\x1d\n" +
+	"\n" +
+	"cleaned_to\x18\x06 \x01(\x03R\tcleanedTo\x12+\n" +
+	"\x11prefix_generation\x18\a \x01(\x04R\x10prefixGeneration\x12\x1d\n" +
+	"\n" +
+	"prefix_end\x18\b \x01(\x03R\tprefixEnd\x12!\n" +
+	"\fprefix_bytes\x18\t \x01(\x03R\vprefixBytes\x12\x1f\n" +
+	"\vdirty_bytes\x18\n" +
+	" \x01(\x03R\n" +
+	"dirtyBytes\x12\x14\n" +
+	"\x05stuck\x18\v \x01(\tR\x05stuck\"V\n" +
 	"\x17SaslAuthenticateRequest\x12\x1c\n" +
 	"\tmechanism\x18\x01 \x01(\tR\tmechanism\x12\x1d\n" +
 	"\n" +
@@ -11590,7 +11748,7 @@ func file_wire_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 139)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 140)
 var file_wire_proto_goTypes = []any{
 	(ErrorCode)(0),                                   // 0: strand.ErrorCode
 	(ClassicStep)(0),                                 // 1: strand.ClassicStep
@@ -11653,92 +11811,93 @@ var file_wire_proto_goTypes = []any{
 	(*MoveProgress)(nil),                             // 58: strand.MoveProgress
 	(*DescribePartitionsRequest)(nil),                // 59: strand.DescribePartitionsRequest
 	(*DescribePartitionsResponse)(nil),               // 60: strand.DescribePartitionsResponse
-	(*SaslAuthenticateRequest)(nil),                  // 61: strand.SaslAuthenticateRequest
-	(*SaslAuthenticateResponse)(nil),                 // 62: strand.SaslAuthenticateResponse
-	(*UserCredential)(nil),                           // 63: strand.UserCredential
-	(*AlterUsersRequest)(nil),                        // 64: strand.AlterUsersRequest
-	(*AlterUsersResponse)(nil),                       // 65: strand.AlterUsersResponse
-	(*ListUsersRequest)(nil),                         // 66: strand.ListUsersRequest
-	(*ListUsersResponse)(nil),                        // 67: strand.ListUsersResponse
-	(*AclBinding)(nil),                               // 68: strand.AclBinding
-	(*AlterAclsRequest)(nil),                         // 69: strand.AlterAclsRequest
-	(*AlterAclsResponse)(nil),                        // 70: strand.AlterAclsResponse
-	(*DescribeAclsRequest)(nil),                      // 71: strand.DescribeAclsRequest
-	(*DescribeAclsResponse)(nil),                     // 72: strand.DescribeAclsResponse
-	(*Quota)(nil),                                    // 73: strand.Quota
-	(*AlterQuotasRequest)(nil),                       // 74: strand.AlterQuotasRequest
-	(*AlterQuotasResponse)(nil),                      // 75: strand.AlterQuotasResponse
-	(*NodeAdminRequest)(nil),                         // 76: strand.NodeAdminRequest
-	(*NodeAdminResponse)(nil),                        // 77: strand.NodeAdminResponse
-	(*ElectLeadersRequest)(nil),                      // 78: strand.ElectLeadersRequest
-	(*ElectLeadersResponse)(nil),                     // 79: strand.ElectLeadersResponse
-	(*ClusterMembersRequest)(nil),                    // 80: strand.ClusterMembersRequest
-	(*ClusterMembersResponse)(nil),                   // 81: strand.ClusterMembersResponse
-	(*TxnInitProducerIdRequest)(nil),                 // 82: strand.TxnInitProducerIdRequest
-	(*TxnInitProducerIdResponse)(nil),                // 83: strand.TxnInitProducerIdResponse
-	(*AddPartitionsToTxnRequest)(nil),                // 84: strand.AddPartitionsToTxnRequest
-	(*AddPartitionsToTxnResponse)(nil),               // 85: strand.AddPartitionsToTxnResponse
-	(*AddOffsetsToTxnRequest)(nil),                   // 86: strand.AddOffsetsToTxnRequest
-	(*TxnOffsetCommitRequest)(nil),                   // 87: strand.TxnOffsetCommitRequest
-	(*TxnOffsetCommitResponse)(nil),                  // 88: strand.TxnOffsetCommitResponse
-	(*AddOffsetsToTxnResponse)(nil),                  // 89: strand.AddOffsetsToTxnResponse
-	(*EndTxnRequest)(nil),                            // 90: strand.EndTxnRequest
-	(*EndTxnResponse)(nil),                           // 91: strand.EndTxnResponse
-	(*ListTransactionsRequest)(nil),                  // 92: strand.ListTransactionsRequest
-	(*ListTransactionsResponse)(nil),                 // 93: strand.ListTransactionsResponse
-	(*AbortTransactionRequest)(nil),                  // 94: strand.AbortTransactionRequest
-	(*AbortTransactionResponse)(nil),                 // 95: strand.AbortTransactionResponse
-	(*DescribeTransactionsRequest)(nil),              // 96: strand.DescribeTransactionsRequest
-	(*DescribeTransactionsResponse)(nil),             // 97: strand.DescribeTransactionsResponse
-	(*DescribeProducersRequest)(nil),                 // 98: strand.DescribeProducersRequest
-	(*DescribeProducersResponse)(nil),                // 99: strand.DescribeProducersResponse
-	(*AbortedTransaction)(nil),                       // 100: strand.AbortedTransaction
-	(*WriteTxnMarkersRequest)(nil),                   // 101: strand.WriteTxnMarkersRequest
-	(*WriteTxnMarkersResponse)(nil),                  // 102: strand.WriteTxnMarkersResponse
-	(*MetadataResponse_Node)(nil),                    // 103: strand.MetadataResponse.Node
-	(*MetadataResponse_Partition)(nil),               // 104: strand.MetadataResponse.Partition
-	(*MetadataResponse_Topic)(nil),                   // 105: strand.MetadataResponse.Topic
-	(*ProduceRequest_Partition)(nil),                 // 106: strand.ProduceRequest.Partition
-	(*ProduceResponse_Partition)(nil),                // 107: strand.ProduceResponse.Partition
-	(*FetchRequest_Partition)(nil),                   // 108: strand.FetchRequest.Partition
-	(*FetchResponse_Batch)(nil),                      // 109: strand.FetchResponse.Batch
-	(*FetchResponse_TxnMarker)(nil),                  // 110: strand.FetchResponse.TxnMarker
-	(*FetchResponse_Partition)(nil),                  // 111: strand.FetchResponse.Partition
-	(*ListOffsetsRequest_Partition)(nil),             // 112: strand.ListOffsetsRequest.Partition
-	(*ListOffsetsResponse_Partition)(nil),            // 113: strand.ListOffsetsResponse.Partition
-	(*CreateTopicsRequest_Topic)(nil),                // 114: strand.CreateTopicsRequest.Topic
-	(*CreatePartitionsRequest_Topic)(nil),            // 115: strand.CreatePartitionsRequest.Topic
-	(*CreatePartitionsResponse_Topic)(nil),           // 116: strand.CreatePartitionsResponse.Topic
-	(*MovePartitionsRequest_Move)(nil),               // 117: strand.MovePartitionsRequest.Move
-	(*MovePartitionsResponse_Move)(nil),              // 118: strand.MovePartitionsResponse.Move
-	(*DescribeTopicsResponse_Topic)(nil),             // 119: strand.DescribeTopicsResponse.Topic
-	(*ListGroupsResponse_Group)(nil),                 // 120: strand.ListGroupsResponse.Group
-	(*DescribeGroupsResponse_Group)(nil),             // 121: strand.DescribeGroupsResponse.Group
-	(*OffsetDeleteResponse_Result)(nil),              // 122: strand.OffsetDeleteResponse.Result
-	(*DeleteGroupsResponse_Result)(nil),              // 123: strand.DeleteGroupsResponse.Result
-	(*AlterConfigsRequest_Topic)(nil),                // 124: strand.AlterConfigsRequest.Topic
-	(*AlterConfigsResponse_Topic)(nil),               // 125: strand.AlterConfigsResponse.Topic
-	(*DeleteRecordsRequest_Partition)(nil),           // 126: strand.DeleteRecordsRequest.Partition
-	(*DeleteRecordsResponse_Partition)(nil),          // 127: strand.DeleteRecordsResponse.Partition
-	(*DescribePartitionsRequest_Partition)(nil),      // 128: strand.DescribePartitionsRequest.Partition
-	(*DescribePartitionsResponse_Partition)(nil),     // 129: strand.DescribePartitionsResponse.Partition
-	(*AlterUsersRequest_Upsert)(nil),                 // 130: strand.AlterUsersRequest.Upsert
-	(*AlterUsersRequest_Delete)(nil),                 // 131: strand.AlterUsersRequest.Delete
-	(*AlterUsersResponse_Result)(nil),                // 132: strand.AlterUsersResponse.Result
-	(*ListUsersResponse_User)(nil),                   // 133: strand.ListUsersResponse.User
-	(*ElectLeadersResponse_Transfer)(nil),            // 134: strand.ElectLeadersResponse.Transfer
-	(*ClusterMembersResponse_Member)(nil),            // 135: strand.ClusterMembersResponse.Member
-	(*AddPartitionsToTxnResponse_Result)(nil),        // 136: strand.AddPartitionsToTxnResponse.Result
-	(*ListTransactionsResponse_Transaction)(nil),     // 137: strand.ListTransactionsResponse.Transaction
-	(*DescribeTransactionsResponse_Transaction)(nil), // 138: strand.DescribeTransactionsResponse.Transaction
-	(*DescribeProducersRequest_Partition)(nil),       // 139: strand.DescribeProducersRequest.Partition
-	(*DescribeProducersResponse_Producer)(nil),       // 140: strand.DescribeProducersResponse.Producer
-	(*DescribeProducersResponse_Partition)(nil),      // 141: strand.DescribeProducersResponse.Partition
-	(*WriteTxnMarkersRequest_Marker)(nil),            // 142: strand.WriteTxnMarkersRequest.Marker
-	(*WriteTxnMarkersResponse_Result)(nil),           // 143: strand.WriteTxnMarkersResponse.Result
-	(*RaftFrame)(nil),                                // 144: strand.RaftFrame
-	(*TxnProducer)(nil),                              // 145: strand.TxnProducer
-	(*TxnPartitions)(nil),                            // 146: strand.TxnPartitions
+	(*PartitionCompaction)(nil),                      // 61: strand.PartitionCompaction
+	(*SaslAuthenticateRequest)(nil),                  // 62: strand.SaslAuthenticateRequest
+	(*SaslAuthenticateResponse)(nil),                 // 63: strand.SaslAuthenticateResponse
+	(*UserCredential)(nil),                           // 64: strand.UserCredential
+	(*AlterUsersRequest)(nil),                        // 65: strand.AlterUsersRequest
+	(*AlterUsersResponse)(nil),                       // 66: strand.AlterUsersResponse
+	(*ListUsersRequest)(nil),                         // 67: strand.ListUsersRequest
+	(*ListUsersResponse)(nil),                        // 68: strand.ListUsersResponse
+	(*AclBinding)(nil),                               // 69: strand.AclBinding
+	(*AlterAclsRequest)(nil),                         // 70: strand.AlterAclsRequest
+	(*AlterAclsResponse)(nil),                        // 71: strand.AlterAclsResponse
+	(*DescribeAclsRequest)(nil),                      // 72: strand.DescribeAclsRequest
+	(*DescribeAclsResponse)(nil),                     // 73: strand.DescribeAclsResponse
+	(*Quota)(nil),                                    // 74: strand.Quota
+	(*AlterQuotasRequest)(nil),                       // 75: strand.AlterQuotasRequest
+	(*AlterQuotasResponse)(nil),                      // 76: strand.AlterQuotasResponse
+	(*NodeAdminRequest)(nil),                         // 77: strand.NodeAdminRequest
+	(*NodeAdminResponse)(nil),                        // 78: strand.NodeAdminResponse
+	(*ElectLeadersRequest)(nil),                      // 79: strand.ElectLeadersRequest
+	(*ElectLeadersResponse)(nil),                     // 80: strand.ElectLeadersResponse
+	(*ClusterMembersRequest)(nil),                    // 81: strand.ClusterMembersRequest
+	(*ClusterMembersResponse)(nil),                   // 82: strand.ClusterMembersResponse
+	(*TxnInitProducerIdRequest)(nil),                 // 83: strand.TxnInitProducerIdRequest
+	(*TxnInitProducerIdResponse)(nil),                // 84: strand.TxnInitProducerIdResponse
+	(*AddPartitionsToTxnRequest)(nil),                // 85: strand.AddPartitionsToTxnRequest
+	(*AddPartitionsToTxnResponse)(nil),               // 86: strand.AddPartitionsToTxnResponse
+	(*AddOffsetsToTxnRequest)(nil),                   // 87: strand.AddOffsetsToTxnRequest
+	(*TxnOffsetCommitRequest)(nil),                   // 88: strand.TxnOffsetCommitRequest
+	(*TxnOffsetCommitResponse)(nil),                  // 89: strand.TxnOffsetCommitResponse
+	(*AddOffsetsToTxnResponse)(nil),                  // 90: strand.AddOffsetsToTxnResponse
+	(*EndTxnRequest)(nil),                            // 91: strand.EndTxnRequest
+	(*EndTxnResponse)(nil),                           // 92: strand.EndTxnResponse
+	(*ListTransactionsRequest)(nil),                  // 93: strand.ListTransactionsRequest
+	(*ListTransactionsResponse)(nil),                 // 94: strand.ListTransactionsResponse
+	(*AbortTransactionRequest)(nil),                  // 95: strand.AbortTransactionRequest
+	(*AbortTransactionResponse)(nil),                 // 96: strand.AbortTransactionResponse
+	(*DescribeTransactionsRequest)(nil),              // 97: strand.DescribeTransactionsRequest
+	(*DescribeTransactionsResponse)(nil),             // 98: strand.DescribeTransactionsResponse
+	(*DescribeProducersRequest)(nil),                 // 99: strand.DescribeProducersRequest
+	(*DescribeProducersResponse)(nil),                // 100: strand.DescribeProducersResponse
+	(*AbortedTransaction)(nil),                       // 101: strand.AbortedTransaction
+	(*WriteTxnMarkersRequest)(nil),                   // 102: strand.WriteTxnMarkersRequest
+	(*WriteTxnMarkersResponse)(nil),                  // 103: strand.WriteTxnMarkersResponse
+	(*MetadataResponse_Node)(nil),                    // 104: strand.MetadataResponse.Node
+	(*MetadataResponse_Partition)(nil),               // 105: strand.MetadataResponse.Partition
+	(*MetadataResponse_Topic)(nil),                   // 106: strand.MetadataResponse.Topic
+	(*ProduceRequest_Partition)(nil),                 // 107: strand.ProduceRequest.Partition
+	(*ProduceResponse_Partition)(nil),                // 108: strand.ProduceResponse.Partition
+	(*FetchRequest_Partition)(nil),                   // 109: strand.FetchRequest.Partition
+	(*FetchResponse_Batch)(nil),                      // 110: strand.FetchResponse.Batch
+	(*FetchResponse_TxnMarker)(nil),                  // 111: strand.FetchResponse.TxnMarker
+	(*FetchResponse_Partition)(nil),                  // 112: strand.FetchResponse.Partition
+	(*ListOffsetsRequest_Partition)(nil),             // 113: strand.ListOffsetsRequest.Partition
+	(*ListOffsetsResponse_Partition)(nil),            // 114: strand.ListOffsetsResponse.Partition
+	(*CreateTopicsRequest_Topic)(nil),                // 115: strand.CreateTopicsRequest.Topic
+	(*CreatePartitionsRequest_Topic)(nil),            // 116: strand.CreatePartitionsRequest.Topic
+	(*CreatePartitionsResponse_Topic)(nil),           // 117: strand.CreatePartitionsResponse.Topic
+	(*MovePartitionsRequest_Move)(nil),               // 118: strand.MovePartitionsRequest.Move
+	(*MovePartitionsResponse_Move)(nil),              // 119: strand.MovePartitionsResponse.Move
+	(*DescribeTopicsResponse_Topic)(nil),             // 120: strand.DescribeTopicsResponse.Topic
+	(*ListGroupsResponse_Group)(nil),                 // 121: strand.ListGroupsResponse.Group
+	(*DescribeGroupsResponse_Group)(nil),             // 122: strand.DescribeGroupsResponse.Group
+	(*OffsetDeleteResponse_Result)(nil),              // 123: strand.OffsetDeleteResponse.Result
+	(*DeleteGroupsResponse_Result)(nil),              // 124: strand.DeleteGroupsResponse.Result
+	(*AlterConfigsRequest_Topic)(nil),                // 125: strand.AlterConfigsRequest.Topic
+	(*AlterConfigsResponse_Topic)(nil),               // 126: strand.AlterConfigsResponse.Topic
+	(*DeleteRecordsRequest_Partition)(nil),           // 127: strand.DeleteRecordsRequest.Partition
+	(*DeleteRecordsResponse_Partition)(nil),          // 128: strand.DeleteRecordsResponse.Partition
+	(*DescribePartitionsRequest_Partition)(nil),      // 129: strand.DescribePartitionsRequest.Partition
+	(*DescribePartitionsResponse_Partition)(nil),     // 130: strand.DescribePartitionsResponse.Partition
+	(*AlterUsersRequest_Upsert)(nil),                 // 131: strand.AlterUsersRequest.Upsert
+	(*AlterUsersRequest_Delete)(nil),                 // 132: strand.AlterUsersRequest.Delete
+	(*AlterUsersResponse_Result)(nil),                // 133: strand.AlterUsersResponse.Result
+	(*ListUsersResponse_User)(nil),                   // 134: strand.ListUsersResponse.User
+	(*ElectLeadersResponse_Transfer)(nil),            // 135: strand.ElectLeadersResponse.Transfer
+	(*ClusterMembersResponse_Member)(nil),            // 136: strand.ClusterMembersResponse.Member
+	(*AddPartitionsToTxnResponse_Result)(nil),        // 137: strand.AddPartitionsToTxnResponse.Result
+	(*ListTransactionsResponse_Transaction)(nil),     // 138: strand.ListTransactionsResponse.Transaction
+	(*DescribeTransactionsResponse_Transaction)(nil), // 139: strand.DescribeTransactionsResponse.Transaction
+	(*DescribeProducersRequest_Partition)(nil),       // 140: strand.DescribeProducersRequest.Partition
+	(*DescribeProducersResponse_Producer)(nil),       // 141: strand.DescribeProducersResponse.Producer
+	(*DescribeProducersResponse_Partition)(nil),      // 142: strand.DescribeProducersResponse.Partition
+	(*WriteTxnMarkersRequest_Marker)(nil),            // 143: strand.WriteTxnMarkersRequest.Marker
+	(*WriteTxnMarkersResponse_Result)(nil),           // 144: strand.WriteTxnMarkersResponse.Result
+	(*RaftFrame)(nil),                                // 145: strand.RaftFrame
+	(*TxnProducer)(nil),                              // 146: strand.TxnProducer
+	(*TxnPartitions)(nil),                            // 147: strand.TxnPartitions
 }
 var file_wire_proto_depIdxs = []int32{
 	0,   // 0: strand.Error.code:type_name -> strand.ErrorCode
@@ -11763,27 +11922,27 @@ var file_wire_proto_depIdxs = []int32{
 	50,  // 19: strand.Request.delete_groups:type_name -> strand.DeleteGroupsRequest
 	51,  // 20: strand.Request.offset_delete:type_name -> strand.OffsetDeleteRequest
 	24,  // 21: strand.Request.create_partitions:type_name -> strand.CreatePartitionsRequest
-	64,  // 22: strand.Request.alter_users:type_name -> strand.AlterUsersRequest
-	66,  // 23: strand.Request.list_users:type_name -> strand.ListUsersRequest
-	69,  // 24: strand.Request.alter_acls:type_name -> strand.AlterAclsRequest
-	71,  // 25: strand.Request.describe_acls:type_name -> strand.DescribeAclsRequest
-	61,  // 26: strand.Request.sasl_authenticate:type_name -> strand.SaslAuthenticateRequest
-	74,  // 27: strand.Request.alter_quotas:type_name -> strand.AlterQuotasRequest
-	76,  // 28: strand.Request.node_admin:type_name -> strand.NodeAdminRequest
-	78,  // 29: strand.Request.elect_leaders:type_name -> strand.ElectLeadersRequest
-	80,  // 30: strand.Request.cluster_members:type_name -> strand.ClusterMembersRequest
+	65,  // 22: strand.Request.alter_users:type_name -> strand.AlterUsersRequest
+	67,  // 23: strand.Request.list_users:type_name -> strand.ListUsersRequest
+	70,  // 24: strand.Request.alter_acls:type_name -> strand.AlterAclsRequest
+	72,  // 25: strand.Request.describe_acls:type_name -> strand.DescribeAclsRequest
+	62,  // 26: strand.Request.sasl_authenticate:type_name -> strand.SaslAuthenticateRequest
+	75,  // 27: strand.Request.alter_quotas:type_name -> strand.AlterQuotasRequest
+	77,  // 28: strand.Request.node_admin:type_name -> strand.NodeAdminRequest
+	79,  // 29: strand.Request.elect_leaders:type_name -> strand.ElectLeadersRequest
+	81,  // 30: strand.Request.cluster_members:type_name -> strand.ClusterMembersRequest
 	26,  // 31: strand.Request.move_partitions:type_name -> strand.MovePartitionsRequest
-	82,  // 32: strand.Request.txn_init_producer_id:type_name -> strand.TxnInitProducerIdRequest
-	84,  // 33: strand.Request.add_partitions_to_txn:type_name -> strand.AddPartitionsToTxnRequest
-	86,  // 34: strand.Request.add_offsets_to_txn:type_name -> strand.AddOffsetsToTxnRequest
-	90,  // 35: strand.Request.end_txn:type_name -> strand.EndTxnRequest
-	92,  // 36: strand.Request.list_transactions:type_name -> strand.ListTransactionsRequest
-	96,  // 37: strand.Request.describe_transactions:type_name -> strand.DescribeTransactionsRequest
-	101, // 38: strand.Request.write_txn_markers:type_name -> strand.WriteTxnMarkersRequest
-	87,  // 39: strand.Request.txn_offset_commit:type_name -> strand.TxnOffsetCommitRequest
-	94,  // 40: strand.Request.abort_transaction:type_name -> strand.AbortTransactionRequest
-	98,  // 41: strand.Request.describe_producers:type_name -> strand.DescribeProducersRequest
-	144, // 42: strand.Request.raft:type_name -> strand.RaftFrame
+	83,  // 32: strand.Request.txn_init_producer_id:type_name -> strand.TxnInitProducerIdRequest
+	85,  // 33: strand.Request.add_partitions_to_txn:type_name -> strand.AddPartitionsToTxnRequest
+	87,  // 34: strand.Request.add_offsets_to_txn:type_name -> strand.AddOffsetsToTxnRequest
+	91,  // 35: strand.Request.end_txn:type_name -> strand.EndTxnRequest
+	93,  // 36: strand.Request.list_transactions:type_name -> strand.ListTransactionsRequest
+	97,  // 37: strand.Request.describe_transactions:type_name -> strand.DescribeTransactionsRequest
+	102, // 38: strand.Request.write_txn_markers:type_name -> strand.WriteTxnMarkersRequest
+	88,  // 39: strand.Request.txn_offset_commit:type_name -> strand.TxnOffsetCommitRequest
+	95,  // 40: strand.Request.abort_transaction:type_name -> strand.AbortTransactionRequest
+	99,  // 41: strand.Request.describe_producers:type_name -> strand.DescribeProducersRequest
+	145, // 42: strand.Request.raft:type_name -> strand.RaftFrame
 	5,   // 43: strand.Response.error:type_name -> strand.Error
 	9,   // 44: strand.Response.hello:type_name -> strand.HelloResponse
 	11,  // 45: strand.Response.metadata:type_name -> strand.MetadataResponse
@@ -11806,43 +11965,43 @@ var file_wire_proto_depIdxs = []int32{
 	53,  // 62: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
 	52,  // 63: strand.Response.offset_delete:type_name -> strand.OffsetDeleteResponse
 	25,  // 64: strand.Response.create_partitions:type_name -> strand.CreatePartitionsResponse
-	65,  // 65: strand.Response.alter_users:type_name -> strand.AlterUsersResponse
-	67,  // 66: strand.Response.list_users:type_name -> strand.ListUsersResponse
-	70,  // 67: strand.Response.alter_acls:type_name -> strand.AlterAclsResponse
-	72,  // 68: strand.Response.describe_acls:type_name -> strand.DescribeAclsResponse
-	62,  // 69: strand.Response.sasl_authenticate:type_name -> strand.SaslAuthenticateResponse
-	75,  // 70: strand.Response.alter_quotas:type_name -> strand.AlterQuotasResponse
-	77,  // 71: strand.Response.node_admin:type_name -> strand.NodeAdminResponse
-	79,  // 72: strand.Response.elect_leaders:type_name -> strand.ElectLeadersResponse
-	81,  // 73: strand.Response.cluster_members:type_name -> strand.ClusterMembersResponse
+	66,  // 65: strand.Response.alter_users:type_name -> strand.AlterUsersResponse
+	68,  // 66: strand.Response.list_users:type_name -> strand.ListUsersResponse
+	71,  // 67: strand.Response.alter_acls:type_name -> strand.AlterAclsResponse
+	73,  // 68: strand.Response.describe_acls:type_name -> strand.DescribeAclsResponse
+	63,  // 69: strand.Response.sasl_authenticate:type_name -> strand.SaslAuthenticateResponse
+	76,  // 70: strand.Response.alter_quotas:type_name -> strand.AlterQuotasResponse
+	78,  // 71: strand.Response.node_admin:type_name -> strand.NodeAdminResponse
+	80,  // 72: strand.Response.elect_leaders:type_name -> strand.ElectLeadersResponse
+	82,  // 73: strand.Response.cluster_members:type_name -> strand.ClusterMembersResponse
 	27,  // 74: strand.Response.move_partitions:type_name -> strand.MovePartitionsResponse
-	83,  // 75: strand.Response.txn_init_producer_id:type_name -> strand.TxnInitProducerIdResponse
-	85,  // 76: strand.Response.add_partitions_to_txn:type_name -> strand.AddPartitionsToTxnResponse
-	89,  // 77: strand.Response.add_offsets_to_txn:type_name -> strand.AddOffsetsToTxnResponse
-	91,  // 78: strand.Response.end_txn:type_name -> strand.EndTxnResponse
-	93,  // 79: strand.Response.list_transactions:type_name -> strand.ListTransactionsResponse
-	97,  // 80: strand.Response.describe_transactions:type_name -> strand.DescribeTransactionsResponse
-	102, // 81: strand.Response.write_txn_markers:type_name -> strand.WriteTxnMarkersResponse
-	88,  // 82: strand.Response.txn_offset_commit:type_name -> strand.TxnOffsetCommitResponse
-	95,  // 83: strand.Response.abort_transaction:type_name -> strand.AbortTransactionResponse
-	99,  // 84: strand.Response.describe_producers:type_name -> strand.DescribeProducersResponse
-	103, // 85: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
-	105, // 86: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
-	106, // 87: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
-	107, // 88: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
-	108, // 89: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
-	111, // 90: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
-	112, // 91: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
-	113, // 92: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
-	114, // 93: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
+	84,  // 75: strand.Response.txn_init_producer_id:type_name -> strand.TxnInitProducerIdResponse
+	86,  // 76: strand.Response.add_partitions_to_txn:type_name -> strand.AddPartitionsToTxnResponse
+	90,  // 77: strand.Response.add_offsets_to_txn:type_name -> strand.AddOffsetsToTxnResponse
+	92,  // 78: strand.Response.end_txn:type_name -> strand.EndTxnResponse
+	94,  // 79: strand.Response.list_transactions:type_name -> strand.ListTransactionsResponse
+	98,  // 80: strand.Response.describe_transactions:type_name -> strand.DescribeTransactionsResponse
+	103, // 81: strand.Response.write_txn_markers:type_name -> strand.WriteTxnMarkersResponse
+	89,  // 82: strand.Response.txn_offset_commit:type_name -> strand.TxnOffsetCommitResponse
+	96,  // 83: strand.Response.abort_transaction:type_name -> strand.AbortTransactionResponse
+	100, // 84: strand.Response.describe_producers:type_name -> strand.DescribeProducersResponse
+	104, // 85: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
+	106, // 86: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
+	107, // 87: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
+	108, // 88: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
+	109, // 89: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
+	112, // 90: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
+	113, // 91: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
+	114, // 92: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
+	115, // 93: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
 	5,   // 94: strand.TopicResult.error:type_name -> strand.Error
 	20,  // 95: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
 	20,  // 96: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
-	115, // 97: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
-	116, // 98: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
-	117, // 99: strand.MovePartitionsRequest.moves:type_name -> strand.MovePartitionsRequest.Move
-	118, // 100: strand.MovePartitionsResponse.moves:type_name -> strand.MovePartitionsResponse.Move
-	119, // 101: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
+	116, // 97: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
+	117, // 98: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
+	118, // 99: strand.MovePartitionsRequest.moves:type_name -> strand.MovePartitionsRequest.Move
+	119, // 100: strand.MovePartitionsResponse.moves:type_name -> strand.MovePartitionsResponse.Move
+	120, // 101: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
 	34,  // 102: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
 	36,  // 103: strand.ConsumerGroupHeartbeatRequest.classic:type_name -> strand.ClassicGroupStep
 	1,   // 104: strand.ClassicGroupStep.step:type_name -> strand.ClassicStep
@@ -11851,58 +12010,58 @@ var file_wire_proto_depIdxs = []int32{
 	34,  // 107: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
 	42,  // 108: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
 	34,  // 109: strand.OffsetFetchResponse.unstable:type_name -> strand.GroupTopicPartitions
-	120, // 110: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
+	121, // 110: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
 	34,  // 111: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
 	34,  // 112: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
 	34,  // 113: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
 	48,  // 114: strand.GroupMember.classic:type_name -> strand.ClassicMemberState
 	34,  // 115: strand.ClassicMemberState.given:type_name -> strand.GroupTopicPartitions
 	34,  // 116: strand.ClassicMemberState.held:type_name -> strand.GroupTopicPartitions
-	121, // 117: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
+	122, // 117: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
 	34,  // 118: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
-	122, // 119: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
-	123, // 120: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
-	124, // 121: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
-	125, // 122: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
-	126, // 123: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
-	127, // 124: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
-	128, // 125: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
-	129, // 126: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
-	130, // 127: strand.AlterUsersRequest.upserts:type_name -> strand.AlterUsersRequest.Upsert
-	131, // 128: strand.AlterUsersRequest.deletes:type_name -> strand.AlterUsersRequest.Delete
-	132, // 129: strand.AlterUsersResponse.results:type_name -> strand.AlterUsersResponse.Result
-	133, // 130: strand.ListUsersResponse.users:type_name -> strand.ListUsersResponse.User
-	68,  // 131: strand.AlterAclsRequest.add:type_name -> strand.AclBinding
-	68,  // 132: strand.AlterAclsRequest.remove:type_name -> strand.AclBinding
-	68,  // 133: strand.DescribeAclsResponse.bindings:type_name -> strand.AclBinding
-	73,  // 134: strand.DescribeAclsResponse.quotas:type_name -> strand.Quota
-	73,  // 135: strand.AlterQuotasRequest.quotas:type_name -> strand.Quota
+	123, // 119: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
+	124, // 120: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
+	125, // 121: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
+	126, // 122: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
+	127, // 123: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
+	128, // 124: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
+	129, // 125: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
+	130, // 126: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
+	131, // 127: strand.AlterUsersRequest.upserts:type_name -> strand.AlterUsersRequest.Upsert
+	132, // 128: strand.AlterUsersRequest.deletes:type_name -> strand.AlterUsersRequest.Delete
+	133, // 129: strand.AlterUsersResponse.results:type_name -> strand.AlterUsersResponse.Result
+	134, // 130: strand.ListUsersResponse.users:type_name -> strand.ListUsersResponse.User
+	69,  // 131: strand.AlterAclsRequest.add:type_name -> strand.AclBinding
+	69,  // 132: strand.AlterAclsRequest.remove:type_name -> strand.AclBinding
+	69,  // 133: strand.DescribeAclsResponse.bindings:type_name -> strand.AclBinding
+	74,  // 134: strand.DescribeAclsResponse.quotas:type_name -> strand.Quota
+	74,  // 135: strand.AlterQuotasRequest.quotas:type_name -> strand.Quota
 	2,   // 136: strand.NodeAdminRequest.action:type_name -> strand.NodeAction
-	134, // 137: strand.ElectLeadersResponse.transfers:type_name -> strand.ElectLeadersResponse.Transfer
-	135, // 138: strand.ClusterMembersResponse.members:type_name -> strand.ClusterMembersResponse.Member
-	145, // 139: strand.TxnInitProducerIdRequest.expected:type_name -> strand.TxnProducer
-	145, // 140: strand.AddPartitionsToTxnRequest.producer:type_name -> strand.TxnProducer
-	146, // 141: strand.AddPartitionsToTxnRequest.topics:type_name -> strand.TxnPartitions
-	136, // 142: strand.AddPartitionsToTxnResponse.results:type_name -> strand.AddPartitionsToTxnResponse.Result
-	145, // 143: strand.AddOffsetsToTxnRequest.producer:type_name -> strand.TxnProducer
-	145, // 144: strand.TxnOffsetCommitRequest.producer:type_name -> strand.TxnProducer
+	135, // 137: strand.ElectLeadersResponse.transfers:type_name -> strand.ElectLeadersResponse.Transfer
+	136, // 138: strand.ClusterMembersResponse.members:type_name -> strand.ClusterMembersResponse.Member
+	146, // 139: strand.TxnInitProducerIdRequest.expected:type_name -> strand.TxnProducer
+	146, // 140: strand.AddPartitionsToTxnRequest.producer:type_name -> strand.TxnProducer
+	147, // 141: strand.AddPartitionsToTxnRequest.topics:type_name -> strand.TxnPartitions
+	137, // 142: strand.AddPartitionsToTxnResponse.results:type_name -> strand.AddPartitionsToTxnResponse.Result
+	146, // 143: strand.AddOffsetsToTxnRequest.producer:type_name -> strand.TxnProducer
+	146, // 144: strand.TxnOffsetCommitRequest.producer:type_name -> strand.TxnProducer
 	39,  // 145: strand.TxnOffsetCommitRequest.commit:type_name -> strand.OffsetCommitRequest
-	145, // 146: strand.EndTxnRequest.producer:type_name -> strand.TxnProducer
-	137, // 147: strand.ListTransactionsResponse.transactions:type_name -> strand.ListTransactionsResponse.Transaction
-	146, // 148: strand.AbortTransactionResponse.topics:type_name -> strand.TxnPartitions
-	138, // 149: strand.DescribeTransactionsResponse.transactions:type_name -> strand.DescribeTransactionsResponse.Transaction
-	139, // 150: strand.DescribeProducersRequest.partitions:type_name -> strand.DescribeProducersRequest.Partition
-	141, // 151: strand.DescribeProducersResponse.partitions:type_name -> strand.DescribeProducersResponse.Partition
-	142, // 152: strand.WriteTxnMarkersRequest.markers:type_name -> strand.WriteTxnMarkersRequest.Marker
-	143, // 153: strand.WriteTxnMarkersResponse.results:type_name -> strand.WriteTxnMarkersResponse.Result
+	146, // 146: strand.EndTxnRequest.producer:type_name -> strand.TxnProducer
+	138, // 147: strand.ListTransactionsResponse.transactions:type_name -> strand.ListTransactionsResponse.Transaction
+	147, // 148: strand.AbortTransactionResponse.topics:type_name -> strand.TxnPartitions
+	139, // 149: strand.DescribeTransactionsResponse.transactions:type_name -> strand.DescribeTransactionsResponse.Transaction
+	140, // 150: strand.DescribeProducersRequest.partitions:type_name -> strand.DescribeProducersRequest.Partition
+	142, // 151: strand.DescribeProducersResponse.partitions:type_name -> strand.DescribeProducersResponse.Partition
+	143, // 152: strand.WriteTxnMarkersRequest.markers:type_name -> strand.WriteTxnMarkersRequest.Marker
+	144, // 153: strand.WriteTxnMarkersResponse.results:type_name -> strand.WriteTxnMarkersResponse.Result
 	5,   // 154: strand.MetadataResponse.Partition.error:type_name -> strand.Error
 	5,   // 155: strand.MetadataResponse.Topic.error:type_name -> strand.Error
-	104, // 156: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
+	105, // 156: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
 	5,   // 157: strand.ProduceResponse.Partition.error:type_name -> strand.Error
-	110, // 158: strand.FetchResponse.Batch.marker:type_name -> strand.FetchResponse.TxnMarker
+	111, // 158: strand.FetchResponse.Batch.marker:type_name -> strand.FetchResponse.TxnMarker
 	5,   // 159: strand.FetchResponse.Partition.error:type_name -> strand.Error
-	109, // 160: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
-	100, // 161: strand.FetchResponse.Partition.aborted_transactions:type_name -> strand.AbortedTransaction
+	110, // 160: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
+	101, // 161: strand.FetchResponse.Partition.aborted_transactions:type_name -> strand.AbortedTransaction
 	5,   // 162: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
 	18,  // 163: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
 	5,   // 164: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
@@ -11920,21 +12079,22 @@ var file_wire_proto_depIdxs = []int32{
 	5,   // 176: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
 	5,   // 177: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
 	58,  // 178: strand.DescribePartitionsResponse.Partition.move_progress:type_name -> strand.MoveProgress
-	63,  // 179: strand.AlterUsersRequest.Upsert.credential:type_name -> strand.UserCredential
-	5,   // 180: strand.AlterUsersResponse.Result.error:type_name -> strand.Error
-	3,   // 181: strand.ClusterMembersResponse.Member.state:type_name -> strand.MemberState
-	4,   // 182: strand.ClusterMembersResponse.Member.role:type_name -> strand.MetadataRole
-	5,   // 183: strand.AddPartitionsToTxnResponse.Result.error:type_name -> strand.Error
-	5,   // 184: strand.DescribeTransactionsResponse.Transaction.error:type_name -> strand.Error
-	146, // 185: strand.DescribeTransactionsResponse.Transaction.topics:type_name -> strand.TxnPartitions
-	5,   // 186: strand.DescribeProducersResponse.Partition.error:type_name -> strand.Error
-	140, // 187: strand.DescribeProducersResponse.Partition.producers:type_name -> strand.DescribeProducersResponse.Producer
-	5,   // 188: strand.WriteTxnMarkersResponse.Result.error:type_name -> strand.Error
-	189, // [189:189] is the sub-list for method output_type
-	189, // [189:189] is the sub-list for method input_type
-	189, // [189:189] is the sub-list for extension type_name
-	189, // [189:189] is the sub-list for extension extendee
-	0,   // [0:189] is the sub-list for field type_name
+	61,  // 179: strand.DescribePartitionsResponse.Partition.compaction:type_name -> strand.PartitionCompaction
+	64,  // 180: strand.AlterUsersRequest.Upsert.credential:type_name -> strand.UserCredential
+	5,   // 181: strand.AlterUsersResponse.Result.error:type_name -> strand.Error
+	3,   // 182: strand.ClusterMembersResponse.Member.state:type_name -> strand.MemberState
+	4,   // 183: strand.ClusterMembersResponse.Member.role:type_name -> strand.MetadataRole
+	5,   // 184: strand.AddPartitionsToTxnResponse.Result.error:type_name -> strand.Error
+	5,   // 185: strand.DescribeTransactionsResponse.Transaction.error:type_name -> strand.Error
+	147, // 186: strand.DescribeTransactionsResponse.Transaction.topics:type_name -> strand.TxnPartitions
+	5,   // 187: strand.DescribeProducersResponse.Partition.error:type_name -> strand.Error
+	141, // 188: strand.DescribeProducersResponse.Partition.producers:type_name -> strand.DescribeProducersResponse.Producer
+	5,   // 189: strand.WriteTxnMarkersResponse.Result.error:type_name -> strand.Error
+	190, // [190:190] is the sub-list for method output_type
+	190, // [190:190] is the sub-list for method input_type
+	190, // [190:190] is the sub-list for extension type_name
+	190, // [190:190] is the sub-list for extension extendee
+	0,   // [0:190] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -12031,14 +12191,14 @@ func file_wire_proto_init() {
 		(*Response_AbortTransaction)(nil),
 		(*Response_DescribeProducers)(nil),
 	}
-	file_wire_proto_msgTypes[104].OneofWrappers = []any{}
+	file_wire_proto_msgTypes[105].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   139,
+			NumMessages:   140,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

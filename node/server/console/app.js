@@ -93,6 +93,20 @@ function replicaChip(r) {
   return el("span", { class: cls, title: r.state }, r.node + " " + r.state + lag);
 }
 
+// compactionLine is one compacted partition's state: its dirty ratio and
+// the bytes on either side, then the last compaction done.
+function compactionLine(p) {
+  const c = p.compaction;
+  let line = "partition " + p.partition + " compaction: dirty ratio " + c.dirty_ratio.toFixed(2) +
+    " (dirty " + fmtBytes(c.dirty_bytes) + ", clean " + fmtBytes(c.clean_bytes) + "); ";
+  line += c.generation === 0 ? "no compaction yet"
+    : "generation " + c.generation + (c.last_time_ms ? " at " + new Date(c.last_time_ms).toISOString() : "") +
+      ", cleaned to offset " + num(c.cleaned_to);
+  if (c.in_progress) line += "; next generation under way";
+  if (c.no_longer_compacts) line += "; the topic no longer compacts";
+  return [line, c.stuck ? el("span", { class: "bad" }, " stuck: " + c.stuck) : null];
+}
+
 function renderTopics(data) {
   const root = document.getElementById("topics");
   root.replaceChildren();
@@ -111,9 +125,13 @@ function renderTopics(data) {
         el("td", {}, num(p.high_watermark)),
         el("td", {}, fmtBytes(p.size_bytes))));
     }
+    const compacted = t.partitions.filter(p => p.compaction);
+    const compaction = compacted.length === 0 ? null : el("ul", { class: "compaction" },
+      ...compacted.map(p => el("li", { "data-compaction": t.name + "/" + p.partition }, ...compactionLine(p))));
     const retention = t.retention_ms > 0 ? "retention " + fmtSeconds(t.retention_ms / 1000) : "no time retention";
     root.append(el("div", { class: "topic", "data-topic": t.name },
-      el("h3", {}, t.name, " ", el("span", { class: "muted" }, t.partitions.length + " partitions · " + retention)), table));
+      el("h3", {}, t.name, " ", el("span", { class: "muted" }, t.partitions.length + " partitions · " + retention)), table,
+      compaction));
   }
 }
 

@@ -73,8 +73,9 @@ type Settings struct {
 	bufferedMax   int
 	fetchBytesMax int32
 	keys          int
-	txnRecords    int    // produce in transactions of this many records (0: not transactional)
-	isolation     string // consume: read_uncommitted (also when empty) or read_committed
+	txnRecords    int               // produce in transactions of this many records (0: not transactional)
+	isolation     string            // consume: read_uncommitted (also when empty) or read_committed
+	configs       map[string]string // the topic's settings when created (bench cluster's compact phase)
 }
 
 // Register registers the flags of bench kind (produce, consume or e2e),
@@ -191,7 +192,7 @@ func (b *Settings) ensureTopic(ctx context.Context) error {
 	defer c.Close()
 	cctx, cancel := context.WithTimeout(ctx, b.Conn.Timeout)
 	defer cancel()
-	err = c.CreateTopic(cctx, b.topic, b.partitions, b.replication, nil)
+	err = c.CreateTopic(cctx, b.topic, b.partitions, b.replication, b.configs)
 	if err != nil && !errors.Is(err, clientlib.ErrTopicExists) {
 		return fmt.Errorf("create topic %s: %w", b.topic, err)
 	}

@@ -63,14 +63,22 @@ type Cluster struct {
 	txnPartitions  []int
 	txnRounds      int
 	txnDuration    time.Duration
+	// The compact phase (compact.go).
+	compactKeys         int
+	compactUpdates      int
+	compactRounds       int
+	compactSegmentBytes int64
+	compactBatchBytes   int
+	compactSettleMax    time.Duration
 }
 
 // clusterPhases are the phases `bench cluster` runs by default, in order.
 var clusterPhases = []string{"produce", "consume", "e2e", "many"}
 
 // clusterPhasesKnown are every phase `bench cluster` knows: the default
-// ones, fanout and txn (minutes long: run on request).
-var clusterPhasesKnown = append(append([]string(nil), clusterPhases...), "fanout", "txn")
+// ones, fanout and txn (minutes long: run on request), compact (servers
+// under compacted topics' gate).
+var clusterPhasesKnown = append(append([]string(nil), clusterPhases...), "fanout", "txn", "compact")
 
 // ServerTLS is what --tls made: each node's serve flags (by node id) and
 // the clients' TLS configuration.
@@ -85,7 +93,7 @@ func (cb *Cluster) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&cb.dataDir, "data-dir", "", "directory for the servers' data and logs (default: a new temporary one)")
 	fs.BoolVar(&cb.keep, "keep", false, "keep the data directory afterwards (servers' logs are in it)")
 	fs.IntVar(&cb.nodes, "nodes", 3, "servers to start")
-	fs.StringSliceVar(&cb.phases, "phases", clusterPhases, "phases to run: produce, consume, e2e, many, fanout, txn")
+	fs.StringSliceVar(&cb.phases, "phases", clusterPhases, "phases to run: produce, consume, e2e, many, fanout, txn, compact")
 	fs.DurationVar(&cb.duration, "duration", 10*time.Second, "length of each produce phase")
 	fs.DurationVar(&cb.e2eDuration, "e2e-duration", 8*time.Second, "length of each e2e run")
 	fs.IntSliceVar(&cb.rates, "rates", []int{1000, 5000}, "e2e rates in msgs/s (each on 1 and 6 partitions)")
@@ -105,6 +113,13 @@ func (cb *Cluster) Register(fs *pflag.FlagSet) {
 	fs.IntSliceVar(&cb.txnPartitions, "txn-partitions", []int{1, 6}, "txn: partition counts, each run beside plain idempotent produce, then read back at read_uncommitted and read_committed")
 	fs.IntVar(&cb.txnRounds, "txn-rounds", 3, "txn: rounds over the runs, the order reversed every other round")
 	fs.DurationVar(&cb.txnDuration, "txn-duration", 5*time.Second, "txn: length of each run")
+	fs.IntVar(&cb.compactKeys, "compact-keys", 10000, "compact: distinct keys")
+	fs.IntVar(&cb.compactUpdates, "compact-updates", 200000,
+		"compact: updates written to each of the two topics, over the keys in turn (issue 24's full size: 2000000, about 2 GiB a topic)")
+	fs.IntVar(&cb.compactRounds, "compact-rounds", 4, "compact: rounds, each writing its share to the compacted topic and the delete one, the order reversed every other round")
+	fs.Int64Var(&cb.compactSegmentBytes, "compact-segment-bytes", 4<<20, "compact: segment.bytes of both topics (the active segment is never compacted)")
+	fs.IntVar(&cb.compactBatchBytes, "compact-batch-bytes", 16<<10, "compact: the producer's max batch bytes (Kafka's batch.size default; a pass waits for the leader's checkpoint, every 1024 raft entries)")
+	fs.DurationVar(&cb.compactSettleMax, "compact-settle-max", 60*time.Second, "compact: longest wait for the compacted topic to settle after the writes")
 	fs.BoolVar(&cb.tls, "tls", false, "serve and bench over TLS: a throwaway CA and certificates in the data directory, mutual TLS between the servers (not for --phases fanout)")
 	fs.StringSliceVar(&cb.serverArgs, "server-arg", nil, "extra flag for every server, e.g. --server-arg=--cpuprofile=prof (NODE in it becomes the node id)")
 }
@@ -151,6 +166,9 @@ func (cb *Cluster) check() error {
 	}
 	if err := cb.checkTxn(); err != nil {
 		return err
+	}
+	if cb.compactKeys < 1 || cb.compactRounds < 1 || cb.compactUpdates < cb.compactRounds || cb.compactSegmentBytes < 4096 || cb.compactBatchBytes < 1024 || cb.compactSettleMax <= 0 {
+		return usageError("--compact-keys ≥ 1, --compact-rounds ≥ 1, --compact-updates ≥ --compact-rounds, --compact-segment-bytes ≥ 4096, --compact-batch-bytes ≥ 1024 and --compact-settle-max > 0 please")
 	}
 	if cb.tls && slices.Contains(cb.phases, "fanout") {
 		return usageError("--tls does not reach the fanout readers yet: drop fanout from --phases")
@@ -250,6 +268,8 @@ func (cb *Cluster) runPhases(ctx context.Context, cl *benchCluster, w io.Writer)
 			err = cb.fanoutPhases(ctx, cl, add)
 		case "txn":
 			err = cb.txnPhases(ctx, cl, add)
+		case "compact":
+			err = cb.compactPhases(ctx, cl, add)
 		}
 		if err != nil {
 			return rows, cl, err
@@ -393,6 +413,7 @@ func printClusterTable(w io.Writer, cl *benchCluster, rows []clusterRow) {
 		}
 	}
 	printTxnRanges(w, rows)
+	printCompact(w, rows, cl.compact)
 	if len(cl.replicaMemory) > 0 {
 		var parts []string
 		for _, m := range cl.replicaMemory {
@@ -428,6 +449,7 @@ type benchCluster struct {
 	memoryBasis   string      // what replicaMemory counts
 	admins        []string    // the servers' admin listeners (live heap)
 	tls           *tls.Config // the clients' TLS (--tls; nil: plain)
+	compact       *compactFigures
 }
 
 // conn is how a bench reaches the servers, giving up after timeout.
@@ -458,6 +480,10 @@ func (cb *Cluster) start(ctx context.Context, w io.Writer, sub string) (*benchCl
 			"--data-dir", filepath.Join(cl.dir, fmt.Sprintf("node%d", id)), "--admin-listen", cl.admins[i]}
 		if certs != nil {
 			args = append(args, certs.NodeArgs[id]...)
+		}
+		if slices.Contains(cb.phases, "compact") {
+			// Compacted topics' gate (issue 24): unfinished, for the bench.
+			args = append(args, "--unfinished-compacted-topics")
 		}
 		for _, a := range cb.serverArgs {
 			args = append(args, strings.ReplaceAll(a, "NODE", strconv.Itoa(id)))
