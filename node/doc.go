@@ -420,7 +420,7 @@
 //     throttled, so no commit waits on it. Rejected: MaxInflightBytes alone (a window, not a rate);
 //     throttling in the transport (cannot tell catch-up from live replication).
 //
-// # Consumer-group coordinators (groups*.go)
+// # Consumer-group coordinators (groups*.go; package node/groupsvc)
 //
 // __strand_offsets is an ordinary topic created through the metadata group on first use
 // (Config.Groups.OffsetsPartitions, default 8; RF min(3, nodes)); a group maps to FNV-1a(group) mod
@@ -432,7 +432,9 @@
 // reads the new records in offset order into its groups.State and answers the request whose id it
 // meets; commands are validated at apply, so everything is linearizable and survives failover. A
 // new leader starts from the newest GroupsSnapshot record (written every SnapshotEvery = 1000
-// commands; it reads back at most four intervals), else from the log start. Reads (OffsetFetch,
+// commands; it reads back at most four intervals), else from the log start: that view (catch-up,
+// snapshot restore, apply, the waits) is package node/groupsvc's Coordinator, reading the replica
+// through offsetsLog; proposing, handlers and the sweep are still Core methods here. Reads (OffsetFetch,
 // DescribeGroups, ListGroups) and unchanged heartbeats (HeartbeatUnchanged: answered from state, no
 // write) run after a ReadIndex, so a deposed leader never answers. Liveness is leader-local, as in
 // Kafka: a sweep once a second proposes Expire(group, member, epoch) for members silent past the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/strandlog/strand/engine/groups"
 	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/node/groupsvc"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -110,25 +111,25 @@ func (c *Core) groupHeartbeat(req *strandpb.ConsumerGroupHeartbeatRequest, done 
 		done(nil, c.groupError(err))
 		return
 	}
-	key := liveKey(req.GetGroup(), req.GetMemberId())
-	done = co.trackHeartbeat(key, done)
+	key := groupsvc.LiveKey(req.GetGroup(), req.GetMemberId())
+	done = co.TrackHeartbeat(key, done)
 	hbCmd := &strandpb.GroupHeartbeatCommand{Request: req, Topics: c.subscribedTopics(req.GetSubscriptions())}
 	cmd := &strandpb.GroupCommand{Body: &strandpb.GroupCommand_Heartbeat{Heartbeat: hbCmd}}
 	cfg := c.groupsConfig()
-	answer := func(res groupApplied) {
-		if res.err != nil {
-			done(nil, c.groupError(res.err))
+	answer := func(res groupsvc.Applied) {
+		if res.Err != nil {
+			done(nil, c.groupError(res.Err))
 			return
 		}
-		if res.hb.MemberEpoch < 0 {
-			delete(co.live, key)
+		if res.HB.MemberEpoch < 0 {
+			delete(co.Live, key)
 		} else {
-			co.live[key] = c.ticks
+			co.Live[key] = c.ticks
 		}
 		done(&strandpb.ConsumerGroupHeartbeatResponse{
-			MemberId: req.GetMemberId(), MemberEpoch: res.hb.MemberEpoch, Assigned: partitionsToWire(res.hb.Assigned),
+			MemberId: req.GetMemberId(), MemberEpoch: res.HB.MemberEpoch, Assigned: groupsvc.PartitionsToWire(res.HB.Assigned),
 			HeartbeatIntervalMs: int32(cfg.HeartbeatInterval.Milliseconds()), SessionTimeoutMs: int32(cfg.SessionTimeout.Milliseconds()),
-			Rejoin: res.hb.Rejoin, Generation: res.hb.Generation, Protocol: res.hb.Protocol,
+			Rejoin: res.HB.Rejoin, Generation: res.HB.Generation, Protocol: res.HB.Protocol,
 		}, nil)
 	}
 	switch req.GetClassic().GetStep() {
@@ -150,29 +151,12 @@ func (c *Core) groupHeartbeat(req *strandpb.ConsumerGroupHeartbeatRequest, done 
 	// is one racing an expiry of its member proposed and not yet applied,
 	// which then applies before it.
 	c.readCoordinator(g, co, func(s *groups.State) {
-		if r, unchanged := s.HeartbeatUnchanged(heartbeatFromWire(hbCmd, 0)); unchanged && !co.inFlight[key] {
-			answer(groupApplied{hb: r})
+		if r, unchanged := s.HeartbeatUnchanged(groupsvc.HeartbeatFromWire(hbCmd, 0)); unchanged && !co.InFlight[key] {
+			answer(groupsvc.Applied{HB: r})
 			return
 		}
 		c.proposeGroup(g, co, cmd, answer)
 	}, func(e *strandpb.Error) { done(nil, e) })
-}
-
-// trackHeartbeat counts a heartbeat of the member at key as in flight until
-// done runs. An expiry the sweep decided meanwhile would be written after
-// the heartbeat and, when the heartbeat keeps the member's epoch (a static
-// member's rejoin, any heartbeat in its epoch), apply after the answer
-// that told the member what it owns: the member would be gone while it
-// holds its partitions.
-func (co *coordinator) trackHeartbeat(key string, done func(*strandpb.ConsumerGroupHeartbeatResponse, *strandpb.Error),
-) func(*strandpb.ConsumerGroupHeartbeatResponse, *strandpb.Error) {
-	co.heartbeating[key]++
-	return func(resp *strandpb.ConsumerGroupHeartbeatResponse, e *strandpb.Error) {
-		if co.heartbeating[key]--; co.heartbeating[key] <= 0 {
-			delete(co.heartbeating, key)
-		}
-		done(resp, e)
-	}
 }
 
 // classicHeartbeat serves a classic member's Heartbeat: it names no
@@ -180,14 +164,14 @@ func (co *coordinator) trackHeartbeat(key string, done func(*strandpb.ConsumerGr
 // linearizable read) and resolved here; a heartbeat that would change
 // nothing is answered from the state, anything else is proposed (and
 // applied against the state the log then holds).
-func (c *Core) classicHeartbeat(g *group, co *coordinator, hbCmd *strandpb.GroupHeartbeatCommand, cmd *strandpb.GroupCommand,
-	answer func(groupApplied), fail func(*strandpb.Error)) {
+func (c *Core) classicHeartbeat(g *group, co *groupsvc.Coordinator, hbCmd *strandpb.GroupHeartbeatCommand, cmd *strandpb.GroupCommand,
+	answer func(groupsvc.Applied), fail func(*strandpb.Error)) {
 	req := hbCmd.GetRequest()
 	c.readCoordinator(g, co, func(s *groups.State) {
 		hbCmd.Topics = c.subscribedTopics(s.Subscriptions(req.GetGroup(), req.GetMemberId()))
-		expiring := co.inFlight[liveKey(req.GetGroup(), req.GetMemberId())] // as in groupHeartbeat
-		if r, unchanged := s.ClassicHeartbeatUnchanged(heartbeatFromWire(hbCmd, 0)); unchanged && !expiring {
-			answer(groupApplied{hb: r})
+		expiring := co.InFlight[groupsvc.LiveKey(req.GetGroup(), req.GetMemberId())] // as in groupHeartbeat
+		if r, unchanged := s.ClassicHeartbeatUnchanged(groupsvc.HeartbeatFromWire(hbCmd, 0)); unchanged && !expiring {
+			answer(groupsvc.Applied{HB: r})
 			return
 		}
 		c.proposeGroup(g, co, cmd, answer)
@@ -249,9 +233,9 @@ func (c *Core) offsetCommit(req *strandpb.OffsetCommitRequest, done func(*strand
 		return
 	}
 	cmd := &strandpb.GroupCommand{Body: &strandpb.GroupCommand_Commit{Commit: req}}
-	c.proposeGroup(g, co, cmd, func(res groupApplied) {
-		if res.err != nil {
-			done(c.groupError(res.err))
+	c.proposeGroup(g, co, cmd, func(res groupsvc.Applied) {
+		if res.Err != nil {
+			done(c.groupError(res.Err))
 			return
 		}
 		done(nil)
@@ -271,9 +255,9 @@ func (c *Core) offsetFetch(req *strandpb.OffsetFetchRequest, done func(*strandpb
 				ps = append(ps, groups.TopicPartition{Topic: tp.GetTopic(), Partition: p})
 			}
 		}
-		resp := &strandpb.OffsetFetchResponse{Offsets: offsetsToWire(c.currentOffsets(s.Fetch(req.GetGroup(), ps)))}
+		resp := &strandpb.OffsetFetchResponse{Offsets: groupsvc.OffsetsToWire(c.currentOffsets(s.Fetch(req.GetGroup(), ps)))}
 		if req.GetRequireStable() {
-			resp.Unstable = partitionsToWire(s.Unstable(req.GetGroup(), ps))
+			resp.Unstable = groupsvc.PartitionsToWire(s.Unstable(req.GetGroup(), ps))
 		}
 		done(resp, nil)
 	}, func(e *strandpb.Error) { done(nil, e) })
@@ -339,7 +323,7 @@ func (c *Core) readGroups(group string, serve func(*groups.State), fail func(*st
 // readCoordinator is readGroups for a known replica and coordinator. serve
 // and fail run as completions (at the end of the public call that served
 // the read), so they may propose or answer like any callback.
-func (c *Core) readCoordinator(g *group, co *coordinator, serve func(*groups.State), fail func(*strandpb.Error)) {
+func (c *Core) readCoordinator(g *group, co *groupsvc.Coordinator, serve func(*groups.State), fail func(*strandpb.Error)) {
 	c.readPartition(g.tp, func(g *group) {
 		c.completions = append(c.completions, func() {
 			if c.coord.coords[g.tp] != co {
@@ -350,7 +334,7 @@ func (c *Core) readCoordinator(g *group, co *coordinator, serve func(*groups.Sta
 				fail(c.groupError(err))
 				return
 			}
-			serve(co.state)
+			serve(co.State)
 		})
 	}, func(err error, _ NodeID) {
 		c.completions = append(c.completions, func() { fail(c.groupError(err)) })
@@ -362,7 +346,7 @@ func (c *Core) readCoordinator(g *group, co *coordinator, serve func(*groups.Sta
 func (c *Core) handleListGroups(answer func(*strandpb.Response)) {
 	resp := &strandpb.ListGroupsResponse{}
 	var reps []*group
-	var cos []*coordinator
+	var cos []*groupsvc.Coordinator
 	for _, g := range c.groups {
 		if g.tp.Topic != OffsetsTopic || g.part == nil {
 			continue
@@ -428,7 +412,7 @@ func (c *Core) handleDescribeGroups(req *strandpb.DescribeGroupsRequest, answer 
 			if !ok {
 				out[i] = &strandpb.DescribeGroupsResponse_Group{Group: id, Error: c.groupError(groups.ErrGroupNotFound)}
 			} else {
-				out[i] = groupToWire(v)
+				out[i] = groupsvc.GroupToWire(v)
 			}
 			finish()
 		}, func(e *strandpb.Error) {
@@ -462,10 +446,10 @@ func (c *Core) handleDeleteGroups(req *strandpb.DeleteGroupsRequest, answer func
 			finish(i, c.groupError(err))
 			continue
 		}
-		c.proposeGroup(g, co, &strandpb.GroupCommand{Body: &strandpb.GroupCommand_DeleteGroup{DeleteGroup: id}}, func(res groupApplied) {
+		c.proposeGroup(g, co, &strandpb.GroupCommand{Body: &strandpb.GroupCommand_DeleteGroup{DeleteGroup: id}}, func(res groupsvc.Applied) {
 			var e *strandpb.Error
-			if res.err != nil {
-				e = c.groupError(res.err)
+			if res.Err != nil {
+				e = c.groupError(res.Err)
 			}
 			finish(i, e)
 		})
@@ -477,7 +461,7 @@ func (c *Core) handleDeleteGroups(req *strandpb.DeleteGroupsRequest, answer func
 // partition nil or GROUP_SUBSCRIBED_TO_TOPIC.
 func (c *Core) handleOffsetDelete(req *strandpb.OffsetDeleteRequest, answer func(*strandpb.Response)) {
 	fail := func(err error) { answer(&strandpb.Response{Error: c.groupError(err)}) }
-	ps := partitionsFromWire(req.GetPartitions())
+	ps := groupsvc.PartitionsFromWire(req.GetPartitions())
 	if len(ps) > handlePartitionsMax {
 		fail(ErrInvalidRequest)
 		return
@@ -488,97 +472,19 @@ func (c *Core) handleOffsetDelete(req *strandpb.OffsetDeleteRequest, answer func
 		return
 	}
 	cmd := &strandpb.GroupCommand{Body: &strandpb.GroupCommand_DeleteOffsets{DeleteOffsets: req}}
-	c.proposeGroup(g, co, cmd, func(res groupApplied) {
-		if res.err != nil {
-			fail(res.err)
+	c.proposeGroup(g, co, cmd, func(res groupsvc.Applied) {
+		if res.Err != nil {
+			fail(res.Err)
 			return
 		}
 		out := &strandpb.OffsetDeleteResponse{}
 		for i, p := range ps {
 			r := &strandpb.OffsetDeleteResponse_Result{Topic: p.Topic, Partition: p.Partition}
-			if i < len(res.deleted) && res.deleted[i] != nil {
-				r.Error = c.groupError(res.deleted[i])
+			if i < len(res.Deleted) && res.Deleted[i] != nil {
+				r.Error = c.groupError(res.Deleted[i])
 			}
 			out.Results = append(out.Results, r)
 		}
 		answer(&strandpb.Response{Body: &strandpb.Response_OffsetDelete{OffsetDelete: out}})
 	})
-}
-
-// heartbeatFromWire is a heartbeat command in engine/groups' terms.
-func heartbeatFromWire(cmd *strandpb.GroupHeartbeatCommand, now int64) groups.Heartbeat {
-	r := cmd.GetRequest()
-	hb := groups.Heartbeat{
-		Group: r.GetGroup(), MemberID: r.GetMemberId(), InstanceID: r.GetInstanceId(), Rack: r.GetRack(),
-		MemberEpoch: r.GetMemberEpoch(), Seq: r.GetSeq(), Subscriptions: r.GetSubscriptions(),
-		Owned: partitionsFromWire(r.GetOwned()), NowMs: now, Classic: groups.ClassicFromWire(r.GetClassic()),
-	}
-	for _, t := range cmd.GetTopics() {
-		info := groups.TopicInfo{Name: t.GetName(), Partitions: t.GetPartitions()}
-		for _, pr := range t.GetPartitionRacks() {
-			info.Racks = append(info.Racks, pr.GetRacks())
-		}
-		hb.Topics = append(hb.Topics, info)
-	}
-	return hb
-}
-
-// commitFromWire is a commit command in engine/groups' terms.
-func commitFromWire(r *strandpb.OffsetCommitRequest, now int64) groups.Commit {
-	cm := groups.Commit{Group: r.GetGroup(), MemberID: r.GetMemberId(), MemberEpoch: r.GetMemberEpoch(), NowMs: now,
-		ClassicGeneration: r.GetClassicGeneration()}
-	for _, o := range r.GetOffsets() {
-		cm.Offsets = append(cm.Offsets, groups.OffsetCommit{
-			Partition: groups.TopicPartition{Topic: o.GetTopic(), Partition: o.GetPartition()}, Offset: o.GetOffset(), Metadata: o.GetMetadata(),
-			TopicID: string(o.GetTopicId()),
-		})
-	}
-	return cm
-}
-
-// partitionsFromWire flattens per-topic lists.
-func partitionsFromWire(in []*strandpb.GroupTopicPartitions) []groups.TopicPartition {
-	var out []groups.TopicPartition
-	for _, tp := range in {
-		for _, p := range tp.GetPartitions() {
-			out = append(out, groups.TopicPartition{Topic: tp.GetTopic(), Partition: p})
-		}
-	}
-	return out
-}
-
-// partitionsToWire groups sorted partitions by topic.
-func partitionsToWire(ps []groups.TopicPartition) []*strandpb.GroupTopicPartitions {
-	var out []*strandpb.GroupTopicPartitions
-	for _, p := range ps {
-		if n := len(out); n == 0 || out[n-1].Topic != p.Topic {
-			out = append(out, &strandpb.GroupTopicPartitions{Topic: p.Topic})
-		}
-		last := out[len(out)-1]
-		last.Partitions = append(last.Partitions, p.Partition)
-	}
-	return out
-}
-
-// offsetsToWire converts committed offsets.
-func offsetsToWire(os []groups.CommittedOffset) []*strandpb.GroupCommittedOffset {
-	out := make([]*strandpb.GroupCommittedOffset, len(os))
-	for i, o := range os {
-		out[i] = &strandpb.GroupCommittedOffset{Topic: o.Partition.Topic, Partition: o.Partition.Partition, Offset: o.Offset, Metadata: o.Metadata,
-			CommitTimeMs: o.CommitMs, TopicId: []byte(o.TopicID)}
-	}
-	return out
-}
-
-// groupToWire converts a described group.
-func groupToWire(v groups.GroupView) *strandpb.DescribeGroupsResponse_Group {
-	out := &strandpb.DescribeGroupsResponse_Group{Group: v.ID, State: v.State, Epoch: v.Epoch, TargetEpoch: v.TargetEpoch, Offsets: offsetsToWire(v.Offsets)}
-	for _, m := range v.Members {
-		out.Members = append(out.Members, &strandpb.GroupMember{
-			MemberId: m.ID, InstanceId: m.InstanceID, Rack: m.Rack, MemberEpoch: m.Epoch, Subscriptions: m.Subscriptions,
-			Assigned: partitionsToWire(m.Assigned), Revoking: partitionsToWire(m.Revoking), Target: partitionsToWire(m.Target), LeftStatic: m.LeftStatic,
-			Classic: groups.ClassicToWire(m.Classic),
-		})
-	}
-	return out
 }

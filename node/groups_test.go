@@ -303,7 +303,7 @@ func TestGroupsRestartFromSnapshot(t *testing.T) {
 	}
 	now := c.findCoordinator("g")
 	co := c.cores[now].coord.coords[TopicPartition{OffsetsTopic, 0}]
-	if co == nil || co.restoredFrom < 0 {
+	if co == nil || co.RestoredFrom < 0 {
 		t.Fatalf("the new coordinator (node %d) did not start from a snapshot", now)
 	}
 	if r := c.groupCall("g", heartbeatReq("a", a.GetMemberEpoch(), 2, a.GetAssigned())); r.GetError() != nil {
