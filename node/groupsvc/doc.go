@@ -17,17 +17,29 @@
 // replays the log from its start. FailWaits answers the waits of a replaced coordinator, in
 // request-id order, with the error the node hands in (their commands may still apply).
 //
+// # The liveness sweep (sweep.go)
+//
+// Liveness is leader-local, as in Kafka. Once a second the node catches each coordinator up and
+// runs a Sweep over it with Timers from its clocks (ticks for the members' timers, the wall clock
+// for groups' empty-since stamps): a member's timer starts when this coordinator first sees it, a
+// member silent past the session or holding revocations past the rebalance timeout is expired, a
+// member with a heartbeat in flight is skipped (its answer restarts the timer), timers of members
+// gone are pruned. Sweep.Propose writes through the node (Propose): at most one command in flight
+// per key and 256 per sweep; an applied expiry drops the member's timer, a failed snapshot waits
+// another interval.
+//
 // # What is still the node's (issue 22: not moved yet)
 //
 // Proposing a command (request id from the node's seeded source, time from its Clock, an acks=all
-// produce, the read-back), the request handlers (node/groups_handle.go), the liveness and
-// retention sweep (node/groups_sweep.go), finding a group's coordinator (creating
+// produce, the read-back), the request handlers (node/groups_handle.go), the sweep's walk over the
+// replicas, its snapshot and offsets-retention proposals and the removal of deleted topics' offsets
+// after a metadata ReadIndex (node/groups_sweep.go), finding a group's coordinator (creating
 // __strand_offsets through the metadata group) and the transactional offset commits
 // (node/txn_offsets.go) are Core methods that read and write the Coordinator's leader-local
 // fields (Live, RevokingSince, InFlight, Heartbeating) directly. Moving them here needs a host
 // interface: propose to a partition, read the applied metadata (topics, ids, leaders, peer
 // addresses), the clock and tick count, the seeded source, and the error mapping.
 //
-// Tests: coordinator_test.go (a Coordinator over an in-memory Log); the node's groups_test.go and
+// Tests: coordinator_test.go (a Coordinator over an in-memory Log), sweep_test.go; the node's groups_test.go and
 // the simulator's group checkers test it through the node.
 package groupsvc
