@@ -434,7 +434,9 @@
 // new leader starts from the newest GroupsSnapshot record (written every SnapshotEvery = 1000
 // commands; it reads back at most four intervals), else from the log start: that view (catch-up,
 // snapshot restore, apply, the waits) is package node/groupsvc's Coordinator, reading the replica
-// through offsetsLog; proposing, handlers and the sweep are still Core methods here. Reads (OffsetFetch,
+// through offsetsLog; so are the request handlers (groupsvc.Service over groupHost) and the
+// members' liveness sweep; finding coordinators, proposing and FindCoordinator/ListGroups stay
+// here (groupsvc's doc lists what is left). Reads (OffsetFetch,
 // DescribeGroups, ListGroups) and unchanged heartbeats (HeartbeatUnchanged: answered from state, no
 // write) run after a ReadIndex, so a deposed leader never answers. Liveness is leader-local, as in
 // Kafka: a sweep once a second proposes Expire(group, member, epoch) for members silent past the

@@ -16,9 +16,8 @@ import (
 )
 
 // OffsetsTopic is the internal topic whose partitions host the consumer-group
-// coordinators: each record is one groups command, and the leader of a
-// group's partition is the group's coordinator.
-const OffsetsTopic = "__strand_offsets"
+// coordinators (package groupsvc).
+const OffsetsTopic = groupsvc.OffsetsTopic
 
 // GroupsConfig configures the consumer-group coordinators. Zero fields take
 // the defaults below.

@@ -11,6 +11,11 @@ import (
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
+// OffsetsTopic is the internal topic whose partitions host the consumer-group
+// coordinators: each record is one groups command, and the leader of a
+// group's partition is the group's coordinator.
+const OffsetsTopic = "__strand_offsets"
+
 // Bounds of a coordinator's work.
 const (
 	// catchUpReadsMax bounds the log reads of one catch-up.

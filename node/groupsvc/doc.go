@@ -28,18 +28,33 @@
 // per key and 256 per sweep; an applied expiry drops the member's timer, a failed snapshot waits
 // another interval.
 //
+// # Requests (handle.go)
+//
+// Service serves ConsumerGroupHeartbeat (KIP-848 and classic members' heartbeats), OffsetCommit,
+// OffsetFetch, DescribeGroups, DeleteGroups and OffsetDelete over a Host: the node finds the
+// group's coordinator and binds it to its Replica (Propose: an acks=all write answered once read
+// back; Read: the state after a ReadIndex), maps errors to the wire, stamps topic ids on commits,
+// and hands in its applied metadata and tick count. Writes are answered once their command is
+// applied and read back; reads, and heartbeats that change nothing (answered from the state
+// without a write), after a ReadIndex, so both are linearizable. A heartbeat racing an expiry
+// proposed and not applied is written, not read, so the expiry applies before it.
+//
 // # What is still the node's (issue 22: not moved yet)
 //
-// Proposing a command (request id from the node's seeded source, time from its Clock, an acks=all
-// produce, the read-back), the request handlers (node/groups_handle.go), the sweep's walk over the
-// replicas, its snapshot and offsets-retention proposals and the removal of deleted topics' offsets
-// after a metadata ReadIndex (node/groups_sweep.go), finding a group's coordinator (creating
-// __strand_offsets through the metadata group) and the transactional offset commits
-// (node/txn_offsets.go) are Core methods that read and write the Coordinator's leader-local
-// fields (Live, RevokingSince, InFlight, Heartbeating) directly. Moving them here needs a host
-// interface: propose to a partition, read the applied metadata (topics, ids, leaders, peer
-// addresses), the clock and tick count, the seeded source, and the error mapping.
+// node/groups.go: finding a group's coordinator (coordinatorOf, coordinatorFor: the replica, its
+// leadership and term, the MoveRacesRebalance planted-bug hook) and creating __strand_offsets
+// through the metadata group (offsetsTopic); proposing a command (proposeGroup: a request id from
+// the node's seeded source, the Clock's wall time, an acks=all produce, the read-back); the error
+// mapping (groupError, over the node's error table). node/groups_handle.go: FindCoordinator (the
+// leader table, peer addresses, transactional ids), ListGroups (a walk over every replica), the
+// ReadIndex (readCoordinator), topic-id stamping (stampTopicIDs, shared with TxnOffsetCommit).
+// node/groups_sweep.go: the walk over the replicas once a second, the snapshot and
+// offsets-retention proposals, the removal of deleted topics' offsets after a metadata ReadIndex.
+// node/txn_offsets.go: transactional offset commits and their markers. Moving these needs the
+// raft host's replica seam (leadership, produce, ReadIndex as an interface rather than *group) and
+// an error table outside package node.
 //
-// Tests: coordinator_test.go (a Coordinator over an in-memory Log), sweep_test.go; the node's groups_test.go and
+// Tests: coordinator_test.go (a Coordinator over an in-memory Log), sweep_test.go, handle_test.go
+// (a Service over a fake Host); the node's groups_test.go and
 // the simulator's group checkers test it through the node.
 package groupsvc
