@@ -435,7 +435,7 @@
 // commands; it reads back at most four intervals), else from the log start: that view (catch-up,
 // snapshot restore, apply, the waits) is package node/groupsvc's Coordinator, reading the replica
 // through offsetsLog; so are the request handlers (groupsvc.Service over groupHost) and the
-// members' liveness sweep; finding coordinators, proposing and FindCoordinator/ListGroups stay
+// members' liveness sweep; finding coordinators, proposing and FindCoordinator stay
 // here (groupsvc's doc lists what is left). Reads (OffsetFetch,
 // DescribeGroups, ListGroups) and unchanged heartbeats (HeartbeatUnchanged: answered from state, no
 // write) run after a ReadIndex, so a deposed leader never answers. Liveness is leader-local, as in

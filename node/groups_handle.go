@@ -3,7 +3,6 @@ package node
 import (
 	"bytes"
 	"fmt"
-	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -50,7 +49,7 @@ func (c *Core) handleGroupRequest(req *strandpb.Request, answer func(*strandpb.R
 			})
 		}()
 	case *strandpb.Request_ListGroups:
-		c.handleListGroups(answer)
+		svc.ListGroups(answer)
 	case *strandpb.Request_DescribeGroups:
 		if c.checkCount(len(body.DescribeGroups.GetGroups()), answer) {
 			svc.DescribeGroups(body.DescribeGroups, answer)
@@ -209,43 +208,22 @@ func (c *Core) readCoordinator(g *group, co *groupsvc.Coordinator, serve func(*g
 	})
 }
 
-// handleListGroups lists the groups of every __strand_offsets partition this
-// node leads (a client asks every node and merges).
-func (c *Core) handleListGroups(answer func(*strandpb.Response)) {
-	resp := &strandpb.ListGroupsResponse{}
-	var reps []*group
-	var cos []*groupsvc.Coordinator
-	for _, g := range c.groups {
+// LedCoordinators lists the coordinators of every __strand_offsets replica
+// this node leads, in group order (groupsvc.Host).
+func (h groupHost) LedCoordinators() []groupsvc.Replica {
+	var out []groupsvc.Replica
+	for _, g := range h.c.groups {
 		if g.tp.Topic != OffsetsTopic || g.part == nil {
 			continue
 		}
-		if co, err := c.coordinatorFor(g); err == nil {
-			reps, cos = append(reps, g), append(cos, co)
+		if co, err := h.c.coordinatorFor(g); err == nil {
+			out = append(out, coordReplica{h.c, g, co})
 		}
 	}
-	pending := len(reps)
-	finish := func() {
-		if pending--; pending <= 0 {
-			slices.SortFunc(resp.Groups, func(a, b *strandpb.ListGroupsResponse_Group) int { return cmpStr(a.GetGroup(), b.GetGroup()) })
-			answer(&strandpb.Response{Body: &strandpb.Response_ListGroups{ListGroups: resp}})
-		}
-	}
-	if pending == 0 {
-		pending = 1
-		finish()
-		return
-	}
-	for i, g := range reps {
-		c.readCoordinator(g, cos[i], func(s *groups.State) {
-			for _, id := range s.GroupIDs() {
-				v, _ := s.Describe(id)
-				resp.Groups = append(resp.Groups, &strandpb.ListGroupsResponse_Group{Group: id, State: v.State, Members: int32(len(v.Members))})
-			}
-			finish()
-		}, func(*strandpb.Error) { finish() })
-	}
+	return out
 }
 
+// cmpStr orders strings bytewise (ListTransactions).
 func cmpStr(a, b string) int {
 	switch {
 	case a < b:

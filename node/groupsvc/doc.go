@@ -31,7 +31,7 @@
 // # Requests (handle.go)
 //
 // Service serves ConsumerGroupHeartbeat (KIP-848 and classic members' heartbeats), OffsetCommit,
-// OffsetFetch, DescribeGroups, DeleteGroups and OffsetDelete over a Host: the node finds the
+// OffsetFetch, ListGroups, DescribeGroups, DeleteGroups and OffsetDelete over a Host: the node finds the
 // group's coordinator and binds it to its Replica (Propose: an acks=all write answered once read
 // back; Read: the state after a ReadIndex), maps errors to the wire, stamps topic ids on commits,
 // and hands in its applied metadata and tick count. Writes are answered once their command is
@@ -46,8 +46,8 @@
 // through the metadata group (offsetsTopic); proposing a command (proposeGroup: a request id from
 // the node's seeded source, the Clock's wall time, an acks=all produce, the read-back); the error
 // mapping (groupError, over the node's error table). node/groups_handle.go: FindCoordinator (the
-// leader table, peer addresses, transactional ids), ListGroups (a walk over every replica), the
-// ReadIndex (readCoordinator), topic-id stamping (stampTopicIDs, shared with TxnOffsetCommit).
+// leader table, peer addresses, transactional ids), the walk over the replicas ListGroups reads
+// (LedCoordinators), the ReadIndex (readCoordinator), topic-id stamping (stampTopicIDs, shared with TxnOffsetCommit).
 // node/groups_sweep.go: the walk over the replicas once a second, the snapshot and
 // offsets-retention proposals, the removal of deleted topics' offsets after a metadata ReadIndex.
 // node/txn_offsets.go: transactional offset commits and their markers. Moving these needs the

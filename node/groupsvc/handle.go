@@ -2,6 +2,7 @@ package groupsvc
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/strandlog/strand/engine/groups"
 	"github.com/strandlog/strand/engine/metadata"
@@ -26,6 +27,10 @@ type Host interface {
 	StampTopicIDs(req *strandpb.OffsetCommitRequest) (*strandpb.OffsetCommitRequest, error)
 	// Ticks is the node's tick count: the members' leader-local timers.
 	Ticks() uint64
+	// LedCoordinators are the replicas of every __strand_offsets
+	// partition this node leads, in the node's group order, each with its
+	// coordinator.
+	LedCoordinators() []Replica
 }
 
 // Replica is the node's replica of one coordinator's partition, which it
@@ -249,6 +254,34 @@ func (s Service) readGroups(group string, serve func(*groups.State), fail func(*
 		return
 	}
 	r.Read(serve, fail)
+}
+
+// ListGroups lists the groups of every __strand_offsets partition this
+// node leads (a client asks every node and merges), sorted by id.
+func (s Service) ListGroups(answer func(*strandpb.Response)) {
+	resp := &strandpb.ListGroupsResponse{}
+	reps := s.Host.LedCoordinators()
+	pending := len(reps)
+	finish := func() {
+		if pending--; pending <= 0 {
+			slices.SortFunc(resp.Groups, func(a, b *strandpb.ListGroupsResponse_Group) int { return strings.Compare(a.GetGroup(), b.GetGroup()) })
+			answer(&strandpb.Response{Body: &strandpb.Response_ListGroups{ListGroups: resp}})
+		}
+	}
+	if pending == 0 {
+		pending = 1
+		finish()
+		return
+	}
+	for _, r := range reps {
+		r.Read(func(st *groups.State) {
+			for _, id := range st.GroupIDs() {
+				v, _ := st.Describe(id)
+				resp.Groups = append(resp.Groups, &strandpb.ListGroupsResponse_Group{Group: id, State: v.State, Members: int32(len(v.Members))})
+			}
+			finish()
+		}, func(*strandpb.Error) { finish() })
+	}
 }
 
 // DescribeGroups describes each group on its coordinator (this node).

@@ -32,7 +32,8 @@ func (h *fakeHost) Metadata() *metadata.State { return nil }
 func (h *fakeHost) StampTopicIDs(req *strandpb.OffsetCommitRequest) (*strandpb.OffsetCommitRequest, error) {
 	return req, nil
 }
-func (h *fakeHost) Ticks() uint64 { return h.ticks }
+func (h *fakeHost) Ticks() uint64              { return h.ticks }
+func (h *fakeHost) LedCoordinators() []Replica { return []Replica{fakeReplica{h}} }
 
 type fakeReplica struct{ h *fakeHost }
 
@@ -68,6 +69,11 @@ func TestServiceOverAHost(t *testing.T) {
 	s.GroupHeartbeat(again, func(r *strandpb.ConsumerGroupHeartbeatResponse, e *strandpb.Error) { resp = r })
 	if h.proposed != 1 || h.co.Live[key] != 9 {
 		t.Fatalf("unchanged heartbeat: proposed %d (want no write), timer %d", h.proposed, h.co.Live[key])
+	}
+	var list *strandpb.Response
+	s.ListGroups(func(r *strandpb.Response) { list = r })
+	if gs := list.GetListGroups().GetGroups(); len(gs) != 1 || gs[0].GetGroup() != "g" || gs[0].GetMembers() != 1 {
+		t.Fatalf("listed %v, want g with one member", gs)
 	}
 	var got *strandpb.Error
 	s.OffsetCommit(&strandpb.OffsetCommitRequest{Group: "g", MemberEpoch: -1, Offsets: make([]*strandpb.OffsetCommitPartition, 3)},
