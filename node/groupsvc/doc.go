@@ -31,10 +31,10 @@
 // # Requests (handle.go)
 //
 // Service serves ConsumerGroupHeartbeat (KIP-848 and classic members' heartbeats), OffsetCommit,
-// OffsetFetch, ListGroups, DescribeGroups, DeleteGroups and OffsetDelete over a Host: the node finds the
-// group's coordinator and binds it to its Replica (Propose: an acks=all write answered once read
-// back; Read: the state after a ReadIndex), maps errors to the wire, stamps topic ids on commits,
-// and hands in its applied metadata and tick count. Writes are answered once their command is
+// OffsetFetch, ListGroups, DescribeGroups, DeleteGroups and OffsetDelete over a Host: the node
+// finds the group's coordinator and binds it to its Replica (Propose: an acks=all write answered
+// once read back; Read: the state after a ReadIndex), maps errors to the wire, stamps topic ids on
+// commits, and hands in its applied metadata and tick count. Writes are answered once their command is
 // applied and read back; reads, and heartbeats that change nothing (answered from the state
 // without a write), after a ReadIndex, so both are linearizable. A heartbeat racing an expiry
 // proposed and not applied is written, not read, so the expiry applies before it.
@@ -47,7 +47,8 @@
 // the node's seeded source, the Clock's wall time, an acks=all produce, the read-back); the error
 // mapping (groupError, over the node's error table). node/groups_handle.go: FindCoordinator (the
 // leader table, peer addresses, transactional ids), the walk over the replicas ListGroups reads
-// (LedCoordinators), the ReadIndex (readCoordinator), topic-id stamping (stampTopicIDs, shared with TxnOffsetCommit).
+// (LedCoordinators), the ReadIndex (readCoordinator), topic-id stamping (stampTopicIDs, shared
+// with TxnOffsetCommit).
 // node/groups_sweep.go: the walk over the replicas once a second, the snapshot and
 // offsets-retention proposals, the removal of deleted topics' offsets after a metadata ReadIndex.
 // node/txn_offsets.go: transactional offset commits and their markers. Moving these needs the
@@ -55,6 +56,6 @@
 // an error table outside package node.
 //
 // Tests: coordinator_test.go (a Coordinator over an in-memory Log), sweep_test.go, handle_test.go
-// (a Service over a fake Host); the node's groups_test.go and
-// the simulator's group checkers test it through the node.
+// (a Service over a fake Host); the node's groups_test.go and the simulator's group checkers test
+// it through the node.
 package groupsvc
