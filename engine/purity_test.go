@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -348,6 +349,55 @@ func TestCoreImportGraph(t *testing.T) {
 		if impureModulePackage(dep) {
 			t.Errorf("the deterministic core imports %s", dep)
 		}
+	}
+}
+
+// servicePackages are the node's services above the raft host: they reach
+// the node through narrow interfaces and may not import raw raft, so the
+// go tool, not a review, shows who may touch it (issue 22).
+var servicePackages = []string{
+	"github.com/strandlog/strand/node/authz",
+	"github.com/strandlog/strand/node/groupsvc",
+}
+
+// TestServicesDoNotImportRaft fails if a service package reaches
+// go.etcd.io/raft, directly or transitively.
+func TestServicesDoNotImportRaft(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go tool not on PATH")
+	}
+	for _, pkg := range servicePackages {
+		out, err := exec.Command(goTool, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", pkg, err)
+		}
+		deps := strings.Fields(string(out))
+		if !slices.Contains(deps, pkg) {
+			t.Fatalf("go list %s did not list the package itself: %v", pkg, deps)
+		}
+		if bad := rawRaftDeps(deps); len(bad) > 0 {
+			t.Errorf("%s imports raw raft: %v", pkg, bad)
+		}
+	}
+}
+
+// rawRaftDeps are the etcd raft packages among deps.
+func rawRaftDeps(deps []string) []string {
+	var out []string
+	for _, d := range deps {
+		if d == "go.etcd.io/raft/v3" || strings.HasPrefix(d, "go.etcd.io/raft/") {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// TestRawRaftDepsCatches shows the rule flags raft and its subpackages.
+func TestRawRaftDepsCatches(t *testing.T) {
+	got := rawRaftDeps([]string{"go.etcd.io/raft/v3", "go.etcd.io/raft/v3/raftpb", "github.com/strandlog/strand/engine/metadata", "go.etcd.io/raftish"})
+	if len(got) != 2 {
+		t.Fatalf("flagged %v, want raft and raftpb", got)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/strandlog/strand/engine/groups"
 	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/node/groupsvc"
 )
 
 // AdminView is one node's state as an operator sees it: the metadata it
@@ -206,17 +207,17 @@ func (c *Core) replicaView(g *group) ReplicaView {
 
 // appendGroupViews appends the groups of coordinator co (leading g); it
 // reports whether AdminGroupsMax cut them short.
-func (c *Core) appendGroupViews(v *AdminView, g *group, co *coordinator) bool {
-	for _, id := range co.state.GroupIDs() {
+func (c *Core) appendGroupViews(v *AdminView, g *group, co *groupsvc.Coordinator) bool {
+	for _, id := range co.State.GroupIDs() {
 		if len(v.Groups) >= AdminGroupsMax {
 			return true
 		}
-		d, ok := co.state.Describe(id)
+		d, ok := co.State.Describe(id)
 		if !ok {
 			continue
 		}
 		gv := GroupView{ID: id, State: d.State, Members: len(d.Members), Epoch: d.Epoch, Coordinator: g.tp,
-			CaughtUp: !co.fresh && co.next >= g.part.HighWatermark()}
+			CaughtUp: !co.Fresh && co.Next >= g.part.HighWatermark()}
 		for _, o := range d.Offsets {
 			gv.Offsets = append(gv.Offsets, c.groupOffsetView(o))
 		}

@@ -6,6 +6,7 @@ import (
 	"go.etcd.io/raft/v3"
 
 	"github.com/strandlog/strand/engine/compact"
+	"github.com/strandlog/strand/node/groupsvc"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog"
 )
@@ -58,7 +59,7 @@ func (c *Core) bugReplayEmpty() bool                                     { retur
 func (c *Core) bugSkipTopicID() bool                                     { return false }
 func (c *Core) bugBatchCRC(batch []byte) []byte                          { return batch }
 func (c *Core) bugMoveDropsEarly() bool                                  { return false }
-func (c *Core) bugCoordinatorFromEnd(*group, *coordinator)               {}
+func (c *Core) bugCoordinatorFromEnd(*group, *groupsvc.Coordinator)      {}
 func (c *Core) bugRemoveBeforeCaughtUp() bool                            { return false }
 func (c *Core) bugIgnoreStall() bool                                     { return false }
 func (c *Core) bugSkipAuthorization(*strandpb.Request) bool              { return false }

@@ -16,6 +16,7 @@ import (
 	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/engine/compact"
 	"github.com/strandlog/strand/engine/recordbatch"
+	"github.com/strandlog/strand/node/groupsvc"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog"
 )
@@ -141,11 +142,11 @@ type Bugs struct {
 
 // bugCoordinatorFromEnd (MoveRacesRebalance) starts co at the
 // high-water mark when g is a replica a move added.
-func (c *Core) bugCoordinatorFromEnd(g *group, co *coordinator) {
+func (c *Core) bugCoordinatorFromEnd(g *group, co *groupsvc.Coordinator) {
 	if !c.cfg.Bugs.MoveRacesRebalance || slices.Contains(g.bootSet(), c.cfg.ID) {
 		return
 	}
-	co.next, co.fresh = g.part.HighWatermark(), false
+	co.Next, co.Fresh = g.part.HighWatermark(), false
 }
 
 // bugSkipAuthorization (AuthSkipsAlterQuotas) lets an AlterQuotas request

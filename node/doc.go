@@ -422,7 +422,7 @@
 //     throttled, so no commit waits on it. Rejected: MaxInflightBytes alone (a window, not a rate);
 //     throttling in the transport (cannot tell catch-up from live replication).
 //
-// # Consumer-group coordinators (groups*.go)
+// # Consumer-group coordinators (groups*.go; package node/groupsvc)
 //
 // __strand_offsets is an ordinary topic created through the metadata group on first use
 // (Config.Groups.OffsetsPartitions, default 8; RF min(3, nodes)); a group maps to FNV-1a(group) mod
@@ -434,7 +434,11 @@
 // reads the new records in offset order into its groups.State and answers the request whose id it
 // meets; commands are validated at apply, so everything is linearizable and survives failover. A
 // new leader starts from the newest GroupsSnapshot record (written every SnapshotEvery = 1000
-// commands; it reads back at most four intervals), else from the log start. Reads (OffsetFetch,
+// commands; it reads back at most four intervals), else from the log start: that view (catch-up,
+// snapshot restore, apply, the waits) is package node/groupsvc's Coordinator, reading the replica
+// through offsetsLog; so are the request handlers (groupsvc.Service over groupHost) and the
+// members' liveness sweep; finding coordinators, proposing and FindCoordinator stay
+// here (groupsvc's doc lists what is left). Reads (OffsetFetch,
 // DescribeGroups, ListGroups) and unchanged heartbeats (HeartbeatUnchanged: answered from state, no
 // write) run after a ReadIndex, so a deposed leader never answers. Liveness is leader-local, as in
 // Kafka: a sweep once a second proposes Expire(group, member, epoch) for members silent past the
@@ -532,15 +536,7 @@
 // (TxnBegun, TxnCommitted, TxnAborted, TxnTimedOut) and TxnMarkerRetries; AdminView.Txn the
 // open transactions, ReplicaView.LastStableOffset each replica's LSO (node/server's /metrics).
 //
-// Authorization of transactions (auth_txn.go): the TRANSACTIONAL_ID resource (ACL resource
-// type "transactional-id"), as Kafka's authorizer: WRITE on the id for InitProducerId with an
-// id, AddPartitionsToTxn (and WRITE on its topics), AddOffsetsToTxn (and READ on the group),
-// EndTxn, TxnOffsetCommit and a produce carrying the id; DESCRIBE for FindCoordinator of an id
-// and DescribeTransactions (per id, as Kafka answers: a refused id is answered in its place and
-// the others are described; every id refused is a whole-request refusal); ListTransactions lists
-// only the ids the caller may describe. A refusal is TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
-// DescribeProducers needs READ on each topic, refused per partition TOPIC_AUTHORIZATION_FAILED the
-// same way. Tests: TestAuthorizationTransactionalID, TestDescribeProducersAuthorization.
+// Authorization of transactions: package node/authz (txn.go).
 //
 // # Membership and partition moves (members.go, moves.go; R28)
 //
@@ -612,20 +608,18 @@
 // output goes through an adapter (Debug/Info at debug, Fatal/Panic log then panic: raft relies on
 // them not returning).
 //
-// # Authorization (auth.go, auth_partitions.go, security_admin.go)
+// # Authorization (package node/authz; auth.go, security_admin.go)
 //
 // HandleAs(caller, req, respond) checks the caller's ACLs before anything is proposed (Kafka's
-// StandardAuthorizer rules; bindings, credentials and quotas live in the metadata group); a caller
-// without authentication is User:ANONYMOUS. Produce, Fetch and ListOffsets are refused per partition, every other request
-// whole; listings drop what the caller may not describe; a request type with no mapping needs ALTER
-// on the cluster. A refusal is decided only on a metadata state this node has caught up: while its
-// metadata replica replays what it knows committed (a restart) or rebuilds from its peers (a lost
-// disk), a request the applied ACLs would refuse is answered UNAVAILABLE (retriable) instead, since
-// the bindings that allow it may be among what is not applied yet. A partition named only by a topic
-// id no applied topic has is not authorized but answered UNKNOWN_TOPIC_ID, as Kafka does, so a client
-// follows a re-created topic. The whole security design (TLS, SASL, ACLs, quotas, negative tests)
-// is in package node/server's doc; the simulator turns authorization on in two seeds of three
-// (simnet's operator actor).
+// StandardAuthorizer rules; bindings, credentials and quotas live in the metadata group). The rules
+// are package node/authz, a function of the applied metadata; auth.go is the Core's side: the
+// switches (Config.Authorization, Config.SuperUsers), the planted-bug hook, and metadataBehind: a
+// refusal is decided only on a metadata state this node has caught up, so while its metadata
+// replica replays what it knows committed (a restart), rebuilds from its peers (a lost disk), knows
+// no leader or has not confirmed the leader's term (confirmMetadata, a ReadIndex per term, run by
+// Tick), a request the applied ACLs would refuse is answered UNAVAILABLE (retriable) instead. The
+// whole security design (TLS, SASL, ACLs, quotas, negative tests) is in package node/server's doc;
+// the simulator turns authorization on in two seeds of three (simnet's operator actor).
 //
 // # Planted bugs
 //

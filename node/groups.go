@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -12,13 +11,13 @@ import (
 	"github.com/strandlog/strand/engine/groups"
 	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/engine/recordbatch"
+	"github.com/strandlog/strand/node/groupsvc"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
 // OffsetsTopic is the internal topic whose partitions host the consumer-group
-// coordinators: each record is one groups command, and the leader of a
-// group's partition is the group's coordinator.
-const OffsetsTopic = "__strand_offsets"
+// coordinators (package groupsvc).
+const OffsetsTopic = groupsvc.OffsetsTopic
 
 // GroupsConfig configures the consumer-group coordinators. Zero fields take
 // the defaults below.
@@ -101,56 +100,12 @@ func GroupPartition(group string, partitions int32) int32 {
 // coordHost is the Core's consumer-group side: one coordinator per
 // __strand_offsets partition this node leads.
 type coordHost struct {
-	coords map[TopicPartition]*coordinator // lookup only; walked through Core.groups
+	coords map[TopicPartition]*groupsvc.Coordinator // lookup only; walked through Core.groups
 	// creating: a CreateTopic of __strand_offsets is in flight.
 	creating bool
 	// lastSweep is the tick of the last liveness sweep.
 	lastSweep uint64
 }
-
-// coordinator is the groups state of one __strand_offsets partition, as
-// this node built it while leading in term. It is a view of the partition's
-// log: commands apply when read back after they were applied to the
-// partition, in log order, so every leader builds the same state.
-type coordinator struct {
-	tp      TopicPartition
-	term    uint64
-	topicID uint64
-	state   *groups.State
-	next    int64 // the next offset of the partition to apply
-	// fresh: built in this term and not caught up yet; the first catch-up
-	// starts from the newest snapshot in the log.
-	fresh bool
-	// sinceSnapshot counts the commands applied since the last snapshot
-	// record (or since this coordinator started).
-	sinceSnapshot int
-	// restoredFrom is the offset of the snapshot this coordinator started
-	// from, -1 when it replayed the log from its start.
-	restoredFrom int64
-	// waits are the requests waiting for their command, by request id.
-	waits map[uint64]func(groupApplied) // lookup only
-	// live is the tick of each member's last successful heartbeat, by
-	// liveKey: leader-local, restarted on failover (see sweep).
-	live map[string]uint64 // lookup only
-	// revokingSince is the tick each member was first seen asked to
-	// revoke, by liveKey (leader-local, like live).
-	revokingSince map[string]uint64 // lookup only
-	// inFlight marks expiries and cleanups proposed and not answered.
-	inFlight map[string]bool // lookup only
-	// heartbeating counts each member's heartbeats received and not yet
-	// answered, by liveKey: the sweep expires no member with one in flight.
-	heartbeating map[string]int // lookup only
-}
-
-// groupApplied is the outcome of one applied command.
-type groupApplied struct {
-	err error
-	hb  groups.HeartbeatResult
-	// deleted is an offset delete's result per partition asked.
-	deleted []error
-}
-
-func liveKey(group, member string) string { return group + "\x00" + member }
 
 // Errors of the coordinator side.
 var (
@@ -199,7 +154,7 @@ func (c *Core) offsetsTopic() (metadata.Topic, bool) {
 
 // coordinatorOf returns the replica and coordinator of group, if this
 // node coordinates it.
-func (c *Core) coordinatorOf(group string) (*group, *coordinator, error) {
+func (c *Core) coordinatorOf(group string) (*group, *groupsvc.Coordinator, error) {
 	if group == "" || len(group) > groups.NameMax {
 		return nil, nil, fmt.Errorf("%w: group id of %d bytes, want 1..%d", ErrInvalidRequest, len(group), groups.NameMax)
 	}
@@ -218,143 +173,68 @@ func (c *Core) coordinatorOf(group string) (*group, *coordinator, error) {
 
 // coordinatorFor returns the coordinator of replica g while it leads, a
 // fresh one (built from the log by the next catch-up) when its term moved.
-func (c *Core) coordinatorFor(g *group) (*coordinator, error) {
+func (c *Core) coordinatorFor(g *group) (*groupsvc.Coordinator, error) {
 	_, term, leading := g.leadership()
 	if !leading {
 		return nil, fmt.Errorf("%w: this node does not lead %s/%d", ErrNotCoordinator, g.tp.Topic, g.tp.Partition)
 	}
 	if c.coord.coords == nil {
-		c.coord.coords = make(map[TopicPartition]*coordinator)
+		c.coord.coords = make(map[TopicPartition]*groupsvc.Coordinator)
 	}
 	co := c.coord.coords[g.tp]
-	if co == nil || co.term != term || co.topicID != g.topicID {
+	if co == nil || co.Term != term || co.TopicID != g.topicID {
 		if co != nil {
-			co.failWaits()
+			co.FailWaits(ErrLeadershipLost) // their commands may still apply (maybe written)
 		}
-		co = &coordinator{
-			tp: g.tp, term: term, topicID: g.topicID, state: groups.New(), next: g.part.LogStartOffset(), fresh: true, restoredFrom: -1,
-			waits: make(map[uint64]func(groupApplied)), live: make(map[string]uint64), inFlight: make(map[string]bool),
-			revokingSince: make(map[string]uint64), heartbeating: make(map[string]int),
-		}
+		co = groupsvc.New(term, g.topicID, g.part.LogStartOffset())
 		c.bugCoordinatorFromEnd(g, co) // planted MoveRacesRebalance (simbugs builds only)
 		c.coord.coords[g.tp] = co
 	}
 	return co, nil
 }
 
-// failWaits answers every wait of a replaced coordinator: their commands may
-// still apply (maybe written), so ErrTimeout.
-func (co *coordinator) failWaits() {
-	ids := make([]uint64, 0, len(co.waits))
-	for id := range co.waits {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		w := co.waits[id]
-		delete(co.waits, id)
-		w(groupApplied{err: ErrLeadershipLost})
-	}
+// catchUp brings co up to g's high-water mark (groupsvc.Coordinator.CatchUp
+// over offsetsLog).
+func (c *Core) catchUp(g *group, co *groupsvc.Coordinator) error {
+	return co.CatchUp(offsetsLog{c, g}, c.groupsConfig().SnapshotEvery)
 }
 
-// catchUp applies the partition's records from co.next up to the
-// high-water mark to co.state, answering the waits of the commands met.
-func (c *Core) catchUp(g *group, co *coordinator) error {
-	if co.fresh {
-		co.fresh = false
-		c.restoreSnapshot(g, co)
-	}
-	for i := 0; co.next < g.part.HighWatermark(); i++ {
-		if i >= catchUpReadsMax {
-			return fmt.Errorf("%w: %s/%d: catch-up of the group log made no progress", ErrStorage, g.tp.Topic, g.tp.Partition)
-		}
-		res := c.read(g, FetchRequest{TopicPartition: g.tp, Offset: co.next, MaxBytes: groupReadBytes})
-		if res.Err != nil {
-			return res.Err
-		}
-		if len(res.Batches) == 0 {
-			return fmt.Errorf("%w: %s/%d: no batch at offset %d below the high-water mark", ErrStorage, g.tp.Topic, g.tp.Partition, co.next)
-		}
-		for _, b := range res.Batches {
-			it := recordbatch.NewIterator(b.Batch)
-			for it.Next() {
-				if off := b.BaseOffset + int64(it.Index()); off >= co.next {
-					c.applyGroupRecord(g, co, it.Record().Value)
-					co.next = off + 1
-				}
-			}
-			if it.Err() != nil {
-				return fmt.Errorf("%w: %s/%d batch at %d: %w", ErrStorage, g.tp.Topic, g.tp.Partition, b.BaseOffset, it.Err())
-			}
-		}
-	}
-	return nil
+// offsetsLog is a coordinator's read of its replica g of __strand_offsets.
+type offsetsLog struct {
+	c *Core
+	g *group
 }
 
-// applyGroupRecord applies one record's command and answers its wait. A
-// record that is no command (written by a client that produced to the
-// internal topic) is skipped, identically on every leader.
-func (c *Core) applyGroupRecord(g *group, co *coordinator, value []byte) {
-	var cmd strandpb.GroupCommand
-	if err := proto.Unmarshal(value, &cmd); err != nil {
-		g.logs.log(slog.LevelWarn, "skipping a record of the group log that is no command", slog.Any("err", err))
-		return
+func (l offsetsLog) LogStartOffset() int64 { return l.g.part.LogStartOffset() }
+func (l offsetsLog) HighWatermark() int64  { return l.g.part.HighWatermark() }
+
+func (l offsetsLog) Read(offset int64, maxBytes int32) ([]groupsvc.Batch, error) {
+	res := l.c.read(l.g, FetchRequest{TopicPartition: l.g.tp, Offset: offset, MaxBytes: maxBytes})
+	if res.Err != nil {
+		return nil, res.Err
 	}
-	res := applyGroupCommand(co.state, &cmd)
-	if cmd.GetSnapshot() != nil {
-		co.sinceSnapshot = 0
-	} else {
-		co.sinceSnapshot++
+	out := make([]groupsvc.Batch, len(res.Batches))
+	for i, b := range res.Batches {
+		out[i] = groupsvc.Batch{BaseOffset: b.BaseOffset, Data: b.Batch}
 	}
-	if w := co.waits[cmd.GetRequestId()]; w != nil {
-		delete(co.waits, cmd.GetRequestId())
-		w(res)
-	}
+	return out, nil
 }
 
-// applyGroupCommand applies one command to s: pure.
-func applyGroupCommand(s *groups.State, cmd *strandpb.GroupCommand) groupApplied {
-	now := cmd.GetNowMs()
-	switch b := cmd.GetBody().(type) {
-	case *strandpb.GroupCommand_Heartbeat:
-		hb := heartbeatFromWire(b.Heartbeat, now)
-		r, err := s.Heartbeat(hb)
-		return groupApplied{err: err, hb: r}
-	case *strandpb.GroupCommand_Commit:
-		return groupApplied{err: s.Commit(commitFromWire(b.Commit, now))}
-	case *strandpb.GroupCommand_Expire:
-		e := b.Expire
-		if !s.Expire(e.GetGroup(), e.GetMemberId(), e.GetMemberEpoch(), now) {
-			return groupApplied{err: groups.ErrUnknownMember}
-		}
-	case *strandpb.GroupCommand_DeleteGroup:
-		return groupApplied{err: s.DeleteGroup(b.DeleteGroup)}
-	case *strandpb.GroupCommand_DeleteOffsets:
-		deleted, err := s.DeleteOffsets(b.DeleteOffsets.GetGroup(), partitionsFromWire(b.DeleteOffsets.GetPartitions()))
-		return groupApplied{err: err, deleted: deleted}
-	case *strandpb.GroupCommand_DeleteTopic:
-		s.DeleteTopic(b.DeleteTopic)
-	case *strandpb.GroupCommand_ExpireOffsetsRetentionMs:
-		s.ExpireOffsets(now, b.ExpireOffsetsRetentionMs)
-	case *strandpb.GroupCommand_TxnCommit:
-		return groupApplied{err: s.TxnCommit(txnCommitFromWire(b.TxnCommit, now))}
-	case *strandpb.GroupCommand_TxnMarker:
-		return groupApplied{err: s.TxnMarker(txnMarkerFromWire(b.TxnMarker, now))}
-	case *strandpb.GroupCommand_Snapshot:
-		// Applied in order, the state already reflects it: only a new
-		// coordinator starts from one (restoreSnapshot).
-	default:
-		return groupApplied{err: fmt.Errorf("%w: empty command", groups.ErrInvalid)}
-	}
-	return groupApplied{}
+// Damaged is ErrStorage naming the partition, then what.
+func (l offsetsLog) Damaged(format string, args ...any) error {
+	return fmt.Errorf("%w: %s/%d"+format, append([]any{ErrStorage, l.g.tp.Topic, l.g.tp.Partition}, args...)...)
+}
+
+func (l offsetsLog) Warn(msg string, err error) {
+	l.g.logs.log(slog.LevelWarn, msg, slog.Any("err", err))
 }
 
 // proposeGroup appends cmd to g's log and calls done with its outcome once
 // this coordinator applied it, or with the error that kept it from
 // applying (ErrTimeout and ErrLeadershipLost: it may still apply).
-func (c *Core) proposeGroup(g *group, co *coordinator, cmd *strandpb.GroupCommand, done func(groupApplied)) {
+func (c *Core) proposeGroup(g *group, co *groupsvc.Coordinator, cmd *strandpb.GroupCommand, done func(groupsvc.Applied)) {
 	id := c.rand.Uint64()
-	for id == 0 || co.waits[id] != nil {
+	for id == 0 || co.Waiting(id) {
 		id = c.rand.Uint64()
 	}
 	now := c.cfg.Clock.Realtime().UnixMilli()
@@ -365,13 +245,12 @@ func (c *Core) proposeGroup(g *group, co *coordinator, cmd *strandpb.GroupComman
 	}
 	batch, err := recordbatch.Encode(nil, []recordbatch.Record{{TimestampMs: now, Value: value}})
 	if err != nil {
-		done(groupApplied{err: fmt.Errorf("%w: %w", ErrInvalidRequest, err)})
+		done(groupsvc.Applied{Err: fmt.Errorf("%w: %w", ErrInvalidRequest, err)})
 		return
 	}
-	co.waits[id] = done
+	co.Wait(id, done)
 	c.produce(ProduceRequest{TopicPartition: g.tp, Acks: AcksAll, ProducerID: -1, Batch: batch}, func(res ProduceResult) {
-		w := co.waits[id]
-		if w == nil {
+		if !co.Waiting(id) {
 			return // answered by a catch-up or a replacement
 		}
 		if res.Err == nil && c.coord.coords[g.tp] == co {
@@ -382,55 +261,13 @@ func (c *Core) proposeGroup(g *group, co *coordinator, cmd *strandpb.GroupComman
 				res.Err = fmt.Errorf("%w: committed, then reading the group log back failed: %v", ErrTimeout, err)
 			}
 		}
-		if w = co.waits[id]; w == nil {
+		w := co.TakeWait(id)
+		if w == nil {
 			return
 		}
-		delete(co.waits, id)
 		if res.Err == nil {
 			res.Err = ErrLeadershipLost // applied, but this coordinator was replaced before reading it back
 		}
-		w(groupApplied{err: res.Err})
+		w(groupsvc.Applied{Err: res.Err})
 	})
-}
-
-// restoreSnapshot starts a new coordinator from the newest snapshot record
-// of its partition: it reads back from the high-water mark (at most four
-// snapshot intervals of records) and, when it finds one whose as_of is still in
-// the log, restores it and continues from as_of (the records between as_of
-// and the snapshot are applied again; they were not in it). Without one,
-// the coordinator replays the partition from its log start.
-func (c *Core) restoreSnapshot(g *group, co *coordinator) {
-	logStart, scanMax := g.part.LogStartOffset(), 4*c.groupsConfig().SnapshotEvery
-	at, scanned := g.part.HighWatermark()-1, 0
-	for at >= logStart && scanned < scanMax {
-		res := c.read(g, FetchRequest{TopicPartition: g.tp, Offset: at, MaxBytes: 1})
-		if res.Err != nil || len(res.Batches) == 0 {
-			return
-		}
-		b := res.Batches[0]
-		var values [][]byte
-		it := recordbatch.NewIterator(b.Batch)
-		for it.Next() && b.BaseOffset+int64(it.Index()) <= at {
-			values = append(values, it.Record().Value)
-		}
-		for i := len(values) - 1; i >= 0; i-- {
-			scanned++
-			var cmd strandpb.GroupCommand
-			if proto.Unmarshal(values[i], &cmd) != nil || cmd.GetSnapshot() == nil {
-				continue
-			}
-			snap := cmd.GetSnapshot()
-			if snap.GetAsOf() < logStart || snap.GetAsOf() > b.BaseOffset+int64(i) {
-				return // its tail is gone (or it is not one): replay from the log start
-			}
-			st, err := groups.Restore(snap)
-			if err != nil {
-				g.logs.log(slog.LevelWarn, "group snapshot does not restore; replaying the log", slog.Any("err", err))
-				return
-			}
-			co.state, co.next, co.restoredFrom = st, snap.GetAsOf(), b.BaseOffset+int64(i)
-			return
-		}
-		at = b.BaseOffset - 1
-	}
 }

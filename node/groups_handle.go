@@ -3,12 +3,12 @@ package node
 import (
 	"bytes"
 	"fmt"
-	"slices"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/engine/groups"
 	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/node/groupsvc"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -19,37 +19,103 @@ import (
 // reads after a ReadIndex on the group's partition, so both are
 // linearizable.
 func (c *Core) handleGroupRequest(req *strandpb.Request, answer func(*strandpb.Response)) bool {
+	svc := c.groupService()
 	switch body := req.GetBody().(type) {
 	case *strandpb.Request_FindCoordinator:
 		c.handleFindCoordinator(body.FindCoordinator, answer)
 	case *strandpb.Request_GroupHeartbeat:
-		c.groupHeartbeat(body.GroupHeartbeat, func(r *strandpb.ConsumerGroupHeartbeatResponse, e *strandpb.Error) {
-			answer(&strandpb.Response{Error: e, Body: &strandpb.Response_GroupHeartbeat{GroupHeartbeat: r}})
-		})
+		func() {
+			defer c.flush()
+			svc.GroupHeartbeat(body.GroupHeartbeat, func(r *strandpb.ConsumerGroupHeartbeatResponse, e *strandpb.Error) {
+				answer(&strandpb.Response{Error: e, Body: &strandpb.Response_GroupHeartbeat{GroupHeartbeat: r}})
+			})
+		}()
 	case *strandpb.Request_OffsetCommit:
-		c.offsetCommit(body.OffsetCommit, func(e *strandpb.Error) {
-			answer(&strandpb.Response{Error: e, Body: &strandpb.Response_OffsetCommit{OffsetCommit: &strandpb.OffsetCommitResponse{}}})
-		})
+		func() {
+			defer c.flush()
+			svc.OffsetCommit(body.OffsetCommit, func(e *strandpb.Error) {
+				answer(&strandpb.Response{Error: e, Body: &strandpb.Response_OffsetCommit{OffsetCommit: &strandpb.OffsetCommitResponse{}}})
+			})
+		}()
 	case *strandpb.Request_TxnOffsetCommit:
 		c.txnOffsetCommit(body.TxnOffsetCommit, func(e *strandpb.Error) {
 			answer(&strandpb.Response{Error: e, Body: &strandpb.Response_TxnOffsetCommit{TxnOffsetCommit: &strandpb.TxnOffsetCommitResponse{}}})
 		})
 	case *strandpb.Request_OffsetFetch:
-		c.offsetFetch(body.OffsetFetch, func(r *strandpb.OffsetFetchResponse, e *strandpb.Error) {
-			answer(&strandpb.Response{Error: e, Body: &strandpb.Response_OffsetFetch{OffsetFetch: r}})
-		})
+		func() {
+			defer c.flush()
+			svc.OffsetFetch(body.OffsetFetch, func(r *strandpb.OffsetFetchResponse, e *strandpb.Error) {
+				answer(&strandpb.Response{Error: e, Body: &strandpb.Response_OffsetFetch{OffsetFetch: r}})
+			})
+		}()
 	case *strandpb.Request_ListGroups:
-		c.handleListGroups(answer)
+		svc.ListGroups(answer)
 	case *strandpb.Request_DescribeGroups:
-		c.handleDescribeGroups(body.DescribeGroups, answer)
+		if c.checkCount(len(body.DescribeGroups.GetGroups()), answer) {
+			svc.DescribeGroups(body.DescribeGroups, answer)
+		}
 	case *strandpb.Request_DeleteGroups:
-		c.handleDeleteGroups(body.DeleteGroups, answer)
+		if c.checkCount(len(body.DeleteGroups.GetGroups()), answer) {
+			svc.DeleteGroups(body.DeleteGroups, answer)
+		}
 	case *strandpb.Request_OffsetDelete:
-		c.handleOffsetDelete(body.OffsetDelete, answer)
+		svc.OffsetDelete(body.OffsetDelete, answer)
 	default:
 		return false
 	}
 	return true
+}
+
+// groupService is package groupsvc's request handling over this node.
+func (c *Core) groupService() groupsvc.Service {
+	cfg := c.groupsConfig()
+	return groupsvc.Service{
+		Host: groupHost{c}, HeartbeatIntervalMs: int32(cfg.HeartbeatInterval.Milliseconds()),
+		SessionTimeoutMs: int32(cfg.SessionTimeout.Milliseconds()), PartitionsMax: handlePartitionsMax,
+		ErrInvalidRequest: ErrInvalidRequest,
+	}
+}
+
+// groupHost is groupsvc.Host over the Core.
+type groupHost struct{ c *Core }
+
+func (h groupHost) CoordinatorOf(group string) (*groupsvc.Coordinator, groupsvc.Replica, error) {
+	g, co, err := h.c.coordinatorOf(group)
+	if err != nil {
+		return nil, nil, err
+	}
+	return co, coordReplica{h.c, g, co}, nil
+}
+
+func (h groupHost) Error(err error) *strandpb.Error { return h.c.groupError(err) }
+
+func (h groupHost) Metadata() *metadata.State {
+	if h.c.meta == nil {
+		return nil
+	}
+	return h.c.meta.meta
+}
+
+func (h groupHost) StampTopicIDs(req *strandpb.OffsetCommitRequest) (*strandpb.OffsetCommitRequest, error) {
+	return h.c.stampTopicIDs(req)
+}
+
+func (h groupHost) Ticks() uint64 { return h.c.ticks }
+
+// coordReplica is groupsvc.Replica: a coordinator's replica g, which this
+// node leads.
+type coordReplica struct {
+	c  *Core
+	g  *group
+	co *groupsvc.Coordinator
+}
+
+func (r coordReplica) Propose(cmd *strandpb.GroupCommand, done func(groupsvc.Applied)) {
+	r.c.proposeGroup(r.g, r.co, cmd, done)
+}
+
+func (r coordReplica) Read(serve func(*groups.State), fail func(*strandpb.Error)) {
+	r.c.readCoordinator(r.g, r.co, serve, fail)
 }
 
 // handleFindCoordinator names the leader of the group's partition of
@@ -97,188 +163,6 @@ func (c *Core) coordinatorLeader(t metadata.Topic, p int32) NodeID {
 	return lead
 }
 
-// groupHeartbeat applies one KIP-848 heartbeat on the group's coordinator
-// (this node, or NOT_COORDINATOR) and calls done once, after the command is
-// applied, with the member's epoch and assignment. The subscribed topics'
-// partition counts are resolved here, from this node's applied metadata.
-// HandleAs calls it for native requests and for Kafka's, which kafkaproto
-// translates.
-func (c *Core) groupHeartbeat(req *strandpb.ConsumerGroupHeartbeatRequest, done func(*strandpb.ConsumerGroupHeartbeatResponse, *strandpb.Error)) {
-	defer c.flush()
-	g, co, err := c.coordinatorOf(req.GetGroup())
-	if err != nil {
-		done(nil, c.groupError(err))
-		return
-	}
-	key := liveKey(req.GetGroup(), req.GetMemberId())
-	done = co.trackHeartbeat(key, done)
-	hbCmd := &strandpb.GroupHeartbeatCommand{Request: req, Topics: c.subscribedTopics(req.GetSubscriptions())}
-	cmd := &strandpb.GroupCommand{Body: &strandpb.GroupCommand_Heartbeat{Heartbeat: hbCmd}}
-	cfg := c.groupsConfig()
-	answer := func(res groupApplied) {
-		if res.err != nil {
-			done(nil, c.groupError(res.err))
-			return
-		}
-		if res.hb.MemberEpoch < 0 {
-			delete(co.live, key)
-		} else {
-			co.live[key] = c.ticks
-		}
-		done(&strandpb.ConsumerGroupHeartbeatResponse{
-			MemberId: req.GetMemberId(), MemberEpoch: res.hb.MemberEpoch, Assigned: partitionsToWire(res.hb.Assigned),
-			HeartbeatIntervalMs: int32(cfg.HeartbeatInterval.Milliseconds()), SessionTimeoutMs: int32(cfg.SessionTimeout.Milliseconds()),
-			Rejoin: res.hb.Rejoin, Generation: res.hb.Generation, Protocol: res.hb.Protocol,
-		}, nil)
-	}
-	switch req.GetClassic().GetStep() {
-	case strandpb.ClassicStep_CLASSIC_STEP_HEARTBEAT:
-		c.classicHeartbeat(g, co, hbCmd, cmd, answer, func(e *strandpb.Error) { done(nil, e) })
-		return
-	case strandpb.ClassicStep_CLASSIC_STEP_NONE:
-	default:
-		c.proposeGroup(g, co, cmd, answer)
-		return
-	}
-	if req.GetMemberEpoch() <= 0 {
-		c.proposeGroup(g, co, cmd, answer)
-		return
-	}
-	// A member in its epoch: read the state linearizably first; a heartbeat
-	// that would change nothing is answered from it without a log write
-	// (most heartbeats of a stable group), anything else is proposed — so
-	// is one racing an expiry of its member proposed and not yet applied,
-	// which then applies before it.
-	c.readCoordinator(g, co, func(s *groups.State) {
-		if r, unchanged := s.HeartbeatUnchanged(heartbeatFromWire(hbCmd, 0)); unchanged && !co.inFlight[key] {
-			answer(groupApplied{hb: r})
-			return
-		}
-		c.proposeGroup(g, co, cmd, answer)
-	}, func(e *strandpb.Error) { done(nil, e) })
-}
-
-// trackHeartbeat counts a heartbeat of the member at key as in flight until
-// done runs. An expiry the sweep decided meanwhile would be written after
-// the heartbeat and, when the heartbeat keeps the member's epoch (a static
-// member's rejoin, any heartbeat in its epoch), apply after the answer
-// that told the member what it owns: the member would be gone while it
-// holds its partitions.
-func (co *coordinator) trackHeartbeat(key string, done func(*strandpb.ConsumerGroupHeartbeatResponse, *strandpb.Error),
-) func(*strandpb.ConsumerGroupHeartbeatResponse, *strandpb.Error) {
-	co.heartbeating[key]++
-	return func(resp *strandpb.ConsumerGroupHeartbeatResponse, e *strandpb.Error) {
-		if co.heartbeating[key]--; co.heartbeating[key] <= 0 {
-			delete(co.heartbeating, key)
-		}
-		done(resp, e)
-	}
-}
-
-// classicHeartbeat serves a classic member's Heartbeat: it names no
-// topics, so its member's subscriptions are read from the state (after a
-// linearizable read) and resolved here; a heartbeat that would change
-// nothing is answered from the state, anything else is proposed (and
-// applied against the state the log then holds).
-func (c *Core) classicHeartbeat(g *group, co *coordinator, hbCmd *strandpb.GroupHeartbeatCommand, cmd *strandpb.GroupCommand,
-	answer func(groupApplied), fail func(*strandpb.Error)) {
-	req := hbCmd.GetRequest()
-	c.readCoordinator(g, co, func(s *groups.State) {
-		hbCmd.Topics = c.subscribedTopics(s.Subscriptions(req.GetGroup(), req.GetMemberId()))
-		expiring := co.inFlight[liveKey(req.GetGroup(), req.GetMemberId())] // as in groupHeartbeat
-		if r, unchanged := s.ClassicHeartbeatUnchanged(heartbeatFromWire(hbCmd, 0)); unchanged && !expiring {
-			answer(groupApplied{hb: r})
-			return
-		}
-		c.proposeGroup(g, co, cmd, answer)
-	}, fail)
-}
-
-// subscribedTopics resolves subscribed topic names to their partition
-// counts (and racks) from this node's applied metadata; unknown ones and
-// the coordinators' own topic are left out.
-func (c *Core) subscribedTopics(names []string) []*strandpb.GroupTopicInfo {
-	var topics []*strandpb.GroupTopicInfo
-	subs := slices.Compact(slices.Sorted(slices.Values(names)))
-	for _, name := range subs[:min(len(subs), handlePartitionsMax)] {
-		if t, ok := c.meta.meta.Topic(name); ok && name != OffsetsTopic {
-			topics = append(topics, c.groupTopicInfo(t))
-		}
-	}
-	return topics
-}
-
-// groupTopicInfo is t's partition count and, per partition, its replicas'
-// racks as registered (for rack-aware assignment; none when no node of the
-// topic registered a rack).
-func (c *Core) groupTopicInfo(t metadata.Topic) *strandpb.GroupTopicInfo {
-	info := &strandpb.GroupTopicInfo{Name: t.Name, Partitions: t.Partitions()}
-	known := false
-	for _, replicas := range t.Replicas {
-		var racks []string
-		for _, id := range replicas {
-			if n, ok := c.meta.meta.Node(id); ok && n.Rack != "" {
-				racks = append(racks, n.Rack)
-				known = true
-			}
-		}
-		info.PartitionRacks = append(info.PartitionRacks, &strandpb.GroupPartitionRacks{Racks: slices.Compact(slices.Sorted(slices.Values(racks)))})
-	}
-	if !known {
-		info.PartitionRacks = nil
-	}
-	return info
-}
-
-// offsetCommit commits offsets on the group's coordinator; done runs once
-// the command applied (nil: committed).
-func (c *Core) offsetCommit(req *strandpb.OffsetCommitRequest, done func(*strandpb.Error)) {
-	defer c.flush()
-	g, co, err := c.coordinatorOf(req.GetGroup())
-	if err != nil {
-		done(c.groupError(err))
-		return
-	}
-	if len(req.GetOffsets()) > handlePartitionsMax {
-		done(c.groupError(ErrInvalidRequest))
-		return
-	}
-	req, err = c.stampTopicIDs(req)
-	if err != nil {
-		done(c.groupError(err))
-		return
-	}
-	cmd := &strandpb.GroupCommand{Body: &strandpb.GroupCommand_Commit{Commit: req}}
-	c.proposeGroup(g, co, cmd, func(res groupApplied) {
-		if res.err != nil {
-			done(c.groupError(res.err))
-			return
-		}
-		done(nil)
-	})
-}
-
-// offsetFetch reads committed offsets on the group's coordinator after a
-// ReadIndex, so it sees every commit acknowledged before it began; with
-// require_stable it also lists the partitions with pending transactional
-// offsets (KIP-447).
-func (c *Core) offsetFetch(req *strandpb.OffsetFetchRequest, done func(*strandpb.OffsetFetchResponse, *strandpb.Error)) {
-	defer c.flush()
-	c.readGroups(req.GetGroup(), func(s *groups.State) {
-		var ps []groups.TopicPartition
-		for _, tp := range req.GetPartitions() {
-			for _, p := range tp.GetPartitions() {
-				ps = append(ps, groups.TopicPartition{Topic: tp.GetTopic(), Partition: p})
-			}
-		}
-		resp := &strandpb.OffsetFetchResponse{Offsets: offsetsToWire(c.currentOffsets(s.Fetch(req.GetGroup(), ps)))}
-		if req.GetRequireStable() {
-			resp.Unstable = partitionsToWire(s.Unstable(req.GetGroup(), ps))
-		}
-		done(resp, nil)
-	}, func(e *strandpb.Error) { done(nil, e) })
-}
-
 // stampTopicIDs gives every offset of a commit the id its topic has in
 // this node's applied metadata, and refuses (ErrUnknownTopicID) a commit
 // naming another id than that, or an id of a topic that no longer
@@ -303,43 +187,10 @@ func (c *Core) stampTopicIDs(req *strandpb.OffsetCommitRequest) (*strandpb.Offse
 	return out, nil
 }
 
-// currentOffsets leaves out committed offsets recorded for another id
-// than their topic's current one (a deleted topic, re-created or not):
-// Kafka removes a deleted topic's offsets, and a group reading its
-// namesake starts where its reset policy says. The coordinator's sweep
-// removes them for good once the topic is gone.
-func (c *Core) currentOffsets(in []groups.CommittedOffset) []groups.CommittedOffset {
-	if c.meta == nil {
-		return in
-	}
-	out := in[:0]
-	for _, o := range in {
-		if len(o.TopicID) > 0 {
-			u, ok := c.meta.meta.TopicUUID(o.Partition.Topic)
-			if !ok || string(u.Bytes()) != o.TopicID {
-				continue
-			}
-		}
-		out = append(out, o)
-	}
-	return out
-}
-
-// readGroups runs serve with the coordinator's state of group once a read
-// index of its partition is applied and read back, or fail.
-func (c *Core) readGroups(group string, serve func(*groups.State), fail func(*strandpb.Error)) {
-	g, co, err := c.coordinatorOf(group)
-	if err != nil {
-		fail(c.groupError(err))
-		return
-	}
-	c.readCoordinator(g, co, serve, fail)
-}
-
 // readCoordinator is readGroups for a known replica and coordinator. serve
 // and fail run as completions (at the end of the public call that served
 // the read), so they may propose or answer like any callback.
-func (c *Core) readCoordinator(g *group, co *coordinator, serve func(*groups.State), fail func(*strandpb.Error)) {
+func (c *Core) readCoordinator(g *group, co *groupsvc.Coordinator, serve func(*groups.State), fail func(*strandpb.Error)) {
 	c.readPartition(g.tp, func(g *group) {
 		c.completions = append(c.completions, func() {
 			if c.coord.coords[g.tp] != co {
@@ -350,50 +201,29 @@ func (c *Core) readCoordinator(g *group, co *coordinator, serve func(*groups.Sta
 				fail(c.groupError(err))
 				return
 			}
-			serve(co.state)
+			serve(co.State)
 		})
 	}, func(err error, _ NodeID) {
 		c.completions = append(c.completions, func() { fail(c.groupError(err)) })
 	})
 }
 
-// handleListGroups lists the groups of every __strand_offsets partition this
-// node leads (a client asks every node and merges).
-func (c *Core) handleListGroups(answer func(*strandpb.Response)) {
-	resp := &strandpb.ListGroupsResponse{}
-	var reps []*group
-	var cos []*coordinator
-	for _, g := range c.groups {
+// LedCoordinators lists the coordinators of every __strand_offsets replica
+// this node leads, in group order (groupsvc.Host).
+func (h groupHost) LedCoordinators() []groupsvc.Replica {
+	var out []groupsvc.Replica
+	for _, g := range h.c.groups {
 		if g.tp.Topic != OffsetsTopic || g.part == nil {
 			continue
 		}
-		if co, err := c.coordinatorFor(g); err == nil {
-			reps, cos = append(reps, g), append(cos, co)
+		if co, err := h.c.coordinatorFor(g); err == nil {
+			out = append(out, coordReplica{h.c, g, co})
 		}
 	}
-	pending := len(reps)
-	finish := func() {
-		if pending--; pending <= 0 {
-			slices.SortFunc(resp.Groups, func(a, b *strandpb.ListGroupsResponse_Group) int { return cmpStr(a.GetGroup(), b.GetGroup()) })
-			answer(&strandpb.Response{Body: &strandpb.Response_ListGroups{ListGroups: resp}})
-		}
-	}
-	if pending == 0 {
-		pending = 1
-		finish()
-		return
-	}
-	for i, g := range reps {
-		c.readCoordinator(g, cos[i], func(s *groups.State) {
-			for _, id := range s.GroupIDs() {
-				v, _ := s.Describe(id)
-				resp.Groups = append(resp.Groups, &strandpb.ListGroupsResponse_Group{Group: id, State: v.State, Members: int32(len(v.Members))})
-			}
-			finish()
-		}, func(*strandpb.Error) { finish() })
-	}
+	return out
 }
 
+// cmpStr orders strings bytewise (ListTransactions).
 func cmpStr(a, b string) int {
 	switch {
 	case a < b:
@@ -402,183 +232,4 @@ func cmpStr(a, b string) int {
 		return 1
 	}
 	return 0
-}
-
-// handleDescribeGroups describes each group on its coordinator (this node).
-func (c *Core) handleDescribeGroups(req *strandpb.DescribeGroupsRequest, answer func(*strandpb.Response)) {
-	if !c.checkCount(len(req.GetGroups()), answer) {
-		return
-	}
-	ids := req.GetGroups()
-	out := make([]*strandpb.DescribeGroupsResponse_Group, len(ids))
-	pending := len(ids)
-	finish := func() {
-		if pending--; pending <= 0 {
-			answer(&strandpb.Response{Body: &strandpb.Response_DescribeGroups{DescribeGroups: &strandpb.DescribeGroupsResponse{Groups: out}}})
-		}
-	}
-	if pending == 0 {
-		pending = 1
-		finish()
-		return
-	}
-	for i, id := range ids {
-		c.readGroups(id, func(s *groups.State) {
-			v, ok := s.Describe(id)
-			if !ok {
-				out[i] = &strandpb.DescribeGroupsResponse_Group{Group: id, Error: c.groupError(groups.ErrGroupNotFound)}
-			} else {
-				out[i] = groupToWire(v)
-			}
-			finish()
-		}, func(e *strandpb.Error) {
-			out[i] = &strandpb.DescribeGroupsResponse_Group{Group: id, Error: e}
-			finish()
-		})
-	}
-}
-
-// handleDeleteGroups deletes each empty group on its coordinator.
-func (c *Core) handleDeleteGroups(req *strandpb.DeleteGroupsRequest, answer func(*strandpb.Response)) {
-	if !c.checkCount(len(req.GetGroups()), answer) {
-		return
-	}
-	ids := req.GetGroups()
-	out := make([]*strandpb.DeleteGroupsResponse_Result, len(ids))
-	pending := len(ids)
-	finish := func(i int, e *strandpb.Error) {
-		out[i] = &strandpb.DeleteGroupsResponse_Result{Group: ids[i], Error: e}
-		if pending--; pending == 0 {
-			answer(&strandpb.Response{Body: &strandpb.Response_DeleteGroups{DeleteGroups: &strandpb.DeleteGroupsResponse{Results: out}}})
-		}
-	}
-	if pending == 0 {
-		answer(&strandpb.Response{Body: &strandpb.Response_DeleteGroups{DeleteGroups: &strandpb.DeleteGroupsResponse{}}})
-		return
-	}
-	for i, id := range ids {
-		g, co, err := c.coordinatorOf(id)
-		if err != nil {
-			finish(i, c.groupError(err))
-			continue
-		}
-		c.proposeGroup(g, co, &strandpb.GroupCommand{Body: &strandpb.GroupCommand_DeleteGroup{DeleteGroup: id}}, func(res groupApplied) {
-			var e *strandpb.Error
-			if res.err != nil {
-				e = c.groupError(res.err)
-			}
-			finish(i, e)
-		})
-	}
-}
-
-// handleOffsetDelete forgets committed offsets on the group's coordinator
-// (Kafka's OffsetDelete), answering once the command applied: per
-// partition nil or GROUP_SUBSCRIBED_TO_TOPIC.
-func (c *Core) handleOffsetDelete(req *strandpb.OffsetDeleteRequest, answer func(*strandpb.Response)) {
-	fail := func(err error) { answer(&strandpb.Response{Error: c.groupError(err)}) }
-	ps := partitionsFromWire(req.GetPartitions())
-	if len(ps) > handlePartitionsMax {
-		fail(ErrInvalidRequest)
-		return
-	}
-	g, co, err := c.coordinatorOf(req.GetGroup())
-	if err != nil {
-		fail(err)
-		return
-	}
-	cmd := &strandpb.GroupCommand{Body: &strandpb.GroupCommand_DeleteOffsets{DeleteOffsets: req}}
-	c.proposeGroup(g, co, cmd, func(res groupApplied) {
-		if res.err != nil {
-			fail(res.err)
-			return
-		}
-		out := &strandpb.OffsetDeleteResponse{}
-		for i, p := range ps {
-			r := &strandpb.OffsetDeleteResponse_Result{Topic: p.Topic, Partition: p.Partition}
-			if i < len(res.deleted) && res.deleted[i] != nil {
-				r.Error = c.groupError(res.deleted[i])
-			}
-			out.Results = append(out.Results, r)
-		}
-		answer(&strandpb.Response{Body: &strandpb.Response_OffsetDelete{OffsetDelete: out}})
-	})
-}
-
-// heartbeatFromWire is a heartbeat command in engine/groups' terms.
-func heartbeatFromWire(cmd *strandpb.GroupHeartbeatCommand, now int64) groups.Heartbeat {
-	r := cmd.GetRequest()
-	hb := groups.Heartbeat{
-		Group: r.GetGroup(), MemberID: r.GetMemberId(), InstanceID: r.GetInstanceId(), Rack: r.GetRack(),
-		MemberEpoch: r.GetMemberEpoch(), Seq: r.GetSeq(), Subscriptions: r.GetSubscriptions(),
-		Owned: partitionsFromWire(r.GetOwned()), NowMs: now, Classic: groups.ClassicFromWire(r.GetClassic()),
-	}
-	for _, t := range cmd.GetTopics() {
-		info := groups.TopicInfo{Name: t.GetName(), Partitions: t.GetPartitions()}
-		for _, pr := range t.GetPartitionRacks() {
-			info.Racks = append(info.Racks, pr.GetRacks())
-		}
-		hb.Topics = append(hb.Topics, info)
-	}
-	return hb
-}
-
-// commitFromWire is a commit command in engine/groups' terms.
-func commitFromWire(r *strandpb.OffsetCommitRequest, now int64) groups.Commit {
-	cm := groups.Commit{Group: r.GetGroup(), MemberID: r.GetMemberId(), MemberEpoch: r.GetMemberEpoch(), NowMs: now,
-		ClassicGeneration: r.GetClassicGeneration()}
-	for _, o := range r.GetOffsets() {
-		cm.Offsets = append(cm.Offsets, groups.OffsetCommit{
-			Partition: groups.TopicPartition{Topic: o.GetTopic(), Partition: o.GetPartition()}, Offset: o.GetOffset(), Metadata: o.GetMetadata(),
-			TopicID: string(o.GetTopicId()),
-		})
-	}
-	return cm
-}
-
-// partitionsFromWire flattens per-topic lists.
-func partitionsFromWire(in []*strandpb.GroupTopicPartitions) []groups.TopicPartition {
-	var out []groups.TopicPartition
-	for _, tp := range in {
-		for _, p := range tp.GetPartitions() {
-			out = append(out, groups.TopicPartition{Topic: tp.GetTopic(), Partition: p})
-		}
-	}
-	return out
-}
-
-// partitionsToWire groups sorted partitions by topic.
-func partitionsToWire(ps []groups.TopicPartition) []*strandpb.GroupTopicPartitions {
-	var out []*strandpb.GroupTopicPartitions
-	for _, p := range ps {
-		if n := len(out); n == 0 || out[n-1].Topic != p.Topic {
-			out = append(out, &strandpb.GroupTopicPartitions{Topic: p.Topic})
-		}
-		last := out[len(out)-1]
-		last.Partitions = append(last.Partitions, p.Partition)
-	}
-	return out
-}
-
-// offsetsToWire converts committed offsets.
-func offsetsToWire(os []groups.CommittedOffset) []*strandpb.GroupCommittedOffset {
-	out := make([]*strandpb.GroupCommittedOffset, len(os))
-	for i, o := range os {
-		out[i] = &strandpb.GroupCommittedOffset{Topic: o.Partition.Topic, Partition: o.Partition.Partition, Offset: o.Offset, Metadata: o.Metadata,
-			CommitTimeMs: o.CommitMs, TopicId: []byte(o.TopicID)}
-	}
-	return out
-}
-
-// groupToWire converts a described group.
-func groupToWire(v groups.GroupView) *strandpb.DescribeGroupsResponse_Group {
-	out := &strandpb.DescribeGroupsResponse_Group{Group: v.ID, State: v.State, Epoch: v.Epoch, TargetEpoch: v.TargetEpoch, Offsets: offsetsToWire(v.Offsets)}
-	for _, m := range v.Members {
-		out.Members = append(out.Members, &strandpb.GroupMember{
-			MemberId: m.ID, InstanceId: m.InstanceID, Rack: m.Rack, MemberEpoch: m.Epoch, Subscriptions: m.Subscriptions,
-			Assigned: partitionsToWire(m.Assigned), Revoking: partitionsToWire(m.Revoking), Target: partitionsToWire(m.Target), LeftStatic: m.LeftStatic,
-			Classic: groups.ClassicToWire(m.Classic),
-		})
-	}
-	return out
 }

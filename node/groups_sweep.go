@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/strandlog/strand/node/groupsvc"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -51,119 +52,48 @@ func (c *Core) sweepGroups() {
 	}
 }
 
-// sweepCoordinator proposes one coordinator's expiries and cleanups.
-func (c *Core) sweepCoordinator(g *group, co *coordinator) {
+// sweepCoordinator proposes one coordinator's expiries and cleanups
+// (groupsvc.Sweep decides the members'; the node's clocks time them).
+func (c *Core) sweepCoordinator(g *group, co *groupsvc.Coordinator) {
 	cfg := c.groupsConfig()
-	p := &sweepProposer{c: c, g: g, co: co}
-	expireEmpty := c.sweepMembers(co, cfg, p)
-	if co.sinceSnapshot >= cfg.SnapshotEvery {
-		p.propose("\x00snapshot", &strandpb.GroupCommand{Body: &strandpb.GroupCommand_Snapshot{Snapshot: co.state.Snapshot(co.next)}})
+	p := co.NewSweep(func(cmd *strandpb.GroupCommand, done func(groupsvc.Applied)) { c.proposeGroup(g, co, cmd, done) },
+		func(msg string, err error) { g.logs.log(slog.LevelWarn, msg, slog.Any("err", err)) })
+	expireEmpty := p.SweepMembers(groupsvc.Timers{
+		Now: c.ticks, Session: uint64(max(1, cfg.SessionTimeout/c.cfg.TickDuration)),
+		Rebalance: uint64(max(1, cfg.RebalanceTimeout/c.cfg.TickDuration)),
+		NowMs:     c.cfg.Clock.Realtime().UnixMilli(), OffsetsRetentionMs: cfg.OffsetsRetention.Milliseconds(),
+	})
+	if co.SinceSnapshot >= cfg.SnapshotEvery {
+		p.Propose("\x00snapshot", &strandpb.GroupCommand{Body: &strandpb.GroupCommand_Snapshot{Snapshot: co.State.Snapshot(co.Next)}})
 	}
 	if expireEmpty {
-		p.propose("\x00expire-offsets", &strandpb.GroupCommand{Body: &strandpb.GroupCommand_ExpireOffsetsRetentionMs{
+		p.Propose("\x00expire-offsets", &strandpb.GroupCommand{Body: &strandpb.GroupCommand_ExpireOffsetsRetentionMs{
 			ExpireOffsetsRetentionMs: cfg.OffsetsRetention.Milliseconds(),
 		}})
 	}
 	c.sweepDeletedTopics(g, co, p)
 }
 
-// sweepProposer proposes one sweep's group commands: at most one in flight
-// per key, and at most sweepProposalsMax in one sweep.
-type sweepProposer struct {
-	c        *Core
-	g        *group
-	co       *coordinator
-	proposed int // proposals made by this sweep
-}
-
-// propose proposes cmd under key unless key is already in flight or the
-// sweep has proposed its maximum.
-func (p *sweepProposer) propose(key string, cmd *strandpb.GroupCommand) {
-	g, co := p.g, p.co
-	if co.inFlight[key] || p.proposed >= sweepProposalsMax {
-		return
-	}
-	co.inFlight[key] = true
-	p.proposed++
-	p.c.proposeGroup(g, co, cmd, func(res groupApplied) {
-		delete(co.inFlight, key)
-		if res.err != nil && cmd.GetSnapshot() != nil {
-			// Too large for one record, or not applied: try again only
-			// after another interval (replaying the log stays correct).
-			co.sinceSnapshot = 0
-			g.logs.log(slog.LevelWarn, "group snapshot not written", slog.Any("err", res.err))
-		}
-		if res.err == nil && cmd.GetExpire() != nil {
-			delete(co.live, key)
-		}
-	})
-}
-
-// sweepMembers proposes the expiry of every member silent past the session
-// timeout or revoking past the rebalance timeout, starts the timers of
-// members first seen and prunes those of members gone. It reports whether
-// some group has been empty past the offsets retention.
-func (c *Core) sweepMembers(co *coordinator, cfg GroupsConfig, p *sweepProposer) (expireEmpty bool) {
-	session := uint64(max(1, cfg.SessionTimeout/c.cfg.TickDuration))
-	rebalance := uint64(max(1, cfg.RebalanceTimeout/c.cfg.TickDuration))
-	nowMs := c.cfg.Clock.Realtime().UnixMilli()
-	live := make(map[string]bool) // the members seen now, to prune the timers of the others
-	for _, id := range co.state.GroupIDs() {
-		v, _ := co.state.Describe(id)
-		if len(v.Members) == 0 && nowMs-v.EmptySinceMs >= cfg.OffsetsRetention.Milliseconds() {
-			expireEmpty = true
-		}
-		for _, m := range v.Members {
-			key := liveKey(id, m.ID)
-			live[key] = true
-			if co.heartbeating[key] > 0 {
-				continue // its answer restarts the timer (trackHeartbeat)
-			}
-			expire := &strandpb.GroupCommand{Body: &strandpb.GroupCommand_Expire{Expire: &strandpb.GroupExpireCommand{
-				Group: id, MemberId: m.ID, MemberEpoch: m.Epoch,
-			}}}
-			if len(m.Revoking) == 0 {
-				delete(co.revokingSince, key)
-			} else if since, ok := co.revokingSince[key]; !ok {
-				co.revokingSince[key] = c.ticks
-			} else if c.ticks-since > rebalance {
-				p.propose(key, expire) // it never gave the partitions up
-			}
-			seen, ok := co.live[key]
-			if !ok {
-				co.live[key] = c.ticks // first seen by this coordinator: its timer starts now
-				continue
-			}
-			if c.ticks-seen > session {
-				p.propose(key, expire)
-			}
-		}
-	}
-	pruneTimers(co.live, live)
-	pruneTimers(co.revokingSince, live)
-	return expireEmpty
-}
-
 // sweepDeletedTopics proposes the removal of the offsets of every topic
 // the coordinator holds that the metadata no longer has, once a
 // linearizable metadata read confirms it gone.
-func (c *Core) sweepDeletedTopics(g *group, co *coordinator, p *sweepProposer) {
-	for _, topic := range co.state.Topics() {
+func (c *Core) sweepDeletedTopics(g *group, co *groupsvc.Coordinator, p *groupsvc.Sweep) {
+	for _, topic := range co.State.Topics() {
 		if _, exists := c.meta.meta.Topic(topic); exists {
 			continue
 		}
 		key := "\x00delete-topic\x00" + topic
-		if co.inFlight[key] {
+		if co.InFlight[key] {
 			continue
 		}
 		// This node's metadata may lag a create another node's heartbeat
 		// already used: only a linearizable metadata read (ReadIndex on the
 		// metadata group) that still lacks the topic proves it deleted.
-		co.inFlight[key] = true
+		co.InFlight[key] = true
 		c.confirmTopicGone(topic, func(gone bool) {
-			delete(co.inFlight, key)
+			delete(co.InFlight, key)
 			if gone && c.coord.coords[g.tp] == co {
-				p.propose(key, &strandpb.GroupCommand{Body: &strandpb.GroupCommand_DeleteTopic{DeleteTopic: topic}})
+				p.Propose(key, &strandpb.GroupCommand{Body: &strandpb.GroupCommand_DeleteTopic{DeleteTopic: topic}})
 			}
 		})
 	}
@@ -183,15 +113,4 @@ func (c *Core) confirmTopicGone(topic string, done func(gone bool)) {
 			done(!exists)
 		})
 	}, func(error, NodeID) { c.completions = append(c.completions, func() { done(false) }) })
-}
-
-// pruneTimers drops the timers of members no longer in the state (left,
-// expired, replaced by a static restart). Deleting while ranging over a
-// map is safe, and nothing here depends on the order.
-func pruneTimers(timers map[string]uint64, live map[string]bool) {
-	for key := range timers {
-		if !live[key] {
-			delete(timers, key)
-		}
-	}
 }

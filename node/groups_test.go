@@ -303,7 +303,7 @@ func TestGroupsRestartFromSnapshot(t *testing.T) {
 	}
 	now := c.findCoordinator("g")
 	co := c.cores[now].coord.coords[TopicPartition{OffsetsTopic, 0}]
-	if co == nil || co.restoredFrom < 0 {
+	if co == nil || co.RestoredFrom < 0 {
 		t.Fatalf("the new coordinator (node %d) did not start from a snapshot", now)
 	}
 	if r := c.groupCall("g", heartbeatReq("a", a.GetMemberEpoch(), 2, a.GetAssigned())); r.GetError() != nil {
@@ -389,9 +389,10 @@ func TestGroupCommitUnreadAfterCommitIsMaybeWritten(t *testing.T) {
 	}
 	var got *strandpb.Error
 	answered := false
-	c.cores[lead].offsetCommit(&strandpb.OffsetCommitRequest{Group: "g", MemberId: "a", MemberEpoch: 1,
+	c.cores[lead].groupService().OffsetCommit(&strandpb.OffsetCommitRequest{Group: "g", MemberId: "a", MemberEpoch: 1,
 		Offsets: []*strandpb.OffsetCommitPartition{{Topic: "t", Partition: 0, Offset: 5}}},
 		func(e *strandpb.Error) { got, answered = e, true })
+	c.cores[lead].flush()
 	stopped := false
 	for i := 0; i < 300 && !answered; i++ {
 		for _, id := range c.ids {
@@ -486,7 +487,7 @@ func TestGroupsSweepSparesMemberWithHeartbeatInFlight(t *testing.T) {
 // applied next, would contradict): it is written after the expiry and
 // answered UNKNOWN_MEMBER_ID. It pins the outcome, not the race: here the
 // expiry commits before the heartbeat's read returns, so the test passes
-// without the inFlight check in groupHeartbeat too.
+// without the inFlight check in groupsvc.Service.GroupHeartbeat too.
 func TestGroupsHeartbeatAfterExpiryProposedIsWritten(t *testing.T) {
 	c := newCluster(t, 12, 3, replicated(3, "t", 4), func(cfg *Config) {
 		cfg.Groups = GroupsConfig{OffsetsPartitions: 2, SessionTimeout: 200 * time.Millisecond}

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/strandlog/strand/engine/groups"
 	"github.com/strandlog/strand/engine/txn"
+	"github.com/strandlog/strand/node/groupsvc"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -58,9 +58,9 @@ func (c *Core) txnOffsetCommit(req *strandpb.TxnOffsetCommitRequest, done func(*
 		cmd := &strandpb.GroupCommand{Body: &strandpb.GroupCommand_TxnCommit{TxnCommit: &strandpb.GroupTxnCommit{
 			ProducerId: producer.ID, ProducerEpoch: int32(producer.Epoch), Commit: stamped, GroupInstanceId: req.GetGroupInstanceId(),
 		}}}
-		c.proposeGroup(g, co, cmd, func(res groupApplied) {
-			if res.err != nil {
-				fail(res.err)
+		c.proposeGroup(g, co, cmd, func(res groupsvc.Applied) {
+			if res.Err != nil {
+				fail(res.Err)
 				return
 			}
 			done(nil)
@@ -173,17 +173,5 @@ func (c *Core) writeGroupMarkerHere(m *strandpb.WriteTxnMarkersRequest_Marker, d
 	cmd := &strandpb.GroupCommand{Body: &strandpb.GroupCommand_TxnMarker{TxnMarker: &strandpb.GroupTxnMarker{
 		Group: m.GetGroup(), ProducerId: m.GetProducerId(), ProducerEpoch: m.GetProducerEpoch(), Commit: m.GetCommit(), KeptEpoch: m.GetKeptEpoch(),
 	}}}
-	c.proposeGroup(g, co, cmd, func(res groupApplied) { done(res.err) })
-}
-
-// txnCommitFromWire is a GroupTxnCommit command as engine/groups' input.
-func txnCommitFromWire(w *strandpb.GroupTxnCommit, now int64) groups.TxnCommit {
-	return groups.TxnCommit{Commit: commitFromWire(w.GetCommit(), now), ProducerID: w.GetProducerId(), ProducerEpoch: w.GetProducerEpoch(),
-		InstanceID: w.GetGroupInstanceId()}
-}
-
-// txnMarkerFromWire is a GroupTxnMarker command as engine/groups' input.
-func txnMarkerFromWire(w *strandpb.GroupTxnMarker, now int64) groups.TxnMarker {
-	return groups.TxnMarker{Group: w.GetGroup(), ProducerID: w.GetProducerId(), ProducerEpoch: w.GetProducerEpoch(), Commit: w.GetCommit(),
-		KeptEpoch: w.GetKeptEpoch(), NowMs: now}
+	c.proposeGroup(g, co, cmd, func(res groupsvc.Applied) { done(res.Err) })
 }

@@ -1,4 +1,4 @@
-package node
+package authz
 
 import (
 	"github.com/strandlog/strand/proto/strandpb"
@@ -16,11 +16,11 @@ import (
 // req itself when nothing is refused, nil (already answered) when
 // everything is, else a copy of req without the refused partitions whose
 // answer puts refusals back at their indexes.
-func (c *Core) splitPartitions(caller Caller, req *strandpb.Request, answer func(*strandpb.Response)) (*strandpb.Request, func(*strandpb.Response)) {
+func (z Authorizer) splitPartitions(caller Caller, req *strandpb.Request, answer func(*strandpb.Response)) (*strandpb.Request, func(*strandpb.Response)) {
 	var parts []refusedPart
 	var op string
 	add := func(topic string, id []byte, partition int32) {
-		name, known := c.topicNamed(topic, id)
+		name, known := z.topicNamed(topic, id)
 		parts = append(parts, refusedPart{topic: topic, name: name, partition: partition, unknownID: !known})
 	}
 	switch b := req.GetBody().(type) {
@@ -44,8 +44,8 @@ func (c *Core) splitPartitions(caller Caller, req *strandpb.Request, answer func
 	}
 	n := 0
 	for i := range parts {
-		if a := topicAccess(parts[i].name, op); !parts[i].unknownID && !c.allowed(caller, a) {
-			parts[i].err = c.refusal(caller, a).GetError()
+		if a := topicAccess(parts[i].name, op); !parts[i].unknownID && !z.allowed(caller, a) {
+			parts[i].err = z.refusal(caller, a).GetError()
 			n++
 		}
 	}

@@ -1,4 +1,4 @@
-package node
+package authz
 
 import (
 	"slices"
@@ -27,7 +27,7 @@ func txnIDAccess(id, op string) access { return access{resource{txnIDResource, i
 
 // txnAccesses lists what a transactional request needs; handled is false
 // for any other request.
-func txnAccesses(c *Core, caller Caller, req *strandpb.Request, out []access) ([]access, bool) {
+func (z Authorizer) txnAccesses(caller Caller, req *strandpb.Request, out []access) ([]access, bool) {
 	switch b := req.GetBody().(type) {
 	case *strandpb.Request_TxnInitProducerId:
 		out = append(out, txnIDAccess(b.TxnInitProducerId.GetTransactionalId(), "write"))
@@ -51,7 +51,7 @@ func txnAccesses(c *Core, caller Caller, req *strandpb.Request, out []access) ([
 	case *strandpb.Request_ListTransactions:
 		// Filtered: filterTxnAnswer.
 	case *strandpb.Request_AbortTransaction:
-		if !c.allowed(caller, clusterAccess("alter")) {
+		if !z.allowed(caller, clusterAccess("alter")) {
 			out = append(out, txnIDAccess(b.AbortTransaction.GetTransactionalId(), "write"))
 		}
 	case *strandpb.Request_FindCoordinator:
@@ -71,14 +71,14 @@ func txnAccesses(c *Core, caller Caller, req *strandpb.Request, out []access) ([
 
 // filterTxnAnswer wraps answer so a ListTransactions answer lists only the
 // ids caller may describe; nil for any other request.
-func (c *Core) filterTxnAnswer(caller Caller, req *strandpb.Request, answer func(*strandpb.Response)) func(*strandpb.Response) {
+func (z Authorizer) filterTxnAnswer(caller Caller, req *strandpb.Request, answer func(*strandpb.Response)) func(*strandpb.Response) {
 	if req.GetListTransactions() == nil {
 		return nil
 	}
 	return func(resp *strandpb.Response) {
 		if l := resp.GetListTransactions(); l != nil {
 			l.Transactions = slices.DeleteFunc(l.Transactions, func(t *strandpb.ListTransactionsResponse_Transaction) bool {
-				return !c.allowed(caller, txnIDAccess(t.GetTransactionalId(), "describe"))
+				return !z.allowed(caller, txnIDAccess(t.GetTransactionalId(), "describe"))
 			})
 		}
 		answer(resp)
@@ -92,28 +92,28 @@ func (c *Core) filterTxnAnswer(caller Caller, req *strandpb.Request, answer func
 // refusal, which kafkaproto answers per item); handled is false
 // for any other request. Both are reads, so what is refused is never
 // looked at.
-func (c *Core) splitTxnRequest(caller Caller, req *strandpb.Request, answer func(*strandpb.Response)) (*strandpb.Request, func(*strandpb.Response), bool) {
+func (z Authorizer) splitTxnRequest(caller Caller, req *strandpb.Request, answer func(*strandpb.Response)) (*strandpb.Request, func(*strandpb.Response), bool) {
 	switch b := req.GetBody().(type) {
 	case *strandpb.Request_DescribeTransactions:
 		ids := b.DescribeTransactions.GetTransactionalIds()
-		refused := c.refusedItems(caller, len(ids), func(i int) access { return txnIDAccess(ids[i], "describe") })
+		refused := z.refusedItems(caller, len(ids), func(i int) access { return txnIDAccess(ids[i], "describe") })
 		run, put := splitTxnIDs(ids, refused)
-		return c.splitItems(req, refused, run, put, answer)
+		return z.splitItems(req, refused, run, put, answer)
 	case *strandpb.Request_DescribeProducers:
 		parts := b.DescribeProducers.GetPartitions()
-		refused := c.refusedItems(caller, len(parts), func(i int) access { return topicAccess(parts[i].GetTopic(), "read") })
+		refused := z.refusedItems(caller, len(parts), func(i int) access { return topicAccess(parts[i].GetTopic(), "read") })
 		run, put := splitProducerParts(parts, refused)
-		return c.splitItems(req, refused, run, put, answer)
+		return z.splitItems(req, refused, run, put, answer)
 	}
 	return req, answer, false
 }
 
 // refusedItems is, per item of a request, its refusal (nil: allowed).
-func (c *Core) refusedItems(caller Caller, n int, needs func(int) access) []*strandpb.Error {
+func (z Authorizer) refusedItems(caller Caller, n int, needs func(int) access) []*strandpb.Error {
 	refused := make([]*strandpb.Error, n)
 	for i := range refused {
-		if a := needs(i); !c.allowed(caller, a) {
-			refused[i] = c.refusal(caller, a).GetError()
+		if a := needs(i); !z.allowed(caller, a) {
+			refused[i] = z.refusal(caller, a).GetError()
 		}
 	}
 	return refused
@@ -122,7 +122,7 @@ func (c *Core) refusedItems(caller Caller, n int, needs func(int) access) []*str
 // splitItems runs run (the allowed items) unless nothing is refused, and
 // answers through put, which merges the refusals back. A whole-request
 // error is passed on as it is.
-func (c *Core) splitItems(req *strandpb.Request, refused []*strandpb.Error, run *strandpb.Request,
+func (z Authorizer) splitItems(req *strandpb.Request, refused []*strandpb.Error, run *strandpb.Request,
 	put func(*strandpb.Response), answer func(*strandpb.Response)) (*strandpb.Request, func(*strandpb.Response), bool) {
 	n := 0
 	for _, e := range refused {

@@ -1,0 +1,292 @@
+package groupsvc
+
+import (
+	"fmt"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strandlog/strand/engine/groups"
+	"github.com/strandlog/strand/engine/recordbatch"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// OffsetsTopic is the internal topic whose partitions host the consumer-group
+// coordinators: each record is one groups command, and the leader of a
+// group's partition is the group's coordinator.
+const OffsetsTopic = "__strand_offsets"
+
+// Bounds of a coordinator's work.
+const (
+	// catchUpReadsMax bounds the log reads of one catch-up.
+	catchUpReadsMax = 1 << 16
+	// readBytes is the read size of a catch-up.
+	readBytes = 4 << 20
+)
+
+// Log is what a coordinator reads of its __strand_offsets partition: the
+// node's replica of it, which the node leads. The node implements it over
+// its replica (node/groups.go: offsetsLog).
+type Log interface {
+	// LogStartOffset is the partition's first offset still held.
+	LogStartOffset() int64
+	// HighWatermark is the offset after the last committed record.
+	HighWatermark() int64
+	// Read returns the committed batches from offset on, up to maxBytes
+	// (at least one whole batch when there is one).
+	Read(offset int64, maxBytes int32) ([]Batch, error)
+	// Damaged is the node's storage error for a log that does not read
+	// back as it must: format and args describe what, after the
+	// partition's name.
+	Damaged(format string, args ...any) error
+	// Warn logs a record the coordinator skips, with why.
+	Warn(msg string, err error)
+}
+
+// Batch is one record batch of the log at its base offset.
+type Batch struct {
+	BaseOffset int64
+	Data       []byte
+}
+
+// Coordinator is the groups state of one __strand_offsets partition, as
+// this node built it while leading in Term. It is a view of the
+// partition's log: commands apply when read back after they were applied
+// to the partition, in log order, so every leader builds the same state.
+// The node's request handlers and liveness sweep (node/groups_handle.go,
+// node/groups_sweep.go) still read and write its leader-local fields
+// directly: they run on the node's goroutine, as this does.
+type Coordinator struct {
+	Term    uint64
+	TopicID uint64
+	State   *groups.State
+	Next    int64 // the next offset of the partition to apply
+	// Fresh: built in this term and not caught up yet; the first catch-up
+	// starts from the newest snapshot in the log.
+	Fresh bool
+	// SinceSnapshot counts the commands applied since the last snapshot
+	// record (or since this coordinator started).
+	SinceSnapshot int
+	// RestoredFrom is the offset of the snapshot this coordinator started
+	// from, -1 when it replayed the log from its start.
+	RestoredFrom int64
+	// Live is the tick of each member's last successful heartbeat, by
+	// LiveKey: leader-local, restarted on failover (the node's sweep).
+	Live map[string]uint64 // lookup only
+	// RevokingSince is the tick each member was first seen asked to
+	// revoke, by LiveKey (leader-local, like Live).
+	RevokingSince map[string]uint64 // lookup only
+	// InFlight marks expiries and cleanups proposed and not answered.
+	InFlight map[string]bool // lookup only
+	// Heartbeating counts each member's heartbeats received and not yet
+	// answered, by LiveKey: the sweep expires no member with one in flight.
+	Heartbeating map[string]int // lookup only
+
+	// waits are the requests waiting for their command, by request id.
+	waits map[uint64]func(Applied) // lookup only
+}
+
+// New is a fresh coordinator of a partition led in term, whose log starts
+// at logStart: the first CatchUp restores the newest snapshot, then
+// replays the log.
+func New(term, topicID uint64, logStart int64) *Coordinator {
+	return &Coordinator{
+		Term: term, TopicID: topicID, State: groups.New(), Next: logStart, Fresh: true, RestoredFrom: -1,
+		waits: make(map[uint64]func(Applied)), Live: make(map[string]uint64), InFlight: make(map[string]bool),
+		RevokingSince: make(map[string]uint64), Heartbeating: make(map[string]int),
+	}
+}
+
+// Applied is the outcome of one applied command.
+type Applied struct {
+	Err error
+	HB  groups.HeartbeatResult
+	// Deleted is an offset delete's result per partition asked.
+	Deleted []error
+}
+
+// LiveKey is the key of a member in the leader-local maps.
+func LiveKey(group, member string) string { return group + "\x00" + member }
+
+// Waiting reports whether a command with request id id is waited for.
+func (co *Coordinator) Waiting(id uint64) bool { return co.waits[id] != nil }
+
+// Wait registers done for the command with request id id: CatchUp calls
+// it with the command's outcome when it applies it.
+func (co *Coordinator) Wait(id uint64, done func(Applied)) { co.waits[id] = done }
+
+// TakeWait removes and returns the wait of id, nil when none is left (a
+// catch-up or FailWaits answered it).
+func (co *Coordinator) TakeWait(id uint64) func(Applied) {
+	w := co.waits[id]
+	delete(co.waits, id)
+	return w
+}
+
+// FailWaits answers every wait of a replaced coordinator with err, in
+// request-id order: their commands may still apply (maybe written).
+func (co *Coordinator) FailWaits(err error) {
+	ids := make([]uint64, 0, len(co.waits))
+	for id := range co.waits {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		w := co.waits[id]
+		delete(co.waits, id)
+		w(Applied{Err: err})
+	}
+}
+
+// TrackHeartbeat counts a heartbeat of the member at key as in flight until
+// done runs. An expiry the sweep decided meanwhile would be written after
+// the heartbeat and, when the heartbeat keeps the member's epoch (a static
+// member's rejoin, any heartbeat in its epoch), apply after the answer
+// that told the member what it owns: the member would be gone while it
+// holds its partitions.
+func (co *Coordinator) TrackHeartbeat(key string, done func(*strandpb.ConsumerGroupHeartbeatResponse, *strandpb.Error),
+) func(*strandpb.ConsumerGroupHeartbeatResponse, *strandpb.Error) {
+	co.Heartbeating[key]++
+	return func(resp *strandpb.ConsumerGroupHeartbeatResponse, e *strandpb.Error) {
+		if co.Heartbeating[key]--; co.Heartbeating[key] <= 0 {
+			delete(co.Heartbeating, key)
+		}
+		done(resp, e)
+	}
+}
+
+// CatchUp applies the partition's records from Next up to the high-water
+// mark to State, answering the waits of the commands met. A fresh
+// coordinator first restores the newest snapshot it finds within four
+// snapshotEvery intervals of records from the high-water mark.
+func (co *Coordinator) CatchUp(log Log, snapshotEvery int) error {
+	if co.Fresh {
+		co.Fresh = false
+		co.restoreSnapshot(log, 4*snapshotEvery)
+	}
+	for i := 0; co.Next < log.HighWatermark(); i++ {
+		if i >= catchUpReadsMax {
+			return log.Damaged(": catch-up of the group log made no progress")
+		}
+		batches, err := log.Read(co.Next, readBytes)
+		if err != nil {
+			return err
+		}
+		if len(batches) == 0 {
+			return log.Damaged(": no batch at offset %d below the high-water mark", co.Next)
+		}
+		for _, b := range batches {
+			it := recordbatch.NewIterator(b.Data)
+			for it.Next() {
+				if off := b.BaseOffset + int64(it.Index()); off >= co.Next {
+					co.applyRecord(log, it.Record().Value)
+					co.Next = off + 1
+				}
+			}
+			if it.Err() != nil {
+				return log.Damaged(" batch at %d: %w", b.BaseOffset, it.Err())
+			}
+		}
+	}
+	return nil
+}
+
+// applyRecord applies one record's command and answers its wait. A
+// record that is no command (written by a client that produced to the
+// internal topic) is skipped, identically on every leader.
+func (co *Coordinator) applyRecord(log Log, value []byte) {
+	var cmd strandpb.GroupCommand
+	if err := proto.Unmarshal(value, &cmd); err != nil {
+		log.Warn("skipping a record of the group log that is no command", err)
+		return
+	}
+	res := Apply(co.State, &cmd)
+	if cmd.GetSnapshot() != nil {
+		co.SinceSnapshot = 0
+	} else {
+		co.SinceSnapshot++
+	}
+	if w := co.waits[cmd.GetRequestId()]; w != nil {
+		delete(co.waits, cmd.GetRequestId())
+		w(res)
+	}
+}
+
+// Apply applies one command to s: pure.
+func Apply(s *groups.State, cmd *strandpb.GroupCommand) Applied {
+	now := cmd.GetNowMs()
+	switch b := cmd.GetBody().(type) {
+	case *strandpb.GroupCommand_Heartbeat:
+		hb := HeartbeatFromWire(b.Heartbeat, now)
+		r, err := s.Heartbeat(hb)
+		return Applied{Err: err, HB: r}
+	case *strandpb.GroupCommand_Commit:
+		return Applied{Err: s.Commit(CommitFromWire(b.Commit, now))}
+	case *strandpb.GroupCommand_Expire:
+		e := b.Expire
+		if !s.Expire(e.GetGroup(), e.GetMemberId(), e.GetMemberEpoch(), now) {
+			return Applied{Err: groups.ErrUnknownMember}
+		}
+	case *strandpb.GroupCommand_DeleteGroup:
+		return Applied{Err: s.DeleteGroup(b.DeleteGroup)}
+	case *strandpb.GroupCommand_DeleteOffsets:
+		deleted, err := s.DeleteOffsets(b.DeleteOffsets.GetGroup(), PartitionsFromWire(b.DeleteOffsets.GetPartitions()))
+		return Applied{Err: err, Deleted: deleted}
+	case *strandpb.GroupCommand_DeleteTopic:
+		s.DeleteTopic(b.DeleteTopic)
+	case *strandpb.GroupCommand_ExpireOffsetsRetentionMs:
+		s.ExpireOffsets(now, b.ExpireOffsetsRetentionMs)
+	case *strandpb.GroupCommand_TxnCommit:
+		return Applied{Err: s.TxnCommit(TxnCommitFromWire(b.TxnCommit, now))}
+	case *strandpb.GroupCommand_TxnMarker:
+		return Applied{Err: s.TxnMarker(TxnMarkerFromWire(b.TxnMarker, now))}
+	case *strandpb.GroupCommand_Snapshot:
+		// Applied in order, the state already reflects it: only a new
+		// coordinator starts from one (restoreSnapshot).
+	default:
+		return Applied{Err: fmt.Errorf("%w: empty command", groups.ErrInvalid)}
+	}
+	return Applied{}
+}
+
+// restoreSnapshot starts a new coordinator from the newest snapshot record
+// of its partition: it reads back from the high-water mark (at most scanMax
+// records) and, when it finds one whose as_of is still in the log,
+// restores it and continues from as_of (the records between as_of and the
+// snapshot are applied again; they were not in it). Without one, the
+// coordinator replays the partition from its log start.
+func (co *Coordinator) restoreSnapshot(log Log, scanMax int) {
+	logStart := log.LogStartOffset()
+	at, scanned := log.HighWatermark()-1, 0
+	for at >= logStart && scanned < scanMax {
+		batches, err := log.Read(at, 1)
+		if err != nil || len(batches) == 0 {
+			return
+		}
+		b := batches[0]
+		var values [][]byte
+		it := recordbatch.NewIterator(b.Data)
+		for it.Next() && b.BaseOffset+int64(it.Index()) <= at {
+			values = append(values, it.Record().Value)
+		}
+		for i := len(values) - 1; i >= 0; i-- {
+			scanned++
+			var cmd strandpb.GroupCommand
+			if proto.Unmarshal(values[i], &cmd) != nil || cmd.GetSnapshot() == nil {
+				continue
+			}
+			snap := cmd.GetSnapshot()
+			if snap.GetAsOf() < logStart || snap.GetAsOf() > b.BaseOffset+int64(i) {
+				return // its tail is gone (or it is not one): replay from the log start
+			}
+			st, err := groups.Restore(snap)
+			if err != nil {
+				log.Warn("group snapshot does not restore; replaying the log", err)
+				return
+			}
+			co.State, co.Next, co.RestoredFrom = st, snap.GetAsOf(), b.BaseOffset+int64(i)
+			return
+		}
+		at = b.BaseOffset - 1
+	}
+}
