@@ -29,7 +29,7 @@ func TestKafkaCompactedBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt, err := Start(Config{
-		Core: node.Config{ID: 1, Nodes: []node.Peer{{ID: 1, Address: ln.Addr().String()}}, CompactedTopicsUnfinished: true},
+		Core:    node.Config{ID: 1, Nodes: []node.Peer{{ID: 1, Address: ln.Addr().String()}}, CompactedTopicsUnfinished: true},
 		DataDir: t.TempDir(), Listener: ln, KafkaListen: "127.0.0.1:0",
 	})
 	if err != nil {
