@@ -205,11 +205,16 @@ func (w *checkpointWrite) trim() error {
 }
 
 // checkpointDue reports whether g should start a checkpoint now: enough
-// applied since the last, none in flight, no sync of g in flight (the
-// checkpoint may start one), and in WAL mode none of the write-ahead log.
+// applied since the last (CheckpointEntries) and checkpointReady.
 func (c *Core) checkpointDue(g *group) bool {
-	if g.appliedRaft < g.checkpointIndex+c.cfg.CheckpointEntries || g.pipe.syncing != 0 || c.bugNoCheckpoint(g) ||
-		c.snapshotWaits(g) {
+	return g.appliedRaft >= g.checkpointIndex+c.cfg.CheckpointEntries && c.checkpointReady(g)
+}
+
+// checkpointReady reports whether g may start a checkpoint now: none in
+// flight, no sync of g in flight (the checkpoint may start one), and in
+// WAL mode none of the write-ahead log.
+func (c *Core) checkpointReady(g *group) bool {
+	if g.pipe.syncing != 0 || c.bugNoCheckpoint(g) || c.snapshotWaits(g) {
 		return false
 	}
 	if c.wal != nil && c.walSyncing != 0 {

@@ -43,8 +43,10 @@ func (c *Core) maybeProposeCompact(g *group) {
 	}
 	g.ret.compactGen = 0
 	nowMs := c.cfg.Clock.Realtime().UnixMilli()
-	d, due := decideCompaction(g.ret.config.Compaction(), c.compactionFacts(g), nowMs)
+	cfg, facts := g.ret.config.Compaction(), c.compactionFacts(g)
+	d, due := decideCompaction(cfg, facts, nowMs)
 	if !due {
+		c.checkpointForCompaction(g, cfg, facts, nowMs)
 		return
 	}
 	c.nextProposalID++
@@ -55,6 +57,29 @@ func (c *Core) maybeProposeCompact(g *group) {
 	g.ret.compactGen, g.ret.compactDeadline = d.Generation, c.ticks+uint64(c.cfg.RequestTimeoutTicks)
 	g.logs.log(slog.LevelDebug, "compaction proposed", slog.Uint64("generation", d.Generation),
 		slog.Int64("cleanable_end", d.CleanableEnd))
+}
+
+// checkpointForCompaction starts the leader's checkpoint at once when it
+// alone holds a pass back. A cleanable end stops at the leader's
+// checkpoint (a restart replays what lies above it), and checkpoints come
+// every Config.CheckpointEntries applied entries: a quiet compacted topic
+// (a connector's config topic, a few hundred records) waited for traffic
+// that never came and never compacted. At most one such checkpoint per
+// pass: none while one is in flight, none with nothing applied since the
+// last, and none while a decision is pending. Like rollByAge, it runs in
+// the retention check, with no appends queued (so checkpointNow writes
+// none).
+func (c *Core) checkpointForCompaction(g *group, cfg compact.Config, f compactionFacts, nowMs int64) {
+	if g.appliedRaft <= g.checkpointIndex || len(g.pipe.appends) > 0 || !c.checkpointReady(g) {
+		return // nothing new, or appends to write first (the next round's)
+	}
+	f.checkpointed = f.highWatermark
+	if _, due := decideCompaction(cfg, f, nowMs); !due {
+		return
+	}
+	if err := c.checkpointNow(g); err != nil {
+		c.failStorage(g, err)
+	}
 }
 
 // compactionFacts gathers what decideCompaction weighs, from g's engine

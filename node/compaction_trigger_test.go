@@ -45,3 +45,33 @@ func TestLeaderProposesCompact(t *testing.T) {
 	}
 	c.checkSameState(kv)
 }
+
+// A quiet compacted partition compacts: 40 batches, far fewer applied
+// entries than Config.CheckpointEntries (1,024 here, the default), reach no
+// periodic checkpoint, and a pass's cleanable end stops at the leader's
+// checkpoint. The leader takes one early when only it holds a pass back,
+// and proposes the pass; every replica applies it. Before, no decision
+// ever came (a connector's config topic never compacted).
+func TestQuietCompactedTopicCompacts(t *testing.T) {
+	c := newMetaCluster(t, 28, 3, func(cfg *Config) {
+		retentionConfig(cfg)
+		cfg.CompactedTopicsUnfinished = true
+		cfg.CheckpointEntries = 1024
+	})
+	c.createTopicWith(c.metaLeaderOf(), "kv", 1, 3, map[string]string{"cleanup.policy": "compact", "segment.bytes": "4096"})
+	kv := TopicPartition{Topic: "kv"}
+	c.fillPartition(kv, 40)
+	c.tick(60)
+	lead := c.leader(kv)
+	d, ok := c.cores[lead].compactionDecision(kv)
+	if !ok || d.Generation == 0 || d.CleanableEnd <= 0 {
+		t.Fatalf("no compaction decided on a quiet partition: %+v (applied %d, checkpointed %d)", d,
+			c.cores[lead].byTP[kv].appliedRaft, c.cores[lead].byTP[kv].checkpointIndex)
+	}
+	for _, id := range c.ids {
+		if got, _ := c.cores[id].compactionDecision(kv); got.Generation < 1 {
+			t.Fatalf("node %d decided %+v, leader %+v", id, got, d)
+		}
+	}
+	c.checkSameState(kv)
+}
