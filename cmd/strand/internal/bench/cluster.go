@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,6 +53,7 @@ type Cluster struct {
 	manyProduce    bool
 	recordBytes    int
 	serverArgs     []string
+	cpuProfile     string
 	fanoutGroups   []int
 	fanoutRounds   int
 	fanoutMinBytes int
@@ -106,6 +108,7 @@ func (cb *Cluster) Register(fs *pflag.FlagSet) {
 	fs.IntVar(&cb.txnRounds, "txn-rounds", 3, "txn: rounds over the runs, the order reversed every other round")
 	fs.DurationVar(&cb.txnDuration, "txn-duration", 5*time.Second, "txn: length of each run")
 	fs.BoolVar(&cb.tls, "tls", false, "serve and bench over TLS: a throwaway CA and certificates in the data directory, mutual TLS between the servers (not for --phases fanout)")
+	fs.StringVar(&cb.cpuProfile, "cpuprofile", "", "write a CPU profile of this bench process (the clients) over the phases to this file (go tool pprof)")
 	fs.StringSliceVar(&cb.serverArgs, "server-arg", nil, "extra flag for every server, e.g. --server-arg=--cpuprofile=prof (NODE in it becomes the node id)")
 }
 
@@ -119,13 +122,36 @@ func (cb *Cluster) Run(ctx context.Context, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	stopProfile, err := startProfile(cb.cpuProfile)
+	if err != nil {
+		cl.close()
+		return err
+	}
 	rows, cl, runErr := cb.runPhases(ctx, cl, stdout)
+	stopProfile()
 	closeErr := cl.close()
 	printClusterTable(stdout, cl, rows)
 	if runErr != nil {
 		return runErr
 	}
 	return closeErr
+}
+
+// startProfile starts a CPU profile of this process into path (none when
+// path is ""); the returned func stops it.
+func startProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // check refuses settings that cannot run.
