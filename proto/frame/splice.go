@@ -178,7 +178,7 @@ func (s *splicer) response(resp *strandpb.Response, fr *strandpb.FetchResponse) 
 func (s *splicer) partition(p *strandpb.FetchResponse_Partition) partEnc {
 	pe := partEnc{from: len(s.batches)}
 	batchesSize := 0
-	for _, b := range p.GetBatches() {
+	for i, b := range p.GetBatches() {
 		var be batchEnc
 		if len(b.GetRecords()) < s.min {
 			from := len(s.scratch)
@@ -194,6 +194,9 @@ func (s *splicer) partition(p *strandpb.FetchResponse_Partition) partEnc {
 			b.Records = nil
 			be.pre, be.post = s.marshalSplit(b, batchRecordsField)
 			b.Records = records
+			if prev := len(s.batches) - 1; i > 0 && s.batches[prev].records != nil && bugSpliceStaleHead() {
+				be.pre = s.batches[prev].pre // planted bug: the batch before's base offset and time
+			}
 			be.records = records
 			be.size = be.pre.len() + lenField(batchRecordsField, len(records)) + be.post.len()
 		}
