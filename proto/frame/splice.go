@@ -31,14 +31,15 @@ const SpliceBytesMin = 4 << 10
 // returns the whole frame as bufs — pieces of head in turn with the
 // batches' records slices as they are (stored bytes, written with writev
 // by net.Buffers). The bytes of bufs are exactly Append's. Any other
-// answer is appended whole (bufs is one piece of head). resp is read
+// answer, and a fetch answer without a batch of spliceMin bytes, is
+// appended whole (bufs is one piece of head). resp is read
 // while AppendSpliced runs: it must not change meanwhile (it clears and
 // restores fields of its fetch answer as it marshals around them, so no
 // one else may read it either). bufs refers to head: head must not be
 // appended to before bufs is written.
 func AppendSpliced(head []byte, bufs net.Buffers, resp *strandpb.Response, spliceMin int) ([]byte, net.Buffers, error) {
 	fr := resp.GetFetch()
-	if fr == nil || len(resp.ProtoReflect().GetUnknown()) > 0 {
+	if fr == nil || !hasSplice(fr, spliceMin) || len(resp.ProtoReflect().GetUnknown()) > 0 {
 		start := len(head)
 		head, err := Append(head, resp)
 		if err != nil {
@@ -53,6 +54,20 @@ func AppendSpliced(head []byte, bufs net.Buffers, resp *strandpb.Response, splic
 		return head, bufs, err
 	}
 	return s.head, s.buffers(bufs), nil
+}
+
+// hasSplice reports whether fr holds a batch of spliceMin bytes or more:
+// without one the answer is marshalled whole, in one pass (a tailing
+// reader's answers hold a record or two).
+func hasSplice(fr *strandpb.FetchResponse, spliceMin int) bool {
+	for _, p := range fr.GetPartitions() {
+		for _, b := range p.GetBatches() {
+			if len(b.GetRecords()) >= max(spliceMin, 1) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // splicer builds one spliced frame: the marshalled pieces around the

@@ -114,6 +114,9 @@ func TestAppendSplicedSplices(t *testing.T) {
 	if len(bufs) != 2 || &bufs[1][0] != &records[0] || len(bufs[1]) != len(records) {
 		t.Fatalf("want the header then the stored records as they are, got %d pieces", len(bufs))
 	}
+	if _, bufs, _ := AppendSpliced(nil, nil, resp, len(records)+1); len(bufs) != 1 {
+		t.Fatalf("an answer without a batch to splice: %d pieces, want it whole in one", len(bufs))
+	}
 }
 
 // TestAppendSplicedOther: an answer that is not a fetch is appended whole.
@@ -158,4 +161,41 @@ func FuzzAppendSpliced(f *testing.F) {
 		}
 		checkSpliced(t, &resp, int(spliceMin), []byte{9})
 	})
+}
+
+// benchAnswer is a 1 MiB fetch answer: 16 batches of 64 KiB over 2
+// partitions.
+func benchAnswer() *strandpb.Response {
+	fr := &strandpb.FetchResponse{}
+	for p := range 2 {
+		wp := &strandpb.FetchResponse_Partition{Topic: "bench", Partition: int32(p), HighWatermark: 1 << 20}
+		for i := range 8 {
+			id := int64(7)
+			wp.Batches = append(wp.Batches, &strandpb.FetchResponse_Batch{BaseOffset: int64(i) << 6, AppendTimeMs: 1 << 40,
+				Records: make([]byte, 64<<10), ProducerId: &id})
+		}
+		fr.Partitions = append(fr.Partitions, wp)
+	}
+	return &strandpb.Response{CorrelationId: 9, Body: &strandpb.Response_Fetch{Fetch: fr}}
+}
+
+// BenchmarkAppendAnswer is the marshalled answer (the writer before
+// AppendSpliced), BenchmarkAppendSplicedAnswer the spliced one.
+func BenchmarkAppendAnswer(b *testing.B) {
+	resp := benchAnswer()
+	var buf []byte
+	b.SetBytes(1 << 20)
+	for b.Loop() {
+		buf, _ = Append(buf[:0], resp)
+	}
+}
+
+func BenchmarkAppendSplicedAnswer(b *testing.B) {
+	resp := benchAnswer()
+	var head []byte
+	var bufs net.Buffers
+	b.SetBytes(1 << 20)
+	for b.Loop() {
+		head, bufs, _ = AppendSpliced(head[:0], bufs[:0], resp, SpliceBytesMin)
+	}
 }
