@@ -649,6 +649,9 @@ func (p *producer) appendOpen(s *sink, pr pendingRecord, now time.Duration) {
 		// record or two and live until acknowledged.
 		s.builder.Reset(make([]byte, 0, max(min(p.c.cfg.batchBytes, batchBufferFirst), estimate)+recordbatch.HeaderBytes))
 	}
+	// Doubling, up to the batch's size: append's own growth of a large
+	// buffer copied a full batch about five times over.
+	s.builder.Grow(estimate+recordbatch.HeaderBytes, p.c.cfg.batchBytes+recordbatch.HeaderBytes)
 	err := s.builder.Append(pr.r.batchRecord())
 	if err != nil && len(s.open) > 0 {
 		p.seal(s, now)

@@ -14,6 +14,7 @@ import (
 	"github.com/strandlog/strand/kafkaproto"
 	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/node/loop"
+	"github.com/strandlog/strand/proto/frame"
 	"github.com/strandlog/strand/raftlog/compacted"
 	"github.com/strandlog/strand/sasl"
 )
@@ -55,7 +56,7 @@ func ParseBug(name string) (string, error) {
 	if name != "" && !slices.Contains(BugNames, name) && !slices.Contains(GroupBugNames, name) && !slices.Contains(MoveBugNames, name) &&
 		!slices.Contains(JoinBugNames, name) && !slices.Contains(OperatorBugNames, name) && !slices.Contains(SampleBugNames, name) &&
 		!slices.Contains(ClientBugNames, name) && !slices.Contains(TxnBugNames, name) &&
-		!slices.Contains(CompactBugNames, name) && !slices.Contains(LoopBugNames, name) {
+		!slices.Contains(CompactBugNames, name) && !slices.Contains(LoopBugNames, name) && !slices.Contains(WireBugNames, name) {
 		return "", fmt.Errorf("simnet: unknown bug %q", name)
 	}
 	return name, nil
@@ -83,6 +84,7 @@ func plantBug(cfg *node.Config, name string) {
 	compacted.SetBugs(name == "CompactSwitchNotAtomic")                            // needs Options.Compacted
 	kafkaproto.SetBugs(name == "KafkaHandshakeAuthenticates")                      // needs authorization on (kafka_sasl.go)
 	loop.SetBugs(name == "StaleSecurityView")                                      // needs authorization on (loop.go, sasl.go)
+	frame.SetBugs(name == "SpliceStaleHead")                                       // every native fetch answer (corrupt.go's answerFrame)
 	switch name {
 	case "AckBeforeCommit":
 		cfg.Bugs.AckBeforeCommit = true

@@ -58,6 +58,7 @@ func TestSimCatchRate(t *testing.T) {
 	bugs := append(append(append(append(slices.Clone(BugNames), GroupBugNames...), OperatorBugNames...), ClientBugNames...), TxnBugNames...)
 	bugs = append(bugs, CompactBugNames...)
 	bugs = append(bugs, LoopBugNames...)
+	bugs = append(bugs, WireBugNames...)
 	if *flagBugs != "" {
 		bugs = strings.Split(*flagBugs, ",")
 	}

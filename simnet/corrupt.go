@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/proto/frame"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -101,7 +102,27 @@ func (cr *corrupter) response(resp *strandpb.Response) ([]byte, corruptKind) {
 		cr.w.coverage.Inc("fault/client-truncate")
 		return nil, kind
 	}
-	return marshalWire(resp), kind
+	return answerFrame(resp), kind
+}
+
+// answerFrame is an undamaged native answer's bytes as a node's listener
+// writes them: a fetch answer through frame.AppendSpliced with every batch
+// spliced (the listener splices those of SpliceBytesMin or more), so the
+// simulator runs the splicing a real node serves fetches with; the bytes
+// are marshalWire's.
+func answerFrame(resp *strandpb.Response) []byte {
+	if resp.GetFetch() == nil {
+		return marshalWire(resp)
+	}
+	_, bufs, err := frame.AppendSpliced(nil, nil, resp, 1)
+	if err != nil {
+		panic(fmt.Sprintf("simnet: splice response: %v", err))
+	}
+	var out []byte
+	for _, b := range bufs {
+		out = append(out, b...)
+	}
+	return out[frame.LengthBytes:]
 }
 
 // draw decides a frame's fate; a batch flip needs a batch to flip.

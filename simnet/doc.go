@@ -261,6 +261,12 @@
 // (TestClientHoldsThrottledConnection, real processes), and the Kafka codec's client-side decode
 // dropped it (kafkaproto TestTranslateRoundTrip).
 //
+// Every native fetch answer goes to its client as a node's listener writes it: through
+// frame.AppendSpliced (the envelope marshalled around the stored batches, which are written as
+// they are), every batch spliced, the bytes marshalWire's (corrupt.go answerFrame). Planted
+// SpliceStaleHead (a spliced batch written with the head piece of the batch before it, a reused
+// write vector): caught at seed 1 by the linearizability check.
+//
 // # Faults
 //
 // Each counted in the run's sim: coverage line (TestSimInjectsEveryFault requires every kind in

@@ -358,3 +358,48 @@ func TestValidateAllocatesNothing(t *testing.T) {
 		t.Fatalf("Validate allocates %v times", n)
 	}
 }
+
+// Grow doubles the buffer up to the limit, keeping what is in it: a
+// 256 KiB batch built a 1 KiB record at a time, growing before each
+// append, moves its buffer at most 9 times (1 KiB doubling), where
+// append's own growth moved it 18 times; it never grows past the
+// limit while the limit holds the record, and the batch is the same.
+func TestBuilderGrowDoubles(t *testing.T) {
+	value := make([]byte, 1<<10)
+	var plain, grown Builder
+	grown.Reset(make([]byte, 0, 1<<10))
+	plain.Reset(make([]byte, 0, 1<<10))
+	const limit = 256<<10 + HeaderBytes
+	moves, plainMoves := 0, 0
+	for plain.Len()+len(value)+16 <= 256<<10 {
+		r := Record{TimestampMs: 5, Value: value}
+		before, plainBefore := cap(grown.buf), cap(plain.buf)
+		grown.Grow(len(value)+16+HeaderBytes, limit)
+		if err := grown.Append(r); err != nil {
+			t.Fatal(err)
+		}
+		if err := plain.Append(r); err != nil {
+			t.Fatal(err)
+		}
+		if cap(grown.buf) != before {
+			moves++
+		}
+		if cap(plain.buf) != plainBefore {
+			plainMoves++
+		}
+		if cap(grown.buf) > limit {
+			t.Fatalf("grew to %d bytes, past the limit %d", cap(grown.buf), limit)
+		}
+	}
+	if moves > 9 {
+		t.Errorf("the buffer moved %d times (append alone: %d), want at most 9", moves, plainMoves)
+	}
+	a, err := grown.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := plain.Finish()
+	if err != nil || !bytes.Equal(a, b) {
+		t.Fatalf("the grown batch differs from the plain one (%v)", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -63,6 +64,18 @@ func (a nativeAnswer) AppendTo(dst []byte) ([]byte, error) {
 		return buf, fmt.Errorf("cannot frame answer %d: %v", a.resp.GetCorrelationId(), err)
 	}
 	return buf, nil
+}
+
+// AppendSpliced frames the answer without copying a fetch answer's
+// record batches of frame.SpliceBytesMin bytes or more: the writer writes
+// them from where the node stores them (the loop hands the answer over
+// and never touches it again).
+func (a nativeAnswer) AppendSpliced(head []byte, bufs net.Buffers) ([]byte, net.Buffers, error) {
+	head, bufs, err := frame.AppendSpliced(head, bufs, a.resp, frame.SpliceBytesMin)
+	if err != nil {
+		return head, bufs, fmt.Errorf("cannot frame answer %d: %v", a.resp.GetCorrelationId(), err)
+	}
+	return head, bufs, nil
 }
 
 // answer queues resp, the answer to a request holding slot, for the

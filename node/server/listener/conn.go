@@ -33,6 +33,18 @@ type Answer interface {
 	AppendTo(dst []byte) ([]byte, error)
 }
 
+// SplicedAnswer is an Answer that can also give its bytes in pieces:
+// pieces of head, and stored bytes between them that are written as they
+// are (a fetch answer's record batches), with writev on a TCP connection.
+// The writer calls AppendSpliced instead of AppendTo.
+type SplicedAnswer interface {
+	Answer
+	// AppendSpliced appends the answer's own bytes to head and the whole
+	// answer, in order, to bufs (pieces of head and stored slices; bufs
+	// must be written before head is appended to again).
+	AppendSpliced(head []byte, bufs net.Buffers) ([]byte, net.Buffers, error)
+}
+
 // ErrStopped is what Answer.AppendTo returns when the connection closed or
 // drains at shutdown before the answer came: the writer stops, closing the
 // connection without logging a reason.
@@ -68,6 +80,7 @@ type Conn struct {
 	out    chan outgoing
 	slots  chan struct{}
 	remote string
+	vecs   net.Buffers // the writer's write vectors, reused
 
 	// mu guards the answer room held, the principal and the close log.
 	mu          sync.Mutex

@@ -9,6 +9,11 @@
 //	          └─────► writer: answers in the order sent; flush before waiting for one not in; give
 //	                  the Slot back once written
 //
+// A SplicedAnswer (the native fetch answer) gives its bytes as pieces: its own bytes in the writer's
+// head buffer and stored slices between them (record batches as the log holds them), which the
+// writer sends in one writev on TCP after flushing what is buffered, never copying the stored ones;
+// on any other connection (TLS) each piece goes through the buffered writer.
+//
 // Bounds, the same for both protocols:
 //
 //   - Slots: a request takes one (Take) before it is handed on, and the writer gives it back once

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 )
 
@@ -53,6 +54,9 @@ func (c *Conn) write(bw *bufio.Writer, buf []byte, o outgoing) ([]byte, error) {
 			return buf, fmt.Errorf("write: %v", err)
 		}
 	}
+	if sa, ok := o.answer.(SplicedAnswer); ok {
+		return c.writeSpliced(bw, buf, o, sa)
+	}
 	buf, err := o.answer.AppendTo(buf[:0])
 	if err != nil {
 		return buf, err
@@ -63,6 +67,42 @@ func (c *Conn) write(bw *bufio.Writer, buf []byte, o outgoing) ([]byte, error) {
 			return buf, fmt.Errorf("write: %v", err)
 		}
 	}
+	if len(c.out) == 0 || o.closeAfter != "" {
+		if err := bw.Flush(); err != nil {
+			return buf, fmt.Errorf("write: %v", err)
+		}
+	}
+	c.release(o.slot)
+	return buf, nil
+}
+
+// writeSpliced is write for an answer in pieces (SplicedAnswer): on a
+// TCP connection the buffered answers, then the pieces go out with one
+// writev, the stored bytes among them never copied; on any other
+// connection (TLS) each piece goes through the buffered writer.
+func (c *Conn) writeSpliced(bw *bufio.Writer, buf []byte, o outgoing, sa SplicedAnswer) ([]byte, error) {
+	buf, bufs, err := sa.AppendSpliced(buf[:0], c.vecs[:0])
+	c.vecs = bufs[:0]
+	if err != nil {
+		return buf, err
+	}
+	c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	_, direct := c.nc.(*net.TCPConn)
+	if direct && len(bufs) > 1 {
+		if err := bw.Flush(); err != nil {
+			return buf, fmt.Errorf("write: %v", err)
+		}
+		if _, err := bufs.WriteTo(c.nc); err != nil {
+			return buf, fmt.Errorf("write: %v", err)
+		}
+	} else {
+		for _, b := range bufs {
+			if _, err := bw.Write(b); err != nil {
+				return buf, fmt.Errorf("write: %v", err)
+			}
+		}
+	}
+	clear(c.vecs[:cap(c.vecs)]) // drop the references to stored bytes
 	if len(c.out) == 0 || o.closeAfter != "" {
 		if err := bw.Flush(); err != nil {
 			return buf, fmt.Errorf("write: %v", err)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,6 +53,7 @@ type Cluster struct {
 	manyProduce    bool
 	recordBytes    int
 	serverArgs     []string
+	cpuProfile     string
 	fanoutGroups   []int
 	fanoutRounds   int
 	fanoutMinBytes int
@@ -121,6 +123,7 @@ func (cb *Cluster) Register(fs *pflag.FlagSet) {
 	fs.IntVar(&cb.compactBatchBytes, "compact-batch-bytes", 16<<10, "compact: the producer's max batch bytes (Kafka's batch.size default; a pass waits for the leader's checkpoint, every 1024 raft entries)")
 	fs.DurationVar(&cb.compactSettleMax, "compact-settle-max", 60*time.Second, "compact: longest wait for the compacted topic to settle after the writes")
 	fs.BoolVar(&cb.tls, "tls", false, "serve and bench over TLS: a throwaway CA and certificates in the data directory, mutual TLS between the servers (not for --phases fanout)")
+	fs.StringVar(&cb.cpuProfile, "cpuprofile", "", "write a CPU profile of this bench process (the clients) over the phases to this file (go tool pprof)")
 	fs.StringSliceVar(&cb.serverArgs, "server-arg", nil, "extra flag for every server, e.g. --server-arg=--cpuprofile=prof (NODE in it becomes the node id)")
 }
 
@@ -134,13 +137,36 @@ func (cb *Cluster) Run(ctx context.Context, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	stopProfile, err := startProfile(cb.cpuProfile)
+	if err != nil {
+		cl.close()
+		return err
+	}
 	rows, cl, runErr := cb.runPhases(ctx, cl, stdout)
+	stopProfile()
 	closeErr := cl.close()
 	printClusterTable(stdout, cl, rows)
 	if runErr != nil {
 		return runErr
 	}
 	return closeErr
+}
+
+// startProfile starts a CPU profile of this process into path (none when
+// path is ""); the returned func stops it.
+func startProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // check refuses settings that cannot run.
