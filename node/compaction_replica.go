@@ -110,7 +110,11 @@ type passState struct {
 	// until tick reportDeadline.
 	reportGen      uint64
 	reportDeadline uint64
-	locs           []engine.BatchLocation // scratch
+	// install is the prefix install in progress while stuck, nil when
+	// none; installTurn picks the next peer asked (compaction_install.go).
+	install     *prefixInstall
+	installTurn int
+	locs        []engine.BatchLocation // scratch
 }
 
 // passFlight is one pass from gathering to its completion.
@@ -193,6 +197,9 @@ func (c *Core) passCheck(g *group) {
 	if c.passActive(g) {
 		c.passStep(g)
 	}
+	if g.pass.stuck != "" {
+		c.installStep(g) // compaction_install.go
+	}
 	c.maybeReportPass(g)
 }
 
@@ -225,7 +232,7 @@ func (c *Core) openPrefix(g *group) bool {
 // closePrefix closes g's compacted prefix, if open.
 func (c *Core) closePrefix(g *group) {
 	if s := g.pass.store; s != nil {
-		g.pass.store, g.pass.flight = nil, nil
+		g.pass.store, g.pass.flight, g.pass.install = nil, nil, nil
 		if err := s.Close(); err != nil {
 			g.logs.log(slog.LevelWarn, "closing the compacted prefix", slog.Any("err", err))
 		}

@@ -144,6 +144,11 @@ type Config struct {
 	// peer's prefix), for tests of the parts built. Off, such a request
 	// is refused as not enforced yet; node/server never sets it.
 	CompactedTopicsUnfinished bool
+	// PrefixChunkBytes bounds the batches of one chunk a replica sends a
+	// peer installing its compacted prefix (compaction_install.go; at
+	// least one batch a chunk). Default 256 KiB; the simulator sets it
+	// small so its small prefixes take several chunks.
+	PrefixChunkBytes int
 	// Observer, when set, sees every entry a replica applies.
 	Observer ApplyObserver
 	// Groups configures the consumer-group coordinators (groups.go).

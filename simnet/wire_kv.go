@@ -174,10 +174,13 @@ func newKVSim(ww *wireWorkload, first int) *kvSim {
 	return s
 }
 
-// configure opens the compacted-topic gate on a node.
+// configure opens the compacted-topic gate on a node, with prefix
+// installs in chunks of about one batch (the topic's prefixes are a few
+// KiB: an install then takes several chunks).
 func (s *kvSim) configure(cfg *node.Config) {
 	if s != nil {
 		cfg.CompactedTopicsUnfinished = true
+		cfg.PrefixChunkBytes = 512
 	}
 }
 
