@@ -96,8 +96,8 @@ func (c *Core) installTarget(g *group) (target, discard bool) {
 		return false, false // nothing reported yet: no peer could be checked
 	}
 	s := g.pass.store
-	if s == nil {
-		return true, true // it does not open
+	if s == nil || g.pass.damaged {
+		return true, true // it does not open, or a read found it damaged
 	}
 	switch gen := s.Generation(); {
 	case st.DoneGeneration > gen:
@@ -231,7 +231,7 @@ func (c *Core) servePrefix(from NodeID, req *strandpb.PrefixRequest) {
 	buf, next, err := s.ReadBatches(nil, offset, c.cfg.PrefixChunkBytes, fetchBatchesMax)
 	if err != nil {
 		if errors.Is(err, compacted.ErrCorrupt) {
-			c.passStuck(g, fmt.Sprintf("compacted prefix: %v", err))
+			c.prefixFailed(g, err)
 		}
 		return
 	}
@@ -334,7 +334,7 @@ func (c *Core) finishInstallJob(token uint64, job syncJob, err error) {
 	// The engine's decision is noted again at the next check: the next
 	// pass if it is in.gen + 1, stuck again (a later install) if later.
 	p := &g.pass
-	p.seeded, p.noted, p.pending, p.stuck = false, 0, nil, ""
+	p.seeded, p.noted, p.pending, p.stuck, p.damaged = false, 0, nil, "", false
 	c.stats.PrefixInstalls++
 	g.logs.log(slog.LevelInfo, "compacted prefix installed from a peer", slog.Uint64("generation", in.gen),
 		slog.Uint64("peer", uint64(in.peer)), slog.Int64("end", in.end))

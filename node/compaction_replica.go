@@ -114,7 +114,10 @@ type passState struct {
 	// none; installTurn picks the next peer asked (compaction_install.go).
 	install     *prefixInstall
 	installTurn int
-	locs        []engine.BatchLocation // scratch
+	// damaged: a read of the prefix failed its checks (ErrCorrupt): it is
+	// installed again whatever its generation.
+	damaged bool
+	locs    []engine.BatchLocation // scratch
 }
 
 // passFlight is one pass from gathering to its completion.
@@ -193,6 +196,13 @@ func (c *Core) passCheck(g *group) {
 	}
 	if !g.pass.seeded {
 		c.noteDecision(g, st.Decision)
+	}
+	if g.pass.stuck == "" && c.openPrefix(g) {
+		if first, ok := c.firstInRaftLog(g); ok && first > max(g.pass.store.End(), g.part.LogStartOffset()) {
+			// A raft snapshot past this replica's prefix (the others
+			// trimmed their raft logs up to theirs).
+			c.passStuck(g, fmt.Sprintf("raft log starts at offset %d, past the compacted prefix's end %d", first, g.pass.store.End()))
+		}
 	}
 	if c.passActive(g) {
 		c.passStep(g)
@@ -303,6 +313,9 @@ func (c *Core) gatherPass(g *group, f *passFlight) error {
 		return err
 	}
 	p.locs = locs
+	if len(locs) > 0 && locs[0].BaseOffset > f.next {
+		return fmt.Errorf("%w: the raft log starts at offset %d, the pass at %d", raft.ErrCompacted, locs[0].BaseOffset, f.next)
+	}
 	var bytes int
 	for _, loc := range locs {
 		if loc.BaseOffset+int64(loc.RecordCount) > f.d.CleanableEnd {
@@ -421,12 +434,13 @@ func (c *Core) finishPassJob(token uint64, job syncJob, err error) {
 // log below the prefix's end, once a replica that needs entries below it
 // can install a peer's prefix by digest (fetch reads the prefix already).
 func (c *Core) prefixTrimBound(g *group) (uint64, bool) {
-	if g.part.Compaction().Decision.Generation == 0 {
+	st := g.part.Compaction()
+	if st.Decision.Generation == 0 {
 		return 0, false
 	}
 	var end int64
-	if c.openPrefix(g) {
-		end = g.pass.store.End()
+	if g.pass.stuck == "" && c.openPrefix(g) && g.pass.store.Generation() > 0 {
+		end = min(g.pass.store.End(), st.CleanedTo)
 	}
 	return g.part.RaftTrimBound(end), true
 }

@@ -76,7 +76,7 @@ func (c *Core) maybeCompact(g *group) {
 	}
 	limit := min(first-1, g.appliedRaft)
 	if bound, ok := c.prefixTrimBound(g); ok {
-		limit = min(limit, bound) // compaction_replica.go
+		limit = min(bound, g.appliedRaft) // compaction_replica.go: a compacted topic trims up to its prefix
 	}
 	limit = c.bugCompactLimit(g, limit)
 	target := g.log.CompactionPoint(limit)
@@ -134,7 +134,11 @@ func (c *Core) compactStep(g *group) {
 	if g.pipe.syncing != 0 {
 		return // the log is not written while its sync runs (pipeline.go): next tick
 	}
-	k.part.Compacted(k.target)
+	if g.part.Compaction().Decision.Generation != 0 {
+		k.part.CompactedTopicTrim(k.target) // the state at the target may predate the first COMPACT
+	} else {
+		k.part.Compacted(k.target)
+	}
 	if c.wal == nil {
 		c.startSnapshotJob(g, k) // snapshot_job.go
 		return
@@ -142,7 +146,7 @@ func (c *Core) compactStep(g *group) {
 	// With the write-ahead log the entries up to the target may be
 	// durable only in it: CreateSnapshot syncs the log first, inline.
 	g.ret.compactor = nil
-	if err := g.log.CreateSnapshot(k.target, k.conf, k.part.StateSnapshot()); err != nil {
+	if err := g.log.CreateSnapshot(k.target, k.conf, k.part.RaftSnapshotState()); err != nil {
 		if errors.Is(err, raft.ErrSnapOutOfDate) {
 			return // a snapshot installed meanwhile
 		}
