@@ -49,9 +49,11 @@ import (
 // running maximum timestamps, then the records of the batches from there,
 // within the scan's bounds), then in the raft log from the prefix end.
 //
-// Not yet: the raft log is not trimmed up to the prefix end, so the
-// fallback above always has the data; trimming needs a stuck replica to
-// install a peer's prefix by digest first.
+// The raft log is trimmed up to the prefix (compaction_replica.go), so a
+// replica that cannot serve an offset from its prefix (stuck, or the read
+// failed) may not hold it in its raft log either (trimmedBelow): the fetch
+// is then REPLICA_RECOVERING, retriable, never served from the next batch
+// the raft log holds; the replica installs a peer's prefix meanwhile.
 
 // servedPrefix is g's compacted prefix when reads may use it: a decision
 // exists, the store opens, holds a generation, the replica's passes are

@@ -17,8 +17,8 @@ import (
 // what (decideCompaction). The leader's trigger (compaction_trigger.go)
 // and each replica's passes (compaction_replica.go) call them; no topic
 // compacts unless the node runs under Config.CompactedTopicsUnfinished
-// (gateCompaction), which stays so until the raft log is trimmed up to the
-// prefix (compaction_fetch.go, "Not yet").
+// (gateCompaction), which stays so until engine/compact's "Still to do"
+// is done.
 
 // dirtyEntry is one indexed batch of a partition's raft log at or past the
 // compacted prefix's end: its location in the engine's index and the Data

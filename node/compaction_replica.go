@@ -63,20 +63,22 @@ import (
 // replica directory's guard (checkpoint_job.go), so a replica removed or
 // repaired stops it first.
 //
-// The raft log keeps everything at or past the prefix's end: on a
-// compacted partition the raft-log compaction's limit (snapshot.go
-// maybeCompact) is capped by engine's RaftTrimBound of the store's end
-// (prefixTrimBound; today's limit, the log start, never passes it).
+// The raft log is trimmed up to the prefix: on a compacted partition the
+// raft-log compaction's limit (snapshot.go maybeCompact) is engine's
+// RaftTrimBound of the least of the store's end and the record's
+// CleanedTo (prefixTrimBound; none past the first batch while stuck), so
+// a replica's disk holds its prefix and the raft log past it. A replica
+// whose raft log starts past its prefix (a raft snapshot, sent when a
+// follower lags past the leader's trim) is stuck and installs the
+// record's generation from a peer (compaction_install.go), as is one
+// whose prefix does not open, was found damaged, or differs from the
+// record.
 //
 // Fetch and ListOffsets read the prefix below its end (compaction_fetch.go).
 //
 // Not yet: the gathered entries are held in memory for the pass (bounded by
-// the dirty section, not by configuration); a stuck replica waits for
-// installing a prefix from a peer by digest, and until that exists the raft
-// log is not trimmed up to the prefix (a follower sent a snapshot past its
-// log could get the prefix from nowhere), so the prefix only adds to the
-// disk use; a log start past the prefix's end (compact,delete,
-// DeleteRecords) stops the passes.
+// the dirty section, not by configuration); a log start past the prefix's
+// end (compact,delete, DeleteRecords) stops the passes.
 
 const (
 	// passEntriesPerTick and passBytesPerTick bound the raft entries a
@@ -181,7 +183,7 @@ func (c *Core) passesReset(g *group) {
 func (c *Core) passStuck(g *group, why string) {
 	if g.pass.stuck == "" {
 		g.pass.stuck = why
-		g.logs.log(slog.LevelWarn, "compaction passes stopped on this replica; its prefix must be installed from a peer (not built yet)",
+		g.logs.log(slog.LevelWarn, "compaction passes stopped on this replica; its prefix is installed from a peer",
 			slog.String("why", why))
 	}
 }
@@ -423,16 +425,13 @@ func (c *Core) finishPassJob(token uint64, job syncJob, err error) {
 }
 
 // prefixTrimBound is, on a partition that compacts (a decision exists),
-// the highest raft index g's raft log may drop: the records not in this
-// replica's own prefix live only in the raft log (engine's RaftTrimBound
-// of the store's end; of 0 when the store cannot be opened).
-//
-// It does not bind yet: raft-log compaction stops below the first batch
-// at the log start (maybeCompact), and RaftTrimBound, which looks at the
-// indexed batches (all at or past the log start), is never below that.
-// It is the rule the trimming still to come must keep: dropping the raft
-// log below the prefix's end, once a replica that needs entries below it
-// can install a peer's prefix by digest (fetch reads the prefix already).
+// the highest raft index g's raft log may drop: every entry whose batches
+// lie wholly below both this replica's own prefix end and the record's
+// CleanedTo (engine's RaftTrimBound). The record's bound keeps the engine
+// state of a raft snapshot consistent (Compacted drops only the batches
+// the record covers) and keeps a replica whose own pass is not yet
+// confirmed from trimming below a prefix it may have to replace; a stuck
+// replica trims nothing more (RaftTrimBound(0): up to its first batch).
 func (c *Core) prefixTrimBound(g *group) (uint64, bool) {
 	st := g.part.Compaction()
 	if st.Decision.Generation == 0 {

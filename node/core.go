@@ -139,10 +139,11 @@ type Config struct {
 	SegmentAgeMax time.Duration
 	// CompactedTopicsUnfinished lets a create or alter through this node
 	// set a cleanup.policy that compacts although compacted topics are
-	// unfinished (issue 24: passes run and reads serve the prefix, but
-	// the raft log is not trimmed up to it and a replica cannot install a
-	// peer's prefix), for tests of the parts built. Off, such a request
-	// is refused as not enforced yet; node/server never sets it.
+	// unfinished (issue 24: passes run, reads serve the prefix, the raft
+	// log is trimmed up to it and a stuck replica installs a peer's; what
+	// is left is engine/compact's "Still to do"), for tests of the parts
+	// built. Off, such a request is refused as not enforced yet;
+	// node/server never sets it.
 	CompactedTopicsUnfinished bool
 	// PrefixChunkBytes bounds the batches of one chunk a replica sends a
 	// peer installing its compacted prefix (compaction_install.go; at

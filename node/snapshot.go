@@ -23,7 +23,13 @@ import (
 // with every batch dropped from the offset index and the log start at the
 // next offset (engine.Partition.Compacted(S)): nothing at or below S can be
 // served, and nothing at or below S is needed, since the agreed log start is
-// above it. It is built by a compactor that replays the entries from the
+// above it. On a compacted topic the limit is the prefix instead
+// (prefixTrimBound): the log start and the compaction record stay, only the
+// index entries the record covers go (CompactedTopicTrim: the state at S
+// may predate its first COMPACT), and the snapshot carries the others
+// inline (RaftSnapshotState); the records below S are in the prefixes, and
+// a follower restored from it installs one from a peer
+// (compaction_install.go). It is built by a compactor that replays the entries from the
 // previous snapshot to S into a scratch engine, a bounded step per tick,
 // before the segments go: pure engine work over entries still on disk.
 //

@@ -14,8 +14,10 @@ import (
 // The compacted-topic workload (issue 24), Options.Compacted.
 //
 // The nodes run with node.Config.CompactedTopicsUnfinished (the gate the
-// issue keeps shut for users until the raft log is trimmed up to the
-// compacted prefix). A writer on clientlib's own idempotent producer
+// issue keeps shut for users until engine/compact's "Still to do" is
+// done) and node.Config.PrefixChunkBytes of 512, so a replica that
+// installs a peer's prefix (after a raft snapshot past its own: the raft
+// logs are trimmed up to the prefixes) does so in several chunks. A writer on clientlib's own idempotent producer
 // creates topicKV (cleanup.policy=compact, 4 KiB segments rolled after a
 // second at most, a dirty ratio of 1%, delete.retention.ms
 // kvDeleteRetention) through clientlib's
