@@ -76,9 +76,12 @@ import (
 //
 // Fetch and ListOffsets read the prefix below its end (compaction_fetch.go).
 //
-// Not yet: the gathered entries are held in memory for the pass (bounded by
-// the dirty section, not by configuration); a log start past the prefix's
-// end (compact,delete, DeleteRecords) stops the passes.
+// Memory: the gathered entries are held for the pass's write job, at most
+// passInputBytes of the decision (8 times its offset map) plus one entry;
+// a pass whose input stops there cleans to there, like a full map.
+//
+// Not yet: a log start past the prefix's end (compact,delete,
+// DeleteRecords) stops the passes.
 
 const (
 	// passEntriesPerTick and passBytesPerTick bound the raft entries a
@@ -91,7 +94,16 @@ const (
 	passPendingMax = 16
 	// compactedDir is the replica's compacted prefix, below its directory.
 	compactedDir = "/compacted"
+	// passInputMapMultiple bounds the raft entry bytes a pass gathers
+	// (held in memory for its write job): that many times the decision's
+	// offset map (64 MiB with the default 8 MiB map), at least one entry.
+	// A function of the replicated decision, so every replica stops at the
+	// same batch; the rest goes to the next decision.
+	passInputMapMultiple = 8
 )
+
+// passInputBytes is the most raft entry bytes a pass of d gathers.
+func passInputBytes(d compact.Decision) int64 { return passInputMapMultiple * d.OffsetMapBytes }
 
 // passState is a replica's compaction passes (group.pass).
 type passState struct {
@@ -128,6 +140,7 @@ type passFlight struct {
 	firstDirty int64
 	next       int64 // the next offset to gather
 	dirty      []dirtyEntry
+	bytes      int64 // the entry bytes in dirty
 	gathered   bool
 	w          *compacted.Writer
 	// job is the token of the write or (commit) the commit job in flight.
@@ -334,6 +347,13 @@ func (c *Core) gatherPass(g *group, f *passFlight) error {
 		if len(ents) != 1 {
 			return fmt.Errorf("raft entry %d of offset %d: %d entries read", loc.RaftIndex, loc.BaseOffset, len(ents))
 		}
+		if n := int64(len(ents[0].GetData())); len(f.dirty) > 0 && f.bytes+n > passInputBytes(f.d) {
+			// The pass's input is bounded (memory): it cleans to here,
+			// as every replica does (entry sizes are replicated).
+			f.gathered = true
+			return nil
+		}
+		f.bytes += int64(len(ents[0].GetData()))
 		f.dirty = append(f.dirty, dirtyEntry{loc: loc, data: ents[0].GetData()})
 		bytes += len(ents[0].GetData())
 		f.next = loc.BaseOffset + int64(loc.RecordCount)

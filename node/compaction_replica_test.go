@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/engine/compact"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog/compacted"
 )
@@ -437,5 +438,28 @@ func TestRaftLogTrimmedUpToPrefix(t *testing.T) {
 	c.checkSameState(kv)
 	if s := c.cores[down].Stats(); s.SnapshotsInstalled == 0 || s.PrefixInstalls == 0 {
 		t.Fatalf("node %d caught up to %+v with %d snapshots and %d prefix installs", down, st, s.SnapshotsInstalled, s.PrefixInstalls)
+	}
+}
+
+// TestPassInputBounded shows a pass gathers at most passInputBytes of its
+// decision (8 times its offset map) plus one entry, whatever the dirty
+// section: the pass then cleans to the last batch gathered.
+func TestPassInputBounded(t *testing.T) {
+	c, kv := compactedCluster(t, 32)
+	c.fillKeys(kv, 40, 4)
+	g := c.cores[c.leader(kv)].byTP[kv]
+	d := compact.Decision{Generation: 99, CleanableEnd: g.part.HighWatermark(), OffsetMapBytes: 2 * compact.SlotBytes}
+	f := &passFlight{d: d}
+	for i := 0; !f.gathered; i++ {
+		if i == 100 {
+			t.Fatal("gathering did not end")
+		}
+		if err := c.cores[c.leader(kv)].gatherPass(g, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := int64(len(f.dirty[len(f.dirty)-1].data))
+	if len(f.dirty) < 2 || f.bytes-last > passInputBytes(d) || f.next >= d.CleanableEnd {
+		t.Fatalf("gathered %d entries, %d bytes (bound %d), to offset %d of %d", len(f.dirty), f.bytes, passInputBytes(d), f.next, d.CleanableEnd)
 	}
 }

@@ -15,7 +15,7 @@ import (
 //
 // The nodes run with node.Config.CompactedTopicsUnfinished (the gate the
 // issue keeps shut for users until engine/compact's "Still to do" is
-// done) and node.Config.PrefixChunkBytes of 512, so a replica that
+// done) and node.Config.PrefixChunkBytes of 1 (one batch a chunk), so a replica that
 // installs a peer's prefix (after a raft snapshot past its own: the raft
 // logs are trimmed up to the prefixes) does so in several chunks. A writer on clientlib's own idempotent producer
 // creates topicKV (cleanup.policy=compact, 4 KiB segments rolled after a
@@ -177,12 +177,12 @@ func newKVSim(ww *wireWorkload, first int) *kvSim {
 }
 
 // configure opens the compacted-topic gate on a node, with prefix
-// installs in chunks of about one batch (the topic's prefixes are a few
-// KiB: an install then takes several chunks).
+// installs in chunks of one batch (the topic's prefixes are a few KiB:
+// an install then takes several chunks).
 func (s *kvSim) configure(cfg *node.Config) {
 	if s != nil {
 		cfg.CompactedTopicsUnfinished = true
-		cfg.PrefixChunkBytes = 512
+		cfg.PrefixChunkBytes = 1
 	}
 }
 
