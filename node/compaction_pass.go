@@ -15,10 +15,10 @@ import (
 // integration"): what a replica hands a pass (passLog), the pass's write
 // (writePass), and the leader's choice of when a pass is due and over
 // what (decideCompaction). The leader's trigger (compaction_trigger.go)
-// and each replica's passes (compaction_replica.go) call them; no topic
-// compacts unless the node runs under Config.CompactedTopicsUnfinished
-// (gateCompaction), which stays so until engine/compact's "Still to do"
-// is done.
+// and each replica's passes (compaction_replica.go) call them. A node
+// takes cleanup.policy=compact; compact,delete only under
+// Config.CompactedTopicsUnfinished (gateCompaction: a TRIM past a
+// replica's prefix stops its passes, engine/compact's "Still to do").
 
 // dirtyEntry is one indexed batch of a partition's raft log at or past the
 // compacted prefix's end: its location in the engine's index and the Data

@@ -275,8 +275,9 @@
 // only every second let it reach 30×. Rejected: each replica deleting by its own clock (replicas
 // would disagree on the log start); cutting a segment at the exact offset (a rewrite, R5).
 // Retention runs when the topic's cleanup.policy deletes (delete, compact,delete). On a topic whose
-// policy compacts (issue 24; only under Config.CompactedTopicsUnfinished: gateCompaction refuses
-// it otherwise, engine/compact's doc says what is left) the same check lets the leader propose a COMPACT
+// policy compacts (issue 24; compact is taken, compact,delete only under
+// Config.CompactedTopicsUnfinished: gateCompaction refuses it otherwise, engine/compact's doc says
+// what is left) the same check lets the leader propose a COMPACT
 // (compaction_trigger.go: engine/compact's decision from LSO, its checkpoint, its open segment and
 // min.compaction.lag.ms by the clock), and every replica runs the pass of each decision it applied
 // (compaction_replica.go): in generation order, the dirty section's raft entries gathered on the

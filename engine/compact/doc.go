@@ -149,8 +149,8 @@
 // files, their sparse index (offset → position, running max timestamp) and atomic switch
 // (raftlog/compacted; every segment synced at Commit, none before). Node side, built and tested:
 // engine/metadata stores and checks every setting here (Config.Set/Validate) and takes compact and
-// compact,delete, which the node refuses before proposing (gateCompaction; open only under
-// node.Config.CompactedTopicsUnfinished: see "Still to do");
+// compact,delete; the node takes compact and refuses compact,delete before proposing
+// (gateCompaction; open only under node.Config.CompactedTopicsUnfinished: see "Still to do");
 // the produce path refuses a keyless record to a compacted topic (INVALID_RECORD), and a pass drops
 // keyless records a topic altered to compact still holds (rule 3); the leader proposes COMPACT when
 // decideCompaction finds a pass due (node's compaction_trigger.go; the clean side is its prefix,
@@ -213,10 +213,15 @@
 // TestCompactedTrimKeepsLogStartAndDigest. Planted: PrefixInstallUnchecked
 // (the switch after the first chunk, the digest unchecked).
 //
-// Still to do: the gathered dirty entries are held in memory for the pass
-// (bounded by the dirty section, not by configuration: give the job its
-// own read handle of the raft log, or bound a pass's input); the raft
-// log's disk lags the prefix by up to a segment (whole segments go, and
+// Memory: a pass gathers at most 8 times its decision's offset map of
+// raft entries (node's passInputBytes; a function of the replicated
+// decision and entry sizes, so every replica stops at the same batch) and
+// cleans to there; the next decision goes on from its CleanedTo.
+//
+// The gate: a node takes cleanup.policy=compact; compact,delete stays
+// refused (node's gateCompaction) until a TRIM past a prefix is handled.
+//
+// Still to do: the raft log's disk lags the prefix by up to a segment (whole segments go, and
 // a segment goes only once a COMPACT_DONE covering it is applied);
 // partition groups forward no proposals, so only the leader's outcome
 // reaches the log (followers check theirs locally); dropping
@@ -225,8 +230,9 @@
 // reads them from its raft log, where read_committed needs the index to
 // hide them); the I/O budget; bounding the kept last batches by producer
 // expiry (today one per producer id ever seen in the range); compact,delete
-// and DeleteRecords on a compacted topic (a log start past the prefix's
-// end stops a replica's passes today); ListOffsets by timestamp on a stuck
+// (refused; DeleteRecords on a compact topic is refused as Kafka does):
+// a log start past the prefix's end stops a replica's passes today;
+// ListOffsets by timestamp on a stuck
 // replica whose raft log starts past its prefix looks from its first
 // batch. Built in the simulator: the key-value workload (simnet's
 // wire_kv.go), every replica's prefix checked as a power loss would leave
