@@ -256,7 +256,8 @@ func (c *Core) takeChunk(from NodeID, ch *strandpb.PrefixChunk) {
 	if (in.next >= 0 && ch.GetOffset() != in.next) || (in.next < 0 && ch.GetOffset() != ch.GetStart()) {
 		return // a late or duplicated answer
 	}
-	if ch.GetEnd() != in.end || [sha256.Size]byte(ch.GetDigest()) != in.digest || ch.GetNext() <= ch.GetOffset() && ch.GetNext() != ch.GetEnd() {
+	if ch.GetEnd() != in.end || len(ch.GetDigest()) != sha256.Size || [sha256.Size]byte(ch.GetDigest()) != in.digest ||
+		ch.GetNext() <= ch.GetOffset() && ch.GetNext() != ch.GetEnd() {
 		c.dropInstall(g, "the peer's prefix is not the record's")
 		return
 	}

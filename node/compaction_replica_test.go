@@ -463,3 +463,26 @@ func TestPassInputBounded(t *testing.T) {
 		t.Fatalf("gathered %d entries, %d bytes (bound %d), to offset %d of %d", len(f.dirty), f.bytes, passInputBytes(d), f.next, d.CleanableEnd)
 	}
 }
+
+// TestMalformedChunkDropped shows a chunk whose fields do not add up (a
+// short digest, another end than the record's) from the peer an install
+// waits for drops the install, never a panic nor a write.
+func TestMalformedChunkDropped(t *testing.T) {
+	c, kv := compactedCluster(t, 29)
+	c.fillPartition(kv, 60)
+	c.tick(40)
+	st := c.checkPrefixesAgree(kv, 1)
+	id := c.ids[0]
+	core := c.cores[id]
+	g := core.byTP[kv]
+	for _, ch := range []*strandpb.PrefixChunk{
+		{Topic: wireTopic("kv", g.topicID), Generation: 2, End: st.CleanedTo, Digest: []byte{1, 2}},
+		{Topic: wireTopic("kv", g.topicID), Generation: 2, End: st.CleanedTo + 1, Digest: st.Digest[:]},
+	} {
+		g.pass.install = &prefixInstall{gen: 2, end: st.CleanedTo, digest: st.Digest, peer: c.ids[1], next: -1}
+		core.takeChunk(c.ids[1], ch)
+		if g.pass.install != nil {
+			t.Fatalf("chunk %v taken", ch)
+		}
+	}
+}
