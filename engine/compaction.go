@@ -123,6 +123,11 @@ func (p *Partition) applyCompactDone(e *EntryFields) Result {
 		return Result{Err: fmt.Errorf("%w: generation %d cleaned to %d, outside [%d, %d]",
 			ErrInvalidEntry, gen, cleanedTo, c.CleanedTo, c.Decision.CleanableEnd)}
 	}
+	live := p.batches[p.head+p.covered:]
+	for i := 0; i < len(live) && live[i].endOffset() <= cleanedTo; i++ {
+		p.coveredSum += batchDigest(&live[i])
+		p.covered++
+	}
 	c.DoneGeneration, c.CleanedTo, c.Digest = gen, cleanedTo, digest
 	return Result{}
 }

@@ -256,3 +256,50 @@ func TestRaftTrimBound(t *testing.T) {
 		t.Errorf("after Compacted(2): RaftTrimBound(0) = %d, want 2", got)
 	}
 }
+
+// TestCompactedTrimKeepsLogStartAndDigest shows a compacted topic's
+// replica-local raft-log trim: Compacted drops only the batches the
+// record covers (wholly below CleanedTo), the log start stays, and the
+// digest (which leaves covered batches out) equals that of a replica
+// that trimmed nothing, before and after the next COMPACT_DONE; a raft
+// snapshot's state (RaftSnapshotState) carries the uncovered index inline
+// and restores to the same digest; CompactedTopicTrim without a record
+// drops nothing.
+func TestCompactedTrimKeepsLogStartAndDigest(t *testing.T) {
+	p, q := compactionSample(t), compactionSample(t) // batches [0,3) raft 1, [3,5) 2, [5,6) 3, [6,8) 5; cleaned to 3
+	q.Compacted(3)
+	mustCheck(t, q)
+	if q.LogStartOffset() != p.LogStartOffset() || q.Digest() != p.Digest() || q.TailDigest() != p.TailDigest() {
+		t.Fatalf("after Compacted(3): log start %d, digest %x vs %x", q.LogStartOffset(), q.Digest(), p.Digest())
+	}
+	if b, _ := q.FirstBatchFrom(0); b.BaseOffset != 3 {
+		t.Fatalf("first indexed batch at %d, want 3 (only [0,3) is covered)", b.BaseOffset)
+	}
+	r, err := RestorePartitionIndexed(q.RaftSnapshotState(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Digest() != p.Digest() || r.LogStartOffset() != p.LogStartOffset() {
+		t.Fatalf("restored: digest %x, want %x; log start %d", r.Digest(), p.Digest(), r.LogStartOffset())
+	}
+	for _, x := range []*Partition{p, q, r} {
+		if res := applyNext(x, EncodeCompactDoneEntry(nil, 300, 0, 2, 6, [sha256.Size]byte{6})); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		mustCheck(t, x)
+	}
+	q.Compacted(q.AppliedIndex())
+	mustCheck(t, q)
+	if q.Digest() != p.Digest() || r.Digest() != p.Digest() {
+		t.Fatalf("after cleaning to 6: digests %x %x, want %x", q.Digest(), r.Digest(), p.Digest())
+	}
+	if b, _ := q.FirstBatchFrom(0); b.BaseOffset != 6 || q.LogStartOffset() != p.LogStartOffset() {
+		t.Fatalf("first indexed batch at %d (want 6), log start %d", b.BaseOffset, q.LogStartOffset())
+	}
+	n := fuzzBase(t)
+	before := n.Digest()
+	n.CompactedTopicTrim(n.AppliedIndex())
+	if n.Digest() != before {
+		t.Fatal("CompactedTopicTrim without a record dropped batches")
+	}
+}

@@ -81,10 +81,12 @@ func abortedDigest(a *AbortedTxn) uint64 {
 // Digest is a deterministic 64-bit hash of the whole state: applied index,
 // log start, high-water mark, the offset index, the producer table and the
 // transactional state. Replicas at the same applied index have equal
-// digests; O(1).
+// digests; O(1). The index batches wholly below the compaction record's
+// CleanedTo are left out: each replica drops them with its raft log when
+// its own prefix holds them.
 func (p *Partition) Digest() uint64 {
 	h := digestChain(digestTagPartition, p.appliedIndex, uint64(p.logStartOffset), uint64(p.nextOffset),
-		uint64(len(p.batches)-p.head), p.indexSum, uint64(len(p.producers)), p.producerSum)
+		uint64(len(p.batches)-p.head-p.covered), p.indexSum-p.coveredSum, uint64(len(p.producers)), p.producerSum)
 	return p.chainCompaction(p.chainTxns(h))
 }
 
@@ -116,8 +118,21 @@ func (p *Partition) digestSums() (index, producers, txns uint64) {
 	return index, producers, txns
 }
 
+// coveredSums recomputes coveredSum and covered: the indexed batches
+// wholly below the record's CleanedTo, at the index's start.
+func (p *Partition) coveredSums() (sum uint64, n int) {
+	for i := p.head; i < len(p.batches) && p.batches[i].endOffset() <= p.compaction.CleanedTo; i++ {
+		sum += batchDigest(&p.batches[i])
+		n++
+	}
+	return sum, n
+}
+
 // checkDigest verifies the incrementally kept sums against the state.
 func (p *Partition) checkDigest() error {
+	if sum, n := p.coveredSums(); sum != p.coveredSum || n != p.covered {
+		return fmt.Errorf("covered batches %d sum %016x, state gives %d %016x", p.covered, p.coveredSum, n, sum)
+	}
 	index, producers, txns := p.digestSums()
 	if index != p.indexSum || producers != p.producerSum || txns != p.txnSum {
 		return fmt.Errorf("digest sums index %016x producers %016x txns %016x, state gives %016x %016x %016x",

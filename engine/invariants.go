@@ -12,11 +12,27 @@ func (p *Partition) check() error {
 		return fmt.Errorf("index head %d of %d", p.head, len(p.batches))
 	}
 	live := p.batches[p.head:]
+	// On a compacted topic the index may start above the log start, but
+	// never above the record's CleanedTo: the raft log is trimmed below
+	// it only (the compacted prefixes hold those records).
+	indexStart := p.logStartOffset
+	if c := &p.compaction; c.Decision.Generation != 0 {
+		first := p.nextOffset
+		if len(live) > 0 {
+			first = live[0].BaseOffset
+		}
+		if first > p.logStartOffset {
+			if first > c.CleanedTo {
+				return fmt.Errorf("index starts at %d, past the log start %d and the compacted end %d", first, p.logStartOffset, c.CleanedTo)
+			}
+			indexStart = first
+		}
+	}
 	if len(live) == 0 {
-		if p.logStartOffset != p.nextOffset {
+		if indexStart != p.nextOffset {
 			return fmt.Errorf("no batch indexed, but log start %d below high-water mark %d", p.logStartOffset, p.nextOffset)
 		}
-	} else if err := checkIndex(live, p.appliedIndex, p.logStartOffset, p.nextOffset); err != nil {
+	} else if err := checkIndex(live, p.appliedIndex, indexStart, p.nextOffset); err != nil {
 		return err
 	}
 	for id, st := range p.producers {

@@ -95,6 +95,12 @@ type Partition struct {
 	// offset index and the producer table (digest.go), kept up to date by
 	// every change.
 	indexSum, producerSum uint64
+	// coveredSum and covered are the sum and count of the indexed batches
+	// wholly below the compaction record's CleanedTo (compaction.go): a
+	// replica may drop them from its raft log, and so from its index, at
+	// its own pace (RaftTrimBound), so the digest leaves them out.
+	coveredSum uint64
+	covered    int
 	// Transactions (transactions.go): each producer's transactional
 	// record, the open transactions that wrote here in first-offset order
 	// (derived from txns), and the aborted-transaction index
@@ -289,7 +295,12 @@ func (p *Partition) evictProducers(offset, nowMs int64) {
 // dropped prefix is at least half of it.
 func (p *Partition) drop(n int) {
 	for i := p.head; i < p.head+n; i++ {
-		p.indexSum -= batchDigest(&p.batches[i])
+		h := batchDigest(&p.batches[i])
+		p.indexSum -= h
+		if p.batches[i].endOffset() <= p.compaction.CleanedTo {
+			p.coveredSum -= h
+			p.covered--
+		}
 	}
 	clear(p.batches[p.head : p.head+n])
 	p.head += n
@@ -312,14 +323,34 @@ func (p *Partition) drop(n int) {
 
 // Compacted tells the partition that the raft log no longer holds entries at
 // or below raftIndex: their batches leave the index and the log start offset
-// moves past them. It is local to a replica (retention agreed through TRIM
+// moves past them. On a partition with a compaction decision only the
+// batches wholly below the record's CleanedTo go (the compacted prefixes
+// hold them) and the log start stays. It is local to a replica (retention agreed through TRIM
 // entries never depends on it). raftIndex must not exceed the applied index.
 func (p *Partition) Compacted(raftIndex uint64) {
+	p.compacted(raftIndex, p.compaction.Decision.Generation != 0)
+}
+
+// CompactedTopicTrim is Compacted for a partition of a compacted topic
+// whatever its record holds (a raft snapshot's state at an index before
+// the first COMPACT): only the batches the record covers go (none
+// without a record) and the log start stays.
+func (p *Partition) CompactedTopicTrim(raftIndex uint64) { p.compacted(raftIndex, true) }
+
+// compacted is Compacted; compacting says the topic compacts.
+func (p *Partition) compacted(raftIndex uint64, compacting bool) {
 	if raftIndex > p.appliedIndex {
 		panic(fmt.Sprintf("engine: compacted to %d beyond applied index %d", raftIndex, p.appliedIndex))
 	}
 	live := p.batches[p.head:]
 	n := sort.Search(len(live), func(i int) bool { return live[i].RaftIndex > raftIndex })
+	if compacting {
+		// Only the batches the record covers go: a raft snapshot's state
+		// at raftIndex keeps the index entries of the others (its record
+		// is older than the one the trim was bounded by), so a replica
+		// restored from it has the others' index.
+		n = min(n, p.covered)
+	}
 	if n == 0 {
 		return
 	}
@@ -327,6 +358,12 @@ func (p *Partition) Compacted(raftIndex uint64) {
 		p.timestampSeed, p.hasTimestampSeed = live[n-1].MaxTimestampMs, true
 	}
 	p.drop(n)
+	if compacting {
+		// A compacted topic: the raft log was trimmed below the record's
+		// CleanedTo only (RaftTrimBound), whose records the compacted
+		// prefixes hold; the log start stays.
+		return
+	}
 	start := p.nextOffset
 	if p.head < len(p.batches) {
 		start = p.batches[p.head].BaseOffset

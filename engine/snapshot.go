@@ -26,17 +26,7 @@ const StateVersion = 2
 func (p *Partition) Snapshot() []byte {
 	live := p.batches[p.head:]
 	snap := p.snapshotProto(SnapshotVersion)
-	snap.Batches = make([]*strandpb.BatchLocation, len(live))
-	for i := range live {
-		b := &live[i]
-		snap.Batches[i] = &strandpb.BatchLocation{
-			BaseOffset:     b.BaseOffset,
-			RaftIndex:      b.RaftIndex,
-			RecordCount:    b.RecordCount,
-			AppendTimeMs:   b.AppendTimeMs,
-			MaxTimestampMs: b.MaxTimestampMs,
-		}
-	}
+	snap.Batches = batchesToProto(live)
 	return marshalSnapshot(snap)
 }
 
@@ -48,6 +38,34 @@ func (p *Partition) StateSnapshot() []byte {
 	snap := p.snapshotProto(StateVersion)
 	snap.IndexStart, snap.IndexEnd = p.IndexOrdinals()
 	return marshalSnapshot(snap)
+}
+
+// RaftSnapshotState is StateSnapshot for a raft snapshot: the index it
+// still holds travels inline (RestorePartitionIndexed with a nil index
+// takes it). After Compacted it is empty but on a compacted topic, where
+// it keeps the batches the record does not cover yet (a few segments' worth
+// of 40-byte entries at most: the raft log is trimmed up to the prefixes).
+func (p *Partition) RaftSnapshotState() []byte {
+	snap := p.snapshotProto(StateVersion)
+	snap.IndexStart, snap.IndexEnd = p.IndexOrdinals()
+	snap.Batches = batchesToProto(p.batches[p.head:])
+	return marshalSnapshot(snap)
+}
+
+// batchesToProto is the index entries of live.
+func batchesToProto(live []BatchLocation) []*strandpb.BatchLocation {
+	out := make([]*strandpb.BatchLocation, len(live))
+	for i := range live {
+		b := &live[i]
+		out[i] = &strandpb.BatchLocation{
+			BaseOffset:     b.BaseOffset,
+			RaftIndex:      b.RaftIndex,
+			RecordCount:    b.RecordCount,
+			AppendTimeMs:   b.AppendTimeMs,
+			MaxTimestampMs: b.MaxTimestampMs,
+		}
+	}
+	return out
 }
 
 // snapshotProto is the PartitionSnapshot of the state without batches.
@@ -92,8 +110,13 @@ func RestorePartition(snapshot []byte) (*Partition, error) {
 	if err != nil {
 		return nil, err
 	}
-	index := make([]BatchLocation, len(snap.GetBatches()))
-	for i, b := range snap.GetBatches() {
+	return restore(snap, 0, batchesFromProto(snap.GetBatches()))
+}
+
+// batchesFromProto is the index of a snapshot's inline entries.
+func batchesFromProto(bs []*strandpb.BatchLocation) []BatchLocation {
+	index := make([]BatchLocation, len(bs))
+	for i, b := range bs {
 		index[i] = BatchLocation{
 			BaseOffset:     b.GetBaseOffset(),
 			RecordCount:    b.GetRecordCount(),
@@ -102,7 +125,7 @@ func RestorePartition(snapshot []byte) (*Partition, error) {
 			MaxTimestampMs: b.GetMaxTimestampMs(),
 		}
 	}
-	return restore(snap, 0, index)
+	return index
 }
 
 // RestorePartitionIndexed rebuilds a partition from StateSnapshot's bytes
@@ -116,6 +139,10 @@ func RestorePartitionIndexed(state []byte, index []BatchLocation) (*Partition, e
 		return nil, err
 	}
 	start, end := snap.GetIndexStart(), snap.GetIndexEnd()
+	if index == nil && len(snap.GetBatches()) > 0 { // RaftSnapshotState
+		index = batchesFromProto(snap.GetBatches())
+		snap.Batches = nil
+	}
 	if start < 0 || end < start || int64(len(index)) != end-start || len(snap.GetBatches()) != 0 {
 		return nil, fmt.Errorf("%w: index ordinals [%d, %d) with %d batches given, %d inline",
 			ErrInvalidSnapshot, start, end, len(index), len(snap.GetBatches()))
@@ -173,6 +200,7 @@ func restore(snap *strandpb.PartitionSnapshot, indexBase int64, index []BatchLoc
 		return nil, fmt.Errorf("%w: %v", ErrInvalidSnapshot, err)
 	}
 	p.indexSum, p.producerSum, p.txnSum = p.digestSums()
+	p.coveredSum, p.covered = p.coveredSums()
 	if err := p.check(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidSnapshot, err)
 	}

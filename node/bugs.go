@@ -67,3 +67,7 @@ func (c *Core) bugElectionTick() int                                     { retur
 
 // bugPassDecision (CompactActiveSegment) is a pass's decision unchanged.
 func (c *Core) bugPassDecision(_ *group, d compact.Decision) compact.Decision { return d }
+
+// bugInstallFirstChunk (PrefixInstallUnchecked) is false: an install
+// switches after its last chunk.
+func (c *Core) bugInstallFirstChunk() bool { return false }

@@ -134,6 +134,13 @@ type Bugs struct {
 	// and min.compaction.lag.ms): each replica's prefix then ends where
 	// its own log happened to end.
 	CompactActiveSegment bool
+	// PrefixInstallUnchecked: a stuck replica installing a peer's
+	// compacted prefix switches to it after the first chunk, and the
+	// switch does not check the bytes written against the record's digest
+	// (raftlog/compacted's planted SetInstallBugs, set with it): the
+	// replica's prefix ends where the first chunk did, under the record's
+	// end and digest (compaction_install.go).
+	PrefixInstallUnchecked bool
 	// MarkersBeforeDecision: the transaction coordinator writes an
 	// EndTxn's markers as the request arrives, before its decision is
 	// durable (txn_bugs_simbugs.go).
@@ -499,6 +506,10 @@ func (c *Core) bugBatchBase(base, offset int64) int64 {
 func (c *Core) bugAckLeaderEarly(acks Acks) bool {
 	return c.cfg.Bugs.AckLeaderEarly && acks == AcksLeader
 }
+
+// bugInstallFirstChunk (PrefixInstallUnchecked) makes an install's first
+// chunk its last.
+func (c *Core) bugInstallFirstChunk() bool { return c.cfg.Bugs.PrefixInstallUnchecked }
 
 // bugPassDecision (CompactActiveSegment) moves a pass's cleanable end to
 // the replica's last stable offset when that is past the decision's.

@@ -6,12 +6,14 @@ import (
 	"testing"
 
 	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/raftlog/compacted"
 )
 
 // CompactActiveSegment: node 1's passes clean up to its own last stable
 // offset, through the raft segment still being appended to: its prefix of
 // generation 1 ends past the decision's cleanable end, where the other
-// replicas' end, and its outcome differs from theirs.
+// replicas' end, and its outcome differs from theirs (then it installs
+// the record's generation from a peer).
 func TestBugCompactActiveSegment(t *testing.T) {
 	c := newMetaCluster(t, 24, 3, func(cfg *Config) {
 		retentionConfig(cfg)
@@ -39,10 +41,48 @@ func TestBugCompactActiveSegment(t *testing.T) {
 	if bugged == nil || good == nil || bugged.Generation() < 1 || good.Generation() < 1 {
 		t.Fatalf("prefixes %v and %v: want generation 1 or later on both", bugged, good)
 	}
-	if bugged.Generation() != 1 || bugged.End() <= f.CompactOffset {
-		t.Fatalf("node 1's prefix: generation %d end %d; want generation 1 past the decision's cleanable end %d",
+	// Its outcome differs from the record, so it installs the record's
+	// generation from a peer (compaction_install.go) once the record
+	// names it: either is seen.
+	installed := c.cores[1].Stats().PrefixInstalls
+	if (bugged.Generation() != 1 || bugged.End() <= f.CompactOffset) && installed == 0 {
+		t.Fatalf("node 1's prefix: generation %d end %d, no install; want generation 1 past the decision's cleanable end %d",
 			bugged.Generation(), bugged.End(), f.CompactOffset)
 	}
 	t.Logf("decision 1 cleans below %d; node 1's prefix ends at %d; node 2 is at generation %d, end %d",
 		f.CompactOffset, bugged.End(), good.Generation(), good.End())
+}
+
+// PrefixInstallUnchecked: a replica whose generation 2 differs from the
+// record installs the peer's prefix, but switches after the first chunk
+// without checking what it wrote against the record's digest: its
+// manifest names the record's end and digest over a part of the batches,
+// which Verify (and the simulator's prefix check) refuses.
+func TestBugPrefixInstallUnchecked(t *testing.T) {
+	compacted.SetInstallBugs(true)
+	defer compacted.SetInstallBugs(false)
+	c := newMetaCluster(t, 29, 3, func(cfg *Config) {
+		retentionConfig(cfg)
+		cfg.CompactedTopicsUnfinished = true
+		cfg.CheckpointEntries = 16
+		cfg.PrefixChunkBytes = 256
+		cfg.Bugs.PrefixInstallUnchecked = true
+	})
+	c.createTopicWith(c.metaLeaderOf(), "kv", 1, 3, map[string]string{"cleanup.policy": "compact", "segment.bytes": "4096"})
+	kv := TopicPartition{Topic: "kv"}
+	c.fillPartition(kv, 60)
+	c.tick(40)
+	c.checkPrefixesAgree(kv, 1)
+	odd := c.otherPrefix(kv)
+	c.fillKeys(kv, 40, 8)
+	c.tick(60)
+	s := c.cores[odd].byTP[kv].pass.store
+	if c.cores[odd].Stats().PrefixInstalls == 0 || s == nil {
+		t.Fatalf("node %d installed nothing", odd)
+	}
+	if err := s.Verify(); err == nil {
+		t.Fatalf("node %d's installed prefix of generation %d verifies", odd, s.Generation())
+	} else {
+		t.Logf("node %d: %v", odd, err)
+	}
 }

@@ -49,9 +49,11 @@ import (
 // running maximum timestamps, then the records of the batches from there,
 // within the scan's bounds), then in the raft log from the prefix end.
 //
-// Not yet: the raft log is not trimmed up to the prefix end, so the
-// fallback above always has the data; trimming needs a stuck replica to
-// install a peer's prefix by digest first.
+// The raft log is trimmed up to the prefix (compaction_replica.go), so a
+// replica that cannot serve an offset from its prefix (stuck, or the read
+// failed) may not hold it in its raft log either (trimmedBelow): the fetch
+// is then REPLICA_RECOVERING, retriable, never served from the next batch
+// the raft log holds; the replica installs a peer's prefix meanwhile.
 
 // servedPrefix is g's compacted prefix when reads may use it: a decision
 // exists, the store opens, holds a generation, the replica's passes are
@@ -65,6 +67,33 @@ func (c *Core) servedPrefix(g *group) *compacted.Store {
 		return s
 	}
 	return nil
+}
+
+// trimmedBelow reports whether g's raft log no longer holds offset (at or
+// past the log start): on a compacted topic the raft log is trimmed up to
+// the prefix, so a replica whose prefix is behind (a raft snapshot past
+// it, stuck until it installs a peer's) holds the offset nowhere.
+func (c *Core) trimmedBelow(g *group, offset int64) bool {
+	if g.part.Compaction().Decision.Generation == 0 {
+		return false
+	}
+	first, ok := c.firstInRaftLog(g)
+	return ok && offset < first
+}
+
+// firstInRaftLog is the base offset of the first indexed batch whose raft
+// entry g's raft log still holds (the index may keep entries below it: a
+// raft snapshot's state keeps those its record does not cover).
+func (c *Core) firstInRaftLog(g *group) (int64, bool) {
+	index, err := g.log.FirstIndex()
+	if err != nil {
+		return 0, false
+	}
+	b, ok := g.part.FirstBatchFrom(index)
+	if !ok {
+		return g.part.HighWatermark(), true
+	}
+	return b.BaseOffset, true
 }
 
 // prefixRead is what a read of a prefix returns besides its batches.
@@ -128,6 +157,7 @@ func (c *Core) readPrefix(g *group, s *compacted.Store, offset, budget int64, ma
 // prefixFailed stops g's passes after its prefix failed a read: the
 // caller serves from the raft log.
 func (c *Core) prefixFailed(g *group, err error) {
+	g.pass.damaged = true // installed again from a peer (compaction_install.go)
 	c.passStuck(g, fmt.Sprintf("reading the compacted prefix: %v", err))
 }
 

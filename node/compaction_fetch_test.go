@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -408,19 +409,27 @@ func TestFetchServesCompactedPrefix(t *testing.T) {
 	t.Logf("record %+v, high-water mark %d, %d records written", st, hwm, len(written))
 }
 
-// TestFetchFallsBackFromCorruptPrefix shows a replica whose prefix fails a
+// TestCorruptPrefixInstalledAgain shows a replica whose prefix fails a
 // read: a bit flipped in the leader's prefix segment makes the read
-// ErrCorrupt; the replica stops its passes (stuck, its prefix must come
-// from a peer) and serves the fetch from its raft log, which still holds
-// every batch: the whole history, offsets contiguous, no error. Checked to
-// fail with the read's error returned to the fetch instead.
-func TestFetchFallsBackFromCorruptPrefix(t *testing.T) {
+// ErrCorrupt; the raft log no longer holds what the prefix covers (it is
+// trimmed up to it), so the fetch fails retriably (REPLICA_RECOVERING),
+// never skipping records, and the replica stops its passes and installs
+// the record's generation again from a peer (compaction_install.go), after
+// which it serves the compacted view: the prefix's batches, then the raft
+// log's, offsets increasing to the high-water mark.
+func TestCorruptPrefixInstalledAgain(t *testing.T) {
 	c, kv := compactedCluster(t, 27)
 	c.fillPartition(kv, 60)
 	c.tick(40)
 	st := c.checkPrefixesAgree(kv, 1)
+	c.fillKeys(kv, 30, 4) // rolls segments past the COMPACT_DONE (the trim waits for one)
+	c.tick(40)
 	lead := c.leader(kv)
 	g := c.cores[lead].byTP[kv]
+	st = g.part.Compaction()
+	if first, _ := g.log.FirstIndex(); first <= 1 {
+		t.Fatalf("node %d's raft log starts at %d: not trimmed up to its prefix (end %d)", lead, first, st.CleanedTo)
+	}
 	names, err := c.disks[lead].List(g.dir + compactedDir)
 	if err != nil {
 		t.Fatal(err)
@@ -436,15 +445,17 @@ func TestFetchFallsBackFromCorruptPrefix(t *testing.T) {
 		t.Fatalf("no segment in %v", names)
 	}
 	c.disks[lead].FlipBit(g.dir+compactedDir+"/"+seg, 30, 3) // inside the first batch's header
-	batches, hwm := c.fetchAll(lead, kv)
-	next := int64(0)
-	for _, b := range batches {
-		if compact.IsCompacted(b.Batch) || b.BaseOffset != next {
-			t.Fatalf("batch at %d (compacted %v), want a raft batch at %d", b.BaseOffset, compact.IsCompacted(b.Batch), next)
-		}
-		next = b.nextOffset()
+	res := c.fetch(lead, FetchRequest{TopicPartition: kv, Offset: 0, MaxBytes: 1 << 20})
+	if !errors.Is(res.Err, ErrReplicaRecovering) || len(res.Batches) != 0 || g.pass.stuck == "" {
+		t.Fatalf("fetch at 0 from a damaged prefix: %d batches, err %v, stuck %q", len(res.Batches), res.Err, g.pass.stuck)
 	}
-	if next != hwm || hwm <= st.CleanedTo || g.pass.stuck == "" {
-		t.Fatalf("read to %d of %d (prefix end %d), stuck %q", next, hwm, st.CleanedTo, g.pass.stuck)
+	c.tick(40)
+	if c.cores[lead].Stats().PrefixInstalls == 0 || g.pass.stuck != "" {
+		t.Fatalf("node %d: %d installs, stuck %q", lead, c.cores[lead].Stats().PrefixInstalls, g.pass.stuck)
+	}
+	recs, prefixBatches := c.readNative(kv, 0, 1<<20)
+	hwm := g.part.HighWatermark()
+	if prefixBatches == 0 || len(recs) == 0 || !strings.HasSuffix(recs[len(recs)-1], fmt.Sprintf("@%d", hwm-1)) {
+		t.Fatalf("read %d records (%d prefix batches) to %v, high-water mark %d", len(recs), prefixBatches, recs[len(recs)-1:], hwm)
 	}
 }

@@ -15,10 +15,10 @@ import (
 // integration"): what a replica hands a pass (passLog), the pass's write
 // (writePass), and the leader's choice of when a pass is due and over
 // what (decideCompaction). The leader's trigger (compaction_trigger.go)
-// and each replica's passes (compaction_replica.go) call them; no topic
-// compacts unless the node runs under Config.CompactedTopicsUnfinished
-// (gateCompaction), which stays so until the raft log is trimmed up to the
-// prefix (compaction_fetch.go, "Not yet").
+// and each replica's passes (compaction_replica.go) call them. A node
+// takes cleanup.policy=compact; compact,delete only under
+// Config.CompactedTopicsUnfinished (gateCompaction: a TRIM past a
+// replica's prefix stops its passes, engine/compact's "Still to do").
 
 // dirtyEntry is one indexed batch of a partition's raft log at or past the
 // compacted prefix's end: its location in the engine's index and the Data
@@ -127,7 +127,9 @@ type compactionFacts struct {
 // reported; else the cleanable end is the least of the bounds
 // (compact.CleanableEnd: LSO, the leader's checkpoint, its open segment,
 // and min.compaction.lag.ms measured on append times from the clock), and
-// a pass is due when it would move the prefix and compact.Due says the
+// a pass is due when it would move the prefix (past the last pass's
+// CleanedTo: a pass a full map or its input bound stopped short of its
+// cleanable end is followed by one over the rest) and compact.Due says the
 // dirty ratio or max.compaction.lag.ms calls for it. The decision's
 // generation is one more than the last and TimeMs is nowMs (the COMPACT
 // entry's append time).
@@ -142,7 +144,7 @@ func decideCompaction(cfg compact.Config, f compactionFacts, nowMs int64) (compa
 		ActiveSegmentBase: f.activeSegment,
 		LagEnd:            lagEnd(f.dirty, nowMs-cfg.MinCompactionLagMs, f.highWatermark),
 	})
-	if end <= max(st.CleanedTo, st.Decision.CleanableEnd) || end <= f.dirty[0].BaseOffset {
+	if end <= st.CleanedTo || end <= f.dirty[0].BaseOffset {
 		return compact.Decision{}, false
 	}
 	if !compact.Due(cfg, f.cleanBytes, f.dirtyBytes, f.dirty[0].AppendTimeMs, nowMs) {

@@ -186,7 +186,9 @@ func TestPassInputRefusesOtherEntries(t *testing.T) {
 // TestDecideCompaction shows the leader's trigger: the cleanable end is
 // the least of its bounds (LSO, checkpoint, open segment, and the first
 // batch younger than min.compaction.lag.ms by the clock); no pass while
-// one is decided and unreported, none that would not move the prefix,
+// one is decided and unreported, none that would not move the prefix (a
+// pass its map or its input bound stopped short of its cleanable end is
+// followed by one over the rest),
 // none below min.cleanable.dirty.ratio unless max.compaction.lag.ms has
 // passed; a due one is the next generation stamped with the clock.
 func TestDecideCompaction(t *testing.T) {
@@ -211,17 +213,18 @@ func TestDecideCompaction(t *testing.T) {
 		mutate func(*compactionFacts, *compact.Config)
 		end    int64 // 0: no pass
 	}{
-		"LSO bounds":            {func(f *compactionFacts, _ *compact.Config) { f.lastStable = 17 }, 17},
-		"checkpoint bounds":     {func(f *compactionFacts, _ *compact.Config) { f.checkpointed = 20 }, 20},
-		"open segment bounds":   {func(f *compactionFacts, _ *compact.Config) { f.activeSegment = 15 }, 15},
-		"min lag bounds":        {func(_ *compactionFacts, c *compact.Config) { c.MinCompactionLagMs = 2500 }, 20},
-		"all too young":         {func(_ *compactionFacts, c *compact.Config) { c.MinCompactionLagMs = 4500 }, 0},
-		"pending decision":      {func(f *compactionFacts, _ *compact.Config) { f.state.Decision.Generation = 3 }, 0},
-		"delete policy":         {func(_ *compactionFacts, c *compact.Config) { c.Policy = compact.PolicyDelete }, 0},
-		"nothing dirty":         {func(f *compactionFacts, _ *compact.Config) { f.dirty = nil }, 0},
-		"end at the prefix":     {func(f *compactionFacts, _ *compact.Config) { f.lastStable = 10 }, 0},
-		"ratio not reached":     {func(f *compactionFacts, _ *compact.Config) { f.cleanBytes = 1000 }, 0},
-		"max lag forces a pass": {func(f *compactionFacts, c *compact.Config) { f.cleanBytes, c.MaxCompactionLagMs = 1000, 4000 }, 25},
+		"LSO bounds":             {func(f *compactionFacts, _ *compact.Config) { f.lastStable = 17 }, 17},
+		"checkpoint bounds":      {func(f *compactionFacts, _ *compact.Config) { f.checkpointed = 20 }, 20},
+		"open segment bounds":    {func(f *compactionFacts, _ *compact.Config) { f.activeSegment = 15 }, 15},
+		"min lag bounds":         {func(_ *compactionFacts, c *compact.Config) { c.MinCompactionLagMs = 2500 }, 20},
+		"all too young":          {func(_ *compactionFacts, c *compact.Config) { c.MinCompactionLagMs = 4500 }, 0},
+		"pending decision":       {func(f *compactionFacts, _ *compact.Config) { f.state.Decision.Generation = 3 }, 0},
+		"delete policy":          {func(_ *compactionFacts, c *compact.Config) { c.Policy = compact.PolicyDelete }, 0},
+		"nothing dirty":          {func(f *compactionFacts, _ *compact.Config) { f.dirty = nil }, 0},
+		"end at the prefix":      {func(f *compactionFacts, _ *compact.Config) { f.lastStable = 10 }, 0},
+		"a stopped pass goes on": {func(f *compactionFacts, _ *compact.Config) { f.state.Decision.CleanableEnd = 25 }, 25},
+		"ratio not reached":      {func(f *compactionFacts, _ *compact.Config) { f.cleanBytes = 1000 }, 0},
+		"max lag forces a pass":  {func(f *compactionFacts, c *compact.Config) { f.cleanBytes, c.MaxCompactionLagMs = 1000, 4000 }, 25},
 	} {
 		f, c := base, cfg
 		tc.mutate(&f, &c)

@@ -63,19 +63,24 @@ import (
 // replica directory's guard (checkpoint_job.go), so a replica removed or
 // repaired stops it first.
 //
-// The raft log keeps everything at or past the prefix's end: on a
-// compacted partition the raft-log compaction's limit (snapshot.go
-// maybeCompact) is capped by engine's RaftTrimBound of the store's end
-// (prefixTrimBound; today's limit, the log start, never passes it).
+// The raft log is trimmed up to the prefix: on a compacted partition the
+// raft-log compaction's limit (snapshot.go maybeCompact) is engine's
+// RaftTrimBound of the least of the store's end and the record's
+// CleanedTo (prefixTrimBound; none past the first batch while stuck), so
+// a replica's disk holds its prefix and the raft log past it. A replica
+// whose raft log starts past its prefix (a raft snapshot, sent when a
+// follower lags past the leader's trim) is stuck and installs the
+// record's generation from a peer (compaction_install.go), as is one
+// whose prefix does not open, was found damaged, or differs from the
+// record.
 //
 // Fetch and ListOffsets read the prefix below its end (compaction_fetch.go).
 //
-// Not yet: the gathered entries are held in memory for the pass (bounded by
-// the dirty section, not by configuration); a stuck replica waits for
-// installing a prefix from a peer by digest, and until that exists the raft
-// log is not trimmed up to the prefix (a follower sent a snapshot past its
-// log could get the prefix from nowhere), so the prefix only adds to the
-// disk use; a log start past the prefix's end (compact,delete,
+// Memory: the gathered entries are held for the pass's write job, at most
+// passInputBytes of the decision (8 times its offset map) plus one entry;
+// a pass whose input stops there cleans to there, like a full map.
+//
+// Not yet: a log start past the prefix's end (compact,delete,
 // DeleteRecords) stops the passes.
 
 const (
@@ -89,7 +94,16 @@ const (
 	passPendingMax = 16
 	// compactedDir is the replica's compacted prefix, below its directory.
 	compactedDir = "/compacted"
+	// passInputMapMultiple bounds the raft entry bytes a pass gathers
+	// (held in memory for its write job): that many times the decision's
+	// offset map (64 MiB with the default 8 MiB map), at least one entry.
+	// A function of the replicated decision, so every replica stops at the
+	// same batch; the rest goes to the next decision.
+	passInputMapMultiple = 8
 )
+
+// passInputBytes is the most raft entry bytes a pass of d gathers.
+func passInputBytes(d compact.Decision) int64 { return passInputMapMultiple * d.OffsetMapBytes }
 
 // passState is a replica's compaction passes (group.pass).
 type passState struct {
@@ -110,7 +124,14 @@ type passState struct {
 	// until tick reportDeadline.
 	reportGen      uint64
 	reportDeadline uint64
-	locs           []engine.BatchLocation // scratch
+	// install is the prefix install in progress while stuck, nil when
+	// none; installTurn picks the next peer asked (compaction_install.go).
+	install     *prefixInstall
+	installTurn int
+	// damaged: a read of the prefix failed its checks (ErrCorrupt): it is
+	// installed again whatever its generation.
+	damaged bool
+	locs    []engine.BatchLocation // scratch
 }
 
 // passFlight is one pass from gathering to its completion.
@@ -119,6 +140,7 @@ type passFlight struct {
 	firstDirty int64
 	next       int64 // the next offset to gather
 	dirty      []dirtyEntry
+	bytes      int64 // the entry bytes in dirty
 	gathered   bool
 	w          *compacted.Writer
 	// job is the token of the write or (commit) the commit job in flight.
@@ -174,7 +196,7 @@ func (c *Core) passesReset(g *group) {
 func (c *Core) passStuck(g *group, why string) {
 	if g.pass.stuck == "" {
 		g.pass.stuck = why
-		g.logs.log(slog.LevelWarn, "compaction passes stopped on this replica; its prefix must be installed from a peer (not built yet)",
+		g.logs.log(slog.LevelWarn, "compaction passes stopped on this replica; its prefix is installed from a peer",
 			slog.String("why", why))
 	}
 }
@@ -190,8 +212,18 @@ func (c *Core) passCheck(g *group) {
 	if !g.pass.seeded {
 		c.noteDecision(g, st.Decision)
 	}
+	if g.pass.stuck == "" && c.openPrefix(g) {
+		if first, ok := c.firstInRaftLog(g); ok && first > max(g.pass.store.End(), g.part.LogStartOffset()) {
+			// A raft snapshot past this replica's prefix (the others
+			// trimmed their raft logs up to theirs).
+			c.passStuck(g, fmt.Sprintf("raft log starts at offset %d, past the compacted prefix's end %d", first, g.pass.store.End()))
+		}
+	}
 	if c.passActive(g) {
 		c.passStep(g)
+	}
+	if g.pass.stuck != "" {
+		c.installStep(g) // compaction_install.go
 	}
 	c.maybeReportPass(g)
 }
@@ -225,7 +257,7 @@ func (c *Core) openPrefix(g *group) bool {
 // closePrefix closes g's compacted prefix, if open.
 func (c *Core) closePrefix(g *group) {
 	if s := g.pass.store; s != nil {
-		g.pass.store, g.pass.flight = nil, nil
+		g.pass.store, g.pass.flight, g.pass.install = nil, nil, nil
 		if err := s.Close(); err != nil {
 			g.logs.log(slog.LevelWarn, "closing the compacted prefix", slog.Any("err", err))
 		}
@@ -296,6 +328,9 @@ func (c *Core) gatherPass(g *group, f *passFlight) error {
 		return err
 	}
 	p.locs = locs
+	if len(locs) > 0 && locs[0].BaseOffset > f.next {
+		return fmt.Errorf("%w: the raft log starts at offset %d, the pass at %d", raft.ErrCompacted, locs[0].BaseOffset, f.next)
+	}
 	var bytes int
 	for _, loc := range locs {
 		if loc.BaseOffset+int64(loc.RecordCount) > f.d.CleanableEnd {
@@ -312,6 +347,13 @@ func (c *Core) gatherPass(g *group, f *passFlight) error {
 		if len(ents) != 1 {
 			return fmt.Errorf("raft entry %d of offset %d: %d entries read", loc.RaftIndex, loc.BaseOffset, len(ents))
 		}
+		if n := int64(len(ents[0].GetData())); len(f.dirty) > 0 && f.bytes+n > passInputBytes(f.d) {
+			// The pass's input is bounded (memory): it cleans to here,
+			// as every replica does (entry sizes are replicated).
+			f.gathered = true
+			return nil
+		}
+		f.bytes += int64(len(ents[0].GetData()))
 		f.dirty = append(f.dirty, dirtyEntry{loc: loc, data: ents[0].GetData()})
 		bytes += len(ents[0].GetData())
 		f.next = loc.BaseOffset + int64(loc.RecordCount)
@@ -403,23 +445,21 @@ func (c *Core) finishPassJob(token uint64, job syncJob, err error) {
 }
 
 // prefixTrimBound is, on a partition that compacts (a decision exists),
-// the highest raft index g's raft log may drop: the records not in this
-// replica's own prefix live only in the raft log (engine's RaftTrimBound
-// of the store's end; of 0 when the store cannot be opened).
-//
-// It does not bind yet: raft-log compaction stops below the first batch
-// at the log start (maybeCompact), and RaftTrimBound, which looks at the
-// indexed batches (all at or past the log start), is never below that.
-// It is the rule the trimming still to come must keep: dropping the raft
-// log below the prefix's end, once a replica that needs entries below it
-// can install a peer's prefix by digest (fetch reads the prefix already).
+// the highest raft index g's raft log may drop: every entry whose batches
+// lie wholly below both this replica's own prefix end and the record's
+// CleanedTo (engine's RaftTrimBound). The record's bound keeps the engine
+// state of a raft snapshot consistent (Compacted drops only the batches
+// the record covers) and keeps a replica whose own pass is not yet
+// confirmed from trimming below a prefix it may have to replace; a stuck
+// replica trims nothing more (RaftTrimBound(0): up to its first batch).
 func (c *Core) prefixTrimBound(g *group) (uint64, bool) {
-	if g.part.Compaction().Decision.Generation == 0 {
+	st := g.part.Compaction()
+	if st.Decision.Generation == 0 {
 		return 0, false
 	}
 	var end int64
-	if c.openPrefix(g) {
-		end = g.pass.store.End()
+	if g.pass.stuck == "" && c.openPrefix(g) && g.pass.store.Generation() > 0 {
+		end = min(g.pass.store.End(), st.CleanedTo)
 	}
 	return g.part.RaftTrimBound(end), true
 }

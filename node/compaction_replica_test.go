@@ -2,9 +2,11 @@ package node
 
 import (
 	"crypto/sha256"
+	"fmt"
 	"testing"
 
 	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/engine/compact"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog/compacted"
 )
@@ -16,6 +18,7 @@ func compactedCluster(t *testing.T, seed uint64) (*cluster, TopicPartition) {
 		retentionConfig(cfg)
 		cfg.CompactedTopicsUnfinished = true
 		cfg.CheckpointEntries = 16
+		cfg.PrefixChunkBytes = 256 // a prefix install takes several chunks
 	})
 	c.createTopicWith(c.metaLeaderOf(), "kv", 1, 3, map[string]string{"cleanup.policy": "compact", "segment.bytes": "4096"})
 	return c, TopicPartition{Topic: "kv"}
@@ -143,7 +146,7 @@ func TestReplicasPassAndReportSameDigest(t *testing.T) {
 	lead := c.leader(kv)
 	g := c.cores[lead].byTP[kv]
 	facts := c.cores[lead].compactionFacts(g)
-	if facts.cleanBytes != g.pass.store.Bytes() || facts.cleanBytes == 0 || facts.dirtyBytes >= g.log.SizeBytes() {
+	if facts.cleanBytes != g.pass.store.Bytes() || facts.cleanBytes == 0 || facts.dirtyBytes > g.log.SizeBytes() {
 		t.Fatalf("leader weighs clean %d (prefix %d bytes), dirty %d (raft log %d bytes)", facts.cleanBytes,
 			g.pass.store.Bytes(), facts.dirtyBytes, g.log.SizeBytes())
 	}
@@ -264,9 +267,10 @@ func TestPassWriteNotTimedAsStall(t *testing.T) {
 }
 
 // TestLaggingReplicaPassesInGenerationOrder shows a replica that was down
-// while two generations were decided and reported replays both COMPACT
-// entries and runs their passes in order, one after the other, ending
-// with the prefix the others hold.
+// while two generations were decided and reported ends with the prefix
+// the others hold: it runs the passes in order while its raft log has
+// their entries, and installs a peer's prefix when a raft snapshot (the
+// leader trims its raft log up to its prefix) took them.
 func TestLaggingReplicaPassesInGenerationOrder(t *testing.T) {
 	c, kv := compactedCluster(t, 28)
 	lead := c.leader(kv)
@@ -291,49 +295,194 @@ func TestLaggingReplicaPassesInGenerationOrder(t *testing.T) {
 	c.start(lagging)
 	c.tick(60)
 	st := c.checkPrefixesAgree(kv, 2)
-	if n := c.cores[lagging].Stats().CompactionPasses; n < st.DoneGeneration {
-		t.Fatalf("node %d ran %d passes to reach generation %d", lagging, n, st.DoneGeneration)
+	// The leader's raft log is trimmed up to its prefix, so the lagging
+	// replica gets a raft snapshot and installs a peer's prefix when its
+	// passes' entries are gone.
+	if s := c.cores[lagging].Stats(); s.CompactionPasses+s.PrefixInstalls == 0 {
+		t.Fatalf("node %d reached generation %d with no pass and no install", lagging, st.DoneGeneration)
 	}
 	c.checkSameState(kv)
 }
 
-// TestReplicaWithOtherPrefixStops shows a replica compares its own
-// outcome with the record: one whose generation 2 differs from the one
-// the leader reported (here written by hand, empty, before the decision
-// came) stops its passes and says why, while the others agree.
-func TestReplicaWithOtherPrefixStops(t *testing.T) {
+// otherPrefix gives a follower of tp a generation 2 of its own (written
+// by hand, empty, before the decision came) and returns it.
+func (c *cluster) otherPrefix(tp TopicPartition) NodeID {
+	c.t.Helper()
+	lead := c.leader(tp)
+	odd := c.ids[0]
+	if odd == lead {
+		odd = c.ids[1]
+	}
+	s := c.cores[odd].byTP[tp].pass.store
+	w, err := s.Begin(2, 0)
+	if err != nil {
+		c.t.Fatalf("%v", err)
+	}
+	if err := w.Commit(s.End(), sha256.Sum256(nil)); err != nil {
+		c.t.Fatalf("%v", err)
+	}
+	if err := s.Finish(w); err != nil {
+		c.t.Fatalf("%v", err)
+	}
+	return odd
+}
+
+// fillKeys produces n batches of two records each to tp, batch i keyed
+// k<i mod keys>.
+func (c *cluster) fillKeys(tp TopicPartition, n, keys int) {
+	c.t.Helper()
+	for i := range n {
+		res := c.produce(c.leader(tp), ProduceRequest{TopicPartition: tp, Acks: AcksAll, ProducerID: -1,
+			Batch: testBatch(c.t, fmt.Sprintf("k%d", i%keys), 2)})
+		if res.Err != nil {
+			c.t.Fatalf("produce %d: %v", i, res.Err)
+		}
+	}
+}
+
+// TestReplicaWithOtherPrefixInstallsFromPeer shows a replica compares its
+// own outcome with the record: one whose generation 2 differs from the
+// one the leader reported stops its passes, removes its prefix and
+// installs generation 2 from a peer (compaction_install.go), chunk by
+// chunk (a chunk is a few batches here), checked against the record's
+// digest; it then goes on with the next generation like the others.
+func TestReplicaWithOtherPrefixInstallsFromPeer(t *testing.T) {
 	c, kv := compactedCluster(t, 29)
 	c.fillPartition(kv, 60)
 	c.tick(40)
 	c.checkPrefixesAgree(kv, 1)
+	odd := c.otherPrefix(kv)
+	c.fillKeys(kv, 40, 8)
+	c.tick(60)
+	st := c.checkPrefixesAgree(kv, 2)
+	if n, chunks := c.cores[odd].Stats().PrefixInstalls, c.cores[odd].Stats().PrefixChunks; n == 0 || chunks <= n {
+		t.Fatalf("node %d agrees with the record %+v after %d installs of %d chunks", odd, st, n, chunks)
+	}
+	c.fillPartition(kv, 40)
+	c.tick(60)
+	later := c.checkPrefixesAgree(kv, st.DoneGeneration+1)
+	c.checkSameState(kv)
+	t.Logf("installed generation %d, then passed to %d", st.DoneGeneration, later.DoneGeneration)
+}
+
+// TestUnreadablePrefixInstallsFromPeer shows a replica whose prefix does
+// not open (its manifest damaged while it was down) installs the
+// record's generation from a peer after its restart.
+func TestUnreadablePrefixInstallsFromPeer(t *testing.T) {
+	c, kv := compactedCluster(t, 30)
+	c.fillPartition(kv, 60)
+	c.tick(40)
+	st := c.checkPrefixesAgree(kv, 1)
 	lead := c.leader(kv)
 	odd := c.ids[0]
 	if odd == lead {
 		odd = c.ids[1]
 	}
-	s := c.cores[odd].byTP[kv].pass.store
-	w, err := s.Begin(2, 0)
+	dir := c.replicaDir(odd, kv) + compactedDir
+	c.crash(odd)
+	f, err := c.disks[odd].Open(dir + "/" + compactedManifest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Commit(s.End(), sha256.Sum256(nil)); err != nil {
+	if _, err := f.WriteAt([]byte{0xff, 0xff}, 8); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Finish(w); err != nil {
+	if err := f.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	c.fillPartition(kv, 40)
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c.start(odd)
 	c.tick(60)
-	st := c.cores[lead].byTP[kv].part.Compaction()
-	if st.DoneGeneration != 2 {
-		t.Fatalf("record %+v, want generation 2 reported", st)
+	c.checkPrefixesAgree(kv, st.DoneGeneration)
+	if n := c.cores[odd].Stats().PrefixInstalls; n == 0 {
+		t.Fatalf("node %d: prefix readable again without an install", odd)
 	}
-	if why := c.cores[odd].byTP[kv].pass.stuck; why == "" {
-		t.Fatalf("node %d holds generation 2 with digest %x, record %x, and goes on", odd, s.Digest(), st.Digest)
+}
+
+// TestRaftLogTrimmedUpToPrefix shows a compacted topic's disk is bounded
+// by its prefix, not its history: once passes settle and the segments
+// holding the COMPACT_DONE roll, every replica's raft log starts past
+// offset 0 and at or below its own prefix's end (the records below are
+// in the prefix, never in neither), and the engines still agree. A
+// follower that was down meanwhile gets a raft snapshot past its log and
+// installs a peer's prefix (compaction_install.go), then agrees too.
+func TestRaftLogTrimmedUpToPrefix(t *testing.T) {
+	c, kv := compactedCluster(t, 31)
+	lead := c.leader(kv)
+	down := c.ids[0]
+	if down == lead {
+		down = c.ids[1]
 	}
+	c.crash(down)
+	c.fillKeys(kv, 60, 4)
+	c.tick(40)
+	c.fillKeys(kv, 60, 4)
+	c.tick(40)
 	for _, id := range c.ids {
-		if g := c.cores[id].byTP[kv]; id != odd && (g.pass.stuck != "" || g.pass.store.Digest() != st.Digest) {
-			t.Fatalf("node %d: stuck %q, digest %x, record %x", id, g.pass.stuck, g.pass.store.Digest(), st.Digest)
+		if id == down {
+			continue
+		}
+		g := c.cores[id].byTP[kv]
+		first, ok := c.cores[id].firstInRaftLog(g)
+		if !ok || first == 0 || first > g.pass.store.End() {
+			t.Fatalf("node %d: raft log's first batch at offset %d, prefix ends at %d", id, first, g.pass.store.End())
+		}
+		t.Logf("node %d: raft log from offset %d (%d bytes), prefix to %d (%d bytes)", id, first, g.log.SizeBytes(),
+			g.pass.store.End(), g.pass.store.Bytes())
+	}
+	c.start(down)
+	c.tick(80)
+	st := c.checkPrefixesAgree(kv, 1)
+	c.checkSameState(kv)
+	if s := c.cores[down].Stats(); s.SnapshotsInstalled == 0 || s.PrefixInstalls == 0 {
+		t.Fatalf("node %d caught up to %+v with %d snapshots and %d prefix installs", down, st, s.SnapshotsInstalled, s.PrefixInstalls)
+	}
+}
+
+// TestPassInputBounded shows a pass gathers at most passInputBytes of its
+// decision (8 times its offset map) plus one entry, whatever the dirty
+// section: the pass then cleans to the last batch gathered.
+func TestPassInputBounded(t *testing.T) {
+	c, kv := compactedCluster(t, 32)
+	c.fillKeys(kv, 40, 4)
+	g := c.cores[c.leader(kv)].byTP[kv]
+	d := compact.Decision{Generation: 99, CleanableEnd: g.part.HighWatermark(), OffsetMapBytes: 2 * compact.SlotBytes}
+	f := &passFlight{d: d}
+	for i := 0; !f.gathered; i++ {
+		if i == 100 {
+			t.Fatal("gathering did not end")
+		}
+		if err := c.cores[c.leader(kv)].gatherPass(g, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := int64(len(f.dirty[len(f.dirty)-1].data))
+	if len(f.dirty) < 2 || f.bytes-last > passInputBytes(d) || f.next >= d.CleanableEnd {
+		t.Fatalf("gathered %d entries, %d bytes (bound %d), to offset %d of %d", len(f.dirty), f.bytes, passInputBytes(d), f.next, d.CleanableEnd)
+	}
+}
+
+// TestMalformedChunkDropped shows a chunk whose fields do not add up (a
+// short digest, another end than the record's) from the peer an install
+// waits for drops the install, never a panic nor a write.
+func TestMalformedChunkDropped(t *testing.T) {
+	c, kv := compactedCluster(t, 29)
+	c.fillPartition(kv, 60)
+	c.tick(40)
+	st := c.checkPrefixesAgree(kv, 1)
+	id := c.ids[0]
+	core := c.cores[id]
+	g := core.byTP[kv]
+	for _, ch := range []*strandpb.PrefixChunk{
+		{Topic: wireTopic("kv", g.topicID), Generation: 2, End: st.CleanedTo, Digest: []byte{1, 2}},
+		{Topic: wireTopic("kv", g.topicID), Generation: 2, End: st.CleanedTo + 1, Digest: st.Digest[:]},
+	} {
+		g.pass.install = &prefixInstall{gen: 2, end: st.CleanedTo, digest: st.Digest, peer: c.ids[1], next: -1}
+		core.takeChunk(c.ids[1], ch)
+		if g.pass.install != nil {
+			t.Fatalf("chunk %v taken", ch)
 		}
 	}
 }

@@ -12,8 +12,7 @@ import (
 // pass (decideCompaction) and proposes it as a COMPACT entry every replica
 // applies. Each replica then runs the pass (compaction_replica.go); the
 // decision stays pending, and no further one is proposed, until a
-// COMPACT_DONE of its generation is applied. Only nodes under
-// Config.CompactedTopicsUnfinished have compacted topics at all.
+// COMPACT_DONE of its generation is applied.
 
 const (
 	// compactionMapBytes sizes a pass's offset map (Kafka's

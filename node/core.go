@@ -138,12 +138,17 @@ type Config struct {
 	// dev` sets it low so retention shows within a minute.
 	SegmentAgeMax time.Duration
 	// CompactedTopicsUnfinished lets a create or alter through this node
-	// set a cleanup.policy that compacts although compacted topics are
-	// unfinished (issue 24: passes run and reads serve the prefix, but
-	// the raft log is not trimmed up to it and a replica cannot install a
-	// peer's prefix), for tests of the parts built. Off, such a request
-	// is refused as not enforced yet; node/server never sets it.
+	// set cleanup.policy=compact,delete although compaction with retention
+	// is unfinished (issue 24: a TRIM past a replica's compacted prefix
+	// stops its passes; engine/compact's "Still to do"), for tests of the
+	// parts built. Off, such a request is refused as not enforced yet;
+	// node/server never sets it. cleanup.policy=compact is always taken.
 	CompactedTopicsUnfinished bool
+	// PrefixChunkBytes bounds the batches of one chunk a replica sends a
+	// peer installing its compacted prefix (compaction_install.go; at
+	// least one batch a chunk). Default 256 KiB; the simulator sets it
+	// small so its small prefixes take several chunks.
+	PrefixChunkBytes int
 	// Observer, when set, sees every entry a replica applies.
 	Observer ApplyObserver
 	// Groups configures the consumer-group coordinators (groups.go).

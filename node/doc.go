@@ -277,8 +277,9 @@
 // only every second let it reach 30×. Rejected: each replica deleting by its own clock (replicas
 // would disagree on the log start); cutting a segment at the exact offset (a rewrite, R5).
 // Retention runs when the topic's cleanup.policy deletes (delete, compact,delete). On a topic whose
-// policy compacts (issue 24; only under Config.CompactedTopicsUnfinished until the raft log is
-// trimmed up to the prefix: gateCompaction refuses it otherwise) the same check lets the leader propose a COMPACT
+// policy compacts (issue 24; compact is taken, compact,delete only under
+// Config.CompactedTopicsUnfinished: gateCompaction refuses it otherwise, engine/compact's doc says
+// what is left) the same check lets the leader propose a COMPACT
 // (compaction_trigger.go: engine/compact's decision from LSO, its checkpoint, its open segment and
 // min.compaction.lag.ms by the clock), and every replica runs the pass of each decision it applied
 // (compaction_replica.go): in generation order, the dirty section's raft entries gathered on the
@@ -288,7 +289,11 @@
 // compared with the record. A crash before the switch reopens the old generation and the pass
 // reruns (the decision is picked up from the engine's record at open); after it, the new one, which
 // the leader reports. A replica that cannot run a pass (a raft snapshot past its log, a missed
-// generation, a log start past its prefix) stops its passes and says so. Reads
+// generation, a prefix that does not open, is damaged or differs from the record) is stuck and
+// installs the record's generation from a peer (compaction_install.go: PrefixRequest/PrefixChunk
+// in the peer frame, one voter at a time, chunks appended beside the old generation by untimed
+// storage jobs, Commit checking the record's digest before the switch); a log start past its
+// prefix (compact,delete, delete-records) still stops its passes. Reads
 // (compaction_fetch.go): a fetch below the replica's own prefix end is served from the prefix (the
 // compacted batches as stored; the Kafka listener serves them in Kafka's v2 form, fewer records
 // than the offset range), then from the raft log from the prefix end within the same budget; on
@@ -296,18 +301,21 @@
 // raft-log reads are; the aborted list leaves out a transaction whose abort marker a pass removed
 // when the read covered its offset (a Kafka read_committed consumer would wait for that marker and
 // drop the producer's later committed batches); ListOffsets by timestamp looks in the prefix first.
-// A stuck replica, or one whose prefix fails a read, serves from its raft log. Installing a prefix
-// from a peer is not built, so the raft log is not trimmed up to the prefix yet (a follower sent a
-// snapshot past the trim could get those records from nowhere): raft-log compaction is capped at
-// engine's RaftTrimBound of the prefix end, which today's limit, the log start, never passes. A
-// produce to such a topic with a keyless record is INVALID_RECORD (produce.go).
+// The raft log is trimmed up to the prefix: raft-log compaction (below) is bounded by engine's
+// RaftTrimBound of the least of the replica's own prefix end and the record's CleanedTo (nothing
+// further while stuck), so a replica's disk is its prefix plus the raft log past it (up to a
+// segment behind: whole segments go). A stuck replica, or one whose prefix fails a read, serves
+// what its raft log holds; below that a fetch is REPLICA_RECOVERING (retriable), never the next
+// batch. A produce to such a topic with a keyless record is INVALID_RECORD (produce.go).
 //
 // # Raft log compaction and snapshots (snapshot.go)
 //
 // After a TRIM applies, each replica compacts the whole segments below its first retained batch R:
 // S = CompactionPoint(R−1). The snapshot data is the engine state as the log defines it at S (next
 // offset, producer table, applied index; index empty, log start = next offset:
-// Partition.Compacted(S)), a version-2 StateSnapshot built by a compactor that restores the
+// Partition.Compacted(S); on a compacted topic the log start and the compaction record stay and
+// only the index entries the record covers go, the others travel inline: RaftSnapshotState), a
+// version-2 StateSnapshot built by a compactor that restores the
 // previous raft snapshot (or an empty engine) and replays the entries up to S into a scratch
 // engine, at most 4096 entries / 8 MiB per tick, then CreateSnapshot (durable before any segment
 // goes). Why the state at S and not at the TRIM's index T: a follower installing it must then apply

@@ -204,6 +204,15 @@ func (c *Core) readNow(g *group, req FetchRequest, cold *coldRead) FetchResult {
 			res.Batches, res.forgotten, res.through, budget, offset = batches, rd.forgotten, rd.to, left, s.End()
 		}
 	}
+	if offset < hwm && c.trimmedBelow(g, offset) {
+		// compaction_fetch.go: neither this replica's prefix nor its raft
+		// log holds offset (a raft snapshot past its prefix; it installs
+		// a peer's prefix). Another replica may serve.
+		if len(res.Batches) == 0 {
+			res.Err = fmt.Errorf("%w: offset %d below its raft log, past its compacted prefix", ErrReplicaRecovering, offset)
+		}
+		return res
+	}
 	if offset < hwm {
 		locs, err := g.part.AppendReadable(nil, offset, fetchBatchesMax-len(res.Batches), req.Isolation)
 		if err != nil {

@@ -31,6 +31,8 @@ const (
 	raftFrameDisk      protowire.Number = 52 // liveness frames: the sender's disk state
 	raftFrameTxnReqs   protowire.Number = 53 // peer requests of the transaction coordinators (txn_peer.go)
 	raftFrameTxnResps  protowire.Number = 54 // their answers
+	raftFramePrefixReq protowire.Number = 55 // compacted-prefix requests (compaction_install.go)
+	raftFramePrefix    protowire.Number = 56 // their chunks
 )
 
 // Values of RaftFrame.disk_state (0, absent: not said).
@@ -183,6 +185,12 @@ func parseRaftFrame(b []byte, msgs []rawRaftMessage, rj *rejoinFrame) (from uint
 			v, n = protowire.ConsumeBytes(b)
 			if n >= 0 && rj != nil {
 				rj.txn.parse(num == raftFrameTxnResps, v) // a bytes field: one that does not decode is dropped alone
+			}
+		case (num == raftFramePrefixReq || num == raftFramePrefix) && typ == protowire.BytesType:
+			var v []byte
+			v, n = protowire.ConsumeBytes(b)
+			if n >= 0 && rj != nil {
+				rj.prefix.parse(num == raftFramePrefix, v) // one that does not decode is dropped alone
 			}
 		default:
 			n = protowire.ConsumeFieldValue(num, typ, b)

@@ -115,6 +115,9 @@ func (cfg *Config) setDefaults() error {
 	if cfg.RequestTimeoutTicks <= 0 {
 		cfg.RequestTimeoutTicks = requestTimeoutTicksDefault
 	}
+	if cfg.PrefixChunkBytes <= 0 {
+		cfg.PrefixChunkBytes = prefixChunkBytes
+	}
 	if cfg.CheckpointEntries == 0 {
 		cfg.CheckpointEntries = checkpointEntriesDefault
 	}

@@ -142,6 +142,9 @@ type syncJob struct {
 	// time it (a pass's write, which does no fsync).
 	pass    *passFlight
 	untimed bool
+	// install: a prefix install's append or commit job
+	// (compaction_install.go).
+	install *prefixInstall
 	// cold: a fetch's log read (fetch_cold.go).
 	cold *coldRead
 	// handed: the host took the job (TakeSyncJobs) at tick handedAt;
@@ -198,6 +201,10 @@ func (c *Core) finishSync(token uint64, job syncJob, err error) {
 	}
 	if job.pass != nil {
 		c.finishPassJob(token, job, err) // compaction_replica.go
+		return
+	}
+	if job.install != nil {
+		c.finishInstallJob(token, job, err) // compaction_install.go
 		return
 	}
 	if job.trash {

@@ -57,22 +57,34 @@ func (c *cluster) alterTopic(id NodeID, name string, sets map[string]string) *st
 	return resp.GetAlterConfigs().GetTopics()[0].GetError()
 }
 
-// TestCompactionGate shows a node refuses, before proposing, a create or
-// alter setting a cleanup.policy that compacts (INVALID_CONFIG, "not
-// enforced yet"), while the compaction settings themselves are taken.
+// TestCompactionGate shows a node takes cleanup.policy=compact on a
+// create and an alter, and refuses, before proposing, compact,delete
+// (INVALID_CONFIG, "not enforced yet": a TRIM past a replica's prefix
+// stops its passes), while the compaction settings themselves are taken.
 func TestCompactionGate(t *testing.T) {
 	c := newMetaCluster(t, 21, 3, nil)
 	lead := c.metaLeaderOf()
 	resp, _ := c.handle(lead, &strandpb.Request{CorrelationId: 7, Body: &strandpb.Request_CreateTopics{CreateTopics: &strandpb.CreateTopicsRequest{
 		Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: "kv", Partitions: 1, ReplicationFactor: 3,
-			Configs: []*strandpb.ConfigEntry{{Name: "cleanup.policy", Value: "compact"}}}},
+			Configs: []*strandpb.ConfigEntry{{Name: "cleanup.policy", Value: "compact,delete"}}}},
 	}}})
 	if e := resp.GetCreateTopics().GetTopics()[0].GetError(); e.GetCode() != strandpb.ErrorCode_ERROR_CODE_INVALID_CONFIG ||
 		!strings.Contains(e.GetMessage(), "not enforced yet") {
-		t.Fatalf("create compacted: %v", resp)
+		t.Fatalf("create compact,delete: %v", resp)
+	}
+	c.createTopicWith(lead, "kv", 1, 3, map[string]string{"cleanup.policy": "compact"})
+	c.tick(20) // the leader learns the topic's config
+	kvLead := c.leader(TopicPartition{Topic: "kv"})
+	del, _ := c.handle(kvLead, &strandpb.Request{CorrelationId: 8, Body: &strandpb.Request_DeleteRecords{DeleteRecords: &strandpb.DeleteRecordsRequest{
+		Partitions: []*strandpb.DeleteRecordsRequest_Partition{{Topic: "kv", BeforeOffset: -1}}}}})
+	if e := del.GetDeleteRecords().GetPartitions()[0].GetError(); e.GetCode() != strandpb.ErrorCode_ERROR_CODE_INVALID_REQUEST {
+		t.Fatalf("delete records of a compacted topic: %v", del)
 	}
 	c.createTopic(lead, "d", 1, 3)
 	if e := c.alterTopic(lead, "d", map[string]string{"cleanup.policy": "delete,compact"}); e.GetCode() != strandpb.ErrorCode_ERROR_CODE_INVALID_CONFIG {
+		t.Fatalf("alter to compact,delete: %v", e)
+	}
+	if e := c.alterTopic(lead, "d", map[string]string{"cleanup.policy": "compact"}); e != nil {
 		t.Fatalf("alter to compact: %v", e)
 	}
 	if e := c.alterTopic(lead, "d", map[string]string{"delete.retention.ms": "1000", "min.cleanable.dirty.ratio": "0.1"}); e != nil {

@@ -63,8 +63,13 @@ type Stats struct {
 	// entries applied with another outcome than the one recorded.
 	CompactionPasses    uint64
 	CompactionsDiverged uint64
-	SnapshotsSent       uint64 // raft snapshots sent to lagging followers
-	SnapshotsInstalled  uint64 // raft snapshots installed from a leader
+	// PrefixInstalls counts compacted prefixes this node's stuck replicas
+	// installed from a peer (compaction_install.go), PrefixChunks the
+	// chunks they appended.
+	PrefixInstalls     uint64
+	PrefixChunks       uint64
+	SnapshotsSent      uint64 // raft snapshots sent to lagging followers
+	SnapshotsInstalled uint64 // raft snapshots installed from a leader
 	// CommitLatency is the time from proposal to apply, on the leader, of
 	// the acks=all produces that applied successfully (latency.go).
 	CommitLatency LatencyHistogram
@@ -120,6 +125,7 @@ func (c *Core) Receive(frame []byte) {
 	clear(msgs) // keep no reference to the frame
 	c.receiveRejoin(NodeID(from), &rj)
 	c.receiveTxnFrame(NodeID(from), &rj.txn)
+	c.receivePrefixFrame(NodeID(from), &rj.prefix)
 }
 
 // receiveMessage steps one raft message into its group.

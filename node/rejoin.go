@@ -691,6 +691,7 @@ type rejoinFrame struct {
 	answers []*strandpb.RejoinAnswer
 	disk    uint64       // RaftFrame.disk_state of a liveness frame (liveness.go), 0: absent
 	txn     txnPeerFrame // the transaction coordinators' peer requests (txn_peer.go)
+	prefix  prefixFrame  // compacted-prefix installs (compaction_install.go)
 }
 
 // parseRejoinField decodes a RaftFrame's probe or answer field.

@@ -66,11 +66,13 @@ func (c *Core) handleAlterConfigs(req *strandpb.AlterConfigsRequest, answer func
 	}
 }
 
-// gateCompaction refuses a cleanup.policy that compacts unless
+// gateCompaction refuses cleanup.policy=compact,delete unless
 // Config.CompactedTopicsUnfinished: a topic must not claim a policy no
-// node enforces yet. The gate sits here, before proposing, not in the
-// metadata state machine, so a node's configuration never changes what
-// a replicated command does.
+// node enforces yet, and a TRIM past a replica's compacted prefix stops
+// its passes (engine/compact's doc, "Still to do"). cleanup.policy=compact
+// is taken. The gate sits here, before proposing, not in the metadata
+// state machine, so a node's configuration never changes what a
+// replicated command does.
 func (c *Core) gateCompaction(sets []metadata.ConfigEntry) error {
 	if c.cfg.CompactedTopicsUnfinished {
 		return nil
@@ -79,8 +81,8 @@ func (c *Core) gateCompaction(sets []metadata.ConfigEntry) error {
 		if e.Name != metadata.ConfigCleanupPolicy {
 			continue
 		}
-		if p, err := compact.ParsePolicy(e.Value); err == nil && p.Compacts() {
-			return fmt.Errorf("%w: %s=%s is not enforced yet (no node compacts: issue 24); leave it unset",
+		if p, err := compact.ParsePolicy(e.Value); err == nil && p.Compacts() && p.Deletes() {
+			return fmt.Errorf("%w: %s=%s is not enforced yet (compaction with retention: issue 24); use compact or delete",
 				metadata.ErrInvalidConfig, e.Name, e.Value)
 		}
 	}
@@ -91,7 +93,8 @@ func (c *Core) gateCompaction(sets []metadata.ConfigEntry) error {
 // (Kafka's DeleteRecords) by proposing a TRIM on its leader, and answers
 // with the log start once the trim applied here. An offset past the
 // high-water mark is OFFSET_OUT_OF_RANGE; one at or below the log start is
-// answered at once.
+// answered at once; a topic whose cleanup.policy is compact (without
+// delete) is INVALID_REQUEST, as Kafka refuses it (POLICY_VIOLATION).
 func (c *Core) handleDeleteRecords(req *strandpb.DeleteRecordsRequest, answer func(*strandpb.Response)) {
 	parts := req.GetPartitions()
 	if len(parts) > handlePartitionsMax {
@@ -138,6 +141,13 @@ func (c *Core) deleteRecords(tp TopicPartition, topicID []byte, before int64, ti
 	lead, _, leading := g.leadership()
 	if !leading {
 		fail(ErrNotLeader, lead)
+		return
+	}
+	if p := g.ret.config.CleanupPolicy; g.ret.configKnown && p.Compacts() && !p.Deletes() {
+		// As Kafka (its POLICY_VIOLATION): a compacted topic keeps every
+		// key's latest value; a log start past a replica's compacted
+		// prefix would also stop its passes (engine/compact's doc).
+		fail(fmt.Errorf("%w: records cannot be deleted from %s: its cleanup.policy is compact", ErrInvalidRequest, tp.Topic), lead)
 		return
 	}
 	hwm, logStart := g.part.HighWatermark(), g.part.LogStartOffset()

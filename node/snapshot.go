@@ -23,7 +23,13 @@ import (
 // with every batch dropped from the offset index and the log start at the
 // next offset (engine.Partition.Compacted(S)): nothing at or below S can be
 // served, and nothing at or below S is needed, since the agreed log start is
-// above it. It is built by a compactor that replays the entries from the
+// above it. On a compacted topic the limit is the prefix instead
+// (prefixTrimBound): the log start and the compaction record stay, only the
+// index entries the record covers go (CompactedTopicTrim: the state at S
+// may predate its first COMPACT), and the snapshot carries the others
+// inline (RaftSnapshotState); the records below S are in the prefixes, and
+// a follower restored from it installs one from a peer
+// (compaction_install.go). It is built by a compactor that replays the entries from the
 // previous snapshot to S into a scratch engine, a bounded step per tick,
 // before the segments go: pure engine work over entries still on disk.
 //
@@ -76,7 +82,7 @@ func (c *Core) maybeCompact(g *group) {
 	}
 	limit := min(first-1, g.appliedRaft)
 	if bound, ok := c.prefixTrimBound(g); ok {
-		limit = min(limit, bound) // compaction_replica.go
+		limit = min(bound, g.appliedRaft) // compaction_replica.go: a compacted topic trims up to its prefix
 	}
 	limit = c.bugCompactLimit(g, limit)
 	target := g.log.CompactionPoint(limit)
@@ -134,7 +140,11 @@ func (c *Core) compactStep(g *group) {
 	if g.pipe.syncing != 0 {
 		return // the log is not written while its sync runs (pipeline.go): next tick
 	}
-	k.part.Compacted(k.target)
+	if g.part.Compaction().Decision.Generation != 0 {
+		k.part.CompactedTopicTrim(k.target) // the state at the target may predate the first COMPACT
+	} else {
+		k.part.Compacted(k.target)
+	}
 	if c.wal == nil {
 		c.startSnapshotJob(g, k) // snapshot_job.go
 		return
@@ -142,7 +152,7 @@ func (c *Core) compactStep(g *group) {
 	// With the write-ahead log the entries up to the target may be
 	// durable only in it: CreateSnapshot syncs the log first, inline.
 	g.ret.compactor = nil
-	if err := g.log.CreateSnapshot(k.target, k.conf, k.part.StateSnapshot()); err != nil {
+	if err := g.log.CreateSnapshot(k.target, k.conf, k.part.RaftSnapshotState()); err != nil {
 		if errors.Is(err, raft.ErrSnapOutOfDate) {
 			return // a snapshot installed meanwhile
 		}

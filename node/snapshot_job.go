@@ -25,7 +25,7 @@ import (
 
 // startSnapshotJob queues the job writing the snapshot of compactor k.
 func (c *Core) startSnapshotJob(g *group, k *compactor) {
-	run, err := g.log.StartCreateSnapshot(k.target, k.conf, k.part.StateSnapshot())
+	run, err := g.log.StartCreateSnapshot(k.target, k.conf, k.part.RaftSnapshotState())
 	if err != nil {
 		g.ret.compactor = nil
 		if !errors.Is(err, raft.ErrSnapOutOfDate) {

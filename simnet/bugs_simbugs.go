@@ -49,7 +49,7 @@ var TxnBugNames = []string{"LSOPassesOpenTxn", "DropAbortOnRestore", "MarkersBef
 // pass, raftlog/compacted's switch, node's CompactActiveSegment): they need
 // the compacted-topic workload (Options.Compacted, wire_kv.go).
 var CompactBugNames = []string{"CompactKeepsOlder", "TombstoneEarly", "CompactDropsLastRecord", "CompactSwitchNotAtomic",
-	"CompactActiveSegment"}
+	"CompactActiveSegment", "PrefixInstallUnchecked"}
 
 // ParseBug checks a planted bug's name; "" plants none.
 func ParseBug(name string) (string, error) {
@@ -82,6 +82,7 @@ func plantBug(cfg *node.Config, name string) {
 	compact.SetBugs(name == "CompactKeepsOlder", name == "TombstoneEarly")         // need Options.Compacted (wire_kv.go)
 	compact.SetRewriteBugs(name == "CompactDropsLastRecord")                       // needs Options.Compacted
 	compacted.SetBugs(name == "CompactSwitchNotAtomic")                            // needs Options.Compacted
+	compacted.SetInstallBugs(name == "PrefixInstallUnchecked")                     // with node's, below
 	kafkaproto.SetBugs(name == "KafkaHandshakeAuthenticates")                      // needs authorization on (kafka_sasl.go)
 	loop.SetBugs(name == "StaleSecurityView")                                      // needs authorization on (loop.go, sasl.go)
 	frame.SetBugs(name == "SpliceStaleHead")                                       // every native fetch answer (corrupt.go's answerFrame)
@@ -142,6 +143,8 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.AuthSkipsAlterQuotas = true
 	case "CompactActiveSegment": // needs Options.Compacted
 		cfg.Bugs.CompactActiveSegment = true
+	case "PrefixInstallUnchecked": // needs Options.Compacted and a stuck replica
+		cfg.Bugs.PrefixInstallUnchecked = true
 	case "MarkersBeforeDecision": // needs Options.Txn
 		cfg.Bugs.MarkersBeforeDecision = true
 	case "ElectionInCoreTicks":

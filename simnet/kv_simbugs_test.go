@@ -47,3 +47,14 @@ func TestSimCatchesCompactSwitchNotAtomic(t *testing.T) {
 func TestSimCatchesCompactActiveSegment(t *testing.T) {
 	requireCatches(t, "CompactActiveSegment", 1, 6, 4, "compaction:", kvOptions, nil)
 }
+
+// The prefix checks (prefixes.go) and the reads catch
+// PrefixInstallUnchecked (a stuck replica installing a peer's prefix
+// switches after the first chunk, its digest unchecked): the manifest
+// names the record's end and digest over part of the batches, which the
+// power-loss view's Verify refuses. Installs come from raft snapshots past
+// a lagging replica's prefix (the raft log is trimmed up to the prefixes)
+// and from prefixes found damaged.
+func TestSimCatchesPrefixInstallUnchecked(t *testing.T) {
+	requireCatches(t, "PrefixInstallUnchecked", 1, 12, 6, "", kvOptions, nil)
+}

@@ -711,7 +711,8 @@ func (w *world) addDelta(name string, d uint64) {
 
 // countRetention adds what n's core did for retention since the last look
 // to the coverage: segments rolled by age, trims proposed, compactions,
-// raft snapshots sent and installed.
+// raft snapshots sent and installed, compacted prefixes installed from a
+// peer.
 func (w *world) countRetention(n *simNode) {
 	now, last := n.core.Stats(), n.lastStats
 	w.addDelta("event/segment-roll-age", now.SegmentRolls-last.SegmentRolls)
@@ -719,6 +720,7 @@ func (w *world) countRetention(n *simNode) {
 	w.addDelta("event/compaction", now.Compactions-last.Compactions)
 	w.addDelta("event/snapshot-sent", now.SnapshotsSent-last.SnapshotsSent)
 	w.addDelta("event/snapshot-installed", now.SnapshotsInstalled-last.SnapshotsInstalled)
+	w.addDelta("event/prefix-installed", now.PrefixInstalls-last.PrefixInstalls)
 	if now.RemovalsForced > last.RemovalsForced && w.wire != nil && w.wire.joins != nil {
 		w.wire.joins.forced = true
 		w.coverage.Inc("event/removal-forced")

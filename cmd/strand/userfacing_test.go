@@ -73,7 +73,7 @@ func TestUserFacingErrors(t *testing.T) {
 	runOutcome(t, "", "topic", "list", "--brokers", "127.0.0.1:1").wantFailure(t, 1,
 		"cannot reach the cluster at 127.0.0.1:1: connection refused (is a cluster running there? 'strand dev' starts one on 127.0.0.1:9192)")
 
-	o = runOutcome(t, "", "topic", "create", "cfg", "-c", "cleanup.policy=compact", b)
+	o = runOutcome(t, "", "topic", "create", "cfg", "-c", "cleanup.policy=compact,delete", b)
 	if o.code != 1 || !strings.Contains(o.stderr, "cleanup.policy") || !strings.Contains(o.stderr, "not enforced yet") {
 		t.Errorf("unenforced config: %+v", o)
 	}

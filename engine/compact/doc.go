@@ -149,8 +149,8 @@
 // files, their sparse index (offset → position, running max timestamp) and atomic switch
 // (raftlog/compacted; every segment synced at Commit, none before). Node side, built and tested:
 // engine/metadata stores and checks every setting here (Config.Set/Validate) and takes compact and
-// compact,delete, which the node refuses before proposing (gateCompaction; open only under
-// node.Config.CompactedTopicsUnfinished, for tests) until the raft log is trimmed up to the prefix;
+// compact,delete; the node takes compact and refuses compact,delete before proposing
+// (gateCompaction; open only under node.Config.CompactedTopicsUnfinished: see "Still to do");
 // the produce path refuses a keyless record to a compacted topic (INVALID_RECORD), and a pass drops
 // keyless records a topic altered to compact still holds (rule 3); the leader proposes COMPACT when
 // decideCompaction finds a pass due (node's compaction_trigger.go; the clean side is its prefix,
@@ -163,11 +163,10 @@
 // loop; the leader reports COMPACT_DONE (re-proposed while the record lacks its generation), every
 // replica compares its own end and digest with the record, and a diverging report is counted (node
 // Stats.CompactionsDiverged); raft-log compaction is capped at RaftTrimBound of the replica's own
-// prefix end (not binding yet: it stops at the log start, never past that bound). Tests in node:
+// prefix end (see "Installing and trimming" below). Tests in node:
 // TestReplicasPassAndReportSameDigest, TestPassCrashLeavesOldOrNewPrefix (all replicas crashed
 // after the write before the switch, and after the switch before COMPACT_DONE, past a checkpoint),
-// TestLaggingReplicaPassesInGenerationOrder, TestReplicaWithOtherPrefixStops,
-// TestPassWriteNotTimedAsStall. Reads (node's compaction_fetch.go): a fetch below the replica's own
+// TestLaggingReplicaPassesInGenerationOrder, TestPassWriteNotTimedAsStall. Reads (node's compaction_fetch.go): a fetch below the replica's own
 // prefix end is served from its prefix (the batches as stored: clientlib decodes them, the Kafka
 // listener serves them through kafkaproto's AppendCompacted in Kafka's v2 form, a batch holding
 // fewer records than its offset range), then from the raft log from the prefix end within the same
@@ -178,33 +177,71 @@
 // read_committed consumer would otherwise drop its producer's later committed batches, waiting for
 // a marker that is gone). ListOffsets by timestamp looks in the prefix first (the running maximum
 // index, then the records), then in the raft log from its end. A stuck replica, or a prefix that
-// fails a read, serves from the raft log, which still holds everything. Test: node's
+// fails a read, serves what its raft log still holds (below: trimmed). Test: node's
 // TestFetchServesCompactedPrefix (native and Kafka reads through franz-go's fetch processing at
 // both isolation levels, an aborted transaction whose marker went, ListOffsets by a removed
-// record's timestamp), TestFetchFallsBackFromCorruptPrefix, and node/server's
+// record's timestamp) and node/server's
 // TestKafkaCompactedTopicOverFranzGo (a real franz-go consumer over a real node).
 //
-// Still to do: trimming the raft log up to the prefix's end (the bound above, the snapshot-driven
-// Compacted included; the raft snapshot's engine state must then keep the log start and record
-// instead of Partition.Compacted's "log start = next offset"), until which the prefix only adds to
-// a replica's disk use; it needs first a replica that cannot run a pass ("stuck": sent a raft
-// snapshot past its log, a missed generation, a prefix that fails to open or differs from the
-// record) installing the prefix from a peer whose digest for that generation matches the record
-// (without it a follower sent a snapshot past the trim could get the records below it from nowhere,
-// and a stuck leader could serve nothing below its log); the gathered dirty entries are held in
-// memory for the pass (bounded by the dirty section, not by configuration: give the job its own
-// read handle of the raft log, or bound a pass's input); partition groups forward no proposals, so
-// only the leader's outcome reaches the log (followers check theirs locally); dropping
-// AbortedForgotten from the aborted index (through COMPACT_DONE, but only once no replica can still
-// serve those records: one whose own pass lags reads them from its raft log, where read_committed
-// needs the index to hide them); the I/O budget; bounding the kept last batches by producer expiry
-// (today one per producer id ever seen in the range); compact,delete and DeleteRecords on a
-// compacted topic (a log start past the prefix's end stops a replica's passes today); then
-// opening the gate. Built in the simulator: the key-value workload (simnet's wire_kv.go), every
-// replica's prefix checked as a power loss would leave it at every durable step of a pass
-// (prefixes.go), crashes and power cuts inside passes (compaction_cuts.go), and issue 24's planted
-// bugs: CompactKeepsOlder, TombstoneEarly and CompactDropsLastRecord here (bugs_simbugs.go),
-// CompactSwitchNotAtomic in raftlog/compacted, CompactActiveSegment in node.
+// Installing and trimming (node's compaction_install.go, snapshot.go): a
+// replica that cannot run a pass ("stuck": its raft log starts past its
+// prefix after a raft snapshot, it missed a generation, its prefix does
+// not open, a read found it damaged, or its end and digest differ from
+// the record) asks the group's other voters in turn (PrefixRequest /
+// PrefixChunk in the peer frame) for the prefix of the record's reported
+// generation; a peer answers only from a current, unstuck generation
+// that agrees with its own record; the chunks (whole batches, at most
+// node.Config.PrefixChunkBytes) are appended beside the old generation by
+// untimed storage jobs, and Commit checks the bytes against the record's
+// digest before the switch (a wrong or unreadable prefix is removed first,
+// manifest first). Then the raft log is trimmed up to the prefix:
+// raft-log compaction, snapshot-driven included, is bounded by
+// RaftTrimBound(least of the replica's own prefix end and the record's
+// CleanedTo), none further while stuck. The engine keeps the log start
+// on a compacted partition: Compacted drops only the index entries the
+// record covers, the digest leaves covered entries out (replicas trim at
+// their own pace), and a raft snapshot's state (RaftSnapshotState) keeps
+// the log start, the record and the index entries its record does not
+// cover yet, inline; a follower restored from it is stuck until it
+// installs a peer's prefix, and meanwhile answers a fetch it cannot serve
+// with REPLICA_RECOVERING (retriable), never a later batch. Tests in node:
+// TestReplicaWithOtherPrefixInstallsFromPeer,
+// TestUnreadablePrefixInstallsFromPeer, TestCorruptPrefixInstalledAgain,
+// TestRaftLogTrimmedUpToPrefix (every replica's raft log starts past
+// offset 0 and at or below its prefix's end; a follower down meanwhile
+// gets a raft snapshot and installs); engine's
+// TestCompactedTrimKeepsLogStartAndDigest. Planted: PrefixInstallUnchecked
+// (the switch after the first chunk, the digest unchecked).
+//
+// Memory: a pass gathers at most 8 times its decision's offset map of
+// raft entries (node's passInputBytes; a function of the replicated
+// decision and entry sizes, so every replica stops at the same batch) and
+// cleans to there; the next decision goes on from its CleanedTo.
+//
+// The gate: a node takes cleanup.policy=compact; compact,delete stays
+// refused (node's gateCompaction) until a TRIM past a prefix is handled.
+//
+// Still to do: the raft log's disk lags the prefix by up to a segment (whole segments go, and
+// a segment goes only once a COMPACT_DONE covering it is applied);
+// partition groups forward no proposals, so only the leader's outcome
+// reaches the log (followers check theirs locally); dropping
+// AbortedForgotten from the aborted index (through COMPACT_DONE, but only
+// once no replica can still serve those records: one whose own pass lags
+// reads them from its raft log, where read_committed needs the index to
+// hide them); the I/O budget; bounding the kept last batches by producer
+// expiry (today one per producer id ever seen in the range); compact,delete
+// (refused; DeleteRecords on a compact topic is refused as Kafka does):
+// a log start past the prefix's end stops a replica's passes today;
+// ListOffsets by timestamp on a stuck
+// replica whose raft log starts past its prefix looks from its first
+// batch. Built in the simulator: the key-value workload (simnet's
+// wire_kv.go), every replica's prefix checked as a power loss would leave
+// it at every durable step of a pass or an install (prefixes.go), crashes
+// and power cuts inside passes (compaction_cuts.go), and issue 24's
+// planted bugs: CompactKeepsOlder, TombstoneEarly and
+// CompactDropsLastRecord here (bugs_simbugs.go), CompactSwitchNotAtomic in
+// raftlog/compacted, CompactActiveSegment and PrefixInstallUnchecked in
+// node.
 //
 // # Tests
 //

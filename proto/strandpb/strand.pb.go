@@ -810,10 +810,15 @@ type RaftFrame struct {
 	// Transaction marker requests between nodes (node/txn_peer.go): each a
 	// marshalled Request (write_txn_markers) or Response; wire.proto
 	// imports this file, so they travel as bytes.
-	TxnRequests   [][]byte `protobuf:"bytes,53,rep,name=txn_requests,json=txnRequests,proto3" json:"txn_requests,omitempty"`
-	TxnResponses  [][]byte `protobuf:"bytes,54,rep,name=txn_responses,json=txnResponses,proto3" json:"txn_responses,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TxnRequests  [][]byte `protobuf:"bytes,53,rep,name=txn_requests,json=txnRequests,proto3" json:"txn_requests,omitempty"`
+	TxnResponses [][]byte `protobuf:"bytes,54,rep,name=txn_responses,json=txnResponses,proto3" json:"txn_responses,omitempty"`
+	// Compacted-prefix installs (node/compaction_install.go): a replica that
+	// cannot run its compaction passes asks a peer for the prefix of the
+	// generation the engine's record names, a chunk at a time.
+	PrefixRequests []*PrefixRequest `protobuf:"bytes,55,rep,name=prefix_requests,json=prefixRequests,proto3" json:"prefix_requests,omitempty"`
+	PrefixChunks   []*PrefixChunk   `protobuf:"bytes,56,rep,name=prefix_chunks,json=prefixChunks,proto3" json:"prefix_chunks,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RaftFrame) Reset() {
@@ -895,6 +900,203 @@ func (x *RaftFrame) GetTxnResponses() [][]byte {
 	return nil
 }
 
+func (x *RaftFrame) GetPrefixRequests() []*PrefixRequest {
+	if x != nil {
+		return x.PrefixRequests
+	}
+	return nil
+}
+
+func (x *RaftFrame) GetPrefixChunks() []*PrefixChunk {
+	if x != nil {
+		return x.PrefixChunks
+	}
+	return nil
+}
+
+// PrefixRequest asks a replica of topic/partition for its compacted prefix
+// of generation from offset on (the prefix's start for the first chunk).
+type PrefixRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Generation    uint64                 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	Offset        int64                  `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrefixRequest) Reset() {
+	*x = PrefixRequest{}
+	mi := &file_strand_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrefixRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrefixRequest) ProtoMessage() {}
+
+func (x *PrefixRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrefixRequest.ProtoReflect.Descriptor instead.
+func (*PrefixRequest) Descriptor() ([]byte, []int) {
+	return file_strand_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *PrefixRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PrefixRequest) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PrefixRequest) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *PrefixRequest) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+// PrefixChunk answers a PrefixRequest: the answering replica's prefix of
+// generation covers [start, end) with digest; batches holds whole
+// compacted batches from offset on, the last ending before next (next ==
+// end: the last chunk). An answer with generation 0 is a refusal (that
+// replica holds no such prefix).
+type PrefixChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Generation    uint64                 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	Start         int64                  `protobuf:"varint,4,opt,name=start,proto3" json:"start,omitempty"`
+	End           int64                  `protobuf:"varint,5,opt,name=end,proto3" json:"end,omitempty"`
+	Digest        []byte                 `protobuf:"bytes,6,opt,name=digest,proto3" json:"digest,omitempty"`
+	Offset        int64                  `protobuf:"varint,7,opt,name=offset,proto3" json:"offset,omitempty"`
+	Next          int64                  `protobuf:"varint,8,opt,name=next,proto3" json:"next,omitempty"`
+	Batches       []byte                 `protobuf:"bytes,9,opt,name=batches,proto3" json:"batches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrefixChunk) Reset() {
+	*x = PrefixChunk{}
+	mi := &file_strand_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrefixChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrefixChunk) ProtoMessage() {}
+
+func (x *PrefixChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrefixChunk.ProtoReflect.Descriptor instead.
+func (*PrefixChunk) Descriptor() ([]byte, []int) {
+	return file_strand_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *PrefixChunk) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PrefixChunk) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PrefixChunk) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *PrefixChunk) GetStart() int64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *PrefixChunk) GetEnd() int64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+func (x *PrefixChunk) GetDigest() []byte {
+	if x != nil {
+		return x.Digest
+	}
+	return nil
+}
+
+func (x *PrefixChunk) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *PrefixChunk) GetNext() int64 {
+	if x != nil {
+		return x.Next
+	}
+	return 0
+}
+
+func (x *PrefixChunk) GetBatches() []byte {
+	if x != nil {
+		return x.Batches
+	}
+	return nil
+}
+
 // RejoinProbe asks the receiving node about one group: topic and partition
 // as RaftMessage names them.
 type RejoinProbe struct {
@@ -911,7 +1113,7 @@ type RejoinProbe struct {
 
 func (x *RejoinProbe) Reset() {
 	*x = RejoinProbe{}
-	mi := &file_strand_proto_msgTypes[7]
+	mi := &file_strand_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +1125,7 @@ func (x *RejoinProbe) String() string {
 func (*RejoinProbe) ProtoMessage() {}
 
 func (x *RejoinProbe) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_proto_msgTypes[7]
+	mi := &file_strand_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +1138,7 @@ func (x *RejoinProbe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejoinProbe.ProtoReflect.Descriptor instead.
 func (*RejoinProbe) Descriptor() ([]byte, []int) {
-	return file_strand_proto_rawDescGZIP(), []int{7}
+	return file_strand_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RejoinProbe) GetTopic() string {
@@ -974,7 +1176,7 @@ type RejoinAnswer struct {
 
 func (x *RejoinAnswer) Reset() {
 	*x = RejoinAnswer{}
-	mi := &file_strand_proto_msgTypes[8]
+	mi := &file_strand_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1188,7 @@ func (x *RejoinAnswer) String() string {
 func (*RejoinAnswer) ProtoMessage() {}
 
 func (x *RejoinAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_proto_msgTypes[8]
+	mi := &file_strand_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1201,7 @@ func (x *RejoinAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejoinAnswer.ProtoReflect.Descriptor instead.
 func (*RejoinAnswer) Descriptor() ([]byte, []int) {
-	return file_strand_proto_rawDescGZIP(), []int{8}
+	return file_strand_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RejoinAnswer) GetTopic() string {
@@ -1106,7 +1308,7 @@ const file_strand_proto_rawDesc = "" +
 	"\vRaftMessage\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\fR\amessage\"\xb7\x02\n" +
+	"\amessage\x18\x03 \x01(\fR\amessage\"\xb1\x03\n" +
 	"\tRaftFrame\x12\x1b\n" +
 	"\tfrom_node\x18\x01 \x01(\x04R\bfromNode\x12/\n" +
 	"\bmessages\x18\x02 \x03(\v2\x13.strand.RaftMessageR\bmessages\x128\n" +
@@ -1115,7 +1317,28 @@ const file_strand_proto_rawDesc = "" +
 	"\n" +
 	"disk_state\x184 \x01(\x04R\tdiskState\x12!\n" +
 	"\ftxn_requests\x185 \x03(\fR\vtxnRequests\x12#\n" +
-	"\rtxn_responses\x186 \x03(\fR\ftxnResponses\"`\n" +
+	"\rtxn_responses\x186 \x03(\fR\ftxnResponses\x12>\n" +
+	"\x0fprefix_requests\x187 \x03(\v2\x15.strand.PrefixRequestR\x0eprefixRequests\x128\n" +
+	"\rprefix_chunks\x188 \x03(\v2\x13.strand.PrefixChunkR\fprefixChunks\"{\n" +
+	"\rPrefixRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x03 \x01(\x04R\n" +
+	"generation\x12\x16\n" +
+	"\x06offset\x18\x04 \x01(\x03R\x06offset\"\xe7\x01\n" +
+	"\vPrefixChunk\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x03 \x01(\x04R\n" +
+	"generation\x12\x14\n" +
+	"\x05start\x18\x04 \x01(\x03R\x05start\x12\x10\n" +
+	"\x03end\x18\x05 \x01(\x03R\x03end\x12\x16\n" +
+	"\x06digest\x18\x06 \x01(\fR\x06digest\x12\x16\n" +
+	"\x06offset\x18\a \x01(\x03R\x06offset\x12\x12\n" +
+	"\x04next\x18\b \x01(\x03R\x04next\x12\x18\n" +
+	"\abatches\x18\t \x01(\fR\abatches\"`\n" +
 	"\vRejoinProbe\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1d\n" +
@@ -1155,7 +1378,7 @@ func file_strand_proto_rawDescGZIP() []byte {
 }
 
 var file_strand_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_strand_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_strand_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_strand_proto_goTypes = []any{
 	(EntryKind)(0),               // 0: strand.EntryKind
 	(RejoinState)(0),             // 1: strand.RejoinState
@@ -1166,29 +1389,33 @@ var file_strand_proto_goTypes = []any{
 	(*PartitionSnapshot)(nil),    // 6: strand.PartitionSnapshot
 	(*RaftMessage)(nil),          // 7: strand.RaftMessage
 	(*RaftFrame)(nil),            // 8: strand.RaftFrame
-	(*RejoinProbe)(nil),          // 9: strand.RejoinProbe
-	(*RejoinAnswer)(nil),         // 10: strand.RejoinAnswer
-	(*TxnPartitionProducer)(nil), // 11: strand.TxnPartitionProducer
-	(*AbortedTxn)(nil),           // 12: strand.AbortedTxn
-	(*CompactionState)(nil),      // 13: strand.CompactionState
+	(*PrefixRequest)(nil),        // 9: strand.PrefixRequest
+	(*PrefixChunk)(nil),          // 10: strand.PrefixChunk
+	(*RejoinProbe)(nil),          // 11: strand.RejoinProbe
+	(*RejoinAnswer)(nil),         // 12: strand.RejoinAnswer
+	(*TxnPartitionProducer)(nil), // 13: strand.TxnPartitionProducer
+	(*AbortedTxn)(nil),           // 14: strand.AbortedTxn
+	(*CompactionState)(nil),      // 15: strand.CompactionState
 }
 var file_strand_proto_depIdxs = []int32{
 	0,  // 0: strand.Entry.kind:type_name -> strand.EntryKind
 	5,  // 1: strand.ProducerState.earlier_batches:type_name -> strand.ProducerBatch
 	3,  // 2: strand.PartitionSnapshot.batches:type_name -> strand.BatchLocation
 	4,  // 3: strand.PartitionSnapshot.producers:type_name -> strand.ProducerState
-	11, // 4: strand.PartitionSnapshot.txn_producers:type_name -> strand.TxnPartitionProducer
-	12, // 5: strand.PartitionSnapshot.aborted_txns:type_name -> strand.AbortedTxn
-	13, // 6: strand.PartitionSnapshot.compaction:type_name -> strand.CompactionState
+	13, // 4: strand.PartitionSnapshot.txn_producers:type_name -> strand.TxnPartitionProducer
+	14, // 5: strand.PartitionSnapshot.aborted_txns:type_name -> strand.AbortedTxn
+	15, // 6: strand.PartitionSnapshot.compaction:type_name -> strand.CompactionState
 	7,  // 7: strand.RaftFrame.messages:type_name -> strand.RaftMessage
-	9,  // 8: strand.RaftFrame.rejoin_probes:type_name -> strand.RejoinProbe
-	10, // 9: strand.RaftFrame.rejoin_answers:type_name -> strand.RejoinAnswer
-	1,  // 10: strand.RejoinAnswer.state:type_name -> strand.RejoinState
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	11, // 8: strand.RaftFrame.rejoin_probes:type_name -> strand.RejoinProbe
+	12, // 9: strand.RaftFrame.rejoin_answers:type_name -> strand.RejoinAnswer
+	9,  // 10: strand.RaftFrame.prefix_requests:type_name -> strand.PrefixRequest
+	10, // 11: strand.RaftFrame.prefix_chunks:type_name -> strand.PrefixChunk
+	1,  // 12: strand.RejoinAnswer.state:type_name -> strand.RejoinState
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_strand_proto_init() }
@@ -1204,7 +1431,7 @@ func file_strand_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strand_proto_rawDesc), len(file_strand_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

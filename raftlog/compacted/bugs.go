@@ -6,3 +6,6 @@ package compacted
 // bugs_simbugs.go); in a default build this is constant false and the
 // compiler drops it.
 const bugSwitchNotAtomic = false
+
+// bugCommitUnchecked is the planted unchecked install (off).
+const bugCommitUnchecked = false

@@ -13,3 +13,10 @@ var bugSwitchNotAtomic = false
 
 // SetBugs switches the planted bug on or off.
 func SetBugs(switchNotAtomic bool) { bugSwitchNotAtomic = switchNotAtomic }
+
+// bugCommitUnchecked is half of the node's planted PrefixInstallUnchecked:
+// Commit takes the digest it is given without hashing what was written.
+var bugCommitUnchecked = false
+
+// SetInstallBugs switches the planted unchecked commit on or off.
+func SetInstallBugs(commitUnchecked bool) { bugCommitUnchecked = commitUnchecked }

@@ -82,16 +82,16 @@
 // batch whole (it may come from a peer) and Commit checks the digest, so a
 // generation with the wrong bytes never becomes current (ErrDigestMismatch).
 //
-// # Not here yet (node integration)
+// # Node integration
 //
 // The node runs passes into a store (node's compaction_replica.go: the
 // write job, then Commit as a job of its own, Finish and RemoveStale) and
-// caps its raft-log trimming at engine's RaftTrimBound of End; its fetch
+// trims its raft log up to engine's RaftTrimBound of End; its fetch
 // reads with ReadBatches (bounded in bytes and batches; it returns the
 // offset the read covered, End when it reached the end) and ListOffsets
-// by timestamp uses OffsetForTimestamp (node's compaction_fetch.go). Not
-// yet: an I/O budget for passes (Append checks each batch whole with
-// compact.DecodeBatch, which a trusted pass could skip); installing a
-// prefix from a peer (through a Writer, so Commit checks the digest the
-// engine recorded).
+// by timestamp uses OffsetForTimestamp (node's compaction_fetch.go); a
+// stuck replica installs a peer's prefix through a Writer, so Commit
+// checks the digest the engine recorded (node's compaction_install.go).
+// Not yet: an I/O budget for passes (Append checks each batch whole with
+// compact.DecodeBatch, which a trusted pass could skip).
 package compacted

@@ -148,7 +148,7 @@ func (w *Writer) Commit(end int64, digest [sha256.Size]byte) error {
 	if end < w.next {
 		return w.fail(fmt.Errorf("%w: prefix end %d below the last batch's end %d", ErrInput, end, w.next))
 	}
-	if got := [sha256.Size]byte(w.sha.Sum(nil)); got != digest {
+	if got := [sha256.Size]byte(w.sha.Sum(nil)); got != digest && !bugCommitUnchecked {
 		return w.fail(fmt.Errorf("%w: generation %d hashes to %x, decision says %x", ErrDigestMismatch, w.m.generation, got[:8], digest[:8]))
 	}
 	w.m.end, w.m.digest = end, digest
