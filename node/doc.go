@@ -436,7 +436,7 @@
 // new leader starts from the newest GroupsSnapshot record (written every SnapshotEvery = 1000
 // commands; it reads back at most four intervals), else from the log start: that view (catch-up,
 // snapshot restore, apply, the waits) is package node/groupsvc's Coordinator, reading the replica
-// through offsetsLog; so are the request handlers (groupsvc.Service over groupHost) and the
+// through coordinatorLog; so are the request handlers (groupsvc.Service over groupHost) and the
 // members' liveness sweep; finding coordinators, proposing and FindCoordinator stay
 // here (groupsvc's doc lists what is left). Reads (OffsetFetch,
 // DescribeGroups, ListGroups) and unchanged heartbeats (HeartbeatUnchanged: answered from state, no

@@ -2,6 +2,7 @@ package node
 
 import (
 	"github.com/strandlog/strand/engine/txn"
+	"github.com/strandlog/strand/node/txnsvc"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -27,34 +28,22 @@ func (c *Core) handleAbortTransaction(req *strandpb.AbortTransactionRequest, ans
 		return
 	}
 	cmd := &strandpb.TxnCommand{Body: &strandpb.TxnCommand_AdminAbort{AdminAbort: &strandpb.TxnAdminAbort{TransactionalId: id}}}
-	c.proposeTxn(g, co, cmd, func(a txnApplied) {
+	c.proposeTxn(g, co, cmd, func(a txnsvc.Applied) {
 		if err := txnOutcome(a); err != nil {
 			fail(err)
 			return
 		}
-		out := &strandpb.AbortTransactionResponse{ProducerId: a.res.Producer.ID, ProducerEpoch: int32(a.res.Producer.Epoch),
-			Already: !a.res.Prepared}
-		if d, err := co.state.Describe(id); err == nil {
+		out := &strandpb.AbortTransactionResponse{ProducerId: a.Res.Producer.ID, ProducerEpoch: int32(a.Res.Producer.Epoch),
+			Already: !a.Res.Prepared}
+		if d, err := co.State.Describe(id); err == nil {
 			w := txnToWire(d)
 			out.Topics, out.Groups = w.Topics, w.Groups
 		}
-		if a.res.Prepared {
+		if a.Res.Prepared {
 			c.driveMarkers(g, co)
 		}
 		answer(&strandpb.Response{Body: &strandpb.Response_AbortTransaction{AbortTransaction: out}})
 	})
-}
-
-// txnCommandID is the transactional id a command acts on ("" for the
-// coordinator-wide ones).
-func txnCommandID(cmd *strandpb.TxnCommand) string {
-	switch b := cmd.GetBody().(type) {
-	case *strandpb.TxnCommand_AddPartitions:
-		return b.AddPartitions.GetTransactionalId()
-	case *strandpb.TxnCommand_AddOffsets:
-		return b.AddOffsets.GetTransactionalId()
-	}
-	return ""
 }
 
 // countTxn counts in Stats what one command this coordinator proposed did
@@ -111,7 +100,7 @@ func (c *Core) txnView() TxnView {
 		if _, _, leading := g.leadership(); !leading {
 			continue
 		}
-		n, oldest := co.state.OpenCount()
+		n, oldest := co.State.OpenCount()
 		v.Open += n
 		if oldest >= 0 && (v.OldestStartMs < 0 || oldest < v.OldestStartMs) {
 			v.OldestStartMs = oldest

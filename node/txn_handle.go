@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/strandlog/strand/engine/txn"
+	"github.com/strandlog/strand/node/txnsvc"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -109,13 +110,13 @@ func (c *Core) handleTxnInitProducerID(req *strandpb.TxnInitProducerIdRequest, a
 
 // proposeTxnInit proposes an InitProducerId; refused for want of producer
 // ids, it refills the pool and proposes once more when refill is set.
-func (c *Core) proposeTxnInit(g *group, co *txnCoord, cmd *strandpb.TxnCommand, refill bool, answer func(*strandpb.Response)) {
+func (c *Core) proposeTxnInit(g *group, co *txnsvc.Coordinator, cmd *strandpb.TxnCommand, refill bool, answer func(*strandpb.Response)) {
 	fail := c.txnFail(answer)
-	c.proposeTxn(g, co, cmd, func(a txnApplied) {
+	c.proposeTxn(g, co, cmd, func(a txnsvc.Applied) {
 		switch {
-		case a.err != nil:
-			fail(a.err)
-		case errors.Is(a.res.Err, txn.ErrProducerIDsNeeded) && refill:
+		case a.Err != nil:
+			fail(a.Err)
+		case errors.Is(a.Res.Err, txn.ErrProducerIDsNeeded) && refill:
 			c.refillProducerIDs(g, co, func(err error) {
 				if err != nil {
 					fail(fmt.Errorf("%w: %v", txn.ErrProducerIDsNeeded, err))
@@ -123,14 +124,14 @@ func (c *Core) proposeTxnInit(g *group, co *txnCoord, cmd *strandpb.TxnCommand, 
 				}
 				c.proposeTxnInit(g, co, cmd, false, answer)
 			})
-		case a.res.Err != nil:
-			if a.res.Fenced {
+		case a.Res.Err != nil:
+			if a.Res.Fenced {
 				c.driveMarkers(g, co) // the fenced transaction's abort markers
 			}
-			fail(a.res.Err)
+			fail(a.Res.Err)
 		default:
 			answer(&strandpb.Response{Body: &strandpb.Response_TxnInitProducerId{TxnInitProducerId: &strandpb.TxnInitProducerIdResponse{
-				ProducerId: a.res.Producer.ID, ProducerEpoch: int32(a.res.Producer.Epoch)}}})
+				ProducerId: a.Res.Producer.ID, ProducerEpoch: int32(a.Res.Producer.Epoch)}}})
 		}
 	})
 }
@@ -162,7 +163,7 @@ func (c *Core) handleAddPartitionsToTxn(req *strandpb.AddPartitionsToTxnRequest,
 	cmd := &strandpb.TxnCommand{Body: &strandpb.TxnCommand_AddPartitions{AddPartitions: &strandpb.TxnAddPartitions{
 		TransactionalId: req.GetTransactionalId(), Producer: req.GetProducer(), Topics: req.GetTopics(),
 	}}}
-	c.proposeTxn(g, co, cmd, func(a txnApplied) {
+	c.proposeTxn(g, co, cmd, func(a txnsvc.Applied) {
 		if err := txnOutcome(a); err != nil {
 			fail(err)
 			return
@@ -238,7 +239,7 @@ func (c *Core) handleAddOffsetsToTxn(req *strandpb.AddOffsetsToTxnRequest, answe
 	cmd := &strandpb.TxnCommand{Body: &strandpb.TxnCommand_AddOffsets{AddOffsets: &strandpb.TxnAddOffsets{
 		TransactionalId: req.GetTransactionalId(), Producer: req.GetProducer(), Group: req.GetGroup(),
 	}}}
-	c.proposeTxn(g, co, cmd, func(a txnApplied) {
+	c.proposeTxn(g, co, cmd, func(a txnsvc.Applied) {
 		if err := txnOutcome(a); err != nil {
 			fail(err)
 			return
@@ -268,26 +269,26 @@ func (c *Core) handleEndTxn(req *strandpb.EndTxnRequest, answer func(*strandpb.R
 		KeepEpoch: req.GetKeepEpoch(),
 	}}}
 	c.bugMarkersBeforeDecision(co, req) // planted-bug hook (-tags simbugs)
-	c.proposeTxn(g, co, cmd, func(a txnApplied) {
+	c.proposeTxn(g, co, cmd, func(a txnsvc.Applied) {
 		if err := txnOutcome(a); err != nil {
 			fail(err)
 			return
 		}
-		if a.res.Prepared {
+		if a.Res.Prepared {
 			c.driveMarkers(g, co)
 		}
 		answer(&strandpb.Response{Body: &strandpb.Response_EndTxn{EndTxn: &strandpb.EndTxnResponse{
-			ProducerId: a.res.Producer.ID, ProducerEpoch: int32(a.res.Producer.Epoch)}}})
+			ProducerId: a.Res.Producer.ID, ProducerEpoch: int32(a.Res.Producer.Epoch)}}})
 	})
 }
 
 // txnOutcome is an applied command's error: the proposal's, else the
 // state machine's refusal.
-func txnOutcome(a txnApplied) error {
-	if a.err != nil {
-		return a.err
+func txnOutcome(a txnsvc.Applied) error {
+	if a.Err != nil {
+		return a.Err
 	}
-	return a.res.Err
+	return a.Res.Err
 }
 
 // readTxn runs serve with the coordinator's state of the transactional id
@@ -303,7 +304,7 @@ func (c *Core) readTxn(id string, serve func(*txn.State), fail func(error)) {
 
 // readTxnCoordinator is readTxn for a known replica and coordinator; serve
 // and fail run as completions.
-func (c *Core) readTxnCoordinator(g *group, co *txnCoord, serve func(*txn.State), fail func(error)) {
+func (c *Core) readTxnCoordinator(g *group, co *txnsvc.Coordinator, serve func(*txn.State), fail func(error)) {
 	c.readPartition(g.tp, func(g *group) {
 		c.completions = append(c.completions, func() {
 			if c.txn.coords[g.tp] != co {
@@ -314,7 +315,7 @@ func (c *Core) readTxnCoordinator(g *group, co *txnCoord, serve func(*txn.State)
 				fail(err)
 				return
 			}
-			serve(co.state)
+			serve(co.State)
 		})
 	}, func(err error, _ NodeID) {
 		c.completions = append(c.completions, func() { fail(err) })
@@ -328,7 +329,7 @@ func (c *Core) handleListTransactions(req *strandpb.ListTransactionsRequest, ans
 	defer c.flush()
 	resp := &strandpb.ListTransactionsResponse{}
 	var reps []*group
-	var cos []*txnCoord
+	var cos []*txnsvc.Coordinator
 	for _, g := range c.groups {
 		if g.tp.Topic != TransactionsTopic || g.part == nil {
 			continue

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/strandlog/strand/engine/txn"
+	"github.com/strandlog/strand/node/txnsvc"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -48,32 +49,32 @@ const txnMarkersMax = 256
 // driveMarkers starts the writes of every marker Pending lists that is not
 // in flight yet: after an EndTxn, a timeout or fencing abort, and on every
 // sweep, so a new coordinator finishes what its predecessor decided.
-func (c *Core) driveMarkers(g *group, co *txnCoord) {
+func (c *Core) driveMarkers(g *group, co *txnsvc.Coordinator) {
 	w := c.cfg.Txn.Markers
 	if w == nil {
 		return
 	}
 	started := 0
-	for _, p := range co.state.Pending() {
+	for _, p := range co.State.Pending() {
 		var markers []TxnMarker
 		for _, tp := range p.Partitions {
 			markers = append(markers, TxnMarker{TransactionalID: p.ID, Commit: p.Commit, Producer: p.Marker,
-				KeptEpoch: p.KeptEpoch, Partition: TopicPartition{Topic: tp.Topic, Partition: tp.Partition}, CoordinatorEpoch: coordinatorEpoch(co.term)})
+				KeptEpoch: p.KeptEpoch, Partition: TopicPartition{Topic: tp.Topic, Partition: tp.Partition}, CoordinatorEpoch: coordinatorEpoch(co.Term)})
 		}
 		for _, grp := range p.Groups {
 			markers = append(markers, TxnMarker{TransactionalID: p.ID, Commit: p.Commit, Producer: p.Marker, KeptEpoch: p.KeptEpoch,
-				Group: grp, CoordinatorEpoch: coordinatorEpoch(co.term)})
+				Group: grp, CoordinatorEpoch: coordinatorEpoch(co.Term)})
 		}
 		for _, m := range markers {
 			key := markerKey(m)
-			if co.inFlight[key] {
+			if co.InFlight[key] {
 				continue
 			}
 			if started >= txnMarkersMax {
 				return
 			}
 			started++
-			co.inFlight[key] = true
+			co.InFlight[key] = true
 			w.WriteTxnMarker(c, m, func(err error) { c.markerDone(g, co, key, m, err) })
 		}
 	}
@@ -88,9 +89,9 @@ func markerKey(m TxnMarker) string {
 // markerDone reports a written marker to the coordinator's log. A failed
 // write, or a report that did not apply, clears the flight so the next
 // sweep writes it again.
-func (c *Core) markerDone(g *group, co *txnCoord, key string, m TxnMarker, err error) {
+func (c *Core) markerDone(g *group, co *txnsvc.Coordinator, key string, m TxnMarker, err error) {
 	if err != nil || c.txn.coords[g.tp] != co {
-		delete(co.inFlight, key)
+		delete(co.InFlight, key)
 		if err != nil {
 			c.stats.TxnMarkerRetries++
 			g.logs.log(slog.LevelWarn, "transaction marker not written; retrying on the next sweep",
@@ -106,5 +107,5 @@ func (c *Core) markerDone(g *group, co *txnCoord, key string, m TxnMarker, err e
 	// longer pending; refused as stale, another report got there first;
 	// failed (maybe not written), the next sweep reports it again, and a
 	// duplicate is refused as stale.
-	c.proposeTxn(g, co, cmd, func(txnApplied) { delete(co.inFlight, key) })
+	c.proposeTxn(g, co, cmd, func(txnsvc.Applied) { delete(co.InFlight, key) })
 }

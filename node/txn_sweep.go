@@ -8,6 +8,7 @@ import (
 
 	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/engine/txn"
+	"github.com/strandlog/strand/node/txnsvc"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -40,7 +41,7 @@ func (c *Core) sweepTxn() {
 		}
 		if _, _, leading := g.leadership(); !leading {
 			if co := c.txn.coords[g.tp]; co != nil {
-				co.failWaits()
+				co.FailWaits(ErrLeadershipLost)
 				delete(c.txn.coords, g.tp) // lookup-only map: deletion order does not leak
 			}
 			continue
@@ -59,22 +60,22 @@ func (c *Core) sweepTxn() {
 
 // sweepTxnCoordinator proposes one coordinator's timeouts, snapshot,
 // refill and expiry, and drives its markers.
-func (c *Core) sweepTxnCoordinator(g *group, co *txnCoord) {
+func (c *Core) sweepTxnCoordinator(g *group, co *txnsvc.Coordinator) {
 	cfg := c.txnConfig()
 	nowMs := c.cfg.Clock.Realtime().UnixMilli()
 	propose := func(key string, cmd *strandpb.TxnCommand, applied func(txn.Result)) {
-		if co.inFlight[key] {
+		if co.InFlight[key] {
 			return
 		}
-		co.inFlight[key] = true
-		c.proposeTxn(g, co, cmd, func(a txnApplied) {
-			delete(co.inFlight, key)
-			if a.err == nil && applied != nil {
-				applied(a.res)
+		co.InFlight[key] = true
+		c.proposeTxn(g, co, cmd, func(a txnsvc.Applied) {
+			delete(co.InFlight, key)
+			if a.Err == nil && applied != nil {
+				applied(a.Res)
 			}
 		})
 	}
-	for i, e := range co.state.Expired(nowMs) {
+	for i, e := range co.State.Expired(nowMs) {
 		if i >= sweepProposalsMax {
 			break
 		}
@@ -87,15 +88,15 @@ func (c *Core) sweepTxnCoordinator(g *group, co *txnCoord) {
 		})
 	}
 	c.driveMarkers(g, co)
-	if co.sinceSnapshot >= cfg.SnapshotEvery {
-		propose("\x00snapshot", &strandpb.TxnCommand{Body: &strandpb.TxnCommand_Snapshot{Snapshot: co.state.Snapshot(co.next)}}, nil)
+	if co.SinceSnapshot >= cfg.SnapshotEvery {
+		propose("\x00snapshot", &strandpb.TxnCommand{Body: &strandpb.TxnCommand_Snapshot{Snapshot: co.State.Snapshot(co.Next)}}, nil)
 	}
-	ids := len(co.state.IDs())
-	if ids > 0 && co.state.ProducerIDsLeft() < int64(cfg.ProducerIDBlock)/2 {
+	ids := len(co.State.IDs())
+	if ids > 0 && co.State.ProducerIDsLeft() < int64(cfg.ProducerIDBlock)/2 {
 		c.refillProducerIDs(g, co, func(error) {})
 	}
-	if ids > 0 && c.ticks >= co.lastExpire+uint64(max(1, txnExpireEvery/c.cfg.TickDuration)) {
-		co.lastExpire = c.ticks
+	if ids > 0 && c.ticks >= co.LastExpire+uint64(max(1, txnExpireEvery/c.cfg.TickDuration)) {
+		co.LastExpire = c.ticks
 		propose("\x00expire-ids", &strandpb.TxnCommand{Body: &strandpb.TxnCommand_ExpireIdsRetentionMs{
 			ExpireIdsRetentionMs: cfg.IDRetention.Milliseconds()}}, nil)
 	}
@@ -108,9 +109,9 @@ var errRefillInFlight = errors.New("a refill of producer ids is in flight")
 // refillProducerIDs takes a block of producer ids from the metadata group
 // (which never hands an id out twice) and grants it to the coordinator
 // through its log, then calls done (nil: granted).
-func (c *Core) refillProducerIDs(g *group, co *txnCoord, done func(error)) {
+func (c *Core) refillProducerIDs(g *group, co *txnsvc.Coordinator, done func(error)) {
 	const key = "\x00refill"
-	if co.inFlight[key] {
+	if co.InFlight[key] {
 		done(errRefillInFlight)
 		return
 	}
@@ -118,7 +119,7 @@ func (c *Core) refillProducerIDs(g *group, co *txnCoord, done func(error)) {
 	if err != nil {
 		panic(fmt.Sprintf("node: encode producer id allocation: %v", err))
 	}
-	co.inFlight[key] = true
+	co.InFlight[key] = true
 	c.proposeMeta(data, uint64(c.cfg.RequestTimeoutTicks), func(res metadata.Result, err error) {
 		if err == nil {
 			err = res.Err
@@ -127,7 +128,7 @@ func (c *Core) refillProducerIDs(g *group, co *txnCoord, done func(error)) {
 			err = ErrNotCoordinator
 		}
 		if err != nil {
-			delete(co.inFlight, key)
+			delete(co.InFlight, key)
 			done(err)
 			return
 		}
@@ -135,8 +136,8 @@ func (c *Core) refillProducerIDs(g *group, co *txnCoord, done func(error)) {
 		// first) is never used: ids are plentiful, reuse is not allowed.
 		cmd := &strandpb.TxnCommand{Body: &strandpb.TxnCommand_GrantProducerIds{GrantProducerIds: &strandpb.TxnProducerIdBlock{
 			First: res.FirstProducerID, Count: int64(res.ProducerIDCount)}}}
-		c.proposeTxn(g, co, cmd, func(a txnApplied) {
-			delete(co.inFlight, key)
+		c.proposeTxn(g, co, cmd, func(a txnsvc.Applied) {
+			delete(co.InFlight, key)
 			done(txnOutcome(a))
 		})
 	})
