@@ -55,8 +55,6 @@ const (
 
 // Bounds of the coordinator's work.
 const (
-	// sweepProposalsMax bounds the expiries one sweep proposes.
-	sweepProposalsMax = 256
 	// snapshotEveryDefault is GroupsConfig.SnapshotEvery's default.
 	snapshotEveryDefault = 1000
 )

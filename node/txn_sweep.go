@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/engine/metadata"
-	"github.com/strandlog/strand/engine/txn"
 	"github.com/strandlog/strand/node/txnsvc"
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -58,48 +57,21 @@ func (c *Core) sweepTxn() {
 	}
 }
 
-// sweepTxnCoordinator proposes one coordinator's timeouts, snapshot,
-// refill and expiry, and drives its markers.
+// sweepTxnCoordinator runs one coordinator's sweep (txnsvc.Sweep decides;
+// the node's clocks, configuration, proposals and marker writes serve it).
 func (c *Core) sweepTxnCoordinator(g *group, co *txnsvc.Coordinator) {
 	cfg := c.txnConfig()
-	nowMs := c.cfg.Clock.Realtime().UnixMilli()
-	propose := func(key string, cmd *strandpb.TxnCommand, applied func(txn.Result)) {
-		if co.InFlight[key] {
-			return
-		}
-		co.InFlight[key] = true
-		c.proposeTxn(g, co, cmd, func(a txnsvc.Applied) {
-			delete(co.InFlight, key)
-			if a.Err == nil && applied != nil {
-				applied(a.Res)
-			}
-		})
-	}
-	for i, e := range co.State.Expired(nowMs) {
-		if i >= sweepProposalsMax {
-			break
-		}
-		cmd := &strandpb.TxnCommand{Body: &strandpb.TxnCommand_TimeoutAbort{TimeoutAbort: &strandpb.TxnTimeoutAbort{
-			TransactionalId: e.ID, Producer: &strandpb.TxnProducer{ProducerId: e.Producer.ID, Epoch: int32(e.Producer.Epoch)}}}}
-		propose("\x00timeout\x00"+e.ID, cmd, func(r txn.Result) {
-			if r.Prepared {
-				c.driveMarkers(g, co)
-			}
-		})
-	}
-	c.driveMarkers(g, co)
-	if co.SinceSnapshot >= cfg.SnapshotEvery {
-		propose("\x00snapshot", &strandpb.TxnCommand{Body: &strandpb.TxnCommand_Snapshot{Snapshot: co.State.Snapshot(co.Next)}}, nil)
-	}
-	ids := len(co.State.IDs())
-	if ids > 0 && co.State.ProducerIDsLeft() < int64(cfg.ProducerIDBlock)/2 {
-		c.refillProducerIDs(g, co, func(error) {})
-	}
-	if ids > 0 && c.ticks >= co.LastExpire+uint64(max(1, txnExpireEvery/c.cfg.TickDuration)) {
-		co.LastExpire = c.ticks
-		propose("\x00expire-ids", &strandpb.TxnCommand{Body: &strandpb.TxnCommand_ExpireIdsRetentionMs{
-			ExpireIdsRetentionMs: cfg.IDRetention.Milliseconds()}}, nil)
-	}
+	txnsvc.Sweep{
+		Propose:           func(cmd *strandpb.TxnCommand, done func(txnsvc.Applied)) { c.proposeTxn(g, co, cmd, done) },
+		DriveMarkers:      func() { c.driveMarkers(g, co) },
+		RefillProducerIDs: func() { c.refillProducerIDs(g, co, func(error) {}) },
+		NowMs:             c.cfg.Clock.Realtime().UnixMilli(),
+		Now:               c.ticks,
+		SnapshotEvery:     cfg.SnapshotEvery,
+		ProducerIDBlock:   cfg.ProducerIDBlock,
+		IDRetentionMs:     cfg.IDRetention.Milliseconds(),
+		ExpireEvery:       uint64(max(1, txnExpireEvery/c.cfg.TickDuration)),
+	}.Run(co)
 }
 
 // errRefillInFlight: another refill of the coordinator's producer ids is
