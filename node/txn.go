@@ -84,9 +84,8 @@ func TxnPartition(transactionalID string, partitions int32) int32 {
 }
 
 // isCoordinatorTopic reports whether name is an internal topic whose log is
-// a coordinator's state: only its coordinator writes it, retention never
-// trims it and its partition count never changes.
-func isCoordinatorTopic(name string) bool { return name == OffsetsTopic || name == TransactionsTopic }
+// a coordinator's state (txnsvc.IsCoordinatorTopic).
+func isCoordinatorTopic(name string) bool { return txnsvc.IsCoordinatorTopic(name) }
 
 // txnHost is the Core's transaction-coordinator side: one coordinator per
 // __strand_transactions partition this node leads.

@@ -110,7 +110,7 @@ func (c *Core) refillProducerIDs(g *group, co *txnsvc.Coordinator, done func(err
 			First: res.FirstProducerID, Count: int64(res.ProducerIDCount)}}}
 		c.proposeTxn(g, co, cmd, func(a txnsvc.Applied) {
 			delete(co.InFlight, key)
-			done(txnOutcome(a))
+			done(txnsvc.Outcome(a))
 		})
 	})
 }
