@@ -80,7 +80,7 @@ func (c *Core) driveMarkers(g *group, co *txnsvc.Coordinator) {
 	}
 }
 
-// markerKey names one marker write in txnCoord.inFlight.
+// markerKey names one marker write in txnsvc.Coordinator.InFlight.
 func markerKey(m TxnMarker) string {
 	return fmt.Sprintf("\x00marker\x00%s\x00%d\x00%d\x00%s\x00%d\x00%s",
 		m.TransactionalID, m.Producer.ID, m.Producer.Epoch, m.Partition.Topic, m.Partition.Partition, m.Group)
