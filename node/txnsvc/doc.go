@@ -30,6 +30,14 @@
 // a block, and the expiry of idle ids every ExpireEvery ticks (an hour). At most one proposal per
 // key is in flight (Coordinator.InFlight, leader-local).
 //
+// # Markers (markers.go)
+//
+// DriveMarkers lists, for every Pending transaction (its partitions', then its groups'), each
+// Marker whose key is not in flight, marks it in flight and hands it to the node's write, at most
+// 256 per call; the node adds the coordinator epoch (its partition's raft term) and writes it
+// through its TxnMarkerWriter, and the write's completion (the node's markerDone) ends the flight,
+// so a failed write is retried on the next sweep.
+//
 // # Requests (handle.go)
 //
 // Service serves InitProducerId (a timeout over transaction.max.timeout.ms refused before any
@@ -53,12 +61,13 @@
 // table, peer addresses), the ReadIndex (readTxn, readTxnCoordinator, also used by transactional
 // produce and TxnOffsetCommit), the Host and Replica over the Core. node/txn_sweep.go: the walk
 // over the replicas and the producer-id refill (a metadata proposal). node/txn_markers.go: the
-// marker writes (TxnMarkerWriter takes the *Core). The partition side (txn_write.go, txn_peer.go,
+// marker writes and their reports (TxnMarkerWriter takes the *Core; markerDone proposes
+// MarkerWritten). The partition side (txn_write.go, txn_peer.go,
 // txn_produce.go, txn_fetch.go, txn_offsets.go, txn_producers.go) is not the coordinator's and
 // stays. Moving the rest needs the raft host's replica seam (leadership, produce, ReadIndex as an
 // interface rather than *group) and an error table outside package node.
 //
 // Tests: coordinator_test.go (a Coordinator over an in-memory log), sweep_test.go,
-// handle_test.go (a Service over a fake Host); the node's txn_test.go and the simulator's
+// markers_test.go, handle_test.go (a Service over a fake Host); the node's txn_test.go and the simulator's
 // transaction checkers test it through the node.
 package txnsvc
