@@ -358,6 +358,7 @@ func TestCoreImportGraph(t *testing.T) {
 var servicePackages = []string{
 	"github.com/strandlog/strand/node/authz",
 	"github.com/strandlog/strand/node/groupsvc",
+	"github.com/strandlog/strand/node/txnsvc",
 }
 
 // TestServicesDoNotImportRaft fails if a service package reaches

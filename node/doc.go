@@ -444,7 +444,7 @@
 // new leader starts from the newest GroupsSnapshot record (written every SnapshotEvery = 1000
 // commands; it reads back at most four intervals), else from the log start: that view (catch-up,
 // snapshot restore, apply, the waits) is package node/groupsvc's Coordinator, reading the replica
-// through offsetsLog; so are the request handlers (groupsvc.Service over groupHost) and the
+// through coordinatorLog; so are the request handlers (groupsvc.Service over groupHost) and the
 // members' liveness sweep; finding coordinators, proposing and FindCoordinator stay
 // here (groupsvc's doc lists what is left). Reads (OffsetFetch,
 // DescribeGroups, ListGroups) and unchanged heartbeats (HeartbeatUnchanged: answered from state, no
@@ -461,7 +461,7 @@
 // through Ready, checkpoints and placement); groups in the metadata group (one log for every
 // heartbeat); replicated liveness (a write per heartbeat for a timer only the leader reads).
 //
-// # Transaction coordinators (txn*.go)
+// # Transaction coordinators (txn*.go; package node/txnsvc)
 //
 // engine/txn is hosted exactly as groups are: __strand_transactions is created on first use
 // (Config.Txn.Partitions, default 8; RF min(3, nodes); retention off, produce and CreatePartitions
@@ -469,7 +469,10 @@
 // partitions and the leader of that partition is its coordinator (FindCoordinator with
 // transactional_id). Every write is a TxnCommand record at acks=all, applied by the leader when read
 // back (txnCatchUp), so it is linearizable and survives failover; a new leader starts from the
-// newest TxnSnapshot record (every SnapshotEvery commands), else the log start. Requests (Request
+// newest TxnSnapshot record (every SnapshotEvery commands), else the log start. That view, the
+// sweep's decisions and the request handlers are package node/txnsvc (Coordinator over
+// coordinatorLog, Sweep, Service over txnServiceHost and txnReplica); finding coordinators,
+// proposing, the marker writes and the refill stay here (txnsvc's doc lists what is left). Requests (Request
 // arms 90–95): TxnInitProducerId (timeout 1..Config.Txn.MaxTimeout, 15 min, else
 // INVALID_TRANSACTION_TIMEOUT before any write; an empty producer-id pool takes a block of
 // ProducerIDBlock ids from the metadata group, grants it through the log and proposes once more),
@@ -529,7 +532,7 @@
 // marker is written gets the marker in its new incarnation (harmless: the producer has no
 // transaction open there).
 //
-// Operators (txn_admin.go). AbortTransactionRequest (strand txn abort, clientlib's
+// Operators (txnsvc.Service.AbortTransaction; txn_admin.go: counters). AbortTransactionRequest (strand txn abort, clientlib's
 // AbortTransactionByID) ends a hanging transaction by transactional id on its coordinator, which
 // proposes engine/txn's AdminAbort: the abort is prepared at epoch + 1, fencing the producer as a
 // timeout does, answered once applied, and its markers written to every partition and group.

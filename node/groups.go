@@ -55,12 +55,6 @@ const (
 
 // Bounds of the coordinator's work.
 const (
-	// catchUpReadsMax bounds the log reads of one catch-up.
-	catchUpReadsMax = 1 << 16
-	// groupReadBytes is the read size of a catch-up.
-	groupReadBytes = 4 << 20
-	// sweepProposalsMax bounds the expiries one sweep proposes.
-	sweepProposalsMax = 256
 	// snapshotEveryDefault is GroupsConfig.SnapshotEvery's default.
 	snapshotEveryDefault = 1000
 )
@@ -194,21 +188,22 @@ func (c *Core) coordinatorFor(g *group) (*groupsvc.Coordinator, error) {
 }
 
 // catchUp brings co up to g's high-water mark (groupsvc.Coordinator.CatchUp
-// over offsetsLog).
+// over coordinatorLog).
 func (c *Core) catchUp(g *group, co *groupsvc.Coordinator) error {
-	return co.CatchUp(offsetsLog{c, g}, c.groupsConfig().SnapshotEvery)
+	return co.CatchUp(coordinatorLog{c, g}, c.groupsConfig().SnapshotEvery)
 }
 
-// offsetsLog is a coordinator's read of its replica g of __strand_offsets.
-type offsetsLog struct {
+// coordinatorLog is a coordinator's read of its replica g of
+// __strand_offsets or __strand_transactions (groupsvc.Log).
+type coordinatorLog struct {
 	c *Core
 	g *group
 }
 
-func (l offsetsLog) LogStartOffset() int64 { return l.g.part.LogStartOffset() }
-func (l offsetsLog) HighWatermark() int64  { return l.g.part.HighWatermark() }
+func (l coordinatorLog) LogStartOffset() int64 { return l.g.part.LogStartOffset() }
+func (l coordinatorLog) HighWatermark() int64  { return l.g.part.HighWatermark() }
 
-func (l offsetsLog) Read(offset int64, maxBytes int32) ([]groupsvc.Batch, error) {
+func (l coordinatorLog) Read(offset int64, maxBytes int32) ([]groupsvc.Batch, error) {
 	res := l.c.read(l.g, FetchRequest{TopicPartition: l.g.tp, Offset: offset, MaxBytes: maxBytes})
 	if res.Err != nil {
 		return nil, res.Err
@@ -221,11 +216,11 @@ func (l offsetsLog) Read(offset int64, maxBytes int32) ([]groupsvc.Batch, error)
 }
 
 // Damaged is ErrStorage naming the partition, then what.
-func (l offsetsLog) Damaged(format string, args ...any) error {
+func (l coordinatorLog) Damaged(format string, args ...any) error {
 	return fmt.Errorf("%w: %s/%d"+format, append([]any{ErrStorage, l.g.tp.Topic, l.g.tp.Partition}, args...)...)
 }
 
-func (l offsetsLog) Warn(msg string, err error) {
+func (l coordinatorLog) Warn(msg string, err error) {
 	l.g.logs.log(slog.LevelWarn, msg, slog.Any("err", err))
 }
 

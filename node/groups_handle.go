@@ -222,14 +222,3 @@ func (h groupHost) LedCoordinators() []groupsvc.Replica {
 	}
 	return out
 }
-
-// cmpStr orders strings bytewise (ListTransactions).
-func cmpStr(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}

@@ -5,57 +5,9 @@ import (
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
-// The operators' side of the transaction coordinators: strand txn abort
-// (AbortTransactionRequest) and the counters and gauges /metrics shows.
-
-// handleAbortTransaction aborts the transactional id's open transaction
-// for an operator: the coordinator proposes an AdminAbort, which prepares
-// the abort at the next epoch (fencing the producer, as a timeout does),
-// answers once that decision is applied (durable in its log) and writes
-// the abort markers to every partition and group of the transaction.
-func (c *Core) handleAbortTransaction(req *strandpb.AbortTransactionRequest, answer func(*strandpb.Response)) {
-	defer c.flush()
-	fail := c.txnFail(answer)
-	if c.cfg.Txn.Markers == nil {
-		fail(ErrTransactionsNotEnabled)
-		return
-	}
-	id := req.GetTransactionalId()
-	g, co, err := c.txnCoordinatorOf(id)
-	if err != nil {
-		fail(err)
-		return
-	}
-	cmd := &strandpb.TxnCommand{Body: &strandpb.TxnCommand_AdminAbort{AdminAbort: &strandpb.TxnAdminAbort{TransactionalId: id}}}
-	c.proposeTxn(g, co, cmd, func(a txnApplied) {
-		if err := txnOutcome(a); err != nil {
-			fail(err)
-			return
-		}
-		out := &strandpb.AbortTransactionResponse{ProducerId: a.res.Producer.ID, ProducerEpoch: int32(a.res.Producer.Epoch),
-			Already: !a.res.Prepared}
-		if d, err := co.state.Describe(id); err == nil {
-			w := txnToWire(d)
-			out.Topics, out.Groups = w.Topics, w.Groups
-		}
-		if a.res.Prepared {
-			c.driveMarkers(g, co)
-		}
-		answer(&strandpb.Response{Body: &strandpb.Response_AbortTransaction{AbortTransaction: out}})
-	})
-}
-
-// txnCommandID is the transactional id a command acts on ("" for the
-// coordinator-wide ones).
-func txnCommandID(cmd *strandpb.TxnCommand) string {
-	switch b := cmd.GetBody().(type) {
-	case *strandpb.TxnCommand_AddPartitions:
-		return b.AddPartitions.GetTransactionalId()
-	case *strandpb.TxnCommand_AddOffsets:
-		return b.AddOffsets.GetTransactionalId()
-	}
-	return ""
-}
+// The operators' side of the transaction coordinators: the counters and
+// gauges /metrics shows (strand txn abort is txnsvc.Service's
+// AbortTransaction).
 
 // countTxn counts in Stats what one command this coordinator proposed did
 // once applied (wasOpen: its id had a transaction open before): a begun
@@ -111,7 +63,7 @@ func (c *Core) txnView() TxnView {
 		if _, _, leading := g.leadership(); !leading {
 			continue
 		}
-		n, oldest := co.state.OpenCount()
+		n, oldest := co.State.OpenCount()
 		v.Open += n
 		if oldest >= 0 && (v.OldestStartMs < 0 || oldest < v.OldestStartMs) {
 			v.OldestStartMs = oldest

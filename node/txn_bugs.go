@@ -2,8 +2,11 @@
 
 package node
 
-import "github.com/strandlog/strand/proto/strandpb"
+import (
+	"github.com/strandlog/strand/node/txnsvc"
+	"github.com/strandlog/strand/proto/strandpb"
+)
 
 // bugMarkersBeforeDecision is a planted bug's hook (txn_bugs_simbugs.go):
 // nothing in production builds.
-func (c *Core) bugMarkersBeforeDecision(*txnCoord, *strandpb.EndTxnRequest) {}
+func (c *Core) bugMarkersBeforeDecision(*txnsvc.Coordinator, *strandpb.EndTxnRequest) {}

@@ -4,6 +4,7 @@ package node
 
 import (
 	"github.com/strandlog/strand/engine/txn"
+	"github.com/strandlog/strand/node/txnsvc"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -14,12 +15,12 @@ import (
 // partitions learn an outcome the coordinator may never decide (the
 // request refused as fenced, the proposal lost with its leader, a timeout
 // or fencing abort decided instead).
-func (c *Core) bugMarkersBeforeDecision(co *txnCoord, req *strandpb.EndTxnRequest) {
+func (c *Core) bugMarkersBeforeDecision(co *txnsvc.Coordinator, req *strandpb.EndTxnRequest) {
 	w := c.cfg.Txn.Markers
 	if !c.cfg.Bugs.MarkersBeforeDecision || w == nil {
 		return
 	}
-	d, err := co.state.Describe(req.GetTransactionalId())
+	d, err := co.State.Describe(req.GetTransactionalId())
 	if err != nil || (d.State != txn.Ongoing && d.State != txn.PrepareCommit && d.State != txn.PrepareAbort) {
 		return
 	}
@@ -29,7 +30,7 @@ func (c *Core) bugMarkersBeforeDecision(co *txnCoord, req *strandpb.EndTxnReques
 	}
 	for _, tp := range d.Partitions {
 		m := TxnMarker{TransactionalID: d.ID, Commit: req.GetCommit(), Producer: marker, KeptEpoch: req.GetKeepEpoch(),
-			Partition: TopicPartition{Topic: tp.Topic, Partition: tp.Partition}, CoordinatorEpoch: coordinatorEpoch(co.term)}
+			Partition: TopicPartition{Topic: tp.Topic, Partition: tp.Partition}, CoordinatorEpoch: coordinatorEpoch(co.Term)}
 		w.WriteTxnMarker(c, m, func(error) {})
 	}
 }

@@ -1,10 +1,10 @@
 package node
 
 import (
-	"fmt"
 	"log/slog"
 
 	"github.com/strandlog/strand/engine/txn"
+	"github.com/strandlog/strand/node/txnsvc"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -42,55 +42,29 @@ type TxnMarkerWriter interface {
 	WriteTxnMarker(c *Core, m TxnMarker, done func(error))
 }
 
-// txnMarkersMax bounds the marker writes one coordinator has in flight.
-const txnMarkersMax = 256
-
 // driveMarkers starts the writes of every marker Pending lists that is not
-// in flight yet: after an EndTxn, a timeout or fencing abort, and on every
-// sweep, so a new coordinator finishes what its predecessor decided.
-func (c *Core) driveMarkers(g *group, co *txnCoord) {
+// in flight yet (txnsvc.Coordinator.DriveMarkers decides which): after an
+// EndTxn, a timeout or fencing abort, and on every sweep, so a new
+// coordinator finishes what its predecessor decided.
+func (c *Core) driveMarkers(g *group, co *txnsvc.Coordinator) {
 	w := c.cfg.Txn.Markers
 	if w == nil {
 		return
 	}
-	started := 0
-	for _, p := range co.state.Pending() {
-		var markers []TxnMarker
-		for _, tp := range p.Partitions {
-			markers = append(markers, TxnMarker{TransactionalID: p.ID, Commit: p.Commit, Producer: p.Marker,
-				KeptEpoch: p.KeptEpoch, Partition: TopicPartition{Topic: tp.Topic, Partition: tp.Partition}, CoordinatorEpoch: coordinatorEpoch(co.term)})
-		}
-		for _, grp := range p.Groups {
-			markers = append(markers, TxnMarker{TransactionalID: p.ID, Commit: p.Commit, Producer: p.Marker, KeptEpoch: p.KeptEpoch,
-				Group: grp, CoordinatorEpoch: coordinatorEpoch(co.term)})
-		}
-		for _, m := range markers {
-			key := markerKey(m)
-			if co.inFlight[key] {
-				continue
-			}
-			if started >= txnMarkersMax {
-				return
-			}
-			started++
-			co.inFlight[key] = true
-			w.WriteTxnMarker(c, m, func(err error) { c.markerDone(g, co, key, m, err) })
-		}
-	}
-}
-
-// markerKey names one marker write in txnCoord.inFlight.
-func markerKey(m TxnMarker) string {
-	return fmt.Sprintf("\x00marker\x00%s\x00%d\x00%d\x00%s\x00%d\x00%s",
-		m.TransactionalID, m.Producer.ID, m.Producer.Epoch, m.Partition.Topic, m.Partition.Partition, m.Group)
+	epoch := coordinatorEpoch(co.Term)
+	co.DriveMarkers(func(m txnsvc.Marker, key string) {
+		tm := TxnMarker{TransactionalID: m.TransactionalID, Commit: m.Commit, Producer: m.Producer, KeptEpoch: m.KeptEpoch,
+			Partition: TopicPartition{Topic: m.Topic, Partition: m.Partition}, Group: m.Group, CoordinatorEpoch: epoch}
+		w.WriteTxnMarker(c, tm, func(err error) { c.markerDone(g, co, key, tm, err) })
+	})
 }
 
 // markerDone reports a written marker to the coordinator's log. A failed
 // write, or a report that did not apply, clears the flight so the next
 // sweep writes it again.
-func (c *Core) markerDone(g *group, co *txnCoord, key string, m TxnMarker, err error) {
+func (c *Core) markerDone(g *group, co *txnsvc.Coordinator, key string, m TxnMarker, err error) {
 	if err != nil || c.txn.coords[g.tp] != co {
-		delete(co.inFlight, key)
+		delete(co.InFlight, key)
 		if err != nil {
 			c.stats.TxnMarkerRetries++
 			g.logs.log(slog.LevelWarn, "transaction marker not written; retrying on the next sweep",
@@ -106,5 +80,5 @@ func (c *Core) markerDone(g *group, co *txnCoord, key string, m TxnMarker, err e
 	// longer pending; refused as stale, another report got there first;
 	// failed (maybe not written), the next sweep reports it again, and a
 	// duplicate is refused as stale.
-	c.proposeTxn(g, co, cmd, func(txnApplied) { delete(co.inFlight, key) })
+	c.proposeTxn(g, co, cmd, func(txnsvc.Applied) { delete(co.InFlight, key) })
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/engine/metadata"
-	"github.com/strandlog/strand/engine/txn"
+	"github.com/strandlog/strand/node/txnsvc"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -40,7 +40,7 @@ func (c *Core) sweepTxn() {
 		}
 		if _, _, leading := g.leadership(); !leading {
 			if co := c.txn.coords[g.tp]; co != nil {
-				co.failWaits()
+				co.FailWaits(ErrLeadershipLost)
 				delete(c.txn.coords, g.tp) // lookup-only map: deletion order does not leak
 			}
 			continue
@@ -57,48 +57,21 @@ func (c *Core) sweepTxn() {
 	}
 }
 
-// sweepTxnCoordinator proposes one coordinator's timeouts, snapshot,
-// refill and expiry, and drives its markers.
-func (c *Core) sweepTxnCoordinator(g *group, co *txnCoord) {
+// sweepTxnCoordinator runs one coordinator's sweep (txnsvc.Sweep decides;
+// the node's clocks, configuration, proposals and marker writes serve it).
+func (c *Core) sweepTxnCoordinator(g *group, co *txnsvc.Coordinator) {
 	cfg := c.txnConfig()
-	nowMs := c.cfg.Clock.Realtime().UnixMilli()
-	propose := func(key string, cmd *strandpb.TxnCommand, applied func(txn.Result)) {
-		if co.inFlight[key] {
-			return
-		}
-		co.inFlight[key] = true
-		c.proposeTxn(g, co, cmd, func(a txnApplied) {
-			delete(co.inFlight, key)
-			if a.err == nil && applied != nil {
-				applied(a.res)
-			}
-		})
-	}
-	for i, e := range co.state.Expired(nowMs) {
-		if i >= sweepProposalsMax {
-			break
-		}
-		cmd := &strandpb.TxnCommand{Body: &strandpb.TxnCommand_TimeoutAbort{TimeoutAbort: &strandpb.TxnTimeoutAbort{
-			TransactionalId: e.ID, Producer: &strandpb.TxnProducer{ProducerId: e.Producer.ID, Epoch: int32(e.Producer.Epoch)}}}}
-		propose("\x00timeout\x00"+e.ID, cmd, func(r txn.Result) {
-			if r.Prepared {
-				c.driveMarkers(g, co)
-			}
-		})
-	}
-	c.driveMarkers(g, co)
-	if co.sinceSnapshot >= cfg.SnapshotEvery {
-		propose("\x00snapshot", &strandpb.TxnCommand{Body: &strandpb.TxnCommand_Snapshot{Snapshot: co.state.Snapshot(co.next)}}, nil)
-	}
-	ids := len(co.state.IDs())
-	if ids > 0 && co.state.ProducerIDsLeft() < int64(cfg.ProducerIDBlock)/2 {
-		c.refillProducerIDs(g, co, func(error) {})
-	}
-	if ids > 0 && c.ticks >= co.lastExpire+uint64(max(1, txnExpireEvery/c.cfg.TickDuration)) {
-		co.lastExpire = c.ticks
-		propose("\x00expire-ids", &strandpb.TxnCommand{Body: &strandpb.TxnCommand_ExpireIdsRetentionMs{
-			ExpireIdsRetentionMs: cfg.IDRetention.Milliseconds()}}, nil)
-	}
+	txnsvc.Sweep{
+		Propose:           func(cmd *strandpb.TxnCommand, done func(txnsvc.Applied)) { c.proposeTxn(g, co, cmd, done) },
+		DriveMarkers:      func() { c.driveMarkers(g, co) },
+		RefillProducerIDs: func() { c.refillProducerIDs(g, co, func(error) {}) },
+		NowMs:             c.cfg.Clock.Realtime().UnixMilli(),
+		Now:               c.ticks,
+		SnapshotEvery:     cfg.SnapshotEvery,
+		ProducerIDBlock:   cfg.ProducerIDBlock,
+		IDRetentionMs:     cfg.IDRetention.Milliseconds(),
+		ExpireEvery:       uint64(max(1, txnExpireEvery/c.cfg.TickDuration)),
+	}.Run(co)
 }
 
 // errRefillInFlight: another refill of the coordinator's producer ids is
@@ -108,9 +81,9 @@ var errRefillInFlight = errors.New("a refill of producer ids is in flight")
 // refillProducerIDs takes a block of producer ids from the metadata group
 // (which never hands an id out twice) and grants it to the coordinator
 // through its log, then calls done (nil: granted).
-func (c *Core) refillProducerIDs(g *group, co *txnCoord, done func(error)) {
+func (c *Core) refillProducerIDs(g *group, co *txnsvc.Coordinator, done func(error)) {
 	const key = "\x00refill"
-	if co.inFlight[key] {
+	if co.InFlight[key] {
 		done(errRefillInFlight)
 		return
 	}
@@ -118,7 +91,7 @@ func (c *Core) refillProducerIDs(g *group, co *txnCoord, done func(error)) {
 	if err != nil {
 		panic(fmt.Sprintf("node: encode producer id allocation: %v", err))
 	}
-	co.inFlight[key] = true
+	co.InFlight[key] = true
 	c.proposeMeta(data, uint64(c.cfg.RequestTimeoutTicks), func(res metadata.Result, err error) {
 		if err == nil {
 			err = res.Err
@@ -127,7 +100,7 @@ func (c *Core) refillProducerIDs(g *group, co *txnCoord, done func(error)) {
 			err = ErrNotCoordinator
 		}
 		if err != nil {
-			delete(co.inFlight, key)
+			delete(co.InFlight, key)
 			done(err)
 			return
 		}
@@ -135,9 +108,9 @@ func (c *Core) refillProducerIDs(g *group, co *txnCoord, done func(error)) {
 		// first) is never used: ids are plentiful, reuse is not allowed.
 		cmd := &strandpb.TxnCommand{Body: &strandpb.TxnCommand_GrantProducerIds{GrantProducerIds: &strandpb.TxnProducerIdBlock{
 			First: res.FirstProducerID, Count: int64(res.ProducerIDCount)}}}
-		c.proposeTxn(g, co, cmd, func(a txnApplied) {
-			delete(co.inFlight, key)
-			done(txnOutcome(a))
+		c.proposeTxn(g, co, cmd, func(a txnsvc.Applied) {
+			delete(co.InFlight, key)
+			done(txnsvc.Outcome(a))
 		})
 	})
 }

@@ -363,7 +363,7 @@ func TestTxnRestoreFromSnapshotEqualsReplay(t *testing.T) {
 	now := c.findTxnCoordinator("a")
 	tp := TopicPartition{TransactionsTopic, 0}
 	co := c.cores[now].txn.coords[tp]
-	if co == nil || co.restoredFrom < 0 {
+	if co == nil || co.RestoredFrom < 0 {
 		t.Fatalf("the new coordinator (node %d) did not start from a snapshot", now)
 	}
 	if err := c.cores[now].txnCatchUp(c.cores[now].byTP[tp], co); err != nil {
@@ -373,7 +373,7 @@ func TestTxnRestoreFromSnapshotEqualsReplay(t *testing.T) {
 	replay := txn.New()
 	for _, b := range batches {
 		for i, v := range recordValues(t, b.Batch) {
-			if b.BaseOffset+int64(i) >= co.next {
+			if b.BaseOffset+int64(i) >= co.Next {
 				break
 			}
 			cmd, err := txn.DecodeCommand(v)
@@ -383,9 +383,9 @@ func TestTxnRestoreFromSnapshotEqualsReplay(t *testing.T) {
 			replay.Apply(cmd)
 		}
 	}
-	if len(replay.IDs()) != len(ids) || replay.Digest() != co.state.Digest() {
+	if len(replay.IDs()) != len(ids) || replay.Digest() != co.State.Digest() {
 		t.Fatalf("restored state differs from the replay of %d records (restored from %d): %v vs %v",
-			co.next, co.restoredFrom, co.state.Snapshot(0), replay.Snapshot(0))
+			co.Next, co.RestoredFrom, co.State.Snapshot(0), replay.Snapshot(0))
 	}
 }
 

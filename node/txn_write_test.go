@@ -110,7 +110,7 @@ func TestTxnMarkersReachEveryPartition(t *testing.T) {
 	// A marker the partition already took is done again (a re-ask), and a
 	// marker of an older coordinator epoch is refused.
 	marker := TxnMarker{TransactionalID: "app", Commit: true, Producer: txn.Producer{ID: p.ID, Epoch: p.Epoch + 1},
-		Partition: TopicPartition{"t", 1}, CoordinatorEpoch: coordinatorEpoch(c.cores[coord].txn.coords[TopicPartition{TransactionsTopic, TxnPartition("app", 2)}].term)}
+		Partition: TopicPartition{"t", 1}, CoordinatorEpoch: coordinatorEpoch(c.cores[coord].txn.coords[TopicPartition{TransactionsTopic, TxnPartition("app", 2)}].Term)}
 	if err := c.writeMarker(coord, marker); err != nil {
 		t.Fatalf("re-asked marker: %v", err)
 	}

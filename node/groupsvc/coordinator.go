@@ -7,7 +7,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/engine/groups"
-	"github.com/strandlog/strand/engine/recordbatch"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -15,39 +14,6 @@ import (
 // coordinators: each record is one groups command, and the leader of a
 // group's partition is the group's coordinator.
 const OffsetsTopic = "__strand_offsets"
-
-// Bounds of a coordinator's work.
-const (
-	// catchUpReadsMax bounds the log reads of one catch-up.
-	catchUpReadsMax = 1 << 16
-	// readBytes is the read size of a catch-up.
-	readBytes = 4 << 20
-)
-
-// Log is what a coordinator reads of its __strand_offsets partition: the
-// node's replica of it, which the node leads. The node implements it over
-// its replica (node/groups.go: offsetsLog).
-type Log interface {
-	// LogStartOffset is the partition's first offset still held.
-	LogStartOffset() int64
-	// HighWatermark is the offset after the last committed record.
-	HighWatermark() int64
-	// Read returns the committed batches from offset on, up to maxBytes
-	// (at least one whole batch when there is one).
-	Read(offset int64, maxBytes int32) ([]Batch, error)
-	// Damaged is the node's storage error for a log that does not read
-	// back as it must: format and args describe what, after the
-	// partition's name.
-	Damaged(format string, args ...any) error
-	// Warn logs a record the coordinator skips, with why.
-	Warn(msg string, err error)
-}
-
-// Batch is one record batch of the log at its base offset.
-type Batch struct {
-	BaseOffset int64
-	Data       []byte
-}
 
 // Coordinator is the groups state of one __strand_offsets partition, as
 // this node built it while leading in Term. It is a view of the
@@ -164,31 +130,7 @@ func (co *Coordinator) CatchUp(log Log, snapshotEvery int) error {
 		co.Fresh = false
 		co.restoreSnapshot(log, 4*snapshotEvery)
 	}
-	for i := 0; co.Next < log.HighWatermark(); i++ {
-		if i >= catchUpReadsMax {
-			return log.Damaged(": catch-up of the group log made no progress")
-		}
-		batches, err := log.Read(co.Next, readBytes)
-		if err != nil {
-			return err
-		}
-		if len(batches) == 0 {
-			return log.Damaged(": no batch at offset %d below the high-water mark", co.Next)
-		}
-		for _, b := range batches {
-			it := recordbatch.NewIterator(b.Data)
-			for it.Next() {
-				if off := b.BaseOffset + int64(it.Index()); off >= co.Next {
-					co.applyRecord(log, it.Record().Value)
-					co.Next = off + 1
-				}
-			}
-			if it.Err() != nil {
-				return log.Damaged(" batch at %d: %w", b.BaseOffset, it.Err())
-			}
-		}
-	}
-	return nil
+	return ReadCommitted(log, &co.Next, "group", func(value []byte) { co.applyRecord(log, value) })
 }
 
 // applyRecord applies one record's command and answers its wait. A
@@ -256,37 +198,23 @@ func Apply(s *groups.State, cmd *strandpb.GroupCommand) Applied {
 // snapshot are applied again; they were not in it). Without one, the
 // coordinator replays the partition from its log start.
 func (co *Coordinator) restoreSnapshot(log Log, scanMax int) {
-	logStart := log.LogStartOffset()
-	at, scanned := log.HighWatermark()-1, 0
-	for at >= logStart && scanned < scanMax {
-		batches, err := log.Read(at, 1)
-		if err != nil || len(batches) == 0 {
-			return
+	snap, at, ok := FindSnapshot(log, scanMax, func(value []byte) (*strandpb.GroupsSnapshot, bool) {
+		var cmd strandpb.GroupCommand
+		if proto.Unmarshal(value, &cmd) != nil || cmd.GetSnapshot() == nil {
+			return nil, false
 		}
-		b := batches[0]
-		var values [][]byte
-		it := recordbatch.NewIterator(b.Data)
-		for it.Next() && b.BaseOffset+int64(it.Index()) <= at {
-			values = append(values, it.Record().Value)
-		}
-		for i := len(values) - 1; i >= 0; i-- {
-			scanned++
-			var cmd strandpb.GroupCommand
-			if proto.Unmarshal(values[i], &cmd) != nil || cmd.GetSnapshot() == nil {
-				continue
-			}
-			snap := cmd.GetSnapshot()
-			if snap.GetAsOf() < logStart || snap.GetAsOf() > b.BaseOffset+int64(i) {
-				return // its tail is gone (or it is not one): replay from the log start
-			}
-			st, err := groups.Restore(snap)
-			if err != nil {
-				log.Warn("group snapshot does not restore; replaying the log", err)
-				return
-			}
-			co.State, co.Next, co.RestoredFrom = st, snap.GetAsOf(), b.BaseOffset+int64(i)
-			return
-		}
-		at = b.BaseOffset - 1
+		return cmd.GetSnapshot(), true
+	})
+	if !ok {
+		return
 	}
+	if snap.GetAsOf() < log.LogStartOffset() || snap.GetAsOf() > at {
+		return // its tail is gone (or it is not one): replay from the log start
+	}
+	st, err := groups.Restore(snap)
+	if err != nil {
+		log.Warn("group snapshot does not restore; replaying the log", err)
+		return
+	}
+	co.State, co.Next, co.RestoredFrom = st, snap.GetAsOf(), at
 }

@@ -14,7 +14,8 @@
 // first scans back from the high-water mark, at most four snapshot intervals of records, for the
 // newest snapshot command whose as_of is still in the log, restores it and replays from as_of
 // (the records between as_of and the snapshot apply again: they were not in it); without one it
-// replays the log from its start. FailWaits answers the waits of a replaced coordinator, in
+// replays the log from its start (log.go: ReadCommitted and FindSnapshot, the reading both
+// coordinators do; node/txnsvc uses them over the same Log). FailWaits answers the waits of a replaced coordinator, in
 // request-id order, with the error the node hands in (their commands may still apply).
 //
 // # The liveness sweep (sweep.go)
