@@ -82,7 +82,7 @@ func (c *Core) gateCompaction(sets []metadata.ConfigEntry) error {
 			continue
 		}
 		if p, err := compact.ParsePolicy(e.Value); err == nil && p.Compacts() && p.Deletes() {
-			return fmt.Errorf("%w: %s=%s is not enforced yet (compaction with retention: issue 24); use compact or delete",
+			return fmt.Errorf("%w: %s=%s is not enforced yet (a compacted topic cannot also delete by retention.ms or retention.bytes); use compact or delete",
 				metadata.ErrInvalidConfig, e.Name, e.Value)
 		}
 	}

@@ -203,10 +203,10 @@ var notEnforced = map[string]string{}
 // value, and every partition refuses records over 1 MiB
 // (recordbatch.RecordBytesMax); a larger value is refused. The
 // compaction settings are accepted whatever the policy, as Kafka accepts
-// them on a delete topic; a policy that compacts is accepted here and
-// refused by the node before it proposes (node's gateCompaction) until
-// nodes compact: a node's configuration must not change what a
-// replicated command does.
+// them on a delete topic; compact,delete is accepted here and refused by
+// the node before it proposes (node's gateCompaction) until nodes enforce
+// it: a node's configuration must not change what a replicated command
+// does.
 func checkEnforced(key string, _ TopicConfig) error {
 	if why, ok := notEnforced[key]; ok {
 		return fmt.Errorf("%w: %s is not enforced yet (%s); leave it unset", ErrInvalidConfig, key, why)
@@ -214,9 +214,6 @@ func checkEnforced(key string, _ TopicConfig) error {
 	return nil
 }
 
-// compactionBuilt says whether nodes compact (issue 24: not yet); until
-// then Enforced reports a compacting policy as not enforced, for describe.
-const compactionBuilt = false
 
 // Enforced reports whether the nodes honour key set to value. Describe
 // output uses it to mark stored defaults that have no effect yet.
@@ -225,7 +222,9 @@ func Enforced(key, value string) bool {
 	if c.set(key, value) != nil || checkEnforced(key, c) != nil {
 		return false
 	}
-	return key != ConfigCleanupPolicy || !c.CleanupPolicy.Compacts() || compactionBuilt
+	// compact is enforced; compact,delete not yet (node's gateCompaction:
+	// a retention trim past a replica's compacted prefix stops its passes).
+	return key != ConfigCleanupPolicy || !(c.CleanupPolicy.Compacts() && c.CleanupPolicy.Deletes())
 }
 
 // reset puts key back to its default; an unknown key fails.

@@ -313,19 +313,19 @@ func TestAlterTopicConfig(t *testing.T) {
 }
 
 // TestEnforced shows which stored values the nodes honour: every default
-// and a smaller max.message.bytes (cleanup.policy=compact and a larger
-// max.message.bytes are not); describe marks the others.
+// a smaller max.message.bytes and cleanup.policy=compact (compact,delete
+// and a larger max.message.bytes are not); describe marks the others.
 func TestEnforced(t *testing.T) {
 	for _, e := range DefaultTopicConfig().Entries() {
 		if got, want := Enforced(e.Name, e.Value), true; got != want {
 			t.Errorf("Enforced(%s, %s) = %v, want %v", e.Name, e.Value, got, want)
 		}
 	}
-	if Enforced(ConfigMaxMessageBytes, "2000000") || Enforced(ConfigCleanupPolicy, "compact") || Enforced("nope", "1") {
-		t.Errorf("a larger max.message.bytes, compaction or an unknown key counted as enforced")
+	if Enforced(ConfigMaxMessageBytes, "2000000") || Enforced(ConfigCleanupPolicy, "compact,delete") || Enforced("nope", "1") {
+		t.Errorf("a larger max.message.bytes, compact,delete or an unknown key counted as enforced")
 	}
-	if !Enforced(ConfigMaxMessageBytes, "1000") {
-		t.Errorf("a smaller max.message.bytes counted as not enforced")
+	if !Enforced(ConfigMaxMessageBytes, "1000") || !Enforced(ConfigCleanupPolicy, "compact") {
+		t.Errorf("a smaller max.message.bytes or cleanup.policy=compact counted as not enforced")
 	}
 }
 
