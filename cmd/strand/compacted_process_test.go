@@ -15,16 +15,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// startCompactedDev starts `strand dev --nodes 1` with compacted topics'
-// gate open (the hidden --unfinished-compacted-topics, issue 24) and
-// returns its Kafka address and the environment pointing the CLI at it.
+// startCompactedDev starts `strand dev --nodes 1` and returns its Kafka address and the environment pointing the CLI at it.
 func startCompactedDev(t *testing.T) (string, []string) {
 	t.Helper()
 	port := freeConsecutivePorts(t, 1)
 	dir := t.TempDir()
 	native := "127.0.0.1:" + strconv.Itoa(port+devNativePortOffset)
-	dev := startProc(t, filepath.Join(dir, "dev.log"), nil, "dev", "--nodes", "1", "--base-port", strconv.Itoa(port),
-		"--unfinished-compacted-topics")
+	dev := startProc(t, filepath.Join(dir, "dev.log"), nil, "dev", "--nodes", "1", "--base-port", strconv.Itoa(port))
 	t.Cleanup(dev.kill)
 	env := []string{"STRAND_BROKERS=" + native}
 	waitFor(t, "strand dev", 30*time.Second, func() error {

@@ -17,7 +17,7 @@ import (
 func TestConsoleCompactionInBrowser(t *testing.T) {
 	skipShort(t)
 	chromium := chromiumPath(t)
-	port, admin, _ := startDev(t, 1, "--unfinished-compacted-topics")
+	port, admin, _ := startDev(t, 1)
 	env := []string{"STRAND_BROKERS=127.0.0.1:" + strconv.Itoa(port+devNativePortOffset)}
 	runCLI(t, env, "", "topic", "create", "users", "--partitions", "1", "--replication-factor", "1",
 		"--config", "cleanup.policy=compact")

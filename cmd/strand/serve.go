@@ -32,10 +32,6 @@ type nodeFlags struct {
 	catchUp    int64
 	wal        bool
 	diskStall  time.Duration
-	// compactedUnfinished is the gate of compacted topics (issue 24,
-	// node.Config.CompactedTopicsUnfinished), hidden: for real-process
-	// tests of the parts built. It goes away when the gate opens.
-	compactedUnfinished bool
 }
 
 func (n *nodeFlags) register(fs *pflag.FlagSet) {
@@ -53,11 +49,6 @@ func (n *nodeFlags) register(fs *pflag.FlagSet) {
 		"a fsync not returned after this long stalls the node: it hands its leaderships on and refuses produce until the disk answers; half of it logs the slow job (0: one election timeout)")
 	fs.BoolVar(&n.wal, "wal", false,
 		"make each round durable with one fsync of a node-wide write-ahead log (DATA_DIR/wal) instead of one per partition log written (turning it off later is safe: the log is replayed)")
-	fs.BoolVar(&n.compactedUnfinished, "unfinished-compacted-topics", false,
-		"GATE, for tests only: accept cleanup.policy=compact although compacted topics are unfinished (the raft log is not trimmed to the compacted prefix, so disk use is not bounded); goes away when compacted topics are done")
-	if err := fs.MarkHidden("unfinished-compacted-topics"); err != nil {
-		panic(err) // the flag was just defined
-	}
 }
 
 // coreConfig is the node.Config of node id under these flags.
@@ -66,8 +57,7 @@ func (n *nodeFlags) coreConfig(id node.NodeID, nodes []node.Peer) (node.Config, 
 		return node.Config{}, usageError("--min-free-bytes, --catchup-bytes-per-sec and --disk-stall-after must not be negative")
 	}
 	return node.Config{ID: id, Nodes: nodes, MinFreeBytes: n.minFree, CatchUpBytesPerSec: n.catchUp, WAL: n.wal,
-		DiskStallAfter: n.diskStall, Txn: node.TxnConfig{Markers: node.PartitionMarkers{}},
-		CompactedTopicsUnfinished: n.compactedUnfinished}, nil
+		DiskStallAfter: n.diskStall, Txn: node.TxnConfig{Markers: node.PartitionMarkers{}}}, nil
 }
 
 // logger builds the nodes' logger on w from --log-format and --log-level.

@@ -507,10 +507,6 @@ func (cb *Cluster) start(ctx context.Context, w io.Writer, sub string) (*benchCl
 		if certs != nil {
 			args = append(args, certs.NodeArgs[id]...)
 		}
-		if slices.Contains(cb.phases, "compact") {
-			// Compacted topics' gate (issue 24): unfinished, for the bench.
-			args = append(args, "--unfinished-compacted-topics")
-		}
 		for _, a := range cb.serverArgs {
 			args = append(args, strings.ReplaceAll(a, "NODE", strconv.Itoa(id)))
 		}

@@ -34,16 +34,11 @@ import (
 //     replica runs each pass, so that is three passes' CPU);
 //   - the topic's disk use after it settled, as a multiple of the live set
 //     (keys × stored bytes a record): the leader's raft log plus its
-//     prefix, and the prefix alone (what it would be once the raft log is
-//     trimmed to the prefix, not built yet: until then the raft log keeps
-//     every record and disk use is not bounded).
+//     prefix, and the prefix alone (the raft log is trimmed up to the
+//     prefix, a segment behind).
 //
 // The producer's batches are --compact-batch-bytes (Kafka's batch.size
-// default, 16 KiB): a pass compacts only below the leader's last engine
-// checkpoint, written every 1024 raft entries by default, so a topic
-// written in 256 KiB batches (the other phases') gets its first pass only
-// after about 256 MiB. The servers run with --unfinished-compacted-topics
-// (compacted topics' gate). Both topics use segment.bytes --compact-segment-bytes, so the
+// default, 16 KiB). Both topics use segment.bytes --compact-segment-bytes, so the
 // head rolls and can be cleaned, and min.cleanable.dirty.ratio 0.5
 // (Kafka's default).
 
