@@ -171,7 +171,7 @@ bench-txn: build
 ## bench-compact: bench-cluster's compact phase (≤ ~1 min; issue 24): 10,000 keys updated 200,000 times with
 ##   1 KiB values, written in 4 alternated rounds to a compacted topic and a delete one (produce with compaction
 ##   running against without), then compaction throughput (MiB/s a replica, CPU) and disk use after settling
-##   as a multiple of the live set. Servers run under compacted topics' gate. Full size:
+##   as a multiple of the live set (goal ≤ 2x). Full size:
 ##   BENCH_ARGS='--compact-updates 2000000' (about 2 GiB a topic, 6 GiB a node's disk in all: minutes).
 bench-compact: build
 	./bin/strand bench cluster --phases compact $(if $(BINARY),--binary $(abspath $(BINARY))) $(BENCH_ARGS)

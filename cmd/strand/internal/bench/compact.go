@@ -401,7 +401,7 @@ func printCompact(w io.Writer, rows []clusterRow, f *compactFigures) {
 		fmt.Fprintf(w, "  disk after settling (leader): raft log %.1f MiB + prefix %.1f MiB = %.1fx the live set (%.1f MiB: %d keys x %.0f B stored a record); prefix alone %.2fx; delete topic's log %.1f MiB\n",
 			mib(f.logBytes), mib(f.prefixBytes), (f.logBytes+f.prefixBytes)/live, mib(live), f.keys, f.recordBytes,
 			f.prefixBytes/live, mib(f.offLogBytes))
-		fmt.Fprintf(w, "    (the raft log is not trimmed to the prefix yet: it keeps every record, so disk use is not bounded; generation %.0f cleaned to %.0f of %.0f)\n",
+		fmt.Fprintf(w, "    (the raft log is trimmed up to the prefix, a segment behind, and holds the records not compacted yet; generation %.0f cleaned to %.0f of %.0f)\n",
 			f.generation, f.cleanedTo, f.highWatermark)
 	}
 }
