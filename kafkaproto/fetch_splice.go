@@ -207,12 +207,19 @@ func appendFetchFrame(head []byte, bufs net.Buffers, corr int32, flexibleHeader 
 	for i := range f.batches {
 		pr := partRecords{from: len(s.pieces)}
 		s.floor = pr.from // a partition's pieces are its own
+		prevSpliced := -1 // the head of the partition's last spliced batch
 		for _, b := range f.batches[i] {
 			at := len(s.head)
 			var rest []byte
 			var ok bool
 			if s.head, rest, ok = appendFetchBatch(s.head, b, spliceMin); !ok {
 				break
+			}
+			if rest != nil {
+				if prevSpliced >= 0 && bugSpliceStaleBase() {
+					copy(s.head[at:at+8], s.head[prevSpliced:prevSpliced+8]) // planted bug: the batch before's base offset
+				}
+				prevSpliced = at
 			}
 			s.add(at, len(s.head))
 			pr.size += len(s.head) - at
