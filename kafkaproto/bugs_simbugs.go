@@ -11,7 +11,15 @@ import "sync/atomic"
 // password. Set per run by the simulator (SetBugs).
 var handshakeAuthenticates atomic.Bool
 
+// spliceStaleBase is the planted bug KafkaSpliceStaleBase (bugs.go).
+var spliceStaleBase atomic.Bool
+
 // SetBugs plants (or clears) the package's bugs; only in simbugs builds.
-func SetBugs(handshakeAuth bool) { handshakeAuthenticates.Store(handshakeAuth) }
+func SetBugs(handshakeAuth, staleBase bool) {
+	handshakeAuthenticates.Store(handshakeAuth)
+	spliceStaleBase.Store(staleBase)
+}
 
 func bugHandshakeAuthenticates() bool { return handshakeAuthenticates.Load() }
+
+func bugSpliceStaleBase() bool { return spliceStaleBase.Load() }

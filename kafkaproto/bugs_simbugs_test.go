@@ -9,8 +9,8 @@ import "testing"
 // of a fetch between the handshake and the exchange is what it breaks,
 // and what the simulator's Kafka impostor check must catch.
 func TestBugKafkaHandshakeAuthenticates(t *testing.T) {
-	SetBugs(true)
-	defer SetBugs(false)
+	SetBugs(true, false)
+	defer SetBugs(false, false)
 	g := NewSASLGate(gateLookup(t), nil)
 	gateHandshake(t, g)
 	if st := g.Step(gateFetch(t, 2)); !st.Pass || st.Principal != "" {

@@ -189,6 +189,7 @@ func (c *conn) serve(buf []byte) (*pending, error) {
 		c.calls = c.calls[:0]
 		p.resp = a.serve(c, req)
 		p.calls = slices.Clone(c.calls)
+		p.fetch = h.key == 1
 	}
 	return p, nil
 }

@@ -173,8 +173,12 @@
 // a bound on inflation alone: MESSAGE_TOO_LARGE) and walking every record with Strand's limits; a
 // batch of N records takes N offsets. Iterator/Decode read both forms, so native consumers, the
 // coordinator and the simulator's checkers need nothing else. A Kafka fetch serves a Kafka-form
-// batch as its bytes with base offset and leader epoch stamped (13 ns a batch), and converts a
-// natively produced batch to an uncompressed v2 batch. Producer id/epoch/sequence travel beside the
+// batch as its bytes with base offset and leader epoch stamped, and converts a natively produced
+// batch to an uncompressed v2 batch. The answer is written in pieces (fetch_splice.go): the
+// FetchResponse laid out as kmsg marshals it (v4-13), converted batches built once in the
+// writer's buffer, and a Kafka-form batch of SpliceBytesMin (4 KiB) or more written as a
+// stamped 16-byte head plus the stored bytes themselves, with the listener's writev; the bytes
+// are kmsg's (TestFetchSplicedMatchesOld, FuzzFetchSpliced against the encoder before it). Producer id/epoch/sequence travel beside the
 // batch, so the dedup table serves Kafka's idempotent producers. Cost: the inflate runs on the
 // node's loop (twice on the leader, once per follower; 9–66 µs per compressed 12 KiB batch). A node
 // older than this format reads a Kafka-form batch as corrupt: upgrade every node before Kafka

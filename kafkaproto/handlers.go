@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/strandlog/strand/engine/compact"
 	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/engine/recordbatch"
 	"github.com/strandlog/strand/node/server/listener"
@@ -393,7 +392,7 @@ func (c *conn) fetch(req kmsg.Request) func() kmsg.Response {
 			return nil
 		}
 		got := whole.GetFetch().GetPartitions()
-		out := kmsg.NewPtrFetchResponse()
+		out := &fetchAnswer{FetchResponse: kmsg.NewPtrFetchResponse()}
 		out.SetVersion(r.Version)
 		out.ThrottleMillis = whole.GetFetch().GetThrottleMs()
 		i := 0 // the node answers each partition at its request index
@@ -406,7 +405,9 @@ func (c *conn) fetch(req kmsg.Request) func() kmsg.Response {
 					a = got[i]
 				}
 				i++
-				ot.Partitions = append(ot.Partitions, fetchPartition(whole, a, p.Partition))
+				op, batches := fetchPartitionHead(whole, a, p.Partition)
+				ot.Partitions = append(ot.Partitions, op)
+				out.batches = append(out.batches, batches)
 			}
 			out.Topics = append(out.Topics, ot)
 		}
@@ -427,19 +428,30 @@ func (c *conn) reserveAnswer(m int32) bool {
 	return c.lc.Reserve(&c.slot, listener.FetchAnswerBytes(m))
 }
 
-// fetchPartition converts one partition's fetch answer.
+// fetchPartition converts one partition's fetch answer, its record
+// bytes copied into RecordBatches.
 func fetchPartition(whole *strandpb.Response, a *strandpb.FetchResponse_Partition, partition int32) kmsg.FetchResponseTopicPartition {
+	op, batches := fetchPartitionHead(whole, a, partition)
+	op.RecordBatches = appendFetchRecords(op.RecordBatches, batches)
+	return op
+}
+
+// fetchPartitionHead converts one partition's fetch answer but its record
+// bytes (RecordBatches empty, never null: librdkafka refuses a -1 size),
+// and returns the stored batches they are made from (appendFetchBatch;
+// none for a partition answered with an error).
+func fetchPartitionHead(whole *strandpb.Response, a *strandpb.FetchResponse_Partition, partition int32) (kmsg.FetchResponseTopicPartition, []*strandpb.FetchResponse_Batch) {
 	op := kmsg.NewFetchResponseTopicPartition()
 	op.Partition = partition
 	op.HighWatermark, op.LastStableOffset, op.LogStartOffset = -1, -1, -1
-	op.RecordBatches = []byte{} // never null: librdkafka refuses a -1 size
+	op.RecordBatches = []byte{}
 	if a == nil {
 		e := whole.GetError()
 		if e == nil {
 			e = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INTERNAL}
 		}
 		op.ErrorCode = kafkaCode(e)
-		return op
+		return op, nil
 	}
 	op.ErrorCode = kafkaCode(partErr(whole, a.GetError()))
 	if op.ErrorCode != 0 {
@@ -447,7 +459,7 @@ func fetchPartition(whole *strandpb.Response, a *strandpb.FetchResponse_Partitio
 		if e := partErr(whole, a.GetError()); e.GetCode() == strandpb.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE {
 			op.HighWatermark, op.LastStableOffset, op.LogStartOffset = e.GetHighWatermark(), e.GetHighWatermark(), e.GetLogStartOffset()
 		}
-		return op
+		return op, nil
 	}
 	op.HighWatermark, op.LastStableOffset, op.LogStartOffset = a.GetHighWatermark(), a.GetLastStableOffset(), a.GetLogStartOffset()
 	for _, t := range a.GetAbortedTransactions() {
@@ -455,36 +467,7 @@ func fetchPartition(whole *strandpb.Response, a *strandpb.FetchResponse_Partitio
 		at.ProducerID, at.FirstOffset = t.GetProducerId(), t.GetFirstOffset()
 		op.AbortedTransactions = append(op.AbortedTransactions, at)
 	}
-	buf := []byte{}
-	for _, b := range a.GetBatches() {
-		if m := b.GetMarker(); m != nil {
-			buf = AppendControl(buf, b.GetBaseOffset(), -1, Marker{ProducerID: b.GetProducerId(), ProducerEpoch: int16(b.GetProducerEpoch()),
-				CoordinatorEpoch: m.GetCoordinatorEpoch(), Commit: m.GetCommit(), TimestampMs: b.GetAppendTimeMs()})
-			continue
-		}
-		var err error
-		if compact.IsCompacted(b.GetRecords()) {
-			// A batch of a compacted prefix: Kafka's form keeps its
-			// offset range and producer fields, fewer records.
-			if buf, err = AppendCompacted(buf, b.GetRecords(), -1); err != nil {
-				break
-			}
-			continue
-		}
-		pf := ProducerFields{ID: -1, Epoch: -1, Sequence: -1}
-		if b.ProducerId != nil && b.GetProducerId() >= 0 {
-			pf = ProducerFields{ID: b.GetProducerId(), Epoch: int16(b.GetProducerEpoch()), Sequence: b.GetBaseSequence(),
-				Transactional: b.GetTransactional()}
-		}
-		buf, err = AppendKafka(buf, b.GetRecords(), b.GetBaseOffset(), -1, pf)
-		if err != nil {
-			// A stored batch always decodes (the engine validated it);
-			// serve what came before it rather than fail the fetch.
-			break
-		}
-	}
-	op.RecordBatches = buf
-	return op
+	return op, a.GetBatches()
 }
 
 // listOffsets maps earliest (-2), latest (-1) and by-timestamp lookups

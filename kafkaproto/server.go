@@ -166,6 +166,8 @@ type pending struct {
 	closeAfter string
 	// calls are the backend calls the answer waits for.
 	calls []*call
+	// fetch: a Fetch's answer, written in pieces (splicedPending).
+	fetch bool
 }
 
 // Ready says whether AppendTo can run without waiting for the backend.
@@ -229,6 +231,10 @@ func (s *Server) serveConn(lc *listener.Conn, br *bufio.Reader) error {
 			lc.SendLast(c.slot, p, p.closeAfter)
 			return nil // the writer closes once the answer is out
 		}
+		if p.fetch {
+			lc.Send(c.slot, splicedPending{p})
+			continue
+		}
 		lc.Send(c.slot, p)
 	}
 }
@@ -250,16 +256,59 @@ func (c *conn) handshake(br *bufio.Reader) error {
 }
 
 // appendResponse frames resp: size, correlation id, the header's empty tag
-// section when flexible, the body.
+// section when flexible, the body. A fetch answer goes through
+// appendFetchFrame with every stored Kafka batch spliced, then joined, so
+// Translate's callers (the simulator) run the splicing the listener
+// serves fetches with.
 func appendResponse(dst []byte, p *pending, resp kmsg.Response) []byte {
+	if f, ok := resp.(*fetchAnswer); ok {
+		start := len(dst)
+		head, bufs := appendFetchFrame(dst, nil, p.corr, p.flexibleHeader, f, 1)
+		out := head[:start:start]
+		for _, b := range bufs {
+			out = append(out, b...)
+		}
+		return out
+	}
+	return appendFrame(dst, p.corr, p.flexibleHeader, resp)
+}
+
+// appendFrame frames resp as kmsg marshals it.
+func appendFrame(dst []byte, corr int32, flexibleHeader bool, resp kmsg.Response) []byte {
+	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
-	dst = binary.BigEndian.AppendUint32(dst, uint32(p.corr))
-	if p.flexibleHeader {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(corr))
+	if flexibleHeader {
 		dst = append(dst, 0)
 	}
 	dst = resp.AppendTo(dst)
-	binary.BigEndian.PutUint32(dst[:4], uint32(len(dst)-4))
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
 	return dst
+}
+
+// splicedPending is a fetch's pending answer, which the listener's writer
+// takes in pieces (listener.SplicedAnswer): the stored Kafka batches of
+// SpliceBytesMin bytes or more written from where the node stores them.
+type splicedPending struct{ *pending }
+
+// AppendSpliced appends the framed answer's own bytes to head and the
+// whole answer to bufs (appendFetchFrame); any answer but a fetch answer
+// (a refusal) is one piece.
+func (p splicedPending) AppendSpliced(head []byte, bufs net.Buffers) ([]byte, net.Buffers, error) {
+	if p.noReply {
+		return head, bufs, nil
+	}
+	resp := p.resp()
+	if resp == nil {
+		return head, bufs, listener.ErrStopped // the connection closed or drains first
+	}
+	if f, ok := resp.(*fetchAnswer); ok {
+		head, bufs = appendFetchFrame(head, bufs, p.corr, p.flexibleHeader, f, SpliceBytesMin)
+		return head, bufs, nil
+	}
+	start := len(head)
+	head = appendFrame(head, p.corr, p.flexibleHeader, resp)
+	return head, append(bufs, head[start:]), nil
 }
 
 // ready wraps an answer known at once.

@@ -83,9 +83,12 @@ func plantBug(cfg *node.Config, name string) {
 	compact.SetRewriteBugs(name == "CompactDropsLastRecord")                       // needs Options.Compacted
 	compacted.SetBugs(name == "CompactSwitchNotAtomic")                            // needs Options.Compacted
 	compacted.SetInstallBugs(name == "PrefixInstallUnchecked")                     // with node's, below
-	kafkaproto.SetBugs(name == "KafkaHandshakeAuthenticates")                      // needs authorization on (kafka_sasl.go)
 	loop.SetBugs(name == "StaleSecurityView")                                      // needs authorization on (loop.go, sasl.go)
 	frame.SetBugs(name == "SpliceStaleHead")                                       // every native fetch answer (corrupt.go's answerFrame)
+
+	// KafkaHandshakeAuthenticates needs authorization on (kafka_sasl.go);
+	// KafkaSpliceStaleBase runs in every Kafka fetch answer (Translate).
+	kafkaproto.SetBugs(name == "KafkaHandshakeAuthenticates", name == "KafkaSpliceStaleBase")
 	switch name {
 	case "AckBeforeCommit":
 		cfg.Bugs.AckBeforeCommit = true

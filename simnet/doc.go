@@ -264,7 +264,10 @@
 // frame.AppendSpliced (the envelope marshalled around the stored batches, which are written as
 // they are), every batch spliced, the bytes marshalWire's (corrupt.go answerFrame). Planted
 // SpliceStaleHead (a spliced batch written with the head piece of the batch before it, a reused
-// write vector): caught at seed 1 by the linearizability check.
+// write vector): caught at seed 1 by the linearizability check. Every Kafka fetch answer goes
+// through kafkaproto's spliced encoder too (Translation.Answer, every stored Kafka batch spliced,
+// the bytes kmsg's). Planted KafkaSpliceStaleBase (a spliced Kafka batch written with the base
+// offset of the one before it): caught at seed 5, 6 of seeds 1-12 (every one with the Kafka codec).
 //
 // # Faults
 //

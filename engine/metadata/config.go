@@ -214,7 +214,6 @@ func checkEnforced(key string, _ TopicConfig) error {
 	return nil
 }
 
-
 // Enforced reports whether the nodes honour key set to value. Describe
 // output uses it to mark stored defaults that have no effect yet.
 func Enforced(key, value string) bool {
