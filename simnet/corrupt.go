@@ -118,7 +118,11 @@ func answerFrame(resp *strandpb.Response) []byte {
 	if err != nil {
 		panic(fmt.Sprintf("simnet: splice response: %v", err))
 	}
-	var out []byte
+	n := 0
+	for _, b := range bufs {
+		n += len(b)
+	}
+	out := make([]byte, 0, n) // one allocation, not one per growth
 	for _, b := range bufs {
 		out = append(out, b...)
 	}

@@ -455,14 +455,27 @@ func (t *topicState) grow() {
 	}
 }
 
-// export deep-copies a topic for a caller.
+// export deep-copies a topic for a caller. Every partition's replica and
+// target lists share one backing array (each capped at its length, so an
+// append by the caller copies): one allocation instead of one per list,
+// for the node's metadata answers and the simulator's checks, which
+// export whole topics often.
 func (t *topicState) export() Topic {
-	replicas := make([][]uint64, len(t.replicas))
-	targets := make([][]uint64, len(t.replicas))
+	n := 0
 	for p, r := range t.replicas {
-		replicas[p] = append([]uint64(nil), r...)
-		if len(t.targets[p]) > 0 {
-			targets[p] = append([]uint64(nil), t.targets[p]...)
+		n += len(r) + len(t.targets[p])
+	}
+	ids := make([]uint64, 0, n)
+	lists := make([][]uint64, 2*len(t.replicas))
+	replicas, targets := lists[:len(t.replicas):len(t.replicas)], lists[len(t.replicas):]
+	for p, r := range t.replicas {
+		if len(r) > 0 { // an empty list stays nil, as a copy of it was
+			ids = append(ids, r...)
+			replicas[p] = ids[len(ids)-len(r) : len(ids) : len(ids)]
+		}
+		if tp := t.targets[p]; len(tp) > 0 {
+			ids = append(ids, tp...)
+			targets[p] = ids[len(ids)-len(tp) : len(ids) : len(ids)]
 		}
 	}
 	return Topic{
