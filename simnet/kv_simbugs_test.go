@@ -54,7 +54,10 @@ func TestSimCatchesCompactActiveSegment(t *testing.T) {
 // names the record's end and digest over part of the batches, which the
 // power-loss view's Verify refuses. Installs come from raft snapshots past
 // a lagging replica's prefix (the raft log is trimmed up to the prefixes)
-// and from prefixes found damaged.
+// and from prefixes found damaged. A catch needs an install in the seed:
+// 12 of seeds 1-30 with the key-value workload forced (1 2 5 8 11 18 21 23
+// 24 26 28 30) since the leader checkpoints early for a quiet partition's
+// pass (fewer lagging replicas pass a snapshot); re-pinned from 6 of 1-12.
 func TestSimCatchesPrefixInstallUnchecked(t *testing.T) {
-	requireCatches(t, "PrefixInstallUnchecked", 1, 12, 6, "", kvOptions, nil)
+	requireCatches(t, "PrefixInstallUnchecked", 1, 12, 5, "", kvOptions, nil)
 }
