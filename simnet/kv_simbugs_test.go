@@ -56,8 +56,8 @@ func TestSimCatchesCompactActiveSegment(t *testing.T) {
 // a lagging replica's prefix (the raft log is trimmed up to the prefixes)
 // and from prefixes found damaged. A catch needs an install in the seed:
 // 12 of seeds 1-30 with the key-value workload forced (1 2 5 8 11 18 21 23
-// 24 26 28 30) since the leader checkpoints early for a quiet partition's
-// pass (fewer lagging replicas pass a snapshot); re-pinned from 6 of 1-12.
+// 24 26 28 30) after the quiet-partition checkpoint moved these traces;
+// re-pinned from 6 of 1-12.
 func TestSimCatchesPrefixInstallUnchecked(t *testing.T) {
 	requireCatches(t, "PrefixInstallUnchecked", 1, 12, 5, "", kvOptions, nil)
 }
