@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"time"
 
 	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/engine/compact"
@@ -132,11 +133,24 @@ type passState struct {
 	// installed again whatever its generation.
 	damaged bool
 	locs    []engine.BatchLocation // scratch
+	// last is the last pass made current on this replica since it opened
+	// (CompactionView's LastPass fields; zero: none).
+	last passFigures
+}
+
+// passFigures are what one pass read and wrote and how long it took on
+// the Clock's monotonic time, from the start of its gathering to its
+// switch (Finish on the loop).
+type passFigures struct {
+	bytesIn, bytesOut int64
+	took              time.Duration
 }
 
 // passFlight is one pass from gathering to its completion.
 type passFlight struct {
-	d          compact.Decision
+	d compact.Decision
+	// started is the Clock's monotonic time the pass began gathering.
+	started    time.Duration
 	firstDirty int64
 	next       int64 // the next offset to gather
 	dirty      []dirtyEntry
@@ -292,7 +306,8 @@ func (c *Core) passStep(g *group) {
 			c.passStuck(g, fmt.Sprintf("log start %d past the compacted prefix's end %d", start, first))
 			return
 		}
-		p.flight = &passFlight{d: c.bugPassDecision(g, p.pending[0]), firstDirty: first, next: first} // planted-bug hook (-tags simbugs)
+		p.flight = &passFlight{d: c.bugPassDecision(g, p.pending[0]), firstDirty: first, next: first,
+			started: c.cfg.Clock.Monotonic()} // planted-bug hook (-tags simbugs)
 	}
 	f := p.flight
 	if !f.gathered {
@@ -430,6 +445,9 @@ func (c *Core) finishPassJob(token uint64, job syncJob, err error) {
 		g.pass.pending = g.pass.pending[1:]
 	}
 	c.stats.CompactionPasses++
+	c.stats.CompactionBytesIn += uint64(max(f.res.BytesIn, 0))
+	c.stats.CompactionBytesOut += uint64(max(f.res.BytesOut, 0))
+	g.pass.last = passFigures{bytesIn: f.res.BytesIn, bytesOut: f.res.BytesOut, took: c.cfg.Clock.Monotonic() - f.started}
 	g.logs.log(slog.LevelDebug, "compaction pass done", slog.Uint64("generation", f.d.Generation),
 		slog.Int64("cleaned_to", f.res.CleanedTo), slog.Int("dirty_batches", len(f.dirty)))
 	// Bound now: the job may run beside the next pass's write and commit.
