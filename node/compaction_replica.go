@@ -163,6 +163,48 @@ type passFlight struct {
 	// res is the write job's outcome: set by the job, read on the loop
 	// after its SyncDone.
 	res compact.Result
+	// held: the next job (the write once gathered, or the commit once
+	// written) waits for the node's compaction I/O budget
+	// (passBudgetHeld); passStep queues it when the budget is paid.
+	held bool
+}
+
+// The I/O budget (Config.CompactionBytesPerSec, Kafka's
+// log.cleaner.io.max.bytes.per.second): one per node, shared by all its
+// replicas' passes as Kafka's throttler is by its cleaner threads, measured
+// on the Clock's monotonic time. A pass is charged, as debt, every byte it
+// reads and writes: the raft entry bytes each gathering step read (when
+// the step ends), then at the write job's end the prefix input it read
+// and the batches it wrote (its Stats' BytesIn past the gathered bytes,
+// and BytesOut). A gathering step, the write job and the commit job
+// each start only once the debt so far is paid (now at or past freeAt);
+// until then the pass holds (passFlight.held) and passStep, which the
+// loop calls every tick while a pass is active, looks again. So a pass
+// that read and wrote N bytes at B bytes a second takes at least N/B
+// from its first gathering step to its switch, and nothing else on the
+// loop waits for it: produce and fetch go on. The write job itself runs
+// at full speed (one Compact call; the debt it leaves holds its commit
+// and the node's next steps), so the rate holds on average over a pass,
+// not within one write job. 0: unlimited, no pass ever holds (and the
+// clock is not read for it).
+type passBudget struct {
+	freeAt time.Duration
+}
+
+// passBudgetHeld reports whether the node's compaction I/O budget is in
+// debt: the next pass step must wait.
+func (c *Core) passBudgetHeld() bool {
+	return c.cfg.CompactionBytesPerSec > 0 && c.cfg.Clock.Monotonic() < c.passBudget.freeAt
+}
+
+// passCharge adds n bytes of pass I/O to the node's budget debt.
+func (c *Core) passCharge(n int64) {
+	rate := c.cfg.CompactionBytesPerSec
+	if rate <= 0 || n <= 0 {
+		return
+	}
+	d := time.Duration(n/rate)*time.Second + time.Duration(n%rate)*time.Second/time.Duration(rate)
+	c.passBudget.freeAt = max(c.passBudget.freeAt, c.cfg.Clock.Monotonic()) + d
 }
 
 // noteDecision appends d to g's pending passes when it is newer than the
@@ -245,11 +287,14 @@ func (c *Core) passCheck(g *group) {
 // passActive reports whether g has a pass to start or entries to gather.
 func (c *Core) passActive(g *group) bool {
 	p := &g.pass
+	if f := p.flight; f != nil && f.held && f.w != nil {
+		return true // a written pass's commit waits for the budget: it goes on as a queued one would
+	}
 	if p.stuck != "" {
 		return false
 	}
 	if p.flight != nil {
-		return !p.flight.gathered
+		return !p.flight.gathered || p.flight.held
 	}
 	return len(p.pending) > 0
 }
@@ -310,8 +355,24 @@ func (c *Core) passStep(g *group) {
 			started: c.cfg.Clock.Monotonic()} // planted-bug hook (-tags simbugs)
 	}
 	f := p.flight
+	if f.w != nil && !f.held {
+		return // a job of the pass is in flight
+	}
+	if c.passBudgetHeld() {
+		f.held = f.gathered
+		return // the I/O budget is in debt: the next tick looks again
+	}
+	if f.held && f.w != nil {
+		f.held = false
+		c.queuePassCommit(g, f)
+		return
+	}
+	f.held = false
 	if !f.gathered {
-		if err := c.gatherPass(g, f); err != nil {
+		before := f.bytes
+		err := c.gatherPass(g, f)
+		c.passCharge(f.bytes - before)
+		if err != nil {
 			p.flight = nil
 			if errors.Is(err, raft.ErrCompacted) {
 				c.passStuck(g, fmt.Sprintf("raft entries of the dirty section are gone: %v", err))
@@ -323,6 +384,10 @@ func (c *Core) passStep(g *group) {
 			return
 		}
 		if !f.gathered {
+			return
+		}
+		if c.passBudgetHeld() {
+			f.held = true // the write starts once the gathering is paid for
 			return
 		}
 	}
@@ -430,10 +495,12 @@ func (c *Core) finishPassJob(token uint64, job syncJob, err error) {
 		return
 	}
 	if !f.commit {
-		res, w, guard := f.res, f.w, c.replicaGuard(g.dir)
-		f.commit = true
-		run := func() error { return guard.do(func() error { return w.Commit(res.CleanedTo, res.Digest) }) }
-		f.job = c.queueJob(syncJob{g: g, run: run, pass: f})
+		c.passCharge(max(f.res.BytesIn-f.bytes, 0) + f.res.BytesOut)
+		if c.passBudgetHeld() {
+			f.held = true // passStep queues the commit once the pass is paid for
+			return
+		}
+		c.queuePassCommit(g, f)
 		return
 	}
 	g.pass.flight = nil
@@ -460,6 +527,14 @@ func (c *Core) finishPassJob(token uint64, job syncJob, err error) {
 	if c.passActive(g) {
 		c.passStep(g)
 	}
+}
+
+// queuePassCommit queues f's commit job (its write job done).
+func (c *Core) queuePassCommit(g *group, f *passFlight) {
+	res, w, guard := f.res, f.w, c.replicaGuard(g.dir)
+	f.commit = true
+	run := func() error { return guard.do(func() error { return w.Commit(res.CleanedTo, res.Digest) }) }
+	f.job = c.queueJob(syncJob{g: g, run: run, pass: f})
 }
 
 // prefixTrimBound is, on a partition that compacts (a decision exists),

@@ -542,3 +542,58 @@ func TestPassFiguresRecorded(t *testing.T) {
 			v.LastPassBytesIn, v.LastPassBytesOut, v.LastPassDuration, st.CompactionBytesIn, st.CompactionBytesOut, st.CompactionPasses)
 	}
 }
+
+// TestPassBudgetHoldsPassNotProduce shows Config.CompactionBytesPerSec
+// (the passes' I/O budget): at 4 KiB a second, each replica's pass, which
+// reads and writes N bytes in all, takes at least N/4096 seconds on the
+// node's monotonic clock from its gathering to its switch (the clock moves
+// 10 ms a tick, 1 ms a Process), it does end (all replicas agree on the
+// record), and while passes hold for the budget produce goes on: every
+// produce sent meanwhile is acknowledged. Without the budget the same pass
+// takes a few ms of this clock (TestPassFiguresRecorded).
+func TestPassBudgetHoldsPassNotProduce(t *testing.T) {
+	const budget = 4096
+	var now time.Duration
+	c, kv := clockedCompactedCluster(t, 24, &now, func(cfg *Config) { cfg.CompactionBytesPerSec = budget })
+	c.afterProcess = func(NodeID, *Core) { now += time.Millisecond }
+	c.fillPartition(kv, 60)
+	var heldTicks, producedWhileHeld int
+	for i := 0; i < 2000 && c.cores[c.ids[0]].byTP[kv].part.Compaction().DoneGeneration == 0; i++ {
+		now += 10 * time.Millisecond
+		c.tick(1)
+		held := false
+		for _, id := range c.ids {
+			if f := c.cores[id].byTP[kv].pass.flight; f != nil && f.held {
+				held = true
+			}
+		}
+		if !held {
+			continue
+		}
+		heldTicks++
+		if heldTicks%10 == 1 {
+			lead := c.leader(kv)
+			res := c.produce(lead, ProduceRequest{TopicPartition: kv, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "r", 8)})
+			if res.Err != nil {
+				t.Fatalf("produce while a pass holds for its budget: %v", res.Err)
+			}
+			producedWhileHeld++
+		}
+	}
+	c.tick(5)
+	c.checkPrefixesAgree(kv, 1)
+	if producedWhileHeld == 0 {
+		t.Fatalf("no pass held for its budget (%d held ticks)", heldTicks)
+	}
+	for _, id := range c.ids {
+		core := c.cores[id]
+		v := core.compactionView(core.byTP[kv])
+		n := v.LastPassBytesIn + v.LastPassBytesOut
+		least := time.Duration(n) * time.Second / budget
+		if n <= 0 || v.LastPassDuration < least {
+			t.Fatalf("node %d: a pass over %d bytes at %d B/s took %v, want at least %v", id, n, budget, v.LastPassDuration, least)
+		}
+		t.Logf("node %d: a pass over %d bytes took %v (at least %v); %d produces acknowledged while held", id, n,
+			v.LastPassDuration, least, producedWhileHeld)
+	}
+}
