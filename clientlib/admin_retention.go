@@ -3,6 +3,7 @@ package clientlib
 import (
 	"context"
 	"sort"
+	"time"
 
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -138,6 +139,13 @@ type PartitionCompaction struct {
 	DirtyBytes       int64
 	// Stuck says why the leader runs no pass ("" when it can).
 	Stuck string
+	// LastPassBytesIn, LastPassBytesOut and LastPassDuration are the
+	// leader's last pass (since it opened): the bytes it read and wrote and
+	// how long it took, from gathering its input to its switch (all 0:
+	// none).
+	LastPassBytesIn  int64
+	LastPassBytesOut int64
+	LastPassDuration time.Duration
 }
 
 // DirtyRatio is DirtyBytes / (PrefixBytes + DirtyBytes), what
@@ -157,7 +165,9 @@ func compactionFromWire(w *strandpb.PartitionCompaction) *PartitionCompaction {
 	return &PartitionCompaction{Compacts: w.GetCompacts(), Decided: w.GetDecided(), DecidedTimeMs: w.GetDecidedTimeMs(),
 		CleanableEnd: w.GetCleanableEnd(), Done: w.GetDone(), CleanedTo: w.GetCleanedTo(),
 		PrefixGeneration: w.GetPrefixGeneration(), PrefixEnd: w.GetPrefixEnd(), PrefixBytes: w.GetPrefixBytes(),
-		DirtyBytes: w.GetDirtyBytes(), Stuck: w.GetStuck()}
+		DirtyBytes: w.GetDirtyBytes(), Stuck: w.GetStuck(),
+		LastPassBytesIn: w.GetLastPassBytesIn(), LastPassBytesOut: w.GetLastPassBytesOut(),
+		LastPassDuration: time.Duration(w.GetLastPassDurationMs()) * time.Millisecond}
 }
 
 // DescribePartitionLogs asks each partition's leader for the state of its

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"time"
 
 	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/engine/compact"
@@ -132,11 +133,24 @@ type passState struct {
 	// installed again whatever its generation.
 	damaged bool
 	locs    []engine.BatchLocation // scratch
+	// last is the last pass made current on this replica since it opened
+	// (CompactionView's LastPass fields; zero: none).
+	last passFigures
+}
+
+// passFigures are what one pass read and wrote and how long it took on
+// the Clock's monotonic time, from the start of its gathering to its
+// switch (Finish on the loop).
+type passFigures struct {
+	bytesIn, bytesOut int64
+	took              time.Duration
 }
 
 // passFlight is one pass from gathering to its completion.
 type passFlight struct {
-	d          compact.Decision
+	d compact.Decision
+	// started is the Clock's monotonic time the pass began gathering.
+	started    time.Duration
 	firstDirty int64
 	next       int64 // the next offset to gather
 	dirty      []dirtyEntry
@@ -149,6 +163,48 @@ type passFlight struct {
 	// res is the write job's outcome: set by the job, read on the loop
 	// after its SyncDone.
 	res compact.Result
+	// held: the next job (the write once gathered, or the commit once
+	// written) waits for the node's compaction I/O budget
+	// (passBudgetHeld); passStep queues it when the budget is paid.
+	held bool
+}
+
+// The I/O budget (Config.CompactionBytesPerSec, Kafka's
+// log.cleaner.io.max.bytes.per.second): one per node, shared by all its
+// replicas' passes as Kafka's throttler is by its cleaner threads, measured
+// on the Clock's monotonic time. A pass is charged, as debt, every byte it
+// reads and writes: the raft entry bytes each gathering step read (when
+// the step ends), then at the write job's end the prefix input it read
+// and the batches it wrote (its Stats' BytesIn past the gathered bytes,
+// and BytesOut). A gathering step, the write job and the commit job
+// each start only once the debt so far is paid (now at or past freeAt);
+// until then the pass holds (passFlight.held) and passStep, which the
+// loop calls every tick while a pass is active, looks again. So a pass
+// that read and wrote N bytes at B bytes a second takes at least N/B
+// from its first gathering step to its switch, and nothing else on the
+// loop waits for it: produce and fetch go on. The write job itself runs
+// at full speed (one Compact call; the debt it leaves holds its commit
+// and the node's next steps), so the rate holds on average over a pass,
+// not within one write job. 0: unlimited, no pass ever holds (and the
+// clock is not read for it).
+type passBudget struct {
+	freeAt time.Duration
+}
+
+// passBudgetHeld reports whether the node's compaction I/O budget is in
+// debt: the next pass step must wait.
+func (c *Core) passBudgetHeld() bool {
+	return c.cfg.CompactionBytesPerSec > 0 && c.cfg.Clock.Monotonic() < c.passBudget.freeAt
+}
+
+// passCharge adds n bytes of pass I/O to the node's budget debt.
+func (c *Core) passCharge(n int64) {
+	rate := c.cfg.CompactionBytesPerSec
+	if rate <= 0 || n <= 0 {
+		return
+	}
+	d := time.Duration(n/rate)*time.Second + time.Duration(n%rate)*time.Second/time.Duration(rate)
+	c.passBudget.freeAt = max(c.passBudget.freeAt, c.cfg.Clock.Monotonic()) + d
 }
 
 // noteDecision appends d to g's pending passes when it is newer than the
@@ -231,11 +287,14 @@ func (c *Core) passCheck(g *group) {
 // passActive reports whether g has a pass to start or entries to gather.
 func (c *Core) passActive(g *group) bool {
 	p := &g.pass
+	if f := p.flight; f != nil && f.held && f.w != nil {
+		return true // a written pass's commit waits for the budget: it goes on as a queued one would
+	}
 	if p.stuck != "" {
 		return false
 	}
 	if p.flight != nil {
-		return !p.flight.gathered
+		return !p.flight.gathered || p.flight.held
 	}
 	return len(p.pending) > 0
 }
@@ -292,11 +351,28 @@ func (c *Core) passStep(g *group) {
 			c.passStuck(g, fmt.Sprintf("log start %d past the compacted prefix's end %d", start, first))
 			return
 		}
-		p.flight = &passFlight{d: c.bugPassDecision(g, p.pending[0]), firstDirty: first, next: first} // planted-bug hook (-tags simbugs)
+		p.flight = &passFlight{d: c.bugPassDecision(g, p.pending[0]), firstDirty: first, next: first,
+			started: c.cfg.Clock.Monotonic()} // planted-bug hook (-tags simbugs)
 	}
 	f := p.flight
+	if f.w != nil && !f.held {
+		return // a job of the pass is in flight
+	}
+	if c.passBudgetHeld() {
+		f.held = f.gathered
+		return // the I/O budget is in debt: the next tick looks again
+	}
+	if f.held && f.w != nil {
+		f.held = false
+		c.queuePassCommit(g, f)
+		return
+	}
+	f.held = false
 	if !f.gathered {
-		if err := c.gatherPass(g, f); err != nil {
+		before := f.bytes
+		err := c.gatherPass(g, f)
+		c.passCharge(f.bytes - before)
+		if err != nil {
 			p.flight = nil
 			if errors.Is(err, raft.ErrCompacted) {
 				c.passStuck(g, fmt.Sprintf("raft entries of the dirty section are gone: %v", err))
@@ -308,6 +384,10 @@ func (c *Core) passStep(g *group) {
 			return
 		}
 		if !f.gathered {
+			return
+		}
+		if c.passBudgetHeld() {
+			f.held = true // the write starts once the gathering is paid for
 			return
 		}
 	}
@@ -415,10 +495,12 @@ func (c *Core) finishPassJob(token uint64, job syncJob, err error) {
 		return
 	}
 	if !f.commit {
-		res, w, guard := f.res, f.w, c.replicaGuard(g.dir)
-		f.commit = true
-		run := func() error { return guard.do(func() error { return w.Commit(res.CleanedTo, res.Digest) }) }
-		f.job = c.queueJob(syncJob{g: g, run: run, pass: f})
+		c.passCharge(max(f.res.BytesIn-f.bytes, 0) + f.res.BytesOut)
+		if c.passBudgetHeld() {
+			f.held = true // passStep queues the commit once the pass is paid for
+			return
+		}
+		c.queuePassCommit(g, f)
 		return
 	}
 	g.pass.flight = nil
@@ -430,6 +512,9 @@ func (c *Core) finishPassJob(token uint64, job syncJob, err error) {
 		g.pass.pending = g.pass.pending[1:]
 	}
 	c.stats.CompactionPasses++
+	c.stats.CompactionBytesIn += uint64(max(f.res.BytesIn, 0))
+	c.stats.CompactionBytesOut += uint64(max(f.res.BytesOut, 0))
+	g.pass.last = passFigures{bytesIn: f.res.BytesIn, bytesOut: f.res.BytesOut, took: c.cfg.Clock.Monotonic() - f.started}
 	g.logs.log(slog.LevelDebug, "compaction pass done", slog.Uint64("generation", f.d.Generation),
 		slog.Int64("cleaned_to", f.res.CleanedTo), slog.Int("dirty_batches", len(f.dirty)))
 	// Bound now: the job may run beside the next pass's write and commit.
@@ -442,6 +527,14 @@ func (c *Core) finishPassJob(token uint64, job syncJob, err error) {
 	if c.passActive(g) {
 		c.passStep(g)
 	}
+}
+
+// queuePassCommit queues f's commit job (its write job done).
+func (c *Core) queuePassCommit(g *group, f *passFlight) {
+	res, w, guard := f.res, f.w, c.replicaGuard(g.dir)
+	f.commit = true
+	run := func() error { return guard.do(func() error { return w.Commit(res.CleanedTo, res.Digest) }) }
+	f.job = c.queueJob(syncJob{g: g, run: run, pass: f})
 }
 
 // prefixTrimBound is, on a partition that compacts (a decision exists),

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/engine/compact"
@@ -484,5 +485,115 @@ func TestMalformedChunkDropped(t *testing.T) {
 		if g.pass.install != nil {
 			t.Fatalf("chunk %v taken", ch)
 		}
+	}
+}
+
+// clockedCompactedCluster is compactedCluster on a monotonic clock the
+// test moves (by step at each of its ticks), with cfgs applied after.
+func clockedCompactedCluster(t *testing.T, seed uint64, now *time.Duration, cfgs ...func(*Config)) (*cluster, TopicPartition) {
+	c := newMetaCluster(t, seed, 3, func(cfg *Config) {
+		retentionConfig(cfg)
+		cfg.CompactedTopicsUnfinished = true
+		cfg.CheckpointEntries = 16
+		cfg.Clock = monoClock{now: now}
+		for _, f := range cfgs {
+			f(cfg)
+		}
+	})
+	c.createTopicWith(c.metaLeaderOf(), "kv", 1, 3, map[string]string{"cleanup.policy": "compact", "segment.bytes": "4096"})
+	return c, TopicPartition{Topic: "kv"}
+}
+
+// TestPassFiguresRecorded shows a finished pass's figures are kept, not
+// dropped on the loop: every replica's CompactionView carries its last
+// pass's bytes read and written and its duration on the monotonic clock
+// (the clock moves 10 ms a tick and 1 ms at each Process here; a pass's
+// switch comes after its write and commit jobs, each ended in a Process
+// call after the one that queued it), and each node's
+// Stats.CompactionBytesIn/Out sum its passes (at least the last one, and
+// in at least out). Before, compact.Result's Stats went nowhere and the
+// view had no such fields.
+func TestPassFiguresRecorded(t *testing.T) {
+	var now time.Duration
+	c, kv := clockedCompactedCluster(t, 24, &now)
+	c.afterProcess = func(NodeID, *Core) { now += time.Millisecond }
+	c.fillPartition(kv, 60)
+	for range 40 {
+		now += 10 * time.Millisecond
+		c.tick(1)
+	}
+	c.checkPrefixesAgree(kv, 1)
+	for _, id := range c.ids {
+		core := c.cores[id]
+		v := core.compactionView(core.byTP[kv])
+		st := core.Stats()
+		if v.LastPassBytesIn <= 0 || v.LastPassBytesOut <= 0 || v.LastPassBytesOut > v.LastPassBytesIn {
+			t.Fatalf("node %d: last pass read %d, wrote %d", id, v.LastPassBytesIn, v.LastPassBytesOut)
+		}
+		if v.LastPassDuration <= 0 || v.LastPassDuration > now {
+			t.Fatalf("node %d: last pass took %v (clock at %v)", id, v.LastPassDuration, now)
+		}
+		if st.CompactionBytesIn < uint64(v.LastPassBytesIn) || st.CompactionBytesOut < uint64(v.LastPassBytesOut) ||
+			st.CompactionBytesOut > st.CompactionBytesIn || st.CompactionPasses == 0 {
+			t.Fatalf("node %d: stats in %d out %d passes %d, last pass %+v", id, st.CompactionBytesIn,
+				st.CompactionBytesOut, st.CompactionPasses, v)
+		}
+		t.Logf("node %d: last pass read %d wrote %d in %v; node read %d wrote %d in %d passes", id,
+			v.LastPassBytesIn, v.LastPassBytesOut, v.LastPassDuration, st.CompactionBytesIn, st.CompactionBytesOut, st.CompactionPasses)
+	}
+}
+
+// TestPassBudgetHoldsPassNotProduce shows Config.CompactionBytesPerSec
+// (the passes' I/O budget): at 4 KiB a second, each replica's pass, which
+// reads and writes N bytes in all, takes at least N/4096 seconds on the
+// node's monotonic clock from its gathering to its switch (the clock moves
+// 10 ms a tick, 1 ms a Process), it does end (all replicas agree on the
+// record), and while passes hold for the budget produce goes on: every
+// produce sent meanwhile is acknowledged. Without the budget the same pass
+// takes a few ms of this clock (TestPassFiguresRecorded).
+func TestPassBudgetHoldsPassNotProduce(t *testing.T) {
+	const budget = 4096
+	var now time.Duration
+	c, kv := clockedCompactedCluster(t, 24, &now, func(cfg *Config) { cfg.CompactionBytesPerSec = budget })
+	c.afterProcess = func(NodeID, *Core) { now += time.Millisecond }
+	c.fillPartition(kv, 60)
+	var heldTicks, producedWhileHeld int
+	for i := 0; i < 2000 && c.cores[c.ids[0]].byTP[kv].part.Compaction().DoneGeneration == 0; i++ {
+		now += 10 * time.Millisecond
+		c.tick(1)
+		held := false
+		for _, id := range c.ids {
+			if f := c.cores[id].byTP[kv].pass.flight; f != nil && f.held {
+				held = true
+			}
+		}
+		if !held {
+			continue
+		}
+		heldTicks++
+		if heldTicks%10 == 1 {
+			lead := c.leader(kv)
+			res := c.produce(lead, ProduceRequest{TopicPartition: kv, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "r", 8)})
+			if res.Err != nil {
+				t.Fatalf("produce while a pass holds for its budget: %v", res.Err)
+			}
+			producedWhileHeld++
+		}
+	}
+	c.tick(5)
+	c.checkPrefixesAgree(kv, 1)
+	if producedWhileHeld == 0 {
+		t.Fatalf("no pass held for its budget (%d held ticks)", heldTicks)
+	}
+	for _, id := range c.ids {
+		core := c.cores[id]
+		v := core.compactionView(core.byTP[kv])
+		n := v.LastPassBytesIn + v.LastPassBytesOut
+		least := time.Duration(n) * time.Second / budget
+		if n <= 0 || v.LastPassDuration < least {
+			t.Fatalf("node %d: a pass over %d bytes at %d B/s took %v, want at least %v", id, n, budget, v.LastPassDuration, least)
+		}
+		t.Logf("node %d: a pass over %d bytes took %v (at least %v); %d produces acknowledged while held", id, n,
+			v.LastPassDuration, least, producedWhileHeld)
 	}
 }

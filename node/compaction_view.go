@@ -1,16 +1,16 @@
 package node
 
+import "time"
+
 // What an operator sees of a replica's compaction (issue 24: `strand topic
 // describe`, /metrics, the console). Read side only: everything here comes
 // from what the engine's compaction record (engine.CompactionState), the
 // replica's compacted prefix (raftlog/compacted) and its raft log already
 // hold; nothing here changes them, opens a store or starts a pass.
 //
-// Not shown, because nothing records it yet: the bytes a pass read and
-// wrote and how long it took (compact.Result's Stats, dropped on the loop
-// when a pass completes, compaction_replica.go). What is shown instead:
-// the prefix's size, which is the last pass's output (a pass rewrites the
-// whole prefix), and the decision's time.
+// The last pass's figures (LastPass*) are this replica's own, kept on the
+// loop when a pass completes (compaction_replica.go); a replica that
+// restarted shows none until its next pass.
 
 // CompactionView is one replica's compaction state. The zero value is a
 // partition that never compacted on a topic that does not compact.
@@ -43,6 +43,14 @@ type CompactionView struct {
 	DirtyBytes int64
 	// Stuck says why this replica runs no pass ("" when it can).
 	Stuck string
+	// LastPassBytesIn and LastPassBytesOut are what the last pass this
+	// replica made current (since it opened) read (its prefix and the raft
+	// entries it gathered) and wrote (the new prefix), and
+	// LastPassDuration how long it took on the node's monotonic clock,
+	// from the start of its gathering to its switch. All 0: no pass yet.
+	LastPassBytesIn  int64
+	LastPassBytesOut int64
+	LastPassDuration time.Duration
 }
 
 // DirtyRatio is dirty / (clean + dirty), the figure min.cleanable.dirty.ratio
@@ -65,7 +73,8 @@ func (c *Core) compactionView(g *group) CompactionView {
 	st := g.part.Compaction()
 	v := CompactionView{Compacts: g.ret.configKnown && g.ret.config.CleanupPolicy.Compacts(),
 		Decided: st.Decision.Generation, DecidedTimeMs: st.Decision.TimeMs, CleanableEnd: st.Decision.CleanableEnd,
-		Done: st.DoneGeneration, CleanedTo: st.CleanedTo, Stuck: g.pass.stuck}
+		Done: st.DoneGeneration, CleanedTo: st.CleanedTo, Stuck: g.pass.stuck,
+		LastPassBytesIn: g.pass.last.bytesIn, LastPassBytesOut: g.pass.last.bytesOut, LastPassDuration: g.pass.last.took}
 	if s := g.pass.store; s != nil {
 		v.PrefixGeneration, v.PrefixEnd, v.PrefixBytes = s.Generation(), s.End(), s.Bytes()
 	}

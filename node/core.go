@@ -127,6 +127,12 @@ type Config struct {
 	// after an outage, a wipe or a repair), so producers are not starved
 	// (throttle.go). 0: unlimited.
 	CatchUpBytesPerSec int64
+	// CompactionBytesPerSec bounds the bytes per second this node's
+	// compaction passes read and write, all replicas together, as Kafka's
+	// log.cleaner.io.max.bytes.per.second (compaction_replica.go's
+	// passBudget): a pass holds between its steps while over it, never
+	// the loop. 0: unlimited.
+	CompactionBytesPerSec int64
 	// PendingRequestsMax bounds the produces and fetches waiting in one
 	// group (default 4096); beyond it requests fail with ErrBusy.
 	PendingRequestsMax int
@@ -449,6 +455,8 @@ type Core struct {
 	stall      stallState // storage jobs that do not return (stall.go)
 	// throttle bounds catch-up bytes per follower node (throttle.go).
 	throttle throttle
+	// passBudget is the compaction passes' I/O budget (compaction_replica.go).
+	passBudget passBudget
 
 	sessions       []*fetchSession
 	sessionsParked int         // parked and not finished: at most PendingRequestsMax

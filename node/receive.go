@@ -63,6 +63,12 @@ type Stats struct {
 	// entries applied with another outcome than the one recorded.
 	CompactionPasses    uint64
 	CompactionsDiverged uint64
+	// CompactionBytesIn and CompactionBytesOut sum the passes made current
+	// on this node's replicas: the input batches' bytes each read (its
+	// prefix and the raft entries gathered) and the batches it wrote
+	// (compact.Stats' BytesIn and BytesOut).
+	CompactionBytesIn  uint64
+	CompactionBytesOut uint64
 	// PrefixInstalls counts compacted prefixes this node's stuck replicas
 	// installed from a peer (compaction_install.go), PrefixChunks the
 	// chunks they appended.

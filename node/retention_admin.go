@@ -215,7 +215,8 @@ func (c *Core) describePartition(g *group) *strandpb.DescribePartitionsResponse_
 	if v := c.compactionView(g); v.Compacts || v.Decided > 0 {
 		cv = &strandpb.PartitionCompaction{Compacts: v.Compacts, Decided: v.Decided, DecidedTimeMs: v.DecidedTimeMs,
 			CleanableEnd: v.CleanableEnd, Done: v.Done, CleanedTo: v.CleanedTo, PrefixGeneration: v.PrefixGeneration,
-			PrefixEnd: v.PrefixEnd, PrefixBytes: v.PrefixBytes, DirtyBytes: v.DirtyBytes, Stuck: v.Stuck}
+			PrefixEnd: v.PrefixEnd, PrefixBytes: v.PrefixBytes, DirtyBytes: v.DirtyBytes, Stuck: v.Stuck,
+			LastPassBytesIn: v.LastPassBytesIn, LastPassBytesOut: v.LastPassBytesOut, LastPassDurationMs: v.LastPassDuration.Milliseconds()}
 	}
 	return &strandpb.DescribePartitionsResponse_Partition{
 		Topic: g.tp.Topic, Partition: g.tp.Partition,

@@ -30,6 +30,7 @@ type nodeFlags struct {
 	logLevel   string
 	minFree    int64
 	catchUp    int64
+	compactIO  int64
 	wal        bool
 	diskStall  time.Duration
 }
@@ -45,6 +46,8 @@ func (n *nodeFlags) register(fs *pflag.FlagSet) {
 		"refuse produce (retriable not_enough_space) while the data directory's file system has less free space (0: only when full)")
 	fs.Int64Var(&n.catchUp, "catchup-bytes-per-sec", 0,
 		"bound the replication bytes per second sent to each follower that is catching up (0: unlimited)")
+	fs.Int64Var(&n.compactIO, "compaction-bytes-per-sec", 0,
+		"bound the bytes per second compaction passes read and write on this node, all compacted partitions together, as Kafka's log.cleaner.io.max.bytes.per.second; produce and fetch are not slowed (0: unlimited)")
 	fs.DurationVar(&n.diskStall, "disk-stall-after", 0,
 		"a fsync not returned after this long stalls the node: it hands its leaderships on and refuses produce until the disk answers; half of it logs the slow job (0: one election timeout)")
 	fs.BoolVar(&n.wal, "wal", false,
@@ -53,10 +56,10 @@ func (n *nodeFlags) register(fs *pflag.FlagSet) {
 
 // coreConfig is the node.Config of node id under these flags.
 func (n *nodeFlags) coreConfig(id node.NodeID, nodes []node.Peer) (node.Config, error) {
-	if n.minFree < 0 || n.catchUp < 0 || n.diskStall < 0 {
-		return node.Config{}, usageError("--min-free-bytes, --catchup-bytes-per-sec and --disk-stall-after must not be negative")
+	if n.minFree < 0 || n.catchUp < 0 || n.compactIO < 0 || n.diskStall < 0 {
+		return node.Config{}, usageError("--min-free-bytes, --catchup-bytes-per-sec, --compaction-bytes-per-sec and --disk-stall-after must not be negative")
 	}
-	return node.Config{ID: id, Nodes: nodes, MinFreeBytes: n.minFree, CatchUpBytesPerSec: n.catchUp, WAL: n.wal,
+	return node.Config{ID: id, Nodes: nodes, MinFreeBytes: n.minFree, CatchUpBytesPerSec: n.catchUp, CompactionBytesPerSec: n.compactIO, WAL: n.wal,
 		DiskStallAfter: n.diskStall, Txn: node.TxnConfig{Markers: node.PartitionMarkers{}}}, nil
 }
 

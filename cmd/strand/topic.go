@@ -260,6 +260,10 @@ type compactionJSON struct {
 	CleanedTo            int64   `json:"cleaned_to"`
 	DecidedGeneration    uint64  `json:"decided_generation"`
 	Stuck                string  `json:"stuck,omitempty"`
+	// The leader's last pass (0: none since it opened).
+	LastPassBytesIn    int64 `json:"last_pass_bytes_in"`
+	LastPassBytesOut   int64 `json:"last_pass_bytes_out"`
+	LastPassDurationMs int64 `json:"last_pass_duration_ms"`
 }
 
 // describeOne describes the one topic name, failing with its error.
@@ -306,7 +310,9 @@ func topicDescribeJSON(ctx context.Context, c *clientlib.Client, w io.Writer, na
 				pj.SizeBytes, pj.OldestTimestampMs = &l.SizeBytes, &l.OldestTimestampMs
 				if pc := l.Compaction; pc != nil {
 					cj := &compactionJSON{DirtyRatio: pc.DirtyRatio(), DirtyBytes: pc.DirtyBytes, CleanBytes: pc.PrefixBytes,
-						LastGeneration: pc.Done, CleanedTo: pc.CleanedTo, DecidedGeneration: pc.Decided, Stuck: pc.Stuck}
+						LastGeneration: pc.Done, CleanedTo: pc.CleanedTo, DecidedGeneration: pc.Decided, Stuck: pc.Stuck,
+						LastPassBytesIn: pc.LastPassBytesIn, LastPassBytesOut: pc.LastPassBytesOut,
+						LastPassDurationMs: pc.LastPassDuration.Milliseconds()}
 					if pc.Done > 0 && pc.Done == pc.Decided {
 						cj.LastCompactionTimeMs = &pc.DecidedTimeMs
 					}
@@ -403,8 +409,9 @@ func printPartitions(ctx context.Context, c *clientlib.Client, w io.Writer, t cl
 
 // formatCompaction is one partition's compaction state in a line: the
 // dirty ratio (what min.cleanable.dirty.ratio is compared with), the last
-// compaction done (generation, decision time, cleaned-to offset), a pass
-// under way, and why the leader runs none.
+// compaction done (generation, decision time, cleaned-to offset), the
+// leader's last pass (bytes read and written, time taken), a pass under
+// way, and why the leader runs none.
 func formatCompaction(pc clientlib.PartitionCompaction) string {
 	parts := []string{fmt.Sprintf("dirty ratio %.2f (dirty %s, clean %s)", pc.DirtyRatio(),
 		formatBytes(pc.DirtyBytes), formatBytes(pc.PrefixBytes))}
@@ -416,6 +423,14 @@ func formatCompaction(pc clientlib.PartitionCompaction) string {
 			pc.Done, formatTimestamp(pc.DecidedTimeMs), pc.CleanedTo))
 	default:
 		parts = append(parts, fmt.Sprintf("last compaction generation %d, cleaned to offset %d", pc.Done, pc.CleanedTo))
+	}
+	if pc.LastPassBytesIn > 0 || pc.LastPassBytesOut > 0 || pc.LastPassDuration > 0 {
+		took := formatDuration(pc.LastPassDuration)
+		if pc.LastPassDuration < time.Second {
+			took = pc.LastPassDuration.Round(time.Millisecond).String()
+		}
+		parts = append(parts, fmt.Sprintf("last pass read %s, wrote %s in %s",
+			formatBytes(pc.LastPassBytesIn), formatBytes(pc.LastPassBytesOut), took))
 	}
 	if pc.Decided > pc.Done {
 		parts = append(parts, fmt.Sprintf("generation %d under way since %s (offsets below %d)",

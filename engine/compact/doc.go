@@ -218,6 +218,19 @@
 // decision and entry sizes, so every replica stops at the same batch) and
 // cleans to there; the next decision goes on from its CleanedTo.
 //
+// I/O budget: node.Config.CompactionBytesPerSec (`strand serve
+// --compaction-bytes-per-sec`, Kafka's log.cleaner.io.max.bytes.per.second;
+// 0, the default, unlimited) bounds the bytes a node's passes read and
+// write, all replicas together, on the Clock's monotonic time: each pass
+// step (a gathering step, the write job, the commit job) starts only once
+// the bytes charged so far are paid for, so a pass over N bytes at B a
+// second takes at least N/B and nothing else on the loop waits (node's
+// passBudget; TestPassBudgetHoldsPassNotProduce). The write job itself
+// runs at full speed: the rate holds over a pass, not inside one job.
+// Each pass's bytes in and out and duration are kept per replica and
+// summed per node (node's CompactionView, Stats.CompactionBytesIn/Out;
+// /metrics, `topic describe`).
+//
 // The gate: a node takes cleanup.policy=compact; compact,delete stays
 // refused (node's gateCompaction) until a TRIM past a prefix is handled.
 //
@@ -228,7 +241,7 @@
 // AbortedForgotten from the aborted index (through COMPACT_DONE, but only
 // once no replica can still serve those records: one whose own pass lags
 // reads them from its raft log, where read_committed needs the index to
-// hide them); the I/O budget; bounding the kept last batches by producer
+// hide them); bounding the kept last batches by producer
 // expiry (today one per producer id ever seen in the range); compact,delete
 // (refused; DeleteRecords on a compact topic is refused as Kafka does):
 // a log start past the prefix's end stops a replica's passes today;

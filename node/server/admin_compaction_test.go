@@ -84,6 +84,11 @@ func TestCompactionVisible(t *testing.T) {
 	if r := pc.DirtyRatio(); r < 0 || r > 1 {
 		t.Errorf("dirty ratio %v", r)
 	}
+	// The leader's last pass: it read at least what it wrote (the one
+	// replica's pass reads its prefix back), and wrote the prefix.
+	if pc.LastPassBytesIn <= 0 || pc.LastPassBytesOut <= 0 || pc.LastPassBytesIn < pc.LastPassBytesOut || pc.LastPassDuration < 0 {
+		t.Errorf("last pass figures after a pass: %+v", pc)
+	}
 	plain, err := c.DescribePartitionLogs(ctx, "plain", []int32{0})
 	if err != nil || plain[0].Err != nil || plain[0].Compaction != nil {
 		t.Errorf("a topic that does not compact describes with compaction state: %+v %v", plain, err)
@@ -94,7 +99,9 @@ func TestCompactionVisible(t *testing.T) {
 	for _, name := range []string{"strand_partition_compaction_dirty_ratio", "strand_partition_compaction_dirty_bytes",
 		"strand_partition_compaction_clean_bytes", "strand_partition_compaction_generation",
 		"strand_partition_compaction_cleaned_to_offset", "strand_partition_compaction_last_decision_timestamp_seconds",
-		"strand_partition_compaction_in_progress", "strand_partition_compaction_stuck"} {
+		"strand_partition_compaction_in_progress", "strand_partition_compaction_stuck",
+		"strand_partition_compaction_last_pass_bytes_in", "strand_partition_compaction_last_pass_bytes_out",
+		"strand_partition_compaction_last_pass_seconds"} {
 		if n := len(fams[name].GetMetric()); n != 1 {
 			t.Errorf("%s: %d series, want 1 (kv/0 only)", name, n)
 			continue
@@ -115,6 +122,9 @@ func TestCompactionVisible(t *testing.T) {
 	}
 	if r := sum(fams, "strand_partition_compaction_dirty_ratio"); r < 0 || r > 1 {
 		t.Errorf("dirty ratio metric %v", r)
+	}
+	if in, out := sum(fams, "strand_compaction_bytes_in_total"), sum(fams, "strand_compaction_bytes_out_total"); in < float64(pc.LastPassBytesIn) || out < float64(pc.LastPassBytesOut) {
+		t.Errorf("bytes in %v out %v, the last pass alone read %d and wrote %d", in, out, pc.LastPassBytesIn, pc.LastPassBytesOut)
 	}
 	if p := sum(fams, "strand_compaction_passes_total"); p < float64(pc.Done) {
 		t.Errorf("passes %v, want at least %d", p, pc.Done)

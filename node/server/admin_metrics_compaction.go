@@ -12,10 +12,11 @@ import (
 // node.CompactionView: per partition that compacts (or did), the dirty
 // ratio and the bytes on either side of it, the last generation done, its
 // cleaned-to offset and decision time; per node, the passes made current
-// and the diverging reports. Not yet: the bytes a pass read and wrote and
-// its duration as counters (the node does not keep a pass's
-// compact.Result past its completion); strand_partition_compaction_clean_bytes
-// is what the last pass wrote, the whole prefix.
+// and the diverging reports; per node the bytes its passes read and wrote
+// (counters), and per partition the replica's last pass: its bytes read
+// and written and its duration (gauges, 0 until a pass since the node
+// opened). strand_partition_compaction_clean_bytes is what the last pass
+// wrote, the whole prefix.
 var (
 	descCompactDirtyRatio = prometheus.NewDesc("strand_partition_compaction_dirty_ratio",
 		"Dirty bytes over clean plus dirty bytes of a compacted replica: what min.cleanable.dirty.ratio is compared with (1 before the first pass).", replicaLabels, nil)
@@ -35,6 +36,16 @@ var (
 		"1 when this replica can run no compaction pass (its log says why).", replicaLabels, nil)
 	descCompactPasses = prometheus.NewDesc("strand_compaction_passes_total",
 		"Compaction passes this node's replicas made current.", []string{"node"}, nil)
+	descCompactBytesIn = prometheus.NewDesc("strand_compaction_bytes_in_total",
+		"Bytes compaction passes on this node's replicas read (the prefix and the raft entries gathered), counted when a pass is made current.", []string{"node"}, nil)
+	descCompactBytesOut = prometheus.NewDesc("strand_compaction_bytes_out_total",
+		"Bytes compaction passes on this node's replicas wrote (the new prefixes), counted when a pass is made current.", []string{"node"}, nil)
+	descCompactLastIn = prometheus.NewDesc("strand_partition_compaction_last_pass_bytes_in",
+		"Bytes the replica's last compaction pass read (0: none since the node opened).", replicaLabels, nil)
+	descCompactLastOut = prometheus.NewDesc("strand_partition_compaction_last_pass_bytes_out",
+		"Bytes the replica's last compaction pass wrote (0: none since the node opened).", replicaLabels, nil)
+	descCompactLastSeconds = prometheus.NewDesc("strand_partition_compaction_last_pass_seconds",
+		"Duration of the replica's last compaction pass, from gathering its input to its switch (0: none since the node opened).", replicaLabels, nil)
 	descCompactDiverged = prometheus.NewDesc("strand_compaction_diverged_total",
 		"Compaction reports applied with another outcome than the one recorded (a bug or a damaged prefix).", []string{"node"}, nil)
 )
@@ -44,6 +55,8 @@ var (
 func collectCompaction(ch chan<- prometheus.Metric, id string, v node.AdminView) {
 	ch <- counter(descCompactPasses, v.Stats.CompactionPasses, id)
 	ch <- counter(descCompactDiverged, v.Stats.CompactionsDiverged, id)
+	ch <- counter(descCompactBytesIn, v.Stats.CompactionBytesIn, id)
+	ch <- counter(descCompactBytesOut, v.Stats.CompactionBytesOut, id)
 	for _, r := range v.Replicas {
 		cv := r.Compaction
 		if !cv.Compacts && cv.Decided == 0 {
@@ -58,5 +71,8 @@ func collectCompaction(ch chan<- prometheus.Metric, id string, v node.AdminView)
 		ch <- gauge(descCompactTime, float64(cv.DecidedTimeMs)/1000, id, r.Topic, p)
 		ch <- gauge(descCompactPending, boolValue(cv.Decided > cv.Done), id, r.Topic, p)
 		ch <- gauge(descCompactStuck, boolValue(cv.Stuck != ""), id, r.Topic, p)
+		ch <- gauge(descCompactLastIn, float64(cv.LastPassBytesIn), id, r.Topic, p)
+		ch <- gauge(descCompactLastOut, float64(cv.LastPassBytesOut), id, r.Topic, p)
+		ch <- gauge(descCompactLastSeconds, cv.LastPassDuration.Seconds(), id, r.Topic, p)
 	}
 }

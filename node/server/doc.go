@@ -95,11 +95,12 @@
 //     strand_partition_compaction_dirty_ratio (dirty / (clean + dirty), what
 //     min.cleanable.dirty.ratio is compared with), _dirty_bytes, _clean_bytes (the prefix: the last
 //     pass's output), _generation and _cleaned_to_offset (the last pass reported done),
-//     _last_decision_timestamp_seconds, _in_progress, _stuck; per node strand_compaction_passes_total
-//     and strand_compaction_diverged_total. /api/topics carries the same per partition and the
-//     console lists it under the topic's table (TestCompactionVisible). Not yet: a pass's bytes in
-//     and out and its duration as counters (the node keeps no pass's compact.Result past its
-//     completion). /readyz is 200 once the node is registered, knows a metadata leader and every hosted
+//     _last_decision_timestamp_seconds, _in_progress, _stuck, and the replica's last pass:
+//     _last_pass_bytes_in, _last_pass_bytes_out, _last_pass_seconds (gathering to switch, on the
+//     node's monotonic clock); per node strand_compaction_passes_total,
+//     strand_compaction_diverged_total, strand_compaction_bytes_in_total and _bytes_out_total.
+//     /api/topics carries the same per partition (not yet the last pass's figures) and the
+//     console lists it under the topic's table (TestCompactionVisible). /readyz is 200 once the node is registered, knows a metadata leader and every hosted
 //     replica knows a leader and is within 256 entries of its commit; else 503 naming why. /readyz
 //     is the node's *own* readiness: a peer that is down leaves the others 200 (what a load
 //     balancer wants). Cluster health (liveness.go): every node sends every peer a liveness frame

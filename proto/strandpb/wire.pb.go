@@ -5313,22 +5313,27 @@ func (x *DescribePartitionsResponse) GetPartitions() []*DescribePartitionsRespon
 // CompactionView): the last decision (generation, the leader's time, the
 // cleanable end), the last generation reported done and its cleaned-to
 // offset, the replica's own prefix (bytes: the last pass's output), the
-// raft log's bytes past it, and why no pass runs ("" when one can).
+// raft log's bytes past it, why no pass runs ("" when one can), and the
+// replica's last pass: the bytes it read and wrote and how long it took
+// (all 0: none since the replica opened).
 type PartitionCompaction struct {
-	state            protoimpl.MessageState `protogen:"open.v1"`
-	Compacts         bool                   `protobuf:"varint,1,opt,name=compacts,proto3" json:"compacts,omitempty"`
-	Decided          uint64                 `protobuf:"varint,2,opt,name=decided,proto3" json:"decided,omitempty"`
-	DecidedTimeMs    int64                  `protobuf:"varint,3,opt,name=decided_time_ms,json=decidedTimeMs,proto3" json:"decided_time_ms,omitempty"`
-	CleanableEnd     int64                  `protobuf:"varint,4,opt,name=cleanable_end,json=cleanableEnd,proto3" json:"cleanable_end,omitempty"`
-	Done             uint64                 `protobuf:"varint,5,opt,name=done,proto3" json:"done,omitempty"`
-	CleanedTo        int64                  `protobuf:"varint,6,opt,name=cleaned_to,json=cleanedTo,proto3" json:"cleaned_to,omitempty"`
-	PrefixGeneration uint64                 `protobuf:"varint,7,opt,name=prefix_generation,json=prefixGeneration,proto3" json:"prefix_generation,omitempty"`
-	PrefixEnd        int64                  `protobuf:"varint,8,opt,name=prefix_end,json=prefixEnd,proto3" json:"prefix_end,omitempty"`
-	PrefixBytes      int64                  `protobuf:"varint,9,opt,name=prefix_bytes,json=prefixBytes,proto3" json:"prefix_bytes,omitempty"`
-	DirtyBytes       int64                  `protobuf:"varint,10,opt,name=dirty_bytes,json=dirtyBytes,proto3" json:"dirty_bytes,omitempty"`
-	Stuck            string                 `protobuf:"bytes,11,opt,name=stuck,proto3" json:"stuck,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Compacts           bool                   `protobuf:"varint,1,opt,name=compacts,proto3" json:"compacts,omitempty"`
+	Decided            uint64                 `protobuf:"varint,2,opt,name=decided,proto3" json:"decided,omitempty"`
+	DecidedTimeMs      int64                  `protobuf:"varint,3,opt,name=decided_time_ms,json=decidedTimeMs,proto3" json:"decided_time_ms,omitempty"`
+	CleanableEnd       int64                  `protobuf:"varint,4,opt,name=cleanable_end,json=cleanableEnd,proto3" json:"cleanable_end,omitempty"`
+	Done               uint64                 `protobuf:"varint,5,opt,name=done,proto3" json:"done,omitempty"`
+	CleanedTo          int64                  `protobuf:"varint,6,opt,name=cleaned_to,json=cleanedTo,proto3" json:"cleaned_to,omitempty"`
+	PrefixGeneration   uint64                 `protobuf:"varint,7,opt,name=prefix_generation,json=prefixGeneration,proto3" json:"prefix_generation,omitempty"`
+	PrefixEnd          int64                  `protobuf:"varint,8,opt,name=prefix_end,json=prefixEnd,proto3" json:"prefix_end,omitempty"`
+	PrefixBytes        int64                  `protobuf:"varint,9,opt,name=prefix_bytes,json=prefixBytes,proto3" json:"prefix_bytes,omitempty"`
+	DirtyBytes         int64                  `protobuf:"varint,10,opt,name=dirty_bytes,json=dirtyBytes,proto3" json:"dirty_bytes,omitempty"`
+	Stuck              string                 `protobuf:"bytes,11,opt,name=stuck,proto3" json:"stuck,omitempty"`
+	LastPassBytesIn    int64                  `protobuf:"varint,12,opt,name=last_pass_bytes_in,json=lastPassBytesIn,proto3" json:"last_pass_bytes_in,omitempty"`
+	LastPassBytesOut   int64                  `protobuf:"varint,13,opt,name=last_pass_bytes_out,json=lastPassBytesOut,proto3" json:"last_pass_bytes_out,omitempty"`
+	LastPassDurationMs int64                  `protobuf:"varint,14,opt,name=last_pass_duration_ms,json=lastPassDurationMs,proto3" json:"last_pass_duration_ms,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *PartitionCompaction) Reset() {
@@ -5436,6 +5441,27 @@ func (x *PartitionCompaction) GetStuck() string {
 		return x.Stuck
 	}
 	return ""
+}
+
+func (x *PartitionCompaction) GetLastPassBytesIn() int64 {
+	if x != nil {
+		return x.LastPassBytesIn
+	}
+	return 0
+}
+
+func (x *PartitionCompaction) GetLastPassBytesOut() int64 {
+	if x != nil {
+		return x.LastPassBytesOut
+	}
+	return 0
+}
+
+func (x *PartitionCompaction) GetLastPassDurationMs() int64 {
+	if x != nil {
+		return x.LastPassDurationMs
+	}
+	return 0
 }
 
 // SaslAuthenticateRequest is one step of a SASL exchange on a native
@@ -11396,7 +11422,7 @@ const file_wire_proto_rawDesc = "" +
 	"\x10lagging_replicas\x18\xb6\x01 \x03(\x04R\x0flaggingReplicas\x12<\n" +
 	"\n" +
 	"compaction\x18\xbe\x01 \x01(\v2\x1b.strand.PartitionCompactionR\n" +
-	"compaction\"\xf1\x02\n" +
+	"compaction\"\x80\x04\n" +
 	"\x13PartitionCompaction\x12\x1a\n" +
 	"\bcompacts\x18\x01 \x01(\bR\bcompacts\x12\x18\n" +
 	"\adecided\x18\x02 \x01(\x04R\adecided\x12&\n" +
@@ -11412,7 +11438,10 @@ const file_wire_proto_rawDesc = "" +
 	"\vdirty_bytes\x18\n" +
 	" \x01(\x03R\n" +
 	"dirtyBytes\x12\x14\n" +
-	"\x05stuck\x18\v \x01(\tR\x05stuck\"V\n" +
+	"\x05stuck\x18\v \x01(\tR\x05stuck\x12+\n" +
+	"\x12last_pass_bytes_in\x18\f \x01(\x03R\x0flastPassBytesIn\x12-\n" +
+	"\x13last_pass_bytes_out\x18\r \x01(\x03R\x10lastPassBytesOut\x121\n" +
+	"\x15last_pass_duration_ms\x18\x0e \x01(\x03R\x12lastPassDurationMs\"V\n" +
 	"\x17SaslAuthenticateRequest\x12\x1c\n" +
 	"\tmechanism\x18\x01 \x01(\tR\tmechanism\x12\x1d\n" +
 	"\n" +
