@@ -71,13 +71,7 @@ func TestAppendWritesRunInStorageJobs(t *testing.T) {
 	c := newCluster(t, 7, 3, replicated(3, "orders", 2), func(cfg *Config) {
 		cfg.Disk = watchedDisk{Disk: cfg.Disk, w: w}
 	})
-	c.hold = func(id NodeID, j SyncJob) bool {
-		w.inJob = true
-		err := j.Run()
-		w.inJob = false
-		c.cores[id].SyncDone(j.Token, err)
-		return true
-	}
+	c.runJobsWatched(w)
 	lead := c.leader(tp0)
 	w.loopWrites, w.jobWrites = 0, 0
 	clear(w.loopFiles)
@@ -100,6 +94,18 @@ func TestAppendWritesRunInStorageJobs(t *testing.T) {
 	}
 	fetched, hwm := c.fetchAll(lead, tp0)
 	checkFetched(t, fetched, hwm, want, counts)
+}
+
+// runJobsWatched runs every storage job of c at once, telling w which
+// writes and syncs happen inside one.
+func (c *cluster) runJobsWatched(w *writeWatch) {
+	c.hold = func(id NodeID, j SyncJob) bool {
+		w.inJob = true
+		err := j.Run()
+		w.inJob = false
+		c.cores[id].SyncDone(j.Token, err)
+		return true
+	}
 }
 
 // sum adds xs.
@@ -134,13 +140,7 @@ func TestRollByAgeSyncsInStorageJob(t *testing.T) {
 		cfg.Clock = monoClock{now: &now}
 		cfg.Disk = watchedDisk{Disk: cfg.Disk, w: w}
 	})
-	c.hold = func(id NodeID, j SyncJob) bool {
-		w.inJob = true
-		err := j.Run()
-		w.inJob = false
-		c.cores[id].SyncDone(j.Token, err)
-		return true
-	}
+	c.runJobsWatched(w)
 	c.createTopicWith(c.metaLeaderOf(), "aged", 1, 3, map[string]string{"segment.ms": "1000", "retention.ms": "-1"})
 	tp := TopicPartition{Topic: "aged"}
 	c.tick(20)

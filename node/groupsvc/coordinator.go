@@ -2,7 +2,6 @@ package groupsvc
 
 import (
 	"fmt"
-	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -48,8 +47,8 @@ type Coordinator struct {
 	// answered, by LiveKey: the sweep expires no member with one in flight.
 	Heartbeating map[string]int // lookup only
 
-	// waits are the requests waiting for their command, by request id.
-	waits map[uint64]func(Applied) // lookup only
+	// Waits are the requests waiting for their command, by request id.
+	Waits[Applied]
 }
 
 // New is a fresh coordinator of a partition led in term, whose log starts
@@ -58,7 +57,7 @@ type Coordinator struct {
 func New(term, topicID uint64, logStart int64) *Coordinator {
 	return &Coordinator{
 		Term: term, TopicID: topicID, State: groups.New(), Next: logStart, Fresh: true, RestoredFrom: -1,
-		waits: make(map[uint64]func(Applied)), Live: make(map[string]uint64), InFlight: make(map[string]bool),
+		Live: make(map[string]uint64), InFlight: make(map[string]bool),
 		RevokingSince: make(map[string]uint64), Heartbeating: make(map[string]int),
 	}
 }
@@ -74,35 +73,9 @@ type Applied struct {
 // LiveKey is the key of a member in the leader-local maps.
 func LiveKey(group, member string) string { return group + "\x00" + member }
 
-// Waiting reports whether a command with request id id is waited for.
-func (co *Coordinator) Waiting(id uint64) bool { return co.waits[id] != nil }
-
-// Wait registers done for the command with request id id: CatchUp calls
-// it with the command's outcome when it applies it.
-func (co *Coordinator) Wait(id uint64, done func(Applied)) { co.waits[id] = done }
-
-// TakeWait removes and returns the wait of id, nil when none is left (a
-// catch-up or FailWaits answered it).
-func (co *Coordinator) TakeWait(id uint64) func(Applied) {
-	w := co.waits[id]
-	delete(co.waits, id)
-	return w
-}
-
 // FailWaits answers every wait of a replaced coordinator with err, in
 // request-id order: their commands may still apply (maybe written).
-func (co *Coordinator) FailWaits(err error) {
-	ids := make([]uint64, 0, len(co.waits))
-	for id := range co.waits {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		w := co.waits[id]
-		delete(co.waits, id)
-		w(Applied{Err: err})
-	}
-}
+func (co *Coordinator) FailWaits(err error) { co.FailWaitsWith(Applied{Err: err}) }
 
 // TrackHeartbeat counts a heartbeat of the member at key as in flight until
 // done runs. An expiry the sweep decided meanwhile would be written after
@@ -148,8 +121,7 @@ func (co *Coordinator) applyRecord(log Log, value []byte) {
 	} else {
 		co.SinceSnapshot++
 	}
-	if w := co.waits[cmd.GetRequestId()]; w != nil {
-		delete(co.waits, cmd.GetRequestId())
+	if w := co.TakeWait(cmd.GetRequestId()); w != nil {
 		w(res)
 	}
 }

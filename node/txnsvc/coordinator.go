@@ -1,8 +1,6 @@
 package txnsvc
 
 import (
-	"slices"
-
 	"github.com/strandlog/strand/engine/txn"
 	"github.com/strandlog/strand/node/groupsvc"
 	"github.com/strandlog/strand/proto/strandpb"
@@ -40,8 +38,8 @@ type Coordinator struct {
 	// LastExpire is the tick of the last proposed id expiry (leader-local).
 	LastExpire uint64
 
-	// waits are the requests waiting for their command, by request id.
-	waits map[uint64]func(Applied) // lookup only
+	// Waits are the requests waiting for their command, by request id.
+	groupsvc.Waits[Applied]
 }
 
 // New is a fresh coordinator of a partition led in term, whose log starts
@@ -49,7 +47,7 @@ type Coordinator struct {
 // snapshot, then replays the log.
 func New(term, topicID uint64, logStart int64, now uint64) *Coordinator {
 	return &Coordinator{Term: term, TopicID: topicID, State: txn.New(), Next: logStart, Fresh: true,
-		RestoredFrom: -1, waits: make(map[uint64]func(Applied)), InFlight: make(map[string]bool), LastExpire: now}
+		RestoredFrom: -1, InFlight: make(map[string]bool), LastExpire: now}
 }
 
 // Applied is the outcome of one command: Err when it did not apply (or
@@ -62,35 +60,9 @@ type Applied struct {
 	WasOpen bool
 }
 
-// Waiting reports whether a command with request id id is waited for.
-func (co *Coordinator) Waiting(id uint64) bool { return co.waits[id] != nil }
-
-// Wait registers done for the command with request id id: CatchUp calls
-// it with the command's outcome when it applies it.
-func (co *Coordinator) Wait(id uint64, done func(Applied)) { co.waits[id] = done }
-
-// TakeWait removes and returns the wait of id, nil when none is left (a
-// catch-up or FailWaits answered it).
-func (co *Coordinator) TakeWait(id uint64) func(Applied) {
-	w := co.waits[id]
-	delete(co.waits, id)
-	return w
-}
-
 // FailWaits answers every wait of a replaced coordinator with err, in
 // request-id order: their commands may still apply (maybe written).
-func (co *Coordinator) FailWaits(err error) {
-	ids := make([]uint64, 0, len(co.waits))
-	for id := range co.waits {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		w := co.waits[id]
-		delete(co.waits, id)
-		w(Applied{Err: err})
-	}
-}
+func (co *Coordinator) FailWaits(err error) { co.FailWaitsWith(Applied{Err: err}) }
 
 // CatchUp applies the partition's records from Next up to the high-water
 // mark to State, answering the waits of the commands met. A fresh
@@ -112,7 +84,7 @@ func (co *Coordinator) applyRecord(log groupsvc.Log, value []byte) {
 		log.Warn("skipping a record of the transaction log that is no command", err)
 		return
 	}
-	w := co.waits[cmd.GetRequestId()]
+	w := co.TakeWait(cmd.GetRequestId())
 	var wasOpen bool
 	if id := commandID(cmd); w != nil && id != "" {
 		st, _ := co.State.StateOf(id)
@@ -125,7 +97,6 @@ func (co *Coordinator) applyRecord(log groupsvc.Log, value []byte) {
 		co.SinceSnapshot++
 	}
 	if w != nil {
-		delete(co.waits, cmd.GetRequestId())
 		w(Applied{Res: res, WasOpen: wasOpen})
 	}
 }
