@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
 	"testing"
@@ -12,35 +11,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strandlog/strand/clientlib"
-	"github.com/strandlog/strand/node"
 )
 
 // A compacted topic's state is visible where an operator looks (issue 24):
-// once a pass has run on a real node (gate opened for the test through
-// node.Config.CompactedTopicsUnfinished), DescribePartitionLogs (what
+// once a pass has run on a real node, DescribePartitionLogs (what
 // `strand topic describe` prints) carries the generation done, its
 // cleaned-to offset and decision time, the prefix's and the dirty bytes;
 // /metrics has the same figures per partition (the dirty ratio among them)
 // and the node's pass counter; /api/topics (the console) has them too. A
 // topic that does not compact has none of it.
 func TestCompactionVisible(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := Start(Config{
-		Core: node.Config{ID: 1, Nodes: []node.Peer{{ID: 1, Address: ln.Addr().String()}},
-			CompactedTopicsUnfinished: true, CheckpointEntries: 16, RetentionCheckTicks: 5},
-		DataDir: t.TempDir(), Listener: ln, KafkaListen: "127.0.0.1:0",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := rt.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
+	rt := startKafkaServerWith(t, compactingTestConfig)
 	a := startTestAdmin(t, rt)
 	addr := rt.KafkaAddr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

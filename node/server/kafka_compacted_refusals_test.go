@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -11,35 +10,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/strandlog/strand/node"
 )
 
 // Bad input to compacted topics through Kafka's protocol (issue 24's "Done
-// when"), from franz-go's kadm and kgo against a real node (gate opened
-// for the test): CreateTopics with min.compaction.lag.ms greater than
+// when"), from franz-go's kadm and kgo against a real node: CreateTopics with min.compaction.lag.ms greater than
 // max.compaction.lag.ms, or a negative delete.retention.ms, is
 // INVALID_CONFIG with a message that names the keys and what to set, and
 // no topic is made; IncrementalAlterConfigs to the same on a compacted
 // topic is INVALID_CONFIG and its settings stay; a keyless record to it is
 // INVALID_RECORD and nothing is stored (its end offset stays 0).
 func TestKafkaCompactedBadInput(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := Start(Config{
-		Core:    node.Config{ID: 1, Nodes: []node.Peer{{ID: 1, Address: ln.Addr().String()}}, CompactedTopicsUnfinished: true},
-		DataDir: t.TempDir(), Listener: ln, KafkaListen: "127.0.0.1:0",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := rt.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
+	rt := startKafkaServer(t)
 	addr := rt.KafkaAddr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -12,32 +11,21 @@ import (
 	"github.com/strandlog/strand/node"
 )
 
+// compactingTestConfig checkpoints every 16 entries and runs retention and
+// compaction checks every 5 ticks, so a pass comes after a few records.
+func compactingTestConfig(cfg *node.Config) {
+	cfg.CheckpointEntries, cfg.RetentionCheckTicks = 16, 5
+}
+
 // TestKafkaCompactedTopicOverFranzGo shows a compacted topic read by a real
-// franz-go consumer over a real node (issue 24, gate opened for the test
-// through node.Config.CompactedTopicsUnfinished): keyed updates over five
+// franz-go consumer over a real node (issue 24): keyed updates over five
 // keys, then filler until a pass has run; a consume from the start then
 // gets each of the five keys once, with its latest value at the offset
 // it was written at (the compacted batches served in Kafka's v2 form, a
 // batch holding fewer records than its offset range), and every record
 // after the prefix. Polls a readiness condition bounded by the context.
 func TestKafkaCompactedTopicOverFranzGo(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := Start(Config{
-		Core: node.Config{ID: 1, Nodes: []node.Peer{{ID: 1, Address: ln.Addr().String()}},
-			CompactedTopicsUnfinished: true, CheckpointEntries: 16, RetentionCheckTicks: 5},
-		DataDir: t.TempDir(), Listener: ln, KafkaListen: "127.0.0.1:0",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := rt.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
+	rt := startKafkaServerWith(t, compactingTestConfig)
 	addr := rt.KafkaAddr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

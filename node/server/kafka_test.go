@@ -20,12 +20,23 @@ import (
 // on free loopback ports.
 func startKafkaServer(t *testing.T) *Server {
 	t.Helper()
+	return startKafkaServerWith(t, nil)
+}
+
+// startKafkaServerWith is startKafkaServer with set (when not nil)
+// changing the node's configuration first.
+func startKafkaServerWith(t *testing.T, set func(*node.Config)) *Server {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := node.Config{ID: 1, Nodes: []node.Peer{{ID: 1, Address: ln.Addr().String()}}}
+	if set != nil {
+		set(&cfg)
+	}
 	rt, err := Start(Config{
-		Core:        node.Config{ID: 1, Nodes: []node.Peer{{ID: 1, Address: ln.Addr().String()}}},
+		Core:        cfg,
 		DataDir:     t.TempDir(),
 		Listener:    ln,
 		KafkaListen: "127.0.0.1:0",
