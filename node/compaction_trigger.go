@@ -28,9 +28,10 @@ const (
 
 // maybeProposeCompact proposes the next COMPACT when g leads, its topic
 // compacts, none of ours is in flight and decideCompaction finds a pass
-// due.
+// due. Of the coordinators' topics only __strand_offsets compacts (its
+// records are keyed: groupsvc/doc.go); __strand_transactions' are not yet.
 func (c *Core) maybeProposeCompact(g *group) {
-	if !g.ret.configKnown || !g.ret.config.CleanupPolicy.Compacts() || isCoordinatorTopic(g.tp.Topic) {
+	if !g.ret.configKnown || !g.ret.config.CleanupPolicy.Compacts() || (isCoordinatorTopic(g.tp.Topic) && g.tp.Topic != OffsetsTopic) {
 		return
 	}
 	if _, _, leading := g.leadership(); !leading {

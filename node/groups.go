@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -37,6 +38,10 @@ type GroupsConfig struct {
 	// log every this many commands (default 1000), so a new coordinator
 	// replays only what follows the newest one.
 	SnapshotEvery int
+	// OffsetsTopicConfig are topic configs __strand_offsets is created
+	// with beyond its own (offsetsTopicConfig: compact, never trimmed):
+	// segment.bytes, segment.ms, min.cleanable.dirty.ratio and the like.
+	OffsetsTopicConfig []metadata.ConfigEntry
 	// RebalanceTimeout: a member asked to revoke partitions that still
 	// holds them this long is removed, so one stuck member cannot hold a
 	// partition back from the group forever (default 5 min, Kafka's
@@ -134,16 +139,40 @@ func (c *Core) offsetsTopic() (metadata.Topic, bool) {
 		return metadata.Topic{}, false
 	}
 	rf := int32(max(1, min(replicationFactorDefault, c.clusterSize())))
-	// The coordinators' state is the log itself: retention must never
-	// delete it (a new coordinator replays it), whatever the defaults.
-	keep := []metadata.ConfigEntry{{Name: metadata.ConfigRetentionMs, Value: "-1"}, {Name: metadata.ConfigRetentionBytes, Value: "-1"}}
-	data, err := metadata.EncodeCreateTopic(OffsetsTopic, c.groupsConfig().OffsetsPartitions, rf, keep)
+	data, err := metadata.EncodeCreateTopic(OffsetsTopic, c.groupsConfig().OffsetsPartitions, rf, offsetsTopicConfig(c.cfg.Groups.OffsetsTopicConfig))
 	if err != nil {
 		panic(fmt.Sprintf("node: encode the create of %s: %v", OffsetsTopic, err))
 	}
 	c.coord.creating = true
 	c.proposeMeta(data, uint64(c.cfg.RequestTimeoutTicks), func(metadata.Result, error) { c.coord.creating = false })
 	return metadata.Topic{}, false
+}
+
+// offsetsTopicConfig is what __strand_offsets is created with: compacted
+// (groupsvc/doc.go, "A compacted log"), its tombstones gone at the pass
+// after the one that sees them (no restore reads one), never trimmed by
+// retention (the coordinators' state is the log itself, whatever the
+// defaults), then extra (GroupsConfig.OffsetsTopicConfig), which may
+// override any but the policy and retention.
+func offsetsTopicConfig(extra []metadata.ConfigEntry) []metadata.ConfigEntry {
+	cfg := []metadata.ConfigEntry{
+		{Name: metadata.ConfigCleanupPolicy, Value: "compact"},
+		{Name: metadata.ConfigDeleteRetentionMs, Value: "0"},
+		{Name: metadata.ConfigRetentionMs, Value: "-1"},
+		{Name: metadata.ConfigRetentionBytes, Value: "-1"},
+	}
+	for _, e := range extra {
+		switch e.Name {
+		case metadata.ConfigCleanupPolicy, metadata.ConfigRetentionMs, metadata.ConfigRetentionBytes:
+			continue
+		}
+		if i := slices.IndexFunc(cfg, func(c metadata.ConfigEntry) bool { return c.Name == e.Name }); i >= 0 {
+			cfg[i] = e
+		} else {
+			cfg = append(cfg, e)
+		}
+	}
+	return cfg
 }
 
 // coordinatorOf returns the replica and coordinator of group, if this
@@ -238,7 +267,7 @@ func (c *Core) proposeGroup(g *group, co *groupsvc.Coordinator, cmd *strandpb.Gr
 	if err != nil {
 		panic(fmt.Sprintf("node: marshal a group command: %v", err))
 	}
-	batch, err := recordbatch.Encode(nil, []recordbatch.Record{{TimestampMs: now, Value: value}})
+	batch, err := recordbatch.Encode(nil, co.Records(cmd, value, now))
 	if err != nil {
 		done(groupsvc.Applied{Err: fmt.Errorf("%w: %w", ErrInvalidRequest, err)})
 		return

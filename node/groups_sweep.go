@@ -63,7 +63,7 @@ func (c *Core) sweepCoordinator(g *group, co *groupsvc.Coordinator) {
 		Rebalance: uint64(max(1, cfg.RebalanceTimeout/c.cfg.TickDuration)),
 		NowMs:     c.cfg.Clock.Realtime().UnixMilli(), OffsetsRetentionMs: cfg.OffsetsRetention.Milliseconds(),
 	})
-	if co.SinceSnapshot >= cfg.SnapshotEvery {
+	if co.SnapshotDue(cfg.SnapshotEvery) {
 		p.Propose("\x00snapshot", &strandpb.GroupCommand{Body: &strandpb.GroupCommand_Snapshot{Snapshot: co.State.Snapshot(co.Next)}})
 	}
 	if expireEmpty {

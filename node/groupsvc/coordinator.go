@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/engine/groups"
+	"github.com/strandlog/strand/engine/recordbatch"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -32,9 +33,16 @@ type Coordinator struct {
 	// SinceSnapshot counts the commands applied since the last snapshot
 	// record (or since this coordinator started).
 	SinceSnapshot int
-	// RestoredFrom is the offset of the snapshot this coordinator started
-	// from, -1 when it replayed the log from its start.
+	// RestoredFrom is the offset of the snapshot this coordinator last
+	// restored, -1 when it replayed the log from its start.
 	RestoredFrom int64
+	// OwnApplied: a command this coordinator proposed was read back, so
+	// every record of earlier terms is below Next (a snapshot may be
+	// proposed: doc.go, "Order of snapshots").
+	OwnApplied bool
+	// Tombstoned are the commands applied whose tombstone was not
+	// (keys.go).
+	Tombstoned Tombstoned
 	// Live is the tick of each member's last successful heartbeat, by
 	// LiveKey: leader-local, restarted on failover (the node's sweep).
 	Live map[string]uint64 // lookup only
@@ -46,6 +54,10 @@ type Coordinator struct {
 	// Heartbeating counts each member's heartbeats received and not yet
 	// answered, by LiveKey: the sweep expires no member with one in flight.
 	Heartbeating map[string]int // lookup only
+
+	// replaying: this coordinator restores at the snapshots it meets
+	// (restoreSnapshot; applyRecord).
+	replaying bool
 
 	// Waits are the requests waiting for their command, by request id.
 	Waits[Applied]
@@ -97,33 +109,81 @@ func (co *Coordinator) TrackHeartbeat(key string, done func(*strandpb.ConsumerGr
 // CatchUp applies the partition's records from Next up to the high-water
 // mark to State, answering the waits of the commands met. A fresh
 // coordinator first restores the newest snapshot it finds within four
-// snapshotEvery intervals of records from the high-water mark.
+// snapshotEvery intervals of records from the high-water mark. A catch-up
+// that fails makes the coordinator fresh: the next one restores again.
 func (co *Coordinator) CatchUp(log Log, snapshotEvery int) error {
 	if co.Fresh {
 		co.Fresh = false
 		co.restoreSnapshot(log, 4*snapshotEvery)
 	}
-	return ReadCommitted(log, &co.Next, "group", func(value []byte) { co.applyRecord(log, value) })
+	err := ReadRecords(log, &co.Next, "group", func(off int64, key, value []byte) (int64, bool) {
+		return co.applyRecord(log, off, key, value)
+	})
+	if err != nil {
+		co.startOver(log.LogStartOffset())
+		return err
+	}
+	co.replaying = false // at the high-water mark: whole, restores no more
+	return nil
 }
 
-// applyRecord applies one record's command and answers its wait. A
-// record that is no command (written by a client that produced to the
-// internal topic) is skipped, identically on every leader.
-func (co *Coordinator) applyRecord(log Log, value []byte) {
+// startOver makes co fresh, with an empty state, from logStart.
+func (co *Coordinator) startOver(logStart int64) {
+	co.Fresh, co.State, co.Next, co.RestoredFrom, co.SinceSnapshot = true, groups.New(), logStart, -1, 0
+	co.Tombstoned.Reset()
+}
+
+// SnapshotDue reports whether a snapshot is to be proposed: every
+// commands applied since the last, and one of this coordinator's own read
+// back.
+func (co *Coordinator) SnapshotDue(every int) bool { return co.SinceSnapshot >= every && co.OwnApplied }
+
+// Records are the records of cmd, marshalled as value, proposed by this
+// coordinator at nowMs: a command keyed by CommandKey; a snapshot keyed by
+// SnapshotKey, followed by a tombstone for each command below its as_of
+// that has none yet (doc.go, "Tombstones").
+func (co *Coordinator) Records(cmd *strandpb.GroupCommand, value []byte, nowMs int64) []recordbatch.Record {
+	if snap := cmd.GetSnapshot(); snap != nil {
+		return append([]recordbatch.Record{{TimestampMs: nowMs, Key: SnapshotKey, Value: value}},
+			co.Tombstoned.Below(snap.GetAsOf(), nowMs)...)
+	}
+	return []recordbatch.Record{{TimestampMs: nowMs, Key: CommandKey(co.Term, cmd.GetRequestId()), Value: value}}
+}
+
+// applyRecord applies the record at off and answers its command's wait. A
+// tombstone only drops its key from Tombstoned. A record that is no
+// command (written by a client that produced to the internal topic) is
+// skipped, identically on every leader. A snapshot above the last one
+// restored is restored when this coordinator replays from the log start
+// (it never restored one, or restored an older one): the read goes on
+// from its as_of (jump), as the commands below it may be compacted away.
+func (co *Coordinator) applyRecord(log Log, off int64, key, value []byte) (resume int64, jump bool) {
+	if value == nil {
+		co.Tombstoned.Tombstone(key)
+		return 0, false
+	}
 	var cmd strandpb.GroupCommand
 	if err := proto.Unmarshal(value, &cmd); err != nil {
 		log.Warn("skipping a record of the group log that is no command", err)
-		return
+		return 0, false
+	}
+	if snap := cmd.GetSnapshot(); snap != nil && co.replaying && off > co.RestoredFrom {
+		if co.restore(log, snap, off) {
+			return co.Next, true
+		}
 	}
 	res := Apply(co.State, &cmd)
 	if cmd.GetSnapshot() != nil {
 		co.SinceSnapshot = 0
 	} else {
 		co.SinceSnapshot++
+		co.Tombstoned.Applied(key, off)
 	}
 	if w := co.TakeWait(cmd.GetRequestId()); w != nil {
+		co.OwnApplied = true
 		w(res)
 	}
+	return 0, false
 }
 
 // Apply applies one command to s: pure.
@@ -168,8 +228,10 @@ func Apply(s *groups.State, cmd *strandpb.GroupCommand) Applied {
 // records) and, when it finds one whose as_of is still in the log,
 // restores it and continues from as_of (the records between as_of and the
 // snapshot are applied again; they were not in it). Without one, the
-// coordinator replays the partition from its log start.
+// coordinator replays the partition from its log start, restoring each
+// snapshot it meets (replaying).
 func (co *Coordinator) restoreSnapshot(log Log, scanMax int) {
+	co.replaying = true
 	snap, at, ok := FindSnapshot(log, scanMax, func(value []byte) (*strandpb.GroupsSnapshot, bool) {
 		var cmd strandpb.GroupCommand
 		if proto.Unmarshal(value, &cmd) != nil || cmd.GetSnapshot() == nil {
@@ -177,16 +239,25 @@ func (co *Coordinator) restoreSnapshot(log Log, scanMax int) {
 		}
 		return cmd.GetSnapshot(), true
 	})
-	if !ok {
-		return
+	if ok {
+		co.restore(log, snap, at)
 	}
+}
+
+// restore replaces the state with snap, the snapshot record at offset at,
+// and moves Next to its as_of; false when it does not restore (its tail
+// is gone, it is no snapshot, or it does not decode), the state then
+// unchanged.
+func (co *Coordinator) restore(log Log, snap *strandpb.GroupsSnapshot, at int64) bool {
 	if snap.GetAsOf() < log.LogStartOffset() || snap.GetAsOf() > at {
-		return // its tail is gone (or it is not one): replay from the log start
+		return false
 	}
 	st, err := groups.Restore(snap)
 	if err != nil {
 		log.Warn("group snapshot does not restore; replaying the log", err)
-		return
+		return false
 	}
 	co.State, co.Next, co.RestoredFrom = st, snap.GetAsOf(), at
+	co.Tombstoned.Forget(snap.GetAsOf())
+	return true
 }
