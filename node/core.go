@@ -157,6 +157,10 @@ type Config struct {
 	PrefixChunkBytes int
 	// Observer, when set, sees every entry a replica applies.
 	Observer ApplyObserver
+	// CoordinatorRestored, when set, sees the state of every fresh group
+	// coordinator once its first catch-up reached next, so the simulator
+	// can compare it with a replay of the partition's whole history.
+	CoordinatorRestored CoordinatorObserver
 	// Groups configures the consumer-group coordinators (groups.go).
 	Groups GroupsConfig
 	// Txn configures the transaction coordinators (txn.go).
@@ -370,6 +374,12 @@ type GroupStatus struct {
 // the same entry. topicID tells incarnations of one topic name apart (as
 // GroupStatus.TopicID). data must not be retained or modified.
 type ApplyObserver func(tp TopicPartition, topicID, index, term uint64, data []byte)
+
+// CoordinatorObserver, when set in Config, sees a group coordinator's
+// state as of next (the offset after the last record applied) when its
+// first catch-up in its term completes: the restore of a snapshot and the
+// replay after it. snap must not be retained past the call or modified.
+type CoordinatorObserver func(tp TopicPartition, topicID uint64, next int64, snap *strandpb.GroupsSnapshot)
 
 // Core is one node's state. It is not safe for concurrent use: one goroutine
 // (the runtime's loop or the simulator) calls every method, and callbacks

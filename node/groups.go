@@ -218,8 +218,16 @@ func (c *Core) coordinatorFor(g *group) (*groupsvc.Coordinator, error) {
 
 // catchUp brings co up to g's high-water mark (groupsvc.Coordinator.CatchUp
 // over coordinatorLog).
+// A fresh coordinator's state is shown to Config.CoordinatorRestored.
 func (c *Core) catchUp(g *group, co *groupsvc.Coordinator) error {
-	return co.CatchUp(coordinatorLog{c, g}, c.groupsConfig().SnapshotEvery)
+	fresh := co.Fresh
+	if err := co.CatchUp(coordinatorLog{c, g}, c.groupsConfig().SnapshotEvery); err != nil {
+		return err
+	}
+	if fresh && c.cfg.CoordinatorRestored != nil {
+		c.cfg.CoordinatorRestored(g.tp, g.topicID, co.Next, co.State.Snapshot(co.Next))
+	}
+	return nil
 }
 
 // coordinatorLog is a coordinator's read of its replica g of

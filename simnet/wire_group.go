@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -56,7 +57,11 @@ const kindMember clientKind = 100
 // configureGroups sets the coordinators' timers for the simulated run.
 func (ww *wireWorkload) configureGroups(cfg *node.Config) {
 	cfg.Groups = node.GroupsConfig{OffsetsPartitions: int32(groupOffsetsPartitions(ww.w.opts)), SessionTimeout: ww.w.groupSession(),
-		HeartbeatInterval: groupHeartbeat, SnapshotEvery: 20} // snapshots, and restores from them, within a run
+		HeartbeatInterval: groupHeartbeat, SnapshotEvery: 10, // snapshots, and restores from them, within a run
+		// Compaction passes over the coordinators' compacted log within a
+		// run: segments roll each second, any dirt is worth a pass.
+		OffsetsTopicConfig: []metadata.ConfigEntry{{Name: metadata.ConfigSegmentMs, Value: "1000"},
+			{Name: metadata.ConfigMinCleanableDirtyRatio, Value: "0.01"}}}
 }
 
 // coordinatorLink is a simulated group member's route to its coordinator:

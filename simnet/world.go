@@ -163,10 +163,11 @@ type world struct {
 	// failureCount counts step failures, kept or not.
 	failureCount int
 	stats        Stats
-	wire         *wireWorkload // the clients and their transport (wire.go)
-	durability   *durability   // the durability audit (audit.go)
-	digests      *digests      // whole-state comparison of replicas (digests.go)
-	coverage     *Coverage     // faults fired and rare events seen (coverage.go)
+	wire         *wireWorkload  // the clients and their transport (wire.go)
+	durability   *durability    // the durability audit (audit.go)
+	digests      *digests       // whole-state comparison of replicas (digests.go)
+	offsets      *offsetsReplay // group coordinators' restores against the history (offsets_replay.go)
+	coverage     *Coverage      // faults fired and rare events seen (coverage.go)
 	// requestBody and requestRows: strandpb.Request's body oneof and
 	// coverRequest's row per field index of the message.
 	requestBody  protoreflect.OneofDescriptor
@@ -307,6 +308,7 @@ func newWorld(o Options) *world {
 	w.corrupter = newCorrupter(w)
 	w.durability = newDurability(w)
 	w.digests = newDigests(w)
+	w.offsets = newOffsetsReplay(w)
 	w.work = newWorkload(w)
 	w.wire = newWireWorkload(w)
 	w.planner = newPlanner(w)
@@ -382,6 +384,9 @@ func (w *world) nodeConfig(n *simNode, inc uint32) node.Config {
 		Txn:                  node.TxnConfig{Partitions: int32(max(1, txnPartitions(w.opts))), Markers: node.PartitionMarkers{}},
 		Observer: func(tp node.TopicPartition, topicID, index, term uint64, data []byte) {
 			w.checker.onApply(n, tp, topicID, index, term, data)
+		},
+		CoordinatorRestored: func(tp node.TopicPartition, topicID uint64, next int64, snap *strandpb.GroupsSnapshot) {
+			w.checker.onCoordinatorRestored(n, tp, topicID, next, snap)
 		},
 	}
 	w.opts.Knobs.configure(&cfg, w.opts)

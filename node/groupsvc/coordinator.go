@@ -144,8 +144,9 @@ func (co *Coordinator) SnapshotDue(every int) bool { return co.SinceSnapshot >= 
 // that has none yet (doc.go, "Tombstones").
 func (co *Coordinator) Records(cmd *strandpb.GroupCommand, value []byte, nowMs int64) []recordbatch.Record {
 	if snap := cmd.GetSnapshot(); snap != nil {
-		return append([]recordbatch.Record{{TimestampMs: nowMs, Key: SnapshotKey, Value: value}},
+		recs := append([]recordbatch.Record{{TimestampMs: nowMs, Key: SnapshotKey, Value: value}},
 			co.Tombstoned.Below(snap.GetAsOf(), nowMs)...)
+		return append(recs, co.inFlightTombstones(nowMs)...) // planted TombstoneInFlight (simbugs builds only)
 	}
 	return []recordbatch.Record{{TimestampMs: nowMs, Key: CommandKey(co.Term, cmd.GetRequestId()), Value: value}}
 }
@@ -258,6 +259,9 @@ func (co *Coordinator) restore(log Log, snap *strandpb.GroupsSnapshot, at int64)
 		return false
 	}
 	co.State, co.Next, co.RestoredFrom = st, snap.GetAsOf(), at
+	if bugRestoreSkipsTail {
+		co.Next = at + 1 // planted: the commands in [as_of, at) are lost
+	}
 	co.Tombstoned.Forget(snap.GetAsOf())
 	return true
 }

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strandlog/strand/engine/compact"
 	"github.com/strandlog/strand/engine/recordbatch"
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -63,7 +64,7 @@ func (l *keyedLog) write(t *testing.T, recs []recordbatch.Record) {
 
 // compact keeps the latest record of each key, drops tombstones
 // (delete.retention.ms=0) and keyless records, and keeps every survivor's
-// offset: one batch per survivor. The last record stays whatever it is
+// offset: one batch per survivor, in a pass's form. The last record stays whatever it is
 // (a pass never cleans the active segment).
 func (l *keyedLog) compact(t *testing.T) {
 	t.Helper()
@@ -78,7 +79,9 @@ func (l *keyedLog) compact(t *testing.T) {
 		if !last && (r.rec.Key == nil || r.rec.Value == nil || latest[string(r.rec.Key)] != r.off) {
 			continue
 		}
-		data, err := recordbatch.Encode(nil, []recordbatch.Record{r.rec})
+		data, err := compact.AppendBatch(nil, &compact.Batch{BaseOffset: r.off, FirstTimestampMs: r.rec.TimestampMs,
+			DeleteHorizonMs: compact.NoHorizon, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+			Records: []compact.Record{{Offset: r.off, Record: r.rec}}})
 		if err != nil {
 			t.Fatal(err)
 		}

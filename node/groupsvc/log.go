@@ -1,6 +1,7 @@
 package groupsvc
 
 import (
+	"github.com/strandlog/strand/engine/compact"
 	"github.com/strandlog/strand/engine/recordbatch"
 )
 
@@ -72,24 +73,43 @@ func ReadRecords(log Log, next *int64, what string, apply func(offset int64, key
 		}
 	batches:
 		for _, b := range batches {
-			it := recordbatch.NewIterator(b.Data)
-			for it.Next() {
-				if off := b.BaseOffset + int64(it.Index()); off >= *next {
-					r := it.Record()
-					resume, jump := apply(off, r.Key, r.Value)
+			recs, err := batchRecords(b)
+			if err != nil {
+				return log.Damaged(" batch at %d: %w", b.BaseOffset, err)
+			}
+			for _, r := range recs {
+				if r.Offset >= *next {
+					resume, jump := apply(r.Offset, r.Key, r.Value)
 					if jump {
 						*next = resume
 						break batches
 					}
-					*next = off + 1
+					*next = r.Offset + 1
 				}
-			}
-			if it.Err() != nil {
-				return log.Damaged(" batch at %d: %w", b.BaseOffset, it.Err())
 			}
 		}
 	}
 	return nil
+}
+
+// batchRecords are the records of b with their offsets, in offset order:
+// a batch as written (recordbatch's form) or as a compaction pass left it
+// (engine/compact's form, fewer records than its offset range). A
+// transaction marker holds none.
+func batchRecords(b Batch) ([]compact.Record, error) {
+	if compact.IsCompacted(b.Data) {
+		cb, err := compact.DecodeBatch(b.Data)
+		if err != nil || cb.Control {
+			return nil, err
+		}
+		return cb.Records, nil
+	}
+	var out []compact.Record
+	it := recordbatch.NewIterator(b.Data)
+	for it.Next() {
+		out = append(out, compact.Record{Offset: b.BaseOffset + int64(it.Index()), Record: it.Record()})
+	}
+	return out, it.Err()
 }
 
 // FindSnapshot scans log back from its high-water mark, at most scanMax
@@ -112,15 +132,17 @@ func FindSnapshot[T any](log Log, scanMax int, decode func(value []byte) (T, boo
 			// restores at the snapshots it meets instead.
 			return snap, 0, false
 		}
-		var values [][]byte
-		it := recordbatch.NewIterator(b.Data)
-		for it.Next() && b.BaseOffset+int64(it.Index()) <= at {
-			values = append(values, it.Record().Value)
+		recs, err := batchRecords(b)
+		if err != nil {
+			return snap, 0, false
 		}
-		for i := len(values) - 1; i >= 0; i-- {
+		for i := len(recs) - 1; i >= 0; i-- {
+			if recs[i].Offset > at {
+				continue
+			}
 			scanned++
-			if s, ok := decode(values[i]); ok {
-				return s, b.BaseOffset + int64(i), true
+			if s, ok := decode(recs[i].Value); ok {
+				return s, recs[i].Offset, true
 			}
 		}
 		at = b.BaseOffset - 1
