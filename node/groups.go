@@ -150,7 +150,8 @@ func (c *Core) offsetsTopic() (metadata.Topic, bool) {
 
 // offsetsTopicConfig is what __strand_offsets is created with: compacted
 // (groupsvc/doc.go, "A compacted log"), its tombstones gone at the pass
-// after the one that sees them (no restore reads one), never trimmed by
+// after the one that sees them (no restore reads one), segments of 16 MiB
+// or an hour (so the head a pass cannot clean stays small), never trimmed by
 // retention (the coordinators' state is the log itself, whatever the
 // defaults), then extra (GroupsConfig.OffsetsTopicConfig), which may
 // override any but the policy and retention.
@@ -158,6 +159,11 @@ func offsetsTopicConfig(extra []metadata.ConfigEntry) []metadata.ConfigEntry {
 	cfg := []metadata.ConfigEntry{
 		{Name: metadata.ConfigCleanupPolicy, Value: "compact"},
 		{Name: metadata.ConfigDeleteRetentionMs, Value: "0"},
+		// A pass never cleans the active segment: these bound the
+		// uncleaned head (Kafka's offsets.topic.segment.bytes is 100 MiB,
+		// which 100,000 commits never fill, so nothing would compact).
+		{Name: metadata.ConfigSegmentBytes, Value: "16777216"},
+		{Name: metadata.ConfigSegmentMs, Value: "3600000"},
 		{Name: metadata.ConfigRetentionMs, Value: "-1"},
 		{Name: metadata.ConfigRetentionBytes, Value: "-1"},
 	}
