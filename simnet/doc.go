@@ -129,7 +129,11 @@
 // and offset reads are history ops (linearizable offsets, epochs fencing zombies, a member's
 // epochs never going back; a probe commits at the epoch a live member just left behind), and
 // after the heal they converge, balanced, and every acknowledged record below the final
-// committed offset was processed; Options.ClassicMembers (TestSimClassicGroups:
+// committed offset was processed. __strand_offsets is compacted (segment.ms 1 s, any dirt worth a
+// pass, a snapshot every 10 commands): every fresh coordinator's state, and a throwaway restore the
+// leader runs each sweep, must equal the replay of the partition's whole uncompacted history
+// (offsets_replay.go; planted OffsetsRestoreSkipsTail and OffsetsTombstoneInFlight);
+// Options.ClassicMembers (TestSimClassicGroups:
 // 3) adds members of a second group speaking Kafka's classic protocol (JoinGroup, SyncGroup,
 // Heartbeat through kafkaproto; commits in their generation) checked across coordinator fail-overs,
 // their acknowledged commits read back while they run and once more after the heal
