@@ -28,10 +28,10 @@ const (
 
 // maybeProposeCompact proposes the next COMPACT when g leads, its topic
 // compacts, none of ours is in flight and decideCompaction finds a pass
-// due. Of the coordinators' topics only __strand_offsets compacts (its
-// records are keyed: groupsvc/doc.go); __strand_transactions' are not yet.
+// due. The coordinators' topics compact too (their records are keyed:
+// groupsvc/doc.go); one written before keys keeps its delete policy.
 func (c *Core) maybeProposeCompact(g *group) {
-	if !g.ret.configKnown || !g.ret.config.CleanupPolicy.Compacts() || (isCoordinatorTopic(g.tp.Topic) && g.tp.Topic != OffsetsTopic) {
+	if !g.ret.configKnown || !g.ret.config.CleanupPolicy.Compacts() {
 		return
 	}
 	if _, _, leading := g.leadership(); !leading {

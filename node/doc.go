@@ -466,7 +466,7 @@
 // # Transaction coordinators (txn*.go; package node/txnsvc)
 //
 // engine/txn is hosted exactly as groups are: __strand_transactions is created on first use
-// (Config.Txn.Partitions, default 8; RF min(3, nodes); retention off, produce and CreatePartitions
+// (Config.Txn.Partitions, default 8; RF min(3, nodes); compacted as __strand_offsets, retention off, produce and CreatePartitions
 // refused as for __strand_offsets: isCoordinatorTopic); a transactional id maps to FNV-1a(id) mod
 // partitions and the leader of that partition is its coordinator (FindCoordinator with
 // transactional_id). Every write is a TxnCommand record at acks=all, applied by the leader when read

@@ -139,7 +139,7 @@ func (c *Core) offsetsTopic() (metadata.Topic, bool) {
 		return metadata.Topic{}, false
 	}
 	rf := int32(max(1, min(replicationFactorDefault, c.clusterSize())))
-	data, err := metadata.EncodeCreateTopic(OffsetsTopic, c.groupsConfig().OffsetsPartitions, rf, offsetsTopicConfig(c.cfg.Groups.OffsetsTopicConfig))
+	data, err := metadata.EncodeCreateTopic(OffsetsTopic, c.groupsConfig().OffsetsPartitions, rf, coordinatorTopicConfig(c.cfg.Groups.OffsetsTopicConfig))
 	if err != nil {
 		panic(fmt.Sprintf("node: encode the create of %s: %v", OffsetsTopic, err))
 	}
@@ -148,14 +148,15 @@ func (c *Core) offsetsTopic() (metadata.Topic, bool) {
 	return metadata.Topic{}, false
 }
 
-// offsetsTopicConfig is what __strand_offsets is created with: compacted
-// (groupsvc/doc.go, "A compacted log"), its tombstones gone at the pass
+// coordinatorTopicConfig is what __strand_offsets and __strand_transactions
+// are created with: compacted (groupsvc/doc.go, "A compacted log"), its tombstones gone at the pass
 // after the one that sees them (no restore reads one), segments of 16 MiB
 // or an hour (so the head a pass cannot clean stays small), never trimmed by
 // retention (the coordinators' state is the log itself, whatever the
-// defaults), then extra (GroupsConfig.OffsetsTopicConfig), which may
-// override any but the policy and retention.
-func offsetsTopicConfig(extra []metadata.ConfigEntry) []metadata.ConfigEntry {
+// defaults), then extra (GroupsConfig.OffsetsTopicConfig,
+// TxnConfig.TopicConfig), which may override any but the policy and
+// retention.
+func coordinatorTopicConfig(extra []metadata.ConfigEntry) []metadata.ConfigEntry {
 	cfg := []metadata.ConfigEntry{
 		{Name: metadata.ConfigCleanupPolicy, Value: "compact"},
 		{Name: metadata.ConfigDeleteRetentionMs, Value: "0"},

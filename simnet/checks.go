@@ -72,7 +72,7 @@ func (c *checker) onApply(n *simNode, tp node.TopicPartition, topicID, index, te
 	k := applyKey{group: g, index: index}
 	if prev, seen := c.applied[k]; !seen {
 		c.applied[k] = d
-		if res, ok := c.w.digests.onApply(g, index, data); ok && tp.Topic == node.OffsetsTopic {
+		if res, ok := c.w.digests.onApply(g, index, data); ok && isCoordinatorTopic(tp.Topic) {
 			c.w.offsets.onApply(g, data, res)
 		}
 		c.txnOrder.onFirstApply(tp, index, data)

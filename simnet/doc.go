@@ -132,7 +132,8 @@
 // committed offset was processed. __strand_offsets is compacted (segment.ms 1 s, any dirt worth a
 // pass, a snapshot every 10 commands): every fresh coordinator's state, and a throwaway restore the
 // leader runs each sweep, must equal the replay of the partition's whole uncompacted history
-// (offsets_replay.go; planted OffsetsRestoreSkipsTail and OffsetsTombstoneInFlight);
+// (offsets_replay.go; planted OffsetsRestoreSkipsTail and OffsetsTombstoneInFlight), and
+// __strand_transactions likewise (Config.Txn's SnapshotEvery 10, same segments);
 // Options.ClassicMembers (TestSimClassicGroups:
 // 3) adds members of a second group speaking Kafka's classic protocol (JoinGroup, SyncGroup,
 // Heartbeat through kafkaproto; commits in their generation) checked across coordinator fail-overs,

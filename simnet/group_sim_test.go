@@ -39,9 +39,9 @@ func TestSimGroups(t *testing.T) {
 			res.Coverage.Count("event/lib-member-start"), res.Coverage.Count("event/lib-member-batch"),
 			res.Coverage.Count("event/lib-member-crash"), res.Coverage.Count("event/lib-member-slow"),
 			res.Coverage.Count("event/lib-group-committed"), res.Coverage.Count("event/lib-group-at-least-once"))
-		t.Logf("seed %d restores: checked=%d after-compaction=%d offsets-compactions=%d", seed,
+		t.Logf("seed %d restores: checked=%d after-compaction=%d compactions=%d", seed,
 			res.Coverage.Count("group/restore-checked"), res.Coverage.Count("group/restore-after-compaction"),
-			res.Coverage.Count("group/offsets-compactions"))
+			res.Coverage.Count("coordinator/compactions"))
 	}
 }
 

@@ -6,12 +6,14 @@ import (
 	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/engine/groups"
 	"github.com/strandlog/strand/engine/recordbatch"
+	"github.com/strandlog/strand/engine/txn"
 	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/node/groupsvc"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
-// The group coordinators' restore, checked against the whole history.
+// The coordinators' restore, checked against the whole history (the
+// transaction coordinators' __strand_transactions the same way).
 // __strand_offsets is compacted (node/groupsvc/doc.go, "A compacted log"):
 // a new coordinator restores the newest snapshot and replays what
 // survives after it. The world keeps every record of each
@@ -33,8 +35,48 @@ type offsetsHistory struct {
 	compact bool     // a compaction pass was agreed on this partition
 	// replay is the history's commands applied below replayed, reused
 	// by the next check at or above it.
-	replay   *groups.State
+	replay   coordinatorReplay
 	replayed int64
+}
+
+// coordinatorReplay is a coordinator's pure state, as the replay builds
+// it: engine/groups' for __strand_offsets, engine/txn's for
+// __strand_transactions.
+type coordinatorReplay interface {
+	apply(value []byte)
+	snapshot(asOf int64) proto.Message
+}
+
+type groupsReplay struct{ st *groups.State }
+
+func (r groupsReplay) apply(value []byte) {
+	var cmd strandpb.GroupCommand
+	if proto.Unmarshal(value, &cmd) == nil { // else no command: the coordinator skips it too
+		groupsvc.Apply(r.st, &cmd)
+	}
+}
+func (r groupsReplay) snapshot(asOf int64) proto.Message { return r.st.Snapshot(asOf) }
+
+type txnReplay struct{ st *txn.State }
+
+func (r txnReplay) apply(value []byte) {
+	if cmd, err := txn.DecodeCommand(value); err == nil {
+		r.st.Apply(cmd)
+	}
+}
+func (r txnReplay) snapshot(asOf int64) proto.Message { return r.st.Snapshot(asOf) }
+
+// newReplay is an empty replay of topic's coordinator.
+func newReplay(topic string) coordinatorReplay {
+	if topic == node.TransactionsTopic {
+		return txnReplay{st: txn.New()}
+	}
+	return groupsReplay{st: groups.New()}
+}
+
+// isCoordinatorTopic reports whether topic's log is a coordinator's.
+func isCoordinatorTopic(topic string) bool {
+	return topic == node.OffsetsTopic || topic == node.TransactionsTopic
 }
 
 // offsetsReplay holds the histories, by slot.
@@ -60,7 +102,7 @@ func (o *offsetsReplay) onApply(slot int, data []byte, res engine.Result) {
 	}
 	switch e.Kind {
 	case strandpb.EntryKind_ENTRY_KIND_COMPACT_DONE:
-		o.w.coverage.Inc("group/offsets-compactions")
+		o.w.coverage.Inc("coordinator/compactions")
 		h.compact = true
 		return
 	case strandpb.EntryKind_ENTRY_KIND_PRODUCE:
@@ -83,41 +125,39 @@ func (o *offsetsReplay) onApply(slot int, data []byte, res engine.Result) {
 
 // onRestored compares a fresh coordinator's state as of next with the
 // replay of every command of the history below next.
-func (o *offsetsReplay) onRestored(n *simNode, slot int, next int64, snap *strandpb.GroupsSnapshot) {
+func (o *offsetsReplay) onRestored(n *simNode, slot int, topic string, next int64, snap proto.Message) {
 	h := o.slots[slot]
 	if h == nil || next > h.next {
 		return // the reference has not seen the records (digest checks off)
 	}
 	if h.replay == nil || next < h.replayed {
-		h.replay, h.replayed = groups.New(), 0
+		h.replay, h.replayed = newReplay(topic), 0
 	}
-	st := h.replay
 	for off := h.replayed; off < next; off++ {
-		if h.values[off] == nil {
-			continue
+		if h.values[off] != nil {
+			h.replay.apply(h.values[off])
 		}
-		var cmd strandpb.GroupCommand
-		if proto.Unmarshal(h.values[off], &cmd) != nil {
-			continue // no command: the coordinator skips it too
-		}
-		groupsvc.Apply(st, &cmd)
 	}
 	h.replayed = next
-	o.w.coverage.Inc("group/restore-checked")
-	if h.compact {
-		o.w.coverage.Inc("group/restore-after-compaction")
+	kind := "group"
+	if topic == node.TransactionsTopic {
+		kind = "txn"
 	}
-	if want := st.Snapshot(next); !proto.Equal(want, snap) {
+	o.w.coverage.Inc(kind + "/restore-checked")
+	if h.compact {
+		o.w.coverage.Inc(kind + "/restore-after-compaction")
+	}
+	if want := h.replay.snapshot(next); !proto.Equal(want, snap) {
 		o.w.fail("%s: node %d's coordinator restored at offset %d differs from the replay of the whole history:\n got %v\nwant %v",
 			o.w.incarnations.label(slot), n.id, next, snap, want)
 	}
 }
 
 // onCoordinatorRestored is every node's node.Config.CoordinatorRestored.
-func (c *checker) onCoordinatorRestored(n *simNode, tp node.TopicPartition, topicID uint64, next int64, snap *strandpb.GroupsSnapshot) {
+func (c *checker) onCoordinatorRestored(n *simNode, tp node.TopicPartition, topicID uint64, next int64, snap proto.Message) {
 	g, ok := c.w.groupOf[tp]
 	if !ok {
 		return
 	}
-	c.w.offsets.onRestored(n, c.w.incarnations.slot(g, topicID), next, snap)
+	c.w.offsets.onRestored(n, c.w.incarnations.slot(g, topicID), tp.Topic, next, snap)
 }

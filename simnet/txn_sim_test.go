@@ -33,6 +33,9 @@ func TestSimTxn(t *testing.T) {
 			res.Coverage.Count("txn/zombie"), res.Coverage.Count("txn/crash"), res.Coverage.Count("txn/read-committed"),
 			res.Coverage.Count("txn/checked"), res.Coverage.Count("txn/session-committed"), res.Coverage.Count("txn/session-aborted"),
 			res.Coverage.Count("txn/session-read-txn"), res.Coverage.Count("txn/session-exactly-once"))
+		t.Logf("seed %d restores: checked=%d after-compaction=%d; coordinators' compactions=%d", seed,
+			res.Coverage.Count("txn/restore-checked"), res.Coverage.Count("txn/restore-after-compaction"),
+			res.Coverage.Count("coordinator/compactions"))
 	}
 }
 

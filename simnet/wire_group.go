@@ -58,10 +58,14 @@ const kindMember clientKind = 100
 func (ww *wireWorkload) configureGroups(cfg *node.Config) {
 	cfg.Groups = node.GroupsConfig{OffsetsPartitions: int32(groupOffsetsPartitions(ww.w.opts)), SessionTimeout: ww.w.groupSession(),
 		HeartbeatInterval: groupHeartbeat, SnapshotEvery: 10, // snapshots, and restores from them, within a run
-		// Compaction passes over the coordinators' compacted log within a
-		// run: segments roll each second, any dirt is worth a pass.
-		OffsetsTopicConfig: []metadata.ConfigEntry{{Name: metadata.ConfigSegmentMs, Value: "1000"},
-			{Name: metadata.ConfigMinCleanableDirtyRatio, Value: "0.01"}}}
+		OffsetsTopicConfig: coordinatorTopicConfig()}
+}
+
+// coordinatorTopicConfig makes passes over the coordinators' compacted
+// logs within a run: segments roll each second, any dirt is worth a pass.
+func coordinatorTopicConfig() []metadata.ConfigEntry {
+	return []metadata.ConfigEntry{{Name: metadata.ConfigSegmentMs, Value: "1000"},
+		{Name: metadata.ConfigMinCleanableDirtyRatio, Value: "0.01"}}
 }
 
 // coordinatorLink is a simulated group member's route to its coordinator:

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/strandlog/strand/engine/metadata"
@@ -381,11 +382,14 @@ func (w *world) nodeConfig(n *simNode, inc uint32) node.Config {
 		MinFreeBytes:         simMinFreeBytes,
 		CatchUpBytesPerSec:   w.opts.CatchUpBytesPerSec,
 		RetentionCheckTicks:  w.opts.RetentionCheckTicks,
-		Txn:                  node.TxnConfig{Partitions: int32(max(1, txnPartitions(w.opts))), Markers: node.PartitionMarkers{}},
+		// Snapshots and passes over the compacted __strand_transactions
+		// within a run, as the group workload's (wire_group.go).
+		Txn: node.TxnConfig{Partitions: int32(max(1, txnPartitions(w.opts))), Markers: node.PartitionMarkers{}, SnapshotEvery: 10,
+			TopicConfig: coordinatorTopicConfig()},
 		Observer: func(tp node.TopicPartition, topicID, index, term uint64, data []byte) {
 			w.checker.onApply(n, tp, topicID, index, term, data)
 		},
-		CoordinatorRestored: func(tp node.TopicPartition, topicID uint64, next int64, snap *strandpb.GroupsSnapshot) {
+		CoordinatorRestored: func(tp node.TopicPartition, topicID uint64, next int64, snap proto.Message) {
 			w.checker.onCoordinatorRestored(n, tp, topicID, next, snap)
 		},
 	}

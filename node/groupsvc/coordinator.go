@@ -33,16 +33,8 @@ type Coordinator struct {
 	// SinceSnapshot counts the commands applied since the last snapshot
 	// record (or since this coordinator started).
 	SinceSnapshot int
-	// RestoredFrom is the offset of the snapshot this coordinator last
-	// restored, -1 when it replayed the log from its start.
-	RestoredFrom int64
-	// OwnApplied: a command this coordinator proposed was read back, so
-	// every record of earlier terms is below Next (a snapshot may be
-	// proposed: doc.go, "Order of snapshots").
-	OwnApplied bool
-	// Tombstoned are the commands applied whose tombstone was not
-	// (keys.go).
-	Tombstoned Tombstoned
+	// Keyed is its place in its compacted log (keys.go).
+	Keyed
 	// Live is the tick of each member's last successful heartbeat, by
 	// LiveKey: leader-local, restarted on failover (the node's sweep).
 	Live map[string]uint64 // lookup only
@@ -55,10 +47,6 @@ type Coordinator struct {
 	// answered, by LiveKey: the sweep expires no member with one in flight.
 	Heartbeating map[string]int // lookup only
 
-	// replaying: this coordinator restores at the snapshots it meets
-	// (restoreSnapshot; applyRecord).
-	replaying bool
-
 	// Waits are the requests waiting for their command, by request id.
 	Waits[Applied]
 }
@@ -68,7 +56,7 @@ type Coordinator struct {
 // replays the log.
 func New(term, topicID uint64, logStart int64) *Coordinator {
 	return &Coordinator{
-		Term: term, TopicID: topicID, State: groups.New(), Next: logStart, Fresh: true, RestoredFrom: -1,
+		Term: term, TopicID: topicID, State: groups.New(), Next: logStart, Fresh: true, Keyed: NewKeyed(),
 		Live: make(map[string]uint64), InFlight: make(map[string]bool),
 		RevokingSince: make(map[string]uint64), Heartbeating: make(map[string]int),
 	}
@@ -123,14 +111,14 @@ func (co *Coordinator) CatchUp(log Log, snapshotEvery int) error {
 		co.startOver(log.LogStartOffset())
 		return err
 	}
-	co.replaying = false // at the high-water mark: whole, restores no more
+	co.EndReplay()
 	return nil
 }
 
 // startOver makes co fresh, with an empty state, from logStart.
 func (co *Coordinator) startOver(logStart int64) {
-	co.Fresh, co.State, co.Next, co.RestoredFrom, co.SinceSnapshot = true, groups.New(), logStart, -1, 0
-	co.Tombstoned.Reset()
+	co.Fresh, co.State, co.Next, co.SinceSnapshot = true, groups.New(), logStart, 0
+	co.StartOver()
 }
 
 // SnapshotDue reports whether a snapshot is to be proposed: every
@@ -143,12 +131,9 @@ func (co *Coordinator) SnapshotDue(every int) bool { return co.SinceSnapshot >= 
 // SnapshotKey, followed by a tombstone for each command below its as_of
 // that has none yet (doc.go, "Tombstones").
 func (co *Coordinator) Records(cmd *strandpb.GroupCommand, value []byte, nowMs int64) []recordbatch.Record {
-	if snap := cmd.GetSnapshot(); snap != nil {
-		recs := append([]recordbatch.Record{{TimestampMs: nowMs, Key: SnapshotKey, Value: value}},
-			co.Tombstoned.Below(snap.GetAsOf(), nowMs)...)
-		return append(recs, co.inFlightTombstones(nowMs)...) // planted TombstoneInFlight (simbugs builds only)
-	}
-	return []recordbatch.Record{{TimestampMs: nowMs, Key: CommandKey(co.Term, cmd.GetRequestId()), Value: value}}
+	snap := cmd.GetSnapshot()
+	return co.KeyedRecords(co.Term, cmd.GetRequestId(), snap != nil, snap.GetAsOf(), value, nowMs,
+		co.inFlightTombstones(nowMs)) // planted TombstoneInFlight (simbugs builds only)
 }
 
 // applyRecord applies the record at off and answers its command's wait. A
@@ -168,7 +153,7 @@ func (co *Coordinator) applyRecord(log Log, off int64, key, value []byte) (resum
 		log.Warn("skipping a record of the group log that is no command", err)
 		return 0, false
 	}
-	if snap := cmd.GetSnapshot(); snap != nil && co.replaying && off > co.RestoredFrom {
+	if snap := cmd.GetSnapshot(); snap != nil && co.RestoresAt(off) {
 		if co.restore(log, snap, off) {
 			return co.Next, true
 		}
@@ -178,10 +163,10 @@ func (co *Coordinator) applyRecord(log Log, off int64, key, value []byte) (resum
 		co.SinceSnapshot = 0
 	} else {
 		co.SinceSnapshot++
-		co.Tombstoned.Applied(key, off)
 	}
-	if w := co.TakeWait(cmd.GetRequestId()); w != nil {
-		co.OwnApplied = true
+	w := co.TakeWait(cmd.GetRequestId())
+	co.Applied(off, key, cmd.GetSnapshot() != nil, w != nil)
+	if w != nil {
 		w(res)
 	}
 	return 0, false
@@ -232,7 +217,7 @@ func Apply(s *groups.State, cmd *strandpb.GroupCommand) Applied {
 // coordinator replays the partition from its log start, restoring each
 // snapshot it meets (replaying).
 func (co *Coordinator) restoreSnapshot(log Log, scanMax int) {
-	co.replaying = true
+	co.StartReplay()
 	snap, at, ok := FindSnapshot(log, scanMax, func(value []byte) (*strandpb.GroupsSnapshot, bool) {
 		var cmd strandpb.GroupCommand
 		if proto.Unmarshal(value, &cmd) != nil || cmd.GetSnapshot() == nil {
@@ -258,10 +243,10 @@ func (co *Coordinator) restore(log Log, snap *strandpb.GroupsSnapshot, at int64)
 		log.Warn("group snapshot does not restore; replaying the log", err)
 		return false
 	}
-	co.State, co.Next, co.RestoredFrom = st, snap.GetAsOf(), at
+	co.State, co.Next = st, snap.GetAsOf()
+	co.Restored(snap.GetAsOf(), at)
 	if bugRestoreSkipsTail {
 		co.Next = at + 1 // planted: the commands in [as_of, at) are lost
 	}
-	co.Tombstoned.Forget(snap.GetAsOf())
 	return true
 }

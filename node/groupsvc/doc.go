@@ -22,7 +22,8 @@
 //
 // # A compacted log (keys.go)
 //
-// __strand_offsets is created cleanup.policy=compact (node/groups.go offsetsTopic), so its disk
+// __strand_offsets is created cleanup.policy=compact (node/groups.go offsetsTopic,
+// coordinatorTopicConfig), so its disk
 // use is bounded by the live groups, not by the commits ever made. The records stay commands
 // (Apply, in log order, at read-back): Kafka's keys — a group's metadata by group, an offset by
 // (group, topic, partition), the latest value the state — need the state computed when a record
@@ -81,10 +82,11 @@
 // issue asks the coordinators to use compaction); per-group snapshots keyed by group (restore
 // would need a consistent cut across groups: partition-wide commands such as DeleteTopic and
 // ExpireOffsets touch them all); keys recycled from a ring (a duplicate within the ring after a
-// failover drops a needed command). Left: __strand_transactions (node/txnsvc) still writes
-// keyless commands and is not compacted; the snapshot is the whole partition's state, rewritten
+// failover drops a needed command). __strand_transactions (node/txnsvc) is the same: its
+// Coordinator embeds Keyed, its records are keyed the same way, the topic is created the same
+// (node: coordinatorTopicConfig). Left: the snapshot is the whole partition's state, rewritten
 // every SnapshotEvery commands (as before), so the write cost of a snapshot grows with the live
-// state, not only the disk.
+// state, not only the disk; Kafka's per-key records would make it incremental.
 //
 // # The liveness sweep (sweep.go)
 //

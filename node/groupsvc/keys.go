@@ -105,3 +105,70 @@ func (t *Tombstoned) Below(asOf, nowMs int64) []recordbatch.Record {
 	}
 	return out
 }
+
+// Keyed is a coordinator's place in its compacted log (doc.go): both
+// coordinators (this package's and node/txnsvc's) embed it.
+type Keyed struct {
+	// RestoredFrom is the offset of the snapshot this coordinator last
+	// restored, -1 when it replayed the log from its start.
+	RestoredFrom int64
+	// OwnApplied: a command this coordinator proposed was read back, so
+	// every record of earlier terms is below its Next (a snapshot may be
+	// proposed: doc.go, "Order of snapshots").
+	OwnApplied bool
+	// Tombstoned are the commands applied whose tombstone was not.
+	Tombstoned Tombstoned
+	// replaying: the coordinator restores at the snapshots it meets (a
+	// fresh one, until its first catch-up reaches the high-water mark).
+	replaying bool
+}
+
+// NewKeyed is the place of a fresh coordinator: nothing restored yet.
+func NewKeyed() Keyed { return Keyed{RestoredFrom: -1} }
+
+// StartReplay marks a fresh coordinator's first catch-up.
+func (k *Keyed) StartReplay() { k.replaying = true }
+
+// EndReplay marks its end: at the high-water mark, the state is whole.
+func (k *Keyed) EndReplay() { k.replaying = false }
+
+// StartOver forgets the place: the next catch-up restores again.
+func (k *Keyed) StartOver() {
+	k.RestoredFrom = -1
+	k.Tombstoned.Reset()
+}
+
+// RestoresAt reports whether a snapshot record at off is to be restored
+// (a replay meeting one above the last restored).
+func (k *Keyed) RestoresAt(off int64) bool { return k.replaying && off > k.RestoredFrom }
+
+// Restored records the restore of the snapshot at offset at, as of asOf.
+func (k *Keyed) Restored(asOf, at int64) {
+	k.RestoredFrom = at
+	k.Tombstoned.Forget(asOf)
+}
+
+// Applied records a record applied at off with key: a command
+// (snapshot false) waits for its tombstone; own: its wait was this
+// coordinator's.
+func (k *Keyed) Applied(off int64, key []byte, snapshot, own bool) {
+	if !snapshot {
+		k.Tombstoned.Applied(key, off)
+	}
+	if own {
+		k.OwnApplied = true
+	}
+}
+
+// KeyedRecords are the records of a command with requestID proposed by
+// the leader of term at nowMs (value marshalled), keyed by CommandKey; for
+// a snapshot (snapshot true, as of asOf) one keyed by SnapshotKey followed
+// by a tombstone for each command below asOf that has none yet, then
+// extra (a planted bug's).
+func (k *Keyed) KeyedRecords(term, requestID uint64, snapshot bool, asOf int64, value []byte, nowMs int64, extra []recordbatch.Record) []recordbatch.Record {
+	if !snapshot {
+		return []recordbatch.Record{{TimestampMs: nowMs, Key: CommandKey(term, requestID), Value: value}}
+	}
+	recs := append([]recordbatch.Record{{TimestampMs: nowMs, Key: SnapshotKey, Value: value}}, k.Tombstoned.Below(asOf, nowMs)...)
+	return append(recs, extra...)
+}
