@@ -126,7 +126,10 @@
 // raft host's replica seam (leadership, produce, ReadIndex as an interface rather than *group) and
 // an error table outside package node.
 //
-// Tests: coordinator_test.go (a Coordinator over an in-memory Log), sweep_test.go, handle_test.go
-// (a Service over a fake Host); the node's groups_test.go and the simulator's group checkers test
-// it through the node.
+// Tests: coordinator_test.go (a Coordinator over an in-memory Log; its keyless records are the
+// old format), keys_test.go (a compacted log restores the writer's state; snapshot order;
+// tombstones), disk_test.go (TestOffsetsDiskBoundedByLiveGroups: 100,000 commits by 10 groups,
+// 16.3 MB written, 210 KB after engine/compact's passes), sweep_test.go, handle_test.go (a
+// Service over a fake Host); the node's groups_test.go and the simulator's group checkers and
+// restore check (simnet/offsets_replay.go) test it through the node.
 package groupsvc
