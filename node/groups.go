@@ -228,7 +228,7 @@ func (c *Core) coordinatorFor(g *group) (*groupsvc.Coordinator, error) {
 // A fresh coordinator's state is shown to Config.CoordinatorRestored.
 func (c *Core) catchUp(g *group, co *groupsvc.Coordinator) error {
 	fresh := co.Fresh
-	if err := co.CatchUp(coordinatorLog{c, g}, c.groupsConfig().SnapshotEvery); err != nil {
+	if err := co.CatchUp(coordinatorLog{c: c, g: g}, c.groupsConfig().SnapshotEvery); err != nil {
 		return err
 	}
 	if fresh && c.cfg.CoordinatorRestored != nil {
@@ -242,13 +242,22 @@ func (c *Core) catchUp(g *group, co *groupsvc.Coordinator) error {
 type coordinatorLog struct {
 	c *Core
 	g *group
+	// probe: a checker's throwaway restore (probeRestore), which must not
+	// spend the fetch read budget clients' fetches are served from.
+	probe bool
 }
 
 func (l coordinatorLog) LogStartOffset() int64 { return l.g.part.LogStartOffset() }
 func (l coordinatorLog) HighWatermark() int64  { return l.g.part.HighWatermark() }
 
 func (l coordinatorLog) Read(offset int64, maxBytes int32) ([]groupsvc.Batch, error) {
-	res := l.c.read(l.g, FetchRequest{TopicPartition: l.g.tp, Offset: offset, MaxBytes: maxBytes})
+	req := FetchRequest{TopicPartition: l.g.tp, Offset: offset, MaxBytes: maxBytes}
+	var res FetchResult
+	if l.probe {
+		res = l.c.readNow(l.g, req, nil)
+	} else {
+		res = l.c.read(l.g, req)
+	}
 	if res.Err != nil {
 		return nil, res.Err
 	}

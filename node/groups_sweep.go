@@ -62,7 +62,7 @@ func (c *Core) probeRestore(g *group, co *groupsvc.Coordinator) {
 		return
 	}
 	probe := groupsvc.New(co.Term, g.topicID, g.part.LogStartOffset())
-	if probe.CatchUp(coordinatorLog{c, g}, c.groupsConfig().SnapshotEvery) == nil {
+	if probe.CatchUp(coordinatorLog{c: c, g: g, probe: true}, c.groupsConfig().SnapshotEvery) == nil {
 		c.cfg.CoordinatorRestored(g.tp, g.topicID, probe.Next, probe.State.Snapshot(probe.Next))
 	}
 }

@@ -173,7 +173,7 @@ func (c *Core) txnCoordinatorFor(g *group) (*txnsvc.Coordinator, error) {
 // A fresh coordinator's state is shown to Config.CoordinatorRestored.
 func (c *Core) txnCatchUp(g *group, co *txnsvc.Coordinator) error {
 	fresh := co.Fresh
-	if err := co.CatchUp(coordinatorLog{c, g}, c.txnConfig().SnapshotEvery); err != nil {
+	if err := co.CatchUp(coordinatorLog{c: c, g: g}, c.txnConfig().SnapshotEvery); err != nil {
 		return err
 	}
 	if fresh && c.cfg.CoordinatorRestored != nil {
@@ -188,7 +188,7 @@ func (c *Core) probeTxnRestore(g *group, co *txnsvc.Coordinator) {
 		return
 	}
 	probe := txnsvc.New(co.Term, g.topicID, g.part.LogStartOffset(), c.ticks)
-	if probe.CatchUp(coordinatorLog{c, g}, c.txnConfig().SnapshotEvery) == nil {
+	if probe.CatchUp(coordinatorLog{c: c, g: g, probe: true}, c.txnConfig().SnapshotEvery) == nil {
 		c.cfg.CoordinatorRestored(g.tp, g.topicID, probe.Next, probe.State.Snapshot(probe.Next))
 	}
 }

@@ -14,6 +14,7 @@ var flagGroupSeeds = flag.Int("sim.group-seeds", 10, "seeds of TestSimGroups")
 func groupOptions(t *testing.T, seed uint64, bug string) Options {
 	o := seedOptions(t, seed, "mixed", bug)
 	o.GroupMembers = 4
+	o.CompactCoordinators = true
 	return o
 }
 

@@ -11,7 +11,9 @@ var flagTxnSeeds = flag.Int("sim.txn-seeds", 10, "seeds of TestSimTxn")
 // txnOptions is the standard sample's seed with the transactional
 // workload on (wire_txn.go), as in the seeds that draw it.
 func txnOptions(t *testing.T, seed uint64, profile, bug string) Options {
-	return WithTxn(sampleOptions(t, seed, profile, bug))
+	o := WithTxn(sampleOptions(t, seed, profile, bug))
+	o.CompactCoordinators = true
+	return o
 }
 
 // TestSimTxn runs the transactional workload in every seed (the sample

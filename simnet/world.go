@@ -382,10 +382,10 @@ func (w *world) nodeConfig(n *simNode, inc uint32) node.Config {
 		MinFreeBytes:         simMinFreeBytes,
 		CatchUpBytesPerSec:   w.opts.CatchUpBytesPerSec,
 		RetentionCheckTicks:  w.opts.RetentionCheckTicks,
-		// Snapshots and passes over the compacted __strand_transactions
-		// within a run, as the group workload's (wire_group.go).
-		Txn: node.TxnConfig{Partitions: int32(max(1, txnPartitions(w.opts))), Markers: node.PartitionMarkers{}, SnapshotEvery: 10,
-			TopicConfig: coordinatorTopicConfig()},
+		// Passes over the compacted __strand_transactions within a run
+		// when Options.CompactCoordinators, as the group workload's.
+		Txn: node.TxnConfig{Partitions: int32(max(1, txnPartitions(w.opts))), Markers: node.PartitionMarkers{},
+			SnapshotEvery: coordinatorSnapshotEvery(w.opts, 0), TopicConfig: coordinatorTopicConfig(w.opts)},
 		Observer: func(tp node.TopicPartition, topicID, index, term uint64, data []byte) {
 			w.checker.onApply(n, tp, topicID, index, term, data)
 		},
