@@ -25,15 +25,19 @@
 //
 // # Commands
 //
-//   - Add(seg, logStart): accepted when it extends the manifest without a
-//     gap or an overlap from want = max(Next, logStart): Base ≤ want < End,
-//     and Base ≥ Next when the manifest is not empty. An exact copy of a
-//     listed segment is Duplicate (a retried proposal); anything else is
-//     Stale (an upload that lost a race with another leader's, or that
-//     retention overtook), and its object is the uploader's to delete.
-//   - Trim(start): the log start moved to start; segments wholly below it
-//     leave the manifest and are answered, for the leader to delete from
-//     the bucket after the command commits.
+//   - Add(seg): the first segment ever added starts the remote log at its
+//     Base (the leader uploads from its log start); after it, a segment is
+//     accepted when it extends the remote log without a gap or an overlap:
+//     Base ≤ Next < End and Base ≥ the last listed segment's End. An exact
+//     copy of a listed segment is Duplicate (a retried proposal); anything
+//     else is Stale (an upload that lost a race with another leader's, or
+//     that retention overtook), and its object is the uploader's to delete.
+//   - Trim(start): a replicated TRIM moved the log start to start; the
+//     remote start follows, and the segments wholly below it leave the
+//     manifest and are answered, for the leader to delete from the bucket
+//     after the command commits. An inactive manifest (nothing ever added)
+//     ignores trims, so a partition without tiering keeps the state, the
+//     snapshot and the digest it had before tiering existed.
 //
 // # Decisions
 //
@@ -41,11 +45,15 @@
 //     first sealed local segment past it, only when that segment's records
 //     are all stable (below the high-water mark and the last stable offset:
 //     an open transaction's records are not uploaded, as in Kafka).
-//   - LocalDeleteBound: local data below it is remote (Next): local
-//     retention never deletes a record the manifest does not cover.
+//   - LocalRemote: the offsets [Start, Next) that are remote: local
+//     retention deletes a local segment only if its records all lie there
+//     or below the partition's replicated log start, never a record the
+//     manifest does not cover (a first upload that began above the log
+//     start leaves the records below it to ordinary retention).
 //   - Locate: the segment holding an offset, for a remote read.
 //   - Orphans: objects under the partition's prefix the manifest does not
-//     reference and never will: below Start, overtaken (Base < Next), or
+//     reference and never will: ending at or below Next (trimmed away or
+//     covered by another upload), overlapping the last listed segment, or
 //     uploaded in an older term (asked only by a leader that has applied an
 //     entry of its own term, so no older term's ADD can still commit).
 //

@@ -48,29 +48,36 @@ var ErrInvalid = errors.New("tier: invalid segment")
 
 // Manifest is the replicated list of a partition's remote segments.
 type Manifest struct {
-	segs  []Segment
-	start int64
+	segs   []Segment
+	start  int64
+	active bool
 }
 
+// Active reports whether a segment was ever added: an inactive manifest is
+// the zero value, ignores trims, and leaves the partition's state as it
+// was before tiering existed.
+func (m Manifest) Active() bool { return m.active }
+
 // Segments answers the listed segments in offset order (a copy).
-func (m *Manifest) Segments() []Segment { return append([]Segment(nil), m.segs...) }
+func (m Manifest) Segments() []Segment { return append([]Segment(nil), m.segs...) }
 
 // Start is the remote log start.
-func (m *Manifest) Start() int64 { return m.start }
+func (m Manifest) Start() int64 { return m.start }
 
 // Empty reports whether nothing is remote.
-func (m *Manifest) Empty() bool { return len(m.segs) == 0 }
+func (m Manifest) Empty() bool { return len(m.segs) == 0 }
 
-// Next is the offset after the last remote record (Start when empty).
-func (m *Manifest) Next() int64 {
+// Next is the offset the next segment must hold: after the last remote
+// record, or Start when trims removed every segment.
+func (m Manifest) Next() int64 {
 	if len(m.segs) == 0 {
 		return m.start
 	}
-	return m.segs[len(m.segs)-1].End
+	return max(m.start, m.segs[len(m.segs)-1].End)
 }
 
 // Bytes is the remote size: the sum of the listed objects.
-func (m *Manifest) Bytes() int64 {
+func (m Manifest) Bytes() int64 {
 	var n int64
 	for _, s := range m.segs {
 		n += s.Bytes
@@ -86,9 +93,11 @@ func validSegment(s Segment) error {
 	return nil
 }
 
-// Add applies an ADD command: seg was uploaded, and logStart is the
-// partition's log start at this entry. See the package comment's rules.
-func (m *Manifest) Add(seg Segment, logStart int64) (Outcome, error) {
+// Add applies an ADD command: seg was uploaded. The first segment ever
+// added starts the remote log at its Base; after it, a segment is added
+// when it extends the remote log without a gap or an overlap: Base ≤ Next <
+// End, and Base ≥ the last listed segment's End. See the package comment.
+func (m *Manifest) Add(seg Segment) (Outcome, error) {
 	if err := validSegment(seg); err != nil {
 		return 0, err
 	}
@@ -97,15 +106,13 @@ func (m *Manifest) Add(seg Segment, logStart int64) (Outcome, error) {
 			return Duplicate, nil
 		}
 	}
-	want := max(m.Next(), logStart)
-	if seg.Base > want || seg.End <= want || (len(m.segs) > 0 && seg.Base < m.Next()) {
-		return Stale, nil
+	if !m.active {
+		m.active, m.start, m.segs = true, seg.Base, []Segment{seg}
+		return Added, nil
 	}
-	if len(m.segs) == 0 || logStart > m.Next() {
-		// The first segment, or one after retention removed everything
-		// remote: the remote log starts where the partition's does.
-		m.segs = m.segs[:0]
-		m.start = max(m.start, logStart, seg.Base)
+	want := m.Next()
+	if seg.Base > want || seg.End <= want || (len(m.segs) > 0 && seg.Base < m.segs[len(m.segs)-1].End) {
+		return Stale, nil
 	}
 	m.segs = append(m.segs, seg)
 	return Added, nil
@@ -115,19 +122,19 @@ func (m *Manifest) Add(seg Segment, logStart int64) (Outcome, error) {
 // delete-records): the remote start follows, and the segments wholly below
 // it leave the manifest and are answered for deletion from the bucket.
 func (m *Manifest) Trim(start int64) []Segment {
-	if start <= m.start {
+	if !m.active || start <= m.start {
 		return nil
 	}
 	m.start = start
 	i := sort.Search(len(m.segs), func(i int) bool { return m.segs[i].End > start })
-	gone := append([]Segment(nil), m.segs[:i]...)
-	m.segs = append(m.segs[:0], m.segs[i:]...)
+	gone := m.segs[:i:i]
+	m.segs = append([]Segment(nil), m.segs[i:]...) // a new array: copies of the manifest keep theirs
 	return gone
 }
 
 // Locate answers the segment holding offset, or false when offset is
 // below Start or not remote.
-func (m *Manifest) Locate(offset int64) (Segment, bool) {
+func (m Manifest) Locate(offset int64) (Segment, bool) {
 	if offset < m.start {
 		return Segment{}, false
 	}
@@ -138,24 +145,29 @@ func (m *Manifest) Locate(offset int64) (Segment, bool) {
 	return m.segs[i], true
 }
 
-// LocalDeleteBound is the offset below which local data is remote: local
-// retention may delete a local segment only if its records all lie below
-// it (and below the local retention's own bound).
-func (m *Manifest) LocalDeleteBound() int64 {
+// LocalRemote answers the offsets [from, to) whose records are remote: a
+// local segment may be deleted by local retention only when its records
+// all lie in it, or below the partition's log start (which only a
+// replicated TRIM moves). Empty (from == to) while nothing is remote.
+func (m Manifest) LocalRemote() Range {
 	if len(m.segs) == 0 {
-		return m.start
+		return Range{Base: m.start, End: m.start}
 	}
-	return m.Next()
+	return Range{Base: m.start, End: m.Next()}
 }
 
 // NextUpload answers the next range the leader should upload, given the
-// partition's log start, its sealed local segments as offset ranges
-// (sorted, not overlapping; the active segment is never among them) and the
-// stable offset (the smaller of the high-water mark and the last stable
-// offset). The range runs from max(Next, logStart) to the end of the first
-// sealed segment past it, and only when that whole segment is stable.
-func (m *Manifest) NextUpload(logStart int64, sealed []Range, stable int64) (Range, bool) {
-	want := max(m.Next(), logStart)
+// partition's log start (where an inactive manifest's first upload
+// begins), its sealed local segments as offset ranges (sorted, not
+// overlapping; the active segment is never among them) and the stable
+// offset (the smaller of the high-water mark and the last stable offset).
+// The range runs from Next to the end of the first sealed segment past it,
+// and only when that whole segment is stable.
+func (m Manifest) NextUpload(logStart int64, sealed []Range, stable int64) (Range, bool) {
+	want := logStart
+	if m.active {
+		want = m.Next()
+	}
 	for _, r := range sealed {
 		if r.End <= want {
 			continue
@@ -172,18 +184,28 @@ func (m *Manifest) NextUpload(logStart int64, sealed []Range, stable int64) (Ran
 // partition's prefix, is one the manifest does not reference and never
 // will, so the leader of term may delete it. The caller must have applied
 // an entry of its own term (no ADD of an older term can commit later).
-func (m *Manifest) Orphan(seg Segment, term uint64) bool {
+func (m Manifest) Orphan(seg Segment, term uint64) bool {
 	for _, s := range m.segs {
 		if s.Base == seg.Base && s.End == seg.End && s.Term == seg.Term {
 			return false
 		}
 	}
-	return seg.End <= m.start || seg.Base < m.Next() || seg.Term < term
+	if !m.active {
+		return seg.Term < term // no ADD committed yet: only an older term's object is dead
+	}
+	if seg.End <= m.Next() || seg.Term < term {
+		return true // covered already, trimmed away, or a finished term's
+	}
+	n := len(m.segs)
+	return n > 0 && seg.Base < m.segs[n-1].End // overlaps: never addable
 }
 
 // Check verifies the manifest's invariants: sorted, non-empty, contiguous
-// segments, the first holding Start.
-func (m *Manifest) Check() error {
+// segments, the first holding Start; nothing at all while inactive.
+func (m Manifest) Check() error {
+	if !m.active && (len(m.segs) > 0 || m.start != 0) {
+		return fmt.Errorf("tier: inactive manifest with %d segments from %d", len(m.segs), m.start)
+	}
 	for i, s := range m.segs {
 		if err := validSegment(s); err != nil {
 			return fmt.Errorf("segment %d: %w", i, err)
@@ -198,10 +220,10 @@ func (m *Manifest) Check() error {
 	return nil
 }
 
-// Restore replaces the manifest with a snapshot's segments and start,
+// Restore builds an active manifest from a snapshot's segments and start,
 // checking the invariants.
 func Restore(segs []Segment, start int64) (Manifest, error) {
-	m := Manifest{segs: append([]Segment(nil), segs...), start: start}
+	m := Manifest{segs: append([]Segment(nil), segs...), start: start, active: true}
 	if err := m.Check(); err != nil {
 		return Manifest{}, err
 	}

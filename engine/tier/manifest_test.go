@@ -27,13 +27,16 @@ func TestManifestProperties(t *testing.T) {
 					base = 0
 				}
 				seg := Segment{Base: base, End: base + rapid.Int64Range(1, 20).Draw(t, "len"), Bytes: 100, MaxTimeMs: -1, Term: rapid.Uint64Range(1, 4).Draw(t, "term")}
-				want := max(m.Next(), logStart)
-				out, err := m.Add(seg, logStart)
+				want, active := m.Next(), m.Active()
+				out, err := m.Add(seg)
 				if err != nil {
 					t.Fatal(err)
 				}
 				switch out {
 				case Added:
+					if !active {
+						want = seg.Base
+					}
 					if seg.Base > want || seg.End <= want {
 						t.Fatalf("added %+v although it does not cover %d", seg, want)
 					}
@@ -53,7 +56,7 @@ func TestManifestProperties(t *testing.T) {
 					for _, s := range before {
 						listed = listed || s == seg
 					}
-					out, _ := m.Add(seg, logStart)
+					out, _ := m.Add(seg)
 					if listed && out != Duplicate {
 						t.Fatalf("retry of listed %+v: %v", seg, out)
 					}
@@ -63,14 +66,18 @@ func TestManifestProperties(t *testing.T) {
 				}
 			case 4: // the log start moves
 				logStart += rapid.Int64Range(0, 15).Draw(t, "trim")
+				wasActive := m.Active()
 				gone := m.Trim(logStart)
+				if wasActive && m.start < logStart {
+					t.Fatalf("remote start %d below the trim to %d", m.start, logStart)
+				}
 				for _, s := range gone {
 					if s.End > logStart {
 						t.Fatalf("trim to %d dropped %+v", logStart, s)
 					}
 				}
 				for _, s := range m.segs {
-					if s.End <= logStart {
+					if wasActive && s.End <= logStart {
 						t.Fatalf("trim to %d kept %+v", logStart, s)
 					}
 				}
@@ -79,19 +86,23 @@ func TestManifestProperties(t *testing.T) {
 				}
 			case 5: // what NextUpload proposes is accepted
 				stable := m.Next() + 30
-				sealed := []Range{{0, max(m.Next(), logStart) + 3}, {max(m.Next(), logStart) + 3, max(m.Next(), logStart) + 10}}
+				from := logStart
+				if m.Active() {
+					from = m.Next()
+				}
+				sealed := []Range{{0, from + 3}, {from + 3, from + 10}}
 				r, ok := m.NextUpload(logStart, sealed, stable)
 				if !ok {
 					t.Fatalf("no upload proposed from %d over %v", m.Next(), sealed)
 				}
-				if out, err := m.Add(Segment{Base: r.Base, End: r.End, Bytes: 1, MaxTimeMs: -1, Term: 9}, logStart); out != Added || err != nil {
+				if out, err := m.Add(Segment{Base: r.Base, End: r.End, Bytes: 1, MaxTimeMs: -1, Term: 9}); out != Added || err != nil {
 					t.Fatalf("proposed %+v: %v %v", r, out, err)
 				}
 			}
 			if err := m.Check(); err != nil {
 				t.Fatal(err)
 			}
-			if !m.Empty() && m.start < logStart && m.segs[0].End <= logStart {
+			if !m.Empty() && m.segs[0].End <= m.start {
 				t.Fatalf("a segment wholly below the log start %d is listed: %+v", logStart, m.segs[0])
 			}
 			for off := m.start; off < m.Next(); off++ {
@@ -102,8 +113,8 @@ func TestManifestProperties(t *testing.T) {
 			if _, ok := m.Locate(m.start - 1); ok && m.start > 0 {
 				t.Fatalf("offset below the remote start located")
 			}
-			if m.LocalDeleteBound() > m.Next() {
-				t.Fatalf("local delete bound %d past the remote end %d", m.LocalDeleteBound(), m.Next())
+			if r := m.LocalRemote(); r.Base != m.start || r.End < r.Base || (m.Empty() && r.End != r.Base) {
+				t.Fatalf("local-remote range %+v, start %d, %d segments", r, m.start, len(m.segs))
 			}
 			for _, s := range m.segs {
 				if m.Orphan(s, 100) {
@@ -136,13 +147,14 @@ func TestNextUploadWaitsForStableAndSealed(t *testing.T) {
 	if !ok || r != (Range{0, 10}) {
 		t.Fatalf("first upload %+v %v", r, ok)
 	}
-	m.Add(Segment{Base: 0, End: 10, Bytes: 1, MaxTimeMs: -1, Term: 1}, 0)
+	m.Add(Segment{Base: 0, End: 10, Bytes: 1, MaxTimeMs: -1, Term: 1})
 	if r, ok := m.NextUpload(0, sealed, 24); ok {
 		t.Fatalf("uploaded %+v of a segment not yet stable", r)
 	}
 	if _, ok := m.NextUpload(0, []Range{{12, 25}}, 100); ok {
 		t.Fatal("uploaded across a hole in the local log")
 	}
+	m.Trim(15)
 	if r, ok := m.NextUpload(15, sealed, 100); !ok || r != (Range{15, 25}) {
 		t.Fatalf("after the log start moved to 15: %+v %v", r, ok)
 	}
@@ -153,8 +165,8 @@ func TestNextUploadWaitsForStableAndSealed(t *testing.T) {
 
 func TestOrphan(t *testing.T) {
 	var m Manifest
-	m.Add(Segment{Base: 0, End: 10, Bytes: 1, MaxTimeMs: -1, Term: 2}, 0)
-	m.Add(Segment{Base: 10, End: 20, Bytes: 1, MaxTimeMs: -1, Term: 3}, 0)
+	m.Add(Segment{Base: 0, End: 10, Bytes: 1, MaxTimeMs: -1, Term: 2})
+	m.Add(Segment{Base: 10, End: 20, Bytes: 1, MaxTimeMs: -1, Term: 3})
 	m.Trim(12)
 	for _, c := range []struct {
 		seg  Segment
@@ -196,5 +208,27 @@ func TestSegmentKeys(t *testing.T) {
 		if _, ok := ParseSegmentKey("topics/abc/3", bad); ok {
 			t.Errorf("parsed %s", bad)
 		}
+	}
+}
+
+// TestInactiveIgnoresTrims: a partition that never tiered keeps the zero
+// manifest through trims (its snapshot and digest stay as before tiering).
+func TestInactiveIgnoresTrims(t *testing.T) {
+	var m Manifest
+	if gone := m.Trim(50); gone != nil || m.Start() != 0 || m.Active() {
+		t.Fatalf("inactive manifest after a trim: %+v", m)
+	}
+	if out, _ := m.Add(Segment{Base: 50, End: 60, Bytes: 1, MaxTimeMs: -1, Term: 1}); out != Added || m.Start() != 50 {
+		t.Fatalf("first add: %v, start %d", out, m.Start())
+	}
+	if out, _ := m.Add(Segment{Base: 61, End: 70, Bytes: 1, MaxTimeMs: -1, Term: 1}); out != Stale {
+		t.Fatalf("an add leaving a gap: %v", out)
+	}
+	m.Trim(65)
+	if out, _ := m.Add(Segment{Base: 61, End: 70, Bytes: 1, MaxTimeMs: -1, Term: 1}); out != Added {
+		t.Fatalf("an add covering the start after a trim past everything: %v", out)
+	}
+	if err := m.Check(); err != nil {
+		t.Fatal(err)
 	}
 }
