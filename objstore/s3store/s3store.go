@@ -121,12 +121,10 @@ type exact struct {
 }
 
 func (e *exact) Read(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
 	if e.left == 0 {
-		var one [1]byte
-		if n, _ := io.ReadFull(e.r, one[:]); n > 0 {
-			e.err = errors.New("reader holds more bytes than its size")
-			return 0, e.err
-		}
 		return 0, io.EOF
 	}
 	if int64(len(p)) > e.left {
@@ -134,14 +132,22 @@ func (e *exact) Read(p []byte) (int, error) {
 	}
 	n, err := e.r.Read(p)
 	e.left -= int64(n)
-	if err == io.EOF && e.left > 0 {
+	switch {
+	case err == io.EOF && e.left > 0:
 		e.err = fmt.Errorf("reader ended %d bytes short of its size", e.left)
 		return n, e.err
+	case err != nil && err != io.EOF:
+		return n, err
+	case e.left == 0:
+		// Look for a byte past the size before the client sends the
+		// body's last bytes, so the upload fails rather than completes.
+		var one [1]byte
+		if m, _ := io.ReadFull(e.r, one[:]); m > 0 {
+			e.err = errors.New("reader holds more bytes than its size")
+			return 0, e.err
+		}
 	}
-	if err == io.EOF {
-		err = nil
-	}
-	return n, err
+	return n, nil
 }
 
 // Get reads up to n bytes (n < 0: to the end) of key's object from off.
