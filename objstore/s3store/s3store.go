@@ -26,6 +26,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/minio/minio-go/v7/pkg/s3utils"
 
 	"github.com/strandlog/strand/objstore"
 )
@@ -64,8 +65,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, objstore.Errorf("open", cfg.Endpoint, objstore.KindInvalid,
 			fmt.Errorf("endpoint %q is not an http:// or https:// URL with a host", cfg.Endpoint))
 	}
-	if cfg.Bucket == "" {
-		return nil, objstore.Errorf("open", cfg.Endpoint, objstore.KindInvalid, errors.New("no bucket named"))
+	if err := s3utils.CheckValidBucketNameStrict(cfg.Bucket); err != nil {
+		return nil, objstore.Errorf("open", cfg.Bucket, objstore.KindInvalid, fmt.Errorf("bucket name %q: %w", cfg.Bucket, err))
 	}
 	var creds *credentials.Credentials
 	if cfg.AccessKey != "" || cfg.SecretKey != "" {
@@ -80,7 +81,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s := &Store{client: client, bucket: cfg.Bucket}
 	ok, err := client.BucketExists(ctx, cfg.Bucket)
 	if err != nil {
-		return nil, s.fail("open", cfg.Bucket, err)
+		err = s.fail("open", cfg.Bucket, err)
+		switch objstore.KindOf(err) {
+		case objstore.KindDenied:
+			err = fmt.Errorf("%w (check the access key and secret, and that the bucket's policy lets them list it)", err)
+		case objstore.KindUnavailable:
+			err = fmt.Errorf("%w (is %s the S3 endpoint, and is it up?)", err, cfg.Endpoint)
+		}
+		return nil, err
 	}
 	if !ok {
 		return nil, objstore.Errorf("open", cfg.Bucket, objstore.KindNoBucket,
@@ -252,7 +260,7 @@ func (s *Store) fail(op, key string, err error) error {
 		kind = objstore.KindDenied
 	case "InvalidRange":
 		kind = objstore.KindRange
-	case "InvalidArgument", "KeyTooLongError", "InvalidObjectName", "EntityTooLarge", "BadDigest", "IncompleteBody":
+	case "InvalidArgument", "InvalidBucketName", "KeyTooLongError", "InvalidObjectName", "EntityTooLarge", "BadDigest", "IncompleteBody":
 		kind = objstore.KindInvalid
 	}
 	return objstore.Errorf(op, key, kind, err)

@@ -178,7 +178,7 @@ func TestBadCredentials(t *testing.T) {
 }
 
 func TestUnreachable(t *testing.T) {
-	_, err := Open(context.Background(), Config{Endpoint: "http://127.0.0.1:1", Bucket: "b", AccessKey: "a", SecretKey: "s", PathStyle: true, Region: "us-east-1"})
+	_, err := Open(context.Background(), Config{Endpoint: "http://127.0.0.1:1", Bucket: "strand-bucket", AccessKey: "a", SecretKey: "s", PathStyle: true, Region: "us-east-1"})
 	if objstore.KindOf(err) != objstore.KindUnavailable {
 		t.Fatalf("open of an unreachable endpoint: %v", err)
 	}
@@ -202,5 +202,14 @@ func TestMultipartWhole(t *testing.T) {
 	got, err := s.Get(context.Background(), "big", size-100, 200)
 	if err != nil || string(got) != string(data[size-100:]) {
 		t.Fatalf("tail range: %d bytes, %v", len(got), err)
+	}
+}
+
+func TestInvalidBucketName(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Bucket = "b"
+	_, err := Open(context.Background(), cfg)
+	if objstore.KindOf(err) != objstore.KindInvalid {
+		t.Fatalf("open of a bucket named %q: %v", cfg.Bucket, err)
 	}
 }
