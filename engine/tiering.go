@@ -13,8 +13,8 @@ import (
 // node's; the engine records what every replica must agree on.
 
 // Tier returns the partition's manifest of remote segments (inactive
-// until a TIER_ADD applied). The copy shares nothing the partition changes.
-func (p *Partition) Tier() tier.Manifest { return p.tier }
+// until a TIER_ADD applied): a copy, sharing no memory with the partition.
+func (p *Partition) Tier() tier.Manifest { return p.tier.Clone() }
 
 // EncodeTierAddEntry appends the Data of a TIER_ADD entry to dst: the
 // leader uploaded seg.

@@ -58,6 +58,12 @@ type Manifest struct {
 // was before tiering existed.
 func (m Manifest) Active() bool { return m.active }
 
+// Clone answers a copy that shares no memory with m.
+func (m Manifest) Clone() Manifest {
+	m.segs = append([]Segment(nil), m.segs...)
+	return m
+}
+
 // Segments answers the listed segments in offset order (a copy).
 func (m Manifest) Segments() []Segment { return append([]Segment(nil), m.segs...) }
 
