@@ -52,6 +52,9 @@ func (p *Partition) check() error {
 	if err := p.checkCompaction(); err != nil {
 		return err
 	}
+	if err := p.checkTier(); err != nil {
+		return err
+	}
 	return p.checkDigest()
 }
 

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/strandlog/strand/engine/recordbatch"
+	"github.com/strandlog/strand/engine/tier"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -42,6 +43,11 @@ type Result struct {
 	BaseOffset  int64
 	RecordCount int32
 	Duplicate   bool
+	// Tier is what a TIER_ADD did (tier.Added, Duplicate or Stale).
+	Tier tier.Outcome
+	// TierDropped lists the remote segments a TRIM took out of the
+	// manifest: the leader deletes their objects from the bucket.
+	TierDropped []tier.Segment
 }
 
 // BatchLocation says where the batch holding some offsets lives in the raft
@@ -116,6 +122,8 @@ type Partition struct {
 	// compaction is the compaction record (compaction.go): the last
 	// decision and the last reported pass.
 	compaction CompactionState
+	// tier is the manifest of remote segments (tiering.go).
+	tier tier.Manifest
 	// digests caches Digests' answer by its inputs (digest.go); not state.
 	digests digestMemo
 }
@@ -165,7 +173,7 @@ func (p *Partition) apply(index uint64, data []byte) Result {
 		return p.applyProduce(index, &e)
 	case strandpb.EntryKind_ENTRY_KIND_TRIM:
 		p.trim(e.TrimOffset, e.AppendTimeMs)
-		return Result{}
+		return Result{TierDropped: p.tier.Trim(min(e.TrimOffset, p.nextOffset))}
 	case strandpb.EntryKind_ENTRY_KIND_TXN_BEGIN:
 		return p.applyTxnBegin(&e)
 	case strandpb.EntryKind_ENTRY_KIND_TXN_MARKER:
@@ -174,6 +182,8 @@ func (p *Partition) apply(index uint64, data []byte) Result {
 		return p.applyCompact(&e)
 	case strandpb.EntryKind_ENTRY_KIND_COMPACT_DONE:
 		return p.applyCompactDone(&e)
+	case strandpb.EntryKind_ENTRY_KIND_TIER_ADD:
+		return p.applyTierAdd(&e)
 	default:
 		return Result{Err: fmt.Errorf("%w: unknown entry kind %d", ErrInvalidEntry, int32(e.Kind))}
 	}
