@@ -190,9 +190,9 @@ type requestResult struct {
 }
 
 // producer is the Client's producer: one loop goroutine owns every sink,
-// so the batching and retry state needs no locks; request goroutines (one
-// per request in flight, bounded) and the promise goroutine talk to it by
-// channels.
+// so the batching and retry state needs no locks; the senders, the
+// connections' readers (reporting answers) and the promise goroutine talk
+// to it by channels.
 type producer struct {
 	c        *Client
 	io       producerIO
