@@ -48,7 +48,11 @@ type brokerConn struct {
 	// wmu serializes writes: a call is numbered and written whole under
 	// it, so calls begun one after another are written in that order.
 	wmu  sync.Mutex
-	wbuf []byte // the frame being written, reused (under wmu)
+	wbuf []byte      // the frame being written, reused (under wmu)
+	wvec net.Buffers // its pieces (under wmu)
+	// writev: the connection writes net.Buffers in one writev (a TCP
+	// socket; a TLS connection would write each piece as a record).
+	writev bool
 
 	// Stall detection (Stalled): the time every read last returned bytes,
 	// in ns since born; stall is StallTimeout; onStall is told the node's
@@ -160,6 +164,7 @@ func dialConn(ctx context.Context, cfg *config, addr string, onStall func(node u
 		onStall:   onStall,
 		nc:        nc,
 		slots:     make(chan struct{}, cfg.inFlightPerConn),
+		writev:    isTCP(nc),
 		kick:      make(chan struct{}, 1),
 		calls:     make(map[uint64]*call),
 		nextCorr:  1,
@@ -169,6 +174,13 @@ func dialConn(ctx context.Context, cfg *config, addr string, onStall func(node u
 	go c.watch()
 	go c.readLoop(r)
 	return c, nil
+}
+
+// isTCP reports whether nc is a TCP socket (net.Buffers are written with
+// writev).
+func isTCP(nc net.Conn) bool {
+	_, ok := nc.(*net.TCPConn)
+	return ok
 }
 
 // activityReader records when a read last returned bytes, for Stalled.
@@ -379,7 +391,22 @@ func (c *brokerConn) roundTrip(ctx context.Context, req *strandpb.Request, noAns
 // *ConnError, sent, and tells onStall.
 func (c *brokerConn) begin(ctx context.Context, req *strandpb.Request, noAnswer bool, timeout, wait time.Duration,
 	onDone func(*strandpb.Response, error)) (*call, error) {
-	return c.beginCall(ctx, req, noAnswer, timeout, wait, onDone, false)
+	return c.beginCall(ctx, req, callSpec{noAnswer: noAnswer, timeout: timeout, wait: wait, onDone: onDone})
+}
+
+// callSpec is how a call is begun (begin's arguments).
+type callSpec struct {
+	noAnswer      bool
+	timeout, wait time.Duration
+	onDone        func(*strandpb.Response, error)
+	// noWait: fail with errWouldBlock rather than wait for a slot or a
+	// throttle (tryBegin).
+	noWait bool
+	// owned: the request's body is the caller's alone, read by no one else
+	// until begin returns, so a produce's large batches may be written as
+	// they are, beside the marshalled rest (frame.AppendProduceSpliced,
+	// writev), not copied into the frame. The producer's requests are.
+	owned bool
 }
 
 // errWouldBlock is tryBegin's refusal: no slot is free, or the node
@@ -391,13 +418,13 @@ var errWouldBlock = errors.New("connection busy")
 // own).
 func (c *brokerConn) tryBegin(req *strandpb.Request, timeout, wait time.Duration,
 	onDone func(*strandpb.Response, error)) error {
-	_, err := c.beginCall(context.Background(), req, false, timeout, wait, onDone, true)
+	_, err := c.beginCall(context.Background(), req, callSpec{timeout: timeout, wait: wait, onDone: onDone, noWait: true})
 	return err
 }
 
-func (c *brokerConn) beginCall(ctx context.Context, req *strandpb.Request, noAnswer bool, timeout, wait time.Duration,
-	onDone func(*strandpb.Response, error), noWait bool) (*call, error) {
-	if noWait {
+// beginCall is begin as spec says.
+func (c *brokerConn) beginCall(ctx context.Context, req *strandpb.Request, spec callSpec) (*call, error) {
+	if spec.noWait {
 		select {
 		case c.slots <- struct{}{}:
 		default:
@@ -414,7 +441,7 @@ func (c *brokerConn) beginCall(ctx context.Context, req *strandpb.Request, noAns
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if noWait && time.Duration(c.throttleUntil.Load()) > time.Since(c.born) {
+	if spec.noWait && time.Duration(c.throttleUntil.Load()) > time.Since(c.born) {
 		<-c.slots
 		return nil, errWouldBlock
 	}
@@ -433,35 +460,42 @@ func (c *brokerConn) beginCall(ctx context.Context, req *strandpb.Request, noAns
 	c.nextCorr++
 	// A shallow copy per send: the caller's request may be sent again on
 	// another connection at the same time.
-	cl := &call{req: &strandpb.Request{CorrelationId: corr, Body: req.GetBody()}, noAnswer: noAnswer,
-		begun: time.Since(c.born), timeout: timeout, wait: wait, onDone: onDone, slots: c.slots}
-	if onDone == nil {
+	cl := &call{req: &strandpb.Request{CorrelationId: corr, Body: req.GetBody()}, noAnswer: spec.noAnswer,
+		begun: time.Since(c.born), timeout: spec.timeout, wait: spec.wait, onDone: spec.onDone, slots: c.slots}
+	if spec.onDone == nil {
 		cl.done = make(chan struct{})
 	}
 	c.calls[corr] = cl
 	c.mu.Unlock()
-	if deadline, _ := clientcore.PastThrottle(cl.begun, 0, time.Duration(c.throttleUntil.Load())); deadline+timeout < time.Duration(c.armed.Load()) {
+	if deadline, _ := clientcore.PastThrottle(cl.begun, 0, time.Duration(c.throttleUntil.Load())); deadline+spec.timeout < time.Duration(c.armed.Load()) {
 		select {
 		case c.kick <- struct{}{}:
 		default:
 		}
 	}
 	var err error
-	if c.wbuf, err = frame.Append(c.wbuf[:0], cl.req); err != nil {
+	if spec.owned && c.writev {
+		c.wbuf, c.wvec, err = frame.AppendProduceSpliced(c.wbuf[:0], c.wvec[:0], cl.req, frame.SpliceBytesMin)
+	} else {
+		c.wbuf, err = frame.Append(c.wbuf[:0], cl.req)
+		c.wvec = append(c.wvec[:0], c.wbuf)
+	}
+	if err != nil {
 		c.unregister(corr)
 		cl.finish(nil, fmt.Errorf("clientlib: cannot frame request: %w", err))
 		return cl, nil
 	}
 	cl.sentAt.Store(int64(time.Since(c.born)))
 	cl.sent.Store(true)
-	if _, err := c.nc.Write(c.wbuf); err != nil {
+	vec := c.wvec // WriteTo consumes its copy of the slice, clearing the pieces written
+	if _, err := vec.WriteTo(c.nc); err != nil {
 		c.kill(err)
 		return cl, nil
 	}
 	if cap(c.wbuf) > wbufKeepMax {
-		c.wbuf = nil // a large produce's buffer is not kept for the small ones
+		c.wbuf = nil // a large request's buffer is not kept for the small ones
 	}
-	if noAnswer && c.unregister(corr) != nil {
+	if spec.noAnswer && c.unregister(corr) != nil {
 		cl.finish(nil, nil)
 	}
 	return cl, nil

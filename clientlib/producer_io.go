@@ -161,10 +161,12 @@ func (p *producer) begin(node uint64, batches []sentBatch) {
 	// The node gives up at timeout_ms; wait a little longer for its
 	// answer. The answer is reported from the connection's reader (no
 	// goroutine waits for it).
-	_, err = bc.begin(ctx, envelope, cfg.acks == AcksNone, cfg.requestTimeout+time.Second, 0,
-		func(resp *strandpb.Response, err error) {
+	// The envelope is this call's alone: its large batches are written
+	// as they are (owned), not copied into the frame.
+	_, err = bc.beginCall(ctx, envelope, callSpec{noAnswer: cfg.acks == AcksNone, timeout: cfg.requestTimeout + time.Second,
+		owned: true, onDone: func(resp *strandpb.Response, err error) {
 			p.report(requestResult{node: node, batches: batches, resp: resp, err: err})
-		})
+		}})
 	if err != nil {
 		fail(err)
 	}
