@@ -657,10 +657,11 @@ func (p *producer) appendOpen(s *sink, pr pendingRecord, now time.Duration) {
 		// doubling. A full BatchBytes buffer per batch (16 KiB by default)
 		// made most of a light producer's garbage: its batches hold a
 		// record or two and live until acknowledged.
-		// A partition whose last batch was larger starts at that size:
-		// a full producer's batches then take one allocation, not a
-		// doubling series of zeroed ones.
-		first := max(batchBufferFirst, s.lastBatchBytes)
+		// A partition whose last batch was larger starts at twice its
+		// size (a batch a record longer than the last must not move to a
+		// new buffer at its end): a full producer's batches then take one
+		// allocation, not a doubling series of zeroed ones.
+		first := max(batchBufferFirst, 2*s.lastBatchBytes)
 		s.builder.Reset(make([]byte, 0, max(min(p.c.cfg.batchBytes, first), estimate)+recordbatch.HeaderBytes))
 	}
 	// Doubling, up to the batch's size: append's own growth of a large
