@@ -2,6 +2,7 @@ package clientlib_test
 
 import (
 	"bytes"
+	"errors"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -75,5 +76,27 @@ func TestRequestsInFlightStartNoGoroutines(t *testing.T) {
 	// A metadata refresh may be running: slack of one.
 	if during > before+1 {
 		t.Fatalf("%d client goroutines with %d requests in flight, %d with none", during, n, before)
+	}
+}
+
+// A call past its request timeout fails with a TIMEOUT *Error (its outcome
+// unknown), though no timer of its own waits for it: the connection's
+// watchdog keeps every call's deadline. Stall detection is off, so only
+// the deadline can end the call while the node holds it.
+func TestRequestTimeoutKeptByWatchdog(t *testing.T) {
+	cluster, client, ctx := setup(t, []fake.Opt{fake.Nodes(1), fake.Topic("t", 1)},
+		clientlib.RequestTimeout(300*time.Millisecond), clientlib.StallTimeout(0), clientlib.MaxRetries(0))
+	if _, err := client.ListTopics(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	cluster.Control(func(_ uint64, req *strandpb.Request) (fake.Action, bool) {
+		return fake.Action{Hold: hold}, true
+	})
+	_, err := client.ListTopics(ctx)
+	var se *clientlib.Error
+	if !errors.As(err, &se) || se.Code != strandpb.ErrorCode_ERROR_CODE_TIMEOUT {
+		t.Fatalf("a held call ended with %v, want a TIMEOUT error", err)
 	}
 }
