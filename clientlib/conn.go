@@ -585,10 +585,12 @@ func (c *brokerConn) check(now time.Duration) (time.Duration, bool) {
 	}
 	switch {
 	case stalled:
-		c.kill(fmt.Errorf("%w: nothing received for %v", errStalled, c.stall))
+		// The node is suspect before any call hears of the stall: a
+		// producer retrying at once must already steer around it.
 		if c.onStall != nil {
 			c.onStall(c.nodeID)
 		}
+		c.kill(fmt.Errorf("%w: nothing received for %v", errStalled, c.stall))
 		return 0, true
 	case len(expired) > 0:
 		c.kill(fmt.Errorf("no answer within %v", expired[0].timeout))
