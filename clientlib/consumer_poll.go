@@ -82,13 +82,18 @@ func (k *Consumer) awaitLanded(ctx context.Context, deadline time.Time) bool {
 	if k.c.cfg.simulated != nil {
 		return k.simAwait(deadline)
 	}
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
+	// Stop and Reset leave no stale tick in the channel (Go 1.23 timers).
+	if k.pollTimer == nil {
+		k.pollTimer = time.NewTimer(time.Until(deadline))
+	} else {
+		k.pollTimer.Reset(time.Until(deadline))
+	}
+	defer k.pollTimer.Stop()
 	select {
 	case <-k.wake:
 		return true
 	case <-ctx.Done():
-	case <-timer.C:
+	case <-k.pollTimer.C:
 	}
 	return false
 }
