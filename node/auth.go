@@ -75,48 +75,101 @@ func (c *Core) filterAnswer(caller Caller, req *strandpb.Request, answer func(*s
 }
 
 // confirmThenHandle parks a request the applied metadata would refuse, as
-// a linearizable read: it starts a ReadIndex on the metadata group now,
-// after the request arrived (a follower's is forwarded to the leader,
-// which fixes it at its commit index then), and once this replica applied
-// up to that index it handles the request again with its refusals decided
-// on that state, which holds every ACL change acknowledged before the
-// request was sent. A follower knows the leader's commit index only from
-// what reaches it, so its applied state, even confirmed once in the
-// leader's term, may lack an ACL the leader committed and acknowledged
-// since (simnet seed 45 without features: node 3 had applied and confirmed
-// 16, the workload's principal was refused on it after the admin's grant
-// was acknowledged; seed 197 with production's ticks: a restarted node,
-// applied 7 of the leader's 23). The wait is bounded: a node that knows
-// no metadata leader, has too many waits, or whose read is not served
-// within the request timeout answers a retriable error (UNAVAILABLE,
-// BUSY, TIMEOUT), never a refusal. The second pass runs as a completion,
-// after Process has reconciled what was applied (a topic the request
-// names is hosted by then).
+// a linearizable read: the next Process starts a ReadIndex on the metadata
+// group for every request parked since the last (startAuthConfirm), after
+// they all arrived (a follower's is forwarded to the leader, which fixes
+// it at its commit index then; the leader fixes its own at the call), and
+// once this replica applied up to it each request is handled again from
+// the start, its refusals decided on that state, which holds every ACL
+// change acknowledged before the request was sent. A follower knows the
+// leader's commit index only from what reaches it, so its applied state,
+// even confirmed once in the leader's term, may lack an ACL the leader
+// committed and acknowledged since (simnet seed 45 without features: node
+// 3 had applied and confirmed 16, the workload's principal was refused on
+// it after the admin's grant was acknowledged; seed 197 with production's
+// ticks: a restarted node, applied 7 of the leader's 23). One ReadIndex a
+// round whatever the number of requests parked: a client refused in a
+// loop costs the metadata group no more than one heartbeat round per
+// Process. The wait is bounded: a node that knows no metadata leader,
+// has too many requests parked or waits on its metadata group, or whose
+// read is not served within the request timeout answers a retriable
+// error (UNAVAILABLE, BUSY), never a refusal. The second pass runs as a
+// completion, after Process has reconciled what was applied (a topic the
+// request names is hosted by then).
 func (c *Core) confirmThenHandle(caller Caller, req *strandpb.Request, answer func(*strandpb.Response)) {
-	g := c.meta
-	lead, term := c.metaLeader()
-	switch {
+	switch lead, _ := c.metaLeader(); {
 	case lead == 0:
-		answer(requestError(strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE,
-			fmt.Sprintf("node: cannot authorize %s yet: this node knows no metadata leader to confirm its metadata with", caller.Principal)))
+		answer(notConfirmed(caller, "this node knows no metadata leader to confirm its metadata with"))
 		return
-	case g.live >= c.cfg.PendingRequestsMax:
+	case len(c.authParked) >= c.cfg.PendingRequestsMax:
 		answer(&strandpb.Response{Error: c.wireError(ErrBusy, 0, nil)})
 		return
 	}
 	c.stats.AuthorizationsParked++
+	c.authParked = append(c.authParked, authWait{caller: caller, req: req, answer: answer})
+}
+
+// authWait is a request parked by confirmThenHandle.
+type authWait struct {
+	caller Caller
+	req    *strandpb.Request
+	answer func(*strandpb.Response)
+}
+
+// startAuthConfirm starts one metadata ReadIndex for the requests parked
+// since the last call (confirmThenHandle); Process calls it first.
+func (c *Core) startAuthConfirm() {
+	if len(c.authParked) == 0 {
+		return
+	}
+	parked := c.authParked
+	c.authParked = nil
+	g := c.meta
+	lead, term := c.metaLeader()
+	fail := func(resp func(authWait) *strandpb.Response) {
+		for _, w := range parked {
+			w.answer(resp(w))
+		}
+	}
+	switch {
+	case lead == 0:
+		fail(func(w authWait) *strandpb.Response {
+			return notConfirmed(w.caller, "this node knows no metadata leader to confirm its metadata with")
+		})
+		return
+	case g.live >= c.cfg.PendingRequestsMax:
+		fail(func(authWait) *strandpb.Response { return &strandpb.Response{Error: c.wireError(ErrBusy, 0, nil)} })
+		return
+	}
 	c.readIndex(g.group, term, func(*group) {
 		c.completions = append(c.completions, func() {
-			if c.closed {
-				answer(&strandpb.Response{Error: c.wireError(ErrStopped, 0, nil)})
-				return
+			for _, w := range parked {
+				if c.closed {
+					w.answer(&strandpb.Response{Error: c.wireError(ErrStopped, 0, nil)})
+					continue
+				}
+				c.handle(w.caller, w.req, w.answer, true)
 			}
-			c.handle(caller, req, answer, true)
 		})
 	}, func(err error, _ NodeID) {
-		answer(requestError(strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE,
-			fmt.Sprintf("node: cannot authorize %s yet: this node's metadata was not confirmed current (%v)", caller.Principal, err)))
+		fail(func(w authWait) *strandpb.Response {
+			return notConfirmed(w.caller, fmt.Sprintf("this node's metadata was not confirmed current (%v)", err))
+		})
 	})
+}
+
+// stopAuthConfirm answers the requests still parked when the node stops.
+func (c *Core) stopAuthConfirm() {
+	for _, w := range c.authParked {
+		w.answer(&strandpb.Response{Error: c.wireError(ErrStopped, 0, nil)})
+	}
+	c.authParked = nil
+}
+
+// notConfirmed is the retriable answer to a request whose refusal could
+// not be decided: UNAVAILABLE, which clients retry.
+func notConfirmed(caller Caller, why string) *strandpb.Response {
+	return requestError(strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, fmt.Sprintf("node: cannot authorize %s yet: %s", caller.Principal, why))
 }
 
 // metadataRebuilding reports whether this node's metadata replica, even

@@ -464,7 +464,8 @@ func TestAuthorizationWaitsForMetadataConfirmed(t *testing.T) {
 // node decided on its applied state, confirmed once per term); now the
 // request waits for a metadata ReadIndex taken after it arrived and, once
 // the follower applied up to it, the same request is allowed. A refusal the
-// grant does not cover is still answered, after the same wait.
+// grant does not cover is still answered, after the same wait; requests
+// parked in one round share one ReadIndex.
 func TestAuthorizationConfirmsAfterGrant(t *testing.T) {
 	admin := Caller{Principal: "User:admin", Host: "127.0.0.1"}
 	bob := Caller{Principal: "User:bob", Host: "127.0.0.1"}
@@ -506,6 +507,21 @@ func TestAuthorizationConfirmsAfterGrant(t *testing.T) {
 	c.cores[lag].HandleAs(bob, listOffsets("orders"), func(r *strandpb.Response) { other = r })
 	if resp != nil || other != nil {
 		t.Fatalf("bob's list offsets on node %d, behind the grant: answered at once %v / %v, want both waiting for a metadata read index", lag, resp, other)
+	}
+	unfinished := func() (n int) {
+		for _, r := range c.cores[lag].meta.reads {
+			if !r.finished {
+				n++
+			}
+		}
+		return n
+	}
+	before := unfinished()
+	if err := c.cores[lag].Process(); err != nil {
+		t.Fatal(err)
+	}
+	if started := unfinished() - before; started != 1 {
+		t.Fatalf("node %d started %d metadata reads for its two parked requests, want one", lag, started)
 	}
 	c.drop = nil
 	for ticks := 0; (resp == nil || other == nil) && ticks < requestTimeoutTicksDefault; ticks++ {

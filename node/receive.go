@@ -477,7 +477,8 @@ func (c *Core) Close() error {
 	}
 	defer c.flush()
 	c.closed = true
-	c.stopColdReads() // fetch_cold.go
+	c.stopColdReads()   // fetch_cold.go
+	c.stopAuthConfirm() // auth.go
 	var first error
 	for _, g := range c.groups {
 		for _, w := range g.produces {
