@@ -12,28 +12,26 @@ import (
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
-// The grant check (authorization on): a request that reached its node
-// after the admin's AlterAcls of bootstrapACLs was acknowledged is never
-// refused an access those bindings grant, nor one a grant of the probe
-// (below) acknowledged before it reached the node allows. Nothing in a run
-// revokes them (the operator adds and removes only User:ops-p* bindings,
-// allow ones), so
-// such a refusal can only be decided on a metadata state that lacks an
-// acknowledged grant: node/auth.go decides a refusal only on metadata
-// confirmed current by a read index taken after the request arrived
-// (seed 45 without features refused the workload's principal on a
-// follower that had not heard of the grant). Whether the bindings grant
-// everything the request needs is asked of package authz itself, over a
-// state holding only bootstrapACLs: the check covers every request type,
-// native or Kafka (kafkaproto's translation reaches deliver as strandpb),
-// whoever sends it, with the node's own mapping of requests to accesses. A
-// request the bindings refuse in whole or in part (an operator's
-// transactional request, a topic outside "sim") is not this check's; nor
-// is a partition named only by a topic id (the bindings know no ids). The
-// grants are taken as they stood when the request reached its node.
-// Authorization errors are looked for where package authz puts them: the
-// whole request, and each partition or item of the requests it refuses
-// per partition or item.
+// The grant check (authorization on): a request of User:app or User:ops
+// that reached its node after the grants allowing it were acknowledged is
+// never refused. The grants are bootstrapACLs once the admin's AlterAcls
+// was acknowledged, then the grant probe's (below), taken as they stood
+// when the request reached its node. Nothing in a run revokes them (the
+// operator adds and removes only User:ops-p* bindings, allow ones), so
+// such a refusal was decided on a metadata state lacking an acknowledged
+// grant: node/auth.go decides a refusal only on metadata confirmed current
+// by a read index taken after the request arrived (seed 45 without
+// features refused the workload's principal on a follower that had not
+// heard of the grant). Whether the grants allow everything the request
+// needs is asked of package authz itself, over a state holding the grants
+// alone: the check covers every request type, native or Kafka
+// (kafkaproto's translation reaches deliver as strandpb), with the node's
+// own mapping of requests to accesses. A request the grants refuse in
+// whole or in part (an operator's transactional request, a topic outside
+// "sim") is not this check's; nor is one naming a partition by topic id
+// only (the grants know no ids). Authorization errors are looked for where
+// package authz puts them: the whole request, and each partition or item
+// of the requests it refuses per partition or item.
 
 // The grant probe: the bootstrap grants come before any workload request,
 // when every node has just applied them, so a node lagging them is rare
