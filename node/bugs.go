@@ -63,6 +63,7 @@ func (c *Core) bugCoordinatorFromEnd(*group, *groupsvc.Coordinator)      {}
 func (c *Core) bugRemoveBeforeCaughtUp() bool                            { return false }
 func (c *Core) bugIgnoreStall() bool                                     { return false }
 func (c *Core) bugSkipAuthorization(*strandpb.Request) bool              { return false }
+func (c *Core) bugRefuseUnconfirmed() bool                               { return false }
 func (c *Core) bugElectionTick() int                                     { return c.cfg.ElectionTicks }
 
 // bugPassDecision (CompactActiveSegment) is a pass's decision unchanged.

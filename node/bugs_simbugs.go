@@ -120,6 +120,12 @@ type Bugs struct {
 	// requestAccesses' switch and fell through unchecked), so any
 	// principal may change anyone's quotas.
 	AuthSkipsAlterQuotas bool
+	// AuthRefusesUnconfirmed: authorization decides a refusal on the
+	// node's applied metadata as it is, without a read index confirming
+	// it current for the request (auth.go confirmThenHandle skipped): a
+	// follower that has not heard of an ACL grant the leader committed and
+	// acknowledged refuses the principal it allows.
+	AuthRefusesUnconfirmed bool
 	// MoveRacesRebalance: a coordinator built on a replica that a move
 	// added (this node outside the partition's bootstrap set) starts at
 	// the high-water mark, as if a replica new to the partition had no
@@ -161,6 +167,10 @@ func (c *Core) bugCoordinatorFromEnd(g *group, co *groupsvc.Coordinator) {
 func (c *Core) bugSkipAuthorization(req *strandpb.Request) bool {
 	return c.cfg.Bugs.AuthSkipsAlterQuotas && req.GetAlterQuotas() != nil
 }
+
+// bugRefuseUnconfirmed (AuthRefusesUnconfirmed) takes the applied
+// metadata as confirmed current for every request.
+func (c *Core) bugRefuseUnconfirmed() bool { return c.cfg.Bugs.AuthRefusesUnconfirmed }
 
 // bugRemoveBeforeCaughtUp (RemoveBeforeCaughtUp) makes every removal due.
 func (c *Core) bugRemoveBeforeCaughtUp() bool { return c.cfg.Bugs.RemoveBeforeCaughtUp }

@@ -512,4 +512,7 @@ type Core struct {
 	// (which may call back into the Core) see consistent state.
 	completions []func()
 	flushing    bool
+	// authParked are the requests the applied ACLs would refuse, waiting
+	// for the next Process to start their metadata ReadIndex (auth.go).
+	authParked []authWait
 }

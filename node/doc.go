@@ -624,11 +624,19 @@
 // HandleAs(caller, req, respond) checks the caller's ACLs before anything is proposed (Kafka's
 // StandardAuthorizer rules; bindings, credentials and quotas live in the metadata group). The rules
 // are package node/authz, a function of the applied metadata; auth.go is the Core's side: the
-// switches (Config.Authorization, Config.SuperUsers), the planted-bug hook, and metadataBehind: a
-// refusal is decided only on a metadata state this node has caught up, so while its metadata
-// replica replays what it knows committed (a restart), rebuilds from its peers (a lost disk), knows
-// no leader or has not confirmed the leader's term (confirmMetadata, a ReadIndex per term, run by
-// Tick), a request the applied ACLs would refuse is answered UNAVAILABLE (retriable) instead. The
+// switches (Config.Authorization, Config.SuperUsers), the planted-bug hooks, and confirmThenHandle:
+// a refusal is decided only on metadata at least as new as a metadata ReadIndex started after the
+// request arrived, so it holds every ACL change acknowledged before the request was sent (an allow
+// stands on the applied state as it is). A request the applied ACLs would refuse, in whole or in
+// part, any kind of either protocol, is parked like a linearizable read: a ReadIndex on the
+// metadata group (forwarded to its leader from a follower), then, once this replica applied up to
+// it and Process reconciled it, the request is authorized and handled again from the start. A
+// follower hears the leader's commit index only from what reaches it, so without this it refused
+// on a state lacking a grant the leader had committed and acknowledged (simnet seed 45 without
+// features: confirmed once per term, as it was, was not enough; TestAuthorizationConfirmsAfterGrant).
+// The wait is bounded: no metadata leader known answers UNAVAILABLE at once, too many waits BUSY, a
+// read not served within the request timeout UNAVAILABLE, all retriable, never a refusal; a
+// replica rebuilding from its peers (a lost disk) answers UNAVAILABLE even when confirmed. The
 // whole security design (TLS, SASL, ACLs, quotas, negative tests) is in package node/server's doc;
 // the simulator turns authorization on in two seeds of three (simnet's operator actor).
 //

@@ -29,6 +29,10 @@ type Stats struct {
 	ReadyPolls           uint64 // groups asked HasReady by the Ready rounds (ready.go)
 	Quiesced             uint64 // times a leader quiesced its group (quiesce.go)
 	WokenBySilence       uint64 // quiesced followers woken because their leader's node went silent
+	// AuthorizationsParked counts requests the applied ACLs would have
+	// refused on a state not confirmed current, parked until a metadata
+	// read index confirmed it (auth.go: confirmThenHandle).
+	AuthorizationsParked uint64
 	// VotesWithheld counts vote and pre-vote messages, in or out, that a
 	// replica recovering from a lost disk did not step or send.
 	VotesWithheld uint64
@@ -473,7 +477,8 @@ func (c *Core) Close() error {
 	}
 	defer c.flush()
 	c.closed = true
-	c.stopColdReads() // fetch_cold.go
+	c.stopColdReads()   // fetch_cold.go
+	c.stopAuthConfirm() // auth.go
 	var first error
 	for _, g := range c.groups {
 		for _, w := range g.produces {

@@ -144,6 +144,8 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.RemoveBeforeCaughtUp = true
 	case "AuthSkipsAlterQuotas": // needs authorization on (the operator draws it)
 		cfg.Bugs.AuthSkipsAlterQuotas = true
+	case "AuthRefusesUnconfirmed": // needs authorization on (the operator draws it)
+		cfg.Bugs.AuthRefusesUnconfirmed = true
 	case "CompactActiveSegment": // needs Options.Compacted
 		cfg.Bugs.CompactActiveSegment = true
 	case "PrefixInstallUnchecked": // needs Options.Compacted and a stuck replica

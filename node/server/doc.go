@@ -158,8 +158,10 @@
 //     StandardAuthorizer rules (deny wins; read, write, delete, alter imply describe); checks
 //     search only the caller's and User:*'s runs (597 ns at 1,000 bindings). Produce, Fetch and
 //     ListOffsets are refused per partition, every other request whole, before anything is
-//     proposed; listings drop what the caller may not describe; a request type with no mapping
-//     needs ALTER on the cluster. Kafka CreateAcls/DescribeAcls/DeleteAcls (30, 29, 31) map onto
+//     proposed; a refusal only on metadata confirmed current for the request (a metadata
+//     ReadIndex started after it arrived; until then it waits, at most the request timeout, then
+//     a retriable error: node/auth.go); listings drop what the caller may not describe; a
+//     request type with no mapping needs ALTER on the cluster. Kafka CreateAcls/DescribeAcls/DeleteAcls (30, 29, 31) map onto
 //     the same bindings.
 //   - Quotas: per principal produce and fetch byte rates in the metadata group; each node meters
 //     its own traffic with a token bucket (an x/time/rate limiter of one second's burst, in the
