@@ -203,6 +203,13 @@ func (p *Partition) trimTxns(offset, nowMs int64) {
 			delete(p.txns, id)
 		}
 	}
+	if p.compaction.Decision.Generation != 0 {
+		// A compacted topic: a pass that has not run yet over records at
+		// or past its decision's log start must still know them aborted
+		// (engine/compact's rule 4 on every replica alike), so only what
+		// the reported passes cover goes (as trim keeps the index).
+		offset = min(offset, p.compaction.CleanedTo)
+	}
 	live := p.aborted[p.abortedHead:]
 	n := sort.Search(len(live), func(i int) bool { return live[i].LastOffset >= offset })
 	for i := range n {
